@@ -1,0 +1,248 @@
+//! The CPU decoder: zune-jpeg for JPEG (the decoder inside the `image` crate, called directly so
+//! the input is borrowed and the headers parsed once), the `image` crate for PNG and WebP.
+
+use std::io::Cursor;
+
+use image::ImageDecoder;
+use zune_core::bytestream::ZCursor;
+use zune_core::colorspace::ColorSpace;
+use zune_core::options::DecoderOptions;
+
+use crate::jpeg_markers;
+use crate::{Decode, DecodeError, ImageFormat, ImageInfo, Limits};
+
+/// Decodes JPEG, PNG and WebP on the host into interleaved RGB8.
+///
+/// Grayscale is replicated to three channels, CMYK/YCCK JPEGs are converted to RGB and alpha is
+/// dropped, as `PIL.Image.convert("RGB")` does. EXIF orientation is ignored, as torchvision's
+/// default loader ignores it. Truncated JPEGs are rejected (see [`jpeg_markers`]).
+#[derive(Debug, Default)]
+pub struct CpuDecoder {
+    limits: Limits,
+}
+
+impl CpuDecoder {
+    /// A decoder with the given limits.
+    pub fn with_limits(limits: Limits) -> Self {
+        Self { limits }
+    }
+
+    fn zune_options(&self) -> DecoderOptions {
+        DecoderOptions::default()
+            .set_strict_mode(false)
+            .set_max_width(self.limits.max_dimension as usize)
+            .set_max_height(self.limits.max_dimension as usize)
+    }
+}
+
+fn jpeg_err(e: zune_jpeg::errors::DecodeErrors) -> DecodeError {
+    DecodeError::corrupt(ImageFormat::Jpeg, e.to_string())
+}
+
+fn image_err(format: ImageFormat, e: image::ImageError) -> DecodeError {
+    match e {
+        image::ImageError::IoError(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+            DecodeError::Truncated { format, detail: "data ends early" }
+        }
+        other => DecodeError::corrupt(format, other),
+    }
+}
+
+impl Decode for CpuDecoder {
+    fn probe(&mut self, bytes: &[u8]) -> Result<ImageInfo, DecodeError> {
+        if bytes.is_empty() {
+            return Err(DecodeError::Empty);
+        }
+        let format = ImageFormat::sniff(bytes).ok_or_else(|| DecodeError::UnknownFormat {
+            magic: bytes[..bytes.len().min(8)].to_vec(),
+        })?;
+        let (width, height) = match format {
+            ImageFormat::Jpeg => {
+                let mut d = zune_jpeg::JpegDecoder::new_with_options(
+                    ZCursor::new(bytes),
+                    // Headers only: the size limit is ours, checked below with a clear error.
+                    DecoderOptions::default().set_strict_mode(false).set_max_width(usize::MAX).set_max_height(usize::MAX),
+                );
+                d.decode_headers().map_err(jpeg_err)?;
+                let (w, h) = d.dimensions().ok_or_else(|| DecodeError::corrupt(format, "no frame header"))?;
+                (w as u32, h as u32)
+            }
+            ImageFormat::Png => {
+                let d = image::codecs::png::PngDecoder::new(Cursor::new(bytes))
+                    .map_err(|e| image_err(format, e))?;
+                d.dimensions()
+            }
+            ImageFormat::WebP => {
+                let d = image::codecs::webp::WebPDecoder::new(Cursor::new(bytes))
+                    .map_err(|e| image_err(format, e))?;
+                d.dimensions()
+            }
+        };
+        self.limits.check(format, width, height)?;
+        if format == ImageFormat::Jpeg {
+            jpeg_markers::check_complete(bytes)
+                .map_err(|e| DecodeError::Truncated { format, detail: e.detail() })?;
+        }
+        Ok(ImageInfo { format, width, height })
+    }
+
+    fn decode_into(
+        &mut self,
+        bytes: &[u8],
+        info: &ImageInfo,
+        out: &mut [u8],
+    ) -> Result<(), DecodeError> {
+        if out.len() != info.rgb_len() {
+            return Err(DecodeError::BufferSize { expected: info.rgb_len(), got: out.len() });
+        }
+        match info.format {
+            ImageFormat::Jpeg => self.decode_jpeg(bytes, info, out),
+            ImageFormat::Png => {
+                let d = image::codecs::png::PngDecoder::new(Cursor::new(bytes))
+                    .map_err(|e| image_err(info.format, e))?;
+                decode_with_image(d, info, out)
+            }
+            ImageFormat::WebP => {
+                let d = image::codecs::webp::WebPDecoder::new(Cursor::new(bytes))
+                    .map_err(|e| image_err(info.format, e))?;
+                decode_with_image(d, info, out)
+            }
+        }
+    }
+}
+
+impl CpuDecoder {
+    fn decode_jpeg(&self, bytes: &[u8], info: &ImageInfo, out: &mut [u8]) -> Result<(), DecodeError> {
+        let mut d = zune_jpeg::JpegDecoder::new_with_options(ZCursor::new(bytes), self.zune_options());
+        d.decode_headers().map_err(jpeg_err)?;
+        let (w, h) = d.dimensions().ok_or_else(|| DecodeError::corrupt(info.format, "no frame header"))?;
+        if (w as u32, h as u32) != (info.width, info.height) {
+            return Err(DecodeError::corrupt(info.format, "image differs from the probed one"));
+        }
+        let gray = matches!(d.input_colorspace(), Some(ColorSpace::Luma | ColorSpace::LumaA));
+        let out_space = if gray { ColorSpace::Luma } else { ColorSpace::RGB };
+        d.set_options(self.zune_options().jpeg_set_out_colorspace(out_space));
+        let pixels = info.width as usize * info.height as usize;
+        if gray {
+            d.decode_into(&mut out[..pixels]).map_err(jpeg_err)?;
+            expand_gray_in_place(out, pixels);
+        } else {
+            d.decode_into(out).map_err(jpeg_err)?;
+        }
+        Ok(())
+    }
+}
+
+/// Replicates `pixels` gray bytes at the start of `buf` to RGB triplets, back to front so no
+/// byte is overwritten before it is read.
+fn expand_gray_in_place(buf: &mut [u8], pixels: usize) {
+    for i in (0..pixels).rev() {
+        let v = buf[i];
+        buf[3 * i..3 * i + 3].fill(v);
+    }
+}
+
+fn decode_with_image(
+    decoder: impl ImageDecoder,
+    info: &ImageInfo,
+    out: &mut [u8],
+) -> Result<(), DecodeError> {
+    if decoder.dimensions() != (info.width, info.height) {
+        return Err(DecodeError::corrupt(info.format, "image differs from the probed one"));
+    }
+    if decoder.color_type() == image::ColorType::Rgb8 {
+        return decoder.read_image(out).map_err(|e| image_err(info.format, e));
+    }
+    // Other colour types (gray, alpha, 16-bit, float) are rare in training sets: convert.
+    let img = image::DynamicImage::from_decoder(decoder).map_err(|e| image_err(info.format, e))?;
+    out.copy_from_slice(img.to_rgb8().as_raw());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing;
+
+    fn decode(bytes: &[u8]) -> Result<(ImageInfo, Vec<u8>), DecodeError> {
+        let mut d = CpuDecoder::default();
+        let info = d.probe(bytes)?;
+        let mut out = vec![0; info.rgb_len()];
+        d.decode_into(bytes, &info, &mut out)?;
+        Ok((info, out))
+    }
+
+    fn encode(img: image::DynamicImage, format: image::ImageFormat) -> Vec<u8> {
+        let mut buf = Cursor::new(Vec::new());
+        img.write_to(&mut buf, format).unwrap();
+        buf.into_inner()
+    }
+
+    #[test]
+    fn jpeg_decodes_close_to_its_source() {
+        let (info, rgb) = decode(&testing::gradient_jpeg(40, 24, 95)).unwrap();
+        assert_eq!((info.format, info.width, info.height), (ImageFormat::Jpeg, 40, 24));
+        let src = testing::gradient_rgb(40, 24);
+        let mad: f64 = rgb.iter().zip(&src).map(|(a, b)| (*a as f64 - *b as f64).abs()).sum::<f64>() / src.len() as f64;
+        assert!(mad < 4.0, "mean abs diff {mad}");
+    }
+
+    #[test]
+    fn png_rgba_and_gray_become_rgb() {
+        let rgb = image::RgbImage::from_raw(5, 3, testing::gradient_rgb(5, 3)).unwrap();
+        let rgba = image::DynamicImage::ImageRgb8(rgb.clone()).to_rgba8();
+        let (_, out) = decode(&encode(rgba.into(), image::ImageFormat::Png)).unwrap();
+        assert_eq!(out, rgb.as_raw().as_slice(), "alpha must be dropped, colours kept exactly");
+        let gray = image::DynamicImage::ImageRgb8(rgb).to_luma8();
+        let (_, out) = decode(&encode(gray.clone().into(), image::ImageFormat::Png)).unwrap();
+        for (i, px) in out.chunks(3).enumerate() {
+            assert_eq!(px, [gray.as_raw()[i]; 3]);
+        }
+    }
+
+    #[test]
+    fn grayscale_jpeg_is_replicated_to_three_channels() {
+        let gray = image::DynamicImage::ImageRgb8(image::RgbImage::from_raw(16, 16, testing::gradient_rgb(16, 16)).unwrap()).to_luma8();
+        let (_, out) = decode(&encode(gray.into(), image::ImageFormat::Jpeg)).unwrap();
+        assert!(out.chunks(3).all(|p| p[0] == p[1] && p[1] == p[2]));
+    }
+
+    #[test]
+    fn webp_lossless_round_trips() {
+        let rgb = image::RgbImage::from_raw(7, 5, testing::gradient_rgb(7, 5)).unwrap();
+        let (info, out) = decode(&encode(rgb.clone().into(), image::ImageFormat::WebP)).unwrap();
+        assert_eq!(info.format, ImageFormat::WebP);
+        assert_eq!(out, rgb.into_raw());
+    }
+
+    #[test]
+    fn truncated_jpeg_is_an_error_not_a_grey_image() {
+        let jpeg = testing::gradient_jpeg(64, 64, 90);
+        let err = decode(&jpeg[..jpeg.len() * 2 / 3]).unwrap_err();
+        assert_eq!(err.reason(), "truncated", "{err}");
+    }
+
+    #[test]
+    fn empty_and_unknown_inputs_are_named() {
+        assert_eq!(decode(b"").unwrap_err().reason(), "empty");
+        assert_eq!(decode(b"hello world").unwrap_err().reason(), "unknown-format");
+    }
+
+    #[test]
+    fn huge_claimed_size_is_rejected_before_decoding() {
+        // A real JPEG header whose frame size is patched to 60000x60000.
+        let mut jpeg = testing::gradient_jpeg(8, 8, 90);
+        let sof = jpeg.windows(2).position(|w| w == [0xFF, 0xC0]).unwrap();
+        jpeg[sof + 5..sof + 9].copy_from_slice(&[0xEA, 0x60, 0xEA, 0x60]);
+        let err = CpuDecoder::default().probe(&jpeg).unwrap_err();
+        assert_eq!(err.reason(), "too-large", "{err}");
+    }
+
+    #[test]
+    fn every_prefix_of_a_jpeg_fails_cleanly() {
+        let jpeg = testing::gradient_jpeg(33, 17, 80);
+        for cut in 0..jpeg.len() - 1 {
+            assert!(decode(&jpeg[..cut]).is_err(), "prefix of {cut} bytes decoded");
+        }
+    }
+}
