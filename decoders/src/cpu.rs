@@ -42,7 +42,10 @@ fn jpeg_err(e: zune_jpeg::errors::DecodeErrors) -> DecodeError {
 fn image_err(format: ImageFormat, e: image::ImageError) -> DecodeError {
     match e {
         image::ImageError::IoError(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
-            DecodeError::Truncated { format, detail: "data ends early" }
+            DecodeError::Truncated {
+                format,
+                detail: "data ends early",
+            }
         }
         other => DecodeError::corrupt(format, other),
     }
@@ -61,10 +64,15 @@ impl Decode for CpuDecoder {
                 let mut d = zune_jpeg::JpegDecoder::new_with_options(
                     ZCursor::new(bytes),
                     // Headers only: the size limit is ours, checked below with a clear error.
-                    DecoderOptions::default().set_strict_mode(false).set_max_width(usize::MAX).set_max_height(usize::MAX),
+                    DecoderOptions::default()
+                        .set_strict_mode(false)
+                        .set_max_width(usize::MAX)
+                        .set_max_height(usize::MAX),
                 );
                 d.decode_headers().map_err(jpeg_err)?;
-                let (w, h) = d.dimensions().ok_or_else(|| DecodeError::corrupt(format, "no frame header"))?;
+                let (w, h) = d
+                    .dimensions()
+                    .ok_or_else(|| DecodeError::corrupt(format, "no frame header"))?;
                 (w as u32, h as u32)
             }
             ImageFormat::Png => {
@@ -80,10 +88,16 @@ impl Decode for CpuDecoder {
         };
         self.limits.check(format, width, height)?;
         if format == ImageFormat::Jpeg {
-            jpeg_markers::check_complete(bytes)
-                .map_err(|e| DecodeError::Truncated { format, detail: e.detail() })?;
+            jpeg_markers::check_complete(bytes).map_err(|e| DecodeError::Truncated {
+                format,
+                detail: e.detail(),
+            })?;
         }
-        Ok(ImageInfo { format, width, height })
+        Ok(ImageInfo {
+            format,
+            width,
+            height,
+        })
     }
 
     fn decode_into(
@@ -93,7 +107,10 @@ impl Decode for CpuDecoder {
         out: &mut [u8],
     ) -> Result<(), DecodeError> {
         if out.len() != info.rgb_len() {
-            return Err(DecodeError::BufferSize { expected: info.rgb_len(), got: out.len() });
+            return Err(DecodeError::BufferSize {
+                expected: info.rgb_len(),
+                got: out.len(),
+            });
         }
         match info.format {
             ImageFormat::Jpeg => self.decode_jpeg(bytes, info, out),
@@ -112,15 +129,33 @@ impl Decode for CpuDecoder {
 }
 
 impl CpuDecoder {
-    fn decode_jpeg(&self, bytes: &[u8], info: &ImageInfo, out: &mut [u8]) -> Result<(), DecodeError> {
-        let mut d = zune_jpeg::JpegDecoder::new_with_options(ZCursor::new(bytes), self.zune_options());
+    fn decode_jpeg(
+        &self,
+        bytes: &[u8],
+        info: &ImageInfo,
+        out: &mut [u8],
+    ) -> Result<(), DecodeError> {
+        let mut d =
+            zune_jpeg::JpegDecoder::new_with_options(ZCursor::new(bytes), self.zune_options());
         d.decode_headers().map_err(jpeg_err)?;
-        let (w, h) = d.dimensions().ok_or_else(|| DecodeError::corrupt(info.format, "no frame header"))?;
+        let (w, h) = d
+            .dimensions()
+            .ok_or_else(|| DecodeError::corrupt(info.format, "no frame header"))?;
         if (w as u32, h as u32) != (info.width, info.height) {
-            return Err(DecodeError::corrupt(info.format, "image differs from the probed one"));
+            return Err(DecodeError::corrupt(
+                info.format,
+                "image differs from the probed one",
+            ));
         }
-        let gray = matches!(d.input_colorspace(), Some(ColorSpace::Luma | ColorSpace::LumaA));
-        let out_space = if gray { ColorSpace::Luma } else { ColorSpace::RGB };
+        let gray = matches!(
+            d.input_colorspace(),
+            Some(ColorSpace::Luma | ColorSpace::LumaA)
+        );
+        let out_space = if gray {
+            ColorSpace::Luma
+        } else {
+            ColorSpace::RGB
+        };
         d.set_options(self.zune_options().jpeg_set_out_colorspace(out_space));
         let pixels = info.width as usize * info.height as usize;
         if gray {
@@ -148,10 +183,15 @@ fn decode_with_image(
     out: &mut [u8],
 ) -> Result<(), DecodeError> {
     if decoder.dimensions() != (info.width, info.height) {
-        return Err(DecodeError::corrupt(info.format, "image differs from the probed one"));
+        return Err(DecodeError::corrupt(
+            info.format,
+            "image differs from the probed one",
+        ));
     }
     if decoder.color_type() == image::ColorType::Rgb8 {
-        return decoder.read_image(out).map_err(|e| image_err(info.format, e));
+        return decoder
+            .read_image(out)
+            .map_err(|e| image_err(info.format, e));
     }
     // Other colour types (gray, alpha, 16-bit, float) are rare in training sets: convert.
     let img = image::DynamicImage::from_decoder(decoder).map_err(|e| image_err(info.format, e))?;
@@ -181,9 +221,17 @@ mod tests {
     #[test]
     fn jpeg_decodes_close_to_its_source() {
         let (info, rgb) = decode(&testing::gradient_jpeg(40, 24, 95)).unwrap();
-        assert_eq!((info.format, info.width, info.height), (ImageFormat::Jpeg, 40, 24));
+        assert_eq!(
+            (info.format, info.width, info.height),
+            (ImageFormat::Jpeg, 40, 24)
+        );
         let src = testing::gradient_rgb(40, 24);
-        let mad: f64 = rgb.iter().zip(&src).map(|(a, b)| (*a as f64 - *b as f64).abs()).sum::<f64>() / src.len() as f64;
+        let mad: f64 = rgb
+            .iter()
+            .zip(&src)
+            .map(|(a, b)| (*a as f64 - *b as f64).abs())
+            .sum::<f64>()
+            / src.len() as f64;
         assert!(mad < 4.0, "mean abs diff {mad}");
     }
 
@@ -192,7 +240,11 @@ mod tests {
         let rgb = image::RgbImage::from_raw(5, 3, testing::gradient_rgb(5, 3)).unwrap();
         let rgba = image::DynamicImage::ImageRgb8(rgb.clone()).to_rgba8();
         let (_, out) = decode(&encode(rgba.into(), image::ImageFormat::Png)).unwrap();
-        assert_eq!(out, rgb.as_raw().as_slice(), "alpha must be dropped, colours kept exactly");
+        assert_eq!(
+            out,
+            rgb.as_raw().as_slice(),
+            "alpha must be dropped, colours kept exactly"
+        );
         let gray = image::DynamicImage::ImageRgb8(rgb).to_luma8();
         let (_, out) = decode(&encode(gray.clone().into(), image::ImageFormat::Png)).unwrap();
         for (i, px) in out.chunks(3).enumerate() {
@@ -202,7 +254,10 @@ mod tests {
 
     #[test]
     fn grayscale_jpeg_is_replicated_to_three_channels() {
-        let gray = image::DynamicImage::ImageRgb8(image::RgbImage::from_raw(16, 16, testing::gradient_rgb(16, 16)).unwrap()).to_luma8();
+        let gray = image::DynamicImage::ImageRgb8(
+            image::RgbImage::from_raw(16, 16, testing::gradient_rgb(16, 16)).unwrap(),
+        )
+        .to_luma8();
         let (_, out) = decode(&encode(gray.into(), image::ImageFormat::Jpeg)).unwrap();
         assert!(out.chunks(3).all(|p| p[0] == p[1] && p[1] == p[2]));
     }
@@ -225,7 +280,10 @@ mod tests {
     #[test]
     fn empty_and_unknown_inputs_are_named() {
         assert_eq!(decode(b"").unwrap_err().reason(), "empty");
-        assert_eq!(decode(b"hello world").unwrap_err().reason(), "unknown-format");
+        assert_eq!(
+            decode(b"hello world").unwrap_err().reason(),
+            "unknown-format"
+        );
     }
 
     #[test]
@@ -242,7 +300,10 @@ mod tests {
     fn every_prefix_of_a_jpeg_fails_cleanly() {
         let jpeg = testing::gradient_jpeg(33, 17, 80);
         for cut in 0..jpeg.len() - 1 {
-            assert!(decode(&jpeg[..cut]).is_err(), "prefix of {cut} bytes decoded");
+            assert!(
+                decode(&jpeg[..cut]).is_err(),
+                "prefix of {cut} bytes decoded"
+            );
         }
     }
 }

@@ -56,7 +56,10 @@ impl DecodeError {
         format: ImageFormat,
         source: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
     ) -> Self {
-        Self::Corrupt { format, source: source.into() }
+        Self::Corrupt {
+            format,
+            source: source.into(),
+        }
     }
 
     /// A short stable name for the kind of failure, for counting failures by reason.

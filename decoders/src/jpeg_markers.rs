@@ -100,7 +100,10 @@ mod tests {
         let jpeg = crate::testing::tiny_jpeg();
         assert_eq!(check_complete(&jpeg), Ok(()));
         for cut in 0..jpeg.len() - 1 {
-            assert!(check_complete(&jpeg[..cut]).is_err(), "truncated at {cut} passed");
+            assert!(
+                check_complete(&jpeg[..cut]).is_err(),
+                "truncated at {cut} passed"
+            );
         }
     }
 
@@ -112,6 +115,9 @@ mod tests {
 
     #[test]
     fn segment_length_past_end_is_an_overrun() {
-        assert_eq!(first_scan_offset(&[0xFF, 0xD8, 0xFF, 0xE0, 0x40, 0x00, 1, 2]), Err(MarkerError::SegmentOverrun));
+        assert_eq!(
+            first_scan_offset(&[0xFF, 0xD8, 0xFF, 0xE0, 0x40, 0x00, 1, 2]),
+            Err(MarkerError::SegmentOverrun)
+        );
     }
 }

@@ -101,7 +101,10 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { max_pixels: 100_000_000, max_dimension: 32_768 }
+        Self {
+            max_pixels: 100_000_000,
+            max_dimension: 32_768,
+        }
     }
 }
 
@@ -113,11 +116,18 @@ impl Limits {
     /// zero width or height.
     pub fn check(&self, format: ImageFormat, width: u32, height: u32) -> Result<(), DecodeError> {
         if width == 0 || height == 0 {
-            return Err(DecodeError::corrupt(format, format!("image claims size {width}x{height}")));
+            return Err(DecodeError::corrupt(
+                format,
+                format!("image claims size {width}x{height}"),
+            ));
         }
         let pixels = u64::from(width) * u64::from(height);
         if width > self.max_dimension || height > self.max_dimension || pixels > self.max_pixels {
-            return Err(DecodeError::TooLarge { width, height, limits: *self });
+            return Err(DecodeError::TooLarge {
+                width,
+                height,
+                limits: *self,
+            });
         }
         Ok(())
     }

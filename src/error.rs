@@ -1,0 +1,114 @@
+//! The crate's error type. Every error that concerns one sample names its file.
+
+use std::path::PathBuf;
+
+use hpuload_decoders::DecodeError;
+
+use crate::hpu::HpuError;
+
+/// Anything that can go wrong building or running a loader.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A dataset file or folder could not be opened or listed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A manifest line is malformed.
+    #[error("{}:{line}: {reason}", path.display())]
+    Manifest {
+        /// The manifest file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong with the line.
+        reason: String,
+    },
+    /// The dataset holds no images.
+    #[error("{}: no images found ({what})", path.display())]
+    EmptyDataset {
+        /// The folder or manifest.
+        path: PathBuf,
+        /// What was looked for.
+        what: &'static str,
+    },
+    /// The loader's configuration is invalid; the message says which setting and why.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// A pipeline definition is invalid.
+    #[error("pipeline {name}: {reason}")]
+    Pipeline {
+        /// The pipeline's name or file.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// One sample failed (read, decode or augment) and the error policy made it fatal.
+    #[error(transparent)]
+    Sample(#[from] SampleError),
+    /// More samples failed this epoch than the error budget allows.
+    #[error("{skipped} samples failed this epoch, over the error budget of {budget}; the dataset looks misconfigured (last: {last})")]
+    ErrorBudget {
+        /// Samples skipped so far this epoch.
+        skipped: usize,
+        /// The budget.
+        budget: usize,
+        /// The failure that crossed the budget: its path and reason.
+        last: String,
+    },
+    /// A worker thread ended without reporting (it should never happen: panics are caught).
+    #[error("a loader worker thread exited unexpectedly")]
+    WorkerLost,
+    /// The emulated device failed (out of memory, DMA failure).
+    #[error(transparent)]
+    Hpu(#[from] HpuError),
+}
+
+/// One sample that could not be loaded: which file, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("sample {index} ({}): {kind}", path.display())]
+pub struct SampleError {
+    /// Index of the sample in the dataset.
+    pub index: usize,
+    /// Its file.
+    pub path: PathBuf,
+    /// What went wrong.
+    #[source]
+    pub kind: SampleErrorKind,
+}
+
+impl SampleError {
+    /// A short stable name for the failure, for counting by reason
+    /// (`read`, `empty`, `truncated`, `corrupt`, `too-large`, `unknown-format`, `augment`, `panic`).
+    pub fn reason(&self) -> &'static str {
+        match &self.kind {
+            SampleErrorKind::Read(_) => "read",
+            SampleErrorKind::Decode(e) => e.reason(),
+            SampleErrorKind::Augment(_) => "augment",
+            SampleErrorKind::Panic(_) => "panic",
+        }
+    }
+}
+
+/// The stage at which a sample failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SampleErrorKind {
+    /// Reading the file failed.
+    #[error("cannot read: {0}")]
+    Read(#[source] std::io::Error),
+    /// Decoding failed.
+    #[error("cannot decode: {0}")]
+    Decode(#[source] DecodeError),
+    /// The pipeline cannot process this image (e.g. smaller than a center crop).
+    #[error("cannot augment: {0}")]
+    Augment(String),
+    /// A worker panicked while processing the sample.
+    #[error("worker panicked: {0}")]
+    Panic(String),
+}

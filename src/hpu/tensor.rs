@@ -1,0 +1,112 @@
+use serde::{Deserialize, Serialize};
+
+use super::{DeviceBuffer, HpuError};
+
+/// Element type of a tensor.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Dtype {
+    /// Unsigned 8-bit (raw pixels).
+    U8,
+    /// IEEE half precision.
+    F16,
+    /// bfloat16, the HPU's native training type. The default.
+    #[default]
+    Bf16,
+    /// IEEE single precision.
+    F32,
+    /// Signed 64-bit integer (labels; not an image output type).
+    I64,
+}
+
+impl Dtype {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            Self::U8 => 1,
+            Self::F16 | Self::Bf16 => 2,
+            Self::F32 => 4,
+            Self::I64 => 8,
+        }
+    }
+}
+
+impl std::str::FromStr for Dtype {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "u8" | "uint8" => Ok(Self::U8),
+            "f16" | "float16" => Ok(Self::F16),
+            "bf16" | "bfloat16" => Ok(Self::Bf16),
+            "f32" | "float32" => Ok(Self::F32),
+            "i64" | "int64" => Ok(Self::I64),
+            _ => Err(format!(
+                "unknown dtype {s:?} (expected u8, f16, bf16 or f32)"
+            )),
+        }
+    }
+}
+
+/// Memory layout of an image batch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layout {
+    /// `[N, C, H, W]`, PyTorch's default. The default.
+    #[default]
+    Nchw,
+    /// `[N, H, W, C]`, channels last.
+    Nhwc,
+}
+
+/// A tensor in device memory: a buffer plus shape and dtype. Read it back with
+/// [`to_host`](DeviceTensor::to_host), the emulated equivalent of `tensor.cpu()`.
+#[derive(Clone, Debug)]
+pub struct DeviceTensor {
+    buffer: DeviceBuffer,
+    shape: Vec<usize>,
+    dtype: Dtype,
+}
+
+impl DeviceTensor {
+    pub(crate) fn new(buffer: DeviceBuffer, shape: Vec<usize>, dtype: Dtype) -> Self {
+        debug_assert_eq!(buffer.len(), shape.iter().product::<usize>() * dtype.size());
+        Self {
+            buffer,
+            shape,
+            dtype,
+        }
+    }
+
+    /// The shape, outermost dimension first.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+
+    /// Size in bytes.
+    pub fn nbytes(&self) -> usize {
+        self.buffer.len()
+    }
+
+    /// The underlying device buffer.
+    pub fn buffer(&self) -> &DeviceBuffer {
+        &self.buffer
+    }
+
+    /// Copies the tensor to host memory through the DMA engine and waits for the copy. Bytes
+    /// are in native endianness.
+    ///
+    /// # Errors
+    /// The DMA engine has stopped or the transfer failed.
+    pub fn to_host(&self) -> Result<Vec<u8>, HpuError> {
+        self.buffer
+            .hpu()
+            .dma()
+            .device_to_host(self.buffer.clone())
+            .wait()
+    }
+}

@@ -1,0 +1,183 @@
+use std::sync::Arc;
+
+use hpuload_decoders::Limits;
+
+use super::{Loader, OnError};
+use crate::augment::Pipeline;
+use crate::hpu::{Dtype, Hpu, HpuConfig, Layout};
+use crate::sampler::{LastBatch, Shard};
+use crate::source::{ReadMode, Source};
+use crate::Error;
+
+/// Configures a [`Loader`]. Every setter documents its default; [`build`](Self::build) checks
+/// the whole configuration and reserves every buffer the loader will ever use.
+#[must_use = "a builder does nothing until build() is called"]
+pub struct LoaderBuilder {
+    pub(super) source: Arc<dyn Source>,
+    pub(super) batch_size: usize,
+    pub(super) shuffle: bool,
+    pub(super) seed: u64,
+    pub(super) workers: usize,
+    pub(super) prefetch: usize,
+    pub(super) pipeline: Option<Pipeline>,
+    pub(super) dtype: Dtype,
+    pub(super) layout: Layout,
+    pub(super) device: Option<Hpu>,
+    pub(super) last_batch: LastBatch,
+    pub(super) shard: Option<Shard>,
+    pub(super) on_error: OnError,
+    pub(super) error_budget: f64,
+    pub(super) read_mode: ReadMode,
+    pub(super) limits: Limits,
+}
+
+impl LoaderBuilder {
+    pub(super) fn new(source: impl Source + 'static) -> Self {
+        Self {
+            source: Arc::new(source),
+            batch_size: 256,
+            shuffle: false,
+            seed: 0,
+            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            prefetch: 2,
+            pipeline: None,
+            dtype: Dtype::Bf16,
+            layout: Layout::Nchw,
+            device: None,
+            last_batch: LastBatch::Pad,
+            shard: None,
+            on_error: OnError::Skip,
+            error_budget: 0.01,
+            read_mode: ReadMode::Read,
+            limits: Limits::default(),
+        }
+    }
+
+    /// Samples per batch. Default: 256.
+    pub fn batch_size(mut self, n: usize) -> Self {
+        self.batch_size = n;
+        self
+    }
+
+    /// Shuffle every epoch, with `seed` for the order and for all random augmentation.
+    /// Default: no shuffling, augmentation seed 0.
+    pub fn shuffle(mut self, seed: u64) -> Self {
+        self.shuffle = true;
+        self.seed = seed;
+        self
+    }
+
+    /// Seed for random augmentation without shuffling. Default: 0.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Worker threads that read, decode and augment. Default: the number of CPUs.
+    pub fn workers(mut self, n: usize) -> Self {
+        self.workers = n;
+        self
+    }
+
+    /// Batches prepared ahead of the one the training loop waits for. Host memory is
+    /// `prefetch + 1` pinned batch buffers, whatever the epoch length. Default: 2.
+    pub fn prefetch(mut self, n: usize) -> Self {
+        self.prefetch = n;
+        self
+    }
+
+    /// The augmentation pipeline (required), e.g. [`crate::pipelines::resnet50_train`].
+    pub fn pipeline(mut self, pipeline: Pipeline) -> Self {
+        self.pipeline = Some(pipeline);
+        self
+    }
+
+    /// Output dtype and layout of the image tensor. Default: `Bf16`, `Nchw`.
+    pub fn output(mut self, dtype: Dtype, layout: Layout) -> Self {
+        self.dtype = dtype;
+        self.layout = layout;
+        self
+    }
+
+    /// The device that receives batches. Default: a new emulated HPU with default settings.
+    pub fn device(mut self, hpu: &Hpu) -> Self {
+        self.device = Some(hpu.clone());
+        self
+    }
+
+    /// What to do with an incomplete last batch. Default: [`LastBatch::Pad`].
+    pub fn last_batch(mut self, policy: LastBatch) -> Self {
+        self.last_batch = policy;
+        self
+    }
+
+    /// This process's rank and the world size. Default: from `RANK`/`WORLD_SIZE` (torchrun) or
+    /// `OMPI_COMM_WORLD_RANK`/`OMPI_COMM_WORLD_SIZE` (mpirun) when set, else rank 0 of 1.
+    pub fn shard(mut self, rank: usize, world_size: usize) -> Self {
+        self.shard = Some(Shard { rank, world_size });
+        self
+    }
+
+    /// What a sample that cannot be loaded does. Default: [`OnError::Skip`].
+    pub fn on_error(mut self, policy: OnError) -> Self {
+        self.on_error = policy;
+        self
+    }
+
+    /// With [`OnError::Skip`], the fraction of an epoch's samples that may fail before the
+    /// loader gives up (rounded up, so at least one). Default: 0.01.
+    pub fn error_budget(mut self, fraction: f64) -> Self {
+        self.error_budget = fraction;
+        self
+    }
+
+    /// How files are read. Default: [`ReadMode::Read`] (measured faster, see BENCHMARKS.md).
+    pub fn read_mode(mut self, mode: ReadMode) -> Self {
+        self.read_mode = mode;
+        self
+    }
+
+    /// Decoder limits (decompression-bomb guard). Default: [`Limits::default`].
+    pub fn decoder_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Validates the configuration, allocates the pinned pool, checks the device has room for
+    /// the in-flight batches, and starts the workers.
+    ///
+    /// # Errors
+    /// [`Error::Config`] or [`Error::Pipeline`] for invalid settings, [`Error::Hpu`] when the
+    /// in-flight batches do not fit in device memory, [`Error::Io`] when host memory cannot be
+    /// mapped.
+    pub fn build(self) -> Result<Loader, Error> {
+        let cfg = |m: String| Err(Error::Config(m));
+        if self.batch_size == 0 {
+            return cfg("batch size must be at least 1".into());
+        }
+        if self.workers == 0 {
+            return cfg("workers must be at least 1".into());
+        }
+        if !(0.0..=1.0).contains(&self.error_budget) {
+            return cfg(format!(
+                "error budget {} is not a fraction in [0, 1]",
+                self.error_budget
+            ));
+        }
+        if self.pipeline.is_none() {
+            return cfg(
+                "no pipeline: call .pipeline(...) (e.g. hpuload::pipelines::resnet50_train())"
+                    .into(),
+            );
+        }
+        if self.device.is_none() {
+            let hpu = Hpu::emulated(HpuConfig::default())?;
+            return Self {
+                device: Some(hpu),
+                ..self
+            }
+            .build();
+        }
+        Loader::start(self)
+    }
+}

@@ -1,0 +1,496 @@
+//! The loader: a pool of workers that fill pinned batch buffers in place, a DMA stage that
+//! moves filled buffers to the device, and an iterator that yields device batches in order.
+
+mod builder;
+mod work;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+use serde::Serialize;
+
+pub use builder::LoaderBuilder;
+
+use crate::augment::{OutputWriter, Plan};
+use crate::hpu::{DeviceTensor, Dtype, Hpu, Layout};
+use crate::pinned::PinnedPool;
+use crate::sampler::Sampler;
+use crate::source::{ReadMode, Source};
+use crate::Error;
+use work::{BatchWork, Finished, Job, StageCounters};
+
+/// What a sample that cannot be read or decoded does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnError {
+    /// Replace it with another sample (chosen deterministically), log it with its path and
+    /// reason, count it in the report; fail once the epoch's error budget is spent.
+    #[default]
+    Skip,
+    /// End the epoch with an error that names the file.
+    Fail,
+}
+
+/// A batch in device memory.
+#[derive(Debug)]
+pub struct Batch {
+    /// Images, `[N, 3, H, W]` (NCHW) or `[N, H, W, 3]` (NHWC), in the configured dtype.
+    pub images: DeviceTensor,
+    /// Labels, `[N]`, `i64`.
+    pub labels: DeviceTensor,
+    /// How many leading samples are real; the rest pad the batch to a static shape.
+    pub valid: usize,
+    /// Dataset index of each sample (after replacement of skipped ones).
+    pub indices: Vec<usize>,
+    /// The epoch.
+    pub epoch: u64,
+    /// The batch's position in the epoch, from 0.
+    pub step: usize,
+    /// Samples that failed and were replaced in this batch.
+    pub skipped: Vec<Skip>,
+}
+
+/// A sample that failed and was replaced.
+#[derive(Clone, Debug, Serialize)]
+pub struct Skip {
+    /// The failed sample's dataset index.
+    pub index: usize,
+    /// Its file.
+    pub path: PathBuf,
+    /// Short reason (see [`SampleError::reason`]).
+    pub reason: &'static str,
+    /// The full message.
+    pub message: String,
+}
+
+/// Where time went, summed over all workers (host CPU time of each stage) and the DMA engine
+/// (emulated device time).
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct StageTimes {
+    /// Reading files.
+    pub read: Duration,
+    /// Decoding on the host CPU.
+    pub decode_cpu: Duration,
+    /// Crop + resize.
+    pub resize: Duration,
+    /// Flip + normalize + cast + layout, written into the pinned batch buffer.
+    pub collate: Duration,
+    /// Host-to-device copies (emulated device time).
+    pub dma: Duration,
+    /// Time the training loop waited for a batch.
+    pub wait: Duration,
+}
+
+/// Cumulative statistics of a loader.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Report {
+    /// Batches yielded.
+    pub batches: u64,
+    /// Real (valid) samples yielded.
+    pub images: u64,
+    /// Samples loaded, padding and replacements included.
+    pub samples_loaded: u64,
+    /// Compressed bytes read from files.
+    pub bytes_read: u64,
+    /// Bytes copied host to device.
+    pub bytes_dma: u64,
+    /// Samples skipped and replaced.
+    pub skipped: u64,
+    /// Skips counted by reason.
+    pub skipped_by_reason: BTreeMap<String, u64>,
+    /// The first skips, with paths (at most 100 are kept).
+    pub skips: Vec<Skip>,
+    /// Whether the batch buffers are page-locked.
+    pub pinned: bool,
+    /// Bytes of batch buffers.
+    pub pinned_bytes: u64,
+    /// Time per stage.
+    pub stages: StageTimes,
+}
+
+const KEPT_SKIPS: usize = 100;
+
+/// Settings every worker reads.
+pub(crate) struct Shared {
+    source: Arc<dyn Source>,
+    plan: Plan,
+    writer: OutputWriter,
+    read_mode: ReadMode,
+    limits: hpuload_decoders::Limits,
+    seed: u64,
+    on_error: OnError,
+    sample_bytes: usize,
+    labels_offset: usize,
+    counters: StageCounters,
+}
+
+/// Yields device-resident batches; see the crate docs for an example.
+pub struct Loader {
+    shared: Arc<Shared>,
+    sampler: Sampler,
+    hpu: Hpu,
+    pool: PinnedPool,
+    jobs: Option<Sender<Job>>,
+    workers: Vec<JoinHandle<()>>,
+    prefetch: usize,
+    error_budget: f64,
+    dtype: Dtype,
+    layout: Layout,
+    report: Mutex<Report>,
+    wait: Duration,
+}
+
+impl Loader {
+    /// Starts configuring a loader over `source`.
+    pub fn builder(source: impl Source + 'static) -> LoaderBuilder {
+        LoaderBuilder::new(source)
+    }
+
+    fn start(b: LoaderBuilder) -> Result<Self, Error> {
+        let pipeline = b.pipeline.expect("checked by build");
+        let plan = pipeline.plan(b.dtype)?;
+        let shard = match b.shard {
+            Some(s) => s,
+            None => crate::sampler::Shard::from_env()?.unwrap_or_default(),
+        };
+        shard.validate()?;
+        let sampler = Sampler {
+            len: b.source.entries().len(),
+            batch_size: b.batch_size,
+            shuffle: b.shuffle.then_some(b.seed),
+            shard,
+            last_batch: b.last_batch,
+        };
+        if sampler.len == 0 {
+            return Err(Error::EmptyDataset {
+                path: b.source.origin().to_path_buf(),
+                what: "entries",
+            });
+        }
+        if sampler.batches_per_epoch() == 0 {
+            return Err(Error::Config(format!(
+                "{} samples over {} ranks give no full batch of {} with last_batch = drop",
+                sampler.len, shard.world_size, b.batch_size
+            )));
+        }
+        let (oh, ow) = plan.out_hw();
+        let sample_bytes = oh as usize * ow as usize * 3 * b.dtype.size();
+        let labels_offset = (b.batch_size * sample_bytes).next_multiple_of(64);
+        let buffer_len = labels_offset + b.batch_size * 8;
+        let hpu = b.device.expect("set by build");
+        // Fail now, not mid-run, if the in-flight batches cannot fit on the device.
+        let in_flight = b.prefetch + 1;
+        let reserve: Vec<_> = (0..in_flight)
+            .map(|_| {
+                hpu.alloc(b.batch_size * sample_bytes)
+                    .and_then(|i| Ok((i, hpu.alloc(b.batch_size * 8)?)))
+            })
+            .collect::<Result<_, _>>()?;
+        drop(reserve);
+        let pool = PinnedPool::new(in_flight, buffer_len).map_err(|source| Error::Io {
+            path: "<pinned batch buffers>".into(),
+            source,
+        })?;
+        let shared = Arc::new(Shared {
+            writer: OutputWriter::new(b.dtype, b.layout, plan.normalize),
+            source: b.source,
+            plan,
+            read_mode: b.read_mode,
+            limits: b.limits,
+            seed: b.seed,
+            on_error: b.on_error,
+            sample_bytes,
+            labels_offset,
+            counters: StageCounters::default(),
+        });
+        let (jobs_tx, jobs_rx) = crossbeam_channel::bounded::<Job>(in_flight * b.batch_size);
+        let workers = (0..b.workers)
+            .map(|i| {
+                let (shared, rx) = (Arc::clone(&shared), jobs_rx.clone());
+                std::thread::Builder::new()
+                    .name(format!("hpuload-worker-{i}"))
+                    .spawn(move || work::worker_main(&shared, &rx))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|source| Error::Io {
+                path: "<worker threads>".into(),
+                source,
+            })?;
+        let report = Report {
+            pinned: pool.is_pinned(),
+            pinned_bytes: pool.bytes() as u64,
+            ..Report::default()
+        };
+        Ok(Self {
+            shared,
+            sampler,
+            hpu,
+            pool,
+            jobs: Some(jobs_tx),
+            workers,
+            prefetch: b.prefetch,
+            error_budget: b.error_budget,
+            dtype: b.dtype,
+            layout: b.layout,
+            report: Mutex::new(report),
+            wait: Duration::ZERO,
+        })
+    }
+
+    /// Iterates over the batches of `epoch` (the shuffle and all augmentation depend on it).
+    pub fn epoch(&mut self, epoch: u64) -> Epoch<'_> {
+        let (done_tx, done_rx) = crossbeam_channel::unbounded();
+        let budget = match self.shared.on_error {
+            OnError::Skip => ((self.sampler.positions_per_rank() as f64 * self.error_budget).ceil()
+                as usize)
+                .max(1),
+            OnError::Fail => 0,
+        };
+        Epoch {
+            order: Arc::new(self.sampler.epoch_order(epoch)),
+            total: self.sampler.batches_per_epoch(),
+            loader: self,
+            epoch,
+            next_submit: 0,
+            next_yield: 0,
+            outstanding: 0,
+            ready: BTreeMap::new(),
+            done_tx,
+            done_rx,
+            cancel: Arc::new(AtomicBool::new(false)),
+            skipped: 0,
+            budget,
+            finished: false,
+        }
+    }
+
+    /// Batches per epoch on this rank (the same on every rank).
+    pub fn batches_per_epoch(&self) -> usize {
+        self.sampler.batches_per_epoch()
+    }
+
+    /// Samples in the dataset.
+    pub fn dataset_len(&self) -> usize {
+        self.sampler.len
+    }
+
+    /// Class names by label, when the source knows them.
+    pub fn classes(&self) -> &[String] {
+        self.shared.source.classes()
+    }
+
+    /// The device batches go to.
+    pub fn device(&self) -> &Hpu {
+        &self.hpu
+    }
+
+    /// Output `(dtype, layout, [height, width])`.
+    pub fn output(&self) -> (Dtype, Layout, [u32; 2]) {
+        let (h, w) = self.shared.plan.out_hw();
+        (self.dtype, self.layout, [h, w])
+    }
+
+    /// Whether batch buffers are page-locked.
+    pub fn is_pinned(&self) -> bool {
+        self.pool.is_pinned()
+    }
+
+    /// Statistics so far.
+    pub fn report(&self) -> Report {
+        let mut r = self
+            .report
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let c = &self.shared.counters;
+        r.samples_loaded = c.samples.load(Ordering::Relaxed);
+        r.bytes_read = c.bytes_read.load(Ordering::Relaxed);
+        r.stages = StageTimes {
+            read: c.read.get(),
+            decode_cpu: c.decode.get(),
+            resize: c.resize.get(),
+            collate: c.collate.get(),
+            dma: self.hpu.dma_stats().busy,
+            wait: self.wait,
+        };
+        r.bytes_dma = self.hpu.dma_stats().host_to_device_bytes;
+        r
+    }
+
+    /// Worker threads still running (all of them unless one died).
+    pub fn live_workers(&self) -> usize {
+        self.workers.iter().filter(|w| !w.is_finished()).count()
+    }
+}
+
+impl Drop for Loader {
+    fn drop(&mut self) {
+        self.jobs = None;
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+    }
+}
+
+/// The batches of one epoch, in order. Dropping it mid-epoch cancels the outstanding work and
+/// waits for it (bounded by the samples being decoded at that moment).
+pub struct Epoch<'a> {
+    loader: &'a mut Loader,
+    epoch: u64,
+    order: Arc<Vec<u32>>,
+    total: usize,
+    next_submit: usize,
+    next_yield: usize,
+    outstanding: usize,
+    ready: BTreeMap<usize, Result<Batch, Error>>,
+    done_tx: Sender<Finished>,
+    done_rx: Receiver<Finished>,
+    cancel: Arc<AtomicBool>,
+    skipped: usize,
+    budget: usize,
+    finished: bool,
+}
+
+impl Epoch<'_> {
+    /// Batches this epoch yields in all.
+    pub fn total(&self) -> usize {
+        self.total
+    }
+
+    fn submit(&mut self, seq: usize) -> Result<(), Error> {
+        let loader = &*self.loader;
+        let plan = loader.sampler.batch(&self.order, seq);
+        let n = plan.indices.len();
+        let images = loader.hpu.alloc(n * loader.shared.sample_bytes)?;
+        let labels = loader.hpu.alloc(n * 8)?;
+        let buffer = loader.pool.take();
+        let (h, w) = loader.shared.plan.out_hw();
+        let shape = match loader.layout {
+            Layout::Nchw => vec![n, 3, h as usize, w as usize],
+            Layout::Nhwc => vec![n, h as usize, w as usize, 3],
+        };
+        let work = BatchWork::new(work::BatchSpec {
+            seq,
+            epoch: self.epoch,
+            plan,
+            buffer,
+            images: DeviceTensor::new(images, shape, loader.dtype),
+            labels: DeviceTensor::new(labels, vec![n], Dtype::I64),
+            cancel: Arc::clone(&self.cancel),
+            done: self.done_tx.clone(),
+            pool: loader.pool.returner(),
+            hpu: loader.hpu.clone(),
+        });
+        let jobs = loader
+            .jobs
+            .as_ref()
+            .expect("jobs channel lives as long as the loader");
+        for slot in 0..n {
+            jobs.send(Job {
+                batch: Arc::clone(&work),
+                slot,
+            })
+            .map_err(|_| Error::Config("worker pool has shut down".into()))?;
+        }
+        self.outstanding += 1;
+        Ok(())
+    }
+
+    fn wait_for(&mut self, seq: usize) -> Result<Batch, Error> {
+        loop {
+            if let Some(r) = self.ready.remove(&seq) {
+                return r;
+            }
+            match self.done_rx.recv_timeout(Duration::from_millis(500)) {
+                Ok(f) => {
+                    self.outstanding -= 1;
+                    self.ready.insert(f.seq, f.result);
+                }
+                Err(_) if self.loader.live_workers() < self.loader.workers.len() => {
+                    return Err(Error::WorkerLost)
+                }
+                Err(_) => {}
+            }
+        }
+    }
+
+    fn record(&mut self, batch: &Batch) {
+        let mut r = self.loader.report.lock().unwrap_or_else(|p| p.into_inner());
+        r.batches += 1;
+        r.images += batch.valid as u64;
+        r.skipped += batch.skipped.len() as u64;
+        for s in &batch.skipped {
+            *r.skipped_by_reason.entry(s.reason.to_string()).or_default() += 1;
+            if r.skips.len() < KEPT_SKIPS {
+                r.skips.push(s.clone());
+            }
+        }
+        self.skipped += batch.skipped.len();
+    }
+}
+
+impl Iterator for Epoch<'_> {
+    type Item = Result<Batch, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.finished || self.next_yield >= self.total {
+            self.finished = true;
+            return None;
+        }
+        let last_wanted = (self.next_yield + self.loader.prefetch).min(self.total - 1);
+        while self.next_submit <= last_wanted {
+            if let Err(e) = self.submit(self.next_submit) {
+                self.finished = true;
+                return Some(Err(e));
+            }
+            self.next_submit += 1;
+        }
+        let t = Instant::now();
+        let result = self.wait_for(self.next_yield);
+        self.loader.wait += t.elapsed();
+        self.next_yield += 1;
+        let result = result.and_then(|batch| {
+            self.record(&batch);
+            if self.skipped > self.budget {
+                let last = batch.skipped.last().expect("this batch crossed the budget");
+                return Err(Error::ErrorBudget {
+                    skipped: self.skipped,
+                    budget: self.budget,
+                    last: last.message.clone(),
+                });
+            }
+            Ok(batch)
+        });
+        if result.is_err() {
+            self.finished = true;
+        }
+        Some(result)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = if self.finished {
+            0
+        } else {
+            self.total - self.next_yield
+        };
+        (0, Some(left))
+    }
+}
+
+impl Drop for Epoch<'_> {
+    fn drop(&mut self) {
+        self.cancel.store(true, Ordering::Relaxed);
+        while self.outstanding > 0 {
+            match self.done_rx.recv_timeout(Duration::from_millis(500)) {
+                Ok(_) => self.outstanding -= 1,
+                Err(_) if self.loader.live_workers() < self.loader.workers.len() => break,
+                Err(_) => {}
+            }
+        }
+    }
+}

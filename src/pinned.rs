@@ -1,0 +1,201 @@
+//! Page-locked ("pinned") host memory: page-aligned buffers locked with `mlock(2)`, and a fixed
+//! pool of them that is reused for the whole run.
+//!
+//! Locking can fail: a non-root user's `RLIMIT_MEMLOCK` is often 8 MiB. Then the buffers stay
+//! pageable, a warning is logged once per pool, [`PinnedPool::is_pinned`] reports `false`, and
+//! the DMA engine copies through its own small pinned staging buffer.
+
+use std::ptr::NonNull;
+
+use crossbeam_channel::{Receiver, Sender};
+
+/// A page-aligned host buffer, page-locked when the OS allows it.
+pub struct PinnedBuffer {
+    ptr: NonNull<u8>,
+    len: usize,
+    locked: bool,
+}
+
+// SAFETY: the buffer exclusively owns its mapping; moving it between threads moves that
+// ownership, and shared references only give out `&[u8]`.
+unsafe impl Send for PinnedBuffer {}
+// SAFETY: `&PinnedBuffer` only allows reads of the mapping.
+unsafe impl Sync for PinnedBuffer {}
+
+impl PinnedBuffer {
+    /// Maps `len` bytes (at least one page) of zeroed, populated memory and tries to lock it.
+    ///
+    /// # Errors
+    /// The memory cannot be mapped. A failure to *lock* is not an error: see [`Self::is_locked`].
+    pub fn new(len: usize) -> std::io::Result<Self> {
+        let map_len = len.max(1);
+        // SAFETY: an anonymous private mapping with no address hint has no preconditions; the
+        // result is checked against MAP_FAILED before use.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `ptr` is a live mapping of `map_len` bytes that we own.
+        let locked = unsafe { libc::mlock(ptr, map_len) } == 0;
+        let ptr = NonNull::new(ptr.cast::<u8>())
+            .ok_or_else(|| std::io::Error::other("mmap returned null"))?;
+        Ok(Self { ptr, len, locked })
+    }
+
+    /// Whether the pages are locked in RAM (DMA can read them directly).
+    pub fn is_locked(&self) -> bool {
+        self.locked
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: the mapping is `len` readable bytes owned by `self` for its whole lifetime.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// The bytes, mutably.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as in `as_slice`, and `&mut self` guarantees exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// A raw pointer to the first byte, for writers that fill disjoint parts concurrently.
+    pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+}
+
+impl Drop for PinnedBuffer {
+    fn drop(&mut self) {
+        // SAFETY: we own the mapping of `max(len, 1)` bytes; munmap also unlocks it.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len.max(1)) };
+    }
+}
+
+impl std::fmt::Debug for PinnedBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "PinnedBuffer({} bytes, locked: {})",
+            self.len, self.locked
+        )
+    }
+}
+
+/// A fixed set of equally sized pinned buffers, handed out and returned for reuse.
+pub struct PinnedPool {
+    tx: Sender<PinnedBuffer>,
+    rx: Receiver<PinnedBuffer>,
+    count: usize,
+    buffer_len: usize,
+    pinned: bool,
+}
+
+impl PinnedPool {
+    /// Allocates `count` buffers of `buffer_len` bytes.
+    ///
+    /// # Errors
+    /// The memory cannot be mapped at all (pageable fallback is not an error).
+    pub fn new(count: usize, buffer_len: usize) -> std::io::Result<Self> {
+        let (tx, rx) = crossbeam_channel::bounded(count);
+        let mut pinned = true;
+        for _ in 0..count {
+            let buf = PinnedBuffer::new(buffer_len)?;
+            pinned &= buf.is_locked();
+            tx.send(buf).expect("the pool holds its own receiver");
+        }
+        if !pinned {
+            let limit =
+                memlock_limit().map_or("unknown".to_string(), |l| format!("{} KiB", l / 1024));
+            tracing::warn!(
+                "could not page-lock {} MiB of batch buffers (RLIMIT_MEMLOCK is {limit}); using pageable memory, \
+                 DMA will go through a staging copy (raise the limit with `ulimit -l` to pin)",
+                (count * buffer_len) >> 20
+            );
+        }
+        Ok(Self {
+            tx,
+            rx,
+            count,
+            buffer_len,
+            pinned,
+        })
+    }
+
+    /// Takes a buffer, waiting for one to be returned if all are out.
+    pub fn take(&self) -> PinnedBuffer {
+        self.rx.recv().expect("the pool holds its own sender")
+    }
+
+    /// A handle that returns buffers to this pool.
+    pub fn returner(&self) -> Sender<PinnedBuffer> {
+        self.tx.clone()
+    }
+
+    /// Whether every buffer is page-locked.
+    pub fn is_pinned(&self) -> bool {
+        self.pinned
+    }
+
+    /// Total bytes in the pool.
+    pub fn bytes(&self) -> usize {
+        self.count * self.buffer_len
+    }
+
+    /// Buffers currently in the pool (not handed out).
+    pub fn available(&self) -> usize {
+        self.rx.len()
+    }
+}
+
+/// The soft `RLIMIT_MEMLOCK` in bytes, if it can be read and is finite.
+pub fn memlock_limit() -> Option<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we pass and has no other effect.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) } == 0;
+    (ok && lim.rlim_cur != libc::RLIM_INFINITY).then_some(lim.rlim_cur)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffers_are_page_aligned_zeroed_and_recycled() {
+        let pool = PinnedPool::new(2, 10_000).unwrap();
+        let mut a = pool.take();
+        assert_eq!(a.as_slice().as_ptr() as usize % 4096, 0);
+        assert!(a.as_slice().iter().all(|&b| b == 0));
+        a.as_mut_slice()[9_999] = 7;
+        let _b = pool.take();
+        assert_eq!(pool.available(), 0);
+        pool.returner().send(a).unwrap();
+        assert_eq!(
+            pool.take().as_slice()[9_999],
+            7,
+            "the same buffer comes back"
+        );
+    }
+}

@@ -1,0 +1,112 @@
+//! Ready-made pipelines. Each is a file in the repository's `pipelines/` folder, compiled in and
+//! parsed through the same public API as a user's own file ([`Pipeline::from_toml`]).
+
+use crate::augment::Pipeline;
+use crate::Error;
+
+const BUILTIN: &[(&str, &str)] = &[
+    (
+        "resnet50_train",
+        include_str!("../pipelines/resnet50_train.toml"),
+    ),
+    (
+        "resnet50_eval",
+        include_str!("../pipelines/resnet50_eval.toml"),
+    ),
+];
+
+/// ResNet-50 training: RandomResizedCrop 224 (scale 0.08-1, ratio 3/4-4/3), horizontal flip
+/// p = 0.5, ImageNet normalization.
+pub fn resnet50_train() -> Pipeline {
+    builtin("resnet50_train").expect("built-in pipeline parses (tested)")
+}
+
+/// ResNet-50 evaluation: resize the shorter side to 256, center crop 224, ImageNet
+/// normalization.
+pub fn resnet50_eval() -> Pipeline {
+    builtin("resnet50_eval").expect("built-in pipeline parses (tested)")
+}
+
+/// Names of the built-in pipelines.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    BUILTIN.iter().map(|(n, _)| *n)
+}
+
+/// A built-in pipeline by name.
+///
+/// # Errors
+/// [`Error::Pipeline`] for an unknown name.
+pub fn builtin(name: &str) -> Result<Pipeline, Error> {
+    let (_, text) = BUILTIN
+        .iter()
+        .find(|(n, _)| *n == name)
+        .ok_or_else(|| Error::Pipeline {
+            name: name.to_string(),
+            reason: format!(
+                "no such built-in pipeline (built-in: {})",
+                names().collect::<Vec<_>>().join(", ")
+            ),
+        })?;
+    Pipeline::from_toml(text, name)
+}
+
+/// A built-in pipeline name, or else the path of a pipeline file.
+///
+/// # Errors
+/// Neither a built-in name nor a readable, valid pipeline file.
+pub fn resolve(name_or_file: &str) -> Result<Pipeline, Error> {
+    if names().any(|n| n == name_or_file) {
+        return builtin(name_or_file);
+    }
+    if std::path::Path::new(name_or_file).exists() {
+        return Pipeline::from_file(name_or_file);
+    }
+    builtin(name_or_file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::augment::{Op, Size, IMAGENET_MEAN, IMAGENET_STD};
+
+    #[test]
+    fn builtin_files_parse_to_the_documented_ops() {
+        let train = resnet50_train();
+        assert_eq!(
+            train.ops,
+            vec![
+                Op::RandomResizedCrop {
+                    size: Size::Square(224),
+                    scale: [0.08, 1.0],
+                    ratio: [3.0 / 4.0, 4.0 / 3.0]
+                },
+                Op::RandomHorizontalFlip { p: 0.5 },
+                Op::Normalize {
+                    mean: IMAGENET_MEAN,
+                    std: IMAGENET_STD
+                },
+            ]
+        );
+        let eval = resnet50_eval();
+        assert_eq!(
+            eval.ops[..2],
+            [
+                Op::Resize {
+                    size: Size::Square(256)
+                },
+                Op::CenterCrop {
+                    size: Size::Square(224)
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_name_lists_the_builtins() {
+        let e = resolve("resnet51").unwrap_err().to_string();
+        assert!(
+            e.contains("resnet50_train") && e.contains("resnet50_eval"),
+            "{e}"
+        );
+    }
+}

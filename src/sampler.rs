@@ -1,0 +1,261 @@
+//! Which samples each batch holds: per-epoch order, sharding across ranks, last-batch policy.
+//!
+//! The epoch's order is a permutation `P` of the `N` samples (identity when not shuffled). Rank
+//! `r` of `W` owns the global positions `r, r + W, r + 2W, ...`; every rank owns the same number
+//! of positions `S`, so every rank yields the same number of batches (a rank with fewer batches
+//! would hang the collective operations of distributed training):
+//!
+//! | policy | positions per rank `S` | batches | last batch |
+//! |---|---|---|---|
+//! | `Drop` | `floor(N / W)` | `floor(S / B)` | full; the remainder is not seen this epoch |
+//! | `Pad` | `ceil(N / W)` | `ceil(S / B)` | full (`B` slots); padding slots are marked not valid |
+//! | `Partial` | `ceil(N / W)` | `ceil(S / B)` | `S - (batches - 1) * B` slots |
+//!
+//! A position past `N` and a slot past `S` are *padding*: they repeat a real sample (wrapping
+//! around the order, as PyTorch's `DistributedSampler` does) so the tensor is filled with real
+//! images, and they come after every real sample of the batch, so `valid` says how many leading
+//! slots count. Across ranks, every sample appears exactly once per epoch as a valid slot
+//! (`Pad`, `Partial`) or at most once (`Drop`).
+
+use crate::rng::{CounterRng, Stream};
+
+/// What to do with the samples that do not fill a whole last batch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LastBatch {
+    /// Skip them: every batch is full and real; up to `B - 1` samples per rank are not seen.
+    Drop,
+    /// Fill the last batch up to the batch size with repeated samples and report how many are
+    /// real in [`Batch::valid`](crate::Batch::valid). The default: shapes stay static, which
+    /// graph-compiled training (HPU lazy mode, `torch.compile`) needs, and no sample is lost.
+    #[default]
+    Pad,
+    /// Yield a smaller last batch. Changes the batch shape once per epoch (a recompilation).
+    Partial,
+}
+
+/// This process's place in a distributed run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Shard {
+    /// This process's rank, `0..world_size`.
+    pub rank: usize,
+    /// The number of processes.
+    pub world_size: usize,
+}
+
+impl Default for Shard {
+    fn default() -> Self {
+        Self {
+            rank: 0,
+            world_size: 1,
+        }
+    }
+}
+
+impl Shard {
+    /// Reads `RANK` and `WORLD_SIZE` as torchrun sets them, or `OMPI_COMM_WORLD_RANK` and
+    /// `OMPI_COMM_WORLD_SIZE` as Open MPI's mpirun sets them. `None` when neither pair is set.
+    ///
+    /// # Errors
+    /// A variable is set but is not a number, or the rank is not below the world size.
+    pub fn from_env() -> Result<Option<Self>, crate::Error> {
+        for (r, w) in [
+            ("RANK", "WORLD_SIZE"),
+            ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+        ] {
+            let (Ok(rank), Ok(world)) = (std::env::var(r), std::env::var(w)) else {
+                continue;
+            };
+            let parse = |name: &str, v: &str| {
+                v.trim()
+                    .parse::<usize>()
+                    .map_err(|_| crate::Error::Config(format!("{name}={v:?} is not a number")))
+            };
+            let shard = Self {
+                rank: parse(r, &rank)?,
+                world_size: parse(w, &world)?,
+            };
+            shard.validate()?;
+            return Ok(Some(shard));
+        }
+        Ok(None)
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), crate::Error> {
+        if self.world_size == 0 || self.rank >= self.world_size {
+            return Err(crate::Error::Config(format!(
+                "rank {} is not below world size {}",
+                self.rank, self.world_size
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The samples of one batch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct BatchPlan {
+    /// Dataset index for each slot.
+    pub indices: Vec<usize>,
+    /// How many leading slots are real (the rest are padding).
+    pub valid: usize,
+}
+
+/// Plans batches for one rank.
+#[derive(Clone, Debug)]
+pub(crate) struct Sampler {
+    pub len: usize,
+    pub batch_size: usize,
+    pub shuffle: Option<u64>,
+    pub shard: Shard,
+    pub last_batch: LastBatch,
+}
+
+impl Sampler {
+    /// Positions this rank owns per epoch (`S` in the module docs).
+    pub fn positions_per_rank(&self) -> usize {
+        let (n, w) = (self.len, self.shard.world_size);
+        match self.last_batch {
+            LastBatch::Drop => n / w,
+            LastBatch::Pad | LastBatch::Partial => n.div_ceil(w),
+        }
+    }
+
+    /// Batches per epoch, the same on every rank.
+    pub fn batches_per_epoch(&self) -> usize {
+        let s = self.positions_per_rank();
+        match self.last_batch {
+            LastBatch::Drop => s / self.batch_size,
+            LastBatch::Pad | LastBatch::Partial => s.div_ceil(self.batch_size),
+        }
+    }
+
+    /// The epoch's permutation of all sample indices, the same on every rank.
+    pub fn epoch_order(&self, epoch: u64) -> Vec<u32> {
+        let mut order: Vec<u32> = (0..self.len as u32).collect();
+        if let Some(seed) = self.shuffle {
+            let mut rng = CounterRng::new(seed, epoch, u64::MAX, Stream::Shuffle);
+            for i in (1..order.len()).rev() {
+                let j = rng.below(i as u64 + 1) as usize;
+                order.swap(i, j);
+            }
+        }
+        order
+    }
+
+    /// The samples of batch `b` of an epoch whose order is `order`.
+    pub fn batch(&self, order: &[u32], b: usize) -> BatchPlan {
+        let (n, w, bs) = (self.len, self.shard.world_size, self.batch_size);
+        let s = self.positions_per_rank();
+        let first = b * bs;
+        let slots = match self.last_batch {
+            LastBatch::Drop | LastBatch::Pad => bs,
+            LastBatch::Partial => bs.min(s - first),
+        };
+        let mut indices = Vec::with_capacity(slots);
+        let mut valid = 0;
+        for slot in first..first + slots {
+            let global = slot * w + self.shard.rank;
+            if slot < s && global < n {
+                valid += 1;
+            }
+            indices.push(order[global % n] as usize);
+        }
+        BatchPlan { indices, valid }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sampler(
+        len: usize,
+        batch_size: usize,
+        rank: usize,
+        world_size: usize,
+        last_batch: LastBatch,
+    ) -> Sampler {
+        Sampler {
+            len,
+            batch_size,
+            shuffle: Some(3),
+            shard: Shard { rank, world_size },
+            last_batch,
+        }
+    }
+
+    #[test]
+    fn every_rank_yields_the_same_batch_count_and_valid_slots_cover_each_sample_once() {
+        for n in [1, 7, 10, 64, 101] {
+            for w in 1..=16 {
+                for bs in [1, 3, 8] {
+                    for policy in [LastBatch::Drop, LastBatch::Pad, LastBatch::Partial] {
+                        let mut seen = vec![0u32; n];
+                        let counts: Vec<usize> = (0..w)
+                            .map(|r| {
+                                let s = sampler(n, bs, r, w, policy);
+                                let order = s.epoch_order(5);
+                                for b in 0..s.batches_per_epoch() {
+                                    let plan = s.batch(&order, b);
+                                    if policy != LastBatch::Partial {
+                                        assert_eq!(plan.indices.len(), bs);
+                                    }
+                                    plan.indices[..plan.valid]
+                                        .iter()
+                                        .for_each(|&i| seen[i] += 1);
+                                }
+                                s.batches_per_epoch()
+                            })
+                            .collect();
+                        assert!(
+                            counts.iter().all(|&c| c == counts[0]),
+                            "n={n} w={w} bs={bs} {policy:?}: {counts:?}"
+                        );
+                        assert!(
+                            seen.iter().all(|&c| c <= 1),
+                            "n={n} w={w} bs={bs} {policy:?}: a sample seen twice"
+                        );
+                        if policy != LastBatch::Drop {
+                            assert!(
+                                seen.iter().all(|&c| c == 1),
+                                "n={n} w={w} bs={bs} {policy:?}: a sample not seen"
+                            );
+                        } else {
+                            let per_rank = (n / w) / bs * bs;
+                            assert_eq!(seen.iter().filter(|&&c| c == 1).count(), per_rank * w);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn padding_comes_after_the_real_samples() {
+        let s = sampler(10, 4, 0, 1, LastBatch::Pad);
+        let order = s.epoch_order(0);
+        let last = s.batch(&order, 2);
+        assert_eq!((last.indices.len(), last.valid), (4, 2));
+        assert_eq!(
+            &last.indices[2..],
+            &[order[0] as usize, order[1] as usize],
+            "padding wraps to the epoch's start"
+        );
+        let s = sampler(10, 4, 0, 1, LastBatch::Partial);
+        assert_eq!(s.batch(&order, 2).indices.len(), 2);
+    }
+
+    #[test]
+    fn shuffle_depends_on_seed_and_epoch_and_is_a_permutation() {
+        let s = sampler(1000, 8, 0, 1, LastBatch::Pad);
+        let (a, b) = (s.epoch_order(0), s.epoch_order(1));
+        assert_ne!(a, b);
+        assert_eq!(a, s.epoch_order(0));
+        let mut sorted = a.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..1000).collect::<Vec<_>>());
+        let seq = Sampler { shuffle: None, ..s };
+        assert_eq!(seq.epoch_order(4), (0..1000).collect::<Vec<_>>());
+    }
+}

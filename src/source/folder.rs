@@ -1,0 +1,159 @@
+use std::path::{Path, PathBuf};
+
+use super::{sort_like_python, Entry, Source};
+use crate::Error;
+
+/// File extensions (compared case-insensitively) that ImageFolder picks up: the formats our
+/// decoders read. torchvision also lists .ppm/.bmp/.pgm/.tif; those are not decoded here.
+pub const IMAGE_EXTENSIONS: &[&str] = &["jpg", "jpeg", "png", "webp"];
+
+/// A torchvision-style image folder: `root/<class>/**/<image>`.
+///
+/// Classes are the sorted names of `root`'s subfolders and label `i` is the `i`-th class, as in
+/// `torchvision.datasets.ImageFolder`; files are listed recursively (following links) in sorted
+/// order and kept when their extension is one of [`IMAGE_EXTENSIONS`].
+#[derive(Debug, Clone)]
+pub struct ImageFolder {
+    root: PathBuf,
+    classes: Vec<String>,
+    entries: Vec<Entry>,
+}
+
+impl ImageFolder {
+    /// Lists `root`.
+    ///
+    /// # Errors
+    /// `root` cannot be listed, or holds no class folder with an image in it.
+    pub fn open(root: impl AsRef<Path>) -> Result<Self, Error> {
+        let root = root.as_ref().to_path_buf();
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| Error::Io { path, source }
+        };
+        let mut class_dirs = Vec::new();
+        for entry in std::fs::read_dir(&root).map_err(io(&root))? {
+            let entry = entry.map_err(io(&root))?;
+            if entry.path().is_dir() {
+                class_dirs.push(entry.path());
+            }
+        }
+        sort_like_python(&mut class_dirs);
+        let mut classes = Vec::with_capacity(class_dirs.len());
+        let mut entries = Vec::new();
+        for (label, dir) in class_dirs.iter().enumerate() {
+            classes.push(
+                dir.file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned(),
+            );
+            let mut files = Vec::new();
+            list_images(dir, &mut files)?;
+            sort_like_python(&mut files);
+            entries.extend(files.into_iter().map(|path| Entry {
+                path,
+                label: label as i64,
+            }));
+        }
+        if entries.is_empty() {
+            return Err(Error::EmptyDataset {
+                path: root,
+                what: "class folders with .jpg/.jpeg/.png/.webp files",
+            });
+        }
+        Ok(Self {
+            root,
+            classes,
+            entries,
+        })
+    }
+}
+
+fn list_images(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), Error> {
+    let io = |source| Error::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    for entry in std::fs::read_dir(dir).map_err(io)? {
+        let path = entry.map_err(io)?.path();
+        if path.is_dir() {
+            list_images(&path, out)?;
+        } else if has_image_extension(&path) {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+fn has_image_extension(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| IMAGE_EXTENSIONS.iter().any(|x| x.eq_ignore_ascii_case(e)))
+}
+
+impl Source for ImageFolder {
+    fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+    fn classes(&self) -> &[String] {
+        &self.classes
+    }
+    fn origin(&self) -> &Path {
+        &self.root
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_are_sorted_folders_and_files_are_filtered_by_extension() {
+        let dir = std::env::temp_dir().join(format!("hpuload-folder-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for (f, body) in [
+            ("b/2.JPG", "x"),
+            ("b/1.png", "x"),
+            ("a/sub/z.webp", "x"),
+            ("a/y.jpeg", "x"),
+            ("a/notes.txt", "x"),
+            ("C/x.jpg", "x"),
+        ] {
+            let p = dir.join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, body).unwrap();
+        }
+        std::fs::create_dir_all(dir.join("a/dir.jpg")).unwrap();
+        let folder = ImageFolder::open(&dir).unwrap();
+        assert_eq!(folder.classes(), ["C", "a", "b"]);
+        let got: Vec<(String, i64)> = folder
+            .entries()
+            .iter()
+            .map(|e| {
+                (
+                    e.path
+                        .strip_prefix(&dir)
+                        .unwrap()
+                        .to_string_lossy()
+                        .into_owned(),
+                    e.label,
+                )
+            })
+            .collect();
+        let want = [
+            ("C/x.jpg", 0),
+            ("a/sub/z.webp", 1),
+            ("a/y.jpeg", 1),
+            ("b/1.png", 2),
+            ("b/2.JPG", 2),
+        ];
+        assert_eq!(got, want.map(|(p, l)| (p.to_string(), l)));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn missing_folder_error_names_it() {
+        let err = ImageFolder::open("/nonexistent/hpuload").unwrap_err();
+        assert!(err.to_string().contains("/nonexistent/hpuload"), "{err}");
+    }
+}

@@ -1,0 +1,102 @@
+//! Where samples come from: a list of `(path, label)` entries, and how to read a file's bytes.
+
+mod folder;
+mod manifest;
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+pub use folder::ImageFolder;
+pub use manifest::Manifest;
+
+/// One sample of a dataset: an encoded image file and its class label.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// The image file.
+    pub path: PathBuf,
+    /// The class label.
+    pub label: i64,
+}
+
+/// A dataset: a fixed, ordered list of entries. Index `i` always names the same entry.
+pub trait Source: Send + Sync {
+    /// The entries, in dataset order.
+    fn entries(&self) -> &[Entry];
+    /// Class names by label, where the source knows them (empty otherwise).
+    fn classes(&self) -> &[String] {
+        &[]
+    }
+    /// The folder or file the dataset came from, for messages.
+    fn origin(&self) -> &Path;
+}
+
+/// How sample files are read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadMode {
+    /// `read(2)` into a buffer each worker reuses. The default: faster than mapping for
+    /// ImageNet-sized files (see BENCHMARKS.md), and no page-table churn.
+    #[default]
+    Read,
+    /// Map the file with `mmap(2)` (memmap2) and decode from the mapping.
+    Mmap,
+}
+
+/// A file's bytes, either in a reused buffer or memory-mapped.
+pub(crate) enum FileBytes<'a> {
+    Buffer(&'a [u8]),
+    Mapped(memmap2::Mmap),
+}
+
+impl std::ops::Deref for FileBytes<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Self::Buffer(b) => b,
+            Self::Mapped(m) => m,
+        }
+    }
+}
+
+/// Reads `path` by `mode`; `buf` is reused across calls and only grows.
+pub(crate) fn read_file<'a>(
+    path: &Path,
+    mode: ReadMode,
+    buf: &'a mut Vec<u8>,
+) -> std::io::Result<FileBytes<'a>> {
+    let mut file = File::open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    match mode {
+        ReadMode::Read => {
+            buf.clear();
+            buf.reserve(meta.len() as usize);
+            file.read_to_end(buf)?;
+            Ok(FileBytes::Buffer(buf))
+        }
+        ReadMode::Mmap if meta.len() == 0 => Ok(FileBytes::Buffer(&[])),
+        ReadMode::Mmap => {
+            // SAFETY: the mapping is read-only and private to this call; if another process
+            // truncates the file while we decode, reads past the new end raise SIGBUS. Dataset
+            // files are not modified during training; `ReadMode::Read` avoids the risk entirely.
+            let map = unsafe { memmap2::Mmap::map(&file)? };
+            Ok(FileBytes::Mapped(map))
+        }
+    }
+}
+
+/// Sorts paths by their raw bytes, which is Python's `sorted()` order for UTF-8 names
+/// (torchvision sorts class folders and files that way).
+pub(crate) fn sort_like_python(paths: &mut [PathBuf]) {
+    paths.sort_by(|a, b| {
+        a.as_os_str()
+            .as_encoded_bytes()
+            .cmp(b.as_os_str().as_encoded_bytes())
+    });
+}
