@@ -49,4 +49,4 @@ pub use hpu::{DeviceTensor, Dtype, Hpu, HpuConfig, HpuError, Layout};
 pub use hpuload_decoders as decoders;
 pub use loader::{Batch, Epoch, Loader, LoaderBuilder, OnError, Report, Skip, StageTimes};
 pub use sampler::{LastBatch, Shard};
-pub use source::{Entry, ImageFolder, Manifest, ReadMode, Source};
+pub use source::{Entry, ImageFolder, Manifest, ReadMode, SampleBytes, Source};

@@ -187,6 +187,65 @@ mod tests {
         assert_eq!(got[0], half::bf16::from_f32(1.0 / 255.0).to_bits());
     }
 
+    fn load_png(path: &std::path::Path) -> (u32, u32, Vec<u8>) {
+        let img = image::open(path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            .to_rgb8();
+        (img.width(), img.height(), img.into_raw())
+    }
+
+    /// Compares against `Pillow: img.crop(box).resize(size, BILINEAR)` outputs made once by
+    /// tests/fixtures/make_reference.py. On a mismatch the output is written next to the
+    /// target folder for a look.
+    #[test]
+    fn crop_then_resize_matches_pillow_within_one_level() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let (sw, sh, src) = load_png(&dir.join("photo_160x120.png"));
+        let mut tested = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            let Some(spec) = name
+                .strip_prefix("crop_")
+                .and_then(|s| s.strip_suffix(".png"))
+            else {
+                continue;
+            };
+            // crop_L_T_W_H_to_OWxOH
+            let (bx, out) = spec.split_once("_to_").unwrap();
+            let b: Vec<u32> = bx.split('_').map(|v| v.parse().unwrap()).collect();
+            let (ow, oh) = out
+                .split_once('x')
+                .map(|(w, h)| (w.parse::<u32>().unwrap(), h.parse::<u32>().unwrap()))
+                .unwrap();
+            let (_, _, want) = load_png(&dir.join(&name));
+            let crop = CropBox {
+                left: b[0].into(),
+                top: b[1].into(),
+                width: b[2].into(),
+                height: b[3].into(),
+                view: true,
+            };
+            let mut r = Resampler::new(oh, ow);
+            let got = r.run(&src, sw, sh, &crop).unwrap();
+            let worst = got
+                .iter()
+                .zip(&want)
+                .map(|(a, b)| a.abs_diff(*b))
+                .max()
+                .unwrap();
+            if worst > 1 {
+                let path = std::env::temp_dir().join(format!("hpuload-mismatch-{name}"));
+                image::save_buffer(&path, got, ow, oh, image::ExtendedColorType::Rgb8).unwrap();
+                panic!(
+                    "{name}: max difference {worst} from Pillow (ours written to {})",
+                    path.display()
+                );
+            }
+            tested += 1;
+        }
+        assert_eq!(tested, 4, "expected 4 crop fixtures");
+    }
+
     #[test]
     fn resize_of_a_constant_image_stays_constant() {
         let src = vec![77u8; 50 * 40 * 3];

@@ -328,6 +328,18 @@ impl Loader {
     }
 }
 
+impl std::fmt::Debug for Loader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loader")
+            .field("origin", &self.shared.source.origin())
+            .field("samples", &self.sampler.len)
+            .field("batches_per_epoch", &self.batches_per_epoch())
+            .field("workers", &self.workers.len())
+            .field("pinned", &self.pool.is_pinned())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Drop for Loader {
     fn drop(&mut self) {
         self.jobs = None;

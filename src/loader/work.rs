@@ -15,7 +15,6 @@ use crate::hpu::{CopyRegion, DeviceTensor, Hpu};
 use crate::pinned::PinnedBuffer;
 use crate::rng::{CounterRng, Stream};
 use crate::sampler::BatchPlan;
-use crate::source::read_file;
 use crate::{Error, SampleError, SampleErrorKind};
 
 /// Replacements tried for one failed slot before the batch fails.
@@ -314,7 +313,9 @@ fn load_sample(
     };
     let c = &shared.counters;
     let t0 = Instant::now();
-    let bytes = read_file(&entry.path, shared.read_mode, &mut s.file)
+    let bytes = shared
+        .source
+        .read(index, shared.read_mode, &mut s.file)
         .map_err(|e| err(SampleErrorKind::Read(e)))?;
     let t1 = Instant::now();
     c.read.add(t1 - t0);

@@ -29,6 +29,19 @@ pub trait Source: Send + Sync {
     }
     /// The folder or file the dataset came from, for messages.
     fn origin(&self) -> &Path;
+    /// Reads sample `index`'s encoded bytes, reusing `buf`. The default reads the entry's
+    /// file by `mode`; override it for sources that are not one file per sample.
+    ///
+    /// # Errors
+    /// The bytes cannot be read; the loader reports the entry's path with the error.
+    fn read<'a>(
+        &self,
+        index: usize,
+        mode: ReadMode,
+        buf: &'a mut Vec<u8>,
+    ) -> std::io::Result<SampleBytes<'a>> {
+        read_file(&self.entries()[index].path, mode, buf)
+    }
 }
 
 /// How sample files are read.
@@ -43,13 +56,15 @@ pub enum ReadMode {
     Mmap,
 }
 
-/// A file's bytes, either in a reused buffer or memory-mapped.
-pub(crate) enum FileBytes<'a> {
+/// A sample's encoded bytes, either in a reused buffer or memory-mapped.
+pub enum SampleBytes<'a> {
+    /// Bytes in a caller-owned buffer.
     Buffer(&'a [u8]),
+    /// A read-only mapping of the file.
     Mapped(memmap2::Mmap),
 }
 
-impl std::ops::Deref for FileBytes<'_> {
+impl std::ops::Deref for SampleBytes<'_> {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         match self {
@@ -60,11 +75,14 @@ impl std::ops::Deref for FileBytes<'_> {
 }
 
 /// Reads `path` by `mode`; `buf` is reused across calls and only grows.
-pub(crate) fn read_file<'a>(
+///
+/// # Errors
+/// The file cannot be opened or read, or is not a regular file.
+pub fn read_file<'a>(
     path: &Path,
     mode: ReadMode,
     buf: &'a mut Vec<u8>,
-) -> std::io::Result<FileBytes<'a>> {
+) -> std::io::Result<SampleBytes<'a>> {
     let mut file = File::open(path)?;
     let meta = file.metadata()?;
     if !meta.is_file() {
@@ -78,15 +96,15 @@ pub(crate) fn read_file<'a>(
             buf.clear();
             buf.reserve(meta.len() as usize);
             file.read_to_end(buf)?;
-            Ok(FileBytes::Buffer(buf))
+            Ok(SampleBytes::Buffer(buf))
         }
-        ReadMode::Mmap if meta.len() == 0 => Ok(FileBytes::Buffer(&[])),
+        ReadMode::Mmap if meta.len() == 0 => Ok(SampleBytes::Buffer(&[])),
         ReadMode::Mmap => {
             // SAFETY: the mapping is read-only and private to this call; if another process
             // truncates the file while we decode, reads past the new end raise SIGBUS. Dataset
             // files are not modified during training; `ReadMode::Read` avoids the risk entirely.
             let map = unsafe { memmap2::Mmap::map(&file)? };
-            Ok(FileBytes::Mapped(map))
+            Ok(SampleBytes::Mapped(map))
         }
     }
 }

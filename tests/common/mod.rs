@@ -1,0 +1,65 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code, missing_docs)]
+
+use std::path::{Path, PathBuf};
+
+use hpuload::{Batch, Loader};
+
+/// A fresh temporary folder, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> Self {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("hpuload-test-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A synthetic ImageFolder of `n` real JPEGs (10 classes).
+pub fn dataset(tag: &str, n: usize) -> TempDir {
+    let dir = TempDir::new(tag);
+    hpuload::dataset::make_dataset(dir.path(), n, 7).unwrap();
+    dir
+}
+
+/// Every batch of an epoch, read back to the host: (images bytes, labels, indices, valid).
+pub fn epoch_bytes(loader: &mut Loader, epoch: u64) -> Vec<(Vec<u8>, Vec<i64>, Vec<usize>, usize)> {
+    loader
+        .epoch(epoch)
+        .map(|b| host(&b.expect("batch")))
+        .collect()
+}
+
+pub fn host(b: &Batch) -> (Vec<u8>, Vec<i64>, Vec<usize>, usize) {
+    let labels = b
+        .labels
+        .to_host()
+        .unwrap()
+        .chunks(8)
+        .map(|c| i64::from_ne_bytes(c.try_into().unwrap()))
+        .collect();
+    (
+        b.images.to_host().unwrap(),
+        labels,
+        b.indices.clone(),
+        b.valid,
+    )
+}
+
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}

@@ -1,0 +1,417 @@
+//! End-to-end behaviour of the loader through the public API, on real JPEG files.
+
+mod common;
+
+use common::{dataset, epoch_bytes, fixtures, host, TempDir};
+use hpuload::{
+    pipelines, Dtype, Error, Hpu, HpuConfig, ImageFolder, LastBatch, Layout, Loader, Manifest,
+    OnError, Op, Pipeline, Size, Source,
+};
+
+fn small_train() -> Pipeline {
+    // The ResNet-50 train ops at a small output size, to keep the tests fast.
+    let mut p = pipelines::resnet50_train();
+    p.ops[0] = Op::RandomResizedCrop {
+        size: Size::Square(32),
+        scale: [0.08, 1.0],
+        ratio: [0.75, 4.0 / 3.0],
+    };
+    p
+}
+
+#[test]
+fn train_pipeline_yields_static_bf16_nchw_batches_with_folder_labels() {
+    let data = dataset("train", 30);
+    let folder = ImageFolder::open(data.path()).unwrap();
+    let entries = folder.entries().to_vec();
+    assert_eq!(folder.classes().len(), 10);
+    let hpu = Hpu::emulated(HpuConfig::default()).unwrap();
+    let mut loader = Loader::builder(folder)
+        .batch_size(8)
+        .shuffle(1)
+        .workers(2)
+        .pipeline(pipelines::resnet50_train())
+        .device(&hpu)
+        .build()
+        .unwrap();
+    assert_eq!(loader.batches_per_epoch(), 4);
+    let mut seen = Vec::new();
+    for (step, batch) in loader.epoch(0).enumerate() {
+        let batch = batch.unwrap();
+        assert_eq!(batch.images.shape(), &[8, 3, 224, 224]);
+        assert_eq!(batch.images.dtype(), Dtype::Bf16);
+        assert_eq!(batch.labels.shape(), &[8]);
+        assert_eq!(batch.step, step);
+        let (_, labels, indices, valid) = host(&batch);
+        for (label, index) in labels.iter().zip(&indices) {
+            let class_dir = entries[*index]
+                .path
+                .parent()
+                .unwrap()
+                .file_name()
+                .unwrap()
+                .to_str()
+                .unwrap();
+            assert_eq!(*label, entries[*index].label);
+            assert_eq!(
+                class_dir,
+                format!("class_{label:02}"),
+                "label must be the folder's class"
+            );
+        }
+        seen.extend_from_slice(&indices[..valid]);
+    }
+    seen.sort_unstable();
+    assert_eq!(
+        seen,
+        (0..30).collect::<Vec<_>>(),
+        "every sample exactly once per epoch"
+    );
+    assert_eq!(loader.report().images, 30);
+    drop(loader);
+    assert_eq!(
+        hpu.memory_used(),
+        0,
+        "device memory is released with the batches"
+    );
+}
+
+#[test]
+fn batches_are_bit_identical_with_1_2_and_8_workers() {
+    let data = dataset("determinism", 24);
+    let run = |workers| {
+        let mut l = Loader::builder(ImageFolder::open(data.path()).unwrap())
+            .batch_size(5)
+            .shuffle(42)
+            .workers(workers)
+            .prefetch(3)
+            .pipeline(small_train())
+            .build()
+            .unwrap();
+        (epoch_bytes(&mut l, 0), epoch_bytes(&mut l, 1))
+    };
+    let one = run(1);
+    assert_ne!(one.0, one.1, "epochs differ (reshuffled, new crops)");
+    assert_eq!(one, run(2));
+    assert_eq!(one, run(8));
+}
+
+#[test]
+fn last_batch_policies_give_documented_counts_and_shapes() {
+    let data = dataset("policies", 21);
+    for (policy, batches, last_len, last_valid) in [
+        (LastBatch::Drop, 2, 8, 8),
+        (LastBatch::Pad, 3, 8, 5),
+        (LastBatch::Partial, 3, 5, 5),
+    ] {
+        let mut l = Loader::builder(ImageFolder::open(data.path()).unwrap())
+            .batch_size(8)
+            .last_batch(policy)
+            .pipeline(small_train())
+            .output(Dtype::F16, Layout::Nhwc)
+            .build()
+            .unwrap();
+        let got: Vec<_> = l.epoch(0).map(Result::unwrap).collect();
+        assert_eq!(got.len(), batches, "{policy:?}");
+        let last = got.last().unwrap();
+        assert_eq!(
+            (last.images.shape(), last.valid),
+            (&[last_len, 32, 32, 3][..], last_valid),
+            "{policy:?}"
+        );
+    }
+    // Two ranks: the same number of batches each, together every sample once.
+    let mut all = Vec::new();
+    for rank in 0..2 {
+        let mut l = Loader::builder(ImageFolder::open(data.path()).unwrap())
+            .batch_size(4)
+            .shuffle(3)
+            .shard(rank, 2)
+            .pipeline(small_train())
+            .build()
+            .unwrap();
+        assert_eq!(l.batches_per_epoch(), 3);
+        for b in l.epoch(0) {
+            let b = b.unwrap();
+            all.extend_from_slice(&b.indices[..b.valid]);
+        }
+    }
+    all.sort_unstable();
+    assert_eq!(all, (0..21).collect::<Vec<_>>());
+}
+
+#[test]
+fn eval_pipeline_matches_torchvision_within_one_level() {
+    let dir = TempDir::new("eval");
+    let manifest = dir.path().join("list.tsv");
+    std::fs::write(
+        &manifest,
+        format!("{}\t0\n", fixtures().join("photo_160x120.png").display()),
+    )
+    .unwrap();
+    let eval = Pipeline::new("eval64")
+        .then(Op::Resize {
+            size: Size::Square(64),
+        })
+        .then(Op::CenterCrop {
+            size: Size::Square(56),
+        });
+    let mut l = Loader::builder(Manifest::open(&manifest).unwrap())
+        .batch_size(1)
+        .pipeline(eval.clone())
+        .output(Dtype::U8, Layout::Nhwc)
+        .build()
+        .unwrap();
+    let got = epoch_bytes(&mut l, 0).remove(0).0;
+    let want = image::open(fixtures().join("eval_resize64_crop56.png"))
+        .unwrap()
+        .to_rgb8()
+        .into_raw();
+    let worst = got
+        .iter()
+        .zip(&want)
+        .map(|(a, b)| a.abs_diff(*b))
+        .max()
+        .unwrap();
+    assert!(
+        worst <= 1,
+        "u8 output differs from torchvision's by {worst}"
+    );
+
+    // Normalized f32 NCHW against torchvision's ToTensor + Normalize: within one u8 level.
+    let norm = eval.then(Op::Normalize {
+        mean: hpuload::augment::IMAGENET_MEAN,
+        std: hpuload::augment::IMAGENET_STD,
+    });
+    let mut l = Loader::builder(Manifest::open(&manifest).unwrap())
+        .batch_size(1)
+        .pipeline(norm)
+        .output(Dtype::F32, Layout::Nchw)
+        .build()
+        .unwrap();
+    let got = epoch_bytes(&mut l, 0).remove(0).0;
+    let want = std::fs::read(fixtures().join("eval_resize64_crop56_f32.bin")).unwrap();
+    let max_err = got
+        .chunks(4)
+        .zip(want.chunks(4))
+        .map(|(a, b)| {
+            (f32::from_ne_bytes(a.try_into().unwrap()) - f32::from_le_bytes(b.try_into().unwrap()))
+                .abs()
+        })
+        .fold(0f32, f32::max);
+    assert!(
+        max_err <= 1.0 / 255.0 / 0.224 + 1e-5,
+        "f32 output differs from torchvision's by {max_err}"
+    );
+}
+
+#[test]
+fn corrupt_files_are_skipped_named_and_leave_the_rest_of_the_epoch_unchanged() {
+    let clean = dataset("clean", 20);
+    let broken = dataset("broken", 20);
+    let victims: Vec<_> = ImageFolder::open(broken.path()).unwrap().entries()[3..6]
+        .iter()
+        .map(|e| e.path.clone())
+        .collect();
+    let jpeg = std::fs::read(&victims[0]).unwrap();
+    std::fs::write(&victims[0], &jpeg[..jpeg.len() / 2]).unwrap(); // truncated
+    std::fs::write(&victims[1], b"").unwrap(); // empty
+    std::fs::write(&victims[2], b"definitely not an image").unwrap();
+    let run = |dir: &std::path::Path| {
+        let mut l = Loader::builder(ImageFolder::open(dir).unwrap())
+            .batch_size(6)
+            .shuffle(5)
+            .error_budget(0.2)
+            .pipeline(small_train())
+            .build()
+            .unwrap();
+        let batches: Vec<_> = l.epoch(0).map(|b| b.unwrap()).collect();
+        (batches, l.report())
+    };
+    let (good, _) = run(clean.path());
+    let (bad, report) = run(broken.path());
+    // A replacement may itself be a bad file, so there are at least 3 skips, each with its reason.
+    assert!(
+        report.skipped >= 3 && report.skipped == report.skipped_by_reason.values().sum::<u64>()
+    );
+    for reason in ["truncated", "empty", "unknown-format"] {
+        assert!(
+            report
+                .skipped_by_reason
+                .get(reason)
+                .is_some_and(|&n| n >= 1),
+            "{reason}: {:?}",
+            report.skipped_by_reason
+        );
+    }
+    let mut named: Vec<_> = report.skips.iter().map(|s| s.path.clone()).collect();
+    named.sort();
+    named.dedup();
+    assert_eq!(named, victims);
+    let sample = 32 * 32 * 3 * 2;
+    for (g, b) in good.iter().zip(&bad) {
+        assert_eq!(b.images.shape(), g.images.shape(), "the batch shape holds");
+        let (gi, bi) = (g.images.to_host().unwrap(), b.images.to_host().unwrap());
+        for slot in 0..g.indices.len() {
+            let replaced = b.skipped.iter().any(|s| s.index == g.indices[slot]);
+            if !replaced {
+                assert_eq!(b.indices[slot], g.indices[slot]);
+                assert_eq!(
+                    gi[slot * sample..(slot + 1) * sample],
+                    bi[slot * sample..(slot + 1) * sample],
+                    "slot {slot} changed"
+                );
+            } else {
+                assert_ne!(
+                    b.indices[slot], g.indices[slot],
+                    "a replacement fills the slot"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn fail_policy_ends_the_epoch_with_an_error_naming_the_file() {
+    let data = dataset("fail", 12);
+    let victim = ImageFolder::open(data.path()).unwrap().entries()[7]
+        .path
+        .clone();
+    std::fs::write(&victim, b"\xFF\xD8\xFF\xE0 truncated").unwrap();
+    let mut l = Loader::builder(ImageFolder::open(data.path()).unwrap())
+        .batch_size(4)
+        .on_error(OnError::Fail)
+        .pipeline(small_train())
+        .build()
+        .unwrap();
+    let results: Vec<_> = l.epoch(0).collect();
+    let err = results
+        .iter()
+        .find_map(|r| r.as_ref().err())
+        .expect("an error");
+    assert!(matches!(err, Error::Sample(_)));
+    assert!(err.to_string().contains(victim.to_str().unwrap()), "{err}");
+    assert!(
+        results.last().unwrap().is_err(),
+        "the epoch ends at the error"
+    );
+}
+
+#[test]
+fn too_many_bad_files_exhaust_the_error_budget() {
+    let data = dataset("budget", 20);
+    for e in &ImageFolder::open(data.path()).unwrap().entries()[..3] {
+        std::fs::write(&e.path, b"").unwrap();
+    }
+    // Default budget: 1% of 20, rounded up = 1 skip allowed; the second fails the epoch.
+    let mut l = Loader::builder(ImageFolder::open(data.path()).unwrap())
+        .batch_size(4)
+        .pipeline(small_train())
+        .build()
+        .unwrap();
+    let err = l.epoch(0).find_map(Result::err).expect("budget error");
+    assert!(matches!(err, Error::ErrorBudget { budget: 1, .. }), "{err}");
+}
+
+#[test]
+fn device_too_small_for_the_in_flight_batches_fails_at_build() {
+    let data = dataset("oom", 4);
+    let hpu = Hpu::emulated(HpuConfig::default().memory_bytes(1 << 20)).unwrap();
+    let err = Loader::builder(ImageFolder::open(data.path()).unwrap())
+        .batch_size(4)
+        .pipeline(pipelines::resnet50_train())
+        .device(&hpu)
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Hpu(hpuload::HpuError::OutOfMemory { .. })),
+        "{err}"
+    );
+}
+
+#[test]
+fn injected_dma_failure_reaches_the_caller_as_an_error() {
+    let data = dataset("dma", 12);
+    let hpu = Hpu::emulated(HpuConfig::default().fail_dma_after(Some(2))).unwrap();
+    let mut l = Loader::builder(ImageFolder::open(data.path()).unwrap())
+        .batch_size(4)
+        .pipeline(small_train())
+        .device(&hpu)
+        .build()
+        .unwrap();
+    let results: Vec<_> = l.epoch(0).collect();
+    assert!(results[0].is_ok());
+    assert!(
+        matches!(results[1], Err(Error::Hpu(hpuload::HpuError::Dma(_)))),
+        "{:?}",
+        results[1].as_ref().err()
+    );
+    assert_eq!(results.len(), 2, "the epoch ends after the error");
+}
+
+#[test]
+fn an_epoch_dropped_mid_way_leaves_the_loader_ready_for_the_next() {
+    let data = dataset("midway", 24);
+    let mut l = Loader::builder(ImageFolder::open(data.path()).unwrap())
+        .batch_size(4)
+        .prefetch(3)
+        .shuffle(1)
+        .pipeline(small_train())
+        .build()
+        .unwrap();
+    let full = epoch_bytes(&mut l, 1);
+    {
+        let mut e = l.epoch(0);
+        e.next().unwrap().unwrap();
+    }
+    assert_eq!(
+        epoch_bytes(&mut l, 1),
+        full,
+        "a later epoch is unaffected by the abandoned one"
+    );
+}
+
+/// A source whose reads panic for one sample, to check that a panicking worker becomes an
+/// error instead of a hang.
+struct PanickingSource(ImageFolder, usize);
+
+impl Source for PanickingSource {
+    fn entries(&self) -> &[hpuload::Entry] {
+        self.0.entries()
+    }
+    fn origin(&self) -> &std::path::Path {
+        self.0.origin()
+    }
+    fn read<'a>(
+        &self,
+        index: usize,
+        mode: hpuload::ReadMode,
+        buf: &'a mut Vec<u8>,
+    ) -> std::io::Result<hpuload::SampleBytes<'a>> {
+        assert_ne!(index, self.1, "injected panic");
+        hpuload::source::read_file(&self.entries()[index].path, mode, buf)
+    }
+}
+
+#[test]
+fn a_panicking_worker_becomes_an_error_then_a_clean_end() {
+    let data = dataset("panic", 12);
+    let folder = ImageFolder::open(data.path()).unwrap();
+    let victim = folder.entries()[5].path.clone();
+    let source = PanickingSource(folder, 5);
+    let mut l = Loader::builder(source)
+        .batch_size(4)
+        .workers(2)
+        .pipeline(small_train())
+        .build()
+        .unwrap();
+    let results: Vec<_> = l.epoch(0).collect();
+    assert!(results[0].is_ok());
+    let err = results[1].as_ref().unwrap_err();
+    assert!(
+        err.to_string().contains("panicked") && err.to_string().contains(victim.to_str().unwrap()),
+        "{err}"
+    );
+    assert_eq!(results.len(), 2);
+    assert_eq!(l.live_workers(), 2, "workers survive a caught panic");
+}
