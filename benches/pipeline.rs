@@ -1,1 +1,151 @@
-fn main() {}
+//! Criterion benches, one per stage and end to end, named `stage/backend/...` and reported in
+//! images (elements) per second.
+//!
+//! Input: the folder in `HPULOAD_BENCH_DATA` (e.g. the reference corpus built by
+//! `../shared/corpus/build.sh`), else the built-in synthetic dataset.
+#![allow(missing_docs)]
+
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use hpuload::augment::{CropBox, OutputWriter, Resampler, IMAGENET_MEAN, IMAGENET_STD};
+use hpuload::decoders::{CpuDecoder, Decode};
+use hpuload::pinned::PinnedBuffer;
+use hpuload::{pipelines, Dtype, Hpu, HpuConfig, ImageFolder, Layout, Loader, Source};
+
+const FILES: usize = 64;
+
+fn data_dir() -> std::path::PathBuf {
+    std::env::var_os("HPULOAD_BENCH_DATA")
+        .map(Into::into)
+        .unwrap_or_else(|| hpuload::dataset::default_dataset().expect("default dataset"))
+}
+
+/// The first FILES files of the dataset, in memory, and their decoded RGB.
+fn inputs() -> Vec<(Vec<u8>, u32, u32, Vec<u8>)> {
+    let folder = ImageFolder::open(data_dir()).expect("dataset");
+    let step = (folder.entries().len() / FILES).max(1);
+    let mut d = CpuDecoder::default();
+    folder
+        .entries()
+        .iter()
+        .step_by(step)
+        .take(FILES)
+        .map(|e| {
+            let bytes = std::fs::read(&e.path).unwrap();
+            let info = d.probe(&bytes).unwrap();
+            let mut rgb = vec![0; info.rgb_len()];
+            d.decode_into(&bytes, &info, &mut rgb).unwrap();
+            (bytes, info.width, info.height, rgb)
+        })
+        .collect()
+}
+
+fn stages(c: &mut Criterion) {
+    let inputs = inputs();
+    let mut g = c.benchmark_group("stage");
+    g.throughput(Throughput::Elements(inputs.len() as u64))
+        .measurement_time(Duration::from_secs(8));
+    let mut d = CpuDecoder::default();
+    let mut out = vec![0u8; inputs.iter().map(|i| i.3.len()).max().unwrap()];
+    g.bench_function("decode/cpu/full", |b| {
+        b.iter(|| {
+            for (bytes, _, _, rgb) in &inputs {
+                let info = d.probe(bytes).unwrap();
+                d.decode_into(bytes, &info, &mut out[..rgb.len()]).unwrap();
+            }
+        })
+    });
+    let mut r = Resampler::new(224, 224);
+    g.bench_function("crop_resize/cpu/center_crop_to_224", |b| {
+        b.iter(|| {
+            for (_, w, h, rgb) in &inputs {
+                let side = (*w).min(*h);
+                r.run(
+                    rgb,
+                    *w,
+                    *h,
+                    &CropBox::rect((w - side) / 2, (h - side) / 2, side, side),
+                )
+                .unwrap();
+            }
+        })
+    });
+    let resized = r
+        .run(
+            &inputs[0].3,
+            inputs[0].1,
+            inputs[0].2,
+            &CropBox::full(inputs[0].1, inputs[0].2),
+        )
+        .unwrap()
+        .to_vec();
+    for (dtype, name) in [(Dtype::Bf16, "bf16"), (Dtype::F32, "f32")] {
+        let writer = OutputWriter::new(dtype, Layout::Nchw, Some((IMAGENET_MEAN, IMAGENET_STD)));
+        let mut slot = PinnedBuffer::new(224 * 224 * 3 * dtype.size()).unwrap();
+        g.bench_function(format!("collate/cpu/flip_normalize_{name}_nchw"), |b| {
+            b.iter(|| {
+                for i in 0..inputs.len() {
+                    writer.write(&resized, 224, 224, i % 2 == 0, slot.as_mut_slice());
+                }
+            })
+        });
+    }
+    g.finish();
+
+    let hpu = Hpu::emulated(HpuConfig::default()).unwrap();
+    let batch_bytes = 256 * 3 * 224 * 224 * 2;
+    let dst = hpu.alloc(batch_bytes).unwrap();
+    let mut g = c.benchmark_group("dma");
+    g.throughput(Throughput::Elements(256))
+        .measurement_time(Duration::from_secs(5));
+    let mut src = Some(PinnedBuffer::new(batch_bytes).unwrap());
+    g.bench_function("host_to_device/pinned/bf16_batch_256", |b| {
+        b.iter(|| {
+            src = Some(
+                hpu.copy_to_device(src.take().unwrap(), &dst)
+                    .wait()
+                    .unwrap(),
+            );
+        })
+    });
+    g.finish();
+}
+
+fn end_to_end(c: &mut Criterion) {
+    let mut g = c.benchmark_group("end_to_end");
+    g.sample_size(10).measurement_time(Duration::from_secs(30));
+    for (name, pipeline) in [
+        ("resnet50_train", pipelines::resnet50_train()),
+        ("resnet50_eval", pipelines::resnet50_eval()),
+    ] {
+        let mut loader = Loader::builder(ImageFolder::open(data_dir()).unwrap())
+            .batch_size(256)
+            .shuffle(0)
+            .workers(2)
+            .pipeline(pipeline)
+            .output(Dtype::Bf16, Layout::Nchw)
+            .build()
+            .unwrap();
+        let images = (loader.batches_per_epoch() * 256) as u64;
+        g.throughput(Throughput::Elements(images));
+        let mut epoch = 0;
+        g.bench_function(format!("cpu/{name}/bf16_nchw_batch256_workers2"), |b| {
+            b.iter_batched(
+                || {
+                    epoch += 1;
+                    epoch
+                },
+                |e| {
+                    // Each batch is yielded only after its DMA completed: the device has the data.
+                    loader.epoch(e).map(|b| b.unwrap().valid).sum::<usize>()
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, stages, end_to_end);
+criterion_main!(benches);

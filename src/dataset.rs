@@ -142,13 +142,9 @@ pub fn synth_jpeg(seed: u64, index: u64) -> Vec<u8> {
     let grain = 4.0 + rng.f() * 6.0;
     let mut noise = Rng(rng.next());
     let mut rgb = Vec::with_capacity(w as usize * h as usize * 3);
-    for y in 0..h as usize {
-        for x in 0..w as usize {
-            let mut px = [
-                base[0] + cols[x][0] + rows[y][0],
-                base[1] + cols[x][1] + rows[y][1],
-                base[2] + cols[x][2] + rows[y][2],
-            ];
+    for (y, row) in rows.iter().enumerate() {
+        for (x, col) in cols.iter().enumerate() {
+            let mut px: [f32; 3] = std::array::from_fn(|c| base[c] + col[c] + row[c]);
             for &(bx, by, r, d) in &blobs {
                 let (dx, dy) = (x as f32 - bx, y as f32 - by);
                 if dx * dx + dy * dy < r * r {

@@ -9,15 +9,21 @@ use crate::rng::CounterRng;
 /// window is fractional and resampling may read pixels around it, which is exactly a resize of
 /// the whole image followed by a crop (torchvision's Resize then CenterCrop).
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct CropBox {
+pub struct CropBox {
+    /// Left edge, in source pixels.
     pub left: f64,
+    /// Top edge, in source pixels.
     pub top: f64,
+    /// Width, in source pixels.
     pub width: f64,
+    /// Height, in source pixels.
     pub height: f64,
+    /// Whether the window is cut out before resampling (integer box) or resampled in place.
     pub view: bool,
 }
 
 impl CropBox {
+    /// The whole `width`x`height` image.
     pub fn full(width: u32, height: u32) -> Self {
         Self {
             left: 0.0,
@@ -28,7 +34,8 @@ impl CropBox {
         }
     }
 
-    fn rect(left: u32, top: u32, width: u32, height: u32) -> Self {
+    /// An integer rectangle, cut out before resampling.
+    pub fn rect(left: u32, top: u32, width: u32, height: u32) -> Self {
         Self {
             left: left.into(),
             top: top.into(),

@@ -8,8 +8,9 @@ use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer
 use super::CropBox;
 use crate::hpu::{Dtype, Layout};
 
-/// Crops and resizes RGB8 images into a reused buffer. One per worker.
-pub(crate) struct Resampler {
+/// Crops and resizes RGB8 images into a reused buffer (antialiased bilinear, Pillow's
+/// arithmetic). One per worker.
+pub struct Resampler {
     resizer: Resizer,
     out: Vec<u8>,
     out_w: u32,
@@ -17,6 +18,7 @@ pub(crate) struct Resampler {
 }
 
 impl Resampler {
+    /// A resampler to `out_h` x `out_w`.
     pub fn new(out_h: u32, out_w: u32) -> Self {
         Self {
             resizer: Resizer::new(),
@@ -28,6 +30,9 @@ impl Resampler {
 
     /// Resamples `crop` of the `width`x`height` RGB8 image `src` to the output size and returns
     /// the result (interleaved RGB8, row-major).
+    ///
+    /// # Errors
+    /// The crop lies outside the image or `src` is shorter than `width * height * 3`.
     pub fn run(
         &mut self,
         src: &[u8],
@@ -62,7 +67,7 @@ impl Resampler {
 /// Writes an RGB8 image into a batch slot as the output dtype and layout, flipping
 /// horizontally on request. Normalization is folded into per-channel 256-entry tables.
 #[derive(Clone, Debug)]
-pub(crate) struct OutputWriter {
+pub struct OutputWriter {
     dtype: Dtype,
     layout: Layout,
     /// `table[c][v]`: the output bits for value `v` of channel `c` (u8/u16/u32 widened to u32).
@@ -70,6 +75,10 @@ pub(crate) struct OutputWriter {
 }
 
 impl OutputWriter {
+    /// A writer for `dtype` and `layout`, normalizing with `(mean, std)` when given.
+    ///
+    /// # Panics
+    /// For [`Dtype::I64`], which is not an image type.
     pub fn new(dtype: Dtype, layout: Layout, normalize: Option<([f32; 3], [f32; 3])>) -> Self {
         let mut table = Box::new([[0u32; 256]; 3]);
         for (c, row) in table.iter_mut().enumerate() {
@@ -85,7 +94,7 @@ impl OutputWriter {
                     Dtype::F32 => x.to_bits(),
                     Dtype::F16 => u32::from(half::f16::from_f32(x).to_bits()),
                     Dtype::Bf16 => u32::from(half::bf16::from_f32(x).to_bits()),
-                    Dtype::I64 => unreachable!("rejected by Pipeline::plan"),
+                    Dtype::I64 => panic!("i64 is a label type, not an image dtype"),
                 };
             }
         }
@@ -98,12 +107,15 @@ impl OutputWriter {
 
     /// Writes the `h`x`w` RGB8 image `rgb` into `slot` (exactly `h * w * 3 * dtype.size()`
     /// bytes, aligned to the dtype).
+    ///
+    /// # Panics
+    /// When `slot` has the wrong size or alignment for the dtype.
     pub fn write(&self, rgb: &[u8], h: usize, w: usize, flip: bool, slot: &mut [u8]) {
         match self.dtype {
             Dtype::U8 => self.write_typed::<u8>(rgb, h, w, flip, slot),
             Dtype::F16 | Dtype::Bf16 => self.write_typed::<u16>(rgb, h, w, flip, slot),
             Dtype::F32 => self.write_typed::<u32>(rgb, h, w, flip, slot),
-            Dtype::I64 => unreachable!("rejected by Pipeline::plan"),
+            Dtype::I64 => panic!("i64 is a label type, not an image dtype"),
         }
     }
 

@@ -1,4 +1,4 @@
-//! Augmentation: a declarative [`Pipeline`] of ops, validated into a [`Plan`] that the workers
+//! Augmentation: a declarative [`Pipeline`] of ops, validated into a plan that the workers
 //! run per sample as one fused pass (crop + resize, then flip + normalize + cast + layout
 //! straight into the batch slot).
 
@@ -9,8 +9,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-pub(crate) use geometry::CropBox;
-pub(crate) use kernel::{OutputWriter, Resampler};
+pub use geometry::CropBox;
+pub use kernel::{OutputWriter, Resampler};
 
 use crate::hpu::Dtype;
 use crate::rng::{CounterRng, Stream};

@@ -62,6 +62,10 @@ pub struct DmaEvent<T> {
 }
 
 impl<T> DmaEvent<T> {
+    pub(crate) fn new(rx: Receiver<Result<T, HpuError>>) -> Self {
+        Self { rx }
+    }
+
     /// Blocks until the transfer completes.
     ///
     /// # Errors

@@ -143,6 +143,26 @@ impl Hpu {
         self.inner.dma.stats()
     }
 
+    /// Copies `src[..dst.len()]` into `dst` asynchronously; the event gives `src` back when done.
+    /// A pageable `src` goes through the engine's pinned staging buffer.
+    pub fn copy_to_device(
+        &self,
+        src: crate::pinned::PinnedBuffer,
+        dst: &DeviceBuffer,
+    ) -> DmaEvent<crate::pinned::PinnedBuffer> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let region = CopyRegion {
+            src_offset: 0,
+            len: dst.len(),
+            dst: dst.clone(),
+        };
+        self.dma()
+            .host_to_device(src, vec![region], move |src, result| {
+                let _ = tx.send(result.map(|()| src));
+            });
+        DmaEvent::new(rx)
+    }
+
     pub(crate) fn dma(&self) -> &DmaEngine {
         &self.inner.dma
     }

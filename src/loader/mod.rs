@@ -62,7 +62,7 @@ pub struct Skip {
     pub index: usize,
     /// Its file.
     pub path: PathBuf,
-    /// Short reason (see [`SampleError::reason`]).
+    /// Short reason (see [`crate::SampleError::reason`]).
     pub reason: &'static str,
     /// The full message.
     pub message: String,

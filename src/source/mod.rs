@@ -7,7 +7,7 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-pub use folder::ImageFolder;
+pub use folder::{ImageFolder, IMAGE_EXTENSIONS};
 pub use manifest::Manifest;
 
 /// One sample of a dataset: an encoded image file and its class label.

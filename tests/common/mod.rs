@@ -36,15 +36,18 @@ pub fn dataset(tag: &str, n: usize) -> TempDir {
     dir
 }
 
-/// Every batch of an epoch, read back to the host: (images bytes, labels, indices, valid).
-pub fn epoch_bytes(loader: &mut Loader, epoch: u64) -> Vec<(Vec<u8>, Vec<i64>, Vec<usize>, usize)> {
+/// A batch read back to the host: (images bytes, labels, indices, valid).
+pub type HostBatch = (Vec<u8>, Vec<i64>, Vec<usize>, usize);
+
+/// Every batch of an epoch, read back to the host.
+pub fn epoch_bytes(loader: &mut Loader, epoch: u64) -> Vec<HostBatch> {
     loader
         .epoch(epoch)
         .map(|b| host(&b.expect("batch")))
         .collect()
 }
 
-pub fn host(b: &Batch) -> (Vec<u8>, Vec<i64>, Vec<usize>, usize) {
+pub fn host(b: &Batch) -> HostBatch {
     let labels = b
         .labels
         .to_host()

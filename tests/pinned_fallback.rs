@@ -1,0 +1,79 @@
+//! The pageable-memory fallback, exercised for real: page-locking is made to fail the way it
+//! does for a non-root user (RLIMIT_MEMLOCK lowered, CAP_IPC_LOCK dropped from this thread),
+//! in a test binary of its own because the limit is process-wide.
+
+mod common;
+
+use hpuload::{pipelines, Hpu, HpuConfig, ImageFolder, Loader, Op, Size};
+
+/// Drops CAP_IPC_LOCK from the calling thread's effective set (capabilities are per thread), so
+/// that even root is held to RLIMIT_MEMLOCK.
+fn drop_ipc_lock_capability() {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const CAP_IPC_LOCK: u32 = 14;
+    let mut header = Header {
+        version: 0x2008_0522,
+        pid: 0,
+    };
+    let mut data = [Data::default(); 2];
+    // SAFETY: capget/capset read and write exactly the two structs passed, whose layout is the
+    // kernel's _LINUX_CAPABILITY_VERSION_3 ABI.
+    unsafe {
+        assert_eq!(
+            libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()),
+            0
+        );
+        data[0].effective &= !(1 << CAP_IPC_LOCK);
+        assert_eq!(libc::syscall(libc::SYS_capset, &header, data.as_ptr()), 0);
+    }
+}
+
+#[test]
+fn when_page_locking_is_refused_batches_still_arrive_and_pinned_is_false() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct; setrlimit only reads it.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut limit), 0);
+        limit.rlim_cur = limit.rlim_max.min(64 << 10);
+        assert_eq!(libc::setrlimit(libc::RLIMIT_MEMLOCK, &limit), 0);
+    }
+    drop_ipc_lock_capability();
+    let data = common::dataset("pageable", 8);
+    let hpu = Hpu::emulated(HpuConfig::default()).unwrap();
+    let mut p = pipelines::resnet50_train();
+    p.ops[0] = Op::RandomResizedCrop {
+        size: Size::Square(64),
+        scale: [0.08, 1.0],
+        ratio: [0.75, 4.0 / 3.0],
+    };
+    let mut loader = Loader::builder(ImageFolder::open(data.path()).unwrap())
+        .batch_size(4)
+        .pipeline(p)
+        .device(&hpu)
+        .build()
+        .unwrap();
+    assert!(!loader.is_pinned());
+    assert!(!loader.report().pinned);
+    let batches: Vec<_> = loader.epoch(0).map(Result::unwrap).collect();
+    assert_eq!(batches.len(), 2);
+    let images = batches[0].images.to_host().unwrap();
+    assert!(images.iter().any(|&b| b != 0), "real pixels arrived");
+    assert!(
+        hpu.dma_stats().staged_bytes >= 2 * 4 * 64 * 64 * 3 * 2,
+        "pageable batches go through the staging buffer"
+    );
+}
