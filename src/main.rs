@@ -192,10 +192,13 @@ fn bench(args: BenchArgs) -> Result<(), Error> {
         let after = loader.report();
         let rate = images as f64 / secs;
         let first = first.unwrap_or_default();
+        let (rss, peak) = rss_bytes();
         println!(
-            "epoch {epoch}{}: {images} images in {secs:.2}s = {rate:.0} images/s, first batch after {:.3}s",
+            "epoch {epoch}{}: {images} images in {secs:.2}s = {rate:.0} images/s, first batch after {:.3}s, RSS {} MiB (peak {} MiB)",
             if epoch == 0 { " (warm-up)" } else { "" },
-            first.as_secs_f64()
+            first.as_secs_f64(),
+            rss >> 20,
+            peak >> 20
         );
         if epoch > 0 {
             rates.push(rate);
@@ -232,6 +235,7 @@ fn bench(args: BenchArgs) -> Result<(), Error> {
             "skipped": r.skipped,
             "fallbacks": {},
             "pinned": r.pinned,
+            "peak_rss_bytes": rss_bytes().1,
             "report": r,
         });
         std::fs::write(
@@ -285,6 +289,19 @@ fn print_stages(r: &Report) {
             100.0 * d.as_secs_f64() / total.as_secs_f64().max(1e-9)
         );
     }
+}
+
+/// `(current, peak)` resident set size of this process, from /proc (0 where unavailable).
+fn rss_bytes() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kb| kb * 1024)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
 }
 
 fn median(xs: &mut [f64]) -> f64 {

@@ -41,6 +41,18 @@ pub enum DecodeError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
+    /// The data is valid but outside what this decoder supports (the media engine's fixed
+    /// capability set); another decoder may handle it.
+    #[error("unsupported {format}: {reason}")]
+    Unsupported {
+        /// The format.
+        format: ImageFormat,
+        /// What is not supported, stable for counting by reason.
+        reason: &'static str,
+    },
+    /// A caller-supplied parameter is invalid.
+    #[error("invalid parameter: {0}")]
+    Parameter(&'static str),
     /// The caller passed an output buffer of the wrong length.
     #[error("output buffer holds {got} bytes, the image needs {expected}")]
     BufferSize {
@@ -70,6 +82,8 @@ impl DecodeError {
             Self::Truncated { .. } => "truncated",
             Self::TooLarge { .. } => "too-large",
             Self::Corrupt { .. } => "corrupt",
+            Self::Unsupported { .. } => "unsupported",
+            Self::Parameter(_) => "parameter",
             Self::BufferSize { .. } => "buffer-size",
         }
     }

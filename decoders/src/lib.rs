@@ -23,12 +23,14 @@
 
 mod cpu;
 mod error;
+pub mod jpeg;
 pub mod jpeg_markers;
 #[doc(hidden)]
 pub mod testing;
 
 pub use cpu::CpuDecoder;
 pub use error::DecodeError;
+pub use jpeg::JpegDecoder;
 
 /// A container format this crate can identify from the first bytes of a file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

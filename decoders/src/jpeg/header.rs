@@ -1,0 +1,319 @@
+//! JPEG header parsing for the media engine's fixed-function decoder: everything up to the
+//! start of the (single, interleaved) scan, with the engine's supported set enforced.
+
+use crate::{DecodeError, ImageFormat, Limits};
+
+use super::huffman::HuffmanTable;
+
+/// The engine's reason for refusing a JPEG, stable for counting fallbacks.
+pub(crate) fn unsupported(reason: &'static str) -> DecodeError {
+    DecodeError::Unsupported {
+        format: ImageFormat::Jpeg,
+        reason,
+    }
+}
+
+fn corrupt(msg: &'static str) -> DecodeError {
+    DecodeError::corrupt(ImageFormat::Jpeg, msg)
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Component {
+    pub id: u8,
+    /// Horizontal and vertical sampling factors.
+    pub h: usize,
+    pub v: usize,
+    pub tq: usize,
+    pub td: usize,
+    pub ta: usize,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Header {
+    pub width: u32,
+    pub height: u32,
+    pub components: Vec<Component>,
+    /// Quantization tables in zigzag order.
+    pub qt: [[u16; 64]; 4],
+    pub dc: [Option<HuffmanTable>; 4],
+    pub ac: [Option<HuffmanTable>; 4],
+    pub restart_interval: usize,
+    /// Offset of the first byte of entropy-coded data.
+    pub scan_start: usize,
+    pub hmax: usize,
+    pub vmax: usize,
+}
+
+impl Header {
+    /// MCU size in pixels.
+    pub fn mcu_w(&self) -> usize {
+        8 * self.hmax
+    }
+    pub fn mcu_h(&self) -> usize {
+        8 * self.vmax
+    }
+    pub fn mcus_x(&self) -> usize {
+        (self.width as usize).div_ceil(self.mcu_w())
+    }
+    pub fn mcus_y(&self) -> usize {
+        (self.height as usize).div_ceil(self.mcu_h())
+    }
+}
+
+struct Reader<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        let b = *self.data.get(self.pos).ok_or(DecodeError::Truncated {
+            format: ImageFormat::Jpeg,
+            detail: "headers end early",
+        })?;
+        self.pos += 1;
+        Ok(b)
+    }
+    fn u16(&mut self) -> Result<u16, DecodeError> {
+        Ok(u16::from(self.u8()?) << 8 | u16::from(self.u8()?))
+    }
+    fn segment(&mut self) -> Result<&'a [u8], DecodeError> {
+        let len = usize::from(self.u16()?);
+        if len < 2 {
+            return Err(corrupt("segment length below 2"));
+        }
+        let seg = self
+            .data
+            .get(self.pos..self.pos + len - 2)
+            .ok_or(DecodeError::Truncated {
+                format: ImageFormat::Jpeg,
+                detail: "a header segment runs past the end",
+            })?;
+        self.pos += len - 2;
+        Ok(seg)
+    }
+}
+
+/// Parses the headers of `data` up to the scan. Rejects, with a reason, everything outside the
+/// engine's capability set.
+pub(crate) fn parse(data: &[u8], limits: &Limits) -> Result<Header, DecodeError> {
+    if !data.starts_with(&[0xFF, 0xD8]) {
+        return Err(corrupt("no start-of-image marker"));
+    }
+    let mut r = Reader { data, pos: 2 };
+    let mut qt = [[0u16; 64]; 4];
+    let mut qt_set = [false; 4];
+    let mut dc: [Option<HuffmanTable>; 4] = Default::default();
+    let mut ac: [Option<HuffmanTable>; 4] = Default::default();
+    let mut frame: Option<(u32, u32, Vec<Component>)> = None;
+    let mut restart_interval = 0;
+    let mut adobe_transform = None;
+    loop {
+        // Find the next marker, skipping fill bytes.
+        if r.u8()? != 0xFF {
+            return Err(corrupt("expected a marker"));
+        }
+        let mut code = r.u8()?;
+        while code == 0xFF {
+            code = r.u8()?;
+        }
+        match code {
+            0xD8 => return Err(corrupt("second start-of-image marker")),
+            0xD9 => return Err(corrupt("end of image before any scan")),
+            0x01 | 0xD0..=0xD7 => {}
+            0xC0 | 0xC1 => {
+                if frame.is_some() {
+                    return Err(corrupt("two frame headers"));
+                }
+                let seg = r.segment()?;
+                frame = Some(parse_frame(seg, limits)?);
+            }
+            0xC2 | 0xC6 | 0xCA | 0xCE => return Err(unsupported("progressive JPEG")),
+            0xC3 | 0xC7 | 0xCB | 0xCF => return Err(unsupported("lossless JPEG")),
+            0xC5 => return Err(unsupported("hierarchical JPEG")),
+            0xC9 | 0xCD => return Err(unsupported("arithmetic coding")),
+            0xCC => return Err(unsupported("arithmetic coding")),
+            0xC4 => {
+                let mut seg = r.segment()?;
+                while !seg.is_empty() {
+                    let tc_th = seg[0];
+                    let (class, id) = (tc_th >> 4, usize::from(tc_th & 15));
+                    if class > 1 || id > 3 {
+                        return Err(corrupt("bad Huffman table class or id"));
+                    }
+                    let counts: [u8; 16] = seg
+                        .get(1..17)
+                        .ok_or(corrupt("short Huffman table"))?
+                        .try_into()
+                        .expect("16 bytes");
+                    let n: usize = counts.iter().map(|&c| usize::from(c)).sum();
+                    let values = seg.get(17..17 + n).ok_or(corrupt("short Huffman table"))?;
+                    let table = HuffmanTable::new(&counts, values)?;
+                    if class == 0 {
+                        dc[id] = Some(table);
+                    } else {
+                        ac[id] = Some(table);
+                    }
+                    seg = &seg[17 + n..];
+                }
+            }
+            0xDB => {
+                let mut seg = r.segment()?;
+                while !seg.is_empty() {
+                    let (pq, id) = (seg[0] >> 4, usize::from(seg[0] & 15));
+                    if id > 3 || pq > 1 {
+                        return Err(corrupt("bad quantization table precision or id"));
+                    }
+                    let n = if pq == 0 { 64 } else { 128 };
+                    let body = seg
+                        .get(1..1 + n)
+                        .ok_or(corrupt("short quantization table"))?;
+                    for (k, q) in qt[id].iter_mut().enumerate() {
+                        *q = if pq == 0 {
+                            u16::from(body[k])
+                        } else {
+                            u16::from(body[2 * k]) << 8 | u16::from(body[2 * k + 1])
+                        };
+                    }
+                    qt_set[id] = true;
+                    seg = &seg[1 + n..];
+                }
+            }
+            0xDD => {
+                let seg = r.segment()?;
+                if seg.len() != 2 {
+                    return Err(corrupt("restart interval segment of the wrong length"));
+                }
+                restart_interval = usize::from(u16::from_be_bytes([seg[0], seg[1]]));
+            }
+            0xEE => {
+                let seg = r.segment()?;
+                if seg.len() >= 12 && seg.starts_with(b"Adobe") {
+                    adobe_transform = Some(seg[11]);
+                }
+            }
+            0xDA => {
+                let (width, height, mut components) =
+                    frame.ok_or(corrupt("scan before the frame header"))?;
+                let seg = r.segment()?;
+                let ns = usize::from(*seg.first().ok_or(corrupt("empty scan header"))?);
+                if ns != components.len() {
+                    return Err(unsupported("non-interleaved (multi-scan) baseline JPEG"));
+                }
+                if seg.len() != 1 + 2 * ns + 3 {
+                    return Err(corrupt("scan header of the wrong length"));
+                }
+                for i in 0..ns {
+                    let (cid, tables) = (seg[1 + 2 * i], seg[2 + 2 * i]);
+                    let c = components
+                        .iter_mut()
+                        .find(|c| c.id == cid)
+                        .ok_or(corrupt("scan names an unknown component"))?;
+                    c.td = usize::from(tables >> 4);
+                    c.ta = usize::from(tables & 15);
+                    if c.td > 3 || c.ta > 3 || dc[c.td].is_none() || ac[c.ta].is_none() {
+                        return Err(corrupt("scan uses an undefined Huffman table"));
+                    }
+                    if !qt_set[c.tq] {
+                        return Err(corrupt("frame uses an undefined quantization table"));
+                    }
+                }
+                let tail = &seg[1 + 2 * ns..];
+                if tail != [0, 63, 0] {
+                    return Err(corrupt("sequential scan with spectral selection"));
+                }
+                if components.len() == 3 && adobe_transform == Some(0) {
+                    return Err(unsupported("RGB colour space (Adobe, no transform)"));
+                }
+                let hmax = components
+                    .iter()
+                    .map(|c| c.h)
+                    .max()
+                    .expect("1 or 3 components");
+                let vmax = components
+                    .iter()
+                    .map(|c| c.v)
+                    .max()
+                    .expect("1 or 3 components");
+                if components.len() == 1 {
+                    // A lone component is coded in 8x8 units whatever its factors say.
+                    components[0].h = 1;
+                    components[0].v = 1;
+                }
+                let (hmax, vmax) = if components.len() == 1 {
+                    (1, 1)
+                } else {
+                    (hmax, vmax)
+                };
+                return Ok(Header {
+                    width,
+                    height,
+                    components,
+                    qt,
+                    dc,
+                    ac,
+                    restart_interval,
+                    scan_start: r.pos,
+                    hmax,
+                    vmax,
+                });
+            }
+            0xE0..=0xEF | 0xFE => {
+                r.segment()?;
+            }
+            _ => return Err(corrupt("unknown marker")),
+        }
+    }
+}
+
+fn parse_frame(seg: &[u8], limits: &Limits) -> Result<(u32, u32, Vec<Component>), DecodeError> {
+    if seg.len() < 6 {
+        return Err(corrupt("short frame header"));
+    }
+    if seg[0] != 8 {
+        return Err(unsupported("sample precision other than 8 bits"));
+    }
+    let height = u32::from(u16::from_be_bytes([seg[1], seg[2]]));
+    let width = u32::from(u16::from_be_bytes([seg[3], seg[4]]));
+    if height == 0 {
+        return Err(unsupported("height defined later by a DNL marker"));
+    }
+    limits.check(ImageFormat::Jpeg, width, height)?;
+    let n = usize::from(seg[5]);
+    match n {
+        1 | 3 => {}
+        4 => return Err(unsupported("CMYK or YCCK colour")),
+        _ => return Err(unsupported("component count other than 1 or 3")),
+    }
+    if seg.len() != 6 + 3 * n {
+        return Err(corrupt("frame header of the wrong length"));
+    }
+    let components: Vec<Component> = (0..n)
+        .map(|i| {
+            let c = &seg[6 + 3 * i..9 + 3 * i];
+            Component {
+                id: c[0],
+                h: usize::from(c[1] >> 4),
+                v: usize::from(c[1] & 15),
+                tq: usize::from(c[2]),
+                ..Component::default()
+            }
+        })
+        .collect();
+    if components
+        .iter()
+        .any(|c| c.tq > 3 || !(1..=4).contains(&c.h) || !(1..=4).contains(&c.v))
+    {
+        return Err(corrupt("bad component parameters"));
+    }
+    if n == 3 {
+        let (y, cb, cr) = (components[0], components[1], components[2]);
+        let chroma_ok = (cb.h, cb.v, cr.h, cr.v) == (1, 1, 1, 1);
+        if !chroma_ok || !matches!((y.h, y.v), (1, 1) | (2, 1) | (1, 2) | (2, 2)) {
+            return Err(unsupported(
+                "chroma subsampling other than 4:4:4, 4:2:2, 4:2:0 or 4:4:0",
+            ));
+        }
+    }
+    Ok((width, height, components))
+}

@@ -1,0 +1,214 @@
+//! Huffman tables and the entropy-coded bit stream.
+
+use crate::{DecodeError, ImageFormat};
+
+/// Codes up to this many bits are decoded with one table lookup.
+const FAST_BITS: u32 = 9;
+
+#[derive(Clone, Debug)]
+pub(crate) struct HuffmanTable {
+    /// `fast[peek]`: `(length << 8) | value` for codes of at most FAST_BITS bits, 0 otherwise.
+    fast: Box<[u16; 1 << FAST_BITS]>,
+    /// For lengths 1..=16: largest code of that length (-1 if none), and the index offset.
+    maxcode: [i32; 18],
+    valptr: [i32; 17],
+    values: Vec<u8>,
+}
+
+impl HuffmanTable {
+    pub fn new(counts: &[u8; 16], values: &[u8]) -> Result<Self, DecodeError> {
+        let mut fast = Box::new([0u16; 1 << FAST_BITS]);
+        let mut maxcode = [-1i32; 18];
+        let mut valptr = [0i32; 17];
+        let mut code: u32 = 0;
+        let mut k = 0usize;
+        for len in 1..=16u32 {
+            let n = usize::from(counts[len as usize - 1]);
+            valptr[len as usize] = k as i32 - code as i32;
+            if n > 0 {
+                if code + n as u32 > (1 << len) {
+                    return Err(DecodeError::corrupt(
+                        ImageFormat::Jpeg,
+                        "Huffman table has too many codes",
+                    ));
+                }
+                for _ in 0..n {
+                    if len <= FAST_BITS {
+                        let shift = FAST_BITS - len;
+                        for fill in 0..(1u32 << shift) {
+                            fast[((code << shift) | fill) as usize] =
+                                ((len as u16) << 8) | u16::from(values[k]);
+                        }
+                    }
+                    code += 1;
+                    k += 1;
+                }
+                maxcode[len as usize] = code as i32 - 1;
+            }
+            code <<= 1;
+        }
+        maxcode[17] = i32::MAX;
+        Ok(Self {
+            fast,
+            maxcode,
+            valptr,
+            values: values.to_vec(),
+        })
+    }
+}
+
+/// Reads bits from entropy-coded data, removing stuffed zero bytes. At a marker it stops and
+/// supplies zero bits, remembering that it hit one.
+pub(crate) struct BitReader<'a> {
+    data: &'a [u8],
+    pos: usize,
+    bits: u64,
+    count: u32,
+    /// A marker (or the end of the data) was reached; the bits after it are padding.
+    pub at_marker: bool,
+    /// Zero bits supplied past the data: decoding ran beyond what the file holds.
+    pub overrun: u32,
+}
+
+impl<'a> BitReader<'a> {
+    pub fn new(data: &'a [u8], pos: usize) -> Self {
+        Self {
+            data,
+            pos,
+            bits: 0,
+            count: 0,
+            at_marker: false,
+            overrun: 0,
+        }
+    }
+
+    #[inline]
+    fn refill(&mut self) {
+        while self.count <= 56 {
+            let byte = if self.at_marker {
+                self.overrun += 1;
+                0
+            } else {
+                match self.data.get(self.pos) {
+                    None => {
+                        self.at_marker = true;
+                        self.overrun += 1;
+                        0
+                    }
+                    Some(&0xFF) => match self.data.get(self.pos + 1) {
+                        Some(0x00) => {
+                            self.pos += 2;
+                            0xFF
+                        }
+                        _ => {
+                            self.at_marker = true;
+                            self.overrun += 1;
+                            0
+                        }
+                    },
+                    Some(&b) => {
+                        self.pos += 1;
+                        b
+                    }
+                }
+            };
+            self.bits |= u64::from(byte) << (56 - self.count);
+            self.count += 8;
+        }
+    }
+
+    #[inline]
+    fn peek(&mut self, n: u32) -> u32 {
+        if self.count < n {
+            self.refill();
+        }
+        (self.bits >> (64 - n)) as u32
+    }
+
+    #[inline]
+    fn consume(&mut self, n: u32) {
+        self.bits <<= n;
+        self.count -= n;
+    }
+
+    /// Decodes one Huffman symbol.
+    #[inline]
+    pub fn decode(&mut self, t: &HuffmanTable) -> Result<u8, DecodeError> {
+        if self.count < 16 {
+            self.refill();
+        }
+        let entry = t.fast[(self.bits >> (64 - FAST_BITS)) as usize];
+        if entry != 0 {
+            self.consume(u32::from(entry >> 8));
+            return Ok(entry as u8);
+        }
+        let mut len = FAST_BITS + 1;
+        while len <= 16 {
+            let code = (self.bits >> (64 - len)) as i32;
+            if code <= t.maxcode[len as usize] {
+                self.consume(len);
+                let idx = (t.valptr[len as usize] + code) as usize;
+                return t
+                    .values
+                    .get(idx)
+                    .copied()
+                    .ok_or_else(|| DecodeError::corrupt(ImageFormat::Jpeg, "bad Huffman code"));
+            }
+            len += 1;
+        }
+        Err(DecodeError::corrupt(ImageFormat::Jpeg, "bad Huffman code"))
+    }
+
+    /// Reads `s` bits (s <= 16) and sign-extends them as JPEG's EXTEND procedure.
+    #[inline]
+    pub fn receive_extend(&mut self, s: u32) -> i32 {
+        if s == 0 {
+            return 0;
+        }
+        let v = self.peek(s) as i32;
+        self.consume(s);
+        if v < 1 << (s - 1) {
+            v - (1 << s) + 1
+        } else {
+            v
+        }
+    }
+
+    /// Skips `s` bits.
+    #[inline]
+    pub fn skip(&mut self, s: u32) {
+        if s > 0 {
+            self.peek(s);
+            self.consume(s);
+        }
+    }
+
+    /// At a restart interval's end: drops the partial byte and expects marker RSTn.
+    pub fn restart(&mut self, expected: u8) -> Result<(), DecodeError> {
+        self.bits = 0;
+        self.count = 0;
+        // Skip any remaining stuffed data up to the marker (tolerates encoders' padding).
+        while self.pos + 1 < self.data.len()
+            && !(self.data[self.pos] == 0xFF
+                && self.data[self.pos + 1] != 0x00
+                && self.data[self.pos + 1] != 0xFF)
+        {
+            self.pos += 1;
+        }
+        match self.data.get(self.pos..self.pos + 2) {
+            Some([0xFF, m]) if *m == 0xD0 + expected => {
+                self.pos += 2;
+                self.at_marker = false;
+                Ok(())
+            }
+            Some(_) => Err(DecodeError::corrupt(
+                ImageFormat::Jpeg,
+                "missing or out-of-order restart marker",
+            )),
+            None => Err(DecodeError::Truncated {
+                format: ImageFormat::Jpeg,
+                detail: "data ends before a restart marker",
+            }),
+        }
+    }
+}
