@@ -66,8 +66,8 @@ pub(crate) struct BitReader<'a> {
     count: u32,
     /// A marker (or the end of the data) was reached; the bits after it are padding.
     pub at_marker: bool,
-    /// Zero bits supplied past the data: decoding ran beyond what the file holds.
-    pub overrun: u32,
+    /// Zero bytes supplied past the data (or the current restart interval's data).
+    overrun: u32,
 }
 
 impl<'a> BitReader<'a> {
@@ -183,8 +183,20 @@ impl<'a> BitReader<'a> {
         }
     }
 
+    /// Padding bits actually consumed: decoding needed more data than there was.
+    pub fn padding_consumed(&self) -> u32 {
+        (self.overrun * 8).saturating_sub(self.count)
+    }
+
     /// At a restart interval's end: drops the partial byte and expects marker RSTn.
     pub fn restart(&mut self, expected: u8) -> Result<(), DecodeError> {
+        if self.padding_consumed() > 0 {
+            return Err(DecodeError::corrupt(
+                ImageFormat::Jpeg,
+                "restart interval's data ends early",
+            ));
+        }
+        self.overrun = 0;
         self.bits = 0;
         self.count = 0;
         // Skip any remaining stuffed data up to the marker (tolerates encoders' padding).

@@ -249,7 +249,7 @@ impl JpegDecoder {
                 }
             }
         }
-        if br.overrun > 64 {
+        if br.padding_consumed() > 0 {
             return Err(DecodeError::Truncated {
                 format: ImageFormat::Jpeg,
                 detail: "entropy-coded data ends early",

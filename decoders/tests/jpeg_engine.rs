@@ -1,0 +1,288 @@
+//! The media engine's JPEG decoder against the CPU decoder (zune-jpeg, inside the image crate)
+//! on files made by libjpeg-turbo's cjpeg (tests/fixtures/make_fixtures.sh).
+
+use std::path::{Path, PathBuf};
+
+use hpuload_decoders::jpeg::{choose_scale, scaled_region, Region};
+use hpuload_decoders::{CpuDecoder, Decode, DecodeError, JpegDecoder};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+/// Supported fixtures: every sampling at sizes that are not multiples of the MCU, 1x1,
+/// grayscale and restart intervals.
+fn supported() -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<_> = std::fs::read_dir(fixtures())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.extension().is_some_and(|e| e == "jpg")
+                && !p
+                    .file_name()
+                    .unwrap()
+                    .to_str()
+                    .unwrap()
+                    .starts_with("unsupported")
+        })
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_str().unwrap().to_string(),
+                std::fs::read(&p).unwrap(),
+            )
+        })
+        .collect();
+    files.sort();
+    assert!(
+        files.len() >= 28,
+        "test configuration resulted in too few files being tested"
+    );
+    files
+}
+
+fn decode(d: &mut impl Decode, bytes: &[u8]) -> (u32, u32, Vec<u8>) {
+    let info = d.probe(bytes).unwrap();
+    let mut out = vec![0; info.rgb_len()];
+    d.decode_into(bytes, &info, &mut out).unwrap();
+    (info.width, info.height, out)
+}
+
+fn psnr(a: &[u8], b: &[u8]) -> f64 {
+    let mse = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (f64::from(*x) - f64::from(*y)).powi(2))
+        .sum::<f64>()
+        / a.len() as f64;
+    if mse == 0.0 {
+        f64::INFINITY
+    } else {
+        10.0 * (255.0f64 * 255.0 / mse).log10()
+    }
+}
+
+fn mad(a: &[u8], b: &[u8]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| x.abs_diff(*y) as f64)
+        .sum::<f64>()
+        / a.len() as f64
+}
+
+fn crop(rgb: &[u8], w: u32, r: Region) -> Vec<u8> {
+    (r.y..r.y + r.height)
+        .flat_map(|y| {
+            let start = ((y * w + r.x) * 3) as usize;
+            rgb[start..start + (r.width * 3) as usize].to_vec()
+        })
+        .collect()
+}
+
+#[test]
+fn full_decode_agrees_with_the_image_crate() {
+    for (name, bytes) in supported() {
+        let (w, h, ours) = decode(&mut JpegDecoder::default(), &bytes);
+        let (w2, h2, theirs) = decode(&mut CpuDecoder::default(), &bytes);
+        assert_eq!((w, h), (w2, h2), "{name}");
+        let (p, m) = (psnr(&ours, &theirs), mad(&ours, &theirs));
+        if p < 45.0 || m > 0.5 {
+            let path = std::env::temp_dir().join(format!("hpuload-ours-{name}.png"));
+            image::save_buffer(&path, &ours, w, h, image::ExtendedColorType::Rgb8).unwrap();
+            panic!(
+                "{name}: PSNR {p:.1} dB, mean abs diff {m:.3} (ours written to {})",
+                path.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn region_decode_is_exactly_the_crop_of_a_full_decode() {
+    for (name, bytes) in supported() {
+        let mut d = JpegDecoder::default();
+        let (w, h, full) = decode(&mut d, &bytes);
+        let regions = [
+            Region::full(w, h),
+            Region {
+                x: w / 3,
+                y: h / 4,
+                width: (w / 2).max(1),
+                height: (h / 2).max(1),
+            },
+            Region {
+                x: w - 1,
+                y: h - 1,
+                width: 1,
+                height: 1,
+            },
+            Region {
+                x: 0,
+                y: h / 2,
+                width: w,
+                height: h - h / 2,
+            },
+        ];
+        for r in regions {
+            let mut out = vec![0; (r.width * r.height * 3) as usize];
+            let got = d.decode_region(&bytes, r, 1, &mut out).unwrap();
+            assert_eq!(got, r, "{name}");
+            assert!(
+                out == crop(&full, w, r),
+                "{name}: region {r:?} differs from the full decode"
+            );
+        }
+    }
+}
+
+/// Area-averages `rgb` by `d` (the reference for a 1/d DCT-scaled decode).
+fn box_downscale(rgb: &[u8], w: u32, h: u32, d: u32) -> Vec<u8> {
+    let (sw, sh) = (w.div_ceil(d), h.div_ceil(d));
+    let mut out = Vec::with_capacity((sw * sh * 3) as usize);
+    for sy in 0..sh {
+        for sx in 0..sw {
+            for c in 0..3 {
+                let (mut sum, mut n) = (0u32, 0u32);
+                for y in sy * d..((sy + 1) * d).min(h) {
+                    for x in sx * d..((sx + 1) * d).min(w) {
+                        sum += u32::from(rgb[((y * w + x) * 3 + c) as usize]);
+                        n += 1;
+                    }
+                }
+                out.push(((sum + n / 2) / n) as u8);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn dct_scaled_decodes_match_an_area_average_of_the_full_image() {
+    for (name, bytes) in supported()
+        .into_iter()
+        .filter(|(n, _)| n.contains("256x200") || n.contains("123x77"))
+    {
+        let mut d = JpegDecoder::default();
+        let (w, h, full) = decode(&mut d, &bytes);
+        for denom in [2, 4, 8] {
+            let info = d.probe(&bytes).unwrap();
+            let r = scaled_region(&info, Region::full(w, h), denom);
+            let mut out = vec![0; (r.width * r.height * 3) as usize];
+            d.decode_region(&bytes, Region::full(w, h), denom, &mut out)
+                .unwrap();
+            let p = psnr(&out, &box_downscale(&full, w, h, denom));
+            assert!(
+                p >= 28.0,
+                "{name} at 1/{denom}: PSNR {p:.1} dB against an area average"
+            );
+            // A region at scale is the crop of the scaled full decode.
+            let sub = Region {
+                x: w / 4,
+                y: h / 3,
+                width: w / 2,
+                height: h / 2,
+            };
+            let sr = scaled_region(&info, sub, denom);
+            let mut part = vec![0; (sr.width * sr.height * 3) as usize];
+            d.decode_region(&bytes, sub, denom, &mut part).unwrap();
+            assert!(
+                part == crop(&out, r.width, sr),
+                "{name} at 1/{denom}: region differs from the scaled full decode"
+            );
+        }
+    }
+}
+
+#[test]
+fn scale_choice_keeps_at_least_the_output_resolution() {
+    let r = Region {
+        x: 0,
+        y: 0,
+        width: 1000,
+        height: 900,
+    };
+    assert_eq!(choose_scale(r, 224, 224), 4);
+    assert_eq!(choose_scale(r, 500, 224), 2);
+    assert_eq!(choose_scale(Region { width: 200, ..r }, 224, 224), 1);
+    assert_eq!(
+        choose_scale(
+            Region {
+                width: 1792,
+                height: 1792,
+                ..r
+            },
+            224,
+            224
+        ),
+        8
+    );
+}
+
+#[test]
+fn unsupported_files_are_refused_by_probe_with_a_reason() {
+    for (file, reason) in [
+        ("unsupported_progressive.jpg", "progressive JPEG"),
+        ("unsupported_arithmetic.jpg", "arithmetic coding"),
+        ("unsupported_cmyk.jpg", "CMYK or YCCK colour"),
+        (
+            "unsupported_rgb.jpg",
+            "RGB colour space (Adobe, no transform)",
+        ),
+        (
+            "unsupported_12bit.jpg",
+            "sample precision other than 8 bits",
+        ),
+    ] {
+        let bytes = std::fs::read(fixtures().join(file)).unwrap();
+        match JpegDecoder::default().probe(&bytes) {
+            Err(DecodeError::Unsupported { reason: got, .. }) => assert_eq!(got, reason, "{file}"),
+            other => panic!("{file}: {other:?}"),
+        }
+        // The CPU fallback takes most of them (zune-jpeg has no arithmetic decoding either).
+        if !matches!(file, "unsupported_12bit.jpg" | "unsupported_arithmetic.jpg") {
+            decode(&mut CpuDecoder::default(), &bytes);
+        }
+    }
+    let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
+    assert!(matches!(
+        JpegDecoder::default().probe(png),
+        Err(DecodeError::Unsupported {
+            reason: "not a JPEG",
+            ..
+        })
+    ));
+}
+
+/// Only checks that damaged data never panics: every prefix and many single-byte corruptions
+/// of each file either decode or return an error.
+#[test]
+fn damaged_files_never_panic() {
+    for (_, bytes) in supported().into_iter().take(12) {
+        let mut d = JpegDecoder::default();
+        for cut in (0..bytes.len()).step_by(7) {
+            let prefix = &bytes[..cut];
+            if let Ok(info) = d.probe(prefix) {
+                let mut out = vec![0; info.rgb_len()];
+                let _ = d.decode_into(prefix, &info, &mut out);
+            }
+        }
+        let mut seed = 0x1234_5678u64;
+        for _ in 0..300 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let mut m = bytes.clone();
+            let i = (seed >> 33) as usize % m.len();
+            m[i] = (seed >> 20) as u8;
+            if let Ok(info) = d.probe(&m) {
+                let mut out = vec![0; info.rgb_len()];
+                let _ = d.decode_into(&m, &info, &mut out);
+                for denom in [2, 8] {
+                    let r = Region::full(info.width, info.height);
+                    let sr = scaled_region(&info, r, denom);
+                    let mut out = vec![0; (sr.width * sr.height * 3) as usize];
+                    let _ = d.decode_region(&m, r, denom, &mut out);
+                }
+            }
+        }
+    }
+}
