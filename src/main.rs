@@ -74,6 +74,10 @@ struct BenchArgs {
     /// Shuffle seed.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Where samples are decoded: the emulated media engine when it can (auto), only the
+    /// engine (hw), or only the host CPU (cpu).
+    #[arg(long, value_enum, default_value = "auto")]
+    backend: BackendArg,
     /// Write the report as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -83,6 +87,13 @@ struct BenchArgs {
 enum LayoutArg {
     Nchw,
     Nhwc,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum BackendArg {
+    Auto,
+    Hw,
+    Cpu,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -138,6 +149,11 @@ fn bench(args: BenchArgs) -> Result<(), Error> {
             .output(args.dtype, layout)
             .device(&hpu)
             .last_batch(LastBatch::Pad)
+            .backend(match args.backend {
+                BackendArg::Auto => hpuload::Backend::Auto,
+                BackendArg::Hw => hpuload::Backend::Hw,
+                BackendArg::Cpu => hpuload::Backend::Cpu,
+            })
             .read_mode(match args.read_mode {
                 ReadModeArg::Read => ReadMode::Read,
                 ReadModeArg::Mmap => ReadMode::Mmap,
@@ -215,25 +231,32 @@ fn bench(args: BenchArgs) -> Result<(), Error> {
     print_stages(&measured);
     let r = loader.report();
     println!(
+        "media engine decoded {} of {} samples; fallbacks to the CPU: {:?}; bytes DMA'd per image: {:.0}",
+        r.hw_samples,
+        r.samples_loaded,
+        r.fallbacks,
+        r.bytes_dma as f64 / r.samples_loaded.max(1) as f64
+    );
+    println!(
         "skipped: {} {:?}; pinned: {} ({} MiB)",
         r.skipped,
         r.skipped_by_reason,
         r.pinned,
         r.pinned_bytes >> 20
     );
-    if let Some(path) = args.json {
+    if let Some(path) = args.json.clone() {
         let json = serde_json::json!({
             "images_per_sec": median,
             "time_to_first_batch_sec": median_dur(&mut ttfb),
             "epochs": args.epochs,
             "images": measured.images,
             "batches": measured.batches,
-            "backend": "cpu",
+            "backend": args.backend_name(),
             "workers": args.workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
             "batch_size": args.batch,
             "stages": measured.stages,
             "skipped": r.skipped,
-            "fallbacks": {},
+            "fallbacks": r.fallbacks,
             "pinned": r.pinned,
             "peak_rss_bytes": rss_bytes().1,
             "report": r,
@@ -247,6 +270,16 @@ fn bench(args: BenchArgs) -> Result<(), Error> {
     Ok(())
 }
 
+impl BenchArgs {
+    fn backend_name(&self) -> &'static str {
+        match self.backend {
+            BackendArg::Auto => "auto",
+            BackendArg::Hw => "hw",
+            BackendArg::Cpu => "cpu",
+        }
+    }
+}
+
 fn accumulate(mut total: Report, before: &Report, after: &Report) -> Report {
     total.images += after.images - before.images;
     total.batches += after.batches - before.batches;
@@ -256,6 +289,8 @@ fn accumulate(mut total: Report, before: &Report, after: &Report) -> Report {
     s.resize += a.resize - b.resize;
     s.collate += a.collate - b.collate;
     s.dma += a.dma - b.dma;
+    s.route += a.route - b.route;
+    s.engine += a.engine - b.engine;
     s.wait += a.wait - b.wait;
     total
 }
@@ -267,6 +302,7 @@ fn print_stages(r: &Report) {
         ("decode (cpu)", s.decode_cpu),
         ("crop+resize", s.resize),
         ("flip+normalize+cast into pinned", s.collate),
+        ("route (engine probe + bitstream copy)", s.route),
     ];
     let total: Duration = host.iter().map(|(_, d)| *d).sum();
     let per = |d: Duration| d.as_secs_f64() * 1e3 / r.images.max(1) as f64;
@@ -279,8 +315,9 @@ fn print_stages(r: &Report) {
         );
     }
     println!(
-        "emulated device time per image: DMA {:.3} ms; training loop waited {:.2}s in all",
+        "emulated device time per image: DMA {:.3} ms, media engine + device ops {:.3} ms; training loop waited {:.2}s in all",
         per(s.dma),
+        per(s.engine),
         s.wait.as_secs_f64()
     );
     if let Some((name, d)) = host.iter().max_by_key(|(_, d)| *d) {

@@ -16,6 +16,7 @@ const STAGING_BYTES: usize = 4 << 20;
 /// One contiguous copy from a host buffer to a device buffer.
 pub(crate) struct CopyRegion {
     pub src_offset: usize,
+    pub dst_offset: usize,
     pub len: usize,
     pub dst: DeviceBuffer,
 }
@@ -211,14 +212,19 @@ fn copy_regions(
                 size: host.len(),
             });
         };
-        let mut dst = r.dst.lock();
-        if dst.len() < r.len {
+        let mut guard = r.dst.lock();
+        let size = guard.len();
+        let Some(dst) = r
+            .dst_offset
+            .checked_add(r.len)
+            .and_then(|end| guard.get_mut(r.dst_offset..end))
+        else {
             return Err(HpuError::OutOfBounds {
-                offset: 0,
+                offset: r.dst_offset,
                 len: r.len,
-                size: dst.len(),
+                size,
             });
-        }
+        };
         if src.is_locked() {
             dst[..r.len].copy_from_slice(from);
         } else {

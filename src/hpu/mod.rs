@@ -6,10 +6,12 @@
 //! written against [`Hpu`] keeps the ownership and synchronisation rules of a real device.
 
 mod dma;
+mod media;
 mod memory;
 mod tensor;
 
 pub use dma::{DmaEvent, DmaStats};
+pub use media::EngineContext;
 pub use memory::DeviceBuffer;
 pub use tensor::{DeviceTensor, Dtype, Layout};
 
@@ -58,6 +60,8 @@ pub struct HpuConfig {
     /// Fail the `n`-th host-to-device DMA transfer (1-based), for fault-injection tests.
     /// Default: `None`.
     pub fail_dma_after: Option<u64>,
+    /// Decoder engines of the media engine. Default: 8 (Gaudi2).
+    pub media_engines: usize,
 }
 
 impl Default for HpuConfig {
@@ -65,6 +69,7 @@ impl Default for HpuConfig {
         Self {
             memory_bytes: 96 << 30,
             fail_dma_after: None,
+            media_engines: 8,
         }
     }
 }
@@ -74,6 +79,13 @@ impl HpuConfig {
     #[must_use]
     pub fn memory_bytes(mut self, bytes: u64) -> Self {
         self.memory_bytes = bytes;
+        self
+    }
+
+    /// Sets [`HpuConfig::media_engines`].
+    #[must_use]
+    pub fn media_engines(mut self, n: usize) -> Self {
+        self.media_engines = n;
         self
     }
 
@@ -95,6 +107,7 @@ pub struct Hpu {
 pub(crate) struct HpuInner {
     pub memory: memory::DeviceMemory,
     pub dma: DmaEngine,
+    pub media: media::MediaEngine,
 }
 
 impl std::fmt::Debug for Hpu {
@@ -116,6 +129,10 @@ impl Hpu {
             inner: Arc::new(HpuInner {
                 memory: memory::DeviceMemory::new(config.memory_bytes),
                 dma: DmaEngine::start(config.fail_dma_after)?,
+                media: media::MediaEngine::start(
+                    config.media_engines.max(1),
+                    hpuload_decoders::Limits::default(),
+                )?,
             }),
         })
     }
@@ -153,6 +170,7 @@ impl Hpu {
         let (tx, rx) = crossbeam_channel::bounded(1);
         let region = CopyRegion {
             src_offset: 0,
+            dst_offset: 0,
             len: dst.len(),
             dst: dst.clone(),
         };
@@ -161,6 +179,22 @@ impl Hpu {
                 let _ = tx.send(result.map(|()| src));
             });
         DmaEvent::new(rx)
+    }
+
+    /// Number of media-engine decoders.
+    pub fn media_engines(&self) -> usize {
+        self.inner.media.engines()
+    }
+
+    /// Queues a job on the media engine; it runs on the next free decoder engine.
+    ///
+    /// # Errors
+    /// The engine has shut down.
+    pub fn submit_media(
+        &self,
+        job: impl FnOnce(&mut EngineContext) + Send + 'static,
+    ) -> Result<(), HpuError> {
+        self.inner.media.submit(job)
     }
 
     pub(crate) fn dma(&self) -> &DmaEngine {

@@ -2,7 +2,7 @@ use std::sync::Arc;
 
 use hpuload_decoders::Limits;
 
-use super::{Loader, OnError};
+use super::{Backend, Loader, OnError};
 use crate::augment::Pipeline;
 use crate::hpu::{Dtype, Hpu, HpuConfig, Layout};
 use crate::sampler::{LastBatch, Shard};
@@ -26,6 +26,7 @@ pub struct LoaderBuilder {
     pub(super) last_batch: LastBatch,
     pub(super) shard: Option<Shard>,
     pub(super) on_error: OnError,
+    pub(super) backend: Backend,
     pub(super) error_budget: f64,
     pub(super) read_mode: ReadMode,
     pub(super) limits: Limits,
@@ -47,6 +48,7 @@ impl LoaderBuilder {
             last_batch: LastBatch::Pad,
             shard: None,
             on_error: OnError::Skip,
+            backend: Backend::Auto,
             error_budget: 0.01,
             read_mode: ReadMode::Read,
             limits: Limits::default(),
@@ -121,6 +123,13 @@ impl LoaderBuilder {
     /// What a sample that cannot be loaded does. Default: [`OnError::Skip`].
     pub fn on_error(mut self, policy: OnError) -> Self {
         self.on_error = policy;
+        self
+    }
+
+    /// Where samples are decoded. Default: [`Backend::Auto`] (the media engine for what it
+    /// can take, the CPU for the rest).
+    pub fn backend(mut self, backend: Backend) -> Self {
+        self.backend = backend;
         self
     }
 

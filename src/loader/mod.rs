@@ -36,6 +36,22 @@ pub enum OnError {
     Fail,
 }
 
+/// Where samples are decoded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    /// Each sample goes to the media engine when it can take it (baseline JPEG within its
+    /// capability set) and to the CPU otherwise; one batch may mix both. Every fallback is
+    /// counted by reason in [`Report::fallbacks`]. The default.
+    #[default]
+    Auto,
+    /// Only the media engine: a file it cannot take is an error that names the file, whatever
+    /// the [`OnError`] policy.
+    Hw,
+    /// Only the host CPU.
+    Cpu,
+}
+
 /// A batch in device memory.
 #[derive(Debug)]
 pub struct Batch {
@@ -80,6 +96,11 @@ pub struct StageTimes {
     pub resize: Duration,
     /// Flip + normalize + cast + layout, written into the pinned batch buffer.
     pub collate: Duration,
+    /// Router probes (can the engine take the file?) and bitstream copies, on the host.
+    pub route: Duration,
+    /// Media-engine work: region decode, resize and device ops (emulated device time, spent
+    /// on host threads here).
+    pub engine: Duration,
     /// Host-to-device copies (emulated device time).
     pub dma: Duration,
     /// Time the training loop waited for a batch.
@@ -99,6 +120,10 @@ pub struct Report {
     pub bytes_read: u64,
     /// Bytes copied host to device.
     pub bytes_dma: u64,
+    /// Samples decoded by the media engine.
+    pub hw_samples: u64,
+    /// Samples that could have gone to the media engine but fell back to the CPU, by reason.
+    pub fallbacks: BTreeMap<String, u64>,
     /// Samples skipped and replaced.
     pub skipped: u64,
     /// Skips counted by reason.
@@ -118,6 +143,7 @@ const KEPT_SKIPS: usize = 100;
 /// Settings every worker reads.
 pub(crate) struct Shared {
     source: Arc<dyn Source>,
+    backend: Backend,
     plan: Plan,
     writer: OutputWriter,
     read_mode: ReadMode,
@@ -199,6 +225,7 @@ impl Loader {
         let shared = Arc::new(Shared {
             writer: OutputWriter::new(b.dtype, b.layout, plan.normalize),
             source: b.source,
+            backend: b.backend,
             plan,
             read_mode: b.read_mode,
             limits: b.limits,
@@ -310,11 +337,21 @@ impl Loader {
         let c = &self.shared.counters;
         r.samples_loaded = c.samples.load(Ordering::Relaxed);
         r.bytes_read = c.bytes_read.load(Ordering::Relaxed);
+        r.hw_samples = c.hw_samples.load(Ordering::Relaxed);
+        r.fallbacks = c
+            .fallbacks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect();
         r.stages = StageTimes {
             read: c.read.get(),
             decode_cpu: c.decode.get(),
             resize: c.resize.get(),
             collate: c.collate.get(),
+            route: c.probe.get(),
+            engine: c.engine.get(),
             dma: self.hpu.dma_stats().busy,
             wait: self.wait,
         };

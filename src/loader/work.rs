@@ -1,5 +1,6 @@
-//! What the worker threads do: fill one slot of a batch buffer per job, and hand a completed
-//! batch to the DMA engine.
+//! What the worker threads do: fill one slot of a batch buffer per job (decoded on the CPU, or
+//! the compressed bitstream for the media engine), hand a completed batch to the DMA engine,
+//! then have the media engine decode the bitstreams in device memory.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -7,11 +8,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
-use hpuload_decoders::{CpuDecoder, Decode};
+use hpuload_decoders::jpeg::{choose_scale, scaled_region, Region};
+use hpuload_decoders::{CpuDecoder, Decode, DecodeError, ImageInfo, JpegDecoder};
 
-use super::{Batch, OnError, Shared, Skip};
-use crate::augment::Resampler;
-use crate::hpu::{CopyRegion, DeviceTensor, Hpu};
+use super::{Backend, Batch, OnError, Shared, Skip};
+use crate::augment::{CropBox, Resampler, SampleParams};
+use crate::hpu::{CopyRegion, DeviceTensor, EngineContext, Hpu};
 use crate::pinned::PinnedBuffer;
 use crate::rng::{CounterRng, Stream};
 use crate::sampler::BatchPlan;
@@ -36,11 +38,15 @@ impl Nanos {
 #[derive(Default)]
 pub(crate) struct StageCounters {
     pub read: Nanos,
+    pub probe: Nanos,
     pub decode: Nanos,
     pub resize: Nanos,
     pub collate: Nanos,
+    pub engine: Nanos,
     pub samples: AtomicU64,
+    pub hw_samples: AtomicU64,
     pub bytes_read: AtomicU64,
+    pub fallbacks: Mutex<std::collections::BTreeMap<&'static str, u64>>,
 }
 
 /// One slot of one batch.
@@ -68,6 +74,18 @@ pub(crate) struct BatchSpec {
     pub hpu: Hpu,
 }
 
+/// A sample routed to the media engine: its bitstream sits in its slot.
+#[derive(Clone, Copy, Debug)]
+struct HwSlot {
+    slot: usize,
+    index: usize,
+    len: usize,
+    info: ImageInfo,
+    region: Region,
+    denom: u32,
+    params: SampleParams,
+}
+
 /// A batch being filled. Workers write slots through `base`; the worker that fills the last
 /// slot takes the buffer out and submits it to the DMA engine.
 pub(crate) struct BatchWork {
@@ -78,6 +96,8 @@ pub(crate) struct BatchWork {
     base: *mut u8,
     buffer: Mutex<Option<PinnedBuffer>>,
     remaining: AtomicUsize,
+    hw: Mutex<Vec<HwSlot>>,
+    hw_remaining: AtomicUsize,
     skips: Mutex<Vec<Skip>>,
     failure: Mutex<Option<Error>>,
     images: DeviceTensor,
@@ -96,6 +116,10 @@ unsafe impl Send for BatchWork {}
 // SAFETY: as above.
 unsafe impl Sync for BatchWork {}
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 impl BatchWork {
     pub fn new(mut spec: BatchSpec) -> Arc<Self> {
         let n = spec.plan.indices.len();
@@ -112,6 +136,8 @@ impl BatchWork {
             base: spec.buffer.as_mut_ptr(),
             buffer: Mutex::new(Some(spec.buffer)),
             remaining: AtomicUsize::new(n),
+            hw: Mutex::new(Vec::new()),
+            hw_remaining: AtomicUsize::new(0),
             skips: Mutex::new(Vec::new()),
             failure: Mutex::new(None),
             images: spec.images,
@@ -124,74 +150,227 @@ impl BatchWork {
     }
 
     fn fail(&self, e: Error) {
-        let mut f = self.failure.lock().unwrap_or_else(|p| p.into_inner());
-        f.get_or_insert(e);
+        lock(&self.failure).get_or_insert(e);
     }
 
-    /// Called once, by the worker that completed the last slot.
-    fn finish(self: Arc<Self>, shared: &Shared) {
-        let buffer = self
-            .buffer
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-            .expect("finish runs once");
-        let failure = self
-            .failure
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        if let Some(e) = failure.or_else(|| {
-            self.cancel
-                .load(Ordering::Relaxed)
-                .then_some(Error::Config("cancelled".into()))
-        }) {
+    fn skip(&self, e: &SampleError) {
+        tracing::warn!("skipping {}", e);
+        lock(&self.skips).push(Skip {
+            index: e.index,
+            path: e.path.clone(),
+            reason: e.reason(),
+            message: e.to_string(),
+        });
+    }
+
+    /// Sends the batch (or its failure) to the epoch.
+    fn complete(&self) {
+        let result = match lock(&self.failure).take() {
+            Some(e) => Err(e),
+            None => Ok(Batch {
+                images: self.images.clone(),
+                labels: self.labels.clone(),
+                valid: self.valid,
+                indices: self
+                    .indices
+                    .iter()
+                    .map(|i| i.load(Ordering::Relaxed))
+                    .collect(),
+                epoch: self.epoch,
+                step: self.seq,
+                skipped: std::mem::take(&mut *lock(&self.skips)),
+            }),
+        };
+        let _ = self.done.send(Finished {
+            seq: self.seq,
+            result,
+        });
+    }
+
+    /// Called once, by the worker that completed the last slot: DMA the slots (decoded samples
+    /// whole, bitstreams only as long as they are) and the labels, then start the engine jobs.
+    fn finish(self: Arc<Self>, shared: &Arc<Shared>) {
+        let buffer = lock(&self.buffer).take().expect("finish runs once");
+        if self.cancel.load(Ordering::Relaxed) && lock(&self.failure).is_none() {
+            self.fail(Error::Config("cancelled".into()));
+        }
+        if lock(&self.failure).is_some() {
             let _ = self.pool.send(buffer);
-            let _ = self.done.send(Finished {
-                seq: self.seq,
-                result: Err(e),
-            });
-            return;
+            return self.complete();
         }
         let n = self.indices.len();
-        let regions = vec![
-            CopyRegion {
-                src_offset: 0,
-                len: n * shared.sample_bytes,
+        let mut hw = std::mem::take(&mut *lock(&self.hw));
+        hw.sort_by_key(|h| h.slot);
+        let sb = shared.sample_bytes;
+        let mut regions = Vec::with_capacity(hw.len() + 2);
+        let mut next_slot = 0;
+        for h in &hw {
+            if h.slot > next_slot {
+                regions.push(CopyRegion {
+                    src_offset: next_slot * sb,
+                    dst_offset: next_slot * sb,
+                    len: (h.slot - next_slot) * sb,
+                    dst: self.images.buffer().clone(),
+                });
+            }
+            regions.push(CopyRegion {
+                src_offset: h.slot * sb,
+                dst_offset: h.slot * sb,
+                len: h.len,
                 dst: self.images.buffer().clone(),
-            },
-            CopyRegion {
-                src_offset: shared.labels_offset,
-                len: n * 8,
-                dst: self.labels.buffer().clone(),
-            },
-        ];
+            });
+            next_slot = h.slot + 1;
+        }
+        if n > next_slot {
+            regions.push(CopyRegion {
+                src_offset: next_slot * sb,
+                dst_offset: next_slot * sb,
+                len: (n - next_slot) * sb,
+                dst: self.images.buffer().clone(),
+            });
+        }
+        regions.push(CopyRegion {
+            src_offset: shared.labels_offset,
+            dst_offset: 0,
+            len: n * 8,
+            dst: self.labels.buffer().clone(),
+        });
         let work = Arc::clone(&self);
+        let shared = Arc::clone(shared);
         self.hpu
             .dma()
             .host_to_device(buffer, regions, move |buffer, result| {
                 let _ = work.pool.send(buffer);
-                let result = result.map_err(Error::from).map(|()| Batch {
-                    images: work.images.clone(),
-                    labels: work.labels.clone(),
-                    valid: work.valid,
-                    indices: work
-                        .indices
-                        .iter()
-                        .map(|i| i.load(Ordering::Relaxed))
-                        .collect(),
-                    epoch: work.epoch,
-                    step: work.seq,
-                    skipped: std::mem::take(
-                        &mut *work.skips.lock().unwrap_or_else(|p| p.into_inner()),
-                    ),
-                });
-                let _ = work.done.send(Finished {
-                    seq: work.seq,
-                    result,
-                });
+                if let Err(e) = result {
+                    work.fail(e.into());
+                    return work.complete();
+                }
+                if hw.is_empty() {
+                    return work.complete();
+                }
+                work.hw_remaining.store(hw.len(), Ordering::Release);
+                for h in hw {
+                    let (job_work, job_shared) = (Arc::clone(&work), Arc::clone(&shared));
+                    let submitted = work.hpu.submit_media(move |ctx| {
+                        let t = Instant::now();
+                        if let Err(e) = engine_decode(&job_shared, &job_work, &h, ctx) {
+                            engine_fallback(&job_shared, &job_work, &h, e);
+                        }
+                        job_shared.counters.engine.add(t.elapsed());
+                        if job_work.hw_remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+                            job_work.complete();
+                        }
+                    });
+                    if let Err(e) = submitted {
+                        // A job that could not be queued still counts down, so the batch completes.
+                        work.fail(e.into());
+                        if work.hw_remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+                            work.complete();
+                        }
+                    }
+                }
             });
     }
+}
+
+/// Per-engine state of the loader's jobs: the resampler and the output staging buffer.
+struct EngineScratch {
+    resampler: Resampler,
+    out: Vec<u8>,
+}
+
+/// On an engine: decode the slot's bitstream (region at scale), resize, and run the device op
+/// (flip, normalize, cast, layout) into the slot of the device tensor.
+fn engine_decode(
+    shared: &Shared,
+    work: &BatchWork,
+    h: &HwSlot,
+    ctx: &mut EngineContext,
+) -> Result<(), DecodeError> {
+    let sb = shared.sample_bytes;
+    {
+        let device = work.images.buffer().lock();
+        ctx.bitstream.clear();
+        ctx.bitstream
+            .extend_from_slice(&device[h.slot * sb..h.slot * sb + h.len]);
+    }
+    let sr = scaled_region(&h.info, h.region, h.denom);
+    let len = sr.width as usize * sr.height as usize * 3;
+    if ctx.pixels.len() < len {
+        ctx.pixels.resize(len, 0);
+    }
+    ctx.decoder
+        .decode_region(&ctx.bitstream, h.region, h.denom, &mut ctx.pixels[..len])?;
+    let (oh, ow) = shared.plan.out_hw();
+    let d = f64::from(h.denom);
+    let c = h.params.crop;
+    let crop = if h.denom == 1 && c.view {
+        CropBox::full(sr.width, sr.height)
+    } else {
+        CropBox {
+            left: c.left / d - f64::from(sr.x),
+            top: c.top / d - f64::from(sr.y),
+            width: c.width / d,
+            height: c.height / d,
+            view: false,
+        }
+    };
+    let user = ctx.user.get_or_insert_with(|| {
+        Box::new(EngineScratch {
+            resampler: Resampler::new(oh, ow),
+            out: vec![0; sb],
+        })
+    });
+    let scratch = user
+        .downcast_mut::<EngineScratch>()
+        .expect("only the loader puts state in its engines");
+    if scratch.out.len() != sb {
+        *scratch = EngineScratch {
+            resampler: Resampler::new(oh, ow),
+            out: vec![0; sb],
+        };
+    }
+    let resized = scratch
+        .resampler
+        .run(&ctx.pixels[..len], sr.width, sr.height, &crop)
+        .map_err(|_| DecodeError::Parameter("crop outside the decoded region"))?;
+    shared.writer.write(
+        resized,
+        oh as usize,
+        ow as usize,
+        h.params.flip,
+        &mut scratch.out,
+    );
+    work.images.buffer().lock()[h.slot * sb..(h.slot + 1) * sb].copy_from_slice(&scratch.out);
+    Ok(())
+}
+
+/// The engine failed on a file it had accepted: redo the slot on the CPU path (with the usual
+/// skip/replace policy) and write it into device memory.
+fn engine_fallback(shared: &Shared, work: &BatchWork, h: &HwSlot, e: DecodeError) {
+    let path = shared.source.entries()[h.index].path.clone();
+    tracing::warn!(
+        "media engine failed on {} ({e}); decoding on the CPU",
+        path.display()
+    );
+    count_fallback(shared, "engine decode error");
+    let mut scratch = Scratch::new(shared);
+    let mut out = vec![0u8; shared.sample_bytes];
+    match fill(shared, &mut scratch, work, h.index, &mut out, false) {
+        Ok(Filled::Cpu { index, label }) => {
+            let sb = shared.sample_bytes;
+            work.images.buffer().lock()[h.slot * sb..(h.slot + 1) * sb].copy_from_slice(&out);
+            work.labels.buffer().lock()[h.slot * 8..h.slot * 8 + 8]
+                .copy_from_slice(&label.to_ne_bytes());
+            work.indices[h.slot].store(index, Ordering::Relaxed);
+        }
+        Ok(Filled::Hw(_)) => unreachable!("fill without the engine returns CPU samples"),
+        Err(e) => work.fail(e),
+    }
+}
+
+fn count_fallback(shared: &Shared, reason: &'static str) {
+    *lock(&shared.counters.fallbacks).entry(reason).or_default() += 1;
 }
 
 /// A worker's reusable memory: nothing is allocated per sample once these have grown.
@@ -199,6 +378,7 @@ struct Scratch {
     file: Vec<u8>,
     rgb: Vec<u8>,
     decoder: CpuDecoder,
+    engine_probe: JpegDecoder,
     resampler: Resampler,
 }
 
@@ -209,12 +389,13 @@ impl Scratch {
             file: Vec::new(),
             rgb: Vec::new(),
             decoder: CpuDecoder::with_limits(shared.limits),
+            engine_probe: JpegDecoder::with_limits(shared.limits),
             resampler: Resampler::new(h, w),
         }
     }
 }
 
-pub(crate) fn worker_main(shared: &Shared, jobs: &Receiver<Job>) {
+pub(crate) fn worker_main(shared: &Arc<Shared>, jobs: &Receiver<Job>) {
     let mut scratch = Scratch::new(shared);
     for job in jobs {
         if !job.batch.cancel.load(Ordering::Relaxed) {
@@ -237,9 +418,16 @@ pub(crate) fn worker_main(shared: &Shared, jobs: &Receiver<Job>) {
         }
         // AcqRel: the last decrement sees every other worker's slot writes.
         if job.batch.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-            job.batch.finish(shared);
+            Arc::clone(&job.batch).finish(shared);
         }
     }
+}
+
+enum Filled {
+    /// Decoded on the host into the slot.
+    Cpu { index: usize, label: i64 },
+    /// The bitstream is in the slot, for the media engine.
+    Hw(HwSlot),
 }
 
 fn fill_slot(shared: &Shared, scratch: &mut Scratch, job: &Job) {
@@ -252,50 +440,75 @@ fn fill_slot(shared: &Shared, scratch: &mut Scratch, job: &Job) {
             shared.sample_bytes,
         )
     };
+    let (index, label) = match fill(
+        shared,
+        scratch,
+        batch,
+        original,
+        slot,
+        shared.backend != Backend::Cpu,
+    ) {
+        Ok(Filled::Cpu { index, label }) => (index, label),
+        Ok(Filled::Hw(h)) => {
+            let (index, label) = (h.index, shared.source.entries()[h.index].label);
+            lock(&batch.hw).push(HwSlot {
+                slot: job.slot,
+                ..h
+            });
+            (index, label)
+        }
+        Err(e) => return batch.fail(e),
+    };
+    // SAFETY: the label of slot `job.slot` is written by this job only.
+    let label_slot = unsafe {
+        std::slice::from_raw_parts_mut(batch.base.add(shared.labels_offset + job.slot * 8), 8)
+    };
+    label_slot.copy_from_slice(&label.to_ne_bytes());
+    batch.indices[job.slot].store(index, Ordering::Relaxed);
+}
+
+/// Loads sample `original` (or, under `OnError::Skip`, a deterministic replacement) into
+/// `slot`: decoded on the CPU, or as a bitstream for the engine when `engine` allows.
+fn fill(
+    shared: &Shared,
+    scratch: &mut Scratch,
+    batch: &BatchWork,
+    original: usize,
+    slot: &mut [u8],
+    engine: bool,
+) -> Result<Filled, Error> {
     let n = shared.source.entries().len() as u64;
     let mut replace = CounterRng::new(shared.seed, batch.epoch, original as u64, Stream::Replace);
     let mut index = original;
     for _ in 0..=MAX_REPLACEMENTS {
-        match load_sample(shared, scratch, index, batch.epoch, slot) {
-            Ok(()) => {
-                let label = shared.source.entries()[index].label;
-                // SAFETY: the label of slot `job.slot` is written by this job only.
-                let label_slot = unsafe {
-                    std::slice::from_raw_parts_mut(
-                        batch.base.add(shared.labels_offset + job.slot * 8),
-                        8,
-                    )
-                };
-                label_slot.copy_from_slice(&label.to_ne_bytes());
-                batch.indices[job.slot].store(index, Ordering::Relaxed);
-                return;
+        match load_sample(shared, scratch, index, batch.epoch, slot, engine) {
+            Ok(filled) => return Ok(filled),
+            Err(e) if shared.on_error == OnError::Fail || is_engine_refusal(shared, &e) => {
+                return Err(Error::Sample(e))
             }
-            Err(e) if shared.on_error == OnError::Fail => return batch.fail(Error::Sample(e)),
             Err(e) => {
-                tracing::warn!("skipping {}", e);
-                let skip = Skip {
-                    index: e.index,
-                    path: e.path.clone(),
-                    reason: e.reason(),
-                    message: e.to_string(),
-                };
-                batch
-                    .skips
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(skip);
+                batch.skip(&e);
                 index = replace.below(n) as usize;
             }
         }
     }
     let path = shared.source.entries()[original].path.clone();
-    batch.fail(Error::Sample(SampleError {
+    Err(Error::Sample(SampleError {
         index: original,
         path,
         kind: SampleErrorKind::Augment(format!(
             "it and {MAX_REPLACEMENTS} replacements all failed"
         )),
-    }));
+    }))
+}
+
+/// With `Backend::Hw`, a file the engine cannot take is an error whatever the skip policy.
+fn is_engine_refusal(shared: &Shared, e: &SampleError) -> bool {
+    shared.backend == Backend::Hw
+        && matches!(
+            e.kind,
+            SampleErrorKind::Decode(DecodeError::Unsupported { .. })
+        )
 }
 
 fn load_sample(
@@ -304,7 +517,8 @@ fn load_sample(
     index: usize,
     epoch: u64,
     slot: &mut [u8],
-) -> Result<(), SampleError> {
+    engine: bool,
+) -> Result<Filled, SampleError> {
     let entry = &shared.source.entries()[index];
     let err = |kind| SampleError {
         index,
@@ -321,6 +535,51 @@ fn load_sample(
     c.read.add(t1 - t0);
     c.bytes_read
         .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+    if engine {
+        // The router: can the media engine take it?
+        let probed = s.engine_probe.probe(&bytes);
+        c.probe.add(t1.elapsed());
+        match probed {
+            Ok(info) => {
+                if bytes.len() <= slot.len() {
+                    let params = shared
+                        .plan
+                        .params(shared.seed, epoch, index, info.width, info.height)
+                        .map_err(|m| err(SampleErrorKind::Augment(m)))?;
+                    let (oh, ow) = shared.plan.out_hw();
+                    let region = covering_region(&params.crop, &info, ow);
+                    let denom = choose_scale(region, ow, oh);
+                    slot[..bytes.len()].copy_from_slice(&bytes);
+                    c.samples.fetch_add(1, Ordering::Relaxed);
+                    c.hw_samples.fetch_add(1, Ordering::Relaxed);
+                    return Ok(Filled::Hw(HwSlot {
+                        slot: 0,
+                        index,
+                        len: bytes.len(),
+                        info,
+                        region,
+                        denom,
+                        params,
+                    }));
+                }
+                if shared.backend == Backend::Hw {
+                    return Err(err(SampleErrorKind::Decode(DecodeError::Unsupported {
+                        format: info.format,
+                        reason: "bitstream larger than a batch slot",
+                    })));
+                }
+                count_fallback(shared, "bitstream larger than a batch slot");
+            }
+            Err(e @ DecodeError::Unsupported { .. }) if shared.backend == Backend::Hw => {
+                return Err(err(SampleErrorKind::Decode(e)))
+            }
+            Err(DecodeError::Unsupported { reason, .. }) => count_fallback(shared, reason),
+            Err(DecodeError::UnknownFormat { .. } | DecodeError::Empty) => {}
+            // Corrupt or truncated: the CPU decoder reports it (the same reasons on both paths).
+            Err(_) => {}
+        }
+    }
+    let t1 = Instant::now();
     let info = s
         .decoder
         .probe(&bytes)
@@ -351,5 +610,33 @@ fn load_sample(
         .write(resized, oh as usize, ow as usize, params.flip, slot);
     c.collate.add(t3.elapsed());
     c.samples.fetch_add(1, Ordering::Relaxed);
-    Ok(())
+    Ok(Filled::Cpu {
+        index,
+        label: entry.label,
+    })
+}
+
+/// The integer region of the image the engine must decode for `crop`: the crop itself for an
+/// integer window; for a fractional window (resize-then-crop), the window plus the resampling
+/// filter's reach on each side, so edge pixels see the same neighbours as a full decode.
+fn covering_region(crop: &CropBox, info: &ImageInfo, out_w: u32) -> Region {
+    let margin = if crop.view {
+        0.0
+    } else {
+        (crop.width / f64::from(out_w)).max(1.0).ceil() + 1.0
+    };
+    let x0 = (crop.left - margin).floor().max(0.0) as u32;
+    let y0 = (crop.top - margin).floor().max(0.0) as u32;
+    let x1 = ((crop.left + crop.width + margin).ceil() as u32)
+        .min(info.width)
+        .max(x0 + 1);
+    let y1 = ((crop.top + crop.height + margin).ceil() as u32)
+        .min(info.height)
+        .max(y0 + 1);
+    Region {
+        x: x0,
+        y: y0,
+        width: x1 - x0,
+        height: y1 - y0,
+    }
 }

@@ -13,6 +13,9 @@ pub(crate) struct HuffmanTable {
     maxcode: [i32; 18],
     valptr: [i32; 17],
     values: Vec<u8>,
+    /// For AC tables: `fast_ac[peek]` = `value << 8 | run << 4 | total_bits` when the code and
+    /// its magnitude bits fit in FAST_BITS (0 otherwise): one lookup per coefficient.
+    fast_ac: Box<[i16; 1 << FAST_BITS]>,
 }
 
 impl HuffmanTable {
@@ -48,11 +51,31 @@ impl HuffmanTable {
             code <<= 1;
         }
         maxcode[17] = i32::MAX;
+        let mut fast_ac = Box::new([0i16; 1 << FAST_BITS]);
+        for (i, slot) in fast_ac.iter_mut().enumerate() {
+            let entry = fast[i];
+            if entry == 0 {
+                continue;
+            }
+            let (len, rs) = (u32::from(entry >> 8), entry as u8);
+            let (run, size) = (u32::from(rs >> 4), u32::from(rs & 15));
+            if size == 0 || len + size > FAST_BITS {
+                continue;
+            }
+            let bits = ((i as u32) >> (FAST_BITS - len - size)) & ((1 << size) - 1);
+            let value = if bits < 1 << (size - 1) {
+                bits as i32 - (1 << size) + 1
+            } else {
+                bits as i32
+            };
+            *slot = ((value << 8) | (run << 4) as i32 | (len + size) as i32) as i16;
+        }
         Ok(Self {
             fast,
             maxcode,
             valptr,
             values: values.to_vec(),
+            fast_ac,
         })
     }
 }
@@ -84,6 +107,22 @@ impl<'a> BitReader<'a> {
 
     #[inline]
     fn refill(&mut self) {
+        // Fast path: 8 bytes without any 0xFF (so no stuffing and no marker) go in at once.
+        if !self.at_marker {
+            if let Some(chunk) = self.data.get(self.pos..self.pos + 8) {
+                let word = u64::from_be_bytes(chunk.try_into().expect("8 bytes"));
+                let inv = !word;
+                let has_ff = inv.wrapping_sub(0x0101_0101_0101_0101) & !inv & 0x8080_8080_8080_8080;
+                if has_ff == 0 {
+                    let nbytes = (64 - self.count) / 8;
+                    let take = word >> (64 - 8 * nbytes);
+                    self.bits |= take << (64 - self.count - 8 * nbytes);
+                    self.count += 8 * nbytes;
+                    self.pos += nbytes as usize;
+                    return;
+                }
+            }
+        }
         while self.count <= 56 {
             let byte = if self.at_marker {
                 self.overrun += 1;
@@ -157,6 +196,21 @@ impl<'a> BitReader<'a> {
             len += 1;
         }
         Err(DecodeError::corrupt(ImageFormat::Jpeg, "bad Huffman code"))
+    }
+
+    /// Decodes one AC coefficient with the combined table: `Some((run, value))`, or `None`
+    /// when the code is too long for it (then use [`Self::decode`]).
+    #[inline]
+    pub fn decode_ac_fast(&mut self, t: &HuffmanTable) -> Option<(usize, i32)> {
+        if self.count < 16 {
+            self.refill();
+        }
+        let f = t.fast_ac[(self.bits >> (64 - FAST_BITS)) as usize];
+        if f == 0 {
+            return None;
+        }
+        self.consume(u32::from(f as u16 & 15));
+        Some((usize::from((f as u16 >> 4) & 15), i32::from(f >> 8)))
     }
 
     /// Reads `s` bits (s <= 16) and sign-extends them as JPEG's EXTEND procedure.

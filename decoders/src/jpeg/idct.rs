@@ -3,11 +3,36 @@
 //!
 //! With JPEG's orthonormal 1-D scaling, the `n`-point inverse that keeps the block's mean is
 //! `f(x) = sum_{u<n} C(u)/2 * F(u) * cos((2x+1) u pi / 2n)`, the 8-point formula with the
-//! cosine's period shrunk; the 2-D transform is separable.
+//! cosine's period shrunk; the 2-D transform is separable. Only the rows and columns that hold
+//! non-zero coefficients are visited. The same code is compiled a second time for AVX2 and
+//! chosen at run time; both give identical results (no fused multiply-add is emitted).
 
-/// `T[n][x][u] = C(u)/2 * cos((2x+1) u pi / 2n)` for the four sizes.
+/// Natural-order row/column span of the coefficients up to each zigzag index:
+/// `SPAN[k] = (rows, cols)` needed when `k` is the last non-zero zigzag index.
+const SPAN: [(u8, u8); 64] = {
+    const ZZ: [usize; 64] = super::ZIGZAG;
+    let mut span = [(0u8, 0u8); 64];
+    let (mut rows, mut cols) = (0u8, 0u8);
+    let mut k = 0;
+    while k < 64 {
+        let (r, c) = ((ZZ[k] / 8) as u8 + 1, (ZZ[k] % 8) as u8 + 1);
+        if r > rows {
+            rows = r;
+        }
+        if c > cols {
+            cols = c;
+        }
+        span[k] = (rows, cols);
+        k += 1;
+    }
+    span
+};
+
+/// `T[n][x][u] = C(u)/2 * cos((2x+1) u pi / 2n)` for the four sizes, and its transpose.
 pub(crate) struct Idct {
     t: [[[f32; 8]; 8]; 4],
+    tt: [[[f32; 8]; 8]; 4],
+    avx2: bool,
 }
 
 fn size_index(n: usize) -> usize {
@@ -22,6 +47,7 @@ fn size_index(n: usize) -> usize {
 impl Idct {
     pub fn new() -> Self {
         let mut t = [[[0f32; 8]; 8]; 4];
+        let mut tt = [[[0f32; 8]; 8]; 4];
         for n in [8usize, 4, 2, 1] {
             for x in 0..n {
                 for u in 0..n {
@@ -30,14 +56,20 @@ impl Idct {
                     } else {
                         1.0
                     };
-                    let v = 0.5
+                    let v = (0.5
                         * c
-                        * (((2 * x + 1) * u) as f64 * std::f64::consts::PI / (2 * n) as f64).cos();
-                    t[size_index(n)][x][u] = v as f32;
+                        * (((2 * x + 1) * u) as f64 * std::f64::consts::PI / (2 * n) as f64).cos())
+                        as f32;
+                    t[size_index(n)][x][u] = v;
+                    tt[size_index(n)][u][x] = v;
                 }
             }
         }
-        Self { t }
+        #[cfg(target_arch = "x86_64")]
+        let avx2 = std::arch::is_x86_feature_detected!("avx2");
+        #[cfg(not(target_arch = "x86_64"))]
+        let avx2 = false;
+        Self { t, tt, avx2 }
     }
 
     /// Writes the `n`x`n` block for dequantized coefficients `coef` (natural order) into `out`
@@ -51,40 +83,75 @@ impl Idct {
             }
             return;
         }
-        let t = &self.t[size_index(n)];
-        // Pass 1 (columns): tmp[y][u] = sum_v T[y][v] * F[v][u], skipping all-zero rows of F.
-        let mut tmp = [[0f32; 8]; 8];
-        for v in 0..n {
-            let row = &coef[v * 8..v * 8 + 8];
-            if row[..n].iter().all(|&c| c == 0) {
-                continue;
-            }
-            let f: [f32; 8] = std::array::from_fn(|u| row[u] as f32);
-            for y in 0..n {
-                let w = t[y][v];
-                for u in 0..8 {
-                    tmp[y][u] += w * f[u];
-                }
+        let (rows, cols) = SPAN[last];
+        let (rows, cols) = (usize::from(rows).min(n), usize::from(cols).min(n));
+        let i = size_index(n);
+        #[cfg(target_arch = "x86_64")]
+        if self.avx2 {
+            // SAFETY: AVX2 support was detected at run time in `Idct::new`.
+            unsafe { block_avx2(&self.t[i], &self.tt[i], coef, rows, cols, n, out, stride) };
+            return;
+        }
+        block_generic(&self.t[i], &self.tt[i], coef, rows, cols, n, out, stride);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn block_avx2(
+    t: &[[f32; 8]; 8],
+    tt: &[[f32; 8]; 8],
+    coef: &[i32; 64],
+    rows: usize,
+    cols: usize,
+    n: usize,
+    out: &mut [u8],
+    stride: usize,
+) {
+    block_generic(t, tt, coef, rows, cols, n, out, stride);
+}
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn block_generic(
+    t: &[[f32; 8]; 8],
+    tt: &[[f32; 8]; 8],
+    coef: &[i32; 64],
+    rows: usize,
+    cols: usize,
+    n: usize,
+    out: &mut [u8],
+    stride: usize,
+) {
+    // Pass 1 (columns): tmp[y][u] = sum_{v < rows} T[y][v] * F[v][u].
+    let mut tmp = [[0f32; 8]; 8];
+    for v in 0..rows {
+        let f: [f32; 8] = std::array::from_fn(|u| coef[v * 8 + u] as f32);
+        for (y, row) in tmp.iter_mut().enumerate().take(n) {
+            let w = t[y][v];
+            for u in 0..8 {
+                row[u] += w * f[u];
             }
         }
-        // Pass 2 (rows): out[y][x] = sum_u T[x][u] * tmp[y][u].
-        for y in 0..n {
-            let mut acc = [128f32; 8];
-            for u in 0..n {
-                let s = tmp[y][u];
-                for x in 0..8 {
-                    acc[x] += t[x][u] * s;
-                }
+    }
+    // Pass 2 (rows): out[y][x] = 128 + sum_{u < cols} T[x][u] * tmp[y][u].
+    for (y, row) in tmp.iter().enumerate().take(n) {
+        let mut acc = [128f32; 8];
+        for u in 0..cols {
+            let s = row[u];
+            for x in 0..8 {
+                acc[x] += tt[u][x] * s;
             }
-            let dst = &mut out[y * stride..y * stride + n];
-            for x in 0..n {
-                dst[x] = clamp(acc[x]);
-            }
+        }
+        let dst = &mut out[y * stride..y * stride + n];
+        for x in 0..n {
+            dst[x] = clamp(acc[x]);
         }
     }
 }
 
-#[inline]
+#[inline(always)]
 fn clamp(v: f32) -> u8 {
     (v + 0.5).clamp(0.0, 255.0) as u8
 }
@@ -128,6 +195,22 @@ mod tests {
                 .sum::<f64>()
                 / (n * n) as f64;
             assert!((mean - mean8).abs() < 1.0, "n={n}: {mean} vs {mean8}");
+        }
+    }
+
+    #[test]
+    fn avx2_and_generic_builds_agree_exactly() {
+        let idct = Idct::new();
+        let mut coef = [0i32; 64];
+        for (i, c) in coef.iter_mut().enumerate() {
+            *c = ((i as i32 * 37) % 91 - 45) * 3;
+        }
+        for n in [8, 4, 2] {
+            let i = size_index(n);
+            let (mut a, mut b) = ([0u8; 64], [0u8; 64]);
+            block_generic(&idct.t[i], &idct.tt[i], &coef, n, n, n, &mut a, 8);
+            idct.block(&coef, 63, n, &mut b, 8);
+            assert_eq!(a, b, "n={n}");
         }
     }
 }

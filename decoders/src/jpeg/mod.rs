@@ -20,7 +20,7 @@ use huffman::{BitReader, HuffmanTable};
 use idct::Idct;
 
 /// Natural-order index of the `k`-th zigzag coefficient.
-const ZIGZAG: [usize; 64] = [
+pub(crate) const ZIGZAG: [usize; 64] = [
     0, 1, 8, 16, 9, 2, 3, 10, 17, 24, 32, 25, 18, 11, 4, 5, 12, 19, 26, 33, 40, 48, 41, 34, 27, 20,
     13, 6, 7, 14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51, 58, 59,
     52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63,
@@ -88,6 +88,8 @@ pub struct JpegDecoder {
     idct: Idct,
     planes: [Vec<u8>; 3],
     chroma_rows: [Vec<u8>; 2],
+    colsum: Vec<i32>,
+    ycc: YccTables,
 }
 
 impl Default for JpegDecoder {
@@ -112,6 +114,8 @@ impl JpegDecoder {
             idct: Idct::new(),
             planes: Default::default(),
             chroma_rows: Default::default(),
+            colsum: Vec::new(),
+            ycc: YccTables::new(),
         }
     }
 
@@ -259,13 +263,11 @@ impl JpegDecoder {
     }
 
     fn color_convert(&mut self, h: &Header, sr: &Region, n: usize, denom: usize, out: &mut [u8]) {
-        let (c0, _, r0, _) = Self::mcu_window(h, sr, n);
-        let c1 = Self::mcu_window(h, sr, n).1;
+        let (c0, c1, r0, _) = Self::mcu_window(h, sr, n);
         let w = sr.width as usize;
         let luma = &h.components[0];
         let luma_stride = (c1 - c0) * luma.h * n;
         let (lx0, ly0) = (c0 * luma.h * n, r0 * luma.v * n);
-        let gray = h.components.len() == 1;
         let (hmax, vmax) = (h.hmax, h.vmax);
         let chroma_stride = (c1 - c0) * n;
         let (cx0, cy0) = (c0 * n, r0 * n);
@@ -280,7 +282,7 @@ impl JpegDecoder {
         for (j, out_row) in out.chunks_exact_mut(w * 3).enumerate() {
             let y = sr.y as usize + j;
             let yrow = &self.planes[0][(y - ly0) * luma_stride + (sr.x as usize - lx0)..][..w];
-            if gray {
+            if h.components.len() == 1 {
                 for (px, &v) in out_row.chunks_exact_mut(3).zip(yrow) {
                     px.fill(v);
                 }
@@ -292,44 +294,26 @@ impl JpegDecoder {
                 (2, _) => (cy + 1).min(ch - 1),
                 _ => cy,
             };
-            // Rounding biases that reproduce libjpeg's fancy upsampling for each mode, with
-            // colsum = 3 * near + far (vertical) or 4 * near, and out = (weights + bias) >> 4.
-            let (bias_even, bias_odd) = match (hmax, vmax) {
-                (2, 2) => (8, 7),
-                (2, 1) => (4, 8),
-                (1, 2) if y % 2 == 0 => (4, 4),
-                (1, 2) => (8, 8),
-                _ => (0, 0),
+            let mode = Upsample {
+                hmax,
+                vmax,
+                y_odd: y % 2 == 1,
             };
             for (k, crow) in self.chroma_rows.iter_mut().enumerate() {
                 let plane = &self.planes[k + 1];
                 let near = &plane[(cy - cy0) * chroma_stride..][..chroma_stride];
                 let far = &plane[(far_y - cy0) * chroma_stride..][..chroma_stride];
-                let colsum = |cx: usize| -> i32 {
-                    let i = cx - cx0;
-                    if vmax == 2 {
-                        3 * i32::from(near[i]) + i32::from(far[i])
-                    } else {
-                        4 * i32::from(near[i])
-                    }
-                };
-                for (i, dst) in crow[..w].iter_mut().enumerate() {
-                    let x = sr.x as usize + i;
-                    let cx = x / hmax;
-                    let v = if hmax == 2 {
-                        let (nb, bias) = if x % 2 == 0 {
-                            (cx.saturating_sub(1), bias_even)
-                        } else {
-                            ((cx + 1).min(cw - 1), bias_odd)
-                        };
-                        (3 * colsum(cx) + colsum(nb) + bias) >> 4
-                    } else {
-                        (4 * colsum(cx) + bias_even) >> 4
-                    };
-                    *dst = v as u8;
-                }
+                mode.row(
+                    near,
+                    far,
+                    cx0,
+                    cw,
+                    sr.x as usize,
+                    &mut self.colsum,
+                    &mut crow[..w],
+                );
             }
-            ycc_to_rgb(
+            self.ycc.convert(
                 yrow,
                 &self.chroma_rows[0][..w],
                 &self.chroma_rows[1][..w],
@@ -339,17 +323,117 @@ impl JpegDecoder {
     }
 }
 
-/// libjpeg's YCbCr -> RGB in 16-bit fixed point.
-fn ycc_to_rgb(y: &[u8], cb: &[u8], cr: &[u8], out: &mut [u8]) {
-    const HALF: i32 = 1 << 15;
-    for (((px, &y), &cb), &cr) in out.chunks_exact_mut(3).zip(y).zip(cb).zip(cr) {
-        let (y, cb, cr) = (i32::from(y), i32::from(cb) - 128, i32::from(cr) - 128);
-        let r = y + ((91_881 * cr + HALF) >> 16);
-        let g = y + ((-22_554 * cb - 46_802 * cr + HALF) >> 16);
-        let b = y + ((116_130 * cb + HALF) >> 16);
-        px[0] = r.clamp(0, 255) as u8;
-        px[1] = g.clamp(0, 255) as u8;
-        px[2] = b.clamp(0, 255) as u8;
+/// libjpeg's "fancy" chroma upsampling, one output row at a time.
+///
+/// Vertically, `colsum = 3 * near + far` (or `4 * near` without vertical subsampling);
+/// horizontally, `out = (3 * colsum[c] + colsum[neighbour] + bias) >> 4` (or
+/// `(4 * colsum[c] + bias) >> 4`). The biases reproduce libjpeg's rounding in every mode:
+/// h2v2 (8, 7), h2v1 (4, 8), h1v2 (4 on even rows, 8 on odd), h1v1 exact.
+struct Upsample {
+    hmax: usize,
+    vmax: usize,
+    y_odd: bool,
+}
+
+impl Upsample {
+    /// Fills `out` with chroma for scaled-image columns `x0..x0 + out.len()`. `near` and `far`
+    /// are chroma plane rows whose first sample is column `cx0`; `cw` is the number of valid
+    /// chroma columns in the image.
+    #[allow(clippy::too_many_arguments)]
+    fn row(
+        &self,
+        near: &[u8],
+        far: &[u8],
+        cx0: usize,
+        cw: usize,
+        x0: usize,
+        colsum: &mut Vec<i32>,
+        out: &mut [u8],
+    ) {
+        let w = out.len();
+        if self.hmax == 1 && self.vmax == 1 {
+            out.copy_from_slice(&near[x0 - cx0..x0 - cx0 + w]);
+            return;
+        }
+        // Column sums for chroma columns lo..=hi (one beyond the row on each side, clamped).
+        let first = x0 / self.hmax;
+        let lo = first.saturating_sub(1);
+        let hi = ((x0 + w - 1) / self.hmax + 1).min(cw - 1);
+        colsum.clear();
+        let (n, f) = (&near[lo - cx0..=hi - cx0], &far[lo - cx0..=hi - cx0]);
+        if self.vmax == 2 {
+            colsum.extend(
+                n.iter()
+                    .zip(f)
+                    .map(|(&a, &b)| 3 * i32::from(a) + i32::from(b)),
+            );
+        } else {
+            colsum.extend(n.iter().map(|&a| 4 * i32::from(a)));
+        }
+        let cs = |c: usize| colsum[c - lo];
+        if self.hmax == 1 {
+            let bias = if self.y_odd { 8 } else { 4 };
+            for (i, o) in out.iter_mut().enumerate() {
+                *o = ((4 * cs(x0 + i) + bias) >> 4) as u8;
+            }
+            return;
+        }
+        let (be, bo) = if self.vmax == 2 { (8, 7) } else { (4, 8) };
+        let even = |c: usize| ((3 * cs(c) + cs(c.saturating_sub(1)) + be) >> 4) as u8;
+        let odd = |c: usize| ((3 * cs(c) + cs((c + 1).min(cw - 1)) + bo) >> 4) as u8;
+        let mut i = 0;
+        let mut x = x0;
+        if x % 2 == 1 {
+            out[0] = odd(x / 2);
+            i = 1;
+            x += 1;
+        }
+        while i + 1 < w {
+            let c = x / 2;
+            out[i] = even(c);
+            out[i + 1] = odd(c);
+            i += 2;
+            x += 2;
+        }
+        if i < w {
+            out[i] = even(x / 2);
+        }
+    }
+}
+
+/// libjpeg's YCbCr -> RGB in 16-bit fixed point, through per-value tables.
+struct YccTables {
+    cr_r: [i32; 256],
+    cb_b: [i32; 256],
+    cbcr_g: [[i32; 256]; 2],
+}
+
+impl YccTables {
+    fn new() -> Self {
+        const HALF: i32 = 1 << 15;
+        let mut t = Self {
+            cr_r: [0; 256],
+            cb_b: [0; 256],
+            cbcr_g: [[0; 256]; 2],
+        };
+        for i in 0..256 {
+            let x = i as i32 - 128;
+            t.cr_r[i] = (91_881 * x + HALF) >> 16;
+            t.cb_b[i] = (116_130 * x + HALF) >> 16;
+            t.cbcr_g[0][i] = -22_554 * x;
+            t.cbcr_g[1][i] = -46_802 * x + HALF;
+        }
+        t
+    }
+
+    fn convert(&self, y: &[u8], cb: &[u8], cr: &[u8], out: &mut [u8]) {
+        for (((px, &y), &cb), &cr) in out.chunks_exact_mut(3).zip(y).zip(cb).zip(cr) {
+            let (y, cb, cr) = (i32::from(y), usize::from(cb), usize::from(cr));
+            let g = (self.cbcr_g[0][cb] + self.cbcr_g[1][cr]) >> 16;
+            px[0] = (y + self.cr_r[cr]).clamp(0, 255) as u8;
+            px[1] = (y + g).clamp(0, 255) as u8;
+            px[2] = (y + self.cb_b[cb]).clamp(0, 255) as u8;
+        }
     }
 }
 
@@ -378,6 +462,16 @@ fn decode_block(
     let mut k = 1;
     let mut last = 0;
     while k < 64 {
+        if let Some((run, value)) = br.decode_ac_fast(ac) {
+            k += run;
+            if k > 63 {
+                return Err(bad("AC run past the end of the block"));
+            }
+            coef[ZIGZAG[k]] = value * i32::from(q[k]);
+            last = k;
+            k += 1;
+            continue;
+        }
         let rs = br.decode(ac)?;
         let (r, s) = (usize::from(rs >> 4), u32::from(rs & 15));
         if s == 0 {
@@ -413,6 +507,10 @@ fn skip_block(
     *pred = pred.wrapping_add(br.receive_extend(s));
     let mut k = 1;
     while k < 64 {
+        if let Some((run, _)) = br.decode_ac_fast(ac) {
+            k += run + 1;
+            continue;
+        }
         let rs = br.decode(ac)?;
         let (r, s) = (usize::from(rs >> 4), u32::from(rs & 15));
         if s == 0 {

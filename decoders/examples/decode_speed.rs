@@ -1,0 +1,78 @@
+//! Rough single-thread decode rate of both decoders over the JPEGs in a folder (recursively):
+//! a quick check while developing; the criterion benches are the measurement of record.
+use std::time::Instant;
+
+use hpuload_decoders::jpeg::{choose_scale, scaled_region, Region};
+use hpuload_decoders::{CpuDecoder, Decode, JpegDecoder};
+
+fn files(dir: &std::path::Path, out: &mut Vec<Vec<u8>>, limit: usize) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .expect("folder")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if out.len() >= limit {
+            return;
+        }
+        if p.is_dir() {
+            files(&p, out, limit);
+        } else if p.extension().is_some_and(|e| e == "jpg") {
+            out.push(std::fs::read(&p).expect("file"));
+        }
+    }
+}
+
+fn main() {
+    let dir = std::env::args()
+        .nth(1)
+        .expect("usage: decode_speed DIR [N]");
+    let n = std::env::args()
+        .nth(2)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(500);
+    let mut data = Vec::new();
+    files(dir.as_ref(), &mut data, n);
+    let mut out = vec![0u8; 64 << 20];
+    for round in 0..3 {
+        let t = Instant::now();
+        let mut d = CpuDecoder::default();
+        for b in &data {
+            let info = d.probe(b).unwrap();
+            d.decode_into(b, &info, &mut out[..info.rgb_len()]).unwrap();
+        }
+        let cpu = data.len() as f64 / t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let mut d = JpegDecoder::default();
+        let mut supported = 0;
+        for b in &data {
+            if let Ok(info) = d.probe(b) {
+                d.decode_into(b, &info, &mut out[..info.rgb_len()]).unwrap();
+                supported += 1;
+            }
+        }
+        let ours = supported as f64 / t.elapsed().as_secs_f64();
+        // ROI: a centred crop of 40% of the area, at the scale a 224 output allows.
+        let t = Instant::now();
+        for b in &data {
+            if let Ok(info) = d.probe(b) {
+                let (w, h) = (
+                    (info.width as f64 * 0.63) as u32,
+                    (info.height as f64 * 0.63) as u32,
+                );
+                let r = Region {
+                    x: (info.width - w) / 2,
+                    y: (info.height - h) / 2,
+                    width: w,
+                    height: h,
+                };
+                let denom = choose_scale(r, 224, 224);
+                let sr = scaled_region(&info, r, denom);
+                d.decode_region(b, r, denom, &mut out[..(sr.width * sr.height * 3) as usize])
+                    .unwrap();
+            }
+        }
+        let roi = supported as f64 / t.elapsed().as_secs_f64();
+        println!("round {round}: image crate (zune) {cpu:.0}/s, ours full {ours:.0}/s, ours ROI 40% {roi:.0}/s ({supported} of {} supported)", data.len());
+    }
+}

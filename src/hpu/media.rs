@@ -1,0 +1,92 @@
+//! The media engine: `N` fixed-function decoder engines (threads here) fed from one job queue.
+//! Each engine owns its decoder state (the engine's JPEG decoder and SRAM-like scratch); a job
+//! reads a compressed bitstream from device memory and writes a decoded, cropped, resized
+//! image into device memory. What a job does is given by the runtime's user (the loader) as a
+//! closure over [`EngineContext`], so the engine stays independent of any pipeline.
+
+use std::thread::JoinHandle;
+
+use crossbeam_channel::Sender;
+use hpuload_decoders::{JpegDecoder, Limits};
+
+use super::HpuError;
+
+/// Per-engine state a job may use.
+pub struct EngineContext {
+    /// The engine's fixed-function JPEG decoder.
+    pub decoder: JpegDecoder,
+    /// Input FIFO: the bitstream, copied out of device memory.
+    pub bitstream: Vec<u8>,
+    /// Decoded-pixels scratch.
+    pub pixels: Vec<u8>,
+    /// Which engine this is.
+    pub engine: usize,
+    /// State a user of the engine keeps between its jobs (e.g. a resampler).
+    pub user: Option<Box<dyn std::any::Any + Send>>,
+}
+
+type MediaJob = Box<dyn FnOnce(&mut EngineContext) + Send>;
+
+pub(crate) struct MediaEngine {
+    tx: Option<Sender<MediaJob>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl MediaEngine {
+    pub fn start(engines: usize, limits: Limits) -> Result<Self, HpuError> {
+        let (tx, rx) = crossbeam_channel::unbounded::<MediaJob>();
+        let threads = (0..engines)
+            .map(|engine| {
+                let rx = rx.clone();
+                std::thread::Builder::new()
+                    .name(format!("hpu-media-{engine}"))
+                    .spawn(move || {
+                        let mut ctx = EngineContext {
+                            decoder: JpegDecoder::with_limits(limits),
+                            bitstream: Vec::new(),
+                            pixels: Vec::new(),
+                            engine,
+                            user: None,
+                        };
+                        for job in rx {
+                            job(&mut ctx);
+                        }
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| HpuError::Dma(format!("cannot start the media engine: {e}")))?;
+        Ok(Self {
+            tx: Some(tx),
+            threads,
+        })
+    }
+
+    /// Queues a job; it runs on the next free engine.
+    ///
+    /// # Errors
+    /// The engine has shut down (the job is dropped without running).
+    pub fn submit(
+        &self,
+        job: impl FnOnce(&mut EngineContext) + Send + 'static,
+    ) -> Result<(), HpuError> {
+        let tx = self.tx.as_ref().ok_or(HpuError::EngineStopped)?;
+        tx.send(Box::new(job)).map_err(|_| HpuError::EngineStopped)
+    }
+
+    pub fn engines(&self) -> usize {
+        self.threads.len()
+    }
+}
+
+impl Drop for MediaEngine {
+    fn drop(&mut self) {
+        self.tx = None;
+        let me = std::thread::current().id();
+        for t in self.threads.drain(..) {
+            // The last device handle may be dropped by a job on an engine thread itself.
+            if t.thread().id() != me {
+                let _ = t.join();
+            }
+        }
+    }
+}
