@@ -29,6 +29,7 @@ fn dropping_a_loader_mid_epoch_joins_every_thread() {
     let data = common::dataset("threads", 40);
     let hpu = Hpu::emulated(HpuConfig::default()).unwrap();
     assert_eq!(settle("hpu-dma", 1), 1);
+    assert_eq!(settle("hpu-media", 8), 8, "the media engine's decoders");
     let mut loader = Loader::builder(ImageFolder::open(data.path()).unwrap())
         .batch_size(4)
         .workers(3)
@@ -50,4 +51,5 @@ fn dropping_a_loader_mid_epoch_joins_every_thread() {
         0,
         "the last device handle joins the DMA thread"
     );
+    assert_eq!(settle("hpu-media", 0), 0, "and the media engine's threads");
 }

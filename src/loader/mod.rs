@@ -122,6 +122,8 @@ pub struct Report {
     pub bytes_dma: u64,
     /// Samples decoded by the media engine.
     pub hw_samples: u64,
+    /// Of those, samples decoded at a reduced DCT scale (1/2, 1/4 or 1/8).
+    pub hw_dct_scaled: u64,
     /// Samples that could have gone to the media engine but fell back to the CPU, by reason.
     pub fallbacks: BTreeMap<String, u64>,
     /// Samples skipped and replaced.
@@ -338,6 +340,7 @@ impl Loader {
         r.samples_loaded = c.samples.load(Ordering::Relaxed);
         r.bytes_read = c.bytes_read.load(Ordering::Relaxed);
         r.hw_samples = c.hw_samples.load(Ordering::Relaxed);
+        r.hw_dct_scaled = c.hw_scaled.load(Ordering::Relaxed);
         r.fallbacks = c
             .fallbacks
             .lock()

@@ -45,6 +45,7 @@ pub(crate) struct StageCounters {
     pub engine: Nanos,
     pub samples: AtomicU64,
     pub hw_samples: AtomicU64,
+    pub hw_scaled: AtomicU64,
     pub bytes_read: AtomicU64,
     pub fallbacks: Mutex<std::collections::BTreeMap<&'static str, u64>>,
 }
@@ -552,6 +553,9 @@ fn load_sample(
                     slot[..bytes.len()].copy_from_slice(&bytes);
                     c.samples.fetch_add(1, Ordering::Relaxed);
                     c.hw_samples.fetch_add(1, Ordering::Relaxed);
+                    if denom > 1 {
+                        c.hw_scaled.fetch_add(1, Ordering::Relaxed);
+                    }
                     return Ok(Filled::Hw(HwSlot {
                         slot: 0,
                         index,

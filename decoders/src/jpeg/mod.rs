@@ -9,6 +9,9 @@
 //! and colour conversion uses libjpeg's fixed-point constants, so full decodes agree closely
 //! with libjpeg-turbo and zune-jpeg.
 
+// Block transforms and planar loops read most clearly with explicit indices.
+#![allow(clippy::needless_range_loop)]
+
 mod header;
 mod huffman;
 mod idct;

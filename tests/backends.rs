@@ -1,0 +1,152 @@
+//! The media-engine (HW) path and the CPU path, one test body run on both, must agree: for the
+//! same sample and crop, PSNR >= 40 dB when no DCT scaling is used and >= 32 dB when it is.
+
+mod common;
+
+use common::{epoch_bytes, TempDir};
+use hpuload::{pipelines, Backend, Dtype, ImageFolder, Layout, Loader, Op, Pipeline, Size};
+
+fn psnr(a: &[u8], b: &[u8]) -> f64 {
+    let mse = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (f64::from(*x) - f64::from(*y)).powi(2))
+        .sum::<f64>()
+        / a.len() as f64;
+    if mse == 0.0 {
+        f64::INFINITY
+    } else {
+        10.0 * (255.0f64 * 255.0 / mse).log10()
+    }
+}
+
+/// NHWC batches of one epoch on `backend`, as u8 pixel values, with the report.
+fn run(
+    dir: &std::path::Path,
+    pipeline: Pipeline,
+    backend: Backend,
+    dtype: Dtype,
+) -> (Vec<common::HostBatch>, hpuload::Report) {
+    let mut l = Loader::builder(ImageFolder::open(dir).unwrap())
+        .batch_size(6)
+        .shuffle(11)
+        .workers(2)
+        .backend(backend)
+        .pipeline(pipeline)
+        .output(dtype, Layout::Nhwc)
+        .build()
+        .unwrap();
+    let mut batches = epoch_bytes(&mut l, 0);
+    if dtype == Dtype::F32 {
+        // f32 without normalize holds v / 255: back to pixel values for the comparison.
+        for b in &mut batches {
+            b.0 =
+                b.0.chunks(4)
+                    .map(|c| (f32::from_ne_bytes(c.try_into().unwrap()) * 255.0).round() as u8)
+                    .collect();
+        }
+    }
+    (batches, l.report())
+}
+
+/// Runs both backends and checks every sample's PSNR against `min_db`; returns the worst.
+fn assert_backends_agree(
+    dir: &std::path::Path,
+    pipeline: Pipeline,
+    dtype: Dtype,
+    pixels: usize,
+    min_db: f64,
+) -> (f64, hpuload::Report) {
+    let sample_bytes = pixels * 3;
+    let (hw, hw_report) = run(dir, pipeline.clone(), Backend::Hw, dtype);
+    let (cpu, cpu_report) = run(dir, pipeline, Backend::Cpu, dtype);
+    assert_eq!(
+        hw_report.hw_samples, hw_report.samples_loaded,
+        "every sample went to the engine"
+    );
+    assert_eq!(cpu_report.hw_samples, 0);
+    assert!(
+        hw_report.bytes_dma < cpu_report.bytes_dma,
+        "only bitstreams cross for engine samples"
+    );
+    let mut worst = f64::INFINITY;
+    for (h, c) in hw.iter().zip(&cpu) {
+        assert_eq!((&h.1, &h.2), (&c.1, &c.2), "same labels and samples");
+        for (a, b) in h.0.chunks(sample_bytes).zip(c.0.chunks(sample_bytes)) {
+            worst = worst.min(psnr(a, b));
+        }
+    }
+    assert!(
+        worst >= min_db,
+        "worst sample PSNR {worst:.1} dB < {min_db} dB"
+    );
+    (worst, hw_report)
+}
+
+fn flip_only(size: u32) -> Pipeline {
+    Pipeline::new("rrc")
+        .then(Op::RandomResizedCrop {
+            size: Size::Square(size),
+            scale: [0.08, 1.0],
+            ratio: [0.75, 4.0 / 3.0],
+        })
+        .then(Op::RandomHorizontalFlip { p: 0.5 })
+}
+
+#[test]
+fn engine_and_cpu_agree_without_dct_scaling() {
+    // ImageNet-sized images and 224 outputs: crops are never twice the output, so scale 1.
+    let dir = TempDir::new("agree1");
+    hpuload::dataset::make_dataset(dir.path(), 24, 3).unwrap();
+    let (_, report) = assert_backends_agree(dir.path(), flip_only(224), Dtype::U8, 224 * 224, 40.0);
+    assert_eq!(
+        report.hw_dct_scaled, 0,
+        "test configuration must not use DCT scaling"
+    );
+    let eval = pipelines::resnet50_eval().ops[..2].to_vec();
+    let (_, report) = assert_backends_agree(
+        dir.path(),
+        Pipeline {
+            name: "eval".into(),
+            ops: eval,
+        },
+        Dtype::U8,
+        224 * 224,
+        40.0,
+    );
+    assert_eq!(
+        report.hw_dct_scaled, 0,
+        "test configuration must not use DCT scaling"
+    );
+}
+
+#[test]
+fn engine_and_cpu_agree_with_dct_scaling() {
+    // Large images to a 112x112 output: the engine decodes most crops at 1/2 or 1/4 scale.
+    // (f32 output, so each slot is large enough to carry the bitstream to the device.)
+    let dir = TempDir::new("agree2");
+    for c in 0..2 {
+        std::fs::create_dir_all(dir.path().join(format!("c{c}"))).unwrap();
+    }
+    for i in 0..12u32 {
+        let (w, h) = (900 + i * 37, 700 + i * 29);
+        let img = image::RgbImage::from_fn(w, h, |x, y| {
+            let v = |a: f32| ((a.sin() * 0.5 + 0.5) * 255.0) as u8;
+            image::Rgb([
+                v(x as f32 / 40.0 + i as f32),
+                v(y as f32 / 55.0),
+                v((x + y) as f32 / 70.0),
+            ])
+        });
+        img.save(dir.path().join(format!("c{}/{i}.jpg", i % 2)))
+            .unwrap();
+    }
+    let (_, report) =
+        assert_backends_agree(dir.path(), flip_only(112), Dtype::F32, 112 * 112, 32.0);
+    assert!(
+        report.hw_dct_scaled * 2 >= report.hw_samples,
+        "most samples must be DCT-scaled: {} of {}",
+        report.hw_dct_scaled,
+        report.hw_samples
+    );
+}
