@@ -1,5 +1,6 @@
-//! Criterion benches, one per stage and end to end, named `stage/backend/...` and reported in
-//! images (elements) per second.
+//! Criterion benches, one per stage and end to end, named `stage/backend/...` (backend `cpu`
+//! for the host path, `engine`/`hw` for the emulated media engine) and reported in images
+//! (elements) per second.
 //!
 //! Input: the folder in `HPULOAD_BENCH_DATA` (e.g. the reference corpus built by
 //! `../shared/corpus/build.sh`), else the built-in synthetic dataset.
@@ -9,9 +10,10 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use hpuload::augment::{CropBox, OutputWriter, Resampler, IMAGENET_MEAN, IMAGENET_STD};
-use hpuload::decoders::{CpuDecoder, Decode};
+use hpuload::decoders::jpeg::{choose_scale, scaled_region, Region};
+use hpuload::decoders::{CpuDecoder, Decode, JpegDecoder};
 use hpuload::pinned::PinnedBuffer;
-use hpuload::{pipelines, Dtype, Hpu, HpuConfig, ImageFolder, Layout, Loader, Source};
+use hpuload::{pipelines, Backend, Dtype, Hpu, HpuConfig, ImageFolder, Layout, Loader, Source};
 
 const FILES: usize = 64;
 
@@ -53,6 +55,41 @@ fn stages(c: &mut Criterion) {
             for (bytes, _, _, rgb) in &inputs {
                 let info = d.probe(bytes).unwrap();
                 d.decode_into(bytes, &info, &mut out[..rgb.len()]).unwrap();
+            }
+        })
+    });
+    // The media engine's decoder on the same files (all baseline JPEG in the corpus).
+    let mut e = JpegDecoder::default();
+    g.bench_function("decode/engine/full", |b| {
+        b.iter(|| {
+            for (bytes, _, _, rgb) in &inputs {
+                let info = e.probe(bytes).unwrap();
+                e.decode_into(bytes, &info, &mut out[..rgb.len()]).unwrap();
+            }
+        })
+    });
+    // Region of interest: a centred window of 40% of the area (RandomResizedCrop's mean is
+    // 54%), at the DCT scale a 224x224 output allows.
+    g.bench_function("decode/engine/roi_40pct_for_224", |b| {
+        b.iter(|| {
+            for (bytes, w, h, _) in &inputs {
+                let info = e.probe(bytes).unwrap();
+                let (cw, ch) = ((*w as f64 * 0.63) as u32, (*h as f64 * 0.63) as u32);
+                let r = Region {
+                    x: (w - cw) / 2,
+                    y: (h - ch) / 2,
+                    width: cw,
+                    height: ch,
+                };
+                let denom = choose_scale(r, 224, 224);
+                let sr = scaled_region(&info, r, denom);
+                e.decode_region(
+                    bytes,
+                    r,
+                    denom,
+                    &mut out[..(sr.width * sr.height * 3) as usize],
+                )
+                .unwrap();
             }
         })
     });
@@ -115,11 +152,30 @@ fn stages(c: &mut Criterion) {
 fn end_to_end(c: &mut Criterion) {
     let mut g = c.benchmark_group("end_to_end");
     g.sample_size(10).measurement_time(Duration::from_secs(30));
-    for (name, pipeline) in [
-        ("resnet50_train", pipelines::resnet50_train()),
-        ("resnet50_eval", pipelines::resnet50_eval()),
+    for (name, pipeline, backend) in [
+        (
+            "cpu/resnet50_train",
+            pipelines::resnet50_train(),
+            Backend::Cpu,
+        ),
+        (
+            "hw/resnet50_train",
+            pipelines::resnet50_train(),
+            Backend::Auto,
+        ),
+        (
+            "cpu/resnet50_eval",
+            pipelines::resnet50_eval(),
+            Backend::Cpu,
+        ),
+        (
+            "hw/resnet50_eval",
+            pipelines::resnet50_eval(),
+            Backend::Auto,
+        ),
     ] {
         let mut loader = Loader::builder(ImageFolder::open(data_dir()).unwrap())
+            .backend(backend)
             .batch_size(256)
             .shuffle(0)
             .workers(2)
@@ -130,7 +186,7 @@ fn end_to_end(c: &mut Criterion) {
         let images = (loader.batches_per_epoch() * 256) as u64;
         g.throughput(Throughput::Elements(images));
         let mut epoch = 0;
-        g.bench_function(format!("cpu/{name}/bf16_nchw_batch256_workers2"), |b| {
+        g.bench_function(format!("{name}/bf16_nchw_batch256_workers2"), |b| {
             b.iter_batched(
                 || {
                     epoch += 1;

@@ -145,15 +145,22 @@ fn block_generic(
             }
         }
         let dst = &mut out[y * stride..y * stride + n];
-        for x in 0..n {
-            dst[x] = clamp(acc[x]);
+        if n == 8 {
+            // Whole rows convert as one vector.
+            let px: [u8; 8] = std::array::from_fn(|x| clamp(acc[x]));
+            dst.copy_from_slice(&px);
+        } else {
+            for x in 0..n {
+                dst[x] = clamp(acc[x]);
+            }
         }
     }
 }
 
 #[inline(always)]
 fn clamp(v: f32) -> u8 {
-    (v + 0.5).clamp(0.0, 255.0) as u8
+    // In range after the clamp, so the cast is exact truncation (rounding by the +0.5).
+    (v + 0.5).clamp(0.0, 255.0) as i32 as u8
 }
 
 #[cfg(test)]

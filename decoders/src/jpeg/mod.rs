@@ -331,7 +331,8 @@ impl JpegDecoder {
 /// Vertically, `colsum = 3 * near + far` (or `4 * near` without vertical subsampling);
 /// horizontally, `out = (3 * colsum[c] + colsum[neighbour] + bias) >> 4` (or
 /// `(4 * colsum[c] + bias) >> 4`). The biases reproduce libjpeg's rounding in every mode:
-/// h2v2 (8, 7), h2v1 (4, 8), h1v2 (4 on even rows, 8 on odd), h1v1 exact.
+/// h2v2 (8, 7), h2v1 (4, 8), h1v2 (4 on even rows, 8 on odd), h1v1 exact. At the image's
+/// edges the neighbour is the sample itself, as in libjpeg.
 struct Upsample {
     hmax: usize,
     vmax: usize,
@@ -358,11 +359,16 @@ impl Upsample {
             out.copy_from_slice(&near[x0 - cx0..x0 - cx0 + w]);
             return;
         }
-        // Column sums for chroma columns lo..=hi (one beyond the row on each side, clamped).
+        // Column sums for chroma columns first..=last, padded with one neighbour on each side
+        // (the real one, or the edge sample replicated at the image's edges).
         let first = x0 / self.hmax;
+        let last = (x0 + w - 1) / self.hmax;
         let lo = first.saturating_sub(1);
-        let hi = ((x0 + w - 1) / self.hmax + 1).min(cw - 1);
+        let hi = (last + 1).min(cw - 1);
         colsum.clear();
+        if first == 0 {
+            colsum.push(0); // replaced below by the replicated edge
+        }
         let (n, f) = (&near[lo - cx0..=hi - cx0], &far[lo - cx0..=hi - cx0]);
         if self.vmax == 2 {
             colsum.extend(
@@ -373,69 +379,98 @@ impl Upsample {
         } else {
             colsum.extend(n.iter().map(|&a| 4 * i32::from(a)));
         }
-        let cs = |c: usize| colsum[c - lo];
+        if first == 0 {
+            colsum[0] = colsum[1];
+        }
+        if last + 1 > hi {
+            colsum.push(*colsum.last().expect("at least one column"));
+        }
+        // Now colsum[k] is column first - 1 + k.
         if self.hmax == 1 {
             let bias = if self.y_odd { 8 } else { 4 };
-            for (i, o) in out.iter_mut().enumerate() {
-                *o = ((4 * cs(x0 + i) + bias) >> 4) as u8;
+            for (o, &c) in out.iter_mut().zip(&colsum[1..]) {
+                *o = ((4 * c + bias) >> 4) as u8;
             }
             return;
         }
         let (be, bo) = if self.vmax == 2 { (8, 7) } else { (4, 8) };
-        let even = |c: usize| ((3 * cs(c) + cs(c.saturating_sub(1)) + be) >> 4) as u8;
-        let odd = |c: usize| ((3 * cs(c) + cs((c + 1).min(cw - 1)) + bo) >> 4) as u8;
-        let mut i = 0;
-        let mut x = x0;
-        if x % 2 == 1 {
-            out[0] = odd(x / 2);
+        let (mut i, mut k) = (0, 1);
+        if x0 % 2 == 1 {
+            out[0] = ((3 * colsum[1] + colsum[2] + bo) >> 4) as u8;
             i = 1;
-            x += 1;
+            k = 2;
         }
-        while i + 1 < w {
-            let c = x / 2;
-            out[i] = even(c);
-            out[i + 1] = odd(c);
-            i += 2;
-            x += 2;
+        let pairs = (w - i) / 2;
+        for (p, pair) in out[i..i + 2 * pairs].chunks_exact_mut(2).enumerate() {
+            let (l, c, r) = (colsum[k + p - 1], colsum[k + p], colsum[k + p + 1]);
+            pair[0] = ((3 * c + l + be) >> 4) as u8;
+            pair[1] = ((3 * c + r + bo) >> 4) as u8;
         }
-        if i < w {
-            out[i] = even(x / 2);
+        if i + 2 * pairs < w {
+            let k = k + pairs;
+            out[w - 1] = ((3 * colsum[k] + colsum[k - 1] + be) >> 4) as u8;
         }
     }
 }
 
-/// libjpeg's YCbCr -> RGB in 16-bit fixed point, through per-value tables.
+/// libjpeg's YCbCr -> RGB in 16-bit fixed point: R, G and B are computed as planes in chunks
+/// (vectorized; an AVX2 build is chosen at run time) and then interleaved.
 struct YccTables {
-    cr_r: [i32; 256],
-    cb_b: [i32; 256],
-    cbcr_g: [[i32; 256]; 2],
+    avx2: bool,
 }
 
 impl YccTables {
     fn new() -> Self {
-        const HALF: i32 = 1 << 15;
-        let mut t = Self {
-            cr_r: [0; 256],
-            cb_b: [0; 256],
-            cbcr_g: [[0; 256]; 2],
-        };
-        for i in 0..256 {
-            let x = i as i32 - 128;
-            t.cr_r[i] = (91_881 * x + HALF) >> 16;
-            t.cb_b[i] = (116_130 * x + HALF) >> 16;
-            t.cbcr_g[0][i] = -22_554 * x;
-            t.cbcr_g[1][i] = -46_802 * x + HALF;
-        }
-        t
+        #[cfg(target_arch = "x86_64")]
+        let avx2 = std::arch::is_x86_feature_detected!("avx2");
+        #[cfg(not(target_arch = "x86_64"))]
+        let avx2 = false;
+        Self { avx2 }
     }
 
     fn convert(&self, y: &[u8], cb: &[u8], cr: &[u8], out: &mut [u8]) {
-        for (((px, &y), &cb), &cr) in out.chunks_exact_mut(3).zip(y).zip(cb).zip(cr) {
-            let (y, cb, cr) = (i32::from(y), usize::from(cb), usize::from(cr));
-            let g = (self.cbcr_g[0][cb] + self.cbcr_g[1][cr]) >> 16;
-            px[0] = (y + self.cr_r[cr]).clamp(0, 255) as u8;
-            px[1] = (y + g).clamp(0, 255) as u8;
-            px[2] = (y + self.cb_b[cb]).clamp(0, 255) as u8;
+        #[cfg(target_arch = "x86_64")]
+        if self.avx2 {
+            // SAFETY: AVX2 support was detected at run time in `YccTables::new`.
+            unsafe { ycc_avx2(y, cb, cr, out) };
+            return;
+        }
+        ycc_generic(y, cb, cr, out);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn ycc_avx2(y: &[u8], cb: &[u8], cr: &[u8], out: &mut [u8]) {
+    ycc_generic(y, cb, cr, out);
+}
+
+#[inline(always)]
+fn ycc_generic(y: &[u8], cb: &[u8], cr: &[u8], out: &mut [u8]) {
+    const CHUNK: usize = 64;
+    const HALF: i32 = 1 << 15;
+    for (((y, cb), cr), out) in y
+        .chunks(CHUNK)
+        .zip(cb.chunks(CHUNK))
+        .zip(cr.chunks(CHUNK))
+        .zip(out.chunks_mut(3 * CHUNK))
+    {
+        let n = y.len();
+        let (mut r, mut g, mut b) = ([0u8; CHUNK], [0u8; CHUNK], [0u8; CHUNK]);
+        for i in 0..n {
+            let (yv, cbv, crv) = (
+                i32::from(y[i]),
+                i32::from(cb[i]) - 128,
+                i32::from(cr[i]) - 128,
+            );
+            r[i] = (yv + ((91_881 * crv + HALF) >> 16)).clamp(0, 255) as u8;
+            g[i] = (yv + ((-22_554 * cbv - 46_802 * crv + HALF) >> 16)).clamp(0, 255) as u8;
+            b[i] = (yv + ((116_130 * cbv + HALF) >> 16)).clamp(0, 255) as u8;
+        }
+        for (i, px) in out.chunks_exact_mut(3).enumerate() {
+            px[0] = r[i];
+            px[1] = g[i];
+            px[2] = b[i];
         }
     }
 }
