@@ -53,12 +53,7 @@ fn image_err(format: ImageFormat, e: image::ImageError) -> DecodeError {
 
 impl Decode for CpuDecoder {
     fn probe(&mut self, bytes: &[u8]) -> Result<ImageInfo, DecodeError> {
-        if bytes.is_empty() {
-            return Err(DecodeError::Empty);
-        }
-        let format = ImageFormat::sniff(bytes).ok_or_else(|| DecodeError::UnknownFormat {
-            magic: bytes[..bytes.len().min(8)].to_vec(),
-        })?;
+        let format = ImageFormat::identify(bytes)?;
         let (width, height) = match format {
             ImageFormat::Jpeg => {
                 let mut d = zune_jpeg::JpegDecoder::new_with_options(

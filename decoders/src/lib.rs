@@ -45,6 +45,19 @@ pub enum ImageFormat {
 }
 
 impl ImageFormat {
+    /// Identifies the format of a file's bytes.
+    ///
+    /// # Errors
+    /// [`DecodeError::Empty`] for no bytes, [`DecodeError::UnknownFormat`] for unknown magic.
+    pub fn identify(bytes: &[u8]) -> Result<Self, DecodeError> {
+        if bytes.is_empty() {
+            return Err(DecodeError::Empty);
+        }
+        Self::sniff(bytes).ok_or_else(|| DecodeError::UnknownFormat {
+            magic: bytes[..bytes.len().min(8)].to_vec(),
+        })
+    }
+
     /// Identifies the format from the magic bytes at the start of `bytes`.
     pub fn sniff(bytes: &[u8]) -> Option<Self> {
         if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {

@@ -237,7 +237,7 @@ impl JpegDecoder {
                         for bx in 0..c.h {
                             if keep {
                                 let last =
-                                    decode_block(&mut br, dc, ac, q, &mut pred[ci], &mut coef)?;
+                                    block::<true>(&mut br, dc, ac, q, &mut pred[ci], &mut coef)?;
                                 let px = ((mx - c0) * c.h + bx) * n;
                                 let py = ((my - r0) * c.v + by) * n;
                                 let stride = strides[ci];
@@ -249,7 +249,7 @@ impl JpegDecoder {
                                     stride,
                                 );
                             } else {
-                                skip_block(&mut br, dc, ac, &mut pred[ci])?;
+                                block::<false>(&mut br, dc, ac, q, &mut pred[ci], &mut coef)?;
                             }
                         }
                     }
@@ -479,10 +479,11 @@ fn bad(msg: &'static str) -> DecodeError {
     DecodeError::corrupt(ImageFormat::Jpeg, msg)
 }
 
-/// Decodes one block's coefficients, dequantized, into `coef` (natural order); returns the
-/// zigzag index of the last coefficient written.
+/// Decodes one block. With `STORE`, writes its dequantized coefficients into `coef` (natural
+/// order) and returns the zigzag index of the last one written; without, only advances the
+/// bit stream and the DC prediction (blocks outside the region of interest).
 #[inline]
-fn decode_block(
+fn block<const STORE: bool>(
     br: &mut BitReader<'_>,
     dc: &HuffmanTable,
     ac: &HuffmanTable,
@@ -490,99 +491,59 @@ fn decode_block(
     pred: &mut i32,
     coef: &mut [i32; 64],
 ) -> Result<usize, DecodeError> {
-    coef.fill(0);
     let s = u32::from(br.decode(dc)?);
     if s > 15 {
         return Err(bad("DC difference of more than 15 bits"));
     }
     *pred = pred.wrapping_add(br.receive_extend(s));
-    coef[0] = pred.saturating_mul(i32::from(q[0]));
+    if STORE {
+        coef.fill(0);
+        coef[0] = pred.saturating_mul(i32::from(q[0]));
+    }
     let mut k = 1;
     let mut last = 0;
     while k < 64 {
-        if let Some((run, value)) = br.decode_ac_fast(ac) {
-            k += run;
-            if k > 63 {
-                return Err(bad("AC run past the end of the block"));
+        let (run, value) = match br.decode_ac_fast(ac) {
+            Some(rv) => rv,
+            None => {
+                let rs = br.decode(ac)?;
+                let (r, s) = (usize::from(rs >> 4), u32::from(rs & 15));
+                if s == 0 {
+                    if r == 15 {
+                        k += 16;
+                        continue;
+                    }
+                    break;
+                }
+                if STORE {
+                    (r, br.receive_extend(s))
+                } else {
+                    br.skip(s);
+                    (r, 0)
+                }
             }
-            coef[ZIGZAG[k]] = value * i32::from(q[k]);
-            last = k;
-            k += 1;
-            continue;
-        }
-        let rs = br.decode(ac)?;
-        let (r, s) = (usize::from(rs >> 4), u32::from(rs & 15));
-        if s == 0 {
-            if r == 15 {
-                k += 16;
-                continue;
-            }
-            break;
-        }
-        k += r;
+        };
+        k += run;
         if k > 63 {
             return Err(bad("AC run past the end of the block"));
         }
-        coef[ZIGZAG[k]] = br.receive_extend(s) * i32::from(q[k]);
-        last = k;
+        if STORE {
+            coef[ZIGZAG[k]] = value * i32::from(q[k]);
+            last = k;
+        }
         k += 1;
     }
     Ok(last)
 }
 
-/// Advances past one block, keeping only the DC prediction.
-#[inline]
-fn skip_block(
-    br: &mut BitReader<'_>,
-    dc: &HuffmanTable,
-    ac: &HuffmanTable,
-    pred: &mut i32,
-) -> Result<(), DecodeError> {
-    let s = u32::from(br.decode(dc)?);
-    if s > 15 {
-        return Err(bad("DC difference of more than 15 bits"));
-    }
-    *pred = pred.wrapping_add(br.receive_extend(s));
-    let mut k = 1;
-    while k < 64 {
-        if let Some((run, _)) = br.decode_ac_fast(ac) {
-            k += run + 1;
-            continue;
-        }
-        let rs = br.decode(ac)?;
-        let (r, s) = (usize::from(rs >> 4), u32::from(rs & 15));
-        if s == 0 {
-            if r == 15 {
-                k += 16;
-                continue;
-            }
-            break;
-        }
-        k += r + 1;
-        br.skip(s);
-    }
-    if k > 64 {
-        return Err(bad("AC run past the end of the block"));
-    }
-    Ok(())
-}
-
 impl Decode for JpegDecoder {
     fn probe(&mut self, bytes: &[u8]) -> Result<ImageInfo, DecodeError> {
-        if bytes.is_empty() {
-            return Err(DecodeError::Empty);
-        }
-        match ImageFormat::sniff(bytes) {
-            Some(ImageFormat::Jpeg) => {}
-            Some(other) => {
+        match ImageFormat::identify(bytes)? {
+            ImageFormat::Jpeg => {}
+            other => {
                 return Err(DecodeError::Unsupported {
                     format: other,
                     reason: "not a JPEG",
-                })
-            }
-            None => {
-                return Err(DecodeError::UnknownFormat {
-                    magic: bytes[..bytes.len().min(8)].to_vec(),
                 })
             }
         }
