@@ -482,7 +482,7 @@ fn bad(msg: &'static str) -> DecodeError {
 /// Decodes one block. With `STORE`, writes its dequantized coefficients into `coef` (natural
 /// order) and returns the zigzag index of the last one written; without, only advances the
 /// bit stream and the DC prediction (blocks outside the region of interest).
-#[inline]
+#[inline(always)]
 fn block<const STORE: bool>(
     br: &mut BitReader<'_>,
     dc: &HuffmanTable,

@@ -1,0 +1,29 @@
+//! The media engine's JPEG decoder on arbitrary bytes and crop rectangles: probe, then decode a
+//! region at a scale. It must never panic, read out of bounds or use unbounded memory.
+//!
+//! The input's first 5 bytes choose the region (as fractions of the image) and the scale; the
+//! rest is the file.
+#![no_main]
+
+use hpuload_decoders::jpeg::{scaled_region, Region, SCALE_DENOMINATORS};
+use hpuload_decoders::{Decode, JpegDecoder, Limits};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((params, file)) = data.split_at_checked(5) else { return };
+    // A small pixel limit keeps each run fast; the limit logic itself is what is exercised.
+    let mut limits = Limits::default();
+    limits.max_pixels = 4_000_000;
+    let mut decoder = JpegDecoder::with_limits(limits);
+    let Ok(info) = decoder.probe(file) else { return };
+    let frac = |b: u8, full: u32| (u64::from(b) * u64::from(full) / 256) as u32;
+    let x = frac(params[0], info.width);
+    let y = frac(params[1], info.height);
+    let width = (frac(params[2], info.width - x)).max(1);
+    let height = (frac(params[3], info.height - y)).max(1);
+    let region = Region { x, y, width, height };
+    let denom = SCALE_DENOMINATORS[usize::from(params[4] % 4)];
+    let sr = scaled_region(&info, region, denom);
+    let mut out = vec![0u8; sr.width as usize * sr.height as usize * 3];
+    let _ = decoder.decode_region(file, region, denom, &mut out);
+});
