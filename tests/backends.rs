@@ -4,21 +4,8 @@
 mod common;
 
 use common::{epoch_bytes, TempDir};
+use hpuload::decoders::testing::psnr;
 use hpuload::{pipelines, Backend, Dtype, ImageFolder, Layout, Loader, Op, Pipeline, Size};
-
-fn psnr(a: &[u8], b: &[u8]) -> f64 {
-    let mse = a
-        .iter()
-        .zip(b)
-        .map(|(x, y)| (f64::from(*x) - f64::from(*y)).powi(2))
-        .sum::<f64>()
-        / a.len() as f64;
-    if mse == 0.0 {
-        f64::INFINITY
-    } else {
-        10.0 * (255.0f64 * 255.0 / mse).log10()
-    }
-}
 
 /// NHWC batches of one epoch on `backend`, as u8 pixel values, with the report.
 fn run(

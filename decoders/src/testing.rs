@@ -27,3 +27,19 @@ pub fn gradient_rgb(width: u32, height: u32) -> Vec<u8> {
     }
     rgb
 }
+
+/// Peak signal-to-noise ratio of two 8-bit images in dB (infinite when identical).
+pub fn psnr(a: &[u8], b: &[u8]) -> f64 {
+    assert_eq!(a.len(), b.len(), "images of different sizes");
+    let mse = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (f64::from(*x) - f64::from(*y)).powi(2))
+        .sum::<f64>()
+        / a.len() as f64;
+    if mse == 0.0 {
+        f64::INFINITY
+    } else {
+        10.0 * (255.0f64 * 255.0 / mse).log10()
+    }
+}

@@ -1,6 +1,7 @@
 //! The media engine's JPEG decoder against the CPU decoder (zune-jpeg, inside the image crate)
 //! on files made by libjpeg-turbo's cjpeg (tests/fixtures/make_fixtures.sh).
 
+use hpuload_decoders::testing::psnr;
 use std::path::{Path, PathBuf};
 
 use hpuload_decoders::jpeg::{choose_scale, scaled_region, Region};
@@ -45,20 +46,6 @@ fn decode(d: &mut impl Decode, bytes: &[u8]) -> (u32, u32, Vec<u8>) {
     let mut out = vec![0; info.rgb_len()];
     d.decode_into(bytes, &info, &mut out).unwrap();
     (info.width, info.height, out)
-}
-
-fn psnr(a: &[u8], b: &[u8]) -> f64 {
-    let mse = a
-        .iter()
-        .zip(b)
-        .map(|(x, y)| (f64::from(*x) - f64::from(*y)).powi(2))
-        .sum::<f64>()
-        / a.len() as f64;
-    if mse == 0.0 {
-        f64::INFINITY
-    } else {
-        10.0 * (255.0f64 * 255.0 / mse).log10()
-    }
 }
 
 fn mad(a: &[u8], b: &[u8]) -> f64 {
