@@ -84,13 +84,15 @@ pub struct SampleError {
 
 impl SampleError {
     /// A short stable name for the failure, for counting by reason
-    /// (`read`, `empty`, `truncated`, `corrupt`, `too-large`, `unknown-format`, `augment`, `panic`).
+    /// (`read`, `empty`, `truncated`, `corrupt`, `too-large`, `unknown-format`, `unsupported`,
+    /// `augment`, `panic`, `device`).
     pub fn reason(&self) -> &'static str {
         match &self.kind {
             SampleErrorKind::Read(_) => "read",
             SampleErrorKind::Decode(e) => e.reason(),
             SampleErrorKind::Augment(_) => "augment",
             SampleErrorKind::Panic(_) => "panic",
+            SampleErrorKind::Device(_) => "device",
         }
     }
 }
@@ -111,4 +113,7 @@ pub enum SampleErrorKind {
     /// A worker panicked while processing the sample.
     #[error("worker panicked: {0}")]
     Panic(String),
+    /// The device could not take the sample (e.g. no memory for its bitstream).
+    #[error("device: {0}")]
+    Device(#[source] HpuError),
 }

@@ -47,6 +47,9 @@ pub use augment::{Op, Pipeline, Size};
 pub use error::{Error, SampleError, SampleErrorKind};
 pub use hpu::{DeviceTensor, Dtype, Hpu, HpuConfig, HpuError, Layout};
 pub use hpuload_decoders as decoders;
-pub use loader::{Backend, Batch, Epoch, Loader, LoaderBuilder, OnError, Report, Skip, StageTimes};
+pub use loader::{
+    Backend, Batch, Epoch, Loader, LoaderBuilder, LoaderState, OnError, Report, Skip, StageTimes,
+    StateConfig,
+};
 pub use sampler::{LastBatch, Shard};
 pub use source::{Entry, ImageFolder, Manifest, ReadMode, SampleBytes, Source};

@@ -41,6 +41,9 @@ pub struct Shard {
     pub rank: usize,
     /// The number of processes.
     pub world_size: usize,
+    /// This process's rank on its node (which accelerator card it drives). It does not change
+    /// which samples the rank gets.
+    pub local_rank: usize,
 }
 
 impl Default for Shard {
@@ -48,32 +51,75 @@ impl Default for Shard {
         Self {
             rank: 0,
             world_size: 1,
+            local_rank: 0,
         }
     }
 }
 
+/// Environment variables that describe a distributed run, by launcher:
+/// `(rank, world size, local rank, local world size)`.
+const LAUNCHERS: [[&str; 4]; 2] = [
+    // torchrun, torch.distributed.launch, deepspeed, accelerate.
+    ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"],
+    // Open MPI's mpirun (the Habana multi-node examples use it).
+    [
+        "OMPI_COMM_WORLD_RANK",
+        "OMPI_COMM_WORLD_SIZE",
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "OMPI_COMM_WORLD_LOCAL_SIZE",
+    ],
+];
+
 impl Shard {
-    /// Reads `RANK` and `WORLD_SIZE` as torchrun sets them, or `OMPI_COMM_WORLD_RANK` and
-    /// `OMPI_COMM_WORLD_SIZE` as Open MPI's mpirun sets them. `None` when neither pair is set.
+    /// Reads the shard from the environment as the launchers set it: `RANK`, `WORLD_SIZE` and
+    /// `LOCAL_RANK` (torchrun), or `OMPI_COMM_WORLD_RANK`, `OMPI_COMM_WORLD_SIZE` and
+    /// `OMPI_COMM_WORLD_LOCAL_RANK` (mpirun). With only `LOCAL_RANK` and `LOCAL_WORLD_SIZE`
+    /// (a single-node launch), the local values are the global ones. `None` when none is set.
     ///
     /// # Errors
-    /// A variable is set but is not a number, or the rank is not below the world size.
+    /// A variable is set but is not a number, a rank is not below its world size, or only one
+    /// of a rank/world-size pair is set.
     pub fn from_env() -> Result<Option<Self>, crate::Error> {
-        for (r, w) in [
-            ("RANK", "WORLD_SIZE"),
-            ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
-        ] {
-            let (Ok(rank), Ok(world)) = (std::env::var(r), std::env::var(w)) else {
-                continue;
+        Self::from_vars(|name| std::env::var(name).ok())
+    }
+
+    /// [`from_env`](Self::from_env) over any variable lookup (tests pass a map).
+    ///
+    /// # Errors
+    /// As [`from_env`](Self::from_env).
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Option<Self>, crate::Error> {
+        let num = |name: &str| -> Result<Option<usize>, crate::Error> {
+            var(name)
+                .map(|v| {
+                    v.trim()
+                        .parse::<usize>()
+                        .map_err(|_| crate::Error::Config(format!("{name}={v:?} is not a number")))
+                })
+                .transpose()
+        };
+        for [r, w, lr, lw] in LAUNCHERS {
+            let (rank, world, local, local_world) = (num(r)?, num(w)?, num(lr)?, num(lw)?);
+            let (rank, world_size) = match (rank, world, local, local_world) {
+                (Some(rank), Some(world), ..) => (rank, world),
+                (None, None, Some(local), Some(local_world)) => (local, local_world),
+                (None, None, ..) => continue,
+                _ => {
+                    return Err(crate::Error::Config(format!(
+                        "{r} and {w} must be set together"
+                    )))
+                }
             };
-            let parse = |name: &str, v: &str| {
-                v.trim()
-                    .parse::<usize>()
-                    .map_err(|_| crate::Error::Config(format!("{name}={v:?} is not a number")))
-            };
+            if let (Some(local), Some(local_world)) = (local, local_world) {
+                if local >= local_world {
+                    return Err(crate::Error::Config(format!(
+                        "{lr}={local} is not below {lw}={local_world}"
+                    )));
+                }
+            }
             let shard = Self {
-                rank: parse(r, &rank)?,
-                world_size: parse(w, &world)?,
+                rank,
+                world_size,
+                local_rank: local.unwrap_or(0),
             };
             shard.validate()?;
             return Ok(Some(shard));
@@ -180,7 +226,11 @@ mod tests {
             len,
             batch_size,
             shuffle: Some(3),
-            shard: Shard { rank, world_size },
+            shard: Shard {
+                rank,
+                world_size,
+                local_rank: 0,
+            },
             last_batch,
         }
     }
@@ -257,5 +307,93 @@ mod tests {
         assert_eq!(sorted, (0..1000).collect::<Vec<_>>());
         let seq = Sampler { shuffle: None, ..s };
         assert_eq!(seq.epoch_order(4), (0..1000).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn each_epoch_reshuffles_samples_across_ranks() {
+        let (n, w) = (1000, 8);
+        let owned = |epoch| {
+            let s = sampler(n, 10, 0, w, LastBatch::Pad);
+            let order = s.epoch_order(epoch);
+            let mut mine: Vec<usize> = (0..s.batches_per_epoch())
+                .flat_map(|b| s.batch(&order, b).indices)
+                .collect();
+            mine.sort_unstable();
+            mine
+        };
+        let (a, b) = (owned(0), owned(1));
+        let shared = a.iter().filter(|i| b.binary_search(i).is_ok()).count();
+        // With a fresh permutation, rank 0 keeps about 1/8 of its samples (125 of 1000/8).
+        assert!(shared < 40, "rank 0 kept {shared} of {} samples", a.len());
+    }
+
+    fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: std::collections::HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn shard_comes_from_torchrun_and_mpirun_variables() {
+        let torchrun = [
+            ("RANK", "5"),
+            ("WORLD_SIZE", "16"),
+            ("LOCAL_RANK", "1"),
+            ("LOCAL_WORLD_SIZE", "4"),
+        ];
+        assert_eq!(
+            Shard::from_vars(vars(&torchrun)).unwrap(),
+            Some(Shard {
+                rank: 5,
+                world_size: 16,
+                local_rank: 1
+            })
+        );
+        let mpirun = [
+            ("OMPI_COMM_WORLD_RANK", "3"),
+            ("OMPI_COMM_WORLD_SIZE", "8"),
+            ("OMPI_COMM_WORLD_LOCAL_RANK", "3"),
+        ];
+        assert_eq!(
+            Shard::from_vars(vars(&mpirun)).unwrap(),
+            Some(Shard {
+                rank: 3,
+                world_size: 8,
+                local_rank: 3
+            })
+        );
+        let single_node = [("LOCAL_RANK", "2"), ("LOCAL_WORLD_SIZE", "4")];
+        assert_eq!(
+            Shard::from_vars(vars(&single_node)).unwrap(),
+            Some(Shard {
+                rank: 2,
+                world_size: 4,
+                local_rank: 2
+            })
+        );
+        assert_eq!(Shard::from_vars(vars(&[])).unwrap(), None);
+    }
+
+    #[test]
+    fn bad_shard_variables_are_config_errors_that_name_the_variable() {
+        for bad in [
+            &[("RANK", "x"), ("WORLD_SIZE", "2")][..],
+            &[("RANK", "2"), ("WORLD_SIZE", "2")],
+            &[("RANK", "0")],
+            &[
+                ("RANK", "0"),
+                ("WORLD_SIZE", "2"),
+                ("LOCAL_RANK", "4"),
+                ("LOCAL_WORLD_SIZE", "4"),
+            ],
+        ] {
+            let err = Shard::from_vars(vars(bad)).unwrap_err().to_string();
+            assert!(
+                err.contains("RANK") || err.contains("rank"),
+                "{bad:?}: {err}"
+            );
+        }
     }
 }

@@ -4,8 +4,8 @@ mod common;
 
 use common::{dataset, epoch_bytes, fixtures, host, TempDir};
 use hpuload::{
-    pipelines, Dtype, Error, Hpu, HpuConfig, ImageFolder, LastBatch, Layout, Loader, Manifest,
-    OnError, Op, Pipeline, Size, Source,
+    pipelines, Backend, Dtype, Error, Hpu, HpuConfig, ImageFolder, LastBatch, Layout, Loader,
+    Manifest, OnError, Op, Pipeline, Size, Source,
 };
 
 fn small_train() -> Pipeline {
@@ -335,6 +335,8 @@ fn injected_dma_failure_reaches_the_caller_as_an_error() {
     let hpu = Hpu::emulated(HpuConfig::default().fail_dma_after(Some(2))).unwrap();
     let mut l = Loader::builder(ImageFolder::open(data.path()).unwrap())
         .batch_size(4)
+        // One DMA per batch on the CPU path (the engine path also uploads large bitstreams).
+        .backend(Backend::Cpu)
         .pipeline(small_train())
         .device(&hpu)
         .build()

@@ -2,7 +2,7 @@ use std::sync::Arc;
 
 use hpuload_decoders::Limits;
 
-use super::{Backend, Loader, OnError};
+use super::{Backend, Loader, LoaderState, OnError};
 use crate::augment::Pipeline;
 use crate::hpu::{Dtype, Hpu, HpuConfig, Layout};
 use crate::sampler::{LastBatch, Shard};
@@ -30,6 +30,7 @@ pub struct LoaderBuilder {
     pub(super) error_budget: f64,
     pub(super) read_mode: ReadMode,
     pub(super) limits: Limits,
+    pub(super) resume: Option<LoaderState>,
 }
 
 impl LoaderBuilder {
@@ -52,6 +53,7 @@ impl LoaderBuilder {
             error_budget: 0.01,
             read_mode: ReadMode::Read,
             limits: Limits::default(),
+            resume: None,
         }
     }
 
@@ -113,10 +115,15 @@ impl LoaderBuilder {
         self
     }
 
-    /// This process's rank and the world size. Default: from `RANK`/`WORLD_SIZE` (torchrun) or
-    /// `OMPI_COMM_WORLD_RANK`/`OMPI_COMM_WORLD_SIZE` (mpirun) when set, else rank 0 of 1.
+    /// This process's rank and the world size. Default: [`Shard::from_env`] (`RANK`,
+    /// `WORLD_SIZE`, `LOCAL_RANK` as torchrun sets them, or mpirun's `OMPI_COMM_WORLD_*`), else
+    /// rank 0 of 1.
     pub fn shard(mut self, rank: usize, world_size: usize) -> Self {
-        self.shard = Some(Shard { rank, world_size });
+        self.shard = Some(Shard {
+            rank,
+            world_size,
+            local_rank: 0,
+        });
         self
     }
 
@@ -149,6 +156,16 @@ impl LoaderBuilder {
     /// Decoder limits (decompression-bomb guard). Default: [`Limits::default`].
     pub fn decoder_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Continue a run from a saved [`Loader::state`]: the first call to
+    /// [`Loader::epoch`] with the saved epoch starts at the saved step, and yields exactly the
+    /// batches the uninterrupted run would have. The worker count, prefetch depth and device
+    /// may differ; everything that decides batch contents must not, and `build` says which
+    /// setting differs when one does. Default: start from epoch 0, step 0.
+    pub fn resume(mut self, state: LoaderState) -> Self {
+        self.resume = Some(state);
         self
     }
 

@@ -2,6 +2,7 @@
 //! moves filled buffers to the device, and an iterator that yields device batches in order.
 
 mod builder;
+mod state;
 mod work;
 
 use std::collections::BTreeMap;
@@ -15,13 +16,15 @@ use crossbeam_channel::{Receiver, Sender};
 use serde::Serialize;
 
 pub use builder::LoaderBuilder;
+pub use state::{LoaderState, StateConfig};
 
 use crate::augment::{OutputWriter, Plan};
 use crate::hpu::{DeviceTensor, Dtype, Hpu, Layout};
 use crate::pinned::PinnedPool;
-use crate::sampler::Sampler;
+use crate::sampler::{Sampler, Shard};
 use crate::source::{ReadMode, Source};
 use crate::Error;
+use state::{Fnv, Position};
 use work::{BatchWork, Finished, Job, StageCounters};
 
 /// What a sample that cannot be read or decoded does.
@@ -171,6 +174,9 @@ pub struct Loader {
     layout: Layout,
     report: Mutex<Report>,
     wait: Duration,
+    config: StateConfig,
+    position: Position,
+    resume: Option<Position>,
 }
 
 impl Loader {
@@ -220,6 +226,26 @@ impl Loader {
             })
             .collect::<Result<_, _>>()?;
         drop(reserve);
+        let config = StateConfig {
+            samples: sampler.len,
+            batch_size: b.batch_size,
+            shuffle: b.shuffle,
+            seed: b.seed,
+            rank: shard.rank,
+            world_size: shard.world_size,
+            last_batch: b.last_batch,
+            backend: b.backend,
+            dtype: b.dtype,
+            layout: b.layout,
+            fingerprint: fingerprint(b.source.as_ref(), &pipeline),
+        };
+        let resume = match &b.resume {
+            Some(state) => {
+                state.check(&config, sampler.batches_per_epoch())?;
+                Some(state.position())
+            }
+            None => None,
+        };
         let pool = PinnedPool::new(in_flight, buffer_len).map_err(|source| Error::Io {
             path: "<pinned batch buffers>".into(),
             source,
@@ -268,11 +294,45 @@ impl Loader {
             layout: b.layout,
             report: Mutex::new(report),
             wait: Duration::ZERO,
+            config,
+            position: resume.unwrap_or_default(),
+            resume,
         })
     }
 
+    /// Where the loader stands: the next batch it will yield (after the last batch of an epoch,
+    /// step 0 of the next epoch) and the settings its batches depend on. Save it with the
+    /// model's checkpoint and pass it to [`LoaderBuilder::resume`] to continue exactly there.
+    /// During an epoch, [`Epoch::state`] gives the same value.
+    pub fn state(&self) -> LoaderState {
+        LoaderState {
+            version: LoaderState::VERSION,
+            epoch: self.position.epoch,
+            step: self.position.step,
+            skipped: self.position.skipped,
+            config: self.config.clone(),
+        }
+    }
+
+    /// This process's rank, world size and local rank.
+    pub fn shard(&self) -> Shard {
+        self.sampler.shard
+    }
+
     /// Iterates over the batches of `epoch` (the shuffle and all augmentation depend on it).
+    ///
+    /// A loader built with [`LoaderBuilder::resume`] starts its first call at the saved step
+    /// when `epoch` is the saved epoch (`loader.state().epoch`); every other call starts at
+    /// step 0.
     pub fn epoch(&mut self, epoch: u64) -> Epoch<'_> {
+        let start = match self.resume.take() {
+            Some(p) if p.epoch == epoch => p,
+            _ => Position {
+                epoch,
+                step: 0,
+                skipped: 0,
+            },
+        };
         let (done_tx, done_rx) = crossbeam_channel::unbounded();
         let budget = match self.shared.on_error {
             OnError::Skip => ((self.sampler.positions_per_rank() as f64 * self.error_budget).ceil()
@@ -285,14 +345,14 @@ impl Loader {
             total: self.sampler.batches_per_epoch(),
             loader: self,
             epoch,
-            next_submit: 0,
-            next_yield: 0,
+            next_submit: start.step,
+            next_yield: start.step,
             outstanding: 0,
             ready: BTreeMap::new(),
             done_tx,
             done_rx,
             cancel: Arc::new(AtomicBool::new(false)),
-            skipped: 0,
+            skipped: start.skipped,
             budget,
             finished: false,
         }
@@ -368,6 +428,22 @@ impl Loader {
     }
 }
 
+/// Hash of what the batches are made of beyond the plain settings: every entry (path and
+/// label) and the pipeline.
+fn fingerprint(source: &dyn Source, pipeline: &crate::Pipeline) -> String {
+    let mut h = Fnv::new();
+    for e in source.entries() {
+        h.write(e.path.as_os_str().as_encoded_bytes());
+        h.write(&e.label.to_le_bytes());
+    }
+    h.write(
+        serde_json::to_string(&pipeline.ops)
+            .unwrap_or_default()
+            .as_bytes(),
+    );
+    h.hex()
+}
+
 impl std::fmt::Debug for Loader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Loader")
@@ -409,9 +485,15 @@ pub struct Epoch<'a> {
 }
 
 impl Epoch<'_> {
-    /// Batches this epoch yields in all.
+    /// Batches in this epoch, counting from step 0 (a resumed epoch yields the ones from its
+    /// start step on).
     pub fn total(&self) -> usize {
         self.total
+    }
+
+    /// The loader's state after the batch yielded last; see [`Loader::state`].
+    pub fn state(&self) -> LoaderState {
+        self.loader.state()
     }
 
     fn submit(&mut self, seq: usize) -> Result<(), Error> {
@@ -508,6 +590,19 @@ impl Iterator for Epoch<'_> {
         self.next_yield += 1;
         let result = result.and_then(|batch| {
             self.record(&batch);
+            self.loader.position = if self.next_yield == self.total {
+                Position {
+                    epoch: self.epoch + 1,
+                    step: 0,
+                    skipped: 0,
+                }
+            } else {
+                Position {
+                    epoch: self.epoch,
+                    step: self.next_yield,
+                    skipped: self.skipped,
+                }
+            };
             if self.skipped > self.budget {
                 let last = batch.skipped.last().expect("this batch crossed the budget");
                 return Err(Error::ErrorBudget {

@@ -13,7 +13,7 @@ use hpuload_decoders::{CpuDecoder, Decode, DecodeError, ImageInfo, JpegDecoder};
 
 use super::{Backend, Batch, OnError, Shared, Skip};
 use crate::augment::{CropBox, Resampler, SampleParams};
-use crate::hpu::{CopyRegion, DeviceTensor, EngineContext, Hpu};
+use crate::hpu::{CopyRegion, DeviceBuffer, DeviceTensor, EngineContext, Hpu, HpuError};
 use crate::pinned::PinnedBuffer;
 use crate::rng::{CounterRng, Stream};
 use crate::sampler::BatchPlan;
@@ -75,12 +75,14 @@ pub(crate) struct BatchSpec {
     pub hpu: Hpu,
 }
 
-/// A sample routed to the media engine: its bitstream sits in its slot.
-#[derive(Clone, Copy, Debug)]
+/// A sample routed to the media engine. Its bitstream rides in its own slot of the batch buffer
+/// when it fits there (one DMA for the whole batch); a larger one was copied to a device buffer
+/// of its own (`own`).
 struct HwSlot {
     slot: usize,
     index: usize,
     len: usize,
+    own: Option<DeviceBuffer>,
     info: ImageInfo,
     region: Region,
     denom: u32,
@@ -214,12 +216,14 @@ impl BatchWork {
                     dst: self.images.buffer().clone(),
                 });
             }
-            regions.push(CopyRegion {
-                src_offset: h.slot * sb,
-                dst_offset: h.slot * sb,
-                len: h.len,
-                dst: self.images.buffer().clone(),
-            });
+            if h.own.is_none() {
+                regions.push(CopyRegion {
+                    src_offset: h.slot * sb,
+                    dst_offset: h.slot * sb,
+                    len: h.len,
+                    dst: self.images.buffer().clone(),
+                });
+            }
             next_slot = h.slot + 1;
         }
         if n > next_slot {
@@ -290,10 +294,13 @@ fn engine_decode(
 ) -> Result<(), DecodeError> {
     let sb = shared.sample_bytes;
     {
-        let device = work.images.buffer().lock();
         ctx.bitstream.clear();
-        ctx.bitstream
-            .extend_from_slice(&device[h.slot * sb..h.slot * sb + h.len]);
+        match &h.own {
+            Some(own) => ctx.bitstream.extend_from_slice(&own.lock()[..h.len]),
+            None => ctx
+                .bitstream
+                .extend_from_slice(&work.images.buffer().lock()[h.slot * sb..h.slot * sb + h.len]),
+        }
     }
     let sr = scaled_region(&h.info, h.region, h.denom);
     let len = sr.width as usize * sr.height as usize * 3;
@@ -357,7 +364,7 @@ fn engine_fallback(shared: &Shared, work: &BatchWork, h: &HwSlot, e: DecodeError
     count_fallback(shared, "engine decode error");
     let mut scratch = Scratch::new(shared);
     let mut out = vec![0u8; shared.sample_bytes];
-    match fill(shared, &mut scratch, work, h.index, &mut out, false) {
+    match fill(shared, &mut scratch, work, h.index, &mut out, None) {
         Ok(Filled::Cpu { index, label }) => {
             let sb = shared.sample_bytes;
             work.images.buffer().lock()[h.slot * sb..(h.slot + 1) * sb].copy_from_slice(&out);
@@ -441,14 +448,8 @@ fn fill_slot(shared: &Shared, scratch: &mut Scratch, job: &Job) {
             shared.sample_bytes,
         )
     };
-    let (index, label) = match fill(
-        shared,
-        scratch,
-        batch,
-        original,
-        slot,
-        shared.backend != Backend::Cpu,
-    ) {
+    let engine = (shared.backend != Backend::Cpu).then_some(&batch.hpu);
+    let (index, label) = match fill(shared, scratch, batch, original, slot, engine) {
         Ok(Filled::Cpu { index, label }) => (index, label),
         Ok(Filled::Hw(h)) => {
             let (index, label) = (h.index, shared.source.entries()[h.index].label);
@@ -476,7 +477,7 @@ fn fill(
     batch: &BatchWork,
     original: usize,
     slot: &mut [u8],
-    engine: bool,
+    engine: Option<&Hpu>,
 ) -> Result<Filled, Error> {
     let n = shared.source.entries().len() as u64;
     let mut replace = CounterRng::new(shared.seed, batch.epoch, original as u64, Stream::Replace);
@@ -484,6 +485,10 @@ fn fill(
     for _ in 0..=MAX_REPLACEMENTS {
         match load_sample(shared, scratch, index, batch.epoch, slot, engine) {
             Ok(filled) => return Ok(filled),
+            Err(SampleError {
+                kind: SampleErrorKind::Device(e),
+                ..
+            }) => return Err(Error::Hpu(e)),
             Err(e) if shared.on_error == OnError::Fail || is_engine_refusal(shared, &e) => {
                 return Err(Error::Sample(e))
             }
@@ -518,7 +523,7 @@ fn load_sample(
     index: usize,
     epoch: u64,
     slot: &mut [u8],
-    engine: bool,
+    engine: Option<&Hpu>,
 ) -> Result<Filled, SampleError> {
     let entry = &shared.source.entries()[index];
     let err = |kind| SampleError {
@@ -536,51 +541,60 @@ fn load_sample(
     c.read.add(t1 - t0);
     c.bytes_read
         .fetch_add(bytes.len() as u64, Ordering::Relaxed);
-    if engine {
+    if let Some(hpu) = engine {
         // The router: can the media engine take it?
         let probed = s.engine_probe.probe(&bytes);
-        c.probe.add(t1.elapsed());
         match probed {
             Ok(info) => {
-                if bytes.len() <= slot.len() {
-                    let params = shared
-                        .plan
-                        .params(shared.seed, epoch, index, info.width, info.height)
-                        .map_err(|m| err(SampleErrorKind::Augment(m)))?;
-                    let (oh, ow) = shared.plan.out_hw();
-                    let region = covering_region(&params.crop, &info, ow);
-                    let denom = choose_scale(region, ow, oh);
+                let params = shared
+                    .plan
+                    .params(shared.seed, epoch, index, info.width, info.height)
+                    .map_err(|m| err(SampleErrorKind::Augment(m)))?;
+                let (oh, ow) = shared.plan.out_hw();
+                let region = covering_region(&params.crop, &info, ow);
+                let denom = choose_scale(region, ow, oh);
+                let own = if bytes.len() <= slot.len() {
                     slot[..bytes.len()].copy_from_slice(&bytes);
-                    c.samples.fetch_add(1, Ordering::Relaxed);
-                    c.hw_samples.fetch_add(1, Ordering::Relaxed);
-                    if denom > 1 {
-                        c.hw_scaled.fetch_add(1, Ordering::Relaxed);
+                    Ok(None)
+                } else {
+                    upload(hpu, &bytes).map(Some)
+                };
+                c.probe.add(t1.elapsed());
+                match own {
+                    Ok(own) => {
+                        c.samples.fetch_add(1, Ordering::Relaxed);
+                        c.hw_samples.fetch_add(1, Ordering::Relaxed);
+                        if denom > 1 {
+                            c.hw_scaled.fetch_add(1, Ordering::Relaxed);
+                        }
+                        return Ok(Filled::Hw(HwSlot {
+                            slot: 0,
+                            index,
+                            len: bytes.len(),
+                            own,
+                            info,
+                            region,
+                            denom,
+                            params,
+                        }));
                     }
-                    return Ok(Filled::Hw(HwSlot {
-                        slot: 0,
-                        index,
-                        len: bytes.len(),
-                        info,
-                        region,
-                        denom,
-                        params,
-                    }));
+                    Err(HpuError::OutOfMemory { .. }) if shared.backend != Backend::Hw => {
+                        count_fallback(shared, "no device memory for the bitstream");
+                    }
+                    // A device fault, not a property of the file: `fill` fails the batch.
+                    Err(e) => return Err(err(SampleErrorKind::Device(e))),
                 }
-                if shared.backend == Backend::Hw {
-                    return Err(err(SampleErrorKind::Decode(DecodeError::Unsupported {
-                        format: info.format,
-                        reason: "bitstream larger than a batch slot",
-                    })));
-                }
-                count_fallback(shared, "bitstream larger than a batch slot");
             }
             Err(e @ DecodeError::Unsupported { .. }) if shared.backend == Backend::Hw => {
                 return Err(err(SampleErrorKind::Decode(e)))
             }
-            Err(DecodeError::Unsupported { reason, .. }) => count_fallback(shared, reason),
-            Err(DecodeError::UnknownFormat { .. } | DecodeError::Empty) => {}
-            // Corrupt or truncated: the CPU decoder reports it (the same reasons on both paths).
-            Err(_) => {}
+            Err(DecodeError::Unsupported { reason, .. }) => {
+                c.probe.add(t1.elapsed());
+                count_fallback(shared, reason);
+            }
+            // Not an image, corrupt or truncated: the CPU decoder reports it, so the reasons
+            // are the same on both paths.
+            Err(_) => c.probe.add(t1.elapsed()),
         }
     }
     let t1 = Instant::now();
@@ -618,6 +632,17 @@ fn load_sample(
         index,
         label: entry.label,
     })
+}
+
+/// Copies a bitstream too large for its batch slot to a device buffer of its own (through a
+/// host buffer of its own: the rare path, for files larger than a decoded sample).
+fn upload(hpu: &Hpu, bytes: &[u8]) -> Result<DeviceBuffer, HpuError> {
+    let device = hpu.alloc(bytes.len())?;
+    let mut host = crate::pinned::PinnedBuffer::new(bytes.len())
+        .map_err(|e| HpuError::Dma(format!("host buffer for a bitstream: {e}")))?;
+    host.as_mut_slice().copy_from_slice(bytes);
+    hpu.copy_to_device(host, &device).wait()?;
+    Ok(device)
 }
 
 /// The integer region of the image the engine must decode for `crop`: the crop itself for an

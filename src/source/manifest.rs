@@ -26,7 +26,7 @@ impl Manifest {
             source,
         })?;
         let base = path.parent().unwrap_or(Path::new("."));
-        let entries = parse(&text, base).map_err(|(line, reason)| Error::Manifest {
+        let entries = Self::parse(&text, base).map_err(|(line, reason)| Error::Manifest {
             path: path.clone(),
             line,
             reason,
@@ -39,10 +39,19 @@ impl Manifest {
         }
         Ok(Self { path, entries })
     }
+
+    /// Parses manifest bytes (the whole file), resolving relative paths against `base`. On
+    /// failure returns the 1-based line number and the reason. Never panics, whatever the bytes
+    /// (fuzzed: `fuzz/fuzz_targets/manifest.rs`).
+    ///
+    /// # Errors
+    /// The text is not UTF-8, or a line is not `path<TAB>integer`.
+    pub fn parse(text: &[u8], base: &Path) -> Result<Vec<Entry>, (usize, String)> {
+        parse(text, base)
+    }
 }
 
-/// Parses manifest bytes; on failure returns the 1-based line number and the reason.
-pub fn parse(text: &[u8], base: &Path) -> Result<Vec<Entry>, (usize, String)> {
+fn parse(text: &[u8], base: &Path) -> Result<Vec<Entry>, (usize, String)> {
     let text = std::str::from_utf8(text).map_err(|e| {
         let line = text[..e.valid_up_to()]
             .iter()
@@ -90,7 +99,7 @@ mod tests {
 
     #[test]
     fn parses_paths_relative_to_the_manifest_and_skips_comments() {
-        let e = parse(
+        let e = Manifest::parse(
             b"# header\na/1.jpg\t3\n\n/abs/2.png\t-1\r\n",
             Path::new("/data"),
         )
