@@ -2,22 +2,12 @@
 
 mod common;
 
-use common::{dataset, epoch_bytes, fixtures, host, TempDir};
+use common::{dataset, epoch_bytes, fixtures, host, small_train, TempDir};
 use hpuload::{
     pipelines, Backend, Dtype, Error, Hpu, HpuConfig, ImageFolder, LastBatch, Layout, Loader,
     Manifest, OnError, Op, Pipeline, Size, Source,
 };
 
-fn small_train() -> Pipeline {
-    // The ResNet-50 train ops at a small output size, to keep the tests fast.
-    let mut p = pipelines::resnet50_train();
-    p.ops[0] = Op::RandomResizedCrop {
-        size: Size::Square(32),
-        scale: [0.08, 1.0],
-        ratio: [0.75, 4.0 / 3.0],
-    };
-    p
-}
 
 #[test]
 fn train_pipeline_yields_static_bf16_nchw_batches_with_folder_labels() {

@@ -3,7 +3,18 @@
 
 use std::path::{Path, PathBuf};
 
-use hpuload::{Batch, Loader};
+use hpuload::{pipelines, Batch, Loader, Op, Pipeline, Size};
+
+/// The ResNet-50 train ops at a small output size, to keep the tests fast.
+pub fn small_train() -> Pipeline {
+    let mut p = pipelines::resnet50_train();
+    p.ops[0] = Op::RandomResizedCrop {
+        size: Size::Square(32),
+        scale: [0.08, 1.0],
+        ratio: [0.75, 4.0 / 3.0],
+    };
+    p
+}
 
 /// A fresh temporary folder, removed on drop.
 pub struct TempDir(pub PathBuf);
