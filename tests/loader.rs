@@ -8,7 +8,6 @@ use hpuload::{
     Manifest, OnError, Op, Pipeline, Size, Source,
 };
 
-
 #[test]
 fn train_pipeline_yields_static_bf16_nchw_batches_with_folder_labels() {
     let data = dataset("train", 30);

@@ -6,39 +6,6 @@ mod common;
 
 use hpuload::{pipelines, Hpu, HpuConfig, ImageFolder, Loader, Op, Size};
 
-/// Drops CAP_IPC_LOCK from the calling thread's effective set (capabilities are per thread), so
-/// that even root is held to RLIMIT_MEMLOCK.
-fn drop_ipc_lock_capability() {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: i32,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy, Default)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    const CAP_IPC_LOCK: u32 = 14;
-    let mut header = Header {
-        version: 0x2008_0522,
-        pid: 0,
-    };
-    let mut data = [Data::default(); 2];
-    // SAFETY: capget/capset read and write exactly the two structs passed, whose layout is the
-    // kernel's _LINUX_CAPABILITY_VERSION_3 ABI.
-    unsafe {
-        assert_eq!(
-            libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()),
-            0
-        );
-        data[0].effective &= !(1 << CAP_IPC_LOCK);
-        assert_eq!(libc::syscall(libc::SYS_capset, &header, data.as_ptr()), 0);
-    }
-}
-
 #[test]
 fn when_page_locking_is_refused_batches_still_arrive_and_pinned_is_false() {
     let mut limit = libc::rlimit {
@@ -51,7 +18,8 @@ fn when_page_locking_is_refused_batches_still_arrive_and_pinned_is_false() {
         limit.rlim_cur = limit.rlim_max.min(64 << 10);
         assert_eq!(libc::setrlimit(libc::RLIMIT_MEMLOCK, &limit), 0);
     }
-    drop_ipc_lock_capability();
+    // Even root is then held to RLIMIT_MEMLOCK.
+    common::drop_capabilities(&[common::CAP_IPC_LOCK]);
     let data = common::dataset("pageable", 8);
     let hpu = Hpu::emulated(HpuConfig::default()).unwrap();
     let mut p = pipelines::resnet50_train();

@@ -70,7 +70,9 @@ fn interrupted(
         'run: for epoch in 0..EPOCHS {
             let mut batches = l.epoch(epoch);
             while all.len() < stop {
-                let Some(b) = batches.next() else { continue 'run };
+                let Some(b) = batches.next() else {
+                    continue 'run;
+                };
                 let b = b.unwrap();
                 all.push(((b.epoch, b.step), host(&b)));
             }
@@ -86,7 +88,11 @@ fn interrupted(
         .resume(state.clone())
         .build()
         .unwrap();
-    assert_eq!(l.state(), state, "a resumed loader reports the state it was given");
+    assert_eq!(
+        l.state(),
+        state,
+        "a resumed loader reports the state it was given"
+    );
     for epoch in l.state().epoch..EPOCHS {
         for b in l.epoch(epoch) {
             let b = b.unwrap();

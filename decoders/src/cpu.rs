@@ -64,7 +64,15 @@ impl Decode for CpuDecoder {
                         .set_max_width(usize::MAX)
                         .set_max_height(usize::MAX),
                 );
-                d.decode_headers().map_err(jpeg_err)?;
+                d.decode_headers()
+                    .map_err(|e| match jpeg_markers::check_complete(bytes) {
+                        // Headers that break where the file ends: report the cause, not the symptom.
+                        Err(m) => DecodeError::Truncated {
+                            format,
+                            detail: m.detail(),
+                        },
+                        Ok(()) => jpeg_err(e),
+                    })?;
                 let (w, h) = d
                     .dimensions()
                     .ok_or_else(|| DecodeError::corrupt(format, "no frame header"))?;

@@ -60,9 +60,13 @@ impl ImageFormat {
 
     /// Identifies the format from the magic bytes at the start of `bytes`.
     pub fn sniff(bytes: &[u8]) -> Option<Self> {
-        if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        // A file shorter than a signature that it starts like is that format, truncated: the
+        // decoder then says "truncated", not "unknown format".
+        let signature =
+            |sig: &[u8]| bytes.starts_with(sig) || (!bytes.is_empty() && sig.starts_with(bytes));
+        if signature(&[0xFF, 0xD8, 0xFF]) {
             Some(Self::Jpeg)
-        } else if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        } else if signature(b"\x89PNG\r\n\x1a\n") {
             Some(Self::Png)
         } else if bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
             Some(Self::WebP)

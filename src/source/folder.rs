@@ -48,7 +48,8 @@ impl ImageFolder {
                     .into_owned(),
             );
             let mut files = Vec::new();
-            list_images(dir, &mut files)?;
+            let mut visited = std::collections::HashSet::new();
+            list_images(dir, &mut files, &mut visited)?;
             sort_like_python(&mut files);
             entries.extend(files.into_iter().map(|path| Entry {
                 path,
@@ -69,15 +70,24 @@ impl ImageFolder {
     }
 }
 
-fn list_images(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), Error> {
+/// Lists the images under `dir` recursively, following links; a folder reached twice (a link
+/// loop, or two links to one folder) is listed once.
+fn list_images(
+    dir: &Path,
+    out: &mut Vec<PathBuf>,
+    visited: &mut std::collections::HashSet<PathBuf>,
+) -> Result<(), Error> {
     let io = |source| Error::Io {
         path: dir.to_path_buf(),
         source,
     };
+    if !visited.insert(std::fs::canonicalize(dir).map_err(io)?) {
+        return Ok(());
+    }
     for entry in std::fs::read_dir(dir).map_err(io)? {
         let path = entry.map_err(io)?.path();
         if path.is_dir() {
-            list_images(&path, out)?;
+            list_images(&path, out, visited)?;
         } else if has_image_extension(&path) {
             out.push(path);
         }

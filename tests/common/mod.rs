@@ -77,3 +77,45 @@ pub fn host(b: &Batch) -> HostBatch {
 pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
+
+/// Bypasses file read permission checks (root has it).
+pub const CAP_DAC_OVERRIDE: u32 = 1;
+/// Bypasses file read and directory search permission checks.
+pub const CAP_DAC_READ_SEARCH: u32 = 2;
+/// Allows page-locking beyond RLIMIT_MEMLOCK.
+pub const CAP_IPC_LOCK: u32 = 14;
+
+/// Drops `caps` from the calling thread's effective set. Capabilities are per thread and
+/// inherited by threads it spawns afterwards, so a loader built after this call has workers
+/// held to the rules a non-root user is held to, while other tests' threads are unaffected.
+pub fn drop_capabilities(caps: &[u32]) {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let mut header = Header {
+        version: 0x2008_0522,
+        pid: 0,
+    };
+    let mut data = [Data::default(); 2];
+    // SAFETY: capget/capset read and write exactly the two structs passed, whose layout is the
+    // kernel's _LINUX_CAPABILITY_VERSION_3 ABI.
+    unsafe {
+        assert_eq!(
+            libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()),
+            0
+        );
+        for cap in caps {
+            data[0].effective &= !(1 << cap);
+        }
+        assert_eq!(libc::syscall(libc::SYS_capset, &header, data.as_ptr()), 0);
+    }
+}
