@@ -114,8 +114,26 @@ impl PinnedPool {
     /// Allocates `count` buffers of `buffer_len` bytes.
     ///
     /// # Errors
-    /// The memory cannot be mapped at all (pageable fallback is not an error).
+    /// The pool would take more than half the machine's RAM, or the memory cannot be mapped at
+    /// all (pageable fallback is not an error).
     pub fn new(count: usize, buffer_len: usize) -> std::io::Result<Self> {
+        let total = count.saturating_mul(buffer_len);
+        if let Some(ram) = physical_memory() {
+            // Populating (and locking) more would push the machine into swap or the OOM killer.
+            if total as u64 > ram / 2 {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::OutOfMemory,
+                    format!(
+                        "{count} batch buffers of {} MiB need {} MiB, more than half of this \
+                         machine's {} MiB of RAM; lower the batch size, the output size or \
+                         the prefetch depth",
+                        buffer_len >> 20,
+                        total >> 20,
+                        ram >> 20
+                    ),
+                ));
+            }
+        }
         let (tx, rx) = crossbeam_channel::bounded(count);
         let mut pinned = true;
         for _ in 0..count {
@@ -165,6 +183,18 @@ impl PinnedPool {
     pub fn available(&self) -> usize {
         self.rx.len()
     }
+}
+
+/// The machine's physical memory in bytes, if the OS says.
+pub fn physical_memory() -> Option<u64> {
+    // SAFETY: sysconf only reads its argument and returns a number (-1 on error).
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    (pages > 0 && page > 0).then(|| pages as u64 * page as u64)
 }
 
 /// The soft `RLIMIT_MEMLOCK` in bytes, if it can be read and is finite.

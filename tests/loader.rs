@@ -319,6 +319,26 @@ fn device_too_small_for_the_in_flight_batches_fails_at_build() {
 }
 
 #[test]
+fn batch_buffers_larger_than_the_machine_fail_at_build_with_a_clear_error() {
+    let data = dataset("huge", 4);
+    let build = |batch| {
+        Loader::builder(ImageFolder::open(data.path()).unwrap())
+            .batch_size(batch)
+            .pipeline(pipelines::resnet50_train())
+            .build()
+            .map(|_| ())
+    };
+    // 3 buffers of 100k bf16 224x224 samples: 90 GB, more than this machine's RAM.
+    let err = build(100_000).unwrap_err().to_string();
+    assert!(
+        err.contains("RAM") || err.contains("HPU out of memory"),
+        "{err}"
+    );
+    let err = build(usize::MAX / 4).unwrap_err().to_string();
+    assert!(err.contains("does not fit"), "{err}");
+}
+
+#[test]
 fn injected_dma_failure_reaches_the_caller_as_an_error() {
     let data = dataset("dma", 12);
     let hpu = Hpu::emulated(HpuConfig::default().fail_dma_after(Some(2))).unwrap();

@@ -63,7 +63,10 @@ impl DeviceMemory {
             .get_mut(&bytes)
             .and_then(Vec::pop);
         // A fresh block is zeroed lazily by the OS; a reused one keeps old contents, as on a device.
-        let block = cached.unwrap_or_else(|| vec![0u8; bytes].into_boxed_slice());
+        let Some(block) = cached.or_else(|| zeroed_block(bytes)) else {
+            mem.used.fetch_sub(requested, Ordering::Relaxed);
+            return Err(HpuError::HostBacking { requested });
+        };
         Ok(DeviceBuffer {
             inner: Arc::new(BufferInner {
                 bytes: Mutex::new(block),
@@ -131,5 +134,26 @@ impl DeviceBuffer {
     /// Device-side access, for the DMA engine only.
     pub(crate) fn lock(&self) -> MutexGuard<'_, Box<[u8]>> {
         self.inner.bytes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A zeroed heap block of `bytes`, or `None` when the host cannot provide it (instead of the
+/// abort a failed `vec![0; n]` would be).
+fn zeroed_block(bytes: usize) -> Option<Box<[u8]>> {
+    if bytes == 0 {
+        return Some(Box::default());
+    }
+    let layout = std::alloc::Layout::array::<u8>(bytes).ok()?;
+    // SAFETY: `layout` has a non-zero size. `alloc_zeroed` returns null or a block of exactly
+    // `bytes` zeroed bytes with `u8` alignment, which is what a `Box<[u8]>` of that length owns
+    // and frees (with the same layout) when dropped.
+    unsafe {
+        let ptr = std::alloc::alloc_zeroed(layout);
+        if ptr.is_null() {
+            return None;
+        }
+        Some(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+            ptr, bytes,
+        )))
     }
 }

@@ -33,6 +33,12 @@ pub enum HpuError {
         /// Device capacity.
         capacity: u64,
     },
+    /// The emulation could not get host memory to back a device allocation.
+    #[error("the emulated HPU cannot back {requested} bytes of device memory with host memory")]
+    HostBacking {
+        /// Bytes asked for.
+        requested: u64,
+    },
     /// A DMA transfer failed.
     #[error("DMA transfer failed: {0}")]
     Dma(String),

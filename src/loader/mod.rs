@@ -214,8 +214,21 @@ impl Loader {
         }
         let (oh, ow) = plan.out_hw();
         let sample_bytes = oh as usize * ow as usize * 3 * b.dtype.size();
+        let buffer_len = b
+            .batch_size
+            .checked_mul(sample_bytes + 8)
+            .and_then(|n| n.checked_add(64))
+            .ok_or_else(|| {
+                Error::Config(format!(
+                    "a batch of {} samples of {sample_bytes} bytes does not fit in memory",
+                    b.batch_size
+                ))
+            })?;
         let labels_offset = (b.batch_size * sample_bytes).next_multiple_of(64);
-        let buffer_len = labels_offset + b.batch_size * 8;
+        let pool = PinnedPool::new(b.prefetch + 1, buffer_len).map_err(|source| Error::Io {
+            path: "<pinned batch buffers>".into(),
+            source,
+        })?;
         let hpu = b.device.expect("set by build");
         // Fail now, not mid-run, if the in-flight batches cannot fit on the device.
         let in_flight = b.prefetch + 1;
@@ -246,10 +259,6 @@ impl Loader {
             }
             None => None,
         };
-        let pool = PinnedPool::new(in_flight, buffer_len).map_err(|source| Error::Io {
-            path: "<pinned batch buffers>".into(),
-            source,
-        })?;
         let shared = Arc::new(Shared {
             writer: OutputWriter::new(b.dtype, b.layout, plan.normalize),
             source: b.source,
