@@ -125,9 +125,17 @@ impl Pipeline {
     /// # Errors
     /// [`Error::Pipeline`] for malformed TOML, an unknown op or an unknown field.
     pub fn from_toml(text: &str, origin: &str) -> Result<Self, Error> {
-        toml::from_str(text).map_err(|e| Error::Pipeline {
-            name: origin.to_string(),
-            reason: e.to_string(),
+        toml::from_str(text).map_err(|e: toml::de::Error| {
+            // One line: the message and where, without the source snippet toml would draw.
+            let at = e.span().map_or(String::new(), |span| {
+                let before = &text.as_bytes()[..span.start.min(text.len())];
+                let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+                format!(" (line {line})")
+            });
+            Error::Pipeline {
+                name: origin.to_string(),
+                reason: format!("{}{at}", e.message().trim_end()),
+            }
         })
     }
 

@@ -87,27 +87,58 @@ pub struct Skip {
     pub message: String,
 }
 
-/// Where time went, summed over all workers (host CPU time of each stage) and the DMA engine
-/// (emulated device time).
+/// Where time went. Host stages are CPU time of the loader's worker threads (so they add up to
+/// at most wall time x cores); engine stages are CPU time of the emulated media engine's
+/// threads and DMA is the emulated DMA engine's busy time (device time, which real hardware
+/// spends off the host); `wait` is wall time the training loop spent waiting for batches.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct StageTimes {
-    /// Reading files.
+    /// Host: reading files.
     pub read: Duration,
-    /// Decoding on the host CPU.
+    /// Host: decoding on the CPU.
     pub decode_cpu: Duration,
-    /// Crop + resize.
-    pub resize: Duration,
-    /// Flip + normalize + cast + layout, written into the pinned batch buffer.
+    /// Host: crop + resize.
+    pub augment: Duration,
+    /// Host: flip + normalize + cast + layout, written into the pinned batch buffer.
     pub collate: Duration,
-    /// Router probes (can the engine take the file?) and bitstream copies, on the host.
+    /// Host: router probes (can the engine take the file?) and bitstream copies.
     pub route: Duration,
-    /// Media-engine work: region decode, resize and device ops (emulated device time, spent
-    /// on host threads here).
-    pub engine: Duration,
-    /// Host-to-device copies (emulated device time).
+    /// Device: media-engine region decode.
+    pub decode_engine: Duration,
+    /// Device: resize and device ops (flip, normalize, cast, layout) after an engine decode.
+    pub augment_engine: Duration,
+    /// Device: host-to-device copies.
     pub dma: Duration,
-    /// Time the training loop waited for a batch.
+    /// Training loop: time spent waiting for a batch.
     pub wait: Duration,
+}
+
+impl StageTimes {
+    /// Host CPU time of all host stages.
+    pub fn host(&self) -> Duration {
+        self.read + self.decode_cpu + self.augment + self.collate + self.route
+    }
+
+    /// Emulated device time of all device stages.
+    pub fn device(&self) -> Duration {
+        self.decode_engine + self.augment_engine + self.dma
+    }
+
+    /// `self - earlier`, stage by stage (for the time of an interval).
+    pub fn since(&self, earlier: &Self) -> Self {
+        let d = |a: Duration, b: Duration| a.saturating_sub(b);
+        Self {
+            read: d(self.read, earlier.read),
+            decode_cpu: d(self.decode_cpu, earlier.decode_cpu),
+            augment: d(self.augment, earlier.augment),
+            collate: d(self.collate, earlier.collate),
+            route: d(self.route, earlier.route),
+            decode_engine: d(self.decode_engine, earlier.decode_engine),
+            augment_engine: d(self.augment_engine, earlier.augment_engine),
+            dma: d(self.dma, earlier.dma),
+            wait: d(self.wait, earlier.wait),
+        }
+    }
 }
 
 /// Cumulative statistics of a loader.
@@ -420,10 +451,11 @@ impl Loader {
         r.stages = StageTimes {
             read: c.read.get(),
             decode_cpu: c.decode.get(),
-            resize: c.resize.get(),
+            augment: c.resize.get(),
             collate: c.collate.get(),
             route: c.probe.get(),
-            engine: c.engine.get(),
+            decode_engine: c.engine_decode.get(),
+            augment_engine: c.engine_augment.get(),
             dma: self.hpu.dma_stats().busy,
             wait: self.wait,
         };

@@ -5,7 +5,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 use hpuload_decoders::jpeg::{choose_scale, scaled_region, Region};
@@ -21,6 +21,35 @@ use crate::{Error, SampleError, SampleErrorKind};
 
 /// Replacements tried for one failed slot before the batch fails.
 const MAX_REPLACEMENTS: usize = 16;
+
+/// The calling thread's CPU time: what a stage cost, whether or not the thread was preempted
+/// meanwhile (on 2 cores, the workers share them with the emulated engine's threads).
+#[derive(Clone, Copy)]
+struct CpuClock(Duration);
+
+impl CpuClock {
+    fn now() -> Self {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes the timespec it is given; CLOCK_THREAD_CPUTIME_ID is
+        // always available on Linux. On failure `ts` stays zero (stage times read as zero).
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        Self(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+    }
+
+    fn elapsed(self) -> Duration {
+        Self::now() - self
+    }
+}
+
+impl std::ops::Sub for CpuClock {
+    type Output = Duration;
+    fn sub(self, earlier: Self) -> Duration {
+        self.0.saturating_sub(earlier.0)
+    }
+}
 
 /// A duration summed from many threads.
 #[derive(Default)]
@@ -42,7 +71,8 @@ pub(crate) struct StageCounters {
     pub decode: Nanos,
     pub resize: Nanos,
     pub collate: Nanos,
-    pub engine: Nanos,
+    pub engine_decode: Nanos,
+    pub engine_augment: Nanos,
     pub samples: AtomicU64,
     pub hw_samples: AtomicU64,
     pub hw_scaled: AtomicU64,
@@ -257,11 +287,9 @@ impl BatchWork {
                 for h in hw {
                     let (job_work, job_shared) = (Arc::clone(&work), Arc::clone(&shared));
                     let submitted = work.hpu.submit_media(move |ctx| {
-                        let t = Instant::now();
                         if let Err(e) = engine_decode(&job_shared, &job_work, &h, ctx) {
                             engine_fallback(&job_shared, &job_work, &h, e);
                         }
-                        job_shared.counters.engine.add(t.elapsed());
                         if job_work.hw_remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
                             job_work.complete();
                         }
@@ -302,13 +330,18 @@ fn engine_decode(
                 .extend_from_slice(&work.images.buffer().lock()[h.slot * sb..h.slot * sb + h.len]),
         }
     }
+    let t0 = CpuClock::now();
     let sr = scaled_region(&h.info, h.region, h.denom);
     let len = sr.width as usize * sr.height as usize * 3;
     if ctx.pixels.len() < len {
         ctx.pixels.resize(len, 0);
     }
-    ctx.decoder
-        .decode_region(&ctx.bitstream, h.region, h.denom, &mut ctx.pixels[..len])?;
+    let decoded =
+        ctx.decoder
+            .decode_region(&ctx.bitstream, h.region, h.denom, &mut ctx.pixels[..len]);
+    let t1 = CpuClock::now();
+    shared.counters.engine_decode.add(t1 - t0);
+    decoded?;
     let (oh, ow) = shared.plan.out_hw();
     let d = f64::from(h.denom);
     let c = h.params.crop;
@@ -350,6 +383,7 @@ fn engine_decode(
         &mut scratch.out,
     );
     work.images.buffer().lock()[h.slot * sb..(h.slot + 1) * sb].copy_from_slice(&scratch.out);
+    shared.counters.engine_augment.add(t1.elapsed());
     Ok(())
 }
 
@@ -532,12 +566,12 @@ fn load_sample(
         kind,
     };
     let c = &shared.counters;
-    let t0 = Instant::now();
+    let t0 = CpuClock::now();
     let bytes = shared
         .source
         .read(index, shared.read_mode, &mut s.file)
         .map_err(|e| err(SampleErrorKind::Read(e)))?;
-    let t1 = Instant::now();
+    let t1 = CpuClock::now();
     c.read.add(t1 - t0);
     c.bytes_read
         .fetch_add(bytes.len() as u64, Ordering::Relaxed);
@@ -597,7 +631,7 @@ fn load_sample(
             Err(_) => c.probe.add(t1.elapsed()),
         }
     }
-    let t1 = Instant::now();
+    let t1 = CpuClock::now();
     let info = s
         .decoder
         .probe(&bytes)
@@ -610,7 +644,7 @@ fn load_sample(
         .decode_into(&bytes, &info, &mut s.rgb[..len])
         .map_err(|e| err(SampleErrorKind::Decode(e)))?;
     drop(bytes);
-    let t2 = Instant::now();
+    let t2 = CpuClock::now();
     c.decode.add(t2 - t1);
     let params = shared
         .plan
@@ -621,7 +655,7 @@ fn load_sample(
         .resampler
         .run(&s.rgb[..len], info.width, info.height, &params.crop)
         .map_err(|m| err(SampleErrorKind::Augment(m)))?;
-    let t3 = Instant::now();
+    let t3 = CpuClock::now();
     c.resize.add(t3 - t2);
     shared
         .writer

@@ -1,0 +1,136 @@
+//! `hpuload preview`: a contact sheet of one augmented batch, read back from the device,
+//! de-normalized, each image labelled with its class.
+
+use std::path::PathBuf;
+
+use hpuload::{Dtype, Error, Layout, Op};
+
+use super::DataArgs;
+
+/// `hpuload preview` options.
+#[derive(clap::Args, Debug)]
+pub struct PreviewArgs {
+    #[command(flatten)]
+    pub data: DataArgs,
+    /// Images on the sheet (one batch).
+    #[arg(long, default_value_t = 16)]
+    pub batch: usize,
+    /// Which epoch's first batch to show (the shuffle and augmentation depend on it).
+    #[arg(long, default_value_t = 0)]
+    pub epoch: u64,
+    /// Output PNG file.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+}
+
+/// Height of the label strip under each image.
+const LABEL_H: usize = 12;
+/// Gap between cells.
+const GAP: usize = 4;
+
+/// Renders the sheet.
+pub fn run(args: &PreviewArgs) -> Result<(), Error> {
+    if args.batch == 0 {
+        return Err(Error::Config("--batch must be at least 1".into()));
+    }
+    let (pipeline, builder, _) = args.data.open()?;
+    let normalize = pipeline.ops.iter().find_map(|op| match op {
+        Op::Normalize { mean, std } => Some((*mean, *std)),
+        _ => None,
+    });
+    // f32 NHWC reads back exactly what the model gets, in an easy layout.
+    let mut loader = builder
+        .batch_size(args.batch)
+        .prefetch(0)
+        .output(Dtype::F32, Layout::Nhwc)
+        .build()?;
+    let (_, _, [h, w]) = loader.output();
+    let (h, w) = (h as usize, w as usize);
+    let classes = loader.classes().to_vec();
+    let batch = loader
+        .epoch(args.epoch)
+        .next()
+        .ok_or_else(|| Error::Config("the epoch has no batch".into()))??;
+    let pixels: Vec<f32> = batch
+        .images
+        .to_host()?
+        .chunks_exact(4)
+        .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    let labels: Vec<i64> = batch
+        .labels
+        .to_host()?
+        .chunks_exact(8)
+        .map(|b| i64::from_ne_bytes(b.try_into().expect("8 bytes")))
+        .collect();
+    let n = labels.len();
+    let cols = (n as f64).sqrt().ceil() as usize;
+    let rows = n.div_ceil(cols);
+    let (cell_w, cell_h) = (w + GAP, h + LABEL_H + GAP);
+    let mut sheet = image::RgbImage::from_pixel(
+        (cols * cell_w + GAP) as u32,
+        (rows * cell_h + GAP) as u32,
+        image::Rgb([32, 32, 32]),
+    );
+    for (i, &label) in labels.iter().enumerate() {
+        let (x0, y0) = (GAP + (i % cols) * cell_w, GAP + (i / cols) * cell_h);
+        let image = &pixels[i * h * w * 3..(i + 1) * h * w * 3];
+        for y in 0..h {
+            for x in 0..w {
+                let px = &image[(y * w + x) * 3..][..3];
+                let rgb = std::array::from_fn(|c| {
+                    let v = match normalize {
+                        Some((mean, std)) => px[c] * std[c] + mean[c],
+                        None => px[c],
+                    };
+                    (v * 255.0).round().clamp(0.0, 255.0) as u8
+                });
+                sheet.put_pixel((x0 + x) as u32, (y0 + y) as u32, image::Rgb(rgb));
+            }
+        }
+        let name = classes
+            .get(label as usize)
+            .cloned()
+            .unwrap_or_else(|| label.to_string());
+        let text = if i < batch.valid {
+            name
+        } else {
+            format!("{name} (pad)")
+        };
+        draw_text(&mut sheet, x0, y0 + h + 2, w, &text);
+    }
+    sheet
+        .save_with_format(&args.out, image::ImageFormat::Png)
+        .map_err(|e| Error::Io {
+            path: args.out.clone(),
+            source: std::io::Error::other(e),
+        })?;
+    println!(
+        "wrote {} ({} images of {h}x{w}, pipeline {}, epoch {}, first batch)",
+        args.out.display(),
+        n,
+        pipeline.name,
+        args.epoch
+    );
+    Ok(())
+}
+
+/// Draws `text` in the 8x8 BIOS font, clipped to `max_w` pixels.
+fn draw_text(img: &mut image::RgbImage, x0: usize, y0: usize, max_w: usize, text: &str) {
+    for (i, ch) in text.chars().take(max_w / 8).enumerate() {
+        let glyph = font8x8::legacy::BASIC_LEGACY
+            .get(ch as usize)
+            .copied()
+            .unwrap_or(font8x8::legacy::BASIC_LEGACY[b'?' as usize]);
+        for (dy, row) in glyph.iter().enumerate() {
+            for dx in 0..8 {
+                if row >> dx & 1 == 1 {
+                    let (x, y) = ((x0 + i * 8 + dx) as u32, (y0 + dy) as u32);
+                    if x < img.width() && y < img.height() {
+                        img.put_pixel(x, y, image::Rgb([240, 240, 240]));
+                    }
+                }
+            }
+        }
+    }
+}

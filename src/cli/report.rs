@@ -1,0 +1,421 @@
+//! The bench report: printed for people, and written as JSON with a stable schema
+//! (`docs/bench-json.md`; bump `SCHEMA_VERSION` on any incompatible change).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use hpuload::{Loader, StageTimes};
+use serde::Serialize;
+
+use super::bench::BenchArgs;
+
+/// Version of the JSON schema.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Below this share of wall time spent waiting, the loader "keeps up" with the training step.
+const KEEPS_UP_IDLE_PCT: f64 = 5.0;
+
+/// One epoch's measurements.
+#[derive(Clone, Debug, Serialize)]
+pub struct EpochStats {
+    pub epoch: u64,
+    pub warm_up: bool,
+    pub images: u64,
+    pub batches: u64,
+    pub wall_sec: f64,
+    pub images_per_sec: f64,
+    pub first_batch_sec: f64,
+    pub process_cpu_sec: f64,
+    pub rss_bytes: u64,
+    #[serde(skip)]
+    pub stages: StageTimes,
+    #[serde(skip)]
+    pub samples_loaded: u64,
+}
+
+impl EpochStats {
+    /// The plain line printed after each epoch.
+    pub fn line(&self) -> String {
+        format!(
+            "epoch {}{}: {} images in {:.2}s = {:.0} images/s, first batch after {:.3}s, \
+             CPU {:.0}%, RSS {} MiB",
+            self.epoch,
+            if self.warm_up { " (warm-up)" } else { "" },
+            self.images,
+            self.wall_sec,
+            self.images_per_sec,
+            self.first_batch_sec,
+            100.0 * self.process_cpu_sec / self.wall_sec.max(1e-9),
+            self.rss_bytes >> 20
+        )
+    }
+}
+
+/// One stage's time over the measured epochs.
+#[derive(Clone, Debug, Serialize)]
+pub struct Stage {
+    /// `host` (CPU time of loader threads), `device` (emulated device time) or `loop` (wall
+    /// time of the training loop).
+    pub on: &'static str,
+    pub seconds: f64,
+    pub ms_per_image: f64,
+}
+
+/// Which resource bounds throughput.
+#[derive(Clone, Debug, Serialize)]
+pub struct Bound {
+    /// A stage name from `stages`, or `media_engine`.
+    pub stage: String,
+    /// That stage's share of host CPU time (of device time for device stages), 0..1.
+    pub share: f64,
+    pub summary: String,
+}
+
+/// The whole report; field meanings in docs/bench-json.md.
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchReport {
+    pub schema_version: u32,
+    pub hpuload_version: &'static str,
+    pub dataset: String,
+    pub dataset_images: usize,
+    pub pipeline: String,
+    pub backend: &'static str,
+    pub workers: usize,
+    pub batch_size: usize,
+    pub prefetch: usize,
+    pub dtype: hpuload::Dtype,
+    pub layout: hpuload::Layout,
+    pub output_hw: [u32; 2],
+    pub batches_per_epoch: usize,
+    pub epochs: u64,
+    pub images: u64,
+    pub batches: u64,
+    pub images_per_sec: f64,
+    pub images_per_sec_min: f64,
+    pub images_per_sec_max: f64,
+    pub time_to_first_batch_sec: f64,
+    pub wall_sec: f64,
+    pub process_cpu_sec: f64,
+    pub cores: usize,
+    pub host_cpu_sec: f64,
+    pub device_sec: f64,
+    pub stages: BTreeMap<&'static str, Stage>,
+    pub bound: Bound,
+    pub samples_loaded: u64,
+    pub hw_samples: u64,
+    pub hw_dct_scaled: u64,
+    pub fallbacks: BTreeMap<String, u64>,
+    pub skipped: u64,
+    pub skipped_by_reason: BTreeMap<String, u64>,
+    pub skips: Vec<hpuload::Skip>,
+    pub bytes_read_per_image: f64,
+    pub bytes_dma_per_image: f64,
+    pub peak_rss_bytes: u64,
+    pub pinned: bool,
+    pub pinned_bytes: u64,
+    pub step_ms: Option<f64>,
+    pub accelerator_idle_pct: Option<f64>,
+    pub keeps_up: Option<bool>,
+    pub per_epoch: Vec<EpochStats>,
+}
+
+/// Stage names, where they run, and how the report describes them.
+const STAGES: [(&str, &str, &str); 9] = [
+    ("read", "host", "reading files"),
+    ("decode_cpu", "host", "JPEG decoding on the CPU"),
+    ("augment", "host", "crop and resize"),
+    (
+        "collate",
+        "host",
+        "flip, normalize and cast into pinned memory",
+    ),
+    ("route", "host", "routing (engine probe, bitstream copy)"),
+    (
+        "decode_engine",
+        "device",
+        "region decoding on the media engine",
+    ),
+    (
+        "augment_engine",
+        "device",
+        "resize and device ops after the engine",
+    ),
+    ("dma", "device", "host-to-device DMA"),
+    ("wait", "loop", "the training loop waiting for batches"),
+];
+
+fn stage_time(s: &StageTimes, name: &str) -> Duration {
+    match name {
+        "read" => s.read,
+        "decode_cpu" => s.decode_cpu,
+        "augment" => s.augment,
+        "collate" => s.collate,
+        "route" => s.route,
+        "decode_engine" => s.decode_engine,
+        "augment_engine" => s.augment_engine,
+        "dma" => s.dma,
+        _ => s.wait,
+    }
+}
+
+fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+impl BenchReport {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        args: &BenchArgs,
+        origin: &Path,
+        pipeline: &str,
+        workers: usize,
+        loader: &Loader,
+        per_epoch: Vec<EpochStats>,
+        time_to_first_batch: Duration,
+        peak_rss_bytes: u64,
+    ) -> Self {
+        let measured: Vec<&EpochStats> = per_epoch.iter().filter(|e| !e.warm_up).collect();
+        let sum = |f: &dyn Fn(&EpochStats) -> f64| measured.iter().map(|e| f(e)).sum::<f64>();
+        let images = measured.iter().map(|e| e.images).sum::<u64>();
+        let mut stage_times = StageTimes::default();
+        for e in &measured {
+            let s = &e.stages;
+            let t = &mut stage_times;
+            t.read += s.read;
+            t.decode_cpu += s.decode_cpu;
+            t.augment += s.augment;
+            t.collate += s.collate;
+            t.route += s.route;
+            t.decode_engine += s.decode_engine;
+            t.augment_engine += s.augment_engine;
+            t.dma += s.dma;
+            t.wait += s.wait;
+        }
+        let loaded = measured
+            .iter()
+            .map(|e| e.samples_loaded)
+            .sum::<u64>()
+            .max(1);
+        let stages = STAGES
+            .iter()
+            .map(|&(name, on, _)| {
+                let d = stage_time(&stage_times, name);
+                let per = if on == "loop" { images } else { loaded };
+                (
+                    name,
+                    Stage {
+                        on,
+                        seconds: d.as_secs_f64(),
+                        ms_per_image: d.as_secs_f64() * 1e3 / per.max(1) as f64,
+                    },
+                )
+            })
+            .collect();
+        let rates: Vec<f64> = measured.iter().map(|e| e.images_per_sec).collect();
+        let wall_sec = sum(&|e| e.wall_sec);
+        let r = loader.report();
+        let step_ms = args.step_ms;
+        let idle = step_ms.map(|_| 100.0 * stage_times.wait.as_secs_f64() / wall_sec.max(1e-9));
+        let (dtype, layout, output_hw) = loader.output();
+        Self {
+            schema_version: SCHEMA_VERSION,
+            hpuload_version: env!("CARGO_PKG_VERSION"),
+            dataset: origin.display().to_string(),
+            dataset_images: loader.dataset_len(),
+            pipeline: pipeline.to_string(),
+            backend: args.data.backend.name(),
+            workers,
+            batch_size: args.batch,
+            prefetch: args.prefetch,
+            dtype,
+            layout,
+            output_hw,
+            batches_per_epoch: loader.batches_per_epoch(),
+            epochs: measured.len() as u64,
+            images,
+            batches: measured.iter().map(|e| e.batches).sum(),
+            images_per_sec: median(&rates),
+            images_per_sec_min: rates.iter().copied().fold(f64::INFINITY, f64::min),
+            images_per_sec_max: rates.iter().copied().fold(0.0, f64::max),
+            time_to_first_batch_sec: time_to_first_batch.as_secs_f64(),
+            wall_sec,
+            process_cpu_sec: sum(&|e| e.process_cpu_sec),
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            host_cpu_sec: stage_times.host().as_secs_f64(),
+            device_sec: stage_times.device().as_secs_f64(),
+            stages,
+            bound: bound(&stage_times),
+            samples_loaded: r.samples_loaded,
+            hw_samples: r.hw_samples,
+            hw_dct_scaled: r.hw_dct_scaled,
+            fallbacks: r.fallbacks.clone(),
+            skipped: r.skipped,
+            skipped_by_reason: r.skipped_by_reason.clone(),
+            skips: r.skips.iter().take(10).cloned().collect(),
+            bytes_read_per_image: r.bytes_read as f64 / r.samples_loaded.max(1) as f64,
+            bytes_dma_per_image: r.bytes_dma as f64 / r.samples_loaded.max(1) as f64,
+            peak_rss_bytes,
+            pinned: r.pinned,
+            pinned_bytes: r.pinned_bytes,
+            step_ms,
+            accelerator_idle_pct: idle,
+            keeps_up: idle.map(|i| i < KEEPS_UP_IDLE_PCT),
+            per_epoch,
+        }
+    }
+
+    /// The report as pretty JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("the report is plain data")
+    }
+
+    /// Prints the report for a person.
+    pub fn print(&self) {
+        println!(
+            "images/s: {:.0} (median of {} measured epochs; min {:.0}, max {:.0})",
+            self.images_per_sec, self.epochs, self.images_per_sec_min, self.images_per_sec_max
+        );
+        println!(
+            "time to first batch: {:.3}s (from build() to the first device batch)",
+            self.time_to_first_batch_sec
+        );
+        println!("where the time goes (measured epochs, per loaded sample):");
+        let host_total = self.host_cpu_sec.max(1e-9);
+        let device_total = self.device_sec.max(1e-9);
+        for (name, on, what) in STAGES {
+            let s = &self.stages[name];
+            if on == "loop" {
+                continue;
+            }
+            let share = if on == "host" {
+                s.seconds / host_total
+            } else {
+                s.seconds / device_total
+            };
+            println!(
+                "  {on:<6} {what:<44} {:>7.3} ms {:>5.1}%",
+                s.ms_per_image,
+                100.0 * share
+            );
+        }
+        println!(
+            "host CPU {:.2}s + emulated device {:.2}s over {:.2}s of wall time; the process used \
+             {:.0}% of {} cores",
+            self.host_cpu_sec,
+            self.device_sec,
+            self.wall_sec,
+            100.0 * self.process_cpu_sec / (self.wall_sec * self.cores as f64).max(1e-9),
+            self.cores
+        );
+        println!("{}", self.bound.summary);
+        if let (Some(step), Some(idle)) = (self.step_ms, self.accelerator_idle_pct) {
+            if self.keeps_up == Some(true) {
+                println!(
+                    "with a {step} ms training step the loader keeps up: the accelerator waits \
+                     {idle:.1}% of the time"
+                );
+            } else {
+                println!(
+                    "with a {step} ms training step the loader does NOT keep up: the accelerator \
+                     sits idle {idle:.1}% of the time"
+                );
+            }
+        }
+        let by = |m: &BTreeMap<String, u64>| {
+            if m.is_empty() {
+                "none".to_string()
+            } else {
+                m.iter()
+                    .map(|(k, v)| format!("{v} {k}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        };
+        println!(
+            "media engine decoded {} of {} samples ({} DCT-scaled); fallbacks to the CPU: {}",
+            self.hw_samples,
+            self.samples_loaded,
+            self.hw_dct_scaled,
+            by(&self.fallbacks)
+        );
+        println!(
+            "skipped: {} ({})",
+            self.skipped,
+            by(&self.skipped_by_reason)
+        );
+        for s in &self.skips {
+            println!("  {}", s.message);
+        }
+        println!(
+            "bytes per image: {:.0} read, {:.0} DMA'd to the device",
+            self.bytes_read_per_image, self.bytes_dma_per_image
+        );
+        println!(
+            "peak RSS {} MiB; batch buffers {} MiB, page-locked: {}",
+            self.peak_rss_bytes >> 20,
+            self.pinned_bytes >> 20,
+            if self.pinned {
+                "yes"
+            } else {
+                "no (pageable: raise `ulimit -l`)"
+            }
+        );
+    }
+}
+
+/// Names the bounding resource: the media engine when its (emulated) time exceeds the host
+/// pipeline's, else DMA when that does, else the host stage with the most CPU time.
+fn bound(s: &StageTimes) -> Bound {
+    let host = s.host().as_secs_f64().max(1e-9);
+    let engine = (s.decode_engine + s.augment_engine).as_secs_f64();
+    if engine > host && engine >= s.dma.as_secs_f64() {
+        return Bound {
+            stage: "media_engine".into(),
+            share: engine / s.device().as_secs_f64().max(1e-9),
+            summary: format!(
+                "media-engine-bound: the emulated engine took {engine:.2}s against {host:.2}s of \
+                 host pipeline CPU time (emulated here on the same cores; real hardware takes \
+                 it off the host)"
+            ),
+        };
+    }
+    if s.dma.as_secs_f64() > host {
+        return Bound {
+            stage: "dma".into(),
+            share: s.dma.as_secs_f64() / s.device().as_secs_f64().max(1e-9),
+            summary: format!(
+                "DMA-bound: {:.2}s of host-to-device copies against {host:.2}s of host CPU time",
+                s.dma.as_secs_f64()
+            ),
+        };
+    }
+    let (name, _, what) = STAGES
+        .iter()
+        .filter(|(_, on, _)| *on == "host")
+        .max_by_key(|(name, _, _)| stage_time(s, name))
+        .copied()
+        .expect("there are host stages");
+    let share = stage_time(s, name).as_secs_f64() / host;
+    let word = match name {
+        "read" => "read",
+        "decode_cpu" => "decode",
+        "augment" => "augment",
+        "collate" => "collate",
+        _ => "routing",
+    };
+    Bound {
+        stage: name.into(),
+        share,
+        summary: format!(
+            "{word}-bound: {:.0}% of host CPU time in {what}",
+            100.0 * share
+        ),
+    }
+}

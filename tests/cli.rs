@@ -1,0 +1,181 @@
+//! The `hpuload` binary as a user meets it: bad input gets one line and exit code 2, `bench
+//! --json` writes the documented schema with numbers that agree with each other, and `preview`
+//! writes a labelled sheet.
+
+mod common;
+
+use std::process::Command;
+
+use common::{dataset, TempDir};
+
+fn hpuload(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_hpuload"))
+        .args(args)
+        .env(
+            "HPULOAD_CACHE_DIR",
+            std::env::temp_dir().join("hpuload-cli-cache"),
+        )
+        .output()
+        .expect("the binary runs")
+}
+
+#[test]
+fn bad_command_line_input_gets_one_clear_line_and_exit_code_2() {
+    let data = dataset("cli-bad", 4);
+    let empty = TempDir::new("cli-empty");
+    let bad_pipeline = empty.path().join("bad.toml");
+    std::fs::write(
+        &bad_pipeline,
+        "name = \"x\"\n[[ops]]\nop = \"resize\"\nsize = 10\nbogus = 1\n",
+    )
+    .unwrap();
+    let d = data.path().to_str().unwrap();
+    let cases: [(&[&str], &str); 8] = [
+        (
+            &["bench", "--data", "/nonexistent/folder"],
+            "/nonexistent/folder",
+        ),
+        (
+            &["bench", "--data", empty.path().to_str().unwrap()],
+            "no images",
+        ),
+        (&["bench", "--data", d, "--pipeline", "nosuch"], "nosuch"),
+        (
+            &[
+                "bench",
+                "--data",
+                d,
+                "--pipeline",
+                bad_pipeline.to_str().unwrap(),
+            ],
+            "unknown field `bogus`",
+        ),
+        (&["bench", "--data", d, "--batch", "0"], "batch size"),
+        (&["bench", "--data", d, "--step-ms", "-1"], "--step-ms"),
+        (&["bench", "--data", d, "--epochs", "0"], "--epochs"),
+        (
+            &["preview", "--data", d, "--batch", "0", "--out", "x.png"],
+            "--batch",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = hpuload(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{args:?}: one line, got {stderr}");
+        assert!(lines[0].starts_with("error: "), "{args:?}: {stderr}");
+        assert!(lines[0].contains(needle), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+    // Usage errors come from clap: also exit code 2, never a panic.
+    let out = hpuload(&["bench", "--batch", "many"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn bench_json_follows_the_schema_and_its_numbers_agree() {
+    let data = dataset("cli-json", 22);
+    let dir = TempDir::new("cli-json-out");
+    let json = dir.path().join("report.json");
+    let out = hpuload(&[
+        "bench",
+        "--data",
+        data.path().to_str().unwrap(),
+        "--pipeline",
+        "resnet50_eval",
+        "--batch",
+        "8",
+        "--epochs",
+        "2",
+        "--step-ms",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("images/s"), "{stdout}");
+    assert!(
+        stdout.contains("-bound"),
+        "the bound stage in words: {stdout}"
+    );
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for field in [
+        "images_per_sec",
+        "time_to_first_batch_sec",
+        "epochs",
+        "images",
+        "batches",
+        "backend",
+        "workers",
+        "batch_size",
+        "stages",
+        "fallbacks",
+        "skipped",
+        "peak_rss_bytes",
+        "pinned",
+    ] {
+        assert!(r.get(field).is_some(), "missing {field}");
+    }
+    assert_eq!(r["schema_version"], 1);
+    // 22 images, batch 8, padded last batch: 3 batches and 22 real images per epoch.
+    assert_eq!(r["epochs"], 2);
+    assert_eq!(r["images"], 44);
+    assert_eq!(r["batches"], 6);
+    assert_eq!(r["backend"], "auto");
+    assert_eq!(r["batch_size"], 8);
+    let f = |k: &str| r[k].as_f64().unwrap();
+    assert!(f("images_per_sec") > 0.0 && f("time_to_first_batch_sec") > 0.0);
+    // Host and engine stages are CPU time of this process's threads: they fit in its CPU time,
+    // which fits in wall time x cores.
+    let slack = 0.05;
+    assert!(
+        f("host_cpu_sec") + f("device_sec") <= f("process_cpu_sec") * 1.1 + slack,
+        "{r}"
+    );
+    assert!(
+        f("process_cpu_sec") <= f("wall_sec") * f("cores") * 1.1 + slack,
+        "{r}"
+    );
+    let stages = r["stages"].as_object().unwrap();
+    let host: f64 = stages
+        .values()
+        .filter(|s| s["on"] == "host")
+        .map(|s| s["seconds"].as_f64().unwrap())
+        .sum();
+    assert!((host - f("host_cpu_sec")).abs() < 1e-6);
+    assert!(r["accelerator_idle_pct"].as_f64().is_some());
+    assert!(r["pinned"].is_boolean());
+}
+
+#[test]
+fn preview_writes_a_sheet_with_one_cell_per_sample() {
+    let data = dataset("cli-preview", 10);
+    let dir = TempDir::new("cli-preview-out");
+    let png = dir.path().join("grid.png");
+    let out = hpuload(&[
+        "preview",
+        "--data",
+        data.path().to_str().unwrap(),
+        "--batch",
+        "9",
+        "--out",
+        png.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sheet = image::open(&png).unwrap().to_rgb8();
+    // 3 x 3 cells of 224 x (224 + 12-pixel label), 4-pixel gaps.
+    assert_eq!(sheet.dimensions(), (3 * 228 + 4, 3 * 240 + 4));
+    let distinct: std::collections::HashSet<_> = sheet.pixels().map(|p| p.0).collect();
+    assert!(distinct.len() > 1000, "real images, not a blank sheet");
+}
