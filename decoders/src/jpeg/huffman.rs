@@ -59,7 +59,8 @@ impl HuffmanTable {
             }
             let (len, rs) = (u32::from(entry >> 8), entry as u8);
             let (run, size) = (u32::from(rs >> 4), u32::from(rs & 15));
-            if size == 0 || len + size > FAST_BITS {
+            // The value is stored in the entry's top byte: at most 7 magnitude bits.
+            if size == 0 || size > 7 || len + size > FAST_BITS {
                 continue;
             }
             let bits = ((i as u32) >> (FAST_BITS - len - size)) & ((1 << size) - 1);
@@ -276,5 +277,35 @@ impl<'a> BitReader<'a> {
                 detail: "data ends before a restart marker",
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Decodes one AC coefficient the way the block decoder does: the combined table first.
+    fn ac(bytes: &[u8], t: &HuffmanTable) -> (usize, i32) {
+        let mut br = BitReader::new(bytes, 0);
+        if let Some(rv) = br.decode_ac_fast(t) {
+            return rv;
+        }
+        let rs = br.decode(t).unwrap();
+        (usize::from(rs >> 4), br.receive_extend(u32::from(rs & 15)))
+    }
+
+    #[test]
+    fn large_ac_values_with_short_codes_decode_exactly() {
+        // One 1-bit code for (run 0, size 8), one 2-bit code for (run 2, size 7).
+        let mut counts = [0u8; 16];
+        counts[0] = 1;
+        counts[1] = 1;
+        let t = HuffmanTable::new(&counts, &[0x08, 0x27]).unwrap();
+        // "0" then 8 magnitude bits 11111111: +255, which does not fit the combined entry's byte.
+        assert_eq!(ac(&[0b0111_1111, 0b1000_0000, 0, 0], &t), (0, 255));
+        // "0" then 00000000: -255.
+        assert_eq!(ac(&[0b0000_0000, 0b0000_0000, 0, 0], &t), (0, -255));
+        // "10" then 1000000: +64 after a run of 2.
+        assert_eq!(ac(&[0b1010_0000, 0b0000_0000, 0, 0], &t), (2, 64));
     }
 }
