@@ -33,6 +33,7 @@
 //! See `ARCHITECTURE.md` for how the pieces fit.
 
 pub mod augment;
+mod cpu_time;
 pub mod dataset;
 mod error;
 pub mod hpu;

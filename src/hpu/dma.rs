@@ -3,7 +3,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::cpu_time::CpuClock;
 
 use crossbeam_channel::{Receiver, Sender};
 
@@ -44,7 +46,7 @@ pub struct DmaStats {
     pub device_to_host_bytes: u64,
     /// Bytes of pageable sources that went through the pinned staging buffer first.
     pub staged_bytes: u64,
-    /// Time the engine spent copying (emulated device time).
+    /// Time the engine spent copying (emulated device time: CPU time of its thread).
     pub busy: Duration,
 }
 
@@ -164,7 +166,8 @@ fn run(rx: Receiver<Job>, counters: Arc<Counters>, fail_after: Option<u64>) {
     let mut staging: Option<PinnedBuffer> = None;
     let mut transfers = 0u64;
     for job in rx {
-        let start = Instant::now();
+        // CPU time of this thread: on a busy host, wall time would count preemption as copying.
+        let start = CpuClock::now();
         match job {
             Job::HostToDevice { src, regions, done } => {
                 transfers += 1;

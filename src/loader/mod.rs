@@ -89,7 +89,7 @@ pub struct Skip {
 
 /// Where time went. Host stages are CPU time of the loader's worker threads (so they add up to
 /// at most wall time x cores); engine stages are CPU time of the emulated media engine's
-/// threads and DMA is the emulated DMA engine's busy time (device time, which real hardware
+/// threads and DMA is CPU time of the emulated DMA engine's thread (device time, which real hardware
 /// spends off the host); `wait` is wall time the training loop spent waiting for batches.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct StageTimes {

@@ -13,6 +13,7 @@ use hpuload_decoders::{CpuDecoder, Decode, DecodeError, ImageInfo, JpegDecoder};
 
 use super::{Backend, Batch, OnError, Shared, Skip};
 use crate::augment::{CropBox, Resampler, SampleParams};
+use crate::cpu_time::CpuClock;
 use crate::hpu::{CopyRegion, DeviceBuffer, DeviceTensor, EngineContext, Hpu, HpuError};
 use crate::pinned::PinnedBuffer;
 use crate::rng::{CounterRng, Stream};
@@ -21,35 +22,6 @@ use crate::{Error, SampleError, SampleErrorKind};
 
 /// Replacements tried for one failed slot before the batch fails.
 const MAX_REPLACEMENTS: usize = 16;
-
-/// The calling thread's CPU time: what a stage cost, whether or not the thread was preempted
-/// meanwhile (on 2 cores, the workers share them with the emulated engine's threads).
-#[derive(Clone, Copy)]
-struct CpuClock(Duration);
-
-impl CpuClock {
-    fn now() -> Self {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: clock_gettime writes the timespec it is given; CLOCK_THREAD_CPUTIME_ID is
-        // always available on Linux. On failure `ts` stays zero (stage times read as zero).
-        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-        Self(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
-    }
-
-    fn elapsed(self) -> Duration {
-        Self::now() - self
-    }
-}
-
-impl std::ops::Sub for CpuClock {
-    type Output = Duration;
-    fn sub(self, earlier: Self) -> Duration {
-        self.0.saturating_sub(earlier.0)
-    }
-}
 
 /// A duration summed from many threads.
 #[derive(Default)]
