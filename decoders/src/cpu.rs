@@ -67,10 +67,7 @@ impl Decode for CpuDecoder {
                 d.decode_headers()
                     .map_err(|e| match jpeg_markers::check_complete(bytes) {
                         // Headers that break where the file ends: report the cause, not the symptom.
-                        Err(m) => DecodeError::Truncated {
-                            format,
-                            detail: m.detail(),
-                        },
+                        Err(m) => m.into(),
                         Ok(()) => jpeg_err(e),
                     })?;
                 let (w, h) = d
@@ -91,10 +88,7 @@ impl Decode for CpuDecoder {
         };
         self.limits.check(format, width, height)?;
         if format == ImageFormat::Jpeg {
-            jpeg_markers::check_complete(bytes).map_err(|e| DecodeError::Truncated {
-                format,
-                detail: e.detail(),
-            })?;
+            jpeg_markers::check_complete(bytes)?;
         }
         Ok(ImageInfo {
             format,

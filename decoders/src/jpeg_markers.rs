@@ -19,6 +19,16 @@ pub enum MarkerError {
     NoEoi,
 }
 
+impl From<MarkerError> for crate::DecodeError {
+    /// An incomplete marker structure is a truncated JPEG.
+    fn from(e: MarkerError) -> Self {
+        Self::Truncated {
+            format: crate::ImageFormat::Jpeg,
+            detail: e.detail(),
+        }
+    }
+}
+
 impl MarkerError {
     /// A short description.
     pub fn detail(self) -> &'static str {

@@ -184,20 +184,9 @@ impl BenchReport {
         let measured: Vec<&EpochStats> = per_epoch.iter().filter(|e| !e.warm_up).collect();
         let sum = |f: &dyn Fn(&EpochStats) -> f64| measured.iter().map(|e| f(e)).sum::<f64>();
         let images = measured.iter().map(|e| e.images).sum::<u64>();
-        let mut stage_times = StageTimes::default();
-        for e in &measured {
-            let s = &e.stages;
-            let t = &mut stage_times;
-            t.read += s.read;
-            t.decode_cpu += s.decode_cpu;
-            t.augment += s.augment;
-            t.collate += s.collate;
-            t.route += s.route;
-            t.decode_engine += s.decode_engine;
-            t.augment_engine += s.augment_engine;
-            t.dma += s.dma;
-            t.wait += s.wait;
-        }
+        let stage_times = measured
+            .iter()
+            .fold(StageTimes::default(), |total, e| total + e.stages);
         let loaded = measured
             .iter()
             .map(|e| e.samples_loaded)

@@ -126,18 +126,31 @@ impl StageTimes {
 
     /// `self - earlier`, stage by stage (for the time of an interval).
     pub fn since(&self, earlier: &Self) -> Self {
-        let d = |a: Duration, b: Duration| a.saturating_sub(b);
+        self.zip_with(earlier, Duration::saturating_sub)
+    }
+
+    /// Applies `f` stage by stage.
+    fn zip_with(&self, other: &Self, f: impl Fn(Duration, Duration) -> Duration) -> Self {
         Self {
-            read: d(self.read, earlier.read),
-            decode_cpu: d(self.decode_cpu, earlier.decode_cpu),
-            augment: d(self.augment, earlier.augment),
-            collate: d(self.collate, earlier.collate),
-            route: d(self.route, earlier.route),
-            decode_engine: d(self.decode_engine, earlier.decode_engine),
-            augment_engine: d(self.augment_engine, earlier.augment_engine),
-            dma: d(self.dma, earlier.dma),
-            wait: d(self.wait, earlier.wait),
+            read: f(self.read, other.read),
+            decode_cpu: f(self.decode_cpu, other.decode_cpu),
+            augment: f(self.augment, other.augment),
+            collate: f(self.collate, other.collate),
+            route: f(self.route, other.route),
+            decode_engine: f(self.decode_engine, other.decode_engine),
+            augment_engine: f(self.augment_engine, other.augment_engine),
+            dma: f(self.dma, other.dma),
+            wait: f(self.wait, other.wait),
         }
+    }
+}
+
+impl std::ops::Add for StageTimes {
+    type Output = Self;
+
+    /// Stage by stage (to total several intervals).
+    fn add(self, other: Self) -> Self {
+        self.zip_with(&other, |a, b| a + b)
     }
 }
 

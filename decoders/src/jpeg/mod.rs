@@ -619,10 +619,7 @@ impl Decode for JpegDecoder {
             }
         }
         let h = header::parse(bytes, &self.limits)?;
-        jpeg_markers::check_complete(bytes).map_err(|e| DecodeError::Truncated {
-            format: ImageFormat::Jpeg,
-            detail: e.detail(),
-        })?;
+        jpeg_markers::check_complete(bytes)?;
         Ok(ImageInfo {
             format: ImageFormat::Jpeg,
             width: h.width,
