@@ -91,7 +91,7 @@ pub struct JpegDecoder {
     idct: Idct,
     planes: [Vec<u8>; 3],
     chroma_rows: [Vec<u8>; 2],
-    colsum: Vec<i32>,
+    colsum: Vec<i16>,
     ycc: YccTables,
 }
 
@@ -301,6 +301,7 @@ impl JpegDecoder {
                 hmax,
                 vmax,
                 y_odd: y % 2 == 1,
+                avx2: self.ycc.avx2,
             };
             for (k, crow) in self.chroma_rows.iter_mut().enumerate() {
                 let plane = &self.planes[k + 1];
@@ -337,6 +338,8 @@ struct Upsample {
     hmax: usize,
     vmax: usize,
     y_odd: bool,
+    /// AVX2 was detected at run time.
+    avx2: bool,
 }
 
 impl Upsample {
@@ -351,7 +354,7 @@ impl Upsample {
         cx0: usize,
         cw: usize,
         x0: usize,
-        colsum: &mut Vec<i32>,
+        colsum: &mut Vec<i16>,
         out: &mut [u8],
     ) {
         let w = out.len();
@@ -374,10 +377,10 @@ impl Upsample {
             colsum.extend(
                 n.iter()
                     .zip(f)
-                    .map(|(&a, &b)| 3 * i32::from(a) + i32::from(b)),
+                    .map(|(&a, &b)| 3 * i16::from(a) + i16::from(b)),
             );
         } else {
-            colsum.extend(n.iter().map(|&a| 4 * i32::from(a)));
+            colsum.extend(n.iter().map(|&a| 4 * i16::from(a)));
         }
         if first == 0 {
             colsum[0] = colsum[1];
@@ -401,16 +404,72 @@ impl Upsample {
             k = 2;
         }
         let pairs = (w - i) / 2;
-        for (p, pair) in out[i..i + 2 * pairs].chunks_exact_mut(2).enumerate() {
-            let (l, c, r) = (colsum[k + p - 1], colsum[k + p], colsum[k + p + 1]);
-            pair[0] = ((3 * c + l + be) >> 4) as u8;
-            pair[1] = ((3 * c + r + bo) >> 4) as u8;
-        }
+        h2_pairs(
+            self.avx2,
+            &colsum[k - 1..k + pairs + 1],
+            be,
+            bo,
+            &mut out[i..i + 2 * pairs],
+        );
         if i + 2 * pairs < w {
             let k = k + pairs;
             out[w - 1] = ((3 * colsum[k] + colsum[k - 1] + be) >> 4) as u8;
         }
     }
+}
+
+/// Horizontal 2x fancy upsampling of column sums: for `cs[p + 1]`, the output pair
+/// `(3 * cs[p + 1] + cs[p] + be) >> 4` and `(3 * cs[p + 1] + cs[p + 2] + bo) >> 4`.
+/// `cs` holds `out.len() / 2 + 2` sums.
+fn h2_pairs(avx2: bool, cs: &[i16], be: i16, bo: i16, out: &mut [u8]) {
+    assert!(cs.len() >= out.len() / 2 + 2 && out.len() % 2 == 0);
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    if avx2 {
+        // SAFETY: AVX2 support was detected at run time (`avx2` is only set then); the lengths
+        // were checked above.
+        done = unsafe { h2_pairs_avx2(cs, be, bo, out) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = avx2;
+    for (p, pair) in out.chunks_exact_mut(2).enumerate().skip(done) {
+        let (l, c, r) = (cs[p], cs[p + 1], cs[p + 2]);
+        pair[0] = ((3 * c + l + be) >> 4) as u8;
+        pair[1] = ((3 * c + r + bo) >> 4) as u8;
+    }
+}
+
+/// [`h2_pairs`] for the first multiple of 16 pairs; returns how many pairs it wrote. Each
+/// 16-bit lane computes both outputs of a pair and stores them as its low and high byte,
+/// which is their order in memory, so no shuffle is needed.
+///
+/// # Safety
+/// The CPU must support AVX2; `cs.len() >= out.len() / 2 + 2`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn h2_pairs_avx2(cs: &[i16], be: i16, bo: i16, out: &mut [u8]) -> usize {
+    use std::arch::x86_64::{
+        __m256i, _mm256_add_epi16, _mm256_loadu_si256, _mm256_or_si256, _mm256_set1_epi16,
+        _mm256_slli_epi16, _mm256_srli_epi16, _mm256_storeu_si256,
+    };
+    let full = out.len() / 32;
+    let (vbe, vbo) = (_mm256_set1_epi16(be), _mm256_set1_epi16(bo));
+    for blk in 0..full {
+        let p = blk * 16;
+        // SAFETY: the loads read `cs[p..p + 18]`, inside `cs` as `p + 16 <= out.len() / 2`;
+        // the store writes `out[2p..2p + 32]`, inside `out`. Unaligned accesses are allowed.
+        // Sums are at most 4 * 1020 + 8, so 16-bit lanes do not overflow.
+        unsafe {
+            let at = |d: usize| _mm256_loadu_si256(cs.as_ptr().add(p + d).cast::<__m256i>());
+            let (l, c, r) = (at(0), at(1), at(2));
+            let c3 = _mm256_add_epi16(c, _mm256_add_epi16(c, c));
+            let even = _mm256_srli_epi16(_mm256_add_epi16(_mm256_add_epi16(c3, l), vbe), 4);
+            let odd = _mm256_srli_epi16(_mm256_add_epi16(_mm256_add_epi16(c3, r), vbo), 4);
+            let pair = _mm256_or_si256(even, _mm256_slli_epi16(odd, 8));
+            _mm256_storeu_si256(out.as_mut_ptr().add(2 * p).cast::<__m256i>(), pair);
+        }
+    }
+    full * 16
 }
 
 /// libjpeg's YCbCr -> RGB in 16-bit fixed point: R, G and B are computed as planes in chunks
