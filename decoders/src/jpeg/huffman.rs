@@ -3,7 +3,7 @@
 use crate::{DecodeError, ImageFormat};
 
 /// Codes up to this many bits are decoded with one table lookup.
-const FAST_BITS: u32 = 9;
+const FAST_BITS: u32 = 10;
 
 #[derive(Clone, Debug)]
 pub(crate) struct HuffmanTable {
@@ -83,6 +83,12 @@ impl HuffmanTable {
 
 /// Reads bits from entropy-coded data, removing stuffed zero bytes. At a marker it stops and
 /// supplies zero bits, remembering that it hit one.
+///
+/// Everything on the per-symbol path is inlined, and the rare paths (a refill near a marker or
+/// the end, a code longer than the lookup table, a restart) take the reader by value: a reader
+/// whose address never escapes stays in registers in the decoding loop instead of being stored
+/// to the stack after every symbol.
+#[derive(Clone, Copy)]
 pub(crate) struct BitReader<'a> {
     data: &'a [u8],
     pos: usize,
@@ -106,7 +112,7 @@ impl<'a> BitReader<'a> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn refill(&mut self) {
         // Fast path: 8 bytes without any 0xFF (so no stuffing and no marker) go in at once.
         if !self.at_marker {
@@ -124,6 +130,13 @@ impl<'a> BitReader<'a> {
                 }
             }
         }
+        *self = Self::refill_bytewise(*self);
+    }
+
+    /// Refills byte by byte, handling stuffing, markers and the end of the data.
+    #[cold]
+    #[inline(never)]
+    fn refill_bytewise(mut self) -> Self {
         while self.count <= 56 {
             let byte = if self.at_marker {
                 self.overrun += 1;
@@ -155,9 +168,10 @@ impl<'a> BitReader<'a> {
             self.bits |= u64::from(byte) << (56 - self.count);
             self.count += 8;
         }
+        self
     }
 
-    #[inline]
+    #[inline(always)]
     fn peek(&mut self, n: u32) -> u32 {
         if self.count < n {
             self.refill();
@@ -165,14 +179,14 @@ impl<'a> BitReader<'a> {
         (self.bits >> (64 - n)) as u32
     }
 
-    #[inline]
+    #[inline(always)]
     fn consume(&mut self, n: u32) {
         self.bits <<= n;
         self.count -= n;
     }
 
     /// Decodes one Huffman symbol.
-    #[inline]
+    #[inline(always)]
     pub fn decode(&mut self, t: &HuffmanTable) -> Result<u8, DecodeError> {
         if self.count < 16 {
             self.refill();
@@ -182,26 +196,14 @@ impl<'a> BitReader<'a> {
             self.consume(u32::from(entry >> 8));
             return Ok(entry as u8);
         }
-        let mut len = FAST_BITS + 1;
-        while len <= 16 {
-            let code = (self.bits >> (64 - len)) as i32;
-            if code <= t.maxcode[len as usize] {
-                self.consume(len);
-                let idx = (t.valptr[len as usize] + code) as usize;
-                return t
-                    .values
-                    .get(idx)
-                    .copied()
-                    .ok_or_else(|| DecodeError::corrupt(ImageFormat::Jpeg, "bad Huffman code"));
-            }
-            len += 1;
-        }
-        Err(DecodeError::corrupt(ImageFormat::Jpeg, "bad Huffman code"))
+        let (len, value) = long_code(self.bits, t)?;
+        self.consume(len);
+        Ok(value)
     }
 
     /// Decodes one AC coefficient with the combined table: `Some((run, value))`, or `None`
     /// when the code is too long for it (then use [`Self::decode`]).
-    #[inline]
+    #[inline(always)]
     pub fn decode_ac_fast(&mut self, t: &HuffmanTable) -> Option<(usize, i32)> {
         if self.count < 16 {
             self.refill();
@@ -215,7 +217,7 @@ impl<'a> BitReader<'a> {
     }
 
     /// Reads `s` bits (s <= 16) and sign-extends them as JPEG's EXTEND procedure.
-    #[inline]
+    #[inline(always)]
     pub fn receive_extend(&mut self, s: u32) -> i32 {
         if s == 0 {
             return 0;
@@ -230,7 +232,7 @@ impl<'a> BitReader<'a> {
     }
 
     /// Skips `s` bits.
-    #[inline]
+    #[inline(always)]
     pub fn skip(&mut self, s: u32) {
         if s > 0 {
             self.peek(s);
@@ -243,8 +245,10 @@ impl<'a> BitReader<'a> {
         (self.overrun * 8).saturating_sub(self.count)
     }
 
-    /// At a restart interval's end: drops the partial byte and expects marker RSTn.
-    pub fn restart(&mut self, expected: u8) -> Result<(), DecodeError> {
+    /// At a restart interval's end: drops the partial byte and expects marker RSTn. Returns
+    /// the reader positioned after the marker.
+    #[inline(never)]
+    pub fn restart(mut self, expected: u8) -> Result<Self, DecodeError> {
         if self.padding_consumed() > 0 {
             return Err(DecodeError::corrupt(
                 ImageFormat::Jpeg,
@@ -266,7 +270,7 @@ impl<'a> BitReader<'a> {
             Some([0xFF, m]) if *m == 0xD0 + expected => {
                 self.pos += 2;
                 self.at_marker = false;
-                Ok(())
+                Ok(self)
             }
             Some(_) => Err(DecodeError::corrupt(
                 ImageFormat::Jpeg,
@@ -278,6 +282,25 @@ impl<'a> BitReader<'a> {
             }),
         }
     }
+}
+
+/// A code longer than the lookup table: its length and value, found from the canonical
+/// code's per-length limits. `bits` holds at least 16 valid bits at the top.
+#[cold]
+#[inline(never)]
+fn long_code(bits: u64, t: &HuffmanTable) -> Result<(u32, u8), DecodeError> {
+    for len in FAST_BITS + 1..=16 {
+        let code = (bits >> (64 - len)) as i32;
+        if code <= t.maxcode[len as usize] {
+            let idx = (t.valptr[len as usize] + code) as usize;
+            return t
+                .values
+                .get(idx)
+                .map(|&v| (len, v))
+                .ok_or_else(|| DecodeError::corrupt(ImageFormat::Jpeg, "bad Huffman code"));
+        }
+    }
+    Err(DecodeError::corrupt(ImageFormat::Jpeg, "bad Huffman code"))
 }
 
 #[cfg(test)]

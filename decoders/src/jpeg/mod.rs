@@ -225,7 +225,7 @@ impl JpegDecoder {
         for my in 0..r1 {
             for mx in 0..mcus_x {
                 if h.restart_interval > 0 && mcus > 0 && mcus % h.restart_interval == 0 {
-                    br.restart(next_rst)?;
+                    br = br.restart(next_rst)?;
                     next_rst = (next_rst + 1) & 7;
                     pred = [0; 3];
                 }
