@@ -3,7 +3,7 @@
 
 use crate::{DecodeError, ImageFormat, Limits};
 
-use super::huffman::HuffmanTable;
+use super::huffman::HuffmanSpec;
 
 /// The engine's reason for refusing a JPEG, stable for counting fallbacks.
 pub(crate) fn unsupported(reason: &'static str) -> DecodeError {
@@ -35,8 +35,8 @@ pub(crate) struct Header {
     pub components: Vec<Component>,
     /// Quantization tables in zigzag order.
     pub qt: [[u16; 64]; 4],
-    pub dc: [Option<HuffmanTable>; 4],
-    pub ac: [Option<HuffmanTable>; 4],
+    pub dc: [Option<HuffmanSpec>; 4],
+    pub ac: [Option<HuffmanSpec>; 4],
     pub restart_interval: usize,
     /// Offset of the first byte of entropy-coded data.
     pub scan_start: usize,
@@ -103,8 +103,8 @@ pub(crate) fn parse(data: &[u8], limits: &Limits) -> Result<Header, DecodeError>
     let mut r = Reader { data, pos: 2 };
     let mut qt = [[0u16; 64]; 4];
     let mut qt_set = [false; 4];
-    let mut dc: [Option<HuffmanTable>; 4] = Default::default();
-    let mut ac: [Option<HuffmanTable>; 4] = Default::default();
+    let mut dc: [Option<HuffmanSpec>; 4] = Default::default();
+    let mut ac: [Option<HuffmanSpec>; 4] = Default::default();
     let mut frame: Option<(u32, u32, Vec<Component>)> = None;
     let mut restart_interval = 0;
     let mut adobe_transform = None;
@@ -148,7 +148,7 @@ pub(crate) fn parse(data: &[u8], limits: &Limits) -> Result<Header, DecodeError>
                         .expect("16 bytes");
                     let n: usize = counts.iter().map(|&c| usize::from(c)).sum();
                     let values = seg.get(17..17 + n).ok_or(corrupt("short Huffman table"))?;
-                    let table = HuffmanTable::new(&counts, values)?;
+                    let table = HuffmanSpec::new(&counts, values)?;
                     if class == 0 {
                         dc[id] = Some(table);
                     } else {

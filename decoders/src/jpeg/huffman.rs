@@ -5,6 +5,51 @@ use crate::{DecodeError, ImageFormat};
 /// Codes up to this many bits are decoded with one table lookup.
 const FAST_BITS: u32 = 10;
 
+/// A Huffman table as a DHT segment defines it: code counts per length and the values in
+/// code order. Checked when parsed; the lookup tables are built from it only when a scan is
+/// decoded (a probe needs none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct HuffmanSpec {
+    counts: [u8; 16],
+    values: [u8; 256],
+    len: u16,
+}
+
+impl HuffmanSpec {
+    /// Checks that the counts describe a canonical code (no length has more codes than fit).
+    pub fn new(counts: &[u8; 16], values: &[u8]) -> Result<Self, DecodeError> {
+        let total: usize = counts.iter().map(|&c| usize::from(c)).sum();
+        if values.len() != total || total > 256 {
+            return Err(DecodeError::corrupt(
+                ImageFormat::Jpeg,
+                "Huffman table has too many codes",
+            ));
+        }
+        let mut code: u32 = 0;
+        for (i, &n) in counts.iter().enumerate() {
+            code += u32::from(n);
+            if code > 1 << (i + 1) {
+                return Err(DecodeError::corrupt(
+                    ImageFormat::Jpeg,
+                    "Huffman table has too many codes",
+                ));
+            }
+            code <<= 1;
+        }
+        let mut spec = Self {
+            counts: *counts,
+            values: [0; 256],
+            len: total as u16,
+        };
+        spec.values[..total].copy_from_slice(values);
+        Ok(spec)
+    }
+
+    fn values(&self) -> &[u8] {
+        &self.values[..usize::from(self.len)]
+    }
+}
+
 #[derive(Clone, Debug)]
 pub(crate) struct HuffmanTable {
     /// `fast[peek]`: `(length << 8) | value` for codes of at most FAST_BITS bits, 0 otherwise.
@@ -12,72 +57,92 @@ pub(crate) struct HuffmanTable {
     /// For lengths 1..=16: largest code of that length (-1 if none), and the index offset.
     maxcode: [i32; 18],
     valptr: [i32; 17],
-    values: Vec<u8>,
+    values: [u8; 256],
     /// For AC tables: `fast_ac[peek]` = `value << 8 | run << 4 | total_bits` when the code and
     /// its magnitude bits fit in FAST_BITS (0 otherwise): one lookup per coefficient.
     fast_ac: Box<[i16; 1 << FAST_BITS]>,
+    /// The spec the tables were built from, and whether `fast_ac` was.
+    built: Option<(HuffmanSpec, bool)>,
+}
+
+impl Default for HuffmanTable {
+    fn default() -> Self {
+        Self {
+            fast: Box::new([0; 1 << FAST_BITS]),
+            maxcode: [-1; 18],
+            valptr: [0; 17],
+            values: [0; 256],
+            fast_ac: Box::new([0; 1 << FAST_BITS]),
+            built: None,
+        }
+    }
 }
 
 impl HuffmanTable {
+    /// A table for the code `counts`/`values`, with the combined AC table.
+    #[cfg(test)]
     pub fn new(counts: &[u8; 16], values: &[u8]) -> Result<Self, DecodeError> {
-        let mut fast = Box::new([0u16; 1 << FAST_BITS]);
-        let mut maxcode = [-1i32; 18];
-        let mut valptr = [0i32; 17];
+        let mut t = Self::default();
+        t.build(&HuffmanSpec::new(counts, values)?, true);
+        Ok(t)
+    }
+
+    /// Makes this the table for `spec` (with the combined AC table when `ac`), reusing its
+    /// memory; nothing is done when it already is.
+    pub fn build(&mut self, spec: &HuffmanSpec, ac: bool) {
+        if self.built.as_ref() == Some(&(*spec, ac)) {
+            return;
+        }
+        self.fast.fill(0);
+        self.maxcode = [-1; 18];
+        self.valptr = [0; 17];
+        self.values = spec.values;
+        let values = spec.values();
         let mut code: u32 = 0;
         let mut k = 0usize;
         for len in 1..=16u32 {
-            let n = usize::from(counts[len as usize - 1]);
-            valptr[len as usize] = k as i32 - code as i32;
+            let n = usize::from(spec.counts[len as usize - 1]);
+            self.valptr[len as usize] = k as i32 - code as i32;
             if n > 0 {
-                if code + n as u32 > (1 << len) {
-                    return Err(DecodeError::corrupt(
-                        ImageFormat::Jpeg,
-                        "Huffman table has too many codes",
-                    ));
-                }
+                // `HuffmanSpec::new` checked that the codes fit.
                 for _ in 0..n {
                     if len <= FAST_BITS {
                         let shift = FAST_BITS - len;
-                        for fill in 0..(1u32 << shift) {
-                            fast[((code << shift) | fill) as usize] =
-                                ((len as u16) << 8) | u16::from(values[k]);
-                        }
+                        let entry = ((len as u16) << 8) | u16::from(values[k]);
+                        let first = (code << shift) as usize;
+                        self.fast[first..first + (1 << shift)].fill(entry);
                     }
                     code += 1;
                     k += 1;
                 }
-                maxcode[len as usize] = code as i32 - 1;
+                self.maxcode[len as usize] = code as i32 - 1;
             }
             code <<= 1;
         }
-        maxcode[17] = i32::MAX;
-        let mut fast_ac = Box::new([0i16; 1 << FAST_BITS]);
-        for (i, slot) in fast_ac.iter_mut().enumerate() {
-            let entry = fast[i];
-            if entry == 0 {
-                continue;
+        self.maxcode[17] = i32::MAX;
+        if ac {
+            for (i, slot) in self.fast_ac.iter_mut().enumerate() {
+                *slot = 0;
+                let entry = self.fast[i];
+                if entry == 0 {
+                    continue;
+                }
+                let (len, rs) = (u32::from(entry >> 8), entry as u8);
+                let (run, size) = (u32::from(rs >> 4), u32::from(rs & 15));
+                // The value is stored in the entry's top byte: at most 7 magnitude bits.
+                if size == 0 || size > 7 || len + size > FAST_BITS {
+                    continue;
+                }
+                let bits = ((i as u32) >> (FAST_BITS - len - size)) & ((1 << size) - 1);
+                let value = if bits < 1 << (size - 1) {
+                    bits as i32 - (1 << size) + 1
+                } else {
+                    bits as i32
+                };
+                *slot = ((value << 8) | (run << 4) as i32 | (len + size) as i32) as i16;
             }
-            let (len, rs) = (u32::from(entry >> 8), entry as u8);
-            let (run, size) = (u32::from(rs >> 4), u32::from(rs & 15));
-            // The value is stored in the entry's top byte: at most 7 magnitude bits.
-            if size == 0 || size > 7 || len + size > FAST_BITS {
-                continue;
-            }
-            let bits = ((i as u32) >> (FAST_BITS - len - size)) & ((1 << size) - 1);
-            let value = if bits < 1 << (size - 1) {
-                bits as i32 - (1 << size) + 1
-            } else {
-                bits as i32
-            };
-            *slot = ((value << 8) | (run << 4) as i32 | (len + size) as i32) as i16;
         }
-        Ok(Self {
-            fast,
-            maxcode,
-            valptr,
-            values: values.to_vec(),
-            fast_ac,
-        })
+        self.built = Some((*spec, ac));
     }
 }
 
@@ -293,11 +358,10 @@ fn long_code(bits: u64, t: &HuffmanTable) -> Result<(u32, u8), DecodeError> {
         let code = (bits >> (64 - len)) as i32;
         if code <= t.maxcode[len as usize] {
             let idx = (t.valptr[len as usize] + code) as usize;
-            return t
-                .values
-                .get(idx)
-                .map(|&v| (len, v))
-                .ok_or_else(|| DecodeError::corrupt(ImageFormat::Jpeg, "bad Huffman code"));
+            return match t.built {
+                Some((spec, _)) if idx < usize::from(spec.len) => Ok((len, t.values[idx])),
+                _ => Err(DecodeError::corrupt(ImageFormat::Jpeg, "bad Huffman code")),
+            };
         }
     }
     Err(DecodeError::corrupt(ImageFormat::Jpeg, "bad Huffman code"))

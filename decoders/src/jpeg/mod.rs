@@ -93,6 +93,10 @@ pub struct JpegDecoder {
     chroma_rows: [Vec<u8>; 2],
     colsum: Vec<i16>,
     ycc: YccTables,
+    /// Lookup tables for the DC and AC table slots, rebuilt only when a file's tables differ
+    /// from the last ones built in that slot (most files of a dataset share theirs).
+    dc_tables: [HuffmanTable; 4],
+    ac_tables: [HuffmanTable; 4],
 }
 
 impl Default for JpegDecoder {
@@ -119,6 +123,8 @@ impl JpegDecoder {
             chroma_rows: Default::default(),
             colsum: Vec::new(),
             ycc: YccTables::new(),
+            dc_tables: Default::default(),
+            ac_tables: Default::default(),
         }
     }
 
@@ -205,17 +211,14 @@ impl JpegDecoder {
                 self.planes[i].resize(len, 0);
             }
         }
-        let tables: Vec<(&HuffmanTable, &HuffmanTable, &[u16; 64])> = h
-            .components
-            .iter()
-            .map(|c| {
-                (
-                    h.dc[c.td].as_ref().expect("checked by parse"),
-                    h.ac[c.ta].as_ref().expect("checked by parse"),
-                    &h.qt[c.tq],
-                )
-            })
-            .collect();
+        for c in &h.components {
+            self.dc_tables[c.td].build(h.dc[c.td].as_ref().expect("checked by parse"), false);
+            self.ac_tables[c.ta].build(h.ac[c.ta].as_ref().expect("checked by parse"), true);
+        }
+        let tables: [(&HuffmanTable, &HuffmanTable, &[u16; 64]); 3] = std::array::from_fn(|i| {
+            let c = h.components.get(i).unwrap_or(&h.components[0]);
+            (&self.dc_tables[c.td], &self.ac_tables[c.ta], &h.qt[c.tq])
+        });
         let mut br = BitReader::new(bytes, h.scan_start);
         let mut pred = [0i32; 3];
         let mut coef = [0i32; 64];
