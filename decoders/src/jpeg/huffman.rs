@@ -53,14 +53,14 @@ impl HuffmanSpec {
 #[derive(Clone, Debug)]
 pub(crate) struct HuffmanTable {
     /// `fast[peek]`: `(length << 8) | value` for codes of at most FAST_BITS bits, 0 otherwise.
-    fast: Box<[u16; 1 << FAST_BITS]>,
+    fast: [u16; 1 << FAST_BITS],
     /// For lengths 1..=16: largest code of that length (-1 if none), and the index offset.
     maxcode: [i32; 18],
     valptr: [i32; 17],
     values: [u8; 256],
     /// For AC tables: `fast_ac[peek]` = `value << 8 | run << 4 | total_bits` when the code and
     /// its magnitude bits fit in FAST_BITS (0 otherwise): one lookup per coefficient.
-    fast_ac: Box<[i16; 1 << FAST_BITS]>,
+    fast_ac: [i16; 1 << FAST_BITS],
     /// The spec the tables were built from, and whether `fast_ac` was.
     built: Option<(HuffmanSpec, bool)>,
 }
@@ -68,11 +68,11 @@ pub(crate) struct HuffmanTable {
 impl Default for HuffmanTable {
     fn default() -> Self {
         Self {
-            fast: Box::new([0; 1 << FAST_BITS]),
+            fast: [0; 1 << FAST_BITS],
             maxcode: [-1; 18],
             valptr: [0; 17],
             values: [0; 256],
-            fast_ac: Box::new([0; 1 << FAST_BITS]),
+            fast_ac: [0; 1 << FAST_BITS],
             built: None,
         }
     }

@@ -634,7 +634,6 @@ fn block<const STORE: bool>(
         coef[0] = pred.saturating_mul(i32::from(q[0]));
     }
     let mut k = 1;
-    let mut last = 0;
     while k < 64 {
         let (run, value) = match br.decode_ac_fast(ac) {
             Some(rv) => rv,
@@ -662,11 +661,12 @@ fn block<const STORE: bool>(
         }
         if STORE {
             coef[ZIGZAG[k]] = value * i32::from(q[k]);
-            last = k;
         }
         k += 1;
     }
-    Ok(last)
+    // The last coefficient written is at `k - 1`, unless a zero run (ZRL) came after it: then
+    // this is past it, which only costs the IDCT a few zero coefficients.
+    Ok((k - 1).min(63))
 }
 
 impl Decode for JpegDecoder {
