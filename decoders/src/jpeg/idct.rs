@@ -113,7 +113,101 @@ unsafe fn block_avx2(
     out: &mut [u8],
     stride: usize,
 ) {
+    if n == 8 && rows * cols > DENSE_AREA {
+        assert!(out.len() >= 7 * stride + 8, "block runs past the plane");
+        // SAFETY: AVX2 is enabled in this function; the assert bounds the stores.
+        return unsafe { block8_dense_avx2(coef, out, stride) };
+    }
     block_generic(t, tt, coef, rows, cols, n, out, stride);
+}
+
+/// [`block8_dense`] with its two transposes done in registers (unpack/shuffle/permute) rather
+/// than element by element, and the rounding to bytes by `cvtps` and saturating packs. The
+/// arithmetic is the same, so the result is identical.
+///
+/// # Safety
+/// The CPU must support AVX2; `out` must hold `7 * stride + 8` bytes.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn block8_dense_avx2(coef: &[i32; 64], out: &mut [u8], stride: usize) {
+    use std::arch::x86_64::{
+        __m128i, __m256, __m256i, _mm256_add_ps, _mm256_castsi256_si128, _mm256_cvtepi32_ps,
+        _mm256_cvtps_epi32, _mm256_extracti128_si256, _mm256_loadu_si256, _mm256_max_ps,
+        _mm256_min_ps, _mm256_set1_ps, _mm_packs_epi32, _mm_packus_epi16, _mm_storel_epi64,
+    };
+    let mut f = [_mm256_set1_ps(0.0); 8];
+    for (v, row) in f.iter_mut().enumerate() {
+        // SAFETY: reads coef[8v..8v + 8], inside the 64-entry array; unaligned loads are allowed.
+        *row = _mm256_cvtepi32_ps(unsafe {
+            _mm256_loadu_si256(coef.as_ptr().add(8 * v).cast::<__m256i>())
+        });
+    }
+    // `[__m256; 8]` and `[[f32; 8]; 8]` have the same size and both are plain floats.
+    let as_lanes = |m: [__m256; 8]| -> [Lanes; 8] {
+        // SAFETY: see above; every bit pattern is a valid f32.
+        unsafe { std::mem::transmute(m) }
+    };
+    let as_vectors = |l: [Lanes; 8]| -> [__m256; 8] {
+        // SAFETY: as above.
+        unsafe { std::mem::transmute(l) }
+    };
+    let cols = as_vectors(idct8_lanes(&as_lanes(f))); // cols[y] lanes u
+    let rows = as_vectors(idct8_lanes(&as_lanes(transpose8(cols)))); // rows[x] lanes y
+    let px = transpose8(rows); // px[y] lanes x
+    let (lo, hi, mid) = (
+        _mm256_set1_ps(0.0),
+        _mm256_set1_ps(255.0),
+        _mm256_set1_ps(128.0),
+    );
+    for (y, &row) in px.iter().enumerate() {
+        // Same operations as `clamp`: add 128, clamp, round to nearest even.
+        let v = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(row, mid), lo), hi);
+        let i = _mm256_cvtps_epi32(v);
+        let words = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
+        let bytes = _mm_packus_epi16(words, words);
+        // SAFETY: writes out[y * stride..y * stride + 8], inside `out` by the caller's promise.
+        unsafe { _mm_storel_epi64(out.as_mut_ptr().add(y * stride).cast::<__m128i>(), bytes) };
+    }
+}
+
+/// Transposes an 8x8 matrix of f32 held as eight row vectors.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+fn transpose8(r: [std::arch::x86_64::__m256; 8]) -> [std::arch::x86_64::__m256; 8] {
+    use std::arch::x86_64::{
+        _mm256_permute2f128_ps, _mm256_shuffle_ps, _mm256_unpackhi_ps, _mm256_unpacklo_ps,
+    };
+    let t = [
+        _mm256_unpacklo_ps(r[0], r[1]),
+        _mm256_unpackhi_ps(r[0], r[1]),
+        _mm256_unpacklo_ps(r[2], r[3]),
+        _mm256_unpackhi_ps(r[2], r[3]),
+        _mm256_unpacklo_ps(r[4], r[5]),
+        _mm256_unpackhi_ps(r[4], r[5]),
+        _mm256_unpacklo_ps(r[6], r[7]),
+        _mm256_unpackhi_ps(r[6], r[7]),
+    ];
+    let u = [
+        _mm256_shuffle_ps(t[0], t[2], 0x44),
+        _mm256_shuffle_ps(t[0], t[2], 0xEE),
+        _mm256_shuffle_ps(t[1], t[3], 0x44),
+        _mm256_shuffle_ps(t[1], t[3], 0xEE),
+        _mm256_shuffle_ps(t[4], t[6], 0x44),
+        _mm256_shuffle_ps(t[4], t[6], 0xEE),
+        _mm256_shuffle_ps(t[5], t[7], 0x44),
+        _mm256_shuffle_ps(t[5], t[7], 0xEE),
+    ];
+    [
+        _mm256_permute2f128_ps(u[0], u[4], 0x20),
+        _mm256_permute2f128_ps(u[1], u[5], 0x20),
+        _mm256_permute2f128_ps(u[2], u[6], 0x20),
+        _mm256_permute2f128_ps(u[3], u[7], 0x20),
+        _mm256_permute2f128_ps(u[0], u[4], 0x31),
+        _mm256_permute2f128_ps(u[1], u[5], 0x31),
+        _mm256_permute2f128_ps(u[2], u[6], 0x31),
+        _mm256_permute2f128_ps(u[3], u[7], 0x31),
+    ]
 }
 
 /// Eight lanes of one 1-D transform input or output.
@@ -350,6 +444,24 @@ mod tests {
             .max()
             .unwrap();
         assert!(worst <= 1, "split and exact transforms differ by {worst}");
+    }
+
+    #[test]
+    fn register_transposed_dense_block_matches_the_portable_one() {
+        let idct = Idct::new();
+        let mut state = 12345u32;
+        for _ in 0..2000 {
+            let mut coef = [0i32; 64];
+            for c in &mut coef {
+                state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                // Wide enough to hit both clamps.
+                *c = (state >> 16) as i32 % 1200 - 600;
+            }
+            let (mut a, mut b) = ([0u8; 80], [0u8; 80]);
+            block8_dense(&coef, &mut a, 10);
+            idct.block(&coef, 63, 8, &mut b, 10);
+            assert_eq!(a, b);
+        }
     }
 
     #[test]
