@@ -5,6 +5,10 @@ use crate::{DecodeError, ImageFormat};
 /// Codes up to this many bits are decoded with one table lookup.
 const FAST_BITS: u32 = 10;
 
+/// The run [`BitReader::decode_ac_fast`] gives for the end of a block: more than any block has
+/// left.
+pub(crate) const EOB_RUN: u32 = 64;
+
 /// A Huffman table as a DHT segment defines it: code counts per length and the values in
 /// code order. Checked when parsed; the lookup tables are built from it only when a scan is
 /// decoded (a probe needs none).
@@ -58,9 +62,10 @@ pub(crate) struct HuffmanTable {
     maxcode: [i32; 18],
     valptr: [i32; 17],
     values: [u8; 256],
-    /// For AC tables: `fast_ac[peek]` = `value << 8 | run << 4 | total_bits` when the code and
-    /// its magnitude bits fit in FAST_BITS (0 otherwise): one lookup per coefficient.
-    fast_ac: [i16; 1 << FAST_BITS],
+    /// For AC tables: `fast_ac[peek]` = `value << 16 | run << 8 | total_bits` when the code and
+    /// its magnitude bits fit in FAST_BITS (0 otherwise): one lookup per coefficient. The end
+    /// of block is in it too, as value 0 with run [`EOB_RUN`].
+    fast_ac: [i32; 1 << FAST_BITS],
     /// The spec the tables were built from, and whether `fast_ac` was.
     built: Option<(HuffmanSpec, bool)>,
 }
@@ -129,8 +134,14 @@ impl HuffmanTable {
                 }
                 let (len, rs) = (u32::from(entry >> 8), entry as u8);
                 let (run, size) = (u32::from(rs >> 4), u32::from(rs & 15));
-                // The value is stored in the entry's top byte: at most 7 magnitude bits.
-                if size == 0 || size > 7 || len + size > FAST_BITS {
+                if rs == 0 {
+                    // End of block: a run past any block's end, so the block decoder learns of
+                    // it only on its (rare) overrun check.
+                    *slot = (EOB_RUN << 8) as i32 | len as i32;
+                    continue;
+                }
+                // Zero runs (ZRL) take the table-free path.
+                if size == 0 || len + size > FAST_BITS {
                     continue;
                 }
                 let bits = ((i as u32) >> (FAST_BITS - len - size)) & ((1 << size) - 1);
@@ -139,7 +150,7 @@ impl HuffmanTable {
                 } else {
                     bits as i32
                 };
-                *slot = ((value << 8) | (run << 4) as i32 | (len + size) as i32) as i16;
+                *slot = (value << 16) | (run << 8) as i32 | (len + size) as i32;
             }
         }
         self.built = Some((*spec, ac));
@@ -266,8 +277,9 @@ impl<'a> BitReader<'a> {
         Ok(value)
     }
 
-    /// Decodes one AC coefficient with the combined table: `Some((run, value))`, or `None`
-    /// when the code is too long for it (then use [`Self::decode`]).
+    /// Decodes one AC coefficient with the combined table: `Some((run, value))`, where
+    /// `(EOB_RUN, 0)` is the end of the block, or `None` when the code is not in it (then use
+    /// [`Self::decode`]).
     #[inline(always)]
     pub fn decode_ac_fast(&mut self, t: &HuffmanTable) -> Option<(usize, i32)> {
         if self.count < 16 {
@@ -277,8 +289,8 @@ impl<'a> BitReader<'a> {
         if f == 0 {
             return None;
         }
-        self.consume(u32::from(f as u16 & 15));
-        Some((usize::from((f as u16 >> 4) & 15), i32::from(f >> 8)))
+        self.consume(f as u32 & 0xFF);
+        Some((((f as u32 >> 8) & 0xFF) as usize, f >> 16))
     }
 
     /// Reads `s` bits (s <= 16) and sign-extends them as JPEG's EXTEND procedure.
@@ -373,12 +385,31 @@ mod tests {
 
     /// Decodes one AC coefficient the way the block decoder does: the combined table first.
     fn ac(bytes: &[u8], t: &HuffmanTable) -> (usize, i32) {
+        // (EOB_RUN, 0) is the end of the block.
         let mut br = BitReader::new(bytes, 0);
         if let Some(rv) = br.decode_ac_fast(t) {
             return rv;
         }
         let rs = br.decode(t).unwrap();
         (usize::from(rs >> 4), br.receive_extend(u32::from(rs & 15)))
+    }
+
+    #[test]
+    fn end_of_block_comes_from_the_combined_table_and_zero_runs_do_not() {
+        // "0": end of block; "10": zero run of 16 (ZRL); "11": (run 0, size 1).
+        let mut counts = [0u8; 16];
+        counts[0] = 1;
+        counts[1] = 2;
+        let t = HuffmanTable::new(&counts, &[0x00, 0xF0, 0x01]).unwrap();
+        let mut br = BitReader::new(&[0b0111_1100, 0, 0, 0], 0);
+        assert_eq!(br.decode_ac_fast(&t), Some((EOB_RUN as usize, 0)));
+        // Then "11" + "1": +1; then "11" + "0": -1; then "0": end of block.
+        assert_eq!(br.decode_ac_fast(&t), Some((0, 1)));
+        assert_eq!(br.decode_ac_fast(&t), Some((0, -1)));
+        assert_eq!(br.decode_ac_fast(&t), Some((EOB_RUN as usize, 0)));
+        let mut br = BitReader::new(&[0b1000_0000, 0, 0, 0], 0);
+        assert_eq!(br.decode_ac_fast(&t), None);
+        assert_eq!(br.decode(&t).unwrap(), 0xF0);
     }
 
     #[test]

@@ -19,7 +19,7 @@ mod idct;
 use crate::jpeg_markers;
 use crate::{Decode, DecodeError, ImageFormat, ImageInfo, Limits};
 use header::Header;
-use huffman::{BitReader, HuffmanTable};
+use huffman::{BitReader, HuffmanTable, EOB_RUN};
 use idct::Idct;
 
 /// Natural-order index of the `k`-th zigzag coefficient.
@@ -657,6 +657,10 @@ fn block<const STORE: bool>(
         };
         k += run;
         if k > 63 {
+            if run == EOB_RUN as usize {
+                k -= run;
+                break;
+            }
             return Err(bad("AC run past the end of the block"));
         }
         if STORE {
