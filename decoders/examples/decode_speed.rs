@@ -34,7 +34,7 @@ fn main() {
     let mut data = Vec::new();
     files(dir.as_ref(), &mut data, n);
     // For profiling one decoder: DECODE_ONLY=zune|full|roi runs only that one, 10 rounds.
-    let only = std::env::var("DECODE_ONLY").ok();
+    let only = std::env::var("DECODE_ONLY").ok().filter(|o| !o.is_empty());
     let runs = |name: &str| only.as_deref().is_none_or(|o| o == name);
     let rounds = if only.is_some() { 10 } else { 3 };
     let mut out = vec![0u8; 64 << 20];

@@ -177,22 +177,32 @@ impl JpegDecoder {
     }
 
     /// MCU columns and rows `[c0, c1) x [r0, r1)` whose blocks are kept: those covering the
-    /// scaled region, plus one MCU around it when chroma is subsampled (the upsampling filter
-    /// reads one chroma sample beyond the region).
+    /// scaled region and, when chroma is subsampled, those holding the chroma samples the
+    /// upsampling filter reads next to the region's (one on each side, clamped at the image's
+    /// edges). That is usually no extra MCU at all, and never more than one on a side.
     fn mcu_window(h: &Header, sr: &Region, n: usize) -> (usize, usize, usize, usize) {
         let (mw, mh) = (h.hmax * n, h.vmax * n);
-        let pad = usize::from(h.hmax > 1 || h.vmax > 1);
-        let c0 = (sr.x as usize / mw).saturating_sub(pad);
-        let c1 = ((sr.x + sr.width) as usize)
-            .div_ceil(mw)
-            .saturating_add(pad)
-            .min(h.mcus_x());
-        let r0 = (sr.y as usize / mh).saturating_sub(pad);
-        let r1 = ((sr.y + sr.height) as usize)
-            .div_ceil(mh)
-            .saturating_add(pad)
-            .min(h.mcus_y());
-        (c0, c1, r0, r1)
+        let (x0, x1) = (sr.x as usize, (sr.x + sr.width) as usize);
+        let (y0, y1) = (sr.y as usize, (sr.y + sr.height) as usize);
+        let (mut c0, mut c1) = (x0 / mw, x1.div_ceil(mw));
+        let (mut r0, mut r1) = (y0 / mh, y1.div_ceil(mh));
+        if h.components.len() > 1 && (h.hmax > 1 || h.vmax > 1) {
+            // Chroma planes have one block per MCU, n samples a side at this scale.
+            let denom = 8 / n;
+            let cw = (h.width as usize).div_ceil(h.hmax * denom);
+            let ch = (h.height as usize).div_ceil(h.vmax * denom);
+            let lo = (x0 / h.hmax).saturating_sub(1);
+            let hi = ((x1 - 1) / h.hmax + 1).min(cw - 1);
+            c0 = c0.min(lo / n);
+            c1 = c1.max(hi / n + 1);
+            if h.vmax > 1 {
+                let top = (y0 / h.vmax).saturating_sub(1);
+                let bottom = ((y1 - 1) / h.vmax + 1).min(ch - 1);
+                r0 = r0.min(top / n);
+                r1 = r1.max(bottom / n + 1);
+            }
+        }
+        (c0, c1.min(h.mcus_x()), r0, r1.min(h.mcus_y()))
     }
 
     fn entropy_decode(
