@@ -61,7 +61,6 @@ pub(crate) struct HuffmanTable {
     /// For lengths 1..=16: largest code of that length (-1 if none), and the index offset.
     maxcode: [i32; 18],
     valptr: [i32; 17],
-    values: [u8; 256],
     /// For AC tables: `fast_ac[peek]` = `value << 16 | run << 8 | total_bits` when the code and
     /// its magnitude bits fit in FAST_BITS (0 otherwise): one lookup per coefficient. The end
     /// of block is in it too, as value 0 with run [`EOB_RUN`].
@@ -76,7 +75,6 @@ impl Default for HuffmanTable {
             fast: [0; 1 << FAST_BITS],
             maxcode: [-1; 18],
             valptr: [0; 17],
-            values: [0; 256],
             fast_ac: [0; 1 << FAST_BITS],
             built: None,
         }
@@ -101,7 +99,6 @@ impl HuffmanTable {
         self.fast.fill(0);
         self.maxcode = [-1; 18];
         self.valptr = [0; 17];
-        self.values = spec.values;
         let values = spec.values();
         let mut code: u32 = 0;
         let mut k = 0usize;
@@ -371,7 +368,7 @@ fn long_code(bits: u64, t: &HuffmanTable) -> Result<(u32, u8), DecodeError> {
         if code <= t.maxcode[len as usize] {
             let idx = (t.valptr[len as usize] + code) as usize;
             return match t.built {
-                Some((spec, _)) if idx < usize::from(spec.len) => Ok((len, t.values[idx])),
+                Some((spec, _)) if idx < usize::from(spec.len) => Ok((len, spec.values[idx])),
                 _ => Err(DecodeError::corrupt(ImageFormat::Jpeg, "bad Huffman code")),
             };
         }
