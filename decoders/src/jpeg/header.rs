@@ -55,6 +55,14 @@ impl Header {
     pub fn mcus_x(&self) -> usize {
         (self.width as usize).div_ceil(self.mcu_w())
     }
+    /// Valid chroma samples across and down in the image scaled by `1/denom` (beyond them is
+    /// MCU padding), for chroma components with sampling factors 1.
+    pub fn chroma_size(&self, denom: usize) -> (usize, usize) {
+        (
+            (self.width as usize).div_ceil(self.hmax * denom),
+            (self.height as usize).div_ceil(self.vmax * denom),
+        )
+    }
     pub fn mcus_y(&self) -> usize {
         (self.height as usize).div_ceil(self.mcu_h())
     }

@@ -189,8 +189,7 @@ impl JpegDecoder {
         if h.components.len() > 1 && (h.hmax > 1 || h.vmax > 1) {
             // Chroma planes have one block per MCU, n samples a side at this scale.
             let denom = 8 / n;
-            let cw = (h.width as usize).div_ceil(h.hmax * denom);
-            let ch = (h.height as usize).div_ceil(h.vmax * denom);
+            let (cw, ch) = h.chroma_size(denom);
             let lo = (x0 / h.hmax).saturating_sub(1);
             let hi = ((x1 - 1) / h.hmax + 1).min(cw - 1);
             c0 = c0.min(lo / n);
@@ -288,8 +287,7 @@ impl JpegDecoder {
         let chroma_stride = (c1 - c0) * n;
         let (cx0, cy0) = (c0 * n, r0 * n);
         // Valid chroma samples in the scaled image (beyond them is MCU padding).
-        let cw = (h.width as usize).div_ceil(hmax * denom);
-        let ch = (h.height as usize).div_ceil(vmax * denom);
+        let (cw, ch) = h.chroma_size(denom);
         for row in &mut self.chroma_rows {
             if row.len() < w {
                 row.resize(w, 0);
