@@ -137,33 +137,91 @@ impl OutputWriter {
                     .expect("table entries fit the dtype")
             })
         });
-        let plane = h * w;
-        for y in 0..h {
-            let row = &rgb[y * w * 3..(y + 1) * w * 3];
-            match self.layout {
-                Layout::Nchw => {
-                    let (r, rest) = out[y * w..].split_at_mut(plane);
-                    let (g, b) = rest.split_at_mut(plane);
-                    let (r, g, b) = (&mut r[..w], &mut g[..w], &mut b[..w]);
-                    for x in 0..w {
-                        let sx = if flip { w - 1 - x } else { x };
-                        let px = &row[sx * 3..sx * 3 + 3];
-                        r[x] = t[0][px[0] as usize];
-                        g[x] = t[1][px[1] as usize];
-                        b[x] = t[2][px[2] as usize];
+        let pixels: &[[u8; 3]] = bytemuck::cast_slice(&rgb[..h * w * 3]);
+        // Each arm hands rows of pixels (reversed when flipping) to a loop with no bounds
+        // checks, over zipped iterators.
+        match self.layout {
+            Layout::Nchw => {
+                let (r, rest) = out.split_at_mut(h * w);
+                let (g, b) = rest.split_at_mut(h * w);
+                let rows = pixels
+                    .chunks_exact(w)
+                    .zip(r.chunks_exact_mut(w))
+                    .zip(g.chunks_exact_mut(w))
+                    .zip(b.chunks_exact_mut(w));
+                for (((src, r), g), b) in rows {
+                    if flip {
+                        planar_row(&t, src.iter().rev(), r, g, b);
+                    } else {
+                        planar_row(&t, src.iter(), r, g, b);
                     }
                 }
-                Layout::Nhwc => {
-                    let dst = &mut out[y * w * 3..(y + 1) * w * 3];
-                    for x in 0..w {
-                        let sx = if flip { w - 1 - x } else { x };
-                        for c in 0..3 {
-                            dst[x * 3 + c] = t[c][row[sx * 3 + c] as usize];
-                        }
+            }
+            Layout::Nhwc => {
+                let dst: &mut [[T; 3]] = bytemuck::cast_slice_mut(out);
+                for (src, dst) in pixels.chunks_exact(w).zip(dst.chunks_exact_mut(w)) {
+                    if flip {
+                        interleaved_row(&t, src.iter().rev(), dst);
+                    } else {
+                        interleaved_row(&t, src.iter(), dst);
                     }
                 }
             }
         }
+    }
+}
+
+/// One output row of planar (NCHW) data: channel `c` of each pixel through `t[c]`.
+///
+/// Four pixels at a time, so that each plane gets one wide store per group instead of four
+/// narrow ones (the stores, not the lookups, bound this loop).
+#[inline(always)]
+fn planar_row<'a, T: bytemuck::Pod>(
+    t: &[[T; 256]; 3],
+    src: impl Iterator<Item = &'a [u8; 3]>,
+    r: &mut [T],
+    g: &mut [T],
+    b: &mut [T],
+) {
+    let quads = r.len() / 4;
+    let (r4, r1) = r.split_at_mut(quads * 4);
+    let (g4, g1) = g.split_at_mut(quads * 4);
+    let (b4, b1) = b.split_at_mut(quads * 4);
+    let r4: &mut [[T; 4]] = as_quads(r4);
+    let g4: &mut [[T; 4]] = as_quads(g4);
+    let b4: &mut [[T; 4]] = as_quads(b4);
+    let mut src = src;
+    for ((r, g), b) in r4.iter_mut().zip(g4).zip(b4) {
+        let p: [&[u8; 3]; 4] = std::array::from_fn(|_| src.next().expect("a pixel per output"));
+        *r = std::array::from_fn(|i| t[0][usize::from(p[i][0])]);
+        *g = std::array::from_fn(|i| t[1][usize::from(p[i][1])]);
+        *b = std::array::from_fn(|i| t[2][usize::from(p[i][2])]);
+    }
+    for (((px, r), g), b) in src.zip(r1).zip(g1).zip(b1) {
+        *r = t[0][usize::from(px[0])];
+        *g = t[1][usize::from(px[1])];
+        *b = t[2][usize::from(px[2])];
+    }
+}
+
+/// `s` (a multiple of 4 long) as groups of 4.
+fn as_quads<T: bytemuck::Pod>(s: &mut [T]) -> &mut [[T; 4]] {
+    bytemuck::cast_slice_mut(s)
+}
+
+/// One output row of interleaved (NHWC) data.
+#[inline(always)]
+fn interleaved_row<'a, T: Copy>(
+    t: &[[T; 256]; 3],
+    src: impl Iterator<Item = &'a [u8; 3]>,
+    dst: &mut [[T; 3]],
+) {
+    for (px, out) in src.zip(dst) {
+        *out = [
+            t[0][usize::from(px[0])],
+            t[1][usize::from(px[1])],
+            t[2][usize::from(px[2])],
+        ];
     }
 }
 
