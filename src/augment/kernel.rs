@@ -246,6 +246,39 @@ mod tests {
     }
 
     #[test]
+    fn every_pixel_lands_in_place_for_widths_that_are_not_a_multiple_of_four() {
+        let norm = Some(([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]));
+        for (h, w) in [(3, 7), (2, 4), (1, 9), (4, 1)] {
+            let rgb: Vec<u8> = (0..h * w * 3).map(|i| (i * 37 % 251) as u8).collect();
+            for layout in [Layout::Nchw, Layout::Nhwc] {
+                for flip in [false, true] {
+                    let writer = OutputWriter::new(Dtype::F32, layout, norm);
+                    let mut slot = vec![0u8; h * w * 3 * 4];
+                    writer.write(&rgb, h, w, flip, &mut slot);
+                    let got: &[f32] = bytemuck::cast_slice(&slot);
+                    for (y, x, c) in (0..h)
+                        .flat_map(|y| (0..w).map(move |x| (y, x)))
+                        .flat_map(|(y, x)| (0..3).map(move |c| (y, x, c)))
+                    {
+                        let sx = if flip { w - 1 - x } else { x };
+                        let v = f32::from(rgb[(y * w + sx) * 3 + c]);
+                        let (mean, std) = norm.unwrap();
+                        let want = (v / 255.0 - mean[c]) / std[c];
+                        let at = match layout {
+                            Layout::Nchw => c * h * w + y * w + x,
+                            Layout::Nhwc => (y * w + x) * 3 + c,
+                        };
+                        assert_eq!(
+                            got[at], want,
+                            "{h}x{w} {layout:?} flip={flip} at ({y},{x},{c})"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn nhwc_u8_is_a_copy_and_bf16_rounds_to_nearest() {
         let rgb = [1, 2, 3, 4, 5, 6];
         let mut slot = [0u8; 6];
