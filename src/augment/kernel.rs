@@ -247,12 +247,12 @@ mod tests {
 
     #[test]
     fn every_pixel_lands_in_place_for_widths_that_are_not_a_multiple_of_four() {
-        let norm = Some(([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]));
+        let (mean, std) = ([0.485f32, 0.456, 0.406], [0.229f32, 0.224, 0.225]);
         for (h, w) in [(3, 7), (2, 4), (1, 9), (4, 1)] {
             let rgb: Vec<u8> = (0..h * w * 3).map(|i| (i * 37 % 251) as u8).collect();
             for layout in [Layout::Nchw, Layout::Nhwc] {
                 for flip in [false, true] {
-                    let writer = OutputWriter::new(Dtype::F32, layout, norm);
+                    let writer = OutputWriter::new(Dtype::F32, layout, Some((mean, std)));
                     let mut slot = vec![0u8; h * w * 3 * 4];
                     writer.write(&rgb, h, w, flip, &mut slot);
                     let got: &[f32] = bytemuck::cast_slice(&slot);
@@ -262,7 +262,6 @@ mod tests {
                     {
                         let sx = if flip { w - 1 - x } else { x };
                         let v = f32::from(rgb[(y * w + sx) * 3 + c]);
-                        let (mean, std) = norm.unwrap();
                         let want = (v / 255.0 - mean[c]) / std[c];
                         let at = match layout {
                             Layout::Nchw => c * h * w + y * w + x,
