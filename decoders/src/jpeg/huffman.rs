@@ -154,102 +154,146 @@ impl HuffmanTable {
     }
 }
 
-/// Reads bits from entropy-coded data, removing stuffed zero bytes. At a marker it stops and
-/// supplies zero bits, remembering that it hit one.
+/// A scan's entropy-coded data with the byte stuffing taken out, split into its restart
+/// intervals, and followed by zero bytes so that the bit reader can always load 8 bytes.
 ///
-/// Everything on the per-symbol path is inlined, and the rare paths (a refill near a marker or
-/// the end, a code longer than the lookup table, a restart) take the reader by value: a reader
-/// whose address never escapes stays in registers in the decoding loop instead of being stored
-/// to the stack after every symbol.
-#[derive(Clone, Copy)]
-pub(crate) struct BitReader<'a> {
-    data: &'a [u8],
-    pos: usize,
-    bits: u64,
-    count: u32,
-    /// A marker (or the end of the data) was reached; the bits after it are padding.
-    pub at_marker: bool,
-    /// Zero bytes supplied past the data (or the current restart interval's data).
-    overrun: u32,
+/// Taking the stuffing out once (a `memchr` for each 0xFF, about one byte in 256 of
+/// compressed data) leaves the bit reader a plain byte array: it refills without looking at
+/// the bytes and without a branch.
+#[derive(Debug, Default)]
+pub(crate) struct Unstuffed {
+    bytes: Vec<u8>,
+    intervals: Vec<Interval>,
 }
 
-impl<'a> BitReader<'a> {
-    pub fn new(data: &'a [u8], pos: usize) -> Self {
-        Self {
-            data,
-            pos,
-            bits: 0,
-            count: 0,
-            at_marker: false,
-            overrun: 0,
-        }
-    }
+/// Where a restart interval's data ends in [`Unstuffed::bytes`], and what came after it.
+#[derive(Clone, Copy, Debug)]
+struct Interval {
+    end: usize,
+    next: Terminator,
+}
 
-    #[inline(always)]
-    fn refill(&mut self) {
-        // Fast path: 8 bytes without any 0xFF (so no stuffing and no marker) go in at once.
-        if !self.at_marker {
-            if let Some(chunk) = self.data.get(self.pos..self.pos + 8) {
-                let word = u64::from_be_bytes(chunk.try_into().expect("8 bytes"));
-                let inv = !word;
-                let has_ff = inv.wrapping_sub(0x0101_0101_0101_0101) & !inv & 0x8080_8080_8080_8080;
-                if has_ff == 0 {
-                    let nbytes = (64 - self.count) / 8;
-                    let take = word >> (64 - 8 * nbytes);
-                    self.bits |= take << (64 - self.count - 8 * nbytes);
-                    self.count += 8 * nbytes;
-                    self.pos += nbytes as usize;
-                    return;
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Terminator {
+    /// Restart marker RSTn.
+    Restart(u8),
+    /// Any other marker: the scan is over.
+    Marker,
+    /// The file ends without a marker.
+    EndOfData,
+}
+
+/// Zero bytes after the data: 8 for a load at the last allowed position, which is 8 bytes
+/// past the data so that a reader held there has consumed past it (see [`BitReader::refill`]).
+const PADDING: usize = 16;
+
+impl Unstuffed {
+    /// Takes the entropy-coded data starting at `data[start..]` up to the marker that ends the
+    /// scan, removing stuffed zero bytes and fill bytes and noting each restart marker.
+    pub fn fill(&mut self, data: &[u8], start: usize) {
+        self.bytes.clear();
+        self.intervals.clear();
+        let mut pos = start.min(data.len());
+        loop {
+            let Some(ff) = memchr::memchr(0xFF, &data[pos..]) else {
+                self.bytes.extend_from_slice(&data[pos..]);
+                self.end_interval(Terminator::EndOfData);
+                break;
+            };
+            self.bytes.extend_from_slice(&data[pos..pos + ff]);
+            pos += ff;
+            match data.get(pos + 1) {
+                Some(0x00) => {
+                    self.bytes.push(0xFF);
+                    pos += 2;
+                }
+                // A fill byte before a marker.
+                Some(0xFF) => pos += 1,
+                Some(&m @ 0xD0..=0xD7) => {
+                    self.end_interval(Terminator::Restart(m - 0xD0));
+                    pos += 2;
+                }
+                Some(_) => {
+                    self.end_interval(Terminator::Marker);
+                    break;
+                }
+                None => {
+                    self.end_interval(Terminator::EndOfData);
+                    break;
                 }
             }
         }
-        *self = Self::refill_bytewise(*self);
+        self.bytes.resize(self.bytes.len() + PADDING, 0);
     }
 
-    /// Refills byte by byte, handling stuffing, markers and the end of the data.
-    #[cold]
-    #[inline(never)]
-    fn refill_bytewise(mut self) -> Self {
-        while self.count <= 56 {
-            let byte = if self.at_marker {
-                self.overrun += 1;
-                0
-            } else {
-                match self.data.get(self.pos) {
-                    None => {
-                        self.at_marker = true;
-                        self.overrun += 1;
-                        0
-                    }
-                    Some(&0xFF) => match self.data.get(self.pos + 1) {
-                        Some(0x00) => {
-                            self.pos += 2;
-                            0xFF
-                        }
-                        _ => {
-                            self.at_marker = true;
-                            self.overrun += 1;
-                            0
-                        }
-                    },
-                    Some(&b) => {
-                        self.pos += 1;
-                        b
-                    }
-                }
-            };
-            self.bits |= u64::from(byte) << (56 - self.count);
-            self.count += 8;
+    fn end_interval(&mut self, next: Terminator) {
+        self.intervals.push(Interval {
+            end: self.bytes.len(),
+            next,
+        });
+    }
+
+    /// A reader at the start of the scan's first restart interval.
+    pub fn reader(&self) -> BitReader<'_> {
+        BitReader {
+            data: &self.bytes,
+            intervals: &self.intervals,
+            pos: 0,
+            bits: 0,
+            count: 0,
+            interval: 0,
         }
-        self
     }
+}
 
+/// Reads bits from a scan's unstuffed data (see [`Unstuffed`]). Past the end of a restart
+/// interval it reads on (the next interval's bytes, then zeros); decoding checks at each
+/// interval's end that it consumed no bits beyond it, so a short interval is an error, never
+/// a silent misread.
+///
+/// Bits are kept MSB-first in a 64-bit buffer. [`Self::refill`] tops it up to at least 56 valid
+/// bits without a branch, which covers one symbol in every case (a code of at most 16 bits and
+/// at most 15 magnitude bits); the block decoder refills before each symbol. Everything on the
+/// per-symbol path is inlined, and a reader whose address never escapes stays in registers.
+#[derive(Clone, Copy)]
+pub(crate) struct BitReader<'a> {
+    data: &'a [u8],
+    intervals: &'a [Interval],
+    /// The next byte to load.
+    pos: usize,
+    bits: u64,
+    /// Valid bits at the top of `bits` (below them are zeros or the stream's next bits).
+    count: u32,
+    /// The restart interval being read.
+    interval: usize,
+}
+
+impl<'a> BitReader<'a> {
+    /// Makes sure of at least 32 valid bits, enough for any one symbol.
     #[inline(always)]
-    fn peek(&mut self, n: u32) -> u32 {
-        if self.count < n {
+    pub fn ensure(&mut self) {
+        if self.count < 32 {
             self.refill();
         }
-        (self.bits >> (64 - n)) as u32
+    }
+
+    /// Tops the buffer up to 56..=63 valid bits.
+    #[inline(always)]
+    pub fn refill(&mut self) {
+        // `fill` padded the data, and `pos` never passes `len - 8`, so the load is in bounds
+        // (the compiler cannot see that; the check it keeps is never taken).
+        let word = u64::from_be_bytes(
+            self.data[self.pos..self.pos + 8]
+                .try_into()
+                .expect("8 bytes"),
+        );
+        self.bits |= word >> self.count;
+        // Whole bytes taken in; the partial byte after them is loaded again next time. A reader
+        // within the data moves at most 7 bytes, so it is held at `len - 8` (8 bytes into the
+        // padding) only once it has consumed past the data, and then it counts at least one
+        // bit consumed past it whatever `count` is: the overrun is reported.
+        self.pos = (self.pos + ((63 - self.count) >> 3) as usize).min(self.data.len() - 8);
+        self.count |= 56;
     }
 
     #[inline(always)]
@@ -258,12 +302,9 @@ impl<'a> BitReader<'a> {
         self.count -= n;
     }
 
-    /// Decodes one Huffman symbol.
+    /// Decodes one Huffman symbol (at least 16 valid bits needed: refill first).
     #[inline(always)]
     pub fn decode(&mut self, t: &HuffmanTable) -> Result<u8, DecodeError> {
-        if self.count < 16 {
-            self.refill();
-        }
         let entry = t.fast[(self.bits >> (64 - FAST_BITS)) as usize];
         if entry != 0 {
             self.consume(u32::from(entry >> 8));
@@ -276,12 +317,9 @@ impl<'a> BitReader<'a> {
 
     /// Decodes one AC coefficient with the combined table: `Some((run, value))`, where
     /// `(EOB_RUN, 0)` is the end of the block, or `None` when the code is not in it (then use
-    /// [`Self::decode`]).
+    /// [`Self::decode`]). Refill first.
     #[inline(always)]
     pub fn decode_ac_fast(&mut self, t: &HuffmanTable) -> Option<(usize, i32)> {
-        if self.count < 16 {
-            self.refill();
-        }
         let f = t.fast_ac[(self.bits >> (64 - FAST_BITS)) as usize];
         if f == 0 {
             return None;
@@ -290,13 +328,14 @@ impl<'a> BitReader<'a> {
         Some((((f as u32 >> 8) & 0xFF) as usize, f >> 16))
     }
 
-    /// Reads `s` bits (s <= 16) and sign-extends them as JPEG's EXTEND procedure.
+    /// Reads `s` bits (s <= 16, and that many valid) and sign-extends them as JPEG's EXTEND
+    /// procedure.
     #[inline(always)]
     pub fn receive_extend(&mut self, s: u32) -> i32 {
         if s == 0 {
             return 0;
         }
-        let v = self.peek(s) as i32;
+        let v = (self.bits >> (64 - s)) as i32;
         self.consume(s);
         if v < 1 << (s - 1) {
             v - (1 << s) + 1
@@ -305,52 +344,50 @@ impl<'a> BitReader<'a> {
         }
     }
 
-    /// Skips `s` bits.
+    /// Skips `s` bits (that many valid).
     #[inline(always)]
     pub fn skip(&mut self, s: u32) {
-        if s > 0 {
-            self.peek(s);
-            self.consume(s);
-        }
+        self.consume(s);
     }
 
-    /// Padding bits actually consumed: decoding needed more data than there was.
-    pub fn padding_consumed(&self) -> u32 {
-        (self.overrun * 8).saturating_sub(self.count)
+    /// Bits consumed beyond the current restart interval's data.
+    fn overrun(&self) -> usize {
+        // Every bit before `pos` was taken in, and `count` of them are still unread.
+        (self.pos * 8)
+            .saturating_sub(self.count as usize)
+            .saturating_sub(self.intervals[self.interval].end * 8)
     }
 
-    /// At a restart interval's end: drops the partial byte and expects marker RSTn. Returns
-    /// the reader positioned after the marker.
+    /// At the end of the scan: the data ran out before the last MCU.
+    pub fn ends_early(&self) -> bool {
+        self.overrun() > 0
+    }
+
+    /// At a restart interval's end: checks that the interval's data sufficed and that marker
+    /// RSTn (`n` = `expected`) ended it, and returns the reader at the next interval's start
+    /// (any bytes of this interval left unread are ignored, as encoders may pad).
     #[inline(never)]
-    pub fn restart(mut self, expected: u8) -> Result<Self, DecodeError> {
-        if self.padding_consumed() > 0 {
+    pub fn restart(self, expected: u8) -> Result<Self, DecodeError> {
+        if self.overrun() > 0 {
             return Err(DecodeError::corrupt(
                 ImageFormat::Jpeg,
                 "restart interval's data ends early",
             ));
         }
-        self.overrun = 0;
-        self.bits = 0;
-        self.count = 0;
-        // Skip any remaining stuffed data up to the marker (tolerates encoders' padding).
-        while self.pos + 1 < self.data.len()
-            && !(self.data[self.pos] == 0xFF
-                && self.data[self.pos + 1] != 0x00
-                && self.data[self.pos + 1] != 0xFF)
-        {
-            self.pos += 1;
-        }
-        match self.data.get(self.pos..self.pos + 2) {
-            Some([0xFF, m]) if *m == 0xD0 + expected => {
-                self.pos += 2;
-                self.at_marker = false;
-                Ok(self)
-            }
-            Some(_) => Err(DecodeError::corrupt(
+        let here = self.intervals[self.interval];
+        match here.next {
+            Terminator::Restart(n) if n == expected => Ok(Self {
+                pos: here.end,
+                bits: 0,
+                count: 0,
+                interval: self.interval + 1,
+                ..self
+            }),
+            Terminator::Restart(_) | Terminator::Marker => Err(DecodeError::corrupt(
                 ImageFormat::Jpeg,
                 "missing or out-of-order restart marker",
             )),
-            None => Err(DecodeError::Truncated {
+            Terminator::EndOfData => Err(DecodeError::Truncated {
                 format: ImageFormat::Jpeg,
                 detail: "data ends before a restart marker",
             }),
@@ -380,15 +417,84 @@ fn long_code(bits: u64, t: &HuffmanTable) -> Result<(u32, u8), DecodeError> {
 mod tests {
     use super::*;
 
+    fn unstuffed(bytes: &[u8]) -> Unstuffed {
+        let mut u = Unstuffed::default();
+        u.fill(bytes, 0);
+        u
+    }
+
     /// Decodes one AC coefficient the way the block decoder does: the combined table first.
     fn ac(bytes: &[u8], t: &HuffmanTable) -> (usize, i32) {
         // (EOB_RUN, 0) is the end of the block.
-        let mut br = BitReader::new(bytes, 0);
+        let scan = unstuffed(bytes);
+        let mut br = scan.reader();
+        br.refill();
         if let Some(rv) = br.decode_ac_fast(t) {
             return rv;
         }
         let rs = br.decode(t).unwrap();
         (usize::from(rs >> 4), br.receive_extend(u32::from(rs & 15)))
+    }
+
+    /// Reads `n` bits (n <= 16) as a number.
+    fn bits(br: &mut BitReader<'_>, n: u32) -> u32 {
+        br.ensure();
+        let v = (br.bits >> (64 - n)) as u32;
+        br.skip(n);
+        v
+    }
+
+    #[test]
+    fn unstuffing_drops_stuffed_zeros_and_fill_bytes_and_splits_at_restart_markers() {
+        // 12 FF00 34 | RST0 | 56 | fill, RST1 | 78 | EOI, then bytes after the scan.
+        let data = [
+            0x12, 0xFF, 0x00, 0x34, 0xFF, 0xD0, 0x56, 0xFF, 0xFF, 0xD1, 0x78, 0xFF, 0xD9, 0x99,
+        ];
+        let scan = unstuffed(&data);
+        assert_eq!(&scan.bytes[..5], &[0x12, 0xFF, 0x34, 0x56, 0x78]);
+        assert!(scan.bytes[5..].iter().all(|&b| b == 0));
+        let ends: Vec<_> = scan.intervals.iter().map(|i| (i.end, i.next)).collect();
+        assert_eq!(
+            ends,
+            [
+                (3, Terminator::Restart(0)),
+                (4, Terminator::Restart(1)),
+                (5, Terminator::Marker)
+            ]
+        );
+
+        let mut br = scan.reader();
+        assert_eq!(bits(&mut br, 16), 0x12FF);
+        // 4 of the interval's 8 remaining bits left unread: ignored, as encoders pad.
+        assert_eq!(bits(&mut br, 4), 0x3);
+        let mut br = br.restart(0).unwrap();
+        assert_eq!(bits(&mut br, 8), 0x56);
+        let mut br = br.restart(1).unwrap();
+        assert_eq!(bits(&mut br, 8), 0x78);
+        assert!(!br.ends_early());
+        // One bit more than the last interval holds.
+        bits(&mut br, 1);
+        assert!(br.ends_early());
+    }
+
+    #[test]
+    fn a_short_interval_or_a_wrong_restart_marker_is_an_error() {
+        let scan = unstuffed(&[0x12, 0xFF, 0xD0, 0x56, 0xFF, 0xD5, 0x78]);
+        let mut br = scan.reader();
+        // Reading 9 bits of a one-byte interval runs into the next interval's data.
+        bits(&mut br, 9);
+        assert!(br.restart(0).is_err());
+        // RST5 where RST1 is due.
+        let mut br = scan.reader();
+        bits(&mut br, 8);
+        let br = br.restart(0).unwrap();
+        assert!(br.restart(1).is_err());
+        // The data ends where a restart marker is due.
+        let scan = unstuffed(&[0x12, 0x34]);
+        assert!(matches!(
+            scan.reader().restart(0),
+            Err(DecodeError::Truncated { .. })
+        ));
     }
 
     #[test]
@@ -398,13 +504,17 @@ mod tests {
         counts[0] = 1;
         counts[1] = 2;
         let t = HuffmanTable::new(&counts, &[0x00, 0xF0, 0x01]).unwrap();
-        let mut br = BitReader::new(&[0b0111_1100, 0, 0, 0], 0);
+        let scan = unstuffed(&[0b0111_1100, 0, 0, 0]);
+        let mut br = scan.reader();
+        br.refill();
         assert_eq!(br.decode_ac_fast(&t), Some((EOB_RUN as usize, 0)));
         // Then "11" + "1": +1; then "11" + "0": -1; then "0": end of block.
         assert_eq!(br.decode_ac_fast(&t), Some((0, 1)));
         assert_eq!(br.decode_ac_fast(&t), Some((0, -1)));
         assert_eq!(br.decode_ac_fast(&t), Some((EOB_RUN as usize, 0)));
-        let mut br = BitReader::new(&[0b1000_0000, 0, 0, 0], 0);
+        let scan = unstuffed(&[0b1000_0000, 0, 0, 0]);
+        let mut br = scan.reader();
+        br.refill();
         assert_eq!(br.decode_ac_fast(&t), None);
         assert_eq!(br.decode(&t).unwrap(), 0xF0);
     }

@@ -19,7 +19,7 @@ mod idct;
 use crate::jpeg_markers;
 use crate::{Decode, DecodeError, ImageFormat, ImageInfo, Limits};
 use header::Header;
-use huffman::{BitReader, HuffmanTable, EOB_RUN};
+use huffman::{BitReader, HuffmanTable, Unstuffed, EOB_RUN};
 use idct::Idct;
 
 /// Natural-order index of the `k`-th zigzag coefficient.
@@ -97,6 +97,8 @@ pub struct JpegDecoder {
     /// from the last ones built in that slot (most files of a dataset share theirs).
     dc_tables: [HuffmanTable; 4],
     ac_tables: [HuffmanTable; 4],
+    /// The scan being decoded, unstuffed.
+    scan: Unstuffed,
 }
 
 impl Default for JpegDecoder {
@@ -125,6 +127,7 @@ impl JpegDecoder {
             ycc: YccTables::new(),
             dc_tables: Default::default(),
             ac_tables: Default::default(),
+            scan: Unstuffed::default(),
         }
     }
 
@@ -228,7 +231,8 @@ impl JpegDecoder {
             let c = h.components.get(i).unwrap_or(&h.components[0]);
             (&self.dc_tables[c.td], &self.ac_tables[c.ta], &h.qt[c.tq])
         });
-        let mut br = BitReader::new(bytes, h.scan_start);
+        self.scan.fill(bytes, h.scan_start);
+        let mut br = self.scan.reader();
         let mut pred = [0i32; 3];
         let mut coef = [0i32; 64];
         let mut mcus = 0usize;
@@ -268,7 +272,7 @@ impl JpegDecoder {
                 }
             }
         }
-        if br.padding_consumed() > 0 {
+        if br.ends_early() {
             return Err(DecodeError::Truncated {
                 format: ImageFormat::Jpeg,
                 detail: "entropy-coded data ends early",
@@ -632,6 +636,7 @@ fn block<const STORE: bool>(
     pred: &mut i32,
     coef: &mut [i32; 64],
 ) -> Result<usize, DecodeError> {
+    br.ensure();
     let s = u32::from(br.decode(dc)?);
     if s > 15 {
         return Err(bad("DC difference of more than 15 bits"));
@@ -643,6 +648,7 @@ fn block<const STORE: bool>(
     }
     let mut k = 1;
     while k < 64 {
+        br.ensure();
         let (run, value) = match br.decode_ac_fast(ac) {
             Some(rv) => rv,
             None => {
