@@ -61,10 +61,9 @@ pub(crate) struct HuffmanTable {
     /// For lengths 1..=16: largest code of that length (-1 if none), and the index offset.
     maxcode: [i32; 18],
     valptr: [i32; 17],
-    /// For AC tables: `fast_ac[peek]` = `value << 16 | run << 8 | total_bits` when the code and
-    /// its magnitude bits fit in FAST_BITS (0 otherwise): one lookup per coefficient. The end
-    /// of block is in it too, as value 0 with run [`EOB_RUN`].
-    fast_ac: [i32; 1 << FAST_BITS],
+    /// For AC tables: `fast_ac[peek]` decodes the next one or two coefficients (see
+    /// [`AcPair`]) when their codes and magnitude bits fit in FAST_BITS (0 otherwise).
+    fast_ac: [AcPair; 1 << FAST_BITS],
     /// The spec the tables were built from, and whether `fast_ac` was.
     built: Option<(HuffmanSpec, bool)>,
 }
@@ -75,7 +74,7 @@ impl Default for HuffmanTable {
             fast: [0; 1 << FAST_BITS],
             maxcode: [-1; 18],
             valptr: [0; 17],
-            fast_ac: [0; 1 << FAST_BITS],
+            fast_ac: [AcPair(0); 1 << FAST_BITS],
             built: None,
         }
     }
@@ -123,34 +122,120 @@ impl HuffmanTable {
         }
         self.maxcode[17] = i32::MAX;
         if ac {
+            let single: [AcPair; 1 << FAST_BITS] = std::array::from_fn(|i| self.single_ac(i));
             for (i, slot) in self.fast_ac.iter_mut().enumerate() {
-                *slot = 0;
-                let entry = self.fast[i];
-                if entry == 0 {
+                *slot = single[i];
+                let first = single[i];
+                if first.0 == 0 || first.run() == EOB_RUN as usize {
+                    // Nothing after an end of block belongs to this block.
                     continue;
                 }
-                let (len, rs) = (u32::from(entry >> 8), entry as u8);
-                let (run, size) = (u32::from(rs >> 4), u32::from(rs & 15));
-                if rs == 0 {
-                    // End of block: a run past any block's end, so the block decoder learns of
-                    // it only on its (rare) overrun check.
-                    *slot = (EOB_RUN << 8) as i32 | len as i32;
-                    continue;
+                // The next code, if its bits are all within the peek.
+                let used = first.bits();
+                let next = single[(i << used) & ((1 << FAST_BITS) - 1)];
+                if next.0 != 0 && used + next.bits() <= FAST_BITS {
+                    *slot = AcPair::pair(first, next);
                 }
-                // Zero runs (ZRL) take the table-free path.
-                if size == 0 || len + size > FAST_BITS {
-                    continue;
-                }
-                let bits = ((i as u32) >> (FAST_BITS - len - size)) & ((1 << size) - 1);
-                let value = if bits < 1 << (size - 1) {
-                    bits as i32 - (1 << size) + 1
-                } else {
-                    bits as i32
-                };
-                *slot = (value << 16) | (run << 8) as i32 | (len + size) as i32;
             }
         }
         self.built = Some((*spec, ac));
+    }
+}
+
+impl HuffmanTable {
+    /// The one-coefficient entry for peek `i` (0 when the code and its magnitude bits do not
+    /// fit the peek, or the code is a zero run).
+    fn single_ac(&self, i: usize) -> AcPair {
+        let entry = self.fast[i];
+        if entry == 0 {
+            return AcPair(0);
+        }
+        let (len, rs) = (u32::from(entry >> 8), entry as u8);
+        let (run, size) = (u32::from(rs >> 4), u32::from(rs & 15));
+        if rs == 0 {
+            return AcPair::single(len, EOB_RUN, 0);
+        }
+        // Zero runs (ZRL) take the table-free path.
+        if size == 0 || len + size > FAST_BITS {
+            return AcPair(0);
+        }
+        let bits = ((i as u32) >> (FAST_BITS - len - size)) & ((1 << size) - 1);
+        let value = if bits < 1 << (size - 1) {
+            bits as i32 - (1 << size) + 1
+        } else {
+            bits as i32
+        };
+        AcPair::single(len + size, run, value)
+    }
+}
+
+/// One lookup's worth of AC coefficients: one, or two when the second's code and magnitude
+/// bits also fit in the peek (short codes are the common ones, so about half the lookups
+/// decode two). Packed in a `u64`, 0 meaning "not in the table":
+///
+/// | bits   | field |
+/// |--------|-------|
+/// | 0..8   | bits consumed by both |
+/// | 8..16  | bits consumed by the first alone |
+/// | 16..24 | zero run before the first ([`EOB_RUN`] for the end of the block) |
+/// | 24..32 | zigzag steps from the first to the second: `1 + run`, [`EOB_RUN`] when the second is the end of the block, 0 when there is no second (the first is then written twice) |
+/// | 32..48 | first value (i16) |
+/// | 48..64 | second value (i16) |
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct AcPair(u64);
+
+impl AcPair {
+    fn single(bits: u32, run: u32, value: i32) -> Self {
+        let v = u64::from(value as i16 as u16);
+        Self(u64::from(bits) | u64::from(bits) << 8 | u64::from(run) << 16 | v << 32 | v << 48)
+    }
+
+    fn pair(first: Self, next: Self) -> Self {
+        let gap = if next.run() == EOB_RUN as usize {
+            u64::from(EOB_RUN)
+        } else {
+            next.run() as u64 + 1
+        };
+        Self(
+            u64::from(first.bits() + next.bits())
+                | (first.0 & 0x0000_FFFF_00FF_FF00)
+                | gap << 24
+                | (next.0 >> 32 & 0xFFFF) << 48,
+        )
+    }
+
+    /// In the table (else decode the symbol without it).
+    #[inline(always)]
+    pub fn found(self) -> bool {
+        self.0 != 0
+    }
+    /// Bits taken by all the entry decodes.
+    #[inline(always)]
+    pub fn bits(self) -> u32 {
+        self.0 as u32 & 0xFF
+    }
+    /// Bits taken by the first coefficient alone.
+    #[inline(always)]
+    pub fn first_bits(self) -> u32 {
+        (self.0 >> 8) as u32 & 0xFF
+    }
+    /// Zero run before the first coefficient, [`EOB_RUN`] for the end of the block.
+    #[inline(always)]
+    pub fn run(self) -> usize {
+        (self.0 >> 16) as usize & 0xFF
+    }
+    /// Zigzag steps from the first coefficient to the second (see the table above).
+    #[inline(always)]
+    pub fn gap(self) -> usize {
+        (self.0 >> 24) as usize & 0xFF
+    }
+    #[inline(always)]
+    pub fn first(self) -> i32 {
+        i32::from((self.0 >> 32) as i16)
+    }
+    #[inline(always)]
+    pub fn second(self) -> i32 {
+        i32::from((self.0 >> 48) as i16)
     }
 }
 
@@ -297,7 +382,7 @@ impl<'a> BitReader<'a> {
     }
 
     #[inline(always)]
-    fn consume(&mut self, n: u32) {
+    pub fn consume(&mut self, n: u32) {
         self.bits <<= n;
         self.count -= n;
     }
@@ -315,17 +400,11 @@ impl<'a> BitReader<'a> {
         Ok(value)
     }
 
-    /// Decodes one AC coefficient with the combined table: `Some((run, value))`, where
-    /// `(EOB_RUN, 0)` is the end of the block, or `None` when the code is not in it (then use
-    /// [`Self::decode`]). Refill first.
+    /// The table entry for the next one or two AC coefficients (see [`AcPair`]), without
+    /// consuming anything. Refill first.
     #[inline(always)]
-    pub fn decode_ac_fast(&mut self, t: &HuffmanTable) -> Option<(usize, i32)> {
-        let f = t.fast_ac[(self.bits >> (64 - FAST_BITS)) as usize];
-        if f == 0 {
-            return None;
-        }
-        self.consume(f as u32 & 0xFF);
-        Some((((f as u32 >> 8) & 0xFF) as usize, f >> 16))
+    pub fn peek_ac(&self, t: &HuffmanTable) -> AcPair {
+        t.fast_ac[(self.bits >> (64 - FAST_BITS)) as usize]
     }
 
     /// Reads `s` bits (s <= 16, and that many valid) and sign-extends them as JPEG's EXTEND
@@ -423,14 +502,15 @@ mod tests {
         u
     }
 
-    /// Decodes one AC coefficient the way the block decoder does: the combined table first.
+    /// Decodes one AC coefficient the way the block decoder does: the table first.
     fn ac(bytes: &[u8], t: &HuffmanTable) -> (usize, i32) {
         // (EOB_RUN, 0) is the end of the block.
         let scan = unstuffed(bytes);
         let mut br = scan.reader();
         br.refill();
-        if let Some(rv) = br.decode_ac_fast(t) {
-            return rv;
+        let e = br.peek_ac(t);
+        if e.found() {
+            return (e.run(), e.first());
         }
         let rs = br.decode(t).unwrap();
         (usize::from(rs >> 4), br.receive_extend(u32::from(rs & 15)))
@@ -498,7 +578,7 @@ mod tests {
     }
 
     #[test]
-    fn end_of_block_comes_from_the_combined_table_and_zero_runs_do_not() {
+    fn end_of_block_and_coefficient_pairs_come_from_the_table_and_zero_runs_do_not() {
         // "0": end of block; "10": zero run of 16 (ZRL); "11": (run 0, size 1).
         let mut counts = [0u8; 16];
         counts[0] = 1;
@@ -507,15 +587,23 @@ mod tests {
         let scan = unstuffed(&[0b0111_1100, 0, 0, 0]);
         let mut br = scan.reader();
         br.refill();
-        assert_eq!(br.decode_ac_fast(&t), Some((EOB_RUN as usize, 0)));
-        // Then "11" + "1": +1; then "11" + "0": -1; then "0": end of block.
-        assert_eq!(br.decode_ac_fast(&t), Some((0, 1)));
-        assert_eq!(br.decode_ac_fast(&t), Some((0, -1)));
-        assert_eq!(br.decode_ac_fast(&t), Some((EOB_RUN as usize, 0)));
+        // Nothing is paired with an end of block: what follows it is the next block's.
+        let e = br.peek_ac(&t);
+        assert_eq!(
+            (e.run(), e.first(), e.gap(), e.bits()),
+            (EOB_RUN as usize, 0, 0, 1)
+        );
+        br.consume(e.bits());
+        // Then "11" + "1": +1 and "11" + "0": -1 in one lookup, then "0": end of block.
+        let e = br.peek_ac(&t);
+        assert_eq!((e.run(), e.first(), e.gap(), e.second()), (0, 1, 1, -1));
+        assert_eq!((e.bits(), e.first_bits()), (6, 3));
+        br.consume(e.bits());
+        assert_eq!(br.peek_ac(&t).run(), EOB_RUN as usize);
         let scan = unstuffed(&[0b1000_0000, 0, 0, 0]);
         let mut br = scan.reader();
         br.refill();
-        assert_eq!(br.decode_ac_fast(&t), None);
+        assert!(!br.peek_ac(&t).found());
         assert_eq!(br.decode(&t).unwrap(), 0xF0);
     }
 

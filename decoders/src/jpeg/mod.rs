@@ -649,36 +649,57 @@ fn block<const STORE: bool>(
     let mut k = 1;
     while k < 64 {
         br.ensure();
-        let (run, value) = match br.decode_ac_fast(ac) {
-            Some(rv) => rv,
-            None => {
-                let rs = br.decode(ac)?;
-                let (r, s) = (usize::from(rs >> 4), u32::from(rs & 15));
-                if s == 0 {
-                    if r == 15 {
-                        k += 16;
-                        continue;
-                    }
+        let e = br.peek_ac(ac);
+        if e.found() {
+            // One or two coefficients (a lone one is written twice, see `AcPair`).
+            let before = *br;
+            br.consume(e.bits());
+            k += e.run();
+            if k > 63 {
+                if e.run() == EOB_RUN as usize {
+                    k -= e.run();
                     break;
                 }
-                if STORE {
-                    (r, br.receive_extend(s))
-                } else {
-                    br.skip(s);
-                    (r, 0)
-                }
+                return Err(bad("AC run past the end of the block"));
             }
-        };
-        k += run;
-        if k > 63 {
-            if run == EOB_RUN as usize {
-                k -= run;
+            if STORE {
+                coef[ZIGZAG[k]] = e.first() * i32::from(q[k]);
+            }
+            let k2 = k + e.gap();
+            if k2 > 63 {
+                if k == 63 {
+                    // The block is full: what followed in the peek is the next block's.
+                    *br = before;
+                    br.consume(e.first_bits());
+                } else if e.gap() != EOB_RUN as usize {
+                    return Err(bad("AC run past the end of the block"));
+                }
+                k += 1;
                 break;
             }
+            if STORE {
+                coef[ZIGZAG[k2]] = e.second() * i32::from(q[k2]);
+            }
+            k = k2 + 1;
+            continue;
+        }
+        let rs = br.decode(ac)?;
+        let (run, s) = (usize::from(rs >> 4), u32::from(rs & 15));
+        if s == 0 {
+            if run == 15 {
+                k += 16;
+                continue;
+            }
+            break;
+        }
+        k += run;
+        if k > 63 {
             return Err(bad("AC run past the end of the block"));
         }
         if STORE {
-            coef[ZIGZAG[k]] = value * i32::from(q[k]);
+            coef[ZIGZAG[k]] = br.receive_extend(s) * i32::from(q[k]);
+        } else {
+            br.skip(s);
         }
         k += 1;
     }
@@ -721,6 +742,52 @@ impl Decode for JpegDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Packs a string of '0'/'1' into bytes, padded with 1-bits as encoders do.
+    fn pack(bits: &str) -> Vec<u8> {
+        let mut bytes = vec![0xFFu8; bits.len().div_ceil(8)];
+        for (i, b) in bits.bytes().enumerate() {
+            if b == b'0' {
+                bytes[i / 8] &= !(0x80 >> (i % 8));
+            }
+        }
+        bytes
+    }
+
+    #[test]
+    fn a_block_that_ends_at_its_last_coefficient_leaves_the_next_blocks_bits_alone() {
+        // DC: "0" = difference of 0 bits. AC: "0" = (run 0, size 1), "10" = end of block.
+        let mut counts = [0u8; 16];
+        counts[0] = 1;
+        let mut dc = HuffmanTable::default();
+        dc.build(&huffman::HuffmanSpec::new(&counts, &[0x00]).unwrap(), false);
+        counts[1] = 1;
+        let mut ac = HuffmanTable::default();
+        ac.build(
+            &huffman::HuffmanSpec::new(&counts, &[0x01, 0x00]).unwrap(),
+            true,
+        );
+        // Block 1: DC, then 63 times +1 ("0" + "1"), no end of block. Block 2: DC, end of block.
+        // At the 63rd coefficient the peek also holds block 2's "0" + "1" of a would-be pair.
+        let stream = pack(&format!("0{}010", "01".repeat(63)));
+        let mut scan = Unstuffed::default();
+        scan.fill(&stream, 0);
+        let mut br = scan.reader();
+        let q = [2u16; 64];
+        let (mut pred, mut coef) = (0, [0i32; 64]);
+        assert_eq!(
+            block::<true>(&mut br, &dc, &ac, &q, &mut pred, &mut coef).unwrap(),
+            63
+        );
+        assert_eq!(coef[0], 0);
+        assert!(coef[1..].iter().all(|&c| c == 2));
+        assert_eq!(
+            block::<true>(&mut br, &dc, &ac, &q, &mut pred, &mut coef).unwrap(),
+            0
+        );
+        assert!(coef.iter().all(|&c| c == 0));
+        assert!(!br.ends_early());
+    }
 
     #[test]
     fn simd_and_portable_colour_conversion_agree_at_every_row_width() {
