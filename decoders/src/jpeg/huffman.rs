@@ -3,7 +3,7 @@
 use crate::{DecodeError, ImageFormat};
 
 /// Codes up to this many bits are decoded with one table lookup.
-const FAST_BITS: u32 = 10;
+const FAST_BITS: u32 = 11;
 
 /// The run [`BitReader::decode_ac_fast`] gives for the end of a block: more than any block has
 /// left.
