@@ -72,6 +72,9 @@ pub struct OutputWriter {
     layout: Layout,
     /// `table[c][v]`: the output bits for value `v` of channel `c` (u8/u16/u32 widened to u32).
     table: Box<[[u32; 256]; 3]>,
+    /// For bf16 NCHW on a CPU with AVX2, when it reproduces `table` exactly: the same values
+    /// computed 8 pixels at a time.
+    affine: Option<Bf16Affine>,
 }
 
 impl OutputWriter {
@@ -98,10 +101,14 @@ impl OutputWriter {
                 };
             }
         }
+        let affine = (dtype == Dtype::Bf16 && layout == Layout::Nchw)
+            .then(|| Bf16Affine::exact_for(&table, normalize))
+            .flatten();
         Self {
             dtype,
             layout,
             table,
+            affine,
         }
     }
 
@@ -111,6 +118,13 @@ impl OutputWriter {
     /// # Panics
     /// When `slot` has the wrong size or alignment for the dtype.
     pub fn write(&self, rgb: &[u8], h: usize, w: usize, flip: bool, slot: &mut [u8]) {
+        if let Some(affine) = &self.affine {
+            let out: &mut [u16] = bytemuck::cast_slice_mut(slot);
+            assert_eq!(out.len(), h * w * 3, "slot size does not match the image");
+            let t: [[u16; 256]; 3] =
+                std::array::from_fn(|c| std::array::from_fn(|v| self.table[c][v] as u16));
+            return affine.write_nchw(&t, &rgb[..h * w * 3], h, w, flip, out);
+        }
         match self.dtype {
             Dtype::U8 => self.write_typed::<u8>(rgb, h, w, flip, slot),
             Dtype::F16 | Dtype::Bf16 => self.write_typed::<u16>(rgb, h, w, flip, slot),
@@ -169,6 +183,170 @@ impl OutputWriter {
             }
         }
     }
+}
+
+/// bf16 output as `x * scale + bias` in f32 per channel, rounded to nearest even: two vector
+/// operations instead of a table lookup per value. Used only where it gives exactly the bits of
+/// the table (torchvision's `(x / 255 - mean) / std` in f32), which is checked for all 256
+/// values of each channel when the writer is made (it holds for ImageNet's mean and std).
+#[derive(Clone, Copy, Debug)]
+struct Bf16Affine {
+    scale: [f32; 3],
+    bias: [f32; 3],
+}
+
+/// f32 to bf16 bits, rounding to nearest even (finite values), as the AVX2 code does it.
+fn bf16_rne(x: f32) -> u16 {
+    let b = x.to_bits();
+    (b.wrapping_add(0x7FFF + ((b >> 16) & 1)) >> 16) as u16
+}
+
+impl Bf16Affine {
+    fn exact_for(table: &[[u32; 256]; 3], normalize: Option<([f32; 3], [f32; 3])>) -> Option<Self> {
+        if !avx2() {
+            return None;
+        }
+        let (mean, std) = normalize.unwrap_or(([0.0; 3], [1.0; 3]));
+        let affine = Self {
+            scale: std::array::from_fn(|c| (1.0 / (255.0 * f64::from(std[c]))) as f32),
+            bias: std::array::from_fn(|c| (-f64::from(mean[c]) / f64::from(std[c])) as f32),
+        };
+        let exact = (0..3).all(|c| {
+            (0..256).all(|v| {
+                let x = v as f32 * affine.scale[c] + affine.bias[c];
+                u32::from(bf16_rne(x)) == table[c][v]
+            })
+        });
+        exact.then_some(affine)
+    }
+
+    /// Writes like [`OutputWriter::write`] for bf16 NCHW; `t` is the table, for the pixels of
+    /// each row that do not fill a group of 8.
+    fn write_nchw(
+        &self,
+        t: &[[u16; 256]; 3],
+        rgb: &[u8],
+        h: usize,
+        w: usize,
+        flip: bool,
+        out: &mut [u16],
+    ) {
+        let (r, rest) = out.split_at_mut(h * w);
+        let (g, b) = rest.split_at_mut(h * w);
+        let rows = rgb
+            .chunks_exact(w * 3)
+            .zip(r.chunks_exact_mut(w))
+            .zip(g.chunks_exact_mut(w))
+            .zip(b.chunks_exact_mut(w));
+        for (((src, r), g), b) in rows {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `exact_for` returns an affine only when AVX2 was detected at run time.
+            let done = unsafe { self.row_avx2(src, flip, r, g, b) };
+            #[cfg(not(target_arch = "x86_64"))]
+            let done = 0;
+            // The rest of the row (source pixels at the start of the row when flipping).
+            let pixels: &[[u8; 3]] = bytemuck::cast_slice(src);
+            let (r, g, b) = (&mut r[done..], &mut g[done..], &mut b[done..]);
+            if flip {
+                planar_row(t, pixels[..w - done].iter().rev(), r, g, b);
+            } else {
+                planar_row(t, pixels[done..].iter(), r, g, b);
+            }
+        }
+    }
+
+    /// The outputs of one row in whole groups of 8; returns how many it wrote.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn row_avx2(
+        &self,
+        src: &[u8],
+        flip: bool,
+        r: &mut [u16],
+        g: &mut [u16],
+        b: &mut [u16],
+    ) -> usize {
+        use std::arch::x86_64::*;
+        let w = src.len() / 3;
+        let groups = w / 8;
+        assert!(r.len() >= w && g.len() >= w && b.len() >= w);
+        // Channel c of pixels 0..8 from the 24 bytes: bytes 0..16 (`lo`) and 16..24 (`hi`).
+        let pick = |first: i8| {
+            let lo: [i8; 16] = std::array::from_fn(|i| {
+                let at = first + 3 * i as i8;
+                if i < 8 && at < 16 {
+                    at
+                } else {
+                    -1
+                }
+            });
+            let hi: [i8; 16] = std::array::from_fn(|i| {
+                let at = first + 3 * i as i8 - 16;
+                if i < 8 && (0..8).contains(&at) {
+                    at
+                } else {
+                    -1
+                }
+            });
+            // SAFETY: plain register loads of 16-byte arrays.
+            unsafe {
+                (
+                    _mm_loadu_si128(lo.as_ptr().cast()),
+                    _mm_loadu_si128(hi.as_ptr().cast()),
+                )
+            }
+        };
+        let picks = [pick(0), pick(1), pick(2)];
+        let scale = self.scale.map(|s| _mm256_set1_ps(s));
+        let bias = self.bias.map(|s| _mm256_set1_ps(s));
+        let reverse = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+        let round = _mm256_set1_epi32(0x7FFF);
+        let one = _mm256_set1_epi32(1);
+        for k in 0..groups {
+            // Output pixels 8k..8k+8 come from source pixels `s..s + 8` (reversed when flipping).
+            let s = if flip { w - 8 * k - 8 } else { 8 * k };
+            let px = &src[s * 3..s * 3 + 24];
+            // SAFETY: `px` has 24 bytes: 16 are loaded from its start and 8 from byte 16.
+            let (lo, hi) = unsafe {
+                (
+                    _mm_loadu_si128(px.as_ptr().cast()),
+                    _mm_loadl_epi64(px[16..].as_ptr().cast()),
+                )
+            };
+            let channel = |c: usize| {
+                let bytes = _mm_or_si128(
+                    _mm_shuffle_epi8(lo, picks[c].0),
+                    _mm_shuffle_epi8(hi, picks[c].1),
+                );
+                let mut v = _mm256_cvtepu8_epi32(bytes);
+                if flip {
+                    v = _mm256_permutevar8x32_epi32(v, reverse);
+                }
+                let x = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(v), scale[c]), bias[c]);
+                let bits = _mm256_castps_si256(x);
+                let lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), one);
+                _mm256_srli_epi32(_mm256_add_epi32(bits, _mm256_add_epi32(round, lsb)), 16)
+            };
+            // Pack to u16: [r0-3 g0-3 | r4-7 g4-7] then put the quarters in order.
+            let rg = _mm256_permute4x64_epi64(_mm256_packus_epi32(channel(0), channel(1)), 0xD8);
+            let bb = _mm256_permute4x64_epi64(_mm256_packus_epi32(channel(2), channel(2)), 0xD8);
+            let at = 8 * k;
+            // SAFETY: `at + 8 <= groups * 8 <= w`, and each plane row holds `w` values.
+            unsafe {
+                _mm_storeu_si128(r[at..].as_mut_ptr().cast(), _mm256_castsi256_si128(rg));
+                _mm_storeu_si128(g[at..].as_mut_ptr().cast(), _mm256_extracti128_si256(rg, 1));
+                _mm_storeu_si128(b[at..].as_mut_ptr().cast(), _mm256_castsi256_si128(bb));
+            }
+        }
+        groups * 8
+    }
+}
+
+fn avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return std::arch::is_x86_feature_detected!("avx2");
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
 /// One output row of planar (NCHW) data: channel `c` of each pixel through `t[c]`.
@@ -275,6 +453,39 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn vector_bf16_path_gives_the_table_bits_for_every_width_and_flip() {
+        let norm = Some((crate::augment::IMAGENET_MEAN, crate::augment::IMAGENET_STD));
+        let fast = OutputWriter::new(Dtype::Bf16, Layout::Nchw, norm);
+        if fast.affine.is_none() {
+            assert!(
+                !avx2(),
+                "ImageNet's mean and std are exact in the vector path"
+            );
+            return;
+        }
+        let table_only = OutputWriter {
+            affine: None,
+            ..fast.clone()
+        };
+        for w in [1, 7, 8, 9, 16, 23, 224] {
+            let h = 3;
+            let rgb: Vec<u8> = (0..h * w * 3).map(|i| (i * 97 % 256) as u8).collect();
+            for flip in [false, true] {
+                let (mut a, mut b) = (vec![0u8; h * w * 6], vec![0u8; h * w * 6]);
+                fast.write(&rgb, h, w, flip, &mut a);
+                table_only.write(&rgb, h, w, flip, &mut b);
+                assert_eq!(a, b, "width {w}, flip {flip}");
+            }
+        }
+        // Every value of every channel.
+        let rgb: Vec<u8> = (0..=255u8).flat_map(|v| [v, v, v]).collect();
+        let (mut a, mut b) = (vec![0u8; 256 * 6], vec![0u8; 256 * 6]);
+        fast.write(&rgb, 1, 256, false, &mut a);
+        table_only.write(&rgb, 1, 256, false, &mut b);
+        assert_eq!(a, b);
     }
 
     #[test]
