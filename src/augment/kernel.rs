@@ -118,21 +118,23 @@ impl OutputWriter {
     /// # Panics
     /// When `slot` has the wrong size or alignment for the dtype.
     pub fn write(&self, rgb: &[u8], h: usize, w: usize, flip: bool, slot: &mut [u8]) {
-        if let Some(affine) = &self.affine {
-            let out: &mut [u16] = bytemuck::cast_slice_mut(slot);
-            assert_eq!(out.len(), h * w * 3, "slot size does not match the image");
-            let t: [[u16; 256]; 3] =
-                std::array::from_fn(|c| std::array::from_fn(|v| self.table[c][v] as u16));
-            return affine.write_nchw(&t, &rgb[..h * w * 3], h, w, flip, out);
-        }
-        match self.dtype {
-            Dtype::U8 => self.write_typed::<u8>(rgb, h, w, flip, slot),
-            Dtype::F16 | Dtype::Bf16 => self.write_typed::<u16>(rgb, h, w, flip, slot),
-            Dtype::F32 => self.write_typed::<u32>(rgb, h, w, flip, slot),
-            Dtype::I64 => panic!("i64 is a label type, not an image dtype"),
+        match (self.dtype, &self.affine) {
+            (Dtype::Bf16, Some(a)) => {
+                self.write_typed::<u16>(rgb, h, w, flip, slot, |src, flip, r, g, b| {
+                    a.lead(src, flip, r, g, b)
+                })
+            }
+            (Dtype::U8, _) => self.write_typed::<u8>(rgb, h, w, flip, slot, no_lead),
+            (Dtype::F16 | Dtype::Bf16, _) => {
+                self.write_typed::<u16>(rgb, h, w, flip, slot, no_lead)
+            }
+            (Dtype::F32, _) => self.write_typed::<u32>(rgb, h, w, flip, slot, no_lead),
+            (Dtype::I64, _) => panic!("i64 is a label type, not an image dtype"),
         }
     }
 
+    /// `lead` may write the first outputs of each NCHW row (a vector kernel) and returns how
+    /// many it wrote; the tables do the rest.
     fn write_typed<T: bytemuck::Pod + TryFrom<u32>>(
         &self,
         rgb: &[u8],
@@ -140,6 +142,7 @@ impl OutputWriter {
         w: usize,
         flip: bool,
         slot: &mut [u8],
+        lead: impl Fn(&[[u8; 3]], bool, &mut [T], &mut [T], &mut [T]) -> usize,
     ) {
         let out: &mut [T] = bytemuck::cast_slice_mut(slot);
         assert_eq!(out.len(), h * w * 3, "slot size does not match the image");
@@ -164,10 +167,13 @@ impl OutputWriter {
                     .zip(g.chunks_exact_mut(w))
                     .zip(b.chunks_exact_mut(w));
                 for (((src, r), g), b) in rows {
+                    let done = lead(src, flip, r, g, b);
+                    // The rest (when flipping, from the source pixels at the row's start).
+                    let (r, g, b) = (&mut r[done..], &mut g[done..], &mut b[done..]);
                     if flip {
-                        planar_row(&t, src.iter().rev(), r, g, b);
+                        planar_row(&t, src[..w - done].iter().rev(), r, g, b);
                     } else {
-                        planar_row(&t, src.iter(), r, g, b);
+                        planar_row(&t, src[done..].iter(), r, g, b);
                     }
                 }
             }
@@ -220,39 +226,20 @@ impl Bf16Affine {
         exact.then_some(affine)
     }
 
-    /// Writes like [`OutputWriter::write`] for bf16 NCHW; `t` is the table, for the pixels of
-    /// each row that do not fill a group of 8.
-    fn write_nchw(
+    /// Writes the outputs of one NCHW row in whole groups of 8 and returns how many.
+    fn lead(
         &self,
-        t: &[[u16; 256]; 3],
-        rgb: &[u8],
-        h: usize,
-        w: usize,
+        src: &[[u8; 3]],
         flip: bool,
-        out: &mut [u16],
-    ) {
-        let (r, rest) = out.split_at_mut(h * w);
-        let (g, b) = rest.split_at_mut(h * w);
-        let rows = rgb
-            .chunks_exact(w * 3)
-            .zip(r.chunks_exact_mut(w))
-            .zip(g.chunks_exact_mut(w))
-            .zip(b.chunks_exact_mut(w));
-        for (((src, r), g), b) in rows {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: `exact_for` returns an affine only when AVX2 was detected at run time.
-            let done = unsafe { self.row_avx2(src, flip, r, g, b) };
-            #[cfg(not(target_arch = "x86_64"))]
-            let done = 0;
-            // The rest of the row (source pixels at the start of the row when flipping).
-            let pixels: &[[u8; 3]] = bytemuck::cast_slice(src);
-            let (r, g, b) = (&mut r[done..], &mut g[done..], &mut b[done..]);
-            if flip {
-                planar_row(t, pixels[..w - done].iter().rev(), r, g, b);
-            } else {
-                planar_row(t, pixels[done..].iter(), r, g, b);
-            }
-        }
+        r: &mut [u16],
+        g: &mut [u16],
+        b: &mut [u16],
+    ) -> usize {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `exact_for` returns an affine only when AVX2 was detected at run time.
+        return unsafe { self.row_avx2(bytemuck::cast_slice(src), flip, r, g, b) };
+        #[cfg(not(target_arch = "x86_64"))]
+        0
     }
 
     /// The outputs of one row in whole groups of 8; returns how many it wrote.
@@ -347,6 +334,11 @@ fn avx2() -> bool {
     return std::arch::is_x86_feature_detected!("avx2");
     #[cfg(not(target_arch = "x86_64"))]
     false
+}
+
+/// No vector kernel: the tables write every output.
+fn no_lead<T>(_: &[[u8; 3]], _: bool, _: &mut [T], _: &mut [T], _: &mut [T]) -> usize {
+    0
 }
 
 /// One output row of planar (NCHW) data: channel `c` of each pixel through `t[c]`.
