@@ -207,6 +207,27 @@ fn bf16_rne(x: f32) -> u16 {
     (b.wrapping_add(0x7FFF + ((b >> 16) & 1)) >> 16) as u16
 }
 
+/// Byte shuffles that gather channel `c` of 8 RGB pixels (24 bytes) into bytes 0..8:
+/// `PICK[c][0]` from the first 16 bytes, `PICK[c][1]` from the last 8 (-1 gives a zero).
+const PICK: [[[i8; 16]; 2]; 3] = {
+    let mut pick = [[[-1i8; 16]; 2]; 3];
+    let mut c = 0;
+    while c < 3 {
+        let mut i = 0;
+        while i < 8 {
+            let at = (c + 3 * i) as i8;
+            if at < 16 {
+                pick[c][0][i] = at;
+            } else {
+                pick[c][1][i] = at - 16;
+            }
+            i += 1;
+        }
+        c += 1;
+    }
+    pick
+};
+
 impl Bf16Affine {
     fn exact_for(table: &[[u32; 256]; 3], normalize: Option<([f32; 3], [f32; 3])>) -> Option<Self> {
         if !avx2() {
@@ -258,32 +279,13 @@ impl Bf16Affine {
         let groups = w / 8;
         assert!(r.len() >= w && g.len() >= w && b.len() >= w);
         // Channel c of pixels 0..8 from the 24 bytes: bytes 0..16 (`lo`) and 16..24 (`hi`).
-        let pick = |first: i8| {
-            let lo: [i8; 16] = std::array::from_fn(|i| {
-                let at = first + 3 * i as i8;
-                if i < 8 && at < 16 {
-                    at
-                } else {
-                    -1
-                }
-            });
-            let hi: [i8; 16] = std::array::from_fn(|i| {
-                let at = first + 3 * i as i8 - 16;
-                if i < 8 && (0..8).contains(&at) {
-                    at
-                } else {
-                    -1
-                }
-            });
-            // SAFETY: plain register loads of 16-byte arrays.
-            unsafe {
-                (
-                    _mm_loadu_si128(lo.as_ptr().cast()),
-                    _mm_loadu_si128(hi.as_ptr().cast()),
-                )
-            }
-        };
-        let picks = [pick(0), pick(1), pick(2)];
+        // SAFETY: plain loads of the 16-byte mask arrays.
+        let picks = PICK.map(|[lo, hi]| unsafe {
+            (
+                _mm_loadu_si128(lo.as_ptr().cast()),
+                _mm_loadu_si128(hi.as_ptr().cast()),
+            )
+        });
         let scale = self.scale.map(|s| _mm256_set1_ps(s));
         let bias = self.bias.map(|s| _mm256_set1_ps(s));
         let reverse = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);

@@ -124,9 +124,9 @@ impl HuffmanTable {
         if ac {
             let single: [AcPair; 1 << FAST_BITS] = std::array::from_fn(|i| self.single_ac(i));
             for (i, slot) in self.fast_ac.iter_mut().enumerate() {
-                *slot = single[i];
                 let first = single[i];
-                if first.0 == 0 || first.run() == EOB_RUN as usize {
+                *slot = first;
+                if !first.found() || first.run() == EOB_RUN as usize {
                     // Nothing after an end of block belongs to this block.
                     continue;
                 }
@@ -383,6 +383,7 @@ impl<'a> BitReader<'a> {
         self.count |= 56;
     }
 
+    /// Drops `n` bits (that many valid).
     #[inline(always)]
     pub fn consume(&mut self, n: u32) {
         self.bits <<= n;
@@ -425,12 +426,6 @@ impl<'a> BitReader<'a> {
         }
     }
 
-    /// Skips `s` bits (that many valid).
-    #[inline(always)]
-    pub fn skip(&mut self, s: u32) {
-        self.consume(s);
-    }
-
     /// Bits consumed beyond the current restart interval's data.
     fn overrun(&self) -> usize {
         // Every bit before `pos` was taken in, and `count` of them are still unread.
@@ -439,7 +434,7 @@ impl<'a> BitReader<'a> {
             .saturating_sub(self.intervals[self.interval].end * 8)
     }
 
-    /// At the end of the scan: the data ran out before the last MCU.
+    /// The current restart interval's data ran out before its last MCU.
     pub fn ends_early(&self) -> bool {
         self.overrun() > 0
     }
@@ -449,7 +444,7 @@ impl<'a> BitReader<'a> {
     /// (any bytes of this interval left unread are ignored, as encoders may pad).
     #[inline(never)]
     pub fn restart(self, expected: u8) -> Result<Self, DecodeError> {
-        if self.overrun() > 0 {
+        if self.ends_early() {
             return Err(DecodeError::corrupt(
                 ImageFormat::Jpeg,
                 "restart interval's data ends early",
@@ -522,7 +517,7 @@ mod tests {
     fn bits(br: &mut BitReader<'_>, n: u32) -> u32 {
         br.ensure();
         let v = (br.bits >> (64 - n)) as u32;
-        br.skip(n);
+        br.consume(n);
         v
     }
 

@@ -699,7 +699,7 @@ fn block<const STORE: bool>(
         if STORE {
             coef[ZIGZAG[k]] = br.receive_extend(s) * i32::from(q[k]);
         } else {
-            br.skip(s);
+            br.consume(s);
         }
         k += 1;
     }
