@@ -137,3 +137,52 @@ fn engine_and_cpu_agree_with_dct_scaling() {
         report.hw_samples
     );
 }
+
+/// The agreement check on a directory of real photographs (an ImageFolder), for both
+/// built-in pipelines: `HPULOAD_AGREE_DIR=../shared/corpus/out cargo test --release --test
+/// backends -- --ignored --nocapture`. A sample can only have been DCT-scaled when its image
+/// is at least twice the output in both dimensions: those get the 32 dB floor, all others
+/// 40 dB. Prints the worst and median PSNR of each group.
+#[test]
+#[ignore = "needs HPULOAD_AGREE_DIR: a directory of real JPEGs"]
+fn engine_and_cpu_agree_on_real_photographs() {
+    use hpuload::Source;
+    let dir = std::env::var_os("HPULOAD_AGREE_DIR").expect("set HPULOAD_AGREE_DIR");
+    let dir = std::path::Path::new(&dir);
+    let entries = ImageFolder::open(dir).unwrap().entries().to_vec();
+    let eval = Pipeline {
+        name: "eval".into(),
+        ops: pipelines::resnet50_eval().ops[..2].to_vec(),
+    };
+    let pixels = 224 * 224 * 3;
+    for pipeline in [flip_only(224), eval] {
+        let name = pipeline.name.clone();
+        let (hw, report) = run(dir, pipeline.clone(), Backend::Hw, Dtype::U8);
+        let (cpu, _) = run(dir, pipeline, Backend::Cpu, Dtype::U8);
+        let mut groups: [Vec<f64>; 2] = Default::default();
+        for (h, c) in hw.iter().zip(&cpu) {
+            assert_eq!((&h.1, &h.2), (&c.1, &c.2), "same labels and samples");
+            let samples = h.0.chunks(pixels).zip(c.0.chunks(pixels)).take(h.3);
+            for ((a, b), &index) in samples.zip(&h.2) {
+                let (w, ht) = image::image_dimensions(&entries[index].path).unwrap();
+                let may_scale = w >= 448 && ht >= 448;
+                groups[usize::from(may_scale)].push(psnr(a, b));
+            }
+        }
+        for (group, floor) in groups.iter_mut().zip([40.0, 32.0]) {
+            if group.is_empty() {
+                continue;
+            }
+            group.sort_by(f64::total_cmp);
+            let (worst, median) = (group[0], group[group.len() / 2]);
+            println!(
+                "{name}, images that {} be DCT-scaled: {} samples, worst PSNR {worst:.2} dB, \
+                 median {median:.2} dB",
+                if floor == 40.0 { "cannot" } else { "may" },
+                group.len()
+            );
+            assert!(worst >= floor, "{name}: worst {worst:.2} dB < {floor} dB");
+        }
+        println!("{name}: {} samples DCT-scaled", report.hw_dct_scaled);
+    }
+}

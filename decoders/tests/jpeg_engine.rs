@@ -4,7 +4,7 @@
 use hpuload_decoders::testing::psnr;
 use std::path::{Path, PathBuf};
 
-use hpuload_decoders::jpeg::{choose_scale, scaled_region, Region};
+use hpuload_decoders::jpeg::{choose_scale, scaled_region, Region, Window};
 use hpuload_decoders::{CpuDecoder, Decode, DecodeError, JpegDecoder};
 
 fn fixtures() -> PathBuf {
@@ -281,6 +281,160 @@ fn unsupported_files_are_refused_by_probe_with_a_reason() {
     ));
 }
 
+/// Antialiased bilinear (Pillow's filter) in f64, the reference for the engine's output stage:
+/// for each output sample, a triangle of half-width max(scale, 1) around its centre, clipped to
+/// `[lo, hi)` and normalized. Returns (first source index, weights) per output sample.
+fn reference_taps(lo: f64, len: f64, out: u32, bounds: (u32, u32)) -> Vec<(usize, Vec<f64>)> {
+    let scale = len / f64::from(out);
+    let support = scale.max(1.0);
+    (0..out)
+        .map(|i| {
+            let centre = lo + (f64::from(i) + 0.5) * scale;
+            let first = ((centre - support).floor() as i64).max(i64::from(bounds.0)) as usize;
+            let end = ((centre + support).ceil() as i64).min(i64::from(bounds.1)) as usize;
+            let w: Vec<f64> = (first..end)
+                .map(|p| (1.0 - ((p as f64 + 0.5 - centre) / support).abs()).max(0.0))
+                .collect();
+            let sum: f64 = w.iter().sum();
+            (first, w.into_iter().map(|v| v / sum).collect())
+        })
+        .collect()
+}
+
+/// `window` of a `w`-wide RGB8 image resampled to `out_w`x`out_h`, reading only `region`.
+fn reference_resize(
+    rgb: &[u8],
+    w: u32,
+    region: Region,
+    window: Window,
+    (out_w, out_h): (u32, u32),
+) -> Vec<u8> {
+    let cols = reference_taps(
+        window.left,
+        window.width,
+        out_w,
+        (region.x, region.x + region.width),
+    );
+    let rows = reference_taps(
+        window.top,
+        window.height,
+        out_h,
+        (region.y, region.y + region.height),
+    );
+    let mut out = Vec::with_capacity((out_w * out_h * 3) as usize);
+    for (y0, wy) in &rows {
+        for (x0, wx) in &cols {
+            for c in 0..3 {
+                let mut v = 0.0;
+                for (dy, a) in wy.iter().enumerate() {
+                    for (dx, b) in wx.iter().enumerate() {
+                        let px = ((y0 + dy) * w as usize + x0 + dx) * 3 + c;
+                        v += a * b * f64::from(rgb[px]);
+                    }
+                }
+                out.push(v.round().clamp(0.0, 255.0) as u8);
+            }
+        }
+    }
+    out
+}
+
+/// The output stage resamples Y, Cb and Cr at their own resolution and converts colour at the
+/// output's: it must agree with the obvious way (a full RGB decode, chroma upsampled, then the
+/// crop resampled) on every sampling, odd sizes, restart intervals, grayscale and 1x1, for
+/// integer crops and fractional windows, shrinking and enlarging.
+#[test]
+fn resized_decode_agrees_with_resampling_a_full_decode() {
+    for (name, bytes) in supported() {
+        let mut d = JpegDecoder::default();
+        let (w, h, full) = decode(&mut d, &bytes);
+        let (fw, fh) = (f64::from(w), f64::from(h));
+        let cases = [
+            // (region, window, output size)
+            (Region::full(w, h), (0.0, 0.0, fw, fh), (24, 17)),
+            (Region::full(w, h), (0.0, 0.0, fw, fh), (w * 2 + 1, h + 3)),
+            (
+                Region {
+                    x: w / 5,
+                    y: h / 7,
+                    width: (w / 2).max(1),
+                    height: (h / 2).max(1),
+                },
+                (
+                    f64::from(w / 5),
+                    f64::from(h / 7),
+                    f64::from((w / 2).max(1)),
+                    f64::from((h / 2).max(1)),
+                ),
+                (40, 40),
+            ),
+            (
+                Region::full(w, h),
+                (fw * 0.13, fh * 0.21, fw * 0.71, fh * 0.62),
+                (33, 29),
+            ),
+        ];
+        for (region, (left, top, ww, wh), out) in cases {
+            let window = Window {
+                left,
+                top,
+                width: ww,
+                height: wh,
+            };
+            let mut ours = vec![0; (out.0 * out.1 * 3) as usize];
+            d.decode_resized(&bytes, region, 1, window, out.0, out.1, &mut ours)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let reference = reference_resize(&full, w, region, window, out);
+            let p = psnr(&ours, &reference);
+            assert!(
+                p >= 40.0,
+                "{name} {region:?} {window:?} -> {out:?}: PSNR {p:.1} dB"
+            );
+            // At a reduced DCT scale the decode itself differs from a full one.
+            let denom = choose_scale(region, out.0, out.1);
+            if denom > 1 {
+                d.decode_resized(&bytes, region, denom, window, out.0, out.1, &mut ours)
+                    .unwrap();
+                let p = psnr(&ours, &reference);
+                assert!(p >= 32.0, "{name} 1/{denom}: PSNR {p:.1} dB");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_window_outside_its_region_or_a_wrong_output_buffer_is_an_error() {
+    let bytes = hpuload_decoders::testing::gradient_jpeg(64, 48, 90);
+    let mut d = JpegDecoder::default();
+    let region = Region {
+        x: 8,
+        y: 8,
+        width: 32,
+        height: 24,
+    };
+    let inside = Window {
+        left: 8.0,
+        top: 8.0,
+        width: 32.0,
+        height: 24.0,
+    };
+    let mut out = vec![0; 16 * 16 * 3];
+    d.decode_resized(&bytes, region, 1, inside, 16, 16, &mut out)
+        .unwrap();
+    let outside = Window {
+        left: 4.0,
+        ..inside
+    };
+    assert!(matches!(
+        d.decode_resized(&bytes, region, 1, outside, 16, 16, &mut out),
+        Err(DecodeError::Parameter(_))
+    ));
+    assert!(matches!(
+        d.decode_resized(&bytes, region, 1, inside, 16, 15, &mut out),
+        Err(DecodeError::BufferSize { .. })
+    ));
+}
+
 /// Only checks that damaged data never panics: every prefix and many single-byte corruptions
 /// of each file either decode or return an error.
 #[test]
@@ -310,6 +464,14 @@ fn damaged_files_never_panic() {
                     let sr = scaled_region(&info, r, denom);
                     let mut out = vec![0; (sr.width * sr.height * 3) as usize];
                     let _ = d.decode_region(&m, r, denom, &mut out);
+                    let window = Window {
+                        left: 0.0,
+                        top: 0.0,
+                        width: f64::from(info.width),
+                        height: f64::from(info.height),
+                    };
+                    let mut out = vec![0; 9 * 7 * 3];
+                    let _ = d.decode_resized(&m, r, denom, window, 9, 7, &mut out);
                 }
             }
         }

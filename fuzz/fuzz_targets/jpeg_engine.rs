@@ -1,11 +1,12 @@
 //! The media engine's JPEG decoder on arbitrary bytes and crop rectangles: probe, then decode a
-//! region at a scale. It must never panic, read out of bounds or use unbounded memory.
+//! region at a scale, and decode it again resampled to an output size. It must never panic,
+//! read out of bounds or use unbounded memory.
 //!
-//! The input's first 5 bytes choose the region (as fractions of the image) and the scale; the
-//! rest is the file.
+//! The input's first 5 bytes choose the region (as fractions of the image) and the scale, and
+//! also a fractional window inside the region and the output size; the rest is the file.
 #![no_main]
 
-use hpuload_decoders::jpeg::{scaled_region, Region, SCALE_DENOMINATORS};
+use hpuload_decoders::jpeg::{scaled_region, Region, Window, SCALE_DENOMINATORS};
 use hpuload_decoders::{Decode, JpegDecoder, Limits};
 use libfuzzer_sys::fuzz_target;
 
@@ -26,4 +27,15 @@ fuzz_target!(|data: &[u8]| {
     let sr = scaled_region(&info, region, denom);
     let mut out = vec![0u8; sr.width as usize * sr.height as usize * 3];
     let _ = decoder.decode_region(file, region, denom, &mut out);
+    let inset = |b: u8| f64::from(b & 7) / 32.0;
+    let (w, h) = (f64::from(width), f64::from(height));
+    let window = Window {
+        left: f64::from(x) + w * inset(params[0]),
+        top: f64::from(y) + h * inset(params[1]),
+        width: w * (1.0 - inset(params[0]) - inset(params[2])),
+        height: h * (1.0 - inset(params[1]) - inset(params[3])),
+    };
+    let (out_w, out_h) = (1 + u32::from(params[2] % 64), 1 + u32::from(params[3] % 64));
+    let mut out = vec![0u8; out_w as usize * out_h as usize * 3];
+    let _ = decoder.decode_resized(file, region, denom, window, out_w, out_h, &mut out);
 });

@@ -134,13 +134,9 @@ const STAGES: [(&str, &str, &str); 9] = [
     (
         "decode_engine",
         "device",
-        "region decoding on the media engine",
+        "region decode, crop and resize on the media engine",
     ),
-    (
-        "augment_engine",
-        "device",
-        "resize and device ops after the engine",
-    ),
+    ("augment_engine", "device", "device ops after the engine"),
     ("dma", "device", "host-to-device DMA"),
     ("wait", "loop", "the training loop waiting for batches"),
 ];

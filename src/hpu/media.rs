@@ -17,12 +17,10 @@ pub struct EngineContext {
     pub decoder: JpegDecoder,
     /// Input FIFO: the bitstream, copied out of device memory.
     pub bitstream: Vec<u8>,
-    /// Decoded-pixels scratch.
+    /// The engine's output: the decoded, cropped, resized image.
     pub pixels: Vec<u8>,
     /// Which engine this is.
     pub engine: usize,
-    /// State a user of the engine keeps between its jobs (e.g. a resampler).
-    pub user: Option<Box<dyn std::any::Any + Send>>,
 }
 
 type MediaJob = Box<dyn FnOnce(&mut EngineContext) + Send>;
@@ -46,7 +44,6 @@ impl MediaEngine {
                             bitstream: Vec::new(),
                             pixels: Vec::new(),
                             engine,
-                            user: None,
                         };
                         for job in rx {
                             job(&mut ctx);

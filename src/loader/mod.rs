@@ -103,9 +103,9 @@ pub struct StageTimes {
     pub collate: Duration,
     /// Host: router probes (can the engine take the file?) and bitstream copies.
     pub route: Duration,
-    /// Device: media-engine region decode.
+    /// Device: the media engine's region decode, crop and resize.
     pub decode_engine: Duration,
-    /// Device: resize and device ops (flip, normalize, cast, layout) after an engine decode.
+    /// Device: device ops (flip, normalize, cast, layout) after an engine decode.
     pub augment_engine: Duration,
     /// Device: host-to-device copies.
     pub dma: Duration,

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
-use hpuload_decoders::jpeg::{choose_scale, scaled_region, Region};
+use hpuload_decoders::jpeg::{choose_scale, Region, Window};
 use hpuload_decoders::{CpuDecoder, Decode, DecodeError, ImageInfo, JpegDecoder};
 
 use super::{Backend, Batch, OnError, Shared, Skip};
@@ -85,7 +85,6 @@ struct HwSlot {
     index: usize,
     len: usize,
     own: Option<DeviceBuffer>,
-    info: ImageInfo,
     region: Region,
     denom: u32,
     params: SampleParams,
@@ -278,14 +277,8 @@ impl BatchWork {
     }
 }
 
-/// Per-engine state of the loader's jobs: the resampler and the output size it was made for.
-struct EngineScratch {
-    resampler: Resampler,
-    out_hw: (u32, u32),
-}
-
-/// On an engine: decode the slot's bitstream (region at scale), resize, and run the device op
-/// (flip, normalize, cast, layout) into the slot of the device tensor.
+/// On an engine: decode the slot's bitstream (region at scale) straight to the output size, and
+/// run the device op (flip, normalize, cast, layout) into the slot of the device tensor.
 fn engine_decode(
     shared: &Shared,
     work: &BatchWork,
@@ -303,55 +296,35 @@ fn engine_decode(
         }
     }
     let t0 = CpuClock::now();
-    let sr = scaled_region(&h.info, h.region, h.denom);
-    let len = sr.width as usize * sr.height as usize * 3;
-    if ctx.pixels.len() < len {
+    let (oh, ow) = shared.plan.out_hw();
+    let len = oh as usize * ow as usize * 3;
+    if ctx.pixels.len() != len {
         ctx.pixels.resize(len, 0);
     }
-    let decoded =
-        ctx.decoder
-            .decode_region(&ctx.bitstream, h.region, h.denom, &mut ctx.pixels[..len]);
+    let c = h.params.crop;
+    let window = Window {
+        left: c.left,
+        top: c.top,
+        width: c.width,
+        height: c.height,
+    };
+    let decoded = ctx.decoder.decode_resized(
+        &ctx.bitstream,
+        h.region,
+        h.denom,
+        window,
+        ow,
+        oh,
+        &mut ctx.pixels,
+    );
     let t1 = CpuClock::now();
     shared.counters.engine_decode.add(t1 - t0);
     decoded?;
-    let (oh, ow) = shared.plan.out_hw();
-    let d = f64::from(h.denom);
-    let c = h.params.crop;
-    let crop = if h.denom == 1 && c.view {
-        CropBox::full(sr.width, sr.height)
-    } else {
-        CropBox {
-            left: c.left / d - f64::from(sr.x),
-            top: c.top / d - f64::from(sr.y),
-            width: c.width / d,
-            height: c.height / d,
-            view: false,
-        }
-    };
-    let user = ctx.user.get_or_insert_with(|| {
-        Box::new(EngineScratch {
-            resampler: Resampler::new(oh, ow),
-            out_hw: (oh, ow),
-        })
-    });
-    let scratch = user
-        .downcast_mut::<EngineScratch>()
-        .expect("only the loader puts state in its engines");
-    if scratch.out_hw != (oh, ow) {
-        *scratch = EngineScratch {
-            resampler: Resampler::new(oh, ow),
-            out_hw: (oh, ow),
-        };
-    }
-    let resized = scratch
-        .resampler
-        .run(&ctx.pixels[..len], sr.width, sr.height, &crop)
-        .map_err(|_| DecodeError::Parameter("crop outside the decoded region"))?;
     // The device op writes straight into the sample's slot of the batch tensor. Engines take
     // turns on the buffer's lock for the write alone (a few tens of microseconds), which costs
     // less than staging the slot elsewhere and copying it in.
     shared.writer.write(
-        resized,
+        &ctx.pixels,
         oh as usize,
         ow as usize,
         h.params.flip,
@@ -580,7 +553,6 @@ fn load_sample(
                             index,
                             len: bytes.len(),
                             own,
-                            info,
                             region,
                             denom,
                             params,

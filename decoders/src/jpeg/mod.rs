@@ -15,12 +15,15 @@
 mod header;
 mod huffman;
 mod idct;
+mod resample;
 
 use crate::jpeg_markers;
 use crate::{Decode, DecodeError, ImageFormat, ImageInfo, Limits};
 use header::Header;
 use huffman::{BitReader, HuffmanTable, Unstuffed, EOB_RUN};
 use idct::Idct;
+pub use resample::Window;
+use resample::{Axis, PlaneGeometry, PlaneResampler, Target};
 
 /// Natural-order index of the `k`-th zigzag coefficient.
 pub(crate) const ZIGZAG: [usize; 64] = [
@@ -99,6 +102,8 @@ pub struct JpegDecoder {
     ac_tables: [HuffmanTable; 4],
     /// The scan being decoded, unstuffed.
     scan: Unstuffed,
+    /// Output stage of [`JpegDecoder::decode_resized`].
+    resampler: PlaneResampler,
 }
 
 impl Default for JpegDecoder {
@@ -128,6 +133,7 @@ impl JpegDecoder {
             dc_tables: Default::default(),
             ac_tables: Default::default(),
             scan: Unstuffed::default(),
+            resampler: PlaneResampler::new(),
         }
     }
 
@@ -145,6 +151,102 @@ impl JpegDecoder {
         denom: u32,
         out: &mut [u8],
     ) -> Result<Region, DecodeError> {
+        let (h, sr) = self.prepare(bytes, region, denom)?;
+        let expected = sr.width as usize * sr.height as usize * 3;
+        if out.len() != expected {
+            return Err(DecodeError::BufferSize {
+                expected,
+                got: out.len(),
+            });
+        }
+        let n = 8 / denom as usize;
+        self.entropy_decode(bytes, &h, &sr, n)?;
+        self.color_convert(&h, &sr, n, denom as usize, out);
+        Ok(sr)
+    }
+
+    /// What a media engine does per image: decodes `region` at `1/denom` (see
+    /// [`JpegDecoder::decode_region`]), resamples `window` of it to `out_w`x`out_h`
+    /// (antialiased bilinear; the filter reads only pixels inside `region`) and writes RGB8 into
+    /// `out`. Each plane is resampled at its own resolution and colour is converted at the
+    /// output's, so chroma is never upsampled to the crop's size.
+    ///
+    /// # Errors
+    /// As [`JpegDecoder::decode_region`]; also a window outside `region` or an `out` that does
+    /// not hold exactly `out_w * out_h * 3` bytes.
+    #[allow(clippy::too_many_arguments)]
+    pub fn decode_resized(
+        &mut self,
+        bytes: &[u8],
+        region: Region,
+        denom: u32,
+        window: Window,
+        out_w: u32,
+        out_h: u32,
+        out: &mut [u8],
+    ) -> Result<(), DecodeError> {
+        let (h, sr) = self.prepare(bytes, region, denom)?;
+        let expected = out_w as usize * out_h as usize * 3;
+        if out.len() != expected || expected == 0 {
+            return Err(DecodeError::BufferSize {
+                expected,
+                got: out.len(),
+            });
+        }
+        let inside = |lo: f64, len: f64, r0: u32, rlen: u32| {
+            // A little slack for windows computed in floating point from integer ones.
+            len > 0.0 && lo >= f64::from(r0) - 1e-6 && lo + len <= f64::from(r0 + rlen) + 1e-6
+        };
+        if !inside(window.left, window.width, region.x, region.width)
+            || !inside(window.top, window.height, region.y, region.height)
+        {
+            return Err(DecodeError::Parameter("window outside the region"));
+        }
+        let target = Target {
+            region,
+            window,
+            out: (out_w as usize, out_h as usize),
+        };
+        let n = 8 / denom as usize;
+        self.entropy_decode(bytes, &h, &sr, n)?;
+        let (c0, c1, r0, r1) = Self::mcu_window(&h, &sr, n);
+        let d = denom as usize;
+        for (k, c) in h.components.iter().enumerate() {
+            let axis = |factor: usize, luma_valid: u32, mcu_lo: usize, mcus: usize, blocks| Axis {
+                denom: d,
+                factor,
+                luma_valid: (luma_valid as usize).div_ceil(d),
+                origin: mcu_lo * blocks * n,
+                held: mcus * blocks * n,
+            };
+            let g = PlaneGeometry {
+                stride: (c1 - c0) * c.h * n,
+                across: axis(h.hmax / c.h, h.width, c0, c1 - c0, c.h),
+                down: axis(h.vmax / c.v, h.height, r0, r1 - r0, c.v),
+            };
+            self.resampler
+                .plane(k, &self.planes[k], &g, &target, k == 2)?;
+        }
+        let y = self.resampler.out(0);
+        if h.components.len() == 1 {
+            for (px, &v) in out.chunks_exact_mut(3).zip(y) {
+                px.fill(v);
+            }
+        } else {
+            let (cb, cr) = (self.resampler.out(1), self.resampler.out(2));
+            self.ycc.convert(y, cb, cr, out);
+        }
+        Ok(())
+    }
+
+    /// Parses the header and checks a decode's parameters; returns the header and the scaled
+    /// region to decode.
+    fn prepare(
+        &self,
+        bytes: &[u8],
+        region: Region,
+        denom: u32,
+    ) -> Result<(Header, Region), DecodeError> {
         let h = header::parse(bytes, &self.limits)?;
         let info = ImageInfo {
             format: ImageFormat::Jpeg,
@@ -166,17 +268,7 @@ impl JpegDecoder {
             ));
         }
         let sr = scaled_region(&info, region, denom);
-        let expected = sr.width as usize * sr.height as usize * 3;
-        if out.len() != expected {
-            return Err(DecodeError::BufferSize {
-                expected,
-                got: out.len(),
-            });
-        }
-        let n = 8 / denom as usize;
-        self.entropy_decode(bytes, &h, &sr, n)?;
-        self.color_convert(&h, &sr, n, denom as usize, out);
-        Ok(sr)
+        Ok((h, sr))
     }
 
     /// MCU columns and rows `[c0, c1) x [r0, r1)` whose blocks are kept: those covering the

@@ -1,0 +1,682 @@
+//! The engine's output stage: each decoded plane (Y, and Cb and Cr at their subsampled
+//! resolution) is resampled straight to the output size, and colour is converted once, at
+//! output resolution. Chroma is never upsampled to the crop's size and no RGB image of the
+//! crop exists; a media engine works in YCbCr for the same reason.
+//!
+//! Resampling is antialiased bilinear with Pillow's (and torchvision's) filter: a triangle
+//! widened by the downscale factor, normalized per output sample. Every plane maps the same
+//! window of the image: a chroma plane subsampled by `s` sees it divided by `s` (JPEG's
+//! centred chroma siting makes that exact in continuous coordinates), and each filter reads
+//! only samples inside the decoded region.
+//!
+//! Both axes are filtered down columns, where sixteen adjacent samples share their weights and
+//! so fill a vector: rows are filtered into a 16-bit intermediate (7 fractional bits, so
+//! nothing is rounded to 8 bits between the passes), which is transposed, filtered again to
+//! bytes and transposed back. On planar data that beats filtering along rows, where each
+//! output sample would need its own gather.
+
+use crate::DecodeError;
+
+/// A window of the image in full-resolution pixels; edges may be fractional.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Window {
+    /// Left edge.
+    pub left: f64,
+    /// Top edge.
+    pub top: f64,
+    /// Width (positive).
+    pub width: f64,
+    /// Height (positive).
+    pub height: f64,
+}
+
+/// How one axis of a decoded plane maps onto the image.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Axis {
+    /// The decode scale's denominator.
+    pub denom: usize,
+    /// 2 where the plane is subsampled along this axis (chroma), else 1.
+    pub factor: usize,
+    /// Valid luma samples along the axis at the decode scale (beyond them is MCU padding).
+    pub luma_valid: usize,
+    /// The plane sample the buffer starts at.
+    pub origin: usize,
+    /// Samples the buffer holds along the axis.
+    pub held: usize,
+}
+
+/// What the output stage makes of the decoded planes: `window` resampled to `out` (width,
+/// height) with filters clipped to `region`, both in full-resolution pixels.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Target {
+    pub region: super::Region,
+    pub window: Window,
+    pub out: (usize, usize),
+}
+
+/// One decoded plane as the entropy decoder left it: rows of `stride` samples.
+pub(crate) struct PlaneGeometry {
+    pub stride: usize,
+    pub across: Axis,
+    pub down: Axis,
+}
+
+/// Fixed-point weights (Q15, as `pmulhrsw` takes them): each output sample's weights sum to
+/// exactly `UNIT`, one less than 1.0, which fits an `i16` even when a single weight is all.
+const UNIT: i32 = (1 << 15) - 1;
+
+/// Fractional bits of the intermediate between the two passes.
+const FRACTION: u32 = 7;
+
+/// The filter taps of one axis: for output sample `i`, source samples
+/// `start[i]..start[i] + len[i]` (counted from `covering.0`) with weights
+/// `weights[i * width..][..len[i]]`.
+#[derive(Default)]
+struct Taps {
+    /// The plane samples `[first, end)` the taps read.
+    covering: (usize, usize),
+    start: Vec<usize>,
+    len: Vec<usize>,
+    width: usize,
+    weights: Vec<i16>,
+    /// One output sample's weights before rounding: over luma samples, then over the plane's.
+    luma: Vec<f64>,
+    plane: Vec<f64>,
+}
+
+impl Taps {
+    /// Taps that map `window` (start and length, full-resolution pixels) of an axis onto `out`
+    /// samples, with filters clipped to `region` (the same, integers).
+    ///
+    /// The filter is the one a decoder that upsampled chroma to full size would apply to
+    /// the crop, written as weights on this plane's own samples. Over luma samples it is
+    /// Pillow's antialiased bilinear: a triangle whose half-width is the scale factor (at
+    /// least one sample), normalized. On a subsampled axis each luma sample's weight is then
+    /// spread over the two chroma samples libjpeg's "fancy" upsampling would have mixed for it
+    /// (3/4 nearer, 1/4 farther, the edge sample repeated at the image's edges), so the
+    /// result is that decoder's, upsampling and all, in one pass at chroma resolution.
+    fn compute(
+        &mut self,
+        axis: &Axis,
+        window: (f64, f64),
+        region: (u32, u32),
+        out: usize,
+    ) -> Result<(), DecodeError> {
+        let d = axis.denom;
+        let (lo, len) = (window.0 / d as f64, window.1 / d as f64);
+        // The region's luma samples at the decode scale, and the plane samples covering them
+        // (with the neighbours fancy upsampling reads on a subsampled axis).
+        let b0 = region.0 as usize / d;
+        let b1 = (region.0 as usize + region.1 as usize)
+            .div_ceil(d)
+            .min(axis.luma_valid);
+        let sub = axis.factor == 2;
+        let valid = axis.luma_valid.div_ceil(axis.factor);
+        self.covering = if sub {
+            ((b0 / 2).saturating_sub(1), (b1.div_ceil(2) + 1).min(valid))
+        } else {
+            (b0, b1)
+        };
+        let (c0, c1) = self.covering;
+        if b0 >= b1 || c0 < axis.origin || c1 > axis.origin + axis.held || len <= 0.0 {
+            return Err(DecodeError::Parameter("region outside the decoded planes"));
+        }
+        let scale = len / out as f64;
+        let support = scale.max(1.0);
+        let inv_support = 1.0 / support;
+        let luma_width = (support.ceil() as usize) * 2 + 1;
+        self.width = if sub { luma_width / 2 + 3 } else { luma_width };
+        self.start.clear();
+        self.len.clear();
+        self.weights.clear();
+        self.weights.resize(self.width * out, 0);
+        self.luma.resize(luma_width, 0.0);
+        self.plane.resize(self.width, 0.0);
+        for i in 0..out {
+            let centre = lo + (i as f64 + 0.5) * scale;
+            let first = (floor(centre - support).max(0) as usize).clamp(b0, b1 - 1);
+            let end = (floor(centre + support) as usize + 1).clamp(first + 1, b1);
+            let n = (end - first).min(luma_width);
+            let mut sum = 0.0;
+            for (k, wk) in self.luma[..n].iter_mut().enumerate() {
+                let x = ((first + k) as f64 + 0.5 - centre) * inv_support;
+                *wk = (1.0 - x.abs()).max(0.0);
+                sum += *wk;
+            }
+            if sum <= 0.0 {
+                self.luma[..n].fill(0.0);
+                self.luma[0] = 1.0;
+                sum = 1.0;
+            }
+            let (start, taps) = if sub {
+                let lo_j = (first / 2).saturating_sub(1);
+                self.plane.fill(0.0);
+                let mut top = 0;
+                for (k, &wk) in self.luma[..n].iter().enumerate() {
+                    let p = first + k;
+                    let near = p / 2;
+                    let far = if p % 2 == 0 {
+                        near.saturating_sub(1)
+                    } else {
+                        (near + 1).min(valid - 1)
+                    };
+                    self.plane[near - lo_j] += 0.75 * wk;
+                    self.plane[far - lo_j] += 0.25 * wk;
+                    top = top.max(far - lo_j).max(near - lo_j);
+                }
+                (lo_j, top + 1)
+            } else {
+                self.plane[..n].copy_from_slice(&self.luma[..n]);
+                (first, n)
+            };
+            let row = &mut self.weights[i * self.width..][..taps];
+            let unit = f64::from(UNIT) / sum;
+            let (mut total, mut big, mut big_q) = (0i32, 0, 0);
+            for (k, (q, &wk)) in row.iter_mut().zip(&self.plane[..taps]).enumerate() {
+                // Non-negative, so adding a half and truncating rounds to nearest.
+                *q = (wk * unit + 0.5) as i16;
+                total += i32::from(*q);
+                if *q > big_q {
+                    (big, big_q) = (k, *q);
+                }
+            }
+            // Rounding may leave the sum a little off: give the difference to the largest
+            // weight, so flat areas stay exactly flat.
+            row[big] += (UNIT - total) as i16;
+            self.start.push(start - c0);
+            self.len.push(taps);
+        }
+        Ok(())
+    }
+}
+
+/// `v.floor()` as an integer, without a call into libm on targets whose baseline has no
+/// rounding instruction.
+fn floor(v: f64) -> isize {
+    let t = v as isize;
+    if (t as f64) > v {
+        t - 1
+    } else {
+        t
+    }
+}
+
+/// The resampler of one engine: reused buffers, so nothing is allocated per image once warm.
+#[derive(Default)]
+pub(crate) struct PlaneResampler {
+    rows: Taps,
+    cols: Taps,
+    /// The first pass's output, the same transposed, and the second pass's output.
+    rows_out: Vec<i16>,
+    transposed: Vec<i16>,
+    cols_out: Vec<u8>,
+    out: [Vec<u8>; 3],
+    avx2: bool,
+}
+
+impl PlaneResampler {
+    pub fn new() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        let avx2 = std::arch::is_x86_feature_detected!("avx2");
+        #[cfg(not(target_arch = "x86_64"))]
+        let avx2 = false;
+        Self {
+            avx2,
+            ..Self::default()
+        }
+    }
+
+    /// Resamples `plane` (whose buffer is laid out as `g` says) as `target` asks into output
+    /// plane `k`. With `same_taps`, reuses the taps of the previous call (the second chroma
+    /// plane).
+    pub fn plane(
+        &mut self,
+        k: usize,
+        plane: &[u8],
+        g: &PlaneGeometry,
+        target: &Target,
+        same_taps: bool,
+    ) -> Result<(), DecodeError> {
+        let Target {
+            region,
+            window,
+            out: (out_w, out_h),
+        } = *target;
+        if !same_taps {
+            let (x, y) = ((window.left, window.width), (window.top, window.height));
+            self.cols
+                .compute(&g.across, x, (region.x, region.width), out_w)?;
+            self.rows
+                .compute(&g.down, y, (region.y, region.height), out_h)?;
+        }
+        let (x0, x1) = self.cols.covering;
+        let y0 = self.rows.covering.0;
+        let vw = x1 - x0;
+        let origin = (y0 - g.down.origin) * g.stride + (x0 - g.across.origin);
+        if g.stride * g.down.held > plane.len() || g.across.held > g.stride {
+            return Err(DecodeError::Parameter("plane buffer too short"));
+        }
+        let src = &plane[origin..];
+        let avx2 = self.avx2;
+        let (rows, wide, tall) = (&mut self.rows_out, &mut self.transposed, &mut self.cols_out);
+        // Rows: out_h x vw, 16-bit.
+        rows.resize(out_h * vw, 0);
+        filter_columns(src, g.stride, &self.rows, vw, rows, |r, w, o| {
+            rows_u8(avx2, r, g.stride, w, o)
+        });
+        // Transposed: vw x out_h.
+        wide.resize(vw * out_h, 0);
+        transpose(rows, out_h, vw, wide);
+        // Columns, as rows of the transposed image: out_w x out_h, bytes.
+        tall.resize(out_w * out_h, 0);
+        filter_columns(wide, out_h, &self.cols, out_h, tall, |r, w, o| {
+            rows_i16(avx2, r, out_h, w, o)
+        });
+        let out = &mut self.out[k];
+        out.resize(out_w * out_h, 0);
+        transpose(tall, out_w, out_h, out);
+        Ok(())
+    }
+
+    /// Output plane `k` of the last [`PlaneResampler::plane`] call for it.
+    pub fn out(&self, k: usize) -> &[u8] {
+        &self.out[k]
+    }
+}
+
+/// `dst` row `i` (`width` samples) = the weighted sum of `src` rows `taps.start[i]..` (rows
+/// `stride` apart), one output row at a time by `row(rows, weights, out)`.
+fn filter_columns<I, O>(
+    src: &[I],
+    stride: usize,
+    taps: &Taps,
+    width: usize,
+    dst: &mut [O],
+    row: impl Fn(&[I], &[i16], &mut [O]),
+) {
+    for (i, out) in dst.chunks_exact_mut(width).enumerate() {
+        let (first, n) = (taps.start[i], taps.len[i]);
+        let rows = &src[first * stride..];
+        assert!(
+            rows.len() >= (n - 1) * stride + width,
+            "filter reads past the plane"
+        );
+        row(rows, &taps.weights[i * taps.width..][..n], out);
+    }
+}
+
+/// `pmulhrsw`: the rounded high half of a Q15 product.
+#[inline(always)]
+fn mulhrs(a: i16, b: i16) -> i16 {
+    ((i32::from(a) * i32::from(b) + (1 << 14)) >> 15) as i16
+}
+
+/// First pass, one output row: bytes in, the weighted sum with `FRACTION` fractional bits out.
+/// Weights are non-negative and sum to under 1.0, so no sum leaves the `i16` range.
+fn rows_u8(avx2: bool, rows: &[u8], stride: usize, weights: &[i16], out: &mut [i16]) {
+    #[cfg(target_arch = "x86_64")]
+    if avx2 && out.len() >= 16 {
+        // SAFETY: AVX2 support was detected at run time (`avx2` is only set then);
+        // `filter_columns` checked that `rows` holds every row the weights read, `out.len()`
+        // samples long. The last block overlaps the one before it and writes the same values.
+        unsafe {
+            rows_u8_avx2(rows, stride, weights, out);
+            let tail = out.len() - 16;
+            rows_u8_avx2(&rows[tail..], stride, weights, &mut out[tail..]);
+        }
+        return;
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = avx2;
+    for (x, o) in out.iter_mut().enumerate() {
+        *o = weights.iter().enumerate().fold(0i16, |acc, (k, &w)| {
+            acc.wrapping_add(mulhrs(i16::from(rows[k * stride + x]) << FRACTION, w))
+        });
+    }
+}
+
+/// Second pass, one output row: the intermediate in, rounded and clamped bytes out.
+fn rows_i16(avx2: bool, rows: &[i16], stride: usize, weights: &[i16], out: &mut [u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if avx2 && out.len() >= 16 {
+        // SAFETY: as in `rows_u8`.
+        unsafe {
+            rows_i16_avx2(rows, stride, weights, out);
+            let tail = out.len() - 16;
+            rows_i16_avx2(&rows[tail..], stride, weights, &mut out[tail..]);
+        }
+        return;
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = avx2;
+    for (x, o) in out.iter_mut().enumerate() {
+        let acc = weights.iter().enumerate().fold(0i16, |acc, (k, &w)| {
+            acc.wrapping_add(mulhrs(rows[k * stride + x], w))
+        });
+        *o = ((i32::from(acc) + (1 << (FRACTION - 1))) >> FRACTION).clamp(0, 255) as u8;
+    }
+}
+
+/// [`rows_u8`], sixteen samples at a time, as far as whole blocks of sixteen go.
+///
+/// # Safety
+/// The CPU must support AVX2; `rows` must hold `(weights.len() - 1) * stride + out.len()`
+/// bytes.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn rows_u8_avx2(rows: &[u8], stride: usize, weights: &[i16], out: &mut [i16]) {
+    use std::arch::x86_64::{
+        __m128i, __m256i, _mm256_add_epi16, _mm256_cvtepu8_epi16, _mm256_mulhrs_epi16,
+        _mm256_set1_epi16, _mm256_setzero_si256, _mm256_slli_epi16, _mm256_storeu_si256,
+        _mm_loadu_si128,
+    };
+    for x in (0..out.len() / 16).map(|b| b * 16) {
+        // SAFETY: each load reads 16 bytes at `k * stride + x` for `k < weights.len()`,
+        // inside `rows` by the contract as `x + 16 <= out.len()`; the store writes
+        // `out[x..x + 16]`. Unaligned accesses are allowed.
+        unsafe {
+            let mut acc = _mm256_setzero_si256();
+            for (k, &w) in weights.iter().enumerate() {
+                let v = _mm_loadu_si128(rows.as_ptr().add(k * stride + x).cast::<__m128i>());
+                let v = _mm256_slli_epi16(_mm256_cvtepu8_epi16(v), FRACTION as i32);
+                acc = _mm256_add_epi16(acc, _mm256_mulhrs_epi16(v, _mm256_set1_epi16(w)));
+            }
+            _mm256_storeu_si256(out.as_mut_ptr().add(x).cast::<__m256i>(), acc);
+        }
+    }
+}
+
+/// [`rows_i16`], sixteen samples at a time, as far as whole blocks of sixteen go.
+///
+/// # Safety
+/// The CPU must support AVX2; `rows` must hold `(weights.len() - 1) * stride + out.len()`
+/// samples.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn rows_i16_avx2(rows: &[i16], stride: usize, weights: &[i16], out: &mut [u8]) {
+    use std::arch::x86_64::{
+        __m128i, __m256i, _mm256_add_epi16, _mm256_castsi256_si128, _mm256_loadu_si256,
+        _mm256_mulhrs_epi16, _mm256_packus_epi16, _mm256_permute4x64_epi64, _mm256_set1_epi16,
+        _mm256_srai_epi16, _mm_storeu_si128,
+    };
+    for x in (0..out.len() / 16).map(|b| b * 16) {
+        // SAFETY: each load reads 16 samples at `k * stride + x` for `k < weights.len()`,
+        // inside `rows` by the contract as `x + 16 <= out.len()`; the store writes
+        // `out[x..x + 16]`. Unaligned accesses are allowed.
+        unsafe {
+            let mut acc = _mm256_set1_epi16(1 << (FRACTION - 1));
+            for (k, &w) in weights.iter().enumerate() {
+                let v = _mm256_loadu_si256(rows.as_ptr().add(k * stride + x).cast::<__m256i>());
+                acc = _mm256_add_epi16(acc, _mm256_mulhrs_epi16(v, _mm256_set1_epi16(w)));
+            }
+            let v = _mm256_srai_epi16(acc, FRACTION as i32);
+            // Packing works within 128-bit lanes; gather the two low quarters.
+            let bytes = _mm256_permute4x64_epi64(_mm256_packus_epi16(v, v), 0b00_00_10_00);
+            _mm_storeu_si128(
+                out.as_mut_ptr().add(x).cast::<__m128i>(),
+                _mm256_castsi256_si128(bytes),
+            );
+        }
+    }
+}
+
+/// `dst` (`cols` x `rows`) = the transpose of `src` (`rows` x `cols`), for 1- or 2-byte
+/// samples: 16-byte square tiles through SSE2 registers, the ragged edges one by one.
+fn transpose<T: Copy>(src: &[T], rows: usize, cols: usize, dst: &mut [T]) {
+    assert!(src.len() >= rows * cols && dst.len() >= rows * cols);
+    let size = std::mem::size_of::<T>();
+    assert!(size == 1 || size == 2, "bytes or 16-bit samples");
+    let t = 16 / size;
+    let (rt, ct) = (rows / t * t, cols / t * t);
+    #[cfg(target_arch = "x86_64")]
+    for r0 in (0..rt).step_by(t) {
+        for c0 in (0..ct).step_by(t) {
+            // SAFETY: SSE2 is part of x86_64; the tile's rows `r0..r0 + t` and columns
+            // `c0..c0 + t` (of `16 / t`-byte samples) lie inside both matrices, whose sizes
+            // were asserted above.
+            unsafe {
+                let from = src.as_ptr().add(r0 * cols + c0).cast::<u8>();
+                let to = dst.as_mut_ptr().add(c0 * rows + r0).cast::<u8>();
+                if t == 16 {
+                    transpose_tile::<16>(from, cols, to, rows);
+                } else {
+                    transpose_tile::<8>(from, cols * 2, to, rows * 2);
+                }
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let (rt, ct) = (0, 0);
+    for r in 0..rows {
+        let first = if r < rt { ct } else { 0 };
+        for c in first..cols {
+            dst[c * rows + r] = src[r * cols + c];
+        }
+    }
+}
+
+/// Transposes an `N`x`N` tile of `16 / N`-byte samples (16 bytes a row) at `src` (rows
+/// `src_stride` bytes apart) into `dst` (rows `dst_stride` bytes apart). Each round interleaves
+/// register `i` with `i + N/2` at the sample width, then twice that, up to 8 bytes; after the
+/// last, register `j` holds column `j` with the rows in bit-reversed order, so the rows are
+/// loaded bit-reversed to come out in order.
+///
+/// # Safety
+/// Both tiles must lie inside their buffers.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+unsafe fn transpose_tile<const N: usize>(
+    src: *const u8,
+    src_stride: usize,
+    dst: *mut u8,
+    dst_stride: usize,
+) {
+    use std::arch::x86_64::{
+        __m128i, _mm_loadu_si128, _mm_storeu_si128, _mm_unpackhi_epi16, _mm_unpackhi_epi32,
+        _mm_unpackhi_epi64, _mm_unpackhi_epi8, _mm_unpacklo_epi16, _mm_unpacklo_epi32,
+        _mm_unpacklo_epi64, _mm_unpacklo_epi8,
+    };
+    let bits = N.trailing_zeros();
+    let reversed = |i: usize| i.reverse_bits() >> (usize::BITS - bits);
+    // SAFETY: the caller guarantees the N rows of 16 bytes at `src` and `dst` are in bounds.
+    unsafe {
+        let mut a: [__m128i; N] = std::array::from_fn(|i| {
+            _mm_loadu_si128(src.add(reversed(i) * src_stride).cast::<__m128i>())
+        });
+        let mut width = 16 / N;
+        while width < 16 {
+            let b = a;
+            for i in 0..N / 2 {
+                let (x, y) = (b[i], b[i + N / 2]);
+                (a[2 * i], a[2 * i + 1]) = match width {
+                    1 => (_mm_unpacklo_epi8(x, y), _mm_unpackhi_epi8(x, y)),
+                    2 => (_mm_unpacklo_epi16(x, y), _mm_unpackhi_epi16(x, y)),
+                    4 => (_mm_unpacklo_epi32(x, y), _mm_unpackhi_epi32(x, y)),
+                    _ => (_mm_unpacklo_epi64(x, y), _mm_unpackhi_epi64(x, y)),
+                };
+            }
+            width *= 2;
+        }
+        for (j, v) in a.iter().enumerate() {
+            _mm_storeu_si128(dst.add(j * dst_stride).cast::<__m128i>(), *v);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weights_sum_to_one_and_stay_inside_the_covering_samples() {
+        let mut t = Taps::default();
+        // (axis length in pixels, denom, factor, window, region, out)
+        for (size, denom, factor, window, region, out) in [
+            (300, 1, 1, (0.0, 300.0), (0, 300), 224),
+            (300, 1, 2, (0.0, 300.0), (0, 300), 224),
+            (301, 1, 2, (7.0, 250.0), (7, 250), 224),
+            (120, 1, 1, (13.5, 90.25), (10, 97), 224),
+            (120, 1, 2, (13.5, 90.25), (10, 97), 33),
+            (999, 2, 2, (100.0, 800.0), (100, 800), 112),
+            (50, 1, 2, (0.0, 50.0), (0, 50), 7),
+            (1, 1, 1, (0.0, 1.0), (0, 1), 16),
+            (1, 1, 2, (0.0, 1.0), (0, 1), 16),
+        ] {
+            let axis = Axis {
+                denom,
+                factor,
+                luma_valid: usize::div_ceil(size, denom),
+                origin: 0,
+                held: usize::div_ceil(size, denom * factor),
+            };
+            t.compute(&axis, window, region, out).unwrap();
+            let (c0, c1) = t.covering;
+            for i in 0..out {
+                let w = &t.weights[i * t.width..][..t.len[i]];
+                assert_eq!(w.iter().map(|&q| i32::from(q)).sum::<i32>(), UNIT);
+                assert!(w.iter().all(|&q| q >= 0));
+                assert!(c0 + t.start[i] + t.len[i] <= c1, "{size} {factor} {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_subsampled_axis_gets_the_weights_of_upsampling_then_resampling() {
+        // Chroma of a 4:2:0 image at its own size: each luma pixel's weight is linear
+        // interpolation between its two nearest chroma samples, 3/4 and 1/4 (libjpeg's fancy
+        // upsampling), and at the image's edges the edge sample stands in for its neighbour.
+        let axis = Axis {
+            denom: 1,
+            factor: 2,
+            luma_valid: 8,
+            origin: 0,
+            held: 4,
+        };
+        let mut t = Taps::default();
+        t.compute(&axis, (0.0, 8.0), (0, 8), 8).unwrap();
+        let unit = f64::from(UNIT);
+        let weights = |i: usize| -> Vec<f64> {
+            let mut w = vec![0.0; 4];
+            for (k, &q) in t.weights[i * t.width..][..t.len[i]].iter().enumerate() {
+                w[t.start[i] + k] = f64::from(q) / unit;
+            }
+            w
+        };
+        for (i, expected) in [
+            (0, [1.0, 0.0, 0.0, 0.0]),
+            (1, [0.75, 0.25, 0.0, 0.0]),
+            (2, [0.25, 0.75, 0.0, 0.0]),
+            (7, [0.0, 0.0, 0.0, 1.0]),
+        ] {
+            let got = weights(i);
+            assert!(
+                got.iter().zip(expected).all(|(g, e)| (g - e).abs() < 1e-4),
+                "sample {i}: {got:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn vector_and_portable_filters_agree() {
+        let mut x = 3u32;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        };
+        let avx2 = PlaneResampler::new().avx2;
+        let (w, h) = (75, 61);
+        let src: Vec<u8> = (0..w * h).map(|_| next()).collect();
+        let mut t = Taps::default();
+        for (out, factor) in [(17, 1), (40, 2), (61, 1), (130, 2)] {
+            let axis = Axis {
+                denom: 1,
+                factor,
+                luma_valid: h * factor,
+                origin: 0,
+                held: h,
+            };
+            t.compute(&axis, (2.5, 117.0), (2, 118), out).unwrap();
+            let (mut fast, mut portable) = (vec![0; out * w], vec![0; out * w]);
+            filter_columns(&src, w, &t, w, &mut fast, |r, k, o| {
+                rows_u8(avx2, r, w, k, o)
+            });
+            filter_columns(&src, w, &t, w, &mut portable, |r, k, o| {
+                rows_u8(false, r, w, k, o)
+            });
+            assert_eq!(fast, portable, "{out} rows, first pass");
+            // The second pass reads the first's 16-bit rows.
+            let mut t2 = Taps::default();
+            let axis2 = Axis {
+                factor: 1,
+                luma_valid: out,
+                held: out,
+                ..axis
+            };
+            t2.compute(&axis2, (0.5, out as f64 - 1.0), (0, out as u32), 23)
+                .unwrap();
+            let (mut fast2, mut portable2) = (vec![0u8; 23 * w], vec![0u8; 23 * w]);
+            filter_columns(&fast, w, &t2, w, &mut fast2, |r, k, o| {
+                rows_i16(avx2, r, w, k, o)
+            });
+            filter_columns(&fast, w, &t2, w, &mut portable2, |r, k, o| {
+                rows_i16(false, r, w, k, o)
+            });
+            assert_eq!(fast2, portable2, "{out} rows, second pass");
+        }
+    }
+
+    #[test]
+    fn flat_planes_stay_flat_through_both_passes() {
+        let (w, h) = (40, 30);
+        let mut r = PlaneResampler::new();
+        for v in [0u8, 1, 127, 128, 254, 255] {
+            let plane = vec![v; w * h];
+            let axis = |n: usize| Axis {
+                denom: 1,
+                factor: 1,
+                luma_valid: n,
+                origin: 0,
+                held: n,
+            };
+            let g = PlaneGeometry {
+                stride: w,
+                across: axis(w),
+                down: axis(h),
+            };
+            for out in [(24, 24), (53, 11)] {
+                let target = Target {
+                    region: super::super::Region::full(w as u32, h as u32),
+                    window: Window {
+                        left: 1.5,
+                        top: 0.25,
+                        width: 37.0,
+                        height: 29.0,
+                    },
+                    out,
+                };
+                r.plane(0, &plane, &g, &target, false).unwrap();
+                assert!(r.out(0).iter().all(|&o| o == v), "{v} to {out:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn transpose_swaps_rows_and_columns() {
+        for (r, c) in [(13, 21), (16, 16), (37, 50), (224, 285)] {
+            let src: Vec<u8> = (0..r * c).map(|i| (i * 7 + i / 251) as u8).collect();
+            let mut dst = vec![0; r * c];
+            transpose(&src, r, c, &mut dst);
+            let wide: Vec<i16> = src.iter().map(|&v| i16::from(v) * 127 - 7).collect();
+            let mut wide_t = vec![0i16; r * c];
+            transpose(&wide, r, c, &mut wide_t);
+            for i in 0..r {
+                for j in 0..c {
+                    assert_eq!(dst[j * r + i], src[i * c + j], "{r}x{c} at {i},{j}");
+                    assert_eq!(wide_t[j * r + i], wide[i * c + j], "16-bit {r}x{c}");
+                }
+            }
+        }
+    }
+}
