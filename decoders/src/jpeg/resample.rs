@@ -81,6 +81,7 @@ struct Taps {
     weights: Vec<i16>,
     /// One output sample's weights before rounding: over luma samples, then over the plane's.
     luma: Vec<f64>,
+    padded: Vec<f64>,
     plane: Vec<f64>,
 }
 
@@ -149,22 +150,30 @@ impl Taps {
                 sum = 1.0;
             }
             let (start, taps) = if sub {
+                // Chroma sample j is nearest to luma samples 2j and 2j + 1 and next-nearest to
+                // 2j - 1 and 2j + 2; at the image's edges it also stands in for its missing
+                // neighbour. `padded` holds the luma weights with zeros around them.
+                const PAD: usize = 4;
+                let padded = &mut self.padded;
+                padded.clear();
+                padded.resize(n + 2 * PAD, 0.0);
+                padded[PAD..PAD + n].copy_from_slice(&self.luma[..n]);
+                let at = |p: usize| padded[p + PAD - first];
                 let lo_j = (first / 2).saturating_sub(1);
-                self.plane.fill(0.0);
-                let mut top = 0;
-                for (k, &wk) in self.luma[..n].iter().enumerate() {
-                    let p = first + k;
-                    let near = p / 2;
-                    let far = if p % 2 == 0 {
-                        near.saturating_sub(1)
+                let hi_j = ((end - 1) / 2 + 1).min(valid - 1);
+                for j in lo_j..=hi_j {
+                    let mut v = 0.75 * (at(2 * j) + at(2 * j + 1)) + 0.25 * at(2 * j + 2);
+                    if j > 0 {
+                        v += 0.25 * at(2 * j - 1);
                     } else {
-                        (near + 1).min(valid - 1)
-                    };
-                    self.plane[near - lo_j] += 0.75 * wk;
-                    self.plane[far - lo_j] += 0.25 * wk;
-                    top = top.max(far - lo_j).max(near - lo_j);
+                        v += 0.25 * at(0);
+                    }
+                    if j == valid - 1 {
+                        v += 0.25 * at(2 * j + 1);
+                    }
+                    self.plane[j - lo_j] = v;
                 }
-                (lo_j, top + 1)
+                (lo_j, hi_j - lo_j + 1)
             } else {
                 self.plane[..n].copy_from_slice(&self.luma[..n]);
                 (first, n)
