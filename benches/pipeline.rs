@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use hpuload::augment::{CropBox, OutputWriter, Resampler, IMAGENET_MEAN, IMAGENET_STD};
-use hpuload::decoders::jpeg::{choose_scale, scaled_region, Region};
+use hpuload::decoders::jpeg::{choose_scale, scaled_region, Region, Window};
 use hpuload::decoders::{CpuDecoder, Decode, JpegDecoder};
 use hpuload::pinned::PinnedBuffer;
 use hpuload::{pipelines, Backend, Dtype, Hpu, HpuConfig, ImageFolder, Layout, Loader, Source};
@@ -70,17 +70,20 @@ fn stages(c: &mut Criterion) {
     });
     // Region of interest: a centred window of 40% of the area (RandomResizedCrop's mean is
     // 54%), at the DCT scale a 224x224 output allows.
+    let centre = |w: u32, h: u32| {
+        let (cw, ch) = ((w as f64 * 0.63) as u32, (h as f64 * 0.63) as u32);
+        Region {
+            x: (w - cw) / 2,
+            y: (h - ch) / 2,
+            width: cw,
+            height: ch,
+        }
+    };
     g.bench_function("decode/engine/roi_40pct_for_224", |b| {
         b.iter(|| {
             for (bytes, w, h, _) in &inputs {
                 let info = e.probe(bytes).unwrap();
-                let (cw, ch) = ((*w as f64 * 0.63) as u32, (*h as f64 * 0.63) as u32);
-                let r = Region {
-                    x: (w - cw) / 2,
-                    y: (h - ch) / 2,
-                    width: cw,
-                    height: ch,
-                };
+                let r = centre(*w, *h);
                 let denom = choose_scale(r, 224, 224);
                 let sr = scaled_region(&info, r, denom);
                 e.decode_region(
@@ -90,6 +93,25 @@ fn stages(c: &mut Criterion) {
                     &mut out[..(sr.width * sr.height * 3) as usize],
                 )
                 .unwrap();
+            }
+        })
+    });
+    // What an engine job runs: the same region decoded and resampled to 224x224 in YCbCr.
+    let mut resized = vec![0u8; 224 * 224 * 3];
+    g.bench_function("decode/engine/roi_40pct_resized_to_224", |b| {
+        b.iter(|| {
+            for (bytes, w, h, _) in &inputs {
+                e.probe(bytes).unwrap();
+                let r = centre(*w, *h);
+                let window = Window {
+                    left: r.x.into(),
+                    top: r.y.into(),
+                    width: r.width.into(),
+                    height: r.height.into(),
+                };
+                let denom = choose_scale(r, 224, 224);
+                e.decode_resized(bytes, r, denom, window, 224, 224, &mut resized)
+                    .unwrap();
             }
         })
     });
