@@ -321,7 +321,9 @@ fn mulhrs(a: i16, b: i16) -> i16 {
 }
 
 /// First pass, one output row: bytes in, the weighted sum with `FRACTION` fractional bits out.
-/// Weights are non-negative and sum to under 1.0, so no sum leaves the `i16` range.
+/// Weights are non-negative and sum to under 1.0, so a sum leaves the `i16` range only by
+/// accumulated rounding over hundreds of taps (enormous downscales); additions saturate, so
+/// even then a white area stays white.
 fn rows_u8(avx2: bool, rows: &[u8], stride: usize, weights: &[i16], out: &mut [i16]) {
     #[cfg(target_arch = "x86_64")]
     if avx2 && out.len() >= 16 {
@@ -339,7 +341,7 @@ fn rows_u8(avx2: bool, rows: &[u8], stride: usize, weights: &[i16], out: &mut [i
     let _ = avx2;
     for (x, o) in out.iter_mut().enumerate() {
         *o = weights.iter().enumerate().fold(0i16, |acc, (k, &w)| {
-            acc.wrapping_add(mulhrs(i16::from(rows[k * stride + x]) << FRACTION, w))
+            acc.saturating_add(mulhrs(i16::from(rows[k * stride + x]) << FRACTION, w))
         });
     }
 }
@@ -359,10 +361,11 @@ fn rows_i16(avx2: bool, rows: &[i16], stride: usize, weights: &[i16], out: &mut 
     #[cfg(not(target_arch = "x86_64"))]
     let _ = avx2;
     for (x, o) in out.iter_mut().enumerate() {
-        let acc = weights.iter().enumerate().fold(0i16, |acc, (k, &w)| {
-            acc.wrapping_add(mulhrs(rows[k * stride + x], w))
+        let bias = 1i16 << (FRACTION - 1);
+        let acc = weights.iter().enumerate().fold(bias, |acc, (k, &w)| {
+            acc.saturating_add(mulhrs(rows[k * stride + x], w))
         });
-        *o = ((i32::from(acc) + (1 << (FRACTION - 1))) >> FRACTION).clamp(0, 255) as u8;
+        *o = (acc >> FRACTION).clamp(0, 255) as u8;
     }
 }
 
@@ -375,7 +378,7 @@ fn rows_i16(avx2: bool, rows: &[i16], stride: usize, weights: &[i16], out: &mut 
 #[target_feature(enable = "avx2")]
 unsafe fn rows_u8_avx2(rows: &[u8], stride: usize, weights: &[i16], out: &mut [i16]) {
     use std::arch::x86_64::{
-        __m128i, __m256i, _mm256_add_epi16, _mm256_cvtepu8_epi16, _mm256_mulhrs_epi16,
+        __m128i, __m256i, _mm256_adds_epi16, _mm256_cvtepu8_epi16, _mm256_mulhrs_epi16,
         _mm256_set1_epi16, _mm256_setzero_si256, _mm256_slli_epi16, _mm256_storeu_si256,
         _mm_loadu_si128,
     };
@@ -388,7 +391,7 @@ unsafe fn rows_u8_avx2(rows: &[u8], stride: usize, weights: &[i16], out: &mut [i
             for (k, &w) in weights.iter().enumerate() {
                 let v = _mm_loadu_si128(rows.as_ptr().add(k * stride + x).cast::<__m128i>());
                 let v = _mm256_slli_epi16(_mm256_cvtepu8_epi16(v), FRACTION as i32);
-                acc = _mm256_add_epi16(acc, _mm256_mulhrs_epi16(v, _mm256_set1_epi16(w)));
+                acc = _mm256_adds_epi16(acc, _mm256_mulhrs_epi16(v, _mm256_set1_epi16(w)));
             }
             _mm256_storeu_si256(out.as_mut_ptr().add(x).cast::<__m256i>(), acc);
         }
@@ -404,7 +407,7 @@ unsafe fn rows_u8_avx2(rows: &[u8], stride: usize, weights: &[i16], out: &mut [i
 #[target_feature(enable = "avx2")]
 unsafe fn rows_i16_avx2(rows: &[i16], stride: usize, weights: &[i16], out: &mut [u8]) {
     use std::arch::x86_64::{
-        __m128i, __m256i, _mm256_add_epi16, _mm256_castsi256_si128, _mm256_loadu_si256,
+        __m128i, __m256i, _mm256_adds_epi16, _mm256_castsi256_si128, _mm256_loadu_si256,
         _mm256_mulhrs_epi16, _mm256_packus_epi16, _mm256_permute4x64_epi64, _mm256_set1_epi16,
         _mm256_srai_epi16, _mm_storeu_si128,
     };
@@ -416,7 +419,7 @@ unsafe fn rows_i16_avx2(rows: &[i16], stride: usize, weights: &[i16], out: &mut 
             let mut acc = _mm256_set1_epi16(1 << (FRACTION - 1));
             for (k, &w) in weights.iter().enumerate() {
                 let v = _mm256_loadu_si256(rows.as_ptr().add(k * stride + x).cast::<__m256i>());
-                acc = _mm256_add_epi16(acc, _mm256_mulhrs_epi16(v, _mm256_set1_epi16(w)));
+                acc = _mm256_adds_epi16(acc, _mm256_mulhrs_epi16(v, _mm256_set1_epi16(w)));
             }
             let v = _mm256_srai_epi16(acc, FRACTION as i32);
             // Packing works within 128-bit lanes; gather the two low quarters.
@@ -669,6 +672,39 @@ mod tests {
                 assert!(r.out(0).iter().all(|&o| o == v), "{v} to {out:?}");
             }
         }
+    }
+
+    #[test]
+    fn a_white_plane_stays_white_under_an_enormous_downscale() {
+        // 2000 columns to one: two thousand taps, whose rounding could overflow 16 bits (16
+        // rows, so that the second pass runs the vector kernel).
+        let (w, h) = (2000, 16);
+        let plane = vec![255u8; w * h];
+        let axis = |n: usize| Axis {
+            denom: 1,
+            factor: 1,
+            luma_valid: n,
+            origin: 0,
+            held: n,
+        };
+        let g = PlaneGeometry {
+            stride: w,
+            across: axis(w),
+            down: axis(h),
+        };
+        let target = Target {
+            region: super::super::Region::full(w as u32, h as u32),
+            window: Window {
+                left: 0.0,
+                top: 0.0,
+                width: w as f64,
+                height: h as f64,
+            },
+            out: (1, 16),
+        };
+        let mut r = PlaneResampler::new();
+        r.plane(0, &plane, &g, &target, false).unwrap();
+        assert_eq!(r.out(0), [255; 16]);
     }
 
     #[test]
