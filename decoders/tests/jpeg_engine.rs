@@ -403,7 +403,7 @@ fn resized_decode_agrees_with_resampling_a_full_decode() {
 }
 
 #[test]
-fn a_window_outside_its_region_or_a_wrong_output_buffer_is_an_error() {
+fn a_window_outside_its_region_a_wrapping_region_or_a_wrong_output_buffer_is_an_error() {
     let bytes = hpuload_decoders::testing::gradient_jpeg(64, 48, 90);
     let mut d = JpegDecoder::default();
     let region = Region {
@@ -432,6 +432,21 @@ fn a_window_outside_its_region_or_a_wrong_output_buffer_is_an_error() {
     assert!(matches!(
         d.decode_resized(&bytes, region, 1, inside, 16, 15, &mut out),
         Err(DecodeError::BufferSize { .. })
+    ));
+    // A region whose end does not fit in 32 bits is outside the image, not a wrapped small one.
+    let wrapping = Region {
+        x: u32::MAX - 3,
+        width: 8,
+        ..region
+    };
+    assert!(matches!(
+        d.decode_resized(&bytes, wrapping, 1, inside, 16, 16, &mut out),
+        Err(DecodeError::Parameter(_))
+    ));
+    let mut rgb = vec![0; 8 * 24 * 3];
+    assert!(matches!(
+        d.decode_region(&bytes, wrapping, 1, &mut rgb),
+        Err(DecodeError::Parameter(_))
     ));
 }
 

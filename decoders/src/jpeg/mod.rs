@@ -77,8 +77,16 @@ pub fn scaled_region(info: &ImageInfo, region: Region, denom: u32) -> Region {
     let (sw, sh) = (info.width.div_ceil(denom), info.height.div_ceil(denom));
     let x0 = (region.x / denom).min(sw - 1);
     let y0 = (region.y / denom).min(sh - 1);
-    let x1 = (region.x + region.width).div_ceil(denom).clamp(x0 + 1, sw);
-    let y1 = (region.y + region.height).div_ceil(denom).clamp(y0 + 1, sh);
+    let x1 = region
+        .x
+        .saturating_add(region.width)
+        .div_ceil(denom)
+        .clamp(x0 + 1, sw);
+    let y1 = region
+        .y
+        .saturating_add(region.height)
+        .div_ceil(denom)
+        .clamp(y0 + 1, sh);
     Region {
         x: x0,
         y: y0,
@@ -258,10 +266,11 @@ impl JpegDecoder {
                 "scale denominator must be 1, 2, 4 or 8",
             ));
         }
-        if region.width == 0
-            || region.height == 0
-            || region.x + region.width > h.width
-            || region.y + region.height > h.height
+        let ends_inside = |start: u32, len: u32, size: u32| {
+            len > 0 && start.checked_add(len).is_some_and(|end| end <= size)
+        };
+        if !ends_inside(region.x, region.width, h.width)
+            || !ends_inside(region.y, region.height, h.height)
         {
             return Err(DecodeError::Parameter(
                 "region is empty or outside the image",
