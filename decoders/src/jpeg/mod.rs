@@ -194,8 +194,11 @@ impl JpegDecoder {
         out: &mut [u8],
     ) -> Result<(), DecodeError> {
         let (h, sr) = self.prepare(bytes, region, denom)?;
+        if out_w == 0 || out_h == 0 {
+            return Err(DecodeError::Parameter("output size must be at least 1x1"));
+        }
         let expected = out_w as usize * out_h as usize * 3;
-        if out.len() != expected || expected == 0 {
+        if out.len() != expected {
             return Err(DecodeError::BufferSize {
                 expected,
                 got: out.len(),
@@ -220,10 +223,11 @@ impl JpegDecoder {
         let (c0, c1, r0, r1) = Self::mcu_window(&h, &sr, n);
         let d = denom as usize;
         for (k, c) in h.components.iter().enumerate() {
-            let axis = |factor: usize, luma_valid: u32, mcu_lo: usize, mcus: usize, blocks| Axis {
+            // `size`: the image's along the axis; `blocks`: the component's per MCU.
+            let axis = |factor: usize, size: u32, mcu_lo: usize, mcus: usize, blocks| Axis {
                 denom: d,
                 factor,
-                luma_valid: (luma_valid as usize).div_ceil(d),
+                luma_valid: (size as usize).div_ceil(d),
                 origin: mcu_lo * blocks * n,
                 held: mcus * blocks * n,
             };

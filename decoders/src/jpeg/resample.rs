@@ -270,17 +270,13 @@ impl PlaneResampler {
         let (rows, wide, tall) = (&mut self.rows_out, &mut self.transposed, &mut self.cols_out);
         // Rows: out_h x vw, 16-bit.
         rows.resize(out_h * vw, 0);
-        filter_columns(src, g.stride, &self.rows, vw, rows, |r, w, o| {
-            rows_u8(avx2, r, g.stride, w, o)
-        });
+        filter_columns::<BytesToWide>(avx2, src, g.stride, &self.rows, vw, rows);
         // Transposed: vw x out_h.
         wide.resize(vw * out_h, 0);
         transpose(rows, out_h, vw, wide);
         // Columns, as rows of the transposed image: out_w x out_h, bytes.
         tall.resize(out_w * out_h, 0);
-        filter_columns(wide, out_h, &self.cols, out_h, tall, |r, w, o| {
-            rows_i16(avx2, r, out_h, w, o)
-        });
+        filter_columns::<WideToBytes>(avx2, wide, out_h, &self.cols, out_h, tall);
         let out = &mut self.out[k];
         out.resize(out_w * out_h, 0);
         transpose(tall, out_w, out_h, out);
@@ -293,25 +289,20 @@ impl PlaneResampler {
     }
 }
 
-/// `dst` row `i` (`width` samples) = the weighted sum of `src` rows `taps.start[i]..` (rows
-/// `stride` apart), one output row at a time by `row(rows, weights, out)`.
-fn filter_columns<I, O>(
-    src: &[I],
-    stride: usize,
-    taps: &Taps,
-    width: usize,
-    dst: &mut [O],
-    row: impl Fn(&[I], &[i16], &mut [O]),
-) {
-    for (i, out) in dst.chunks_exact_mut(width).enumerate() {
-        let (first, n) = (taps.start[i], taps.len[i]);
-        let rows = &src[first * stride..];
-        assert!(
-            rows.len() >= (n - 1) * stride + width,
-            "filter reads past the plane"
-        );
-        row(rows, &taps.weights[i * taps.width..][..n], out);
-    }
+/// One filter pass's arithmetic, portable and vector; both give the same results.
+trait Pass {
+    type In: Copy;
+    type Out: Copy;
+    /// Output sample `x` of one row: the weighted sum of column `x` of `rows` (`stride`
+    /// apart).
+    fn sample(rows: &[Self::In], stride: usize, weights: &[i16], x: usize) -> Self::Out;
+    /// The same for the whole blocks of sixteen samples in `out`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2; `rows` must hold `(weights.len() - 1) * stride +
+    /// out.len()` samples.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn blocks(rows: &[Self::In], stride: usize, weights: &[i16], out: &mut [Self::Out]);
 }
 
 /// `pmulhrsw`: the rounded high half of a Q15 product.
@@ -320,56 +311,88 @@ fn mulhrs(a: i16, b: i16) -> i16 {
     ((i32::from(a) * i32::from(b) + (1 << 14)) >> 15) as i16
 }
 
-/// First pass, one output row: bytes in, the weighted sum with `FRACTION` fractional bits out.
-/// Weights are non-negative and sum to under 1.0, so a sum leaves the `i16` range only by
-/// accumulated rounding over hundreds of taps (enormous downscales); additions saturate, so
-/// even then a white area stays white.
-fn rows_u8(avx2: bool, rows: &[u8], stride: usize, weights: &[i16], out: &mut [i16]) {
-    #[cfg(target_arch = "x86_64")]
-    if avx2 && out.len() >= 16 {
-        // SAFETY: AVX2 support was detected at run time (`avx2` is only set then);
-        // `filter_columns` checked that `rows` holds every row the weights read, `out.len()`
-        // samples long. The last block overlaps the one before it and writes the same values.
-        unsafe {
-            rows_u8_avx2(rows, stride, weights, out);
-            let tail = out.len() - 16;
-            rows_u8_avx2(&rows[tail..], stride, weights, &mut out[tail..]);
-        }
-        return;
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = avx2;
-    for (x, o) in out.iter_mut().enumerate() {
-        *o = weights.iter().enumerate().fold(0i16, |acc, (k, &w)| {
+/// First pass: bytes in, the weighted sum with `FRACTION` fractional bits out. Weights are
+/// non-negative and sum to under 1.0, so a sum leaves the `i16` range only by rounding
+/// accumulated over hundreds of taps (enormous downscales); additions saturate, so even then
+/// a white area stays white.
+struct BytesToWide;
+
+impl Pass for BytesToWide {
+    type In = u8;
+    type Out = i16;
+    #[inline]
+    fn sample(rows: &[u8], stride: usize, weights: &[i16], x: usize) -> i16 {
+        weights.iter().enumerate().fold(0i16, |acc, (k, &w)| {
             acc.saturating_add(mulhrs(i16::from(rows[k * stride + x]) << FRACTION, w))
-        });
+        })
+    }
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn blocks(rows: &[u8], stride: usize, weights: &[i16], out: &mut [i16]) {
+        // SAFETY: the caller's contract is this function's.
+        unsafe { rows_u8_avx2(rows, stride, weights, out) }
     }
 }
 
-/// Second pass, one output row: the intermediate in, rounded and clamped bytes out.
-fn rows_i16(avx2: bool, rows: &[i16], stride: usize, weights: &[i16], out: &mut [u8]) {
-    #[cfg(target_arch = "x86_64")]
-    if avx2 && out.len() >= 16 {
-        // SAFETY: as in `rows_u8`.
-        unsafe {
-            rows_i16_avx2(rows, stride, weights, out);
-            let tail = out.len() - 16;
-            rows_i16_avx2(&rows[tail..], stride, weights, &mut out[tail..]);
-        }
-        return;
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = avx2;
-    for (x, o) in out.iter_mut().enumerate() {
+/// Second pass: the intermediate in, rounded and clamped bytes out.
+struct WideToBytes;
+
+impl Pass for WideToBytes {
+    type In = i16;
+    type Out = u8;
+    #[inline]
+    fn sample(rows: &[i16], stride: usize, weights: &[i16], x: usize) -> u8 {
         let bias = 1i16 << (FRACTION - 1);
         let acc = weights.iter().enumerate().fold(bias, |acc, (k, &w)| {
             acc.saturating_add(mulhrs(rows[k * stride + x], w))
         });
-        *o = (acc >> FRACTION).clamp(0, 255) as u8;
+        (acc >> FRACTION).clamp(0, 255) as u8
+    }
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn blocks(rows: &[i16], stride: usize, weights: &[i16], out: &mut [u8]) {
+        // SAFETY: the caller's contract is this function's.
+        unsafe { rows_i16_avx2(rows, stride, weights, out) }
     }
 }
 
-/// [`rows_u8`], sixteen samples at a time, as far as whole blocks of sixteen go.
+/// `dst` row `i` (`width` samples) = the weighted sum of `src` rows `taps.start[i]..` (rows
+/// `stride` apart), by pass `P`.
+fn filter_columns<P: Pass>(
+    avx2: bool,
+    src: &[P::In],
+    stride: usize,
+    taps: &Taps,
+    width: usize,
+    dst: &mut [P::Out],
+) {
+    for (i, out) in dst.chunks_exact_mut(width).enumerate() {
+        let (first, n) = (taps.start[i], taps.len[i]);
+        let rows = &src[first * stride..];
+        assert!(
+            rows.len() >= (n - 1) * stride + width,
+            "filter reads past the plane"
+        );
+        let weights = &taps.weights[i * taps.width..][..n];
+        #[cfg(target_arch = "x86_64")]
+        if avx2 && width >= 16 {
+            // SAFETY: AVX2 support was detected at run time (`avx2` is only set then); the
+            // assert above bounds every row the weights read, `width` samples long. The last
+            // block overlaps the one before it and writes the same values.
+            unsafe {
+                P::blocks(rows, stride, weights, out);
+                let tail = width - 16;
+                P::blocks(&rows[tail..], stride, weights, &mut out[tail..]);
+            }
+            continue;
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = avx2;
+        for (x, o) in out.iter_mut().enumerate() {
+            *o = P::sample(rows, stride, weights, x);
+        }
+    }
+}
+
+/// [`BytesToWide`], sixteen samples at a time, as far as whole blocks of sixteen go.
 ///
 /// # Safety
 /// The CPU must support AVX2; `rows` must hold `(weights.len() - 1) * stride + out.len()`
@@ -398,7 +421,7 @@ unsafe fn rows_u8_avx2(rows: &[u8], stride: usize, weights: &[i16], out: &mut [i
     }
 }
 
-/// [`rows_i16`], sixteen samples at a time, as far as whole blocks of sixteen go.
+/// [`WideToBytes`], sixteen samples at a time, as far as whole blocks of sixteen go.
 ///
 /// # Safety
 /// The CPU must support AVX2; `rows` must hold `(weights.len() - 1) * stride + out.len()`
@@ -611,12 +634,8 @@ mod tests {
             };
             t.compute(&axis, (2.5, 117.0), (2, 118), out).unwrap();
             let (mut fast, mut portable) = (vec![0; out * w], vec![0; out * w]);
-            filter_columns(&src, w, &t, w, &mut fast, |r, k, o| {
-                rows_u8(avx2, r, w, k, o)
-            });
-            filter_columns(&src, w, &t, w, &mut portable, |r, k, o| {
-                rows_u8(false, r, w, k, o)
-            });
+            filter_columns::<BytesToWide>(avx2, &src, w, &t, w, &mut fast);
+            filter_columns::<BytesToWide>(false, &src, w, &t, w, &mut portable);
             assert_eq!(fast, portable, "{out} rows, first pass");
             // The second pass reads the first's 16-bit rows.
             let mut t2 = Taps::default();
@@ -629,12 +648,8 @@ mod tests {
             t2.compute(&axis2, (0.5, out as f64 - 1.0), (0, out as u32), 23)
                 .unwrap();
             let (mut fast2, mut portable2) = (vec![0u8; 23 * w], vec![0u8; 23 * w]);
-            filter_columns(&fast, w, &t2, w, &mut fast2, |r, k, o| {
-                rows_i16(avx2, r, w, k, o)
-            });
-            filter_columns(&fast, w, &t2, w, &mut portable2, |r, k, o| {
-                rows_i16(false, r, w, k, o)
-            });
+            filter_columns::<WideToBytes>(avx2, &fast, w, &t2, w, &mut fast2);
+            filter_columns::<WideToBytes>(false, &fast, w, &t2, w, &mut portable2);
             assert_eq!(fast2, portable2, "{out} rows, second pass");
         }
     }
