@@ -654,24 +654,29 @@ mod tests {
         }
     }
 
+    /// A full-resolution, unsubsampled `w`x`h` plane held whole.
+    fn whole_plane(w: usize, h: usize) -> PlaneGeometry {
+        let axis = |n: usize| Axis {
+            denom: 1,
+            factor: 1,
+            luma_valid: n,
+            origin: 0,
+            held: n,
+        };
+        PlaneGeometry {
+            stride: w,
+            across: axis(w),
+            down: axis(h),
+        }
+    }
+
     #[test]
     fn flat_planes_stay_flat_through_both_passes() {
         let (w, h) = (40, 30);
         let mut r = PlaneResampler::new();
         for v in [0u8, 1, 127, 128, 254, 255] {
             let plane = vec![v; w * h];
-            let axis = |n: usize| Axis {
-                denom: 1,
-                factor: 1,
-                luma_valid: n,
-                origin: 0,
-                held: n,
-            };
-            let g = PlaneGeometry {
-                stride: w,
-                across: axis(w),
-                down: axis(h),
-            };
+            let g = whole_plane(w, h);
             for out in [(24, 24), (53, 11)] {
                 let target = Target {
                     region: super::super::Region::full(w as u32, h as u32),
@@ -695,18 +700,7 @@ mod tests {
         // rows, so that the second pass runs the vector kernel).
         let (w, h) = (2000, 16);
         let plane = vec![255u8; w * h];
-        let axis = |n: usize| Axis {
-            denom: 1,
-            factor: 1,
-            luma_valid: n,
-            origin: 0,
-            held: n,
-        };
-        let g = PlaneGeometry {
-            stride: w,
-            across: axis(w),
-            down: axis(h),
-        };
+        let g = whole_plane(w, h);
         let target = Target {
             region: super::super::Region::full(w as u32, h as u32),
             window: Window {
