@@ -95,6 +95,9 @@ pub fn scaled_region(info: &ImageInfo, region: Region, denom: u32) -> Region {
     }
 }
 
+/// MCU columns and rows `[c0, c1) x [r0, r1)` as `(c0, c1, r0, r1)`: the blocks a decode keeps.
+type McuWindow = (usize, usize, usize, usize);
+
 /// The engine's JPEG decoder. Keeps its planes between calls, so a long run allocates nothing
 /// per image once they have grown.
 pub struct JpegDecoder {
@@ -168,8 +171,8 @@ impl JpegDecoder {
             });
         }
         let n = 8 / denom as usize;
-        self.entropy_decode(bytes, &h, &sr, n)?;
-        self.color_convert(&h, &sr, n, denom as usize, out);
+        let window = self.entropy_decode(bytes, &h, &sr, n)?;
+        self.color_convert(&h, &sr, window, n, denom as usize, out);
         Ok(sr)
     }
 
@@ -219,8 +222,7 @@ impl JpegDecoder {
             out: (out_w as usize, out_h as usize),
         };
         let n = 8 / denom as usize;
-        self.entropy_decode(bytes, &h, &sr, n)?;
-        let (c0, c1, r0, r1) = Self::mcu_window(&h, &sr, n);
+        let (c0, c1, r0, r1) = self.entropy_decode(bytes, &h, &sr, n)?;
         let d = denom as usize;
         for (k, c) in h.components.iter().enumerate() {
             // `size`: the image's along the axis; `blocks`: the component's per MCU.
@@ -288,7 +290,7 @@ impl JpegDecoder {
     /// scaled region and, when chroma is subsampled, those holding the chroma samples the
     /// upsampling filter reads next to the region's (one on each side, clamped at the image's
     /// edges). That is usually no extra MCU at all, and never more than one on a side.
-    fn mcu_window(h: &Header, sr: &Region, n: usize) -> (usize, usize, usize, usize) {
+    fn mcu_window(h: &Header, sr: &Region, n: usize) -> McuWindow {
         let (mw, mh) = (h.hmax * n, h.vmax * n);
         let (x0, x1) = (sr.x as usize, (sr.x + sr.width) as usize);
         let (y0, y1) = (sr.y as usize, (sr.y + sr.height) as usize);
@@ -312,13 +314,15 @@ impl JpegDecoder {
         (c0, c1.min(h.mcus_x()), r0, r1.min(h.mcus_y()))
     }
 
+    /// Decodes the scan into the planes, keeping the blocks of [`Self::mcu_window`], which it
+    /// returns.
     fn entropy_decode(
         &mut self,
         bytes: &[u8],
         h: &Header,
         sr: &Region,
         n: usize,
-    ) -> Result<(), DecodeError> {
+    ) -> Result<McuWindow, DecodeError> {
         let (c0, c1, r0, r1) = Self::mcu_window(h, sr, n);
         let mut strides = [0usize; 3];
         for (i, c) in h.components.iter().enumerate() {
@@ -383,11 +387,18 @@ impl JpegDecoder {
                 detail: "entropy-coded data ends early",
             });
         }
-        Ok(())
+        Ok((c0, c1, r0, r1))
     }
 
-    fn color_convert(&mut self, h: &Header, sr: &Region, n: usize, denom: usize, out: &mut [u8]) {
-        let (c0, c1, r0, _) = Self::mcu_window(h, sr, n);
+    fn color_convert(
+        &mut self,
+        h: &Header,
+        sr: &Region,
+        (c0, c1, r0, _): McuWindow,
+        n: usize,
+        denom: usize,
+        out: &mut [u8],
+    ) {
         let w = sr.width as usize;
         let luma = &h.components[0];
         let luma_stride = (c1 - c0) * luma.h * n;
