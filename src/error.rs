@@ -64,6 +64,9 @@ pub enum Error {
     /// A worker thread ended without reporting (it should never happen: panics are caught).
     #[error("a loader worker thread exited unexpectedly")]
     WorkerLost,
+    /// The caller asked the loader to stop waiting (e.g. Ctrl-C in the Python binding).
+    #[error("interrupted while waiting for a batch")]
+    Interrupted,
     /// The emulated device failed (out of memory, DMA failure).
     #[error(transparent)]
     Hpu(#[from] HpuError),

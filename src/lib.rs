@@ -43,14 +43,16 @@ pub mod pipelines;
 mod rng;
 pub mod sampler;
 pub mod source;
+pub mod tensor;
 
 pub use augment::{Op, Pipeline, Size};
 pub use error::{Error, SampleError, SampleErrorKind};
 pub use hpu::{DeviceTensor, Dtype, Hpu, HpuConfig, HpuError, Layout};
 pub use hpuload_decoders as decoders;
 pub use loader::{
-    Backend, Batch, Epoch, Loader, LoaderBuilder, LoaderState, OnError, Report, Skip, StageTimes,
-    StateConfig,
+    Backend, Batch, Epoch, EpochOf, Loader, LoaderBuilder, LoaderState, OnError, Report, Skip,
+    StageTimes, StateConfig,
 };
 pub use sampler::{LastBatch, Shard};
 pub use source::{Entry, ImageFolder, Manifest, ReadMode, SampleBytes, Source};
+pub use tensor::{HostTensor, Placement, Tensor};

@@ -108,6 +108,7 @@ pub struct PinnedPool {
     count: usize,
     buffer_len: usize,
     pinned: bool,
+    grown: std::sync::atomic::AtomicU64,
 }
 
 impl PinnedPool {
@@ -156,12 +157,44 @@ impl PinnedPool {
             count,
             buffer_len,
             pinned,
+            grown: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
     /// Takes a buffer, waiting for one to be returned if all are out.
     pub fn take(&self) -> PinnedBuffer {
         self.rx.recv().expect("the pool holds its own sender")
+    }
+
+    /// Takes a buffer, or maps a new one when all are out. For buffers lent to a consumer that
+    /// decides when to give them back (tensors handed to Python): waiting would deadlock a
+    /// training loop that keeps a batch, so the pool grows by what the consumer holds instead.
+    /// Returned buffers beyond the pool's size are unmapped (see [`Self::give_back`]), so memory
+    /// is the pool plus what the consumer still holds.
+    ///
+    /// # Errors
+    /// A new buffer cannot be mapped.
+    pub fn take_or_grow(&self) -> std::io::Result<PinnedBuffer> {
+        match self.rx.try_recv() {
+            Ok(buf) => Ok(buf),
+            Err(_) => {
+                self.grown
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                PinnedBuffer::new(self.buffer_len)
+            }
+        }
+    }
+
+    /// Buffers mapped beyond the pool's size by [`Self::take_or_grow`] so far.
+    pub fn grown(&self) -> u64 {
+        self.grown.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Returns `buf` through `returner` (see [`Self::returner`]) if the pool has room for it;
+    /// otherwise (a buffer mapped by [`Self::take_or_grow`], or the pool is gone) unmaps it.
+    pub fn give_back(returner: &Sender<PinnedBuffer>, buf: PinnedBuffer) {
+        // A full or closed pool hands the buffer back, and dropping it unmaps it.
+        let _ = returner.try_send(buf);
     }
 
     /// A handle that returns buffers to this pool.
@@ -227,5 +260,17 @@ mod tests {
             7,
             "the same buffer comes back"
         );
+    }
+
+    #[test]
+    fn an_empty_pool_grows_for_lent_buffers_and_shrinks_back_on_return() {
+        let pool = PinnedPool::new(1, 4096).unwrap();
+        let a = pool.take_or_grow().unwrap();
+        let b = pool.take_or_grow().unwrap();
+        assert_eq!(pool.grown(), 1, "the second buffer is mapped anew");
+        let returner = pool.returner();
+        PinnedPool::give_back(&returner, a);
+        PinnedPool::give_back(&returner, b);
+        assert_eq!(pool.available(), 1, "the pool keeps its own size, no more");
     }
 }

@@ -175,10 +175,10 @@ impl Hpu {
     ) -> DmaEvent<crate::pinned::PinnedBuffer> {
         let (tx, rx) = crossbeam_channel::bounded(1);
         let region = CopyRegion {
-            src_offset: 0,
-            dst_offset: 0,
+            host_offset: 0,
+            device_offset: 0,
             len: dst.len(),
-            dst: dst.clone(),
+            device: dst.clone(),
         };
         self.dma()
             .host_to_device(src, vec![region], move |src, result| {

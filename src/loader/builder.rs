@@ -7,6 +7,7 @@ use crate::augment::Pipeline;
 use crate::hpu::{Dtype, Hpu, HpuConfig, Layout};
 use crate::sampler::{LastBatch, Shard};
 use crate::source::{ReadMode, Source};
+use crate::tensor::Placement;
 use crate::Error;
 
 /// Configures a [`Loader`]. Every setter documents its default; [`build`](Self::build) checks
@@ -31,6 +32,7 @@ pub struct LoaderBuilder {
     pub(super) read_mode: ReadMode,
     pub(super) limits: Limits,
     pub(super) resume: Option<LoaderState>,
+    pub(super) placement: Placement,
 }
 
 impl LoaderBuilder {
@@ -54,6 +56,7 @@ impl LoaderBuilder {
             read_mode: ReadMode::Read,
             limits: Limits::default(),
             resume: None,
+            placement: Placement::Device,
         }
     }
 
@@ -156,6 +159,16 @@ impl LoaderBuilder {
     /// Decoder limits (decompression-bomb guard). Default: [`Limits::default`].
     pub fn decoder_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Where batches are left: in device memory, or in the pinned host buffer they were
+    /// assembled in (for a consumer on the host, such as PyTorch CPU tensors). With
+    /// [`Placement::Host`] each batch keeps its buffer until its tensors are dropped, and the
+    /// pool maps another buffer rather than wait when the consumer holds them all.
+    /// Default: [`Placement::Device`].
+    pub fn placement(mut self, placement: Placement) -> Self {
+        self.placement = placement;
         self
     }
 

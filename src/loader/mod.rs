@@ -5,6 +5,7 @@ mod builder;
 mod state;
 mod work;
 
+use std::borrow::BorrowMut;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,6 +24,7 @@ use crate::hpu::{DeviceTensor, Dtype, Hpu, Layout};
 use crate::pinned::PinnedPool;
 use crate::sampler::{Sampler, Shard};
 use crate::source::{ReadMode, Source};
+use crate::tensor::{Placement, Tensor};
 use crate::Error;
 use state::{Fnv, Position};
 use work::{BatchWork, Finished, Job, StageCounters};
@@ -55,13 +57,13 @@ pub enum Backend {
     Cpu,
 }
 
-/// A batch in device memory.
+/// A batch, in device memory (or, with [`Placement::Host`], in a pinned host buffer).
 #[derive(Debug)]
 pub struct Batch {
     /// Images, `[N, 3, H, W]` (NCHW) or `[N, H, W, 3]` (NHWC), in the configured dtype.
-    pub images: DeviceTensor,
+    pub images: Tensor,
     /// Labels, `[N]`, `i64`.
-    pub labels: DeviceTensor,
+    pub labels: Tensor,
     /// How many leading samples are real; the rest pad the batch to a static shape.
     pub valid: usize,
     /// Dataset index of each sample (after replacement of skipped ones).
@@ -183,6 +185,9 @@ pub struct Report {
     pub pinned: bool,
     /// Bytes of batch buffers.
     pub pinned_bytes: u64,
+    /// Batch buffers mapped beyond the pool because the consumer held all of them (only with
+    /// [`Placement::Host`], where a batch keeps its buffer until its tensors are dropped).
+    pub extra_buffers: u64,
     /// Time per stage.
     pub stages: StageTimes,
 }
@@ -216,6 +221,7 @@ pub struct Loader {
     error_budget: f64,
     dtype: Dtype,
     layout: Layout,
+    placement: Placement,
     report: Mutex<Report>,
     wait: Duration,
     config: StateConfig,
@@ -269,7 +275,13 @@ impl Loader {
                 ))
             })?;
         let labels_offset = (b.batch_size * sample_bytes).next_multiple_of(64);
-        let pool = PinnedPool::new(b.prefetch + 1, buffer_len).map_err(|source| Error::Io {
+        // A host batch keeps its buffer while the consumer holds it, and a training loop holds
+        // the previous batch while it asks for the next one: one more buffer than in flight.
+        let buffers = match b.placement {
+            Placement::Device => b.prefetch + 1,
+            Placement::Host => b.prefetch + 2,
+        };
+        let pool = PinnedPool::new(buffers, buffer_len).map_err(|source| Error::Io {
             path: "<pinned batch buffers>".into(),
             source,
         })?;
@@ -345,6 +357,7 @@ impl Loader {
             error_budget: b.error_budget,
             dtype: b.dtype,
             layout: b.layout,
+            placement: b.placement,
             report: Mutex::new(report),
             wait: Duration::ZERO,
             config,
@@ -378,37 +391,18 @@ impl Loader {
     /// when `epoch` is the saved epoch (`loader.state().epoch`); every other call starts at
     /// step 0.
     pub fn epoch(&mut self, epoch: u64) -> Epoch<'_> {
-        let start = match self.resume.take() {
-            Some(p) if p.epoch == epoch => p,
-            _ => Position {
-                epoch,
-                step: 0,
-                skipped: 0,
-            },
-        };
-        let (done_tx, done_rx) = crossbeam_channel::unbounded();
-        let budget = match self.shared.on_error {
-            OnError::Skip => ((self.sampler.positions_per_rank() as f64 * self.error_budget).ceil()
-                as usize)
-                .max(1),
-            OnError::Fail => 0,
-        };
-        Epoch {
-            order: Arc::new(self.sampler.epoch_order(epoch)),
-            total: self.sampler.batches_per_epoch(),
-            loader: self,
-            epoch,
-            next_submit: start.step,
-            next_yield: start.step,
-            outstanding: 0,
-            ready: BTreeMap::new(),
-            done_tx,
-            done_rx,
-            cancel: Arc::new(AtomicBool::new(false)),
-            skipped: start.skipped,
-            budget,
-            finished: false,
-        }
+        EpochOf::start(self, epoch)
+    }
+
+    /// Like [`Loader::epoch`], but the iterator owns the loader (for bindings that cannot hold a
+    /// borrow, such as Python's); [`EpochOf::into_loader`] gives it back.
+    pub fn into_epoch(self, epoch: u64) -> EpochOf<Loader> {
+        EpochOf::start(self, epoch)
+    }
+
+    /// Where batches are left.
+    pub fn placement(&self) -> Placement {
+        self.placement
     }
 
     /// Batches per epoch on this rank (the same on every rank).
@@ -473,6 +467,7 @@ impl Loader {
             wait: self.wait,
         };
         r.bytes_dma = self.hpu.dma_stats().host_to_device_bytes;
+        r.extra_buffers = self.pool.grown();
         r
     }
 
@@ -519,10 +514,15 @@ impl Drop for Loader {
     }
 }
 
-/// The batches of one epoch, in order. Dropping it mid-epoch cancels the outstanding work and
-/// waits for it (bounded by the samples being decoded at that moment).
-pub struct Epoch<'a> {
-    loader: &'a mut Loader,
+/// The batches of one epoch, in order, over a borrowed loader (see [`Loader::epoch`]).
+pub type Epoch<'a> = EpochOf<&'a mut Loader>;
+
+/// The batches of one epoch, in order. `L` is how the iterator holds its loader: borrowed
+/// ([`Epoch`]) or owned ([`Loader::into_epoch`]). Dropping it mid-epoch cancels the outstanding
+/// work and waits for it (bounded by the samples being decoded at that moment).
+pub struct EpochOf<L: BorrowMut<Loader>> {
+    /// Always `Some` until [`EpochOf::into_loader`] takes it.
+    loader: Option<L>,
     epoch: u64,
     order: Arc<Vec<u32>>,
     total: usize,
@@ -538,7 +538,68 @@ pub struct Epoch<'a> {
     finished: bool,
 }
 
-impl Epoch<'_> {
+impl<L: BorrowMut<Loader>> EpochOf<L> {
+    fn start(mut loader: L, epoch: u64) -> Self {
+        let l = loader.borrow_mut();
+        let start = match l.resume.take() {
+            Some(p) if p.epoch == epoch => p,
+            _ => Position {
+                epoch,
+                step: 0,
+                skipped: 0,
+            },
+        };
+        let (done_tx, done_rx) = crossbeam_channel::unbounded();
+        let budget = match l.shared.on_error {
+            OnError::Skip => {
+                ((l.sampler.positions_per_rank() as f64 * l.error_budget).ceil() as usize).max(1)
+            }
+            OnError::Fail => 0,
+        };
+        Self {
+            order: Arc::new(l.sampler.epoch_order(epoch)),
+            total: l.sampler.batches_per_epoch(),
+            loader: Some(loader),
+            epoch,
+            next_submit: start.step,
+            next_yield: start.step,
+            outstanding: 0,
+            ready: BTreeMap::new(),
+            done_tx,
+            done_rx,
+            cancel: Arc::new(AtomicBool::new(false)),
+            skipped: start.skipped,
+            budget,
+            finished: false,
+        }
+    }
+
+    fn loader(&self) -> &Loader {
+        self.loader
+            .as_ref()
+            .expect("present until into_loader")
+            .borrow()
+    }
+
+    fn loader_mut(&mut self) -> &mut Loader {
+        self.loader
+            .as_mut()
+            .expect("present until into_loader")
+            .borrow_mut()
+    }
+
+    /// Cancels what is still outstanding, waits for it, and gives the loader back. The loader's
+    /// state is that after the last batch yielded.
+    pub fn into_loader(mut self) -> L {
+        self.cancel_and_wait();
+        self.loader.take().expect("present until into_loader")
+    }
+
+    /// The epoch number.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
     /// Batches in this epoch, counting from step 0 (a resumed epoch yields the ones from its
     /// start step on).
     pub fn total(&self) -> usize {
@@ -547,16 +608,22 @@ impl Epoch<'_> {
 
     /// The loader's state after the batch yielded last; see [`Loader::state`].
     pub fn state(&self) -> LoaderState {
-        self.loader.state()
+        self.loader().state()
     }
 
     fn submit(&mut self, seq: usize) -> Result<(), Error> {
-        let loader = &*self.loader;
+        let loader = self.loader();
         let plan = loader.sampler.batch(&self.order, seq);
         let n = plan.indices.len();
         let images = loader.hpu.alloc(n * loader.shared.sample_bytes)?;
         let labels = loader.hpu.alloc(n * 8)?;
-        let buffer = loader.pool.take();
+        let buffer = match loader.placement {
+            Placement::Device => loader.pool.take(),
+            Placement::Host => loader.pool.take_or_grow().map_err(|source| Error::Io {
+                path: "<pinned batch buffers>".into(),
+                source,
+            })?,
+        };
         let (h, w) = loader.shared.plan.out_hw();
         let shape = match loader.layout {
             Layout::Nchw => vec![n, 3, h as usize, w as usize],
@@ -573,6 +640,9 @@ impl Epoch<'_> {
             done: self.done_tx.clone(),
             pool: loader.pool.returner(),
             hpu: loader.hpu.clone(),
+            placement: loader.placement,
+            sample_bytes: loader.shared.sample_bytes,
+            labels_offset: loader.shared.labels_offset,
         });
         let jobs = loader
             .jobs
@@ -589,26 +659,31 @@ impl Epoch<'_> {
         Ok(())
     }
 
-    fn wait_for(&mut self, seq: usize) -> Result<Batch, Error> {
+    fn wait_for(&mut self, seq: usize, stop: &mut dyn FnMut() -> bool) -> Result<Batch, Error> {
         loop {
             if let Some(r) = self.ready.remove(&seq) {
                 return r;
             }
-            match self.done_rx.recv_timeout(Duration::from_millis(500)) {
+            match self.done_rx.recv_timeout(POLL) {
                 Ok(f) => {
                     self.outstanding -= 1;
                     self.ready.insert(f.seq, f.result);
                 }
-                Err(_) if self.loader.live_workers() < self.loader.workers.len() => {
+                Err(_) if self.loader().live_workers() < self.loader().workers.len() => {
                     return Err(Error::WorkerLost)
                 }
+                Err(_) if stop() => return Err(Error::Interrupted),
                 Err(_) => {}
             }
         }
     }
 
     fn record(&mut self, batch: &Batch) {
-        let mut r = self.loader.report.lock().unwrap_or_else(|p| p.into_inner());
+        let mut r = self
+            .loader()
+            .report
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         r.batches += 1;
         r.images += batch.valid as u64;
         r.skipped += batch.skipped.len() as u64;
@@ -618,19 +693,22 @@ impl Epoch<'_> {
                 r.skips.push(s.clone());
             }
         }
+        drop(r);
         self.skipped += batch.skipped.len();
     }
 }
 
-impl Iterator for Epoch<'_> {
-    type Item = Result<Batch, Error>;
-
-    fn next(&mut self) -> Option<Self::Item> {
+impl<L: BorrowMut<Loader>> EpochOf<L> {
+    /// [`Iterator::next`] that gives up waiting when `stop` says so: `stop` is asked every
+    /// 100 ms while the next batch is not ready (a binding checks for Ctrl-C there). Stopping
+    /// yields [`Error::Interrupted`] and ends the epoch; the loader's state stays that after the
+    /// last batch yielded, so the epoch can be resumed.
+    pub fn next_or_stop(&mut self, mut stop: impl FnMut() -> bool) -> Option<Result<Batch, Error>> {
         if self.finished || self.next_yield >= self.total {
             self.finished = true;
             return None;
         }
-        let last_wanted = (self.next_yield + self.loader.prefetch).min(self.total - 1);
+        let last_wanted = (self.next_yield + self.loader().prefetch).min(self.total - 1);
         while self.next_submit <= last_wanted {
             if let Err(e) = self.submit(self.next_submit) {
                 self.finished = true;
@@ -639,12 +717,16 @@ impl Iterator for Epoch<'_> {
             self.next_submit += 1;
         }
         let t = Instant::now();
-        let result = self.wait_for(self.next_yield);
-        self.loader.wait += t.elapsed();
+        let result = self.wait_for(self.next_yield, &mut stop);
+        self.loader_mut().wait += t.elapsed();
+        if let Err(Error::Interrupted) = result {
+            self.finished = true;
+            return Some(result);
+        }
         self.next_yield += 1;
         let result = result.and_then(|batch| {
             self.record(&batch);
-            self.loader.position = if self.next_yield == self.total {
+            let position = if self.next_yield == self.total {
                 Position {
                     epoch: self.epoch + 1,
                     step: 0,
@@ -657,6 +739,7 @@ impl Iterator for Epoch<'_> {
                     skipped: self.skipped,
                 }
             };
+            self.loader_mut().position = position;
             if self.skipped > self.budget {
                 let last = batch.skipped.last().expect("this batch crossed the budget");
                 return Err(Error::ErrorBudget {
@@ -672,6 +755,17 @@ impl Iterator for Epoch<'_> {
         }
         Some(result)
     }
+}
+
+/// How often a wait for a batch checks worker liveness and the caller's stop request.
+const POLL: Duration = Duration::from_millis(100);
+
+impl<L: BorrowMut<Loader>> Iterator for EpochOf<L> {
+    type Item = Result<Batch, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_or_stop(|| false)
+    }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
         let left = if self.finished {
@@ -683,15 +777,26 @@ impl Iterator for Epoch<'_> {
     }
 }
 
-impl Drop for Epoch<'_> {
-    fn drop(&mut self) {
+impl<L: BorrowMut<Loader>> EpochOf<L> {
+    fn cancel_and_wait(&mut self) {
+        if self.loader.is_none() {
+            return;
+        }
         self.cancel.store(true, Ordering::Relaxed);
         while self.outstanding > 0 {
-            match self.done_rx.recv_timeout(Duration::from_millis(500)) {
+            match self.done_rx.recv_timeout(POLL) {
                 Ok(_) => self.outstanding -= 1,
-                Err(_) if self.loader.live_workers() < self.loader.workers.len() => break,
+                Err(_) if self.loader().live_workers() < self.loader().workers.len() => break,
                 Err(_) => {}
             }
         }
+        // Finished batches nobody will take give their buffers back now.
+        self.ready.clear();
+    }
+}
+
+impl<L: BorrowMut<Loader>> Drop for EpochOf<L> {
+    fn drop(&mut self) {
+        self.cancel_and_wait();
     }
 }

@@ -15,9 +15,10 @@ use super::{Backend, Batch, OnError, Shared, Skip};
 use crate::augment::{CropBox, Resampler, SampleParams};
 use crate::cpu_time::CpuClock;
 use crate::hpu::{CopyRegion, DeviceBuffer, DeviceTensor, EngineContext, Hpu, HpuError};
-use crate::pinned::PinnedBuffer;
+use crate::pinned::{PinnedBuffer, PinnedPool};
 use crate::rng::{CounterRng, Stream};
 use crate::sampler::BatchPlan;
+use crate::tensor::{HostTensor, Lease, Placement, Tensor};
 use crate::{Error, SampleError, SampleErrorKind};
 
 /// Replacements tried for one failed slot before the batch fails.
@@ -75,6 +76,9 @@ pub(crate) struct BatchSpec {
     pub done: Sender<Finished>,
     pub pool: Sender<PinnedBuffer>,
     pub hpu: Hpu,
+    pub placement: Placement,
+    pub sample_bytes: usize,
+    pub labels_offset: usize,
 }
 
 /// A sample routed to the media engine. Its bitstream rides in its own slot of the batch buffer
@@ -110,6 +114,11 @@ pub(crate) struct BatchWork {
     done: Sender<Finished>,
     pool: Sender<PinnedBuffer>,
     hpu: Hpu,
+    placement: Placement,
+    sample_bytes: usize,
+    labels_offset: usize,
+    /// Slots the media engine decodes (a host batch brings them back from the device).
+    engine_slots: Mutex<Vec<usize>>,
 }
 
 // SAFETY: `base` points into the pinned buffer owned by `buffer`, which stays in place until
@@ -150,6 +159,10 @@ impl BatchWork {
             done: spec.done,
             pool: spec.pool,
             hpu: spec.hpu,
+            placement: spec.placement,
+            sample_bytes: spec.sample_bytes,
+            labels_offset: spec.labels_offset,
+            engine_slots: Mutex::new(Vec::new()),
         })
     }
 
@@ -167,13 +180,50 @@ impl BatchWork {
         });
     }
 
-    /// Sends the batch (or its failure) to the epoch.
+    /// Sends the batch (or its failure) to the epoch. A host batch takes its pinned buffer
+    /// along, lent until its last tensor is dropped.
     fn complete(&self) {
-        let result = match lock(&self.failure).take() {
-            Some(e) => Err(e),
-            None => Ok(Batch {
-                images: self.images.clone(),
-                labels: self.labels.clone(),
+        let buffer = lock(&self.buffer).take();
+        let failure = lock(&self.failure).take();
+        let tensors = match (failure, self.placement, buffer) {
+            (Some(e), _, buffer) => {
+                if let Some(b) = buffer {
+                    PinnedPool::give_back(&self.pool, b);
+                }
+                Err(e)
+            }
+            (None, Placement::Device, _) => Ok((
+                Tensor::Device(self.images.clone()),
+                Tensor::Device(self.labels.clone()),
+            )),
+            (None, Placement::Host, Some(buffer)) => {
+                let lease = Lease::new(buffer, self.pool.clone());
+                let images = self.images.shape().to_vec();
+                let labels = vec![self.indices.len()];
+                Ok((
+                    Tensor::Host(HostTensor::new(
+                        Arc::clone(&lease),
+                        0,
+                        images,
+                        self.images.dtype(),
+                    )),
+                    Tensor::Host(HostTensor::new(
+                        lease,
+                        self.labels_offset,
+                        labels,
+                        crate::Dtype::I64,
+                    )),
+                ))
+            }
+            (None, Placement::Host, None) => Err(Error::Hpu(HpuError::Dma(
+                "a host batch lost its buffer".into(),
+            ))),
+        };
+        let result = match tensors {
+            Err(e) => Err(e),
+            Ok((images, labels)) => Ok(Batch {
+                images,
+                labels,
                 valid: self.valid,
                 indices: self
                     .indices
@@ -199,54 +249,33 @@ impl BatchWork {
             self.fail(Error::Config("cancelled".into()));
         }
         if lock(&self.failure).is_some() {
-            let _ = self.pool.send(buffer);
+            PinnedPool::give_back(&self.pool, buffer);
             return self.complete();
         }
-        let n = self.indices.len();
         let mut hw = std::mem::take(&mut *lock(&self.hw));
         hw.sort_by_key(|h| h.slot);
-        let sb = shared.sample_bytes;
-        let mut regions = Vec::with_capacity(hw.len() + 2);
-        let mut next_slot = 0;
-        for h in &hw {
-            if h.slot > next_slot {
-                regions.push(CopyRegion {
-                    src_offset: next_slot * sb,
-                    dst_offset: next_slot * sb,
-                    len: (h.slot - next_slot) * sb,
-                    dst: self.images.buffer().clone(),
-                });
-            }
-            if h.own.is_none() {
-                regions.push(CopyRegion {
-                    src_offset: h.slot * sb,
-                    dst_offset: h.slot * sb,
-                    len: h.len,
-                    dst: self.images.buffer().clone(),
-                });
-            }
-            next_slot = h.slot + 1;
+        *lock(&self.engine_slots) = hw.iter().map(|h| h.slot).collect();
+        let host = self.placement == Placement::Host;
+        if host && hw.is_empty() {
+            // Every sample was decoded into the buffer on the host: nothing crosses to the device.
+            *lock(&self.buffer) = Some(buffer);
+            return self.complete();
         }
-        if n > next_slot {
-            regions.push(CopyRegion {
-                src_offset: next_slot * sb,
-                dst_offset: next_slot * sb,
-                len: (n - next_slot) * sb,
-                dst: self.images.buffer().clone(),
-            });
-        }
-        regions.push(CopyRegion {
-            src_offset: shared.labels_offset,
-            dst_offset: 0,
-            len: n * 8,
-            dst: self.labels.buffer().clone(),
-        });
+        let regions = if host {
+            self.bitstream_regions(&hw)
+        } else {
+            self.upload_regions(&hw)
+        };
         let work = Arc::clone(&self);
         let shared = Arc::clone(shared);
         self.hpu
             .dma()
             .host_to_device(buffer, regions, move |buffer, result| {
-                let _ = work.pool.send(buffer);
+                if host {
+                    *lock(&work.buffer) = Some(buffer);
+                } else {
+                    PinnedPool::give_back(&work.pool, buffer);
+                }
                 if let Err(e) = result {
                     work.fail(e.into());
                     return work.complete();
@@ -262,17 +291,113 @@ impl BatchWork {
                             engine_fallback(&job_shared, &job_work, &h, e);
                         }
                         if job_work.hw_remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-                            job_work.complete();
+                            job_work.engine_finished();
                         }
                     });
                     if let Err(e) = submitted {
                         // A job that could not be queued still counts down, so the batch completes.
                         work.fail(e.into());
                         if work.hw_remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-                            work.complete();
+                            Arc::clone(&work).engine_finished();
                         }
                     }
                 }
+            });
+    }
+
+    /// The bitstreams that ride in their slots (a host batch sends nothing else to the device).
+    fn bitstream_regions(&self, hw: &[HwSlot]) -> Vec<CopyRegion> {
+        let sb = self.sample_bytes;
+        hw.iter()
+            .filter(|h| h.own.is_none())
+            .map(|h| CopyRegion {
+                host_offset: h.slot * sb,
+                device_offset: h.slot * sb,
+                len: h.len,
+                device: self.images.buffer().clone(),
+            })
+            .collect()
+    }
+
+    /// A device batch: the CPU-decoded slots whole, bitstreams only as long as they are, and
+    /// the labels.
+    fn upload_regions(&self, hw: &[HwSlot]) -> Vec<CopyRegion> {
+        let n = self.indices.len();
+        let sb = self.sample_bytes;
+        let mut regions = Vec::with_capacity(hw.len() + 2);
+        let mut next_slot = 0;
+        for h in hw {
+            if h.slot > next_slot {
+                regions.push(CopyRegion {
+                    host_offset: next_slot * sb,
+                    device_offset: next_slot * sb,
+                    len: (h.slot - next_slot) * sb,
+                    device: self.images.buffer().clone(),
+                });
+            }
+            if h.own.is_none() {
+                regions.push(CopyRegion {
+                    host_offset: h.slot * sb,
+                    device_offset: h.slot * sb,
+                    len: h.len,
+                    device: self.images.buffer().clone(),
+                });
+            }
+            next_slot = h.slot + 1;
+        }
+        if n > next_slot {
+            regions.push(CopyRegion {
+                host_offset: next_slot * sb,
+                device_offset: next_slot * sb,
+                len: (n - next_slot) * sb,
+                device: self.images.buffer().clone(),
+            });
+        }
+        regions.push(CopyRegion {
+            host_offset: self.labels_offset,
+            device_offset: 0,
+            len: n * 8,
+            device: self.labels.buffer().clone(),
+        });
+        regions
+    }
+
+    /// Called once, when the last media-engine job of the batch is done: a device batch is
+    /// complete; a host batch first brings the engine's slots back into its pinned buffer.
+    fn engine_finished(self: Arc<Self>) {
+        if self.placement == Placement::Device {
+            return self.complete();
+        }
+        let Some(buffer) = lock(&self.buffer).take() else {
+            return self.complete();
+        };
+        if lock(&self.failure).is_some() {
+            *lock(&self.buffer) = Some(buffer);
+            return self.complete();
+        }
+        let sb = self.sample_bytes;
+        let mut regions: Vec<CopyRegion> = Vec::new();
+        for &slot in lock(&self.engine_slots).iter() {
+            match regions.last_mut() {
+                // Slots are sorted: neighbours merge into one copy.
+                Some(r) if r.host_offset + r.len == slot * sb => r.len += sb,
+                _ => regions.push(CopyRegion {
+                    host_offset: slot * sb,
+                    device_offset: slot * sb,
+                    len: sb,
+                    device: self.images.buffer().clone(),
+                }),
+            }
+        }
+        let work = Arc::clone(&self);
+        self.hpu
+            .dma()
+            .device_to_pinned(buffer, regions, move |buffer, result| {
+                *lock(&work.buffer) = Some(buffer);
+                if let Err(e) = result {
+                    work.fail(e.into());
+                }
+                work.complete();
             });
     }
 }
