@@ -32,7 +32,10 @@
 //! of `(seed, epoch, sample index)`, so batches are bit-identical whatever the worker count.
 //! See `ARCHITECTURE.md` for how the pieces fit.
 
+extern crate self as hpuload;
+
 pub mod augment;
+mod cli;
 mod cpu_time;
 pub mod dataset;
 mod error;
@@ -56,3 +59,14 @@ pub use loader::{
 pub use sampler::{LastBatch, Shard};
 pub use source::{Entry, ImageFolder, Manifest, ReadMode, SampleBytes, Source};
 pub use tensor::{HostTensor, Placement, Tensor};
+
+/// Runs the `hpuload` command line (`bench`, `make-dataset`, `preview`) with `args`, the
+/// program name first, as the `hpuload` binary and `python -m hpuload` do. Returns the exit
+/// code: 0 on success, 2 with a one-line message on stderr for an error.
+pub fn run_cli<I, T>(args: I) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    cli::run(args)
+}

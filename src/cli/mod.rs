@@ -1,12 +1,102 @@
-//! The subcommands, and what they share: where the data comes from and how a loader is built.
+//! The `hpuload` command line (`bench`, `make-dataset`, `preview`), in the library so that the
+//! binary and the Python module (`python -m hpuload`) run the same code; and what the
+//! subcommands share: where the data comes from and how a loader is built.
 
 pub mod bench;
 pub mod preview;
 pub mod report;
 
-use std::path::PathBuf;
-
 use hpuload::{pipelines, Backend, Error, ImageFolder, LoaderBuilder, Manifest, Pipeline};
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "hpuload",
+    version,
+    about = "Feed device-resident batches to an (emulated) HPU, and measure how fast",
+    after_help = "Logging: HPULOAD_LOG=info (or debug, trace) on stderr. Errors exit with code 2."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Measure loader throughput (images/s), where the time goes, and whether the loader keeps
+    /// a training step fed.
+    Bench(bench::BenchArgs),
+    /// Write a synthetic ImageNet-like JPEG dataset (ImageFolder layout): textured content,
+    /// ImageNet's size distribution, realistic file sizes.
+    MakeDataset {
+        /// Output folder.
+        #[arg(long)]
+        out: PathBuf,
+        /// Number of images.
+        #[arg(long, default_value_t = 1000)]
+        images: usize,
+        /// Seed; the same seed gives the same files.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
+    /// Write a contact sheet (PNG) of one augmented batch, de-normalized and labelled: what the
+    /// model will see.
+    Preview(preview::PreviewArgs),
+}
+
+/// Runs the command line with `args` (the program name first) and returns the exit code: 0 on
+/// success, 2 with one line on stderr on error (clap's own codes for bad arguments).
+pub fn run<I, T>(args: I) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    // A second call in one process (the Python module) keeps the first subscriber.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("HPULOAD_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return e.exit_code().clamp(0, 255) as u8;
+        }
+    };
+    let result = match cli.command {
+        Command::Bench(args) => bench::run(&args),
+        Command::Preview(args) => preview::run(&args),
+        Command::MakeDataset { out, images, seed } => make_dataset(&out, images, seed),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e}");
+            2
+        }
+    }
+}
+
+fn make_dataset(out: &std::path::Path, images: usize, seed: u64) -> Result<(), hpuload::Error> {
+    if images == 0 {
+        return Err(hpuload::Error::Config("--images must be at least 1".into()));
+    }
+    let t = Instant::now();
+    hpuload::dataset::make_dataset(out, images, seed)?;
+    println!(
+        "wrote {images} images to {} in {:.1}s",
+        out.display(),
+        t.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
 
 /// Where the samples come from, and how they are augmented.
 #[derive(clap::Args, Clone, Debug)]

@@ -431,6 +431,30 @@ impl Loader {
         (self.dtype, self.layout, [h, w])
     }
 
+    /// The random choices for sample `index` of a `width`x`height` image in `epoch`: the crop
+    /// window (in source pixels) and whether it is flipped. Both backends use exactly these, so
+    /// a test can apply the same window with another library and compare pixels.
+    ///
+    /// # Errors
+    /// The pipeline cannot process an image of that size (e.g. a crop larger than the image).
+    pub fn sample_params(
+        &self,
+        epoch: u64,
+        index: usize,
+        width: u32,
+        height: u32,
+    ) -> Result<(crate::augment::CropBox, bool), Error> {
+        let p = self
+            .shared
+            .plan
+            .params(self.shared.seed, epoch, index, width, height)
+            .map_err(|reason| Error::Pipeline {
+                name: "sample_params".into(),
+                reason,
+            })?;
+        Ok((p.crop, p.flip))
+    }
+
     /// Whether batch buffers are page-locked.
     pub fn is_pinned(&self) -> bool {
         self.pool.is_pinned()
@@ -574,7 +598,8 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
         }
     }
 
-    fn loader(&self) -> &Loader {
+    /// The loader this epoch runs on (its settings, report and state).
+    pub fn loader(&self) -> &Loader {
         self.loader
             .as_ref()
             .expect("present until into_loader")

@@ -1,0 +1,481 @@
+//! `hpuload._hpuload`: the loader as a Python extension module. The pure-Python package
+//! `hpuload` (next to this crate) builds on it; `hpuload.torch` speaks torch's language.
+//!
+//! Batches stay in the pinned host buffer they were assembled in ([`Placement::Host`]) and
+//! cross into torch through DLPack ([`dlpack`]) without a copy: the buffer goes back to the
+//! loader's pool when torch frees the last tensor that uses it.
+
+mod dlpack;
+mod errors;
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use hpuload::{
+    Backend, Dtype, Entry, EpochOf, ImageFolder, LastBatch, Layout, Loader as CoreLoader,
+    LoaderState, Manifest, OnError, Pipeline, Placement, Source,
+};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use serde::de::DeserializeOwned;
+
+use errors::to_py;
+
+/// A dataset given as a list of `(path, label)` pairs (torchvision's `ImageFolder.samples`), so
+/// sample `i` here is sample `i` of the torchvision dataset.
+struct ListSource {
+    entries: Vec<Entry>,
+    classes: Vec<String>,
+    origin: PathBuf,
+}
+
+impl Source for ListSource {
+    fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+    fn classes(&self) -> &[String] {
+        &self.classes
+    }
+    fn origin(&self) -> &Path {
+        &self.origin
+    }
+}
+
+/// Parses a snake_case setting (`"pad"`, `"bf16"`, ...) into the crate's enum, naming the
+/// argument when it is not one of them.
+fn setting<T: DeserializeOwned>(argument: &str, value: &str, choices: &str) -> PyResult<T> {
+    serde_json::from_value(serde_json::Value::String(value.to_string()))
+        .map_err(|_| PyValueError::new_err(format!("{argument}={value:?} is not one of {choices}")))
+}
+
+enum Run {
+    Idle(CoreLoader),
+    Epoch(EpochOf<CoreLoader>),
+    /// Only while moving between the two; a panic there would leave it (never observed).
+    Moving,
+}
+
+impl Run {
+    fn loader(&self) -> PyResult<&CoreLoader> {
+        match self {
+            Self::Idle(l) => Ok(l),
+            Self::Epoch(e) => Ok(e.loader()),
+            Self::Moving => Err(PyRuntimeError::new_err(
+                "the loader is in an unusable state",
+            )),
+        }
+    }
+
+    /// The loader back from a running epoch (cancelling what is outstanding).
+    fn stop(&mut self) {
+        *self = match std::mem::replace(self, Self::Moving) {
+            Self::Epoch(e) => Self::Idle(e.into_loader()),
+            other => other,
+        };
+    }
+}
+
+/// The Rust loader: reads, decodes and augments on its own threads and yields batches whose
+/// tensors live in pinned host memory. Use `hpuload.torch.DataLoader` rather than this class.
+#[pyclass(frozen, module = "hpuload._hpuload")]
+struct Loader {
+    run: Mutex<Run>,
+}
+
+#[pymethods]
+impl Loader {
+    /// Builds a loader. `samples` is a list of `(path, label)` pairs; `root` (an ImageFolder)
+    /// or `manifest` (a `path<TAB>label` file) are the alternatives. `pipeline` is JSON: either
+    /// a built-in name (`"resnet50_train"`), or `{"name": ..., "ops": [...]}`.
+    #[new]
+    #[pyo3(signature = (
+        *, pipeline, root=None, manifest=None, samples=None, classes=None, batch_size=256,
+        shuffle=false, seed=0, workers=2, prefetch=2, dtype="f32", layout="nchw",
+        last_batch="pad", rank=None, world_size=None, on_error="skip", error_budget=0.01,
+        backend="auto", resume=None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        pipeline: &str,
+        root: Option<PathBuf>,
+        manifest: Option<PathBuf>,
+        samples: Option<Vec<(PathBuf, i64)>>,
+        classes: Option<Vec<String>>,
+        batch_size: usize,
+        shuffle: bool,
+        seed: u64,
+        workers: usize,
+        prefetch: usize,
+        dtype: &str,
+        layout: &str,
+        last_batch: &str,
+        rank: Option<usize>,
+        world_size: Option<usize>,
+        on_error: &str,
+        error_budget: f64,
+        backend: &str,
+        resume: Option<&str>,
+    ) -> PyResult<Self> {
+        if batch_size == 0 {
+            return Err(PyValueError::new_err("batch_size must be at least 1"));
+        }
+        if workers == 0 {
+            return Err(PyValueError::new_err(
+                "num_workers (threads) must be at least 1",
+            ));
+        }
+        let dtype: Dtype = setting("dtype", dtype, "u8, f16, bf16, f32")?;
+        if dtype == Dtype::I64 {
+            return Err(PyValueError::new_err(
+                "dtype=\"i64\" is a label type, not an image type",
+            ));
+        }
+        let layout: Layout = setting("layout", layout, "nchw, nhwc")?;
+        let last_batch: LastBatch = setting("last_batch", last_batch, "pad, drop, partial")?;
+        let on_error: OnError = setting("on_error", on_error, "skip, fail")?;
+        let backend: Backend = setting("backend", backend, "auto, hw, cpu")?;
+        let pipeline = parse_pipeline(pipeline)?;
+        let resume = resume
+            .map(|text| {
+                serde_json::from_str::<LoaderState>(text).map_err(|e| {
+                    PyValueError::new_err(format!("state_dict is not a loader state: {e}"))
+                })
+            })
+            .transpose()?;
+        let source: Box<dyn FnOnce() -> Result<CoreLoaderBuilderSource, hpuload::Error> + Send> =
+            match (root, manifest, samples) {
+                (Some(root), None, None) => {
+                    Box::new(move || ImageFolder::open(root).map(CoreLoaderBuilderSource::Folder))
+                }
+                (None, Some(m), None) => {
+                    Box::new(move || Manifest::open(m).map(CoreLoaderBuilderSource::Manifest))
+                }
+                (None, None, Some(samples)) => {
+                    if samples.is_empty() {
+                        return Err(PyValueError::new_err("dataset has no samples"));
+                    }
+                    let origin = samples[0]
+                        .0
+                        .parent()
+                        .and_then(Path::parent)
+                        .unwrap_or(Path::new("."))
+                        .to_path_buf();
+                    let list = ListSource {
+                        entries: samples
+                            .into_iter()
+                            .map(|(path, label)| Entry { path, label })
+                            .collect(),
+                        classes: classes.unwrap_or_default(),
+                        origin,
+                    };
+                    Box::new(move || Ok(CoreLoaderBuilderSource::List(list)))
+                }
+                _ => {
+                    return Err(PyTypeError::new_err(
+                        "give exactly one of root=, manifest= or samples=",
+                    ))
+                }
+            };
+        // Listing a folder and starting threads: no Python objects involved.
+        let built = py.detach(move || {
+            let source = source()?;
+            let builder = source
+                .builder()
+                .batch_size(batch_size)
+                .seed(seed)
+                .workers(workers)
+                .prefetch(prefetch)
+                .pipeline(pipeline)
+                .output(dtype, layout)
+                .last_batch(last_batch)
+                .on_error(on_error)
+                .error_budget(error_budget)
+                .backend(backend)
+                .placement(Placement::Host);
+            let builder = if shuffle {
+                builder.shuffle(seed)
+            } else {
+                builder
+            };
+            let builder = match (rank, world_size) {
+                (Some(r), Some(w)) => builder.shard(r, w),
+                (None, None) => builder,
+                _ => {
+                    return Err(hpuload::Error::Config(
+                        "give both rank and world_size, or neither".into(),
+                    ))
+                }
+            };
+            let builder = match resume {
+                Some(state) => builder.resume(state),
+                None => builder,
+            };
+            builder.build()
+        });
+        Ok(Self {
+            run: Mutex::new(Run::Idle(built.map_err(to_py)?)),
+        })
+    }
+
+    /// Batches per epoch on this rank (the same on every rank).
+    fn __len__(&self) -> PyResult<usize> {
+        self.with_run(|run| Ok(run.loader()?.batches_per_epoch()))
+    }
+
+    /// Samples in the dataset (all ranks).
+    #[getter]
+    fn dataset_len(&self) -> PyResult<usize> {
+        self.with_run(|run| Ok(run.loader()?.dataset_len()))
+    }
+
+    /// Class names by label (an ImageFolder's sorted subfolders).
+    #[getter]
+    fn classes(&self) -> PyResult<Vec<String>> {
+        self.with_run(|run| Ok(run.loader()?.classes().to_vec()))
+    }
+
+    /// `(rank, world_size)` this loader reads for.
+    #[getter]
+    fn shard(&self) -> PyResult<(usize, usize)> {
+        self.with_run(|run| {
+            let s = run.loader()?.shard();
+            Ok((s.rank, s.world_size))
+        })
+    }
+
+    /// Whether the batch buffers are page-locked (`mlock` succeeded).
+    #[getter]
+    fn pinned(&self) -> PyResult<bool> {
+        self.with_run(|run| Ok(run.loader()?.is_pinned()))
+    }
+
+    /// Output `(dtype, layout, height, width)`.
+    #[getter]
+    fn output(&self) -> PyResult<(String, String, u32, u32)> {
+        self.with_run(|run| {
+            let (dtype, layout, [h, w]) = run.loader()?.output();
+            let name = |v: serde_json::Value| v.as_str().unwrap_or_default().to_string();
+            Ok((
+                name(serde_json::to_value(dtype).unwrap_or_default()),
+                name(serde_json::to_value(layout).unwrap_or_default()),
+                h,
+                w,
+            ))
+        })
+    }
+
+    /// Starts (or restarts) epoch `epoch`: outstanding work of a running epoch is cancelled.
+    /// A loader built with `resume=` starts its saved epoch at the saved step.
+    fn start_epoch(&self, py: Python<'_>, epoch: u64) -> PyResult<()> {
+        // Cancelling waits for the batches being decoded: without the GIL.
+        let mut guard = self.lock()?;
+        let run: &mut Run = &mut guard;
+        py.detach(|| {
+            run.stop();
+            *run = match std::mem::replace(&mut *run, Run::Moving) {
+                Run::Idle(l) => Run::Epoch(l.into_epoch(epoch)),
+                other => other,
+            };
+        });
+        Ok(())
+    }
+
+    /// The next batch of the running epoch, or `None` at its end. Waits without the GIL and
+    /// checks for Ctrl-C every 100 ms (raising `KeyboardInterrupt`); with `timeout` (seconds),
+    /// a batch that takes longer raises `RuntimeError` as torch's DataLoader does. Either way
+    /// the epoch ends and the state stays that after the last batch returned.
+    #[pyo3(signature = (timeout=None))]
+    fn next_batch(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<Batch>> {
+        let deadline = timeout
+            .filter(|t| *t > 0.0)
+            .map(|t| (t, Instant::now() + Duration::from_secs_f64(t)));
+        let mut guard = self.lock()?;
+        let run: &mut Run = &mut guard;
+        let Run::Epoch(epoch) = run else {
+            return Ok(None);
+        };
+        let mut interrupt: Option<PyErr> = None;
+        let next = py.detach(|| {
+            epoch.next_or_stop(|| {
+                if deadline.is_some_and(|(_, at)| Instant::now() >= at) {
+                    return true;
+                }
+                Python::attach(|py| match py.check_signals() {
+                    Ok(()) => false,
+                    Err(e) => {
+                        interrupt = Some(e);
+                        true
+                    }
+                })
+            })
+        });
+        let result = match next {
+            None => Ok(None),
+            Some(Ok(batch)) => return Batch::new(py, batch).map(Some),
+            Some(Err(hpuload::Error::Interrupted)) => Err(interrupt.unwrap_or_else(|| {
+                let seconds = deadline.map_or(0.0, |(t, _)| t);
+                PyRuntimeError::new_err(format!("DataLoader timed out after {seconds} seconds"))
+            })),
+            Some(Err(e)) => Err(to_py(e)),
+        };
+        py.detach(|| run.stop());
+        result
+    }
+
+    /// Cancels the running epoch, if any (waits for the batches being decoded).
+    fn stop(&self, py: Python<'_>) -> PyResult<()> {
+        let mut guard = self.lock()?;
+        let run: &mut Run = &mut guard;
+        py.detach(|| run.stop());
+        Ok(())
+    }
+
+    /// The loader's state after the last batch returned, as JSON: pass it as `resume=` to
+    /// continue exactly there.
+    fn state(&self) -> PyResult<String> {
+        self.with_run(|run| {
+            serde_json::to_string(&run.loader()?.state())
+                .map_err(|e| PyRuntimeError::new_err(e.to_string()))
+        })
+    }
+
+    /// Cumulative statistics (images, bytes, stage times, skips, fallbacks), as JSON.
+    fn report(&self) -> PyResult<String> {
+        self.with_run(|run| {
+            serde_json::to_string(&run.loader()?.report())
+                .map_err(|e| PyRuntimeError::new_err(e.to_string()))
+        })
+    }
+
+    /// The crop window `(top, left, height, width)` in source pixels and the flip that sample
+    /// `index` of a `width`x`height` image gets in `epoch`, exactly as the loader applies them.
+    fn sample_params(
+        &self,
+        epoch: u64,
+        index: usize,
+        width: u32,
+        height: u32,
+    ) -> PyResult<((f64, f64, f64, f64), bool)> {
+        self.with_run(|run| {
+            let (c, flip) = run
+                .loader()?
+                .sample_params(epoch, index, width, height)
+                .map_err(to_py)?;
+            Ok(((c.top, c.left, c.height, c.width), flip))
+        })
+    }
+}
+
+/// Where the builder's source came from.
+enum CoreLoaderBuilderSource {
+    Folder(ImageFolder),
+    Manifest(Manifest),
+    List(ListSource),
+}
+
+impl CoreLoaderBuilderSource {
+    fn builder(self) -> hpuload::LoaderBuilder {
+        match self {
+            Self::Folder(s) => CoreLoader::builder(s),
+            Self::Manifest(s) => CoreLoader::builder(s),
+            Self::List(s) => CoreLoader::builder(s),
+        }
+    }
+}
+
+impl Loader {
+    fn lock(&self) -> PyResult<std::sync::MutexGuard<'_, Run>> {
+        // Never block on the lock while holding the GIL: the holder may need the GIL to check
+        // for Ctrl-C, and would wait for us forever.
+        match self.run.try_lock() {
+            Ok(g) => Ok(g),
+            Err(std::sync::TryLockError::Poisoned(p)) => Ok(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => Err(PyRuntimeError::new_err(
+                "the loader is in use by another thread; iterate it from one thread at a time",
+            )),
+        }
+    }
+
+    fn with_run<T>(&self, f: impl FnOnce(&Run) -> PyResult<T>) -> PyResult<T> {
+        f(&*self.lock()?)
+    }
+}
+
+fn parse_pipeline(text: &str) -> PyResult<Pipeline> {
+    match text {
+        "resnet50_train" => Ok(hpuload::pipelines::resnet50_train()),
+        "resnet50_eval" => Ok(hpuload::pipelines::resnet50_eval()),
+        _ => {
+            serde_json::from_str(text).map_err(|e| PyValueError::new_err(format!("pipeline: {e}")))
+        }
+    }
+}
+
+/// One batch: `images` and `labels` are DLPack-exportable host tensors (`torch.from_dlpack`).
+#[pyclass(frozen, module = "hpuload._hpuload")]
+struct Batch {
+    /// Images, `[N, 3, H, W]` (or NHWC).
+    #[pyo3(get)]
+    images: Py<dlpack::Tensor>,
+    /// Labels, `[N]` int64.
+    #[pyo3(get)]
+    labels: Py<dlpack::Tensor>,
+    /// How many leading samples are real (the rest pad a static shape).
+    #[pyo3(get)]
+    valid: usize,
+    /// Dataset index of each sample.
+    #[pyo3(get)]
+    indices: Vec<usize>,
+    /// The epoch.
+    #[pyo3(get)]
+    epoch: u64,
+    /// The batch's position in the epoch.
+    #[pyo3(get)]
+    step: usize,
+    /// Samples that failed and were replaced: `(index, path, reason, message)`.
+    #[pyo3(get)]
+    skipped: Vec<(usize, PathBuf, String, String)>,
+}
+
+impl Batch {
+    fn new(py: Python<'_>, b: hpuload::Batch) -> PyResult<Self> {
+        let host = |t: hpuload::Tensor| match t {
+            hpuload::Tensor::Host(h) => Py::new(py, dlpack::Tensor::new(h)),
+            hpuload::Tensor::Device(_) => Err(PyRuntimeError::new_err(
+                "a device batch reached Python (the binding asks for host placement)",
+            )),
+        };
+        Ok(Self {
+            images: host(b.images)?,
+            labels: host(b.labels)?,
+            valid: b.valid,
+            indices: b.indices,
+            epoch: b.epoch,
+            step: b.step,
+            skipped: b
+                .skipped
+                .into_iter()
+                .map(|s| (s.index, s.path, s.reason.to_string(), s.message))
+                .collect(),
+        })
+    }
+}
+
+/// Runs `hpuload`'s command line (`bench`, `make-dataset`, `preview`) with `argv`; returns its
+/// exit code.
+#[pyfunction]
+fn cli(py: Python<'_>, argv: Vec<String>) -> u8 {
+    py.detach(|| hpuload::run_cli(argv))
+}
+
+#[pymodule]
+fn _hpuload(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Loader>()?;
+    m.add_class::<Batch>()?;
+    m.add_class::<dlpack::Tensor>()?;
+    m.add_function(wrap_pyfunction!(cli, m)?)?;
+    errors::register(m)?;
+    Ok(())
+}
