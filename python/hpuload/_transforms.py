@@ -54,8 +54,8 @@ def _bilinear(t: Any, what: str) -> None:
     from torchvision.transforms import InterpolationMode
 
     mode = getattr(t, "interpolation", InterpolationMode.BILINEAR)
-    # PIL's integer code 2 is BILINEAR in old scripts.
-    if mode not in (InterpolationMode.BILINEAR, 2):
+    # An InterpolationMode (v1), its value (v2 may keep the string), or PIL's code 2 (old scripts).
+    if getattr(mode, "value", mode) not in ("bilinear", 2):
         raise Unsupported(f"{what} with interpolation={mode} (hpuload implements BILINEAR)")
 
 

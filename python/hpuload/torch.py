@@ -172,6 +172,11 @@ class _Loader:
         self._core = _hpuload.Loader(**self._config)
         self._epoch = 0
         self._resumed_epoch: int | None = None
+        #: Dataset indices of the samples in the batch returned last.
+        self.last_indices: list[int] = []
+        #: How many leading samples of the batch returned last are real; the rest repeat
+        #: samples to keep the shape static (`HabanaDataLoader` with `drop_last=False`).
+        self.last_valid: int = 0
 
     # --- torch's interface -------------------------------------------------------------
 
@@ -244,6 +249,8 @@ class _Loader:
                 batch = core.next_batch(timeout)
                 if batch is None:
                     break
+                self.last_indices = list(batch.indices)
+                self.last_valid = batch.valid
                 for index, path, reason, message in batch.skipped:
                     warnings.warn(
                         f"hpuload: skipped sample {index} ({path}): {reason}; replaced. {message}",

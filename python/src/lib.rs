@@ -283,7 +283,7 @@ impl Loader {
     }
 
     /// The next batch of the running epoch, or `None` at its end. Waits without the GIL and
-    /// checks for Ctrl-C every 100 ms (raising `KeyboardInterrupt`); with `timeout` (seconds),
+    /// checks for Ctrl-C every 25 ms (raising `KeyboardInterrupt`); with `timeout` (seconds),
     /// a batch that takes longer raises `RuntimeError` as torch's DataLoader does. Either way
     /// the epoch ends and the state stays that after the last batch returned.
     #[pyo3(signature = (timeout=None))]

@@ -725,7 +725,7 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
 
 impl<L: BorrowMut<Loader>> EpochOf<L> {
     /// [`Iterator::next`] that gives up waiting when `stop` says so: `stop` is asked every
-    /// 100 ms while the next batch is not ready (a binding checks for Ctrl-C there). Stopping
+    /// 25 ms while the next batch is not ready (a binding checks for Ctrl-C there). Stopping
     /// yields [`Error::Interrupted`] and ends the epoch; the loader's state stays that after the
     /// last batch yielded, so the epoch can be resumed.
     pub fn next_or_stop(&mut self, mut stop: impl FnMut() -> bool) -> Option<Result<Batch, Error>> {
@@ -783,7 +783,7 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
 }
 
 /// How often a wait for a batch checks worker liveness and the caller's stop request.
-const POLL: Duration = Duration::from_millis(100);
+const POLL: Duration = Duration::from_millis(25);
 
 impl<L: BorrowMut<Loader>> Iterator for EpochOf<L> {
     type Item = Result<Batch, Error>;

@@ -1,0 +1,33 @@
+"""Datasets the Python tests share: real JPEGs written by hpuload's own generator, and the same
+images as lossless PNGs (so a comparison with torchvision isolates what hpuload computes)."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from hpuload._hpuload import cli
+
+
+@pytest.fixture(scope="session")
+def jpeg_folder(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("jpegs")
+    assert cli(["hpuload", "make-dataset", "--out", str(root), "--images", "41", "--seed", "3"]) == 0
+    return root
+
+
+@pytest.fixture(scope="session")
+def png_folder(jpeg_folder, tmp_path_factory) -> Path:
+    from PIL import Image
+
+    root = tmp_path_factory.mktemp("pngs")
+    for jpg in sorted(jpeg_folder.rglob("*.jpg"))[:12]:
+        out = root / jpg.parent.name / (jpg.stem + ".png")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        Image.open(jpg).convert("RGB").save(out)
+    return root
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")

@@ -1,0 +1,328 @@
+"""hpuload.torch.DataLoader and HabanaDataLoader as a training script sees them."""
+
+import gc
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import warnings
+
+import pytest
+import torch
+import torch.utils.data as tud
+from torchvision import datasets
+from torchvision import transforms as T
+
+import hpuload
+from hpuload.torch import DataLoader, FallbackWarning, HabanaDataLoader, SkippedSampleWarning
+
+from conftest import rss_bytes
+
+SMALL = T.Compose([T.RandomResizedCrop(32), T.RandomHorizontalFlip(), T.ToTensor(), T.Normalize([0.5] * 3, [0.25] * 3)])
+
+
+def folder(root, transform=SMALL):
+    return datasets.ImageFolder(root, transform)
+
+
+def epoch_of(loader):
+    return [(x.clone(), y.clone()) for x, y in loader]
+
+
+# --- the fast path -----------------------------------------------------------------------
+
+
+def test_fast_path_yields_torchvision_shapes_and_dtypes_with_a_partial_last_batch(jpeg_folder):
+    loader = DataLoader(folder(jpeg_folder), batch_size=8, shuffle=True, num_workers=2)
+    assert isinstance(loader, DataLoader)
+    batches = list(loader)
+    assert len(batches) == len(loader) == 6, "41 samples in batches of 8: torch's count"
+    for x, y in batches[:-1]:
+        assert x.shape == (8, 3, 32, 32) and x.dtype == torch.float32 and x.is_contiguous()
+        assert y.shape == (8,) and y.dtype == torch.int64
+    assert batches[-1][0].shape == (1, 3, 32, 32), "drop_last=False keeps the remainder, as torch"
+    assert len(DataLoader(folder(jpeg_folder), batch_size=8, drop_last=True)) == 5
+
+
+def test_each_pass_is_a_new_epoch_and_set_epoch_replays_one(jpeg_folder):
+    loader = DataLoader(folder(jpeg_folder), batch_size=41, shuffle=True, seed=1)
+    first, second = epoch_of(loader), epoch_of(loader)
+    assert not torch.equal(first[0][1], second[0][1]), "a new shuffle each pass"
+    loader.set_epoch(0)
+    assert torch.equal(epoch_of(loader)[0][0], first[0][0]), "epoch 0 again, bit for bit"
+
+
+def test_same_seed_gives_identical_batches_whatever_the_worker_count(jpeg_folder):
+    a = epoch_of(DataLoader(folder(jpeg_folder), batch_size=8, shuffle=True, num_workers=1, seed=9))
+    b = epoch_of(DataLoader(folder(jpeg_folder), batch_size=8, shuffle=True, num_workers=3, seed=9))
+    assert all(torch.equal(x1, x2) and torch.equal(y1, y2) for (x1, y1), (x2, y2) in zip(a, b))
+
+
+def test_torch_manual_seed_makes_the_run_repeatable(jpeg_folder):
+    torch.manual_seed(5)
+    a = epoch_of(DataLoader(folder(jpeg_folder), batch_size=41, shuffle=True))
+    torch.manual_seed(5)
+    b = epoch_of(DataLoader(folder(jpeg_folder), batch_size=41, shuffle=True))
+    assert torch.equal(a[0][0], b[0][0])
+
+
+def test_a_folder_path_with_a_builtin_pipeline_works_without_torchvision_datasets(jpeg_folder):
+    loader = DataLoader(str(jpeg_folder), batch_size=4, pipeline="resnet50_eval")
+    x, y = next(iter(loader))
+    assert x.shape == (4, 3, 224, 224) and x.dtype == torch.float32
+    with pytest.raises(TypeError, match="pipeline"):
+        DataLoader(str(jpeg_folder), batch_size=4)
+
+
+def test_bf16_output_on_request(jpeg_folder):
+    loader = DataLoader(folder(jpeg_folder), batch_size=4, output_dtype=torch.bfloat16)
+    x, _ = next(iter(loader))
+    assert x.dtype == torch.bfloat16
+
+
+# --- fallback ----------------------------------------------------------------------------
+
+
+class Squares(tud.Dataset):
+    def __len__(self):
+        return 10
+
+    def __getitem__(self, i):
+        return torch.tensor([i * i]), i
+
+
+@pytest.mark.parametrize(
+    "make, reason",
+    [
+        (lambda root: (Squares(), {}), "Squares"),
+        (lambda root: (folder(root, T.Compose([T.CenterCrop(32), T.ColorJitter(0.2), T.ToTensor()])), {}), "ColorJitter"),
+        (lambda root: (folder(root), {"collate_fn": lambda b: b}), "collate_fn"),
+        (
+            lambda root: (folder(root), {"batch_sampler": tud.BatchSampler(tud.SequentialSampler(range(41)), 4, False)}),
+            "batch_sampler",
+        ),
+        (lambda root: (folder(root), {"sampler": tud.SubsetRandomSampler(range(10))}), "SubsetRandomSampler"),
+        (lambda root: (folder(root, T.Compose([T.Resize(40, interpolation=T.InterpolationMode.NEAREST), T.CenterCrop(32), T.ToTensor()])), {}), "NEAREST"),
+    ],
+)
+def test_what_hpuload_cannot_take_goes_to_torch_with_one_warning_naming_why(jpeg_folder, make, reason):
+    dataset, kwargs = make(jpeg_folder)
+    if "batch_sampler" not in kwargs:
+        kwargs["batch_size"] = 4
+    with pytest.warns(FallbackWarning, match=reason) as record:
+        loader = DataLoader(dataset, **kwargs)
+    assert len(record) == 1
+    assert type(loader) is tud.DataLoader
+    assert loader.dataset is dataset
+    next(iter(loader))  # torch's loader works with the arguments as given
+
+
+def test_habana_loader_pads_the_last_batch_to_a_static_shape(jpeg_folder):
+    loader = HabanaDataLoader(folder(jpeg_folder), batch_size=8, sampler=tud.RandomSampler(range(41)))
+    assert isinstance(loader, HabanaDataLoader)
+    shapes, valid = [], []
+    for x, _ in loader:
+        shapes.append(tuple(x.shape))
+        valid.append(loader.last_valid)
+    assert shapes == [(8, 3, 32, 32)] * 6
+    assert valid == [8, 8, 8, 8, 8, 1]
+
+
+def test_habana_loader_falls_back_on_what_its_fast_path_refuses(jpeg_folder):
+    with pytest.warns(FallbackWarning, match="generator must be None"):
+        loader = HabanaDataLoader(folder(jpeg_folder), batch_size=4, generator=torch.Generator())
+    assert type(loader) is tud.DataLoader
+
+
+# --- resume ------------------------------------------------------------------------------
+
+
+def test_state_dict_round_trip_mid_epoch_continues_with_the_same_bytes(jpeg_folder):
+    def make():
+        return DataLoader(folder(jpeg_folder), batch_size=4, shuffle=True, seed=77)
+
+    full = make()
+    epoch_of(full)  # epoch 0
+    want = epoch_of(full)  # epoch 1, uninterrupted
+
+    first = make()
+    epoch_of(first)
+    it = iter(first)
+    for _ in range(4):
+        next(it)
+    state = json.loads(json.dumps(first.state_dict()))  # a checkpoint survives JSON
+    it.close()
+    del first, it
+
+    torch.manual_seed(1234)  # a different process would draw a different seed: the state's wins
+    resumed = make()
+    resumed.load_state_dict(state)
+    rest = epoch_of(resumed)
+    assert len(rest) == len(want) - 4
+    for (x1, y1), (x2, y2) in zip(rest, want[4:]):
+        assert torch.equal(x1, x2) and torch.equal(y1, y2)
+    assert torch.equal(epoch_of(resumed)[0][0], epoch_of(full)[0][0]), "then epoch 2 as usual"
+
+
+def test_load_state_dict_from_another_configuration_names_the_setting(jpeg_folder):
+    a = DataLoader(folder(jpeg_folder), batch_size=4)
+    b = DataLoader(folder(jpeg_folder), batch_size=8)
+    with pytest.raises(ValueError, match="batch"):
+        b.load_state_dict(a.state_dict())
+
+
+# --- memory ------------------------------------------------------------------------------
+
+
+def test_tensors_stay_valid_after_the_loader_is_dropped(jpeg_folder):
+    loader = DataLoader(folder(jpeg_folder), batch_size=8, shuffle=True)
+    kept = list(loader)  # every batch held at once: more than the pinned pool holds
+    copies = [(x.clone(), y.clone()) for x, y in kept]
+    assert loader.report()["extra_buffers"] >= 1
+    del loader
+    gc.collect()
+    for (x, y), (cx, cy) in zip(kept, copies):
+        assert torch.equal(x, cx) and torch.equal(y, cy)
+    assert len({x.data_ptr() for x, _ in kept}) == len(kept), "each batch has its own buffer"
+
+
+def test_no_memory_growth_over_20_epochs(jpeg_folder):
+    loader = DataLoader(folder(jpeg_folder), batch_size=8, shuffle=True, num_workers=2)
+    for _ in range(3):
+        for x, y in loader:
+            pass
+    before = rss_bytes()
+    for _ in range(17):
+        for x, y in loader:
+            pass
+    grown = rss_bytes() - before
+    assert grown < 16 << 20, f"RSS grew by {grown >> 20} MiB over 17 epochs"
+    assert loader.report()["extra_buffers"] == 0
+
+
+# --- distributed -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_two_ranks_get_equal_batch_counts_and_together_cover_the_dataset(jpeg_folder, drop_last):
+    ds = folder(jpeg_folder)
+    counts, seen = [], []
+    for rank in range(2):
+        sampler = tud.DistributedSampler(ds, num_replicas=2, rank=rank, shuffle=True, seed=4)
+        sampler.set_epoch(3)
+        loader = DataLoader(ds, batch_size=4, sampler=sampler, drop_last=drop_last)
+        assert len(loader) == len(tud.DataLoader(ds, batch_size=4, sampler=sampler, drop_last=drop_last))
+        n = 0
+        for _ in loader:
+            n += 1
+            seen.extend(loader.last_indices[: loader.last_valid])
+        counts.append(n)
+    assert counts[0] == counts[1] == len(loader)
+    if drop_last:
+        assert len(set(seen)) == len(seen), "no sample twice"
+    else:
+        assert sorted(seen) == list(range(41)), "every sample exactly once across ranks"
+
+
+def test_habana_loader_reads_rank_and_world_size_from_the_launcher(jpeg_folder, monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    loader = HabanaDataLoader(folder(jpeg_folder), batch_size=4)
+    assert loader._core.shard == (1, 3)
+    assert len(loader) == 4, "ceil(41 / 3) = 14 samples, padded to 4 batches of 4"
+
+
+# --- errors ------------------------------------------------------------------------------
+
+
+def damaged_copy(src, dst):
+    import shutil
+
+    shutil.copytree(src, dst)
+    victim = sorted(dst.rglob("*.jpg"))[3]
+    victim.write_bytes(victim.read_bytes()[:300])
+    return victim
+
+
+def test_a_bad_file_under_fail_raises_an_exception_naming_it(jpeg_folder, tmp_path):
+    victim = damaged_copy(jpeg_folder, tmp_path / "d")
+    loader = DataLoader(folder(tmp_path / "d"), batch_size=8, on_error="fail")
+    with pytest.raises(hpuload.SampleError) as e:
+        list(loader)
+    assert str(victim) in str(e.value)
+    assert e.value.args[2] == "truncated"
+
+
+def test_a_bad_file_under_skip_is_replaced_and_named_in_a_warning(jpeg_folder, tmp_path):
+    victim = damaged_copy(jpeg_folder, tmp_path / "d")
+    loader = DataLoader(folder(tmp_path / "d"), batch_size=8, error_budget=0.1)
+    with pytest.warns(SkippedSampleWarning, match=str(victim)):
+        batches = list(loader)
+    assert sum(len(y) for _, y in batches) == 41, "nothing lost: the batch shape holds"
+    assert loader.report()["skipped"] == 1
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, name",
+    [
+        ({"batch_size": 0}, ValueError, "batch_size"),
+        ({"backend": "gpu"}, ValueError, "backend"),
+        ({"on_error": "ignore"}, ValueError, "on_error"),
+        ({"timeout": -1}, ValueError, "timeout"),
+        ({"shuffle": True, "sampler": tud.SequentialSampler(range(41))}, ValueError, "sampler"),
+    ],
+)
+def test_bad_arguments_raise_the_python_error_naming_the_argument(jpeg_folder, kwargs, error, name):
+    with pytest.raises(error, match=name):
+        DataLoader(folder(jpeg_folder), **kwargs)
+
+
+def test_ctrl_c_while_waiting_for_a_batch_raises_keyboard_interrupt_and_the_loader_still_works(jpeg_folder):
+    slow = T.Compose([T.Resize(512), T.CenterCrop(512), T.ToTensor()])
+    loader = DataLoader(folder(jpeg_folder, slow), batch_size=41, num_workers=1, backend="cpu")
+    timer = threading.Timer(0.05, lambda: os.kill(os.getpid(), signal.SIGINT))
+    start = time.monotonic()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        for _ in loader:
+            time.sleep(10)  # never reached before the signal
+    assert time.monotonic() - start < 5
+    x, _ = next(iter(loader))
+    assert x.shape == (41, 3, 512, 512), "the loader works after the interrupt"
+
+
+def test_timeout_raises_like_torch(jpeg_folder):
+    slow = T.Compose([T.Resize(512), T.CenterCrop(512), T.ToTensor()])
+    loader = DataLoader(folder(jpeg_folder, slow), batch_size=41, num_workers=1, backend="cpu", timeout=0.001)
+    with pytest.raises(RuntimeError, match="timed out"):
+        next(iter(loader))
+
+
+# --- command line and example --------------------------------------------------------------
+
+
+def test_python_m_hpuload_bench_runs_and_reports_throughput(jpeg_folder, tmp_path):
+    out = tmp_path / "r.json"
+    r = subprocess.run(
+        [sys.executable, "-m", "hpuload", "bench", "--data", str(jpeg_folder), "--batch", "8", "--epochs", "1", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    assert json.loads(out.read_text())["images_per_sec"] > 0
+
+
+def test_train_resnet_example_trains_a_few_steps(jpeg_folder):
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "train_resnet.py")
+    r = subprocess.run(
+        [sys.executable, example, "--data", str(jpeg_folder), "--steps", "2", "--batch-size", "8", "--image-size", "64"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "step 2" in r.stdout

@@ -1,0 +1,121 @@
+"""Parity with torchvision: the same crop windows and flips as the loader chose, applied by
+torchvision to the same files, give the same pixels.
+
+On the CPU backend everything hpuload computes (crop, antialiased bilinear resize, flip,
+to-float, normalize) is within one u8 level of torchvision; lossless PNG inputs show it with
+nothing else in the way. JPEG inputs add the decoders' own rounding (libjpeg-turbo inside
+Pillow vs zune-jpeg: their IDCTs round differently in about 1% of decoded pixels), which after
+resizing leaves at most 3 levels on a few pixels in a thousand. The emulated
+media engine ("auto") resamples in YCbCr as hardware does; it is held to a PSNR floor."""
+
+import math
+
+import pytest
+import torch
+import torchvision.transforms.functional as F
+from PIL import Image
+from torchvision import datasets
+from torchvision import transforms as T
+from torchvision.transforms import v2
+
+from hpuload.torch import DataLoader
+
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+
+
+def first_batch(loader):
+    it = iter(loader)
+    x, y = next(it)
+    indices = list(loader.last_indices)
+    it.close()
+    return x, y, indices
+
+
+def reference_u8(loader, dataset, index, epoch=0, size=224):
+    """torchvision's pixels for sample `index` with the loader's own crop window and flip."""
+    img = Image.open(dataset.samples[index][0]).convert("RGB")
+    (top, left, h, w), flip = loader._core.sample_params(epoch, index, img.width, img.height)
+    assert (top, left, h, w) == tuple(float(int(v)) for v in (top, left, h, w)), "integer window"
+    out = F.resized_crop(img, int(top), int(left), int(h), int(w), [size, size], antialias=True)
+    if flip:
+        out = F.hflip(out)
+    return F.pil_to_tensor(out)
+
+
+@pytest.mark.parametrize("flavour", ["v1", "v2"])
+def test_random_resized_crop_matches_torchvision_within_one_level_on_png(png_folder, flavour):
+    if flavour == "v1":
+        tf = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.PILToTensor()])
+    else:
+        tf = v2.Compose([v2.RandomResizedCrop(224), v2.RandomHorizontalFlip(), v2.PILToTensor()])
+    ds = datasets.ImageFolder(png_folder, tf)
+    loader = DataLoader(ds, batch_size=12, shuffle=True, backend="cpu", seed=11)
+    x, _, indices = first_batch(loader)
+    assert x.dtype == torch.uint8 and x.shape == (12, 3, 224, 224)
+    flips = 0
+    for slot, index in enumerate(indices):
+        ref = reference_u8(loader, ds, index)
+        diff = (x[slot].int() - ref.int()).abs().max().item()
+        assert diff <= 1, f"sample {index}: {diff} levels from torchvision"
+        flips += int(loader._core.sample_params(0, index, *Image.open(ds.samples[index][0]).size)[1])
+    assert 0 < flips < 12, "the test saw both flipped and unflipped samples"
+
+
+def test_normalized_output_is_within_one_u8_level_of_torchvision_on_png(png_folder):
+    tf = T.Compose([T.RandomResizedCrop(160), T.RandomHorizontalFlip(), T.ToTensor(), T.Normalize(MEAN, STD)])
+    ds = datasets.ImageFolder(png_folder, tf)
+    loader = DataLoader(ds, batch_size=12, backend="cpu", seed=4)
+    x, _, indices = first_batch(loader)
+    assert x.dtype == torch.float32 and x.shape == (12, 3, 160, 160)
+    mean = torch.tensor(MEAN).view(3, 1, 1)
+    std = torch.tensor(STD).view(3, 1, 1)
+    for slot, index in enumerate(indices):
+        ref = F.normalize(reference_u8(loader, ds, index, size=160).float() / 255, MEAN, STD)
+        levels = ((x[slot] - ref).abs() * std * 255).max().item()
+        assert levels <= 1.0 + 1e-3, f"sample {index}: {levels:.3f} u8 levels apart"
+        # And the values are torchvision's arithmetic, not an approximation of it.
+        assert torch.allclose(x[slot] * std + mean, ref * std + mean, atol=1 / 255 + 1e-6)
+
+
+def test_eval_pipeline_matches_torchvision_transform_output_on_png(png_folder):
+    tf = T.Compose([T.Resize(256), T.CenterCrop(224), T.PILToTensor()])
+    ds = datasets.ImageFolder(png_folder, tf)
+    loader = DataLoader(ds, batch_size=12, backend="cpu")
+    x, _, indices = first_batch(loader)
+    assert indices == list(range(12)), "no shuffle: dataset order"
+    for i in range(12):
+        diff = (x[i].int() - ds[i][0].int()).abs().max().item()
+        assert diff <= 1, f"sample {i}: {diff} levels from torchvision"
+
+
+def test_jpeg_decoding_differs_from_pillow_only_by_decoder_rounding(jpeg_folder):
+    tf = T.Compose([T.Resize(256), T.CenterCrop(224), T.PILToTensor()])
+    ds = datasets.ImageFolder(jpeg_folder, tf)
+    loader = DataLoader(ds, batch_size=16, backend="cpu")
+    x, _, _ = first_batch(loader)
+    for i in range(16):
+        d = (x[i].int() - ds[i][0].int()).abs()
+        assert d.max().item() <= 3, f"sample {i}"
+        assert (d > 1).float().mean().item() < 5e-3, f"sample {i}"
+
+
+def test_media_engine_output_is_close_to_torchvision_with_the_same_crop_windows(jpeg_folder):
+    tf = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.PILToTensor()])
+    ds = datasets.ImageFolder(jpeg_folder, tf)
+    loader = DataLoader(ds, batch_size=16, shuffle=True, backend="hw", seed=2)
+    x, _, indices = first_batch(loader)
+    assert loader.report()["hw_samples"] >= 16
+    for slot, index in enumerate(indices):
+        ref = reference_u8(loader, ds, index).float()
+        mse = ((x[slot].float() - ref) ** 2).mean().item()
+        psnr = 10 * math.log10(255**2 / max(mse, 1e-9))
+        assert psnr >= 40, f"sample {index}: {psnr:.1f} dB"
+
+
+def test_labels_and_class_order_are_the_image_folders(jpeg_folder):
+    ds = datasets.ImageFolder(jpeg_folder, T.Compose([T.CenterCrop(64), T.ToTensor()]))
+    loader = DataLoader(ds, batch_size=41)
+    x, y = next(iter(loader))
+    assert y.dtype == torch.int64
+    assert y.tolist() == [t for _, t in ds.samples]
+    assert loader.classes == ds.classes
