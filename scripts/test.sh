@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The whole test suite: the Rust workspace, then the Python package built from this checkout
+# (`pip install ./python`, as the README says) and its pytest suite, in a virtual environment
+# of its own. That environment holds torch and torchvision (several GB), so it is cached outside
+# the checkout, keyed by python/requirements-test.txt:
+#   $HPULOAD_TEST_VENV, else ${XDG_CACHE_HOME:-~/.cache}/hpuload/test-venv-<hash>.
+# Needs: a Rust toolchain, python3 (3.10+) with venv, and PyPI.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo test --workspace
+
+req=python/requirements-test.txt
+key=$(sha256sum "$req" | cut -c1-16)
+venv=${HPULOAD_TEST_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/hpuload/test-venv-$key}
+if [ ! -f "$venv/.complete" ]; then
+    echo "creating the Python test environment in $venv (torch is large: minutes, once)"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --upgrade pip
+    "$venv/bin/pip" install --quiet -r "$req"
+    touch "$venv/.complete"
+fi
+# The README's install command, into that environment (a release build through maturin).
+"$venv/bin/pip" install --quiet --force-reinstall --no-deps ./python
+# From outside the source tree, so the tests import the installed package.
+cd python/tests
+"$venv/bin/python" -m pytest -q -p no:cacheprovider .
