@@ -2,7 +2,7 @@
 //! `hpuload` (next to this crate) builds on it; `hpuload.torch` speaks torch's language.
 //!
 //! Batches stay in the pinned host buffer they were assembled in ([`Placement::Host`]) and
-//! cross into torch through DLPack ([`dlpack`]) without a copy: the buffer goes back to the
+//! cross into torch through DLPack (`dlpack.rs`) without a copy: the buffer goes back to the
 //! loader's pool when torch frees the last tensor that uses it.
 
 mod dlpack;
