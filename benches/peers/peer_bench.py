@@ -1,8 +1,13 @@
 #!/usr/bin/env python3
 """Throughput of a peer data loader on an ImageFolder, with hpuload bench's pipelines.
 
-    python peer_bench.py --loader torch|dali|ffcv --data DIR [--pipeline train|eval]
-                         [--workers 2] [--batch 256] [--epochs 3] [--beton FILE]
+    python peer_bench.py --loader torch|hpuload|dali|ffcv --data DIR [--pipeline train|eval]
+                         [--workers 2] [--batch 256] [--epochs 3] [--beton FILE] [--pass-only]
+
+`hpuload` is hpuload's Python drop-in (`hpuload.torch.DataLoader`) given exactly the torch
+loader's arguments and torchvision transforms: what a user gets by changing the import line.
+`--pass-only` makes the torch and hpuload loops `for x, y in loader: pass` on the float32
+batches (no bfloat16 cast).
 
 train: RandomResizedCrop(224) + random flip + normalize, 16-bit float CHW (hpuload's
 resnet50_train); eval: Resize(256) + CenterCrop(224) + normalize (resnet50_eval).
@@ -20,10 +25,12 @@ MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
 
 
-def torch_epochs(args):
+def torch_epochs(args, DataLoader=None):
     """PyTorch DataLoader over torchvision's ImageFolder (PIL decode, v1 transforms)."""
     import torch
     from torchvision import datasets, transforms as T
+
+    DataLoader = DataLoader or torch.utils.data.DataLoader
 
     if args.pipeline == "train":
         ops = [T.RandomResizedCrop(224), T.RandomHorizontalFlip()]
@@ -31,15 +38,25 @@ def torch_epochs(args):
         ops = [T.Resize(256), T.CenterCrop(224)]
     tf = T.Compose(ops + [T.ToTensor(), T.Normalize(MEAN, STD)])
     data = datasets.ImageFolder(args.data, transform=tf)
-    loader = torch.utils.data.DataLoader(
+    loader = DataLoader(
         data, batch_size=args.batch, shuffle=True, num_workers=args.workers,
         pin_memory=True, persistent_workers=args.workers > 0, drop_last=False)
 
     def epoch():
         for images, _ in loader:
-            # The cast stands in for the device copy; hpuload outputs 16-bit floats too.
-            yield len(images.to(torch.bfloat16))
+            if args.pass_only:
+                yield len(images)
+            else:
+                # The cast stands in for the device copy; hpuload outputs 16-bit floats too.
+                yield len(images.to(torch.bfloat16))
     return epoch
+
+
+def hpuload_epochs(args):
+    """hpuload's drop-in for torch's DataLoader, with torch's arguments unchanged."""
+    from hpuload.torch import DataLoader
+
+    return torch_epochs(args, DataLoader)
 
 
 def dali_epochs(args):
@@ -110,7 +127,7 @@ def ffcv_epochs(args):
     return epoch
 
 
-LOADERS = {"torch": torch_epochs, "dali": dali_epochs, "ffcv": ffcv_epochs}
+LOADERS = {"torch": torch_epochs, "hpuload": hpuload_epochs, "dali": dali_epochs, "ffcv": ffcv_epochs}
 
 
 def main():
@@ -122,6 +139,8 @@ def main():
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--beton", help="FFCV file (default: DATA.beton, written on first use)")
+    ap.add_argument("--pass-only", action="store_true",
+                    help="torch and hpuload: iterate without the bfloat16 cast")
     args = ap.parse_args()
     epoch = LOADERS[args.loader](args)
     rates, first = [], None

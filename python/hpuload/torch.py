@@ -172,6 +172,7 @@ class _Loader:
         self._core = _hpuload.Loader(**self._config)
         self._epoch = 0
         self._resumed_epoch: int | None = None
+        self._active: object | None = None
         #: Dataset indices of the samples in the batch returned last.
         self.last_indices: list[int] = []
         #: How many leading samples of the batch returned last are real; the rest repeat
@@ -240,12 +241,18 @@ class _Loader:
         return self._epoch
 
     def _iterate(self, epoch: int):
+        # One epoch runs at a time: a newer iter(loader) takes over, and an older iterator that
+        # is resumed or finalized later must neither read nor stop the newer one's epoch.
+        token = object()
+        self._active = token
         core = self._core
         core.start_epoch(epoch)
         self._resumed_epoch = None
         timeout = self.timeout if self.timeout and self.timeout > 0 else None
         try:
             while True:
+                if self._active is not token:
+                    raise RuntimeError("this iterator was superseded by a newer iter(loader)")
                 batch = core.next_batch(timeout)
                 if batch is None:
                     break
@@ -259,7 +266,9 @@ class _Loader:
                     )
                 yield torch.from_dlpack(batch.images), torch.from_dlpack(batch.labels)
         finally:
-            core.stop()
+            if self._active is token and self._core is core:
+                core.stop()
+                self._active = None
         # A complete pass: the next one is the next epoch (unless set_epoch says otherwise).
         if not isinstance(self.sampler, tud.DistributedSampler):
             self._epoch = epoch + 1

@@ -326,3 +326,36 @@ def test_train_resnet_example_trains_a_few_steps(jpeg_folder):
     )
     assert r.returncode == 0, r.stderr
     assert "step 2" in r.stdout
+
+
+def test_an_abandoned_iterator_does_not_stop_a_newer_one(jpeg_folder):
+    loader = DataLoader(folder(jpeg_folder), batch_size=8, shuffle=True, seed=3)
+    old = iter(loader)
+    next(old)
+    new = iter(loader)
+    first = next(new)
+    del old  # finalizing the old iterator must leave the new epoch running
+    gc.collect()
+    assert len([first, *new]) == 6
+
+
+def test_dlpack_gives_the_legacy_capsule_unless_version_1_is_asked_for(jpeg_folder):
+    import ctypes
+
+    get_name = ctypes.pythonapi.PyCapsule_GetName
+    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    loader = DataLoader(folder(jpeg_folder), batch_size=8)
+    loader._core.start_epoch(0)
+    batch = loader._core.next_batch()
+    assert batch.images.__dlpack_device__() == (1, 0)
+    legacy = batch.images.__dlpack__()
+    assert get_name(legacy) == b"dltensor"
+    versioned = batch.images.__dlpack__(max_version=(1, 0))
+    assert get_name(versioned) == b"dltensor_versioned"
+    x = torch.utils.dlpack.from_dlpack(legacy)  # what torch before 2.9 does
+    assert get_name(legacy) == b"used_dltensor"
+    assert torch.equal(x, torch.from_dlpack(batch.images))
+    with pytest.raises(BufferError):
+        batch.images.__dlpack__(copy=True)
+    del versioned  # never consumed: its destructor frees it
+    loader._core.stop()
