@@ -4,7 +4,7 @@
 mod common;
 
 use common::{dataset, host, small_train};
-use hpuload::{Backend, Dtype, ImageFolder, Layout, Loader, Placement, Tensor};
+use hpuload::{Backend, Dtype, ImageFolder, Layout, Loader, Placement, Source, Tensor};
 
 fn loader(dir: &std::path::Path, backend: Backend, placement: Placement) -> Loader {
     Loader::builder(ImageFolder::open(dir).unwrap())
@@ -112,5 +112,42 @@ fn a_stop_request_while_waiting_ends_the_epoch_with_interrupted() {
             assert_eq!(l.state().step, 0, "nothing was consumed");
         }
         other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn host_batches_match_device_batches_when_bad_files_are_replaced() {
+    let data = dataset("host-damaged", 24);
+    let mut files: Vec<_> = ImageFolder::open(data.path())
+        .unwrap()
+        .entries()
+        .iter()
+        .map(|e| e.path.clone())
+        .collect();
+    files.sort();
+    // A truncated JPEG (the engine accepts its header), random bytes, an empty file.
+    let bytes = std::fs::read(&files[2]).unwrap();
+    std::fs::write(&files[2], &bytes[..bytes.len() / 2]).unwrap();
+    std::fs::write(&files[9], b"not an image at all").unwrap();
+    std::fs::write(&files[17], b"").unwrap();
+    for backend in [Backend::Cpu, Backend::Auto] {
+        let build = |placement| {
+            Loader::builder(ImageFolder::open(data.path()).unwrap())
+                .batch_size(8)
+                .shuffle(5)
+                .workers(2)
+                .pipeline(small_train())
+                .output(Dtype::F32, Layout::Nchw)
+                .backend(backend)
+                .error_budget(0.5)
+                .placement(placement)
+                .build()
+                .unwrap()
+        };
+        let (mut on_device, mut on_host) = (build(Placement::Device), build(Placement::Host));
+        let want: Vec<_> = on_device.epoch(0).map(|b| host(&b.unwrap())).collect();
+        let got: Vec<_> = on_host.epoch(0).map(|b| host(&b.unwrap())).collect();
+        assert!(want == got, "{backend:?}: host and device batches differ");
+        assert_eq!(on_host.report().skipped, 3, "{backend:?}");
     }
 }

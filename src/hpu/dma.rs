@@ -15,7 +15,7 @@ use crate::pinned::PinnedBuffer;
 /// Size of the pinned staging buffer that pageable sources are copied through.
 const STAGING_BYTES: usize = 4 << 20;
 
-/// One contiguous copy between a host buffer and a device buffer (the direction is the job's).
+/// One contiguous copy from a host buffer to a device buffer.
 pub(crate) struct CopyRegion {
     pub host_offset: usize,
     pub device_offset: usize,
@@ -23,18 +23,12 @@ pub(crate) struct CopyRegion {
     pub device: DeviceBuffer,
 }
 
-/// Completion of a transfer to or from a pinned buffer: gets the buffer back, and the outcome.
+/// Completion of a transfer from a pinned buffer: gets the buffer back, and the outcome.
 type PinnedDone = Box<dyn FnOnce(PinnedBuffer, Result<(), HpuError>) + Send>;
 
 enum Job {
     HostToDevice {
         src: PinnedBuffer,
-        regions: Vec<CopyRegion>,
-        done: PinnedDone,
-    },
-    /// Device regions into a pinned host buffer (the host side of each region).
-    DeviceToPinned {
-        dst: PinnedBuffer,
         regions: Vec<CopyRegion>,
         done: PinnedDone,
     },
@@ -137,28 +131,6 @@ impl DmaEngine {
         }
     }
 
-    /// Queues copies from device buffers into `dst` (each region's host side); `done` runs on
-    /// the DMA thread when they finish and gets `dst` back, whether the copies succeeded or not.
-    /// Only a page-locked `dst` is written directly; a pageable one is filled through the
-    /// engine's staging buffer, as a real driver would.
-    pub fn device_to_pinned(
-        &self,
-        dst: PinnedBuffer,
-        regions: Vec<CopyRegion>,
-        done: impl FnOnce(PinnedBuffer, Result<(), HpuError>) + Send + 'static,
-    ) {
-        let job = Job::DeviceToPinned {
-            dst,
-            regions,
-            done: Box::new(done),
-        };
-        if let Err(crossbeam_channel::SendError(Job::DeviceToPinned { dst, done, .. })) =
-            self.send(job)
-        {
-            done(dst, Err(HpuError::EngineStopped));
-        }
-    }
-
     /// Queues a copy of a whole device buffer into a new host vector.
     pub fn device_to_host(&self, src: DeviceBuffer) -> DmaEvent<Vec<u8>> {
         let (tx, rx) = crossbeam_channel::bounded(1);
@@ -212,18 +184,6 @@ fn run(rx: Receiver<Job>, counters: Arc<Counters>, fail_after: Option<u64>) {
                     .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
                 drop(regions);
                 done(src, result);
-            }
-            Job::DeviceToPinned {
-                mut dst,
-                regions,
-                done,
-            } => {
-                let result = copy_regions_back(&mut dst, &regions, &mut staging, &counters);
-                counters
-                    .busy_ns
-                    .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
-                drop(regions);
-                done(dst, result);
             }
             Job::DeviceToHost { src, done } => {
                 let out = src.lock().to_vec();
@@ -288,66 +248,6 @@ fn copy_regions(
             counters.staged.fetch_add(r.len as u64, Ordering::Relaxed);
         }
         counters.h2d.fetch_add(r.len as u64, Ordering::Relaxed);
-    }
-    Ok(())
-}
-
-/// The device-to-host counterpart of [`copy_regions`]: each region's device bytes into its
-/// host range of `dst`.
-fn copy_regions_back(
-    dst: &mut PinnedBuffer,
-    regions: &[CopyRegion],
-    staging: &mut Option<PinnedBuffer>,
-    counters: &Counters,
-) -> Result<(), HpuError> {
-    let locked = dst.is_locked();
-    let host = dst.as_mut_slice();
-    let host_len = host.len();
-    for r in regions {
-        let Some(to) = r
-            .host_offset
-            .checked_add(r.len)
-            .and_then(|end| host.get_mut(r.host_offset..end))
-        else {
-            return Err(HpuError::OutOfBounds {
-                offset: r.host_offset,
-                len: r.len,
-                size: host_len,
-            });
-        };
-        let guard = r.device.lock();
-        let Some(from) = r
-            .device_offset
-            .checked_add(r.len)
-            .and_then(|end| guard.get(r.device_offset..end))
-        else {
-            return Err(HpuError::OutOfBounds {
-                offset: r.device_offset,
-                len: r.len,
-                size: guard.len(),
-            });
-        };
-        if locked {
-            to.copy_from_slice(from);
-        } else {
-            // The device can only write page-locked memory: bounce through the staging buffer.
-            let stage = match staging {
-                Some(s) => s,
-                None => staging.insert(
-                    PinnedBuffer::new(STAGING_BYTES)
-                        .map_err(|e| HpuError::Dma(format!("staging buffer: {e}")))?,
-                ),
-            };
-            for (chunk_to, chunk_from) in
-                to.chunks_mut(STAGING_BYTES).zip(from.chunks(STAGING_BYTES))
-            {
-                let s = &mut stage.as_mut_slice()[..chunk_from.len()];
-                s.copy_from_slice(chunk_from);
-                chunk_to.copy_from_slice(s);
-            }
-            counters.staged.fetch_add(r.len as u64, Ordering::Relaxed);
-        }
-        counters.d2h.fetch_add(r.len as u64, Ordering::Relaxed);
     }
     Ok(())
 }

@@ -117,14 +117,13 @@ pub(crate) struct BatchWork {
     placement: Placement,
     sample_bytes: usize,
     labels_offset: usize,
-    /// Slots the media engine decodes (a host batch brings them back from the device).
-    engine_slots: Mutex<Vec<usize>>,
 }
 
-// SAFETY: `base` points into the pinned buffer owned by `buffer`, which stays in place until
-// every slot is written (`remaining` reaches 0). Each slot is written by exactly one job, so
-// the raw writes through `base` from several threads never overlap; everything else is behind
-// atomics or mutexes.
+// SAFETY: `base` points into the pinned buffer owned by `buffer`, whose mapping stays in place
+// (moving the `PinnedBuffer` value does not move it) until the batch completes. Each slot is
+// written by exactly one job at a time: its worker job, then, for a host batch, its media-engine
+// job (see `with_output_slot`), so the raw writes through `base` from several threads never
+// overlap; everything else is behind atomics or mutexes.
 unsafe impl Send for BatchWork {}
 // SAFETY: as above.
 unsafe impl Sync for BatchWork {}
@@ -162,7 +161,6 @@ impl BatchWork {
             placement: spec.placement,
             sample_bytes: spec.sample_bytes,
             labels_offset: spec.labels_offset,
-            engine_slots: Mutex::new(Vec::new()),
         })
     }
 
@@ -254,7 +252,6 @@ impl BatchWork {
         }
         let mut hw = std::mem::take(&mut *lock(&self.hw));
         hw.sort_by_key(|h| h.slot);
-        *lock(&self.engine_slots) = hw.iter().map(|h| h.slot).collect();
         let host = self.placement == Placement::Host;
         if host && hw.is_empty() {
             // Every sample was decoded into the buffer on the host: nothing crosses to the device.
@@ -291,14 +288,14 @@ impl BatchWork {
                             engine_fallback(&job_shared, &job_work, &h, e);
                         }
                         if job_work.hw_remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-                            job_work.engine_finished();
+                            job_work.complete();
                         }
                     });
                     if let Err(e) = submitted {
                         // A job that could not be queued still counts down, so the batch completes.
                         work.fail(e.into());
                         if work.hw_remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-                            Arc::clone(&work).engine_finished();
+                            work.complete();
                         }
                     }
                 }
@@ -362,43 +359,41 @@ impl BatchWork {
         regions
     }
 
-    /// Called once, when the last media-engine job of the batch is done: a device batch is
-    /// complete; a host batch first brings the engine's slots back into its pinned buffer.
-    fn engine_finished(self: Arc<Self>) {
-        if self.placement == Placement::Device {
-            return self.complete();
-        }
-        let Some(buffer) = lock(&self.buffer).take() else {
-            return self.complete();
-        };
-        if lock(&self.failure).is_some() {
-            *lock(&self.buffer) = Some(buffer);
-            return self.complete();
-        }
+    /// Where the media engine's output for `slot` goes: the device tensor, or, for a host
+    /// batch, straight into the pinned buffer (a device writes page-locked host memory over the
+    /// bus, which is what pinning is for), so nothing has to be copied back afterwards.
+    fn with_output_slot(&self, slot: usize, f: impl FnOnce(&mut [u8])) {
         let sb = self.sample_bytes;
-        let mut regions: Vec<CopyRegion> = Vec::new();
-        for &slot in lock(&self.engine_slots).iter() {
-            match regions.last_mut() {
-                // Slots are sorted: neighbours merge into one copy.
-                Some(r) if r.host_offset + r.len == slot * sb => r.len += sb,
-                _ => regions.push(CopyRegion {
-                    host_offset: slot * sb,
-                    device_offset: slot * sb,
-                    len: sb,
-                    device: self.images.buffer().clone(),
-                }),
+        match self.placement {
+            Placement::Device => f(&mut self.images.buffer().lock()[slot * sb..(slot + 1) * sb]),
+            Placement::Host => {
+                assert!(slot < self.indices.len(), "slot {slot} is in the batch");
+                // SAFETY: `base` points into this batch's pinned buffer, which stays mapped and
+                // unread until `complete` (after the last engine job counts down `hw_remaining`
+                // with AcqRel). Each engine job writes only its own slot, and the workers are
+                // done with every slot (`remaining` reached 0 before the engine jobs started).
+                f(unsafe { std::slice::from_raw_parts_mut(self.base.add(slot * sb), sb) })
             }
         }
-        let work = Arc::clone(&self);
-        self.hpu
-            .dma()
-            .device_to_pinned(buffer, regions, move |buffer, result| {
-                *lock(&work.buffer) = Some(buffer);
-                if let Err(e) = result {
-                    work.fail(e.into());
-                }
-                work.complete();
-            });
+    }
+
+    /// Sets the label of `slot` after the engine's fallback replaced its sample.
+    fn set_label(&self, slot: usize, label: i64) {
+        let bytes = label.to_ne_bytes();
+        match self.placement {
+            Placement::Device => {
+                self.labels.buffer().lock()[slot * 8..slot * 8 + 8].copy_from_slice(&bytes)
+            }
+            Placement::Host => {
+                assert!(slot < self.indices.len(), "slot {slot} is in the batch");
+                // SAFETY: as in `with_output_slot`; the label area starts at `labels_offset`
+                // and holds 8 bytes per slot, written here by this slot's engine job only.
+                let label_slot = unsafe {
+                    std::slice::from_raw_parts_mut(self.base.add(self.labels_offset + slot * 8), 8)
+                };
+                label_slot.copy_from_slice(&bytes);
+            }
+        }
     }
 }
 
@@ -448,19 +443,17 @@ fn engine_decode(
     // The device op writes straight into the sample's slot of the batch tensor. Engines take
     // turns on the buffer's lock for the write alone (a few tens of microseconds), which costs
     // less than staging the slot elsewhere and copying it in.
-    shared.writer.write(
-        &ctx.pixels,
-        oh as usize,
-        ow as usize,
-        h.params.flip,
-        &mut work.images.buffer().lock()[h.slot * sb..(h.slot + 1) * sb],
-    );
+    work.with_output_slot(h.slot, |slot| {
+        shared
+            .writer
+            .write(&ctx.pixels, oh as usize, ow as usize, h.params.flip, slot);
+    });
     shared.counters.engine_augment.add(t1.elapsed());
     Ok(())
 }
 
 /// The engine failed on a file it had accepted: redo the slot on the CPU path (with the usual
-/// skip/replace policy) and write it into device memory.
+/// skip/replace policy) and write it where the engine's output goes.
 fn engine_fallback(shared: &Shared, work: &BatchWork, h: &HwSlot, e: DecodeError) {
     let path = shared.source.entries()[h.index].path.clone();
     tracing::warn!(
@@ -472,10 +465,8 @@ fn engine_fallback(shared: &Shared, work: &BatchWork, h: &HwSlot, e: DecodeError
     let mut out = vec![0u8; shared.sample_bytes];
     match fill(shared, &mut scratch, work, h.index, &mut out, None) {
         Ok(Filled::Cpu { index, label }) => {
-            let sb = shared.sample_bytes;
-            work.images.buffer().lock()[h.slot * sb..(h.slot + 1) * sb].copy_from_slice(&out);
-            work.labels.buffer().lock()[h.slot * 8..h.slot * 8 + 8]
-                .copy_from_slice(&label.to_ne_bytes());
+            work.with_output_slot(h.slot, |slot| slot.copy_from_slice(&out));
+            work.set_label(h.slot, label);
             work.indices[h.slot].store(index, Ordering::Relaxed);
         }
         Ok(Filled::Hw(_)) => unreachable!("fill without the engine returns CPU samples"),
