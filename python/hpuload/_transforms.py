@@ -71,11 +71,11 @@ def _torch_dtype_name(dtype: Any) -> str | None:
 
 
 def steps(transform: Any) -> list[Any]:
-    """The steps of a Compose (v1 or v2), or the transform itself as one step."""
+    """The steps of a Compose (v1 or v2; nested ones flattened), or the transform itself."""
     if transform is None:
         return []
     if _is(transform, "Compose"):
-        return list(transform.transforms)
+        return [step for t in transform.transforms for step in steps(t)]
     return [transform]
 
 

@@ -119,3 +119,25 @@ def test_labels_and_class_order_are_the_image_folders(jpeg_folder):
     assert y.dtype == torch.int64
     assert y.tolist() == [t for _, t in ds.samples]
     assert loader.classes == ds.classes
+
+
+def test_a_v2_recipe_with_nested_compose_and_to_image_is_taken_and_matches(png_folder):
+    tf = v2.Compose(
+        [
+            v2.Compose([v2.ToImage(), v2.ToDtype(torch.uint8, scale=True)]),
+            v2.Resize(72, antialias=True),
+            v2.CenterCrop(64),
+            v2.ToDtype(torch.float32, scale=True),
+            v2.Normalize(MEAN, STD),
+            v2.ToPureTensor(),
+        ]
+    )
+    ds = datasets.ImageFolder(png_folder, tf)
+    loader = DataLoader(ds, batch_size=12, backend="cpu")
+    assert isinstance(loader, DataLoader), "taken by the fast path"
+    x, _, _ = first_batch(loader)
+    std = torch.tensor(STD).view(3, 1, 1)
+    for i in range(12):
+        # torchvision resizes the uint8 tensor itself here (not PIL): still within one level.
+        levels = ((x[i] - ds[i][0]).abs() * std * 255).max().item()
+        assert levels <= 1.0 + 1e-3, f"sample {i}: {levels:.3f} levels"
