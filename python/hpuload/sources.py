@@ -24,8 +24,15 @@ def _pipeline(pipeline: Any) -> str:
     )
 
 
+class _WithPipeline:
+    pipeline: Any
+
+    def _pipeline_json(self) -> str:
+        return _pipeline(self.pipeline)
+
+
 @dataclass(frozen=True)
-class ImageFolder:
+class ImageFolder(_WithPipeline):
     """A folder `root/<class>/<image>` (torchvision's layout and class order), with an hpuload
     pipeline: a built-in name, a TOML file or a dict `{"name": ..., "ops": [...]}`."""
 
@@ -35,12 +42,9 @@ class ImageFolder:
     def _source_kwargs(self) -> dict:
         return {"root": os.fspath(self.root)}
 
-    def _pipeline_json(self) -> str:
-        return _pipeline(self.pipeline)
-
 
 @dataclass(frozen=True)
-class Manifest:
+class Manifest(_WithPipeline):
     """A manifest file, `path<TAB>label` per line (relative paths are from its folder)."""
 
     path: str | os.PathLike
@@ -48,6 +52,3 @@ class Manifest:
 
     def _source_kwargs(self) -> dict:
         return {"manifest": os.fspath(self.path)}
-
-    def _pipeline_json(self) -> str:
-        return _pipeline(self.pipeline)

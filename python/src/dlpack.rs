@@ -16,9 +16,6 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyAny;
 
-const LEGACY: &CStr = c"dltensor";
-const VERSIONED: &CStr = c"dltensor_versioned";
-
 /// `kDLCPU`. Page-locked memory is still CPU memory to a consumer without an accelerator
 /// runtime (`kDLCUDAHost` would tie the tensor to CUDA).
 const DEVICE_CPU: i32 = 1;
@@ -106,147 +103,114 @@ fn layout(shape: &[usize]) -> (Vec<i64>, Vec<i64>) {
     (shape, strides)
 }
 
-/// Fills a `DlTensor` that points into `e`'s own shape and strides.
-fn dl_tensor<M>(e: &mut Exported<M>) -> DlTensor {
-    DlTensor {
-        data: e.tensor.as_bytes().as_ptr().cast_mut().cast(),
-        device: DlDevice {
-            device_type: DEVICE_CPU,
-            device_id: 0,
-        },
-        ndim: e.shape.len() as i32,
-        dtype: data_type(e.tensor.dtype()),
-        shape: e.shape.as_mut_ptr(),
-        strides: e.strides.as_mut_ptr(),
-        byte_offset: 0,
+/// The two managed-tensor structs DLPack defines, as one interface: the capsule name each is
+/// exported under, how it wraps a `DlTensor`, and where its deleter and context go.
+trait Managed: Sized {
+    /// The capsule's name (a consumer renames it `used_<name>`).
+    const NAME: &'static CStr;
+    /// The struct around `dl_tensor`, with `delete::<Self>` as its deleter.
+    fn wrap(dl_tensor: DlTensor) -> Self;
+    fn dl_tensor_mut(&mut self) -> &mut DlTensor;
+    fn set_context(&mut self, context: *mut c_void);
+}
+
+impl Managed for DlManagedTensor {
+    const NAME: &'static CStr = c"dltensor";
+    fn wrap(dl_tensor: DlTensor) -> Self {
+        Self {
+            dl_tensor,
+            manager_ctx: std::ptr::null_mut(),
+            deleter: Some(delete::<Self>),
+        }
+    }
+    fn dl_tensor_mut(&mut self) -> &mut DlTensor {
+        &mut self.dl_tensor
+    }
+    fn set_context(&mut self, context: *mut c_void) {
+        self.manager_ctx = context;
     }
 }
 
-unsafe extern "C" fn delete_legacy(managed: *mut DlManagedTensor) {
-    if !managed.is_null() {
-        // SAFETY: `managed` is the first field of a boxed `Exported<DlManagedTensor>` made by
-        // `legacy_capsule` (repr(C)), and the DLPack protocol calls the deleter exactly once.
-        drop(unsafe { Box::from_raw(managed.cast::<Exported<DlManagedTensor>>()) });
+impl Managed for DlManagedTensorVersioned {
+    const NAME: &'static CStr = c"dltensor_versioned";
+    fn wrap(dl_tensor: DlTensor) -> Self {
+        Self {
+            version: DlPackVersion { major: 1, minor: 0 },
+            manager_ctx: std::ptr::null_mut(),
+            deleter: Some(delete::<Self>),
+            // Writable and not a copy: the tensor is this batch's own buffer, lent to the caller.
+            flags: 0,
+            dl_tensor,
+        }
+    }
+    fn dl_tensor_mut(&mut self) -> &mut DlTensor {
+        &mut self.dl_tensor
+    }
+    fn set_context(&mut self, context: *mut c_void) {
+        self.manager_ctx = context;
     }
 }
 
-unsafe extern "C" fn delete_versioned(managed: *mut DlManagedTensorVersioned) {
+/// The deleter DLPack consumers call once, when they are done with the tensor.
+unsafe extern "C" fn delete<M: Managed>(managed: *mut M) {
     if !managed.is_null() {
-        // SAFETY: as in `delete_legacy`, for `versioned_capsule`'s box.
-        drop(unsafe { Box::from_raw(managed.cast::<Exported<DlManagedTensorVersioned>>()) });
+        // SAFETY: `managed` is the first field of a boxed `Exported<M>` made by `capsule`
+        // (repr(C)), and the DLPack protocol calls the deleter exactly once.
+        drop(unsafe { Box::from_raw(managed.cast::<Exported<M>>()) });
     }
 }
 
 /// Destructor of a capsule: frees the tensor only if nobody consumed the capsule (a consumer
 /// renames it and takes over the deleter).
-unsafe extern "C" fn drop_legacy_capsule(capsule: *mut ffi::PyObject) {
+unsafe extern "C" fn drop_capsule<M: Managed>(capsule: *mut ffi::PyObject) {
     // SAFETY: called by Python with the capsule being destroyed; `PyCapsule_IsValid` checks the
-    // name without raising, and the pointer under that name is the one we stored.
+    // name without raising, and the pointer under that name is the one `capsule` stored.
     unsafe {
-        if ffi::PyCapsule_IsValid(capsule, LEGACY.as_ptr()) == 1 {
-            let p = ffi::PyCapsule_GetPointer(capsule, LEGACY.as_ptr()).cast::<DlManagedTensor>();
-            delete_legacy(p);
+        if ffi::PyCapsule_IsValid(capsule, M::NAME.as_ptr()) == 1 {
+            delete::<M>(ffi::PyCapsule_GetPointer(capsule, M::NAME.as_ptr()).cast());
         }
     }
 }
 
-unsafe extern "C" fn drop_versioned_capsule(capsule: *mut ffi::PyObject) {
-    // SAFETY: as in `drop_legacy_capsule`.
-    unsafe {
-        if ffi::PyCapsule_IsValid(capsule, VERSIONED.as_ptr()) == 1 {
-            let p = ffi::PyCapsule_GetPointer(capsule, VERSIONED.as_ptr())
-                .cast::<DlManagedTensorVersioned>();
-            delete_versioned(p);
-        }
-    }
-}
-
-fn legacy_capsule<'py>(py: Python<'py>, tensor: &HostTensor) -> PyResult<Bound<'py, PyAny>> {
+/// A capsule that owns a share of `tensor` until its consumer (or, unconsumed, the capsule's
+/// destructor) deletes it.
+fn capsule<'py, M: Managed>(py: Python<'py>, tensor: &HostTensor) -> PyResult<Bound<'py, PyAny>> {
     let (shape, strides) = layout(tensor.shape());
     let mut e = Box::new(Exported {
-        managed: DlManagedTensor {
-            dl_tensor: DlTensor {
-                data: std::ptr::null_mut(),
-                device: DlDevice {
-                    device_type: DEVICE_CPU,
-                    device_id: 0,
-                },
-                ndim: 0,
-                dtype: data_type(tensor.dtype()),
-                shape: std::ptr::null_mut(),
-                strides: std::ptr::null_mut(),
-                byte_offset: 0,
+        managed: M::wrap(DlTensor {
+            data: tensor.as_bytes().as_ptr().cast_mut().cast(),
+            device: DlDevice {
+                device_type: DEVICE_CPU,
+                device_id: 0,
             },
-            manager_ctx: std::ptr::null_mut(),
-            deleter: Some(delete_legacy),
-        },
+            ndim: shape.len() as i32,
+            dtype: data_type(tensor.dtype()),
+            shape: std::ptr::null_mut(),
+            strides: std::ptr::null_mut(),
+            byte_offset: 0,
+        }),
         tensor: tensor.clone(),
         shape,
         strides,
     });
-    e.managed.dl_tensor = dl_tensor(&mut e);
+    // The vectors' heap storage does not move with the box: the pointers stay valid.
+    let (shape_ptr, strides_ptr) = (e.shape.as_mut_ptr(), e.strides.as_mut_ptr());
+    let t = e.managed.dl_tensor_mut();
+    t.shape = shape_ptr;
+    t.strides = strides_ptr;
     let raw = Box::into_raw(e);
-    // SAFETY: `raw` is a live box; storing its own address as the manager context is what
-    // DLPack consumers pass back to nobody but us.
-    unsafe { (*raw).managed.manager_ctx = raw.cast() };
-    make_capsule(py, raw.cast(), LEGACY, drop_legacy_capsule, || {
-        // SAFETY: the capsule was not made, so we still own the box.
-        unsafe { delete_legacy(raw.cast()) }
-    })
-}
-
-fn versioned_capsule<'py>(py: Python<'py>, tensor: &HostTensor) -> PyResult<Bound<'py, PyAny>> {
-    let (shape, strides) = layout(tensor.shape());
-    let mut e = Box::new(Exported {
-        managed: DlManagedTensorVersioned {
-            version: DlPackVersion { major: 1, minor: 0 },
-            manager_ctx: std::ptr::null_mut(),
-            deleter: Some(delete_versioned),
-            // Writable and not a copy: the tensor is this batch's own buffer, lent to the caller.
-            flags: 0,
-            dl_tensor: DlTensor {
-                data: std::ptr::null_mut(),
-                device: DlDevice {
-                    device_type: DEVICE_CPU,
-                    device_id: 0,
-                },
-                ndim: 0,
-                dtype: data_type(tensor.dtype()),
-                shape: std::ptr::null_mut(),
-                strides: std::ptr::null_mut(),
-                byte_offset: 0,
-            },
-        },
-        tensor: tensor.clone(),
-        shape,
-        strides,
-    });
-    e.managed.dl_tensor = dl_tensor(&mut e);
-    let raw = Box::into_raw(e);
-    // SAFETY: as in `legacy_capsule`.
-    unsafe { (*raw).managed.manager_ctx = raw.cast() };
-    make_capsule(py, raw.cast(), VERSIONED, drop_versioned_capsule, || {
-        // SAFETY: the capsule was not made, so we still own the box.
-        unsafe { delete_versioned(raw.cast()) }
-    })
-}
-
-fn make_capsule<'py>(
-    py: Python<'py>,
-    pointer: *mut c_void,
-    name: &'static CStr,
-    destructor: unsafe extern "C" fn(*mut ffi::PyObject),
-    on_failure: impl FnOnce(),
-) -> PyResult<Bound<'py, PyAny>> {
-    // SAFETY: `pointer` is non-null and owned by the capsule from here on; `name` is static, as
-    // capsule names must outlive the capsule.
-    let capsule = unsafe { ffi::PyCapsule_New(pointer, name.as_ptr(), Some(destructor)) };
-    if capsule.is_null() {
-        on_failure();
+    // SAFETY: `raw` is a live box we own; the context is only ever given back to us.
+    unsafe { (*raw).managed.set_context(raw.cast()) };
+    // SAFETY: `raw` is non-null and owned by the capsule from here on; the name is static, as
+    // capsule names must outlive their capsule.
+    let made = unsafe { ffi::PyCapsule_New(raw.cast(), M::NAME.as_ptr(), Some(drop_capsule::<M>)) };
+    if made.is_null() {
+        // SAFETY: no capsule was made, so the box is still ours to free.
+        unsafe { delete::<M>(raw.cast()) };
         return Err(PyErr::fetch(py));
     }
     // SAFETY: `PyCapsule_New` returned a new (owned) reference.
-    Ok(unsafe { Bound::from_owned_ptr(py, capsule) })
+    Ok(unsafe { Bound::from_owned_ptr(py, made) })
 }
 
 /// A batch tensor in pinned host memory. Hand it to `torch.from_dlpack` (or any DLPack
@@ -327,8 +291,8 @@ impl Tensor {
             ));
         }
         match max_version {
-            Some((major, _)) if major >= 1 => versioned_capsule(py, &self.inner),
-            _ => legacy_capsule(py, &self.inner),
+            Some((major, _)) if major >= 1 => capsule::<DlManagedTensorVersioned>(py, &self.inner),
+            _ => capsule::<DlManagedTensor>(py, &self.inner),
         }
     }
 

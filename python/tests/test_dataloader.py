@@ -359,3 +359,14 @@ def test_dlpack_gives_the_legacy_capsule_unless_version_1_is_asked_for(jpeg_fold
         batch.images.__dlpack__(copy=True)
     del versioned  # never consumed: its destructor frees it
     loader._core.stop()
+
+
+def test_hpuload_sources_feed_the_drop_in_too(jpeg_folder, tmp_path):
+    manifest = tmp_path / "m.tsv"
+    files = sorted(jpeg_folder.rglob("*.jpg"))[:10]
+    manifest.write_text("".join(f"{f}\t{i % 3}\n" for i, f in enumerate(files)))
+    loader = DataLoader(hpuload.Manifest(manifest, pipeline="resnet50_eval"), batch_size=5)
+    labels = [y for _, y in loader]
+    assert torch.cat(labels).tolist() == [i % 3 for i in range(10)]
+    folder_loader = DataLoader(hpuload.ImageFolder(jpeg_folder, pipeline="resnet50_eval"), batch_size=41)
+    assert len(folder_loader) == 1
