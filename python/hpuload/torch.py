@@ -384,6 +384,10 @@ def _plan_torch(dataset, a: dict, own: dict) -> dict:
     plan.setdefault("seed", _seed_from(a.get("generator")))
     if "seed" in own:
         plan["seed"] = int(own["seed"])
+    if sampler is None and hasattr(dataset, "__len__"):
+        # What torch's DataLoader exposes as `.sampler` (scripts read `len(loader.sampler)`);
+        # the order itself is hpuload's.
+        sampler = tud.RandomSampler(dataset) if shuffle else tud.SequentialSampler(dataset)
     plan.update(shuffle=shuffle, sampler=sampler, rank=rank, world=world, last_batch=last_batch)
     return plan
 
