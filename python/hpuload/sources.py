@@ -14,10 +14,7 @@ def _pipeline(pipeline: Any) -> str:
     if isinstance(pipeline, dict):
         return json.dumps(pipeline)
     if isinstance(pipeline, (str, os.PathLike)) and os.path.exists(pipeline):
-        import tomllib
-
-        with open(pipeline, "rb") as f:
-            return json.dumps(tomllib.load(f))
+        return os.fspath(pipeline)  # the Rust side parses (and validates) the TOML file
     raise ValueError(
         f"pipeline={pipeline!r}: give 'resnet50_train', 'resnet50_eval', a pipeline TOML file "
         "(see pipelines/ in the repository) or a dict of the same shape"

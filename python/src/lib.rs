@@ -86,8 +86,9 @@ struct Loader {
 #[pymethods]
 impl Loader {
     /// Builds a loader. `samples` is a list of `(path, label)` pairs; `root` (an ImageFolder)
-    /// or `manifest` (a `path<TAB>label` file) are the alternatives. `pipeline` is JSON: either
-    /// a built-in name (`"resnet50_train"`), or `{"name": ..., "ops": [...]}`.
+    /// or `manifest` (a `path<TAB>label` file) are the alternatives. `pipeline` is a built-in
+    /// name (`"resnet50_train"`), the path of a pipeline TOML file, or JSON
+    /// (`{"name": ..., "ops": [...]}`).
     #[new]
     #[pyo3(signature = (
         *, pipeline, root=None, manifest=None, samples=None, classes=None, batch_size=256,
@@ -403,13 +404,12 @@ impl Loader {
     }
 }
 
+/// A pipeline as JSON (`{"name": ..., "ops": [...]}`), a built-in name, or a TOML file.
 fn parse_pipeline(text: &str) -> PyResult<Pipeline> {
-    match text {
-        "resnet50_train" => Ok(hpuload::pipelines::resnet50_train()),
-        "resnet50_eval" => Ok(hpuload::pipelines::resnet50_eval()),
-        _ => {
-            serde_json::from_str(text).map_err(|e| PyValueError::new_err(format!("pipeline: {e}")))
-        }
+    if text.trim_start().starts_with('{') {
+        serde_json::from_str(text).map_err(|e| PyValueError::new_err(format!("pipeline: {e}")))
+    } else {
+        hpuload::pipelines::resolve(text).map_err(to_py)
     }
 }
 

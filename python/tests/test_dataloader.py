@@ -370,3 +370,13 @@ def test_hpuload_sources_feed_the_drop_in_too(jpeg_folder, tmp_path):
     assert torch.cat(labels).tolist() == [i % 3 for i in range(10)]
     folder_loader = DataLoader(hpuload.ImageFolder(jpeg_folder, pipeline="resnet50_eval"), batch_size=41)
     assert len(folder_loader) == 1
+
+
+def test_a_pipeline_toml_file_is_read_by_the_rust_parser(jpeg_folder, tmp_path):
+    toml = tmp_path / "p.toml"
+    toml.write_text('name = "small"\n[[ops]]\nop = "center_crop"\nsize = 48\n')
+    x, _ = next(iter(DataLoader(str(jpeg_folder), batch_size=2, pipeline=str(toml))))
+    assert x.shape == (2, 3, 48, 48)
+    toml.write_text('name = "bad"\n[[ops]]\nop = "sharpen"\n')
+    with pytest.raises(ValueError, match="sharpen"):
+        DataLoader(str(jpeg_folder), batch_size=2, pipeline=str(toml))
