@@ -399,7 +399,9 @@ class HabanaDataLoader(_Loader):
     `pin_memory` are ignored; `batch_sampler`, `collate_fn`, `worker_init_fn`, `generator` and
     `multiprocessing_context` must be None; `drop_last=False` pads the last batch to a full one
     (static shapes for graph mode); rank and world size come from `torch.distributed` (or
-    `RANK`/`WORLD_SIZE`). Anything else falls back to torch's DataLoader with a warning."""
+    `RANK`/`WORLD_SIZE`), and a sharded run without a DistributedSampler shuffles with seed 0
+    (DistributedSampler's default) so that the ranks agree on the order. Anything else falls
+    back to torch's DataLoader with a warning."""
 
     def __new__(
         cls,
@@ -465,7 +467,14 @@ def _plan_habana(dataset, a: dict, own: dict) -> dict:
     elif sampler is not None and not isinstance(sampler, (tud.SequentialSampler, tud.DistributedSampler)):
         raise _Unfit(f"sampler is a {type(sampler).__name__}")
     rank, world = _dist_rank_world()
-    seed = int(sampler.seed) if isinstance(sampler, tud.DistributedSampler) else _seed_from(None)
+    if isinstance(sampler, tud.DistributedSampler):
+        seed = int(sampler.seed)
+    elif world > 1:
+        # Every rank must shuffle alike or they overlap; torch's RNG differs per process, so
+        # use DistributedSampler's default seed (0) rather than a collective to agree on one.
+        seed = 0
+    else:
+        seed = _seed_from(None)
     if "seed" in own:
         seed = int(own["seed"])
     plan.update(
