@@ -179,3 +179,63 @@ fn preview_writes_a_sheet_with_one_cell_per_sample() {
     let distinct: std::collections::HashSet<_> = sheet.pixels().map(|p| p.0).collect();
     assert!(distinct.len() > 1000, "real images, not a blank sheet");
 }
+
+#[test]
+fn bench_measures_a_damaged_folder_with_a_raised_error_budget_and_names_a_file_under_fail() {
+    let data = dataset("cli-damaged", 30);
+    let mut files: Vec<_> = walk(data.path());
+    files.sort();
+    // 3 of 30 files damaged: 10%, over the default 1% budget.
+    for f in &files[..3] {
+        std::fs::write(f, b"not a jpeg").unwrap();
+    }
+    let base = [
+        "bench",
+        "--data",
+        data.path().to_str().unwrap(),
+        "--pipeline",
+        "resnet50_eval",
+        "--batch",
+        "8",
+        "--epochs",
+        "1",
+    ];
+    let default = hpuload(&base);
+    assert_eq!(default.status.code(), Some(2), "over the default budget");
+    assert!(String::from_utf8_lossy(&default.stderr).contains("error budget"));
+
+    let raised = hpuload(&[&base[..], &["--error-budget", "0.2"]].concat());
+    assert!(
+        raised.status.success(),
+        "{}",
+        String::from_utf8_lossy(&raised.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&raised.stdout);
+    assert!(
+        stdout.contains("skipped: 6"),
+        "3 per epoch, 2 epochs: {stdout}"
+    );
+
+    let fail = hpuload(&[&base[..], &["--on-error", "fail"]].concat());
+    assert_eq!(fail.status.code(), Some(2));
+    let line = String::from_utf8_lossy(&fail.stderr);
+    assert!(
+        files[..3]
+            .iter()
+            .any(|f| line.contains(f.to_str().unwrap())),
+        "{line}"
+    );
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}

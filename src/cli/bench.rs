@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use hpuload::{Dtype, Error, Hpu, HpuConfig, LastBatch, Layout, ReadMode};
+use hpuload::{Dtype, Error, Hpu, HpuConfig, LastBatch, Layout, OnError, ReadMode};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::report::{BenchReport, EpochStats};
@@ -44,6 +44,14 @@ pub struct BenchArgs {
     /// Also write the report as JSON (schema: docs/bench-json.md) to this file.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// What a file that cannot be loaded does: skip (replace it, count it, fail past the
+    /// error budget) or fail (end with an error naming it).
+    #[arg(long, value_enum, default_value = "skip")]
+    pub on_error: OnErrorArg,
+    /// With --on-error skip, the fraction of an epoch's samples that may fail before the run
+    /// stops (a damaged dataset can be measured with a raised budget).
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.01)]
+    pub error_budget: f64,
 }
 
 /// `--layout`.
@@ -53,6 +61,15 @@ pub enum LayoutArg {
     Nchw,
     /// `[N, H, W, 3]`.
     Nhwc,
+}
+
+/// `--on-error`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum OnErrorArg {
+    /// Replace the sample, log and count it.
+    Skip,
+    /// End with an error that names the file.
+    Fail,
 }
 
 /// `--read-mode`.
@@ -95,6 +112,11 @@ pub fn run(args: &BenchArgs) -> Result<(), Error> {
         .output(args.dtype, layout)
         .device(&hpu)
         .last_batch(LastBatch::Pad)
+        .on_error(match args.on_error {
+            OnErrorArg::Skip => OnError::Skip,
+            OnErrorArg::Fail => OnError::Fail,
+        })
+        .error_budget(args.error_budget)
         .read_mode(match args.read_mode {
             ReadModeArg::Read => ReadMode::Read,
             ReadModeArg::Mmap => ReadMode::Mmap,

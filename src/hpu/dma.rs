@@ -5,6 +5,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
 use crate::cpu_time::CpuClock;
 
 use crossbeam_channel::{Receiver, Sender};
@@ -86,13 +88,13 @@ pub(crate) struct DmaEngine {
 }
 
 impl DmaEngine {
-    pub fn start(fail_after: Option<u64>) -> Result<Self, HpuError> {
+    pub fn start(fail_after: Option<u64>, panic_at: Option<u64>) -> Result<Self, HpuError> {
         let (tx, rx) = crossbeam_channel::unbounded::<Job>();
         let counters = Arc::new(Counters::default());
         let c = Arc::clone(&counters);
         let thread = std::thread::Builder::new()
             .name("hpu-dma".into())
-            .spawn(move || run(rx, c, fail_after))
+            .spawn(move || run(rx, c, fail_after, panic_at))
             .map_err(|e| HpuError::Dma(format!("cannot start the DMA thread: {e}")))?;
         Ok(Self {
             tx: Some(tx),
@@ -163,7 +165,7 @@ impl Drop for DmaEngine {
     }
 }
 
-fn run(rx: Receiver<Job>, counters: Arc<Counters>, fail_after: Option<u64>) {
+fn run(rx: Receiver<Job>, counters: Arc<Counters>, fail_after: Option<u64>, panic_at: Option<u64>) {
     let mut staging: Option<PinnedBuffer> = None;
     let mut transfers = 0u64;
     for job in rx {
@@ -177,13 +179,34 @@ fn run(rx: Receiver<Job>, counters: Arc<Counters>, fail_after: Option<u64>) {
                         "injected failure on host-to-device transfer {transfers}"
                     )))
                 } else {
-                    copy_regions(&src, &regions, &mut staging, &counters)
+                    // A panic while copying fails this transfer, not the engine: the source
+                    // buffer is only borrowed, so it still goes back to its owner below.
+                    catch_unwind(AssertUnwindSafe(|| {
+                        if panic_at == Some(transfers) {
+                            panic!("injected panic in host-to-device transfer {transfers}");
+                        }
+                        copy_regions(&src, &regions, &mut staging, &counters)
+                    }))
+                    .unwrap_or_else(|panic| {
+                        staging = None;
+                        Err(HpuError::Dma(format!(
+                            "the DMA engine panicked: {}",
+                            panic_message(panic.as_ref())
+                        )))
+                    })
                 };
                 counters
                     .busy_ns
                     .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
                 drop(regions);
-                done(src, result);
+                // The completion is the caller's code; its own panics are its own to contain
+                // (the loader's are), but none may end this thread.
+                if let Err(panic) = catch_unwind(AssertUnwindSafe(|| done(src, result))) {
+                    tracing::error!(
+                        "a DMA completion panicked: {}",
+                        panic_message(panic.as_ref())
+                    );
+                }
             }
             Job::DeviceToHost { src, done } => {
                 let out = src.lock().to_vec();
@@ -250,4 +273,13 @@ fn copy_regions(
         counters.h2d.fetch_add(r.len as u64, Ordering::Relaxed);
     }
     Ok(())
+}
+
+/// The message of a caught panic, for errors.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
 }

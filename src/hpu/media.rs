@@ -4,6 +4,9 @@
 //! image into device memory. What a job does is given by the runtime's user (the loader) as a
 //! closure over [`EngineContext`], so the engine stays independent of any pipeline.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crossbeam_channel::Sender;
@@ -31,22 +34,40 @@ pub(crate) struct MediaEngine {
 }
 
 impl MediaEngine {
-    pub fn start(engines: usize, limits: Limits) -> Result<Self, HpuError> {
+    pub fn start(engines: usize, limits: Limits, panic_at: Option<u64>) -> Result<Self, HpuError> {
         let (tx, rx) = crossbeam_channel::unbounded::<MediaJob>();
+        let jobs = Arc::new(AtomicU64::new(0));
         let threads = (0..engines)
             .map(|engine| {
-                let rx = rx.clone();
+                let (rx, jobs) = (rx.clone(), Arc::clone(&jobs));
                 std::thread::Builder::new()
                     .name(format!("hpu-media-{engine}"))
                     .spawn(move || {
-                        let mut ctx = EngineContext {
+                        let fresh = || EngineContext {
                             decoder: JpegDecoder::with_limits(limits),
                             bitstream: Vec::new(),
                             pixels: Vec::new(),
                             engine,
                         };
+                        let mut ctx = fresh();
                         for job in rx {
-                            job(&mut ctx);
+                            let n = jobs.fetch_add(1, Ordering::Relaxed) + 1;
+                            // A panicking job ends that job, not the engine. The job is
+                            // dropped while unwinding, which is how its submitter learns of
+                            // it (the loader's jobs carry a guard that fails their batch).
+                            let ran = catch_unwind(AssertUnwindSafe(|| {
+                                if panic_at == Some(n) {
+                                    panic!("injected panic in media-engine job {n}");
+                                }
+                                job(&mut ctx);
+                            }));
+                            if let Err(panic) = ran {
+                                tracing::error!(
+                                    "media engine {engine}: a job panicked: {}",
+                                    super::dma::panic_message(panic.as_ref())
+                                );
+                                ctx = fresh();
+                            }
                         }
                     })
             })

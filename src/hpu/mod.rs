@@ -68,6 +68,13 @@ pub struct HpuConfig {
     pub fail_dma_after: Option<u64>,
     /// Decoder engines of the media engine. Default: 8 (Gaudi2).
     pub media_engines: usize,
+    /// Panic inside the `n`-th host-to-device DMA transfer (1-based), for fault-injection
+    /// tests: the DMA thread must survive it and the transfer fail. Default: `None`.
+    pub panic_dma_at: Option<u64>,
+    /// Panic inside the `n`-th media-engine job (1-based, counted over all engines), for
+    /// fault-injection tests: the engine must survive it and the job's batch fail. Default:
+    /// `None`.
+    pub panic_media_at: Option<u64>,
 }
 
 impl Default for HpuConfig {
@@ -76,6 +83,8 @@ impl Default for HpuConfig {
             memory_bytes: 96 << 30,
             fail_dma_after: None,
             media_engines: 8,
+            panic_dma_at: None,
+            panic_media_at: None,
         }
     }
 }
@@ -92,6 +101,20 @@ impl HpuConfig {
     #[must_use]
     pub fn media_engines(mut self, n: usize) -> Self {
         self.media_engines = n;
+        self
+    }
+
+    /// Sets [`HpuConfig::panic_dma_at`].
+    #[must_use]
+    pub fn panic_dma_at(mut self, n: Option<u64>) -> Self {
+        self.panic_dma_at = n;
+        self
+    }
+
+    /// Sets [`HpuConfig::panic_media_at`].
+    #[must_use]
+    pub fn panic_media_at(mut self, n: Option<u64>) -> Self {
+        self.panic_media_at = n;
         self
     }
 
@@ -134,10 +157,11 @@ impl Hpu {
         Ok(Self {
             inner: Arc::new(HpuInner {
                 memory: memory::DeviceMemory::new(config.memory_bytes),
-                dma: DmaEngine::start(config.fail_dma_after)?,
+                dma: DmaEngine::start(config.fail_dma_after, config.panic_dma_at)?,
                 media: media::MediaEngine::start(
                     config.media_engines.max(1),
                     hpuload_decoders::Limits::default(),
+                    config.panic_media_at,
                 )?,
             }),
         })

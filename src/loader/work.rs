@@ -282,21 +282,21 @@ impl BatchWork {
                 }
                 work.hw_remaining.store(hw.len(), Ordering::Release);
                 for h in hw {
-                    let (job_work, job_shared) = (Arc::clone(&work), Arc::clone(&shared));
+                    let mut job = EngineJob {
+                        work: Arc::clone(&work),
+                        shared: Arc::clone(&shared),
+                        index: h.index,
+                        ran: false,
+                    };
                     let submitted = work.hpu.submit_media(move |ctx| {
-                        if let Err(e) = engine_decode(&job_shared, &job_work, &h, ctx) {
-                            engine_fallback(&job_shared, &job_work, &h, e);
+                        if let Err(e) = engine_decode(&job.shared, &job.work, &h, ctx) {
+                            engine_fallback(&job.shared, &job.work, &h, e);
                         }
-                        if job_work.hw_remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-                            job_work.complete();
-                        }
+                        job.finished();
                     });
                     if let Err(e) = submitted {
-                        // A job that could not be queued still counts down, so the batch completes.
+                        // The job was dropped unrun, and its guard counted it down.
                         work.fail(e.into());
-                        if work.hw_remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-                            work.complete();
-                        }
                     }
                 }
             });
@@ -393,6 +393,42 @@ impl BatchWork {
                 };
                 label_slot.copy_from_slice(&bytes);
             }
+        }
+    }
+}
+
+/// One media-engine job's share of its batch. Dropping it counts the batch down (the last one
+/// completes the batch), however the job ended: a job that did not run to its end (it panicked
+/// on the engine, or was dropped unrun) first fails the batch, naming the sample's file, so no
+/// fault on an engine can leave an epoch waiting.
+struct EngineJob {
+    work: Arc<BatchWork>,
+    shared: Arc<Shared>,
+    index: usize,
+    ran: bool,
+}
+
+impl EngineJob {
+    /// The job ran to its end (its slot holds a sample, or the batch holds its error).
+    fn finished(&mut self) {
+        self.ran = true;
+    }
+}
+
+impl Drop for EngineJob {
+    fn drop(&mut self) {
+        if !self.ran {
+            let path = self.shared.source.entries()[self.index].path.clone();
+            self.work.fail(Error::Sample(SampleError {
+                index: self.index,
+                path,
+                kind: SampleErrorKind::Panic(
+                    "the media engine's job for this sample did not finish".into(),
+                ),
+            }));
+        }
+        if self.work.hw_remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.work.complete();
         }
     }
 }
