@@ -32,7 +32,7 @@ from .sources import ImageFolder as _HpuFolder
 from .sources import _pipeline
 from .sources import Manifest as _HpuManifest
 
-__all__ = ["DataLoader", "HabanaDataLoader", "FallbackWarning", "SkippedSampleWarning"]
+__all__ = ["DataLoader", "HabanaDataLoader", "FallbackWarning", "PinningWarning", "SkippedSampleWarning"]
 
 # Extensions the decoders read (content decides the format; these are what we accept by name).
 _DECODABLE = (".jpg", ".jpeg", ".png", ".webp")
@@ -43,6 +43,11 @@ _OWN = ("backend", "on_error", "error_budget", "seed", "pipeline", "output_dtype
 
 class FallbackWarning(UserWarning):
     """hpuload handed the arguments to torch's DataLoader (the message says why)."""
+
+
+class PinningWarning(UserWarning):
+    """The batch buffers are pageable: page-locking them was refused (the message says how to
+    allow it)."""
 
 
 class SkippedSampleWarning(UserWarning):
@@ -170,6 +175,14 @@ class _Loader:
             **source,
         )
         self._core = _hpuload.Loader(**self._config)
+        if not self._core.pinned:
+            warnings.warn(
+                "hpuload: the batch buffers could not be page-locked (RLIMIT_MEMLOCK is too low "
+                "for them; raise it with `ulimit -l`): using pageable memory, so copies to an "
+                "accelerator go through a staging buffer",
+                PinningWarning,
+                stacklevel=3,
+            )
         self._epoch = 0
         self._resumed_epoch: int | None = None
         self._active: object | None = None

@@ -380,3 +380,34 @@ def test_a_pipeline_toml_file_is_read_by_the_rust_parser(jpeg_folder, tmp_path):
     toml.write_text('name = "bad"\n[[ops]]\nop = "sharpen"\n')
     with pytest.raises(ValueError, match="sharpen"):
         DataLoader(str(jpeg_folder), batch_size=2, pipeline=str(toml))
+
+
+def test_a_refused_page_lock_is_a_warning_not_a_silent_downgrade(jpeg_folder, tmp_path):
+    # A child process held to a 64 KiB RLIMIT_MEMLOCK, as a non-root user is: the limit is
+    # lowered and CAP_IPC_LOCK (which lets root exceed it) dropped with capset(2).
+    script = tmp_path / "memlock.py"
+    script.write_text(
+        "import ctypes, resource, warnings\n"
+        "resource.setrlimit(resource.RLIMIT_MEMLOCK, (64 * 1024, 64 * 1024))\n"
+        "class Header(ctypes.Structure):\n"
+        "    _fields_ = [('version', ctypes.c_uint32), ('pid', ctypes.c_int)]\n"
+        "class Data(ctypes.Structure):\n"
+        "    _fields_ = [('effective', ctypes.c_uint32), ('permitted', ctypes.c_uint32), ('inheritable', ctypes.c_uint32)]\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "header, data = Header(0x20080522, 0), (Data * 2)()\n"
+        "assert libc.capget(ctypes.byref(header), data) == 0\n"
+        "data[0].effective &= ~(1 << 14)\n"  # CAP_IPC_LOCK
+        "data[0].permitted &= ~(1 << 14)\n"
+        "assert libc.capset(ctypes.byref(header), data) == 0, ctypes.get_errno()\n"
+        "from torchvision import datasets, transforms as T\n"
+        "from hpuload.torch import DataLoader\n"
+        "with warnings.catch_warnings(record=True) as w:\n"
+        "    warnings.simplefilter('always')\n"
+        f"    loader = DataLoader(datasets.ImageFolder({str(jpeg_folder)!r}, T.Compose([T.CenterCrop(32), T.ToTensor()])), batch_size=4)\n"
+        "print(loader.pinned, [type(x.message).__name__ for x in w])\n"
+        "x, y = next(iter(loader))\n"
+        "print(tuple(x.shape))\n"
+    )
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["False ['PinningWarning']", "(4, 3, 32, 32)"]
