@@ -57,7 +57,7 @@ pub use loader::{
     StageTimes, StateConfig,
 };
 pub use sampler::{LastBatch, Shard};
-pub use source::{Entry, ImageFolder, Manifest, ReadMode, SampleBytes, Source};
+pub use source::{Entry, ImageFolder, Manifest, ReadMode, SampleBytes, Source, WebDataset};
 pub use tensor::{HostTensor, Placement, Tensor};
 
 /// Runs the `hpuload` command line (`bench`, `make-dataset`, `preview`) with `args`, the

@@ -3,10 +3,13 @@
 //! subcommands share: where the data comes from and how a loader is built.
 
 pub mod bench;
+pub mod make_shards;
 pub mod preview;
 pub mod report;
 
-use hpuload::{pipelines, Backend, Error, ImageFolder, LoaderBuilder, Manifest, Pipeline};
+use hpuload::{
+    pipelines, Backend, Error, ImageFolder, LoaderBuilder, Manifest, Pipeline, WebDataset,
+};
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -46,6 +49,9 @@ enum Command {
     /// Write a contact sheet (PNG) of one augmented batch, de-normalized and labelled: what the
     /// model will see.
     Preview(preview::PreviewArgs),
+    /// Write a folder (or manifest) as WebDataset tar shards of about --shard-size each, with
+    /// a sidecar index per shard, for `--data 'DIR/shard-{000000..000009}.tar'`.
+    MakeShards(make_shards::MakeShardsArgs),
 }
 
 /// Runs the command line with `args` (the program name first) and returns the exit code: 0 on
@@ -73,6 +79,7 @@ where
     let result = match cli.command {
         Command::Bench(args) => bench::run(&args),
         Command::Preview(args) => preview::run(&args),
+        Command::MakeShards(args) => make_shards::run(&args),
         Command::MakeDataset { out, images, seed } => make_dataset(&out, images, seed),
     };
     match result {
@@ -101,8 +108,9 @@ fn make_dataset(out: &std::path::Path, images: usize, seed: u64) -> Result<(), h
 /// Where the samples come from, and how they are augmented.
 #[derive(clap::Args, Clone, Debug)]
 pub struct DataArgs {
-    /// ImageFolder dataset (`DIR/<class>/<image>`). Default: the built-in synthetic dataset,
-    /// generated on first use in $HPULOAD_CACHE_DIR (or ~/.cache/hpuload).
+    /// ImageFolder dataset (`DIR/<class>/<image>`), or WebDataset tar shards (`FILE.tar` or a
+    /// brace pattern such as `DIR/shard-{000000..000009}.tar`). Default: the built-in
+    /// synthetic dataset, generated on first use in $HPULOAD_CACHE_DIR (or ~/.cache/hpuload).
     #[arg(long, conflicts_with = "manifest")]
     pub data: Option<PathBuf>,
     /// Manifest file (`path<TAB>label` per line) instead of a folder.
@@ -166,7 +174,12 @@ impl DataArgs {
                     hpuload::dataset::default_dataset()?
                 }
             };
-            (hpuload::Loader::builder(ImageFolder::open(&dir)?), dir)
+            let text = dir.to_string_lossy();
+            if text.ends_with(".tar") || text.contains('{') {
+                (hpuload::Loader::builder(WebDataset::open(&text)?), dir)
+            } else {
+                (hpuload::Loader::builder(ImageFolder::open(&dir)?), dir)
+            }
         };
         let builder = builder
             .shuffle(self.seed)

@@ -2,6 +2,7 @@
 
 mod folder;
 mod manifest;
+pub mod shards;
 
 use std::fs::File;
 use std::io::Read;
@@ -9,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 pub use folder::{ImageFolder, IMAGE_EXTENSIONS};
 pub use manifest::Manifest;
+pub use shards::WebDataset;
 
 /// One sample of a dataset: an encoded image file and its class label.
 #[derive(Clone, Debug, PartialEq, Eq)]

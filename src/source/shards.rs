@@ -1,0 +1,489 @@
+//! WebDataset shards: POSIX tar files whose consecutive members with the same key (the member's
+//! path up to the first dot of its file name) form one sample; the rest of the name is the
+//! field (`jpg`, `cls`, ...). A sidecar index per shard (`<shard>.idx`) records where each
+//! sample's image lies, so samples are read by random access (one positioned read each) and the
+//! global order stays a pure function of `(seed, epoch)`, exactly as for a folder.
+//!
+//! The index is written by `hpuload make-shards`, and built on the fly (then saved next to the
+//! shard when the folder is writable) for shards that have none or whose index no longer
+//! matches the shard's size.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use super::{Entry, ReadMode, SampleBytes, Source};
+use crate::Error;
+
+/// Fields that hold the image, in order of preference.
+pub const IMAGE_FIELDS: &[&str] = &["jpg", "jpeg", "png", "webp"];
+
+/// The first line of an index file, before the shard's size and the label field.
+const INDEX_MAGIC: &str = "hpuload-shard-index 1";
+
+/// A dataset of WebDataset tar shards on the local filesystem.
+#[derive(Debug)]
+pub struct WebDataset {
+    entries: Vec<Entry>,
+    locations: Vec<Location>,
+    shards: Vec<PathBuf>,
+    origin: PathBuf,
+}
+
+/// Where a sample's image lies, or why it has none.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Location {
+    Member { shard: u32, offset: u64, len: u64 },
+    Missing(String),
+}
+
+/// One sample of a shard's index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexedSample {
+    /// The sample's key (member path up to the first dot of the file name).
+    pub key: String,
+    /// The image member's name.
+    pub member: String,
+    /// Offset of the image member's data in the shard.
+    pub offset: u64,
+    /// Its length in bytes.
+    pub len: u64,
+    /// The label, or why there is none usable (no label member, not an integer, no image).
+    pub label: Result<i64, String>,
+}
+
+impl WebDataset {
+    /// Opens the shards named by `spec`: one tar file, or a brace pattern such as
+    /// `train-{000000..000146}.tar` (numeric ranges keep their zero padding; `{a,b}` lists
+    /// work too). Labels come from the `cls` field.
+    ///
+    /// # Errors
+    /// A malformed pattern, a shard that cannot be opened or is not a tar file (naming it), or
+    /// no samples at all.
+    pub fn open(spec: &str) -> Result<Self, Error> {
+        Self::open_with_label(spec, "cls")
+    }
+
+    /// Like [`WebDataset::open`], with labels read from the member whose field is
+    /// `label_field` (its content: a decimal integer, as WebDataset's `.cls`).
+    ///
+    /// # Errors
+    /// As [`WebDataset::open`].
+    pub fn open_with_label(spec: &str, label_field: &str) -> Result<Self, Error> {
+        let shards: Vec<PathBuf> = expand_braces(spec)
+            .map_err(|reason| Error::Config(format!("shard pattern {spec:?}: {reason}")))?
+            .into_iter()
+            .map(PathBuf::from)
+            .collect();
+        let (mut entries, mut locations) = (Vec::new(), Vec::new());
+        for (i, shard) in shards.iter().enumerate() {
+            let shard_id = u32::try_from(i)
+                .map_err(|_| Error::Config(format!("{spec}: more than 2^32 shards")))?;
+            for s in load_or_build_index(shard, label_field)? {
+                let path = shard.join(if s.member.is_empty() {
+                    &s.key
+                } else {
+                    &s.member
+                });
+                let (label, location) = match (s.label, s.len) {
+                    (Ok(label), len) if !s.member.is_empty() => (
+                        label,
+                        Location::Member {
+                            shard: shard_id,
+                            offset: s.offset,
+                            len,
+                        },
+                    ),
+                    (Ok(label), _) => (
+                        label,
+                        Location::Missing("the sample has no image member".into()),
+                    ),
+                    (Err(why), _) => (-1, Location::Missing(why)),
+                };
+                entries.push(Entry { path, label });
+                locations.push(location);
+            }
+        }
+        let origin = shards.first().cloned().unwrap_or_default();
+        if entries.is_empty() {
+            return Err(Error::EmptyDataset {
+                path: origin,
+                what: "samples in the shards",
+            });
+        }
+        Ok(Self {
+            entries,
+            locations,
+            shards,
+            origin,
+        })
+    }
+
+    /// The shard files, in order.
+    pub fn shards(&self) -> &[PathBuf] {
+        &self.shards
+    }
+}
+
+impl Source for WebDataset {
+    fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    fn origin(&self) -> &Path {
+        &self.origin
+    }
+
+    fn read<'a>(
+        &self,
+        index: usize,
+        _mode: ReadMode,
+        buf: &'a mut Vec<u8>,
+    ) -> std::io::Result<SampleBytes<'a>> {
+        let (shard, offset, len) = match &self.locations[index] {
+            Location::Member { shard, offset, len } => (*shard, *offset, *len),
+            Location::Missing(why) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    why.clone(),
+                ))
+            }
+        };
+        let path = &self.shards[shard as usize];
+        let file = File::open(path)?;
+        let size = file.metadata()?.len();
+        if offset.saturating_add(len) > size {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!(
+                    "the shard is truncated: the member's {len} bytes at offset {offset} end past \
+                     the shard's {size} bytes"
+                ),
+            ));
+        }
+        let len = usize::try_from(len).map_err(std::io::Error::other)?;
+        buf.clear();
+        buf.resize(len, 0);
+        file.read_exact_at(buf, offset)?;
+        Ok(SampleBytes::Buffer(buf))
+    }
+}
+
+/// The index file that belongs to `shard`.
+pub fn index_path(shard: &Path) -> PathBuf {
+    let mut name = shard.as_os_str().to_owned();
+    name.push(".idx");
+    PathBuf::from(name)
+}
+
+fn load_or_build_index(shard: &Path, label_field: &str) -> Result<Vec<IndexedSample>, Error> {
+    let io = |source| Error::Io {
+        path: shard.to_path_buf(),
+        source,
+    };
+    let size = std::fs::metadata(shard).map_err(io)?.len();
+    match read_index(&index_path(shard), label_field) {
+        Some((indexed, samples)) if indexed == size => return Ok(samples),
+        // Shorter than when it was indexed, and still the same shard where it begins: cut
+        // short. Keep the index, so each sample past the cut fails by name when read instead
+        // of vanishing from the dataset.
+        Some((indexed, samples)) if indexed > size && starts_as_indexed(shard, &samples) => {
+            tracing::warn!(
+                "{} is {size} bytes, {indexed} when indexed: truncated; its samples past the cut \
+                 will fail when read",
+                shard.display()
+            );
+            return Ok(samples);
+        }
+        _ => {}
+    }
+    let samples = build_index(shard, label_field)?;
+    // Best effort: a read-only dataset folder still works, it only indexes again next time.
+    if let Err(e) = write_index(&index_path(shard), size, label_field, &samples) {
+        tracing::debug!("could not save the index of {}: {e}", shard.display());
+    }
+    Ok(samples)
+}
+
+/// Scans a shard's tar headers (the data is skipped by seeking) and groups members into samples.
+///
+/// # Errors
+/// The shard cannot be read or is not a valid tar file.
+pub fn build_index(shard: &Path, label_field: &str) -> Result<Vec<IndexedSample>, Error> {
+    let bad = |reason: String| Error::Io {
+        path: shard.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, reason),
+    };
+    let file = File::open(shard).map_err(|source| Error::Io {
+        path: shard.to_path_buf(),
+        source,
+    })?;
+    let shard_len = file
+        .metadata()
+        .map_err(|source| Error::Io {
+            path: shard.to_path_buf(),
+            source,
+        })?
+        .len();
+    let mut archive = tar::Archive::new(BufReader::new(file));
+    let entries = archive
+        .entries_with_seek()
+        .map_err(|e| bad(format!("not a tar file: {e}")))?;
+    let mut samples: Vec<IndexedSample> = Vec::new();
+    let mut label_text: Option<Vec<u8>> = None;
+    for entry in entries {
+        let mut entry = match entry {
+            Ok(entry) => entry,
+            // Nothing readable at all: not a tar file. Past some samples: a damaged tail,
+            // which fails the sample it cuts through, not the whole dataset.
+            Err(e) if samples.is_empty() => return Err(bad(format!("not a valid tar file: {e}"))),
+            Err(e) => {
+                tracing::warn!(
+                    "{}: unreadable after {} samples: {e}",
+                    shard.display(),
+                    samples.len()
+                );
+                break;
+            }
+        };
+        if !entry.header().entry_type().is_file() {
+            continue;
+        }
+        let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        let end = entry.raw_file_position().saturating_add(entry.size());
+        if end > shard_len {
+            let (key, _) = split_key(&name);
+            if samples.last().is_none_or(|s| s.key != key) {
+                samples.push(IndexedSample {
+                    key: key.to_string(),
+                    member: String::new(),
+                    offset: 0,
+                    len: 0,
+                    label: Ok(-1),
+                });
+            }
+            let last = samples.last_mut().expect("pushed above");
+            last.label = Err(format!(
+                "the shard is truncated: member {name} ends at byte {end}, past the shard's \
+                 {shard_len} bytes"
+            ));
+            label_text = None;
+            break;
+        }
+        let (key, field) = split_key(&name);
+        if samples.last().is_none_or(|s| s.key != key) {
+            if let Some(last) = samples.last_mut() {
+                finish_label(last, label_text.take(), label_field);
+            }
+            samples.push(IndexedSample {
+                key: key.to_string(),
+                member: String::new(),
+                offset: 0,
+                len: 0,
+                label: Err(format!("the sample has no .{label_field} member")),
+            });
+        }
+        let sample = samples.last_mut().expect("pushed above");
+        let field = field.to_ascii_lowercase();
+        if field == label_field {
+            let mut text = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::Read::take(&mut entry, 64), &mut text)
+                .map_err(|e| bad(format!("reading {name}: {e}")))?;
+            label_text = Some(text);
+        } else if IMAGE_FIELDS.contains(&field.as_str()) && sample.member.is_empty() {
+            sample.member = name.clone();
+            sample.offset = entry.raw_file_position();
+            sample.len = entry.size();
+        }
+    }
+    if let Some(last) = samples.last_mut() {
+        if last
+            .label
+            .as_ref()
+            .is_err_and(|why| why.starts_with("the shard is truncated"))
+        {
+            return Ok(samples);
+        }
+        finish_label(last, label_text.take(), label_field);
+    }
+    Ok(samples)
+}
+
+fn finish_label(sample: &mut IndexedSample, text: Option<Vec<u8>>, label_field: &str) {
+    if let Some(text) = text {
+        let text = String::from_utf8_lossy(&text);
+        sample.label = text.trim().parse::<i64>().map_err(|_| {
+            format!(
+                "the .{label_field} member is not an integer: {:?}",
+                text.trim()
+            )
+        });
+    }
+}
+
+/// `dir/abc.seg.jpg` -> (`dir/abc`, `seg.jpg`): the key ends at the first dot of the file name.
+fn split_key(name: &str) -> (&str, &str) {
+    let base = name.rfind('/').map_or(0, |i| i + 1);
+    match name[base..].find('.') {
+        Some(dot) => (&name[..base + dot], &name[base + dot + 1..]),
+        None => (name, ""),
+    }
+}
+
+/// Whether the shard's first indexed member is still where the index says (its tar header,
+/// just before its data, names it).
+fn starts_as_indexed(shard: &Path, samples: &[IndexedSample]) -> bool {
+    let Some(first) = samples.iter().find(|s| !s.member.is_empty()) else {
+        return false;
+    };
+    let mut header = [0u8; 100];
+    let Some(at) = first.offset.checked_sub(512) else {
+        return false;
+    };
+    let read = File::open(shard).and_then(|f| f.read_exact_at(&mut header, at));
+    let name = first
+        .member
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .as_bytes();
+    read.is_ok() && header.windows(name.len()).any(|w| w == name)
+}
+
+/// The shard size an index was made for, and its samples.
+fn read_index(path: &Path, label_field: &str) -> Option<(u64, Vec<IndexedSample>)> {
+    let file = File::open(path).ok()?;
+    let mut lines = BufReader::new(file).lines();
+    let header = lines.next()?.ok()?;
+    let rest = header.strip_prefix(INDEX_MAGIC)?.trim_start();
+    let (size, field) = rest.split_once(' ')?;
+    if field != label_field {
+        return None;
+    }
+    let shard_size: u64 = size.parse().ok()?;
+    let mut samples = Vec::new();
+    for line in lines {
+        let line = line.ok()?;
+        let mut f = line.splitn(5, '\t');
+        let (key, member, offset, len, label) =
+            (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
+        let label = match label.strip_prefix('!') {
+            Some(why) => Err(why.to_string()),
+            None => Ok(label.parse().ok()?),
+        };
+        samples.push(IndexedSample {
+            key: key.to_string(),
+            member: member.to_string(),
+            offset: offset.parse().ok()?,
+            len: len.parse().ok()?,
+            label,
+        });
+    }
+    Some((shard_size, samples))
+}
+
+/// Writes `samples` as the index of a shard of `shard_size` bytes (atomically: a temporary
+/// file renamed into place).
+///
+/// # Errors
+/// The file cannot be written.
+pub fn write_index(
+    path: &Path,
+    shard_size: u64,
+    label_field: &str,
+    samples: &[IndexedSample],
+) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".tmp{}", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    let mut out = std::io::BufWriter::new(File::create(&tmp)?);
+    writeln!(out, "{INDEX_MAGIC} {shard_size} {label_field}")?;
+    for s in samples {
+        let label = match &s.label {
+            Ok(l) => l.to_string(),
+            Err(why) => format!("!{}", why.replace(['\t', '\n'], " ")),
+        };
+        writeln!(
+            out,
+            "{}\t{}\t{}\t{}\t{label}",
+            s.key.replace(['\t', '\n'], " "),
+            s.member.replace(['\t', '\n'], " "),
+            s.offset,
+            s.len
+        )?;
+    }
+    out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Expands brace patterns: `a-{00..03}.tar` -> `a-00.tar` .. `a-03.tar` (zero padding kept,
+/// as wide as the first bound), `{x,y}` -> both; several braces multiply out, left to right.
+///
+/// # Errors
+/// An unclosed brace or a range that is not two non-negative integers in increasing order.
+pub fn expand_braces(pattern: &str) -> Result<Vec<String>, String> {
+    let Some(open) = pattern.find('{') else {
+        return Ok(vec![pattern.to_string()]);
+    };
+    let close = pattern[open..]
+        .find('}')
+        .map(|i| open + i)
+        .ok_or_else(|| "an unclosed '{'".to_string())?;
+    let (head, body, tail) = (
+        &pattern[..open],
+        &pattern[open + 1..close],
+        &pattern[close + 1..],
+    );
+    let choices: Vec<String> = if let Some((a, b)) = body.split_once("..") {
+        let (lo, hi) = (
+            a.parse::<u64>()
+                .map_err(|_| format!("range start {a:?} is not a number"))?,
+            b.parse::<u64>()
+                .map_err(|_| format!("range end {b:?} is not a number"))?,
+        );
+        if lo > hi {
+            return Err(format!("range {a}..{b} runs backwards"));
+        }
+        if hi - lo > 10_000_000 {
+            return Err(format!("range {a}..{b} names more than 10 million shards"));
+        }
+        let width = a.len();
+        (lo..=hi).map(|n| format!("{n:0width$}")).collect()
+    } else {
+        body.split(',').map(str::to_string).collect()
+    };
+    let rest = expand_braces(tail)?;
+    Ok(choices
+        .iter()
+        .flat_map(|c| rest.iter().map(move |r| format!("{head}{c}{r}")))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn braces_expand_ranges_with_padding_and_lists() {
+        assert_eq!(expand_braces("a.tar").unwrap(), ["a.tar"]);
+        assert_eq!(
+            expand_braces("s-{008..011}.tar").unwrap(),
+            ["s-008.tar", "s-009.tar", "s-010.tar", "s-011.tar"]
+        );
+        assert_eq!(
+            expand_braces("{a,b}/x-{1..2}").unwrap(),
+            ["a/x-1", "a/x-2", "b/x-1", "b/x-2"]
+        );
+        assert!(expand_braces("x-{1..").is_err());
+        assert!(expand_braces("x-{3..1}").is_err());
+        assert!(expand_braces("x-{a..b}").is_err());
+    }
+
+    #[test]
+    fn keys_end_at_the_first_dot_of_the_file_name() {
+        assert_eq!(split_key("dir.v2/abc.seg.jpg"), ("dir.v2/abc", "seg.jpg"));
+        assert_eq!(split_key("abc.cls"), ("abc", "cls"));
+        assert_eq!(split_key("noext"), ("noext", ""));
+    }
+}
