@@ -152,21 +152,23 @@ impl Source for WebDataset {
         };
         let path = &self.shards[shard as usize];
         let file = File::open(path)?;
-        let size = file.metadata()?.len();
-        if offset.saturating_add(len) > size {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                format!(
-                    "the shard is truncated: the member's {len} bytes at offset {offset} end past \
-                     the shard's {size} bytes"
-                ),
-            ));
-        }
-        let len = usize::try_from(len).map_err(std::io::Error::other)?;
+        let n = usize::try_from(len).map_err(std::io::Error::other)?;
         buf.clear();
-        buf.resize(len, 0);
-        file.read_exact_at(buf, offset)?;
-        Ok(SampleBytes::Buffer(buf))
+        buf.resize(n, 0);
+        match file.read_exact_at(buf, offset) {
+            Ok(()) => Ok(SampleBytes::Buffer(buf)),
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                let size = file.metadata().map_or(0, |m| m.len());
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!(
+                        "the shard is truncated: the member's {len} bytes at offset {offset} end \
+                         past the shard's {size} bytes"
+                    ),
+                ))
+            }
+            Err(e) => Err(e),
+        }
     }
 }
 
