@@ -8,11 +8,12 @@ hands batches to torch without a copy, through DLPack. Most users want `hpuload.
 
 from ._hpuload import ErrorBudgetExceeded, LoaderError, SampleError
 from ._hpuload import Loader as _CoreLoader
-from .sources import ImageFolder, Manifest
+from .sources import ImageFolder, Manifest, WebDataset
 
 __all__ = [
     "ImageFolder",
     "Manifest",
+    "WebDataset",
     "LoaderError",
     "SampleError",
     "ErrorBudgetExceeded",

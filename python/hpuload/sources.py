@@ -49,3 +49,17 @@ class Manifest(_WithPipeline):
 
     def _source_kwargs(self) -> dict:
         return {"manifest": os.fspath(self.path)}
+
+
+@dataclass(frozen=True)
+class WebDataset(_WithPipeline):
+    """WebDataset tar shards: one file or a brace pattern such as
+    `/data/train-{000000..000146}.tar`; the image is the jpg/jpeg/png/webp member, the label
+    the `cls` one. Each shard's sidecar index (`hpuload make-shards` writes it) is built on the
+    fly when missing."""
+
+    spec: str | os.PathLike
+    pipeline: Any = "resnet50_train"
+
+    def _source_kwargs(self) -> dict:
+        return {"shards": os.fspath(self.spec)}

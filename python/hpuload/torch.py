@@ -31,6 +31,7 @@ from ._transforms import Unsupported, translate
 from .sources import ImageFolder as _HpuFolder
 from .sources import _pipeline
 from .sources import Manifest as _HpuManifest
+from .sources import WebDataset as _HpuWebDataset
 
 __all__ = ["DataLoader", "HabanaDataLoader", "FallbackWarning", "PinningWarning", "SkippedSampleWarning"]
 
@@ -78,7 +79,7 @@ def _dataset_source(dataset, pipeline):
         if pipeline is None:
             raise TypeError("a folder path as dataset needs pipeline= (e.g. 'resnet50_train')")
         dataset = _HpuFolder(dataset, pipeline=pipeline)
-    if isinstance(dataset, (_HpuFolder, _HpuManifest)):
+    if isinstance(dataset, (_HpuFolder, _HpuManifest, _HpuWebDataset)):
         return dataset._source_kwargs(), dataset._pipeline_json(), "f32", None
     try:
         from torchvision.datasets import DatasetFolder, ImageFolder

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use hpuload::{
     Backend, Dtype, Entry, EpochOf, ImageFolder, LastBatch, Layout, Loader as CoreLoader,
-    LoaderState, Manifest, OnError, Pipeline, Placement, Source,
+    LoaderState, Manifest, OnError, Pipeline, Placement, Source, WebDataset,
 };
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -85,13 +85,15 @@ struct Loader {
 
 #[pymethods]
 impl Loader {
-    /// Builds a loader. `samples` is a list of `(path, label)` pairs; `root` (an ImageFolder)
-    /// or `manifest` (a `path<TAB>label` file) are the alternatives. `pipeline` is a built-in
+    /// Builds a loader. `samples` is a list of `(path, label)` pairs; `root` (an ImageFolder),
+    /// `manifest` (a `path<TAB>label` file) or `shards` (WebDataset tar shards: a file or a
+    /// brace pattern) are the alternatives. `pipeline` is a built-in
     /// name (`"resnet50_train"`), the path of a pipeline TOML file, or JSON
     /// (`{"name": ..., "ops": [...]}`).
     #[new]
     #[pyo3(signature = (
-        *, pipeline, root=None, manifest=None, samples=None, classes=None, batch_size=256,
+        *, pipeline, root=None, manifest=None, samples=None, shards=None, classes=None,
+        batch_size=256,
         shuffle=false, seed=0, workers=2, prefetch=2, dtype="f32", layout="nchw",
         last_batch="pad", rank=None, world_size=None, on_error="skip", error_budget=0.01,
         backend="auto", resume=None
@@ -103,6 +105,7 @@ impl Loader {
         root: Option<PathBuf>,
         manifest: Option<PathBuf>,
         samples: Option<Vec<(PathBuf, i64)>>,
+        shards: Option<String>,
         classes: Option<Vec<String>>,
         batch_size: usize,
         shuffle: bool,
@@ -146,14 +149,17 @@ impl Loader {
             })
             .transpose()?;
         let source: Box<dyn FnOnce() -> Result<CoreLoaderBuilderSource, hpuload::Error> + Send> =
-            match (root, manifest, samples) {
-                (Some(root), None, None) => {
+            match (root, manifest, samples, shards) {
+                (Some(root), None, None, None) => {
                     Box::new(move || ImageFolder::open(root).map(CoreLoaderBuilderSource::Folder))
                 }
-                (None, Some(m), None) => {
+                (None, Some(m), None, None) => {
                     Box::new(move || Manifest::open(m).map(CoreLoaderBuilderSource::Manifest))
                 }
-                (None, None, Some(samples)) => {
+                (None, None, None, Some(spec)) => {
+                    Box::new(move || WebDataset::open(&spec).map(CoreLoaderBuilderSource::Shards))
+                }
+                (None, None, Some(samples), None) => {
                     if samples.is_empty() {
                         return Err(PyValueError::new_err("dataset has no samples"));
                     }
@@ -175,7 +181,7 @@ impl Loader {
                 }
                 _ => {
                     return Err(PyTypeError::new_err(
-                        "give exactly one of root=, manifest= or samples=",
+                        "give exactly one of root=, manifest=, samples= or shards=",
                     ))
                 }
             };
@@ -374,6 +380,7 @@ enum CoreLoaderBuilderSource {
     Folder(ImageFolder),
     Manifest(Manifest),
     List(ListSource),
+    Shards(WebDataset),
 }
 
 impl CoreLoaderBuilderSource {
@@ -382,6 +389,7 @@ impl CoreLoaderBuilderSource {
             Self::Folder(s) => CoreLoader::builder(s),
             Self::Manifest(s) => CoreLoader::builder(s),
             Self::List(s) => CoreLoader::builder(s),
+            Self::Shards(s) => CoreLoader::builder(s),
         }
     }
 }

@@ -411,3 +411,15 @@ def test_a_refused_page_lock_is_a_warning_not_a_silent_downgrade(jpeg_folder, tm
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["False ['PinningWarning']", "(4, 3, 32, 32)"]
+
+
+def test_webdataset_shards_made_by_make_shards_feed_the_drop_in(jpeg_folder, tmp_path):
+    from hpuload._hpuload import cli
+
+    out = tmp_path / "shards"
+    assert cli(["hpuload", "make-shards", "--data", str(jpeg_folder), "--out", str(out), "--shard-size", "300KB"]) == 0
+    n = len(list(out.glob("*.tar")))
+    pattern = str(out / f"shard-{{000000..{n - 1:06}}}.tar")
+    loader = DataLoader(hpuload.WebDataset(pattern, pipeline="resnet50_eval"), batch_size=8, shuffle=True, seed=1)
+    labels = sorted(torch.cat([y for _, y in loader]).tolist())
+    assert labels == sorted(t for _, t in folder(jpeg_folder).samples), "every sample once, same labels"

@@ -350,7 +350,11 @@ fn starts_as_indexed(shard: &Path, samples: &[IndexedSample]) -> bool {
         .next()
         .unwrap_or_default()
         .as_bytes();
-    read.is_ok() && header.windows(name.len()).any(|w| w == name)
+    // An empty name (a member "dir/") or one longer than the header's name field cannot be
+    // checked this way: then the index is not trusted.
+    read.is_ok()
+        && (1..=header.len()).contains(&name.len())
+        && header.windows(name.len()).any(|w| w == name)
 }
 
 /// The shard size an index was made for, and its samples.
@@ -374,11 +378,17 @@ fn read_index(path: &Path, label_field: &str) -> Option<(u64, Vec<IndexedSample>
             Some(why) => Err(why.to_string()),
             None => Ok(label.parse().ok()?),
         };
+        let (offset, len): (u64, u64) = (offset.parse().ok()?, len.parse().ok()?);
+        // An entry outside the shard it was made for is a damaged index: rebuild it (and never
+        // size a read by it).
+        if offset.checked_add(len)? > shard_size {
+            return None;
+        }
         samples.push(IndexedSample {
             key: key.to_string(),
             member: member.to_string(),
-            offset: offset.parse().ok()?,
-            len: len.parse().ok()?,
+            offset,
+            len,
             label,
         });
     }
@@ -480,6 +490,25 @@ mod tests {
         assert!(expand_braces("x-{1..").is_err());
         assert!(expand_braces("x-{3..1}").is_err());
         assert!(expand_braces("x-{a..b}").is_err());
+    }
+
+    #[test]
+    fn an_index_whose_first_member_has_an_empty_name_is_not_trusted() {
+        // Found by the `shards` fuzz target (crash-32b357ec...): a member named "x/" made the
+        // header check search for an empty name, which panicked.
+        let dir = std::env::temp_dir().join(format!("hpuload-empty-member-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let shard = dir.join("s.tar");
+        std::fs::write(&shard, vec![0u8; 2048]).unwrap();
+        let sample = IndexedSample {
+            key: "x/".into(),
+            member: "x/".into(),
+            offset: 1024,
+            len: 1,
+            label: Ok(0),
+        };
+        assert!(!starts_as_indexed(&shard, &[sample]));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
