@@ -64,7 +64,7 @@ impl MediaEngine {
                             if let Err(panic) = ran {
                                 tracing::error!(
                                     "media engine {engine}: a job panicked: {}",
-                                    super::dma::panic_message(panic.as_ref())
+                                    super::panic_message(panic.as_ref())
                                 );
                                 ctx = fresh();
                             }

@@ -17,7 +17,7 @@ pub use tensor::{DeviceTensor, Dtype, Layout};
 
 use std::sync::Arc;
 
-pub(crate) use dma::{CopyRegion, DmaEngine};
+pub(crate) use dma::{panic_message, CopyRegion, DmaEngine};
 
 /// Errors of the emulated device.
 #[derive(Debug, thiserror::Error)]

@@ -542,11 +542,7 @@ pub(crate) fn worker_main(shared: &Arc<Shared>, jobs: &Receiver<Job>) {
         if !job.batch.cancel.load(Ordering::Relaxed) {
             let outcome = catch_unwind(AssertUnwindSafe(|| fill_slot(shared, &mut scratch, &job)));
             if let Err(panic) = outcome {
-                let message = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".into());
+                let message = crate::hpu::panic_message(panic.as_ref());
                 let index = job.batch.indices[job.slot].load(Ordering::Relaxed);
                 let path = shared.source.entries()[index].path.clone();
                 job.batch.fail(Error::Sample(SampleError {
