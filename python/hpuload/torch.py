@@ -288,6 +288,18 @@ class _Loader:
             self._epoch = epoch + 1
 
 
+def _setup_or_unfit(loader: _Loader, plan: dict) -> None:
+    """Builds the Rust loader; a translated torchvision transform that hpuload cannot run as a
+    whole (e.g. Resize alone: a different shape per image, which only batch_size=1 or a custom
+    collate can take) is a reason to fall back, not an error."""
+    try:
+        loader._setup(**plan)
+    except ValueError as e:
+        if str(e).startswith("pipeline torchvision:"):
+            raise _Unfit(str(e)) from e
+        raise
+
+
 def _workers(num_workers: int) -> int:
     """Threads: torch's `num_workers=0` loads in the main process; ours are threads either way,
     so 0 means one per core."""
@@ -320,10 +332,10 @@ class DataLoader(_Loader):
         own = {k: kwargs[k] for k in _OWN if k in kwargs}
         try:
             plan = _plan_torch(dataset, a, own)
+            self = super().__new__(cls)
+            _setup_or_unfit(self, plan)
         except _Unfit as e:
             return _fallback(str(e), dataset, args, kwargs)
-        self = super().__new__(cls)
-        self._setup(**plan)
         return self
 
     def __init__(self, *args, **kwargs):
@@ -457,10 +469,10 @@ class HabanaDataLoader(_Loader):
             raise TypeError(f"HabanaDataLoader got unexpected keyword arguments {sorted(unknown)}")
         try:
             plan = _plan_habana(dataset, a, own)
+            self = super().__new__(cls)
+            _setup_or_unfit(self, plan)
         except _Unfit as e:
             return _fallback(str(e), dataset, (), dict(a, **own))
-        self = super().__new__(cls)
-        self._setup(**plan)
         return self
 
     def __init__(self, *args, **kwargs):

@@ -106,12 +106,13 @@ class Squares(tud.Dataset):
         ),
         (lambda root: (folder(root), {"sampler": tud.SubsetRandomSampler(range(10))}), "SubsetRandomSampler"),
         (lambda root: (folder(root, T.Compose([T.Resize(40, interpolation=T.InterpolationMode.NEAREST), T.CenterCrop(32), T.ToTensor()])), {}), "NEAREST"),
+        (lambda root: (folder(root, T.Compose([T.Resize(40), T.ToTensor()])), {"batch_size": 1}), "different shape"),
     ],
 )
 def test_what_hpuload_cannot_take_goes_to_torch_with_one_warning_naming_why(jpeg_folder, make, reason):
     dataset, kwargs = make(jpeg_folder)
     if "batch_sampler" not in kwargs:
-        kwargs["batch_size"] = 4
+        kwargs.setdefault("batch_size", 4)
     with pytest.warns(FallbackWarning, match=reason) as record:
         loader = DataLoader(dataset, **kwargs)
     assert len(record) == 1
