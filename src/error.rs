@@ -37,9 +37,35 @@ pub enum Error {
         /// What was looked for.
         what: &'static str,
     },
-    /// The loader's configuration is invalid; the message says which setting and why.
-    #[error("invalid configuration: {0}")]
-    Config(String),
+    /// The loader's configuration is invalid: which setting, and why.
+    #[error("invalid configuration ({setting}): {reason}")]
+    Config {
+        /// The setting (builder method, CLI flag, environment variable or argument).
+        setting: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The work was cancelled (its epoch was dropped before it finished).
+    #[error("cancelled")]
+    Cancelled,
+    /// A thread the loader needs could not be started.
+    #[error("cannot start the {what} threads: {source}")]
+    ThreadStart {
+        /// Which threads.
+        what: &'static str,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Host memory the loader needs could not be mapped.
+    #[error("cannot map the {what}: {source}")]
+    HostMemory {
+        /// What the memory was for.
+        what: &'static str,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
     /// A pipeline definition is invalid.
     #[error("pipeline {name}: {reason}")]
     Pipeline {
@@ -72,6 +98,16 @@ pub enum Error {
     Hpu(#[from] HpuError),
 }
 
+impl Error {
+    /// A configuration error about `setting`.
+    pub fn config(setting: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self::Config {
+            setting: setting.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
 /// One sample that could not be loaded: which file, and why.
 #[derive(Debug, thiserror::Error)]
 #[error("sample {index} ({}): {kind}", path.display())]
@@ -96,6 +132,7 @@ impl SampleError {
             SampleErrorKind::Augment(_) => "augment",
             SampleErrorKind::Panic(_) => "panic",
             SampleErrorKind::Device(_) => "device",
+            SampleErrorKind::ReplacementsExhausted { .. } => "replacements-exhausted",
         }
     }
 }
@@ -119,4 +156,10 @@ pub enum SampleErrorKind {
     /// The device could not take the sample (e.g. no memory for its bitstream).
     #[error("device: {0}")]
     Device(#[source] HpuError),
+    /// Under `OnError::Skip`, the sample and every replacement tried for it failed.
+    #[error("it and {tried} replacements all failed")]
+    ReplacementsExhausted {
+        /// Replacements tried.
+        tried: usize,
+    },
 }

@@ -91,9 +91,9 @@ impl Shard {
         let num = |name: &str| -> Result<Option<usize>, crate::Error> {
             var(name)
                 .map(|v| {
-                    v.trim()
-                        .parse::<usize>()
-                        .map_err(|_| crate::Error::Config(format!("{name}={v:?} is not a number")))
+                    v.trim().parse::<usize>().map_err(|_| {
+                        crate::Error::config(name, format!("{name}={v:?} is not a number"))
+                    })
                 })
                 .transpose()
         };
@@ -104,16 +104,18 @@ impl Shard {
                 (None, None, Some(local), Some(local_world)) => (local, local_world),
                 (None, None, ..) => continue,
                 _ => {
-                    return Err(crate::Error::Config(format!(
-                        "{r} and {w} must be set together"
-                    )))
+                    return Err(crate::Error::config(
+                        format!("{r}/{w}"),
+                        format!("{r} and {w} must be set together"),
+                    ))
                 }
             };
             if let (Some(local), Some(local_world)) = (local, local_world) {
                 if local >= local_world {
-                    return Err(crate::Error::Config(format!(
-                        "{lr}={local} is not below {lw}={local_world}"
-                    )));
+                    return Err(crate::Error::config(
+                        lr,
+                        format!("{lr}={local} is not below {lw}={local_world}"),
+                    ));
                 }
             }
             let shard = Self {
@@ -129,10 +131,13 @@ impl Shard {
 
     pub(crate) fn validate(&self) -> Result<(), crate::Error> {
         if self.world_size == 0 || self.rank >= self.world_size {
-            return Err(crate::Error::Config(format!(
-                "rank {} is not below world size {}",
-                self.rank, self.world_size
-            )));
+            return Err(crate::Error::config(
+                "shard",
+                format!(
+                    "rank {} is not below world size {}",
+                    self.rank, self.world_size
+                ),
+            ));
         }
         Ok(())
     }

@@ -426,3 +426,52 @@ fn a_panicking_worker_becomes_an_error_then_a_clean_end() {
     assert_eq!(results.len(), 2);
     assert_eq!(l.live_workers(), 2, "workers survive a caught panic");
 }
+
+#[test]
+fn configuration_errors_name_their_setting() {
+    let data = dataset("config-errors", 4);
+    let build = |b: hpuload::LoaderBuilder| b.pipeline(small_train()).build().unwrap_err();
+    let folder = || ImageFolder::open(data.path()).unwrap();
+    for (err, setting) in [
+        (build(Loader::builder(folder()).batch_size(0)), "batch_size"),
+        (build(Loader::builder(folder()).workers(0)), "workers"),
+        (
+            build(Loader::builder(folder()).error_budget(2.0)),
+            "error_budget",
+        ),
+        (build(Loader::builder(folder()).shard(3, 2)), "shard"),
+    ] {
+        match err {
+            Error::Config { setting: s, .. } => assert_eq!(s, setting),
+            other => panic!("{setting}: {other}"),
+        }
+    }
+}
+
+#[test]
+fn a_sample_whose_replacements_all_fail_is_a_typed_error_naming_it() {
+    let dir = TempDir::new("all-bad");
+    std::fs::create_dir_all(dir.path().join("c")).unwrap();
+    for i in 0..3 {
+        std::fs::write(dir.path().join(format!("c/{i}.jpg")), b"junk").unwrap();
+    }
+    let mut l = Loader::builder(ImageFolder::open(dir.path()).unwrap())
+        .batch_size(3)
+        .workers(1)
+        .pipeline(small_train())
+        .error_budget(1.0)
+        .build()
+        .unwrap();
+    let err = l.epoch(0).next().unwrap().unwrap_err();
+    match err {
+        Error::Sample(e) => {
+            assert!(matches!(
+                e.kind,
+                hpuload::SampleErrorKind::ReplacementsExhausted { tried: 16 }
+            ));
+            assert_eq!(e.reason(), "replacements-exhausted");
+            assert!(e.path.starts_with(dir.path()));
+        }
+        other => panic!("{other}"),
+    }
+}

@@ -29,7 +29,7 @@ create_exception!(
 pub fn to_py(e: hpuload::Error) -> PyErr {
     let message = e.to_string();
     match e {
-        hpuload::Error::Config(_) | hpuload::Error::Pipeline { .. } => {
+        hpuload::Error::Config { .. } | hpuload::Error::Pipeline { .. } => {
             PyValueError::new_err(message)
         }
         hpuload::Error::Io { path, source } => {

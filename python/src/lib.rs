@@ -210,8 +210,9 @@ impl Loader {
                 (Some(r), Some(w)) => builder.shard(r, w),
                 (None, None) => builder,
                 _ => {
-                    return Err(hpuload::Error::Config(
-                        "give both rank and world_size, or neither".into(),
+                    return Err(hpuload::Error::config(
+                        "rank/world_size",
+                        "give both rank and world_size, or neither",
                     ))
                 }
             };

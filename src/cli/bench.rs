@@ -84,13 +84,14 @@ pub enum ReadModeArg {
 /// Runs the benchmark and prints (and optionally writes) its report.
 pub fn run(args: &BenchArgs) -> Result<(), Error> {
     if args.epochs == 0 {
-        return Err(Error::Config("--epochs must be at least 1".into()));
+        return Err(Error::config("--epochs", "--epochs must be at least 1"));
     }
     let step = match args.step_ms {
         Some(ms) if !(ms.is_finite() && ms >= 0.0) => {
-            return Err(Error::Config(format!(
-                "--step-ms {ms} is not a duration in milliseconds"
-            )))
+            return Err(Error::config(
+                "--step-ms",
+                format!("--step-ms {ms} is not a duration in milliseconds"),
+            ))
         }
         Some(ms) => Some(Duration::from_secs_f64(ms / 1e3)),
         None => None,

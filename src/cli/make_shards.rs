@@ -66,7 +66,7 @@ pub fn run(args: &MakeShardsArgs) -> Result<(), Error> {
     let source: Box<dyn Source> = match (&args.data, &args.manifest) {
         (_, Some(m)) => Box::new(Manifest::open(m)?),
         (Some(d), None) => Box::new(ImageFolder::open(d)?),
-        (None, None) => return Err(Error::Config("give --data or --manifest".into())),
+        (None, None) => return Err(Error::config("--data", "give --data or --manifest")),
     };
     let io = |path: &Path| {
         let path = path.to_path_buf();

@@ -93,7 +93,10 @@ where
 
 fn make_dataset(out: &std::path::Path, images: usize, seed: u64) -> Result<(), hpuload::Error> {
     if images == 0 {
-        return Err(hpuload::Error::Config("--images must be at least 1".into()));
+        return Err(hpuload::Error::config(
+            "--images",
+            "--images must be at least 1",
+        ));
     }
     let t = Instant::now();
     hpuload::dataset::make_dataset(out, images, seed)?;

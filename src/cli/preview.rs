@@ -31,7 +31,7 @@ const GAP: usize = 4;
 /// Renders the sheet.
 pub fn run(args: &PreviewArgs) -> Result<(), Error> {
     if args.batch == 0 {
-        return Err(Error::Config("--batch must be at least 1".into()));
+        return Err(Error::config("--batch", "--batch must be at least 1"));
     }
     let (pipeline, builder, _) = args.data.open()?;
     let normalize = pipeline.ops.iter().find_map(|op| match op {
@@ -50,7 +50,7 @@ pub fn run(args: &PreviewArgs) -> Result<(), Error> {
     let batch = loader
         .epoch(args.epoch)
         .next()
-        .ok_or_else(|| Error::Config("the epoch has no batch".into()))??;
+        .ok_or_else(|| Error::config("--data", "the epoch has no batch"))??;
     let pixels: Vec<f32> = batch
         .images
         .to_host()?

@@ -187,24 +187,28 @@ impl LoaderBuilder {
     ///
     /// # Errors
     /// [`Error::Config`] or [`Error::Pipeline`] for invalid settings, [`Error::Hpu`] when the
-    /// in-flight batches do not fit in device memory, [`Error::Io`] when host memory cannot be
-    /// mapped.
+    /// in-flight batches do not fit in device memory, [`Error::HostMemory`] when host memory
+    /// cannot be mapped, [`Error::ThreadStart`] when the workers cannot be started.
     pub fn build(self) -> Result<Loader, Error> {
-        let cfg = |m: String| Err(Error::Config(m));
+        let cfg = |setting: &str, m: String| Err(Error::config(setting, m));
         if self.batch_size == 0 {
-            return cfg("batch size must be at least 1".into());
+            return cfg("batch_size", "batch size must be at least 1".into());
         }
         if self.workers == 0 {
-            return cfg("workers must be at least 1".into());
+            return cfg("workers", "workers must be at least 1".into());
         }
         if !(0.0..=1.0).contains(&self.error_budget) {
-            return cfg(format!(
-                "error budget {} is not a fraction in [0, 1]",
-                self.error_budget
-            ));
+            return cfg(
+                "error_budget",
+                format!(
+                    "error budget {} is not a fraction in [0, 1]",
+                    self.error_budget
+                ),
+            );
         }
         if self.pipeline.is_none() {
             return cfg(
+                "pipeline",
                 "no pipeline: call .pipeline(...) (e.g. hpuload::pipelines::resnet50_train())"
                     .into(),
             );

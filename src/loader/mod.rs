@@ -257,10 +257,13 @@ impl Loader {
             });
         }
         if sampler.batches_per_epoch() == 0 {
-            return Err(Error::Config(format!(
-                "{} samples over {} ranks give no full batch of {} with last_batch = drop",
-                sampler.len, shard.world_size, b.batch_size
-            )));
+            return Err(Error::config(
+                "last_batch",
+                format!(
+                    "{} samples over {} ranks give no full batch of {} with last_batch = drop",
+                    sampler.len, shard.world_size, b.batch_size
+                ),
+            ));
         }
         let (oh, ow) = plan.out_hw();
         let sample_bytes = oh as usize * ow as usize * 3 * b.dtype.size();
@@ -269,10 +272,13 @@ impl Loader {
             .checked_mul(sample_bytes + 8)
             .and_then(|n| n.checked_add(64))
             .ok_or_else(|| {
-                Error::Config(format!(
-                    "a batch of {} samples of {sample_bytes} bytes does not fit in memory",
-                    b.batch_size
-                ))
+                Error::config(
+                    "batch_size",
+                    format!(
+                        "a batch of {} samples of {sample_bytes} bytes does not fit in memory",
+                        b.batch_size
+                    ),
+                )
             })?;
         let labels_offset = (b.batch_size * sample_bytes).next_multiple_of(64);
         // A host batch keeps its buffer while the consumer holds it, and a training loop holds
@@ -281,8 +287,8 @@ impl Loader {
             Placement::Device => b.prefetch + 1,
             Placement::Host => b.prefetch + 2,
         };
-        let pool = PinnedPool::new(buffers, buffer_len).map_err(|source| Error::Io {
-            path: "<pinned batch buffers>".into(),
+        let pool = PinnedPool::new(buffers, buffer_len).map_err(|source| Error::HostMemory {
+            what: "pinned batch buffers",
             source,
         })?;
         let hpu = b.device.expect("set by build");
@@ -337,8 +343,8 @@ impl Loader {
                     .spawn(move || work::worker_main(&shared, &rx))
             })
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|source| Error::Io {
-                path: "<worker threads>".into(),
+            .map_err(|source| Error::ThreadStart {
+                what: "loader worker",
                 source,
             })?;
         let report = Report {
@@ -644,10 +650,13 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
         let labels = loader.hpu.alloc(n * 8)?;
         let buffer = match loader.placement {
             Placement::Device => loader.pool.take(),
-            Placement::Host => loader.pool.take_or_grow().map_err(|source| Error::Io {
-                path: "<pinned batch buffers>".into(),
-                source,
-            })?,
+            Placement::Host => loader
+                .pool
+                .take_or_grow()
+                .map_err(|source| Error::HostMemory {
+                    what: "pinned batch buffers",
+                    source,
+                })?,
         };
         let (h, w) = loader.shared.plan.out_hw();
         let shape = match loader.layout {
@@ -678,7 +687,7 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
                 batch: Arc::clone(&work),
                 slot,
             })
-            .map_err(|_| Error::Config("worker pool has shut down".into()))?;
+            .map_err(|_| Error::WorkerLost)?;
         }
         self.outstanding += 1;
         Ok(())

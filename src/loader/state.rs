@@ -82,17 +82,23 @@ impl LoaderState {
     /// position exists in that configuration.
     pub(crate) fn check(&self, current: &StateConfig, batches: usize) -> Result<(), Error> {
         if self.version != Self::VERSION {
-            return Err(Error::Config(format!(
-                "loader state version {} is not supported (this build reads version {})",
-                self.version,
-                Self::VERSION
-            )));
+            return Err(Error::config(
+                "resume",
+                format!(
+                    "loader state version {} is not supported (this build reads version {})",
+                    self.version,
+                    Self::VERSION
+                ),
+            ));
         }
         let (was, now) = (&self.config, current);
         let differs = |field: &str, a: String, b: String| {
-            Err(Error::Config(format!(
-                "cannot resume: the state was taken with {field} = {a}, this loader has {b}"
-            )))
+            Err(Error::config(
+                "resume",
+                format!(
+                    "cannot resume: the state was taken with {field} = {a}, this loader has {b}"
+                ),
+            ))
         };
         macro_rules! same {
             ($($field:ident),*) => {$(
@@ -117,10 +123,13 @@ impl LoaderState {
             );
         }
         if self.step >= batches {
-            return Err(Error::Config(format!(
-                "cannot resume at step {} of an epoch of {batches} batches",
-                self.step
-            )));
+            return Err(Error::config(
+                "resume",
+                format!(
+                    "cannot resume at step {} of an epoch of {batches} batches",
+                    self.step
+                ),
+            ));
         }
         Ok(())
     }

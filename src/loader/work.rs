@@ -244,7 +244,7 @@ impl BatchWork {
     fn finish(self: Arc<Self>, shared: &Arc<Shared>) {
         let buffer = lock(&self.buffer).take().expect("finish runs once");
         if self.cancel.load(Ordering::Relaxed) && lock(&self.failure).is_none() {
-            self.fail(Error::Config("cancelled".into()));
+            self.fail(Error::Cancelled);
         }
         if lock(&self.failure).is_some() {
             PinnedPool::give_back(&self.pool, buffer);
@@ -631,9 +631,9 @@ fn fill(
     Err(Error::Sample(SampleError {
         index: original,
         path,
-        kind: SampleErrorKind::Augment(format!(
-            "it and {MAX_REPLACEMENTS} replacements all failed"
-        )),
+        kind: SampleErrorKind::ReplacementsExhausted {
+            tried: MAX_REPLACEMENTS,
+        },
     }))
 }
 

@@ -72,14 +72,14 @@ impl WebDataset {
     /// As [`WebDataset::open`].
     pub fn open_with_label(spec: &str, label_field: &str) -> Result<Self, Error> {
         let shards: Vec<PathBuf> = expand_braces(spec)
-            .map_err(|reason| Error::Config(format!("shard pattern {spec:?}: {reason}")))?
+            .map_err(|reason| Error::config("shards", format!("pattern {spec:?}: {reason}")))?
             .into_iter()
             .map(PathBuf::from)
             .collect();
         let (mut entries, mut locations) = (Vec::new(), Vec::new());
         for (i, shard) in shards.iter().enumerate() {
             let shard_id = u32::try_from(i)
-                .map_err(|_| Error::Config(format!("{spec}: more than 2^32 shards")))?;
+                .map_err(|_| Error::config("shards", format!("{spec}: more than 2^32 shards")))?;
             for s in load_or_build_index(shard, label_field)? {
                 let path = shard.join(if s.member.is_empty() {
                     &s.key
