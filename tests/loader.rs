@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{dataset, epoch_bytes, fixtures, host, small_train, TempDir};
+use common::{dataset, epoch_bytes, fixtures, host, small_train, PanickingSource, TempDir};
 use hpuload::{
     pipelines, Backend, Dtype, Error, Hpu, HpuConfig, ImageFolder, LastBatch, Layout, Loader,
     Manifest, OnError, Op, Pipeline, Size, Source,
@@ -384,26 +384,6 @@ fn an_epoch_dropped_mid_way_leaves_the_loader_ready_for_the_next() {
 
 /// A source whose reads panic for one sample, to check that a panicking worker becomes an
 /// error instead of a hang.
-struct PanickingSource(ImageFolder, usize);
-
-impl Source for PanickingSource {
-    fn entries(&self) -> &[hpuload::Entry] {
-        self.0.entries()
-    }
-    fn origin(&self) -> &std::path::Path {
-        self.0.origin()
-    }
-    fn read<'a>(
-        &self,
-        index: usize,
-        mode: hpuload::ReadMode,
-        buf: &'a mut Vec<u8>,
-    ) -> std::io::Result<hpuload::SampleBytes<'a>> {
-        assert_ne!(index, self.1, "injected panic");
-        hpuload::source::read_file(&self.entries()[index].path, mode, buf)
-    }
-}
-
 #[test]
 fn a_panicking_worker_becomes_an_error_then_a_clean_end() {
     let data = dataset("panic", 12);

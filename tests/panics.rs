@@ -8,16 +8,8 @@ mod common;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::{dataset, small_train};
+use common::{dataset, small_train, threads_named, PanickingSource};
 use hpuload::{Backend, Hpu, HpuConfig, ImageFolder, Loader, Source};
-
-fn threads_named(prefix: &str) -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .filter(|name| name.starts_with(prefix))
-        .count()
-}
 
 /// Waits up to 5 s for no thread named `prefix*` to be left; returns how many are.
 fn joined(prefix: &str) -> usize {
@@ -28,27 +20,6 @@ fn joined(prefix: &str) -> usize {
             return n;
         }
         std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-/// A source whose read of sample `1` panics (a worker-side fault).
-struct PanickingRead(ImageFolder, usize);
-
-impl Source for PanickingRead {
-    fn entries(&self) -> &[hpuload::Entry] {
-        self.0.entries()
-    }
-    fn origin(&self) -> &std::path::Path {
-        self.0.origin()
-    }
-    fn read<'a>(
-        &self,
-        index: usize,
-        mode: hpuload::ReadMode,
-        buf: &'a mut Vec<u8>,
-    ) -> std::io::Result<hpuload::SampleBytes<'a>> {
-        assert_ne!(index, self.1, "injected panic in a worker");
-        hpuload::source::read_file(&self.entries()[index].path, mode, buf)
     }
 }
 
@@ -113,7 +84,7 @@ fn a_panic_in_each_kind_of_thread_ends_the_epoch_with_an_error_and_joins_every_t
 
     // Worker: the read of sample 5 panics, every epoch.
     let victim = folder().entries()[5].path.clone();
-    let (first, _) = run_bounded(HpuConfig::default(), PanickingRead(folder(), 5), false);
+    let (first, _) = run_bounded(HpuConfig::default(), PanickingSource(folder(), 5), false);
     let err = only_error_is_last(&first);
     assert!(
         err.contains("panicked") && err.contains(victim.to_str().unwrap()),

@@ -2,15 +2,8 @@
 
 mod common;
 
+use common::threads_named;
 use hpuload::{pipelines, Hpu, HpuConfig, ImageFolder, Loader};
-
-fn threads_named(prefix: &str) -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .filter(|name| name.starts_with(prefix))
-        .count()
-}
 
 /// Waits up to 2 s for the count of threads named `prefix*` to become `want`; returns the count.
 fn settle(prefix: &str, want: usize) -> usize {

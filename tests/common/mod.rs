@@ -119,3 +119,33 @@ pub fn drop_capabilities(caps: &[u32]) {
         assert_eq!(libc::syscall(libc::SYS_capset, &header, data.as_ptr()), 0);
     }
 }
+
+/// Threads of this process whose name starts with `prefix`.
+pub fn threads_named(prefix: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with(prefix))
+        .count()
+}
+
+/// A source whose read of sample `.1` panics (a fault inside a worker).
+pub struct PanickingSource(pub hpuload::ImageFolder, pub usize);
+
+impl hpuload::Source for PanickingSource {
+    fn entries(&self) -> &[hpuload::Entry] {
+        self.0.entries()
+    }
+    fn origin(&self) -> &Path {
+        self.0.origin()
+    }
+    fn read<'a>(
+        &self,
+        index: usize,
+        mode: hpuload::ReadMode,
+        buf: &'a mut Vec<u8>,
+    ) -> std::io::Result<hpuload::SampleBytes<'a>> {
+        assert_ne!(index, self.1, "injected panic");
+        hpuload::source::read_file(&self.entries()[index].path, mode, buf)
+    }
+}
