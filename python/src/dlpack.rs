@@ -238,10 +238,7 @@ impl Tensor {
     /// The element type: `"u8"`, `"f16"`, `"bf16"`, `"f32"` or `"i64"`.
     #[getter]
     fn dtype(&self) -> String {
-        serde_json::to_value(self.inner.dtype())
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default()
+        self.inner.dtype().name().to_string()
     }
 
     /// Whether the memory is page-locked.

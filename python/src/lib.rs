@@ -264,13 +264,11 @@ impl Loader {
     fn output(&self) -> PyResult<(String, String, u32, u32)> {
         self.with_run(|run| {
             let (dtype, layout, [h, w]) = run.loader()?.output();
-            let name = |v: serde_json::Value| v.as_str().unwrap_or_default().to_string();
-            Ok((
-                name(serde_json::to_value(dtype).unwrap_or_default()),
-                name(serde_json::to_value(layout).unwrap_or_default()),
-                h,
-                w,
-            ))
+            let layout = match layout {
+                Layout::Nchw => "nchw",
+                Layout::Nhwc => "nhwc",
+            };
+            Ok((dtype.name().to_string(), layout.to_string(), h, w))
         })
     }
 

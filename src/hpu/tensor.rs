@@ -20,6 +20,17 @@ pub enum Dtype {
 }
 
 impl Dtype {
+    /// The short name (`"u8"`, `"f16"`, `"bf16"`, `"f32"`, `"i64"`), as settings spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::U8 => "u8",
+            Self::F16 => "f16",
+            Self::Bf16 => "bf16",
+            Self::F32 => "f32",
+            Self::I64 => "i64",
+        }
+    }
+
     /// Bytes per element.
     pub fn size(self) -> usize {
         match self {

@@ -675,8 +675,6 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
             pool: loader.pool.returner(),
             hpu: loader.hpu.clone(),
             placement: loader.placement,
-            sample_bytes: loader.shared.sample_bytes,
-            labels_offset: loader.shared.labels_offset,
         });
         let jobs = loader
             .jobs

@@ -77,8 +77,6 @@ pub(crate) struct BatchSpec {
     pub pool: Sender<PinnedBuffer>,
     pub hpu: Hpu,
     pub placement: Placement,
-    pub sample_bytes: usize,
-    pub labels_offset: usize,
 }
 
 /// A sample routed to the media engine. Its bitstream rides in its own slot of the batch buffer
@@ -115,8 +113,6 @@ pub(crate) struct BatchWork {
     pool: Sender<PinnedBuffer>,
     hpu: Hpu,
     placement: Placement,
-    sample_bytes: usize,
-    labels_offset: usize,
 }
 
 // SAFETY: `base` points into the pinned buffer owned by `buffer`, whose mapping stays in place
@@ -159,8 +155,6 @@ impl BatchWork {
             pool: spec.pool,
             hpu: spec.hpu,
             placement: spec.placement,
-            sample_bytes: spec.sample_bytes,
-            labels_offset: spec.labels_offset,
         })
     }
 
@@ -180,7 +174,7 @@ impl BatchWork {
 
     /// Sends the batch (or its failure) to the epoch. A host batch takes its pinned buffer
     /// along, lent until its last tensor is dropped.
-    fn complete(&self) {
+    fn complete(&self, shared: &Shared) {
         let buffer = lock(&self.buffer).take();
         let failure = lock(&self.failure).take();
         let tensors = match (failure, self.placement, buffer) {
@@ -207,7 +201,7 @@ impl BatchWork {
                     )),
                     Tensor::Host(HostTensor::new(
                         lease,
-                        self.labels_offset,
+                        shared.labels_offset,
                         labels,
                         crate::Dtype::I64,
                     )),
@@ -248,7 +242,7 @@ impl BatchWork {
         }
         if lock(&self.failure).is_some() {
             PinnedPool::give_back(&self.pool, buffer);
-            return self.complete();
+            return self.complete(shared);
         }
         let mut hw = std::mem::take(&mut *lock(&self.hw));
         hw.sort_by_key(|h| h.slot);
@@ -256,12 +250,12 @@ impl BatchWork {
         if host && hw.is_empty() {
             // Every sample was decoded into the buffer on the host: nothing crosses to the device.
             *lock(&self.buffer) = Some(buffer);
-            return self.complete();
+            return self.complete(shared);
         }
         let regions = if host {
-            self.bitstream_regions(&hw)
+            self.bitstream_regions(shared, &hw)
         } else {
-            self.upload_regions(&hw)
+            self.upload_regions(shared, &hw)
         };
         let work = Arc::clone(&self);
         let shared = Arc::clone(shared);
@@ -275,10 +269,10 @@ impl BatchWork {
                 }
                 if let Err(e) = result {
                     work.fail(e.into());
-                    return work.complete();
+                    return work.complete(&shared);
                 }
                 if hw.is_empty() {
-                    return work.complete();
+                    return work.complete(&shared);
                 }
                 work.hw_remaining.store(hw.len(), Ordering::Release);
                 for h in hw {
@@ -303,8 +297,8 @@ impl BatchWork {
     }
 
     /// The bitstreams that ride in their slots (a host batch sends nothing else to the device).
-    fn bitstream_regions(&self, hw: &[HwSlot]) -> Vec<CopyRegion> {
-        let sb = self.sample_bytes;
+    fn bitstream_regions(&self, shared: &Shared, hw: &[HwSlot]) -> Vec<CopyRegion> {
+        let sb = shared.sample_bytes;
         hw.iter()
             .filter(|h| h.own.is_none())
             .map(|h| CopyRegion {
@@ -318,9 +312,9 @@ impl BatchWork {
 
     /// A device batch: the CPU-decoded slots whole, bitstreams only as long as they are, and
     /// the labels.
-    fn upload_regions(&self, hw: &[HwSlot]) -> Vec<CopyRegion> {
+    fn upload_regions(&self, shared: &Shared, hw: &[HwSlot]) -> Vec<CopyRegion> {
         let n = self.indices.len();
-        let sb = self.sample_bytes;
+        let sb = shared.sample_bytes;
         let mut regions = Vec::with_capacity(hw.len() + 2);
         let mut next_slot = 0;
         for h in hw {
@@ -351,7 +345,7 @@ impl BatchWork {
             });
         }
         regions.push(CopyRegion {
-            host_offset: self.labels_offset,
+            host_offset: shared.labels_offset,
             device_offset: 0,
             len: n * 8,
             device: self.labels.buffer().clone(),
@@ -362,8 +356,8 @@ impl BatchWork {
     /// Where the media engine's output for `slot` goes: the device tensor, or, for a host
     /// batch, straight into the pinned buffer (a device writes page-locked host memory over the
     /// bus, which is what pinning is for), so nothing has to be copied back afterwards.
-    fn with_output_slot(&self, slot: usize, f: impl FnOnce(&mut [u8])) {
-        let sb = self.sample_bytes;
+    fn with_output_slot(&self, shared: &Shared, slot: usize, f: impl FnOnce(&mut [u8])) {
+        let sb = shared.sample_bytes;
         match self.placement {
             Placement::Device => f(&mut self.images.buffer().lock()[slot * sb..(slot + 1) * sb]),
             Placement::Host => {
@@ -378,7 +372,7 @@ impl BatchWork {
     }
 
     /// Sets the label of `slot` after the engine's fallback replaced its sample.
-    fn set_label(&self, slot: usize, label: i64) {
+    fn set_label(&self, shared: &Shared, slot: usize, label: i64) {
         let bytes = label.to_ne_bytes();
         match self.placement {
             Placement::Device => {
@@ -389,7 +383,10 @@ impl BatchWork {
                 // SAFETY: as in `with_output_slot`; the label area starts at `labels_offset`
                 // and holds 8 bytes per slot, written here by this slot's engine job only.
                 let label_slot = unsafe {
-                    std::slice::from_raw_parts_mut(self.base.add(self.labels_offset + slot * 8), 8)
+                    std::slice::from_raw_parts_mut(
+                        self.base.add(shared.labels_offset + slot * 8),
+                        8,
+                    )
                 };
                 label_slot.copy_from_slice(&bytes);
             }
@@ -428,7 +425,7 @@ impl Drop for EngineJob {
             }));
         }
         if self.work.hw_remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.work.complete();
+            self.work.complete(&self.shared);
         }
     }
 }
@@ -479,7 +476,7 @@ fn engine_decode(
     // The device op writes straight into the sample's slot of the batch tensor. Engines take
     // turns on the buffer's lock for the write alone (a few tens of microseconds), which costs
     // less than staging the slot elsewhere and copying it in.
-    work.with_output_slot(h.slot, |slot| {
+    work.with_output_slot(shared, h.slot, |slot| {
         shared
             .writer
             .write(&ctx.pixels, oh as usize, ow as usize, h.params.flip, slot);
@@ -501,8 +498,8 @@ fn engine_fallback(shared: &Shared, work: &BatchWork, h: &HwSlot, e: DecodeError
     let mut out = vec![0u8; shared.sample_bytes];
     match fill(shared, &mut scratch, work, h.index, &mut out, None) {
         Ok(Filled::Cpu { index, label }) => {
-            work.with_output_slot(h.slot, |slot| slot.copy_from_slice(&out));
-            work.set_label(h.slot, label);
+            work.with_output_slot(shared, h.slot, |slot| slot.copy_from_slice(&out));
+            work.set_label(shared, h.slot, label);
             work.indices[h.slot].store(index, Ordering::Relaxed);
         }
         Ok(Filled::Hw(_)) => unreachable!("fill without the engine returns CPU samples"),
