@@ -48,17 +48,23 @@ pub fn make_dataset(out: &Path, images: usize, seed: u64) -> Result<(), Error> {
     })
 }
 
+/// hpuload's cache folder: `$HPULOAD_CACHE_DIR`, else `$XDG_CACHE_HOME/hpuload`, else
+/// `~/.cache/hpuload`.
+pub fn cache_root() -> PathBuf {
+    std::env::var_os("HPULOAD_CACHE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("hpuload")))
+        .or_else(|| std::env::var_os("HOME").map(|d| PathBuf::from(d).join(".cache/hpuload")))
+        .unwrap_or_else(|| std::env::temp_dir().join("hpuload"))
+}
+
 /// The built-in default dataset, generated on first use into the cache folder
 /// (`$HPULOAD_CACHE_DIR`, else `$XDG_CACHE_HOME/hpuload`, else `~/.cache/hpuload`).
 ///
 /// # Errors
 /// The cache folder cannot be written.
 pub fn default_dataset() -> Result<PathBuf, Error> {
-    let cache = std::env::var_os("HPULOAD_CACHE_DIR")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("hpuload")))
-        .or_else(|| std::env::var_os("HOME").map(|d| PathBuf::from(d).join(".cache/hpuload")))
-        .unwrap_or_else(|| std::env::temp_dir().join("hpuload"));
+    let cache = cache_root();
     let dir = cache.join(format!("synthetic-v1-{DEFAULT_IMAGES}"));
     if dir.join("class_00").is_dir() {
         return Ok(dir);

@@ -57,7 +57,10 @@ pub use loader::{
     StageTimes, StateConfig,
 };
 pub use sampler::{LastBatch, Shard};
-pub use source::{Entry, ImageFolder, Manifest, ReadMode, SampleBytes, Source, WebDataset};
+pub use source::{
+    CacheOptions, Entry, ImageFolder, Manifest, ReadMode, RemoteOptions, SampleBytes, ShardOptions,
+    Source, StorageReport, WebDataset,
+};
 pub use tensor::{HostTensor, Placement, Tensor};
 
 /// Runs the `hpuload` command line (`bench`, `make-dataset`, `preview`) with `args`, the

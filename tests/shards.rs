@@ -6,48 +6,10 @@ mod common;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use common::{dataset, host, small_train, TempDir};
+use common::{dataset, host, sharded, small_train, TempDir};
 use hpuload::source::shards::index_path;
 use hpuload::{ImageFolder, LastBatch, Loader, OnError, ReadMode, Source, WebDataset};
-
-/// `make-shards` of a fresh 30-image folder into shards of about 200 KB: (folder, shards, pattern).
-fn sharded(tag: &str) -> (TempDir, TempDir, String) {
-    let data = dataset(tag, 30);
-    let out = TempDir::new(&format!("{tag}-shards"));
-    let run = Command::new(env!("CARGO_BIN_EXE_hpuload"))
-        .args(["make-shards", "--data"])
-        .arg(data.path())
-        .arg("--out")
-        .arg(out.path())
-        .args(["--shard-size", "200KB"])
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let shards = std::fs::read_dir(out.path())
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .path()
-                .extension()
-                .is_some_and(|x| x == "tar")
-        })
-        .count();
-    assert!(shards >= 4, "several shards: {shards}");
-    let pattern = format!(
-        "{}/shard-{{000000..{:06}}}.tar",
-        out.path().display(),
-        shards - 1
-    );
-    assert!(String::from_utf8_lossy(&run.stdout).contains(&pattern));
-    (data, out, pattern)
-}
 
 fn bytes_of(source: &dyn Source, index: usize) -> Vec<u8> {
     let mut buf = Vec::new();

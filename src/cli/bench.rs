@@ -139,7 +139,11 @@ pub fn run(args: &BenchArgs) -> Result<(), Error> {
     let terminal = std::io::stderr().is_terminal();
     let mut epochs = Vec::new();
     let mut time_to_first_batch = None;
+    let mut storage_before = None;
     for epoch in 0..=args.epochs {
+        if epoch == 1 {
+            storage_before = loader.report().storage;
+        }
         let bar = progress_bar(terminal, epoch, loader.batches_per_epoch());
         let before = loader.report();
         let cpu_before = process_cpu();
@@ -188,6 +192,10 @@ pub fn run(args: &BenchArgs) -> Result<(), Error> {
         epochs,
         time_to_first_batch.unwrap_or_default(),
         rss_bytes().1,
+        loader
+            .report()
+            .storage
+            .map(|now| now.since(&storage_before.unwrap_or_default())),
     );
     report.print();
     if let Some(path) = &args.json {

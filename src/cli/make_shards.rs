@@ -35,7 +35,7 @@ pub struct MakeShardsArgs {
 }
 
 /// `1GB` -> 1_000_000_000, `64MiB` -> 67_108_864, `4096` -> 4096.
-fn parse_size(text: &str) -> Result<u64, String> {
+pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))

@@ -8,7 +8,8 @@ pub mod preview;
 pub mod report;
 
 use hpuload::{
-    pipelines, Backend, Error, ImageFolder, LoaderBuilder, Manifest, Pipeline, WebDataset,
+    pipelines, Backend, CacheOptions, Error, ImageFolder, LoaderBuilder, Manifest, Pipeline,
+    RemoteOptions, ShardOptions, WebDataset,
 };
 
 use std::path::PathBuf;
@@ -129,6 +130,76 @@ pub struct DataArgs {
     /// Seed of the shuffle and of every random augmentation.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    #[command(flatten)]
+    pub storage: StorageArgs,
+}
+
+/// How shards on object storage (`--data s3://...`, `gs://`, `az://`, `http(s)://`) are read.
+/// Credentials come from the store's usual environment variables (`AWS_ACCESS_KEY_ID`,
+/// `AWS_ENDPOINT_URL`, `GOOGLE_APPLICATION_CREDENTIALS`, `AZURE_STORAGE_ACCOUNT_NAME`, ...).
+#[derive(clap::Args, Clone, Debug)]
+pub struct StorageArgs {
+    /// Local cache of whole shards, filled in the background so later epochs read from disk.
+    /// Default: $HPULOAD_CACHE_DIR/shards (or ~/.cache/hpuload/shards).
+    #[arg(long, value_name = "DIR", conflicts_with = "no_shard_cache")]
+    pub shard_cache: Option<PathBuf>,
+    /// Most bytes the shard cache may take for this dataset (e.g. 200GB). Default: half the
+    /// free space of its filesystem.
+    #[arg(long, value_name = "SIZE", value_parser = make_shards::parse_size)]
+    pub shard_cache_limit: Option<u64>,
+    /// Read every sample from the store; keep no local copies.
+    #[arg(long)]
+    pub no_shard_cache: bool,
+    /// Most sample requests in flight at once.
+    #[arg(long, default_value_t = 64)]
+    pub max_requests: usize,
+    /// Time limit of one request, in seconds (a stalled request is retried).
+    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
+    pub storage_timeout: f64,
+    /// Retries of a failed request (connection errors, 5xx, timeouts), with backoff.
+    #[arg(long, default_value_t = 5)]
+    pub storage_retries: usize,
+}
+
+impl StorageArgs {
+    /// The shard options these flags give.
+    pub fn options(&self) -> Result<ShardOptions, Error> {
+        if !(self.storage_timeout.is_finite() && self.storage_timeout > 0.0) {
+            return Err(Error::config(
+                "--storage-timeout",
+                format!(
+                    "{} is not a positive number of seconds",
+                    self.storage_timeout
+                ),
+            ));
+        }
+        if self.max_requests == 0 {
+            return Err(Error::config("--max-requests", "must be at least 1"));
+        }
+        let defaults = RemoteOptions::default();
+        let cache = if self.no_shard_cache {
+            None
+        } else {
+            Some(CacheOptions {
+                dir: self
+                    .shard_cache
+                    .clone()
+                    .or_else(|| defaults.cache.as_ref().map(|c| c.dir.clone()))
+                    .unwrap_or_default(),
+                limit: self.shard_cache_limit,
+            })
+        };
+        Ok(ShardOptions {
+            remote: RemoteOptions {
+                max_requests: self.max_requests,
+                timeout: std::time::Duration::from_secs_f64(self.storage_timeout),
+                retries: self.storage_retries,
+                cache,
+                ..defaults
+            },
+            ..ShardOptions::default()
+        })
+    }
 }
 
 /// `--backend`.
@@ -178,8 +249,12 @@ impl DataArgs {
                 }
             };
             let text = dir.to_string_lossy();
-            if text.ends_with(".tar") || text.contains('{') {
-                (hpuload::Loader::builder(WebDataset::open(&text)?), dir)
+            if text.ends_with(".tar") || text.contains('{') || hpuload::source::is_remote(&text) {
+                let options = self.storage.options()?;
+                (
+                    hpuload::Loader::builder(WebDataset::open_with(&text, &options)?),
+                    dir,
+                )
             } else {
                 (hpuload::Loader::builder(ImageFolder::open(&dir)?), dir)
             }

@@ -118,10 +118,12 @@ pub struct BenchReport {
     pub accelerator_idle_pct: Option<f64>,
     pub keeps_up: Option<bool>,
     pub per_epoch: Vec<EpochStats>,
+    /// Object storage over the measured epochs; `null` for local data.
+    pub storage: Option<hpuload::StorageReport>,
 }
 
 /// Stage names, where they run, and how the report describes them.
-const STAGES: [(&str, &str, &str); 9] = [
+const STAGES: [(&str, &str, &str); 10] = [
     ("read", "host", "reading files"),
     ("decode_cpu", "host", "JPEG decoding on the CPU"),
     ("augment", "host", "crop and resize"),
@@ -139,6 +141,11 @@ const STAGES: [(&str, &str, &str); 9] = [
     ("augment_engine", "device", "device ops after the engine"),
     ("dma", "device", "host-to-device DMA"),
     ("wait", "loop", "the training loop waiting for batches"),
+    (
+        "storage",
+        "storage",
+        "workers waiting for object storage (wall)",
+    ),
 ];
 
 fn stage_time(s: &StageTimes, name: &str) -> Duration {
@@ -151,6 +158,7 @@ fn stage_time(s: &StageTimes, name: &str) -> Duration {
         "decode_engine" => s.decode_engine,
         "augment_engine" => s.augment_engine,
         "dma" => s.dma,
+        "storage" => s.storage,
         _ => s.wait,
     }
 }
@@ -176,6 +184,7 @@ impl BenchReport {
         per_epoch: Vec<EpochStats>,
         time_to_first_batch: Duration,
         peak_rss_bytes: u64,
+        storage: Option<hpuload::StorageReport>,
     ) -> Self {
         let measured: Vec<&EpochStats> = per_epoch.iter().filter(|e| !e.warm_up).collect();
         let sum = |f: &dyn Fn(&EpochStats) -> f64| measured.iter().map(|e| f(e)).sum::<f64>();
@@ -236,7 +245,7 @@ impl BenchReport {
             host_cpu_sec: stage_times.host().as_secs_f64(),
             device_sec: stage_times.device().as_secs_f64(),
             stages,
-            bound: bound(&stage_times),
+            bound: bound(&stage_times, wall_sec * workers as f64),
             samples_loaded: r.samples_loaded,
             hw_samples: r.hw_samples,
             hw_dct_scaled: r.hw_dct_scaled,
@@ -253,6 +262,7 @@ impl BenchReport {
             accelerator_idle_pct: idle,
             keeps_up: idle.map(|i| i < KEEPS_UP_IDLE_PCT),
             per_epoch,
+            storage,
         }
     }
 
@@ -276,13 +286,13 @@ impl BenchReport {
         let device_total = self.device_sec.max(1e-9);
         for (name, on, what) in STAGES {
             let s = &self.stages[name];
-            if on == "loop" {
-                continue;
-            }
-            let share = if on == "host" {
-                s.seconds / host_total
-            } else {
-                s.seconds / device_total
+            let share = match on {
+                "loop" => continue,
+                "storage" if self.storage.is_none() => continue,
+                "host" => s.seconds / host_total,
+                // Share of the workers' wall time.
+                "storage" => s.seconds / (self.wall_sec * self.workers as f64).max(1e-9),
+                _ => s.seconds / device_total,
             };
             println!(
                 "  {on:<6} {what:<44} {:>7.3} ms {:>5.1}%",
@@ -342,6 +352,27 @@ impl BenchReport {
             "bytes per image: {:.0} read, {:.0} DMA'd to the device",
             self.bytes_read_per_image, self.bytes_dma_per_image
         );
+        if let Some(st) = &self.storage {
+            let loaded = self
+                .per_epoch
+                .iter()
+                .filter(|e| !e.warm_up)
+                .map(|e| e.samples_loaded)
+                .sum::<u64>()
+                .max(1) as f64;
+            println!(
+                "object storage (measured epochs): {} requests ({:.2} per image), {:.1} MiB \
+                 fetched, {:.0}% of samples from the local shard cache ({} shards cached, {} \
+                 downloads failed), workers waited {:.2}s",
+                st.requests,
+                st.requests as f64 / loaded,
+                st.bytes_fetched as f64 / f64::from(1 << 20),
+                100.0 * st.cache_hits as f64 / loaded,
+                st.shards_cached,
+                st.download_failures,
+                st.wait.as_secs_f64()
+            );
+        }
         println!(
             "peak RSS {} MiB; batch buffers {} MiB, page-locked: {}",
             self.peak_rss_bytes >> 20,
@@ -357,8 +388,19 @@ impl BenchReport {
 
 /// Names the bounding resource: the media engine when its (emulated) time exceeds the host
 /// pipeline's, else DMA when that does, else the host stage with the most CPU time.
-fn bound(s: &StageTimes) -> Bound {
+fn bound(s: &StageTimes, worker_wall_sec: f64) -> Bound {
     let host = s.host().as_secs_f64().max(1e-9);
+    let storage = s.storage.as_secs_f64() / worker_wall_sec.max(1e-9);
+    if storage > 0.5 {
+        return Bound {
+            stage: "storage".into(),
+            share: storage,
+            summary: format!(
+                "storage-bound: workers spent {:.0}% of their time waiting for object storage",
+                100.0 * storage
+            ),
+        };
+    }
     let engine = (s.decode_engine + s.augment_engine).as_secs_f64();
     if engine > host && engine >= s.dma.as_secs_f64() {
         return Bound {

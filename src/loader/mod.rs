@@ -113,6 +113,9 @@ pub struct StageTimes {
     pub dma: Duration,
     /// Training loop: time spent waiting for a batch.
     pub wait: Duration,
+    /// Workers: wall time spent waiting for object storage (requests for samples of shards
+    /// not in the local cache), summed over workers; zero for local data.
+    pub storage: Duration,
 }
 
 impl StageTimes {
@@ -143,6 +146,7 @@ impl StageTimes {
             augment_engine: f(self.augment_engine, other.augment_engine),
             dma: f(self.dma, other.dma),
             wait: f(self.wait, other.wait),
+            storage: f(self.storage, other.storage),
         }
     }
 }
@@ -190,6 +194,9 @@ pub struct Report {
     pub extra_buffers: u64,
     /// Time per stage.
     pub stages: StageTimes,
+    /// What object storage did (requests, bytes, cache hits), for shards read from a store;
+    /// the time workers waited for it is the `read` stage.
+    pub storage: Option<crate::StorageReport>,
 }
 
 const KEPT_SKIPS: usize = 100;
@@ -495,9 +502,15 @@ impl Loader {
             augment_engine: c.engine_augment.get(),
             dma: self.hpu.dma_stats().busy,
             wait: self.wait,
+            storage: self
+                .shared
+                .source
+                .storage()
+                .map_or(Duration::ZERO, |s| s.wait),
         };
         r.bytes_dma = self.hpu.dma_stats().host_to_device_bytes;
         r.extra_buffers = self.pool.grown();
+        r.storage = self.shared.source.storage();
         r
     }
 
@@ -645,6 +658,7 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
     fn submit(&mut self, seq: usize) -> Result<(), Error> {
         let loader = self.loader();
         let plan = loader.sampler.batch(&self.order, seq);
+        loader.shared.source.prefetch(&plan.indices);
         let n = plan.indices.len();
         let images = loader.hpu.alloc(n * loader.shared.sample_bytes)?;
         let labels = loader.hpu.alloc(n * 8)?;

@@ -2,6 +2,7 @@
 
 mod folder;
 mod manifest;
+pub mod remote;
 pub mod shards;
 
 use std::fs::File;
@@ -10,7 +11,8 @@ use std::path::{Path, PathBuf};
 
 pub use folder::{ImageFolder, IMAGE_EXTENSIONS};
 pub use manifest::Manifest;
-pub use shards::WebDataset;
+pub use remote::{is_remote, CacheOptions, RemoteOptions, StorageReport};
+pub use shards::{ShardOptions, WebDataset};
 
 /// One sample of a dataset: an encoded image file and its class label.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,6 +33,16 @@ pub trait Source: Send + Sync {
     }
     /// The folder or file the dataset came from, for messages.
     fn origin(&self) -> &Path;
+    /// A hint that samples `indices` will be read soon (the loader gives each batch's indices
+    /// when it schedules the batch, `prefetch` batches ahead): a source on object storage
+    /// starts their requests now, so that many are in flight. The default does nothing.
+    fn prefetch(&self, indices: &[usize]) {
+        let _ = indices;
+    }
+    /// What object storage has done for this dataset so far (`None` for local data).
+    fn storage(&self) -> Option<StorageReport> {
+        None
+    }
     /// Reads sample `index`'s encoded bytes, reusing `buf`. The default reads the entry's
     /// file by `mode`; override it for sources that are not one file per sample.
     ///

@@ -7,12 +7,20 @@
 //! The index is written by `hpuload make-shards`, and built on the fly (then saved next to the
 //! shard when the folder is writable) for shards that have none or whose index no longer
 //! matches the shard's size.
+//!
+//! Shards named by URL (`s3://`, `gs://`, `az://`, `http(s)://`) are read from object storage
+//! (see [`super::remote`]): their indexes are fetched (or, when missing, the shard is
+//! downloaded and indexed locally), each sample is one ranged request, and whole shards are
+//! downloaded in the background into a local cache that later reads use.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
+use super::remote::{self, CacheBudget, CachedShard, Remote, RemoteOptions, StorageReport};
 use super::{Entry, ReadMode, SampleBytes, Source};
 use crate::Error;
 
@@ -22,13 +30,58 @@ pub const IMAGE_FIELDS: &[&str] = &["jpg", "jpeg", "png", "webp"];
 /// The first line of an index file, before the shard's size and the label field.
 const INDEX_MAGIC: &str = "hpuload-shard-index 1";
 
-/// A dataset of WebDataset tar shards on the local filesystem.
+/// A dataset of WebDataset tar shards, on the local filesystem or on object storage.
 #[derive(Debug)]
 pub struct WebDataset {
     entries: Vec<Entry>,
     locations: Vec<Location>,
     shards: Vec<PathBuf>,
     origin: PathBuf,
+    remote: Option<RemoteShards>,
+}
+
+/// How shards are opened.
+#[derive(Clone, Debug)]
+pub struct ShardOptions {
+    /// The field whose member holds the label (a decimal integer, as WebDataset's `.cls`).
+    pub label_field: String,
+    /// How shards named by URL are read.
+    pub remote: RemoteOptions,
+}
+
+impl Default for ShardOptions {
+    fn default() -> Self {
+        Self {
+            label_field: "cls".into(),
+            remote: RemoteOptions::default(),
+        }
+    }
+}
+
+/// The shards of a dataset on object storage.
+#[derive(Debug)]
+struct RemoteShards {
+    remote: Remote,
+    objects: Vec<object_store::path::Path>,
+    /// The shards' sizes when indexed.
+    sizes: Vec<u64>,
+    cache: Option<ShardCache>,
+    /// Reads started by [`Source::prefetch`], by sample index, until a worker collects them.
+    pending: std::sync::Mutex<std::collections::HashMap<usize, remote::PendingRead>>,
+    read_ahead: usize,
+}
+
+struct ShardCache {
+    shards: Vec<Arc<CachedShard>>,
+    budget: Arc<CacheBudget>,
+}
+
+impl std::fmt::Debug for ShardCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShardCache")
+            .field("shards", &self.shards.len())
+            .finish()
+    }
 }
 
 /// Where a sample's image lies, or why it has none.
@@ -71,16 +124,47 @@ impl WebDataset {
     /// # Errors
     /// As [`WebDataset::open`].
     pub fn open_with_label(spec: &str, label_field: &str) -> Result<Self, Error> {
-        let shards: Vec<PathBuf> = expand_braces(spec)
-            .map_err(|reason| Error::config("shards", format!("pattern {spec:?}: {reason}")))?
-            .into_iter()
-            .map(PathBuf::from)
-            .collect();
+        Self::open_with(
+            spec,
+            &ShardOptions {
+                label_field: label_field.into(),
+                ..ShardOptions::default()
+            },
+        )
+    }
+
+    /// Like [`WebDataset::open`], with every setting given. `spec` may be a URL
+    /// (`s3://bucket/train-{000000..000146}.tar`, `gs://`, `az://`, `http(s)://`): the shards
+    /// are then read from object storage as `options.remote` says.
+    ///
+    /// # Errors
+    /// As [`WebDataset::open`]; for URLs also a store that cannot be configured, and an index
+    /// or shard that cannot be fetched (naming its URL).
+    pub fn open_with(spec: &str, options: &ShardOptions) -> Result<Self, Error> {
+        let names = expand_braces(spec)
+            .map_err(|reason| Error::config("shards", format!("pattern {spec:?}: {reason}")))?;
+        if u32::try_from(names.len()).is_err() {
+            return Err(Error::config(
+                "shards",
+                format!("{spec}: more than 2^32 shards"),
+            ));
+        }
+        let label_field = options.label_field.as_str();
+        let (indexes, remote) = if remote::is_remote(spec) {
+            let (indexes, remote) = RemoteShards::open(&names, options)?;
+            (indexes, Some(remote))
+        } else {
+            let indexes = names
+                .iter()
+                .map(|name| load_or_build_index(Path::new(name), label_field))
+                .collect::<Result<Vec<_>, _>>()?;
+            (indexes, None)
+        };
+        let shards: Vec<PathBuf> = names.into_iter().map(PathBuf::from).collect();
         let (mut entries, mut locations) = (Vec::new(), Vec::new());
-        for (i, shard) in shards.iter().enumerate() {
-            let shard_id = u32::try_from(i)
-                .map_err(|_| Error::config("shards", format!("{spec}: more than 2^32 shards")))?;
-            for s in load_or_build_index(shard, label_field)? {
+        for (i, (shard, samples)) in shards.iter().zip(indexes).enumerate() {
+            let shard_id = i as u32; // checked above
+            for s in samples {
                 let path = shard.join(if s.member.is_empty() {
                     &s.key
                 } else {
@@ -117,13 +201,253 @@ impl WebDataset {
             locations,
             shards,
             origin,
+            remote,
         })
     }
 
-    /// The shard files, in order.
+    /// The shard files (or URLs), in order.
     pub fn shards(&self) -> &[PathBuf] {
         &self.shards
     }
+}
+
+impl RemoteShards {
+    /// Connects to the store, and fetches (or builds) every shard's index.
+    fn open(
+        urls: &[String],
+        options: &ShardOptions,
+    ) -> Result<(Vec<Vec<IndexedSample>>, Self), Error> {
+        let label_field = options.label_field.as_str();
+        let (remote, _) = Remote::connect(&urls[0], &options.remote)?;
+        let objects = urls
+            .iter()
+            .map(|u| remote.object_path(u))
+            .collect::<Result<Vec<_>, _>>()?;
+        let index_objects = urls
+            .iter()
+            .map(|u| remote.object_path(&format!("{u}.idx")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let cache_dir =
+            options
+                .remote
+                .cache
+                .as_ref()
+                .and_then(|c| match std::fs::create_dir_all(&c.dir) {
+                    Ok(()) => Some(c),
+                    Err(e) => {
+                        tracing::warn!(
+                            "shard cache {} unusable ({e}): reading every sample from the store",
+                            c.dir.display()
+                        );
+                        None
+                    }
+                });
+        let fetched = remote.get_optional(&index_objects);
+        let (mut indexes, mut sizes) = (Vec::new(), Vec::new());
+        for ((url, object), index) in urls.iter().zip(&objects).zip(fetched) {
+            let fetched = index.map_err(|e| Error::Io {
+                path: PathBuf::from(format!("{url}.idx")),
+                source: std::io::Error::other(e),
+            })?;
+            let local_index = cache_dir.map(|c| index_path(&remote::cache_file(&c.dir, url)));
+            let parsed = fetched
+                .and_then(|bytes| parse_index(&bytes[..], label_field))
+                .or_else(|| {
+                    local_index
+                        .as_deref()
+                        .and_then(|p| read_index(p, label_field))
+                });
+            let (size, samples) = match parsed {
+                Some(found) => found,
+                None => build_remote_index(&remote, url, object, label_field, cache_dir)?,
+            };
+            indexes.push(samples);
+            sizes.push(size);
+        }
+        let cache = cache_dir.map(|c| {
+            let shards: Vec<Arc<CachedShard>> = urls
+                .iter()
+                .zip(&sizes)
+                .map(|(url, &size)| {
+                    Arc::new(CachedShard::new(remote::cache_file(&c.dir, url), size))
+                })
+                .collect();
+            remote.count_cached_shards(shards.iter().filter(|s| s.is_cached()).count() as u64);
+            ShardCache {
+                shards,
+                budget: Arc::new(CacheBudget::new(c)),
+            }
+        });
+        Ok((
+            indexes,
+            Self {
+                remote,
+                objects,
+                sizes,
+                cache,
+                pending: std::sync::Mutex::default(),
+                read_ahead: options.remote.read_ahead,
+            },
+        ))
+    }
+
+    /// Reads one member: from the cached copy of its shard when there is one; otherwise by a
+    /// ranged request, after starting the shard's download into the cache.
+    fn read(
+        &self,
+        index: usize,
+        (shard, offset, len): (u32, u64, u64),
+        url: &Path,
+        buf: &mut Vec<u8>,
+    ) -> std::io::Result<()> {
+        let shard = shard as usize;
+        let range = offset..offset + len;
+        let pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&index);
+        if let Some(cache) = &self.cache {
+            let cached = &cache.shards[shard];
+            if cached.is_cached() {
+                cached.read(range, buf)?;
+                self.remote.count_cache_hit();
+                return Ok(());
+            }
+            self.start_download(cache, shard);
+        }
+        let fetched = match pending {
+            Some(pending) => self.remote.finish_read(pending, buf),
+            None => self.remote.read_range(&self.objects[shard], range, buf),
+        };
+        let truncated = |size: u64| {
+            std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!(
+                    "the shard is truncated: the member's {len} bytes at offset {offset} end past \
+                     the {size} bytes of {}",
+                    url.display()
+                ),
+            )
+        };
+        match fetched {
+            Ok(()) if buf.len() as u64 == len => Ok(()),
+            Ok(()) => Err(truncated(offset + buf.len() as u64)),
+            Err(object_store::Error::NotFound { .. }) => Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("{} is not in the store", url.display()),
+            )),
+            // Past the object's end (416, or a short answer): say so, as for a local shard.
+            Err(e) => match self.remote.size(&self.objects[shard]) {
+                Ok(size) if size < offset + len => Err(truncated(size)),
+                _ => Err(std::io::Error::other(e)),
+            },
+        }
+    }
+
+    /// Starts the requests of the samples in `locations` (by sample index) whose shards are
+    /// not cached, up to `read_ahead` waiting at once.
+    fn prefetch(&self, locations: impl Iterator<Item = (usize, (u32, u64, u64))>) {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        for (index, (shard, offset, len)) in locations {
+            if pending.len() >= self.read_ahead {
+                break;
+            }
+            let shard = shard as usize;
+            if let Some(cache) = &self.cache {
+                if cache.shards[shard].is_cached() {
+                    continue;
+                }
+                self.start_download(cache, shard);
+            }
+            pending.entry(index).or_insert_with(|| {
+                self.remote
+                    .start_read(&self.objects[shard], offset..offset + len)
+            });
+        }
+    }
+
+    fn start_download(&self, cache: &ShardCache, shard: usize) {
+        let cached = &cache.shards[shard];
+        if !cached.claim() {
+            return;
+        }
+        let size = self.sizes[shard];
+        if !cache.budget.take(size) {
+            tracing::debug!("shard cache full: shard {shard} stays remote");
+            cached.finish(false);
+            return;
+        }
+        let (state, budget) = (Arc::clone(cached), Arc::clone(&cache.budget));
+        let dest = cached.file.clone();
+        self.remote
+            .spawn_download(self.objects[shard].clone(), dest, move |outcome| {
+                let kept = match outcome {
+                    Ok(got) if got == size => true,
+                    Ok(got) => {
+                        tracing::warn!(
+                            "{}: {got} bytes in the store, {size} when indexed; its samples                              stay remote",
+                            state.file.display()
+                        );
+                        let _ = std::fs::remove_file(&state.file);
+                        false
+                    }
+                    Err(e) => {
+                        tracing::warn!("caching {} failed: {e}", state.file.display());
+                        false
+                    }
+                };
+                if !kept {
+                    budget.give_back(size);
+                }
+                state.finish(kept);
+                kept
+            });
+    }
+}
+
+/// Indexes a shard that has no usable index in the store: downloads it (into the cache when
+/// there is one, else a temporary file), indexes the local copy, and keeps the index in the
+/// cache.
+fn build_remote_index(
+    remote: &Remote,
+    url: &str,
+    object: &object_store::path::Path,
+    label_field: &str,
+    cache: Option<&remote::CacheOptions>,
+) -> Result<(u64, Vec<IndexedSample>), Error> {
+    tracing::info!("{url} has no index: downloading it to build one");
+    let local = match cache {
+        Some(c) => remote::cache_file(&c.dir, url),
+        None => std::env::temp_dir().join(format!(
+            "hpuload-index-{}-{}",
+            std::process::id(),
+            url.rsplit('/').next().unwrap_or("shard")
+        )),
+    };
+    let size = remote
+        .download(object, &local)
+        .map_err(|source| Error::Io {
+            path: PathBuf::from(url),
+            source,
+        })?;
+    let built = build_index(&local, label_field).map_err(|e| match e {
+        Error::Io { source, .. } => Error::Io {
+            path: PathBuf::from(url),
+            source,
+        },
+        other => other,
+    });
+    if cache.is_some() {
+        if let Ok(samples) = &built {
+            if let Err(e) = write_index(&index_path(&local), size, label_field, samples) {
+                tracing::debug!("could not keep the index of {url}: {e}");
+            }
+        }
+    } else {
+        let _ = std::fs::remove_file(&local);
+    }
+    Ok((size, built?))
 }
 
 impl Source for WebDataset {
@@ -133,6 +457,19 @@ impl Source for WebDataset {
 
     fn origin(&self) -> &Path {
         &self.origin
+    }
+
+    fn prefetch(&self, indices: &[usize]) {
+        if let Some(remote) = &self.remote {
+            remote.prefetch(indices.iter().filter_map(|&i| match self.locations.get(i) {
+                Some(&Location::Member { shard, offset, len }) => Some((i, (shard, offset, len))),
+                _ => None,
+            }));
+        }
+    }
+
+    fn storage(&self) -> Option<StorageReport> {
+        self.remote.as_ref().map(|r| r.remote.report())
     }
 
     fn read<'a>(
@@ -151,6 +488,10 @@ impl Source for WebDataset {
             }
         };
         let path = &self.shards[shard as usize];
+        if let Some(remote) = &self.remote {
+            remote.read(index, (shard, offset, len), path, buf)?;
+            return Ok(SampleBytes::Buffer(buf));
+        }
         let file = File::open(path)?;
         let n = usize::try_from(len).map_err(std::io::Error::other)?;
         buf.clear();
@@ -359,8 +700,12 @@ fn starts_as_indexed(shard: &Path, samples: &[IndexedSample]) -> bool {
 
 /// The shard size an index was made for, and its samples.
 fn read_index(path: &Path, label_field: &str) -> Option<(u64, Vec<IndexedSample>)> {
-    let file = File::open(path).ok()?;
-    let mut lines = BufReader::new(file).lines();
+    parse_index(BufReader::new(File::open(path).ok()?), label_field)
+}
+
+/// [`read_index`] from the index's bytes; `None` for a damaged index or another label field.
+fn parse_index(text: impl BufRead, label_field: &str) -> Option<(u64, Vec<IndexedSample>)> {
+    let mut lines = text.lines();
     let header = lines.next()?.ok()?;
     let rest = header.strip_prefix(INDEX_MAGIC)?.trim_start();
     let (size, field) = rest.split_once(' ')?;

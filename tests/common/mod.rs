@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code, missing_docs)]
 
+pub mod http;
+
 use std::path::{Path, PathBuf};
 
 use hpuload::{pipelines, Batch, Loader, Op, Pipeline, Size};
@@ -45,6 +47,43 @@ pub fn dataset(tag: &str, n: usize) -> TempDir {
     let dir = TempDir::new(tag);
     hpuload::dataset::make_dataset(dir.path(), n, 7).unwrap();
     dir
+}
+
+/// `make-shards` of a fresh 30-image folder into shards of about 200 KB: (folder, shards, pattern).
+pub fn sharded(tag: &str) -> (TempDir, TempDir, String) {
+    let data = dataset(tag, 30);
+    let out = TempDir::new(&format!("{tag}-shards"));
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_hpuload"))
+        .args(["make-shards", "--data"])
+        .arg(data.path())
+        .arg("--out")
+        .arg(out.path())
+        .args(["--shard-size", "200KB"])
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let shards = std::fs::read_dir(out.path())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "tar")
+        })
+        .count();
+    assert!(shards >= 4, "several shards: {shards}");
+    let pattern = format!(
+        "{}/shard-{{000000..{:06}}}.tar",
+        out.path().display(),
+        shards - 1
+    );
+    assert!(String::from_utf8_lossy(&run.stdout).contains(&pattern));
+    (data, out, pattern)
 }
 
 /// A batch read back to the host: (images bytes, labels, indices, valid).
