@@ -55,11 +55,38 @@ class Manifest(_WithPipeline):
 class WebDataset(_WithPipeline):
     """WebDataset tar shards: one file or a brace pattern such as
     `/data/train-{000000..000146}.tar`; the image is the jpg/jpeg/png/webp member, the label
-    the `cls` one. Each shard's sidecar index (`hpuload make-shards` writes it) is built on the
-    fly when missing."""
+    the `label_field` one (`cls`). Each shard's sidecar index (`hpuload make-shards` writes it)
+    is built on the fly when missing.
+
+    The spec may be a URL: `s3://bucket/train-{000000..000146}.tar` (also `gs://`, `az://`,
+    `http(s)://`), with credentials from the store's usual environment variables
+    (`AWS_ACCESS_KEY_ID`, `AWS_ENDPOINT_URL`, ...). Each sample is then one ranged request
+    (at most `max_requests` in flight, `timeout` seconds each, `retries` retries with backoff),
+    and whole shards are downloaded in the background into `cache_dir` (default:
+    `$HPULOAD_CACHE_DIR/shards`; `False` for no cache; at most `cache_limit` bytes, default
+    half the free space) so that later epochs read from local disk."""
 
     spec: str | os.PathLike
     pipeline: Any = "resnet50_train"
+    label_field: str = "cls"
+    cache_dir: str | os.PathLike | bool | None = None
+    cache_limit: int | None = None
+    max_requests: int = 64
+    timeout: float = 60.0
+    retries: int = 5
 
     def _source_kwargs(self) -> dict:
-        return {"shards": os.fspath(self.spec)}
+        cache = self.cache_dir
+        if cache is True:
+            cache = None
+        elif cache is not None and cache is not False:
+            cache = os.fspath(cache)
+        options = {
+            "label_field": self.label_field,
+            "cache": cache,
+            "cache_limit": self.cache_limit,
+            "max_requests": self.max_requests,
+            "timeout": float(self.timeout),
+            "retries": self.retries,
+        }
+        return {"shards": os.fspath(self.spec), "shard_options": json.dumps(options)}

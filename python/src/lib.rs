@@ -16,6 +16,7 @@ use hpuload::{
     Backend, Dtype, Entry, EpochOf, ImageFolder, LastBatch, Layout, Loader as CoreLoader,
     LoaderState, Manifest, OnError, Pipeline, Placement, Source, WebDataset,
 };
+use hpuload::{CacheOptions, RemoteOptions, ShardOptions};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use serde::de::DeserializeOwned;
@@ -40,6 +41,60 @@ impl Source for ListSource {
     fn origin(&self) -> &Path {
         &self.origin
     }
+}
+
+/// The settings of `hpuload.WebDataset` (JSON from `sources.py`): `label_field`, `cache`
+/// (a folder, `null` for the default one, `false` for none), `cache_limit` (bytes),
+/// `max_requests`, `timeout` (seconds), `retries`.
+fn parse_shard_options(text: &str) -> PyResult<ShardOptions> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Given {
+        label_field: String,
+        cache: serde_json::Value,
+        cache_limit: Option<u64>,
+        max_requests: usize,
+        timeout: f64,
+        retries: usize,
+    }
+    let g: Given = serde_json::from_str(text)
+        .map_err(|e| PyValueError::new_err(format!("WebDataset settings: {e}")))?;
+    if !(g.timeout.is_finite() && g.timeout > 0.0) {
+        return Err(PyValueError::new_err(format!(
+            "timeout={} is not a positive number of seconds",
+            g.timeout
+        )));
+    }
+    if g.max_requests == 0 {
+        return Err(PyValueError::new_err("max_requests must be at least 1"));
+    }
+    let defaults = RemoteOptions::default();
+    let cache = match g.cache {
+        serde_json::Value::Bool(false) => None,
+        serde_json::Value::Null => defaults.cache.clone().map(|c| CacheOptions {
+            limit: g.cache_limit,
+            ..c
+        }),
+        serde_json::Value::String(dir) => Some(CacheOptions {
+            dir: dir.into(),
+            limit: g.cache_limit,
+        }),
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "cache_dir={other}: give a folder, None (the default folder) or False (no cache)"
+            )))
+        }
+    };
+    Ok(ShardOptions {
+        label_field: g.label_field,
+        remote: RemoteOptions {
+            max_requests: g.max_requests,
+            timeout: std::time::Duration::from_secs_f64(g.timeout),
+            retries: g.retries,
+            cache,
+            ..defaults
+        },
+    })
 }
 
 /// Parses a snake_case setting (`"pad"`, `"bf16"`, ...) into the crate's enum, naming the
@@ -92,7 +147,8 @@ impl Loader {
     /// (`{"name": ..., "ops": [...]}`).
     #[new]
     #[pyo3(signature = (
-        *, pipeline, root=None, manifest=None, samples=None, shards=None, classes=None,
+        *, pipeline, root=None, manifest=None, samples=None, shards=None, shard_options=None,
+        classes=None,
         batch_size=256,
         shuffle=false, seed=0, workers=2, prefetch=2, dtype="f32", layout="nchw",
         last_batch="pad", rank=None, world_size=None, on_error="skip", error_budget=0.01,
@@ -106,6 +162,7 @@ impl Loader {
         manifest: Option<PathBuf>,
         samples: Option<Vec<(PathBuf, i64)>>,
         shards: Option<String>,
+        shard_options: Option<&str>,
         classes: Option<Vec<String>>,
         batch_size: usize,
         shuffle: bool,
@@ -157,7 +214,13 @@ impl Loader {
                     Box::new(move || Manifest::open(m).map(CoreLoaderBuilderSource::Manifest))
                 }
                 (None, None, None, Some(spec)) => {
-                    Box::new(move || WebDataset::open(&spec).map(CoreLoaderBuilderSource::Shards))
+                    let options = shard_options
+                        .map(parse_shard_options)
+                        .transpose()?
+                        .unwrap_or_default();
+                    Box::new(move || {
+                        WebDataset::open_with(&spec, &options).map(CoreLoaderBuilderSource::Shards)
+                    })
                 }
                 (None, None, Some(samples), None) => {
                     if samples.is_empty() {

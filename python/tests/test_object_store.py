@@ -1,0 +1,195 @@
+"""Shards on S3: a real S3-compatible server (moto in server mode, a subprocess on 127.0.0.1)
+holds a folder converted with `make-shards`; hpuload reads it at 1, 2 and 4 ranks, resumes at
+random points, names damaged shards, and `python -m hpuload bench` reports storage."""
+
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import torch
+
+import hpuload
+from hpuload._hpuload import cli
+from hpuload.torch import DataLoader, HabanaDataLoader
+
+boto3 = pytest.importorskip("boto3")
+pytest.importorskip("moto")
+
+BUCKET = "train"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory, jpeg_folder):
+    """A moto S3 server with the test folder as shards (and a damaged copy): yields
+    (pattern, shard count, local shards folder). Credentials and endpoint are set in the
+    environment, as a user would."""
+    port = free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    log = open(tmp_path_factory.mktemp("moto") / "moto.log", "w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    env = {
+        "AWS_ACCESS_KEY_ID": "hpuload-test",
+        "AWS_SECRET_ACCESS_KEY": "hpuload-test-secret",
+        "AWS_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": endpoint,
+    }
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(endpoint, timeout=1)
+                break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise RuntimeError("moto did not start") from None
+                time.sleep(0.1)
+        out = tmp_path_factory.mktemp("s3-shards")
+        assert cli(["hpuload", "make-shards", "--data", str(jpeg_folder), "--out", str(out), "--shard-size", "300KB"]) == 0
+        n = len(list(out.glob("*.tar")))
+        assert n >= 4
+        client = boto3.client("s3", endpoint_url=endpoint)
+        client.create_bucket(Bucket=BUCKET)
+        for f in sorted(out.iterdir()):
+            client.upload_file(str(f), BUCKET, f"clean/{f.name}")
+            data = f.read_bytes()
+            if f.name == "shard-000001.tar":
+                data = data[: len(data) // 2]  # cut in half; its index stays whole
+            client.put_object(Bucket=BUCKET, Key=f"cut/{f.name}", Body=data)
+        yield f"s3://{BUCKET}/clean/shard-{{000000..{n - 1:06}}}.tar", n, out
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        log.close()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def webdataset(pattern, cache):
+    return hpuload.WebDataset(pattern, pipeline="resnet50_eval", cache_dir=cache, timeout=10)
+
+
+def epoch(loader):
+    out = []
+    for x, y in loader:
+        out.append((x.clone(), y.clone(), list(loader.last_indices[: loader.last_valid])))
+    return out
+
+
+def test_s3_shards_give_the_batches_of_the_same_shards_on_disk(s3, tmp_path):
+    pattern, n, local = s3
+    local_pattern = str(local / f"shard-{{000000..{n - 1:06}}}.tar")
+    want = epoch(DataLoader(hpuload.WebDataset(local_pattern, pipeline="resnet50_eval"), batch_size=8, shuffle=True, seed=2))
+    for cache in (False, tmp_path / "cache"):
+        loader = DataLoader(webdataset(pattern, cache), batch_size=8, shuffle=True, seed=2)
+        got = epoch(loader)
+        assert len(got) == len(want)
+        for (x1, y1, i1), (x2, y2, i2) in zip(got, want):
+            assert torch.equal(x1, x2) and torch.equal(y1, y2) and i1 == i2
+        storage = loader.report()["storage"]
+        assert storage["requests"] > 0 and storage["bytes_fetched"] > 0
+
+
+@pytest.mark.parametrize("world", [1, 2, 4])
+def test_ranks_on_s3_get_equal_batch_counts_and_cover_every_sample_once(s3, tmp_path, monkeypatch, world):
+    pattern, _, _ = s3
+    monkeypatch.setenv("WORLD_SIZE", str(world))
+    counts, seen = [], []
+    for rank in range(world):
+        monkeypatch.setenv("RANK", str(rank))
+        loader = HabanaDataLoader(webdataset(pattern, tmp_path / "cache"), batch_size=4, shuffle=True)
+        batches = epoch(loader)
+        counts.append(len(batches))
+        assert all(len(y) == 4 for _, y, _ in batches), "static shapes"
+        seen.extend(i for _, _, idx in batches for i in idx)
+    assert len(set(counts)) == 1, counts
+    assert sorted(seen) == list(range(41)), "every sample exactly once across ranks"
+
+
+def test_resume_at_random_points_on_s3_is_byte_identical(s3, tmp_path):
+    pattern, _, _ = s3
+    rng = random.Random(11)
+
+    def make():
+        return DataLoader(webdataset(pattern, tmp_path / "cache"), batch_size=4, shuffle=True, seed=5)
+
+    full = make()
+    epoch(full)
+    want = epoch(full)  # epoch 1, uninterrupted
+    for stop in sorted(rng.sample(range(1, len(want)), 3)):
+        first = make()
+        epoch(first)
+        it = iter(first)
+        for _ in range(stop):
+            next(it)
+        state = first.state_dict()
+        it.close()
+        resumed = make()
+        resumed.load_state_dict(state)
+        rest = epoch(resumed)
+        assert len(rest) == len(want) - stop
+        for (x1, y1, i1), (x2, y2, i2) in zip(rest, want[stop:]):
+            assert torch.equal(x1, x2) and torch.equal(y1, y2) and i1 == i2
+
+
+def test_a_truncated_shard_on_s3_is_named_and_its_samples_skipped_within_the_budget(s3, tmp_path):
+    pattern, _, _ = s3
+    cut = pattern.replace("/clean/", "/cut/")
+    strict = DataLoader(webdataset(cut, False), batch_size=8, on_error="fail")
+    with pytest.raises(hpuload.SampleError) as e:
+        list(strict)
+    assert f"s3://{BUCKET}/cut/shard-000001.tar/" in str(e.value)
+    assert "truncated" in str(e.value)
+
+    lenient = DataLoader(webdataset(cut, tmp_path / "cache"), batch_size=8, error_budget=0.5)
+    with pytest.warns(hpuload.torch.SkippedSampleWarning, match="cut/shard-000001.tar/"):
+        batches = list(lenient)
+    assert sum(len(y) for _, y in batches) == 41, "nothing lost: replacements fill the batches"
+    assert lenient.report()["skipped"] >= 1
+
+
+def test_a_missing_shard_on_s3_is_an_error_naming_its_url(s3):
+    pattern, n, _ = s3
+    missing = pattern.replace(f"{n - 1:06}}}", f"{n + 2:06}}}")
+    with pytest.raises(OSError, match=f"s3://{BUCKET}/clean/shard-{n:06}.tar"):
+        DataLoader(webdataset(missing, False), batch_size=8)
+
+
+def test_python_m_hpuload_bench_on_s3_reports_requests_bytes_and_storage_wait(s3, tmp_path):
+    pattern, _, _ = s3
+    r = subprocess.run(
+        [sys.executable, "-m", "hpuload", "bench", "--data", pattern, "--batch", "8", "--epochs", "1",
+         "--pipeline", "resnet50_eval", "--no-shard-cache", "--json", str(tmp_path / "r.json")],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "object storage (measured epochs):" in r.stdout
+    assert "workers waiting for object storage" in r.stdout
+    import json
+
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["storage"]["requests"] >= 41
+    assert report["storage"]["wait_sec"] > 0
+    assert report["stages"]["storage"]["seconds"] > 0
+    assert "hpuload-test-secret" not in r.stdout + r.stderr
