@@ -4,14 +4,13 @@ random points, names damaged shards, and `python -m hpuload bench` reports stora
 
 import os
 import random
-import shutil
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
+import boto3
 import pytest
 import torch
 
@@ -19,8 +18,6 @@ import hpuload
 from hpuload._hpuload import cli
 from hpuload.torch import DataLoader, HabanaDataLoader
 
-boto3 = pytest.importorskip("boto3")
-pytest.importorskip("moto")
 
 BUCKET = "train"
 
