@@ -245,8 +245,14 @@ impl Remote {
     }
 
     /// Starts reading `range` of `path` in the background (one request, counted as waited
-    /// for only when [`Remote::finish_read`] blocks on it).
-    pub(crate) fn start_read(&self, path: &ObjectPath, range: Range<u64>) -> PendingRead {
+    /// for only when [`Remote::finish_read`] blocks on it). When its turn comes (a request slot
+    /// is free) and `cached` has meanwhile landed in the cache, nothing is sent.
+    pub(crate) fn start_read(
+        &self,
+        path: &ObjectPath,
+        range: Range<u64>,
+        cached: Option<Arc<CachedShard>>,
+    ) -> PendingRead {
         let (store, requests, counters) = (
             Arc::clone(&self.store),
             Arc::clone(&self.requests),
@@ -255,17 +261,21 @@ impl Remote {
         let path = path.clone();
         PendingRead(self.runtime.spawn(async move {
             let _permit = requests.acquire().await.expect("never closed");
+            if cached.is_some_and(|c| c.is_cached()) {
+                return Ok(None);
+            }
             counters.requests.fetch_add(1, Ordering::Relaxed);
-            store.get_range(&path, range).await
+            store.get_range(&path, range).await.map(Some)
         }))
     }
 
-    /// Waits for a read started by [`Remote::start_read`] and puts its bytes in `buf`.
+    /// Waits for a read started by [`Remote::start_read`] and puts its bytes in `buf`; `false`
+    /// when it was not sent because its shard is cached now.
     pub(crate) fn finish_read(
         &self,
         mut pending: PendingRead,
         buf: &mut Vec<u8>,
-    ) -> Result<(), object_store::Error> {
+    ) -> Result<bool, object_store::Error> {
         let start = std::time::Instant::now();
         let bytes = self.runtime.block_on(&mut pending.0);
         self.counters.wait_ns.fetch_add(
@@ -276,12 +286,15 @@ impl Remote {
             store: "hpuload",
             source: Box::new(e),
         })??;
+        let Some(bytes) = bytes else {
+            return Ok(false);
+        };
         self.counters
             .bytes
             .fetch_add(bytes.len() as u64, Ordering::Relaxed);
         buf.clear();
         buf.extend_from_slice(&bytes);
-        Ok(())
+        Ok(true)
     }
 
     /// Reads `range` of `path` (one request, retried by object_store), into `buf`.
@@ -411,7 +424,7 @@ impl Remote {
 
 /// A ranged read in flight.
 #[derive(Debug)]
-pub(crate) struct PendingRead(tokio::task::JoinHandle<object_store::Result<bytes::Bytes>>);
+pub(crate) struct PendingRead(tokio::task::JoinHandle<object_store::Result<Option<bytes::Bytes>>>);
 
 impl Drop for PendingRead {
     fn drop(&mut self) {

@@ -316,8 +316,16 @@ impl RemoteShards {
             }
             self.start_download(cache, shard);
         }
-        let fetched = match pending {
-            Some(pending) => self.remote.finish_read(pending, buf),
+        let fetched = match pending.map(|p| self.remote.finish_read(p, buf)) {
+            Some(Ok(true)) => Ok(()),
+            // Not sent: the shard landed in the cache while the read waited for its turn.
+            Some(Ok(false)) => {
+                let cache = self.cache.as_ref().expect("only cached shards skip reads");
+                cache.shards[shard].read(range, buf)?;
+                self.remote.count_cache_hit();
+                return Ok(());
+            }
+            Some(Err(e)) => Err(e),
             None => self.remote.read_range(&self.objects[shard], range, buf),
         };
         let truncated = |size: u64| {
@@ -360,9 +368,10 @@ impl RemoteShards {
                 }
                 self.start_download(cache, shard);
             }
+            let cached = self.cache.as_ref().map(|c| Arc::clone(&c.shards[shard]));
             pending.entry(index).or_insert_with(|| {
                 self.remote
-                    .start_read(&self.objects[shard], offset..offset + len)
+                    .start_read(&self.objects[shard], offset..offset + len, cached)
             });
         }
     }
