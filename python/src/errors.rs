@@ -33,14 +33,21 @@ pub fn to_py(e: hpuload::Error) -> PyErr {
             PyValueError::new_err(message)
         }
         hpuload::Error::Io { path, source } => {
-            PyOSError::new_err((source.raw_os_error().unwrap_or(0), message, path))
+            PyOSError::new_err((
+                source.raw_os_error().unwrap_or(0),
+                message,
+                // A string, not a `pathlib.Path`, which would fold a URL's `//`.
+                path.to_string_lossy().into_owned(),
+            ))
         }
         hpuload::Error::Manifest { .. } | hpuload::Error::EmptyDataset { .. } => {
             PyValueError::new_err(message)
         }
-        hpuload::Error::Sample(s) => {
-            SampleError::new_err((message, s.path.clone(), s.reason().to_string()))
-        }
+        hpuload::Error::Sample(s) => SampleError::new_err((
+            message,
+            s.path.to_string_lossy().into_owned(),
+            s.reason().to_string(),
+        )),
         hpuload::Error::ErrorBudget { .. } => ErrorBudgetExceeded::new_err(message),
         _ => LoaderError::new_err(message),
     }

@@ -504,9 +504,10 @@ struct Batch {
     /// The batch's position in the epoch.
     #[pyo3(get)]
     step: usize,
-    /// Samples that failed and were replaced: `(index, path, reason, message)`.
+    /// Samples that failed and were replaced: `(index, path, reason, message)`; the path as a
+    /// string, since a `pathlib.Path` would fold the `//` of a URL (`s3://bucket/...`).
     #[pyo3(get)]
-    skipped: Vec<(usize, PathBuf, String, String)>,
+    skipped: Vec<(usize, String, String, String)>,
 }
 
 impl Batch {
@@ -527,7 +528,10 @@ impl Batch {
             skipped: b
                 .skipped
                 .into_iter()
-                .map(|s| (s.index, s.path, s.reason.to_string(), s.message))
+                .map(|s| {
+                    let path = s.path.to_string_lossy().into_owned();
+                    (s.index, path, s.reason.to_string(), s.message)
+                })
                 .collect(),
         })
     }

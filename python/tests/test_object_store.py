@@ -158,9 +158,10 @@ def test_a_truncated_shard_on_s3_is_named_and_its_samples_skipped_within_the_bud
         list(strict)
     assert f"s3://{BUCKET}/cut/shard-000001.tar/" in str(e.value)
     assert "truncated" in str(e.value)
+    assert e.value.args[1].startswith(f"s3://{BUCKET}/cut/shard-000001.tar/"), "the path, not folded"
 
     lenient = DataLoader(webdataset(cut, tmp_path / "cache"), batch_size=8, error_budget=0.5)
-    with pytest.warns(hpuload.torch.SkippedSampleWarning, match="cut/shard-000001.tar/"):
+    with pytest.warns(hpuload.torch.SkippedSampleWarning, match=f"[(]s3://{BUCKET}/cut/shard-000001.tar/"):
         batches = list(lenient)
     assert sum(len(y) for _, y in batches) == 41, "nothing lost: replacements fill the batches"
     assert lenient.report()["skipped"] >= 1
