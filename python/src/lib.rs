@@ -219,7 +219,8 @@ impl Loader {
                         .transpose()?
                         .unwrap_or_default();
                     Box::new(move || {
-                        WebDataset::open_with(&spec, &options).map(CoreLoaderBuilderSource::Shards)
+                        WebDataset::open_with(&spec, &options)
+                            .map(|s| CoreLoaderBuilderSource::Shards(Box::new(s)))
                     })
                 }
                 (None, None, Some(samples), None) => {
@@ -442,7 +443,7 @@ enum CoreLoaderBuilderSource {
     Folder(ImageFolder),
     Manifest(Manifest),
     List(ListSource),
-    Shards(WebDataset),
+    Shards(Box<WebDataset>),
 }
 
 impl CoreLoaderBuilderSource {
@@ -451,7 +452,7 @@ impl CoreLoaderBuilderSource {
             Self::Folder(s) => CoreLoader::builder(s),
             Self::Manifest(s) => CoreLoader::builder(s),
             Self::List(s) => CoreLoader::builder(s),
-            Self::Shards(s) => CoreLoader::builder(s),
+            Self::Shards(s) => CoreLoader::builder(*s),
         }
     }
 }
