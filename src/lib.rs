@@ -46,6 +46,7 @@ pub mod pipelines;
 mod rng;
 pub mod sampler;
 pub mod source;
+pub mod stage;
 pub mod tensor;
 
 pub use augment::{Op, Pipeline, Size};
@@ -54,13 +55,14 @@ pub use hpu::{DeviceTensor, Dtype, Hpu, HpuConfig, HpuError, Layout};
 pub use hpuload_decoders as decoders;
 pub use loader::{
     Backend, Batch, Epoch, EpochOf, Loader, LoaderBuilder, LoaderState, OnError, Report, Skip,
-    StageTimes, StateConfig,
+    StateConfig,
 };
 pub use sampler::{LastBatch, Shard};
 pub use source::{
     CacheOptions, Entry, ImageFolder, Manifest, ReadMode, RemoteOptions, SampleBytes, ShardOptions,
     Source, StorageReport, WebDataset,
 };
+pub use stage::{RunsOn, Stage, StageTimes};
 pub use tensor::{HostTensor, Placement, Tensor};
 
 /// Runs the `hpuload` command line (`bench`, `make-dataset`, `preview`) with `args`, the

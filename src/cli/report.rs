@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use hpuload::{Loader, StageTimes};
+use hpuload::{Loader, RunsOn, Stage, StageTimes};
 use serde::Serialize;
 
 use super::bench::BenchArgs;
@@ -54,10 +54,10 @@ impl EpochStats {
 
 /// One stage's time over the measured epochs.
 #[derive(Clone, Debug, Serialize)]
-pub struct Stage {
-    /// `host` (CPU time of loader threads), `device` (emulated device time) or `loop` (wall
-    /// time of the training loop).
-    pub on: &'static str,
+pub struct StageReport {
+    /// `host` (CPU time of loader threads), `device` (emulated device time), `loop` (wall
+    /// time of the training loop) or `storage` (wall time of workers waiting for storage).
+    pub on: RunsOn,
     pub seconds: f64,
     pub ms_per_image: f64,
 }
@@ -100,7 +100,7 @@ pub struct BenchReport {
     pub cores: usize,
     pub host_cpu_sec: f64,
     pub device_sec: f64,
-    pub stages: BTreeMap<&'static str, Stage>,
+    pub stages: BTreeMap<&'static str, StageReport>,
     pub bound: Bound,
     pub samples_loaded: u64,
     pub hw_samples: u64,
@@ -120,47 +120,6 @@ pub struct BenchReport {
     pub per_epoch: Vec<EpochStats>,
     /// Object storage over the measured epochs; `null` for local data.
     pub storage: Option<hpuload::StorageReport>,
-}
-
-/// Stage names, where they run, and how the report describes them.
-const STAGES: [(&str, &str, &str); 10] = [
-    ("read", "host", "reading files"),
-    ("decode_cpu", "host", "JPEG decoding on the CPU"),
-    ("augment", "host", "crop and resize"),
-    (
-        "collate",
-        "host",
-        "flip, normalize and cast into pinned memory",
-    ),
-    ("route", "host", "routing (engine probe, bitstream copy)"),
-    (
-        "decode_engine",
-        "device",
-        "region decode, crop and resize on the media engine",
-    ),
-    ("augment_engine", "device", "device ops after the engine"),
-    ("dma", "device", "host-to-device DMA"),
-    ("wait", "loop", "the training loop waiting for batches"),
-    (
-        "storage",
-        "storage",
-        "workers waiting for object storage (wall)",
-    ),
-];
-
-fn stage_time(s: &StageTimes, name: &str) -> Duration {
-    match name {
-        "read" => s.read,
-        "decode_cpu" => s.decode_cpu,
-        "augment" => s.augment,
-        "collate" => s.collate,
-        "route" => s.route,
-        "decode_engine" => s.decode_engine,
-        "augment_engine" => s.augment_engine,
-        "dma" => s.dma,
-        "storage" => s.storage,
-        _ => s.wait,
-    }
 }
 
 fn median(xs: &[f64]) -> f64 {
@@ -197,15 +156,19 @@ impl BenchReport {
             .map(|e| e.samples_loaded)
             .sum::<u64>()
             .max(1);
-        let stages = STAGES
+        let stages = Stage::ALL
             .iter()
-            .map(|&(name, on, _)| {
-                let d = stage_time(&stage_times, name);
-                let per = if on == "loop" { images } else { loaded };
+            .map(|&stage| {
+                let d = stage_times.get(stage);
+                let per = if stage.runs_on() == RunsOn::Loop {
+                    images
+                } else {
+                    loaded
+                };
                 (
-                    name,
-                    Stage {
-                        on,
+                    stage.name(),
+                    StageReport {
+                        on: stage.runs_on(),
                         seconds: d.as_secs_f64(),
                         ms_per_image: d.as_secs_f64() * 1e3 / per.max(1) as f64,
                     },
@@ -216,7 +179,8 @@ impl BenchReport {
         let wall_sec = sum(&|e| e.wall_sec);
         let r = loader.report();
         let step_ms = args.step_ms;
-        let idle = step_ms.map(|_| 100.0 * stage_times.wait.as_secs_f64() / wall_sec.max(1e-9));
+        let idle = step_ms
+            .map(|_| 100.0 * stage_times.get(Stage::Wait).as_secs_f64() / wall_sec.max(1e-9));
         let (dtype, layout, output_hw) = loader.output();
         Self {
             schema_version: SCHEMA_VERSION,
@@ -284,18 +248,25 @@ impl BenchReport {
         println!("where the time goes (measured epochs, per loaded sample):");
         let host_total = self.host_cpu_sec.max(1e-9);
         let device_total = self.device_sec.max(1e-9);
-        for (name, on, what) in STAGES {
-            let s = &self.stages[name];
-            let share = match on {
-                "loop" => continue,
-                "storage" if self.storage.is_none() => continue,
-                "host" => s.seconds / host_total,
+        for stage in Stage::ALL {
+            let s = &self.stages[stage.name()];
+            let share = match stage.runs_on() {
+                RunsOn::Loop => continue,
+                RunsOn::Storage if self.storage.is_none() => continue,
+                RunsOn::Host => s.seconds / host_total,
                 // Share of the workers' wall time.
-                "storage" => s.seconds / (self.wall_sec * self.workers as f64).max(1e-9),
-                _ => s.seconds / device_total,
+                RunsOn::Storage => s.seconds / (self.wall_sec * self.workers as f64).max(1e-9),
+                RunsOn::Device => s.seconds / device_total,
+            };
+            let on = match stage.runs_on() {
+                RunsOn::Host => "host",
+                RunsOn::Device => "device",
+                RunsOn::Loop => "loop",
+                RunsOn::Storage => "storage",
             };
             println!(
-                "  {on:<6} {what:<44} {:>7.3} ms {:>5.1}%",
+                "  {on:<6} {:<44} {:>7.3} ms {:>5.1}%",
+                stage.description(),
                 s.ms_per_image,
                 100.0 * share
             );
@@ -390,10 +361,10 @@ impl BenchReport {
 /// pipeline's, else DMA when that does, else the host stage with the most CPU time.
 fn bound(s: &StageTimes, worker_wall_sec: f64) -> Bound {
     let host = s.host().as_secs_f64().max(1e-9);
-    let storage = s.storage.as_secs_f64() / worker_wall_sec.max(1e-9);
+    let storage = s.get(Stage::Storage).as_secs_f64() / worker_wall_sec.max(1e-9);
     if storage > 0.5 {
         return Bound {
-            stage: "storage".into(),
+            stage: Stage::Storage.name().into(),
             share: storage,
             summary: format!(
                 "storage-bound: workers spent {:.0}% of their time waiting for object storage",
@@ -401,8 +372,9 @@ fn bound(s: &StageTimes, worker_wall_sec: f64) -> Bound {
             ),
         };
     }
-    let engine = (s.decode_engine + s.augment_engine).as_secs_f64();
-    if engine > host && engine >= s.dma.as_secs_f64() {
+    let engine = (s.get(Stage::DecodeEngine) + s.get(Stage::AugmentEngine)).as_secs_f64();
+    let dma = s.get(Stage::Dma).as_secs_f64();
+    if engine > host && engine >= dma {
         return Bound {
             stage: "media_engine".into(),
             share: engine / s.device().as_secs_f64().max(1e-9),
@@ -413,36 +385,29 @@ fn bound(s: &StageTimes, worker_wall_sec: f64) -> Bound {
             ),
         };
     }
-    if s.dma.as_secs_f64() > host {
+    if dma > host {
         return Bound {
-            stage: "dma".into(),
-            share: s.dma.as_secs_f64() / s.device().as_secs_f64().max(1e-9),
+            stage: Stage::Dma.name().into(),
+            share: dma / s.device().as_secs_f64().max(1e-9),
             summary: format!(
-                "DMA-bound: {:.2}s of host-to-device copies against {host:.2}s of host CPU time",
-                s.dma.as_secs_f64()
+                "DMA-bound: {dma:.2}s of host-to-device copies against {host:.2}s of host CPU time"
             ),
         };
     }
-    let (name, _, what) = STAGES
-        .iter()
-        .filter(|(_, on, _)| *on == "host")
-        .max_by_key(|(name, _, _)| stage_time(s, name))
-        .copied()
+    let stage = Stage::ALL
+        .into_iter()
+        .filter(|st| st.runs_on() == RunsOn::Host)
+        .max_by_key(|&st| s.get(st))
         .expect("there are host stages");
-    let share = stage_time(s, name).as_secs_f64() / host;
-    let word = match name {
-        "read" => "read",
-        "decode_cpu" => "decode",
-        "augment" => "augment",
-        "collate" => "collate",
-        _ => "routing",
-    };
+    let share = s.get(stage).as_secs_f64() / host;
     Bound {
-        stage: name.into(),
+        stage: stage.name().into(),
         share,
         summary: format!(
-            "{word}-bound: {:.0}% of host CPU time in {what}",
-            100.0 * share
+            "{}-bound: {:.0}% of host CPU time in {}",
+            stage.bound_word(),
+            100.0 * share,
+            stage.description()
         ),
     }
 }

@@ -17,6 +17,8 @@ use crossbeam_channel::{Receiver, Sender};
 use serde::Serialize;
 
 pub use builder::LoaderBuilder;
+
+use crate::stage::{Stage, StageTimes};
 pub use state::{LoaderState, StateConfig};
 
 use crate::augment::{OutputWriter, Plan};
@@ -87,77 +89,6 @@ pub struct Skip {
     pub reason: &'static str,
     /// The full message.
     pub message: String,
-}
-
-/// Where time went. Host stages are CPU time of the loader's worker threads (so they add up to
-/// at most wall time x cores); engine stages are CPU time of the emulated media engine's
-/// threads and DMA is CPU time of the emulated DMA engine's thread (device time, which real hardware
-/// spends off the host); `wait` is wall time the training loop spent waiting for batches.
-#[derive(Clone, Copy, Debug, Default, Serialize)]
-pub struct StageTimes {
-    /// Host: reading files.
-    pub read: Duration,
-    /// Host: decoding on the CPU.
-    pub decode_cpu: Duration,
-    /// Host: crop + resize.
-    pub augment: Duration,
-    /// Host: flip + normalize + cast + layout, written into the pinned batch buffer.
-    pub collate: Duration,
-    /// Host: router probes (can the engine take the file?) and bitstream copies.
-    pub route: Duration,
-    /// Device: the media engine's region decode, crop and resize.
-    pub decode_engine: Duration,
-    /// Device: device ops (flip, normalize, cast, layout) after an engine decode.
-    pub augment_engine: Duration,
-    /// Device: host-to-device copies.
-    pub dma: Duration,
-    /// Training loop: time spent waiting for a batch.
-    pub wait: Duration,
-    /// Workers: wall time spent waiting for object storage (requests for samples of shards
-    /// not in the local cache), summed over workers; zero for local data.
-    pub storage: Duration,
-}
-
-impl StageTimes {
-    /// Host CPU time of all host stages.
-    pub fn host(&self) -> Duration {
-        self.read + self.decode_cpu + self.augment + self.collate + self.route
-    }
-
-    /// Emulated device time of all device stages.
-    pub fn device(&self) -> Duration {
-        self.decode_engine + self.augment_engine + self.dma
-    }
-
-    /// `self - earlier`, stage by stage (for the time of an interval).
-    pub fn since(&self, earlier: &Self) -> Self {
-        self.zip_with(earlier, Duration::saturating_sub)
-    }
-
-    /// Applies `f` stage by stage.
-    fn zip_with(&self, other: &Self, f: impl Fn(Duration, Duration) -> Duration) -> Self {
-        Self {
-            read: f(self.read, other.read),
-            decode_cpu: f(self.decode_cpu, other.decode_cpu),
-            augment: f(self.augment, other.augment),
-            collate: f(self.collate, other.collate),
-            route: f(self.route, other.route),
-            decode_engine: f(self.decode_engine, other.decode_engine),
-            augment_engine: f(self.augment_engine, other.augment_engine),
-            dma: f(self.dma, other.dma),
-            wait: f(self.wait, other.wait),
-            storage: f(self.storage, other.storage),
-        }
-    }
-}
-
-impl std::ops::Add for StageTimes {
-    type Output = Self;
-
-    /// Stage by stage (to total several intervals).
-    fn add(self, other: Self) -> Self {
-        self.zip_with(&other, |a, b| a + b)
-    }
 }
 
 /// Cumulative statistics of a loader.
@@ -492,22 +423,16 @@ impl Loader {
             .iter()
             .map(|(k, v)| (k.to_string(), *v))
             .collect();
-        r.stages = StageTimes {
-            read: c.read.get(),
-            decode_cpu: c.decode.get(),
-            augment: c.resize.get(),
-            collate: c.collate.get(),
-            route: c.probe.get(),
-            decode_engine: c.engine_decode.get(),
-            augment_engine: c.engine_augment.get(),
-            dma: self.hpu.dma_stats().busy,
-            wait: self.wait,
-            storage: self
-                .shared
+        r.stages = c.times();
+        r.stages.set(Stage::Dma, self.hpu.dma_stats().busy);
+        r.stages.set(Stage::Wait, self.wait);
+        r.stages.set(
+            Stage::Storage,
+            self.shared
                 .source
                 .storage()
                 .map_or(Duration::ZERO, |s| s.wait),
-        };
+        );
         r.bytes_dma = self.hpu.dma_stats().host_to_device_bytes;
         r.extra_buffers = self.pool.grown();
         r.storage = self.shared.source.storage();

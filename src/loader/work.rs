@@ -18,6 +18,7 @@ use crate::hpu::{CopyRegion, DeviceBuffer, DeviceTensor, EngineContext, Hpu, Hpu
 use crate::pinned::{PinnedBuffer, PinnedPool};
 use crate::rng::{CounterRng, Stream};
 use crate::sampler::BatchPlan;
+use crate::stage::{Stage, StageTimes};
 use crate::tensor::{HostTensor, Lease, Placement, Tensor};
 use crate::{Error, SampleError, SampleErrorKind};
 
@@ -39,18 +40,28 @@ impl Nanos {
 
 #[derive(Default)]
 pub(crate) struct StageCounters {
-    pub read: Nanos,
-    pub probe: Nanos,
-    pub decode: Nanos,
-    pub resize: Nanos,
-    pub collate: Nanos,
-    pub engine_decode: Nanos,
-    pub engine_augment: Nanos,
+    times: [Nanos; Stage::ALL.len()],
     pub samples: AtomicU64,
     pub hw_samples: AtomicU64,
     pub hw_scaled: AtomicU64,
     pub bytes_read: AtomicU64,
     pub fallbacks: Mutex<std::collections::BTreeMap<&'static str, u64>>,
+}
+
+impl StageCounters {
+    /// Adds `time` to `stage`.
+    pub fn add(&self, stage: Stage, time: Duration) {
+        self.times[stage as usize].add(time);
+    }
+
+    /// The time counted so far, per stage (zero for stages not timed by the workers).
+    pub fn times(&self) -> StageTimes {
+        let mut t = StageTimes::default();
+        for stage in Stage::ALL {
+            t.set(stage, self.times[stage as usize].get());
+        }
+        t
+    }
 }
 
 /// One slot of one batch.
@@ -471,7 +482,7 @@ fn engine_decode(
         &mut ctx.pixels,
     );
     let t1 = CpuClock::now();
-    shared.counters.engine_decode.add(t1 - t0);
+    shared.counters.add(Stage::DecodeEngine, t1 - t0);
     decoded?;
     // The device op writes straight into the sample's slot of the batch tensor. Engines take
     // turns on the buffer's lock for the write alone (a few tens of microseconds), which costs
@@ -481,7 +492,7 @@ fn engine_decode(
             .writer
             .write(&ctx.pixels, oh as usize, ow as usize, h.params.flip, slot);
     });
-    shared.counters.engine_augment.add(t1.elapsed());
+    shared.counters.add(Stage::AugmentEngine, t1.elapsed());
     Ok(())
 }
 
@@ -664,7 +675,7 @@ fn load_sample(
         .read(index, shared.read_mode, &mut s.file)
         .map_err(|e| err(SampleErrorKind::Read(e)))?;
     let t1 = CpuClock::now();
-    c.read.add(t1 - t0);
+    c.add(Stage::Read, t1 - t0);
     c.bytes_read
         .fetch_add(bytes.len() as u64, Ordering::Relaxed);
     if let Some(hpu) = engine {
@@ -685,7 +696,7 @@ fn load_sample(
                 } else {
                     upload(hpu, &bytes).map(Some)
                 };
-                c.probe.add(t1.elapsed());
+                c.add(Stage::Route, t1.elapsed());
                 match own {
                     Ok(own) => {
                         c.samples.fetch_add(1, Ordering::Relaxed);
@@ -714,12 +725,12 @@ fn load_sample(
                 return Err(err(SampleErrorKind::Decode(e)))
             }
             Err(DecodeError::Unsupported { reason, .. }) => {
-                c.probe.add(t1.elapsed());
+                c.add(Stage::Route, t1.elapsed());
                 count_fallback(shared, reason);
             }
             // Not an image, corrupt or truncated: the CPU decoder reports it, so the reasons
             // are the same on both paths.
-            Err(_) => c.probe.add(t1.elapsed()),
+            Err(_) => c.add(Stage::Route, t1.elapsed()),
         }
     }
     let t1 = CpuClock::now();
@@ -736,7 +747,7 @@ fn load_sample(
         .map_err(|e| err(SampleErrorKind::Decode(e)))?;
     drop(bytes);
     let t2 = CpuClock::now();
-    c.decode.add(t2 - t1);
+    c.add(Stage::DecodeCpu, t2 - t1);
     let params = shared
         .plan
         .params(shared.seed, epoch, index, info.width, info.height)
@@ -747,11 +758,11 @@ fn load_sample(
         .run(&s.rgb[..len], info.width, info.height, &params.crop)
         .map_err(|m| err(SampleErrorKind::Augment(m)))?;
     let t3 = CpuClock::now();
-    c.resize.add(t3 - t2);
+    c.add(Stage::Augment, t3 - t2);
     shared
         .writer
         .write(resized, oh as usize, ow as usize, params.flip, slot);
-    c.collate.add(t3.elapsed());
+    c.add(Stage::Collate, t3.elapsed());
     c.samples.fetch_add(1, Ordering::Relaxed);
     Ok(Filled::Cpu {
         index,
