@@ -2,6 +2,7 @@
 //! moves filled buffers to the device, and an iterator that yields device batches in order.
 
 mod builder;
+mod layout;
 mod state;
 mod work;
 
@@ -28,6 +29,7 @@ use crate::sampler::{Sampler, Shard};
 use crate::source::{ReadMode, Source};
 use crate::tensor::{Placement, Tensor};
 use crate::Error;
+use layout::BatchLayout;
 use state::{Fnv, Position};
 use work::{BatchWork, Finished, Job, StageCounters};
 
@@ -142,8 +144,7 @@ pub(crate) struct Shared {
     limits: hpuload_decoders::Limits,
     seed: u64,
     on_error: OnError,
-    sample_bytes: usize,
-    labels_offset: usize,
+    layout: BatchLayout,
     counters: StageCounters,
 }
 
@@ -205,11 +206,8 @@ impl Loader {
         }
         let (oh, ow) = plan.out_hw();
         let sample_bytes = oh as usize * ow as usize * 3 * b.dtype.size();
-        let buffer_len = b
-            .batch_size
-            .checked_mul(sample_bytes + 8)
-            .and_then(|n| n.checked_add(64))
-            .ok_or_else(|| {
+        let (layout, buffer_len) =
+            BatchLayout::new(b.batch_size, sample_bytes).ok_or_else(|| {
                 Error::config(
                     "batch_size",
                     format!(
@@ -218,7 +216,6 @@ impl Loader {
                     ),
                 )
             })?;
-        let labels_offset = (b.batch_size * sample_bytes).next_multiple_of(64);
         // A host batch keeps its buffer while the consumer holds it, and a training loop holds
         // the previous batch while it asks for the next one: one more buffer than in flight.
         let buffers = match b.placement {
@@ -268,8 +265,7 @@ impl Loader {
             limits: b.limits,
             seed: b.seed,
             on_error: b.on_error,
-            sample_bytes,
-            labels_offset,
+            layout,
             counters: StageCounters::default(),
         });
         let (jobs_tx, jobs_rx) = crossbeam_channel::bounded::<Job>(in_flight * b.batch_size);
@@ -585,7 +581,7 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
         let plan = loader.sampler.batch(&self.order, seq);
         loader.shared.source.prefetch(&plan.indices);
         let n = plan.indices.len();
-        let images = loader.hpu.alloc(n * loader.shared.sample_bytes)?;
+        let images = loader.hpu.alloc(n * loader.shared.layout.sample_bytes)?;
         let labels = loader.hpu.alloc(n * 8)?;
         let buffer = match loader.placement {
             Placement::Device => loader.pool.take(),
@@ -602,19 +598,22 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
             Layout::Nchw => vec![n, 3, h as usize, w as usize],
             Layout::Nhwc => vec![n, h as usize, w as usize, 3],
         };
-        let work = BatchWork::new(work::BatchSpec {
-            seq,
-            epoch: self.epoch,
-            plan,
-            buffer,
-            images: DeviceTensor::new(images, shape, loader.dtype),
-            labels: DeviceTensor::new(labels, vec![n], Dtype::I64),
-            cancel: Arc::clone(&self.cancel),
-            done: self.done_tx.clone(),
-            pool: loader.pool.returner(),
-            hpu: loader.hpu.clone(),
-            placement: loader.placement,
-        });
+        let work = BatchWork::new(
+            work::BatchSpec {
+                seq,
+                epoch: self.epoch,
+                plan,
+                buffer,
+                images: DeviceTensor::new(images, shape, loader.dtype),
+                labels: DeviceTensor::new(labels, vec![n], Dtype::I64),
+                cancel: Arc::clone(&self.cancel),
+                done: self.done_tx.clone(),
+                pool: loader.pool.returner(),
+                hpu: loader.hpu.clone(),
+                placement: loader.placement,
+            },
+            loader.shared.layout,
+        );
         let jobs = loader
             .jobs
             .as_ref()

@@ -11,10 +11,11 @@ use crossbeam_channel::{Receiver, Sender};
 use hpuload_decoders::jpeg::{choose_scale, Region, Window};
 use hpuload_decoders::{CpuDecoder, Decode, DecodeError, ImageInfo, JpegDecoder};
 
+use super::layout::{BatchLayout, EngineSlot, Slots, LABEL_BYTES};
 use super::{Backend, Batch, OnError, Shared, Skip};
 use crate::augment::{CropBox, Resampler, SampleParams};
 use crate::cpu_time::CpuClock;
-use crate::hpu::{CopyRegion, DeviceBuffer, DeviceTensor, EngineContext, Hpu, HpuError};
+use crate::hpu::{DeviceBuffer, DeviceTensor, EngineContext, Hpu, HpuError};
 use crate::pinned::{PinnedBuffer, PinnedPool};
 use crate::rng::{CounterRng, Stream};
 use crate::sampler::BatchPlan;
@@ -110,7 +111,7 @@ pub(crate) struct BatchWork {
     epoch: u64,
     valid: usize,
     indices: Vec<AtomicUsize>,
-    base: *mut u8,
+    slots: Slots,
     buffer: Mutex<Option<PinnedBuffer>>,
     remaining: AtomicUsize,
     hw: Mutex<Vec<HwSlot>>,
@@ -126,22 +127,16 @@ pub(crate) struct BatchWork {
     placement: Placement,
 }
 
-// SAFETY: `base` points into the pinned buffer owned by `buffer`, whose mapping stays in place
-// (moving the `PinnedBuffer` value does not move it) until the batch completes. Each slot is
-// written by exactly one job at a time: its worker job, then, for a host batch, its media-engine
-// job (see `with_output_slot`), so the raw writes through `base` from several threads never
-// overlap; everything else is behind atomics or mutexes.
-unsafe impl Send for BatchWork {}
-// SAFETY: as above.
-unsafe impl Sync for BatchWork {}
-
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl BatchWork {
-    pub fn new(mut spec: BatchSpec) -> Arc<Self> {
+    pub fn new(mut spec: BatchSpec, layout: BatchLayout) -> Arc<Self> {
         let n = spec.plan.indices.len();
+        // The slots point into the buffer's mapping, which stays in place when `spec.buffer`
+        // moves into `buffer` below, for as long as the batch lives.
+        let slots = Slots::new(&mut spec.buffer, layout, n);
         Arc::new(Self {
             seq: spec.seq,
             epoch: spec.epoch,
@@ -152,7 +147,7 @@ impl BatchWork {
                 .iter()
                 .map(|&i| AtomicUsize::new(i))
                 .collect(),
-            base: spec.buffer.as_mut_ptr(),
+            slots,
             buffer: Mutex::new(Some(spec.buffer)),
             remaining: AtomicUsize::new(n),
             hw: Mutex::new(Vec::new()),
@@ -212,7 +207,7 @@ impl BatchWork {
                     )),
                     Tensor::Host(HostTensor::new(
                         lease,
-                        shared.labels_offset,
+                        shared.layout.labels_offset,
                         labels,
                         crate::Dtype::I64,
                     )),
@@ -263,10 +258,19 @@ impl BatchWork {
             *lock(&self.buffer) = Some(buffer);
             return self.complete(shared);
         }
+        let engine: Vec<EngineSlot> = hw
+            .iter()
+            .map(|h| EngineSlot {
+                slot: h.slot,
+                in_slot: h.own.is_none().then_some(h.len),
+            })
+            .collect();
+        let layout = self.slots.layout();
         let regions = if host {
-            self.bitstream_regions(shared, &hw)
+            layout.bitstream_regions(&engine, self.images.buffer())
         } else {
-            self.upload_regions(shared, &hw)
+            let n = self.indices.len();
+            layout.upload_regions(n, &engine, self.images.buffer(), self.labels.buffer())
         };
         let work = Arc::clone(&self);
         let shared = Arc::clone(shared);
@@ -307,100 +311,27 @@ impl BatchWork {
             });
     }
 
-    /// The bitstreams that ride in their slots (a host batch sends nothing else to the device).
-    fn bitstream_regions(&self, shared: &Shared, hw: &[HwSlot]) -> Vec<CopyRegion> {
-        let sb = shared.sample_bytes;
-        hw.iter()
-            .filter(|h| h.own.is_none())
-            .map(|h| CopyRegion {
-                host_offset: h.slot * sb,
-                device_offset: h.slot * sb,
-                len: h.len,
-                device: self.images.buffer().clone(),
-            })
-            .collect()
-    }
-
-    /// A device batch: the CPU-decoded slots whole, bitstreams only as long as they are, and
-    /// the labels.
-    fn upload_regions(&self, shared: &Shared, hw: &[HwSlot]) -> Vec<CopyRegion> {
-        let n = self.indices.len();
-        let sb = shared.sample_bytes;
-        let mut regions = Vec::with_capacity(hw.len() + 2);
-        let mut next_slot = 0;
-        for h in hw {
-            if h.slot > next_slot {
-                regions.push(CopyRegion {
-                    host_offset: next_slot * sb,
-                    device_offset: next_slot * sb,
-                    len: (h.slot - next_slot) * sb,
-                    device: self.images.buffer().clone(),
-                });
-            }
-            if h.own.is_none() {
-                regions.push(CopyRegion {
-                    host_offset: h.slot * sb,
-                    device_offset: h.slot * sb,
-                    len: h.len,
-                    device: self.images.buffer().clone(),
-                });
-            }
-            next_slot = h.slot + 1;
-        }
-        if n > next_slot {
-            regions.push(CopyRegion {
-                host_offset: next_slot * sb,
-                device_offset: next_slot * sb,
-                len: (n - next_slot) * sb,
-                device: self.images.buffer().clone(),
-            });
-        }
-        regions.push(CopyRegion {
-            host_offset: shared.labels_offset,
-            device_offset: 0,
-            len: n * 8,
-            device: self.labels.buffer().clone(),
-        });
-        regions
-    }
-
     /// Where the media engine's output for `slot` goes: the device tensor, or, for a host
     /// batch, straight into the pinned buffer (a device writes page-locked host memory over the
     /// bus, which is what pinning is for), so nothing has to be copied back afterwards.
-    fn with_output_slot(&self, shared: &Shared, slot: usize, f: impl FnOnce(&mut [u8])) {
-        let sb = shared.sample_bytes;
+    fn with_output_slot(&self, slot: usize, f: impl FnOnce(&mut [u8])) {
         match self.placement {
-            Placement::Device => f(&mut self.images.buffer().lock()[slot * sb..(slot + 1) * sb]),
-            Placement::Host => {
-                assert!(slot < self.indices.len(), "slot {slot} is in the batch");
-                // SAFETY: `base` points into this batch's pinned buffer, which stays mapped and
-                // unread until `complete` (after the last engine job counts down `hw_remaining`
-                // with AcqRel). Each engine job writes only its own slot, and the workers are
-                // done with every slot (`remaining` reached 0 before the engine jobs started).
-                f(unsafe { std::slice::from_raw_parts_mut(self.base.add(slot * sb), sb) })
+            Placement::Device => {
+                f(&mut self.images.buffer().lock()[self.slots.layout().sample(slot)])
             }
+            Placement::Host => f(self.slots.slot_mut(slot).sample),
         }
     }
 
     /// Sets the label of `slot` after the engine's fallback replaced its sample.
-    fn set_label(&self, shared: &Shared, slot: usize, label: i64) {
+    fn set_label(&self, slot: usize, label: i64) {
         let bytes = label.to_ne_bytes();
         match self.placement {
             Placement::Device => {
-                self.labels.buffer().lock()[slot * 8..slot * 8 + 8].copy_from_slice(&bytes)
+                let at = slot * LABEL_BYTES;
+                self.labels.buffer().lock()[at..at + LABEL_BYTES].copy_from_slice(&bytes)
             }
-            Placement::Host => {
-                assert!(slot < self.indices.len(), "slot {slot} is in the batch");
-                // SAFETY: as in `with_output_slot`; the label area starts at `labels_offset`
-                // and holds 8 bytes per slot, written here by this slot's engine job only.
-                let label_slot = unsafe {
-                    std::slice::from_raw_parts_mut(
-                        self.base.add(shared.labels_offset + slot * 8),
-                        8,
-                    )
-                };
-                label_slot.copy_from_slice(&bytes);
-            }
+            Placement::Host => self.slots.slot_mut(slot).label.copy_from_slice(&bytes),
         }
     }
 }
@@ -449,14 +380,15 @@ fn engine_decode(
     h: &HwSlot,
     ctx: &mut EngineContext,
 ) -> Result<(), DecodeError> {
-    let sb = shared.sample_bytes;
     {
         ctx.bitstream.clear();
         match &h.own {
             Some(own) => ctx.bitstream.extend_from_slice(&own.lock()[..h.len]),
-            None => ctx
-                .bitstream
-                .extend_from_slice(&work.images.buffer().lock()[h.slot * sb..h.slot * sb + h.len]),
+            None => {
+                let at = shared.layout.sample(h.slot).start;
+                ctx.bitstream
+                    .extend_from_slice(&work.images.buffer().lock()[at..at + h.len])
+            }
         }
     }
     let t0 = CpuClock::now();
@@ -487,7 +419,7 @@ fn engine_decode(
     // The device op writes straight into the sample's slot of the batch tensor. Engines take
     // turns on the buffer's lock for the write alone (a few tens of microseconds), which costs
     // less than staging the slot elsewhere and copying it in.
-    work.with_output_slot(shared, h.slot, |slot| {
+    work.with_output_slot(h.slot, |slot| {
         shared
             .writer
             .write(&ctx.pixels, oh as usize, ow as usize, h.params.flip, slot);
@@ -506,11 +438,11 @@ fn engine_fallback(shared: &Shared, work: &BatchWork, h: &HwSlot, e: DecodeError
     );
     count_fallback(shared, "engine decode error");
     let mut scratch = Scratch::new(shared);
-    let mut out = vec![0u8; shared.sample_bytes];
+    let mut out = vec![0u8; shared.layout.sample_bytes];
     match fill(shared, &mut scratch, work, h.index, &mut out, None) {
         Ok(Filled::Cpu { index, label }) => {
-            work.with_output_slot(shared, h.slot, |slot| slot.copy_from_slice(&out));
-            work.set_label(shared, h.slot, label);
+            work.with_output_slot(h.slot, |slot| slot.copy_from_slice(&out));
+            work.set_label(h.slot, label);
             work.indices[h.slot].store(index, Ordering::Relaxed);
         }
         Ok(Filled::Hw(_)) => unreachable!("fill without the engine returns CPU samples"),
@@ -578,15 +510,9 @@ enum Filled {
 fn fill_slot(shared: &Shared, scratch: &mut Scratch, job: &Job) {
     let batch = &job.batch;
     let original = batch.indices[job.slot].load(Ordering::Relaxed);
-    // SAFETY: see `BatchWork`: slot `job.slot` is inside the buffer and written by this job only.
-    let slot = unsafe {
-        std::slice::from_raw_parts_mut(
-            batch.base.add(job.slot * shared.sample_bytes),
-            shared.sample_bytes,
-        )
-    };
+    let slot = batch.slots.slot_mut(job.slot);
     let engine = (shared.backend != Backend::Cpu).then_some(&batch.hpu);
-    let (index, label) = match fill(shared, scratch, batch, original, slot, engine) {
+    let (index, label) = match fill(shared, scratch, batch, original, slot.sample, engine) {
         Ok(Filled::Cpu { index, label }) => (index, label),
         Ok(Filled::Hw(h)) => {
             let (index, label) = (h.index, shared.source.entries()[h.index].label);
@@ -598,11 +524,7 @@ fn fill_slot(shared: &Shared, scratch: &mut Scratch, job: &Job) {
         }
         Err(e) => return batch.fail(e),
     };
-    // SAFETY: the label of slot `job.slot` is written by this job only.
-    let label_slot = unsafe {
-        std::slice::from_raw_parts_mut(batch.base.add(shared.labels_offset + job.slot * 8), 8)
-    };
-    label_slot.copy_from_slice(&label.to_ne_bytes());
+    slot.label.copy_from_slice(&label.to_ne_bytes());
     batch.indices[job.slot].store(index, Ordering::Relaxed);
 }
 
