@@ -219,7 +219,7 @@ mod tests {
         let (layout, len) = BatchLayout::new(2, 16).unwrap();
         let mut buffer = PinnedBuffer::new(len).unwrap();
         let slots = Slots::new(&mut buffer, layout, 2);
-        let mut a = slots.slot_mut(0);
+        let a = slots.slot_mut(0);
         a.sample.fill(7);
         a.label.copy_from_slice(&5i64.to_ne_bytes());
         let b = slots.slot_mut(1);

@@ -2,7 +2,10 @@
 //! moves filled buffers to the device, and an iterator that yields device batches in order.
 
 mod builder;
+mod cpu;
+mod engine;
 mod layout;
+mod route;
 mod state;
 mod work;
 

@@ -8,14 +8,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
-use hpuload_decoders::jpeg::{choose_scale, Region, Window};
-use hpuload_decoders::{CpuDecoder, Decode, DecodeError, ImageInfo, JpegDecoder};
+use hpuload_decoders::DecodeError;
 
+use super::cpu::{self, Scratch};
+use super::engine::{engine_decode, engine_fallback, EngineJob, HwSlot};
 use super::layout::{BatchLayout, EngineSlot, Slots, LABEL_BYTES};
+use super::route::{route, Route};
 use super::{Backend, Batch, OnError, Shared, Skip};
-use crate::augment::{CropBox, Resampler, SampleParams};
 use crate::cpu_time::CpuClock;
-use crate::hpu::{DeviceBuffer, DeviceTensor, EngineContext, Hpu, HpuError};
+use crate::hpu::{DeviceTensor, Hpu, HpuError};
 use crate::pinned::{PinnedBuffer, PinnedPool};
 use crate::rng::{CounterRng, Stream};
 use crate::sampler::BatchPlan;
@@ -91,43 +92,30 @@ pub(crate) struct BatchSpec {
     pub placement: Placement,
 }
 
-/// A sample routed to the media engine. Its bitstream rides in its own slot of the batch buffer
-/// when it fits there (one DMA for the whole batch); a larger one was copied to a device buffer
-/// of its own (`own`).
-struct HwSlot {
-    slot: usize,
-    index: usize,
-    len: usize,
-    own: Option<DeviceBuffer>,
-    region: Region,
-    denom: u32,
-    params: SampleParams,
-}
-
 /// A batch being filled. Workers write slots through `base`; the worker that fills the last
 /// slot takes the buffer out and submits it to the DMA engine.
 pub(crate) struct BatchWork {
-    seq: usize,
-    epoch: u64,
-    valid: usize,
-    indices: Vec<AtomicUsize>,
-    slots: Slots,
-    buffer: Mutex<Option<PinnedBuffer>>,
-    remaining: AtomicUsize,
-    hw: Mutex<Vec<HwSlot>>,
-    hw_remaining: AtomicUsize,
-    skips: Mutex<Vec<Skip>>,
-    failure: Mutex<Option<Error>>,
-    images: DeviceTensor,
-    labels: DeviceTensor,
-    cancel: Arc<AtomicBool>,
-    done: Sender<Finished>,
-    pool: Sender<PinnedBuffer>,
-    hpu: Hpu,
-    placement: Placement,
+    pub(super) seq: usize,
+    pub(super) epoch: u64,
+    pub(super) valid: usize,
+    pub(super) indices: Vec<AtomicUsize>,
+    pub(super) slots: Slots,
+    pub(super) buffer: Mutex<Option<PinnedBuffer>>,
+    pub(super) remaining: AtomicUsize,
+    pub(super) hw: Mutex<Vec<HwSlot>>,
+    pub(super) hw_remaining: AtomicUsize,
+    pub(super) skips: Mutex<Vec<Skip>>,
+    pub(super) failure: Mutex<Option<Error>>,
+    pub(super) images: DeviceTensor,
+    pub(super) labels: DeviceTensor,
+    pub(super) cancel: Arc<AtomicBool>,
+    pub(super) done: Sender<Finished>,
+    pub(super) pool: Sender<PinnedBuffer>,
+    pub(super) hpu: Hpu,
+    pub(super) placement: Placement,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -164,11 +152,11 @@ impl BatchWork {
         })
     }
 
-    fn fail(&self, e: Error) {
+    pub(super) fn fail(&self, e: Error) {
         lock(&self.failure).get_or_insert(e);
     }
 
-    fn skip(&self, e: &SampleError) {
+    pub(super) fn skip(&self, e: &SampleError) {
         tracing::warn!("skipping {}", e);
         lock(&self.skips).push(Skip {
             index: e.index,
@@ -180,7 +168,7 @@ impl BatchWork {
 
     /// Sends the batch (or its failure) to the epoch. A host batch takes its pinned buffer
     /// along, lent until its last tensor is dropped.
-    fn complete(&self, shared: &Shared) {
+    pub(super) fn complete(&self, shared: &Shared) {
         let buffer = lock(&self.buffer).take();
         let failure = lock(&self.failure).take();
         let tensors = match (failure, self.placement, buffer) {
@@ -314,7 +302,7 @@ impl BatchWork {
     /// Where the media engine's output for `slot` goes: the device tensor, or, for a host
     /// batch, straight into the pinned buffer (a device writes page-locked host memory over the
     /// bus, which is what pinning is for), so nothing has to be copied back afterwards.
-    fn with_output_slot(&self, slot: usize, f: impl FnOnce(&mut [u8])) {
+    pub(super) fn with_output_slot(&self, slot: usize, f: impl FnOnce(&mut [u8])) {
         match self.placement {
             Placement::Device => {
                 f(&mut self.images.buffer().lock()[self.slots.layout().sample(slot)])
@@ -324,7 +312,7 @@ impl BatchWork {
     }
 
     /// Sets the label of `slot` after the engine's fallback replaced its sample.
-    fn set_label(&self, slot: usize, label: i64) {
+    pub(super) fn set_label(&self, slot: usize, label: i64) {
         let bytes = label.to_ne_bytes();
         match self.placement {
             Placement::Device => {
@@ -332,146 +320,6 @@ impl BatchWork {
                 self.labels.buffer().lock()[at..at + LABEL_BYTES].copy_from_slice(&bytes)
             }
             Placement::Host => self.slots.slot_mut(slot).label.copy_from_slice(&bytes),
-        }
-    }
-}
-
-/// One media-engine job's share of its batch. Dropping it counts the batch down (the last one
-/// completes the batch), however the job ended: a job that did not run to its end (it panicked
-/// on the engine, or was dropped unrun) first fails the batch, naming the sample's file, so no
-/// fault on an engine can leave an epoch waiting.
-struct EngineJob {
-    work: Arc<BatchWork>,
-    shared: Arc<Shared>,
-    index: usize,
-    ran: bool,
-}
-
-impl EngineJob {
-    /// The job ran to its end (its slot holds a sample, or the batch holds its error).
-    fn finished(&mut self) {
-        self.ran = true;
-    }
-}
-
-impl Drop for EngineJob {
-    fn drop(&mut self) {
-        if !self.ran {
-            let path = self.shared.source.entries()[self.index].path.clone();
-            self.work.fail(Error::Sample(SampleError {
-                index: self.index,
-                path,
-                kind: SampleErrorKind::Panic(
-                    "the media engine's job for this sample did not finish".into(),
-                ),
-            }));
-        }
-        if self.work.hw_remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.work.complete(&self.shared);
-        }
-    }
-}
-
-/// On an engine: decode the slot's bitstream (region at scale) straight to the output size, and
-/// run the device op (flip, normalize, cast, layout) into the slot of the device tensor.
-fn engine_decode(
-    shared: &Shared,
-    work: &BatchWork,
-    h: &HwSlot,
-    ctx: &mut EngineContext,
-) -> Result<(), DecodeError> {
-    {
-        ctx.bitstream.clear();
-        match &h.own {
-            Some(own) => ctx.bitstream.extend_from_slice(&own.lock()[..h.len]),
-            None => {
-                let at = shared.layout.sample(h.slot).start;
-                ctx.bitstream
-                    .extend_from_slice(&work.images.buffer().lock()[at..at + h.len])
-            }
-        }
-    }
-    let t0 = CpuClock::now();
-    let (oh, ow) = shared.plan.out_hw();
-    let len = oh as usize * ow as usize * 3;
-    if ctx.pixels.len() != len {
-        ctx.pixels.resize(len, 0);
-    }
-    let c = h.params.crop;
-    let window = Window {
-        left: c.left,
-        top: c.top,
-        width: c.width,
-        height: c.height,
-    };
-    let decoded = ctx.decoder.decode_resized(
-        &ctx.bitstream,
-        h.region,
-        h.denom,
-        window,
-        ow,
-        oh,
-        &mut ctx.pixels,
-    );
-    let t1 = CpuClock::now();
-    shared.counters.add(Stage::DecodeEngine, t1 - t0);
-    decoded?;
-    // The device op writes straight into the sample's slot of the batch tensor. Engines take
-    // turns on the buffer's lock for the write alone (a few tens of microseconds), which costs
-    // less than staging the slot elsewhere and copying it in.
-    work.with_output_slot(h.slot, |slot| {
-        shared
-            .writer
-            .write(&ctx.pixels, oh as usize, ow as usize, h.params.flip, slot);
-    });
-    shared.counters.add(Stage::AugmentEngine, t1.elapsed());
-    Ok(())
-}
-
-/// The engine failed on a file it had accepted: redo the slot on the CPU path (with the usual
-/// skip/replace policy) and write it where the engine's output goes.
-fn engine_fallback(shared: &Shared, work: &BatchWork, h: &HwSlot, e: DecodeError) {
-    let path = shared.source.entries()[h.index].path.clone();
-    tracing::warn!(
-        "media engine failed on {} ({e}); decoding on the CPU",
-        path.display()
-    );
-    count_fallback(shared, "engine decode error");
-    let mut scratch = Scratch::new(shared);
-    let mut out = vec![0u8; shared.layout.sample_bytes];
-    match fill(shared, &mut scratch, work, h.index, &mut out, None) {
-        Ok(Filled::Cpu { index, label }) => {
-            work.with_output_slot(h.slot, |slot| slot.copy_from_slice(&out));
-            work.set_label(h.slot, label);
-            work.indices[h.slot].store(index, Ordering::Relaxed);
-        }
-        Ok(Filled::Hw(_)) => unreachable!("fill without the engine returns CPU samples"),
-        Err(e) => work.fail(e),
-    }
-}
-
-fn count_fallback(shared: &Shared, reason: &'static str) {
-    *lock(&shared.counters.fallbacks).entry(reason).or_default() += 1;
-}
-
-/// A worker's reusable memory: nothing is allocated per sample once these have grown.
-struct Scratch {
-    file: Vec<u8>,
-    rgb: Vec<u8>,
-    decoder: CpuDecoder,
-    engine_probe: JpegDecoder,
-    resampler: Resampler,
-}
-
-impl Scratch {
-    fn new(shared: &Shared) -> Self {
-        let (h, w) = shared.plan.out_hw();
-        Self {
-            file: Vec::new(),
-            rgb: Vec::new(),
-            decoder: CpuDecoder::with_limits(shared.limits),
-            engine_probe: JpegDecoder::with_limits(shared.limits),
-            resampler: Resampler::new(h, w),
         }
     }
 }
@@ -500,7 +348,7 @@ pub(crate) fn worker_main(shared: &Arc<Shared>, jobs: &Receiver<Job>) {
     }
 }
 
-enum Filled {
+pub(super) enum Filled {
     /// Decoded on the host into the slot.
     Cpu { index: usize, label: i64 },
     /// The bitstream is in the slot, for the media engine.
@@ -530,7 +378,7 @@ fn fill_slot(shared: &Shared, scratch: &mut Scratch, job: &Job) {
 
 /// Loads sample `original` (or, under `OnError::Skip`, a deterministic replacement) into
 /// `slot`: decoded on the CPU, or as a bitstream for the engine when `engine` allows.
-fn fill(
+pub(super) fn fill(
     shared: &Shared,
     scratch: &mut Scratch,
     batch: &BatchWork,
@@ -576,6 +424,8 @@ fn is_engine_refusal(shared: &Shared, e: &SampleError) -> bool {
         )
 }
 
+/// Reads sample `index`, routes it, and fills `slot`: with its bitstream for the media engine,
+/// or with the sample decoded and augmented on the CPU.
 fn load_sample(
     shared: &Shared,
     s: &mut Scratch,
@@ -596,134 +446,21 @@ fn load_sample(
         .source
         .read(index, shared.read_mode, &mut s.file)
         .map_err(|e| err(SampleErrorKind::Read(e)))?;
-    let t1 = CpuClock::now();
-    c.add(Stage::Read, t1 - t0);
+    c.add(Stage::Read, t0.elapsed());
     c.bytes_read
         .fetch_add(bytes.len() as u64, Ordering::Relaxed);
-    if let Some(hpu) = engine {
-        // The router: can the media engine take it?
-        let probed = s.engine_probe.probe(&bytes);
-        match probed {
-            Ok(info) => {
-                let params = shared
-                    .plan
-                    .params(shared.seed, epoch, index, info.width, info.height)
-                    .map_err(|m| err(SampleErrorKind::Augment(m)))?;
-                let (oh, ow) = shared.plan.out_hw();
-                let region = covering_region(&params.crop, &info, ow);
-                let denom = choose_scale(region, ow, oh);
-                let own = if bytes.len() <= slot.len() {
-                    slot[..bytes.len()].copy_from_slice(&bytes);
-                    Ok(None)
-                } else {
-                    upload(hpu, &bytes).map(Some)
-                };
-                c.add(Stage::Route, t1.elapsed());
-                match own {
-                    Ok(own) => {
-                        c.samples.fetch_add(1, Ordering::Relaxed);
-                        c.hw_samples.fetch_add(1, Ordering::Relaxed);
-                        if denom > 1 {
-                            c.hw_scaled.fetch_add(1, Ordering::Relaxed);
-                        }
-                        return Ok(Filled::Hw(HwSlot {
-                            slot: 0,
-                            index,
-                            len: bytes.len(),
-                            own,
-                            region,
-                            denom,
-                            params,
-                        }));
-                    }
-                    Err(HpuError::OutOfMemory { .. }) if shared.backend != Backend::Hw => {
-                        count_fallback(shared, "no device memory for the bitstream");
-                    }
-                    // A device fault, not a property of the file: `fill` fails the batch.
-                    Err(e) => return Err(err(SampleErrorKind::Device(e))),
-                }
-            }
-            Err(e @ DecodeError::Unsupported { .. }) if shared.backend == Backend::Hw => {
-                return Err(err(SampleErrorKind::Decode(e)))
-            }
-            Err(DecodeError::Unsupported { reason, .. }) => {
-                c.add(Stage::Route, t1.elapsed());
-                count_fallback(shared, reason);
-            }
-            // Not an image, corrupt or truncated: the CPU decoder reports it, so the reasons
-            // are the same on both paths.
-            Err(_) => c.add(Stage::Route, t1.elapsed()),
-        }
-    }
-    let t1 = CpuClock::now();
-    let info = s
-        .decoder
-        .probe(&bytes)
-        .map_err(|e| err(SampleErrorKind::Decode(e)))?;
-    let len = info.rgb_len();
-    if s.rgb.len() < len {
-        s.rgb.resize(len, 0);
-    }
-    s.decoder
-        .decode_into(&bytes, &info, &mut s.rgb[..len])
-        .map_err(|e| err(SampleErrorKind::Decode(e)))?;
-    drop(bytes);
-    let t2 = CpuClock::now();
-    c.add(Stage::DecodeCpu, t2 - t1);
-    let params = shared
-        .plan
-        .params(shared.seed, epoch, index, info.width, info.height)
-        .map_err(|m| err(SampleErrorKind::Augment(m)))?;
-    let (oh, ow) = shared.plan.out_hw();
-    let resized = s
-        .resampler
-        .run(&s.rgb[..len], info.width, info.height, &params.crop)
-        .map_err(|m| err(SampleErrorKind::Augment(m)))?;
-    let t3 = CpuClock::now();
-    c.add(Stage::Augment, t3 - t2);
-    shared
-        .writer
-        .write(resized, oh as usize, ow as usize, params.flip, slot);
-    c.add(Stage::Collate, t3.elapsed());
-    c.samples.fetch_add(1, Ordering::Relaxed);
-    Ok(Filled::Cpu {
-        index,
-        label: entry.label,
-    })
-}
-
-/// Copies a bitstream too large for its batch slot to a device buffer of its own (through a
-/// host buffer of its own: the rare path, for files larger than a decoded sample).
-fn upload(hpu: &Hpu, bytes: &[u8]) -> Result<DeviceBuffer, HpuError> {
-    let device = hpu.alloc(bytes.len())?;
-    let mut host = crate::pinned::PinnedBuffer::new(bytes.len())
-        .map_err(|e| HpuError::Dma(format!("host buffer for a bitstream: {e}")))?;
-    host.as_mut_slice().copy_from_slice(bytes);
-    hpu.copy_to_device(host, &device).wait()?;
-    Ok(device)
-}
-
-/// The integer region of the image the engine must decode for `crop`: the crop itself for an
-/// integer window; for a fractional window (resize-then-crop), the window plus the resampling
-/// filter's reach on each side, so edge pixels see the same neighbours as a full decode.
-fn covering_region(crop: &CropBox, info: &ImageInfo, out_w: u32) -> Region {
-    let margin = if crop.view {
-        0.0
-    } else {
-        (crop.width / f64::from(out_w)).max(1.0).ceil() + 1.0
+    let routed = match engine {
+        Some(hpu) => route(shared, &mut s.engine_probe, hpu, index, epoch, &bytes, slot),
+        None => Ok(Route::Cpu),
     };
-    let x0 = (crop.left - margin).floor().max(0.0) as u32;
-    let y0 = (crop.top - margin).floor().max(0.0) as u32;
-    let x1 = ((crop.left + crop.width + margin).ceil() as u32)
-        .min(info.width)
-        .max(x0 + 1);
-    let y1 = ((crop.top + crop.height + margin).ceil() as u32)
-        .min(info.height)
-        .max(y0 + 1);
-    Region {
-        x: x0,
-        y: y0,
-        width: x1 - x0,
-        height: y1 - y0,
+    match routed.map_err(err)? {
+        Route::Engine(hw) => Ok(Filled::Hw(hw)),
+        Route::Cpu => {
+            cpu::decode_into(shared, &mut s.cpu, index, epoch, &bytes, slot).map_err(err)?;
+            Ok(Filled::Cpu {
+                index,
+                label: entry.label,
+            })
+        }
     }
 }

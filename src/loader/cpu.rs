@@ -1,0 +1,82 @@
+//! The CPU path: decode on the host, crop and resize (Pillow-exact), then flip, normalize and
+//! cast into the slot of the pinned batch buffer.
+
+use hpuload_decoders::{CpuDecoder, Decode, JpegDecoder};
+
+use super::Shared;
+use crate::augment::Resampler;
+use crate::cpu_time::CpuClock;
+use crate::stage::Stage;
+use crate::SampleErrorKind;
+
+/// A worker's reusable memory: nothing is allocated per sample once these have grown.
+pub(super) struct Scratch {
+    /// The sample's encoded bytes.
+    pub file: Vec<u8>,
+    /// The router's probe (the media engine's parser).
+    pub engine_probe: JpegDecoder,
+    /// The CPU path's own.
+    pub cpu: CpuScratch,
+}
+
+/// What the CPU path reuses: the decoder, the decoded image, the resampler.
+pub(super) struct CpuScratch {
+    rgb: Vec<u8>,
+    decoder: CpuDecoder,
+    resampler: Resampler,
+}
+
+impl Scratch {
+    pub fn new(shared: &Shared) -> Self {
+        let (h, w) = shared.plan.out_hw();
+        Self {
+            file: Vec::new(),
+            engine_probe: JpegDecoder::with_limits(shared.limits),
+            cpu: CpuScratch {
+                rgb: Vec::new(),
+                decoder: CpuDecoder::with_limits(shared.limits),
+                resampler: Resampler::new(h, w),
+            },
+        }
+    }
+}
+
+/// Decodes `bytes` (sample `index`) on the CPU and writes the augmented sample into `slot`.
+pub(super) fn decode_into(
+    shared: &Shared,
+    s: &mut CpuScratch,
+    index: usize,
+    epoch: u64,
+    bytes: &[u8],
+    slot: &mut [u8],
+) -> Result<(), SampleErrorKind> {
+    let c = &shared.counters;
+    let t1 = CpuClock::now();
+    let info = s.decoder.probe(bytes).map_err(SampleErrorKind::Decode)?;
+    let len = info.rgb_len();
+    if s.rgb.len() < len {
+        s.rgb.resize(len, 0);
+    }
+    s.decoder
+        .decode_into(bytes, &info, &mut s.rgb[..len])
+        .map_err(SampleErrorKind::Decode)?;
+    let t2 = CpuClock::now();
+    c.add(Stage::DecodeCpu, t2 - t1);
+    let params = shared
+        .plan
+        .params(shared.seed, epoch, index, info.width, info.height)
+        .map_err(SampleErrorKind::Augment)?;
+    let (oh, ow) = shared.plan.out_hw();
+    let resized = s
+        .resampler
+        .run(&s.rgb[..len], info.width, info.height, &params.crop)
+        .map_err(SampleErrorKind::Augment)?;
+    let t3 = CpuClock::now();
+    c.add(Stage::Augment, t3 - t2);
+    shared
+        .writer
+        .write(resized, oh as usize, ow as usize, params.flip, slot);
+    c.add(Stage::Collate, t3.elapsed());
+    c.samples.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Ok(())
+}

@@ -1,0 +1,99 @@
+//! The router: which samples the media engine takes. One `match` on the backend; the engine's
+//! own probe decides what it can decode, and the crop (drawn here, from the image's size)
+//! decides the region and DCT scale it decodes at.
+
+use std::sync::atomic::Ordering;
+
+use hpuload_decoders::jpeg::choose_scale;
+use hpuload_decoders::{Decode, DecodeError, JpegDecoder};
+
+use super::engine::{count_fallback, covering_region, upload, HwSlot};
+use super::{Backend, Shared};
+use crate::cpu_time::CpuClock;
+use crate::hpu::{Hpu, HpuError};
+use crate::stage::Stage;
+use crate::SampleErrorKind;
+
+/// Where a sample goes.
+pub(super) enum Route {
+    /// To the media engine: its bitstream is in the slot (or a device buffer of its own).
+    Engine(HwSlot),
+    /// To the CPU path.
+    Cpu,
+}
+
+/// Routes sample `index` (its encoded `bytes`): for the engine, the bitstream is copied into
+/// `slot` (or uploaded, when larger than a slot) and the crop decided; the CPU path gets files
+/// the engine cannot take (under `Backend::Auto`), and reports corrupt ones so that the reasons
+/// are the same on both paths.
+pub(super) fn route(
+    shared: &Shared,
+    probe: &mut JpegDecoder,
+    hpu: &Hpu,
+    index: usize,
+    epoch: u64,
+    bytes: &[u8],
+    slot: &mut [u8],
+) -> Result<Route, SampleErrorKind> {
+    let only_engine = match shared.backend {
+        Backend::Cpu => return Ok(Route::Cpu),
+        Backend::Auto => false,
+        Backend::Hw => true,
+    };
+    let c = &shared.counters;
+    let t1 = CpuClock::now();
+    match probe.probe(bytes) {
+        Ok(info) => {
+            let params = shared
+                .plan
+                .params(shared.seed, epoch, index, info.width, info.height)
+                .map_err(SampleErrorKind::Augment)?;
+            let (oh, ow) = shared.plan.out_hw();
+            let region = covering_region(&params.crop, &info, ow);
+            let denom = choose_scale(region, ow, oh);
+            let own = if bytes.len() <= slot.len() {
+                slot[..bytes.len()].copy_from_slice(bytes);
+                Ok(None)
+            } else {
+                upload(hpu, bytes).map(Some)
+            };
+            c.add(Stage::Route, t1.elapsed());
+            match own {
+                Ok(own) => {
+                    c.samples.fetch_add(1, Ordering::Relaxed);
+                    c.hw_samples.fetch_add(1, Ordering::Relaxed);
+                    if denom > 1 {
+                        c.hw_scaled.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(Route::Engine(HwSlot {
+                        slot: 0,
+                        index,
+                        len: bytes.len(),
+                        own,
+                        region,
+                        denom,
+                        params,
+                    }))
+                }
+                Err(HpuError::OutOfMemory { .. }) if !only_engine => {
+                    count_fallback(shared, "no device memory for the bitstream");
+                    Ok(Route::Cpu)
+                }
+                // A device fault, not a property of the file: `fill` fails the batch.
+                Err(e) => Err(SampleErrorKind::Device(e)),
+            }
+        }
+        Err(e @ DecodeError::Unsupported { .. }) if only_engine => Err(SampleErrorKind::Decode(e)),
+        Err(DecodeError::Unsupported { reason, .. }) => {
+            c.add(Stage::Route, t1.elapsed());
+            count_fallback(shared, reason);
+            Ok(Route::Cpu)
+        }
+        // Not an image, corrupt or truncated: the CPU decoder reports it, so the reasons are
+        // the same on both paths.
+        Err(_) => {
+            c.add(Stage::Route, t1.elapsed());
+            Ok(Route::Cpu)
+        }
+    }
+}
