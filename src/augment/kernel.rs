@@ -397,6 +397,12 @@ fn interleaved_row<'a, T: Copy>(
     }
 }
 
+impl crate::hpu::DeviceOp for OutputWriter {
+    fn apply(&self, rgb: &[u8], h: usize, w: usize, flip: bool, out: &mut [u8]) {
+        self.write(rgb, h, w, flip, out);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,32 +1,166 @@
 //! The media engine: `N` fixed-function decoder engines (threads here) fed from one job queue.
-//! Each engine owns its decoder state (the engine's JPEG decoder and SRAM-like scratch); a job
-//! reads a compressed bitstream from device memory and writes a decoded, cropped, resized
-//! image into device memory. What a job does is given by the runtime's user (the loader) as a
-//! closure over [`EngineContext`], so the engine stays independent of any pipeline.
+//! Each engine owns its decoder state (the engine's JPEG decoder and SRAM-like scratch). A job
+//! ([`MediaJob`]) names a compressed bitstream in device memory, the region and DCT scale to
+//! decode, the crop window and output size, the flip, the device op to run on the result and
+//! where the result goes; the engine reads the bitstream, decodes, runs the op into the
+//! destination and reports the outcome. On failure it hands the bitstream back, so that whoever
+//! submitted the job can decode those bytes another way without reading them again.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use crossbeam_channel::Sender;
-use hpuload_decoders::{JpegDecoder, Limits};
+use hpuload_decoders::jpeg::{Region, Window};
+use hpuload_decoders::{DecodeError, JpegDecoder, Limits};
 
-use super::HpuError;
+use super::{DeviceBuffer, HpuError};
+use crate::cpu_time::CpuClock;
 
-/// Per-engine state a job may use.
-pub struct EngineContext {
-    /// The engine's fixed-function JPEG decoder.
-    pub decoder: JpegDecoder,
-    /// Input FIFO: the bitstream, copied out of device memory.
-    pub bitstream: Vec<u8>,
-    /// The engine's output: the decoded, cropped, resized image.
-    pub pixels: Vec<u8>,
-    /// Which engine this is.
-    pub engine: usize,
+/// Bytes in device memory: `len` bytes of `buffer` from `offset`.
+#[derive(Clone, Debug)]
+pub struct DeviceSlice {
+    /// The device buffer.
+    pub buffer: DeviceBuffer,
+    /// Where the bytes start in it.
+    pub offset: usize,
+    /// How many.
+    pub len: usize,
 }
 
-type MediaJob = Box<dyn FnOnce(&mut EngineContext) + Send>;
+/// Page-locked host memory lent to one engine job, which the device writes over the bus (a
+/// host batch's slot).
+pub trait HostSlot: Send {
+    /// Calls `f` with the slot's bytes.
+    fn write(&mut self, f: &mut dyn FnMut(&mut [u8]));
+}
+
+/// Where a job's output goes.
+pub enum Destination {
+    /// Device memory (a sample's slot in a device tensor).
+    Device(DeviceSlice),
+    /// Page-locked host memory.
+    Host(Box<dyn HostSlot>),
+}
+
+/// The device op run on an engine's decoded output (`h x w` RGB): flip, normalize, cast and
+/// layout into the destination.
+pub trait DeviceOp: Send + Sync {
+    /// Writes `rgb` (flipped when `flip`) into `out`.
+    fn apply(&self, rgb: &[u8], h: usize, w: usize, flip: bool, out: &mut [u8]);
+}
+
+/// One decode on the media engine.
+pub struct MediaJob {
+    /// The compressed bitstream.
+    pub source: DeviceSlice,
+    /// The image region to decode (whole MCUs around it are decoded).
+    pub region: Region,
+    /// DCT scale: 1, 2, 4 or 8 (decode at 1/`denom` size).
+    pub denom: u32,
+    /// The crop window in source pixels (fractional), resampled to the output size.
+    pub window: Window,
+    /// Output width and height.
+    pub out_w: u32,
+    /// Output height.
+    pub out_h: u32,
+    /// Mirror the output left to right.
+    pub flip: bool,
+    /// The op run on the decoded pixels into `destination`.
+    pub op: Arc<dyn DeviceOp>,
+    /// Where the op writes.
+    pub destination: Destination,
+    /// Called with the outcome on the engine, once the output is in place. A job dropped
+    /// without running (a panic on the engine, the engine stopped) drops this unrun.
+    pub done: Box<dyn FnOnce(Result<EngineTimes, JobFailure>) + Send>,
+}
+
+/// Engine time a job took, by stage.
+#[derive(Clone, Copy, Debug)]
+pub struct EngineTimes {
+    /// Reading the bitstream and decoding the region, resampled to the output size.
+    pub decode: Duration,
+    /// The device op.
+    pub op: Duration,
+}
+
+/// A job the engine could not decode, with the bitstream it read (for a decode elsewhere).
+#[derive(Debug)]
+pub struct JobFailure {
+    /// Why.
+    pub error: DecodeError,
+    /// The compressed bytes the job named.
+    pub bitstream: Vec<u8>,
+}
+
+/// An engine's own state.
+struct Engine {
+    decoder: JpegDecoder,
+    /// Input FIFO: the bitstream, copied out of device memory.
+    bitstream: Vec<u8>,
+    /// The engine's output: the decoded, cropped, resized image.
+    pixels: Vec<u8>,
+}
+
+impl Engine {
+    fn run(&mut self, job: MediaJob) {
+        let MediaJob {
+            source,
+            region,
+            denom,
+            window,
+            out_w,
+            out_h,
+            flip,
+            op,
+            mut destination,
+            done,
+        } = job;
+        let t0 = CpuClock::now();
+        self.bitstream.clear();
+        self.bitstream
+            .extend_from_slice(&source.buffer.lock()[source.offset..source.offset + source.len]);
+        let len = out_h as usize * out_w as usize * 3;
+        if self.pixels.len() != len {
+            self.pixels.resize(len, 0);
+        }
+        let decoded = self.decoder.decode_resized(
+            &self.bitstream,
+            region,
+            denom,
+            window,
+            out_w,
+            out_h,
+            &mut self.pixels,
+        );
+        let t1 = CpuClock::now();
+        if let Err(error) = decoded {
+            return done(Err(JobFailure {
+                error,
+                bitstream: std::mem::take(&mut self.bitstream),
+            }));
+        }
+        let (h, w, pixels) = (out_h as usize, out_w as usize, &self.pixels);
+        match &mut destination {
+            // Engines take turns on the buffer's lock for the write alone (a few tens of
+            // microseconds), which costs less than staging the slot and copying it in.
+            Destination::Device(d) => op.apply(
+                pixels,
+                h,
+                w,
+                flip,
+                &mut d.buffer.lock()[d.offset..d.offset + d.len],
+            ),
+            Destination::Host(slot) => slot.write(&mut |out| op.apply(pixels, h, w, flip, out)),
+        }
+        done(Ok(EngineTimes {
+            decode: t1 - t0,
+            op: t1.elapsed(),
+        }))
+    }
+}
 
 pub(crate) struct MediaEngine {
     tx: Option<Sender<MediaJob>>,
@@ -43,11 +177,10 @@ impl MediaEngine {
                 std::thread::Builder::new()
                     .name(format!("hpu-media-{engine}"))
                     .spawn(move || {
-                        let fresh = || EngineContext {
+                        let fresh = || Engine {
                             decoder: JpegDecoder::with_limits(limits),
                             bitstream: Vec::new(),
                             pixels: Vec::new(),
-                            engine,
                         };
                         let mut ctx = fresh();
                         for job in rx {
@@ -59,7 +192,7 @@ impl MediaEngine {
                                 if panic_at == Some(n) {
                                     panic!("injected panic in media-engine job {n}");
                                 }
-                                job(&mut ctx);
+                                ctx.run(job);
                             }));
                             if let Err(panic) = ran {
                                 tracing::error!(
@@ -83,12 +216,9 @@ impl MediaEngine {
     ///
     /// # Errors
     /// The engine has shut down (the job is dropped without running).
-    pub fn submit(
-        &self,
-        job: impl FnOnce(&mut EngineContext) + Send + 'static,
-    ) -> Result<(), HpuError> {
+    pub fn submit(&self, job: MediaJob) -> Result<(), HpuError> {
         let tx = self.tx.as_ref().ok_or(HpuError::EngineStopped)?;
-        tx.send(Box::new(job)).map_err(|_| HpuError::EngineStopped)
+        tx.send(job).map_err(|_| HpuError::EngineStopped)
     }
 
     pub fn engines(&self) -> usize {

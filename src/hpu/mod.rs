@@ -11,7 +11,7 @@ mod memory;
 mod tensor;
 
 pub use dma::{DmaEvent, DmaStats};
-pub use media::EngineContext;
+pub use media::{Destination, DeviceOp, DeviceSlice, EngineTimes, HostSlot, JobFailure, MediaJob};
 pub use memory::DeviceBuffer;
 pub use tensor::{DeviceTensor, Dtype, Layout};
 
@@ -220,10 +220,7 @@ impl Hpu {
     ///
     /// # Errors
     /// The engine has shut down.
-    pub fn submit_media(
-        &self,
-        job: impl FnOnce(&mut EngineContext) + Send + 'static,
-    ) -> Result<(), HpuError> {
+    pub fn submit_media(&self, job: MediaJob) -> Result<(), HpuError> {
         self.inner.media.submit(job)
     }
 

@@ -6,15 +6,22 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use hpuload_decoders::jpeg::{Region, Window};
-use hpuload_decoders::{DecodeError, ImageInfo};
+use hpuload_decoders::ImageInfo;
+
+use std::sync::Mutex;
 
 use super::cpu::Scratch;
+use super::layout::LABEL_BYTES;
 use super::work::{fill, lock, BatchWork, Filled};
 use super::Shared;
 use crate::augment::{CropBox, SampleParams};
-use crate::cpu_time::CpuClock;
-use crate::hpu::{DeviceBuffer, EngineContext, Hpu, HpuError};
+use crate::hpu::{
+    CopyRegion, Destination, DeviceBuffer, DeviceSlice, HostSlot, Hpu, HpuError, JobFailure,
+    MediaJob,
+};
+use crate::pinned::PinnedBuffer;
 use crate::stage::Stage;
+use crate::tensor::Placement;
 use crate::{Error, SampleError, SampleErrorKind};
 
 /// A sample routed to the media engine. Its bitstream rides in its own slot of the batch buffer
@@ -66,81 +73,181 @@ impl Drop for EngineJob {
     }
 }
 
-/// On an engine: decode the slot's bitstream (region at scale) straight to the output size, and
-/// run the device op (flip, normalize, cast, layout) into the slot of the device tensor.
-pub(super) fn engine_decode(
-    shared: &Shared,
-    work: &BatchWork,
-    h: &HwSlot,
-    ctx: &mut EngineContext,
-) -> Result<(), DecodeError> {
-    {
-        ctx.bitstream.clear();
-        match &h.own {
-            Some(own) => ctx.bitstream.extend_from_slice(&own.lock()[..h.len]),
-            None => {
-                let at = shared.layout.sample(h.slot).start;
-                ctx.bitstream
-                    .extend_from_slice(&work.images.buffer().lock()[at..at + h.len])
-            }
-        }
-    }
-    let t0 = CpuClock::now();
-    let (oh, ow) = shared.plan.out_hw();
-    let len = oh as usize * ow as usize * 3;
-    if ctx.pixels.len() != len {
-        ctx.pixels.resize(len, 0);
-    }
-    let c = h.params.crop;
-    let window = Window {
-        left: c.left,
-        top: c.top,
-        width: c.width,
-        height: c.height,
+/// Submits sample `h`'s decode to the media engine. The job's output goes to the sample's slot
+/// of the device tensor, or of the pinned buffer for a host batch; `guard` rides with it and
+/// counts the batch down when the job is done (or dropped).
+pub(super) fn submit(guard: EngineJob, h: HwSlot) -> Result<(), HpuError> {
+    let (work, shared) = (Arc::clone(&guard.work), Arc::clone(&guard.shared));
+    let sample = shared.layout.sample(h.slot);
+    let source = match &h.own {
+        Some(own) => DeviceSlice {
+            buffer: own.clone(),
+            offset: 0,
+            len: h.len,
+        },
+        None => DeviceSlice {
+            buffer: work.images.buffer().clone(),
+            offset: sample.start,
+            len: h.len,
+        },
     };
-    let decoded = ctx.decoder.decode_resized(
-        &ctx.bitstream,
-        h.region,
-        h.denom,
-        window,
-        ow,
-        oh,
-        &mut ctx.pixels,
-    );
-    let t1 = CpuClock::now();
-    shared.counters.add(Stage::DecodeEngine, t1 - t0);
-    decoded?;
-    // The device op writes straight into the sample's slot of the batch tensor. Engines take
-    // turns on the buffer's lock for the write alone (a few tens of microseconds), which costs
-    // less than staging the slot elsewhere and copying it in.
-    work.with_output_slot(h.slot, |slot| {
-        shared
-            .writer
-            .write(&ctx.pixels, oh as usize, ow as usize, h.params.flip, slot);
-    });
-    shared.counters.add(Stage::AugmentEngine, t1.elapsed());
-    Ok(())
+    let destination = match work.placement {
+        Placement::Device => Destination::Device(DeviceSlice {
+            buffer: work.images.buffer().clone(),
+            offset: sample.start,
+            len: sample.len(),
+        }),
+        Placement::Host => Destination::Host(Box::new(PinnedSlot {
+            work: Arc::clone(&work),
+            slot: h.slot,
+        })),
+    };
+    let (oh, ow) = shared.plan.out_hw();
+    let c = h.params.crop;
+    let job = MediaJob {
+        source,
+        region: h.region,
+        denom: h.denom,
+        window: Window {
+            left: c.left,
+            top: c.top,
+            width: c.width,
+            height: c.height,
+        },
+        out_w: ow,
+        out_h: oh,
+        flip: h.params.flip,
+        op: Arc::clone(&shared.writer) as _,
+        destination,
+        done: Box::new(move |outcome| {
+            let mut guard = guard;
+            match outcome {
+                Ok(times) => {
+                    guard.shared.counters.add(Stage::DecodeEngine, times.decode);
+                    guard.shared.counters.add(Stage::AugmentEngine, times.op);
+                    guard.finished();
+                }
+                Err(failure) => fallback(guard, &h, failure),
+            }
+        }),
+    };
+    work.hpu.submit_media(job)
 }
 
-/// The engine failed on a file it had accepted: redo the slot on the CPU path (with the usual
-/// skip/replace policy) and write it where the engine's output goes.
-pub(super) fn engine_fallback(shared: &Shared, work: &BatchWork, h: &HwSlot, e: DecodeError) {
-    let path = shared.source.entries()[h.index].path.clone();
+/// A host batch's slot, lent to the engine job that writes it.
+struct PinnedSlot {
+    work: Arc<BatchWork>,
+    slot: usize,
+}
+
+impl HostSlot for PinnedSlot {
+    fn write(&mut self, f: &mut dyn FnMut(&mut [u8])) {
+        f(self.work.slots.slot_mut(self.slot).sample);
+    }
+}
+
+/// What fallbacks reuse.
+#[derive(Default)]
+pub(crate) struct Spare {
+    scratch: Mutex<Vec<Scratch>>,
+    staging: Mutex<Vec<PinnedBuffer>>,
+}
+
+/// The engine failed on a file it had accepted: decode the bytes it hands back on the CPU (with
+/// the usual skip/replace policy) and put the sample where the engine's output goes: straight
+/// into a host batch's pinned slot, or through a pinned staging buffer and the DMA engine into
+/// a device batch (the loader writes no device memory itself).
+fn fallback(mut guard: EngineJob, h: &HwSlot, failure: JobFailure) {
+    let (shared, work) = (Arc::clone(&guard.shared), Arc::clone(&guard.work));
+    let path = &shared.source.entries()[h.index].path;
     tracing::warn!(
-        "media engine failed on {} ({e}); decoding on the CPU",
-        path.display()
+        "media engine failed on {} ({}); decoding on the CPU",
+        path.display(),
+        failure.error
     );
-    count_fallback(shared, "engine decode error");
-    let mut scratch = Scratch::new(shared);
-    let mut out = vec![0u8; shared.layout.sample_bytes];
-    match fill(shared, &mut scratch, work, h.index, &mut out, None) {
-        Ok(Filled::Cpu { index, label }) => {
-            work.with_output_slot(h.slot, |slot| slot.copy_from_slice(&out));
-            work.set_label(h.slot, label);
-            work.indices[h.slot].store(index, Ordering::Relaxed);
+    count_fallback(&shared, "engine decode error");
+    let mut scratch = lock(&shared.spare.scratch)
+        .pop()
+        .unwrap_or_else(|| Scratch::new(&shared));
+    let bytes = Some(&failure.bitstream[..]);
+    match work.placement {
+        Placement::Host => {
+            let slot = work.slots.slot_mut(h.slot);
+            match fill(
+                &shared,
+                &mut scratch,
+                &work,
+                h.index,
+                slot.sample,
+                None,
+                bytes,
+            ) {
+                Ok(Filled::Cpu { index, label }) => {
+                    slot.label.copy_from_slice(&label.to_ne_bytes());
+                    work.indices[h.slot].store(index, Ordering::Relaxed);
+                }
+                Ok(Filled::Hw(_)) => unreachable!("fill without the engine returns CPU samples"),
+                Err(e) => work.fail(e),
+            }
+            lock(&shared.spare.scratch).push(scratch);
+            guard.finished();
         }
-        Ok(Filled::Hw(_)) => unreachable!("fill without the engine returns CPU samples"),
-        Err(e) => work.fail(e),
+        Placement::Device => {
+            let sb = shared.layout.sample_bytes;
+            let staging = match lock(&shared.spare.staging).pop() {
+                Some(b) => Ok(b),
+                None => PinnedBuffer::new(sb + LABEL_BYTES),
+            };
+            let mut staging = match staging {
+                Ok(b) => b,
+                Err(source) => {
+                    work.fail(Error::HostMemory {
+                        what: "a staging buffer for the engine's fallback",
+                        source,
+                    });
+                    lock(&shared.spare.scratch).push(scratch);
+                    return guard.finished();
+                }
+            };
+            let (sample, label) = staging.as_mut_slice().split_at_mut(sb);
+            let filled = fill(&shared, &mut scratch, &work, h.index, sample, None, bytes);
+            lock(&shared.spare.scratch).push(scratch);
+            let (index, label_value) = match filled {
+                Ok(Filled::Cpu { index, label }) => (index, label),
+                Ok(Filled::Hw(_)) => unreachable!("fill without the engine returns CPU samples"),
+                Err(e) => {
+                    work.fail(e);
+                    lock(&shared.spare.staging).push(staging);
+                    return guard.finished();
+                }
+            };
+            label[..LABEL_BYTES].copy_from_slice(&label_value.to_ne_bytes());
+            work.indices[h.slot].store(index, Ordering::Relaxed);
+            let regions = vec![
+                CopyRegion {
+                    host_offset: 0,
+                    device_offset: shared.layout.sample(h.slot).start,
+                    len: sb,
+                    device: work.images.buffer().clone(),
+                },
+                CopyRegion {
+                    host_offset: sb,
+                    device_offset: h.slot * LABEL_BYTES,
+                    len: LABEL_BYTES,
+                    device: work.labels.buffer().clone(),
+                },
+            ];
+            // The batch counts down when the copy is done (the guard rides with it).
+            work.hpu
+                .dma()
+                .host_to_device(staging, regions, move |staging, copied| {
+                    if let Err(e) = copied {
+                        guard.work.fail(e.into());
+                    }
+                    lock(&guard.shared.spare.staging).push(staging);
+                    guard.finished();
+                });
+        }
     }
 }
 

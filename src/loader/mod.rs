@@ -142,13 +142,16 @@ pub(crate) struct Shared {
     source: Arc<dyn Source>,
     backend: Backend,
     plan: Plan,
-    writer: OutputWriter,
+    writer: Arc<OutputWriter>,
     read_mode: ReadMode,
     limits: hpuload_decoders::Limits,
     seed: u64,
     on_error: OnError,
     layout: BatchLayout,
     counters: StageCounters,
+    /// Reused by the media engine's fallbacks (rare): CPU scratch, and pinned staging for a
+    /// device batch's replaced slot.
+    spare: engine::Spare,
 }
 
 /// Yields device-resident batches; see the crate docs for an example.
@@ -260,7 +263,7 @@ impl Loader {
             None => None,
         };
         let shared = Arc::new(Shared {
-            writer: OutputWriter::new(b.dtype, b.layout, plan.normalize),
+            writer: Arc::new(OutputWriter::new(b.dtype, b.layout, plan.normalize)),
             source: b.source,
             backend: b.backend,
             plan,
@@ -270,6 +273,7 @@ impl Loader {
             on_error: b.on_error,
             layout,
             counters: StageCounters::default(),
+            spare: engine::Spare::default(),
         });
         let (jobs_tx, jobs_rx) = crossbeam_channel::bounded::<Job>(in_flight * b.batch_size);
         let workers = (0..b.workers)

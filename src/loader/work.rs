@@ -11,8 +11,8 @@ use crossbeam_channel::{Receiver, Sender};
 use hpuload_decoders::DecodeError;
 
 use super::cpu::{self, Scratch};
-use super::engine::{engine_decode, engine_fallback, EngineJob, HwSlot};
-use super::layout::{BatchLayout, EngineSlot, Slots, LABEL_BYTES};
+use super::engine::{self, EngineJob, HwSlot};
+use super::layout::{BatchLayout, EngineSlot, Slots};
 use super::route::{route, Route};
 use super::{Backend, Batch, OnError, Shared, Skip};
 use crate::cpu_time::CpuClock;
@@ -279,48 +279,18 @@ impl BatchWork {
                 }
                 work.hw_remaining.store(hw.len(), Ordering::Release);
                 for h in hw {
-                    let mut job = EngineJob {
+                    let guard = EngineJob {
                         work: Arc::clone(&work),
                         shared: Arc::clone(&shared),
                         index: h.index,
                         ran: false,
                     };
-                    let submitted = work.hpu.submit_media(move |ctx| {
-                        if let Err(e) = engine_decode(&job.shared, &job.work, &h, ctx) {
-                            engine_fallback(&job.shared, &job.work, &h, e);
-                        }
-                        job.finished();
-                    });
-                    if let Err(e) = submitted {
+                    if let Err(e) = engine::submit(guard, h) {
                         // The job was dropped unrun, and its guard counted it down.
                         work.fail(e.into());
                     }
                 }
             });
-    }
-
-    /// Where the media engine's output for `slot` goes: the device tensor, or, for a host
-    /// batch, straight into the pinned buffer (a device writes page-locked host memory over the
-    /// bus, which is what pinning is for), so nothing has to be copied back afterwards.
-    pub(super) fn with_output_slot(&self, slot: usize, f: impl FnOnce(&mut [u8])) {
-        match self.placement {
-            Placement::Device => {
-                f(&mut self.images.buffer().lock()[self.slots.layout().sample(slot)])
-            }
-            Placement::Host => f(self.slots.slot_mut(slot).sample),
-        }
-    }
-
-    /// Sets the label of `slot` after the engine's fallback replaced its sample.
-    pub(super) fn set_label(&self, slot: usize, label: i64) {
-        let bytes = label.to_ne_bytes();
-        match self.placement {
-            Placement::Device => {
-                let at = slot * LABEL_BYTES;
-                self.labels.buffer().lock()[at..at + LABEL_BYTES].copy_from_slice(&bytes)
-            }
-            Placement::Host => self.slots.slot_mut(slot).label.copy_from_slice(&bytes),
-        }
     }
 }
 
@@ -360,7 +330,7 @@ fn fill_slot(shared: &Shared, scratch: &mut Scratch, job: &Job) {
     let original = batch.indices[job.slot].load(Ordering::Relaxed);
     let slot = batch.slots.slot_mut(job.slot);
     let engine = (shared.backend != Backend::Cpu).then_some(&batch.hpu);
-    let (index, label) = match fill(shared, scratch, batch, original, slot.sample, engine) {
+    let (index, label) = match fill(shared, scratch, batch, original, slot.sample, engine, None) {
         Ok(Filled::Cpu { index, label }) => (index, label),
         Ok(Filled::Hw(h)) => {
             let (index, label) = (h.index, shared.source.entries()[h.index].label);
@@ -377,7 +347,8 @@ fn fill_slot(shared: &Shared, scratch: &mut Scratch, job: &Job) {
 }
 
 /// Loads sample `original` (or, under `OnError::Skip`, a deterministic replacement) into
-/// `slot`: decoded on the CPU, or as a bitstream for the engine when `engine` allows.
+/// `slot`: decoded on the CPU, or as a bitstream for the engine when `engine` allows. `given`:
+/// `original`'s bytes, already in hand (the engine's fallback), instead of reading them.
 pub(super) fn fill(
     shared: &Shared,
     scratch: &mut Scratch,
@@ -385,12 +356,21 @@ pub(super) fn fill(
     original: usize,
     slot: &mut [u8],
     engine: Option<&Hpu>,
+    mut given: Option<&[u8]>,
 ) -> Result<Filled, Error> {
     let n = shared.source.entries().len() as u64;
     let mut replace = CounterRng::new(shared.seed, batch.epoch, original as u64, Stream::Replace);
     let mut index = original;
     for _ in 0..=MAX_REPLACEMENTS {
-        match load_sample(shared, scratch, index, batch.epoch, slot, engine) {
+        match load_sample(
+            shared,
+            scratch,
+            index,
+            batch.epoch,
+            slot,
+            engine,
+            given.take(),
+        ) {
             Ok(filled) => return Ok(filled),
             Err(SampleError {
                 kind: SampleErrorKind::Device(e),
@@ -433,6 +413,7 @@ fn load_sample(
     epoch: u64,
     slot: &mut [u8],
     engine: Option<&Hpu>,
+    given: Option<&[u8]>,
 ) -> Result<Filled, SampleError> {
     let entry = &shared.source.entries()[index];
     let err = |kind| SampleError {
@@ -441,22 +422,28 @@ fn load_sample(
         kind,
     };
     let c = &shared.counters;
-    let t0 = CpuClock::now();
-    let bytes = shared
-        .source
-        .read(index, shared.read_mode, &mut s.file)
-        .map_err(|e| err(SampleErrorKind::Read(e)))?;
-    c.add(Stage::Read, t0.elapsed());
-    c.bytes_read
-        .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+    let read;
+    let bytes: &[u8] = match given {
+        Some(bytes) => bytes,
+        None => {
+            let t0 = CpuClock::now();
+            read = shared
+                .source
+                .read(index, shared.read_mode, &mut s.file)
+                .map_err(|e| err(SampleErrorKind::Read(e)))?;
+            c.add(Stage::Read, t0.elapsed());
+            c.bytes_read.fetch_add(read.len() as u64, Ordering::Relaxed);
+            &read
+        }
+    };
     let routed = match engine {
-        Some(hpu) => route(shared, &mut s.engine_probe, hpu, index, epoch, &bytes, slot),
+        Some(hpu) => route(shared, &mut s.engine_probe, hpu, index, epoch, bytes, slot),
         None => Ok(Route::Cpu),
     };
     match routed.map_err(err)? {
         Route::Engine(hw) => Ok(Filled::Hw(hw)),
         Route::Cpu => {
-            cpu::decode_into(shared, &mut s.cpu, index, epoch, &bytes, slot).map_err(err)?;
+            cpu::decode_into(shared, &mut s.cpu, index, epoch, bytes, slot).map_err(err)?;
             Ok(Filled::Cpu {
                 index,
                 label: entry.label,

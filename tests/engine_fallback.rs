@@ -1,0 +1,98 @@
+//! The media engine's fallback: a JPEG whose headers the engine accepts but whose entropy-coded
+//! data it cannot decode goes to the CPU path with the bytes already read (the file is not read
+//! again), and the result lands where the engine's would have: straight into a host batch's
+//! pinned slot, or through the DMA engine into a device batch.
+
+mod common;
+
+use common::{dataset, host, small_train, HostBatch};
+use hpuload::{Backend, ImageFolder, Loader, OnError, Placement, Report, Source};
+
+/// Overwrites the middle third of the scan of the first JPEG in `dir` with runs of stuffed
+/// 0xFF bytes (all one bits: no Huffman code), keeping its headers and its end marker.
+fn corrupt_scan(dir: &std::path::Path) -> std::path::PathBuf {
+    let folder = ImageFolder::open(dir).unwrap();
+    let victim = folder.entries()[0].path.clone();
+    let mut bytes = std::fs::read(&victim).unwrap();
+    let sos = bytes.windows(2).position(|w| w == [0xFF, 0xDA]).unwrap();
+    let start = sos + 2 + usize::from(u16::from_be_bytes([bytes[sos + 2], bytes[sos + 3]]));
+    let end = bytes.len() - 2;
+    let mut i = start + (end - start) / 3;
+    while i + 1 < start + 2 * (end - start) / 3 {
+        bytes[i] = 0xFF;
+        bytes[i + 1] = 0x00;
+        i += 2;
+    }
+    std::fs::write(&victim, &bytes).unwrap();
+    victim
+}
+
+fn run(dir: &std::path::Path, backend: Backend, placement: Placement) -> (Vec<HostBatch>, Report) {
+    let mut loader = Loader::builder(ImageFolder::open(dir).unwrap())
+        .batch_size(4)
+        .workers(2)
+        .shuffle(3)
+        .backend(backend)
+        .on_error(OnError::Fail)
+        .placement(placement)
+        .pipeline(small_train())
+        .build()
+        .unwrap();
+    let batches = loader.epoch(0).map(|b| host(&b.unwrap())).collect();
+    (batches, loader.report())
+}
+
+/// The bytes of sample `index` in an epoch's batches.
+fn sample_of(batches: &[HostBatch], index: usize) -> Vec<u8> {
+    for (images, _, indices, _) in batches {
+        if let Some(slot) = indices.iter().position(|&i| i == index) {
+            let per = images.len() / indices.len();
+            return images[slot * per..(slot + 1) * per].to_vec();
+        }
+    }
+    panic!("sample {index} is in the epoch")
+}
+
+#[test]
+fn an_engine_decode_failure_is_redone_on_the_cpu_from_the_bytes_in_hand_on_both_placements() {
+    let data = dataset("engine-fallback", 8);
+    corrupt_scan(data.path());
+    let files: u64 = ImageFolder::open(data.path())
+        .unwrap()
+        .entries()
+        .iter()
+        .map(|e| std::fs::metadata(&e.path).unwrap().len())
+        .sum();
+    let (device, on_device) = run(data.path(), Backend::Auto, Placement::Device);
+    let (host_batches, on_host) = run(data.path(), Backend::Auto, Placement::Host);
+    let (cpu, _) = run(data.path(), Backend::Cpu, Placement::Device);
+    for report in [&on_device, &on_host] {
+        assert_eq!(
+            report.fallbacks.get("engine decode error"),
+            Some(&1),
+            "{report:?}"
+        );
+        assert_eq!(
+            report.skipped, 0,
+            "the CPU decodes what the engine could not"
+        );
+        assert_eq!(
+            report.bytes_read, files,
+            "every file read once: the fallback reads nothing"
+        );
+    }
+    assert_eq!(device, host_batches, "the same batches on both placements");
+    assert_eq!(
+        sample_of(&device, 0),
+        sample_of(&cpu, 0),
+        "the CPU path's sample"
+    );
+    // A device batch gets the fallback's sample and label through the DMA engine; a host batch
+    // sends only bitstreams (no labels) to the device.
+    let sample_bytes = 32 * 32 * 3 * 2;
+    assert_eq!(
+        on_device.bytes_dma,
+        on_host.bytes_dma + 8 * 8 + sample_bytes + 8,
+        "labels, then the fallback's sample and label"
+    );
+}
