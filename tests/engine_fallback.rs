@@ -96,3 +96,29 @@ fn an_engine_decode_failure_is_redone_on_the_cpu_from_the_bytes_in_hand_on_both_
         "labels, then the fallback's sample and label"
     );
 }
+
+#[test]
+fn with_only_the_engine_a_decode_failure_fails_naming_the_file_instead_of_falling_back() {
+    let data = dataset("engine-fallback-hw", 8);
+    let victim = corrupt_scan(data.path());
+    for policy in [OnError::Skip, OnError::Fail] {
+        let mut loader = Loader::builder(ImageFolder::open(data.path()).unwrap())
+            .batch_size(4)
+            .workers(2)
+            .backend(Backend::Hw)
+            .on_error(policy)
+            .pipeline(small_train())
+            .build()
+            .unwrap();
+        let err = loader
+            .epoch(0)
+            .find_map(Result::err)
+            .expect("the batch with the victim fails")
+            .to_string();
+        assert!(err.contains(&victim.display().to_string()), "{err}");
+        assert!(
+            loader.report().fallbacks.is_empty(),
+            "nothing went to the CPU"
+        );
+    }
+}

@@ -68,6 +68,9 @@ pub struct MediaJob {
     pub out_h: u32,
     /// Mirror the output left to right.
     pub flip: bool,
+    /// The decoder's limits for this bitstream (its submitter's: the loader's
+    /// `decoder_limits`).
+    pub limits: Limits,
     /// The op run on the decoded pixels into `destination`.
     pub op: Arc<dyn DeviceOp>,
     /// Where the op writes.
@@ -114,10 +117,12 @@ impl Engine {
             out_w,
             out_h,
             flip,
+            limits,
             op,
             mut destination,
             done,
         } = job;
+        self.decoder.set_limits(limits);
         let t0 = CpuClock::now();
         self.bitstream.clear();
         self.bitstream

@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use super::cpu::Scratch;
 use super::layout::LABEL_BYTES;
 use super::work::{fill, lock, BatchWork, Filled};
-use super::Shared;
+use super::{Backend, Shared};
 use crate::augment::{CropBox, SampleParams};
 use crate::hpu::{
     CopyRegion, Destination, DeviceBuffer, DeviceSlice, HostSlot, Hpu, HpuError, JobFailure,
@@ -117,6 +117,7 @@ pub(super) fn submit(guard: EngineJob, h: HwSlot) -> Result<(), HpuError> {
         out_w: ow,
         out_h: oh,
         flip: h.params.flip,
+        limits: shared.limits,
         op: Arc::clone(&shared.writer) as _,
         destination,
         done: Box::new(move |outcome| {
@@ -153,13 +154,24 @@ pub(crate) struct Spare {
     staging: Mutex<Vec<PinnedBuffer>>,
 }
 
-/// The engine failed on a file it had accepted: decode the bytes it hands back on the CPU (with
-/// the usual skip/replace policy) and put the sample where the engine's output goes: straight
+/// The engine failed on a file it had accepted. With `Backend::Hw` that fails the batch, naming
+/// the file. Otherwise, decode the bytes it hands back on the CPU (with the usual skip/replace
+/// policy) and put the sample where the engine's output goes: straight
 /// into a host batch's pinned slot, or through a pinned staging buffer and the DMA engine into
 /// a device batch (the loader writes no device memory itself).
 fn fallback(mut guard: EngineJob, h: &HwSlot, failure: JobFailure) {
     let (shared, work) = (Arc::clone(&guard.shared), Arc::clone(&guard.work));
     let path = &shared.source.entries()[h.index].path;
+    if shared.backend == Backend::Hw {
+        // Only the engine: what it cannot decode is an error, whatever the skip policy (as for
+        // a file it refuses at the router).
+        work.fail(Error::Sample(SampleError {
+            index: h.index,
+            path: path.clone(),
+            kind: SampleErrorKind::Decode(failure.error),
+        }));
+        return guard.finished();
+    }
     tracing::warn!(
         "media engine failed on {} ({}); decoding on the CPU",
         path.display(),

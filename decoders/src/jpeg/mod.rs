@@ -132,6 +132,11 @@ impl std::fmt::Debug for JpegDecoder {
 }
 
 impl JpegDecoder {
+    /// Replaces the decoder's limits (the media engine takes each job's).
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
+    }
+
     /// A decoder with the given limits.
     pub fn with_limits(limits: Limits) -> Self {
         Self {
