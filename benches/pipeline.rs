@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use hpuload::augment::{CropBox, OutputWriter, Resampler, IMAGENET_MEAN, IMAGENET_STD};
-use hpuload::decoders::jpeg::{choose_scale, scaled_region, Region, Window};
+use hpuload::decoders::jpeg::{choose_scale, scaled_region, Region, ResizeRequest, Window};
 use hpuload::decoders::{CpuDecoder, Decode, JpegDecoder};
 use hpuload::pinned::PinnedBuffer;
 use hpuload::{pipelines, Backend, Dtype, Hpu, HpuConfig, ImageFolder, Layout, Loader, Source};
@@ -110,8 +110,18 @@ fn stages(c: &mut Criterion) {
                     height: r.height.into(),
                 };
                 let denom = choose_scale(r, 224, 224);
-                e.decode_resized(bytes, r, denom, window, 224, 224, &mut resized)
-                    .unwrap();
+                e.decode_resized(
+                    bytes,
+                    &ResizeRequest {
+                        region: r,
+                        denom,
+                        window,
+                        out_w: 224,
+                        out_h: 224,
+                    },
+                    &mut resized,
+                )
+                .unwrap();
             }
         })
     });

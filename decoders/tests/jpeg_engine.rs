@@ -4,7 +4,7 @@
 use hpuload_decoders::testing::psnr;
 use std::path::{Path, PathBuf};
 
-use hpuload_decoders::jpeg::{choose_scale, scaled_region, Region, Window};
+use hpuload_decoders::jpeg::{choose_scale, scaled_region, Region, ResizeRequest, Window};
 use hpuload_decoders::{CpuDecoder, Decode, DecodeError, JpegDecoder};
 
 fn fixtures() -> PathBuf {
@@ -382,8 +382,18 @@ fn resized_decode_agrees_with_resampling_a_full_decode() {
                 height: wh,
             };
             let mut ours = vec![0; (out.0 * out.1 * 3) as usize];
-            d.decode_resized(&bytes, region, 1, window, out.0, out.1, &mut ours)
-                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            d.decode_resized(
+                &bytes,
+                &ResizeRequest {
+                    region,
+                    denom: 1,
+                    window,
+                    out_w: out.0,
+                    out_h: out.1,
+                },
+                &mut ours,
+            )
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
             let reference = reference_resize(&full, w, region, window, out);
             let p = psnr(&ours, &reference);
             assert!(
@@ -393,8 +403,18 @@ fn resized_decode_agrees_with_resampling_a_full_decode() {
             // At a reduced DCT scale the decode itself differs from a full one.
             let denom = choose_scale(region, out.0, out.1);
             if denom > 1 {
-                d.decode_resized(&bytes, region, denom, window, out.0, out.1, &mut ours)
-                    .unwrap();
+                d.decode_resized(
+                    &bytes,
+                    &ResizeRequest {
+                        region,
+                        denom,
+                        window,
+                        out_w: out.0,
+                        out_h: out.1,
+                    },
+                    &mut ours,
+                )
+                .unwrap();
                 let p = psnr(&ours, &reference);
                 assert!(p >= 32.0, "{name} 1/{denom}: PSNR {p:.1} dB");
             }
@@ -419,18 +439,48 @@ fn a_window_outside_its_region_a_wrapping_region_or_a_wrong_output_buffer_is_an_
         height: 24.0,
     };
     let mut out = vec![0; 16 * 16 * 3];
-    d.decode_resized(&bytes, region, 1, inside, 16, 16, &mut out)
-        .unwrap();
+    d.decode_resized(
+        &bytes,
+        &ResizeRequest {
+            region,
+            denom: 1,
+            window: inside,
+            out_w: 16,
+            out_h: 16,
+        },
+        &mut out,
+    )
+    .unwrap();
     let outside = Window {
         left: 4.0,
         ..inside
     };
     assert!(matches!(
-        d.decode_resized(&bytes, region, 1, outside, 16, 16, &mut out),
+        d.decode_resized(
+            &bytes,
+            &ResizeRequest {
+                region,
+                denom: 1,
+                window: outside,
+                out_w: 16,
+                out_h: 16
+            },
+            &mut out
+        ),
         Err(DecodeError::Parameter(_))
     ));
     assert!(matches!(
-        d.decode_resized(&bytes, region, 1, inside, 16, 15, &mut out),
+        d.decode_resized(
+            &bytes,
+            &ResizeRequest {
+                region,
+                denom: 1,
+                window: inside,
+                out_w: 16,
+                out_h: 15
+            },
+            &mut out
+        ),
         Err(DecodeError::BufferSize { .. })
     ));
     // A region whose end does not fit in 32 bits is outside the image, not a wrapped small one.
@@ -440,7 +490,17 @@ fn a_window_outside_its_region_a_wrapping_region_or_a_wrong_output_buffer_is_an_
         ..region
     };
     assert!(matches!(
-        d.decode_resized(&bytes, wrapping, 1, inside, 16, 16, &mut out),
+        d.decode_resized(
+            &bytes,
+            &ResizeRequest {
+                region: wrapping,
+                denom: 1,
+                window: inside,
+                out_w: 16,
+                out_h: 16
+            },
+            &mut out
+        ),
         Err(DecodeError::Parameter(_))
     ));
     let mut rgb = vec![0; 8 * 24 * 3];
@@ -486,7 +546,17 @@ fn damaged_files_never_panic() {
                         height: f64::from(info.height),
                     };
                     let mut out = vec![0; 9 * 7 * 3];
-                    let _ = d.decode_resized(&m, r, denom, window, 9, 7, &mut out);
+                    let _ = d.decode_resized(
+                        &m,
+                        &ResizeRequest {
+                            region: r,
+                            denom,
+                            window,
+                            out_w: 9,
+                            out_h: 7,
+                        },
+                        &mut out,
+                    );
                 }
             }
         }

@@ -6,23 +6,32 @@
 //! also a fractional window inside the region and the output size; the rest is the file.
 #![no_main]
 
-use hpuload_decoders::jpeg::{scaled_region, Region, Window, SCALE_DENOMINATORS};
+use hpuload_decoders::jpeg::{scaled_region, Region, ResizeRequest, Window, SCALE_DENOMINATORS};
 use hpuload_decoders::{Decode, JpegDecoder, Limits};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Some((params, file)) = data.split_at_checked(5) else { return };
+    let Some((params, file)) = data.split_at_checked(5) else {
+        return;
+    };
     // A small pixel limit keeps each run fast; the limit logic itself is what is exercised.
     let mut limits = Limits::default();
     limits.max_pixels = 4_000_000;
     let mut decoder = JpegDecoder::with_limits(limits);
-    let Ok(info) = decoder.probe(file) else { return };
+    let Ok(info) = decoder.probe(file) else {
+        return;
+    };
     let frac = |b: u8, full: u32| (u64::from(b) * u64::from(full) / 256) as u32;
     let x = frac(params[0], info.width);
     let y = frac(params[1], info.height);
     let width = (frac(params[2], info.width - x)).max(1);
     let height = (frac(params[3], info.height - y)).max(1);
-    let region = Region { x, y, width, height };
+    let region = Region {
+        x,
+        y,
+        width,
+        height,
+    };
     let denom = SCALE_DENOMINATORS[usize::from(params[4] % 4)];
     let sr = scaled_region(&info, region, denom);
     let mut out = vec![0u8; sr.width as usize * sr.height as usize * 3];
@@ -37,5 +46,15 @@ fuzz_target!(|data: &[u8]| {
     };
     let (out_w, out_h) = (1 + u32::from(params[2] % 64), 1 + u32::from(params[3] % 64));
     let mut out = vec![0u8; out_w as usize * out_h as usize * 3];
-    let _ = decoder.decode_resized(file, region, denom, window, out_w, out_h, &mut out);
+    let _ = decoder.decode_resized(
+        file,
+        &ResizeRequest {
+            region,
+            denom,
+            window,
+            out_w,
+            out_h,
+        },
+        &mut out,
+    );
 });

@@ -19,7 +19,10 @@ fuzz_target!(|data: &[u8]| {
         }
         Err((line, reason)) => {
             let lines = data.split(|&b| b == b'\n').count();
-            assert!(line >= 1 && line <= lines, "error on line {line} of {lines}");
+            assert!(
+                line >= 1 && line <= lines,
+                "error on line {line} of {lines}"
+            );
             assert!(!reason.is_empty());
         }
     }

@@ -23,6 +23,47 @@ pub struct CropBox {
 }
 
 impl CropBox {
+    /// The media engine's name for the same window (the decoders' geometry vocabulary).
+    pub fn window(&self) -> hpuload_decoders::jpeg::Window {
+        hpuload_decoders::jpeg::Window {
+            left: self.left,
+            top: self.top,
+            width: self.width,
+            height: self.height,
+        }
+    }
+
+    /// The integer region of a `width` x `height` image that the engine must decode for this
+    /// crop at `out_w` output columns: the crop itself for an integer window; for a fractional
+    /// window (resize-then-crop), the window plus the resampling filter's reach on each side,
+    /// so edge pixels see the same neighbours as a full decode.
+    pub fn covering_region(
+        &self,
+        width: u32,
+        height: u32,
+        out_w: u32,
+    ) -> hpuload_decoders::jpeg::Region {
+        let margin = if self.view {
+            0.0
+        } else {
+            (self.width / f64::from(out_w)).max(1.0).ceil() + 1.0
+        };
+        let x0 = (self.left - margin).floor().max(0.0) as u32;
+        let y0 = (self.top - margin).floor().max(0.0) as u32;
+        let x1 = ((self.left + self.width + margin).ceil() as u32)
+            .min(width)
+            .max(x0 + 1);
+        let y1 = ((self.top + self.height + margin).ceil() as u32)
+            .min(height)
+            .max(y0 + 1);
+        hpuload_decoders::jpeg::Region {
+            x: x0,
+            y: y0,
+            width: x1 - x0,
+            height: y1 - y0,
+        }
+    }
+
     /// The whole `width`x`height` image.
     pub fn full(width: u32, height: u32) -> Self {
         Self {

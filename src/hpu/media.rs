@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
-use hpuload_decoders::jpeg::{Region, Window};
+use hpuload_decoders::jpeg::ResizeRequest;
 use hpuload_decoders::{DecodeError, JpegDecoder, Limits};
 
 use super::{DeviceBuffer, HpuError};
@@ -56,16 +56,8 @@ pub trait DeviceOp: Send + Sync {
 pub struct MediaJob {
     /// The compressed bitstream.
     pub source: DeviceSlice,
-    /// The image region to decode (whole MCUs around it are decoded).
-    pub region: Region,
-    /// DCT scale: 1, 2, 4 or 8 (decode at 1/`denom` size).
-    pub denom: u32,
-    /// The crop window in source pixels (fractional), resampled to the output size.
-    pub window: Window,
-    /// Output width and height.
-    pub out_w: u32,
-    /// Output height.
-    pub out_h: u32,
+    /// The region to decode, its DCT scale, and the crop window resampled to the output size.
+    pub request: ResizeRequest,
     /// Mirror the output left to right.
     pub flip: bool,
     /// The decoder's limits for this bitstream (its submitter's: the loader's
@@ -111,11 +103,7 @@ impl Engine {
     fn run(&mut self, job: MediaJob) {
         let MediaJob {
             source,
-            region,
-            denom,
-            window,
-            out_w,
-            out_h,
+            request,
             flip,
             limits,
             op,
@@ -127,19 +115,14 @@ impl Engine {
         self.bitstream.clear();
         self.bitstream
             .extend_from_slice(&source.buffer.lock()[source.offset..source.offset + source.len]);
-        let len = out_h as usize * out_w as usize * 3;
+        let (out_h, out_w) = (request.out_h as usize, request.out_w as usize);
+        let len = out_h * out_w * 3;
         if self.pixels.len() != len {
             self.pixels.resize(len, 0);
         }
-        let decoded = self.decoder.decode_resized(
-            &self.bitstream,
-            region,
-            denom,
-            window,
-            out_w,
-            out_h,
-            &mut self.pixels,
-        );
+        let decoded = self
+            .decoder
+            .decode_resized(&self.bitstream, &request, &mut self.pixels);
         let t1 = CpuClock::now();
         if let Err(error) = decoded {
             return done(Err(JobFailure {
@@ -147,7 +130,7 @@ impl Engine {
                 bitstream: std::mem::take(&mut self.bitstream),
             }));
         }
-        let (h, w, pixels) = (out_h as usize, out_w as usize, &self.pixels);
+        let (h, w, pixels) = (out_h, out_w, &self.pixels);
         match &mut destination {
             // Engines take turns on the buffer's lock for the write alone (a few tens of
             // microseconds), which costs less than staging the slot and copying it in.

@@ -5,8 +5,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use hpuload_decoders::jpeg::{Region, Window};
-use hpuload_decoders::ImageInfo;
+use hpuload_decoders::jpeg::{Region, ResizeRequest};
 
 use std::sync::Mutex;
 
@@ -14,7 +13,7 @@ use super::cpu::Scratch;
 use super::layout::LABEL_BYTES;
 use super::work::{fill, lock, BatchWork, Filled};
 use super::{Backend, Shared};
-use crate::augment::{CropBox, SampleParams};
+use crate::augment::SampleParams;
 use crate::hpu::{
     CopyRegion, Destination, DeviceBuffer, DeviceSlice, HostSlot, Hpu, HpuError, JobFailure,
     MediaJob,
@@ -106,16 +105,13 @@ pub(super) fn submit(guard: EngineJob, h: HwSlot) -> Result<(), HpuError> {
     let c = h.params.crop;
     let job = MediaJob {
         source,
-        region: h.region,
-        denom: h.denom,
-        window: Window {
-            left: c.left,
-            top: c.top,
-            width: c.width,
-            height: c.height,
+        request: ResizeRequest {
+            region: h.region,
+            denom: h.denom,
+            window: c.window(),
+            out_w: ow,
+            out_h: oh,
         },
-        out_w: ow,
-        out_h: oh,
         flip: h.params.flip,
         limits: shared.limits,
         op: Arc::clone(&shared.writer) as _,
@@ -276,29 +272,4 @@ pub(super) fn upload(hpu: &Hpu, bytes: &[u8]) -> Result<DeviceBuffer, HpuError> 
     host.as_mut_slice().copy_from_slice(bytes);
     hpu.copy_to_device(host, &device).wait()?;
     Ok(device)
-}
-
-/// The integer region of the image the engine must decode for `crop`: the crop itself for an
-/// integer window; for a fractional window (resize-then-crop), the window plus the resampling
-/// filter's reach on each side, so edge pixels see the same neighbours as a full decode.
-pub(super) fn covering_region(crop: &CropBox, info: &ImageInfo, out_w: u32) -> Region {
-    let margin = if crop.view {
-        0.0
-    } else {
-        (crop.width / f64::from(out_w)).max(1.0).ceil() + 1.0
-    };
-    let x0 = (crop.left - margin).floor().max(0.0) as u32;
-    let y0 = (crop.top - margin).floor().max(0.0) as u32;
-    let x1 = ((crop.left + crop.width + margin).ceil() as u32)
-        .min(info.width)
-        .max(x0 + 1);
-    let y1 = ((crop.top + crop.height + margin).ceil() as u32)
-        .min(info.height)
-        .max(y0 + 1);
-    Region {
-        x: x0,
-        y: y0,
-        width: x1 - x0,
-        height: y1 - y0,
-    }
 }

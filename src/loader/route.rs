@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use hpuload_decoders::jpeg::choose_scale;
 use hpuload_decoders::{Decode, DecodeError, JpegDecoder};
 
-use super::engine::{count_fallback, covering_region, upload, HwSlot};
+use super::engine::{count_fallback, upload, HwSlot};
 use super::{Backend, Shared};
 use crate::cpu_time::CpuClock;
 use crate::hpu::{Hpu, HpuError};
@@ -49,7 +49,7 @@ pub(super) fn route(
                 .params(shared.seed, epoch, index, info.width, info.height)
                 .map_err(SampleErrorKind::Augment)?;
             let (oh, ow) = shared.plan.out_hw();
-            let region = covering_region(&params.crop, &info, ow);
+            let region = params.crop.covering_region(info.width, info.height, ow);
             let denom = choose_scale(region, ow, oh);
             let own = if bytes.len() <= slot.len() {
                 slot[..bytes.len()].copy_from_slice(bytes);

@@ -12,18 +12,22 @@
 // Block transforms and planar loops read most clearly with explicit indices.
 #![allow(clippy::needless_range_loop)]
 
+mod colour;
 mod header;
 mod huffman;
 mod idct;
 mod resample;
+mod upsample;
 
 use crate::jpeg_markers;
 use crate::{Decode, DecodeError, ImageFormat, ImageInfo, Limits};
+use colour::YccTables;
 use header::Header;
 use huffman::{BitReader, HuffmanTable, Unstuffed, EOB_RUN};
 use idct::Idct;
 pub use resample::Window;
 use resample::{Axis, PlaneGeometry, PlaneResampler, Target};
+use upsample::Upsample;
 
 /// Natural-order index of the `k`-th zigzag coefficient.
 pub(crate) const ZIGZAG: [usize; 64] = [
@@ -59,6 +63,22 @@ impl Region {
 
 /// The DCT-domain scale denominators the engine supports.
 pub const SCALE_DENOMINATORS: [u32; 4] = [1, 2, 4, 8];
+
+/// What [`JpegDecoder::decode_resized`] does: decode `region` at 1/`denom` scale, and resample
+/// `window` (in full-size source pixels, inside `region`) to `out_w` x `out_h`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ResizeRequest {
+    /// The region to decode (whole MCUs around it are entropy-decoded).
+    pub region: Region,
+    /// DCT scale denominator: 1, 2, 4 or 8.
+    pub denom: u32,
+    /// The crop window, fractional, in source pixels.
+    pub window: Window,
+    /// Output width.
+    pub out_w: u32,
+    /// Output height.
+    pub out_h: u32,
+}
 
 /// Picks the smallest decode (largest denominator) that still gives at least `out_w`x`out_h`
 /// pixels for `region`, so the final resize only ever shrinks.
@@ -190,17 +210,19 @@ impl JpegDecoder {
     /// # Errors
     /// As [`JpegDecoder::decode_region`]; also a window outside `region` or an `out` that does
     /// not hold exactly `out_w * out_h * 3` bytes.
-    #[allow(clippy::too_many_arguments)]
     pub fn decode_resized(
         &mut self,
         bytes: &[u8],
-        region: Region,
-        denom: u32,
-        window: Window,
-        out_w: u32,
-        out_h: u32,
+        request: &ResizeRequest,
         out: &mut [u8],
     ) -> Result<(), DecodeError> {
+        let ResizeRequest {
+            region,
+            denom,
+            window,
+            out_w,
+            out_h,
+        } = *request;
         let (h, sr) = self.prepare(bytes, region, denom)?;
         if out_w == 0 || out_h == 0 {
             return Err(DecodeError::Parameter("output size must be at least 1x1"));
@@ -463,284 +485,6 @@ impl JpegDecoder {
     }
 }
 
-/// libjpeg's "fancy" chroma upsampling, one output row at a time.
-///
-/// Vertically, `colsum = 3 * near + far` (or `4 * near` without vertical subsampling);
-/// horizontally, `out = (3 * colsum[c] + colsum[neighbour] + bias) >> 4` (or
-/// `(4 * colsum[c] + bias) >> 4`). The biases reproduce libjpeg's rounding in every mode:
-/// h2v2 (8, 7), h2v1 (4, 8), h1v2 (4 on even rows, 8 on odd), h1v1 exact. At the image's
-/// edges the neighbour is the sample itself, as in libjpeg.
-struct Upsample {
-    hmax: usize,
-    vmax: usize,
-    y_odd: bool,
-    /// AVX2 was detected at run time.
-    avx2: bool,
-}
-
-impl Upsample {
-    /// Fills `out` with chroma for scaled-image columns `x0..x0 + out.len()`. `near` and `far`
-    /// are chroma plane rows whose first sample is column `cx0`; `cw` is the number of valid
-    /// chroma columns in the image.
-    #[allow(clippy::too_many_arguments)]
-    fn row(
-        &self,
-        near: &[u8],
-        far: &[u8],
-        cx0: usize,
-        cw: usize,
-        x0: usize,
-        colsum: &mut Vec<i16>,
-        out: &mut [u8],
-    ) {
-        let w = out.len();
-        if self.hmax == 1 && self.vmax == 1 {
-            out.copy_from_slice(&near[x0 - cx0..x0 - cx0 + w]);
-            return;
-        }
-        // Column sums for chroma columns first..=last, padded with one neighbour on each side
-        // (the real one, or the edge sample replicated at the image's edges).
-        let first = x0 / self.hmax;
-        let last = (x0 + w - 1) / self.hmax;
-        let lo = first.saturating_sub(1);
-        let hi = (last + 1).min(cw - 1);
-        colsum.clear();
-        if first == 0 {
-            colsum.push(0); // replaced below by the replicated edge
-        }
-        let (n, f) = (&near[lo - cx0..=hi - cx0], &far[lo - cx0..=hi - cx0]);
-        if self.vmax == 2 {
-            colsum.extend(
-                n.iter()
-                    .zip(f)
-                    .map(|(&a, &b)| 3 * i16::from(a) + i16::from(b)),
-            );
-        } else {
-            colsum.extend(n.iter().map(|&a| 4 * i16::from(a)));
-        }
-        if first == 0 {
-            colsum[0] = colsum[1];
-        }
-        if last + 1 > hi {
-            colsum.push(*colsum.last().expect("at least one column"));
-        }
-        // Now colsum[k] is column first - 1 + k.
-        if self.hmax == 1 {
-            let bias = if self.y_odd { 8 } else { 4 };
-            for (o, &c) in out.iter_mut().zip(&colsum[1..]) {
-                *o = ((4 * c + bias) >> 4) as u8;
-            }
-            return;
-        }
-        let (be, bo) = if self.vmax == 2 { (8, 7) } else { (4, 8) };
-        let (mut i, mut k) = (0, 1);
-        if x0 % 2 == 1 {
-            out[0] = ((3 * colsum[1] + colsum[2] + bo) >> 4) as u8;
-            i = 1;
-            k = 2;
-        }
-        let pairs = (w - i) / 2;
-        h2_pairs(
-            self.avx2,
-            &colsum[k - 1..k + pairs + 1],
-            be,
-            bo,
-            &mut out[i..i + 2 * pairs],
-        );
-        if i + 2 * pairs < w {
-            let k = k + pairs;
-            out[w - 1] = ((3 * colsum[k] + colsum[k - 1] + be) >> 4) as u8;
-        }
-    }
-}
-
-/// Horizontal 2x fancy upsampling of column sums: for `cs[p + 1]`, the output pair
-/// `(3 * cs[p + 1] + cs[p] + be) >> 4` and `(3 * cs[p + 1] + cs[p + 2] + bo) >> 4`.
-/// `cs` holds `out.len() / 2 + 2` sums.
-fn h2_pairs(avx2: bool, cs: &[i16], be: i16, bo: i16, out: &mut [u8]) {
-    assert!(cs.len() >= out.len() / 2 + 2 && out.len() % 2 == 0);
-    let mut done = 0;
-    #[cfg(target_arch = "x86_64")]
-    if avx2 {
-        // SAFETY: AVX2 support was detected at run time (`avx2` is only set then); the lengths
-        // were checked above.
-        done = unsafe { h2_pairs_avx2(cs, be, bo, out) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = avx2;
-    for (p, pair) in out.chunks_exact_mut(2).enumerate().skip(done) {
-        let (l, c, r) = (cs[p], cs[p + 1], cs[p + 2]);
-        pair[0] = ((3 * c + l + be) >> 4) as u8;
-        pair[1] = ((3 * c + r + bo) >> 4) as u8;
-    }
-}
-
-/// [`h2_pairs`] for the first multiple of 16 pairs; returns how many pairs it wrote. Each
-/// 16-bit lane computes both outputs of a pair and stores them as its low and high byte,
-/// which is their order in memory, so no shuffle is needed.
-///
-/// # Safety
-/// The CPU must support AVX2; `cs.len() >= out.len() / 2 + 2`.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn h2_pairs_avx2(cs: &[i16], be: i16, bo: i16, out: &mut [u8]) -> usize {
-    use std::arch::x86_64::{
-        __m256i, _mm256_add_epi16, _mm256_loadu_si256, _mm256_or_si256, _mm256_set1_epi16,
-        _mm256_slli_epi16, _mm256_srli_epi16, _mm256_storeu_si256,
-    };
-    let full = out.len() / 32;
-    let (vbe, vbo) = (_mm256_set1_epi16(be), _mm256_set1_epi16(bo));
-    for blk in 0..full {
-        let p = blk * 16;
-        // SAFETY: the loads read `cs[p..p + 18]`, inside `cs` as `p + 16 <= out.len() / 2`;
-        // the store writes `out[2p..2p + 32]`, inside `out`. Unaligned accesses are allowed.
-        // Sums are at most 4 * 1020 + 8, so 16-bit lanes do not overflow.
-        unsafe {
-            let at = |d: usize| _mm256_loadu_si256(cs.as_ptr().add(p + d).cast::<__m256i>());
-            let (l, c, r) = (at(0), at(1), at(2));
-            let c3 = _mm256_add_epi16(c, _mm256_add_epi16(c, c));
-            let even = _mm256_srli_epi16(_mm256_add_epi16(_mm256_add_epi16(c3, l), vbe), 4);
-            let odd = _mm256_srli_epi16(_mm256_add_epi16(_mm256_add_epi16(c3, r), vbo), 4);
-            let pair = _mm256_or_si256(even, _mm256_slli_epi16(odd, 8));
-            _mm256_storeu_si256(out.as_mut_ptr().add(2 * p).cast::<__m256i>(), pair);
-        }
-    }
-    full * 16
-}
-
-/// libjpeg's YCbCr -> RGB in 16-bit fixed point: R, G and B are computed as planes in chunks
-/// (vectorized; an AVX2 build is chosen at run time) and then interleaved.
-struct YccTables {
-    avx2: bool,
-}
-
-impl YccTables {
-    fn new() -> Self {
-        #[cfg(target_arch = "x86_64")]
-        let avx2 = std::arch::is_x86_feature_detected!("avx2");
-        #[cfg(not(target_arch = "x86_64"))]
-        let avx2 = false;
-        Self { avx2 }
-    }
-
-    fn convert(&self, y: &[u8], cb: &[u8], cr: &[u8], out: &mut [u8]) {
-        #[cfg(target_arch = "x86_64")]
-        if self.avx2 {
-            // SAFETY: AVX2 support was detected at run time in `YccTables::new`.
-            unsafe { ycc_avx2(y, cb, cr, out) };
-            return;
-        }
-        ycc_generic(y, cb, cr, out);
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn ycc_avx2(y: &[u8], cb: &[u8], cr: &[u8], out: &mut [u8]) {
-    ycc_chunks::<true>(y, cb, cr, out);
-}
-
-fn ycc_generic(y: &[u8], cb: &[u8], cr: &[u8], out: &mut [u8]) {
-    ycc_chunks::<false>(y, cb, cr, out);
-}
-
-/// `PLANAR_TO_RGB[k][c]`: the byte shuffle that puts channel `c` of 16 pixels into its places
-/// in the `k`-th 16 bytes of their 48 interleaved RGB bytes (0x80: leave zero).
-#[cfg(target_arch = "x86_64")]
-const PLANAR_TO_RGB: [[[u8; 16]; 3]; 3] = {
-    let mut m = [[[0x80u8; 16]; 3]; 3];
-    let mut byte = 0;
-    while byte < 48 {
-        m[byte / 16][byte % 3][byte % 16] = (byte / 3) as u8;
-        byte += 1;
-    }
-    m
-};
-
-/// Interleaves the first `n` pixels of planar R, G and B into `out`, 16 pixels per three
-/// byte shuffles per output vector.
-///
-/// # Safety
-/// The CPU must support SSSE3 (implied by AVX2, which the only caller has checked).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-#[inline]
-unsafe fn interleave_x86(r: &[u8; 64], g: &[u8; 64], b: &[u8; 64], n: usize, out: &mut [u8]) {
-    use std::arch::x86_64::_mm_storeu_si128;
-    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_or_si128, _mm_shuffle_epi8};
-    let full = n / 16;
-    let mask = |k: usize, c: usize| {
-        // SAFETY: a 16-byte array read as one unaligned 128-bit load.
-        unsafe { _mm_loadu_si128(PLANAR_TO_RGB[k][c].as_ptr().cast::<__m128i>()) }
-    };
-    for blk in 0..full {
-        let dst = &mut out[blk * 48..blk * 48 + 48];
-        // SAFETY: each load reads 16 bytes at `blk * 16 <= 48` of a 64-byte array; each store
-        // writes 16 bytes inside `dst`, a 48-byte slice. Unaligned accesses are allowed.
-        unsafe {
-            let at = |p: &[u8; 64]| _mm_loadu_si128(p.as_ptr().add(blk * 16).cast::<__m128i>());
-            let (rv, gv, bv) = (at(r), at(g), at(b));
-            for k in 0..3 {
-                let v = _mm_or_si128(
-                    _mm_or_si128(
-                        _mm_shuffle_epi8(rv, mask(k, 0)),
-                        _mm_shuffle_epi8(gv, mask(k, 1)),
-                    ),
-                    _mm_shuffle_epi8(bv, mask(k, 2)),
-                );
-                _mm_storeu_si128(dst.as_mut_ptr().add(16 * k).cast::<__m128i>(), v);
-            }
-        }
-    }
-    for i in full * 16..n {
-        out[3 * i] = r[i];
-        out[3 * i + 1] = g[i];
-        out[3 * i + 2] = b[i];
-    }
-}
-
-#[inline(always)]
-fn ycc_chunks<const X86_SIMD: bool>(y: &[u8], cb: &[u8], cr: &[u8], out: &mut [u8]) {
-    const CHUNK: usize = 64;
-    const HALF: i32 = 1 << 15;
-    for (((y, cb), cr), out) in y
-        .chunks(CHUNK)
-        .zip(cb.chunks(CHUNK))
-        .zip(cr.chunks(CHUNK))
-        .zip(out.chunks_mut(3 * CHUNK))
-    {
-        let n = y.len();
-        // Whole chunks only (a short one is padded): a constant trip count vectorizes with no
-        // scalar remainder loop, which a row width that is not a multiple of 32 would need.
-        let (mut ys, mut cbs, mut crs) = ([0u8; CHUNK], [128u8; CHUNK], [128u8; CHUNK]);
-        ys[..n].copy_from_slice(y);
-        cbs[..n].copy_from_slice(cb);
-        crs[..n].copy_from_slice(cr);
-        let (mut r, mut g, mut b) = ([0u8; CHUNK], [0u8; CHUNK], [0u8; CHUNK]);
-        for i in 0..CHUNK {
-            let (yv, cbv, crv) = (
-                i32::from(ys[i]),
-                i32::from(cbs[i]) - 128,
-                i32::from(crs[i]) - 128,
-            );
-            r[i] = (yv + ((91_881 * crv + HALF) >> 16)).clamp(0, 255) as u8;
-            g[i] = (yv + ((-22_554 * cbv - 46_802 * crv + HALF) >> 16)).clamp(0, 255) as u8;
-            b[i] = (yv + ((116_130 * cbv + HALF) >> 16)).clamp(0, 255) as u8;
-        }
-        #[cfg(target_arch = "x86_64")]
-        if X86_SIMD {
-            // SAFETY: `X86_SIMD` is true only in `ycc_avx2`, called after AVX2 was detected.
-            unsafe { interleave_x86(&r, &g, &b, n, out) };
-            continue;
-        }
-        for (i, px) in out.chunks_exact_mut(3).enumerate() {
-            px[0] = r[i];
-            px[1] = g[i];
-            px[2] = b[i];
-        }
-    }
-}
-
 fn bad(msg: &'static str) -> DecodeError {
     DecodeError::corrupt(ImageFormat::Jpeg, msg)
 }
@@ -908,31 +652,5 @@ mod tests {
         );
         assert!(coef.iter().all(|&c| c == 0));
         assert!(!br.ends_early());
-    }
-
-    #[test]
-    fn simd_and_portable_colour_conversion_agree_at_every_row_width() {
-        let mut x = 7u32;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        };
-        let tables = YccTables::new();
-        for w in [1, 15, 16, 17, 63, 64, 65, 100, 224, 501] {
-            let planes: Vec<Vec<u8>> = (0..3).map(|_| (0..w).map(|_| next()).collect()).collect();
-            let (mut fast, mut portable) = (vec![0u8; 3 * w], vec![0u8; 3 * w]);
-            tables.convert(&planes[0], &planes[1], &planes[2], &mut fast);
-            ycc_generic(&planes[0], &planes[1], &planes[2], &mut portable);
-            assert_eq!(fast, portable, "width {w}");
-            // Mid-grey chroma leaves luma unchanged.
-            let grey = vec![128u8; w];
-            tables.convert(&planes[0], &grey, &grey, &mut fast);
-            assert!(fast
-                .chunks(3)
-                .zip(&planes[0])
-                .all(|(px, &y)| px == [y, y, y]));
-        }
     }
 }

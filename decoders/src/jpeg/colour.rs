@@ -1,0 +1,167 @@
+//! YCbCr -> RGB conversion (libjpeg's 16-bit fixed point): the portable code and the AVX2 and
+//! SSSE3 kernels side by side, chosen at run time.
+
+/// libjpeg's YCbCr -> RGB in 16-bit fixed point: R, G and B are computed as planes in chunks
+/// (vectorized; an AVX2 build is chosen at run time) and then interleaved.
+pub(super) struct YccTables {
+    /// AVX2 was detected at run time.
+    pub avx2: bool,
+}
+
+impl YccTables {
+    pub fn new() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        let avx2 = std::arch::is_x86_feature_detected!("avx2");
+        #[cfg(not(target_arch = "x86_64"))]
+        let avx2 = false;
+        Self { avx2 }
+    }
+
+    pub fn convert(&self, y: &[u8], cb: &[u8], cr: &[u8], out: &mut [u8]) {
+        #[cfg(target_arch = "x86_64")]
+        if self.avx2 {
+            // SAFETY: AVX2 support was detected at run time in `YccTables::new`.
+            unsafe { ycc_avx2(y, cb, cr, out) };
+            return;
+        }
+        ycc_generic(y, cb, cr, out);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn ycc_avx2(y: &[u8], cb: &[u8], cr: &[u8], out: &mut [u8]) {
+    ycc_chunks::<true>(y, cb, cr, out);
+}
+
+pub(super) fn ycc_generic(y: &[u8], cb: &[u8], cr: &[u8], out: &mut [u8]) {
+    ycc_chunks::<false>(y, cb, cr, out);
+}
+
+/// `PLANAR_TO_RGB[k][c]`: the byte shuffle that puts channel `c` of 16 pixels into its places
+/// in the `k`-th 16 bytes of their 48 interleaved RGB bytes (0x80: leave zero).
+#[cfg(target_arch = "x86_64")]
+const PLANAR_TO_RGB: [[[u8; 16]; 3]; 3] = {
+    let mut m = [[[0x80u8; 16]; 3]; 3];
+    let mut byte = 0;
+    while byte < 48 {
+        m[byte / 16][byte % 3][byte % 16] = (byte / 3) as u8;
+        byte += 1;
+    }
+    m
+};
+
+/// Interleaves the first `n` pixels of planar R, G and B into `out`, 16 pixels per three
+/// byte shuffles per output vector.
+///
+/// # Safety
+/// The CPU must support SSSE3 (implied by AVX2, which the only caller has checked).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn interleave_x86(r: &[u8; 64], g: &[u8; 64], b: &[u8; 64], n: usize, out: &mut [u8]) {
+    use std::arch::x86_64::_mm_storeu_si128;
+    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_or_si128, _mm_shuffle_epi8};
+    let full = n / 16;
+    let mask = |k: usize, c: usize| {
+        // SAFETY: a 16-byte array read as one unaligned 128-bit load.
+        unsafe { _mm_loadu_si128(PLANAR_TO_RGB[k][c].as_ptr().cast::<__m128i>()) }
+    };
+    for blk in 0..full {
+        let dst = &mut out[blk * 48..blk * 48 + 48];
+        // SAFETY: each load reads 16 bytes at `blk * 16 <= 48` of a 64-byte array; each store
+        // writes 16 bytes inside `dst`, a 48-byte slice. Unaligned accesses are allowed.
+        unsafe {
+            let at = |p: &[u8; 64]| _mm_loadu_si128(p.as_ptr().add(blk * 16).cast::<__m128i>());
+            let (rv, gv, bv) = (at(r), at(g), at(b));
+            for k in 0..3 {
+                let v = _mm_or_si128(
+                    _mm_or_si128(
+                        _mm_shuffle_epi8(rv, mask(k, 0)),
+                        _mm_shuffle_epi8(gv, mask(k, 1)),
+                    ),
+                    _mm_shuffle_epi8(bv, mask(k, 2)),
+                );
+                _mm_storeu_si128(dst.as_mut_ptr().add(16 * k).cast::<__m128i>(), v);
+            }
+        }
+    }
+    for i in full * 16..n {
+        out[3 * i] = r[i];
+        out[3 * i + 1] = g[i];
+        out[3 * i + 2] = b[i];
+    }
+}
+
+#[inline(always)]
+fn ycc_chunks<const X86_SIMD: bool>(y: &[u8], cb: &[u8], cr: &[u8], out: &mut [u8]) {
+    const CHUNK: usize = 64;
+    const HALF: i32 = 1 << 15;
+    for (((y, cb), cr), out) in y
+        .chunks(CHUNK)
+        .zip(cb.chunks(CHUNK))
+        .zip(cr.chunks(CHUNK))
+        .zip(out.chunks_mut(3 * CHUNK))
+    {
+        let n = y.len();
+        // Whole chunks only (a short one is padded): a constant trip count vectorizes with no
+        // scalar remainder loop, which a row width that is not a multiple of 32 would need.
+        let (mut ys, mut cbs, mut crs) = ([0u8; CHUNK], [128u8; CHUNK], [128u8; CHUNK]);
+        ys[..n].copy_from_slice(y);
+        cbs[..n].copy_from_slice(cb);
+        crs[..n].copy_from_slice(cr);
+        let (mut r, mut g, mut b) = ([0u8; CHUNK], [0u8; CHUNK], [0u8; CHUNK]);
+        for i in 0..CHUNK {
+            let (yv, cbv, crv) = (
+                i32::from(ys[i]),
+                i32::from(cbs[i]) - 128,
+                i32::from(crs[i]) - 128,
+            );
+            r[i] = (yv + ((91_881 * crv + HALF) >> 16)).clamp(0, 255) as u8;
+            g[i] = (yv + ((-22_554 * cbv - 46_802 * crv + HALF) >> 16)).clamp(0, 255) as u8;
+            b[i] = (yv + ((116_130 * cbv + HALF) >> 16)).clamp(0, 255) as u8;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if X86_SIMD {
+            // SAFETY: `X86_SIMD` is true only in `ycc_avx2`, called after AVX2 was detected.
+            unsafe { interleave_x86(&r, &g, &b, n, out) };
+            continue;
+        }
+        for (i, px) in out.chunks_exact_mut(3).enumerate() {
+            px[0] = r[i];
+            px[1] = g[i];
+            px[2] = b[i];
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn simd_and_portable_colour_conversion_agree_at_every_row_width() {
+        let mut x = 7u32;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        };
+        let tables = YccTables::new();
+        for w in [1, 15, 16, 17, 63, 64, 65, 100, 224, 501] {
+            let planes: Vec<Vec<u8>> = (0..3).map(|_| (0..w).map(|_| next()).collect()).collect();
+            let (mut fast, mut portable) = (vec![0u8; 3 * w], vec![0u8; 3 * w]);
+            tables.convert(&planes[0], &planes[1], &planes[2], &mut fast);
+            ycc_generic(&planes[0], &planes[1], &planes[2], &mut portable);
+            assert_eq!(fast, portable, "width {w}");
+            // Mid-grey chroma leaves luma unchanged.
+            let grey = vec![128u8; w];
+            tables.convert(&planes[0], &grey, &grey, &mut fast);
+            assert!(fast
+                .chunks(3)
+                .zip(&planes[0])
+                .all(|(px, &y)| px == [y, y, y]));
+        }
+    }
+}
