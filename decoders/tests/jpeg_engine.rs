@@ -438,49 +438,27 @@ fn a_window_outside_its_region_a_wrapping_region_or_a_wrong_output_buffer_is_an_
         width: 32.0,
         height: 24.0,
     };
-    let mut out = vec![0; 16 * 16 * 3];
-    d.decode_resized(
-        &bytes,
-        &ResizeRequest {
+    let mut decode = |region, window, out_h| {
+        let request = ResizeRequest {
             region,
             denom: 1,
-            window: inside,
+            window,
             out_w: 16,
-            out_h: 16,
-        },
-        &mut out,
-    )
-    .unwrap();
+            out_h,
+        };
+        d.decode_resized(&bytes, &request, &mut vec![0; 16 * 16 * 3])
+    };
+    decode(region, inside, 16).unwrap();
     let outside = Window {
         left: 4.0,
         ..inside
     };
     assert!(matches!(
-        d.decode_resized(
-            &bytes,
-            &ResizeRequest {
-                region,
-                denom: 1,
-                window: outside,
-                out_w: 16,
-                out_h: 16
-            },
-            &mut out
-        ),
+        decode(region, outside, 16),
         Err(DecodeError::Parameter(_))
     ));
     assert!(matches!(
-        d.decode_resized(
-            &bytes,
-            &ResizeRequest {
-                region,
-                denom: 1,
-                window: inside,
-                out_w: 16,
-                out_h: 15
-            },
-            &mut out
-        ),
+        decode(region, inside, 15),
         Err(DecodeError::BufferSize { .. })
     ));
     // A region whose end does not fit in 32 bits is outside the image, not a wrapped small one.
@@ -490,17 +468,7 @@ fn a_window_outside_its_region_a_wrapping_region_or_a_wrong_output_buffer_is_an_
         ..region
     };
     assert!(matches!(
-        d.decode_resized(
-            &bytes,
-            &ResizeRequest {
-                region: wrapping,
-                denom: 1,
-                window: inside,
-                out_w: 16,
-                out_h: 16
-            },
-            &mut out
-        ),
+        decode(wrapping, inside, 16),
         Err(DecodeError::Parameter(_))
     ));
     let mut rgb = vec![0; 8 * 24 * 3];
