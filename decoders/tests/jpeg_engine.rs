@@ -530,3 +530,39 @@ fn damaged_files_never_panic() {
         }
     }
 }
+
+#[test]
+fn a_decode_from_the_probes_parsed_headers_equals_one_that_parses_them_again() {
+    let bytes = hpuload_decoders::testing::gradient_jpeg(64, 48, 90);
+    let other = hpuload_decoders::testing::gradient_jpeg(40, 40, 80);
+    let mut d = JpegDecoder::default();
+    let (info, parsed) = d.probe_parsed(&bytes).unwrap();
+    assert_eq!((info.width, info.height), (64, 48));
+    assert_eq!(d.probe(&bytes).unwrap(), info);
+    let request = ResizeRequest {
+        region: Region {
+            x: 5,
+            y: 3,
+            width: 40,
+            height: 30,
+        },
+        denom: 2,
+        window: Window {
+            left: 6.5,
+            top: 4.0,
+            width: 36.0,
+            height: 25.5,
+        },
+        out_w: 20,
+        out_h: 14,
+    };
+    let (mut again, mut once) = (vec![0; 20 * 14 * 3], vec![1; 20 * 14 * 3]);
+    d.decode_resized(&bytes, &request, &mut again).unwrap();
+    d.decode_resized_parsed(&bytes, &parsed, &request, &mut once)
+        .unwrap();
+    assert_eq!(again, once);
+    assert!(matches!(
+        d.decode_resized_parsed(&other, &parsed, &request, &mut once),
+        Err(DecodeError::Parameter(_))
+    ));
+}

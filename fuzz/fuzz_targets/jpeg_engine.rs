@@ -1,13 +1,14 @@
 //! The media engine's JPEG decoder on arbitrary bytes and crop rectangles: probe, then decode a
-//! region at a scale, and decode it again resampled to an output size. It must never panic,
-//! read out of bounds or use unbounded memory.
+//! region at a scale, and decode it again resampled to an output size, both parsing the headers
+//! again and from the probe's parse (which must agree). It must never panic, read out of bounds
+//! or use unbounded memory.
 //!
 //! The input's first 5 bytes choose the region (as fractions of the image) and the scale, and
 //! also a fractional window inside the region and the output size; the rest is the file.
 #![no_main]
 
 use hpuload_decoders::jpeg::{scaled_region, Region, ResizeRequest, Window, SCALE_DENOMINATORS};
-use hpuload_decoders::{Decode, JpegDecoder, Limits};
+use hpuload_decoders::{JpegDecoder, Limits};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -18,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
     let mut limits = Limits::default();
     limits.max_pixels = 4_000_000;
     let mut decoder = JpegDecoder::with_limits(limits);
-    let Ok(info) = decoder.probe(file) else {
+    let Ok((info, parsed)) = decoder.probe_parsed(file) else {
         return;
     };
     let frac = |b: u8, full: u32| (u64::from(b) * u64::from(full) / 256) as u32;
@@ -45,16 +46,22 @@ fuzz_target!(|data: &[u8]| {
         height: h * (1.0 - inset(params[1]) - inset(params[3])),
     };
     let (out_w, out_h) = (1 + u32::from(params[2] % 64), 1 + u32::from(params[3] % 64));
+    let request = ResizeRequest {
+        region,
+        denom,
+        window,
+        out_w,
+        out_h,
+    };
     let mut out = vec![0u8; out_w as usize * out_h as usize * 3];
-    let _ = decoder.decode_resized(
-        file,
-        &ResizeRequest {
-            region,
-            denom,
-            window,
-            out_w,
-            out_h,
-        },
-        &mut out,
-    );
+    let again = decoder.decode_resized(file, &request, &mut out).map(|()| out.clone());
+    // What the media engine runs: the probe's headers, not parsed again. Same outcome.
+    let mut once = vec![0u8; out.len()];
+    let parsed_decode = decoder
+        .decode_resized_parsed(file, &parsed, &request, &mut once)
+        .map(|()| once);
+    assert_eq!(again.is_ok(), parsed_decode.is_ok());
+    if let (Ok(a), Ok(b)) = (again, parsed_decode) {
+        assert_eq!(a, b);
+    }
 });

@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
-use hpuload_decoders::jpeg::ResizeRequest;
+use hpuload_decoders::jpeg::{Parsed, ResizeRequest};
 use hpuload_decoders::{DecodeError, JpegDecoder, Limits};
 
 use super::{DeviceBuffer, HpuError};
@@ -60,6 +60,9 @@ pub struct MediaJob {
     pub request: ResizeRequest,
     /// Mirror the output left to right.
     pub flip: bool,
+    /// The bitstream's headers, when whoever routed it parsed them already (then the engine
+    /// does not parse them again).
+    pub parsed: Option<Parsed>,
     /// The decoder's limits for this bitstream (its submitter's: the loader's
     /// `decoder_limits`).
     pub limits: Limits,
@@ -105,6 +108,7 @@ impl Engine {
             source,
             request,
             flip,
+            parsed,
             limits,
             op,
             mut destination,
@@ -120,9 +124,17 @@ impl Engine {
         if self.pixels.len() != len {
             self.pixels.resize(len, 0);
         }
-        let decoded = self
-            .decoder
-            .decode_resized(&self.bitstream, &request, &mut self.pixels);
+        let decoded = match &parsed {
+            Some(parsed) => self.decoder.decode_resized_parsed(
+                &self.bitstream,
+                parsed,
+                &request,
+                &mut self.pixels,
+            ),
+            None => self
+                .decoder
+                .decode_resized(&self.bitstream, &request, &mut self.pixels),
+        };
         let t1 = CpuClock::now();
         if let Err(error) = decoded {
             return done(Err(JobFailure {

@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use hpuload_decoders::jpeg::{Region, ResizeRequest};
+use hpuload_decoders::jpeg::{Parsed, Region, ResizeRequest};
 
 use std::sync::Mutex;
 
@@ -34,6 +34,9 @@ pub(super) struct HwSlot {
     pub region: Region,
     pub denom: u32,
     pub params: SampleParams,
+    /// The headers the router's probe parsed, handed to the engine so it does not parse them
+    /// again.
+    pub parsed: Option<Parsed>,
 }
 
 /// One media-engine job's share of its batch. Dropping it counts the batch down (the last one
@@ -75,7 +78,7 @@ impl Drop for EngineJob {
 /// Submits sample `h`'s decode to the media engine. The job's output goes to the sample's slot
 /// of the device tensor, or of the pinned buffer for a host batch; `guard` rides with it and
 /// counts the batch down when the job is done (or dropped).
-pub(super) fn submit(guard: EngineJob, h: HwSlot) -> Result<(), HpuError> {
+pub(super) fn submit(guard: EngineJob, mut h: HwSlot) -> Result<(), HpuError> {
     let (work, shared) = (Arc::clone(&guard.work), Arc::clone(&guard.shared));
     let sample = shared.layout.sample(h.slot);
     let source = match &h.own {
@@ -113,6 +116,7 @@ pub(super) fn submit(guard: EngineJob, h: HwSlot) -> Result<(), HpuError> {
             out_h: oh,
         },
         flip: h.params.flip,
+        parsed: h.parsed.take(),
         limits: shared.limits,
         op: Arc::clone(&shared.writer) as _,
         destination,

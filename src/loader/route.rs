@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering;
 
 use hpuload_decoders::jpeg::choose_scale;
-use hpuload_decoders::{Decode, DecodeError, JpegDecoder};
+use hpuload_decoders::{DecodeError, JpegDecoder};
 
 use super::engine::{count_fallback, upload, HwSlot};
 use super::{Backend, Shared};
@@ -42,8 +42,8 @@ pub(super) fn route(
     };
     let c = &shared.counters;
     let t1 = CpuClock::now();
-    match probe.probe(bytes) {
-        Ok(info) => {
+    match probe.probe_parsed(bytes) {
+        Ok((info, parsed)) => {
             let params = shared
                 .plan
                 .params(shared.seed, epoch, index, info.width, info.height)
@@ -73,6 +73,7 @@ pub(super) fn route(
                         region,
                         denom,
                         params,
+                        parsed: Some(parsed),
                     }))
                 }
                 Err(HpuError::OutOfMemory { .. }) if !only_engine => {

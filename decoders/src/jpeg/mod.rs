@@ -64,6 +64,15 @@ impl Region {
 /// The DCT-domain scale denominators the engine supports.
 pub const SCALE_DENOMINATORS: [u32; 4] = [1, 2, 4, 8];
 
+/// A JPEG's parsed headers ([`JpegDecoder::probe_parsed`]), for a decode of the same bytes
+/// that does not parse them again.
+#[derive(Clone, Debug)]
+pub struct Parsed {
+    header: Box<Header>,
+    /// The length of the bytes they were parsed from (a cheap guard against a mix-up).
+    len: usize,
+}
+
 /// What [`JpegDecoder::decode_resized`] does: decode `region` at 1/`denom` scale, and resample
 /// `window` (in full-size source pixels, inside `region`) to `out_w` x `out_h`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -216,6 +225,70 @@ impl JpegDecoder {
         request: &ResizeRequest,
         out: &mut [u8],
     ) -> Result<(), DecodeError> {
+        let h = header::parse(bytes, &self.limits)?;
+        self.resized(bytes, &h, request, out)
+    }
+
+    /// [`JpegDecoder::decode_resized`] with the headers [`JpegDecoder::probe_parsed`] read from
+    /// these same `bytes`, so they are not parsed again (the media engine gets them with its
+    /// job from the router's probe).
+    ///
+    /// # Errors
+    /// As [`JpegDecoder::decode_resized`]; also a [`Parsed`] made from other bytes (another
+    /// length).
+    pub fn decode_resized_parsed(
+        &mut self,
+        bytes: &[u8],
+        parsed: &Parsed,
+        request: &ResizeRequest,
+        out: &mut [u8],
+    ) -> Result<(), DecodeError> {
+        if parsed.len != bytes.len() {
+            return Err(DecodeError::Parameter(
+                "the parsed headers are of other bytes",
+            ));
+        }
+        self.resized(bytes, &parsed.header, request, out)
+    }
+
+    /// Like [`Decode::probe`], and keeps the parsed headers for
+    /// [`JpegDecoder::decode_resized_parsed`].
+    ///
+    /// # Errors
+    /// As [`Decode::probe`].
+    pub fn probe_parsed(&mut self, bytes: &[u8]) -> Result<(ImageInfo, Parsed), DecodeError> {
+        match ImageFormat::identify(bytes)? {
+            ImageFormat::Jpeg => {}
+            other => {
+                return Err(DecodeError::Unsupported {
+                    format: other,
+                    reason: "not a JPEG",
+                })
+            }
+        }
+        let h = header::parse(bytes, &self.limits)?;
+        jpeg_markers::check_complete(bytes)?;
+        let info = ImageInfo {
+            format: ImageFormat::Jpeg,
+            width: h.width,
+            height: h.height,
+        };
+        Ok((
+            info,
+            Parsed {
+                header: Box::new(h),
+                len: bytes.len(),
+            },
+        ))
+    }
+
+    fn resized(
+        &mut self,
+        bytes: &[u8],
+        h: &Header,
+        request: &ResizeRequest,
+        out: &mut [u8],
+    ) -> Result<(), DecodeError> {
         let ResizeRequest {
             region,
             denom,
@@ -223,7 +296,7 @@ impl JpegDecoder {
             out_w,
             out_h,
         } = *request;
-        let (h, sr) = self.prepare(bytes, region, denom)?;
+        let sr = Self::check_request(h, region, denom)?;
         if out_w == 0 || out_h == 0 {
             return Err(DecodeError::Parameter("output size must be at least 1x1"));
         }
@@ -249,7 +322,7 @@ impl JpegDecoder {
             out: (out_w as usize, out_h as usize),
         };
         let n = 8 / denom as usize;
-        let (c0, c1, r0, r1) = self.entropy_decode(bytes, &h, &sr, n)?;
+        let (c0, c1, r0, r1) = self.entropy_decode(bytes, h, &sr, n)?;
         let d = denom as usize;
         for (k, c) in h.components.iter().enumerate() {
             // `size`: the image's along the axis; `blocks`: the component's per MCU.
@@ -289,6 +362,12 @@ impl JpegDecoder {
         denom: u32,
     ) -> Result<(Header, Region), DecodeError> {
         let h = header::parse(bytes, &self.limits)?;
+        let sr = Self::check_request(&h, region, denom)?;
+        Ok((h, sr))
+    }
+
+    /// Checks a decode's region and scale against the header; returns the scaled region.
+    fn check_request(h: &Header, region: Region, denom: u32) -> Result<Region, DecodeError> {
         let info = ImageInfo {
             format: ImageFormat::Jpeg,
             width: h.width,
@@ -309,8 +388,7 @@ impl JpegDecoder {
                 "region is empty or outside the image",
             ));
         }
-        let sr = scaled_region(&info, region, denom);
-        Ok((h, sr))
+        Ok(scaled_region(&info, region, denom))
     }
 
     /// MCU columns and rows `[c0, c1) x [r0, r1)` whose blocks are kept: those covering the
@@ -575,22 +653,7 @@ fn block<const STORE: bool>(
 
 impl Decode for JpegDecoder {
     fn probe(&mut self, bytes: &[u8]) -> Result<ImageInfo, DecodeError> {
-        match ImageFormat::identify(bytes)? {
-            ImageFormat::Jpeg => {}
-            other => {
-                return Err(DecodeError::Unsupported {
-                    format: other,
-                    reason: "not a JPEG",
-                })
-            }
-        }
-        let h = header::parse(bytes, &self.limits)?;
-        jpeg_markers::check_complete(bytes)?;
-        Ok(ImageInfo {
-            format: ImageFormat::Jpeg,
-            width: h.width,
-            height: h.height,
-        })
+        self.probe_parsed(bytes).map(|(info, _)| info)
     }
 
     fn decode_into(
