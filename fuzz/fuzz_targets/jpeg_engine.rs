@@ -54,7 +54,9 @@ fuzz_target!(|data: &[u8]| {
         out_h,
     };
     let mut out = vec![0u8; out_w as usize * out_h as usize * 3];
-    let again = decoder.decode_resized(file, &request, &mut out).map(|()| out.clone());
+    let again = decoder
+        .decode_resized(file, &request, &mut out)
+        .map(|()| out.clone());
     // What the media engine runs: the probe's headers, not parsed again. Same outcome.
     let mut once = vec![0u8; out.len()];
     let parsed_decode = decoder
