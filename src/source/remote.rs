@@ -304,23 +304,8 @@ impl Remote {
         range: Range<u64>,
         buf: &mut Vec<u8>,
     ) -> Result<(), object_store::Error> {
-        let start = std::time::Instant::now();
-        let bytes = self.runtime.block_on(async {
-            let _permit = self.requests.acquire().await.expect("never closed");
-            self.counters.requests.fetch_add(1, Ordering::Relaxed);
-            self.store.get_range(path, range).await
-        });
-        self.counters.wait_ns.fetch_add(
-            u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX),
-            Ordering::Relaxed,
-        );
-        let bytes = bytes?;
-        self.counters
-            .bytes
-            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
-        buf.clear();
-        buf.extend_from_slice(&bytes);
-        Ok(())
+        self.finish_read(self.start_read(path, range, None), buf)
+            .map(drop)
     }
 
     /// The size of `path` now (one HEAD request).

@@ -257,6 +257,16 @@ impl JpegDecoder {
     /// # Errors
     /// As [`Decode::probe`].
     pub fn probe_parsed(&mut self, bytes: &[u8]) -> Result<(ImageInfo, Parsed), DecodeError> {
+        let (info, h) = self.parse_checked(bytes)?;
+        let parsed = Parsed {
+            header: Box::new(h),
+            len: bytes.len(),
+        };
+        Ok((info, parsed))
+    }
+
+    /// The header of a JPEG that is complete (ends where its markers say), within the limits.
+    fn parse_checked(&self, bytes: &[u8]) -> Result<(ImageInfo, Header), DecodeError> {
         match ImageFormat::identify(bytes)? {
             ImageFormat::Jpeg => {}
             other => {
@@ -273,13 +283,7 @@ impl JpegDecoder {
             width: h.width,
             height: h.height,
         };
-        Ok((
-            info,
-            Parsed {
-                header: Box::new(h),
-                len: bytes.len(),
-            },
-        ))
+        Ok((info, h))
     }
 
     fn resized(
@@ -653,7 +657,7 @@ fn block<const STORE: bool>(
 
 impl Decode for JpegDecoder {
     fn probe(&mut self, bytes: &[u8]) -> Result<ImageInfo, DecodeError> {
-        self.probe_parsed(bytes).map(|(info, _)| info)
+        self.parse_checked(bytes).map(|(info, _)| info)
     }
 
     fn decode_into(
