@@ -53,48 +53,7 @@ fn image_err(format: ImageFormat, e: image::ImageError) -> DecodeError {
 
 impl Decode for CpuDecoder {
     fn probe(&mut self, bytes: &[u8]) -> Result<ImageInfo, DecodeError> {
-        let format = ImageFormat::identify(bytes)?;
-        let (width, height) = match format {
-            ImageFormat::Jpeg => {
-                let mut d = zune_jpeg::JpegDecoder::new_with_options(
-                    ZCursor::new(bytes),
-                    // Headers only: the size limit is ours, checked below with a clear error.
-                    DecoderOptions::default()
-                        .set_strict_mode(false)
-                        .set_max_width(usize::MAX)
-                        .set_max_height(usize::MAX),
-                );
-                d.decode_headers()
-                    .map_err(|e| match jpeg_markers::check_complete(bytes) {
-                        // Headers that break where the file ends: report the cause, not the symptom.
-                        Err(m) => m.into(),
-                        Ok(()) => jpeg_err(e),
-                    })?;
-                let (w, h) = d
-                    .dimensions()
-                    .ok_or_else(|| DecodeError::corrupt(format, "no frame header"))?;
-                (w as u32, h as u32)
-            }
-            ImageFormat::Png => {
-                let d = image::codecs::png::PngDecoder::new(Cursor::new(bytes))
-                    .map_err(|e| image_err(format, e))?;
-                d.dimensions()
-            }
-            ImageFormat::WebP => {
-                let d = image::codecs::webp::WebPDecoder::new(Cursor::new(bytes))
-                    .map_err(|e| image_err(format, e))?;
-                d.dimensions()
-            }
-        };
-        self.limits.check(format, width, height)?;
-        if format == ImageFormat::Jpeg {
-            jpeg_markers::check_complete(bytes)?;
-        }
-        Ok(ImageInfo {
-            format,
-            width,
-            height,
-        })
+        Ok(self.open(bytes)?.info())
     }
 
     fn decode_into(
@@ -109,41 +68,119 @@ impl Decode for CpuDecoder {
                 got: out.len(),
             });
         }
-        match info.format {
-            ImageFormat::Jpeg => self.decode_jpeg(bytes, info, out),
-            ImageFormat::Png => {
-                let d = image::codecs::png::PngDecoder::new(Cursor::new(bytes))
-                    .map_err(|e| image_err(info.format, e))?;
-                decode_with_image(d, info, out)
-            }
-            ImageFormat::WebP => {
-                let d = image::codecs::webp::WebPDecoder::new(Cursor::new(bytes))
-                    .map_err(|e| image_err(info.format, e))?;
-                decode_with_image(d, info, out)
-            }
-        }
-    }
-}
-
-impl CpuDecoder {
-    fn decode_jpeg(
-        &self,
-        bytes: &[u8],
-        info: &ImageInfo,
-        out: &mut [u8],
-    ) -> Result<(), DecodeError> {
-        let mut d =
-            zune_jpeg::JpegDecoder::new_with_options(ZCursor::new(bytes), self.zune_options());
-        d.decode_headers().map_err(jpeg_err)?;
-        let (w, h) = d
-            .dimensions()
-            .ok_or_else(|| DecodeError::corrupt(info.format, "no frame header"))?;
-        if (w as u32, h as u32) != (info.width, info.height) {
+        let opened = self.open(bytes)?;
+        if opened.info() != *info {
             return Err(DecodeError::corrupt(
                 info.format,
                 "image differs from the probed one",
             ));
         }
+        self.finish(opened, out)
+    }
+
+    /// Parses the headers once: the size is checked against the limits (and a JPEG's marker
+    /// structure for completeness) between the header parse and the decode.
+    fn decode(&mut self, bytes: &[u8], out: &mut Vec<u8>) -> Result<ImageInfo, DecodeError> {
+        let opened = self.open(bytes)?;
+        let info = opened.info();
+        let len = info.rgb_len();
+        if out.len() < len {
+            out.resize(len, 0);
+        }
+        self.finish(opened, &mut out[..len])?;
+        Ok(info)
+    }
+}
+
+/// A decoder whose headers are parsed and whose size passed the limits: what
+/// [`CpuDecoder::open`] hands to [`CpuDecoder::finish`].
+// zune's decoder is about 29 KB, held on the stack for one decode, as before this enum; boxing
+// it would allocate per image.
+#[allow(clippy::large_enum_variant)]
+enum Opened<'a> {
+    Jpeg(zune_jpeg::JpegDecoder<ZCursor<&'a [u8]>>, ImageInfo),
+    Png(image::codecs::png::PngDecoder<Cursor<&'a [u8]>>, ImageInfo),
+    WebP(
+        image::codecs::webp::WebPDecoder<Cursor<&'a [u8]>>,
+        ImageInfo,
+    ),
+}
+
+impl Opened<'_> {
+    fn info(&self) -> ImageInfo {
+        match self {
+            Self::Jpeg(_, info) | Self::Png(_, info) | Self::WebP(_, info) => *info,
+        }
+    }
+}
+
+impl CpuDecoder {
+    /// Identifies `bytes`, parses their headers and checks the size against the limits (and,
+    /// for a JPEG, that its marker structure is complete), before any pixel memory is touched.
+    fn open<'a>(&self, bytes: &'a [u8]) -> Result<Opened<'a>, DecodeError> {
+        let format = ImageFormat::identify(bytes)?;
+        let info = |(width, height)| ImageInfo {
+            format,
+            width,
+            height,
+        };
+        let opened = match format {
+            ImageFormat::Jpeg => {
+                let mut d = zune_jpeg::JpegDecoder::new_with_options(
+                    ZCursor::new(bytes),
+                    // The size limit is ours, checked below with a clear error.
+                    DecoderOptions::default()
+                        .set_strict_mode(false)
+                        .set_max_width(usize::MAX)
+                        .set_max_height(usize::MAX),
+                );
+                d.decode_headers()
+                    .map_err(|e| match jpeg_markers::check_complete(bytes) {
+                        // Headers that break where the file ends: report the cause, not the symptom.
+                        Err(m) => m.into(),
+                        Ok(()) => jpeg_err(e),
+                    })?;
+                let (w, h) = d
+                    .dimensions()
+                    .ok_or_else(|| DecodeError::corrupt(format, "no frame header"))?;
+                Opened::Jpeg(d, info((w as u32, h as u32)))
+            }
+            ImageFormat::Png => {
+                let d = image::codecs::png::PngDecoder::new(Cursor::new(bytes))
+                    .map_err(|e| image_err(format, e))?;
+                let size = d.dimensions();
+                Opened::Png(d, info(size))
+            }
+            ImageFormat::WebP => {
+                let d = image::codecs::webp::WebPDecoder::new(Cursor::new(bytes))
+                    .map_err(|e| image_err(format, e))?;
+                let size = d.dimensions();
+                Opened::WebP(d, info(size))
+            }
+        };
+        let info = opened.info();
+        self.limits.check(format, info.width, info.height)?;
+        if format == ImageFormat::Jpeg {
+            jpeg_markers::check_complete(bytes)?;
+        }
+        Ok(opened)
+    }
+
+    /// Decodes an opened image into `out`, exactly its `rgb_len()` bytes.
+    fn finish(&self, opened: Opened<'_>, out: &mut [u8]) -> Result<(), DecodeError> {
+        match opened {
+            Opened::Jpeg(d, info) => self.decode_jpeg(d, &info, out),
+            Opened::Png(d, info) => decode_with_image(d, &info, out),
+            Opened::WebP(d, info) => decode_with_image(d, &info, out),
+        }
+    }
+
+    fn decode_jpeg(
+        &self,
+        mut d: zune_jpeg::JpegDecoder<ZCursor<&[u8]>>,
+        info: &ImageInfo,
+        out: &mut [u8],
+    ) -> Result<(), DecodeError> {
         let gray = matches!(
             d.input_colorspace(),
             Some(ColorSpace::Luma | ColorSpace::LumaA)
@@ -179,12 +216,6 @@ fn decode_with_image(
     info: &ImageInfo,
     out: &mut [u8],
 ) -> Result<(), DecodeError> {
-    if decoder.dimensions() != (info.width, info.height) {
-        return Err(DecodeError::corrupt(
-            info.format,
-            "image differs from the probed one",
-        ));
-    }
     if decoder.color_type() == image::ColorType::Rgb8 {
         return decoder
             .read_image(out)
@@ -265,6 +296,48 @@ mod tests {
         let (info, out) = decode(&encode(rgb.clone().into(), image::ImageFormat::WebP)).unwrap();
         assert_eq!(info.format, ImageFormat::WebP);
         assert_eq!(out, rgb.into_raw());
+    }
+
+    #[test]
+    fn one_call_decode_equals_probe_then_decode_into() {
+        let rgb = image::RgbImage::from_raw(9, 6, testing::gradient_rgb(9, 6)).unwrap();
+        let gray = image::DynamicImage::ImageRgb8(rgb.clone()).to_luma8();
+        let files = [
+            testing::gradient_jpeg(40, 24, 95),
+            encode(gray.into(), image::ImageFormat::Jpeg),
+            encode(rgb.clone().into(), image::ImageFormat::Png),
+            encode(rgb.into(), image::ImageFormat::WebP),
+        ];
+        // A reused buffer longer than any of these images: it keeps its length, and the image
+        // is its first `rgb_len()` bytes.
+        let mut out = vec![7u8; 10_000];
+        let mut d = CpuDecoder::default();
+        for file in &files {
+            let (info, two_step) = decode(file).unwrap();
+            assert_eq!(d.decode(file, &mut out).unwrap(), info);
+            assert_eq!(out.len(), 10_000);
+            assert_eq!(&out[..info.rgb_len()], &two_step[..]);
+        }
+        // A buffer that is too short grows to exactly the image.
+        let mut short = Vec::new();
+        let info = d.decode(&files[0], &mut short).unwrap();
+        assert_eq!(short.len(), info.rgb_len());
+    }
+
+    #[test]
+    fn one_call_decode_reports_what_probe_reports() {
+        let jpeg = testing::gradient_jpeg(64, 64, 90);
+        let mut huge = testing::gradient_jpeg(8, 8, 90);
+        let sof = huge.windows(2).position(|w| w == [0xFF, 0xC0]).unwrap();
+        huge[sof + 5..sof + 9].copy_from_slice(&[0xEA, 0x60, 0xEA, 0x60]);
+        let cases: [&[u8]; 4] = [&jpeg[..jpeg.len() - 2], &huge, b"", b"hello world"];
+        for bytes in cases {
+            let probed = CpuDecoder::default().probe(bytes).unwrap_err();
+            let decoded = CpuDecoder::default()
+                .decode(bytes, &mut Vec::new())
+                .unwrap_err();
+            assert_eq!(decoded.reason(), probed.reason(), "{decoded} / {probed}");
+        }
     }
 
     #[test]

@@ -177,4 +177,22 @@ pub trait Decode {
         info: &ImageInfo,
         out: &mut [u8],
     ) -> Result<(), DecodeError>;
+
+    /// Probes and decodes in one call into the first [`rgb_len`](ImageInfo::rgb_len) bytes of
+    /// `out`, which grows when it is shorter and is never shrunk (a reused `Vec` stops
+    /// allocating, and is not cleared, once it has grown). Decoders that can parse the headers
+    /// only once here; the pixels equal [`probe`](Decode::probe) then
+    /// [`decode_into`](Decode::decode_into).
+    ///
+    /// # Errors
+    /// What either step reports. On error, `out` holds unspecified bytes.
+    fn decode(&mut self, bytes: &[u8], out: &mut Vec<u8>) -> Result<ImageInfo, DecodeError> {
+        let info = self.probe(bytes)?;
+        let len = info.rgb_len();
+        if out.len() < len {
+            out.resize(len, 0);
+        }
+        self.decode_into(bytes, &info, &mut out[..len])?;
+        Ok(info)
+    }
 }

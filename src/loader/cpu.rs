@@ -52,14 +52,12 @@ pub(super) fn decode_into(
 ) -> Result<(), SampleErrorKind> {
     let c = &shared.counters;
     let t1 = CpuClock::now();
-    let info = s.decoder.probe(bytes).map_err(SampleErrorKind::Decode)?;
-    let len = info.rgb_len();
-    if s.rgb.len() < len {
-        s.rgb.resize(len, 0);
-    }
-    s.decoder
-        .decode_into(bytes, &info, &mut s.rgb[..len])
+    // One call: the headers are parsed once, limits and completeness checked before the decode.
+    let info = s
+        .decoder
+        .decode(bytes, &mut s.rgb)
         .map_err(SampleErrorKind::Decode)?;
+    let len = info.rgb_len();
     let t2 = CpuClock::now();
     c.add(Stage::DecodeCpu, t2 - t1);
     let params = shared

@@ -22,18 +22,25 @@ pub(super) enum Route {
     Cpu,
 }
 
-/// Routes sample `index` (its encoded `bytes`): for the engine, the bitstream is copied into
-/// `slot` (or uploaded, when larger than a slot) and the crop decided; the CPU path gets files
-/// the engine cannot take (under `Backend::Auto`), and reports corrupt ones so that the reasons
-/// are the same on both paths.
+/// Where a sample's encoded bytes are when it is routed.
+pub(super) enum Bitstream<'a> {
+    /// Read straight into the start of the sample's slot, where the engine takes them from.
+    InSlot(&'a [u8]),
+    /// In a buffer: for the engine they are copied into `slot` (or uploaded, when larger).
+    Buffered { bytes: &'a [u8], slot: &'a mut [u8] },
+}
+
+/// Routes sample `index`: for the engine, the crop is decided and the bitstream is in its slot
+/// (or uploaded, when larger than a slot); the CPU path gets files the engine cannot take
+/// (under `Backend::Auto`), and reports corrupt ones so that the reasons are the same on both
+/// paths.
 pub(super) fn route(
     shared: &Shared,
     probe: &mut JpegDecoder,
     hpu: &Hpu,
     index: usize,
     epoch: u64,
-    bytes: &[u8],
-    slot: &mut [u8],
+    bitstream: Bitstream<'_>,
 ) -> Result<Route, SampleErrorKind> {
     let only_engine = match shared.backend {
         Backend::Cpu => return Ok(Route::Cpu),
@@ -42,6 +49,9 @@ pub(super) fn route(
     };
     let c = &shared.counters;
     let t1 = CpuClock::now();
+    let bytes = match &bitstream {
+        Bitstream::InSlot(bytes) | Bitstream::Buffered { bytes, .. } => *bytes,
+    };
     match probe.probe_parsed(bytes) {
         Ok((info, parsed)) => {
             let params = shared
@@ -51,11 +61,13 @@ pub(super) fn route(
             let (oh, ow) = shared.plan.out_hw();
             let region = params.crop.covering_region(info.width, info.height, ow);
             let denom = choose_scale(region, ow, oh);
-            let own = if bytes.len() <= slot.len() {
-                slot[..bytes.len()].copy_from_slice(bytes);
-                Ok(None)
-            } else {
-                upload(hpu, bytes).map(Some)
+            let own = match bitstream {
+                Bitstream::InSlot(_) => Ok(None),
+                Bitstream::Buffered { bytes, slot } if bytes.len() <= slot.len() => {
+                    slot[..bytes.len()].copy_from_slice(bytes);
+                    Ok(None)
+                }
+                Bitstream::Buffered { bytes, .. } => upload(hpu, bytes).map(Some),
             };
             c.add(Stage::Route, t1.elapsed());
             match own {

@@ -10,10 +10,10 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender};
 use hpuload_decoders::DecodeError;
 
-use super::cpu::{self, Scratch};
+use super::cpu::{self, CpuScratch, Scratch};
 use super::engine::{self, EngineJob, HwSlot};
 use super::layout::{BatchLayout, EngineSlot, Slots};
-use super::route::{route, Route};
+use super::route::{route, Bitstream, Route};
 use super::{Backend, Batch, OnError, Shared, Skip};
 use crate::cpu_time::CpuClock;
 use crate::hpu::{DeviceTensor, Hpu, HpuError};
@@ -405,7 +405,9 @@ fn is_engine_refusal(shared: &Shared, e: &SampleError) -> bool {
 }
 
 /// Reads sample `index`, routes it, and fills `slot`: with its bitstream for the media engine,
-/// or with the sample decoded and augmented on the CPU.
+/// or with the sample decoded and augmented on the CPU. A sample the engine may take is read
+/// straight into its slot when it fits there (the pinned memory the batch's DMA sends), so its
+/// bytes are not copied from a buffer.
 fn load_sample(
     shared: &Shared,
     s: &mut Scratch,
@@ -422,11 +424,40 @@ fn load_sample(
         kind,
     };
     let c = &shared.counters;
+    let cpu = |s: &mut CpuScratch, bytes: &[u8], slot: &mut [u8]| {
+        cpu::decode_into(shared, s, index, epoch, bytes, slot)
+            .map(|()| Filled::Cpu {
+                index,
+                label: entry.label,
+            })
+            .map_err(err)
+    };
+    let t0 = CpuClock::now();
+    let in_slot = match (engine, given) {
+        (Some(_), None) => shared
+            .source
+            .read_into(index, shared.read_mode, slot)
+            .map_err(|e| err(SampleErrorKind::Read(e)))?,
+        _ => None,
+    };
+    if let (Some(hpu), Some(len)) = (engine, in_slot) {
+        c.add(Stage::Read, t0.elapsed());
+        c.bytes_read.fetch_add(len as u64, Ordering::Relaxed);
+        let bitstream = Bitstream::InSlot(&slot[..len]);
+        if let Route::Engine(hw) =
+            route(shared, &mut s.engine_probe, hpu, index, epoch, bitstream).map_err(err)?
+        {
+            return Ok(Filled::Hw(hw));
+        }
+        // The CPU path decodes into the slot: the bytes move out of it first.
+        s.file.clear();
+        s.file.extend_from_slice(&slot[..len]);
+        return cpu(&mut s.cpu, &s.file, slot);
+    }
     let read;
     let bytes: &[u8] = match given {
         Some(bytes) => bytes,
         None => {
-            let t0 = CpuClock::now();
             read = shared
                 .source
                 .read(index, shared.read_mode, &mut s.file)
@@ -437,17 +468,17 @@ fn load_sample(
         }
     };
     let routed = match engine {
-        Some(hpu) => route(shared, &mut s.engine_probe, hpu, index, epoch, bytes, slot),
+        Some(hpu) => {
+            let bitstream = Bitstream::Buffered {
+                bytes,
+                slot: &mut *slot,
+            };
+            route(shared, &mut s.engine_probe, hpu, index, epoch, bitstream)
+        }
         None => Ok(Route::Cpu),
     };
     match routed.map_err(err)? {
         Route::Engine(hw) => Ok(Filled::Hw(hw)),
-        Route::Cpu => {
-            cpu::decode_into(shared, &mut s.cpu, index, epoch, bytes, slot).map_err(err)?;
-            Ok(Filled::Cpu {
-                index,
-                label: entry.label,
-            })
-        }
+        Route::Cpu => cpu(&mut s.cpu, bytes, slot),
     }
 }

@@ -56,6 +56,26 @@ pub trait Source: Send + Sync {
     ) -> std::io::Result<SampleBytes<'a>> {
         read_file(&self.entries()[index].path, mode, buf)
     }
+    /// Reads sample `index`'s encoded bytes straight into `dst` when they fit there, and
+    /// returns their length; `Ok(None)` when they do not fit, or this source does not read
+    /// in place (the caller then uses [`read`](Source::read)). The loader reads each bitstream
+    /// for the media engine into its slot of the pinned batch buffer this way, so the bytes are
+    /// not copied there from a buffer. The default reads the entry's file when `mode` is
+    /// [`ReadMode::Read`].
+    ///
+    /// # Errors
+    /// As [`read`](Source::read): the same failures give the same errors.
+    fn read_into(
+        &self,
+        index: usize,
+        mode: ReadMode,
+        dst: &mut [u8],
+    ) -> std::io::Result<Option<usize>> {
+        match mode {
+            ReadMode::Read => read_file_into(&self.entries()[index].path, dst),
+            ReadMode::Mmap => Ok(None),
+        }
+    }
 }
 
 /// How sample files are read.
@@ -97,14 +117,7 @@ pub fn read_file<'a>(
     mode: ReadMode,
     buf: &'a mut Vec<u8>,
 ) -> std::io::Result<SampleBytes<'a>> {
-    let mut file = File::open(path)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a regular file",
-        ));
-    }
+    let (mut file, meta) = open_regular(path)?;
     match mode {
         ReadMode::Read => {
             buf.clear();
@@ -121,6 +134,41 @@ pub fn read_file<'a>(
             Ok(SampleBytes::Mapped(map))
         }
     }
+}
+
+/// Reads the file at `path` into `dst` when it is shorter than `dst`, and returns its length;
+/// `Ok(None)` when it is not (a file that grew while it was read included).
+///
+/// # Errors
+/// As [`read_file`].
+pub fn read_file_into(path: &Path, dst: &mut [u8]) -> std::io::Result<Option<usize>> {
+    let (mut file, meta) = open_regular(path)?;
+    if meta.len() >= dst.len() as u64 {
+        return Ok(None);
+    }
+    // Read to the end, as `read_file` does, not just the length the metadata gave.
+    let mut filled = 0;
+    while filled < dst.len() {
+        match file.read(&mut dst[filled..]) {
+            Ok(0) => return Ok(Some(filled)),
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(None)
+}
+
+fn open_regular(path: &Path) -> std::io::Result<(File, std::fs::Metadata)> {
+    let file = File::open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    Ok((file, meta))
 }
 
 /// Sorts paths by their raw bytes, which is Python's `sorted()` order for UTF-8 names

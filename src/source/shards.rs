@@ -487,38 +487,72 @@ impl Source for WebDataset {
         _mode: ReadMode,
         buf: &'a mut Vec<u8>,
     ) -> std::io::Result<SampleBytes<'a>> {
-        let (shard, offset, len) = match &self.locations[index] {
-            Location::Member { shard, offset, len } => (*shard, *offset, *len),
-            Location::Missing(why) => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    why.clone(),
-                ))
-            }
-        };
+        let (shard, offset, len) = self.member(index)?;
         let path = &self.shards[shard as usize];
         if let Some(remote) = &self.remote {
             remote.read(index, (shard, offset, len), path, buf)?;
             return Ok(SampleBytes::Buffer(buf));
         }
-        let file = File::open(path)?;
         let n = usize::try_from(len).map_err(std::io::Error::other)?;
         buf.clear();
         buf.resize(n, 0);
-        match file.read_exact_at(buf, offset) {
-            Ok(()) => Ok(SampleBytes::Buffer(buf)),
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                let size = file.metadata().map_or(0, |m| m.len());
-                Err(std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    format!(
-                        "the shard is truncated: the member's {len} bytes at offset {offset} end \
-                         past the shard's {size} bytes"
-                    ),
-                ))
-            }
-            Err(e) => Err(e),
+        read_member(path, offset, buf)?;
+        Ok(SampleBytes::Buffer(buf))
+    }
+
+    /// Local shards read a member that fits straight into `dst` (one `pread`); remote ones do
+    /// not (their bytes arrive in buffers of their own).
+    fn read_into(
+        &self,
+        index: usize,
+        _mode: ReadMode,
+        dst: &mut [u8],
+    ) -> std::io::Result<Option<usize>> {
+        if self.remote.is_some() {
+            return Ok(None);
         }
+        let (shard, offset, len) = self.member(index)?;
+        match usize::try_from(len) {
+            Ok(n) if n <= dst.len() => {
+                read_member(&self.shards[shard as usize], offset, &mut dst[..n])?;
+                Ok(Some(n))
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+impl WebDataset {
+    /// Where sample `index` lies: its shard, offset and length, or why it has none.
+    fn member(&self, index: usize) -> std::io::Result<(u32, u64, u64)> {
+        match &self.locations[index] {
+            Location::Member { shard, offset, len } => Ok((*shard, *offset, *len)),
+            Location::Missing(why) => Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                why.clone(),
+            )),
+        }
+    }
+}
+
+/// Reads `dst.len()` bytes of the local shard at `path` from `offset`; a shard that ends before
+/// them is reported as truncated.
+fn read_member(path: &Path, offset: u64, dst: &mut [u8]) -> std::io::Result<()> {
+    let file = File::open(path)?;
+    match file.read_exact_at(dst, offset) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            let len = dst.len();
+            let size = file.metadata().map_or(0, |m| m.len());
+            Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!(
+                    "the shard is truncated: the member's {len} bytes at offset {offset} end \
+                     past the shard's {size} bytes"
+                ),
+            ))
+        }
+        Err(e) => Err(e),
     }
 }
 

@@ -52,13 +52,21 @@ pub fn dataset(tag: &str, n: usize) -> TempDir {
 /// `make-shards` of a fresh 30-image folder into shards of about 200 KB: (folder, shards, pattern).
 pub fn sharded(tag: &str) -> (TempDir, TempDir, String) {
     let data = dataset(tag, 30);
-    let out = TempDir::new(&format!("{tag}-shards"));
+    let (out, pattern) = make_shards(data.path(), "200KB");
+    let shards = pattern_shards(&pattern);
+    assert!(shards >= 4, "several shards: {shards}");
+    (data, out, pattern)
+}
+
+/// `make-shards` of the folder `data` into shards of about `size`: (shards, pattern).
+pub fn make_shards(data: &Path, size: &str) -> (TempDir, String) {
+    let out = TempDir::new("shards");
     let run = std::process::Command::new(env!("CARGO_BIN_EXE_hpuload"))
         .args(["make-shards", "--data"])
-        .arg(data.path())
+        .arg(data)
         .arg("--out")
         .arg(out.path())
-        .args(["--shard-size", "200KB"])
+        .args(["--shard-size", size])
         .output()
         .unwrap();
     assert!(
@@ -76,14 +84,19 @@ pub fn sharded(tag: &str) -> (TempDir, TempDir, String) {
                 .is_some_and(|x| x == "tar")
         })
         .count();
-    assert!(shards >= 4, "several shards: {shards}");
     let pattern = format!(
         "{}/shard-{{000000..{:06}}}.tar",
         out.path().display(),
         shards - 1
     );
     assert!(String::from_utf8_lossy(&run.stdout).contains(&pattern));
-    (data, out, pattern)
+    (out, pattern)
+}
+
+/// How many shards a `{000000..N}` pattern names.
+fn pattern_shards(pattern: &str) -> usize {
+    let last = pattern.rsplit("..").next().unwrap();
+    last[..6].parse::<usize>().unwrap() + 1
 }
 
 /// A batch read back to the host: (images bytes, labels, indices, valid).

@@ -1,0 +1,33 @@
+//! The CPU decoder (zune-jpeg for JPEG, the `image` crate for PNG and WebP) on arbitrary bytes:
+//! the one-call decode, which parses the headers once, must agree with probe then decode_into,
+//! which parse them twice: the same verdict, the same error reason, the same pixels. Neither
+//! may panic or use unbounded memory.
+#![no_main]
+
+use hpuload_decoders::{CpuDecoder, Decode, Limits};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|file: &[u8]| {
+    // A small pixel limit keeps each run fast; the limit logic itself is what is exercised.
+    let mut limits = Limits::default();
+    limits.max_pixels = 4_000_000;
+    let mut decoder = CpuDecoder::with_limits(limits);
+    let mut once = Vec::new();
+    let one_call = decoder.decode(file, &mut once);
+    let two_step = decoder.probe(file).and_then(|info| {
+        let mut out = vec![0u8; info.rgb_len()];
+        decoder.decode_into(file, &info, &mut out).map(|()| (info, out))
+    });
+    match (one_call, two_step) {
+        (Ok(info), Ok((probed, pixels))) => {
+            assert_eq!(info, probed);
+            assert_eq!(&once[..info.rgb_len()], &pixels[..], "pixels differ");
+        }
+        (Err(a), Err(b)) => assert_eq!(a.reason(), b.reason(), "{a} / {b}"),
+        (a, b) => panic!(
+            "one call {:?}, two steps {:?}",
+            a.map(|_| ()),
+            b.map(|_| ())
+        ),
+    }
+});
