@@ -91,9 +91,18 @@ pub fn first_scan_offset(bytes: &[u8]) -> Result<usize, MarkerError> {
 /// # Errors
 /// The first structural problem found.
 pub fn check_complete(bytes: &[u8]) -> Result<(), MarkerError> {
-    let scan = first_scan_offset(bytes)?;
+    check_end_after(bytes, first_scan_offset(bytes)?)
+}
+
+/// Checks that an end-of-image marker follows the scan data that starts at offset `scan` (what
+/// [`first_scan_offset`] returns, or what a header parser that walked the same markers found):
+/// [`check_complete`] without walking the headers again.
+///
+/// # Errors
+/// [`MarkerError::NoEoi`], also for a `scan` past the end of `bytes`.
+pub fn check_end_after(bytes: &[u8], scan: usize) -> Result<(), MarkerError> {
     // The EOI is almost always the last two bytes; scan backwards so trailing garbage is cheap.
-    let tail = &bytes[scan..];
+    let tail = bytes.get(scan..).unwrap_or_default();
     if tail.windows(2).rev().any(|w| w == [0xFF, 0xD9]) {
         Ok(())
     } else {
@@ -115,6 +124,23 @@ mod tests {
                 "truncated at {cut} passed"
             );
         }
+    }
+
+    #[test]
+    fn the_end_check_from_a_known_scan_offset_agrees_with_the_whole_walk() {
+        let jpeg = crate::testing::tiny_jpeg();
+        let scan = first_scan_offset(&jpeg).unwrap();
+        for cut in scan..=jpeg.len() {
+            assert_eq!(
+                check_end_after(&jpeg[..cut], scan),
+                check_complete(&jpeg[..cut]),
+                "cut at {cut}"
+            );
+        }
+        assert_eq!(
+            check_end_after(&jpeg, jpeg.len() + 5),
+            Err(MarkerError::NoEoi)
+        );
     }
 
     #[test]

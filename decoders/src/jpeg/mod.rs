@@ -277,7 +277,10 @@ impl JpegDecoder {
             }
         }
         let h = header::parse(bytes, &self.limits)?;
-        jpeg_markers::check_complete(bytes)?;
+        // The parse walked the markers up to the scan, as `check_complete` would (it accepts a
+        // subset of what that walk accepts), so only the end is left to check.
+        debug_assert_eq!(jpeg_markers::first_scan_offset(bytes), Ok(h.scan_start));
+        jpeg_markers::check_end_after(bytes, h.scan_start)?;
         let info = ImageInfo {
             format: ImageFormat::Jpeg,
             width: h.width,
