@@ -9,9 +9,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::http::{Fault, HttpServer};
-use common::{epoch_bytes, sharded, small_train, TempDir};
+use common::{epoch_bytes, sharded, small_train, train_at, TempDir};
 use hpuload::{
-    CacheOptions, Loader, OnError, ReadMode, RemoteOptions, ShardOptions, Source, WebDataset,
+    CacheOptions, Loader, OnError, Pipeline, ReadMode, RemoteOptions, ShardOptions, Source,
+    StorageReport, WebDataset,
 };
 
 fn options(cache: Option<&Path>) -> ShardOptions {
@@ -41,13 +42,29 @@ fn served(tag: &str) -> (TempDir, HttpServer, String, String) {
 }
 
 fn loader(source: impl Source + 'static) -> Loader {
+    loader_at(source, small_train())
+}
+
+fn loader_at(source: impl Source + 'static, pipeline: Pipeline) -> Loader {
     Loader::builder(source)
         .batch_size(4)
         .shuffle(5)
         .workers(2)
-        .pipeline(small_train())
+        .pipeline(pipeline)
         .build()
         .unwrap()
+}
+
+/// Waits (at most 20 s) until the cache holds all `shards` of `loader`'s dataset, and returns
+/// the storage report then.
+fn wait_until_cached(loader: &Loader, shards: u64) -> StorageReport {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while loader.report().storage.unwrap().shards_cached < shards && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let report = loader.report().storage.unwrap();
+    assert_eq!(report.shards_cached, shards, "{report:?}");
+    report
 }
 
 #[test]
@@ -73,12 +90,7 @@ fn shards_over_http_give_the_same_batches_as_on_disk_with_and_without_the_cache(
 
     // The cache fills in the background; once it holds every shard, an epoch sends nothing.
     let shards = WebDataset::open(&pattern).unwrap().shards().len() as u64;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while cached.report().storage.unwrap().shards_cached < shards && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let before = cached.report().storage.unwrap();
-    assert_eq!(before.shards_cached, shards, "{before:?}");
+    let before = wait_until_cached(&cached, shards);
     let served_before = server.requests();
     assert_eq!(epoch_bytes(&mut cached, 2), epoch_bytes(&mut local, 2));
     let after = cached.report().storage.unwrap();
@@ -89,6 +101,41 @@ fn shards_over_http_give_the_same_batches_as_on_disk_with_and_without_the_cache(
     // A new dataset over the same cache starts from the shards already there.
     let again = WebDataset::open_with(&url, &options(Some(cache.path()))).unwrap();
     assert_eq!(again.storage().unwrap().shards_cached, shards);
+}
+
+#[test]
+fn members_of_cached_shards_are_read_into_their_slots_and_match_local_shards() {
+    let (_out, server, pattern, url) = served("remote-in-slot");
+    let cache = TempDir::new("remote-in-slot-cache");
+    // 112x112 bf16 output: 75,264-byte slots, which some of these members fit and some do not.
+    let local_source = WebDataset::open(&pattern).unwrap();
+    let samples = local_source.entries().len();
+    let fit = (0..samples)
+        .filter(|&i| {
+            let mut buf = Vec::new();
+            local_source
+                .read(i, ReadMode::Read, &mut buf)
+                .unwrap()
+                .len()
+                < 75_264
+        })
+        .count();
+    assert!(fit > 0 && fit < samples, "{fit} of {samples} fit");
+    let shards = local_source.shards().len() as u64;
+    let mut local = loader_at(local_source, train_at(112));
+    let remote = WebDataset::open_with(&url, &options(Some(cache.path()))).unwrap();
+    let mut cached = loader_at(remote, train_at(112));
+    assert!(epoch_bytes(&mut cached, 0) == epoch_bytes(&mut local, 0));
+    let before = wait_until_cached(&cached, shards);
+    let served_before = server.requests();
+    assert!(epoch_bytes(&mut cached, 1) == epoch_bytes(&mut local, 1));
+    let after = cached.report().storage.unwrap();
+    assert_eq!(after.requests, before.requests, "{after:?}");
+    assert_eq!(server.requests(), served_before);
+    // Every slot (the last batch is padded to full size) read once from the cache, whether
+    // into its slot or into a buffer.
+    let slots = cached.batches_per_epoch() as u64 * 4;
+    assert_eq!(after.cache_hits, before.cache_hits + slots);
 }
 
 #[test]

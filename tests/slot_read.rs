@@ -6,13 +6,12 @@
 
 mod common;
 
-use common::{dataset, epoch_bytes, make_shards, HostBatch, TempDir};
+use common::{dataset, epoch_bytes, make_shards, train_at, HostBatch, TempDir};
 use std::path::Path;
 
 use hpuload::source::SampleBytes;
 use hpuload::{
-    pipelines, Backend, Entry, ImageFolder, Loader, OnError, Op, Placement, ReadMode, Report, Size,
-    Source, WebDataset,
+    Backend, Entry, ImageFolder, Loader, OnError, Placement, ReadMode, Report, Source, WebDataset,
 };
 
 /// A source as it is, except that it never reads in place: every sample goes through `read`.
@@ -43,12 +42,6 @@ impl<S: Source> Source for Buffered<S> {
 const SIDE: u32 = 112;
 
 fn run(source: impl Source + 'static, placement: Placement) -> (Vec<HostBatch>, Report) {
-    let mut pipeline = pipelines::resnet50_train();
-    pipeline.ops[0] = Op::RandomResizedCrop {
-        size: Size::Square(SIDE),
-        scale: [0.08, 1.0],
-        ratio: [0.75, 4.0 / 3.0],
-    };
     let mut loader = Loader::builder(source)
         .batch_size(5)
         .workers(2)
@@ -57,7 +50,7 @@ fn run(source: impl Source + 'static, placement: Placement) -> (Vec<HostBatch>, 
         .on_error(OnError::Skip)
         .error_budget(0.5)
         .placement(placement)
-        .pipeline(pipeline)
+        .pipeline(train_at(SIDE))
         .build()
         .unwrap();
     let (dtype, _, [h, w]) = loader.output();

@@ -546,7 +546,12 @@ impl CachedShard {
         let len = usize::try_from(range.end - range.start).map_err(std::io::Error::other)?;
         buf.clear();
         buf.resize(len, 0);
-        File::open(&self.file)?.read_exact_at(buf, range.start)
+        self.read_at(range.start, buf)
+    }
+
+    /// Reads `dst.len()` bytes of the cached copy from `offset` into `dst`.
+    pub(crate) fn read_at(&self, offset: u64, dst: &mut [u8]) -> std::io::Result<()> {
+        File::open(&self.file)?.read_exact_at(dst, offset)
     }
 }
 

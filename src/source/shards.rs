@@ -291,6 +291,32 @@ impl RemoteShards {
         ))
     }
 
+    /// Reads one member straight into `dst` when its shard is in the cache (a read-ahead
+    /// request for it is dropped unsent or cancelled); `Ok(None)` otherwise, for `read`.
+    fn read_cached_into(
+        &self,
+        index: usize,
+        (shard, offset, len): (u32, u64, u64),
+        dst: &mut [u8],
+    ) -> std::io::Result<Option<usize>> {
+        let Some(cache) = &self.cache else {
+            return Ok(None);
+        };
+        let cached = &cache.shards[shard as usize];
+        match usize::try_from(len) {
+            Ok(n) if n <= dst.len() && cached.is_cached() => {
+                self.pending
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&index);
+                cached.read_at(offset, &mut dst[..n])?;
+                self.remote.count_cache_hit();
+                Ok(Some(n))
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// Reads one member: from the cached copy of its shard when there is one; otherwise by a
     /// ranged request, after starting the shard's download into the cache.
     fn read(
@@ -500,18 +526,19 @@ impl Source for WebDataset {
         Ok(SampleBytes::Buffer(buf))
     }
 
-    /// Local shards read a member that fits straight into `dst` (one `pread`); remote ones do
-    /// not (their bytes arrive in buffers of their own).
+    /// A member that fits is read straight into `dst` (one `pread`) from a local shard, or from
+    /// the cached copy of a remote one; bytes that come over the network arrive in buffers of
+    /// their own, so those go through `read`.
     fn read_into(
         &self,
         index: usize,
         _mode: ReadMode,
         dst: &mut [u8],
     ) -> std::io::Result<Option<usize>> {
-        if self.remote.is_some() {
-            return Ok(None);
-        }
         let (shard, offset, len) = self.member(index)?;
+        if let Some(remote) = &self.remote {
+            return remote.read_cached_into(index, (shard, offset, len), dst);
+        }
         match usize::try_from(len) {
             Ok(n) if n <= dst.len() => {
                 read_member(&self.shards[shard as usize], offset, &mut dst[..n])?;

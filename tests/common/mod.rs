@@ -9,9 +9,14 @@ use hpuload::{pipelines, Batch, Loader, Op, Pipeline, Size};
 
 /// The ResNet-50 train ops at a small output size, to keep the tests fast.
 pub fn small_train() -> Pipeline {
+    train_at(32)
+}
+
+/// The ResNet-50 train ops with an output of `side` x `side`.
+pub fn train_at(side: u32) -> Pipeline {
     let mut p = pipelines::resnet50_train();
     p.ops[0] = Op::RandomResizedCrop {
-        size: Size::Square(32),
+        size: Size::Square(side),
         scale: [0.08, 1.0],
         ratio: [0.75, 4.0 / 3.0],
     };
