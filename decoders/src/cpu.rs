@@ -9,7 +9,7 @@ use zune_core::colorspace::ColorSpace;
 use zune_core::options::DecoderOptions;
 
 use crate::jpeg_markers;
-use crate::{Decode, DecodeError, ImageFormat, ImageInfo, Limits};
+use crate::{rgb_prefix, Decode, DecodeError, ImageFormat, ImageInfo, Limits};
 
 /// Decodes JPEG, PNG and WebP on the host into interleaved RGB8.
 ///
@@ -83,11 +83,7 @@ impl Decode for CpuDecoder {
     fn decode(&mut self, bytes: &[u8], out: &mut Vec<u8>) -> Result<ImageInfo, DecodeError> {
         let opened = self.open(bytes)?;
         let info = opened.info();
-        let len = info.rgb_len();
-        if out.len() < len {
-            out.resize(len, 0);
-        }
-        self.finish(opened, &mut out[..len])?;
+        self.finish(opened, rgb_prefix(out, &info))?;
         Ok(info)
     }
 }

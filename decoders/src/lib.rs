@@ -188,11 +188,17 @@ pub trait Decode {
     /// What either step reports. On error, `out` holds unspecified bytes.
     fn decode(&mut self, bytes: &[u8], out: &mut Vec<u8>) -> Result<ImageInfo, DecodeError> {
         let info = self.probe(bytes)?;
-        let len = info.rgb_len();
-        if out.len() < len {
-            out.resize(len, 0);
-        }
-        self.decode_into(bytes, &info, &mut out[..len])?;
+        self.decode_into(bytes, &info, rgb_prefix(out, &info))?;
         Ok(info)
     }
+}
+
+/// The first `info.rgb_len()` bytes of `out`, which grows to them when it is shorter (and is
+/// never shrunk or cleared): where [`Decode::decode`] writes.
+fn rgb_prefix<'a>(out: &'a mut Vec<u8>, info: &ImageInfo) -> &'a mut [u8] {
+    let len = info.rgb_len();
+    if out.len() < len {
+        out.resize(len, 0);
+    }
+    &mut out[..len]
 }
