@@ -14,7 +14,8 @@ pub enum Stage {
     Augment,
     /// Host: flip, normalize, cast and layout into the pinned batch buffer.
     Collate,
-    /// Host: the router's probe (can the media engine take the file?) and the bitstream copy.
+    /// Host: the router's probe (can the media engine take the file?) and, for a bitstream not
+    /// read straight into its slot, the copy there.
     Route,
     /// Device: the media engine's region (and DCT-scaled) decode, resampled to the output size.
     DecodeEngine,
@@ -92,7 +93,7 @@ impl Stage {
             Stage::DecodeCpu => "JPEG decoding on the CPU",
             Stage::Augment => "crop and resize",
             Stage::Collate => "flip, normalize and cast into pinned memory",
-            Stage::Route => "routing (engine probe, bitstream copy)",
+            Stage::Route => "routing (engine probe, bitstream into its slot)",
             Stage::DecodeEngine => "region decode, crop and resize on the media engine",
             Stage::AugmentEngine => "device ops after the engine",
             Stage::Dma => "host-to-device DMA",
