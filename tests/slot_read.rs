@@ -1,6 +1,7 @@
 //! Bitstreams for the media engine are read straight into their slots of the pinned batch
 //! buffer when they fit there (no copy from a buffer). Whether a sample is read in place or
-//! into a buffer (the same source with in-place reads turned off), or does not fit its slot,
+//! into a buffer (the same source wrapped so that it implements only `read`, as a user's own
+//! source might, which in-place reads must never bypass), or does not fit its slot,
 //! the batches, the skips and the bytes read are the same: on both placements, for folders and
 //! for local shards, with a file the engine cannot take (a PNG) and a damaged one.
 
@@ -14,7 +15,8 @@ use hpuload::{
     Backend, Entry, ImageFolder, Loader, OnError, Placement, ReadMode, Report, Source, WebDataset,
 };
 
-/// A source as it is, except that it never reads in place: every sample goes through `read`.
+/// A source as it is, except that it implements only `read`, as a user's own source might:
+/// `read_into`'s default does not read in place, so every sample goes through `read`.
 struct Buffered<S>(S);
 
 impl<S: Source> Source for Buffered<S> {
@@ -31,9 +33,6 @@ impl<S: Source> Source for Buffered<S> {
         buf: &'a mut Vec<u8>,
     ) -> std::io::Result<SampleBytes<'a>> {
         self.0.read(index, mode, buf)
-    }
-    fn read_into(&self, _: usize, _: ReadMode, _: &mut [u8]) -> std::io::Result<Option<usize>> {
-        Ok(None)
     }
 }
 

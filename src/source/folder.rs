@@ -1,6 +1,6 @@
 use std::path::{Path, PathBuf};
 
-use super::{sort_like_python, Entry, Source};
+use super::{sort_like_python, Entry, ReadMode, Source};
 use crate::Error;
 
 /// File extensions (compared case-insensitively) that ImageFolder picks up: the formats our
@@ -110,6 +110,14 @@ impl Source for ImageFolder {
     }
     fn origin(&self) -> &Path {
         &self.root
+    }
+    fn read_into(
+        &self,
+        index: usize,
+        mode: ReadMode,
+        dst: &mut [u8],
+    ) -> std::io::Result<Option<usize>> {
+        super::read_entry_into(self, index, mode, dst)
     }
 }
 

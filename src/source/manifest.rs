@@ -1,6 +1,6 @@
 use std::path::{Path, PathBuf};
 
-use super::{Entry, Source};
+use super::{Entry, ReadMode, Source};
 use crate::Error;
 
 /// A dataset listed in a text file: one `path<TAB>label` per line.
@@ -90,6 +90,14 @@ impl Source for Manifest {
     }
     fn origin(&self) -> &Path {
         &self.path
+    }
+    fn read_into(
+        &self,
+        index: usize,
+        mode: ReadMode,
+        dst: &mut [u8],
+    ) -> std::io::Result<Option<usize>> {
+        super::read_entry_into(self, index, mode, dst)
     }
 }
 

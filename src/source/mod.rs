@@ -60,8 +60,9 @@ pub trait Source: Send + Sync {
     /// returns their length; `Ok(None)` when they do not fit, or this source does not read
     /// in place (the caller then uses [`read`](Source::read)). The loader reads each bitstream
     /// for the media engine into its slot of the pinned batch buffer this way, so the bytes are
-    /// not copied there from a buffer. The default reads the entry's file when `mode` is
-    /// [`ReadMode::Read`].
+    /// not copied there from a buffer. The default does not read in place, so a source that
+    /// overrides `read` stays correct; one that overrides this must give exactly the bytes
+    /// `read` gives, and the same errors.
     ///
     /// # Errors
     /// As [`read`](Source::read): the same failures give the same errors.
@@ -71,10 +72,25 @@ pub trait Source: Send + Sync {
         mode: ReadMode,
         dst: &mut [u8],
     ) -> std::io::Result<Option<usize>> {
-        match mode {
-            ReadMode::Read => read_file_into(&self.entries()[index].path, dst),
-            ReadMode::Mmap => Ok(None),
-        }
+        let _ = (index, mode, dst);
+        Ok(None)
+    }
+}
+
+/// [`Source::read_into`] for a source whose `read` is the default (the entry's file, by `mode`):
+/// a file read straight into `dst` when `mode` is [`ReadMode::Read`] and it fits.
+///
+/// # Errors
+/// As [`read_file`].
+pub(crate) fn read_entry_into(
+    source: &(impl Source + ?Sized),
+    index: usize,
+    mode: ReadMode,
+    dst: &mut [u8],
+) -> std::io::Result<Option<usize>> {
+    match mode {
+        ReadMode::Read => read_file_into(&source.entries()[index].path, dst),
+        ReadMode::Mmap => Ok(None),
     }
 }
 
