@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use hpuload::{
     Backend, Dtype, Entry, EpochOf, ImageFolder, LastBatch, Layout, Loader as CoreLoader,
-    LoaderState, Manifest, OnError, Pipeline, Placement, Source, WebDataset,
+    LoaderState, Manifest, OnError, Pipeline, Placement, ReadMode, Source, WebDataset,
 };
 use hpuload::{CacheOptions, RemoteOptions, ShardOptions};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
@@ -40,6 +40,14 @@ impl Source for ListSource {
     }
     fn origin(&self) -> &Path {
         &self.origin
+    }
+    fn read_into(
+        &self,
+        index: usize,
+        mode: ReadMode,
+        dst: &mut [u8],
+    ) -> std::io::Result<Option<usize>> {
+        hpuload::source::read_entry_into(self, index, mode, dst)
     }
 }
 

@@ -82,7 +82,7 @@ pub trait Source: Send + Sync {
 ///
 /// # Errors
 /// As [`read_file`].
-pub(crate) fn read_entry_into(
+pub fn read_entry_into(
     source: &(impl Source + ?Sized),
     index: usize,
     mode: ReadMode,
