@@ -16,6 +16,13 @@
 //! images, and they come after every real sample of the batch, so `valid` says how many leading
 //! slots count. Across ranks, every sample appears exactly once per epoch as a valid slot
 //! (`Pad`, `Partial`) or at most once (`Drop`).
+//!
+//! After `k` batches on every rank, the ranks have seen exactly the first `k * B * W` positions
+//! of the order (always fewer than `N`). So a run resumed mid-epoch with another world size (or
+//! other ranks) plans the rest of the epoch the same way over the positions from `start =
+//! k * B * W` on: rank `r` of `W'` owns `start + r, start + r + W', ...`, with `S` computed over
+//! the `N - start` positions left. With `start` 0 this is the table above; with the same `W`
+//! and rank it is exactly the batches the uninterrupted run would have yielded.
 
 use crate::rng::{CounterRng, Stream};
 
@@ -165,16 +172,26 @@ pub(crate) struct Sampler {
 impl Sampler {
     /// Positions this rank owns per epoch (`S` in the module docs).
     pub fn positions_per_rank(&self) -> usize {
-        let (n, w) = (self.len, self.shard.world_size);
+        self.positions_from(0)
+    }
+
+    /// Positions this rank owns among those from global position `start` on.
+    pub fn positions_from(&self, start: usize) -> usize {
+        let (m, w) = (self.len.saturating_sub(start), self.shard.world_size);
         match self.last_batch {
-            LastBatch::Drop => n / w,
-            LastBatch::Pad | LastBatch::Partial => n.div_ceil(w),
+            LastBatch::Drop => m / w,
+            LastBatch::Pad | LastBatch::Partial => m.div_ceil(w),
         }
     }
 
     /// Batches per epoch, the same on every rank.
     pub fn batches_per_epoch(&self) -> usize {
-        let s = self.positions_per_rank();
+        self.batches_from(0)
+    }
+
+    /// Batches over the positions from global position `start` on, the same on every rank.
+    pub fn batches_from(&self, start: usize) -> usize {
+        let s = self.positions_from(start);
         match self.last_batch {
             LastBatch::Drop => s / self.batch_size,
             LastBatch::Pad | LastBatch::Partial => s.div_ceil(self.batch_size),
@@ -194,10 +211,11 @@ impl Sampler {
         order
     }
 
-    /// The samples of batch `b` of an epoch whose order is `order`.
-    pub fn batch(&self, order: &[u32], b: usize) -> BatchPlan {
+    /// The samples of batch `b` of an epoch whose order is `order`, counting batches over the
+    /// positions from global position `start` on (0: the whole epoch).
+    pub fn batch(&self, order: &[u32], start: usize, b: usize) -> BatchPlan {
         let (n, w, bs) = (self.len, self.shard.world_size, self.batch_size);
-        let s = self.positions_per_rank();
+        let s = self.positions_from(start);
         let first = b * bs;
         let slots = match self.last_batch {
             LastBatch::Drop | LastBatch::Pad => bs,
@@ -206,7 +224,7 @@ impl Sampler {
         let mut indices = Vec::with_capacity(slots);
         let mut valid = 0;
         for slot in first..first + slots {
-            let global = slot * w + self.shard.rank;
+            let global = start + slot * w + self.shard.rank;
             if slot < s && global < n {
                 valid += 1;
             }
@@ -252,7 +270,7 @@ mod tests {
                                 let s = sampler(n, bs, r, w, policy);
                                 let order = s.epoch_order(5);
                                 for b in 0..s.batches_per_epoch() {
-                                    let plan = s.batch(&order, b);
+                                    let plan = s.batch(&order, 0, b);
                                     if policy != LastBatch::Partial {
                                         assert_eq!(plan.indices.len(), bs);
                                     }
@@ -287,10 +305,61 @@ mod tests {
     }
 
     #[test]
+    fn the_rest_of_an_epoch_replanned_on_other_ranks_covers_each_unseen_sample_once() {
+        for n in [7, 10, 64, 101] {
+            for (w, bs) in [(1, 3), (2, 8), (3, 1), (4, 3), (5, 8)] {
+                for policy in [LastBatch::Drop, LastBatch::Pad, LastBatch::Partial] {
+                    let old = |r| sampler(n, bs, r, w, policy);
+                    let order = old(0).epoch_order(2);
+                    for k in 0..old(0).batches_per_epoch() {
+                        // Every rank yielded k batches: these are the samples seen so far.
+                        let mut seen = vec![0u32; n];
+                        for r in 0..w {
+                            for b in 0..k {
+                                let plan = old(r).batch(&order, 0, b);
+                                plan.indices[..plan.valid]
+                                    .iter()
+                                    .for_each(|&i| seen[i] += 1);
+                            }
+                        }
+                        let start = k * bs * w;
+                        assert!(start < n, "n={n} w={w} bs={bs} k={k}");
+                        for w2 in 1..=6 {
+                            let mut seen = seen.clone();
+                            let counts: Vec<usize> = (0..w2)
+                                .map(|r| {
+                                    let s = sampler(n, bs, r, w2, policy);
+                                    for b in 0..s.batches_from(start) {
+                                        let plan = s.batch(&order, start, b);
+                                        plan.indices[..plan.valid]
+                                            .iter()
+                                            .for_each(|&i| seen[i] += 1);
+                                        if w2 == w {
+                                            assert_eq!(plan, old(r).batch(&order, 0, k + b));
+                                        }
+                                    }
+                                    s.batches_from(start)
+                                })
+                                .collect();
+                            let what = format!("n={n} w={w}->{w2} bs={bs} k={k} {policy:?}");
+                            assert!(counts.iter().all(|&c| c == counts[0]), "{what}");
+                            if policy == LastBatch::Drop {
+                                assert!(seen.iter().all(|&c| c <= 1), "{what}");
+                            } else {
+                                assert!(seen.iter().all(|&c| c == 1), "{what}: {seen:?}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn padding_comes_after_the_real_samples() {
         let s = sampler(10, 4, 0, 1, LastBatch::Pad);
         let order = s.epoch_order(0);
-        let last = s.batch(&order, 2);
+        let last = s.batch(&order, 0, 2);
         assert_eq!((last.indices.len(), last.valid), (4, 2));
         assert_eq!(
             &last.indices[2..],
@@ -298,7 +367,7 @@ mod tests {
             "padding wraps to the epoch's start"
         );
         let s = sampler(10, 4, 0, 1, LastBatch::Partial);
-        assert_eq!(s.batch(&order, 2).indices.len(), 2);
+        assert_eq!(s.batch(&order, 0, 2).indices.len(), 2);
     }
 
     #[test]
@@ -321,7 +390,7 @@ mod tests {
             let s = sampler(n, 10, 0, w, LastBatch::Pad);
             let order = s.epoch_order(epoch);
             let mut mine: Vec<usize> = (0..s.batches_per_epoch())
-                .flat_map(|b| s.batch(&order, b).indices)
+                .flat_map(|b| s.batch(&order, 0, b).indices)
                 .collect();
             mine.sort_unstable();
             mine

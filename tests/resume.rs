@@ -1,11 +1,12 @@
 //! Exact resume: a loader rebuilt from `Loader::state()` yields the same bytes as the
-//! uninterrupted run, on both backends, shuffled, sharded, and with bad files being skipped.
+//! uninterrupted run, on both backends, shuffled, sharded, and with bad files being skipped;
+//! resumed on another world size, the ranks now present share the rest of the epoch.
 
 mod common;
 
 use std::path::Path;
 
-use common::{dataset, host, small_train, HostBatch, TempDir};
+use common::{dataset, epoch_bytes, host, small_train, HostBatch, TempDir};
 use hpuload::{Backend, ImageFolder, Loader, LoaderBuilder, LoaderState, Source};
 use proptest::prelude::*;
 
@@ -22,10 +23,20 @@ fn damaged_dataset() -> TempDir {
 }
 
 fn builder(dir: &Path, backend: Backend, rank: usize, workers: usize) -> LoaderBuilder {
+    builder_on(dir, backend, rank, 2, workers)
+}
+
+fn builder_on(
+    dir: &Path,
+    backend: Backend,
+    rank: usize,
+    world: usize,
+    workers: usize,
+) -> LoaderBuilder {
     Loader::builder(ImageFolder::open(dir).unwrap())
         .batch_size(3)
         .shuffle(11)
-        .shard(rank, 2)
+        .shard(rank, world)
         .workers(workers)
         .prefetch(2)
         .backend(backend)
@@ -165,4 +176,69 @@ fn resuming_with_another_batch_size_fails_at_build_naming_the_setting() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("batch_size"), "{err}");
+}
+
+/// The valid slots of a batch: (dataset index, the sample's bytes).
+fn valid_samples(batch: &HostBatch) -> Vec<(usize, Vec<u8>)> {
+    let (images, _, indices, valid) = batch;
+    let per = images.len() / indices.len();
+    (0..*valid)
+        .map(|s| (indices[s], images[s * per..(s + 1) * per].to_vec()))
+        .collect()
+}
+
+#[test]
+fn resuming_on_three_ranks_after_two_shares_the_rest_of_the_epoch_with_the_same_pixels() {
+    let dir = damaged_dataset();
+    let dir = dir.path();
+    let backend = Backend::Auto;
+    // Epoch 0 uninterrupted on 2 ranks: every valid slot's sample and bytes.
+    let mut reference: Vec<(usize, Vec<u8>)> = (0..2)
+        .flat_map(|rank| uninterrupted(dir, backend, rank))
+        .filter(|((epoch, _), _)| *epoch == 0)
+        .flat_map(|(_, b)| valid_samples(&b))
+        .collect();
+    // Both ranks yield 2 batches; the job then restarts on 3 ranks from rank 0's checkpoint.
+    let mut seen = Vec::new();
+    let mut states = Vec::new();
+    for rank in 0..2 {
+        let mut l = builder(dir, backend, rank, 2).build().unwrap();
+        let mut epoch = l.epoch(0);
+        for _ in 0..2 {
+            seen.extend(valid_samples(&host(&epoch.next().unwrap().unwrap())));
+        }
+        states.push(epoch.state());
+    }
+    let at = |s: &LoaderState| (s.epoch, s.start, s.step);
+    assert_eq!(at(&states[0]), at(&states[1]), "the ranks stopped together");
+    let json = serde_json::to_string(&states[0]).unwrap();
+    let state: LoaderState = serde_json::from_str(&json).unwrap();
+    let mut counts = Vec::new();
+    for rank in 0..3 {
+        let mut l = builder_on(dir, backend, rank, 3, 2)
+            .resume(state.clone())
+            .build()
+            .unwrap();
+        // 2 ranks x 2 batches x 3 samples seen: the rest of the epoch is planned from 12.
+        assert_eq!(at(&l.state()), (0, 12, 0));
+        let batches = epoch_bytes(&mut l, 0);
+        counts.push(batches.len());
+        seen.extend(batches.iter().flat_map(valid_samples));
+        // From the next epoch on, exactly a 3-rank run.
+        let mut fresh = builder_on(dir, backend, rank, 3, 2).build().unwrap();
+        assert!(
+            epoch_bytes(&mut l, 1) == epoch_bytes(&mut fresh, 1),
+            "rank {rank}"
+        );
+    }
+    assert!(counts.iter().all(|&c| c == counts[0]), "{counts:?}");
+    // The same samples (and the same replacements of the damaged ones), each with the bytes
+    // the uninterrupted run gave it: augmentation depends on the sample, not the rank.
+    reference.sort();
+    seen.sort();
+    assert_eq!(seen.len(), reference.len());
+    assert!(
+        seen == reference,
+        "the epoch's samples or their pixels differ"
+    );
 }

@@ -256,10 +256,7 @@ impl Loader {
             fingerprint: fingerprint(b.source.as_ref(), &pipeline),
         };
         let resume = match &b.resume {
-            Some(state) => {
-                state.check(&config, sampler.batches_per_epoch())?;
-                Some(state.position())
-            }
+            Some(state) => Some(state.resume_position(&config, &sampler)?),
             None => None,
         };
         let shared = Arc::new(Shared {
@@ -321,6 +318,7 @@ impl Loader {
         LoaderState {
             version: LoaderState::VERSION,
             epoch: self.position.epoch,
+            start: self.position.start,
             step: self.position.step,
             skipped: self.position.skipped,
             config: self.config.clone(),
@@ -496,6 +494,9 @@ pub struct EpochOf<L: BorrowMut<Loader>> {
     loader: Option<L>,
     epoch: u64,
     order: Arc<Vec<u32>>,
+    /// The global position of the order from which this epoch's batches are planned (0, or
+    /// where a resume on another world size or rank picked the epoch up).
+    plan_start: usize,
     total: usize,
     next_submit: usize,
     next_yield: usize,
@@ -514,11 +515,7 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
         let l = loader.borrow_mut();
         let start = match l.resume.take() {
             Some(p) if p.epoch == epoch => p,
-            _ => Position {
-                epoch,
-                step: 0,
-                skipped: 0,
-            },
+            _ => Position::epoch_start(epoch),
         };
         let (done_tx, done_rx) = crossbeam_channel::unbounded();
         let budget = match l.shared.on_error {
@@ -529,7 +526,8 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
         };
         Self {
             order: Arc::new(l.sampler.epoch_order(epoch)),
-            total: l.sampler.batches_per_epoch(),
+            plan_start: start.start,
+            total: l.sampler.batches_from(start.start),
             loader: Some(loader),
             epoch,
             next_submit: start.step,
@@ -573,7 +571,8 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
     }
 
     /// Batches in this epoch, counting from step 0 (a resumed epoch yields the ones from its
-    /// start step on).
+    /// start step on). An epoch resumed on another world size or rank counts its batches over
+    /// the positions no rank had seen, so it has fewer.
     pub fn total(&self) -> usize {
         self.total
     }
@@ -585,7 +584,7 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
 
     fn submit(&mut self, seq: usize) -> Result<(), Error> {
         let loader = self.loader();
-        let plan = loader.sampler.batch(&self.order, seq);
+        let plan = loader.sampler.batch(&self.order, self.plan_start, seq);
         loader.shared.source.prefetch(&plan.indices);
         let n = plan.indices.len();
         let images = loader.hpu.alloc(n * loader.shared.layout.sample_bytes)?;
@@ -704,14 +703,11 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
         let result = result.and_then(|batch| {
             self.record(&batch);
             let position = if self.next_yield == self.total {
-                Position {
-                    epoch: self.epoch + 1,
-                    step: 0,
-                    skipped: 0,
-                }
+                Position::epoch_start(self.epoch + 1)
             } else {
                 Position {
                     epoch: self.epoch,
+                    start: self.plan_start,
                     step: self.next_yield,
                     skipped: self.skipped,
                 }
