@@ -215,8 +215,10 @@ class _Loader:
     def load_state_dict(self, state: dict) -> None:
         """Continue from `state_dict()`: the next iteration yields exactly the batches the
         interrupted run would have yielded next. The seed is taken from the state; everything
-        else that decides batch contents (dataset, pipeline, batch size, sharding) must match,
-        or this raises ValueError naming the setting."""
+        else that decides batch contents (dataset, pipeline, batch size, last-batch policy)
+        must match, or this raises ValueError naming the setting. The world size may differ
+        (an elastic restart): every rank loads the same checkpoint (any rank's), and the ranks
+        now present share the rest of the epoch, each sample once."""
         if "hpuload_state" not in state:
             raise ValueError("state_dict was not made by hpuload (no 'hpuload_state')")
         saved = json.loads(state["hpuload_state"])

@@ -236,6 +236,34 @@ def test_habana_loader_reads_rank_and_world_size_from_the_launcher(jpeg_folder, 
     assert len(loader) == 4, "ceil(41 / 3) = 14 samples, padded to 4 batches of 4"
 
 
+def test_a_checkpoint_from_two_ranks_resumes_on_three_which_share_the_rest_of_the_epoch(jpeg_folder, monkeypatch):
+    def loader(rank, world):
+        monkeypatch.setenv("RANK", str(rank))
+        monkeypatch.setenv("WORLD_SIZE", str(world))
+        return HabanaDataLoader(folder(jpeg_folder), batch_size=4, shuffle=True)
+
+    seen, states = [], []
+    for rank in range(2):
+        first = loader(rank, 2)
+        it = iter(first)
+        for _ in range(2):
+            next(it)
+            seen.extend(first.last_indices[: first.last_valid])
+        states.append(json.loads(json.dumps(first.state_dict())))
+        it.close()
+    counts = []
+    for rank in range(3):
+        resumed = loader(rank, 3)
+        resumed.load_state_dict(states[0])
+        n = 0
+        for _ in resumed:
+            n += 1
+            seen.extend(resumed.last_indices[: resumed.last_valid])
+        counts.append(n)
+    assert len(set(counts)) == 1, counts
+    assert sorted(seen) == list(range(41)), "every sample exactly once, before and after the restart"
+
+
 # --- errors ------------------------------------------------------------------------------
 
 
