@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use hpuload::augment::{CropBox, OutputWriter, Resampler, IMAGENET_MEAN, IMAGENET_STD};
-use hpuload::decoders::jpeg::{choose_scale, scaled_region, Region, ResizeRequest, Window};
+use hpuload::decoders::jpeg::{choose_scale, scaled_region, Filter, Region, ResizeRequest, Window};
 use hpuload::decoders::{CpuDecoder, Decode, JpegDecoder};
 use hpuload::pinned::PinnedBuffer;
 use hpuload::{pipelines, Backend, Dtype, Hpu, HpuConfig, ImageFolder, Layout, Loader, Source};
@@ -113,6 +113,7 @@ fn stages(c: &mut Criterion) {
                 e.decode_resized(
                     bytes,
                     &ResizeRequest {
+                        filter: Filter::Bilinear,
                         region: r,
                         denom,
                         window,

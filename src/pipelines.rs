@@ -67,7 +67,7 @@ pub fn resolve(name_or_file: &str) -> Result<Pipeline, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::augment::{Op, Size, IMAGENET_MEAN, IMAGENET_STD};
+    use crate::augment::{Interpolation, Op, Size, IMAGENET_MEAN, IMAGENET_STD};
 
     #[test]
     fn builtin_files_parse_to_the_documented_ops() {
@@ -78,7 +78,8 @@ mod tests {
                 Op::RandomResizedCrop {
                     size: Size::Square(224),
                     scale: [0.08, 1.0],
-                    ratio: [3.0 / 4.0, 4.0 / 3.0]
+                    ratio: [3.0 / 4.0, 4.0 / 3.0],
+                    interpolation: Interpolation::Bilinear,
                 },
                 Op::RandomHorizontalFlip { p: 0.5 },
                 Op::Normalize {
@@ -92,7 +93,8 @@ mod tests {
             eval.ops[..2],
             [
                 Op::Resize {
-                    size: Size::Square(256)
+                    size: Size::Square(256),
+                    interpolation: Interpolation::Bilinear,
                 },
                 Op::CenterCrop {
                     size: Size::Square(224)

@@ -23,6 +23,8 @@ pub(crate) enum Stream {
     Flip = 3,
     /// The replacement chosen for a skipped sample.
     Replace = 4,
+    /// The pipeline's other random ops: op `k` of the pipeline draws from stream `Ops + k`.
+    Ops = 16,
 }
 
 /// A generator keyed by `(seed, epoch, index, stream)`; draw `i` is `mix(key + i * GOLDEN)`.
@@ -38,6 +40,20 @@ impl CounterRng {
             mix(mix(seed ^ GOLDEN).wrapping_add(epoch)).wrapping_add(index)
                 ^ (stream as u64).wrapping_mul(GOLDEN),
         );
+        Self { key, counter: 0 }
+    }
+
+    /// The generator of the pipeline's op at position `op` (see [`Stream::Ops`]).
+    pub(crate) fn for_op(seed: u64, epoch: u64, index: u64, op: usize) -> Self {
+        let key = mix(
+            mix(mix(seed ^ GOLDEN).wrapping_add(epoch)).wrapping_add(index)
+                ^ (Stream::Ops as u64 + op as u64).wrapping_mul(GOLDEN),
+        );
+        Self { key, counter: 0 }
+    }
+
+    /// A generator whose key was itself drawn from another (noise drawn lazily, when applied).
+    pub(crate) fn from_key(key: u64) -> Self {
         Self { key, counter: 0 }
     }
 

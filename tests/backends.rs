@@ -76,6 +76,7 @@ fn flip_only(size: u32) -> Pipeline {
             size: Size::Square(size),
             scale: [0.08, 1.0],
             ratio: [0.75, 4.0 / 3.0],
+            interpolation: Default::default(),
         })
         .then(Op::RandomHorizontalFlip { p: 0.5 })
 }

@@ -141,6 +141,7 @@ fn eval_pipeline_matches_torchvision_within_one_level() {
     let eval = Pipeline::new("eval64")
         .then(Op::Resize {
             size: Size::Square(64),
+            interpolation: Default::default(),
         })
         .then(Op::CenterCrop {
             size: Size::Square(56),

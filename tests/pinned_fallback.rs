@@ -27,6 +27,7 @@ fn when_page_locking_is_refused_batches_still_arrive_and_pinned_is_false() {
         size: Size::Square(64),
         scale: [0.08, 1.0],
         ratio: [0.75, 4.0 / 3.0],
+        interpolation: Default::default(),
     };
     let mut loader = Loader::builder(ImageFolder::open(data.path()).unwrap())
         .batch_size(4)

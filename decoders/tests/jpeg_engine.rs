@@ -4,7 +4,7 @@
 use hpuload_decoders::testing::psnr;
 use std::path::{Path, PathBuf};
 
-use hpuload_decoders::jpeg::{choose_scale, scaled_region, Region, ResizeRequest, Window};
+use hpuload_decoders::jpeg::{choose_scale, scaled_region, Filter, Region, ResizeRequest, Window};
 use hpuload_decoders::{CpuDecoder, Decode, DecodeError, JpegDecoder};
 
 fn fixtures() -> PathBuf {
@@ -385,6 +385,7 @@ fn resized_decode_agrees_with_resampling_a_full_decode() {
             d.decode_resized(
                 &bytes,
                 &ResizeRequest {
+                    filter: Filter::Bilinear,
                     region,
                     denom: 1,
                     window,
@@ -406,6 +407,7 @@ fn resized_decode_agrees_with_resampling_a_full_decode() {
                 d.decode_resized(
                     &bytes,
                     &ResizeRequest {
+                        filter: Filter::Bilinear,
                         region,
                         denom,
                         window,
@@ -440,6 +442,7 @@ fn a_window_outside_its_region_a_wrapping_region_or_a_wrong_output_buffer_is_an_
     };
     let mut decode = |region, window, out_h| {
         let request = ResizeRequest {
+            filter: Filter::Bilinear,
             region,
             denom: 1,
             window,
@@ -517,6 +520,7 @@ fn damaged_files_never_panic() {
                     let _ = d.decode_resized(
                         &m,
                         &ResizeRequest {
+                            filter: Filter::Bilinear,
                             region: r,
                             denom,
                             window,
@@ -540,6 +544,7 @@ fn a_decode_from_the_probes_parsed_headers_equals_one_that_parses_them_again() {
     assert_eq!((info.width, info.height), (64, 48));
     assert_eq!(d.probe(&bytes).unwrap(), info);
     let request = ResizeRequest {
+        filter: Filter::Bilinear,
         region: Region {
             x: 5,
             y: 3,

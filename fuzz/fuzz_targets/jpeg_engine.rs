@@ -7,7 +7,7 @@
 //! also a fractional window inside the region and the output size; the rest is the file.
 #![no_main]
 
-use hpuload_decoders::jpeg::{scaled_region, Region, ResizeRequest, Window, SCALE_DENOMINATORS};
+use hpuload_decoders::jpeg::{scaled_region, Filter, Region, ResizeRequest, Window, SCALE_DENOMINATORS};
 use hpuload_decoders::{JpegDecoder, Limits};
 use libfuzzer_sys::fuzz_target;
 
@@ -47,6 +47,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let (out_w, out_h) = (1 + u32::from(params[2] % 64), 1 + u32::from(params[3] % 64));
     let request = ResizeRequest {
+        filter: Filter::Bilinear,
         region,
         denom,
         window,

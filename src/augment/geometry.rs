@@ -8,7 +8,7 @@ use crate::rng::CounterRng;
 /// pixels inside it (torchvision's crop-then-resize, RandomResizedCrop). `view == false`: the
 /// window is fractional and resampling may read pixels around it, which is exactly a resize of
 /// the whole image followed by a crop (torchvision's Resize then CenterCrop).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct CropBox {
     /// Left edge, in source pixels.
     pub left: f64,
@@ -34,19 +34,25 @@ impl CropBox {
     }
 
     /// The integer region of a `width` x `height` image that the engine must decode for this
-    /// crop at `out_w` output columns: the crop itself for an integer window; for a fractional
-    /// window (resize-then-crop), the window plus the resampling filter's reach on each side,
-    /// so edge pixels see the same neighbours as a full decode.
+    /// crop at `out_w` output columns with `filter`: the crop itself for an integer window;
+    /// for a fractional window (resize-then-crop), the window plus the resampling filter's
+    /// reach on each side (twice as far for bicubic), so edge pixels see the same neighbours
+    /// as a full decode.
     pub fn covering_region(
         &self,
         width: u32,
         height: u32,
         out_w: u32,
+        filter: hpuload_decoders::jpeg::Filter,
     ) -> hpuload_decoders::jpeg::Region {
+        let reach = match filter {
+            hpuload_decoders::jpeg::Filter::Bicubic => 2.0,
+            _ => 1.0,
+        };
         let margin = if self.view {
             0.0
         } else {
-            (self.width / f64::from(out_w)).max(1.0).ceil() + 1.0
+            ((self.width / f64::from(out_w)).max(1.0) * reach).ceil() + 1.0
         };
         let x0 = (self.left - margin).floor().max(0.0) as u32;
         let y0 = (self.top - margin).floor().max(0.0) as u32;
@@ -180,10 +186,229 @@ pub(crate) fn resize_center_crop(
     })
 }
 
+/// A resolved affine warp with torchvision's parameters: `affine(angle, translate, scale,
+/// shear, center)` or `rotate(angle, center)` (which warps by `-angle` and takes exact
+/// shortcuts for multiples of 90 degrees), sampled by nearest or bilinear interpolation, with
+/// `fill` outside the image (`None`: zeros, without torchvision's mask blending).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct Warp {
+    /// `rotate` (true) or `affine` (false).
+    pub rotate: bool,
+    /// Degrees (counter-clockwise for `rotate`, clockwise for `affine`, as torchvision).
+    pub angle: f64,
+    /// Pixels, `[x, y]`.
+    pub translate: [f64; 2],
+    /// Zoom factor.
+    pub scale: f64,
+    /// Degrees, `[x, y]`.
+    pub shear: [f64; 2],
+    /// The centre in pixels; `None`: the image's centre.
+    pub center: Option<[f64; 2]>,
+    /// Nearest (true) or bilinear.
+    pub nearest: bool,
+    /// Per-channel fill outside the image.
+    pub fill: Option<[f32; 3]>,
+}
+
+/// torchvision's `_get_inverse_affine_matrix` (output pixel -> input pixel, centred
+/// coordinates).
+fn inverse_affine(
+    center: [f64; 2],
+    angle: f64,
+    translate: [f64; 2],
+    scale: f64,
+    shear: [f64; 2],
+) -> [f64; 6] {
+    let rot = angle.to_radians();
+    let (sx, sy) = (shear[0].to_radians(), shear[1].to_radians());
+    let [cx, cy] = center;
+    let [tx, ty] = translate;
+    let a = (rot - sy).cos() / sy.cos();
+    let b = -(rot - sy).cos() * sx.tan() / sy.cos() - rot.sin();
+    let c = (rot - sy).sin() / sy.cos();
+    let d = -(rot - sy).sin() * sx.tan() / sy.cos() + rot.cos();
+    let mut m = [d, -b, 0.0, -c, a, 0.0].map(|x| x / scale);
+    m[2] += m[0] * (-cx - tx) + m[1] * (-cy - ty);
+    m[5] += m[3] * (-cx - tx) + m[4] * (-cy - ty);
+    m[2] += cx;
+    m[5] += cy;
+    m
+}
+
+/// Mirrors an `h`x`w` RGB8 image left to right.
+pub(crate) fn hflip(rgb: &mut [u8], h: usize, w: usize) {
+    for row in rgb.chunks_exact_mut(w * 3).take(h) {
+        let px: &mut [[u8; 3]] = bytemuck::cast_slice_mut(row);
+        px.reverse();
+    }
+}
+
+/// Mirrors an `h`x`w` RGB8 image top to bottom.
+pub(crate) fn vflip(rgb: &mut [u8], h: usize, w: usize) {
+    let stride = w * 3;
+    for y in 0..h / 2 {
+        let (top, bottom) = rgb.split_at_mut((h - 1 - y) * stride);
+        top[y * stride..][..stride].swap_with_slice(&mut bottom[..stride]);
+    }
+}
+
+/// `torch.rot90(image, k)` (counter-clockwise quarter turns) of a square image, into `out`.
+fn rot90(src: &[u8], n: usize, k: u32, out: &mut [u8]) {
+    for y in 0..n {
+        for x in 0..n {
+            let (sy, sx) = match k % 4 {
+                1 => (x, n - 1 - y),
+                2 => (n - 1 - y, n - 1 - x),
+                3 => (n - 1 - x, y),
+                _ => (y, x),
+            };
+            out[(y * n + x) * 3..][..3].copy_from_slice(&src[(sy * n + sx) * 3..][..3]);
+        }
+    }
+}
+
+/// Applies `warp` to the `h`x`w` RGB8 image in place, as torchvision's tensor kernels do: the
+/// inverse matrix in f64, the sampling grid and `grid_sample` (align_corners=False, zero
+/// padding) in f32, then the fill, rounding half to even.
+pub(crate) fn warp(rgb: &mut [u8], h: usize, w: usize, warp: &Warp, s: &mut super::Scratch) {
+    let src = &mut s.bytes;
+    src.clear();
+    src.extend_from_slice(&rgb[..h * w * 3]);
+    let (wf, hf) = (w as f64, h as f64);
+    if warp.rotate && warp.center.is_none() {
+        let angle = warp.angle.rem_euclid(360.0);
+        let quarter = [0.0, 90.0, 180.0, 270.0].iter().position(|&q| angle == q);
+        match quarter {
+            Some(0) => return,
+            Some(2) => {
+                // Half a turn: both mirrors (any shape).
+                hflip(rgb, h, w);
+                return vflip(rgb, h, w);
+            }
+            Some(k) if h == w => return rot90(src, w, k as u32, rgb),
+            _ => {}
+        }
+    }
+    let center = warp
+        .center
+        .map_or([0.0, 0.0], |[cx, cy]| [cx - wf * 0.5, cy - hf * 0.5]);
+    let m = if warp.rotate {
+        inverse_affine(center, -warp.angle, [0.0, 0.0], 1.0, [0.0, 0.0])
+    } else {
+        inverse_affine(center, warp.angle, warp.translate, warp.scale, warp.shear)
+    };
+    let theta = m.map(|v| v as f32);
+    let (half_w, half_h) = ((0.5 * wf) as f32, (0.5 * hf) as f32);
+    // Columns of the rescaled, transposed theta.
+    let (ax, bx, cx) = (theta[0] / half_w, theta[1] / half_w, theta[2] / half_w);
+    let (ay, by, cy) = (theta[3] / half_h, theta[4] / half_h, theta[5] / half_h);
+    let xs: Vec<f32> = super::linspace_f32((1.0 - wf) * 0.5, (wf - 1.0) * 0.5, w).collect();
+    let ys: Vec<f32> = super::linspace_f32((1.0 - hf) * 0.5, (hf - 1.0) * 0.5, h).collect();
+    let (wf32, hf32) = (w as f32, h as f32);
+    let fill = warp.fill;
+    let px = |x: isize, y: isize| -> Option<&[u8]> {
+        (x >= 0 && y >= 0 && (x as usize) < w && (y as usize) < h)
+            .then(|| &src[(y as usize * w + x as usize) * 3..][..3])
+    };
+    for (oy, &gy_base) in ys.iter().enumerate() {
+        for (ox, &gx_base) in xs.iter().enumerate() {
+            let gx = gx_base * ax + gy_base * bx + cx;
+            let gy = gx_base * ay + gy_base * by + cy;
+            let ix = ((gx + 1.0) * wf32 - 1.0) / 2.0;
+            let iy = ((gy + 1.0) * hf32 - 1.0) / 2.0;
+            let mut value = [0f32; 3];
+            let mask;
+            if warp.nearest {
+                let (nx, ny) = (ix.round_ties_even() as isize, iy.round_ties_even() as isize);
+                match px(nx, ny) {
+                    Some(p) => {
+                        value = [p[0], p[1], p[2]].map(f32::from);
+                        mask = 1.0;
+                    }
+                    None => mask = 0.0,
+                }
+                if let (Some(f), true) = (fill, mask < 0.5) {
+                    value = f;
+                }
+            } else {
+                let (x0, y0) = (ix.floor(), iy.floor());
+                let (x1, y1) = (x0 + 1.0, y0 + 1.0);
+                let corners = [
+                    (x0, y0, (x1 - ix) * (y1 - iy)),
+                    (x1, y0, (ix - x0) * (y1 - iy)),
+                    (x0, y1, (x1 - ix) * (iy - y0)),
+                    (x1, y1, (ix - x0) * (iy - y0)),
+                ];
+                let mut m = 0f32;
+                for (x, y, wgt) in corners {
+                    if let Some(p) = px(x as isize, y as isize) {
+                        for c in 0..3 {
+                            value[c] += f32::from(p[c]) * wgt;
+                        }
+                        m += wgt;
+                    }
+                }
+                mask = m;
+                if let Some(f) = fill {
+                    for c in 0..3 {
+                        value[c] = (value[c] - f[c]) * mask + f[c];
+                    }
+                }
+            }
+            let out = &mut rgb[(oy * w + ox) * 3..][..3];
+            for c in 0..3 {
+                out[c] = value[c].round_ties_even().clamp(0.0, 255.0) as u8;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::rng::Stream;
+
+    #[test]
+    fn quarter_turns_and_flips_move_pixels_exactly() {
+        // 2x2: a b / c d.
+        let img: Vec<u8> = [1u8, 2, 3, 4].iter().flat_map(|&v| [v, v, v]).collect();
+        let get = |v: &[u8]| v.chunks(3).map(|p| p[0]).collect::<Vec<_>>();
+        let mut s = crate::augment::Scratch::default();
+        let turn = |angle: f64| Warp {
+            rotate: true,
+            angle,
+            translate: [0.0; 2],
+            scale: 1.0,
+            shear: [0.0; 2],
+            center: None,
+            nearest: true,
+            fill: None,
+        };
+        let mut a = img.clone();
+        warp(&mut a, 2, 2, &turn(90.0), &mut s);
+        assert_eq!(get(&a), [2, 4, 1, 3], "counter-clockwise, as torch.rot90");
+        let mut b = img.clone();
+        warp(&mut b, 2, 2, &turn(180.0), &mut s);
+        assert_eq!(get(&b), [4, 3, 2, 1]);
+        let mut c = img.clone();
+        warp(&mut c, 2, 2, &turn(-90.0), &mut s);
+        assert_eq!(get(&c), [3, 1, 4, 2]);
+        // A translation by whole pixels moves pixels and fills with zeros.
+        let shift = Warp {
+            rotate: false,
+            angle: 0.0,
+            translate: [1.0, 0.0],
+            ..turn(0.0)
+        };
+        let mut d = img.clone();
+        warp(&mut d, 2, 2, &shift, &mut s);
+        assert_eq!(get(&d), [0, 1, 0, 3]);
+        let mut e = img.clone();
+        hflip(&mut e, 2, 2);
+        assert_eq!(get(&e), [2, 1, 4, 3]);
+        vflip(&mut e, 2, 2);
+        assert_eq!(get(&e), [4, 3, 2, 1]);
+    }
 
     #[test]
     fn round_half_even_matches_python() {

@@ -5,7 +5,7 @@
 use fast_image_resize::images::{CroppedImage, Image, ImageRef};
 use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
 
-use super::CropBox;
+use super::{CropBox, Interpolation};
 use crate::hpu::{Dtype, Layout};
 
 /// Crops and resizes RGB8 images into a reused buffer (antialiased bilinear, Pillow's
@@ -28,8 +28,8 @@ impl Resampler {
         }
     }
 
-    /// Resamples `crop` of the `width`x`height` RGB8 image `src` to the output size and returns
-    /// the result (interleaved RGB8, row-major).
+    /// Resamples `crop` of the `width`x`height` RGB8 image `src` to the output size with
+    /// antialiased bilinear and returns the result (interleaved RGB8, row-major).
     ///
     /// # Errors
     /// The crop lies outside the image or `src` is shorter than `width * height * 3`.
@@ -40,11 +40,37 @@ impl Resampler {
         height: u32,
         crop: &CropBox,
     ) -> Result<&[u8], String> {
+        self.run_with(src, width, height, crop, Interpolation::Bilinear)
+            .map(|out| &*out)
+    }
+
+    /// [`Resampler::run`] with a chosen filter: antialiased bilinear or bicubic (Pillow's
+    /// filters, which torchvision's antialiased resize reproduces), or torch's `nearest`
+    /// (source pixel `floor(i * in / out)`, in f32). `Random` must have been drawn already.
+    ///
+    /// # Errors
+    /// The crop lies outside the image, `src` is short, or the filter is `Random`.
+    pub fn run_with(
+        &mut self,
+        src: &[u8],
+        width: u32,
+        height: u32,
+        crop: &CropBox,
+        interpolation: Interpolation,
+    ) -> Result<&mut [u8], String> {
+        let filter = match interpolation {
+            Interpolation::Bilinear => FilterType::Bilinear,
+            Interpolation::Bicubic => FilterType::CatmullRom,
+            Interpolation::Nearest => {
+                self.nearest(src, width, height, crop)?;
+                return Ok(&mut self.out);
+            }
+            Interpolation::Random => return Err("interpolation 'random' was not drawn".into()),
+        };
         let src = ImageRef::new(width, height, src, PixelType::U8x3).map_err(|e| e.to_string())?;
         let mut dst = Image::from_slice_u8(self.out_w, self.out_h, &mut self.out, PixelType::U8x3)
             .map_err(|e| e.to_string())?;
-        let bilinear =
-            ResizeOptions::new().resize_alg(ResizeAlg::Convolution(FilterType::Bilinear));
+        let options = ResizeOptions::new().resize_alg(ResizeAlg::Convolution(filter));
         let result = if crop.view {
             let view = CroppedImage::new(
                 &src,
@@ -54,13 +80,59 @@ impl Resampler {
                 crop.height as u32,
             )
             .map_err(|e| e.to_string())?;
-            self.resizer.resize(&view, &mut dst, &bilinear)
+            self.resizer.resize(&view, &mut dst, &options)
         } else {
-            let options = bilinear.crop(crop.left, crop.top, crop.width, crop.height);
+            let options = options.crop(crop.left, crop.top, crop.width, crop.height);
             self.resizer.resize(&src, &mut dst, &options)
         };
         result.map_err(|e| e.to_string())?;
-        Ok(&self.out)
+        Ok(&mut self.out)
+    }
+
+    /// torch's `interpolate(mode="nearest")` of the window: output pixel `i` reads source
+    /// pixel `left + floor(i * scale)` with `scale = window / out` in f32 (in the original
+    /// image's pixels, for a window cut after a resize).
+    fn nearest(
+        &mut self,
+        src: &[u8],
+        width: u32,
+        height: u32,
+        crop: &CropBox,
+    ) -> Result<(), String> {
+        if src.len() < width as usize * height as usize * 3
+            || crop.left < 0.0
+            || crop.top < 0.0
+            || crop.left + crop.width > f64::from(width) + 1e-6
+            || crop.top + crop.height > f64::from(height) + 1e-6
+        {
+            return Err("the crop lies outside the image".into());
+        }
+        // A fractional window is a resize of the whole image then a crop: the offset is in
+        // resized pixels, so it goes inside the floor.
+        let view = crop.view;
+        let index = |out: u32, start: f64, len: f64, limit: u32| -> Vec<usize> {
+            let scale = (len as f32) / out as f32;
+            (0..out)
+                .map(|i| {
+                    let at = if view {
+                        start + f64::from((i as f32 * scale).floor())
+                    } else {
+                        (start + f64::from(i) * f64::from(scale)).floor()
+                    };
+                    (at.max(0.0) as u32).min(limit - 1) as usize
+                })
+                .collect()
+        };
+        let xs = index(self.out_w, crop.left, crop.width, width);
+        let ys = index(self.out_h, crop.top, crop.height, height);
+        let stride = width as usize * 3;
+        for (row, &y) in self.out.chunks_exact_mut(self.out_w as usize * 3).zip(&ys) {
+            let line = &src[y * stride..][..stride];
+            for (px, &x) in row.chunks_exact_mut(3).zip(&xs) {
+                px.copy_from_slice(&line[x * 3..][..3]);
+            }
+        }
+        Ok(())
     }
 }
 
@@ -394,12 +466,6 @@ fn interleaved_row<'a, T: Copy>(
             t[1][usize::from(px[1])],
             t[2][usize::from(px[2])],
         ];
-    }
-}
-
-impl crate::hpu::DeviceOp for OutputWriter {
-    fn apply(&self, rgb: &[u8], h: usize, w: usize, flip: bool, out: &mut [u8]) {
-        self.write(rgb, h, w, flip, out);
     }
 }
 

@@ -1,7 +1,19 @@
-//! Augmentation: a declarative [`Pipeline`] of ops, validated into a plan that the workers
-//! run per sample as one fused pass (crop + resize, then flip + normalize + cast + layout
-//! straight into the batch slot).
+//! Augmentation: a declarative [`Pipeline`] of ops with torchvision's semantics, validated into
+//! a [`Plan`]. For each sample the plan draws a [`SamplePlan`] once, from the counter-based
+//! generator keyed by `(seed, epoch, index)`: the crop window and interpolation, then the pixel
+//! ops (flips, colour, auto-augment, blur, warps) with their magnitudes and order, and the
+//! erase boxes. Both paths execute that same plan: crop + resize to an RGB8 image, the pixel
+//! ops on it ([`apply`]), then flip + normalize + cast + layout into the batch slot
+//! ([`OutputWriter`]) and the erase boxes on the written slot.
+//!
+//! Files by family: `geometry.rs` (crop windows, flips, affine warps), `colour.rs`, `blur.rs`
+//! (Gaussian blur, sharpness), `autoaugment.rs` (the policies), `erase.rs`, `kernel.rs` (the
+//! resampler and the output writer).
 
+mod autoaugment;
+mod blur;
+mod colour;
+mod erase;
 mod geometry;
 mod kernel;
 
@@ -9,12 +21,15 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-pub use geometry::CropBox;
+pub use autoaugment::{AugMixPlan, AutoAugmentPolicy};
+pub use erase::{EraseBox, EraseValue, RandomFill};
+pub use geometry::{CropBox, Warp};
 pub use kernel::{OutputWriter, Resampler};
 
-use crate::hpu::Dtype;
+use crate::hpu::{Dtype, Layout};
 use crate::rng::{CounterRng, Stream};
 use crate::Error;
+use erase::EraseSpec;
 
 /// An output size: one number for a square, or `[height, width]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,13 +51,43 @@ impl Size {
     }
 }
 
-/// One augmentation step, with torchvision's semantics.
+/// How a resize or a warp samples the source.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Interpolation {
+    /// Nearest neighbour (torch's `nearest`: source index `floor(i * in / out)`).
+    Nearest,
+    /// Antialiased bilinear (Pillow's filter, which torchvision's antialiased tensor resize
+    /// reproduces).
+    #[default]
+    Bilinear,
+    /// Antialiased bicubic (Pillow's, `a = -0.5`).
+    Bicubic,
+    /// Bilinear or bicubic with equal probability, per sample (timm's `'random'`).
+    Random,
+}
+
+impl Interpolation {
+    /// The media engine's filter for a drawn interpolation (`Random` is never drawn).
+    pub fn filter(self) -> hpuload_decoders::jpeg::Filter {
+        use hpuload_decoders::jpeg::Filter;
+        match self {
+            Self::Nearest => Filter::Nearest,
+            Self::Bicubic => Filter::Bicubic,
+            Self::Bilinear | Self::Random => Filter::Bilinear,
+        }
+    }
+}
+
+/// One augmentation step, with torchvision's semantics (the v2 tensor kernels on uint8 images
+/// are the reference). Geometry (a crop and/or resize) comes first; then pixel ops on the
+/// RGB8 image at the output size; then `normalize`; then `random_erasing`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 #[non_exhaustive]
 pub enum Op {
-    /// `RandomResizedCrop(size, scale, ratio)`: a random window of `scale` times the area and
-    /// aspect ratio in `ratio` (log-uniform), resized to `size` with antialiased bilinear.
+    /// `RandomResizedCrop(size, scale, ratio, interpolation)`: a random window of `scale`
+    /// times the area and aspect ratio in `ratio` (log-uniform), resized to `size`.
     RandomResizedCrop {
         /// Output size.
         size: Size,
@@ -52,12 +97,18 @@ pub enum Op {
         /// Range of the window's aspect ratio (width / height). Default `[3/4, 4/3]`.
         #[serde(default = "default_ratio")]
         ratio: [f64; 2],
+        /// Default bilinear.
+        #[serde(default)]
+        interpolation: Interpolation,
     },
     /// `Resize(size)`: a single number resizes the shorter side to it (keeping the aspect
     /// ratio, the longer side truncated as torchvision does); `[h, w]` resizes to exactly that.
     Resize {
         /// Target size.
         size: Size,
+        /// Default bilinear.
+        #[serde(default)]
+        interpolation: Interpolation,
     },
     /// `CenterCrop(size)`.
     CenterCrop {
@@ -70,12 +121,237 @@ pub enum Op {
         #[serde(default = "default_p")]
         p: f64,
     },
+    /// `RandomVerticalFlip(p)`.
+    RandomVerticalFlip {
+        /// Probability of flipping. Default 0.5.
+        #[serde(default = "default_p")]
+        p: f64,
+    },
+    /// `ColorJitter`: factors drawn uniformly from each range, applied in a random order.
+    /// `None` leaves that adjustment out (torchvision's 0).
+    ColorJitter {
+        /// Brightness factor range, e.g. `[0.6, 1.4]` for `brightness=0.4`.
+        #[serde(default)]
+        brightness: Option<[f64; 2]>,
+        /// Contrast factor range.
+        #[serde(default)]
+        contrast: Option<[f64; 2]>,
+        /// Saturation factor range.
+        #[serde(default)]
+        saturation: Option<[f64; 2]>,
+        /// Hue shift range, within `[-0.5, 0.5]`.
+        #[serde(default)]
+        hue: Option<[f64; 2]>,
+    },
+    /// `RandomGrayscale(p)` (`Grayscale(3)` is `p = 1`).
+    RandomGrayscale {
+        /// Probability. Default 0.1.
+        #[serde(default = "default_gray_p")]
+        p: f64,
+    },
+    /// `GaussianBlur(kernel_size, sigma)`: sigma drawn uniformly from the range per sample.
+    GaussianBlur {
+        /// `[x, y]`, odd.
+        kernel_size: [u32; 2],
+        /// Sigma range. Default `[0.1, 2.0]`.
+        #[serde(default = "default_sigma")]
+        sigma: [f64; 2],
+    },
+    /// `RandomSolarize(threshold, p)`: invert values `>= threshold` (0..=255).
+    RandomSolarize {
+        /// Threshold on the 0..=255 scale.
+        threshold: f64,
+        /// Probability. Default 0.5.
+        #[serde(default = "default_p")]
+        p: f64,
+    },
+    /// `RandomPosterize(bits, p)`.
+    RandomPosterize {
+        /// Bits kept, 0..=8.
+        bits: u8,
+        /// Probability. Default 0.5.
+        #[serde(default = "default_p")]
+        p: f64,
+    },
+    /// `RandomAutocontrast(p)`.
+    RandomAutocontrast {
+        /// Probability. Default 0.5.
+        #[serde(default = "default_p")]
+        p: f64,
+    },
+    /// `RandomEqualize(p)`.
+    RandomEqualize {
+        /// Probability. Default 0.5.
+        #[serde(default = "default_p")]
+        p: f64,
+    },
+    /// `RandomAdjustSharpness(sharpness_factor, p)`.
+    RandomAdjustSharpness {
+        /// The factor (0 blurs, 1 keeps, 2 sharpens).
+        sharpness_factor: f64,
+        /// Probability. Default 0.5.
+        #[serde(default = "default_p")]
+        p: f64,
+    },
+    /// `RandomInvert(p)`.
+    RandomInvert {
+        /// Probability. Default 0.5.
+        #[serde(default = "default_p")]
+        p: f64,
+    },
+    /// `RandomRotation(degrees, interpolation, fill, center)` (no `expand`).
+    RandomRotation {
+        /// Angle range in degrees.
+        degrees: [f64; 2],
+        /// Nearest (default) or bilinear.
+        #[serde(default = "nearest")]
+        interpolation: Interpolation,
+        /// Per-channel fill outside the image (0..=255); none: zeros.
+        #[serde(default)]
+        fill: Option<[f32; 3]>,
+        /// Centre in pixels; none: the image's centre.
+        #[serde(default)]
+        center: Option<[f64; 2]>,
+    },
+    /// `RandomAffine(degrees, translate, scale, shear, interpolation, fill, center)`.
+    RandomAffine {
+        /// Angle range in degrees.
+        degrees: [f64; 2],
+        /// Largest translation as fractions of width and height.
+        #[serde(default)]
+        translate: Option<[f64; 2]>,
+        /// Zoom range.
+        #[serde(default)]
+        scale: Option<[f64; 2]>,
+        /// Shear ranges in degrees: `[x_min, x_max, y_min, y_max]` (y `[0, 0]` for none).
+        #[serde(default)]
+        shear: Option<[f64; 4]>,
+        /// Nearest (default) or bilinear.
+        #[serde(default = "nearest")]
+        interpolation: Interpolation,
+        /// Per-channel fill (0..=255); none: zeros.
+        #[serde(default)]
+        fill: Option<[f32; 3]>,
+        /// Centre in pixels; none: the image's centre.
+        #[serde(default)]
+        center: Option<[f64; 2]>,
+    },
+    /// `AutoAugment(policy, interpolation, fill)`.
+    AutoAugment {
+        /// Default ImageNet.
+        #[serde(default = "imagenet")]
+        policy: AutoAugmentPolicy,
+        /// Nearest (default) or bilinear, for the warps.
+        #[serde(default = "nearest")]
+        interpolation: Interpolation,
+        /// Fill for the warps.
+        #[serde(default)]
+        fill: Option<[f32; 3]>,
+    },
+    /// `RandAugment(num_ops, magnitude, num_magnitude_bins, interpolation, fill)`.
+    RandAugment {
+        /// Default 2.
+        #[serde(default = "two")]
+        num_ops: u32,
+        /// Default 9.
+        #[serde(default = "nine")]
+        magnitude: u32,
+        /// Default 31.
+        #[serde(default = "bins")]
+        num_magnitude_bins: u32,
+        /// Nearest (default) or bilinear, for the warps.
+        #[serde(default = "nearest")]
+        interpolation: Interpolation,
+        /// Fill for the warps.
+        #[serde(default)]
+        fill: Option<[f32; 3]>,
+    },
+    /// `TrivialAugmentWide(num_magnitude_bins, interpolation, fill)`.
+    TrivialAugmentWide {
+        /// Default 31.
+        #[serde(default = "bins")]
+        num_magnitude_bins: u32,
+        /// Nearest (default) or bilinear, for the warps.
+        #[serde(default = "nearest")]
+        interpolation: Interpolation,
+        /// Fill for the warps.
+        #[serde(default)]
+        fill: Option<[f32; 3]>,
+    },
+    /// `AugMix(severity, mixture_width, chain_depth, alpha, all_ops, interpolation, fill)`.
+    AugMix {
+        /// 1..=10, default 3.
+        #[serde(default = "three")]
+        severity: u32,
+        /// Default 3.
+        #[serde(default = "three")]
+        mixture_width: u32,
+        /// Ops per chain; -1 (default): 1 to 3 at random.
+        #[serde(default = "minus_one")]
+        chain_depth: i32,
+        /// Dirichlet/Beta concentration. Default 1.
+        #[serde(default = "one")]
+        alpha: f64,
+        /// Include brightness, colour, contrast and sharpness. Default true.
+        #[serde(default = "yes")]
+        all_ops: bool,
+        /// Bilinear (default) or nearest, for the warps.
+        #[serde(default)]
+        interpolation: Interpolation,
+        /// Fill for the warps.
+        #[serde(default)]
+        fill: Option<[f32; 3]>,
+    },
+    /// `RandomApply(ops, p)`: all of `ops`, in order, with probability `p`.
+    RandomApply {
+        /// Pixel ops.
+        ops: Vec<Op>,
+        /// Default 0.5.
+        #[serde(default = "default_p")]
+        p: f64,
+    },
+    /// `RandomChoice(ops, p)`: one of `ops`, with weights `p` (default equal).
+    RandomChoice {
+        /// Pixel ops.
+        ops: Vec<Op>,
+        /// Weights.
+        #[serde(default)]
+        p: Option<Vec<f64>>,
+    },
+    /// `RandomOrder(ops)`: all of `ops` in a random order.
+    RandomOrder {
+        /// Pixel ops.
+        ops: Vec<Op>,
+    },
     /// `ToTensor()` then `Normalize(mean, std)`: `(x / 255 - mean) / std` per channel.
     Normalize {
         /// Per-channel mean (RGB).
         mean: [f32; 3],
         /// Per-channel standard deviation (RGB).
         std: [f32; 3],
+    },
+    /// `RandomErasing(p, scale, ratio, value)` after normalize (timm's with `count` boxes).
+    RandomErasing {
+        /// Default 0.5.
+        #[serde(default = "default_p")]
+        p: f64,
+        /// Area range as a fraction of the image. Default `[0.02, 0.33]`.
+        #[serde(default = "erase_scale")]
+        scale: [f64; 2],
+        /// Aspect ratio range (height / width). Default `[0.3, 3.3]`.
+        #[serde(default = "erase_ratio")]
+        ratio: [f64; 2],
+        /// Default 0 in every channel.
+        #[serde(default = "erase_zero")]
+        value: EraseValue,
+        /// Number of boxes, uniform in `[min, max]`, splitting the drawn area (timm). Default
+        /// `[1, 1]`.
+        #[serde(default = "one_box")]
+        count: [u32; 2],
+        /// Draw the probability as timm does (`random() > p` skips) rather than torchvision
+        /// (`rand() >= p`); the distributions are the same.
+        #[serde(default)]
+        timm: bool,
     },
 }
 
@@ -87,6 +363,69 @@ fn default_ratio() -> [f64; 2] {
 }
 fn default_p() -> f64 {
     0.5
+}
+fn default_gray_p() -> f64 {
+    0.1
+}
+fn default_sigma() -> [f64; 2] {
+    [0.1, 2.0]
+}
+fn nearest() -> Interpolation {
+    Interpolation::Nearest
+}
+fn imagenet() -> AutoAugmentPolicy {
+    AutoAugmentPolicy::Imagenet
+}
+fn two() -> u32 {
+    2
+}
+fn three() -> u32 {
+    3
+}
+fn nine() -> u32 {
+    9
+}
+fn bins() -> u32 {
+    31
+}
+fn minus_one() -> i32 {
+    -1
+}
+fn one() -> f64 {
+    1.0
+}
+fn yes() -> bool {
+    true
+}
+fn erase_scale() -> [f64; 2] {
+    [0.02, 0.33]
+}
+fn erase_ratio() -> [f64; 2] {
+    [0.3, 3.3]
+}
+fn erase_zero() -> EraseValue {
+    EraseValue::Constant([0.0; 3])
+}
+fn one_box() -> [u32; 2] {
+    [1, 1]
+}
+
+/// `torch.linspace(start, end, steps)` in f32, with torch's arithmetic (from both ends).
+pub(crate) fn linspace_f32(start: f64, end: f64, steps: usize) -> impl Iterator<Item = f32> {
+    let (a, b) = (start as f32, end as f32);
+    let step = if steps > 1 {
+        (b - a) / (steps - 1) as f32
+    } else {
+        0.0
+    };
+    let half = steps / 2;
+    (0..steps).map(move |i| {
+        if i < half {
+            a + step * i as f32
+        } else {
+            b - step * (steps - i - 1) as f32
+        }
+    })
 }
 
 /// ImageNet's per-channel mean, as torchvision's reference scripts use.
@@ -159,18 +498,38 @@ impl Pipeline {
             reason,
         };
         let mut geometry = None;
-        let mut resize_short = None;
-        let mut flip_p = 0.0;
+        let mut resize_short: Option<(u32, Interpolation)> = None;
+        let mut pixel = Vec::new();
         let mut normalize = None;
-        for op in &self.ops {
+        let mut erase = Vec::new();
+        for (at, op) in self.ops.iter().enumerate() {
             let geometry_done = geometry.is_some();
-            match *op {
-                Op::RandomResizedCrop { size, scale, ratio } => {
-                    if geometry_done || resize_short.is_some() {
+            let late = |what: &str| {
+                if !erase.is_empty() {
+                    Err(err(format!(
+                        "{what} after random_erasing (erasing comes last)"
+                    )))
+                } else if normalize.is_some() {
+                    Err(err(format!(
+                        "{what} after normalize (hpuload runs pixel ops on the image before it)"
+                    )))
+                } else {
+                    Ok(())
+                }
+            };
+            match op {
+                &Op::RandomResizedCrop {
+                    size,
+                    scale,
+                    ratio,
+                    interpolation,
+                } => {
+                    if geometry_done || resize_short.is_some() || !pixel.is_empty() {
                         return Err(err(
-                            "random_resized_crop must be the only geometric op".into()
+                            "random_resized_crop must be the only geometric op, first".into(),
                         ));
                     }
+                    late("random_resized_crop")?;
                     if !(0.0 < scale[0] && scale[0] <= scale[1] && scale[1] <= 1.0) {
                         return Err(err(format!(
                             "random_resized_crop scale {scale:?} must satisfy 0 < min <= max <= 1"
@@ -181,50 +540,64 @@ impl Pipeline {
                             "random_resized_crop ratio {ratio:?} must satisfy 0 < min <= max"
                         )));
                     }
-                    geometry = Some(Geometry::RandomResizedCrop {
-                        out: nonzero(size, &err)?,
-                        scale,
-                        ratio,
-                    });
+                    geometry = Some((
+                        Geometry::RandomResizedCrop {
+                            out: nonzero(size, &err)?,
+                            scale,
+                            ratio,
+                        },
+                        interpolation,
+                        at,
+                    ));
                 }
-                Op::Resize {
+                &Op::Resize {
                     size: Size::Square(s),
-                } if !geometry_done && resize_short.is_none() => {
-                    resize_short = Some(nonzero(Size::Square(s), &err)?.0);
+                    interpolation,
+                } if !geometry_done && resize_short.is_none() && pixel.is_empty() => {
+                    late("resize")?;
+                    resize_short = Some((nonzero(Size::Square(s), &err)?.0, interpolation));
                 }
-                Op::Resize {
+                &Op::Resize {
                     size: size @ Size::HeightWidth(_),
-                } if !geometry_done && resize_short.is_none() => {
-                    geometry = Some(Geometry::Resize {
-                        out: nonzero(size, &err)?,
-                    });
+                    interpolation,
+                } if !geometry_done && resize_short.is_none() && pixel.is_empty() => {
+                    late("resize")?;
+                    geometry = Some((
+                        Geometry::Resize {
+                            out: nonzero(size, &err)?,
+                        },
+                        interpolation,
+                        at,
+                    ));
                 }
-                Op::CenterCrop { size } if !geometry_done => {
+                &Op::CenterCrop { size } if !geometry_done && pixel.is_empty() => {
+                    late("center_crop")?;
                     let out = nonzero(size, &err)?;
-                    if let Some(s) = resize_short {
+                    if let Some((s, _)) = resize_short {
                         if out.0 > s || out.1 > s {
                             return Err(err(format!(
                                 "center_crop {out:?} is larger than the resized shorter side {s}"
                             )));
                         }
                     }
-                    geometry = Some(Geometry::CenterCrop {
-                        resize_short: resize_short.take(),
-                        out,
-                    });
+                    let (short, interpolation) = match resize_short.take() {
+                        Some((s, i)) => (Some(s), i),
+                        None => (None, Interpolation::Bilinear),
+                    };
+                    geometry = Some((
+                        Geometry::CenterCrop {
+                            resize_short: short,
+                            out,
+                        },
+                        interpolation,
+                        at,
+                    ));
                 }
                 Op::Resize { .. } | Op::CenterCrop { .. } => {
-                    return Err(err("supported geometry: random_resized_crop, or resize then center_crop, or resize to [h, w]".into()));
-                }
-                Op::RandomHorizontalFlip { p } => {
-                    if !(0.0..=1.0).contains(&p) {
-                        return Err(err(format!(
-                            "random_horizontal_flip p={p} is not a probability"
-                        )));
-                    }
-                    flip_p = p;
+                    return Err(err("supported geometry: random_resized_crop, or resize then center_crop, or resize to [h, w], before any pixel op".into()));
                 }
                 Op::Normalize { mean, std } => {
+                    late("normalize")?;
                     if std.iter().any(|&s| !(s.is_finite() && s > 0.0))
                         || mean.iter().any(|m| !m.is_finite())
                     {
@@ -232,14 +605,66 @@ impl Pipeline {
                             "normalize std {std:?} must be positive and mean {mean:?} finite"
                         )));
                     }
-                    normalize = Some((mean, std));
+                    normalize = Some((*mean, *std));
+                }
+                &Op::RandomErasing {
+                    p,
+                    scale,
+                    ratio,
+                    value,
+                    count,
+                    timm,
+                } => {
+                    probability(p, "random_erasing", &err)?;
+                    if !(0.0 <= scale[0] && scale[0] <= scale[1] && scale[1] <= 1.0) {
+                        return Err(err(format!(
+                            "random_erasing scale {scale:?} must satisfy 0 <= min <= max <= 1"
+                        )));
+                    }
+                    if !(0.0 < ratio[0] && ratio[0] <= ratio[1]) {
+                        return Err(err(format!(
+                            "random_erasing ratio {ratio:?} must satisfy 0 < min <= max"
+                        )));
+                    }
+                    if !(1 <= count[0] && count[0] <= count[1]) {
+                        return Err(err(format!(
+                            "random_erasing count {count:?} must satisfy 1 <= min <= max"
+                        )));
+                    }
+                    if dtype == Dtype::U8 && matches!(value, EraseValue::Random(_)) {
+                        return Err(err(
+                            "random_erasing with random values needs a float output dtype".into(),
+                        ));
+                    }
+                    erase.push((
+                        at,
+                        EraseSpec {
+                            p,
+                            scale,
+                            ratio,
+                            value,
+                            count,
+                            timm,
+                        },
+                    ));
+                }
+                pixel_op => {
+                    if !geometry_done {
+                        return Err(err(format!(
+                            "{} must follow the crop or resize that sets the output size",
+                            op_name(pixel_op)
+                        )));
+                    }
+                    late(op_name(pixel_op))?;
+                    check_pixel_op(pixel_op, &err)?;
+                    pixel.push((at, pixel_op.clone()));
                 }
             }
         }
         if resize_short.is_some() {
             return Err(err("resize of the shorter side alone gives a different shape per image; add center_crop (batch shapes must be static)".into()));
         }
-        let geometry = geometry.ok_or_else(|| {
+        let (geometry, interpolation, geometry_at) = geometry.ok_or_else(|| {
             err(
                 "no op sets the output size (random_resized_crop, center_crop or resize [h, w])"
                     .into(),
@@ -255,10 +680,260 @@ impl Pipeline {
         }
         Ok(Plan {
             geometry,
-            flip_p,
+            interpolation,
+            geometry_at,
+            pixel,
             normalize,
+            erase,
         })
     }
+}
+
+/// The op's name as the pipeline files spell it.
+fn op_name(op: &Op) -> &'static str {
+    match op {
+        Op::RandomResizedCrop { .. } => "random_resized_crop",
+        Op::Resize { .. } => "resize",
+        Op::CenterCrop { .. } => "center_crop",
+        Op::RandomHorizontalFlip { .. } => "random_horizontal_flip",
+        Op::RandomVerticalFlip { .. } => "random_vertical_flip",
+        Op::ColorJitter { .. } => "color_jitter",
+        Op::RandomGrayscale { .. } => "random_grayscale",
+        Op::GaussianBlur { .. } => "gaussian_blur",
+        Op::RandomSolarize { .. } => "random_solarize",
+        Op::RandomPosterize { .. } => "random_posterize",
+        Op::RandomAutocontrast { .. } => "random_autocontrast",
+        Op::RandomEqualize { .. } => "random_equalize",
+        Op::RandomAdjustSharpness { .. } => "random_adjust_sharpness",
+        Op::RandomInvert { .. } => "random_invert",
+        Op::RandomRotation { .. } => "random_rotation",
+        Op::RandomAffine { .. } => "random_affine",
+        Op::AutoAugment { .. } => "auto_augment",
+        Op::RandAugment { .. } => "rand_augment",
+        Op::TrivialAugmentWide { .. } => "trivial_augment_wide",
+        Op::AugMix { .. } => "aug_mix",
+        Op::RandomApply { .. } => "random_apply",
+        Op::RandomChoice { .. } => "random_choice",
+        Op::RandomOrder { .. } => "random_order",
+        Op::Normalize { .. } => "normalize",
+        Op::RandomErasing { .. } => "random_erasing",
+    }
+}
+
+fn probability(p: f64, what: &str, err: &impl Fn(String) -> Error) -> Result<(), Error> {
+    if (0.0..=1.0).contains(&p) {
+        Ok(())
+    } else {
+        Err(err(format!("{what} p={p} is not a probability")))
+    }
+}
+
+fn warp_interpolation(
+    i: Interpolation,
+    what: &str,
+    err: &impl Fn(String) -> Error,
+) -> Result<(), Error> {
+    match i {
+        Interpolation::Nearest | Interpolation::Bilinear => Ok(()),
+        _ => Err(err(format!(
+            "{what} interpolates with nearest or bilinear (as torchvision's tensor warps), not {i:?}"
+        ))),
+    }
+}
+
+/// Checks a pixel op's parameters (ranges torchvision itself enforces).
+fn check_pixel_op(op: &Op, err: &impl Fn(String) -> Error) -> Result<(), Error> {
+    let name = op_name(op);
+    let nonneg = |r: Option<[f64; 2]>, what: &str| match r {
+        Some([lo, hi]) if !(0.0 <= lo && lo <= hi && hi.is_finite()) => Err(err(format!(
+            "color_jitter {what} range [{lo}, {hi}] must satisfy 0 <= min <= max"
+        ))),
+        _ => Ok(()),
+    };
+    match op {
+        Op::RandomHorizontalFlip { p }
+        | Op::RandomVerticalFlip { p }
+        | Op::RandomGrayscale { p }
+        | Op::RandomAutocontrast { p }
+        | Op::RandomEqualize { p }
+        | Op::RandomInvert { p } => probability(*p, name, err),
+        Op::ColorJitter {
+            brightness,
+            contrast,
+            saturation,
+            hue,
+        } => {
+            nonneg(*brightness, "brightness")?;
+            nonneg(*contrast, "contrast")?;
+            nonneg(*saturation, "saturation")?;
+            match hue {
+                Some([lo, hi]) if !(-0.5 <= *lo && lo <= hi && *hi <= 0.5) => Err(err(format!(
+                    "color_jitter hue range [{lo}, {hi}] must lie in [-0.5, 0.5]"
+                ))),
+                _ => Ok(()),
+            }
+        }
+        Op::GaussianBlur { kernel_size, sigma } => {
+            if kernel_size.iter().any(|&k| k == 0 || k % 2 == 0 || k > 255) {
+                return Err(err(format!(
+                    "gaussian_blur kernel_size {kernel_size:?} must be odd and positive"
+                )));
+            }
+            if !(0.0 < sigma[0] && sigma[0] <= sigma[1] && sigma[1].is_finite()) {
+                return Err(err(format!(
+                    "gaussian_blur sigma {sigma:?} must satisfy 0 < min <= max"
+                )));
+            }
+            Ok(())
+        }
+        Op::RandomSolarize { threshold, p } => {
+            probability(*p, name, err)?;
+            if !(0.0..=255.0).contains(threshold) {
+                return Err(err(format!(
+                    "random_solarize threshold {threshold} must lie in [0, 255]"
+                )));
+            }
+            Ok(())
+        }
+        Op::RandomPosterize { bits, p } => {
+            probability(*p, name, err)?;
+            if *bits > 8 {
+                return Err(err(format!("random_posterize bits {bits} must be 0..=8")));
+            }
+            Ok(())
+        }
+        Op::RandomAdjustSharpness {
+            sharpness_factor,
+            p,
+        } => {
+            probability(*p, name, err)?;
+            if !(*sharpness_factor >= 0.0 && sharpness_factor.is_finite()) {
+                return Err(err(format!(
+                    "random_adjust_sharpness factor {sharpness_factor} must be non-negative"
+                )));
+            }
+            Ok(())
+        }
+        Op::RandomRotation {
+            degrees,
+            interpolation,
+            ..
+        } => {
+            if degrees[0] > degrees[1] || degrees.iter().any(|d| d.is_nan()) {
+                return Err(err(format!(
+                    "{name} degrees {degrees:?} must be [min, max]"
+                )));
+            }
+            warp_interpolation(*interpolation, name, err)
+        }
+        Op::RandomAffine {
+            degrees,
+            translate,
+            scale,
+            shear,
+            interpolation,
+            ..
+        } => {
+            if degrees[0] > degrees[1] || degrees.iter().any(|d| d.is_nan()) {
+                return Err(err(format!(
+                    "{name} degrees {degrees:?} must be [min, max]"
+                )));
+            }
+            if let Some(t) = translate {
+                if !t.iter().all(|v| (0.0..=1.0).contains(v)) {
+                    return Err(err(format!("{name} translate {t:?} must lie in [0, 1]")));
+                }
+            }
+            if let Some(s) = scale {
+                if !(0.0 < s[0] && s[0] <= s[1]) {
+                    return Err(err(format!(
+                        "{name} scale {s:?} must satisfy 0 < min <= max"
+                    )));
+                }
+            }
+            if let Some(s) = shear {
+                if !(s[0] <= s[1] && s[2] <= s[3]) {
+                    return Err(err(format!("{name} shear {s:?} must be [min, max] pairs")));
+                }
+            }
+            warp_interpolation(*interpolation, name, err)
+        }
+        Op::AutoAugment { interpolation, .. } | Op::TrivialAugmentWide { interpolation, .. } => {
+            warp_interpolation(*interpolation, name, err)
+        }
+        Op::RandAugment {
+            magnitude,
+            num_magnitude_bins,
+            interpolation,
+            ..
+        } => {
+            if magnitude >= num_magnitude_bins {
+                return Err(err(format!(
+                    "rand_augment magnitude {magnitude} must be below num_magnitude_bins {num_magnitude_bins}"
+                )));
+            }
+            warp_interpolation(*interpolation, name, err)
+        }
+        Op::AugMix {
+            severity,
+            mixture_width,
+            alpha,
+            interpolation,
+            ..
+        } => {
+            if !(1..=10).contains(severity)
+                || *mixture_width == 0
+                || alpha.is_nan()
+                || *alpha <= 0.0
+            {
+                return Err(err(
+                    "aug_mix needs severity in 1..=10, mixture_width >= 1 and alpha > 0".into(),
+                ));
+            }
+            warp_interpolation(*interpolation, name, err)
+        }
+        Op::RandomApply { ops, p } => {
+            probability(*p, name, err)?;
+            check_nested(ops, err)
+        }
+        Op::RandomChoice { ops, p } => {
+            if ops.is_empty() {
+                return Err(err("random_choice of no ops".into()));
+            }
+            if let Some(w) = p {
+                if w.len() != ops.len()
+                    || w.iter().any(|&x| x.is_nan() || x < 0.0)
+                    || w.iter().sum::<f64>() <= 0.0
+                {
+                    return Err(err(format!(
+                        "random_choice weights {w:?} must be one non-negative weight per op"
+                    )));
+                }
+            }
+            check_nested(ops, err)
+        }
+        Op::RandomOrder { ops } => check_nested(ops, err),
+        other => Err(err(format!("{} is not a pixel op", op_name(other)))),
+    }
+}
+
+fn check_nested(ops: &[Op], err: &impl Fn(String) -> Error) -> Result<(), Error> {
+    for op in ops {
+        match op {
+            Op::RandomResizedCrop { .. }
+            | Op::Resize { .. }
+            | Op::CenterCrop { .. }
+            | Op::Normalize { .. }
+            | Op::RandomErasing { .. } => {
+                return Err(err(format!(
+                    "{} inside random_apply/random_choice/random_order (only pixel ops can be)",
+                    op_name(op)
+                )))
+            }
+            _ => check_pixel_op(op, err)?,
+        }
+    }
+    Ok(())
 }
 
 fn nonzero(size: Size, err: &impl Fn(String) -> Error) -> Result<(u32, u32), Error> {
@@ -290,15 +965,102 @@ pub(crate) enum Geometry {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Plan {
     pub geometry: Geometry,
-    pub flip_p: f64,
+    pub interpolation: Interpolation,
+    /// The geometric op's position in the pipeline (its random stream).
+    geometry_at: usize,
+    /// Pixel ops with their positions in the pipeline.
+    pixel: Vec<(usize, Op)>,
     pub normalize: Option<([f32; 3], [f32; 3])>,
+    erase: Vec<(usize, EraseSpec)>,
 }
 
-/// The per-sample random choices, a pure function of `(seed, epoch, index)` and the image size.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct SampleParams {
-    pub crop: CropBox,
+/// One resolved pixel op of one sample, on the RGB8 image at the output size.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "op", content = "arg", rename_all = "snake_case")]
+pub enum PixelOp {
+    /// Mirror left to right.
+    Hflip,
+    /// Mirror top to bottom.
+    Vflip,
+    /// `adjust_brightness(factor)`.
+    Brightness(f64),
+    /// `adjust_contrast(factor)`.
+    Contrast(f64),
+    /// `adjust_saturation(factor)`.
+    Saturation(f64),
+    /// `adjust_hue(factor)`.
+    Hue(f64),
+    /// `rgb_to_grayscale(num_output_channels=3)`.
+    Grayscale,
+    /// `solarize(threshold)`.
+    Solarize(f64),
+    /// `posterize(bits)`.
+    Posterize(u8),
+    /// `autocontrast`.
+    AutoContrast,
+    /// `equalize`.
+    Equalize,
+    /// `invert`.
+    Invert,
+    /// `adjust_sharpness(factor)`.
+    Sharpness(f64),
+    /// `gaussian_blur(kernel_size, sigma)`.
+    GaussianBlur {
+        /// `[x, y]`.
+        kernel: [u32; 2],
+        /// `[x, y]`.
+        sigma: [f64; 2],
+    },
+    /// `affine` or `rotate`.
+    Warp(Warp),
+    /// AugMix's mixture of chains.
+    AugMix(Box<AugMixPlan>),
+}
+
+impl PixelOp {
+    /// Whether the op gives the same result before or after a horizontal flip.
+    fn commutes_with_hflip(&self) -> bool {
+        match self {
+            Self::Warp(_) => false,
+            Self::AugMix(m) => m.chains.iter().flatten().all(Self::commutes_with_hflip),
+            _ => true,
+        }
+    }
+}
+
+/// What a sample's pixels go through after the decode: the pixel ops on the RGB8 image, the
+/// horizontal flip fused into the output writer, and the erase boxes on the written slot.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct PixelPlan {
+    /// Pixel ops, in order.
+    pub ops: Vec<PixelOp>,
+    /// Mirror when writing the slot (a flip that commutes with every later op is moved here).
     pub flip: bool,
+    /// Boxes erased in the written slot, in order.
+    pub erase: Vec<EraseBox>,
+}
+
+/// Every random choice for one sample: a pure function of `(seed, epoch, index)` and the
+/// image's size. Both paths execute it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SamplePlan {
+    /// The window of the decoded image resampled to the output size.
+    pub crop: CropBox,
+    /// The resampling filter (never `Random`: drawn).
+    pub interpolation: Interpolation,
+    /// The rest.
+    #[serde(flatten)]
+    pub pixels: PixelPlan,
+}
+
+/// Reused memory for the pixel ops (one per worker and per engine).
+#[derive(Default)]
+pub struct Scratch {
+    bytes: Vec<u8>,
+    floats: Vec<f32>,
+    original: Vec<u8>,
+    chain: Vec<u8>,
+    mix: Vec<f32>,
 }
 
 impl Plan {
@@ -311,15 +1073,15 @@ impl Plan {
         }
     }
 
-    /// Draws the sample's parameters for a `width`x`height` image.
-    pub fn params(
+    /// Draws the sample's plan for a `width`x`height` image.
+    pub fn sample(
         &self,
         seed: u64,
         epoch: u64,
         index: usize,
         width: u32,
         height: u32,
-    ) -> Result<SampleParams, String> {
+    ) -> Result<SamplePlan, String> {
         let crop = match self.geometry {
             Geometry::RandomResizedCrop { scale, ratio, .. } => {
                 let mut rng = CounterRng::new(seed, epoch, index as u64, Stream::Crop);
@@ -330,9 +1092,386 @@ impl Plan {
             }
             Geometry::Resize { .. } => CropBox::full(width, height),
         };
-        let flip = self.flip_p > 0.0
-            && CounterRng::new(seed, epoch, index as u64, Stream::Flip).uniform() < self.flip_p;
-        Ok(SampleParams { crop, flip })
+        let interpolation = match self.interpolation {
+            Interpolation::Random => {
+                let mut rng = CounterRng::for_op(seed, epoch, index as u64, self.geometry_at);
+                if rng.below(2) == 0 {
+                    Interpolation::Bilinear
+                } else {
+                    Interpolation::Bicubic
+                }
+            }
+            fixed => fixed,
+        };
+        let size = self.out_hw();
+        let mut ops = Vec::new();
+        let mut first_flip = true;
+        for (at, op) in &self.pixel {
+            // The first horizontal flip keeps the stream it has always had, so pipelines
+            // without other ops give the batches they gave before.
+            let mut rng = if first_flip && matches!(op, Op::RandomHorizontalFlip { .. }) {
+                first_flip = false;
+                CounterRng::new(seed, epoch, index as u64, Stream::Flip)
+            } else {
+                CounterRng::for_op(seed, epoch, index as u64, *at)
+            };
+            draw(op, &mut rng, size, &mut ops);
+        }
+        let mut flip = false;
+        while let Some(k) = ops.iter().rposition(|o| *o == PixelOp::Hflip) {
+            if !ops[k + 1..].iter().all(PixelOp::commutes_with_hflip) {
+                break;
+            }
+            ops.remove(k);
+            flip = !flip;
+        }
+        let mut erase = Vec::new();
+        for (at, spec) in &self.erase {
+            let mut rng = CounterRng::for_op(seed, epoch, index as u64, *at);
+            spec.draw(&mut rng, size.0, size.1, &mut erase);
+        }
+        Ok(SamplePlan {
+            crop,
+            interpolation,
+            pixels: PixelPlan { ops, flip, erase },
+        })
+    }
+}
+
+/// Draws one pipeline op's choices for an image of `size` (height, width) into `out`.
+fn draw(op: &Op, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>) {
+    let coin = |rng: &mut CounterRng, p: f64| rng.uniform() < p;
+    let range = |rng: &mut CounterRng, r: [f64; 2]| rng.uniform_in(r[0], r[1]);
+    match *op {
+        Op::RandomHorizontalFlip { p } => {
+            if coin(rng, p) {
+                out.push(PixelOp::Hflip);
+            }
+        }
+        Op::RandomVerticalFlip { p } => {
+            if coin(rng, p) {
+                out.push(PixelOp::Vflip);
+            }
+        }
+        Op::ColorJitter {
+            brightness,
+            contrast,
+            saturation,
+            hue,
+        } => {
+            let mut order = [0usize, 1, 2, 3];
+            shuffle(rng, &mut order);
+            let b = brightness.map(|r| range(rng, r));
+            let c = contrast.map(|r| range(rng, r));
+            let s = saturation.map(|r| range(rng, r));
+            let h = hue.map(|r| range(rng, r));
+            for k in order {
+                out.extend(match k {
+                    0 => b.map(PixelOp::Brightness),
+                    1 => c.map(PixelOp::Contrast),
+                    2 => s.map(PixelOp::Saturation),
+                    _ => h.map(PixelOp::Hue),
+                });
+            }
+        }
+        Op::RandomGrayscale { p } => {
+            if coin(rng, p) {
+                out.push(PixelOp::Grayscale);
+            }
+        }
+        Op::GaussianBlur { kernel_size, sigma } => {
+            let s = range(rng, sigma);
+            out.push(PixelOp::GaussianBlur {
+                kernel: kernel_size,
+                sigma: [s, s],
+            });
+        }
+        Op::RandomSolarize { threshold, p } => {
+            if coin(rng, p) {
+                out.push(PixelOp::Solarize(threshold));
+            }
+        }
+        Op::RandomPosterize { bits, p } => {
+            if coin(rng, p) {
+                out.push(PixelOp::Posterize(bits));
+            }
+        }
+        Op::RandomAutocontrast { p } => {
+            if coin(rng, p) {
+                out.push(PixelOp::AutoContrast);
+            }
+        }
+        Op::RandomEqualize { p } => {
+            if coin(rng, p) {
+                out.push(PixelOp::Equalize);
+            }
+        }
+        Op::RandomAdjustSharpness {
+            sharpness_factor,
+            p,
+        } => {
+            if coin(rng, p) {
+                out.push(PixelOp::Sharpness(sharpness_factor));
+            }
+        }
+        Op::RandomInvert { p } => {
+            if coin(rng, p) {
+                out.push(PixelOp::Invert);
+            }
+        }
+        Op::RandomRotation {
+            degrees,
+            interpolation,
+            fill,
+            center,
+        } => out.push(PixelOp::Warp(Warp {
+            rotate: true,
+            angle: range(rng, degrees),
+            translate: [0.0; 2],
+            scale: 1.0,
+            shear: [0.0; 2],
+            center,
+            nearest: interpolation == Interpolation::Nearest,
+            fill,
+        })),
+        Op::RandomAffine {
+            degrees,
+            translate,
+            scale,
+            shear,
+            interpolation,
+            fill,
+            center,
+        } => {
+            let angle = range(rng, degrees);
+            let translate = translate.map_or([0.0; 2], |[fx, fy]| {
+                let (mx, my) = (fx * f64::from(size.1), fy * f64::from(size.0));
+                let tx = geometry::round_half_even(rng.uniform_in(-mx, mx));
+                let ty = geometry::round_half_even(rng.uniform_in(-my, my));
+                [tx, ty]
+            });
+            let scale = scale.map_or(1.0, |s| range(rng, s));
+            let shear = shear.map_or([0.0; 2], |s| {
+                let x = range(rng, [s[0], s[1]]);
+                let y = if s[2] == 0.0 && s[3] == 0.0 {
+                    0.0
+                } else {
+                    range(rng, [s[2], s[3]])
+                };
+                [x, y]
+            });
+            out.push(PixelOp::Warp(Warp {
+                rotate: false,
+                angle,
+                translate,
+                scale,
+                shear,
+                center,
+                nearest: interpolation == Interpolation::Nearest,
+                fill,
+            }));
+        }
+        Op::AutoAugment {
+            policy,
+            interpolation,
+            fill,
+        } => autoaugment::auto_augment(rng, policy, size, interpolation, fill, out),
+        Op::RandAugment {
+            num_ops,
+            magnitude,
+            num_magnitude_bins,
+            interpolation,
+            fill,
+        } => autoaugment::rand_augment(
+            rng,
+            num_ops,
+            magnitude,
+            num_magnitude_bins,
+            size,
+            interpolation,
+            fill,
+            out,
+        ),
+        Op::TrivialAugmentWide {
+            num_magnitude_bins,
+            interpolation,
+            fill,
+        } => autoaugment::trivial_augment_wide(
+            rng,
+            num_magnitude_bins,
+            size,
+            interpolation,
+            fill,
+            out,
+        ),
+        Op::AugMix {
+            severity,
+            mixture_width,
+            chain_depth,
+            alpha,
+            all_ops,
+            interpolation,
+            fill,
+        } => {
+            let spec = autoaugment::AugMixSpec {
+                severity,
+                mixture_width,
+                chain_depth,
+                alpha,
+                all_ops,
+            };
+            let plan = autoaugment::aug_mix(rng, &spec, size, interpolation, fill);
+            out.push(PixelOp::AugMix(Box::new(plan)));
+        }
+        Op::RandomApply { ref ops, p } => {
+            if coin(rng, p) {
+                for op in ops {
+                    draw(op, rng, size, out);
+                }
+            }
+        }
+        Op::RandomChoice { ref ops, ref p } => {
+            let k = match p {
+                None => rng.below(ops.len() as u64) as usize,
+                Some(w) => {
+                    let total: f64 = w.iter().sum();
+                    let mut u = rng.uniform() * total;
+                    let mut pick = w.len() - 1;
+                    for (i, &wi) in w.iter().enumerate() {
+                        if u < wi {
+                            pick = i;
+                            break;
+                        }
+                        u -= wi;
+                    }
+                    pick
+                }
+            };
+            draw(&ops[k], rng, size, out);
+        }
+        Op::RandomOrder { ref ops } => {
+            let mut order: Vec<usize> = (0..ops.len()).collect();
+            shuffle(rng, &mut order);
+            for k in order {
+                draw(&ops[k], rng, size, out);
+            }
+        }
+        // Validated away: geometry, normalize and erasing are not pixel ops.
+        Op::RandomResizedCrop { .. }
+        | Op::Resize { .. }
+        | Op::CenterCrop { .. }
+        | Op::Normalize { .. }
+        | Op::RandomErasing { .. } => {}
+    }
+}
+
+/// `torch.randperm`-like: a uniform permutation (Fisher–Yates).
+fn shuffle<T>(rng: &mut CounterRng, v: &mut [T]) {
+    for i in (1..v.len()).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        v.swap(i, j);
+    }
+}
+
+/// Runs `ops` on the `h`x`w` RGB8 image `rgb` in place.
+pub fn apply(ops: &[PixelOp], rgb: &mut [u8], h: usize, w: usize, s: &mut Scratch) {
+    let rgb = &mut rgb[..h * w * 3];
+    for op in ops {
+        match op {
+            PixelOp::Hflip => geometry::hflip(rgb, h, w),
+            PixelOp::Vflip => geometry::vflip(rgb, h, w),
+            PixelOp::Brightness(f) => colour::brightness(rgb, *f),
+            PixelOp::Contrast(f) => colour::contrast(rgb, *f),
+            PixelOp::Saturation(f) => colour::saturation(rgb, *f),
+            PixelOp::Hue(f) => colour::hue(rgb, *f),
+            PixelOp::Grayscale => colour::grayscale(rgb),
+            PixelOp::Solarize(t) => colour::solarize(rgb, *t),
+            PixelOp::Posterize(b) => colour::posterize(rgb, *b),
+            PixelOp::AutoContrast => colour::autocontrast(rgb),
+            PixelOp::Equalize => colour::equalize(rgb),
+            PixelOp::Invert => colour::invert(rgb),
+            PixelOp::Sharpness(f) => blur::sharpness(rgb, h, w, *f, s),
+            PixelOp::GaussianBlur { kernel, sigma } => {
+                blur::gaussian_blur(rgb, h, w, *kernel, *sigma, s)
+            }
+            PixelOp::Warp(warp) => geometry::warp(rgb, h, w, warp, s),
+            PixelOp::AugMix(plan) => aug_mix(plan, rgb, h, w, s),
+        }
+    }
+}
+
+/// AugMix's mixture: `original * m0 + sum(weight_i * chain_i(original))` in f32, truncated
+/// to bytes as torchvision's `.to(torch.uint8)`.
+fn aug_mix(plan: &AugMixPlan, rgb: &mut [u8], h: usize, w: usize, s: &mut Scratch) {
+    let mut original = std::mem::take(&mut s.original);
+    let mut chain = std::mem::take(&mut s.chain);
+    let mut mix = std::mem::take(&mut s.mix);
+    original.clear();
+    original.extend_from_slice(rgb);
+    mix.clear();
+    mix.extend(original.iter().map(|&v| plan.original * f32::from(v)));
+    for (ops, &weight) in plan.chains.iter().zip(&plan.weights) {
+        chain.clear();
+        chain.extend_from_slice(&original);
+        apply(ops, &mut chain, h, w, s);
+        for (m, &v) in mix.iter_mut().zip(&chain) {
+            *m += weight * f32::from(v);
+        }
+    }
+    for (out, &m) in rgb.iter_mut().zip(&mix) {
+        *out = m.clamp(0.0, 255.0) as u8;
+    }
+    (s.original, s.chain, s.mix) = (original, chain, mix);
+}
+
+/// What runs on a sample's decoded RGB8 image at the output size, on either path: the pixel
+/// ops, then flip + normalize + cast + layout into the slot, then the erase boxes. The CPU path
+/// runs it on the host; the media engine runs it as its device ops.
+#[derive(Clone, Debug)]
+pub struct PixelStage {
+    writer: OutputWriter,
+    dtype: Dtype,
+    layout: Layout,
+    out: (usize, usize),
+}
+
+impl PixelStage {
+    /// The stage for `out_hw` images written as `dtype` in `layout`, normalized with
+    /// `(mean, std)` when given.
+    pub fn new(
+        dtype: Dtype,
+        layout: Layout,
+        normalize: Option<([f32; 3], [f32; 3])>,
+        out_hw: (u32, u32),
+    ) -> Self {
+        Self {
+            writer: OutputWriter::new(dtype, layout, normalize),
+            dtype,
+            layout,
+            out: (out_hw.0 as usize, out_hw.1 as usize),
+        }
+    }
+
+    /// The pixel ops of `plan` on `rgb` (the output size), in place.
+    pub fn ops(&self, rgb: &mut [u8], plan: &PixelPlan, scratch: &mut Scratch) {
+        if !plan.ops.is_empty() {
+            apply(&plan.ops, rgb, self.out.0, self.out.1, scratch);
+        }
+    }
+
+    /// Writes `rgb` into `slot` (flipped as `plan` says), then erases `plan`'s boxes there.
+    pub fn write(&self, rgb: &[u8], plan: &PixelPlan, slot: &mut [u8]) {
+        let (h, w) = self.out;
+        self.writer.write(rgb, h, w, plan.flip, slot);
+        for b in &plan.erase {
+            erase::erase(slot, self.dtype, self.layout, h, w, b);
+        }
+    }
+
+    /// [`PixelStage::ops`] then [`PixelStage::write`].
+    pub fn run(&self, rgb: &mut [u8], plan: &PixelPlan, scratch: &mut Scratch, slot: &mut [u8]) {
+        self.ops(rgb, plan, scratch);
+        self.write(rgb, plan, slot);
     }
 }
 
@@ -347,6 +1486,7 @@ mod tests {
                 size: Size::Square(224),
                 scale: default_scale(),
                 ratio: default_ratio(),
+                interpolation: Interpolation::Bilinear,
             })
             .then(Op::RandomHorizontalFlip { p: 0.5 })
             .then(Op::Normalize {
@@ -357,6 +1497,7 @@ mod tests {
         let eval = Pipeline::new("e")
             .then(Op::Resize {
                 size: Size::Square(256),
+                interpolation: Interpolation::Bilinear,
             })
             .then(Op::CenterCrop {
                 size: Size::Square(224),
@@ -375,6 +1516,7 @@ mod tests {
         let e = Pipeline::new("x")
             .then(Op::Resize {
                 size: Size::Square(256),
+                interpolation: Interpolation::Bilinear,
             })
             .plan(Dtype::F32)
             .unwrap_err();
@@ -425,13 +1567,16 @@ mod tests {
             .plan(Dtype::U8)
             .unwrap();
         let flips = (0..10_000)
-            .filter(|&i| p.params(1, 0, i, 10, 10).unwrap().flip)
+            .filter(|&i| p.sample(1, 0, i, 10, 10).unwrap().pixels.flip)
             .count();
         assert!((4_700..5_300).contains(&flips), "{flips}");
-        let never = Plan {
-            flip_p: 0.0,
-            ..p.clone()
-        };
-        assert!((0..100).all(|i| !never.params(1, 0, i, 10, 10).unwrap().flip));
+        let never = Pipeline::new("x")
+            .then(Op::CenterCrop {
+                size: Size::Square(8),
+            })
+            .then(Op::RandomHorizontalFlip { p: 0.0 })
+            .plan(Dtype::U8)
+            .unwrap();
+        assert!((0..100).all(|i| !never.sample(1, 0, i, 10, 10).unwrap().pixels.flip));
     }
 }

@@ -13,10 +13,11 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
-use hpuload_decoders::jpeg::{Parsed, ResizeRequest};
+use hpuload_decoders::jpeg::DecodePlan;
 use hpuload_decoders::{DecodeError, JpegDecoder, Limits};
 
 use super::{DeviceBuffer, HpuError};
+use crate::augment::{PixelPlan, PixelStage, Scratch};
 use crate::cpu_time::CpuClock;
 
 /// Bytes in device memory: `len` bytes of `buffer` from `offset`.
@@ -45,28 +46,29 @@ pub enum Destination {
     Host(Box<dyn HostSlot>),
 }
 
-/// The device op run on an engine's decoded output (`h x w` RGB): flip, normalize, cast and
-/// layout into the destination.
+/// The device ops run on an engine's decoded output (RGB8 at the output size): the sample's
+/// pixel ops, then flip, normalize, cast, layout and erasing into the destination.
 pub trait DeviceOp: Send + Sync {
-    /// Writes `rgb` (flipped when `flip`) into `out`.
-    fn apply(&self, rgb: &[u8], h: usize, w: usize, flip: bool, out: &mut [u8]);
+    /// Runs `plan` on `rgb` (which it may change) and writes the result into `out`.
+    fn apply(&self, rgb: &mut [u8], plan: &PixelPlan, scratch: &mut Scratch, out: &mut [u8]);
+}
+
+impl DeviceOp for PixelStage {
+    fn apply(&self, rgb: &mut [u8], plan: &PixelPlan, scratch: &mut Scratch, out: &mut [u8]) {
+        self.run(rgb, plan, scratch, out);
+    }
 }
 
 /// One decode on the media engine.
 pub struct MediaJob {
     /// The compressed bitstream.
     pub source: DeviceSlice,
-    /// The region to decode, its DCT scale, and the crop window resampled to the output size.
-    pub request: ResizeRequest,
-    /// Mirror the output left to right.
-    pub flip: bool,
-    /// The bitstream's headers, when whoever routed it parsed them already (then the engine
-    /// does not parse them again).
-    pub parsed: Option<Parsed>,
-    /// The decoder's limits for this bitstream (its submitter's: the loader's
-    /// `decoder_limits`).
-    pub limits: Limits,
-    /// The op run on the decoded pixels into `destination`.
+    /// The decode: region, DCT scale, crop window, output size, filter, the headers if already
+    /// parsed, the decoder's limits (the decoders crate's plan, opaque here).
+    pub decode: DecodePlan,
+    /// The sample's pixel plan, run by `op` after the decode.
+    pub augment: PixelPlan,
+    /// The device ops run on the decoded pixels into `destination`.
     pub op: Arc<dyn DeviceOp>,
     /// Where the op writes.
     pub destination: Destination,
@@ -100,41 +102,32 @@ struct Engine {
     bitstream: Vec<u8>,
     /// The engine's output: the decoded, cropped, resized image.
     pixels: Vec<u8>,
+    /// The device ops' working memory.
+    scratch: Scratch,
 }
 
 impl Engine {
     fn run(&mut self, job: MediaJob) {
         let MediaJob {
             source,
-            request,
-            flip,
-            parsed,
-            limits,
+            decode,
+            augment,
             op,
             mut destination,
             done,
         } = job;
-        self.decoder.set_limits(limits);
         let t0 = CpuClock::now();
         self.bitstream.clear();
         self.bitstream
             .extend_from_slice(&source.buffer.lock()[source.offset..source.offset + source.len]);
-        let (out_h, out_w) = (request.out_h as usize, request.out_w as usize);
-        let len = out_h * out_w * 3;
+        let request = &decode.request;
+        let len = request.out_h as usize * request.out_w as usize * 3;
         if self.pixels.len() != len {
             self.pixels.resize(len, 0);
         }
-        let decoded = match &parsed {
-            Some(parsed) => self.decoder.decode_resized_parsed(
-                &self.bitstream,
-                parsed,
-                &request,
-                &mut self.pixels,
-            ),
-            None => self
-                .decoder
-                .decode_resized(&self.bitstream, &request, &mut self.pixels),
-        };
+        let decoded = self
+            .decoder
+            .decode_planned(&self.bitstream, &decode, &mut self.pixels);
         let t1 = CpuClock::now();
         if let Err(error) = decoded {
             return done(Err(JobFailure {
@@ -142,18 +135,19 @@ impl Engine {
                 bitstream: std::mem::take(&mut self.bitstream),
             }));
         }
-        let (h, w, pixels) = (out_h, out_w, &self.pixels);
+        let (pixels, scratch) = (&mut self.pixels, &mut self.scratch);
         match &mut destination {
             // Engines take turns on the buffer's lock for the write alone (a few tens of
             // microseconds), which costs less than staging the slot and copying it in.
             Destination::Device(d) => op.apply(
                 pixels,
-                h,
-                w,
-                flip,
+                &augment,
+                scratch,
                 &mut d.buffer.lock()[d.offset..d.offset + d.len],
             ),
-            Destination::Host(slot) => slot.write(&mut |out| op.apply(pixels, h, w, flip, out)),
+            Destination::Host(slot) => {
+                slot.write(&mut |out| op.apply(pixels, &augment, scratch, out))
+            }
         }
         done(Ok(EngineTimes {
             decode: t1 - t0,
@@ -181,6 +175,7 @@ impl MediaEngine {
                             decoder: JpegDecoder::with_limits(limits),
                             bitstream: Vec::new(),
                             pixels: Vec::new(),
+                            scratch: Scratch::default(),
                         };
                         let mut ctx = fresh();
                         for job in rx {

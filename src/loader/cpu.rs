@@ -1,10 +1,10 @@
-//! The CPU path: decode on the host, crop and resize (Pillow-exact), then flip, normalize and
-//! cast into the slot of the pinned batch buffer.
+//! The CPU path: decode on the host, crop and resize (Pillow-exact), the sample's pixel ops, then
+//! flip, normalize, cast and erase into the slot of the pinned batch buffer.
 
 use hpuload_decoders::{CpuDecoder, Decode, JpegDecoder};
 
 use super::Shared;
-use crate::augment::Resampler;
+use crate::augment::{self, Resampler};
 use crate::cpu_time::CpuClock;
 use crate::stage::Stage;
 use crate::SampleErrorKind;
@@ -19,11 +19,13 @@ pub(super) struct Scratch {
     pub cpu: CpuScratch,
 }
 
-/// What the CPU path reuses: the decoder, the decoded image, the resampler.
+/// What the CPU path reuses: the decoder, the decoded image, the resampler, the pixel ops'
+/// memory.
 pub(super) struct CpuScratch {
     rgb: Vec<u8>,
     decoder: CpuDecoder,
     resampler: Resampler,
+    ops: augment::Scratch,
 }
 
 impl Scratch {
@@ -36,6 +38,7 @@ impl Scratch {
                 rgb: Vec::new(),
                 decoder: CpuDecoder::with_limits(shared.limits),
                 resampler: Resampler::new(h, w),
+                ops: augment::Scratch::default(),
             },
         }
     }
@@ -60,20 +63,24 @@ pub(super) fn decode_into(
     let len = info.rgb_len();
     let t2 = CpuClock::now();
     c.add(Stage::DecodeCpu, t2 - t1);
-    let params = shared
+    let plan = shared
         .plan
-        .params(shared.seed, epoch, index, info.width, info.height)
+        .sample(shared.seed, epoch, index, info.width, info.height)
         .map_err(SampleErrorKind::Augment)?;
-    let (oh, ow) = shared.plan.out_hw();
     let resized = s
         .resampler
-        .run(&s.rgb[..len], info.width, info.height, &params.crop)
+        .run_with(
+            &s.rgb[..len],
+            info.width,
+            info.height,
+            &plan.crop,
+            plan.interpolation,
+        )
         .map_err(SampleErrorKind::Augment)?;
+    shared.stage.ops(resized, &plan.pixels, &mut s.ops);
     let t3 = CpuClock::now();
     c.add(Stage::Augment, t3 - t2);
-    shared
-        .writer
-        .write(resized, oh as usize, ow as usize, params.flip, slot);
+    shared.stage.write(resized, &plan.pixels, slot);
     c.add(Stage::Collate, t3.elapsed());
     c.samples.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     Ok(())

@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use hpuload_decoders::jpeg::{Parsed, Region, ResizeRequest};
+use hpuload_decoders::jpeg::{DecodePlan, Parsed, Region, ResizeRequest};
 
 use std::sync::Mutex;
 
@@ -13,7 +13,7 @@ use super::cpu::Scratch;
 use super::layout::LABEL_BYTES;
 use super::work::{fill, lock, BatchWork, Filled};
 use super::{Backend, Shared};
-use crate::augment::SampleParams;
+use crate::augment::SamplePlan;
 use crate::hpu::{
     CopyRegion, Destination, DeviceBuffer, DeviceSlice, HostSlot, Hpu, HpuError, JobFailure,
     MediaJob,
@@ -33,7 +33,8 @@ pub(super) struct HwSlot {
     pub own: Option<DeviceBuffer>,
     pub region: Region,
     pub denom: u32,
-    pub params: SampleParams,
+    /// The sample's plan (crop, filter, pixel ops, erase boxes), drawn by the router.
+    pub plan: SamplePlan,
     /// The headers the router's probe parsed, handed to the engine so it does not parse them
     /// again.
     pub parsed: Option<Parsed>,
@@ -105,20 +106,22 @@ pub(super) fn submit(guard: EngineJob, mut h: HwSlot) -> Result<(), HpuError> {
         })),
     };
     let (oh, ow) = shared.plan.out_hw();
-    let c = h.params.crop;
     let job = MediaJob {
         source,
-        request: ResizeRequest {
-            region: h.region,
-            denom: h.denom,
-            window: c.window(),
-            out_w: ow,
-            out_h: oh,
+        decode: DecodePlan {
+            request: ResizeRequest {
+                region: h.region,
+                denom: h.denom,
+                window: h.plan.crop.window(),
+                out_w: ow,
+                out_h: oh,
+                filter: h.plan.interpolation.filter(),
+            },
+            parsed: h.parsed.take(),
+            limits: shared.limits,
         },
-        flip: h.params.flip,
-        parsed: h.parsed.take(),
-        limits: shared.limits,
-        op: Arc::clone(&shared.writer) as _,
+        augment: std::mem::take(&mut h.plan.pixels),
+        op: Arc::clone(&shared.stage) as _,
         destination,
         done: Box::new(move |outcome| {
             let mut guard = guard;

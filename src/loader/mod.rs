@@ -25,7 +25,7 @@ pub use builder::LoaderBuilder;
 use crate::stage::{Stage, StageTimes};
 pub use state::{LoaderState, StateConfig};
 
-use crate::augment::{OutputWriter, Plan};
+use crate::augment::{PixelStage, Plan};
 use crate::hpu::{DeviceTensor, Dtype, Hpu, Layout};
 use crate::pinned::PinnedPool;
 use crate::sampler::{Sampler, Shard};
@@ -142,7 +142,8 @@ pub(crate) struct Shared {
     source: Arc<dyn Source>,
     backend: Backend,
     plan: Plan,
-    writer: Arc<OutputWriter>,
+    /// What runs after the decode on either path (pixel ops, output writer, erasing).
+    stage: Arc<PixelStage>,
     read_mode: ReadMode,
     limits: hpuload_decoders::Limits,
     seed: u64,
@@ -260,7 +261,12 @@ impl Loader {
             None => None,
         };
         let shared = Arc::new(Shared {
-            writer: Arc::new(OutputWriter::new(b.dtype, b.layout, plan.normalize)),
+            stage: Arc::new(PixelStage::new(
+                b.dtype,
+                b.layout,
+                plan.normalize,
+                plan.out_hw(),
+            )),
             source: b.source,
             backend: b.backend,
             plan,
@@ -389,15 +395,31 @@ impl Loader {
         width: u32,
         height: u32,
     ) -> Result<(crate::augment::CropBox, bool), Error> {
-        let p = self
-            .shared
+        let p = self.sample_plan(epoch, index, width, height)?;
+        Ok((p.crop, p.pixels.flip))
+    }
+
+    /// Every random choice for sample `index` of a `width`x`height` image in `epoch`: the crop
+    /// window and interpolation, the pixel ops with their drawn parameters in order, the flip
+    /// fused into the output writer, and the erase boxes. Both backends execute exactly this,
+    /// so a test can apply the same parameters with torchvision and compare pixels.
+    ///
+    /// # Errors
+    /// The pipeline cannot process an image of that size (e.g. a crop larger than the image).
+    pub fn sample_plan(
+        &self,
+        epoch: u64,
+        index: usize,
+        width: u32,
+        height: u32,
+    ) -> Result<crate::augment::SamplePlan, Error> {
+        self.shared
             .plan
-            .params(self.shared.seed, epoch, index, width, height)
+            .sample(self.shared.seed, epoch, index, width, height)
             .map_err(|reason| Error::Pipeline {
-                name: "sample_params".into(),
+                name: "sample_plan".into(),
                 reason,
-            })?;
-        Ok((p.crop, p.flip))
+            })
     }
 
     /// Whether batch buffers are page-locked.

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::Ordering;
 
-use hpuload_decoders::jpeg::choose_scale;
+use hpuload_decoders::jpeg::{choose_scale, Filter};
 use hpuload_decoders::{DecodeError, JpegDecoder};
 
 use super::engine::{count_fallback, upload, HwSlot};
@@ -54,13 +54,21 @@ pub(super) fn route(
     };
     match probe.probe_parsed(bytes) {
         Ok((info, parsed)) => {
-            let params = shared
+            let plan = shared
                 .plan
-                .params(shared.seed, epoch, index, info.width, info.height)
+                .sample(shared.seed, epoch, index, info.width, info.height)
                 .map_err(SampleErrorKind::Augment)?;
             let (oh, ow) = shared.plan.out_hw();
-            let region = params.crop.covering_region(info.width, info.height, ow);
-            let denom = choose_scale(region, ow, oh);
+            let filter = plan.interpolation.filter();
+            let region = plan
+                .crop
+                .covering_region(info.width, info.height, ow, filter);
+            // Nearest picks source pixels, which a DCT-scaled decode no longer has.
+            let denom = if filter == Filter::Nearest {
+                1
+            } else {
+                choose_scale(region, ow, oh)
+            };
             let own = match bitstream {
                 Bitstream::InSlot(_) => Ok(None),
                 Bitstream::Buffered { bytes, slot } if bytes.len() <= slot.len() => {
@@ -84,7 +92,7 @@ pub(super) fn route(
                         own,
                         region,
                         denom,
-                        params,
+                        plan,
                         parsed: Some(parsed),
                     }))
                 }

@@ -19,6 +19,7 @@ pub fn train_at(side: u32) -> Pipeline {
         size: Size::Square(side),
         scale: [0.08, 1.0],
         ratio: [0.75, 4.0 / 3.0],
+        interpolation: Default::default(),
     };
     p
 }

@@ -73,8 +73,21 @@ pub struct Parsed {
     len: usize,
 }
 
+/// The engine's resampling filter.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Filter {
+    /// torch's `nearest`: output sample `i` takes source sample `left + floor(i * scale)`
+    /// (meant for a full-scale decode, `denom` 1).
+    Nearest,
+    /// Pillow's antialiased bilinear (a triangle), as torchvision's antialiased resize.
+    #[default]
+    Bilinear,
+    /// Pillow's antialiased bicubic (`a = -0.5`).
+    Bicubic,
+}
+
 /// What [`JpegDecoder::decode_resized`] does: decode `region` at 1/`denom` scale, and resample
-/// `window` (in full-size source pixels, inside `region`) to `out_w` x `out_h`.
+/// `window` (in full-size source pixels, inside `region`) to `out_w` x `out_h` with `filter`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ResizeRequest {
     /// The region to decode (whole MCUs around it are entropy-decoded).
@@ -87,6 +100,21 @@ pub struct ResizeRequest {
     pub out_w: u32,
     /// Output height.
     pub out_h: u32,
+    /// The resampling filter.
+    pub filter: Filter,
+}
+
+/// One bitstream's decode on the media engine, as whoever routed it planned it: the request,
+/// the headers already parsed (if any) and the limits. The engine runs it with
+/// [`JpegDecoder::decode_planned`] without looking inside.
+#[derive(Clone, Debug)]
+pub struct DecodePlan {
+    /// Region, scale, window, output size and filter.
+    pub request: ResizeRequest,
+    /// The headers, when the router parsed them already.
+    pub parsed: Option<Parsed>,
+    /// The decoder's limits for this bitstream.
+    pub limits: Limits,
 }
 
 /// Picks the smallest decode (largest denominator) that still gives at least `out_w`x`out_h`
@@ -212,7 +240,7 @@ impl JpegDecoder {
 
     /// What a media engine does per image: decodes `region` at `1/denom` (see
     /// [`JpegDecoder::decode_region`]), resamples `window` of it to `out_w`x`out_h`
-    /// (antialiased bilinear; the filter reads only pixels inside `region`) and writes RGB8 into
+    /// (with the request's filter, reading only pixels inside `region`) and writes RGB8 into
     /// `out`. Each plane is resampled at its own resolution and colour is converted at the
     /// output's, so chroma is never upsampled to the crop's size.
     ///
@@ -249,6 +277,25 @@ impl JpegDecoder {
             ));
         }
         self.resized(bytes, &parsed.header, request, out)
+    }
+
+    /// What a media engine runs for a job: [`JpegDecoder::decode_resized_parsed`] with the
+    /// plan's headers when it has them (else [`JpegDecoder::decode_resized`]), under the plan's
+    /// limits.
+    ///
+    /// # Errors
+    /// As those.
+    pub fn decode_planned(
+        &mut self,
+        bytes: &[u8],
+        plan: &DecodePlan,
+        out: &mut [u8],
+    ) -> Result<(), DecodeError> {
+        self.set_limits(plan.limits);
+        match &plan.parsed {
+            Some(parsed) => self.decode_resized_parsed(bytes, parsed, &plan.request, out),
+            None => self.decode_resized(bytes, &plan.request, out),
+        }
     }
 
     /// Like [`Decode::probe`], and keeps the parsed headers for
@@ -302,6 +349,7 @@ impl JpegDecoder {
             window,
             out_w,
             out_h,
+            filter,
         } = *request;
         let sr = Self::check_request(h, region, denom)?;
         if out_w == 0 || out_h == 0 {
@@ -327,6 +375,7 @@ impl JpegDecoder {
             region,
             window,
             out: (out_w as usize, out_h as usize),
+            filter,
         };
         let n = 8 / denom as usize;
         let (c0, c1, r0, r1) = self.entropy_decode(bytes, h, &sr, n)?;

@@ -15,6 +15,7 @@
 //! bytes and transposed back. On planar data that beats filtering along rows, where each
 //! output sample would need its own gather.
 
+use super::Filter;
 use crate::DecodeError;
 
 /// A window of the image in full-resolution pixels; edges may be fractional.
@@ -52,6 +53,7 @@ pub(crate) struct Target {
     pub region: super::Region,
     pub window: Window,
     pub out: (usize, usize),
+    pub filter: Filter,
 }
 
 /// One decoded plane as the entropy decoder left it: rows of `stride` samples.
@@ -102,6 +104,7 @@ impl Taps {
         window: (f64, f64),
         region: (u32, u32),
         out: usize,
+        filter: Filter,
     ) -> Result<(), DecodeError> {
         let d = axis.denom;
         let (lo, len) = (window.0 / d as f64, window.1 / d as f64);
@@ -123,8 +126,14 @@ impl Taps {
             return Err(DecodeError::Parameter("region outside the decoded planes"));
         }
         let scale = len / out as f64;
-        let support = scale.max(1.0);
-        let inv_support = 1.0 / support;
+        // Pillow's scheme: the filter is stretched by the downscale factor (at least 1).
+        let filter_scale = scale.max(1.0);
+        let support = filter_scale
+            * match filter {
+                Filter::Bicubic => 2.0,
+                Filter::Bilinear | Filter::Nearest => 1.0,
+            };
+        let inv_scale = 1.0 / filter_scale;
         let luma_width = (support.ceil() as usize) * 2 + 1;
         self.width = if sub { luma_width / 2 + 3 } else { luma_width };
         self.start.clear();
@@ -133,15 +142,36 @@ impl Taps {
         self.weights.resize(self.width * out, 0);
         self.luma.resize(luma_width, 0.0);
         self.plane.resize(self.width, 0.0);
+        // torch's nearest: `floor(i * scale)` with the scale in f32 (at the decode scale).
+        let nearest_scale = (window.1 as f32) / out as f32;
         for i in 0..out {
             let centre = lo + (i as f64 + 0.5) * scale;
-            let first = (floor(centre - support).max(0) as usize).clamp(b0, b1 - 1);
-            let end = (floor(centre + support) as usize + 1).clamp(first + 1, b1);
+            let (first, end) = if filter == Filter::Nearest {
+                let step = f64::from(i as f32 * nearest_scale);
+                // An integer window is cut first; a fractional one is a resize then a cut.
+                let at = if window.0.fract() == 0.0 {
+                    window.0 + step.floor()
+                } else {
+                    (window.0 + step).floor()
+                };
+                let at = (floor(at / d as f64).max(0) as usize).clamp(b0, b1 - 1);
+                (at, at + 1)
+            } else {
+                let first = (floor(centre - support).max(0) as usize).clamp(b0, b1 - 1);
+                (
+                    first,
+                    (floor(centre + support) as usize + 1).clamp(first + 1, b1),
+                )
+            };
             let n = (end - first).min(luma_width);
             let mut sum = 0.0;
             for (k, wk) in self.luma[..n].iter_mut().enumerate() {
-                let x = ((first + k) as f64 + 0.5 - centre) * inv_support;
-                *wk = (1.0 - x.abs()).max(0.0);
+                let x = ((first + k) as f64 + 0.5 - centre) * inv_scale;
+                *wk = match filter {
+                    Filter::Nearest => 1.0,
+                    Filter::Bilinear => (1.0 - x.abs()).max(0.0),
+                    Filter::Bicubic => bicubic(x),
+                };
                 sum += *wk;
             }
             if sum <= 0.0 {
@@ -182,8 +212,8 @@ impl Taps {
             let unit = f64::from(UNIT) / sum;
             let (mut total, mut big, mut big_q) = (0i32, 0, 0);
             for (k, (q, &wk)) in row.iter_mut().zip(&self.plane[..taps]).enumerate() {
-                // Non-negative, so adding a half and truncating rounds to nearest.
-                *q = (wk * unit + 0.5) as i16;
+                // Bicubic's lobes are negative: round to nearest either way.
+                *q = (wk * unit).round() as i16;
                 total += i32::from(*q);
                 if *q > big_q {
                     (big, big_q) = (k, *q);
@@ -196,6 +226,19 @@ impl Taps {
             self.len.push(taps);
         }
         Ok(())
+    }
+}
+
+/// Pillow's bicubic kernel with `a = -0.5` (Catmull-Rom).
+fn bicubic(x: f64) -> f64 {
+    const A: f64 = -0.5;
+    let x = x.abs();
+    if x < 1.0 {
+        ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0
+    } else if x < 2.0 {
+        (((x - 5.0) * x + 8.0) * x - 4.0) * A
+    } else {
+        0.0
     }
 }
 
@@ -250,13 +293,14 @@ impl PlaneResampler {
             region,
             window,
             out: (out_w, out_h),
+            filter,
         } = *target;
         if !same_taps {
             let (x, y) = ((window.left, window.width), (window.top, window.height));
             self.cols
-                .compute(&g.across, x, (region.x, region.width), out_w)?;
+                .compute(&g.across, x, (region.x, region.width), out_w, filter)?;
             self.rows
-                .compute(&g.down, y, (region.y, region.height), out_h)?;
+                .compute(&g.down, y, (region.y, region.height), out_h, filter)?;
         }
         let (x0, x1) = self.cols.covering;
         let y0 = self.rows.covering.0;
@@ -564,7 +608,8 @@ mod tests {
                 origin: 0,
                 held: usize::div_ceil(size, denom * factor),
             };
-            t.compute(&axis, window, region, out).unwrap();
+            t.compute(&axis, window, region, out, Filter::Bilinear)
+                .unwrap();
             let (c0, c1) = t.covering;
             for i in 0..out {
                 let w = &t.weights[i * t.width..][..t.len[i]];
@@ -588,7 +633,8 @@ mod tests {
             held: 4,
         };
         let mut t = Taps::default();
-        t.compute(&axis, (0.0, 8.0), (0, 8), 8).unwrap();
+        t.compute(&axis, (0.0, 8.0), (0, 8), 8, Filter::Bilinear)
+            .unwrap();
         let unit = f64::from(UNIT);
         let weights = |i: usize| -> Vec<f64> {
             let mut w = vec![0.0; 4];
@@ -632,7 +678,8 @@ mod tests {
                 origin: 0,
                 held: h,
             };
-            t.compute(&axis, (2.5, 117.0), (2, 118), out).unwrap();
+            t.compute(&axis, (2.5, 117.0), (2, 118), out, Filter::Bilinear)
+                .unwrap();
             let (mut fast, mut portable) = (vec![0; out * w], vec![0; out * w]);
             filter_columns::<BytesToWide>(avx2, &src, w, &t, w, &mut fast);
             filter_columns::<BytesToWide>(false, &src, w, &t, w, &mut portable);
@@ -645,8 +692,14 @@ mod tests {
                 held: out,
                 ..axis
             };
-            t2.compute(&axis2, (0.5, out as f64 - 1.0), (0, out as u32), 23)
-                .unwrap();
+            t2.compute(
+                &axis2,
+                (0.5, out as f64 - 1.0),
+                (0, out as u32),
+                23,
+                Filter::Bilinear,
+            )
+            .unwrap();
             let (mut fast2, mut portable2) = (vec![0u8; 23 * w], vec![0u8; 23 * w]);
             filter_columns::<WideToBytes>(avx2, &fast, w, &t2, w, &mut fast2);
             filter_columns::<WideToBytes>(false, &fast, w, &t2, w, &mut portable2);
@@ -687,6 +740,7 @@ mod tests {
                         height: 29.0,
                     },
                     out,
+                    filter: Filter::Bilinear,
                 };
                 r.plane(0, &plane, &g, &target, false).unwrap();
                 assert!(r.out(0).iter().all(|&o| o == v), "{v} to {out:?}");
@@ -710,6 +764,7 @@ mod tests {
                 height: h as f64,
             },
             out: (1, 16),
+            filter: Filter::Bilinear,
         };
         let mut r = PlaneResampler::new();
         r.plane(0, &plane, &g, &target, false).unwrap();

@@ -1,0 +1,147 @@
+//! Convolutions on an interleaved RGB8 image: `GaussianBlur` and `adjust_sharpness`, with
+//! torchvision's v2 tensor kernels' arithmetic (f32, rounded half to even, then truncated to
+//! bytes).
+
+use super::Scratch;
+
+/// torchvision's Gaussian kernel of `size` taps: `softmax(-(x / sigma)^2)` over `x =
+/// linspace(-lim, lim, size)` with `lim = (size - 1) / (2 sqrt 2)`, in f32.
+fn gaussian_kernel(size: usize, sigma: f64, out: &mut Vec<f32>) {
+    let lim = (size as f64 - 1.0) / (2.0 * std::f64::consts::SQRT_2);
+    out.clear();
+    out.extend(
+        super::linspace_f32(-lim, lim, size)
+            .map(|x| -(x / sigma as f32).powi(2))
+            .collect::<Vec<_>>(),
+    );
+    let max = out.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0.0;
+    for v in out.iter_mut() {
+        *v = (*v - max).exp();
+        sum += *v;
+    }
+    for v in out.iter_mut() {
+        *v /= sum;
+    }
+}
+
+/// Python's reflect padding index (`torch.nn.functional.pad(mode="reflect")`), for offsets
+/// up to a few widths out.
+fn reflect(i: isize, n: usize) -> usize {
+    let n = n as isize;
+    if n == 1 {
+        return 0;
+    }
+    let period = 2 * (n - 1);
+    let m = i.rem_euclid(period);
+    (if m < n { m } else { period - m }) as usize
+}
+
+/// `gaussian_blur(kernel_size=[kx, ky], sigma=[sx, sy])`, reflect-padded.
+pub(crate) fn gaussian_blur(
+    rgb: &mut [u8],
+    h: usize,
+    w: usize,
+    kernel: [u32; 2],
+    sigma: [f64; 2],
+    s: &mut Scratch,
+) {
+    let (kx, ky) = (kernel[0] as usize, kernel[1] as usize);
+    let (mut wx, mut wy) = (Vec::new(), Vec::new());
+    gaussian_kernel(kx, sigma[0], &mut wx);
+    gaussian_kernel(ky, sigma[1], &mut wy);
+    let (rx, ry) = ((kx / 2) as isize, (ky / 2) as isize);
+    // Rows first, into f32; then columns, rounded to bytes.
+    let tmp = &mut s.floats;
+    tmp.clear();
+    tmp.resize(h * w * 3, 0.0);
+    for y in 0..h {
+        let row = &rgb[y * w * 3..][..w * 3];
+        for x in 0..w {
+            let mut acc = [0f32; 3];
+            for (k, &wk) in wx.iter().enumerate() {
+                let sx = reflect(x as isize + k as isize - rx, w);
+                for c in 0..3 {
+                    acc[c] += wk * f32::from(row[sx * 3 + c]);
+                }
+            }
+            tmp[(y * w + x) * 3..][..3].copy_from_slice(&acc);
+        }
+    }
+    for y in 0..h {
+        for x in 0..w {
+            let mut acc = [0f32; 3];
+            for (k, &wk) in wy.iter().enumerate() {
+                let sy = reflect(y as isize + k as isize - ry, h);
+                let at = (sy * w + x) * 3;
+                for c in 0..3 {
+                    acc[c] += wk * tmp[at + c];
+                }
+            }
+            for c in 0..3 {
+                rgb[(y * w + x) * 3 + c] = acc[c].round_ties_even().clamp(0.0, 255.0) as u8;
+            }
+        }
+    }
+}
+
+/// `adjust_sharpness(factor)`: blend with a 3x3 smoothing (1s around a 5, over 13) of the
+/// interior; the one-pixel border is kept.
+pub(crate) fn sharpness(rgb: &mut [u8], h: usize, w: usize, factor: f64, s: &mut Scratch) {
+    if h <= 2 || w <= 2 {
+        return;
+    }
+    let (a, b) = ((1.0f64 / 13.0) as f32, (5.0f64 / 13.0) as f32);
+    let alpha = (1.0 - factor) as f32;
+    let src = &mut s.bytes;
+    src.clear();
+    src.extend_from_slice(&rgb[..h * w * 3]);
+    let at = |y: usize, x: usize, c: usize| f32::from(src[(y * w + x) * 3 + c]);
+    for y in 1..h - 1 {
+        for x in 1..w - 1 {
+            for c in 0..3 {
+                let mut sum = 0.0f32;
+                for dy in 0..3 {
+                    for dx in 0..3 {
+                        let k = if dy == 1 && dx == 1 { b } else { a };
+                        sum += k * at(y + dy - 1, x + dx - 1, c);
+                    }
+                }
+                let v = at(y, x, c);
+                let blurred = sum.round_ties_even();
+                let out = v + alpha * (blurred - v);
+                rgb[(y * w + x) * 3 + c] = out.clamp(0.0, 255.0) as u8;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reflect_padding_mirrors_without_repeating_the_edge() {
+        let got: Vec<usize> = (-3..8).map(|i| reflect(i, 5)).collect();
+        assert_eq!(got, [3, 2, 1, 0, 1, 2, 3, 4, 3, 2, 1]);
+    }
+
+    #[test]
+    fn blur_and_sharpness_keep_a_flat_image_flat() {
+        let mut s = Scratch::default();
+        let mut img = vec![93u8; 9 * 7 * 3];
+        gaussian_blur(&mut img, 7, 9, [5, 3], [1.3, 0.7], &mut s);
+        assert!(img.iter().all(|&v| v == 93));
+        sharpness(&mut img, 7, 9, 1.9, &mut s);
+        assert!(img.iter().all(|&v| v == 93));
+    }
+
+    #[test]
+    fn gaussian_kernel_is_normalised_and_symmetric() {
+        let mut k = Vec::new();
+        gaussian_kernel(7, 1.5, &mut k);
+        assert!((k.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+        assert_eq!(k[0], k[6]);
+        assert!(k[3] > k[2] && k[2] > k[1]);
+    }
+}

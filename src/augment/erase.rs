@@ -1,0 +1,241 @@
+//! `RandomErasing` (torchvision's, and timm's with several boxes): boxes drawn per sample and
+//! written into the output slot after normalize and cast, as torchvision erases the normalized
+//! tensor.
+
+use serde::{Deserialize, Serialize};
+
+use crate::hpu::{Dtype, Layout};
+use crate::rng::CounterRng;
+
+use super::geometry::round_half_even;
+
+/// What an erased box is filled with.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum EraseValue {
+    /// One value per channel (torchvision's `value=0` or a tuple; timm's `mode='const'`), in
+    /// the output's units (after normalize).
+    Constant([f32; 3]),
+    /// Random values.
+    Random(RandomFill),
+}
+
+/// Random fills.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RandomFill {
+    /// A standard normal value per pixel and channel (torchvision's `value="random"`, timm's
+    /// `mode='pixel'`).
+    Random,
+    /// A standard normal value per channel for the whole box (timm's `mode='rand'`).
+    RandomPerChannel,
+}
+
+/// One box of one sample, resolved.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct EraseBox {
+    /// Top row.
+    pub top: u32,
+    /// Left column.
+    pub left: u32,
+    /// Rows.
+    pub height: u32,
+    /// Columns.
+    pub width: u32,
+    /// The fill: constant per channel, or per pixel from `noise`'s generator.
+    pub value: [f32; 3],
+    /// For per-pixel noise: the key of the generator (values are standard normal).
+    #[serde(skip)]
+    pub noise: Option<u64>,
+}
+
+/// The spec of one `RandomErasing` step.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct EraseSpec {
+    pub p: f64,
+    pub scale: [f64; 2],
+    pub ratio: [f64; 2],
+    pub value: EraseValue,
+    /// Boxes: uniform in `[count[0], count[1]]` (timm's `min_count`, `max_count`); each gets
+    /// `1 / count` of the drawn area, as timm splits it.
+    pub count: [u32; 2],
+    /// timm's probability test is `random() > p`, torchvision's `rand() >= p`: the same draw.
+    pub timm: bool,
+}
+
+/// A standard normal draw (Box-Muller).
+pub(crate) fn normal(rng: &mut CounterRng) -> f64 {
+    let u1 = 1.0 - rng.uniform(); // (0, 1]
+    let u2 = rng.uniform();
+    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+}
+
+impl EraseSpec {
+    /// Draws this step's boxes for an `h`x`w` output into `out`, with torchvision's
+    /// `RandomErasing.get_params` (10 tries per box, `h = round(sqrt(area * ratio))`, `w =
+    /// round(sqrt(area / ratio))`, strictly inside the image; no box when all tries fail).
+    pub fn draw(&self, rng: &mut CounterRng, h: u32, w: u32, out: &mut Vec<EraseBox>) {
+        let skip = if self.timm {
+            rng.uniform() > self.p
+        } else {
+            rng.uniform() >= self.p
+        };
+        if skip {
+            return;
+        }
+        let count = if self.count[0] == self.count[1] {
+            self.count[0]
+        } else {
+            self.count[0] + rng.below(u64::from(self.count[1] - self.count[0]) + 1) as u32
+        };
+        let area = f64::from(h) * f64::from(w);
+        let (log_lo, log_hi) = (self.ratio[0].ln(), self.ratio[1].ln());
+        for _ in 0..count {
+            for _ in 0..10 {
+                let target = area * rng.uniform_in(self.scale[0], self.scale[1]) / f64::from(count);
+                let aspect = rng.uniform_in(log_lo, log_hi).exp();
+                let bh = round_half_even((target * aspect).sqrt());
+                let bw = round_half_even((target / aspect).sqrt());
+                if !(bh < f64::from(h) && bw < f64::from(w)) {
+                    continue;
+                }
+                let (bh, bw) = (bh as u32, bw as u32);
+                let (value, noise) = match self.value {
+                    EraseValue::Constant(v) => (v, None),
+                    EraseValue::Random(RandomFill::RandomPerChannel) => {
+                        (std::array::from_fn(|_| normal(rng) as f32), None)
+                    }
+                    EraseValue::Random(RandomFill::Random) => ([0.0; 3], Some(rng.next_u64())),
+                };
+                let top = rng.below(u64::from(h - bh) + 1) as u32;
+                let left = rng.below(u64::from(w - bw) + 1) as u32;
+                out.push(EraseBox {
+                    top,
+                    left,
+                    height: bh,
+                    width: bw,
+                    value,
+                    noise,
+                });
+                break;
+            }
+        }
+    }
+}
+
+/// Writes `b` into an output slot of `h`x`w` pixels in `dtype` and `layout`.
+pub(crate) fn erase(
+    slot: &mut [u8],
+    dtype: Dtype,
+    layout: Layout,
+    h: usize,
+    w: usize,
+    b: &EraseBox,
+) {
+    match dtype {
+        Dtype::F32 => fill_typed::<u32>(slot, layout, h, w, b, f32::to_bits),
+        Dtype::F16 => {
+            fill_typed::<u16>(slot, layout, h, w, b, |x| half::f16::from_f32(x).to_bits())
+        }
+        Dtype::Bf16 => {
+            fill_typed::<u16>(slot, layout, h, w, b, |x| half::bf16::from_f32(x).to_bits())
+        }
+        // Assigning floats into a uint8 tensor truncates them.
+        Dtype::U8 => fill_typed::<u8>(slot, layout, h, w, b, |x| x.clamp(0.0, 255.0) as u8),
+        Dtype::I64 => unreachable!("i64 is a label type, not an image dtype"),
+    }
+}
+
+fn fill_typed<T: bytemuck::Pod>(
+    slot: &mut [u8],
+    layout: Layout,
+    h: usize,
+    w: usize,
+    b: &EraseBox,
+    cast: impl Fn(f32) -> T,
+) {
+    let out: &mut [T] = bytemuck::cast_slice_mut(slot);
+    let mut noise = b.noise.map(CounterRng::from_key);
+    let (top, left) = (b.top as usize, b.left as usize);
+    let (bh, bw) = (b.height as usize, b.width as usize);
+    // Channel-major, as torchvision draws its `[c, h, w]` noise.
+    for c in 0..3 {
+        let constant = cast(b.value[c]);
+        for y in top..top + bh {
+            for x in left..left + bw {
+                let v = match &mut noise {
+                    Some(rng) => cast(normal(rng) as f32),
+                    None => constant,
+                };
+                let at = match layout {
+                    Layout::Nchw => (c * h + y) * w + x,
+                    Layout::Nhwc => (y * w + x) * 3 + c,
+                };
+                out[at] = v;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Stream;
+
+    #[test]
+    fn boxes_stay_strictly_inside_and_follow_p() {
+        let spec = EraseSpec {
+            p: 0.5,
+            scale: [0.02, 0.33],
+            ratio: [0.3, 3.3],
+            value: EraseValue::Constant([0.0; 3]),
+            count: [1, 1],
+            timm: false,
+        };
+        let mut erased = 0;
+        for i in 0..4000 {
+            let mut rng = CounterRng::new(3, 0, i, Stream::Crop);
+            let mut boxes = Vec::new();
+            spec.draw(&mut rng, 176, 176, &mut boxes);
+            for b in &boxes {
+                assert!(b.top + b.height <= 176 && b.left + b.width <= 176);
+                assert!(b.height < 176 && b.width < 176);
+            }
+            erased += boxes.len();
+        }
+        assert!((1800..2200).contains(&erased), "{erased}");
+    }
+
+    #[test]
+    fn erase_writes_the_value_in_both_layouts() {
+        let b = EraseBox {
+            top: 1,
+            left: 2,
+            height: 1,
+            width: 1,
+            value: [1.0, 2.0, 3.0],
+            noise: None,
+        };
+        let mut slot = vec![0u8; 4 * 4 * 3 * 4];
+        erase(&mut slot, Dtype::F32, Layout::Nchw, 4, 4, &b);
+        let f: &[f32] = bytemuck::cast_slice(&slot);
+        assert_eq!((f[6], f[16 + 6], f[32 + 6]), (1.0, 2.0, 3.0));
+        assert_eq!(f.iter().filter(|&&v| v != 0.0).count(), 3);
+        let mut slot = vec![0u8; 4 * 4 * 3 * 4];
+        erase(&mut slot, Dtype::F32, Layout::Nhwc, 4, 4, &b);
+        let f: &[f32] = bytemuck::cast_slice(&slot);
+        assert_eq!(&f[18..21], &[1.0, 2.0, 3.0]);
+    }
+
+    #[test]
+    fn normal_draws_have_unit_variance() {
+        let mut rng = CounterRng::new(1, 2, 3, Stream::Crop);
+        let xs: Vec<f64> = (0..100_000).map(|_| normal(&mut rng)).collect();
+        let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+        let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / xs.len() as f64;
+        assert!(
+            mean.abs() < 0.02 && (var - 1.0).abs() < 0.02,
+            "{mean} {var}"
+        );
+    }
+}
