@@ -170,6 +170,16 @@ pub(crate) struct Sampler {
 }
 
 impl Sampler {
+    /// The same planning over an epoch order of `len` given positions (a user's sampler's),
+    /// taken as it is: no shuffle of ours.
+    pub fn with_len(&self, len: usize) -> Self {
+        Self {
+            len,
+            shuffle: None,
+            ..self.clone()
+        }
+    }
+
     /// Positions this rank owns per epoch (`S` in the module docs).
     pub fn positions_per_rank(&self) -> usize {
         self.positions_from(0)

@@ -1,14 +1,20 @@
-"""Translation of a torchvision transform into an hpuload pipeline.
+"""Translation of a torchvision (or timm) transform into an hpuload pipeline.
 
 `translate(transform)` returns `(pipeline, dtype)`, where `pipeline` is the JSON the Rust
 loader takes and `dtype` the output element type ("f32", "u8", ...), or raises `Unsupported`
-with a reason a user can act on. Only what hpuload computes exactly as torchvision does is
-accepted; anything else makes the caller fall back to torch's own DataLoader.
+with a reason a user can act on. Only what hpuload computes as torchvision does is accepted;
+anything else makes the caller fall back to torch's own DataLoader.
+
+The shape hpuload runs: geometry (RandomResizedCrop, or Resize + CenterCrop, or Resize to
+[h, w]) first; then pixel ops on the uint8 image (flips, ColorJitter, the auto-augment family,
+blur, ...), with the semantics of torchvision's v2 tensor kernels on uint8; then the conversion
+to a tensor and Normalize; then RandomErasing.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 
@@ -38,6 +44,12 @@ def _is(obj: Any, name: str) -> bool:
     return False
 
 
+def _is_timm(obj: Any, name: str) -> bool:
+    """Whether `obj` is timm's class `name` (from timm.data.transforms or random_erasing)."""
+    cls = type(obj)
+    return cls.__name__ == name and cls.__module__.startswith("timm.data")
+
+
 def _hw(size: Any, what: str) -> list[int]:
     """A torchvision size (int, or a sequence of 1 or 2) as [h, w]."""
     if isinstance(size, int):
@@ -50,13 +62,51 @@ def _hw(size: Any, what: str) -> list[int]:
     raise Unsupported(f"{what} size {size!r} is not an int or a pair")
 
 
-def _bilinear(t: Any, what: str) -> None:
-    from torchvision.transforms import InterpolationMode
+_MODES = {"nearest": "nearest", "bilinear": "bilinear", "bicubic": "bicubic", 0: "nearest", 2: "bilinear", 3: "bicubic"}
 
-    mode = getattr(t, "interpolation", InterpolationMode.BILINEAR)
-    # An InterpolationMode (v1), its value (v2 may keep the string), or PIL's code 2 (old scripts).
-    if getattr(mode, "value", mode) not in ("bilinear", 2):
-        raise Unsupported(f"{what} with interpolation={mode} (hpuload implements BILINEAR)")
+
+def _interp(mode: Any, what: str, allowed=("nearest", "bilinear", "bicubic")) -> str:
+    """An InterpolationMode (v1), its value (v2 may keep the string), or PIL's code."""
+    if isinstance(mode, (tuple, list)):
+        names = sorted({_interp(m, what) for m in mode})
+        if names == ["bicubic", "bilinear"]:
+            return "random"
+        raise Unsupported(f"{what} with a random choice of {names} (hpuload draws bilinear or bicubic)")
+    key = getattr(mode, "value", mode)
+    name = _MODES.get(key)
+    if name is None or name not in allowed:
+        raise Unsupported(f"{what} with interpolation={mode} (hpuload implements {', '.join(allowed)})")
+    return name
+
+
+def _fill(fill: Any, what: str) -> list[float] | None:
+    """A fill (None, a number, or one value per channel) as [r, g, b] or None."""
+    if isinstance(fill, dict):
+        values = set(map(repr, fill.values()))
+        if len(values) != 1:
+            raise Unsupported(f"{what} with a per-type fill")
+        fill = next(iter(fill.values()))
+    if fill is None:
+        return None
+    if isinstance(fill, (int, float)):
+        return [float(fill)] * 3
+    fill = [float(f) for f in fill]
+    if len(fill) == 1:
+        return fill * 3
+    if len(fill) == 3:
+        return fill
+    raise Unsupported(f"{what} with fill {fill!r}")
+
+
+def _p(t: Any) -> float:
+    return float(t.p)
+
+
+def _range(value: Any) -> list[float] | None:
+    if value is None:
+        return None
+    lo, hi = value
+    return [float(lo), float(hi)]
 
 
 def _torch_dtype_name(dtype: Any) -> str | None:
@@ -70,64 +120,205 @@ def _torch_dtype_name(dtype: Any) -> str | None:
     }.get(dtype)
 
 
+def _wrapped_compose(transform: Any) -> Any | None:
+    """The Compose inside an object that only wraps one (torchvision's reference presets,
+    `ClassificationPresetTrain`/`Eval`, keep it in `.transforms` and call it), else None."""
+    inner = getattr(transform, "transforms", None)
+    if inner is not None and _is(inner, "Compose") and callable(transform):
+        return inner
+    return None
+
+
 def steps(transform: Any) -> list[Any]:
-    """The steps of a Compose (v1 or v2; nested ones flattened), or the transform itself."""
+    """The steps of a Compose (v1 or v2; nested ones flattened, wrappers looked through), or
+    the transform itself."""
     if transform is None:
         return []
     if _is(transform, "Compose"):
         return [step for t in transform.transforms for step in steps(t)]
+    inner = _wrapped_compose(transform)
+    if inner is not None and not _known(transform):
+        return steps(inner)
     return [transform]
+
+
+def _known(t: Any) -> bool:
+    name = type(t).__name__
+    return _is(t, name) or _is_timm(t, name)
+
+
+def _pixel_op(t: Any) -> dict | None:
+    """The pipeline op for a pixel transform on uint8 images, or None if `t` is not one."""
+    name = type(t).__name__
+    if _is(t, "RandomHorizontalFlip"):
+        return {"op": "random_horizontal_flip", "p": _p(t)}
+    if _is(t, "RandomVerticalFlip"):
+        return {"op": "random_vertical_flip", "p": _p(t)}
+    if _is(t, "ColorJitter"):
+        op = {"op": "color_jitter"}
+        for k in ("brightness", "contrast", "saturation", "hue"):
+            r = _range(getattr(t, k))
+            if r is not None:
+                op[k] = r
+        return op
+    if _is(t, "RandomGrayscale"):
+        return {"op": "random_grayscale", "p": _p(t)}
+    if _is(t, "Grayscale"):
+        if t.num_output_channels != 3:
+            raise Unsupported("Grayscale(num_output_channels=1) (hpuload's batches have 3 channels)")
+        return {"op": "random_grayscale", "p": 1.0}
+    if _is(t, "GaussianBlur"):
+        return {"op": "gaussian_blur", "kernel_size": [int(k) for k in t.kernel_size], "sigma": _range(t.sigma)}
+    if _is(t, "RandomSolarize"):
+        return {"op": "random_solarize", "threshold": float(t.threshold), "p": _p(t)}
+    if _is(t, "RandomPosterize"):
+        return {"op": "random_posterize", "bits": int(t.bits), "p": _p(t)}
+    if _is(t, "RandomAutocontrast"):
+        return {"op": "random_autocontrast", "p": _p(t)}
+    if _is(t, "RandomEqualize"):
+        return {"op": "random_equalize", "p": _p(t)}
+    if _is(t, "RandomAdjustSharpness"):
+        return {"op": "random_adjust_sharpness", "sharpness_factor": float(t.sharpness_factor), "p": _p(t)}
+    if _is(t, "RandomInvert"):
+        return {"op": "random_invert", "p": _p(t)}
+    if _is(t, "RandomRotation"):
+        if t.expand:
+            raise Unsupported("RandomRotation(expand=True) (a different shape per image)")
+        op = {
+            "op": "random_rotation",
+            "degrees": _range(t.degrees),
+            "interpolation": _interp(t.interpolation, name, ("nearest", "bilinear")),
+            "fill": _fill(getattr(t, "_fill", t.fill), name),
+        }
+        if t.center is not None:
+            op["center"] = [float(c) for c in t.center]
+        return op
+    if _is(t, "RandomAffine"):
+        shear = None
+        if t.shear is not None:
+            shear = [float(s) for s in t.shear]
+            if len(shear) == 2:
+                shear = shear + [0.0, 0.0]
+        op = {
+            "op": "random_affine",
+            "degrees": _range(t.degrees),
+            "translate": _range(t.translate),
+            "scale": _range(t.scale),
+            "shear": shear,
+            "interpolation": _interp(t.interpolation, name, ("nearest", "bilinear")),
+            "fill": _fill(getattr(t, "_fill", t.fill), name),
+        }
+        if t.center is not None:
+            op["center"] = [float(c) for c in t.center]
+        return op
+    if _is(t, "AutoAugment"):
+        return {
+            "op": "auto_augment",
+            "policy": getattr(t.policy, "value", str(t.policy)).lower(),
+            "interpolation": _interp(t.interpolation, name, ("nearest", "bilinear")),
+            "fill": _fill(t.fill, name),
+        }
+    if _is(t, "RandAugment"):
+        return {
+            "op": "rand_augment",
+            "num_ops": int(t.num_ops),
+            "magnitude": int(t.magnitude),
+            "num_magnitude_bins": int(t.num_magnitude_bins),
+            "interpolation": _interp(t.interpolation, name, ("nearest", "bilinear")),
+            "fill": _fill(t.fill, name),
+        }
+    if _is(t, "TrivialAugmentWide"):
+        return {
+            "op": "trivial_augment_wide",
+            "num_magnitude_bins": int(t.num_magnitude_bins),
+            "interpolation": _interp(t.interpolation, name, ("nearest", "bilinear")),
+            "fill": _fill(t.fill, name),
+        }
+    if _is(t, "AugMix"):
+        return {
+            "op": "aug_mix",
+            "severity": int(t.severity),
+            "mixture_width": int(t.mixture_width),
+            "chain_depth": int(t.chain_depth),
+            "alpha": float(t.alpha),
+            "all_ops": bool(t.all_ops),
+            "interpolation": _interp(t.interpolation, name, ("nearest", "bilinear")),
+            "fill": _fill(t.fill, name),
+        }
+    if _is(t, "RandomApply"):
+        return {"op": "random_apply", "ops": _nested(t.transforms, name), "p": _p(t)}
+    if _is(t, "RandomChoice"):
+        ops = _nested(t.transforms, name)
+        p = None if t.p is None else [float(x) for x in t.p]
+        if p is not None and len(p) != len(ops):
+            p = None if len(set(p)) == 1 else p
+        return {"op": "random_choice", "ops": ops, "p": p}
+    if _is(t, "RandomOrder"):
+        return {"op": "random_order", "ops": _nested(t.transforms, name)}
+    return None
+
+
+def _nested(transforms: Any, what: str) -> list[dict]:
+    ops = []
+    for t in transforms:
+        op = _pixel_op(t)
+        if op is None:
+            raise Unsupported(f"{what} of {type(t).__name__} (hpuload nests pixel ops only)")
+        ops.append(op)
+    return ops
+
+
+def _unsupported_name(t: Any) -> str:
+    """How a refused step is named to the user (timm's own auto-augment with its policy)."""
+    cls = type(t)
+    if cls.__module__.startswith("timm.data.auto_augment"):
+        return f"timm's {cls.__name__} ({t!r})".replace("\n", " ")
+    return f"{cls.__module__}.{cls.__name__}"
 
 
 def translate(transform: Any) -> tuple[str, str]:
     """`(pipeline JSON, output dtype)` for a torchvision transform applied to PIL images."""
-    ops: list[dict] = []
-    flip: dict | None = None
+    geometry: list[dict] = []
+    pixel: list[dict] = []
     dtype: str | None = None  # None: still a PIL image (or a uint8 image tensor after ToImage)
     image_tensor = False  # after PILToTensor / ToImage: a uint8 tensor
     normalize: dict | None = None
+    erasing: list[dict] = []
     for t in steps(transform):
         name = type(t).__name__
-        if _is(t, "RandomResizedCrop"):
-            if dtype is not None or ops:
-                raise Unsupported("RandomResizedCrop must come first, before any tensor conversion")
-            _bilinear(t, name)
-            ops.append(
+        if _is(t, "RandomResizedCrop") or _is_timm(t, "RandomResizedCropAndInterpolation"):
+            if dtype is not None or geometry or pixel:
+                raise Unsupported(f"{name} must come first, before any pixel op or tensor conversion")
+            geometry.append(
                 {
                     "op": "random_resized_crop",
                     "size": _hw(t.size, name),
                     "scale": [float(t.scale[0]), float(t.scale[1])],
                     "ratio": [float(t.ratio[0]), float(t.ratio[1])],
+                    "interpolation": _interp(t.interpolation, name),
                 }
             )
         elif _is(t, "Resize"):
-            if dtype is not None:
-                raise Unsupported("Resize after the conversion to float")
-            _bilinear(t, name)
+            if dtype is not None or pixel:
+                raise Unsupported("Resize after a pixel op or the conversion to float")
             if getattr(t, "max_size", None) is not None:
                 raise Unsupported("Resize with max_size")
+            if getattr(t, "antialias", True) is False:
+                raise Unsupported("Resize(antialias=False)")
             size = t.size
             if isinstance(size, (list, tuple)) and len(size) == 1:
                 size = size[0]
-            if isinstance(size, int):
-                ops.append({"op": "resize", "size": size})
-            else:
-                ops.append({"op": "resize", "size": _hw(size, name)})
+            interp = _interp(t.interpolation, name)
+            geometry.append({"op": "resize", "size": size if isinstance(size, int) else _hw(size, name), "interpolation": interp})
         elif _is(t, "CenterCrop"):
-            if dtype is not None:
-                raise Unsupported("CenterCrop after the conversion to float")
-            ops.append({"op": "center_crop", "size": _hw(t.size, name)})
-        elif _is(t, "RandomHorizontalFlip"):
-            if flip is not None:
-                raise Unsupported("two RandomHorizontalFlip steps")
-            if dtype is not None:
-                raise Unsupported("RandomHorizontalFlip after the conversion to float")
-            flip = {"op": "random_horizontal_flip", "p": float(t.p)}
-        elif _is(t, "ToTensor"):
+            if dtype is not None or pixel:
+                raise Unsupported("CenterCrop after a pixel op or the conversion to float")
+            geometry.append({"op": "center_crop", "size": _hw(t.size, name)})
+        elif _is(t, "ToTensor") or _is_timm(t, "MaybeToTensor") or _is_timm(t, "ToTensor"):
             if dtype is not None or image_tensor:
-                raise Unsupported("ToTensor after another tensor conversion")
+                raise Unsupported(f"{name} after another tensor conversion")
             dtype = "f32"
-        elif _is(t, "PILToTensor") or _is(t, "ToImage"):
+        elif _is(t, "PILToTensor") or _is(t, "ToImage") or _is_timm(t, "MaybePILToTensor"):
             if dtype is not None or image_tensor:
                 raise Unsupported(f"{name} after another tensor conversion")
             image_tensor = True
@@ -151,6 +342,8 @@ def translate(transform: Any) -> tuple[str, str]:
                 raise Unsupported("Normalize before the conversion to float")
             if normalize is not None:
                 raise Unsupported("two Normalize steps")
+            if erasing:
+                raise Unsupported("Normalize after RandomErasing")
             mean, std = list(t.mean), list(t.std)
             if len(mean) == 1:
                 mean = mean * 3
@@ -159,16 +352,72 @@ def translate(transform: Any) -> tuple[str, str]:
             if len(mean) != 3 or len(std) != 3:
                 raise Unsupported("Normalize with other than 3 channels")
             normalize = {"op": "normalize", "mean": [float(m) for m in mean], "std": [float(s) for s in std]}
+        elif _is(t, "RandomErasing"):
+            if dtype is None and not image_tensor:
+                raise Unsupported("RandomErasing on a PIL image (it takes tensors)")
+            erasing.append(_erasing_tv(t, dtype))
+        elif _is_timm(t, "RandomErasing"):
+            if dtype is None:
+                raise Unsupported("timm's RandomErasing before the conversion to float")
+            erasing.append(_erasing_timm(t))
         elif _is(t, "ToPureTensor"):
             pass
         else:
-            raise Unsupported(f"transform {type(t).__module__}.{name} is not one hpuload implements")
+            op = _pixel_op(t)
+            if op is None:
+                raise Unsupported(f"transform {_unsupported_name(t)} is not one hpuload implements")
+            if not geometry:
+                raise Unsupported(f"{name} before the crop or resize (hpuload runs pixel ops at the output size)")
+            if dtype is not None or image_tensor:
+                raise Unsupported(f"{name} after the conversion to a tensor (hpuload runs it on the uint8 image before)")
+            if erasing or normalize:
+                raise Unsupported(f"{name} after Normalize or RandomErasing")
+            pixel.append(op)
     if dtype is None and not image_tensor:
         raise Unsupported("the transform yields PIL images, not tensors (add ToTensor or PILToTensor)")
     if dtype is None:
         dtype = "u8"
-    if flip is not None:
-        ops.append(flip)
-    if normalize is not None:
-        ops.append(normalize)
+    ops = geometry + pixel + ([normalize] if normalize else []) + erasing
     return json.dumps({"name": "torchvision", "ops": ops}), dtype
+
+
+def _erasing_tv(t: Any, dtype: str | None) -> dict:
+    value = t.value
+    if isinstance(value, str) or value is None:
+        # v1 keeps "random"; v2 keeps None for it.
+        fill: Any = "random"
+    else:
+        v = [float(x) for x in (value if isinstance(value, (list, tuple)) else [value])]
+        if len(v) == 1:
+            v = v * 3
+        if len(v) != 3:
+            raise Unsupported(f"RandomErasing value {value!r}")
+        fill = v
+    if fill == "random" and dtype is None:
+        raise Unsupported("RandomErasing(value='random') on uint8 images")
+    return {
+        "op": "random_erasing",
+        "p": float(t.p),
+        "scale": [float(t.scale[0]), float(t.scale[1])],
+        "ratio": [float(t.ratio[0]), float(t.ratio[1])],
+        "value": fill,
+    }
+
+
+def _erasing_timm(t: Any) -> dict:
+    if t.per_pixel:
+        fill: Any = "random"
+    elif t.rand_color:
+        fill = "random_per_channel"
+    else:
+        fill = [0.0, 0.0, 0.0]
+    lo, hi = t.log_aspect_ratio
+    return {
+        "op": "random_erasing",
+        "p": float(t.probability),
+        "scale": [float(t.min_area), float(t.max_area)],
+        "ratio": [math.exp(lo), math.exp(hi)],
+        "value": fill,
+        "count": [int(t.min_count), int(t.max_count)],
+        "timm": True,
+    }

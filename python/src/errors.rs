@@ -1,6 +1,7 @@
 //! Rust errors as Python exceptions. Bad settings are `ValueError`; a file or folder that
 //! cannot be opened is `OSError`; a sample that fails under `on_error="fail"` is
-//! `hpuload.SampleError` naming the file; the error budget is `hpuload.ErrorBudgetExceeded`;
+//! `hpuload.SampleError` naming the file; a pipeline that cannot run is
+//! `hpuload.PipelineError` (a `ValueError`); the error budget is `hpuload.ErrorBudgetExceeded`;
 //! everything else is `hpuload.LoaderError`. All carry the Rust message.
 
 use pyo3::create_exception;
@@ -26,12 +27,18 @@ create_exception!(
     "More samples failed in an epoch than the error budget allows."
 );
 
+create_exception!(
+    _hpuload,
+    PipelineError,
+    PyValueError,
+    "The pipeline cannot be run as given (an op, its parameters or their order)."
+);
+
 pub fn to_py(e: hpuload::Error) -> PyErr {
     let message = e.to_string();
     match e {
-        hpuload::Error::Config { .. } | hpuload::Error::Pipeline { .. } => {
-            PyValueError::new_err(message)
-        }
+        hpuload::Error::Pipeline { .. } => PipelineError::new_err(message),
+        hpuload::Error::Config { .. } => PyValueError::new_err(message),
         hpuload::Error::Io { path, source } => {
             PyOSError::new_err((
                 source.raw_os_error().unwrap_or(0),
@@ -58,5 +65,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("LoaderError", py.get_type::<LoaderError>())?;
     m.add("SampleError", py.get_type::<SampleError>())?;
     m.add("ErrorBudgetExceeded", py.get_type::<ErrorBudgetExceeded>())?;
+    m.add("PipelineError", py.get_type::<PipelineError>())?;
     Ok(())
 }

@@ -345,19 +345,47 @@ impl Loader {
     }
 
     /// Starts (or restarts) epoch `epoch`: outstanding work of a running epoch is cancelled.
-    /// A loader built with `resume=` starts its saved epoch at the saved step.
-    fn start_epoch(&self, py: Python<'_>, epoch: u64) -> PyResult<()> {
+    /// A loader built with `resume=` starts its saved epoch at the saved step. With `order`
+    /// (a user's sampler's indices for this epoch), batches are cut from exactly that order.
+    #[pyo3(signature = (epoch, order=None))]
+    fn start_epoch(&self, py: Python<'_>, epoch: u64, order: Option<Vec<usize>>) -> PyResult<()> {
         // Cancelling waits for the batches being decoded: without the GIL.
         let mut guard = self.lock()?;
         let run: &mut Run = &mut guard;
+        let mut failed = None;
         py.detach(|| {
             run.stop();
             *run = match std::mem::replace(&mut *run, Run::Moving) {
-                Run::Idle(l) => Run::Epoch(l.into_epoch(epoch)),
+                Run::Idle(l) => match order {
+                    None => Run::Epoch(l.into_epoch(epoch)),
+                    Some(order) => match l.into_epoch_in_order(epoch, &order) {
+                        Ok(e) => Run::Epoch(e),
+                        Err((e, l)) => {
+                            failed = Some(e);
+                            Run::Idle(*l)
+                        }
+                    },
+                },
                 other => other,
             };
         });
-        Ok(())
+        match failed {
+            Some(e) => Err(errors::to_py(e)),
+            None => Ok(()),
+        }
+    }
+
+    /// The drawn plan of sample `index` of a `width`x`height` image in `epoch`, as JSON: crop
+    /// window, interpolation, pixel ops with their parameters in order, the fused flip, the
+    /// erase boxes (what both backends execute; tests compare it with torchvision).
+    fn sample_plan(&self, epoch: u64, index: usize, width: u32, height: u32) -> PyResult<String> {
+        self.with_run(|run| {
+            let plan = run
+                .loader()?
+                .sample_plan(epoch, index, width, height)
+                .map_err(errors::to_py)?;
+            serde_json::to_string(&plan).map_err(|e| PyValueError::new_err(e.to_string()))
+        })
     }
 
     /// The next batch of the running epoch, or `None` at its end. Waits without the GIL and
@@ -486,7 +514,8 @@ impl Loader {
 /// A pipeline as JSON (`{"name": ..., "ops": [...]}`), a built-in name, or a TOML file.
 fn parse_pipeline(text: &str) -> PyResult<Pipeline> {
     if text.trim_start().starts_with('{') {
-        serde_json::from_str(text).map_err(|e| PyValueError::new_err(format!("pipeline: {e}")))
+        serde_json::from_str(text)
+            .map_err(|e| errors::PipelineError::new_err(format!("pipeline: {e}")))
     } else {
         hpuload::pipelines::resolve(text).map_err(to_py)
     }

@@ -342,13 +342,72 @@ impl Loader {
     /// when `epoch` is the saved epoch (`loader.state().epoch`); every other call starts at
     /// step 0.
     pub fn epoch(&mut self, epoch: u64) -> Epoch<'_> {
-        EpochOf::start(self, epoch)
+        EpochOf::start(self, epoch, None)
     }
 
     /// Like [`Loader::epoch`], but the iterator owns the loader (for bindings that cannot hold a
     /// borrow, such as Python's); [`EpochOf::into_loader`] gives it back.
     pub fn into_epoch(self, epoch: u64) -> EpochOf<Loader> {
-        EpochOf::start(self, epoch)
+        EpochOf::start(self, epoch, None)
+    }
+
+    /// Epoch `epoch` over exactly `order` (dataset indices, repeats allowed), as a user's
+    /// sampler gave it (torchvision's `RASampler`, timm's `RepeatAugSampler`, any sampler):
+    /// batches are cut from `order` in turn, on this loader's rank and world size, with its
+    /// last-batch policy; augmentation is still keyed by `(seed, epoch, index)`. Exact resume
+    /// holds when the same order is given again for the saved epoch (a sampler that is
+    /// deterministic per epoch).
+    ///
+    /// # Errors
+    /// As [`Loader::check_order`].
+    pub fn epoch_in_order(&mut self, epoch: u64, order: &[usize]) -> Result<Epoch<'_>, Error> {
+        let order = self.check_order(order)?;
+        Ok(EpochOf::start(self, epoch, Some(order)))
+    }
+
+    /// [`Loader::epoch_in_order`] with the iterator owning the loader. On error the loader is
+    /// handed back with it.
+    ///
+    /// # Errors
+    /// As [`Loader::check_order`].
+    #[allow(clippy::result_large_err)]
+    pub fn into_epoch_in_order(
+        self,
+        epoch: u64,
+        order: &[usize],
+    ) -> Result<EpochOf<Loader>, (Error, Box<Loader>)> {
+        match self.check_order(order) {
+            Ok(order) => Ok(EpochOf::start(self, epoch, Some(order))),
+            Err(e) => Err((e, Box::new(self))),
+        }
+    }
+
+    /// Checks a given epoch order: every index names an entry, and the order gives at least
+    /// one batch under the last-batch policy.
+    ///
+    /// # Errors
+    /// [`Error::Config`] (`order`) naming the first bad index, or an order too short.
+    pub fn check_order(&self, order: &[usize]) -> Result<Vec<u32>, Error> {
+        let n = self.sampler.len;
+        if let Some((at, &bad)) = order.iter().enumerate().find(|(_, &i)| i >= n) {
+            return Err(Error::config(
+                "order",
+                format!("index {bad} at position {at} is past the dataset's {n} entries"),
+            ));
+        }
+        let sampler = self.sampler.with_len(order.len());
+        if sampler.batches_per_epoch() == 0 {
+            return Err(Error::config(
+                "order",
+                format!(
+                    "{} indices give no batch of {} on {} ranks",
+                    order.len(),
+                    sampler.batch_size,
+                    sampler.shard.world_size
+                ),
+            ));
+        }
+        Ok(order.iter().map(|&i| i as u32).collect())
     }
 
     /// Where batches are left.
@@ -516,6 +575,8 @@ pub struct EpochOf<L: BorrowMut<Loader>> {
     loader: Option<L>,
     epoch: u64,
     order: Arc<Vec<u32>>,
+    /// This epoch's batch planning: the loader's sampler, or one over a given order.
+    sampler: Sampler,
     /// The global position of the order from which this epoch's batches are planned (0, or
     /// where a resume on another world size or rank picked the epoch up).
     plan_start: usize,
@@ -533,8 +594,12 @@ pub struct EpochOf<L: BorrowMut<Loader>> {
 }
 
 impl<L: BorrowMut<Loader>> EpochOf<L> {
-    fn start(mut loader: L, epoch: u64) -> Self {
+    fn start(mut loader: L, epoch: u64, given: Option<Vec<u32>>) -> Self {
         let l = loader.borrow_mut();
+        let (sampler, order) = match given {
+            Some(order) => (l.sampler.with_len(order.len()), order),
+            None => (l.sampler.clone(), l.sampler.epoch_order(epoch)),
+        };
         let start = match l.resume.take() {
             Some(p) if p.epoch == epoch => p,
             _ => Position::epoch_start(epoch),
@@ -542,14 +607,15 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
         let (done_tx, done_rx) = crossbeam_channel::unbounded();
         let budget = match l.shared.on_error {
             OnError::Skip => {
-                ((l.sampler.positions_per_rank() as f64 * l.error_budget).ceil() as usize).max(1)
+                ((sampler.positions_per_rank() as f64 * l.error_budget).ceil() as usize).max(1)
             }
             OnError::Fail => 0,
         };
         Self {
-            order: Arc::new(l.sampler.epoch_order(epoch)),
+            order: Arc::new(order),
             plan_start: start.start,
-            total: l.sampler.batches_from(start.start),
+            total: sampler.batches_from(start.start),
+            sampler,
             loader: Some(loader),
             epoch,
             next_submit: start.step,
@@ -606,7 +672,7 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
 
     fn submit(&mut self, seq: usize) -> Result<(), Error> {
         let loader = self.loader();
-        let plan = loader.sampler.batch(&self.order, self.plan_start, seq);
+        let plan = self.sampler.batch(&self.order, self.plan_start, seq);
         loader.shared.source.prefetch(&plan.indices);
         let n = plan.indices.len();
         let images = loader.hpu.alloc(n * loader.shared.layout.sample_bytes)?;
