@@ -576,7 +576,7 @@ pub struct EpochOf<L: BorrowMut<Loader>> {
     epoch: u64,
     order: Arc<Vec<u32>>,
     /// This epoch's batch planning: the loader's sampler, or one over a given order.
-    sampler: Sampler,
+    sampler: Box<Sampler>,
     /// The global position of the order from which this epoch's batches are planned (0, or
     /// where a resume on another world size or rank picked the epoch up).
     plan_start: usize,
@@ -615,7 +615,7 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
             order: Arc::new(order),
             plan_start: start.start,
             total: sampler.batches_from(start.start),
-            sampler,
+            sampler: Box::new(sampler),
             loader: Some(loader),
             epoch,
             next_submit: start.step,
