@@ -17,6 +17,8 @@ one warning that says why.
 
 from __future__ import annotations
 
+import collections
+import enum
 import inspect
 import json
 import os
@@ -26,6 +28,11 @@ from typing import Any, Iterator
 import torch
 import torch.utils.data as tud
 
+# torch's own class, from its defining module: a script may replace `torch.utils.data.DataLoader`
+# by ours (`torch.utils.data.DataLoader = hpuload.torch.DataLoader`), and a fallback must still
+# reach torch's.
+from torch.utils.data.dataloader import DataLoader as _TorchDataLoader
+
 from . import _hpuload
 from ._transforms import Unsupported, translate
 from .sources import ImageFolder as _HpuFolder
@@ -33,7 +40,15 @@ from .sources import _pipeline
 from .sources import Manifest as _HpuManifest
 from .sources import WebDataset as _HpuWebDataset
 
-__all__ = ["DataLoader", "HabanaDataLoader", "FallbackWarning", "PinningWarning", "SkippedSampleWarning"]
+__all__ = [
+    "DataLoader",
+    "HabanaDataLoader",
+    "FallbackReason",
+    "FallbackWarning",
+    "PinningWarning",
+    "SkippedSampleWarning",
+    "fallback_counts",
+]
 
 # Extensions the decoders read (content decides the format; these are what we accept by name).
 _DECODABLE = (".jpg", ".jpeg", ".png", ".webp")
@@ -42,8 +57,27 @@ _DECODABLE = (".jpg", ".jpeg", ".png", ".webp")
 _OWN = ("backend", "on_error", "error_budget", "seed", "pipeline", "output_dtype", "layout")
 
 
+class FallbackReason(enum.Enum):
+    """Why the arguments went to torch's DataLoader: which of them hpuload cannot take."""
+
+    DATASET = "dataset"
+    TRANSFORM = "transform"
+    SAMPLER = "sampler"
+    BATCH_SAMPLER = "batch_sampler"
+    ARGUMENT = "argument"
+
+
+#: Fallbacks so far in this process, by reason.
+fallback_counts: collections.Counter = collections.Counter()
+
+
 class FallbackWarning(UserWarning):
-    """hpuload handed the arguments to torch's DataLoader (the message says why)."""
+    """hpuload handed the arguments to torch's DataLoader; `.reason` is a `FallbackReason` and
+    the message says what exactly."""
+
+    def __init__(self, message: str, reason: FallbackReason = FallbackReason.ARGUMENT):
+        super().__init__(message)
+        self.reason = reason
 
 
 class PinningWarning(UserWarning):
@@ -58,19 +92,50 @@ class SkippedSampleWarning(UserWarning):
 class _Unfit(Exception):
     """The arguments are outside what hpuload's fast path takes; the message says why."""
 
+    def __init__(self, message: str, reason: FallbackReason = FallbackReason.ARGUMENT):
+        super().__init__(message)
+        self.reason = reason
+
 
 def _torch_signature():
-    return inspect.signature(tud.DataLoader.__init__)
+    return inspect.signature(_TorchDataLoader.__init__)
 
 
-def _fallback(reason: str, dataset, args, kwargs, stacklevel: int = 3):
+class _FallbackLoader(_TorchDataLoader):
+    """torch's DataLoader, returned when hpuload cannot take the arguments, with
+    `fallback_reason` and the `state_dict`/`load_state_dict` pair that checkpointing code calls
+    on hpuload's loaders: the state is the epoch's count of batches returned, and a restored
+    loader skips that many at the start of its next pass (the same batches when the order and
+    augmentation are seeded alike, as with a seeded sampler and worker seeds)."""
+
+    fallback_reason: FallbackReason = FallbackReason.ARGUMENT
+
+    def __iter__(self):
+        skip, self._hpuload_skip = getattr(self, "_hpuload_skip", 0), 0
+        self._hpuload_yielded = 0
+        for k, batch in enumerate(super().__iter__()):
+            if k < skip:
+                continue
+            self._hpuload_yielded = k + 1
+            yield batch
+
+    def state_dict(self) -> dict:
+        return {"fallback_batches": int(getattr(self, "_hpuload_yielded", 0))}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._hpuload_skip = int(state.get("fallback_batches", 0))
+
+
+def _fallback(unfit: _Unfit, dataset, args, kwargs, stacklevel: int = 3):
+    fallback_counts[unfit.reason] += 1
     warnings.warn(
-        f"hpuload: using torch.utils.data.DataLoader instead: {reason}",
-        FallbackWarning,
+        FallbackWarning(f"hpuload: using torch.utils.data.DataLoader instead: {unfit}", unfit.reason),
         stacklevel=stacklevel,
     )
     kwargs = {k: v for k, v in kwargs.items() if k not in _OWN}
-    return tud.DataLoader(dataset, *args, **kwargs)
+    loader = _FallbackLoader(dataset, *args, **kwargs)
+    loader.fallback_reason = unfit.reason
+    return loader
 
 
 def _dataset_source(dataset, pipeline):
@@ -85,25 +150,26 @@ def _dataset_source(dataset, pipeline):
         from torchvision.datasets import DatasetFolder, ImageFolder
         from torchvision.datasets.folder import default_loader
     except ImportError as e:  # pragma: no cover - torchvision is a requirement of the fast path
-        raise _Unfit(f"torchvision is not importable ({e})") from e
+        raise _Unfit(f"torchvision is not importable ({e})", FallbackReason.DATASET) from e
+    D = FallbackReason.DATASET
     if not isinstance(dataset, ImageFolder):
-        raise _Unfit(f"dataset is a {type(dataset).__name__}, not a torchvision ImageFolder")
+        raise _Unfit(f"dataset is a {type(dataset).__name__}, not a torchvision ImageFolder", D)
     if type(dataset).__getitem__ is not DatasetFolder.__getitem__:
-        raise _Unfit(f"{type(dataset).__name__} overrides __getitem__")
+        raise _Unfit(f"{type(dataset).__name__} overrides __getitem__", D)
     if dataset.loader is not default_loader:
-        raise _Unfit("the ImageFolder has a custom loader")
+        raise _Unfit("the ImageFolder has a custom loader", D)
     if dataset.target_transform is not None:
-        raise _Unfit("the ImageFolder has a target_transform")
+        raise _Unfit("the ImageFolder has a target_transform", D)
     odd = [p for p, _ in dataset.samples if not p.lower().endswith(_DECODABLE)]
     if odd:
-        raise _Unfit(f"{len(odd)} files are not JPEG, PNG or WebP (first: {odd[0]})")
+        raise _Unfit(f"{len(odd)} files are not JPEG, PNG or WebP (first: {odd[0]})", D)
     if pipeline is not None:
         pipe, dtype = _pipeline(pipeline), "f32"
     else:
         try:
             pipe, dtype = translate(dataset.transform)
         except Unsupported as e:
-            raise _Unfit(str(e)) from e
+            raise _Unfit(str(e), FallbackReason.TRANSFORM) from e
     samples = [(p, int(t)) for p, t in dataset.samples]
     return {"samples": samples, "classes": list(dataset.classes)}, pipe, dtype, dataset.classes
 
@@ -151,11 +217,21 @@ class _Loader:
         on_error: str,
         error_budget: float,
         layout: str,
+        collate_fn=None,
+        order=None,
+        batch_sampler=None,
     ):
         self.dataset = dataset
+        #: The user's collate_fn, called on each batch's per-sample views (None: the batch
+        #: tensors as they are, which is what default_collate would build).
+        self.collate_fn = collate_fn
+        #: A sampler whose order hpuload takes as given (its own shuffle is off).
+        self._order = order
+        self.batch_sampler = batch_sampler
         self.batch_size = batch_size
         self.sampler = sampler
         self.drop_last = last_batch == "drop"
+        self.last_batch_policy = last_batch
         self.num_workers = workers
         self.timeout = timeout
         self._config = dict(
@@ -196,6 +272,9 @@ class _Loader:
     # --- torch's interface -------------------------------------------------------------
 
     def __len__(self) -> int:
+        if self._order is not None:
+            n, b = len(self._order), self.batch_size
+            return n // b if self.drop_last else -(-n // b)
         return len(self._core)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -251,10 +330,36 @@ class _Loader:
     def _current_epoch(self) -> int:
         if self._resumed_epoch is not None:
             return self._resumed_epoch
-        sampler_epoch = getattr(self.sampler, "epoch", None)
-        if isinstance(self.sampler, tud.DistributedSampler) and sampler_epoch is not None:
-            return int(sampler_epoch)
+        if self._sampler_keeps_epoch():
+            return int(self._epoch_source().epoch)
         return self._epoch
+
+    def _epoch_source(self):
+        return self._order if self._order is not None else self.sampler
+
+    def _sampler_keeps_epoch(self) -> bool:
+        """A DistributedSampler, or a user's sampler with an integer `epoch` (set_epoch)."""
+        source = self._epoch_source()
+        epoch = getattr(source, "epoch", None)
+        if isinstance(source, tud.DistributedSampler):
+            return epoch is not None
+        return self._order is not None and isinstance(epoch, int)
+
+    def _epoch_order(self) -> list[int] | None:
+        """The indices the user's sampler (or batch sampler) gives for this epoch."""
+        if self._order is None:
+            return None
+        if self.batch_sampler is not None:
+            batches = [list(b) for b in self.batch_sampler]
+            b = self.batch_size
+            for k, batch in enumerate(batches):
+                if len(batch) != b and not (k == len(batches) - 1 and len(batch) < b):
+                    raise ValueError(
+                        f"hpuload: batch {k} of the batch_sampler has {len(batch)} samples, not {b}: "
+                        "hpuload honours batch samplers whose batches all have one size"
+                    )
+            return [int(i) for batch in batches for i in batch]
+        return [int(i) for i in self._order]
 
     def _iterate(self, epoch: int):
         # One epoch runs at a time: a newer iter(loader) takes over, and an older iterator that
@@ -262,8 +367,9 @@ class _Loader:
         token = object()
         self._active = token
         core = self._core
-        core.start_epoch(epoch)
+        core.start_epoch(epoch, self._epoch_order())
         self._resumed_epoch = None
+        collate = self.collate_fn
         timeout = self.timeout if self.timeout and self.timeout > 0 else None
         try:
             while True:
@@ -280,13 +386,20 @@ class _Loader:
                         SkippedSampleWarning,
                         stacklevel=2,
                     )
-                yield torch.from_dlpack(batch.images), torch.from_dlpack(batch.labels)
+                images, labels = torch.from_dlpack(batch.images), torch.from_dlpack(batch.labels)
+                if collate is None:
+                    yield images, labels
+                else:
+                    # Views of the pinned batch, one per sample: nothing is copied before the
+                    # user's code runs.
+                    targets = labels.tolist()
+                    yield collate([(images[i], targets[i]) for i in range(images.shape[0])])
         finally:
             if self._active is token and self._core is core:
                 core.stop()
                 self._active = None
         # A complete pass: the next one is the next epoch (unless set_epoch says otherwise).
-        if not isinstance(self.sampler, tud.DistributedSampler):
+        if not self._sampler_keeps_epoch():
             self._epoch = epoch + 1
 
 
@@ -294,12 +407,13 @@ def _setup_or_unfit(loader: _Loader, plan: dict) -> None:
     """Builds the Rust loader; a translated torchvision transform that hpuload cannot run as a
     whole (e.g. Resize alone: a different shape per image, which only batch_size=1 or a custom
     collate can take) is a reason to fall back, not an error."""
+    translated = plan.pop("translated")
     try:
         loader._setup(**plan)
-    except ValueError as e:
-        if str(e).startswith("pipeline torchvision:"):
-            raise _Unfit(str(e)) from e
-        raise
+    except _hpuload.PipelineError as e:
+        if not translated:
+            raise  # the user's own pipeline= is an error to fix, not a reason to fall back
+        raise _Unfit(str(e), FallbackReason.TRANSFORM) from e
 
 
 def _workers(num_workers: int) -> int:
@@ -316,8 +430,16 @@ class DataLoader(_Loader):
     (threads; 0 means one per core), `prefetch_factor` (batches ahead), `timeout`. `pin_memory`,
     `persistent_workers`, `worker_init_fn` and `multiprocessing_context` have nothing to act on
     (buffers are always page-locked when the OS allows; there are no worker processes).
-    A `collate_fn`, a `batch_sampler`, another sampler, a dataset or transform hpuload does not
-    implement: torch's DataLoader is returned instead, with a `FallbackWarning`.
+    A `collate_fn` is called on each batch as a list of `(image, label)` pairs whose images are
+    views of the pinned batch (no copy before the user's code), so `lambda b:
+    mixupcutmix(*default_collate(b))` works unchanged. Any other sampler (torchvision's
+    `RASampler`, timm's `RepeatAugSampler`, a user's class) gives its order each epoch (after
+    its `set_epoch`, which the training loop calls) and hpuload decodes exactly that order; so
+    does a `batch_sampler` whose batches all have one size. Such a sampler shards by itself,
+    so hpuload does not shard again; `state_dict`/`load_state_dict` resume exactly when the
+    sampler's order is a function of its epoch. A dataset or transform hpuload does not
+    implement: torch's DataLoader is returned instead, with a `FallbackWarning` whose `reason`
+    is a `FallbackReason` (counted in `hpuload.torch.fallback_counts`).
 
     hpuload's own keywords: `backend` ("auto": the emulated media engine for baseline JPEGs,
     the CPU for the rest; "cpu": torchvision-exact within 1 level; "hw"), `on_error` ("skip":
@@ -337,7 +459,7 @@ class DataLoader(_Loader):
             self = super().__new__(cls)
             _setup_or_unfit(self, plan)
         except _Unfit as e:
-            return _fallback(str(e), dataset, args, kwargs)
+            return _fallback(e, dataset, args, kwargs)
         return self
 
     def __init__(self, *args, **kwargs):
@@ -355,7 +477,7 @@ def _common(dataset, a: dict, own: dict):
             raise ValueError(f"output_dtype={own['output_dtype']}: use float32, float16, bfloat16 or uint8")
     batch_size = a.get("batch_size", 1)
     if batch_size is None:
-        raise _Unfit("batch_size=None (no automatic batching)")
+        raise _Unfit("batch_size=None (no automatic batching)", FallbackReason.ARGUMENT)
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size should be a positive integer, got {batch_size!r}")
     timeout = a.get("timeout", 0) or 0
@@ -363,6 +485,8 @@ def _common(dataset, a: dict, own: dict):
         raise ValueError("timeout option should be non-negative")
     prefetch = a.get("prefetch_factor") or 2
     return dict(
+        translated=own.get("pipeline") is None
+        and not isinstance(dataset, (str, os.PathLike, _HpuFolder, _HpuManifest, _HpuWebDataset)),
         dataset=dataset,
         source=source,
         pipeline=pipeline,
@@ -378,40 +502,61 @@ def _common(dataset, a: dict, own: dict):
     )
 
 
+def _user_order(sampler, batch_sampler, a: dict, plan: dict) -> dict:
+    """Settings for a sampler (or batch sampler) whose order hpuload takes as given: it already
+    shards (RASampler, RepeatAugSampler, DistributedSampler subclasses take rank and world
+    size), so the loader's own sharding and shuffle are off."""
+    if batch_sampler is not None:
+        size = getattr(batch_sampler, "batch_size", None)
+        if not isinstance(size, int) or size < 1:
+            raise _Unfit(
+                f"a {type(batch_sampler).__name__} without an integer batch_size (hpuload honours "
+                "batch samplers whose batches all have one size)",
+                FallbackReason.BATCH_SAMPLER,
+            )
+        plan["batch_size"] = size
+        last = "drop" if getattr(batch_sampler, "drop_last", False) else "partial"
+        plan.update(order=batch_sampler, batch_sampler=batch_sampler, sampler=getattr(batch_sampler, "sampler", None))
+    else:
+        last = "drop" if a.get("drop_last") else "partial"
+        plan.update(order=sampler, sampler=sampler)
+    plan.update(shuffle=False, rank=0, world=1, last_batch=last)
+    return plan
+
+
 def _plan_torch(dataset, a: dict, own: dict) -> dict:
-    if a.get("batch_sampler") is not None:
-        raise _Unfit("a batch_sampler is given")
     collate = a.get("collate_fn")
-    if collate is not None and collate is not tud.default_collate:
-        raise _Unfit("a collate_fn is given")
     plan = _common(dataset, a, own)
+    plan["collate_fn"] = None if collate is None or collate is tud.default_collate else collate
     sampler = a.get("sampler")
+    batch_sampler = a.get("batch_sampler")
     shuffle = bool(a.get("shuffle"))
     if sampler is not None and shuffle:
         raise ValueError("sampler option is mutually exclusive with shuffle")
     rank, world = 0, 1
     last_batch = "drop" if a.get("drop_last") else "partial"
-    if sampler is None or type(sampler) is tud.SequentialSampler:
+    given = False
+    if batch_sampler is not None:
+        given = True
+    elif sampler is None or type(sampler) is tud.SequentialSampler:
         pass
-    elif type(sampler) is tud.RandomSampler:
-        if sampler.replacement or sampler._num_samples is not None:
-            raise _Unfit("a RandomSampler with replacement or num_samples")
+    elif type(sampler) is tud.RandomSampler and not sampler.replacement and sampler._num_samples is None:
         shuffle = True
         if a.get("generator") is None and sampler.generator is not None:
             a["generator"] = sampler.generator
-    elif type(sampler) is tud.DistributedSampler:
+    elif type(sampler) is tud.DistributedSampler and not (sampler.drop_last and not a.get("drop_last")):
         shuffle = bool(sampler.shuffle)
         rank, world = int(sampler.rank), int(sampler.num_replicas)
-        if sampler.drop_last and not a.get("drop_last"):
-            # DistributedSampler(drop_last=True) drops the tail that does not divide evenly;
-            # hpuload drops whole batches only.
-            raise _Unfit("DistributedSampler(drop_last=True) with DataLoader(drop_last=False)")
         plan["seed"] = int(sampler.seed)
     else:
-        raise _Unfit(f"sampler is a {type(sampler).__name__}")
+        # Any other sampler (RASampler, RepeatAugSampler, a user's class, a RandomSampler with
+        # replacement): its order, taken as it is each epoch.
+        given = True
     plan.setdefault("seed", _seed_from(a.get("generator")))
     if "seed" in own:
         plan["seed"] = int(own["seed"])
+    if given:
+        return _user_order(sampler, batch_sampler, a, plan)
     if sampler is None and hasattr(dataset, "__len__"):
         # What torch's DataLoader exposes as `.sampler` (scripts read `len(loader.sampler)`);
         # the order itself is hpuload's.
@@ -448,6 +593,8 @@ class HabanaDataLoader(_Loader):
         generator=None,
         prefetch_factor=2,
         persistent_workers=False,
+        pin_memory_device="",
+        in_order=True,
         **own,
     ):
         a = dict(
@@ -465,7 +612,10 @@ class HabanaDataLoader(_Loader):
             generator=generator,
             prefetch_factor=prefetch_factor if num_workers else None,
             persistent_workers=persistent_workers if num_workers else False,
+            pin_memory_device=pin_memory_device,
         )
+        if not in_order:
+            a["in_order"] = in_order
         unknown = set(own) - set(_OWN)
         if unknown:
             raise TypeError(f"HabanaDataLoader got unexpected keyword arguments {sorted(unknown)}")
@@ -474,7 +624,7 @@ class HabanaDataLoader(_Loader):
             self = super().__new__(cls)
             _setup_or_unfit(self, plan)
         except _Unfit as e:
-            return _fallback(str(e), dataset, (), dict(a, **own))
+            return _fallback(e, dataset, (), dict(a, **own))
         return self
 
     def __init__(self, *args, **kwargs):
@@ -482,18 +632,26 @@ class HabanaDataLoader(_Loader):
 
 
 def _plan_habana(dataset, a: dict, own: dict) -> dict:
-    for name in ("batch_sampler", "collate_fn", "worker_init_fn", "generator", "multiprocessing_context"):
+    # Habana's own loader refuses these; hpuload has nothing to run them on (threads, not
+    # processes, and seeds of its own). A collate_fn and a user's sampler are honoured.
+    for name in ("worker_init_fn", "generator", "multiprocessing_context"):
         if a.get(name) is not None:
-            raise _Unfit(f"{name} must be None for HabanaDataLoader's fast path")
+            raise _Unfit(f"{name} must be None for HabanaDataLoader's fast path", FallbackReason.ARGUMENT)
     plan = _common(dataset, a, own)
+    collate = a.get("collate_fn")
+    plan["collate_fn"] = None if collate is None or collate is tud.default_collate else collate
     sampler = a.get("sampler")
     shuffle = bool(a.get("shuffle"))
+    if a.get("batch_sampler") is not None or (
+        sampler is not None
+        and type(sampler) not in (tud.RandomSampler, tud.SequentialSampler, tud.DistributedSampler)
+    ):
+        plan["seed"] = int(own["seed"]) if "seed" in own else _seed_from(None)
+        return _user_order(sampler, a.get("batch_sampler"), a, plan)
     if isinstance(sampler, tud.RandomSampler) or (
         isinstance(sampler, tud.DistributedSampler) and sampler.shuffle
     ):
         shuffle = True
-    elif sampler is not None and not isinstance(sampler, (tud.SequentialSampler, tud.DistributedSampler)):
-        raise _Unfit(f"sampler is a {type(sampler).__name__}")
     rank, world = _dist_rank_world()
     if isinstance(sampler, tud.DistributedSampler):
         seed = int(sampler.seed)

@@ -94,29 +94,51 @@ class Squares(tud.Dataset):
         return torch.tensor([i * i]), i
 
 
+class NoSizeBatches:
+    """A batch sampler without a batch_size: hpuload cannot know its shape in advance."""
+
+    def __iter__(self):
+        return iter([[0, 1, 2], [3, 4]])
+
+    def __len__(self):
+        return 2
+
+
 @pytest.mark.parametrize(
-    "make, reason",
+    "make, reason, kind",
     [
-        (lambda root: (Squares(), {}), "Squares"),
-        (lambda root: (folder(root, T.Compose([T.CenterCrop(32), T.ColorJitter(0.2), T.ToTensor()])), {}), "ColorJitter"),
-        (lambda root: (folder(root), {"collate_fn": lambda b: b}), "collate_fn"),
+        (lambda root: (Squares(), {}), "Squares", "DATASET"),
         (
-            lambda root: (folder(root), {"batch_sampler": tud.BatchSampler(tud.SequentialSampler(range(41)), 4, False)}),
-            "batch_sampler",
+            lambda root: (folder(root, T.Compose([T.CenterCrop(32), T.RandomPerspective(), T.ToTensor()])), {}),
+            "RandomPerspective",
+            "TRANSFORM",
         ),
-        (lambda root: (folder(root), {"sampler": tud.SubsetRandomSampler(range(10))}), "SubsetRandomSampler"),
-        (lambda root: (folder(root, T.Compose([T.Resize(40, interpolation=T.InterpolationMode.NEAREST), T.CenterCrop(32), T.ToTensor()])), {}), "NEAREST"),
-        (lambda root: (folder(root, T.Compose([T.Resize(40), T.ToTensor()])), {"batch_size": 1}), "different shape"),
+        (
+            lambda root: (folder(root, T.Compose([T.CenterCrop(32), T.ToTensor(), T.ColorJitter(0.2)])), {}),
+            "ColorJitter after the conversion",
+            "TRANSFORM",
+        ),
+        (lambda root: (folder(root), {"batch_sampler": NoSizeBatches()}), "batch_size", "BATCH_SAMPLER"),
+        (
+            lambda root: (folder(root, T.Compose([T.Resize(40), T.ToTensor()])), {"batch_size": 1}),
+            "different shape",
+            "TRANSFORM",
+        ),
     ],
 )
-def test_what_hpuload_cannot_take_goes_to_torch_with_one_warning_naming_why(jpeg_folder, make, reason):
+def test_what_hpuload_cannot_take_goes_to_torch_with_one_typed_warning_naming_why(jpeg_folder, make, reason, kind):
+    from hpuload.torch import FallbackReason, fallback_counts
+
     dataset, kwargs = make(jpeg_folder)
     if "batch_sampler" not in kwargs:
         kwargs.setdefault("batch_size", 4)
+    before = fallback_counts[FallbackReason[kind]]
     with pytest.warns(FallbackWarning, match=reason) as record:
         loader = DataLoader(dataset, **kwargs)
     assert len(record) == 1
-    assert type(loader) is tud.DataLoader
+    assert record[0].message.reason is FallbackReason[kind]
+    assert fallback_counts[FallbackReason[kind]] == before + 1
+    assert isinstance(loader, tud.DataLoader) and loader.fallback_reason is FallbackReason[kind]
     assert loader.dataset is dataset
     next(iter(loader))  # torch's loader works with the arguments as given
 
@@ -135,7 +157,16 @@ def test_habana_loader_pads_the_last_batch_to_a_static_shape(jpeg_folder):
 def test_habana_loader_falls_back_on_what_its_fast_path_refuses(jpeg_folder):
     with pytest.warns(FallbackWarning, match="generator must be None"):
         loader = HabanaDataLoader(folder(jpeg_folder), batch_size=4, generator=torch.Generator())
-    assert type(loader) is tud.DataLoader
+    assert isinstance(loader, tud.DataLoader)
+    # Checkpointing code keeps working on a fallback loader: the state counts the batches
+    # returned, and a restored loader continues after them.
+    it = iter(loader)
+    next(it), next(it)
+    state = loader.state_dict()
+    with pytest.warns(FallbackWarning):
+        again = HabanaDataLoader(folder(jpeg_folder), batch_size=4, generator=torch.Generator())
+    again.load_state_dict(state)
+    assert len(list(again)) == len(loader) - 2
 
 
 # --- resume ------------------------------------------------------------------------------
