@@ -89,10 +89,12 @@ pub(crate) fn posterize(rgb: &mut [u8], bits: u8) {
     }
 }
 
-/// `solarize(threshold)`: invert every value `>= threshold`.
+/// `solarize(threshold)`: invert every value `>= threshold` (compared in f32, as torch
+/// compares a uint8 tensor with a float).
 pub(crate) fn solarize(rgb: &mut [u8], threshold: f64) {
+    let threshold = threshold as f32;
     for v in rgb {
-        if f64::from(*v) >= threshold {
+        if f32::from(*v) >= threshold {
             *v = !*v;
         }
     }

@@ -107,17 +107,19 @@ impl Resampler {
         {
             return Err("the crop lies outside the image".into());
         }
-        // A fractional window is a resize of the whole image then a crop: the offset is in
-        // resized pixels, so it goes inside the floor.
+        // A fractional window is a resize of the whole image then a crop: torch indexes the
+        // resized image, `floor((i + offset) * in / out)` in f32, with the crop's offset in
+        // resized pixels (a whole number, recovered from the window).
         let view = crop.view;
         let index = |out: u32, start: f64, len: f64, limit: u32| -> Vec<usize> {
             let scale = (len as f32) / out as f32;
+            let offset = (start / (len / f64::from(out))).round() as f32;
             (0..out)
                 .map(|i| {
                     let at = if view {
                         start + f64::from((i as f32 * scale).floor())
                     } else {
-                        (start + f64::from(i) * f64::from(scale)).floor()
+                        f64::from(((i as f32 + offset) * scale).floor())
                     };
                     (at.max(0.0) as u32).min(limit - 1) as usize
                 })

@@ -147,12 +147,13 @@ impl Taps {
         for i in 0..out {
             let centre = lo + (i as f64 + 0.5) * scale;
             let (first, end) = if filter == Filter::Nearest {
-                let step = f64::from(i as f32 * nearest_scale);
-                // An integer window is cut first; a fractional one is a resize then a cut.
+                // An integer window is cut first; a fractional one is a resize then a cut, indexed
+                // as torch indexes the resized image (its offset in resized pixels, whole).
                 let at = if window.0.fract() == 0.0 {
-                    window.0 + step.floor()
+                    window.0 + f64::from((i as f32 * nearest_scale).floor())
                 } else {
-                    (window.0 + step).floor()
+                    let offset = (window.0 / (window.1 / out as f64)).round() as f32;
+                    f64::from(((i as f32 + offset) * nearest_scale).floor())
                 };
                 let at = (floor(at / d as f64).max(0) as usize).clamp(b0, b1 - 1);
                 (at, at + 1)
