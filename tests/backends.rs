@@ -187,3 +187,53 @@ fn engine_and_cpu_agree_on_real_photographs() {
         println!("{name}: {} samples DCT-scaled", report.hw_dct_scaled);
     }
 }
+
+/// The per-sample plan (interpolation, pixel ops, erase boxes) runs on the engine as device
+/// ops after the decode and on the CPU on the host: the same plan on both, so the outputs
+/// differ only by decoder rounding, which some ops amplify (equalize, posterize, solarize near
+/// their thresholds): the floor is lower than for crop and flip alone.
+#[test]
+fn engine_and_cpu_run_the_same_pixel_plan() {
+    use hpuload::augment::{EraseValue, Interpolation};
+    let dir = TempDir::new("agree-ops");
+    hpuload::dataset::make_dataset(dir.path(), 24, 5).unwrap();
+    let rrc = |interpolation| Op::RandomResizedCrop {
+        size: Size::Square(176),
+        scale: [0.25, 1.0],
+        ratio: [0.75, 4.0 / 3.0],
+        interpolation,
+    };
+    let colour = Pipeline::new("timm")
+        .then(rrc(Interpolation::Random))
+        .then(Op::RandomHorizontalFlip { p: 0.5 })
+        .then(Op::ColorJitter {
+            brightness: Some([0.6, 1.4]),
+            contrast: Some([0.6, 1.4]),
+            saturation: Some([0.6, 1.4]),
+            hue: Some([-0.1, 0.1]),
+        });
+    let (worst, _) = assert_backends_agree(dir.path(), colour, Dtype::U8, 176 * 176, 35.0);
+    println!("colour jitter, random interpolation: worst {worst:.1} dB");
+    let trivial = Pipeline::new("ta")
+        .then(rrc(Interpolation::Bilinear))
+        .then(Op::RandomHorizontalFlip { p: 0.5 })
+        .then(Op::TrivialAugmentWide {
+            num_magnitude_bins: 31,
+            interpolation: Interpolation::Bilinear,
+            fill: None,
+        })
+        .then(Op::RandomErasing {
+            p: 0.5,
+            scale: [0.02, 0.33],
+            ratio: [0.3, 3.3],
+            value: EraseValue::Constant([0.0; 3]),
+            count: [1, 1],
+            timm: false,
+        });
+    let (worst, _) = assert_backends_agree(dir.path(), trivial, Dtype::U8, 176 * 176, 25.0);
+    println!("trivial augment + erasing: worst {worst:.1} dB");
+    let nearest = Pipeline::new("nearest").then(rrc(Interpolation::Nearest));
+    let (worst, report) = assert_backends_agree(dir.path(), nearest, Dtype::U8, 176 * 176, 45.0);
+    assert_eq!(report.hw_dct_scaled, 0, "nearest decodes at full scale");
+    println!("nearest: worst {worst:.1} dB");
+}

@@ -221,8 +221,9 @@ impl Taps {
                 }
             }
             // Rounding may leave the sum a little off: give the difference to the largest
-            // weight, so flat areas stay exactly flat.
-            row[big] += (UNIT - total) as i16;
+            // weight, so flat areas stay exactly flat (bicubic's largest weight can sit at the
+            // top of the range already: it stays there).
+            row[big] = (i32::from(row[big]) + UNIT - total).clamp(0, i32::from(i16::MAX)) as i16;
             self.start.push(start - c0);
             self.len.push(taps);
         }
