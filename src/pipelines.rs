@@ -13,6 +13,15 @@ const BUILTIN: &[(&str, &str)] = &[
         "resnet50_eval",
         include_str!("../pipelines/resnet50_eval.toml"),
     ),
+    (
+        "resnet50_v2_train",
+        include_str!("../pipelines/resnet50_v2_train.toml"),
+    ),
+    (
+        "resnet50_train_jitter",
+        include_str!("../pipelines/resnet50_train_jitter.toml"),
+    ),
+    ("timm_train", include_str!("../pipelines/timm_train.toml")),
 ];
 
 /// ResNet-50 training: RandomResizedCrop 224 (scale 0.08-1, ratio 3/4-4/3), horizontal flip
@@ -101,6 +110,14 @@ mod tests {
                 }
             ]
         );
+    }
+
+    #[test]
+    fn every_builtin_parses_and_plans() {
+        for name in names() {
+            let p = builtin(name).unwrap();
+            assert!(p.plan(crate::hpu::Dtype::Bf16).is_ok(), "{name}");
+        }
     }
 
     #[test]
