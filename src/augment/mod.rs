@@ -1,5 +1,5 @@
 //! Augmentation: a declarative [`Pipeline`] of ops with torchvision's semantics, validated into
-//! a [`Plan`]. For each sample the plan draws a [`SamplePlan`] once, from the counter-based
+//! a `Plan`. For each sample the plan draws a [`SamplePlan`] once, from the counter-based
 //! generator keyed by `(seed, epoch, index)`: the crop window and interpolation, then the pixel
 //! ops (flips, colour, auto-augment, blur, warps) with their magnitudes and order, and the
 //! erase boxes. Both paths execute that same plan: crop + resize to an RGB8 image, the pixel

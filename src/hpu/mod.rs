@@ -42,8 +42,8 @@ pub enum HpuError {
     /// A DMA transfer failed.
     #[error("DMA transfer failed: {0}")]
     Dma(String),
-    /// The device's DMA engine has shut down.
-    #[error("the HPU's DMA engine is not running")]
+    /// The device's DMA engine or media engine has shut down (the device is being dropped).
+    #[error("the HPU's DMA or media engine is not running")]
     EngineStopped,
     /// A copy's source or destination range is out of bounds.
     #[error("DMA range {offset}+{len} is outside a {size}-byte buffer")]

@@ -131,7 +131,7 @@ pub struct Report {
     /// Time per stage.
     pub stages: StageTimes,
     /// What object storage did (requests, bytes, cache hits), for shards read from a store;
-    /// the time workers waited for it is the `read` stage.
+    /// the wall time workers waited for it is the `storage` stage.
     pub storage: Option<crate::StorageReport>,
 }
 
