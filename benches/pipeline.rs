@@ -9,7 +9,9 @@
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use hpuload::augment::{CropBox, OutputWriter, Resampler, IMAGENET_MEAN, IMAGENET_STD};
+use hpuload::augment::{
+    apply, CropBox, OutputWriter, PixelOp, Resampler, Scratch, IMAGENET_MEAN, IMAGENET_STD,
+};
 use hpuload::decoders::jpeg::{choose_scale, scaled_region, Filter, Region, ResizeRequest, Window};
 use hpuload::decoders::{CpuDecoder, Decode, JpegDecoder};
 use hpuload::pinned::PinnedBuffer;
@@ -157,6 +159,38 @@ fn stages(c: &mut Criterion) {
             b.iter(|| {
                 for i in 0..inputs.len() {
                     writer.write(&resized, 224, 224, i % 2 == 0, slot.as_mut_slice());
+                }
+            })
+        });
+    }
+    // ColorJitter(0.4, 0.4, 0.4, 0.1)'s four ops with typical factors, on the 224x224 images.
+    let jitter = [
+        PixelOp::Contrast(1.21),
+        PixelOp::Hue(-0.04),
+        PixelOp::Brightness(0.83),
+        PixelOp::Saturation(1.3),
+    ];
+    let mut scratch = Scratch::default();
+    let mut rgb = resized.clone();
+    g.bench_function("pixel_ops/cpu/color_jitter_224", |b| {
+        b.iter(|| {
+            for _ in 0..inputs.len() {
+                rgb.copy_from_slice(&resized);
+                apply(&jitter, &mut rgb, 224, 224, &mut scratch);
+            }
+        })
+    });
+    for (name, op) in [
+        ("brightness", PixelOp::Brightness(0.83)),
+        ("contrast", PixelOp::Contrast(1.21)),
+        ("saturation", PixelOp::Saturation(1.3)),
+        ("hue", PixelOp::Hue(-0.04)),
+    ] {
+        g.bench_function(format!("pixel_ops/cpu/{name}_224"), |b| {
+            b.iter(|| {
+                for _ in 0..inputs.len() {
+                    rgb.copy_from_slice(&resized);
+                    apply(std::slice::from_ref(&op), &mut rgb, 224, 224, &mut scratch);
                 }
             })
         });

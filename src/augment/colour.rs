@@ -16,50 +16,270 @@ fn to_u8(x: f32) -> u8 {
     x.clamp(0.0, 255.0) as u8
 }
 
-/// `_blend(image, other, ratio)`: `image * ratio + other * (1 - ratio)`, the weights as f32.
-#[inline]
-fn blend(x: u8, other: f32, ratio: f32, rest: f32) -> u8 {
-    to_u8(f32::from(x) * ratio + other * rest)
-}
-
 fn weights(ratio: f64) -> (f32, f32) {
     (ratio as f32, (1.0 - ratio) as f32)
 }
 
-/// `adjust_brightness(factor)`: `x * factor`.
-pub(crate) fn brightness(rgb: &mut [u8], factor: f64) {
-    let f = factor as f32;
-    let table: [u8; 256] = std::array::from_fn(|v| to_u8(v as f32 * f));
-    for v in rgb {
-        *v = table[usize::from(*v)];
-    }
+/// One of ColorJitter's adjustments (also the auto-augment policies' brightness, contrast and
+/// colour ops), run by [`adjust`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Adjust {
+    /// `adjust_brightness(factor)`: `x * factor`.
+    Brightness(f64),
+    /// `adjust_contrast(factor)`: blend with the mean grey of the whole image.
+    Contrast(f64),
+    /// `adjust_saturation(factor)`: blend with the pixel's own grey.
+    Saturation(f64),
+    /// `adjust_hue(factor)`: rotate the hue by `factor` turns (`factor` in `[-0.5, 0.5]`).
+    Hue(f64),
 }
 
-/// `adjust_saturation(factor)`: blend with the pixel's own grey.
-pub(crate) fn saturation(rgb: &mut [u8], factor: f64) {
-    let (r, rest) = weights(factor);
-    for p in rgb.chunks_exact_mut(3) {
-        let g = luma(p);
-        for v in p {
-            *v = blend(*v, g, r, rest);
-        }
-    }
-}
+/// Pixels per block: the image is run through the adjustments a block at a time, as three f32
+/// planes that stay in the cache.
+const BLOCK: usize = 64;
 
-/// `adjust_contrast(factor)`: blend with the mean grey of the whole image.
-pub(crate) fn contrast(rgb: &mut [u8], factor: f64) {
-    let pixels = rgb.len() / 3;
-    if pixels == 0 {
+/// Runs `ops` in order on the RGB8 image `rgb`, in place, with torchvision's arithmetic: each
+/// op's result is clamped and truncated to bytes before the next, as on a uint8 tensor.
+///
+/// The ops are fused: one pass over the image runs every op up to the next contrast (whose
+/// mean grey depends on all the ops before it), summing the greys of its result on the way, so
+/// ColorJitter's four ops take at most two passes. Each op is branch-free f32 arithmetic on
+/// planes, vectorized for the widest of AVX-512, AVX2 or the portable baseline that the CPU
+/// runs (no fused multiply-add, so every width gives the same bytes).
+pub(crate) fn adjust(rgb: &mut [u8], ops: &[Adjust]) {
+    if rgb.len() < 3 || ops.is_empty() {
         return;
     }
-    // Exact integer sum (torch sums the floored greys in f32, exact below 2^24).
-    let sum: u64 = rgb.chunks_exact(3).map(|p| luma(p) as u64).sum();
-    let mean = sum as f32 / pixels as f32;
-    let (r, rest) = weights(factor);
-    let other = mean * rest;
-    let table: [u8; 256] = std::array::from_fn(|v| to_u8(v as f32 * r + other));
-    for v in rgb {
-        *v = table[usize::from(*v)];
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the CPU has AVX-512F (detected just above).
+        return unsafe { adjust_avx512(rgb, ops) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (detected just above).
+        return unsafe { adjust_avx2(rgb, ops) };
+    }
+    adjust_any(rgb, ops);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn adjust_avx512(rgb: &mut [u8], ops: &[Adjust]) {
+    adjust_any(rgb, ops);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn adjust_avx2(rgb: &mut [u8], ops: &[Adjust]) {
+    adjust_any(rgb, ops);
+}
+
+#[inline(always)]
+fn adjust_any(rgb: &mut [u8], ops: &[Adjust]) {
+    let pixels = (rgb.len() / 3) as f32;
+    let is_contrast = |op: &Adjust| matches!(op, Adjust::Contrast(_));
+    let mut mean = 0.0;
+    if is_contrast(&ops[0]) {
+        mean = pass(rgb, &[], 0.0, true) as f32 / pixels;
+    }
+    let mut start = 0;
+    while start < ops.len() {
+        let end = ops[start + 1..]
+            .iter()
+            .position(is_contrast)
+            .map_or(ops.len(), |p| start + 1 + p);
+        let sum = pass(rgb, &ops[start..end], mean, end < ops.len());
+        // Exact: torch sums the integer greys in f32, exact below 2^24.
+        mean = sum as f32 / pixels;
+        start = end;
+    }
+}
+
+/// One pass: `ops` (a contrast only first, with the mean grey `mean`) on each block; returns
+/// the sum of the result's greys when `sum_greys`. With no ops it only sums.
+#[inline(always)]
+fn pass(rgb: &mut [u8], ops: &[Adjust], mean: f32, sum_greys: bool) -> u64 {
+    let mut blocks = rgb.chunks_exact_mut(BLOCK * 3);
+    let mut total = 0;
+    for block in &mut blocks {
+        let block: &mut [u8; BLOCK * 3] = block.try_into().expect("chunks are BLOCK pixels");
+        total += run_block(block, BLOCK, ops, mean, sum_greys);
+    }
+    let tail = blocks.into_remainder();
+    if !tail.is_empty() {
+        let mut block = [0u8; BLOCK * 3];
+        block[..tail.len()].copy_from_slice(tail);
+        total += run_block(&mut block, tail.len() / 3, ops, mean, sum_greys);
+        tail.copy_from_slice(&block[..tail.len()]);
+    }
+    total
+}
+
+/// [`pass`] on one block whose first `n` pixels are the image's. Every loop has a constant
+/// length, so each compiles to whole vectors.
+#[inline(always)]
+fn run_block(
+    block: &mut [u8; BLOCK * 3],
+    n: usize,
+    ops: &[Adjust],
+    mean: f32,
+    sum_greys: bool,
+) -> u64 {
+    let mut pixels = [0f32; BLOCK * 3];
+    for (x, &v) in pixels.iter_mut().zip(block.iter()) {
+        *x = f32::from(v);
+    }
+    let (mut r, mut g, mut b) = ([0f32; BLOCK], [0f32; BLOCK], [0f32; BLOCK]);
+    for i in 0..BLOCK {
+        (r[i], g[i], b[i]) = (pixels[3 * i], pixels[3 * i + 1], pixels[3 * i + 2]);
+    }
+    for op in ops {
+        match *op {
+            Adjust::Brightness(f) => {
+                let f = f as f32;
+                for plane in [&mut r, &mut g, &mut b] {
+                    for x in plane.iter_mut() {
+                        *x = to_byte(*x * f);
+                    }
+                }
+            }
+            Adjust::Contrast(f) => {
+                let (ratio, rest) = weights(f);
+                let other = mean * rest;
+                for plane in [&mut r, &mut g, &mut b] {
+                    for x in plane.iter_mut() {
+                        *x = to_byte(*x * ratio + other);
+                    }
+                }
+            }
+            Adjust::Saturation(f) => {
+                let (ratio, rest) = weights(f);
+                for i in 0..BLOCK {
+                    let other = grey(r[i], g[i], b[i]) * rest;
+                    r[i] = to_byte(r[i] * ratio + other);
+                    g[i] = to_byte(g[i] * ratio + other);
+                    b[i] = to_byte(b[i] * ratio + other);
+                }
+            }
+            Adjust::Hue(f) => hue(&mut r, &mut g, &mut b, (f * 6.0) as f32),
+        }
+    }
+    let mut total = 0;
+    if sum_greys {
+        let mut greys = [0u32; BLOCK];
+        for (i, v) in greys.iter_mut().enumerate() {
+            *v = if i < n {
+                whole_to_u32(grey(r[i], g[i], b[i]))
+            } else {
+                0
+            };
+        }
+        total = u64::from(greys.iter().sum::<u32>());
+    }
+    if !ops.is_empty() {
+        for i in 0..BLOCK {
+            (pixels[3 * i], pixels[3 * i + 1], pixels[3 * i + 2]) = (r[i], g[i], b[i]);
+        }
+        for (v, &x) in block.iter_mut().zip(pixels.iter()) {
+            *v = whole_to_u8(x);
+        }
+    }
+    total
+}
+
+/// A whole number in `[0, 255]` held as f32, as a byte: its bits once added to 2^23 (where the
+/// low mantissa bits are the number). `x as u8` would do, but its saturating conversion does
+/// not vectorize.
+#[inline(always)]
+fn whole_to_u8(x: f32) -> u8 {
+    whole_to_u32(x) as u8
+}
+
+/// A whole number in `[0, 2^23)` held as f32, as an integer (see [`whole_to_u8`]).
+#[inline(always)]
+fn whole_to_u32(x: f32) -> u32 {
+    const TWO_TO_23: f32 = 8_388_608.0;
+    (x + TWO_TO_23).to_bits() - TWO_TO_23.to_bits()
+}
+
+/// `.clamp_(0, 255)` then the truncation of `.to(torch.uint8)`, kept in f32.
+#[inline(always)]
+fn to_byte(x: f32) -> f32 {
+    let x = if x < 0.0 { 0.0 } else { x };
+    let x = if x > 255.0 { 255.0 } else { x };
+    x.floor()
+}
+
+/// torchvision's grey of one pixel, floored: `0.2989 r + 0.587 g + 0.114 b` in f32.
+#[inline(always)]
+fn grey(r: f32, g: f32, b: f32) -> f32 {
+    (r * 0.2989 + g * 0.587 + b * 0.114).floor()
+}
+
+#[inline(always)]
+fn max(a: f32, b: f32) -> f32 {
+    if a > b {
+        a
+    } else {
+        b
+    }
+}
+
+#[inline(always)]
+fn min(a: f32, b: f32) -> f32 {
+    if a < b {
+        a
+    } else {
+        b
+    }
+}
+
+/// The hue rotation by `shift6` sixths of a turn, without torchvision's divisions. HSV keeps
+/// each pixel's largest and smallest channel (`v` and `v (1 - s)`) and moves only the middle
+/// one: with the hue measured in units of `range = max - min` (`H` in `[0, 6 range)`, an
+/// integer for byte inputs), the rotated hue is `H + range * shift6`, and each channel is a
+/// clamped linear function of it, which is torchvision's `t`, `q`, `v` or `p` before rounding.
+/// Bytes come out as torchvision's `x * 255.999` truncation of `x / 255`; the result is within
+/// 1 of torchvision's (rounding only; the largest and smallest channels are exact).
+#[inline(always)]
+fn hue(r: &mut [f32; BLOCK], g: &mut [f32; BLOCK], b: &mut [f32; BLOCK], shift6: f32) {
+    const TO_BYTE: f32 = 255.999 / 255.0;
+    for i in 0..BLOCK {
+        let (x, y, z) = (r[i], g[i], b[i]);
+        let hi = max(max(x, y), z);
+        let lo = min(min(x, y), z);
+        let range = hi - lo;
+        let six = 6.0 * range;
+        // torchvision's priority: red's formula when red is largest, then green's, then blue's.
+        let from_red = y - z;
+        let from_red = if from_red < 0.0 {
+            from_red + six
+        } else {
+            from_red
+        };
+        let h = if hi == x {
+            from_red
+        } else if hi == y {
+            2.0 * range + z - x
+        } else {
+            4.0 * range + x - y
+        };
+        let h = h + range * shift6;
+        let h = if h < 0.0 { h + six } else { h };
+        let h = if h >= six { h - six } else { h };
+        // Channel c is `v - v s clamp(min(k, 4 - k), 0, 1)` with `k = (h + n_c) mod 6`
+        // (n = 5, 3, 1 for r, g, b): torchvision's six-sector table in closed form.
+        let channel = |n: f32| {
+            let k = h + n * range;
+            let k = if k >= six { k - six } else { k };
+            let m = min(k, 4.0 * range - k);
+            let m = min(max(m, 0.0), range);
+            ((hi - m) * TO_BYTE).floor()
+        };
+        r[i] = channel(5.0);
+        g[i] = channel(3.0);
+        b[i] = channel(1.0);
     }
 }
 
@@ -162,87 +382,257 @@ pub(crate) fn equalize(rgb: &mut [u8]) {
     }
 }
 
-/// `adjust_hue(factor)`: rotate the hue by `factor` turns, through torchvision's HSV
-/// conversion in f32 (`factor` in `[-0.5, 0.5]`).
-pub(crate) fn hue(rgb: &mut [u8], factor: f64) {
-    let shift = factor as f32;
-    for p in rgb.chunks_exact_mut(3) {
-        let [r, g, b] = [p[0], p[1], p[2]].map(|v| f32::from(v) * (1.0 / 255.0));
-        let out = hsv_to_rgb(rgb_to_hsv(r, g, b, shift));
-        for (v, x) in p.iter_mut().zip(out) {
-            // `to_dtype(uint8, scale=True)`: `x * (255 + 1 - 1e-3)`, truncated.
-            *v = (x * 255.999) as u8;
-        }
-    }
-}
-
-/// torchvision's `_rgb_to_hsv`, with the hue shifted by `shift` (mod 1) at the end.
-fn rgb_to_hsv(r: f32, g: f32, b: f32, shift: f32) -> [f32; 3] {
-    let maxc = r.max(g).max(b);
-    let minc = r.min(g).min(b);
-    let eqc = maxc == minc;
-    let range = maxc - minc;
-    let s = range / if eqc { 1.0 } else { maxc };
-    let div = if eqc { 1.0 } else { range };
-    let (rc, gc, bc) = ((maxc - r) / div, (maxc - g) / div, (maxc - b) / div);
-    let neq_r = maxc != r;
-    let eq_g = maxc == g;
-    let hg = if eq_g && neq_r { rc + 2.0 - bc } else { 0.0 };
-    let hr = if neq_r { 0.0 } else { bc - gc };
-    let hb = if neq_r && !eq_g { gc + 4.0 - rc } else { 0.0 };
-    let h = ((hr + hg + hb) * (1.0 / 6.0) + 1.0) % 1.0;
-    // `h.add_(factor).remainder_(1.0)`: Python's modulo, non-negative.
-    let h = (h + shift).rem_euclid(1.0);
-    [h, s, maxc]
-}
-
-/// torchvision's `_hsv_to_rgb`.
-fn hsv_to_rgb([h, s, v]: [f32; 3]) -> [f32; 3] {
-    let h6 = h * 6.0;
-    let i = h6.floor();
-    let f = h6 - i;
-    let i = (i as i32).rem_euclid(6);
-    let sxf = s * f;
-    let one_minus_s = 1.0 - s;
-    let q = ((1.0 - sxf) * v).clamp(0.0, 1.0);
-    let t = ((sxf + one_minus_s) * v).clamp(0.0, 1.0);
-    let p = (one_minus_s * v).clamp(0.0, 1.0);
-    match i {
-        0 => [v, t, p],
-        1 => [q, v, p],
-        2 => [p, v, t],
-        3 => [p, q, v],
-        4 => [t, p, v],
-        _ => [v, p, q],
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // torchvision's kernels op by op, as first written here: the references `adjust` is
+    // tested against.
+    /// `_blend(image, other, ratio)`: `image * ratio + other * (1 - ratio)`, the weights as f32.
+    #[inline]
+    fn blend(x: u8, other: f32, ratio: f32, rest: f32) -> u8 {
+        to_u8(f32::from(x) * ratio + other * rest)
+    }
+
+    /// `adjust_brightness(factor)`: `x * factor`.
+    fn brightness(rgb: &mut [u8], factor: f64) {
+        let f = factor as f32;
+        let table: [u8; 256] = std::array::from_fn(|v| to_u8(v as f32 * f));
+        for v in rgb {
+            *v = table[usize::from(*v)];
+        }
+    }
+
+    /// `adjust_saturation(factor)`: blend with the pixel's own grey.
+    fn saturation(rgb: &mut [u8], factor: f64) {
+        let (r, rest) = weights(factor);
+        for p in rgb.chunks_exact_mut(3) {
+            let g = luma(p);
+            for v in p {
+                *v = blend(*v, g, r, rest);
+            }
+        }
+    }
+
+    /// `adjust_contrast(factor)`: blend with the mean grey of the whole image.
+    fn contrast(rgb: &mut [u8], factor: f64) {
+        let pixels = rgb.len() / 3;
+        if pixels == 0 {
+            return;
+        }
+        // Exact integer sum (torch sums the floored greys in f32, exact below 2^24).
+        let sum: u64 = rgb.chunks_exact(3).map(|p| luma(p) as u64).sum();
+        let mean = sum as f32 / pixels as f32;
+        let (r, rest) = weights(factor);
+        let other = mean * rest;
+        let table: [u8; 256] = std::array::from_fn(|v| to_u8(v as f32 * r + other));
+        for v in rgb {
+            *v = table[usize::from(*v)];
+        }
+    }
+
+    /// `adjust_hue(factor)`: rotate the hue by `factor` turns, through torchvision's HSV
+    /// conversion in f32 (`factor` in `[-0.5, 0.5]`).
+    fn hue(rgb: &mut [u8], factor: f64) {
+        let shift = factor as f32;
+        for p in rgb.chunks_exact_mut(3) {
+            let [r, g, b] = [p[0], p[1], p[2]].map(|v| f32::from(v) * (1.0 / 255.0));
+            let out = hsv_to_rgb(rgb_to_hsv(r, g, b, shift));
+            for (v, x) in p.iter_mut().zip(out) {
+                // `to_dtype(uint8, scale=True)`: `x * (255 + 1 - 1e-3)`, truncated.
+                *v = (x * 255.999) as u8;
+            }
+        }
+    }
+
+    /// torchvision's `_rgb_to_hsv`, with the hue shifted by `shift` (mod 1) at the end.
+    fn rgb_to_hsv(r: f32, g: f32, b: f32, shift: f32) -> [f32; 3] {
+        let maxc = r.max(g).max(b);
+        let minc = r.min(g).min(b);
+        let eqc = maxc == minc;
+        let range = maxc - minc;
+        let s = range / if eqc { 1.0 } else { maxc };
+        let div = if eqc { 1.0 } else { range };
+        let (rc, gc, bc) = ((maxc - r) / div, (maxc - g) / div, (maxc - b) / div);
+        let neq_r = maxc != r;
+        let eq_g = maxc == g;
+        let hg = if eq_g && neq_r { rc + 2.0 - bc } else { 0.0 };
+        let hr = if neq_r { 0.0 } else { bc - gc };
+        let hb = if neq_r && !eq_g { gc + 4.0 - rc } else { 0.0 };
+        // `fmod(x, 1)` for x in [5/6, 11/6]: subtracting 1 is exact there (no libm call).
+        let h = (hr + hg + hb) * (1.0 / 6.0) + 1.0;
+        let h = if h >= 1.0 { h - 1.0 } else { h };
+        // `h.add_(factor).remainder_(1.0)`: torch's remainder (fmod, plus 1 when negative) for
+        // values in [-0.5, 1.5).
+        let y = h + shift;
+        let h = if y >= 1.0 {
+            y - 1.0
+        } else if y < 0.0 {
+            y + 1.0
+        } else {
+            y
+        };
+        [h, s, maxc]
+    }
+
+    /// torchvision's `_hsv_to_rgb`.
+    fn hsv_to_rgb([h, s, v]: [f32; 3]) -> [f32; 3] {
+        let h6 = h * 6.0;
+        // h6 is in [0, 6]: truncation is the floor.
+        let i = h6 as i32;
+        let f = h6 - i as f32;
+        let i = i % 6;
+        let sxf = s * f;
+        let one_minus_s = 1.0 - s;
+        let q = ((1.0 - sxf) * v).clamp(0.0, 1.0);
+        let t = ((sxf + one_minus_s) * v).clamp(0.0, 1.0);
+        let p = (one_minus_s * v).clamp(0.0, 1.0);
+        match i {
+            0 => [v, t, p],
+            1 => [q, v, p],
+            2 => [p, v, t],
+            3 => [p, q, v],
+            4 => [t, p, v],
+            _ => [v, p, q],
+        }
+    }
+
+    /// Runs `ops` one at a time through the references.
+    fn reference(rgb: &mut [u8], ops: &[Adjust]) {
+        for op in ops {
+            match *op {
+                Adjust::Brightness(f) => brightness(rgb, f),
+                Adjust::Contrast(f) => contrast(rgb, f),
+                Adjust::Saturation(f) => saturation(rgb, f),
+                Adjust::Hue(f) => hue(rgb, f),
+            }
+        }
+    }
+
+    /// A deterministic photo-like test image: smooth gradients plus a little noise.
+    fn image(pixels: usize, seed: u64) -> Vec<u8> {
+        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..pixels * 3)
+            .map(|i| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                let base = (i / 3 * 7 + (i % 3) * 50) % 256;
+                (base as u64 + state % 9) as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn fused_brightness_contrast_saturation_equal_the_op_by_op_kernels_exactly() {
+        use Adjust::*;
+        let orders: [&[Adjust]; 6] = [
+            &[Brightness(1.3), Contrast(0.7), Saturation(1.4)],
+            &[Contrast(1.35), Saturation(0.6), Brightness(0.65)],
+            &[Saturation(0.0), Contrast(0.0)],
+            &[Contrast(1.2), Contrast(0.8), Brightness(1.1), Contrast(1.4)],
+            &[Brightness(0.0)],
+            &[Saturation(1.7)],
+        ];
+        // Sizes below, at and across the block size, and a 224x224 image.
+        for (k, pixels) in [1usize, 63, 64, 65, 1000, 224 * 224]
+            .into_iter()
+            .enumerate()
+        {
+            for (j, ops) in orders.iter().enumerate() {
+                let input = image(pixels, (k * 10 + j) as u64);
+                let (mut fused, mut expected) = (input.clone(), input);
+                adjust(&mut fused, ops);
+                reference(&mut expected, ops);
+                assert_eq!(fused, expected, "{pixels} pixels, {ops:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_instruction_set_gives_the_same_bytes() {
+        use Adjust::*;
+        let ops = [Contrast(1.3), Hue(-0.21), Brightness(0.8), Saturation(1.6)];
+        let input = image(224 * 224 + 5, 17);
+        let mut portable = input.clone();
+        adjust_any(&mut portable, &ops);
+        #[cfg(target_arch = "x86_64")]
+        for (feature, detected) in [
+            ("avx2", std::arch::is_x86_feature_detected!("avx2")),
+            ("avx512f", std::arch::is_x86_feature_detected!("avx512f")),
+        ] {
+            if !detected {
+                continue;
+            }
+            let mut wide = input.clone();
+            // SAFETY: the CPU has the feature (detected above).
+            unsafe {
+                match feature {
+                    "avx2" => adjust_avx2(&mut wide, &ops),
+                    _ => adjust_avx512(&mut wide, &ops),
+                }
+            }
+            assert_eq!(wide, portable, "{feature}");
+        }
+    }
+
+    #[test]
+    fn fused_hue_is_within_one_of_torchvisions_hsv_round_trip() {
+        // A grid of colours (86 x 52 x 37) and a photo-like image.
+        let grid: Vec<u8> = (0..=255u16)
+            .step_by(3)
+            .flat_map(|r| (0..=255u16).step_by(5).map(move |g| (r, g)))
+            .flat_map(|(r, g)| (0..=255u16).step_by(7).flat_map(move |b| [r, g, b]))
+            .map(|v| v as u8)
+            .collect();
+        let photo = image(50_000, 3);
+        let mut off_by_one = 0usize;
+        let mut values = 0usize;
+        for input in [grid, photo] {
+            for shift in [-0.5, -0.37, -0.1, -0.013, 0.0, 0.05, 0.25, 1.0 / 3.0, 0.5] {
+                let (mut fused, mut expected) = (input.clone(), input.clone());
+                adjust(&mut fused, &[Adjust::Hue(shift)]);
+                hue(&mut expected, shift);
+                for (i, (a, e)) in fused.iter().zip(&expected).enumerate() {
+                    assert!(
+                        a.abs_diff(*e) <= 1,
+                        "shift {shift}, pixel {:?}: {a} vs {e}",
+                        &input[i / 3 * 3..i / 3 * 3 + 3]
+                    );
+                    off_by_one += usize::from(a != e);
+                }
+                values += input.len();
+            }
+        }
+        // Rounding only: the values that differ are rare.
+        assert!(
+            off_by_one * 10_000 < values,
+            "{off_by_one} of {values} off by one"
+        );
+    }
 
     #[test]
     fn brightness_and_contrast_of_one_are_identity_and_zero_is_black_or_grey() {
         let img: Vec<u8> = (0..=255u8).flat_map(|v| [v, 255 - v, v / 2]).collect();
         let mut a = img.clone();
-        brightness(&mut a, 1.0);
+        adjust(&mut a, &[Adjust::Brightness(1.0)]);
         assert_eq!(a, img);
-        brightness(&mut a, 0.0);
+        adjust(&mut a, &[Adjust::Brightness(0.0)]);
         assert!(a.iter().all(|&v| v == 0));
         let mut c = img.clone();
-        contrast(&mut c, 1.0);
+        adjust(&mut c, &[Adjust::Contrast(1.0)]);
         assert_eq!(c, img);
-        contrast(&mut c, 0.0);
+        adjust(&mut c, &[Adjust::Contrast(0.0)]);
         assert!(c.windows(2).all(|w| w[0] == w[1]), "a flat grey image");
     }
 
     #[test]
     fn hue_shift_by_a_third_turn_rotates_primaries() {
         let mut red = vec![255u8, 0, 0];
-        hue(&mut red, 1.0 / 3.0);
+        adjust(&mut red, &[Adjust::Hue(1.0 / 3.0)]);
         assert_eq!(red, [0, 255, 0]);
         let mut grey = vec![77u8, 77, 77];
-        hue(&mut grey, 0.25);
+        adjust(&mut grey, &[Adjust::Hue(0.25)]);
         assert_eq!(grey, [77, 77, 77]);
     }
 

@@ -1018,6 +1018,17 @@ pub enum PixelOp {
 }
 
 impl PixelOp {
+    /// The op as a colour adjustment, for the fused kernel.
+    fn adjustment(&self) -> Option<colour::Adjust> {
+        match *self {
+            PixelOp::Brightness(f) => Some(colour::Adjust::Brightness(f)),
+            PixelOp::Contrast(f) => Some(colour::Adjust::Contrast(f)),
+            PixelOp::Saturation(f) => Some(colour::Adjust::Saturation(f)),
+            PixelOp::Hue(f) => Some(colour::Adjust::Hue(f)),
+            _ => None,
+        }
+    }
+
     /// Whether the op gives the same result before or after a horizontal flip.
     fn commutes_with_hflip(&self) -> bool {
         match self {
@@ -1376,14 +1387,24 @@ fn shuffle<T>(rng: &mut CounterRng, v: &mut [T]) {
 /// Runs `ops` on the `h`x`w` RGB8 image `rgb` in place.
 pub fn apply(ops: &[PixelOp], rgb: &mut [u8], h: usize, w: usize, s: &mut Scratch) {
     let rgb = &mut rgb[..h * w * 3];
-    for op in ops {
+    let mut rest = ops;
+    while let Some((op, tail)) = rest.split_first() {
+        rest = tail;
         match op {
+            // A run of colour adjustments (ColorJitter's four) runs fused, in one or two passes.
+            PixelOp::Brightness(_)
+            | PixelOp::Contrast(_)
+            | PixelOp::Saturation(_)
+            | PixelOp::Hue(_) => {
+                let run: Vec<colour::Adjust> = std::iter::once(op)
+                    .chain(rest)
+                    .map_while(PixelOp::adjustment)
+                    .collect();
+                rest = &rest[run.len().saturating_sub(1)..];
+                colour::adjust(rgb, &run);
+            }
             PixelOp::Hflip => geometry::hflip(rgb, h, w),
             PixelOp::Vflip => geometry::vflip(rgb, h, w),
-            PixelOp::Brightness(f) => colour::brightness(rgb, *f),
-            PixelOp::Contrast(f) => colour::contrast(rgb, *f),
-            PixelOp::Saturation(f) => colour::saturation(rgb, *f),
-            PixelOp::Hue(f) => colour::hue(rgb, *f),
             PixelOp::Grayscale => colour::grayscale(rgb),
             PixelOp::Solarize(t) => colour::solarize(rgb, *t),
             PixelOp::Posterize(b) => colour::posterize(rgb, *b),
