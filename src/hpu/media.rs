@@ -47,15 +47,21 @@ pub enum Destination {
 }
 
 /// The device ops run on an engine's decoded output (RGB8 at the output size): the sample's
-/// pixel ops, then flip, normalize, cast, layout and erasing into the destination.
+/// pixel ops in place, then flip, normalize, cast, layout and erasing into the destination.
 pub trait DeviceOp: Send + Sync {
-    /// Runs `plan` on `rgb` (which it may change) and writes the result into `out`.
-    fn apply(&self, rgb: &mut [u8], plan: &PixelPlan, scratch: &mut Scratch, out: &mut [u8]);
+    /// Runs `plan`'s pixel ops on `rgb`, in place (in the engine's own memory).
+    fn transform(&self, rgb: &mut [u8], plan: &PixelPlan, scratch: &mut Scratch);
+    /// Writes `rgb` into `out` as `plan` says (flip, erase boxes).
+    fn write(&self, rgb: &[u8], plan: &PixelPlan, out: &mut [u8]);
 }
 
 impl DeviceOp for PixelStage {
-    fn apply(&self, rgb: &mut [u8], plan: &PixelPlan, scratch: &mut Scratch, out: &mut [u8]) {
-        self.run(rgb, plan, scratch, out);
+    fn transform(&self, rgb: &mut [u8], plan: &PixelPlan, scratch: &mut Scratch) {
+        self.ops(rgb, plan, scratch);
+    }
+
+    fn write(&self, rgb: &[u8], plan: &PixelPlan, out: &mut [u8]) {
+        PixelStage::write(self, rgb, plan, out);
     }
 }
 
@@ -135,19 +141,18 @@ impl Engine {
                 bitstream: std::mem::take(&mut self.bitstream),
             }));
         }
-        let (pixels, scratch) = (&mut self.pixels, &mut self.scratch);
+        // The pixel ops run in the engine's own memory, so that the buffer's lock below is
+        // held for the write alone: engines take turns on it for a few tens of microseconds,
+        // which costs less than staging the slot and copying it in.
+        op.transform(&mut self.pixels, &augment, &mut self.scratch);
+        let pixels = &self.pixels;
         match &mut destination {
-            // Engines take turns on the buffer's lock for the write alone (a few tens of
-            // microseconds), which costs less than staging the slot and copying it in.
-            Destination::Device(d) => op.apply(
+            Destination::Device(d) => op.write(
                 pixels,
                 &augment,
-                scratch,
                 &mut d.buffer.lock()[d.offset..d.offset + d.len],
             ),
-            Destination::Host(slot) => {
-                slot.write(&mut |out| op.apply(pixels, &augment, scratch, out))
-            }
+            Destination::Host(slot) => slot.write(&mut |out| op.write(pixels, &augment, out)),
         }
         done(Ok(EngineTimes {
             decode: t1 - t0,
