@@ -9,9 +9,10 @@ use hpuload_decoders::jpeg::{DecodePlan, Parsed, Region, ResizeRequest};
 
 use std::sync::Mutex;
 
+use super::batch::{lock, BatchWork};
 use super::cpu::Scratch;
 use super::layout::LABEL_BYTES;
-use super::work::{fill, lock, BatchWork, Filled};
+use super::replace::{fill, Filled};
 use super::{Backend, Shared};
 use crate::augment::SamplePlan;
 use crate::hpu::{

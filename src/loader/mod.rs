@@ -1,10 +1,12 @@
 //! The loader: a pool of workers that fill pinned batch buffers in place, a DMA stage that
 //! moves filled buffers to the device, and an iterator that yields device batches in order.
 
+mod batch;
 mod builder;
 mod cpu;
 mod engine;
 mod layout;
+mod replace;
 mod route;
 mod state;
 mod work;
@@ -32,9 +34,10 @@ use crate::sampler::{Sampler, Shard};
 use crate::source::{ReadMode, Source};
 use crate::tensor::{Placement, Tensor};
 use crate::Error;
+use batch::{BatchWork, Finished};
 use layout::BatchLayout;
 use state::{Fnv, Position};
-use work::{BatchWork, Finished, Job, StageCounters};
+use work::{Job, StageCounters};
 
 /// What a sample that cannot be read or decoded does.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -693,7 +696,7 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
             Layout::Nhwc => vec![n, h as usize, w as usize, 3],
         };
         let work = BatchWork::new(
-            work::BatchSpec {
+            batch::BatchSpec {
                 seq,
                 epoch: self.epoch,
                 plan,

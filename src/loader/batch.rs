@@ -1,0 +1,239 @@
+//! A batch being filled: its slots in the pinned buffer, the samples routed to the media
+//! engine, its skips and failure; completed, it goes to the epoch (as device tensors, or host
+//! tensors lent from the pool), after the DMA engine sends its slots and the engine's jobs end.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crossbeam_channel::Sender;
+
+use super::engine::{self, EngineJob, HwSlot};
+use super::layout::{BatchLayout, EngineSlot, Slots};
+use super::{Batch, Shared, Skip};
+use crate::hpu::{DeviceTensor, Hpu, HpuError};
+use crate::pinned::{PinnedBuffer, PinnedPool};
+use crate::sampler::BatchPlan;
+use crate::tensor::{HostTensor, Lease, Placement, Tensor};
+use crate::{Error, SampleError};
+
+/// A finished batch (or why it failed), sent to the epoch iterator.
+pub(crate) struct Finished {
+    pub seq: usize,
+    pub result: Result<Batch, Error>,
+}
+
+pub(crate) struct BatchSpec {
+    pub seq: usize,
+    pub epoch: u64,
+    pub plan: BatchPlan,
+    pub buffer: PinnedBuffer,
+    pub images: DeviceTensor,
+    pub labels: DeviceTensor,
+    pub cancel: Arc<AtomicBool>,
+    pub done: Sender<Finished>,
+    pub pool: Sender<PinnedBuffer>,
+    pub hpu: Hpu,
+    pub placement: Placement,
+}
+
+/// A batch being filled. Workers write slots through `base`; the worker that fills the last
+/// slot takes the buffer out and submits it to the DMA engine.
+pub(crate) struct BatchWork {
+    pub(super) seq: usize,
+    pub(super) epoch: u64,
+    pub(super) valid: usize,
+    pub(super) indices: Vec<AtomicUsize>,
+    pub(super) slots: Slots,
+    pub(super) buffer: Mutex<Option<PinnedBuffer>>,
+    pub(super) remaining: AtomicUsize,
+    pub(super) hw: Mutex<Vec<HwSlot>>,
+    pub(super) hw_remaining: AtomicUsize,
+    pub(super) skips: Mutex<Vec<Skip>>,
+    pub(super) failure: Mutex<Option<Error>>,
+    pub(super) images: DeviceTensor,
+    pub(super) labels: DeviceTensor,
+    pub(super) cancel: Arc<AtomicBool>,
+    pub(super) done: Sender<Finished>,
+    pub(super) pool: Sender<PinnedBuffer>,
+    pub(super) hpu: Hpu,
+    pub(super) placement: Placement,
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl BatchWork {
+    pub fn new(mut spec: BatchSpec, layout: BatchLayout) -> Arc<Self> {
+        let n = spec.plan.indices.len();
+        // The slots point into the buffer's mapping, which stays in place when `spec.buffer`
+        // moves into `buffer` below, for as long as the batch lives.
+        let slots = Slots::new(&mut spec.buffer, layout, n);
+        Arc::new(Self {
+            seq: spec.seq,
+            epoch: spec.epoch,
+            valid: spec.plan.valid,
+            indices: spec
+                .plan
+                .indices
+                .iter()
+                .map(|&i| AtomicUsize::new(i))
+                .collect(),
+            slots,
+            buffer: Mutex::new(Some(spec.buffer)),
+            remaining: AtomicUsize::new(n),
+            hw: Mutex::new(Vec::new()),
+            hw_remaining: AtomicUsize::new(0),
+            skips: Mutex::new(Vec::new()),
+            failure: Mutex::new(None),
+            images: spec.images,
+            labels: spec.labels,
+            cancel: spec.cancel,
+            done: spec.done,
+            pool: spec.pool,
+            hpu: spec.hpu,
+            placement: spec.placement,
+        })
+    }
+
+    pub(super) fn fail(&self, e: Error) {
+        lock(&self.failure).get_or_insert(e);
+    }
+
+    pub(super) fn skip(&self, e: &SampleError) {
+        tracing::warn!("skipping {}", e);
+        lock(&self.skips).push(Skip {
+            index: e.index,
+            path: e.path.clone(),
+            reason: e.reason(),
+            message: e.to_string(),
+        });
+    }
+
+    /// Sends the batch (or its failure) to the epoch. A host batch takes its pinned buffer
+    /// along, lent until its last tensor is dropped.
+    pub(super) fn complete(&self, shared: &Shared) {
+        let buffer = lock(&self.buffer).take();
+        let failure = lock(&self.failure).take();
+        let tensors = match (failure, self.placement, buffer) {
+            (Some(e), _, buffer) => {
+                if let Some(b) = buffer {
+                    PinnedPool::give_back(&self.pool, b);
+                }
+                Err(e)
+            }
+            (None, Placement::Device, _) => Ok((
+                Tensor::Device(self.images.clone()),
+                Tensor::Device(self.labels.clone()),
+            )),
+            (None, Placement::Host, Some(buffer)) => {
+                let lease = Lease::new(buffer, self.pool.clone());
+                let images = self.images.shape().to_vec();
+                let labels = vec![self.indices.len()];
+                Ok((
+                    Tensor::Host(HostTensor::new(
+                        Arc::clone(&lease),
+                        0,
+                        images,
+                        self.images.dtype(),
+                    )),
+                    Tensor::Host(HostTensor::new(
+                        lease,
+                        shared.layout.labels_offset,
+                        labels,
+                        crate::Dtype::I64,
+                    )),
+                ))
+            }
+            (None, Placement::Host, None) => Err(Error::Hpu(HpuError::Dma(
+                "a host batch lost its buffer".into(),
+            ))),
+        };
+        let result = match tensors {
+            Err(e) => Err(e),
+            Ok((images, labels)) => Ok(Batch {
+                images,
+                labels,
+                valid: self.valid,
+                indices: self
+                    .indices
+                    .iter()
+                    .map(|i| i.load(Ordering::Relaxed))
+                    .collect(),
+                epoch: self.epoch,
+                step: self.seq,
+                skipped: std::mem::take(&mut *lock(&self.skips)),
+            }),
+        };
+        let _ = self.done.send(Finished {
+            seq: self.seq,
+            result,
+        });
+    }
+
+    /// Called once, by the worker that completed the last slot: DMA the slots (decoded samples
+    /// whole, bitstreams only as long as they are) and the labels, then start the engine jobs.
+    pub(super) fn finish(self: Arc<Self>, shared: &Arc<Shared>) {
+        let buffer = lock(&self.buffer).take().expect("finish runs once");
+        if self.cancel.load(Ordering::Relaxed) && lock(&self.failure).is_none() {
+            self.fail(Error::Cancelled);
+        }
+        if lock(&self.failure).is_some() {
+            PinnedPool::give_back(&self.pool, buffer);
+            return self.complete(shared);
+        }
+        let mut hw = std::mem::take(&mut *lock(&self.hw));
+        hw.sort_by_key(|h| h.slot);
+        let host = self.placement == Placement::Host;
+        if host && hw.is_empty() {
+            // Every sample was decoded into the buffer on the host: nothing crosses to the device.
+            *lock(&self.buffer) = Some(buffer);
+            return self.complete(shared);
+        }
+        let engine: Vec<EngineSlot> = hw
+            .iter()
+            .map(|h| EngineSlot {
+                slot: h.slot,
+                in_slot: h.own.is_none().then_some(h.len),
+            })
+            .collect();
+        let layout = self.slots.layout();
+        let regions = if host {
+            layout.bitstream_regions(&engine, self.images.buffer())
+        } else {
+            let n = self.indices.len();
+            layout.upload_regions(n, &engine, self.images.buffer(), self.labels.buffer())
+        };
+        let work = Arc::clone(&self);
+        let shared = Arc::clone(shared);
+        self.hpu
+            .dma()
+            .host_to_device(buffer, regions, move |buffer, result| {
+                if host {
+                    *lock(&work.buffer) = Some(buffer);
+                } else {
+                    PinnedPool::give_back(&work.pool, buffer);
+                }
+                if let Err(e) = result {
+                    work.fail(e.into());
+                    return work.complete(&shared);
+                }
+                if hw.is_empty() {
+                    return work.complete(&shared);
+                }
+                work.hw_remaining.store(hw.len(), Ordering::Release);
+                for h in hw {
+                    let guard = EngineJob {
+                        work: Arc::clone(&work),
+                        shared: Arc::clone(&shared),
+                        index: h.index,
+                        ran: false,
+                    };
+                    if let Err(e) = engine::submit(guard, h) {
+                        // The job was dropped unrun, and its guard counted it down.
+                        work.fail(e.into());
+                    }
+                }
+            });
+    }
+}

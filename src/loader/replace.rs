@@ -1,0 +1,168 @@
+//! The skip/replace policy around loading one sample: a sample that cannot be read or decoded
+//! fails its batch (`OnError::Fail`), or is skipped, named, and replaced by a deterministic
+//! draw from the counter-based generator keyed by (seed, epoch, original index), tried up to
+//! `MAX_REPLACEMENTS` times. The workers load through it, and so does the media engine's
+//! fallback to the CPU.
+
+use std::sync::atomic::Ordering;
+
+use hpuload_decoders::DecodeError;
+
+use super::batch::BatchWork;
+use super::cpu::{self, CpuScratch, Scratch};
+use super::engine::HwSlot;
+use super::route::{route, Bitstream, Route};
+use super::{Backend, OnError, Shared};
+use crate::cpu_time::CpuClock;
+use crate::hpu::Hpu;
+use crate::rng::{CounterRng, Stream};
+use crate::stage::Stage;
+use crate::{Error, SampleError, SampleErrorKind};
+
+/// Replacements tried for one failed slot before the batch fails.
+const MAX_REPLACEMENTS: usize = 16;
+
+/// Where a loaded sample went.
+pub(super) enum Filled {
+    /// Decoded on the host into the slot.
+    Cpu { index: usize, label: i64 },
+    /// The bitstream is in the slot, for the media engine.
+    Hw(HwSlot),
+}
+
+/// Loads sample `original` (or, under `OnError::Skip`, a deterministic replacement) into
+/// `slot`: decoded on the CPU, or as a bitstream for the engine when `engine` allows. `given`:
+/// `original`'s bytes, already in hand (the engine's fallback), instead of reading them.
+pub(super) fn fill(
+    shared: &Shared,
+    scratch: &mut Scratch,
+    batch: &BatchWork,
+    original: usize,
+    slot: &mut [u8],
+    engine: Option<&Hpu>,
+    mut given: Option<&[u8]>,
+) -> Result<Filled, Error> {
+    let n = shared.source.entries().len() as u64;
+    let mut replace = CounterRng::new(shared.seed, batch.epoch, original as u64, Stream::Replace);
+    let mut index = original;
+    for _ in 0..=MAX_REPLACEMENTS {
+        match load_sample(
+            shared,
+            scratch,
+            index,
+            batch.epoch,
+            slot,
+            engine,
+            given.take(),
+        ) {
+            Ok(filled) => return Ok(filled),
+            Err(SampleError {
+                kind: SampleErrorKind::Device(e),
+                ..
+            }) => return Err(Error::Hpu(e)),
+            Err(e) if shared.on_error == OnError::Fail || is_engine_refusal(shared, &e) => {
+                return Err(Error::Sample(e))
+            }
+            Err(e) => {
+                batch.skip(&e);
+                index = replace.below(n) as usize;
+            }
+        }
+    }
+    let path = shared.source.entries()[original].path.clone();
+    Err(Error::Sample(SampleError {
+        index: original,
+        path,
+        kind: SampleErrorKind::ReplacementsExhausted {
+            tried: MAX_REPLACEMENTS,
+        },
+    }))
+}
+
+/// With `Backend::Hw`, a file the engine cannot take is an error whatever the skip policy.
+fn is_engine_refusal(shared: &Shared, e: &SampleError) -> bool {
+    shared.backend == Backend::Hw
+        && matches!(
+            e.kind,
+            SampleErrorKind::Decode(DecodeError::Unsupported { .. })
+        )
+}
+
+/// Reads sample `index`, routes it, and fills `slot`: with its bitstream for the media engine,
+/// or with the sample decoded and augmented on the CPU. A sample the engine may take is read
+/// straight into its slot when it fits there (the pinned memory the batch's DMA sends), so its
+/// bytes are not copied from a buffer.
+fn load_sample(
+    shared: &Shared,
+    s: &mut Scratch,
+    index: usize,
+    epoch: u64,
+    slot: &mut [u8],
+    engine: Option<&Hpu>,
+    given: Option<&[u8]>,
+) -> Result<Filled, SampleError> {
+    let entry = &shared.source.entries()[index];
+    let err = |kind| SampleError {
+        index,
+        path: entry.path.clone(),
+        kind,
+    };
+    let c = &shared.counters;
+    let cpu = |s: &mut CpuScratch, bytes: &[u8], slot: &mut [u8]| {
+        cpu::decode_into(shared, s, index, epoch, bytes, slot)
+            .map(|()| Filled::Cpu {
+                index,
+                label: entry.label,
+            })
+            .map_err(err)
+    };
+    let t0 = CpuClock::now();
+    let in_slot = match (engine, given) {
+        (Some(_), None) => shared
+            .source
+            .read_into(index, shared.read_mode, slot)
+            .map_err(|e| err(SampleErrorKind::Read(e)))?,
+        _ => None,
+    };
+    if let (Some(hpu), Some(len)) = (engine, in_slot) {
+        c.add(Stage::Read, t0.elapsed());
+        c.bytes_read.fetch_add(len as u64, Ordering::Relaxed);
+        let bitstream = Bitstream::InSlot(&slot[..len]);
+        if let Route::Engine(hw) =
+            route(shared, &mut s.engine_probe, hpu, index, epoch, bitstream).map_err(err)?
+        {
+            return Ok(Filled::Hw(hw));
+        }
+        // The CPU path decodes into the slot: the bytes move out of it first.
+        s.file.clear();
+        s.file.extend_from_slice(&slot[..len]);
+        return cpu(&mut s.cpu, &s.file, slot);
+    }
+    let read;
+    let bytes: &[u8] = match given {
+        Some(bytes) => bytes,
+        None => {
+            read = shared
+                .source
+                .read(index, shared.read_mode, &mut s.file)
+                .map_err(|e| err(SampleErrorKind::Read(e)))?;
+            c.add(Stage::Read, t0.elapsed());
+            c.bytes_read.fetch_add(read.len() as u64, Ordering::Relaxed);
+            &read
+        }
+    };
+    let routed = match engine {
+        Some(hpu) => {
+            let bitstream = Bitstream::Buffered {
+                bytes,
+                slot: &mut *slot,
+            };
+            route(shared, &mut s.engine_probe, hpu, index, epoch, bitstream)
+        }
+        None => Ok(Route::Cpu),
+    };
+    match routed.map_err(err)? {
+        Route::Engine(hw) => Ok(Filled::Hw(hw)),
+        Route::Cpu => cpu(&mut s.cpu, bytes, slot),
+    }
+}
