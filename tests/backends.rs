@@ -188,7 +188,7 @@ fn engine_and_cpu_agree_on_real_photographs() {
     }
 }
 
-/// The per-sample plan (interpolation, pixel ops, erase boxes) runs on the engine as device
+/// The per-sample plan (interpolation, pixel ops including timm's Pillow ops, erase boxes) runs on the engine as device
 /// ops after the decode and on the CPU on the host: the same plan on both, so the outputs
 /// differ only by decoder rounding, which some ops amplify (equalize, posterize, solarize near
 /// their thresholds): the floor is lower than for crop and flip alone.
@@ -232,6 +232,29 @@ fn engine_and_cpu_run_the_same_pixel_plan() {
         });
     let (worst, _) = assert_backends_agree(dir.path(), trivial, Dtype::U8, 176 * 176, 25.0);
     println!("trivial augment + erasing: worst {worst:.1} dB");
+    let timm: Pipeline = Pipeline::from_toml(
+        r#"
+        name = "timm_rand_augment"
+        [[ops]]
+        op = "random_resized_crop"
+        size = 176
+        scale = [0.25, 1.0]
+        interpolation = "random"
+        [[ops]]
+        op = "timm_rand_augment"
+        ops = ["AutoContrast", "Equalize", "Invert", "Rotate", "PosterizeIncreasing",
+               "SolarizeIncreasing", "SolarizeAdd", "ColorIncreasing", "ContrastIncreasing",
+               "BrightnessIncreasing", "SharpnessIncreasing", "ShearX", "ShearY",
+               "TranslateXRel", "TranslateYRel"]
+        magnitude = 9.0
+        magnitude_std = 0.5
+        fill = [124, 116, 104]
+        "#,
+        "timm",
+    )
+    .unwrap();
+    let (worst, _) = assert_backends_agree(dir.path(), timm, Dtype::U8, 176 * 176, 25.0);
+    println!("timm rand-m9-mstd0.5-inc1: worst {worst:.1} dB");
     let nearest = Pipeline::new("nearest").then(rrc(Interpolation::Nearest));
     let (worst, report) = assert_backends_agree(dir.path(), nearest, Dtype::U8, 176 * 176, 45.0);
     assert_eq!(report.hw_dct_scaled, 0, "nearest decodes at full scale");

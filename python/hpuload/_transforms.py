@@ -150,6 +150,8 @@ def _known(t: Any) -> bool:
 def _pixel_op(t: Any) -> dict | None:
     """The pipeline op for a pixel transform on uint8 images, or None if `t` is not one."""
     name = type(t).__name__
+    if _is_timm_class(t, "timm.data.auto_augment", "RandAugment"):
+        return _timm_rand_augment(t)
     if _is(t, "RandomHorizontalFlip"):
         return {"op": "random_horizontal_flip", "p": _p(t)}
     if _is(t, "RandomVerticalFlip"):
@@ -256,6 +258,72 @@ def _pixel_op(t: Any) -> dict | None:
     if _is(t, "RandomOrder"):
         return {"op": "random_order", "ops": _nested(t.transforms, name)}
     return None
+
+
+def _is_timm_class(obj: Any, module: str, name: str) -> bool:
+    cls = type(obj)
+    return cls.__name__ == name and cls.__module__ == module
+
+
+#: The ops of timm's auto-augment vocabulary that hpuload runs (timm's names).
+_TIMM_OPS = frozenset(
+    """AutoContrast Equalize Invert Rotate Posterize PosterizeIncreasing PosterizeOriginal Solarize
+    SolarizeIncreasing SolarizeAdd Color ColorIncreasing Contrast ContrastIncreasing Brightness
+    BrightnessIncreasing Sharpness SharpnessIncreasing ShearX ShearY TranslateX TranslateY
+    TranslateXRel TranslateYRel""".split()
+)
+
+
+def _timm_rand_augment(t: Any) -> dict:
+    """timm's RandAugment as built by `rand_augment_transform` (every op shares its settings)."""
+    ops = list(t.ops)
+    if not ops:
+        raise Unsupported("timm's RandAugment without ops")
+    unknown = sorted({o.name for o in ops} - _TIMM_OPS)
+    if unknown:
+        raise Unsupported(f"timm's RandAugment with op(s) {', '.join(unknown)}")
+
+    def settings(o: Any) -> tuple:
+        h = o.hparams
+        return (
+            o.prob,
+            o.magnitude,
+            o.magnitude_std,
+            o.magnitude_max,
+            tuple(o.kwargs.get("fillcolor", (128, 128, 128))),
+            o.kwargs.get("resample"),
+            h.get("translate_pct", 0.45),
+            h.get("translate_const", 250),
+        )
+
+    first = settings(ops[0])
+    if any(settings(o) != first for o in ops[1:]):
+        raise Unsupported("timm's RandAugment whose ops differ in probability, magnitude or fill")
+    prob, magnitude, mstd, mmax, fill, resample, pct, const = first
+    if len(fill) != 3:
+        raise Unsupported(f"timm's RandAugment fill {fill!r}")
+    names = {0: "nearest", 2: "bilinear", 3: "bicubic"}
+    resample = resample if isinstance(resample, (list, tuple)) else [resample]
+    interpolation = [names.get(int(r), str(r)) for r in resample]
+    if not interpolation or any(i not in ("bilinear", "bicubic") for i in interpolation):
+        raise Unsupported(f"timm's RandAugment with {interpolation} warps (hpuload: bilinear, bicubic)")
+    mstd = float(mstd or 0.0)
+    weights = t.choice_weights
+    return {
+        "op": "timm_rand_augment",
+        "ops": [o.name for o in ops],
+        "num_layers": int(t.num_layers),
+        "weights": None if weights is None else [float(w) for w in weights],
+        "prob": float(prob),
+        "magnitude": float(magnitude),
+        "magnitude_std": 0.0 if math.isinf(mstd) else max(mstd, 0.0),
+        "magnitude_uniform": math.isinf(mstd),
+        "magnitude_max": None if mmax is None else float(mmax),
+        "fill": [int(round(float(c))) for c in fill],
+        "interpolation": interpolation,
+        "translate_pct": float(pct),
+        "translate_const": float(const),
+    }
 
 
 def _nested(transforms: Any, what: str) -> list[dict]:

@@ -8,6 +8,7 @@ import shutil
 import warnings
 from collections import Counter
 
+import numpy as np
 import pytest
 import torch
 import torch.utils.data as tud
@@ -323,7 +324,13 @@ def test_custom_sampler_resume_mid_epoch_gives_the_same_batches(jpeg_folder):
 def test_timm_training_transforms_take_the_fast_path(jpeg_folder):
     from timm.data import create_transform
 
-    for kw in ({}, {"interpolation": "random", "re_prob": 0.25, "re_mode": "pixel"}, {"re_prob": 0.3, "re_mode": "rand", "re_count": 2}):
+    for kw in (
+        {},
+        {"interpolation": "random", "re_prob": 0.25, "re_mode": "pixel"},
+        {"re_prob": 0.3, "re_mode": "rand", "re_count": 2},
+        {"auto_augment": "rand-m9-mstd0.5-inc1", "interpolation": "random", "re_prob": 0.25},
+        {"auto_augment": "rand-m7-mstd0.5", "interpolation": "bicubic"},
+    ):
         t = create_transform(48, is_training=True, **kw)
         with warnings.catch_warnings():
             warnings.simplefilter("error", FallbackWarning)
@@ -332,13 +339,174 @@ def test_timm_training_transforms_take_the_fast_path(jpeg_folder):
         assert x.shape == (8, 3, 48, 48) and x.dtype == torch.float32 and y.dtype == torch.int64
 
 
-def test_timm_own_rand_augment_falls_back_naming_it(jpeg_folder):
+@pytest.mark.parametrize("policy", ["original-mstd0.5", "augmix-m5-w4-d2"])
+def test_timm_own_auto_augment_and_augmix_fall_back_naming_them(jpeg_folder, policy):
     from timm.data import create_transform
 
-    t = create_transform(48, is_training=True, auto_augment="rand-m9-mstd0.5-inc1")
-    with pytest.warns(FallbackWarning, match="timm's RandAugment") as record:
+    t = create_transform(48, is_training=True, auto_augment=policy)
+    with pytest.warns(FallbackWarning, match="timm's") as record:
         DataLoader(datasets.ImageFolder(jpeg_folder, t), batch_size=8)
     assert record[0].message.reason is ht.FallbackReason.TRANSFORM
+
+
+def pil_apply(img, ops):
+    """timm's own op functions (Pillow underneath), run with hpuload's drawn parameters."""
+    from timm.data import auto_augment as aa
+
+    resample = {"bilinear": Image.BILINEAR, "bicubic": Image.BICUBIC}
+    for op in ops:
+        name, arg = op["op"], op.get("arg")
+        if name == "pil_enhance":
+            img = getattr(aa, arg["kind"])(img, arg["factor"])
+        elif name == "pil_auto_contrast":
+            img = aa.auto_contrast(img)
+        elif name == "equalize":
+            img = aa.equalize(img)
+        elif name == "invert":
+            img = aa.invert(img)
+        elif name == "solarize":
+            img = aa.solarize(img, int(arg))
+        elif name == "solarize_add":
+            img = aa.solarize_add(img, arg["add"], arg["threshold"])
+        elif name == "posterize":
+            # Pillow 10+ refuses 0 bits (timm passes it at the top magnitude); keeping no bits
+            # is black, as older Pillow and torchvision give.
+            img = aa.posterize(img, arg) if arg > 0 else Image.new("RGB", img.size)
+        elif name == "pil_affine":
+            img = img.transform(
+                img.size, Image.AFFINE, tuple(arg["matrix"]), resample=resample[arg["filter"]], fillcolor=tuple(arg["fill"])
+            )
+        else:
+            raise AssertionError(f"unknown op {name}")
+    return img
+
+
+TIMM_POLICIES = {
+    "rand-m9-mstd0.5-inc1": {"interpolation": "random"},
+    "rand-m7-n3-mstd1.0": {"interpolation": "bicubic"},
+    "rand-m10-n2-p0.8-mstd101-inc1": {"interpolation": "bilinear"},
+}
+
+
+def timm_rand_augment(policy, interpolation):
+    from timm.data.auto_augment import rand_augment_transform
+    from timm.data.transforms import str_to_pil_interp
+
+    hparams = {"translate_const": 21, "img_mean": (124, 116, 104)}
+    if interpolation != "random":
+        hparams["interpolation"] = str_to_pil_interp(interpolation)
+    return rand_augment_transform(policy, hparams)
+
+
+@pytest.mark.parametrize("policy", sorted(TIMM_POLICIES))
+def test_timm_rand_augment_matches_timms_ops_given_the_loaders_own_parameters(png_folder, policy):
+    plain = u8_loader(png_folder, [])
+    augmented = u8_loader(png_folder, [timm_rand_augment(policy, **TIMM_POLICIES[policy])])
+    sizes = [Image.open(p).size for p, _ in augmented.dataset.samples]
+    seen = Counter()
+    for epoch in range(4):
+        plain.set_epoch(epoch)
+        augmented.set_epoch(epoch)
+        for (before, _), (after, _) in zip(plain, augmented):
+            for slot, index in enumerate(augmented.last_indices):
+                w, h = sizes[index]
+                ops = json.loads(augmented._core.sample_plan(epoch, index, w, h))["ops"]
+                seen.update(o["op"] if o["op"] != "pil_enhance" else o["arg"]["kind"] for o in ops)
+                src = Image.fromarray(before[slot].permute(1, 2, 0).numpy())
+                want = torch.from_numpy(np.array(pil_apply(src, ops))).permute(2, 0, 1)
+                assert torch.equal(want, after[slot]), f"{policy}: {ops}"
+    assert len(seen) >= 6, f"{policy}: only {seen} drawn"
+
+
+def test_timm_rotate_is_pillows_rotate_by_the_drawn_angle(png_folder):
+    """Rotations reach the engine as Pillow's affine matrix; the angle it encodes, given to
+    timm's own `rotate`, gives the same image."""
+    from timm.data import auto_augment as aa
+    from timm.data.auto_augment import rand_augment_transform
+
+    t = rand_augment_transform("rand-m9-n1-mstd0.5", {"translate_const": 21, "img_mean": (124, 116, 104)})
+    t.ops = [o for o in t.ops if o.name == "Rotate"]
+    t.ops[0].prob = 1.0
+    plain, rotated = u8_loader(png_folder, []), u8_loader(png_folder, [t])
+    (before, _), (after, _) = next(iter(plain)), next(iter(rotated))
+    sizes = [Image.open(p).size for p, _ in rotated.dataset.samples]
+    resample = {"bilinear": Image.BILINEAR, "bicubic": Image.BICUBIC}
+    for slot, index in enumerate(rotated.last_indices):
+        (op,) = json.loads(rotated._core.sample_plan(0, index, *sizes[index]))["ops"]
+        m, arg = op["arg"]["matrix"], op["arg"]
+        degrees = -math.degrees(math.atan2(m[1], m[0]))
+        assert abs(degrees) <= 30
+        src = Image.fromarray(before[slot].permute(1, 2, 0).numpy())
+        want = aa.rotate(src, degrees, resample=resample[arg["filter"]], fillcolor=tuple(arg["fill"]))
+        diff = (torch.from_numpy(np.array(want)).permute(2, 0, 1).int() - after[slot].int()).abs()
+        assert (diff > 1).float().mean() < 0.001, degrees
+
+
+def test_timm_rand_augment_parameter_distributions_match_timms(png_folder):
+    """The loader's draws against timm's own (its op functions replaced by recorders)."""
+    import random
+
+    policy = "rand-m9-mstd0.5-inc1"
+    loader = u8_loader(png_folder, [timm_rand_augment(policy, "random")])
+    t = timm_rand_augment(policy, "random")
+    drawn = []
+
+    def recorder(name):
+        def record(img, *args, **kwargs):
+            drawn.append((name, args, kwargs.get("resample")))
+            return img
+
+        return record
+
+    for o in t.ops:
+        o.aug_fn = recorder(o.name)
+    random.seed(0)
+    np.random.seed(0)
+    img = Image.new("RGB", (SIDE, SIDE))
+    n = 6000
+    for _ in range(n):
+        t(img)
+    theirs = Counter(name for name, _, _ in drawn)
+    factors_theirs = [args[0] for name, args, _ in drawn if name == "ColorIncreasing"]
+    # timm's warps pick their filter inside the op (`random.choice` of the pair it is handed).
+    (pair,) = {tuple(r) for name, _, r in drawn if name.startswith("Shear")}
+    bicubic_theirs = pair.count(Image.BICUBIC) / len(pair)
+
+    ours = Counter()
+    factors_ours, bicubic_ours = [], []
+    for i in range(n):
+        ops = json.loads(loader._core.sample_plan(0, i, 500, 400))
+        for o in ops["ops"]:
+            a = o.get("arg")
+            if o["op"] == "pil_enhance":
+                ours[a["kind"]] += 1
+                if a["kind"] == "color":
+                    factors_ours.append(a["factor"])
+            elif o["op"] == "pil_affine":
+                kind = "rotate" if a["matrix"][0] != 1.0 else "shear" if a["matrix"][1] or a["matrix"][3] else "translate"
+                ours[kind] += 1
+                if kind == "shear":
+                    bicubic_ours.append(a["filter"] == "bicubic")
+            else:
+                ours[o["op"]] += 1
+    pairs = {
+        "color": "ColorIncreasing",
+        "contrast": "ContrastIncreasing",
+        "brightness": "BrightnessIncreasing",
+        "sharpness": "SharpnessIncreasing",
+        "equalize": "Equalize",
+        "invert": "Invert",
+        "pil_auto_contrast": "AutoContrast",
+        "solarize_add": "SolarizeAdd",
+    }
+    for mine, timms in pairs.items():
+        expected = theirs[timms]
+        # Each op's count is binomial with mean 2n * 0.5 / 15 (= 400): within 4 sigma.
+        assert abs(ours[mine] - expected) < 4 * math.sqrt(2 * 400), (mine, ours[mine], expected)
+    assert abs(ours["shear"] - theirs["ShearX"] - theirs["ShearY"]) < 4 * math.sqrt(2 * 800)
+    assert abs(np.mean(factors_ours) - np.mean(factors_theirs)) < 0.05
+    assert abs(np.std(factors_ours) - np.std(factors_theirs)) < 0.05
+    assert abs(np.mean(bicubic_ours) - bicubic_theirs) < 0.08
 
 
 def test_a_damaged_file_under_a_recipe_is_named_and_skipped(jpeg_folder, tmp_path):

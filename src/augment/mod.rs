@@ -16,6 +16,8 @@ mod colour;
 mod erase;
 mod geometry;
 mod kernel;
+mod pil;
+mod timm;
 
 use std::path::Path;
 
@@ -25,6 +27,8 @@ pub use autoaugment::{AugMixPlan, AutoAugmentPolicy};
 pub use erase::{EraseBox, EraseValue, RandomFill};
 pub use geometry::{CropBox, Warp};
 pub use kernel::{OutputWriter, Resampler};
+pub use pil::{Enhance as PilEnhance, Filter as PilFilter};
+pub use timm::TimmOp;
 
 use crate::hpu::{Dtype, Layout};
 use crate::rng::{CounterRng, Stream};
@@ -302,6 +306,46 @@ pub enum Op {
         #[serde(default)]
         fill: Option<[f32; 3]>,
     },
+    /// timm's own `RandAugment` (`rand_augment_transform("rand-m9-mstd0.5-inc1")` and the other
+    /// `rand-*` strings), with timm's sampling and Pillow's arithmetic: `num_layers` of `ops`
+    /// (with replacement, or by `weights` without), each applied with probability `prob` at a
+    /// magnitude around `magnitude`.
+    TimmRandAugment {
+        /// timm's op names (`_RAND_TRANSFORMS`, `_RAND_INCREASING_TRANSFORMS` or a subset).
+        ops: Vec<TimmOp>,
+        /// Ops per image. Default 2.
+        #[serde(default = "two")]
+        num_layers: u32,
+        /// Choice weights (one per op; drawn without replacement), or none: uniform.
+        #[serde(default)]
+        weights: Option<Vec<f64>>,
+        /// Probability of applying each drawn op. Default 0.5.
+        #[serde(default = "default_p")]
+        prob: f64,
+        /// timm's `m`, in `[0, magnitude_max]` (default max 10).
+        magnitude: f64,
+        /// Standard deviation of the magnitude's normal noise (`mstd`). Default 0.
+        #[serde(default)]
+        magnitude_std: f64,
+        /// The magnitude drawn uniformly from `[0, magnitude]` (`mstd` of infinity).
+        #[serde(default)]
+        magnitude_uniform: bool,
+        /// Upper clamp of the magnitude (`mmax`). Default 10.
+        #[serde(default)]
+        magnitude_max: Option<f64>,
+        /// The warps' fill (timm's `img_mean`). Default 128 grey.
+        #[serde(default = "grey")]
+        fill: [u8; 3],
+        /// The warps' resampling, one drawn per warp. Default bilinear or bicubic.
+        #[serde(default = "bilinear_or_bicubic")]
+        interpolation: Vec<Interpolation>,
+        /// `TranslateXRel`/`YRel` at magnitude 10, as a fraction of the size. Default 0.45.
+        #[serde(default = "translate_pct")]
+        translate_pct: f64,
+        /// `TranslateX`/`Y` at magnitude 10, in pixels. Default 250.
+        #[serde(default = "translate_const")]
+        translate_const: f64,
+    },
     /// `RandomApply(ops, p)`: all of `ops`, in order, with probability `p`.
     RandomApply {
         /// Pixel ops.
@@ -396,6 +440,18 @@ fn one() -> f64 {
 }
 fn yes() -> bool {
     true
+}
+fn grey() -> [u8; 3] {
+    [128; 3]
+}
+fn bilinear_or_bicubic() -> Vec<Interpolation> {
+    vec![Interpolation::Bilinear, Interpolation::Bicubic]
+}
+fn translate_pct() -> f64 {
+    0.45
+}
+fn translate_const() -> f64 {
+    250.0
 }
 fn erase_scale() -> [f64; 2] {
     [0.02, 0.33]
@@ -712,6 +768,7 @@ fn op_name(op: &Op) -> &'static str {
         Op::RandAugment { .. } => "rand_augment",
         Op::TrivialAugmentWide { .. } => "trivial_augment_wide",
         Op::AugMix { .. } => "aug_mix",
+        Op::TimmRandAugment { .. } => "timm_rand_augment",
         Op::RandomApply { .. } => "random_apply",
         Op::RandomChoice { .. } => "random_choice",
         Op::RandomOrder { .. } => "random_order",
@@ -892,6 +949,56 @@ fn check_pixel_op(op: &Op, err: &impl Fn(String) -> Error) -> Result<(), Error> 
             }
             warp_interpolation(*interpolation, name, err)
         }
+        Op::TimmRandAugment {
+            ops,
+            num_layers,
+            weights,
+            prob,
+            magnitude,
+            magnitude_std,
+            magnitude_max,
+            interpolation,
+            translate_pct,
+            translate_const,
+            ..
+        } => {
+            probability(*prob, name, err)?;
+            if ops.is_empty() || *num_layers == 0 {
+                return Err(err(format!("{name} needs at least one op and one layer")));
+            }
+            if let Some(w) = weights {
+                if w.len() != ops.len() || w.iter().any(|&x| !(x >= 0.0 && x.is_finite())) {
+                    return Err(err(format!(
+                        "{name} weights must be one non-negative number per op"
+                    )));
+                }
+                if w.iter().filter(|&&x| x > 0.0).count() < (*num_layers as usize).min(w.len()) {
+                    return Err(err(format!(
+                        "{name} draws {num_layers} ops without replacement but only {} have weight",
+                        w.iter().filter(|&&x| x > 0.0).count()
+                    )));
+                }
+            }
+            let finite = [*magnitude, *magnitude_std, *translate_pct, *translate_const];
+            if finite.iter().any(|v| !v.is_finite()) || *magnitude_std < 0.0 {
+                return Err(err(format!(
+                    "{name} magnitude, magnitude_std (>= 0) and translations must be finite"
+                )));
+            }
+            if magnitude_max.is_some_and(|m| !(m.is_finite() && m >= 0.0)) {
+                return Err(err(format!("{name} magnitude_max must be finite and >= 0")));
+            }
+            if interpolation.is_empty()
+                || interpolation
+                    .iter()
+                    .any(|i| !matches!(i, Interpolation::Bilinear | Interpolation::Bicubic))
+            {
+                return Err(err(format!(
+                    "{name} warps with bilinear or bicubic (Pillow's filters), not {interpolation:?}"
+                )));
+            }
+            Ok(())
+        }
         Op::RandomApply { ops, p } => {
             probability(*p, name, err)?;
             check_nested(ops, err)
@@ -1015,6 +1122,31 @@ pub enum PixelOp {
     Warp(Warp),
     /// AugMix's mixture of chains.
     AugMix(Box<AugMixPlan>),
+    /// Pillow's `ImageEnhance.<kind>(image).enhance(factor)` (timm's policies).
+    PilEnhance {
+        /// Which enhancer.
+        kind: PilEnhance,
+        /// Its factor (1: the image unchanged).
+        factor: f64,
+    },
+    /// Pillow's `ImageOps.autocontrast` (timm's policies).
+    PilAutoContrast,
+    /// timm's `solarize_add`: `add` added to values below `threshold`.
+    SolarizeAdd {
+        /// Added, saturating at 255.
+        add: u8,
+        /// Values at or above it are kept.
+        threshold: u8,
+    },
+    /// Pillow's `Image.transform(AFFINE, matrix, resample, fillcolor)` (timm's warps).
+    PilAffine {
+        /// Output pixel centre to source point, Pillow's `(a, b, c, d, e, f)`.
+        matrix: [f64; 6],
+        /// Bilinear or bicubic.
+        filter: PilFilter,
+        /// Where the source point falls outside the image.
+        fill: [u8; 3],
+    },
 }
 
 impl PixelOp {
@@ -1032,7 +1164,7 @@ impl PixelOp {
     /// Whether the op gives the same result before or after a horizontal flip.
     fn commutes_with_hflip(&self) -> bool {
         match self {
-            Self::Warp(_) => false,
+            Self::Warp(_) | Self::PilAffine { .. } => false,
             Self::AugMix(m) => m.chains.iter().flatten().all(Self::commutes_with_hflip),
             _ => true,
         }
@@ -1334,6 +1466,36 @@ fn draw(op: &Op, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>)
             let plan = autoaugment::aug_mix(rng, &spec, size, interpolation, fill);
             out.push(PixelOp::AugMix(Box::new(plan)));
         }
+        Op::TimmRandAugment {
+            ref ops,
+            num_layers,
+            ref weights,
+            prob,
+            magnitude,
+            magnitude_std,
+            magnitude_uniform,
+            magnitude_max,
+            fill,
+            ref interpolation,
+            translate_pct,
+            translate_const,
+        } => {
+            let spec = timm::RandAugmentSpec {
+                ops,
+                num_layers,
+                weights: weights.as_deref(),
+                prob,
+                magnitude,
+                magnitude_std,
+                magnitude_uniform,
+                magnitude_max,
+                fill,
+                interpolation,
+                translate_pct,
+                translate_const,
+            };
+            timm::rand_augment(rng, &spec, size, out);
+        }
         Op::RandomApply { ref ops, p } => {
             if coin(rng, p) {
                 for op in ops {
@@ -1417,6 +1579,16 @@ pub fn apply(ops: &[PixelOp], rgb: &mut [u8], h: usize, w: usize, s: &mut Scratc
             }
             PixelOp::Warp(warp) => geometry::warp(rgb, h, w, warp, s),
             PixelOp::AugMix(plan) => aug_mix(plan, rgb, h, w, s),
+            PixelOp::PilEnhance { kind, factor } => {
+                pil::enhance(rgb, h, w, *kind, *factor, &mut s.bytes)
+            }
+            PixelOp::PilAutoContrast => pil::autocontrast(rgb),
+            PixelOp::SolarizeAdd { add, threshold } => pil::solarize_add(rgb, *add, *threshold),
+            PixelOp::PilAffine {
+                matrix,
+                filter,
+                fill,
+            } => pil::affine(rgb, h, w, matrix, *filter, *fill, &mut s.bytes),
         }
     }
 }

@@ -1,0 +1,335 @@
+//! Pillow's arithmetic for the ops timm's auto-augment policies run on PIL images: the
+//! `ImageEnhance` blends (brightness, colour, contrast, sharpness), `Image.transform(AFFINE)`
+//! with its bilinear and bicubic filters, `ImageOps.autocontrast`, and timm's `solarize_add`.
+//! Each reproduces Pillow's result byte for byte (the same float widths, the same truncations);
+//! `tests/` and the Python parity tests check that against Pillow itself.
+//!
+//! Solarize, posterize, equalize and invert give the same bytes in Pillow and torchvision, so
+//! timm's policies use the kernels of `colour.rs` for those.
+
+use serde::Serialize;
+
+/// `ImageEnhance`'s four enhancers: each blends the image with a degenerate version of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Enhance {
+    /// Blend with black.
+    Brightness,
+    /// Blend with the image's greys (`convert("L")`).
+    Color,
+    /// Blend with the mean grey, rounded to an integer.
+    Contrast,
+    /// Blend with the image smoothed by Pillow's `SMOOTH` 3x3 kernel (edges kept).
+    Sharpness,
+}
+
+/// How `Image.transform` samples the source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Filter {
+    /// Two taps each way, edge-clamped.
+    Bilinear,
+    /// Four taps each way (Pillow's transform cubic, `a = -1`), edge-clamped.
+    Bicubic,
+}
+
+/// Pillow's `L` conversion: ITU-R 601-2 luma in 16-bit fixed point, rounded.
+#[inline]
+fn luma(p: &[u8]) -> u8 {
+    let l = u32::from(p[0]) * 19595 + u32::from(p[1]) * 38470 + u32::from(p[2]) * 7471 + 0x8000;
+    (l >> 16) as u8
+}
+
+/// `Image.blend(degenerate, image, alpha)`: `d + alpha * (x - d)` in f32, truncated (clamped to
+/// `[0, 255]` first when `alpha` extrapolates).
+#[inline]
+fn blend(d: u8, x: u8, alpha: f32) -> u8 {
+    let t = f32::from(d) + alpha * (f32::from(x) - f32::from(d));
+    t.clamp(0.0, 255.0) as u8
+}
+
+/// `ImageEnhance.<kind>(image).enhance(factor)` on the `h`x`w` RGB8 image, in place. `scratch`
+/// holds the smoothed copy for sharpness.
+pub(crate) fn enhance(
+    rgb: &mut [u8],
+    h: usize,
+    w: usize,
+    kind: Enhance,
+    factor: f64,
+    scratch: &mut Vec<u8>,
+) {
+    let alpha = factor as f32;
+    match kind {
+        Enhance::Brightness => rgb.iter_mut().for_each(|v| *v = blend(0, *v, alpha)),
+        Enhance::Color => {
+            for p in rgb.chunks_exact_mut(3) {
+                let l = luma(p);
+                p.iter_mut().for_each(|v| *v = blend(l, *v, alpha));
+            }
+        }
+        Enhance::Contrast => {
+            // `int(ImageStat.Stat(image.convert("L")).mean[0] + 0.5)`.
+            let sum: u64 = rgb.chunks_exact(3).map(|p| u64::from(luma(p))).sum();
+            let pixels = (rgb.len() / 3).max(1);
+            let mean = (sum as f64 / pixels as f64 + 0.5) as u8;
+            rgb.iter_mut().for_each(|v| *v = blend(mean, *v, alpha));
+        }
+        Enhance::Sharpness => {
+            smooth(rgb, h, w, scratch);
+            for (v, &d) in rgb.iter_mut().zip(scratch.iter()) {
+                *v = blend(d, *v, alpha);
+            }
+        }
+    }
+}
+
+/// `image.filter(ImageFilter.SMOOTH)` into `out`: the kernel `[1 1 1; 1 5 1; 1 1 1] / 13` in
+/// f32, summed row below, row, row above as Pillow's 3x3 filter does, rounded half up; the
+/// outermost rows and columns are copied.
+fn smooth(rgb: &[u8], h: usize, w: usize, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(rgb);
+    if h < 3 || w < 3 {
+        return;
+    }
+    let (k0, k1) = (1.0f32 / 13.0, 5.0f32 / 13.0);
+    let row = w * 3;
+    for y in 1..h - 1 {
+        let (above, this, below) = (
+            &rgb[(y - 1) * row..y * row],
+            &rgb[y * row..(y + 1) * row],
+            &rgb[(y + 1) * row..(y + 2) * row],
+        );
+        for i in 3..row - 3 {
+            let three = |r: &[u8], mid: f32| {
+                f32::from(r[i - 3]) * k0 + f32::from(r[i]) * mid + f32::from(r[i + 3]) * k0
+            };
+            let mut s = three(below, k0);
+            s += three(this, k1);
+            s += three(above, k0);
+            out[y * row + i] = if s <= 0.0 {
+                0
+            } else if s >= 255.0 {
+                255
+            } else {
+                (s + 0.5) as u8
+            };
+        }
+    }
+}
+
+/// `image.transform(size, Image.AFFINE, matrix, resample, fillcolor=fill)` on the `h`x`w` RGB8
+/// image, in place: output pixel `(x, y)` samples the source at `(a0 (x + .5) + a1 (y + .5) +
+/// a2, a3 (x + .5) + a4 (y + .5) + a5)` in f64; a point outside the source keeps `fill`; the
+/// filter reads edge-clamped neighbours and its result is clamped and truncated.
+pub(crate) fn affine(
+    rgb: &mut [u8],
+    h: usize,
+    w: usize,
+    m: &[f64; 6],
+    filter: Filter,
+    fill: [u8; 3],
+    src: &mut Vec<u8>,
+) {
+    src.clear();
+    src.extend_from_slice(rgb);
+    let (wf, hf) = (w as f64, h as f64);
+    let cx = |i: i64| i.clamp(0, w as i64 - 1) as usize;
+    let cy = |i: i64| i.clamp(0, h as i64 - 1) as usize;
+    let at = |x: usize, y: usize, c: usize| f64::from(src[(y * w + x) * 3 + c]);
+    for y in 0..h {
+        for x in 0..w {
+            let (xo, yo) = (x as f64 + 0.5, y as f64 + 0.5);
+            let xin = m[0] * xo + m[1] * yo + m[2];
+            let yin = m[3] * xo + m[4] * yo + m[5];
+            let out = &mut rgb[(y * w + x) * 3..(y * w + x) * 3 + 3];
+            if !(0.0..wf).contains(&xin) || !(0.0..hf).contains(&yin) {
+                out.copy_from_slice(&fill);
+                continue;
+            }
+            let (xin, yin) = (xin - 0.5, yin - 0.5);
+            let (fx, fy) = (xin.floor(), yin.floor());
+            let (dx, dy) = (xin - fx, yin - fy);
+            let (ix, iy) = (fx as i64, fy as i64);
+            for (c, o) in out.iter_mut().enumerate() {
+                let v = match filter {
+                    Filter::Bilinear => {
+                        let (x0, x1) = (cx(ix), cx(ix + 1));
+                        let lerp = |a: f64, b: f64, d: f64| a + (b - a) * d;
+                        let r0 = cy(iy);
+                        let v1 = lerp(at(x0, r0, c), at(x1, r0, c), dx);
+                        // The row below is clamped as "the same row" at the bottom edge.
+                        let v2 = if iy + 1 >= 0 && iy + 1 < h as i64 {
+                            lerp(at(x0, iy as usize + 1, c), at(x1, iy as usize + 1, c), dx)
+                        } else {
+                            v1
+                        };
+                        lerp(v1, v2, dy)
+                    }
+                    Filter::Bicubic => {
+                        let xs = [cx(ix - 1), cx(ix), cx(ix + 1), cx(ix + 2)];
+                        let row = |k: i64| {
+                            let r = cy(iy + k);
+                            cubic(
+                                at(xs[0], r, c),
+                                at(xs[1], r, c),
+                                at(xs[2], r, c),
+                                at(xs[3], r, c),
+                                dx,
+                            )
+                        };
+                        cubic(row(-1), row(0), row(1), row(2), dy)
+                    }
+                };
+                *o = v.clamp(0.0, 255.0) as u8;
+            }
+        }
+    }
+}
+
+/// Pillow's transform cubic through four samples at offset `d` from the second.
+#[inline]
+fn cubic(v1: f64, v2: f64, v3: f64, v4: f64, d: f64) -> f64 {
+    let p1 = v2;
+    let p2 = -v1 + v3;
+    let p3 = 2.0 * (v1 - v2) + v3 - v4;
+    let p4 = -v1 + v2 - v3 + v4;
+    p1 + d * (p2 + d * (p3 + d * p4))
+}
+
+/// The matrix `Image.rotate(degrees)` hands to `transform` for a `w`x`h` image: about the
+/// centre `(w / 2, h / 2)`, with the sines and cosines rounded to 15 decimals as Pillow does.
+/// `None` where Pillow copies instead (a multiple of 360 degrees).
+pub(crate) fn rotate_matrix(degrees: f64, w: usize, h: usize) -> Option<[f64; 6]> {
+    let degrees = degrees.rem_euclid(360.0);
+    if degrees == 0.0 {
+        return None;
+    }
+    let angle = -degrees.to_radians();
+    let r15 = |v: f64| format!("{v:.15}").parse::<f64>().unwrap_or(v);
+    let (c, s) = (r15(angle.cos()), r15(angle.sin()));
+    let mut m = [c, s, 0.0, r15(-angle.sin()), c, 0.0];
+    let (cx, cy) = (w as f64 / 2.0, h as f64 / 2.0);
+    m[2] += m[0] * -cx + m[1] * -cy;
+    m[5] += m[3] * -cx + m[4] * -cy;
+    m[2] += cx;
+    m[5] += cy;
+    Some(m)
+}
+
+/// `ImageOps.autocontrast(image)` (no cutoff): each channel's darkest value to 0 and brightest
+/// to 255 by a table built in f64 and truncated; a channel of one value is left alone.
+pub(crate) fn autocontrast(rgb: &mut [u8]) {
+    let mut lut = [[0u8; 256]; 3];
+    for (c, table) in lut.iter_mut().enumerate() {
+        let values = rgb.iter().skip(c).step_by(3);
+        let (lo, hi) = values.fold((255u8, 0u8), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+        for (i, t) in table.iter_mut().enumerate() {
+            *t = if hi <= lo {
+                i as u8
+            } else {
+                let scale = 255.0 / f64::from(hi - lo);
+                let offset = -f64::from(lo) * scale;
+                (i as f64 * scale + offset).clamp(0.0, 255.0) as u8
+            };
+        }
+    }
+    for p in rgb.chunks_exact_mut(3) {
+        for (c, v) in p.iter_mut().enumerate() {
+            *v = lut[c][usize::from(*v)];
+        }
+    }
+}
+
+/// timm's `solarize_add(add, thresh)`: values below `threshold` get `add` added (saturating).
+pub(crate) fn solarize_add(rgb: &mut [u8], add: u8, threshold: u8) {
+    for v in rgb {
+        if *v < threshold {
+            *v = v.saturating_add(add);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn luma_is_pillows_fixed_point_rounding() {
+        assert_eq!(luma(&[255, 255, 255]), 255);
+        assert_eq!(luma(&[0, 0, 0]), 0);
+        // 0.299 * 100 + 0.587 * 50 + 0.114 * 200 = 82.15
+        assert_eq!(luma(&[100, 50, 200]), 82);
+    }
+
+    #[test]
+    fn enhance_at_one_is_identity_and_brightness_zero_is_black() {
+        let img: Vec<u8> = (0..5 * 7 * 3).map(|i| (i * 37 % 256) as u8).collect();
+        let mut s = Vec::new();
+        for kind in [
+            Enhance::Brightness,
+            Enhance::Color,
+            Enhance::Contrast,
+            Enhance::Sharpness,
+        ] {
+            let mut x = img.clone();
+            enhance(&mut x, 5, 7, kind, 1.0, &mut s);
+            assert_eq!(x, img, "{kind:?}");
+        }
+        let mut x = img.clone();
+        enhance(&mut x, 5, 7, Enhance::Brightness, 0.0, &mut s);
+        assert!(x.iter().all(|&v| v == 0));
+    }
+
+    #[test]
+    fn identity_matrix_copies_and_a_full_shift_fills() {
+        let img: Vec<u8> = (0..6 * 4 * 3).map(|i| (i * 11 % 256) as u8).collect();
+        let mut s = Vec::new();
+        for filter in [Filter::Bilinear, Filter::Bicubic] {
+            let mut x = img.clone();
+            affine(
+                &mut x,
+                4,
+                6,
+                &[1.0, 0.0, 0.0, 0.0, 1.0, 0.0],
+                filter,
+                [1, 2, 3],
+                &mut s,
+            );
+            assert_eq!(x, img);
+            affine(
+                &mut x,
+                4,
+                6,
+                &[1.0, 0.0, 6.0, 0.0, 1.0, 0.0],
+                filter,
+                [1, 2, 3],
+                &mut s,
+            );
+            assert!(x.chunks(3).all(|p| p == [1, 2, 3]));
+        }
+    }
+
+    #[test]
+    fn rotation_by_whole_turns_is_a_copy_and_a_quarter_turn_maps_corners() {
+        assert_eq!(rotate_matrix(0.0, 8, 8), None);
+        assert_eq!(rotate_matrix(-360.0, 8, 8), None);
+        let m = rotate_matrix(90.0, 8, 8).unwrap();
+        // Output (0.5, 0.5) samples the source near its top-right corner (counter-clockwise).
+        let (x, y) = (
+            m[0] * 0.5 + m[1] * 0.5 + m[2],
+            m[3] * 0.5 + m[4] * 0.5 + m[5],
+        );
+        assert!((x - 7.5).abs() < 1e-9 && (y - 0.5).abs() < 1e-9, "{x} {y}");
+    }
+
+    #[test]
+    fn autocontrast_stretches_each_channel_and_solarize_add_saturates() {
+        let mut x = vec![10, 7, 0, 20, 7, 255, 30, 7, 128];
+        autocontrast(&mut x);
+        assert_eq!(x, vec![0, 7, 0, 127, 7, 255, 255, 7, 128]);
+        let mut y = vec![0, 100, 127, 128, 200, 255];
+        solarize_add(&mut y, 110, 128);
+        assert_eq!(y, vec![110, 210, 237, 128, 200, 255]);
+    }
+}

@@ -1,0 +1,311 @@
+//! timm's own `RandAugment` (what `rand_augment_transform("rand-m9-mstd0.5-inc1")` and the other
+//! `rand-*` strings build, and `create_transform(auto_augment=...)` puts in a training
+//! transform), with timm's sampling: `num_layers` ops drawn with replacement (or without, by
+//! weight), each applied with probability `prob`, its magnitude optionally drawn from a normal
+//! (or uniform) around `magnitude` and clamped, then mapped to the op's argument by timm's
+//! level functions, with a random sign where timm negates. The ops run with Pillow's arithmetic
+//! (`pil.rs`), as timm runs them on PIL images.
+
+use serde::{Deserialize, Serialize};
+
+use super::pil::{self, Enhance, Filter};
+use super::{Interpolation, PixelOp};
+use crate::rng::CounterRng;
+
+/// An op of timm's auto-augment vocabulary (timm's names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub enum TimmOp {
+    AutoContrast,
+    Equalize,
+    Invert,
+    Rotate,
+    Posterize,
+    PosterizeIncreasing,
+    PosterizeOriginal,
+    Solarize,
+    SolarizeIncreasing,
+    SolarizeAdd,
+    Color,
+    ColorIncreasing,
+    Contrast,
+    ContrastIncreasing,
+    Brightness,
+    BrightnessIncreasing,
+    Sharpness,
+    SharpnessIncreasing,
+    ShearX,
+    ShearY,
+    TranslateX,
+    TranslateY,
+    TranslateXRel,
+    TranslateYRel,
+}
+
+/// A timm `RandAugment`: its ops and the hyper-parameters they share.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct RandAugmentSpec<'a> {
+    pub ops: &'a [TimmOp],
+    pub num_layers: u32,
+    /// Choice weights (then drawn without replacement), or uniform with replacement.
+    pub weights: Option<&'a [f64]>,
+    pub prob: f64,
+    pub magnitude: f64,
+    /// Standard deviation of the magnitude's normal noise (0: none).
+    pub magnitude_std: f64,
+    /// Draw the magnitude uniformly from `[0, magnitude]` (timm's `mstd` of infinity).
+    pub magnitude_uniform: bool,
+    /// Upper clamp of the magnitude (timm's default 10).
+    pub magnitude_max: Option<f64>,
+    pub fill: [u8; 3],
+    /// The warps' resampling, one drawn per warp (timm's default: bilinear or bicubic).
+    pub interpolation: &'a [Interpolation],
+    pub translate_pct: f64,
+    pub translate_const: f64,
+}
+
+/// timm's `_LEVEL_DENOM`.
+const LEVEL_DENOM: f64 = 10.0;
+
+/// Draws one sample's ops of `spec` for an `h`x`w` image into `out`.
+pub(crate) fn rand_augment(
+    rng: &mut CounterRng,
+    spec: &RandAugmentSpec,
+    (h, w): (u32, u32),
+    out: &mut Vec<PixelOp>,
+) {
+    let n = spec.num_layers as usize;
+    let picks: Vec<TimmOp> = match spec.weights {
+        None => (0..n)
+            .map(|_| spec.ops[rng.below(spec.ops.len() as u64) as usize])
+            .collect(),
+        Some(weights) => {
+            // numpy's choice(replace=False, p=...): successive draws, each proportional to
+            // the weights not yet drawn.
+            let mut left: Vec<(TimmOp, f64)> = spec
+                .ops
+                .iter()
+                .copied()
+                .zip(weights.iter().copied())
+                .collect();
+            let mut picks = Vec::with_capacity(n);
+            for _ in 0..n.min(left.len()) {
+                let total: f64 = left.iter().map(|&(_, p)| p).sum();
+                let mut u = rng.uniform() * total;
+                let mut k = left.len() - 1;
+                for (i, &(_, p)) in left.iter().enumerate() {
+                    if u < p {
+                        k = i;
+                        break;
+                    }
+                    u -= p;
+                }
+                picks.push(left.remove(k).0);
+            }
+            picks
+        }
+    };
+    for op in picks {
+        // `if self.prob < 1.0 and random.random() > self.prob: return img`.
+        if spec.prob < 1.0 && rng.uniform() > spec.prob {
+            continue;
+        }
+        let mut m = spec.magnitude;
+        if spec.magnitude_uniform {
+            m *= rng.uniform();
+        } else if spec.magnitude_std > 0.0 {
+            m += spec.magnitude_std * super::erase::normal(rng);
+        }
+        let m = m.min(spec.magnitude_max.unwrap_or(LEVEL_DENOM)).max(0.0);
+        op_at(rng, spec, op, m, (h, w), out);
+    }
+}
+
+/// timm's `_randomly_negate`: the value or its negation, with equal probability.
+fn negate(rng: &mut CounterRng, v: f64) -> f64 {
+    if rng.uniform() > 0.5 {
+        -v
+    } else {
+        v
+    }
+}
+
+/// The pixel op `op` at magnitude `m` (timm's level function, then its op).
+fn op_at(
+    rng: &mut CounterRng,
+    spec: &RandAugmentSpec,
+    op: TimmOp,
+    m: f64,
+    (h, w): (u32, u32),
+    out: &mut Vec<PixelOp>,
+) {
+    use TimmOp::*;
+    let level = m / LEVEL_DENOM;
+    let enhance = |rng: &mut CounterRng, kind, increasing| {
+        let factor = if increasing {
+            (1.0 + negate(rng, level * 0.9)).max(0.1)
+        } else {
+            level * 1.8 + 0.1
+        };
+        PixelOp::PilEnhance { kind, factor }
+    };
+    // `int((level / 10) * 4)` and friends: Python's int() truncates toward zero.
+    let posterize_bits = (level * 4.0) as i64;
+    let solarize_threshold = ((level * 256.0) as i64).min(256);
+    let pixel = match op {
+        AutoContrast => PixelOp::PilAutoContrast,
+        Equalize => PixelOp::Equalize,
+        Invert => PixelOp::Invert,
+        Posterize | PosterizeIncreasing | PosterizeOriginal => {
+            let bits = match op {
+                Posterize => posterize_bits,
+                PosterizeIncreasing => 4 - posterize_bits,
+                _ => posterize_bits + 4,
+            };
+            if bits >= 8 {
+                return;
+            }
+            // Bits 0 keeps nothing: black, as Pillow before 10 and torchvision give.
+            PixelOp::Posterize(bits.max(0) as u8)
+        }
+        Solarize => PixelOp::Solarize(solarize_threshold as f64),
+        SolarizeIncreasing => PixelOp::Solarize((256 - solarize_threshold) as f64),
+        SolarizeAdd => PixelOp::SolarizeAdd {
+            add: ((level * 110.0) as i64).min(128) as u8,
+            threshold: 128,
+        },
+        Color => enhance(rng, Enhance::Color, false),
+        ColorIncreasing => enhance(rng, Enhance::Color, true),
+        Contrast => enhance(rng, Enhance::Contrast, false),
+        ContrastIncreasing => enhance(rng, Enhance::Contrast, true),
+        Brightness => enhance(rng, Enhance::Brightness, false),
+        BrightnessIncreasing => enhance(rng, Enhance::Brightness, true),
+        Sharpness => enhance(rng, Enhance::Sharpness, false),
+        SharpnessIncreasing => enhance(rng, Enhance::Sharpness, true),
+        Rotate | ShearX | ShearY | TranslateX | TranslateY | TranslateXRel | TranslateYRel => {
+            let matrix = match op {
+                Rotate => {
+                    let degrees = negate(rng, level * 30.0);
+                    match pil::rotate_matrix(degrees, w as usize, h as usize) {
+                        Some(m) => m,
+                        // Pillow copies the image for a whole turn (no resampling at all).
+                        None => return,
+                    }
+                }
+                ShearX => [1.0, negate(rng, level * 0.3), 0.0, 0.0, 1.0, 0.0],
+                ShearY => [1.0, 0.0, 0.0, negate(rng, level * 0.3), 1.0, 0.0],
+                TranslateX => [
+                    1.0,
+                    0.0,
+                    negate(rng, level * spec.translate_const),
+                    0.0,
+                    1.0,
+                    0.0,
+                ],
+                TranslateY => [
+                    1.0,
+                    0.0,
+                    0.0,
+                    0.0,
+                    1.0,
+                    negate(rng, level * spec.translate_const),
+                ],
+                TranslateXRel => {
+                    let pct = negate(rng, level * spec.translate_pct);
+                    [1.0, 0.0, pct * f64::from(w), 0.0, 1.0, 0.0]
+                }
+                _ => {
+                    let pct = negate(rng, level * spec.translate_pct);
+                    [1.0, 0.0, 0.0, 0.0, 1.0, pct * f64::from(h)]
+                }
+            };
+            let interpolation = if spec.interpolation.len() == 1 {
+                spec.interpolation[0]
+            } else {
+                spec.interpolation[rng.below(spec.interpolation.len() as u64) as usize]
+            };
+            PixelOp::PilAffine {
+                matrix,
+                filter: match interpolation {
+                    Interpolation::Bicubic => Filter::Bicubic,
+                    _ => Filter::Bilinear,
+                },
+                fill: spec.fill,
+            }
+        }
+    };
+    out.push(pixel);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Stream;
+
+    fn spec(ops: &[TimmOp]) -> RandAugmentSpec<'_> {
+        RandAugmentSpec {
+            ops,
+            num_layers: 2,
+            weights: None,
+            prob: 0.5,
+            magnitude: 9.0,
+            magnitude_std: 0.5,
+            magnitude_uniform: false,
+            magnitude_max: None,
+            fill: [124, 116, 104],
+            interpolation: &[Interpolation::Bilinear, Interpolation::Bicubic],
+            translate_pct: 0.45,
+            translate_const: 100.0,
+        }
+    }
+
+    #[test]
+    fn each_layer_applies_with_probability_prob() {
+        let ops = [TimmOp::Invert];
+        let s = spec(&ops);
+        let mut applied = 0;
+        let n = 20_000;
+        for i in 0..n {
+            let mut rng = CounterRng::new(1, 0, i, Stream::Ops);
+            let mut out = Vec::new();
+            rand_augment(&mut rng, &s, (32, 32), &mut out);
+            applied += out.len();
+        }
+        let rate = applied as f64 / (2 * n) as f64;
+        assert!((rate - 0.5).abs() < 0.01, "{rate}");
+    }
+
+    #[test]
+    fn increasing_posterize_at_the_clamped_top_keeps_no_bits() {
+        let ops = [TimmOp::PosterizeIncreasing];
+        let mut s = spec(&ops);
+        (s.prob, s.magnitude, s.magnitude_std) = (1.0, 10.0, 0.0);
+        let mut out = Vec::new();
+        rand_augment(
+            &mut CounterRng::new(0, 0, 0, Stream::Ops),
+            &s,
+            (8, 8),
+            &mut out,
+        );
+        assert_eq!(out, vec![PixelOp::Posterize(0), PixelOp::Posterize(0)]);
+    }
+
+    #[test]
+    fn weighted_choice_draws_distinct_ops() {
+        let ops = [TimmOp::Invert, TimmOp::Equalize, TimmOp::AutoContrast];
+        let weights = [0.5, 0.3, 0.2];
+        let mut s = spec(&ops);
+        (s.prob, s.weights, s.num_layers) = (1.0, Some(&weights[..]), 3);
+        for i in 0..200 {
+            let mut out = Vec::new();
+            rand_augment(
+                &mut CounterRng::new(3, 0, i, Stream::Ops),
+                &s,
+                (8, 8),
+                &mut out,
+            );
+            assert_eq!(out.len(), 3);
+            assert!(out.contains(&PixelOp::Invert) && out.contains(&PixelOp::Equalize));
+        }
+    }
+}
