@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use hpuload::augment::{
-    apply, CropBox, OutputWriter, PixelOp, Resampler, Scratch, IMAGENET_MEAN, IMAGENET_STD,
+    apply, CropBox, OutputWriter, PilEnhance, PilFilter, PixelOp, Resampler, Scratch,
+    IMAGENET_MEAN, IMAGENET_STD,
 };
 use hpuload::decoders::jpeg::{choose_scale, scaled_region, Filter, Region, ResizeRequest, Window};
 use hpuload::decoders::{CpuDecoder, Decode, JpegDecoder};
@@ -185,6 +186,36 @@ fn stages(c: &mut Criterion) {
         ("contrast", PixelOp::Contrast(1.21)),
         ("saturation", PixelOp::Saturation(1.3)),
         ("hue", PixelOp::Hue(-0.04)),
+        (
+            "pil_affine_bilinear",
+            PixelOp::PilAffine {
+                matrix: [1.0, 0.21, 0.0, 0.0, 1.0, 0.0],
+                filter: PilFilter::Bilinear,
+                fill: [124, 116, 104],
+            },
+        ),
+        (
+            "pil_affine_bicubic",
+            PixelOp::PilAffine {
+                matrix: [0.95, -0.3, 40.0, 0.3, 0.95, -30.0],
+                filter: PilFilter::Bicubic,
+                fill: [124, 116, 104],
+            },
+        ),
+        (
+            "pil_sharpness",
+            PixelOp::PilEnhance {
+                kind: PilEnhance::Sharpness,
+                factor: 1.6,
+            },
+        ),
+        (
+            "pil_contrast",
+            PixelOp::PilEnhance {
+                kind: PilEnhance::Contrast,
+                factor: 0.7,
+            },
+        ),
     ] {
         g.bench_function(format!("pixel_ops/cpu/{name}_224"), |b| {
             b.iter(|| {

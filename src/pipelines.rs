@@ -22,6 +22,10 @@ const BUILTIN: &[(&str, &str)] = &[
         include_str!("../pipelines/resnet50_train_jitter.toml"),
     ),
     ("timm_train", include_str!("../pipelines/timm_train.toml")),
+    (
+        "timm_rand_augment_train",
+        include_str!("../pipelines/timm_rand_augment_train.toml"),
+    ),
 ];
 
 /// ResNet-50 training: RandomResizedCrop 224 (scale 0.08-1, ratio 3/4-4/3), horizontal flip

@@ -7,8 +7,10 @@ drop-in (only the import differs), timed over full passes.
                repetitions (timm's RepeatAugSampler, the same scheme as the reference's RASampler).
   timm         timm's create_transform(224, is_training=True, interpolation="random"): random
                bilinear/bicubic RandomResizedCrop, flip, ColorJitter(0.4), Normalize.
+  timm_ra      the same with timm train.py's --aa rand-m9-mstd0.5-inc1 --reprob 0.25
+               --remode pixel (DeiT-style recipes): timm's own RandAugment, RandomErasing.
 
-usage: python recipes.py --loader torch|hpuload --recipe resnet50_v2|timm --data DIR
+usage: python recipes.py --loader torch|hpuload --recipe resnet50_v2|timm|timm_ra --data DIR
        [--workers 2] [--batch 256] [--epochs 2]
 Prints one JSON line: images/s over the epochs after the first (the first warms caches and
 worker pools, as in peer_bench.py).
@@ -57,10 +59,39 @@ def timm_default(root):
     return dataset, dict(shuffle=True)
 
 
+def timm_rand_augment(root):
+    from PIL import Image
+    from timm.data import auto_augment, create_transform
+
+    # timm's PosterizeIncreasing keeps 0 bits at the clamped top magnitude, which Pillow 10+
+    # refuses (ValueError: bits must be between or equal to 1 and 8): torch's loader dies a few
+    # hundred images in. Keeping no bits is black (older Pillow, torchvision, hpuload); the
+    # patch applies to both runs (hpuload never calls it).
+    original = auto_augment.posterize
+
+    def posterize(img, bits_to_keep, **kw):
+        return Image.new(img.mode, img.size) if bits_to_keep < 1 else original(img, bits_to_keep, **kw)
+
+    auto_augment.NAME_TO_OP.update({k: posterize for k, v in auto_augment.NAME_TO_OP.items() if v is original})
+
+    t = create_transform(
+        224,
+        is_training=True,
+        interpolation="random",
+        auto_augment="rand-m9-mstd0.5-inc1",
+        re_prob=0.25,
+        re_mode="pixel",
+    )
+    return datasets.ImageFolder(root, t), dict(shuffle=True)
+
+
+RECIPES = {"resnet50_v2": resnet50_v2, "timm": timm_default, "timm_ra": timm_rand_augment}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--loader", choices=["torch", "hpuload"], required=True)
-    ap.add_argument("--recipe", choices=["resnet50_v2", "timm"], required=True)
+    ap.add_argument("--recipe", choices=sorted(RECIPES), required=True)
     ap.add_argument("--data", required=True)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=256)
@@ -70,7 +101,7 @@ def main():
         from torch.utils.data import DataLoader
     else:
         from hpuload.torch import DataLoader
-    dataset, kw = (resnet50_v2 if args.recipe == "resnet50_v2" else timm_default)(args.data)
+    dataset, kw = RECIPES[args.recipe](args.data)
     loader = DataLoader(dataset, batch_size=args.batch, num_workers=args.workers, drop_last=True, **kw)
     print(f"{args.loader}: {type(loader).__module__}.{type(loader).__name__}", file=sys.stderr)
     images, seconds = 0, 0.0

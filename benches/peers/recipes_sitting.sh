@@ -16,7 +16,7 @@ mkdir -p "$out"
 (cd "$root" && cargo build --release --quiet)
 bin="$root/target/release/hpuload"
 for r in $(seq 1 "$rounds"); do
-    for recipe in resnet50_v2 timm; do
+    for recipe in resnet50_v2 timm timm_ra; do
         for loader in hpuload torch; do
             "$py" "$here/recipes.py" --loader "$loader" --recipe "$recipe" --data "$data" \
                 2> "$out/$recipe-$loader-$r.log" | tail -1 > "$out/$recipe-$loader-$r.json"
@@ -32,7 +32,7 @@ import json, statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
 def med(name):
     return statistics.median(json.load(open(f"{out}/{name}-{r}.json"))["images_per_sec"] for r in range(1, rounds + 1))
-for recipe in ("resnet50_v2", "timm"):
+for recipe in ("resnet50_v2", "timm", "timm_ra"):
     h, t = med(f"{recipe}-hpuload"), med(f"{recipe}-torch")
     print(f"{recipe:12s} hpuload {h:7.0f}/s  torch {t:7.0f}/s  ratio {h / t:.2f}x")
 plain, jitter = med("bench-resnet50_train"), med("bench-resnet50_train_jitter")

@@ -133,58 +133,78 @@ pub(crate) fn affine(
 ) {
     src.clear();
     src.extend_from_slice(rgb);
+    let stride = w * 3;
     let (wf, hf) = (w as f64, h as f64);
-    let cx = |i: i64| i.clamp(0, w as i64 - 1) as usize;
-    let cy = |i: i64| i.clamp(0, h as i64 - 1) as usize;
-    let at = |x: usize, y: usize, c: usize| f64::from(src[(y * w + x) * 3 + c]);
-    for y in 0..h {
-        for x in 0..w {
-            let (xo, yo) = (x as f64 + 0.5, y as f64 + 0.5);
+    let cx = |i: i64| i.clamp(0, w as i64 - 1) as usize * 3;
+    let row = |i: i64| &src[i.clamp(0, h as i64 - 1) as usize * stride..][..stride];
+    let lerp = |a: u8, b: u8, d: f64| f64::from(a) + (f64::from(b) - f64::from(a)) * d;
+    for (y, out_row) in rgb.chunks_exact_mut(stride).enumerate() {
+        let yo = y as f64 + 0.5;
+        for (x, out) in out_row.chunks_exact_mut(3).enumerate() {
+            let xo = x as f64 + 0.5;
             let xin = m[0] * xo + m[1] * yo + m[2];
             let yin = m[3] * xo + m[4] * yo + m[5];
-            let out = &mut rgb[(y * w + x) * 3..(y * w + x) * 3 + 3];
             if !(0.0..wf).contains(&xin) || !(0.0..hf).contains(&yin) {
                 out.copy_from_slice(&fill);
                 continue;
             }
             let (xin, yin) = (xin - 0.5, yin - 0.5);
-            let (fx, fy) = (xin.floor(), yin.floor());
+            let ((ix, fx), (iy, fy)) = (floor(xin), floor(yin));
             let (dx, dy) = (xin - fx, yin - fy);
-            let (ix, iy) = (fx as i64, fy as i64);
-            for (c, o) in out.iter_mut().enumerate() {
-                let v = match filter {
-                    Filter::Bilinear => {
-                        let (x0, x1) = (cx(ix), cx(ix + 1));
-                        let lerp = |a: f64, b: f64, d: f64| a + (b - a) * d;
-                        let r0 = cy(iy);
-                        let v1 = lerp(at(x0, r0, c), at(x1, r0, c), dx);
-                        // The row below is clamped as "the same row" at the bottom edge.
-                        let v2 = if iy + 1 >= 0 && iy + 1 < h as i64 {
-                            lerp(at(x0, iy as usize + 1, c), at(x1, iy as usize + 1, c), dx)
-                        } else {
-                            v1
-                        };
-                        lerp(v1, v2, dy)
+            match filter {
+                Filter::Bilinear => {
+                    let (x0, x1) = (cx(ix), cx(ix + 1));
+                    let r0 = row(iy);
+                    // Past the bottom edge the second row is the first (Pillow's clamp).
+                    let r1 = if iy + 1 >= 0 && iy + 1 < h as i64 {
+                        row(iy + 1)
+                    } else {
+                        r0
+                    };
+                    for (c, o) in out.iter_mut().enumerate() {
+                        let v1 = lerp(r0[x0 + c], r0[x1 + c], dx);
+                        let v2 = lerp(r1[x0 + c], r1[x1 + c], dx);
+                        *o = (v1 + (v2 - v1) * dy).clamp(0.0, 255.0) as u8;
                     }
-                    Filter::Bicubic => {
-                        let xs = [cx(ix - 1), cx(ix), cx(ix + 1), cx(ix + 2)];
-                        let row = |k: i64| {
-                            let r = cy(iy + k);
-                            cubic(
-                                at(xs[0], r, c),
-                                at(xs[1], r, c),
-                                at(xs[2], r, c),
-                                at(xs[3], r, c),
+                }
+                Filter::Bicubic => {
+                    let xs = [cx(ix - 1), cx(ix), cx(ix + 1), cx(ix + 2)];
+                    let mut across = [[0f64; 3]; 4];
+                    for (k, a) in across.iter_mut().enumerate() {
+                        let r = row(iy - 1 + k as i64);
+                        let (r0, r1, r2, r3) = (
+                            &r[xs[0]..][..3],
+                            &r[xs[1]..][..3],
+                            &r[xs[2]..][..3],
+                            &r[xs[3]..][..3],
+                        );
+                        for c in 0..3 {
+                            a[c] = cubic(
+                                f64::from(r0[c]),
+                                f64::from(r1[c]),
+                                f64::from(r2[c]),
+                                f64::from(r3[c]),
                                 dx,
-                            )
-                        };
-                        cubic(row(-1), row(0), row(1), row(2), dy)
+                            );
+                        }
                     }
-                };
-                *o = v.clamp(0.0, 255.0) as u8;
+                    for (c, o) in out.iter_mut().enumerate() {
+                        let v = cubic(across[0][c], across[1][c], across[2][c], across[3][c], dy);
+                        *o = v.clamp(0.0, 255.0) as u8;
+                    }
+                }
             }
         }
     }
+}
+
+/// `x.floor()` as an integer and a float, without the libm call that the baseline x86-64
+/// target makes of `floor` (exact: `x` is a pixel coordinate, far inside `i64`).
+#[inline(always)]
+fn floor(x: f64) -> (i64, f64) {
+    let t = x as i64;
+    let i = if (t as f64) > x { t - 1 } else { t };
+    (i, i as f64)
 }
 
 /// Pillow's transform cubic through four samples at offset `d` from the second.
