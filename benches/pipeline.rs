@@ -209,6 +209,9 @@ fn stages(c: &mut Criterion) {
                 factor: 1.6,
             },
         ),
+        ("equalize", PixelOp::Equalize),
+        ("pil_auto_contrast", PixelOp::PilAutoContrast),
+        ("solarize", PixelOp::Solarize(100.0)),
         (
             "pil_contrast",
             PixelOp::PilEnhance {

@@ -151,6 +151,11 @@ pub(crate) fn affine(
             let (xin, yin) = (xin - 0.5, yin - 0.5);
             let ((ix, fx), (iy, fy)) = (floor(xin), floor(yin));
             let (dx, dy) = (xin - fx, yin - fy);
+            // Shears and translations keep one coordinate on the pixel grid (`dx` or `dy` is
+            // exactly 0 along it): the filter's taps that way then weigh 0 and 1 exactly, so
+            // reading the one row or column gives Pillow's bytes with a quarter (bicubic) or
+            // half (bilinear) of the taps.
+            let byte = |v: f64| v.clamp(0.0, 255.0) as u8;
             match filter {
                 Filter::Bilinear => {
                     let (x0, x1) = (cx(ix), cx(ix + 1));
@@ -162,35 +167,60 @@ pub(crate) fn affine(
                         r0
                     };
                     for (c, o) in out.iter_mut().enumerate() {
-                        let v1 = lerp(r0[x0 + c], r0[x1 + c], dx);
-                        let v2 = lerp(r1[x0 + c], r1[x1 + c], dx);
-                        *o = (v1 + (v2 - v1) * dy).clamp(0.0, 255.0) as u8;
+                        *o = if dy == 0.0 {
+                            byte(lerp(r0[x0 + c], r0[x1 + c], dx))
+                        } else if dx == 0.0 {
+                            byte(lerp(r0[x0 + c], r1[x0 + c], dy))
+                        } else {
+                            let v1 = lerp(r0[x0 + c], r0[x1 + c], dx);
+                            let v2 = lerp(r1[x0 + c], r1[x1 + c], dx);
+                            byte(v1 + (v2 - v1) * dy)
+                        };
                     }
                 }
                 Filter::Bicubic => {
                     let xs = [cx(ix - 1), cx(ix), cx(ix + 1), cx(ix + 2)];
+                    let at = |r: &[u8], x: usize| f64::from(r[x]);
+                    if dy == 0.0 {
+                        let r = row(iy);
+                        for (c, o) in out.iter_mut().enumerate() {
+                            let v = cubic(
+                                at(r, xs[0] + c),
+                                at(r, xs[1] + c),
+                                at(r, xs[2] + c),
+                                at(r, xs[3] + c),
+                                dx,
+                            );
+                            *o = byte(v);
+                        }
+                        continue;
+                    }
                     let mut across = [[0f64; 3]; 4];
                     for (k, a) in across.iter_mut().enumerate() {
                         let r = row(iy - 1 + k as i64);
-                        let (r0, r1, r2, r3) = (
+                        let t = [
                             &r[xs[0]..][..3],
                             &r[xs[1]..][..3],
                             &r[xs[2]..][..3],
                             &r[xs[3]..][..3],
-                        );
+                        ];
                         for c in 0..3 {
-                            a[c] = cubic(
-                                f64::from(r0[c]),
-                                f64::from(r1[c]),
-                                f64::from(r2[c]),
-                                f64::from(r3[c]),
-                                dx,
-                            );
+                            a[c] = if dx == 0.0 {
+                                f64::from(t[1][c])
+                            } else {
+                                let v = |k: usize| f64::from(t[k][c]);
+                                cubic(v(0), v(1), v(2), v(3), dx)
+                            };
                         }
                     }
                     for (c, o) in out.iter_mut().enumerate() {
-                        let v = cubic(across[0][c], across[1][c], across[2][c], across[3][c], dy);
-                        *o = v.clamp(0.0, 255.0) as u8;
+                        *o = byte(cubic(
+                            across[0][c],
+                            across[1][c],
+                            across[2][c],
+                            across[3][c],
+                            dy,
+                        ));
                     }
                 }
             }
