@@ -152,6 +152,8 @@ def _pixel_op(t: Any) -> dict | None:
     name = type(t).__name__
     if _is_timm_class(t, "timm.data.auto_augment", "RandAugment"):
         return _timm_rand_augment(t)
+    if _is_timm_class(t, "timm.data.auto_augment", "AutoAugment"):
+        return _timm_auto_augment(t)
     if _is(t, "RandomHorizontalFlip"):
         return {"op": "random_horizontal_flip", "p": _p(t)}
     if _is(t, "RandomVerticalFlip"):
@@ -274,20 +276,17 @@ _TIMM_OPS = frozenset(
 )
 
 
-def _timm_rand_augment(t: Any) -> dict:
-    """timm's RandAugment as built by `rand_augment_transform` (every op shares its settings)."""
-    ops = list(t.ops)
+def _timm_hparams(ops: list, what: str) -> dict:
+    """The settings timm's AugmentOps share (all of `ops` must agree on them)."""
     if not ops:
-        raise Unsupported("timm's RandAugment without ops")
+        raise Unsupported(f"timm's {what} without ops")
     unknown = sorted({o.name for o in ops} - _TIMM_OPS)
     if unknown:
-        raise Unsupported(f"timm's RandAugment with op(s) {', '.join(unknown)}")
+        raise Unsupported(f"timm's {what} with op(s) {', '.join(unknown)}")
 
     def settings(o: Any) -> tuple:
         h = o.hparams
         return (
-            o.prob,
-            o.magnitude,
             o.magnitude_std,
             o.magnitude_max,
             tuple(o.kwargs.get("fillcolor", (128, 128, 128))),
@@ -298,24 +297,17 @@ def _timm_rand_augment(t: Any) -> dict:
 
     first = settings(ops[0])
     if any(settings(o) != first for o in ops[1:]):
-        raise Unsupported("timm's RandAugment whose ops differ in probability, magnitude or fill")
-    prob, magnitude, mstd, mmax, fill, resample, pct, const = first
+        raise Unsupported(f"timm's {what} whose ops differ in magnitude noise or fill")
+    mstd, mmax, fill, resample, pct, const = first
     if len(fill) != 3:
-        raise Unsupported(f"timm's RandAugment fill {fill!r}")
+        raise Unsupported(f"timm's {what} fill {fill!r}")
     names = {0: "nearest", 2: "bilinear", 3: "bicubic"}
     resample = resample if isinstance(resample, (list, tuple)) else [resample]
     interpolation = [names.get(int(r), str(r)) for r in resample]
     if not interpolation or any(i not in ("bilinear", "bicubic") for i in interpolation):
-        raise Unsupported(f"timm's RandAugment with {interpolation} warps (hpuload: bilinear, bicubic)")
+        raise Unsupported(f"timm's {what} with {interpolation} warps (hpuload: bilinear, bicubic)")
     mstd = float(mstd or 0.0)
-    weights = t.choice_weights
     return {
-        "op": "timm_rand_augment",
-        "ops": [o.name for o in ops],
-        "num_layers": int(t.num_layers),
-        "weights": None if weights is None else [float(w) for w in weights],
-        "prob": float(prob),
-        "magnitude": float(magnitude),
         "magnitude_std": 0.0 if math.isinf(mstd) else max(mstd, 0.0),
         "magnitude_uniform": math.isinf(mstd),
         "magnitude_max": None if mmax is None else float(mmax),
@@ -323,6 +315,35 @@ def _timm_rand_augment(t: Any) -> dict:
         "interpolation": interpolation,
         "translate_pct": float(pct),
         "translate_const": float(const),
+    }
+
+
+def _timm_rand_augment(t: Any) -> dict:
+    """timm's RandAugment as built by `rand_augment_transform` (every op shares its settings)."""
+    ops = list(t.ops)
+    hparams = _timm_hparams(ops, "RandAugment")
+    if len({(o.prob, o.magnitude) for o in ops}) != 1:
+        raise Unsupported("timm's RandAugment whose ops differ in probability or magnitude")
+    weights = t.choice_weights
+    return {
+        "op": "timm_rand_augment",
+        "ops": [o.name for o in ops],
+        "num_layers": int(t.num_layers),
+        "weights": None if weights is None else [float(w) for w in weights],
+        "prob": float(ops[0].prob),
+        "magnitude": float(ops[0].magnitude),
+        **hparams,
+    }
+
+
+def _timm_auto_augment(t: Any) -> dict:
+    """timm's AutoAugment (`auto_augment_transform`): sub-policies of (op, prob, magnitude)."""
+    policy = [list(sub) for sub in t.policy]
+    hparams = _timm_hparams([o for sub in policy for o in sub], "AutoAugment")
+    return {
+        "op": "timm_auto_augment",
+        "policy": [[{"op": o.name, "prob": float(o.prob), "magnitude": float(o.magnitude)} for o in sub] for sub in policy],
+        **hparams,
     }
 
 

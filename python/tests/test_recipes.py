@@ -330,6 +330,7 @@ def test_timm_training_transforms_take_the_fast_path(jpeg_folder):
         {"re_prob": 0.3, "re_mode": "rand", "re_count": 2},
         {"auto_augment": "rand-m9-mstd0.5-inc1", "interpolation": "random", "re_prob": 0.25},
         {"auto_augment": "rand-m7-mstd0.5", "interpolation": "bicubic"},
+        {"auto_augment": "original-mstd0.5"},
     ):
         t = create_transform(48, is_training=True, **kw)
         with warnings.catch_warnings():
@@ -339,8 +340,8 @@ def test_timm_training_transforms_take_the_fast_path(jpeg_folder):
         assert x.shape == (8, 3, 48, 48) and x.dtype == torch.float32 and y.dtype == torch.int64
 
 
-@pytest.mark.parametrize("policy", ["original-mstd0.5", "augmix-m5-w4-d2"])
-def test_timm_own_auto_augment_and_augmix_fall_back_naming_them(jpeg_folder, policy):
+@pytest.mark.parametrize("policy", ["augmix-m5-w4-d2", "3a"])
+def test_timm_own_augmix_and_3a_fall_back_naming_them(jpeg_folder, policy):
     from timm.data import create_transform
 
     t = create_transform(48, is_training=True, auto_augment=policy)
@@ -385,17 +386,22 @@ TIMM_POLICIES = {
     "rand-m9-mstd0.5-inc1": {"interpolation": "random"},
     "rand-m7-n3-mstd1.0": {"interpolation": "bicubic"},
     "rand-m10-n2-p0.8-mstd101-inc1": {"interpolation": "bilinear"},
+    "original-mstd0.5": {"interpolation": "random"},
+    "v0r": {"interpolation": "bicubic"},
 }
 
 
 def timm_rand_augment(policy, interpolation):
-    from timm.data.auto_augment import rand_augment_transform
+    """timm's own RandAugment or AutoAugment, built from its policy string as timm does."""
+    from timm.data.auto_augment import auto_augment_transform, rand_augment_transform
     from timm.data.transforms import str_to_pil_interp
 
     hparams = {"translate_const": 21, "img_mean": (124, 116, 104)}
     if interpolation != "random":
         hparams["interpolation"] = str_to_pil_interp(interpolation)
-    return rand_augment_transform(policy, hparams)
+    if policy.startswith("rand"):
+        return rand_augment_transform(policy, hparams)
+    return auto_augment_transform(policy, hparams)
 
 
 @pytest.mark.parametrize("policy", sorted(TIMM_POLICIES))

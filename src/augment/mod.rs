@@ -28,7 +28,7 @@ pub use erase::{EraseBox, EraseValue, RandomFill};
 pub use geometry::{CropBox, Warp};
 pub use kernel::{OutputWriter, Resampler};
 pub use pil::{Enhance as PilEnhance, Filter as PilFilter};
-pub use timm::TimmOp;
+pub use timm::{PolicyOp as TimmPolicyOp, TimmOp};
 
 use crate::hpu::{Dtype, Layout};
 use crate::rng::{CounterRng, Stream};
@@ -331,6 +331,34 @@ pub enum Op {
         #[serde(default)]
         magnitude_uniform: bool,
         /// Upper clamp of the magnitude (`mmax`). Default 10.
+        #[serde(default)]
+        magnitude_max: Option<f64>,
+        /// The warps' fill (timm's `img_mean`). Default 128 grey.
+        #[serde(default = "grey")]
+        fill: [u8; 3],
+        /// The warps' resampling, one drawn per warp. Default bilinear or bicubic.
+        #[serde(default = "bilinear_or_bicubic")]
+        interpolation: Vec<Interpolation>,
+        /// `TranslateXRel`/`YRel` at magnitude 10, as a fraction of the size. Default 0.45.
+        #[serde(default = "translate_pct")]
+        translate_pct: f64,
+        /// `TranslateX`/`Y` at magnitude 10, in pixels. Default 250.
+        #[serde(default = "translate_const")]
+        translate_const: f64,
+    },
+    /// timm's own `AutoAugment` (`auto_augment_transform("original-mstd0.5")`, `v0`, `v0r`,
+    /// `originalr`): one sub-policy drawn uniformly, its ops run in order, each with its own
+    /// probability and magnitude, with timm's sampling and Pillow's arithmetic.
+    TimmAutoAugment {
+        /// The sub-policies.
+        policy: Vec<Vec<TimmPolicyOp>>,
+        /// Standard deviation of the magnitudes' normal noise (`mstd`). Default 0.
+        #[serde(default)]
+        magnitude_std: f64,
+        /// Magnitudes drawn uniformly from `[0, magnitude]` (`mstd` of infinity).
+        #[serde(default)]
+        magnitude_uniform: bool,
+        /// Upper clamp of the magnitudes. Default 10.
         #[serde(default)]
         magnitude_max: Option<f64>,
         /// The warps' fill (timm's `img_mean`). Default 128 grey.
@@ -769,6 +797,7 @@ fn op_name(op: &Op) -> &'static str {
         Op::TrivialAugmentWide { .. } => "trivial_augment_wide",
         Op::AugMix { .. } => "aug_mix",
         Op::TimmRandAugment { .. } => "timm_rand_augment",
+        Op::TimmAutoAugment { .. } => "timm_auto_augment",
         Op::RandomApply { .. } => "random_apply",
         Op::RandomChoice { .. } => "random_choice",
         Op::RandomOrder { .. } => "random_order",
@@ -796,6 +825,35 @@ fn warp_interpolation(
             "{what} interpolates with nearest or bilinear (as torchvision's tensor warps), not {i:?}"
         ))),
     }
+}
+
+/// The settings timm's auto-augment ops share: `[magnitude_std, translate_pct,
+/// translate_const]` finite (the first `>= 0`), the clamp, and Pillow's warp filters.
+fn check_timm_hparams(
+    name: &str,
+    [mstd, pct, constant]: [f64; 3],
+    magnitude_max: Option<f64>,
+    interpolation: &[Interpolation],
+    err: &impl Fn(String) -> Error,
+) -> Result<(), Error> {
+    if [mstd, pct, constant].iter().any(|v| !v.is_finite()) || mstd < 0.0 {
+        return Err(err(format!(
+            "{name} magnitude_std (>= 0) and the translations must be finite"
+        )));
+    }
+    if magnitude_max.is_some_and(|m| !(m.is_finite() && m >= 0.0)) {
+        return Err(err(format!("{name} magnitude_max must be finite and >= 0")));
+    }
+    if interpolation.is_empty()
+        || interpolation
+            .iter()
+            .any(|i| !matches!(i, Interpolation::Bilinear | Interpolation::Bicubic))
+    {
+        return Err(err(format!(
+            "{name} warps with bilinear or bicubic (Pillow's filters), not {interpolation:?}"
+        )));
+    }
+    Ok(())
 }
 
 /// Checks a pixel op's parameters (ranges torchvision itself enforces).
@@ -979,25 +1037,35 @@ fn check_pixel_op(op: &Op, err: &impl Fn(String) -> Error) -> Result<(), Error> 
                     )));
                 }
             }
-            let finite = [*magnitude, *magnitude_std, *translate_pct, *translate_const];
-            if finite.iter().any(|v| !v.is_finite()) || *magnitude_std < 0.0 {
-                return Err(err(format!(
-                    "{name} magnitude, magnitude_std (>= 0) and translations must be finite"
-                )));
+            if !magnitude.is_finite() {
+                return Err(err(format!("{name} magnitude must be finite")));
             }
-            if magnitude_max.is_some_and(|m| !(m.is_finite() && m >= 0.0)) {
-                return Err(err(format!("{name} magnitude_max must be finite and >= 0")));
+            let hp = [*magnitude_std, *translate_pct, *translate_const];
+            check_timm_hparams(name, hp, *magnitude_max, interpolation, err)
+        }
+        Op::TimmAutoAugment {
+            policy,
+            magnitude_std,
+            magnitude_max,
+            interpolation,
+            translate_pct,
+            translate_const,
+            ..
+        } => {
+            if policy.is_empty() || policy.iter().any(Vec::is_empty) {
+                return Err(err(format!("{name} needs sub-policies of at least one op")));
             }
-            if interpolation.is_empty()
-                || interpolation
-                    .iter()
-                    .any(|i| !matches!(i, Interpolation::Bilinear | Interpolation::Bicubic))
-            {
-                return Err(err(format!(
-                    "{name} warps with bilinear or bicubic (Pillow's filters), not {interpolation:?}"
-                )));
+            for p in policy.iter().flatten() {
+                probability(p.prob, name, err)?;
+                if !p.magnitude.is_finite() {
+                    return Err(err(format!(
+                        "{name} magnitude {} must be finite",
+                        p.magnitude
+                    )));
+                }
             }
-            Ok(())
+            let hp = [*magnitude_std, *translate_pct, *translate_const];
+            check_timm_hparams(name, hp, *magnitude_max, interpolation, err)
         }
         Op::RandomApply { ops, p } => {
             probability(*p, name, err)?;
@@ -1486,6 +1554,29 @@ fn draw(op: &Op, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>)
                 weights: weights.as_deref(),
                 prob,
                 magnitude,
+                hparams: timm::Hparams {
+                    magnitude_std,
+                    magnitude_uniform,
+                    magnitude_max,
+                    fill,
+                    interpolation,
+                    translate_pct,
+                    translate_const,
+                },
+            };
+            timm::rand_augment(rng, &spec, size, out);
+        }
+        Op::TimmAutoAugment {
+            ref policy,
+            magnitude_std,
+            magnitude_uniform,
+            magnitude_max,
+            fill,
+            ref interpolation,
+            translate_pct,
+            translate_const,
+        } => {
+            let hparams = timm::Hparams {
                 magnitude_std,
                 magnitude_uniform,
                 magnitude_max,
@@ -1494,7 +1585,7 @@ fn draw(op: &Op, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>)
                 translate_pct,
                 translate_const,
             };
-            timm::rand_augment(rng, &spec, size, out);
+            timm::auto_augment(rng, policy, &hparams, size, out);
         }
         Op::RandomApply { ref ops, p } => {
             if coin(rng, p) {

@@ -42,15 +42,9 @@ pub enum TimmOp {
     TranslateYRel,
 }
 
-/// A timm `RandAugment`: its ops and the hyper-parameters they share.
+/// The settings timm's `AugmentOp`s share (its `hparams` and op kwargs).
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct RandAugmentSpec<'a> {
-    pub ops: &'a [TimmOp],
-    pub num_layers: u32,
-    /// Choice weights (then drawn without replacement), or uniform with replacement.
-    pub weights: Option<&'a [f64]>,
-    pub prob: f64,
-    pub magnitude: f64,
+pub(crate) struct Hparams<'a> {
     /// Standard deviation of the magnitude's normal noise (0: none).
     pub magnitude_std: f64,
     /// Draw the magnitude uniformly from `[0, magnitude]` (timm's `mstd` of infinity).
@@ -62,6 +56,30 @@ pub(crate) struct RandAugmentSpec<'a> {
     pub interpolation: &'a [Interpolation],
     pub translate_pct: f64,
     pub translate_const: f64,
+}
+
+/// A timm `RandAugment`: its ops, how many are drawn and how.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct RandAugmentSpec<'a> {
+    pub ops: &'a [TimmOp],
+    pub num_layers: u32,
+    /// Choice weights (then drawn without replacement), or uniform with replacement.
+    pub weights: Option<&'a [f64]>,
+    pub prob: f64,
+    pub magnitude: f64,
+    pub hparams: Hparams<'a>,
+}
+
+/// One op of a timm `AutoAugment` sub-policy: the op, its probability and magnitude.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyOp {
+    /// timm's op name.
+    pub op: TimmOp,
+    /// Probability of applying it.
+    pub prob: f64,
+    /// Its magnitude (timm's `M`, 0 to 10).
+    pub magnitude: f64,
 }
 
 /// timm's `_LEVEL_DENOM`.
@@ -106,19 +124,55 @@ pub(crate) fn rand_augment(
         }
     };
     for op in picks {
-        // `if self.prob < 1.0 and random.random() > self.prob: return img`.
-        if spec.prob < 1.0 && rng.uniform() > spec.prob {
-            continue;
-        }
-        let mut m = spec.magnitude;
-        if spec.magnitude_uniform {
-            m *= rng.uniform();
-        } else if spec.magnitude_std > 0.0 {
-            m += spec.magnitude_std * super::erase::normal(rng);
-        }
-        let m = m.min(spec.magnitude_max.unwrap_or(LEVEL_DENOM)).max(0.0);
-        op_at(rng, spec, op, m, (h, w), out);
+        augment_op(
+            rng,
+            &spec.hparams,
+            op,
+            spec.prob,
+            spec.magnitude,
+            (h, w),
+            out,
+        );
     }
+}
+
+/// timm's `AutoAugment`: one sub-policy of `policy` drawn uniformly, its ops run in order.
+pub(crate) fn auto_augment(
+    rng: &mut CounterRng,
+    policy: &[Vec<PolicyOp>],
+    hparams: &Hparams,
+    size: (u32, u32),
+    out: &mut Vec<PixelOp>,
+) {
+    let sub = &policy[rng.below(policy.len() as u64) as usize];
+    for p in sub {
+        augment_op(rng, hparams, p.op, p.prob, p.magnitude, size, out);
+    }
+}
+
+/// timm's `AugmentOp.__call__`: with probability `prob`, `op` at a magnitude drawn around
+/// `magnitude`.
+fn augment_op(
+    rng: &mut CounterRng,
+    hp: &Hparams,
+    op: TimmOp,
+    prob: f64,
+    magnitude: f64,
+    size: (u32, u32),
+    out: &mut Vec<PixelOp>,
+) {
+    // `if self.prob < 1.0 and random.random() > self.prob: return img`.
+    if prob < 1.0 && rng.uniform() > prob {
+        return;
+    }
+    let mut m = magnitude;
+    if hp.magnitude_uniform {
+        m *= rng.uniform();
+    } else if hp.magnitude_std > 0.0 {
+        m += hp.magnitude_std * super::erase::normal(rng);
+    }
+    let m = m.min(hp.magnitude_max.unwrap_or(LEVEL_DENOM)).max(0.0);
+    op_at(rng, hp, op, m, size, out);
 }
 
 /// timm's `_randomly_negate`: the value or its negation, with equal probability.
@@ -133,7 +187,7 @@ fn negate(rng: &mut CounterRng, v: f64) -> f64 {
 /// The pixel op `op` at magnitude `m` (timm's level function, then its op).
 fn op_at(
     rng: &mut CounterRng,
-    spec: &RandAugmentSpec,
+    spec: &Hparams,
     op: TimmOp,
     m: f64,
     (h, w): (u32, u32),
@@ -242,6 +296,8 @@ mod tests {
     use super::*;
     use crate::rng::Stream;
 
+    const BOTH: [Interpolation; 2] = [Interpolation::Bilinear, Interpolation::Bicubic];
+
     fn spec(ops: &[TimmOp]) -> RandAugmentSpec<'_> {
         RandAugmentSpec {
             ops,
@@ -249,13 +305,15 @@ mod tests {
             weights: None,
             prob: 0.5,
             magnitude: 9.0,
-            magnitude_std: 0.5,
-            magnitude_uniform: false,
-            magnitude_max: None,
-            fill: [124, 116, 104],
-            interpolation: &[Interpolation::Bilinear, Interpolation::Bicubic],
-            translate_pct: 0.45,
-            translate_const: 100.0,
+            hparams: Hparams {
+                magnitude_std: 0.5,
+                magnitude_uniform: false,
+                magnitude_max: None,
+                fill: [124, 116, 104],
+                interpolation: &BOTH,
+                translate_pct: 0.45,
+                translate_const: 100.0,
+            },
         }
     }
 
@@ -279,7 +337,7 @@ mod tests {
     fn increasing_posterize_at_the_clamped_top_keeps_no_bits() {
         let ops = [TimmOp::PosterizeIncreasing];
         let mut s = spec(&ops);
-        (s.prob, s.magnitude, s.magnitude_std) = (1.0, 10.0, 0.0);
+        (s.prob, s.magnitude, s.hparams.magnitude_std) = (1.0, 10.0, 0.0);
         let mut out = Vec::new();
         rand_augment(
             &mut CounterRng::new(0, 0, 0, Stream::Ops),
@@ -288,6 +346,37 @@ mod tests {
             &mut out,
         );
         assert_eq!(out, vec![PixelOp::Posterize(0), PixelOp::Posterize(0)]);
+    }
+
+    #[test]
+    fn auto_augment_runs_one_sub_policy_in_order() {
+        let p = |op, prob| PolicyOp {
+            op,
+            prob,
+            magnitude: 5.0,
+        };
+        let policy = vec![
+            vec![p(TimmOp::Invert, 1.0), p(TimmOp::Equalize, 1.0)],
+            vec![p(TimmOp::AutoContrast, 1.0), p(TimmOp::Invert, 0.0)],
+        ];
+        let hp = spec(&[]).hparams;
+        let mut seen = [0; 2];
+        for i in 0..400 {
+            let mut out = Vec::new();
+            auto_augment(
+                &mut CounterRng::new(5, 1, i, Stream::Ops),
+                &policy,
+                &hp,
+                (8, 8),
+                &mut out,
+            );
+            match out.as_slice() {
+                [PixelOp::Invert, PixelOp::Equalize] => seen[0] += 1,
+                [PixelOp::PilAutoContrast] => seen[1] += 1,
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(seen.iter().all(|&n| n > 150), "{seen:?}");
     }
 
     #[test]
