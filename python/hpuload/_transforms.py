@@ -154,6 +154,8 @@ def _pixel_op(t: Any) -> dict | None:
         return _timm_rand_augment(t)
     if _is_timm_class(t, "timm.data.auto_augment", "AutoAugment"):
         return _timm_auto_augment(t)
+    if _is_timm_class(t, "timm.data.auto_augment", "AugMixAugment"):
+        return _timm_aug_mix(t)
     if _is(t, "RandomHorizontalFlip"):
         return {"op": "random_horizontal_flip", "p": _p(t)}
     if _is(t, "RandomVerticalFlip"):
@@ -343,6 +345,25 @@ def _timm_auto_augment(t: Any) -> dict:
     return {
         "op": "timm_auto_augment",
         "policy": [[{"op": o.name, "prob": float(o.prob), "magnitude": float(o.magnitude)} for o in sub] for sub in policy],
+        **hparams,
+    }
+
+
+def _timm_aug_mix(t: Any) -> dict:
+    """timm's AugMixAugment (`augment_and_mix_transform`), the basic (not blended) form."""
+    if t.blended:
+        raise Unsupported("timm's AugMix with blended=True (augmix-...-b1)")
+    ops = list(t.ops)
+    hparams = _timm_hparams(ops, "AugMix")
+    if len({(o.prob, o.magnitude) for o in ops}) != 1 or ops[0].prob != 1.0:
+        raise Unsupported("timm's AugMix whose ops differ in magnitude or are not always applied")
+    return {
+        "op": "timm_aug_mix",
+        "ops": [o.name for o in ops],
+        "magnitude": float(ops[0].magnitude),
+        "width": int(t.width),
+        "depth": int(t.depth),
+        "alpha": float(t.alpha),
         **hparams,
     }
 

@@ -331,6 +331,7 @@ def test_timm_training_transforms_take_the_fast_path(jpeg_folder):
         {"auto_augment": "rand-m9-mstd0.5-inc1", "interpolation": "random", "re_prob": 0.25},
         {"auto_augment": "rand-m7-mstd0.5", "interpolation": "bicubic"},
         {"auto_augment": "original-mstd0.5"},
+        {"auto_augment": "augmix-m5-w4-d2"},
     ):
         t = create_transform(48, is_training=True, **kw)
         with warnings.catch_warnings():
@@ -340,8 +341,8 @@ def test_timm_training_transforms_take_the_fast_path(jpeg_folder):
         assert x.shape == (8, 3, 48, 48) and x.dtype == torch.float32 and y.dtype == torch.int64
 
 
-@pytest.mark.parametrize("policy", ["augmix-m5-w4-d2", "3a"])
-def test_timm_own_augmix_and_3a_fall_back_naming_them(jpeg_folder, policy):
+@pytest.mark.parametrize("policy", ["augmix-m5-w4-d2-b1", "3a"])
+def test_timm_blended_augmix_and_3a_fall_back_naming_them(jpeg_folder, policy):
     from timm.data import create_transform
 
     t = create_transform(48, is_training=True, auto_augment=policy)
@@ -373,6 +374,13 @@ def pil_apply(img, ops):
             # Pillow 10+ refuses 0 bits (timm passes it at the top magnitude); keeping no bits
             # is black, as older Pillow and torchvision give.
             img = aa.posterize(img, arg) if arg > 0 else Image.new("RGB", img.size)
+        elif name == "aug_mix":
+            # timm's AugMixAugment._apply_basic with the drawn weights, chains and blend.
+            mixed = np.zeros((img.size[1], img.size[0], 3), dtype=np.float32)
+            for weight, chain in zip(arg["weights"], arg["chains"]):
+                mixed += np.float32(weight) * np.asarray(pil_apply(img, chain), dtype=np.float32)
+            np.clip(mixed, 0, 255.0, out=mixed)
+            img = Image.blend(img, Image.fromarray(mixed.astype(np.uint8)), arg["blend"])
         elif name == "pil_affine":
             img = img.transform(
                 img.size, Image.AFFINE, tuple(arg["matrix"]), resample=resample[arg["filter"]], fillcolor=tuple(arg["fill"])
@@ -388,12 +396,14 @@ TIMM_POLICIES = {
     "rand-m10-n2-p0.8-mstd101-inc1": {"interpolation": "bilinear"},
     "original-mstd0.5": {"interpolation": "random"},
     "v0r": {"interpolation": "bicubic"},
+    "augmix-m5-w4-d2": {"interpolation": "random"},
+    "augmix-m3-mstd0.5": {"interpolation": "bilinear"},
 }
 
 
 def timm_rand_augment(policy, interpolation):
     """timm's own RandAugment or AutoAugment, built from its policy string as timm does."""
-    from timm.data.auto_augment import auto_augment_transform, rand_augment_transform
+    from timm.data.auto_augment import augment_and_mix_transform, auto_augment_transform, rand_augment_transform
     from timm.data.transforms import str_to_pil_interp
 
     hparams = {"translate_const": 21, "img_mean": (124, 116, 104)}
@@ -401,6 +411,8 @@ def timm_rand_augment(policy, interpolation):
         hparams["interpolation"] = str_to_pil_interp(interpolation)
     if policy.startswith("rand"):
         return rand_augment_transform(policy, hparams)
+    if policy.startswith("augmix"):
+        return augment_and_mix_transform(policy, dict(hparams, translate_pct=0.3))
     return auto_augment_transform(policy, hparams)
 
 
@@ -417,7 +429,8 @@ def test_timm_rand_augment_matches_timms_ops_given_the_loaders_own_parameters(pn
             for slot, index in enumerate(augmented.last_indices):
                 w, h = sizes[index]
                 ops = json.loads(augmented._core.sample_plan(epoch, index, w, h))["ops"]
-                seen.update(o["op"] if o["op"] != "pil_enhance" else o["arg"]["kind"] for o in ops)
+                flat = [c for o in ops for c in (sum(o["arg"]["chains"], []) if o["op"] == "aug_mix" else [o])]
+                seen.update(o["op"] if o["op"] != "pil_enhance" else o["arg"]["kind"] for o in flat)
                 src = Image.fromarray(before[slot].permute(1, 2, 0).numpy())
                 want = torch.from_numpy(np.array(pil_apply(src, ops))).permute(2, 0, 1)
                 assert torch.equal(want, after[slot]), f"{policy}: {ops}"

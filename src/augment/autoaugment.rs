@@ -299,7 +299,9 @@ pub(crate) struct AugMixSpec {
 }
 
 /// One sample's AugMix: the original image weighted by `original`, plus each chain's result
-/// (the chain's ops applied to the original) weighted by `weights[i]`.
+/// (the chain's ops applied to the original) weighted by `weights[i]`, in f32, clamped and
+/// truncated to bytes; with `blend` (timm's AugMix), that mixture is then blended with the
+/// original by Pillow's `Image.blend(original, mixture, blend)`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AugMixPlan {
     /// The original image's weight.
@@ -308,10 +310,12 @@ pub struct AugMixPlan {
     pub weights: Vec<f32>,
     /// Each chain's ops.
     pub chains: Vec<Vec<PixelOp>>,
+    /// timm's final blend weight of the mixture against the original.
+    pub blend: Option<f32>,
 }
 
 /// A Gamma(`alpha`, 1) draw (Marsaglia and Tsang; boosted below 1).
-fn gamma(rng: &mut CounterRng, alpha: f64) -> f64 {
+pub(super) fn gamma(rng: &mut CounterRng, alpha: f64) -> f64 {
     if alpha < 1.0 {
         let u: f64 = 1.0 - rng.uniform();
         return gamma(rng, alpha + 1.0) * u.powf(1.0 / alpha);
@@ -332,7 +336,7 @@ fn gamma(rng: &mut CounterRng, alpha: f64) -> f64 {
 }
 
 /// A Dirichlet draw with all concentrations `alpha`.
-fn dirichlet(rng: &mut CounterRng, alpha: f64, n: usize) -> Vec<f64> {
+pub(super) fn dirichlet(rng: &mut CounterRng, alpha: f64, n: usize) -> Vec<f64> {
     let g: Vec<f64> = (0..n).map(|_| gamma(rng, alpha)).collect();
     let sum: f64 = g.iter().sum();
     g.into_iter().map(|x| x / sum).collect()
@@ -388,6 +392,7 @@ pub(crate) fn aug_mix(
         original: m[0] as f32,
         weights: combined,
         chains,
+        blend: None,
     }
 }
 

@@ -374,6 +374,47 @@ pub enum Op {
         #[serde(default = "translate_const")]
         translate_const: f64,
     },
+    /// timm's own AugMix (`augment_and_mix_transform("augmix-m5-w4-d2")`, not blended):
+    /// Dirichlet(`alpha`) weights over `width` chains of `depth` ops (or 1 to 3) drawn from
+    /// `ops` at `magnitude`, mixed in f32, then blended with the original by a Beta(`alpha`,
+    /// `alpha`) weight, with Pillow's arithmetic.
+    TimmAugMix {
+        /// timm's op names (`_AUGMIX_TRANSFORMS` or a subset).
+        ops: Vec<TimmOp>,
+        /// timm's `m` (severity). Default 3.
+        #[serde(default = "three_f")]
+        magnitude: f64,
+        /// Chains. Default 3.
+        #[serde(default = "three")]
+        width: u32,
+        /// Ops per chain; -1 (default): 1 to 3 at random.
+        #[serde(default = "minus_one")]
+        depth: i32,
+        /// Dirichlet and Beta concentration. Default 1.
+        #[serde(default = "one")]
+        alpha: f64,
+        /// Standard deviation of the magnitude's normal noise (`mstd`). Default 0.
+        #[serde(default)]
+        magnitude_std: f64,
+        /// The magnitude drawn uniformly from `[0, magnitude]` (`mstd` of infinity).
+        #[serde(default)]
+        magnitude_uniform: bool,
+        /// Upper clamp of the magnitude. Default 10.
+        #[serde(default)]
+        magnitude_max: Option<f64>,
+        /// The warps' fill (timm's `img_mean`). Default 128 grey.
+        #[serde(default = "grey")]
+        fill: [u8; 3],
+        /// The warps' resampling, one drawn per warp. Default bilinear or bicubic.
+        #[serde(default = "bilinear_or_bicubic")]
+        interpolation: Vec<Interpolation>,
+        /// `TranslateXRel`/`YRel` at magnitude 10, as a fraction of the size. Default 0.45.
+        #[serde(default = "translate_pct")]
+        translate_pct: f64,
+        /// `TranslateX`/`Y` at magnitude 10, in pixels. Default 250.
+        #[serde(default = "translate_const")]
+        translate_const: f64,
+    },
     /// `RandomApply(ops, p)`: all of `ops`, in order, with probability `p`.
     RandomApply {
         /// Pixel ops.
@@ -468,6 +509,9 @@ fn one() -> f64 {
 }
 fn yes() -> bool {
     true
+}
+fn three_f() -> f64 {
+    3.0
 }
 fn grey() -> [u8; 3] {
     [128; 3]
@@ -798,6 +842,7 @@ fn op_name(op: &Op) -> &'static str {
         Op::AugMix { .. } => "aug_mix",
         Op::TimmRandAugment { .. } => "timm_rand_augment",
         Op::TimmAutoAugment { .. } => "timm_auto_augment",
+        Op::TimmAugMix { .. } => "timm_aug_mix",
         Op::RandomApply { .. } => "random_apply",
         Op::RandomChoice { .. } => "random_choice",
         Op::RandomOrder { .. } => "random_order",
@@ -1063,6 +1108,29 @@ fn check_pixel_op(op: &Op, err: &impl Fn(String) -> Error) -> Result<(), Error> 
                         p.magnitude
                     )));
                 }
+            }
+            let hp = [*magnitude_std, *translate_pct, *translate_const];
+            check_timm_hparams(name, hp, *magnitude_max, interpolation, err)
+        }
+        Op::TimmAugMix {
+            ops,
+            magnitude,
+            width,
+            alpha,
+            magnitude_std,
+            magnitude_max,
+            interpolation,
+            translate_pct,
+            translate_const,
+            ..
+        } => {
+            if ops.is_empty() || *width == 0 || !(alpha.is_finite() && *alpha > 0.0) {
+                return Err(err(format!(
+                    "{name} needs ops, width >= 1 and a finite alpha > 0"
+                )));
+            }
+            if !magnitude.is_finite() {
+                return Err(err(format!("{name} magnitude must be finite")));
             }
             let hp = [*magnitude_std, *translate_pct, *translate_const];
             check_timm_hparams(name, hp, *magnitude_max, interpolation, err)
@@ -1587,6 +1655,39 @@ fn draw(op: &Op, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>)
             };
             timm::auto_augment(rng, policy, &hparams, size, out);
         }
+        Op::TimmAugMix {
+            ref ops,
+            magnitude,
+            width,
+            depth,
+            alpha,
+            magnitude_std,
+            magnitude_uniform,
+            magnitude_max,
+            fill,
+            ref interpolation,
+            translate_pct,
+            translate_const,
+        } => {
+            let hparams = timm::Hparams {
+                magnitude_std,
+                magnitude_uniform,
+                magnitude_max,
+                fill,
+                interpolation,
+                translate_pct,
+                translate_const,
+            };
+            let spec = timm::AugMixSpec {
+                ops,
+                magnitude,
+                width,
+                depth,
+                alpha,
+            };
+            let plan = timm::aug_mix(rng, &spec, &hparams, size);
+            out.push(PixelOp::AugMix(Box::new(plan)));
+        }
         Op::RandomApply { ref ops, p } => {
             if coin(rng, p) {
                 for op in ops {
@@ -1704,6 +1805,9 @@ fn aug_mix(plan: &AugMixPlan, rgb: &mut [u8], h: usize, w: usize, s: &mut Scratc
     }
     for (out, &m) in rgb.iter_mut().zip(&mix) {
         *out = m.clamp(0.0, 255.0) as u8;
+    }
+    if let Some(m) = plan.blend {
+        pil::blend_images(&original, rgb, m);
     }
     (s.original, s.chain, s.mix) = (original, chain, mix);
 }

@@ -48,6 +48,13 @@ fn blend(d: u8, x: u8, alpha: f32) -> u8 {
     t.clamp(0.0, 255.0) as u8
 }
 
+/// `Image.blend(original, image, alpha)` into `image` (timm's AugMix's last step).
+pub(crate) fn blend_images(original: &[u8], image: &mut [u8], alpha: f32) {
+    for (x, &o) in image.iter_mut().zip(original) {
+        *x = blend(o, *x, alpha);
+    }
+}
+
 /// `ImageEnhance.<kind>(image).enhance(factor)` on the `h`x`w` RGB8 image, in place. `scratch`
 /// holds the smoothed copy for sharpness.
 pub(crate) fn enhance(

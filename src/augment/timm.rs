@@ -8,8 +8,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::autoaugment::{dirichlet, gamma};
 use super::pil::{self, Enhance, Filter};
-use super::{Interpolation, PixelOp};
+use super::{AugMixPlan, Interpolation, PixelOp};
 use crate::rng::CounterRng;
 
 /// An op of timm's auto-augment vocabulary (timm's names).
@@ -82,6 +83,17 @@ pub struct PolicyOp {
     pub magnitude: f64,
 }
 
+/// A timm `AugMixAugment` (not blended).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct AugMixSpec<'a> {
+    pub ops: &'a [TimmOp],
+    pub magnitude: f64,
+    pub width: u32,
+    /// Ops per chain; not positive: 1 to 3 at random per chain.
+    pub depth: i32,
+    pub alpha: f64,
+}
+
 /// timm's `_LEVEL_DENOM`.
 const LEVEL_DENOM: f64 = 10.0;
 
@@ -147,6 +159,44 @@ pub(crate) fn auto_augment(
     let sub = &policy[rng.below(policy.len() as u64) as usize];
     for p in sub {
         augment_op(rng, hparams, p.op, p.prob, p.magnitude, size, out);
+    }
+}
+
+/// timm's `AugMixAugment._apply_basic`: `float32(dirichlet([alpha] * width))` chain weights
+/// and a `float32(beta(alpha, alpha))` blend; each chain `depth` ops (or 1 to 3) drawn with
+/// replacement from `ops`, each always applied (timm's AugMix ops have probability 1).
+pub(crate) fn aug_mix(
+    rng: &mut CounterRng,
+    spec: &AugMixSpec,
+    hparams: &Hparams,
+    size: (u32, u32),
+) -> AugMixPlan {
+    let weights: Vec<f32> = dirichlet(rng, spec.alpha, spec.width as usize)
+        .into_iter()
+        .map(|w| w as f32)
+        .collect();
+    let (a, b) = (gamma(rng, spec.alpha), gamma(rng, spec.alpha));
+    let blend = (a / (a + b)) as f32;
+    let chains = (0..spec.width)
+        .map(|_| {
+            let depth = if spec.depth > 0 {
+                spec.depth as u64
+            } else {
+                1 + rng.below(3)
+            };
+            let mut chain = Vec::new();
+            for _ in 0..depth {
+                let op = spec.ops[rng.below(spec.ops.len() as u64) as usize];
+                augment_op(rng, hparams, op, 1.0, spec.magnitude, size, &mut chain);
+            }
+            chain
+        })
+        .collect();
+    AugMixPlan {
+        original: 0.0,
+        weights,
+        chains,
+        blend: Some(blend),
     }
 }
 
@@ -377,6 +427,43 @@ mod tests {
             }
         }
         assert!(seen.iter().all(|&n| n > 150), "{seen:?}");
+    }
+
+    #[test]
+    fn aug_mix_weights_sum_to_one_and_chains_have_one_to_three_ops() {
+        let ops = [TimmOp::Invert, TimmOp::Equalize];
+        let spec = AugMixSpec {
+            ops: &ops,
+            magnitude: 3.0,
+            width: 4,
+            depth: -1,
+            alpha: 1.0,
+        };
+        let hp = super::tests::spec(&[]).hparams;
+        let (mut depths, mut blends) = ([0usize; 4], Vec::new());
+        for i in 0..500 {
+            let plan = aug_mix(
+                &mut CounterRng::new(9, 0, i, Stream::Ops),
+                &spec,
+                &hp,
+                (8, 8),
+            );
+            let total: f32 = plan.weights.iter().sum();
+            assert!(
+                (total - 1.0).abs() < 1e-5 && plan.original == 0.0,
+                "{total}"
+            );
+            assert_eq!(plan.chains.len(), 4);
+            for c in &plan.chains {
+                depths[c.len()] += 1;
+            }
+            blends.push(f64::from(plan.blend.unwrap()));
+        }
+        assert_eq!(depths[0], 0);
+        assert!(depths[1..].iter().all(|&n| n > 550), "{depths:?}");
+        // Beta(1, 1) is uniform: mean 1/2.
+        let mean = blends.iter().sum::<f64>() / blends.len() as f64;
+        assert!((mean - 0.5).abs() < 0.05, "{mean}");
     }
 
     #[test]
