@@ -70,6 +70,31 @@ pub(crate) fn normal(rng: &mut CounterRng) -> f64 {
     (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
 }
 
+/// Standard normal draws for noise fills, both of each Box-Muller pair (one logarithm, square
+/// root and sine-cosine per two values).
+struct Normals {
+    rng: CounterRng,
+    spare: Option<f32>,
+}
+
+impl Normals {
+    fn new(rng: CounterRng) -> Self {
+        Self { rng, spare: None }
+    }
+
+    fn next_f32(&mut self) -> f32 {
+        if let Some(v) = self.spare.take() {
+            return v;
+        }
+        let u1 = 1.0 - self.rng.uniform(); // (0, 1]
+        let u2 = self.rng.uniform();
+        let r = (-2.0 * u1.ln()).sqrt();
+        let (s, c) = (std::f64::consts::TAU * u2).sin_cos();
+        self.spare = Some((r * s) as f32);
+        (r * c) as f32
+    }
+}
+
 impl EraseSpec {
     /// Draws this step's boxes for an `h`x`w` output into `out`, with torchvision's
     /// `RandomErasing.get_params` (10 tries per box, `h = round(sqrt(area * ratio))`, `w =
@@ -155,7 +180,7 @@ fn fill_typed<T: bytemuck::Pod>(
     cast: impl Fn(f32) -> T,
 ) {
     let out: &mut [T] = bytemuck::cast_slice_mut(slot);
-    let mut noise = b.noise.map(CounterRng::from_key);
+    let mut noise = b.noise.map(|key| Normals::new(CounterRng::from_key(key)));
     let (top, left) = (b.top as usize, b.left as usize);
     let (bh, bw) = (b.height as usize, b.width as usize);
     // Channel-major, as torchvision draws its `[c, h, w]` noise.
@@ -164,7 +189,7 @@ fn fill_typed<T: bytemuck::Pod>(
         for y in top..top + bh {
             for x in left..left + bw {
                 let v = match &mut noise {
-                    Some(rng) => cast(normal(rng) as f32),
+                    Some(normals) => cast(normals.next_f32()),
                     None => constant,
                 };
                 let at = match layout {
@@ -181,6 +206,20 @@ fn fill_typed<T: bytemuck::Pod>(
 mod tests {
     use super::*;
     use crate::rng::Stream;
+
+    #[test]
+    fn noise_fill_draws_are_standard_normal() {
+        let mut n = Normals::new(CounterRng::new(7, 0, 0, Stream::Crop));
+        let xs: Vec<f64> = (0..100_000).map(|_| f64::from(n.next_f32())).collect();
+        let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+        let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / xs.len() as f64;
+        let within_one = xs.iter().filter(|x| x.abs() < 1.0).count() as f64 / xs.len() as f64;
+        assert!(
+            mean.abs() < 0.01 && (var - 1.0).abs() < 0.02,
+            "{mean} {var}"
+        );
+        assert!((within_one - 0.6827).abs() < 0.005, "{within_one}");
+    }
 
     #[test]
     fn boxes_stay_strictly_inside_and_follow_p() {
