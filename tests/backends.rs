@@ -247,6 +247,7 @@ fn engine_and_cpu_run_the_same_pixel_plan() {
                "BrightnessIncreasing", "SharpnessIncreasing", "ShearX", "ShearY",
                "TranslateXRel", "TranslateYRel"]
         magnitude = 9.0
+        [ops.hparams]
         magnitude_std = 0.5
         fill = [124, 116, 104]
         "#,

@@ -334,7 +334,7 @@ def _timm_rand_augment(t: Any) -> dict:
         "weights": None if weights is None else [float(w) for w in weights],
         "prob": float(ops[0].prob),
         "magnitude": float(ops[0].magnitude),
-        **hparams,
+        "hparams": hparams,
     }
 
 
@@ -345,7 +345,7 @@ def _timm_auto_augment(t: Any) -> dict:
     return {
         "op": "timm_auto_augment",
         "policy": [[{"op": o.name, "prob": float(o.prob), "magnitude": float(o.magnitude)} for o in sub] for sub in policy],
-        **hparams,
+        "hparams": hparams,
     }
 
 
@@ -364,7 +364,7 @@ def _timm_aug_mix(t: Any) -> dict:
         "width": int(t.width),
         "depth": int(t.depth),
         "alpha": float(t.alpha),
-        **hparams,
+        "hparams": hparams,
     }
 
 

@@ -28,7 +28,7 @@ pub use erase::{EraseBox, EraseValue, RandomFill};
 pub use geometry::{CropBox, Warp};
 pub use kernel::{OutputWriter, Resampler};
 pub use pil::{Enhance as PilEnhance, Filter as PilFilter};
-pub use timm::{PolicyOp as TimmPolicyOp, TimmOp};
+pub use timm::{Hparams as TimmHparams, PolicyOp as TimmPolicyOp, TimmOp};
 
 use crate::hpu::{Dtype, Layout};
 use crate::rng::{CounterRng, Stream};
@@ -324,27 +324,10 @@ pub enum Op {
         prob: f64,
         /// timm's `m`, in `[0, magnitude_max]` (default max 10).
         magnitude: f64,
-        /// Standard deviation of the magnitude's normal noise (`mstd`). Default 0.
+        /// The settings the ops share (magnitude noise and clamp, warp fill and filters,
+        /// translations), as timm's `hparams`.
         #[serde(default)]
-        magnitude_std: f64,
-        /// The magnitude drawn uniformly from `[0, magnitude]` (`mstd` of infinity).
-        #[serde(default)]
-        magnitude_uniform: bool,
-        /// Upper clamp of the magnitude (`mmax`). Default 10.
-        #[serde(default)]
-        magnitude_max: Option<f64>,
-        /// The warps' fill (timm's `img_mean`). Default 128 grey.
-        #[serde(default = "grey")]
-        fill: [u8; 3],
-        /// The warps' resampling, one drawn per warp. Default bilinear or bicubic.
-        #[serde(default = "bilinear_or_bicubic")]
-        interpolation: Vec<Interpolation>,
-        /// `TranslateXRel`/`YRel` at magnitude 10, as a fraction of the size. Default 0.45.
-        #[serde(default = "translate_pct")]
-        translate_pct: f64,
-        /// `TranslateX`/`Y` at magnitude 10, in pixels. Default 250.
-        #[serde(default = "translate_const")]
-        translate_const: f64,
+        hparams: TimmHparams,
     },
     /// timm's own `AutoAugment` (`auto_augment_transform("original-mstd0.5")`, `v0`, `v0r`,
     /// `originalr`): one sub-policy drawn uniformly, its ops run in order, each with its own
@@ -352,27 +335,10 @@ pub enum Op {
     TimmAutoAugment {
         /// The sub-policies.
         policy: Vec<Vec<TimmPolicyOp>>,
-        /// Standard deviation of the magnitudes' normal noise (`mstd`). Default 0.
+        /// The settings the ops share (magnitude noise and clamp, warp fill and filters,
+        /// translations), as timm's `hparams`.
         #[serde(default)]
-        magnitude_std: f64,
-        /// Magnitudes drawn uniformly from `[0, magnitude]` (`mstd` of infinity).
-        #[serde(default)]
-        magnitude_uniform: bool,
-        /// Upper clamp of the magnitudes. Default 10.
-        #[serde(default)]
-        magnitude_max: Option<f64>,
-        /// The warps' fill (timm's `img_mean`). Default 128 grey.
-        #[serde(default = "grey")]
-        fill: [u8; 3],
-        /// The warps' resampling, one drawn per warp. Default bilinear or bicubic.
-        #[serde(default = "bilinear_or_bicubic")]
-        interpolation: Vec<Interpolation>,
-        /// `TranslateXRel`/`YRel` at magnitude 10, as a fraction of the size. Default 0.45.
-        #[serde(default = "translate_pct")]
-        translate_pct: f64,
-        /// `TranslateX`/`Y` at magnitude 10, in pixels. Default 250.
-        #[serde(default = "translate_const")]
-        translate_const: f64,
+        hparams: TimmHparams,
     },
     /// timm's own AugMix (`augment_and_mix_transform("augmix-m5-w4-d2")`, not blended):
     /// Dirichlet(`alpha`) weights over `width` chains of `depth` ops (or 1 to 3) drawn from
@@ -393,27 +359,10 @@ pub enum Op {
         /// Dirichlet and Beta concentration. Default 1.
         #[serde(default = "one")]
         alpha: f64,
-        /// Standard deviation of the magnitude's normal noise (`mstd`). Default 0.
+        /// The settings the ops share (magnitude noise and clamp, warp fill and filters,
+        /// translations), as timm's `hparams`.
         #[serde(default)]
-        magnitude_std: f64,
-        /// The magnitude drawn uniformly from `[0, magnitude]` (`mstd` of infinity).
-        #[serde(default)]
-        magnitude_uniform: bool,
-        /// Upper clamp of the magnitude. Default 10.
-        #[serde(default)]
-        magnitude_max: Option<f64>,
-        /// The warps' fill (timm's `img_mean`). Default 128 grey.
-        #[serde(default = "grey")]
-        fill: [u8; 3],
-        /// The warps' resampling, one drawn per warp. Default bilinear or bicubic.
-        #[serde(default = "bilinear_or_bicubic")]
-        interpolation: Vec<Interpolation>,
-        /// `TranslateXRel`/`YRel` at magnitude 10, as a fraction of the size. Default 0.45.
-        #[serde(default = "translate_pct")]
-        translate_pct: f64,
-        /// `TranslateX`/`Y` at magnitude 10, in pixels. Default 250.
-        #[serde(default = "translate_const")]
-        translate_const: f64,
+        hparams: TimmHparams,
     },
     /// `RandomApply(ops, p)`: all of `ops`, in order, with probability `p`.
     RandomApply {
@@ -512,18 +461,6 @@ fn yes() -> bool {
 }
 fn three_f() -> f64 {
     3.0
-}
-fn grey() -> [u8; 3] {
-    [128; 3]
-}
-fn bilinear_or_bicubic() -> Vec<Interpolation> {
-    vec![Interpolation::Bilinear, Interpolation::Bicubic]
-}
-fn translate_pct() -> f64 {
-    0.45
-}
-fn translate_const() -> f64 {
-    250.0
 }
 fn erase_scale() -> [f64; 2] {
     [0.02, 0.33]
@@ -872,35 +809,6 @@ fn warp_interpolation(
     }
 }
 
-/// The settings timm's auto-augment ops share: `[magnitude_std, translate_pct,
-/// translate_const]` finite (the first `>= 0`), the clamp, and Pillow's warp filters.
-fn check_timm_hparams(
-    name: &str,
-    [mstd, pct, constant]: [f64; 3],
-    magnitude_max: Option<f64>,
-    interpolation: &[Interpolation],
-    err: &impl Fn(String) -> Error,
-) -> Result<(), Error> {
-    if [mstd, pct, constant].iter().any(|v| !v.is_finite()) || mstd < 0.0 {
-        return Err(err(format!(
-            "{name} magnitude_std (>= 0) and the translations must be finite"
-        )));
-    }
-    if magnitude_max.is_some_and(|m| !(m.is_finite() && m >= 0.0)) {
-        return Err(err(format!("{name} magnitude_max must be finite and >= 0")));
-    }
-    if interpolation.is_empty()
-        || interpolation
-            .iter()
-            .any(|i| !matches!(i, Interpolation::Bilinear | Interpolation::Bicubic))
-    {
-        return Err(err(format!(
-            "{name} warps with bilinear or bicubic (Pillow's filters), not {interpolation:?}"
-        )));
-    }
-    Ok(())
-}
-
 /// Checks a pixel op's parameters (ranges torchvision itself enforces).
 fn check_pixel_op(op: &Op, err: &impl Fn(String) -> Error) -> Result<(), Error> {
     let name = op_name(op);
@@ -1058,11 +966,7 @@ fn check_pixel_op(op: &Op, err: &impl Fn(String) -> Error) -> Result<(), Error> 
             weights,
             prob,
             magnitude,
-            magnitude_std,
-            magnitude_max,
-            interpolation,
-            translate_pct,
-            translate_const,
+            hparams,
             ..
         } => {
             probability(*prob, name, err)?;
@@ -1085,17 +989,10 @@ fn check_pixel_op(op: &Op, err: &impl Fn(String) -> Error) -> Result<(), Error> 
             if !magnitude.is_finite() {
                 return Err(err(format!("{name} magnitude must be finite")));
             }
-            let hp = [*magnitude_std, *translate_pct, *translate_const];
-            check_timm_hparams(name, hp, *magnitude_max, interpolation, err)
+            hparams.check().map_err(|e| err(format!("{name} {e}")))
         }
         Op::TimmAutoAugment {
-            policy,
-            magnitude_std,
-            magnitude_max,
-            interpolation,
-            translate_pct,
-            translate_const,
-            ..
+            policy, hparams, ..
         } => {
             if policy.is_empty() || policy.iter().any(Vec::is_empty) {
                 return Err(err(format!("{name} needs sub-policies of at least one op")));
@@ -1109,19 +1006,14 @@ fn check_pixel_op(op: &Op, err: &impl Fn(String) -> Error) -> Result<(), Error> 
                     )));
                 }
             }
-            let hp = [*magnitude_std, *translate_pct, *translate_const];
-            check_timm_hparams(name, hp, *magnitude_max, interpolation, err)
+            hparams.check().map_err(|e| err(format!("{name} {e}")))
         }
         Op::TimmAugMix {
             ops,
             magnitude,
             width,
             alpha,
-            magnitude_std,
-            magnitude_max,
-            interpolation,
-            translate_pct,
-            translate_const,
+            hparams,
             ..
         } => {
             if ops.is_empty() || *width == 0 || !(alpha.is_finite() && *alpha > 0.0) {
@@ -1132,8 +1024,7 @@ fn check_pixel_op(op: &Op, err: &impl Fn(String) -> Error) -> Result<(), Error> 
             if !magnitude.is_finite() {
                 return Err(err(format!("{name} magnitude must be finite")));
             }
-            let hp = [*magnitude_std, *translate_pct, *translate_const];
-            check_timm_hparams(name, hp, *magnitude_max, interpolation, err)
+            hparams.check().map_err(|e| err(format!("{name} {e}")))
         }
         Op::RandomApply { ops, p } => {
             probability(*p, name, err)?;
@@ -1608,13 +1499,7 @@ fn draw(op: &Op, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>)
             ref weights,
             prob,
             magnitude,
-            magnitude_std,
-            magnitude_uniform,
-            magnitude_max,
-            fill,
-            ref interpolation,
-            translate_pct,
-            translate_const,
+            ref hparams,
         } => {
             let spec = timm::RandAugmentSpec {
                 ops,
@@ -1622,62 +1507,22 @@ fn draw(op: &Op, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>)
                 weights: weights.as_deref(),
                 prob,
                 magnitude,
-                hparams: timm::Hparams {
-                    magnitude_std,
-                    magnitude_uniform,
-                    magnitude_max,
-                    fill,
-                    interpolation,
-                    translate_pct,
-                    translate_const,
-                },
+                hparams,
             };
             timm::rand_augment(rng, &spec, size, out);
         }
         Op::TimmAutoAugment {
             ref policy,
-            magnitude_std,
-            magnitude_uniform,
-            magnitude_max,
-            fill,
-            ref interpolation,
-            translate_pct,
-            translate_const,
-        } => {
-            let hparams = timm::Hparams {
-                magnitude_std,
-                magnitude_uniform,
-                magnitude_max,
-                fill,
-                interpolation,
-                translate_pct,
-                translate_const,
-            };
-            timm::auto_augment(rng, policy, &hparams, size, out);
-        }
+            ref hparams,
+        } => timm::auto_augment(rng, policy, hparams, size, out),
         Op::TimmAugMix {
             ref ops,
             magnitude,
             width,
             depth,
             alpha,
-            magnitude_std,
-            magnitude_uniform,
-            magnitude_max,
-            fill,
-            ref interpolation,
-            translate_pct,
-            translate_const,
+            ref hparams,
         } => {
-            let hparams = timm::Hparams {
-                magnitude_std,
-                magnitude_uniform,
-                magnitude_max,
-                fill,
-                interpolation,
-                translate_pct,
-                translate_const,
-            };
             let spec = timm::AugMixSpec {
                 ops,
                 magnitude,
@@ -1685,7 +1530,7 @@ fn draw(op: &Op, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>)
                 depth,
                 alpha,
             };
-            let plan = timm::aug_mix(rng, &spec, &hparams, size);
+            let plan = timm::aug_mix(rng, &spec, hparams, size);
             out.push(PixelOp::AugMix(Box::new(plan)));
         }
         Op::RandomApply { ref ops, p } => {

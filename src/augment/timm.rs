@@ -43,20 +43,64 @@ pub enum TimmOp {
     TranslateYRel,
 }
 
-/// The settings timm's `AugmentOp`s share (its `hparams` and op kwargs).
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Hparams<'a> {
-    /// Standard deviation of the magnitude's normal noise (0: none).
+/// The settings timm's `AugmentOp`s share (its `hparams` and the ops' keyword arguments), the
+/// `hparams` table of the `timm_*` ops.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Hparams {
+    /// Standard deviation of the magnitude's normal noise (`mstd`). Default 0.
     pub magnitude_std: f64,
-    /// Draw the magnitude uniformly from `[0, magnitude]` (timm's `mstd` of infinity).
+    /// The magnitude drawn uniformly from `[0, magnitude]` (`mstd` of infinity).
     pub magnitude_uniform: bool,
-    /// Upper clamp of the magnitude (timm's default 10).
+    /// Upper clamp of the magnitude (`mmax`). Default 10.
     pub magnitude_max: Option<f64>,
+    /// The warps' fill (timm's `img_mean`). Default 128 grey.
     pub fill: [u8; 3],
-    /// The warps' resampling, one drawn per warp (timm's default: bilinear or bicubic).
-    pub interpolation: &'a [Interpolation],
+    /// The warps' resampling, one drawn per warp. Default bilinear or bicubic.
+    pub interpolation: Vec<Interpolation>,
+    /// `TranslateXRel`/`YRel` at magnitude 10, as a fraction of the size. Default 0.45.
     pub translate_pct: f64,
+    /// `TranslateX`/`Y` at magnitude 10, in pixels. Default 250.
     pub translate_const: f64,
+}
+
+impl Default for Hparams {
+    fn default() -> Self {
+        Self {
+            magnitude_std: 0.0,
+            magnitude_uniform: false,
+            magnitude_max: None,
+            fill: [128; 3],
+            interpolation: vec![Interpolation::Bilinear, Interpolation::Bicubic],
+            translate_pct: 0.45,
+            translate_const: 250.0,
+        }
+    }
+}
+
+impl Hparams {
+    /// Finite settings, a non-negative noise and clamp, and Pillow's warp filters.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        let finite = [self.magnitude_std, self.translate_pct, self.translate_const];
+        if finite.iter().any(|v| !v.is_finite()) || self.magnitude_std < 0.0 {
+            return Err("magnitude_std (>= 0) and the translations must be finite".into());
+        }
+        if self
+            .magnitude_max
+            .is_some_and(|m| !(m.is_finite() && m >= 0.0))
+        {
+            return Err("magnitude_max must be finite and >= 0".into());
+        }
+        let pillow =
+            |i: &Interpolation| matches!(i, Interpolation::Bilinear | Interpolation::Bicubic);
+        if self.interpolation.is_empty() || !self.interpolation.iter().all(pillow) {
+            return Err(format!(
+                "warps with bilinear or bicubic (Pillow's filters), not {:?}",
+                self.interpolation
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// A timm `RandAugment`: its ops, how many are drawn and how.
@@ -68,7 +112,7 @@ pub(crate) struct RandAugmentSpec<'a> {
     pub weights: Option<&'a [f64]>,
     pub prob: f64,
     pub magnitude: f64,
-    pub hparams: Hparams<'a>,
+    pub hparams: &'a Hparams,
 }
 
 /// One op of a timm `AutoAugment` sub-policy: the op, its probability and magnitude.
@@ -138,7 +182,7 @@ pub(crate) fn rand_augment(
     for op in picks {
         augment_op(
             rng,
-            &spec.hparams,
+            spec.hparams,
             op,
             spec.prob,
             spec.magnitude,
@@ -346,31 +390,30 @@ mod tests {
     use super::*;
     use crate::rng::Stream;
 
-    const BOTH: [Interpolation; 2] = [Interpolation::Bilinear, Interpolation::Bicubic];
+    fn hparams() -> Hparams {
+        Hparams {
+            magnitude_std: 0.5,
+            fill: [124, 116, 104],
+            translate_const: 100.0,
+            ..Hparams::default()
+        }
+    }
 
-    fn spec(ops: &[TimmOp]) -> RandAugmentSpec<'_> {
+    fn spec<'a>(ops: &'a [TimmOp], hparams: &'a Hparams) -> RandAugmentSpec<'a> {
         RandAugmentSpec {
             ops,
             num_layers: 2,
             weights: None,
             prob: 0.5,
             magnitude: 9.0,
-            hparams: Hparams {
-                magnitude_std: 0.5,
-                magnitude_uniform: false,
-                magnitude_max: None,
-                fill: [124, 116, 104],
-                interpolation: &BOTH,
-                translate_pct: 0.45,
-                translate_const: 100.0,
-            },
+            hparams,
         }
     }
 
     #[test]
     fn each_layer_applies_with_probability_prob() {
-        let ops = [TimmOp::Invert];
-        let s = spec(&ops);
+        let (ops, hp) = ([TimmOp::Invert], hparams());
+        let s = spec(&ops, &hp);
         let mut applied = 0;
         let n = 20_000;
         for i in 0..n {
@@ -386,8 +429,9 @@ mod tests {
     #[test]
     fn increasing_posterize_at_the_clamped_top_keeps_no_bits() {
         let ops = [TimmOp::PosterizeIncreasing];
-        let mut s = spec(&ops);
-        (s.prob, s.magnitude, s.hparams.magnitude_std) = (1.0, 10.0, 0.0);
+        let hp = Hparams::default();
+        let mut s = spec(&ops, &hp);
+        (s.prob, s.magnitude) = (1.0, 10.0);
         let mut out = Vec::new();
         rand_augment(
             &mut CounterRng::new(0, 0, 0, Stream::Ops),
@@ -409,7 +453,7 @@ mod tests {
             vec![p(TimmOp::Invert, 1.0), p(TimmOp::Equalize, 1.0)],
             vec![p(TimmOp::AutoContrast, 1.0), p(TimmOp::Invert, 0.0)],
         ];
-        let hp = spec(&[]).hparams;
+        let hp = hparams();
         let mut seen = [0; 2];
         for i in 0..400 {
             let mut out = Vec::new();
@@ -439,7 +483,7 @@ mod tests {
             depth: -1,
             alpha: 1.0,
         };
-        let hp = super::tests::spec(&[]).hparams;
+        let hp = hparams();
         let (mut depths, mut blends) = ([0usize; 4], Vec::new());
         for i in 0..500 {
             let plan = aug_mix(
@@ -469,8 +513,8 @@ mod tests {
     #[test]
     fn weighted_choice_draws_distinct_ops() {
         let ops = [TimmOp::Invert, TimmOp::Equalize, TimmOp::AutoContrast];
-        let weights = [0.5, 0.3, 0.2];
-        let mut s = spec(&ops);
+        let (weights, hp) = ([0.5, 0.3, 0.2], hparams());
+        let mut s = spec(&ops, &hp);
         (s.prob, s.weights, s.num_layers) = (1.0, Some(&weights[..]), 3);
         for i in 0..200 {
             let mut out = Vec::new();
