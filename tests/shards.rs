@@ -110,7 +110,7 @@ fn batches_from_shards_do_not_depend_on_worker_count_and_resume_exactly() {
 fn ranks_get_equal_batch_counts_and_cover_every_sample_when_shards_do_not_divide() {
     let (_data, _out, pattern) = sharded("shards-ranks");
     let shards = WebDataset::open(&pattern).unwrap().shards().len();
-    let world = if shards % 3 != 0 { 3 } else { 4 };
+    let world = if !shards.is_multiple_of(3) { 3 } else { 4 };
     assert_ne!(
         shards % world,
         0,

@@ -510,7 +510,7 @@ impl JpegDecoder {
         let mcus_x = h.mcus_x();
         for my in 0..r1 {
             for mx in 0..mcus_x {
-                if h.restart_interval > 0 && mcus > 0 && mcus % h.restart_interval == 0 {
+                if h.restart_interval > 0 && mcus > 0 && mcus.is_multiple_of(h.restart_interval) {
                     br = br.restart(next_rst)?;
                     next_rst = (next_rst + 1) & 7;
                     pred = [0; 3];

@@ -96,7 +96,7 @@ impl Upsample {
 /// `(3 * cs[p + 1] + cs[p] + be) >> 4` and `(3 * cs[p + 1] + cs[p + 2] + bo) >> 4`.
 /// `cs` holds `out.len() / 2 + 2` sums.
 fn h2_pairs(avx2: bool, cs: &[i16], be: i16, bo: i16, out: &mut [u8]) {
-    assert!(cs.len() >= out.len() / 2 + 2 && out.len() % 2 == 0);
+    assert!(cs.len() >= out.len() / 2 + 2 && out.len().is_multiple_of(2));
     let mut done = 0;
     #[cfg(target_arch = "x86_64")]
     if avx2 {
