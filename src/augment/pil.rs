@@ -1,8 +1,9 @@
 //! Pillow's arithmetic for the ops timm's auto-augment policies run on PIL images: the
 //! `ImageEnhance` blends (brightness, colour, contrast, sharpness), `Image.transform(AFFINE)`
 //! with its bilinear and bicubic filters, `ImageOps.autocontrast`, and timm's `solarize_add`.
-//! Each reproduces Pillow's result byte for byte (the same float widths, the same truncations);
-//! `tests/` and the Python parity tests check that against Pillow itself.
+//! Each reproduces Pillow's result byte for byte (the same float widths, the same truncations):
+//! `python/tests/test_recipes.py` runs timm's own op functions (Pillow underneath) with the
+//! loader's drawn parameters and compares every byte.
 //!
 //! Solarize, posterize, equalize and invert give the same bytes in Pillow and torchvision, so
 //! timm's policies use the kernels of `colour.rs` for those.
