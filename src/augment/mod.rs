@@ -1625,7 +1625,14 @@ pub fn apply(ops: &[PixelOp], rgb: &mut [u8], h: usize, w: usize, s: &mut Scratc
                 matrix,
                 filter,
                 fill,
-            } => pil::affine(rgb, h, w, matrix, *filter, *fill, &mut s.bytes),
+            } => {
+                let t = pil::Affine {
+                    matrix: *matrix,
+                    filter: *filter,
+                    fill: *fill,
+                };
+                pil::affine(rgb, h, w, &t, &mut s.bytes)
+            }
         }
     }
 }

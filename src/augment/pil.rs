@@ -126,52 +126,37 @@ fn smooth(rgb: &[u8], h: usize, w: usize, out: &mut Vec<u8>) {
     }
 }
 
+/// An `Image.transform(size, Image.AFFINE, matrix, resample, fillcolor)` call.
+pub(crate) struct Affine {
+    /// Output pixel centre to source point, Pillow's `(a, b, c, d, e, f)`.
+    pub matrix: [f64; 6],
+    pub filter: Filter,
+    pub fill: [u8; 3],
+}
+
 /// `image.transform(size, Image.AFFINE, matrix, resample, fillcolor=fill)` on the `h`x`w` RGB8
 /// image, in place: output pixel `(x, y)` samples the source at `(a0 (x + .5) + a1 (y + .5) +
 /// a2, a3 (x + .5) + a4 (y + .5) + a5)` in f64; a point outside the source keeps `fill`; the
 /// filter reads edge-clamped neighbours and its result is clamped and truncated.
-pub(crate) fn affine(
-    rgb: &mut [u8],
-    h: usize,
-    w: usize,
-    m: &[f64; 6],
-    filter: Filter,
-    fill: [u8; 3],
-    src: &mut Vec<u8>,
-) {
+pub(crate) fn affine(rgb: &mut [u8], h: usize, w: usize, t: &Affine, src: &mut Vec<u8>) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2 (detected just above).
-        return unsafe { affine_avx2(rgb, h, w, m, filter, fill, src) };
+        return unsafe { affine_avx2(rgb, h, w, t, src) };
     }
-    affine_any(rgb, h, w, m, filter, fill, src);
+    affine_any(rgb, h, w, t, src);
 }
 
 /// [`affine`] compiled for AVX2 (no FMA: the same bytes as the portable build).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn affine_avx2(
-    rgb: &mut [u8],
-    h: usize,
-    w: usize,
-    m: &[f64; 6],
-    filter: Filter,
-    fill: [u8; 3],
-    src: &mut Vec<u8>,
-) {
-    affine_any(rgb, h, w, m, filter, fill, src);
+fn affine_avx2(rgb: &mut [u8], h: usize, w: usize, t: &Affine, src: &mut Vec<u8>) {
+    affine_any(rgb, h, w, t, src);
 }
 
 #[inline(always)]
-fn affine_any(
-    rgb: &mut [u8],
-    h: usize,
-    w: usize,
-    m: &[f64; 6],
-    filter: Filter,
-    fill: [u8; 3],
-    src: &mut Vec<u8>,
-) {
+fn affine_any(rgb: &mut [u8], h: usize, w: usize, t: &Affine, src: &mut Vec<u8>) {
+    let (m, filter, fill) = (&t.matrix, t.filter, t.fill);
     src.clear();
     src.extend_from_slice(rgb);
     let stride = w * 3;
@@ -382,6 +367,11 @@ mod tests {
 
     #[test]
     fn identity_matrix_copies_and_a_full_shift_fills() {
+        let with = |filter, matrix| Affine {
+            matrix,
+            filter,
+            fill: [1, 2, 3],
+        };
         let img: Vec<u8> = (0..6 * 4 * 3).map(|i| (i * 11 % 256) as u8).collect();
         let mut s = Vec::new();
         for filter in [Filter::Bilinear, Filter::Bicubic] {
@@ -390,9 +380,7 @@ mod tests {
                 &mut x,
                 4,
                 6,
-                &[1.0, 0.0, 0.0, 0.0, 1.0, 0.0],
-                filter,
-                [1, 2, 3],
+                &with(filter, [1.0, 0.0, 0.0, 0.0, 1.0, 0.0]),
                 &mut s,
             );
             assert_eq!(x, img);
@@ -400,9 +388,7 @@ mod tests {
                 &mut x,
                 4,
                 6,
-                &[1.0, 0.0, 6.0, 0.0, 1.0, 0.0],
-                filter,
-                [1, 2, 3],
+                &with(filter, [1.0, 0.0, 6.0, 0.0, 1.0, 0.0]),
                 &mut s,
             );
             assert!(x.chunks(3).all(|p| p == [1, 2, 3]));
@@ -417,9 +403,14 @@ mod tests {
         let mut s = Vec::new();
         for filter in [Filter::Bilinear, Filter::Bicubic] {
             let mut portable = img.clone();
-            affine_any(&mut portable, h, w, &m, filter, [9, 8, 7], &mut s);
+            let t = Affine {
+                matrix: m,
+                filter,
+                fill: [9, 8, 7],
+            };
+            affine_any(&mut portable, h, w, &t, &mut s);
             let mut dispatched = img.clone();
-            affine(&mut dispatched, h, w, &m, filter, [9, 8, 7], &mut s);
+            affine(&mut dispatched, h, w, &t, &mut s);
             assert_eq!(portable, dispatched, "{filter:?}");
             assert_ne!(portable, img);
         }
