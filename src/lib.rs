@@ -59,8 +59,9 @@ pub use loader::{
 };
 pub use sampler::{LastBatch, Shard};
 pub use source::{
-    CacheOptions, Entry, ImageFolder, Manifest, ReadMode, RemoteOptions, SampleBytes, ShardOptions,
-    Source, StorageReport, WebDataset,
+    ArrowDataset, CacheOptions, Entry, HfOptions, ImageFolder, Manifest, ParquetDataset,
+    ParquetOptions, ReadMode, RemoteOptions, SampleBytes, ShardOptions, Source, StorageReport,
+    WebDataset,
 };
 pub use stage::{RunsOn, Stage, StageTimes};
 pub use tensor::{HostTensor, Placement, Tensor};

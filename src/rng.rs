@@ -23,6 +23,8 @@ pub(crate) enum Stream {
     Flip = 3,
     /// The replacement chosen for a skipped sample.
     Replace = 4,
+    /// A block-shuffled order (Parquet): the row groups' order, and each window's rows.
+    Blocks = 5,
     /// The pipeline's other random ops: op `k` of the pipeline draws from stream `Ops + k`.
     Ops = 16,
 }

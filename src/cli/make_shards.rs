@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use hpuload::source::shards::{build_index, index_path, write_index};
-use hpuload::{Error, ImageFolder, Manifest, Source};
+use hpuload::{Error, Manifest, Source};
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// `hpuload make-shards` arguments.
@@ -65,7 +65,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 pub fn run(args: &MakeShardsArgs) -> Result<(), Error> {
     let source: Box<dyn Source> = match (&args.data, &args.manifest) {
         (_, Some(m)) => Box::new(Manifest::open(m)?),
-        (Some(d), None) => Box::new(ImageFolder::open(d)?),
+        (Some(d), None) => hpuload::source::open(&d.to_string_lossy(), &Default::default())?,
         (None, None) => return Err(Error::config("--data", "give --data or --manifest")),
     };
     let io = |path: &Path| {

@@ -8,8 +8,8 @@ pub mod preview;
 pub mod report;
 
 use hpuload::{
-    pipelines, Backend, CacheOptions, Error, ImageFolder, LoaderBuilder, Manifest, Pipeline,
-    RemoteOptions, ShardOptions, WebDataset,
+    pipelines, Backend, CacheOptions, Error, LoaderBuilder, Manifest, Pipeline, RemoteOptions,
+    ShardOptions,
 };
 
 use std::path::PathBuf;
@@ -112,8 +112,10 @@ fn make_dataset(out: &std::path::Path, images: usize, seed: u64) -> Result<(), h
 /// Where the samples come from, and how they are augmented.
 #[derive(clap::Args, Clone, Debug)]
 pub struct DataArgs {
-    /// ImageFolder dataset (`DIR/<class>/<image>`), or WebDataset tar shards (`FILE.tar` or a
-    /// brace pattern such as `DIR/shard-{000000..000009}.tar`). Default: the built-in
+    /// ImageFolder dataset (`DIR/<class>/<image>`); WebDataset tar shards (`FILE.tar`, a
+    /// brace pattern such as `DIR/shard-{000000..000009}.tar`, a URL, or a folder of `.tar`
+    /// files); a Hugging Face `datasets` table (a `save_to_disk` folder or `.arrow` files);
+    /// or Parquet files (a file, a brace pattern or `*` glob, or a folder). Default: the built-in
     /// synthetic dataset, generated on first use in $HPULOAD_CACHE_DIR (or ~/.cache/hpuload).
     #[arg(long, conflicts_with = "manifest")]
     pub data: Option<PathBuf>,
@@ -248,16 +250,12 @@ impl DataArgs {
                     hpuload::dataset::default_dataset()?
                 }
             };
-            let text = dir.to_string_lossy();
-            if text.ends_with(".tar") || text.contains('{') || hpuload::source::is_remote(&text) {
-                let options = self.storage.options()?;
-                (
-                    hpuload::Loader::builder(WebDataset::open_with(&text, &options)?),
-                    dir,
-                )
-            } else {
-                (hpuload::Loader::builder(ImageFolder::open(&dir)?), dir)
-            }
+            let options = hpuload::source::OpenOptions {
+                shards: self.storage.options()?,
+                ..Default::default()
+            };
+            let source = hpuload::source::open(&dir.to_string_lossy(), &options)?;
+            (hpuload::Loader::builder_boxed(source), dir)
         };
         let builder = builder
             .shuffle(self.seed)

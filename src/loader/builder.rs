@@ -36,9 +36,9 @@ pub struct LoaderBuilder {
 }
 
 impl LoaderBuilder {
-    pub(super) fn new(source: impl Source + 'static) -> Self {
+    pub(super) fn new(source: Arc<dyn Source>) -> Self {
         Self {
-            source: Arc::new(source),
+            source,
             batch_size: 256,
             shuffle: false,
             seed: 0,

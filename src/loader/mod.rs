@@ -181,7 +181,13 @@ pub struct Loader {
 impl Loader {
     /// Starts configuring a loader over `source`.
     pub fn builder(source: impl Source + 'static) -> LoaderBuilder {
-        LoaderBuilder::new(source)
+        LoaderBuilder::new(Arc::new(source))
+    }
+
+    /// [`Loader::builder`] over a source chosen at run time (as [`crate::source::open`]
+    /// returns it).
+    pub fn builder_boxed(source: Box<dyn Source>) -> LoaderBuilder {
+        LoaderBuilder::new(Arc::from(source))
     }
 
     fn start(b: LoaderBuilder) -> Result<Self, Error> {
@@ -601,12 +607,24 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
         let l = loader.borrow_mut();
         let (sampler, order) = match given {
             Some(order) => (l.sampler.with_len(order.len()), order),
-            None => (l.sampler.clone(), l.sampler.epoch_order(epoch)),
+            None => {
+                let order = l
+                    .sampler
+                    .shuffle
+                    .and_then(|seed| l.shared.source.shuffled_order(seed, epoch))
+                    .filter(|o| o.len() == l.sampler.len)
+                    .unwrap_or_else(|| l.sampler.epoch_order(epoch));
+                (l.sampler.clone(), order)
+            }
         };
         let start = match l.resume.take() {
             Some(p) if p.epoch == epoch => p,
             _ => Position::epoch_start(epoch),
         };
+        let total = sampler.batches_from(start.start);
+        l.shared.source.plan_reads(
+            &mut (start.step..total).flat_map(|b| sampler.batch(&order, start.start, b).indices),
+        );
         let (done_tx, done_rx) = crossbeam_channel::unbounded();
         let budget = match l.shared.on_error {
             OnError::Skip => {
@@ -617,7 +635,7 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
         Self {
             order: Arc::new(order),
             plan_start: start.start,
-            total: sampler.batches_from(start.start),
+            total,
             sampler: Box::new(sampler),
             loader: Some(loader),
             epoch,

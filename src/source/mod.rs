@@ -1,7 +1,10 @@
 //! Where samples come from: a list of `(path, label)` entries, and how to read a file's bytes.
 
+pub mod arrow;
 mod folder;
+pub mod hf;
 mod manifest;
+pub mod parquet;
 pub mod remote;
 pub mod shards;
 
@@ -9,8 +12,12 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use crate::Error;
+
+pub use arrow::{ArrowDataset, HfOptions};
 pub use folder::{ImageFolder, IMAGE_EXTENSIONS};
 pub use manifest::Manifest;
+pub use parquet::{ParquetDataset, ParquetOptions};
 pub use remote::{is_remote, CacheOptions, RemoteOptions, StorageReport};
 pub use shards::{ShardOptions, WebDataset};
 
@@ -37,6 +44,20 @@ pub trait Source: Send + Sync {
     /// when it schedules the batch, `prefetch` batches ahead): a source on object storage
     /// starts their requests now, so that many are in flight. The default does nothing.
     fn prefetch(&self, indices: &[usize]) {
+        let _ = indices;
+    }
+    /// The order of a shuffled epoch, for a source that reads some orders much faster than a
+    /// global permutation (Parquet, whose rows are read a row group at a time): a permutation
+    /// of every index that is a pure function of `(seed, epoch)`. `None` (the default): the
+    /// loader's uniform shuffle.
+    fn shuffled_order(&self, seed: u64, epoch: u64) -> Option<Vec<u32>> {
+        let _ = (seed, epoch);
+        None
+    }
+    /// Before an epoch: the samples this rank will read in it, in order (from a resumed
+    /// epoch's start). A source that decodes blocks of samples keeps each block until its last
+    /// read. The default does nothing.
+    fn plan_reads(&self, indices: &mut dyn Iterator<Item = usize>) {
         let _ = indices;
     }
     /// What object storage has done for this dataset so far (`None` for local data).
@@ -195,4 +216,95 @@ pub(crate) fn sort_like_python(paths: &mut [PathBuf]) {
             .as_encoded_bytes()
             .cmp(b.as_os_str().as_encoded_bytes())
     });
+}
+
+/// How [`open`] reads what it is given.
+#[derive(Clone, Debug, Default)]
+pub struct OpenOptions {
+    /// Shards (and object storage).
+    pub shards: ShardOptions,
+    /// A `datasets` table's columns, for Arrow and Parquet.
+    pub columns: hf::ColumnChoice,
+    /// Parquet's shuffle window (0: the default).
+    pub window_rows: usize,
+}
+
+/// What kind of dataset a `--data` argument names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DataKind {
+    /// A folder of class folders of images.
+    ImageFolder,
+    /// WebDataset tar shards: a file, a brace pattern, a URL, or a folder of `.tar` files.
+    Shards,
+    /// Arrow IPC files of a `datasets` table (a `save_to_disk` folder, the cache's files).
+    Arrow,
+    /// Parquet files: a file, a pattern, or a folder of them.
+    Parquet,
+}
+
+/// Tells what `spec` names, by its extension (after brace expansion) or, for a folder, by what
+/// it holds: a `save_to_disk` folder or `.arrow` files, `.tar` files, `.parquet` files (in any
+/// subfolder), else an ImageFolder.
+pub fn data_kind(spec: &str) -> DataKind {
+    let first = shards::expand_braces(spec)
+        .ok()
+        .and_then(|n| n.into_iter().next())
+        .unwrap_or_else(|| spec.to_string());
+    let path = Path::new(&first);
+    let ext = |e: &str| path.extension().is_some_and(|x| x == e);
+    if ext("parquet") {
+        DataKind::Parquet
+    } else if ext("arrow") {
+        DataKind::Arrow
+    } else if ext("tar") || is_remote(spec) {
+        DataKind::Shards
+    } else if !path.is_dir() {
+        DataKind::ImageFolder
+    } else if arrow::is_arrow_spec(&first) {
+        DataKind::Arrow
+    } else if shards::tar_files(path).is_ok_and(|t| !t.is_empty()) {
+        DataKind::Shards
+    } else if parquet::is_parquet_spec(&first) {
+        DataKind::Parquet
+    } else {
+        DataKind::ImageFolder
+    }
+}
+
+/// Opens whatever `spec` names (see [`data_kind`]).
+///
+/// # Errors
+/// Those of the source it names.
+pub fn open(spec: &str, options: &OpenOptions) -> Result<Box<dyn Source>, Error> {
+    let hf = HfOptions {
+        columns: options.columns.clone(),
+        rows: None,
+    };
+    Ok(match data_kind(spec) {
+        DataKind::ImageFolder => Box::new(ImageFolder::open(Path::new(spec))?),
+        DataKind::Shards if Path::new(spec).is_dir() => {
+            Box::new(WebDataset::open_folder(Path::new(spec), &options.shards)?)
+        }
+        DataKind::Shards => Box::new(WebDataset::open_with(spec, &options.shards)?),
+        DataKind::Arrow => Box::new(ArrowDataset::open(spec, &hf)?),
+        DataKind::Parquet if is_remote(spec) => {
+            return Err(Error::config(
+                "data",
+                format!("{spec}: Parquet on object storage is not read yet; download it first"),
+            ))
+        }
+        DataKind::Parquet => {
+            let defaults = ParquetOptions::default();
+            Box::new(ParquetDataset::open(
+                spec,
+                &ParquetOptions {
+                    columns: options.columns.clone(),
+                    window_rows: match options.window_rows {
+                        0 => defaults.window_rows,
+                        n => n,
+                    },
+                },
+            )?)
+        }
+    })
 }

@@ -143,14 +143,34 @@ impl WebDataset {
     pub fn open_with(spec: &str, options: &ShardOptions) -> Result<Self, Error> {
         let names = expand_braces(spec)
             .map_err(|reason| Error::config("shards", format!("pattern {spec:?}: {reason}")))?;
+        Self::open_names(names, remote::is_remote(spec), options)
+    }
+
+    /// The `.tar` files directly in `dir`, sorted, as shards.
+    ///
+    /// # Errors
+    /// As [`WebDataset::open`]; a folder without `.tar` files is an empty dataset.
+    pub fn open_folder(dir: &Path, options: &ShardOptions) -> Result<Self, Error> {
+        let names = tar_files(dir)?;
+        if names.is_empty() {
+            return Err(Error::EmptyDataset {
+                path: dir.to_path_buf(),
+                what: "tar shards (*.tar)",
+            });
+        }
+        let names = names
+            .into_iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
+        Self::open_names(names, false, options)
+    }
+
+    fn open_names(names: Vec<String>, remote: bool, options: &ShardOptions) -> Result<Self, Error> {
         if u32::try_from(names.len()).is_err() {
-            return Err(Error::config(
-                "shards",
-                format!("{spec}: more than 2^32 shards"),
-            ));
+            return Err(Error::config("shards", "more than 2^32 shards".to_string()));
         }
         let label_field = options.label_field.as_str();
-        let (indexes, remote) = if remote::is_remote(spec) {
+        let (indexes, remote) = if remote {
             let (indexes, remote) = RemoteShards::open(&names, options)?;
             (indexes, Some(remote))
         } else {
@@ -522,7 +542,7 @@ impl Source for WebDataset {
         let n = usize::try_from(len).map_err(std::io::Error::other)?;
         buf.clear();
         buf.resize(n, 0);
-        read_member(path, offset, buf)?;
+        read_member(path, offset, buf, "shard")?;
         Ok(SampleBytes::Buffer(buf))
     }
 
@@ -541,7 +561,7 @@ impl Source for WebDataset {
         }
         match usize::try_from(len) {
             Ok(n) if n <= dst.len() => {
-                read_member(&self.shards[shard as usize], offset, &mut dst[..n])?;
+                read_member(&self.shards[shard as usize], offset, &mut dst[..n], "shard")?;
                 Ok(Some(n))
             }
             _ => Ok(None),
@@ -562,9 +582,14 @@ impl WebDataset {
     }
 }
 
-/// Reads `dst.len()` bytes of the local shard at `path` from `offset`; a shard that ends before
-/// them is reported as truncated.
-fn read_member(path: &Path, offset: u64, dst: &mut [u8]) -> std::io::Result<()> {
+/// Reads `dst.len()` bytes of the local file at `path` from `offset`; a file that ends before
+/// them is reported as truncated, naming it as `what` (a shard, an Arrow file).
+pub(super) fn read_member(
+    path: &Path,
+    offset: u64,
+    dst: &mut [u8],
+    what: &str,
+) -> std::io::Result<()> {
     let file = File::open(path)?;
     match file.read_exact_at(dst, offset) {
         Ok(()) => Ok(()),
@@ -574,13 +599,31 @@ fn read_member(path: &Path, offset: u64, dst: &mut [u8]) -> std::io::Result<()> 
             Err(std::io::Error::new(
                 std::io::ErrorKind::UnexpectedEof,
                 format!(
-                    "the shard is truncated: the member's {len} bytes at offset {offset} end \
-                     past the shard's {size} bytes"
+                    "the {what} is truncated: the member's {len} bytes at offset {offset} end \
+                     past its {size} bytes"
                 ),
             ))
         }
         Err(e) => Err(e),
     }
+}
+
+/// The `.tar` files directly in `dir`, sorted (empty when there are none).
+///
+/// # Errors
+/// The folder cannot be listed.
+pub fn tar_files(dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    let read = std::fs::read_dir(dir).map_err(|source| Error::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let mut names: Vec<PathBuf> = read
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "tar"))
+        .collect();
+    super::sort_like_python(&mut names);
+    Ok(names)
 }
 
 /// The index file that belongs to `shard`.

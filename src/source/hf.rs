@@ -1,0 +1,352 @@
+//! What Hugging Face `datasets` tables have in common, whether they are stored as Arrow IPC
+//! streams (`save_to_disk`, the `datasets` cache) or as Parquet (the hub): which column holds
+//! the image and which the label, the class names, and each row's image and label.
+//!
+//! `datasets` writes its features as JSON under the `huggingface` key of the schema's metadata
+//! (`{"info": {"features": {"image": {"_type": "Image"}, "label": {"_type": "ClassLabel",
+//! "names": [...]}}}}`). An `Image` column is a struct of `bytes` (the encoded file, or null)
+//! and `path` (where the file is when `bytes` is null, as `load_dataset("imagefolder")` leaves
+//! it); a `ClassLabel` column holds integers.
+
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, ArrayRef, RecordBatch, StructArray};
+use arrow_schema::{DataType, Schema};
+
+/// The columns of a table that the loader reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HfColumns {
+    /// The image column's position among the schema's fields.
+    pub image: usize,
+    /// The label column's position.
+    pub label: usize,
+    /// Class names by label (from a `ClassLabel` feature), or empty.
+    pub classes: Vec<String>,
+}
+
+/// Which columns to read, when the schema's metadata does not say (or says otherwise).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ColumnChoice {
+    /// The image column (default: the `Image` feature, else a column named `image`, `img`,
+    /// `jpg` or `png`).
+    pub image: Option<String>,
+    /// The label column (default: the `ClassLabel` feature, else a column named `label`,
+    /// `labels` or `cls`).
+    pub label: Option<String>,
+}
+
+const IMAGE_NAMES: &[&str] = &["image", "img", "jpg", "jpeg", "png"];
+const LABEL_NAMES: &[&str] = &["label", "labels", "cls", "class"];
+
+/// Finds the image and label columns of `schema`, as `choice` names them or as the
+/// `huggingface` metadata declares them.
+///
+/// # Errors
+/// A named column that is absent, no image or label column found, or a column of a type the
+/// loader cannot read, each listing the table's columns.
+pub fn find_columns(schema: &Schema, choice: &ColumnChoice) -> Result<HfColumns, String> {
+    let features = schema
+        .metadata()
+        .get("huggingface")
+        .and_then(|json| serde_json::from_str::<serde_json::Value>(json).ok())
+        .and_then(|v| v.pointer("/info/features").cloned());
+    let feature_type = |name: &str| {
+        features
+            .as_ref()
+            .and_then(|f| f.get(name))
+            .and_then(|f| f.get("_type"))
+            .and_then(|t| t.as_str())
+            .map(str::to_string)
+    };
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    let columns = || names.join(", ");
+    let find = |named: &Option<String>, feature: &str, fallback: &[&str], what: &str| {
+        if let Some(name) = named {
+            return names
+                .iter()
+                .position(|n| n == name)
+                .ok_or_else(|| format!("no column {name:?} (the columns: {})", columns()));
+        }
+        names
+            .iter()
+            .position(|n| feature_type(n).as_deref() == Some(feature))
+            .or_else(|| {
+                fallback
+                    .iter()
+                    .find_map(|f| names.iter().position(|n| n.eq_ignore_ascii_case(f)))
+            })
+            .ok_or_else(|| {
+                format!(
+                    "no {what} column: no {feature} feature and none named {} (the columns: {}); \
+                     name it",
+                    fallback.join("/"),
+                    columns()
+                )
+            })
+    };
+    let image = find(&choice.image, "Image", IMAGE_NAMES, "image")?;
+    let label = find(&choice.label, "ClassLabel", LABEL_NAMES, "label")?;
+    image_kind(schema.field(image).data_type())
+        .ok_or_else(|| format!("column {:?}: {}", names[image], IMAGE_TYPES))?;
+    if !schema.field(label).data_type().is_integer() {
+        return Err(format!(
+            "column {:?} holds {}, not integer labels",
+            names[label],
+            schema.field(label).data_type()
+        ));
+    }
+    let classes = features
+        .as_ref()
+        .and_then(|f| f.get(names[label]))
+        .and_then(|f| f.get("names"))
+        .and_then(|n| n.as_array())
+        .map(|n| {
+            n.iter()
+                .map(|s| s.as_str().unwrap_or_default().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(HfColumns {
+        image,
+        label,
+        classes,
+    })
+}
+
+const IMAGE_TYPES: &str = "an image column is a struct of `bytes` (binary) and `path` (string), \
+                           as datasets' Image feature writes it, or binary";
+
+/// How an image column stores its images.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ImageKind {
+    /// `struct<bytes: binary, path: string>` (either child may be absent).
+    Struct,
+    /// The encoded bytes themselves.
+    Binary,
+}
+
+fn image_kind(t: &DataType) -> Option<ImageKind> {
+    match t {
+        DataType::Binary | DataType::LargeBinary => Some(ImageKind::Binary),
+        DataType::Struct(fields) => {
+            let typed = |name: &str, ok: fn(&DataType) -> bool| {
+                fields
+                    .iter()
+                    .find(|f| f.name() == name)
+                    .is_none_or(|f| ok(f.data_type()))
+            };
+            let has = |name: &str| fields.iter().any(|f| f.name() == name);
+            let binary = |t: &DataType| matches!(t, DataType::Binary | DataType::LargeBinary);
+            let string = |t: &DataType| matches!(t, DataType::Utf8 | DataType::LargeUtf8);
+            ((has("bytes") || has("path")) && typed("bytes", binary) && typed("path", string))
+                .then_some(ImageKind::Struct)
+        }
+        _ => None,
+    }
+}
+
+/// One row's image: where its encoded bytes are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImageCell<'a> {
+    /// Embedded in the table.
+    Bytes(&'a [u8]),
+    /// Not embedded: the file at this path (relative paths are relative to the table's
+    /// folder).
+    Path(&'a str),
+    /// Neither (a null image, or a null `bytes` with a null `path`).
+    Null,
+}
+
+/// The image cells of one column of a record batch.
+pub struct ImageColumn {
+    bytes: Option<ArrayRef>,
+    paths: Option<ArrayRef>,
+    nulls: Option<arrow_buffer::NullBuffer>,
+}
+
+impl ImageColumn {
+    /// The image column `column` of `batch` (a column [`find_columns`] accepted).
+    ///
+    /// # Errors
+    /// A column of another type than the schema said.
+    pub fn new(batch: &RecordBatch, column: usize) -> Result<Self, String> {
+        let array = batch.column(column);
+        match image_kind(array.data_type()) {
+            Some(ImageKind::Binary) => Ok(Self {
+                bytes: Some(array.clone()),
+                paths: None,
+                nulls: None,
+            }),
+            Some(ImageKind::Struct) => {
+                let s: &StructArray = array.as_struct();
+                Ok(Self {
+                    bytes: s.column_by_name("bytes").cloned(),
+                    paths: s.column_by_name("path").cloned(),
+                    nulls: s.nulls().cloned(),
+                })
+            }
+            None => Err(format!(
+                "the image column holds {}: {IMAGE_TYPES}",
+                array.data_type()
+            )),
+        }
+    }
+
+    /// Row `row`'s image.
+    pub fn cell(&self, row: usize) -> ImageCell<'_> {
+        if self.nulls.as_ref().is_some_and(|n| n.is_null(row)) {
+            return ImageCell::Null;
+        }
+        if let Some(bytes) = self.bytes.as_deref().filter(|b| b.is_valid(row)) {
+            let value = match bytes.data_type() {
+                DataType::LargeBinary => bytes.as_binary::<i64>().value(row),
+                _ => bytes.as_binary::<i32>().value(row),
+            };
+            return ImageCell::Bytes(value);
+        }
+        if let Some(paths) = self.paths.as_deref().filter(|p| p.is_valid(row)) {
+            let value = match paths.data_type() {
+                DataType::LargeUtf8 => paths.as_string::<i64>().value(row),
+                _ => paths.as_string::<i32>().value(row),
+            };
+            return ImageCell::Path(value);
+        }
+        ImageCell::Null
+    }
+}
+
+/// The labels of column `column` of `batch`: an integer each, or why there is none.
+pub fn labels(batch: &RecordBatch, column: usize) -> Vec<Result<i64, String>> {
+    let array = batch.column(column);
+    let cast = match arrow_cast_i64(array) {
+        Ok(values) => values,
+        Err(why) => return vec![Err(why); batch.num_rows()],
+    };
+    cast.into_iter()
+        .map(|v| v.ok_or_else(|| "the label is null".to_string()))
+        .collect()
+}
+
+fn arrow_cast_i64(array: &ArrayRef) -> Result<Vec<Option<i64>>, String> {
+    use arrow_array::types::*;
+    macro_rules! ints {
+        ($($t:ty),*) => {
+            match array.data_type() {
+                $(d if d == &<$t as arrow_array::ArrowPrimitiveType>::DATA_TYPE => {
+                    let a = array.as_primitive::<$t>();
+                    Ok((0..a.len())
+                        .map(|i| {
+                            a.is_valid(i).then(|| a.value(i)).and_then(|v| i64::try_from(v).ok())
+                        })
+                        .collect())
+                })*
+                other => Err(format!("the label column holds {other}, not integers")),
+            }
+        };
+    }
+    ints!(Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type, UInt16Type, UInt32Type, UInt64Type)
+}
+
+/// What a row whose image is [`ImageCell::Null`] is reported as.
+pub const NULL_IMAGE: &str = "the image is null (no bytes and no path)";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_schema::{Field, Fields};
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    fn image_type() -> DataType {
+        DataType::Struct(Fields::from(vec![
+            Field::new("bytes", DataType::Binary, true),
+            Field::new("path", DataType::Utf8, true),
+        ]))
+    }
+
+    #[test]
+    fn columns_and_class_names_come_from_the_huggingface_metadata() {
+        let meta = r#"{"info": {"features": {"pic": {"_type": "Image"},
+            "y": {"names": ["cat", "dog"], "_type": "ClassLabel"}}}}"#;
+        let schema = Schema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("pic", image_type(), true),
+            Field::new("y", DataType::Int64, true),
+        ])
+        .with_metadata(HashMap::from([("huggingface".into(), meta.into())]));
+        let found = find_columns(&schema, &ColumnChoice::default()).unwrap();
+        assert_eq!((found.image, found.label), (1, 2));
+        assert_eq!(found.classes, ["cat", "dog"]);
+    }
+
+    #[test]
+    fn without_metadata_columns_are_found_by_name_or_named_by_the_user() {
+        let schema = Schema::new(vec![
+            Field::new("image", image_type(), true),
+            Field::new("label", DataType::Int32, true),
+            Field::new("fine_label", DataType::Int32, true),
+        ]);
+        let found = find_columns(&schema, &ColumnChoice::default()).unwrap();
+        assert_eq!((found.image, found.label), (0, 1));
+        let choice = ColumnChoice {
+            label: Some("fine_label".into()),
+            ..ColumnChoice::default()
+        };
+        assert_eq!(find_columns(&schema, &choice).unwrap().label, 2);
+        let missing = ColumnChoice {
+            label: Some("coarse".into()),
+            ..ColumnChoice::default()
+        };
+        let why = find_columns(&schema, &missing).unwrap_err();
+        assert!(
+            why.contains("coarse") && why.contains("fine_label"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_column_of_the_wrong_type_is_refused_by_name() {
+        let schema = Schema::new(vec![
+            Field::new("image", DataType::Utf8, true),
+            Field::new("label", DataType::Int64, true),
+        ]);
+        let why = find_columns(&schema, &ColumnChoice::default()).unwrap_err();
+        assert!(why.contains("\"image\""), "{why}");
+        let schema = Schema::new(vec![
+            Field::new("image", DataType::Binary, true),
+            Field::new("label", DataType::Utf8, true),
+        ]);
+        let why = find_columns(&schema, &ColumnChoice::default()).unwrap_err();
+        assert!(why.contains("not integer labels"), "{why}");
+    }
+
+    #[test]
+    fn image_cells_are_bytes_then_path_then_null() {
+        use arrow_array::{BinaryArray, Int64Array, StringArray};
+        let bytes = BinaryArray::from(vec![Some(&b"jpg"[..]), None, None]);
+        let paths = StringArray::from(vec![Some("a.jpg"), Some("b.jpg"), None]);
+        let image = StructArray::from(vec![
+            (
+                Arc::new(Field::new("bytes", DataType::Binary, true)),
+                Arc::new(bytes) as ArrayRef,
+            ),
+            (
+                Arc::new(Field::new("path", DataType::Utf8, true)),
+                Arc::new(paths) as ArrayRef,
+            ),
+        ]);
+        let labels_array = Int64Array::from(vec![Some(3), None, Some(1)]);
+        let batch = RecordBatch::try_from_iter(vec![
+            ("image", Arc::new(image) as ArrayRef),
+            ("label", Arc::new(labels_array) as ArrayRef),
+        ])
+        .unwrap();
+        let column = ImageColumn::new(&batch, 0).unwrap();
+        assert_eq!(column.cell(0), ImageCell::Bytes(b"jpg"));
+        assert_eq!(column.cell(1), ImageCell::Path("b.jpg"));
+        assert_eq!(column.cell(2), ImageCell::Null);
+        assert_eq!(
+            labels(&batch, 1),
+            [Ok(3), Err("the label is null".into()), Ok(1)]
+        );
+    }
+}

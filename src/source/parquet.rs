@@ -1,0 +1,643 @@
+//! Parquet files of a Hugging Face dataset (the hub's `data/train-00000-of-00294.parquet`),
+//! read with the `parquet` crate.
+//!
+//! Parquet pages are compressed, so one row cannot be read alone: the unit of reading is a
+//! row group's image and label column chunks (one positioned read of their byte range, then
+//! decompression and decoding of those two columns only). Opening reads each file's footer and
+//! its label column (small), so every row's label is known up front.
+//!
+//! **Order.** A shuffled epoch visits row groups, not rows, at random: the groups are put in a
+//! seeded random order, cut into windows of at least [`ParquetOptions::window_rows`] rows, and
+//! the rows of each window are shuffled among themselves (both from the counter-based
+//! generator keyed by `(seed, epoch)`). The order is the same on every rank, so sharding,
+//! exact and elastic resume work as for any source. Each rank reads every row group of the
+//! windows it visits (ranks take strided positions of the one global order).
+//!
+//! **Reads.** Before an epoch the loader tells the source which samples this rank will read
+//! ([`Source::plan_reads`]); a decoded row group is kept until its last planned read, then
+//! dropped, so each group is read and decoded once per epoch, and memory holds only the groups
+//! of the windows in flight. A replacement for a skipped sample (not in the plan) may decode its
+//! group again.
+
+use std::collections::{HashMap, VecDeque};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use arrow_array::RecordBatch;
+use bytes::Bytes;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
+use parquet::arrow::ProjectionMask;
+use parquet::errors::ParquetError;
+use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use parquet::file::reader::{ChunkReader, Length};
+
+use super::hf::{self, ColumnChoice, HfColumns, ImageCell, ImageColumn};
+use super::shards::expand_braces;
+use super::{Entry, ReadMode, SampleBytes, Source};
+use crate::rng::{CounterRng, Stream};
+use crate::Error;
+
+/// How Parquet files are opened and read.
+#[derive(Clone, Debug)]
+pub struct ParquetOptions {
+    /// Which columns hold the image and the label.
+    pub columns: ColumnChoice,
+    /// A shuffled epoch shuffles rows within windows of row groups holding at least this many
+    /// rows (default 2048); larger windows mix better and hold more decoded groups in memory.
+    pub window_rows: usize,
+}
+
+impl Default for ParquetOptions {
+    fn default() -> Self {
+        Self {
+            columns: ColumnChoice::default(),
+            window_rows: 2048,
+        }
+    }
+}
+
+/// A dataset of Parquet files, read by row group.
+pub struct ParquetDataset {
+    entries: Vec<Entry>,
+    /// Each sample's row group (an index into `groups`) and row in it.
+    rows: Vec<(u32, u32)>,
+    groups: Vec<Group>,
+    files: Vec<ParquetFile>,
+    classes: Vec<String>,
+    columns: HfColumns,
+    /// Samples without a usable label, and why.
+    unlabelled: HashMap<usize, String>,
+    origin: PathBuf,
+    window_rows: usize,
+    cache: GroupCache,
+    decoded: std::sync::atomic::AtomicU64,
+}
+
+struct ParquetFile {
+    path: PathBuf,
+    metadata: ArrowReaderMetadata,
+}
+
+/// One row group: its file, number in the file, the byte range of its image and label column
+/// chunks, and its first sample.
+#[derive(Clone, Debug)]
+struct Group {
+    file: u32,
+    number: usize,
+    range: (u64, u64),
+    first: usize,
+    rows: usize,
+}
+
+impl std::fmt::Debug for ParquetDataset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParquetDataset")
+            .field("origin", &self.origin)
+            .field("files", &self.files.len())
+            .field("row_groups", &self.groups.len())
+            .field("rows", &self.entries.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ParquetDataset {
+    /// Opens the Parquet files `spec` names: a file, a brace pattern
+    /// (`data/train-{00000..00293}-of-00294.parquet`), a glob (`data/train-*.parquet`), or a
+    /// folder (every `*.parquet` file under it, sorted).
+    ///
+    /// # Errors
+    /// No files, a file that cannot be read or whose footer is damaged (naming it), files whose
+    /// columns differ, no image or label column, or no rows.
+    pub fn open(spec: &str, options: &ParquetOptions) -> Result<Self, Error> {
+        let names = parquet_files(spec)?;
+        if u32::try_from(names.len()).is_err() {
+            return Err(Error::config("data", "more than 2^32 Parquet files"));
+        }
+        let mut files = Vec::with_capacity(names.len());
+        let mut columns: Option<HfColumns> = None;
+        let (mut entries, mut rows, mut groups) = (Vec::new(), Vec::new(), Vec::new());
+        let mut unlabelled = HashMap::new();
+        for (f, path) in names.into_iter().enumerate() {
+            let io = |source| Error::Io {
+                path: path.clone(),
+                source,
+            };
+            let bad = |e: &dyn std::fmt::Display| {
+                io(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    e.to_string(),
+                ))
+            };
+            let file = File::open(&path).map_err(io)?;
+            let metadata = ParquetMetaDataReader::new()
+                .parse_and_finish(&file)
+                .map_err(|e| bad(&footer_error(&e)))?;
+            let metadata =
+                ArrowReaderMetadata::try_new(Arc::new(metadata), ArrowReaderOptions::new())
+                    .map_err(|e| bad(&footer_error(&e)))?;
+            let found =
+                hf::find_columns(metadata.schema(), &options.columns).map_err(|why| bad(&why))?;
+            match &columns {
+                None => columns = Some(found.clone()),
+                Some(c) if *c == found => {}
+                Some(_) => {
+                    return Err(Error::config(
+                        "data",
+                        format!(
+                            "{}: its columns or class names differ from those of the first file",
+                            path.display()
+                        ),
+                    ))
+                }
+            }
+            let meta = Arc::clone(metadata.metadata());
+            for (g, group) in meta.row_groups().iter().enumerate() {
+                let n = usize::try_from(group.num_rows()).unwrap_or(0);
+                let range = chunk_range(&meta, g, &[found.image, found.label]);
+                let first = entries.len();
+                let labels = read_labels(&file, &metadata, g, found.label, n)
+                    .map_err(|why| bad(&format!("row group {g}: {why}")))?;
+                let row0: usize = meta.row_groups()[..g]
+                    .iter()
+                    .map(|r| usize::try_from(r.num_rows()).unwrap_or(0))
+                    .sum();
+                for (r, label) in labels.into_iter().enumerate() {
+                    let label = label.unwrap_or_else(|why| {
+                        // Fails when the sample is read, naming the row.
+                        unlabelled.insert(entries.len(), why);
+                        -1
+                    });
+                    entries.push(Entry {
+                        path: path.join(format!("row {}", row0 + r)),
+                        label,
+                    });
+                    rows.push((groups.len() as u32, r as u32));
+                }
+                groups.push(Group {
+                    file: f as u32,
+                    number: g,
+                    range,
+                    first,
+                    rows: n,
+                });
+            }
+            files.push(ParquetFile { path, metadata });
+        }
+        let origin = files.first().map(|f| f.path.clone()).unwrap_or_default();
+        let Some(columns) = columns.filter(|_| !entries.is_empty()) else {
+            return Err(Error::EmptyDataset {
+                path: origin,
+                what: "rows in the Parquet files",
+            });
+        };
+        Ok(Self {
+            entries,
+            rows,
+            groups,
+            files,
+            classes: columns.classes.clone(),
+            columns,
+            unlabelled,
+            origin,
+            window_rows: options.window_rows.max(1),
+            cache: GroupCache::default(),
+            decoded: Default::default(),
+        })
+    }
+
+    /// The Parquet files, in order.
+    pub fn files(&self) -> impl Iterator<Item = &Path> {
+        self.files.iter().map(|f| f.path.as_path())
+    }
+
+    /// The number of row groups.
+    pub fn row_groups(&self) -> usize {
+        self.groups.len()
+    }
+
+    /// Row groups read and decoded so far (each is read once per epoch when the loader plans
+    /// its reads).
+    pub fn groups_decoded(&self) -> u64 {
+        self.decoded.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Row group `g`'s image column, decoded (from the cache when it is there).
+    fn group(&self, g: u32) -> Result<Arc<Decoded>, String> {
+        let slot = self.cache.slot(g);
+        let decoded = slot
+            .get_or_init(|| self.decode(&self.groups[g as usize]).map(Arc::new))
+            .clone();
+        self.cache.read_one(g);
+        decoded
+    }
+
+    fn decode(&self, group: &Group) -> Result<Decoded, String> {
+        self.decoded
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let file = &self.files[group.file as usize];
+        let (start, end) = group.range;
+        let len = usize::try_from(end - start).map_err(|e| e.to_string())?;
+        let mut bytes = vec![0; len];
+        File::open(&file.path)
+            .and_then(|f| f.read_exact_at(&mut bytes, start))
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::UnexpectedEof => format!(
+                    "the file is truncated: row group {}'s columns end at byte {end}, past its end",
+                    group.number
+                ),
+                _ => e.to_string(),
+            })?;
+        let span = Span {
+            start,
+            bytes: Bytes::from(bytes),
+        };
+        let batch = read_group(span, &file.metadata, group.number, self.columns.image)
+            .map_err(|e| format!("row group {}: {e}", group.number))?;
+        let image = ImageColumn::new(&batch, 0)?;
+        Ok(Decoded {
+            _batch: batch,
+            image,
+        })
+    }
+}
+
+/// A decoded row group's image column.
+struct Decoded {
+    _batch: RecordBatch,
+    image: ImageColumn,
+}
+
+/// A row group, decoded once by the first reader that needs it (the others wait for it).
+type GroupSlot = OnceLock<Result<Arc<Decoded>, String>>;
+
+/// Decoded row groups, each kept until its last planned read of the epoch.
+#[derive(Default)]
+struct GroupCache {
+    state: Mutex<CacheState>,
+}
+
+#[derive(Default)]
+struct CacheState {
+    slots: HashMap<u32, Arc<GroupSlot>>,
+    /// Planned reads left this epoch, per row group.
+    left: HashMap<u32, usize>,
+    /// Groups read without a plan (or past it), most recent last; at most `UNPLANNED` kept.
+    unplanned: VecDeque<u32>,
+}
+
+/// Row groups kept for reads outside the epoch's plan (a sequential reader such as
+/// `make-shards`, replacements).
+const UNPLANNED: usize = 4;
+
+impl GroupCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, CacheState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn slot(&self, g: u32) -> Arc<GroupSlot> {
+        Arc::clone(self.lock().slots.entry(g).or_default())
+    }
+
+    /// Counts one read of group `g`; drops the group after its last planned read.
+    fn read_one(&self, g: u32) {
+        let mut state = self.lock();
+        match state.left.get_mut(&g) {
+            Some(left) if *left > 1 => *left -= 1,
+            Some(_) => {
+                state.left.remove(&g);
+                state.slots.remove(&g);
+            }
+            None => {
+                state.unplanned.retain(|&u| u != g);
+                state.unplanned.push_back(g);
+                while state.unplanned.len() > UNPLANNED {
+                    let old = state.unplanned.pop_front().expect("not empty");
+                    if !state.left.contains_key(&old) {
+                        state.slots.remove(&old);
+                    }
+                }
+            }
+        }
+    }
+
+    fn plan(&self, left: HashMap<u32, usize>) {
+        let mut state = self.lock();
+        state.slots.clear();
+        state.unplanned.clear();
+        state.left = left;
+    }
+}
+
+/// The byte range of `columns`' chunks in row group `g` (all their leaves).
+fn chunk_range(meta: &ParquetMetaData, g: usize, columns: &[usize]) -> (u64, u64) {
+    let schema = meta.file_metadata().schema_descr();
+    let group = &meta.row_groups()[g];
+    let (mut lo, mut hi) = (u64::MAX, 0);
+    for leaf in 0..group.num_columns() {
+        if columns.contains(&schema.get_column_root_idx(leaf)) {
+            let (start, len) = group.column(leaf).byte_range();
+            lo = lo.min(start);
+            hi = hi.max(start.saturating_add(len));
+        }
+    }
+    (lo.min(hi), hi)
+}
+
+/// Reads column `column` (a root) of row group `g` from `input` as one record batch.
+fn read_group<T: ChunkReader + 'static>(
+    input: T,
+    metadata: &ArrowReaderMetadata,
+    g: usize,
+    column: usize,
+) -> Result<RecordBatch, String> {
+    let schema = metadata.metadata().file_metadata().schema_descr();
+    let rows = usize::try_from(metadata.metadata().row_group(g).num_rows()).unwrap_or(0);
+    let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(input, metadata.clone())
+        .with_projection(ProjectionMask::roots(schema, [column]))
+        .with_row_groups(vec![g])
+        .with_batch_size(rows.max(1))
+        .build()
+        .map_err(|e| e.to_string())?;
+    let batches = reader
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    // One batch: the batch size is the group's row count.
+    let Some(batch) = batches.into_iter().next() else {
+        return Err("no rows decoded".into());
+    };
+    if batch.num_rows() != rows {
+        return Err(format!(
+            "{} rows decoded, {rows} in the footer",
+            batch.num_rows()
+        ));
+    }
+    Ok(batch)
+}
+
+/// The labels of row group `g` (reading only its label column chunk).
+fn read_labels(
+    file: &File,
+    metadata: &ArrowReaderMetadata,
+    g: usize,
+    column: usize,
+    rows: usize,
+) -> Result<Vec<Result<i64, String>>, String> {
+    let input = file.try_clone().map_err(|e| e.to_string())?;
+    let batch = read_group(input, metadata, g, column)?;
+    let labels = hf::labels(&batch, 0);
+    debug_assert_eq!(labels.len(), rows);
+    Ok(labels)
+}
+
+/// What a damaged footer is reported as.
+fn footer_error(e: &ParquetError) -> String {
+    format!("not a readable Parquet file (damaged or truncated footer): {e}")
+}
+
+/// A byte range of a Parquet file held in memory, read as the file.
+struct Span {
+    start: u64,
+    bytes: Bytes,
+}
+
+impl Length for Span {
+    fn len(&self) -> u64 {
+        self.start + self.bytes.len() as u64
+    }
+}
+
+impl ChunkReader for Span {
+    type T = bytes::buf::Reader<Bytes>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        let len = self.len().saturating_sub(start);
+        let len = usize::try_from(len).map_err(|e| ParquetError::External(Box::new(e)))?;
+        Ok(bytes::Buf::reader(self.get_bytes(start, len)?))
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        let outside = || {
+            ParquetError::General(format!(
+                "bytes {start}..{} are outside the row group's columns ({}..{})",
+                start + length as u64,
+                self.start,
+                self.len()
+            ))
+        };
+        let from = start.checked_sub(self.start).ok_or_else(outside)?;
+        let from = usize::try_from(from).map_err(|_| outside())?;
+        let to = from.checked_add(length).ok_or_else(outside)?;
+        if to > self.bytes.len() {
+            return Err(outside());
+        }
+        Ok(self.bytes.slice(from..to))
+    }
+}
+
+/// The Parquet files `spec` names.
+fn parquet_files(spec: &str) -> Result<Vec<PathBuf>, Error> {
+    let dir = Path::new(spec);
+    if dir.is_dir() {
+        let mut files = Vec::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            let read = std::fs::read_dir(&d).map_err(|source| Error::Io {
+                path: d.clone(),
+                source,
+            })?;
+            for e in read.flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.extension().is_some_and(|x| x == "parquet") {
+                    files.push(p);
+                }
+            }
+        }
+        super::sort_like_python(&mut files);
+        if files.is_empty() {
+            return Err(Error::EmptyDataset {
+                path: dir.to_path_buf(),
+                what: "Parquet files (*.parquet)",
+            });
+        }
+        return Ok(files);
+    }
+    let names = expand_braces(spec)
+        .map_err(|reason| Error::config("data", format!("pattern {spec:?}: {reason}")))?;
+    let mut files = Vec::new();
+    for name in names {
+        if name.contains(['*', '?']) {
+            let mut found = glob_files(&name)?;
+            if found.is_empty() {
+                return Err(Error::EmptyDataset {
+                    path: PathBuf::from(&name),
+                    what: "files matching the pattern",
+                });
+            }
+            files.append(&mut found);
+        } else {
+            files.push(PathBuf::from(name));
+        }
+    }
+    Ok(files)
+}
+
+/// Files matching `pattern`, whose wildcards (`*`, `?`) are in the file name only, sorted.
+fn glob_files(pattern: &str) -> Result<Vec<PathBuf>, Error> {
+    let path = Path::new(pattern);
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
+    let dir = dir.unwrap_or(Path::new("."));
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if dir.to_string_lossy().contains(['*', '?']) {
+        return Err(Error::config(
+            "data",
+            format!("{pattern}: wildcards are read in file names only, not in folders"),
+        ));
+    }
+    let read = std::fs::read_dir(dir).map_err(|source| Error::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let mut files: Vec<PathBuf> = read
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| wildcard_match(name.as_bytes(), n.as_bytes()))
+        })
+        .collect();
+    super::sort_like_python(&mut files);
+    Ok(files)
+}
+
+/// Whether `text` matches `pattern` (`*`: any run, `?`: any one byte).
+pub fn wildcard_match(pattern: &[u8], text: &[u8]) -> bool {
+    let (mut p, mut t) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        match pattern.get(p) {
+            Some(b'*') => {
+                star = Some((p, t));
+                p += 1;
+            }
+            Some(&c) if c == b'?' || c == text[t] => {
+                p += 1;
+                t += 1;
+            }
+            _ => match star {
+                Some((sp, st)) => {
+                    p = sp + 1;
+                    t = st + 1;
+                    star = Some((sp, st + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    pattern[p..].iter().all(|&c| c == b'*')
+}
+
+/// The block-shuffled order over `groups` (each `(first sample, rows)`): groups in a seeded
+/// random order, cut into windows of at least `window_rows` rows, rows shuffled within each.
+pub fn block_order(
+    groups: &[(usize, usize)],
+    window_rows: usize,
+    seed: u64,
+    epoch: u64,
+) -> Vec<u32> {
+    let mut perm: Vec<usize> = (0..groups.len()).collect();
+    let mut rng = CounterRng::new(seed, epoch, u64::MAX, Stream::Blocks);
+    for i in (1..perm.len()).rev() {
+        perm.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    let total: usize = groups.iter().map(|g| g.1).sum();
+    let mut order = Vec::with_capacity(total);
+    let (mut window, mut start) = (0u64, 0usize);
+    for (k, &g) in perm.iter().enumerate() {
+        let (first, rows) = groups[g];
+        order.extend((first..first + rows).map(|i| i as u32));
+        if order.len() - start >= window_rows || k + 1 == perm.len() {
+            let mut rng = CounterRng::new(seed, epoch, window, Stream::Blocks);
+            let w = &mut order[start..];
+            for i in (1..w.len()).rev() {
+                w.swap(i, rng.below(i as u64 + 1) as usize);
+            }
+            start = order.len();
+            window += 1;
+        }
+    }
+    order
+}
+
+impl Source for ParquetDataset {
+    fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    fn classes(&self) -> &[String] {
+        &self.classes
+    }
+
+    fn origin(&self) -> &Path {
+        &self.origin
+    }
+
+    fn shuffled_order(&self, seed: u64, epoch: u64) -> Option<Vec<u32>> {
+        let groups: Vec<(usize, usize)> = self.groups.iter().map(|g| (g.first, g.rows)).collect();
+        Some(block_order(&groups, self.window_rows, seed, epoch))
+    }
+
+    fn plan_reads(&self, indices: &mut dyn Iterator<Item = usize>) {
+        let mut left: HashMap<u32, usize> = HashMap::new();
+        for i in indices {
+            if let Some(&(g, _)) = self.rows.get(i) {
+                *left.entry(g).or_default() += 1;
+            }
+        }
+        self.cache.plan(left);
+    }
+
+    fn read<'a>(
+        &self,
+        index: usize,
+        _mode: ReadMode,
+        buf: &'a mut Vec<u8>,
+    ) -> std::io::Result<SampleBytes<'a>> {
+        let (g, r) = self.rows[index];
+        let invalid = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidData, why);
+        if let Some(why) = self.unlabelled.get(&index) {
+            return Err(invalid(why.clone()));
+        }
+        let group = self.group(g).map_err(invalid)?;
+        match group.image.cell(r as usize) {
+            ImageCell::Bytes(b) => {
+                buf.clear();
+                buf.extend_from_slice(b);
+                Ok(SampleBytes::Buffer(buf))
+            }
+            ImageCell::Path(p) => {
+                let folder = self.files[self.groups[g as usize].file as usize]
+                    .path
+                    .parent()
+                    .unwrap_or(Path::new(""));
+                super::read_file(&folder.join(p), ReadMode::Read, buf)
+            }
+            ImageCell::Null => Err(invalid(hf::NULL_IMAGE.into())),
+        }
+    }
+}
+
+/// Whether `spec` names Parquet files (for `--data`).
+pub fn is_parquet_spec(spec: &str) -> bool {
+    let path = Path::new(spec);
+    if path.is_dir() {
+        return parquet_files(spec).is_ok_and(|f| !f.is_empty());
+    }
+    spec.ends_with(".parquet")
+}
