@@ -8,12 +8,14 @@ hands batches to torch without a copy, through DLPack. Most users want `hpuload.
 
 from ._hpuload import ErrorBudgetExceeded, LoaderError, SampleError
 from ._hpuload import Loader as _CoreLoader
-from .sources import ImageFolder, Manifest, WebDataset
+from .sources import HFDataset, ImageFolder, Manifest, Parquet, WebDataset
 
 __all__ = [
     "ImageFolder",
     "Manifest",
     "WebDataset",
+    "HFDataset",
+    "Parquet",
     "LoaderError",
     "SampleError",
     "ErrorBudgetExceeded",

@@ -90,3 +90,57 @@ class WebDataset(_WithPipeline):
             "retries": self.retries,
         }
         return {"shards": os.fspath(self.spec), "shard_options": json.dumps(options)}
+
+
+@dataclass(frozen=True)
+class HFDataset(_WithPipeline):
+    """A Hugging Face `datasets` table in Arrow files, read without the `datasets` package: a
+    `save_to_disk` folder, one `.arrow` file, or a list of them in order. The image column
+    (an `Image` feature: embedded bytes, or a path for rows whose bytes are null) and the label
+    column (a `ClassLabel`) come from the table's metadata unless named. `rows` is an indices
+    mapping (the table's rows to use, in order)."""
+
+    path: Any
+    pipeline: Any = "resnet50_train"
+    image_column: str | None = None
+    label_column: str | None = None
+    rows: Any = None
+
+    def _source_kwargs(self) -> dict:
+        if isinstance(self.path, (list, tuple)):
+            where = {"files": [os.fspath(p) for p in self.path]}
+        else:
+            where = {"spec": os.fspath(self.path)}
+        table = {
+            "kind": "arrow",
+            "rows": None if self.rows is None else [int(r) for r in self.rows],
+            "image_column": self.image_column,
+            "label_column": self.label_column,
+            **where,
+        }
+        return {"table": json.dumps(table)}
+
+
+@dataclass(frozen=True)
+class Parquet(_WithPipeline):
+    """Parquet files of a Hugging Face dataset: one file, a brace pattern
+    (`data/train-{00000..00293}-of-00294.parquet`), a `*` glob in the file name, or a folder
+    (every `.parquet` under it). Rows are read a row group at a time; a shuffled epoch visits
+    row groups in a seeded random order and shuffles rows within windows of at least
+    `window_rows` rows (see the README)."""
+
+    spec: str | os.PathLike
+    pipeline: Any = "resnet50_train"
+    image_column: str | None = None
+    label_column: str | None = None
+    window_rows: int = 2048
+
+    def _source_kwargs(self) -> dict:
+        table = {
+            "kind": "parquet",
+            "spec": os.fspath(self.spec),
+            "image_column": self.image_column,
+            "label_column": self.label_column,
+            "window_rows": int(self.window_rows),
+        }
+        return {"table": json.dumps(table)}

@@ -38,7 +38,11 @@ from ._transforms import Unsupported, translate
 from .sources import ImageFolder as _HpuFolder
 from .sources import _pipeline
 from .sources import Manifest as _HpuManifest
+from .sources import HFDataset as _HpuHFDataset
+from .sources import Parquet as _HpuParquet
 from .sources import WebDataset as _HpuWebDataset
+
+_HPU_SOURCES = (_HpuFolder, _HpuManifest, _HpuWebDataset, _HpuHFDataset, _HpuParquet)
 
 __all__ = [
     "DataLoader",
@@ -54,7 +58,7 @@ __all__ = [
 _DECODABLE = (".jpg", ".jpeg", ".png", ".webp")
 
 # hpuload's own keyword arguments, on top of torch's.
-_OWN = ("backend", "on_error", "error_budget", "seed", "pipeline", "output_dtype", "layout")
+_OWN = ("backend", "on_error", "error_budget", "seed", "pipeline", "output_dtype", "layout", "transform")
 
 
 class FallbackReason(enum.Enum):
@@ -138,14 +142,16 @@ def _fallback(unfit: _Unfit, dataset, args, kwargs, stacklevel: int = 3):
     return loader
 
 
-def _dataset_source(dataset, pipeline):
+def _dataset_source(dataset, pipeline, transform=None):
     """`(source kwargs for the Rust loader, pipeline JSON, dtype, classes)` or `_Unfit`."""
     if isinstance(dataset, (str, os.PathLike)):
         if pipeline is None:
             raise TypeError("a folder path as dataset needs pipeline= (e.g. 'resnet50_train')")
         dataset = _HpuFolder(dataset, pipeline=pipeline)
-    if isinstance(dataset, (_HpuFolder, _HpuManifest, _HpuWebDataset)):
+    if isinstance(dataset, _HPU_SOURCES):
         return dataset._source_kwargs(), dataset._pipeline_json(), "f32", None
+    if _is_hf_dataset(dataset):
+        return _hf_source(dataset, pipeline, transform)
     try:
         from torchvision.datasets import DatasetFolder, ImageFolder
         from torchvision.datasets.folder import default_loader
@@ -193,6 +199,162 @@ def _seed_from(generator) -> int:
     return int(torch.empty((), dtype=torch.int64).random_().item()) & (2**63 - 1)
 
 
+def _is_hf_dataset(dataset) -> bool:
+    """A Hugging Face `datasets.Dataset` (checked without importing `datasets`)."""
+    return any(
+        c.__module__.startswith("datasets.") and c.__name__ == "Dataset" for c in type(dataset).__mro__
+    )
+
+
+# Operations on a memory-mapped table that keep its rows and the names of its columns.
+_ROW_KEEPING = {
+    "replace_schema_metadata", "cast", "combine_chunks", "drop", "drop_columns", "select",
+    "remove_column", "add_column", "append_column",
+}
+
+
+def _hf_table_files(table) -> list[tuple[str, int, int]]:
+    """The Arrow files behind a `datasets` table, each as `(path, first row, rows)`: a
+    memory-mapped table, possibly sliced, or a vertical concatenation of such tables."""
+    D = FallbackReason.DATASET
+    path = getattr(table, "path", None)
+    if path is not None:
+        start, length = 0, None
+        for op, args, kwargs in getattr(table, "replays", []) or []:
+            if op in _ROW_KEEPING:
+                continue
+            if op != "slice":
+                raise _Unfit(f"the dataset's table was changed in memory ({op}) after loading", D)
+            offset = args[0] if args else kwargs.get("offset", 0)
+            n = args[1] if len(args) > 1 else kwargs.get("length")
+            start += offset
+            length = n if length is None else min(n, length - offset)
+        return [(path, start, len(table) if length is None else length)]
+    blocks = getattr(table, "blocks", None)
+    if blocks is None:
+        raise _Unfit("the datasets.Dataset is in memory, not in Arrow files (save_to_disk it first)", D)
+    files = []
+    for row in blocks:
+        if len(row) != 1:
+            raise _Unfit("the dataset's columns were concatenated from several tables", D)
+        files.extend(_hf_table_files(row[0]))
+    return files
+
+
+def _hf_transform(dataset, transform):
+    """The torchvision transform the dataset's `set_transform`/`with_transform` function
+    applies: `transform=` when given, else the one torchvision (or timm) transform object the
+    function reaches through its closure or its module's globals."""
+    if transform is not None:
+        return transform
+    T = FallbackReason.TRANSFORM
+    kind = getattr(dataset, "_format_type", None)
+    if kind != "custom":
+        raise _Unfit(
+            "the datasets.Dataset has no transform set with set_transform/with_transform "
+            f"(format {kind!r}); set one, or pass transform= or pipeline=",
+            T,
+        )
+    fn = dataset._format_kwargs.get("transform")
+    reachable = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ()) if c.cell_contents is not None]
+    code = getattr(fn, "__code__", None)
+    if code is not None:
+        reachable += [fn.__globals__.get(n) for n in code.co_names]
+    found = []
+    for obj in reachable:
+        module = type(obj).__module__
+        if (module.startswith("torchvision.transforms") or module.startswith("timm.data")) and all(
+            obj is not f for f in found
+        ):
+            found.append(obj)
+    name = getattr(fn, "__name__", type(fn).__name__)
+    if len(found) != 1:
+        what = "no torchvision transform" if not found else f"{len(found)} torchvision transforms"
+        raise _Unfit(f"{name} (the dataset's transform) reaches {what}; pass the one it applies as transform=", T)
+    return found[0]
+
+
+def _hf_source(dataset, pipeline, transform):
+    """A `datasets.Dataset` backed by Arrow files: those files, its indices mapping, its image
+    and label columns, the torchvision transform its `set_transform` function applies, and the
+    keys of the dicts that function returns."""
+    D = FallbackReason.DATASET
+    try:
+        from datasets import ClassLabel, Image
+    except ImportError as e:  # pragma: no cover - a datasets.Dataset implies the package
+        raise _Unfit(f"datasets is not importable ({e})", D) from e
+    features = dataset.features
+    images = [k for k, f in features.items() if isinstance(f, Image)]
+    labels = [k for k, f in features.items() if isinstance(f, ClassLabel)]
+    labels = labels or [k for k in ("label", "labels") if k in features]
+    if len(images) != 1 or not labels:
+        raise _Unfit(f"the dataset's features {list(features)} are not one Image and a label column", D)
+    image_column, label_column = images[0], labels[0]
+    if features[image_column].decode is False:
+        raise _Unfit("the Image column has decode=False (the transform gets bytes, not images)", D)
+    pieces = _hf_table_files(dataset.data)
+    files = [p for p, _, _ in pieces]
+    if len(set(files)) != len(files):
+        raise _Unfit("an Arrow file appears twice in the dataset's table", D)
+    # Table rows -> rows of the files (a sliced file keeps only its slice).
+    table_rows, offset = [], 0
+    for path, start, n in pieces:
+        table_rows.extend(range(offset + start, offset + start + n))
+        offset += _arrow_rows(path)
+    if dataset._indices is not None:
+        mapping = dataset._indices.column(0).to_pylist()
+        rows = [table_rows[i] for i in mapping]
+    else:
+        rows = table_rows
+    if len(rows) != len(dataset):
+        raise _Unfit(f"{len(rows)} rows found for a dataset of {len(dataset)}", D)
+    keys = (image_column, label_column)
+    if pipeline is not None:
+        pipe, dtype = _pipeline(pipeline), "f32"
+    else:
+        tf = _hf_transform(dataset, transform)
+        try:
+            pipe, dtype = translate(tf)
+        except Unsupported as e:
+            raise _Unfit(str(e), FallbackReason.TRANSFORM) from e
+        if transform is None:
+            keys = _hf_sample_keys(dataset, label_column)
+    all_rows = None if rows == list(range(offset)) else rows
+    table = {
+        "kind": "arrow",
+        "files": files,
+        "rows": all_rows,
+        "image_column": image_column,
+        "label_column": label_column,
+    }
+    classes = list(features[label_column].names) if isinstance(features[label_column], ClassLabel) else None
+    return {"table": json.dumps(table), "sample_keys": keys}, pipe, dtype, classes
+
+
+def _arrow_rows(path: str) -> int:
+    import pyarrow as pa
+
+    with pa.memory_map(path) as source:
+        return sum(b.num_rows for b in pa.ipc.open_stream(source))
+
+
+def _hf_sample_keys(dataset, label_column: str) -> tuple[str, str]:
+    """The keys of the image tensor and the label in what the dataset's transform returns,
+    learnt from its first sample."""
+    T = FallbackReason.TRANSFORM
+    first = dataset[0]
+    if not isinstance(first, dict):
+        raise _Unfit(f"the dataset's transform returns a {type(first).__name__}, not a dict", T)
+    tensors = [k for k, v in first.items() if isinstance(v, torch.Tensor) and v.dim() == 3]
+    if len(tensors) != 1 or label_column not in first:
+        raise _Unfit(
+            f"the dataset's transform returns keys {list(first)}: hpuload gives one image tensor and "
+            f"{label_column!r}",
+            T,
+        )
+    return tensors[0], label_column
+
+
 class _Loader:
     """What both drop-ins share once the arguments are on the fast path."""
 
@@ -220,8 +382,12 @@ class _Loader:
         collate_fn=None,
         order=None,
         batch_sampler=None,
+        sample_keys=None,
     ):
         self.dataset = dataset
+        #: A `datasets.Dataset`'s sample: (image key, label key) of the dicts its transform
+        #: returns; None: `(image, label)` pairs.
+        self._sample_keys = sample_keys
         #: The user's collate_fn, called on each batch's per-sample views (None: the batch
         #: tensors as they are, which is what default_collate would build).
         self.collate_fn = collate_fn
@@ -387,13 +553,19 @@ class _Loader:
                         stacklevel=2,
                     )
                 images, labels = torch.from_dlpack(batch.images), torch.from_dlpack(batch.labels)
+                keys = self._sample_keys
                 if collate is None:
-                    yield images, labels
+                    # What default_collate makes of the samples.
+                    yield (images, labels) if keys is None else {keys[0]: images, keys[1]: labels}
                 else:
                     # Views of the pinned batch, one per sample: nothing is copied before the
                     # user's code runs.
                     targets = labels.tolist()
-                    yield collate([(images[i], targets[i]) for i in range(images.shape[0])])
+                    n = images.shape[0]
+                    if keys is None:
+                        yield collate([(images[i], targets[i]) for i in range(n)])
+                    else:
+                        yield collate([{keys[0]: images[i], keys[1]: targets[i]} for i in range(n)])
         finally:
             if self._active is token and self._core is core:
                 core.stop()
@@ -468,7 +640,8 @@ class DataLoader(_Loader):
 
 def _common(dataset, a: dict, own: dict):
     """Settings both drop-ins read the same way."""
-    source, pipeline, dtype, _ = _dataset_source(dataset, own.get("pipeline"))
+    source, pipeline, dtype, _ = _dataset_source(dataset, own.get("pipeline"), own.get("transform"))
+    sample_keys = source.pop("sample_keys", None)
     if "output_dtype" in own:
         from ._transforms import _torch_dtype_name
 
@@ -486,7 +659,7 @@ def _common(dataset, a: dict, own: dict):
     prefetch = a.get("prefetch_factor") or 2
     return dict(
         translated=own.get("pipeline") is None
-        and not isinstance(dataset, (str, os.PathLike, _HpuFolder, _HpuManifest, _HpuWebDataset)),
+        and not isinstance(dataset, (str, os.PathLike, *_HPU_SOURCES)),
         dataset=dataset,
         source=source,
         pipeline=pipeline,
@@ -499,6 +672,7 @@ def _common(dataset, a: dict, own: dict):
         on_error=own.get("on_error", "skip"),
         error_budget=float(own.get("error_budget", 0.01)),
         layout=own.get("layout", "nchw"),
+        sample_keys=sample_keys,
     )
 
 

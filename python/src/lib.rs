@@ -105,6 +105,67 @@ fn parse_shard_options(text: &str) -> PyResult<ShardOptions> {
     })
 }
 
+/// A `datasets` table (JSON from `sources.py` or `torch.py`): `kind` (`"arrow"`: `files`, the
+/// Arrow files in order, and `rows`, an indices mapping or null; `"parquet"`: `spec`, files,
+/// a pattern or a folder, and `window_rows`), `image_column` and `label_column` (null: as the
+/// table's metadata says).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Table {
+    kind: String,
+    #[serde(default)]
+    files: Vec<PathBuf>,
+    #[serde(default)]
+    spec: String,
+    #[serde(default)]
+    rows: Option<Vec<u64>>,
+    #[serde(default)]
+    image_column: Option<String>,
+    #[serde(default)]
+    label_column: Option<String>,
+    #[serde(default)]
+    window_rows: Option<usize>,
+}
+
+fn parse_table(text: &str) -> PyResult<Table> {
+    let t: Table = serde_json::from_str(text)
+        .map_err(|e| PyValueError::new_err(format!("table settings: {e}")))?;
+    if t.kind != "arrow" && t.kind != "parquet" {
+        return Err(PyValueError::new_err(format!(
+            "table kind {:?}: give \"arrow\" or \"parquet\"",
+            t.kind
+        )));
+    }
+    Ok(t)
+}
+
+impl Table {
+    fn open(self) -> Result<Box<dyn hpuload::Source>, hpuload::Error> {
+        let columns = hpuload::source::hf::ColumnChoice {
+            image: self.image_column,
+            label: self.label_column,
+        };
+        if self.kind == "arrow" {
+            let options = hpuload::HfOptions {
+                columns,
+                rows: self.rows,
+            };
+            let set = if self.files.is_empty() {
+                hpuload::ArrowDataset::open(&self.spec, &options)?
+            } else {
+                hpuload::ArrowDataset::open_files(self.files, &options)?
+            };
+            return Ok(Box::new(set));
+        }
+        let defaults = hpuload::ParquetOptions::default();
+        let options = hpuload::ParquetOptions {
+            columns,
+            window_rows: self.window_rows.unwrap_or(defaults.window_rows),
+        };
+        Ok(Box::new(hpuload::ParquetDataset::open(&self.spec, &options)?))
+    }
+}
+
 /// Parses a snake_case setting (`"pad"`, `"bf16"`, ...) into the crate's enum, naming the
 /// argument when it is not one of them.
 fn setting<T: DeserializeOwned>(argument: &str, value: &str, choices: &str) -> PyResult<T> {
@@ -156,7 +217,7 @@ impl Loader {
     #[new]
     #[pyo3(signature = (
         *, pipeline, root=None, manifest=None, samples=None, shards=None, shard_options=None,
-        classes=None,
+        table=None, classes=None,
         batch_size=256,
         shuffle=false, seed=0, workers=2, prefetch=2, dtype="f32", layout="nchw",
         last_batch="pad", rank=None, world_size=None, on_error="skip", error_budget=0.01,
@@ -171,6 +232,7 @@ impl Loader {
         samples: Option<Vec<(PathBuf, i64)>>,
         shards: Option<String>,
         shard_options: Option<&str>,
+        table: Option<&str>,
         classes: Option<Vec<String>>,
         batch_size: usize,
         shuffle: bool,
@@ -214,14 +276,18 @@ impl Loader {
             })
             .transpose()?;
         let source: Box<dyn FnOnce() -> Result<CoreLoaderBuilderSource, hpuload::Error> + Send> =
-            match (root, manifest, samples, shards) {
-                (Some(root), None, None, None) => {
+            match (root, manifest, samples, shards, table) {
+                (Some(root), None, None, None, None) => {
                     Box::new(move || ImageFolder::open(root).map(CoreLoaderBuilderSource::Folder))
                 }
-                (None, Some(m), None, None) => {
+                (None, Some(m), None, None, None) => {
                     Box::new(move || Manifest::open(m).map(CoreLoaderBuilderSource::Manifest))
                 }
-                (None, None, None, Some(spec)) => {
+                (None, None, None, None, Some(table)) => {
+                    let table = parse_table(table)?;
+                    Box::new(move || table.open().map(CoreLoaderBuilderSource::Table))
+                }
+                (None, None, None, Some(spec), None) => {
                     let options = shard_options
                         .map(parse_shard_options)
                         .transpose()?
@@ -231,7 +297,7 @@ impl Loader {
                             .map(|s| CoreLoaderBuilderSource::Shards(Box::new(s)))
                     })
                 }
-                (None, None, Some(samples), None) => {
+                (None, None, Some(samples), None, None) => {
                     if samples.is_empty() {
                         return Err(PyValueError::new_err("dataset has no samples"));
                     }
@@ -253,7 +319,7 @@ impl Loader {
                 }
                 _ => {
                     return Err(PyTypeError::new_err(
-                        "give exactly one of root=, manifest=, samples= or shards=",
+                        "give exactly one of root=, manifest=, samples=, shards= or table=",
                     ))
                 }
             };
@@ -480,6 +546,7 @@ enum CoreLoaderBuilderSource {
     Manifest(Manifest),
     List(ListSource),
     Shards(Box<WebDataset>),
+    Table(Box<dyn hpuload::Source>),
 }
 
 impl CoreLoaderBuilderSource {
@@ -489,6 +556,7 @@ impl CoreLoaderBuilderSource {
             Self::Manifest(s) => CoreLoader::builder(s),
             Self::List(s) => CoreLoader::builder(s),
             Self::Shards(s) => CoreLoader::builder(*s),
+            Self::Table(s) => CoreLoader::builder_boxed(s),
         }
     }
 }

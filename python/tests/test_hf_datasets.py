@@ -1,0 +1,205 @@
+"""Hugging Face `datasets` tables, written by the real `datasets` and `pyarrow` packages:
+`load_dataset("imagefolder")` (paths only), `save_to_disk` (embedded bytes), `to_parquet`
+(several files and row groups), after `select`/`shuffle`/`train_test_split`, with the
+`set_transform` function and collate_fn of transformers' `run_image_classification.py`."""
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+datasets = pytest.importorskip("datasets")
+pq = pytest.importorskip("pyarrow.parquet")
+
+import hpuload  # noqa: E402
+from hpuload.torch import DataLoader, FallbackWarning  # noqa: E402
+from torchvision import transforms as T  # noqa: E402
+
+EVAL = T.Compose([T.Resize(64), T.CenterCrop(56), T.ToTensor()])
+
+
+def example_transforms(transform):
+    """run_image_classification.py's shape: a function over a batch of examples, closing over
+    a torchvision Compose, and the example's collate_fn."""
+
+    def train_transforms(example_batch):
+        example_batch["pixel_values"] = [transform(im.convert("RGB")) for im in example_batch["image"]]
+        return example_batch
+
+    def collate_fn(examples):
+        pixel_values = torch.stack([e["pixel_values"] for e in examples])
+        labels = torch.tensor([e["label"] for e in examples])
+        return {"pixel_values": pixel_values, "labels": labels}
+
+    return train_transforms, collate_fn
+
+
+@pytest.fixture(scope="module")
+def hf(jpeg_folder, tmp_path_factory):
+    root = tmp_path_factory.mktemp("hf")
+    ds = datasets.load_dataset("imagefolder", data_dir=str(jpeg_folder), split="train", cache_dir=str(root / "cache"))
+    ds.save_to_disk(str(root / "saved"), max_shard_size="300KB")
+    (root / "pq").mkdir()
+    for i, part in enumerate(range(0, len(ds), 15)):
+        ds.select(range(part, min(part + 15, len(ds)))).to_parquet(str(root / "pq" / f"train-{i:05}-of-00003.parquet"), batch_size=4)
+    return ds, root
+
+
+def torch_batches(ds, transform, **kw):
+    fn, collate = example_transforms(transform)
+    ds.set_transform(fn)
+    loader = torch.utils.data.DataLoader(ds, collate_fn=collate, **kw)
+    return [(b["pixel_values"], b["labels"]) for b in loader]
+
+
+def hpu_batches(ds, transform, **kw):
+    fn, collate = example_transforms(transform)
+    ds.set_transform(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(ds, collate_fn=collate, backend="cpu", num_workers=2, **kw)
+    assert type(loader) is DataLoader
+    return [(b["pixel_values"], b["labels"]) for b in loader]
+
+
+def assert_same(ours, theirs):
+    assert len(ours) == len(theirs)
+    for (a, la), (b, lb) in zip(ours, theirs):
+        assert torch.equal(la, lb)
+        # The CPU backend is within one level of torchvision's PIL path.
+        assert (a - b).abs().max().item() <= 1.5 / 255
+
+
+def test_an_imagefolder_dataset_with_paths_only_gives_torchs_pixels_and_labels_in_order(hf):
+    ds, _ = hf
+    assert ds.data.table.column("image").chunk(0).field("bytes").null_count == len(ds)
+    assert_same(hpu_batches(ds, EVAL, batch_size=8), torch_batches(ds, EVAL, batch_size=8))
+
+
+def test_select_shuffle_and_train_test_split_mappings_are_honoured(hf):
+    ds, _ = hf
+    for picked in (
+        ds.shuffle(seed=4),
+        ds.select([5, 1, 1, 30]),
+        ds.select(range(7, 30)),
+        ds.train_test_split(test_size=0.25, seed=0)["test"],
+        ds.shuffle(seed=2).select(range(12)),
+    ):
+        assert_same(hpu_batches(picked, EVAL, batch_size=4), torch_batches(picked, EVAL, batch_size=4))
+
+
+def test_a_save_to_disk_folder_embeds_the_bytes_and_loads_like_the_original(hf):
+    ds, root = hf
+    saved = datasets.load_from_disk(str(root / "saved"))
+    assert len(saved.cache_files) >= 2, "several Arrow shards"
+    assert_same(hpu_batches(saved, EVAL, batch_size=8), torch_batches(ds, EVAL, batch_size=8))
+    # Without the datasets package's objects: the folder itself.
+    loader = DataLoader(hpuload.HFDataset(root / "saved", pipeline="resnet50_eval"), batch_size=8)
+    assert [l.tolist() for _, l in loader] == [b.tolist() for _, b in torch_batches(ds, EVAL, batch_size=8)]
+    assert loader.classes == ds.features["label"].names
+
+
+def test_without_a_collate_fn_batches_are_default_collates_dict(hf):
+    ds, _ = hf
+    fn, _ = example_transforms(EVAL)
+    ds.set_transform(fn)
+    batch = next(iter(DataLoader(ds, batch_size=5, backend="cpu")))
+    assert set(batch) == {"pixel_values", "label"}
+    assert batch["pixel_values"].shape == (5, 3, 56, 56)
+    assert batch["label"].tolist() == ds["label"][:5]
+
+
+def test_a_shuffled_training_epoch_covers_every_row_once_and_is_deterministic(hf):
+    ds, _ = hf
+    train = T.Compose([T.RandomResizedCrop(48), T.RandomHorizontalFlip(), T.ToTensor(), T.Normalize([0.5] * 3, [0.5] * 3)])
+    fn, collate = example_transforms(train)
+    ds.set_transform(fn)
+    runs = []
+    for _ in range(2):
+        loader = DataLoader(ds, batch_size=8, shuffle=True, collate_fn=collate, generator=torch.Generator().manual_seed(3))
+        runs.append([b for b in loader])
+    a, b = runs
+    assert all(torch.equal(x["pixel_values"], y["pixel_values"]) for x, y in zip(a, b))
+    labels = torch.cat([x["labels"] for x in a]).tolist()
+    assert sorted(labels) == sorted(ds["label"])
+
+
+def test_parquet_shards_from_to_parquet_visit_every_row_once_per_epoch(hf):
+    ds, root = hf
+    files = sorted((root / "pq").glob("*.parquet"))
+    assert len(files) == 3 and pq.ParquetFile(files[0]).metadata.num_row_groups >= 3
+    source = hpuload.Parquet(str(root / "pq" / "train-{00000..00002}-of-00003.parquet"), pipeline="resnet50_eval", window_rows=8)
+    loader = DataLoader(source, batch_size=4, shuffle=True, backend="cpu")
+    for epoch in range(2):
+        labels = [l for _, b in loader for l in b.tolist()]
+        assert sorted(labels) == sorted(ds["label"]), f"epoch {epoch}"
+    # In order, the rows are the dataset's rows: the same pixels as the Arrow table gives.
+    ours = [x for x, _ in DataLoader(hpuload.Parquet(str(root / "pq"), pipeline="resnet50_eval"), batch_size=8, backend="cpu")]
+    arrow = [x for x, _ in DataLoader(hpuload.HFDataset(root / "saved", pipeline="resnet50_eval"), batch_size=8, backend="cpu")]
+    assert all(torch.equal(a, b) for a, b in zip(ours, arrow))
+
+
+def test_a_damaged_parquet_row_is_named_by_file_and_row_and_skipped(hf, tmp_path):
+    ds, root = hf
+    table = pq.read_table(root / "pq" / "train-00000-of-00003.parquet")
+    images = table.column("image").to_pylist()
+    images[2] = {"bytes": b"\xff\xd8 not really a jpeg", "path": None}
+    images[5] = {"bytes": None, "path": None}
+    import pyarrow as pa
+
+    table = table.set_column(0, "image", pa.array(images, type=table.schema.field("image").type))
+    pq.write_table(table, tmp_path / "train-00003-of-00294.parquet", row_group_size=4)
+    loader = DataLoader(hpuload.Parquet(str(tmp_path / "train-00003-of-00294.parquet"), pipeline="resnet50_eval"), batch_size=4, backend="cpu", error_budget=0.5)
+    with pytest.warns(hpuload.torch.SkippedSampleWarning) as caught:
+        batches = list(loader)
+    assert len(batches) == 4
+    named = " ".join(str(w.message) for w in caught)
+    assert "train-00003-of-00294.parquet/row 2" in named
+    assert "train-00003-of-00294.parquet/row 5" in named and "null" in named
+
+
+def test_a_transform_the_dataset_function_does_not_reveal_falls_back_naming_it(hf):
+    ds, _ = hf
+    a, b = T.Compose([T.Resize((32, 32)), T.ToTensor()]), T.Compose([T.Resize((40, 40)), T.ToTensor()])
+
+    def two(batch):
+        batch["pixel_values"] = [a(i) if len(batch["label"]) % 2 else b(i) for i in batch["image"]]
+        return batch
+
+    ds.set_transform(two)
+    with pytest.warns(FallbackWarning, match="transform="):
+        loader = DataLoader(ds, batch_size=4)
+    assert isinstance(loader, torch.utils.data.DataLoader)
+    # Saying which one it applies puts it on the fast path.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        fast = DataLoader(ds, batch_size=4, transform=a, collate_fn=lambda s: s)
+    first = next(iter(fast))
+    assert set(first[0]) == {"image", "label"} and first[0]["image"].shape == (3, 32, 32)
+
+
+def test_an_in_memory_dataset_falls_back_with_the_reason(hf):
+    ds, _ = hf
+    memory = datasets.Dataset.from_dict({"image": [None], "label": [0]})
+    with pytest.warns(FallbackWarning, match="in memory|features"):
+        DataLoader(memory, batch_size=1)
+    del ds
+
+
+def test_the_cli_benches_a_save_to_disk_folder_and_parquet_files(hf, tmp_path):
+    _, root = hf
+    from hpuload._hpuload import cli
+
+    for data in (root / "saved", root / "pq"):
+        out = tmp_path / f"{data.name}.json"
+        args = ["hpuload", "bench", "--data", str(data), "--batch", "8", "--epochs", "1", "--workers", "2", "--json", str(out)]
+        assert cli(args) == 0
+        report = json.loads(out.read_text())
+        assert report["images"] > 0
+    shards = tmp_path / "shards"
+    assert cli(["hpuload", "make-shards", "--data", str(root / "pq"), "--out", str(shards), "--shard-size", "200KB"]) == 0
+    out = tmp_path / "tars.json"
+    assert cli(["hpuload", "bench", "--data", str(shards), "--batch", "8", "--epochs", "1", "--json", str(out)]) == 0
+    assert np.isfinite(json.loads(out.read_text())["images_per_sec"])
