@@ -259,7 +259,7 @@ def _hf_transform(dataset, transform):
     reachable = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ()) if c.cell_contents is not None]
     code = getattr(fn, "__code__", None)
     if code is not None:
-        reachable += [fn.__globals__.get(n) for n in code.co_names]
+        reachable += [fn.__globals__.get(n) for n in _global_names(code)]
     found = []
     for obj in reachable:
         module = type(obj).__module__
@@ -272,6 +272,16 @@ def _hf_transform(dataset, transform):
         what = "no torchvision transform" if not found else f"{len(found)} torchvision transforms"
         raise _Unfit(f"{name} (the dataset's transform) reaches {what}; pass the one it applies as transform=", T)
     return found[0]
+
+
+def _global_names(code) -> list[str]:
+    """The global names a function's code reads, its comprehensions' and inner functions'
+    included (they are code objects of their own)."""
+    names = list(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            names += _global_names(const)
+    return names
 
 
 def _hf_source(dataset, pipeline, transform):
@@ -355,6 +365,39 @@ def _hf_sample_keys(dataset, label_column: str) -> tuple[str, str]:
     return tensors[0], label_column
 
 
+#: Whether hpuload raised glibc's malloc thresholds in this process (see `_tune_malloc`).
+malloc_tuned = False
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+
+
+def _tune_malloc() -> None:
+    """A user's collate_fn allocates a new batch-sized tensor per batch (`torch.stack`,
+    MixUp's blend): tens of MB, above glibc's mmap threshold (at most 32 MiB when it adapts),
+    so each one is a fresh mapping whose every page faults in, which costs more than the copy
+    itself. Raising the mmap threshold to 256 MiB and the trim threshold to 512 MiB lets freed
+    batches be reused from the heap, as tcmalloc and jemalloc (which Intel recommends for
+    PyTorch on CPU) do. Done once per process, on glibc only, and not when the user set
+    MALLOC_MMAP_THRESHOLD_/MALLOC_TRIM_THRESHOLD_ or HPULOAD_MALLOC_TUNING=0."""
+    global malloc_tuned
+    if malloc_tuned or os.environ.get("HPULOAD_MALLOC_TUNING", "1") == "0":
+        return
+    if any(v in os.environ for v in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")):
+        return
+    import ctypes
+    import platform
+
+    if platform.libc_ver()[0] != "glibc":
+        return
+    try:
+        libc = ctypes.CDLL(None)
+        ok = libc.mallopt(_M_MMAP_THRESHOLD, 256 << 20) == 1
+        ok = libc.mallopt(_M_TRIM_THRESHOLD, 512 << 20) == 1 and ok
+    except (OSError, AttributeError):
+        return
+    malloc_tuned = ok
+
+
 class _Loader:
     """What both drop-ins share once the arguments are on the fast path."""
 
@@ -391,6 +434,8 @@ class _Loader:
         #: The user's collate_fn, called on each batch's per-sample views (None: the batch
         #: tensors as they are, which is what default_collate would build).
         self.collate_fn = collate_fn
+        if collate_fn is not None:
+            _tune_malloc()
         #: A sampler whose order hpuload takes as given (its own shuffle is off).
         self._order = order
         self.batch_sampler = batch_sampler

@@ -162,7 +162,9 @@ impl Table {
             columns,
             window_rows: self.window_rows.unwrap_or(defaults.window_rows),
         };
-        Ok(Box::new(hpuload::ParquetDataset::open(&self.spec, &options)?))
+        Ok(Box::new(hpuload::ParquetDataset::open(
+            &self.spec, &options,
+        )?))
     }
 }
 

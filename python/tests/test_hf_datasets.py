@@ -41,9 +41,12 @@ def hf(jpeg_folder, tmp_path_factory):
     root = tmp_path_factory.mktemp("hf")
     ds = datasets.load_dataset("imagefolder", data_dir=str(jpeg_folder), split="train", cache_dir=str(root / "cache"))
     ds.save_to_disk(str(root / "saved"), max_shard_size="300KB")
+    # Parquet as the hub has it: the bytes embedded (load_from_disk's table has them).
+    embedded = datasets.load_from_disk(str(root / "saved"))
     (root / "pq").mkdir()
     for i, part in enumerate(range(0, len(ds), 15)):
-        ds.select(range(part, min(part + 15, len(ds)))).to_parquet(str(root / "pq" / f"train-{i:05}-of-00003.parquet"), batch_size=4)
+        part = embedded.select(range(part, min(part + 15, len(ds))))
+        part.to_parquet(str(root / "pq" / f"train-{i:05}-of-00003.parquet"), batch_size=4)
     return ds, root
 
 
@@ -130,6 +133,8 @@ def test_parquet_shards_from_to_parquet_visit_every_row_once_per_epoch(hf):
     ds, root = hf
     files = sorted((root / "pq").glob("*.parquet"))
     assert len(files) == 3 and pq.ParquetFile(files[0]).metadata.num_row_groups >= 3
+    first = pq.read_table(files[0]).column("image").chunk(0)
+    assert first.field("bytes").null_count == 0, "the images are embedded"
     source = hpuload.Parquet(str(root / "pq" / "train-{00000..00002}-of-00003.parquet"), pipeline="resnet50_eval", window_rows=8)
     loader = DataLoader(source, batch_size=4, shuffle=True, backend="cpu")
     for epoch in range(2):
@@ -203,3 +208,77 @@ def test_the_cli_benches_a_save_to_disk_folder_and_parquet_files(hf, tmp_path):
     out = tmp_path / "tars.json"
     assert cli(["hpuload", "bench", "--data", str(shards), "--batch", "8", "--epochs", "1", "--json", str(out)]) == 0
     assert np.isfinite(json.loads(out.read_text())["images_per_sec"])
+
+
+def test_transformers_trainer_trains_on_hpuload_after_install(hf, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    import hpuload.transformers
+
+    ds, _ = hf
+    train = T.Compose([T.RandomResizedCrop(32), T.RandomHorizontalFlip(), T.ToTensor(), T.Normalize([0.5] * 3, [0.5] * 3)])
+    fn, collate = example_transforms(train)
+    ds.set_transform(fn)
+
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(3 * 32 * 32, 10)
+
+        def forward(self, pixel_values, labels=None):
+            logits = self.fc(pixel_values.flatten(1))
+            return {"loss": torch.nn.functional.cross_entropy(logits, labels), "logits": logits}
+
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path), per_device_train_batch_size=8, max_steps=3, remove_unused_columns=False,
+        report_to=[], use_cpu=True, save_strategy="no", logging_strategy="no", seed=1,
+    )
+    hpuload.transformers.install()
+    try:
+        trainer = transformers.Trainer(model=Tiny(), args=args, train_dataset=ds, data_collator=collate)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FallbackWarning)
+            loader = trainer.get_train_dataloader()
+            assert isinstance(loader, DataLoader)
+            batch = next(iter(loader))
+            assert batch["pixel_values"].shape == (8, 3, 32, 32) and batch["labels"].shape == (8,)
+            result = trainer.train()
+        assert result.global_step == 3 and np.isfinite(result.training_loss)
+    finally:
+        hpuload.transformers.uninstall()
+    assert not isinstance(transformers.Trainer(model=Tiny(), args=args, train_dataset=ds, data_collator=collate).get_train_dataloader(), DataLoader)
+
+
+GLOBAL_EVAL = T.Compose([T.Resize((40, 40)), T.ToTensor()])
+
+
+def test_a_transform_read_as_a_global_inside_a_comprehension_is_found(hf):
+    ds, _ = hf
+
+    def module_level(batch):
+        batch["pixel_values"] = [GLOBAL_EVAL(im.convert("RGB")) for im in batch["image"]]
+        return batch
+
+    ds.set_transform(module_level)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        batch = next(iter(DataLoader(ds, batch_size=3)))
+    assert batch["pixel_values"].shape == (3, 3, 40, 40)
+
+
+def test_a_collate_fn_on_the_fast_path_raises_glibcs_malloc_thresholds_unless_told_not_to(hf):
+    import subprocess
+    import sys
+
+    script = (
+        "import datasets, hpuload.torch as h\n"
+        "from torchvision import transforms as T\n"
+        f"ds = datasets.load_from_disk({str(hf[1] / 'saved')!r})\n"
+        "h.DataLoader(ds, batch_size=2, transform=T.Compose([T.Resize((8, 8)), T.ToTensor()]), collate_fn=lambda b: b)\n"
+        "print(h.malloc_tuned)\n"
+    )
+    for env, want in (({}, "True"), ({"HPULOAD_MALLOC_TUNING": "0"}, "False"), ({"MALLOC_MMAP_THRESHOLD_": "65536"}, "False")):
+        import os
+
+        out = subprocess.run([sys.executable, "-c", script], env={**os.environ, **env}, capture_output=True, text=True)
+        assert out.stdout.strip().splitlines()[-1] == want, (env, out.stdout, out.stderr[-2000:])

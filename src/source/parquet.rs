@@ -80,6 +80,7 @@ pub struct ParquetDataset {
 struct ParquetFile {
     path: PathBuf,
     metadata: ArrowReaderMetadata,
+    map: OnceLock<Result<Bytes, String>>,
 }
 
 /// One row group: its file, number in the file, the byte range of its image and label column
@@ -185,7 +186,11 @@ impl ParquetDataset {
                     rows: n,
                 });
             }
-            files.push(ParquetFile { path, metadata });
+            files.push(ParquetFile {
+                path,
+                metadata,
+                map: OnceLock::new(),
+            });
         }
         let origin = files.first().map(|f| f.path.clone()).unwrap_or_default();
         let Some(columns) = columns.filter(|_| !entries.is_empty()) else {
@@ -240,20 +245,17 @@ impl ParquetDataset {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let file = &self.files[group.file as usize];
         let (start, end) = group.range;
-        let len = usize::try_from(end - start).map_err(|e| e.to_string())?;
-        let mut bytes = vec![0; len];
-        File::open(&file.path)
-            .and_then(|f| f.read_exact_at(&mut bytes, start))
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::UnexpectedEof => format!(
-                    "the file is truncated: row group {}'s columns end at byte {end}, past its end",
-                    group.number
-                ),
-                _ => e.to_string(),
-            })?;
+        let data = file.mapped()?;
+        if end > data.len() as u64 {
+            return Err(format!(
+                "the file is truncated: row group {}'s columns end at byte {end}, past its {} bytes",
+                group.number,
+                data.len()
+            ));
+        }
         let span = Span {
             start,
-            bytes: Bytes::from(bytes),
+            bytes: data.slice(start as usize..end as usize),
         };
         let batch = read_group(span, &file.metadata, group.number, self.columns.image)
             .map_err(|e| format!("row group {}: {e}", group.number))?;
@@ -262,6 +264,27 @@ impl ParquetDataset {
             _batch: batch,
             image,
         })
+    }
+}
+
+impl ParquetFile {
+    /// The whole file, mapped read-only on first use and kept: a row group's column chunks
+    /// are then decoded from the page cache without a copy into a buffer first.
+    fn mapped(&self) -> Result<Bytes, String> {
+        self.map
+            .get_or_init(|| {
+                let file = File::open(&self.path).map_err(|e| e.to_string())?;
+                if file.metadata().map_err(|e| e.to_string())?.len() == 0 {
+                    return Err("the file is empty".into());
+                }
+                // SAFETY: a read-only private map of a dataset file. If another process
+                // truncates the file while it is mapped, touching the lost pages raises
+                // SIGBUS (as for `ReadMode::Mmap`); dataset files are not rewritten during
+                // training, and a file already short when opened fails on its footer or here.
+                let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| e.to_string())?;
+                Ok(Bytes::from_owner(map))
+            })
+            .clone()
     }
 }
 
