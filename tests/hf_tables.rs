@@ -476,3 +476,75 @@ fn data_names_are_told_apart_by_extension_and_by_what_a_folder_holds() {
         DataKind::ImageFolder
     );
 }
+
+#[test]
+fn parquet_over_http_gives_the_local_batches_and_later_epochs_read_the_cached_copies() {
+    use common::http::HttpServer;
+    let (dir, _rows, pattern) = parquet_set("hf-parquet-http");
+    let server = HttpServer::start(dir.path().to_path_buf());
+    let url = format!("{}/train-{{00000..00002}}-of-00003.parquet", server.url);
+    let cache = TempDir::new("hf-parquet-cache");
+    let options = |cache: Option<&Path>| ParquetOptions {
+        remote: hpuload::RemoteOptions {
+            timeout: std::time::Duration::from_secs(2),
+            cache: cache.map(|dir| hpuload::CacheOptions {
+                dir: dir.to_path_buf(),
+                limit: None,
+            }),
+            ..hpuload::RemoteOptions::default()
+        },
+        ..ParquetOptions::default()
+    };
+    let local: Vec<_> = loader(ParquetDataset::open(&pattern, &options(None)).unwrap(), 2)
+        .build()
+        .unwrap()
+        .epoch(1)
+        .map(|b| host(&b.unwrap()))
+        .collect();
+    for cached in [None, Some(cache.path())] {
+        let mut l = loader(ParquetDataset::open(&url, &options(cached)).unwrap(), 2)
+            .build()
+            .unwrap();
+        let remote: Vec<_> = l.epoch(1).map(|b| host(&b.unwrap())).collect();
+        assert!(
+            remote == local,
+            "the same batches over HTTP (cache: {cached:?})"
+        );
+        assert!(l.report().storage.unwrap().requests > 0);
+    }
+    // The cache filled in the background: a fresh dataset finds the copies and reads them.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let cached = || {
+        std::fs::read_dir(cache.path())
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .path()
+                    .extension()
+                    .is_some_and(|x| x == "parquet")
+            })
+            .count()
+    };
+    while cached() < 3 {
+        assert!(std::time::Instant::now() < deadline, "cached in time");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let set = ParquetDataset::open(&url, &options(Some(cache.path()))).unwrap();
+    let before = set.storage().unwrap().requests;
+    let mut l = loader(set, 2).build().unwrap();
+    let again: Vec<_> = l.epoch(1).map(|b| host(&b.unwrap())).collect();
+    assert!(again == local);
+    let report = l.report().storage.unwrap();
+    assert_eq!(
+        report.requests, before,
+        "no request after opening: {report:?}"
+    );
+    assert!(report.cache_hits > 0);
+
+    let missing = format!("{}/train-00009-of-00003.parquet", server.url);
+    let why = ParquetDataset::open(&missing, &options(None))
+        .unwrap_err()
+        .to_string();
+    assert!(why.contains("train-00009-of-00003.parquet"), "{why}");
+}

@@ -161,6 +161,7 @@ impl Table {
         let options = hpuload::ParquetOptions {
             columns,
             window_rows: self.window_rows.unwrap_or(defaults.window_rows),
+            ..defaults
         };
         Ok(Box::new(hpuload::ParquetDataset::open(
             &self.spec, &options,

@@ -287,12 +287,6 @@ pub fn open(spec: &str, options: &OpenOptions) -> Result<Box<dyn Source>, Error>
         }
         DataKind::Shards => Box::new(WebDataset::open_with(spec, &options.shards)?),
         DataKind::Arrow => Box::new(ArrowDataset::open(spec, &hf)?),
-        DataKind::Parquet if is_remote(spec) => {
-            return Err(Error::config(
-                "data",
-                format!("{spec}: Parquet on object storage is not read yet; download it first"),
-            ))
-        }
         DataKind::Parquet => {
             let defaults = ParquetOptions::default();
             Box::new(ParquetDataset::open(
@@ -303,6 +297,7 @@ pub fn open(spec: &str, options: &OpenOptions) -> Result<Box<dyn Source>, Error>
                         0 => defaults.window_rows,
                         n => n,
                     },
+                    remote: options.shards.remote.clone(),
                 },
             )?)
         }

@@ -21,7 +21,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -36,6 +35,7 @@ use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 use parquet::file::reader::{ChunkReader, Length};
 
 use super::hf::{self, ColumnChoice, HfColumns, ImageCell, ImageColumn};
+use super::remote::{self, CacheBudget, CachedShard, Remote, RemoteOptions, StorageReport};
 use super::shards::expand_braces;
 use super::{Entry, ReadMode, SampleBytes, Source};
 use crate::rng::{CounterRng, Stream};
@@ -49,6 +49,8 @@ pub struct ParquetOptions {
     /// A shuffled epoch shuffles rows within windows of row groups holding at least this many
     /// rows (default 2048); larger windows mix better and hold more decoded groups in memory.
     pub window_rows: usize,
+    /// How files named by URL are read (requests, retries, the local cache of whole files).
+    pub remote: RemoteOptions,
 }
 
 impl Default for ParquetOptions {
@@ -56,6 +58,7 @@ impl Default for ParquetOptions {
         Self {
             columns: ColumnChoice::default(),
             window_rows: 2048,
+            remote: RemoteOptions::default(),
         }
     }
 }
@@ -75,12 +78,30 @@ pub struct ParquetDataset {
     window_rows: usize,
     cache: GroupCache,
     decoded: std::sync::atomic::AtomicU64,
+    store: Option<Store>,
+}
+
+/// Object storage for files named by URL, and the local cache of whole files.
+struct Store {
+    remote: Remote,
+    cache: Option<(PathBuf, Arc<CacheBudget>)>,
 }
 
 struct ParquetFile {
+    /// The file, or its URL.
     path: PathBuf,
-    metadata: ArrowReaderMetadata,
+    /// Its footer (set once read).
+    metadata: Option<ArrowReaderMetadata>,
+    /// The local file (or the cached copy of a remote one), mapped on first use.
     map: OnceLock<Result<Bytes, String>>,
+    remote: Option<RemoteFile>,
+}
+
+/// A Parquet file on object storage.
+struct RemoteFile {
+    object: object_store::path::Path,
+    size: u64,
+    cached: Option<Arc<CachedShard>>,
 }
 
 /// One row group: its file, number in the file, the byte range of its image and label column
@@ -114,7 +135,21 @@ impl ParquetDataset {
     /// No files, a file that cannot be read or whose footer is damaged (naming it), files whose
     /// columns differ, no image or label column, or no rows.
     pub fn open(spec: &str, options: &ParquetOptions) -> Result<Self, Error> {
-        let names = parquet_files(spec)?;
+        let (names, store) = if remote::is_remote(spec) {
+            let names = expand_braces(spec)
+                .map_err(|reason| Error::config("data", format!("pattern {spec:?}: {reason}")))?;
+            let (remote, _) = Remote::connect(&names[0], &options.remote)?;
+            let cache = options.remote.cache.as_ref().and_then(|c| {
+                std::fs::create_dir_all(&c.dir)
+                    .map(|()| (c.dir.clone(), Arc::new(CacheBudget::new(c))))
+                    .map_err(|e| tracing::warn!("cache {} unusable ({e})", c.dir.display()))
+                    .ok()
+            });
+            let names: Vec<PathBuf> = names.into_iter().map(PathBuf::from).collect();
+            (names, Some(Store { remote, cache }))
+        } else {
+            (parquet_files(spec)?, None)
+        };
         if u32::try_from(names.len()).is_err() {
             return Err(Error::config("data", "more than 2^32 Parquet files"));
         }
@@ -133,13 +168,10 @@ impl ParquetDataset {
                     e.to_string(),
                 ))
             };
-            let file = File::open(&path).map_err(io)?;
-            let metadata = ParquetMetaDataReader::new()
-                .parse_and_finish(&file)
+            let mut file = ParquetFile::new(path.clone(), store.as_ref()).map_err(io)?;
+            let metadata = file
+                .footer(store.as_ref())
                 .map_err(|e| bad(&footer_error(&e)))?;
-            let metadata =
-                ArrowReaderMetadata::try_new(Arc::new(metadata), ArrowReaderOptions::new())
-                    .map_err(|e| bad(&footer_error(&e)))?;
             let found =
                 hf::find_columns(metadata.schema(), &options.columns).map_err(|why| bad(&why))?;
             match &columns {
@@ -160,7 +192,10 @@ impl ParquetDataset {
                 let n = usize::try_from(group.num_rows()).unwrap_or(0);
                 let range = chunk_range(&meta, g, &[found.image, found.label]);
                 let first = entries.len();
-                let labels = read_labels(&file, &metadata, g, found.label, n)
+                let labels = file
+                    .span(chunk_range(&meta, g, &[found.label]), store.as_ref())
+                    .and_then(|span| read_group(span, &metadata, g, found.label))
+                    .map(|batch| hf::labels(&batch, 0))
                     .map_err(|why| bad(&format!("row group {g}: {why}")))?;
                 let row0: usize = meta.row_groups()[..g]
                     .iter()
@@ -186,11 +221,8 @@ impl ParquetDataset {
                     rows: n,
                 });
             }
-            files.push(ParquetFile {
-                path,
-                metadata,
-                map: OnceLock::new(),
-            });
+            file.metadata = Some(metadata);
+            files.push(file);
         }
         let origin = files.first().map(|f| f.path.clone()).unwrap_or_default();
         let Some(columns) = columns.filter(|_| !entries.is_empty()) else {
@@ -211,6 +243,7 @@ impl ParquetDataset {
             window_rows: options.window_rows.max(1),
             cache: GroupCache::default(),
             decoded: Default::default(),
+            store,
         })
     }
 
@@ -244,20 +277,11 @@ impl ParquetDataset {
         self.decoded
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let file = &self.files[group.file as usize];
-        let (start, end) = group.range;
-        let data = file.mapped()?;
-        if end > data.len() as u64 {
-            return Err(format!(
-                "the file is truncated: row group {}'s columns end at byte {end}, past its {} bytes",
-                group.number,
-                data.len()
-            ));
-        }
-        let span = Span {
-            start,
-            bytes: data.slice(start as usize..end as usize),
-        };
-        let batch = read_group(span, &file.metadata, group.number, self.columns.image)
+        let span = file
+            .span(group.range, self.store.as_ref())
+            .map_err(|e| format!("row group {}: {e}", group.number))?;
+        let metadata = file.metadata.as_ref().expect("read when opened");
+        let batch = read_group(span, metadata, group.number, self.columns.image)
             .map_err(|e| format!("row group {}: {e}", group.number))?;
         let image = ImageColumn::new(&batch, 0)?;
         Ok(Decoded {
@@ -268,12 +292,131 @@ impl ParquetDataset {
 }
 
 impl ParquetFile {
+    fn new(path: PathBuf, store: Option<&Store>) -> std::io::Result<Self> {
+        let remote = match store {
+            None => {
+                File::open(&path)?;
+                None
+            }
+            Some(store) => {
+                let url = path.to_string_lossy();
+                let object = store
+                    .remote
+                    .object_path(&url)
+                    .map_err(std::io::Error::other)?;
+                let size = store.remote.size(&object).map_err(|e| match e {
+                    object_store::Error::NotFound { .. } => std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        format!("{url} is not in the store"),
+                    ),
+                    e => std::io::Error::other(e),
+                })?;
+                let cached = store.cache.as_ref().map(|(dir, _)| {
+                    Arc::new(CachedShard::new(remote::cache_file(dir, &url), size))
+                });
+                Some(RemoteFile {
+                    object,
+                    size,
+                    cached,
+                })
+            }
+        };
+        Ok(Self {
+            path,
+            metadata: None,
+            map: OnceLock::new(),
+            remote,
+        })
+    }
+
+    /// The file's footer: read from the file's end (one request for a remote file when the
+    /// footer fits in its last 64 KiB, else two).
+    fn footer(&self, store: Option<&Store>) -> Result<ArrowReaderMetadata, ParquetError> {
+        let size = self.len();
+        let mut want = size.min(64 << 10);
+        let metadata = loop {
+            let span = self
+                .span((size - want, size), store)
+                .map_err(ParquetError::General)?;
+            let mut reader = ParquetMetaDataReader::new();
+            match reader.try_parse_sized(&span, size) {
+                Ok(()) => break reader.finish()?,
+                Err(ParquetError::NeedMoreData(n)) if (n as u64) > want && (n as u64) <= size => {
+                    want = n as u64;
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        ArrowReaderMetadata::try_new(Arc::new(metadata), ArrowReaderOptions::new())
+    }
+
+    fn len(&self) -> u64 {
+        match &self.remote {
+            Some(r) => r.size,
+            None => std::fs::metadata(&self.path).map_or(0, |m| m.len()),
+        }
+    }
+
+    /// Bytes `start..end` of the file: a slice of its map (a local file, or the cached copy
+    /// of a remote one), or one ranged request (starting the file's download into the cache).
+    fn span(&self, (start, end): (u64, u64), store: Option<&Store>) -> Result<Span, String> {
+        let local = match (&self.remote, store) {
+            (None, _) => true,
+            (Some(r), Some(store)) => {
+                let cached = r.cached.as_ref().is_some_and(|c| c.is_cached());
+                if !cached {
+                    if let (Some(c), Some((_, budget))) = (&r.cached, &store.cache) {
+                        store
+                            .remote
+                            .cache_in_background(c, budget, &r.object, r.size);
+                    }
+                    let mut buf = Vec::new();
+                    store
+                        .remote
+                        .read_range(&r.object, start..end, &mut buf)
+                        .map_err(|e| e.to_string())?;
+                    if (buf.len() as u64) < end - start {
+                        return Err(format!(
+                            "the file is truncated: bytes {start}..{end} asked, {} given",
+                            buf.len()
+                        ));
+                    }
+                    return Ok(Span {
+                        start,
+                        bytes: Bytes::from(buf),
+                    });
+                }
+                store.remote.count_cache_hit();
+                true
+            }
+            (Some(_), None) => false,
+        };
+        if !local {
+            return Err("no store for a remote file".into());
+        }
+        let data = self.mapped()?;
+        if end > data.len() as u64 || start > end {
+            return Err(format!(
+                "the file is truncated: bytes {start}..{end} asked, the file has {}",
+                data.len()
+            ));
+        }
+        Ok(Span {
+            start,
+            bytes: data.slice(start as usize..end as usize),
+        })
+    }
+
     /// The whole file, mapped read-only on first use and kept: a row group's column chunks
     /// are then decoded from the page cache without a copy into a buffer first.
     fn mapped(&self) -> Result<Bytes, String> {
         self.map
             .get_or_init(|| {
-                let file = File::open(&self.path).map_err(|e| e.to_string())?;
+                let local = match &self.remote {
+                    Some(r) => r.cached.as_ref().map_or(&self.path, |c| &c.file),
+                    None => &self.path,
+                };
+                let file = File::open(local).map_err(|e| e.to_string())?;
                 if file.metadata().map_err(|e| e.to_string())?.len() == 0 {
                     return Err("the file is empty".into());
                 }
@@ -399,21 +542,6 @@ fn read_group<T: ChunkReader + 'static>(
         ));
     }
     Ok(batch)
-}
-
-/// The labels of row group `g` (reading only its label column chunk).
-fn read_labels(
-    file: &File,
-    metadata: &ArrowReaderMetadata,
-    g: usize,
-    column: usize,
-    rows: usize,
-) -> Result<Vec<Result<i64, String>>, String> {
-    let input = file.try_clone().map_err(|e| e.to_string())?;
-    let batch = read_group(input, metadata, g, column)?;
-    let labels = hf::labels(&batch, 0);
-    debug_assert_eq!(labels.len(), rows);
-    Ok(labels)
 }
 
 /// What a damaged footer is reported as.
@@ -614,6 +742,10 @@ impl Source for ParquetDataset {
     fn shuffled_order(&self, seed: u64, epoch: u64) -> Option<Vec<u32>> {
         let groups: Vec<(usize, usize)> = self.groups.iter().map(|g| (g.first, g.rows)).collect();
         Some(block_order(&groups, self.window_rows, seed, epoch))
+    }
+
+    fn storage(&self) -> Option<StorageReport> {
+        self.store.as_ref().map(|s| s.remote.report())
     }
 
     fn plan_reads(&self, indices: &mut dyn Iterator<Item = usize>) {

@@ -385,6 +385,50 @@ impl Remote {
         });
     }
 
+    /// Starts downloading `object` (`size` bytes when indexed) into its place in the cache,
+    /// once, when the budget has room; otherwise its reads stay remote. A copy of another size
+    /// than the indexed one is removed and not used.
+    pub(crate) fn cache_in_background(
+        &self,
+        cached: &Arc<CachedShard>,
+        budget: &Arc<CacheBudget>,
+        object: &ObjectPath,
+        size: u64,
+    ) {
+        if !cached.claim() {
+            return;
+        }
+        if !budget.take(size) {
+            tracing::debug!("cache full: {} stays remote", cached.file.display());
+            cached.finish(false);
+            return;
+        }
+        let (state, budget) = (Arc::clone(cached), Arc::clone(budget));
+        let dest = cached.file.clone();
+        self.spawn_download(object.clone(), dest, move |outcome| {
+            let kept = match outcome {
+                Ok(got) if got == size => true,
+                Ok(got) => {
+                    tracing::warn!(
+                        "{}: {got} bytes in the store, {size} when indexed; its samples stay remote",
+                        state.file.display()
+                    );
+                    let _ = std::fs::remove_file(&state.file);
+                    false
+                }
+                Err(e) => {
+                    tracing::warn!("caching {} failed: {e}", state.file.display());
+                    false
+                }
+            };
+            if !kept {
+                budget.give_back(size);
+            }
+            state.finish(kept);
+            kept
+        });
+    }
+
     pub(crate) fn count_cache_hit(&self) {
         self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
     }

@@ -423,41 +423,12 @@ impl RemoteShards {
     }
 
     fn start_download(&self, cache: &ShardCache, shard: usize) {
-        let cached = &cache.shards[shard];
-        if !cached.claim() {
-            return;
-        }
-        let size = self.sizes[shard];
-        if !cache.budget.take(size) {
-            tracing::debug!("shard cache full: shard {shard} stays remote");
-            cached.finish(false);
-            return;
-        }
-        let (state, budget) = (Arc::clone(cached), Arc::clone(&cache.budget));
-        let dest = cached.file.clone();
-        self.remote
-            .spawn_download(self.objects[shard].clone(), dest, move |outcome| {
-                let kept = match outcome {
-                    Ok(got) if got == size => true,
-                    Ok(got) => {
-                        tracing::warn!(
-                            "{}: {got} bytes in the store, {size} when indexed; its samples                              stay remote",
-                            state.file.display()
-                        );
-                        let _ = std::fs::remove_file(&state.file);
-                        false
-                    }
-                    Err(e) => {
-                        tracing::warn!("caching {} failed: {e}", state.file.display());
-                        false
-                    }
-                };
-                if !kept {
-                    budget.give_back(size);
-                }
-                state.finish(kept);
-                kept
-            });
+        self.remote.cache_in_background(
+            &cache.shards[shard],
+            &cache.budget,
+            &self.objects[shard],
+            self.sizes[shard],
+        );
     }
 }
 
