@@ -76,20 +76,24 @@ class WebDataset(_WithPipeline):
     retries: int = 5
 
     def _source_kwargs(self) -> dict:
-        cache = self.cache_dir
-        if cache is True:
-            cache = None
-        elif cache is not None and cache is not False:
-            cache = os.fspath(cache)
-        options = {
-            "label_field": self.label_field,
-            "cache": cache,
-            "cache_limit": self.cache_limit,
-            "max_requests": self.max_requests,
-            "timeout": float(self.timeout),
-            "retries": self.retries,
-        }
+        options = {"label_field": self.label_field, **_storage(self)}
         return {"shards": os.fspath(self.spec), "shard_options": json.dumps(options)}
+
+
+def _storage(source) -> dict:
+    """The object-storage settings of a source with WebDataset's storage fields."""
+    cache = source.cache_dir
+    if cache is True:
+        cache = None
+    elif cache is not None and cache is not False:
+        cache = os.fspath(cache)
+    return {
+        "cache": cache,
+        "cache_limit": source.cache_limit,
+        "max_requests": source.max_requests,
+        "timeout": float(source.timeout),
+        "retries": source.retries,
+    }
 
 
 @dataclass(frozen=True)
@@ -127,13 +131,22 @@ class Parquet(_WithPipeline):
     (`data/train-{00000..00293}-of-00294.parquet`), a `*` glob in the file name, or a folder
     (every `.parquet` under it). Rows are read a row group at a time; a shuffled epoch visits
     row groups in a seeded random order and shuffles rows within windows of at least
-    `window_rows` rows (see the README)."""
+    `window_rows` rows (see the README).
+
+    The spec may be a URL (`s3://`, `gs://`, `az://`, `http(s)://`), read as `WebDataset`'s
+    are: the same storage settings, each row group one ranged request until the whole file
+    has landed in `cache_dir` (downloaded in the background), then from local disk."""
 
     spec: str | os.PathLike
     pipeline: Any = "resnet50_train"
     image_column: str | None = None
     label_column: str | None = None
     window_rows: int = 2048
+    cache_dir: str | os.PathLike | bool | None = None
+    cache_limit: int | None = None
+    max_requests: int = 64
+    timeout: float = 60.0
+    retries: int = 5
 
     def _source_kwargs(self) -> dict:
         table = {
@@ -142,5 +155,6 @@ class Parquet(_WithPipeline):
             "image_column": self.image_column,
             "label_column": self.label_column,
             "window_rows": int(self.window_rows),
+            "remote": _storage(self),
         }
         return {"table": json.dumps(table)}

@@ -125,6 +125,9 @@ struct Table {
     label_column: Option<String>,
     #[serde(default)]
     window_rows: Option<usize>,
+    /// For URLs: `hpuload.WebDataset`'s storage settings (without `label_field`).
+    #[serde(default)]
+    remote: Option<serde_json::Value>,
 }
 
 fn parse_table(text: &str) -> PyResult<Table> {
@@ -158,10 +161,19 @@ impl Table {
             return Ok(Box::new(set));
         }
         let defaults = hpuload::ParquetOptions::default();
+        let remote = match self.remote {
+            Some(serde_json::Value::Object(mut m)) => {
+                m.insert("label_field".into(), "cls".into());
+                parse_shard_options(&serde_json::Value::Object(m).to_string())
+                    .map_err(|e| hpuload::Error::config("remote", e.to_string()))?
+                    .remote
+            }
+            _ => defaults.remote.clone(),
+        };
         let options = hpuload::ParquetOptions {
             columns,
             window_rows: self.window_rows.unwrap_or(defaults.window_rows),
-            ..defaults
+            remote,
         };
         Ok(Box::new(hpuload::ParquetDataset::open(
             &self.spec, &options,

@@ -191,3 +191,37 @@ def test_python_m_hpuload_bench_on_s3_reports_requests_bytes_and_storage_wait(s3
     assert report["storage"]["wait_sec"] > 0
     assert report["stages"]["storage"]["seconds"] > 0
     assert "hpuload-test-secret" not in r.stdout + r.stderr
+
+
+def test_parquet_on_s3_gives_the_batches_of_the_same_files_on_disk(s3, jpeg_folder, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    files = sorted(jpeg_folder.rglob("*.jpg"))
+    classes = sorted({f.parent.name for f in files})
+    image = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    table = pa.table(
+        {
+            "image": pa.array([{"bytes": f.read_bytes(), "path": None} for f in files], type=image),
+            "label": [classes.index(f.parent.name) for f in files],
+        }
+    )
+    local = tmp_path / "pq"
+    local.mkdir()
+    client = boto3.client("s3")
+    for i in range(3):
+        part = table.slice(i * 14, 14)
+        path = local / f"train-{i:05}-of-00003.parquet"
+        pq.write_table(part, path, row_group_size=5)
+        client.upload_file(str(path), BUCKET, f"pq/{path.name}")
+    def parquet(spec, cache):
+        return hpuload.Parquet(spec, pipeline="resnet50_eval", cache_dir=cache, timeout=10)
+
+    want = epoch(DataLoader(parquet(str(local / "train-{00000..00002}-of-00003.parquet"), False), batch_size=8, shuffle=True, seed=2))
+    remote = f"s3://{BUCKET}/pq/train-{{00000..00002}}-of-00003.parquet"
+    for cache in (False, tmp_path / "cache"):
+        loader = DataLoader(parquet(remote, cache), batch_size=8, shuffle=True, seed=2)
+        got = epoch(loader)
+        assert [i for _, _, i in got] == [i for _, _, i in want]
+        assert all(torch.equal(a, b) and torch.equal(la, lb) for (a, la, _), (b, lb, _) in zip(got, want))
+        assert loader.report()["storage"]["requests"] > 0
