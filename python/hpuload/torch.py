@@ -58,7 +58,7 @@ __all__ = [
 _DECODABLE = (".jpg", ".jpeg", ".png", ".webp")
 
 # hpuload's own keyword arguments, on top of torch's.
-_OWN = ("backend", "on_error", "error_budget", "seed", "pipeline", "output_dtype", "layout", "transform")
+_OWN = ("backend", "on_error", "error_budget", "seed", "pipeline", "output_dtype", "layout", "transform", "output")
 
 
 class FallbackReason(enum.Enum):
@@ -687,6 +687,11 @@ def _common(dataset, a: dict, own: dict):
     """Settings both drop-ins read the same way."""
     source, pipeline, dtype, _ = _dataset_source(dataset, own.get("pipeline"), own.get("transform"))
     sample_keys = source.pop("sample_keys", None)
+    output = own.get("output", "dict")
+    if output not in ("dict", "pair"):
+        raise ValueError(f"output={output!r}: give 'dict' or 'pair'")
+    if output == "pair":
+        sample_keys = None
     if "output_dtype" in own:
         from ._transforms import _torch_dtype_name
 

@@ -282,3 +282,41 @@ def test_a_collate_fn_on_the_fast_path_raises_glibcs_malloc_thresholds_unless_to
 
         out = subprocess.run([sys.executable, "-c", script], env={**os.environ, **env}, capture_output=True, text=True)
         assert out.stdout.strip().splitlines()[-1] == want, (env, out.stdout, out.stderr[-2000:])
+
+
+def test_output_pair_gives_image_label_tuples_for_a_datasets_table(hf):
+    ds, _ = hf
+    fn, _ = example_transforms(EVAL)
+    ds.set_transform(fn)
+    images, labels = next(iter(DataLoader(ds, batch_size=4, output="pair")))
+    assert images.shape == (4, 3, 56, 56) and labels.tolist() == ds["label"][:4]
+    pairs = next(iter(DataLoader(ds, batch_size=2, output="pair", collate_fn=lambda b: b)))
+    assert pairs[0][0].shape == (3, 56, 56) and pairs[0][1] == ds["label"][0]
+
+
+def test_resume_at_random_points_of_a_datasets_epoch_is_byte_identical(hf):
+    import random
+
+    ds, _ = hf
+    train = T.Compose([T.RandomResizedCrop(32), T.RandomHorizontalFlip(), T.ToTensor()])
+    fn, collate = example_transforms(train)
+    ds = ds.shuffle(seed=9)
+    ds.set_transform(fn)
+
+    def make():
+        return DataLoader(ds, batch_size=4, shuffle=True, collate_fn=collate, seed=11)
+
+    full = [(b["pixel_values"].clone(), b["labels"].clone()) for b in make()]
+    rng = random.Random(5)
+    for stop in rng.sample(range(1, len(full)), 3):
+        first = make()
+        it = iter(first)
+        for _ in range(stop):
+            next(it)
+        state = first.state_dict()
+        del it
+        resumed = make()
+        resumed.load_state_dict(state)
+        rest = [(b["pixel_values"], b["labels"]) for b in resumed]
+        assert len(rest) == len(full) - stop
+        assert all(torch.equal(a, c) and torch.equal(b, d) for (a, b), (c, d) in zip(rest, full[stop:]))
