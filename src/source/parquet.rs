@@ -30,11 +30,16 @@ use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
 };
 use parquet::arrow::ProjectionMask;
+use parquet::column::reader::ColumnReader;
+use parquet::data_type::ByteArray;
 use parquet::errors::ParquetError;
+use parquet::file::metadata::page_index::RowGroupPageIndex;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
-use parquet::file::reader::{ChunkReader, Length};
+use parquet::file::properties::ReaderProperties;
+use parquet::file::reader::{ChunkReader, Length, RowGroupReader};
+use parquet::file::serialized_reader::SerializedRowGroupReader;
 
-use super::hf::{self, ColumnChoice, HfColumns, ImageCell, ImageColumn};
+use super::hf::{self, ColumnChoice, HfColumns, ImageCell};
 use super::remote::{self, CacheBudget, CachedShard, Remote, RemoteOptions, StorageReport};
 use super::shards::expand_braces;
 use super::{Entry, ReadMode, SampleBytes, Source};
@@ -281,13 +286,8 @@ impl ParquetDataset {
             .span(group.range, self.store.as_ref())
             .map_err(|e| format!("row group {}: {e}", group.number))?;
         let metadata = file.metadata.as_ref().expect("read when opened");
-        let batch = read_group(span, metadata, group.number, self.columns.image)
-            .map_err(|e| format!("row group {}: {e}", group.number))?;
-        let image = ImageColumn::new(&batch, 0)?;
-        Ok(Decoded {
-            _batch: batch,
-            image,
-        })
+        read_images(span, metadata.metadata(), group.number, self.columns.image)
+            .map_err(|e| format!("row group {}: {e}", group.number))
     }
 }
 
@@ -433,8 +433,122 @@ impl ParquetFile {
 
 /// A decoded row group's image column.
 struct Decoded {
-    _batch: RecordBatch,
-    image: ImageColumn,
+    /// The image's embedded bytes (the `bytes` leaf, or the column itself when it is binary).
+    bytes: Leaf,
+    /// Its `path` leaf, when it has one.
+    paths: Option<Leaf>,
+}
+
+/// One leaf column of a row group: its non-null values (slices of the page buffers, so of the
+/// file's map when the pages are not compressed) and, per row, which value is its own.
+struct Leaf {
+    values: Vec<ByteArray>,
+    at: Vec<Option<u32>>,
+}
+
+impl Leaf {
+    fn get(&self, row: usize) -> Option<&[u8]> {
+        let i = (*self.at.get(row)?)?;
+        Some(self.values[i as usize].data())
+    }
+}
+
+impl Decoded {
+    fn cell(&self, row: usize) -> Result<ImageCell<'_>, String> {
+        if let Some(b) = self.bytes.get(row) {
+            return Ok(ImageCell::Bytes(b));
+        }
+        match self.paths.as_ref().and_then(|p| p.get(row)) {
+            Some(p) => std::str::from_utf8(p)
+                .map(ImageCell::Path)
+                .map_err(|_| "the image's path is not UTF-8".to_string()),
+            None => Ok(ImageCell::Null),
+        }
+    }
+}
+
+/// Reads the image column (root `image`) of row group `g` from `span` with parquet's column
+/// readers: values of uncompressed pages stay slices of `span` (no copy), compressed pages are
+/// decompressed once.
+fn read_images(
+    span: Span,
+    meta: &ParquetMetaData,
+    g: usize,
+    image: usize,
+) -> Result<Decoded, String> {
+    let schema = meta.file_metadata().schema_descr();
+    let group = meta.row_group(g);
+    let rows = usize::try_from(group.num_rows()).map_err(|e| e.to_string())?;
+    let reader = SerializedRowGroupReader::new(
+        Arc::new(span),
+        group,
+        RowGroupPageIndex::new(g, None),
+        Arc::new(ReaderProperties::builder().build()),
+    )
+    .map_err(|e| e.to_string())?;
+    let (mut bytes, mut paths) = (None, None);
+    for leaf in 0..schema.num_columns() {
+        if schema.get_column_root_idx(leaf) != image {
+            continue;
+        }
+        let column = schema.column(leaf);
+        let parts = column.path().parts();
+        let is_path = parts.len() > 1 && parts[parts.len() - 1] == "path";
+        let read = read_leaf(&reader, leaf, column.max_def_level(), rows)?;
+        if is_path {
+            paths = Some(read);
+        } else if parts.len() == 1 || parts[parts.len() - 1] == "bytes" {
+            bytes = Some(read);
+        }
+    }
+    let bytes = bytes.unwrap_or(Leaf {
+        values: Vec::new(),
+        at: vec![None; rows],
+    });
+    Ok(Decoded { bytes, paths })
+}
+
+fn read_leaf(
+    reader: &SerializedRowGroupReader<'_, Span>,
+    leaf: usize,
+    max_def: i16,
+    rows: usize,
+) -> Result<Leaf, String> {
+    let column = reader.get_column_reader(leaf).map_err(|e| e.to_string())?;
+    let ColumnReader::ByteArrayColumnReader(mut column) = column else {
+        return Err("the image column is not binary".into());
+    };
+    let (mut defs, mut values) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
+    let mut done = 0;
+    while done < rows {
+        let (records, _, _) = column
+            .read_records(rows - done, Some(&mut defs), None, &mut values)
+            .map_err(|e| e.to_string())?;
+        if records == 0 {
+            break;
+        }
+        done += records;
+    }
+    if done != rows {
+        return Err(format!("{done} rows decoded, {rows} in the footer"));
+    }
+    let at: Vec<Option<u32>> = if max_def == 0 {
+        (0..rows as u32).map(Some).collect()
+    } else {
+        let mut next = 0u32;
+        defs.iter()
+            .map(|&d| {
+                (d == max_def).then(|| {
+                    next += 1;
+                    next - 1
+                })
+            })
+            .collect()
+    };
+    if values.len() != at.iter().flatten().count() {
+        return Err("the definition levels and values of the image column disagree".into());
+    }
+    Ok(Leaf { values, at })
 }
 
 /// A row group, decoded once by the first reader that needs it (the others wait for it).
@@ -770,7 +884,7 @@ impl Source for ParquetDataset {
             return Err(invalid(why.clone()));
         }
         let group = self.group(g).map_err(invalid)?;
-        match group.image.cell(r as usize) {
+        match group.cell(r as usize).map_err(invalid)? {
             ImageCell::Bytes(b) => {
                 buf.clear();
                 buf.extend_from_slice(b);
