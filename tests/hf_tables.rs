@@ -548,3 +548,17 @@ fn parquet_over_http_gives_the_local_batches_and_later_epochs_read_the_cached_co
         .to_string();
     assert!(why.contains("train-00009-of-00003.parquet"), "{why}");
 }
+
+#[test]
+fn an_arrow_stream_whose_buffer_runs_past_its_body_is_an_error_naming_the_file() {
+    // Found by the `hf_tables` fuzz target (crash-9da05c9a...): arrow-ipc slices the buffer
+    // without a check and panics; hpuload reports it.
+    let file = common::fixtures().join("hf/buffer-past-body.arrow");
+    let why = ArrowDataset::open_files(vec![file], &HfOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        why.contains("buffer-past-body.arrow") && why.contains("malformed"),
+        "{why}"
+    );
+}

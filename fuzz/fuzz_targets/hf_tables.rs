@@ -32,6 +32,12 @@ fn read_all(source: &dyn Source, file_len: usize) {
 }
 
 fuzz_target!(|data: &[u8]| {
+    // libfuzzer-sys aborts on any panic from its hook, before unwinding. hpuload catches the
+    // panics of the third-party decoders it runs on untrusted bytes and reports them as
+    // errors, so a silent hook lets those be caught; a panic anywhere else still reaches
+    // libfuzzer-sys's own catch and aborts.
+    static QUIET: std::sync::Once = std::sync::Once::new();
+    QUIET.call_once(|| std::panic::set_hook(Box::new(|_| {})));
     let Some((&mode, bytes)) = data.split_first() else {
         return;
     };

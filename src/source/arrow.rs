@@ -252,7 +252,8 @@ pub fn scan_file(
         source,
     })?;
     let folder = path.parent().unwrap_or(Path::new("")).to_path_buf();
-    scan_bytes(bytes::Bytes::from_owner(map), &folder, choice).map_err(bad)
+    let data = bytes::Bytes::from_owner(map);
+    hf::guarded(|| scan_bytes(data, &folder, choice)).map_err(bad)
 }
 
 /// [`scan_file`] on the bytes of an Arrow IPC stream; external paths are relative to `folder`.

@@ -246,6 +246,18 @@ fn arrow_cast_i64(array: &ArrayRef) -> Result<Vec<Option<i64>>, String> {
     ints!(Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type, UInt16Type, UInt32Type, UInt64Type)
 }
 
+/// Runs third-party decoding of untrusted bytes (arrow-ipc, parquet) and turns a panic inside
+/// it into an error: those crates assert on some malformed inputs (the `hf_tables` fuzz
+/// target found a buffer length past the message body that arrow-ipc slices unchecked).
+pub(crate) fn guarded<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        Err(format!(
+            "malformed data: the decoder gave up ({})",
+            crate::hpu::panic_message(panic.as_ref())
+        ))
+    })
+}
+
 /// What a row whose image is [`ImageCell::Null`] is reported as.
 pub const NULL_IMAGE: &str = "the image is null (no bytes and no path)";
 

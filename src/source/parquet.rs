@@ -1,10 +1,11 @@
 //! Parquet files of a Hugging Face dataset (the hub's `data/train-00000-of-00294.parquet`),
 //! read with the `parquet` crate.
 //!
-//! Parquet pages are compressed, so one row cannot be read alone: the unit of reading is a
-//! row group's image and label column chunks (one positioned read of their byte range, then
-//! decompression and decoding of those two columns only). Opening reads each file's footer and
-//! its label column (small), so every row's label is known up front.
+//! Parquet pages may be compressed, so one row cannot be read alone: the unit of reading is a
+//! row group's image column chunk, decoded by parquet's column readers from a map of the file
+//! (or one ranged request for a remote file not cached yet). Values of uncompressed pages,
+//! which is how `datasets` writes images, stay slices of the map. Opening reads each file's
+//! footer and its label column (small), so every row's label is known up front.
 //!
 //! **Order.** A shuffled epoch visits row groups, not rows, at random: the groups are put in a
 //! seeded random order, cut into windows of at least [`ParquetOptions::window_rows`] rows, and
@@ -174,9 +175,9 @@ impl ParquetDataset {
                 ))
             };
             let mut file = ParquetFile::new(path.clone(), store.as_ref()).map_err(io)?;
-            let metadata = file
-                .footer(store.as_ref())
-                .map_err(|e| bad(&footer_error(&e)))?;
+            let metadata =
+                hf::guarded(|| file.footer(store.as_ref()).map_err(|e| footer_error(&e)))
+                    .map_err(|e| bad(&e))?;
             let found =
                 hf::find_columns(metadata.schema(), &options.columns).map_err(|why| bad(&why))?;
             match &columns {
@@ -199,7 +200,7 @@ impl ParquetDataset {
                 let first = entries.len();
                 let labels = file
                     .span(chunk_range(&meta, g, &[found.label]), store.as_ref())
-                    .and_then(|span| read_group(span, &metadata, g, found.label))
+                    .and_then(|span| hf::guarded(|| read_group(span, &metadata, g, found.label)))
                     .map(|batch| hf::labels(&batch, 0))
                     .map_err(|why| bad(&format!("row group {g}: {why}")))?;
                 let row0: usize = meta.row_groups()[..g]
@@ -286,7 +287,7 @@ impl ParquetDataset {
             .span(group.range, self.store.as_ref())
             .map_err(|e| format!("row group {}: {e}", group.number))?;
         let metadata = file.metadata.as_ref().expect("read when opened");
-        read_images(span, metadata.metadata(), group.number, self.columns.image)
+        hf::guarded(|| read_images(span, metadata.metadata(), group.number, self.columns.image))
             .map_err(|e| format!("row group {}: {e}", group.number))
     }
 }
