@@ -119,6 +119,14 @@ pub struct DataArgs {
     /// synthetic dataset, generated on first use in $HPULOAD_CACHE_DIR (or ~/.cache/hpuload).
     #[arg(long, conflicts_with = "manifest")]
     pub data: Option<PathBuf>,
+    /// The image column of a Hugging Face table (Arrow or Parquet); default: its `Image`
+    /// feature, else a column named image/img/jpg/png.
+    #[arg(long, value_name = "NAME")]
+    pub image_column: Option<String>,
+    /// The label column of a Hugging Face table; default: its `ClassLabel` feature, else a
+    /// column named label/labels/cls.
+    #[arg(long, value_name = "NAME")]
+    pub label_column: Option<String>,
     /// Manifest file (`path<TAB>label` per line) instead of a folder.
     #[arg(long)]
     pub manifest: Option<PathBuf>,
@@ -252,6 +260,10 @@ impl DataArgs {
             };
             let options = hpuload::source::OpenOptions {
                 shards: self.storage.options()?,
+                columns: hpuload::source::hf::ColumnChoice {
+                    image: self.image_column.clone(),
+                    label: self.label_column.clone(),
+                },
                 ..Default::default()
             };
             let source = hpuload::source::open(&dir.to_string_lossy(), &options)?;
