@@ -375,22 +375,7 @@ fn parquet_batches_do_not_depend_on_worker_count_resume_exactly_and_cover_every_
     assert!(rest == a[4..], "resumed mid-epoch");
 
     for world in [1, 2, 4] {
-        let (mut counts, mut seen) = (Vec::new(), Vec::new());
-        for rank in 0..world {
-            let mut l = loader(open(), 2)
-                .shard(rank, world)
-                .last_batch(LastBatch::Pad)
-                .build()
-                .unwrap();
-            let batches: Vec<_> = l.epoch(0).map(Result::unwrap).collect();
-            counts.push(batches.len());
-            for b in batches {
-                seen.extend_from_slice(&b.indices[..b.valid]);
-            }
-        }
-        assert!(counts.iter().all(|&c| c == counts[0]), "{counts:?}");
-        seen.sort_unstable();
-        assert_eq!(seen, (0..30).collect::<Vec<_>>(), "{world} ranks");
+        common::assert_ranks_cover(30, world, |_| loader(open(), 2));
     }
 }
 

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use common::{dataset, host, sharded, small_train, TempDir};
 use hpuload::source::shards::index_path;
-use hpuload::{ImageFolder, LastBatch, Loader, OnError, ReadMode, Source, WebDataset};
+use hpuload::{ImageFolder, Loader, OnError, ReadMode, Source, WebDataset};
 
 fn bytes_of(source: &dyn Source, index: usize) -> Vec<u8> {
     let mut buf = Vec::new();
@@ -116,23 +116,9 @@ fn ranks_get_equal_batch_counts_and_cover_every_sample_when_shards_do_not_divide
         0,
         "the shard count ({shards}) does not divide by {world}"
     );
-    let mut counts = Vec::new();
-    let mut seen = Vec::new();
-    for rank in 0..world {
-        let mut l = loader(WebDataset::open(&pattern).unwrap(), 2)
-            .shard(rank, world)
-            .last_batch(LastBatch::Pad)
-            .build()
-            .unwrap();
-        let batches: Vec<_> = l.epoch(0).map(Result::unwrap).collect();
-        counts.push(batches.len());
-        for b in batches {
-            seen.extend_from_slice(&b.indices[..b.valid]);
-        }
-    }
-    assert!(counts.iter().all(|&c| c == counts[0]), "{counts:?}");
-    seen.sort_unstable();
-    assert_eq!(seen, (0..30).collect::<Vec<_>>());
+    common::assert_ranks_cover(30, world, |_| {
+        loader(WebDataset::open(&pattern).unwrap(), 2)
+    });
 }
 
 /// The shard file and the data offset of sample `index`'s image, from the source's entries and

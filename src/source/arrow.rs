@@ -185,10 +185,6 @@ fn arrow_files(spec: &str) -> Result<Vec<PathBuf>, Error> {
             .map(|n| n.into_iter().map(PathBuf::from).collect())
             .map_err(|reason| Error::config("data", format!("pattern {spec:?}: {reason}")));
     }
-    let io = |source| Error::Io {
-        path: dir.to_path_buf(),
-        source,
-    };
     if let Ok(state) = std::fs::read(dir.join("state.json")) {
         let listed = serde_json::from_slice::<serde_json::Value>(&state)
             .ok()
@@ -209,12 +205,7 @@ fn arrow_files(spec: &str) -> Result<Vec<PathBuf>, Error> {
             )
         });
     }
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(io)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "arrow"))
-        .collect();
-    super::sort_like_python(&mut files);
+    let files = super::files_in(dir, |p| p.extension().is_some_and(|e| e == "arrow"))?;
     if files.is_empty() {
         return Err(Error::EmptyDataset {
             path: dir.to_path_buf(),

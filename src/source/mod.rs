@@ -208,6 +208,24 @@ fn open_regular(path: &Path) -> std::io::Result<(File, std::fs::Metadata)> {
     Ok((file, meta))
 }
 
+/// The paths in `dir` (not below it) that `keep` accepts, in Python's sorted order.
+///
+/// # Errors
+/// The folder cannot be listed (naming it).
+pub(crate) fn files_in(dir: &Path, keep: impl Fn(&Path) -> bool) -> Result<Vec<PathBuf>, Error> {
+    let read = std::fs::read_dir(dir).map_err(|source| Error::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let mut files: Vec<PathBuf> = read
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| keep(p))
+        .collect();
+    sort_like_python(&mut files);
+    Ok(files)
+}
+
 /// Sorts paths by their raw bytes, which is Python's `sorted()` order for UTF-8 names
 /// (torchvision sorts class folders and files that way).
 pub(crate) fn sort_like_python(paths: &mut [PathBuf]) {

@@ -765,21 +765,11 @@ fn glob_files(pattern: &str) -> Result<Vec<PathBuf>, Error> {
             format!("{pattern}: wildcards are read in file names only, not in folders"),
         ));
     }
-    let read = std::fs::read_dir(dir).map_err(|source| Error::Io {
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    let mut files: Vec<PathBuf> = read
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| wildcard_match(name.as_bytes(), n.as_bytes()))
-        })
-        .collect();
-    super::sort_like_python(&mut files);
-    Ok(files)
+    super::files_in(dir, |p| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| wildcard_match(name.as_bytes(), n.as_bytes()))
+    })
 }
 
 /// Whether `text` matches `pattern` (`*`: any run, `?`: any one byte).

@@ -584,17 +584,9 @@ pub(super) fn read_member(
 /// # Errors
 /// The folder cannot be listed.
 pub fn tar_files(dir: &Path) -> Result<Vec<PathBuf>, Error> {
-    let read = std::fs::read_dir(dir).map_err(|source| Error::Io {
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    let mut names: Vec<PathBuf> = read
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "tar"))
-        .collect();
-    super::sort_like_python(&mut names);
-    Ok(names)
+    super::files_in(dir, |p| {
+        p.is_file() && p.extension().is_some_and(|x| x == "tar")
+    })
 }
 
 /// The index file that belongs to `shard`.

@@ -207,3 +207,26 @@ impl hpuload::Source for PanickingSource {
         hpuload::source::read_file(&self.entries()[index].path, mode, buf)
     }
 }
+
+/// Runs epoch 0 on every rank of `world` (rank `r`'s loader from `build(r)`, with the `Pad`
+/// last-batch policy) and checks that the ranks yield the same number of batches and that
+/// their valid slots hold samples `0..n`, each once.
+#[allow(dead_code)] // not every test binary uses it
+pub fn assert_ranks_cover(n: usize, world: usize, build: impl Fn(usize) -> hpuload::LoaderBuilder) {
+    let (mut counts, mut seen) = (Vec::new(), Vec::new());
+    for rank in 0..world {
+        let mut l = build(rank)
+            .shard(rank, world)
+            .last_batch(hpuload::LastBatch::Pad)
+            .build()
+            .unwrap();
+        let batches: Vec<_> = l.epoch(0).map(Result::unwrap).collect();
+        counts.push(batches.len());
+        for b in batches {
+            seen.extend_from_slice(&b.indices[..b.valid]);
+        }
+    }
+    assert!(counts.iter().all(|&c| c == counts[0]), "{counts:?}");
+    seen.sort_unstable();
+    assert_eq!(seen, (0..n).collect::<Vec<_>>(), "{world} ranks");
+}
