@@ -579,3 +579,17 @@ fn a_parquet_epoch_stopped_on_two_ranks_and_resumed_on_three_visits_the_rest_onc
     seen.sort_unstable();
     assert_eq!(seen, (0..30).collect::<Vec<_>>(), "every row once");
 }
+
+#[test]
+fn a_parquet_footer_with_a_negative_chunk_size_is_an_error_naming_the_file() {
+    // Found by the `hf_tables` fuzz target (crash-83af3148...): parquet's
+    // `ColumnChunkMetaData::byte_range` asserts that offsets and sizes are not negative.
+    let file = common::fixtures().join("hf/negative-chunk-size.parquet");
+    let why = ParquetDataset::open(&file.to_string_lossy(), &ParquetOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        why.contains("negative-chunk-size.parquet") && why.contains("negative"),
+        "{why}"
+    );
+}

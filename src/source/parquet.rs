@@ -196,10 +196,11 @@ impl ParquetDataset {
             let meta = Arc::clone(metadata.metadata());
             for (g, group) in meta.row_groups().iter().enumerate() {
                 let n = usize::try_from(group.num_rows()).unwrap_or(0);
-                let range = chunk_range(&meta, g, &[found.image, found.label]);
+                let range = chunk_range(&meta, g, &[found.image, found.label])
+                    .map_err(|why| bad(&format!("row group {g}: {why}")))?;
                 let first = entries.len();
-                let labels = file
-                    .span(chunk_range(&meta, g, &[found.label]), store.as_ref())
+                let labels = chunk_range(&meta, g, &[found.label])
+                    .and_then(|range| file.span(range, store.as_ref()))
                     .and_then(|span| hf::guarded(|| read_group(span, &metadata, g, found.label)))
                     .map(|batch| hf::labels(&batch, 0))
                     .map_err(|why| bad(&format!("row group {g}: {why}")))?;
@@ -613,19 +614,29 @@ impl GroupCache {
     }
 }
 
-/// The byte range of `columns`' chunks in row group `g` (all their leaves).
-fn chunk_range(meta: &ParquetMetaData, g: usize, columns: &[usize]) -> (u64, u64) {
+/// The byte range of `columns`' chunks in row group `g` (all their leaves), from the footer's
+/// offsets and sizes (checked: `ColumnChunkMetaData::byte_range` panics on negative ones).
+fn chunk_range(meta: &ParquetMetaData, g: usize, columns: &[usize]) -> Result<(u64, u64), String> {
     let schema = meta.file_metadata().schema_descr();
     let group = &meta.row_groups()[g];
     let (mut lo, mut hi) = (u64::MAX, 0);
-    for leaf in 0..group.num_columns() {
+    for leaf in 0..schema.num_columns() {
         if columns.contains(&schema.get_column_root_idx(leaf)) {
-            let (start, len) = group.column(leaf).byte_range();
+            let Some(c) = group.columns().get(leaf) else {
+                return Err(format!("the footer lists no column chunk {leaf}"));
+            };
+            let start = c.dictionary_page_offset().unwrap_or(c.data_page_offset());
+            let (Ok(start), Ok(len)) = (u64::try_from(start), u64::try_from(c.compressed_size()))
+            else {
+                return Err(format!(
+                    "the footer gives column chunk {leaf} a negative offset or size"
+                ));
+            };
             lo = lo.min(start);
             hi = hi.max(start.saturating_add(len));
         }
     }
-    (lo.min(hi), hi)
+    Ok((lo.min(hi), hi))
 }
 
 /// Reads column `column` (a root) of row group `g` from `input` as one record batch.
