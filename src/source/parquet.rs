@@ -31,6 +31,7 @@ use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
 };
 use parquet::arrow::ProjectionMask;
+use parquet::column::page::{Page, PageReader};
 use parquet::column::reader::ColumnReader;
 use parquet::data_type::ByteArray;
 use parquet::errors::ParquetError;
@@ -38,7 +39,7 @@ use parquet::file::metadata::page_index::RowGroupPageIndex;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 use parquet::file::properties::ReaderProperties;
 use parquet::file::reader::{ChunkReader, Length, RowGroupReader};
-use parquet::file::serialized_reader::SerializedRowGroupReader;
+use parquet::file::serialized_reader::{SerializedPageReader, SerializedRowGroupReader};
 
 use super::hf::{self, ColumnChoice, HfColumns, ImageCell};
 use super::remote::{self, CacheBudget, CachedShard, Remote, RemoteOptions, StorageReport};
@@ -195,7 +196,15 @@ impl ParquetDataset {
             }
             let meta = Arc::clone(metadata.metadata());
             for (g, group) in meta.row_groups().iter().enumerate() {
-                let n = usize::try_from(group.num_rows()).unwrap_or(0);
+                let n = usize::try_from(group.num_rows())
+                    .ok()
+                    .filter(|&n| n <= MAX_GROUP_ROWS)
+                    .ok_or_else(|| {
+                        bad(&format!(
+                            "row group {g} claims {} rows (at most {MAX_GROUP_ROWS} are read)",
+                            group.num_rows()
+                        ))
+                    })?;
                 let range = chunk_range(&meta, g, &[found.image, found.label])
                     .map_err(|why| bad(&format!("row group {g}: {why}")))?;
                 let first = entries.len();
@@ -481,6 +490,7 @@ fn read_images(
     let schema = meta.file_metadata().schema_descr();
     let group = meta.row_group(g);
     let rows = usize::try_from(group.num_rows()).map_err(|e| e.to_string())?;
+    check_dictionaries(&span, meta, g, image)?;
     let reader = SerializedRowGroupReader::new(
         Arc::new(span),
         group,
@@ -639,15 +649,71 @@ fn chunk_range(meta: &ParquetMetaData, g: usize, columns: &[usize]) -> Result<(u
     Ok((lo.min(hi), hi))
 }
 
+/// Most rows a row group may claim: far above any real one (Hugging Face writes hundreds to
+/// thousands), and low enough that a damaged footer cannot make the loader allocate
+/// gigabytes for levels and entries.
+const MAX_GROUP_ROWS: usize = 1 << 24;
+
+/// Checks the dictionary page of every leaf of root column `column` in row group `g` before
+/// parquet decodes it: parquet sizes a dictionary by the count its page header claims, before
+/// reading a value, so a damaged header asks for gigabytes (found by the `hf_tables` fuzz
+/// target). A count the page's bytes cannot hold is an error.
+fn check_dictionaries(
+    span: &Span,
+    meta: &ParquetMetaData,
+    g: usize,
+    column: usize,
+) -> Result<(), String> {
+    use parquet::basic::Type;
+    let schema = meta.file_metadata().schema_descr();
+    let group = meta.row_group(g);
+    let rows = usize::try_from(group.num_rows()).unwrap_or(0);
+    for leaf in 0..schema.num_columns() {
+        if schema.get_column_root_idx(leaf) != column {
+            continue;
+        }
+        let Some(chunk) = group.columns().get(leaf) else {
+            return Err(format!("the footer lists no column chunk {leaf}"));
+        };
+        if chunk.dictionary_page_offset().is_none() {
+            continue;
+        }
+        let mut pages = SerializedPageReader::new(Arc::new(span.clone()), chunk, rows, None)
+            .map_err(|e| e.to_string())?;
+        if let Some(Page::DictionaryPage {
+            buf, num_values, ..
+        }) = pages.get_next_page().map_err(|e| e.to_string())?
+        {
+            let width: u64 = match chunk.column_type() {
+                Type::BOOLEAN => 0,
+                Type::INT32 | Type::FLOAT | Type::BYTE_ARRAY => 4,
+                Type::INT64 | Type::DOUBLE => 8,
+                Type::INT96 => 12,
+                Type::FIXED_LEN_BYTE_ARRAY => {
+                    u64::try_from(schema.column(leaf).type_length()).unwrap_or(0)
+                }
+            };
+            if u64::from(num_values).saturating_mul(width) > buf.len() as u64 {
+                return Err(format!(
+                    "column chunk {leaf}'s dictionary page claims {num_values} values in {} bytes",
+                    buf.len()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Reads column `column` (a root) of row group `g` from `input` as one record batch.
-fn read_group<T: ChunkReader + 'static>(
-    input: T,
+fn read_group(
+    input: Span,
     metadata: &ArrowReaderMetadata,
     g: usize,
     column: usize,
 ) -> Result<RecordBatch, String> {
     let schema = metadata.metadata().file_metadata().schema_descr();
     let rows = usize::try_from(metadata.metadata().row_group(g).num_rows()).unwrap_or(0);
+    check_dictionaries(&input, metadata.metadata(), g, column)?;
     let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(input, metadata.clone())
         .with_projection(ProjectionMask::roots(schema, [column]))
         .with_row_groups(vec![g])
@@ -676,6 +742,7 @@ fn footer_error(e: &ParquetError) -> String {
 }
 
 /// A byte range of a Parquet file held in memory, read as the file.
+#[derive(Clone)]
 struct Span {
     start: u64,
     bytes: Bytes,
