@@ -595,12 +595,15 @@ fn a_parquet_footer_with_a_negative_chunk_size_is_an_error_naming_the_file() {
 }
 
 #[test]
-fn a_parquet_dictionary_page_claiming_more_values_than_it_holds_is_refused_without_allocating_them() {
+fn a_parquet_dictionary_claiming_more_values_than_its_bytes_hold_is_refused_before_allocating() {
     // Found by the `hf_tables` fuzz target (oom-e2d469be...): parquet sized the label
     // dictionary by its header's count, 2 GB, before reading a value.
     let file = common::fixtures().join("hf/huge-dictionary.parquet");
     let why = ParquetDataset::open(&file.to_string_lossy(), &ParquetOptions::default())
         .unwrap_err()
         .to_string();
-    assert!(why.contains("huge-dictionary.parquet") && why.contains("dictionary page"), "{why}");
+    assert!(
+        why.contains("huge-dictionary.parquet") && why.contains("dictionary page"),
+        "{why}"
+    );
 }
