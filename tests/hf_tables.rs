@@ -607,3 +607,15 @@ fn a_parquet_dictionary_claiming_more_values_than_its_bytes_hold_is_refused_befo
         "{why}"
     );
 }
+
+#[test]
+fn an_image_folder_with_a_parquet_file_deep_inside_is_still_an_image_folder() {
+    let dir = TempDir::new("hf-kind-deep");
+    let deep = dir.path().join("class_a/notes");
+    std::fs::create_dir_all(&deep).unwrap();
+    write_parquet(&deep.join("extra.parquet"), &[jpeg_row(0)], 1);
+    assert_eq!(
+        data_kind(&dir.path().to_string_lossy()),
+        DataKind::ImageFolder
+    );
+}

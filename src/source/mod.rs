@@ -261,8 +261,9 @@ pub enum DataKind {
 }
 
 /// Tells what `spec` names, by its extension (after brace expansion) or, for a folder, by what
-/// it holds: a `save_to_disk` folder or `.arrow` files, `.tar` files, `.parquet` files (in any
-/// subfolder), else an ImageFolder.
+/// it holds: a `save_to_disk` folder or `.arrow` files, `.tar` files, `.parquet` files (in the
+/// folder or under its `data/`), else an ImageFolder. Only those places are listed, so an
+/// ImageFolder's tree is not walked twice.
 pub fn data_kind(spec: &str) -> DataKind {
     let first = shards::expand_braces(spec)
         .ok()

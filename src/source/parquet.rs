@@ -972,10 +972,19 @@ impl Source for ParquetDataset {
 }
 
 /// Whether `spec` names Parquet files (for `--data`).
+///
+/// A folder counts when it holds `.parquet` files itself or in a `data/` subfolder (the hub's
+/// layout), so telling an ImageFolder apart never walks its whole tree.
 pub fn is_parquet_spec(spec: &str) -> bool {
     let path = Path::new(spec);
     if path.is_dir() {
-        return parquet_files(spec).is_ok_and(|f| !f.is_empty());
+        let has = |dir: &Path| {
+            std::fs::read_dir(dir).is_ok_and(|mut d| {
+                d.any(|e| e.is_ok_and(|e| e.path().extension().is_some_and(|x| x == "parquet")))
+            })
+        };
+        let data = path.join("data");
+        return has(path) || (data.is_dir() && parquet_files(&data.to_string_lossy()).is_ok());
     }
     spec.ends_with(".parquet")
 }
