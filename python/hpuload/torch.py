@@ -352,7 +352,16 @@ def _hf_sample_keys(dataset, label_column: str) -> tuple[str, str]:
     """The keys of the image tensor and the label in what the dataset's transform returns,
     learnt from its first sample."""
     T = FallbackReason.TRANSFORM
-    first = dataset[0]
+    # The transform draws from the global generators; leave them as they were, so that a
+    # script's later draws (model initialisation) are those it gets with torch's loader.
+    import random
+
+    states = (torch.get_rng_state(), random.getstate())
+    try:
+        first = dataset[0]
+    finally:
+        torch.set_rng_state(states[0])
+        random.setstate(states[1])
     if not isinstance(first, dict):
         raise _Unfit(f"the dataset's transform returns a {type(first).__name__}, not a dict", T)
     tensors = [k for k, v in first.items() if isinstance(v, torch.Tensor) and v.dim() == 3]

@@ -320,3 +320,22 @@ def test_resume_at_random_points_of_a_datasets_epoch_is_byte_identical(hf):
         rest = [(b["pixel_values"], b["labels"]) for b in resumed]
         assert len(rest) == len(full) - stop
         assert all(torch.equal(a, c) and torch.equal(b, d) for (a, b), (c, d) in zip(rest, full[stop:]))
+
+
+def test_learning_the_transforms_output_keys_leaves_the_global_generators_as_they_were(hf):
+    import random
+
+    ds, _ = hf
+    crop = T.Compose([T.RandomResizedCrop(32), T.ToTensor()])
+    fn, collate = example_transforms(crop)
+    ds.set_transform(fn)
+
+    def draws_after(**kw):
+        torch.manual_seed(7)
+        random.seed(7)
+        DataLoader(ds, batch_size=4, shuffle=True, collate_fn=collate, **kw)
+        return torch.rand(3), random.random()
+
+    # Found (runs the transform on the first sample) against named (runs nothing).
+    found, named = draws_after(), draws_after(transform=crop)
+    assert torch.equal(found[0], named[0]) and found[1] == named[1]
