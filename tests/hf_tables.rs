@@ -603,7 +603,22 @@ fn a_parquet_dictionary_claiming_more_values_than_its_bytes_hold_is_refused_befo
         .unwrap_err()
         .to_string();
     assert!(
-        why.contains("huge-dictionary.parquet") && why.contains("dictionary page"),
+        why.contains("huge-dictionary.parquet") && why.contains("column chunk 2: page 0's header"),
+        "{why}"
+    );
+}
+
+#[test]
+fn a_parquet_page_claiming_gigabytes_decompressed_is_refused_before_allocating() {
+    // Found by the `hf_tables` fuzz target (oom-256abda4...): parquet reserved a compressed
+    // page's claimed decompressed size, 2 GB, before decompressing it. The walk over the page
+    // headers stops at the first bad one (`source/pages.rs` pins each check on its own).
+    let file = common::fixtures().join("hf/huge-page.parquet");
+    let why = ParquetDataset::open(&file.to_string_lossy(), &ParquetOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        why.contains("huge-page.parquet") && why.contains("column chunk 2: page 0"),
         "{why}"
     );
 }

@@ -4,6 +4,7 @@ pub mod arrow;
 mod folder;
 pub mod hf;
 mod manifest;
+mod pages;
 pub mod parquet;
 pub mod remote;
 pub mod shards;

@@ -31,7 +31,6 @@ use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
 };
 use parquet::arrow::ProjectionMask;
-use parquet::column::page::{Page, PageReader};
 use parquet::column::reader::ColumnReader;
 use parquet::data_type::ByteArray;
 use parquet::errors::ParquetError;
@@ -39,9 +38,10 @@ use parquet::file::metadata::page_index::RowGroupPageIndex;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 use parquet::file::properties::ReaderProperties;
 use parquet::file::reader::{ChunkReader, Length, RowGroupReader};
-use parquet::file::serialized_reader::{SerializedPageReader, SerializedRowGroupReader};
+use parquet::file::serialized_reader::SerializedRowGroupReader;
 
 use super::hf::{self, ColumnChoice, HfColumns, ImageCell};
+use super::pages;
 use super::remote::{self, CacheBudget, CachedShard, Remote, RemoteOptions, StorageReport};
 use super::shards::expand_braces;
 use super::{Entry, ReadMode, SampleBytes, Source};
@@ -490,7 +490,7 @@ fn read_images(
     let schema = meta.file_metadata().schema_descr();
     let group = meta.row_group(g);
     let rows = usize::try_from(group.num_rows()).map_err(|e| e.to_string())?;
-    check_dictionaries(&span, meta, g, image)?;
+    check_pages(&span, meta, g, image)?;
     let reader = SerializedRowGroupReader::new(
         Arc::new(span),
         group,
@@ -654,20 +654,13 @@ fn chunk_range(meta: &ParquetMetaData, g: usize, columns: &[usize]) -> Result<(u
 /// gigabytes for levels and entries.
 const MAX_GROUP_ROWS: usize = 1 << 24;
 
-/// Checks the dictionary page of every leaf of root column `column` in row group `g` before
-/// parquet decodes it: parquet sizes a dictionary by the count its page header claims, before
-/// reading a value, so a damaged header asks for gigabytes (found by the `hf_tables` fuzz
-/// target). A count the page's bytes cannot hold is an error.
-fn check_dictionaries(
-    span: &Span,
-    meta: &ParquetMetaData,
-    g: usize,
-    column: usize,
-) -> Result<(), String> {
+/// Checks the page headers of every leaf of root column `column` in row group `g` before
+/// parquet reads them ([`pages::check_chunk`]): parquet allocates what a header claims before
+/// it reads the page.
+fn check_pages(span: &Span, meta: &ParquetMetaData, g: usize, column: usize) -> Result<(), String> {
     use parquet::basic::Type;
     let schema = meta.file_metadata().schema_descr();
     let group = meta.row_group(g);
-    let rows = usize::try_from(group.num_rows()).unwrap_or(0);
     for leaf in 0..schema.num_columns() {
         if schema.get_column_root_idx(leaf) != column {
             continue;
@@ -675,31 +668,22 @@ fn check_dictionaries(
         let Some(chunk) = group.columns().get(leaf) else {
             return Err(format!("the footer lists no column chunk {leaf}"));
         };
-        if chunk.dictionary_page_offset().is_none() {
-            continue;
-        }
-        let mut pages = SerializedPageReader::new(Arc::new(span.clone()), chunk, rows, None)
-            .map_err(|e| e.to_string())?;
-        if let Some(Page::DictionaryPage {
-            buf, num_values, ..
-        }) = pages.get_next_page().map_err(|e| e.to_string())?
-        {
-            let width: u64 = match chunk.column_type() {
-                Type::BOOLEAN => 0,
-                Type::INT32 | Type::FLOAT | Type::BYTE_ARRAY => 4,
-                Type::INT64 | Type::DOUBLE => 8,
-                Type::INT96 => 12,
-                Type::FIXED_LEN_BYTE_ARRAY => {
-                    u64::try_from(schema.column(leaf).type_length()).unwrap_or(0)
-                }
-            };
-            if u64::from(num_values).saturating_mul(width) > buf.len() as u64 {
-                return Err(format!(
-                    "column chunk {leaf}'s dictionary page claims {num_values} values in {} bytes",
-                    buf.len()
-                ));
+        // A dictionary's values are PLAIN: a byte array's take its 4-byte length at least.
+        let width: u64 = match chunk.column_type() {
+            Type::BOOLEAN => 0,
+            Type::INT32 | Type::FLOAT | Type::BYTE_ARRAY => 4,
+            Type::INT64 | Type::DOUBLE => 8,
+            Type::INT96 => 12,
+            Type::FIXED_LEN_BYTE_ARRAY => {
+                u64::try_from(schema.column(leaf).type_length()).unwrap_or(0)
             }
-        }
+        };
+        // `chunk_range` checked the offsets and sizes when the file was opened.
+        let (start, len) = chunk.byte_range();
+        let bytes = usize::try_from(len)
+            .map_err(|e| e.to_string())
+            .and_then(|len| span.get_bytes(start, len).map_err(|e| e.to_string()))?;
+        pages::check_chunk(&bytes, width).map_err(|e| format!("column chunk {leaf}: {e}"))?;
     }
     Ok(())
 }
@@ -713,7 +697,7 @@ fn read_group(
 ) -> Result<RecordBatch, String> {
     let schema = metadata.metadata().file_metadata().schema_descr();
     let rows = usize::try_from(metadata.metadata().row_group(g).num_rows()).unwrap_or(0);
-    check_dictionaries(&input, metadata.metadata(), g, column)?;
+    check_pages(&input, metadata.metadata(), g, column)?;
     let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(input, metadata.clone())
         .with_projection(ProjectionMask::roots(schema, [column]))
         .with_row_groups(vec![g])
