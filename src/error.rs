@@ -29,6 +29,15 @@ pub enum Error {
         /// What is wrong with the line.
         reason: String,
     },
+    /// An annotation file (COCO) cannot be used: not JSON, or a record lacks a field or has
+    /// one of the wrong type (named, with the position).
+    #[error("{}: {reason}", path.display())]
+    Annotations {
+        /// The annotation file.
+        path: PathBuf,
+        /// What is wrong, and where.
+        reason: String,
+    },
     /// The dataset holds no images.
     #[error("{}: no images found ({what})", path.display())]
     EmptyDataset {

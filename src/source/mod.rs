@@ -1,6 +1,7 @@
 //! Where samples come from: a list of `(path, label)` entries, and how to read a file's bytes.
 
 pub mod arrow;
+pub mod coco;
 mod folder;
 pub mod hf;
 mod manifest;
@@ -16,6 +17,7 @@ use std::path::{Path, PathBuf};
 use crate::Error;
 
 pub use arrow::{ArrowDataset, HfOptions};
+pub use coco::{CocoDataset, CocoOptions, Objects};
 pub use folder::{ImageFolder, IMAGE_EXTENSIONS};
 pub use manifest::Manifest;
 pub use parquet::{ParquetDataset, ParquetOptions};
@@ -60,6 +62,12 @@ pub trait Source: Send + Sync {
     /// read. The default does nothing.
     fn plan_reads(&self, indices: &mut dyn Iterator<Item = usize>) {
         let _ = indices;
+    }
+    /// Sample `index`'s objects (boxes and their labels), for a detection dataset (`None`, the
+    /// default: a classification dataset, whose label is the entry's).
+    fn objects(&self, index: usize) -> Option<Objects<'_>> {
+        let _ = index;
+        None
     }
     /// What object storage has done for this dataset so far (`None` for local data).
     fn storage(&self) -> Option<StorageReport> {

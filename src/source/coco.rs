@@ -1,0 +1,975 @@
+//! COCO detection datasets: an `instances_*.json` annotation file and the folder of its
+//! images, indexed as torchvision's `CocoDetection` indexes them (images by ascending id; an
+//! image's objects in the file's order).
+//!
+//! The annotation file is memory-mapped and parsed in one streaming pass: each record of
+//! `images`, `annotations` and `categories` is read field by field into compact arrays, and
+//! everything else (segmentation polygons, which are most of a real file, `info`,
+//! `licenses`) is skipped without being built. Memory is the map plus about 40 bytes per
+//! object. Errors name the file, the record and the field (`annotations[17].bbox`), with
+//! serde_json's line and column.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+use super::{Entry, Source};
+use crate::Error;
+
+/// Which images a [`CocoDataset`] keeps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EmptyImages {
+    /// Every image in the file, with or without objects (torchvision's `CocoDetection`).
+    #[default]
+    Keep,
+    /// Drops images without an object, or whose every box has a side of at most 1 pixel:
+    /// what torchvision's detection reference does for training
+    /// (`_coco_remove_images_without_annotations`).
+    Drop,
+}
+
+/// How category ids become labels.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Categories {
+    /// The file's `category_id`, as torchvision's `wrap_dataset_for_transforms_v2` gives it
+    /// (COCO's ids run 1..=90 with gaps; the reference trains with `num_classes=91`).
+    #[default]
+    Raw,
+    /// Categories sorted by id and numbered from 1 (0 is the background), as detection
+    /// reference code remaps a subset of categories.
+    Contiguous,
+}
+
+/// How a COCO dataset is opened.
+#[derive(Clone, Debug, Default)]
+pub struct CocoOptions {
+    /// Which images are kept.
+    pub empty: EmptyImages,
+    /// How labels are numbered.
+    pub categories: Categories,
+}
+
+/// One image's objects, in the annotation file's order. Boxes are `[x1, y1, x2, y2]` in the
+/// image's pixels, computed from COCO's `[x, y, w, h]` in `f32` as torchvision converts them
+/// (so a box with a negative size stays inverted, for `SanitizeBoundingBoxes` to drop).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Objects<'a> {
+    /// The image's COCO id.
+    pub image_id: i64,
+    /// `[x1, y1, x2, y2]` per object.
+    pub boxes: &'a [[f32; 4]],
+    /// The label per object (see [`Categories`]).
+    pub labels: &'a [i64],
+    /// COCO's `iscrowd` per object.
+    pub iscrowd: &'a [u8],
+    /// COCO's `area` per object (0 when the file leaves it out).
+    pub area: &'a [f32],
+}
+
+/// What is wrong with an annotation that the dataset keeps or drops instead of refusing the
+/// file, counted by kind and named (the first few of each kind) in [`CocoDataset::issues`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AnnotationIssues {
+    /// Annotations whose `image_id` names no image: left out, as torchvision never reads
+    /// them either.
+    pub unknown_image: usize,
+    /// Boxes with a negative width or height: kept, inverted; `SanitizeBoundingBoxes` drops
+    /// them, as torchvision's does.
+    pub negative_size: usize,
+    /// Boxes reaching outside their image: kept; a crop clamps them, and
+    /// `SanitizeBoundingBoxes` drops what still reaches outside, as torchvision does.
+    pub outside_image: usize,
+    /// A description of the first few of each kind (file order).
+    pub examples: Vec<String>,
+}
+
+impl AnnotationIssues {
+    /// No issue at all.
+    pub fn is_empty(&self) -> bool {
+        self.unknown_image + self.negative_size + self.outside_image == 0
+    }
+}
+
+impl fmt::Display for AnnotationIssues {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} annotations name no image (left out), {} boxes have a negative size and {} reach \
+             outside their image (kept: SanitizeBoundingBoxes drops what is still invalid after \
+             the transforms)",
+            self.unknown_image, self.negative_size, self.outside_image
+        )?;
+        for e in &self.examples {
+            write!(f, "; {e}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Examples named per kind of issue.
+const EXAMPLES_PER_KIND: usize = 3;
+
+/// A COCO detection dataset. Sample `i` is the image with the `i`-th smallest id (after
+/// [`EmptyImages::Drop`], of those kept), as in torchvision's `CocoDetection`.
+#[derive(Debug)]
+pub struct CocoDataset {
+    annotations: PathBuf,
+    entries: Vec<Entry>,
+    image_ids: Vec<i64>,
+    /// `width, height` from the file, per sample.
+    sizes: Vec<(u32, u32)>,
+    /// Sample `i`'s objects are `starts[i]..starts[i + 1]`.
+    starts: Vec<usize>,
+    boxes: Vec<[f32; 4]>,
+    labels: Vec<i64>,
+    iscrowd: Vec<u8>,
+    area: Vec<f32>,
+    classes: Vec<String>,
+    issues: AnnotationIssues,
+}
+
+impl CocoDataset {
+    /// Reads the annotation file `annotations`; image `file_name`s are relative to `images`.
+    ///
+    /// # Errors
+    /// The file cannot be read, is not valid JSON, or a record lacks a field or has one of
+    /// the wrong type (naming the record, the field and the position); two images share an
+    /// id; no image is left.
+    pub fn open(
+        annotations: impl AsRef<Path>,
+        images: impl AsRef<Path>,
+        options: &CocoOptions,
+    ) -> Result<Self, Error> {
+        let path = annotations.as_ref().to_path_buf();
+        let file = std::fs::File::open(&path).map_err(|source| Error::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let len = file
+            .metadata()
+            .map_err(|source| Error::Io {
+                path: path.clone(),
+                source,
+            })?
+            .len();
+        let bad = |reason: String| Error::Annotations {
+            path: path.clone(),
+            reason,
+        };
+        if len == 0 {
+            return Err(bad("the file is empty".into()));
+        }
+        // SAFETY: the map is read-only and dropped before this returns; an annotation file
+        // truncated by another process while it is parsed raises SIGBUS, as any mapped read
+        // would. Annotation files are not rewritten during training.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|source| Error::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let parsed = parse(&map).map_err(bad)?;
+        drop(map);
+        Self::assemble(path, images.as_ref(), parsed, options)
+    }
+
+    /// Parses annotations from `json` (for tests and in-memory annotation files); `origin`
+    /// names them in messages.
+    ///
+    /// # Errors
+    /// As [`open`](Self::open).
+    pub fn from_json(
+        origin: impl AsRef<Path>,
+        json: &[u8],
+        images: impl AsRef<Path>,
+        options: &CocoOptions,
+    ) -> Result<Self, Error> {
+        let path = origin.as_ref().to_path_buf();
+        let parsed = parse(json).map_err(|reason| Error::Annotations {
+            path: path.clone(),
+            reason,
+        })?;
+        Self::assemble(path, images.as_ref(), parsed, options)
+    }
+
+    fn assemble(
+        path: PathBuf,
+        images: &Path,
+        parsed: Parsed,
+        options: &CocoOptions,
+    ) -> Result<Self, Error> {
+        let bad = |reason: String| Error::Annotations {
+            path: path.clone(),
+            reason,
+        };
+        let Parsed {
+            mut images_in,
+            annotations,
+            categories,
+        } = parsed;
+        // torchvision: `self.ids = list(sorted(self.coco.imgs.keys()))`.
+        images_in.sort_by_key(|im| im.id);
+        if let Some(w) = images_in.windows(2).find(|w| w[0].id == w[1].id) {
+            return Err(bad(format!(
+                "images[{}] and images[{}] share the id {}",
+                w[0].at, w[1].at, w[0].id
+            )));
+        }
+        let position: HashMap<i64, usize> = images_in
+            .iter()
+            .enumerate()
+            .map(|(k, im)| (im.id, k))
+            .collect();
+        let label_of: HashMap<i64, i64> = match options.categories {
+            Categories::Raw => HashMap::new(),
+            Categories::Contiguous => {
+                let mut ids: Vec<i64> = categories.iter().map(|c| c.id).collect();
+                ids.sort_unstable();
+                ids.dedup();
+                ids.into_iter().zip(1..).collect()
+            }
+        };
+        let mut issues = AnnotationIssues::default();
+        let mut examples = [0usize; 3];
+        let mut note = |kind: usize, text: String, issues: &mut AnnotationIssues| {
+            if examples[kind] < EXAMPLES_PER_KIND {
+                examples[kind] += 1;
+                issues.examples.push(text);
+            }
+        };
+        // Objects per image, in file order: count, then place (a counting sort, stable).
+        let mut counts = vec![0usize; images_in.len() + 1];
+        let mut owner = Vec::with_capacity(annotations.len());
+        for a in &annotations {
+            match position.get(&a.image_id) {
+                Some(&k) => {
+                    counts[k + 1] += 1;
+                    owner.push(Some(k));
+                }
+                None => {
+                    issues.unknown_image += 1;
+                    note(
+                        0,
+                        format!(
+                            "annotations[{}] names image {}, which is not in `images`",
+                            a.at, a.image_id
+                        ),
+                        &mut issues,
+                    );
+                    owner.push(None);
+                }
+            }
+        }
+        for k in 1..counts.len() {
+            counts[k] += counts[k - 1];
+        }
+        let total = counts[images_in.len()];
+        let mut next = counts.clone();
+        let mut boxes = vec![[0f32; 4]; total];
+        let mut labels = vec![0i64; total];
+        let mut iscrowd = vec![0u8; total];
+        let mut area = vec![0f32; total];
+        for (a, k) in annotations.iter().zip(&owner) {
+            let Some(k) = *k else { continue };
+            let [x, y, w, h] = a.bbox;
+            if w < 0.0 || h < 0.0 {
+                issues.negative_size += 1;
+                note(
+                    1,
+                    format!(
+                        "annotations[{}] (image {}) has a box of size {w}x{h}",
+                        a.at, a.image_id
+                    ),
+                    &mut issues,
+                );
+            } else {
+                let im = &images_in[k];
+                let (iw, ih) = (im.width as f32, im.height as f32);
+                if im.width > 0 && (x < 0.0 || y < 0.0 || x + w > iw || y + h > ih) {
+                    issues.outside_image += 1;
+                    note(
+                        2,
+                        format!(
+                            "annotations[{}] (image {}, {}x{}) has the box [{x}, {y}, {w}, {h}]",
+                            a.at, a.image_id, im.width, im.height
+                        ),
+                        &mut issues,
+                    );
+                }
+            }
+            let at = next[k];
+            next[k] += 1;
+            // torchvision converts XYWH to XYXY in the boxes' dtype, float32.
+            boxes[at] = [x, y, x + w, y + h];
+            labels[at] = match options.categories {
+                Categories::Raw => a.category_id,
+                Categories::Contiguous => *label_of.get(&a.category_id).ok_or_else(|| {
+                    bad(format!(
+                        "annotations[{}] has category_id {}, which is not in `categories`",
+                        a.at, a.category_id
+                    ))
+                })?,
+            };
+            iscrowd[at] = a.iscrowd;
+            area[at] = a.area;
+        }
+        let keep: Vec<bool> = (0..images_in.len())
+            .map(|k| match options.empty {
+                EmptyImages::Keep => true,
+                // The reference: no annotation, or every box has a side of at most 1 pixel
+                // (on COCO's `[x, y, w, h]`).
+                EmptyImages::Drop => boxes[counts[k]..counts[k + 1]]
+                    .iter()
+                    .any(|b| b[2] - b[0] > 1.0 && b[3] - b[1] > 1.0),
+            })
+            .collect();
+        let mut set = Self {
+            annotations: path.clone(),
+            entries: Vec::new(),
+            image_ids: Vec::new(),
+            sizes: Vec::new(),
+            starts: vec![0],
+            boxes: Vec::new(),
+            labels: Vec::new(),
+            iscrowd: Vec::new(),
+            area: Vec::new(),
+            classes: class_names(&categories, options.categories),
+            issues,
+        };
+        for (k, im) in images_in.into_iter().enumerate() {
+            if !keep[k] {
+                continue;
+            }
+            let objects = counts[k]..counts[k + 1];
+            set.entries.push(Entry {
+                path: images.join(&im.file_name),
+                label: objects.len() as i64,
+            });
+            set.image_ids.push(im.id);
+            set.sizes.push((im.width, im.height));
+            set.boxes.extend_from_slice(&boxes[objects.clone()]);
+            set.labels.extend_from_slice(&labels[objects.clone()]);
+            set.iscrowd.extend_from_slice(&iscrowd[objects.clone()]);
+            set.area.extend_from_slice(&area[objects]);
+            set.starts.push(set.boxes.len());
+        }
+        if set.entries.is_empty() {
+            return Err(Error::EmptyDataset {
+                path,
+                what: match options.empty {
+                    EmptyImages::Keep => "the annotation file lists no image".into(),
+                    EmptyImages::Drop => "no image has an object".into(),
+                },
+            });
+        }
+        if !set.issues.is_empty() {
+            tracing::warn!("{}: {}", set.annotations.display(), set.issues);
+        }
+        Ok(set)
+    }
+
+    /// Sample `index`'s objects.
+    ///
+    /// # Panics
+    /// `index` is out of range.
+    pub fn objects(&self, index: usize) -> Objects<'_> {
+        let r = self.starts[index]..self.starts[index + 1];
+        Objects {
+            image_id: self.image_ids[index],
+            boxes: &self.boxes[r.clone()],
+            labels: &self.labels[r.clone()],
+            iscrowd: &self.iscrowd[r.clone()],
+            area: &self.area[r],
+        }
+    }
+
+    /// Sample `index`'s `(width, height)` as the file gives it.
+    pub fn size(&self, index: usize) -> (u32, u32) {
+        self.sizes[index]
+    }
+
+    /// Objects over all samples.
+    pub fn object_count(&self) -> usize {
+        self.boxes.len()
+    }
+
+    /// Annotations kept or left out with something wrong (also logged when the file is read).
+    pub fn issues(&self) -> &AnnotationIssues {
+        &self.issues
+    }
+}
+
+impl Source for CocoDataset {
+    fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+    fn classes(&self) -> &[String] {
+        &self.classes
+    }
+    fn origin(&self) -> &Path {
+        &self.annotations
+    }
+    fn objects(&self, index: usize) -> Option<Objects<'_>> {
+        Some(CocoDataset::objects(self, index))
+    }
+    fn read_into(
+        &self,
+        index: usize,
+        mode: super::ReadMode,
+        dst: &mut [u8],
+    ) -> std::io::Result<Option<usize>> {
+        super::read_entry_into(self, index, mode, dst)
+    }
+}
+
+/// Class names by label: for raw ids a name at each id (empty at gaps), for contiguous labels
+/// `"__background__"` and then the names in id order.
+fn class_names(categories: &[Category], mapping: Categories) -> Vec<String> {
+    let mut sorted: Vec<&Category> = categories.iter().collect();
+    sorted.sort_by_key(|c| c.id);
+    match mapping {
+        Categories::Contiguous => std::iter::once("__background__".to_string())
+            .chain(sorted.iter().map(|c| c.name.clone()))
+            .collect(),
+        Categories::Raw => {
+            // Ids past this are not worth a sparse table of names.
+            let top = sorted
+                .last()
+                .map_or(0, |c| c.id)
+                .clamp(0, 1 << 16) as usize;
+            let mut names = vec![String::new(); top + 1];
+            for c in sorted {
+                if let Ok(i) = usize::try_from(c.id) {
+                    if i <= top {
+                        names[i].clone_from(&c.name);
+                    }
+                }
+            }
+            if names.iter().all(String::is_empty) {
+                names.clear();
+            }
+            names
+        }
+    }
+}
+
+// ---- the streaming parse ----
+
+struct ImageRecord {
+    /// Position in `images`.
+    at: usize,
+    id: i64,
+    file_name: String,
+    width: u32,
+    height: u32,
+}
+
+struct AnnotationRecord {
+    at: usize,
+    image_id: i64,
+    category_id: i64,
+    bbox: [f32; 4],
+    iscrowd: u8,
+    area: f32,
+}
+
+struct Category {
+    id: i64,
+    name: String,
+}
+
+struct Parsed {
+    images_in: Vec<ImageRecord>,
+    annotations: Vec<AnnotationRecord>,
+    categories: Vec<Category>,
+}
+
+/// Where the parse is: the record and field, for messages.
+#[derive(Clone, Copy, Default)]
+struct At {
+    array: &'static str,
+    index: Option<usize>,
+    field: &'static str,
+}
+
+impl fmt::Display for At {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.array.is_empty() {
+            return f.write_str("the top level");
+        }
+        f.write_str(self.array)?;
+        if let Some(i) = self.index {
+            write!(f, "[{i}]")?;
+        }
+        if !self.field.is_empty() {
+            write!(f, ".{}", self.field)?;
+        }
+        Ok(())
+    }
+}
+
+fn parse(json: &[u8]) -> Result<Parsed, String> {
+    let at = Cell::new(At::default());
+    let mut de = serde_json::Deserializer::from_slice(json);
+    let parsed = (Top { at: &at })
+        .deserialize(&mut de)
+        .and_then(|p| de.end().map(|()| p));
+    parsed.map_err(|e| {
+        let where_ = at.get();
+        match e.classify() {
+            serde_json::error::Category::Eof => {
+                format!("the file ends inside {where_} (truncated?): {e}")
+            }
+            _ => format!("{where_}: {e}"),
+        }
+    })
+}
+
+struct Top<'c> {
+    at: &'c Cell<At>,
+}
+
+impl<'de> DeserializeSeed<'de> for Top<'_> {
+    type Value = Parsed;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Parsed, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Top<'_> {
+    type Value = Parsed;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a COCO annotation object with `images` and `annotations`")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Parsed, A::Error> {
+        let (mut images, mut annotations, mut categories) = (None, None, Vec::new());
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            match key.as_str() {
+                "images" => {
+                    self.at.set(At {
+                        array: "images",
+                        ..At::default()
+                    });
+                    images = Some(map.next_value_seed(Records {
+                        at: self.at,
+                        array: "images",
+                        record: ImageFn,
+                    })?);
+                }
+                "annotations" => {
+                    self.at.set(At {
+                        array: "annotations",
+                        ..At::default()
+                    });
+                    annotations = Some(map.next_value_seed(Records {
+                        at: self.at,
+                        array: "annotations",
+                        record: AnnotationFn,
+                    })?);
+                }
+                "categories" => {
+                    self.at.set(At {
+                        array: "categories",
+                        ..At::default()
+                    });
+                    categories = map.next_value_seed(Records {
+                        at: self.at,
+                        array: "categories",
+                        record: CategoryFn,
+                    })?;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            self.at.set(At::default());
+        }
+        let images = images.ok_or_else(|| de::Error::missing_field("images"))?;
+        // A file of images alone (a test split) has no `annotations`.
+        Ok(Parsed {
+            images_in: images,
+            annotations: annotations.unwrap_or_default(),
+            categories,
+        })
+    }
+}
+
+/// A key, borrowed from the file where it has no escapes.
+struct Key<'de>(std::borrow::Cow<'de, str>);
+
+impl Key<'_> {
+    fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de> de::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(v.into()))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(v.to_owned().into()))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// An array of records, each read by `record`.
+struct Records<'c, F> {
+    at: &'c Cell<At>,
+    array: &'static str,
+    record: F,
+}
+
+impl<'de, F: RecordFn<'de>> DeserializeSeed<'de> for Records<'_, F> {
+    type Value = Vec<F::Out>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Vec<F::Out>, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de, F: RecordFn<'de>> Visitor<'de> for Records<'_, F> {
+    type Value = Vec<F::Out>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "an array of {} records", self.array)
+    }
+    fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<Vec<F::Out>, S::Error> {
+        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        loop {
+            let index = out.len();
+            self.at.set(At {
+                array: self.array,
+                index: Some(index),
+                field: "",
+            });
+            let one = Record {
+                at: self.at,
+                index,
+                record: self.record,
+            };
+            match seq.next_element_seed(one)? {
+                Some(v) => out.push(v),
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Something that reads one record from its map (the three record readers below).
+trait RecordFn<'de>: Copy {
+    type Out;
+    fn read<A: MapAccess<'de>>(
+        self,
+        map: &mut A,
+        at: &Cell<At>,
+        index: usize,
+    ) -> Result<Self::Out, A::Error>;
+}
+
+#[derive(Clone, Copy)]
+struct ImageFn;
+#[derive(Clone, Copy)]
+struct AnnotationFn;
+#[derive(Clone, Copy)]
+struct CategoryFn;
+
+struct Record<'c, F> {
+    at: &'c Cell<At>,
+    index: usize,
+    record: F,
+}
+
+impl<'de, F: RecordFn<'de>> DeserializeSeed<'de> for Record<'_, F> {
+    type Value = F::Out;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<F::Out, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de, F: RecordFn<'de>> Visitor<'de> for Record<'_, F> {
+    type Value = F::Out;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<F::Out, A::Error> {
+        self.record.read(&mut map, self.at, self.index)
+    }
+}
+
+/// Reads the value of `field` as `T`, after noting where the parse is.
+fn value<'de, A: MapAccess<'de>, T: de::Deserialize<'de>>(
+    map: &mut A,
+    at: &Cell<At>,
+    field: &'static str,
+) -> Result<T, A::Error> {
+    let mut now = at.get();
+    now.field = field;
+    at.set(now);
+    map.next_value()
+}
+
+fn missing<E: de::Error>(at: &Cell<At>, field: &'static str) -> E {
+    let mut now = at.get();
+    now.field = "";
+    at.set(now);
+    E::custom(format_args!("the record has no `{field}`"))
+}
+
+impl<'de> RecordFn<'de> for ImageFn {
+    type Out = ImageRecord;
+    fn read<A: MapAccess<'de>>(
+        self,
+        map: &mut A,
+        at: &Cell<At>,
+        index: usize,
+    ) -> Result<ImageRecord, A::Error> {
+        let (mut id, mut file_name, mut width, mut height) = (None, None, 0, 0);
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            match key.as_str() {
+                "id" => id = Some(value::<A, i64>(map, at, "id")?),
+                "file_name" => file_name = Some(value::<A, String>(map, at, "file_name")?),
+                "width" => width = value::<A, u32>(map, at, "width")?,
+                "height" => height = value::<A, u32>(map, at, "height")?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        let id = id.ok_or_else(|| missing(at, "id"))?;
+        let file_name: String = file_name.ok_or_else(|| missing(at, "file_name"))?;
+        let inside = Path::new(&file_name)
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+        if file_name.is_empty() || !inside {
+            let mut now = at.get();
+            now.field = "file_name";
+            at.set(now);
+            return Err(de::Error::custom(format_args!(
+                "{file_name:?} is not a path inside the image folder"
+            )));
+        }
+        Ok(ImageRecord {
+            at: index,
+            id,
+            file_name,
+            width,
+            height,
+        })
+    }
+}
+
+impl<'de> RecordFn<'de> for AnnotationFn {
+    type Out = AnnotationRecord;
+    fn read<A: MapAccess<'de>>(
+        self,
+        map: &mut A,
+        at: &Cell<At>,
+        index: usize,
+    ) -> Result<AnnotationRecord, A::Error> {
+        let (mut image_id, mut category_id, mut bbox) = (None, None, None);
+        let (mut iscrowd, mut area) = (0u8, 0f32);
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            match key.as_str() {
+                "image_id" => image_id = Some(value::<A, i64>(map, at, "image_id")?),
+                "category_id" => category_id = Some(value::<A, i64>(map, at, "category_id")?),
+                "bbox" => {
+                    let b = value::<A, [f64; 4]>(map, at, "bbox")?;
+                    if b.iter().any(|v| !v.is_finite()) {
+                        return Err(de::Error::custom(format_args!(
+                            "{b:?} is not four finite numbers"
+                        )));
+                    }
+                    // torchvision holds boxes in float32.
+                    bbox = Some(b.map(|v| v as f32));
+                }
+                "iscrowd" => iscrowd = value::<A, u8>(map, at, "iscrowd")?,
+                "area" => area = value::<A, f64>(map, at, "area")? as f32,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(AnnotationRecord {
+            at: index,
+            image_id: image_id.ok_or_else(|| missing(at, "image_id"))?,
+            category_id: category_id.ok_or_else(|| missing(at, "category_id"))?,
+            bbox: bbox.ok_or_else(|| missing(at, "bbox"))?,
+            iscrowd,
+            area,
+        })
+    }
+}
+
+impl<'de> RecordFn<'de> for CategoryFn {
+    type Out = Category;
+    fn read<A: MapAccess<'de>>(
+        self,
+        map: &mut A,
+        at: &Cell<At>,
+        _index: usize,
+    ) -> Result<Category, A::Error> {
+        let (mut id, mut name) = (None, String::new());
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            match key.as_str() {
+                "id" => id = Some(value::<A, i64>(map, at, "id")?),
+                "name" => name = value::<A, String>(map, at, "name")?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Category {
+            id: id.ok_or_else(|| missing(at, "id"))?,
+            name,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FILE: &str = r#"{
+        "info": {"description": "test", "year": 2026},
+        "licenses": [{"id": 1, "name": "x"}],
+        "annotations": [
+            {"id": 1, "image_id": 30, "category_id": 18, "bbox": [10, 20, 30, 40],
+             "area": 1200.0, "iscrowd": 0, "segmentation": [[10, 20, 40, 20, 40, 60]]},
+            {"id": 2, "image_id": 10, "category_id": 1, "bbox": [0.5, 1.5, 2.25, 3.0],
+             "area": 6.75, "iscrowd": 1, "segmentation": {"counts": [1, 2], "size": [4, 4]}},
+            {"id": 3, "image_id": 30, "category_id": 1, "bbox": [1, 1, 5, 5], "area": 25},
+            {"id": 4, "image_id": 99, "category_id": 1, "bbox": [1, 1, 5, 5]},
+            {"id": 5, "image_id": 20, "category_id": 18, "bbox": [1, 1, 0.5, 9]}
+        ],
+        "images": [
+            {"id": 30, "file_name": "c.jpg", "width": 64, "height": 60, "coco_url": "u"},
+            {"id": 10, "file_name": "sub/a.jpg", "width": 32, "height": 32},
+            {"id": 20, "file_name": "b.jpg", "width": 16, "height": 16},
+            {"id": 40, "file_name": "d.jpg", "width": 16, "height": 16}
+        ],
+        "categories": [{"id": 18, "name": "dog", "supercategory": "animal"},
+                       {"id": 1, "name": "person"}]
+    }"#;
+
+    fn open(json: &str, options: &CocoOptions) -> Result<CocoDataset, Error> {
+        CocoDataset::from_json("instances.json", json.as_bytes(), "/images", options)
+    }
+
+    fn error(json: &str) -> String {
+        open(json, &CocoOptions::default()).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn images_come_in_ascending_id_order_with_their_objects_in_file_order() {
+        let set = open(FILE, &CocoOptions::default()).unwrap();
+        let ids: Vec<i64> = (0..4).map(|i| set.objects(i).image_id).collect();
+        assert_eq!(ids, [10, 20, 30, 40]);
+        assert_eq!(set.entries()[0].path, Path::new("/images/sub/a.jpg"));
+        assert_eq!(set.size(2), (64, 60));
+        let c = set.objects(2);
+        assert_eq!(c.boxes, [[10.0, 20.0, 40.0, 60.0], [1.0, 1.0, 6.0, 6.0]]);
+        assert_eq!(c.labels, [18, 1]);
+        assert_eq!(c.area, [1200.0, 25.0]);
+        let a = set.objects(0);
+        assert_eq!(a.boxes, [[0.5, 1.5, 2.75, 4.5]]);
+        assert_eq!(a.iscrowd, [1]);
+        assert!(set.objects(3).boxes.is_empty());
+        assert_eq!(set.object_count(), 4);
+        assert_eq!(set.classes()[18], "dog");
+        assert_eq!(set.classes()[1], "person");
+    }
+
+    #[test]
+    fn contiguous_categories_number_ids_in_order_from_one() {
+        let options = CocoOptions {
+            categories: Categories::Contiguous,
+            ..CocoOptions::default()
+        };
+        let set = open(FILE, &options).unwrap();
+        assert_eq!(set.objects(2).labels, [2, 1]);
+        assert_eq!(set.classes(), ["__background__", "person", "dog"]);
+    }
+
+    #[test]
+    fn dropping_empty_images_follows_the_detection_reference() {
+        // Image 40 has no object and image 20's only box is 0.5 wide: both go.
+        let options = CocoOptions {
+            empty: EmptyImages::Drop,
+            ..CocoOptions::default()
+        };
+        let set = open(FILE, &options).unwrap();
+        let ids: Vec<i64> = (0..set.entries().len())
+            .map(|i| set.objects(i).image_id)
+            .collect();
+        assert_eq!(ids, [10, 30]);
+        assert_eq!(set.objects(1).labels, [18, 1]);
+    }
+
+    #[test]
+    fn annotations_of_unknown_images_and_odd_boxes_are_counted_and_named() {
+        let json = FILE.replace("[1, 1, 5, 5], \"area\": 25", "[60, 1, 5, -5], \"area\": 25");
+        let set = open(&json, &CocoOptions::default()).unwrap();
+        let issues = set.issues();
+        assert_eq!(issues.unknown_image, 1);
+        assert_eq!(issues.negative_size, 1);
+        assert_eq!(issues.outside_image, 0);
+        let text = issues.to_string();
+        assert!(text.contains("annotations[3] names image 99"), "{text}");
+        assert!(text.contains("annotations[2] (image 30) has a box of size 5x-5"), "{text}");
+        // Kept, inverted, for SanitizeBoundingBoxes.
+        assert_eq!(set.objects(2).boxes[1], [60.0, 1.0, 65.0, -4.0]);
+        let json = FILE.replace("[10, 20, 30, 40]", "[50, 20, 30, 40]");
+        let set = open(&json, &CocoOptions::default()).unwrap();
+        assert_eq!(set.issues().outside_image, 1);
+        assert!(set.issues().to_string().contains("[50, 20, 30, 40]"));
+    }
+
+    #[test]
+    fn a_field_of_the_wrong_type_is_named_with_its_record() {
+        let e = error(&FILE.replace("[0.5, 1.5, 2.25, 3.0]", "[0.5, \"1.5\", 2.25, 3.0]"));
+        assert!(e.starts_with("instances.json: annotations[1].bbox: invalid type: string"), "{e}");
+        assert!(e.contains("line "), "{e}");
+        let e = error(&FILE.replace("[0.5, 1.5, 2.25, 3.0]", "[0.5, 1.5, 2.25]"));
+        assert!(e.contains("annotations[1].bbox: invalid length 3"), "{e}");
+        let e = error(&FILE.replace("\"file_name\": \"b.jpg\"", "\"file_name\": 7"));
+        assert!(e.contains("images[2].file_name: invalid type: integer"), "{e}");
+        let e = error(&FILE.replace("\"id\": 20, ", ""));
+        assert!(e.contains("images[2]: the record has no `id`"), "{e}");
+        let e = error(&FILE.replace("\"image_id\": 10, ", ""));
+        assert!(e.contains("annotations[1]: the record has no `image_id`"), "{e}");
+        let e = error(&FILE.replace("\"sub/a.jpg\"", "\"../a.jpg\""));
+        assert!(e.contains("images[1].file_name: \"../a.jpg\" is not a path inside"), "{e}");
+        let e = error(&FILE.replace("\"id\": 40", "\"id\": 20"));
+        assert!(e.contains("share the id 20"), "{e}");
+    }
+
+    #[test]
+    fn a_truncated_file_names_the_record_it_ends_in() {
+        let cut = &FILE[..FILE.find("\"image_id\": 99").unwrap()];
+        let e = error(cut);
+        assert!(
+            e.starts_with("instances.json: the file ends inside annotations[3]"),
+            "{e}"
+        );
+        assert!(error("").contains("ends inside the top level"));
+        assert!(error("[]").contains("the top level: invalid type: sequence"));
+        assert!(error("{\"annotations\": []}").contains("missing field `images`"));
+        assert!(error(&format!("{FILE} x")).contains("trailing characters"));
+    }
+
+    #[test]
+    fn a_file_without_images_is_an_empty_dataset() {
+        let e = error("{\"images\": [], \"annotations\": []}");
+        assert!(e.contains("no images found"), "{e}");
+    }
+}
