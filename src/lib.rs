@@ -55,13 +55,13 @@ pub use hpu::{DeviceTensor, Dtype, Hpu, HpuConfig, HpuError, Layout};
 pub use hpuload_decoders as decoders;
 pub use loader::{
     Backend, Batch, Epoch, EpochOf, Loader, LoaderBuilder, LoaderState, OnError, Report, Skip,
-    StateConfig,
+    StateConfig, TargetLayout, Targets,
 };
 pub use sampler::{LastBatch, Shard};
 pub use source::{
-    ArrowDataset, CacheOptions, Entry, HfOptions, ImageFolder, Manifest, ParquetDataset,
-    ParquetOptions, ReadMode, RemoteOptions, SampleBytes, ShardOptions, Source, StorageReport,
-    WebDataset,
+    ArrowDataset, CacheOptions, CocoDataset, CocoOptions, Entry, HfOptions, ImageFolder, Manifest,
+    ParquetDataset, ParquetOptions, ReadMode, RemoteOptions, SampleBytes, ShardOptions, Source,
+    StorageReport, WebDataset,
 };
 pub use stage::{RunsOn, Stage, StageTimes};
 pub use tensor::{HostTensor, Placement, Tensor};

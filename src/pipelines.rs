@@ -26,6 +26,10 @@ const BUILTIN: &[(&str, &str)] = &[
         "timm_rand_augment_train",
         include_str!("../pipelines/timm_rand_augment_train.toml"),
     ),
+    (
+        "ssd300_train",
+        include_str!("../pipelines/ssd300_train.toml"),
+    ),
 ];
 
 /// ResNet-50 training: RandomResizedCrop 224 (scale 0.08-1, ratio 3/4-4/3), horizontal flip

@@ -13,6 +13,7 @@
 mod autoaugment;
 mod blur;
 mod colour;
+pub(crate) mod detect;
 mod erase;
 mod geometry;
 mod kernel;
@@ -24,6 +25,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 pub use autoaugment::{AugMixPlan, AutoAugmentPolicy};
+pub use detect::DetectPlan;
 pub use erase::{EraseBox, EraseValue, RandomFill};
 pub use geometry::{CropBox, Warp};
 pub use kernel::{OutputWriter, Resampler};
@@ -385,6 +387,78 @@ pub enum Op {
         /// Pixel ops.
         ops: Vec<Op>,
     },
+    /// `RandomPhotometricDistort(brightness, contrast, saturation, hue, p)` (torchvision v2):
+    /// each adjustment with probability `p`, the contrast before or after saturation and hue
+    /// at random, then a random channel permutation with probability `p`. In a detection
+    /// pipeline it may come before the geometry, where torchvision's SSD preset puts it: it
+    /// then runs on the whole decoded image.
+    RandomPhotometricDistort {
+        /// Brightness factor range. Default `[0.875, 1.125]`.
+        #[serde(default = "distort_brightness")]
+        brightness: [f64; 2],
+        /// Contrast factor range. Default `[0.5, 1.5]`.
+        #[serde(default = "distort_factor")]
+        contrast: [f64; 2],
+        /// Saturation factor range. Default `[0.5, 1.5]`.
+        #[serde(default = "distort_factor")]
+        saturation: [f64; 2],
+        /// Hue shift range. Default `[-0.05, 0.05]`.
+        #[serde(default = "distort_hue")]
+        hue: [f64; 2],
+        /// Probability of each step. Default 0.5.
+        #[serde(default = "default_p")]
+        p: f64,
+    },
+    /// `RandomZoomOut(fill, side_range, p)`: the image placed at a random spot of a canvas
+    /// `r` times its size (`r` uniform in `side_range`) filled with `fill`. Detection
+    /// pipelines, before the resize.
+    RandomZoomOut {
+        /// The canvas colour. Default black.
+        #[serde(default)]
+        fill: [u8; 3],
+        /// Range of the canvas's side over the image's. Default `[1, 4]`.
+        #[serde(default = "zoom_range")]
+        side_range: [f64; 2],
+        /// Probability. Default 0.5.
+        #[serde(default = "default_p")]
+        p: f64,
+    },
+    /// `RandomIoUCrop(min_scale, max_scale, min_aspect_ratio, max_aspect_ratio,
+    /// sampler_options, trials)`: SSD's crop, holding the centre of a box and overlapping one
+    /// at the drawn minimum IoU. Boxes whose centre it leaves out are dropped by
+    /// `sanitize_bounding_boxes`. Detection pipelines, before the resize.
+    #[serde(rename = "random_iou_crop")]
+    RandomIoUCrop {
+        /// Default 0.3.
+        #[serde(default = "iou_min_scale")]
+        min_scale: f64,
+        /// Default 1.
+        #[serde(default = "one")]
+        max_scale: f64,
+        /// Default 0.5.
+        #[serde(default = "iou_min_ratio")]
+        min_aspect_ratio: f64,
+        /// Default 2.
+        #[serde(default = "iou_max_ratio")]
+        max_aspect_ratio: f64,
+        /// Minimum IoUs to draw from (1 or more: no crop). Default
+        /// `[0, 0.1, 0.3, 0.5, 0.7, 0.9, 1]`.
+        #[serde(default = "iou_options")]
+        sampler_options: Vec<f64>,
+        /// Crops tried per drawn option. Default 40.
+        #[serde(default = "iou_trials")]
+        trials: u32,
+    },
+    /// `SanitizeBoundingBoxes(min_size, min_area)`: drops boxes smaller than `min_size` on a
+    /// side or `min_area` in area, or reaching outside the image, with their labels.
+    SanitizeBoundingBoxes {
+        /// Default 1.
+        #[serde(default = "one")]
+        min_size: f64,
+        /// Default 1.
+        #[serde(default = "one")]
+        min_area: f64,
+    },
     /// `ToTensor()` then `Normalize(mean, std)`: `(x / 255 - mean) / std` per channel.
     Normalize {
         /// Per-channel mean (RGB).
@@ -422,6 +496,33 @@ fn default_scale() -> [f64; 2] {
 }
 fn default_ratio() -> [f64; 2] {
     [3.0 / 4.0, 4.0 / 3.0]
+}
+fn distort_brightness() -> [f64; 2] {
+    [0.875, 1.125]
+}
+fn distort_factor() -> [f64; 2] {
+    [0.5, 1.5]
+}
+fn distort_hue() -> [f64; 2] {
+    [-0.05, 0.05]
+}
+fn zoom_range() -> [f64; 2] {
+    [1.0, 4.0]
+}
+fn iou_min_scale() -> f64 {
+    0.3
+}
+fn iou_min_ratio() -> f64 {
+    0.5
+}
+fn iou_max_ratio() -> f64 {
+    2.0
+}
+fn iou_options() -> Vec<f64> {
+    vec![0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0]
+}
+fn iou_trials() -> u32 {
+    40
 }
 fn default_p() -> f64 {
     0.5
@@ -567,6 +668,7 @@ impl Pipeline {
         let mut pixel = Vec::new();
         let mut normalize = None;
         let mut erase = Vec::new();
+        let mut det = detect::DetectSpec::default();
         for (at, op) in self.ops.iter().enumerate() {
             let geometry_done = geometry.is_some();
             let late = |what: &str| {
@@ -713,6 +815,89 @@ impl Pipeline {
                         },
                     ));
                 }
+                Op::RandomZoomOut {
+                    fill,
+                    side_range,
+                    p,
+                } => {
+                    if geometry_done || det.iou.is_some() || det.flip.is_some() {
+                        return Err(err(
+                            "random_zoom_out comes before random_iou_crop, the flip and the resize"
+                                .into(),
+                        ));
+                    }
+                    probability(*p, "random_zoom_out", &err)?;
+                    let [lo, hi] = *side_range;
+                    if !(1.0 <= lo && lo <= hi && hi.is_finite()) {
+                        return Err(err(format!(
+                            "random_zoom_out side_range {side_range:?} must satisfy 1 <= min <= max"
+                        )));
+                    }
+                    det.zoom = Some((
+                        at,
+                        detect::ZoomOutSpec {
+                            fill: *fill,
+                            side_range: *side_range,
+                            p: *p,
+                        },
+                    ));
+                }
+                Op::RandomIoUCrop {
+                    min_scale,
+                    max_scale,
+                    min_aspect_ratio,
+                    max_aspect_ratio,
+                    sampler_options,
+                    trials,
+                } => {
+                    if geometry_done || det.flip.is_some() {
+                        return Err(err(
+                            "random_iou_crop comes before the flip and the resize".into()
+                        ));
+                    }
+                    if !(0.0 < *min_scale && min_scale <= max_scale && *max_scale <= 1.0)
+                        || !(0.0 < *min_aspect_ratio && min_aspect_ratio <= max_aspect_ratio)
+                        || sampler_options.is_empty()
+                        || sampler_options.iter().any(|o| !o.is_finite())
+                        || *trials == 0
+                    {
+                        return Err(err(format!("random_iou_crop needs 0 < min_scale <= max_scale <= 1, 0 < min_aspect_ratio <= max_aspect_ratio, finite sampler_options and trials >= 1 (got {op:?})")));
+                    }
+                    det.iou = Some((
+                        at,
+                        detect::IouCropSpec {
+                            min_scale: *min_scale,
+                            max_scale: *max_scale,
+                            min_aspect_ratio: *min_aspect_ratio,
+                            max_aspect_ratio: *max_aspect_ratio,
+                            options: sampler_options.clone(),
+                            trials: *trials,
+                        },
+                    ));
+                }
+                &Op::SanitizeBoundingBoxes { min_size, min_area } => {
+                    if !(min_size >= 0.0
+                        && min_area >= 0.0
+                        && min_size.is_finite()
+                        && min_area.is_finite())
+                    {
+                        return Err(err(format!("sanitize_bounding_boxes min_size {min_size} and min_area {min_area} must be finite and >= 0")));
+                    }
+                    det.sanitize = Some(detect::SanitizeSpec { min_size, min_area });
+                }
+                &Op::RandomHorizontalFlip { p } if !geometry_done && pixel.is_empty() => {
+                    probability(p, "random_horizontal_flip", &err)?;
+                    det.flip = Some((at, p));
+                }
+                Op::RandomPhotometricDistort { .. }
+                    if !geometry_done
+                        && det.zoom.is_none()
+                        && det.iou.is_none()
+                        && det.flip.is_none() =>
+                {
+                    check_pixel_op(op, &err)?;
+                    det.pre.push((at, op.clone()));
+                }
                 pixel_op => {
                     if !geometry_done {
                         return Err(err(format!(
@@ -726,6 +911,16 @@ impl Pipeline {
                 }
             }
         }
+        let detect = if det.is_detection() {
+            if !matches!(geometry, Some((Geometry::Resize { .. }, _, _))) {
+                return Err(err("a detection pipeline ends its geometry with resize [h, w], so that every image of a batch has one size".into()));
+            }
+            Some(det)
+        } else if det.flip.is_some() || !det.pre.is_empty() {
+            return Err(err("ops before the crop or resize are for detection pipelines (with random_zoom_out, random_iou_crop or sanitize_bounding_boxes); put them after it".into()));
+        } else {
+            None
+        };
         if resize_short.is_some() {
             return Err(err("resize of the shorter side alone gives a different shape per image; add center_crop (batch shapes must be static)".into()));
         }
@@ -750,6 +945,7 @@ impl Pipeline {
             pixel,
             normalize,
             erase,
+            detect,
         })
     }
 }
@@ -785,6 +981,10 @@ fn op_name(op: &Op) -> &'static str {
         Op::RandomOrder { .. } => "random_order",
         Op::Normalize { .. } => "normalize",
         Op::RandomErasing { .. } => "random_erasing",
+        Op::RandomPhotometricDistort { .. } => "random_photometric_distort",
+        Op::RandomZoomOut { .. } => "random_zoom_out",
+        Op::RandomIoUCrop { .. } => "random_iou_crop",
+        Op::SanitizeBoundingBoxes { .. } => "sanitize_bounding_boxes",
     }
 }
 
@@ -1047,6 +1247,25 @@ fn check_pixel_op(op: &Op, err: &impl Fn(String) -> Error) -> Result<(), Error> 
             check_nested(ops, err)
         }
         Op::RandomOrder { ops } => check_nested(ops, err),
+        Op::RandomPhotometricDistort {
+            brightness,
+            contrast,
+            saturation,
+            hue,
+            p,
+        } => {
+            probability(*p, name, err)?;
+            nonneg(Some(*brightness), "brightness")?;
+            nonneg(Some(*contrast), "contrast")?;
+            nonneg(Some(*saturation), "saturation")?;
+            let [lo, hi] = *hue;
+            if !(-0.5 <= lo && lo <= hi && hi <= 0.5) {
+                return Err(err(format!(
+                    "{name} hue range [{lo}, {hi}] must lie in [-0.5, 0.5]"
+                )));
+            }
+            Ok(())
+        }
         other => Err(err(format!("{} is not a pixel op", op_name(other)))),
     }
 }
@@ -1058,7 +1277,10 @@ fn check_nested(ops: &[Op], err: &impl Fn(String) -> Error) -> Result<(), Error>
             | Op::Resize { .. }
             | Op::CenterCrop { .. }
             | Op::Normalize { .. }
-            | Op::RandomErasing { .. } => {
+            | Op::RandomErasing { .. }
+            | Op::RandomZoomOut { .. }
+            | Op::RandomIoUCrop { .. }
+            | Op::SanitizeBoundingBoxes { .. } => {
                 return Err(err(format!(
                     "{} inside random_apply/random_choice/random_order (only pixel ops can be)",
                     op_name(op)
@@ -1106,6 +1328,8 @@ pub(crate) struct Plan {
     pixel: Vec<(usize, Op)>,
     pub normalize: Option<([f32; 3], [f32; 3])>,
     erase: Vec<(usize, EraseSpec)>,
+    /// A detection pipeline's box-aware geometry (`None`: classification).
+    pub detect: Option<detect::DetectSpec>,
 }
 
 /// One resolved pixel op of one sample, on the RGB8 image at the output size.
@@ -1126,6 +1350,8 @@ pub enum PixelOp {
     Hue(f64),
     /// `rgb_to_grayscale(num_output_channels=3)`.
     Grayscale,
+    /// `permute_channels(permutation)`: output channel `c` is input channel `p[c]`.
+    PermuteChannels([u8; 3]),
     /// `solarize(threshold)`.
     Solarize(f64),
     /// `posterize(bits)`.
@@ -1221,6 +1447,13 @@ pub struct SamplePlan {
     /// The rest.
     #[serde(flatten)]
     pub pixels: PixelPlan,
+    /// Pixel ops on the whole decoded image before the geometry (detection pipelines).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pre: Vec<PixelOp>,
+    /// A detection pipeline's canvas, window and boxes. When the window shows the canvas's
+    /// fill, `crop` is the whole window, composed first on the CPU path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detect: Option<DetectPlan>,
 }
 
 /// Reused memory for the pixel ops (one per worker and per engine).
@@ -1243,24 +1476,64 @@ impl Plan {
         }
     }
 
-    /// Draws the sample's plan for a `width`x`height` image.
+    /// Draws the sample's plan for a `width`x`height` image, and its boxes (`objects`) when
+    /// the pipeline is a detection one.
     pub fn sample(
         &self,
         seed: u64,
         epoch: u64,
         index: usize,
-        width: u32,
-        height: u32,
+        (width, height): (u32, u32),
+        objects: Option<&[[f32; 4]]>,
     ) -> Result<SamplePlan, String> {
-        let crop = match self.geometry {
-            Geometry::RandomResizedCrop { scale, ratio, .. } => {
-                let mut rng = CounterRng::new(seed, epoch, index as u64, Stream::Crop);
-                geometry::random_resized_crop(width, height, scale, ratio, &mut rng)
+        let mut pre = Vec::new();
+        let mut detected = None;
+        if let Some(d) = &self.detect {
+            let rng = |at: usize| CounterRng::for_op(seed, epoch, index as u64, at);
+            for (at, op) in &d.pre {
+                draw(op, &mut rng(*at), (height, width), &mut pre);
             }
-            Geometry::CenterCrop { resize_short, out } => {
-                geometry::resize_center_crop(width, height, resize_short, out)?
+            let boxes = objects.unwrap_or(&[]);
+            let zoom = d
+                .zoom
+                .as_ref()
+                .and_then(|(at, z)| detect::zoom_out(z, width, height, &mut rng(*at)));
+            let ((cw, ch), on_canvas) = detect::on_canvas(boxes, zoom, width, height);
+            let crop = d
+                .iou
+                .as_ref()
+                .and_then(|(at, spec)| detect::iou_crop(spec, cw, ch, &on_canvas, &mut rng(*at)));
+            let flip = d.flip.is_some_and(|(at, p)| rng(at).uniform() < p);
+            let fill = d.zoom.as_ref().map_or([0; 3], |(_, z)| z.fill);
+            detected = Some(detect::transform_boxes(
+                &detect::Drawn { zoom, crop, flip },
+                fill,
+                width,
+                height,
+                boxes,
+                self.out_hw(),
+                d.sanitize,
+            ));
+        }
+        let crop = match (&detected, &self.geometry) {
+            (Some(d), _) => {
+                let [wl, wt, ww, wh] = d.window;
+                if d.window_inside_image(width, height) {
+                    CropBox::rect(wl - d.image_at.0, wt - d.image_at.1, ww, wh)
+                } else {
+                    CropBox::full(ww, wh)
+                }
             }
-            Geometry::Resize { .. } => CropBox::full(width, height),
+            (None, geometry) => match *geometry {
+                Geometry::RandomResizedCrop { scale, ratio, .. } => {
+                    let mut rng = CounterRng::new(seed, epoch, index as u64, Stream::Crop);
+                    geometry::random_resized_crop(width, height, scale, ratio, &mut rng)
+                }
+                Geometry::CenterCrop { resize_short, out } => {
+                    geometry::resize_center_crop(width, height, resize_short, out)?
+                }
+                Geometry::Resize { .. } => CropBox::full(width, height),
+            },
         };
         let interpolation = match self.interpolation {
             Interpolation::Random => {
@@ -1287,6 +1560,9 @@ impl Plan {
             };
             draw(op, &mut rng, size, &mut ops);
         }
+        if detected.as_ref().is_some_and(|d| d.flip) {
+            ops.insert(0, PixelOp::Hflip);
+        }
         let mut flip = false;
         while let Some(k) = ops.iter().rposition(|o| *o == PixelOp::Hflip) {
             if !ops[k + 1..].iter().all(PixelOp::commutes_with_hflip) {
@@ -1304,6 +1580,8 @@ impl Plan {
             crop,
             interpolation,
             pixels: PixelPlan { ops, flip, erase },
+            pre,
+            detect: detected,
         })
     }
 }
@@ -1566,12 +1844,45 @@ fn draw(op: &Op, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>)
                 draw(&ops[k], rng, size, out);
             }
         }
-        // Validated away: geometry, normalize and erasing are not pixel ops.
+        Op::RandomPhotometricDistort {
+            brightness,
+            contrast,
+            saturation,
+            hue,
+            p,
+        } => {
+            // torchvision v2's draws, in its order: a coin and a factor for each adjustment,
+            // the contrast's place, then a coin and a permutation.
+            let mut factor = |r: [f64; 2]| coin(rng, p).then(|| range(rng, r));
+            let b = factor(brightness);
+            let c = factor(contrast);
+            let s = factor(saturation);
+            let h = factor(hue);
+            let contrast_before = coin(rng, 0.5);
+            out.extend(b.map(PixelOp::Brightness));
+            if contrast_before {
+                out.extend(c.map(PixelOp::Contrast));
+            }
+            out.extend(s.map(PixelOp::Saturation));
+            out.extend(h.map(PixelOp::Hue));
+            if !contrast_before {
+                out.extend(c.map(PixelOp::Contrast));
+            }
+            if coin(rng, p) {
+                let mut order = [0u8, 1, 2];
+                shuffle(rng, &mut order);
+                out.push(PixelOp::PermuteChannels(order));
+            }
+        }
+        // Validated away: geometry, normalize, erasing and the box ops are not pixel ops.
         Op::RandomResizedCrop { .. }
         | Op::Resize { .. }
         | Op::CenterCrop { .. }
         | Op::Normalize { .. }
-        | Op::RandomErasing { .. } => {}
+        | Op::RandomErasing { .. }
+        | Op::RandomZoomOut { .. }
+        | Op::RandomIoUCrop { .. }
+        | Op::SanitizeBoundingBoxes { .. } => {}
     }
 }
 
@@ -1605,6 +1916,13 @@ pub fn apply(ops: &[PixelOp], rgb: &mut [u8], h: usize, w: usize, s: &mut Scratc
             PixelOp::Hflip => geometry::hflip(rgb, h, w),
             PixelOp::Vflip => geometry::vflip(rgb, h, w),
             PixelOp::Grayscale => colour::grayscale(rgb),
+            PixelOp::PermuteChannels(p) => {
+                let p = p.map(usize::from);
+                for px in rgb.chunks_exact_mut(3) {
+                    let v = [px[0], px[1], px[2]];
+                    px.copy_from_slice(&[v[p[0]], v[p[1]], v[p[2]]]);
+                }
+            }
             PixelOp::Solarize(t) => colour::solarize(rgb, *t),
             PixelOp::Posterize(b) => colour::posterize(rgb, *b),
             PixelOp::AutoContrast => colour::autocontrast(rgb),

@@ -130,6 +130,14 @@ pub struct DataArgs {
     /// Manifest file (`path<TAB>label` per line) instead of a folder.
     #[arg(long)]
     pub manifest: Option<PathBuf>,
+    /// A COCO annotation file (`instances_*.json`); `--data` is then its image folder. Use
+    /// with a detection pipeline such as `ssd300_train`.
+    #[arg(long, value_name = "ANNOTATIONS", conflicts_with = "manifest")]
+    pub coco: Option<PathBuf>,
+    /// With `--coco`: leave out images without a usable box, as torchvision's detection
+    /// reference does for training.
+    #[arg(long, requires = "coco")]
+    pub drop_empty: bool,
     /// Built-in pipeline (resnet50_train, resnet50_eval) or a pipeline TOML file.
     #[arg(long, default_value = "resnet50_train")]
     pub pipeline: String,
@@ -248,6 +256,29 @@ impl DataArgs {
         let pipeline = pipelines::resolve(&self.pipeline)?;
         let (builder, origin) = if let Some(m) = &self.manifest {
             (hpuload::Loader::builder(Manifest::open(m)?), m.clone())
+        } else if let Some(annotations) = &self.coco {
+            let images = self
+                .data
+                .clone()
+                .ok_or_else(|| Error::config("--coco", "give the image folder with --data"))?;
+            let options = hpuload::CocoOptions {
+                empty: if self.drop_empty {
+                    hpuload::source::coco::EmptyImages::Drop
+                } else {
+                    hpuload::source::coco::EmptyImages::Keep
+                },
+                ..Default::default()
+            };
+            let t = std::time::Instant::now();
+            let set = hpuload::CocoDataset::open(annotations, &images, &options)?;
+            eprintln!(
+                "{}: {} images, {} boxes, read in {:.2}s",
+                annotations.display(),
+                hpuload::Source::entries(&set).len(),
+                set.object_count(),
+                t.elapsed().as_secs_f64()
+            );
+            (hpuload::Loader::builder(set), annotations.clone())
         } else {
             let dir = match &self.data {
                 Some(d) => d.clone(),

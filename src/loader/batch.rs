@@ -129,7 +129,7 @@ impl BatchWork {
             (None, Placement::Host, Some(buffer)) => {
                 let lease = Lease::new(buffer, self.pool.clone());
                 let images = self.images.shape().to_vec();
-                let labels = vec![self.indices.len()];
+                let labels = self.labels.shape().to_vec();
                 Ok((
                     Tensor::Host(HostTensor::new(
                         Arc::clone(&lease),
@@ -141,7 +141,7 @@ impl BatchWork {
                         lease,
                         shared.layout.labels_offset,
                         labels,
-                        crate::Dtype::I64,
+                        self.labels.dtype(),
                     )),
                 ))
             }

@@ -33,6 +33,7 @@ pub struct LoaderBuilder {
     pub(super) limits: Limits,
     pub(super) resume: Option<LoaderState>,
     pub(super) placement: Placement,
+    pub(super) max_boxes: usize,
 }
 
 impl LoaderBuilder {
@@ -57,6 +58,7 @@ impl LoaderBuilder {
             limits: Limits::default(),
             resume: None,
             placement: Placement::Device,
+            max_boxes: 200,
         }
     }
 
@@ -169,6 +171,17 @@ impl LoaderBuilder {
     /// Default: [`Placement::Device`].
     pub fn placement(mut self, placement: Placement) -> Self {
         self.placement = placement;
+        self
+    }
+
+    /// Boxes per sample in a detection batch's targets (see [`TargetLayout`]): a sample with
+    /// more keeps its first `n`, and the rest are counted in [`Report::boxes_over_max`] and
+    /// named in a warning. Default: 200, as Gaudi's SSD pads.
+    ///
+    /// [`TargetLayout`]: crate::TargetLayout
+    /// [`Report::boxes_over_max`]: crate::Report::boxes_over_max
+    pub fn max_boxes(mut self, n: usize) -> Self {
+        self.max_boxes = n;
         self
     }
 

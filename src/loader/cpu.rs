@@ -4,7 +4,8 @@
 use hpuload_decoders::{CpuDecoder, Decode, JpegDecoder};
 
 use super::Shared;
-use crate::augment::{self, Resampler};
+use crate::augment::detect::compose_window;
+use crate::augment::{self, DetectPlan, Resampler};
 use crate::cpu_time::CpuClock;
 use crate::stage::Stage;
 use crate::SampleErrorKind;
@@ -26,6 +27,8 @@ pub(super) struct CpuScratch {
     decoder: CpuDecoder,
     resampler: Resampler,
     ops: augment::Scratch,
+    /// A detection sample's window of the canvas, when the fill shows in it.
+    window: Vec<u8>,
 }
 
 impl Scratch {
@@ -39,12 +42,14 @@ impl Scratch {
                 decoder: CpuDecoder::with_limits(shared.limits),
                 resampler: Resampler::new(h, w),
                 ops: augment::Scratch::default(),
+                window: Vec::new(),
             },
         }
     }
 }
 
-/// Decodes `bytes` (sample `index`) on the CPU and writes the augmented sample into `slot`.
+/// Decodes `bytes` (sample `index`) on the CPU and writes the augmented sample into `slot`;
+/// returns a detection sample's plan (its boxes).
 pub(super) fn decode_into(
     shared: &Shared,
     s: &mut CpuScratch,
@@ -52,7 +57,7 @@ pub(super) fn decode_into(
     epoch: u64,
     bytes: &[u8],
     slot: &mut [u8],
-) -> Result<(), SampleErrorKind> {
+) -> Result<Option<DetectPlan>, SampleErrorKind> {
     let c = &shared.counters;
     let t1 = CpuClock::now();
     // One call: the headers are parsed once, limits and completeness checked before the decode.
@@ -63,19 +68,29 @@ pub(super) fn decode_into(
     let len = info.rgb_len();
     let t2 = CpuClock::now();
     c.add(Stage::DecodeCpu, t2 - t1);
-    let plan = shared
+    let objects = shared.source.objects(index);
+    let mut plan = shared
         .plan
-        .sample(shared.seed, epoch, index, info.width, info.height)
+        .sample(
+            shared.seed,
+            epoch,
+            index,
+            (info.width, info.height),
+            objects.map(|o| o.boxes),
+        )
         .map_err(SampleErrorKind::Augment)?;
+    let (w, h) = (info.width as usize, info.height as usize);
+    augment::apply(&plan.pre, &mut s.rgb[..len], h, w, &mut s.ops);
+    let (source, sw, sh) = match &plan.detect {
+        Some(d) if !d.window_inside_image(info.width, info.height) => {
+            compose_window(d, &s.rgb[..len], info.width, info.height, &mut s.window);
+            (&s.window[..], d.window[2], d.window[3])
+        }
+        _ => (&s.rgb[..len], info.width, info.height),
+    };
     let resized = s
         .resampler
-        .run_with(
-            &s.rgb[..len],
-            info.width,
-            info.height,
-            &plan.crop,
-            plan.interpolation,
-        )
+        .run_with(source, sw, sh, &plan.crop, plan.interpolation)
         .map_err(SampleErrorKind::Augment)?;
     shared.stage.ops(resized, &plan.pixels, &mut s.ops);
     let t3 = CpuClock::now();
@@ -83,5 +98,5 @@ pub(super) fn decode_into(
     shared.stage.write(resized, &plan.pixels, slot);
     c.add(Stage::Collate, t3.elapsed());
     c.samples.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    Ok(())
+    Ok(plan.detect.take())
 }

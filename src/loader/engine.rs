@@ -11,8 +11,7 @@ use std::sync::Mutex;
 
 use super::batch::{lock, BatchWork};
 use super::cpu::Scratch;
-use super::layout::LABEL_BYTES;
-use super::replace::{fill, Filled};
+use super::replace::{fill, write_label, Filled};
 use super::{Backend, Shared};
 use crate::augment::SamplePlan;
 use crate::hpu::{
@@ -198,8 +197,12 @@ fn fallback(mut guard: EngineJob, h: &HwSlot, failure: JobFailure) {
                 None,
                 bytes,
             ) {
-                Ok(Filled::Cpu { index, label }) => {
-                    slot.label.copy_from_slice(&label.to_ne_bytes());
+                Ok(Filled::Cpu {
+                    index,
+                    label,
+                    detect,
+                }) => {
+                    write_label(&shared, index, label, detect.as_ref(), slot.label);
                     work.indices[h.slot].store(index, Ordering::Relaxed);
                 }
                 Ok(Filled::Hw(_)) => unreachable!("fill without the engine returns CPU samples"),
@@ -209,10 +212,10 @@ fn fallback(mut guard: EngineJob, h: &HwSlot, failure: JobFailure) {
             guard.finished();
         }
         Placement::Device => {
-            let sb = shared.layout.sample_bytes;
+            let (sb, lb) = (shared.layout.sample_bytes, shared.layout.label_bytes);
             let staging = match lock(&shared.spare.staging).pop() {
                 Some(b) => Ok(b),
-                None => PinnedBuffer::new(sb + LABEL_BYTES),
+                None => PinnedBuffer::new(sb + lb),
             };
             let mut staging = match staging {
                 Ok(b) => b,
@@ -228,8 +231,12 @@ fn fallback(mut guard: EngineJob, h: &HwSlot, failure: JobFailure) {
             let (sample, label) = staging.as_mut_slice().split_at_mut(sb);
             let filled = fill(&shared, &mut scratch, &work, h.index, sample, None, bytes);
             lock(&shared.spare.scratch).push(scratch);
-            let (index, label_value) = match filled {
-                Ok(Filled::Cpu { index, label }) => (index, label),
+            let (index, label_value, detect) = match filled {
+                Ok(Filled::Cpu {
+                    index,
+                    label,
+                    detect,
+                }) => (index, label, detect),
                 Ok(Filled::Hw(_)) => unreachable!("fill without the engine returns CPU samples"),
                 Err(e) => {
                     work.fail(e);
@@ -237,7 +244,13 @@ fn fallback(mut guard: EngineJob, h: &HwSlot, failure: JobFailure) {
                     return guard.finished();
                 }
             };
-            label[..LABEL_BYTES].copy_from_slice(&label_value.to_ne_bytes());
+            write_label(
+                &shared,
+                index,
+                label_value,
+                detect.as_ref(),
+                &mut label[..lb],
+            );
             work.indices[h.slot].store(index, Ordering::Relaxed);
             let regions = vec![
                 CopyRegion {
@@ -248,8 +261,8 @@ fn fallback(mut guard: EngineJob, h: &HwSlot, failure: JobFailure) {
                 },
                 CopyRegion {
                     host_offset: sb,
-                    device_offset: h.slot * LABEL_BYTES,
-                    len: LABEL_BYTES,
+                    device_offset: h.slot * lb,
+                    len: lb,
                     device: work.labels.buffer().clone(),
                 },
             ];

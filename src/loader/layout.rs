@@ -25,6 +25,8 @@ pub(crate) struct BatchLayout {
     pub sample_bytes: usize,
     /// Where the labels start (after `batch_size` samples, 64-aligned).
     pub labels_offset: usize,
+    /// Bytes of one label: [`LABEL_BYTES`], or a detection target record.
+    pub label_bytes: usize,
 }
 
 /// What one slot sends to the device: a decoded sample (whole), or an engine sample's
@@ -39,14 +41,19 @@ pub(crate) struct EngineSlot {
 impl BatchLayout {
     /// The layout of batches of `batch_size` samples of `sample_bytes`, and the buffer length
     /// they need; `None` when that overflows.
-    pub fn new(batch_size: usize, sample_bytes: usize) -> Option<(Self, usize)> {
+    pub fn new(
+        batch_size: usize,
+        sample_bytes: usize,
+        label_bytes: usize,
+    ) -> Option<(Self, usize)> {
         let samples = batch_size.checked_mul(sample_bytes)?;
         let labels_offset = samples.checked_next_multiple_of(64)?;
-        let len = labels_offset.checked_add(batch_size.checked_mul(LABEL_BYTES)?)?;
+        let len = labels_offset.checked_add(batch_size.checked_mul(label_bytes)?)?;
         Some((
             Self {
                 sample_bytes,
                 labels_offset,
+                label_bytes,
             },
             len,
         ))
@@ -59,8 +66,8 @@ impl BatchLayout {
 
     /// The bytes of slot `slot`'s label.
     pub fn label(&self, slot: usize) -> Range<usize> {
-        let at = self.labels_offset + slot * LABEL_BYTES;
-        at..at + LABEL_BYTES
+        let at = self.labels_offset + slot * self.label_bytes;
+        at..at + self.label_bytes
     }
 
     /// A device batch of `slots` samples: the host-decoded slots whole, bitstreams only as
@@ -96,7 +103,7 @@ impl BatchLayout {
         regions.push(CopyRegion {
             host_offset: self.labels_offset,
             device_offset: 0,
-            len: slots * LABEL_BYTES,
+            len: slots * self.label_bytes,
             device: labels.clone(),
         });
         regions
@@ -206,17 +213,17 @@ mod tests {
 
     #[test]
     fn labels_start_64_aligned_after_the_samples() {
-        let (l, len) = BatchLayout::new(3, 10).unwrap();
+        let (l, len) = BatchLayout::new(3, 10, LABEL_BYTES).unwrap();
         assert_eq!(l.labels_offset, 64);
         assert_eq!(len, 64 + 3 * LABEL_BYTES);
         assert_eq!(l.sample(2), 20..30);
         assert_eq!(l.label(1), 72..80);
-        assert!(BatchLayout::new(usize::MAX, 2).is_none());
+        assert!(BatchLayout::new(usize::MAX, 2, LABEL_BYTES).is_none());
     }
 
     #[test]
     fn a_slot_is_claimed_by_one_job_at_a_time() {
-        let (layout, len) = BatchLayout::new(2, 16).unwrap();
+        let (layout, len) = BatchLayout::new(2, 16, LABEL_BYTES).unwrap();
         let mut buffer = PinnedBuffer::new(len).unwrap();
         let slots = Slots::new(&mut buffer, layout, 2);
         let a = slots.slot_mut(0);

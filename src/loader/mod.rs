@@ -9,6 +9,7 @@ mod layout;
 mod replace;
 mod route;
 mod state;
+mod targets;
 mod work;
 
 use std::borrow::BorrowMut;
@@ -23,6 +24,7 @@ use crossbeam_channel::{Receiver, Sender};
 use serde::Serialize;
 
 pub use builder::LoaderBuilder;
+pub use targets::{TargetLayout, Targets};
 
 use crate::stage::{Stage, StageTimes};
 pub use state::{LoaderState, StateConfig};
@@ -35,7 +37,7 @@ use crate::source::{ReadMode, Source};
 use crate::tensor::{Placement, Tensor};
 use crate::Error;
 use batch::{BatchWork, Finished};
-use layout::BatchLayout;
+use layout::{BatchLayout, LABEL_BYTES};
 use state::{Fnv, Position};
 use work::{Job, StageCounters};
 
@@ -118,6 +120,8 @@ pub struct Report {
     pub hw_dct_scaled: u64,
     /// Samples that could have gone to the media engine but fell back to the CPU, by reason.
     pub fallbacks: BTreeMap<String, u64>,
+    /// Detection boxes left out of their sample's targets, past `max_boxes`.
+    pub boxes_over_max: u64,
     /// Samples skipped and replaced.
     pub skipped: u64,
     /// Skips counted by reason.
@@ -152,6 +156,8 @@ pub(crate) struct Shared {
     seed: u64,
     on_error: OnError,
     layout: BatchLayout,
+    /// A detection pipeline's target records (the label slots hold them).
+    targets: Option<TargetLayout>,
     counters: StageCounters,
     /// Reused by the media engine's fallbacks (rare): CPU scratch, and pinned staging for a
     /// device batch's replaced slot.
@@ -220,10 +226,32 @@ impl Loader {
                 ),
             ));
         }
+        let targets = match &plan.detect {
+            None => None,
+            Some(_) if b.source.entries().is_empty() || b.source.objects(0).is_none() => {
+                return Err(Error::config(
+                    "pipeline",
+                    "a detection pipeline needs a dataset with boxes (a COCO annotation file)",
+                ))
+            }
+            Some(_) if b.backend == Backend::Hw => {
+                return Err(Error::config(
+                    "backend",
+                    "detection pipelines run on the CPU path for now: choose auto or cpu",
+                ))
+            }
+            Some(_) if b.max_boxes == 0 => {
+                return Err(Error::config("max_boxes", "must be at least 1"))
+            }
+            Some(_) => Some(TargetLayout {
+                max_boxes: b.max_boxes,
+            }),
+        };
+        let label_bytes = targets.map_or(LABEL_BYTES, |t| t.bytes());
         let (oh, ow) = plan.out_hw();
         let sample_bytes = oh as usize * ow as usize * 3 * b.dtype.size();
-        let (layout, buffer_len) =
-            BatchLayout::new(b.batch_size, sample_bytes).ok_or_else(|| {
+        let (layout, buffer_len) = BatchLayout::new(b.batch_size, sample_bytes, label_bytes)
+            .ok_or_else(|| {
                 Error::config(
                     "batch_size",
                     format!(
@@ -248,7 +276,7 @@ impl Loader {
         let reserve: Vec<_> = (0..in_flight)
             .map(|_| {
                 hpu.alloc(b.batch_size * sample_bytes)
-                    .and_then(|i| Ok((i, hpu.alloc(b.batch_size * 8)?)))
+                    .and_then(|i| Ok((i, hpu.alloc(b.batch_size * label_bytes)?)))
             })
             .collect::<Result<_, _>>()?;
         drop(reserve);
@@ -284,6 +312,7 @@ impl Loader {
             seed: b.seed,
             on_error: b.on_error,
             layout,
+            targets,
             counters: StageCounters::default(),
             spare: engine::Spare::default(),
         });
@@ -483,7 +512,13 @@ impl Loader {
     ) -> Result<crate::augment::SamplePlan, Error> {
         self.shared
             .plan
-            .sample(self.shared.seed, epoch, index, width, height)
+            .sample(
+                self.shared.seed,
+                epoch,
+                index,
+                (width, height),
+                self.shared.source.objects(index).map(|o| o.boxes),
+            )
             .map_err(|reason| Error::Pipeline {
                 name: "sample_plan".into(),
                 reason,
@@ -507,6 +542,7 @@ impl Loader {
         r.bytes_read = c.bytes_read.load(Ordering::Relaxed);
         r.hw_samples = c.hw_samples.load(Ordering::Relaxed);
         r.hw_dct_scaled = c.hw_scaled.load(Ordering::Relaxed);
+        r.boxes_over_max = c.boxes_over_max.load(Ordering::Relaxed);
         r.fallbacks = c
             .fallbacks
             .lock()
@@ -697,7 +733,8 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
         loader.shared.source.prefetch(&plan.indices);
         let n = plan.indices.len();
         let images = loader.hpu.alloc(n * loader.shared.layout.sample_bytes)?;
-        let labels = loader.hpu.alloc(n * 8)?;
+        let label_bytes = loader.shared.layout.label_bytes;
+        let labels = loader.hpu.alloc(n * label_bytes)?;
         let buffer = match loader.placement {
             Placement::Device => loader.pool.take(),
             Placement::Host => loader
@@ -720,7 +757,10 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
                 plan,
                 buffer,
                 images: DeviceTensor::new(images, shape, loader.dtype),
-                labels: DeviceTensor::new(labels, vec![n], Dtype::I64),
+                labels: match loader.shared.targets {
+                    None => DeviceTensor::new(labels, vec![n], Dtype::I64),
+                    Some(_) => DeviceTensor::new(labels, vec![n, label_bytes], Dtype::U8),
+                },
                 cancel: Arc::clone(&self.cancel),
                 done: self.done_tx.clone(),
                 pool: loader.pool.returner(),

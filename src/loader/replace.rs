@@ -13,6 +13,7 @@ use super::cpu::{self, CpuScratch, Scratch};
 use super::engine::HwSlot;
 use super::route::{route, Bitstream, Route};
 use super::{Backend, OnError, Shared};
+use crate::augment::DetectPlan;
 use crate::cpu_time::CpuClock;
 use crate::hpu::Hpu;
 use crate::rng::{CounterRng, Stream};
@@ -25,7 +26,12 @@ const MAX_REPLACEMENTS: usize = 16;
 /// Where a loaded sample went.
 pub(super) enum Filled {
     /// Decoded on the host into the slot.
-    Cpu { index: usize, label: i64 },
+    Cpu {
+        index: usize,
+        label: i64,
+        /// A detection sample's plan: its boxes.
+        detect: Option<DetectPlan>,
+    },
     /// The bitstream is in the slot, for the media engine.
     Hw(HwSlot),
 }
@@ -110,9 +116,10 @@ fn load_sample(
     let c = &shared.counters;
     let cpu = |s: &mut CpuScratch, bytes: &[u8], slot: &mut [u8]| {
         cpu::decode_into(shared, s, index, epoch, bytes, slot)
-            .map(|()| Filled::Cpu {
+            .map(|detect| Filled::Cpu {
                 index,
                 label: entry.label,
+                detect,
             })
             .map_err(err)
     };
@@ -164,5 +171,38 @@ fn load_sample(
     match routed.map_err(err)? {
         Route::Engine(hw) => Ok(Filled::Hw(hw)),
         Route::Cpu => cpu(&mut s.cpu, bytes, slot),
+    }
+}
+
+/// Writes sample `index`'s label into its label slot: the class label, or for a detection
+/// pipeline its target record (the boxes its plan kept, with their objects' labels).
+pub(super) fn write_label(
+    shared: &Shared,
+    index: usize,
+    label: i64,
+    detect: Option<&DetectPlan>,
+    out: &mut [u8],
+) {
+    let (Some(layout), Some(plan)) = (shared.targets, detect) else {
+        out[..8].copy_from_slice(&label.to_ne_bytes());
+        return;
+    };
+    let objects = shared.source.objects(index);
+    let image_id = objects.map_or(-1, |o| o.image_id);
+    let labels = plan
+        .kept
+        .iter()
+        .map(|&k| objects.map_or(-1, |o| o.labels[k as usize]));
+    let left = layout.write(out, image_id, &plan.boxes, labels);
+    if left > 0 {
+        shared
+            .counters
+            .boxes_over_max
+            .fetch_add(left as u64, Ordering::Relaxed);
+        tracing::warn!(
+            "{}: {left} boxes past max_boxes = {} left out of its targets",
+            shared.source.entries()[index].path.display(),
+            layout.max_boxes
+        );
     }
 }

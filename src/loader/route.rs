@@ -47,6 +47,11 @@ pub(super) fn route(
         Backend::Auto => false,
         Backend::Hw => true,
     };
+    if shared.plan.detect.is_some() {
+        // The engine has no canvas yet (the builder refuses `Backend::Hw` for detection).
+        count_fallback(shared, "detection pipelines run on the CPU path");
+        return Ok(Route::Cpu);
+    }
     let c = &shared.counters;
     let t1 = CpuClock::now();
     let bytes = match &bitstream {
@@ -56,7 +61,7 @@ pub(super) fn route(
         Ok((info, parsed)) => {
             let plan = shared
                 .plan
-                .sample(shared.seed, epoch, index, info.width, info.height)
+                .sample(shared.seed, epoch, index, (info.width, info.height), None)
                 .map_err(SampleErrorKind::Augment)?;
             let (oh, ow) = shared.plan.out_hw();
             let filter = plan.interpolation.filter();

@@ -12,7 +12,7 @@ use crossbeam_channel::Receiver;
 use super::batch::{lock, BatchWork};
 use super::cpu::Scratch;
 use super::engine::HwSlot;
-use super::replace::{fill, Filled};
+use super::replace::{fill, write_label, Filled};
 use super::{Backend, Shared};
 use crate::stage::{Stage, StageTimes};
 use crate::{Error, SampleError, SampleErrorKind};
@@ -37,6 +37,8 @@ pub(crate) struct StageCounters {
     pub hw_samples: AtomicU64,
     pub hw_scaled: AtomicU64,
     pub bytes_read: AtomicU64,
+    /// Boxes left out of detection targets, past `max_boxes`.
+    pub boxes_over_max: AtomicU64,
     pub fallbacks: Mutex<std::collections::BTreeMap<&'static str, u64>>,
 }
 
@@ -91,18 +93,23 @@ fn fill_slot(shared: &Shared, scratch: &mut Scratch, job: &Job) {
     let original = batch.indices[job.slot].load(Ordering::Relaxed);
     let slot = batch.slots.slot_mut(job.slot);
     let engine = (shared.backend != Backend::Cpu).then_some(&batch.hpu);
-    let (index, label) = match fill(shared, scratch, batch, original, slot.sample, engine, None) {
-        Ok(Filled::Cpu { index, label }) => (index, label),
-        Ok(Filled::Hw(h)) => {
-            let (index, label) = (h.index, shared.source.entries()[h.index].label);
-            lock(&batch.hw).push(HwSlot {
-                slot: job.slot,
-                ..h
-            });
-            (index, label)
-        }
-        Err(e) => return batch.fail(e),
-    };
-    slot.label.copy_from_slice(&label.to_ne_bytes());
+    let (index, label, detect) =
+        match fill(shared, scratch, batch, original, slot.sample, engine, None) {
+            Ok(Filled::Cpu {
+                index,
+                label,
+                detect,
+            }) => (index, label, detect),
+            Ok(Filled::Hw(h)) => {
+                let (index, label) = (h.index, shared.source.entries()[h.index].label);
+                lock(&batch.hw).push(HwSlot {
+                    slot: job.slot,
+                    ..h
+                });
+                (index, label, None)
+            }
+            Err(e) => return batch.fail(e),
+        };
+    write_label(shared, index, label, detect.as_ref(), slot.label);
     batch.indices[job.slot].store(index, Ordering::Relaxed);
 }

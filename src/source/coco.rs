@@ -434,10 +434,7 @@ fn class_names(categories: &[Category], mapping: Categories) -> Vec<String> {
             .collect(),
         Categories::Raw => {
             // Ids past this are not worth a sparse table of names.
-            let top = sorted
-                .last()
-                .map_or(0, |c| c.id)
-                .clamp(0, 1 << 16) as usize;
+            let top = sorted.last().map_or(0, |c| c.id).clamp(0, 1 << 16) as usize;
             let mut names = vec![String::new(); top + 1];
             for c in sorted {
                 if let Ok(i) = usize::try_from(c.id) {
@@ -925,7 +922,10 @@ mod tests {
         assert_eq!(issues.outside_image, 0);
         let text = issues.to_string();
         assert!(text.contains("annotations[3] names image 99"), "{text}");
-        assert!(text.contains("annotations[2] (image 30) has a box of size 5x-5"), "{text}");
+        assert!(
+            text.contains("annotations[2] (image 30) has a box of size 5x-5"),
+            "{text}"
+        );
         // Kept, inverted, for SanitizeBoundingBoxes.
         assert_eq!(set.objects(2).boxes[1], [60.0, 1.0, 65.0, -4.0]);
         let json = FILE.replace("[10, 20, 30, 40]", "[50, 20, 30, 40]");
@@ -937,18 +937,30 @@ mod tests {
     #[test]
     fn a_field_of_the_wrong_type_is_named_with_its_record() {
         let e = error(&FILE.replace("[0.5, 1.5, 2.25, 3.0]", "[0.5, \"1.5\", 2.25, 3.0]"));
-        assert!(e.starts_with("instances.json: annotations[1].bbox: invalid type: string"), "{e}");
+        assert!(
+            e.starts_with("instances.json: annotations[1].bbox: invalid type: string"),
+            "{e}"
+        );
         assert!(e.contains("line "), "{e}");
         let e = error(&FILE.replace("[0.5, 1.5, 2.25, 3.0]", "[0.5, 1.5, 2.25]"));
         assert!(e.contains("annotations[1].bbox: invalid length 3"), "{e}");
         let e = error(&FILE.replace("\"file_name\": \"b.jpg\"", "\"file_name\": 7"));
-        assert!(e.contains("images[2].file_name: invalid type: integer"), "{e}");
+        assert!(
+            e.contains("images[2].file_name: invalid type: integer"),
+            "{e}"
+        );
         let e = error(&FILE.replace("\"id\": 20, ", ""));
         assert!(e.contains("images[2]: the record has no `id`"), "{e}");
         let e = error(&FILE.replace("\"image_id\": 10, ", ""));
-        assert!(e.contains("annotations[1]: the record has no `image_id`"), "{e}");
+        assert!(
+            e.contains("annotations[1]: the record has no `image_id`"),
+            "{e}"
+        );
         let e = error(&FILE.replace("\"sub/a.jpg\"", "\"../a.jpg\""));
-        assert!(e.contains("images[1].file_name: \"../a.jpg\" is not a path inside"), "{e}");
+        assert!(
+            e.contains("images[1].file_name: \"../a.jpg\" is not a path inside"),
+            "{e}"
+        );
         let e = error(&FILE.replace("\"id\": 40", "\"id\": 20"));
         assert!(e.contains("share the id 20"), "{e}");
     }

@@ -33,8 +33,7 @@ pub(super) fn check_chunk(chunk: &[u8], value_width: u64) -> Result<(), String> 
             bytes: &chunk[at..],
             at: 0,
         };
-        let header =
-            read_header(&mut input).map_err(|e| format!("page {page}'s header: {e}"))?;
+        let header = read_header(&mut input).map_err(|e| format!("page {page}'s header: {e}"))?;
         if header.compressed < 0 || header.uncompressed < 0 {
             return Err(format!("page {page}'s header gives a negative size"));
         }
@@ -281,7 +280,10 @@ mod tests {
         let mut chunk = header(40, 40, Some(1 << 30));
         chunk.extend([0; 40]);
         let e = check_chunk(&chunk, 4).unwrap_err();
-        assert!(e.contains("dictionary page 0 claims 1073741824 values"), "{e}");
+        assert!(
+            e.contains("dictionary page 0 claims 1073741824 values"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1,0 +1,476 @@
+//! Detection geometry: the ops that move boxes with the image, with torchvision v2's
+//! semantics (`RandomZoomOut`, `RandomIoUCrop`, `RandomHorizontalFlip`, `Resize` to a fixed
+//! size) and `SanitizeBoundingBoxes`. Boxes are `[x1, y1, x2, y2]` in `f32`, transformed in
+//! torchvision's order with its `f32` arithmetic, so they agree with torchvision's to rounding.
+//!
+//! The image side is one window of a canvas: the canvas is the image placed at
+//! `(image_left, image_top)` on a `fill`-coloured background (the zoom-out; the image itself
+//! when there is none), the window is the IoU crop on it, and the window is resampled to the
+//! output size, mirrored when flipped.
+
+use serde::Serialize;
+
+use super::Op;
+use crate::rng::CounterRng;
+
+/// A detection pipeline's box-aware part, validated: the ops before the resize, each with its
+/// position in the pipeline (its random stream).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct DetectSpec {
+    /// Pixel ops on the whole decoded image, before the geometry (the SSD preset's
+    /// `RandomPhotometricDistort`).
+    pub pre: Vec<(usize, Op)>,
+    pub zoom: Option<(usize, ZoomOutSpec)>,
+    pub iou: Option<(usize, IouCropSpec)>,
+    /// A horizontal flip before the resize, and its probability.
+    pub flip: Option<(usize, f64)>,
+    pub sanitize: Option<SanitizeSpec>,
+}
+
+impl DetectSpec {
+    /// Whether an op that only detection has is there.
+    pub fn is_detection(&self) -> bool {
+        self.zoom.is_some() || self.iou.is_some() || self.sanitize.is_some()
+    }
+}
+
+/// Boxes shifted onto the zoom-out's canvas and clamped to it, as `pad_bounding_boxes` does;
+/// with the canvas's size.
+pub(crate) fn on_canvas(
+    boxes: &[[f32; 4]],
+    zoom: Option<((u32, u32), (u32, u32))>,
+    width: u32,
+    height: u32,
+) -> ((u32, u32), Vec<[f32; 4]>) {
+    let mut b = boxes.to_vec();
+    match zoom {
+        None => ((width, height), b),
+        Some(((zw, zh), (left, top))) => {
+            for x in &mut b {
+                *x = [
+                    x[0] + left as f32,
+                    x[1] + top as f32,
+                    x[2] + left as f32,
+                    x[3] + top as f32,
+                ];
+                clamp(x, zw, zh);
+            }
+            ((zw, zh), b)
+        }
+    }
+}
+
+/// `RandomZoomOut`'s settings.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct ZoomOutSpec {
+    pub fill: [u8; 3],
+    pub side_range: [f64; 2],
+    pub p: f64,
+}
+
+/// `RandomIoUCrop`'s settings.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct IouCropSpec {
+    pub min_scale: f64,
+    pub max_scale: f64,
+    pub min_aspect_ratio: f64,
+    pub max_aspect_ratio: f64,
+    pub options: Vec<f64>,
+    pub trials: u32,
+}
+
+/// `SanitizeBoundingBoxes`' settings.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct SanitizeSpec {
+    pub min_size: f64,
+    pub min_area: f64,
+}
+
+/// Draws of `RandomIoUCrop`'s outer loop (an option each) before it leaves the image as it
+/// is. torchvision loops until it finds a crop or draws an option of 1 or more; with no box,
+/// and no such option, it would loop forever.
+const MAX_IOU_ROUNDS: u32 = 1000;
+
+/// One sample's canvas, window, flip and boxes.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DetectPlan {
+    /// Canvas `(width, height)`.
+    pub canvas: (u32, u32),
+    /// Where the image's top-left corner lies on the canvas.
+    pub image_at: (u32, u32),
+    /// The canvas's colour around the image.
+    pub fill: [u8; 3],
+    /// The window of the canvas kept: `[left, top, width, height]`.
+    pub window: [u32; 4],
+    /// Mirrored left to right (after the window is cut out).
+    pub flip: bool,
+    /// The boxes kept, in the output's pixels.
+    pub boxes: Vec<[f32; 4]>,
+    /// For each kept box, its object's position in the image's objects.
+    pub kept: Vec<u32>,
+}
+
+impl DetectPlan {
+    /// The part of the window the image covers, in the image's pixels:
+    /// `[left, top, width, height]`; `None` when the window shows only the fill.
+    pub fn image_part(&self, width: u32, height: u32) -> Option<[u32; 4]> {
+        let [wl, wt, ww, wh] = self.window;
+        let (il, it) = self.image_at;
+        let x0 = wl.max(il);
+        let y0 = wt.max(it);
+        let x1 = (wl + ww).min(il + width);
+        let y1 = (wt + wh).min(it + height);
+        (x0 < x1 && y0 < y1).then(|| [x0 - il, y0 - it, x1 - x0, y1 - y0])
+    }
+
+    /// Whether the window lies inside the image (no fill shows).
+    pub fn window_inside_image(&self, width: u32, height: u32) -> bool {
+        let [wl, wt, ww, wh] = self.window;
+        let (il, it) = self.image_at;
+        wl >= il && wt >= it && wl + ww <= il + width && wt + wh <= it + height
+    }
+}
+
+/// A uniform `f32` in `[0, 1)` with 24 random bits, as `torch.rand` draws.
+fn rand32(rng: &mut CounterRng) -> f32 {
+    (rng.next_u64() >> 40) as f32 * (1.0 / (1u32 << 24) as f32)
+}
+
+/// torchvision's `RandomZoomOut.make_params` after its coin: the canvas size and where the
+/// image lies on it.
+pub(crate) fn zoom_out(
+    spec: &ZoomOutSpec,
+    width: u32,
+    height: u32,
+    rng: &mut CounterRng,
+) -> Option<((u32, u32), (u32, u32))> {
+    // `if torch.rand(1) >= self.p: return inputs`
+    if f64::from(rand32(rng)) >= spec.p {
+        return None;
+    }
+    // `side_range[0] + torch.rand(1) * (side_range[1] - side_range[0])`: the difference in
+    // f64, the rest in f32.
+    let [lo, hi] = spec.side_range;
+    let r = lo as f32 + rand32(rng) * (hi - lo) as f32;
+    let canvas_w = (width as f32 * r) as u32;
+    let canvas_h = (height as f32 * r) as u32;
+    let (a, b) = (rand32(rng), rand32(rng));
+    let left = ((canvas_w - width) as f32 * a) as u32;
+    let top = ((canvas_h - height) as f32 * b) as u32;
+    Some(((canvas_w, canvas_h), (left, top)))
+}
+
+/// Intersection over union of two `[x1, y1, x2, y2]` boxes, as `box_iou` computes it in `f32`.
+fn iou(a: &[f32; 4], b: &[f32; 4]) -> f32 {
+    let area = |x: &[f32; 4]| (x[2] - x[0]) * (x[3] - x[1]);
+    let w = (a[2].min(b[2]) - a[0].max(b[0])).max(0.0);
+    let h = (a[3].min(b[3]) - a[1].max(b[1])).max(0.0);
+    let inter = w * h;
+    inter / (area(a) + area(b) - inter)
+}
+
+/// torchvision's `RandomIoUCrop.make_params`: a crop `[left, top, width, height]` of the
+/// `width`x`height` canvas holding the centre of at least one box, and with at least one
+/// such box at the IoU the drawn option asks; `None` leaves the canvas as it is.
+pub(crate) fn iou_crop(
+    spec: &IouCropSpec,
+    width: u32,
+    height: u32,
+    boxes: &[[f32; 4]],
+    rng: &mut CounterRng,
+) -> Option<[u32; 4]> {
+    let (min_scale, span) = (
+        spec.min_scale as f32,
+        (spec.max_scale - spec.min_scale) as f32,
+    );
+    for _ in 0..MAX_IOU_ROUNDS {
+        let min_iou = spec.options[rng.below(spec.options.len() as u64) as usize];
+        if min_iou >= 1.0 {
+            return None;
+        }
+        for _ in 0..spec.trials {
+            let (a, b) = (rand32(rng), rand32(rng));
+            let new_w = (width as f32 * (min_scale + span * a)) as u32;
+            let new_h = (height as f32 * (min_scale + span * b)) as u32;
+            // Python's `new_w / new_h` (a float; a zero height gives +inf or NaN).
+            let aspect = f64::from(new_w) / f64::from(new_h);
+            if !(spec.min_aspect_ratio <= aspect && aspect <= spec.max_aspect_ratio) {
+                continue;
+            }
+            let (a, b) = (rand32(rng), rand32(rng));
+            let left = ((width - new_w) as f32 * a) as u32;
+            let top = ((height - new_h) as f32 * b) as u32;
+            let (right, bottom) = (left + new_w, top + new_h);
+            if left == right || top == bottom {
+                continue;
+            }
+            let window = [left as f32, top as f32, right as f32, bottom as f32];
+            let mut any = false;
+            let mut best = f32::NEG_INFINITY;
+            for b in boxes {
+                let cx = 0.5 * (b[0] + b[2]);
+                let cy = 0.5 * (b[1] + b[3]);
+                if window[0] < cx && cx < window[2] && window[1] < cy && cy < window[3] {
+                    any = true;
+                    best = best.max(iou(b, &window));
+                }
+            }
+            // `ious.max() < min_jaccard_overlap` is false for NaN, as in torch.
+            if !any || best < min_iou as f32 {
+                continue;
+            }
+            return Some([left, top, new_w, new_h]);
+        }
+    }
+    None
+}
+
+/// torchvision's box clamp: x into `[0, width]`, y into `[0, height]`.
+fn clamp(b: &mut [f32; 4], width: u32, height: u32) {
+    let (w, h) = (width as f32, height as f32);
+    b[0] = b[0].clamp(0.0, w);
+    b[2] = b[2].clamp(0.0, w);
+    b[1] = b[1].clamp(0.0, h);
+    b[3] = b[3].clamp(0.0, h);
+}
+
+/// What a sample's detection geometry is made of, drawn.
+pub(crate) struct Drawn {
+    pub zoom: Option<((u32, u32), (u32, u32))>,
+    pub crop: Option<[u32; 4]>,
+    pub flip: bool,
+}
+
+/// Moves `boxes` of a `width`x`height` image through the drawn geometry and resize to `out`
+/// (`(height, width)`), then sanitizes them when asked; returns the plan.
+pub(crate) fn transform_boxes(
+    drawn: &Drawn,
+    fill: [u8; 3],
+    width: u32,
+    height: u32,
+    boxes: &[[f32; 4]],
+    out: (u32, u32),
+    sanitize: Option<SanitizeSpec>,
+) -> DetectPlan {
+    let ((cw, ch), mut b) = on_canvas(boxes, drawn.zoom, width, height);
+    let image_at = drawn.zoom.map_or((0, 0), |(_, at)| at);
+    let mut window = [0, 0, cw, ch];
+    if let Some([left, top, w, h]) = drawn.crop {
+        let (l, t) = (left as f32, top as f32);
+        let (r, bt) = ((left + w) as f32, (top + h) as f32);
+        for x in &mut b {
+            // Decided on the boxes before the crop: outside the window, a box becomes zeros
+            // for SanitizeBoundingBoxes to drop.
+            let cx = 0.5 * (x[0] + x[2]);
+            let cy = 0.5 * (x[1] + x[3]);
+            let within = l < cx && cx < r && t < cy && cy < bt;
+            *x = [x[0] - l, x[1] - t, x[2] - l, x[3] - t];
+            clamp(x, w, h);
+            if !within {
+                *x = [0.0; 4];
+            }
+        }
+        window = [left, top, w, h];
+    }
+    let (ww, wh) = (window[2], window[3]);
+    if drawn.flip {
+        for x in &mut b {
+            let w = ww as f32;
+            *x = [-(x[2] - w), x[1], -(x[0] - w), x[3]];
+        }
+    }
+    let (oh, ow) = out;
+    if (oh, ow) != (wh, ww) {
+        // Python floats, then a float32 tensor of the ratios.
+        let rx = (f64::from(ow) / f64::from(ww)) as f32;
+        let ry = (f64::from(oh) / f64::from(wh)) as f32;
+        for x in &mut b {
+            *x = [x[0] * rx, x[1] * ry, x[2] * rx, x[3] * ry];
+        }
+    }
+    let mut kept: Vec<u32> = (0..b.len() as u32).collect();
+    if let Some(s) = sanitize {
+        let valid = |x: &[f32; 4]| {
+            let (w, h) = (x[2] - x[0], x[3] - x[1]);
+            let (min_size, min_area) = (s.min_size as f32, s.min_area as f32);
+            w >= min_size
+                && h >= min_size
+                && x.iter().all(|&v| v >= 0.0)
+                && w * h >= min_area
+                && x[0] <= ow as f32
+                && x[2] <= ow as f32
+                && x[1] <= oh as f32
+                && x[3] <= oh as f32
+        };
+        kept.retain(|&k| valid(&b[k as usize]));
+        b = kept.iter().map(|&k| b[k as usize]).collect();
+    }
+    DetectPlan {
+        canvas: (cw, ch),
+        image_at,
+        fill,
+        window,
+        flip: drawn.flip,
+        boxes: b,
+        kept,
+    }
+}
+
+/// Cuts `plan`'s window out of the canvas around the `width`x`height` RGB8 image `rgb` into
+/// `out` (resized to the window's size), the fill where the image does not reach.
+pub(crate) fn compose_window(
+    plan: &DetectPlan,
+    rgb: &[u8],
+    width: u32,
+    height: u32,
+    out: &mut Vec<u8>,
+) {
+    let [wl, wt, ww, wh] = plan.window;
+    let (ww, wh) = (ww as usize, wh as usize);
+    out.clear();
+    out.reserve(ww * wh * 3);
+    for _ in 0..ww * wh {
+        out.extend_from_slice(&plan.fill);
+    }
+    if let Some([x, y, w, h]) = plan.image_part(width, height) {
+        let (il, it) = plan.image_at;
+        // The part's top-left corner in the window.
+        let dx = (il + x - wl) as usize;
+        let dy = (it + y - wt) as usize;
+        let (x, w) = (x as usize, w as usize);
+        for row in 0..h as usize {
+            let src = ((y as usize + row) * width as usize + x) * 3;
+            let dst = ((dy + row) * ww + dx) * 3;
+            out[dst..dst + w * 3].copy_from_slice(&rgb[src..src + w * 3]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Stream;
+
+    fn no_sanitize(drawn: &Drawn, boxes: &[[f32; 4]], out: (u32, u32)) -> DetectPlan {
+        transform_boxes(drawn, [0; 3], 100, 80, boxes, out, None)
+    }
+
+    #[test]
+    fn zoom_out_shifts_boxes_and_places_the_image_on_the_canvas() {
+        let drawn = Drawn {
+            zoom: Some(((250, 200), (30, 40))),
+            crop: None,
+            flip: false,
+        };
+        let p = no_sanitize(&drawn, &[[10.0, 20.0, 50.0, 60.0]], (200, 250));
+        assert_eq!(p.boxes, [[40.0, 60.0, 80.0, 100.0]]);
+        assert_eq!(
+            (p.canvas, p.image_at, p.window),
+            ((250, 200), (30, 40), [0, 0, 250, 200])
+        );
+        assert_eq!(p.image_part(100, 80), Some([0, 0, 100, 80]));
+        assert!(!p.window_inside_image(100, 80));
+    }
+
+    #[test]
+    fn a_crop_clamps_boxes_and_zeroes_those_whose_centre_it_leaves_out() {
+        let drawn = Drawn {
+            zoom: None,
+            crop: Some([20, 10, 50, 40]),
+            flip: false,
+        };
+        let boxes = [[10.0, 5.0, 40.0, 30.0], [80.0, 60.0, 95.0, 75.0]];
+        let p = no_sanitize(&drawn, &boxes, (40, 50));
+        assert_eq!(p.boxes, [[0.0, 0.0, 20.0, 20.0], [0.0; 4]]);
+        let sanitized = transform_boxes(
+            &drawn,
+            [0; 3],
+            100,
+            80,
+            &boxes,
+            (40, 50),
+            Some(SanitizeSpec {
+                min_size: 1.0,
+                min_area: 1.0,
+            }),
+        );
+        assert_eq!(sanitized.kept, [0]);
+        assert_eq!(sanitized.boxes, [[0.0, 0.0, 20.0, 20.0]]);
+    }
+
+    #[test]
+    fn flip_mirrors_in_the_window_and_resize_scales_each_axis() {
+        let drawn = Drawn {
+            zoom: None,
+            crop: None,
+            flip: true,
+        };
+        let p = no_sanitize(&drawn, &[[10.0, 20.0, 30.0, 60.0]], (40, 300));
+        // Mirrored in width 100: [70, 20, 90, 60]; then x * 3, y * 0.5.
+        assert_eq!(p.boxes, [[210.0, 10.0, 270.0, 30.0]]);
+    }
+
+    #[test]
+    fn the_iou_crop_keeps_a_box_centre_inside_and_meets_the_drawn_overlap() {
+        let spec = IouCropSpec {
+            min_scale: 0.3,
+            max_scale: 1.0,
+            min_aspect_ratio: 0.5,
+            max_aspect_ratio: 2.0,
+            options: vec![0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0],
+            trials: 40,
+        };
+        let boxes = [[30.0, 20.0, 70.0, 60.0]];
+        let (mut cropped, mut left_alone) = (0, 0);
+        for i in 0..500 {
+            let mut rng = CounterRng::new(1, 0, i, Stream::Ops);
+            match iou_crop(&spec, 100, 80, &boxes, &mut rng) {
+                Some([l, t, w, h]) => {
+                    cropped += 1;
+                    assert!(l + w <= 100 && t + h <= 80 && w >= 30 && h >= 24);
+                    let aspect = f64::from(w) / f64::from(h);
+                    assert!((0.5..=2.0).contains(&aspect));
+                    assert!((l as f32) < 50.0 && 50.0 < (l + w) as f32);
+                    assert!((t as f32) < 40.0 && 40.0 < (t + h) as f32);
+                }
+                None => left_alone += 1,
+            }
+        }
+        // One option in seven leaves the image as it is (and a few draws find nothing).
+        assert!((40..=110).contains(&left_alone), "{left_alone}");
+        assert!(cropped > 350);
+    }
+
+    #[test]
+    fn an_iou_crop_of_an_image_without_boxes_ends_instead_of_looping() {
+        let spec = IouCropSpec {
+            min_scale: 0.3,
+            max_scale: 1.0,
+            min_aspect_ratio: 0.5,
+            max_aspect_ratio: 2.0,
+            options: vec![0.5],
+            trials: 4,
+        };
+        let mut rng = CounterRng::new(1, 0, 0, Stream::Ops);
+        assert_eq!(iou_crop(&spec, 100, 80, &[], &mut rng), None);
+    }
+
+    #[test]
+    fn the_window_shows_the_image_part_on_the_fill() {
+        let plan = DetectPlan {
+            canvas: (6, 4),
+            image_at: (2, 1),
+            fill: [9, 9, 9],
+            window: [1, 0, 4, 3],
+            flip: false,
+            boxes: vec![],
+            kept: vec![],
+        };
+        // A 3x2 image of values 1..=6 (grey).
+        let rgb: Vec<u8> = (1..=6u8).flat_map(|v| [v; 3]).collect();
+        let mut out = Vec::new();
+        compose_window(&plan, &rgb, 3, 2, &mut out);
+        let grey: Vec<u8> = out.chunks(3).map(|p| p[0]).collect();
+        assert_eq!(grey, [9, 9, 9, 9, 9, 1, 2, 3, 9, 4, 5, 6]);
+    }
+}

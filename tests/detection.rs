@@ -1,0 +1,160 @@
+//! Detection end to end: a COCO annotation file over real JPEGs, torchvision's SSD preset with
+//! a fixed resize, batches with padded target records.
+
+mod common;
+
+use std::path::Path;
+
+use common::TempDir;
+use hpuload::{
+    pipelines, Backend, CocoDataset, CocoOptions, Dtype, Layout, Loader, Placement, Source,
+    TargetLayout,
+};
+
+/// A COCO file over `images` (an ImageFolder): per image, one box covering the whole image
+/// (category 1) and one in its top-left quarter (category 2).
+fn coco_over(images: &Path, out: &Path) {
+    let folder = hpuload::ImageFolder::open(images).unwrap();
+    let mut imgs = Vec::new();
+    let mut anns = Vec::new();
+    for (k, e) in folder.entries().iter().enumerate() {
+        let (w, h) = image::image_dimensions(&e.path).unwrap();
+        let id = k as i64 * 3 + 1;
+        let name = e.path.strip_prefix(images).unwrap().to_string_lossy();
+        imgs.push(format!(
+            r#"{{"id": {id}, "file_name": "{name}", "width": {w}, "height": {h}}}"#
+        ));
+        anns.push(format!(
+            r#"{{"id": {}, "image_id": {id}, "category_id": 1, "bbox": [0, 0, {w}, {h}], "iscrowd": 0}}"#,
+            2 * k
+        ));
+        anns.push(format!(
+            r#"{{"id": {}, "image_id": {id}, "category_id": 2, "bbox": [1, 1, {}, {}], "iscrowd": 0}}"#,
+            2 * k + 1,
+            w / 2,
+            h / 2
+        ));
+    }
+    let json = format!(
+        r#"{{"images": [{}], "annotations": [{}], "categories": [{{"id": 1, "name": "all"}}, {{"id": 2, "name": "corner"}}]}}"#,
+        imgs.join(","),
+        anns.join(",")
+    );
+    std::fs::write(out, json).unwrap();
+}
+
+fn loader(images: &Path, annotations: &Path, workers: usize) -> Loader {
+    let set = CocoDataset::open(annotations, images, &CocoOptions::default()).unwrap();
+    Loader::builder(set)
+        .pipeline(pipelines::builtin("ssd300_train").unwrap())
+        .batch_size(4)
+        .shuffle(5)
+        .workers(workers)
+        .output(Dtype::U8, Layout::Nchw)
+        .placement(Placement::Host)
+        .max_boxes(8)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn ssd_batches_hold_boxes_that_still_enclose_their_objects() {
+    let images = common::dataset("det-enclose", 24);
+    let dir = TempDir::new("det-enclose-json");
+    let annotations = dir.path().join("instances.json");
+    coco_over(images.path(), &annotations);
+    let mut loader = loader(images.path(), &annotations, 2);
+    let layout = TargetLayout { max_boxes: 8 };
+    let fill = [123u8, 117, 104];
+    let mut boxes_seen = 0;
+    for batch in loader.epoch(0) {
+        let batch = batch.unwrap();
+        assert_eq!(batch.images.shape(), [4, 3, 300, 300]);
+        assert_eq!(batch.labels.shape(), [4, layout.bytes()]);
+        let pixels = batch.images.to_host().unwrap();
+        let records = batch.labels.to_host().unwrap();
+        for (s, record) in records.chunks(layout.bytes()).enumerate() {
+            let t = layout.read(record);
+            assert!(t.image_id > 0 && t.image_id % 3 == 1, "{t:?}");
+            assert_eq!(t.boxes.len(), t.labels.len());
+            for (b, &l) in t.boxes.iter().zip(&t.labels) {
+                assert!(l == 1 || l == 2);
+                assert!(b[0] >= 0.0 && b[1] >= 0.0 && b[2] <= 300.0 && b[3] <= 300.0);
+                assert!(
+                    b[2] - b[0] >= 1.0 && b[3] - b[1] >= 1.0,
+                    "{b:?} is sanitized"
+                );
+                boxes_seen += 1;
+            }
+            // The whole-image box, when kept, encloses every pixel that is not the fill: the
+            // image was moved, cropped, flipped and resized with it.
+            let Some(whole) = t.labels.iter().position(|&l| l == 1) else {
+                continue;
+            };
+            let [x1, y1, x2, y2] = t.boxes[whole];
+            let plane = 300 * 300;
+            let sample = &pixels[s * 3 * plane..(s + 1) * 3 * plane];
+            let margin = 8.0;
+            for y in 0..300 {
+                for x in 0..300 {
+                    let (fx, fy) = (x as f32 + 0.5, y as f32 + 0.5);
+                    let outside = fx < x1 - margin
+                        || fx > x2 + margin
+                        || fy < y1 - margin
+                        || fy > y2 + margin;
+                    if outside {
+                        let px: Vec<u8> = (0..3).map(|c| sample[c * plane + y * 300 + x]).collect();
+                        assert_eq!(
+                            px, fill,
+                            "sample {s} pixel ({x}, {y}) outside {:?}",
+                            t.boxes[whole]
+                        );
+                    }
+                }
+            }
+        }
+    }
+    assert!(boxes_seen > 24, "{boxes_seen}");
+}
+
+#[test]
+fn detection_batches_are_the_same_with_any_worker_count() {
+    let images = common::dataset("det-workers", 12);
+    let dir = TempDir::new("det-workers-json");
+    let annotations = dir.path().join("instances.json");
+    coco_over(images.path(), &annotations);
+    let run = |workers| -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut l = loader(images.path(), &annotations, workers);
+        l.epoch(1)
+            .map(|b| {
+                let b = b.unwrap();
+                (b.images.to_host().unwrap(), b.labels.to_host().unwrap())
+            })
+            .collect()
+    };
+    assert_eq!(run(1), run(2));
+}
+
+#[test]
+fn a_detection_pipeline_without_boxes_or_on_the_engine_only_is_refused() {
+    let images = common::dataset("det-refuse", 4);
+    let e = Loader::builder(hpuload::ImageFolder::open(images.path()).unwrap())
+        .pipeline(pipelines::builtin("ssd300_train").unwrap())
+        .build()
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("needs a dataset with boxes"), "{e}");
+    let dir = TempDir::new("det-refuse-json");
+    let annotations = dir.path().join("instances.json");
+    coco_over(images.path(), &annotations);
+    let set = CocoDataset::open(&annotations, images.path(), &CocoOptions::default()).unwrap();
+    let e = Loader::builder(set)
+        .pipeline(pipelines::builtin("ssd300_train").unwrap())
+        .backend(Backend::Hw)
+        .build()
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("CPU path"), "{e}");
+}
