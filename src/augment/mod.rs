@@ -855,8 +855,12 @@ impl Pipeline {
                             "random_iou_crop comes before the flip and the resize".into()
                         ));
                     }
-                    if !(0.0 < *min_scale && min_scale <= max_scale && *max_scale <= 1.0)
-                        || !(0.0 < *min_aspect_ratio && min_aspect_ratio <= max_aspect_ratio)
+                    let ranges = 0.0 < *min_scale
+                        && min_scale <= max_scale
+                        && *max_scale <= 1.0
+                        && 0.0 < *min_aspect_ratio
+                        && min_aspect_ratio <= max_aspect_ratio;
+                    if !ranges
                         || sampler_options.is_empty()
                         || sampler_options.iter().any(|o| !o.is_finite())
                         || *trials == 0
@@ -2125,7 +2129,7 @@ mod tests {
             .plan(Dtype::U8)
             .unwrap();
         let flips = (0..10_000)
-            .filter(|&i| p.sample(1, 0, i, 10, 10).unwrap().pixels.flip)
+            .filter(|&i| p.sample(1, 0, i, (10, 10), None).unwrap().pixels.flip)
             .count();
         assert!((4_700..5_300).contains(&flips), "{flips}");
         let never = Pipeline::new("x")
@@ -2135,6 +2139,6 @@ mod tests {
             .then(Op::RandomHorizontalFlip { p: 0.0 })
             .plan(Dtype::U8)
             .unwrap();
-        assert!((0..100).all(|i| !never.sample(1, 0, i, 10, 10).unwrap().pixels.flip));
+        assert!((0..100).all(|i| !never.sample(1, 0, i, (10, 10), None).unwrap().pixels.flip));
     }
 }

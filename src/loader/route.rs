@@ -14,7 +14,8 @@ use crate::hpu::{Hpu, HpuError};
 use crate::stage::Stage;
 use crate::SampleErrorKind;
 
-/// Where a sample goes.
+/// Where a sample goes. Lives for one call on the stack, so the engine's slot is not boxed.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum Route {
     /// To the media engine: its bitstream is in the slot (or a device buffer of its own).
     Engine(HwSlot),

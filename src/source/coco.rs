@@ -358,8 +358,8 @@ impl CocoDataset {
             return Err(Error::EmptyDataset {
                 path,
                 what: match options.empty {
-                    EmptyImages::Keep => "the annotation file lists no image".into(),
-                    EmptyImages::Drop => "no image has an object".into(),
+                    EmptyImages::Keep => "the annotation file lists no image",
+                    EmptyImages::Drop => "no image has an object",
                 },
             });
         }
