@@ -920,7 +920,7 @@ impl Pipeline {
                 return Err(err("a detection pipeline ends its geometry with resize [h, w], so that every image of a batch has one size".into()));
             }
             Some(det)
-        } else if det.flip.is_some() || !det.pre.is_empty() {
+        } else if geometry.is_some() && (det.flip.is_some() || !det.pre.is_empty()) {
             return Err(err("ops before the crop or resize are for detection pipelines (with random_zoom_out, random_iou_crop or sanitize_bounding_boxes); put them after it".into()));
         } else {
             None
