@@ -33,7 +33,7 @@ import torch.utils.data as tud
 # reach torch's.
 from torch.utils.data.dataloader import DataLoader as _TorchDataLoader
 
-from . import _hpuload
+from . import _detection, _hpuload
 from ._transforms import Unsupported, translate
 from .sources import ImageFolder as _HpuFolder
 from .sources import _pipeline
@@ -58,7 +58,10 @@ __all__ = [
 _DECODABLE = (".jpg", ".jpeg", ".png", ".webp")
 
 # hpuload's own keyword arguments, on top of torch's.
-_OWN = ("backend", "on_error", "error_budget", "seed", "pipeline", "output_dtype", "layout", "transform", "output")
+_OWN = (
+    "backend", "on_error", "error_budget", "seed", "pipeline", "output_dtype", "layout", "transform", "output",
+    "max_boxes",
+)
 
 
 class FallbackReason(enum.Enum):
@@ -142,7 +145,7 @@ def _fallback(unfit: _Unfit, dataset, args, kwargs, stacklevel: int = 3):
     return loader
 
 
-def _dataset_source(dataset, pipeline, transform=None):
+def _dataset_source(dataset, pipeline, transform=None, max_boxes=200):
     """`(source kwargs for the Rust loader, pipeline JSON, dtype, classes)` or `_Unfit`."""
     if isinstance(dataset, (str, os.PathLike)):
         if pipeline is None:
@@ -152,6 +155,8 @@ def _dataset_source(dataset, pipeline, transform=None):
         return dataset._source_kwargs(), dataset._pipeline_json(), "f32", None
     if _is_hf_dataset(dataset):
         return _hf_source(dataset, pipeline, transform)
+    if _detection.is_coco(dataset):
+        return _coco_source(dataset, pipeline, max_boxes)
     try:
         from torchvision.datasets import DatasetFolder, ImageFolder
         from torchvision.datasets.folder import default_loader
@@ -178,6 +183,22 @@ def _dataset_source(dataset, pipeline, transform=None):
             raise _Unfit(str(e), FallbackReason.TRANSFORM) from e
     samples = [(p, int(t)) for p, t in dataset.samples]
     return {"samples": samples, "classes": list(dataset.classes)}, pipe, dtype, dataset.classes
+
+
+def _coco_source(dataset, pipeline, max_boxes):
+    """A torchvision CocoDetection (raw or wrapped for transforms v2, possibly in Subsets)."""
+    if not isinstance(max_boxes, int) or max_boxes < 1:
+        raise ValueError(f"max_boxes={max_boxes!r}: give a positive number of boxes per image")
+    try:
+        source, pipe, dtype, targets = _detection.coco_source(dataset, max_boxes, translate=pipeline is None)
+    except _detection.Unfit as e:
+        raise _Unfit(str(e), FallbackReason.DATASET) from e
+    except Unsupported as e:
+        raise _Unfit(str(e), FallbackReason.TRANSFORM) from e
+    if pipeline is not None:
+        pipe, dtype = _pipeline(pipeline), "f32"
+    source["targets"] = targets
+    return source, pipe, dtype, None
 
 
 def _dist_rank_world():
@@ -435,11 +456,15 @@ class _Loader:
         order=None,
         batch_sampler=None,
         sample_keys=None,
+        targets=None,
     ):
         self.dataset = dataset
         #: A `datasets.Dataset`'s sample: (image key, label key) of the dicts its transform
         #: returns; None: `(image, label)` pairs.
         self._sample_keys = sample_keys
+        #: A detection dataset's targets (`_detection.Targets`): the label slots hold target
+        #: records, turned into torchvision's target dicts or padded tensors.
+        self._targets = targets
         #: The user's collate_fn, called on each batch's per-sample views (None: the batch
         #: tensors as they are, which is what default_collate would build).
         self.collate_fn = collate_fn
@@ -608,7 +633,12 @@ class _Loader:
                     )
                 images, labels = torch.from_dlpack(batch.images), torch.from_dlpack(batch.labels)
                 keys = self._sample_keys
-                if collate is None:
+                if self._targets is not None:
+                    if collate is None:
+                        yield self._targets.static(images, labels, self.last_indices)
+                    else:
+                        yield collate(self._targets.samples(images, labels, self.last_indices))
+                elif collate is None:
                     # What default_collate makes of the samples.
                     yield (images, labels) if keys is None else {keys[0]: images, keys[1]: labels}
                 else:
@@ -694,8 +724,11 @@ class DataLoader(_Loader):
 
 def _common(dataset, a: dict, own: dict):
     """Settings both drop-ins read the same way."""
-    source, pipeline, dtype, _ = _dataset_source(dataset, own.get("pipeline"), own.get("transform"))
+    source, pipeline, dtype, _ = _dataset_source(
+        dataset, own.get("pipeline"), own.get("transform"), own.get("max_boxes", 200)
+    )
     sample_keys = source.pop("sample_keys", None)
+    targets = source.pop("targets", None)
     output = own.get("output", "dict")
     if output not in ("dict", "pair"):
         raise ValueError(f"output={output!r}: give 'dict' or 'pair'")
@@ -732,6 +765,7 @@ def _common(dataset, a: dict, own: dict):
         error_budget=float(own.get("error_budget", 0.01)),
         layout=own.get("layout", "nchw"),
         sample_keys=sample_keys,
+        targets=targets,
     )
 
 

@@ -181,6 +181,51 @@ impl Table {
     }
 }
 
+/// A COCO detection set (JSON from `torch.py`): `images`, the folder `file_name`s are relative
+/// to; `annotations`, an `instances_*.json` file, unless the annotations come as text
+/// (`coco_json=`, what torchvision's `CocoDetection` already holds in memory); `drop_empty`
+/// (the detection reference's filter); `contiguous` (labels numbered from 1 by category id).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Coco {
+    images: PathBuf,
+    #[serde(default)]
+    annotations: Option<PathBuf>,
+    #[serde(default)]
+    drop_empty: bool,
+    #[serde(default)]
+    contiguous: bool,
+}
+
+impl Coco {
+    fn open(self, json: Option<String>) -> Result<hpuload::CocoDataset, hpuload::Error> {
+        use hpuload::source::coco::{Categories, EmptyImages};
+        let options = hpuload::CocoOptions {
+            empty: if self.drop_empty {
+                EmptyImages::Drop
+            } else {
+                EmptyImages::Keep
+            },
+            categories: if self.contiguous {
+                Categories::Contiguous
+            } else {
+                Categories::Raw
+            },
+        };
+        match (self.annotations, json) {
+            (Some(file), None) => hpuload::CocoDataset::open(file, &self.images, &options),
+            (origin, Some(text)) => {
+                let origin = origin.unwrap_or_else(|| self.images.join("annotations.json"));
+                hpuload::CocoDataset::from_json(origin, text.as_bytes(), &self.images, &options)
+            }
+            (None, None) => Err(hpuload::Error::config(
+                "coco",
+                "give the annotation file or its text (coco_json=)",
+            )),
+        }
+    }
+}
+
 /// Parses a snake_case setting (`"pad"`, `"bf16"`, ...) into the crate's enum, naming the
 /// argument when it is not one of them.
 fn setting<T: DeserializeOwned>(argument: &str, value: &str, choices: &str) -> PyResult<T> {
@@ -232,8 +277,8 @@ impl Loader {
     #[new]
     #[pyo3(signature = (
         *, pipeline, root=None, manifest=None, samples=None, shards=None, shard_options=None,
-        table=None, classes=None,
-        batch_size=256,
+        table=None, coco=None, coco_json=None, classes=None,
+        batch_size=256, max_boxes=200,
         shuffle=false, seed=0, workers=2, prefetch=2, dtype="f32", layout="nchw",
         last_batch="pad", rank=None, world_size=None, on_error="skip", error_budget=0.01,
         backend="auto", resume=None
@@ -248,8 +293,11 @@ impl Loader {
         shards: Option<String>,
         shard_options: Option<&str>,
         table: Option<&str>,
+        coco: Option<&str>,
+        coco_json: Option<String>,
         classes: Option<Vec<String>>,
         batch_size: usize,
+        max_boxes: usize,
         shuffle: bool,
         seed: u64,
         workers: usize,
@@ -291,18 +339,26 @@ impl Loader {
             })
             .transpose()?;
         let source: Box<dyn FnOnce() -> Result<CoreLoaderBuilderSource, hpuload::Error> + Send> =
-            match (root, manifest, samples, shards, table) {
-                (Some(root), None, None, None, None) => {
+            match (root, manifest, samples, shards, table, coco) {
+                (None, None, None, None, None, Some(coco)) => {
+                    let coco: Coco = serde_json::from_str(coco)
+                        .map_err(|e| PyValueError::new_err(format!("coco settings: {e}")))?;
+                    Box::new(move || {
+                        coco.open(coco_json)
+                            .map(|s| CoreLoaderBuilderSource::Table(Box::new(s)))
+                    })
+                }
+                (Some(root), None, None, None, None, None) => {
                     Box::new(move || ImageFolder::open(root).map(CoreLoaderBuilderSource::Folder))
                 }
-                (None, Some(m), None, None, None) => {
+                (None, Some(m), None, None, None, None) => {
                     Box::new(move || Manifest::open(m).map(CoreLoaderBuilderSource::Manifest))
                 }
-                (None, None, None, None, Some(table)) => {
+                (None, None, None, None, Some(table), None) => {
                     let table = parse_table(table)?;
                     Box::new(move || table.open().map(CoreLoaderBuilderSource::Table))
                 }
-                (None, None, None, Some(spec), None) => {
+                (None, None, None, Some(spec), None, None) => {
                     let options = shard_options
                         .map(parse_shard_options)
                         .transpose()?
@@ -312,7 +368,7 @@ impl Loader {
                             .map(|s| CoreLoaderBuilderSource::Shards(Box::new(s)))
                     })
                 }
-                (None, None, Some(samples), None, None) => {
+                (None, None, Some(samples), None, None, None) => {
                     if samples.is_empty() {
                         return Err(PyValueError::new_err("dataset has no samples"));
                     }
@@ -334,7 +390,7 @@ impl Loader {
                 }
                 _ => {
                     return Err(PyTypeError::new_err(
-                        "give exactly one of root=, manifest=, samples=, shards= or table=",
+                        "give exactly one of root=, manifest=, samples=, shards=, table= or coco=",
                     ))
                 }
             };
@@ -344,6 +400,7 @@ impl Loader {
             let builder = source
                 .builder()
                 .batch_size(batch_size)
+                .max_boxes(max_boxes)
                 .seed(seed)
                 .workers(workers)
                 .prefetch(prefetch)

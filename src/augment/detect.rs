@@ -84,6 +84,34 @@ pub(crate) struct IouCropSpec {
 pub(crate) struct SanitizeSpec {
     pub min_size: f64,
     pub min_area: f64,
+    /// Placed before the resize: sizes and bounds are in the window's pixels, not the output's.
+    pub before_resize: bool,
+}
+
+impl SanitizeSpec {
+    /// Keeps the boxes (and their entries of `kept`) that torchvision's
+    /// `SanitizeBoundingBoxes` keeps on a `width`x`height` canvas.
+    fn retain(&self, boxes: &mut Vec<[f32; 4]>, kept: &mut Vec<u32>, width: u32, height: u32) {
+        let (min_size, min_area) = (self.min_size as f32, self.min_area as f32);
+        let (w_max, h_max) = (width as f32, height as f32);
+        let valid = |x: &[f32; 4]| {
+            let (w, h) = (x[2] - x[0], x[3] - x[1]);
+            w >= min_size
+                && h >= min_size
+                && x.iter().all(|&v| v >= 0.0)
+                && w * h >= min_area
+                && x[0] <= w_max
+                && x[2] <= w_max
+                && x[1] <= h_max
+                && x[3] <= h_max
+        };
+        let mut k = 0;
+        kept.retain(|_| {
+            k += 1;
+            valid(&boxes[k - 1])
+        });
+        boxes.retain(valid);
+    }
 }
 
 /// Draws of `RandomIoUCrop`'s outer loop (an option each) before it leaves the image as it
@@ -279,6 +307,10 @@ pub(crate) fn transform_boxes(
             *x = [-(x[2] - w), x[1], -(x[0] - w), x[3]];
         }
     }
+    let mut kept: Vec<u32> = (0..b.len() as u32).collect();
+    if let Some(s) = sanitize.filter(|s| s.before_resize) {
+        s.retain(&mut b, &mut kept, ww, wh);
+    }
     let (oh, ow) = out;
     if (oh, ow) != (wh, ww) {
         // Python floats, then a float32 tensor of the ratios.
@@ -288,22 +320,8 @@ pub(crate) fn transform_boxes(
             *x = [x[0] * rx, x[1] * ry, x[2] * rx, x[3] * ry];
         }
     }
-    let mut kept: Vec<u32> = (0..b.len() as u32).collect();
-    if let Some(s) = sanitize {
-        let valid = |x: &[f32; 4]| {
-            let (w, h) = (x[2] - x[0], x[3] - x[1]);
-            let (min_size, min_area) = (s.min_size as f32, s.min_area as f32);
-            w >= min_size
-                && h >= min_size
-                && x.iter().all(|&v| v >= 0.0)
-                && w * h >= min_area
-                && x[0] <= ow as f32
-                && x[2] <= ow as f32
-                && x[1] <= oh as f32
-                && x[3] <= oh as f32
-        };
-        kept.retain(|&k| valid(&b[k as usize]));
-        b = kept.iter().map(|&k| b[k as usize]).collect();
+    if let Some(s) = sanitize.filter(|s| !s.before_resize) {
+        s.retain(&mut b, &mut kept, ow, oh);
     }
     DetectPlan {
         canvas: (cw, ch),
@@ -392,10 +410,35 @@ mod tests {
             Some(SanitizeSpec {
                 min_size: 1.0,
                 min_area: 1.0,
+                before_resize: false,
             }),
         );
         assert_eq!(sanitized.kept, [0]);
         assert_eq!(sanitized.boxes, [[0.0, 0.0, 20.0, 20.0]]);
+    }
+
+    #[test]
+    fn sanitize_before_the_resize_measures_boxes_in_the_window() {
+        let drawn = Drawn {
+            zoom: None,
+            crop: None,
+            flip: false,
+        };
+        // 0.8 pixels wide in the 100-wide image, 2.4 wide at 300: kept only when sanitized
+        // after the resize.
+        let boxes = [[10.0, 10.0, 10.8, 40.0], [20.0, 20.0, 60.0, 60.0]];
+        let spec = |before_resize| {
+            Some(SanitizeSpec {
+                min_size: 1.0,
+                min_area: 1.0,
+                before_resize,
+            })
+        };
+        let before = transform_boxes(&drawn, [0; 3], 100, 100, &boxes, (300, 300), spec(true));
+        let after = transform_boxes(&drawn, [0; 3], 100, 100, &boxes, (300, 300), spec(false));
+        assert_eq!(before.kept, [1]);
+        assert_eq!(before.boxes, [[60.0, 60.0, 180.0, 180.0]]);
+        assert_eq!(after.kept, [0, 1]);
     }
 
     #[test]

@@ -887,7 +887,11 @@ impl Pipeline {
                     {
                         return Err(err(format!("sanitize_bounding_boxes min_size {min_size} and min_area {min_area} must be finite and >= 0")));
                     }
-                    det.sanitize = Some(detect::SanitizeSpec { min_size, min_area });
+                    det.sanitize = Some(detect::SanitizeSpec {
+                        min_size,
+                        min_area,
+                        before_resize: !geometry_done,
+                    });
                 }
                 &Op::RandomHorizontalFlip { p } if !geometry_done && pixel.is_empty() => {
                     probability(p, "random_horizontal_flip", &err)?;

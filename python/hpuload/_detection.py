@@ -1,0 +1,398 @@
+"""Detection: torchvision's `CocoDetection` and its v2 detection transforms on hpuload.
+
+`coco_source(dataset)` recognises a `CocoDetection` (wrapped with
+`wrap_dataset_for_transforms_v2`, or raw), possibly inside `torch.utils.data.Subset`s (the
+detection reference drops images without annotations that way), and returns what the Rust
+loader needs: the annotations (taken from the `COCO` object the dataset already holds, so the
+file is not parsed twice), the image folder, the pipeline and how to build each sample's
+target. `Targets` turns a batch's fixed-size target records (see `src/loader/targets.rs`) into
+torch tensors: padded `[N, max_boxes, ...]` tensors for graph mode, or torchvision's per-image
+target dicts.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import torch
+
+from ._transforms import Unsupported, _hw, _interp, _is, _torch_dtype_name, steps
+
+# The target keys hpuload builds (torchvision's wrapper default); `masks`, `area`, ... are not.
+_KEYS = ("image_id", "boxes", "labels")
+
+
+def _unwrap_subsets(dataset) -> tuple[Any, list[int] | None]:
+    """`(innermost dataset, indices into it or None)` through nested `Subset`s."""
+    import torch.utils.data as tud
+
+    indices = None
+    while type(dataset) is tud.Subset:
+        picked = [int(i) for i in dataset.indices]
+        indices = picked if indices is None else [picked[i] for i in indices]
+        dataset = dataset.dataset
+    return dataset, indices
+
+
+def _coco_class(dataset) -> Any | None:
+    """torchvision's `CocoDetection` when importable, else None."""
+    try:
+        from torchvision.datasets import CocoDetection
+    except ImportError:  # pragma: no cover - torchvision is a requirement of the fast path
+        return None
+    return CocoDetection
+
+
+def is_coco(dataset) -> bool:
+    """Whether `dataset` is (a Subset of) a CocoDetection, wrapped for v2 or not."""
+    coco_cls = _coco_class(dataset)
+    inner, _ = _unwrap_subsets(dataset)
+    inner = getattr(inner, "_dataset", inner)
+    return coco_cls is not None and isinstance(inner, coco_cls)
+
+
+class Unfit(Exception):
+    """The dataset is a CocoDetection that hpuload cannot take (the message says why)."""
+
+
+def coco_source(dataset, max_boxes: int, translate: bool = True) -> tuple[dict, str | None, str, "Targets"]:
+    """`(source kwargs, pipeline JSON, dtype, Targets)` for a (Subset of a) CocoDetection, or
+    `Unfit` / `Unsupported`. With `translate=False` (the user names a pipeline) the dataset's
+    transforms are not read: the pipeline is None, and outputs are plain tensors."""
+    from torchvision.datasets import CocoDetection
+
+    inner, indices = _unwrap_subsets(dataset)
+    wrapped = None
+    try:
+        from torchvision.tv_tensors._dataset_wrapper import VisionDatasetTVTensorWrapper
+    except ImportError:  # pragma: no cover - torchvision < 0.16
+        VisionDatasetTVTensorWrapper = ()
+    if isinstance(inner, VisionDatasetTVTensorWrapper):
+        wrapped, inner = inner, inner._dataset
+    if type(inner) is not CocoDetection:
+        raise Unfit(f"{type(inner).__name__} is not torchvision's CocoDetection (a subclass may load differently)")
+    coco = inner.coco
+    ids = list(inner.ids)
+    if indices is None:
+        chosen = ids
+    else:
+        if any(b <= a for a, b in zip(indices, indices[1:])):
+            raise Unfit("a Subset whose indices are not ascending (hpuload orders images by id, as CocoDetection)")
+        chosen = [ids[i] for i in indices]
+    if wrapped is not None:
+        keys = _target_keys(wrapped._target_keys)
+        transforms = wrapped.transforms
+    else:
+        keys = None
+        transforms = inner.transforms
+    pipeline, dtype, pure, target_transform = None, "f32", True, None
+    if translate:
+        image_transform, target_transform = _split(transforms, wrapped is not None)
+        if wrapped is not None:
+            pipeline, dtype, pure = translate_detection(image_transform)
+        else:
+            from ._transforms import translate as translate_image
+
+            pipeline, dtype = translate_image(image_transform)
+    images = []
+    annotations = []
+    for image_id in chosen:
+        im = coco.imgs[image_id]
+        images.append(
+            {"id": im["id"], "file_name": im["file_name"], "width": im.get("width", 0), "height": im.get("height", 0)}
+        )
+        # CocoDetection's `coco.loadAnns(coco.getAnnIds(id))`: the image's annotations in file order.
+        for a in coco.imgToAnns.get(image_id, ()):
+            annotations.append(
+                {
+                    "id": a.get("id", 0),
+                    "image_id": a["image_id"],
+                    "bbox": a["bbox"],
+                    "category_id": a["category_id"],
+                    "iscrowd": a.get("iscrowd", 0),
+                    "area": a.get("area", 0.0),
+                }
+            )
+    categories = [{"id": c["id"], "name": c.get("name", "")} for c in coco.cats.values()]
+    text = json.dumps({"images": images, "annotations": annotations, "categories": categories})
+    settings = {"images": str(inner.root)}
+    source = {"coco": json.dumps(settings), "coco_json": text, "max_boxes": max_boxes}
+    targets = Targets(
+        max_boxes=max_boxes,
+        keys=keys,
+        pure=pure,
+        raw=None if wrapped is not None else (coco, target_transform, chosen),
+    )
+    return source, pipeline, dtype, targets
+
+
+def _target_keys(given) -> tuple[str, ...]:
+    if given is None:
+        return _KEYS
+    if given == "all":
+        raise Unfit("target_keys='all' (hpuload builds image_id, boxes and labels)")
+    extra = sorted(set(given) - set(_KEYS))
+    if extra:
+        raise Unfit(f"target_keys {extra} (hpuload builds image_id, boxes and labels)")
+    return tuple(k for k in _KEYS if k in set(given))
+
+
+def _split(transforms, wrapped: bool) -> tuple[Any, Any]:
+    """`(joint or image transform, target transform)` of a dataset's `transforms`."""
+    from torchvision.datasets.vision import StandardTransform
+
+    if transforms is None:
+        raise Unsupported("the CocoDetection has no transforms (it yields PIL images)")
+    if type(transforms) is StandardTransform:
+        if wrapped:
+            if transforms.target_transform is not None:
+                raise Unsupported("a target_transform on a CocoDetection wrapped for transforms v2")
+            raise Unsupported(
+                "an image-only transform= on a CocoDetection wrapped for transforms v2 (pass the "
+                "detection transforms as transforms=, which also move the boxes)"
+            )
+        return transforms.transform, transforms.target_transform
+    if not wrapped:
+        raise Unsupported("joint transforms= on a raw CocoDetection (wrap it with wrap_dataset_for_transforms_v2)")
+    return transforms, None
+
+
+def _image_fill(t, image_type) -> list[int]:
+    """The fill `RandomZoomOut` gives an image of `image_type`, as torchvision looks it up: a
+    dict of fills without an entry for that type or "others" gives no fill, which pads with 0
+    (so the detection reference's `defaultdict(lambda: mean, ...)` pads its images with black)."""
+    fills = t._fill
+    fill = fills[image_type] if image_type in fills else fills.get("others")
+    if fill is None:
+        return [0, 0, 0]
+    values = [float(v) for v in (fill if isinstance(fill, (list, tuple)) else [fill])]
+    if len(values) == 1:
+        values *= 3
+    if len(values) != 3 or any(v != int(v) or not 0 <= v <= 255 for v in values):
+        raise Unsupported(f"RandomZoomOut fill {fill!r} on a uint8 image")
+    return [int(v) for v in values]
+
+
+def _bbox_format(t) -> str:
+    return str(getattr(t.format, "name", t.format)).upper()
+
+
+def translate_detection(transform) -> tuple[str, str, bool]:
+    """`(pipeline JSON, dtype, pure)` for torchvision v2 detection transforms on `(image,
+    target)`: photometric distortion on the whole image, then zoom-out, IoU crop, flip and a
+    fixed `Resize((h, w))`, pixel ops at the output size, the conversion to float, and
+    SanitizeBoundingBoxes where it stands. `pure`: the image and boxes leave as plain tensors
+    (ToPureTensor), not `tv_tensors`."""
+    import PIL.Image
+    from torchvision import tv_tensors
+
+    from ._transforms import _pixel_op
+
+    pre: list[dict] = []
+    geometry: list[dict] = []
+    flip: dict | None = None
+    resize: dict | None = None
+    pixel: list[dict] = []
+    sanitize: dict | None = None
+    sanitize_after_resize = False
+    normalize: dict | None = None
+    image_type: Any = PIL.Image.Image
+    dtype: str | None = None
+    pure = False
+    for t in steps(transform):
+        name = type(t).__name__
+        if pure and not _is(t, "ToPureTensor"):
+            raise Unsupported(f"{name} after ToPureTensor (torchvision would not move the boxes)")
+        if _is(t, "RandomPhotometricDistort"):
+            if geometry or flip or resize:
+                raise Unsupported("RandomPhotometricDistort after the geometry (hpuload runs it on the whole image)")
+            pre.append(
+                {
+                    "op": "random_photometric_distort",
+                    "brightness": [float(v) for v in t.brightness],
+                    "contrast": [float(v) for v in t.contrast],
+                    "saturation": [float(v) for v in t.saturation],
+                    "hue": [float(v) for v in t.hue],
+                    "p": float(t.p),
+                }
+            )
+        elif _is(t, "RandomZoomOut"):
+            if geometry or flip or resize:
+                raise Unsupported("RandomZoomOut after another geometric transform")
+            if dtype is not None:
+                raise Unsupported("RandomZoomOut after the conversion to float")
+            geometry.append(
+                {
+                    "op": "random_zoom_out",
+                    "fill": _image_fill(t, image_type),
+                    "side_range": [float(v) for v in t.side_range],
+                    "p": float(t.p),
+                }
+            )
+        elif _is(t, "RandomIoUCrop"):
+            if flip or resize or any(g["op"] == "random_iou_crop" for g in geometry):
+                raise Unsupported("RandomIoUCrop after the flip, the resize or another RandomIoUCrop")
+            geometry.append(
+                {
+                    "op": "random_iou_crop",
+                    "min_scale": float(t.min_scale),
+                    "max_scale": float(t.max_scale),
+                    "min_aspect_ratio": float(t.min_aspect_ratio),
+                    "max_aspect_ratio": float(t.max_aspect_ratio),
+                    "sampler_options": [float(o) for o in t.options],
+                    "trials": int(t.trials),
+                }
+            )
+        elif _is(t, "RandomHorizontalFlip"):
+            if flip is not None:
+                raise Unsupported("two RandomHorizontalFlip steps")
+            # Before or after the resize alike: a mirror commutes with it, for boxes and pixels.
+            flip = {"op": "random_horizontal_flip", "p": float(t.p)}
+        elif _is(t, "Resize"):
+            if resize is not None:
+                raise Unsupported("two Resize steps")
+            if pixel:
+                raise Unsupported("Resize after a pixel op")
+            if getattr(t, "max_size", None) is not None:
+                raise Unsupported("Resize with max_size")
+            if getattr(t, "antialias", True) is False:
+                raise Unsupported("Resize(antialias=False)")
+            size = t.size
+            if isinstance(size, int) or (isinstance(size, (list, tuple)) and len(size) == 1):
+                raise Unsupported(
+                    "Resize of the shorter side gives a different shape per image: give Resize((h, w))"
+                )
+            resize = {"op": "resize", "size": _hw(size, name), "interpolation": _interp(t.interpolation, name)}
+        elif _is(t, "ToImage") or _is(t, "PILToTensor"):
+            if image_type is not PIL.Image.Image:
+                raise Unsupported(f"{name} after another tensor conversion")
+            image_type = tv_tensors.Image if _is(t, "ToImage") else torch.Tensor
+        elif _is(t, "ToDtype") or _is(t, "ConvertImageDtype"):
+            target = t.dtype
+            if isinstance(target, dict):
+                image_target = target.get(tv_tensors.Image, target.get("others"))
+                if any(k not in (tv_tensors.Image, "others") and v is not None for k, v in target.items()):
+                    raise Unsupported(f"{name} with a dtype for other than images")
+                target = image_target
+            scale = True if _is(t, "ConvertImageDtype") else bool(getattr(t, "scale", False))
+            out = _torch_dtype_name(target)
+            if image_type is PIL.Image.Image or dtype is not None:
+                raise Unsupported(f"{name} must follow one ToImage or PILToTensor")
+            if out is None or (out != "u8" and not scale):
+                raise Unsupported(f"{name}({target}, scale={scale}): hpuload scales to [0, 1]")
+            dtype = out
+        elif _is(t, "ConvertBoundingBoxFormat"):
+            if _bbox_format(t) != "XYXY":
+                raise Unsupported(f"ConvertBoundingBoxFormat({_bbox_format(t)}) (hpuload gives XYXY boxes)")
+        elif _is(t, "SanitizeBoundingBoxes"):
+            if t.labels_getter != "default":
+                raise Unsupported("SanitizeBoundingBoxes with a labels_getter of its own")
+            if sanitize is not None:
+                raise Unsupported("two SanitizeBoundingBoxes steps")
+            sanitize = {"op": "sanitize_bounding_boxes", "min_size": float(t.min_size), "min_area": float(t.min_area)}
+            sanitize_after_resize = resize is not None
+        elif _is(t, "Normalize"):
+            if dtype in (None, "u8") or normalize is not None:
+                raise Unsupported("Normalize before the conversion to float, or twice")
+            normalize = {"op": "normalize", "mean": [float(m) for m in t.mean], "std": [float(s) for s in t.std]}
+        elif _is(t, "ToPureTensor"):
+            pure = True
+        else:
+            op = _pixel_op(t)
+            if op is None:
+                raise Unsupported(f"transform {type(t).__module__}.{name} is not one hpuload implements for detection")
+            if resize is None:
+                raise Unsupported(f"{name} before the Resize (hpuload runs pixel ops at the output size)")
+            if dtype is not None:
+                raise Unsupported(f"{name} after the conversion to float")
+            pixel.append(op)
+    if resize is None:
+        raise Unsupported(
+            "detection transforms without a Resize((h, w)) give images of different sizes; hpuload "
+            "batches one size (add Resize((300, 300)) for SSD300, as graph mode needs anyway)"
+        )
+    if dtype is None and image_type is PIL.Image.Image:
+        raise Unsupported("the transforms yield PIL images, not tensors (add ToImage and ToDtype)")
+    if normalize is not None:
+        mean, std = normalize["mean"], normalize["std"]
+        normalize["mean"], normalize["std"] = (mean * 3 if len(mean) == 1 else mean), (std * 3 if len(std) == 1 else std)
+    ops = pre + geometry + ([flip] if flip else [])
+    if sanitize is not None and not sanitize_after_resize:
+        ops.append(sanitize)
+    ops.append(resize)
+    if sanitize is not None and sanitize_after_resize:
+        ops.append(sanitize)
+    ops += pixel + ([normalize] if normalize else [])
+    return json.dumps({"name": "torchvision-detection", "ops": ops}), dtype or "u8", pure
+
+
+class Targets:
+    """How a batch's target records become what the user's script gets."""
+
+    def __init__(self, *, max_boxes: int, keys, pure: bool, raw):
+        self.max_boxes = max_boxes
+        #: The wrapped dataset's target keys (None: a raw CocoDetection).
+        self.keys = keys
+        #: Plain tensors (after ToPureTensor), else `tv_tensors.Image` / `BoundingBoxes`.
+        self.pure = pure
+        #: A raw CocoDetection: `(COCO, target_transform, image ids by dataset index)`.
+        self.raw = raw
+
+    def fields(self, records: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The padded fields of `[N, record bytes]` uint8 records, as views (no copy):
+        `image_id [N]`, `count [N]`, `boxes [N, M, 4]` float32 XYXY, `labels [N, M]` int64
+        (-1 past count), `valid [N, M]` bool."""
+        n, m = records.shape[0], self.max_boxes
+        boxes_at, labels_at, valid_at = 16, 16 + 16 * m, 16 + 24 * m
+        return {
+            "image_id": records[:, 0:8].view(torch.int64)[:, 0],
+            "boxes": records[:, boxes_at:labels_at].view(torch.float32).view(n, m, 4),
+            "labels": records[:, labels_at:valid_at].view(torch.int64),
+            "count": records[:, 8:16].view(torch.int64)[:, 0],
+            "valid": records[:, valid_at : valid_at + m].view(torch.bool),
+        }
+
+    def static(self, images: torch.Tensor, records: torch.Tensor, indices: list[int]):
+        """Without a collate_fn: `(images [N, 3, H, W], padded target fields)` (static shapes
+        for graph mode); for a raw CocoDetection, `(images, [annotation lists])`."""
+        if self.raw is not None:
+            return images, [self._raw_target(i) for i in indices]
+        return images, self.fields(records)
+
+    def samples(self, images: torch.Tensor, records: torch.Tensor, indices: list[int]) -> list[tuple]:
+        """Per sample `(image, target)` as torchvision's dataset returns it, for the user's
+        collate_fn: views of the batch, a target dict per image (its boxes and labels cut to
+        the boxes kept)."""
+        n = images.shape[0]
+        if self.raw is not None:
+            return [(images[i], self._raw_target(indices[i])) for i in range(n)]
+        f = self.fields(records)
+        counts = f["count"].tolist()
+        ids = f["image_id"].tolist()
+        h, w = images.shape[-2], images.shape[-1]
+        out = []
+        if not self.pure:
+            from torchvision import tv_tensors
+        for i in range(n):
+            image = images[i]
+            target: dict[str, Any] = {}
+            c = counts[i]
+            if "image_id" in self.keys:
+                target["image_id"] = ids[i]
+            if "boxes" in self.keys:
+                boxes = f["boxes"][i, :c]
+                if not self.pure:
+                    boxes = tv_tensors.BoundingBoxes(boxes, format="XYXY", canvas_size=(h, w))
+                target["boxes"] = boxes
+            if "labels" in self.keys:
+                target["labels"] = f["labels"][i, :c]
+            if not self.pure:
+                image = tv_tensors.Image(image)
+            out.append((image, target))
+        return out
+
+    def _raw_target(self, index: int):
+        coco, target_transform, ids = self.raw
+        anns = coco.loadAnns(coco.getAnnIds(ids[index]))
+        return target_transform(anns) if target_transform is not None else anns
