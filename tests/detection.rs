@@ -158,3 +158,29 @@ fn a_detection_pipeline_without_boxes_or_on_the_engine_only_is_refused() {
         .to_string();
     assert!(e.contains("CPU path"), "{e}");
 }
+
+#[test]
+fn a_pixel_moving_op_after_the_resize_of_a_detection_pipeline_is_refused() {
+    let text = r#"
+        name = "late-flip"
+        [[ops]]
+        op = "random_iou_crop"
+        [[ops]]
+        op = "resize"
+        size = [64, 64]
+        [[ops]]
+        op = "random_horizontal_flip"
+    "#;
+    let images = common::dataset("det-late-flip", 4);
+    let dir = TempDir::new("det-late-flip-json");
+    let annotations = dir.path().join("instances.json");
+    coco_over(images.path(), &annotations);
+    let set = CocoDataset::open(&annotations, images.path(), &CocoOptions::default()).unwrap();
+    let e = Loader::builder(set)
+        .pipeline(hpuload::Pipeline::from_toml(text, "late-flip").unwrap())
+        .build()
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("would not move the boxes"), "{e}");
+}

@@ -19,6 +19,20 @@ import torch
 
 from ._transforms import Unsupported, _hw, _interp, _is, _torch_dtype_name, steps
 
+# Pixel ops that move pixels, which torchvision's v2 versions apply to the boxes too (the
+# auto-augment policies include shears, translations and rotations).
+_MOVING = {
+    "random_affine", "random_rotation", "random_vertical_flip", "random_horizontal_flip",
+    "auto_augment", "rand_augment", "trivial_augment_wide", "aug_mix",
+}
+
+
+def _moves_pixels(op: dict) -> bool:
+    if op["op"] in _MOVING:
+        return True
+    return any(_moves_pixels(inner) for inner in op.get("ops", ()))
+
+
 # The target keys hpuload builds (torchvision's wrapper default); `masks`, `area`, ... are not.
 _KEYS = ("image_id", "boxes", "labels")
 
@@ -306,6 +320,8 @@ def translate_detection(transform) -> tuple[str, str, bool]:
                 raise Unsupported(f"{name} before the Resize (hpuload runs pixel ops at the output size)")
             if dtype is not None:
                 raise Unsupported(f"{name} after the conversion to float")
+            if _moves_pixels(op):
+                raise Unsupported(f"{name} in a detection pipeline (it would have to move the boxes)")
             pixel.append(op)
     if resize is None:
         raise Unsupported(

@@ -923,6 +923,23 @@ impl Pipeline {
             if !matches!(geometry, Some((Geometry::Resize { .. }, _, _))) {
                 return Err(err("a detection pipeline ends its geometry with resize [h, w], so that every image of a batch has one size".into()));
             }
+            // Ops that move pixels after the resize would leave the boxes behind.
+            const MOVING: [&str; 8] = [
+                "random_horizontal_flip",
+                "random_vertical_flip",
+                "random_rotation",
+                "random_affine",
+                "auto_augment",
+                "rand_augment",
+                "trivial_augment_wide",
+                "aug_mix",
+            ];
+            if let Some((_, op)) = pixel.iter().find(|(_, op)| MOVING.contains(&op_name(op))) {
+                return Err(err(format!(
+                    "{} after the resize of a detection pipeline would not move the boxes (put a horizontal flip before the resize; the others are not box-aware yet)",
+                    op_name(op)
+                )));
+            }
             Some(det)
         } else if geometry.is_some() && (det.flip.is_some() || !det.pre.is_empty()) {
             return Err(err("ops before the crop or resize are for detection pipelines (with random_zoom_out, random_iou_crop or sanitize_bounding_boxes); put them after it".into()));
