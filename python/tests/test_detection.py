@@ -335,3 +335,21 @@ def test_resume_mid_epoch_continues_with_the_same_detection_batches(coco_png):
     assert len(rest) == len(expected) - 2
     for (b1, c1), (b2, c2) in zip(rest, expected[2:]):
         assert torch.equal(c1, c2) and torch.equal(b1, b2)
+
+
+def test_train_detection_example_trains_ssdlite_a_few_steps_on_hpuload(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    example = Path(__file__).parent.parent.parent / "examples" / "train_detection.py"
+    env = dict(os.environ, HPULOAD_CACHE_DIR=str(tmp_path))
+    r = subprocess.run(
+        [sys.executable, "-W", "error::UserWarning", str(example), "--steps", "2", "--batch-size", "4", "--size", "160"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "loader: hpuload.torch.DataLoader" in r.stdout and "step 2: loss" in r.stdout
