@@ -32,13 +32,18 @@ pub struct EpochStats {
     pub stages: StageTimes,
     #[serde(skip)]
     pub samples_loaded: u64,
+    /// Detection boxes in the targets of the samples loaded; `null` for classification.
+    pub boxes: Option<u64>,
 }
 
 impl EpochStats {
     /// The plain line printed after each epoch.
     pub fn line(&self) -> String {
+        let boxes = self.boxes.map_or(String::new(), |b| {
+            format!(", {:.0} boxes/s", b as f64 / self.wall_sec.max(1e-9))
+        });
         format!(
-            "epoch {}{}: {} images in {:.2}s = {:.0} images/s, first batch after {:.3}s, \
+            "epoch {}{}: {} images in {:.2}s = {:.0} images/s{boxes}, first batch after {:.3}s, \
              CPU {:.0}%, RSS {} MiB",
             self.epoch,
             if self.warm_up { " (warm-up)" } else { "" },
@@ -94,6 +99,8 @@ pub struct BenchReport {
     pub images_per_sec: f64,
     pub images_per_sec_min: f64,
     pub images_per_sec_max: f64,
+    /// Detection: boxes in the targets per second (median over the measured epochs).
+    pub boxes_per_sec: Option<f64>,
     pub time_to_first_batch_sec: f64,
     pub wall_sec: f64,
     pub process_cpu_sec: f64,
@@ -202,6 +209,12 @@ impl BenchReport {
             images_per_sec: median(&rates),
             images_per_sec_min: rates.iter().copied().fold(f64::INFINITY, f64::min),
             images_per_sec_max: rates.iter().copied().fold(0.0, f64::max),
+            boxes_per_sec: measured
+                .iter()
+                .map(|e| e.boxes.map(|b| b as f64 / e.wall_sec.max(1e-9)))
+                .collect::<Option<Vec<f64>>>()
+                .filter(|r| !r.is_empty())
+                .map(|r| median(&r)),
             time_to_first_batch_sec: time_to_first_batch.as_secs_f64(),
             wall_sec,
             process_cpu_sec: sum(&|e| e.process_cpu_sec),
@@ -241,6 +254,9 @@ impl BenchReport {
             "images/s: {:.0} (median of {} measured epochs; min {:.0}, max {:.0})",
             self.images_per_sec, self.epochs, self.images_per_sec_min, self.images_per_sec_max
         );
+        if let Some(b) = self.boxes_per_sec {
+            println!("boxes/s: {b:.0} (in the targets of the samples loaded; median)");
+        }
         println!(
             "time to first batch: {:.3}s (from build() to the first device batch)",
             self.time_to_first_batch_sec

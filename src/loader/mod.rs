@@ -120,6 +120,8 @@ pub struct Report {
     pub hw_dct_scaled: u64,
     /// Samples that could have gone to the media engine but fell back to the CPU, by reason.
     pub fallbacks: BTreeMap<String, u64>,
+    /// Detection boxes written into the samples' targets (of every sample loaded).
+    pub boxes: u64,
     /// Detection boxes left out of their sample's targets, past `max_boxes`.
     pub boxes_over_max: u64,
     /// Samples skipped and replaced.
@@ -473,6 +475,12 @@ impl Loader {
         &self.hpu
     }
 
+    /// The layout of each sample's target record in the labels tensor, for a detection
+    /// pipeline (the labels are then `u8 [n, record bytes]`); `None`: i64 class labels.
+    pub fn target_layout(&self) -> Option<TargetLayout> {
+        self.shared.targets
+    }
+
     /// Output `(dtype, layout, [height, width])`.
     pub fn output(&self) -> (Dtype, Layout, [u32; 2]) {
         let (h, w) = self.shared.plan.out_hw();
@@ -543,6 +551,7 @@ impl Loader {
         r.hw_samples = c.hw_samples.load(Ordering::Relaxed);
         r.hw_dct_scaled = c.hw_scaled.load(Ordering::Relaxed);
         r.boxes_over_max = c.boxes_over_max.load(Ordering::Relaxed);
+        r.boxes = c.boxes.load(Ordering::Relaxed);
         r.fallbacks = c
             .fallbacks
             .lock()

@@ -194,6 +194,10 @@ pub(super) fn write_label(
         .iter()
         .map(|&k| objects.map_or(-1, |o| o.labels[k as usize]));
     let left = layout.write(out, image_id, &plan.boxes, labels);
+    shared
+        .counters
+        .boxes
+        .fetch_add((plan.boxes.len() - left) as u64, Ordering::Relaxed);
     if left > 0 {
         shared
             .counters

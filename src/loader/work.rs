@@ -39,6 +39,8 @@ pub(crate) struct StageCounters {
     pub bytes_read: AtomicU64,
     /// Boxes left out of detection targets, past `max_boxes`.
     pub boxes_over_max: AtomicU64,
+    /// Boxes written into detection targets.
+    pub boxes: AtomicU64,
     pub fallbacks: Mutex<std::collections::BTreeMap<&'static str, u64>>,
 }
 
