@@ -184,3 +184,54 @@ fn a_pixel_moving_op_after_the_resize_of_a_detection_pipeline_is_refused() {
         .to_string();
     assert!(e.contains("would not move the boxes"), "{e}");
 }
+
+#[test]
+fn preview_draws_each_kept_box_outline_in_its_class_colour() {
+    let images = common::dataset("det-preview", 4);
+    let dir = TempDir::new("det-preview-out");
+    let annotations = dir.path().join("instances.json");
+    coco_over(images.path(), &annotations);
+    let png = dir.path().join("sheet.png");
+    let code = hpuload::run_cli(
+        [
+            "hpuload",
+            "preview",
+            "--coco",
+            annotations.to_str().unwrap(),
+            "--data",
+            images.path().to_str().unwrap(),
+            "--pipeline",
+            "ssd300_train",
+            "--batch",
+            "4",
+            "--out",
+            png.to_str().unwrap(),
+        ]
+        .map(String::from)
+        .to_vec(),
+    );
+    assert_eq!(code, 0);
+    let sheet = image::open(&png).unwrap().to_rgb8();
+    // Every image has a box around all of it (class 1, drawn green): after the zoom-out, crop
+    // and resize it still encloses the image, so each cell shows a long green edge.
+    let green = [64, 255, 64];
+    let longest_run = |y: u32| {
+        let (mut best, mut run) = (0, 0);
+        for x in 0..sheet.width() {
+            run = if sheet.get_pixel(x, y).0 == green {
+                run + 1
+            } else {
+                0
+            };
+            best = best.max(run);
+        }
+        best
+    };
+    let rows_with_edges = (0..sheet.height())
+        .filter(|&y| longest_run(y) >= 30)
+        .count();
+    assert!(
+        rows_with_edges >= 4,
+        "{rows_with_edges} rows with a box edge"
+    );
+}

@@ -179,9 +179,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Error> {
             rss_bytes: rss_bytes().0,
             stages: after.stages.since(&before.stages),
             samples_loaded: after.samples_loaded - before.samples_loaded,
-            boxes: loader
-                .target_layout()
-                .map(|_| after.boxes - before.boxes),
+            boxes: loader.target_layout().map(|_| after.boxes - before.boxes),
         };
         println!("{}", stats.line());
         epochs.push(stats);

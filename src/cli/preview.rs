@@ -1,5 +1,7 @@
 //! `hpuload preview`: a contact sheet of one augmented batch, read back from the device,
-//! de-normalized, each image labelled with its class.
+//! de-normalized, each image labelled with its class; for a detection pipeline, each box
+//! drawn where its target says, with its class name, so a user can see that boxes still sit
+//! on their objects after the augmentation.
 
 use std::path::PathBuf;
 
@@ -57,12 +59,20 @@ pub fn run(args: &PreviewArgs) -> Result<(), Error> {
         .chunks_exact(4)
         .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
         .collect();
-    let labels: Vec<i64> = batch
-        .labels
-        .to_host()?
-        .chunks_exact(8)
-        .map(|b| i64::from_ne_bytes(b.try_into().expect("8 bytes")))
-        .collect();
+    let label_bytes = batch.labels.to_host()?;
+    let targets: Option<Vec<hpuload::Targets>> = loader.target_layout().map(|layout| {
+        label_bytes
+            .chunks_exact(layout.bytes())
+            .map(|record| layout.read(record))
+            .collect()
+    });
+    let labels: Vec<i64> = match &targets {
+        Some(t) => t.iter().map(|t| t.image_id).collect(),
+        None => label_bytes
+            .chunks_exact(8)
+            .map(|b| i64::from_ne_bytes(b.try_into().expect("8 bytes")))
+            .collect(),
+    };
     let n = labels.len();
     let cols = (n as f64).sqrt().ceil() as usize;
     let rows = n.div_ceil(cols);
@@ -88,10 +98,32 @@ pub fn run(args: &PreviewArgs) -> Result<(), Error> {
                 sheet.put_pixel((x0 + x) as u32, (y0 + y) as u32, image::Rgb(rgb));
             }
         }
-        let name = classes
-            .get(label as usize)
-            .cloned()
-            .unwrap_or_else(|| label.to_string());
+        let name = match &targets {
+            Some(t) => {
+                for (b, &class) in t[i].boxes.iter().zip(&t[i].labels) {
+                    let colour = box_colour(class);
+                    draw_box(&mut sheet, x0, y0, w, h, b, colour);
+                    let name = classes
+                        .get(class as usize)
+                        .filter(|n| !n.is_empty())
+                        .cloned()
+                        .unwrap_or_else(|| class.to_string());
+                    let (bx, by) = (b[0].max(0.0) as usize, b[1].max(0.0) as usize);
+                    draw_text(
+                        &mut sheet,
+                        x0 + bx.min(w) + 2,
+                        y0 + by.min(h) + 2,
+                        w.saturating_sub(bx + 2),
+                        &name,
+                    );
+                }
+                format!("id {label}: {} boxes", t[i].boxes.len())
+            }
+            None => classes
+                .get(label as usize)
+                .cloned()
+                .unwrap_or_else(|| label.to_string()),
+        };
         let text = if i < batch.valid {
             name
         } else {
@@ -113,6 +145,46 @@ pub fn run(args: &PreviewArgs) -> Result<(), Error> {
         args.epoch
     );
     Ok(())
+}
+
+/// A colour per class, bright enough to see on photographs.
+fn box_colour(class: i64) -> image::Rgb<u8> {
+    const COLOURS: [[u8; 3]; 6] = [
+        [255, 64, 64],
+        [64, 255, 64],
+        [80, 160, 255],
+        [255, 220, 0],
+        [255, 0, 255],
+        [0, 255, 255],
+    ];
+    image::Rgb(COLOURS[class.rem_euclid(COLOURS.len() as i64) as usize])
+}
+
+/// Draws the outline of box `b` (`[x1, y1, x2, y2]` in the cell's pixels), 2 pixels wide,
+/// into the `w`x`h` cell at `(x0, y0)`, clipped to it.
+fn draw_box(
+    img: &mut image::RgbImage,
+    x0: usize,
+    y0: usize,
+    w: usize,
+    h: usize,
+    b: &[f32; 4],
+    colour: image::Rgb<u8>,
+) {
+    let clip = |v: f32, max: usize| (v.round().max(0.0) as usize).min(max.saturating_sub(1));
+    let (x1, x2) = (clip(b[0], w), clip(b[2], w));
+    let (y1, y2) = (clip(b[1], h), clip(b[3], h));
+    let mut put = |x: usize, y: usize| img.put_pixel((x0 + x) as u32, (y0 + y) as u32, colour);
+    for t in 0..2 {
+        for x in x1..=x2 {
+            put(x, (y1 + t).min(h - 1));
+            put(x, y2.saturating_sub(t));
+        }
+        for y in y1..=y2 {
+            put((x1 + t).min(w - 1), y);
+            put(x2.saturating_sub(t), y);
+        }
+    }
 }
 
 /// Draws `text` in the 8x8 BIOS font, clipped to `max_w` pixels.
