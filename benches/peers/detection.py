@@ -1,0 +1,97 @@
+"""torchvision's detection reference data pipeline, run with torch's DataLoader or with
+hpuload's drop-in (only the import differs), timed over full passes: `CocoDetection` wrapped
+for transforms v2, the images without boxes left out with a Subset (as the reference does for
+training), the SSD preset (RandomPhotometricDistort, RandomZoomOut with the mean as fill,
+RandomIoUCrop, RandomHorizontalFlip) with Resize((300, 300)) for static shapes, ToImage,
+ToDtype(float, scale=True), ConvertBoundingBoxFormat, SanitizeBoundingBoxes, ToPureTensor, and
+the reference's `collate_fn=lambda b: tuple(zip(*b))`.
+
+usage: python detection.py --loader torch|hpuload --data IMAGES --annotations JSON
+       [--workers 2] [--batch 32] [--epochs 2]
+Prints one JSON line: images/s and boxes/s over the epochs after the first (the first warms
+caches and worker pools, as in peer_bench.py), and the annotation load time.
+"""
+
+import argparse
+import json
+import time
+from collections import defaultdict
+
+import torch
+from torchvision import tv_tensors
+from torchvision.datasets import CocoDetection, wrap_dataset_for_transforms_v2
+from torchvision.transforms import v2 as T
+
+
+def ssd_preset():
+    mean = (123.0, 117.0, 104.0)
+    return T.Compose(
+        [
+            T.RandomPhotometricDistort(),
+            T.RandomZoomOut(fill=defaultdict(lambda: mean, {tv_tensors.Mask: 0})),
+            T.RandomIoUCrop(),
+            T.RandomHorizontalFlip(p=0.5),
+            T.Resize((300, 300)),
+            T.ToImage(),
+            T.ToDtype(torch.float, scale=True),
+            T.ConvertBoundingBoxFormat(tv_tensors.BoundingBoxFormat.XYXY),
+            T.SanitizeBoundingBoxes(),
+            T.ToPureTensor(),
+        ]
+    )
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--loader", choices=["torch", "hpuload"], required=True)
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--annotations", required=True)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--epochs", type=int, default=2)
+    a = ap.parse_args()
+    if a.loader == "torch":
+        from torch.utils.data import DataLoader
+    else:
+        from hpuload.torch import DataLoader
+
+    t0 = time.perf_counter()
+    dataset = CocoDetection(a.data, a.annotations, transforms=ssd_preset())
+    dataset = wrap_dataset_for_transforms_v2(dataset, target_keys=["boxes", "labels", "image_id"])
+    keep = [i for i, image_id in enumerate(dataset.ids) if dataset.coco.getAnnIds(imgIds=image_id)]
+    dataset = torch.utils.data.Subset(dataset, keep)
+    loader = DataLoader(
+        dataset,
+        batch_size=a.batch,
+        shuffle=True,
+        num_workers=a.workers,
+        collate_fn=lambda batch: tuple(zip(*batch)),
+        persistent_workers=a.workers > 0,
+    )
+    setup = time.perf_counter() - t0
+    images = boxes = 0
+    start = None
+    for epoch in range(a.epochs):
+        if epoch == 1:
+            start, images, boxes = time.perf_counter(), 0, 0
+        if hasattr(loader, "set_epoch"):
+            loader.set_epoch(epoch)
+        for batch_images, targets in loader:
+            images += len(batch_images)
+            boxes += sum(len(t["boxes"]) for t in targets)
+    wall = time.perf_counter() - start
+    print(
+        json.dumps(
+            {
+                "loader": type(loader).__module__ + "." + type(loader).__name__,
+                "images_per_sec": images / wall,
+                "boxes_per_sec": boxes / wall,
+                "images": images,
+                "setup_sec": setup,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
