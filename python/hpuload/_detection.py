@@ -109,28 +109,17 @@ def coco_source(dataset, max_boxes: int, translate: bool = True) -> tuple[dict, 
             from ._transforms import translate as translate_image
 
             pipeline, dtype = translate_image(image_transform)
-    images = []
-    annotations = []
-    for image_id in chosen:
-        im = coco.imgs[image_id]
-        images.append(
-            {"id": im["id"], "file_name": im["file_name"], "width": im.get("width", 0), "height": im.get("height", 0)}
-        )
-        # CocoDetection's `coco.loadAnns(coco.getAnnIds(id))`: the image's annotations in file order.
-        for a in coco.imgToAnns.get(image_id, ()):
-            annotations.append(
-                {
-                    "id": a.get("id", 0),
-                    "image_id": a["image_id"],
-                    "bbox": a["bbox"],
-                    "category_id": a["category_id"],
-                    "iscrowd": a.get("iscrowd", 0),
-                    "area": a.get("area", 0.0),
-                }
-            )
-    categories = [{"id": c["id"], "name": c.get("name", "")} for c in coco.cats.values()]
+    # The file's own records in its order (what pycocotools loaded), slimmed to the fields
+    # hpuload reads, so an error names the record as the file numbers it.
+    data = coco.dataset
+    images = [_slim(im, ("id", "file_name", "width", "height")) for im in data.get("images", [])]
+    fields = ("id", "image_id", "bbox", "category_id", "iscrowd", "area")
+    annotations = [_slim(a, fields) for a in data.get("annotations", [])]
+    categories = [_slim(c, ("id", "name")) for c in data.get("categories", [])]
     text = json.dumps({"images": images, "annotations": annotations, "categories": categories})
-    settings = {"images": str(inner.root)}
+    settings = {"images": str(inner.root), "annotations": f"{inner.root} (CocoDetection's annotations)"}
+    if indices is not None:
+        settings["only"] = chosen
     source = {"coco": json.dumps(settings), "coco_json": text, "max_boxes": max_boxes}
     targets = Targets(
         max_boxes=max_boxes,
@@ -139,6 +128,10 @@ def coco_source(dataset, max_boxes: int, translate: bool = True) -> tuple[dict, 
         raw=None if wrapped is not None else (coco, target_transform, chosen),
     )
     return source, pipeline, dtype, targets
+
+
+def _slim(record, fields) -> dict:
+    return {k: record[k] for k in fields if k in record} if isinstance(record, dict) else record
 
 
 def _target_keys(given) -> tuple[str, ...]:

@@ -47,9 +47,9 @@ pub fn to_py(e: hpuload::Error) -> PyErr {
                 path.to_string_lossy().into_owned(),
             ))
         }
-        hpuload::Error::Manifest { .. } | hpuload::Error::EmptyDataset { .. } => {
-            PyValueError::new_err(message)
-        }
+        hpuload::Error::Manifest { .. }
+        | hpuload::Error::EmptyDataset { .. }
+        | hpuload::Error::Annotations { .. } => PyValueError::new_err(message),
         hpuload::Error::Sample(s) => SampleError::new_err((
             message,
             s.path.to_string_lossy().into_owned(),

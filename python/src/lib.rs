@@ -184,7 +184,8 @@ impl Table {
 /// A COCO detection set (JSON from `torch.py`): `images`, the folder `file_name`s are relative
 /// to; `annotations`, an `instances_*.json` file, unless the annotations come as text
 /// (`coco_json=`, what torchvision's `CocoDetection` already holds in memory); `drop_empty`
-/// (the detection reference's filter); `contiguous` (labels numbered from 1 by category id).
+/// (the detection reference's filter); `contiguous` (labels numbered from 1 by category id);
+/// `only`: the image ids to keep (a `Subset`).
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Coco {
@@ -195,6 +196,9 @@ struct Coco {
     drop_empty: bool,
     #[serde(default)]
     contiguous: bool,
+    /// Only these image ids (a `Subset`).
+    #[serde(default)]
+    only: Option<Vec<i64>>,
 }
 
 impl Coco {
@@ -211,6 +215,7 @@ impl Coco {
             } else {
                 Categories::Raw
             },
+            images: self.only,
         };
         match (self.annotations, json) {
             (Some(file), None) => hpuload::CocoDataset::open(file, &self.images, &options),

@@ -353,3 +353,14 @@ def test_train_detection_example_trains_ssdlite_a_few_steps_on_hpuload(tmp_path)
     )
     assert r.returncode == 0, r.stderr
     assert "loader: hpuload.torch.DataLoader" in r.stdout and "step 2: loss" in r.stdout
+
+
+def test_a_damaged_annotation_is_named_by_its_record_and_field_in_the_file(coco_png, tmp_path):
+    folder, ann = coco_png
+    data = json.loads(Path(ann).read_text())
+    data["annotations"][3]["bbox"] = "12, 30, 5, 5"  # pycocotools loads it; torchvision fails later
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    ds = wrapped(folder, bad, ssd_transforms(), keep=[0, 1, 2])
+    with pytest.raises(ValueError, match=r"annotations\[3\]\.bbox: invalid type: string"):
+        ht.DataLoader(ds, batch_size=2, collate_fn=reference_collate)

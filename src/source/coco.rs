@@ -50,6 +50,10 @@ pub struct CocoOptions {
     pub empty: EmptyImages,
     /// How labels are numbered.
     pub categories: Categories,
+    /// Only the images with these ids (a `Subset` of a `CocoDetection`), on top of
+    /// [`empty`](Self::empty); `None`: all. The other images' annotations are still read and
+    /// checked, so messages count records as the file does.
+    pub images: Option<Vec<i64>>,
 }
 
 /// One image's objects, in the annotation file's order. Boxes are `[x1, y1, x2, y2]` in the
@@ -314,14 +318,25 @@ impl CocoDataset {
             iscrowd[at] = a.iscrowd;
             area[at] = a.area;
         }
+        let chosen = options.images.as_ref().map(|ids| {
+            let mut ids = ids.clone();
+            ids.sort_unstable();
+            ids
+        });
         let keep: Vec<bool> = (0..images_in.len())
-            .map(|k| match options.empty {
-                EmptyImages::Keep => true,
-                // The reference: no annotation, or every box has a side of at most 1 pixel
-                // (on COCO's `[x, y, w, h]`).
-                EmptyImages::Drop => boxes[counts[k]..counts[k + 1]]
-                    .iter()
-                    .any(|b| b[2] - b[0] > 1.0 && b[3] - b[1] > 1.0),
+            .map(|k| {
+                let chosen = chosen
+                    .as_ref()
+                    .is_none_or(|ids| ids.binary_search(&images_in[k].id).is_ok());
+                chosen
+                    && match options.empty {
+                        EmptyImages::Keep => true,
+                        // The reference: no annotation, or every box has a side of at most 1
+                        // pixel (on COCO's `[x, y, w, h]`).
+                        EmptyImages::Drop => boxes[counts[k]..counts[k + 1]]
+                            .iter()
+                            .any(|b| b[2] - b[0] > 1.0 && b[3] - b[1] > 1.0),
+                    }
             })
             .collect();
         let mut set = Self {
@@ -895,6 +910,26 @@ mod tests {
         let set = open(FILE, &options).unwrap();
         assert_eq!(set.objects(2).labels, [2, 1]);
         assert_eq!(set.classes(), ["__background__", "person", "dog"]);
+    }
+
+    #[test]
+    fn only_the_chosen_images_are_kept_and_the_others_annotations_are_not_unknown() {
+        let options = CocoOptions {
+            images: Some(vec![30, 10]),
+            ..CocoOptions::default()
+        };
+        let set = open(FILE, &options).unwrap();
+        let ids: Vec<i64> = (0..set.entries().len())
+            .map(|i| set.objects(i).image_id)
+            .collect();
+        assert_eq!(ids, [10, 30]);
+        assert_eq!(
+            set.issues().unknown_image,
+            open(FILE, &CocoOptions::default())
+                .unwrap()
+                .issues()
+                .unknown_image
+        );
     }
 
     #[test]
