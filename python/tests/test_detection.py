@@ -364,3 +364,29 @@ def test_a_damaged_annotation_is_named_by_its_record_and_field_in_the_file(coco_
     ds = wrapped(folder, bad, ssd_transforms(), keep=[0, 1, 2])
     with pytest.raises(ValueError, match=r"annotations\[3\]\.bbox: invalid type: string"):
         ht.DataLoader(ds, batch_size=2, collate_fn=reference_collate)
+
+
+def test_a_corrupt_image_is_named_skipped_and_replaced_with_its_own_targets(coco_png, tmp_path):
+    import shutil
+
+    folder, ann = coco_png
+    copy = tmp_path / "images"
+    shutil.copytree(folder, copy)
+    data = json.loads(Path(ann).read_text())
+    victim = data["images"][2]
+    (copy / victim["file_name"]).write_bytes(b"\x89PNG\r\n\x1a\n not really")
+    ds = wrapped(copy, ann, ssd_transforms())
+    # A budget above one skip: a replacement may draw the broken file again on 12 images.
+    loader = ht.DataLoader(ds, batch_size=4, num_workers=2, collate_fn=reference_collate, error_budget=0.5)
+    with pytest.warns(ht.SkippedSampleWarning, match=victim["file_name"].split("/")[-1]):
+        batches = list(loader)
+    targets = [t for _, ts in batches for t in ts]
+    assert len(targets) == len(ds)
+    ids = [t["image_id"] for t in targets]
+    assert victim["id"] not in ids
+    # The replacement carries its own image's boxes: its labels are among that image's.
+    by_image = defaultdict(list)
+    for a in data["annotations"]:
+        by_image[a["image_id"]].append(a["category_id"])
+    for t in targets:
+        assert set(t["labels"].tolist()) <= set(by_image[t["image_id"]])
