@@ -912,6 +912,12 @@ mod tests {
         assert_eq!(set.classes(), ["__background__", "person", "dog"]);
     }
 
+    fn image_ids(set: &CocoDataset) -> Vec<i64> {
+        (0..set.entries().len())
+            .map(|i| set.objects(i).image_id)
+            .collect()
+    }
+
     #[test]
     fn only_the_chosen_images_are_kept_and_the_others_annotations_are_not_unknown() {
         let options = CocoOptions {
@@ -919,10 +925,7 @@ mod tests {
             ..CocoOptions::default()
         };
         let set = open(FILE, &options).unwrap();
-        let ids: Vec<i64> = (0..set.entries().len())
-            .map(|i| set.objects(i).image_id)
-            .collect();
-        assert_eq!(ids, [10, 30]);
+        assert_eq!(image_ids(&set), [10, 30]);
         assert_eq!(
             set.issues().unknown_image,
             open(FILE, &CocoOptions::default())
@@ -940,10 +943,7 @@ mod tests {
             ..CocoOptions::default()
         };
         let set = open(FILE, &options).unwrap();
-        let ids: Vec<i64> = (0..set.entries().len())
-            .map(|i| set.objects(i).image_id)
-            .collect();
-        assert_eq!(ids, [10, 30]);
+        assert_eq!(image_ids(&set), [10, 30]);
         assert_eq!(set.objects(1).labels, [18, 1]);
     }
 
