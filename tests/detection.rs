@@ -235,3 +235,95 @@ fn preview_draws_each_kept_box_outline_in_its_class_colour() {
         "{rows_with_edges} rows with a box edge"
     );
 }
+
+/// SSDlite's training geometry (the reference's `ssdlite` preset) with a fixed resize: every
+/// window is a region of the image, so the media engine can decode it.
+fn ssdlite(size: u32) -> hpuload::Pipeline {
+    hpuload::Pipeline::from_toml(
+        &format!(
+            r#"
+            name = "ssdlite"
+            [[ops]]
+            op = "random_iou_crop"
+            [[ops]]
+            op = "random_horizontal_flip"
+            [[ops]]
+            op = "resize"
+            size = [{size}, {size}]
+            [[ops]]
+            op = "sanitize_bounding_boxes"
+            "#
+        ),
+        "ssdlite",
+    )
+    .unwrap()
+}
+
+/// One epoch's images (u8 NHWC) and target records on `backend`, with the report.
+fn detection_epoch(
+    images: &Path,
+    annotations: &Path,
+    pipeline: hpuload::Pipeline,
+    backend: Backend,
+) -> (Vec<(Vec<u8>, Vec<u8>)>, hpuload::Report) {
+    let set = CocoDataset::open(annotations, images, &CocoOptions::default()).unwrap();
+    let mut l = Loader::builder(set)
+        .pipeline(pipeline)
+        .batch_size(4)
+        .shuffle(7)
+        .workers(2)
+        .backend(backend)
+        .output(Dtype::U8, Layout::Nhwc)
+        .placement(Placement::Host)
+        .max_boxes(8)
+        .build()
+        .unwrap();
+    let batches = l
+        .epoch(0)
+        .map(|b| {
+            let b = b.unwrap();
+            (b.images.to_host().unwrap(), b.labels.to_host().unwrap())
+        })
+        .collect();
+    (batches, l.report())
+}
+
+#[test]
+fn the_engine_decodes_detection_windows_inside_the_image_with_the_cpu_paths_boxes() {
+    let images = common::dataset("det-engine", 12);
+    let dir = TempDir::new("det-engine-json");
+    let annotations = dir.path().join("instances.json");
+    coco_over(images.path(), &annotations);
+    let (hw, hw_report) = detection_epoch(images.path(), &annotations, ssdlite(160), Backend::Auto);
+    let (cpu, cpu_report) =
+        detection_epoch(images.path(), &annotations, ssdlite(160), Backend::Cpu);
+    assert_eq!(
+        hw_report.hw_samples, hw_report.samples_loaded,
+        "no fill, no pre-geometry ops: all on the engine"
+    );
+    assert_eq!(cpu_report.hw_samples, 0);
+    let sample = 160 * 160 * 3;
+    let mut worst = f64::INFINITY;
+    for ((hi, ht), (ci, ct)) in hw.iter().zip(&cpu) {
+        assert_eq!(ht, ct, "the same target records on both paths");
+        for (a, b) in hi.chunks(sample).zip(ci.chunks(sample)) {
+            worst = worst.min(hpuload::decoders::testing::psnr(a, b));
+        }
+    }
+    // As for classification with DCT scaling (tests/backends.rs).
+    assert!(worst >= 32.0, "worst sample PSNR {worst:.1} dB");
+    // With the SSD preset, samples showing the fill or with photometric steps stay on the CPU.
+    let (_, ssd) = detection_epoch(
+        images.path(),
+        &annotations,
+        pipelines::builtin("ssd300_train").unwrap(),
+        Backend::Auto,
+    );
+    let counted: u64 = ssd.fallbacks.values().sum();
+    assert_eq!(ssd.hw_samples + counted, ssd.samples_loaded);
+    assert!(
+        ssd.fallbacks.keys().all(|k| k.starts_with("detection: ")),
+        "{:?}",
+        ssd.fallbacks
+    );
+}

@@ -239,7 +239,7 @@ impl Loader {
             Some(_) if b.backend == Backend::Hw => {
                 return Err(Error::config(
                     "backend",
-                    "detection pipelines run on the CPU path for now: choose auto or cpu",
+                    "detection samples whose window shows the zoom-out's fill, or with photometric steps before the geometry, need the CPU path: choose auto (the engine takes the others) or cpu",
                 ))
             }
             Some(_) if b.max_boxes == 0 => {

@@ -48,11 +48,6 @@ pub(super) fn route(
         Backend::Auto => false,
         Backend::Hw => true,
     };
-    if shared.plan.detect.is_some() {
-        // The engine has no canvas yet (the builder refuses `Backend::Hw` for detection).
-        count_fallback(shared, "detection pipelines run on the CPU path");
-        return Ok(Route::Cpu);
-    }
     let c = &shared.counters;
     let t1 = CpuClock::now();
     let bytes = match &bitstream {
@@ -60,10 +55,34 @@ pub(super) fn route(
     };
     match probe.probe_parsed(bytes) {
         Ok((info, parsed)) => {
+            let objects = shared.source.objects(index).map(|o| o.boxes);
             let plan = shared
                 .plan
-                .sample(shared.seed, epoch, index, (info.width, info.height), None)
+                .sample(
+                    shared.seed,
+                    epoch,
+                    index,
+                    (info.width, info.height),
+                    objects,
+                )
                 .map_err(SampleErrorKind::Augment)?;
+            // A detection sample goes to the engine when its window is a region of the image:
+            // the engine has no fill canvas, and no device ops for photometric steps on the
+            // whole image yet (the builder refuses `Backend::Hw` for detection).
+            if let Some(d) = &plan.detect {
+                let reason = if !plan.pre.is_empty() {
+                    Some("detection: photometric steps on the whole image run on the CPU path")
+                } else if !d.window_inside_image(info.width, info.height) {
+                    Some("detection: windows that show the zoom-out's fill run on the CPU path")
+                } else {
+                    None
+                };
+                if let Some(reason) = reason {
+                    c.add(Stage::Route, t1.elapsed());
+                    count_fallback(shared, reason);
+                    return Ok(Route::Cpu);
+                }
+            }
             let (oh, ow) = shared.plan.out_hw();
             let filter = plan.interpolation.filter();
             let region = plan

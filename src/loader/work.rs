@@ -102,13 +102,15 @@ fn fill_slot(shared: &Shared, scratch: &mut Scratch, job: &Job) {
                 label,
                 detect,
             }) => (index, label, detect),
-            Ok(Filled::Hw(h)) => {
+            Ok(Filled::Hw(mut h)) => {
                 let (index, label) = (h.index, shared.source.entries()[h.index].label);
+                // The boxes are the plan's, whichever path decodes the pixels.
+                let detect = h.plan.detect.take();
                 lock(&batch.hw).push(HwSlot {
                     slot: job.slot,
                     ..h
                 });
-                (index, label, None)
+                (index, label, detect)
             }
             Err(e) => return batch.fail(e),
         };
