@@ -259,13 +259,16 @@ fn ssdlite(size: u32) -> hpuload::Pipeline {
     .unwrap()
 }
 
+/// Per batch: its images (u8 NHWC) and its target records.
+type HostEpoch = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// One epoch's images (u8 NHWC) and target records on `backend`, with the report.
 fn detection_epoch(
     images: &Path,
     annotations: &Path,
     pipeline: hpuload::Pipeline,
     backend: Backend,
-) -> (Vec<(Vec<u8>, Vec<u8>)>, hpuload::Report) {
+) -> (HostEpoch, hpuload::Report) {
     let set = CocoDataset::open(annotations, images, &CocoOptions::default()).unwrap();
     let mut l = Loader::builder(set)
         .pipeline(pipeline)
