@@ -10,7 +10,9 @@ Change the import line and keep the loop::
 
 hpuload takes a torchvision `ImageFolder` whose transform it implements (RandomResizedCrop,
 Resize, CenterCrop, RandomHorizontalFlip, ToTensor / PILToTensor / ToImage + ToDtype,
-Normalize; v1 or v2), a folder path with `pipeline=`, or an `hpuload.ImageFolder` /
+Normalize; v1 or v2), a Hugging Face `datasets.Dataset`, torchvision's `CocoDetection` (raw
+or wrapped for transforms v2, with the detection reference's transforms and a fixed Resize;
+see `_detection.py`), a folder path with `pipeline=`, or an `hpuload.ImageFolder` /
 `hpuload.Manifest`. Anything else goes to torch's own DataLoader, with the same arguments and
 one warning that says why.
 """
@@ -701,7 +703,8 @@ class DataLoader(_Loader):
     the CPU for the rest; "cpu": torchvision-exact within 1 level; "hw"), `on_error` ("skip":
     replace a bad file, warn naming it, fail past `error_budget` of the epoch; "fail"),
     `error_budget` (0.01), `seed` (overrides `generator`), `output_dtype` (a torch dtype
-    replacing the transform's), `layout` ("nchw" or "nhwc"), `pipeline` (for a path dataset).
+    replacing the transform's), `layout` ("nchw" or "nhwc"), `pipeline` (for a path dataset),
+    `max_boxes` (detection: boxes per image in the padded targets, default 200).
     """
 
     def __new__(cls, dataset, *args, **kwargs):
