@@ -343,11 +343,9 @@ def test_bad_arguments_raise_the_python_error_naming_the_argument(jpeg_folder, k
 def test_ctrl_c_while_waiting_for_a_batch_raises_keyboard_interrupt_and_the_loader_still_works(jpeg_folder):
     slow = T.Compose([T.Resize(512), T.CenterCrop(512), T.ToTensor()])
     loader = DataLoader(folder(jpeg_folder, slow), batch_size=41, num_workers=1, backend="cpu")
-    # A signal handled while the garbage collector runs a finalizer (an earlier test's
-    # abandoned generator) raises KeyboardInterrupt inside that finalizer, where CPython
-    # swallows it: collect first, and keep the collector off while the signal is in flight.
-    gc.collect()
-    gc.disable()
+    # A process started in the background by a non-interactive shell inherits SIGINT as
+    # ignored, and Python then installs no handler: install Python's own, as a terminal has it.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.05, lambda: os.kill(os.getpid(), signal.SIGINT))
     start = time.monotonic()
     timer.start()
@@ -356,7 +354,7 @@ def test_ctrl_c_while_waiting_for_a_batch_raises_keyboard_interrupt_and_the_load
             for _ in loader:
                 time.sleep(10)  # never reached before the signal
     finally:
-        gc.enable()
+        signal.signal(signal.SIGINT, previous)
     assert time.monotonic() - start < 5
     x, _ = next(iter(loader))
     assert x.shape == (41, 3, 512, 512), "the loader works after the interrupt"
