@@ -43,18 +43,31 @@ fn coco_over(images: &Path, out: &Path) {
     std::fs::write(out, json).unwrap();
 }
 
-fn loader(images: &Path, annotations: &Path, workers: usize) -> Loader {
+/// A host-placed u8 loader of batches of 4 over the COCO set, at most 8 boxes per image.
+fn coco_builder(
+    images: &Path,
+    annotations: &Path,
+    pipeline: hpuload::Pipeline,
+) -> hpuload::LoaderBuilder {
     let set = CocoDataset::open(annotations, images, &CocoOptions::default()).unwrap();
     Loader::builder(set)
-        .pipeline(pipelines::builtin("ssd300_train").unwrap())
+        .pipeline(pipeline)
         .batch_size(4)
-        .shuffle(5)
-        .workers(workers)
-        .output(Dtype::U8, Layout::Nchw)
         .placement(Placement::Host)
         .max_boxes(8)
-        .build()
-        .unwrap()
+}
+
+fn loader(images: &Path, annotations: &Path, workers: usize) -> Loader {
+    coco_builder(
+        images,
+        annotations,
+        pipelines::builtin("ssd300_train").unwrap(),
+    )
+    .shuffle(5)
+    .workers(workers)
+    .output(Dtype::U8, Layout::Nchw)
+    .build()
+    .unwrap()
 }
 
 #[test]
@@ -269,16 +282,11 @@ fn detection_epoch(
     pipeline: hpuload::Pipeline,
     backend: Backend,
 ) -> (HostEpoch, hpuload::Report) {
-    let set = CocoDataset::open(annotations, images, &CocoOptions::default()).unwrap();
-    let mut l = Loader::builder(set)
-        .pipeline(pipeline)
-        .batch_size(4)
+    let mut l = coco_builder(images, annotations, pipeline)
         .shuffle(7)
         .workers(2)
         .backend(backend)
         .output(Dtype::U8, Layout::Nhwc)
-        .placement(Placement::Host)
-        .max_boxes(8)
         .build()
         .unwrap();
     let batches = l

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ._transforms import Unsupported, _hw, _interp, _is, _torch_dtype_name, steps
+from ._transforms import Unsupported, _hw, _interp, _is, _torch_dtype_name, check_resize, steps
 
 # Pixel ops that move pixels, which torchvision's v2 versions apply to the boxes too (the
 # auto-augment policies include shears, translations and rotations).
@@ -261,10 +261,7 @@ def translate_detection(transform) -> tuple[str, str, bool]:
                 raise Unsupported("two Resize steps")
             if pixel:
                 raise Unsupported("Resize after a pixel op")
-            if getattr(t, "max_size", None) is not None:
-                raise Unsupported("Resize with max_size")
-            if getattr(t, "antialias", True) is False:
-                raise Unsupported("Resize(antialias=False)")
+            check_resize(t)
             size = t.size
             if isinstance(size, int) or (isinstance(size, (list, tuple)) and len(size) == 1):
                 raise Unsupported(

@@ -98,6 +98,14 @@ def _fill(fill: Any, what: str) -> list[float] | None:
     raise Unsupported(f"{what} with fill {fill!r}")
 
 
+def check_resize(t: Any) -> None:
+    """Refuses the Resize settings hpuload does not implement."""
+    if getattr(t, "max_size", None) is not None:
+        raise Unsupported("Resize with max_size")
+    if getattr(t, "antialias", True) is False:
+        raise Unsupported("Resize(antialias=False)")
+
+
 def _p(t: Any) -> float:
     return float(t.p)
 
@@ -411,10 +419,7 @@ def translate(transform: Any) -> tuple[str, str]:
         elif _is(t, "Resize"):
             if dtype is not None or pixel:
                 raise Unsupported("Resize after a pixel op or the conversion to float")
-            if getattr(t, "max_size", None) is not None:
-                raise Unsupported("Resize with max_size")
-            if getattr(t, "antialias", True) is False:
-                raise Unsupported("Resize(antialias=False)")
+            check_resize(t)
             size = t.size
             if isinstance(size, (list, tuple)) and len(size) == 1:
                 size = size[0]
