@@ -54,8 +54,8 @@ pub use error::{Error, SampleError, SampleErrorKind};
 pub use hpu::{DeviceTensor, Dtype, Hpu, HpuConfig, HpuError, Layout};
 pub use hpuload_decoders as decoders;
 pub use loader::{
-    Backend, Batch, Epoch, EpochOf, Loader, LoaderBuilder, LoaderState, OnError, Report, Skip,
-    StateConfig, TargetLayout, Targets,
+    Backend, Batch, Epoch, EpochOf, Loader, LoaderBuilder, LoaderState, OnError, OutputSize,
+    Report, Skip, StateConfig, TargetLayout, Targets,
 };
 pub use sampler::{LastBatch, Shard};
 pub use source::{

@@ -28,7 +28,21 @@ impl PinnedBuffer {
     /// # Errors
     /// The memory cannot be mapped. A failure to *lock* is not an error: see [`Self::is_locked`].
     pub fn new(len: usize) -> std::io::Result<Self> {
+        Self::map(len, true)
+    }
+
+    /// Maps `len` bytes of zeroed memory, neither populated nor locked: pages appear as they are
+    /// first written. For buffers sized for a worst case that most uses never reach.
+    ///
+    /// # Errors
+    /// The memory cannot be mapped.
+    pub fn pageable(len: usize) -> std::io::Result<Self> {
+        Self::map(len, false)
+    }
+
+    fn map(len: usize, pin: bool) -> std::io::Result<Self> {
         let map_len = len.max(1);
+        let populate = if pin { libc::MAP_POPULATE } else { 0 };
         // SAFETY: an anonymous private mapping with no address hint has no preconditions; the
         // result is checked against MAP_FAILED before use.
         let ptr = unsafe {
@@ -36,7 +50,7 @@ impl PinnedBuffer {
                 std::ptr::null_mut(),
                 map_len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | populate,
                 -1,
                 0,
             )
@@ -45,7 +59,7 @@ impl PinnedBuffer {
             return Err(std::io::Error::last_os_error());
         }
         // SAFETY: `ptr` is a live mapping of `map_len` bytes that we own.
-        let locked = unsafe { libc::mlock(ptr, map_len) } == 0;
+        let locked = pin && unsafe { libc::mlock(ptr, map_len) } == 0;
         let ptr = NonNull::new(ptr.cast::<u8>())
             .ok_or_else(|| std::io::Error::other("mmap returned null"))?;
         Ok(Self { ptr, len, locked })
@@ -108,6 +122,8 @@ pub struct PinnedPool {
     count: usize,
     buffer_len: usize,
     pinned: bool,
+    /// Buffers are [`PinnedBuffer::pageable`].
+    pageable: bool,
     grown: std::sync::atomic::AtomicU64,
 }
 
@@ -118,6 +134,20 @@ impl PinnedPool {
     /// The pool would take more than half the machine's RAM, or the memory cannot be mapped at
     /// all (pageable fallback is not an error).
     pub fn new(count: usize, buffer_len: usize) -> std::io::Result<Self> {
+        Self::with(count, buffer_len, false)
+    }
+
+    /// Like [`PinnedPool::new`], of [`PinnedBuffer::pageable`] buffers: for batches whose
+    /// samples are mostly much smaller than their slots (detection outputs at their own
+    /// sizes), whose untouched pages then take no memory.
+    ///
+    /// # Errors
+    /// As [`PinnedPool::new`].
+    pub fn pageable(count: usize, buffer_len: usize) -> std::io::Result<Self> {
+        Self::with(count, buffer_len, true)
+    }
+
+    fn with(count: usize, buffer_len: usize, pageable: bool) -> std::io::Result<Self> {
         let total = count.saturating_mul(buffer_len);
         if let Some(ram) = physical_memory() {
             // Populating (and locking) more would push the machine into swap or the OOM killer.
@@ -136,13 +166,13 @@ impl PinnedPool {
             }
         }
         let (tx, rx) = crossbeam_channel::bounded(count);
-        let mut pinned = true;
+        let mut pinned = !pageable;
         for _ in 0..count {
-            let buf = PinnedBuffer::new(buffer_len)?;
+            let buf = PinnedBuffer::map(buffer_len, !pageable)?;
             pinned &= buf.is_locked();
             tx.send(buf).expect("the pool holds its own receiver");
         }
-        if !pinned {
+        if !pinned && !pageable {
             let limit =
                 memlock_limit().map_or("unknown".to_string(), |l| format!("{} KiB", l / 1024));
             tracing::warn!(
@@ -157,6 +187,7 @@ impl PinnedPool {
             count,
             buffer_len,
             pinned,
+            pageable,
             grown: std::sync::atomic::AtomicU64::new(0),
         })
     }
@@ -180,7 +211,7 @@ impl PinnedPool {
             Err(_) => {
                 self.grown
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                PinnedBuffer::new(self.buffer_len)
+                PinnedBuffer::map(self.buffer_len, !self.pageable)
             }
         }
     }

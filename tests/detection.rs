@@ -338,3 +338,76 @@ fn the_engine_decodes_detection_windows_inside_the_image_with_the_cpu_paths_boxe
         ssd.fallbacks
     );
 }
+
+/// SSDlite's geometry without the resize: each image keeps its window's size.
+fn ssdlite_own_size() -> hpuload::Pipeline {
+    hpuload::Pipeline::from_toml(
+        r#"
+        name = "ssdlite_own_size"
+        [[ops]]
+        op = "random_iou_crop"
+        [[ops]]
+        op = "random_horizontal_flip"
+        [[ops]]
+        op = "sanitize_bounding_boxes"
+        "#,
+        "ssdlite_own_size",
+    )
+    .unwrap()
+}
+
+#[test]
+fn without_a_resize_each_image_keeps_its_window_size_in_a_row_of_the_batch() {
+    let images = common::dataset("det-own-size", 12);
+    let dir = TempDir::new("det-own-size-json");
+    let annotations = dir.path().join("instances.json");
+    coco_over(images.path(), &annotations);
+    let layout = TargetLayout { max_boxes: 8 };
+    let mut sizes = std::collections::BTreeSet::new();
+    let mut epochs = Vec::new();
+    for backend in [Backend::Auto, Backend::Cpu] {
+        let mut l = coco_builder(images.path(), &annotations, ssdlite_own_size())
+            .shuffle(3)
+            .workers(2)
+            .backend(backend)
+            .output(Dtype::U8, Layout::Nhwc)
+            .build()
+            .unwrap();
+        let hpuload::OutputSize::PerSample { max_pixels } = l.output().2 else {
+            panic!("a pipeline without a resize has per-sample sizes");
+        };
+        let mut epoch = Vec::new();
+        for batch in l.epoch(0) {
+            let batch = batch.unwrap();
+            assert_eq!(batch.images.shape(), [4, max_pixels as usize * 3]);
+            let pixels = batch.images.to_host().unwrap();
+            let records = batch.labels.to_host().unwrap();
+            for (s, record) in records.chunks(layout.bytes()).enumerate() {
+                let t = layout.read(record);
+                let (h, w) = t.size;
+                assert!(h > 0 && w > 0 && u64::from(h) * u64::from(w) <= max_pixels);
+                sizes.insert((h, w));
+                for b in &t.boxes {
+                    assert!(b[0] >= 0.0 && b[1] >= 0.0 && b[2] <= w as f32 && b[3] <= h as f32);
+                }
+                let row = &pixels[s * max_pixels as usize * 3..][..(h * w * 3) as usize];
+                epoch.push((t, row.to_vec()));
+            }
+        }
+        let report = l.report();
+        if backend == Backend::Auto {
+            assert_eq!(
+                report.hw_samples, report.samples_loaded,
+                "windows inside the image go to the engine"
+            );
+        }
+        epochs.push(epoch);
+    }
+    assert!(sizes.len() > 3, "windows of several sizes: {sizes:?}");
+    let mut worst = f64::INFINITY;
+    for ((ht, hi), (ct, ci)) in epochs[0].iter().zip(&epochs[1]) {
+        assert_eq!(ht, ct, "the same targets on both paths");
+        worst = worst.min(hpuload::decoders::testing::psnr(hi, ci));
+    }
+    assert!(worst >= 32.0, "worst sample PSNR {worst:.1} dB");
+}

@@ -52,8 +52,8 @@ fn run(source: impl Source + 'static, placement: Placement) -> (Vec<HostBatch>, 
         .pipeline(train_at(SIDE))
         .build()
         .unwrap();
-    let (dtype, _, [h, w]) = loader.output();
-    assert_eq!(dtype.size() * 3 * (h * w) as usize, 75_264);
+    let (dtype, _, size) = loader.output();
+    assert_eq!(dtype.size() * 3 * size.max_pixels() as usize, 75_264);
     let batches = epoch_bytes(&mut loader, 1);
     (batches, loader.report())
 }

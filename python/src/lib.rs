@@ -474,11 +474,16 @@ impl Loader {
         self.with_run(|run| Ok(run.loader()?.is_pinned()))
     }
 
-    /// Output `(dtype, layout, height, width)`.
+    /// Output `(dtype, layout, height, width)`; height and width are 0 when each image keeps
+    /// its own size (a detection pipeline without a resize: its size is in its target record).
     #[getter]
     fn output(&self) -> PyResult<(String, String, u32, u32)> {
         self.with_run(|run| {
-            let (dtype, layout, [h, w]) = run.loader()?.output();
+            let (dtype, layout, size) = run.loader()?.output();
+            let [h, w] = match size {
+                hpuload::OutputSize::Fixed(hw) => hw,
+                hpuload::OutputSize::PerSample { .. } => [0, 0],
+            };
             let layout = match layout {
                 Layout::Nchw => "nchw",
                 Layout::Nhwc => "nhwc",

@@ -1,6 +1,6 @@
 //! Detection geometry: the ops that move boxes with the image, with torchvision v2's
 //! semantics (`RandomZoomOut`, `RandomIoUCrop`, `RandomHorizontalFlip`, `Resize` to a fixed
-//! size) and `SanitizeBoundingBoxes`. Boxes are `[x1, y1, x2, y2]` in `f32`, transformed in
+//! size, or no resize: each image keeps its window's size) and `SanitizeBoundingBoxes`. Boxes are `[x1, y1, x2, y2]` in `f32`, transformed in
 //! torchvision's order with its `f32` arithmetic, so they agree with torchvision's to rounding.
 //!
 //! The image side is one window of a canvas: the canvas is the image placed at
@@ -132,6 +132,8 @@ pub struct DetectPlan {
     pub window: [u32; 4],
     /// Mirrored left to right (after the window is cut out).
     pub flip: bool,
+    /// The output's `(height, width)`: the resize's, or the window's without one.
+    pub size: (u32, u32),
     /// The boxes kept, in the output's pixels.
     pub boxes: Vec<[f32; 4]>,
     /// For each kept box, its object's position in the image's objects.
@@ -186,6 +188,21 @@ pub(crate) fn zoom_out(
     let left = ((canvas_w - width) as f32 * a) as u32;
     let top = ((canvas_h - height) as f32 * b) as u32;
     Some(((canvas_w, canvas_h), (left, top)))
+}
+
+/// The largest canvas [`zoom_out`] can draw for a `width`x`height` image (the image itself
+/// without a zoom-out): a bound on every window's size.
+pub(crate) fn largest_canvas(zoom: Option<&ZoomOutSpec>, width: u32, height: u32) -> (u32, u32) {
+    match zoom {
+        None => (width, height),
+        Some(z) => {
+            // The drawn ratio is below `side_range[1]` but for f32 rounding, which the extra
+            // pixel covers.
+            let r = z.side_range[1] as f32;
+            let side = |s: u32| (s as f32 * r).ceil() as u32 + 1;
+            (side(width), side(height))
+        }
+    }
 }
 
 /// Intersection over union of two `[x1, y1, x2, y2]` boxes, as `box_iou` computes it in `f32`.
@@ -269,15 +286,16 @@ pub(crate) struct Drawn {
     pub flip: bool,
 }
 
-/// Moves `boxes` of a `width`x`height` image through the drawn geometry and resize to `out`
-/// (`(height, width)`), then sanitizes them when asked; returns the plan.
+/// Moves `boxes` of a `width`x`height` image through the drawn geometry and the resize to
+/// `out` (`(height, width)`; `None`: no resize, the output is the window), then sanitizes them
+/// when asked; returns the plan.
 pub(crate) fn transform_boxes(
     drawn: &Drawn,
     fill: [u8; 3],
     width: u32,
     height: u32,
     boxes: &[[f32; 4]],
-    out: (u32, u32),
+    out: Option<(u32, u32)>,
     sanitize: Option<SanitizeSpec>,
 ) -> DetectPlan {
     let ((cw, ch), mut b) = on_canvas(boxes, drawn.zoom, width, height);
@@ -311,7 +329,7 @@ pub(crate) fn transform_boxes(
     if let Some(s) = sanitize.filter(|s| s.before_resize) {
         s.retain(&mut b, &mut kept, ww, wh);
     }
-    let (oh, ow) = out;
+    let (oh, ow) = out.unwrap_or((wh, ww));
     if (oh, ow) != (wh, ww) {
         // Python floats, then a float32 tensor of the ratios.
         let rx = (f64::from(ow) / f64::from(ww)) as f32;
@@ -329,6 +347,7 @@ pub(crate) fn transform_boxes(
         fill,
         window,
         flip: drawn.flip,
+        size: (oh, ow),
         boxes: b,
         kept,
     }
@@ -370,7 +389,7 @@ mod tests {
     use crate::rng::Stream;
 
     fn no_sanitize(drawn: &Drawn, boxes: &[[f32; 4]], out: (u32, u32)) -> DetectPlan {
-        transform_boxes(drawn, [0; 3], 100, 80, boxes, out, None)
+        transform_boxes(drawn, [0; 3], 100, 80, boxes, Some(out), None)
     }
 
     #[test]
@@ -406,7 +425,7 @@ mod tests {
             100,
             80,
             &boxes,
-            (40, 50),
+            Some((40, 50)),
             Some(SanitizeSpec {
                 min_size: 1.0,
                 min_area: 1.0,
@@ -434,8 +453,24 @@ mod tests {
                 before_resize,
             })
         };
-        let before = transform_boxes(&drawn, [0; 3], 100, 100, &boxes, (300, 300), spec(true));
-        let after = transform_boxes(&drawn, [0; 3], 100, 100, &boxes, (300, 300), spec(false));
+        let before = transform_boxes(
+            &drawn,
+            [0; 3],
+            100,
+            100,
+            &boxes,
+            Some((300, 300)),
+            spec(true),
+        );
+        let after = transform_boxes(
+            &drawn,
+            [0; 3],
+            100,
+            100,
+            &boxes,
+            Some((300, 300)),
+            spec(false),
+        );
         assert_eq!(before.kept, [1]);
         assert_eq!(before.boxes, [[60.0, 60.0, 180.0, 180.0]]);
         assert_eq!(after.kept, [0, 1]);
@@ -451,6 +486,39 @@ mod tests {
         let p = no_sanitize(&drawn, &[[10.0, 20.0, 30.0, 60.0]], (40, 300));
         // Mirrored in width 100: [70, 20, 90, 60]; then x * 3, y * 0.5.
         assert_eq!(p.boxes, [[210.0, 10.0, 270.0, 30.0]]);
+    }
+
+    #[test]
+    fn without_a_resize_the_output_is_the_window_and_boxes_stay_in_its_pixels() {
+        let drawn = Drawn {
+            zoom: Some(((250, 200), (30, 40))),
+            crop: Some([20, 30, 120, 90]),
+            flip: true,
+        };
+        let p = transform_boxes(
+            &drawn,
+            [0; 3],
+            100,
+            80,
+            &[[10.0, 20.0, 50.0, 60.0]],
+            None,
+            None,
+        );
+        assert_eq!(p.size, (90, 120));
+        // On the canvas [40, 60, 80, 100]; in the window [20, 30, 60, 70]; mirrored in 120.
+        assert_eq!(p.boxes, [[60.0, 30.0, 100.0, 70.0]]);
+        let zoom = ZoomOutSpec {
+            fill: [0; 3],
+            side_range: [1.0, 4.0],
+            p: 1.0,
+        };
+        assert_eq!(largest_canvas(Some(&zoom), 100, 80), (401, 321));
+        for i in 0..200 {
+            let mut rng = CounterRng::new(3, 0, i, Stream::Ops);
+            if let Some(((w, h), _)) = zoom_out(&zoom, 100, 80, &mut rng) {
+                assert!(w <= 401 && h <= 321);
+            }
+        }
     }
 
     #[test]
@@ -506,6 +574,7 @@ mod tests {
             fill: [9, 9, 9],
             window: [1, 0, 4, 3],
             flip: false,
+            size: (3, 4),
             boxes: vec![],
             kept: vec![],
         };

@@ -28,6 +28,13 @@ impl Resampler {
         }
     }
 
+    /// Resamples to `out_h` x `out_w` from now on (the buffer grows when it must, and is
+    /// kept).
+    pub fn set_size(&mut self, out_h: u32, out_w: u32) {
+        self.out.resize(out_w as usize * out_h as usize * 3, 0);
+        (self.out_h, self.out_w) = (out_h, out_w);
+    }
+
     /// Resamples `crop` of the `width`x`height` RGB8 image `src` to the output size with
     /// antialiased bilinear and returns the result (interleaved RGB8, row-major).
     ///
@@ -67,6 +74,11 @@ impl Resampler {
             }
             Interpolation::Random => return Err("interpolation 'random' was not drawn".into()),
         };
+        if crop.view && (crop.width, crop.height) == (self.out_w.into(), self.out_h.into()) {
+            // A window at its own size: every filter's weights are 1 on the pixel itself.
+            self.copy_window(src, width, height, crop)?;
+            return Ok(&mut self.out);
+        }
         let src = ImageRef::new(width, height, src, PixelType::U8x3).map_err(|e| e.to_string())?;
         let mut dst = Image::from_slice_u8(self.out_w, self.out_h, &mut self.out, PixelType::U8x3)
             .map_err(|e| e.to_string())?;
@@ -87,6 +99,33 @@ impl Resampler {
         };
         result.map_err(|e| e.to_string())?;
         Ok(&mut self.out)
+    }
+
+    /// Copies the integer window `crop` of `src` (the output's size).
+    fn copy_window(
+        &mut self,
+        src: &[u8],
+        width: u32,
+        height: u32,
+        crop: &CropBox,
+    ) -> Result<(), String> {
+        let (left, top) = (crop.left as usize, crop.top as usize);
+        let (w, h) = (self.out_w as usize, self.out_h as usize);
+        if src.len() < width as usize * height as usize * 3
+            || left + w > width as usize
+            || top + h > height as usize
+        {
+            return Err("the crop lies outside the image".into());
+        }
+        let stride = width as usize * 3;
+        for (row, line) in self
+            .out
+            .chunks_exact_mut(w * 3)
+            .zip(src[top * stride..].chunks(stride))
+        {
+            row.copy_from_slice(&line[left * 3..(left + w) * 3]);
+        }
+        Ok(())
     }
 
     /// torch's `interpolate(mode="nearest")` of the window: output pixel `i` reads source

@@ -907,7 +907,9 @@ impl Pipeline {
                     det.pre.push((at, op.clone()));
                 }
                 pixel_op => {
-                    if !geometry_done {
+                    // A detection pipeline without a resize runs its pixel ops on the window.
+                    let after_boxes = det.zoom.is_some() || det.iou.is_some() || det.flip.is_some();
+                    if !geometry_done && !after_boxes {
                         return Err(err(format!(
                             "{} must follow the crop or resize that sets the output size",
                             op_name(pixel_op)
@@ -919,9 +921,15 @@ impl Pipeline {
                 }
             }
         }
-        let detect = if det.is_detection() {
-            if !matches!(geometry, Some((Geometry::Resize { .. }, _, _))) {
-                return Err(err("a detection pipeline ends its geometry with resize [h, w], so that every image of a batch has one size".into()));
+        if resize_short.is_some() {
+            return Err(err("resize of the shorter side alone gives a different shape per image; add center_crop (batch shapes must be static)".into()));
+        }
+        // No crop or resize: each image keeps its (detection) window's size.
+        let geometry = geometry.unwrap_or((Geometry::Window, Interpolation::Bilinear, 0));
+        let natural = geometry.0 == Geometry::Window;
+        let detect = if det.is_detection() || natural {
+            if !matches!(geometry.0, Geometry::Resize { .. } | Geometry::Window) {
+                return Err(err("a detection pipeline ends its geometry with resize [h, w] (one size per batch), or has no resize (each image keeps its window's size)".into()));
             }
             // Ops that move pixels after the resize would leave the boxes behind.
             const MOVING: [&str; 8] = [
@@ -936,25 +944,17 @@ impl Pipeline {
             ];
             if let Some((_, op)) = pixel.iter().find(|(_, op)| MOVING.contains(&op_name(op))) {
                 return Err(err(format!(
-                    "{} after the resize of a detection pipeline would not move the boxes (put a horizontal flip before the resize; the others are not box-aware yet)",
+                    "{} after the geometry of a detection pipeline would not move the boxes (put a horizontal flip before the resize; the others are not box-aware yet)",
                     op_name(op)
                 )));
             }
             Some(det)
-        } else if geometry.is_some() && (det.flip.is_some() || !det.pre.is_empty()) {
+        } else if det.flip.is_some() || !det.pre.is_empty() {
             return Err(err("ops before the crop or resize are for detection pipelines (with random_zoom_out, random_iou_crop or sanitize_bounding_boxes); put them after it".into()));
         } else {
             None
         };
-        if resize_short.is_some() {
-            return Err(err("resize of the shorter side alone gives a different shape per image; add center_crop (batch shapes must be static)".into()));
-        }
-        let (geometry, interpolation, geometry_at) = geometry.ok_or_else(|| {
-            err(
-                "no op sets the output size (random_resized_crop, center_crop or resize [h, w])"
-                    .into(),
-            )
-        })?;
+        let (geometry, interpolation, geometry_at) = geometry;
         if dtype == Dtype::I64 {
             return Err(err(
                 "i64 is a label type; choose u8, f16, bf16 or f32 for images".into(),
@@ -1340,6 +1340,9 @@ pub(crate) enum Geometry {
     Resize {
         out: (u32, u32),
     },
+    /// No crop or resize (a detection pipeline): each output is its sample's window at its
+    /// own size.
+    Window,
 }
 
 /// A validated pipeline: what every sample goes through.
@@ -1453,6 +1456,8 @@ impl PixelOp {
 /// horizontal flip fused into the output writer, and the erase boxes on the written slot.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct PixelPlan {
+    /// The image's `(height, width)` at the output (the slot holds exactly this many pixels).
+    pub size: (u32, u32),
     /// Pixel ops, in order.
     pub ops: Vec<PixelOp>,
     /// Mirror when writing the slot (a flip that commutes with every later op is moved here).
@@ -1492,13 +1497,28 @@ pub struct Scratch {
 }
 
 impl Plan {
-    /// Output `(height, width)`.
-    pub fn out_hw(&self) -> (u32, u32) {
+    /// Output `(height, width)`, the same for every sample; `None` when each sample keeps its
+    /// window's size.
+    pub fn fixed_out(&self) -> Option<(u32, u32)> {
         match self.geometry {
             Geometry::RandomResizedCrop { out, .. }
             | Geometry::CenterCrop { out, .. }
-            | Geometry::Resize { out } => out,
+            | Geometry::Resize { out } => Some(out),
+            Geometry::Window => None,
         }
+    }
+
+    /// The most pixels an output can have for a `width`x`height` image.
+    pub fn max_pixels(&self, width: u32, height: u32) -> u64 {
+        let (h, w) = match self.fixed_out() {
+            Some(out) => out,
+            None => {
+                let zoom = self.detect.as_ref().and_then(|d| d.zoom.as_ref());
+                let (w, h) = detect::largest_canvas(zoom.map(|(_, z)| z), width, height);
+                (h, w)
+            }
+        };
+        u64::from(h) * u64::from(w)
     }
 
     /// Draws the sample's plan for a `width`x`height` image, and its boxes (`objects`) when
@@ -1536,7 +1556,7 @@ impl Plan {
                 width,
                 height,
                 boxes,
-                self.out_hw(),
+                self.fixed_out(),
                 d.sanitize,
             ));
         }
@@ -1557,7 +1577,7 @@ impl Plan {
                 Geometry::CenterCrop { resize_short, out } => {
                     geometry::resize_center_crop(width, height, resize_short, out)?
                 }
-                Geometry::Resize { .. } => CropBox::full(width, height),
+                Geometry::Resize { .. } | Geometry::Window => CropBox::full(width, height),
             },
         };
         let interpolation = match self.interpolation {
@@ -1571,7 +1591,11 @@ impl Plan {
             }
             fixed => fixed,
         };
-        let size = self.out_hw();
+        let size = match (&detected, self.fixed_out()) {
+            (_, Some(out)) => out,
+            (Some(d), None) => d.size,
+            (None, None) => (height, width),
+        };
         let mut ops = Vec::new();
         let mut first_flip = true;
         for (at, op) in &self.pixel {
@@ -1604,7 +1628,12 @@ impl Plan {
         Ok(SamplePlan {
             crop,
             interpolation,
-            pixels: PixelPlan { ops, flip, erase },
+            pixels: PixelPlan {
+                size,
+                ops,
+                flip,
+                erase,
+            },
             pre,
             detect: detected,
         })
@@ -2015,36 +2044,40 @@ pub struct PixelStage {
     writer: OutputWriter,
     dtype: Dtype,
     layout: Layout,
-    out: (usize, usize),
 }
 
 impl PixelStage {
-    /// The stage for `out_hw` images written as `dtype` in `layout`, normalized with
-    /// `(mean, std)` when given.
-    pub fn new(
-        dtype: Dtype,
-        layout: Layout,
-        normalize: Option<([f32; 3], [f32; 3])>,
-        out_hw: (u32, u32),
-    ) -> Self {
+    /// The stage for images written as `dtype` in `layout`, normalized with `(mean, std)`
+    /// when given.
+    pub fn new(dtype: Dtype, layout: Layout, normalize: Option<([f32; 3], [f32; 3])>) -> Self {
         Self {
             writer: OutputWriter::new(dtype, layout, normalize),
             dtype,
             layout,
-            out: (out_hw.0 as usize, out_hw.1 as usize),
         }
     }
 
-    /// The pixel ops of `plan` on `rgb` (the output size), in place.
+    /// The pixel ops of `plan` on `rgb` (at the plan's size), in place.
     pub fn ops(&self, rgb: &mut [u8], plan: &PixelPlan, scratch: &mut Scratch) {
         if !plan.ops.is_empty() {
-            apply(&plan.ops, rgb, self.out.0, self.out.1, scratch);
+            let (h, w) = plan.size;
+            apply(&plan.ops, rgb, h as usize, w as usize, scratch);
         }
     }
 
-    /// Writes `rgb` into `slot` (flipped as `plan` says), then erases `plan`'s boxes there.
+    /// The bytes the output of `plan` takes at the start of its slot.
+    pub fn bytes(&self, plan: &PixelPlan) -> usize {
+        plan.size.0 as usize * plan.size.1 as usize * 3 * self.dtype.size()
+    }
+
+    /// Writes `rgb` into the start of `slot` (flipped as `plan` says), then erases `plan`'s
+    /// boxes there.
+    ///
+    /// # Panics
+    /// `slot` is shorter than [`PixelStage::bytes`].
     pub fn write(&self, rgb: &[u8], plan: &PixelPlan, slot: &mut [u8]) {
-        let (h, w) = self.out;
+        let (h, w) = (plan.size.0 as usize, plan.size.1 as usize);
+        let slot = &mut slot[..self.bytes(plan)];
         self.writer.write(rgb, h, w, plan.flip, slot);
         for b in &plan.erase {
             erase::erase(slot, self.dtype, self.layout, h, w, b);
@@ -2076,7 +2109,10 @@ mod tests {
                 mean: IMAGENET_MEAN,
                 std: IMAGENET_STD,
             });
-        assert_eq!(train.plan(Dtype::Bf16).unwrap().out_hw(), (224, 224));
+        assert_eq!(
+            train.plan(Dtype::Bf16).unwrap().fixed_out(),
+            Some((224, 224))
+        );
         let eval = Pipeline::new("e")
             .then(Op::Resize {
                 size: Size::Square(256),
@@ -2104,11 +2140,13 @@ mod tests {
             .plan(Dtype::F32)
             .unwrap_err();
         assert!(e.to_string().contains("static"), "{e}");
-        let e = Pipeline::new("x")
+        // No crop or resize: each image keeps its own size, which the loader takes only from
+        // a dataset that gives the sizes (detection).
+        let p = Pipeline::new("x")
             .then(Op::RandomHorizontalFlip { p: 0.5 })
             .plan(Dtype::F32)
-            .unwrap_err();
-        assert!(e.to_string().contains("output size"), "{e}");
+            .unwrap();
+        assert_eq!(p.fixed_out(), None);
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use hpuload::{Dtype, Error, Hpu, HpuConfig, LastBatch, Layout, OnError, ReadMode};
+use hpuload::{Dtype, Error, Hpu, HpuConfig, LastBatch, Layout, OnError, OutputSize, ReadMode};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::report::{BenchReport, EpochStats};
@@ -123,10 +123,16 @@ pub fn run(args: &BenchArgs) -> Result<(), Error> {
             ReadModeArg::Mmap => ReadMode::Mmap,
         })
         .build()?;
-    let (dtype, layout, [h, w]) = loader.output();
+    let (dtype, layout, size) = loader.output();
+    let size = match size {
+        OutputSize::Fixed([h, w]) => format!("{h}x{w}"),
+        OutputSize::PerSample { max_pixels } => {
+            format!("each image its own size (at most {max_pixels} pixels)")
+        }
+    };
     println!(
         "dataset {} ({} images), pipeline {}, backend {}, batch {}, {} workers, {} batches/epoch, \
-         output {dtype:?} {layout:?} {h}x{w}, pinned: {}",
+         output {dtype:?} {layout:?} {size}, pinned: {}",
         origin.display(),
         loader.dataset_len(),
         pipeline.name,

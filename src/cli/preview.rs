@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use hpuload::{Dtype, Error, Layout, Op};
+use hpuload::{Dtype, Error, Layout, Op, OutputSize};
 
 use super::DataArgs;
 
@@ -29,6 +29,8 @@ pub struct PreviewArgs {
 const LABEL_H: usize = 12;
 /// Gap between cells.
 const GAP: usize = 4;
+/// The longest side an image of its own size is drawn at.
+const MAX_SIDE: usize = 400;
 
 /// Renders the sheet.
 pub fn run(args: &PreviewArgs) -> Result<(), Error> {
@@ -46,8 +48,7 @@ pub fn run(args: &PreviewArgs) -> Result<(), Error> {
         .prefetch(0)
         .output(Dtype::F32, Layout::Nhwc)
         .build()?;
-    let (_, _, [h, w]) = loader.output();
-    let (h, w) = (h as usize, w as usize);
+    let (_, _, size) = loader.output();
     let classes = loader.classes().to_vec();
     let batch = loader
         .epoch(args.epoch)
@@ -74,6 +75,36 @@ pub fn run(args: &PreviewArgs) -> Result<(), Error> {
             .collect(),
     };
     let n = labels.len();
+    // Each image: where its pixels start, its size, and the scale it is drawn at (images at
+    // their own sizes are shrunk to at most MAX_SIDE, by nearest pixels).
+    let placed: Vec<(usize, usize, usize, f32)> = match size {
+        OutputSize::Fixed([h, w]) => (0..n)
+            .map(|i| (i * h as usize * w as usize * 3, h as usize, w as usize, 1.0))
+            .collect(),
+        OutputSize::PerSample { .. } => {
+            let row = pixels.len() / n.max(1);
+            let t = targets
+                .as_ref()
+                .expect("per-sample sizes come with targets");
+            (0..n)
+                .map(|i| {
+                    let (h, w) = (t[i].size.0 as usize, t[i].size.1 as usize);
+                    let s = (MAX_SIDE as f32 / h.max(w).max(1) as f32).min(1.0);
+                    (i * row, h, w, s)
+                })
+                .collect()
+        }
+    };
+    let drawn = |&(_, h, w, s): &(usize, usize, usize, f32)| {
+        (
+            ((h as f32 * s) as usize).max(1),
+            ((w as f32 * s) as usize).max(1),
+        )
+    };
+    let (h, w) = placed
+        .iter()
+        .map(drawn)
+        .fold((1, 1), |(a, b), (h, w)| (a.max(h), b.max(w)));
     let cols = (n as f64).sqrt().ceil() as usize;
     let rows = n.div_ceil(cols);
     let (cell_w, cell_h) = (w + GAP, h + LABEL_H + GAP);
@@ -84,10 +115,16 @@ pub fn run(args: &PreviewArgs) -> Result<(), Error> {
     );
     for (i, &label) in labels.iter().enumerate() {
         let (x0, y0) = (GAP + (i % cols) * cell_w, GAP + (i / cols) * cell_h);
-        let image = &pixels[i * h * w * 3..(i + 1) * h * w * 3];
+        let (at, ih, iw, scale) = placed[i];
+        let (h, w) = drawn(&placed[i]);
+        let image = &pixels[at..at + ih * iw * 3];
         for y in 0..h {
             for x in 0..w {
-                let px = &image[(y * w + x) * 3..][..3];
+                let (sy, sx) = (
+                    ((y as f32 / scale) as usize).min(ih - 1),
+                    ((x as f32 / scale) as usize).min(iw - 1),
+                );
+                let px = &image[(sy * iw + sx) * 3..][..3];
                 let rgb = std::array::from_fn(|c| {
                     let v = match normalize {
                         Some((mean, std)) => px[c] * std[c] + mean[c],
@@ -102,7 +139,8 @@ pub fn run(args: &PreviewArgs) -> Result<(), Error> {
             Some(t) => {
                 for (b, &class) in t[i].boxes.iter().zip(&t[i].labels) {
                     let colour = box_colour(class);
-                    draw_box(&mut sheet, x0, y0, w, h, b, colour);
+                    let b = b.map(|v| v * scale);
+                    draw_box(&mut sheet, x0, y0, w, h, &b, colour);
                     let name = classes
                         .get(class as usize)
                         .filter(|n| !n.is_empty())
@@ -137,8 +175,12 @@ pub fn run(args: &PreviewArgs) -> Result<(), Error> {
             path: args.out.clone(),
             source: std::io::Error::other(e),
         })?;
+    let size = match size {
+        OutputSize::Fixed([h, w]) => format!("{h}x{w}"),
+        OutputSize::PerSample { .. } => "their own sizes".into(),
+    };
     println!(
-        "wrote {} ({} images of {h}x{w}, pipeline {}, epoch {}, first batch)",
+        "wrote {} ({} images of {size}, pipeline {}, epoch {}, first batch)",
         args.out.display(),
         n,
         pipeline.name,

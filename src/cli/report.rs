@@ -91,7 +91,8 @@ pub struct BenchReport {
     pub prefetch: usize,
     pub dtype: hpuload::Dtype,
     pub layout: hpuload::Layout,
-    pub output_hw: [u32; 2],
+    pub output_hw: Option<[u32; 2]>,
+    pub output_max_pixels: u64,
     pub batches_per_epoch: usize,
     pub epochs: u64,
     pub images: u64,
@@ -188,7 +189,7 @@ impl BenchReport {
         let step_ms = args.step_ms;
         let idle = step_ms
             .map(|_| 100.0 * stage_times.get(Stage::Wait).as_secs_f64() / wall_sec.max(1e-9));
-        let (dtype, layout, output_hw) = loader.output();
+        let (dtype, layout, size) = loader.output();
         Self {
             schema_version: SCHEMA_VERSION,
             hpuload_version: env!("CARGO_PKG_VERSION"),
@@ -201,7 +202,11 @@ impl BenchReport {
             prefetch: args.prefetch,
             dtype,
             layout,
-            output_hw,
+            output_hw: match size {
+                hpuload::OutputSize::Fixed(hw) => Some(hw),
+                hpuload::OutputSize::PerSample { .. } => None,
+            },
+            output_max_pixels: size.max_pixels(),
             batches_per_epoch: loader.batches_per_epoch(),
             epochs: measured.len() as u64,
             images,

@@ -5,7 +5,7 @@ use hpuload_decoders::{CpuDecoder, Decode, JpegDecoder};
 
 use super::Shared;
 use crate::augment::detect::compose_window;
-use crate::augment::{self, DetectPlan, Resampler};
+use crate::augment::{self, DetectPlan, Resampler, SamplePlan};
 use crate::cpu_time::CpuClock;
 use crate::stage::Stage;
 use crate::SampleErrorKind;
@@ -33,7 +33,7 @@ pub(super) struct CpuScratch {
 
 impl Scratch {
     pub fn new(shared: &Shared) -> Self {
-        let (h, w) = shared.plan.out_hw();
+        let (h, w) = shared.plan.fixed_out().unwrap_or((0, 0));
         Self {
             file: Vec::new(),
             engine_probe: JpegDecoder::with_limits(shared.limits),
@@ -46,6 +46,22 @@ impl Scratch {
             },
         }
     }
+}
+
+/// Whether `plan`'s output (for an image of `(width, height)`) fits the batch slots: an
+/// output at its own size may not, when the image is larger than its annotation says.
+pub(super) fn fits(
+    shared: &Shared,
+    plan: &SamplePlan,
+    (width, height): (u32, u32),
+) -> Result<(), SampleErrorKind> {
+    if shared.stage.bytes(&plan.pixels) <= shared.layout.sample_bytes {
+        return Ok(());
+    }
+    let (h, w) = plan.pixels.size;
+    Err(SampleErrorKind::Augment(format!(
+        "the image is {width}x{height} and its output {w}x{h}, more than the batch slots hold: they are sized from the image sizes the annotations give"
+    )))
 }
 
 /// Decodes `bytes` (sample `index`) on the CPU and writes the augmented sample into `slot`;
@@ -79,6 +95,7 @@ pub(super) fn decode_into(
             objects.map(|o| o.boxes),
         )
         .map_err(SampleErrorKind::Augment)?;
+    fits(shared, &plan, (info.width, info.height))?;
     let (w, h) = (info.width as usize, info.height as usize);
     augment::apply(&plan.pre, &mut s.rgb[..len], h, w, &mut s.ops);
     let (source, sw, sh) = match &plan.detect {
@@ -88,6 +105,8 @@ pub(super) fn decode_into(
         }
         _ => (&s.rgb[..len], info.width, info.height),
     };
+    let (oh, ow) = plan.pixels.size;
+    s.resampler.set_size(oh, ow);
     let resized = s
         .resampler
         .run_with(source, sw, sh, &plan.crop, plan.interpolation)

@@ -105,7 +105,7 @@ pub(super) fn submit(guard: EngineJob, mut h: HwSlot) -> Result<(), HpuError> {
             slot: h.slot,
         })),
     };
-    let (oh, ow) = shared.plan.out_hw();
+    let (oh, ow) = h.plan.pixels.size;
     let job = MediaJob {
         source,
         decode: DecodePlan {

@@ -69,6 +69,53 @@ pub enum Backend {
     Cpu,
 }
 
+/// The size of the output images.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputSize {
+    /// Every image is `[height, width]`: images are `[N, 3, H, W]` (NCHW) or `[N, H, W, 3]`.
+    Fixed([u32; 2]),
+    /// Each image keeps its detection window's size (a detection pipeline without a resize).
+    /// Images are `[N, E]`: sample `i`'s `3 * h * w` values come first in row `i` (as
+    /// `[3, h, w]` or `[h, w, 3]`), the rest of the row is unused, and its `(h, w)` is in its
+    /// target record ([`Targets::size`]). Rows hold `max_pixels` pixels: the most any sample
+    /// can have, from the image sizes the annotations give.
+    PerSample {
+        /// Pixels per row.
+        max_pixels: u64,
+    },
+}
+
+impl OutputSize {
+    /// The most pixels one image can have.
+    pub fn max_pixels(&self) -> u64 {
+        match *self {
+            Self::Fixed([h, w]) => u64::from(h) * u64::from(w),
+            Self::PerSample { max_pixels } => max_pixels,
+        }
+    }
+}
+
+/// The most pixels an output of `plan` can have over `source`'s images, by the sizes their
+/// annotations give.
+fn largest_output(source: &dyn Source, plan: &Plan) -> Result<u64, Error> {
+    let mut most = 0;
+    for index in 0..source.entries().len() {
+        let (w, h) = source.objects(index).map_or((0, 0), |o| o.size);
+        if w == 0 || h == 0 {
+            return Err(Error::config(
+                "pipeline",
+                format!(
+                    "{}: the annotations give no width and height, which size the batches of a pipeline without a resize (add a resize [h, w], or the sizes)",
+                    source.entries()[index].path.display()
+                ),
+            ));
+        }
+        most = most.max(plan.max_pixels(w, h));
+    }
+    Ok(most)
+}
+
 /// A batch, in device memory (or, with [`Placement::Host`], in a pinned host buffer).
 #[derive(Debug)]
 pub struct Batch {
@@ -178,6 +225,7 @@ pub struct Loader {
     error_budget: f64,
     dtype: Dtype,
     layout: Layout,
+    output: OutputSize,
     placement: Placement,
     report: Mutex<Report>,
     wait: Duration,
@@ -233,10 +281,14 @@ impl Loader {
             Some(_) if b.source.entries().is_empty() || b.source.objects(0).is_none() => {
                 return Err(Error::config(
                     "pipeline",
-                    "a detection pipeline needs a dataset with boxes (a COCO annotation file)",
+                    if plan.fixed_out().is_some() {
+                        "a detection pipeline needs a dataset with boxes (a COCO annotation file)"
+                    } else {
+                        "a pipeline without a crop or resize gives each image its own size, which needs a detection dataset (a COCO annotation file gives the sizes); add a crop or resize"
+                    },
                 ))
             }
-            Some(_) if b.backend == Backend::Hw => {
+            Some(d) if b.backend == Backend::Hw && (d.zoom.is_some() || !d.pre.is_empty()) => {
                 return Err(Error::config(
                     "backend",
                     "detection samples whose window shows the zoom-out's fill, or with photometric steps before the geometry, need the CPU path: choose auto (the engine takes the others) or cpu",
@@ -250,8 +302,18 @@ impl Loader {
             }),
         };
         let label_bytes = targets.map_or(LABEL_BYTES, |t| t.bytes());
-        let (oh, ow) = plan.out_hw();
-        let sample_bytes = oh as usize * ow as usize * 3 * b.dtype.size();
+        let output = match plan.fixed_out() {
+            Some((h, w)) => OutputSize::Fixed([h, w]),
+            None => OutputSize::PerSample {
+                max_pixels: largest_output(b.source.as_ref(), &plan)?,
+            },
+        };
+        let sample_bytes = usize::try_from(output.max_pixels())
+            .ok()
+            .and_then(|p| p.checked_mul(3 * b.dtype.size()))
+            .ok_or_else(|| {
+                Error::config("pipeline", "the largest output does not fit in memory")
+            })?;
         let (layout, buffer_len) = BatchLayout::new(b.batch_size, sample_bytes, label_bytes)
             .ok_or_else(|| {
                 Error::config(
@@ -268,7 +330,12 @@ impl Loader {
             Placement::Device => b.prefetch + 1,
             Placement::Host => b.prefetch + 2,
         };
-        let pool = PinnedPool::new(buffers, buffer_len).map_err(|source| Error::HostMemory {
+        // Slots sized for the largest output hold mostly smaller ones: pages only as used.
+        let pool = match output {
+            OutputSize::Fixed(_) => PinnedPool::new(buffers, buffer_len),
+            OutputSize::PerSample { .. } => PinnedPool::pageable(buffers, buffer_len),
+        };
+        let pool = pool.map_err(|source| Error::HostMemory {
             what: "pinned batch buffers",
             source,
         })?;
@@ -300,12 +367,7 @@ impl Loader {
             None => None,
         };
         let shared = Arc::new(Shared {
-            stage: Arc::new(PixelStage::new(
-                b.dtype,
-                b.layout,
-                plan.normalize,
-                plan.out_hw(),
-            )),
+            stage: Arc::new(PixelStage::new(b.dtype, b.layout, plan.normalize)),
             source: b.source,
             backend: b.backend,
             plan,
@@ -347,6 +409,7 @@ impl Loader {
             error_budget: b.error_budget,
             dtype: b.dtype,
             layout: b.layout,
+            output,
             placement: b.placement,
             report: Mutex::new(report),
             wait: Duration::ZERO,
@@ -481,10 +544,9 @@ impl Loader {
         self.shared.targets
     }
 
-    /// Output `(dtype, layout, [height, width])`.
-    pub fn output(&self) -> (Dtype, Layout, [u32; 2]) {
-        let (h, w) = self.shared.plan.out_hw();
-        (self.dtype, self.layout, [h, w])
+    /// Output `(dtype, layout, size)`.
+    pub fn output(&self) -> (Dtype, Layout, OutputSize) {
+        (self.dtype, self.layout, self.output)
     }
 
     /// The random choices for sample `index` of a `width`x`height` image in `epoch`: the crop
@@ -754,10 +816,12 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
                     source,
                 })?,
         };
-        let (h, w) = loader.shared.plan.out_hw();
-        let shape = match loader.layout {
-            Layout::Nchw => vec![n, 3, h as usize, w as usize],
-            Layout::Nhwc => vec![n, h as usize, w as usize, 3],
+        let shape = match (loader.output, loader.layout) {
+            (OutputSize::Fixed([h, w]), Layout::Nchw) => vec![n, 3, h as usize, w as usize],
+            (OutputSize::Fixed([h, w]), Layout::Nhwc) => vec![n, h as usize, w as usize, 3],
+            (OutputSize::PerSample { .. }, _) => {
+                vec![n, loader.shared.layout.sample_bytes / loader.dtype.size()]
+            }
         };
         let work = BatchWork::new(
             batch::BatchSpec {

@@ -193,7 +193,7 @@ pub(super) fn write_label(
         .kept
         .iter()
         .map(|&k| objects.map_or(-1, |o| o.labels[k as usize]));
-    let left = layout.write(out, image_id, &plan.boxes, labels);
+    let left = layout.write(out, image_id, plan.size, &plan.boxes, labels);
     shared
         .counters
         .boxes

@@ -83,7 +83,8 @@ pub(super) fn route(
                     return Ok(Route::Cpu);
                 }
             }
-            let (oh, ow) = shared.plan.out_hw();
+            super::cpu::fits(shared, &plan, (info.width, info.height))?;
+            let (oh, ow) = plan.pixels.size;
             let filter = plan.interpolation.filter();
             let region = plan
                 .crop

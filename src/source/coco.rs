@@ -63,6 +63,8 @@ pub struct CocoOptions {
 pub struct Objects<'a> {
     /// The image's COCO id.
     pub image_id: i64,
+    /// The image's `(width, height)` as the annotation file gives it (0 when it leaves it out).
+    pub size: (u32, u32),
     /// `[x1, y1, x2, y2]` per object.
     pub boxes: &'a [[f32; 4]],
     /// The label per object (see [`Categories`]).
@@ -392,6 +394,7 @@ impl CocoDataset {
         let r = self.starts[index]..self.starts[index + 1];
         Objects {
             image_id: self.image_ids[index],
+            size: self.sizes[index],
             boxes: &self.boxes[r.clone()],
             labels: &self.labels[r.clone()],
             iscrowd: &self.iscrowd[r.clone()],
