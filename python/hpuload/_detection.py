@@ -306,18 +306,13 @@ def translate_detection(transform) -> tuple[str, str, bool]:
             op = _pixel_op(t)
             if op is None:
                 raise Unsupported(f"transform {type(t).__module__}.{name} is not one hpuload implements for detection")
-            if resize is None:
-                raise Unsupported(f"{name} before the Resize (hpuload runs pixel ops at the output size)")
+            if resize is None and not (geometry or flip):
+                raise Unsupported(f"{name} before the geometry (hpuload runs pixel ops on the output window)")
             if dtype is not None:
                 raise Unsupported(f"{name} after the conversion to float")
             if _moves_pixels(op):
                 raise Unsupported(f"{name} in a detection pipeline (it would have to move the boxes)")
             pixel.append(op)
-    if resize is None:
-        raise Unsupported(
-            "detection transforms without a Resize((h, w)) give images of different sizes; hpuload "
-            "batches one size (add Resize((300, 300)) for SSD300, as graph mode needs anyway)"
-        )
     if dtype is None and image_type is PIL.Image.Image:
         raise Unsupported("the transforms yield PIL images, not tensors (add ToImage and ToDtype)")
     if normalize is not None:
@@ -326,7 +321,8 @@ def translate_detection(transform) -> tuple[str, str, bool]:
     ops = pre + geometry + ([flip] if flip else [])
     if sanitize is not None and not sanitize_after_resize:
         ops.append(sanitize)
-    ops.append(resize)
+    if resize is not None:
+        ops.append(resize)
     if sanitize is not None and sanitize_after_resize:
         ops.append(sanitize)
     ops += pixel + ([normalize] if normalize else [])
@@ -347,12 +343,14 @@ class Targets:
 
     def fields(self, records: torch.Tensor) -> dict[str, torch.Tensor]:
         """The padded fields of `[N, record bytes]` uint8 records, as views (no copy):
-        `image_id [N]`, `count [N]`, `boxes [N, M, 4]` float32 XYXY, `labels [N, M]` int64
-        (-1 past count), `valid [N, M]` bool."""
+        `image_id [N]`, `size [N, 2]` int32 (each image's height and width), `count [N]`,
+        `boxes [N, M, 4]` float32 XYXY, `labels [N, M]` int64 (-1 past count), `valid [N, M]`
+        bool."""
         n, m = records.shape[0], self.max_boxes
-        boxes_at, labels_at, valid_at = 16, 16 + 16 * m, 16 + 24 * m
+        boxes_at, labels_at, valid_at = 24, 24 + 16 * m, 24 + 24 * m
         return {
             "image_id": records[:, 0:8].view(torch.int64)[:, 0],
+            "size": records[:, 16:24].view(torch.int32),
             "boxes": records[:, boxes_at:labels_at].view(torch.float32).view(n, m, 4),
             "labels": records[:, labels_at:valid_at].view(torch.int64),
             "count": records[:, 8:16].view(torch.int64)[:, 0],
@@ -364,7 +362,16 @@ class Targets:
         for graph mode); for a raw CocoDetection, `(images, [annotation lists])`."""
         if self.raw is not None:
             return images, [self._raw_target(i) for i in indices]
-        return images, self.fields(records)
+        fields = self.fields(records)
+        if images.ndim == 2:
+            # Without a Resize each image keeps its own size: one view per image.
+            return self.images(images, fields["size"].tolist()), fields
+        return images, fields
+
+    @staticmethod
+    def images(rows: torch.Tensor, sizes: list[list[int]]) -> list[torch.Tensor]:
+        """Views `[3, h, w]` of each image at the start of its row of `rows` `[N, E]`."""
+        return [rows[i, : 3 * h * w].view(3, h, w) for i, (h, w) in enumerate(sizes)]
 
     def samples(self, images: torch.Tensor, records: torch.Tensor, indices: list[int]) -> list[tuple]:
         """Per sample `(image, target)` as torchvision's dataset returns it, for the user's
@@ -376,12 +383,14 @@ class Targets:
         f = self.fields(records)
         counts = f["count"].tolist()
         ids = f["image_id"].tolist()
-        h, w = images.shape[-2], images.shape[-1]
+        sizes = f["size"].tolist()
+        per_image = self.images(images, sizes) if images.ndim == 2 else images
         out = []
         if not self.pure:
             from torchvision import tv_tensors
         for i in range(n):
-            image = images[i]
+            image = per_image[i]
+            h, w = sizes[i]
             target: dict[str, Any] = {}
             c = counts[i]
             if "image_id" in self.keys:

@@ -35,7 +35,7 @@ import torch.utils.data as tud
 # reach torch's.
 from torch.utils.data.dataloader import DataLoader as _TorchDataLoader
 
-from . import _detection, _hpuload
+from . import _collate, _detection, _hpuload
 from ._transforms import Unsupported, translate
 from .sources import ImageFolder as _HpuFolder
 from .sources import _pipeline
@@ -499,7 +499,9 @@ class _Loader:
             **source,
         )
         self._core = _hpuload.Loader(**self._config)
-        if not self._core.pinned:
+        # Batches of images at their own sizes are sized for the largest and left pageable on
+        # purpose (`OutputSize::PerSample`); any other unpinned pool is the memlock limit.
+        if not self._core.pinned and self._core.output[2] != 0:
             warnings.warn(
                 "hpuload: the batch buffers could not be page-locked (RLIMIT_MEMLOCK is too low "
                 "for them; raise it with `ulimit -l`): using pageable memory, so copies to an "
@@ -642,16 +644,19 @@ class _Loader:
                         yield collate(self._targets.samples(images, labels, self.last_indices))
                 elif collate is None:
                     # What default_collate makes of the samples.
+                    _collate.mark(images)
                     yield (images, labels) if keys is None else {keys[0]: images, keys[1]: labels}
                 else:
                     # Views of the pinned batch, one per sample: nothing is copied before the
-                    # user's code runs.
+                    # user's code runs, and default_collate's stack of them is the batch.
                     targets = labels.tolist()
-                    n = images.shape[0]
                     if keys is None:
-                        yield collate([(images[i], targets[i]) for i in range(n)])
+                        yield _collate.call(collate, images, lambda views: list(zip(views, targets)))
                     else:
-                        yield collate([{keys[0]: images[i], keys[1]: targets[i]} for i in range(n)])
+                        k0, k1 = keys
+                        yield _collate.call(
+                            collate, images, lambda views: [{k0: v, k1: t} for v, t in zip(views, targets)]
+                        )
         finally:
             if self._active is token and self._core is core:
                 core.stop()

@@ -7,6 +7,7 @@
 
 mod dlpack;
 mod errors;
+mod mix;
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -738,6 +739,8 @@ fn _hpuload(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Batch>()?;
     m.add_class::<dlpack::Tensor>()?;
     m.add_function(wrap_pyfunction!(cli, m)?)?;
+    m.add_function(wrap_pyfunction!(mix::mixup_f32, m)?)?;
+    m.add_function(wrap_pyfunction!(mix::cutmix_f32, m)?)?;
     errors::register(m)?;
     Ok(())
 }

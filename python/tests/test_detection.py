@@ -153,10 +153,11 @@ def _boxes_xyxy(ann_file, image_id):
     ]
 
 
-def _replay(image, boxes, labels, plan):
+def _replay(image, boxes, labels, plan, resize=(300, 300)):
     """torchvision's kernels with the loader's drawn parameters: photometric steps in drawn
     order, zoom-out padding, IoU crop (boxes whose centre leaves the window zeroed, as
-    RandomIoUCrop does), flip, resize to 300, to float, SanitizeBoundingBoxes."""
+    RandomIoUCrop does), flip, resize to `resize` (None: none), to float,
+    SanitizeBoundingBoxes."""
     h, w = image.shape[-2:]
     boxes = tv_tensors.BoundingBoxes(boxes, format="XYXY", canvas_size=(h, w))
     for step in plan.get("pre", []):
@@ -181,15 +182,18 @@ def _replay(image, boxes, labels, plan):
         boxes[~within] = 0
     if d["flip"]:
         image, boxes = F.horizontal_flip(image), F.horizontal_flip(boxes)
-    image, boxes = F.resize(image, [300, 300]), F.resize(boxes, [300, 300])
+    if resize is not None:
+        image, boxes = F.resize(image, list(resize)), F.resize(boxes, list(resize))
     image = F.to_dtype(image, torch.float32, scale=True)
     return T.SanitizeBoundingBoxes()(image, {"boxes": boxes, "labels": torch.tensor(labels)})
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_boxes_and_pixels_match_torchvision_given_the_parameters_hpuload_drew(coco_png, seed):
+@pytest.mark.parametrize("seed, resize", [(0, (300, 300)), (1, (300, 300)), (2, None)])
+def test_boxes_and_pixels_match_torchvision_given_the_parameters_hpuload_drew(coco_png, seed, resize):
+    """With the reference's Resize for static shapes, and without it (the reference's own
+    preset: each image keeps its window's size)."""
     folder, ann = coco_png
-    ds = wrapped(folder, ann, ssd_transforms(tensor_first=True, p_distort=1.0))
+    ds = wrapped(folder, ann, ssd_transforms(resize=resize, tensor_first=True, p_distort=1.0))
     with no_fallback():
         loader = ht.DataLoader(ds, batch_size=4, num_workers=2, collate_fn=reference_collate, seed=seed)
     coco = ds._dataset.coco
@@ -202,7 +206,8 @@ def test_boxes_and_pixels_match_torchvision_given_the_parameters_hpuload_drew(co
             src = F.pil_to_tensor(Image.open(folder / info["file_name"]).convert("RGB"))
             plan = json.loads(loader._core.sample_plan(0, index, src.shape[2], src.shape[1]))
             boxes, labels = _boxes_xyxy(ann, image_id)
-            ref_image, ref = _replay(tv_tensors.Image(src), boxes, labels, plan)
+            ref_image, ref = _replay(tv_tensors.Image(src), boxes, labels, plan, resize)
+            assert image.shape == ref_image.shape
             assert target["labels"].tolist() == ref["labels"].tolist(), f"image {image_id}: boxes kept differ"
             torch.testing.assert_close(target["boxes"], ref["boxes"].as_subclass(torch.Tensor), rtol=1e-4, atol=1e-3)
             levels += torch.bincount(((image - ref_image).abs() * 255).round().long().flatten(), minlength=256)[:256]
@@ -210,9 +215,12 @@ def test_boxes_and_pixels_match_torchvision_given_the_parameters_hpuload_drew(co
             kept_total += len(target["labels"])
     assert checked == len(ds) and kept_total > 0
     # Each kernel is within 1 level of torchvision's (rounding); chained, a hue or contrast
-    # step's 1 and the resize's 1 meet in a few pixels (9 of 2.7 million measured).
-    assert levels[3:].sum() == 0, levels[:4]
-    assert levels[2] <= 1e-4 * levels.sum(), levels[:4]
+    # step's 1 and the resize's 1 meet in a few pixels (9 of 2.7 million measured). Without
+    # the resize's averaging, a 1 from one photometric step can be scaled by the next
+    # contrast or saturation factor (up to 1.5): 359 of 15 million at 2 or 3 measured.
+    worst = 3 if resize is None else 2
+    assert levels[worst + 1 :].sum() == 0, levels[:5]
+    assert levels[2:].sum() <= 1e-4 * levels.sum(), levels[:5]
 
 
 def test_iou_crop_and_zoom_out_parameters_are_distributed_as_torchvisions(png_folder, tmp_path):
@@ -291,7 +299,6 @@ def test_habana_dataloader_takes_the_same_coco_pipeline(coco_png):
 @pytest.mark.parametrize(
     "make, reason",
     [
-        (lambda f, a: wrapped(f, a, ssd_transforms(resize=None)), "Resize((h, w))"),
         (lambda f, a: wrap_dataset_for_transforms_v2(CocoDetection(str(f), str(a), transforms=ssd_transforms()), target_keys=["boxes", "masks"]), "masks"),
         (lambda f, a: wrapped(f, a, T.Compose([T.RandomIoUCrop(), T.Resize((30, 30)), T.ToImage(), T.RandomRotation(10)])), "RandomRotation"),
     ],

@@ -293,6 +293,73 @@ def test_resnet50_v2_recipe_runs_on_the_fast_path_with_repeated_augmentation_and
     assert got[: len(order)] == order
 
 
+def test_default_collate_of_a_batchs_samples_is_the_pinned_batch_itself_and_other_stacks_copy(jpeg_folder):
+    dataset = datasets.ImageFolder(jpeg_folder, Preset(32))
+    seen = []
+
+    def collate(batch):
+        images, labels = tud.default_collate(batch)
+        again = torch.stack([x for x, _ in batch])
+        reordered = torch.stack([x for x, _ in reversed(batch)])
+        seen.append((images.data_ptr() == batch[0][0].data_ptr(), again.data_ptr() != images.data_ptr()))
+        assert type(images) is torch.Tensor and type(batch[0][0] * 2) is torch.Tensor
+        assert torch.equal(images, again) and torch.equal(reordered, images.flip(0))
+        assert images.shape == (len(batch), 3, 32, 32) and labels.tolist() == [y for _, y in batch]
+        return images.clone(), labels
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(dataset, batch_size=8, collate_fn=collate, drop_last=True)
+    copied = [x for x, _ in loader]
+    assert seen and all(alias and copied for alias, copied in seen)
+    # The same values as the loader gives without a collate_fn.
+    loader.collate_fn = None
+    loader.set_epoch(0)
+    assert all(torch.equal(a, b) for a, (b, _) in zip(copied, loader))
+
+
+@pytest.mark.parametrize("which", ["mixup", "cutmix", "choice"])
+def test_mixup_and_cutmix_in_a_collate_fn_give_torchvisions_results_bit_for_bit(jpeg_folder, which):
+    dataset = datasets.ImageFolder(jpeg_folder, Preset(40))
+    n = len(dataset.classes)
+    mixup, cutmix = v2.MixUp(alpha=0.2, num_classes=n), v2.CutMix(alpha=1.0, num_classes=n)
+    mix = {"mixup": mixup, "cutmix": cutmix, "choice": v2.RandomChoice([mixup, cutmix])}[which]
+    checked = []
+
+    def collate(batch):
+        state = torch.get_rng_state()
+        # torchvision's own code: tensors hpuload did not make.
+        plain_x, plain_y = tud.default_collate([(x.clone(), y) for x, y in batch])
+        ref = mix(plain_x, plain_y)
+        torch.set_rng_state(state)
+        x, y = tud.default_collate(batch)
+        got = mix(x, y)
+        assert type(got[0]) is torch.Tensor and got[0].data_ptr() != x.data_ptr()
+        assert torch.equal(x, plain_x), "the batch itself is not modified"
+        checked.append(torch.equal(got[0], ref[0]) and torch.equal(got[1], ref[1]))
+        return got
+
+    torch.manual_seed(11)
+    loader = DataLoader(dataset, batch_size=8, shuffle=True, collate_fn=collate, drop_last=True)
+    for _ in range(2):
+        for images, targets in loader:
+            assert images.shape == (8, 3, 40, 40) and targets.shape == (8, n)
+    assert len(checked) == 2 * len(loader) and all(checked)
+
+
+def test_mixup_and_cutmix_after_the_loader_give_torchvisions_results(jpeg_folder):
+    dataset = datasets.ImageFolder(jpeg_folder, Preset(40))
+    n = len(dataset.classes)
+    mix = v2.RandomChoice([v2.MixUp(alpha=0.2, num_classes=n), v2.CutMix(alpha=1.0, num_classes=n)])
+    torch.manual_seed(3)
+    for images, labels in DataLoader(dataset, batch_size=8, drop_last=True):
+        state = torch.get_rng_state()
+        ref = mix(images.clone(), labels)
+        torch.set_rng_state(state)
+        got = mix(images, labels)
+        assert torch.equal(got[0], ref[0]) and torch.equal(got[1], ref[1])
+
+
 def test_custom_sampler_resume_mid_epoch_gives_the_same_batches(jpeg_folder):
     from timm.data.distributed_sampler import RepeatAugSampler
 

@@ -8,7 +8,7 @@
 //!
 //! Files by family: `geometry.rs` (crop windows, flips, affine warps), `colour.rs`, `blur.rs`
 //! (Gaussian blur, sharpness), `autoaugment.rs` (the policies), `erase.rs`, `kernel.rs` (the
-//! resampler and the output writer).
+//! resampler and the output writer), `mix.rs` (MixUp and CutMix, on whole batches).
 
 mod autoaugment;
 mod blur;
@@ -17,6 +17,7 @@ pub(crate) mod detect;
 mod erase;
 mod geometry;
 mod kernel;
+pub mod mix;
 mod pil;
 mod timm;
 
