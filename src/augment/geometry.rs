@@ -271,6 +271,25 @@ fn rot90(src: &[u8], n: usize, k: u32, out: &mut [u8]) {
 /// inverse matrix in f64, the sampling grid and `grid_sample` (align_corners=False, zero
 /// padding) in f32, then the fill, rounding half to even.
 pub(crate) fn warp(rgb: &mut [u8], h: usize, w: usize, warp: &Warp, s: &mut super::Scratch) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (detected just above).
+        return unsafe { warp_avx2(rgb, h, w, warp, s) };
+    }
+    warp_any(rgb, h, w, warp, s);
+}
+
+/// [`warp`] built for AVX2 (which brings SSE4.1's rounding instructions): the baseline build
+/// calls libm's `floorf` and `rintf` for every pixel, which took a quarter of the warp's time.
+/// No FMA is enabled, so the bytes are the baseline's.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn warp_avx2(rgb: &mut [u8], h: usize, w: usize, warp: &Warp, s: &mut super::Scratch) {
+    warp_any(rgb, h, w, warp, s);
+}
+
+#[inline(always)]
+fn warp_any(rgb: &mut [u8], h: usize, w: usize, warp: &Warp, s: &mut super::Scratch) {
     let src = &mut s.bytes;
     src.clear();
     src.extend_from_slice(&rgb[..h * w * 3]);
@@ -367,6 +386,35 @@ pub(crate) fn warp(rgb: &mut [u8], h: usize, w: usize, warp: &Warp, s: &mut supe
 mod tests {
     use super::*;
     use crate::rng::Stream;
+
+    #[test]
+    fn the_avx2_warp_gives_the_baselines_bytes() {
+        if !std::arch::is_x86_feature_detected!("avx2") {
+            return;
+        }
+        let (h, w) = (41, 29);
+        let img: Vec<u8> = (0..h * w * 3)
+            .map(|i: usize| (i.wrapping_mul(2_654_435_761) >> 9) as u8)
+            .collect();
+        let mut s = crate::augment::Scratch::default();
+        for nearest in [false, true] {
+            let warp = Warp {
+                rotate: false,
+                angle: 17.5,
+                translate: [3.0, -2.0],
+                scale: 1.1,
+                shear: [12.0, -4.0],
+                center: None,
+                nearest,
+                fill: Some([128.0, 7.0, 250.0]),
+            };
+            let (mut a, mut b) = (img.clone(), img.clone());
+            warp_any(&mut a, h, w, &warp, &mut s);
+            // SAFETY: AVX2 was detected above.
+            unsafe { warp_avx2(&mut b, h, w, &warp, &mut s) };
+            assert_eq!(a, b, "nearest: {nearest}");
+        }
+    }
 
     #[test]
     fn quarter_turns_and_flips_move_pixels_exactly() {
