@@ -411,3 +411,72 @@ fn without_a_resize_each_image_keeps_its_window_size_in_a_row_of_the_batch() {
     }
     assert!(worst >= 32.0, "worst sample PSNR {worst:.1} dB");
 }
+
+#[test]
+fn coco_images_on_object_storage_give_the_local_batches_and_a_missing_one_is_named() {
+    use common::http::HttpServer;
+    let images = common::dataset("det-remote", 12);
+    let dir = TempDir::new("det-remote-json");
+    let annotations = dir.path().join("instances.json");
+    coco_over(images.path(), &annotations);
+    let epoch = |set: CocoDataset| {
+        let mut l = Loader::builder(set)
+            .pipeline(ssdlite(96))
+            .batch_size(4)
+            .placement(Placement::Host)
+            .max_boxes(8)
+            .shuffle(2)
+            .workers(2)
+            .output(Dtype::U8, Layout::Nhwc)
+            .build()
+            .unwrap();
+        let batches: HostEpoch = l
+            .epoch(0)
+            .map(|b| {
+                let b = b.unwrap();
+                (b.images.to_host().unwrap(), b.labels.to_host().unwrap())
+            })
+            .collect();
+        (batches, l.report())
+    };
+    let options = CocoOptions {
+        remote: hpuload::RemoteOptions {
+            timeout: std::time::Duration::from_secs(5),
+            retries: 1,
+            cache: None,
+            ..hpuload::RemoteOptions::default()
+        },
+        ..CocoOptions::default()
+    };
+    let (local, _) = epoch(CocoDataset::open(&annotations, images.path(), &options).unwrap());
+    let server = HttpServer::start(images.path().to_path_buf());
+    let remote = CocoDataset::open(&annotations, format!("{}/", server.url), &options).unwrap();
+    assert!(remote.entries()[0]
+        .path
+        .to_string_lossy()
+        .starts_with(&server.url));
+    let (fetched, report) = epoch(remote);
+    assert_eq!(fetched, local, "the same batches from the store");
+    let storage = report.storage.expect("a storage report");
+    assert!(
+        storage.requests >= 12 && storage.bytes_fetched > 0,
+        "{storage:?}"
+    );
+    // An image gone from the store is named by its URL and replaced; the epoch goes on.
+    let set = CocoDataset::open(&annotations, &server.url, &options).unwrap();
+    let gone = set.entries()[5].path.clone();
+    let name = gone
+        .to_string_lossy()
+        .trim_start_matches(&server.url)
+        .to_string();
+    std::fs::remove_file(images.path().join(name.trim_start_matches('/'))).unwrap();
+    let (batches, report) = epoch(set);
+    assert_eq!(batches.len(), 3);
+    assert_eq!(report.skipped, 1);
+    assert_eq!(report.skips[0].path, gone);
+    assert!(
+        report.skips[0].message.contains("not in the store"),
+        "{:?}",
+        report.skips[0]
+    );
+}

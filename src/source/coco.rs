@@ -54,6 +54,10 @@ pub struct CocoOptions {
     /// [`empty`](Self::empty); `None`: all. The other images' annotations are still read and
     /// checked, so messages count records as the file does.
     pub images: Option<Vec<i64>>,
+    /// How images on object storage are read (when the image folder is a URL:
+    /// `s3://bucket/train2017`, `gs://...`, `az://...`, `http(s)://...`). The shard cache
+    /// setting does not apply: each image is one request.
+    pub remote: super::RemoteOptions,
 }
 
 /// One image's objects, in the annotation file's order. Boxes are `[x1, y1, x2, y2]` in the
@@ -135,10 +139,13 @@ pub struct CocoDataset {
     area: Vec<f32>,
     classes: Vec<String>,
     issues: AnnotationIssues,
+    /// Images on object storage (the image folder was a URL).
+    remote: Option<super::remote::RemoteFiles>,
 }
 
 impl CocoDataset {
-    /// Reads the annotation file `annotations`; image `file_name`s are relative to `images`.
+    /// Reads the annotation file `annotations`; image `file_name`s are relative to `images`,
+    /// a folder or the URL of one on object storage (see [`CocoOptions::remote`]).
     ///
     /// # Errors
     /// The file cannot be read, is not valid JSON, or a record lacks a field or has one of
@@ -353,7 +360,9 @@ impl CocoDataset {
             area: Vec::new(),
             classes: class_names(&categories, options.categories),
             issues,
+            remote: None,
         };
+        let mut names = Vec::new();
         for (k, im) in images_in.into_iter().enumerate() {
             if !keep[k] {
                 continue;
@@ -363,6 +372,7 @@ impl CocoDataset {
                 path: images.join(&im.file_name),
                 label: objects.len() as i64,
             });
+            names.push(im.file_name);
             set.image_ids.push(im.id);
             set.sizes.push((im.width, im.height));
             set.boxes.extend_from_slice(&boxes[objects.clone()]);
@@ -379,6 +389,17 @@ impl CocoDataset {
                     EmptyImages::Drop => "no image has an object",
                 },
             });
+        }
+        if let Some(url) = images.to_str().filter(|u| super::is_remote(u)) {
+            let (files, urls) = super::remote::RemoteFiles::connect(
+                url,
+                names.iter().map(String::as_str),
+                &options.remote,
+            )?;
+            for (entry, url) in set.entries.iter_mut().zip(urls) {
+                entry.path = PathBuf::from(url);
+            }
+            set.remote = Some(files);
         }
         if !set.issues.is_empty() {
             tracing::warn!("{}: {}", set.annotations.display(), set.issues);
@@ -437,7 +458,34 @@ impl Source for CocoDataset {
         mode: super::ReadMode,
         dst: &mut [u8],
     ) -> std::io::Result<Option<usize>> {
-        super::read_entry_into(self, index, mode, dst)
+        match self.remote {
+            // Bytes from the network arrive in a buffer: `read` gives them.
+            Some(_) => Ok(None),
+            None => super::read_entry_into(self, index, mode, dst),
+        }
+    }
+    fn read<'a>(
+        &self,
+        index: usize,
+        mode: super::ReadMode,
+        buf: &'a mut Vec<u8>,
+    ) -> std::io::Result<super::SampleBytes<'a>> {
+        let path = &self.entries[index].path;
+        match &self.remote {
+            Some(files) => {
+                files.read(index, &path.to_string_lossy(), buf)?;
+                Ok(super::SampleBytes::Buffer(buf))
+            }
+            None => super::read_file(path, mode, buf),
+        }
+    }
+    fn prefetch(&self, indices: &[usize]) {
+        if let Some(files) = &self.remote {
+            files.prefetch(indices);
+        }
+    }
+    fn storage(&self) -> Option<super::StorageReport> {
+        self.remote.as_ref().map(|f| f.report())
     }
 }
 

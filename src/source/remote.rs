@@ -269,6 +269,22 @@ impl Remote {
         }))
     }
 
+    /// Starts reading the whole object `path` in the background (one request, as
+    /// [`Remote::start_read`]).
+    pub(crate) fn start_get(&self, path: &ObjectPath) -> PendingRead {
+        let (store, requests, counters) = (
+            Arc::clone(&self.store),
+            Arc::clone(&self.requests),
+            Arc::clone(&self.counters),
+        );
+        let path = path.clone();
+        PendingRead(self.runtime.spawn(async move {
+            let _permit = requests.acquire().await.expect("never closed");
+            counters.requests.fetch_add(1, Ordering::Relaxed);
+            store.get(&path).await?.bytes().await.map(Some)
+        }))
+    }
+
     /// Waits for a read started by [`Remote::start_read`] and puts its bytes in `buf`; `false`
     /// when it was not sent because its shard is cached now.
     pub(crate) fn finish_read(
@@ -448,6 +464,90 @@ impl Remote {
             download_failures: c.download_failures.load(Ordering::Relaxed),
             wait: Duration::from_nanos(c.wait_ns.load(Ordering::Relaxed)),
         }
+    }
+}
+
+/// Files stored one object each under a prefix (COCO images in a bucket), read whole: the
+/// loader's prefetch hint starts their requests, at most `read_ahead` waiting at once.
+pub(crate) struct RemoteFiles {
+    remote: Remote,
+    /// Per file, its object.
+    objects: Vec<ObjectPath>,
+    pending: std::sync::Mutex<std::collections::HashMap<usize, PendingRead>>,
+    read_ahead: usize,
+}
+
+impl std::fmt::Debug for RemoteFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteFiles")
+            .field("remote", &self.remote)
+            .field("files", &self.objects.len())
+            .finish()
+    }
+}
+
+impl RemoteFiles {
+    /// Connects to the store of the folder URL `base`; file `k` is `names[k]` (a relative
+    /// path, `/`-separated) under it. Returns the files' URLs too, for messages.
+    pub(crate) fn connect<'a>(
+        base: &str,
+        names: impl Iterator<Item = &'a str>,
+        options: &RemoteOptions,
+    ) -> Result<(Self, Vec<String>), Error> {
+        let base = base.trim_end_matches('/');
+        let (remote, _) = Remote::connect(base, options)?;
+        // The folder's own path: an empty path for a store's root.
+        let folder = remote.object_path(&format!("{base}/"))?;
+        let (mut objects, mut urls) = (Vec::new(), Vec::new());
+        for name in names {
+            let parts = name.split('/').filter(|p| !p.is_empty());
+            objects.push(parts.fold(folder.clone(), |path, part| path.join(part)));
+            urls.push(format!("{base}/{name}"));
+        }
+        let files = Self {
+            remote,
+            objects,
+            pending: Default::default(),
+            read_ahead: options.read_ahead.max(1),
+        };
+        Ok((files, urls))
+    }
+
+    /// Starts the requests of files `indices`, up to `read_ahead` waiting at once.
+    pub(crate) fn prefetch(&self, indices: &[usize]) {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        for &index in indices {
+            if pending.len() >= self.read_ahead {
+                break;
+            }
+            pending
+                .entry(index)
+                .or_insert_with(|| self.remote.start_get(&self.objects[index]));
+        }
+    }
+
+    /// File `index`'s bytes, into `buf` (the request started by `prefetch`, or a new one);
+    /// `url` names it in errors.
+    pub(crate) fn read(&self, index: usize, url: &str, buf: &mut Vec<u8>) -> std::io::Result<()> {
+        let pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&index)
+            .unwrap_or_else(|| self.remote.start_get(&self.objects[index]));
+        match self.remote.finish_read(pending, buf) {
+            Ok(_) => Ok(()),
+            Err(object_store::Error::NotFound { .. }) => Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("{url} is not in the store"),
+            )),
+            Err(e) => Err(std::io::Error::other(e)),
+        }
+    }
+
+    /// What the store has done so far.
+    pub(crate) fn report(&self) -> StorageReport {
+        self.remote.report()
     }
 }
 
