@@ -217,6 +217,9 @@ impl Coco {
                 Categories::Raw
             },
             images: self.only,
+            // An image folder given as a URL (torchvision's CocoDetection keeps its root as
+            // given): each image is one request, with the storage defaults.
+            ..Default::default()
         };
         match (self.annotations, json) {
             (Some(file), None) => hpuload::CocoDataset::open(file, &self.images, &options),

@@ -225,3 +225,39 @@ def test_parquet_on_s3_gives_the_batches_of_the_same_files_on_disk(s3, jpeg_fold
         assert [i for _, _, i in got] == [i for _, _, i in want]
         assert all(torch.equal(a, b) and torch.equal(la, lb) for (a, la, _), (b, lb, _) in zip(got, want))
         assert loader.report()["storage"]["requests"] > 0
+
+
+def test_coco_detection_with_its_images_on_s3_gives_the_batches_of_the_local_folder(s3, jpeg_folder, tmp_path):
+    """torchvision's CocoDetection keeps its root as given, so a bucket URL reaches hpuload,
+    which reads each image as one request (torchvision itself could not open them)."""
+    import warnings
+
+    from test_detection import reference_collate, write_coco
+    from torchvision.datasets import CocoDetection, wrap_dataset_for_transforms_v2
+    from torchvision.transforms import v2 as T
+
+    import hpuload.torch as ht
+
+    files = sorted(jpeg_folder.rglob("*.jpg"))[:12]
+    ann = write_coco(jpeg_folder, files, tmp_path / "instances.json")
+    client = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+    for f in files:
+        client.upload_file(str(f), BUCKET, f"coco/{f.relative_to(jpeg_folder)}")
+
+    def batches(root):
+        tf = T.Compose([T.RandomIoUCrop(), T.RandomHorizontalFlip(), T.Resize((64, 64)), T.ToImage(),
+                        T.ToDtype(torch.float32, scale=True), T.SanitizeBoundingBoxes(), T.ToPureTensor()])
+        ds = wrap_dataset_for_transforms_v2(CocoDetection(root, str(ann), transforms=tf))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ht.FallbackWarning)
+            loader = ht.DataLoader(ds, batch_size=4, num_workers=2, seed=3, collate_fn=reference_collate)
+        out = [(torch.stack(images), [t["boxes"].clone() for t in targets]) for images, targets in loader]
+        return out, loader.report()
+
+    local, _ = batches(str(jpeg_folder))
+    remote, report = batches(f"s3://{BUCKET}/coco")
+    assert len(remote) == len(local) == 3
+    for (a, boxes_a), (b, boxes_b) in zip(local, remote):
+        assert torch.equal(a, b)
+        assert all(torch.equal(x, y) for x, y in zip(boxes_a, boxes_b))
+    assert report["storage"]["requests"] >= 12
