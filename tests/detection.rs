@@ -480,3 +480,84 @@ fn coco_images_on_object_storage_give_the_local_batches_and_a_missing_one_is_nam
         report.skips[0]
     );
 }
+
+#[test]
+fn detection_resumes_exactly_covers_every_rank_set_and_resumes_elastically() {
+    let images = common::dataset("det-resume", 15);
+    let dir = TempDir::new("det-resume-json");
+    let annotations = dir.path().join("instances.json");
+    coco_over(images.path(), &annotations);
+    let open = || CocoDataset::open(&annotations, images.path(), &CocoOptions::default()).unwrap();
+    let builder = || {
+        Loader::builder(open())
+            .pipeline(pipelines::builtin("ssd300_train").unwrap())
+            .batch_size(2)
+            .placement(Placement::Host)
+            .max_boxes(8)
+            .shuffle(9)
+            .workers(2)
+            .output(Dtype::U8, Layout::Nhwc)
+    };
+    // Exact resume: images and target records byte-identical to the uninterrupted epoch.
+    let whole: HostEpoch = builder()
+        .build()
+        .unwrap()
+        .epoch(2)
+        .map(|b| {
+            let b = b.unwrap();
+            (b.images.to_host().unwrap(), b.labels.to_host().unwrap())
+        })
+        .collect();
+    let mut stopped = builder().build().unwrap();
+    let mut epoch = stopped.epoch(2);
+    for _ in 0..3 {
+        epoch.next().unwrap().unwrap();
+    }
+    let state = epoch.state();
+    drop(epoch);
+    let rest: HostEpoch = builder()
+        .resume(state)
+        .build()
+        .unwrap()
+        .epoch(2)
+        .map(|b| {
+            let b = b.unwrap();
+            (b.images.to_host().unwrap(), b.labels.to_host().unwrap())
+        })
+        .collect();
+    assert!(rest == whole[3..], "resumed mid-epoch");
+    // Equal batch counts and every image once, on any number of ranks.
+    for world in [2, 3] {
+        common::assert_ranks_cover(15, world, |_| builder());
+    }
+    // Stopped on two ranks, resumed on three: the rest of the epoch, each image once.
+    let (mut seen, mut state) = (Vec::new(), None);
+    for rank in 0..2 {
+        let mut l = builder()
+            .shard(rank, 2)
+            .last_batch(hpuload::LastBatch::Pad)
+            .build()
+            .unwrap();
+        let mut epoch = l.epoch(1);
+        for _ in 0..2 {
+            let b = epoch.next().unwrap().unwrap();
+            seen.extend_from_slice(&b.indices[..b.valid]);
+        }
+        state = Some(epoch.state());
+    }
+    let state = state.unwrap();
+    for rank in 0..3 {
+        let mut l = builder()
+            .shard(rank, 3)
+            .last_batch(hpuload::LastBatch::Pad)
+            .resume(state.clone())
+            .build()
+            .unwrap();
+        for b in l.epoch(1) {
+            let b = b.unwrap();
+            seen.extend_from_slice(&b.indices[..b.valid]);
+        }
+    }
+    seen.sort_unstable();
+    assert_eq!(seen, (0..15).collect::<Vec<_>>(), "every image once");
+}
