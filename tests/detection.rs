@@ -43,6 +43,16 @@ fn coco_over(images: &Path, out: &Path) {
     std::fs::write(out, json).unwrap();
 }
 
+/// `n` generated images and a COCO file over them ([`coco_over`]): (images, the folder that
+/// holds the file, the file).
+fn coco_set(tag: &str, n: usize) -> (TempDir, TempDir, std::path::PathBuf) {
+    let images = common::dataset(tag, n);
+    let dir = TempDir::new(&format!("{tag}-json"));
+    let annotations = dir.path().join("instances.json");
+    coco_over(images.path(), &annotations);
+    (images, dir, annotations)
+}
+
 /// A host-placed u8 loader of batches of 4 over the COCO set, at most 8 boxes per image.
 fn coco_builder(
     images: &Path,
@@ -72,10 +82,7 @@ fn loader(images: &Path, annotations: &Path, workers: usize) -> Loader {
 
 #[test]
 fn ssd_batches_hold_boxes_that_still_enclose_their_objects() {
-    let images = common::dataset("det-enclose", 24);
-    let dir = TempDir::new("det-enclose-json");
-    let annotations = dir.path().join("instances.json");
-    coco_over(images.path(), &annotations);
+    let (images, _dir, annotations) = coco_set("det-enclose", 24);
     let mut loader = loader(images.path(), &annotations, 2);
     let layout = TargetLayout { max_boxes: 8 };
     let fill = [123u8, 117, 104];
@@ -132,19 +139,8 @@ fn ssd_batches_hold_boxes_that_still_enclose_their_objects() {
 
 #[test]
 fn detection_batches_are_the_same_with_any_worker_count() {
-    let images = common::dataset("det-workers", 12);
-    let dir = TempDir::new("det-workers-json");
-    let annotations = dir.path().join("instances.json");
-    coco_over(images.path(), &annotations);
-    let run = |workers| -> Vec<(Vec<u8>, Vec<u8>)> {
-        let mut l = loader(images.path(), &annotations, workers);
-        l.epoch(1)
-            .map(|b| {
-                let b = b.unwrap();
-                (b.images.to_host().unwrap(), b.labels.to_host().unwrap())
-            })
-            .collect()
-    };
+    let (images, _dir, annotations) = coco_set("det-workers", 12);
+    let run = |workers| host_epoch(&mut loader(images.path(), &annotations, workers), 1);
     assert_eq!(run(1), run(2));
 }
 
@@ -184,10 +180,7 @@ fn a_pixel_moving_op_after_the_resize_of_a_detection_pipeline_is_refused() {
         [[ops]]
         op = "random_horizontal_flip"
     "#;
-    let images = common::dataset("det-late-flip", 4);
-    let dir = TempDir::new("det-late-flip-json");
-    let annotations = dir.path().join("instances.json");
-    coco_over(images.path(), &annotations);
+    let (images, _dir, annotations) = coco_set("det-late-flip", 4);
     let set = CocoDataset::open(&annotations, images.path(), &CocoOptions::default()).unwrap();
     let e = Loader::builder(set)
         .pipeline(hpuload::Pipeline::from_toml(text, "late-flip").unwrap())
@@ -200,10 +193,7 @@ fn a_pixel_moving_op_after_the_resize_of_a_detection_pipeline_is_refused() {
 
 #[test]
 fn preview_draws_each_kept_box_outline_in_its_class_colour() {
-    let images = common::dataset("det-preview", 4);
-    let dir = TempDir::new("det-preview-out");
-    let annotations = dir.path().join("instances.json");
-    coco_over(images.path(), &annotations);
+    let (images, dir, annotations) = coco_set("det-preview", 4);
     let png = dir.path().join("sheet.png");
     let code = hpuload::run_cli(
         [
@@ -275,6 +265,16 @@ fn ssdlite(size: u32) -> hpuload::Pipeline {
 /// Per batch: its images (u8 NHWC) and its target records.
 type HostEpoch = Vec<(Vec<u8>, Vec<u8>)>;
 
+/// Epoch `epoch` of `l`, on the host.
+fn host_epoch(l: &mut Loader, epoch: u64) -> HostEpoch {
+    l.epoch(epoch)
+        .map(|b| {
+            let b = b.unwrap();
+            (b.images.to_host().unwrap(), b.labels.to_host().unwrap())
+        })
+        .collect()
+}
+
 /// One epoch's images (u8 NHWC) and target records on `backend`, with the report.
 fn detection_epoch(
     images: &Path,
@@ -289,22 +289,13 @@ fn detection_epoch(
         .output(Dtype::U8, Layout::Nhwc)
         .build()
         .unwrap();
-    let batches = l
-        .epoch(0)
-        .map(|b| {
-            let b = b.unwrap();
-            (b.images.to_host().unwrap(), b.labels.to_host().unwrap())
-        })
-        .collect();
+    let batches = host_epoch(&mut l, 0);
     (batches, l.report())
 }
 
 #[test]
 fn the_engine_decodes_detection_windows_inside_the_image_with_the_cpu_paths_boxes() {
-    let images = common::dataset("det-engine", 12);
-    let dir = TempDir::new("det-engine-json");
-    let annotations = dir.path().join("instances.json");
-    coco_over(images.path(), &annotations);
+    let (images, _dir, annotations) = coco_set("det-engine", 12);
     let (hw, hw_report) = detection_epoch(images.path(), &annotations, ssdlite(160), Backend::Auto);
     let (cpu, cpu_report) =
         detection_epoch(images.path(), &annotations, ssdlite(160), Backend::Cpu);
@@ -358,10 +349,7 @@ fn ssdlite_own_size() -> hpuload::Pipeline {
 
 #[test]
 fn without_a_resize_each_image_keeps_its_window_size_in_a_row_of_the_batch() {
-    let images = common::dataset("det-own-size", 12);
-    let dir = TempDir::new("det-own-size-json");
-    let annotations = dir.path().join("instances.json");
-    coco_over(images.path(), &annotations);
+    let (images, _dir, annotations) = coco_set("det-own-size", 12);
     let layout = TargetLayout { max_boxes: 8 };
     let mut sizes = std::collections::BTreeSet::new();
     let mut epochs = Vec::new();
@@ -415,10 +403,7 @@ fn without_a_resize_each_image_keeps_its_window_size_in_a_row_of_the_batch() {
 #[test]
 fn coco_images_on_object_storage_give_the_local_batches_and_a_missing_one_is_named() {
     use common::http::HttpServer;
-    let images = common::dataset("det-remote", 12);
-    let dir = TempDir::new("det-remote-json");
-    let annotations = dir.path().join("instances.json");
-    coco_over(images.path(), &annotations);
+    let (images, _dir, annotations) = coco_set("det-remote", 12);
     let epoch = |set: CocoDataset| {
         let mut l = Loader::builder(set)
             .pipeline(ssdlite(96))
@@ -430,13 +415,7 @@ fn coco_images_on_object_storage_give_the_local_batches_and_a_missing_one_is_nam
             .output(Dtype::U8, Layout::Nhwc)
             .build()
             .unwrap();
-        let batches: HostEpoch = l
-            .epoch(0)
-            .map(|b| {
-                let b = b.unwrap();
-                (b.images.to_host().unwrap(), b.labels.to_host().unwrap())
-            })
-            .collect();
+        let batches = host_epoch(&mut l, 0);
         (batches, l.report())
     };
     let options = CocoOptions {
@@ -483,10 +462,7 @@ fn coco_images_on_object_storage_give_the_local_batches_and_a_missing_one_is_nam
 
 #[test]
 fn detection_resumes_exactly_covers_every_rank_set_and_resumes_elastically() {
-    let images = common::dataset("det-resume", 15);
-    let dir = TempDir::new("det-resume-json");
-    let annotations = dir.path().join("instances.json");
-    coco_over(images.path(), &annotations);
+    let (images, _dir, annotations) = coco_set("det-resume", 15);
     let open = || CocoDataset::open(&annotations, images.path(), &CocoOptions::default()).unwrap();
     let builder = || {
         Loader::builder(open())
@@ -499,15 +475,7 @@ fn detection_resumes_exactly_covers_every_rank_set_and_resumes_elastically() {
             .output(Dtype::U8, Layout::Nhwc)
     };
     // Exact resume: images and target records byte-identical to the uninterrupted epoch.
-    let whole: HostEpoch = builder()
-        .build()
-        .unwrap()
-        .epoch(2)
-        .map(|b| {
-            let b = b.unwrap();
-            (b.images.to_host().unwrap(), b.labels.to_host().unwrap())
-        })
-        .collect();
+    let whole = host_epoch(&mut builder().build().unwrap(), 2);
     let mut stopped = builder().build().unwrap();
     let mut epoch = stopped.epoch(2);
     for _ in 0..3 {
@@ -515,49 +483,12 @@ fn detection_resumes_exactly_covers_every_rank_set_and_resumes_elastically() {
     }
     let state = epoch.state();
     drop(epoch);
-    let rest: HostEpoch = builder()
-        .resume(state)
-        .build()
-        .unwrap()
-        .epoch(2)
-        .map(|b| {
-            let b = b.unwrap();
-            (b.images.to_host().unwrap(), b.labels.to_host().unwrap())
-        })
-        .collect();
+    let rest = host_epoch(&mut builder().resume(state).build().unwrap(), 2);
     assert!(rest == whole[3..], "resumed mid-epoch");
     // Equal batch counts and every image once, on any number of ranks.
     for world in [2, 3] {
         common::assert_ranks_cover(15, world, |_| builder());
     }
     // Stopped on two ranks, resumed on three: the rest of the epoch, each image once.
-    let (mut seen, mut state) = (Vec::new(), None);
-    for rank in 0..2 {
-        let mut l = builder()
-            .shard(rank, 2)
-            .last_batch(hpuload::LastBatch::Pad)
-            .build()
-            .unwrap();
-        let mut epoch = l.epoch(1);
-        for _ in 0..2 {
-            let b = epoch.next().unwrap().unwrap();
-            seen.extend_from_slice(&b.indices[..b.valid]);
-        }
-        state = Some(epoch.state());
-    }
-    let state = state.unwrap();
-    for rank in 0..3 {
-        let mut l = builder()
-            .shard(rank, 3)
-            .last_batch(hpuload::LastBatch::Pad)
-            .resume(state.clone())
-            .build()
-            .unwrap();
-        for b in l.epoch(1) {
-            let b = b.unwrap();
-            seen.extend_from_slice(&b.indices[..b.valid]);
-        }
-    }
-    seen.sort_unstable();
-    assert_eq!(seen, (0..15).collect::<Vec<_>>(), "every image once");
+    common::assert_elastic_resume(15, 1, |_| builder());
 }

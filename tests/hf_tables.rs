@@ -552,32 +552,7 @@ fn an_arrow_stream_whose_buffer_runs_past_its_body_is_an_error_naming_the_file()
 fn a_parquet_epoch_stopped_on_two_ranks_and_resumed_on_three_visits_the_rest_once() {
     let (_dir, _rows, pattern) = parquet_set("hf-parquet-elastic");
     let open = || ParquetDataset::open(&pattern, &ParquetOptions::default()).unwrap();
-    let on = |rank, world| {
-        loader(open(), 2)
-            .batch_size(3)
-            .shard(rank, world)
-            .last_batch(LastBatch::Pad)
-    };
-    let (mut seen, mut state) = (Vec::new(), None);
-    for rank in 0..2 {
-        let mut l = on(rank, 2).build().unwrap();
-        let mut epoch = l.epoch(1);
-        for _ in 0..2 {
-            let b = epoch.next().unwrap().unwrap();
-            seen.extend_from_slice(&b.indices[..b.valid]);
-        }
-        state = Some(epoch.state());
-    }
-    let state = state.unwrap();
-    for rank in 0..3 {
-        let mut l = on(rank, 3).resume(state.clone()).build().unwrap();
-        for b in l.epoch(1) {
-            let b = b.unwrap();
-            seen.extend_from_slice(&b.indices[..b.valid]);
-        }
-    }
-    seen.sort_unstable();
-    assert_eq!(seen, (0..30).collect::<Vec<_>>(), "every row once");
+    common::assert_elastic_resume(30, 1, |_| loader(open(), 2).batch_size(3));
 }
 
 #[test]

@@ -253,35 +253,40 @@ impl Remote {
         range: Range<u64>,
         cached: Option<Arc<CachedShard>>,
     ) -> PendingRead {
+        let path = path.clone();
+        self.spawn_request(cached, move |store| async move {
+            store.get_range(&path, range).await
+        })
+    }
+
+    /// Starts reading the whole object `path` in the background (one request, as
+    /// [`Remote::start_read`]).
+    pub(crate) fn start_get(&self, path: &ObjectPath) -> PendingRead {
+        let path = path.clone();
+        self.spawn_request(None, move |store| async move {
+            store.get(&path).await?.bytes().await
+        })
+    }
+
+    /// Runs `request` on the store once a request slot is free, counting it, unless `cached`
+    /// has landed in the cache by then.
+    fn spawn_request<F, Fut>(&self, cached: Option<Arc<CachedShard>>, request: F) -> PendingRead
+    where
+        F: FnOnce(Arc<dyn ObjectStore>) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = object_store::Result<bytes::Bytes>> + Send,
+    {
         let (store, requests, counters) = (
             Arc::clone(&self.store),
             Arc::clone(&self.requests),
             Arc::clone(&self.counters),
         );
-        let path = path.clone();
         PendingRead(self.runtime.spawn(async move {
             let _permit = requests.acquire().await.expect("never closed");
             if cached.is_some_and(|c| c.is_cached()) {
                 return Ok(None);
             }
             counters.requests.fetch_add(1, Ordering::Relaxed);
-            store.get_range(&path, range).await.map(Some)
-        }))
-    }
-
-    /// Starts reading the whole object `path` in the background (one request, as
-    /// [`Remote::start_read`]).
-    pub(crate) fn start_get(&self, path: &ObjectPath) -> PendingRead {
-        let (store, requests, counters) = (
-            Arc::clone(&self.store),
-            Arc::clone(&self.requests),
-            Arc::clone(&self.counters),
-        );
-        let path = path.clone();
-        PendingRead(self.runtime.spawn(async move {
-            let _permit = requests.acquire().await.expect("never closed");
-            counters.requests.fetch_add(1, Ordering::Relaxed);
-            store.get(&path).await?.bytes().await.map(Some)
+            request(store).await.map(Some)
         }))
     }
 

@@ -230,3 +230,37 @@ pub fn assert_ranks_cover(n: usize, world: usize, build: impl Fn(usize) -> hpulo
     seen.sort_unstable();
     assert_eq!(seen, (0..n).collect::<Vec<_>>(), "{world} ranks");
 }
+
+/// An epoch stopped after two batches on each of 2 ranks and resumed (from one rank's state)
+/// on 3 ranks visits every one of the `n` samples once, counting the batches before the stop.
+pub fn assert_elastic_resume(
+    n: usize,
+    epoch: u64,
+    build: impl Fn(usize) -> hpuload::LoaderBuilder,
+) {
+    let on = |rank, world| {
+        build(rank)
+            .shard(rank, world)
+            .last_batch(hpuload::LastBatch::Pad)
+    };
+    let (mut seen, mut state) = (Vec::new(), None);
+    for rank in 0..2 {
+        let mut l = on(rank, 2).build().unwrap();
+        let mut run = l.epoch(epoch);
+        for _ in 0..2 {
+            let b = run.next().unwrap().unwrap();
+            seen.extend_from_slice(&b.indices[..b.valid]);
+        }
+        state = Some(run.state());
+    }
+    let state = state.unwrap();
+    for rank in 0..3 {
+        let mut l = on(rank, 3).resume(state.clone()).build().unwrap();
+        for b in l.epoch(epoch) {
+            let b = b.unwrap();
+            seen.extend_from_slice(&b.indices[..b.valid]);
+        }
+    }
+    seen.sort_unstable();
+    assert_eq!(seen, (0..n).collect::<Vec<_>>(), "every sample once");
+}
