@@ -17,9 +17,9 @@ cost nothing that used to cost a copy of the whole batch:
   Every other input (a tensor hpuload did not make, another dtype, a video) goes to
   torchvision's own code.
 
-The second is a patch of the two classes' per-input method, installed once when a loader with a
-`collate_fn` starts and checked against the class before it is replaced; it changes nothing for
-tensors hpuload did not make.
+The second replaces the two classes' per-input method, once per process, when hpuload hands
+out its first batch (only where the class defines that method as torchvision 0.16 to 0.29
+do); the replacement changes nothing for tensors hpuload did not make.
 """
 
 from __future__ import annotations
@@ -108,6 +108,7 @@ def call(collate_fn, images: torch.Tensor, samples) -> object:
 
 def mark(images: torch.Tensor) -> torch.Tensor:
     """Records `images` as a batch hpuload made (for MixUp/CutMix applied after the loader)."""
+    install()
     _remember(images)
     return images
 

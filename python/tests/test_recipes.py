@@ -353,6 +353,8 @@ def test_mixup_and_cutmix_after_the_loader_give_torchvisions_results(jpeg_folder
     mix = v2.RandomChoice([v2.MixUp(alpha=0.2, num_classes=n), v2.CutMix(alpha=1.0, num_classes=n)])
     torch.manual_seed(3)
     for images, labels in DataLoader(dataset, batch_size=8, drop_last=True):
+        # hpuload's blend is in place of torchvision's for this batch.
+        assert getattr(v2.MixUp.transform, "_hpuload", False) and getattr(v2.CutMix.transform, "_hpuload", False)
         state = torch.get_rng_state()
         ref = mix(images.clone(), labels)
         torch.set_rng_state(state)
