@@ -492,3 +492,129 @@ fn detection_resumes_exactly_covers_every_rank_set_and_resumes_elastically() {
     // Stopped on two ranks, resumed on three: the rest of the epoch, each image once.
     common::assert_elastic_resume(15, 1, |_| builder());
 }
+
+#[test]
+fn coco_images_in_tar_shards_local_or_remote_give_the_folders_batches() {
+    use common::http::HttpServer;
+    let (images, dir, annotations) = coco_set("det-shards", 12);
+    let shards = TempDir::new("det-shards-out");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_hpuload"))
+        .args(["make-shards", "--coco"])
+        .arg(&annotations)
+        .arg("--data")
+        .arg(images.path())
+        .arg("--out")
+        .arg(shards.path())
+        .args(["--shard-size", "100KB"])
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let count = hpuload::source::shards::tar_files(shards.path())
+        .unwrap()
+        .len();
+    assert!(count >= 3, "several shards: {count}");
+    let pattern = format!("shard-{{000000..{:06}}}.tar", count - 1);
+    let options = CocoOptions {
+        remote: hpuload::RemoteOptions {
+            timeout: std::time::Duration::from_secs(5),
+            retries: 1,
+            cache: None,
+            ..hpuload::RemoteOptions::default()
+        },
+        ..CocoOptions::default()
+    };
+    let epoch = |annotations: &Path, images: &str| {
+        let set = CocoDataset::open(annotations, images, &options).unwrap();
+        let mut l = Loader::builder(set)
+            .pipeline(ssdlite(96))
+            .batch_size(4)
+            .placement(Placement::Host)
+            .max_boxes(8)
+            .shuffle(3)
+            .workers(2)
+            .output(Dtype::U8, Layout::Nhwc)
+            .build()
+            .unwrap();
+        let batches = host_epoch(&mut l, 0);
+        (batches, l.report())
+    };
+    let (folder, _) = epoch(&annotations, &images.path().to_string_lossy());
+    let local = shards.path().join(&pattern);
+    let (from_pattern, report) = epoch(&annotations, &local.to_string_lossy());
+    assert_eq!(from_pattern, folder, "shards by pattern");
+    assert_eq!(report.skipped, 0);
+    let (from_folder, _) = epoch(&annotations, &shards.path().to_string_lossy());
+    assert_eq!(from_folder, folder, "a folder of shards");
+    let server = HttpServer::start(shards.path().to_path_buf());
+    let (remote, report) = epoch(&annotations, &format!("{}/{pattern}", server.url));
+    assert_eq!(remote, folder, "shards on object storage");
+    assert!(report.storage.is_some_and(|s| s.requests >= 12));
+
+    // An image no shard holds is named by its file_name, and replaced; the epoch goes on.
+    let text = std::fs::read_to_string(&annotations).unwrap();
+    let first = text.find(r#""file_name": ""#).unwrap() + r#""file_name": ""#.len();
+    let end = first + text[first..].find('"').unwrap();
+    let edited = format!("{}elsewhere/absent.jpg{}", &text[..first], &text[end..]);
+    let absent = dir.path().join("absent.json");
+    std::fs::write(&absent, edited).unwrap();
+    let (batches, report) = epoch(&absent, &local.to_string_lossy());
+    assert_eq!(batches.len(), 3);
+    assert_eq!(report.skipped, 1);
+    assert!(
+        report.skips[0].path.ends_with("elsewhere/absent.jpg")
+            && report.skips[0]
+                .message
+                .contains("no shard holds this image"),
+        "{:?}",
+        report.skips[0]
+    );
+}
+
+#[test]
+fn a_shard_member_is_found_by_its_file_name_under_another_folder_unless_two_share_it() {
+    let (images, _dir, annotations) = coco_set("det-shard-names", 4);
+    let set = CocoDataset::open(&annotations, images.path(), &CocoOptions::default()).unwrap();
+    let files: Vec<_> = set.entries().iter().map(|e| e.path.clone()).collect();
+    let name = |p: &Path| p.file_name().unwrap().to_string_lossy().into_owned();
+    // Every image under `train2017/`, and the first one also under `val2017/`.
+    let shards = TempDir::new("det-shard-names-out");
+    let shard = shards.path().join("images.tar");
+    let mut tar = tar::Builder::new(std::fs::File::create(&shard).unwrap());
+    let mut members: Vec<String> = files
+        .iter()
+        .map(|f| format!("train2017/{}", name(f)))
+        .collect();
+    members.push(format!("val2017/{}", name(&files[0])));
+    for (member, file) in members.iter().zip(files.iter().chain([&files[0]])) {
+        tar.append_path_with_name(file, member).unwrap();
+    }
+    tar.finish().unwrap();
+    drop(tar);
+    let found = CocoDataset::open(&annotations, &shard, &CocoOptions::default()).unwrap();
+    let paths: Vec<_> = found.entries().iter().map(|e| e.path.clone()).collect();
+    assert_eq!(
+        paths[0],
+        shard.join(set.entries()[0].path.strip_prefix(images.path()).unwrap())
+    );
+    for (k, path) in paths.iter().enumerate().skip(1) {
+        assert_eq!(*path, shard.join(&members[k]), "found by file name");
+    }
+    let mut buf = Vec::new();
+    let err = found
+        .read(0, hpuload::ReadMode::Read, &mut buf)
+        .map(|_| ())
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("no shard holds this image"),
+        "{err}"
+    );
+    let bytes = found
+        .read(1, hpuload::ReadMode::Read, &mut buf)
+        .unwrap()
+        .to_vec();
+    assert_eq!(bytes, std::fs::read(&files[1]).unwrap());
+}

@@ -227,37 +227,71 @@ def test_parquet_on_s3_gives_the_batches_of_the_same_files_on_disk(s3, jpeg_fold
         assert loader.report()["storage"]["requests"] > 0
 
 
-def test_coco_detection_with_its_images_on_s3_gives_the_batches_of_the_local_folder(s3, jpeg_folder, tmp_path):
-    """torchvision's CocoDetection keeps its root as given, so a bucket URL reaches hpuload,
-    which reads each image as one request (torchvision itself could not open them)."""
+def coco_batches(annotations, root):
+    """An epoch of torchvision's CocoDetection at `root` through the drop-in (no fallback):
+    (images, boxes) per batch, and the report."""
     import warnings
 
-    from test_detection import reference_collate, write_coco
+    from test_detection import reference_collate
     from torchvision.datasets import CocoDetection, wrap_dataset_for_transforms_v2
     from torchvision.transforms import v2 as T
 
     import hpuload.torch as ht
+
+    tf = T.Compose([T.RandomIoUCrop(), T.RandomHorizontalFlip(), T.Resize((64, 64)), T.ToImage(),
+                    T.ToDtype(torch.float32, scale=True), T.SanitizeBoundingBoxes(), T.ToPureTensor()])
+    ds = wrap_dataset_for_transforms_v2(CocoDetection(root, str(annotations), transforms=tf))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ht.FallbackWarning)
+        loader = ht.DataLoader(ds, batch_size=4, num_workers=2, seed=3, collate_fn=reference_collate)
+    out = [(torch.stack(images), [t["boxes"].clone() for t in targets]) for images, targets in loader]
+    return out, loader.report()
+
+
+def assert_same_batches(got, want):
+    assert len(got) == len(want) == 3
+    for (a, boxes_a), (b, boxes_b) in zip(want, got):
+        assert torch.equal(a, b)
+        assert all(torch.equal(x, y) for x, y in zip(boxes_a, boxes_b))
+
+
+def test_coco_detection_with_its_images_on_s3_gives_the_batches_of_the_local_folder(s3, jpeg_folder, tmp_path):
+    """torchvision's CocoDetection keeps its root as given, so a bucket URL reaches hpuload,
+    which reads each image as one request (torchvision itself could not open them)."""
+    from test_detection import write_coco
 
     files = sorted(jpeg_folder.rglob("*.jpg"))[:12]
     ann = write_coco(jpeg_folder, files, tmp_path / "instances.json")
     client = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
     for f in files:
         client.upload_file(str(f), BUCKET, f"coco/{f.relative_to(jpeg_folder)}")
-
-    def batches(root):
-        tf = T.Compose([T.RandomIoUCrop(), T.RandomHorizontalFlip(), T.Resize((64, 64)), T.ToImage(),
-                        T.ToDtype(torch.float32, scale=True), T.SanitizeBoundingBoxes(), T.ToPureTensor()])
-        ds = wrap_dataset_for_transforms_v2(CocoDetection(root, str(ann), transforms=tf))
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", ht.FallbackWarning)
-            loader = ht.DataLoader(ds, batch_size=4, num_workers=2, seed=3, collate_fn=reference_collate)
-        out = [(torch.stack(images), [t["boxes"].clone() for t in targets]) for images, targets in loader]
-        return out, loader.report()
-
-    local, _ = batches(str(jpeg_folder))
-    remote, report = batches(f"s3://{BUCKET}/coco")
-    assert len(remote) == len(local) == 3
-    for (a, boxes_a), (b, boxes_b) in zip(local, remote):
-        assert torch.equal(a, b)
-        assert all(torch.equal(x, y) for x, y in zip(boxes_a, boxes_b))
+    local, _ = coco_batches(ann, str(jpeg_folder))
+    remote, report = coco_batches(ann, f"s3://{BUCKET}/coco")
+    assert_same_batches(remote, local)
     assert report["storage"]["requests"] >= 12
+
+
+def test_coco_detection_with_its_images_in_shards_on_s3_gives_the_batches_of_the_local_folder(
+    s3, jpeg_folder, tmp_path
+):
+    """`make-shards --coco` keeps each image's file_name as its member name, so the same
+    annotation file reads the shards, on disk or in a bucket."""
+    from test_detection import write_coco
+
+    files = sorted(jpeg_folder.rglob("*.jpg"))[:12]
+    ann = write_coco(jpeg_folder, files, tmp_path / "instances.json")
+    out = tmp_path / "coco-shards"
+    args = ["--coco", str(ann), "--data", str(jpeg_folder), "--out", str(out), "--shard-size", "150KB"]
+    assert cli(["hpuload", "make-shards", *args]) == 0
+    n = len(list(out.glob("*.tar")))
+    assert n >= 2
+    client = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+    for f in sorted(out.iterdir()):
+        client.upload_file(str(f), BUCKET, f"coco-shards/{f.name}")
+    pattern = f"shard-{{000000..{n - 1:06}}}.tar"
+    local, _ = coco_batches(ann, str(jpeg_folder))
+    on_disk, _ = coco_batches(ann, str(out / pattern))
+    assert_same_batches(on_disk, local)
+    remote, report = coco_batches(ann, f"s3://{BUCKET}/coco-shards/{pattern}")
+    assert_same_batches(remote, local)
+    assert report["storage"]["requests"] >= 1

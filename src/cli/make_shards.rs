@@ -1,5 +1,5 @@
-//! `hpuload make-shards`: an ImageFolder (or manifest) written as WebDataset tar shards of about
-//! a given size, each with its sidecar index.
+//! `hpuload make-shards`: an ImageFolder (or manifest, or a COCO set's images) written as
+//! WebDataset tar shards of about a given size, each with its sidecar index.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -21,6 +21,11 @@ pub struct MakeShardsArgs {
     /// Manifest file (`path<TAB>label` per line) instead of a folder.
     #[arg(long)]
     pub manifest: Option<PathBuf>,
+    /// A COCO annotation file: `--data` is then its image folder, and each image keeps its
+    /// `file_name` as its member's name (no `.cls` member), so the same annotation file
+    /// reads the shards (`--coco FILE --data 'out/shard-{000000..N}.tar'`).
+    #[arg(long, value_name = "ANNOTATIONS", conflicts_with = "manifest")]
+    pub coco: Option<PathBuf>,
     /// Output folder (created if missing).
     #[arg(long)]
     pub out: PathBuf,
@@ -63,11 +68,18 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 
 /// Writes the shards; prints where they are and the brace pattern that names them.
 pub fn run(args: &MakeShardsArgs) -> Result<(), Error> {
-    let source: Box<dyn Source> = match (&args.data, &args.manifest) {
-        (_, Some(m)) => Box::new(Manifest::open(m)?),
-        (Some(d), None) => hpuload::source::open(&d.to_string_lossy(), &Default::default())?,
-        (None, None) => return Err(Error::config("--data", "give --data or --manifest")),
+    let source: Box<dyn Source> = match (&args.data, &args.manifest, &args.coco) {
+        (_, Some(m), _) => Box::new(Manifest::open(m)?),
+        (Some(d), None, Some(annotations)) => Box::new(hpuload::CocoDataset::open(
+            annotations,
+            d,
+            &hpuload::CocoOptions::default(),
+        )?),
+        (Some(d), None, None) => hpuload::source::open(&d.to_string_lossy(), &Default::default())?,
+        (None, None, _) => return Err(Error::config("--data", "give --data or --manifest")),
     };
+    // A COCO image keeps its name (the annotation file names it); others are renumbered.
+    let coco_images = args.coco.as_ref().and(args.data.as_deref());
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| Error::Io { path, source }
@@ -101,20 +113,27 @@ pub fn run(args: &MakeShardsArgs) -> Result<(), Error> {
                 current.insert((path, tar::Builder::new(std::io::BufWriter::new(file))))
             }
         };
-        let ext = entry
-            .path
-            .extension()
-            .and_then(|e| e.to_str())
-            .unwrap_or("jpg")
-            .to_ascii_lowercase();
-        let key = format!("{index:08}");
-        append(builder, &format!("{key}.{ext}"), &bytes).map_err(io(path))?;
-        append(
-            builder,
-            &format!("{key}.cls"),
-            entry.label.to_string().as_bytes(),
-        )
-        .map_err(io(path))?;
+        match coco_images.and_then(|dir| entry.path.strip_prefix(dir).ok()) {
+            Some(name) => {
+                append(builder, &name.to_string_lossy(), &bytes).map_err(io(path))?;
+            }
+            None => {
+                let ext = entry
+                    .path
+                    .extension()
+                    .and_then(|e| e.to_str())
+                    .unwrap_or("jpg")
+                    .to_ascii_lowercase();
+                let key = format!("{index:08}");
+                append(builder, &format!("{key}.{ext}"), &bytes).map_err(io(path))?;
+                append(
+                    builder,
+                    &format!("{key}.cls"),
+                    entry.label.to_string().as_bytes(),
+                )
+                .map_err(io(path))?;
+            }
+        }
         written += bytes.len() as u64 + 2048;
         bar.set_position(n as u64 + 1);
         if written >= args.shard_size || n + 1 == order.len() {

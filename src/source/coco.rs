@@ -54,9 +54,9 @@ pub struct CocoOptions {
     /// [`empty`](Self::empty); `None`: all. The other images' annotations are still read and
     /// checked, so messages count records as the file does.
     pub images: Option<Vec<i64>>,
-    /// How images on object storage are read (when the image folder is a URL:
-    /// `s3://bucket/train2017`, `gs://...`, `az://...`, `http(s)://...`). The shard cache
-    /// setting does not apply: each image is one request.
+    /// How images on object storage are read: a folder URL (`s3://bucket/train2017`,
+    /// `gs://...`, `az://...`, `http(s)://...`) is read one request per image (the shard
+    /// cache setting does not apply), shards named by URL as [`super::WebDataset`] reads them.
     pub remote: super::RemoteOptions,
 }
 
@@ -139,13 +139,32 @@ pub struct CocoDataset {
     area: Vec<f32>,
     classes: Vec<String>,
     issues: AnnotationIssues,
-    /// Images on object storage (the image folder was a URL).
-    remote: Option<super::remote::RemoteFiles>,
+    /// Where the images are.
+    images: Images,
+}
+
+/// Where a COCO set's images are.
+#[derive(Debug)]
+enum Images {
+    /// Files under a local folder.
+    Folder,
+    /// One object each under a prefix on object storage.
+    Files(super::remote::RemoteFiles),
+    /// Members of tar shards, local or on object storage: sample `i` is the shards' sample
+    /// `at[i]` (`None`: no shard holds it, and reading it fails naming the image).
+    Shards {
+        set: super::WebDataset,
+        at: Vec<Option<usize>>,
+    },
 }
 
 impl CocoDataset {
     /// Reads the annotation file `annotations`; image `file_name`s are relative to `images`,
-    /// a folder or the URL of one on object storage (see [`CocoOptions::remote`]).
+    /// a folder or the URL of one on object storage (see [`CocoOptions::remote`]). `images`
+    /// may also name tar shards (a `.tar` file or brace pattern, local or a URL, or a folder
+    /// of `.tar` files): an image is then the member whose path inside its shard is its
+    /// `file_name`, or else whose file name is (when only one member has it). An image that
+    /// no shard holds is logged when the set is opened, and named when read.
     ///
     /// # Errors
     /// The file cannot be read, is not valid JSON, or a record lacks a field or has one of
@@ -360,7 +379,7 @@ impl CocoDataset {
             area: Vec::new(),
             classes: class_names(&categories, options.categories),
             issues,
-            remote: None,
+            images: Images::Folder,
         };
         let mut names = Vec::new();
         for (k, im) in images_in.into_iter().enumerate() {
@@ -390,7 +409,35 @@ impl CocoDataset {
                 },
             });
         }
-        if let Some(url) = images.to_str().filter(|u| super::is_remote(u)) {
+        if names_shards(images) {
+            let shards = super::ShardOptions {
+                label_field: String::new(),
+                remote: options.remote.clone(),
+            };
+            let spec = images.to_string_lossy();
+            let shard_set = if images.is_dir() {
+                super::WebDataset::open_folder(images, &shards)?
+            } else {
+                super::WebDataset::open_with(&spec, &shards)?
+            };
+            let at = locate_members(&shard_set, &names);
+            let missing = at.iter().filter(|j| j.is_none()).count();
+            if missing > 0 {
+                let first = at.iter().position(Option::is_none).expect("counted");
+                tracing::warn!(
+                    "{}: {missing} of the annotation file's {} images are in none of the shards                      of {spec} (the first: {}); each is named and skipped when read",
+                    set.annotations.display(),
+                    at.len(),
+                    names[first]
+                );
+            }
+            for (entry, j) in set.entries.iter_mut().zip(&at) {
+                if let Some(j) = *j {
+                    entry.path.clone_from(&shard_set.entries()[j].path);
+                }
+            }
+            set.images = Images::Shards { set: shard_set, at };
+        } else if let Some(url) = images.to_str().filter(|u| super::is_remote(u)) {
             let (files, urls) = super::remote::RemoteFiles::connect(
                 url,
                 names.iter().map(String::as_str),
@@ -399,7 +446,7 @@ impl CocoDataset {
             for (entry, url) in set.entries.iter_mut().zip(urls) {
                 entry.path = PathBuf::from(url);
             }
-            set.remote = Some(files);
+            set.images = Images::Files(files);
         }
         if !set.issues.is_empty() {
             tracing::warn!("{}: {}", set.annotations.display(), set.issues);
@@ -458,10 +505,11 @@ impl Source for CocoDataset {
         mode: super::ReadMode,
         dst: &mut [u8],
     ) -> std::io::Result<Option<usize>> {
-        match self.remote {
+        match &self.images {
+            Images::Folder => super::read_entry_into(self, index, mode, dst),
             // Bytes from the network arrive in a buffer: `read` gives them.
-            Some(_) => Ok(None),
-            None => super::read_entry_into(self, index, mode, dst),
+            Images::Files(_) => Ok(None),
+            Images::Shards { set, at } => set.read_into(member(at, index)?, mode, dst),
         }
     }
     fn read<'a>(
@@ -471,22 +519,84 @@ impl Source for CocoDataset {
         buf: &'a mut Vec<u8>,
     ) -> std::io::Result<super::SampleBytes<'a>> {
         let path = &self.entries[index].path;
-        match &self.remote {
-            Some(files) => {
+        match &self.images {
+            Images::Folder => super::read_file(path, mode, buf),
+            Images::Files(files) => {
                 files.read(index, &path.to_string_lossy(), buf)?;
                 Ok(super::SampleBytes::Buffer(buf))
             }
-            None => super::read_file(path, mode, buf),
+            Images::Shards { set, at } => set.read(member(at, index)?, mode, buf),
         }
     }
     fn prefetch(&self, indices: &[usize]) {
-        if let Some(files) = &self.remote {
-            files.prefetch(indices);
+        match &self.images {
+            Images::Folder => {}
+            Images::Files(files) => files.prefetch(indices),
+            Images::Shards { set, at } => {
+                let members: Vec<usize> = indices.iter().filter_map(|&i| at[i]).collect();
+                set.prefetch(&members);
+            }
         }
     }
     fn storage(&self) -> Option<super::StorageReport> {
-        self.remote.as_ref().map(|f| f.report())
+        match &self.images {
+            Images::Folder => None,
+            Images::Files(files) => Some(files.report()),
+            Images::Shards { set, .. } => set.storage(),
+        }
     }
+}
+
+/// The shard sample that holds sample `index`'s image.
+fn member(at: &[Option<usize>], index: usize) -> std::io::Result<usize> {
+    at[index].ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "no shard holds this image: no image member has its file_name as its path, or as \
+             its file name (unique among the shards)",
+        )
+    })
+}
+
+/// Whether a COCO set's image location names tar shards: a `.tar` file or brace pattern of
+/// them (local or a URL), or a local folder that holds `.tar` files.
+fn names_shards(images: &Path) -> bool {
+    let spec = images.to_string_lossy();
+    let first = super::shards::expand_braces(&spec)
+        .ok()
+        .and_then(|n| n.into_iter().next())
+        .unwrap_or_else(|| spec.to_string());
+    Path::new(&first).extension().is_some_and(|x| x == "tar")
+        || (!super::is_remote(&spec)
+            && images.is_dir()
+            && super::shards::tar_files(images).is_ok_and(|t| !t.is_empty()))
+}
+
+/// Each image's sample in `shards`, by its `file_name`: the image member whose path inside its
+/// shard is `file_name`, else the one whose file name is `file_name`'s, when only one is.
+fn locate_members(shards: &super::WebDataset, names: &[String]) -> Vec<Option<usize>> {
+    let mut by_path: HashMap<&Path, usize> = HashMap::new();
+    // `None`: more than one member has that file name.
+    let mut by_name: HashMap<&std::ffi::OsStr, Option<usize>> = HashMap::new();
+    for (i, member) in shards.image_members() {
+        by_path.entry(member).or_insert(i);
+        if let Some(name) = member.file_name() {
+            by_name
+                .entry(name)
+                .and_modify(|v| *v = None)
+                .or_insert(Some(i));
+        }
+    }
+    names
+        .iter()
+        .map(|name| {
+            let path = Path::new(name);
+            by_path.get(path).copied().or_else(|| {
+                path.file_name()
+                    .and_then(|n| by_name.get(n).copied().flatten())
+            })
+        })
+        .collect()
 }
 
 /// Class names by label: for raw ids a name at each id (empty at gaps), for contiguous labels

@@ -30,6 +30,9 @@ pub const IMAGE_FIELDS: &[&str] = &["jpg", "jpeg", "png", "webp"];
 /// The first line of an index file, before the shard's size and the label field.
 const INDEX_MAGIC: &str = "hpuload-shard-index 1";
 
+/// How a sample's failure begins when its shard ends inside it.
+const TRUNCATED: &str = "the shard is truncated";
+
 /// A dataset of WebDataset tar shards, on the local filesystem or on object storage.
 #[derive(Debug)]
 pub struct WebDataset {
@@ -44,6 +47,8 @@ pub struct WebDataset {
 #[derive(Clone, Debug)]
 pub struct ShardOptions {
     /// The field whose member holds the label (a decimal integer, as WebDataset's `.cls`).
+    /// Empty: the samples have no labels (every label is -1), as for a detection dataset's
+    /// images, whose targets come from elsewhere.
     pub label_field: String,
     /// How shards named by URL are read.
     pub remote: RemoteOptions,
@@ -228,6 +233,22 @@ impl WebDataset {
     /// The shard files (or URLs), in order.
     pub fn shards(&self) -> &[PathBuf] {
         &self.shards
+    }
+
+    /// Each sample with an image member: its index and the member's path inside its shard.
+    pub(crate) fn image_members(&self) -> impl Iterator<Item = (usize, &Path)> {
+        self.locations
+            .iter()
+            .zip(&self.entries)
+            .enumerate()
+            .filter_map(|(i, (location, entry))| match location {
+                Location::Member { shard, .. } => entry
+                    .path
+                    .strip_prefix(&self.shards[*shard as usize])
+                    .ok()
+                    .map(|member| (i, member)),
+                Location::Missing(_) => None,
+            })
     }
 }
 
@@ -684,7 +705,7 @@ pub fn build_index(shard: &Path, label_field: &str) -> Result<Vec<IndexedSample>
             }
             let last = samples.last_mut().expect("pushed above");
             last.label = Err(format!(
-                "the shard is truncated: member {name} ends at byte {end}, past the shard's \
+                "{TRUNCATED}: member {name} ends at byte {end}, past the shard's \
                  {shard_len} bytes"
             ));
             label_text = None;
@@ -700,12 +721,16 @@ pub fn build_index(shard: &Path, label_field: &str) -> Result<Vec<IndexedSample>
                 member: String::new(),
                 offset: 0,
                 len: 0,
-                label: Err(format!("the sample has no .{label_field} member")),
+                label: if label_field.is_empty() {
+                    Ok(-1)
+                } else {
+                    Err(format!("the sample has no .{label_field} member"))
+                },
             });
         }
         let sample = samples.last_mut().expect("pushed above");
         let field = field.to_ascii_lowercase();
-        if field == label_field {
+        if !label_field.is_empty() && field == label_field {
             let mut text = Vec::new();
             std::io::Read::read_to_end(&mut std::io::Read::take(&mut entry, 64), &mut text)
                 .map_err(|e| bad(format!("reading {name}: {e}")))?;
@@ -720,7 +745,7 @@ pub fn build_index(shard: &Path, label_field: &str) -> Result<Vec<IndexedSample>
         if last
             .label
             .as_ref()
-            .is_err_and(|why| why.starts_with("the shard is truncated"))
+            .is_err_and(|why| why.starts_with(TRUNCATED))
         {
             return Ok(samples);
         }
@@ -780,12 +805,14 @@ fn read_index(path: &Path, label_field: &str) -> Option<(u64, Vec<IndexedSample>
 }
 
 /// [`read_index`] from the index's bytes; `None` for a damaged index or another label field.
+/// Without a label field (samples without labels) any index serves, its labels dropped.
 fn parse_index(text: impl BufRead, label_field: &str) -> Option<(u64, Vec<IndexedSample>)> {
     let mut lines = text.lines();
     let header = lines.next()?.ok()?;
     let rest = header.strip_prefix(INDEX_MAGIC)?.trim_start();
     let (size, field) = rest.split_once(' ')?;
-    if field != label_field {
+    let unlabelled = label_field.is_empty();
+    if field != label_field && !unlabelled {
         return None;
     }
     let shard_size: u64 = size.parse().ok()?;
@@ -798,6 +825,12 @@ fn parse_index(text: impl BufRead, label_field: &str) -> Option<(u64, Vec<Indexe
         let label = match label.strip_prefix('!') {
             Some(why) => Err(unescape(why)?),
             None => Ok(label.parse().ok()?),
+        };
+        // Only a cut shard's failure is the image's; label failures are not.
+        let label = match label {
+            Err(why) if unlabelled && !why.starts_with(TRUNCATED) => Ok(-1),
+            Ok(_) if unlabelled => Ok(-1),
+            label => label,
         };
         let (offset, len): (u64, u64) = (offset.parse().ok()?, len.parse().ok()?);
         // An entry outside the shard it was made for is a damaged index: rebuild it (and never
