@@ -383,6 +383,107 @@ pub(crate) fn compose_window(
     }
 }
 
+/// A detection sample's steps before the resize on the media engine, for a sample whose
+/// photometric steps run on the whole image or whose window shows the zoom-out's fill: the
+/// engine decodes a region of the image at `1/denom` (all of it when a step needs the whole
+/// image's statistics, as a contrast's mean grey does), runs `pre` on it, and resamples the
+/// window from it with the fill around the image ([`CanvasJob::run`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CanvasJob {
+    /// The image's `(width, height)`.
+    pub image: (u32, u32),
+    /// The pixel ops on the image before the geometry.
+    pub pre: Vec<super::PixelOp>,
+    /// The window in the image's full-size pixels, `[left, top, width, height]`: it reaches
+    /// outside the image where the fill shows.
+    pub window: [i64; 4],
+    /// The canvas's colour around the image.
+    pub fill: [u8; 3],
+    /// The resize's filter.
+    pub interpolation: super::Interpolation,
+}
+
+/// The pixel ops the engine runs on a decoded region: those that map each pixel on its own,
+/// and the contrast (given the whole image). Other ops before the geometry run on the CPU path.
+pub(crate) fn engine_runs(op: &super::PixelOp) -> bool {
+    use super::PixelOp as P;
+    matches!(
+        op,
+        P::Brightness(_)
+            | P::Contrast(_)
+            | P::Saturation(_)
+            | P::Hue(_)
+            | P::PermuteChannels(_)
+            | P::Grayscale
+            | P::Invert
+            | P::Solarize(_)
+            | P::Posterize(_)
+    )
+}
+
+/// Whether an op's result depends on the whole image (its mean grey), so that the engine
+/// decodes all of it.
+pub(crate) fn needs_whole_image(op: &super::PixelOp) -> bool {
+    matches!(op, super::PixelOp::Contrast(_))
+}
+
+impl CanvasJob {
+    /// Runs on `decoded`, the RGB8 rectangle `[x, y, width, height]` of the image scaled by
+    /// `1/denom` (what the engine's region decode gives): `pre` in place, then the window on
+    /// the fill canvas (in `canvas`, at the decoded scale) resampled to `resampler`'s output
+    /// size. At `denom` 1 the window is cut out whole, as the CPU path cuts it; scaled, it is
+    /// resampled from its fractional place.
+    ///
+    /// # Errors
+    /// `decoded` is short, or the resize fails.
+    pub fn run<'a>(
+        &self,
+        decoded: &mut [u8],
+        rect: [u32; 4],
+        denom: u32,
+        canvas: &mut Vec<u8>,
+        resampler: &'a mut super::Resampler,
+        scratch: &mut super::Scratch,
+    ) -> Result<&'a mut [u8], String> {
+        let [rx, ry, rw, rh] = rect.map(|v| v as usize);
+        if decoded.len() < rw * rh * 3 {
+            return Err("the decoded region is short".into());
+        }
+        super::apply(&self.pre, decoded, rh, rw, scratch);
+        let d = f64::from(denom);
+        let [wl, wt, ww, wh] = self.window.map(|v| v as f64 / d);
+        // The canvas covers the window's scaled pixels, whole.
+        let (x0, y0) = (wl.floor() as i64, wt.floor() as i64);
+        let (x1, y1) = ((wl + ww).ceil() as i64, (wt + wh).ceil() as i64);
+        let (cw, ch) = ((x1 - x0) as usize, (y1 - y0) as usize);
+        canvas.clear();
+        canvas.reserve(cw * ch * 3);
+        for _ in 0..cw * ch {
+            canvas.extend_from_slice(&self.fill);
+        }
+        // The decoded rectangle's overlap with the canvas, in scaled image pixels.
+        let (ox0, ox1) = (x0.max(rx as i64), x1.min((rx + rw) as i64));
+        let (oy0, oy1) = (y0.max(ry as i64), y1.min((ry + rh) as i64));
+        if ox0 < ox1 {
+            let n = (ox1 - ox0) as usize * 3;
+            for y in oy0..oy1 {
+                let src = ((y as usize - ry) * rw + (ox0 as usize - rx)) * 3;
+                let dst = ((y - y0) as usize * cw + (ox0 - x0) as usize) * 3;
+                canvas[dst..dst + n].copy_from_slice(&decoded[src..src + n]);
+            }
+        }
+        let crop = super::CropBox {
+            left: wl - x0 as f64,
+            top: wt - y0 as f64,
+            width: ww,
+            height: wh,
+            // Integer at full scale: cut out, as the CPU path does.
+            view: denom == 1,
+        };
+        resampler.run_with(canvas, cw as u32, ch as u32, &crop, self.interpolation)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

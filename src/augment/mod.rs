@@ -26,7 +26,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 pub use autoaugment::{AugMixPlan, AutoAugmentPolicy};
-pub use detect::DetectPlan;
+pub use detect::{CanvasJob, DetectPlan};
 pub use erase::{EraseBox, EraseValue, RandomFill};
 pub use geometry::{CropBox, Warp};
 pub use kernel::{OutputWriter, Resampler};

@@ -262,7 +262,8 @@ impl DataArgs {
                 .clone()
                 .ok_or_else(|| Error::config("--coco", "give the image folder with --data"))?;
             let options = hpuload::CocoOptions {
-                // A URL for the image folder: one request per image, no shard cache.
+                // Images on object storage: one request per image from a folder URL; shards
+                // named by URL as `--data` shards are read.
                 remote: self.storage.options()?.remote,
                 empty: if self.drop_empty {
                     hpuload::source::coco::EmptyImages::Drop

@@ -13,11 +13,11 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
-use hpuload_decoders::jpeg::DecodePlan;
-use hpuload_decoders::{DecodeError, JpegDecoder, Limits};
+use hpuload_decoders::jpeg::{scaled_region, DecodePlan};
+use hpuload_decoders::{DecodeError, ImageFormat, ImageInfo, JpegDecoder, Limits};
 
 use super::{DeviceBuffer, HpuError};
-use crate::augment::{PixelPlan, PixelStage, Scratch};
+use crate::augment::{CanvasJob, PixelPlan, PixelStage, Resampler, Scratch};
 use crate::cpu_time::CpuClock;
 
 /// Bytes in device memory: `len` bytes of `buffer` from `offset`.
@@ -72,6 +72,10 @@ pub struct MediaJob {
     /// The decode: region, DCT scale, crop window, output size, filter, the headers if already
     /// parsed, the decoder's limits (the decoders crate's plan, opaque here).
     pub decode: DecodePlan,
+    /// Steps between the decode and the resize (a detection sample's photometric steps on
+    /// the image, the zoom-out's fill): the decode then gives the plan's region at its scale,
+    /// and these steps make the output-size image from it.
+    pub canvas: Option<CanvasJob>,
     /// The sample's pixel plan, run by `op` after the decode.
     pub augment: PixelPlan,
     /// The device ops run on the decoded pixels into `destination`.
@@ -110,6 +114,10 @@ struct Engine {
     pixels: Vec<u8>,
     /// The device ops' working memory.
     scratch: Scratch,
+    /// A canvas job's decoded region, its canvas and its resize.
+    region: Vec<u8>,
+    canvas: Vec<u8>,
+    resampler: Resampler,
 }
 
 impl Engine {
@@ -117,6 +125,7 @@ impl Engine {
         let MediaJob {
             source,
             decode,
+            canvas,
             augment,
             op,
             mut destination,
@@ -131,9 +140,12 @@ impl Engine {
         if self.pixels.len() != len {
             self.pixels.resize(len, 0);
         }
-        let decoded = self
-            .decoder
-            .decode_planned(&self.bitstream, &decode, &mut self.pixels);
+        let decoded = match &canvas {
+            None => self
+                .decoder
+                .decode_planned(&self.bitstream, &decode, &mut self.pixels),
+            Some(canvas) => self.decode_canvas(&decode, canvas),
+        };
         let t1 = CpuClock::now();
         if let Err(error) = decoded {
             return done(Err(JobFailure {
@@ -161,6 +173,47 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// A canvas job's decode: the plan's region at its scale, then the canvas job's steps
+    /// into the output.
+    fn decode_canvas(
+        &mut self,
+        decode: &DecodePlan,
+        canvas: &CanvasJob,
+    ) -> Result<(), DecodeError> {
+        let request = &decode.request;
+        self.decoder.set_limits(decode.limits);
+        let (width, height) = canvas.image;
+        let info = ImageInfo {
+            format: ImageFormat::Jpeg,
+            width,
+            height,
+        };
+        let rect = scaled_region(&info, request.region, request.denom);
+        self.region
+            .resize(rect.width as usize * rect.height as usize * 3, 0);
+        self.decoder.decode_region(
+            &self.bitstream,
+            request.region,
+            request.denom,
+            &mut self.region,
+        )?;
+        self.resampler.set_size(request.out_h, request.out_w);
+        let out = canvas
+            .run(
+                &mut self.region,
+                [rect.x, rect.y, rect.width, rect.height],
+                request.denom,
+                &mut self.canvas,
+                &mut self.resampler,
+                &mut self.scratch,
+            )
+            .map_err(|_| DecodeError::Parameter("the canvas window could not be resampled"))?;
+        self.pixels.copy_from_slice(out);
+        Ok(())
+    }
+}
+
 pub(crate) struct MediaEngine {
     tx: Option<Sender<MediaJob>>,
     threads: Vec<JoinHandle<()>>,
@@ -181,6 +234,9 @@ impl MediaEngine {
                             bitstream: Vec::new(),
                             pixels: Vec::new(),
                             scratch: Scratch::default(),
+                            region: Vec::new(),
+                            canvas: Vec::new(),
+                            resampler: Resampler::new(1, 1),
                         };
                         let mut ctx = fresh();
                         for job in rx {

@@ -13,7 +13,7 @@ use super::batch::{lock, BatchWork};
 use super::cpu::Scratch;
 use super::replace::{fill, write_label, Filled};
 use super::{Backend, Shared};
-use crate::augment::SamplePlan;
+use crate::augment::{CanvasJob, SamplePlan};
 use crate::hpu::{
     CopyRegion, Destination, DeviceBuffer, DeviceSlice, HostSlot, Hpu, HpuError, JobFailure,
     MediaJob,
@@ -38,6 +38,9 @@ pub(super) struct HwSlot {
     /// The headers the router's probe parsed, handed to the engine so it does not parse them
     /// again.
     pub parsed: Option<Parsed>,
+    /// A detection sample's steps before the resize, when the engine runs them (photometric
+    /// steps on the image, the zoom-out's fill).
+    pub canvas: Option<Box<CanvasJob>>,
 }
 
 /// One media-engine job's share of its batch. Dropping it counts the batch down (the last one
@@ -120,6 +123,7 @@ pub(super) fn submit(guard: EngineJob, mut h: HwSlot) -> Result<(), HpuError> {
             parsed: h.parsed.take(),
             limits: shared.limits,
         },
+        canvas: h.canvas.take().map(|c| *c),
         augment: std::mem::take(&mut h.plan.pixels),
         op: Arc::clone(&shared.stage) as _,
         destination,

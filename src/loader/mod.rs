@@ -288,12 +288,6 @@ impl Loader {
                     },
                 ))
             }
-            Some(d) if b.backend == Backend::Hw && (d.zoom.is_some() || !d.pre.is_empty()) => {
-                return Err(Error::config(
-                    "backend",
-                    "detection samples whose window shows the zoom-out's fill, or with photometric steps before the geometry, need the CPU path: choose auto (the engine takes the others) or cpu",
-                ))
-            }
             Some(_) if b.max_boxes == 0 => {
                 return Err(Error::config("max_boxes", "must be at least 1"))
             }

@@ -4,11 +4,13 @@
 
 use std::sync::atomic::Ordering;
 
-use hpuload_decoders::jpeg::{choose_scale, Filter};
+use hpuload_decoders::jpeg::{choose_scale, Filter, Region};
 use hpuload_decoders::{DecodeError, JpegDecoder};
 
 use super::engine::{count_fallback, upload, HwSlot};
 use super::{Backend, Shared};
+use crate::augment::detect::{engine_runs, needs_whole_image};
+use crate::augment::{CanvasJob, SamplePlan};
 use crate::cpu_time::CpuClock;
 use crate::hpu::{Hpu, HpuError};
 use crate::stage::Stage;
@@ -56,7 +58,7 @@ pub(super) fn route(
     match probe.probe_parsed(bytes) {
         Ok((info, parsed)) => {
             let objects = shared.source.objects(index).map(|o| o.boxes);
-            let plan = shared
+            let mut plan = shared
                 .plan
                 .sample(
                     shared.seed,
@@ -66,34 +68,47 @@ pub(super) fn route(
                     objects,
                 )
                 .map_err(SampleErrorKind::Augment)?;
-            // A detection sample goes to the engine when its window is a region of the image:
-            // the engine has no fill canvas, and no device ops for photometric steps on the
-            // whole image yet (the builder refuses `Backend::Hw` for detection).
-            if let Some(d) = &plan.detect {
-                let reason = if !plan.pre.is_empty() {
-                    Some("detection: photometric steps on the whole image run on the CPU path")
-                } else if !d.window_inside_image(info.width, info.height) {
-                    Some("detection: windows that show the zoom-out's fill run on the CPU path")
-                } else {
-                    None
-                };
-                if let Some(reason) = reason {
+            super::cpu::fits(shared, &plan, (info.width, info.height))?;
+            let (oh, ow) = plan.pixels.size;
+            let filter = plan.interpolation.filter();
+            let canvas = match canvas_job(&mut plan, info.width, info.height) {
+                Ok(canvas) => canvas,
+                Err(reason) if only_engine => {
+                    return Err(SampleErrorKind::Augment(reason.to_string()));
+                }
+                Err(reason) => {
                     c.add(Stage::Route, t1.elapsed());
                     count_fallback(shared, reason);
                     return Ok(Route::Cpu);
                 }
-            }
-            super::cpu::fits(shared, &plan, (info.width, info.height))?;
-            let (oh, ow) = plan.pixels.size;
-            let filter = plan.interpolation.filter();
-            let region = plan
-                .crop
-                .covering_region(info.width, info.height, ow, filter);
-            // Nearest picks source pixels, which a DCT-scaled decode no longer has.
-            let denom = if filter == Filter::Nearest {
-                1
-            } else {
-                choose_scale(region, ow, oh)
+            };
+            let region = match &canvas {
+                Some(job) if job.pre.iter().any(needs_whole_image) => {
+                    Region::full(info.width, info.height)
+                }
+                Some(job) => {
+                    let [x, y, width, height] = job_part(job);
+                    Region {
+                        x,
+                        y,
+                        width,
+                        height,
+                    }
+                }
+                None => plan
+                    .crop
+                    .covering_region(info.width, info.height, ow, filter),
+            };
+            // Nearest picks source pixels, which a DCT-scaled decode no longer has. A canvas
+            // job's scale is the window's, which may reach past the image.
+            let denom = match &canvas {
+                _ if filter == Filter::Nearest => 1,
+                Some(job) => choose_scale(
+                    Region::full(job.window[2] as u32, job.window[3] as u32),
+                    ow,
+                    oh,
+                ),
+                None => choose_scale(region, ow, oh),
             };
             let own = match bitstream {
                 Bitstream::InSlot(_) => Ok(None),
@@ -120,6 +135,7 @@ pub(super) fn route(
                         denom,
                         plan,
                         parsed: Some(parsed),
+                        canvas: canvas.map(Box::new),
                     }))
                 }
                 Err(HpuError::OutOfMemory { .. }) if !only_engine => {
@@ -143,4 +159,48 @@ pub(super) fn route(
             Ok(Route::Cpu)
         }
     }
+}
+
+/// A detection sample's steps before the resize for the engine: `None` when its window is a
+/// region of the image and nothing runs before the geometry (the engine's plain decode); a
+/// [`CanvasJob`] for photometric steps on the image or a window that shows the zoom-out's fill
+/// (taking the plan's `pre`); the reason when the CPU path must take it.
+fn canvas_job(
+    plan: &mut SamplePlan,
+    width: u32,
+    height: u32,
+) -> Result<Option<CanvasJob>, &'static str> {
+    let Some(d) = &plan.detect else {
+        return Ok(None);
+    };
+    if plan.pre.is_empty() && d.window_inside_image(width, height) {
+        return Ok(None);
+    }
+    if !plan.pre.iter().all(engine_runs) {
+        return Err(
+            "detection: pixel ops before the geometry other than colour steps run on the CPU path",
+        );
+    }
+    if d.image_part(width, height).is_none() {
+        return Err("detection: windows that show only the zoom-out's fill run on the CPU path");
+    }
+    let [wl, wt, ww, wh] = d.window.map(i64::from);
+    let (il, it) = (i64::from(d.image_at.0), i64::from(d.image_at.1));
+    Ok(Some(CanvasJob {
+        image: (width, height),
+        pre: std::mem::take(&mut plan.pre),
+        window: [wl - il, wt - it, ww, wh],
+        fill: d.fill,
+        interpolation: plan.interpolation,
+    }))
+}
+
+/// The part of a canvas job's window that the image covers, in its pixels (never empty:
+/// [`canvas_job`] sends windows of only fill to the CPU path).
+fn job_part(job: &CanvasJob) -> [u32; 4] {
+    let [wl, wt, ww, wh] = job.window;
+    let (w, h) = (i64::from(job.image.0), i64::from(job.image.1));
+    let (x0, y0) = (wl.max(0), wt.max(0));
+    let (x1, y1) = ((wl + ww).min(w), (wt + wh).min(h));
+    [x0, y0, x1 - x0, y1 - y0].map(|v| v as u32)
 }
