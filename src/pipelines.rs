@@ -30,6 +30,10 @@ const BUILTIN: &[(&str, &str)] = &[
         "ssd300_train",
         include_str!("../pipelines/ssd300_train.toml"),
     ),
+    (
+        "ssd300_habana",
+        include_str!("../pipelines/ssd300_habana.toml"),
+    ),
 ];
 
 /// ResNet-50 training: RandomResizedCrop 224 (scale 0.08-1, ratio 3/4-4/3), horizontal flip

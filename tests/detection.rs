@@ -676,3 +676,42 @@ fn the_engine_agrees_with_the_cpu_path_on_the_ssd_preset_over_real_photographs()
     );
     assert!(at(0.0) >= 30.0 && at(0.5) >= 40.0);
 }
+
+#[test]
+fn the_habana_ssd_preset_runs_on_the_engine_with_static_shapes_and_the_cpu_paths_targets() {
+    let (images, _dir, annotations) = coco_set("det-habana", 12);
+    let epoch = |backend: Backend| {
+        let mut l = coco_builder(
+            images.path(),
+            &annotations,
+            pipelines::builtin("ssd300_habana").unwrap(),
+        )
+        .shuffle(4)
+        .workers(2)
+        .backend(backend)
+        .max_boxes(200)
+        .output(Dtype::Bf16, Layout::Nchw)
+        .build()
+        .unwrap();
+        let targets: Vec<Vec<u8>> = l
+            .epoch(0)
+            .map(|b| {
+                let b = b.unwrap();
+                assert_eq!(b.images.shape(), [4, 3, 300, 300]);
+                b.labels.to_host().unwrap()
+            })
+            .collect();
+        (targets, l.report())
+    };
+    let (hw, report) = epoch(Backend::Hw);
+    let (cpu, _) = epoch(Backend::Cpu);
+    assert_eq!(report.hw_samples, 12);
+    assert_eq!(hw, cpu, "the same target records, padded to 200 boxes");
+    let layout = TargetLayout { max_boxes: 200 };
+    let kept: usize = hw
+        .iter()
+        .flat_map(|b| b.chunks(layout.bytes()))
+        .map(|r| layout.read(r).boxes.len())
+        .sum();
+    assert!(kept >= 12, "{kept} boxes kept");
+}
