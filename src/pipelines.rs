@@ -36,6 +36,9 @@ const BUILTIN: &[(&str, &str)] = &[
     ),
 ];
 
+/// Other names of built-in pipelines: `ssd300` is the SSD training preset.
+const ALIASES: &[(&str, &str)] = &[("ssd300", "ssd300_train")];
+
 /// ResNet-50 training: RandomResizedCrop 224 (scale 0.08-1, ratio 3/4-4/3), horizontal flip
 /// p = 0.5, ImageNet normalization.
 pub fn resnet50_train() -> Pipeline {
@@ -58,6 +61,10 @@ pub fn names() -> impl Iterator<Item = &'static str> {
 /// # Errors
 /// [`Error::Pipeline`] for an unknown name.
 pub fn builtin(name: &str) -> Result<Pipeline, Error> {
+    let name = ALIASES
+        .iter()
+        .find(|(alias, _)| *alias == name)
+        .map_or(name, |(_, target)| *target);
     let (_, text) = BUILTIN
         .iter()
         .find(|(n, _)| *n == name)
@@ -76,7 +83,10 @@ pub fn builtin(name: &str) -> Result<Pipeline, Error> {
 /// # Errors
 /// Neither a built-in name nor a readable, valid pipeline file.
 pub fn resolve(name_or_file: &str) -> Result<Pipeline, Error> {
-    if names().any(|n| n == name_or_file) {
+    if names()
+        .chain(ALIASES.iter().map(|(alias, _)| *alias))
+        .any(|n| n == name_or_file)
+    {
         return builtin(name_or_file);
     }
     if std::path::Path::new(name_or_file).exists() {
@@ -130,6 +140,11 @@ mod tests {
             let p = builtin(name).unwrap();
             assert!(p.plan(crate::hpu::Dtype::Bf16).is_ok(), "{name}");
         }
+    }
+
+    #[test]
+    fn ssd300_names_the_ssd_training_preset() {
+        assert_eq!(resolve("ssd300").unwrap(), builtin("ssd300_train").unwrap());
     }
 
     #[test]
