@@ -60,11 +60,27 @@ fn coco_builder(
     pipeline: hpuload::Pipeline,
 ) -> hpuload::LoaderBuilder {
     let set = CocoDataset::open(annotations, images, &CocoOptions::default()).unwrap();
+    builder_over(set, pipeline)
+}
+
+/// A host-placed loader of batches of 4 over `set`, at most 8 boxes per image.
+fn builder_over(set: CocoDataset, pipeline: hpuload::Pipeline) -> hpuload::LoaderBuilder {
     Loader::builder(set)
         .pipeline(pipeline)
         .batch_size(4)
         .placement(Placement::Host)
         .max_boxes(8)
+}
+
+/// Epoch 0 of `builder` with 2 workers, u8 NHWC, and the report.
+fn epoch_of(builder: hpuload::LoaderBuilder) -> (HostEpoch, hpuload::Report) {
+    let mut l = builder
+        .workers(2)
+        .output(Dtype::U8, Layout::Nhwc)
+        .build()
+        .unwrap();
+    let batches = host_epoch(&mut l, 0);
+    (batches, l.report())
 }
 
 fn loader(images: &Path, annotations: &Path, workers: usize) -> Loader {
@@ -286,15 +302,11 @@ fn detection_epoch(
     pipeline: hpuload::Pipeline,
     backend: Backend,
 ) -> (HostEpoch, hpuload::Report) {
-    let mut l = coco_builder(images, annotations, pipeline)
-        .shuffle(7)
-        .workers(2)
-        .backend(backend)
-        .output(Dtype::U8, Layout::Nhwc)
-        .build()
-        .unwrap();
-    let batches = host_epoch(&mut l, 0);
-    (batches, l.report())
+    epoch_of(
+        coco_builder(images, annotations, pipeline)
+            .shuffle(7)
+            .backend(backend),
+    )
 }
 
 #[test]
@@ -320,17 +332,12 @@ fn the_engine_decodes_detection_windows_inside_the_image_with_the_cpu_paths_boxe
     assert!(worst >= 32.0, "worst sample PSNR {worst:.1} dB");
 }
 
-#[test]
-fn the_engine_runs_the_ssd_presets_photometric_steps_and_zoom_out_fill_with_the_cpu_paths_boxes() {
-    let (images, _dir, annotations) = coco_set("det-engine-ssd", 16);
+/// The SSD preset's epoch on `auto` and on the CPU path: checks that their target records
+/// are the same, and gives each sample's PSNR between the two (ascending) and `auto`'s report.
+fn ssd_engine_against_cpu(images: &Path, annotations: &Path) -> (Vec<f64>, hpuload::Report) {
     let ssd = || pipelines::builtin("ssd300_train").unwrap();
-    let (hw, hw_report) = detection_epoch(images.path(), &annotations, ssd(), Backend::Auto);
-    let (cpu, _) = detection_epoch(images.path(), &annotations, ssd(), Backend::Cpu);
-    assert_eq!(
-        hw_report.hw_samples, hw_report.samples_loaded,
-        "every sample on the engine: {:?}",
-        hw_report.fallbacks
-    );
+    let (hw, report) = detection_epoch(images, annotations, ssd(), Backend::Auto);
+    let (cpu, _) = detection_epoch(images, annotations, ssd(), Backend::Cpu);
     let sample = 300 * 300 * 3;
     let mut psnr = Vec::new();
     for ((hi, ht), (ci, ct)) in hw.iter().zip(&cpu) {
@@ -340,6 +347,18 @@ fn the_engine_runs_the_ssd_presets_photometric_steps_and_zoom_out_fill_with_the_
         }
     }
     psnr.sort_by(f64::total_cmp);
+    (psnr, report)
+}
+
+#[test]
+fn the_engine_runs_the_ssd_presets_photometric_steps_and_zoom_out_fill_with_the_cpu_paths_boxes() {
+    let (images, _dir, annotations) = coco_set("det-engine-ssd", 16);
+    let (psnr, hw_report) = ssd_engine_against_cpu(images.path(), &annotations);
+    assert_eq!(
+        hw_report.hw_samples, hw_report.samples_loaded,
+        "every sample on the engine: {:?}",
+        hw_report.fallbacks
+    );
     // The engine runs the photometric steps on the DCT-scaled decode before the resize, the
     // CPU path on the full-size image: their rounding and clamping meet the resize in
     // different places.
@@ -421,25 +440,9 @@ fn without_a_resize_each_image_keeps_its_window_size_in_a_row_of_the_batch() {
     assert!(worst >= 32.0, "worst sample PSNR {worst:.1} dB");
 }
 
-#[test]
-fn coco_images_on_object_storage_give_the_local_batches_and_a_missing_one_is_named() {
-    use common::http::HttpServer;
-    let (images, _dir, annotations) = coco_set("det-remote", 12);
-    let epoch = |set: CocoDataset| {
-        let mut l = Loader::builder(set)
-            .pipeline(ssdlite(96))
-            .batch_size(4)
-            .placement(Placement::Host)
-            .max_boxes(8)
-            .shuffle(2)
-            .workers(2)
-            .output(Dtype::U8, Layout::Nhwc)
-            .build()
-            .unwrap();
-        let batches = host_epoch(&mut l, 0);
-        (batches, l.report())
-    };
-    let options = CocoOptions {
+/// COCO options for the loopback HTTP server: short timeouts, one retry, no shard cache.
+fn loopback_options() -> CocoOptions {
+    CocoOptions {
         remote: hpuload::RemoteOptions {
             timeout: std::time::Duration::from_secs(5),
             retries: 1,
@@ -447,7 +450,21 @@ fn coco_images_on_object_storage_give_the_local_batches_and_a_missing_one_is_nam
             ..hpuload::RemoteOptions::default()
         },
         ..CocoOptions::default()
-    };
+    }
+}
+
+/// One epoch of SSDlite at 96x96 over `set` (batches of 4, shuffled by `seed`, u8 NHWC on
+/// the host), with the report.
+fn ssdlite_epoch(set: CocoDataset, seed: u64) -> (HostEpoch, hpuload::Report) {
+    epoch_of(builder_over(set, ssdlite(96)).shuffle(seed))
+}
+
+#[test]
+fn coco_images_on_object_storage_give_the_local_batches_and_a_missing_one_is_named() {
+    use common::http::HttpServer;
+    let (images, _dir, annotations) = coco_set("det-remote", 12);
+    let epoch = |set: CocoDataset| ssdlite_epoch(set, 2);
+    let options = loopback_options();
     let (local, _) = epoch(CocoDataset::open(&annotations, images.path(), &options).unwrap());
     let server = HttpServer::start(images.path().to_path_buf());
     let remote = CocoDataset::open(&annotations, format!("{}/", server.url), &options).unwrap();
@@ -519,49 +536,25 @@ fn coco_images_in_tar_shards_local_or_remote_give_the_folders_batches() {
     use common::http::HttpServer;
     let (images, dir, annotations) = coco_set("det-shards", 12);
     let shards = TempDir::new("det-shards-out");
-    let run = std::process::Command::new(env!("CARGO_BIN_EXE_hpuload"))
-        .args(["make-shards", "--coco"])
-        .arg(&annotations)
-        .arg("--data")
-        .arg(images.path())
-        .arg("--out")
-        .arg(shards.path())
-        .args(["--shard-size", "100KB"])
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    common::hpuload_ok([
+        "make-shards".as_ref(),
+        "--coco".as_ref(),
+        annotations.as_os_str(),
+        "--data".as_ref(),
+        images.path().as_os_str(),
+        "--out".as_ref(),
+        shards.path().as_os_str(),
+        "--shard-size".as_ref(),
+        "100KB".as_ref(),
+    ]);
     let count = hpuload::source::shards::tar_files(shards.path())
         .unwrap()
         .len();
     assert!(count >= 3, "several shards: {count}");
     let pattern = format!("shard-{{000000..{:06}}}.tar", count - 1);
-    let options = CocoOptions {
-        remote: hpuload::RemoteOptions {
-            timeout: std::time::Duration::from_secs(5),
-            retries: 1,
-            cache: None,
-            ..hpuload::RemoteOptions::default()
-        },
-        ..CocoOptions::default()
-    };
+    let options = loopback_options();
     let epoch = |annotations: &Path, images: &str| {
-        let set = CocoDataset::open(annotations, images, &options).unwrap();
-        let mut l = Loader::builder(set)
-            .pipeline(ssdlite(96))
-            .batch_size(4)
-            .placement(Placement::Host)
-            .max_boxes(8)
-            .shuffle(3)
-            .workers(2)
-            .output(Dtype::U8, Layout::Nhwc)
-            .build()
-            .unwrap();
-        let batches = host_epoch(&mut l, 0);
-        (batches, l.report())
+        ssdlite_epoch(CocoDataset::open(annotations, images, &options).unwrap(), 3)
     };
     let (folder, _) = epoch(&annotations, &images.path().to_string_lossy());
     let local = shards.path().join(&pattern);
@@ -650,22 +643,11 @@ fn the_engine_agrees_with_the_cpu_path_on_the_ssd_preset_over_real_photographs()
     let dir = std::env::var_os("HPULOAD_AGREE_DIR").expect("set HPULOAD_AGREE_DIR");
     let coco = std::env::var_os("HPULOAD_AGREE_COCO").expect("set HPULOAD_AGREE_COCO");
     let (dir, coco) = (Path::new(&dir), Path::new(&coco));
-    let ssd = || pipelines::builtin("ssd300_train").unwrap();
-    let (hw, report) = detection_epoch(dir, coco, ssd(), Backend::Auto);
-    let (cpu, _) = detection_epoch(dir, coco, ssd(), Backend::Cpu);
+    let (psnr, report) = ssd_engine_against_cpu(dir, coco);
     println!(
         "{} of {} samples on the engine; fallbacks {:?}",
         report.hw_samples, report.samples_loaded, report.fallbacks
     );
-    let sample = 300 * 300 * 3;
-    let mut psnr = Vec::new();
-    for ((hi, ht), (ci, ct)) in hw.iter().zip(&cpu) {
-        assert_eq!(ht, ct, "the same target records on both paths");
-        for (a, b) in hi.chunks(sample).zip(ci.chunks(sample)) {
-            psnr.push(hpuload::decoders::testing::psnr(a, b));
-        }
-    }
-    psnr.sort_by(f64::total_cmp);
     let at = |q: f64| psnr[((psnr.len() - 1) as f64 * q) as usize];
     println!(
         "SSD preset, engine against CPU path over {} samples: worst {:.1} dB, 1st percentile {:.1} dB, median {:.1} dB",

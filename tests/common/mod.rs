@@ -67,19 +67,15 @@ pub fn sharded(tag: &str) -> (TempDir, TempDir, String) {
 /// `make-shards` of the folder `data` into shards of about `size`: (shards, pattern).
 pub fn make_shards(data: &Path, size: &str) -> (TempDir, String) {
     let out = TempDir::new("shards");
-    let run = std::process::Command::new(env!("CARGO_BIN_EXE_hpuload"))
-        .args(["make-shards", "--data"])
-        .arg(data)
-        .arg("--out")
-        .arg(out.path())
-        .args(["--shard-size", size])
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let run = hpuload_ok([
+        "make-shards".as_ref(),
+        "--data".as_ref(),
+        data.as_os_str(),
+        "--out".as_ref(),
+        out.path().as_os_str(),
+        "--shard-size".as_ref(),
+        size.as_ref(),
+    ]);
     let shards = std::fs::read_dir(out.path())
         .unwrap()
         .filter(|e| {
@@ -97,6 +93,21 @@ pub fn make_shards(data: &Path, size: &str) -> (TempDir, String) {
     );
     assert!(String::from_utf8_lossy(&run.stdout).contains(&pattern));
     (out, pattern)
+}
+
+/// Runs the `hpuload` binary with `args` and checks that it succeeded (printing its stderr
+/// when not).
+pub fn hpuload_ok<'a>(args: impl IntoIterator<Item = &'a std::ffi::OsStr>) -> std::process::Output {
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_hpuload"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    run
 }
 
 /// How many shards a `{000000..N}` pattern names.
