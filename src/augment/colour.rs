@@ -32,6 +32,9 @@ pub(crate) enum Adjust {
     Saturation(f64),
     /// `adjust_hue(factor)`: rotate the hue by `factor` turns (`factor` in `[-0.5, 0.5]`).
     Hue(f64),
+    /// `permute_channels(p)`: output channel `c` is input channel `p[c]` (free in the fused
+    /// pass: the planes change places).
+    Permute([u8; 3]),
 }
 
 /// Pixels per block: the image is run through the adjustments a block at a time, as three f32
@@ -163,6 +166,11 @@ fn run_block(
                 }
             }
             Adjust::Hue(f) => hue(&mut r, &mut g, &mut b, (f * 6.0) as f32),
+            Adjust::Permute(p) => {
+                let planes = [r, g, b];
+                let pick = |c: u8| planes[usize::from(c).min(2)];
+                (r, g, b) = (pick(p[0]), pick(p[1]), pick(p[2]));
+            }
         }
     }
     let mut total = 0;
@@ -505,6 +513,12 @@ mod tests {
                 Adjust::Contrast(f) => contrast(rgb, f),
                 Adjust::Saturation(f) => saturation(rgb, f),
                 Adjust::Hue(f) => hue(rgb, f),
+                Adjust::Permute(p) => {
+                    for px in rgb.chunks_exact_mut(3) {
+                        let v = [px[0], px[1], px[2]];
+                        px.copy_from_slice(&p.map(|c| v[usize::from(c)]));
+                    }
+                }
             }
         }
     }
@@ -524,15 +538,17 @@ mod tests {
     }
 
     #[test]
-    fn fused_brightness_contrast_saturation_equal_the_op_by_op_kernels_exactly() {
+    fn fused_brightness_contrast_saturation_and_permutation_equal_the_op_by_op_kernels_exactly() {
         use Adjust::*;
-        let orders: [&[Adjust]; 6] = [
+        let orders: [&[Adjust]; 8] = [
             &[Brightness(1.3), Contrast(0.7), Saturation(1.4)],
             &[Contrast(1.35), Saturation(0.6), Brightness(0.65)],
             &[Saturation(0.0), Contrast(0.0)],
             &[Contrast(1.2), Contrast(0.8), Brightness(1.1), Contrast(1.4)],
             &[Brightness(0.0)],
             &[Saturation(1.7)],
+            &[Brightness(1.2), Contrast(1.3), Hue(0.1), Permute([2, 0, 1])],
+            &[Saturation(0.8), Permute([1, 2, 0]), Contrast(0.6)],
         ];
         // Sizes below, at and across the block size, and a 224x224 image.
         for (k, pixels) in [1usize, 63, 64, 65, 1000, 224 * 224]

@@ -456,10 +456,23 @@ impl CanvasJob {
         let (x0, y0) = (wl.floor() as i64, wt.floor() as i64);
         let (x1, y1) = ((wl + ww).ceil() as i64, (wt + wh).ceil() as i64);
         let (cw, ch) = ((x1 - x0) as usize, (y1 - y0) as usize);
+        let inside =
+            x0 >= rx as i64 && y0 >= ry as i64 && x1 <= (rx + rw) as i64 && y1 <= (ry + rh) as i64;
+        if inside {
+            // No fill shows: resample the window straight from the decoded rectangle.
+            let crop = super::CropBox {
+                left: wl - rx as f64,
+                top: wt - ry as f64,
+                width: ww,
+                height: wh,
+                view: denom == 1,
+            };
+            return resampler.run_with(decoded, rw as u32, rh as u32, &crop, self.interpolation);
+        }
         canvas.clear();
-        canvas.reserve(cw * ch * 3);
-        for _ in 0..cw * ch {
-            canvas.extend_from_slice(&self.fill);
+        canvas.resize(cw * ch * 3, 0);
+        for px in canvas.chunks_exact_mut(3) {
+            px.copy_from_slice(&self.fill);
         }
         // The decoded rectangle's overlap with the canvas, in scaled image pixels.
         let (ox0, ox1) = (x0.max(rx as i64), x1.min((rx + rw) as i64));

@@ -1439,6 +1439,7 @@ impl PixelOp {
             PixelOp::Contrast(f) => Some(colour::Adjust::Contrast(f)),
             PixelOp::Saturation(f) => Some(colour::Adjust::Saturation(f)),
             PixelOp::Hue(f) => Some(colour::Adjust::Hue(f)),
+            PixelOp::PermuteChannels(p) => Some(colour::Adjust::Permute(p)),
             _ => None,
         }
     }
