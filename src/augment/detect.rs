@@ -456,17 +456,20 @@ impl CanvasJob {
         let (x0, y0) = (wl.floor() as i64, wt.floor() as i64);
         let (x1, y1) = ((wl + ww).ceil() as i64, (wt + wh).ceil() as i64);
         let (cw, ch) = ((x1 - x0) as usize, (y1 - y0) as usize);
+        // The window at `(left, top)` of an image; integer at full scale, so cut out as the
+        // CPU path cuts it.
+        let window_at = |left: f64, top: f64| super::CropBox {
+            left,
+            top,
+            width: ww,
+            height: wh,
+            view: denom == 1,
+        };
         let inside =
             x0 >= rx as i64 && y0 >= ry as i64 && x1 <= (rx + rw) as i64 && y1 <= (ry + rh) as i64;
         if inside {
             // No fill shows: resample the window straight from the decoded rectangle.
-            let crop = super::CropBox {
-                left: wl - rx as f64,
-                top: wt - ry as f64,
-                width: ww,
-                height: wh,
-                view: denom == 1,
-            };
+            let crop = window_at(wl - rx as f64, wt - ry as f64);
             return resampler.run_with(decoded, rw as u32, rh as u32, &crop, self.interpolation);
         }
         canvas.clear();
@@ -485,14 +488,7 @@ impl CanvasJob {
                 canvas[dst..dst + n].copy_from_slice(&decoded[src..src + n]);
             }
         }
-        let crop = super::CropBox {
-            left: wl - x0 as f64,
-            top: wt - y0 as f64,
-            width: ww,
-            height: wh,
-            // Integer at full scale: cut out, as the CPU path does.
-            view: denom == 1,
-        };
+        let crop = window_at(wl - x0 as f64, wt - y0 as f64);
         resampler.run_with(canvas, cw as u32, ch as u32, &crop, self.interpolation)
     }
 }

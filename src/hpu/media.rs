@@ -171,9 +171,7 @@ impl Engine {
             op: t1.elapsed(),
         }))
     }
-}
 
-impl Engine {
     /// A canvas job's decode: the plan's region at its scale, then the canvas job's steps
     /// into the output.
     fn decode_canvas(

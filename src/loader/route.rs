@@ -82,22 +82,13 @@ pub(super) fn route(
                     return Ok(Route::Cpu);
                 }
             };
-            let region = match &canvas {
-                Some(job) if job.pre.iter().any(needs_whole_image) => {
-                    Region::full(info.width, info.height)
-                }
-                Some(job) => {
-                    let [x, y, width, height] = job_part(job);
-                    Region {
-                        x,
-                        y,
-                        width,
-                        height,
-                    }
-                }
-                None => plan
-                    .crop
-                    .covering_region(info.width, info.height, ow, filter),
+            let (canvas, region) = match canvas {
+                Some((job, region)) => (Some(job), region),
+                None => (
+                    None,
+                    plan.crop
+                        .covering_region(info.width, info.height, ow, filter),
+                ),
             };
             // Nearest picks source pixels, which a DCT-scaled decode no longer has. A canvas
             // job's scale is the window's, which may reach past the image.
@@ -164,12 +155,13 @@ pub(super) fn route(
 /// A detection sample's steps before the resize for the engine: `None` when its window is a
 /// region of the image and nothing runs before the geometry (the engine's plain decode); a
 /// [`CanvasJob`] for photometric steps on the image or a window that shows the zoom-out's fill
-/// (taking the plan's `pre`); the reason when the CPU path must take it.
+/// (taking the plan's `pre`), with the region to decode (the whole image when a step needs
+/// it, else the window's part of it); the reason when the CPU path must take it.
 fn canvas_job(
     plan: &mut SamplePlan,
     width: u32,
     height: u32,
-) -> Result<Option<CanvasJob>, &'static str> {
+) -> Result<Option<(CanvasJob, Region)>, &'static str> {
     let Some(d) = &plan.detect else {
         return Ok(None);
     };
@@ -181,26 +173,27 @@ fn canvas_job(
             "detection: pixel ops before the geometry other than colour steps run on the CPU path",
         );
     }
-    if d.image_part(width, height).is_none() {
+    let Some([x, y, w, h]) = d.image_part(width, height) else {
         return Err("detection: windows that show only the zoom-out's fill run on the CPU path");
-    }
+    };
+    let region = if plan.pre.iter().any(needs_whole_image) {
+        Region::full(width, height)
+    } else {
+        Region {
+            x,
+            y,
+            width: w,
+            height: h,
+        }
+    };
     let [wl, wt, ww, wh] = d.window.map(i64::from);
     let (il, it) = (i64::from(d.image_at.0), i64::from(d.image_at.1));
-    Ok(Some(CanvasJob {
+    let job = CanvasJob {
         image: (width, height),
         pre: std::mem::take(&mut plan.pre),
         window: [wl - il, wt - it, ww, wh],
         fill: d.fill,
         interpolation: plan.interpolation,
-    }))
-}
-
-/// The part of a canvas job's window that the image covers, in its pixels (never empty:
-/// [`canvas_job`] sends windows of only fill to the CPU path).
-fn job_part(job: &CanvasJob) -> [u32; 4] {
-    let [wl, wt, ww, wh] = job.window;
-    let (w, h) = (i64::from(job.image.0), i64::from(job.image.1));
-    let (x0, y0) = (wl.max(0), wt.max(0));
-    let (x1, y1) = ((wl + ww).min(w), (wt + wh).min(h));
-    [x0, y0, x1 - x0, y1 - y0].map(|v| v as u32)
+    };
+    Ok(Some((job, region)))
 }
