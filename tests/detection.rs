@@ -697,3 +697,38 @@ fn the_habana_ssd_preset_runs_on_the_engine_with_static_shapes_and_the_cpu_paths
         .sum();
     assert!(kept >= 12, "{kept} boxes kept");
 }
+
+#[test]
+fn make_shards_refuses_a_coco_image_whose_name_has_a_dot_before_its_extension() {
+    let (images, _dir, annotations) = coco_set("det-dotted", 2);
+    let set = CocoDataset::open(&annotations, images.path(), &CocoOptions::default()).unwrap();
+    let first = set.entries()[0].path.clone();
+    let dotted = first.with_file_name("photo.v2.jpg");
+    std::fs::rename(&first, &dotted).unwrap();
+    let relative = |p: &Path| {
+        p.strip_prefix(images.path())
+            .unwrap()
+            .to_string_lossy()
+            .into_owned()
+    };
+    let text = std::fs::read_to_string(&annotations)
+        .unwrap()
+        .replace(&relative(&first), &relative(&dotted));
+    std::fs::write(&annotations, text).unwrap();
+    let out = TempDir::new("det-dotted-out");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_hpuload"))
+        .args(["make-shards", "--coco"])
+        .arg(&annotations)
+        .arg("--data")
+        .arg(images.path())
+        .arg("--out")
+        .arg(out.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success());
+    assert!(
+        stderr.contains("photo.v2.jpg") && stderr.contains("first dot"),
+        "{stderr}"
+    );
+}

@@ -4,7 +4,7 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
-use hpuload::source::shards::{build_index, index_path, write_index};
+use hpuload::source::shards::{build_index, index_path, write_index, IMAGE_FIELDS};
 use hpuload::{Error, Manifest, Source};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -80,6 +80,25 @@ pub fn run(args: &MakeShardsArgs) -> Result<(), Error> {
     };
     // A COCO image keeps its name (the annotation file names it); others are renumbered.
     let coco_images = args.coco.as_ref().and(args.data.as_deref());
+    if let Some(dir) = coco_images {
+        for entry in source.entries() {
+            let name = entry.path.strip_prefix(dir).unwrap_or(&entry.path);
+            let file = name.file_name().unwrap_or_default().to_string_lossy();
+            // WebDataset's key ends at the first dot: what follows must name an image field.
+            let field = file.split_once('.').map(|(_, f)| f.to_ascii_lowercase());
+            if !field.is_some_and(|f| IMAGE_FIELDS.contains(&f.as_str())) {
+                return Err(Error::config(
+                    "--coco",
+                    format!(
+                        "image {} would not be found in the shards: a member's key ends at the \
+                         first dot of its name and the rest must be jpg, jpeg, png or webp; \
+                         rename it in the folder and the annotation file",
+                        name.display()
+                    ),
+                ));
+            }
+        }
+    }
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| Error::Io { path, source }
