@@ -496,7 +496,88 @@ impl CanvasJob {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::augment::{CropBox, Interpolation, PixelOp, Resampler, Scratch};
     use crate::rng::Stream;
+
+    /// A `w`x`h` RGB8 test image with gradients in every channel.
+    fn gradient(w: usize, h: usize) -> Vec<u8> {
+        (0..w * h * 3)
+            .map(|i| ((i / 3 % w) * 7 + (i / 3 / w) * 5 + (i % 3) * 60) as u8)
+            .collect()
+    }
+
+    #[test]
+    fn the_engines_canvas_at_full_scale_is_the_cpu_paths_window_then_resize() {
+        let (w, h) = (120u32, 90u32);
+        let image = gradient(w as usize, h as usize);
+        let pre = vec![
+            PixelOp::Brightness(1.2),
+            PixelOp::PermuteChannels([2, 0, 1]),
+        ];
+        // Windows reaching past each edge, one inside, and one showing only the fill.
+        for window in [
+            [-30, -20, 100, 80],
+            [50, 40, 110, 90],
+            [10, 5, 60, 50],
+            [130, 0, 40, 40],
+        ] {
+            let job = CanvasJob {
+                image: (w, h),
+                pre: pre.clone(),
+                window,
+                fill: [123, 117, 104],
+                interpolation: Interpolation::Bilinear,
+            };
+            let mut resampler = Resampler::new(32, 48);
+            let (mut canvas, mut scratch) = (Vec::new(), Scratch::default());
+            let mut decoded = image.clone();
+            let engine = job
+                .run(
+                    &mut decoded,
+                    [0, 0, w, h],
+                    1,
+                    &mut canvas,
+                    &mut resampler,
+                    &mut scratch,
+                )
+                .unwrap()
+                .to_vec();
+            // The CPU path: ops on the image, the window cut out of the canvas, resized.
+            let mut rgb = image.clone();
+            crate::augment::apply(&pre, &mut rgb, h as usize, w as usize, &mut scratch);
+            let [wl, wt, ww, wh] = window;
+            let (il, it) = ((-wl.min(0)) as u32, (-wt.min(0)) as u32);
+            let plan = DetectPlan {
+                canvas: (il + w.max((wl + ww) as u32), it + h.max((wt + wh) as u32)),
+                image_at: (il, it),
+                fill: job.fill,
+                window: [
+                    (wl + il as i64) as u32,
+                    (wt + it as i64) as u32,
+                    ww as u32,
+                    wh as u32,
+                ],
+                flip: false,
+                size: (32, 48),
+                boxes: Vec::new(),
+                kept: Vec::new(),
+            };
+            let mut cut = Vec::new();
+            compose_window(&plan, &rgb, w, h, &mut cut);
+            let whole = CropBox {
+                left: 0.0,
+                top: 0.0,
+                width: ww as f64,
+                height: wh as f64,
+                view: true,
+            };
+            let mut cpu = Resampler::new(32, 48);
+            let cpu = cpu
+                .run_with(&cut, ww as u32, wh as u32, &whole, Interpolation::Bilinear)
+                .unwrap();
+            assert_eq!(engine, cpu, "window {window:?}");
+        }
+    }
 
     fn no_sanitize(drawn: &Drawn, boxes: &[[f32; 4]], out: (u32, u32)) -> DetectPlan {
         transform_boxes(drawn, [0; 3], 100, 80, boxes, Some(out), None)

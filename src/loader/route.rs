@@ -156,7 +156,8 @@ pub(super) fn route(
 /// region of the image and nothing runs before the geometry (the engine's plain decode); a
 /// [`CanvasJob`] for photometric steps on the image or a window that shows the zoom-out's fill
 /// (taking the plan's `pre`), with the region to decode (the whole image when a step needs
-/// it, else the window's part of it); the reason when the CPU path must take it.
+/// it or the window shows none of the image, else the window's part of it); the reason when
+/// the CPU path must take it (pixel ops the engine does not run before the geometry).
 fn canvas_job(
     plan: &mut SamplePlan,
     width: u32,
@@ -173,18 +174,16 @@ fn canvas_job(
             "detection: pixel ops before the geometry other than colour steps run on the CPU path",
         );
     }
-    let Some([x, y, w, h]) = d.image_part(width, height) else {
-        return Err("detection: windows that show only the zoom-out's fill run on the CPU path");
-    };
-    let region = if plan.pre.iter().any(needs_whole_image) {
-        Region::full(width, height)
-    } else {
-        Region {
+    // A window of only fill (rare: a zoom-out, then a crop no box constrains) still decodes
+    // the image, so that a damaged file fails as on the CPU path.
+    let region = match d.image_part(width, height) {
+        Some([x, y, w, h]) if !plan.pre.iter().any(needs_whole_image) => Region {
             x,
             y,
             width: w,
             height: h,
-        }
+        },
+        _ => Region::full(width, height),
     };
     let [wl, wt, ww, wh] = d.window.map(i64::from);
     let (il, it) = (i64::from(d.image_at.0), i64::from(d.image_at.1));
