@@ -1957,11 +1957,13 @@ pub fn apply(ops: &[PixelOp], rgb: &mut [u8], h: usize, w: usize, s: &mut Scratc
     while let Some((op, tail)) = rest.split_first() {
         rest = tail;
         match op {
-            // A run of colour adjustments (ColorJitter's four) runs fused, in one or two passes.
+            // A run of colour adjustments (ColorJitter's four, a channel permutation) runs
+            // fused, in one or two passes.
             PixelOp::Brightness(_)
             | PixelOp::Contrast(_)
             | PixelOp::Saturation(_)
-            | PixelOp::Hue(_) => {
+            | PixelOp::Hue(_)
+            | PixelOp::PermuteChannels(_) => {
                 let run: Vec<colour::Adjust> = std::iter::once(op)
                     .chain(rest)
                     .map_while(PixelOp::adjustment)
@@ -1972,13 +1974,6 @@ pub fn apply(ops: &[PixelOp], rgb: &mut [u8], h: usize, w: usize, s: &mut Scratc
             PixelOp::Hflip => geometry::hflip(rgb, h, w),
             PixelOp::Vflip => geometry::vflip(rgb, h, w),
             PixelOp::Grayscale => colour::grayscale(rgb),
-            PixelOp::PermuteChannels(p) => {
-                let p = p.map(usize::from);
-                for px in rgb.chunks_exact_mut(3) {
-                    let v = [px[0], px[1], px[2]];
-                    px.copy_from_slice(&[v[p[0]], v[p[1]], v[p[2]]]);
-                }
-            }
             PixelOp::Solarize(t) => colour::solarize(rgb, *t),
             PixelOp::Posterize(b) => colour::posterize(rgb, *b),
             PixelOp::AutoContrast => colour::autocontrast(rgb),

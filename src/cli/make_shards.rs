@@ -4,7 +4,7 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
-use hpuload::source::shards::{build_index, index_path, write_index, IMAGE_FIELDS};
+use hpuload::source::shards::{build_index, index_path, is_image_member, write_index};
 use hpuload::{Error, Manifest, Source};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -83,10 +83,9 @@ pub fn run(args: &MakeShardsArgs) -> Result<(), Error> {
     if let Some(dir) = coco_images {
         for entry in source.entries() {
             let name = entry.path.strip_prefix(dir).unwrap_or(&entry.path);
-            let file = name.file_name().unwrap_or_default().to_string_lossy();
-            // WebDataset's key ends at the first dot: what follows must name an image field.
-            let field = file.split_once('.').map(|(_, f)| f.to_ascii_lowercase());
-            if !field.is_some_and(|f| IMAGE_FIELDS.contains(&f.as_str())) {
+            // The shards' reader groups members by WebDataset's key: a name it would not take
+            // for an image is refused here rather than lost there.
+            if !is_image_member(&name.to_string_lossy()) {
                 return Err(Error::config(
                     "--coco",
                     format!(

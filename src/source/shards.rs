@@ -766,6 +766,13 @@ fn finish_label(sample: &mut IndexedSample, text: Option<Vec<u8>>, label_field: 
     }
 }
 
+/// Whether a member named `name` is a sample's image: its field (what follows the first dot
+/// of its file name) is one of [`IMAGE_FIELDS`], in any case.
+pub fn is_image_member(name: &str) -> bool {
+    let field = split_key(name).1.to_ascii_lowercase();
+    IMAGE_FIELDS.contains(&field.as_str())
+}
+
 /// `dir/abc.seg.jpg` -> (`dir/abc`, `seg.jpg`): the key ends at the first dot of the file name.
 fn split_key(name: &str) -> (&str, &str) {
     let base = name.rfind('/').map_or(0, |i| i + 1);
@@ -1028,5 +1035,7 @@ mod tests {
         assert_eq!(split_key("dir.v2/abc.seg.jpg"), ("dir.v2/abc", "seg.jpg"));
         assert_eq!(split_key("abc.cls"), ("abc", "cls"));
         assert_eq!(split_key("noext"), ("noext", ""));
+        assert!(is_image_member("train2017/0009.JPG") && is_image_member("dir.v2/a.webp"));
+        assert!(!is_image_member("a.v2.jpg") && !is_image_member("a.cls") && !is_image_member("a"));
     }
 }
