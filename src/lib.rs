@@ -38,6 +38,7 @@ pub mod augment;
 mod cli;
 mod cpu_time;
 pub mod dataset;
+mod dtype;
 mod error;
 pub mod hpu;
 mod loader;
@@ -49,7 +50,7 @@ pub mod source;
 pub mod stage;
 pub mod tensor;
 
-pub use augment::{Op, Pipeline, Size};
+pub use augment::{Op, OpKind, Pipeline, Size};
 pub use error::{Error, SampleError, SampleErrorKind};
 pub use hpu::{DeviceTensor, Dtype, Hpu, HpuConfig, HpuError, Layout};
 pub use hpuload_decoders as decoders;
@@ -61,7 +62,7 @@ pub use sampler::{LastBatch, Shard};
 pub use source::{
     ArrowDataset, CacheOptions, CocoDataset, CocoOptions, Entry, HfOptions, ImageFolder, Manifest,
     ParquetDataset, ParquetOptions, ReadMode, RemoteOptions, SampleBytes, ShardOptions, Source,
-    StorageReport, WebDataset,
+    StorageReport, WebDataset, IMAGE_EXTENSIONS,
 };
 pub use stage::{RunsOn, Stage, StageTimes};
 pub use tensor::{HostTensor, Placement, Tensor};

@@ -56,6 +56,11 @@ pub fn names() -> impl Iterator<Item = &'static str> {
     BUILTIN.iter().map(|(n, _)| *n)
 }
 
+/// Every name [`builtin`] takes: the built-in pipelines, then their aliases.
+pub fn all_names() -> impl Iterator<Item = &'static str> {
+    names().chain(ALIASES.iter().map(|(alias, _)| *alias))
+}
+
 /// A built-in pipeline by name.
 ///
 /// # Errors
@@ -98,7 +103,10 @@ pub fn resolve(name_or_file: &str) -> Result<Pipeline, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::augment::{Interpolation, Op, Size, IMAGENET_MEAN, IMAGENET_STD};
+    use crate::augment::{
+        CenterCrop, Interpolation, Normalize, Op, RandomHorizontalFlip, RandomResizedCrop, Resize,
+        Size,
+    };
 
     #[test]
     fn builtin_files_parse_to_the_documented_ops() {
@@ -106,30 +114,27 @@ mod tests {
         assert_eq!(
             train.ops,
             vec![
-                Op::RandomResizedCrop {
+                Op::RandomResizedCrop(RandomResizedCrop {
                     size: Size::Square(224),
                     scale: [0.08, 1.0],
                     ratio: [3.0 / 4.0, 4.0 / 3.0],
                     interpolation: Interpolation::Bilinear,
-                },
-                Op::RandomHorizontalFlip { p: 0.5 },
-                Op::Normalize {
-                    mean: IMAGENET_MEAN,
-                    std: IMAGENET_STD
-                },
+                }),
+                Op::RandomHorizontalFlip(RandomHorizontalFlip { p: 0.5 }),
+                Op::Normalize(Normalize::imagenet()),
             ]
         );
         let eval = resnet50_eval();
         assert_eq!(
             eval.ops[..2],
             [
-                Op::Resize {
+                Op::Resize(Resize {
                     size: Size::Square(256),
                     interpolation: Interpolation::Bilinear,
-                },
-                Op::CenterCrop {
+                }),
+                Op::CenterCrop(CenterCrop {
                     size: Size::Square(224)
-                }
+                })
             ]
         );
     }

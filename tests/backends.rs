@@ -72,13 +72,15 @@ fn assert_backends_agree(
 
 fn flip_only(size: u32) -> Pipeline {
     Pipeline::new("rrc")
-        .then(Op::RandomResizedCrop {
+        .then(Op::RandomResizedCrop(hpuload::augment::RandomResizedCrop {
             size: Size::Square(size),
             scale: [0.08, 1.0],
             ratio: [0.75, 4.0 / 3.0],
             interpolation: Default::default(),
-        })
-        .then(Op::RandomHorizontalFlip { p: 0.5 })
+        }))
+        .then(Op::RandomHorizontalFlip(
+            hpuload::augment::RandomHorizontalFlip { p: 0.5 },
+        ))
 }
 
 #[test]
@@ -197,39 +199,47 @@ fn engine_and_cpu_run_the_same_pixel_plan() {
     use hpuload::augment::{EraseValue, Interpolation};
     let dir = TempDir::new("agree-ops");
     hpuload::dataset::make_dataset(dir.path(), 24, 5).unwrap();
-    let rrc = |interpolation| Op::RandomResizedCrop {
-        size: Size::Square(176),
-        scale: [0.25, 1.0],
-        ratio: [0.75, 4.0 / 3.0],
-        interpolation,
+    let rrc = |interpolation| {
+        Op::RandomResizedCrop(hpuload::augment::RandomResizedCrop {
+            size: Size::Square(176),
+            scale: [0.25, 1.0],
+            ratio: [0.75, 4.0 / 3.0],
+            interpolation,
+        })
     };
     let colour = Pipeline::new("timm")
         .then(rrc(Interpolation::Random))
-        .then(Op::RandomHorizontalFlip { p: 0.5 })
-        .then(Op::ColorJitter {
+        .then(Op::RandomHorizontalFlip(
+            hpuload::augment::RandomHorizontalFlip { p: 0.5 },
+        ))
+        .then(Op::ColorJitter(hpuload::augment::ColorJitter {
             brightness: Some([0.6, 1.4]),
             contrast: Some([0.6, 1.4]),
             saturation: Some([0.6, 1.4]),
             hue: Some([-0.1, 0.1]),
-        });
+        }));
     let (worst, _) = assert_backends_agree(dir.path(), colour, Dtype::U8, 176 * 176, 35.0);
     println!("colour jitter, random interpolation: worst {worst:.1} dB");
     let trivial = Pipeline::new("ta")
         .then(rrc(Interpolation::Bilinear))
-        .then(Op::RandomHorizontalFlip { p: 0.5 })
-        .then(Op::TrivialAugmentWide {
-            num_magnitude_bins: 31,
-            interpolation: Interpolation::Bilinear,
-            fill: None,
-        })
-        .then(Op::RandomErasing {
+        .then(Op::RandomHorizontalFlip(
+            hpuload::augment::RandomHorizontalFlip { p: 0.5 },
+        ))
+        .then(Op::TrivialAugmentWide(
+            hpuload::augment::TrivialAugmentWide {
+                num_magnitude_bins: 31,
+                interpolation: Interpolation::Bilinear,
+                fill: None,
+            },
+        ))
+        .then(Op::RandomErasing(hpuload::augment::RandomErasing {
             p: 0.5,
             scale: [0.02, 0.33],
             ratio: [0.3, 3.3],
             value: EraseValue::Constant([0.0; 3]),
             count: [1, 1],
             timm: false,
-        });
+        }));
     let (worst, _) = assert_backends_agree(dir.path(), trivial, Dtype::U8, 176 * 176, 25.0);
     println!("trivial augment + erasing: worst {worst:.1} dB");
     let timm: Pipeline = Pipeline::from_toml(

@@ -239,3 +239,15 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+#[test]
+fn bench_help_lists_every_builtin_pipeline_name() {
+    let help = hpuload(&["bench", "--help"]);
+    let text = String::from_utf8_lossy(&help.stdout);
+    for name in hpuload::pipelines::all_names() {
+        assert!(
+            text.contains(name),
+            "`bench --help` does not list {name}: {text}"
+        );
+    }
+}

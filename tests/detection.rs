@@ -208,7 +208,7 @@ fn a_pixel_moving_op_after_the_resize_of_a_detection_pipeline_is_refused() {
         .err()
         .unwrap()
         .to_string();
-    assert!(e.contains("would not move the boxes"), "{e}");
+    assert!(e.contains("random_horizontal_flip after the geometry of a detection pipeline would move pixels without their boxes"), "{e}");
 }
 
 #[test]

@@ -139,13 +139,13 @@ fn eval_pipeline_matches_torchvision_within_one_level() {
     )
     .unwrap();
     let eval = Pipeline::new("eval64")
-        .then(Op::Resize {
+        .then(Op::Resize(hpuload::augment::Resize {
             size: Size::Square(64),
             interpolation: Default::default(),
-        })
-        .then(Op::CenterCrop {
+        }))
+        .then(Op::CenterCrop(hpuload::augment::CenterCrop {
             size: Size::Square(56),
-        });
+        }));
     let mut l = Loader::builder(Manifest::open(&manifest).unwrap())
         .batch_size(1)
         .pipeline(eval.clone())
@@ -169,10 +169,10 @@ fn eval_pipeline_matches_torchvision_within_one_level() {
     );
 
     // Normalized f32 NCHW against torchvision's ToTensor + Normalize: within one u8 level.
-    let norm = eval.then(Op::Normalize {
+    let norm = eval.then(Op::Normalize(hpuload::augment::Normalize {
         mean: hpuload::augment::IMAGENET_MEAN,
         std: hpuload::augment::IMAGENET_STD,
-    });
+    }));
     let mut l = Loader::builder(Manifest::open(&manifest).unwrap())
         .batch_size(1)
         .pipeline(norm)

@@ -23,12 +23,12 @@ fn when_page_locking_is_refused_batches_still_arrive_and_pinned_is_false() {
     let data = common::dataset("pageable", 8);
     let hpu = Hpu::emulated(HpuConfig::default()).unwrap();
     let mut p = pipelines::resnet50_train();
-    p.ops[0] = Op::RandomResizedCrop {
+    p.ops[0] = Op::RandomResizedCrop(hpuload::augment::RandomResizedCrop {
         size: Size::Square(64),
         scale: [0.08, 1.0],
         ratio: [0.75, 4.0 / 3.0],
         interpolation: Default::default(),
-    };
+    });
     let mut loader = Loader::builder(ImageFolder::open(data.path()).unwrap())
         .batch_size(4)
         .pipeline(p)

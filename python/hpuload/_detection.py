@@ -19,18 +19,12 @@ import torch
 
 from ._transforms import Unsupported, _hw, _interp, _is, _torch_dtype_name, check_resize, steps
 
-# Pixel ops that move pixels, which torchvision's v2 versions apply to the boxes too (the
-# auto-augment policies include shears, translations and rotations).
-_MOVING = {
-    "random_affine", "random_rotation", "random_vertical_flip", "random_horizontal_flip",
-    "auto_augment", "rand_augment", "trivial_augment_wide", "aug_mix",
-}
-
-
 def _moves_pixels(op: dict) -> bool:
-    if op["op"] in _MOVING:
-        return True
-    return any(_moves_pixels(inner) for inner in op.get("ops", ()))
+    """Whether a translated pixel op moves pixels (torchvision's v2 versions would move the
+    boxes too), as the Rust op registry says, looking inside wrappers and policies."""
+    from . import _hpuload
+
+    return _hpuload.op_kinds(json.dumps([op])) == ["moving_pixel"]
 
 
 # The target keys hpuload builds (torchvision's wrapper default); `masks`, `area`, ... are not.
@@ -94,21 +88,10 @@ def coco_source(dataset, max_boxes: int, translate: bool = True) -> tuple[dict, 
         if any(b <= a for a, b in zip(indices, indices[1:])):
             raise Unfit("a Subset whose indices are not ascending (hpuload orders images by id, as CocoDetection)")
         chosen = [ids[i] for i in indices]
-    if wrapped is not None:
-        keys = _target_keys(wrapped._target_keys)
-        transforms = wrapped.transforms
-    else:
-        keys = None
-        transforms = inner.transforms
+    keys = _target_keys(wrapped._target_keys) if wrapped is not None else None
     pipeline, dtype, pure, target_transform = None, "f32", True, None
     if translate:
-        image_transform, target_transform = _split(transforms, wrapped is not None)
-        if wrapped is not None:
-            pipeline, dtype, pure = translate_detection(image_transform)
-        else:
-            from ._transforms import translate as translate_image
-
-            pipeline, dtype = translate_image(image_transform)
+        pipeline, dtype, pure, target_transform = translate_transforms(dataset)
     # The file's own records in its order (what pycocotools loaded), slimmed to the fields
     # hpuload reads, so an error names the record as the file numbers it.
     data = coco.dataset
@@ -128,6 +111,35 @@ def coco_source(dataset, max_boxes: int, translate: bool = True) -> tuple[dict, 
         raw=None if wrapped is not None else (coco, target_transform, chosen),
     )
     return source, pipeline, dtype, targets
+
+
+def _wrapper_and_inner(dataset) -> tuple[Any, Any]:
+    """`(the v2 wrapper or None, the CocoDetection)` inside Subsets."""
+    inner, _ = _unwrap_subsets(dataset)
+    inner_dataset = getattr(inner, "_dataset", None)
+    if inner_dataset is not None:
+        return inner, inner_dataset
+    return None, inner
+
+
+def current_transforms(dataset) -> Any:
+    """The `transforms` object the (Subset of a) CocoDetection applies now."""
+    wrapped, inner = _wrapper_and_inner(dataset)
+    return wrapped.transforms if wrapped is not None else inner.transforms
+
+
+def translate_transforms(dataset) -> tuple[str, str, bool, Any]:
+    """`(pipeline JSON, dtype, pure, target transform)` of the transforms a (Subset of a)
+    CocoDetection applies now, or `Unsupported`."""
+    wrapped, _ = _wrapper_and_inner(dataset)
+    image_transform, target_transform = _split(current_transforms(dataset), wrapped is not None)
+    if wrapped is not None:
+        pipeline, dtype, pure = translate_detection(image_transform)
+        return pipeline, dtype, pure, target_transform
+    from ._transforms import translate as translate_image
+
+    pipeline, dtype = translate_image(image_transform)
+    return pipeline, dtype, True, target_transform
 
 
 def _slim(record, fields) -> dict:

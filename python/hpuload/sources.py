@@ -9,14 +9,17 @@ from typing import Any
 
 
 def _pipeline(pipeline: Any) -> str:
-    if isinstance(pipeline, str) and pipeline in ("resnet50_train", "resnet50_eval"):
+    from . import _hpuload
+
+    names = _hpuload.pipeline_names()
+    if isinstance(pipeline, str) and pipeline in names:
         return pipeline
     if isinstance(pipeline, dict):
         return json.dumps(pipeline)
     if isinstance(pipeline, (str, os.PathLike)) and os.path.exists(pipeline):
         return os.fspath(pipeline)  # the Rust side parses (and validates) the TOML file
     raise ValueError(
-        f"pipeline={pipeline!r}: give 'resnet50_train', 'resnet50_eval', a pipeline TOML file "
+        f"pipeline={pipeline!r}: give a built-in name ({', '.join(names)}), a pipeline TOML file "
         "(see pipelines/ in the repository) or a dict of the same shape"
     )
 

@@ -53,11 +53,13 @@ __all__ = [
     "FallbackWarning",
     "PinningWarning",
     "SkippedSampleWarning",
+    "TransformChangeWarning",
     "fallback_counts",
 ]
 
-# Extensions the decoders read (content decides the format; these are what we accept by name).
-_DECODABLE = (".jpg", ".jpeg", ".png", ".webp")
+# Extensions the decoders read (content decides the format; these are what we accept by name),
+# as the Rust image folder keeps them.
+_DECODABLE = tuple("." + e for e in _hpuload.image_extensions())
 
 # hpuload's own keyword arguments, on top of torch's.
 _OWN = (
@@ -92,6 +94,10 @@ class FallbackWarning(UserWarning):
 class PinningWarning(UserWarning):
     """The batch buffers are pageable: page-locking them was refused (the message says how to
     allow it)."""
+
+
+class TransformChangeWarning(UserWarning):
+    """The dataset's transform was replaced during an epoch: it applies from the next one."""
 
 
 class SkippedSampleWarning(UserWarning):
@@ -176,15 +182,64 @@ def _dataset_source(dataset, pipeline, transform=None, max_boxes=200):
     odd = [p for p, _ in dataset.samples if not p.lower().endswith(_DECODABLE)]
     if odd:
         raise _Unfit(f"{len(odd)} files are not JPEG, PNG or WebP (first: {odd[0]})", D)
+    source = {"samples": [(p, int(t)) for p, t in dataset.samples], "classes": list(dataset.classes)}
     if pipeline is not None:
         pipe, dtype = _pipeline(pipeline), "f32"
     else:
+        def translate_now():
+            if dataset.target_transform is not None:
+                raise Unsupported("the ImageFolder has a target_transform now")
+            return translate(dataset.transform)
+
+        watch = _TransformWatch(lambda: dataset.transform, translate_now)
+        pipe, dtype = watch.translated
+        source["watch"] = watch
+    return source, pipe, dtype, dataset.classes
+
+
+class _TransformWatch:
+    """The user's transform that a fast-path loader runs as a translated pipeline, watched so
+    that a change is never ignored. Training code reassigns it after the loader is built
+    (DeiT III's `data_loader.dataset.transform = new_data_aug_generator(args)`, progressive
+    resizing, curricula) or edits it in place (`transform.transforms[0].size = 160`); torch's
+    loader runs whatever the dataset holds when its workers start, that is from the next
+    epoch. So at each epoch's start the transform the dataset holds now is translated again,
+    and a different pipeline rebuilds the loader (or sends it to torch's DataLoader when
+    hpuload cannot run the new one); a reassignment during an epoch is warned about and
+    honoured from the next one, as torch's worker processes do.
+
+    `read()` gives the transform object now, `translate()` the `(pipeline JSON, dtype)` of the
+    transform now, raising `Unsupported` or `_Unfit` for one hpuload cannot run."""
+
+    def __init__(self, read, translate_now):
+        self.read = read
+        self.translate = translate_now
+        self.obj = read()
+        #: Warned about a reassignment during the epoch (the object that was warned about).
+        self.warned: object | None = None
         try:
-            pipe, dtype = translate(dataset.transform)
+            self.translated = translate_now()
         except Unsupported as e:
             raise _Unfit(str(e), FallbackReason.TRANSFORM) from e
-    samples = [(p, int(t)) for p, t in dataset.samples]
-    return {"samples": samples, "classes": list(dataset.classes)}, pipe, dtype, dataset.classes
+
+    def changed_during_epoch(self) -> object | None:
+        """The new transform object when it was reassigned since the epoch began and not yet
+        warned about, else None."""
+        now = self.read()
+        if now is self.obj or now is self.warned:
+            return None
+        self.warned = now
+        return now
+
+
+def _describe(transform) -> str:
+    """A transform in one line: `Compose([RandomResizedCrop, Grayscale, ToTensor])`."""
+    from ._transforms import _is
+
+    if _is(transform, "Compose"):
+        inner = ", ".join(_describe(t) for t in transform.transforms)
+        return f"{type(transform).__name__}([{inner}])"
+    return type(transform).__name__
 
 
 def _coco_source(dataset, pipeline, max_boxes):
@@ -199,6 +254,19 @@ def _coco_source(dataset, pipeline, max_boxes):
         raise _Unfit(str(e), FallbackReason.TRANSFORM) from e
     if pipeline is not None:
         pipe, dtype = _pipeline(pipeline), "f32"
+    else:
+        # The targets are built for the transforms translated now: a change that keeps the
+        # pipeline's kind of output (tv_tensors or plain, the target transform) is followed,
+        # any other goes to torch.
+        first = _detection.translate_transforms(dataset)
+
+        def translate_now():
+            pipe_now, dtype_now, pure, target_transform = _detection.translate_transforms(dataset)
+            if (pure, target_transform) != first[2:]:
+                raise Unsupported("the new transforms change the targets' form or target transform")
+            return pipe_now, dtype_now
+
+        source["watch"] = _TransformWatch(lambda: _detection.current_transforms(dataset), translate_now)
     source["targets"] = targets
     return source, pipe, dtype, None
 
@@ -342,14 +410,17 @@ def _hf_source(dataset, pipeline, transform):
     if len(rows) != len(dataset):
         raise _Unfit(f"{len(rows)} rows found for a dataset of {len(dataset)}", D)
     keys = (image_column, label_column)
+    watch = None
     if pipeline is not None:
         pipe, dtype = _pipeline(pipeline), "f32"
     else:
-        tf = _hf_transform(dataset, transform)
-        try:
-            pipe, dtype = translate(tf)
-        except Unsupported as e:
-            raise _Unfit(str(e), FallbackReason.TRANSFORM) from e
+        # `set_transform` again (or the one transform it reaches, replaced or edited) is
+        # watched like an ImageFolder's.
+        watch = _TransformWatch(
+            lambda: dataset._format_kwargs.get("transform") if transform is None else transform,
+            lambda: translate(_hf_transform(dataset, transform)),
+        )
+        pipe, dtype = watch.translated
         if transform is None:
             keys = _hf_sample_keys(dataset, label_column)
     all_rows = None if rows == list(range(offset)) else rows
@@ -361,7 +432,7 @@ def _hf_source(dataset, pipeline, transform):
         "label_column": label_column,
     }
     classes = list(features[label_column].names) if isinstance(features[label_column], ClassLabel) else None
-    return {"table": json.dumps(table), "sample_keys": keys}, pipe, dtype, classes
+    return {"table": json.dumps(table), "sample_keys": keys, "watch": watch}, pipe, dtype, classes
 
 
 def _arrow_rows(path: str) -> int:
@@ -459,8 +530,20 @@ class _Loader:
         batch_sampler=None,
         sample_keys=None,
         targets=None,
+        watch=None,
+        fallback_args=((), {}),
     ):
         self.dataset = dataset
+        #: The user's transform, watched for changes (`_TransformWatch`); None: a pipeline
+        #: of hpuload's own, nothing to watch.
+        self._watch = watch
+        #: The arguments torch's DataLoader gets should the transform become one hpuload
+        #: cannot run.
+        self._fallback_args = fallback_args
+        #: torch's DataLoader, once a changed transform sent the loader there.
+        self._torch: _TorchDataLoader | None = None
+        #: A state given to `load_state_dict`, until its epoch starts (a rebuild keeps it).
+        self._pending_resume: str | None = None
         #: A `datasets.Dataset`'s sample: (image key, label key) of the dicts its transform
         #: returns; None: `(image, label)` pairs.
         self._sample_keys = sample_keys
@@ -521,12 +604,17 @@ class _Loader:
     # --- torch's interface -------------------------------------------------------------
 
     def __len__(self) -> int:
+        if self._torch is not None:
+            return len(self._torch)
         if self._order is not None:
             n, b = len(self._order), self.batch_size
             return n // b if self.drop_last else -(-n // b)
         return len(self._core)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        self._follow_transform()
+        if self._torch is not None:
+            return iter(self._torch)
         return self._iterate(self._current_epoch())
 
     def set_epoch(self, epoch: int) -> None:
@@ -538,6 +626,8 @@ class _Loader:
     def state_dict(self) -> dict:
         """Where iteration stands, as `StatefulDataLoader.state_dict()`: after the last batch
         returned. Save it with the model; `load_state_dict` continues exactly there."""
+        if self._torch is not None:
+            return self._torch.state_dict()
         return {"hpuload_state": self._core.state(), "epoch": self._epoch}
 
     def load_state_dict(self, state: dict) -> None:
@@ -547,13 +637,21 @@ class _Loader:
         must match, or this raises ValueError naming the setting. The world size may differ
         (an elastic restart): every rank loads the same checkpoint (any rank's), and the ranks
         now present share the rest of the epoch, each sample once."""
+        if self._torch is not None:
+            return self._torch.load_state_dict(state)
         if "hpuload_state" not in state:
             raise ValueError("state_dict was not made by hpuload (no 'hpuload_state')")
         saved = json.loads(state["hpuload_state"])
+        # The transform as it is now (a script reassigns it after building the loader, before
+        # resuming), so the state is checked against the pipeline that will run.
+        self._follow_transform(rebuild=False)
+        if self._torch is not None:
+            return self._torch.load_state_dict(state)
         config = dict(self._config, seed=saved["config"]["seed"], resume=state["hpuload_state"])
         self._core.stop()
         self._core = _hpuload.Loader(**config)
         self._config = dict(config, resume=None)
+        self._pending_resume = state["hpuload_state"]
         self._epoch = int(saved["epoch"])
         self._resumed_epoch = self._epoch
 
@@ -575,6 +673,42 @@ class _Loader:
         return self._core.classes
 
     # --- internals ---------------------------------------------------------------------
+
+    def _follow_transform(self, rebuild: bool = True) -> None:
+        """At an epoch's start: translate the dataset's transform as it is now; a different
+        pipeline rebuilds the Rust loader (keeping a pending resume), and one hpuload cannot
+        run sends this loader to torch's DataLoader with a `FallbackWarning` naming it. With
+        `rebuild=False` only the configuration is updated (the caller builds)."""
+        w = self._watch
+        if w is None or self._torch is not None:
+            return
+        now = w.read()
+        try:
+            pipe, dtype = w.translate()
+        except (Unsupported, _Unfit) as e:
+            self._to_torch(f"the dataset's transform is now {_describe(now)}, which hpuload cannot run: {e}")
+            return
+        dtype = getattr(w, "dtype_override", None) or dtype
+        w.obj, w.warned = now, None
+        if (pipe, dtype) == (self._config["pipeline"], self._config["dtype"]):
+            return
+        config = dict(self._config, pipeline=pipe, dtype=dtype)
+        if not rebuild:
+            self._config = config
+            return
+        try:
+            core = _hpuload.Loader(**dict(config, resume=self._pending_resume))
+        except _hpuload.PipelineError as e:
+            self._to_torch(f"the dataset's transform is now {_describe(now)}, which hpuload cannot run: {e}")
+            return
+        self._core.stop()
+        self._core = core
+        self._config = config
+
+    def _to_torch(self, why: str) -> None:
+        self._core.stop()
+        args, kwargs = self._fallback_args
+        self._torch = _fallback(_Unfit(why, FallbackReason.TRANSFORM), self.dataset, args, kwargs, stacklevel=4)
 
     def _current_epoch(self) -> int:
         if self._resumed_epoch is not None:
@@ -618,6 +752,8 @@ class _Loader:
         core = self._core
         core.start_epoch(epoch, self._epoch_order())
         self._resumed_epoch = None
+        self._pending_resume = None
+        watch = self._watch
         collate = self.collate_fn
         timeout = self.timeout if self.timeout and self.timeout > 0 else None
         try:
@@ -627,6 +763,14 @@ class _Loader:
                 batch = core.next_batch(timeout)
                 if batch is None:
                     break
+                changed = watch.changed_during_epoch() if watch is not None else None
+                if changed is not None:
+                    warnings.warn(
+                        f"hpuload: the dataset's transform was replaced during the epoch by {_describe(changed)}; "
+                        "it applies from the next epoch (as with torch's DataLoader and worker processes)",
+                        TransformChangeWarning,
+                        stacklevel=2,
+                    )
                 self.last_indices = list(batch.indices)
                 self.last_valid = batch.valid
                 for index, path, reason, message in batch.skipped:
@@ -720,6 +864,7 @@ class DataLoader(_Loader):
         own = {k: kwargs[k] for k in _OWN if k in kwargs}
         try:
             plan = _plan_torch(dataset, a, own)
+            plan["fallback_args"] = (args, kwargs)
             self = super().__new__(cls)
             _setup_or_unfit(self, plan)
         except _Unfit as e:
@@ -737,6 +882,7 @@ def _common(dataset, a: dict, own: dict):
     )
     sample_keys = source.pop("sample_keys", None)
     targets = source.pop("targets", None)
+    watch = source.pop("watch", None)
     output = own.get("output", "dict")
     if output not in ("dict", "pair"):
         raise ValueError(f"output={output!r}: give 'dict' or 'pair'")
@@ -748,6 +894,8 @@ def _common(dataset, a: dict, own: dict):
         dtype = _torch_dtype_name(own["output_dtype"])
         if dtype is None:
             raise ValueError(f"output_dtype={own['output_dtype']}: use float32, float16, bfloat16 or uint8")
+        if watch is not None:
+            watch.dtype_override = dtype
     batch_size = a.get("batch_size", 1)
     if batch_size is None:
         raise _Unfit("batch_size=None (no automatic batching)", FallbackReason.ARGUMENT)
@@ -774,6 +922,7 @@ def _common(dataset, a: dict, own: dict):
         layout=own.get("layout", "nchw"),
         sample_keys=sample_keys,
         targets=targets,
+        watch=watch,
     )
 
 
@@ -896,6 +1045,7 @@ class HabanaDataLoader(_Loader):
             raise TypeError(f"HabanaDataLoader got unexpected keyword arguments {sorted(unknown)}")
         try:
             plan = _plan_habana(dataset, a, own)
+            plan["fallback_args"] = ((), dict(a, **own))
             self = super().__new__(cls)
             _setup_or_unfit(self, plan)
         except _Unfit as e:

@@ -736,12 +736,47 @@ fn cli(py: Python<'_>, argv: Vec<String>) -> u8 {
     py.detach(|| hpuload::run_cli(argv))
 }
 
+/// The names of the built-in pipelines (`pipeline="..."`), aliases included: the Rust
+/// registry's list, so Python never keeps a copy of its own.
+#[pyfunction]
+fn pipeline_names() -> Vec<&'static str> {
+    hpuload::pipelines::all_names().collect()
+}
+
+/// The kind of each op of a JSON list of pipeline ops (`"geometry"`, `"box_aware"`,
+/// `"moving_pixel"`, `"pixel"`, `"normalize"`, `"erase"`), looking inside `random_apply`,
+/// `random_choice`, `random_order` and the policies.
+#[pyfunction]
+fn op_kinds(ops: &str) -> PyResult<Vec<String>> {
+    let ops: Vec<hpuload::Op> = serde_json::from_str(ops)
+        .map_err(|e| errors::PipelineError::new_err(format!("ops: {e}")))?;
+    Ok(ops
+        .iter()
+        .map(|op| {
+            serde_json::to_value(op.kind())
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default()
+        })
+        .collect())
+}
+
+/// The file extensions hpuload decodes, lower case without the dot (what an image folder
+/// keeps).
+#[pyfunction]
+fn image_extensions() -> Vec<&'static str> {
+    hpuload::IMAGE_EXTENSIONS.to_vec()
+}
+
 #[pymodule]
 fn _hpuload(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Loader>()?;
     m.add_class::<Batch>()?;
     m.add_class::<dlpack::Tensor>()?;
     m.add_function(wrap_pyfunction!(cli, m)?)?;
+    m.add_function(wrap_pyfunction!(pipeline_names, m)?)?;
+    m.add_function(wrap_pyfunction!(op_kinds, m)?)?;
+    m.add_function(wrap_pyfunction!(image_extensions, m)?)?;
     m.add_function(wrap_pyfunction!(mix::mixup_f32, m)?)?;
     m.add_function(wrap_pyfunction!(mix::cutmix_f32, m)?)?;
     errors::register(m)?;

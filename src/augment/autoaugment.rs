@@ -5,8 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::geometry::Warp;
-use super::{linspace_f32, Interpolation, PixelOp};
+use super::geometry::{nearest, warp_interpolation, Interpolation, Warp};
+use super::op::{one, OpKind, OpSpec};
+use super::pixel::PixelOp;
 use crate::rng::CounterRng;
 
 /// `AutoAugmentPolicy`.
@@ -19,6 +20,222 @@ pub enum AutoAugmentPolicy {
     Cifar10,
     /// The SVHN policy.
     Svhn,
+}
+
+/// `AutoAugment(policy, interpolation, fill)`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AutoAugment {
+    /// Default ImageNet.
+    #[serde(default = "imagenet")]
+    pub policy: AutoAugmentPolicy,
+    /// Nearest (default) or bilinear, for the warps.
+    #[serde(default = "nearest")]
+    pub interpolation: Interpolation,
+    /// Fill for the warps.
+    #[serde(default)]
+    pub fill: Option<[f32; 3]>,
+}
+
+/// `RandAugment(num_ops, magnitude, num_magnitude_bins, interpolation, fill)`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RandAugment {
+    /// Default 2.
+    #[serde(default = "two")]
+    pub num_ops: u32,
+    /// Default 9.
+    #[serde(default = "nine")]
+    pub magnitude: u32,
+    /// Default 31.
+    #[serde(default = "bins")]
+    pub num_magnitude_bins: u32,
+    /// Nearest (default) or bilinear, for the warps.
+    #[serde(default = "nearest")]
+    pub interpolation: Interpolation,
+    /// Fill for the warps.
+    #[serde(default)]
+    pub fill: Option<[f32; 3]>,
+}
+
+/// `TrivialAugmentWide(num_magnitude_bins, interpolation, fill)`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrivialAugmentWide {
+    /// Default 31.
+    #[serde(default = "bins")]
+    pub num_magnitude_bins: u32,
+    /// Nearest (default) or bilinear, for the warps.
+    #[serde(default = "nearest")]
+    pub interpolation: Interpolation,
+    /// Fill for the warps.
+    #[serde(default)]
+    pub fill: Option<[f32; 3]>,
+}
+
+/// `AugMix(severity, mixture_width, chain_depth, alpha, all_ops, interpolation, fill)`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AugMix {
+    /// 1..=10, default 3.
+    #[serde(default = "three")]
+    pub severity: u32,
+    /// Default 3.
+    #[serde(default = "three")]
+    pub mixture_width: u32,
+    /// Ops per chain; -1 (default): 1 to 3 at random.
+    #[serde(default = "minus_one")]
+    pub chain_depth: i32,
+    /// Dirichlet/Beta concentration. Default 1.
+    #[serde(default = "one")]
+    pub alpha: f64,
+    /// Include brightness, colour, contrast and sharpness. Default true.
+    #[serde(default = "yes")]
+    pub all_ops: bool,
+    /// Bilinear (default) or nearest, for the warps.
+    #[serde(default)]
+    pub interpolation: Interpolation,
+    /// Fill for the warps.
+    #[serde(default)]
+    pub fill: Option<[f32; 3]>,
+}
+
+fn imagenet() -> AutoAugmentPolicy {
+    AutoAugmentPolicy::Imagenet
+}
+pub(super) fn two() -> u32 {
+    2
+}
+pub(super) fn three() -> u32 {
+    3
+}
+fn nine() -> u32 {
+    9
+}
+fn bins() -> u32 {
+    31
+}
+pub(super) fn minus_one() -> i32 {
+    -1
+}
+fn yes() -> bool {
+    true
+}
+
+// torchvision's policies all hold shears, translations and rotations: each moves pixels.
+
+impl OpSpec for AutoAugment {
+    fn kind(&self) -> OpKind {
+        OpKind::MovingPixel
+    }
+    fn check(&self) -> Result<(), String> {
+        warp_interpolation(self.interpolation, "auto_augment")
+    }
+    fn draw(&self, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>) {
+        auto_augment(rng, self.policy, size, self.interpolation, self.fill, out);
+    }
+    fn moving_inner(&self) -> Option<String> {
+        None
+    }
+}
+
+impl OpSpec for RandAugment {
+    fn kind(&self) -> OpKind {
+        OpKind::MovingPixel
+    }
+    fn check(&self) -> Result<(), String> {
+        let (m, bins) = (self.magnitude, self.num_magnitude_bins);
+        if m >= bins {
+            return Err(format!(
+                "rand_augment magnitude {m} must be below num_magnitude_bins {bins}"
+            ));
+        }
+        warp_interpolation(self.interpolation, "rand_augment")
+    }
+    fn draw(&self, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>) {
+        rand_augment(
+            rng,
+            self.num_ops,
+            self.magnitude,
+            self.num_magnitude_bins,
+            size,
+            self.interpolation,
+            self.fill,
+            out,
+        );
+    }
+    fn moving_inner(&self) -> Option<String> {
+        None
+    }
+}
+
+impl OpSpec for TrivialAugmentWide {
+    fn kind(&self) -> OpKind {
+        OpKind::MovingPixel
+    }
+    fn check(&self) -> Result<(), String> {
+        warp_interpolation(self.interpolation, "trivial_augment_wide")
+    }
+    fn draw(&self, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>) {
+        trivial_augment_wide(
+            rng,
+            self.num_magnitude_bins,
+            size,
+            self.interpolation,
+            self.fill,
+            out,
+        );
+    }
+    fn moving_inner(&self) -> Option<String> {
+        None
+    }
+}
+
+impl OpSpec for AugMix {
+    fn kind(&self) -> OpKind {
+        OpKind::MovingPixel
+    }
+    fn check(&self) -> Result<(), String> {
+        let a = self.alpha;
+        if !(1..=10).contains(&self.severity) || self.mixture_width == 0 || a.is_nan() || a <= 0.0 {
+            return Err(
+                "aug_mix needs severity in 1..=10, mixture_width >= 1 and alpha > 0".into(),
+            );
+        }
+        warp_interpolation(self.interpolation, "aug_mix")
+    }
+    fn draw(&self, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>) {
+        let spec = AugMixSpec {
+            severity: self.severity,
+            mixture_width: self.mixture_width,
+            chain_depth: self.chain_depth,
+            alpha: self.alpha,
+            all_ops: self.all_ops,
+        };
+        let plan = aug_mix(rng, &spec, size, self.interpolation, self.fill);
+        out.push(PixelOp::AugMix(Box::new(plan)));
+    }
+    fn moving_inner(&self) -> Option<String> {
+        None
+    }
+}
+
+/// `torch.linspace(start, end, steps)` in f32, with torch's arithmetic (from both ends).
+pub(crate) fn linspace_f32(start: f64, end: f64, steps: usize) -> impl Iterator<Item = f32> {
+    let (a, b) = (start as f32, end as f32);
+    let step = if steps > 1 {
+        (b - a) / (steps - 1) as f32
+    } else {
+        0.0
+    };
+    let half = steps / 2;
+    (0..steps).map(move |i| {
+        if i < half {
+            a + step * i as f32
+        } else {
+            b - step * (steps - i - 1) as f32
+        }
+    })
 }
 
 /// One operation of the augmentation spaces (torchvision's `transform_id`).

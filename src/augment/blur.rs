@@ -1,8 +1,94 @@
-//! Convolutions on an interleaved RGB8 image: `GaussianBlur` and `adjust_sharpness`, with
+//! Convolutions: `GaussianBlur` and `RandomAdjustSharpness`, their specs and their kernels on an
+//! interleaved RGB8 image, with
 //! torchvision's v2 tensor kernels' arithmetic (f32, rounded half to even, then truncated to
 //! bytes).
 
-use super::Scratch;
+use serde::{Deserialize, Serialize};
+
+use super::autoaugment::linspace_f32;
+use super::op::{coin, half, probability, range, OpKind, OpSpec};
+use super::pixel::{PixelOp, Scratch};
+use crate::rng::CounterRng;
+
+/// `GaussianBlur(kernel_size, sigma)`: sigma drawn uniformly from the range per sample.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GaussianBlur {
+    /// `[x, y]`, odd.
+    pub kernel_size: [u32; 2],
+    /// Sigma range. Default `[0.1, 2.0]`.
+    #[serde(default = "default_sigma")]
+    pub sigma: [f64; 2],
+}
+
+fn default_sigma() -> [f64; 2] {
+    [0.1, 2.0]
+}
+
+impl OpSpec for GaussianBlur {
+    fn kind(&self) -> OpKind {
+        OpKind::Pixel
+    }
+    fn check(&self) -> Result<(), String> {
+        let Self { kernel_size, sigma } = *self;
+        if kernel_size.iter().any(|&k| k == 0 || k % 2 == 0 || k > 255) {
+            return Err(format!(
+                "gaussian_blur kernel_size {kernel_size:?} must be odd and positive"
+            ));
+        }
+        if !(0.0 < sigma[0] && sigma[0] <= sigma[1] && sigma[1].is_finite()) {
+            return Err(format!(
+                "gaussian_blur sigma {sigma:?} must satisfy 0 < min <= max"
+            ));
+        }
+        Ok(())
+    }
+    fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
+        let s = range(rng, self.sigma);
+        out.push(PixelOp::GaussianBlur {
+            kernel: self.kernel_size,
+            sigma: [s, s],
+        });
+    }
+    fn moving_inner(&self) -> Option<String> {
+        None
+    }
+}
+
+/// `RandomAdjustSharpness(sharpness_factor, p)`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RandomAdjustSharpness {
+    /// The factor (0 blurs, 1 keeps, 2 sharpens).
+    pub sharpness_factor: f64,
+    /// Probability. Default 0.5.
+    #[serde(default = "half")]
+    pub p: f64,
+}
+
+impl OpSpec for RandomAdjustSharpness {
+    fn kind(&self) -> OpKind {
+        OpKind::Pixel
+    }
+    fn check(&self) -> Result<(), String> {
+        probability(self.p, "random_adjust_sharpness")?;
+        let f = self.sharpness_factor;
+        if !(f >= 0.0 && f.is_finite()) {
+            return Err(format!(
+                "random_adjust_sharpness factor {f} must be non-negative"
+            ));
+        }
+        Ok(())
+    }
+    fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
+        if coin(rng, self.p) {
+            out.push(PixelOp::Sharpness(self.sharpness_factor));
+        }
+    }
+    fn moving_inner(&self) -> Option<String> {
+        None
+    }
+}
 
 /// torchvision's Gaussian kernel of `size` taps: `softmax(-(x / sigma)^2)` over `x =
 /// linspace(-lim, lim, size)` with `lim = (size - 1) / (2 sqrt 2)`, in f32.
@@ -10,7 +96,7 @@ fn gaussian_kernel(size: usize, sigma: f64, out: &mut Vec<f32>) {
     let lim = (size as f64 - 1.0) / (2.0 * std::f64::consts::SQRT_2);
     out.clear();
     out.extend(
-        super::linspace_f32(-lim, lim, size)
+        linspace_f32(-lim, lim, size)
             .map(|x| -(x / sigma as f32).powi(2))
             .collect::<Vec<_>>(),
     );

@@ -1,6 +1,289 @@
-//! Colour ops on an interleaved RGB8 image, with the arithmetic of torchvision's v2 tensor
+//! Colour ops: their specs (`ColorJitter`, `RandomPhotometricDistort`, grayscale, solarize,
+//! posterize, autocontrast, equalize, invert) and their kernels on an interleaved RGB8 image, with the arithmetic of torchvision's v2 tensor
 //! kernels on uint8: products in f32, clamped to `[0, 255]` and truncated back to bytes, as
 //! `tensor.to(torch.uint8)` truncates.
+
+use serde::{Deserialize, Serialize};
+
+use super::op::{coin, half, probability, range, shuffle, OpKind, OpSpec};
+use super::pixel::PixelOp;
+use crate::rng::CounterRng;
+
+/// `ColorJitter`: factors drawn uniformly from each range, applied in a random order. `None`
+/// leaves that adjustment out (torchvision's 0).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ColorJitter {
+    /// Brightness factor range, e.g. `[0.6, 1.4]` for `brightness=0.4`.
+    #[serde(default)]
+    pub brightness: Option<[f64; 2]>,
+    /// Contrast factor range.
+    #[serde(default)]
+    pub contrast: Option<[f64; 2]>,
+    /// Saturation factor range.
+    #[serde(default)]
+    pub saturation: Option<[f64; 2]>,
+    /// Hue shift range, within `[-0.5, 0.5]`.
+    #[serde(default)]
+    pub hue: Option<[f64; 2]>,
+}
+
+fn check_factor(r: Option<[f64; 2]>, what: &str) -> Result<(), String> {
+    match r {
+        Some([lo, hi]) if !(0.0 <= lo && lo <= hi && hi.is_finite()) => Err(format!(
+            "{what} range [{lo}, {hi}] must satisfy 0 <= min <= max"
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn check_hue([lo, hi]: [f64; 2], what: &str) -> Result<(), String> {
+    if !(-0.5 <= lo && lo <= hi && hi <= 0.5) {
+        return Err(format!("{what} range [{lo}, {hi}] must lie in [-0.5, 0.5]"));
+    }
+    Ok(())
+}
+
+impl OpSpec for ColorJitter {
+    fn kind(&self) -> OpKind {
+        OpKind::Pixel
+    }
+    fn check(&self) -> Result<(), String> {
+        check_factor(self.brightness, "color_jitter brightness")?;
+        check_factor(self.contrast, "color_jitter contrast")?;
+        check_factor(self.saturation, "color_jitter saturation")?;
+        self.hue
+            .map_or(Ok(()), |h| check_hue(h, "color_jitter hue"))
+    }
+    fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
+        let mut order = [0usize, 1, 2, 3];
+        shuffle(rng, &mut order);
+        let b = self.brightness.map(|r| range(rng, r));
+        let c = self.contrast.map(|r| range(rng, r));
+        let s = self.saturation.map(|r| range(rng, r));
+        let h = self.hue.map(|r| range(rng, r));
+        for k in order {
+            out.extend(match k {
+                0 => b.map(PixelOp::Brightness),
+                1 => c.map(PixelOp::Contrast),
+                2 => s.map(PixelOp::Saturation),
+                _ => h.map(PixelOp::Hue),
+            });
+        }
+    }
+    fn moving_inner(&self) -> Option<String> {
+        None
+    }
+}
+
+/// `RandomPhotometricDistort(brightness, contrast, saturation, hue, p)` (torchvision v2):
+/// each adjustment with probability `p`, the contrast before or after saturation and hue at
+/// random, then a random channel permutation with probability `p`. In a detection pipeline it
+/// may come before the geometry, where torchvision's SSD preset puts it: it then runs on the
+/// whole decoded image.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RandomPhotometricDistort {
+    /// Brightness factor range. Default `[0.875, 1.125]`.
+    #[serde(default = "distort_brightness")]
+    pub brightness: [f64; 2],
+    /// Contrast factor range. Default `[0.5, 1.5]`.
+    #[serde(default = "distort_factor")]
+    pub contrast: [f64; 2],
+    /// Saturation factor range. Default `[0.5, 1.5]`.
+    #[serde(default = "distort_factor")]
+    pub saturation: [f64; 2],
+    /// Hue shift range. Default `[-0.05, 0.05]`.
+    #[serde(default = "distort_hue")]
+    pub hue: [f64; 2],
+    /// Probability of each step. Default 0.5.
+    #[serde(default = "half")]
+    pub p: f64,
+}
+
+fn distort_brightness() -> [f64; 2] {
+    [0.875, 1.125]
+}
+fn distort_factor() -> [f64; 2] {
+    [0.5, 1.5]
+}
+fn distort_hue() -> [f64; 2] {
+    [-0.05, 0.05]
+}
+
+impl Default for RandomPhotometricDistort {
+    /// torchvision's defaults.
+    fn default() -> Self {
+        Self {
+            brightness: distort_brightness(),
+            contrast: distort_factor(),
+            saturation: distort_factor(),
+            hue: distort_hue(),
+            p: half(),
+        }
+    }
+}
+
+impl OpSpec for RandomPhotometricDistort {
+    fn kind(&self) -> OpKind {
+        OpKind::Pixel
+    }
+    fn check(&self) -> Result<(), String> {
+        let name = "random_photometric_distort";
+        probability(self.p, name)?;
+        check_factor(Some(self.brightness), &format!("{name} brightness"))?;
+        check_factor(Some(self.contrast), &format!("{name} contrast"))?;
+        check_factor(Some(self.saturation), &format!("{name} saturation"))?;
+        check_hue(self.hue, &format!("{name} hue"))
+    }
+    fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
+        // torchvision v2's draws, in its order: a coin and a factor for each adjustment, the
+        // contrast's place, then a coin and a permutation.
+        let p = self.p;
+        let mut factor = |r: [f64; 2]| coin(rng, p).then(|| range(rng, r));
+        let b = factor(self.brightness);
+        let c = factor(self.contrast);
+        let s = factor(self.saturation);
+        let h = factor(self.hue);
+        let contrast_before = coin(rng, 0.5);
+        out.extend(b.map(PixelOp::Brightness));
+        if contrast_before {
+            out.extend(c.map(PixelOp::Contrast));
+        }
+        out.extend(s.map(PixelOp::Saturation));
+        out.extend(h.map(PixelOp::Hue));
+        if !contrast_before {
+            out.extend(c.map(PixelOp::Contrast));
+        }
+        if coin(rng, p) {
+            let mut order = [0u8, 1, 2];
+            shuffle(rng, &mut order);
+            out.push(PixelOp::PermuteChannels(order));
+        }
+    }
+    fn moving_inner(&self) -> Option<String> {
+        None
+    }
+}
+
+/// Ops that run one resolved pixel op with probability `p` and nothing else to draw.
+macro_rules! coin_op {
+    ($(#[$doc:meta])* $name:ident = $op_name:literal, p = $default:literal, $op:expr) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            /// Probability.
+            #[serde(default = $default)]
+            pub p: f64,
+        }
+
+        impl OpSpec for $name {
+            fn kind(&self) -> OpKind {
+                OpKind::Pixel
+            }
+            fn check(&self) -> Result<(), String> {
+                probability(self.p, $op_name)
+            }
+            fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
+                if coin(rng, self.p) {
+                    out.push($op);
+                }
+            }
+            fn moving_inner(&self) -> Option<String> {
+                None
+            }
+        }
+    };
+}
+
+coin_op!(
+    /// `RandomGrayscale(p)` (`Grayscale(3)` is `p = 1`). Default p 0.1.
+    RandomGrayscale = "random_grayscale", p = "gray_p", PixelOp::Grayscale
+);
+coin_op!(
+    /// `RandomAutocontrast(p)`. Default p 0.5.
+    RandomAutocontrast = "random_autocontrast", p = "half", PixelOp::AutoContrast
+);
+coin_op!(
+    /// `RandomEqualize(p)`. Default p 0.5.
+    RandomEqualize = "random_equalize", p = "half", PixelOp::Equalize
+);
+coin_op!(
+    /// `RandomInvert(p)`. Default p 0.5.
+    RandomInvert = "random_invert", p = "half", PixelOp::Invert
+);
+
+fn gray_p() -> f64 {
+    0.1
+}
+
+/// `RandomSolarize(threshold, p)`: invert values `>= threshold` (0..=255).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RandomSolarize {
+    /// Threshold on the 0..=255 scale.
+    pub threshold: f64,
+    /// Probability. Default 0.5.
+    #[serde(default = "half")]
+    pub p: f64,
+}
+
+impl OpSpec for RandomSolarize {
+    fn kind(&self) -> OpKind {
+        OpKind::Pixel
+    }
+    fn check(&self) -> Result<(), String> {
+        probability(self.p, "random_solarize")?;
+        if !(0.0..=255.0).contains(&self.threshold) {
+            return Err(format!(
+                "random_solarize threshold {} must lie in [0, 255]",
+                self.threshold
+            ));
+        }
+        Ok(())
+    }
+    fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
+        if coin(rng, self.p) {
+            out.push(PixelOp::Solarize(self.threshold));
+        }
+    }
+    fn moving_inner(&self) -> Option<String> {
+        None
+    }
+}
+
+/// `RandomPosterize(bits, p)`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RandomPosterize {
+    /// Bits kept, 0..=8.
+    pub bits: u8,
+    /// Probability. Default 0.5.
+    #[serde(default = "half")]
+    pub p: f64,
+}
+
+impl OpSpec for RandomPosterize {
+    fn kind(&self) -> OpKind {
+        OpKind::Pixel
+    }
+    fn check(&self) -> Result<(), String> {
+        probability(self.p, "random_posterize")?;
+        if self.bits > 8 {
+            return Err(format!("random_posterize bits {} must be 0..=8", self.bits));
+        }
+        Ok(())
+    }
+    fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
+        if coin(rng, self.p) {
+            out.push(PixelOp::Posterize(self.bits));
+        }
+    }
+    fn moving_inner(&self) -> Option<String> {
+        None
+    }
+}
 
 /// `gray = floor(0.2989 r + 0.587 g + 0.114 b)` in f32, torchvision's `rgb_to_grayscale`
 /// (the same value whether the caller keeps it as a float or converts it to a byte).

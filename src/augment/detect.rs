@@ -8,9 +8,10 @@
 //! when there is none), the window is the IoU crop on it, and the window is resampled to the
 //! output size, mirrored when flipped.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use super::Op;
+use super::op::{half, one, probability, Op, OpKind, OpSpec};
+use super::pixel::PixelOp;
 use crate::rng::CounterRng;
 
 /// A detection pipeline's box-aware part, validated: the ops before the resize, each with its
@@ -20,8 +21,8 @@ pub(crate) struct DetectSpec {
     /// Pixel ops on the whole decoded image, before the geometry (the SSD preset's
     /// `RandomPhotometricDistort`).
     pub pre: Vec<(usize, Op)>,
-    pub zoom: Option<(usize, ZoomOutSpec)>,
-    pub iou: Option<(usize, IouCropSpec)>,
+    pub zoom: Option<(usize, RandomZoomOut)>,
+    pub iou: Option<(usize, RandomIoUCrop)>,
     /// A horizontal flip before the resize, and its probability.
     pub flip: Option<(usize, f64)>,
     pub sanitize: Option<SanitizeSpec>,
@@ -60,30 +61,178 @@ pub(crate) fn on_canvas(
     }
 }
 
-/// `RandomZoomOut`'s settings.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct ZoomOutSpec {
+/// `RandomZoomOut(fill, side_range, p)`: the image placed at a random spot of a canvas `r`
+/// times its size (`r` uniform in `side_range`) filled with `fill`. Detection pipelines,
+/// before the resize.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RandomZoomOut {
+    /// The canvas colour. Default black.
+    #[serde(default)]
     pub fill: [u8; 3],
+    /// Range of the canvas's side over the image's. Default `[1, 4]`.
+    #[serde(default = "zoom_range")]
     pub side_range: [f64; 2],
+    /// Probability. Default 0.5.
+    #[serde(default = "half")]
     pub p: f64,
 }
 
-/// `RandomIoUCrop`'s settings.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct IouCropSpec {
+fn zoom_range() -> [f64; 2] {
+    [1.0, 4.0]
+}
+
+impl OpSpec for RandomZoomOut {
+    fn kind(&self) -> OpKind {
+        OpKind::BoxAware
+    }
+    fn check(&self) -> Result<(), String> {
+        probability(self.p, "random_zoom_out")?;
+        let [lo, hi] = self.side_range;
+        if !(1.0 <= lo && lo <= hi && hi.is_finite()) {
+            return Err(format!(
+                "random_zoom_out side_range {:?} must satisfy 1 <= min <= max",
+                self.side_range
+            ));
+        }
+        Ok(())
+    }
+    /// Box-aware: the plan draws the canvas.
+    fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
+    fn moving_inner(&self) -> Option<String> {
+        None
+    }
+}
+
+/// `RandomIoUCrop(min_scale, max_scale, min_aspect_ratio, max_aspect_ratio, sampler_options,
+/// trials)`: SSD's crop, holding the centre of a box and overlapping one at the drawn minimum
+/// IoU. Boxes whose centre it leaves out are dropped by `sanitize_bounding_boxes`. Detection
+/// pipelines, before the resize.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RandomIoUCrop {
+    /// Default 0.3.
+    #[serde(default = "iou_min_scale")]
     pub min_scale: f64,
+    /// Default 1.
+    #[serde(default = "one")]
     pub max_scale: f64,
+    /// Default 0.5.
+    #[serde(default = "iou_min_ratio")]
     pub min_aspect_ratio: f64,
+    /// Default 2.
+    #[serde(default = "iou_max_ratio")]
     pub max_aspect_ratio: f64,
-    pub options: Vec<f64>,
+    /// Minimum IoUs to draw from (1 or more: no crop). Default
+    /// `[0, 0.1, 0.3, 0.5, 0.7, 0.9, 1]`.
+    #[serde(default = "iou_options")]
+    pub sampler_options: Vec<f64>,
+    /// Crops tried per drawn option. Default 40.
+    #[serde(default = "iou_trials")]
     pub trials: u32,
 }
 
-/// `SanitizeBoundingBoxes`' settings.
+fn iou_min_scale() -> f64 {
+    0.3
+}
+fn iou_min_ratio() -> f64 {
+    0.5
+}
+fn iou_max_ratio() -> f64 {
+    2.0
+}
+fn iou_options() -> Vec<f64> {
+    vec![0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0]
+}
+fn iou_trials() -> u32 {
+    40
+}
+
+impl Default for RandomIoUCrop {
+    /// torchvision's defaults.
+    fn default() -> Self {
+        Self {
+            min_scale: iou_min_scale(),
+            max_scale: one(),
+            min_aspect_ratio: iou_min_ratio(),
+            max_aspect_ratio: iou_max_ratio(),
+            sampler_options: iou_options(),
+            trials: iou_trials(),
+        }
+    }
+}
+
+impl OpSpec for RandomIoUCrop {
+    fn kind(&self) -> OpKind {
+        OpKind::BoxAware
+    }
+    fn check(&self) -> Result<(), String> {
+        let ranges = 0.0 < self.min_scale
+            && self.min_scale <= self.max_scale
+            && self.max_scale <= 1.0
+            && 0.0 < self.min_aspect_ratio
+            && self.min_aspect_ratio <= self.max_aspect_ratio;
+        if !ranges
+            || self.sampler_options.is_empty()
+            || self.sampler_options.iter().any(|o| !o.is_finite())
+            || self.trials == 0
+        {
+            return Err(format!("random_iou_crop needs 0 < min_scale <= max_scale <= 1, 0 < min_aspect_ratio <= max_aspect_ratio, finite sampler_options and trials >= 1 (got {self:?})"));
+        }
+        Ok(())
+    }
+    /// Box-aware: the plan draws the crop.
+    fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
+    fn moving_inner(&self) -> Option<String> {
+        None
+    }
+}
+
+/// `SanitizeBoundingBoxes(min_size, min_area)`: drops boxes smaller than `min_size` on a side
+/// or `min_area` in area, or reaching outside the image, with their labels.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SanitizeBoundingBoxes {
+    /// Default 1.
+    #[serde(default = "one")]
+    pub min_size: f64,
+    /// Default 1.
+    #[serde(default = "one")]
+    pub min_area: f64,
+}
+
+impl Default for SanitizeBoundingBoxes {
+    /// torchvision's defaults.
+    fn default() -> Self {
+        Self {
+            min_size: 1.0,
+            min_area: 1.0,
+        }
+    }
+}
+
+impl OpSpec for SanitizeBoundingBoxes {
+    fn kind(&self) -> OpKind {
+        OpKind::BoxAware
+    }
+    fn check(&self) -> Result<(), String> {
+        let Self { min_size, min_area } = *self;
+        if !(min_size >= 0.0 && min_area >= 0.0 && min_size.is_finite() && min_area.is_finite()) {
+            return Err(format!("sanitize_bounding_boxes min_size {min_size} and min_area {min_area} must be finite and >= 0"));
+        }
+        Ok(())
+    }
+    /// Box-aware: the plan sanitizes the boxes.
+    fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
+    fn moving_inner(&self) -> Option<String> {
+        None
+    }
+}
+
+/// `SanitizeBoundingBoxes` where it stands.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct SanitizeSpec {
-    pub min_size: f64,
-    pub min_area: f64,
+    pub spec: SanitizeBoundingBoxes,
     /// Placed before the resize: sizes and bounds are in the window's pixels, not the output's.
     pub before_resize: bool,
 }
@@ -92,7 +241,7 @@ impl SanitizeSpec {
     /// Keeps the boxes (and their entries of `kept`) that torchvision's
     /// `SanitizeBoundingBoxes` keeps on a `width`x`height` canvas.
     fn retain(&self, boxes: &mut Vec<[f32; 4]>, kept: &mut Vec<u32>, width: u32, height: u32) {
-        let (min_size, min_area) = (self.min_size as f32, self.min_area as f32);
+        let (min_size, min_area) = (self.spec.min_size as f32, self.spec.min_area as f32);
         let (w_max, h_max) = (width as f32, height as f32);
         let valid = |x: &[f32; 4]| {
             let (w, h) = (x[2] - x[0], x[3] - x[1]);
@@ -169,7 +318,7 @@ fn rand32(rng: &mut CounterRng) -> f32 {
 /// torchvision's `RandomZoomOut.make_params` after its coin: the canvas size and where the
 /// image lies on it.
 pub(crate) fn zoom_out(
-    spec: &ZoomOutSpec,
+    spec: &RandomZoomOut,
     width: u32,
     height: u32,
     rng: &mut CounterRng,
@@ -192,7 +341,7 @@ pub(crate) fn zoom_out(
 
 /// The largest canvas [`zoom_out`] can draw for a `width`x`height` image (the image itself
 /// without a zoom-out): a bound on every window's size.
-pub(crate) fn largest_canvas(zoom: Option<&ZoomOutSpec>, width: u32, height: u32) -> (u32, u32) {
+pub(crate) fn largest_canvas(zoom: Option<&RandomZoomOut>, width: u32, height: u32) -> (u32, u32) {
     match zoom {
         None => (width, height),
         Some(z) => {
@@ -218,7 +367,7 @@ fn iou(a: &[f32; 4], b: &[f32; 4]) -> f32 {
 /// `width`x`height` canvas holding the centre of at least one box, and with at least one
 /// such box at the IoU the drawn option asks; `None` leaves the canvas as it is.
 pub(crate) fn iou_crop(
-    spec: &IouCropSpec,
+    spec: &RandomIoUCrop,
     width: u32,
     height: u32,
     boxes: &[[f32; 4]],
@@ -229,7 +378,7 @@ pub(crate) fn iou_crop(
         (spec.max_scale - spec.min_scale) as f32,
     );
     for _ in 0..MAX_IOU_ROUNDS {
-        let min_iou = spec.options[rng.below(spec.options.len() as u64) as usize];
+        let min_iou = spec.sampler_options[rng.below(spec.sampler_options.len() as u64) as usize];
         if min_iou >= 1.0 {
             return None;
         }
@@ -393,38 +542,14 @@ pub struct CanvasJob {
     /// The image's `(width, height)`.
     pub image: (u32, u32),
     /// The pixel ops on the image before the geometry.
-    pub pre: Vec<super::PixelOp>,
+    pub pre: Vec<PixelOp>,
     /// The window in the image's full-size pixels, `[left, top, width, height]`: it reaches
     /// outside the image where the fill shows.
     pub window: [i64; 4],
     /// The canvas's colour around the image.
     pub fill: [u8; 3],
     /// The resize's filter.
-    pub interpolation: super::Interpolation,
-}
-
-/// The pixel ops the engine runs on a decoded region: those that map each pixel on its own,
-/// and the contrast (given the whole image). Other ops before the geometry run on the CPU path.
-pub(crate) fn engine_runs(op: &super::PixelOp) -> bool {
-    use super::PixelOp as P;
-    matches!(
-        op,
-        P::Brightness(_)
-            | P::Contrast(_)
-            | P::Saturation(_)
-            | P::Hue(_)
-            | P::PermuteChannels(_)
-            | P::Grayscale
-            | P::Invert
-            | P::Solarize(_)
-            | P::Posterize(_)
-    )
-}
-
-/// Whether an op's result depends on the whole image (its mean grey), so that the engine
-/// decodes all of it.
-pub(crate) fn needs_whole_image(op: &super::PixelOp) -> bool {
-    matches!(op, super::PixelOp::Contrast(_))
+    pub interpolation: super::geometry::Interpolation,
 }
 
 impl CanvasJob {
@@ -442,14 +567,14 @@ impl CanvasJob {
         rect: [u32; 4],
         denom: u32,
         canvas: &mut Vec<u8>,
-        resampler: &'a mut super::Resampler,
-        scratch: &mut super::Scratch,
+        resampler: &'a mut super::kernel::Resampler,
+        scratch: &mut super::pixel::Scratch,
     ) -> Result<&'a mut [u8], String> {
         let [rx, ry, rw, rh] = rect.map(|v| v as usize);
         if decoded.len() < rw * rh * 3 {
             return Err("the decoded region is short".into());
         }
-        super::apply(&self.pre, decoded, rh, rw, scratch);
+        super::pixel::apply(&self.pre, decoded, rh, rw, scratch);
         let d = f64::from(denom);
         let [wl, wt, ww, wh] = self.window.map(|v| v as f64 / d);
         // The canvas covers the window's scaled pixels, whole.
@@ -458,7 +583,7 @@ impl CanvasJob {
         let (cw, ch) = ((x1 - x0) as usize, (y1 - y0) as usize);
         // The window at `(left, top)` of an image; integer at full scale, so cut out as the
         // CPU path cuts it.
-        let window_at = |left: f64, top: f64| super::CropBox {
+        let window_at = |left: f64, top: f64| super::geometry::CropBox {
             left,
             top,
             width: ww,
@@ -618,8 +743,7 @@ mod tests {
             &boxes,
             Some((40, 50)),
             Some(SanitizeSpec {
-                min_size: 1.0,
-                min_area: 1.0,
+                spec: SanitizeBoundingBoxes::default(),
                 before_resize: false,
             }),
         );
@@ -639,8 +763,7 @@ mod tests {
         let boxes = [[10.0, 10.0, 10.8, 40.0], [20.0, 20.0, 60.0, 60.0]];
         let spec = |before_resize| {
             Some(SanitizeSpec {
-                min_size: 1.0,
-                min_area: 1.0,
+                spec: SanitizeBoundingBoxes::default(),
                 before_resize,
             })
         };
@@ -698,7 +821,7 @@ mod tests {
         assert_eq!(p.size, (90, 120));
         // On the canvas [40, 60, 80, 100]; in the window [20, 30, 60, 70]; mirrored in 120.
         assert_eq!(p.boxes, [[60.0, 30.0, 100.0, 70.0]]);
-        let zoom = ZoomOutSpec {
+        let zoom = RandomZoomOut {
             fill: [0; 3],
             side_range: [1.0, 4.0],
             p: 1.0,
@@ -714,14 +837,7 @@ mod tests {
 
     #[test]
     fn the_iou_crop_keeps_a_box_centre_inside_and_meets_the_drawn_overlap() {
-        let spec = IouCropSpec {
-            min_scale: 0.3,
-            max_scale: 1.0,
-            min_aspect_ratio: 0.5,
-            max_aspect_ratio: 2.0,
-            options: vec![0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0],
-            trials: 40,
-        };
+        let spec = RandomIoUCrop::default();
         let boxes = [[30.0, 20.0, 70.0, 60.0]];
         let (mut cropped, mut left_alone) = (0, 0);
         for i in 0..500 {
@@ -745,13 +861,10 @@ mod tests {
 
     #[test]
     fn an_iou_crop_of_an_image_without_boxes_ends_instead_of_looping() {
-        let spec = IouCropSpec {
-            min_scale: 0.3,
-            max_scale: 1.0,
-            min_aspect_ratio: 0.5,
-            max_aspect_ratio: 2.0,
-            options: vec![0.5],
+        let spec = RandomIoUCrop {
+            sampler_options: vec![0.5],
             trials: 4,
+            ..RandomIoUCrop::default()
         };
         let mut rng = CounterRng::new(1, 0, 0, Stream::Ops);
         assert_eq!(iou_crop(&spec, 100, 80, &[], &mut rng), None);

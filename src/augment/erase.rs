@@ -4,10 +4,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::hpu::{Dtype, Layout};
-use crate::rng::CounterRng;
-
 use super::geometry::round_half_even;
+use super::op::{half, probability, OpKind, OpSpec};
+use super::pixel::PixelOp;
+use crate::dtype::{Dtype, Layout};
+use crate::rng::CounterRng;
 
 /// What an erased box is filled with.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -49,18 +50,95 @@ pub struct EraseBox {
     pub noise: Option<u64>,
 }
 
-/// The spec of one `RandomErasing` step.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct EraseSpec {
+/// `RandomErasing(p, scale, ratio, value)` after normalize (timm's with `count` boxes).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RandomErasing {
+    /// Default 0.5.
+    #[serde(default = "half")]
     pub p: f64,
+    /// Area range as a fraction of the image. Default `[0.02, 0.33]`.
+    #[serde(default = "erase_scale")]
     pub scale: [f64; 2],
+    /// Aspect ratio range (height / width). Default `[0.3, 3.3]`.
+    #[serde(default = "erase_ratio")]
     pub ratio: [f64; 2],
+    /// Default 0 in every channel.
+    #[serde(default = "erase_zero")]
     pub value: EraseValue,
-    /// Boxes: uniform in `[count[0], count[1]]` (timm's `min_count`, `max_count`); each gets
-    /// `1 / count` of the drawn area, as timm splits it.
+    /// Number of boxes, uniform in `[min, max]`, splitting the drawn area (timm's
+    /// `min_count`, `max_count`: each box gets `1 / count` of the drawn area). Default
+    /// `[1, 1]`.
+    #[serde(default = "one_box")]
     pub count: [u32; 2],
-    /// timm's probability test is `random() > p`, torchvision's `rand() >= p`: the same draw.
+    /// Draw the probability as timm does (`random() > p` skips) rather than torchvision
+    /// (`rand() >= p`); the distributions are the same.
+    #[serde(default)]
     pub timm: bool,
+}
+
+fn erase_scale() -> [f64; 2] {
+    [0.02, 0.33]
+}
+fn erase_ratio() -> [f64; 2] {
+    [0.3, 3.3]
+}
+fn erase_zero() -> EraseValue {
+    EraseValue::Constant([0.0; 3])
+}
+fn one_box() -> [u32; 2] {
+    [1, 1]
+}
+
+impl Default for RandomErasing {
+    /// torchvision's defaults.
+    fn default() -> Self {
+        Self {
+            p: half(),
+            scale: erase_scale(),
+            ratio: erase_ratio(),
+            value: erase_zero(),
+            count: one_box(),
+            timm: false,
+        }
+    }
+}
+
+impl OpSpec for RandomErasing {
+    fn kind(&self) -> OpKind {
+        OpKind::Erase
+    }
+    fn check(&self) -> Result<(), String> {
+        let Self {
+            p,
+            scale,
+            ratio,
+            count,
+            ..
+        } = *self;
+        probability(p, "random_erasing")?;
+        if !(0.0 <= scale[0] && scale[0] <= scale[1] && scale[1] <= 1.0) {
+            return Err(format!(
+                "random_erasing scale {scale:?} must satisfy 0 <= min <= max <= 1"
+            ));
+        }
+        if !(0.0 < ratio[0] && ratio[0] <= ratio[1]) {
+            return Err(format!(
+                "random_erasing ratio {ratio:?} must satisfy 0 < min <= max"
+            ));
+        }
+        if !(1 <= count[0] && count[0] <= count[1]) {
+            return Err(format!(
+                "random_erasing count {count:?} must satisfy 1 <= min <= max"
+            ));
+        }
+        Ok(())
+    }
+    /// Erasing: the plan draws the boxes at the output ([`RandomErasing::draw_boxes`]).
+    fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
+    fn moving_inner(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A standard normal draw (Box-Muller).
@@ -95,11 +173,16 @@ impl Normals {
     }
 }
 
-impl EraseSpec {
+impl RandomErasing {
+    /// Whether the boxes get random values (which a u8 output cannot hold).
+    pub(crate) fn fills_randomly(&self) -> bool {
+        matches!(self.value, EraseValue::Random(_))
+    }
+
     /// Draws this step's boxes for an `h`x`w` output into `out`, with torchvision's
     /// `RandomErasing.get_params` (10 tries per box, `h = round(sqrt(area * ratio))`, `w =
     /// round(sqrt(area / ratio))`, strictly inside the image; no box when all tries fail).
-    pub fn draw(&self, rng: &mut CounterRng, h: u32, w: u32, out: &mut Vec<EraseBox>) {
+    pub(crate) fn draw_boxes(&self, rng: &mut CounterRng, h: u32, w: u32, out: &mut Vec<EraseBox>) {
         let skip = if self.timm {
             rng.uniform() > self.p
         } else {
@@ -223,19 +306,12 @@ mod tests {
 
     #[test]
     fn boxes_stay_strictly_inside_and_follow_p() {
-        let spec = EraseSpec {
-            p: 0.5,
-            scale: [0.02, 0.33],
-            ratio: [0.3, 3.3],
-            value: EraseValue::Constant([0.0; 3]),
-            count: [1, 1],
-            timm: false,
-        };
+        let spec = RandomErasing::default();
         let mut erased = 0;
         for i in 0..4000 {
             let mut rng = CounterRng::new(3, 0, i, Stream::Crop);
             let mut boxes = Vec::new();
-            spec.draw(&mut rng, 176, 176, &mut boxes);
+            spec.draw_boxes(&mut rng, 176, 176, &mut boxes);
             for b in &boxes {
                 assert!(b.top + b.height <= 176 && b.left + b.width <= 176);
                 assert!(b.height < 176 && b.width < 176);

@@ -1,6 +1,379 @@
-//! Crop windows with torchvision's exact arithmetic (Python's round-half-to-even included).
+//! Geometry: the crop and resize ops that set the output size (`RandomResizedCrop`, `Resize`,
+//! `CenterCrop`), the flips, and the warps (`RandomRotation`, `RandomAffine`), with
+//! torchvision's exact arithmetic (Python's round-half-to-even included).
 
+use serde::{Deserialize, Serialize};
+
+use super::op::{coin, half, probability, range, OpKind, OpSpec};
+use super::pixel::PixelOp;
 use crate::rng::CounterRng;
+
+/// An output size: one number for a square, or `[height, width]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Size {
+    /// `size x size`.
+    Square(u32),
+    /// `[height, width]`.
+    HeightWidth([u32; 2]),
+}
+
+impl Size {
+    /// `(height, width)`.
+    pub fn hw(self) -> (u32, u32) {
+        match self {
+            Self::Square(s) => (s, s),
+            Self::HeightWidth([h, w]) => (h, w),
+        }
+    }
+
+    /// `(height, width)`, neither zero.
+    fn nonzero(self) -> Result<(u32, u32), String> {
+        match self.hw() {
+            (0, _) | (_, 0) => Err(format!("size {self:?} has a zero side")),
+            hw => Ok(hw),
+        }
+    }
+}
+
+/// How a resize or a warp samples the source.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Interpolation {
+    /// Nearest neighbour (torch's `nearest`: source index `floor(i * in / out)`).
+    Nearest,
+    /// Antialiased bilinear (Pillow's filter, which torchvision's antialiased tensor resize
+    /// reproduces).
+    #[default]
+    Bilinear,
+    /// Antialiased bicubic (Pillow's, `a = -0.5`).
+    Bicubic,
+    /// Bilinear or bicubic with equal probability, per sample (timm's `'random'`).
+    Random,
+}
+
+impl Interpolation {
+    /// The media engine's filter for a drawn interpolation (`Random` is never drawn).
+    pub fn filter(self) -> hpuload_decoders::jpeg::Filter {
+        use hpuload_decoders::jpeg::Filter;
+        match self {
+            Self::Nearest => Filter::Nearest,
+            Self::Bicubic => Filter::Bicubic,
+            Self::Bilinear | Self::Random => Filter::Bilinear,
+        }
+    }
+}
+
+pub(super) fn nearest() -> Interpolation {
+    Interpolation::Nearest
+}
+
+/// Warps interpolate with nearest or bilinear, as torchvision's tensor warps.
+pub(super) fn warp_interpolation(i: Interpolation, what: &str) -> Result<(), String> {
+    match i {
+        Interpolation::Nearest | Interpolation::Bilinear => Ok(()),
+        _ => Err(format!(
+            "{what} interpolates with nearest or bilinear (as torchvision's tensor warps), not {i:?}"
+        )),
+    }
+}
+
+/// `RandomResizedCrop(size, scale, ratio, interpolation)`: a random window of `scale` times
+/// the area and aspect ratio in `ratio` (log-uniform), resized to `size`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RandomResizedCrop {
+    /// Output size.
+    pub size: Size,
+    /// Range of the window's area as a fraction of the image. Default `[0.08, 1.0]`.
+    #[serde(default = "default_scale")]
+    pub scale: [f64; 2],
+    /// Range of the window's aspect ratio (width / height). Default `[3/4, 4/3]`.
+    #[serde(default = "default_ratio")]
+    pub ratio: [f64; 2],
+    /// Default bilinear.
+    #[serde(default)]
+    pub interpolation: Interpolation,
+}
+
+impl RandomResizedCrop {
+    /// torchvision's defaults (scale `[0.08, 1]`, ratio `[3/4, 4/3]`, bilinear) at `size`.
+    pub fn new(size: Size) -> Self {
+        Self {
+            size,
+            scale: default_scale(),
+            ratio: default_ratio(),
+            interpolation: Interpolation::Bilinear,
+        }
+    }
+}
+
+fn default_scale() -> [f64; 2] {
+    [0.08, 1.0]
+}
+fn default_ratio() -> [f64; 2] {
+    [3.0 / 4.0, 4.0 / 3.0]
+}
+
+impl OpSpec for RandomResizedCrop {
+    fn kind(&self) -> OpKind {
+        OpKind::Geometry
+    }
+    fn check(&self) -> Result<(), String> {
+        let Self { scale, ratio, .. } = *self;
+        self.size.nonzero()?;
+        if !(0.0 < scale[0] && scale[0] <= scale[1] && scale[1] <= 1.0) {
+            return Err(format!(
+                "random_resized_crop scale {scale:?} must satisfy 0 < min <= max <= 1"
+            ));
+        }
+        if !(0.0 < ratio[0] && ratio[0] <= ratio[1]) {
+            return Err(format!(
+                "random_resized_crop ratio {ratio:?} must satisfy 0 < min <= max"
+            ));
+        }
+        Ok(())
+    }
+    /// Geometry: the plan draws the window.
+    fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
+    fn moving_inner(&self) -> Option<String> {
+        None
+    }
+}
+
+/// `Resize(size)`: a single number resizes the shorter side to it (keeping the aspect ratio,
+/// the longer side truncated as torchvision does); `[h, w]` resizes to exactly that.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Resize {
+    /// Target size.
+    pub size: Size,
+    /// Default bilinear.
+    #[serde(default)]
+    pub interpolation: Interpolation,
+}
+
+impl OpSpec for Resize {
+    fn kind(&self) -> OpKind {
+        OpKind::Geometry
+    }
+    fn check(&self) -> Result<(), String> {
+        self.size.nonzero().map(drop)
+    }
+    /// Geometry: the plan computes the window.
+    fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
+    fn moving_inner(&self) -> Option<String> {
+        None
+    }
+}
+
+/// `CenterCrop(size)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CenterCrop {
+    /// Output size.
+    pub size: Size,
+}
+
+impl OpSpec for CenterCrop {
+    fn kind(&self) -> OpKind {
+        OpKind::Geometry
+    }
+    fn check(&self) -> Result<(), String> {
+        self.size.nonzero().map(drop)
+    }
+    /// Geometry: the plan computes the window.
+    fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
+    fn moving_inner(&self) -> Option<String> {
+        None
+    }
+}
+
+/// `RandomHorizontalFlip(p)`. In a detection pipeline, before the resize, it moves the boxes
+/// too.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RandomHorizontalFlip {
+    /// Probability of flipping. Default 0.5.
+    #[serde(default = "half")]
+    pub p: f64,
+}
+
+impl OpSpec for RandomHorizontalFlip {
+    fn kind(&self) -> OpKind {
+        OpKind::MovingPixel
+    }
+    fn check(&self) -> Result<(), String> {
+        probability(self.p, "random_horizontal_flip")
+    }
+    fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
+        if coin(rng, self.p) {
+            out.push(PixelOp::Hflip);
+        }
+    }
+    fn moving_inner(&self) -> Option<String> {
+        None
+    }
+}
+
+/// `RandomVerticalFlip(p)`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RandomVerticalFlip {
+    /// Probability of flipping. Default 0.5.
+    #[serde(default = "half")]
+    pub p: f64,
+}
+
+impl OpSpec for RandomVerticalFlip {
+    fn kind(&self) -> OpKind {
+        OpKind::MovingPixel
+    }
+    fn check(&self) -> Result<(), String> {
+        probability(self.p, "random_vertical_flip")
+    }
+    fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
+        if coin(rng, self.p) {
+            out.push(PixelOp::Vflip);
+        }
+    }
+    fn moving_inner(&self) -> Option<String> {
+        None
+    }
+}
+
+fn check_degrees(degrees: [f64; 2], what: &str) -> Result<(), String> {
+    if degrees[0] > degrees[1] || degrees.iter().any(|d| d.is_nan()) {
+        return Err(format!("{what} degrees {degrees:?} must be [min, max]"));
+    }
+    Ok(())
+}
+
+/// `RandomRotation(degrees, interpolation, fill, center)` (no `expand`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RandomRotation {
+    /// Angle range in degrees.
+    pub degrees: [f64; 2],
+    /// Nearest (default) or bilinear.
+    #[serde(default = "nearest")]
+    pub interpolation: Interpolation,
+    /// Per-channel fill outside the image (0..=255); none: zeros.
+    #[serde(default)]
+    pub fill: Option<[f32; 3]>,
+    /// Centre in pixels; none: the image's centre.
+    #[serde(default)]
+    pub center: Option<[f64; 2]>,
+}
+
+impl OpSpec for RandomRotation {
+    fn kind(&self) -> OpKind {
+        OpKind::MovingPixel
+    }
+    fn check(&self) -> Result<(), String> {
+        check_degrees(self.degrees, "random_rotation")?;
+        warp_interpolation(self.interpolation, "random_rotation")
+    }
+    fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
+        out.push(PixelOp::Warp(Warp {
+            rotate: true,
+            angle: range(rng, self.degrees),
+            translate: [0.0; 2],
+            scale: 1.0,
+            shear: [0.0; 2],
+            center: self.center,
+            nearest: self.interpolation == Interpolation::Nearest,
+            fill: self.fill,
+        }));
+    }
+    fn moving_inner(&self) -> Option<String> {
+        None
+    }
+}
+
+/// `RandomAffine(degrees, translate, scale, shear, interpolation, fill, center)`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RandomAffine {
+    /// Angle range in degrees.
+    pub degrees: [f64; 2],
+    /// Largest translation as fractions of width and height.
+    #[serde(default)]
+    pub translate: Option<[f64; 2]>,
+    /// Zoom range.
+    #[serde(default)]
+    pub scale: Option<[f64; 2]>,
+    /// Shear ranges in degrees: `[x_min, x_max, y_min, y_max]` (y `[0, 0]` for none).
+    #[serde(default)]
+    pub shear: Option<[f64; 4]>,
+    /// Nearest (default) or bilinear.
+    #[serde(default = "nearest")]
+    pub interpolation: Interpolation,
+    /// Per-channel fill (0..=255); none: zeros.
+    #[serde(default)]
+    pub fill: Option<[f32; 3]>,
+    /// Centre in pixels; none: the image's centre.
+    #[serde(default)]
+    pub center: Option<[f64; 2]>,
+}
+
+impl OpSpec for RandomAffine {
+    fn kind(&self) -> OpKind {
+        OpKind::MovingPixel
+    }
+    fn check(&self) -> Result<(), String> {
+        let name = "random_affine";
+        check_degrees(self.degrees, name)?;
+        if let Some(t) = self.translate {
+            if !t.iter().all(|v| (0.0..=1.0).contains(v)) {
+                return Err(format!("{name} translate {t:?} must lie in [0, 1]"));
+            }
+        }
+        if let Some(s) = self.scale {
+            if !(0.0 < s[0] && s[0] <= s[1]) {
+                return Err(format!("{name} scale {s:?} must satisfy 0 < min <= max"));
+            }
+        }
+        if let Some(s) = self.shear {
+            if !(s[0] <= s[1] && s[2] <= s[3]) {
+                return Err(format!("{name} shear {s:?} must be [min, max] pairs"));
+            }
+        }
+        warp_interpolation(self.interpolation, name)
+    }
+    fn draw(&self, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>) {
+        let angle = range(rng, self.degrees);
+        let translate = self.translate.map_or([0.0; 2], |[fx, fy]| {
+            let (mx, my) = (fx * f64::from(size.1), fy * f64::from(size.0));
+            let tx = round_half_even(rng.uniform_in(-mx, mx));
+            let ty = round_half_even(rng.uniform_in(-my, my));
+            [tx, ty]
+        });
+        let scale = self.scale.map_or(1.0, |s| range(rng, s));
+        let shear = self.shear.map_or([0.0; 2], |s| {
+            let x = range(rng, [s[0], s[1]]);
+            let y = if s[2] == 0.0 && s[3] == 0.0 {
+                0.0
+            } else {
+                range(rng, [s[2], s[3]])
+            };
+            [x, y]
+        });
+        out.push(PixelOp::Warp(Warp {
+            rotate: false,
+            angle,
+            translate,
+            scale,
+            shear,
+            center: self.center,
+            nearest: self.interpolation == Interpolation::Nearest,
+            fill: self.fill,
+        }));
+    }
+    fn moving_inner(&self) -> Option<String> {
+        None
+    }
+}
 
 /// A window of the decoded image to resample to the output size, in source pixels.
 ///
@@ -8,7 +381,7 @@ use crate::rng::CounterRng;
 /// pixels inside it (torchvision's crop-then-resize, RandomResizedCrop). `view == false`: the
 /// window is fractional and resampling may read pixels around it, which is exactly a resize of
 /// the whole image followed by a crop (torchvision's Resize then CenterCrop).
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct CropBox {
     /// Left edge, in source pixels.
     pub left: f64,
@@ -190,7 +563,7 @@ pub(crate) fn resize_center_crop(
 /// shear, center)` or `rotate(angle, center)` (which warps by `-angle` and takes exact
 /// shortcuts for multiples of 90 degrees), sampled by nearest or bilinear interpolation, with
 /// `fill` outside the image (`None`: zeros, without torchvision's mask blending).
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Warp {
     /// `rotate` (true) or `affine` (false).
     pub rotate: bool,
@@ -270,7 +643,7 @@ fn rot90(src: &[u8], n: usize, k: u32, out: &mut [u8]) {
 /// Applies `warp` to the `h`x`w` RGB8 image in place, as torchvision's tensor kernels do: the
 /// inverse matrix in f64, the sampling grid and `grid_sample` (align_corners=False, zero
 /// padding) in f32, then the fill, rounding half to even.
-pub(crate) fn warp(rgb: &mut [u8], h: usize, w: usize, warp: &Warp, s: &mut super::Scratch) {
+pub(crate) fn warp(rgb: &mut [u8], h: usize, w: usize, warp: &Warp, s: &mut super::pixel::Scratch) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2 (detected just above).
@@ -284,12 +657,12 @@ pub(crate) fn warp(rgb: &mut [u8], h: usize, w: usize, warp: &Warp, s: &mut supe
 /// No FMA is enabled, so the bytes are the baseline's.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn warp_avx2(rgb: &mut [u8], h: usize, w: usize, warp: &Warp, s: &mut super::Scratch) {
+fn warp_avx2(rgb: &mut [u8], h: usize, w: usize, warp: &Warp, s: &mut super::pixel::Scratch) {
     warp_any(rgb, h, w, warp, s);
 }
 
 #[inline(always)]
-fn warp_any(rgb: &mut [u8], h: usize, w: usize, warp: &Warp, s: &mut super::Scratch) {
+fn warp_any(rgb: &mut [u8], h: usize, w: usize, warp: &Warp, s: &mut super::pixel::Scratch) {
     let src = &mut s.bytes;
     src.clear();
     src.extend_from_slice(&rgb[..h * w * 3]);
@@ -321,8 +694,10 @@ fn warp_any(rgb: &mut [u8], h: usize, w: usize, warp: &Warp, s: &mut super::Scra
     // Columns of the rescaled, transposed theta.
     let (ax, bx, cx) = (theta[0] / half_w, theta[1] / half_w, theta[2] / half_w);
     let (ay, by, cy) = (theta[3] / half_h, theta[4] / half_h, theta[5] / half_h);
-    let xs: Vec<f32> = super::linspace_f32((1.0 - wf) * 0.5, (wf - 1.0) * 0.5, w).collect();
-    let ys: Vec<f32> = super::linspace_f32((1.0 - hf) * 0.5, (hf - 1.0) * 0.5, h).collect();
+    let xs: Vec<f32> =
+        super::autoaugment::linspace_f32((1.0 - wf) * 0.5, (wf - 1.0) * 0.5, w).collect();
+    let ys: Vec<f32> =
+        super::autoaugment::linspace_f32((1.0 - hf) * 0.5, (hf - 1.0) * 0.5, h).collect();
     let (wf32, hf32) = (w as f32, h as f32);
     let fill = warp.fill;
     let px = |x: isize, y: isize| -> Option<&[u8]> {

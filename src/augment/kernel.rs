@@ -5,8 +5,59 @@
 use fast_image_resize::images::{CroppedImage, Image, ImageRef};
 use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
 
-use super::{CropBox, Interpolation};
-use crate::hpu::{Dtype, Layout};
+use serde::{Deserialize, Serialize};
+
+use super::geometry::{CropBox, Interpolation};
+use super::op::{OpKind, OpSpec};
+use super::pixel::PixelOp;
+use crate::dtype::{Dtype, Layout};
+use crate::rng::CounterRng;
+
+/// `ToTensor()` then `Normalize(mean, std)`: `(x / 255 - mean) / std` per channel, fused into
+/// the output writer.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Normalize {
+    /// Per-channel mean (RGB).
+    pub mean: [f32; 3],
+    /// Per-channel standard deviation (RGB).
+    pub std: [f32; 3],
+}
+
+impl Normalize {
+    /// ImageNet's mean and standard deviation, as torchvision's reference scripts use.
+    pub fn imagenet() -> Self {
+        Self {
+            mean: IMAGENET_MEAN,
+            std: IMAGENET_STD,
+        }
+    }
+}
+
+/// ImageNet's per-channel mean, as torchvision's reference scripts use.
+pub const IMAGENET_MEAN: [f32; 3] = [0.485, 0.456, 0.406];
+/// ImageNet's per-channel standard deviation.
+pub const IMAGENET_STD: [f32; 3] = [0.229, 0.224, 0.225];
+
+impl OpSpec for Normalize {
+    fn kind(&self) -> OpKind {
+        OpKind::Normalize
+    }
+    fn check(&self) -> Result<(), String> {
+        let Self { mean, std } = self;
+        if std.iter().any(|&s| !(s.is_finite() && s > 0.0)) || mean.iter().any(|m| !m.is_finite()) {
+            return Err(format!(
+                "normalize std {std:?} must be positive and mean {mean:?} finite"
+            ));
+        }
+        Ok(())
+    }
+    /// Normalize is the output writer's.
+    fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
+    fn moving_inner(&self) -> Option<String> {
+        None
+    }
+}
 
 /// Crops and resizes RGB8 images into a reused buffer (antialiased bilinear, Pillow's
 /// arithmetic). One per worker.
@@ -564,7 +615,7 @@ mod tests {
 
     #[test]
     fn vector_bf16_path_gives_the_table_bits_for_every_width_and_flip() {
-        let norm = Some((crate::augment::IMAGENET_MEAN, crate::augment::IMAGENET_STD));
+        let norm = Some((IMAGENET_MEAN, IMAGENET_STD));
         let fast = OutputWriter::new(Dtype::Bf16, Layout::Nchw, norm);
         if fast.affine.is_none() {
             assert!(

@@ -8,9 +8,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::autoaugment::{dirichlet, gamma};
+use super::autoaugment::{dirichlet, gamma, minus_one, three, two, AugMixPlan};
+use super::geometry::Interpolation;
+use super::op::{half, one, probability, OpKind, OpSpec};
 use super::pil::{self, Enhance, Filter};
-use super::{AugMixPlan, Interpolation, PixelOp};
+use super::pixel::PixelOp;
 use crate::rng::CounterRng;
 
 /// An op of timm's auto-augment vocabulary (timm's names).
@@ -41,6 +43,39 @@ pub enum TimmOp {
     TranslateY,
     TranslateXRel,
     TranslateYRel,
+}
+
+impl TimmOp {
+    /// Whether the op moves pixels (a rotation, shear or translation), which boxes would have
+    /// to follow. Exhaustive: a new op must say.
+    pub fn moves_pixels(self) -> bool {
+        match self {
+            Self::Rotate
+            | Self::ShearX
+            | Self::ShearY
+            | Self::TranslateX
+            | Self::TranslateY
+            | Self::TranslateXRel
+            | Self::TranslateYRel => true,
+            Self::AutoContrast
+            | Self::Equalize
+            | Self::Invert
+            | Self::Posterize
+            | Self::PosterizeIncreasing
+            | Self::PosterizeOriginal
+            | Self::Solarize
+            | Self::SolarizeIncreasing
+            | Self::SolarizeAdd
+            | Self::Color
+            | Self::ColorIncreasing
+            | Self::Contrast
+            | Self::ContrastIncreasing
+            | Self::Brightness
+            | Self::BrightnessIncreasing
+            | Self::Sharpness
+            | Self::SharpnessIncreasing => false,
+        }
+    }
 }
 
 /// The settings timm's `AugmentOp`s share (its `hparams` and the ops' keyword arguments), the
@@ -136,6 +171,193 @@ pub(crate) struct AugMixSpec<'a> {
     /// Ops per chain; not positive: 1 to 3 at random per chain.
     pub depth: i32,
     pub alpha: f64,
+}
+
+/// timm's own `RandAugment` (`rand_augment_transform("rand-m9-mstd0.5-inc1")` and the other
+/// `rand-*` strings), with timm's sampling and Pillow's arithmetic: `num_layers` of `ops`
+/// (with replacement, or by `weights` without), each applied with probability `prob` at a
+/// magnitude around `magnitude`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimmRandAugment {
+    /// timm's op names (`_RAND_TRANSFORMS`, `_RAND_INCREASING_TRANSFORMS` or a subset).
+    pub ops: Vec<TimmOp>,
+    /// Ops per image. Default 2.
+    #[serde(default = "two")]
+    pub num_layers: u32,
+    /// Choice weights (one per op; drawn without replacement), or none: uniform.
+    #[serde(default)]
+    pub weights: Option<Vec<f64>>,
+    /// Probability of applying each drawn op. Default 0.5.
+    #[serde(default = "half")]
+    pub prob: f64,
+    /// timm's `m`, in `[0, magnitude_max]` (default max 10).
+    pub magnitude: f64,
+    /// The settings the ops share (magnitude noise and clamp, warp fill and filters,
+    /// translations), as timm's `hparams`.
+    #[serde(default)]
+    pub hparams: Hparams,
+}
+
+/// timm's own `AutoAugment` (`auto_augment_transform("original-mstd0.5")`, `v0`, `v0r`,
+/// `originalr`): one sub-policy drawn uniformly, its ops run in order, each with its own
+/// probability and magnitude, with timm's sampling and Pillow's arithmetic.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimmAutoAugment {
+    /// The sub-policies.
+    pub policy: Vec<Vec<PolicyOp>>,
+    /// The settings the ops share (magnitude noise and clamp, warp fill and filters,
+    /// translations), as timm's `hparams`.
+    #[serde(default)]
+    pub hparams: Hparams,
+}
+
+/// timm's own AugMix (`augment_and_mix_transform("augmix-m5-w4-d2")`, not blended):
+/// Dirichlet(`alpha`) weights over `width` chains of `depth` ops (or 1 to 3) drawn from `ops`
+/// at `magnitude`, mixed in f32, then blended with the original by a Beta(`alpha`, `alpha`)
+/// weight, with Pillow's arithmetic.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimmAugMix {
+    /// timm's op names (`_AUGMIX_TRANSFORMS` or a subset).
+    pub ops: Vec<TimmOp>,
+    /// timm's `m` (severity). Default 3.
+    #[serde(default = "three_f")]
+    pub magnitude: f64,
+    /// Chains. Default 3.
+    #[serde(default = "three")]
+    pub width: u32,
+    /// Ops per chain; -1 (default): 1 to 3 at random.
+    #[serde(default = "minus_one")]
+    pub depth: i32,
+    /// Dirichlet and Beta concentration. Default 1.
+    #[serde(default = "one")]
+    pub alpha: f64,
+    /// The settings the ops share (magnitude noise and clamp, warp fill and filters,
+    /// translations), as timm's `hparams`.
+    #[serde(default)]
+    pub hparams: Hparams,
+}
+
+fn three_f() -> f64 {
+    3.0
+}
+
+/// A pixel op that moves pixels when any of `ops` does.
+fn kind_of(mut ops: impl Iterator<Item = TimmOp>) -> OpKind {
+    if ops.any(TimmOp::moves_pixels) {
+        OpKind::MovingPixel
+    } else {
+        OpKind::Pixel
+    }
+}
+
+/// The first of `ops` that moves pixels, by timm's name.
+fn mover(mut ops: impl Iterator<Item = TimmOp>) -> Option<String> {
+    ops.find(|op| op.moves_pixels()).map(|op| format!("{op:?}"))
+}
+
+impl OpSpec for TimmRandAugment {
+    fn kind(&self) -> OpKind {
+        kind_of(self.ops.iter().copied())
+    }
+    fn check(&self) -> Result<(), String> {
+        let name = "timm_rand_augment";
+        probability(self.prob, name)?;
+        if self.ops.is_empty() || self.num_layers == 0 {
+            return Err(format!("{name} needs at least one op and one layer"));
+        }
+        if let Some(w) = &self.weights {
+            if w.len() != self.ops.len() || w.iter().any(|&x| !(x >= 0.0 && x.is_finite())) {
+                return Err(format!(
+                    "{name} weights must be one non-negative number per op"
+                ));
+            }
+            let weighted = w.iter().filter(|&&x| x > 0.0).count();
+            if weighted < (self.num_layers as usize).min(w.len()) {
+                return Err(format!(
+                    "{name} draws {} ops without replacement but only {weighted} have weight",
+                    self.num_layers
+                ));
+            }
+        }
+        if !self.magnitude.is_finite() {
+            return Err(format!("{name} magnitude must be finite"));
+        }
+        self.hparams.check().map_err(|e| format!("{name} {e}"))
+    }
+    fn draw(&self, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>) {
+        let spec = RandAugmentSpec {
+            ops: &self.ops,
+            num_layers: self.num_layers,
+            weights: self.weights.as_deref(),
+            prob: self.prob,
+            magnitude: self.magnitude,
+            hparams: &self.hparams,
+        };
+        rand_augment(rng, &spec, size, out);
+    }
+    fn moving_inner(&self) -> Option<String> {
+        mover(self.ops.iter().copied())
+    }
+}
+
+impl OpSpec for TimmAutoAugment {
+    fn kind(&self) -> OpKind {
+        kind_of(self.policy.iter().flatten().map(|p| p.op))
+    }
+    fn check(&self) -> Result<(), String> {
+        let name = "timm_auto_augment";
+        if self.policy.is_empty() || self.policy.iter().any(Vec::is_empty) {
+            return Err(format!("{name} needs sub-policies of at least one op"));
+        }
+        for p in self.policy.iter().flatten() {
+            probability(p.prob, name)?;
+            if !p.magnitude.is_finite() {
+                return Err(format!("{name} magnitude {} must be finite", p.magnitude));
+            }
+        }
+        self.hparams.check().map_err(|e| format!("{name} {e}"))
+    }
+    fn draw(&self, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>) {
+        auto_augment(rng, &self.policy, &self.hparams, size, out);
+    }
+    fn moving_inner(&self) -> Option<String> {
+        mover(self.policy.iter().flatten().map(|p| p.op))
+    }
+}
+
+impl OpSpec for TimmAugMix {
+    fn kind(&self) -> OpKind {
+        kind_of(self.ops.iter().copied())
+    }
+    fn check(&self) -> Result<(), String> {
+        let name = "timm_aug_mix";
+        if self.ops.is_empty() || self.width == 0 || !(self.alpha.is_finite() && self.alpha > 0.0) {
+            return Err(format!(
+                "{name} needs ops, width >= 1 and a finite alpha > 0"
+            ));
+        }
+        if !self.magnitude.is_finite() {
+            return Err(format!("{name} magnitude must be finite"));
+        }
+        self.hparams.check().map_err(|e| format!("{name} {e}"))
+    }
+    fn draw(&self, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>) {
+        let spec = AugMixSpec {
+            ops: &self.ops,
+            magnitude: self.magnitude,
+            width: self.width,
+            depth: self.depth,
+            alpha: self.alpha,
+        };
+        let plan = aug_mix(rng, &spec, &self.hparams, size);
+        out.push(PixelOp::AugMix(Box::new(plan)));
+    }
+    fn moving_inner(&self) -> Option<String> {
+        mover(self.ops.iter().copied())
+    }
 }
 
 /// timm's `_LEVEL_DENOM`.

@@ -140,8 +140,8 @@ pub struct DataArgs {
     #[arg(long, requires = "coco")]
     pub drop_empty: bool,
     /// Built-in pipeline (resnet50_train, resnet50_eval, resnet50_v2_train,
-    /// resnet50_train_jitter, timm_train, timm_rand_augment_train, ssd300_train,
-    /// ssd300_habana) or a pipeline TOML file.
+    /// resnet50_train_jitter, timm_train, timm_rand_augment_train, ssd300_train (alias
+    /// ssd300), ssd300_habana) or a pipeline TOML file.
     #[arg(long, default_value = "resnet50_train")]
     pub pipeline: String,
     /// Where samples are decoded: the emulated media engine when it can take the file (auto),

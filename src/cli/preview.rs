@@ -39,7 +39,7 @@ pub fn run(args: &PreviewArgs) -> Result<(), Error> {
     }
     let (pipeline, builder, _) = args.data.open()?;
     let normalize = pipeline.ops.iter().find_map(|op| match op {
-        Op::Normalize { mean, std } => Some((*mean, *std)),
+        Op::Normalize(n) => Some((n.mean, n.std)),
         _ => None,
     });
     // f32 NHWC reads back exactly what the model gets, in an easy layout.

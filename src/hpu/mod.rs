@@ -10,10 +10,11 @@ mod media;
 mod memory;
 mod tensor;
 
+pub use crate::dtype::{Dtype, Layout};
 pub use dma::{DmaEvent, DmaStats};
 pub use media::{Destination, DeviceOp, DeviceSlice, EngineTimes, HostSlot, JobFailure, MediaJob};
 pub use memory::DeviceBuffer;
-pub use tensor::{DeviceTensor, Dtype, Layout};
+pub use tensor::DeviceTensor;
 
 use std::sync::Arc;
 

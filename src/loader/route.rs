@@ -9,8 +9,7 @@ use hpuload_decoders::{DecodeError, JpegDecoder};
 
 use super::engine::{count_fallback, upload, HwSlot};
 use super::{Backend, Shared};
-use crate::augment::detect::{engine_runs, needs_whole_image};
-use crate::augment::{CanvasJob, SamplePlan};
+use crate::augment::{CanvasJob, PixelOp, SamplePlan};
 use crate::cpu_time::CpuClock;
 use crate::hpu::{Hpu, HpuError};
 use crate::stage::Stage;
@@ -169,7 +168,7 @@ fn canvas_job(
     if plan.pre.is_empty() && d.window_inside_image(width, height) {
         return Ok(None);
     }
-    if !plan.pre.iter().all(engine_runs) {
+    if !plan.pre.iter().all(PixelOp::engine_runs_before_geometry) {
         return Err(
             "detection: pixel ops before the geometry other than colour steps run on the CPU path",
         );
@@ -177,7 +176,7 @@ fn canvas_job(
     // A window of only fill (rare: a zoom-out, then a crop no box constrains) still decodes
     // the image, so that a damaged file fails as on the CPU path.
     let region = match d.image_part(width, height) {
-        Some([x, y, w, h]) if !plan.pre.iter().any(needs_whole_image) => Region {
+        Some([x, y, w, h]) if !plan.pre.iter().any(PixelOp::needs_whole_image) => Region {
             x,
             y,
             width: w,

@@ -15,12 +15,12 @@ pub fn small_train() -> Pipeline {
 /// The ResNet-50 train ops with an output of `side` x `side`.
 pub fn train_at(side: u32) -> Pipeline {
     let mut p = pipelines::resnet50_train();
-    p.ops[0] = Op::RandomResizedCrop {
+    p.ops[0] = Op::RandomResizedCrop(hpuload::augment::RandomResizedCrop {
         size: Size::Square(side),
         scale: [0.08, 1.0],
         ratio: [0.75, 4.0 / 3.0],
         interpolation: Default::default(),
-    };
+    });
     p
 }
 

@@ -1,0 +1,457 @@
+//! What a pipeline file says: a named list of [`Op`]s. Each op is a thin variant around its
+//! family's spec struct (`geometry.rs`, `colour.rs`, `blur.rs`, `autoaugment.rs`, `timm.rs`,
+//! `detect.rs`, `erase.rs`, `kernel.rs`), which owns the op's fields and defaults, its check,
+//! its [`OpKind`] and its draw ([`OpSpec`]). The list below is the only place an op is named:
+//! the `ops!` macro makes the enum, its serde names and the one dispatch to the spec from it,
+//! so a new op is one line here and one spec struct that implements [`OpSpec`].
+//!
+//! The wrappers (`random_apply`, `random_choice`, `random_order`) hold ops of their own and
+//! live here.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::autoaugment::{AugMix, AutoAugment, RandAugment, TrivialAugmentWide};
+use super::blur::{GaussianBlur, RandomAdjustSharpness};
+use super::colour::{
+    ColorJitter, RandomAutocontrast, RandomEqualize, RandomGrayscale, RandomInvert,
+    RandomPhotometricDistort, RandomPosterize, RandomSolarize,
+};
+use super::detect::{RandomIoUCrop, RandomZoomOut, SanitizeBoundingBoxes};
+use super::erase::RandomErasing;
+use super::geometry::{
+    CenterCrop, RandomAffine, RandomHorizontalFlip, RandomResizedCrop, RandomRotation,
+    RandomVerticalFlip, Resize,
+};
+use super::kernel::Normalize;
+use super::pixel::PixelOp;
+use super::timm::{TimmAugMix, TimmAutoAugment, TimmRandAugment};
+use crate::rng::CounterRng;
+use crate::Error;
+
+/// What an op does to a sample, which decides where in a pipeline it may stand and, in a
+/// detection pipeline, whether the boxes can follow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpKind {
+    /// Sets the output's size: a crop or a resize.
+    Geometry,
+    /// Moves a detection sample's boxes with its pixels, before the resize (zoom-out, IoU
+    /// crop, sanitize).
+    BoxAware,
+    /// A pixel op that moves pixels (flips, warps, and the policies that rotate, shear or
+    /// translate): boxes would have to follow.
+    MovingPixel,
+    /// A pixel op that leaves every pixel where it is (colour, blur, ...).
+    Pixel,
+    /// `normalize`.
+    Normalize,
+    /// `random_erasing`.
+    Erase,
+}
+
+impl OpKind {
+    /// Whether ops of this kind run on the RGB8 image as pixel ops.
+    pub fn is_pixel(self) -> bool {
+        matches!(self, Self::Pixel | Self::MovingPixel)
+    }
+}
+
+/// What each op's spec struct says about itself. Every method is required, so the author of
+/// a new op answers each.
+pub(crate) trait OpSpec {
+    /// What the op does to a sample. A wrapper is the kind of what it may run.
+    fn kind(&self) -> OpKind;
+
+    /// Checks the op's parameters (the ranges torchvision itself enforces); the message
+    /// names the op.
+    fn check(&self) -> Result<(), String>;
+
+    /// Draws a pixel op's choices for one sample whose image is `size` (height, width) at
+    /// this point, appending what runs to `out`. Ops of the other kinds draw nothing here:
+    /// the plan draws the geometry, the boxes and the erase boxes itself.
+    fn draw(&self, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>);
+
+    /// For an op of kind [`OpKind::MovingPixel`] that holds others (a wrapper, a policy):
+    /// the inner op that moves pixels, named; `None` for an op that is itself the mover.
+    fn moving_inner(&self) -> Option<String>;
+}
+
+macro_rules! ops {
+    ($( $(#[$doc:meta])* $variant:ident($spec:ty) = $name:literal, )*) => {
+        /// One augmentation step, with torchvision's semantics (the v2 tensor kernels on uint8
+        /// images are the reference), as pipeline files spell it: `op = "<name>"` and the
+        /// spec's fields. Geometry (a crop and/or resize) comes first; then pixel ops on the
+        /// RGB8 image at the output size; then `normalize`; then `random_erasing`. Detection
+        /// pipelines put their box-aware ops (and a photometric distortion) before the resize.
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+        #[serde(tag = "op")]
+        #[non_exhaustive]
+        pub enum Op {
+            $( $(#[$doc])* #[serde(rename = $name)] $variant($spec), )*
+        }
+
+        impl Op {
+            /// The op's name as the pipeline files spell it.
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $( Op::$variant(_) => $name, )*
+                }
+            }
+
+            /// The op's spec, which says what it is, checks and draws it.
+            pub(crate) fn spec(&self) -> &dyn OpSpec {
+                match self {
+                    $( Op::$variant(spec) => spec, )*
+                }
+            }
+        }
+
+        $(
+            impl From<$spec> for Op {
+                fn from(spec: $spec) -> Self {
+                    Op::$variant(spec)
+                }
+            }
+        )*
+    };
+}
+
+ops! {
+    /// `RandomResizedCrop(size, scale, ratio, interpolation)`.
+    RandomResizedCrop(RandomResizedCrop) = "random_resized_crop",
+    /// `Resize(size)`.
+    Resize(Resize) = "resize",
+    /// `CenterCrop(size)`.
+    CenterCrop(CenterCrop) = "center_crop",
+    /// `RandomHorizontalFlip(p)`.
+    RandomHorizontalFlip(RandomHorizontalFlip) = "random_horizontal_flip",
+    /// `RandomVerticalFlip(p)`.
+    RandomVerticalFlip(RandomVerticalFlip) = "random_vertical_flip",
+    /// `ColorJitter(brightness, contrast, saturation, hue)`.
+    ColorJitter(ColorJitter) = "color_jitter",
+    /// `RandomGrayscale(p)` (`Grayscale(3)` is `p = 1`).
+    RandomGrayscale(RandomGrayscale) = "random_grayscale",
+    /// `GaussianBlur(kernel_size, sigma)`.
+    GaussianBlur(GaussianBlur) = "gaussian_blur",
+    /// `RandomSolarize(threshold, p)`.
+    RandomSolarize(RandomSolarize) = "random_solarize",
+    /// `RandomPosterize(bits, p)`.
+    RandomPosterize(RandomPosterize) = "random_posterize",
+    /// `RandomAutocontrast(p)`.
+    RandomAutocontrast(RandomAutocontrast) = "random_autocontrast",
+    /// `RandomEqualize(p)`.
+    RandomEqualize(RandomEqualize) = "random_equalize",
+    /// `RandomAdjustSharpness(sharpness_factor, p)`.
+    RandomAdjustSharpness(RandomAdjustSharpness) = "random_adjust_sharpness",
+    /// `RandomInvert(p)`.
+    RandomInvert(RandomInvert) = "random_invert",
+    /// `RandomRotation(degrees, interpolation, fill, center)`.
+    RandomRotation(RandomRotation) = "random_rotation",
+    /// `RandomAffine(degrees, translate, scale, shear, interpolation, fill, center)`.
+    RandomAffine(RandomAffine) = "random_affine",
+    /// `AutoAugment(policy, interpolation, fill)`.
+    AutoAugment(AutoAugment) = "auto_augment",
+    /// `RandAugment(num_ops, magnitude, num_magnitude_bins, interpolation, fill)`.
+    RandAugment(RandAugment) = "rand_augment",
+    /// `TrivialAugmentWide(num_magnitude_bins, interpolation, fill)`.
+    TrivialAugmentWide(TrivialAugmentWide) = "trivial_augment_wide",
+    /// `AugMix(severity, mixture_width, chain_depth, alpha, all_ops, interpolation, fill)`.
+    AugMix(AugMix) = "aug_mix",
+    /// timm's own `RandAugment` (`rand-m9-mstd0.5-inc1` and the other `rand-*` strings).
+    TimmRandAugment(TimmRandAugment) = "timm_rand_augment",
+    /// timm's own `AutoAugment` (`original-mstd0.5`, `v0`, `v0r`, `originalr`).
+    TimmAutoAugment(TimmAutoAugment) = "timm_auto_augment",
+    /// timm's own AugMix (`augmix-m5-w4-d2`, blended or not).
+    TimmAugMix(TimmAugMix) = "timm_aug_mix",
+    /// `RandomApply(ops, p)`.
+    RandomApply(RandomApply) = "random_apply",
+    /// `RandomChoice(ops, p)`.
+    RandomChoice(RandomChoice) = "random_choice",
+    /// `RandomOrder(ops)`.
+    RandomOrder(RandomOrder) = "random_order",
+    /// `RandomPhotometricDistort(brightness, contrast, saturation, hue, p)`.
+    RandomPhotometricDistort(RandomPhotometricDistort) = "random_photometric_distort",
+    /// `RandomZoomOut(fill, side_range, p)`.
+    RandomZoomOut(RandomZoomOut) = "random_zoom_out",
+    /// `RandomIoUCrop(min_scale, max_scale, min_aspect_ratio, max_aspect_ratio,
+    /// sampler_options, trials)`.
+    RandomIoUCrop(RandomIoUCrop) = "random_iou_crop",
+    /// `SanitizeBoundingBoxes(min_size, min_area)`.
+    SanitizeBoundingBoxes(SanitizeBoundingBoxes) = "sanitize_bounding_boxes",
+    /// `ToTensor()` then `Normalize(mean, std)`.
+    Normalize(Normalize) = "normalize",
+    /// `RandomErasing(p, scale, ratio, value)` after normalize (timm's with `count` boxes).
+    RandomErasing(RandomErasing) = "random_erasing",
+}
+
+impl Op {
+    /// The op's kind, looking inside `random_apply`, `random_choice`, `random_order` and the
+    /// policies: a wrapper is the kind of what it may run (a pixel op that moves pixels when
+    /// any op inside does).
+    pub fn kind(&self) -> OpKind {
+        self.spec().kind()
+    }
+
+    /// The part of this op that moves pixels, named for a message (`random_apply >
+    /// random_rotation`, `timm_rand_augment > Rotate`), or `None` when it moves none.
+    pub fn moving_part(&self) -> Option<String> {
+        if self.kind() != OpKind::MovingPixel {
+            return None;
+        }
+        Some(match self.spec().moving_inner() {
+            Some(inner) => format!("{} > {inner}", self.name()),
+            None => self.name().to_string(),
+        })
+    }
+
+    /// Checks the op's parameters (see [`OpSpec::check`]).
+    pub(crate) fn check(&self) -> Result<(), String> {
+        self.spec().check()
+    }
+
+    /// Draws a pixel op's choices (see [`OpSpec::draw`]).
+    pub(crate) fn draw(&self, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>) {
+        self.spec().draw(rng, size, out)
+    }
+}
+
+/// A named, ordered list of ops. Load one from a TOML file (see `pipelines/`) or build it in
+/// code.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pipeline {
+    /// A name for messages and reports.
+    pub name: String,
+    /// The ops, applied in order.
+    pub ops: Vec<Op>,
+}
+
+impl Pipeline {
+    /// An empty pipeline named `name`; add ops with [`Pipeline::then`].
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            ops: Vec::new(),
+        }
+    }
+
+    /// Appends `op`.
+    #[must_use]
+    pub fn then(mut self, op: impl Into<Op>) -> Self {
+        self.ops.push(op.into());
+        self
+    }
+
+    /// Parses a pipeline from TOML text (`name = "..."` and an `[[ops]]` table per op).
+    ///
+    /// # Errors
+    /// [`Error::Pipeline`] for malformed TOML, an unknown op or an unknown field.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Self, Error> {
+        toml::from_str(text).map_err(|e: toml::de::Error| {
+            // One line: the message and where, without the source snippet toml would draw.
+            let at = e.span().map_or(String::new(), |span| {
+                let before = &text.as_bytes()[..span.start.min(text.len())];
+                let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+                format!(" (line {line})")
+            });
+            Error::Pipeline {
+                name: origin.to_string(),
+                reason: format!("{}{at}", e.message().trim_end()),
+            }
+        })
+    }
+
+    /// Reads a pipeline file.
+    ///
+    /// # Errors
+    /// The file cannot be read or does not parse.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, Error> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_toml(&text, &path.display().to_string())
+    }
+}
+
+/// `RandomApply(ops, p)`: all of `ops`, in order, with probability `p`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RandomApply {
+    /// Pixel ops.
+    pub ops: Vec<Op>,
+    /// Default 0.5.
+    #[serde(default = "half")]
+    pub p: f64,
+}
+
+/// `RandomChoice(ops, p)`: one of `ops`, with weights `p` (default equal).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RandomChoice {
+    /// Pixel ops.
+    pub ops: Vec<Op>,
+    /// Weights.
+    #[serde(default)]
+    pub p: Option<Vec<f64>>,
+}
+
+/// `RandomOrder(ops)`: all of `ops` in a random order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RandomOrder {
+    /// Pixel ops.
+    pub ops: Vec<Op>,
+}
+
+/// The kind of a wrapper: the first op inside that is not a plain pixel op decides
+/// (validation refuses a wrapper of anything but pixel ops).
+fn wrapped_kind(ops: &[Op]) -> OpKind {
+    ops.iter()
+        .map(Op::kind)
+        .find(|&k| k != OpKind::Pixel)
+        .unwrap_or(OpKind::Pixel)
+}
+
+/// The first op inside a wrapper that moves pixels, named with its own inner part.
+fn wrapped_mover(ops: &[Op]) -> Option<String> {
+    ops.iter().find_map(Op::moving_part)
+}
+
+/// Only pixel ops can be wrapped.
+fn check_wrapped(ops: &[Op]) -> Result<(), String> {
+    for op in ops {
+        if !op.kind().is_pixel() {
+            return Err(format!(
+                "{} inside random_apply/random_choice/random_order (only pixel ops can be)",
+                op.name()
+            ));
+        }
+        op.check()?;
+    }
+    Ok(())
+}
+
+impl OpSpec for RandomApply {
+    fn kind(&self) -> OpKind {
+        wrapped_kind(&self.ops)
+    }
+    fn check(&self) -> Result<(), String> {
+        probability(self.p, "random_apply")?;
+        check_wrapped(&self.ops)
+    }
+    fn draw(&self, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>) {
+        if coin(rng, self.p) {
+            for op in &self.ops {
+                op.draw(rng, size, out);
+            }
+        }
+    }
+    fn moving_inner(&self) -> Option<String> {
+        wrapped_mover(&self.ops)
+    }
+}
+
+impl OpSpec for RandomChoice {
+    fn kind(&self) -> OpKind {
+        wrapped_kind(&self.ops)
+    }
+    fn check(&self) -> Result<(), String> {
+        if self.ops.is_empty() {
+            return Err("random_choice of no ops".into());
+        }
+        if let Some(w) = &self.p {
+            if w.len() != self.ops.len()
+                || w.iter().any(|&x| x.is_nan() || x < 0.0)
+                || w.iter().sum::<f64>() <= 0.0
+            {
+                return Err(format!(
+                    "random_choice weights {w:?} must be one non-negative weight per op"
+                ));
+            }
+        }
+        check_wrapped(&self.ops)
+    }
+    fn draw(&self, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>) {
+        let k = match &self.p {
+            None => rng.below(self.ops.len() as u64) as usize,
+            Some(w) => {
+                let total: f64 = w.iter().sum();
+                let mut u = rng.uniform() * total;
+                let mut pick = w.len() - 1;
+                for (i, &wi) in w.iter().enumerate() {
+                    if u < wi {
+                        pick = i;
+                        break;
+                    }
+                    u -= wi;
+                }
+                pick
+            }
+        };
+        self.ops[k].draw(rng, size, out);
+    }
+    fn moving_inner(&self) -> Option<String> {
+        wrapped_mover(&self.ops)
+    }
+}
+
+impl OpSpec for RandomOrder {
+    fn kind(&self) -> OpKind {
+        wrapped_kind(&self.ops)
+    }
+    fn check(&self) -> Result<(), String> {
+        check_wrapped(&self.ops)
+    }
+    fn draw(&self, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>) {
+        let mut order: Vec<usize> = (0..self.ops.len()).collect();
+        shuffle(rng, &mut order);
+        for k in order {
+            self.ops[k].draw(rng, size, out);
+        }
+    }
+    fn moving_inner(&self) -> Option<String> {
+        wrapped_mover(&self.ops)
+    }
+}
+
+// What the family files share to check and draw their ops.
+
+/// Serde's default for every probability that defaults to a half.
+pub(super) fn half() -> f64 {
+    0.5
+}
+
+/// Serde's default for every parameter that defaults to 1.
+pub(super) fn one() -> f64 {
+    1.0
+}
+
+pub(super) fn probability(p: f64, what: &str) -> Result<(), String> {
+    if (0.0..=1.0).contains(&p) {
+        Ok(())
+    } else {
+        Err(format!("{what} p={p} is not a probability"))
+    }
+}
+
+/// A draw that comes up with probability `p`.
+pub(super) fn coin(rng: &mut CounterRng, p: f64) -> bool {
+    rng.uniform() < p
+}
+
+/// A uniform draw in `[r[0], r[1])`.
+pub(super) fn range(rng: &mut CounterRng, r: [f64; 2]) -> f64 {
+    rng.uniform_in(r[0], r[1])
+}
+
+/// `torch.randperm`-like: a uniform permutation (Fisher–Yates).
+pub(super) fn shuffle<T>(rng: &mut CounterRng, v: &mut [T]) {
+    for i in (1..v.len()).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        v.swap(i, j);
+    }
+}

@@ -1,0 +1,630 @@
+//! A pipeline validated into a [`Plan`]: each op's own check, then the phase rules (geometry
+//! first, pixel ops at the output size, `normalize`, then `random_erasing`; a detection
+//! pipeline's box-aware ops before its resize, and no op after it that would move pixels
+//! without their boxes, however deeply nested). [`Plan::sample`] then draws each sample's
+//! [`SamplePlan`] once, from the counter-based generator keyed by `(seed, epoch, index)`.
+
+use serde::Serialize;
+
+use super::detect::{self, DetectPlan, DetectSpec, SanitizeSpec};
+use super::erase::RandomErasing;
+use super::geometry::{self, CenterCrop, CropBox, Interpolation, RandomResizedCrop, Resize, Size};
+use super::op::{Op, OpKind, Pipeline};
+use super::pixel::{PixelOp, PixelPlan};
+use crate::dtype::Dtype;
+use crate::rng::{CounterRng, Stream};
+use crate::Error;
+
+/// The geometric part of a pipeline, resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Geometry {
+    RandomResizedCrop {
+        out: (u32, u32),
+        scale: [f64; 2],
+        ratio: [f64; 2],
+    },
+    /// Optional shorter-side resize, then a center crop of `out`.
+    CenterCrop {
+        resize_short: Option<u32>,
+        out: (u32, u32),
+    },
+    Resize {
+        out: (u32, u32),
+    },
+    /// No crop or resize (a detection pipeline): each output is its sample's window at its
+    /// own size.
+    Window,
+}
+
+/// A validated pipeline: what every sample goes through.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Plan {
+    pub geometry: Geometry,
+    pub interpolation: Interpolation,
+    /// The geometric op's position in the pipeline (its random stream).
+    geometry_at: usize,
+    /// Pixel ops with their positions in the pipeline.
+    pixel: Vec<(usize, Op)>,
+    pub normalize: Option<([f32; 3], [f32; 3])>,
+    erase: Vec<(usize, RandomErasing)>,
+    /// A detection pipeline's box-aware geometry (`None`: classification).
+    pub detect: Option<DetectSpec>,
+}
+
+/// Every random choice for one sample: a pure function of `(seed, epoch, index)` and the
+/// image's size. Drawn once, by whichever path first knows the image's size, and carried
+/// whole to the path that runs it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SamplePlan {
+    /// The window of the decoded image resampled to the output size.
+    pub crop: CropBox,
+    /// The resampling filter (never `Random`: drawn).
+    pub interpolation: Interpolation,
+    /// The rest.
+    #[serde(flatten)]
+    pub pixels: PixelPlan,
+    /// Pixel ops on the whole decoded image before the geometry (detection pipelines).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pre: Vec<PixelOp>,
+    /// A detection pipeline's canvas, window and boxes. When the window shows the canvas's
+    /// fill, `crop` is the whole window, composed first on the CPU path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detect: Option<DetectPlan>,
+}
+
+/// The phase rules' state while the ops are read in order.
+#[derive(Default)]
+struct Phases {
+    geometry: Option<(Geometry, Interpolation, usize)>,
+    resize_short: Option<(u32, Interpolation)>,
+    pixel: Vec<(usize, Op)>,
+    normalize: Option<([f32; 3], [f32; 3])>,
+    erase: Vec<(usize, RandomErasing)>,
+    det: DetectSpec,
+}
+
+impl Phases {
+    /// Whether the op may still come: nothing it must precede has been read.
+    fn late(&self, what: &str) -> Result<(), String> {
+        if !self.erase.is_empty() {
+            Err(format!("{what} after random_erasing (erasing comes last)"))
+        } else if self.normalize.is_some() {
+            Err(format!(
+                "{what} after normalize (hpuload runs pixel ops on the image before it)"
+            ))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn geometry_done(&self) -> bool {
+        self.geometry.is_some()
+    }
+
+    fn boxes_moved(&self) -> bool {
+        self.det.zoom.is_some() || self.det.iou.is_some() || self.det.flip.is_some()
+    }
+
+    /// Reads the op at position `at`.
+    fn read(&mut self, at: usize, op: &Op) -> Result<(), String> {
+        match op {
+            &Op::RandomResizedCrop(RandomResizedCrop {
+                size,
+                scale,
+                ratio,
+                interpolation,
+            }) => {
+                if self.geometry_done() || self.resize_short.is_some() || !self.pixel.is_empty() {
+                    return Err("random_resized_crop must be the only geometric op, first".into());
+                }
+                self.late("random_resized_crop")?;
+                let out = size.hw();
+                self.geometry = Some((
+                    Geometry::RandomResizedCrop { out, scale, ratio },
+                    interpolation,
+                    at,
+                ));
+            }
+            &Op::Resize(Resize {
+                size: Size::Square(s),
+                interpolation,
+            }) if !self.geometry_done() && self.resize_short.is_none() && self.pixel.is_empty() => {
+                self.late("resize")?;
+                self.resize_short = Some((s, interpolation));
+            }
+            &Op::Resize(Resize {
+                size: size @ Size::HeightWidth(_),
+                interpolation,
+            }) if !self.geometry_done() && self.resize_short.is_none() && self.pixel.is_empty() => {
+                self.late("resize")?;
+                let out = size.hw();
+                self.geometry = Some((Geometry::Resize { out }, interpolation, at));
+            }
+            &Op::CenterCrop(CenterCrop { size })
+                if !self.geometry_done() && self.pixel.is_empty() =>
+            {
+                self.late("center_crop")?;
+                let out = size.hw();
+                if let Some((s, _)) = self.resize_short {
+                    if out.0 > s || out.1 > s {
+                        return Err(format!(
+                            "center_crop {out:?} is larger than the resized shorter side {s}"
+                        ));
+                    }
+                }
+                let (short, interpolation) = match self.resize_short.take() {
+                    Some((s, i)) => (Some(s), i),
+                    None => (None, Interpolation::Bilinear),
+                };
+                self.geometry = Some((
+                    Geometry::CenterCrop {
+                        resize_short: short,
+                        out,
+                    },
+                    interpolation,
+                    at,
+                ));
+            }
+            Op::Resize(_) | Op::CenterCrop(_) => {
+                return Err("supported geometry: random_resized_crop, or resize then center_crop, or resize to [h, w], before any pixel op".into());
+            }
+            Op::Normalize(n) => {
+                self.late("normalize")?;
+                self.normalize = Some((n.mean, n.std));
+            }
+            Op::RandomErasing(e) => self.erase.push((at, *e)),
+            Op::RandomZoomOut(z) => {
+                if self.geometry_done() || self.det.iou.is_some() || self.det.flip.is_some() {
+                    return Err(
+                        "random_zoom_out comes before random_iou_crop, the flip and the resize"
+                            .into(),
+                    );
+                }
+                self.det.zoom = Some((at, *z));
+            }
+            Op::RandomIoUCrop(c) => {
+                if self.geometry_done() || self.det.flip.is_some() {
+                    return Err("random_iou_crop comes before the flip and the resize".into());
+                }
+                self.det.iou = Some((at, c.clone()));
+            }
+            &Op::SanitizeBoundingBoxes(spec) => {
+                self.det.sanitize = Some(SanitizeSpec {
+                    spec,
+                    before_resize: !self.geometry_done(),
+                });
+            }
+            Op::RandomHorizontalFlip(f) if !self.geometry_done() && self.pixel.is_empty() => {
+                self.det.flip = Some((at, f.p));
+            }
+            Op::RandomPhotometricDistort(_) if !self.geometry_done() && !self.boxes_moved() => {
+                self.det.pre.push((at, op.clone()));
+            }
+            pixel_op => {
+                debug_assert!(pixel_op.kind().is_pixel(), "{pixel_op:?}");
+                // A detection pipeline without a resize runs its pixel ops on the window.
+                if !self.geometry_done() && !self.boxes_moved() {
+                    return Err(format!(
+                        "{} must follow the crop or resize that sets the output size",
+                        pixel_op.name()
+                    ));
+                }
+                self.late(pixel_op.name())?;
+                self.pixel.push((at, pixel_op.clone()));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Pipeline {
+    /// Validates the ops and resolves them into a per-sample plan for `dtype`.
+    pub(crate) fn plan(&self, dtype: Dtype) -> Result<Plan, Error> {
+        self.validate(dtype).map_err(|reason| Error::Pipeline {
+            name: self.name.clone(),
+            reason,
+        })
+    }
+
+    fn validate(&self, dtype: Dtype) -> Result<Plan, String> {
+        let mut phases = Phases::default();
+        for (at, op) in self.ops.iter().enumerate() {
+            op.check()?;
+            phases.read(at, op)?;
+        }
+        let Phases {
+            geometry,
+            resize_short,
+            pixel,
+            normalize,
+            erase,
+            det,
+        } = phases;
+        if resize_short.is_some() {
+            return Err("resize of the shorter side alone gives a different shape per image; add center_crop (batch shapes must be static)".into());
+        }
+        // No crop or resize: each image keeps its (detection) window's size.
+        let geometry = geometry.unwrap_or((Geometry::Window, Interpolation::Bilinear, 0));
+        let natural = geometry.0 == Geometry::Window;
+        let detect = if det.is_detection() || natural {
+            if !matches!(geometry.0, Geometry::Resize { .. } | Geometry::Window) {
+                return Err("a detection pipeline ends its geometry with resize [h, w] (one size per batch), or has no resize (each image keeps its window's size)".into());
+            }
+            // Ops that move pixels after the resize would leave the boxes behind, however
+            // deeply they are nested.
+            if let Some(what) = pixel.iter().find_map(|(_, op)| op.moving_part()) {
+                return Err(format!(
+                    "{what} after the geometry of a detection pipeline would move pixels without their boxes (put a horizontal flip before the resize; the other ops that move pixels are not box-aware yet)"
+                ));
+            }
+            Some(det)
+        } else if det.flip.is_some() || !det.pre.is_empty() {
+            return Err("ops before the crop or resize are for detection pipelines (with random_zoom_out, random_iou_crop or sanitize_bounding_boxes); put them after it".into());
+        } else {
+            None
+        };
+        let (geometry, interpolation, geometry_at) = geometry;
+        if dtype == Dtype::I64 {
+            return Err("i64 is a label type; choose u8, f16, bf16 or f32 for images".into());
+        }
+        if dtype == Dtype::U8 && normalize.is_some() {
+            return Err("u8 output cannot hold normalized values: remove normalize or choose f32, f16 or bf16".into());
+        }
+        if dtype == Dtype::U8 && erase.iter().any(|(_, e)| e.fills_randomly()) {
+            return Err("random_erasing with random values needs a float output dtype".into());
+        }
+        Ok(Plan {
+            geometry,
+            interpolation,
+            geometry_at,
+            pixel,
+            normalize,
+            erase,
+            detect,
+        })
+    }
+}
+
+/// How each op kind is read by the phase rules: exhaustive, so a new kind must be placed.
+#[allow(dead_code)]
+fn placed(kind: OpKind) -> &'static str {
+    match kind {
+        OpKind::Geometry => "first (after a detection pipeline's box-aware ops)",
+        OpKind::BoxAware => "before the resize",
+        OpKind::MovingPixel | OpKind::Pixel => "after the geometry, before normalize",
+        OpKind::Normalize => "after the pixel ops",
+        OpKind::Erase => "last",
+    }
+}
+
+impl Plan {
+    /// Output `(height, width)`, the same for every sample; `None` when each sample keeps its
+    /// window's size.
+    pub fn fixed_out(&self) -> Option<(u32, u32)> {
+        match self.geometry {
+            Geometry::RandomResizedCrop { out, .. }
+            | Geometry::CenterCrop { out, .. }
+            | Geometry::Resize { out } => Some(out),
+            Geometry::Window => None,
+        }
+    }
+
+    /// The most pixels an output can have for a `width`x`height` image.
+    pub fn max_pixels(&self, width: u32, height: u32) -> u64 {
+        let (h, w) = match self.fixed_out() {
+            Some(out) => out,
+            None => {
+                let zoom = self.detect.as_ref().and_then(|d| d.zoom.as_ref());
+                let (w, h) = detect::largest_canvas(zoom.map(|(_, z)| z), width, height);
+                (h, w)
+            }
+        };
+        u64::from(h) * u64::from(w)
+    }
+
+    /// Draws the sample's plan for a `width`x`height` image, and its boxes (`objects`) when
+    /// the pipeline is a detection one.
+    ///
+    /// # Errors
+    /// The image is too small for the geometry (a center crop of a resize to nothing).
+    pub fn sample(
+        &self,
+        seed: u64,
+        epoch: u64,
+        index: usize,
+        (width, height): (u32, u32),
+        objects: Option<&[[f32; 4]]>,
+    ) -> Result<SamplePlan, String> {
+        let mut pre = Vec::new();
+        let mut detected = None;
+        if let Some(d) = &self.detect {
+            let rng = |at: usize| CounterRng::for_op(seed, epoch, index as u64, at);
+            for (at, op) in &d.pre {
+                op.draw(&mut rng(*at), (height, width), &mut pre);
+            }
+            let boxes = objects.unwrap_or(&[]);
+            let zoom = d
+                .zoom
+                .as_ref()
+                .and_then(|(at, z)| detect::zoom_out(z, width, height, &mut rng(*at)));
+            let ((cw, ch), on_canvas) = detect::on_canvas(boxes, zoom, width, height);
+            let crop = d
+                .iou
+                .as_ref()
+                .and_then(|(at, spec)| detect::iou_crop(spec, cw, ch, &on_canvas, &mut rng(*at)));
+            let flip = d.flip.is_some_and(|(at, p)| rng(at).uniform() < p);
+            let fill = d.zoom.as_ref().map_or([0; 3], |(_, z)| z.fill);
+            detected = Some(detect::transform_boxes(
+                &detect::Drawn { zoom, crop, flip },
+                fill,
+                width,
+                height,
+                boxes,
+                self.fixed_out(),
+                d.sanitize,
+            ));
+        }
+        let crop = match (&detected, &self.geometry) {
+            (Some(d), _) => {
+                let [wl, wt, ww, wh] = d.window;
+                if d.window_inside_image(width, height) {
+                    CropBox::rect(wl - d.image_at.0, wt - d.image_at.1, ww, wh)
+                } else {
+                    CropBox::full(ww, wh)
+                }
+            }
+            (None, geometry) => match *geometry {
+                Geometry::RandomResizedCrop { scale, ratio, .. } => {
+                    let mut rng = CounterRng::new(seed, epoch, index as u64, Stream::Crop);
+                    geometry::random_resized_crop(width, height, scale, ratio, &mut rng)
+                }
+                Geometry::CenterCrop { resize_short, out } => {
+                    geometry::resize_center_crop(width, height, resize_short, out)?
+                }
+                Geometry::Resize { .. } | Geometry::Window => CropBox::full(width, height),
+            },
+        };
+        let interpolation = match self.interpolation {
+            Interpolation::Random => {
+                let mut rng = CounterRng::for_op(seed, epoch, index as u64, self.geometry_at);
+                if rng.below(2) == 0 {
+                    Interpolation::Bilinear
+                } else {
+                    Interpolation::Bicubic
+                }
+            }
+            fixed => fixed,
+        };
+        let size = match (&detected, self.fixed_out()) {
+            (_, Some(out)) => out,
+            (Some(d), None) => d.size,
+            (None, None) => (height, width),
+        };
+        let mut ops = Vec::new();
+        let mut first_flip = true;
+        for (at, op) in &self.pixel {
+            // The first horizontal flip keeps the stream it has always had, so pipelines
+            // without other ops give the batches they gave before.
+            let mut rng = if first_flip && matches!(op, Op::RandomHorizontalFlip(_)) {
+                first_flip = false;
+                CounterRng::new(seed, epoch, index as u64, Stream::Flip)
+            } else {
+                CounterRng::for_op(seed, epoch, index as u64, *at)
+            };
+            op.draw(&mut rng, size, &mut ops);
+        }
+        if detected.as_ref().is_some_and(|d| d.flip) {
+            ops.insert(0, PixelOp::Hflip);
+        }
+        let mut flip = false;
+        while let Some(k) = ops.iter().rposition(|o| *o == PixelOp::Hflip) {
+            if !ops[k + 1..].iter().all(PixelOp::commutes_with_hflip) {
+                break;
+            }
+            ops.remove(k);
+            flip = !flip;
+        }
+        let mut erase = Vec::new();
+        for (at, spec) in &self.erase {
+            let mut rng = CounterRng::for_op(seed, epoch, index as u64, *at);
+            spec.draw_boxes(&mut rng, size.0, size.1, &mut erase);
+        }
+        Ok(SamplePlan {
+            crop,
+            interpolation,
+            pixels: PixelPlan {
+                size,
+                ops,
+                flip,
+                erase,
+            },
+            pre,
+            detect: detected,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::augment::{CenterCrop, Normalize, RandomHorizontalFlip, RandomResizedCrop, Resize};
+
+    #[test]
+    fn builtin_style_pipelines_validate() {
+        let train = Pipeline::new("t")
+            .then(Op::RandomResizedCrop(RandomResizedCrop::new(Size::Square(
+                224,
+            ))))
+            .then(Op::RandomHorizontalFlip(RandomHorizontalFlip { p: 0.5 }))
+            .then(Op::Normalize(Normalize::imagenet()));
+        assert_eq!(
+            train.plan(Dtype::Bf16).unwrap().fixed_out(),
+            Some((224, 224))
+        );
+        let eval = Pipeline::new("e")
+            .then(Op::Resize(Resize {
+                size: Size::Square(256),
+                interpolation: Interpolation::Bilinear,
+            }))
+            .then(Op::CenterCrop(CenterCrop {
+                size: Size::Square(224),
+            }));
+        assert_eq!(
+            eval.plan(Dtype::U8).unwrap().geometry,
+            Geometry::CenterCrop {
+                resize_short: Some(256),
+                out: (224, 224)
+            }
+        );
+    }
+
+    #[test]
+    fn shapes_that_would_vary_are_rejected() {
+        let e = Pipeline::new("x")
+            .then(Op::Resize(Resize {
+                size: Size::Square(256),
+                interpolation: Interpolation::Bilinear,
+            }))
+            .plan(Dtype::F32)
+            .unwrap_err();
+        assert!(e.to_string().contains("static"), "{e}");
+        // No crop or resize: each image keeps its own size, which the loader takes only from
+        // a dataset that gives the sizes (detection).
+        let p = Pipeline::new("x")
+            .then(Op::RandomHorizontalFlip(RandomHorizontalFlip { p: 0.5 }))
+            .plan(Dtype::F32)
+            .unwrap();
+        assert_eq!(p.fixed_out(), None);
+    }
+
+    #[test]
+    fn u8_output_with_normalize_is_rejected() {
+        let p = Pipeline::new("x")
+            .then(Op::CenterCrop(CenterCrop {
+                size: Size::Square(8),
+            }))
+            .then(Op::Normalize(Normalize::imagenet()));
+        assert!(p.plan(Dtype::U8).is_err());
+        assert!(p.plan(Dtype::F16).is_ok());
+    }
+
+    #[test]
+    fn toml_with_unknown_field_or_op_is_rejected_with_the_name() {
+        let e = Pipeline::from_toml(
+            "name='a'\n[[ops]]\nop='center_crop'\nsize=4\ncolour=1\n",
+            "f.toml",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("f.toml") && e.to_string().contains("colour"),
+            "{e}"
+        );
+        let e = Pipeline::from_toml("name='a'\n[[ops]]\nop='rotate'\n", "f.toml").unwrap_err();
+        assert!(e.to_string().contains("rotate"), "{e}");
+    }
+
+    #[test]
+    fn flip_probability_is_respected() {
+        let p = Pipeline::new("x")
+            .then(Op::CenterCrop(CenterCrop {
+                size: Size::Square(8),
+            }))
+            .then(Op::RandomHorizontalFlip(RandomHorizontalFlip { p: 0.5 }))
+            .plan(Dtype::U8)
+            .unwrap();
+        let flips = (0..10_000)
+            .filter(|&i| p.sample(1, 0, i, (10, 10), None).unwrap().pixels.flip)
+            .count();
+        assert!((4_700..5_300).contains(&flips), "{flips}");
+        let never = Pipeline::new("x")
+            .then(Op::CenterCrop(CenterCrop {
+                size: Size::Square(8),
+            }))
+            .then(Op::RandomHorizontalFlip(RandomHorizontalFlip { p: 0.0 }))
+            .plan(Dtype::U8)
+            .unwrap();
+        assert!((0..100).all(|i| !never.sample(1, 0, i, (10, 10), None).unwrap().pixels.flip));
+    }
+}
+
+#[cfg(test)]
+mod kind_tests {
+    use super::*;
+    use crate::augment::{RandomApply, RandomInvert, RandomRotation};
+
+    fn detection(op: &str) -> Result<Plan, Error> {
+        let text = format!(
+            "name = 'd'\n[[ops]]\nop = 'random_iou_crop'\n[[ops]]\nop = 'resize'\nsize = [300, 300]\n{op}"
+        );
+        Pipeline::from_toml(&text, "d.toml")?.plan(Dtype::U8)
+    }
+
+    #[test]
+    fn detection_refuses_pixel_movers_nested_any_way_naming_them() {
+        let cases = [
+            (
+                "[[ops]]\nop = 'random_apply'\nops = [{ op = 'random_rotation', degrees = [-10.0, 10.0] }]\n",
+                "random_apply > random_rotation",
+            ),
+            (
+                "[[ops]]\nop = 'random_choice'\nops = [{ op = 'color_jitter' }, { op = 'random_order', ops = [{ op = 'random_invert' }, { op = 'random_affine', degrees = [0.0, 0.0], translate = [0.1, 0.1] }] }]\n",
+                "random_choice > random_order > random_affine",
+            ),
+            (
+                "[[ops]]\nop = 'random_apply'\nops = [{ op = 'random_vertical_flip' }]\n",
+                "random_apply > random_vertical_flip",
+            ),
+            (
+                "[[ops]]\nop = 'timm_rand_augment'\nops = ['Equalize', 'Rotate']\nmagnitude = 9.0\n",
+                "timm_rand_augment > Rotate",
+            ),
+            (
+                "[[ops]]\nop = 'timm_aug_mix'\nops = ['ShearX']\n",
+                "timm_aug_mix > ShearX",
+            ),
+            (
+                "[[ops]]\nop = 'timm_auto_augment'\npolicy = [[{ op = 'Color', prob = 0.5, magnitude = 3.0 }], [{ op = 'TranslateYRel', prob = 0.5, magnitude = 3.0 }]]\n",
+                "timm_auto_augment > TranslateYRel",
+            ),
+            ("[[ops]]\nop = 'trivial_augment_wide'\n", "trivial_augment_wide"),
+            ("[[ops]]\nop = 'random_rotation'\ndegrees = [-5.0, 5.0]\n", "random_rotation"),
+        ];
+        for (op, named) in cases {
+            let e = detection(op).expect_err(op).to_string();
+            assert!(e.contains(named) && e.contains("boxes"), "{op}: {e}");
+        }
+    }
+
+    #[test]
+    fn detection_takes_pixel_ops_that_leave_pixels_in_place_nested() {
+        for op in [
+            "[[ops]]\nop = 'random_apply'\nops = [{ op = 'color_jitter', brightness = [0.5, 1.5] }, { op = 'random_grayscale' }]\n",
+            "[[ops]]\nop = 'timm_rand_augment'\nops = ['Equalize', 'Color', 'SolarizeAdd']\nmagnitude = 9.0\n",
+        ] {
+            detection(op).unwrap_or_else(|e| panic!("{op}: {e}"));
+        }
+    }
+
+    #[test]
+    fn wrapper_kind_is_the_kind_of_what_it_may_run() {
+        let rotate = Op::RandomRotation(RandomRotation {
+            degrees: [0.0, 1.0],
+            interpolation: Interpolation::Nearest,
+            fill: None,
+            center: None,
+        });
+        let invert = Op::RandomInvert(RandomInvert { p: 0.5 });
+        let apply = |ops: Vec<Op>| Op::RandomApply(RandomApply { ops, p: 0.5 });
+        assert_eq!(apply(vec![invert.clone()]).kind(), OpKind::Pixel);
+        assert_eq!(
+            apply(vec![invert.clone(), apply(vec![rotate.clone()])]).kind(),
+            OpKind::MovingPixel
+        );
+        assert_eq!(
+            apply(vec![invert, apply(vec![rotate])])
+                .moving_part()
+                .as_deref(),
+            Some("random_apply > random_apply > random_rotation")
+        );
+    }
+}
