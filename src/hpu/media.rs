@@ -96,13 +96,15 @@ pub struct EngineTimes {
     pub op: Duration,
 }
 
-/// A job the engine could not decode, with the bitstream it read (for a decode elsewhere).
+/// A job the engine could not decode, with what it was given back (for a decode elsewhere).
 #[derive(Debug)]
 pub struct JobFailure {
     /// Why.
     pub error: DecodeError,
     /// The compressed bytes the job named.
     pub bitstream: Vec<u8>,
+    /// The job's pixel plan, unrun.
+    pub augment: PixelPlan,
 }
 
 /// An engine's own state.
@@ -151,6 +153,7 @@ impl Engine {
             return done(Err(JobFailure {
                 error,
                 bitstream: std::mem::take(&mut self.bitstream),
+                augment,
             }));
         }
         // The pixel ops run in the engine's own memory, so that the buffer's lock below is

@@ -64,14 +64,16 @@ pub(super) fn fits(
     )))
 }
 
-/// Decodes `bytes` (sample `index`) on the CPU and writes the augmented sample into `slot`;
-/// returns a detection sample's plan (its boxes).
+/// Decodes `bytes` (sample `index`) on the CPU and writes the augmented sample into `slot`,
+/// running `plan` when the router (or the engine) drew it, else the plan drawn here from the
+/// decoded size; returns a detection sample's plan (its boxes).
 pub(super) fn decode_into(
     shared: &Shared,
     s: &mut CpuScratch,
     index: usize,
     epoch: u64,
     bytes: &[u8],
+    plan: Option<SamplePlan>,
     slot: &mut [u8],
 ) -> Result<Option<DetectPlan>, SampleErrorKind> {
     let c = &shared.counters;
@@ -84,18 +86,18 @@ pub(super) fn decode_into(
     let len = info.rgb_len();
     let t2 = CpuClock::now();
     c.add(Stage::DecodeCpu, t2 - t1);
-    let objects = shared.source.objects(index);
-    let mut plan = shared
-        .plan
-        .sample(
-            shared.seed,
-            epoch,
-            index,
-            (info.width, info.height),
-            objects.map(|o| o.boxes),
-        )
-        .map_err(SampleErrorKind::Augment)?;
-    fits(shared, &plan, (info.width, info.height))?;
+    let mut plan = match plan {
+        Some(plan) => plan,
+        None => {
+            let objects = shared.source.objects(index).map(|o| o.boxes);
+            let size = (info.width, info.height);
+            let plan = (shared.plan)
+                .sample(shared.seed, epoch, index, size, objects)
+                .map_err(SampleErrorKind::Augment)?;
+            fits(shared, &plan, size)?;
+            plan
+        }
+    };
     let (w, h) = (info.width as usize, info.height as usize);
     augment::apply(&plan.pre, &mut s.rgb[..len], h, w, &mut s.ops);
     let (source, sw, sh) = match &plan.detect {

@@ -135,7 +135,7 @@ pub(super) fn submit(guard: EngineJob, mut h: HwSlot) -> Result<(), HpuError> {
                     guard.shared.counters.add(Stage::AugmentEngine, times.op);
                     guard.finished();
                 }
-                Err(failure) => fallback(guard, &h, failure),
+                Err(failure) => fallback(guard, h, failure),
             }
         }),
     };
@@ -166,7 +166,7 @@ pub(crate) struct Spare {
 /// policy) and put the sample where the engine's output goes: straight
 /// into a host batch's pinned slot, or through a pinned staging buffer and the DMA engine into
 /// a device batch (the loader writes no device memory itself).
-fn fallback(mut guard: EngineJob, h: &HwSlot, failure: JobFailure) {
+fn fallback(mut guard: EngineJob, mut h: HwSlot, failure: JobFailure) {
     let (shared, work) = (Arc::clone(&guard.shared), Arc::clone(&guard.work));
     let path = &shared.source.entries()[h.index].path;
     if shared.backend == Backend::Hw {
@@ -188,7 +188,9 @@ fn fallback(mut guard: EngineJob, h: &HwSlot, failure: JobFailure) {
     let mut scratch = lock(&shared.spare.scratch)
         .pop()
         .unwrap_or_else(|| Scratch::new(&shared));
-    let bytes = Some(&failure.bitstream[..]);
+    // The sample's plan, whole again: the CPU path runs what the engine was to run.
+    h.plan.pixels = failure.augment;
+    let given = Some((&failure.bitstream[..], h.plan));
     match work.placement {
         Placement::Host => {
             let slot = work.slots.slot_mut(h.slot);
@@ -199,7 +201,7 @@ fn fallback(mut guard: EngineJob, h: &HwSlot, failure: JobFailure) {
                 h.index,
                 slot.sample,
                 None,
-                bytes,
+                given,
             ) {
                 Ok(Filled::Cpu {
                     index,
@@ -233,7 +235,7 @@ fn fallback(mut guard: EngineJob, h: &HwSlot, failure: JobFailure) {
                 }
             };
             let (sample, label) = staging.as_mut_slice().split_at_mut(sb);
-            let filled = fill(&shared, &mut scratch, &work, h.index, sample, None, bytes);
+            let filled = fill(&shared, &mut scratch, &work, h.index, sample, None, given);
             lock(&shared.spare.scratch).push(scratch);
             let (index, label_value, detect) = match filled {
                 Ok(Filled::Cpu {

@@ -13,7 +13,7 @@ use super::cpu::{self, CpuScratch, Scratch};
 use super::engine::HwSlot;
 use super::route::{route, Bitstream, Route};
 use super::{Backend, OnError, Shared};
-use crate::augment::DetectPlan;
+use crate::augment::{DetectPlan, SamplePlan};
 use crate::cpu_time::CpuClock;
 use crate::hpu::Hpu;
 use crate::rng::{CounterRng, Stream};
@@ -38,7 +38,8 @@ pub(super) enum Filled {
 
 /// Loads sample `original` (or, under `OnError::Skip`, a deterministic replacement) into
 /// `slot`: decoded on the CPU, or as a bitstream for the engine when `engine` allows. `given`:
-/// `original`'s bytes, already in hand (the engine's fallback), instead of reading them.
+/// `original`'s bytes and drawn plan, already in hand (the engine's fallback), instead of
+/// reading and drawing them.
 pub(super) fn fill(
     shared: &Shared,
     scratch: &mut Scratch,
@@ -46,7 +47,7 @@ pub(super) fn fill(
     original: usize,
     slot: &mut [u8],
     engine: Option<&Hpu>,
-    mut given: Option<&[u8]>,
+    mut given: Option<(&[u8], SamplePlan)>,
 ) -> Result<Filled, Error> {
     let n = shared.source.entries().len() as u64;
     let mut replace = CounterRng::new(shared.seed, batch.epoch, original as u64, Stream::Replace);
@@ -105,7 +106,7 @@ fn load_sample(
     epoch: u64,
     slot: &mut [u8],
     engine: Option<&Hpu>,
-    given: Option<&[u8]>,
+    given: Option<(&[u8], SamplePlan)>,
 ) -> Result<Filled, SampleError> {
     let entry = &shared.source.entries()[index];
     let err = |kind| SampleError {
@@ -114,8 +115,8 @@ fn load_sample(
         kind,
     };
     let c = &shared.counters;
-    let cpu = |s: &mut CpuScratch, bytes: &[u8], slot: &mut [u8]| {
-        cpu::decode_into(shared, s, index, epoch, bytes, slot)
+    let cpu = |s: &mut CpuScratch, bytes: &[u8], slot: &mut [u8], plan: Option<SamplePlan>| {
+        cpu::decode_into(shared, s, index, epoch, bytes, plan, slot)
             .map(|detect| Filled::Cpu {
                 index,
                 label: entry.label,
@@ -124,7 +125,7 @@ fn load_sample(
             .map_err(err)
     };
     let t0 = CpuClock::now();
-    let in_slot = match (engine, given) {
+    let in_slot = match (engine, &given) {
         (Some(_), None) => shared
             .source
             .read_into(index, shared.read_mode, slot)
@@ -135,19 +136,19 @@ fn load_sample(
         c.add(Stage::Read, t0.elapsed());
         c.bytes_read.fetch_add(len as u64, Ordering::Relaxed);
         let bitstream = Bitstream::InSlot(&slot[..len]);
-        if let Route::Engine(hw) =
-            route(shared, &mut s.engine_probe, hpu, index, epoch, bitstream).map_err(err)?
-        {
-            return Ok(Filled::Hw(hw));
-        }
+        let plan =
+            match route(shared, &mut s.engine_probe, hpu, index, epoch, bitstream).map_err(err)? {
+                Route::Engine(hw) => return Ok(Filled::Hw(hw)),
+                Route::Cpu(plan) => plan,
+            };
         // The CPU path decodes into the slot: the bytes move out of it first.
         s.file.clear();
         s.file.extend_from_slice(&slot[..len]);
-        return cpu(&mut s.cpu, &s.file, slot);
+        return cpu(&mut s.cpu, &s.file, slot, plan);
     }
     let read;
-    let bytes: &[u8] = match given {
-        Some(bytes) => bytes,
+    let (bytes, given_plan): (&[u8], _) = match given {
+        Some((bytes, plan)) => (bytes, Some(plan)),
         None => {
             read = shared
                 .source
@@ -155,7 +156,7 @@ fn load_sample(
                 .map_err(|e| err(SampleErrorKind::Read(e)))?;
             c.add(Stage::Read, t0.elapsed());
             c.bytes_read.fetch_add(read.len() as u64, Ordering::Relaxed);
-            &read
+            (&read, None)
         }
     };
     let routed = match engine {
@@ -166,11 +167,11 @@ fn load_sample(
             };
             route(shared, &mut s.engine_probe, hpu, index, epoch, bitstream)
         }
-        None => Ok(Route::Cpu),
+        None => Ok(Route::Cpu(given_plan)),
     };
     match routed.map_err(err)? {
         Route::Engine(hw) => Ok(Filled::Hw(hw)),
-        Route::Cpu => cpu(&mut s.cpu, bytes, slot),
+        Route::Cpu(plan) => cpu(&mut s.cpu, bytes, slot, plan),
     }
 }
 

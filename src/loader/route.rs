@@ -20,8 +20,9 @@ use crate::SampleErrorKind;
 pub(super) enum Route {
     /// To the media engine: its bitstream is in the slot (or a device buffer of its own).
     Engine(HwSlot),
-    /// To the CPU path.
-    Cpu,
+    /// To the CPU path, with the sample's plan when the router drew it (the engine's probe
+    /// read the image's size), so the CPU path runs that plan instead of drawing it again.
+    Cpu(Option<SamplePlan>),
 }
 
 /// Where a sample's encoded bytes are when it is routed.
@@ -45,7 +46,7 @@ pub(super) fn route(
     bitstream: Bitstream<'_>,
 ) -> Result<Route, SampleErrorKind> {
     let only_engine = match shared.backend {
-        Backend::Cpu => return Ok(Route::Cpu),
+        Backend::Cpu => return Ok(Route::Cpu(None)),
         Backend::Auto => false,
         Backend::Hw => true,
     };
@@ -57,7 +58,7 @@ pub(super) fn route(
     match probe.probe_parsed(bytes) {
         Ok((info, parsed)) => {
             let objects = shared.source.objects(index).map(|o| o.boxes);
-            let mut plan = shared
+            let plan = shared
                 .plan
                 .sample(
                     shared.seed,
@@ -70,7 +71,7 @@ pub(super) fn route(
             super::cpu::fits(shared, &plan, (info.width, info.height))?;
             let (oh, ow) = plan.pixels.size;
             let filter = plan.interpolation.filter();
-            let canvas = match canvas_job(&mut plan, info.width, info.height) {
+            let canvas = match canvas_job(&plan, info.width, info.height) {
                 Ok(canvas) => canvas,
                 Err(reason) if only_engine => {
                     return Err(SampleErrorKind::Augment(reason.to_string()));
@@ -78,7 +79,7 @@ pub(super) fn route(
                 Err(reason) => {
                     c.add(Stage::Route, t1.elapsed());
                     count_fallback(shared, reason);
-                    return Ok(Route::Cpu);
+                    return Ok(Route::Cpu(Some(plan)));
                 }
             };
             let (canvas, region) = match canvas {
@@ -130,7 +131,7 @@ pub(super) fn route(
                 }
                 Err(HpuError::OutOfMemory { .. }) if !only_engine => {
                     count_fallback(shared, "no device memory for the bitstream");
-                    Ok(Route::Cpu)
+                    Ok(Route::Cpu(Some(plan)))
                 }
                 // A device fault, not a property of the file: `fill` fails the batch.
                 Err(e) => Err(SampleErrorKind::Device(e)),
@@ -140,13 +141,13 @@ pub(super) fn route(
         Err(DecodeError::Unsupported { reason, .. }) => {
             c.add(Stage::Route, t1.elapsed());
             count_fallback(shared, reason);
-            Ok(Route::Cpu)
+            Ok(Route::Cpu(None))
         }
         // Not an image, corrupt or truncated: the CPU decoder reports it, so the reasons are
         // the same on both paths.
         Err(_) => {
             c.add(Stage::Route, t1.elapsed());
-            Ok(Route::Cpu)
+            Ok(Route::Cpu(None))
         }
     }
 }
@@ -154,11 +155,11 @@ pub(super) fn route(
 /// A detection sample's steps before the resize for the engine: `None` when its window is a
 /// region of the image and nothing runs before the geometry (the engine's plain decode); a
 /// [`CanvasJob`] for photometric steps on the image or a window that shows the zoom-out's fill
-/// (taking the plan's `pre`), with the region to decode (the whole image when a step needs
+/// (with a copy of the plan's `pre`: the plan stays whole, for a fallback), with the region to decode (the whole image when a step needs
 /// it or the window shows none of the image, else the window's part of it); the reason when
 /// the CPU path must take it (pixel ops the engine does not run before the geometry).
 fn canvas_job(
-    plan: &mut SamplePlan,
+    plan: &SamplePlan,
     width: u32,
     height: u32,
 ) -> Result<Option<(CanvasJob, Region)>, &'static str> {
@@ -188,7 +189,7 @@ fn canvas_job(
     let (il, it) = (i64::from(d.image_at.0), i64::from(d.image_at.1));
     let job = CanvasJob {
         image: (width, height),
-        pre: std::mem::take(&mut plan.pre),
+        pre: plan.pre.clone(),
         window: [wl - il, wt - it, ww, wh],
         fill: d.fill,
         interpolation: plan.interpolation,

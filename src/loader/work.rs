@@ -95,25 +95,27 @@ fn fill_slot(shared: &Shared, scratch: &mut Scratch, job: &Job) {
     let original = batch.indices[job.slot].load(Ordering::Relaxed);
     let slot = batch.slots.slot_mut(job.slot);
     let engine = (shared.backend != Backend::Cpu).then_some(&batch.hpu);
-    let (index, label, detect) =
-        match fill(shared, scratch, batch, original, slot.sample, engine, None) {
-            Ok(Filled::Cpu {
-                index,
-                label,
-                detect,
-            }) => (index, label, detect),
-            Ok(Filled::Hw(mut h)) => {
-                let (index, label) = (h.index, shared.source.entries()[h.index].label);
-                // The boxes are the plan's, whichever path decodes the pixels.
-                let detect = h.plan.detect.take();
-                lock(&batch.hw).push(HwSlot {
-                    slot: job.slot,
-                    ..h
-                });
-                (index, label, detect)
-            }
-            Err(e) => return batch.fail(e),
-        };
-    write_label(shared, index, label, detect.as_ref(), slot.label);
+    let index = match fill(shared, scratch, batch, original, slot.sample, engine, None) {
+        Ok(Filled::Cpu {
+            index,
+            label,
+            detect,
+        }) => {
+            write_label(shared, index, label, detect.as_ref(), slot.label);
+            index
+        }
+        Ok(Filled::Hw(h)) => {
+            let (index, label) = (h.index, shared.source.entries()[h.index].label);
+            // The boxes are the plan's, whichever path decodes the pixels; the plan stays
+            // whole with the sample, for a fallback.
+            write_label(shared, index, label, h.plan.detect.as_ref(), slot.label);
+            lock(&batch.hw).push(HwSlot {
+                slot: job.slot,
+                ..h
+            });
+            index
+        }
+        Err(e) => return batch.fail(e),
+    };
     batch.indices[job.slot].store(index, Ordering::Relaxed);
 }
