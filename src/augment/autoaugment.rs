@@ -5,9 +5,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::geometry::{nearest, warp_interpolation, Interpolation, Warp};
-use super::op::{one, OpKind, OpSpec};
-use super::pixel::PixelOp;
+use super::geometry::{nearest, warp_interpolation, Interpolation};
+use super::pixel::Warp;
+use super::pixel::{AugMixPlan, PixelOp};
+use super::spec::{linspace_f32, one, OpKind, OpSpec};
 use crate::rng::CounterRng;
 
 /// `AutoAugmentPolicy`.
@@ -218,24 +219,6 @@ impl OpSpec for AugMix {
     fn moving_inner(&self) -> Option<String> {
         None
     }
-}
-
-/// `torch.linspace(start, end, steps)` in f32, with torch's arithmetic (from both ends).
-pub(crate) fn linspace_f32(start: f64, end: f64, steps: usize) -> impl Iterator<Item = f32> {
-    let (a, b) = (start as f32, end as f32);
-    let step = if steps > 1 {
-        (b - a) / (steps - 1) as f32
-    } else {
-        0.0
-    };
-    let half = steps / 2;
-    (0..steps).map(move |i| {
-        if i < half {
-            a + step * i as f32
-        } else {
-            b - step * (steps - i - 1) as f32
-        }
-    })
 }
 
 /// One operation of the augmentation spaces (torchvision's `transform_id`).
@@ -513,22 +496,6 @@ pub(crate) struct AugMixSpec {
     pub chain_depth: i32,
     pub alpha: f64,
     pub all_ops: bool,
-}
-
-/// One sample's AugMix: the original image weighted by `original`, plus each chain's result
-/// (the chain's ops applied to the original) weighted by `weights[i]`, in f32, clamped and
-/// truncated to bytes; with `blend` (timm's AugMix), that mixture is then blended with the
-/// original by Pillow's `Image.blend(original, mixture, blend)`.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct AugMixPlan {
-    /// The original image's weight.
-    pub original: f32,
-    /// Each chain's weight.
-    pub weights: Vec<f32>,
-    /// Each chain's ops.
-    pub chains: Vec<Vec<PixelOp>>,
-    /// timm's final blend weight of the mixture against the original.
-    pub blend: Option<f32>,
 }
 
 /// A Gamma(`alpha`, 1) draw (Marsaglia and Tsang; boosted below 1).

@@ -5,9 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::autoaugment::linspace_f32;
-use super::op::{coin, half, probability, range, OpKind, OpSpec};
 use super::pixel::{PixelOp, Scratch};
+use super::spec::{coin, half, linspace_f32, probability, range, OpKind, OpSpec};
 use crate::rng::CounterRng;
 
 /// `GaussianBlur(kernel_size, sigma)`: sigma drawn uniformly from the range per sample.

@@ -5,8 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::op::{coin, half, probability, range, shuffle, OpKind, OpSpec};
 use super::pixel::PixelOp;
+use super::spec::{coin, half, probability, range, shuffle, OpKind, OpSpec};
 use crate::rng::CounterRng;
 
 /// `ColorJitter`: factors drawn uniformly from each range, applied in a random order. `None`

@@ -10,30 +10,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::op::{half, one, probability, Op, OpKind, OpSpec};
 use super::pixel::PixelOp;
+use super::spec::{half, one, probability, OpKind, OpSpec};
 use crate::rng::CounterRng;
-
-/// A detection pipeline's box-aware part, validated: the ops before the resize, each with its
-/// position in the pipeline (its random stream).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub(crate) struct DetectSpec {
-    /// Pixel ops on the whole decoded image, before the geometry (the SSD preset's
-    /// `RandomPhotometricDistort`).
-    pub pre: Vec<(usize, Op)>,
-    pub zoom: Option<(usize, RandomZoomOut)>,
-    pub iou: Option<(usize, RandomIoUCrop)>,
-    /// A horizontal flip before the resize, and its probability.
-    pub flip: Option<(usize, f64)>,
-    pub sanitize: Option<SanitizeSpec>,
-}
-
-impl DetectSpec {
-    /// Whether an op that only detection has is there.
-    pub fn is_detection(&self) -> bool {
-        self.zoom.is_some() || self.iou.is_some() || self.sanitize.is_some()
-    }
-}
 
 /// Boxes shifted onto the zoom-out's canvas and clamped to it, as `pad_bounding_boxes` does;
 /// with the canvas's size.
@@ -574,7 +553,7 @@ impl CanvasJob {
         if decoded.len() < rw * rh * 3 {
             return Err("the decoded region is short".into());
         }
-        super::pixel::apply(&self.pre, decoded, rh, rw, scratch);
+        super::run::apply(&self.pre, decoded, rh, rw, scratch);
         let d = f64::from(denom);
         let [wl, wt, ww, wh] = self.window.map(|v| v as f64 / d);
         // The canvas covers the window's scaled pixels, whole.

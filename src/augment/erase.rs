@@ -5,8 +5,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::geometry::round_half_even;
-use super::op::{half, probability, OpKind, OpSpec};
 use super::pixel::PixelOp;
+use super::spec::{half, probability, OpKind, OpSpec};
 use crate::dtype::{Dtype, Layout};
 use crate::rng::CounterRng;
 

@@ -4,8 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::op::{coin, half, probability, range, OpKind, OpSpec};
-use super::pixel::PixelOp;
+use super::pixel::{PixelOp, Scratch, Warp};
+use super::spec::{coin, half, linspace_f32, probability, range, OpKind, OpSpec};
 use crate::rng::CounterRng;
 
 /// An output size: one number for a square, or `[height, width]`.
@@ -559,30 +559,6 @@ pub(crate) fn resize_center_crop(
     })
 }
 
-/// A resolved affine warp with torchvision's parameters: `affine(angle, translate, scale,
-/// shear, center)` or `rotate(angle, center)` (which warps by `-angle` and takes exact
-/// shortcuts for multiples of 90 degrees), sampled by nearest or bilinear interpolation, with
-/// `fill` outside the image (`None`: zeros, without torchvision's mask blending).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct Warp {
-    /// `rotate` (true) or `affine` (false).
-    pub rotate: bool,
-    /// Degrees (counter-clockwise for `rotate`, clockwise for `affine`, as torchvision).
-    pub angle: f64,
-    /// Pixels, `[x, y]`.
-    pub translate: [f64; 2],
-    /// Zoom factor.
-    pub scale: f64,
-    /// Degrees, `[x, y]`.
-    pub shear: [f64; 2],
-    /// The centre in pixels; `None`: the image's centre.
-    pub center: Option<[f64; 2]>,
-    /// Nearest (true) or bilinear.
-    pub nearest: bool,
-    /// Per-channel fill outside the image.
-    pub fill: Option<[f32; 3]>,
-}
-
 /// torchvision's `_get_inverse_affine_matrix` (output pixel -> input pixel, centred
 /// coordinates).
 fn inverse_affine(
@@ -643,7 +619,7 @@ fn rot90(src: &[u8], n: usize, k: u32, out: &mut [u8]) {
 /// Applies `warp` to the `h`x`w` RGB8 image in place, as torchvision's tensor kernels do: the
 /// inverse matrix in f64, the sampling grid and `grid_sample` (align_corners=False, zero
 /// padding) in f32, then the fill, rounding half to even.
-pub(crate) fn warp(rgb: &mut [u8], h: usize, w: usize, warp: &Warp, s: &mut super::pixel::Scratch) {
+pub(crate) fn warp(rgb: &mut [u8], h: usize, w: usize, warp: &Warp, s: &mut Scratch) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2 (detected just above).
@@ -657,12 +633,12 @@ pub(crate) fn warp(rgb: &mut [u8], h: usize, w: usize, warp: &Warp, s: &mut supe
 /// No FMA is enabled, so the bytes are the baseline's.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn warp_avx2(rgb: &mut [u8], h: usize, w: usize, warp: &Warp, s: &mut super::pixel::Scratch) {
+fn warp_avx2(rgb: &mut [u8], h: usize, w: usize, warp: &Warp, s: &mut Scratch) {
     warp_any(rgb, h, w, warp, s);
 }
 
 #[inline(always)]
-fn warp_any(rgb: &mut [u8], h: usize, w: usize, warp: &Warp, s: &mut super::pixel::Scratch) {
+fn warp_any(rgb: &mut [u8], h: usize, w: usize, warp: &Warp, s: &mut Scratch) {
     let src = &mut s.bytes;
     src.clear();
     src.extend_from_slice(&rgb[..h * w * 3]);
@@ -694,10 +670,8 @@ fn warp_any(rgb: &mut [u8], h: usize, w: usize, warp: &Warp, s: &mut super::pixe
     // Columns of the rescaled, transposed theta.
     let (ax, bx, cx) = (theta[0] / half_w, theta[1] / half_w, theta[2] / half_w);
     let (ay, by, cy) = (theta[3] / half_h, theta[4] / half_h, theta[5] / half_h);
-    let xs: Vec<f32> =
-        super::autoaugment::linspace_f32((1.0 - wf) * 0.5, (wf - 1.0) * 0.5, w).collect();
-    let ys: Vec<f32> =
-        super::autoaugment::linspace_f32((1.0 - hf) * 0.5, (hf - 1.0) * 0.5, h).collect();
+    let xs: Vec<f32> = linspace_f32((1.0 - wf) * 0.5, (wf - 1.0) * 0.5, w).collect();
+    let ys: Vec<f32> = linspace_f32((1.0 - hf) * 0.5, (hf - 1.0) * 0.5, h).collect();
     let (wf32, hf32) = (w as f32, h as f32);
     let fill = warp.fill;
     let px = |x: isize, y: isize| -> Option<&[u8]> {

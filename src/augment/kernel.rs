@@ -8,8 +8,8 @@ use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer
 use serde::{Deserialize, Serialize};
 
 use super::geometry::{CropBox, Interpolation};
-use super::op::{OpKind, OpSpec};
 use super::pixel::PixelOp;
+use super::spec::{OpKind, OpSpec};
 use crate::dtype::{Dtype, Layout};
 use crate::rng::CounterRng;
 

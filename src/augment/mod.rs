@@ -27,11 +27,11 @@ mod op;
 mod pil;
 mod pixel;
 mod plan;
+mod run;
+mod spec;
 mod timm;
 
-pub use autoaugment::{
-    AugMix, AugMixPlan, AutoAugment, AutoAugmentPolicy, RandAugment, TrivialAugmentWide,
-};
+pub use autoaugment::{AugMix, AutoAugment, AutoAugmentPolicy, RandAugment, TrivialAugmentWide};
 pub use blur::{GaussianBlur, RandomAdjustSharpness};
 pub use colour::{
     ColorJitter, RandomAutocontrast, RandomEqualize, RandomGrayscale, RandomInvert,
@@ -41,14 +41,15 @@ pub use detect::{CanvasJob, DetectPlan, RandomIoUCrop, RandomZoomOut, SanitizeBo
 pub use erase::{EraseBox, EraseValue, RandomErasing, RandomFill};
 pub use geometry::{
     CenterCrop, CropBox, Interpolation, RandomAffine, RandomHorizontalFlip, RandomResizedCrop,
-    RandomRotation, RandomVerticalFlip, Resize, Size, Warp,
+    RandomRotation, RandomVerticalFlip, Resize, Size,
 };
 pub use kernel::{Normalize, OutputWriter, Resampler, IMAGENET_MEAN, IMAGENET_STD};
-pub use op::{Op, OpKind, Pipeline, RandomApply, RandomChoice, RandomOrder};
-pub use pil::{Enhance as PilEnhance, Filter as PilFilter};
-pub use pixel::{apply, PixelOp, PixelPlan, PixelStage, Scratch};
+pub use op::{Op, Pipeline, RandomApply, RandomChoice, RandomOrder};
+pub use pixel::{AugMixPlan, PilEnhance, PilFilter, PixelOp, Scratch, Warp};
 pub(crate) use plan::Plan;
 pub use plan::SamplePlan;
+pub use run::{apply, PixelPlan, PixelStage};
+pub use spec::OpKind;
 pub use timm::{
     Hparams as TimmHparams, PolicyOp as TimmPolicyOp, TimmAugMix, TimmAutoAugment, TimmOp,
     TimmRandAugment,

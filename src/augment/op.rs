@@ -26,57 +26,10 @@ use super::geometry::{
 };
 use super::kernel::Normalize;
 use super::pixel::PixelOp;
+use super::spec::{coin, half, probability, shuffle, OpKind, OpSpec};
 use super::timm::{TimmAugMix, TimmAutoAugment, TimmRandAugment};
 use crate::rng::CounterRng;
 use crate::Error;
-
-/// What an op does to a sample, which decides where in a pipeline it may stand and, in a
-/// detection pipeline, whether the boxes can follow.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OpKind {
-    /// Sets the output's size: a crop or a resize.
-    Geometry,
-    /// Moves a detection sample's boxes with its pixels, before the resize (zoom-out, IoU
-    /// crop, sanitize).
-    BoxAware,
-    /// A pixel op that moves pixels (flips, warps, and the policies that rotate, shear or
-    /// translate): boxes would have to follow.
-    MovingPixel,
-    /// A pixel op that leaves every pixel where it is (colour, blur, ...).
-    Pixel,
-    /// `normalize`.
-    Normalize,
-    /// `random_erasing`.
-    Erase,
-}
-
-impl OpKind {
-    /// Whether ops of this kind run on the RGB8 image as pixel ops.
-    pub fn is_pixel(self) -> bool {
-        matches!(self, Self::Pixel | Self::MovingPixel)
-    }
-}
-
-/// What each op's spec struct says about itself. Every method is required, so the author of
-/// a new op answers each.
-pub(crate) trait OpSpec {
-    /// What the op does to a sample. A wrapper is the kind of what it may run.
-    fn kind(&self) -> OpKind;
-
-    /// Checks the op's parameters (the ranges torchvision itself enforces); the message
-    /// names the op.
-    fn check(&self) -> Result<(), String>;
-
-    /// Draws a pixel op's choices for one sample whose image is `size` (height, width) at
-    /// this point, appending what runs to `out`. Ops of the other kinds draw nothing here:
-    /// the plan draws the geometry, the boxes and the erase boxes itself.
-    fn draw(&self, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>);
-
-    /// For an op of kind [`OpKind::MovingPixel`] that holds others (a wrapper, a policy):
-    /// the inner op that moves pixels, named; `None` for an op that is itself the mover.
-    fn moving_inner(&self) -> Option<String>;
-}
 
 macro_rules! ops {
     ($( $(#[$doc:meta])* $variant:ident($spec:ty) = $name:literal, )*) => {
@@ -418,40 +371,4 @@ impl OpSpec for RandomOrder {
     }
 }
 
-// What the family files share to check and draw their ops.
-
-/// Serde's default for every probability that defaults to a half.
-pub(super) fn half() -> f64 {
-    0.5
-}
-
-/// Serde's default for every parameter that defaults to 1.
-pub(super) fn one() -> f64 {
-    1.0
-}
-
-pub(super) fn probability(p: f64, what: &str) -> Result<(), String> {
-    if (0.0..=1.0).contains(&p) {
-        Ok(())
-    } else {
-        Err(format!("{what} p={p} is not a probability"))
-    }
-}
-
-/// A draw that comes up with probability `p`.
-pub(super) fn coin(rng: &mut CounterRng, p: f64) -> bool {
-    rng.uniform() < p
-}
-
-/// A uniform draw in `[r[0], r[1])`.
-pub(super) fn range(rng: &mut CounterRng, r: [f64; 2]) -> f64 {
-    rng.uniform_in(r[0], r[1])
-}
-
-/// `torch.randperm`-like: a uniform permutation (Fisher–Yates).
-pub(super) fn shuffle<T>(rng: &mut CounterRng, v: &mut [T]) {
-    for i in (1..v.len()).rev() {
-        let j = rng.below(i as u64 + 1) as usize;
-        v.swap(i, j);
-    }
-}
+//END

@@ -8,31 +8,7 @@
 //! Solarize, posterize, equalize and invert give the same bytes in Pillow and torchvision, so
 //! timm's policies use the kernels of `colour.rs` for those.
 
-use serde::Serialize;
-
-/// `ImageEnhance`'s four enhancers: each blends the image with a degenerate version of it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Enhance {
-    /// Blend with black.
-    Brightness,
-    /// Blend with the image's greys (`convert("L")`).
-    Color,
-    /// Blend with the mean grey, rounded to an integer.
-    Contrast,
-    /// Blend with the image smoothed by Pillow's `SMOOTH` 3x3 kernel (edges kept).
-    Sharpness,
-}
-
-/// How `Image.transform` samples the source.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Filter {
-    /// Two taps each way, edge-clamped.
-    Bilinear,
-    /// Four taps each way (Pillow's transform cubic, `a = -1`), edge-clamped.
-    Bicubic,
-}
+pub use super::pixel::{PilEnhance as Enhance, PilFilter as Filter};
 
 /// Pillow's `L` conversion: ITU-R 601-2 luma in 16-bit fixed point, rounded.
 #[inline]

@@ -1,17 +1,9 @@
-//! What runs on a sample's pixels once its plan is drawn: the resolved [`PixelOp`]s (their
-//! properties are exhaustive matches, so a new variant is placed by whoever adds it), [`apply`]
-//! which runs them on an RGB8 image, and the [`PixelStage`] both paths run after the decode
-//! (pixel ops, then flip + normalize + cast + layout into the slot, then the erase boxes).
+//! A sample's resolved pixel ops: [`PixelOp`] and what it carries ([`Warp`], [`AugMixPlan`],
+//! Pillow's enhancers and filters), its properties as exhaustive matches (so whoever adds a
+//! variant places it), and the [`Scratch`] memory the kernels share. A leaf of `augment/`:
+//! the family files draw `PixelOp`s and `run.rs` runs them.
 
 use serde::Serialize;
-
-use super::autoaugment::AugMixPlan;
-use super::erase::{self, EraseBox};
-use super::geometry::{self, Warp};
-use super::kernel::OutputWriter;
-use super::pil::{self, Enhance as PilEnhance, Filter as PilFilter};
-use super::{blur, colour};
-use crate::dtype::{Dtype, Layout};
 
 /// One resolved pixel op of one sample, on the RGB8 image at the output size.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -98,33 +90,6 @@ pub(crate) enum Reach {
 }
 
 impl PixelOp {
-    /// The op as a colour adjustment, for the fused kernel.
-    pub(crate) fn adjustment(&self) -> Option<colour::Adjust> {
-        match *self {
-            Self::Brightness(f) => Some(colour::Adjust::Brightness(f)),
-            Self::Contrast(f) => Some(colour::Adjust::Contrast(f)),
-            Self::Saturation(f) => Some(colour::Adjust::Saturation(f)),
-            Self::Hue(f) => Some(colour::Adjust::Hue(f)),
-            Self::PermuteChannels(p) => Some(colour::Adjust::Permute(p)),
-            Self::Hflip
-            | Self::Vflip
-            | Self::Grayscale
-            | Self::Solarize(_)
-            | Self::Posterize(_)
-            | Self::AutoContrast
-            | Self::Equalize
-            | Self::Invert
-            | Self::Sharpness(_)
-            | Self::GaussianBlur { .. }
-            | Self::Warp(_)
-            | Self::AugMix(_)
-            | Self::PilEnhance { .. }
-            | Self::PilAutoContrast
-            | Self::SolarizeAdd { .. }
-            | Self::PilAffine { .. } => None,
-        }
-    }
-
     /// Whether the op gives the same result before or after a horizontal flip (then the flip
     /// can move into the output writer).
     pub(crate) fn commutes_with_hflip(&self) -> bool {
@@ -220,164 +185,78 @@ impl PixelOp {
     }
 }
 
-/// What a sample's pixels go through after the decode: the pixel ops on the RGB8 image, the
-/// horizontal flip fused into the output writer, and the erase boxes on the written slot.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct PixelPlan {
-    /// The image's `(height, width)` at the output (the slot holds exactly this many pixels).
-    pub size: (u32, u32),
-    /// Pixel ops, in order.
-    pub ops: Vec<PixelOp>,
-    /// Mirror when writing the slot (a flip that commutes with every later op is moved here).
-    pub flip: bool,
-    /// Boxes erased in the written slot, in order.
-    pub erase: Vec<EraseBox>,
-}
+//END
 
 /// Reused memory for the pixel ops (one per worker and per engine).
 #[derive(Default)]
 pub struct Scratch {
     pub(super) bytes: Vec<u8>,
     pub(super) floats: Vec<f32>,
-    original: Vec<u8>,
-    chain: Vec<u8>,
-    mix: Vec<f32>,
+    pub(super) original: Vec<u8>,
+    pub(super) chain: Vec<u8>,
+    pub(super) mix: Vec<f32>,
 }
 
-/// Runs `ops` on the `h`x`w` RGB8 image `rgb` in place.
-pub fn apply(ops: &[PixelOp], rgb: &mut [u8], h: usize, w: usize, s: &mut Scratch) {
-    let rgb = &mut rgb[..h * w * 3];
-    let mut rest = ops;
-    while let Some((op, tail)) = rest.split_first() {
-        rest = tail;
-        match op {
-            // A run of colour adjustments (ColorJitter's four, a channel permutation) runs
-            // fused, in one or two passes.
-            PixelOp::Brightness(_)
-            | PixelOp::Contrast(_)
-            | PixelOp::Saturation(_)
-            | PixelOp::Hue(_)
-            | PixelOp::PermuteChannels(_) => {
-                let run: Vec<colour::Adjust> = std::iter::once(op)
-                    .chain(rest)
-                    .map_while(PixelOp::adjustment)
-                    .collect();
-                rest = &rest[run.len().saturating_sub(1)..];
-                colour::adjust(rgb, &run);
-            }
-            PixelOp::Hflip => geometry::hflip(rgb, h, w),
-            PixelOp::Vflip => geometry::vflip(rgb, h, w),
-            PixelOp::Grayscale => colour::grayscale(rgb),
-            PixelOp::Solarize(t) => colour::solarize(rgb, *t),
-            PixelOp::Posterize(b) => colour::posterize(rgb, *b),
-            PixelOp::AutoContrast => colour::autocontrast(rgb),
-            PixelOp::Equalize => colour::equalize(rgb),
-            PixelOp::Invert => colour::invert(rgb),
-            PixelOp::Sharpness(f) => blur::sharpness(rgb, h, w, *f, s),
-            PixelOp::GaussianBlur { kernel, sigma } => {
-                blur::gaussian_blur(rgb, h, w, *kernel, *sigma, s)
-            }
-            PixelOp::Warp(warp) => geometry::warp(rgb, h, w, warp, s),
-            PixelOp::AugMix(plan) => aug_mix(plan, rgb, h, w, s),
-            PixelOp::PilEnhance { kind, factor } => {
-                pil::enhance(rgb, h, w, *kind, *factor, &mut s.bytes)
-            }
-            PixelOp::PilAutoContrast => pil::autocontrast(rgb),
-            PixelOp::SolarizeAdd { add, threshold } => pil::solarize_add(rgb, *add, *threshold),
-            PixelOp::PilAffine {
-                matrix,
-                filter,
-                fill,
-            } => {
-                let t = pil::Affine {
-                    matrix: *matrix,
-                    filter: *filter,
-                    fill: *fill,
-                };
-                pil::affine(rgb, h, w, &t, &mut s.bytes)
-            }
-        }
-    }
+/// A resolved affine warp with torchvision's parameters: `affine(angle, translate, scale,
+/// shear, center)` or `rotate(angle, center)` (which warps by `-angle` and takes exact
+/// shortcuts for multiples of 90 degrees), sampled by nearest or bilinear interpolation, with
+/// `fill` outside the image (`None`: zeros, without torchvision's mask blending).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Warp {
+    /// `rotate` (true) or `affine` (false).
+    pub rotate: bool,
+    /// Degrees (counter-clockwise for `rotate`, clockwise for `affine`, as torchvision).
+    pub angle: f64,
+    /// Pixels, `[x, y]`.
+    pub translate: [f64; 2],
+    /// Zoom factor.
+    pub scale: f64,
+    /// Degrees, `[x, y]`.
+    pub shear: [f64; 2],
+    /// The centre in pixels; `None`: the image's centre.
+    pub center: Option<[f64; 2]>,
+    /// Nearest (true) or bilinear.
+    pub nearest: bool,
+    /// Per-channel fill outside the image.
+    pub fill: Option<[f32; 3]>,
 }
 
-/// AugMix's mixture: `original * m0 + sum(weight_i * chain_i(original))` in f32, truncated
-/// to bytes as torchvision's `.to(torch.uint8)`.
-fn aug_mix(plan: &AugMixPlan, rgb: &mut [u8], h: usize, w: usize, s: &mut Scratch) {
-    let mut original = std::mem::take(&mut s.original);
-    let mut chain = std::mem::take(&mut s.chain);
-    let mut mix = std::mem::take(&mut s.mix);
-    original.clear();
-    original.extend_from_slice(rgb);
-    mix.clear();
-    mix.extend(original.iter().map(|&v| plan.original * f32::from(v)));
-    for (ops, &weight) in plan.chains.iter().zip(&plan.weights) {
-        chain.clear();
-        chain.extend_from_slice(&original);
-        apply(ops, &mut chain, h, w, s);
-        for (m, &v) in mix.iter_mut().zip(&chain) {
-            *m += weight * f32::from(v);
-        }
-    }
-    for (out, &m) in rgb.iter_mut().zip(&mix) {
-        *out = m.clamp(0.0, 255.0) as u8;
-    }
-    if let Some(m) = plan.blend {
-        pil::blend_images(&original, rgb, m);
-    }
-    (s.original, s.chain, s.mix) = (original, chain, mix);
+/// One sample's AugMix: the original image weighted by `original`, plus each chain's result
+/// (the chain's ops applied to the original) weighted by `weights[i]`, in f32, clamped and
+/// truncated to bytes; with `blend` (timm's AugMix), that mixture is then blended with the
+/// original by Pillow's `Image.blend(original, mixture, blend)`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AugMixPlan {
+    /// The original image's weight.
+    pub original: f32,
+    /// Each chain's weight.
+    pub weights: Vec<f32>,
+    /// Each chain's ops.
+    pub chains: Vec<Vec<PixelOp>>,
+    /// timm's final blend weight of the mixture against the original.
+    pub blend: Option<f32>,
 }
 
-/// What runs on a sample's decoded RGB8 image at the output size, on either path: the pixel
-/// ops, then flip + normalize + cast + layout into the slot, then the erase boxes. The CPU path
-/// runs it on the host; the media engine runs it as its device ops.
-#[derive(Clone, Debug)]
-pub struct PixelStage {
-    writer: OutputWriter,
-    dtype: Dtype,
-    layout: Layout,
+/// `ImageEnhance`'s four enhancers: each blends the image with a degenerate version of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PilEnhance {
+    /// Blend with black.
+    Brightness,
+    /// Blend with the image's greys (`convert("L")`).
+    Color,
+    /// Blend with the mean grey, rounded to an integer.
+    Contrast,
+    /// Blend with the image smoothed by Pillow's `SMOOTH` 3x3 kernel (edges kept).
+    Sharpness,
 }
 
-impl PixelStage {
-    /// The stage for images written as `dtype` in `layout`, normalized with `(mean, std)`
-    /// when given.
-    pub fn new(dtype: Dtype, layout: Layout, normalize: Option<([f32; 3], [f32; 3])>) -> Self {
-        Self {
-            writer: OutputWriter::new(dtype, layout, normalize),
-            dtype,
-            layout,
-        }
-    }
-
-    /// The pixel ops of `plan` on `rgb` (at the plan's size), in place.
-    pub fn ops(&self, rgb: &mut [u8], plan: &PixelPlan, scratch: &mut Scratch) {
-        if !plan.ops.is_empty() {
-            let (h, w) = plan.size;
-            apply(&plan.ops, rgb, h as usize, w as usize, scratch);
-        }
-    }
-
-    /// The bytes the output of `plan` takes at the start of its slot.
-    pub fn bytes(&self, plan: &PixelPlan) -> usize {
-        plan.size.0 as usize * plan.size.1 as usize * 3 * self.dtype.size()
-    }
-
-    /// Writes `rgb` into the start of `slot` (flipped as `plan` says), then erases `plan`'s
-    /// boxes there.
-    ///
-    /// # Panics
-    /// `slot` is shorter than [`PixelStage::bytes`].
-    pub fn write(&self, rgb: &[u8], plan: &PixelPlan, slot: &mut [u8]) {
-        let (h, w) = (plan.size.0 as usize, plan.size.1 as usize);
-        let slot = &mut slot[..self.bytes(plan)];
-        self.writer.write(rgb, h, w, plan.flip, slot);
-        for b in &plan.erase {
-            erase::erase(slot, self.dtype, self.layout, h, w, b);
-        }
-    }
-
-    /// [`PixelStage::ops`] then [`PixelStage::write`].
-    pub fn run(&self, rgb: &mut [u8], plan: &PixelPlan, scratch: &mut Scratch, slot: &mut [u8]) {
-        self.ops(rgb, plan, scratch);
-        self.write(rgb, plan, slot);
-    }
+/// How `Image.transform` samples the source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PilFilter {
+    /// Two taps each way, edge-clamped.
+    Bilinear,
+    /// Four taps each way (Pillow's transform cubic, `a = -1`), edge-clamped.
+    Bicubic,
 }

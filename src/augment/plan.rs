@@ -6,14 +6,37 @@
 
 use serde::Serialize;
 
-use super::detect::{self, DetectPlan, DetectSpec, SanitizeSpec};
+use super::detect::{self, DetectPlan, RandomIoUCrop, RandomZoomOut, SanitizeSpec};
 use super::erase::RandomErasing;
 use super::geometry::{self, CenterCrop, CropBox, Interpolation, RandomResizedCrop, Resize, Size};
-use super::op::{Op, OpKind, Pipeline};
-use super::pixel::{PixelOp, PixelPlan};
+use super::op::{Op, Pipeline};
+use super::pixel::PixelOp;
+use super::run::PixelPlan;
+use super::spec::OpKind;
 use crate::dtype::Dtype;
 use crate::rng::{CounterRng, Stream};
 use crate::Error;
+
+/// A detection pipeline's box-aware part, validated: the ops before the resize, each with its
+/// position in the pipeline (its random stream).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct DetectSpec {
+    /// Pixel ops on the whole decoded image, before the geometry (the SSD preset's
+    /// `RandomPhotometricDistort`).
+    pub pre: Vec<(usize, Op)>,
+    pub zoom: Option<(usize, RandomZoomOut)>,
+    pub iou: Option<(usize, RandomIoUCrop)>,
+    /// A horizontal flip before the resize, and its probability.
+    pub flip: Option<(usize, f64)>,
+    pub sanitize: Option<SanitizeSpec>,
+}
+
+impl DetectSpec {
+    /// Whether an op that only detection has is there.
+    pub fn is_detection(&self) -> bool {
+        self.zoom.is_some() || self.iou.is_some() || self.sanitize.is_some()
+    }
+}
 
 /// The geometric part of a pipeline, resolved.
 #[derive(Clone, Debug, PartialEq)]

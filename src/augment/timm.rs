@@ -8,11 +8,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::autoaugment::{dirichlet, gamma, minus_one, three, two, AugMixPlan};
+use super::autoaugment::{dirichlet, gamma, minus_one, three, two};
 use super::geometry::Interpolation;
-use super::op::{half, one, probability, OpKind, OpSpec};
 use super::pil::{self, Enhance, Filter};
-use super::pixel::PixelOp;
+use super::pixel::{AugMixPlan, PixelOp};
+use super::spec::{half, one, probability, OpKind, OpSpec};
 use crate::rng::CounterRng;
 
 /// An op of timm's auto-augment vocabulary (timm's names).

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use hpuload::{Dtype, Error, Hpu, HpuConfig, LastBatch, Layout, OnError, OutputSize, ReadMode};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::report::{BenchReport, EpochStats};
+use super::report::{BenchReport, EpochStats, Settings};
 use super::DataArgs;
 
 /// `hpuload bench` options.
@@ -190,8 +190,14 @@ pub fn run(args: &BenchArgs) -> Result<(), Error> {
         println!("{}", stats.line());
         epochs.push(stats);
     }
+    let settings = Settings {
+        backend: args.data.backend.name(),
+        batch_size: args.batch,
+        prefetch: args.prefetch,
+        step_ms: args.step_ms,
+    };
     let report = BenchReport::new(
-        args,
+        &settings,
         &origin,
         &pipeline.name,
         workers,

@@ -8,8 +8,6 @@ use std::time::Duration;
 use hpuload::{Loader, RunsOn, Stage, StageTimes};
 use serde::Serialize;
 
-use super::bench::BenchArgs;
-
 /// Version of the JSON schema.
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -140,10 +138,20 @@ fn median(xs: &[f64]) -> f64 {
     }
 }
 
+/// The run's settings the report states (from `bench`'s arguments).
+pub struct Settings {
+    /// The backend's name.
+    pub backend: &'static str,
+    pub batch_size: usize,
+    pub prefetch: usize,
+    /// The emulated training step, if any.
+    pub step_ms: Option<f64>,
+}
+
 impl BenchReport {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
-        args: &BenchArgs,
+        args: &Settings,
         origin: &Path,
         pipeline: &str,
         workers: usize,
@@ -196,9 +204,9 @@ impl BenchReport {
             dataset: origin.display().to_string(),
             dataset_images: loader.dataset_len(),
             pipeline: pipeline.to_string(),
-            backend: args.data.backend.name(),
+            backend: args.backend,
             workers,
-            batch_size: args.batch,
+            batch_size: args.batch_size,
             prefetch: args.prefetch,
             dtype,
             layout,

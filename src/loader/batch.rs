@@ -7,9 +7,11 @@ use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::Sender;
 
-use super::engine::{self, EngineJob, HwSlot};
+use super::engine::{self, EngineJob};
 use super::layout::{BatchLayout, EngineSlot, Slots};
-use super::{Batch, Shared, Skip};
+use super::replace::Skips;
+use super::route::HwSlot;
+use super::{lock, Batch, Shared, Skip};
 use crate::hpu::{DeviceTensor, Hpu, HpuError};
 use crate::pinned::{PinnedBuffer, PinnedPool};
 use crate::sampler::BatchPlan;
@@ -59,8 +61,16 @@ pub(crate) struct BatchWork {
     pub(super) placement: Placement,
 }
 
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+impl Skips for BatchWork {
+    fn skip(&self, e: &SampleError) {
+        tracing::warn!("skipping {}", e);
+        lock(&self.skips).push(Skip {
+            index: e.index,
+            path: e.path.clone(),
+            reason: e.reason(),
+            message: e.to_string(),
+        });
+    }
 }
 
 impl BatchWork {
@@ -98,16 +108,6 @@ impl BatchWork {
 
     pub(super) fn fail(&self, e: Error) {
         lock(&self.failure).get_or_insert(e);
-    }
-
-    pub(super) fn skip(&self, e: &SampleError) {
-        tracing::warn!("skipping {}", e);
-        lock(&self.skips).push(Skip {
-            index: e.index,
-            path: e.path.clone(),
-            reason: e.reason(),
-            message: e.to_string(),
-        });
     }
 
     /// Sends the batch (or its failure) to the epoch. A host batch takes its pinned buffer

@@ -3,45 +3,20 @@
 //! the fallback to the CPU path when the engine fails on a file it had accepted.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use hpuload_decoders::jpeg::{DecodePlan, Parsed, Region, ResizeRequest};
+use hpuload_decoders::jpeg::{DecodePlan, ResizeRequest};
 
-use std::sync::Mutex;
-
-use super::batch::{lock, BatchWork};
+use super::batch::BatchWork;
 use super::cpu::Scratch;
-use super::replace::{fill, write_label, Filled};
-use super::{Backend, Shared};
-use crate::augment::{CanvasJob, SamplePlan};
-use crate::hpu::{
-    CopyRegion, Destination, DeviceBuffer, DeviceSlice, HostSlot, Hpu, HpuError, JobFailure,
-    MediaJob,
-};
+use super::replace::{fill, write_label, Filled, Skips};
+use super::route::{count_fallback, HwSlot};
+use super::{lock, Backend, Shared};
+use crate::hpu::{CopyRegion, Destination, DeviceSlice, HostSlot, HpuError, JobFailure, MediaJob};
 use crate::pinned::PinnedBuffer;
 use crate::stage::Stage;
 use crate::tensor::Placement;
 use crate::{Error, SampleError, SampleErrorKind};
-
-/// A sample routed to the media engine. Its bitstream rides in its own slot of the batch buffer
-/// when it fits there (one DMA for the whole batch); a larger one was copied to a device buffer
-/// of its own (`own`).
-pub(super) struct HwSlot {
-    pub slot: usize,
-    pub index: usize,
-    pub len: usize,
-    pub own: Option<DeviceBuffer>,
-    pub region: Region,
-    pub denom: u32,
-    /// The sample's plan (crop, filter, pixel ops, erase boxes), drawn by the router.
-    pub plan: SamplePlan,
-    /// The headers the router's probe parsed, handed to the engine so it does not parse them
-    /// again.
-    pub parsed: Option<Parsed>,
-    /// A detection sample's steps before the resize, when the engine runs them (photometric
-    /// steps on the image, the zoom-out's fill).
-    pub canvas: Option<Box<CanvasJob>>,
-}
 
 /// One media-engine job's share of its batch. Dropping it counts the batch down (the last one
 /// completes the batch), however the job ended: a job that did not run to its end (it panicked
@@ -197,7 +172,7 @@ fn fallback(mut guard: EngineJob, mut h: HwSlot, failure: JobFailure) {
             match fill(
                 &shared,
                 &mut scratch,
-                &work,
+                (work.epoch, &*work),
                 h.index,
                 slot.sample,
                 None,
@@ -235,7 +210,8 @@ fn fallback(mut guard: EngineJob, mut h: HwSlot, failure: JobFailure) {
                 }
             };
             let (sample, label) = staging.as_mut_slice().split_at_mut(sb);
-            let filled = fill(&shared, &mut scratch, &work, h.index, sample, None, given);
+            let skips = (work.epoch, &*work as &dyn Skips);
+            let filled = fill(&shared, &mut scratch, skips, h.index, sample, None, given);
             lock(&shared.spare.scratch).push(scratch);
             let (index, label_value, detect) = match filled {
                 Ok(Filled::Cpu {
@@ -284,19 +260,4 @@ fn fallback(mut guard: EngineJob, mut h: HwSlot, failure: JobFailure) {
                 });
         }
     }
-}
-
-pub(super) fn count_fallback(shared: &Shared, reason: &'static str) {
-    *lock(&shared.counters.fallbacks).entry(reason).or_default() += 1;
-}
-
-/// Copies a bitstream too large for its batch slot to a device buffer of its own (through a
-/// host buffer of its own: the rare path, for files larger than a decoded sample).
-pub(super) fn upload(hpu: &Hpu, bytes: &[u8]) -> Result<DeviceBuffer, HpuError> {
-    let device = hpu.alloc(bytes.len())?;
-    let mut host = crate::pinned::PinnedBuffer::new(bytes.len())
-        .map_err(|e| HpuError::Dma(format!("host buffer for a bitstream: {e}")))?;
-    host.as_mut_slice().copy_from_slice(bytes);
-    hpu.copy_to_device(host, &device).wait()?;
-    Ok(device)
 }

@@ -37,6 +37,12 @@ use crate::source::{ReadMode, Source};
 use crate::tensor::{Placement, Tensor};
 use crate::Error;
 use batch::{BatchWork, Finished};
+
+/// A mutex's guard, whether or not a thread panicked while holding it (the loader's state
+/// stays consistent across a worker's panic: each value is replaced whole).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
 use layout::{BatchLayout, LABEL_BYTES};
 use state::{Fnv, Position};
 use work::{Job, StageCounters};

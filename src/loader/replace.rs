@@ -8,10 +8,8 @@ use std::sync::atomic::Ordering;
 
 use hpuload_decoders::DecodeError;
 
-use super::batch::BatchWork;
 use super::cpu::{self, CpuScratch, Scratch};
-use super::engine::HwSlot;
-use super::route::{route, Bitstream, Route};
+use super::route::{route, Bitstream, HwSlot, Route};
 use super::{Backend, OnError, Shared};
 use crate::augment::{DetectPlan, SamplePlan};
 use crate::cpu_time::CpuClock;
@@ -36,6 +34,12 @@ pub(super) enum Filled {
     Hw(HwSlot),
 }
 
+/// Where the policy reports a skipped sample (its batch, which names it in its report).
+pub(super) trait Skips {
+    /// Sample `e.index` failed and is replaced.
+    fn skip(&self, e: &SampleError);
+}
+
 /// Loads sample `original` (or, under `OnError::Skip`, a deterministic replacement) into
 /// `slot`: decoded on the CPU, or as a bitstream for the engine when `engine` allows. `given`:
 /// `original`'s bytes and drawn plan, already in hand (the engine's fallback), instead of
@@ -43,25 +47,17 @@ pub(super) enum Filled {
 pub(super) fn fill(
     shared: &Shared,
     scratch: &mut Scratch,
-    batch: &BatchWork,
+    (epoch, skips): (u64, &dyn Skips),
     original: usize,
     slot: &mut [u8],
     engine: Option<&Hpu>,
     mut given: Option<(&[u8], SamplePlan)>,
 ) -> Result<Filled, Error> {
     let n = shared.source.entries().len() as u64;
-    let mut replace = CounterRng::new(shared.seed, batch.epoch, original as u64, Stream::Replace);
+    let mut replace = CounterRng::new(shared.seed, epoch, original as u64, Stream::Replace);
     let mut index = original;
     for _ in 0..=MAX_REPLACEMENTS {
-        match load_sample(
-            shared,
-            scratch,
-            index,
-            batch.epoch,
-            slot,
-            engine,
-            given.take(),
-        ) {
+        match load_sample(shared, scratch, index, epoch, slot, engine, given.take()) {
             Ok(filled) => return Ok(filled),
             Err(SampleError {
                 kind: SampleErrorKind::Device(e),
@@ -71,7 +67,7 @@ pub(super) fn fill(
                 return Err(Error::Sample(e))
             }
             Err(e) => {
-                batch.skip(&e);
+                skips.skip(&e);
                 index = replace.below(n) as usize;
             }
         }

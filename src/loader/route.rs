@@ -4,14 +4,13 @@
 
 use std::sync::atomic::Ordering;
 
-use hpuload_decoders::jpeg::{choose_scale, Filter, Region};
+use hpuload_decoders::jpeg::{choose_scale, Filter, Parsed, Region};
 use hpuload_decoders::{DecodeError, JpegDecoder};
 
-use super::engine::{count_fallback, upload, HwSlot};
-use super::{Backend, Shared};
+use super::{lock, Backend, Shared};
 use crate::augment::{CanvasJob, PixelOp, SamplePlan};
 use crate::cpu_time::CpuClock;
-use crate::hpu::{Hpu, HpuError};
+use crate::hpu::{DeviceBuffer, Hpu, HpuError};
 use crate::stage::Stage;
 use crate::SampleErrorKind;
 
@@ -195,4 +194,39 @@ fn canvas_job(
         interpolation: plan.interpolation,
     };
     Ok(Some((job, region)))
+}
+
+/// A sample routed to the media engine. Its bitstream rides in its own slot of the batch buffer
+/// when it fits there (one DMA for the whole batch); a larger one was copied to a device buffer
+/// of its own (`own`).
+pub(super) struct HwSlot {
+    pub slot: usize,
+    pub index: usize,
+    pub len: usize,
+    pub own: Option<DeviceBuffer>,
+    pub region: Region,
+    pub denom: u32,
+    /// The sample's plan (crop, filter, pixel ops, erase boxes), drawn by the router.
+    pub plan: SamplePlan,
+    /// The headers the router's probe parsed, handed to the engine so it does not parse them
+    /// again.
+    pub parsed: Option<Parsed>,
+    /// A detection sample's steps before the resize, when the engine runs them (photometric
+    /// steps on the image, the zoom-out's fill).
+    pub canvas: Option<Box<CanvasJob>>,
+}
+
+pub(super) fn count_fallback(shared: &Shared, reason: &'static str) {
+    *lock(&shared.counters.fallbacks).entry(reason).or_default() += 1;
+}
+
+/// Copies a bitstream too large for its batch slot to a device buffer of its own (through a
+/// host buffer of its own: the rare path, for files larger than a decoded sample).
+pub(super) fn upload(hpu: &Hpu, bytes: &[u8]) -> Result<DeviceBuffer, HpuError> {
+    let device = hpu.alloc(bytes.len())?;
+    let mut host = crate::pinned::PinnedBuffer::new(bytes.len())
+        .map_err(|e| HpuError::Dma(format!("host buffer for a bitstream: {e}")))?;
+    host.as_mut_slice().copy_from_slice(bytes);
+    hpu.copy_to_device(host, &device).wait()?;
+    Ok(device)
 }

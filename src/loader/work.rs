@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use crossbeam_channel::Receiver;
 
-use super::batch::{lock, BatchWork};
+use super::batch::BatchWork;
 use super::cpu::Scratch;
-use super::engine::HwSlot;
-use super::replace::{fill, write_label, Filled};
+use super::lock;
+use super::replace::{fill, write_label, Filled, Skips};
+use super::route::HwSlot;
 use super::{Backend, Shared};
 use crate::stage::{Stage, StageTimes};
 use crate::{Error, SampleError, SampleErrorKind};
@@ -95,7 +96,8 @@ fn fill_slot(shared: &Shared, scratch: &mut Scratch, job: &Job) {
     let original = batch.indices[job.slot].load(Ordering::Relaxed);
     let slot = batch.slots.slot_mut(job.slot);
     let engine = (shared.backend != Backend::Cpu).then_some(&batch.hpu);
-    let index = match fill(shared, scratch, batch, original, slot.sample, engine, None) {
+    let skips = (batch.epoch, &**batch as &dyn Skips);
+    let index = match fill(shared, scratch, skips, original, slot.sample, engine, None) {
         Ok(Filled::Cpu {
             index,
             label,

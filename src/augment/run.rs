@@ -1,0 +1,191 @@
+//! Runs a sample's resolved pixel ops: [`apply`] on an RGB8 image (a run of colour
+//! adjustments fused into one kernel call), and the [`PixelStage`] both paths run after the
+//! decode: the [`PixelPlan`]'s ops, then flip + normalize + cast + layout into the slot, then
+//! the erase boxes.
+
+use serde::Serialize;
+
+use super::erase::{self, EraseBox};
+use super::kernel::OutputWriter;
+use super::pixel::{AugMixPlan, PixelOp, Scratch};
+use super::{blur, colour, geometry, pil};
+use crate::dtype::{Dtype, Layout};
+
+/// What a sample's pixels go through after the decode: the pixel ops on the RGB8 image, the
+/// horizontal flip fused into the output writer, and the erase boxes on the written slot.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct PixelPlan {
+    /// The image's `(height, width)` at the output (the slot holds exactly this many pixels).
+    pub size: (u32, u32),
+    /// Pixel ops, in order.
+    pub ops: Vec<PixelOp>,
+    /// Mirror when writing the slot (a flip that commutes with every later op is moved here).
+    pub flip: bool,
+    /// Boxes erased in the written slot, in order.
+    pub erase: Vec<EraseBox>,
+}
+
+/// Runs `ops` on the `h`x`w` RGB8 image `rgb` in place.
+pub fn apply(ops: &[PixelOp], rgb: &mut [u8], h: usize, w: usize, s: &mut Scratch) {
+    let rgb = &mut rgb[..h * w * 3];
+    let mut rest = ops;
+    while let Some((op, tail)) = rest.split_first() {
+        rest = tail;
+        match op {
+            // A run of colour adjustments (ColorJitter's four, a channel permutation) runs
+            // fused, in one or two passes.
+            PixelOp::Brightness(_)
+            | PixelOp::Contrast(_)
+            | PixelOp::Saturation(_)
+            | PixelOp::Hue(_)
+            | PixelOp::PermuteChannels(_) => {
+                let run: Vec<colour::Adjust> = std::iter::once(op)
+                    .chain(rest)
+                    .map_while(adjustment)
+                    .collect();
+                rest = &rest[run.len().saturating_sub(1)..];
+                colour::adjust(rgb, &run);
+            }
+            PixelOp::Hflip => geometry::hflip(rgb, h, w),
+            PixelOp::Vflip => geometry::vflip(rgb, h, w),
+            PixelOp::Grayscale => colour::grayscale(rgb),
+            PixelOp::Solarize(t) => colour::solarize(rgb, *t),
+            PixelOp::Posterize(b) => colour::posterize(rgb, *b),
+            PixelOp::AutoContrast => colour::autocontrast(rgb),
+            PixelOp::Equalize => colour::equalize(rgb),
+            PixelOp::Invert => colour::invert(rgb),
+            PixelOp::Sharpness(f) => blur::sharpness(rgb, h, w, *f, s),
+            PixelOp::GaussianBlur { kernel, sigma } => {
+                blur::gaussian_blur(rgb, h, w, *kernel, *sigma, s)
+            }
+            PixelOp::Warp(warp) => geometry::warp(rgb, h, w, warp, s),
+            PixelOp::AugMix(plan) => aug_mix(plan, rgb, h, w, s),
+            PixelOp::PilEnhance { kind, factor } => {
+                pil::enhance(rgb, h, w, *kind, *factor, &mut s.bytes)
+            }
+            PixelOp::PilAutoContrast => pil::autocontrast(rgb),
+            PixelOp::SolarizeAdd { add, threshold } => pil::solarize_add(rgb, *add, *threshold),
+            PixelOp::PilAffine {
+                matrix,
+                filter,
+                fill,
+            } => {
+                let t = pil::Affine {
+                    matrix: *matrix,
+                    filter: *filter,
+                    fill: *fill,
+                };
+                pil::affine(rgb, h, w, &t, &mut s.bytes)
+            }
+        }
+    }
+}
+
+/// AugMix's mixture: `original * m0 + sum(weight_i * chain_i(original))` in f32, truncated
+/// to bytes as torchvision's `.to(torch.uint8)`.
+fn aug_mix(plan: &AugMixPlan, rgb: &mut [u8], h: usize, w: usize, s: &mut Scratch) {
+    let mut original = std::mem::take(&mut s.original);
+    let mut chain = std::mem::take(&mut s.chain);
+    let mut mix = std::mem::take(&mut s.mix);
+    original.clear();
+    original.extend_from_slice(rgb);
+    mix.clear();
+    mix.extend(original.iter().map(|&v| plan.original * f32::from(v)));
+    for (ops, &weight) in plan.chains.iter().zip(&plan.weights) {
+        chain.clear();
+        chain.extend_from_slice(&original);
+        apply(ops, &mut chain, h, w, s);
+        for (m, &v) in mix.iter_mut().zip(&chain) {
+            *m += weight * f32::from(v);
+        }
+    }
+    for (out, &m) in rgb.iter_mut().zip(&mix) {
+        *out = m.clamp(0.0, 255.0) as u8;
+    }
+    if let Some(m) = plan.blend {
+        pil::blend_images(&original, rgb, m);
+    }
+    (s.original, s.chain, s.mix) = (original, chain, mix);
+}
+
+/// What runs on a sample's decoded RGB8 image at the output size, on either path: the pixel
+/// ops, then flip + normalize + cast + layout into the slot, then the erase boxes. The CPU path
+/// runs it on the host; the media engine runs it as its device ops.
+#[derive(Clone, Debug)]
+pub struct PixelStage {
+    writer: OutputWriter,
+    dtype: Dtype,
+    layout: Layout,
+}
+
+impl PixelStage {
+    /// The stage for images written as `dtype` in `layout`, normalized with `(mean, std)`
+    /// when given.
+    pub fn new(dtype: Dtype, layout: Layout, normalize: Option<([f32; 3], [f32; 3])>) -> Self {
+        Self {
+            writer: OutputWriter::new(dtype, layout, normalize),
+            dtype,
+            layout,
+        }
+    }
+
+    /// The pixel ops of `plan` on `rgb` (at the plan's size), in place.
+    pub fn ops(&self, rgb: &mut [u8], plan: &PixelPlan, scratch: &mut Scratch) {
+        if !plan.ops.is_empty() {
+            let (h, w) = plan.size;
+            apply(&plan.ops, rgb, h as usize, w as usize, scratch);
+        }
+    }
+
+    /// The bytes the output of `plan` takes at the start of its slot.
+    pub fn bytes(&self, plan: &PixelPlan) -> usize {
+        plan.size.0 as usize * plan.size.1 as usize * 3 * self.dtype.size()
+    }
+
+    /// Writes `rgb` into the start of `slot` (flipped as `plan` says), then erases `plan`'s
+    /// boxes there.
+    ///
+    /// # Panics
+    /// `slot` is shorter than [`PixelStage::bytes`].
+    pub fn write(&self, rgb: &[u8], plan: &PixelPlan, slot: &mut [u8]) {
+        let (h, w) = (plan.size.0 as usize, plan.size.1 as usize);
+        let slot = &mut slot[..self.bytes(plan)];
+        self.writer.write(rgb, h, w, plan.flip, slot);
+        for b in &plan.erase {
+            erase::erase(slot, self.dtype, self.layout, h, w, b);
+        }
+    }
+
+    /// [`PixelStage::ops`] then [`PixelStage::write`].
+    pub fn run(&self, rgb: &mut [u8], plan: &PixelPlan, scratch: &mut Scratch, slot: &mut [u8]) {
+        self.ops(rgb, plan, scratch);
+        self.write(rgb, plan, slot);
+    }
+}
+
+/// The op as a colour adjustment, for the fused kernel.
+fn adjustment(op: &PixelOp) -> Option<colour::Adjust> {
+    match *op {
+        PixelOp::Brightness(f) => Some(colour::Adjust::Brightness(f)),
+        PixelOp::Contrast(f) => Some(colour::Adjust::Contrast(f)),
+        PixelOp::Saturation(f) => Some(colour::Adjust::Saturation(f)),
+        PixelOp::Hue(f) => Some(colour::Adjust::Hue(f)),
+        PixelOp::PermuteChannels(p) => Some(colour::Adjust::Permute(p)),
+        PixelOp::Hflip
+        | PixelOp::Vflip
+        | PixelOp::Grayscale
+        | PixelOp::Solarize(_)
+        | PixelOp::Posterize(_)
+        | PixelOp::AutoContrast
+        | PixelOp::Equalize
+        | PixelOp::Invert
+        | PixelOp::Sharpness(_)
+        | PixelOp::GaussianBlur { .. }
+        | PixelOp::Warp(_)
+        | PixelOp::AugMix(_)
+        | PixelOp::PilEnhance { .. }
+        | PixelOp::PilAutoContrast
+        | PixelOp::SolarizeAdd { .. }
+        | PixelOp::PilAffine { .. } => None,
+    }
+}
