@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use hpuload_decoders::DecodeError;
 
+use crate::augment::AugmentError;
 use crate::hpu::HpuError;
 
 /// Anything that can go wrong building or running a loader.
@@ -29,11 +30,13 @@ pub enum Error {
         /// What is wrong with the line.
         reason: String,
     },
-    /// An annotation file (COCO) cannot be used: not JSON, or a record lacks a field or has
-    /// one of the wrong type (named, with the position).
+    /// A data file is not what it claims to be: an Arrow IPC stream, a Parquet file, a tar
+    /// shard or a COCO annotation file whose bytes are malformed (not JSON, a record without
+    /// a field, a damaged footer, ...), named, with what is wrong and where. Not an I/O error:
+    /// the file was read.
     #[error("{}: {reason}", path.display())]
-    Annotations {
-        /// The annotation file.
+    Format {
+        /// The file.
         path: PathBuf,
         /// What is wrong, and where.
         reason: String,
@@ -132,11 +135,12 @@ pub struct SampleError {
 
 impl SampleError {
     /// A short stable name for the failure, for counting by reason
-    /// (`read`, `empty`, `truncated`, `corrupt`, `too-large`, `unknown-format`, `unsupported`,
+    /// (`read`, `format`, `empty`, `truncated`, `corrupt`, `too-large`, `unknown-format`, `unsupported`,
     /// `augment`, `panic`, `device`).
     pub fn reason(&self) -> &'static str {
         match &self.kind {
             SampleErrorKind::Read(_) => "read",
+            SampleErrorKind::Format(_) => "format",
             SampleErrorKind::Decode(e) => e.reason(),
             SampleErrorKind::Augment(_) => "augment",
             SampleErrorKind::Panic(_) => "panic",
@@ -153,12 +157,16 @@ pub enum SampleErrorKind {
     /// Reading the file failed.
     #[error("cannot read: {0}")]
     Read(#[source] std::io::Error),
+    /// The sample's bytes were read but its container is malformed there (a Parquet page that
+    /// does not decode, a shard cut short, a row without its label).
+    #[error("malformed: {0}")]
+    Format(#[source] std::io::Error),
     /// Decoding failed.
     #[error("cannot decode: {0}")]
     Decode(#[source] DecodeError),
     /// The pipeline cannot process this image (e.g. smaller than a center crop).
     #[error("cannot augment: {0}")]
-    Augment(String),
+    Augment(#[source] AugmentError),
     /// A worker panicked while processing the sample.
     #[error("worker panicked: {0}")]
     Panic(String),

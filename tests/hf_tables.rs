@@ -415,6 +415,19 @@ fn damaged_parquet_rows_are_named_by_file_and_row_and_a_damaged_footer_by_file()
             .any(|s| s.contains("train-00003-of-00009.parquet/row 4") && s.contains("null")),
         "{skipped:?}"
     );
+    // A null image is the file's malformation, counted as "format", not as a failed read.
+    let reasons: Vec<(String, &str)> = l
+        .report()
+        .skips
+        .iter()
+        .map(|s| (s.path.display().to_string(), s.reason))
+        .collect();
+    assert!(
+        reasons
+            .iter()
+            .any(|(p, r)| p.ends_with("row 4") && *r == "format"),
+        "{reasons:?}"
+    );
 
     let bytes = std::fs::read(&file).unwrap();
     for (name, damaged) in [
@@ -428,9 +441,10 @@ fn damaged_parquet_rows_are_named_by_file_and_row_and_a_damaged_footer_by_file()
     ] {
         let path = dir.path().join(name);
         std::fs::write(&path, damaged).unwrap();
-        let why = ParquetDataset::open(&path.to_string_lossy(), &ParquetOptions::default())
-            .unwrap_err()
-            .to_string();
+        let e =
+            ParquetDataset::open(&path.to_string_lossy(), &ParquetOptions::default()).unwrap_err();
+        assert!(matches!(e, hpuload::Error::Format { .. }), "{e:?}");
+        let why = e.to_string();
         assert!(why.contains(name) && why.contains("footer"), "{why}");
     }
 }

@@ -352,13 +352,16 @@ fn injected_dma_failure_reaches_the_caller_as_an_error() {
         .build()
         .unwrap();
     let results: Vec<_> = l.epoch(0).collect();
-    assert!(results[0].is_ok());
+    // The second transfer fails: batch 1's, or batch 2's when it finished first (the workers
+    // fill batches in flight at once). The batches before it arrive whole.
+    let (last, before) = results.split_last().unwrap();
+    assert!(!before.is_empty() && before.iter().all(Result::is_ok));
     assert!(
-        matches!(results[1], Err(Error::Hpu(hpuload::HpuError::Dma(_)))),
+        matches!(last, Err(Error::Hpu(hpuload::HpuError::Dma(_)))),
         "{:?}",
-        results[1].as_ref().err()
+        last.as_ref().err()
     );
-    assert_eq!(results.len(), 2, "the epoch ends after the error");
+    assert!(results.len() <= 3, "the epoch ends at the error");
 }
 
 #[test]

@@ -49,7 +49,7 @@ pub fn to_py(e: hpuload::Error) -> PyErr {
         }
         hpuload::Error::Manifest { .. }
         | hpuload::Error::EmptyDataset { .. }
-        | hpuload::Error::Annotations { .. } => PyValueError::new_err(message),
+        | hpuload::Error::Format { .. } => PyValueError::new_err(message),
         hpuload::Error::Sample(s) => SampleError::new_err((
             message,
             s.path.to_string_lossy().into_owned(),

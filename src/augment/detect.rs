@@ -548,10 +548,10 @@ impl CanvasJob {
         canvas: &mut Vec<u8>,
         resampler: &'a mut super::kernel::Resampler,
         scratch: &mut super::pixel::Scratch,
-    ) -> Result<&'a mut [u8], String> {
+    ) -> Result<&'a mut [u8], super::error::AugmentError> {
         let [rx, ry, rw, rh] = rect.map(|v| v as usize);
         if decoded.len() < rw * rh * 3 {
-            return Err("the decoded region is short".into());
+            return Err(super::error::AugmentError::ShortRegion);
         }
         super::run::apply(&self.pre, decoded, rh, rw, scratch);
         let d = f64::from(denom);

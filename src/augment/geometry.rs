@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::error::AugmentError;
 use super::pixel::{PixelOp, Scratch, Warp};
 use super::spec::{coin, half, linspace_f32, probability, range, OpKind, OpSpec};
 use crate::rng::CounterRng;
@@ -530,16 +531,19 @@ pub(crate) fn resize_center_crop(
     height: u32,
     resize_short: Option<u32>,
     out: (u32, u32),
-) -> Result<CropBox, String> {
+) -> Result<CropBox, AugmentError> {
     let (rw, rh) = match resize_short {
         Some(s) => resized_size(width, height, s),
         None => (width, height),
     };
     let (oh, ow) = out;
     if ow > rw || oh > rh {
-        return Err(format!(
-            "the {rw}x{rh} image is smaller than the {ow}x{oh} center crop"
-        ));
+        return Err(AugmentError::SmallerThanCrop {
+            width: rw,
+            height: rh,
+            crop_width: ow,
+            crop_height: oh,
+        });
     }
     let top = round_half_even(f64::from(rh - oh) / 2.0);
     let left = round_half_even(f64::from(rw - ow) / 2.0);

@@ -7,6 +7,7 @@ use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer
 
 use serde::{Deserialize, Serialize};
 
+use super::error::AugmentError;
 use super::geometry::{CropBox, Interpolation};
 use super::pixel::PixelOp;
 use super::spec::{OpKind, OpSpec};
@@ -68,6 +69,11 @@ pub struct Resampler {
     out_h: u32,
 }
 
+/// The resampler's refusal, as its message.
+fn resize_error(e: impl std::fmt::Display) -> AugmentError {
+    AugmentError::Resize(e.to_string())
+}
+
 impl Resampler {
     /// A resampler to `out_h` x `out_w`.
     pub fn new(out_h: u32, out_w: u32) -> Self {
@@ -97,7 +103,7 @@ impl Resampler {
         width: u32,
         height: u32,
         crop: &CropBox,
-    ) -> Result<&[u8], String> {
+    ) -> Result<&[u8], AugmentError> {
         self.run_with(src, width, height, crop, Interpolation::Bilinear)
             .map(|out| &*out)
     }
@@ -115,7 +121,7 @@ impl Resampler {
         height: u32,
         crop: &CropBox,
         interpolation: Interpolation,
-    ) -> Result<&mut [u8], String> {
+    ) -> Result<&mut [u8], AugmentError> {
         let filter = match interpolation {
             Interpolation::Bilinear => FilterType::Bilinear,
             Interpolation::Bicubic => FilterType::CatmullRom,
@@ -123,16 +129,16 @@ impl Resampler {
                 self.nearest(src, width, height, crop)?;
                 return Ok(&mut self.out);
             }
-            Interpolation::Random => return Err("interpolation 'random' was not drawn".into()),
+            Interpolation::Random => return Err(AugmentError::Undrawn),
         };
         if crop.view && (crop.width, crop.height) == (self.out_w.into(), self.out_h.into()) {
             // A window at its own size: every filter's weights are 1 on the pixel itself.
             self.copy_window(src, width, height, crop)?;
             return Ok(&mut self.out);
         }
-        let src = ImageRef::new(width, height, src, PixelType::U8x3).map_err(|e| e.to_string())?;
+        let src = ImageRef::new(width, height, src, PixelType::U8x3).map_err(resize_error)?;
         let mut dst = Image::from_slice_u8(self.out_w, self.out_h, &mut self.out, PixelType::U8x3)
-            .map_err(|e| e.to_string())?;
+            .map_err(resize_error)?;
         let options = ResizeOptions::new().resize_alg(ResizeAlg::Convolution(filter));
         let result = if crop.view {
             let view = CroppedImage::new(
@@ -142,13 +148,13 @@ impl Resampler {
                 crop.width as u32,
                 crop.height as u32,
             )
-            .map_err(|e| e.to_string())?;
+            .map_err(resize_error)?;
             self.resizer.resize(&view, &mut dst, &options)
         } else {
             let options = options.crop(crop.left, crop.top, crop.width, crop.height);
             self.resizer.resize(&src, &mut dst, &options)
         };
-        result.map_err(|e| e.to_string())?;
+        result.map_err(resize_error)?;
         Ok(&mut self.out)
     }
 
@@ -159,14 +165,14 @@ impl Resampler {
         width: u32,
         height: u32,
         crop: &CropBox,
-    ) -> Result<(), String> {
+    ) -> Result<(), AugmentError> {
         let (left, top) = (crop.left as usize, crop.top as usize);
         let (w, h) = (self.out_w as usize, self.out_h as usize);
         if src.len() < width as usize * height as usize * 3
             || left + w > width as usize
             || top + h > height as usize
         {
-            return Err("the crop lies outside the image".into());
+            return Err(AugmentError::CropOutside);
         }
         let stride = width as usize * 3;
         for (row, line) in self
@@ -188,14 +194,14 @@ impl Resampler {
         width: u32,
         height: u32,
         crop: &CropBox,
-    ) -> Result<(), String> {
+    ) -> Result<(), AugmentError> {
         if src.len() < width as usize * height as usize * 3
             || crop.left < 0.0
             || crop.top < 0.0
             || crop.left + crop.width > f64::from(width) + 1e-6
             || crop.top + crop.height > f64::from(height) + 1e-6
         {
-            return Err("the crop lies outside the image".into());
+            return Err(AugmentError::CropOutside);
         }
         // A fractional window is a resize of the whole image then a crop: torch indexes the
         // resized image, `floor((i + offset) * in / out)` in f32, with the crop's offset in
@@ -427,10 +433,12 @@ impl Bf16Affine {
         0
     }
 
-    /// The outputs of one row in whole groups of 8; returns how many it wrote.
+    /// The outputs of one row in whole groups of 8; returns how many it wrote. Safe: only
+    /// calling it needs AVX2 (`unsafe` at the call, where the CPU was checked); its loads and
+    /// stores are bounded by the assert on the planes' lengths.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    unsafe fn row_avx2(
+    fn row_avx2(
         &self,
         src: &[u8],
         flip: bool,

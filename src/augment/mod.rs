@@ -20,6 +20,7 @@ mod blur;
 mod colour;
 pub(crate) mod detect;
 mod erase;
+mod error;
 mod geometry;
 mod kernel;
 pub mod mix;
@@ -39,6 +40,7 @@ pub use colour::{
 };
 pub use detect::{CanvasJob, DetectPlan, RandomIoUCrop, RandomZoomOut, SanitizeBoundingBoxes};
 pub use erase::{EraseBox, EraseValue, RandomErasing, RandomFill};
+pub use error::AugmentError;
 pub use geometry::{
     CenterCrop, CropBox, Interpolation, RandomAffine, RandomHorizontalFlip, RandomResizedCrop,
     RandomRotation, RandomVerticalFlip, Resize, Size,

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::detect::{self, DetectPlan, RandomIoUCrop, RandomZoomOut, SanitizeSpec};
 use super::erase::RandomErasing;
+use super::error::AugmentError;
 use super::geometry::{self, CenterCrop, CropBox, Interpolation, RandomResizedCrop, Resize, Size};
 use super::op::{Op, Pipeline};
 use super::pixel::PixelOp;
@@ -357,7 +358,7 @@ impl Plan {
         index: usize,
         (width, height): (u32, u32),
         objects: Option<&[[f32; 4]]>,
-    ) -> Result<SamplePlan, String> {
+    ) -> Result<SamplePlan, AugmentError> {
         let mut pre = Vec::new();
         let mut detected = None;
         if let Some(d) = &self.detect {

@@ -5,7 +5,7 @@ use hpuload_decoders::{CpuDecoder, Decode, JpegDecoder};
 
 use super::Shared;
 use crate::augment::detect::compose_window;
-use crate::augment::{self, DetectPlan, Resampler, SamplePlan};
+use crate::augment::{self, AugmentError, DetectPlan, Resampler, SamplePlan};
 use crate::cpu_time::CpuClock;
 use crate::stage::Stage;
 use crate::SampleErrorKind;
@@ -59,9 +59,12 @@ pub(super) fn fits(
         return Ok(());
     }
     let (h, w) = plan.pixels.size;
-    Err(SampleErrorKind::Augment(format!(
-        "the image is {width}x{height} and its output {w}x{h}, more than the batch slots hold: they are sized from the image sizes the annotations give"
-    )))
+    Err(SampleErrorKind::Augment(AugmentError::LargerThanSlot {
+        width,
+        height,
+        out_width: w,
+        out_height: h,
+    }))
 }
 
 /// Decodes `bytes` (sample `index`) on the CPU and writes the augmented sample into `slot`,

@@ -589,9 +589,9 @@ impl Loader {
                 (width, height),
                 self.shared.source.objects(index).map(|o| o.boxes),
             )
-            .map_err(|reason| Error::Pipeline {
+            .map_err(|e| Error::Pipeline {
                 name: "sample_plan".into(),
-                reason,
+                reason: e.to_string(),
             })
     }
 

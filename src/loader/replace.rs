@@ -125,7 +125,7 @@ fn load_sample(
         (Some(_), None) => shared
             .source
             .read_into(index, shared.read_mode, slot)
-            .map_err(|e| err(SampleErrorKind::Read(e)))?,
+            .map_err(|e| err(read_error(e)))?,
         _ => None,
     };
     if let (Some(hpu), Some(len)) = (engine, in_slot) {
@@ -149,7 +149,7 @@ fn load_sample(
             read = shared
                 .source
                 .read(index, shared.read_mode, &mut s.file)
-                .map_err(|e| err(SampleErrorKind::Read(e)))?;
+                .map_err(|e| err(read_error(e)))?;
             c.add(Stage::Read, t0.elapsed());
             c.bytes_read.fetch_add(read.len() as u64, Ordering::Relaxed);
             (&read, None)
@@ -168,6 +168,16 @@ fn load_sample(
     match routed.map_err(err)? {
         Route::Engine(hw) => Ok(Filled::Hw(hw)),
         Route::Cpu(plan) => cpu(&mut s.cpu, bytes, slot, plan),
+    }
+}
+
+/// A source's read error: malformed bytes (`InvalidData`: the container is damaged there) or
+/// an I/O failure.
+fn read_error(e: std::io::Error) -> SampleErrorKind {
+    if e.kind() == std::io::ErrorKind::InvalidData {
+        SampleErrorKind::Format(e)
+    } else {
+        SampleErrorKind::Read(e)
     }
 }
 

@@ -8,7 +8,7 @@ use hpuload_decoders::jpeg::{choose_scale, Filter, Parsed, Region};
 use hpuload_decoders::{DecodeError, JpegDecoder};
 
 use super::{lock, Backend, Shared};
-use crate::augment::{CanvasJob, PixelOp, SamplePlan};
+use crate::augment::{AugmentError, CanvasJob, PixelOp, SamplePlan};
 use crate::cpu_time::CpuClock;
 use crate::hpu::{DeviceBuffer, Hpu, HpuError};
 use crate::stage::Stage;
@@ -73,7 +73,7 @@ pub(super) fn route(
             let canvas = match canvas_job(&plan, info.width, info.height) {
                 Ok(canvas) => canvas,
                 Err(reason) if only_engine => {
-                    return Err(SampleErrorKind::Augment(reason.to_string()));
+                    return Err(SampleErrorKind::Augment(AugmentError::NotOnEngine(reason)));
                 }
                 Err(reason) => {
                     c.add(Stage::Route, t1.elapsed());

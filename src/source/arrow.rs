@@ -224,9 +224,9 @@ pub fn scan_file(
     path: &Path,
     choice: &ColumnChoice,
 ) -> Result<(HfColumns, Vec<ScannedRow>), Error> {
-    let bad = |reason: String| Error::Io {
+    let bad = |reason: String| Error::Format {
         path: path.to_path_buf(),
-        source: std::io::Error::new(std::io::ErrorKind::InvalidData, reason),
+        reason,
     };
     let file = File::open(path).map_err(|source| Error::Io {
         path: path.to_path_buf(),

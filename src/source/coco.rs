@@ -187,7 +187,7 @@ impl CocoDataset {
                 source,
             })?
             .len();
-        let bad = |reason: String| Error::Annotations {
+        let bad = |reason: String| Error::Format {
             path: path.clone(),
             reason,
         };
@@ -218,7 +218,7 @@ impl CocoDataset {
         options: &CocoOptions,
     ) -> Result<Self, Error> {
         let path = origin.as_ref().to_path_buf();
-        let parsed = parse(json).map_err(|reason| Error::Annotations {
+        let parsed = parse(json).map_err(|reason| Error::Format {
             path: path.clone(),
             reason,
         })?;
@@ -231,7 +231,7 @@ impl CocoDataset {
         parsed: Parsed,
         options: &CocoOptions,
     ) -> Result<Self, Error> {
-        let bad = |reason: String| Error::Annotations {
+        let bad = |reason: String| Error::Format {
             path: path.clone(),
             reason,
         };

@@ -169,11 +169,9 @@ impl ParquetDataset {
                 path: path.clone(),
                 source,
             };
-            let bad = |e: &dyn std::fmt::Display| {
-                io(std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    e.to_string(),
-                ))
+            let bad = |e: &dyn std::fmt::Display| Error::Format {
+                path: path.clone(),
+                reason: e.to_string(),
             };
             let mut file = ParquetFile::new(path.clone(), store.as_ref()).map_err(io)?;
             let metadata =

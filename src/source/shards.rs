@@ -651,9 +651,9 @@ fn load_or_build_index(shard: &Path, label_field: &str) -> Result<Vec<IndexedSam
 /// # Errors
 /// The shard cannot be read or is not a valid tar file.
 pub fn build_index(shard: &Path, label_field: &str) -> Result<Vec<IndexedSample>, Error> {
-    let bad = |reason: String| Error::Io {
+    let bad = |reason: String| Error::Format {
         path: shard.to_path_buf(),
-        source: std::io::Error::new(std::io::ErrorKind::InvalidData, reason),
+        reason,
     };
     let file = File::open(shard).map_err(|source| Error::Io {
         path: shard.to_path_buf(),

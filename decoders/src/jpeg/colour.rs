@@ -28,9 +28,11 @@ impl YccTables {
     }
 }
 
+/// [`ycc_generic`] compiled for AVX2 (with its SSSE3 interleave). Safe: only calling it
+/// needs AVX2 (`unsafe` at the call, where the CPU was checked).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn ycc_avx2(y: &[u8], cb: &[u8], cr: &[u8], out: &mut [u8]) {
+fn ycc_avx2(y: &[u8], cb: &[u8], cr: &[u8], out: &mut [u8]) {
     ycc_chunks::<true>(y, cb, cr, out);
 }
 

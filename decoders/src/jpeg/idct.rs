@@ -100,10 +100,13 @@ impl Idct {
     }
 }
 
+/// [`block_generic`], with the dense full-size case in AVX2 ([`block8_dense_avx2`]). Safe:
+/// only calling it needs AVX2 (`unsafe` at the call, where the CPU was checked), and the
+/// dense case bounds its stores by an assert.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn block_avx2(
+fn block_avx2(
     t: &[[f32; 8]; 8],
     tt: &[[f32; 8]; 8],
     coef: &[i32; 64],

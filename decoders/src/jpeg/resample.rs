@@ -372,6 +372,8 @@ impl Pass for BytesToWide {
             acc.saturating_add(mulhrs(i16::from(rows[k * stride + x]) << FRACTION, w))
         })
     }
+    /// # Safety
+    /// [`Pass::blocks`]'s: the CPU supports AVX2 and `rows` holds every sample read.
     #[cfg(target_arch = "x86_64")]
     unsafe fn blocks(rows: &[u8], stride: usize, weights: &[i16], out: &mut [i16]) {
         // SAFETY: the caller's contract is this function's.
@@ -393,6 +395,8 @@ impl Pass for WideToBytes {
         });
         (acc >> FRACTION).clamp(0, 255) as u8
     }
+    /// # Safety
+    /// [`Pass::blocks`]'s: the CPU supports AVX2 and `rows` holds every sample read.
     #[cfg(target_arch = "x86_64")]
     unsafe fn blocks(rows: &[i16], stride: usize, weights: &[i16], out: &mut [u8]) {
         // SAFETY: the caller's contract is this function's.
