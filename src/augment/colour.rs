@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::pixel::PixelOp;
-use super::spec::{coin, half, probability, range, shuffle, OpKind, OpSpec};
+use super::spec::{coin, coin_op, half, probability, range, shuffle, OpKind, OpSpec};
 use crate::rng::CounterRng;
 
 /// `ColorJitter`: factors drawn uniformly from each range, applied in a random order. `None`
@@ -166,52 +166,21 @@ impl OpSpec for RandomPhotometricDistort {
     }
 }
 
-/// Ops that run one resolved pixel op with probability `p` and nothing else to draw.
-macro_rules! coin_op {
-    ($(#[$doc:meta])* $name:ident = $op_name:literal, p = $default:literal, $op:expr) => {
-        $(#[$doc])*
-        #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-        #[serde(deny_unknown_fields)]
-        pub struct $name {
-            /// Probability.
-            #[serde(default = $default)]
-            pub p: f64,
-        }
-
-        impl OpSpec for $name {
-            fn kind(&self) -> OpKind {
-                OpKind::Pixel
-            }
-            fn check(&self) -> Result<(), String> {
-                probability(self.p, $op_name)
-            }
-            fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
-                if coin(rng, self.p) {
-                    out.push($op);
-                }
-            }
-            fn moving_inner(&self) -> Option<String> {
-                None
-            }
-        }
-    };
-}
-
 coin_op!(
     /// `RandomGrayscale(p)` (`Grayscale(3)` is `p = 1`). Default p 0.1.
-    RandomGrayscale = "random_grayscale", p = "gray_p", PixelOp::Grayscale
+    RandomGrayscale = "random_grayscale", p = "gray_p", Pixel, PixelOp::Grayscale
 );
 coin_op!(
     /// `RandomAutocontrast(p)`. Default p 0.5.
-    RandomAutocontrast = "random_autocontrast", p = "half", PixelOp::AutoContrast
+    RandomAutocontrast = "random_autocontrast", p = "half", Pixel, PixelOp::AutoContrast
 );
 coin_op!(
     /// `RandomEqualize(p)`. Default p 0.5.
-    RandomEqualize = "random_equalize", p = "half", PixelOp::Equalize
+    RandomEqualize = "random_equalize", p = "half", Pixel, PixelOp::Equalize
 );
 coin_op!(
     /// `RandomInvert(p)`. Default p 0.5.
-    RandomInvert = "random_invert", p = "half", PixelOp::Invert
+    RandomInvert = "random_invert", p = "half", Pixel, PixelOp::Invert
 );
 
 fn gray_p() -> f64 {

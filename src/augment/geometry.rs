@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::AugmentError;
 use super::pixel::{PixelOp, Scratch, Warp};
-use super::spec::{coin, half, linspace_f32, probability, range, OpKind, OpSpec};
+use super::spec::{coin, coin_op, half, linspace_f32, probability, range, OpKind, OpSpec};
 use crate::rng::CounterRng;
 
 /// An output size: one number for a square, or `[height, width]`.
@@ -190,58 +190,15 @@ impl OpSpec for CenterCrop {
     }
 }
 
-/// `RandomHorizontalFlip(p)`. In a detection pipeline, before the resize, it moves the boxes
-/// too.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RandomHorizontalFlip {
-    /// Probability of flipping. Default 0.5.
-    #[serde(default = "half")]
-    pub p: f64,
-}
-
-impl OpSpec for RandomHorizontalFlip {
-    fn kind(&self) -> OpKind {
-        OpKind::MovingPixel
-    }
-    fn check(&self) -> Result<(), String> {
-        probability(self.p, "random_horizontal_flip")
-    }
-    fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
-        if coin(rng, self.p) {
-            out.push(PixelOp::Hflip);
-        }
-    }
-    fn moving_inner(&self) -> Option<String> {
-        None
-    }
-}
-
-/// `RandomVerticalFlip(p)`.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RandomVerticalFlip {
-    /// Probability of flipping. Default 0.5.
-    #[serde(default = "half")]
-    pub p: f64,
-}
-
-impl OpSpec for RandomVerticalFlip {
-    fn kind(&self) -> OpKind {
-        OpKind::MovingPixel
-    }
-    fn check(&self) -> Result<(), String> {
-        probability(self.p, "random_vertical_flip")
-    }
-    fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
-        if coin(rng, self.p) {
-            out.push(PixelOp::Vflip);
-        }
-    }
-    fn moving_inner(&self) -> Option<String> {
-        None
-    }
-}
+coin_op!(
+    /// `RandomHorizontalFlip(p)`. In a detection pipeline, before the resize, it moves the
+    /// boxes too. Default p 0.5.
+    RandomHorizontalFlip = "random_horizontal_flip", p = "half", MovingPixel, PixelOp::Hflip
+);
+coin_op!(
+    /// `RandomVerticalFlip(p)`. Default p 0.5.
+    RandomVerticalFlip = "random_vertical_flip", p = "half", MovingPixel, PixelOp::Vflip
+);
 
 fn check_degrees(degrees: [f64; 2], what: &str) -> Result<(), String> {
     if degrees[0] > degrees[1] || degrees.iter().any(|d| d.is_nan()) {

@@ -108,3 +108,38 @@ pub(super) fn linspace_f32(start: f64, end: f64, steps: usize) -> impl Iterator<
         }
     })
 }
+
+/// An op that runs one resolved pixel op with probability `p` and draws nothing else: its
+/// spec struct (the probability, with a default function's name) and its `OpSpec`. The
+/// caller's module imports what the expansion names (`Serialize`, `Deserialize`, `OpSpec`,
+/// `OpKind`, `probability`, `coin`, `CounterRng`, `PixelOp`).
+macro_rules! coin_op {
+    ($(#[$doc:meta])* $name:ident = $op_name:literal, p = $default:literal, $kind:ident, $op:expr) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            /// Probability.
+            #[serde(default = $default)]
+            pub p: f64,
+        }
+
+        impl OpSpec for $name {
+            fn kind(&self) -> OpKind {
+                OpKind::$kind
+            }
+            fn check(&self) -> Result<(), String> {
+                probability(self.p, $op_name)
+            }
+            fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
+                if coin(rng, self.p) {
+                    out.push($op);
+                }
+            }
+            fn moving_inner(&self) -> Option<String> {
+                None
+            }
+        }
+    };
+}
+pub(super) use coin_op;
