@@ -77,7 +77,7 @@ pub fn builtin(name: &str) -> Result<Pipeline, Error> {
             name: name.to_string(),
             reason: format!(
                 "no such built-in pipeline (built-in: {})",
-                names().collect::<Vec<_>>().join(", ")
+                all_names().collect::<Vec<_>>().join(", ")
             ),
         })?;
     Pipeline::from_toml(text, name)
@@ -88,10 +88,7 @@ pub fn builtin(name: &str) -> Result<Pipeline, Error> {
 /// # Errors
 /// Neither a built-in name nor a readable, valid pipeline file.
 pub fn resolve(name_or_file: &str) -> Result<Pipeline, Error> {
-    if names()
-        .chain(ALIASES.iter().map(|(alias, _)| *alias))
-        .any(|n| n == name_or_file)
-    {
+    if all_names().any(|n| n == name_or_file) {
         return builtin(name_or_file);
     }
     if std::path::Path::new(name_or_file).exists() {
