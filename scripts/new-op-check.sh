@@ -34,14 +34,15 @@ echo "$out" | grep -E "^src/.*error" || true
 status=0
 for expected in \
     "src/augment/op.rs:.*OpSpec.* is not satisfied|src/augment/op.rs:.*not implemented for .Dummy" \
-    "src/augment/pixel.rs:.*PixelOp::Dummy. not covered" ; do
+    "src/augment/pixel.rs:.*PixelOp::Dummy. not covered" \
+    "src/augment/run.rs:.*PixelOp::Dummy. not covered" ; do
     if ! echo "$out" | grep -Eq "$expected"; then
         echo "not named by the compiler: $expected"
         status=1
     fi
 done
-n=$(echo "$out" | grep -Ec "src/augment/pixel.rs:.*PixelOp::Dummy. not covered" || true)
+n=$(echo "$out" | grep -Ec "src/augment/(pixel|run).rs:.*PixelOp::Dummy. not covered" || true)
 echo "PixelOp::Dummy: $n exhaustive matches to extend"
-# adjustment, commutes_with_hflip, reach, engine_runs_before_geometry, apply.
+# pixel.rs: commutes_with_hflip, reach, engine_runs_before_geometry; run.rs: apply, adjustment.
 [ "$n" -ge 5 ] || { echo "expected at least 5 matches over PixelOp"; status=1; }
 exit $status
