@@ -135,9 +135,6 @@ impl OpSpec for AutoAugment {
     fn draw(&self, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>) {
         auto_augment(rng, self.policy, size, self.interpolation, self.fill, out);
     }
-    fn moving_inner(&self) -> Option<String> {
-        None
-    }
 }
 
 impl OpSpec for RandAugment {
@@ -165,9 +162,6 @@ impl OpSpec for RandAugment {
             out,
         );
     }
-    fn moving_inner(&self) -> Option<String> {
-        None
-    }
 }
 
 impl OpSpec for TrivialAugmentWide {
@@ -186,9 +180,6 @@ impl OpSpec for TrivialAugmentWide {
             self.fill,
             out,
         );
-    }
-    fn moving_inner(&self) -> Option<String> {
-        None
     }
 }
 
@@ -215,9 +206,6 @@ impl OpSpec for AugMix {
         };
         let plan = aug_mix(rng, &spec, size, self.interpolation, self.fill);
         out.push(PixelOp::AugMix(Box::new(plan)));
-    }
-    fn moving_inner(&self) -> Option<String> {
-        None
     }
 }
 

@@ -49,9 +49,6 @@ impl OpSpec for GaussianBlur {
             sigma: [s, s],
         });
     }
-    fn moving_inner(&self) -> Option<String> {
-        None
-    }
 }
 
 /// `RandomAdjustSharpness(sharpness_factor, p)`.
@@ -83,9 +80,6 @@ impl OpSpec for RandomAdjustSharpness {
         if coin(rng, self.p) {
             out.push(PixelOp::Sharpness(self.sharpness_factor));
         }
-    }
-    fn moving_inner(&self) -> Option<String> {
-        None
     }
 }
 

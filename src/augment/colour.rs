@@ -71,9 +71,6 @@ impl OpSpec for ColorJitter {
             });
         }
     }
-    fn moving_inner(&self) -> Option<String> {
-        None
-    }
 }
 
 /// `RandomPhotometricDistort(brightness, contrast, saturation, hue, p)` (torchvision v2):
@@ -161,9 +158,6 @@ impl OpSpec for RandomPhotometricDistort {
             out.push(PixelOp::PermuteChannels(order));
         }
     }
-    fn moving_inner(&self) -> Option<String> {
-        None
-    }
 }
 
 coin_op!(
@@ -217,9 +211,6 @@ impl OpSpec for RandomSolarize {
             out.push(PixelOp::Solarize(self.threshold));
         }
     }
-    fn moving_inner(&self) -> Option<String> {
-        None
-    }
 }
 
 /// `RandomPosterize(bits, p)`.
@@ -248,9 +239,6 @@ impl OpSpec for RandomPosterize {
         if coin(rng, self.p) {
             out.push(PixelOp::Posterize(self.bits));
         }
-    }
-    fn moving_inner(&self) -> Option<String> {
-        None
     }
 }
 

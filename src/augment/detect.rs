@@ -78,9 +78,6 @@ impl OpSpec for RandomZoomOut {
     }
     /// Box-aware: the plan draws the canvas.
     fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
-    fn moving_inner(&self) -> Option<String> {
-        None
-    }
 }
 
 /// `RandomIoUCrop(min_scale, max_scale, min_aspect_ratio, max_aspect_ratio, sampler_options,
@@ -162,9 +159,6 @@ impl OpSpec for RandomIoUCrop {
     }
     /// Box-aware: the plan draws the crop.
     fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
-    fn moving_inner(&self) -> Option<String> {
-        None
-    }
 }
 
 /// `SanitizeBoundingBoxes(min_size, min_area)`: drops boxes smaller than `min_size` on a side
@@ -203,9 +197,6 @@ impl OpSpec for SanitizeBoundingBoxes {
     }
     /// Box-aware: the plan sanitizes the boxes.
     fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
-    fn moving_inner(&self) -> Option<String> {
-        None
-    }
 }
 
 /// `SanitizeBoundingBoxes` where it stands.

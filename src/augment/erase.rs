@@ -136,9 +136,6 @@ impl OpSpec for RandomErasing {
     }
     /// Erasing: the plan draws the boxes at the output ([`RandomErasing::draw_boxes`]).
     fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
-    fn moving_inner(&self) -> Option<String> {
-        None
-    }
 }
 
 /// A standard normal draw (Box-Muller).

@@ -137,9 +137,6 @@ impl OpSpec for RandomResizedCrop {
     }
     /// Geometry: the plan draws the window.
     fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
-    fn moving_inner(&self) -> Option<String> {
-        None
-    }
 }
 
 /// `Resize(size)`: a single number resizes the shorter side to it (keeping the aspect ratio,
@@ -163,9 +160,6 @@ impl OpSpec for Resize {
     }
     /// Geometry: the plan computes the window.
     fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
-    fn moving_inner(&self) -> Option<String> {
-        None
-    }
 }
 
 /// `CenterCrop(size)`.
@@ -185,9 +179,6 @@ impl OpSpec for CenterCrop {
     }
     /// Geometry: the plan computes the window.
     fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
-    fn moving_inner(&self) -> Option<String> {
-        None
-    }
 }
 
 coin_op!(
@@ -243,9 +234,6 @@ impl OpSpec for RandomRotation {
             nearest: self.interpolation == Interpolation::Nearest,
             fill: self.fill,
         }));
-    }
-    fn moving_inner(&self) -> Option<String> {
-        None
     }
 }
 
@@ -327,9 +315,6 @@ impl OpSpec for RandomAffine {
             nearest: self.interpolation == Interpolation::Nearest,
             fill: self.fill,
         }));
-    }
-    fn moving_inner(&self) -> Option<String> {
-        None
     }
 }
 

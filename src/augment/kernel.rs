@@ -55,9 +55,6 @@ impl OpSpec for Normalize {
     }
     /// Normalize is the output writer's.
     fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
-    fn moving_inner(&self) -> Option<String> {
-        None
-    }
 }
 
 /// Crops and resizes RGB8 images into a reused buffer (antialiased bilinear, Pillow's

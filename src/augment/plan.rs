@@ -13,7 +13,6 @@ use super::geometry::{self, CenterCrop, CropBox, Interpolation, RandomResizedCro
 use super::op::{Op, Pipeline};
 use super::pixel::PixelOp;
 use super::run::PixelPlan;
-use super::spec::OpKind;
 use crate::dtype::Dtype;
 use crate::rng::{CounterRng, Stream};
 use crate::Error;
@@ -309,18 +308,6 @@ impl Pipeline {
     }
 }
 
-/// How each op kind is read by the phase rules: exhaustive, so a new kind must be placed.
-#[allow(dead_code)]
-fn placed(kind: OpKind) -> &'static str {
-    match kind {
-        OpKind::Geometry => "first (after a detection pipeline's box-aware ops)",
-        OpKind::BoxAware => "before the resize",
-        OpKind::MovingPixel | OpKind::Pixel => "after the geometry, before normalize",
-        OpKind::Normalize => "after the pixel ops",
-        OpKind::Erase => "last",
-    }
-}
-
 impl Plan {
     /// Output `(height, width)`, the same for every sample; `None` when each sample keeps its
     /// window's size.
@@ -574,7 +561,7 @@ mod tests {
 #[cfg(test)]
 mod kind_tests {
     use super::*;
-    use crate::augment::{RandomApply, RandomInvert, RandomRotation};
+    use crate::augment::{OpKind, RandomApply, RandomInvert, RandomRotation};
 
     fn detection(op: &str) -> Result<Plan, Error> {
         let text = format!(

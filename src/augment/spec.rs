@@ -51,8 +51,11 @@ pub(crate) trait OpSpec {
     fn draw(&self, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>);
 
     /// For an op of kind [`OpKind::MovingPixel`] that holds others (a wrapper, a policy):
-    /// the inner op that moves pixels, named; `None` for an op that is itself the mover.
-    fn moving_inner(&self) -> Option<String>;
+    /// the inner op that moves pixels, named, for messages. By default `None`: the op is
+    /// itself the mover (or moves nothing).
+    fn moving_inner(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Serde's default for every probability that defaults to a half.
@@ -135,9 +138,6 @@ macro_rules! coin_op {
                 if coin(rng, self.p) {
                     out.push($op);
                 }
-            }
-            fn moving_inner(&self) -> Option<String> {
-                None
             }
         }
     };
