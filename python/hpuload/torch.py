@@ -62,9 +62,13 @@ __all__ = [
 _DECODABLE = tuple("." + e for e in _hpuload.image_extensions())
 
 # hpuload's own keyword arguments, on top of torch's.
+#: The label of a row that only pads the last batch to a static shape (`pad_last_batch=True`):
+#: torch's CrossEntropyLoss and Hugging Face's models ignore it by default.
+IGNORE_INDEX = -100
+
 _OWN = (
     "backend", "on_error", "error_budget", "seed", "pipeline", "output_dtype", "layout", "transform", "output",
-    "max_boxes",
+    "max_boxes", "pad_last_batch",
 )
 
 
@@ -780,6 +784,10 @@ class _Loader:
                         stacklevel=2,
                     )
                 images, labels = torch.from_dlpack(batch.images), torch.from_dlpack(batch.labels)
+                if batch.valid < labels.shape[0] and self._targets is None and self.last_batch_policy == "pad":
+                    # Rows that only keep the shape static: the label every torch loss ignores
+                    # by default (CrossEntropyLoss's and Hugging Face's ignore_index).
+                    labels[batch.valid :] = IGNORE_INDEX
                 keys = self._sample_keys
                 if self._targets is not None:
                     if collate is None:
@@ -815,6 +823,7 @@ def _setup_or_unfit(loader: _Loader, plan: dict) -> None:
     whole (e.g. Resize alone: a different shape per image, which only batch_size=1 or a custom
     collate can take) is a reason to fall back, not an error."""
     translated = plan.pop("translated")
+    plan.pop("pad_last_batch")  # decided `last_batch`
     try:
         loader._setup(**plan)
     except _hpuload.PipelineError as e:
@@ -853,7 +862,9 @@ class DataLoader(_Loader):
     replace a bad file, warn naming it, fail past `error_budget` of the epoch; "fail"),
     `error_budget` (0.01), `seed` (overrides `generator`), `output_dtype` (a torch dtype
     replacing the transform's), `layout` ("nchw" or "nhwc"), `pipeline` (for a path dataset),
-    `max_boxes` (detection: boxes per image in the padded targets, default 200).
+    `max_boxes` (detection: boxes per image in the padded targets, default 200),
+    `pad_last_batch` (False: the last batch is partial, as torch's; True: padded to a full one
+    with repeated samples labelled -100, `last_valid` counting the real ones).
     """
 
     def __new__(cls, dataset, *args, **kwargs):
@@ -920,10 +931,19 @@ def _common(dataset, a: dict, own: dict):
         on_error=own.get("on_error", "skip"),
         error_budget=float(own.get("error_budget", 0.01)),
         layout=own.get("layout", "nchw"),
+        pad_last_batch=bool(own.get("pad_last_batch", False)),
         sample_keys=sample_keys,
         targets=targets,
         watch=watch,
     )
+
+
+def _last_batch(drop_last, plan: dict) -> str:
+    """The Rust loader's last-batch policy: torch's partial last batch unless the user drops it
+    or asks for `pad_last_batch=True` (static shapes; the padding rows are marked)."""
+    if drop_last:
+        return "drop"
+    return "pad" if plan["pad_last_batch"] else "partial"
 
 
 def _user_order(sampler, batch_sampler, a: dict, plan: dict) -> dict:
@@ -939,10 +959,10 @@ def _user_order(sampler, batch_sampler, a: dict, plan: dict) -> dict:
                 FallbackReason.BATCH_SAMPLER,
             )
         plan["batch_size"] = size
-        last = "drop" if getattr(batch_sampler, "drop_last", False) else "partial"
+        last = _last_batch(getattr(batch_sampler, "drop_last", False), plan)
         plan.update(order=batch_sampler, batch_sampler=batch_sampler, sampler=getattr(batch_sampler, "sampler", None))
     else:
-        last = "drop" if a.get("drop_last") else "partial"
+        last = _last_batch(a.get("drop_last"), plan)
         plan.update(order=sampler, sampler=sampler)
     plan.update(shuffle=False, rank=0, world=1, last_batch=last)
     return plan
@@ -958,7 +978,7 @@ def _plan_torch(dataset, a: dict, own: dict) -> dict:
     if sampler is not None and shuffle:
         raise ValueError("sampler option is mutually exclusive with shuffle")
     rank, world = 0, 1
-    last_batch = "drop" if a.get("drop_last") else "partial"
+    last_batch = _last_batch(a.get("drop_last"), plan)
     given = False
     if batch_sampler is not None:
         given = True
@@ -994,8 +1014,10 @@ class HabanaDataLoader(_Loader):
     path takes a torchvision ImageFolder with transforms hpuload implements; shuffle comes from
     `shuffle`, a `RandomSampler` or a `DistributedSampler(shuffle=True)`; `num_workers` and
     `pin_memory` are ignored; `batch_sampler`, `collate_fn`, `worker_init_fn`, `generator` and
-    `multiprocessing_context` must be None; `drop_last=False` pads the last batch to a full one
-    (static shapes for graph mode); rank and world size come from `torch.distributed` (or
+    `multiprocessing_context` must be None; `drop_last=False` yields torch's partial last batch
+    (evaluation counts each image once), and `pad_last_batch=True` pads it to a full one instead
+    (static shapes for graph mode: the padding rows come last, carry the label -100, which
+    torch's losses ignore, and `loader.last_valid` counts the real ones); rank and world size come from `torch.distributed` (or
     `RANK`/`WORLD_SIZE`), and a sharded run without a DistributedSampler shuffles with seed 0
     (DistributedSampler's default) so that the ranks agree on the order. Anything else falls
     back to torch's DataLoader with a warning."""
@@ -1094,6 +1116,6 @@ def _plan_habana(dataset, a: dict, own: dict) -> dict:
         rank=rank,
         world=world,
         seed=seed,
-        last_batch="drop" if a.get("drop_last") else "pad",
+        last_batch=_last_batch(a.get("drop_last"), plan),
     )
     return plan

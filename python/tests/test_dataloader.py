@@ -143,15 +143,31 @@ def test_what_hpuload_cannot_take_goes_to_torch_with_one_typed_warning_naming_wh
     next(iter(loader))  # torch's loader works with the arguments as given
 
 
-def test_habana_loader_pads_the_last_batch_to_a_static_shape(jpeg_folder):
-    loader = HabanaDataLoader(folder(jpeg_folder), batch_size=8, sampler=tud.RandomSampler(range(41)))
+def test_habana_loader_yields_torchs_partial_last_batch_so_evaluation_counts_each_image_once(jpeg_folder):
+    loader = HabanaDataLoader(folder(jpeg_folder), batch_size=8, shuffle=False)
+    ours = [(tuple(x.shape), y.tolist()) for x, y in loader]
+    theirs = [(tuple(x.shape), y.tolist()) for x, y in tud.DataLoader(folder(jpeg_folder), batch_size=8)]
+    assert [s for s, _ in ours] == [(8, 3, 32, 32)] * 5 + [(1, 3, 32, 32)]
+    assert ours == theirs
+    assert loader.last_valid == 1
+
+
+def test_habana_loader_pads_the_last_batch_only_when_asked_and_marks_the_padding(jpeg_folder):
+    loader = HabanaDataLoader(
+        folder(jpeg_folder), batch_size=8, sampler=tud.RandomSampler(range(41)), pad_last_batch=True
+    )
     assert isinstance(loader, HabanaDataLoader)
-    shapes, valid = [], []
-    for x, _ in loader:
+    shapes, valid, last = [], [], None
+    for x, y in loader:
         shapes.append(tuple(x.shape))
         valid.append(loader.last_valid)
+        last = y
     assert shapes == [(8, 3, 32, 32)] * 6
     assert valid == [8, 8, 8, 8, 8, 1]
+    assert last[0] >= 0 and last[1:].tolist() == [-100] * 7, "padding rows carry the ignored label"
+    logits = torch.zeros(8, 3, requires_grad=True)
+    loss = torch.nn.functional.cross_entropy(logits, last)
+    assert torch.isclose(loss, torch.log(torch.tensor(3.0))), "the loss counts the one real row"
 
 
 def test_habana_loader_falls_back_on_what_its_fast_path_refuses(jpeg_folder):
@@ -264,7 +280,7 @@ def test_habana_loader_reads_rank_and_world_size_from_the_launcher(jpeg_folder, 
     monkeypatch.setenv("WORLD_SIZE", "3")
     loader = HabanaDataLoader(folder(jpeg_folder), batch_size=4)
     assert loader._core.shard == (1, 3)
-    assert len(loader) == 4, "ceil(41 / 3) = 14 samples, padded to 4 batches of 4"
+    assert len(loader) == 4, "ceil(41 / 3) = 14 samples: 4 batches, the last of 2"
 
 
 def test_a_checkpoint_from_two_ranks_resumes_on_three_which_share_the_rest_of_the_epoch(jpeg_folder, monkeypatch):
