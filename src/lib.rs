@@ -60,9 +60,9 @@ pub use loader::{
 };
 pub use sampler::{LastBatch, Shard};
 pub use source::{
-    ArrowDataset, CacheOptions, CocoDataset, CocoOptions, Entry, HfOptions, ImageFolder, Manifest,
-    ParquetDataset, ParquetOptions, ReadMode, RemoteOptions, SampleBytes, ShardOptions, Source,
-    StorageReport, WebDataset, IMAGE_EXTENSIONS,
+    ArrowDataset, CacheOptions, CocoDataset, CocoOptions, Entry, HfOptions, ImageFolder, Listing,
+    Manifest, ParquetDataset, ParquetOptions, ReadMode, RemoteOptions, SampleBytes, ShardOptions,
+    Source, StorageReport, WebDataset, IMAGE_EXTENSIONS,
 };
 pub use stage::{RunsOn, Stage, StageTimes};
 pub use tensor::{HostTensor, Placement, Tensor};

@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{dataset, host, small_train, HostBatch, TempDir};
-use hpuload::{Backend, Entry, Error, ImageFolder, Loader, OnError, Report, Source};
+use hpuload::{Backend, Entry, Error, ImageFolder, Listing, Loader, OnError, Report, Source};
 
 const IMAGES: usize = 14;
 const BATCH: usize = 4;
@@ -31,17 +31,6 @@ fn copy_dataset(from: &Path, tag: &str) -> TempDir {
 }
 
 /// Every entry of `dir` (absolute paths), listed as a manifest would list them.
-struct Listed(PathBuf, Vec<Entry>);
-
-impl Source for Listed {
-    fn entries(&self) -> &[Entry] {
-        &self.1
-    }
-    fn origin(&self) -> &Path {
-        &self.0
-    }
-}
-
 fn run(
     source: impl Source + 'static,
     backend: Backend,
@@ -156,8 +145,8 @@ fn prepare(clean: &Path) -> Prepared {
 }
 
 impl Prepared {
-    fn source(&self) -> Listed {
-        Listed(self.dir.path().to_path_buf(), self.entries.clone())
+    fn source(&self) -> Listing {
+        Listing::of_files(self.dir.path(), self.entries.clone(), Vec::new())
     }
 }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, BinaryArray, Int64Array, RecordBatch, StringArray, StructArray};
 use arrow_schema::{DataType, Field, Fields, Schema};
 use common::{host, small_train, TempDir};
-use hpuload::source::{data_kind, DataKind, HfOptions, ParquetOptions};
+use hpuload::source::{data_kind, DataKind, HfOptions, Listing, ParquetOptions};
 use hpuload::{ArrowDataset, LastBatch, Loader, OnError, ParquetDataset, ReadMode, Source};
 
 /// One row: embedded bytes, a path, and a label (each may be null).
@@ -317,11 +317,8 @@ fn a_shuffled_parquet_epoch_visits_every_row_once_and_decodes_each_row_group_onc
 struct SharedParquet(Arc<ParquetDataset>);
 
 impl Source for SharedParquet {
-    fn entries(&self) -> &[hpuload::source::Entry] {
-        self.0.entries()
-    }
-    fn origin(&self) -> &Path {
-        self.0.origin()
+    fn listing(&self) -> &Listing {
+        self.0.listing()
     }
     fn shuffled_order(&self, seed: u64, epoch: u64) -> Option<Vec<u32>> {
         self.0.shuffled_order(seed, epoch)

@@ -8,11 +8,11 @@
 mod common;
 
 use common::{dataset, epoch_bytes, make_shards, train_at, HostBatch, TempDir};
-use std::path::Path;
 
+use hpuload::source::Listing;
 use hpuload::source::SampleBytes;
 use hpuload::{
-    Backend, Entry, ImageFolder, Loader, OnError, Placement, ReadMode, Report, Source, WebDataset,
+    Backend, ImageFolder, Loader, OnError, Placement, ReadMode, Report, Source, WebDataset,
 };
 
 /// A source as it is, except that it implements only `read`, as a user's own source might:
@@ -20,11 +20,8 @@ use hpuload::{
 struct Buffered<S>(S);
 
 impl<S: Source> Source for Buffered<S> {
-    fn entries(&self) -> &[Entry] {
-        self.0.entries()
-    }
-    fn origin(&self) -> &Path {
-        self.0.origin()
+    fn listing(&self) -> &Listing {
+        self.0.listing()
     }
     fn read<'a>(
         &self,
@@ -33,6 +30,15 @@ impl<S: Source> Source for Buffered<S> {
         buf: &'a mut Vec<u8>,
     ) -> std::io::Result<SampleBytes<'a>> {
         self.0.read(index, mode, buf)
+    }
+    /// Not in place: every read goes through `read` above.
+    fn read_into(
+        &self,
+        _index: usize,
+        _mode: ReadMode,
+        _dst: &mut [u8],
+    ) -> std::io::Result<Option<usize>> {
+        Ok(None)
     }
 }
 

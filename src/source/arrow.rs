@@ -17,7 +17,7 @@ use arrow_ipc::reader::StreamDecoder;
 
 use super::hf::{self, ColumnChoice, HfColumns, ImageCell, ImageColumn};
 use super::shards::{expand_braces, read_member};
-use super::{read_file, read_file_into, Entry, ReadMode, SampleBytes, Source};
+use super::{read_file, read_file_into, Entry, Listing, ReadMode, SampleBytes, Source};
 use crate::Error;
 
 /// How a `datasets` table is opened.
@@ -33,11 +33,9 @@ pub struct HfOptions {
 /// A `datasets` table in Arrow IPC stream files, read by row.
 #[derive(Debug)]
 pub struct ArrowDataset {
-    entries: Vec<Entry>,
+    listing: Listing,
     rows: Vec<Row>,
     files: Vec<PathBuf>,
-    classes: Vec<String>,
-    origin: PathBuf,
 }
 
 /// Where one row's image is, or why it has none.
@@ -162,11 +160,9 @@ impl ArrowDataset {
             });
         }
         Ok(Self {
-            entries,
+            listing: Listing::of_records(origin, entries, classes.unwrap_or_default()),
             rows,
             files,
-            classes: classes.unwrap_or_default(),
-            origin,
         })
     }
 
@@ -322,16 +318,8 @@ pub fn scan_bytes(
 }
 
 impl Source for ArrowDataset {
-    fn entries(&self) -> &[Entry] {
-        &self.entries
-    }
-
-    fn classes(&self) -> &[String] {
-        &self.classes
-    }
-
-    fn origin(&self) -> &Path {
-        &self.origin
+    fn listing(&self) -> &Listing {
+        &self.listing
     }
 
     fn read<'a>(
@@ -348,7 +336,7 @@ impl Source for ArrowDataset {
                 read_member(&self.files[file as usize], offset, buf, "Arrow file")?;
                 Ok(SampleBytes::Buffer(buf))
             }
-            Row::External => read_file(&self.entries[index].path, mode, buf),
+            Row::External => read_file(&self.listing.entries[index].path, mode, buf),
             Row::Missing(why) => Err(missing(why)),
         }
     }
@@ -373,7 +361,7 @@ impl Source for ArrowDataset {
                 _ => Ok(None),
             },
             Row::External if mode == ReadMode::Read => {
-                read_file_into(&self.entries[index].path, dst)
+                read_file_into(&self.listing.entries[index].path, dst)
             }
             Row::External => Ok(None),
             Row::Missing(why) => Err(missing(why)),

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::{Entry, Source};
+use super::{Entry, Listing, Source};
 use crate::Error;
 
 /// Which images a [`CocoDataset`] keeps.
@@ -126,8 +126,7 @@ const EXAMPLES_PER_KIND: usize = 3;
 /// [`EmptyImages::Drop`], of those kept), as in torchvision's `CocoDetection`.
 #[derive(Debug)]
 pub struct CocoDataset {
-    annotations: PathBuf,
-    entries: Vec<Entry>,
+    listing: Listing,
     image_ids: Vec<i64>,
     /// `width, height` from the file, per sample.
     sizes: Vec<(u32, u32)>,
@@ -137,7 +136,6 @@ pub struct CocoDataset {
     labels: Vec<i64>,
     iscrowd: Vec<u8>,
     area: Vec<f32>,
-    classes: Vec<String>,
     issues: AnnotationIssues,
     /// Where the images are.
     images: Images,
@@ -153,7 +151,7 @@ enum Images {
     /// Members of tar shards, local or on object storage: sample `i` is the shards' sample
     /// `at[i]` (`None`: no shard holds it, and reading it fails naming the image).
     Shards {
-        set: super::WebDataset,
+        set: Box<super::WebDataset>,
         at: Vec<Option<usize>>,
     },
 }
@@ -368,8 +366,11 @@ impl CocoDataset {
             })
             .collect();
         let mut set = Self {
-            annotations: path.clone(),
-            entries: Vec::new(),
+            listing: Listing::of_files(
+                path.clone(),
+                Vec::new(),
+                class_names(&categories, options.categories),
+            ),
             image_ids: Vec::new(),
             sizes: Vec::new(),
             starts: vec![0],
@@ -377,7 +378,6 @@ impl CocoDataset {
             labels: Vec::new(),
             iscrowd: Vec::new(),
             area: Vec::new(),
-            classes: class_names(&categories, options.categories),
             issues,
             images: Images::Folder,
         };
@@ -387,7 +387,7 @@ impl CocoDataset {
                 continue;
             }
             let objects = counts[k]..counts[k + 1];
-            set.entries.push(Entry {
+            set.listing.entries.push(Entry {
                 path: images.join(&im.file_name),
                 label: objects.len() as i64,
             });
@@ -400,7 +400,7 @@ impl CocoDataset {
             set.area.extend_from_slice(&area[objects]);
             set.starts.push(set.boxes.len());
         }
-        if set.entries.is_empty() {
+        if set.listing.entries.is_empty() {
             return Err(Error::EmptyDataset {
                 path,
                 what: match options.empty {
@@ -426,30 +426,35 @@ impl CocoDataset {
                 let first = at.iter().position(Option::is_none).expect("counted");
                 tracing::warn!(
                     "{}: {missing} of the annotation file's {} images are in none of the shards                      of {spec} (the first: {}); each is named and skipped when read",
-                    set.annotations.display(),
+                    set.listing.origin.display(),
                     at.len(),
                     names[first]
                 );
             }
-            for (entry, j) in set.entries.iter_mut().zip(&at) {
+            for (entry, j) in set.listing.entries.iter_mut().zip(&at) {
                 if let Some(j) = *j {
                     entry.path.clone_from(&shard_set.entries()[j].path);
                 }
             }
-            set.images = Images::Shards { set: shard_set, at };
+            set.images = Images::Shards {
+                set: Box::new(shard_set),
+                at,
+            };
+            set.listing.files = false;
         } else if let Some(url) = images.to_str().filter(|u| super::is_remote(u)) {
             let (files, urls) = super::remote::RemoteFiles::connect(
                 url,
                 names.iter().map(String::as_str),
                 &options.remote,
             )?;
-            for (entry, url) in set.entries.iter_mut().zip(urls) {
+            for (entry, url) in set.listing.entries.iter_mut().zip(urls) {
                 entry.path = PathBuf::from(url);
             }
             set.images = Images::Files(files);
+            set.listing.files = false;
         }
         if !set.issues.is_empty() {
-            tracing::warn!("{}: {}", set.annotations.display(), set.issues);
+            tracing::warn!("{}: {}", set.listing.origin.display(), set.issues);
         }
         Ok(set)
     }
@@ -487,14 +492,8 @@ impl CocoDataset {
 }
 
 impl Source for CocoDataset {
-    fn entries(&self) -> &[Entry] {
-        &self.entries
-    }
-    fn classes(&self) -> &[String] {
-        &self.classes
-    }
-    fn origin(&self) -> &Path {
-        &self.annotations
+    fn listing(&self) -> &Listing {
+        &self.listing
     }
     fn objects(&self, index: usize) -> Option<Objects<'_>> {
         Some(CocoDataset::objects(self, index))
@@ -518,7 +517,7 @@ impl Source for CocoDataset {
         mode: super::ReadMode,
         buf: &'a mut Vec<u8>,
     ) -> std::io::Result<super::SampleBytes<'a>> {
-        let path = &self.entries[index].path;
+        let path = &self.listing.entries[index].path;
         match &self.images {
             Images::Folder => super::read_file(path, mode, buf),
             Images::Files(files) => {
@@ -1047,7 +1046,10 @@ mod tests {
         let set = open(FILE, &CocoOptions::default()).unwrap();
         let ids: Vec<i64> = (0..4).map(|i| set.objects(i).image_id).collect();
         assert_eq!(ids, [10, 20, 30, 40]);
-        assert_eq!(set.entries()[0].path, Path::new("/images/sub/a.jpg"));
+        assert_eq!(
+            set.listing.entries()[0].path,
+            Path::new("/images/sub/a.jpg")
+        );
         assert_eq!(set.size(2), (64, 60));
         let c = set.objects(2);
         assert_eq!(c.boxes, [[10.0, 20.0, 40.0, 60.0], [1.0, 1.0, 6.0, 6.0]]);
@@ -1074,7 +1076,7 @@ mod tests {
     }
 
     fn image_ids(set: &CocoDataset) -> Vec<i64> {
-        (0..set.entries().len())
+        (0..set.listing.entries().len())
             .map(|i| set.objects(i).image_id)
             .collect()
     }

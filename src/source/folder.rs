@@ -1,6 +1,6 @@
 use std::path::{Path, PathBuf};
 
-use super::{sort_like_python, Entry, ReadMode, Source};
+use super::{sort_like_python, Entry, Listing, Source};
 use crate::Error;
 
 /// File extensions (compared case-insensitively) that ImageFolder picks up: the formats our
@@ -14,9 +14,7 @@ pub const IMAGE_EXTENSIONS: &[&str] = &["jpg", "jpeg", "png", "webp"];
 /// order and kept when their extension is one of [`IMAGE_EXTENSIONS`].
 #[derive(Debug, Clone)]
 pub struct ImageFolder {
-    root: PathBuf,
-    classes: Vec<String>,
-    entries: Vec<Entry>,
+    listing: Listing,
 }
 
 impl ImageFolder {
@@ -63,9 +61,7 @@ impl ImageFolder {
             });
         }
         Ok(Self {
-            root,
-            classes,
-            entries,
+            listing: Listing::of_files(root, entries, classes),
         })
     }
 }
@@ -102,22 +98,8 @@ fn has_image_extension(path: &Path) -> bool {
 }
 
 impl Source for ImageFolder {
-    fn entries(&self) -> &[Entry] {
-        &self.entries
-    }
-    fn classes(&self) -> &[String] {
-        &self.classes
-    }
-    fn origin(&self) -> &Path {
-        &self.root
-    }
-    fn read_into(
-        &self,
-        index: usize,
-        mode: ReadMode,
-        dst: &mut [u8],
-    ) -> std::io::Result<Option<usize>> {
-        super::read_entry_into(self, index, mode, dst)
+    fn listing(&self) -> &Listing {
+        &self.listing
     }
 }
 

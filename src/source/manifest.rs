@@ -1,6 +1,6 @@
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use super::{Entry, ReadMode, Source};
+use super::{Entry, Listing, Source};
 use crate::Error;
 
 /// A dataset listed in a text file: one `path<TAB>label` per line.
@@ -9,8 +9,7 @@ use crate::Error;
 /// with `#` are ignored. Labels are integers.
 #[derive(Debug, Clone)]
 pub struct Manifest {
-    path: PathBuf,
-    entries: Vec<Entry>,
+    listing: Listing,
 }
 
 impl Manifest {
@@ -37,7 +36,9 @@ impl Manifest {
                 what: "manifest lines",
             });
         }
-        Ok(Self { path, entries })
+        Ok(Self {
+            listing: Listing::of_files(path, entries, Vec::new()),
+        })
     }
 
     /// Parses manifest bytes (the whole file), resolving relative paths against `base`. On
@@ -85,19 +86,8 @@ fn parse(text: &[u8], base: &Path) -> Result<Vec<Entry>, (usize, String)> {
 }
 
 impl Source for Manifest {
-    fn entries(&self) -> &[Entry] {
-        &self.entries
-    }
-    fn origin(&self) -> &Path {
-        &self.path
-    }
-    fn read_into(
-        &self,
-        index: usize,
-        mode: ReadMode,
-        dst: &mut [u8],
-    ) -> std::io::Result<Option<usize>> {
-        super::read_entry_into(self, index, mode, dst)
+    fn listing(&self) -> &Listing {
+        &self.listing
     }
 }
 

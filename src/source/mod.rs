@@ -33,16 +33,72 @@ pub struct Entry {
     pub label: i64,
 }
 
+/// What every dataset lists, whatever holds its bytes: its entries in order, its class names,
+/// where it came from, and whether each entry's path is the sample's own file.
+#[derive(Clone, Debug, Default)]
+pub struct Listing {
+    /// The entries, in dataset order.
+    pub entries: Vec<Entry>,
+    /// Class names by label, where the source knows them (empty otherwise).
+    pub classes: Vec<String>,
+    /// The folder or file the dataset came from, for messages.
+    pub origin: PathBuf,
+    /// Each entry's path is a local file holding exactly the sample's bytes, so
+    /// [`Source::read`] and [`Source::read_into`] read it as they are. False for a source whose
+    /// paths name records inside something else (a tar member, a table row, an object store
+    /// key): that source overrides `read`, and `read_into` does not read in place unless it
+    /// overrides that too.
+    pub files: bool,
+}
+
+impl Listing {
+    /// A dataset of one local file per sample.
+    pub fn of_files(origin: impl Into<PathBuf>, entries: Vec<Entry>, classes: Vec<String>) -> Self {
+        Self {
+            entries,
+            classes,
+            origin: origin.into(),
+            files: true,
+        }
+    }
+
+    /// A dataset whose samples are records inside something else (its `read` says how).
+    pub fn of_records(
+        origin: impl Into<PathBuf>,
+        entries: Vec<Entry>,
+        classes: Vec<String>,
+    ) -> Self {
+        Self {
+            files: false,
+            ..Self::of_files(origin, entries, classes)
+        }
+    }
+}
+
+/// A listing of files is a dataset as it is (torchvision's `ImageFolder.samples` given from
+/// Python, a list built by hand): each entry's file is read.
+impl Source for Listing {
+    fn listing(&self) -> &Listing {
+        self
+    }
+}
+
 /// A dataset: a fixed, ordered list of entries. Index `i` always names the same entry.
 pub trait Source: Send + Sync {
+    /// What the dataset lists (entries, classes, origin); the getters below read it.
+    fn listing(&self) -> &Listing;
     /// The entries, in dataset order.
-    fn entries(&self) -> &[Entry];
+    fn entries(&self) -> &[Entry] {
+        &self.listing().entries
+    }
     /// Class names by label, where the source knows them (empty otherwise).
     fn classes(&self) -> &[String] {
-        &[]
+        &self.listing().classes
     }
     /// The folder or file the dataset came from, for messages.
-    fn origin(&self) -> &Path;
+    fn origin(&self) -> &Path {
+        &self.listing().origin
+    }
     /// A hint that samples `indices` will be read soon (the loader gives each batch's indices
     /// when it schedules the batch, `prefetch` batches ahead): a source on object storage
     /// starts their requests now, so that many are in flight. The default does nothing.
@@ -74,7 +130,8 @@ pub trait Source: Send + Sync {
         None
     }
     /// Reads sample `index`'s encoded bytes, reusing `buf`. The default reads the entry's
-    /// file by `mode`; override it for sources that are not one file per sample.
+    /// file by `mode`; sources that are not one file per sample override it (and list their
+    /// entries with [`Listing::of_records`]).
     ///
     /// # Errors
     /// The bytes cannot be read; the loader reports the entry's path with the error.
@@ -90,9 +147,10 @@ pub trait Source: Send + Sync {
     /// returns their length; `Ok(None)` when they do not fit, or this source does not read
     /// in place (the caller then uses [`read`](Source::read)). The loader reads each bitstream
     /// for the media engine into its slot of the pinned batch buffer this way, so the bytes are
-    /// not copied there from a buffer. The default does not read in place, so a source that
-    /// overrides `read` stays correct; one that overrides this must give exactly the bytes
-    /// `read` gives, and the same errors.
+    /// not copied there from a buffer. The default reads the entry's file when the listing is
+    /// of files and `mode` is [`ReadMode::Read`], and does not read in place otherwise, so a
+    /// source of records that overrides only `read` stays correct; one that overrides this must
+    /// give exactly the bytes `read` gives, and the same errors.
     ///
     /// # Errors
     /// As [`read`](Source::read): the same failures give the same errors.
@@ -102,13 +160,17 @@ pub trait Source: Send + Sync {
         mode: ReadMode,
         dst: &mut [u8],
     ) -> std::io::Result<Option<usize>> {
-        let _ = (index, mode, dst);
-        Ok(None)
+        if self.listing().files {
+            read_entry_into(self, index, mode, dst)
+        } else {
+            Ok(None)
+        }
     }
 }
 
-/// [`Source::read_into`] for a source whose `read` is the default (the entry's file, by `mode`):
-/// a file read straight into `dst` when `mode` is [`ReadMode::Read`] and it fits.
+/// What [`Source::read_into`] does for a listing of files (and what a source that overrides it
+/// does for its samples that are files): the entry's file read straight into `dst` when
+/// `mode` is [`ReadMode::Read`] and it fits.
 ///
 /// # Errors
 /// As [`read_file`].

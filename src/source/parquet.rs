@@ -44,7 +44,7 @@ use super::hf::{self, ColumnChoice, HfColumns, ImageCell};
 use super::pages;
 use super::remote::{self, CacheBudget, CachedShard, Remote, RemoteOptions, StorageReport};
 use super::shards::expand_braces;
-use super::{Entry, ReadMode, SampleBytes, Source};
+use super::{Entry, Listing, ReadMode, SampleBytes, Source};
 use crate::rng::{CounterRng, Stream};
 use crate::Error;
 
@@ -72,16 +72,14 @@ impl Default for ParquetOptions {
 
 /// A dataset of Parquet files, read by row group.
 pub struct ParquetDataset {
-    entries: Vec<Entry>,
+    listing: Listing,
     /// Each sample's row group (an index into `groups`) and row in it.
     rows: Vec<(u32, u32)>,
     groups: Vec<Group>,
     files: Vec<ParquetFile>,
-    classes: Vec<String>,
     columns: HfColumns,
     /// Samples without a usable label, and why.
     unlabelled: HashMap<usize, String>,
-    origin: PathBuf,
     window_rows: usize,
     cache: GroupCache,
     decoded: std::sync::atomic::AtomicU64,
@@ -125,10 +123,10 @@ struct Group {
 impl std::fmt::Debug for ParquetDataset {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ParquetDataset")
-            .field("origin", &self.origin)
+            .field("origin", &self.listing.origin)
             .field("files", &self.files.len())
             .field("row_groups", &self.groups.len())
-            .field("rows", &self.entries.len())
+            .field("rows", &self.listing.entries.len())
             .finish_non_exhaustive()
     }
 }
@@ -246,14 +244,12 @@ impl ParquetDataset {
             });
         };
         Ok(Self {
-            entries,
+            listing: Listing::of_records(origin, entries, columns.classes.clone()),
             rows,
             groups,
             files,
-            classes: columns.classes.clone(),
             columns,
             unlabelled,
-            origin,
             window_rows: options.window_rows.max(1),
             cache: GroupCache::default(),
             decoded: Default::default(),
@@ -892,16 +888,8 @@ pub fn block_order(
 }
 
 impl Source for ParquetDataset {
-    fn entries(&self) -> &[Entry] {
-        &self.entries
-    }
-
-    fn classes(&self) -> &[String] {
-        &self.classes
-    }
-
-    fn origin(&self) -> &Path {
-        &self.origin
+    fn listing(&self) -> &Listing {
+        &self.listing
     }
 
     fn shuffled_order(&self, seed: u64, epoch: u64) -> Option<Vec<u32>> {

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::remote::{self, CacheBudget, CachedShard, Remote, RemoteOptions, StorageReport};
-use super::{Entry, ReadMode, SampleBytes, Source};
+use super::{Entry, Listing, ReadMode, SampleBytes, Source};
 use crate::Error;
 
 /// Fields that hold the image, in order of preference.
@@ -36,10 +36,9 @@ const TRUNCATED: &str = "the shard is truncated";
 /// A dataset of WebDataset tar shards, on the local filesystem or on object storage.
 #[derive(Debug)]
 pub struct WebDataset {
-    entries: Vec<Entry>,
+    listing: Listing,
     locations: Vec<Location>,
     shards: Vec<PathBuf>,
-    origin: PathBuf,
     remote: Option<RemoteShards>,
 }
 
@@ -222,10 +221,9 @@ impl WebDataset {
             });
         }
         Ok(Self {
-            entries,
+            listing: Listing::of_records(origin, entries, Vec::new()),
             locations,
             shards,
-            origin,
             remote,
         })
     }
@@ -239,7 +237,7 @@ impl WebDataset {
     pub(crate) fn image_members(&self) -> impl Iterator<Item = (usize, &Path)> {
         self.locations
             .iter()
-            .zip(&self.entries)
+            .zip(&self.listing.entries)
             .enumerate()
             .filter_map(|(i, (location, entry))| match location {
                 Location::Member { shard, .. } => entry
@@ -498,12 +496,8 @@ fn build_remote_index(
 }
 
 impl Source for WebDataset {
-    fn entries(&self) -> &[Entry] {
-        &self.entries
-    }
-
-    fn origin(&self) -> &Path {
-        &self.origin
+    fn listing(&self) -> &Listing {
+        &self.listing
     }
 
     fn prefetch(&self, indices: &[usize]) {

@@ -202,11 +202,8 @@ pub fn threads_named(prefix: &str) -> usize {
 pub struct PanickingSource(pub hpuload::ImageFolder, pub usize);
 
 impl hpuload::Source for PanickingSource {
-    fn entries(&self) -> &[hpuload::Entry] {
-        self.0.entries()
-    }
-    fn origin(&self) -> &Path {
-        self.0.origin()
+    fn listing(&self) -> &hpuload::source::Listing {
+        self.0.listing()
     }
     fn read<'a>(
         &self,
@@ -216,6 +213,15 @@ impl hpuload::Source for PanickingSource {
     ) -> std::io::Result<hpuload::SampleBytes<'a>> {
         assert_ne!(index, self.1, "injected panic");
         hpuload::source::read_file(&self.entries()[index].path, mode, buf)
+    }
+    /// Not in place: every read goes through `read` above.
+    fn read_into(
+        &self,
+        _index: usize,
+        _mode: hpuload::ReadMode,
+        _dst: &mut [u8],
+    ) -> std::io::Result<Option<usize>> {
+        Ok(None)
     }
 }
 
