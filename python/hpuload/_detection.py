@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from ._options import CocoSource
 from ._transforms import Unsupported, _hw, _interp, _is, _torch_dtype_name, check_resize, steps
 
 def _moves_pixels(op: dict) -> bool:
@@ -100,10 +101,15 @@ def coco_source(dataset, max_boxes: int, translate: bool = True) -> tuple[dict, 
     annotations = [_slim(a, fields) for a in data.get("annotations", [])]
     categories = [_slim(c, ("id", "name")) for c in data.get("categories", [])]
     text = json.dumps({"images": images, "annotations": annotations, "categories": categories})
-    settings = {"images": str(inner.root), "annotations": f"{inner.root} (CocoDetection's annotations)"}
-    if indices is not None:
-        settings["only"] = chosen
-    source = {"coco": json.dumps(settings), "coco_json": text, "max_boxes": max_boxes}
+    source = {
+        "source": CocoSource(
+            images=str(inner.root),
+            annotations=f"{inner.root} (CocoDetection's annotations)",
+            text=text,
+            only=chosen if indices is not None else None,
+        ),
+        "max_boxes": max_boxes,
+    }
     targets = Targets(
         max_boxes=max_boxes,
         keys=keys,

@@ -7,6 +7,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from ._options import ArrowSource, FolderSource, ManifestSource, ParquetSource, ShardSource, Storage
+
 
 def _pipeline(pipeline: Any) -> str:
     from . import _hpuload
@@ -39,8 +41,8 @@ class ImageFolder(_WithPipeline):
     root: str | os.PathLike
     pipeline: Any = "resnet50_train"
 
-    def _source_kwargs(self) -> dict:
-        return {"root": os.fspath(self.root)}
+    def _source(self) -> FolderSource:
+        return FolderSource(os.fspath(self.root))
 
 
 @dataclass(frozen=True)
@@ -50,8 +52,8 @@ class Manifest(_WithPipeline):
     path: str | os.PathLike
     pipeline: Any = "resnet50_train"
 
-    def _source_kwargs(self) -> dict:
-        return {"manifest": os.fspath(self.path)}
+    def _source(self) -> ManifestSource:
+        return ManifestSource(os.fspath(self.path))
 
 
 @dataclass(frozen=True)
@@ -78,25 +80,8 @@ class WebDataset(_WithPipeline):
     timeout: float = 60.0
     retries: int = 5
 
-    def _source_kwargs(self) -> dict:
-        options = {"label_field": self.label_field, **_storage(self)}
-        return {"shards": os.fspath(self.spec), "shard_options": json.dumps(options)}
-
-
-def _storage(source) -> dict:
-    """The object-storage settings of a source with WebDataset's storage fields."""
-    cache = source.cache_dir
-    if cache is True:
-        cache = None
-    elif cache is not None and cache is not False:
-        cache = os.fspath(cache)
-    return {
-        "cache": cache,
-        "cache_limit": source.cache_limit,
-        "max_requests": source.max_requests,
-        "timeout": float(source.timeout),
-        "retries": source.retries,
-    }
+    def _source(self) -> ShardSource:
+        return ShardSource(os.fspath(self.spec), label_field=self.label_field, storage=Storage.of(self))
 
 
 @dataclass(frozen=True)
@@ -113,19 +98,17 @@ class HFDataset(_WithPipeline):
     label_column: str | None = None
     rows: Any = None
 
-    def _source_kwargs(self) -> dict:
+    def _source(self) -> ArrowSource:
         if isinstance(self.path, (list, tuple)):
             where = {"files": [os.fspath(p) for p in self.path]}
         else:
             where = {"spec": os.fspath(self.path)}
-        table = {
-            "kind": "arrow",
-            "rows": None if self.rows is None else [int(r) for r in self.rows],
-            "image_column": self.image_column,
-            "label_column": self.label_column,
+        return ArrowSource(
+            rows=None if self.rows is None else [int(r) for r in self.rows],
+            image_column=self.image_column,
+            label_column=self.label_column,
             **where,
-        }
-        return {"table": json.dumps(table)}
+        )
 
 
 @dataclass(frozen=True)
@@ -151,13 +134,11 @@ class Parquet(_WithPipeline):
     timeout: float = 60.0
     retries: int = 5
 
-    def _source_kwargs(self) -> dict:
-        table = {
-            "kind": "parquet",
-            "spec": os.fspath(self.spec),
-            "image_column": self.image_column,
-            "label_column": self.label_column,
-            "window_rows": int(self.window_rows),
-            "remote": _storage(self),
-        }
-        return {"table": json.dumps(table)}
+    def _source(self) -> ParquetSource:
+        return ParquetSource(
+            os.fspath(self.spec),
+            image_column=self.image_column,
+            label_column=self.label_column,
+            window_rows=int(self.window_rows),
+            storage=Storage.of(self),
+        )

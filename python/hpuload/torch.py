@@ -20,12 +20,12 @@ one warning that says why.
 from __future__ import annotations
 
 import collections
-import enum
+import dataclasses
 import inspect
 import json
 import os
 import warnings
-from typing import Any, Iterator
+from typing import Iterator
 
 import torch
 import torch.utils.data as tud
@@ -35,8 +35,12 @@ import torch.utils.data as tud
 # reach torch's.
 from torch.utils.data.dataloader import DataLoader as _TorchDataLoader
 
-from . import _collate, _detection, _hpuload
+from . import _collate, _detection, _hf, _hpuload, _malloc, _options
+from ._fallback import FallbackReason, FallbackWarning
+from ._fallback import Unfit as _Unfit
 from ._transforms import Unsupported, translate
+from ._watch import TransformWatch as _TransformWatch
+from ._watch import describe as _describe
 from .sources import ImageFolder as _HpuFolder
 from .sources import _pipeline
 from .sources import Manifest as _HpuManifest
@@ -61,38 +65,19 @@ __all__ = [
 # as the Rust image folder keeps them.
 _DECODABLE = tuple("." + e for e in _hpuload.image_extensions())
 
-# hpuload's own keyword arguments, on top of torch's.
 #: The label of a row that only pads the last batch to a static shape (`pad_last_batch=True`):
 #: torch's CrossEntropyLoss and Hugging Face's models ignore it by default.
 IGNORE_INDEX = -100
 
+# hpuload's own keyword arguments, on top of torch's.
 _OWN = (
     "backend", "on_error", "error_budget", "seed", "pipeline", "output_dtype", "layout", "transform", "output",
     "max_boxes", "pad_last_batch",
 )
 
 
-class FallbackReason(enum.Enum):
-    """Why the arguments went to torch's DataLoader: which of them hpuload cannot take."""
-
-    DATASET = "dataset"
-    TRANSFORM = "transform"
-    SAMPLER = "sampler"
-    BATCH_SAMPLER = "batch_sampler"
-    ARGUMENT = "argument"
-
-
 #: Fallbacks so far in this process, by reason.
 fallback_counts: collections.Counter = collections.Counter()
-
-
-class FallbackWarning(UserWarning):
-    """hpuload handed the arguments to torch's DataLoader; `.reason` is a `FallbackReason` and
-    the message says what exactly."""
-
-    def __init__(self, message: str, reason: FallbackReason = FallbackReason.ARGUMENT):
-        super().__init__(message)
-        self.reason = reason
 
 
 class PinningWarning(UserWarning):
@@ -106,14 +91,6 @@ class TransformChangeWarning(UserWarning):
 
 class SkippedSampleWarning(UserWarning):
     """A sample could not be loaded and was replaced (the message names the file and why)."""
-
-
-class _Unfit(Exception):
-    """The arguments are outside what hpuload's fast path takes; the message says why."""
-
-    def __init__(self, message: str, reason: FallbackReason = FallbackReason.ARGUMENT):
-        super().__init__(message)
-        self.reason = reason
 
 
 def _torch_signature():
@@ -164,9 +141,9 @@ def _dataset_source(dataset, pipeline, transform=None, max_boxes=200):
             raise TypeError("a folder path as dataset needs pipeline= (e.g. 'resnet50_train')")
         dataset = _HpuFolder(dataset, pipeline=pipeline)
     if isinstance(dataset, _HPU_SOURCES):
-        return dataset._source_kwargs(), dataset._pipeline_json(), "f32", None
-    if _is_hf_dataset(dataset):
-        return _hf_source(dataset, pipeline, transform)
+        return {"source": dataset._source()}, dataset._pipeline_json(), "f32", None
+    if _hf.is_hf_dataset(dataset):
+        return _hf.hf_source(dataset, pipeline, transform)
     if _detection.is_coco(dataset):
         return _coco_source(dataset, pipeline, max_boxes)
     try:
@@ -186,7 +163,9 @@ def _dataset_source(dataset, pipeline, transform=None, max_boxes=200):
     odd = [p for p, _ in dataset.samples if not p.lower().endswith(_DECODABLE)]
     if odd:
         raise _Unfit(f"{len(odd)} files are not JPEG, PNG or WebP (first: {odd[0]})", D)
-    source = {"samples": [(p, int(t)) for p, t in dataset.samples], "classes": list(dataset.classes)}
+    source = {
+        "source": _options.SamplesSource([(p, int(t)) for p, t in dataset.samples], list(dataset.classes))
+    }
     if pipeline is not None:
         pipe, dtype = _pipeline(pipeline), "f32"
     else:
@@ -199,51 +178,6 @@ def _dataset_source(dataset, pipeline, transform=None, max_boxes=200):
         pipe, dtype = watch.translated
         source["watch"] = watch
     return source, pipe, dtype, dataset.classes
-
-
-class _TransformWatch:
-    """The user's transform that a fast-path loader runs as a translated pipeline, watched so
-    that a change is never ignored. Training code reassigns it after the loader is built
-    (DeiT III's `data_loader.dataset.transform = new_data_aug_generator(args)`, progressive
-    resizing, curricula) or edits it in place (`transform.transforms[0].size = 160`); torch's
-    loader runs whatever the dataset holds when its workers start, that is from the next
-    epoch. So at each epoch's start the transform the dataset holds now is translated again,
-    and a different pipeline rebuilds the loader (or sends it to torch's DataLoader when
-    hpuload cannot run the new one); a reassignment during an epoch is warned about and
-    honoured from the next one, as torch's worker processes do.
-
-    `read()` gives the transform object now, `translate()` the `(pipeline JSON, dtype)` of the
-    transform now, raising `Unsupported` or `_Unfit` for one hpuload cannot run."""
-
-    def __init__(self, read, translate_now):
-        self.read = read
-        self.translate = translate_now
-        self.obj = read()
-        #: Warned about a reassignment during the epoch (the object that was warned about).
-        self.warned: object | None = None
-        try:
-            self.translated = translate_now()
-        except Unsupported as e:
-            raise _Unfit(str(e), FallbackReason.TRANSFORM) from e
-
-    def changed_during_epoch(self) -> object | None:
-        """The new transform object when it was reassigned since the epoch began and not yet
-        warned about, else None."""
-        now = self.read()
-        if now is self.obj or now is self.warned:
-            return None
-        self.warned = now
-        return now
-
-
-def _describe(transform) -> str:
-    """A transform in one line: `Compose([RandomResizedCrop, Grayscale, ToTensor])`."""
-    from ._transforms import _is
-
-    if _is(transform, "Compose"):
-        inner = ", ".join(_describe(t) for t in transform.transforms)
-        return f"{type(transform).__name__}([{inner}])"
-    return type(transform).__name__
 
 
 def _coco_source(dataset, pipeline, max_boxes):
@@ -292,217 +226,6 @@ def _seed_from(generator) -> int:
     if generator is not None:
         return int(generator.initial_seed()) & (2**63 - 1)
     return int(torch.empty((), dtype=torch.int64).random_().item()) & (2**63 - 1)
-
-
-def _is_hf_dataset(dataset) -> bool:
-    """A Hugging Face `datasets.Dataset` (checked without importing `datasets`)."""
-    return any(
-        c.__module__.startswith("datasets.") and c.__name__ == "Dataset" for c in type(dataset).__mro__
-    )
-
-
-# Operations on a memory-mapped table that keep its rows and the names of its columns.
-_ROW_KEEPING = {
-    "replace_schema_metadata", "cast", "combine_chunks", "drop", "drop_columns", "select",
-    "remove_column", "add_column", "append_column",
-}
-
-
-def _hf_table_files(table) -> list[tuple[str, int, int]]:
-    """The Arrow files behind a `datasets` table, each as `(path, first row, rows)`: a
-    memory-mapped table, possibly sliced, or a vertical concatenation of such tables."""
-    D = FallbackReason.DATASET
-    path = getattr(table, "path", None)
-    if path is not None:
-        start, length = 0, None
-        for op, args, kwargs in getattr(table, "replays", []) or []:
-            if op in _ROW_KEEPING:
-                continue
-            if op != "slice":
-                raise _Unfit(f"the dataset's table was changed in memory ({op}) after loading", D)
-            offset = args[0] if args else kwargs.get("offset", 0)
-            n = args[1] if len(args) > 1 else kwargs.get("length")
-            start += offset
-            length = n if length is None else min(n, length - offset)
-        return [(path, start, len(table) if length is None else length)]
-    blocks = getattr(table, "blocks", None)
-    if blocks is None:
-        raise _Unfit("the datasets.Dataset is in memory, not in Arrow files (save_to_disk it first)", D)
-    files = []
-    for row in blocks:
-        if len(row) != 1:
-            raise _Unfit("the dataset's columns were concatenated from several tables", D)
-        files.extend(_hf_table_files(row[0]))
-    return files
-
-
-def _hf_transform(dataset, transform):
-    """The torchvision transform the dataset's `set_transform`/`with_transform` function
-    applies: `transform=` when given, else the one torchvision (or timm) transform object the
-    function reaches through its closure or its module's globals."""
-    if transform is not None:
-        return transform
-    T = FallbackReason.TRANSFORM
-    kind = getattr(dataset, "_format_type", None)
-    if kind != "custom":
-        raise _Unfit(
-            "the datasets.Dataset has no transform set with set_transform/with_transform "
-            f"(format {kind!r}); set one, or pass transform= or pipeline=",
-            T,
-        )
-    fn = dataset._format_kwargs.get("transform")
-    reachable = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ()) if c.cell_contents is not None]
-    code = getattr(fn, "__code__", None)
-    if code is not None:
-        reachable += [fn.__globals__.get(n) for n in _global_names(code)]
-    found = []
-    for obj in reachable:
-        module = type(obj).__module__
-        if (module.startswith("torchvision.transforms") or module.startswith("timm.data")) and all(
-            obj is not f for f in found
-        ):
-            found.append(obj)
-    name = getattr(fn, "__name__", type(fn).__name__)
-    if len(found) != 1:
-        what = "no torchvision transform" if not found else f"{len(found)} torchvision transforms"
-        raise _Unfit(f"{name} (the dataset's transform) reaches {what}; pass the one it applies as transform=", T)
-    return found[0]
-
-
-def _global_names(code) -> list[str]:
-    """The global names a function's code reads, its comprehensions' and inner functions'
-    included (they are code objects of their own)."""
-    names = list(code.co_names)
-    for const in code.co_consts:
-        if hasattr(const, "co_names"):
-            names += _global_names(const)
-    return names
-
-
-def _hf_source(dataset, pipeline, transform):
-    """A `datasets.Dataset` backed by Arrow files: those files, its indices mapping, its image
-    and label columns, the torchvision transform its `set_transform` function applies, and the
-    keys of the dicts that function returns."""
-    D = FallbackReason.DATASET
-    try:
-        from datasets import ClassLabel, Image
-    except ImportError as e:  # pragma: no cover - a datasets.Dataset implies the package
-        raise _Unfit(f"datasets is not importable ({e})", D) from e
-    features = dataset.features
-    images = [k for k, f in features.items() if isinstance(f, Image)]
-    labels = [k for k, f in features.items() if isinstance(f, ClassLabel)]
-    labels = labels or [k for k in ("label", "labels") if k in features]
-    if len(images) != 1 or not labels:
-        raise _Unfit(f"the dataset's features {list(features)} are not one Image and a label column", D)
-    image_column, label_column = images[0], labels[0]
-    if features[image_column].decode is False:
-        raise _Unfit("the Image column has decode=False (the transform gets bytes, not images)", D)
-    pieces = _hf_table_files(dataset.data)
-    files = [p for p, _, _ in pieces]
-    if len(set(files)) != len(files):
-        raise _Unfit("an Arrow file appears twice in the dataset's table", D)
-    # Table rows -> rows of the files (a sliced file keeps only its slice).
-    table_rows, offset = [], 0
-    for path, start, n in pieces:
-        table_rows.extend(range(offset + start, offset + start + n))
-        offset += _arrow_rows(path)
-    if dataset._indices is not None:
-        mapping = dataset._indices.column(0).to_pylist()
-        rows = [table_rows[i] for i in mapping]
-    else:
-        rows = table_rows
-    if len(rows) != len(dataset):
-        raise _Unfit(f"{len(rows)} rows found for a dataset of {len(dataset)}", D)
-    keys = (image_column, label_column)
-    watch = None
-    if pipeline is not None:
-        pipe, dtype = _pipeline(pipeline), "f32"
-    else:
-        # `set_transform` again (or the one transform it reaches, replaced or edited) is
-        # watched like an ImageFolder's.
-        watch = _TransformWatch(
-            lambda: dataset._format_kwargs.get("transform") if transform is None else transform,
-            lambda: translate(_hf_transform(dataset, transform)),
-        )
-        pipe, dtype = watch.translated
-        if transform is None:
-            keys = _hf_sample_keys(dataset, label_column)
-    all_rows = None if rows == list(range(offset)) else rows
-    table = {
-        "kind": "arrow",
-        "files": files,
-        "rows": all_rows,
-        "image_column": image_column,
-        "label_column": label_column,
-    }
-    classes = list(features[label_column].names) if isinstance(features[label_column], ClassLabel) else None
-    return {"table": json.dumps(table), "sample_keys": keys, "watch": watch}, pipe, dtype, classes
-
-
-def _arrow_rows(path: str) -> int:
-    import pyarrow as pa
-
-    with pa.memory_map(path) as source:
-        return sum(b.num_rows for b in pa.ipc.open_stream(source))
-
-
-def _hf_sample_keys(dataset, label_column: str) -> tuple[str, str]:
-    """The keys of the image tensor and the label in what the dataset's transform returns,
-    learnt from its first sample."""
-    T = FallbackReason.TRANSFORM
-    # The transform draws from the global generators; leave them as they were, so that a
-    # script's later draws (model initialisation) are those it gets with torch's loader.
-    import random
-
-    states = (torch.get_rng_state(), random.getstate())
-    try:
-        first = dataset[0]
-    finally:
-        torch.set_rng_state(states[0])
-        random.setstate(states[1])
-    if not isinstance(first, dict):
-        raise _Unfit(f"the dataset's transform returns a {type(first).__name__}, not a dict", T)
-    tensors = [k for k, v in first.items() if isinstance(v, torch.Tensor) and v.dim() == 3]
-    if len(tensors) != 1 or label_column not in first:
-        raise _Unfit(
-            f"the dataset's transform returns keys {list(first)}: hpuload gives one image tensor and "
-            f"{label_column!r}",
-            T,
-        )
-    return tensors[0], label_column
-
-
-#: Whether hpuload raised glibc's malloc thresholds in this process (see `_tune_malloc`).
-malloc_tuned = False
-
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-
-
-def _tune_malloc() -> None:
-    """A user's collate_fn allocates a new batch-sized tensor per batch (`torch.stack`,
-    MixUp's blend): tens of MB, above glibc's mmap threshold (at most 32 MiB when it adapts),
-    so each one is a fresh mapping whose every page faults in, which costs more than the copy
-    itself. Raising the mmap threshold to 256 MiB and the trim threshold to 512 MiB lets freed
-    batches be reused from the heap, as tcmalloc and jemalloc (which Intel recommends for
-    PyTorch on CPU) do. Done once per process, on glibc only, and not when the user set
-    MALLOC_MMAP_THRESHOLD_/MALLOC_TRIM_THRESHOLD_ or HPULOAD_MALLOC_TUNING=0."""
-    global malloc_tuned
-    if malloc_tuned or os.environ.get("HPULOAD_MALLOC_TUNING", "1") == "0":
-        return
-    if any(v in os.environ for v in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")):
-        return
-    import ctypes
-    import platform
-
-    if platform.libc_ver()[0] != "glibc":
-        return
-    try:
-        libc = ctypes.CDLL(None)
-        ok = libc.mallopt(_M_MMAP_THRESHOLD, 256 << 20) == 1
-        ok = libc.mallopt(_M_TRIM_THRESHOLD, 512 << 20) == 1 and ok
-    except (OSError, AttributeError):
-        return
-    malloc_tuned = ok
 
 
 class _Loader:
@@ -558,7 +281,7 @@ class _Loader:
         #: tensors as they are, which is what default_collate would build).
         self.collate_fn = collate_fn
         if collate_fn is not None:
-            _tune_malloc()
+            _malloc.tune_malloc()
         #: A sampler whose order hpuload takes as given (its own shuffle is off).
         self._order = order
         self.batch_sampler = batch_sampler
@@ -568,7 +291,8 @@ class _Loader:
         self.last_batch_policy = last_batch
         self.num_workers = workers
         self.timeout = timeout
-        self._config = dict(
+        #: What the Rust loader is built from (rebuilt from a `dataclasses.replace` of it).
+        self._options = _options.LoaderOptions(
             pipeline=pipeline,
             batch_size=batch_size,
             shuffle=shuffle,
@@ -585,7 +309,7 @@ class _Loader:
             backend=backend,
             **source,
         )
-        self._core = _hpuload.Loader(**self._config)
+        self._core = _hpuload.Loader(self._options)
         # Batches of images at their own sizes are sized for the largest and left pageable on
         # purpose (`OutputSize::PerSample`); any other unpinned pool is the memlock limit.
         if not self._core.pinned and self._core.output[2] != 0:
@@ -651,10 +375,10 @@ class _Loader:
         self._follow_transform(rebuild=False)
         if self._torch is not None:
             return self._torch.load_state_dict(state)
-        config = dict(self._config, seed=saved["config"]["seed"], resume=state["hpuload_state"])
+        options = dataclasses.replace(self._options, seed=int(saved["config"]["seed"]))
         self._core.stop()
-        self._core = _hpuload.Loader(**config)
-        self._config = dict(config, resume=None)
+        self._core = _hpuload.Loader(dataclasses.replace(options, resume=state["hpuload_state"]))
+        self._options = options
         self._pending_resume = state["hpuload_state"]
         self._epoch = int(saved["epoch"])
         self._resumed_epoch = self._epoch
@@ -694,20 +418,20 @@ class _Loader:
             return
         dtype = getattr(w, "dtype_override", None) or dtype
         w.obj, w.warned = now, None
-        if (pipe, dtype) == (self._config["pipeline"], self._config["dtype"]):
+        if (pipe, dtype) == (self._options.pipeline, self._options.dtype):
             return
-        config = dict(self._config, pipeline=pipe, dtype=dtype)
+        options = dataclasses.replace(self._options, pipeline=pipe, dtype=dtype)
         if not rebuild:
-            self._config = config
+            self._options = options
             return
         try:
-            core = _hpuload.Loader(**dict(config, resume=self._pending_resume))
+            core = _hpuload.Loader(dataclasses.replace(options, resume=self._pending_resume))
         except _hpuload.PipelineError as e:
             self._to_torch(f"the dataset's transform is now {_describe(now)}, which hpuload cannot run: {e}")
             return
         self._core.stop()
         self._core = core
-        self._config = config
+        self._options = options
 
     def _to_torch(self, why: str) -> None:
         self._core.stop()
@@ -1119,3 +843,11 @@ def _plan_habana(dataset, a: dict, own: dict) -> dict:
         last_batch=_last_batch(a.get("drop_last"), plan),
     )
     return plan
+
+
+def __getattr__(name: str):
+    # `hpuload.torch.malloc_tuned`: whether a collate_fn made hpuload raise glibc's malloc
+    # thresholds in this process (see `_malloc.tune_malloc`).
+    if name == "malloc_tuned":
+        return _malloc.malloc_tuned
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

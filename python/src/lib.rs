@@ -8,232 +8,20 @@
 mod dlpack;
 mod errors;
 mod mix;
+mod options;
 
-use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use hpuload::{
-    Backend, Dtype, Entry, EpochOf, ImageFolder, LastBatch, Layout, Loader as CoreLoader,
-    LoaderState, Manifest, OnError, Pipeline, Placement, ReadMode, Source, WebDataset,
+    Backend, Dtype, EpochOf, LastBatch, Layout, Loader as CoreLoader, LoaderState, OnError,
+    Pipeline, Placement,
 };
-use hpuload::{CacheOptions, RemoteOptions, ShardOptions};
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use serde::de::DeserializeOwned;
 
 use errors::to_py;
-
-/// A dataset given as a list of `(path, label)` pairs (torchvision's `ImageFolder.samples`), so
-/// sample `i` here is sample `i` of the torchvision dataset.
-struct ListSource {
-    entries: Vec<Entry>,
-    classes: Vec<String>,
-    origin: PathBuf,
-}
-
-impl Source for ListSource {
-    fn entries(&self) -> &[Entry] {
-        &self.entries
-    }
-    fn classes(&self) -> &[String] {
-        &self.classes
-    }
-    fn origin(&self) -> &Path {
-        &self.origin
-    }
-    fn read_into(
-        &self,
-        index: usize,
-        mode: ReadMode,
-        dst: &mut [u8],
-    ) -> std::io::Result<Option<usize>> {
-        hpuload::source::read_entry_into(self, index, mode, dst)
-    }
-}
-
-/// The settings of `hpuload.WebDataset` (JSON from `sources.py`): `label_field`, `cache`
-/// (a folder, `null` for the default one, `false` for none), `cache_limit` (bytes),
-/// `max_requests`, `timeout` (seconds), `retries`.
-fn parse_shard_options(text: &str) -> PyResult<ShardOptions> {
-    #[derive(serde::Deserialize)]
-    #[serde(deny_unknown_fields)]
-    struct Given {
-        label_field: String,
-        cache: serde_json::Value,
-        cache_limit: Option<u64>,
-        max_requests: usize,
-        timeout: f64,
-        retries: usize,
-    }
-    let g: Given = serde_json::from_str(text)
-        .map_err(|e| PyValueError::new_err(format!("WebDataset settings: {e}")))?;
-    if !(g.timeout.is_finite() && g.timeout > 0.0) {
-        return Err(PyValueError::new_err(format!(
-            "timeout={} is not a positive number of seconds",
-            g.timeout
-        )));
-    }
-    if g.max_requests == 0 {
-        return Err(PyValueError::new_err("max_requests must be at least 1"));
-    }
-    let defaults = RemoteOptions::default();
-    let cache = match g.cache {
-        serde_json::Value::Bool(false) => None,
-        serde_json::Value::Null => defaults.cache.clone().map(|c| CacheOptions {
-            limit: g.cache_limit,
-            ..c
-        }),
-        serde_json::Value::String(dir) => Some(CacheOptions {
-            dir: dir.into(),
-            limit: g.cache_limit,
-        }),
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "cache_dir={other}: give a folder, None (the default folder) or False (no cache)"
-            )))
-        }
-    };
-    Ok(ShardOptions {
-        label_field: g.label_field,
-        remote: RemoteOptions {
-            max_requests: g.max_requests,
-            timeout: std::time::Duration::from_secs_f64(g.timeout),
-            retries: g.retries,
-            cache,
-            ..defaults
-        },
-    })
-}
-
-/// A `datasets` table (JSON from `sources.py` or `torch.py`): `kind` (`"arrow"`: `files`, the
-/// Arrow files in order, and `rows`, an indices mapping or null; `"parquet"`: `spec`, files,
-/// a pattern or a folder, and `window_rows`), `image_column` and `label_column` (null: as the
-/// table's metadata says).
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Table {
-    kind: String,
-    #[serde(default)]
-    files: Vec<PathBuf>,
-    #[serde(default)]
-    spec: String,
-    #[serde(default)]
-    rows: Option<Vec<u64>>,
-    #[serde(default)]
-    image_column: Option<String>,
-    #[serde(default)]
-    label_column: Option<String>,
-    #[serde(default)]
-    window_rows: Option<usize>,
-    /// For URLs: `hpuload.WebDataset`'s storage settings (without `label_field`).
-    #[serde(default)]
-    remote: Option<serde_json::Value>,
-}
-
-fn parse_table(text: &str) -> PyResult<Table> {
-    let t: Table = serde_json::from_str(text)
-        .map_err(|e| PyValueError::new_err(format!("table settings: {e}")))?;
-    if t.kind != "arrow" && t.kind != "parquet" {
-        return Err(PyValueError::new_err(format!(
-            "table kind {:?}: give \"arrow\" or \"parquet\"",
-            t.kind
-        )));
-    }
-    Ok(t)
-}
-
-impl Table {
-    fn open(self) -> Result<Box<dyn hpuload::Source>, hpuload::Error> {
-        let columns = hpuload::source::hf::ColumnChoice {
-            image: self.image_column,
-            label: self.label_column,
-        };
-        if self.kind == "arrow" {
-            let options = hpuload::HfOptions {
-                columns,
-                rows: self.rows,
-            };
-            let set = if self.files.is_empty() {
-                hpuload::ArrowDataset::open(&self.spec, &options)?
-            } else {
-                hpuload::ArrowDataset::open_files(self.files, &options)?
-            };
-            return Ok(Box::new(set));
-        }
-        let defaults = hpuload::ParquetOptions::default();
-        let remote = match self.remote {
-            Some(serde_json::Value::Object(mut m)) => {
-                m.insert("label_field".into(), "cls".into());
-                parse_shard_options(&serde_json::Value::Object(m).to_string())
-                    .map_err(|e| hpuload::Error::config("remote", e.to_string()))?
-                    .remote
-            }
-            _ => defaults.remote.clone(),
-        };
-        let options = hpuload::ParquetOptions {
-            columns,
-            window_rows: self.window_rows.unwrap_or(defaults.window_rows),
-            remote,
-        };
-        Ok(Box::new(hpuload::ParquetDataset::open(
-            &self.spec, &options,
-        )?))
-    }
-}
-
-/// A COCO detection set (JSON from `torch.py`): `images`, the folder `file_name`s are relative
-/// to; `annotations`, an `instances_*.json` file, unless the annotations come as text
-/// (`coco_json=`, what torchvision's `CocoDetection` already holds in memory); `drop_empty`
-/// (the detection reference's filter); `contiguous` (labels numbered from 1 by category id);
-/// `only`: the image ids to keep (a `Subset`).
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Coco {
-    images: PathBuf,
-    #[serde(default)]
-    annotations: Option<PathBuf>,
-    #[serde(default)]
-    drop_empty: bool,
-    #[serde(default)]
-    contiguous: bool,
-    /// Only these image ids (a `Subset`).
-    #[serde(default)]
-    only: Option<Vec<i64>>,
-}
-
-impl Coco {
-    fn open(self, json: Option<String>) -> Result<hpuload::CocoDataset, hpuload::Error> {
-        use hpuload::source::coco::{Categories, EmptyImages};
-        let options = hpuload::CocoOptions {
-            empty: if self.drop_empty {
-                EmptyImages::Drop
-            } else {
-                EmptyImages::Keep
-            },
-            categories: if self.contiguous {
-                Categories::Contiguous
-            } else {
-                Categories::Raw
-            },
-            images: self.only,
-            // An image folder given as a URL (torchvision's CocoDetection keeps its root as
-            // given): each image is one request, with the storage defaults.
-            ..Default::default()
-        };
-        match (self.annotations, json) {
-            (Some(file), None) => hpuload::CocoDataset::open(file, &self.images, &options),
-            (origin, Some(text)) => {
-                let origin = origin.unwrap_or_else(|| self.images.join("annotations.json"));
-                hpuload::CocoDataset::from_json(origin, text.as_bytes(), &self.images, &options)
-            }
-            (None, None) => Err(hpuload::Error::config(
-                "coco",
-                "give the annotation file or its text (coco_json=)",
-            )),
-        }
-    }
-}
 
 /// Parses a snake_case setting (`"pad"`, `"bf16"`, ...) into the crate's enum, naming the
 /// argument when it is not one of them.
@@ -278,49 +66,30 @@ struct Loader {
 
 #[pymethods]
 impl Loader {
-    /// Builds a loader. `samples` is a list of `(path, label)` pairs; `root` (an ImageFolder),
-    /// `manifest` (a `path<TAB>label` file) or `shards` (WebDataset tar shards: a file or a
-    /// brace pattern) are the alternatives. `pipeline` is a built-in
-    /// name (`"resnet50_train"`), the path of a pipeline TOML file, or JSON
-    /// (`{"name": ..., "ops": [...]}`).
+    /// Builds a loader from an `hpuload._options.LoaderOptions` (`hpuload.torch` makes one):
+    /// its `source` names the dataset; `pipeline` is a built-in name (`"resnet50_train"`), the
+    /// path of a pipeline TOML file, or JSON (`{"name": ..., "ops": [...]}`).
     #[new]
-    #[pyo3(signature = (
-        *, pipeline, root=None, manifest=None, samples=None, shards=None, shard_options=None,
-        table=None, coco=None, coco_json=None, classes=None,
-        batch_size=256, max_boxes=200,
-        shuffle=false, seed=0, workers=2, prefetch=2, dtype="f32", layout="nchw",
-        last_batch="pad", rank=None, world_size=None, on_error="skip", error_budget=0.01,
-        backend="auto", resume=None
-    ))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        py: Python<'_>,
-        pipeline: &str,
-        root: Option<PathBuf>,
-        manifest: Option<PathBuf>,
-        samples: Option<Vec<(PathBuf, i64)>>,
-        shards: Option<String>,
-        shard_options: Option<&str>,
-        table: Option<&str>,
-        coco: Option<&str>,
-        coco_json: Option<String>,
-        classes: Option<Vec<String>>,
-        batch_size: usize,
-        max_boxes: usize,
-        shuffle: bool,
-        seed: u64,
-        workers: usize,
-        prefetch: usize,
-        dtype: &str,
-        layout: &str,
-        last_batch: &str,
-        rank: Option<usize>,
-        world_size: Option<usize>,
-        on_error: &str,
-        error_budget: f64,
-        backend: &str,
-        resume: Option<&str>,
-    ) -> PyResult<Self> {
+    fn new(py: Python<'_>, options: options::Options<'_>) -> PyResult<Self> {
+        let options::Options {
+            source,
+            pipeline,
+            batch_size,
+            max_boxes,
+            shuffle,
+            seed,
+            workers,
+            prefetch,
+            dtype,
+            layout,
+            last_batch,
+            rank,
+            world_size,
+            on_error,
+            error_budget,
+            backend,
+            resume,
+        } = options;
         if batch_size == 0 {
             return Err(PyValueError::new_err("batch_size must be at least 1"));
         }
@@ -329,85 +98,28 @@ impl Loader {
                 "num_workers (threads) must be at least 1",
             ));
         }
-        let dtype: Dtype = setting("dtype", dtype, "u8, f16, bf16, f32")?;
+        let dtype: Dtype = setting("dtype", &dtype, "u8, f16, bf16, f32")?;
         if dtype == Dtype::I64 {
             return Err(PyValueError::new_err(
                 "dtype=\"i64\" is a label type, not an image type",
             ));
         }
-        let layout: Layout = setting("layout", layout, "nchw, nhwc")?;
-        let last_batch: LastBatch = setting("last_batch", last_batch, "pad, drop, partial")?;
-        let on_error: OnError = setting("on_error", on_error, "skip, fail")?;
-        let backend: Backend = setting("backend", backend, "auto, hw, cpu")?;
-        let pipeline = parse_pipeline(pipeline)?;
+        let layout: Layout = setting("layout", &layout, "nchw, nhwc")?;
+        let last_batch: LastBatch = setting("last_batch", &last_batch, "pad, drop, partial")?;
+        let on_error: OnError = setting("on_error", &on_error, "skip, fail")?;
+        let backend: Backend = setting("backend", &backend, "auto, hw, cpu")?;
+        let pipeline = parse_pipeline(&pipeline)?;
         let resume = resume
             .map(|text| {
-                serde_json::from_str::<LoaderState>(text).map_err(|e| {
+                serde_json::from_str::<LoaderState>(&text).map_err(|e| {
                     PyValueError::new_err(format!("state_dict is not a loader state: {e}"))
                 })
             })
             .transpose()?;
-        let source: Box<dyn FnOnce() -> Result<CoreLoaderBuilderSource, hpuload::Error> + Send> =
-            match (root, manifest, samples, shards, table, coco) {
-                (None, None, None, None, None, Some(coco)) => {
-                    let coco: Coco = serde_json::from_str(coco)
-                        .map_err(|e| PyValueError::new_err(format!("coco settings: {e}")))?;
-                    Box::new(move || {
-                        coco.open(coco_json)
-                            .map(|s| CoreLoaderBuilderSource::Table(Box::new(s)))
-                    })
-                }
-                (Some(root), None, None, None, None, None) => {
-                    Box::new(move || ImageFolder::open(root).map(CoreLoaderBuilderSource::Folder))
-                }
-                (None, Some(m), None, None, None, None) => {
-                    Box::new(move || Manifest::open(m).map(CoreLoaderBuilderSource::Manifest))
-                }
-                (None, None, None, None, Some(table), None) => {
-                    let table = parse_table(table)?;
-                    Box::new(move || table.open().map(CoreLoaderBuilderSource::Table))
-                }
-                (None, None, None, Some(spec), None, None) => {
-                    let options = shard_options
-                        .map(parse_shard_options)
-                        .transpose()?
-                        .unwrap_or_default();
-                    Box::new(move || {
-                        WebDataset::open_with(&spec, &options)
-                            .map(|s| CoreLoaderBuilderSource::Shards(Box::new(s)))
-                    })
-                }
-                (None, None, Some(samples), None, None, None) => {
-                    if samples.is_empty() {
-                        return Err(PyValueError::new_err("dataset has no samples"));
-                    }
-                    let origin = samples[0]
-                        .0
-                        .parent()
-                        .and_then(Path::parent)
-                        .unwrap_or(Path::new("."))
-                        .to_path_buf();
-                    let list = ListSource {
-                        entries: samples
-                            .into_iter()
-                            .map(|(path, label)| Entry { path, label })
-                            .collect(),
-                        classes: classes.unwrap_or_default(),
-                        origin,
-                    };
-                    Box::new(move || Ok(CoreLoaderBuilderSource::List(list)))
-                }
-                _ => {
-                    return Err(PyTypeError::new_err(
-                        "give exactly one of root=, manifest=, samples=, shards=, table= or coco=",
-                    ))
-                }
-            };
+        let open = options::source(&source)?;
         // Listing a folder and starting threads: no Python objects involved.
         let built = py.detach(move || {
-            let source = source()?;
-            let builder = source
-                .builder()
+            let builder = CoreLoader::builder_boxed(open()?)
                 .batch_size(batch_size)
                 .max_boxes(max_boxes)
                 .seed(seed)
@@ -623,27 +335,6 @@ impl Loader {
                 .map_err(to_py)?;
             Ok(((c.top, c.left, c.height, c.width), flip))
         })
-    }
-}
-
-/// Where the builder's source came from.
-enum CoreLoaderBuilderSource {
-    Folder(ImageFolder),
-    Manifest(Manifest),
-    List(ListSource),
-    Shards(Box<WebDataset>),
-    Table(Box<dyn hpuload::Source>),
-}
-
-impl CoreLoaderBuilderSource {
-    fn builder(self) -> hpuload::LoaderBuilder {
-        match self {
-            Self::Folder(s) => CoreLoader::builder(s),
-            Self::Manifest(s) => CoreLoader::builder(s),
-            Self::List(s) => CoreLoader::builder(s),
-            Self::Shards(s) => CoreLoader::builder(*s),
-            Self::Table(s) => CoreLoader::builder_boxed(s),
-        }
     }
 }
 

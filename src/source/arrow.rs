@@ -16,7 +16,8 @@ use arrow_buffer::Buffer;
 use arrow_ipc::reader::StreamDecoder;
 
 use super::hf::{self, ColumnChoice, HfColumns, ImageCell, ImageColumn};
-use super::shards::{expand_braces, read_member};
+use super::pattern::expand_braces;
+use super::shards::read_member;
 use super::{read_file, read_file_into, Entry, Listing, ReadMode, SampleBytes, Source};
 use crate::Error;
 

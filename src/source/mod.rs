@@ -7,6 +7,7 @@ pub mod hf;
 mod manifest;
 mod pages;
 pub mod parquet;
+pub mod pattern;
 pub mod remote;
 pub mod shards;
 
@@ -336,7 +337,7 @@ pub enum DataKind {
 /// folder or under its `data/`), else an ImageFolder. Only those places are listed, so an
 /// ImageFolder's tree is not walked twice.
 pub fn data_kind(spec: &str) -> DataKind {
-    let first = shards::expand_braces(spec)
+    let first = pattern::expand_braces(spec)
         .ok()
         .and_then(|n| n.into_iter().next())
         .unwrap_or_else(|| spec.to_string());

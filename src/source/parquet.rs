@@ -42,8 +42,8 @@ use parquet::file::serialized_reader::SerializedRowGroupReader;
 
 use super::hf::{self, ColumnChoice, HfColumns, ImageCell};
 use super::pages;
+use super::pattern::expand_braces;
 use super::remote::{self, CacheBudget, CachedShard, Remote, RemoteOptions, StorageReport};
-use super::shards::expand_braces;
 use super::{Entry, Listing, ReadMode, SampleBytes, Source};
 use crate::rng::{CounterRng, Stream};
 use crate::Error;

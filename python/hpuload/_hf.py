@@ -1,0 +1,185 @@
+"""Hugging Face `datasets.Dataset` on the fast path: the Arrow files behind its table, its
+indices mapping, its image and label columns, and the torchvision transform its
+`set_transform` function applies (read from the function, never run on a whole epoch)."""
+
+from __future__ import annotations
+
+import torch
+
+from ._fallback import FallbackReason, Unfit
+from ._options import ArrowSource
+from ._transforms import translate
+from ._watch import TransformWatch
+from .sources import _pipeline
+
+
+def is_hf_dataset(dataset) -> bool:
+    """A Hugging Face `datasets.Dataset` (checked without importing `datasets`)."""
+    return any(
+        c.__module__.startswith("datasets.") and c.__name__ == "Dataset" for c in type(dataset).__mro__
+    )
+
+
+# Operations on a memory-mapped table that keep its rows and the names of its columns.
+_ROW_KEEPING = {
+    "replace_schema_metadata", "cast", "combine_chunks", "drop", "drop_columns", "select",
+    "remove_column", "add_column", "append_column",
+}
+
+
+def _hf_table_files(table) -> list[tuple[str, int, int]]:
+    """The Arrow files behind a `datasets` table, each as `(path, first row, rows)`: a
+    memory-mapped table, possibly sliced, or a vertical concatenation of such tables."""
+    D = FallbackReason.DATASET
+    path = getattr(table, "path", None)
+    if path is not None:
+        start, length = 0, None
+        for op, args, kwargs in getattr(table, "replays", []) or []:
+            if op in _ROW_KEEPING:
+                continue
+            if op != "slice":
+                raise Unfit(f"the dataset's table was changed in memory ({op}) after loading", D)
+            offset = args[0] if args else kwargs.get("offset", 0)
+            n = args[1] if len(args) > 1 else kwargs.get("length")
+            start += offset
+            length = n if length is None else min(n, length - offset)
+        return [(path, start, len(table) if length is None else length)]
+    blocks = getattr(table, "blocks", None)
+    if blocks is None:
+        raise Unfit("the datasets.Dataset is in memory, not in Arrow files (save_to_disk it first)", D)
+    files = []
+    for row in blocks:
+        if len(row) != 1:
+            raise Unfit("the dataset's columns were concatenated from several tables", D)
+        files.extend(_hf_table_files(row[0]))
+    return files
+
+
+def _hf_transform(dataset, transform):
+    """The torchvision transform the dataset's `set_transform`/`with_transform` function
+    applies: `transform=` when given, else the one torchvision (or timm) transform object the
+    function reaches through its closure or its module's globals."""
+    if transform is not None:
+        return transform
+    T = FallbackReason.TRANSFORM
+    kind = getattr(dataset, "_format_type", None)
+    if kind != "custom":
+        raise Unfit(
+            "the datasets.Dataset has no transform set with set_transform/with_transform "
+            f"(format {kind!r}); set one, or pass transform= or pipeline=",
+            T,
+        )
+    fn = dataset._format_kwargs.get("transform")
+    reachable = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ()) if c.cell_contents is not None]
+    code = getattr(fn, "__code__", None)
+    if code is not None:
+        reachable += [fn.__globals__.get(n) for n in _global_names(code)]
+    found = []
+    for obj in reachable:
+        module = type(obj).__module__
+        if (module.startswith("torchvision.transforms") or module.startswith("timm.data")) and all(
+            obj is not f for f in found
+        ):
+            found.append(obj)
+    name = getattr(fn, "__name__", type(fn).__name__)
+    if len(found) != 1:
+        what = "no torchvision transform" if not found else f"{len(found)} torchvision transforms"
+        raise Unfit(f"{name} (the dataset's transform) reaches {what}; pass the one it applies as transform=", T)
+    return found[0]
+
+
+def _global_names(code) -> list[str]:
+    """The global names a function's code reads, its comprehensions' and inner functions'
+    included (they are code objects of their own)."""
+    names = list(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            names += _global_names(const)
+    return names
+
+
+def hf_source(dataset, pipeline, transform):
+    """A `datasets.Dataset` backed by Arrow files: those files, its indices mapping, its image
+    and label columns, the torchvision transform its `set_transform` function applies, and the
+    keys of the dicts that function returns."""
+    D = FallbackReason.DATASET
+    try:
+        from datasets import ClassLabel, Image
+    except ImportError as e:  # pragma: no cover - a datasets.Dataset implies the package
+        raise Unfit(f"datasets is not importable ({e})", D) from e
+    features = dataset.features
+    images = [k for k, f in features.items() if isinstance(f, Image)]
+    labels = [k for k, f in features.items() if isinstance(f, ClassLabel)]
+    labels = labels or [k for k in ("label", "labels") if k in features]
+    if len(images) != 1 or not labels:
+        raise Unfit(f"the dataset's features {list(features)} are not one Image and a label column", D)
+    image_column, label_column = images[0], labels[0]
+    if features[image_column].decode is False:
+        raise Unfit("the Image column has decode=False (the transform gets bytes, not images)", D)
+    pieces = _hf_table_files(dataset.data)
+    files = [p for p, _, _ in pieces]
+    if len(set(files)) != len(files):
+        raise Unfit("an Arrow file appears twice in the dataset's table", D)
+    # Table rows -> rows of the files (a sliced file keeps only its slice).
+    table_rows, offset = [], 0
+    for path, start, n in pieces:
+        table_rows.extend(range(offset + start, offset + start + n))
+        offset += _arrow_rows(path)
+    if dataset._indices is not None:
+        mapping = dataset._indices.column(0).to_pylist()
+        rows = [table_rows[i] for i in mapping]
+    else:
+        rows = table_rows
+    if len(rows) != len(dataset):
+        raise Unfit(f"{len(rows)} rows found for a dataset of {len(dataset)}", D)
+    keys = (image_column, label_column)
+    watch = None
+    if pipeline is not None:
+        pipe, dtype = _pipeline(pipeline), "f32"
+    else:
+        # `set_transform` again (or the one transform it reaches, replaced or edited) is
+        # watched like an ImageFolder's.
+        watch = TransformWatch(
+            lambda: dataset._format_kwargs.get("transform") if transform is None else transform,
+            lambda: translate(_hf_transform(dataset, transform)),
+        )
+        pipe, dtype = watch.translated
+        if transform is None:
+            keys = _hf_sample_keys(dataset, label_column)
+    all_rows = None if rows == list(range(offset)) else rows
+    table = ArrowSource(files=files, rows=all_rows, image_column=image_column, label_column=label_column)
+    classes = list(features[label_column].names) if isinstance(features[label_column], ClassLabel) else None
+    return {"source": table, "sample_keys": keys, "watch": watch}, pipe, dtype, classes
+
+
+def _arrow_rows(path: str) -> int:
+    import pyarrow as pa
+
+    with pa.memory_map(path) as source:
+        return sum(b.num_rows for b in pa.ipc.open_stream(source))
+
+
+def _hf_sample_keys(dataset, label_column: str) -> tuple[str, str]:
+    """The keys of the image tensor and the label in what the dataset's transform returns,
+    learnt from its first sample."""
+    T = FallbackReason.TRANSFORM
+    # The transform draws from the global generators; leave them as they were, so that a
+    # script's later draws (model initialisation) are those it gets with torch's loader.
+    import random
+
+    states = (torch.get_rng_state(), random.getstate())
+    try:
+        first = dataset[0]
+    finally:
+        torch.set_rng_state(states[0])
+        random.setstate(states[1])
+    if not isinstance(first, dict):
+        raise Unfit(f"the dataset's transform returns a {type(first).__name__}, not a dict", T)
+    tensors = [k for k, v in first.items() if isinstance(v, torch.Tensor) and v.dim() == 3]
+    if len(tensors) != 1 or label_column not in first:
+        raise Unfit(
+            f"the dataset's transform returns keys {list(first)}: hpuload gives one image tensor and "
+            f"{label_column!r}",
+            T,
+        )
+    return tensors[0], label_column

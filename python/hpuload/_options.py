@@ -1,0 +1,140 @@
+"""What the Rust loader is built from: one typed object per loader, made here once and read
+field by field by `_hpuload.Loader` (no settings cross as JSON text). A rebuild (a resumed
+state, a transform that changed) is `dataclasses.replace` of the same object."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import ClassVar, Union
+
+
+@dataclass(frozen=True)
+class Storage:
+    """How object storage is read (`s3://`, `gs://`, `az://`, `http(s)://`)."""
+
+    #: Where whole shards and files are cached; None: `$HPULOAD_CACHE_DIR` or the default.
+    cache_dir: str | None = None
+    #: False: no cache (every epoch reads from the store).
+    cache: bool = True
+    #: At most this many bytes cached; None: half the free space.
+    cache_limit: int | None = None
+    max_requests: int = 64
+    timeout: float = 60.0
+    retries: int = 5
+
+    @staticmethod
+    def of(source) -> Storage:
+        """The storage settings of a source with `WebDataset`'s fields (`cache_dir` may be a
+        folder, None or True for the default folder, or False for no cache)."""
+        cache = source.cache_dir
+        return Storage(
+            cache_dir=None if cache is None or isinstance(cache, bool) else os.fspath(cache),
+            cache=cache is not False,
+            cache_limit=None if source.cache_limit is None else int(source.cache_limit),
+            max_requests=int(source.max_requests),
+            timeout=float(source.timeout),
+            retries=int(source.retries),
+        )
+
+
+@dataclass(frozen=True)
+class FolderSource:
+    """An ImageFolder: `root/<class>/<image>`."""
+
+    kind: ClassVar[str] = "folder"
+    root: str
+
+
+@dataclass(frozen=True)
+class ManifestSource:
+    """A `path<TAB>label` file."""
+
+    kind: ClassVar[str] = "manifest"
+    path: str
+
+
+@dataclass(frozen=True)
+class SamplesSource:
+    """`(path, label)` pairs (torchvision's `ImageFolder.samples`): sample `i` is theirs."""
+
+    kind: ClassVar[str] = "samples"
+    samples: list[tuple[str, int]]
+    classes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ShardSource:
+    """WebDataset tar shards: a file, a brace pattern or a URL."""
+
+    kind: ClassVar[str] = "shards"
+    spec: str
+    label_field: str = "cls"
+    storage: Storage = Storage()
+
+
+@dataclass(frozen=True)
+class ArrowSource:
+    """A `datasets` table in Arrow files: `files` in order, or `spec` (a `save_to_disk` folder
+    or one file); `rows`, an indices mapping; the columns as the metadata says unless named."""
+
+    kind: ClassVar[str] = "arrow"
+    files: list[str] = field(default_factory=list)
+    spec: str = ""
+    rows: list[int] | None = None
+    image_column: str | None = None
+    label_column: str | None = None
+
+
+@dataclass(frozen=True)
+class ParquetSource:
+    """Parquet files: a file, a pattern, a folder or a URL."""
+
+    kind: ClassVar[str] = "parquet"
+    spec: str
+    image_column: str | None = None
+    label_column: str | None = None
+    window_rows: int = 2048
+    storage: Storage = Storage()
+
+
+@dataclass(frozen=True)
+class CocoSource:
+    """A COCO detection set: images under `images` (a folder, shards or a URL), annotations
+    from the file `annotations` or given as `text` (then `annotations` only names it)."""
+
+    kind: ClassVar[str] = "coco"
+    images: str
+    annotations: str | None = None
+    text: str | None = None
+    drop_empty: bool = False
+    contiguous: bool = False
+    #: Only these image ids (a `Subset`).
+    only: list[int] | None = None
+
+
+Source = Union[FolderSource, ManifestSource, SamplesSource, ShardSource, ArrowSource, ParquetSource, CocoSource]
+
+
+@dataclass(frozen=True)
+class LoaderOptions:
+    """Everything `_hpuload.Loader` is built from. `pipeline` is a built-in name, the path of a
+    pipeline TOML file, or its JSON; `resume` a state from `Loader.state()`."""
+
+    source: Source
+    pipeline: str
+    batch_size: int = 256
+    max_boxes: int = 200
+    shuffle: bool = False
+    seed: int = 0
+    workers: int = 2
+    prefetch: int = 2
+    dtype: str = "f32"
+    layout: str = "nchw"
+    last_batch: str = "pad"
+    rank: int | None = None
+    world_size: int | None = None
+    on_error: str = "skip"
+    error_budget: float = 0.01
+    backend: str = "auto"
+    resume: str | None = None

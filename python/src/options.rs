@@ -1,0 +1,264 @@
+//! What `hpuload._options.LoaderOptions` holds, read attribute by attribute (a wrong type is a
+//! `TypeError` naming the attribute), and the dataset its `source` names. The Python side
+//! builds the object once per loader; nothing crosses as JSON text.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use hpuload::source::coco::{Categories, EmptyImages};
+use hpuload::source::hf::ColumnChoice;
+use hpuload::{
+    ArrowDataset, CacheOptions, CocoDataset, CocoOptions, Entry, HfOptions, ImageFolder, Listing,
+    Manifest, ParquetDataset, ParquetOptions, RemoteOptions, ShardOptions, Source, WebDataset,
+};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+
+/// `LoaderOptions`, as its fields are named there.
+#[derive(FromPyObject)]
+pub(crate) struct Options<'py> {
+    pub source: Bound<'py, PyAny>,
+    pub pipeline: String,
+    pub batch_size: usize,
+    pub max_boxes: usize,
+    pub shuffle: bool,
+    pub seed: u64,
+    pub workers: usize,
+    pub prefetch: usize,
+    pub dtype: String,
+    pub layout: String,
+    pub last_batch: String,
+    pub rank: Option<usize>,
+    pub world_size: Option<usize>,
+    pub on_error: String,
+    pub error_budget: f64,
+    pub backend: String,
+    pub resume: Option<String>,
+}
+
+/// Opens the dataset (listing a folder, reading an index): run without the GIL.
+pub(crate) type Opener = Box<dyn FnOnce() -> Result<Box<dyn Source>, hpuload::Error> + Send>;
+
+/// The opener of the dataset a `*Source` object of `_options.py` describes, by its `kind`.
+pub(crate) fn source(given: &Bound<'_, PyAny>) -> PyResult<Opener> {
+    let kind: String = given.getattr("kind")?.extract()?;
+    Ok(match kind.as_str() {
+        "folder" => {
+            let root: PathBuf = given.getattr("root")?.extract()?;
+            Box::new(move || Ok(Box::new(ImageFolder::open(root)?) as Box<dyn Source>))
+        }
+        "manifest" => {
+            let path: PathBuf = given.getattr("path")?.extract()?;
+            Box::new(move || Ok(Box::new(Manifest::open(path)?) as Box<dyn Source>))
+        }
+        "samples" => {
+            let list = given.extract::<Samples>()?.listing()?;
+            Box::new(move || Ok(Box::new(list) as Box<dyn Source>))
+        }
+        "shards" => {
+            let Shards {
+                spec,
+                label_field,
+                storage,
+            } = given.extract()?;
+            let options = ShardOptions {
+                label_field,
+                remote: storage.remote()?,
+            };
+            Box::new(move || {
+                Ok(Box::new(WebDataset::open_with(&spec, &options)?) as Box<dyn Source>)
+            })
+        }
+        "arrow" => {
+            let a: Arrow = given.extract()?;
+            Box::new(move || a.open())
+        }
+        "parquet" => {
+            let p: Parquet = given.extract()?;
+            let options = ParquetOptions {
+                columns: ColumnChoice {
+                    image: p.image_column,
+                    label: p.label_column,
+                },
+                window_rows: p.window_rows.max(1),
+                remote: p.storage.remote()?,
+            };
+            let spec = p.spec;
+            Box::new(
+                move || Ok(Box::new(ParquetDataset::open(&spec, &options)?) as Box<dyn Source>),
+            )
+        }
+        "coco" => {
+            let c: Coco = given.extract()?;
+            Box::new(move || Ok(Box::new(c.open()?) as Box<dyn Source>))
+        }
+        other => {
+            return Err(PyTypeError::new_err(format!(
+                "a dataset source of kind {other:?} (give one of hpuload._options' sources)"
+            )))
+        }
+    })
+}
+
+/// `Storage`: how object storage is read.
+#[derive(FromPyObject)]
+struct Storage {
+    cache_dir: Option<PathBuf>,
+    cache: bool,
+    cache_limit: Option<u64>,
+    max_requests: usize,
+    timeout: f64,
+    retries: usize,
+}
+
+impl Storage {
+    fn remote(self) -> PyResult<RemoteOptions> {
+        if !(self.timeout.is_finite() && self.timeout > 0.0) {
+            return Err(PyValueError::new_err(format!(
+                "timeout={} is not a positive number of seconds",
+                self.timeout
+            )));
+        }
+        if self.max_requests == 0 {
+            return Err(PyValueError::new_err("max_requests must be at least 1"));
+        }
+        let defaults = RemoteOptions::default();
+        let cache = match (self.cache, self.cache_dir) {
+            (false, _) => None,
+            (true, Some(dir)) => Some(CacheOptions {
+                dir,
+                limit: self.cache_limit,
+            }),
+            (true, None) => defaults.cache.clone().map(|c| CacheOptions {
+                limit: self.cache_limit,
+                ..c
+            }),
+        };
+        Ok(RemoteOptions {
+            max_requests: self.max_requests,
+            timeout: Duration::from_secs_f64(self.timeout),
+            retries: self.retries,
+            cache,
+            ..defaults
+        })
+    }
+}
+
+/// `SamplesSource`: torchvision's `ImageFolder.samples`, so sample `i` here is its sample `i`.
+#[derive(FromPyObject)]
+struct Samples {
+    samples: Vec<(PathBuf, i64)>,
+    classes: Vec<String>,
+}
+
+impl Samples {
+    fn listing(self) -> PyResult<Listing> {
+        let Some((first, _)) = self.samples.first() else {
+            return Err(PyValueError::new_err("dataset has no samples"));
+        };
+        // `root/<class>/<image>`: the root, for messages.
+        let origin = first
+            .parent()
+            .and_then(std::path::Path::parent)
+            .unwrap_or(std::path::Path::new("."))
+            .to_path_buf();
+        let entries = self
+            .samples
+            .into_iter()
+            .map(|(path, label)| Entry { path, label })
+            .collect();
+        Ok(Listing::of_files(origin, entries, self.classes))
+    }
+}
+
+/// `ShardSource`.
+#[derive(FromPyObject)]
+struct Shards {
+    spec: String,
+    label_field: String,
+    storage: Storage,
+}
+
+/// `ArrowSource`: `files` in order, or `spec` when there are none.
+#[derive(FromPyObject)]
+struct Arrow {
+    files: Vec<PathBuf>,
+    spec: String,
+    rows: Option<Vec<u64>>,
+    image_column: Option<String>,
+    label_column: Option<String>,
+}
+
+impl Arrow {
+    fn open(self) -> Result<Box<dyn Source>, hpuload::Error> {
+        let options = HfOptions {
+            columns: ColumnChoice {
+                image: self.image_column,
+                label: self.label_column,
+            },
+            rows: self.rows,
+        };
+        Ok(Box::new(if self.files.is_empty() {
+            ArrowDataset::open(&self.spec, &options)?
+        } else {
+            ArrowDataset::open_files(self.files, &options)?
+        }))
+    }
+}
+
+/// `ParquetSource`.
+#[derive(FromPyObject)]
+struct Parquet {
+    spec: String,
+    image_column: Option<String>,
+    label_column: Option<String>,
+    window_rows: usize,
+    storage: Storage,
+}
+
+/// `CocoSource`: `images`, the folder (or shards, or URL) `file_name`s are relative to;
+/// `annotations`, an `instances_*.json` file, unless the annotations come as `text` (what
+/// torchvision's `CocoDetection` already holds in memory); `drop_empty` (the detection
+/// reference's filter); `contiguous` (labels numbered from 1 by category id); `only`: the
+/// image ids to keep (a `Subset`).
+#[derive(FromPyObject)]
+struct Coco {
+    images: PathBuf,
+    annotations: Option<PathBuf>,
+    text: Option<String>,
+    drop_empty: bool,
+    contiguous: bool,
+    only: Option<Vec<i64>>,
+}
+
+impl Coco {
+    fn open(self) -> Result<CocoDataset, hpuload::Error> {
+        let options = CocoOptions {
+            empty: if self.drop_empty {
+                EmptyImages::Drop
+            } else {
+                EmptyImages::Keep
+            },
+            categories: if self.contiguous {
+                Categories::Contiguous
+            } else {
+                Categories::Raw
+            },
+            images: self.only,
+            // An image folder given as a URL (torchvision's CocoDetection keeps its root as
+            // given): each image is one request, with the storage defaults.
+            ..Default::default()
+        };
+        match (self.annotations, self.text) {
+            (Some(file), None) => CocoDataset::open(file, &self.images, &options),
+            (origin, Some(text)) => {
+                let origin = origin.unwrap_or_else(|| self.images.join("annotations.json"));
+                CocoDataset::from_json(origin, text.as_bytes(), &self.images, &options)
+            }
+            (None, None) => Err(hpuload::Error::config(
+                "coco",
+                "give the annotation file or its text",
+            )),
+        }
+    }
+}
