@@ -5,7 +5,6 @@ pub mod coco;
 mod folder;
 pub mod hf;
 mod manifest;
-mod pages;
 pub mod parquet;
 pub mod pattern;
 pub mod remote;

@@ -1,4 +1,9 @@
-//! Dataset specs that name many files: brace patterns (`train-{000000..000146}.tar`).
+//! Dataset specs that name many files: brace patterns (`train-{000000..000146}.tar`) and
+//! wildcards in file names (`train-*.parquet`).
+
+use std::path::{Path, PathBuf};
+
+use crate::Error;
 
 /// Expands brace patterns: `a-{00..03}.tar` -> `a-00.tar` .. `a-03.tar` (zero padding kept,
 /// as wide as the first bound), `{x,y}` -> both; several braces multiply out, left to right.
@@ -41,6 +46,52 @@ pub fn expand_braces(pattern: &str) -> Result<Vec<String>, String> {
         .iter()
         .flat_map(|c| rest.iter().map(move |r| format!("{head}{c}{r}")))
         .collect())
+}
+
+/// Files matching `pattern`, whose wildcards (`*`, `?`) are in the file name only, sorted.
+pub(crate) fn glob_files(pattern: &str) -> Result<Vec<PathBuf>, Error> {
+    let path = Path::new(pattern);
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
+    let dir = dir.unwrap_or(Path::new("."));
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if dir.to_string_lossy().contains(['*', '?']) {
+        return Err(Error::config(
+            "data",
+            format!("{pattern}: wildcards are read in file names only, not in folders"),
+        ));
+    }
+    super::files_in(dir, |p| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| wildcard_match(name.as_bytes(), n.as_bytes()))
+    })
+}
+
+/// Whether `text` matches `pattern` (`*`: any run, `?`: any one byte).
+pub fn wildcard_match(pattern: &[u8], text: &[u8]) -> bool {
+    let (mut p, mut t) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        match pattern.get(p) {
+            Some(b'*') => {
+                star = Some((p, t));
+                p += 1;
+            }
+            Some(&c) if c == b'?' || c == text[t] => {
+                p += 1;
+                t += 1;
+            }
+            _ => match star {
+                Some((sp, st)) => {
+                    p = sp + 1;
+                    t = st + 1;
+                    star = Some((sp, st + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    pattern[p..].iter().all(|&c| c == b'*')
 }
 
 #[cfg(test)]
