@@ -5,6 +5,7 @@ mod batch;
 mod builder;
 mod cpu;
 mod engine;
+mod epoch;
 mod layout;
 mod replace;
 mod route;
@@ -12,31 +13,30 @@ mod state;
 mod targets;
 mod work;
 
-use std::borrow::BorrowMut;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Sender;
 use serde::Serialize;
 
 pub use builder::LoaderBuilder;
+pub use epoch::{Epoch, EpochOf};
 pub use targets::{TargetLayout, Targets};
 
 use crate::stage::{Stage, StageTimes};
 pub use state::{LoaderState, StateConfig};
 
 use crate::augment::{PixelStage, Plan};
-use crate::hpu::{DeviceTensor, Dtype, Hpu, Layout};
+use crate::hpu::{Dtype, Hpu, Layout};
 use crate::pinned::PinnedPool;
 use crate::sampler::{Sampler, Shard};
 use crate::source::{ReadMode, Source};
 use crate::tensor::{Placement, Tensor};
 use crate::Error;
-use batch::{BatchWork, Finished};
 
 /// A mutex's guard, whether or not a thread panicked while holding it (the loader's state
 /// stays consistent across a worker's panic: each value is replaced whole).
@@ -677,321 +677,5 @@ impl Drop for Loader {
         for w in self.workers.drain(..) {
             let _ = w.join();
         }
-    }
-}
-
-/// The batches of one epoch, in order, over a borrowed loader (see [`Loader::epoch`]).
-pub type Epoch<'a> = EpochOf<&'a mut Loader>;
-
-/// The batches of one epoch, in order. `L` is how the iterator holds its loader: borrowed
-/// ([`Epoch`]) or owned ([`Loader::into_epoch`]). Dropping it mid-epoch cancels the outstanding
-/// work and waits for it (bounded by the samples being decoded at that moment).
-pub struct EpochOf<L: BorrowMut<Loader>> {
-    /// Always `Some` until [`EpochOf::into_loader`] takes it.
-    loader: Option<L>,
-    epoch: u64,
-    order: Arc<Vec<u32>>,
-    /// This epoch's batch planning: the loader's sampler, or one over a given order.
-    sampler: Box<Sampler>,
-    /// The global position of the order from which this epoch's batches are planned (0, or
-    /// where a resume on another world size or rank picked the epoch up).
-    plan_start: usize,
-    total: usize,
-    next_submit: usize,
-    next_yield: usize,
-    outstanding: usize,
-    ready: BTreeMap<usize, Result<Batch, Error>>,
-    done_tx: Sender<Finished>,
-    done_rx: Receiver<Finished>,
-    cancel: Arc<AtomicBool>,
-    skipped: usize,
-    budget: usize,
-    finished: bool,
-}
-
-impl<L: BorrowMut<Loader>> EpochOf<L> {
-    fn start(mut loader: L, epoch: u64, given: Option<Vec<u32>>) -> Self {
-        let l = loader.borrow_mut();
-        let (sampler, order) = match given {
-            Some(order) => (l.sampler.with_len(order.len()), order),
-            None => {
-                let order = l
-                    .sampler
-                    .shuffle
-                    .and_then(|seed| l.shared.source.shuffled_order(seed, epoch))
-                    .filter(|o| o.len() == l.sampler.len)
-                    .unwrap_or_else(|| l.sampler.epoch_order(epoch));
-                (l.sampler.clone(), order)
-            }
-        };
-        let start = match l.resume.take() {
-            Some(p) if p.epoch == epoch => p,
-            _ => Position::epoch_start(epoch),
-        };
-        let total = sampler.batches_from(start.start);
-        l.shared.source.plan_reads(
-            &mut (start.step..total).flat_map(|b| sampler.batch(&order, start.start, b).indices),
-        );
-        let (done_tx, done_rx) = crossbeam_channel::unbounded();
-        let budget = match l.shared.on_error {
-            OnError::Skip => {
-                ((sampler.positions_per_rank() as f64 * l.error_budget).ceil() as usize).max(1)
-            }
-            OnError::Fail => 0,
-        };
-        Self {
-            order: Arc::new(order),
-            plan_start: start.start,
-            total,
-            sampler: Box::new(sampler),
-            loader: Some(loader),
-            epoch,
-            next_submit: start.step,
-            next_yield: start.step,
-            outstanding: 0,
-            ready: BTreeMap::new(),
-            done_tx,
-            done_rx,
-            cancel: Arc::new(AtomicBool::new(false)),
-            skipped: start.skipped,
-            budget,
-            finished: false,
-        }
-    }
-
-    /// The loader this epoch runs on (its settings, report and state).
-    pub fn loader(&self) -> &Loader {
-        self.loader
-            .as_ref()
-            .expect("present until into_loader")
-            .borrow()
-    }
-
-    fn loader_mut(&mut self) -> &mut Loader {
-        self.loader
-            .as_mut()
-            .expect("present until into_loader")
-            .borrow_mut()
-    }
-
-    /// Cancels what is still outstanding, waits for it, and gives the loader back. The loader's
-    /// state is that after the last batch yielded.
-    pub fn into_loader(mut self) -> L {
-        self.cancel_and_wait();
-        self.loader.take().expect("present until into_loader")
-    }
-
-    /// The epoch number.
-    pub fn epoch(&self) -> u64 {
-        self.epoch
-    }
-
-    /// Batches in this epoch, counting from step 0 (a resumed epoch yields the ones from its
-    /// start step on). An epoch resumed on another world size or rank counts its batches over
-    /// the positions no rank had seen, so it has fewer.
-    pub fn total(&self) -> usize {
-        self.total
-    }
-
-    /// The loader's state after the batch yielded last; see [`Loader::state`].
-    pub fn state(&self) -> LoaderState {
-        self.loader().state()
-    }
-
-    fn submit(&mut self, seq: usize) -> Result<(), Error> {
-        let loader = self.loader();
-        let plan = self.sampler.batch(&self.order, self.plan_start, seq);
-        loader.shared.source.prefetch(&plan.indices);
-        let n = plan.indices.len();
-        let images = loader.hpu.alloc(n * loader.shared.layout.sample_bytes)?;
-        let label_bytes = loader.shared.layout.label_bytes;
-        let labels = loader.hpu.alloc(n * label_bytes)?;
-        let buffer = match loader.placement {
-            Placement::Device => loader.pool.take(),
-            Placement::Host => loader
-                .pool
-                .take_or_grow()
-                .map_err(|source| Error::HostMemory {
-                    what: "pinned batch buffers",
-                    source,
-                })?,
-        };
-        let shape = match (loader.output, loader.layout) {
-            (OutputSize::Fixed([h, w]), Layout::Nchw) => vec![n, 3, h as usize, w as usize],
-            (OutputSize::Fixed([h, w]), Layout::Nhwc) => vec![n, h as usize, w as usize, 3],
-            (OutputSize::PerSample { .. }, _) => {
-                vec![n, loader.shared.layout.sample_bytes / loader.dtype.size()]
-            }
-        };
-        let work = BatchWork::new(
-            batch::BatchSpec {
-                seq,
-                epoch: self.epoch,
-                plan,
-                buffer,
-                images: DeviceTensor::new(images, shape, loader.dtype),
-                labels: match loader.shared.targets {
-                    None => DeviceTensor::new(labels, vec![n], Dtype::I64),
-                    Some(_) => DeviceTensor::new(labels, vec![n, label_bytes], Dtype::U8),
-                },
-                cancel: Arc::clone(&self.cancel),
-                done: self.done_tx.clone(),
-                pool: loader.pool.returner(),
-                hpu: loader.hpu.clone(),
-                placement: loader.placement,
-            },
-            loader.shared.layout,
-        );
-        let jobs = loader
-            .jobs
-            .as_ref()
-            .expect("jobs channel lives as long as the loader");
-        for slot in 0..n {
-            jobs.send(Job {
-                batch: Arc::clone(&work),
-                slot,
-            })
-            .map_err(|_| Error::WorkerLost)?;
-        }
-        self.outstanding += 1;
-        Ok(())
-    }
-
-    fn wait_for(&mut self, seq: usize, stop: &mut dyn FnMut() -> bool) -> Result<Batch, Error> {
-        loop {
-            if let Some(r) = self.ready.remove(&seq) {
-                return r;
-            }
-            match self.done_rx.recv_timeout(POLL) {
-                Ok(f) => {
-                    self.outstanding -= 1;
-                    self.ready.insert(f.seq, f.result);
-                }
-                Err(_) if self.loader().live_workers() < self.loader().workers.len() => {
-                    return Err(Error::WorkerLost)
-                }
-                Err(_) if stop() => return Err(Error::Interrupted),
-                Err(_) => {}
-            }
-        }
-    }
-
-    fn record(&mut self, batch: &Batch) {
-        let mut r = self
-            .loader()
-            .report
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        r.batches += 1;
-        r.images += batch.valid as u64;
-        r.skipped += batch.skipped.len() as u64;
-        for s in &batch.skipped {
-            *r.skipped_by_reason.entry(s.reason.to_string()).or_default() += 1;
-            if r.skips.len() < KEPT_SKIPS {
-                r.skips.push(s.clone());
-            }
-        }
-        drop(r);
-        self.skipped += batch.skipped.len();
-    }
-}
-
-impl<L: BorrowMut<Loader>> EpochOf<L> {
-    /// [`Iterator::next`] that gives up waiting when `stop` says so: `stop` is asked every
-    /// 25 ms while the next batch is not ready (a binding checks for Ctrl-C there). Stopping
-    /// yields [`Error::Interrupted`] and ends the epoch; the loader's state stays that after the
-    /// last batch yielded, so the epoch can be resumed.
-    pub fn next_or_stop(&mut self, mut stop: impl FnMut() -> bool) -> Option<Result<Batch, Error>> {
-        if self.finished || self.next_yield >= self.total {
-            self.finished = true;
-            return None;
-        }
-        let last_wanted = (self.next_yield + self.loader().prefetch).min(self.total - 1);
-        while self.next_submit <= last_wanted {
-            if let Err(e) = self.submit(self.next_submit) {
-                self.finished = true;
-                return Some(Err(e));
-            }
-            self.next_submit += 1;
-        }
-        let t = Instant::now();
-        let result = self.wait_for(self.next_yield, &mut stop);
-        self.loader_mut().wait += t.elapsed();
-        if let Err(Error::Interrupted) = result {
-            self.finished = true;
-            return Some(result);
-        }
-        self.next_yield += 1;
-        let result = result.and_then(|batch| {
-            self.record(&batch);
-            let position = if self.next_yield == self.total {
-                Position::epoch_start(self.epoch + 1)
-            } else {
-                Position {
-                    epoch: self.epoch,
-                    start: self.plan_start,
-                    step: self.next_yield,
-                    skipped: self.skipped,
-                }
-            };
-            self.loader_mut().position = position;
-            if self.skipped > self.budget {
-                let last = batch.skipped.last().expect("this batch crossed the budget");
-                return Err(Error::ErrorBudget {
-                    skipped: self.skipped,
-                    budget: self.budget,
-                    last: last.message.clone(),
-                });
-            }
-            Ok(batch)
-        });
-        if result.is_err() {
-            self.finished = true;
-        }
-        Some(result)
-    }
-}
-
-/// How often a wait for a batch checks worker liveness and the caller's stop request.
-const POLL: Duration = Duration::from_millis(25);
-
-impl<L: BorrowMut<Loader>> Iterator for EpochOf<L> {
-    type Item = Result<Batch, Error>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        self.next_or_stop(|| false)
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        let left = if self.finished {
-            0
-        } else {
-            self.total - self.next_yield
-        };
-        (0, Some(left))
-    }
-}
-
-impl<L: BorrowMut<Loader>> EpochOf<L> {
-    fn cancel_and_wait(&mut self) {
-        if self.loader.is_none() {
-            return;
-        }
-        self.cancel.store(true, Ordering::Relaxed);
-        while self.outstanding > 0 {
-            match self.done_rx.recv_timeout(POLL) {
-                Ok(_) => self.outstanding -= 1,
-                Err(_) if self.loader().live_workers() < self.loader().workers.len() => break,
-                Err(_) => {}
-            }
-        }
-        // Finished batches nobody will take give their buffers back now.
-        self.ready.clear();
-    }
-}
-
-impl<L: BorrowMut<Loader>> Drop for EpochOf<L> {
-    fn drop(&mut self) {
-        self.cancel_and_wait();
     }
 }
