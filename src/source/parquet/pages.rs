@@ -12,6 +12,41 @@ pub(super) const MAX_PAGE_BYTES: u64 = 256 << 20;
 /// Deepest nesting of structs, lists and maps accepted in a header (a real one nests 3 deep).
 const MAX_DEPTH: u32 = 16;
 
+/// Why a column chunk's pages are refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum PageError {
+    /// A header does not parse.
+    #[error("page {page}'s header: {why}")]
+    Header { page: usize, why: HeaderError },
+    #[error("page {page}'s header gives a negative size")]
+    NegativeSize { page: usize },
+    #[error("page {page} claims {bytes} bytes decompressed, more than the {} MiB accepted", MAX_PAGE_BYTES >> 20)]
+    TooLarge { page: usize, bytes: i64 },
+    #[error("dictionary page {page} claims {values} values in {bytes} bytes")]
+    Dictionary {
+        page: usize,
+        values: i64,
+        bytes: i64,
+    },
+    #[error("page {page} ({bytes} bytes) runs past its column chunk")]
+    PastChunk { page: usize, bytes: i64 },
+}
+
+/// Why a page header does not parse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(super) enum HeaderError {
+    #[error("it ends early")]
+    EndsEarly,
+    #[error("a varint overflows 64 bits")]
+    VarintOverflow,
+    #[error("it nests too deeply")]
+    TooDeep,
+    #[error("unknown field type {0}")]
+    UnknownType(u8),
+    #[error("it gives no page sizes")]
+    NoSizes,
+}
+
 /// What a page header says that the checks use.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct PageHeader {
@@ -25,7 +60,7 @@ struct PageHeader {
 /// each header parses, each page lies inside the chunk, no page decompresses to more than
 /// [`MAX_PAGE_BYTES`], and a dictionary page's values fit its decompressed size at
 /// `value_width` bytes each at least (0 when a value may take no bytes).
-pub(super) fn check_chunk(chunk: &[u8], value_width: u64) -> Result<(), String> {
+pub(super) fn check_chunk(chunk: &[u8], value_width: u64) -> Result<(), PageError> {
     let mut at = 0usize;
     let mut page = 0usize;
     while at < chunk.len() {
@@ -33,36 +68,35 @@ pub(super) fn check_chunk(chunk: &[u8], value_width: u64) -> Result<(), String> 
             bytes: &chunk[at..],
             at: 0,
         };
-        let header = read_header(&mut input).map_err(|e| format!("page {page}'s header: {e}"))?;
+        let header = read_header(&mut input).map_err(|why| PageError::Header { page, why })?;
         if header.compressed < 0 || header.uncompressed < 0 {
-            return Err(format!("page {page}'s header gives a negative size"));
+            return Err(PageError::NegativeSize { page });
         }
         if header.uncompressed as u64 > MAX_PAGE_BYTES {
-            return Err(format!(
-                "page {page} claims {} bytes decompressed, more than the {} MiB accepted",
-                header.uncompressed,
-                MAX_PAGE_BYTES >> 20
-            ));
+            return Err(PageError::TooLarge {
+                page,
+                bytes: header.uncompressed,
+            });
         }
         if let Some(values) = header.dictionary_values {
+            // A negative count is as wrong as one too large for the page.
             let need = u64::try_from(values)
-                .map_err(|_| format!("dictionary page {page} claims {values} values"))?
+                .unwrap_or(u64::MAX)
                 .saturating_mul(value_width);
-            if need > header.uncompressed as u64 {
-                return Err(format!(
-                    "dictionary page {page} claims {values} values in {} bytes",
-                    header.uncompressed
-                ));
+            if need > header.uncompressed as u64 || values < 0 {
+                return Err(PageError::Dictionary {
+                    page,
+                    values,
+                    bytes: header.uncompressed,
+                });
             }
         }
         let end = (at + input.at)
             .checked_add(header.compressed as usize)
             .filter(|&end| end <= chunk.len())
-            .ok_or_else(|| {
-                format!(
-                    "page {page} ({} bytes) runs past its column chunk",
-                    header.compressed
-                )
+            .ok_or(PageError::PastChunk {
+                page,
+                bytes: header.compressed,
             })?;
         at = end;
         page += 1;
@@ -76,39 +110,39 @@ struct Input<'a> {
 }
 
 impl Input<'_> {
-    fn byte(&mut self) -> Result<u8, String> {
-        let b = *self.bytes.get(self.at).ok_or("it ends early")?;
+    fn byte(&mut self) -> Result<u8, HeaderError> {
+        let b = *self.bytes.get(self.at).ok_or(HeaderError::EndsEarly)?;
         self.at += 1;
         Ok(b)
     }
 
-    fn skip(&mut self, n: u64) -> Result<(), String> {
+    fn skip(&mut self, n: u64) -> Result<(), HeaderError> {
         let end = usize::try_from(n)
             .ok()
             .and_then(|n| self.at.checked_add(n))
             .filter(|&end| end <= self.bytes.len())
-            .ok_or("it ends early")?;
+            .ok_or(HeaderError::EndsEarly)?;
         self.at = end;
         Ok(())
     }
 
-    fn varint(&mut self) -> Result<u64, String> {
+    fn varint(&mut self) -> Result<u64, HeaderError> {
         let mut value = 0u64;
         for shift in (0..70).step_by(7) {
             let b = self.byte()?;
             if shift == 63 && b > 1 {
-                return Err("a varint overflows 64 bits".into());
+                return Err(HeaderError::VarintOverflow);
             }
             value |= u64::from(b & 0x7f) << shift;
             if b & 0x80 == 0 {
                 return Ok(value);
             }
         }
-        Err("a varint overflows 64 bits".into())
+        Err(HeaderError::VarintOverflow)
     }
 
     /// A zigzag-encoded integer.
-    fn int(&mut self) -> Result<i64, String> {
+    fn int(&mut self) -> Result<i64, HeaderError> {
         let v = self.varint()?;
         Ok((v >> 1) as i64 ^ -((v & 1) as i64))
     }
@@ -129,7 +163,7 @@ const MAP: u8 = 11;
 const STRUCT: u8 = 12;
 
 /// The next field's `(id, type)` in a struct, `None` at its end.
-fn field(input: &mut Input<'_>, last: &mut i64) -> Result<Option<(i64, u8)>, String> {
+fn field(input: &mut Input<'_>, last: &mut i64) -> Result<Option<(i64, u8)>, HeaderError> {
     let b = input.byte()?;
     if b == 0 {
         return Ok(None);
@@ -144,9 +178,14 @@ fn field(input: &mut Input<'_>, last: &mut i64) -> Result<Option<(i64, u8)>, Str
 }
 
 /// Skips one value of type `kind` (`in_list`: a boolean is a byte of its own).
-fn skip_value(input: &mut Input<'_>, kind: u8, in_list: bool, depth: u32) -> Result<(), String> {
+fn skip_value(
+    input: &mut Input<'_>,
+    kind: u8,
+    in_list: bool,
+    depth: u32,
+) -> Result<(), HeaderError> {
     if depth > MAX_DEPTH {
-        return Err("it nests too deeply".into());
+        return Err(HeaderError::TooDeep);
     }
     match kind {
         TRUE | FALSE if !in_list => Ok(()),
@@ -188,11 +227,11 @@ fn skip_value(input: &mut Input<'_>, kind: u8, in_list: bool, depth: u32) -> Res
             }
             Ok(())
         }
-        other => Err(format!("unknown field type {other}")),
+        other => Err(HeaderError::UnknownType(other)),
     }
 }
 
-fn read_header(input: &mut Input<'_>) -> Result<PageHeader, String> {
+fn read_header(input: &mut Input<'_>) -> Result<PageHeader, HeaderError> {
     let mut header = PageHeader::default();
     let (mut seen_sizes, mut last) = (0, 0);
     while let Some((id, kind)) = field(input, &mut last)? {
@@ -219,7 +258,7 @@ fn read_header(input: &mut Input<'_>) -> Result<PageHeader, String> {
         }
     }
     if seen_sizes != 3 {
-        return Err("it gives no page sizes".into());
+        return Err(HeaderError::NoSizes);
     }
     Ok(header)
 }
@@ -272,7 +311,17 @@ mod tests {
         let mut chunk = header(2_013_265_920, 5, None);
         chunk.extend([0; 5]);
         let e = check_chunk(&chunk, 4).unwrap_err();
-        assert!(e.contains("page 0 claims 2013265920 bytes"), "{e}");
+        assert_eq!(
+            e,
+            PageError::TooLarge {
+                page: 0,
+                bytes: 2_013_265_920
+            }
+        );
+        assert!(
+            e.to_string().contains("page 0 claims 2013265920 bytes"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -280,9 +329,13 @@ mod tests {
         let mut chunk = header(40, 40, Some(1 << 30));
         chunk.extend([0; 40]);
         let e = check_chunk(&chunk, 4).unwrap_err();
-        assert!(
-            e.contains("dictionary page 0 claims 1073741824 values"),
-            "{e}"
+        assert_eq!(
+            e,
+            PageError::Dictionary {
+                page: 0,
+                values: 1 << 30,
+                bytes: 40
+            }
         );
     }
 
@@ -290,8 +343,19 @@ mod tests {
     fn a_page_past_the_chunk_end_or_a_cut_header_is_named() {
         let mut chunk = header(40, 40, None);
         chunk.extend([0; 39]);
-        assert!(check_chunk(&chunk, 4).unwrap_err().contains("runs past"));
+        assert_eq!(
+            check_chunk(&chunk, 4).unwrap_err(),
+            PageError::PastChunk { page: 0, bytes: 40 }
+        );
         let cut = &header(40, 40, None)[..3];
-        assert!(check_chunk(cut, 4).unwrap_err().contains("ends early"));
+        let e = check_chunk(cut, 4).unwrap_err();
+        assert_eq!(
+            e,
+            PageError::Header {
+                page: 0,
+                why: HeaderError::EndsEarly
+            }
+        );
+        assert_eq!(e.to_string(), "page 0's header: it ends early");
     }
 }
