@@ -9,6 +9,7 @@ resizing leaves at most 3 levels on a few pixels in a thousand. The emulated
 media engine ("auto") resamples in YCbCr as hardware does; it is held to a PSNR floor."""
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -18,7 +19,7 @@ from torchvision import datasets
 from torchvision import transforms as T
 from torchvision.transforms import v2
 
-from hpuload.torch import DataLoader
+from hpuload.torch import DataLoader, FallbackWarning
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 
@@ -86,6 +87,38 @@ def test_eval_pipeline_matches_torchvision_transform_output_on_png(png_folder):
     for i in range(12):
         diff = (x[i].int() - ds[i][0].int()).abs().max().item()
         assert diff <= 1, f"sample {i}: {diff} levels from torchvision"
+
+
+@pytest.mark.parametrize(
+    "resize, crop",
+    [((256, 240), 224), ((224, 224), (224, 224)), ((250, 300), (200, 180))],
+    ids=["crop-inside", "crop-of-the-same-size", "rectangular"],
+)
+def test_resize_to_a_fixed_size_then_center_crop_matches_torchvision_on_png(png_folder, resize, crop):
+    """The Hugging Face example's eval transform (`Resize((224, 224))`, `CenterCrop((224, 224))`),
+    and any crop inside a fixed-size resize, run natively with torchvision's pixels."""
+    tf = T.Compose([T.Resize(resize), T.CenterCrop(crop), T.PILToTensor()])
+    ds = datasets.ImageFolder(png_folder, tf)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(ds, batch_size=12, backend="cpu")
+    x, _, indices = first_batch(loader)
+    assert indices == list(range(12))
+    assert x.shape[2:] == ds[0][0].shape[1:]
+    for i in range(12):
+        diff = (x[i].int() - ds[i][0].int()).abs().max().item()
+        assert diff <= 1, f"sample {i}: {diff} levels from torchvision"
+
+
+def test_a_center_crop_larger_than_the_fixed_resize_falls_back_naming_it(png_folder):
+    ds = datasets.ImageFolder(png_folder, T.Compose([T.Resize((64, 64)), T.CenterCrop(80), T.ToTensor()]))
+    with pytest.warns(FallbackWarning, match="larger than the resize"):
+        loader = DataLoader(ds, batch_size=4)
+    assert x_shape(loader) == (4, 3, 80, 80)
+
+
+def x_shape(loader):
+    return tuple(next(iter(loader))[0].shape)
 
 
 def test_jpeg_decoding_differs_from_pillow_only_by_decoder_rounding(jpeg_folder):

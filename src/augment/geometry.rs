@@ -467,15 +467,26 @@ pub(crate) fn resized_size(width: u32, height: u32, short: u32) -> (u32, u32) {
     }
 }
 
-/// `Resize(short)` (optional) then `CenterCrop(out)`, as a window of the original image.
+/// The resize before a center crop: torchvision's `Resize(short)` (the shorter side to `short`,
+/// the other in proportion) or `Resize((h, w))` (both sides given).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Prescale {
+    /// The shorter side to this many pixels.
+    Short(u32),
+    /// Exactly `(height, width)`.
+    Exact(u32, u32),
+}
+
+/// A resize (optional) then `CenterCrop(out)`, as a window of the original image.
 pub(crate) fn resize_center_crop(
     width: u32,
     height: u32,
-    resize_short: Option<u32>,
+    resize: Option<Prescale>,
     out: (u32, u32),
 ) -> Result<CropBox, AugmentError> {
-    let (rw, rh) = match resize_short {
-        Some(s) => resized_size(width, height, s),
+    let (rw, rh) = match resize {
+        Some(Prescale::Short(s)) => resized_size(width, height, s),
+        Some(Prescale::Exact(h, w)) => (w, h),
         None => (width, height),
     };
     let (oh, ow) = out;
@@ -493,7 +504,7 @@ pub(crate) fn resize_center_crop(
         f64::from(width) / f64::from(rw),
         f64::from(height) / f64::from(rh),
     );
-    if resize_short.is_none() {
+    if resize.is_none() {
         return Ok(CropBox::rect(left as u32, top as u32, ow, oh));
     }
     Ok(CropBox {
@@ -810,7 +821,7 @@ mod tests {
         // 500x375 -> Resize(256) -> 341x256 (int(256*500/375) = 341) -> CenterCrop 224:
         // left = round((341-224)/2) = round(58.5) = 58 (half to even), top = round(16) = 16.
         assert_eq!(resized_size(500, 375, 256), (341, 256));
-        let b = resize_center_crop(500, 375, Some(256), (224, 224)).unwrap();
+        let b = resize_center_crop(500, 375, Some(Prescale::Short(256)), (224, 224)).unwrap();
         let (sx, sy) = (500.0 / 341.0, 375.0 / 256.0);
         assert!(!b.view);
         assert_eq!(

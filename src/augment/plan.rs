@@ -9,7 +9,9 @@ use serde::Serialize;
 use super::detect::{self, DetectPlan, RandomIoUCrop, RandomZoomOut, SanitizeSpec};
 use super::erase::RandomErasing;
 use super::error::AugmentError;
-use super::geometry::{self, CenterCrop, CropBox, Interpolation, RandomResizedCrop, Resize, Size};
+use super::geometry::{
+    self, CenterCrop, CropBox, Interpolation, Prescale, RandomResizedCrop, Resize, Size,
+};
 use super::op::{Op, Pipeline};
 use super::pixel::PixelOp;
 use super::run::PixelPlan;
@@ -46,9 +48,9 @@ pub(crate) enum Geometry {
         scale: [f64; 2],
         ratio: [f64; 2],
     },
-    /// Optional shorter-side resize, then a center crop of `out`.
+    /// An optional resize, then a center crop of `out` (no larger than the resize).
     CenterCrop {
-        resize_short: Option<u32>,
+        resize: Option<Prescale>,
         out: (u32, u32),
     },
     Resize {
@@ -175,21 +177,42 @@ impl Phases {
                         ));
                     }
                 }
-                let (short, interpolation) = match self.resize_short.take() {
-                    Some((s, i)) => (Some(s), i),
+                let (resize, interpolation) = match self.resize_short.take() {
+                    Some((s, i)) => (Some(Prescale::Short(s)), i),
                     None => (None, Interpolation::Bilinear),
                 };
-                self.geometry = Some((
-                    Geometry::CenterCrop {
-                        resize_short: short,
-                        out,
-                    },
-                    interpolation,
-                    at,
-                ));
+                self.geometry = Some((Geometry::CenterCrop { resize, out }, interpolation, at));
+            }
+            // torchvision's `Resize((h, w))` then `CenterCrop(c)` (what the Hugging Face image
+            // processors' sizes give): a window of the resized image.
+            &Op::CenterCrop(CenterCrop { size })
+                if self.pixel.is_empty()
+                    && matches!(self.geometry, Some((Geometry::Resize { .. }, _, _))) =>
+            {
+                self.late("center_crop")?;
+                let Some((Geometry::Resize { out: (h, w) }, interpolation, resize_at)) =
+                    self.geometry
+                else {
+                    unreachable!("matched above")
+                };
+                let out = size.hw();
+                if out.0 > h || out.1 > w {
+                    return Err(format!(
+                        "center_crop {out:?} is larger than the resize to {:?} (torchvision would pad the image; hpuload does not)",
+                        (h, w)
+                    ));
+                }
+                if out != (h, w) {
+                    let resize = Some(Prescale::Exact(h, w));
+                    self.geometry = Some((
+                        Geometry::CenterCrop { resize, out },
+                        interpolation,
+                        resize_at,
+                    ));
+                }
             }
             Op::Resize(_) | Op::CenterCrop(_) => {
-                return Err("supported geometry: random_resized_crop, or resize then center_crop, or resize to [h, w], before any pixel op".into());
+                return Err("supported geometry: random_resized_crop, or resize then center_crop, or resize to [h, w] (then a center_crop), before any pixel op".into());
             }
             Op::Normalize(n) => {
                 self.late("normalize")?;
@@ -389,8 +412,8 @@ impl Plan {
                     let mut rng = CounterRng::new(seed, epoch, index as u64, Stream::Crop);
                     geometry::random_resized_crop(width, height, scale, ratio, &mut rng)
                 }
-                Geometry::CenterCrop { resize_short, out } => {
-                    geometry::resize_center_crop(width, height, resize_short, out)?
+                Geometry::CenterCrop { resize, out } => {
+                    geometry::resize_center_crop(width, height, resize, out)?
                 }
                 Geometry::Resize { .. } | Geometry::Window => CropBox::full(width, height),
             },
@@ -483,10 +506,46 @@ mod tests {
         assert_eq!(
             eval.plan(Dtype::U8).unwrap().geometry,
             Geometry::CenterCrop {
-                resize_short: Some(256),
+                resize: Some(Prescale::Short(256)),
                 out: (224, 224)
             }
         );
+    }
+
+    #[test]
+    fn a_fixed_resize_then_a_center_crop_is_a_window_of_the_resize_and_one_of_its_size_a_no_op() {
+        let resize_then = |crop: Size| {
+            Pipeline::new("hf_eval")
+                .then(Op::Resize(Resize {
+                    size: Size::HeightWidth([256, 240]),
+                    interpolation: Interpolation::Bicubic,
+                }))
+                .then(Op::CenterCrop(CenterCrop { size: crop }))
+                .plan(Dtype::F32)
+        };
+        let p = resize_then(Size::Square(224)).unwrap();
+        assert_eq!(
+            p.geometry,
+            Geometry::CenterCrop {
+                resize: Some(Prescale::Exact(256, 240)),
+                out: (224, 224)
+            }
+        );
+        assert_eq!(p.interpolation, Interpolation::Bicubic);
+        // 500x400 resized to 240x256 (w x h), crop 224 from (8, 16): in source pixels.
+        let s = p.sample(0, 0, 0, (500, 400), None).unwrap();
+        let (sx, sy) = (500.0 / 240.0, 400.0 / 256.0);
+        assert!(!s.crop.view);
+        assert_eq!(
+            (s.crop.left, s.crop.top, s.crop.width, s.crop.height),
+            (8.0 * sx, 16.0 * sy, 224.0 * sx, 224.0 * sy)
+        );
+        assert_eq!(
+            resize_then(Size::HeightWidth([256, 240])).unwrap().geometry,
+            Geometry::Resize { out: (256, 240) }
+        );
+        let e = resize_then(Size::Square(250)).unwrap_err().to_string();
+        assert!(e.contains("larger than the resize to (256, 240)"), "{e}");
     }
 
     #[test]
