@@ -84,7 +84,7 @@ pub enum Error {
         /// The pipeline's name or file.
         name: String,
         /// What is wrong.
-        reason: String,
+        reason: crate::augment::PipelineError,
     },
     /// One sample failed (read, decode or augment) and the error policy made it fatal.
     #[error(transparent)]

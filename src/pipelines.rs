@@ -1,7 +1,7 @@
 //! Ready-made pipelines. Each is a file in the repository's `pipelines/` folder, compiled in and
 //! parsed through the same public API as a user's own file ([`Pipeline::from_toml`]).
 
-use crate::augment::Pipeline;
+use crate::augment::{Pipeline, PipelineError};
 use crate::Error;
 
 const BUILTIN: &[(&str, &str)] = &[
@@ -75,10 +75,10 @@ pub fn builtin(name: &str) -> Result<Pipeline, Error> {
         .find(|(n, _)| *n == name)
         .ok_or_else(|| Error::Pipeline {
             name: name.to_string(),
-            reason: format!(
+            reason: PipelineError::Unknown(format!(
                 "no such built-in pipeline (built-in: {})",
                 all_names().collect::<Vec<_>>().join(", ")
-            ),
+            )),
         })?;
     Pipeline::from_toml(text, name)
 }

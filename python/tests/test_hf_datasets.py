@@ -235,7 +235,13 @@ def test_transformers_trainer_trains_on_hpuload_after_install(hf, tmp_path):
     )
     hpuload.transformers.install()
     try:
-        trainer = transformers.Trainer(model=Tiny(), args=args, train_dataset=ds, data_collator=collate)
+        # The example's eval transform with a ViT processor's sizes: Resize((h, w)) then
+        # CenterCrop((h, w)).
+        evaluate = T.Compose([T.Resize((32, 32)), T.CenterCrop((32, 32)), T.ToTensor(), T.Normalize([0.5] * 3, [0.5] * 3)])
+        eval_ds = ds.with_transform(example_transforms(evaluate)[0])
+        trainer = transformers.Trainer(
+            model=Tiny(), args=args, train_dataset=ds, eval_dataset=eval_ds, data_collator=collate
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("error", FallbackWarning)
             loader = trainer.get_train_dataloader()
@@ -243,7 +249,10 @@ def test_transformers_trainer_trains_on_hpuload_after_install(hf, tmp_path):
             batch = next(iter(loader))
             assert batch["pixel_values"].shape == (8, 3, 32, 32) and batch["labels"].shape == (8,)
             result = trainer.train()
+            assert isinstance(trainer.get_eval_dataloader(), DataLoader)
+            metrics = trainer.evaluate()
         assert result.global_step == 3 and np.isfinite(result.training_loss)
+        assert np.isfinite(metrics["eval_loss"])
     finally:
         hpuload.transformers.uninstall()
     assert not isinstance(transformers.Trainer(model=Tiny(), args=args, train_dataset=ds, data_collator=collate).get_train_dataloader(), DataLoader)

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::error::PipelineError;
 use super::geometry::{nearest, warp_interpolation, Interpolation};
 use super::pixel::Warp;
 use super::pixel::{AugMixPlan, PixelOp};
@@ -129,7 +130,7 @@ impl OpSpec for AutoAugment {
     fn kind(&self) -> OpKind {
         OpKind::MovingPixel
     }
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), PipelineError> {
         warp_interpolation(self.interpolation, "auto_augment")
     }
     fn draw(&self, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>) {
@@ -141,12 +142,12 @@ impl OpSpec for RandAugment {
     fn kind(&self) -> OpKind {
         OpKind::MovingPixel
     }
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), PipelineError> {
         let (m, bins) = (self.magnitude, self.num_magnitude_bins);
         if m >= bins {
-            return Err(format!(
+            return Err(PipelineError::Parameter(format!(
                 "rand_augment magnitude {m} must be below num_magnitude_bins {bins}"
-            ));
+            )));
         }
         warp_interpolation(self.interpolation, "rand_augment")
     }
@@ -168,7 +169,7 @@ impl OpSpec for TrivialAugmentWide {
     fn kind(&self) -> OpKind {
         OpKind::MovingPixel
     }
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), PipelineError> {
         warp_interpolation(self.interpolation, "trivial_augment_wide")
     }
     fn draw(&self, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>) {
@@ -187,12 +188,12 @@ impl OpSpec for AugMix {
     fn kind(&self) -> OpKind {
         OpKind::MovingPixel
     }
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), PipelineError> {
         let a = self.alpha;
         if !(1..=10).contains(&self.severity) || self.mixture_width == 0 || a.is_nan() || a <= 0.0 {
-            return Err(
+            return Err(PipelineError::Parameter(
                 "aug_mix needs severity in 1..=10, mixture_width >= 1 and alpha > 0".into(),
-            );
+            ));
         }
         warp_interpolation(self.interpolation, "aug_mix")
     }

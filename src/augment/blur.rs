@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::error::PipelineError;
 use super::pixel::{PixelOp, Scratch};
 use super::spec::{coin, half, linspace_f32, probability, range, OpKind, OpSpec};
 use crate::rng::CounterRng;
@@ -28,17 +29,17 @@ impl OpSpec for GaussianBlur {
     fn kind(&self) -> OpKind {
         OpKind::Pixel
     }
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), PipelineError> {
         let Self { kernel_size, sigma } = *self;
         if kernel_size.iter().any(|&k| k == 0 || k % 2 == 0 || k > 255) {
-            return Err(format!(
+            return Err(PipelineError::Parameter(format!(
                 "gaussian_blur kernel_size {kernel_size:?} must be odd and positive"
-            ));
+            )));
         }
         if !(0.0 < sigma[0] && sigma[0] <= sigma[1] && sigma[1].is_finite()) {
-            return Err(format!(
+            return Err(PipelineError::Parameter(format!(
                 "gaussian_blur sigma {sigma:?} must satisfy 0 < min <= max"
-            ));
+            )));
         }
         Ok(())
     }
@@ -66,13 +67,13 @@ impl OpSpec for RandomAdjustSharpness {
     fn kind(&self) -> OpKind {
         OpKind::Pixel
     }
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), PipelineError> {
         probability(self.p, "random_adjust_sharpness")?;
         let f = self.sharpness_factor;
         if !(f >= 0.0 && f.is_finite()) {
-            return Err(format!(
+            return Err(PipelineError::Parameter(format!(
                 "random_adjust_sharpness factor {f} must be non-negative"
-            ));
+            )));
         }
         Ok(())
     }

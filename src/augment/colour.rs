@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::error::PipelineError;
 use super::pixel::PixelOp;
 use super::spec::{coin, coin_op, half, probability, range, shuffle, OpKind, OpSpec};
 use crate::rng::CounterRng;
@@ -28,18 +29,22 @@ pub struct ColorJitter {
     pub hue: Option<[f64; 2]>,
 }
 
-fn check_factor(r: Option<[f64; 2]>, what: &str) -> Result<(), String> {
+fn check_factor(r: Option<[f64; 2]>, what: &str) -> Result<(), PipelineError> {
     match r {
-        Some([lo, hi]) if !(0.0 <= lo && lo <= hi && hi.is_finite()) => Err(format!(
-            "{what} range [{lo}, {hi}] must satisfy 0 <= min <= max"
-        )),
+        Some([lo, hi]) if !(0.0 <= lo && lo <= hi && hi.is_finite()) => {
+            Err(PipelineError::Parameter(format!(
+                "{what} range [{lo}, {hi}] must satisfy 0 <= min <= max"
+            )))
+        }
         _ => Ok(()),
     }
 }
 
-fn check_hue([lo, hi]: [f64; 2], what: &str) -> Result<(), String> {
+fn check_hue([lo, hi]: [f64; 2], what: &str) -> Result<(), PipelineError> {
     if !(-0.5 <= lo && lo <= hi && hi <= 0.5) {
-        return Err(format!("{what} range [{lo}, {hi}] must lie in [-0.5, 0.5]"));
+        return Err(PipelineError::Parameter(format!(
+            "{what} range [{lo}, {hi}] must lie in [-0.5, 0.5]"
+        )));
     }
     Ok(())
 }
@@ -48,7 +53,7 @@ impl OpSpec for ColorJitter {
     fn kind(&self) -> OpKind {
         OpKind::Pixel
     }
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), PipelineError> {
         check_factor(self.brightness, "color_jitter brightness")?;
         check_factor(self.contrast, "color_jitter contrast")?;
         check_factor(self.saturation, "color_jitter saturation")?;
@@ -125,7 +130,7 @@ impl OpSpec for RandomPhotometricDistort {
     fn kind(&self) -> OpKind {
         OpKind::Pixel
     }
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), PipelineError> {
         let name = "random_photometric_distort";
         probability(self.p, name)?;
         check_factor(Some(self.brightness), &format!("{name} brightness"))?;
@@ -196,13 +201,13 @@ impl OpSpec for RandomSolarize {
     fn kind(&self) -> OpKind {
         OpKind::Pixel
     }
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), PipelineError> {
         probability(self.p, "random_solarize")?;
         if !(0.0..=255.0).contains(&self.threshold) {
-            return Err(format!(
+            return Err(PipelineError::Parameter(format!(
                 "random_solarize threshold {} must lie in [0, 255]",
                 self.threshold
-            ));
+            )));
         }
         Ok(())
     }
@@ -228,10 +233,13 @@ impl OpSpec for RandomPosterize {
     fn kind(&self) -> OpKind {
         OpKind::Pixel
     }
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), PipelineError> {
         probability(self.p, "random_posterize")?;
         if self.bits > 8 {
-            return Err(format!("random_posterize bits {} must be 0..=8", self.bits));
+            return Err(PipelineError::Parameter(format!(
+                "random_posterize bits {} must be 0..=8",
+                self.bits
+            )));
         }
         Ok(())
     }

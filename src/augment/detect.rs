@@ -10,6 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::error::PipelineError;
 use super::pixel::PixelOp;
 use super::spec::{half, one, probability, OpKind, OpSpec};
 use crate::rng::CounterRng;
@@ -65,14 +66,14 @@ impl OpSpec for RandomZoomOut {
     fn kind(&self) -> OpKind {
         OpKind::BoxAware
     }
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), PipelineError> {
         probability(self.p, "random_zoom_out")?;
         let [lo, hi] = self.side_range;
         if !(1.0 <= lo && lo <= hi && hi.is_finite()) {
-            return Err(format!(
+            return Err(PipelineError::Parameter(format!(
                 "random_zoom_out side_range {:?} must satisfy 1 <= min <= max",
                 self.side_range
-            ));
+            )));
         }
         Ok(())
     }
@@ -142,7 +143,7 @@ impl OpSpec for RandomIoUCrop {
     fn kind(&self) -> OpKind {
         OpKind::BoxAware
     }
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), PipelineError> {
         let ranges = 0.0 < self.min_scale
             && self.min_scale <= self.max_scale
             && self.max_scale <= 1.0
@@ -153,7 +154,7 @@ impl OpSpec for RandomIoUCrop {
             || self.sampler_options.iter().any(|o| !o.is_finite())
             || self.trials == 0
         {
-            return Err(format!("random_iou_crop needs 0 < min_scale <= max_scale <= 1, 0 < min_aspect_ratio <= max_aspect_ratio, finite sampler_options and trials >= 1 (got {self:?})"));
+            return Err(PipelineError::Parameter(format!("random_iou_crop needs 0 < min_scale <= max_scale <= 1, 0 < min_aspect_ratio <= max_aspect_ratio, finite sampler_options and trials >= 1 (got {self:?})")));
         }
         Ok(())
     }
@@ -188,10 +189,10 @@ impl OpSpec for SanitizeBoundingBoxes {
     fn kind(&self) -> OpKind {
         OpKind::BoxAware
     }
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), PipelineError> {
         let Self { min_size, min_area } = *self;
         if !(min_size >= 0.0 && min_area >= 0.0 && min_size.is_finite() && min_area.is_finite()) {
-            return Err(format!("sanitize_bounding_boxes min_size {min_size} and min_area {min_area} must be finite and >= 0"));
+            return Err(PipelineError::Parameter(format!("sanitize_bounding_boxes min_size {min_size} and min_area {min_area} must be finite and >= 0")));
         }
         Ok(())
     }

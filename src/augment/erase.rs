@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::error::PipelineError;
 use super::geometry::round_half_even;
 use super::pixel::PixelOp;
 use super::spec::{half, probability, OpKind, OpSpec};
@@ -108,7 +109,7 @@ impl OpSpec for RandomErasing {
     fn kind(&self) -> OpKind {
         OpKind::Erase
     }
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), PipelineError> {
         let Self {
             p,
             scale,
@@ -118,19 +119,19 @@ impl OpSpec for RandomErasing {
         } = *self;
         probability(p, "random_erasing")?;
         if !(0.0 <= scale[0] && scale[0] <= scale[1] && scale[1] <= 1.0) {
-            return Err(format!(
+            return Err(PipelineError::Parameter(format!(
                 "random_erasing scale {scale:?} must satisfy 0 <= min <= max <= 1"
-            ));
+            )));
         }
         if !(0.0 < ratio[0] && ratio[0] <= ratio[1]) {
-            return Err(format!(
+            return Err(PipelineError::Parameter(format!(
                 "random_erasing ratio {ratio:?} must satisfy 0 < min <= max"
-            ));
+            )));
         }
         if !(1 <= count[0] && count[0] <= count[1]) {
-            return Err(format!(
+            return Err(PipelineError::Parameter(format!(
                 "random_erasing count {count:?} must satisfy 1 <= min <= max"
-            ));
+            )));
         }
         Ok(())
     }

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::error::AugmentError;
+use super::error::PipelineError;
 use super::pixel::{PixelOp, Scratch, Warp};
 use super::spec::{coin, coin_op, half, linspace_f32, probability, range, OpKind, OpSpec};
 use crate::rng::CounterRng;
@@ -29,9 +30,11 @@ impl Size {
     }
 
     /// `(height, width)`, neither zero.
-    fn nonzero(self) -> Result<(u32, u32), String> {
+    fn nonzero(self) -> Result<(u32, u32), PipelineError> {
         match self.hw() {
-            (0, _) | (_, 0) => Err(format!("size {self:?} has a zero side")),
+            (0, _) | (_, 0) => Err(PipelineError::Parameter(format!(
+                "size {self:?} has a zero side"
+            ))),
             hw => Ok(hw),
         }
     }
@@ -70,12 +73,12 @@ pub(super) fn nearest() -> Interpolation {
 }
 
 /// Warps interpolate with nearest or bilinear, as torchvision's tensor warps.
-pub(super) fn warp_interpolation(i: Interpolation, what: &str) -> Result<(), String> {
+pub(super) fn warp_interpolation(i: Interpolation, what: &str) -> Result<(), PipelineError> {
     match i {
         Interpolation::Nearest | Interpolation::Bilinear => Ok(()),
-        _ => Err(format!(
+        _ => Err(PipelineError::Parameter(format!(
             "{what} interpolates with nearest or bilinear (as torchvision's tensor warps), not {i:?}"
-        )),
+        ))),
     }
 }
 
@@ -120,18 +123,18 @@ impl OpSpec for RandomResizedCrop {
     fn kind(&self) -> OpKind {
         OpKind::Geometry
     }
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), PipelineError> {
         let Self { scale, ratio, .. } = *self;
         self.size.nonzero()?;
         if !(0.0 < scale[0] && scale[0] <= scale[1] && scale[1] <= 1.0) {
-            return Err(format!(
+            return Err(PipelineError::Parameter(format!(
                 "random_resized_crop scale {scale:?} must satisfy 0 < min <= max <= 1"
-            ));
+            )));
         }
         if !(0.0 < ratio[0] && ratio[0] <= ratio[1]) {
-            return Err(format!(
+            return Err(PipelineError::Parameter(format!(
                 "random_resized_crop ratio {ratio:?} must satisfy 0 < min <= max"
-            ));
+            )));
         }
         Ok(())
     }
@@ -155,7 +158,7 @@ impl OpSpec for Resize {
     fn kind(&self) -> OpKind {
         OpKind::Geometry
     }
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), PipelineError> {
         self.size.nonzero().map(drop)
     }
     /// Geometry: the plan computes the window.
@@ -174,7 +177,7 @@ impl OpSpec for CenterCrop {
     fn kind(&self) -> OpKind {
         OpKind::Geometry
     }
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), PipelineError> {
         self.size.nonzero().map(drop)
     }
     /// Geometry: the plan computes the window.
@@ -191,9 +194,11 @@ coin_op!(
     RandomVerticalFlip = "random_vertical_flip", p = "half", MovingPixel, PixelOp::Vflip
 );
 
-fn check_degrees(degrees: [f64; 2], what: &str) -> Result<(), String> {
+fn check_degrees(degrees: [f64; 2], what: &str) -> Result<(), PipelineError> {
     if degrees[0] > degrees[1] || degrees.iter().any(|d| d.is_nan()) {
-        return Err(format!("{what} degrees {degrees:?} must be [min, max]"));
+        return Err(PipelineError::Parameter(format!(
+            "{what} degrees {degrees:?} must be [min, max]"
+        )));
     }
     Ok(())
 }
@@ -219,7 +224,7 @@ impl OpSpec for RandomRotation {
     fn kind(&self) -> OpKind {
         OpKind::MovingPixel
     }
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), PipelineError> {
         check_degrees(self.degrees, "random_rotation")?;
         warp_interpolation(self.interpolation, "random_rotation")
     }
@@ -267,22 +272,28 @@ impl OpSpec for RandomAffine {
     fn kind(&self) -> OpKind {
         OpKind::MovingPixel
     }
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), PipelineError> {
         let name = "random_affine";
         check_degrees(self.degrees, name)?;
         if let Some(t) = self.translate {
             if !t.iter().all(|v| (0.0..=1.0).contains(v)) {
-                return Err(format!("{name} translate {t:?} must lie in [0, 1]"));
+                return Err(PipelineError::Parameter(format!(
+                    "{name} translate {t:?} must lie in [0, 1]"
+                )));
             }
         }
         if let Some(s) = self.scale {
             if !(0.0 < s[0] && s[0] <= s[1]) {
-                return Err(format!("{name} scale {s:?} must satisfy 0 < min <= max"));
+                return Err(PipelineError::Parameter(format!(
+                    "{name} scale {s:?} must satisfy 0 < min <= max"
+                )));
             }
         }
         if let Some(s) = self.shear {
             if !(s[0] <= s[1] && s[2] <= s[3]) {
-                return Err(format!("{name} shear {s:?} must be [min, max] pairs"));
+                return Err(PipelineError::Parameter(format!(
+                    "{name} shear {s:?} must be [min, max] pairs"
+                )));
             }
         }
         warp_interpolation(self.interpolation, name)

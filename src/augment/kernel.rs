@@ -8,6 +8,7 @@ use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer
 use serde::{Deserialize, Serialize};
 
 use super::error::AugmentError;
+use super::error::PipelineError;
 use super::geometry::{CropBox, Interpolation};
 use super::pixel::PixelOp;
 use super::spec::{OpKind, OpSpec};
@@ -44,12 +45,12 @@ impl OpSpec for Normalize {
     fn kind(&self) -> OpKind {
         OpKind::Normalize
     }
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), PipelineError> {
         let Self { mean, std } = self;
         if std.iter().any(|&s| !(s.is_finite() && s > 0.0)) || mean.iter().any(|m| !m.is_finite()) {
-            return Err(format!(
+            return Err(PipelineError::Parameter(format!(
                 "normalize std {std:?} must be positive and mean {mean:?} finite"
-            ));
+            )));
         }
         Ok(())
     }

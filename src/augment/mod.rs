@@ -40,7 +40,7 @@ pub use colour::{
 };
 pub use detect::{CanvasJob, DetectPlan, RandomIoUCrop, RandomZoomOut, SanitizeBoundingBoxes};
 pub use erase::{EraseBox, EraseValue, RandomErasing, RandomFill};
-pub use error::AugmentError;
+pub use error::{AugmentError, PipelineError};
 pub use geometry::{
     CenterCrop, CropBox, Interpolation, RandomAffine, RandomHorizontalFlip, RandomResizedCrop,
     RandomRotation, RandomVerticalFlip, Resize, Size,

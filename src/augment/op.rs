@@ -20,6 +20,7 @@ use super::colour::{
 };
 use super::detect::{RandomIoUCrop, RandomZoomOut, SanitizeBoundingBoxes};
 use super::erase::RandomErasing;
+use super::error::PipelineError;
 use super::geometry::{
     CenterCrop, RandomAffine, RandomHorizontalFlip, RandomResizedCrop, RandomRotation,
     RandomVerticalFlip, Resize,
@@ -160,7 +161,7 @@ impl Op {
     }
 
     /// Checks the op's parameters (see [`OpSpec::check`]).
-    pub(crate) fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), PipelineError> {
         self.spec().check()
     }
 
@@ -211,7 +212,7 @@ impl Pipeline {
             });
             Error::Pipeline {
                 name: origin.to_string(),
-                reason: format!("{}{at}", e.message().trim_end()),
+                reason: PipelineError::Syntax(format!("{}{at}", e.message().trim_end())),
             }
         })
     }
@@ -275,13 +276,13 @@ fn wrapped_mover(ops: &[Op]) -> Option<String> {
 }
 
 /// Only pixel ops can be wrapped.
-fn check_wrapped(ops: &[Op]) -> Result<(), String> {
+fn check_wrapped(ops: &[Op]) -> Result<(), PipelineError> {
     for op in ops {
         if !op.kind().is_pixel() {
-            return Err(format!(
+            return Err(PipelineError::Parameter(format!(
                 "{} inside random_apply/random_choice/random_order (only pixel ops can be)",
                 op.name()
-            ));
+            )));
         }
         op.check()?;
     }
@@ -292,7 +293,7 @@ impl OpSpec for RandomApply {
     fn kind(&self) -> OpKind {
         wrapped_kind(&self.ops)
     }
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), PipelineError> {
         probability(self.p, "random_apply")?;
         check_wrapped(&self.ops)
     }
@@ -312,18 +313,18 @@ impl OpSpec for RandomChoice {
     fn kind(&self) -> OpKind {
         wrapped_kind(&self.ops)
     }
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), PipelineError> {
         if self.ops.is_empty() {
-            return Err("random_choice of no ops".into());
+            return Err(PipelineError::Parameter("random_choice of no ops".into()));
         }
         if let Some(w) = &self.p {
             if w.len() != self.ops.len()
                 || w.iter().any(|&x| x.is_nan() || x < 0.0)
                 || w.iter().sum::<f64>() <= 0.0
             {
-                return Err(format!(
+                return Err(PipelineError::Parameter(format!(
                     "random_choice weights {w:?} must be one non-negative weight per op"
-                ));
+                )));
             }
         }
         check_wrapped(&self.ops)
@@ -356,7 +357,7 @@ impl OpSpec for RandomOrder {
     fn kind(&self) -> OpKind {
         wrapped_kind(&self.ops)
     }
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), PipelineError> {
         check_wrapped(&self.ops)
     }
     fn draw(&self, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>) {

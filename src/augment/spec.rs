@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use super::error::PipelineError;
 use super::pixel::PixelOp;
 use crate::rng::CounterRng;
 
@@ -43,7 +44,7 @@ pub(crate) trait OpSpec {
 
     /// Checks the op's parameters (the ranges torchvision itself enforces); the message
     /// names the op.
-    fn check(&self) -> Result<(), String>;
+    fn check(&self) -> Result<(), PipelineError>;
 
     /// Draws a pixel op's choices for one sample whose image is `size` (height, width) at
     /// this point, appending what runs to `out`. Ops of the other kinds draw nothing here:
@@ -68,11 +69,13 @@ pub(super) fn one() -> f64 {
     1.0
 }
 
-pub(super) fn probability(p: f64, what: &str) -> Result<(), String> {
+pub(super) fn probability(p: f64, what: &str) -> Result<(), PipelineError> {
     if (0.0..=1.0).contains(&p) {
         Ok(())
     } else {
-        Err(format!("{what} p={p} is not a probability"))
+        Err(PipelineError::Parameter(format!(
+            "{what} p={p} is not a probability"
+        )))
     }
 }
 
@@ -131,7 +134,7 @@ macro_rules! coin_op {
             fn kind(&self) -> OpKind {
                 OpKind::$kind
             }
-            fn check(&self) -> Result<(), String> {
+            fn check(&self) -> Result<(), PipelineError> {
                 probability(self.p, $op_name)
             }
             fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {

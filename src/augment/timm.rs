@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::autoaugment::{dirichlet, gamma, minus_one, three, two};
+use super::error::PipelineError;
 use super::geometry::Interpolation;
 use super::pil::{self, Enhance, Filter};
 use super::pixel::{AugMixPlan, PixelOp};
@@ -115,24 +116,28 @@ impl Default for Hparams {
 
 impl Hparams {
     /// Finite settings, a non-negative noise and clamp, and Pillow's warp filters.
-    pub(crate) fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), PipelineError> {
         let finite = [self.magnitude_std, self.translate_pct, self.translate_const];
         if finite.iter().any(|v| !v.is_finite()) || self.magnitude_std < 0.0 {
-            return Err("magnitude_std (>= 0) and the translations must be finite".into());
+            return Err(PipelineError::Parameter(
+                "magnitude_std (>= 0) and the translations must be finite".into(),
+            ));
         }
         if self
             .magnitude_max
             .is_some_and(|m| !(m.is_finite() && m >= 0.0))
         {
-            return Err("magnitude_max must be finite and >= 0".into());
+            return Err(PipelineError::Parameter(
+                "magnitude_max must be finite and >= 0".into(),
+            ));
         }
         let pillow =
             |i: &Interpolation| matches!(i, Interpolation::Bilinear | Interpolation::Bicubic);
         if self.interpolation.is_empty() || !self.interpolation.iter().all(pillow) {
-            return Err(format!(
+            return Err(PipelineError::Parameter(format!(
                 "warps with bilinear or bicubic (Pillow's filters), not {:?}",
                 self.interpolation
-            ));
+            )));
         }
         Ok(())
     }
@@ -262,30 +267,36 @@ impl OpSpec for TimmRandAugment {
     fn kind(&self) -> OpKind {
         kind_of(self.ops.iter().copied())
     }
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), PipelineError> {
         let name = "timm_rand_augment";
         probability(self.prob, name)?;
         if self.ops.is_empty() || self.num_layers == 0 {
-            return Err(format!("{name} needs at least one op and one layer"));
+            return Err(PipelineError::Parameter(format!(
+                "{name} needs at least one op and one layer"
+            )));
         }
         if let Some(w) = &self.weights {
             if w.len() != self.ops.len() || w.iter().any(|&x| !(x >= 0.0 && x.is_finite())) {
-                return Err(format!(
+                return Err(PipelineError::Parameter(format!(
                     "{name} weights must be one non-negative number per op"
-                ));
+                )));
             }
             let weighted = w.iter().filter(|&&x| x > 0.0).count();
             if weighted < (self.num_layers as usize).min(w.len()) {
-                return Err(format!(
+                return Err(PipelineError::Parameter(format!(
                     "{name} draws {} ops without replacement but only {weighted} have weight",
                     self.num_layers
-                ));
+                )));
             }
         }
         if !self.magnitude.is_finite() {
-            return Err(format!("{name} magnitude must be finite"));
+            return Err(PipelineError::Parameter(format!(
+                "{name} magnitude must be finite"
+            )));
         }
-        self.hparams.check().map_err(|e| format!("{name} {e}"))
+        self.hparams
+            .check()
+            .map_err(|e| PipelineError::Parameter(format!("{name} {e}")))
     }
     fn draw(&self, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>) {
         let spec = RandAugmentSpec {
@@ -307,18 +318,25 @@ impl OpSpec for TimmAutoAugment {
     fn kind(&self) -> OpKind {
         kind_of(self.policy.iter().flatten().map(|p| p.op))
     }
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), PipelineError> {
         let name = "timm_auto_augment";
         if self.policy.is_empty() || self.policy.iter().any(Vec::is_empty) {
-            return Err(format!("{name} needs sub-policies of at least one op"));
+            return Err(PipelineError::Parameter(format!(
+                "{name} needs sub-policies of at least one op"
+            )));
         }
         for p in self.policy.iter().flatten() {
             probability(p.prob, name)?;
             if !p.magnitude.is_finite() {
-                return Err(format!("{name} magnitude {} must be finite", p.magnitude));
+                return Err(PipelineError::Parameter(format!(
+                    "{name} magnitude {} must be finite",
+                    p.magnitude
+                )));
             }
         }
-        self.hparams.check().map_err(|e| format!("{name} {e}"))
+        self.hparams
+            .check()
+            .map_err(|e| PipelineError::Parameter(format!("{name} {e}")))
     }
     fn draw(&self, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>) {
         auto_augment(rng, &self.policy, &self.hparams, size, out);
@@ -332,17 +350,21 @@ impl OpSpec for TimmAugMix {
     fn kind(&self) -> OpKind {
         kind_of(self.ops.iter().copied())
     }
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), PipelineError> {
         let name = "timm_aug_mix";
         if self.ops.is_empty() || self.width == 0 || !(self.alpha.is_finite() && self.alpha > 0.0) {
-            return Err(format!(
+            return Err(PipelineError::Parameter(format!(
                 "{name} needs ops, width >= 1 and a finite alpha > 0"
-            ));
+            )));
         }
         if !self.magnitude.is_finite() {
-            return Err(format!("{name} magnitude must be finite"));
+            return Err(PipelineError::Parameter(format!(
+                "{name} magnitude must be finite"
+            )));
         }
-        self.hparams.check().map_err(|e| format!("{name} {e}"))
+        self.hparams
+            .check()
+            .map_err(|e| PipelineError::Parameter(format!("{name} {e}")))
     }
     fn draw(&self, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>) {
         let spec = AugMixSpec {

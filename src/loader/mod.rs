@@ -591,7 +591,7 @@ impl Loader {
             )
             .map_err(|e| Error::Pipeline {
                 name: "sample_plan".into(),
-                reason: e.to_string(),
+                reason: e.into(),
             })
     }
 
