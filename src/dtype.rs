@@ -44,18 +44,21 @@ impl Dtype {
     }
 }
 
+/// A dtype name that is none of [`Dtype`]'s.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown dtype {0:?} (expected u8, f16, bf16 or f32)")]
+pub struct UnknownDtype(pub String);
+
 impl std::str::FromStr for Dtype {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownDtype;
+    fn from_str(s: &str) -> Result<Self, UnknownDtype> {
         match s {
             "u8" | "uint8" => Ok(Self::U8),
             "f16" | "float16" => Ok(Self::F16),
             "bf16" | "bfloat16" => Ok(Self::Bf16),
             "f32" | "float32" => Ok(Self::F32),
             "i64" | "int64" => Ok(Self::I64),
-            _ => Err(format!(
-                "unknown dtype {s:?} (expected u8, f16, bf16 or f32)"
-            )),
+            _ => Err(UnknownDtype(s.to_string())),
         }
     }
 }

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use arrow_buffer::Buffer;
 use arrow_ipc::reader::StreamDecoder;
 
-use super::hf::{self, ColumnChoice, HfColumns, ImageCell, ImageColumn};
+use super::hf::{self, ColumnChoice, HfColumns, ImageCell, ImageColumn, TableError};
 use super::pattern::expand_braces;
 use super::shards::read_member;
 use super::{read_file, read_file_into, Entry, Listing, ReadMode, SampleBytes, Source};
@@ -44,7 +44,7 @@ pub struct ArrowDataset {
 enum Row {
     Embedded { file: u32, offset: u64, len: u64 },
     External,
-    Missing(String),
+    Missing(TableError),
 }
 
 /// One row as the scan found it.
@@ -52,9 +52,54 @@ enum Row {
 pub struct ScannedRow {
     /// Where its image is: embedded bytes at `(offset, len)` of the file, a path, or why there
     /// is none.
-    pub image: Result<ImageAt, String>,
+    pub image: Result<ImageAt, TableError>,
     /// Its label, or why there is none.
-    pub label: Result<i64, String>,
+    pub label: Result<i64, TableError>,
+}
+
+/// Why an Arrow IPC stream file cannot be scanned.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScanError {
+    /// arrow-ipc cannot decode the stream from `at`.
+    #[error("not a readable Arrow IPC stream at byte {at}: {message}")]
+    Stream {
+        /// Where the message that failed starts.
+        at: usize,
+        /// arrow-ipc's message.
+        message: String,
+    },
+    /// A record batch's image column is not what the schema says.
+    #[error("record batch {batch}: {source}")]
+    InBatch {
+        /// The record batch.
+        batch: usize,
+        /// What is wrong with it.
+        #[source]
+        source: TableError,
+    },
+    /// The image bytes are not in the file as written (a compressed body).
+    #[error("record batch {batch}: its image bytes are compressed; only uncompressed Arrow IPC (what `datasets` writes) is read")]
+    Compressed {
+        /// The record batch.
+        batch: usize,
+    },
+    /// The file ends inside a message.
+    #[error(
+        "the file is truncated: it ends inside a message after record batch {batch} ({message})"
+    )]
+    Truncated {
+        /// The last whole record batch.
+        batch: usize,
+        /// arrow-ipc's message.
+        message: String,
+    },
+    /// No schema message: not an Arrow IPC stream.
+    #[error("no schema: the file is not an Arrow IPC stream")]
+    NoSchema,
+    /// The table's columns.
+    #[error(transparent)]
+    Table(#[from] TableError),
 }
 
 /// Where a row's image is.
@@ -241,7 +286,7 @@ pub fn scan_file(
     })?;
     let folder = path.parent().unwrap_or(Path::new("")).to_path_buf();
     let data = bytes::Bytes::from_owner(map);
-    hf::guarded(|| scan_bytes(data, &folder, choice)).map_err(bad)
+    hf::guarded(|| scan_bytes(data, &folder, choice)).map_err(|e| bad(e.to_string()))
 }
 
 /// [`scan_file`] on the bytes of an Arrow IPC stream; external paths are relative to `folder`.
@@ -253,7 +298,7 @@ pub fn scan_bytes(
     data: bytes::Bytes,
     folder: &Path,
     choice: &ColumnChoice,
-) -> Result<(HfColumns, Vec<ScannedRow>), String> {
+) -> Result<(HfColumns, Vec<ScannedRow>), ScanError> {
     let base = data.as_ptr() as usize;
     let end = base + data.len();
     let mut buffer = Buffer::from(data);
@@ -266,7 +311,12 @@ pub fn scan_bytes(
         let batch = match decoder.decode(&mut buffer) {
             Ok(Some(batch)) => batch,
             Ok(None) => break,
-            Err(e) => return Err(format!("not a readable Arrow IPC stream at byte {at}: {e}")),
+            Err(e) => {
+                return Err(ScanError::Stream {
+                    at,
+                    message: e.to_string(),
+                })
+            }
         };
         let found = match &columns {
             Some(c) => c.clone(),
@@ -276,18 +326,17 @@ pub fn scan_bytes(
                 c
             }
         };
-        let image = ImageColumn::new(&batch, found.image)
-            .map_err(|why| format!("record batch {batch_no}: {why}"))?;
+        let image = ImageColumn::new(&batch, found.image).map_err(|source| ScanError::InBatch {
+            batch: batch_no,
+            source,
+        })?;
         let labels = hf::labels(&batch, found.label);
         for (r, label) in labels.into_iter().enumerate() {
             let image = match image.cell(r) {
                 ImageCell::Bytes(b) => {
                     let p = b.as_ptr() as usize;
                     if p < base || p + b.len() > end {
-                        return Err(format!(
-                            "record batch {batch_no}: its image bytes are compressed; only \
-                             uncompressed Arrow IPC (what `datasets` writes) is read"
-                        ));
+                        return Err(ScanError::Compressed { batch: batch_no });
                     }
                     Ok(ImageAt::Bytes {
                         offset: (p - base) as u64,
@@ -295,7 +344,7 @@ pub fn scan_bytes(
                     })
                 }
                 ImageCell::Path(p) => Ok(ImageAt::Path(folder.join(p))),
-                ImageCell::Null => Err(hf::NULL_IMAGE.to_string()),
+                ImageCell::Null => Err(TableError::NullImage),
             };
             rows.push(ScannedRow { image, label });
         }
@@ -304,16 +353,15 @@ pub fn scan_bytes(
             break;
         }
     }
-    decoder.finish().map_err(|e| {
-        format!(
-            "the file is truncated: it ends inside a message after record batch {batch_no} ({e})"
-        )
+    decoder.finish().map_err(|e| ScanError::Truncated {
+        batch: batch_no,
+        message: e.to_string(),
     })?;
     match columns {
         Some(c) => Ok((c, rows)),
         None => match decoder.schema() {
             Some(schema) => Ok((hf::find_columns(&schema, choice)?, rows)),
-            None => Err("no schema: the file is not an Arrow IPC stream".into()),
+            None => Err(ScanError::NoSchema),
         },
     }
 }
@@ -370,8 +418,8 @@ impl Source for ArrowDataset {
     }
 }
 
-fn missing(why: &str) -> std::io::Error {
-    std::io::Error::new(std::io::ErrorKind::InvalidData, why.to_string())
+fn missing(why: &TableError) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, why.clone())
 }
 
 /// Whether `path` looks like a `save_to_disk` folder or Arrow files (for `--data`).

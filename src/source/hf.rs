@@ -37,13 +37,65 @@ pub struct ColumnChoice {
 const IMAGE_NAMES: &[&str] = &["image", "img", "jpg", "jpeg", "png"];
 const LABEL_NAMES: &[&str] = &["label", "labels", "cls", "class"];
 
+/// Why a table's rows cannot be read as an image and a label (Arrow and Parquet tables).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TableError {
+    /// The column the user named is not in the table.
+    #[error("no column {name:?} (the columns: {columns})")]
+    NoSuchColumn {
+        /// The name given.
+        name: String,
+        /// The table's columns, comma-separated.
+        columns: String,
+    },
+    /// No column is the image (or the label): no feature declares one, and none has a usual
+    /// name.
+    #[error("no {what} column: no {feature} feature and none named {names} (the columns: {columns}); name it")]
+    NoColumn {
+        /// `image` or `label`.
+        what: &'static str,
+        /// The `datasets` feature looked for.
+        feature: &'static str,
+        /// The usual names looked for, `/`-separated.
+        names: String,
+        /// The table's columns, comma-separated.
+        columns: String,
+    },
+    /// The image column's type is not one `datasets` writes.
+    #[error("column {name:?} holds {found}: {IMAGE_TYPES}")]
+    ImageType {
+        /// The column.
+        name: String,
+        /// Its Arrow type.
+        found: String,
+    },
+    /// The label column does not hold integers.
+    #[error("column {name:?} holds {found}, not integer labels")]
+    LabelType {
+        /// The column.
+        name: String,
+        /// Its Arrow type.
+        found: String,
+    },
+    /// A row's label is null (or beyond `i64`).
+    #[error("the label is null")]
+    NullLabel,
+    /// A row's image has neither bytes nor a path.
+    #[error("the image is null (no bytes and no path)")]
+    NullImage,
+    /// The format's reader panicked on malformed bytes.
+    #[error("malformed data: the decoder gave up ({0})")]
+    DecoderGaveUp(String),
+}
+
 /// Finds the image and label columns of `schema`, as `choice` names them or as the
 /// `huggingface` metadata declares them.
 ///
 /// # Errors
 /// A named column that is absent, no image or label column found, or a column of a type the
 /// loader cannot read, each listing the table's columns.
-pub fn find_columns(schema: &Schema, choice: &ColumnChoice) -> Result<HfColumns, String> {
+pub fn find_columns(schema: &Schema, choice: &ColumnChoice) -> Result<HfColumns, TableError> {
     let features = schema
         .metadata()
         .get("huggingface")
@@ -59,40 +111,42 @@ pub fn find_columns(schema: &Schema, choice: &ColumnChoice) -> Result<HfColumns,
     };
     let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
     let columns = || names.join(", ");
-    let find = |named: &Option<String>, feature: &str, fallback: &[&str], what: &str| {
-        if let Some(name) = named {
-            return names
+    let find =
+        |named: &Option<String>, feature: &'static str, fallback: &[&str], what: &'static str| {
+            if let Some(name) = named {
+                return names.iter().position(|n| n == name).ok_or_else(|| {
+                    TableError::NoSuchColumn {
+                        name: name.clone(),
+                        columns: columns(),
+                    }
+                });
+            }
+            names
                 .iter()
-                .position(|n| n == name)
-                .ok_or_else(|| format!("no column {name:?} (the columns: {})", columns()));
-        }
-        names
-            .iter()
-            .position(|n| feature_type(n).as_deref() == Some(feature))
-            .or_else(|| {
-                fallback
-                    .iter()
-                    .find_map(|f| names.iter().position(|n| n.eq_ignore_ascii_case(f)))
-            })
-            .ok_or_else(|| {
-                format!(
-                    "no {what} column: no {feature} feature and none named {} (the columns: {}); \
-                     name it",
-                    fallback.join("/"),
-                    columns()
-                )
-            })
-    };
+                .position(|n| feature_type(n).as_deref() == Some(feature))
+                .or_else(|| {
+                    fallback
+                        .iter()
+                        .find_map(|f| names.iter().position(|n| n.eq_ignore_ascii_case(f)))
+                })
+                .ok_or_else(|| TableError::NoColumn {
+                    what,
+                    feature,
+                    names: fallback.join("/"),
+                    columns: columns(),
+                })
+        };
     let image = find(&choice.image, "Image", IMAGE_NAMES, "image")?;
     let label = find(&choice.label, "ClassLabel", LABEL_NAMES, "label")?;
-    image_kind(schema.field(image).data_type())
-        .ok_or_else(|| format!("column {:?}: {}", names[image], IMAGE_TYPES))?;
+    image_kind(schema.field(image).data_type()).ok_or_else(|| TableError::ImageType {
+        name: names[image].into(),
+        found: schema.field(image).data_type().to_string(),
+    })?;
     if !schema.field(label).data_type().is_integer() {
-        return Err(format!(
-            "column {:?} holds {}, not integer labels",
-            names[label],
-            schema.field(label).data_type()
-        ));
+        return Err(TableError::LabelType {
+            name: names[label].into(),
+            found: schema.field(label).data_type().to_string(),
+        });
     }
     let classes = features
         .as_ref()
@@ -168,7 +222,7 @@ impl ImageColumn {
     ///
     /// # Errors
     /// A column of another type than the schema said.
-    pub fn new(batch: &RecordBatch, column: usize) -> Result<Self, String> {
+    pub fn new(batch: &RecordBatch, column: usize) -> Result<Self, TableError> {
         let array = batch.column(column);
         match image_kind(array.data_type()) {
             Some(ImageKind::Binary) => Ok(Self {
@@ -184,10 +238,10 @@ impl ImageColumn {
                     nulls: s.nulls().cloned(),
                 })
             }
-            None => Err(format!(
-                "the image column holds {}: {IMAGE_TYPES}",
-                array.data_type()
-            )),
+            None => Err(TableError::ImageType {
+                name: batch.schema().field(column).name().clone(),
+                found: array.data_type().to_string(),
+            }),
         }
     }
 
@@ -215,31 +269,36 @@ impl ImageColumn {
 }
 
 /// The labels of column `column` of `batch`: an integer each, or why there is none.
-pub fn labels(batch: &RecordBatch, column: usize) -> Vec<Result<i64, String>> {
+pub fn labels(batch: &RecordBatch, column: usize) -> Vec<Result<i64, TableError>> {
     let array = batch.column(column);
-    let cast = match arrow_cast_i64(array) {
-        Ok(values) => values,
-        Err(why) => return vec![Err(why); batch.num_rows()],
+    let Some(cast) = arrow_cast_i64(array) else {
+        let why = TableError::LabelType {
+            name: batch.schema().field(column).name().clone(),
+            found: array.data_type().to_string(),
+        };
+        return vec![Err(why); batch.num_rows()];
     };
     cast.into_iter()
-        .map(|v| v.ok_or_else(|| "the label is null".to_string()))
+        .map(|v| v.ok_or(TableError::NullLabel))
         .collect()
 }
 
-fn arrow_cast_i64(array: &ArrayRef) -> Result<Vec<Option<i64>>, String> {
+/// The integers of an integer column (`None` for a null or one beyond `i64`); `None` for a
+/// column of another type.
+fn arrow_cast_i64(array: &ArrayRef) -> Option<Vec<Option<i64>>> {
     use arrow_array::types::*;
     macro_rules! ints {
         ($($t:ty),*) => {
             match array.data_type() {
                 $(d if d == &<$t as arrow_array::ArrowPrimitiveType>::DATA_TYPE => {
                     let a = array.as_primitive::<$t>();
-                    Ok((0..a.len())
+                    Some((0..a.len())
                         .map(|i| {
                             a.is_valid(i).then(|| a.value(i)).and_then(|v| i64::try_from(v).ok())
                         })
                         .collect())
                 })*
-                other => Err(format!("the label column holds {other}, not integers")),
+                _ => None,
             }
         };
     }
@@ -249,17 +308,11 @@ fn arrow_cast_i64(array: &ArrayRef) -> Result<Vec<Option<i64>>, String> {
 /// Runs third-party decoding of untrusted bytes (arrow-ipc, parquet) and turns a panic inside
 /// it into an error: those crates assert on some malformed inputs (the `hf_tables` fuzz
 /// target found a buffer length past the message body that arrow-ipc slices unchecked).
-pub(crate) fn guarded<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+pub(crate) fn guarded<T, E: From<TableError>>(f: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
-        Err(format!(
-            "malformed data: the decoder gave up ({})",
-            crate::hpu::panic_message(panic.as_ref())
-        ))
+        Err(TableError::DecoderGaveUp(crate::hpu::panic_message(panic.as_ref())).into())
     })
 }
-
-/// What a row whose image is [`ImageCell::Null`] is reported as.
-pub const NULL_IMAGE: &str = "the image is null (no bytes and no path)";
 
 #[cfg(test)]
 mod tests {
@@ -308,11 +361,13 @@ mod tests {
             label: Some("coarse".into()),
             ..ColumnChoice::default()
         };
-        let why = find_columns(&schema, &missing).unwrap_err();
-        assert!(
-            why.contains("coarse") && why.contains("fine_label"),
-            "{why}"
-        );
+        match find_columns(&schema, &missing).unwrap_err() {
+            TableError::NoSuchColumn { name, columns } => {
+                assert_eq!(name, "coarse");
+                assert!(columns.contains("fine_label"), "{columns}");
+            }
+            other => panic!("{other}"),
+        }
     }
 
     #[test]
@@ -322,13 +377,16 @@ mod tests {
             Field::new("label", DataType::Int64, true),
         ]);
         let why = find_columns(&schema, &ColumnChoice::default()).unwrap_err();
-        assert!(why.contains("\"image\""), "{why}");
+        assert!(
+            matches!(&why, TableError::ImageType { name, .. } if name == "image"),
+            "{why}"
+        );
         let schema = Schema::new(vec![
             Field::new("image", DataType::Binary, true),
             Field::new("label", DataType::Utf8, true),
         ]);
         let why = find_columns(&schema, &ColumnChoice::default()).unwrap_err();
-        assert!(why.contains("not integer labels"), "{why}");
+        assert!(why.to_string().contains("not integer labels"), "{why}");
     }
 
     #[test]
@@ -358,7 +416,7 @@ mod tests {
         assert_eq!(column.cell(2), ImageCell::Null);
         assert_eq!(
             labels(&batch, 1),
-            [Ok(3), Err("the label is null".into()), Ok(1)]
+            [Ok(3), Err(TableError::NullLabel), Ok(1)]
         );
     }
 }

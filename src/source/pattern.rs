@@ -5,19 +5,52 @@ use std::path::{Path, PathBuf};
 
 use crate::Error;
 
+/// Why a brace pattern does not expand.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PatternError {
+    /// A `{` without its `}`.
+    #[error("an unclosed '{{'")]
+    Unclosed,
+    /// A range bound that is not a non-negative integer.
+    #[error("range {which} {bound:?} is not a number")]
+    NotANumber {
+        /// `start` or `end`.
+        which: &'static str,
+        /// The bound as written.
+        bound: String,
+    },
+    /// A range whose end is before its start.
+    #[error("range {start}..{end} runs backwards")]
+    Backwards {
+        /// The start as written.
+        start: String,
+        /// The end as written.
+        end: String,
+    },
+    /// A range naming more files than any dataset has.
+    #[error("range {start}..{end} names more than 10 million shards")]
+    TooMany {
+        /// The start as written.
+        start: String,
+        /// The end as written.
+        end: String,
+    },
+}
+
 /// Expands brace patterns: `a-{00..03}.tar` -> `a-00.tar` .. `a-03.tar` (zero padding kept,
 /// as wide as the first bound), `{x,y}` -> both; several braces multiply out, left to right.
 ///
 /// # Errors
 /// An unclosed brace or a range that is not two non-negative integers in increasing order.
-pub fn expand_braces(pattern: &str) -> Result<Vec<String>, String> {
+pub fn expand_braces(pattern: &str) -> Result<Vec<String>, PatternError> {
     let Some(open) = pattern.find('{') else {
         return Ok(vec![pattern.to_string()]);
     };
     let close = pattern[open..]
         .find('}')
         .map(|i| open + i)
-        .ok_or_else(|| "an unclosed '{'".to_string())?;
+        .ok_or(PatternError::Unclosed)?;
     let (head, body, tail) = (
         &pattern[..open],
         &pattern[open + 1..close],
@@ -25,16 +58,21 @@ pub fn expand_braces(pattern: &str) -> Result<Vec<String>, String> {
     );
     let choices: Vec<String> = if let Some((a, b)) = body.split_once("..") {
         let (lo, hi) = (
-            a.parse::<u64>()
-                .map_err(|_| format!("range start {a:?} is not a number"))?,
-            b.parse::<u64>()
-                .map_err(|_| format!("range end {b:?} is not a number"))?,
+            a.parse::<u64>().map_err(|_| PatternError::NotANumber {
+                which: "start",
+                bound: a.into(),
+            })?,
+            b.parse::<u64>().map_err(|_| PatternError::NotANumber {
+                which: "end",
+                bound: b.into(),
+            })?,
         );
+        let (start, end) = (a.to_string(), b.to_string());
         if lo > hi {
-            return Err(format!("range {a}..{b} runs backwards"));
+            return Err(PatternError::Backwards { start, end });
         }
         if hi - lo > 10_000_000 {
-            return Err(format!("range {a}..{b} names more than 10 million shards"));
+            return Err(PatternError::TooMany { start, end });
         }
         let width = a.len();
         (lo..=hi).map(|n| format!("{n:0width$}")).collect()

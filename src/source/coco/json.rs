@@ -62,19 +62,37 @@ impl fmt::Display for At {
     }
 }
 
-pub(super) fn parse(json: &[u8]) -> Result<Parsed, String> {
+/// Why the annotation file does not parse: where (the record and field) and serde_json's
+/// message (with its line and column).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum JsonError {
+    /// The file ends inside a record.
+    #[error("the file ends inside {at} (truncated?): {source}")]
+    Truncated {
+        at: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A record or field is not what COCO says.
+    #[error("{at}: {source}")]
+    Invalid {
+        at: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+pub(super) fn parse(json: &[u8]) -> Result<Parsed, JsonError> {
     let at = Cell::new(At::default());
     let mut de = serde_json::Deserializer::from_slice(json);
     let parsed = (Top { at: &at })
         .deserialize(&mut de)
         .and_then(|p| de.end().map(|()| p));
-    parsed.map_err(|e| {
-        let where_ = at.get();
-        match e.classify() {
-            serde_json::error::Category::Eof => {
-                format!("the file ends inside {where_} (truncated?): {e}")
-            }
-            _ => format!("{where_}: {e}"),
+    parsed.map_err(|source| {
+        let at = at.get().to_string();
+        match source.classify() {
+            serde_json::error::Category::Eof => JsonError::Truncated { at, source },
+            _ => JsonError::Invalid { at, source },
         }
     })
 }

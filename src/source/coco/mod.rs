@@ -202,7 +202,7 @@ impl CocoDataset {
             path: path.clone(),
             source,
         })?;
-        let parsed = parse(&map).map_err(bad)?;
+        let parsed = parse(&map).map_err(|e| bad(e.to_string()))?;
         drop(map);
         Self::assemble(path, images.as_ref(), parsed, options)
     }
@@ -219,9 +219,9 @@ impl CocoDataset {
         options: &CocoOptions,
     ) -> Result<Self, Error> {
         let path = origin.as_ref().to_path_buf();
-        let parsed = parse(json).map_err(|reason| Error::Format {
+        let parsed = parse(json).map_err(|e| Error::Format {
             path: path.clone(),
-            reason,
+            reason: e.to_string(),
         })?;
         Self::assemble(path, images.as_ref(), parsed, options)
     }

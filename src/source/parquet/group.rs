@@ -18,8 +18,77 @@ use parquet::file::properties::ReaderProperties;
 use parquet::file::reader::{ChunkReader, Length, RowGroupReader};
 use parquet::file::serialized_reader::SerializedRowGroupReader;
 
-use super::pages;
-use crate::source::hf::ImageCell;
+use super::pages::{self, PageError};
+use crate::source::hf::{ImageCell, TableError};
+
+/// Why a Parquet row group (or the file it is in) cannot be read. Cloned to every reader
+/// waiting on the same group.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum GroupError {
+    /// What went wrong inside row group `group`.
+    #[error("row group {group}: {source}")]
+    InGroup {
+        group: usize,
+        #[source]
+        source: Box<GroupError>,
+    },
+    /// A column chunk's page headers claim what no real file holds.
+    #[error("column chunk {column}: {source}")]
+    Pages {
+        column: usize,
+        #[source]
+        source: PageError,
+    },
+    /// The footer describes chunks that cannot be there.
+    #[error("{0}")]
+    Footer(String),
+    /// What was decoded disagrees with the footer, or the image column has another type.
+    #[error("{0}")]
+    Inconsistent(String),
+    /// parquet's readers refused the bytes (their message: their error is not `Clone`).
+    #[error("{0}")]
+    Parquet(String),
+    /// The file could not be opened, mapped or fetched.
+    #[error("{0}")]
+    Io(String),
+    /// The image or label columns (shared with Arrow tables).
+    #[error(transparent)]
+    Table(#[from] TableError),
+}
+
+impl GroupError {
+    /// This error, inside row group `group`.
+    pub(super) fn in_group(self, group: usize) -> Self {
+        Self::InGroup {
+            group,
+            source: Box::new(self),
+        }
+    }
+}
+
+impl From<ParquetError> for GroupError {
+    fn from(e: ParquetError) -> Self {
+        Self::Parquet(e.to_string())
+    }
+}
+
+impl From<arrow_schema::ArrowError> for GroupError {
+    fn from(e: arrow_schema::ArrowError) -> Self {
+        Self::Parquet(e.to_string())
+    }
+}
+
+impl From<std::io::Error> for GroupError {
+    fn from(e: std::io::Error) -> Self {
+        Self::Io(e.to_string())
+    }
+}
+
+impl From<std::num::TryFromIntError> for GroupError {
+    fn from(e: std::num::TryFromIntError) -> Self {
+        Self::Inconsistent(e.to_string())
+    }
+}
 
 /// A decoded row group's image column.
 pub(super) struct Decoded {
@@ -44,14 +113,14 @@ impl Leaf {
 }
 
 impl Decoded {
-    pub(super) fn cell(&self, row: usize) -> Result<ImageCell<'_>, String> {
+    pub(super) fn cell(&self, row: usize) -> Result<ImageCell<'_>, GroupError> {
         if let Some(b) = self.bytes.get(row) {
             return Ok(ImageCell::Bytes(b));
         }
         match self.paths.as_ref().and_then(|p| p.get(row)) {
             Some(p) => std::str::from_utf8(p)
                 .map(ImageCell::Path)
-                .map_err(|_| "the image's path is not UTF-8".to_string()),
+                .map_err(|_| GroupError::Inconsistent("the image's path is not UTF-8".into())),
             None => Ok(ImageCell::Null),
         }
     }
@@ -65,18 +134,17 @@ pub(super) fn read_images(
     meta: &ParquetMetaData,
     g: usize,
     image: usize,
-) -> Result<Decoded, String> {
+) -> Result<Decoded, GroupError> {
     let schema = meta.file_metadata().schema_descr();
     let group = meta.row_group(g);
-    let rows = usize::try_from(group.num_rows()).map_err(|e| e.to_string())?;
+    let rows = usize::try_from(group.num_rows())?;
     check_pages(&span, meta, g, image)?;
     let reader = SerializedRowGroupReader::new(
         Arc::new(span),
         group,
         RowGroupPageIndex::new(g, None),
         Arc::new(ReaderProperties::builder().build()),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let (mut bytes, mut paths) = (None, None);
     for leaf in 0..schema.num_columns() {
         if schema.get_column_root_idx(leaf) != image {
@@ -104,24 +172,27 @@ pub(super) fn read_leaf(
     leaf: usize,
     max_def: i16,
     rows: usize,
-) -> Result<Leaf, String> {
-    let column = reader.get_column_reader(leaf).map_err(|e| e.to_string())?;
+) -> Result<Leaf, GroupError> {
+    let column = reader.get_column_reader(leaf)?;
     let ColumnReader::ByteArrayColumnReader(mut column) = column else {
-        return Err("the image column is not binary".into());
+        return Err(GroupError::Inconsistent(
+            "the image column is not binary".into(),
+        ));
     };
     let (mut defs, mut values) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
     let mut done = 0;
     while done < rows {
-        let (records, _, _) = column
-            .read_records(rows - done, Some(&mut defs), None, &mut values)
-            .map_err(|e| e.to_string())?;
+        let (records, _, _) =
+            column.read_records(rows - done, Some(&mut defs), None, &mut values)?;
         if records == 0 {
             break;
         }
         done += records;
     }
     if done != rows {
-        return Err(format!("{done} rows decoded, {rows} in the footer"));
+        return Err(GroupError::Inconsistent(format!(
+            "{done} rows decoded, {rows} in the footer"
+        )));
     }
     let at: Vec<Option<u32>> = if max_def == 0 {
         (0..rows as u32).map(Some).collect()
@@ -137,13 +208,15 @@ pub(super) fn read_leaf(
             .collect()
     };
     if values.len() != at.iter().flatten().count() {
-        return Err("the definition levels and values of the image column disagree".into());
+        return Err(GroupError::Inconsistent(
+            "the definition levels and values of the image column disagree".into(),
+        ));
     }
     Ok(Leaf { values, at })
 }
 
 /// A row group, decoded once by the first reader that needs it (the others wait for it).
-pub(super) type GroupSlot = OnceLock<Result<Arc<Decoded>, String>>;
+pub(super) type GroupSlot = OnceLock<Result<Arc<Decoded>, GroupError>>;
 
 /// Decoded row groups, each kept until its last planned read of the epoch.
 #[derive(Default)]
@@ -209,21 +282,23 @@ pub(super) fn chunk_range(
     meta: &ParquetMetaData,
     g: usize,
     columns: &[usize],
-) -> Result<(u64, u64), String> {
+) -> Result<(u64, u64), GroupError> {
     let schema = meta.file_metadata().schema_descr();
     let group = &meta.row_groups()[g];
     let (mut lo, mut hi) = (u64::MAX, 0);
     for leaf in 0..schema.num_columns() {
         if columns.contains(&schema.get_column_root_idx(leaf)) {
             let Some(c) = group.columns().get(leaf) else {
-                return Err(format!("the footer lists no column chunk {leaf}"));
+                return Err(GroupError::Footer(format!(
+                    "the footer lists no column chunk {leaf}"
+                )));
             };
             let start = c.dictionary_page_offset().unwrap_or(c.data_page_offset());
             let (Ok(start), Ok(len)) = (u64::try_from(start), u64::try_from(c.compressed_size()))
             else {
-                return Err(format!(
+                return Err(GroupError::Footer(format!(
                     "the footer gives column chunk {leaf} a negative offset or size"
-                ));
+                )));
             };
             lo = lo.min(start);
             hi = hi.max(start.saturating_add(len));
@@ -245,7 +320,7 @@ pub(super) fn check_pages(
     meta: &ParquetMetaData,
     g: usize,
     column: usize,
-) -> Result<(), String> {
+) -> Result<(), GroupError> {
     use parquet::basic::Type;
     let schema = meta.file_metadata().schema_descr();
     let group = meta.row_group(g);
@@ -254,7 +329,9 @@ pub(super) fn check_pages(
             continue;
         }
         let Some(chunk) = group.columns().get(leaf) else {
-            return Err(format!("the footer lists no column chunk {leaf}"));
+            return Err(GroupError::Footer(format!(
+                "the footer lists no column chunk {leaf}"
+            )));
         };
         // A dictionary's values are PLAIN: a byte array's take its 4-byte length at least.
         let width: u64 = match chunk.column_type() {
@@ -268,10 +345,11 @@ pub(super) fn check_pages(
         };
         // `chunk_range` checked the offsets and sizes when the file was opened.
         let (start, len) = chunk.byte_range();
-        let bytes = usize::try_from(len)
-            .map_err(|e| e.to_string())
-            .and_then(|len| span.get_bytes(start, len).map_err(|e| e.to_string()))?;
-        pages::check_chunk(&bytes, width).map_err(|e| format!("column chunk {leaf}: {e}"))?;
+        let bytes = span.get_bytes(start, usize::try_from(len)?)?;
+        pages::check_chunk(&bytes, width).map_err(|source| GroupError::Pages {
+            column: leaf,
+            source,
+        })?;
     }
     Ok(())
 }
@@ -282,7 +360,7 @@ pub(super) fn read_group(
     metadata: &ArrowReaderMetadata,
     g: usize,
     column: usize,
-) -> Result<RecordBatch, String> {
+) -> Result<RecordBatch, GroupError> {
     let schema = metadata.metadata().file_metadata().schema_descr();
     let rows = usize::try_from(metadata.metadata().row_group(g).num_rows()).unwrap_or(0);
     check_pages(&input, metadata.metadata(), g, column)?;
@@ -290,27 +368,26 @@ pub(super) fn read_group(
         .with_projection(ProjectionMask::roots(schema, [column]))
         .with_row_groups(vec![g])
         .with_batch_size(rows.max(1))
-        .build()
-        .map_err(|e| e.to_string())?;
-    let batches = reader
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())?;
+        .build()?;
+    let batches = reader.collect::<Result<Vec<_>, _>>()?;
     // One batch: the batch size is the group's row count.
     let Some(batch) = batches.into_iter().next() else {
-        return Err("no rows decoded".into());
+        return Err(GroupError::Inconsistent("no rows decoded".into()));
     };
     if batch.num_rows() != rows {
-        return Err(format!(
+        return Err(GroupError::Inconsistent(format!(
             "{} rows decoded, {rows} in the footer",
             batch.num_rows()
-        ));
+        )));
     }
     Ok(batch)
 }
 
 /// What a damaged footer is reported as.
-pub(super) fn footer_error(e: &ParquetError) -> String {
-    format!("not a readable Parquet file (damaged or truncated footer): {e}")
+pub(super) fn footer_error(e: &ParquetError) -> GroupError {
+    GroupError::Footer(format!(
+        "not a readable Parquet file (damaged or truncated footer): {e}"
+    ))
 }
 
 /// A byte range of a Parquet file held in memory, read as the file.

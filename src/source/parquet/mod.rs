@@ -34,10 +34,11 @@ mod group;
 mod pages;
 
 use group::{
-    chunk_range, footer_error, read_group, read_images, Decoded, GroupCache, Span, MAX_GROUP_ROWS,
+    chunk_range, footer_error, read_group, read_images, Decoded, GroupCache, GroupError, Span,
+    MAX_GROUP_ROWS,
 };
 
-use super::hf::{self, ColumnChoice, HfColumns, ImageCell};
+use super::hf::{self, ColumnChoice, HfColumns, ImageCell, TableError};
 use super::pattern::{expand_braces, glob_files};
 use super::remote::{self, CacheBudget, CachedShard, Remote, RemoteOptions, StorageReport};
 use super::{Entry, Listing, ReadMode, SampleBytes, Source};
@@ -75,7 +76,7 @@ pub struct ParquetDataset {
     files: Vec<ParquetFile>,
     columns: HfColumns,
     /// Samples without a usable label, and why.
-    unlabelled: HashMap<usize, String>,
+    unlabelled: HashMap<usize, TableError>,
     window_rows: usize,
     cache: GroupCache,
     decoded: std::sync::atomic::AtomicU64,
@@ -94,7 +95,7 @@ struct ParquetFile {
     /// Its footer (set once read).
     metadata: Option<ArrowReaderMetadata>,
     /// The local file (or the cached copy of a remote one), mapped on first use.
-    map: OnceLock<Result<Bytes, String>>,
+    map: OnceLock<Result<Bytes, GroupError>>,
     remote: Option<RemoteFile>,
 }
 
@@ -198,13 +199,13 @@ impl ParquetDataset {
                         ))
                     })?;
                 let range = chunk_range(&meta, g, &[found.image, found.label])
-                    .map_err(|why| bad(&format!("row group {g}: {why}")))?;
+                    .map_err(|why| bad(&why.in_group(g)))?;
                 let first = entries.len();
                 let labels = chunk_range(&meta, g, &[found.label])
                     .and_then(|range| file.span(range, store.as_ref()))
                     .and_then(|span| hf::guarded(|| read_group(span, &metadata, g, found.label)))
                     .map(|batch| hf::labels(&batch, 0))
-                    .map_err(|why| bad(&format!("row group {g}: {why}")))?;
+                    .map_err(|why| bad(&why.in_group(g)))?;
                 let row0: usize = meta.row_groups()[..g]
                     .iter()
                     .map(|r| usize::try_from(r.num_rows()).unwrap_or(0))
@@ -270,7 +271,7 @@ impl ParquetDataset {
     }
 
     /// Row group `g`'s image column, decoded (from the cache when it is there).
-    fn group(&self, g: u32) -> Result<Arc<Decoded>, String> {
+    fn group(&self, g: u32) -> Result<Arc<Decoded>, GroupError> {
         let slot = self.cache.slot(g);
         let decoded = slot
             .get_or_init(|| self.decode(&self.groups[g as usize]).map(Arc::new))
@@ -279,16 +280,16 @@ impl ParquetDataset {
         decoded
     }
 
-    fn decode(&self, group: &Group) -> Result<Decoded, String> {
+    fn decode(&self, group: &Group) -> Result<Decoded, GroupError> {
         self.decoded
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let file = &self.files[group.file as usize];
         let span = file
             .span(group.range, self.store.as_ref())
-            .map_err(|e| format!("row group {}: {e}", group.number))?;
+            .map_err(|e| e.in_group(group.number))?;
         let metadata = file.metadata.as_ref().expect("read when opened");
         hf::guarded(|| read_images(span, metadata.metadata(), group.number, self.columns.image))
-            .map_err(|e| format!("row group {}: {e}", group.number))
+            .map_err(|e| e.in_group(group.number))
     }
 }
 
@@ -338,7 +339,7 @@ impl ParquetFile {
         let metadata = loop {
             let span = self
                 .span((size - want, size), store)
-                .map_err(ParquetError::General)?;
+                .map_err(|e| ParquetError::General(e.to_string()))?;
             let mut reader = ParquetMetaDataReader::new();
             match reader.try_parse_sized(&span, size) {
                 Ok(()) => break reader.finish()?,
@@ -360,7 +361,7 @@ impl ParquetFile {
 
     /// Bytes `start..end` of the file: a slice of its map (a local file, or the cached copy
     /// of a remote one), or one ranged request (starting the file's download into the cache).
-    fn span(&self, (start, end): (u64, u64), store: Option<&Store>) -> Result<Span, String> {
+    fn span(&self, (start, end): (u64, u64), store: Option<&Store>) -> Result<Span, GroupError> {
         let local = match (&self.remote, store) {
             (None, _) => true,
             (Some(r), Some(store)) => {
@@ -375,12 +376,12 @@ impl ParquetFile {
                     store
                         .remote
                         .read_range(&r.object, start..end, &mut buf)
-                        .map_err(|e| e.to_string())?;
+                        .map_err(|e| GroupError::Io(e.to_string()))?;
                     if (buf.len() as u64) < end - start {
-                        return Err(format!(
+                        return Err(GroupError::Io(format!(
                             "the file is truncated: bytes {start}..{end} asked, {} given",
                             buf.len()
-                        ));
+                        )));
                     }
                     return Ok(Span {
                         start,
@@ -393,14 +394,14 @@ impl ParquetFile {
             (Some(_), None) => false,
         };
         if !local {
-            return Err("no store for a remote file".into());
+            return Err(GroupError::Io("no store for a remote file".into()));
         }
         let data = self.mapped()?;
         if end > data.len() as u64 || start > end {
-            return Err(format!(
+            return Err(GroupError::Io(format!(
                 "the file is truncated: bytes {start}..{end} asked, the file has {}",
                 data.len()
-            ));
+            )));
         }
         Ok(Span {
             start,
@@ -410,22 +411,22 @@ impl ParquetFile {
 
     /// The whole file, mapped read-only on first use and kept: a row group's column chunks
     /// are then decoded from the page cache without a copy into a buffer first.
-    fn mapped(&self) -> Result<Bytes, String> {
+    fn mapped(&self) -> Result<Bytes, GroupError> {
         self.map
             .get_or_init(|| {
                 let local = match &self.remote {
                     Some(r) => r.cached.as_ref().map_or(&self.path, |c| &c.file),
                     None => &self.path,
                 };
-                let file = File::open(local).map_err(|e| e.to_string())?;
-                if file.metadata().map_err(|e| e.to_string())?.len() == 0 {
-                    return Err("the file is empty".into());
+                let file = File::open(local)?;
+                if file.metadata()?.len() == 0 {
+                    return Err(GroupError::Io("the file is empty".into()));
                 }
                 // SAFETY: a read-only private map of a dataset file. If another process
                 // truncates the file while it is mapped, touching the lost pages raises
                 // SIGBUS (as for `ReadMode::Mmap`); dataset files are not rewritten during
                 // training, and a file already short when opened fails on its footer or here.
-                let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| e.to_string())?;
+                let map = unsafe { memmap2::Mmap::map(&file) }?;
                 Ok(Bytes::from_owner(map))
             })
             .clone()
@@ -544,7 +545,9 @@ impl Source for ParquetDataset {
         buf: &'a mut Vec<u8>,
     ) -> std::io::Result<SampleBytes<'a>> {
         let (g, r) = self.rows[index];
-        let invalid = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidData, why);
+        fn invalid(why: impl Into<GroupError>) -> std::io::Error {
+            std::io::Error::new(std::io::ErrorKind::InvalidData, why.into())
+        }
         if let Some(why) = self.unlabelled.get(&index) {
             return Err(invalid(why.clone()));
         }
@@ -562,7 +565,7 @@ impl Source for ParquetDataset {
                     .unwrap_or(Path::new(""));
                 super::read_file(&folder.join(p), ReadMode::Read, buf)
             }
-            ImageCell::Null => Err(invalid(hf::NULL_IMAGE.into())),
+            ImageCell::Null => Err(invalid(TableError::NullImage)),
         }
     }
 }
