@@ -35,7 +35,7 @@ import torch.utils.data as tud
 # reach torch's.
 from torch.utils.data.dataloader import DataLoader as _TorchDataLoader
 
-from . import _collate, _detection, _hf, _hpuload, _malloc, _options
+from . import _collate, _detection, _hf, _hpuload, _malloc, _options, _probe
 from ._fallback import FallbackReason, FallbackWarning
 from ._fallback import Unfit as _Unfit
 from ._transforms import Unsupported, translate
@@ -151,18 +151,16 @@ def _dataset_source(dataset, pipeline, transform=None, max_boxes=200):
         from torchvision.datasets.folder import default_loader
     except ImportError as e:  # pragma: no cover - torchvision is a requirement of the fast path
         raise _Unfit(f"torchvision is not importable ({e})", FallbackReason.DATASET) from e
-    D = FallbackReason.DATASET
-    if not isinstance(dataset, ImageFolder):
-        raise _Unfit(f"dataset is a {type(dataset).__name__}, not a torchvision ImageFolder", D)
-    if type(dataset).__getitem__ is not DatasetFolder.__getitem__:
-        raise _Unfit(f"{type(dataset).__name__} overrides __getitem__", D)
-    if dataset.loader is not default_loader:
-        raise _Unfit("the ImageFolder has a custom loader", D)
-    if dataset.target_transform is not None:
-        raise _Unfit("the ImageFolder has a target_transform", D)
-    odd = [p for p, _ in dataset.samples if not p.lower().endswith(_DECODABLE)]
-    if odd:
-        raise _Unfit(f"{len(odd)} files are not JPEG, PNG or WebP (first: {odd[0]})", D)
+    if not (
+        isinstance(dataset, ImageFolder)
+        and type(dataset).__getitem__ is DatasetFolder.__getitem__
+        and dataset.loader is default_loader
+        and dataset.target_transform is None
+    ):
+        # Any other map-style Dataset (a user's class, torchvision's datasets on VisionDataset,
+        # an ImageFolder with its own loader or __getitem__): learnt from its own code.
+        return _user_source(dataset, pipeline)
+    _check_decodable(dataset.samples)
     source = {
         "source": _options.SamplesSource([(p, int(t)) for p, t in dataset.samples], list(dataset.classes))
     }
@@ -178,6 +176,42 @@ def _dataset_source(dataset, pipeline, transform=None, max_boxes=200):
         pipe, dtype = watch.translated
         source["watch"] = watch
     return source, pipe, dtype, dataset.classes
+
+
+def _check_decodable(samples) -> None:
+    odd = [p for p, _ in samples if not p.lower().endswith(_DECODABLE)]
+    if odd:
+        raise _Unfit(f"{len(odd)} files are not JPEG, PNG or WebP (first: {odd[0]})", FallbackReason.DATASET)
+
+
+def _user_source(dataset, pipeline):
+    """A map-style Dataset hpuload knows nothing about: its transform translated (or the
+    given pipeline), then its `__getitem__` run once per index with lazy image opening and a
+    stand-in transform (`_probe.py`), which gives each sample's file and label."""
+    D = FallbackReason.DATASET
+    name = type(dataset).__name__
+    if not (hasattr(type(dataset), "__getitem__") and hasattr(type(dataset), "__len__")):
+        raise _Unfit(f"dataset is a {name}, not a map-style Dataset (no __getitem__ and __len__)", D)
+    if not hasattr(dataset, "transform"):
+        raise _Unfit(f"dataset is a {name} without a `transform` attribute for hpuload to run", D)
+    watch = None
+    if pipeline is not None:
+        pipe, dtype = _pipeline(pipeline), "f32"
+    else:
+        # Translated first: a transform hpuload cannot run falls back before any probing.
+        watch = _TransformWatch(lambda: dataset.transform, lambda: translate(dataset.transform))
+        pipe, dtype = watch.translated
+    try:
+        samples, keys = _probe.probe(dataset)
+    except _probe.NeedsPixels as e:
+        raise _Unfit(str(e), D) from e
+    except AttributeError as e:
+        raise _Unfit(f"{name}'s transform cannot be stood in for while probing ({e})", D) from e
+    _check_decodable(samples)
+    classes = getattr(dataset, "classes", None)
+    classes = list(classes) if isinstance(classes, (list, tuple)) and all(isinstance(c, str) for c in classes) else []
+    source = {"source": _options.SamplesSource(samples, classes), "sample_keys": keys, "watch": watch}
+    return source, pipe, dtype, classes or None
 
 
 def _coco_source(dataset, pipeline, max_boxes):

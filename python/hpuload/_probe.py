@@ -1,0 +1,256 @@
+"""A user's own map-style Dataset on the fast path, learnt from the Dataset itself.
+
+Most training code outside the reference scripts has a Dataset class of its own: a CSV or JSON
+list of paths and labels, `Image.open(path).convert("RGB")`, then the torchvision transform
+held in `self.transform`. hpuload runs that `__getitem__` once per index with two things
+swapped in: the image-opening calls (`PIL.Image.open`, `torchvision.io.read_file` /
+`decode_image` / `read_image`) return a `LazyImage` that records which file was opened and
+holds no pixels, and `self.transform` is a stand-in that records what it was given. The user's
+own code so supplies each sample's path and label without decoding anything; hpuload then
+reads, decodes and augments those files natively with the translated transform.
+
+Whatever the handle cannot answer without pixels (the code reads `.size`, crops, converts to
+numpy, opens bytes from memory) raises `NeedsPixels` naming the line of the user's code, and
+the loader falls back to torch's DataLoader with that reason: never wrong pixels."""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import traceback
+from typing import Any
+
+import torch
+
+#: Set on the thread that is probing: the patched open calls answer lazily only there.
+_probing = threading.local()
+_patch_lock = threading.Lock()
+
+
+class NeedsPixels(Exception):
+    """The Dataset's code needs the image's pixels (or something only they tell); the message
+    names what and where."""
+
+
+class LazyImage:
+    """What `PIL.Image.open(path)` gives while a Dataset is probed: the file, no pixels.
+    `.convert("RGB")` (what hpuload decodes to) and a `with` block are answered; anything else
+    needs pixels."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def convert(self, mode=None, *args, **kwargs):
+        if mode != "RGB" or args or kwargs:
+            raise NeedsPixels(f"convert({mode!r}) on the image (hpuload decodes to RGB)")
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def close(self) -> None:
+        pass
+
+    def __getattr__(self, name: str):
+        raise NeedsPixels(f"the image's .{name}")
+
+
+class _FileBytes:
+    """What `torchvision.io.read_file(path)` gives while probing: the file, not its bytes."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __getattr__(self, name: str):
+        raise NeedsPixels(f"the file's bytes (.{name} of read_file's result)")
+
+
+class Recorded:
+    """What the transform stand-in returns: the image it was given."""
+
+    __slots__ = ("image",)
+
+    def __init__(self, image: LazyImage):
+        self.image = image
+
+    def __getattr__(self, name: str):
+        raise NeedsPixels(f".{name} of the transformed image")
+
+
+class TransformStandIn:
+    """Takes the place of `dataset.transform` while probing."""
+
+    def __call__(self, image, *rest):
+        if rest or not isinstance(image, LazyImage):
+            raise NeedsPixels(f"the transform was given a {type(image).__name__}, not the opened image")
+        return Recorded(image)
+
+
+def _path_of(fp) -> str:
+    if isinstance(fp, (str, os.PathLike)):
+        return os.fspath(fp)
+    name = getattr(fp, "name", None)
+    if isinstance(name, str) and os.path.isfile(name):
+        return name  # an open file: `Image.open(open(path, "rb"))`
+    raise NeedsPixels(f"an image opened from a {type(fp).__name__} (hpuload reads files by path)")
+
+
+def _patched(original, lazy):
+    def call(*args, **kwargs):
+        if getattr(_probing, "on", False):
+            return lazy(*args, **kwargs)
+        return original(*args, **kwargs)
+
+    call.__wrapped__ = original
+    return call
+
+
+def _pil_open(fp, mode="r", formats=None):
+    if mode != "r":
+        raise NeedsPixels(f"Image.open(..., mode={mode!r})")
+    return LazyImage(_path_of(fp))
+
+
+def _read_file(path):
+    return _FileBytes(_path_of(path))
+
+
+def _decode_image(data, mode=None, *args, **kwargs):
+    if not isinstance(data, _FileBytes):
+        raise NeedsPixels(f"decode_image of a {type(data).__name__} (hpuload reads files by path)")
+    if args or kwargs.get("apply_exif_orientation"):
+        raise NeedsPixels("decode_image options other than the mode")
+    _rgb_mode(mode)
+    return LazyImage(data.path)
+
+
+def _read_image(path, mode=None, *args, **kwargs):
+    if args or kwargs.get("apply_exif_orientation"):
+        raise NeedsPixels("read_image options other than the mode")
+    _rgb_mode(mode)
+    return LazyImage(_path_of(path))
+
+
+def _rgb_mode(mode) -> None:
+    name = getattr(mode, "name", mode)
+    if name not in (None, "RGB", "UNCHANGED"):
+        raise NeedsPixels(f"an image read in mode {name} (hpuload decodes to RGB)")
+
+
+def _install() -> None:
+    """Patches the image-opening calls once per process; they behave as before except on a
+    thread that is probing."""
+    with _patch_lock:
+        from PIL import Image
+
+        if getattr(Image.open, "__wrapped__", None) is None:
+            Image.open = _patched(Image.open, _pil_open)
+        try:
+            import torchvision.io as tio
+        except ImportError:  # pragma: no cover - torchvision comes with the fast path
+            return
+        for name, lazy in (("read_file", _read_file), ("decode_image", _decode_image), ("read_image", _read_image)):
+            original = getattr(tio, name, None)
+            if original is not None and getattr(original, "__wrapped__", None) is None:
+                setattr(tio, name, _patched(original, lazy))
+
+
+def _user_line(error: BaseException) -> str:
+    """`file:line (code)` of the innermost frame outside this module where `error` rose."""
+    here = os.path.abspath(__file__)
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if os.path.abspath(f.filename) != here]
+    if not frames:
+        return "?"
+    f = frames[-1]
+    return f"{os.path.basename(f.filename)}:{f.lineno} (`{(f.line or '').strip()}`)"
+
+
+def _label(value) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, torch.Tensor) and value.dim() == 0 and not value.is_floating_point() and not value.is_complex():
+        return int(value)
+    try:
+        import numpy as np
+
+        if isinstance(value, np.integer):
+            return int(value)
+    except ImportError:  # pragma: no cover
+        pass
+    return None
+
+
+def _shape(out) -> tuple[Any, Any, int]:
+    """`(layout, keys, label)` of what `__getitem__` returned: `("pair", None, label)` for an
+    `(image, label)` pair, `("dict", (image key, label key), label)` for a dict of the two."""
+    if isinstance(out, (tuple, list)) and len(out) == 2 and isinstance(out[0], Recorded):
+        label = _label(out[1])
+        if label is not None:
+            return "pair", None, label
+    if isinstance(out, dict) and len(out) == 2:
+        images = [k for k, v in out.items() if isinstance(v, Recorded)]
+        others = [k for k in out if k not in images]
+        if len(images) == 1 and _label(out[others[0]]) is not None:
+            return "dict", (images[0], others[0]), _label(out[others[0]])
+    kinds = (
+        [type(v).__name__ if not isinstance(v, Recorded) else "image" for v in out]
+        if isinstance(out, (tuple, list))
+        else type(out).__name__
+    )
+    raise NeedsPixels(
+        f"__getitem__ returns {kinds}; hpuload gives (image, integer label) pairs or a dict of the two"
+    )
+
+
+def probe(dataset) -> tuple[list[tuple[str, int]], Any]:
+    """The `(path, label)` of every index of `dataset`, learnt by running its `__getitem__`
+    with lazy image opening and a stand-in transform, and the keys of the dicts it returns
+    (None for pairs). Raises `NeedsPixels` naming the user's line for code that needs pixels.
+    The global random generators are left as they were."""
+    _install()
+    n = len(dataset)
+    if n == 0:
+        raise NeedsPixels("the dataset is empty")
+    transform = dataset.transform
+    states = (torch.get_rng_state(), random.getstate())
+    samples: list[tuple[str, int]] = []
+    layout = keys = None
+    _probing.on = True
+    dataset.transform = TransformStandIn()
+    try:
+        for i in range(n):
+            try:
+                out = dataset[i]
+            except NeedsPixels as e:
+                raise NeedsPixels(f"{type(dataset).__name__}.__getitem__ needs pixels at {_user_line(e)}: {e}") from None
+            shape, k, label = _shape(out)
+            if layout is None:
+                layout, keys = shape, k
+            elif (shape, k) != (layout, keys):
+                raise NeedsPixels(f"__getitem__({i}) returns another shape than __getitem__(0)")
+            samples.append((out[0].image.path if shape == "pair" else out[k[0]].image.path, label))
+        # The first indices again: a __getitem__ that picks its file at random cannot be
+        # learnt once.
+        for i in range(min(n, 3)):
+            again = dataset[i]
+            opened = again[0] if layout == "pair" else again[keys[0]]
+            if opened.image.path != samples[i][0]:
+                raise NeedsPixels(
+                    f"{type(dataset).__name__}.__getitem__({i}) opened two different files on two calls"
+                )
+    finally:
+        dataset.transform = transform
+        _probing.on = False
+        torch.set_rng_state(states[0])
+        random.setstate(states[1])
+    return samples, keys

@@ -1,0 +1,189 @@
+"""The user's own Dataset classes: learnt from their `__getitem__` (lazy image opening, a
+stand-in transform) and run natively, or sent to torch's DataLoader naming the line that needs
+pixels. Never different output."""
+
+import csv
+import io
+import random
+import warnings
+
+import pytest
+import torch
+import torch.utils.data as tud
+from PIL import Image
+from torchvision import datasets
+from torchvision import transforms as T
+
+from hpuload.torch import DataLoader, FallbackReason, FallbackWarning
+
+
+def write_csv(root, path):
+    """A CSV of `path,label` rows over an ImageFolder's files, in its order."""
+    folder = datasets.ImageFolder(root)
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["file", "label"])
+        for p, t in folder.samples:
+            w.writerow([p, t])
+    return folder
+
+
+class CsvImageDataset(tud.Dataset):
+    """What most training code outside the reference scripts looks like."""
+
+    def __init__(self, csv_path, transform=None):
+        with open(csv_path) as f:
+            self.rows = [(r["file"], int(r["label"])) for r in csv.DictReader(f)]
+        self.transform = transform
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        path, label = self.rows[i]
+        image = Image.open(path).convert("RGB")
+        if self.transform is not None:
+            image = self.transform(image)
+        return image, label
+
+
+class DictDataset(CsvImageDataset):
+    def __getitem__(self, i):
+        path, label = self.rows[i]
+        with Image.open(path) as im:
+            image = im.convert("RGB")
+        return {"pixel_values": self.transform(image), "labels": torch.tensor(label)}
+
+
+class ReadsTheSize(CsvImageDataset):
+    def __getitem__(self, i):
+        path, label = self.rows[i]
+        image = Image.open(path).convert("RGB")
+        if image.size[0] < 10:
+            label = 0
+        return self.transform(image), label
+
+
+class OpensBytes(CsvImageDataset):
+    def __getitem__(self, i):
+        path, label = self.rows[i]
+        with open(path, "rb") as f:
+            data = f.read()
+        return self.transform(Image.open(io.BytesIO(data)).convert("RGB")), label
+
+
+class PicksAtRandom(CsvImageDataset):
+    def __getitem__(self, i):
+        path, label = self.rows[random.randrange(len(self.rows))]
+        return self.transform(Image.open(path).convert("RGB")), label
+
+
+class FoodLike(datasets.VisionDataset):
+    """Shaped like torchvision's Food101 / Flowers102 / StanfordCars: VisionDataset, file lists
+    kept privately, `PIL.Image.open(file).convert("RGB")`, `transform` and `target_transform`."""
+
+    def __init__(self, root, transform=None, target_transform=None):
+        super().__init__(root, transform=transform, target_transform=target_transform)
+        folder = datasets.ImageFolder(root)
+        self._image_files = [p for p, _ in folder.samples]
+        self._labels = [t for _, t in folder.samples]
+        self.classes = folder.classes
+
+    def __len__(self):
+        return len(self._image_files)
+
+    def __getitem__(self, idx):
+        image_file, label = self._image_files[idx], self._labels[idx]
+        image = Image.open(image_file).convert("RGB")
+        if self.transform:
+            image = self.transform(image)
+        if self.target_transform:
+            label = self.target_transform(label)
+        return image, label
+
+
+EXACT = T.Compose([T.CenterCrop(32), T.PILToTensor()])
+
+
+def no_fallback(make):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        return make()
+
+
+def test_a_csv_dataset_of_the_users_own_runs_natively_with_torchs_labels_and_pixels(png_folder, tmp_path):
+    write_csv(png_folder, tmp_path / "train.csv")
+    ds = CsvImageDataset(tmp_path / "train.csv", EXACT)
+    loader = no_fallback(lambda: DataLoader(ds, batch_size=4, backend="cpu"))
+    assert type(loader) is DataLoader
+    ours = [(x, y) for x, y in loader]
+    theirs = list(tud.DataLoader(ds, batch_size=4))
+    assert len(ours) == len(theirs)
+    for (x1, y1), (x2, y2) in zip(ours, theirs):
+        assert y1.tolist() == y2.tolist()
+        assert x1.shape == x2.shape and x1.dtype == x2.dtype
+        assert (x1.int() - x2.int()).abs().max().item() <= 1
+    # The probe left the dataset and the global generators as they were.
+    assert ds.transform is EXACT
+
+
+def test_random_augmentation_of_a_users_dataset_is_drawn_natively_per_sample(jpeg_folder, tmp_path):
+    write_csv(jpeg_folder, tmp_path / "train.csv")
+    tf = T.Compose([T.RandomResizedCrop(48), T.RandomHorizontalFlip(), T.ToTensor()])
+    ds = CsvImageDataset(tmp_path / "train.csv", tf)
+    state = torch.get_rng_state()
+    loader = no_fallback(lambda: DataLoader(ds, batch_size=8, shuffle=True, seed=3))
+    assert torch.equal(state, torch.get_rng_state()), "probing drew nothing from torch's generator"
+    seen = []
+    for x, y in loader:
+        assert x.shape[1:] == (3, 48, 48) and x.dtype == torch.float32
+        seen.extend(zip(loader.last_indices, y.tolist()))
+    assert sorted(i for i, _ in seen) == list(range(len(ds)))
+    assert all(label == ds.rows[i][1] for i, label in seen)
+
+
+def test_a_dataset_returning_dicts_keeps_its_keys(png_folder, tmp_path):
+    write_csv(png_folder, tmp_path / "train.csv")
+    ds = DictDataset(tmp_path / "train.csv", EXACT)
+    batch = next(iter(no_fallback(lambda: DataLoader(ds, batch_size=3, backend="cpu"))))
+    want = next(iter(tud.DataLoader(ds, batch_size=3)))
+    assert set(batch) == {"pixel_values", "labels"}
+    assert batch["labels"].tolist() == want["labels"].tolist()
+    assert (batch["pixel_values"].int() - want["pixel_values"].int()).abs().max().item() <= 1
+
+
+def test_torchvision_datasets_on_visiondataset_run_natively_with_their_target_transform(png_folder):
+    ds = FoodLike(png_folder, transform=EXACT, target_transform=lambda t: t + 100)
+    loader = no_fallback(lambda: DataLoader(ds, batch_size=4, backend="cpu"))
+    labels = [y for _, y in loader]
+    assert torch.cat(labels).tolist() == [ds[i][1] for i in range(len(ds))]
+    assert min(torch.cat(labels).tolist()) >= 100
+    assert loader.classes == ds.classes
+
+
+@pytest.mark.parametrize(
+    "cls, said",
+    [
+        (ReadsTheSize, r"ReadsTheSize.__getitem__ needs pixels at test_user_datasets.py:\d+ \(`if image.size\[0\] < 10:`\): the image's .size"),
+        (OpensBytes, r"BytesIO"),
+        (PicksAtRandom, r"two different files"),
+    ],
+)
+def test_a_dataset_that_needs_pixels_itself_runs_on_torchs_loader_naming_the_line(jpeg_folder, tmp_path, cls, said):
+    write_csv(jpeg_folder, tmp_path / "train.csv")
+    ds = cls(tmp_path / "train.csv", T.Compose([T.CenterCrop(32), T.ToTensor()]))
+    with pytest.warns(FallbackWarning, match=said) as record:
+        loader = DataLoader(ds, batch_size=4)
+    assert record[0].message.reason is FallbackReason.DATASET
+    assert isinstance(loader, tud.DataLoader) and not isinstance(loader, DataLoader)
+    x, y = next(iter(loader))
+    assert x.shape == (4, 3, 32, 32)
+    # Outside the probe, the image calls are PIL's own again.
+    assert Image.open(ds.rows[0][0]).size[0] > 0
+
+
+def test_a_users_dataset_whose_transform_hpuload_cannot_run_falls_back_before_probing(jpeg_folder, tmp_path):
+    write_csv(jpeg_folder, tmp_path / "train.csv")
+    ds = CsvImageDataset(tmp_path / "train.csv", T.Compose([T.CenterCrop(32), T.RandomPerspective(), T.ToTensor()]))
+    with pytest.warns(FallbackWarning, match="RandomPerspective"):
+        DataLoader(ds, batch_size=4)
