@@ -14,6 +14,7 @@ from PIL import Image
 from torchvision import datasets
 from torchvision import transforms as T
 
+from hpuload import _probe
 from hpuload.torch import DataLoader, FallbackReason, FallbackWarning
 
 
@@ -131,9 +132,11 @@ def test_random_augmentation_of_a_users_dataset_is_drawn_natively_per_sample(jpe
     write_csv(jpeg_folder, tmp_path / "train.csv")
     tf = T.Compose([T.RandomResizedCrop(48), T.RandomHorizontalFlip(), T.ToTensor()])
     ds = CsvImageDataset(tmp_path / "train.csv", tf)
-    state = torch.get_rng_state()
+    state, py_state = torch.get_rng_state(), random.getstate()
+    samples, keys = _probe.probe(ds)
+    assert torch.equal(state, torch.get_rng_state()) and py_state == random.getstate(), "probing drew nothing"
+    assert samples == ds.rows and keys is None and ds.transform is tf
     loader = no_fallback(lambda: DataLoader(ds, batch_size=8, shuffle=True, seed=3))
-    assert torch.equal(state, torch.get_rng_state()), "probing drew nothing from torch's generator"
     seen = []
     for x, y in loader:
         assert x.shape[1:] == (3, 48, 48) and x.dtype == torch.float32
