@@ -212,13 +212,14 @@ def _shape(out) -> tuple[Any, Any, int]:
     )
 
 
-def probe(dataset) -> tuple[list[tuple[str, int]], Any]:
-    """The `(path, label)` of every index of `dataset`, learnt by running its `__getitem__`
+def probe(dataset, indices: list[int] | None = None) -> tuple[list[tuple[str, int]], Any]:
+    """The `(path, label)` of every index of `dataset` (or of `indices`, in that order), learnt by running its `__getitem__`
     with lazy image opening and a stand-in transform, and the keys of the dicts it returns
     (None for pairs). Raises `NeedsPixels` naming the user's line for code that needs pixels.
     The global random generators are left as they were."""
     _install()
-    n = len(dataset)
+    order = range(len(dataset)) if indices is None else indices
+    n = len(order)
     if n == 0:
         raise NeedsPixels("the dataset is empty")
     transform = dataset.transform
@@ -228,7 +229,7 @@ def probe(dataset) -> tuple[list[tuple[str, int]], Any]:
     _probing.on = True
     dataset.transform = TransformStandIn()
     try:
-        for i in range(n):
+        for i in order:
             try:
                 out = dataset[i]
             except NeedsPixels as e:
@@ -241,10 +242,11 @@ def probe(dataset) -> tuple[list[tuple[str, int]], Any]:
             samples.append((out[0].image.path if shape == "pair" else out[k[0]].image.path, label))
         # The first indices again: a __getitem__ that picks its file at random cannot be
         # learnt once.
-        for i in range(min(n, 3)):
+        for k in range(min(n, 3)):
+            i = order[k]
             again = dataset[i]
             opened = again[0] if layout == "pair" else again[keys[0]]
-            if opened.image.path != samples[i][0]:
+            if opened.image.path != samples[k][0]:
                 raise NeedsPixels(
                     f"{type(dataset).__name__}.__getitem__({i}) opened two different files on two calls"
                 )

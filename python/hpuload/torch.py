@@ -146,36 +146,7 @@ def _dataset_source(dataset, pipeline, transform=None, max_boxes=200):
         return _hf.hf_source(dataset, pipeline, transform)
     if _detection.is_coco(dataset):
         return _coco_source(dataset, pipeline, max_boxes)
-    try:
-        from torchvision.datasets import DatasetFolder, ImageFolder
-        from torchvision.datasets.folder import default_loader
-    except ImportError as e:  # pragma: no cover - torchvision is a requirement of the fast path
-        raise _Unfit(f"torchvision is not importable ({e})", FallbackReason.DATASET) from e
-    if not (
-        isinstance(dataset, ImageFolder)
-        and type(dataset).__getitem__ is DatasetFolder.__getitem__
-        and dataset.loader is default_loader
-        and dataset.target_transform is None
-    ):
-        # Any other map-style Dataset (a user's class, torchvision's datasets on VisionDataset,
-        # an ImageFolder with its own loader or __getitem__): learnt from its own code.
-        return _user_source(dataset, pipeline)
-    _check_decodable(dataset.samples)
-    source = {
-        "source": _options.SamplesSource([(p, int(t)) for p, t in dataset.samples], list(dataset.classes))
-    }
-    if pipeline is not None:
-        pipe, dtype = _pipeline(pipeline), "f32"
-    else:
-        def translate_now():
-            if dataset.target_transform is not None:
-                raise Unsupported("the ImageFolder has a target_transform now")
-            return translate(dataset.transform)
-
-        watch = _TransformWatch(lambda: dataset.transform, translate_now)
-        pipe, dtype = watch.translated
-        source["watch"] = watch
-    return source, pipe, dtype, dataset.classes
+    return _listed_source(dataset, pipeline)
 
 
 def _check_decodable(samples) -> None:
@@ -184,29 +155,64 @@ def _check_decodable(samples) -> None:
         raise _Unfit(f"{len(odd)} files are not JPEG, PNG or WebP (first: {odd[0]})", FallbackReason.DATASET)
 
 
-def _user_source(dataset, pipeline):
-    """A map-style Dataset hpuload knows nothing about: its transform translated (or the
-    given pipeline), then its `__getitem__` run once per index with lazy image opening and a
-    stand-in transform (`_probe.py`), which gives each sample's file and label."""
+def _plain_image_folder(dataset) -> bool:
+    """A torchvision ImageFolder whose samples are what it lists: its own `__getitem__`, the
+    default loader, no target_transform."""
+    from torchvision.datasets import DatasetFolder, ImageFolder
+    from torchvision.datasets.folder import default_loader
+
+    return (
+        isinstance(dataset, ImageFolder)
+        and type(dataset).__getitem__ is DatasetFolder.__getitem__
+        and dataset.loader is default_loader
+        and dataset.target_transform is None
+    )
+
+
+def _listed_source(dataset, pipeline):
+    """A dataset of one image file and one integer label per index, as a `SamplesSource`: a
+    torchvision ImageFolder (its `samples`), or any other map-style Dataset with a
+    `transform` (a user's class, torchvision's datasets on VisionDataset, an ImageFolder with
+    its own loader or `__getitem__`), learnt by running its `__getitem__` once per index with
+    lazy image opening and a stand-in transform (`_probe.py`). Under `Subset`s (what
+    `random_split` returns), the chosen indices of the dataset inside."""
     D = FallbackReason.DATASET
+    indices = None
+    while type(dataset) is tud.Subset:
+        chosen = [int(i) for i in dataset.indices]
+        indices = chosen if indices is None else [chosen[i] for i in indices]
+        dataset = dataset.dataset
     name = type(dataset).__name__
-    if not (hasattr(type(dataset), "__getitem__") and hasattr(type(dataset), "__len__")):
-        raise _Unfit(f"dataset is a {name}, not a map-style Dataset (no __getitem__ and __len__)", D)
-    if not hasattr(dataset, "transform"):
-        raise _Unfit(f"dataset is a {name} without a `transform` attribute for hpuload to run", D)
+    plain = _plain_image_folder(dataset)
+    if not plain:
+        if not (hasattr(type(dataset), "__getitem__") and hasattr(type(dataset), "__len__")):
+            raise _Unfit(f"dataset is a {name}, not a map-style Dataset (no __getitem__ and __len__)", D)
+        if not hasattr(dataset, "transform"):
+            raise _Unfit(f"dataset is a {name} without a `transform` attribute for hpuload to run", D)
     watch = None
     if pipeline is not None:
         pipe, dtype = _pipeline(pipeline), "f32"
     else:
         # Translated first: a transform hpuload cannot run falls back before any probing.
-        watch = _TransformWatch(lambda: dataset.transform, lambda: translate(dataset.transform))
+        def translate_now():
+            if plain and dataset.target_transform is not None:
+                raise Unsupported("the ImageFolder has a target_transform now")
+            return translate(dataset.transform)
+
+        watch = _TransformWatch(lambda: dataset.transform, translate_now)
         pipe, dtype = watch.translated
-    try:
-        samples, keys = _probe.probe(dataset)
-    except _probe.NeedsPixels as e:
-        raise _Unfit(str(e), D) from e
-    except AttributeError as e:
-        raise _Unfit(f"{name}'s transform cannot be stood in for while probing ({e})", D) from e
+    keys = None
+    if plain:
+        samples = [(p, int(t)) for p, t in dataset.samples]
+        if indices is not None:
+            samples = [samples[i] for i in indices]
+    else:
+        try:
+            samples, keys = _probe.probe(dataset, indices)
+        except _probe.NeedsPixels as e:
+            raise _Unfit(str(e), D) from e
+        except AttributeError as e:
+            raise _Unfit(f"{name}'s transform cannot be stood in for while probing ({e})", D) from e
     _check_decodable(samples)
     classes = getattr(dataset, "classes", None)
     classes = list(classes) if isinstance(classes, (list, tuple)) and all(isinstance(c, str) for c in classes) else []

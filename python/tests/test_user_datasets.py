@@ -190,3 +190,21 @@ def test_a_users_dataset_whose_transform_hpuload_cannot_run_falls_back_before_pr
     ds = CsvImageDataset(tmp_path / "train.csv", T.Compose([T.CenterCrop(32), T.RandomPerspective(), T.ToTensor()]))
     with pytest.warns(FallbackWarning, match="RandomPerspective"):
         DataLoader(ds, batch_size=4)
+
+
+@pytest.mark.parametrize("kind", ["imagefolder", "csv"])
+def test_random_split_subsets_run_natively_over_the_chosen_indices(png_folder, tmp_path, kind):
+    if kind == "csv":
+        write_csv(png_folder, tmp_path / "train.csv")
+        ds = CsvImageDataset(tmp_path / "train.csv", EXACT)
+    else:
+        ds = datasets.ImageFolder(png_folder, EXACT)
+    train, val = tud.random_split(ds, [0.75, 0.25], generator=torch.Generator().manual_seed(0))
+    nested = tud.Subset(val, [2, 0, 1])
+    for part in (train, val, nested):
+        loader = no_fallback(lambda: DataLoader(part, batch_size=4, backend="cpu"))
+        ours = [(x, y) for x, y in loader]
+        theirs = list(tud.DataLoader(part, batch_size=4))
+        assert [y.tolist() for _, y in ours] == [y.tolist() for _, y in theirs]
+        for (x1, _), (x2, _) in zip(ours, theirs):
+            assert (x1.int() - x2.int()).abs().max().item() <= 1
