@@ -3,7 +3,10 @@
 windows, over N photos of a folder (sampled with a fixed seed).
 
 usage: python parity_photos.py DATA_DIR N"""
-import sys, random, collections
+import collections
+import random
+import sys
+
 import torch
 import torchvision.transforms.functional as F
 from PIL import Image
@@ -11,6 +14,8 @@ from torchvision import datasets, transforms as T
 from hpuload.torch import DataLoader
 
 root, n = sys.argv[1], int(sys.argv[2])
+
+
 def stats(name, pairs):
     hist = collections.Counter()
     total = 0
@@ -21,6 +26,7 @@ def stats(name, pairs):
             hist[int(v)] += int(c)
     over1 = sum(c for v, c in hist.items() if v > 1)
     print(f"{name}: {total} values; >1 level: {over1 / total * 1000:.1f} per thousand; max {max(hist)}; histogram {dict(sorted(hist.items()))}")
+
 
 ds = datasets.ImageFolder(root, T.Compose([T.Resize(256), T.CenterCrop(224), T.PILToTensor()]))
 idx = sorted(random.Random(7).sample(range(len(ds)), n))
@@ -33,9 +39,7 @@ tds = datasets.ImageFolder(root, T.Compose([T.RandomResizedCrop(224), T.PILToTen
 tsub = torch.utils.data.Subset(tds, idx)
 loader = DataLoader(tsub, batch_size=50, backend="cpu", seed=5)
 pairs = []
-it = iter(loader)
-k = 0
-for x, _ in it:
+for x, _ in loader:
     for row in range(x.shape[0]):
         i = loader.last_indices[row]
         path = tds.samples[idx[i]][0]
