@@ -234,6 +234,14 @@ def probe(dataset, indices: list[int] | None = None) -> tuple[list[tuple[str, in
                 out = dataset[i]
             except NeedsPixels as e:
                 raise NeedsPixels(f"{type(dataset).__name__}.__getitem__ needs pixels at {_user_line(e)}: {e}") from None
+            except Exception as e:
+                # Code that met the handle where it expected pixels (a transform it calls by
+                # another name, a library that checks the image's type), or an error of its
+                # own that torch's loader will show as it is.
+                raise NeedsPixels(
+                    f"{type(dataset).__name__}.__getitem__({i}) raised {type(e).__name__} while probed, "
+                    f"at {_user_line(e)}: {e}"
+                ) from None
             shape, k, label = _shape(out)
             if layout is None:
                 layout, keys = shape, k

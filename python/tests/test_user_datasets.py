@@ -208,3 +208,26 @@ def test_random_split_subsets_run_natively_over_the_chosen_indices(png_folder, t
         assert [y.tolist() for _, y in ours] == [y.tolist() for _, y in theirs]
         for (x1, _), (x2, _) in zip(ours, theirs):
             assert (x1.int() - x2.int()).abs().max().item() <= 1
+
+
+class CallsTheTransformsWrapper(datasets.VisionDataset):
+    """Calls `self.transforms` (VisionDataset's StandardTransform), not `self.transform`: the
+    real transform meets the handle while probed, and torchvision refuses it."""
+
+    def __init__(self, root, transform):
+        super().__init__(root, transform=transform)
+        self.files = [p for p, _ in datasets.ImageFolder(root).samples]
+
+    def __len__(self):
+        return len(self.files)
+
+    def __getitem__(self, i):
+        return self.transforms(Image.open(self.files[i]).convert("RGB"), 0)
+
+
+def test_a_dataset_whose_code_meets_the_handle_elsewhere_falls_back_instead_of_raising(jpeg_folder):
+    ds = CallsTheTransformsWrapper(jpeg_folder, T.Compose([T.Resize(40), T.CenterCrop(32), T.ToTensor()]))
+    with pytest.warns(FallbackWarning, match=r"raised TypeError while probed"):
+        loader = DataLoader(ds, batch_size=4)
+    x, y = next(iter(loader))
+    assert x.shape == (4, 3, 32, 32) and y.tolist() == [0] * 4
