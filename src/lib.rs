@@ -49,6 +49,7 @@ pub mod sampler;
 pub mod source;
 pub mod stage;
 pub mod tensor;
+pub mod video;
 
 pub use augment::{Op, OpKind, Pipeline, Size};
 pub use error::{Error, SampleError, SampleErrorKind};

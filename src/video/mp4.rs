@@ -1,0 +1,651 @@
+//! The frame index of an MP4/MOV file's first video track, from its sample tables.
+//!
+//! Only the top-level box headers are read to find the boxes that describe the media (`ftyp`,
+//! `moov`); the media data (`mdat`, most of the file) is never read, so indexing a video costs
+//! a few small reads whatever its length. The tables are parsed by Mozilla's `mp4parse` (the
+//! parser Firefox uses on untrusted files), run behind a panic guard like the other
+//! third-party parsers of untrusted bytes here.
+
+use std::fs::File;
+use std::io::Cursor;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use mp4parse::unstable::{create_sample_table, CheckedInteger};
+use mp4parse::{CodecType, SampleEntry, TrackType, VideoCodecSpecific};
+
+use crate::Error;
+
+/// The most bytes of `moov` read (a two-hour 60 fps video's tables are a few MiB).
+const MAX_MOOV_BYTES: u64 = 256 << 20;
+
+/// The video codecs the index accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Codec {
+    /// H.264 / AVC (`avc1`, `avc3`), with its `avcC` decoder configuration.
+    H264,
+}
+
+/// One frame of the index, in decode order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Frame {
+    /// Presentation time, in the track's timescale, edit list applied (may be negative for
+    /// frames the edit list cuts before the start).
+    pub pts: i64,
+    /// Decode time, in the track's timescale.
+    pub dts: i64,
+    /// A sync sample: decoding can start here.
+    pub keyframe: bool,
+    /// The compressed sample's first byte in the file.
+    pub offset: u64,
+    /// Its length in bytes.
+    pub len: u32,
+}
+
+/// Why a file has no usable frame index.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum VideoError {
+    /// The top-level boxes do not parse (not an MP4/MOV file, or truncated).
+    #[error("not an MP4/MOV file: {0}")]
+    NotMp4(String),
+    /// No `moov` box before the end of the file.
+    #[error("no `moov` box (the file is truncated, or was not finished when written)")]
+    NoMoov,
+    /// The movie box is larger than any real one.
+    #[error("the `moov` box claims {0} bytes, more than the {max} MiB read", max = MAX_MOOV_BYTES >> 20)]
+    MoovTooLarge(u64),
+    /// `mp4parse` refused the movie box.
+    #[error("the movie box does not parse: {0}")]
+    Moov(String),
+    /// No track is video.
+    #[error("no video track")]
+    NoVideoTrack,
+    /// A video codec other than H.264.
+    #[error("the video is {0}; hpuload decodes H.264 (AVC) video")]
+    Codec(&'static str),
+    /// Fragmented MP4 (`moof`), whose samples are described outside `moov`.
+    #[error("fragmented MP4 (`moof` boxes) is not indexed yet")]
+    Fragmented,
+    /// The sample tables are missing or inconsistent.
+    #[error("the video track's sample tables are missing or inconsistent")]
+    Tables,
+    /// A sample larger than any real frame.
+    #[error("frame {frame} claims {len} bytes")]
+    FrameTooLarge {
+        /// The frame, in decode order.
+        frame: usize,
+        /// Its claimed length.
+        len: u64,
+    },
+    /// A frame's bytes lie past the end of the file (a truncated download).
+    #[error("frame {frame}'s bytes lie past the end of the file's {size} bytes (truncated?)")]
+    PastTheEnd {
+        /// The first such frame, in decode order.
+        frame: usize,
+        /// The file's size.
+        size: u64,
+    },
+    /// The parser gave up on malformed bytes.
+    #[error("malformed data: the parser gave up ({0})")]
+    Panicked(String),
+}
+
+/// A video file's frame index: the first video track's frames in decode order, with what a
+/// decoder needs to start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VideoIndex {
+    /// The file.
+    pub path: PathBuf,
+    /// The codec.
+    pub codec: Codec,
+    /// The decoder configuration record (`avcC`: profile, SPS and PPS).
+    pub config: Vec<u8>,
+    /// Width and height from the sample entry, in pixels.
+    pub size: (u32, u32),
+    /// Ticks per second of `pts` and `dts`.
+    pub timescale: u64,
+    /// The frames, in decode order.
+    pub frames: Vec<Frame>,
+}
+
+/// A top-level box: its type and where its body lies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct TopBox {
+    kind: [u8; 4],
+    start: u64,
+    len: u64,
+}
+
+impl VideoIndex {
+    /// Indexes the video at `path` from its tables (its media data is not read).
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the file cannot be read; [`Error::Format`] naming the file and a
+    /// [`VideoError`] for anything else.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
+        let path = path.as_ref().to_path_buf();
+        let io = |source| Error::Io {
+            path: path.clone(),
+            source,
+        };
+        let file = File::open(&path).map_err(io)?;
+        let size = file.metadata().map_err(io)?.len();
+        let bad = |e: VideoError| Error::Format {
+            path: path.clone(),
+            reason: e.to_string(),
+        };
+        let boxes = top_level_boxes(&file, size).map_err(|e| match e {
+            Scan::Io(source) => io(source),
+            Scan::Bad(e) => bad(e),
+        })?;
+        if boxes.iter().any(|b| &b.kind == b"moof") {
+            return Err(bad(VideoError::Fragmented));
+        }
+        // `mp4parse` reads a stream of boxes: give it `ftyp` and `moov`, header and body,
+        // and none of the media data.
+        let mut head = Vec::new();
+        let mut moov = false;
+        for b in boxes
+            .iter()
+            .filter(|b| &b.kind == b"ftyp" || &b.kind == b"moov")
+        {
+            moov |= &b.kind == b"moov";
+            if b.len > MAX_MOOV_BYTES {
+                return Err(bad(VideoError::MoovTooLarge(b.len)));
+            }
+            let at = head.len();
+            head.resize(at + 8 + b.len as usize, 0);
+            head[at..at + 4].copy_from_slice(&((8 + b.len) as u32).to_be_bytes());
+            head[at + 4..at + 8].copy_from_slice(&b.kind);
+            file.read_exact_at(&mut head[at + 8..], b.start)
+                .map_err(io)?;
+        }
+        if !moov {
+            return Err(bad(VideoError::NoMoov));
+        }
+        let index = guarded(|| from_movie(&head)).map_err(bad)?;
+        let (codec, config, frame_size, timescale, frames) = index;
+        if let Some(frame) = frames
+            .iter()
+            .position(|f| f.offset.saturating_add(u64::from(f.len)) > size)
+        {
+            return Err(bad(VideoError::PastTheEnd { frame, size }));
+        }
+        Ok(Self {
+            path,
+            codec,
+            config,
+            size: frame_size,
+            timescale,
+            frames,
+        })
+    }
+
+    /// The frames' indices in presentation order.
+    pub fn presentation_order(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.frames.len()).collect();
+        order.sort_by_key(|&i| (self.frames[i].pts, i));
+        order
+    }
+
+    /// The last keyframe at or before frame `frame` (decode order): where decoding it starts.
+    pub fn keyframe_before(&self, frame: usize) -> Option<usize> {
+        (0..=frame.min(self.frames.len().checked_sub(1)?))
+            .rev()
+            .find(|&i| self.frames[i].keyframe)
+    }
+
+    /// Seconds from the first presented frame to the end of the last, from the timestamps.
+    pub fn duration_seconds(&self) -> f64 {
+        let order = self.presentation_order();
+        match (order.first(), order.last()) {
+            (Some(&a), Some(&b)) if self.timescale > 0 => {
+                // In f64: crafted timestamps may be far apart.
+                let span = self.frames[b].pts as f64 - self.frames[a].pts as f64;
+                let step = if order.len() > 1 {
+                    span / (order.len() - 1) as f64
+                } else {
+                    0.0
+                };
+                (span + step) / self.timescale as f64
+            }
+            _ => 0.0,
+        }
+    }
+}
+
+enum Scan {
+    Io(std::io::Error),
+    Bad(VideoError),
+}
+
+/// The top-level boxes of a file of `size` bytes, from their headers alone.
+fn top_level_boxes(file: &File, size: u64) -> Result<Vec<TopBox>, Scan> {
+    let mut boxes = Vec::new();
+    let mut at = 0u64;
+    while at < size {
+        let mut header = [0u8; 16];
+        let want = (size - at).min(16) as usize;
+        if want < 8 {
+            return Err(Scan::Bad(VideoError::NotMp4(format!(
+                "{want} stray bytes at the end"
+            ))));
+        }
+        file.read_exact_at(&mut header[..want], at)
+            .map_err(Scan::Io)?;
+        let kind: [u8; 4] = header[4..8].try_into().expect("4 bytes");
+        if at == 0
+            && !matches!(
+                &kind,
+                b"ftyp" | b"moov" | b"free" | b"skip" | b"wide" | b"mdat"
+            )
+        {
+            return Err(Scan::Bad(VideoError::NotMp4(format!(
+                "the first box is {:?}",
+                String::from_utf8_lossy(&kind)
+            ))));
+        }
+        let small = u64::from(u32::from_be_bytes(header[..4].try_into().expect("4 bytes")));
+        let (header_len, total) = match small {
+            0 => (8, size - at),
+            1 if want == 16 => (16, u64::from_be_bytes(header[8..16].try_into().expect("8"))),
+            1 => {
+                return Err(Scan::Bad(VideoError::NotMp4(
+                    "a box's 64-bit size is cut off".into(),
+                )))
+            }
+            n => (8, n),
+        };
+        // A cut-off download ends inside its media data: the frames past the cut are named
+        // when the index is checked against the file's size.
+        let total = if &kind == b"mdat" && total > size - at {
+            size - at
+        } else {
+            total
+        };
+        if total < header_len || total > size - at {
+            return Err(Scan::Bad(VideoError::NotMp4(format!(
+                "box {:?} at byte {at} claims {total} bytes, past the file's {size}",
+                String::from_utf8_lossy(&kind)
+            ))));
+        }
+        boxes.push(TopBox {
+            kind,
+            start: at + header_len,
+            len: total - header_len,
+        });
+        at += total;
+    }
+    Ok(boxes)
+}
+
+type Parsed = (Codec, Vec<u8>, (u32, u32), u64, Vec<Frame>);
+
+/// The first video track of the movie `head` (`ftyp` and `moov` boxes) as an index.
+fn from_movie(head: &[u8]) -> Result<Parsed, VideoError> {
+    // A sample entry mp4parse does not know may fail its parse: name the codec then.
+    let context = mp4parse::read_mp4(&mut Cursor::new(head)).map_err(|e| {
+        other_codec(head).map_or_else(|| VideoError::Moov(format!("{e:?}")), VideoError::Codec)
+    })?;
+    let track = context
+        .tracks
+        .iter()
+        .find(|t| t.track_type == TrackType::Video)
+        .ok_or(VideoError::NoVideoTrack)?;
+    let entry = track
+        .stsd
+        .as_ref()
+        .and_then(|d| d.descriptions.first())
+        .ok_or(VideoError::Tables)?;
+    let (config, size) = match entry {
+        SampleEntry::Video(v) => match (&v.codec_type, &v.codec_specific) {
+            (CodecType::H264, VideoCodecSpecific::AVCConfig(avcc)) => {
+                (avcc.to_vec(), (u32::from(v.width), u32::from(v.height)))
+            }
+            (CodecType::VP9, _) => return Err(VideoError::Codec("VP9")),
+            (CodecType::VP8, _) => return Err(VideoError::Codec("VP8")),
+            (CodecType::AV1, _) => return Err(VideoError::Codec("AV1")),
+            (CodecType::MP4V, _) => return Err(VideoError::Codec("MPEG-4 Part 2")),
+            (CodecType::H263, _) => return Err(VideoError::Codec("H.263")),
+            (CodecType::EncryptedVideo, _) => return Err(VideoError::Codec("encrypted video")),
+            _ => return Err(unknown_codec(head)),
+        },
+        _ => return Err(unknown_codec(head)),
+    };
+    let timescale = track
+        .timescale
+        .map(|t| t.0)
+        .filter(|&t| t > 0)
+        .ok_or(VideoError::Tables)?;
+    // The edit list's start (`elst` media time) moves presentation times back to zero.
+    let offset = track
+        .media_time
+        .map_or(0, |t| i64::try_from(t.0).unwrap_or(i64::MAX));
+    let table = create_sample_table(track, CheckedInteger(-offset)).ok_or(VideoError::Tables)?;
+    let mut frames = Vec::with_capacity(table.len());
+    for (k, s) in table.iter().enumerate() {
+        let (start, end) = (s.start_offset.0, s.end_offset.0);
+        let len = end.checked_sub(start).ok_or(VideoError::Tables)?;
+        let len = u32::try_from(len)
+            .ok()
+            .filter(|&l| l < 1 << 30)
+            .ok_or(VideoError::FrameTooLarge { frame: k, len })?;
+        frames.push(Frame {
+            pts: s.start_composition.0,
+            dts: s.start_decode.0,
+            keyframe: s.sync,
+            offset: start,
+            len,
+        });
+    }
+    Ok((Codec::H264, config, size, timescale, frames))
+}
+
+/// The name of a video sample entry `mp4parse` does not know, by its four-character code.
+fn other_codec(head: &[u8]) -> Option<&'static str> {
+    let has = |code: &[u8]| head.windows(4).any(|w| w == code);
+    if has(b"hvc1") || has(b"hev1") {
+        Some("HEVC (H.265)")
+    } else if has(b"vvc1") || has(b"vvi1") {
+        Some("VVC (H.266)")
+    } else if has(b"mjpa") || has(b"mjp2") {
+        Some("Motion JPEG")
+    } else if has(b"apcn") || has(b"apch") || has(b"apcs") || has(b"apco") || has(b"ap4h") {
+        Some("Apple ProRes")
+    } else {
+        None
+    }
+}
+
+fn unknown_codec(head: &[u8]) -> VideoError {
+    VideoError::Codec(other_codec(head).unwrap_or("a codec hpuload does not know"))
+}
+
+/// Runs the parser and turns a panic inside it into an error (`mp4parse` adds timestamps
+/// unchecked on some malformed tables).
+fn guarded<T>(f: impl FnOnce() -> Result<T, VideoError>) -> Result<T, VideoError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        Err(VideoError::Panicked(crate::hpu::panic_message(
+            panic.as_ref(),
+        )))
+    })
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A box: size, type, body.
+    fn boxed(kind: &[u8; 4], body: &[u8]) -> Vec<u8> {
+        let mut out = ((8 + body.len()) as u32).to_be_bytes().to_vec();
+        out.extend_from_slice(kind);
+        out.extend_from_slice(body);
+        out
+    }
+
+    fn full(kind: &[u8; 4], version: u8, body: &[u8]) -> Vec<u8> {
+        let mut b = vec![version, 0, 0, 0];
+        b.extend_from_slice(body);
+        boxed(kind, &b)
+    }
+
+    fn u32s(values: &[u32]) -> Vec<u8> {
+        values.iter().flat_map(|v| v.to_be_bytes()).collect()
+    }
+
+    /// A minimal MP4 of one H.264 track: `frames` sample sizes, `delta` ticks each at
+    /// `timescale`, composition offsets `ctts` (one per frame, or none), keyframes `sync`
+    /// (1-based; empty: no `stss`, every frame a keyframe), an edit list starting at
+    /// `media_time` when given, and a sample entry of type `entry`.
+    pub(crate) struct Movie<'a> {
+        pub sizes: &'a [u32],
+        pub delta: u32,
+        pub timescale: u32,
+        pub ctts: &'a [u32],
+        pub sync: &'a [u32],
+        pub media_time: Option<u32>,
+        pub entry: &'a [u8; 4],
+    }
+
+    impl Movie<'_> {
+        pub(crate) fn h264(sizes: &[u32]) -> Movie<'_> {
+            Movie {
+                sizes,
+                delta: 512,
+                timescale: 12800,
+                ctts: &[],
+                sync: &[1],
+                media_time: None,
+                entry: b"avc1",
+            }
+        }
+
+        /// The file's bytes: `ftyp`, `moov`, then `mdat` with each frame's bytes (its index,
+        /// repeated).
+        pub(crate) fn bytes(&self) -> Vec<u8> {
+            let ftyp = boxed(b"ftyp", b"isom\0\0\x02\0isomiso2avc1mp41");
+            let mdat_body: Vec<u8> = self
+                .sizes
+                .iter()
+                .enumerate()
+                .flat_map(|(i, &n)| std::iter::repeat_n(i as u8, n as usize))
+                .collect();
+            // The moov box's size does not depend on the chunk offset's value, so build it
+            // once to learn where the media data will start.
+            let first = ftyp.len() as u32 + self.moov(0).len() as u32 + 8;
+            let mut out = ftyp;
+            out.extend(self.moov(first));
+            out.extend(boxed(b"mdat", &mdat_body));
+            out
+        }
+
+        fn moov(&self, chunk_offset: u32) -> Vec<u8> {
+            let n = self.sizes.len() as u32;
+            let mut mvhd = u32s(&[0, 0, 1000, n * self.delta]);
+            mvhd.extend_from_slice(&[0, 1, 0, 0, 1, 0, 0, 0]); // rate, volume, reserved
+            mvhd.extend_from_slice(&[0; 8]); // reserved
+            mvhd.extend(u32s(&[0x10000, 0, 0, 0, 0x10000, 0, 0, 0, 0x4000_0000]));
+            mvhd.extend_from_slice(&[0; 24]);
+            mvhd.extend(u32s(&[2]));
+            let mut tkhd = u32s(&[0, 0, 1, 0, n * self.delta]);
+            tkhd.extend_from_slice(&[0; 16]);
+            tkhd.extend(u32s(&[0x10000, 0, 0, 0, 0x10000, 0, 0, 0, 0x4000_0000]));
+            tkhd.extend(u32s(&[64 << 16, 48 << 16]));
+            let mdhd = {
+                let mut b = u32s(&[0, 0, self.timescale, n * self.delta]);
+                b.extend_from_slice(&[0x55, 0xc4, 0, 0]);
+                full(b"mdhd", 0, &b)
+            };
+            let hdlr = {
+                let mut b = u32s(&[0]);
+                b.extend_from_slice(b"vide");
+                b.extend_from_slice(&[0; 12]);
+                b.extend_from_slice(b"video\0");
+                full(b"hdlr", 0, &b)
+            };
+            let avcc = boxed(
+                b"avcC",
+                &[
+                    1, 0x42, 0xc0, 0x1e, 0xff, 0xe1, 0, 4, 0x67, 0x42, 0xc0, 0x1e, 1, 0, 2, 0x68,
+                    0xce,
+                ],
+            );
+            let mut entry = vec![0; 6];
+            entry.extend_from_slice(&[0, 1]); // data reference index
+            entry.extend_from_slice(&[0; 16]);
+            entry.extend_from_slice(&64u16.to_be_bytes());
+            entry.extend_from_slice(&48u16.to_be_bytes());
+            entry.extend(u32s(&[0x0048_0000, 0x0048_0000, 0]));
+            entry.extend_from_slice(&1u16.to_be_bytes());
+            entry.extend_from_slice(&[0; 32]);
+            entry.extend_from_slice(&0x18u16.to_be_bytes());
+            entry.extend_from_slice(&0xffffu16.to_be_bytes());
+            entry.extend(avcc);
+            let stsd = {
+                let mut b = u32s(&[1]);
+                b.extend(boxed(self.entry, &entry));
+                full(b"stsd", 0, &b)
+            };
+            let stts = full(b"stts", 0, &u32s(&[1, n, self.delta]));
+            let mut stbl = stsd;
+            stbl.extend(stts);
+            if !self.ctts.is_empty() {
+                let mut b = u32s(&[self.ctts.len() as u32]);
+                for &c in self.ctts {
+                    b.extend(u32s(&[1, c]));
+                }
+                stbl.extend(full(b"ctts", 0, &b));
+            }
+            if !self.sync.is_empty() {
+                let mut b = u32s(&[self.sync.len() as u32]);
+                b.extend(u32s(self.sync));
+                stbl.extend(full(b"stss", 0, &b));
+            }
+            stbl.extend(full(b"stsc", 0, &u32s(&[1, 1, n, 1])));
+            let mut stsz = u32s(&[0, n]);
+            stsz.extend(u32s(self.sizes));
+            stbl.extend(full(b"stsz", 0, &stsz));
+            stbl.extend(full(b"stco", 0, &u32s(&[1, chunk_offset])));
+            let vmhd = full(b"vmhd", 0, &[0; 8]);
+            let dinf = boxed(
+                b"dinf",
+                &full(
+                    b"dref",
+                    0,
+                    &[&u32s(&[1])[..], &full(b"url ", 0, &[])[..]].concat(),
+                ),
+            );
+            let minf = boxed(b"minf", &[vmhd, dinf, boxed(b"stbl", &stbl)].concat());
+            let mdia = boxed(b"mdia", &[mdhd, hdlr, minf].concat());
+            let mut trak = full(b"tkhd", 0, &tkhd);
+            if let Some(t) = self.media_time {
+                let elst = full(b"elst", 0, &u32s(&[1, n * self.delta, t, 0x10000]));
+                trak.extend(boxed(b"edts", &elst));
+            }
+            trak.extend(mdia);
+            let moov = [full(b"mvhd", 0, &mvhd), boxed(b"trak", &trak)].concat();
+            boxed(b"moov", &moov)
+        }
+    }
+
+    fn index_of(bytes: &[u8], name: &str) -> Result<VideoIndex, Error> {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path =
+            std::env::temp_dir().join(format!("hpuload-{name}-{}-{k}.mp4", std::process::id()));
+        std::fs::write(&path, bytes).unwrap();
+        let out = VideoIndex::open(&path);
+        std::fs::remove_file(&path).ok();
+        out
+    }
+
+    #[test]
+    fn frames_come_from_the_tables_with_their_bytes_and_keyframes() {
+        let sizes = [30, 10, 12, 11, 25, 9];
+        let movie = Movie {
+            sync: &[1, 5],
+            ..Movie::h264(&sizes)
+        };
+        let bytes = movie.bytes();
+        let index = index_of(&bytes, "plain").unwrap();
+        assert_eq!(index.codec, Codec::H264);
+        assert_eq!(index.size, (64, 48));
+        assert_eq!(index.timescale, 12800);
+        assert_eq!(index.config[1], 0x42, "the avcC record, profile byte");
+        assert_eq!(index.frames.len(), sizes.len());
+        for (i, f) in index.frames.iter().enumerate() {
+            assert_eq!(f.len, sizes[i]);
+            let data = &bytes[f.offset as usize..f.offset as usize + f.len as usize];
+            assert!(data.iter().all(|&b| b == i as u8), "frame {i}'s bytes");
+            assert_eq!(f.dts, i as i64 * 512);
+            assert_eq!(f.pts, f.dts);
+            assert_eq!(f.keyframe, i == 0 || i == 4);
+        }
+        assert_eq!(index.keyframe_before(3), Some(0));
+        assert_eq!(index.keyframe_before(5), Some(4));
+        assert!((index.duration_seconds() - 6.0 * 512.0 / 12800.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn b_frames_reorder_presentation_and_the_edit_list_starts_it_at_zero() {
+        // Displayed I0 B1 B2 P3 B4 P5, decoded I0 P3 B1 B2 P5 B4, composition offsets as
+        // x264 writes them (everything shifted by one frame pair, which the edit list undoes).
+        let sizes = [40, 20, 8, 8, 20, 8];
+        let movie = Movie {
+            ctts: &[1024, 2048, 512, 512, 1536, 512],
+            media_time: Some(1024),
+            ..Movie::h264(&sizes)
+        };
+        let index = index_of(&movie.bytes(), "bframes").unwrap();
+        let pts: Vec<i64> = index.frames.iter().map(|f| f.pts).collect();
+        assert_eq!(pts, [0, 1536, 512, 1024, 2560, 2048]);
+        let order = index.presentation_order();
+        assert_eq!(order, [0, 2, 3, 1, 5, 4]);
+    }
+
+    #[test]
+    fn other_codecs_and_other_files_are_named() {
+        let hevc = Movie {
+            entry: b"hvc1",
+            ..Movie::h264(&[10, 10])
+        };
+        let e = index_of(&hevc.bytes(), "hevc").unwrap_err().to_string();
+        assert!(e.contains("HEVC (H.265); hpuload decodes H.264"), "{e}");
+        let e = index_of(b"\xff\xd8\xff\xe0 a jpeg, not a video", "jpeg")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not an MP4/MOV file"), "{e}");
+        let mut cut = Movie::h264(&[10, 10]).bytes();
+        cut.truncate(60);
+        let e = index_of(&cut, "cut").unwrap_err().to_string();
+        assert!(e.contains("past the file's 60"), "{e}");
+        let mut no_moov = boxed(b"ftyp", b"isom\0\0\x02\0isom");
+        no_moov.extend(boxed(b"mdat", &[0; 32]));
+        let e = index_of(&no_moov, "nomoov").unwrap_err().to_string();
+        assert!(e.contains("no `moov` box"), "{e}");
+    }
+
+    #[test]
+    fn a_truncated_download_is_named_at_the_first_frame_past_the_end() {
+        let bytes = Movie::h264(&[40, 20, 8, 8]).bytes();
+        let e = index_of(&bytes[..bytes.len() - 10], "short")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("frame 2's bytes lie past the end"), "{e}");
+    }
+
+    /// Writes the seed of the `video_index` fuzz target (run once, by hand).
+    #[test]
+    #[ignore]
+    fn write_the_fuzz_seed() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/video_index");
+        std::fs::create_dir_all(&dir).unwrap();
+        let movie = Movie {
+            ctts: &[1024, 2048, 512, 512],
+            sync: &[1, 3],
+            media_time: Some(1024),
+            ..Movie::h264(&[40, 20, 8, 8])
+        };
+        std::fs::write(dir.join("bframes.mp4"), movie.bytes()).unwrap();
+    }
+
+    #[test]
+    fn every_cut_of_a_video_is_an_error_or_an_index_never_a_panic() {
+        let bytes = Movie {
+            ctts: &[1024, 2048, 512, 512],
+            sync: &[1, 3],
+            media_time: Some(1024),
+            ..Movie::h264(&[40, 20, 8, 8])
+        }
+        .bytes();
+        let moov_end = bytes.len() - (8 + 76);
+        for cut in (0..moov_end).step_by(7) {
+            let mut damaged = bytes.clone();
+            // Cut the movie box short, or flip a byte inside it.
+            damaged[cut] ^= 0x5a;
+            let _ = index_of(&damaged, "flip");
+            let _ = index_of(&bytes[..cut], "cut");
+        }
+    }
+}
