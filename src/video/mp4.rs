@@ -164,6 +164,7 @@ impl VideoIndex {
         if !moov {
             return Err(bad(VideoError::NoMoov));
         }
+        check_tables(&head).map_err(bad)?;
         let index = guarded(|| from_movie(&head)).map_err(bad)?;
         let (codec, config, frame_size, timescale, frames) = index;
         if let Some(frame) = frames
@@ -278,6 +279,76 @@ fn top_level_boxes(file: &File, size: u64) -> Result<Vec<TopBox>, Scan> {
         at += total;
     }
     Ok(boxes)
+}
+
+/// The smallest entry of each table whose entries `mp4parse` reserves room for from the
+/// count the table claims: `(box type, offset of the count in the body, entry bytes)`.
+const TABLES: &[(&[u8; 4], usize, u64)] = &[
+    (b"stsd", 4, 8),
+    (b"dref", 4, 8),
+    (b"stts", 4, 8),
+    (b"ctts", 4, 8),
+    (b"stss", 4, 4),
+    (b"stsc", 4, 12),
+    (b"stco", 4, 4),
+    (b"co64", 4, 8),
+    (b"elst", 4, 12),
+];
+
+/// Boxes that hold boxes, down to the sample tables.
+const CONTAINERS: &[&[u8; 4]] = &[
+    b"moov", b"trak", b"edts", b"mdia", b"minf", b"dinf", b"stbl", b"mvex",
+];
+
+/// Refuses a table whose entry count claims more entries than its box holds, before
+/// `mp4parse` reserves room for them (the `video_index` fuzz target found a sample
+/// description claiming billions of entries).
+fn check_tables(boxes: &[u8]) -> Result<(), VideoError> {
+    walk(boxes, 0)
+}
+
+fn walk(mut boxes: &[u8], depth: u32) -> Result<(), VideoError> {
+    if depth > 16 {
+        return Err(VideoError::Moov("boxes nest too deeply".into()));
+    }
+    while boxes.len() >= 8 {
+        let size = u32::from_be_bytes(boxes[..4].try_into().expect("4 bytes")) as usize;
+        let kind: &[u8; 4] = boxes[4..8].try_into().expect("4 bytes");
+        // 64-bit and to-the-end sizes are left to the parser, which checks them.
+        if size < 8 || size > boxes.len() {
+            return Ok(());
+        }
+        let body = &boxes[8..size];
+        if CONTAINERS.contains(&kind) {
+            walk(body, depth + 1)?;
+        } else if let Some(&(_, at, entry)) = TABLES.iter().find(|(k, _, _)| *k == kind) {
+            let entry = if kind == b"elst" && body.first() == Some(&1) {
+                20
+            } else {
+                entry
+            };
+            check_count(kind, body, at, entry)?;
+        } else if kind == b"stsz" && body.len() >= 12 && body[4..8] == [0; 4] {
+            check_count(kind, body, 8, 4)?;
+        }
+        boxes = &boxes[size..];
+    }
+    Ok(())
+}
+
+fn check_count(kind: &[u8; 4], body: &[u8], at: usize, entry: u64) -> Result<(), VideoError> {
+    let Some(count) = body.get(at..at + 4) else {
+        return Ok(());
+    };
+    let count = u64::from(u32::from_be_bytes(count.try_into().expect("4 bytes")));
+    let room = (body.len() - at - 4) as u64;
+    if count.saturating_mul(entry) > room {
+        return Err(VideoError::Moov(format!(
+            "`{}` claims {count} entries in {room} bytes",
+            String::from_utf8_lossy(kind)
+        )));
+    }
+    Ok(())
 }
 
 type Parsed = (Codec, Vec<u8>, (u32, u32), u64, Vec<Frame>);
@@ -604,6 +675,15 @@ pub(crate) mod tests {
         no_moov.extend(boxed(b"mdat", &[0; 32]));
         let e = index_of(&no_moov, "nomoov").unwrap_err().to_string();
         assert!(e.contains("no `moov` box"), "{e}");
+    }
+
+    #[test]
+    fn a_table_claiming_more_entries_than_it_holds_is_refused_before_the_parser_reserves_them() {
+        let mut bytes = Movie::h264(&[40, 20]).bytes();
+        let at = bytes.windows(4).position(|w| w == b"stsd").unwrap() + 8;
+        bytes[at..at + 4].copy_from_slice(&0x3c3c_3c3cu32.to_be_bytes());
+        let e = index_of(&bytes, "stsd").unwrap_err().to_string();
+        assert!(e.contains("`stsd` claims 1010580540 entries"), "{e}");
     }
 
     #[test]
