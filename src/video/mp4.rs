@@ -284,7 +284,6 @@ fn top_level_boxes(file: &File, size: u64) -> Result<Vec<TopBox>, Scan> {
 /// The smallest entry of each table whose entries `mp4parse` reserves room for from the
 /// count the table claims: `(box type, offset of the count in the body, entry bytes)`.
 const TABLES: &[(&[u8; 4], usize, u64)] = &[
-    (b"stsd", 4, 8),
     (b"dref", 4, 8),
     (b"stts", 4, 8),
     (b"ctts", 4, 8),
@@ -295,14 +294,32 @@ const TABLES: &[(&[u8; 4], usize, u64)] = &[
     (b"elst", 4, 12),
 ];
 
-/// Boxes that hold boxes, down to the sample tables.
-const CONTAINERS: &[&[u8; 4]] = &[
-    b"moov", b"trak", b"edts", b"mdia", b"minf", b"dinf", b"stbl", b"mvex",
+/// Boxes that hold boxes, with the bytes before their first child.
+const CONTAINERS: &[(&[u8; 4], usize)] = &[
+    (b"moov", 0),
+    (b"trak", 0),
+    (b"edts", 0),
+    (b"mdia", 0),
+    (b"minf", 0),
+    (b"dinf", 0),
+    (b"stbl", 0),
+    (b"mvex", 0),
+    (b"udta", 0),
+    (b"stsd", 8),
+    (b"avc1", 78),
+    (b"avc3", 78),
+    (b"hvc1", 78),
+    (b"hev1", 78),
+    (b"vp09", 78),
+    (b"av01", 78),
+    (b"mp4v", 78),
+    (b"encv", 78),
 ];
 
-/// Refuses a table whose entry count claims more entries than its box holds, before
-/// `mp4parse` reserves room for them (the `video_index` fuzz target found a sample
-/// description claiming billions of entries).
+/// Refuses, before `mp4parse` reserves memory for what they claim, a box whose size runs
+/// past the box that holds it and a table whose entry count claims more entries than its box
+/// holds (the `video_index` fuzz target found a sample description claiming a billion
+/// entries, and a handler box claiming 4 GiB inside a movie of a few hundred bytes).
 fn check_tables(boxes: &[u8]) -> Result<(), VideoError> {
     walk(boxes, 0)
 }
@@ -312,15 +329,32 @@ fn walk(mut boxes: &[u8], depth: u32) -> Result<(), VideoError> {
         return Err(VideoError::Moov("boxes nest too deeply".into()));
     }
     while boxes.len() >= 8 {
-        let size = u32::from_be_bytes(boxes[..4].try_into().expect("4 bytes")) as usize;
+        let small = u32::from_be_bytes(boxes[..4].try_into().expect("4 bytes"));
         let kind: &[u8; 4] = boxes[4..8].try_into().expect("4 bytes");
-        // 64-bit and to-the-end sizes are left to the parser, which checks them.
-        if size < 8 || size > boxes.len() {
-            return Ok(());
+        let (header, size) = match small {
+            0 => (8, boxes.len() as u64),
+            1 if boxes.len() >= 16 => (
+                16,
+                u64::from_be_bytes(boxes[8..16].try_into().expect("8 bytes")),
+            ),
+            n => (8, u64::from(n)),
+        };
+        if size < header || size > boxes.len() as u64 {
+            return Err(VideoError::Moov(format!(
+                "box `{}` claims {size} bytes where {} remain",
+                String::from_utf8_lossy(kind),
+                boxes.len()
+            )));
         }
-        let body = &boxes[8..size];
-        if CONTAINERS.contains(&kind) {
-            walk(body, depth + 1)?;
+        let size = size as usize;
+        let body = &boxes[header as usize..size];
+        if let Some(&(_, skip)) = CONTAINERS.iter().find(|(k, _)| *k == kind) {
+            if kind == b"stsd" {
+                check_count(kind, body, 4, 8)?;
+            }
+            if let Some(children) = body.get(skip..) {
+                walk(children, depth + 1)?;
+            }
         } else if let Some(&(_, at, entry)) = TABLES.iter().find(|(k, _, _)| *k == kind) {
             let entry = if kind == b"elst" && body.first() == Some(&1) {
                 20
