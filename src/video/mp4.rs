@@ -427,6 +427,26 @@ fn from_movie(head: &[u8]) -> Result<Parsed, VideoError> {
     let offset = track
         .media_time
         .map_or(0, |t| i64::try_from(t.0).unwrap_or(i64::MAX));
+    // The sample count `stsc` implies is reserved before anything is checked (the fuzz target
+    // found a chunk claiming billions of samples): it must be the count `stsz` lists.
+    let (Some(stsc), Some(stco), Some(stsz)) = (&track.stsc, &track.stco, &track.stsz) else {
+        return Err(VideoError::Tables);
+    };
+    let chunks = stco.offsets.len() as u64;
+    let runs = &stsc.samples;
+    let mut implied = 0u64;
+    for (k, run) in runs.iter().enumerate() {
+        let next = runs
+            .get(k + 1)
+            .map_or(chunks + 1, |n| u64::from(n.first_chunk));
+        let chunks_in_run = next.saturating_sub(u64::from(run.first_chunk));
+        implied =
+            implied.saturating_add(chunks_in_run.saturating_mul(u64::from(run.samples_per_chunk)));
+    }
+    let listed = stsz.sample_sizes.len() as u64;
+    if (stsz.sample_size == 0 && implied > listed) || implied > 1 << 28 {
+        return Err(VideoError::Tables);
+    }
     let table = create_sample_table(track, CheckedInteger(-offset)).ok_or(VideoError::Tables)?;
     let mut frames = Vec::with_capacity(table.len());
     for (k, s) in table.iter().enumerate() {
@@ -721,12 +741,38 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_chunk_claiming_more_samples_than_the_sizes_list_is_refused() {
+        let mut bytes = Movie::h264(&[40, 20]).bytes();
+        // stsc: entry count, then (first chunk, samples per chunk, description).
+        let at = bytes.windows(4).position(|w| w == b"stsc").unwrap() + 16;
+        bytes[at..at + 4].copy_from_slice(&0x4000_0000u32.to_be_bytes());
+        let e = index_of(&bytes, "stsc").unwrap_err().to_string();
+        assert!(
+            e.contains("sample tables are missing or inconsistent"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn a_truncated_download_is_named_at_the_first_frame_past_the_end() {
         let bytes = Movie::h264(&[40, 20, 8, 8]).bytes();
         let e = index_of(&bytes[..bytes.len() - 10], "short")
             .unwrap_err()
             .to_string();
         assert!(e.contains("frame 2's bytes lie past the end"), "{e}");
+    }
+
+    #[test]
+    fn what_the_fuzz_target_found_is_refused_with_an_error() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/video_index");
+        for name in [
+            "stsd-claims-billions.mp4",
+            "hdlr-claims-4gib.mp4",
+            "stsc-claims-billions.mp4",
+        ] {
+            let bytes = std::fs::read(dir.join(name)).unwrap();
+            assert!(index_of(&bytes, "found").is_err(), "{name}");
+        }
     }
 
     /// Writes the seed of the `video_index` fuzz target (run once, by hand).
