@@ -1,8 +1,13 @@
-//! Video: the frame index of an MP4 (ISO BMFF) file, built from its container tables without
-//! decoding a frame. What the clip sampler and the decode plan will read (issue 30): every
-//! frame's presentation and decode timestamps, whether it is a keyframe, and where its
-//! compressed bytes lie in the file.
+//! Video: H.264 in MP4 (ISO BMFF) files. The frame index is built from the container's tables
+//! without decoding a frame ([`VideoIndex`]): every frame's presentation and decode timestamps,
+//! whether it is a keyframe, and where its compressed bytes lie. A [`DecodePlan`] turns the
+//! frames a sampler wants into runs that start at keyframes, and the [`H264Decoder`] decodes
+//! them on the host (issue 30).
 
+mod h264;
 mod mp4;
+mod plan;
 
+pub use h264::{AvcConfig, DecodeCounts, H264Decoder, Picture};
 pub use mp4::{Codec, Frame, VideoError, VideoIndex};
+pub use plan::{DecodePlan, Run};

@@ -89,6 +89,65 @@ pub enum VideoError {
     /// The parser gave up on malformed bytes.
     #[error("malformed data: the parser gave up ({0})")]
     Panicked(String),
+    /// The `avcC` decoder configuration record is malformed.
+    #[error("the H.264 configuration record (`avcC`) is malformed: {0}")]
+    Config(&'static str),
+    /// The decoder could not be created.
+    #[error("the H.264 decoder could not start: {0}")]
+    Decoder(String),
+    /// A frame's NAL units do not fit in its bytes.
+    #[error("frame {frame} is malformed: {reason}")]
+    Sample {
+        /// The frame, in decode order.
+        frame: usize,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// The decoder rejected a frame (or, with no frame, the parameter sets).
+    #[error("{} does not decode (OpenH264 state {state:#x}: {})",
+        frame.map_or("the parameter sets".to_string(), |f| format!("frame {f}")),
+        decode_state(*state))]
+    Decode {
+        /// The frame, in decode order.
+        frame: Option<usize>,
+        /// OpenH264's `DECODING_STATE` bits.
+        state: i32,
+    },
+    /// The decoder gave fewer of the wanted frames than asked for.
+    #[error("the decoder gave {got} of the {wanted} wanted frames")]
+    Missing {
+        /// Frames asked for.
+        wanted: usize,
+        /// Frames that came out.
+        got: usize,
+    },
+}
+
+/// What OpenH264's decoding-state bits say, in words.
+fn decode_state(state: i32) -> String {
+    const BITS: [(i32, &str); 11] = [
+        (0x01, "frame pending"),
+        (0x02, "reference lost"),
+        (0x04, "bitstream error"),
+        (0x08, "dependency lost"),
+        (0x10, "no parameter sets"),
+        (0x20, "concealed"),
+        (0x40, "reference list null"),
+        (0x1000, "invalid argument"),
+        (0x2000, "not initialised"),
+        (0x4000, "out of memory"),
+        (0x8000, "picture buffer too small"),
+    ];
+    let words: Vec<&str> = BITS
+        .iter()
+        .filter(|(bit, _)| state & bit != 0)
+        .map(|(_, w)| *w)
+        .collect();
+    if words.is_empty() {
+        "unknown".into()
+    } else {
+        words.join(", ")
+    }
 }
 
 /// A video file's frame index: the first video track's frames in decode order, with what a

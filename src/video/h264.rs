@@ -1,0 +1,445 @@
+//! H.264 decoding on the host, through Cisco's OpenH264 (built from its bundled source by the
+//! `openh264` crate: no system library). It decodes Constrained Baseline, Main and High
+//! profile streams, CABAC and B-frames included, as x264 writes them.
+//!
+//! The container gives each frame as length-prefixed NAL units and the parameter sets in the
+//! `avcC` record; OpenH264 reads an Annex B byte stream, so both are rewritten with start
+//! codes. Each frame goes in tagged with its decode-order index as its timestamp, and every
+//! picture that comes out (in presentation order, after B-frame reordering) carries the tag of
+//! the frame it is, so the caller keeps the frames it wants without counting.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::ptr::null_mut;
+
+use openh264::decoder::{Decoder, DecoderConfig};
+use openh264::OpenH264API;
+use openh264_sys2::{
+    SBufferInfo, DECODER_OPTION_NUM_OF_FRAMES_REMAINING_IN_BUFFER, DECODING_STATE,
+};
+
+use super::plan::DecodePlan;
+use super::{VideoError, VideoIndex};
+use crate::Error;
+
+/// The `avcC` decoder configuration record: how long each NAL unit's length prefix is, and
+/// the parameter sets as an Annex B stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AvcConfig {
+    /// Bytes in each NAL unit's length prefix (1, 2 or 4).
+    pub nal_length: usize,
+    /// `profile_idc` (66 Baseline, 77 Main, 100 High, ...).
+    pub profile: u8,
+    /// The SPS and PPS NAL units, each after a start code.
+    pub parameter_sets: Vec<u8>,
+}
+
+const START: [u8; 4] = [0, 0, 0, 1];
+
+impl AvcConfig {
+    /// Parses an `avcC` record (ISO/IEC 14496-15, 5.3.3.1).
+    ///
+    /// # Errors
+    /// [`VideoError::Config`] for a record that is cut off or malformed.
+    pub fn parse(record: &[u8]) -> Result<Self, VideoError> {
+        let bad = |what| VideoError::Config(what);
+        if record.len() < 7 || record[0] != 1 {
+            return Err(bad("not a version 1 record"));
+        }
+        let profile = record[1];
+        let nal_length = usize::from(record[4] & 3) + 1;
+        if nal_length == 3 {
+            return Err(bad("3-byte NAL length prefixes do not exist"));
+        }
+        let mut parameter_sets = Vec::new();
+        let mut at = 5;
+        // The SPS count is the low five bits; the PPS count a whole byte.
+        for mask in [0x1f, 0xff] {
+            let count = *record
+                .get(at)
+                .ok_or(bad("the parameter sets are cut off"))?
+                & mask;
+            at += 1;
+            for _ in 0..count {
+                let len = record
+                    .get(at..at + 2)
+                    .map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
+                    .ok_or(bad("the parameter sets are cut off"))?;
+                let nal = record
+                    .get(at + 2..at + 2 + len)
+                    .ok_or(bad("a parameter set runs past the record"))?;
+                parameter_sets.extend_from_slice(&START);
+                parameter_sets.extend_from_slice(nal);
+                at += 2 + len;
+            }
+        }
+        if parameter_sets.is_empty() {
+            return Err(bad("no SPS or PPS"));
+        }
+        Ok(Self {
+            nal_length,
+            profile,
+            parameter_sets,
+        })
+    }
+}
+
+/// A decoded picture: 4:2:0 planes, borrowed from the decoder until its next call.
+#[derive(Clone, Copy, Debug)]
+pub struct Picture<'a> {
+    /// The frame it is, in decode order (an index into the index's frames).
+    pub frame: usize,
+    /// Width in pixels (after the stream's cropping).
+    pub width: usize,
+    /// Height in pixels.
+    pub height: usize,
+    /// The luma plane, `y_stride` bytes a row.
+    pub y: &'a [u8],
+    /// The blue-difference plane, half size each way (rounded up), `uv_stride` bytes a row.
+    pub u: &'a [u8],
+    /// The red-difference plane.
+    pub v: &'a [u8],
+    /// Bytes from one luma row to the next.
+    pub y_stride: usize,
+    /// Bytes from one chroma row to the next.
+    pub uv_stride: usize,
+}
+
+/// What decoding a plan cost, for the bench's stage breakdown.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DecodeCounts {
+    /// Frames decoded.
+    pub decoded: usize,
+    /// Decoded frames nobody asked for (keyframe-to-frame lead-ins).
+    pub discarded: usize,
+    /// Compressed bytes read.
+    pub bytes: u64,
+}
+
+/// An H.264 decoder for one video at a time. Not shared between threads: each worker holds
+/// its own.
+pub struct H264Decoder {
+    decoder: Decoder,
+    config: AvcConfig,
+    /// The compressed bytes of the run being decoded.
+    data: Vec<u8>,
+    /// One frame rewritten to Annex B.
+    annexb: Vec<u8>,
+}
+
+impl std::fmt::Debug for H264Decoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("H264Decoder")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl H264Decoder {
+    /// A decoder for `index`'s video.
+    ///
+    /// # Errors
+    /// [`Error::Format`] naming the file when its `avcC` record is malformed or the decoder
+    /// refuses its parameter sets.
+    pub fn new(index: &VideoIndex) -> Result<Self, Error> {
+        let bad = |e: VideoError| Error::Format {
+            path: index.path.clone(),
+            reason: e.to_string(),
+        };
+        let config = AvcConfig::parse(&index.config).map_err(bad)?;
+        let decoder = Decoder::with_api_config(OpenH264API::from_source(), DecoderConfig::new())
+            .map_err(|e| bad(VideoError::Decoder(e.to_string())))?;
+        let mut this = Self {
+            decoder,
+            config,
+            data: Vec::new(),
+            annexb: Vec::new(),
+        };
+        let headers = std::mem::take(&mut this.config.parameter_sets);
+        let state = this.feed(&headers, 0, &mut |_| Ok(()));
+        this.config.parameter_sets = headers;
+        match state {
+            Ok(0) => Ok(this),
+            Ok(state) => Err(bad(VideoError::Decode { frame: None, state })),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Decodes `plan`'s runs from `file` and hands each kept frame to `emit`, in presentation
+    /// order within a run.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the file cannot be read; [`Error::Format`] naming the file and the
+    /// frame when the decoder rejects a frame or a kept frame does not come out; whatever
+    /// `emit` returns.
+    pub fn decode(
+        &mut self,
+        file: &File,
+        index: &VideoIndex,
+        plan: &DecodePlan,
+        emit: &mut dyn FnMut(Picture<'_>) -> Result<(), Error>,
+    ) -> Result<DecodeCounts, Error> {
+        let bad = |e: VideoError| Error::Format {
+            path: index.path.clone(),
+            reason: e.to_string(),
+        };
+        let mut counts = DecodeCounts::default();
+        for run in &plan.runs {
+            let frames = &index.frames[run.first..=run.last];
+            // One read covering the run (a track's samples are mostly contiguous; another
+            // track's samples interleaved between them are read and skipped).
+            let start = frames.iter().map(|f| f.offset).min().unwrap_or(0);
+            let end = frames
+                .iter()
+                .map(|f| f.offset + u64::from(f.len))
+                .max()
+                .unwrap_or(0);
+            self.data.clear();
+            self.data.resize((end - start) as usize, 0);
+            file.read_exact_at(&mut self.data, start)
+                .map_err(|source| Error::Io {
+                    path: index.path.clone(),
+                    source,
+                })?;
+            counts.bytes += end - start;
+            let mut seen = 0usize;
+            let keep = &run.keep;
+            let mut pass = |p: Picture<'_>| {
+                if keep.binary_search(&p.frame).is_ok() {
+                    seen += 1;
+                    emit(p)
+                } else {
+                    Ok(())
+                }
+            };
+            let key_pts = index.frames[run.first].pts;
+            for (k, f) in frames.iter().enumerate() {
+                let frame = run.first + k;
+                let at = (f.offset - start) as usize;
+                let sample = &self.data[at..at + f.len as usize];
+                let mut annexb = std::mem::take(&mut self.annexb);
+                let rewritten = to_annexb(sample, self.config.nal_length, &mut annexb);
+                let state = rewritten
+                    .map_err(|reason| VideoError::Sample { frame, reason })
+                    .map_err(bad)
+                    .and_then(|()| self.feed(&annexb, frame, &mut pass));
+                self.annexb = annexb;
+                let state = state?;
+                // A leading picture of an open GOP decoded from its own keyframe refers to
+                // the GOP before: its errors are expected, and it is never kept.
+                let leading = f.pts < key_pts && keep.binary_search(&frame).is_err();
+                if state != 0 && !leading {
+                    return Err(bad(VideoError::Decode {
+                        frame: Some(frame),
+                        state,
+                    }));
+                }
+            }
+            self.drain(&mut pass)?;
+            if seen != keep.len() {
+                return Err(bad(VideoError::Missing {
+                    wanted: keep.len(),
+                    got: seen,
+                }));
+            }
+            counts.decoded += frames.len();
+            counts.discarded += frames.len() - keep.len();
+        }
+        Ok(counts)
+    }
+
+    /// Hands the decoder one access unit tagged `frame`; passes on a picture if one is ready.
+    fn feed(
+        &mut self,
+        annexb: &[u8],
+        frame: usize,
+        out: &mut dyn FnMut(Picture<'_>) -> Result<(), Error>,
+    ) -> Result<DECODING_STATE, Error> {
+        let mut dst = [null_mut::<u8>(); 3];
+        let mut info = SBufferInfo {
+            uiInBsTimeStamp: frame as u64,
+            ..SBufferInfo::default()
+        };
+        let len = i32::try_from(annexb.len()).unwrap_or(i32::MAX);
+        // SAFETY: `annexb` is valid for `len` bytes for the call; `dst` and `info` are live
+        // locals the decoder writes its output pointers and picture description into.
+        let state = unsafe {
+            self.decoder.raw_api().decode_frame_no_delay(
+                annexb.as_ptr(),
+                len,
+                dst.as_mut_ptr(),
+                &raw mut info,
+            )
+        };
+        self.pass_on(&dst, &info, out)?;
+        Ok(state)
+    }
+
+    /// Ends the stream and passes on every picture still held for reordering.
+    fn drain(
+        &mut self,
+        out: &mut dyn FnMut(Picture<'_>) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let mut dst = [null_mut::<u8>(); 3];
+        let mut info = SBufferInfo::default();
+        // SAFETY: a null source of length 0 is the API's end-of-stream call; `dst` and `info`
+        // are live locals it writes into.
+        unsafe {
+            self.decoder.raw_api().decode_frame_no_delay(
+                std::ptr::null(),
+                0,
+                dst.as_mut_ptr(),
+                &raw mut info,
+            );
+        }
+        self.pass_on(&dst, &info, out)?;
+        // Bounded: the decoder holds at most its reorder depth (16) of pictures.
+        for _ in 0..32 {
+            let mut left: i32 = 0;
+            // SAFETY: the option writes one int into `left`.
+            unsafe {
+                self.decoder.raw_api().get_option(
+                    DECODER_OPTION_NUM_OF_FRAMES_REMAINING_IN_BUFFER,
+                    (&raw mut left).cast(),
+                );
+            }
+            if left <= 0 {
+                break;
+            }
+            let mut dst = [null_mut::<u8>(); 3];
+            let mut info = SBufferInfo::default();
+            // SAFETY: `dst` and `info` are live locals the decoder writes into.
+            unsafe {
+                self.decoder
+                    .raw_api()
+                    .flush_frame(dst.as_mut_ptr(), &raw mut info);
+            }
+            self.pass_on(&dst, &info, out)?;
+        }
+        Ok(())
+    }
+
+    /// Passes on the picture the decoder described in `info`, if there is one.
+    fn pass_on(
+        &self,
+        dst: &[*mut u8; 3],
+        info: &SBufferInfo,
+        out: &mut dyn FnMut(Picture<'_>) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        if info.iBufferStatus != 1 || dst.iter().any(|p| p.is_null()) {
+            return Ok(());
+        }
+        // SAFETY: with `iBufferStatus == 1` the decoder filled the `sSystemBuffer` variant of
+        // the union (the only one it has).
+        let sys = unsafe { info.UsrData.sSystemBuffer };
+        let (Ok(width), Ok(height), Ok(y_stride), Ok(uv_stride)) = (
+            usize::try_from(sys.iWidth),
+            usize::try_from(sys.iHeight),
+            usize::try_from(sys.iStride[0]),
+            usize::try_from(sys.iStride[1]),
+        ) else {
+            return Ok(());
+        };
+        if width == 0 || height == 0 || y_stride < width || uv_stride < width.div_ceil(2) {
+            return Ok(());
+        }
+        let chroma_rows = height.div_ceil(2);
+        // SAFETY: for a ready picture OpenH264 points `dst` at its planes, `height` rows of
+        // `y_stride` bytes and `ceil(height / 2)` rows of `uv_stride` bytes, which stay valid
+        // until the decoder's next call; the slices end before then (`out` returns first),
+        // and the last row is taken only `width` (or half of it) long.
+        let (y, u, v) = unsafe {
+            (
+                std::slice::from_raw_parts(dst[0], (height - 1) * y_stride + width),
+                std::slice::from_raw_parts(
+                    dst[1],
+                    (chroma_rows - 1) * uv_stride + width.div_ceil(2),
+                ),
+                std::slice::from_raw_parts(
+                    dst[2],
+                    (chroma_rows - 1) * uv_stride + width.div_ceil(2),
+                ),
+            )
+        };
+        out(Picture {
+            frame: info.uiOutYuvTimeStamp as usize,
+            width,
+            height,
+            y,
+            u,
+            v,
+            y_stride,
+            uv_stride,
+        })
+    }
+}
+
+/// Rewrites one length-prefixed sample into an Annex B access unit in `out`.
+fn to_annexb(sample: &[u8], nal_length: usize, out: &mut Vec<u8>) -> Result<(), &'static str> {
+    out.clear();
+    let mut at = 0;
+    while at < sample.len() {
+        let prefix = sample
+            .get(at..at + nal_length)
+            .ok_or("a NAL unit's length is cut off")?;
+        let len = prefix
+            .iter()
+            .fold(0usize, |n, &b| (n << 8) | usize::from(b));
+        at += nal_length;
+        let nal = sample
+            .get(at..at + len)
+            .ok_or("a NAL unit runs past its frame")?;
+        out.extend_from_slice(&START);
+        out.extend_from_slice(nal);
+        at += len;
+    }
+    if out.is_empty() {
+        return Err("an empty frame");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_avcc_record_gives_its_parameter_sets_with_start_codes() {
+        // version 1, High, compat 0, level 31, 4-byte lengths, 1 SPS of 3 bytes, 1 PPS of 2.
+        let record = [
+            1, 100, 0, 31, 0xff, 0xe1, 0, 3, 0x67, 1, 2, 1, 0, 2, 0x68, 9,
+        ];
+        let c = AvcConfig::parse(&record).unwrap();
+        assert_eq!(c.nal_length, 4);
+        assert_eq!(c.profile, 100);
+        assert_eq!(
+            c.parameter_sets,
+            [0, 0, 0, 1, 0x67, 1, 2, 0, 0, 0, 1, 0x68, 9]
+        );
+    }
+
+    #[test]
+    fn a_cut_off_avcc_record_is_refused() {
+        let record = [1, 100, 0, 31, 0xff, 0xe1, 0, 9, 0x67, 1];
+        assert_eq!(
+            AvcConfig::parse(&record),
+            Err(VideoError::Config("a parameter set runs past the record"))
+        );
+        assert!(AvcConfig::parse(&[0, 1, 2]).is_err());
+    }
+
+    #[test]
+    fn length_prefixed_nal_units_become_an_annexb_access_unit() {
+        let mut out = Vec::new();
+        to_annexb(&[0, 0, 0, 2, 0x65, 7, 0, 0, 0, 1, 0x06], 4, &mut out).unwrap();
+        assert_eq!(out, [0, 0, 0, 1, 0x65, 7, 0, 0, 0, 1, 0x06]);
+        assert_eq!(
+            to_annexb(&[0, 0, 0, 9, 0x65], 4, &mut out),
+            Err("a NAL unit runs past its frame")
+        );
+        assert_eq!(
+            to_annexb(&[0, 0], 4, &mut out),
+            Err("a NAL unit's length is cut off")
+        );
+    }
+}

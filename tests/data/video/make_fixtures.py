@@ -1,0 +1,115 @@
+"""Writes the H.264 test clips in this folder and `expected.json`, what FFmpeg (through PyAV)
+decodes from them: every frame's presentation time, keyframe flag and a hash of each YUV plane.
+
+The clips are tiny (a few KB) and drawn here: a gradient background that drifts, a square that
+moves and changes brightness, so that motion compensation, B-frames and the deblocking filter
+all have work to do. Rerun with `python tests/data/video/make_fixtures.py` (needs `av`); the
+Rust tests read only the files it writes.
+"""
+
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+
+
+def fnv1a64(data: bytes) -> str:
+    h = 0xCBF29CE484222325
+    for b in data:
+        h ^= b
+        h = (h * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
+
+def picture(i: int, w: int, h: int) -> np.ndarray:
+    y, x = np.mgrid[0:h, 0:w]
+    img = np.empty((h, w, 3), np.uint8)
+    img[..., 0] = (x * 255 // max(w - 1, 1) + 3 * i) % 256
+    img[..., 1] = (y * 255 // max(h - 1, 1) + 5 * i) % 256
+    img[..., 2] = ((x + y + 7 * i) * 2) % 256
+    s = max(8, w // 5)
+    x0 = (4 * i) % (w - s)
+    y0 = (3 * i) % (h - s)
+    img[y0 : y0 + s, x0 : x0 + s] = (40 + 8 * i) % 256
+    return img
+
+
+def write(name, w, h, frames, options, profile=None, pts=None, time_base=Fraction(1, 25)):
+    path = HERE / name
+    with av.open(str(path), "w", format="mp4") as out:
+        stream = out.add_stream("libx264", rate=25)
+        stream.width, stream.height = w, h
+        stream.pix_fmt = "yuv420p"
+        stream.time_base = time_base
+        stream.codec_context.time_base = time_base
+        stream.options = options
+        if profile:
+            stream.options = options | {"profile": profile}
+        for i in range(frames):
+            frame = av.VideoFrame.from_ndarray(picture(i, w, h), format="rgb24")
+            frame.pts = i if pts is None else pts[i]
+            frame.time_base = time_base
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+    return path
+
+
+def describe(path):
+    frames = []
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        for frame in container.decode(stream):
+            planes = frame.to_ndarray(format="yuv420p")
+            h = frame.height
+            y = planes[:h]
+            u = planes[h : h + h // 4].reshape(h // 2, frame.width // 2)
+            v = planes[h + h // 4 :].reshape(h // 2, frame.width // 2)
+            frames.append(
+                {
+                    "pts": int(frame.pts),
+                    "key": bool(frame.key_frame),
+                    "y": fnv1a64(y.tobytes()),
+                    "u": fnv1a64(u.tobytes()),
+                    "v": fnv1a64(v.tobytes()),
+                }
+            )
+        return {
+            "codec": stream.codec_context.name,
+            "profile": stream.codec_context.profile,
+            "width": stream.codec_context.width,
+            "height": stream.codec_context.height,
+            "time_base": [stream.time_base.numerator, stream.time_base.denominator],
+            "frames": frames,
+        }
+
+
+def main():
+    expected = {}
+    x264 = {"x264-params": "keyint=12:min-keyint=12:scenecut=0:bframes=3:b-pyramid=normal"}
+    clips = [
+        write("high_bframes.mp4", 96, 72, 30, x264, profile="high"),
+        write("main_cabac.mp4", 80, 48, 20, {"x264-params": "keyint=10:min-keyint=10:scenecut=0:bframes=2:b-pyramid=none"}, profile="main"),
+        write("baseline.mp4", 64, 48, 16, {"x264-params": "keyint=8:min-keyint=8:scenecut=0"}, profile="baseline"),
+        write(
+            "vfr.mp4",
+            64,
+            48,
+            12,
+            x264,
+            pts=[0, 40, 80, 100, 120, 200, 240, 250, 260, 300, 400, 420],
+            time_base=Fraction(1, 1000),
+        ),
+    ]
+    for path in clips:
+        expected[path.name] = describe(path)
+    (HERE / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
