@@ -76,7 +76,7 @@ fn hashes(frame: &Value) -> [String; 3] {
 }
 
 #[test]
-fn the_index_gives_ffmpegs_presentation_times_and_keyframes_edit_list_applied() {
+fn the_index_gives_ffmpegs_presentation_times_durations_and_keyframes_edit_list_applied() {
     let expected = expected();
     for clip in CLIPS {
         let want = &expected[clip];
@@ -102,6 +102,15 @@ fn the_index_gives_ffmpegs_presentation_times_and_keyframes_edit_list_applied() 
         let keys: Vec<bool> = order.iter().map(|&i| index.frames[i].keyframe).collect();
         let want_keys: Vec<bool> = frames.iter().map(|f| f["key"].as_bool().unwrap()).collect();
         assert_eq!(keys, want_keys, "{clip}");
+        let durations: Vec<i64> = order
+            .iter()
+            .map(|&i| i64::from(index.frames[i].duration))
+            .collect();
+        let want: Vec<i64> = frames
+            .iter()
+            .map(|f| f["duration"].as_i64().unwrap())
+            .collect();
+        assert_eq!(durations, want, "{clip}: durations");
     }
 }
 

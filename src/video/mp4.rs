@@ -34,6 +34,8 @@ pub struct Frame {
     pub pts: i64,
     /// Decode time, in the track's timescale.
     pub dts: i64,
+    /// How long it is shown, in the track's timescale (its `stts` delta).
+    pub duration: u32,
     /// A sync sample: decoding can start here.
     pub keyframe: bool,
     /// The compressed sample's first byte in the file.
@@ -518,10 +520,32 @@ fn from_movie(head: &[u8]) -> Result<Parsed, VideoError> {
         frames.push(Frame {
             pts: s.start_composition.0,
             dts: s.start_decode.0,
+            duration: 0,
             keyframe: s.sync,
             offset: start,
             len,
         });
+    }
+    // Each frame's duration is its `stts` delta, as FFmpeg gives a packet's: the step to the
+    // next decode time. The last frame's is the step after the last decode time, which the
+    // last-presented frame's composition end shows when it is also the last decoded (and
+    // `stts` repeats its last delta otherwise, so the step before it is the same).
+    let n = frames.len();
+    let last_delta = table
+        .iter()
+        .enumerate()
+        .max_by_key(|(_, s)| s.start_composition.0)
+        .filter(|&(k, _)| k + 1 == n)
+        .and_then(|(_, s)| s.end_composition.0.checked_sub(s.start_composition.0));
+    for k in 0..n {
+        let delta = match frames.get(k + 1) {
+            Some(next) => next.dts.checked_sub(frames[k].dts),
+            None if n > 1 => last_delta.or(frames[k].dts.checked_sub(frames[k - 1].dts)),
+            None => last_delta,
+        };
+        frames[k].duration = delta
+            .and_then(|d| u32::try_from(d).ok())
+            .unwrap_or(0);
     }
     Ok((Codec::H264, config, size, timescale, frames))
 }

@@ -98,6 +98,7 @@ mod tests {
             .map(|i| Frame {
                 pts: pts.map_or(i as i64, |p| p[i]),
                 dts: i as i64,
+                duration: 1,
                 keyframe: keys.contains(&i),
                 offset: 100 * i as u64,
                 len: 10,

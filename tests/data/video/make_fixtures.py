@@ -64,6 +64,14 @@ def describe(path):
     frames = []
     with av.open(str(path)) as container:
         stream = container.streams.video[0]
+        ctx = stream.codec_context
+        meta = {
+            "codec": ctx.name,
+            "profile": ctx.profile,
+            "width": ctx.width,
+            "height": ctx.height,
+            "time_base": [stream.time_base.numerator, stream.time_base.denominator],
+        }
         for frame in container.decode(stream):
             planes = frame.to_ndarray(format="yuv420p")
             h = frame.height
@@ -74,19 +82,20 @@ def describe(path):
                 {
                     "pts": int(frame.pts),
                     "key": bool(frame.key_frame),
+                    "duration": int(frame.duration),
                     "y": fnv1a64(y.tobytes()),
                     "u": fnv1a64(u.tobytes()),
                     "v": fnv1a64(v.tobytes()),
                 }
             )
-        return {
-            "codec": stream.codec_context.name,
-            "profile": stream.codec_context.profile,
-            "width": stream.codec_context.width,
-            "height": stream.codec_context.height,
-            "time_base": [stream.time_base.numerator, stream.time_base.denominator],
-            "frames": frames,
-        }
+    # torchcodec's exact-mode scan: the stream starts at the smallest pts and ends at the
+    # largest pts + packet duration.
+    with av.open(str(path)) as container:
+        packets = [p for p in container.demux(video=0) if p.pts is not None]
+        meta["begin_stream_pts"] = min(p.pts for p in packets)
+        meta["end_stream_pts"] = max(p.pts + p.duration for p in packets)
+    meta["frames"] = frames
+    return meta
 
 
 def main():
