@@ -25,6 +25,8 @@ pub(crate) enum Stream {
     Replace = 4,
     /// A block-shuffled order (Parquet): the row groups' order, and each window's rows.
     Blocks = 5,
+    /// A video's clips: where each starts (and torchvision's clip samplers' picks).
+    Clips = 6,
     /// The pipeline's other random ops: op `k` of the pipeline draws from stream `Ops + k`.
     Ops = 16,
 }

@@ -1,13 +1,19 @@
 //! Video: H.264 in MP4 (ISO BMFF) files. The frame index is built from the container's tables
 //! without decoding a frame ([`VideoIndex`]): every frame's presentation and decode timestamps,
-//! whether it is a keyframe, and where its compressed bytes lie. A [`DecodePlan`] turns the
+//! whether it is a keyframe, and where its compressed bytes lie. A [`ClipSampler`] picks each
+//! clip's frames as torchcodec's and torchvision's samplers do; a [`DecodePlan`] turns the
 //! frames a sampler wants into runs that start at keyframes, and the [`H264Decoder`] decodes
 //! them on the host (issue 30).
 
+mod clips;
 mod h264;
 mod mp4;
 mod plan;
 
+pub use clips::{
+    random_clip_sampler, uniform_clip_sampler, video_clips, ClipError, ClipSampler, IndexClips,
+    Policy, TimeClips, Timeline,
+};
 pub use h264::{AvcConfig, DecodeCounts, H264Decoder, Picture};
 pub use mp4::{Codec, Frame, VideoError, VideoIndex};
 pub use plan::{DecodePlan, Run};

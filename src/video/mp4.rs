@@ -543,9 +543,7 @@ fn from_movie(head: &[u8]) -> Result<Parsed, VideoError> {
             None if n > 1 => last_delta.or(frames[k].dts.checked_sub(frames[k - 1].dts)),
             None => last_delta,
         };
-        frames[k].duration = delta
-            .and_then(|d| u32::try_from(d).ok())
-            .unwrap_or(0);
+        frames[k].duration = delta.and_then(|d| u32::try_from(d).ok()).unwrap_or(0);
     }
     Ok((Codec::H264, config, size, timescale, frames))
 }
