@@ -143,6 +143,7 @@ impl SampleError {
             SampleErrorKind::Format(_) => "format",
             SampleErrorKind::Decode(e) => e.reason(),
             SampleErrorKind::Augment(_) => "augment",
+            SampleErrorKind::Video(_) => "video",
             SampleErrorKind::Panic(_) => "panic",
             SampleErrorKind::Device(_) => "device",
             SampleErrorKind::ReplacementsExhausted { .. } => "replacements-exhausted",
@@ -167,6 +168,10 @@ pub enum SampleErrorKind {
     /// The pipeline cannot process this image (e.g. smaller than a center crop).
     #[error("cannot augment: {0}")]
     Augment(#[source] AugmentError),
+    /// The video cannot be indexed, has no clip for the sampler, or a frame does not decode
+    /// (which frame, and why).
+    #[error("video: {0}")]
+    Video(#[source] crate::video::VideoError),
     /// A worker panicked while processing the sample.
     #[error("worker panicked: {0}")]
     Panic(String),

@@ -57,13 +57,13 @@ pub use hpu::{DeviceTensor, Dtype, Hpu, HpuConfig, HpuError, Layout};
 pub use hpuload_decoders as decoders;
 pub use loader::{
     Backend, Batch, Epoch, EpochOf, Loader, LoaderBuilder, LoaderState, OnError, OutputSize,
-    Report, Skip, StateConfig, TargetLayout, Targets,
+    Report, Skip, StateConfig, TargetLayout, Targets, VideoSpec,
 };
 pub use sampler::{LastBatch, Shard};
 pub use source::{
     ArrowDataset, CacheOptions, CocoDataset, CocoOptions, Entry, HfOptions, ImageFolder, Listing,
     Manifest, ParquetDataset, ParquetOptions, ReadMode, RemoteOptions, SampleBytes, ShardOptions,
-    Source, StorageReport, WebDataset, IMAGE_EXTENSIONS,
+    Source, StorageReport, VideoFolder, WebDataset, IMAGE_EXTENSIONS, VIDEO_EXTENSIONS,
 };
 pub use stage::{RunsOn, Stage, StageTimes};
 pub use tensor::{HostTensor, Placement, Tensor};

@@ -65,7 +65,6 @@ fn decode(index: &VideoIndex, wanted: &[usize]) -> Vec<(usize, [String; 3])> {
                     plane(p.v, p.uv_stride, cw, ch),
                 ],
             ));
-            Ok(())
         })
         .unwrap();
     out
@@ -181,10 +180,220 @@ fn a_damaged_frame_is_an_error_naming_the_file_and_frame() {
     let mut decoder = H264Decoder::new(&index).unwrap();
     let plan = DecodePlan::new(&index, &[5]);
     let err = decoder
-        .decode(&File::open(&path).unwrap(), &index, &plan, &mut |_| Ok(()))
+        .decode(&File::open(&path).unwrap(), &index, &plan, &mut |_| {})
         .unwrap_err()
         .to_string();
     assert!(err.contains("damaged.mp4"), "{err}");
     assert!(err.contains("frame 3"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+mod common;
+
+use common::{host, TempDir};
+use hpuload::video::{colour, ClipSampler, IndexClips, Policy};
+use hpuload::{Dtype, Layout, Loader, Pipeline, Source, VideoFolder, VideoSpec};
+
+/// A Kinetics-style folder: class `a` holds two clips, class `b` two.
+fn video_folder() -> TempDir {
+    let dir = TempDir::new("videos");
+    for (class, clip) in [
+        ("a", "high_bframes.mp4"),
+        ("a", "vfr.mp4"),
+        ("b", "main_cabac.mp4"),
+        ("b", "baseline.mp4"),
+    ] {
+        std::fs::create_dir_all(dir.path().join(class)).unwrap();
+        std::fs::copy(data().join(clip), dir.path().join(class).join(clip)).unwrap();
+    }
+    std::fs::write(dir.path().join("a/notes.txt"), "not a video").unwrap();
+    dir
+}
+
+fn pipeline(toml: &str) -> Pipeline {
+    Pipeline::from_toml(toml, "test").unwrap()
+}
+
+const TRAIN: &str = r#"
+name = "video_train"
+[[ops]]
+op = "random_resized_crop"
+size = 32
+[[ops]]
+op = "random_horizontal_flip"
+[[ops]]
+op = "color_jitter"
+brightness = [0.6, 1.4]
+"#;
+
+fn clips(frames_per_clip: usize, between: usize) -> VideoSpec {
+    VideoSpec {
+        sampler: ClipSampler::RandomIndices(IndexClips {
+            frames_per_clip,
+            between,
+            ..IndexClips::default()
+        }),
+    }
+}
+
+#[test]
+fn a_video_folder_gives_static_btchw_batches_with_its_class_labels() {
+    let dir = video_folder();
+    let folder = VideoFolder::open(dir.path()).unwrap();
+    assert_eq!(folder.entries().len(), 4, "the .txt file is not a video");
+    let mut loader = Loader::builder(folder)
+        .batch_size(2)
+        .workers(2)
+        .shuffle(5)
+        .pipeline(pipeline(TRAIN))
+        .output(Dtype::U8, Layout::Nchw)
+        .video(clips(4, 2))
+        .build()
+        .unwrap();
+    let mut labels_seen = Vec::new();
+    for batch in loader.epoch(0) {
+        let batch = batch.unwrap();
+        assert_eq!(batch.images.shape(), &[2, 4, 3, 32, 32]);
+        let (_, labels, indices, _) = host(&batch);
+        for (label, index) in labels.iter().zip(&indices) {
+            assert_eq!(*label, if *index < 2 { 0 } else { 1 });
+        }
+        labels_seen.extend(labels);
+    }
+    labels_seen.sort_unstable();
+    assert_eq!(labels_seen, vec![0, 0, 1, 1]);
+}
+
+#[test]
+fn video_batches_are_reproducible_from_the_seed_and_change_with_the_epoch() {
+    let dir = video_folder();
+    let run = |epoch| {
+        let mut loader = Loader::builder(VideoFolder::open(dir.path()).unwrap())
+            .batch_size(4)
+            .workers(2)
+            .seed(11)
+            .pipeline(pipeline(TRAIN))
+            .output(Dtype::U8, Layout::Nhwc)
+            .video(clips(3, 1))
+            .build()
+            .unwrap();
+        let batch = loader.epoch(epoch).next().unwrap().unwrap();
+        assert_eq!(batch.images.shape(), &[4, 3, 32, 32, 3]);
+        host(&batch).0
+    };
+    assert_eq!(run(0), run(0));
+    assert_ne!(run(0), run(1));
+}
+
+#[test]
+fn each_frame_of_a_clip_is_its_decoded_picture_when_the_pipeline_keeps_the_whole_frame() {
+    // A centre crop of the whole 64x48 frame resamples nothing: the clip's frames must be the
+    // decoded pictures, in the sampler's order, converted to RGB.
+    let dir = TempDir::new("one-video");
+    std::fs::create_dir_all(dir.path().join("c")).unwrap();
+    std::fs::copy(data().join("baseline.mp4"), dir.path().join("c/v.mp4")).unwrap();
+    let sampler = ClipSampler::RegularIndices(IndexClips {
+        num_clips: 2,
+        frames_per_clip: 3,
+        between: 4,
+        ..IndexClips::default()
+    });
+    let mut loader = Loader::builder(VideoFolder::open(dir.path()).unwrap())
+        .batch_size(1)
+        .workers(1)
+        .pipeline(pipeline(
+            "name = \"whole\"\n[[ops]]\nop = \"center_crop\"\nsize = [48, 64]\n",
+        ))
+        .output(Dtype::U8, Layout::Nhwc)
+        .video(VideoSpec {
+            sampler: sampler.clone(),
+        })
+        .build()
+        .unwrap();
+    let batch = loader.epoch(0).next().unwrap().unwrap();
+    assert_eq!(batch.images.shape(), &[1, 2, 3, 48, 64, 3]);
+    let got = host(&batch).0;
+
+    let index = VideoIndex::open(dir.path().join("c/v.mp4")).unwrap();
+    let timeline = hpuload::video::Timeline::of(&index);
+    let clips = sampler.sample(&timeline, 0, 0, 0).unwrap();
+    // 16 frames, span 9: starts linspace(0, 7, 2) = 0 and 7.
+    assert_eq!(clips, vec![vec![0, 4, 8], vec![7, 11, 15]]);
+    let order = index.presentation_order();
+    let mut decoder = H264Decoder::new(&index).unwrap();
+    let mut rgb = std::collections::HashMap::new();
+    let all: Vec<usize> = (0..index.frames.len()).collect();
+    decoder
+        .decode(
+            &File::open(&index.path).unwrap(),
+            &index,
+            &DecodePlan::new(&index, &all),
+            &mut |p| {
+                let mut out = Vec::new();
+                colour::to_rgb(&p, &mut out);
+                rgb.insert(p.frame, out);
+            },
+        )
+        .unwrap();
+    let frame_bytes = 48 * 64 * 3;
+    for (k, position) in clips.iter().flatten().enumerate() {
+        let want = &rgb[&order[*position]];
+        assert!(
+            got[k * frame_bytes..(k + 1) * frame_bytes] == want[..],
+            "frame {k} (position {position}) differs"
+        );
+    }
+}
+
+#[test]
+fn a_video_too_short_for_its_clip_and_a_damaged_one_are_named_and_skipped() {
+    let dir = video_folder();
+    // Damage the baseline clip's frame 1 (its NAL length runs past the frame).
+    let path = dir.path().join("b/baseline.mp4");
+    let index = VideoIndex::open(&path).unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    let f = index.frames[1];
+    bytes[f.offset as usize..f.offset as usize + 4].copy_from_slice(&u32::MAX.to_be_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    // Good videos enough for the replacements to find one.
+    for k in 0..6 {
+        std::fs::copy(
+            data().join("main_cabac.mp4"),
+            dir.path().join(format!("b/copy{k}.mp4")),
+        )
+        .unwrap();
+    }
+    let mut loader = Loader::builder(VideoFolder::open(dir.path()).unwrap())
+        .batch_size(4)
+        .workers(2)
+        .error_budget(1.0)
+        .pipeline(pipeline(TRAIN))
+        .output(Dtype::U8, Layout::Nchw)
+        // 14 frames, and the policy `error` for clips past the end: the VFR clip (12
+        // frames) has none; the baseline one (16) has, and every clip of it needs frame 1.
+        .video(VideoSpec {
+            sampler: ClipSampler::RandomIndices(IndexClips {
+                frames_per_clip: 14,
+                policy: Policy::Error,
+                ..IndexClips::default()
+            }),
+        })
+        .build()
+        .unwrap();
+    let batch = loader.epoch(0).next().unwrap().unwrap();
+    assert_eq!(batch.images.shape(), &[4, 14, 3, 32, 32]);
+    let skips = loader.report().skips;
+    let about = |name: &str| {
+        skips
+            .iter()
+            .find(|s| s.path.ends_with(name))
+            .unwrap_or_else(|| panic!("{name} not skipped: {skips:?}"))
+            .clone()
+    };
+    let short = about("vfr.mp4");
+    assert_eq!(short.reason, "video");
+    assert!(short.message.contains("no clip"), "{}", short.message);
+    let damaged = about("baseline.mp4");
+    assert_eq!(damaged.reason, "video");
+    assert!(damaged.message.contains("frame 1"), "{}", damaged.message);
 }

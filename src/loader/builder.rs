@@ -34,6 +34,7 @@ pub struct LoaderBuilder {
     pub(super) resume: Option<LoaderState>,
     pub(super) placement: Placement,
     pub(super) max_boxes: usize,
+    pub(super) video: Option<super::VideoSpec>,
 }
 
 impl LoaderBuilder {
@@ -59,7 +60,18 @@ impl LoaderBuilder {
             resume: None,
             placement: Placement::Device,
             max_boxes: 200,
+            video: None,
         }
+    }
+
+    /// Makes this a video loader: each entry of the source is a video (H.264 in MP4/MOV), and
+    /// each sample is its clips as `spec`'s sampler draws them, every frame of a clip through
+    /// one drawn plan of the pipeline. Batches are `[B, T, C, H, W]` (NCHW) or `[B, T, H, W,
+    /// C]` (NHWC), with a clips axis after `B` when the sampler takes several. Video decodes on
+    /// the host: `Backend::Hw` is refused. Default: images.
+    pub fn video(mut self, spec: super::VideoSpec) -> Self {
+        self.video = Some(spec);
+        self
     }
 
     /// Samples per batch. Default: 256.

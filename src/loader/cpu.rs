@@ -18,6 +18,8 @@ pub(super) struct Scratch {
     pub engine_probe: JpegDecoder,
     /// The CPU path's own.
     pub cpu: CpuScratch,
+    /// The video path's own.
+    pub video: super::video::VideoScratch,
 }
 
 /// What the CPU path reuses: the decoder, the decoded image, the resampler, the pixel ops'
@@ -44,6 +46,7 @@ impl Scratch {
                 ops: augment::Scratch::default(),
                 window: Vec::new(),
             },
+            video: super::video::VideoScratch::default(),
         }
     }
 }

@@ -154,13 +154,17 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
                     source,
                 })?,
         };
-        let shape = match (loader.output, loader.layout) {
-            (OutputSize::Fixed([h, w]), Layout::Nchw) => vec![n, 3, h as usize, w as usize],
-            (OutputSize::Fixed([h, w]), Layout::Nhwc) => vec![n, h as usize, w as usize, 3],
+        let frame = match (loader.output, loader.layout) {
+            (OutputSize::Fixed([h, w]), Layout::Nchw) => vec![3, h as usize, w as usize],
+            (OutputSize::Fixed([h, w]), Layout::Nhwc) => vec![h as usize, w as usize, 3],
             (OutputSize::PerSample { .. }, _) => {
-                vec![n, loader.shared.layout.sample_bytes / loader.dtype.size()]
+                vec![loader.shared.layout.sample_bytes / loader.dtype.size()]
             }
         };
+        let shape: Vec<usize> = std::iter::once(n)
+            .chain(loader.frame_axes.iter().copied())
+            .chain(frame)
+            .collect();
         let work = BatchWork::new(
             batch::BatchSpec {
                 seq,

@@ -11,6 +11,7 @@ mod replace;
 mod route;
 mod state;
 mod targets;
+mod video;
 mod work;
 
 use std::collections::BTreeMap;
@@ -26,6 +27,7 @@ use serde::Serialize;
 pub use builder::LoaderBuilder;
 pub use epoch::{Epoch, EpochOf};
 pub use targets::{TargetLayout, Targets};
+pub use video::VideoSpec;
 
 use crate::stage::{Stage, StageTimes};
 pub use state::{LoaderState, StateConfig};
@@ -217,6 +219,8 @@ pub(crate) struct Shared {
     /// Reused by the media engine's fallbacks (rare): CPU scratch, and pinned staging for a
     /// device batch's replaced slot.
     spare: engine::Spare,
+    /// A video loader's clips and the videos' indexes (`None`: images).
+    video: Option<video::VideoShared>,
 }
 
 /// Yields device-resident batches; see the crate docs for an example.
@@ -232,6 +236,8 @@ pub struct Loader {
     dtype: Dtype,
     layout: Layout,
     output: OutputSize,
+    /// A video sample's axes before each frame's (`[T]` or `[clips, T]`); empty for images.
+    frame_axes: Vec<usize>,
     placement: Placement,
     report: Mutex<Report>,
     wait: Duration,
@@ -301,6 +307,32 @@ impl Loader {
                 max_boxes: b.max_boxes,
             }),
         };
+        let frames = match &b.video {
+            None => 1,
+            Some(_) if targets.is_some() => {
+                return Err(Error::config(
+                    "pipeline",
+                    "a detection pipeline reads boxes from a COCO dataset, not video",
+                ))
+            }
+            Some(_) if b.backend == Backend::Hw => {
+                return Err(Error::config(
+                    "backend",
+                    "the media engine does not decode video yet: use backend auto or cpu",
+                ))
+            }
+            Some(_) if plan.fixed_out().is_none() => {
+                return Err(Error::config(
+                    "pipeline",
+                    "a video batch needs every frame at one size: add a crop or resize",
+                ))
+            }
+            Some(spec) => match spec.frames() {
+                Ok(0) => return Err(Error::config("video", "a clip needs at least one frame")),
+                Ok(n) => n,
+                Err(m) => return Err(Error::config("video", m)),
+            },
+        };
         let label_bytes = targets.map_or(LABEL_BYTES, |t| t.bytes());
         let output = match plan.fixed_out() {
             Some((h, w)) => OutputSize::Fixed([h, w]),
@@ -310,7 +342,7 @@ impl Loader {
         };
         let sample_bytes = usize::try_from(output.max_pixels())
             .ok()
-            .and_then(|p| p.checked_mul(3 * b.dtype.size()))
+            .and_then(|p| p.checked_mul(3 * b.dtype.size() * frames))
             .ok_or_else(|| {
                 Error::config("pipeline", "the largest output does not fit in memory")
             })?;
@@ -360,11 +392,28 @@ impl Loader {
             backend: b.backend,
             dtype: b.dtype,
             layout: b.layout,
-            fingerprint: fingerprint(b.source.as_ref(), &pipeline),
+            fingerprint: fingerprint(b.source.as_ref(), &pipeline, b.video.as_ref()),
         };
         let resume = match &b.resume {
             Some(state) => Some(state.resume_position(&config, &sampler)?),
             None => None,
+        };
+        let video = b
+            .video
+            .clone()
+            .map(|spec| video::VideoShared::new(spec, frames, b.source.entries().len()));
+        // The axes a video sample adds before each frame's: [clips,] frames.
+        let frame_axes = match &b.video {
+            None => Vec::new(),
+            Some(spec) => {
+                let clips = spec.clips().unwrap_or(1);
+                let per_clip = spec.sampler.frames_per_clip();
+                if clips == 1 {
+                    vec![per_clip]
+                } else {
+                    vec![clips, per_clip]
+                }
+            }
         };
         let shared = Arc::new(Shared {
             stage: Arc::new(PixelStage::new(b.dtype, b.layout, plan.normalize)),
@@ -379,6 +428,7 @@ impl Loader {
             targets,
             counters: StageCounters::default(),
             spare: engine::Spare::default(),
+            video,
         });
         let (jobs_tx, jobs_rx) = crossbeam_channel::bounded::<Job>(in_flight * b.batch_size);
         let workers = (0..b.workers)
@@ -410,6 +460,7 @@ impl Loader {
             dtype: b.dtype,
             layout: b.layout,
             output,
+            frame_axes,
             placement: b.placement,
             report: Mutex::new(report),
             wait: Duration::ZERO,
@@ -645,7 +696,11 @@ impl Loader {
 
 /// Hash of what the batches are made of beyond the plain settings: every entry (path and
 /// label) and the pipeline.
-fn fingerprint(source: &dyn Source, pipeline: &crate::Pipeline) -> String {
+fn fingerprint(
+    source: &dyn Source,
+    pipeline: &crate::Pipeline,
+    video: Option<&VideoSpec>,
+) -> String {
     let mut h = Fnv::new();
     for e in source.entries() {
         h.write(e.path.as_os_str().as_encoded_bytes());
@@ -656,6 +711,10 @@ fn fingerprint(source: &dyn Source, pipeline: &crate::Pipeline) -> String {
             .unwrap_or_default()
             .as_bytes(),
     );
+    // A video loader's clips change every sample's contents.
+    if let Some(spec) = video {
+        h.write(format!("{:?}", spec.sampler).as_bytes());
+    }
     h.hex()
 }
 

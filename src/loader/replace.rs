@@ -104,6 +104,9 @@ fn load_sample(
     engine: Option<&Hpu>,
     given: Option<(&[u8], SamplePlan)>,
 ) -> Result<Filled, SampleError> {
+    if let Some(v) = &shared.video {
+        return super::video::load(shared, v, &mut s.video, index, epoch, slot);
+    }
     let entry = &shared.source.entries()[index];
     let err = |kind| SampleError {
         index,

@@ -23,53 +23,92 @@ impl ImageFolder {
     /// # Errors
     /// `root` cannot be listed, or holds no class folder with an image in it.
     pub fn open(root: impl AsRef<Path>) -> Result<Self, Error> {
-        let root = root.as_ref().to_path_buf();
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| Error::Io { path, source }
-        };
-        let mut class_dirs = Vec::new();
-        for entry in std::fs::read_dir(&root).map_err(io(&root))? {
-            let entry = entry.map_err(io(&root))?;
-            if entry.path().is_dir() {
-                class_dirs.push(entry.path());
-            }
-        }
-        sort_like_python(&mut class_dirs);
-        let mut classes = Vec::with_capacity(class_dirs.len());
-        let mut entries = Vec::new();
-        for (label, dir) in class_dirs.iter().enumerate() {
-            classes.push(
-                dir.file_name()
-                    .unwrap_or_default()
-                    .to_string_lossy()
-                    .into_owned(),
-            );
-            let mut files = Vec::new();
-            let mut visited = std::collections::HashSet::new();
-            list_images(dir, &mut files, &mut visited)?;
-            sort_like_python(&mut files);
-            entries.extend(files.into_iter().map(|path| Entry {
-                path,
-                label: label as i64,
-            }));
-        }
-        if entries.is_empty() {
-            return Err(Error::EmptyDataset {
-                path: root,
-                what: "class folders with .jpg/.jpeg/.png/.webp files",
-            });
-        }
-        Ok(Self {
-            listing: Listing::of_files(root, entries, classes),
-        })
+        let listing = class_folders(
+            root.as_ref(),
+            IMAGE_EXTENSIONS,
+            "class folders with .jpg/.jpeg/.png/.webp files",
+        )?;
+        Ok(Self { listing })
     }
 }
 
-/// Lists the images under `dir` recursively, following links; a folder reached twice (a link
-/// loop, or two links to one folder) is listed once.
-fn list_images(
+/// Video file extensions (compared case-insensitively) that [`VideoFolder`] picks up: the
+/// MP4/MOV family.
+pub const VIDEO_EXTENSIONS: &[&str] = &["mp4", "m4v", "mov"];
+
+/// A folder of videos in class folders (the Kinetics, UCF101 and HMDB51 layout, as
+/// torchvision's video datasets list it): `root/<class>/**/<video>`, classes and labels as
+/// [`ImageFolder`]'s, files kept when their extension is one of [`VIDEO_EXTENSIONS`].
+#[derive(Debug, Clone)]
+pub struct VideoFolder {
+    listing: Listing,
+}
+
+impl VideoFolder {
+    /// Lists `root`.
+    ///
+    /// # Errors
+    /// `root` cannot be listed, or holds no class folder with a video in it.
+    pub fn open(root: impl AsRef<Path>) -> Result<Self, Error> {
+        let listing = class_folders(
+            root.as_ref(),
+            VIDEO_EXTENSIONS,
+            "class folders with .mp4/.m4v/.mov files",
+        )?;
+        Ok(Self { listing })
+    }
+}
+
+impl Source for VideoFolder {
+    fn listing(&self) -> &Listing {
+        &self.listing
+    }
+}
+
+/// Lists `root`'s class folders and the files under each with one of `extensions`.
+fn class_folders(root: &Path, extensions: &[&str], what: &'static str) -> Result<Listing, Error> {
+    let root = root.to_path_buf();
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| Error::Io { path, source }
+    };
+    let mut class_dirs = Vec::new();
+    for entry in std::fs::read_dir(&root).map_err(io(&root))? {
+        let entry = entry.map_err(io(&root))?;
+        if entry.path().is_dir() {
+            class_dirs.push(entry.path());
+        }
+    }
+    sort_like_python(&mut class_dirs);
+    let mut classes = Vec::with_capacity(class_dirs.len());
+    let mut entries = Vec::new();
+    for (label, dir) in class_dirs.iter().enumerate() {
+        classes.push(
+            dir.file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned(),
+        );
+        let mut files = Vec::new();
+        let mut visited = std::collections::HashSet::new();
+        list_files(dir, extensions, &mut files, &mut visited)?;
+        sort_like_python(&mut files);
+        entries.extend(files.into_iter().map(|path| Entry {
+            path,
+            label: label as i64,
+        }));
+    }
+    if entries.is_empty() {
+        return Err(Error::EmptyDataset { path: root, what });
+    }
+    Ok(Listing::of_files(root, entries, classes))
+}
+
+/// Lists the files under `dir` with one of `extensions`, recursively, following links; a
+/// folder reached twice (a link loop, or two links to one folder) is listed once.
+fn list_files(
     dir: &Path,
+    extensions: &[&str],
     out: &mut Vec<PathBuf>,
     visited: &mut std::collections::HashSet<PathBuf>,
 ) -> Result<(), Error> {
@@ -83,18 +122,18 @@ fn list_images(
     for entry in std::fs::read_dir(dir).map_err(io)? {
         let path = entry.map_err(io)?.path();
         if path.is_dir() {
-            list_images(&path, out, visited)?;
-        } else if has_image_extension(&path) {
+            list_files(&path, extensions, out, visited)?;
+        } else if has_extension(&path, extensions) {
             out.push(path);
         }
     }
     Ok(())
 }
 
-fn has_image_extension(path: &Path) -> bool {
+fn has_extension(path: &Path, extensions: &[&str]) -> bool {
     path.extension()
         .and_then(|e| e.to_str())
-        .is_some_and(|e| IMAGE_EXTENSIONS.iter().any(|x| x.eq_ignore_ascii_case(e)))
+        .is_some_and(|e| extensions.iter().any(|x| x.eq_ignore_ascii_case(e)))
 }
 
 impl Source for ImageFolder {

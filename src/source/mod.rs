@@ -18,7 +18,7 @@ use crate::Error;
 
 pub use arrow::{ArrowDataset, HfOptions};
 pub use coco::{CocoDataset, CocoOptions, Objects};
-pub use folder::{ImageFolder, IMAGE_EXTENSIONS};
+pub use folder::{ImageFolder, VideoFolder, IMAGE_EXTENSIONS, VIDEO_EXTENSIONS};
 pub use manifest::Manifest;
 pub use parquet::{ParquetDataset, ParquetOptions};
 pub use remote::{is_remote, CacheOptions, RemoteOptions, StorageReport};

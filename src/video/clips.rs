@@ -98,7 +98,7 @@ pub struct TimeClips {
 }
 
 /// Why a video gives no clips for a sampler.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ClipError {
     /// The video has no frames.

@@ -19,7 +19,7 @@ use openh264_sys2::{
 };
 
 use super::plan::DecodePlan;
-use super::{VideoError, VideoIndex};
+use super::{VideoError, VideoFailure, VideoIndex};
 use crate::Error;
 
 /// The `avcC` decoder configuration record: how long each NAL unit's length prefix is, and
@@ -142,13 +142,17 @@ impl H264Decoder {
     /// [`Error::Format`] naming the file when its `avcC` record is malformed or the decoder
     /// refuses its parameter sets.
     pub fn new(index: &VideoIndex) -> Result<Self, Error> {
-        let bad = |e: VideoError| Error::Format {
-            path: index.path.clone(),
-            reason: e.to_string(),
-        };
-        let config = AvcConfig::parse(&index.config).map_err(bad)?;
+        Self::new_typed(index).map_err(|e| named(index, e))
+    }
+
+    /// [`H264Decoder::new`], with the failure typed.
+    ///
+    /// # Errors
+    /// [`VideoError::Config`], [`VideoError::Decoder`] or [`VideoError::Decode`].
+    pub fn new_typed(index: &VideoIndex) -> Result<Self, VideoError> {
+        let config = AvcConfig::parse(&index.config)?;
         let decoder = Decoder::with_api_config(OpenH264API::from_source(), DecoderConfig::new())
-            .map_err(|e| bad(VideoError::Decoder(e.to_string())))?;
+            .map_err(|e| VideoError::Decoder(e.to_string()))?;
         let mut this = Self {
             decoder,
             config,
@@ -156,12 +160,11 @@ impl H264Decoder {
             annexb: Vec::new(),
         };
         let headers = std::mem::take(&mut this.config.parameter_sets);
-        let state = this.feed(&headers, 0, &mut |_| Ok(()));
+        let state = this.feed(&headers, 0, &mut |_| {});
         this.config.parameter_sets = headers;
         match state {
-            Ok(0) => Ok(this),
-            Ok(state) => Err(bad(VideoError::Decode { frame: None, state })),
-            Err(e) => Err(e),
+            0 => Ok(this),
+            state => Err(VideoError::Decode { frame: None, state }),
         }
     }
 
@@ -170,19 +173,31 @@ impl H264Decoder {
     ///
     /// # Errors
     /// [`Error::Io`] when the file cannot be read; [`Error::Format`] naming the file and the
-    /// frame when the decoder rejects a frame or a kept frame does not come out; whatever
-    /// `emit` returns.
+    /// frame when the decoder rejects a frame or a kept frame does not come out.
     pub fn decode(
         &mut self,
         file: &File,
         index: &VideoIndex,
         plan: &DecodePlan,
-        emit: &mut dyn FnMut(Picture<'_>) -> Result<(), Error>,
+        emit: &mut dyn FnMut(Picture<'_>),
     ) -> Result<DecodeCounts, Error> {
-        let bad = |e: VideoError| Error::Format {
-            path: index.path.clone(),
-            reason: e.to_string(),
-        };
+        self.decode_typed(file, index, plan, emit)
+            .map_err(|e| named(index, e))
+    }
+
+    /// [`H264Decoder::decode`], with the failure typed. After a failure the decoder's state
+    /// is unknown: start a new one.
+    ///
+    /// # Errors
+    /// [`VideoFailure::Io`] when the file cannot be read, [`VideoFailure::Video`] when a frame
+    /// is malformed or rejected, or a kept frame does not come out.
+    pub fn decode_typed(
+        &mut self,
+        file: &File,
+        index: &VideoIndex,
+        plan: &DecodePlan,
+        emit: &mut dyn FnMut(Picture<'_>),
+    ) -> Result<DecodeCounts, VideoFailure> {
         let mut counts = DecodeCounts::default();
         for run in &plan.runs {
             let frames = &index.frames[run.first..=run.last];
@@ -196,20 +211,14 @@ impl H264Decoder {
                 .unwrap_or(0);
             self.data.clear();
             self.data.resize((end - start) as usize, 0);
-            file.read_exact_at(&mut self.data, start)
-                .map_err(|source| Error::Io {
-                    path: index.path.clone(),
-                    source,
-                })?;
+            file.read_exact_at(&mut self.data, start)?;
             counts.bytes += end - start;
             let mut seen = 0usize;
             let keep = &run.keep;
             let mut pass = |p: Picture<'_>| {
                 if keep.binary_search(&p.frame).is_ok() {
                     seen += 1;
-                    emit(p)
-                } else {
-                    Ok(())
+                    emit(p);
                 }
             };
             let key_pts = index.frames[run.first].pts;
@@ -219,28 +228,30 @@ impl H264Decoder {
                 let sample = &self.data[at..at + f.len as usize];
                 let mut annexb = std::mem::take(&mut self.annexb);
                 let rewritten = to_annexb(sample, self.config.nal_length, &mut annexb);
-                let state = rewritten
-                    .map_err(|reason| VideoError::Sample { frame, reason })
-                    .map_err(bad)
-                    .and_then(|()| self.feed(&annexb, frame, &mut pass));
+                let state = match rewritten {
+                    Ok(()) => Ok(self.feed(&annexb, frame, &mut pass)),
+                    Err(reason) => Err(VideoError::Sample { frame, reason }),
+                };
                 self.annexb = annexb;
                 let state = state?;
                 // A leading picture of an open GOP decoded from its own keyframe refers to
                 // the GOP before: its errors are expected, and it is never kept.
                 let leading = f.pts < key_pts && keep.binary_search(&frame).is_err();
                 if state != 0 && !leading {
-                    return Err(bad(VideoError::Decode {
+                    return Err(VideoError::Decode {
                         frame: Some(frame),
                         state,
-                    }));
+                    }
+                    .into());
                 }
             }
-            self.drain(&mut pass)?;
+            self.drain(&mut pass);
             if seen != keep.len() {
-                return Err(bad(VideoError::Missing {
+                return Err(VideoError::Missing {
                     wanted: keep.len(),
                     got: seen,
-                }));
+                }
+                .into());
             }
             counts.decoded += frames.len();
             counts.discarded += frames.len() - keep.len();
@@ -253,8 +264,8 @@ impl H264Decoder {
         &mut self,
         annexb: &[u8],
         frame: usize,
-        out: &mut dyn FnMut(Picture<'_>) -> Result<(), Error>,
-    ) -> Result<DECODING_STATE, Error> {
+        out: &mut dyn FnMut(Picture<'_>),
+    ) -> DECODING_STATE {
         let mut dst = [null_mut::<u8>(); 3];
         let mut info = SBufferInfo {
             uiInBsTimeStamp: frame as u64,
@@ -271,15 +282,12 @@ impl H264Decoder {
                 &raw mut info,
             )
         };
-        self.pass_on(&dst, &info, out)?;
-        Ok(state)
+        self.pass_on(&dst, &info, out);
+        state
     }
 
     /// Ends the stream and passes on every picture still held for reordering.
-    fn drain(
-        &mut self,
-        out: &mut dyn FnMut(Picture<'_>) -> Result<(), Error>,
-    ) -> Result<(), Error> {
+    fn drain(&mut self, out: &mut dyn FnMut(Picture<'_>)) {
         let mut dst = [null_mut::<u8>(); 3];
         let mut info = SBufferInfo::default();
         // SAFETY: a null source of length 0 is the API's end-of-stream call; `dst` and `info`
@@ -292,7 +300,7 @@ impl H264Decoder {
                 &raw mut info,
             );
         }
-        self.pass_on(&dst, &info, out)?;
+        self.pass_on(&dst, &info, out);
         // Bounded: the decoder holds at most its reorder depth (16) of pictures.
         for _ in 0..32 {
             let mut left: i32 = 0;
@@ -314,20 +322,14 @@ impl H264Decoder {
                     .raw_api()
                     .flush_frame(dst.as_mut_ptr(), &raw mut info);
             }
-            self.pass_on(&dst, &info, out)?;
+            self.pass_on(&dst, &info, out);
         }
-        Ok(())
     }
 
     /// Passes on the picture the decoder described in `info`, if there is one.
-    fn pass_on(
-        &self,
-        dst: &[*mut u8; 3],
-        info: &SBufferInfo,
-        out: &mut dyn FnMut(Picture<'_>) -> Result<(), Error>,
-    ) -> Result<(), Error> {
+    fn pass_on(&self, dst: &[*mut u8; 3], info: &SBufferInfo, out: &mut dyn FnMut(Picture<'_>)) {
         if info.iBufferStatus != 1 || dst.iter().any(|p| p.is_null()) {
-            return Ok(());
+            return;
         }
         // SAFETY: with `iBufferStatus == 1` the decoder filled the `sSystemBuffer` variant of
         // the union (the only one it has).
@@ -338,10 +340,10 @@ impl H264Decoder {
             usize::try_from(sys.iStride[0]),
             usize::try_from(sys.iStride[1]),
         ) else {
-            return Ok(());
+            return;
         };
         if width == 0 || height == 0 || y_stride < width || uv_stride < width.div_ceil(2) {
-            return Ok(());
+            return;
         }
         let chroma_rows = height.div_ceil(2);
         // SAFETY: for a ready picture OpenH264 points `dst` at its planes, `height` rows of
@@ -371,6 +373,20 @@ impl H264Decoder {
             y_stride,
             uv_stride,
         })
+    }
+}
+
+/// A typed failure as the crate's error, naming the file.
+fn named(index: &VideoIndex, e: impl Into<VideoFailure>) -> Error {
+    match e.into() {
+        VideoFailure::Io(source) => Error::Io {
+            path: index.path.clone(),
+            source,
+        },
+        VideoFailure::Video(e) => Error::Format {
+            path: index.path.clone(),
+            reason: e.to_string(),
+        },
     }
 }
 

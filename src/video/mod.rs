@@ -6,6 +6,7 @@
 //! them on the host (issue 30).
 
 mod clips;
+pub mod colour;
 mod h264;
 mod mp4;
 mod plan;
@@ -15,5 +16,5 @@ pub use clips::{
     Policy, TimeClips, Timeline,
 };
 pub use h264::{AvcConfig, DecodeCounts, H264Decoder, Picture};
-pub use mp4::{Codec, Frame, VideoError, VideoIndex};
+pub use mp4::{Codec, Frame, VideoError, VideoFailure, VideoIndex};
 pub use plan::{DecodePlan, Run};

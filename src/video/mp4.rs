@@ -45,7 +45,7 @@ pub struct Frame {
 }
 
 /// Why a file has no usable frame index.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum VideoError {
     /// The top-level boxes do not parse (not an MP4/MOV file, or truncated).
@@ -115,6 +115,9 @@ pub enum VideoError {
         /// OpenH264's `DECODING_STATE` bits.
         state: i32,
     },
+    /// The video has no clip for the sampler's parameters.
+    #[error("no clip: {0}")]
+    Clips(#[from] super::ClipError),
     /// The decoder gave fewer of the wanted frames than asked for.
     #[error("the decoder gave {got} of the {wanted} wanted frames")]
     Missing {
@@ -152,6 +155,17 @@ fn decode_state(state: i32) -> String {
     }
 }
 
+/// Why a video could not be indexed or decoded, typed: the file's I/O, or its content.
+#[derive(Debug, thiserror::Error)]
+pub enum VideoFailure {
+    /// The file could not be read.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// What it holds is not an indexable video.
+    #[error(transparent)]
+    Video(#[from] VideoError),
+}
+
 /// A video file's frame index: the first video track's frames in decode order, with what a
 /// decoder needs to start.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -185,23 +199,33 @@ impl VideoIndex {
     /// [`Error::Io`] when the file cannot be read; [`Error::Format`] naming the file and a
     /// [`VideoError`] for anything else.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
+        let path = path.as_ref();
+        Self::open_typed(path).map_err(|e| match e {
+            VideoFailure::Io(source) => Error::Io {
+                path: path.to_path_buf(),
+                source,
+            },
+            VideoFailure::Video(e) => Error::Format {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            },
+        })
+    }
+
+    /// [`VideoIndex::open`], with the failure typed.
+    ///
+    /// # Errors
+    /// [`VideoFailure::Io`] when the file cannot be read, [`VideoFailure::Video`] for the rest.
+    pub fn open_typed(path: impl AsRef<Path>) -> Result<Self, VideoFailure> {
         let path = path.as_ref().to_path_buf();
-        let io = |source| Error::Io {
-            path: path.clone(),
-            source,
-        };
-        let file = File::open(&path).map_err(io)?;
-        let size = file.metadata().map_err(io)?.len();
-        let bad = |e: VideoError| Error::Format {
-            path: path.clone(),
-            reason: e.to_string(),
-        };
+        let file = File::open(&path)?;
+        let size = file.metadata()?.len();
         let boxes = top_level_boxes(&file, size).map_err(|e| match e {
-            Scan::Io(source) => io(source),
-            Scan::Bad(e) => bad(e),
+            Scan::Io(source) => VideoFailure::Io(source),
+            Scan::Bad(e) => VideoFailure::Video(e),
         })?;
         if boxes.iter().any(|b| &b.kind == b"moof") {
-            return Err(bad(VideoError::Fragmented));
+            return Err(VideoError::Fragmented.into());
         }
         // `mp4parse` reads a stream of boxes: give it `ftyp` and `moov`, header and body,
         // and none of the media data.
@@ -213,26 +237,24 @@ impl VideoIndex {
         {
             moov |= &b.kind == b"moov";
             if b.len > MAX_MOOV_BYTES {
-                return Err(bad(VideoError::MoovTooLarge(b.len)));
+                return Err(VideoError::MoovTooLarge(b.len).into());
             }
             let at = head.len();
             head.resize(at + 8 + b.len as usize, 0);
             head[at..at + 4].copy_from_slice(&((8 + b.len) as u32).to_be_bytes());
             head[at + 4..at + 8].copy_from_slice(&b.kind);
-            file.read_exact_at(&mut head[at + 8..], b.start)
-                .map_err(io)?;
+            file.read_exact_at(&mut head[at + 8..], b.start)?;
         }
         if !moov {
-            return Err(bad(VideoError::NoMoov));
+            return Err(VideoError::NoMoov.into());
         }
-        check_tables(&head).map_err(bad)?;
-        let index = guarded(|| from_movie(&head)).map_err(bad)?;
-        let (codec, config, frame_size, timescale, frames) = index;
+        check_tables(&head)?;
+        let (codec, config, frame_size, timescale, frames) = guarded(|| from_movie(&head))?;
         if let Some(frame) = frames
             .iter()
             .position(|f| f.offset.saturating_add(u64::from(f.len)) > size)
         {
-            return Err(bad(VideoError::PastTheEnd { frame, size }));
+            return Err(VideoError::PastTheEnd { frame, size }.into());
         }
         Ok(Self {
             path,

@@ -1,0 +1,231 @@
+//! The loader's video path: a sample is a video, and its slot holds `clips x frames` frames.
+//!
+//! Per sample: the video's frame index (built once per loader and kept, so later epochs read
+//! no tables), the clips drawn by the [`ClipSampler`] from `(seed, epoch, index)`, one decode
+//! plan for all their frames (each decoded once, from the keyframe before it), then for each
+//! clip one [`SamplePlan`] drawn from the video's size and applied to every frame of the clip:
+//! the same crop, flip, colour jitter and erasing on each, as torchvision v2 applies a
+//! transform to a video tensor. Frame `t` of clip `c` is written at frame position
+//! `c * frames_per_clip + t` of the slot, so a batch is `[B, T, C, H, W]` (`[B, T, H, W, C]`
+//! with the NHWC layout), or `[B, clips, T, ...]` with several clips.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::sync::{Arc, OnceLock};
+
+use super::replace::Filled;
+use super::Shared;
+use crate::augment::{self, Resampler, SamplePlan};
+use crate::cpu_time::CpuClock;
+use crate::stage::Stage;
+use crate::video::{
+    colour, ClipSampler, DecodePlan, H264Decoder, Timeline, VideoError, VideoFailure, VideoIndex,
+};
+use crate::{SampleError, SampleErrorKind};
+
+/// What makes a loader a video loader: how each video's clips are drawn.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VideoSpec {
+    /// The clips of each sample.
+    pub sampler: ClipSampler,
+}
+
+impl VideoSpec {
+    /// Clips in each sample (batches need a fixed count).
+    ///
+    /// # Errors
+    /// A message for a sampler whose clip count depends on each video's length.
+    pub fn clips(&self) -> Result<usize, String> {
+        match &self.sampler {
+            ClipSampler::RandomIndices(p) | ClipSampler::RegularIndices(p) => Ok(p.num_clips),
+            ClipSampler::RandomTimestamps(p) => Ok(p.num_clips),
+            ClipSampler::RegularTimestamps { .. } => Err(
+                "clips at regular timestamps give as many clips as each video's length allows; \
+                 a batch needs the same count for every video (use clips at regular indices, \
+                 or random timestamps)"
+                    .into(),
+            ),
+        }
+    }
+
+    /// Frames in each sample: clips times frames per clip.
+    pub fn frames(&self) -> Result<usize, String> {
+        Ok(self.clips()? * self.sampler.frames_per_clip())
+    }
+}
+
+/// A video's index and what the samplers read from it, built once per loader.
+struct Indexed {
+    index: VideoIndex,
+    timeline: Timeline,
+    /// Presentation position -> decode-order frame.
+    order: Vec<usize>,
+}
+
+/// The video path's state shared by the workers: the spec and every video's index, built on
+/// first use.
+pub(super) struct VideoShared {
+    spec: VideoSpec,
+    frames: usize,
+    indexes: Vec<OnceLock<Arc<Indexed>>>,
+}
+
+impl VideoShared {
+    pub(super) fn new(spec: VideoSpec, frames: usize, videos: usize) -> Self {
+        Self {
+            spec,
+            frames,
+            indexes: (0..videos).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// Video `index`'s index, built now if no worker has built it. A failure is not kept:
+    /// the next use tries again (a read error may pass).
+    fn indexed(&self, shared: &Shared, index: usize) -> Result<Arc<Indexed>, SampleErrorKind> {
+        if let Some(done) = self.indexes[index].get() {
+            return Ok(Arc::clone(done));
+        }
+        let path = &shared.source.entries()[index].path;
+        let video = VideoIndex::open_typed(path).map_err(|e| match e {
+            VideoFailure::Io(e) => SampleErrorKind::Read(e),
+            VideoFailure::Video(e) => SampleErrorKind::Video(e),
+        })?;
+        let built = Arc::new(Indexed {
+            timeline: Timeline::of(&video),
+            order: video.presentation_order(),
+            index: video,
+        });
+        Ok(Arc::clone(self.indexes[index].get_or_init(|| built)))
+    }
+}
+
+/// A worker's reusable memory for videos.
+#[derive(Default)]
+pub(super) struct VideoScratch {
+    /// The decoder and the `avcC` record it was started with: reused while videos share it.
+    decoder: Option<(Vec<u8>, H264Decoder)>,
+    /// Decoded frames (decode-order index -> RGB), and spare buffers.
+    frames: HashMap<usize, Vec<u8>>,
+    spare: Vec<Vec<u8>>,
+    /// A frame's copy when the plan runs ops on the whole frame first.
+    whole: Vec<u8>,
+    resampler: Option<Resampler>,
+    ops: augment::Scratch,
+}
+
+/// Loads video `index` into `slot`: its clips, decoded and augmented on the host.
+pub(super) fn load(
+    shared: &Shared,
+    video: &VideoShared,
+    s: &mut VideoScratch,
+    index: usize,
+    epoch: u64,
+    slot: &mut [u8],
+) -> Result<Filled, SampleError> {
+    let entry = &shared.source.entries()[index];
+    let err = |kind| SampleError {
+        index,
+        path: entry.path.clone(),
+        kind,
+    };
+    fill(shared, video, s, index, epoch, slot).map_err(err)?;
+    Ok(Filled::Cpu {
+        index,
+        label: entry.label,
+        detect: None,
+    })
+}
+
+fn fill(
+    shared: &Shared,
+    video: &VideoShared,
+    s: &mut VideoScratch,
+    index: usize,
+    epoch: u64,
+    slot: &mut [u8],
+) -> Result<(), SampleErrorKind> {
+    let c = &shared.counters;
+    let t0 = CpuClock::now();
+    let v = video.indexed(shared, index)?;
+    let clips = video
+        .spec
+        .sampler
+        .sample(&v.timeline, shared.seed, epoch, index as u64)
+        .map_err(|e| SampleErrorKind::Video(VideoError::Clips(e)))?;
+    let wanted: Vec<usize> = clips.iter().flatten().map(|&p| v.order[p]).collect();
+    let plan = DecodePlan::new(&v.index, &wanted);
+    let file = File::open(&v.index.path).map_err(SampleErrorKind::Read)?;
+    let t1 = CpuClock::now();
+    c.add(Stage::Read, t1 - t0);
+
+    // The decoder is kept while videos share their parameter sets (one encoder's output).
+    let decoder = match &mut s.decoder {
+        Some((config, d)) if *config == v.index.config => d,
+        slot_decoder => {
+            let d = H264Decoder::new_typed(&v.index).map_err(SampleErrorKind::Video)?;
+            &mut slot_decoder.insert((v.index.config.clone(), d)).1
+        }
+    };
+    let (frames, spare) = (&mut s.frames, &mut s.spare);
+    spare.extend(frames.drain().map(|(_, b)| b));
+    let decoded = decoder.decode_typed(&file, &v.index, &plan, &mut |p| {
+        let mut rgb = spare.pop().unwrap_or_default();
+        colour::to_rgb(&p, &mut rgb);
+        frames.insert(p.frame, rgb);
+    });
+    if let Err(e) = decoded {
+        // The decoder's state after a rejected frame is not trusted for the next video.
+        s.decoder = None;
+        return Err(match e {
+            VideoFailure::Io(e) => SampleErrorKind::Read(e),
+            VideoFailure::Video(e) => SampleErrorKind::Video(e),
+        });
+    }
+    let t2 = CpuClock::now();
+    c.add(Stage::DecodeCpu, t2 - t1);
+
+    let (w, h) = v.index.size;
+    let per_clip = video.spec.sampler.frames_per_clip();
+    let frame_bytes = slot.len() / video.frames;
+    for (k, clip) in clips.iter().enumerate() {
+        // Clip k of sample `index` draws as sample `index + k * len`: its own plan, the same
+        // for every frame of the clip.
+        let key = index + k * shared.source.entries().len();
+        let drawn: SamplePlan = shared
+            .plan
+            .sample(shared.seed, epoch, key, (w, h), None)
+            .map_err(SampleErrorKind::Augment)?;
+        super::cpu::fits(shared, &drawn, (w, h))?;
+        let (oh, ow) = drawn.pixels.size;
+        let resampler = s.resampler.get_or_insert_with(|| Resampler::new(oh, ow));
+        resampler.set_size(oh, ow);
+        for (t, &position) in clip.iter().enumerate() {
+            let rgb = s
+                .frames
+                .get(&v.order[position])
+                .ok_or(SampleErrorKind::Video(VideoError::Missing {
+                    wanted: wanted.len(),
+                    got: s.frames.len(),
+                }))?;
+            let source: &[u8] = if drawn.pre.is_empty() {
+                rgb
+            } else {
+                s.whole.clear();
+                s.whole.extend_from_slice(rgb);
+                augment::apply(&drawn.pre, &mut s.whole, h as usize, w as usize, &mut s.ops);
+                &s.whole
+            };
+            let resized = resampler
+                .run_with(source, w, h, &drawn.crop, drawn.interpolation)
+                .map_err(SampleErrorKind::Augment)?;
+            shared.stage.ops(resized, &drawn.pixels, &mut s.ops);
+            let at = (k * per_clip + t) * frame_bytes;
+            shared
+                .stage
+                .write(resized, &drawn.pixels, &mut slot[at..at + frame_bytes]);
+        }
+    }
+    c.add(Stage::Augment, t2.elapsed());
+    c.samples.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Ok(())
+}
