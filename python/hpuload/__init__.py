@@ -8,7 +8,7 @@ hands batches to torch without a copy, through DLPack. Most users want `hpuload.
 
 from ._hpuload import ErrorBudgetExceeded, LoaderError, SampleError
 from ._hpuload import Loader as _CoreLoader
-from .sources import HFDataset, ImageFolder, Manifest, Parquet, WebDataset
+from .sources import HFDataset, ImageFolder, Manifest, Parquet, VideoFolder, WebDataset
 
 __all__ = [
     "ImageFolder",
@@ -16,6 +16,7 @@ __all__ = [
     "WebDataset",
     "HFDataset",
     "Parquet",
+    "VideoFolder",
     "LoaderError",
     "SampleError",
     "ErrorBudgetExceeded",

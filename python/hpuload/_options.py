@@ -113,7 +113,40 @@ class CocoSource:
     only: list[int] | None = None
 
 
-Source = Union[FolderSource, ManifestSource, SamplesSource, ShardSource, ArrowSource, ParquetSource, CocoSource]
+@dataclass(frozen=True)
+class VideoFolderSource:
+    """Videos in class folders: `root/<class>/<video>.mp4` (Kinetics, UCF101, HMDB51)."""
+
+    kind: ClassVar[str] = "video_folder"
+    root: str
+
+
+@dataclass(frozen=True)
+class VideoOptions:
+    """How each video's clips are drawn, with torchcodec's sampler names and parameters:
+    `sampler` is `random_indices`, `regular_indices` or `random_timestamps`."""
+
+    sampler: str = "random_indices"
+    num_clips: int = 1
+    num_frames_per_clip: int = 16
+    num_indices_between_frames: int = 1
+    seconds_between_frames: float | None = None
+    #: Index samplers: an int (negative: from the end); time samplers: seconds.
+    sampling_range_start: float | None = None
+    sampling_range_end: float | None = None
+    policy: str = "repeat_last"
+
+
+Source = Union[
+    FolderSource,
+    ManifestSource,
+    SamplesSource,
+    ShardSource,
+    ArrowSource,
+    ParquetSource,
+    CocoSource,
+    VideoFolderSource,
+]
 
 
 @dataclass(frozen=True)
@@ -138,3 +171,5 @@ class LoaderOptions:
     error_budget: float = 0.01
     backend: str = "auto"
     resume: str | None = None
+    #: A video loader's clips (the source is then a video source); None: images.
+    video: VideoOptions | None = None

@@ -7,7 +7,16 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from ._options import ArrowSource, FolderSource, ManifestSource, ParquetSource, ShardSource, Storage
+from ._options import (
+    ArrowSource,
+    FolderSource,
+    ManifestSource,
+    ParquetSource,
+    ShardSource,
+    Storage,
+    VideoFolderSource,
+    VideoOptions,
+)
 
 
 def _pipeline(pipeline: Any) -> str:
@@ -142,3 +151,58 @@ class Parquet(_WithPipeline):
             window_rows=int(self.window_rows),
             storage=Storage.of(self),
         )
+
+
+@dataclass(frozen=True)
+class VideoFolder(_WithPipeline):
+    """Videos (H.264 in MP4/MOV) in class folders, `root/<class>/<video>.mp4` (the Kinetics,
+    UCF101 and HMDB51 layout; torchvision's class order), each sample the clips of one video.
+
+    The clips are drawn as torchcodec's samplers draw them, with its parameter names:
+    `sampler` is `"random_indices"` (`clips_at_random_indices`), `"regular_indices"` or
+    `"random_timestamps"`; `num_clips` per video, `num_frames_per_clip`,
+    `num_indices_between_frames` (or `seconds_between_frames` for timestamps), the
+    `sampling_range_start`/`end` of clip starts and the `policy` for frames past the end
+    (`"repeat_last"`, `"wrap"`, `"error"`). Draws are keyed by (seed, epoch, index), so an
+    epoch is reproducible and resumes exactly.
+
+    `pipeline` (an hpuload pipeline: built-in name, TOML file or dict) or `transform` (a
+    torchvision transform hpuload translates, as for images) is drawn once per clip and
+    applied to each of its frames, as torchvision v2 transforms a video tensor. Batches are
+    `[B, T, C, H, W]` (`[B, num_clips, T, C, H, W]` with several clips)."""
+
+    root: str | os.PathLike
+    pipeline: Any = None
+    transform: Any = None
+    sampler: str = "random_indices"
+    num_clips: int = 1
+    num_frames_per_clip: int = 16
+    num_indices_between_frames: int = 1
+    seconds_between_frames: float | None = None
+    sampling_range_start: float | None = None
+    sampling_range_end: float | None = None
+    policy: str = "repeat_last"
+
+    def _source(self) -> VideoFolderSource:
+        return VideoFolderSource(os.fspath(self.root))
+
+    def _video(self) -> VideoOptions:
+        return VideoOptions(
+            sampler=self.sampler,
+            num_clips=int(self.num_clips),
+            num_frames_per_clip=int(self.num_frames_per_clip),
+            num_indices_between_frames=int(self.num_indices_between_frames),
+            seconds_between_frames=self.seconds_between_frames,
+            sampling_range_start=None if self.sampling_range_start is None else float(self.sampling_range_start),
+            sampling_range_end=None if self.sampling_range_end is None else float(self.sampling_range_end),
+            policy=self.policy,
+        )
+
+    def _pipeline_and_dtype(self) -> tuple[str, str]:
+        if (self.pipeline is None) == (self.transform is None):
+            raise TypeError("VideoFolder needs exactly one of pipeline= and transform=")
+        if self.transform is not None:
+            from ._transforms import translate
+
+            return translate(self.transform)
+        return _pipeline(self.pipeline), "f32"

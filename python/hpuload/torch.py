@@ -46,9 +46,10 @@ from .sources import _pipeline
 from .sources import Manifest as _HpuManifest
 from .sources import HFDataset as _HpuHFDataset
 from .sources import Parquet as _HpuParquet
+from .sources import VideoFolder as _HpuVideoFolder
 from .sources import WebDataset as _HpuWebDataset
 
-_HPU_SOURCES = (_HpuFolder, _HpuManifest, _HpuWebDataset, _HpuHFDataset, _HpuParquet)
+_HPU_SOURCES = (_HpuFolder, _HpuManifest, _HpuWebDataset, _HpuHFDataset, _HpuParquet, _HpuVideoFolder)
 
 __all__ = [
     "DataLoader",
@@ -140,6 +141,9 @@ def _dataset_source(dataset, pipeline, transform=None, max_boxes=200):
         if pipeline is None:
             raise TypeError("a folder path as dataset needs pipeline= (e.g. 'resnet50_train')")
         dataset = _HpuFolder(dataset, pipeline=pipeline)
+    if isinstance(dataset, _HpuVideoFolder):
+        pipeline_json, dtype = dataset._pipeline_and_dtype()
+        return {"source": dataset._source(), "video": dataset._video()}, pipeline_json, dtype, None
     if isinstance(dataset, _HPU_SOURCES):
         return {"source": dataset._source()}, dataset._pipeline_json(), "f32", None
     if _hf.is_hf_dataset(dataset):

@@ -89,6 +89,7 @@ impl Loader {
             error_budget,
             backend,
             resume,
+            video,
         } = options;
         if batch_size == 0 {
             return Err(PyValueError::new_err("batch_size must be at least 1"));
@@ -117,6 +118,7 @@ impl Loader {
             })
             .transpose()?;
         let open = options::source(&source)?;
+        let video = video.map(options::Video::spec).transpose()?;
         // Listing a folder and starting threads: no Python objects involved.
         let built = py.detach(move || {
             let builder = CoreLoader::builder_boxed(open()?)
@@ -149,6 +151,10 @@ impl Loader {
             };
             let builder = match resume {
                 Some(state) => builder.resume(state),
+                None => builder,
+            };
+            let builder = match video {
+                Some(spec) => builder.video(spec),
                 None => builder,
             };
             builder.build()

@@ -9,8 +9,10 @@ use hpuload::source::coco::{Categories, EmptyImages};
 use hpuload::source::hf::ColumnChoice;
 use hpuload::{
     ArrowDataset, CacheOptions, CocoDataset, CocoOptions, Entry, HfOptions, ImageFolder, Listing,
-    Manifest, ParquetDataset, ParquetOptions, RemoteOptions, ShardOptions, Source, WebDataset,
+    Manifest, ParquetDataset, ParquetOptions, RemoteOptions, ShardOptions, Source, VideoFolder,
+    VideoSpec, WebDataset,
 };
+use hpuload::video::{ClipSampler, IndexClips, Policy, TimeClips};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
@@ -34,6 +36,78 @@ pub(crate) struct Options<'py> {
     pub error_budget: f64,
     pub backend: String,
     pub resume: Option<String>,
+    pub video: Option<Video>,
+}
+
+/// `VideoOptions`: torchcodec's sampler parameters.
+#[derive(FromPyObject)]
+pub(crate) struct Video {
+    sampler: String,
+    num_clips: usize,
+    num_frames_per_clip: usize,
+    num_indices_between_frames: usize,
+    seconds_between_frames: Option<f64>,
+    sampling_range_start: Option<f64>,
+    sampling_range_end: Option<f64>,
+    policy: String,
+}
+
+impl Video {
+    /// The loader's video spec.
+    pub(crate) fn spec(self) -> PyResult<VideoSpec> {
+        let policy = match self.policy.as_str() {
+            "repeat_last" => Policy::RepeatLast,
+            "wrap" => Policy::Wrap,
+            "error" => Policy::Error,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "policy={other:?}: give 'repeat_last', 'wrap' or 'error'"
+                )))
+            }
+        };
+        let index = |v: Option<f64>, what: &str| -> PyResult<Option<i64>> {
+            match v {
+                None => Ok(None),
+                Some(x) if x.fract() == 0.0 && x.abs() < 9e15 => Ok(Some(x as i64)),
+                Some(x) => Err(PyValueError::new_err(format!(
+                    "{what}={x}: an index sampler's range is in frames (an integer)"
+                ))),
+            }
+        };
+        let sampler = match self.sampler.as_str() {
+            "random_indices" | "regular_indices" => {
+                let p = IndexClips {
+                    num_clips: self.num_clips,
+                    frames_per_clip: self.num_frames_per_clip,
+                    between: self.num_indices_between_frames,
+                    range_start: index(self.sampling_range_start, "sampling_range_start")?
+                        .unwrap_or(0),
+                    range_end: index(self.sampling_range_end, "sampling_range_end")?,
+                    policy,
+                };
+                if self.sampler == "random_indices" {
+                    ClipSampler::RandomIndices(p)
+                } else {
+                    ClipSampler::RegularIndices(p)
+                }
+            }
+            "random_timestamps" => ClipSampler::RandomTimestamps(TimeClips {
+                num_clips: self.num_clips,
+                frames_per_clip: self.num_frames_per_clip,
+                seconds_between_frames: self.seconds_between_frames,
+                range_start: self.sampling_range_start,
+                range_end: self.sampling_range_end,
+                policy,
+            }),
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "sampler={other:?}: give 'random_indices', 'regular_indices' or \
+                     'random_timestamps' (a batch needs the same number of clips per video)"
+                )))
+            }
+        };
+        Ok(VideoSpec { sampler })
+    }
 }
 
 /// Opens the dataset (listing a folder, reading an index): run without the GIL.
@@ -87,6 +161,10 @@ pub(crate) fn source(given: &Bound<'_, PyAny>) -> PyResult<Opener> {
             Box::new(
                 move || Ok(Box::new(ParquetDataset::open(&spec, &options)?) as Box<dyn Source>),
             )
+        }
+        "video_folder" => {
+            let root: PathBuf = given.getattr("root")?.extract()?;
+            Box::new(move || Ok(Box::new(VideoFolder::open(root)?) as Box<dyn Source>))
         }
         "coco" => {
             let c: Coco = given.extract()?;

@@ -1,32 +1,73 @@
 //! A decoded picture's 4:2:0 planes to interleaved RGB, as FFmpeg's swscale converts video that
 //! does not say otherwise (what torchcodec and PyAV give): BT.601 coefficients, limited range
-//! (luma 16-235, chroma 16-240), each chroma sample covering its 2x2 luma block.
+//! (luma 16-235, chroma 16-240; values outside taken as they are), each chroma sample covering
+//! its 2x2 luma block, and swscale's arithmetic: 16-bit fixed point, the luma term and each
+//! chroma term floored on its own, then summed and clamped. Bit-exact with libswscale 9.5
+//! (FFmpeg 8, as PyAV 18 bundles it) on the test clips and over a grid of (y, u, v).
+//!
+//! Each pair of rows computes its chroma terms once; each pixel is then one luma product and
+//! three adds. (`yuvutils-rs` is faster but clamps luma below 16 before converting, 19 levels
+//! off FFmpeg for the darkest pixels.)
 
 use super::Picture;
 
-/// Fixed-point (16 fractional bits) BT.601 limited-range coefficients.
-const Y: i32 = 76_309; // 255 / 219
+/// Fixed-point (16 fractional bits) BT.601 limited-range coefficients, as swscale's tables
+/// hold them (the luma gain 255/219 rounded up, so multiples of 219 land on whole levels).
+const Y: i32 = 76_310;
 const RV: i32 = 104_597; // 1.402 * 255 / 224
 const GU: i32 = 25_675; // 0.344136 * 255 / 224
 const GV: i32 = 53_279; // 0.714136 * 255 / 224
 const BU: i32 = 132_201; // 1.772 * 255 / 224
-const HALF: i32 = 1 << 15;
+
+/// The red, green and blue offsets of one chroma sample, each floored.
+fn chroma(cb: u8, cr: u8) -> [i32; 3] {
+    let (cb, cr) = (i32::from(cb) - 128, i32::from(cr) - 128);
+    [
+        (RV * cr) >> 16,
+        ((-GU * cb) >> 16) + ((-GV * cr) >> 16),
+        (BU * cb) >> 16,
+    ]
+}
 
 /// Writes `p` as `height * width * 3` bytes of RGB into `out` (resized to fit).
 pub fn to_rgb(p: &Picture<'_>, out: &mut Vec<u8>) {
     let (w, h) = (p.width, p.height);
     out.resize(w * h * 3, 0);
+    let cw = w.div_ceil(2);
+    // Per chroma sample: the red, green and blue offsets.
+    let mut terms = vec![[0i32; 3]; cw];
     for (row, line) in out.chunks_exact_mut(w * 3).enumerate() {
+        if row % 2 == 0 {
+            let c = (row / 2) * p.uv_stride;
+            let (u, v) = (&p.u[c..c + cw], &p.v[c..c + cw]);
+            for ((t, &cb), &cr) in terms.iter_mut().zip(u).zip(v) {
+                *t = chroma(cb, cr);
+            }
+        }
         let y = &p.y[row * p.y_stride..row * p.y_stride + w];
+        for ((pair, ys), t) in line.chunks_mut(6).zip(y.chunks(2)).zip(&terms) {
+            for (px, &luma) in pair.chunks_exact_mut(3).zip(ys) {
+                let l = ((i32::from(luma) - 16) * Y) >> 16;
+                px[0] = clamp(l + t[0]);
+                px[1] = clamp(l + t[1]);
+                px[2] = clamp(l + t[2]);
+            }
+        }
+    }
+}
+
+/// [`to_rgb`] written out pixel by pixel, the reference the tests hold it to.
+pub fn to_rgb_exact(p: &Picture<'_>, out: &mut Vec<u8>) {
+    let (w, h) = (p.width, p.height);
+    out.resize(w * h * 3, 0);
+    for (row, line) in out.chunks_exact_mut(w * 3).enumerate() {
         let c = (row / 2) * p.uv_stride;
-        let (u, v) = (&p.u[c..], &p.v[c..]);
         for (x, px) in line.chunks_exact_mut(3).enumerate() {
-            let l = (i32::from(y[x]) - 16) * Y + HALF;
-            let cb = i32::from(u[x / 2]) - 128;
-            let cr = i32::from(v[x / 2]) - 128;
-            px[0] = clamp((l + RV * cr) >> 16);
-            px[1] = clamp((l - GU * cb - GV * cr) >> 16);
-            px[2] = clamp((l + BU * cb) >> 16);
+            let l = ((i32::from(p.y[row * p.y_stride + x]) - 16) * Y) >> 16;
+            let t = chroma(p.u[c + x / 2], p.v[c + x / 2]);
+            for k in 0..3 {
+                px[k] = clamp(l + t[k]);
+            }
         }
     }
 }
@@ -69,12 +110,49 @@ mod tests {
             for px in out.chunks(3) {
                 for k in 0..3 {
                     assert!(
-                        (i32::from(px[k]) - rgb[k]).abs() <= 1,
+                        // Two floored terms: up to two levels under the real value.
+                        (i32::from(px[k]) - rgb[k]).abs() <= 2,
                         "{yuv:?} gave {px:?}, not {rgb:?}"
                     );
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_fast_conversion_gives_the_exact_arithmetics_bytes_at_any_size_and_stride() {
+        // Every (y, u, v) corner and a sweep between, odd sizes, a stride wider than the row.
+        let (w, h, stride) = (37usize, 19usize, 48usize);
+        let mut y = vec![0u8; stride * h];
+        let mut u = vec![0u8; stride * h.div_ceil(2)];
+        let mut v = vec![0u8; stride * h.div_ceil(2)];
+        for (i, b) in y.iter_mut().enumerate() {
+            *b = (i * 7 % 256) as u8;
+        }
+        for (i, (a, b)) in u.iter_mut().zip(v.iter_mut()).enumerate() {
+            *a = (i * 13 % 256) as u8;
+            *b = (255 - i * 5 % 256) as u8;
+        }
+        let p = Picture {
+            frame: 0,
+            width: w,
+            height: h,
+            y: &y,
+            u: &u,
+            v: &v,
+            y_stride: stride,
+            uv_stride: stride,
+        };
+        let (mut fast, mut exact) = (Vec::new(), Vec::new());
+        to_rgb(&p, &mut fast);
+        to_rgb_exact(&p, &mut exact);
+        assert_eq!(fast.len(), w * h * 3);
+        let worst = fast
+            .iter()
+            .zip(&exact)
+            .map(|(a, b)| (i32::from(*a) - i32::from(*b)).abs())
+            .max();
+        assert_eq!(worst, Some(0));
     }
 
     #[test]

@@ -118,6 +118,11 @@ def main():
     for path in clips:
         expected[path.name] = describe(path)
     (HERE / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")
+    # FFmpeg's own RGB (swscale, as torchcodec converts) of three frames of one clip, raw
+    # 48 x 64 x 3 bytes each, for the colour conversion's parity test.
+    with av.open(str(HERE / "baseline.mp4")) as container:
+        decoded = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+    (HERE / "baseline_rgb_0_5_11.bin").write_bytes(b"".join(decoded[i].tobytes() for i in (0, 5, 11)))
 
 
 if __name__ == "__main__":

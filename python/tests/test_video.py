@@ -1,0 +1,65 @@
+"""Video through the Python package: `hpuload.VideoFolder` with torchcodec's sampler
+parameters, batches `[B, T, C, H, W]` through `hpuload.torch.DataLoader`."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+import hpuload
+from hpuload.torch import DataLoader
+
+CLIPS = Path(__file__).resolve().parents[2] / "tests" / "data" / "video"
+
+CROP = {
+    "name": "video_crop",
+    "ops": [{"op": "random_resized_crop", "size": 32}, {"op": "random_horizontal_flip"}],
+}
+
+
+@pytest.fixture
+def videos(tmp_path):
+    for cls, clip in [("a", "high_bframes.mp4"), ("a", "vfr.mp4"), ("b", "main_cabac.mp4"), ("b", "baseline.mp4")]:
+        (tmp_path / cls).mkdir(exist_ok=True)
+        shutil.copy(CLIPS / clip, tmp_path / cls / clip)
+    return tmp_path
+
+
+def test_a_video_folder_gives_uint8_btchw_clips_with_folder_labels(videos):
+    data = hpuload.VideoFolder(videos, pipeline=CROP, num_frames_per_clip=4, num_indices_between_frames=2)
+    loader = DataLoader(data, batch_size=2, output_dtype=torch.uint8)
+    labels = []
+    for clips, y in loader:
+        assert clips.shape == (2, 4, 3, 32, 32)
+        assert clips.dtype == torch.uint8
+        labels += y.tolist()
+    assert sorted(labels) == [0, 0, 1, 1]
+
+
+def test_a_torchvision_transform_is_drawn_once_per_clip_and_normalised(videos):
+    T = pytest.importorskip("torchvision.transforms")
+    transform = T.Compose([T.RandomResizedCrop(24), T.ToTensor(), T.Normalize([0.5] * 3, [0.25] * 3)])
+    data = hpuload.VideoFolder(videos, transform=transform, num_frames_per_clip=3, num_clips=2)
+    clips, _ = next(iter(DataLoader(data, batch_size=4)))
+    assert clips.shape == (4, 2, 3, 3, 24, 24)
+    assert clips.dtype == torch.float32
+    assert -2.5 <= clips.min() and clips.max() <= 2.5
+
+
+def test_video_clips_repeat_for_a_seed_and_change_with_the_epoch(videos):
+    data = hpuload.VideoFolder(videos, pipeline=CROP, num_frames_per_clip=2)
+
+    def first(epoch):
+        loader = DataLoader(data, batch_size=4, shuffle=True, generator=torch.Generator().manual_seed(3))
+        loader.set_epoch(epoch)
+        return next(iter(loader))[0]
+
+    assert torch.equal(first(0), first(0))
+    assert not torch.equal(first(0), first(1))
+
+
+def test_a_clip_count_that_depends_on_the_video_is_refused_with_the_reason(videos):
+    data = hpuload.VideoFolder(videos, pipeline=CROP, sampler="regular_timestamps")
+    with pytest.raises(ValueError, match="same number of clips"):
+        DataLoader(data, batch_size=2)
