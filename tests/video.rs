@@ -166,6 +166,46 @@ fn one_decoder_decodes_clips_of_two_videos_in_turn() {
 }
 
 #[test]
+fn one_decoder_decodes_run_after_run_and_video_after_video() {
+    // The loader keeps a worker's decoder while videos share their parameter sets.
+    let expected = expected();
+    let clip = "high_bframes.mp4";
+    let frames = expected[clip]["frames"].as_array().unwrap();
+    let index = VideoIndex::open(data().join(clip)).unwrap();
+    let order = index.presentation_order();
+    let file = File::open(&index.path).unwrap();
+    let mut decoder = H264Decoder::new(&index).unwrap();
+    for wanted in [
+        &[3usize, 4, 5, 20][..],
+        &[3, 4, 5, 20],
+        &[28, 29],
+        &[0, 13, 27],
+    ] {
+        let decode_order: Vec<usize> = wanted.iter().map(|&p| order[p]).collect();
+        let plan = DecodePlan::new(&index, &decode_order);
+        let mut got = Vec::new();
+        decoder
+            .decode(&file, &index, &plan, &mut |p| {
+                let pos = order.iter().position(|&f| f == p.frame).unwrap();
+                let (cw, ch) = (p.width.div_ceil(2), p.height.div_ceil(2));
+                got.push((
+                    pos,
+                    [
+                        plane(p.y, p.y_stride, p.width, p.height),
+                        plane(p.u, p.uv_stride, cw, ch),
+                        plane(p.v, p.uv_stride, cw, ch),
+                    ],
+                ));
+            })
+            .unwrap();
+        assert_eq!(got.len(), wanted.len(), "{wanted:?}");
+        for (pos, planes) in got {
+            assert_eq!(planes, hashes(&frames[pos]), "frame {pos} of {wanted:?}");
+        }
+    }
+}
+
+#[test]
 fn a_damaged_frame_is_an_error_naming_the_file_and_frame() {
     let dir = std::env::temp_dir().join(format!("hpuload-video-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use hpuload::source::coco::{Categories, EmptyImages};
 use hpuload::source::hf::ColumnChoice;
+use hpuload::video::{ClipSampler, IndexClips, Policy, TimeClips};
 use hpuload::{
     ArrowDataset, CacheOptions, CocoDataset, CocoOptions, Entry, HfOptions, ImageFolder, Listing,
     Manifest, ParquetDataset, ParquetOptions, RemoteOptions, ShardOptions, Source, VideoFolder,
     VideoSpec, WebDataset,
 };
-use hpuload::video::{ClipSampler, IndexClips, Policy, TimeClips};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 

@@ -52,6 +52,22 @@ pub struct BenchArgs {
     /// stops (a damaged dataset can be measured with a raised budget).
     #[arg(long, value_name = "FRACTION", default_value_t = 0.01)]
     pub error_budget: f64,
+    /// Video: `--data` is a folder of class folders of H.264 MP4/MOV files, and each sample is
+    /// clips of one video (torchcodec's `clips_at_random_indices`), every frame of a clip through
+    /// one drawn plan of the pipeline. Reports clips/s, frames/s and the frames decoded only to
+    /// reach a kept one.
+    #[arg(long)]
+    pub video: bool,
+    /// With --video: frames per clip.
+    #[arg(long, default_value_t = 16, requires = "video")]
+    pub frames_per_clip: usize,
+    /// With --video: frame indices from one frame of a clip to the next (torchcodec's
+    /// `num_indices_between_frames`).
+    #[arg(long, default_value_t = 1, requires = "video")]
+    pub frame_step: usize,
+    /// With --video: clips per video.
+    #[arg(long, default_value_t = 1, requires = "video")]
+    pub clips: usize,
 }
 
 /// `--layout`.
@@ -96,7 +112,11 @@ pub fn run(args: &BenchArgs) -> Result<(), Error> {
         Some(ms) => Some(Duration::from_secs_f64(ms / 1e3)),
         None => None,
     };
-    let (pipeline, builder, origin) = args.data.open()?;
+    let (pipeline, builder, origin) = if args.video {
+        video_builder(args)?
+    } else {
+        args.data.open()?
+    };
     let hpu = Hpu::emulated(HpuConfig::default())?;
     let layout = match args.layout {
         LayoutArg::Nchw => Layout::Nchw,
@@ -173,6 +193,18 @@ pub fn run(args: &BenchArgs) -> Result<(), Error> {
         let wall = start.elapsed();
         bar.finish_and_clear();
         let after = loader.report();
+        if args.video {
+            let frames = images * (args.frames_per_clip * args.clips) as u64;
+            let decoded = after.frames_decoded - before.frames_decoded;
+            let discarded = after.frames_discarded - before.frames_discarded;
+            println!(
+                "  video: {:.1} clips/s, {:.0} frames/s kept; {decoded} frames decoded, \
+                 {discarded} of them ({:.0}%) only to reach a kept one",
+                images as f64 * args.clips as f64 / wall.as_secs_f64(),
+                frames as f64 / wall.as_secs_f64(),
+                100.0 * discarded as f64 / decoded.max(1) as f64,
+            );
+        }
         let stats = EpochStats {
             epoch,
             warm_up: epoch == 0,
@@ -219,6 +251,36 @@ pub fn run(args: &BenchArgs) -> Result<(), Error> {
         println!("report written to {}", path.display());
     }
     Ok(())
+}
+
+/// `--video`: a video folder with clips as the flags say, the pipeline, backend and seed set.
+fn video_builder(
+    args: &BenchArgs,
+) -> Result<(hpuload::Pipeline, hpuload::LoaderBuilder, PathBuf), Error> {
+    use hpuload::video::{ClipSampler, IndexClips};
+    let d = &args.data;
+    let dir = d.data.clone().ok_or_else(|| {
+        Error::config(
+            "--data",
+            "--video needs --data: a folder of class folders of .mp4 files \
+             (benches/peers/video_make.py makes one from photographs)",
+        )
+    })?;
+    let pipeline = hpuload::pipelines::resolve(&d.pipeline)?;
+    let spec = hpuload::VideoSpec {
+        sampler: ClipSampler::RandomIndices(IndexClips {
+            num_clips: args.clips,
+            frames_per_clip: args.frames_per_clip,
+            between: args.frame_step,
+            ..IndexClips::default()
+        }),
+    };
+    let builder = hpuload::Loader::builder(hpuload::VideoFolder::open(&dir)?)
+        .shuffle(d.seed)
+        .backend(d.backend.backend())
+        .pipeline(pipeline.clone())
+        .video(spec);
+    Ok((pipeline, builder, dir))
 }
 
 /// A progress bar on a terminal (stderr); hidden otherwise, where the per-epoch lines suffice.

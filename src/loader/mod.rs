@@ -179,6 +179,11 @@ pub struct Report {
     pub boxes: u64,
     /// Detection boxes left out of their sample's targets, past `max_boxes`.
     pub boxes_over_max: u64,
+    /// Video: frames decoded (every sample loaded).
+    pub frames_decoded: u64,
+    /// Video: of those, frames decoded only to reach a kept one (from the keyframe before
+    /// it), which no clip keeps.
+    pub frames_discarded: u64,
     /// Samples skipped and replaced.
     pub skipped: u64,
     /// Skips counted by reason.
@@ -665,6 +670,8 @@ impl Loader {
         r.hw_dct_scaled = c.hw_scaled.load(Ordering::Relaxed);
         r.boxes_over_max = c.boxes_over_max.load(Ordering::Relaxed);
         r.boxes = c.boxes.load(Ordering::Relaxed);
+        r.frames_decoded = c.frames_decoded.load(Ordering::Relaxed);
+        r.frames_discarded = c.frames_discarded.load(Ordering::Relaxed);
         r.fallbacks = c
             .fallbacks
             .lock()

@@ -173,14 +173,22 @@ fn fill(
         colour::to_rgb(&p, &mut rgb);
         frames.insert(p.frame, rgb);
     });
-    if let Err(e) = decoded {
-        // The decoder's state after a rejected frame is not trusted for the next video.
-        s.decoder = None;
-        return Err(match e {
-            VideoFailure::Io(e) => SampleErrorKind::Read(e),
-            VideoFailure::Video(e) => SampleErrorKind::Video(e),
-        });
-    }
+    let counts = match decoded {
+        Ok(counts) => counts,
+        Err(e) => {
+            // The decoder's state after a rejected frame is not trusted for the next video.
+            s.decoder = None;
+            return Err(match e {
+                VideoFailure::Io(e) => SampleErrorKind::Read(e),
+                VideoFailure::Video(e) => SampleErrorKind::Video(e),
+            });
+        }
+    };
+    let relaxed = std::sync::atomic::Ordering::Relaxed;
+    c.frames_decoded.fetch_add(counts.decoded as u64, relaxed);
+    c.frames_discarded
+        .fetch_add(counts.discarded as u64, relaxed);
+    c.bytes_read.fetch_add(counts.bytes, relaxed);
     let t2 = CpuClock::now();
     c.add(Stage::DecodeCpu, t2 - t1);
 

@@ -42,6 +42,9 @@ pub(crate) struct StageCounters {
     pub boxes_over_max: AtomicU64,
     /// Boxes written into detection targets.
     pub boxes: AtomicU64,
+    /// Video frames decoded, and of those the ones no clip kept (keyframe lead-ins).
+    pub frames_decoded: AtomicU64,
+    pub frames_discarded: AtomicU64,
     pub fallbacks: Mutex<std::collections::BTreeMap<&'static str, u64>>,
 }
 

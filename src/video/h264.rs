@@ -125,6 +125,8 @@ pub struct H264Decoder {
     data: Vec<u8>,
     /// One frame rewritten to Annex B.
     annexb: Vec<u8>,
+    /// Whether a stream was ended (drained): the next run needs a fresh decoder.
+    ended: bool,
 }
 
 impl std::fmt::Debug for H264Decoder {
@@ -151,19 +153,24 @@ impl H264Decoder {
     /// [`VideoError::Config`], [`VideoError::Decoder`] or [`VideoError::Decode`].
     pub fn new_typed(index: &VideoIndex) -> Result<Self, VideoError> {
         let config = AvcConfig::parse(&index.config)?;
-        let decoder = Decoder::with_api_config(OpenH264API::from_source(), DecoderConfig::new())
-            .map_err(|e| VideoError::Decoder(e.to_string()))?;
         let mut this = Self {
-            decoder,
+            decoder: start()?,
             config,
             data: Vec::new(),
             annexb: Vec::new(),
+            ended: false,
         };
-        let headers = std::mem::take(&mut this.config.parameter_sets);
-        let state = this.feed(&headers, 0, &mut |_| {});
-        this.config.parameter_sets = headers;
+        this.prime()?;
+        Ok(this)
+    }
+
+    /// Hands a fresh decoder the parameter sets.
+    fn prime(&mut self) -> Result<(), VideoError> {
+        let headers = std::mem::take(&mut self.config.parameter_sets);
+        let state = self.feed(&headers, 0, &mut |_| {});
+        self.config.parameter_sets = headers;
         match state {
-            0 => Ok(this),
+            0 => Ok(()),
             state => Err(VideoError::Decode { frame: None, state }),
         }
     }
@@ -199,7 +206,14 @@ impl H264Decoder {
         emit: &mut dyn FnMut(Picture<'_>),
     ) -> Result<DecodeCounts, VideoFailure> {
         let mut counts = DecodeCounts::default();
-        for run in &plan.runs {
+        for (k, run) in plan.runs.iter().enumerate() {
+            // OpenH264 does not take a new stream after the end of the last one (its picture
+            // buffers stay held: "out of memory" a few frames in): a fresh decoder per run.
+            if k > 0 || self.ended {
+                self.decoder = start()?;
+                self.prime()?;
+            }
+            self.ended = true;
             let frames = &index.frames[run.first..=run.last];
             // One read covering the run (a track's samples are mostly contiguous; another
             // track's samples interleaved between them are read and skipped).
@@ -374,6 +388,12 @@ impl H264Decoder {
             uv_stride,
         })
     }
+}
+
+/// A new OpenH264 decoder (error concealment off: a damaged frame is an error, not a guess).
+fn start() -> Result<Decoder, VideoError> {
+    Decoder::with_api_config(OpenH264API::from_source(), DecoderConfig::new())
+        .map_err(|e| VideoError::Decoder(e.to_string()))
 }
 
 /// A typed failure as the crate's error, naming the file.
