@@ -10,6 +10,11 @@ pub enum Stage {
     Read,
     /// Host: decoding on the CPU.
     DecodeCpu,
+    /// Host: a video's frame index (built once per video) and its clips' decode plan.
+    Demux,
+    /// Host: H.264 decoding (kept frames and the frames before them from their keyframe) and
+    /// the kept frames' conversion to RGB.
+    DecodeVideo,
     /// Host: crop and resize on the CPU.
     Augment,
     /// Host: flip, normalize, cast and layout into the pinned batch buffer.
@@ -45,9 +50,11 @@ pub enum RunsOn {
 
 impl Stage {
     /// Every stage, in report order.
-    pub const ALL: [Stage; 10] = [
+    pub const ALL: [Stage; 12] = [
         Stage::Read,
         Stage::DecodeCpu,
+        Stage::Demux,
+        Stage::DecodeVideo,
         Stage::Augment,
         Stage::Collate,
         Stage::Route,
@@ -63,6 +70,8 @@ impl Stage {
         match self {
             Stage::Read => "read",
             Stage::DecodeCpu => "decode_cpu",
+            Stage::Demux => "demux",
+            Stage::DecodeVideo => "decode_video",
             Stage::Augment => "augment",
             Stage::Collate => "collate",
             Stage::Route => "route",
@@ -77,9 +86,13 @@ impl Stage {
     /// Where it runs.
     pub const fn runs_on(self) -> RunsOn {
         match self {
-            Stage::Read | Stage::DecodeCpu | Stage::Augment | Stage::Collate | Stage::Route => {
-                RunsOn::Host
-            }
+            Stage::Read
+            | Stage::DecodeCpu
+            | Stage::Demux
+            | Stage::DecodeVideo
+            | Stage::Augment
+            | Stage::Collate
+            | Stage::Route => RunsOn::Host,
             Stage::DecodeEngine | Stage::AugmentEngine | Stage::Dma => RunsOn::Device,
             Stage::Wait => RunsOn::Loop,
             Stage::Storage => RunsOn::Storage,
@@ -91,6 +104,8 @@ impl Stage {
         match self {
             Stage::Read => "reading files",
             Stage::DecodeCpu => "JPEG decoding on the CPU",
+            Stage::Demux => "video index and decode plan",
+            Stage::DecodeVideo => "H.264 decoding and RGB conversion",
             Stage::Augment => "crop and resize",
             Stage::Collate => "flip, normalize and cast into pinned memory",
             Stage::Route => "routing (engine probe, bitstream into its slot)",
@@ -105,7 +120,7 @@ impl Stage {
     /// The word for a pipeline bound by this stage ("decode-bound").
     pub const fn bound_word(self) -> &'static str {
         match self {
-            Stage::DecodeCpu => "decode",
+            Stage::DecodeCpu | Stage::DecodeVideo => "decode",
             Stage::Route => "routing",
             Stage::DecodeEngine | Stage::AugmentEngine => "media-engine",
             other => other.name(),
@@ -203,8 +218,13 @@ mod tests {
         for (i, s) in Stage::ALL.iter().enumerate() {
             t.set(*s, Duration::from_millis(1 << i));
         }
-        assert_eq!(t.host(), Duration::from_millis(1 + 2 + 4 + 8 + 16));
-        assert_eq!(t.device(), Duration::from_millis(32 + 64 + 128));
+        // Host: read, decode_cpu, demux, decode_video, augment, collate, route.
+        assert_eq!(
+            t.host(),
+            Duration::from_millis(1 + 2 + 4 + 8 + 16 + 32 + 64)
+        );
+        // Device: decode_engine, augment_engine, dma.
+        assert_eq!(t.device(), Duration::from_millis(128 + 256 + 512));
         assert_eq!((t + t).since(&t), t);
     }
 }

@@ -197,9 +197,11 @@ pub fn run(args: &BenchArgs) -> Result<(), Error> {
             let frames = images * (args.frames_per_clip * args.clips) as u64;
             let decoded = after.frames_decoded - before.frames_decoded;
             let discarded = after.frames_discarded - before.frames_discarded;
+            let skipped = after.frames_skipped - before.frames_skipped;
             println!(
                 "  video: {:.1} clips/s, {:.0} frames/s kept; {decoded} frames decoded, \
-                 {discarded} of them ({:.0}%) only to reach a kept one",
+                 {discarded} of them ({:.0}%) only to reach a kept one; {skipped} passed over \
+                 undecoded (not kept, not referred to)",
                 images as f64 * args.clips as f64 / wall.as_secs_f64(),
                 frames as f64 / wall.as_secs_f64(),
                 100.0 * discarded as f64 / decoded.max(1) as f64,

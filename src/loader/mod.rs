@@ -184,6 +184,9 @@ pub struct Report {
     /// Video: of those, frames decoded only to reach a kept one (from the keyframe before
     /// it), which no clip keeps.
     pub frames_discarded: u64,
+    /// Video: frames between a keyframe and a kept frame passed over undecoded (not kept, and
+    /// no frame refers to them).
+    pub frames_skipped: u64,
     /// Samples skipped and replaced.
     pub skipped: u64,
     /// Skips counted by reason.
@@ -672,6 +675,7 @@ impl Loader {
         r.boxes = c.boxes.load(Ordering::Relaxed);
         r.frames_decoded = c.frames_decoded.load(Ordering::Relaxed);
         r.frames_discarded = c.frames_discarded.load(Ordering::Relaxed);
+        r.frames_skipped = c.frames_skipped.load(Ordering::Relaxed);
         r.fallbacks = c
             .fallbacks
             .lock()

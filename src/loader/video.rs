@@ -156,7 +156,7 @@ fn fill(
     let plan = DecodePlan::new(&v.index, &wanted);
     let file = File::open(&v.index.path).map_err(SampleErrorKind::Read)?;
     let t1 = CpuClock::now();
-    c.add(Stage::Read, t1 - t0);
+    c.add(Stage::Demux, t1 - t0);
 
     // The decoder is kept while videos share their parameter sets (one encoder's output).
     let decoder = match &mut s.decoder {
@@ -188,9 +188,10 @@ fn fill(
     c.frames_decoded.fetch_add(counts.decoded as u64, relaxed);
     c.frames_discarded
         .fetch_add(counts.discarded as u64, relaxed);
+    c.frames_skipped.fetch_add(counts.skipped as u64, relaxed);
     c.bytes_read.fetch_add(counts.bytes, relaxed);
     let t2 = CpuClock::now();
-    c.add(Stage::DecodeCpu, t2 - t1);
+    c.add(Stage::DecodeVideo, t2 - t1);
 
     let (w, h) = v.index.size;
     let per_clip = video.spec.sampler.frames_per_clip();

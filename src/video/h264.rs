@@ -112,6 +112,9 @@ pub struct DecodeCounts {
     pub decoded: usize,
     /// Decoded frames nobody asked for (keyframe-to-frame lead-ins).
     pub discarded: usize,
+    /// Frames of the runs not decoded at all: not kept, and no other frame refers to them
+    /// (`nal_ref_idc` 0: most B-frames).
+    pub skipped: usize,
     /// Compressed bytes read.
     pub bytes: u64,
 }
@@ -236,10 +239,18 @@ impl H264Decoder {
                 }
             };
             let key_pts = index.frames[run.first].pts;
+            let mut skipped = 0;
             for (k, f) in frames.iter().enumerate() {
                 let frame = run.first + k;
                 let at = (f.offset - start) as usize;
                 let sample = &self.data[at..at + f.len as usize];
+                // A frame nobody keeps and nothing refers to need not be decoded at all.
+                if keep.binary_search(&frame).is_err()
+                    && !is_reference(sample, self.config.nal_length)
+                {
+                    skipped += 1;
+                    continue;
+                }
                 let mut annexb = std::mem::take(&mut self.annexb);
                 let rewritten = to_annexb(sample, self.config.nal_length, &mut annexb);
                 let state = match rewritten {
@@ -267,8 +278,9 @@ impl H264Decoder {
                 }
                 .into());
             }
-            counts.decoded += frames.len();
-            counts.discarded += frames.len() - keep.len();
+            counts.decoded += frames.len() - skipped;
+            counts.discarded += frames.len() - skipped - keep.len();
+            counts.skipped += skipped;
         }
         Ok(counts)
     }
@@ -410,6 +422,26 @@ fn named(index: &VideoIndex, e: impl Into<VideoFailure>) -> Error {
     }
 }
 
+/// Whether a frame may be referred to by others: its first slice's `nal_ref_idc` is not zero
+/// (H.264 7.4.1). Conservative: a frame whose slices cannot be found counts as a reference.
+fn is_reference(sample: &[u8], nal_length: usize) -> bool {
+    let mut at = 0;
+    while let Some(prefix) = sample.get(at..at + nal_length) {
+        let len = prefix
+            .iter()
+            .fold(0usize, |n, &b| (n << 8) | usize::from(b));
+        let Some(&header) = sample.get(at + nal_length) else {
+            return true;
+        };
+        // Slice of a non-IDR (1) or IDR (5) picture.
+        if matches!(header & 0x1f, 1 | 5) {
+            return header & 0x60 != 0;
+        }
+        at += nal_length + len;
+    }
+    true
+}
+
 /// Rewrites one length-prefixed sample into an Annex B access unit in `out`.
 fn to_annexb(sample: &[u8], nal_length: usize, out: &mut Vec<u8>) -> Result<(), &'static str> {
     out.clear();
@@ -462,6 +494,21 @@ mod tests {
             Err(VideoError::Config("a parameter set runs past the record"))
         );
         assert!(AvcConfig::parse(&[0, 1, 2]).is_err());
+    }
+
+    #[test]
+    fn a_frame_is_a_reference_unless_its_slice_says_nal_ref_idc_zero() {
+        // An SEI (6) first, then a slice of a non-reference B-frame: nal_ref_idc 0.
+        assert!(!is_reference(
+            &[0, 0, 0, 2, 0x06, 5, 0, 0, 0, 2, 0x01, 0x9e],
+            4
+        ));
+        // nal_ref_idc 2 on a P slice; an IDR slice.
+        assert!(is_reference(&[0, 0, 0, 2, 0x41, 0x9a], 4));
+        assert!(is_reference(&[0, 0, 0, 2, 0x65, 0x88], 4));
+        // No slice found: counted as a reference.
+        assert!(is_reference(&[0, 0, 0, 1, 0x06], 4));
+        assert!(is_reference(&[], 4));
     }
 
     #[test]

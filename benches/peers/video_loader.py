@@ -1,0 +1,98 @@
+"""The peer of `hpuload bench --video`: torch's DataLoader over a Dataset that does what a
+torchcodec- or PyAV-based video dataset does per sample: pick a random clip start
+(`clips_at_random_indices`), seek to the keyframe before it, decode to the clip's last frame
+keeping every `step`-th frame as RGB (FFmpeg's decoder and swscale, one thread per worker),
+then torchvision v2 on the clip tensor: RandomResizedCrop(224) drawn once per clip, flip,
+ToDtype(float32, scale), Normalize, cast to bfloat16 as hpuload's output.
+
+    python benches/peers/video_loader.py FOLDER [--batch 4] [--frames 16] [--step 4]
+        [--workers 2] [--epochs 3]
+
+torchcodec itself needs FFmpeg's shared libraries installed on the system; PyAV bundles the
+same FFmpeg decoder, so this is the same decode work without them.
+"""
+
+import argparse
+import random
+import statistics
+import time
+from pathlib import Path
+
+import av
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+from torchvision import tv_tensors
+from torchvision.transforms import v2
+
+
+class Clips(Dataset):
+    def __init__(self, root, frames, step):
+        self.paths = sorted(Path(root).glob("*/*.mp4"))
+        classes = sorted({p.parent.name for p in self.paths})
+        self.labels = [classes.index(p.parent.name) for p in self.paths]
+        self.frames, self.step = frames, step
+        self.transform = v2.Compose(
+            [
+                v2.RandomResizedCrop(224, antialias=True),
+                v2.RandomHorizontalFlip(),
+                v2.ToDtype(torch.float32, scale=True),
+                v2.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
+            ]
+        )
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        with av.open(str(self.paths[i])) as c:
+            s = c.streams.video[0]
+            s.thread_type = "NONE"
+            n = s.frames
+            span = self.step * (self.frames - 1) + 1
+            start = random.randrange(max(n - span + 1, 1))
+            wanted = set(range(start, min(start + span, n), self.step))
+            # The keyframe before `start`: seek by its timestamp, backwards.
+            rate = s.average_rate
+            c.seek(int(start / rate / s.time_base), stream=s, backward=True, any_frame=False)
+            kept = []
+            for f in c.decode(s):
+                k = round(f.pts * s.time_base * rate)
+                if k in wanted:
+                    kept.append(f.to_ndarray(format="rgb24"))
+                if k >= start + span - 1 or len(kept) == len(wanted):
+                    break
+        while len(kept) < self.frames:
+            kept.append(kept[-1])
+        clip = tv_tensors.Video(torch.from_numpy(np.stack(kept)).permute(0, 3, 1, 2))
+        return self.transform(clip).to(torch.bfloat16), self.labels[i]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("root")
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--frames", type=int, default=16)
+    p.add_argument("--step", type=int, default=4)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--epochs", type=int, default=3)
+    a = p.parse_args()
+    torch.set_num_threads(1)
+    data = Clips(a.root, a.frames, a.step)
+    loader = DataLoader(data, batch_size=a.batch, shuffle=True, num_workers=a.workers, persistent_workers=True)
+    rates = []
+    for epoch in range(a.epochs + 1):
+        t = time.perf_counter()
+        clips = 0
+        for x, y in loader:
+            assert x.shape[1:] == (a.frames, 3, 224, 224)
+            clips += x.shape[0]
+        rate = clips / (time.perf_counter() - t)
+        print(f"epoch {epoch}{' (warm-up)' if epoch == 0 else ''}: {rate:.1f} clips/s")
+        if epoch:
+            rates.append(rate)
+    print(f"clips/s: {statistics.median(rates):.1f} (median of {a.epochs})")
+
+
+if __name__ == "__main__":
+    main()
