@@ -273,6 +273,7 @@ fn clips(frames_per_clip: usize, between: usize) -> VideoSpec {
             between,
             ..IndexClips::default()
         }),
+        channels_first: false,
     }
 }
 
@@ -347,6 +348,7 @@ fn each_frame_of_a_clip_is_its_decoded_picture_when_the_pipeline_keeps_the_whole
         .output(Dtype::U8, Layout::Nhwc)
         .video(VideoSpec {
             sampler: sampler.clone(),
+            channels_first: false,
         })
         .build()
         .unwrap();
@@ -417,6 +419,7 @@ fn a_video_too_short_for_its_clip_and_a_damaged_one_are_named_and_skipped() {
                 policy: Policy::Error,
                 ..IndexClips::default()
             }),
+            channels_first: false,
         })
         .build()
         .unwrap();
@@ -463,5 +466,88 @@ fn rgb_frames_are_ffmpegs_swscale_conversion_bit_for_bit() {
     for (k, frame) in wanted.iter().enumerate() {
         let ffmpeg = &theirs[k * frame_bytes..(k + 1) * frame_bytes];
         assert!(ours[frame] == ffmpeg, "frame {k} differs from FFmpeg's RGB");
+    }
+}
+
+#[test]
+fn a_video_loader_resumed_mid_epoch_yields_the_clips_of_the_uninterrupted_run() {
+    let dir = video_folder();
+    let build = |state: Option<hpuload::LoaderState>| {
+        let b = Loader::builder(VideoFolder::open(dir.path()).unwrap())
+            .batch_size(1)
+            .workers(2)
+            .shuffle(9)
+            .pipeline(pipeline(TRAIN))
+            .output(Dtype::U8, Layout::Nchw)
+            .video(clips(3, 2));
+        match state {
+            Some(s) => b.resume(s),
+            None => b,
+        }
+        .build()
+        .unwrap()
+    };
+    let mut whole = build(None);
+    let all: Vec<Vec<u8>> = whole.epoch(1).map(|b| host(&b.unwrap()).0).collect();
+    assert_eq!(all.len(), 4);
+    let mut first = build(None);
+    let mut epoch = first.epoch(1);
+    let _ = epoch.next().unwrap().unwrap();
+    let state = epoch.state();
+    drop(epoch);
+    // Another settings' state is refused: the clips are part of what a batch depends on.
+    let other = Loader::builder(VideoFolder::open(dir.path()).unwrap())
+        .batch_size(1)
+        .shuffle(9)
+        .pipeline(pipeline(TRAIN))
+        .output(Dtype::U8, Layout::Nchw)
+        .video(clips(4, 2))
+        .resume(state.clone())
+        .build();
+    assert!(
+        other.is_err(),
+        "a state of 3-frame clips resumed with 4-frame clips"
+    );
+    let mut resumed = build(Some(state));
+    let rest: Vec<Vec<u8>> = resumed.epoch(1).map(|b| host(&b.unwrap()).0).collect();
+    assert_eq!(rest, all[1..]);
+}
+
+#[test]
+fn channels_first_clips_hold_each_frames_planes_at_their_time_position() {
+    // The same clips as [T, C, H, W] and as [C, T, H, W]: a transpose of each other.
+    let dir = video_folder();
+    let run = |channels_first| {
+        let mut loader = Loader::builder(VideoFolder::open(dir.path()).unwrap())
+            .batch_size(2)
+            .workers(1)
+            .seed(4)
+            .pipeline(pipeline(TRAIN))
+            .output(Dtype::U8, Layout::Nchw)
+            .video(VideoSpec {
+                channels_first,
+                ..clips(3, 2)
+            })
+            .build()
+            .unwrap();
+        let batch = loader.epoch(0).next().unwrap().unwrap();
+        (batch.images.shape().to_vec(), host(&batch).0)
+    };
+    let (tchw_shape, tchw) = run(false);
+    let (cthw_shape, cthw) = run(true);
+    assert_eq!(tchw_shape, [2, 3, 3, 32, 32]);
+    assert_eq!(cthw_shape, [2, 3, 3, 32, 32]);
+    let plane = 32 * 32;
+    for b in 0..2 {
+        for t in 0..3 {
+            for c in 0..3 {
+                let from = ((b * 3 + t) * 3 + c) * plane;
+                let to = ((b * 3 + c) * 3 + t) * plane;
+                assert!(
+                    tchw[from..from + plane] == cthw[to..to + plane],
+                    "b {b} t {t} c {c}"
+                );
+            }
+        }
     }
 }

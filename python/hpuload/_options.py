@@ -135,6 +135,8 @@ class VideoOptions:
     sampling_range_start: float | None = None
     sampling_range_end: float | None = None
     policy: str = "repeat_last"
+    #: A clip's axes: "TCHW" or "CTHW" (torchvision's video models).
+    layout: str = "TCHW"
 
 
 Source = Union[

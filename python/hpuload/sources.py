@@ -169,7 +169,8 @@ class VideoFolder(_WithPipeline):
     `pipeline` (an hpuload pipeline: built-in name, TOML file or dict) or `transform` (a
     torchvision transform hpuload translates, as for images) is drawn once per clip and
     applied to each of its frames, as torchvision v2 transforms a video tensor. Batches are
-    `[B, T, C, H, W]` (`[B, num_clips, T, C, H, W]` with several clips)."""
+    `[B, T, C, H, W]` (`[B, num_clips, T, C, H, W]` with several clips), or with
+    `layout="CTHW"` `[B, C, T, H, W]`, what torchvision's video models take."""
 
     root: str | os.PathLike
     pipeline: Any = None
@@ -182,6 +183,7 @@ class VideoFolder(_WithPipeline):
     sampling_range_start: float | None = None
     sampling_range_end: float | None = None
     policy: str = "repeat_last"
+    layout: str = "TCHW"
 
     def _source(self) -> VideoFolderSource:
         return VideoFolderSource(os.fspath(self.root))
@@ -196,6 +198,7 @@ class VideoFolder(_WithPipeline):
             sampling_range_start=None if self.sampling_range_start is None else float(self.sampling_range_start),
             sampling_range_end=None if self.sampling_range_end is None else float(self.sampling_range_end),
             policy=self.policy,
+            layout=self.layout,
         )
 
     def _pipeline_and_dtype(self) -> tuple[str, str]:

@@ -50,6 +50,7 @@ pub(crate) struct Video {
     sampling_range_start: Option<f64>,
     sampling_range_end: Option<f64>,
     policy: String,
+    layout: String,
 }
 
 impl Video {
@@ -106,7 +107,19 @@ impl Video {
                 )))
             }
         };
-        Ok(VideoSpec { sampler })
+        let channels_first = match self.layout.to_ascii_uppercase().as_str() {
+            "TCHW" => false,
+            "CTHW" => true,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "layout={other:?}: give 'TCHW' (a clip is [T, C, H, W]) or 'CTHW'"
+                )))
+            }
+        };
+        Ok(VideoSpec {
+            sampler,
+            channels_first,
+        })
     }
 }
 

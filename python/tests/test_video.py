@@ -63,3 +63,9 @@ def test_a_clip_count_that_depends_on_the_video_is_refused_with_the_reason(video
     data = hpuload.VideoFolder(videos, pipeline=CROP, sampler="regular_timestamps")
     with pytest.raises(ValueError, match="same number of clips"):
         DataLoader(data, batch_size=2)
+
+
+def test_cthw_layout_gives_what_torchvisions_video_models_take(videos):
+    data = hpuload.VideoFolder(videos, pipeline=CROP, num_frames_per_clip=4, layout="CTHW")
+    clips, _ = next(iter(DataLoader(data, batch_size=2, output_dtype=torch.uint8)))
+    assert clips.shape == (2, 3, 4, 32, 32)

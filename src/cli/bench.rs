@@ -276,6 +276,7 @@ fn video_builder(
             between: args.frame_step,
             ..IndexClips::default()
         }),
+        channels_first: false,
     };
     let builder = hpuload::Loader::builder(hpuload::VideoFolder::open(&dir)?)
         .shuffle(d.seed)

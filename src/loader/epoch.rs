@@ -161,10 +161,10 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
                 vec![loader.shared.layout.sample_bytes / loader.dtype.size()]
             }
         };
-        let shape: Vec<usize> = std::iter::once(n)
-            .chain(loader.frame_axes.iter().copied())
-            .chain(frame)
-            .collect();
+        let shape: Vec<usize> = match &loader.sample_shape {
+            Some(sample) => std::iter::once(n).chain(sample.iter().copied()).collect(),
+            None => std::iter::once(n).chain(frame).collect(),
+        };
         let work = BatchWork::new(
             batch::BatchSpec {
                 seq,

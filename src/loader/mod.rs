@@ -244,8 +244,8 @@ pub struct Loader {
     dtype: Dtype,
     layout: Layout,
     output: OutputSize,
-    /// A video sample's axes before each frame's (`[T]` or `[clips, T]`); empty for images.
-    frame_axes: Vec<usize>,
+    /// A video sample's shape (every axis but the batch's); `None` for images.
+    sample_shape: Option<Vec<usize>>,
     placement: Placement,
     report: Mutex<Report>,
     wait: Duration,
@@ -335,6 +335,12 @@ impl Loader {
                     "a video batch needs every frame at one size: add a crop or resize",
                 ))
             }
+            Some(spec) if spec.channels_first && b.layout == Layout::Nhwc => {
+                return Err(Error::config(
+                    "video",
+                    "channels first ([C, T, H, W]) needs the NCHW layout",
+                ))
+            }
             Some(spec) => match spec.frames() {
                 Ok(0) => return Err(Error::config("video", "a clip needs at least one frame")),
                 Ok(n) => n,
@@ -410,19 +416,17 @@ impl Loader {
             .video
             .clone()
             .map(|spec| video::VideoShared::new(spec, frames, b.source.entries().len()));
-        // The axes a video sample adds before each frame's: [clips,] frames.
-        let frame_axes = match &b.video {
-            None => Vec::new(),
-            Some(spec) => {
-                let clips = spec.clips().unwrap_or(1);
-                let per_clip = spec.sampler.frames_per_clip();
-                if clips == 1 {
-                    vec![per_clip]
-                } else {
-                    vec![clips, per_clip]
-                }
+        // A video sample's shape: [clips,] T, C, H, W (or C, T, H, W); fixed size checked above.
+        let sample_shape = b.video.as_ref().map(|spec| {
+            let [h, w] = match output {
+                OutputSize::Fixed(hw) => hw.map(|d| d as usize),
+                OutputSize::PerSample { .. } => [0, 0],
+            };
+            match b.layout {
+                Layout::Nchw => spec.sample_shape(&[3, h, w]),
+                Layout::Nhwc => spec.sample_shape(&[h, w, 3]),
             }
-        };
+        });
         let shared = Arc::new(Shared {
             stage: Arc::new(PixelStage::new(b.dtype, b.layout, plan.normalize)),
             source: b.source,
@@ -468,7 +472,7 @@ impl Loader {
             dtype: b.dtype,
             layout: b.layout,
             output,
-            frame_axes,
+            sample_shape,
             placement: b.placement,
             report: Mutex::new(report),
             wait: Duration::ZERO,

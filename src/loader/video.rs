@@ -28,6 +28,10 @@ use crate::{SampleError, SampleErrorKind};
 pub struct VideoSpec {
     /// The clips of each sample.
     pub sampler: ClipSampler,
+    /// Channels before time: each clip `[C, T, H, W]` (the layout of torchvision's video
+    /// models, and of its video reference after its permute), instead of `[T, C, H, W]`.
+    /// Needs the NCHW layout.
+    pub channels_first: bool,
 }
 
 impl VideoSpec {
@@ -51,6 +55,23 @@ impl VideoSpec {
     /// Frames in each sample: clips times frames per clip.
     pub fn frames(&self) -> Result<usize, String> {
         Ok(self.clips()? * self.sampler.frames_per_clip())
+    }
+
+    /// A sample's shape for frames of `frame` (`[C, H, W]` or `[H, W, C]`): `[T, ...frame]`
+    /// or `[C, T, H, W]`, after a clips axis when there are several.
+    pub(super) fn sample_shape(&self, frame: &[usize]) -> Vec<usize> {
+        let clips = self.clips().unwrap_or(1);
+        let t = self.sampler.frames_per_clip();
+        let mut shape = if clips > 1 { vec![clips] } else { Vec::new() };
+        if self.channels_first {
+            shape.push(frame[0]);
+            shape.push(t);
+            shape.extend_from_slice(&frame[1..]);
+        } else {
+            shape.push(t);
+            shape.extend_from_slice(frame);
+        }
+        shape
     }
 }
 
@@ -109,6 +130,8 @@ pub(super) struct VideoScratch {
     spare: Vec<Vec<u8>>,
     /// A frame's copy when the plan runs ops on the whole frame first.
     whole: Vec<u8>,
+    /// One output frame, before its channel planes go to their places (channels first).
+    planes: Vec<u8>,
     resampler: Option<Resampler>,
     ops: augment::Scratch,
 }
@@ -228,10 +251,21 @@ fn fill(
                 .run_with(source, w, h, &drawn.crop, drawn.interpolation)
                 .map_err(SampleErrorKind::Augment)?;
             shared.stage.ops(resized, &drawn.pixels, &mut s.ops);
-            let at = (k * per_clip + t) * frame_bytes;
-            shared
-                .stage
-                .write(resized, &drawn.pixels, &mut slot[at..at + frame_bytes]);
+            if video.spec.channels_first {
+                // Plane c of frame t of clip k: at ((k * C + c) * T + t) planes.
+                s.planes.resize(frame_bytes, 0);
+                shared.stage.write(resized, &drawn.pixels, &mut s.planes);
+                let plane = frame_bytes / 3;
+                for (c, bytes) in s.planes.chunks_exact(plane).enumerate() {
+                    let at = ((k * 3 + c) * per_clip + t) * plane;
+                    slot[at..at + plane].copy_from_slice(bytes);
+                }
+            } else {
+                let at = (k * per_clip + t) * frame_bytes;
+                shared
+                    .stage
+                    .write(resized, &drawn.pixels, &mut slot[at..at + frame_bytes]);
+            }
         }
     }
     c.add(Stage::Augment, t2.elapsed());
