@@ -5,8 +5,8 @@ loader takes and `dtype` the output element type ("f32", "u8", ...), or raises `
 with a reason a user can act on. Only what hpuload computes as torchvision does is accepted;
 anything else makes the caller fall back to torch's own DataLoader.
 
-The shape hpuload runs: geometry (RandomResizedCrop, or Resize + CenterCrop, or Resize to
-[h, w]) first; then pixel ops on the uint8 image (flips, ColorJitter, the auto-augment family,
+The shape hpuload runs: geometry (RandomResizedCrop, or Resize + CenterCrop or RandomCrop, or
+Resize to [h, w]) first; then pixel ops on the uint8 image (flips, ColorJitter, the auto-augment family,
 blur, ...), with the semantics of torchvision's v2 tensor kernels on uint8; then the conversion
 to a tensor and Normalize; then RandomErasing.
 """
@@ -429,6 +429,12 @@ def translate(transform: Any) -> tuple[str, str]:
             if dtype is not None or pixel:
                 raise Unsupported("CenterCrop after a pixel op or the conversion to float")
             geometry.append({"op": "center_crop", "size": _hw(t.size, name)})
+        elif _is(t, "RandomCrop"):
+            if dtype is not None or pixel:
+                raise Unsupported("RandomCrop after a pixel op or the conversion to float")
+            if getattr(t, "padding", None) or getattr(t, "pad_if_needed", False):
+                raise Unsupported("RandomCrop with padding (hpuload crops without padding)")
+            geometry.append({"op": "random_crop", "size": _hw(t.size, name)})
         elif _is(t, "ToTensor") or _is_timm(t, "MaybeToTensor") or _is_timm(t, "ToTensor"):
             if dtype is not None or image_tensor:
                 raise Unsupported(f"{name} after another tensor conversion")

@@ -110,6 +110,39 @@ def test_resize_to_a_fixed_size_then_center_crop_matches_torchvision_on_png(png_
         assert diff <= 1, f"sample {i}: {diff} levels from torchvision"
 
 
+@pytest.mark.parametrize("resize", [(250, 300), None], ids=["after-a-fixed-resize", "of-the-image"])
+def test_random_crop_matches_torchvision_at_the_offset_the_loader_drew(png_folder, resize):
+    """`RandomCrop(size)` (the video reference's crop after `Resize((128, 171))`): with the
+    loader's own offset, torchvision's pixels; offsets drawn uniformly per sample."""
+    crop = (200, 180) if resize else (96, 80)
+    tf = T.Compose(([T.Resize(resize)] if resize else []) + [T.RandomCrop(crop), T.PILToTensor()])
+    ds = datasets.ImageFolder(png_folder, tf)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(ds, batch_size=12, backend="cpu")
+    x, _, indices = first_batch(loader)
+    assert x.shape[2:] == crop
+    offsets = set()
+    for i in indices:
+        img = Image.open(ds.samples[i][0]).convert("RGB")
+        (top, left, h, w), _ = loader._core.sample_params(0, i, img.width, img.height)
+        rh, rw = resize or (img.height, img.width)
+        # The window is in source pixels: back to the resized image's integer offset.
+        t, l = round(top * rh / img.height), round(left * rw / img.width)
+        offsets.add((t, l))
+        base = F.resize(img, [rh, rw], antialias=True) if resize else img
+        ref = F.pil_to_tensor(F.crop(base, t, l, crop[0], crop[1]))
+        diff = (x[indices.index(i)].int() - ref.int()).abs().max().item()
+        assert diff <= 1, f"sample {i}: {diff} levels from torchvision"
+    assert len(offsets) > 6, f"offsets {offsets}"
+
+
+def test_a_random_crop_with_padding_falls_back_naming_it(png_folder):
+    ds = datasets.ImageFolder(png_folder, T.Compose([T.RandomCrop(32, padding=4), T.ToTensor()]))
+    with pytest.warns(FallbackWarning, match="padding"):
+        DataLoader(ds, batch_size=4)
+
+
 def test_a_center_crop_larger_than_the_fixed_resize_falls_back_naming_it(png_folder):
     ds = datasets.ImageFolder(png_folder, T.Compose([T.Resize((64, 64)), T.CenterCrop(80), T.ToTensor()]))
     with pytest.warns(FallbackWarning, match="larger than the resize"):

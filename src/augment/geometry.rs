@@ -184,6 +184,27 @@ impl OpSpec for CenterCrop {
     fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
 }
 
+/// `RandomCrop(size)`: a window of `size` at a uniformly drawn integer offset of the image
+/// (or of its resize, after a `resize`). torchvision's `padding` and `pad_if_needed` are not
+/// taken: an image smaller than the crop is that sample's error.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RandomCrop {
+    /// Output size.
+    pub size: Size,
+}
+
+impl OpSpec for RandomCrop {
+    fn kind(&self) -> OpKind {
+        OpKind::Geometry
+    }
+    fn check(&self) -> Result<(), PipelineError> {
+        self.size.nonzero().map(drop)
+    }
+    /// Geometry: the plan draws the offset.
+    fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
+}
+
 coin_op!(
     /// `RandomHorizontalFlip(p)`. In a detection pipeline, before the resize, it moves the
     /// boxes too. Default p 0.5.
@@ -495,6 +516,29 @@ pub(crate) fn resize_center_crop(
     resize: Option<Prescale>,
     out: (u32, u32),
 ) -> Result<CropBox, AugmentError> {
+    resize_crop(width, height, resize, out, None)
+}
+
+/// A resize (optional) then `RandomCrop(out)`: the offset drawn as torchvision's
+/// `RandomCrop.get_params` (`randint(0, h - th + 1)` for the top, then the left), from `rng`.
+pub(crate) fn resize_random_crop(
+    width: u32,
+    height: u32,
+    resize: Option<Prescale>,
+    out: (u32, u32),
+    rng: &mut CounterRng,
+) -> Result<CropBox, AugmentError> {
+    resize_crop(width, height, resize, out, Some(rng))
+}
+
+/// A window of `out` in the (optionally resized) image: centred, or at a drawn offset.
+fn resize_crop(
+    width: u32,
+    height: u32,
+    resize: Option<Prescale>,
+    out: (u32, u32),
+    random: Option<&mut CounterRng>,
+) -> Result<CropBox, AugmentError> {
     let (rw, rh) = match resize {
         Some(Prescale::Short(s)) => resized_size(width, height, s),
         Some(Prescale::Exact(h, w)) => (w, h),
@@ -509,8 +553,17 @@ pub(crate) fn resize_center_crop(
             crop_height: oh,
         });
     }
-    let top = round_half_even(f64::from(rh - oh) / 2.0);
-    let left = round_half_even(f64::from(rw - ow) / 2.0);
+    let (top, left) = match random {
+        None => (
+            round_half_even(f64::from(rh - oh) / 2.0),
+            round_half_even(f64::from(rw - ow) / 2.0),
+        ),
+        Some(rng) => {
+            let top = rng.below(u64::from(rh - oh) + 1);
+            let left = rng.below(u64::from(rw - ow) + 1);
+            (top as f64, left as f64)
+        }
+    };
     let (sx, sy) = (
         f64::from(width) / f64::from(rw),
         f64::from(height) / f64::from(rh),
@@ -840,5 +893,30 @@ mod tests {
             (58.0 * sx, 16.0 * sy, 224.0 * sx, 224.0 * sy)
         );
         assert!(resize_center_crop(100, 100, None, (224, 224)).is_err());
+    }
+
+    #[test]
+    fn random_crop_offsets_are_uniform_integers_over_every_fitting_position() {
+        // 40x30 image, 32x24 crop: tops 0..=6, lefts 0..=8, each about equally often.
+        let mut tops = [0u32; 7];
+        let mut lefts = [0u32; 9];
+        for i in 0..6300u64 {
+            let mut rng = CounterRng::new(3, 0, i, Stream::Crop);
+            let b = resize_random_crop(40, 30, None, (24, 32), &mut rng).unwrap();
+            assert!(b.view && b.width == 32.0 && b.height == 24.0);
+            assert_eq!((b.left.fract(), b.top.fract()), (0.0, 0.0));
+            tops[b.top as usize] += 1;
+            lefts[b.left as usize] += 1;
+        }
+        assert!(tops.iter().all(|&n| (750..1050).contains(&n)), "{tops:?}");
+        assert!(lefts.iter().all(|&n| (550..850).contains(&n)), "{lefts:?}");
+        // After a resize to [h, w], the window is the resized image's, in source pixels.
+        let mut rng = CounterRng::new(3, 0, 0, Stream::Crop);
+        let b = resize_random_crop(200, 100, Some(Prescale::Exact(50, 100)), (40, 80), &mut rng)
+            .unwrap();
+        assert!(!b.view && b.width == 160.0 && b.height == 80.0);
+        assert!(b.left <= 40.0 && b.top <= 20.0);
+        let mut rng = CounterRng::new(3, 0, 0, Stream::Crop);
+        assert!(resize_random_crop(20, 20, None, (24, 32), &mut rng).is_err());
     }
 }

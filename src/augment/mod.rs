@@ -42,8 +42,8 @@ pub use detect::{CanvasJob, DetectPlan, RandomIoUCrop, RandomZoomOut, SanitizeBo
 pub use erase::{EraseBox, EraseValue, RandomErasing, RandomFill};
 pub use error::{AugmentError, PipelineError};
 pub use geometry::{
-    CenterCrop, CropBox, Interpolation, RandomAffine, RandomHorizontalFlip, RandomResizedCrop,
-    RandomRotation, RandomVerticalFlip, Resize, Size,
+    CenterCrop, CropBox, Interpolation, RandomAffine, RandomCrop, RandomHorizontalFlip,
+    RandomResizedCrop, RandomRotation, RandomVerticalFlip, Resize, Size,
 };
 pub use kernel::{Normalize, OutputWriter, Resampler, IMAGENET_MEAN, IMAGENET_STD};
 pub use op::{Op, Pipeline, RandomApply, RandomChoice, RandomOrder};

@@ -22,7 +22,7 @@ use super::detect::{RandomIoUCrop, RandomZoomOut, SanitizeBoundingBoxes};
 use super::erase::RandomErasing;
 use super::error::PipelineError;
 use super::geometry::{
-    CenterCrop, RandomAffine, RandomHorizontalFlip, RandomResizedCrop, RandomRotation,
+    CenterCrop, RandomAffine, RandomCrop, RandomHorizontalFlip, RandomResizedCrop, RandomRotation,
     RandomVerticalFlip, Resize,
 };
 use super::kernel::Normalize;
@@ -79,6 +79,8 @@ ops! {
     Resize(Resize) = "resize",
     /// `CenterCrop(size)`.
     CenterCrop(CenterCrop) = "center_crop",
+    /// `RandomCrop(size)` (no padding).
+    RandomCrop(RandomCrop) = "random_crop",
     /// `RandomHorizontalFlip(p)`.
     RandomHorizontalFlip(RandomHorizontalFlip) = "random_horizontal_flip",
     /// `RandomVerticalFlip(p)`.

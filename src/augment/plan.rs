@@ -10,7 +10,7 @@ use super::detect::{self, DetectPlan, RandomIoUCrop, RandomZoomOut, SanitizeSpec
 use super::erase::RandomErasing;
 use super::error::{AugmentError, PipelineError};
 use super::geometry::{
-    self, CenterCrop, CropBox, Interpolation, Prescale, RandomResizedCrop, Resize, Size,
+    self, CenterCrop, CropBox, Interpolation, Prescale, RandomCrop, RandomResizedCrop, Resize, Size,
 };
 use super::op::{Op, Pipeline};
 use super::pixel::PixelOp;
@@ -50,6 +50,11 @@ pub(crate) enum Geometry {
     },
     /// An optional resize, then a center crop of `out` (no larger than the resize).
     CenterCrop {
+        resize: Option<Prescale>,
+        out: (u32, u32),
+    },
+    /// An optional resize, then a crop of `out` at a drawn offset (no larger than the resize).
+    RandomCrop {
         resize: Option<Prescale>,
         out: (u32, u32),
     },
@@ -169,15 +174,16 @@ impl Phases {
                 let out = size.hw();
                 self.geometry = Some((Geometry::Resize { out }, interpolation, at));
             }
-            &Op::CenterCrop(CenterCrop { size })
+            &(Op::CenterCrop(CenterCrop { size }) | Op::RandomCrop(RandomCrop { size }))
                 if !self.geometry_done() && self.pixel.is_empty() =>
             {
-                self.late("center_crop")?;
+                let name = op.name();
+                self.late(name)?;
                 let out = size.hw();
                 if let Some((s, _)) = self.resize_short {
                     if out.0 > s || out.1 > s {
                         return Err(PipelineError::Shape(format!(
-                            "center_crop {out:?} is larger than the resized shorter side {s}"
+                            "{name} {out:?} is larger than the resized shorter side {s}"
                         )));
                     }
                 }
@@ -185,15 +191,21 @@ impl Phases {
                     Some((s, i)) => (Some(Prescale::Short(s)), i),
                     None => (None, Interpolation::Bilinear),
                 };
-                self.geometry = Some((Geometry::CenterCrop { resize, out }, interpolation, at));
+                let geometry = if matches!(op, Op::RandomCrop(_)) {
+                    Geometry::RandomCrop { resize, out }
+                } else {
+                    Geometry::CenterCrop { resize, out }
+                };
+                self.geometry = Some((geometry, interpolation, at));
             }
             // torchvision's `Resize((h, w))` then `CenterCrop(c)` (what the Hugging Face image
             // processors' sizes give): a window of the resized image.
-            &Op::CenterCrop(CenterCrop { size })
+            &(Op::CenterCrop(CenterCrop { size }) | Op::RandomCrop(RandomCrop { size }))
                 if self.pixel.is_empty()
                     && matches!(self.geometry, Some((Geometry::Resize { .. }, _, _))) =>
             {
-                self.late("center_crop")?;
+                let name = op.name();
+                self.late(name)?;
                 let Some((Geometry::Resize { out: (h, w) }, interpolation, resize_at)) =
                     self.geometry
                 else {
@@ -202,21 +214,28 @@ impl Phases {
                 let out = size.hw();
                 if out.0 > h || out.1 > w {
                     return Err(PipelineError::Shape(format!(
-                        "center_crop {out:?} is larger than the resize to {:?} (torchvision would pad the image; hpuload does not)",
+                        "{name} {out:?} is larger than the resize to {:?} (torchvision would pad the image; hpuload does not)",
                         (h, w)
                     )));
                 }
                 if out != (h, w) {
                     let resize = Some(Prescale::Exact(h, w));
-                    self.geometry = Some((
-                        Geometry::CenterCrop { resize, out },
-                        interpolation,
-                        resize_at,
-                    ));
+                    let geometry = if matches!(op, Op::RandomCrop(_)) {
+                        Geometry::RandomCrop { resize, out }
+                    } else {
+                        Geometry::CenterCrop { resize, out }
+                    };
+                    // The crop's random stream is its own position in the pipeline.
+                    let at = if matches!(op, Op::RandomCrop(_)) {
+                        at
+                    } else {
+                        resize_at
+                    };
+                    self.geometry = Some((geometry, interpolation, at));
                 }
             }
-            Op::Resize(_) | Op::CenterCrop(_) => {
-                return Err(PipelineError::Order("supported geometry: random_resized_crop, or resize then center_crop, or resize to [h, w] (then a center_crop), before any pixel op".into()));
+            Op::Resize(_) | Op::CenterCrop(_) | Op::RandomCrop(_) => {
+                return Err(PipelineError::Order("supported geometry: random_resized_crop, or resize then center_crop or random_crop, or resize to [h, w] (then a center_crop or random_crop), before any pixel op".into()));
             }
             Op::Normalize(n) => {
                 self.late("normalize")?;
@@ -346,6 +365,7 @@ impl Plan {
         match self.geometry {
             Geometry::RandomResizedCrop { out, .. }
             | Geometry::CenterCrop { out, .. }
+            | Geometry::RandomCrop { out, .. }
             | Geometry::Resize { out } => Some(out),
             Geometry::Window => None,
         }
@@ -422,6 +442,10 @@ impl Plan {
                 }
                 Geometry::CenterCrop { resize, out } => {
                     geometry::resize_center_crop(width, height, resize, out)?
+                }
+                Geometry::RandomCrop { resize, out } => {
+                    let mut rng = CounterRng::new(seed, epoch, index as u64, Stream::Crop);
+                    geometry::resize_random_crop(width, height, resize, out, &mut rng)?
                 }
                 Geometry::Resize { .. } | Geometry::Window => CropBox::full(width, height),
             },
