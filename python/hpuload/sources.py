@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass
@@ -189,17 +190,8 @@ class VideoFolder(_WithPipeline):
         return VideoFolderSource(os.fspath(self.root))
 
     def _video(self) -> VideoOptions:
-        return VideoOptions(
-            sampler=self.sampler,
-            num_clips=int(self.num_clips),
-            num_frames_per_clip=int(self.num_frames_per_clip),
-            num_indices_between_frames=int(self.num_indices_between_frames),
-            seconds_between_frames=self.seconds_between_frames,
-            sampling_range_start=None if self.sampling_range_start is None else float(self.sampling_range_start),
-            sampling_range_end=None if self.sampling_range_end is None else float(self.sampling_range_end),
-            policy=self.policy,
-            layout=self.layout,
-        )
+        # The clip settings are VideoOptions' fields, under the same names.
+        return VideoOptions(**{f.name: getattr(self, f.name) for f in dataclasses.fields(VideoOptions)})
 
     def _pipeline_and_dtype(self) -> tuple[str, str]:
         if (self.pipeline is None) == (self.transform is None):
