@@ -181,7 +181,8 @@ fn fill(
     let t1 = CpuClock::now();
     c.add(Stage::Demux, t1 - t0);
 
-    // The decoder is kept while videos share their parameter sets (one encoder's output).
+    // The decoder (its configuration and buffers; OpenH264 itself starts afresh for each run)
+    // is kept while videos share their parameter sets (one encoder's output).
     let decoder = match &mut s.decoder {
         Some((config, d)) if *config == v.index.config => d,
         slot_decoder => {
@@ -196,17 +197,11 @@ fn fill(
         colour::to_rgb(&p, &mut rgb);
         frames.insert(p.frame, rgb);
     });
-    let counts = match decoded {
-        Ok(counts) => counts,
-        Err(e) => {
-            // The decoder's state after a rejected frame is not trusted for the next video.
-            s.decoder = None;
-            return Err(match e {
-                VideoFailure::Io(e) => SampleErrorKind::Read(e),
-                VideoFailure::Video(e) => SampleErrorKind::Video(e),
-            });
-        }
-    };
+    // After a failure the next decode starts a fresh OpenH264 anyway (see `H264Decoder`).
+    let counts = decoded.map_err(|e| match e {
+        VideoFailure::Io(e) => SampleErrorKind::Read(e),
+        VideoFailure::Video(e) => SampleErrorKind::Video(e),
+    })?;
     let relaxed = std::sync::atomic::Ordering::Relaxed;
     c.frames_decoded.fetch_add(counts.decoded as u64, relaxed);
     c.frames_discarded

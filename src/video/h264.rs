@@ -425,41 +425,50 @@ fn named(index: &VideoIndex, e: impl Into<VideoFailure>) -> Error {
 /// Whether a frame may be referred to by others: its first slice's `nal_ref_idc` is not zero
 /// (H.264 7.4.1). Conservative: a frame whose slices cannot be found counts as a reference.
 fn is_reference(sample: &[u8], nal_length: usize) -> bool {
+    for nal in nal_units(sample, nal_length) {
+        match nal.ok().and_then(|n| n.first()) {
+            // Slice of a non-IDR (1) or IDR (5) picture.
+            Some(&header) if matches!(header & 0x1f, 1 | 5) => return header & 0x60 != 0,
+            Some(_) => {}
+            // Malformed: decoded, so that the decoder names it.
+            None => return true,
+        }
+    }
+    true
+}
+
+/// The NAL units of one length-prefixed sample, each without its prefix.
+fn nal_units(
+    sample: &[u8],
+    nal_length: usize,
+) -> impl Iterator<Item = Result<&[u8], &'static str>> {
     let mut at = 0;
-    while let Some(prefix) = sample.get(at..at + nal_length) {
+    std::iter::from_fn(move || {
+        if at >= sample.len() {
+            return None;
+        }
+        let Some(prefix) = sample.get(at..at + nal_length) else {
+            at = sample.len();
+            return Some(Err("a NAL unit's length is cut off"));
+        };
         let len = prefix
             .iter()
             .fold(0usize, |n, &b| (n << 8) | usize::from(b));
-        let Some(&header) = sample.get(at + nal_length) else {
-            return true;
-        };
-        // Slice of a non-IDR (1) or IDR (5) picture.
-        if matches!(header & 0x1f, 1 | 5) {
-            return header & 0x60 != 0;
-        }
-        at += nal_length + len;
-    }
-    true
+        let start = at + nal_length;
+        let nal = start
+            .checked_add(len)
+            .and_then(|end| sample.get(start..end));
+        at = nal.map_or(sample.len(), |n| start + n.len());
+        Some(nal.ok_or("a NAL unit runs past its frame"))
+    })
 }
 
 /// Rewrites one length-prefixed sample into an Annex B access unit in `out`.
 fn to_annexb(sample: &[u8], nal_length: usize, out: &mut Vec<u8>) -> Result<(), &'static str> {
     out.clear();
-    let mut at = 0;
-    while at < sample.len() {
-        let prefix = sample
-            .get(at..at + nal_length)
-            .ok_or("a NAL unit's length is cut off")?;
-        let len = prefix
-            .iter()
-            .fold(0usize, |n, &b| (n << 8) | usize::from(b));
-        at += nal_length;
-        let nal = sample
-            .get(at..at + len)
-            .ok_or("a NAL unit runs past its frame")?;
+    for nal in nal_units(sample, nal_length) {
         out.extend_from_slice(&START);
-        out.extend_from_slice(nal);
-        at += len;
+        out.extend_from_slice(nal?);
     }
     if out.is_empty() {
         return Err("an empty frame");
