@@ -2,12 +2,11 @@
 //! sidecar indexes, with the loader's guarantees (determinism, exact resume, equal batches per
 //! rank, bad members named by shard and member).
 
-mod common;
-
+use crate::common;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use common::{dataset, host, sharded, small_train, TempDir};
+use crate::common::{dataset, host, sharded, small_train, TempDir};
 use hpuload::source::shards::index_path;
 use hpuload::{ImageFolder, Loader, OnError, ReadMode, Source, WebDataset};
 

@@ -5,9 +5,7 @@
 //! the batches, the skips and the bytes read are the same: on both placements, for folders and
 //! for local shards, with a file the engine cannot take (a PNG) and a damaged one.
 
-mod common;
-
-use common::{dataset, epoch_bytes, make_shards, train_at, HostBatch, TempDir};
+use crate::common::{dataset, epoch_bytes, make_shards, train_at, HostBatch, TempDir};
 
 use hpuload::source::Listing;
 use hpuload::source::SampleBytes;

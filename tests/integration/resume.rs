@@ -2,11 +2,9 @@
 //! uninterrupted run, on both backends, shuffled, sharded, and with bad files being skipped;
 //! resumed on another world size, the ranks now present share the rest of the epoch.
 
-mod common;
-
 use std::path::Path;
 
-use common::{dataset, epoch_bytes, host, small_train, HostBatch, TempDir};
+use crate::common::{dataset, epoch_bytes, host, small_train, HostBatch, TempDir};
 use hpuload::{Backend, ImageFolder, Loader, LoaderBuilder, LoaderState, Source};
 use proptest::prelude::*;
 

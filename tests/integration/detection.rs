@@ -1,11 +1,10 @@
 //! Detection end to end: a COCO annotation file over real JPEGs, torchvision's SSD preset with
 //! a fixed resize, batches with padded target records.
 
-mod common;
-
+use crate::common;
 use std::path::Path;
 
-use common::TempDir;
+use crate::common::TempDir;
 use hpuload::{
     pipelines, Backend, CocoDataset, CocoOptions, Dtype, Layout, Loader, Placement, Source,
     TargetLayout,
@@ -635,7 +634,7 @@ fn a_shard_member_is_found_by_its_file_name_under_another_folder_unless_two_shar
 
 /// The SSD preset on the engine against the CPU path over real photographs: `HPULOAD_AGREE_DIR`
 /// (the images) and `HPULOAD_AGREE_COCO` (a COCO file over them, e.g. from
-/// `benches/peers/coco_make.py`); run with `cargo test --test detection -- --ignored
+/// `benches/peers/coco_make.py`); run with `cargo test --test integration detection -- --ignored
 /// --nocapture`. Prints the worst, 1st percentile and median PSNR.
 #[test]
 #[ignore = "needs HPULOAD_AGREE_DIR and HPULOAD_AGREE_COCO: real JPEGs and a COCO file over them"]

@@ -3,11 +3,10 @@
 //! holds, and every other slot of the epoch is byte-identical to a clean run; with `Fail` the
 //! epoch ends with an error that names the file. Nothing panics, hangs or aborts.
 
-mod common;
-
+use crate::common;
 use std::path::{Path, PathBuf};
 
-use common::{dataset, host, small_train, HostBatch, TempDir};
+use crate::common::{dataset, host, small_train, HostBatch, TempDir};
 use hpuload::{Backend, Entry, Error, ImageFolder, Listing, Loader, OnError, Report, Source};
 
 const IMAGES: usize = 14;

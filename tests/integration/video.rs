@@ -228,9 +228,7 @@ fn a_damaged_frame_is_an_error_naming_the_file_and_frame() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-mod common;
-
-use common::{host, TempDir};
+use crate::common::{host, TempDir};
 use hpuload::video::{colour, ClipSampler, IndexClips, Policy};
 use hpuload::{Dtype, Layout, Loader, Pipeline, Source, VideoFolder, VideoSpec};
 

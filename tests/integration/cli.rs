@@ -2,11 +2,9 @@
 //! --json` writes the documented schema with numbers that agree with each other, and `preview`
 //! writes a labelled sheet.
 
-mod common;
-
 use std::process::Command;
 
-use common::{dataset, TempDir};
+use crate::common::{dataset, TempDir};
 
 fn hpuload(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_hpuload"))

@@ -1,8 +1,6 @@
 //! End-to-end behaviour of the loader through the public API, on real JPEG files.
 
-mod common;
-
-use common::{dataset, epoch_bytes, fixtures, host, small_train, PanickingSource, TempDir};
+use crate::common::{dataset, epoch_bytes, fixtures, host, small_train, PanickingSource, TempDir};
 use hpuload::{
     pipelines, Backend, Dtype, Error, Hpu, HpuConfig, ImageFolder, LastBatch, Layout, Loader,
     Manifest, OnError, Op, Pipeline, Size, Source,

@@ -3,13 +3,11 @@
 //! disk, with and without the local shard cache; transient faults retried without losing a
 //! sample; permanent ones, missing and truncated shards named; requests in flight bounded.
 
-mod common;
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::http::{Fault, HttpServer};
-use common::{epoch_bytes, sharded, small_train, train_at, TempDir};
+use crate::common::http::{Fault, HttpServer};
+use crate::common::{epoch_bytes, sharded, small_train, train_at, TempDir};
 use hpuload::{
     CacheOptions, Loader, OnError, Pipeline, ReadMode, RemoteOptions, ShardOptions, Source,
     StorageReport, WebDataset,

@@ -1,9 +1,7 @@
 //! `Placement::Host`: batches left in the pinned buffer they were assembled in, lent to the
 //! consumer (what the Python binding hands to torch without a copy).
 
-mod common;
-
-use common::{dataset, host, small_train};
+use crate::common::{dataset, host, small_train};
 use hpuload::{Backend, Dtype, ImageFolder, Layout, Loader, Placement, Source, Tensor};
 
 fn loader(dir: &std::path::Path, backend: Backend, placement: Placement) -> Loader {

@@ -4,15 +4,14 @@
 //! the loader with its guarantees. The Python tests check files the real `datasets` package
 //! writes.
 
-mod common;
-
+use crate::common;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::common::{host, small_train, TempDir};
 use arrow_array::{ArrayRef, BinaryArray, Int64Array, RecordBatch, StringArray, StructArray};
 use arrow_schema::{DataType, Field, Fields, Schema};
-use common::{host, small_train, TempDir};
 use hpuload::source::{data_kind, DataKind, HfOptions, Listing, ParquetOptions};
 use hpuload::{ArrowDataset, LastBatch, Loader, OnError, ParquetDataset, ReadMode, Source};
 

@@ -3,9 +3,7 @@
 //! again), and the result lands where the engine's would have: straight into a host batch's
 //! pinned slot, or through the DMA engine into a device batch.
 
-mod common;
-
-use common::{dataset, host, small_train, HostBatch};
+use crate::common::{dataset, host, small_train, HostBatch};
 use hpuload::{Backend, ImageFolder, Loader, OnError, Placement, Report, Source};
 
 /// Overwrites the middle third of the scan of the first JPEG in `dir` with runs of stuffed

@@ -1,9 +1,8 @@
 //! The media-engine (HW) path and the CPU path, one test body run on both, must agree: for the
 //! same sample and crop, PSNR >= 40 dB when no DCT scaling is used and >= 32 dB when it is.
 
-mod common;
-
-use common::{epoch_bytes, TempDir};
+use crate::common;
+use crate::common::{epoch_bytes, TempDir};
 use hpuload::decoders::testing::psnr;
 use hpuload::{pipelines, Backend, Dtype, ImageFolder, Layout, Loader, Op, Pipeline, Size};
 
@@ -143,7 +142,7 @@ fn engine_and_cpu_agree_with_dct_scaling() {
 
 /// The agreement check on a directory of real photographs (an ImageFolder), for both
 /// built-in pipelines: `HPULOAD_AGREE_DIR=../shared/corpus/out cargo test --release --test
-/// backends -- --ignored --nocapture`. A sample can only have been DCT-scaled when its image
+/// integration backends -- --ignored --nocapture`. A sample can only have been DCT-scaled when its image
 /// is at least twice the output in both dimensions: those get the 32 dB floor, all others
 /// 40 dB. Prints the worst and median PSNR of each group.
 #[test]
