@@ -137,6 +137,9 @@ class VideoOptions:
     policy: str = "repeat_last"
     #: A clip's axes: "TCHW" or "CTHW" (torchvision's video models).
     layout: str = "TCHW"
+    #: Where the videos' frame indexes are kept between runs: True, a file in the folder;
+    #: a path; False, nowhere.
+    index_cache: bool | str = True
 
 
 Source = Union[

@@ -171,7 +171,13 @@ class VideoFolder(_WithPipeline):
     torchvision transform hpuload translates, as for images) is drawn once per clip and
     applied to each of its frames, as torchvision v2 transforms a video tensor. Batches are
     `[B, T, C, H, W]` (`[B, num_clips, T, C, H, W]` with several clips), or with
-    `layout="CTHW"` `[B, C, T, H, W]`, what torchvision's video models take."""
+    `layout="CTHW"` `[B, C, T, H, W]`, what torchvision's video models take.
+
+    Every video is indexed (its frames' timestamps, keyframes and byte ranges, read from its
+    tables) when the loader is built, and the indexes are kept in `index_cache`: by default
+    (`True`) the file `.hpuload-video.idx` in `root`, so the next run, and every other rank,
+    reads one file instead; a path puts it elsewhere (a shared disk when `root` is
+    read-only), `False` keeps none."""
 
     root: str | os.PathLike
     pipeline: Any = None
@@ -185,13 +191,17 @@ class VideoFolder(_WithPipeline):
     sampling_range_end: float | None = None
     policy: str = "repeat_last"
     layout: str = "TCHW"
+    index_cache: bool | str | os.PathLike = True
 
     def _source(self) -> VideoFolderSource:
         return VideoFolderSource(os.fspath(self.root))
 
     def _video(self) -> VideoOptions:
         # The clip settings are VideoOptions' fields, under the same names.
-        return VideoOptions(**{f.name: getattr(self, f.name) for f in dataclasses.fields(VideoOptions)})
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(VideoOptions)}
+        if not isinstance(self.index_cache, bool):
+            fields["index_cache"] = os.fspath(self.index_cache)
+        return VideoOptions(**fields)
 
     def _pipeline_and_dtype(self) -> tuple[str, str]:
         if (self.pipeline is None) == (self.transform is None):

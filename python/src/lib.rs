@@ -154,7 +154,7 @@ impl Loader {
                 None => builder,
             };
             let builder = match video {
-                Some(spec) => builder.video(spec),
+                Some((spec, cache)) => builder.video(spec).video_index_cache(cache),
                 None => builder,
             };
             builder.build()

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use hpuload::source::coco::{Categories, EmptyImages};
 use hpuload::source::hf::ColumnChoice;
-use hpuload::video::{ClipSampler, IndexClips, Policy, TimeClips};
+use hpuload::video::{ClipSampler, IndexCache, IndexClips, Policy, TimeClips};
 use hpuload::{
     ArrowDataset, CacheOptions, CocoDataset, CocoOptions, Entry, HfOptions, ImageFolder, Listing,
     Manifest, ParquetDataset, ParquetOptions, RemoteOptions, ShardOptions, Source, VideoFolder,
@@ -51,11 +51,19 @@ pub(crate) struct Video {
     sampling_range_end: Option<f64>,
     policy: String,
     layout: String,
+    index_cache: IndexCacheArg,
+}
+
+/// `VideoOptions.index_cache`: a flag (in the folder, or nowhere) or a file.
+#[derive(FromPyObject)]
+enum IndexCacheArg {
+    Flag(bool),
+    File(PathBuf),
 }
 
 impl Video {
-    /// The loader's video spec.
-    pub(crate) fn spec(self) -> PyResult<VideoSpec> {
+    /// The loader's video spec, and where it keeps the videos' indexes.
+    pub(crate) fn spec(self) -> PyResult<(VideoSpec, IndexCache)> {
         let policy = match self.policy.as_str() {
             "repeat_last" => Policy::RepeatLast,
             "wrap" => Policy::Wrap,
@@ -116,10 +124,18 @@ impl Video {
                 )))
             }
         };
-        Ok(VideoSpec {
-            sampler,
-            channels_first,
-        })
+        let cache = match self.index_cache {
+            IndexCacheArg::Flag(true) => IndexCache::Beside,
+            IndexCacheArg::Flag(false) => IndexCache::Off,
+            IndexCacheArg::File(path) => IndexCache::At(path),
+        };
+        Ok((
+            VideoSpec {
+                sampler,
+                channels_first,
+            },
+            cache,
+        ))
     }
 }
 

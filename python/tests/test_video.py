@@ -69,3 +69,20 @@ def test_cthw_layout_gives_what_torchvisions_video_models_take(videos):
     data = hpuload.VideoFolder(videos, pipeline=CROP, num_frames_per_clip=4, layout="CTHW")
     clips, _ = next(iter(DataLoader(data, batch_size=2, output_dtype=torch.uint8)))
     assert clips.shape == (2, 3, 4, 32, 32)
+
+
+def test_the_videos_frame_indexes_are_kept_in_the_folder_elsewhere_or_nowhere(videos, tmp_path_factory):
+    def first(**kw):
+        data = hpuload.VideoFolder(videos, pipeline=CROP, num_frames_per_clip=2, **kw)
+        gen = torch.Generator().manual_seed(5)
+        return next(iter(DataLoader(data, batch_size=4, generator=gen, output_dtype=torch.uint8)))[0]
+
+    want = first(index_cache=False)
+    assert not (videos / ".hpuload-video.idx").exists()
+    elsewhere = tmp_path_factory.mktemp("index") / "kinetics.idx"
+    assert torch.equal(first(index_cache=elsewhere), want)
+    assert elsewhere.is_file()
+    assert torch.equal(first(), want)
+    assert (videos / ".hpuload-video.idx").is_file()
+    # Read back from the file: the same clips.
+    assert torch.equal(first(), want)

@@ -162,6 +162,20 @@ pub fn run(args: &BenchArgs) -> Result<(), Error> {
         loader.batches_per_epoch(),
         loader.is_pinned()
     );
+    if let Some(index) = loader.video_index_stats() {
+        println!(
+            "  video index: {} videos in {:.3} s ({} from the index file, {} indexed, {} failed{})",
+            index.videos,
+            index.seconds,
+            index.cached,
+            index.built,
+            index.failed,
+            index
+                .saved
+                .as_ref()
+                .map_or(String::new(), |p| format!("; saved to {}", p.display()))
+        );
+    }
     let terminal = std::io::stderr().is_terminal();
     let mut epochs = Vec::new();
     let mut time_to_first_batch = None;

@@ -35,6 +35,7 @@ pub struct LoaderBuilder {
     pub(super) placement: Placement,
     pub(super) max_boxes: usize,
     pub(super) video: Option<super::VideoSpec>,
+    pub(super) video_index: crate::video::IndexCache,
 }
 
 impl LoaderBuilder {
@@ -61,6 +62,7 @@ impl LoaderBuilder {
             placement: Placement::Device,
             max_boxes: 200,
             video: None,
+            video_index: crate::video::IndexCache::default(),
         }
     }
 
@@ -71,6 +73,14 @@ impl LoaderBuilder {
     /// the host: `Backend::Hw` is refused. Default: images.
     pub fn video(mut self, spec: super::VideoSpec) -> Self {
         self.video = Some(spec);
+        self
+    }
+
+    /// Where a video loader keeps its videos' frame indexes between runs (every video is
+    /// indexed when the loader is built, on all cores, or read from this file). Default:
+    /// [`IndexCache::Beside`](crate::video::IndexCache::Beside), a file in the dataset's folder.
+    pub fn video_index_cache(mut self, cache: crate::video::IndexCache) -> Self {
+        self.video_index = cache;
         self
     }
 

@@ -415,7 +415,7 @@ impl Loader {
         let video = b
             .video
             .clone()
-            .map(|spec| video::VideoShared::new(spec, frames, b.source.entries().len()));
+            .map(|spec| video::VideoShared::new(spec, frames, b.source.as_ref(), &b.video_index));
         // A video sample's shape: [clips,] T, C, H, W (or C, T, H, W); fixed size checked above.
         let sample_shape = b.video.as_ref().map(|spec| {
             let [h, w] = match output {
@@ -480,6 +480,12 @@ impl Loader {
             position: resume.unwrap_or_default(),
             resume,
         })
+    }
+
+    /// A video loader's frame indexes: how many came from the index file, how many were
+    /// built from the videos' tables, how many failed, and the time it took; `None` for images.
+    pub fn video_index_stats(&self) -> Option<&crate::video::IndexStats> {
+        self.shared.video.as_ref().map(|v| &v.stats)
     }
 
     /// Where the loader stands: the next batch it will yield (after the last batch of an epoch,

@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use super::replace::Filled;
 use super::Shared;
@@ -19,9 +19,10 @@ use crate::augment::{self, Resampler, SamplePlan};
 use crate::cpu_time::CpuClock;
 use crate::stage::Stage;
 use crate::video::{
-    colour, ClipSampler, DecodePlan, H264Decoder, Timeline, VideoError, VideoFailure, VideoIndex,
+    colour, index_videos, ClipSampler, DecodePlan, H264Decoder, IndexCache, IndexStats,
+    PackedIndex, Timeline, VideoError, VideoFailure, VideoIndex,
 };
-use crate::{SampleError, SampleErrorKind};
+use crate::{SampleError, SampleErrorKind, Source};
 
 /// What makes a loader a video loader: how each video's clips are drawn.
 #[derive(Clone, Debug, PartialEq)]
@@ -75,7 +76,7 @@ impl VideoSpec {
     }
 }
 
-/// A video's index and what the samplers read from it, built once per loader.
+/// A video's index, unpacked for one sample, and what the samplers read from it.
 struct Indexed {
     index: VideoIndex,
     timeline: Timeline,
@@ -88,35 +89,68 @@ struct Indexed {
 pub(super) struct VideoShared {
     spec: VideoSpec,
     frames: usize,
-    indexes: Vec<OnceLock<Arc<Indexed>>>,
+    /// Each video's index, packed (about 8 bytes a frame).
+    indexes: Vec<OnceLock<PackedIndex>>,
+    /// How the indexes were had when the loader was built.
+    pub(super) stats: IndexStats,
 }
 
 impl VideoShared {
-    pub(super) fn new(spec: VideoSpec, frames: usize, videos: usize) -> Self {
+    /// Indexes every video of a source of local files now, on all cores, through the index
+    /// file `cache` names (a source of records indexes each video when it is first read).
+    pub(super) fn new(
+        spec: VideoSpec,
+        frames: usize,
+        source: &dyn Source,
+        cache: &IndexCache,
+    ) -> Self {
+        let entries = source.entries();
+        let indexes: Vec<OnceLock<PackedIndex>> =
+            (0..entries.len()).map(|_| OnceLock::new()).collect();
+        let mut stats = IndexStats::default();
+        if source.listing().files {
+            let paths: Vec<_> = entries.iter().map(|e| e.path.clone()).collect();
+            let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let built;
+            (built, stats) = index_videos(&paths, cache.file(source.origin()).as_deref(), threads);
+            for (slot, index) in indexes.iter().zip(built) {
+                if let Some(index) = index {
+                    let _ = slot.set(index);
+                }
+            }
+        }
         Self {
             spec,
             frames,
-            indexes: (0..videos).map(|_| OnceLock::new()).collect(),
+            indexes,
+            stats,
         }
     }
 
-    /// Video `index`'s index, built now if no worker has built it. A failure is not kept:
-    /// the next use tries again (a read error may pass).
-    fn indexed(&self, shared: &Shared, index: usize) -> Result<Arc<Indexed>, SampleErrorKind> {
+    /// Video `index`'s index, unpacked; built now (and kept, packed) if it was not indexed
+    /// when the loader was built. A failure is not kept: the next use tries again (a read
+    /// error may pass).
+    fn indexed(&self, shared: &Shared, index: usize) -> Result<Indexed, SampleErrorKind> {
         if let Some(done) = self.indexes[index].get() {
-            return Ok(Arc::clone(done));
+            return Ok(Indexed::from(done.unpack()));
         }
         let path = &shared.source.entries()[index].path;
         let video = VideoIndex::open_typed(path).map_err(|e| match e {
             VideoFailure::Io(e) => SampleErrorKind::Read(e),
             VideoFailure::Video(e) => SampleErrorKind::Video(e),
         })?;
-        let built = Arc::new(Indexed {
-            timeline: Timeline::of(&video),
-            order: video.presentation_order(),
-            index: video,
-        });
-        Ok(Arc::clone(self.indexes[index].get_or_init(|| built)))
+        let _ = self.indexes[index].set(PackedIndex::pack(&video));
+        Ok(Indexed::from(video))
+    }
+}
+
+impl From<VideoIndex> for Indexed {
+    fn from(index: VideoIndex) -> Self {
+        Self {
+            timeline: Timeline::of(&index),
+            order: index.presentation_order(),
+            index,
+        }
     }
 }
 

@@ -5,12 +5,14 @@
 //! frames a sampler wants into runs that start at keyframes, and the [`H264Decoder`] decodes
 //! them on the host (issue 30).
 
+mod cache;
 mod clips;
 pub mod colour;
 mod h264;
 mod mp4;
 mod plan;
 
+pub use cache::{index_videos, parse_index_file, IndexCache, IndexStats, PackedIndex, INDEX_FILE};
 pub use clips::{
     random_clip_sampler, uniform_clip_sampler, video_clips, ClipError, ClipSampler, IndexClips,
     Policy, TimeClips, Timeline,

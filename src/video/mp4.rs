@@ -19,6 +19,9 @@ use crate::Error;
 /// The most bytes of `moov` read (a two-hour 60 fps video's tables are a few MiB).
 const MAX_MOOV_BYTES: u64 = 256 << 20;
 
+/// A frame's length must be below this (a real one is at most a few MiB).
+pub(crate) const MAX_FRAME_BYTES: u64 = 1 << 30;
+
 /// The video codecs the index accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Codec {
@@ -537,7 +540,7 @@ fn from_movie(head: &[u8]) -> Result<Parsed, VideoError> {
         let len = end.checked_sub(start).ok_or(VideoError::Tables)?;
         let len = u32::try_from(len)
             .ok()
-            .filter(|&l| l < 1 << 30)
+            .filter(|&l| u64::from(l) < MAX_FRAME_BYTES)
             .ok_or(VideoError::FrameTooLarge { frame: k, len })?;
         frames.push(Frame {
             pts: s.start_composition.0,

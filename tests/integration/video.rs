@@ -229,7 +229,7 @@ fn a_damaged_frame_is_an_error_naming_the_file_and_frame() {
 }
 
 use crate::common::{host, TempDir};
-use hpuload::video::{colour, ClipSampler, IndexClips, Policy};
+use hpuload::video::{colour, ClipSampler, IndexCache, IndexClips, Policy, INDEX_FILE};
 use hpuload::{Dtype, Layout, Loader, Pipeline, Source, VideoFolder, VideoSpec};
 
 /// A Kinetics-style folder: class `a` holds two clips, class `b` two.
@@ -301,6 +301,46 @@ fn a_video_folder_gives_static_btchw_batches_with_its_class_labels() {
     }
     labels_seen.sort_unstable();
     assert_eq!(labels_seen, vec![0, 0, 1, 1]);
+}
+
+#[test]
+fn a_second_loader_reads_every_index_from_the_folders_index_file_and_gives_the_same_clips() {
+    let dir = video_folder();
+    let build = |cache: IndexCache| {
+        Loader::builder(VideoFolder::open(dir.path()).unwrap())
+            .batch_size(4)
+            .workers(2)
+            .seed(3)
+            .pipeline(pipeline(TRAIN))
+            .output(Dtype::U8, Layout::Nchw)
+            .video(clips(4, 2))
+            .video_index_cache(cache)
+            .build()
+            .unwrap()
+    };
+    let clips_of = |loader: &mut Loader| host(&loader.epoch(0).next().unwrap().unwrap()).0;
+    let file = dir.path().join(INDEX_FILE);
+    let mut off = build(IndexCache::Off);
+    assert_eq!(off.video_index_stats().unwrap().built, 4);
+    assert!(!file.exists(), "Off writes nothing");
+    let mut first = build(IndexCache::Beside);
+    let stats = first.video_index_stats().unwrap().clone();
+    assert_eq!((stats.cached, stats.built, stats.failed), (0, 4, 0));
+    assert_eq!(stats.saved.as_deref(), Some(file.as_path()));
+    let mut second = build(IndexCache::Beside);
+    let stats = second.video_index_stats().unwrap();
+    assert_eq!((stats.cached, stats.built), (4, 0));
+    let elsewhere = TempDir::new("video-index-elsewhere");
+    let at = elsewhere.path().join("kinetics.idx");
+    let mut third = build(IndexCache::At(at.clone()));
+    assert_eq!(third.video_index_stats().unwrap().built, 4);
+    assert!(at.exists());
+    let want = clips_of(&mut off);
+    for loader in [&mut first, &mut second, &mut third] {
+        assert_eq!(clips_of(loader), want);
+    }
+    // The folder still lists its four videos: the index file is not one.
+    assert_eq!(VideoFolder::open(dir.path()).unwrap().entries().len(), 4);
 }
 
 #[test]
