@@ -19,8 +19,8 @@ use crate::augment::{self, Resampler, SamplePlan};
 use crate::cpu_time::CpuClock;
 use crate::stage::Stage;
 use crate::video::{
-    colour, index_videos, ClipSampler, DecodePlan, H264Decoder, IndexCache, IndexStats,
-    PackedIndex, Timeline, VideoError, VideoFailure, VideoIndex,
+    colour, index_threads, index_videos, ClipSampler, DecodePlan, H264Decoder, IndexCache,
+    IndexStats, PackedIndex, Timeline, VideoError, VideoFailure, VideoIndex,
 };
 use crate::{SampleError, SampleErrorKind, Source};
 
@@ -110,9 +110,9 @@ impl VideoShared {
         let mut stats = IndexStats::default();
         if source.listing().files {
             let paths: Vec<_> = entries.iter().map(|e| e.path.clone()).collect();
-            let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let file = cache.file(source.origin());
             let built;
-            (built, stats) = index_videos(&paths, cache.file(source.origin()).as_deref(), threads);
+            (built, stats) = index_videos(&paths, file.as_deref(), index_threads());
             for (slot, index) in indexes.iter().zip(built) {
                 if let Some(index) = index {
                     let _ = slot.set(index);

@@ -65,6 +65,14 @@ impl IndexCache {
     }
 }
 
+/// Threads a loader indexes its videos on: reading a video's tables mostly waits on storage
+/// (a few small reads at places far apart), so more than the cores, at least 16.
+pub fn index_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .max(16)
+}
+
 /// What [`index_videos`] did.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct IndexStats {

@@ -8,11 +8,14 @@
 mod cache;
 mod clips;
 pub mod colour;
+mod fragments;
 mod h264;
 mod mp4;
 mod plan;
 
-pub use cache::{index_videos, parse_index_file, IndexCache, IndexStats, PackedIndex, INDEX_FILE};
+pub use cache::{
+    index_threads, index_videos, parse_index_file, IndexCache, IndexStats, PackedIndex, INDEX_FILE,
+};
 pub use clips::{
     random_clip_sampler, uniform_clip_sampler, video_clips, ClipError, ClipSampler, IndexClips,
     Policy, TimeClips, Timeline,

@@ -1,10 +1,11 @@
 //! The frame index of an MP4/MOV file's first video track, from its sample tables.
 //!
 //! Only the top-level box headers are read to find the boxes that describe the media (`ftyp`,
-//! `moov`); the media data (`mdat`, most of the file) is never read, so indexing a video costs
-//! a few small reads whatever its length. The tables are parsed by Mozilla's `mp4parse` (the
-//! parser Firefox uses on untrusted files), run behind a panic guard like the other
-//! third-party parsers of untrusted bytes here.
+//! `moov`, and in a fragmented file each `moof`); the media data (`mdat`, most of the file) is
+//! never read, so indexing a video costs a few small reads whatever its length. The tables are
+//! parsed by Mozilla's `mp4parse` (the parser Firefox uses on untrusted files), run behind a
+//! panic guard like the other third-party parsers of untrusted bytes here; movie fragments by
+//! `fragments.rs`.
 
 use std::fs::File;
 use std::io::Cursor;
@@ -14,6 +15,7 @@ use std::path::{Path, PathBuf};
 use mp4parse::unstable::{create_sample_table, CheckedInteger};
 use mp4parse::{CodecType, SampleEntry, TrackType, VideoCodecSpecific};
 
+use super::fragments::{track_defaults, Fragments};
 use crate::Error;
 
 /// The most bytes of `moov` read (a two-hour 60 fps video's tables are a few MiB).
@@ -69,9 +71,9 @@ pub enum VideoError {
     /// A video codec other than H.264.
     #[error("the video is {0}; hpuload decodes H.264 (AVC) video")]
     Codec(&'static str),
-    /// Fragmented MP4 (`moof`), whose samples are described outside `moov`.
-    #[error("fragmented MP4 (`moof` boxes) is not indexed yet")]
-    Fragmented,
+    /// A movie fragment (`moof`) is malformed.
+    #[error("a movie fragment (`moof`) is malformed: {0}")]
+    Fragment(String),
     /// The sample tables are missing or inconsistent.
     #[error("the video track's sample tables are missing or inconsistent")]
     Tables,
@@ -191,6 +193,8 @@ pub struct VideoIndex {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct TopBox {
     kind: [u8; 4],
+    /// Its header's length: the box starts at `start - header`.
+    header: u64,
     start: u64,
     len: u64,
 }
@@ -227,9 +231,6 @@ impl VideoIndex {
             Scan::Io(source) => VideoFailure::Io(source),
             Scan::Bad(e) => VideoFailure::Video(e),
         })?;
-        if boxes.iter().any(|b| &b.kind == b"moof") {
-            return Err(VideoError::Fragmented.into());
-        }
         // `mp4parse` reads a stream of boxes: give it `ftyp` and `moov`, header and body,
         // and none of the media data.
         let mut head = Vec::new();
@@ -252,7 +253,20 @@ impl VideoIndex {
             return Err(VideoError::NoMoov.into());
         }
         check_tables(&head)?;
-        let (codec, config, frame_size, timescale, frames) = guarded(|| from_movie(&head))?;
+        // Fragmented MP4: the frames are in each `moof`, read whole (they are small).
+        let mut moofs = Vec::new();
+        let mut moof_bytes = 0u64;
+        for b in boxes.iter().filter(|b| &b.kind == b"moof") {
+            moof_bytes += b.len;
+            if moof_bytes > MAX_MOOV_BYTES {
+                return Err(VideoError::MoovTooLarge(moof_bytes).into());
+            }
+            let mut body = vec![0; b.len as usize];
+            file.read_exact_at(&mut body, b.start)?;
+            // Data offsets count from the box's header.
+            moofs.push((b.start - b.header, body));
+        }
+        let (codec, config, frame_size, timescale, frames) = guarded(|| from_movie(&head, &moofs))?;
         if let Some(frame) = frames
             .iter()
             .position(|f| f.offset.saturating_add(u64::from(f.len)) > size)
@@ -359,6 +373,7 @@ fn top_level_boxes(file: &File, size: u64) -> Result<Vec<TopBox>, Scan> {
         }
         boxes.push(TopBox {
             kind,
+            header: header_len,
             start: at + header_len,
             len: total - header_len,
         });
@@ -473,8 +488,10 @@ fn check_count(kind: &[u8; 4], body: &[u8], at: usize, entry: u64) -> Result<(),
 
 type Parsed = (Codec, Vec<u8>, (u32, u32), u64, Vec<Frame>);
 
-/// The first video track of the movie `head` (`ftyp` and `moov` boxes) as an index.
-fn from_movie(head: &[u8]) -> Result<Parsed, VideoError> {
+/// The first video track of the movie `head` (`ftyp` and `moov` boxes) as an index; its
+/// frames from the movie fragments `moofs` (where each starts in the file, its body) when
+/// there are any.
+fn from_movie(head: &[u8], moofs: &[(u64, Vec<u8>)]) -> Result<Parsed, VideoError> {
     // A sample entry mp4parse does not know may fail its parse: name the codec then.
     let context = mp4parse::read_mp4(&mut Cursor::new(head)).map_err(|e| {
         other_codec(head).map_or_else(|| VideoError::Moov(format!("{e:?}")), VideoError::Codec)
@@ -513,6 +530,14 @@ fn from_movie(head: &[u8]) -> Result<Parsed, VideoError> {
     let offset = track
         .media_time
         .map_or(0, |t| i64::try_from(t.0).unwrap_or(i64::MAX));
+    if !moofs.is_empty() {
+        let id = track.track_id.ok_or(VideoError::Tables)?;
+        let mut fragments = Fragments::new(id, track_defaults(head, id)?, offset);
+        for (at, moof) in moofs {
+            fragments.add(moof, *at)?;
+        }
+        return Ok((Codec::H264, config, size, timescale, fragments.frames));
+    }
     // The sample count `stsc` implies is reserved before anything is checked (the fuzz target
     // found a chunk claiming billions of samples): it must be the count `stsz` lists.
     let (Some(stsc), Some(stco), Some(stsz)) = (&track.stsc, &track.stco, &track.stsz) else {

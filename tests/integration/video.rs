@@ -18,11 +18,12 @@ fn expected() -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
-const CLIPS: [&str; 4] = [
+const CLIPS: [&str; 5] = [
     "high_bframes.mp4",
     "main_cabac.mp4",
     "baseline.mp4",
     "vfr.mp4",
+    "fragmented.mp4",
 ];
 
 fn fnv1a64(rows: impl Iterator<Item = u8>) -> String {
@@ -75,7 +76,8 @@ fn hashes(frame: &Value) -> [String; 3] {
 }
 
 #[test]
-fn the_index_gives_ffmpegs_presentation_times_durations_and_keyframes_edit_list_applied() {
+fn the_index_gives_ffmpegs_presentation_times_durations_and_keyframes_edit_list_applied_fragmented_or_not(
+) {
     let expected = expected();
     for clip in CLIPS {
         let want = &expected[clip];

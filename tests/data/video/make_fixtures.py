@@ -38,9 +38,9 @@ def picture(i: int, w: int, h: int) -> np.ndarray:
     return img
 
 
-def write(name, w, h, frames, options, profile=None, pts=None, time_base=Fraction(1, 25)):
+def write(name, w, h, frames, options, profile=None, pts=None, time_base=Fraction(1, 25), muxer=None):
     path = HERE / name
-    with av.open(str(path), "w", format="mp4") as out:
+    with av.open(str(path), "w", format="mp4", options=muxer or {}) as out:
         stream = out.add_stream("libx264", rate=25)
         stream.width, stream.height = w, h
         stream.pix_fmt = "yuv420p"
@@ -113,6 +113,17 @@ def main():
             x264,
             pts=[0, 40, 80, 100, 120, 200, 240, 250, 260, 300, 400, 420],
             time_base=Fraction(1, 1000),
+        ),
+        # Fragmented MP4 as DASH packagers and live recorders write it: an empty `moov`, then
+        # a `moof` + `mdat` per GOP, sample times and sizes in each fragment's `trun`.
+        write(
+            "fragmented.mp4",
+            96,
+            72,
+            30,
+            x264,
+            profile="high",
+            muxer={"movflags": "frag_keyframe+empty_moov+default_base_moof"},
         ),
     ]
     for path in clips:
