@@ -2,7 +2,7 @@
 //! from its own tables on all cores, written to an index file, then read back from it, as a
 //! video loader does when it is built. Prints both times per round and their medians.
 //!
-//!     cargo run --release --example index_videos -- FOLDER [ROUNDS]
+//!     cargo run --release --example index_videos -- FOLDER [ROUNDS] [THREADS]
 //!
 //! The index file is written to a temporary folder, not into FOLDER. To time reads from disk
 //! rather than the page cache, drop the caches between runs (as root:
@@ -15,7 +15,9 @@ use hpuload::{Source, VideoFolder};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let folder = args.next().ok_or("usage: index_videos FOLDER [ROUNDS]")?;
+    let folder = args
+        .next()
+        .ok_or("usage: index_videos FOLDER [ROUNDS] [THREADS]")?;
     let rounds: usize = args.next().map_or(Ok(3), |r| r.parse())?;
     let listed = Instant::now();
     let videos = VideoFolder::open(&folder)?;
@@ -25,7 +27,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         paths.len(),
         listed.elapsed().as_secs_f64()
     );
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads: usize = match args.next() {
+        Some(t) => t.parse()?,
+        None => hpuload::video::index_threads(),
+    };
     let file =
         std::env::temp_dir().join(format!("hpuload-index-videos-{}.idx", std::process::id()));
     let (mut built, mut read) = (Vec::new(), Vec::new());

@@ -52,9 +52,10 @@ pub struct BenchArgs {
     /// stops (a damaged dataset can be measured with a raised budget).
     #[arg(long, value_name = "FRACTION", default_value_t = 0.01)]
     pub error_budget: f64,
-    /// Video: `--data` is a folder of class folders of H.264 MP4/MOV files, and each sample is
-    /// clips of one video (torchcodec's `clips_at_random_indices`), every frame of a clip through
-    /// one drawn plan of the pipeline. Reports clips/s, frames/s and the frames decoded only to
+    /// Video: `--data` is a folder of class folders of H.264 MP4/MOV files (default: the
+    /// built-in clips, `make-dataset --video`'s, made on first use), and each sample is clips
+    /// of one video (torchcodec's `clips_at_random_indices`), every frame of a clip through one
+    /// drawn plan of the pipeline. Reports clips/s, frames/s and the frames decoded only to
     /// reach a kept one.
     #[arg(long)]
     pub video: bool,
@@ -151,10 +152,11 @@ pub fn run(args: &BenchArgs) -> Result<(), Error> {
         }
     };
     println!(
-        "dataset {} ({} images), pipeline {}, backend {}, batch {}, {} workers, {} batches/epoch, \
+        "dataset {} ({} {}), pipeline {}, backend {}, batch {}, {} workers, {} batches/epoch, \
          output {dtype:?} {layout:?} {size}, pinned: {}",
         origin.display(),
         loader.dataset_len(),
+        if args.video { "videos" } else { "images" },
         pipeline.name,
         args.data.backend.name(),
         args.batch,
@@ -275,13 +277,11 @@ fn video_builder(
 ) -> Result<(hpuload::Pipeline, hpuload::LoaderBuilder, PathBuf), Error> {
     use hpuload::video::{ClipSampler, IndexClips};
     let d = &args.data;
-    let dir = d.data.clone().ok_or_else(|| {
-        Error::config(
-            "--data",
-            "--video needs --data: a folder of class folders of .mp4 files \
-             (benches/peers/video_make.py makes one from photographs)",
-        )
-    })?;
+    // Without --data, the built-in clips (made on first use, as the built-in images are).
+    let dir = match &d.data {
+        Some(dir) => dir.clone(),
+        None => hpuload::video::default_video_dataset()?,
+    };
     let pipeline = hpuload::pipelines::resolve(&d.pipeline)?;
     let spec = hpuload::VideoSpec {
         sampler: ClipSampler::RandomIndices(IndexClips {

@@ -35,17 +35,27 @@ enum Command {
     /// a training step fed.
     Bench(bench::BenchArgs),
     /// Write a synthetic ImageNet-like JPEG dataset (ImageFolder layout): textured content,
-    /// ImageNet's size distribution, realistic file sizes.
+    /// ImageNet's size distribution, realistic file sizes. With --video: H.264 clips in MP4
+    /// files (class folders), a camera panning and zooming over such pictures.
     MakeDataset {
         /// Output folder.
         #[arg(long)]
         out: PathBuf,
         /// Number of images.
-        #[arg(long, default_value_t = 1000)]
+        #[arg(long, default_value_t = 1000, conflicts_with = "video")]
         images: usize,
         /// Seed; the same seed gives the same files.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Videos instead of images: 640x360 clips at 24 fps, a keyframe every 2 s.
+        #[arg(long)]
+        video: bool,
+        /// With --video: number of clips.
+        #[arg(long, default_value_t = 40, requires = "video")]
+        videos: usize,
+        /// With --video: frames per clip.
+        #[arg(long, default_value_t = 96, requires = "video")]
+        frames: usize,
     },
     /// Write a contact sheet (PNG) of one augmented batch, de-normalized and labelled: what the
     /// model will see.
@@ -81,7 +91,17 @@ where
         Command::Bench(args) => bench::run(&args),
         Command::Preview(args) => preview::run(&args),
         Command::MakeShards(args) => make_shards::run(&args),
-        Command::MakeDataset { out, images, seed } => make_dataset(&out, images, seed),
+        Command::MakeDataset {
+            out,
+            seed,
+            video: true,
+            videos,
+            frames,
+            ..
+        } => make_videos(&out, videos, frames, seed),
+        Command::MakeDataset {
+            out, images, seed, ..
+        } => make_dataset(&out, images, seed),
     };
     match result {
         Ok(()) => 0,
@@ -312,4 +332,31 @@ impl DataArgs {
             .pipeline(pipeline.clone());
         Ok((pipeline, builder, origin))
     }
+}
+
+fn make_videos(
+    out: &std::path::Path,
+    videos: usize,
+    frames: usize,
+    seed: u64,
+) -> Result<(), hpuload::Error> {
+    if videos == 0 || frames == 0 {
+        return Err(hpuload::Error::config(
+            "--videos",
+            "--videos and --frames must be at least 1",
+        ));
+    }
+    let t = Instant::now();
+    let spec = hpuload::video::VideoSetSpec {
+        videos,
+        frames,
+        ..Default::default()
+    };
+    hpuload::video::make_video_dataset(out, spec, seed)?;
+    println!(
+        "wrote {videos} clips of {frames} frames to {} in {:.1}s",
+        out.display(),
+        t.elapsed().as_secs_f64()
+    );
+    Ok(())
 }

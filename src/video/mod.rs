@@ -10,8 +10,10 @@ mod clips;
 pub mod colour;
 mod fragments;
 mod h264;
+mod make;
 mod mp4;
 mod plan;
+mod write;
 
 pub use cache::{
     index_threads, index_videos, parse_index_file, IndexCache, IndexStats, PackedIndex, INDEX_FILE,
@@ -21,5 +23,7 @@ pub use clips::{
     Policy, TimeClips, Timeline,
 };
 pub use h264::{AvcConfig, DecodeCounts, H264Decoder, Picture};
+pub use make::{default_video_dataset, make_video_dataset, VideoSetSpec};
 pub use mp4::{Codec, Frame, VideoError, VideoFailure, VideoIndex};
 pub use plan::{DecodePlan, Run};
+pub use write::{Mp4Writer, WriteError};

@@ -249,3 +249,50 @@ fn bench_help_lists_every_builtin_pipeline_name() {
         );
     }
 }
+
+#[test]
+fn make_dataset_video_writes_clips_that_bench_video_loads_and_indexes_once() {
+    let out = TempDir::new("cli-videos");
+    let dir = out.path().join("clips");
+    let d = dir.to_str().unwrap();
+    let made = hpuload(&[
+        "make-dataset",
+        "--video",
+        "--out",
+        d,
+        "--videos",
+        "3",
+        "--frames",
+        "10",
+    ]);
+    assert!(made.status.success(), "{made:?}");
+    for (class, clip) in [(0, 0), (1, 1), (2, 2)] {
+        let path = dir.join(format!("class_{class:02}/clip_{clip:06}.mp4"));
+        let index = hpuload::video::VideoIndex::open(&path).unwrap();
+        assert_eq!((index.size, index.frames.len()), ((640, 360), 10));
+    }
+    let bench = |expect: &str| {
+        let run = hpuload(&[
+            "bench",
+            "--video",
+            "--data",
+            d,
+            "--frames-per-clip",
+            "4",
+            "--batch",
+            "3",
+            "--epochs",
+            "1",
+            "--workers",
+            "2",
+        ]);
+        let text = String::from_utf8_lossy(&run.stdout).into_owned();
+        assert!(run.status.success(), "{run:?}");
+        assert!(text.contains(expect), "{text}");
+        assert!(text.contains("3 videos"), "{text}");
+    };
+    bench("(0 from the index file, 3 indexed, 0 failed; saved to");
+    bench("(3 from the index file, 0 indexed, 0 failed)");
+    let refused = hpuload(&["make-dataset", "--video", "--out", d, "--videos", "0"]);
+    assert_eq!(refused.status.code(), Some(2));
+}
