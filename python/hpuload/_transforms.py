@@ -5,7 +5,8 @@ loader takes and `dtype` the output element type ("f32", "u8", ...), or raises `
 with a reason a user can act on. Only what hpuload computes as torchvision does is accepted;
 anything else makes the caller fall back to torch's own DataLoader.
 
-The shape hpuload runs: geometry (RandomResizedCrop, or Resize + CenterCrop or RandomCrop, or
+The shape hpuload runs: geometry (RandomResizedCrop, or Resize or v2's RandomResize + CenterCrop
+or RandomCrop, or
 Resize to [h, w]) first; then pixel ops on the uint8 image (flips, ColorJitter, the auto-augment family,
 blur, ...), with the semantics of torchvision's v2 tensor kernels on uint8; then the conversion
 to a tensor and Normalize; then RandomErasing.
@@ -425,6 +426,20 @@ def translate(transform: Any) -> tuple[str, str]:
                 size = size[0]
             interp = _interp(t.interpolation, name)
             geometry.append({"op": "resize", "size": size if isinstance(size, int) else _hw(size, name), "interpolation": interp})
+        elif _is(t, "RandomResize"):
+            # torchvision v2: the shorter side drawn from randint(min_size, max_size).
+            if dtype is not None or pixel:
+                raise Unsupported("RandomResize after a pixel op or the conversion to float")
+            if getattr(t, "antialias", True) is False:
+                raise Unsupported("RandomResize(antialias=False)")
+            geometry.append(
+                {
+                    "op": "random_resize",
+                    "min_size": int(t.min_size),
+                    "max_size": int(t.max_size),
+                    "interpolation": _interp(t.interpolation, name),
+                }
+            )
         elif _is(t, "CenterCrop"):
             if dtype is not None or pixel:
                 raise Unsupported("CenterCrop after a pixel op or the conversion to float")

@@ -137,6 +137,35 @@ def test_random_crop_matches_torchvision_at_the_offset_the_loader_drew(png_folde
     assert len(offsets) > 6, f"offsets {offsets}"
 
 
+def test_random_resize_then_random_crop_matches_torchvision_v2_at_the_size_and_offset_drawn(png_folder):
+    """v2's `RandomResize(min, max)` (the short-side scale jitter of video recipes) then
+    `RandomCrop`: with the loader's own shorter side and offset, torchvision's pixels; sides
+    drawn from the whole range."""
+    v2 = pytest.importorskip("torchvision.transforms.v2")
+    crop = (96, 80)
+    tf = v2.Compose([v2.RandomResize(100, 140), v2.RandomCrop(crop), v2.PILToTensor()])
+    ds = datasets.ImageFolder(png_folder, tf)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(ds, batch_size=12, backend="cpu")
+    x, _, indices = first_batch(loader)
+    assert x.shape[2:] == crop
+    sides = set()
+    for i in indices:
+        img = Image.open(ds.samples[i][0]).convert("RGB")
+        (top, left, h, w), _ = loader._core.sample_params(0, i, img.width, img.height)
+        # The window is crop / scale in source pixels: it names the shorter side drawn.
+        side = round(crop[0] * img.height / h) if img.height <= img.width else round(crop[1] * img.width / w)
+        assert 100 <= side < 140, side
+        sides.add(side)
+        base = F.resize(img, [side], antialias=True)
+        t, l = round(top * base.height / img.height), round(left * base.width / img.width)
+        ref = F.pil_to_tensor(F.crop(base, t, l, crop[0], crop[1]))
+        diff = (x[indices.index(i)].int() - ref.int()).abs().max().item()
+        assert diff <= 1, f"sample {i}: {diff} levels from torchvision"
+    assert len(sides) > 6, f"sides {sides}"
+
+
 def test_a_random_crop_with_padding_falls_back_naming_it(png_folder):
     ds = datasets.ImageFolder(png_folder, T.Compose([T.RandomCrop(32, padding=4), T.ToTensor()]))
     with pytest.warns(FallbackWarning, match="padding"):

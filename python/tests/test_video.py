@@ -86,3 +86,22 @@ def test_the_videos_frame_indexes_are_kept_in_the_folder_elsewhere_or_nowhere(vi
     assert (videos / ".hpuload-video.idx").is_file()
     # Read back from the file: the same clips.
     assert torch.equal(first(), want)
+
+
+def test_train_video_example_trains_r3d_a_few_steps_on_made_clips(tmp_path):
+    import subprocess
+    import sys
+
+    from hpuload._hpuload import cli
+
+    clips = tmp_path / "clips"
+    assert cli(["hpuload", "make-dataset", "--video", "--out", str(clips), "--videos", "4", "--frames", "12"]) == 0
+    example = Path(__file__).resolve().parents[2] / "examples" / "train_video.py"
+    r = subprocess.run(
+        [sys.executable, str(example), "--data", str(clips), "--steps", "2", "--batch-size", "2", "--frames", "4", "--crop", "32"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "step 2: loss" in r.stdout and "clips (2, 3, 4, 32, 32)" in r.stdout, r.stdout

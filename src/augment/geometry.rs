@@ -165,6 +165,39 @@ impl OpSpec for Resize {
     fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
 }
 
+/// torchvision v2's `RandomResize(min_size, max_size)`: the shorter side to a size drawn
+/// uniformly from `min_size..max_size` (the maximum excluded, as `torch.randint` draws it), the
+/// other side in proportion; the short-side scale jitter of video recipes (VideoMAE's 256 to
+/// 320). A `center_crop` or `random_crop` must follow (batch shapes are static).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RandomResize {
+    /// The smallest shorter side drawn.
+    pub min_size: u32,
+    /// One past the largest.
+    pub max_size: u32,
+    /// Default bilinear.
+    #[serde(default)]
+    pub interpolation: Interpolation,
+}
+
+impl OpSpec for RandomResize {
+    fn kind(&self) -> OpKind {
+        OpKind::Geometry
+    }
+    fn check(&self) -> Result<(), PipelineError> {
+        if self.min_size == 0 || self.min_size >= self.max_size {
+            return Err(PipelineError::Parameter(format!(
+                "random_resize needs 0 < min_size < max_size, got {} and {}",
+                self.min_size, self.max_size
+            )));
+        }
+        Ok(())
+    }
+    /// Geometry: the plan draws the size.
+    fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
+}
+
 /// `CenterCrop(size)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -505,6 +538,8 @@ pub(crate) fn resized_size(width: u32, height: u32, short: u32) -> (u32, u32) {
 pub(crate) enum Prescale {
     /// The shorter side to this many pixels.
     Short(u32),
+    /// The shorter side to a size drawn from `min..max` (`RandomResize`).
+    ShortIn(u32, u32),
     /// Exactly `(height, width)`.
     Exact(u32, u32),
 }
@@ -515,8 +550,9 @@ pub(crate) fn resize_center_crop(
     height: u32,
     resize: Option<Prescale>,
     out: (u32, u32),
+    rng: &mut CounterRng,
 ) -> Result<CropBox, AugmentError> {
-    resize_crop(width, height, resize, out, None)
+    resize_crop(width, height, resize, out, false, rng)
 }
 
 /// A resize (optional) then `RandomCrop(out)`: the offset drawn as torchvision's
@@ -528,19 +564,25 @@ pub(crate) fn resize_random_crop(
     out: (u32, u32),
     rng: &mut CounterRng,
 ) -> Result<CropBox, AugmentError> {
-    resize_crop(width, height, resize, out, Some(rng))
+    resize_crop(width, height, resize, out, true, rng)
 }
 
-/// A window of `out` in the (optionally resized) image: centred, or at a drawn offset.
+/// A window of `out` in the (optionally resized) image: centred, or at a drawn offset. A
+/// random resize's size is drawn first, from the same `rng`.
 fn resize_crop(
     width: u32,
     height: u32,
     resize: Option<Prescale>,
     out: (u32, u32),
-    random: Option<&mut CounterRng>,
+    random_offset: bool,
+    rng: &mut CounterRng,
 ) -> Result<CropBox, AugmentError> {
     let (rw, rh) = match resize {
         Some(Prescale::Short(s)) => resized_size(width, height, s),
+        Some(Prescale::ShortIn(lo, hi)) => {
+            let s = lo + rng.below(u64::from(hi - lo)) as u32;
+            resized_size(width, height, s)
+        }
         Some(Prescale::Exact(h, w)) => (w, h),
         None => (width, height),
     };
@@ -553,12 +595,12 @@ fn resize_crop(
             crop_height: oh,
         });
     }
-    let (top, left) = match random {
-        None => (
+    let (top, left) = match random_offset {
+        false => (
             round_half_even(f64::from(rh - oh) / 2.0),
             round_half_even(f64::from(rw - ow) / 2.0),
         ),
-        Some(rng) => {
+        true => {
             let top = rng.below(u64::from(rh - oh) + 1);
             let left = rng.below(u64::from(rw - ow) + 1);
             (top as f64, left as f64)
@@ -885,14 +927,47 @@ mod tests {
         // 500x375 -> Resize(256) -> 341x256 (int(256*500/375) = 341) -> CenterCrop 224:
         // left = round((341-224)/2) = round(58.5) = 58 (half to even), top = round(16) = 16.
         assert_eq!(resized_size(500, 375, 256), (341, 256));
-        let b = resize_center_crop(500, 375, Some(Prescale::Short(256)), (224, 224)).unwrap();
+        let mut rng = CounterRng::new(0, 0, 0, Stream::Crop);
+        let b =
+            resize_center_crop(500, 375, Some(Prescale::Short(256)), (224, 224), &mut rng).unwrap();
         let (sx, sy) = (500.0 / 341.0, 375.0 / 256.0);
         assert!(!b.view);
         assert_eq!(
             (b.left, b.top, b.width, b.height),
             (58.0 * sx, 16.0 * sy, 224.0 * sx, 224.0 * sy)
         );
-        assert!(resize_center_crop(100, 100, None, (224, 224)).is_err());
+        assert!(resize_center_crop(100, 100, None, (224, 224), &mut rng).is_err());
+    }
+
+    #[test]
+    fn random_resize_draws_each_shorter_side_of_its_range_equally_often_then_crops_inside() {
+        // 400x300 image, shorter side drawn from 256..320 (64 sizes), then a 224 crop: the
+        // window's height in source pixels is 224 * 300 / side, so it names the side drawn.
+        let mut counts = [0u32; 64];
+        for i in 0..12_800u64 {
+            let mut rng = CounterRng::new(5, 1, i, Stream::Crop);
+            let b = resize_random_crop(
+                400,
+                300,
+                Some(Prescale::ShortIn(256, 320)),
+                (224, 224),
+                &mut rng,
+            )
+            .unwrap();
+            let side = (224.0 * 300.0 / b.height).round() as u32;
+            assert!((256..320).contains(&side), "{side}");
+            let (rw, _) = resized_size(400, 300, side);
+            // Inside the image, and on the resized image's integer grid.
+            assert!(b.left >= 0.0 && b.top >= 0.0);
+            assert!(b.left + b.width <= 400.0 + 1e-9 && b.top + b.height <= 300.0 + 1e-9);
+            let left = b.left * f64::from(rw) / 400.0;
+            assert!((left - left.round()).abs() < 1e-6, "{left}");
+            counts[(side - 256) as usize] += 1;
+        }
+        assert!(
+            counts.iter().all(|&n| (130..270).contains(&n)),
+            "{counts:?}"
+        );
     }
 
     #[test]

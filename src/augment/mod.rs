@@ -43,7 +43,7 @@ pub use erase::{EraseBox, EraseValue, RandomErasing, RandomFill};
 pub use error::{AugmentError, PipelineError};
 pub use geometry::{
     CenterCrop, CropBox, Interpolation, RandomAffine, RandomCrop, RandomHorizontalFlip,
-    RandomResizedCrop, RandomRotation, RandomVerticalFlip, Resize, Size,
+    RandomResize, RandomResizedCrop, RandomRotation, RandomVerticalFlip, Resize, Size,
 };
 pub use kernel::{Normalize, OutputWriter, Resampler, IMAGENET_MEAN, IMAGENET_STD};
 pub use op::{Op, Pipeline, RandomApply, RandomChoice, RandomOrder};

@@ -22,8 +22,8 @@ use super::detect::{RandomIoUCrop, RandomZoomOut, SanitizeBoundingBoxes};
 use super::erase::RandomErasing;
 use super::error::PipelineError;
 use super::geometry::{
-    CenterCrop, RandomAffine, RandomCrop, RandomHorizontalFlip, RandomResizedCrop, RandomRotation,
-    RandomVerticalFlip, Resize,
+    CenterCrop, RandomAffine, RandomCrop, RandomHorizontalFlip, RandomResize, RandomResizedCrop,
+    RandomRotation, RandomVerticalFlip, Resize,
 };
 use super::kernel::Normalize;
 use super::pixel::PixelOp;
@@ -77,6 +77,8 @@ ops! {
     RandomResizedCrop(RandomResizedCrop) = "random_resized_crop",
     /// `Resize(size)`.
     Resize(Resize) = "resize",
+    /// torchvision v2's `RandomResize(min_size, max_size)`: the shorter side drawn.
+    RandomResize(RandomResize) = "random_resize",
     /// `CenterCrop(size)`.
     CenterCrop(CenterCrop) = "center_crop",
     /// `RandomCrop(size)` (no padding).

@@ -10,7 +10,8 @@ use super::detect::{self, DetectPlan, RandomIoUCrop, RandomZoomOut, SanitizeSpec
 use super::erase::RandomErasing;
 use super::error::{AugmentError, PipelineError};
 use super::geometry::{
-    self, CenterCrop, CropBox, Interpolation, Prescale, RandomCrop, RandomResizedCrop, Resize, Size,
+    self, CenterCrop, CropBox, Interpolation, Prescale, RandomCrop, RandomResize,
+    RandomResizedCrop, Resize, Size,
 };
 use super::op::{Op, Pipeline};
 use super::pixel::PixelOp;
@@ -106,7 +107,8 @@ pub struct SamplePlan {
 #[derive(Default)]
 struct Phases {
     geometry: Option<(Geometry, Interpolation, usize)>,
-    resize_short: Option<(u32, Interpolation)>,
+    /// A resize of the shorter side (fixed, or drawn by `random_resize`) waiting for its crop.
+    resize_short: Option<(Prescale, Interpolation)>,
     pixel: Vec<(usize, Op)>,
     normalize: Option<([f32; 3], [f32; 3])>,
     erase: Vec<(usize, RandomErasing)>,
@@ -164,7 +166,15 @@ impl Phases {
                 interpolation,
             }) if !self.geometry_done() && self.resize_short.is_none() && self.pixel.is_empty() => {
                 self.late("resize")?;
-                self.resize_short = Some((s, interpolation));
+                self.resize_short = Some((Prescale::Short(s), interpolation));
+            }
+            &Op::RandomResize(RandomResize {
+                min_size,
+                max_size,
+                interpolation,
+            }) if !self.geometry_done() && self.resize_short.is_none() && self.pixel.is_empty() => {
+                self.late("random_resize")?;
+                self.resize_short = Some((Prescale::ShortIn(min_size, max_size), interpolation));
             }
             &Op::Resize(Resize {
                 size: size @ Size::HeightWidth(_),
@@ -180,7 +190,7 @@ impl Phases {
                 let name = op.name();
                 self.late(name)?;
                 let out = size.hw();
-                if let Some((s, _)) = self.resize_short {
+                if let Some((Prescale::Short(s) | Prescale::ShortIn(s, _), _)) = self.resize_short {
                     if out.0 > s || out.1 > s {
                         return Err(PipelineError::Shape(format!(
                             "{name} {out:?} is larger than the resized shorter side {s}"
@@ -188,7 +198,7 @@ impl Phases {
                     }
                 }
                 let (resize, interpolation) = match self.resize_short.take() {
-                    Some((s, i)) => (Some(Prescale::Short(s)), i),
+                    Some((s, i)) => (Some(s), i),
                     None => (None, Interpolation::Bilinear),
                 };
                 let geometry = if matches!(op, Op::RandomCrop(_)) {
@@ -234,8 +244,8 @@ impl Phases {
                     self.geometry = Some((geometry, interpolation, at));
                 }
             }
-            Op::Resize(_) | Op::CenterCrop(_) | Op::RandomCrop(_) => {
-                return Err(PipelineError::Order("supported geometry: random_resized_crop, or resize then center_crop or random_crop, or resize to [h, w] (then a center_crop or random_crop), before any pixel op".into()));
+            Op::Resize(_) | Op::RandomResize(_) | Op::CenterCrop(_) | Op::RandomCrop(_) => {
+                return Err(PipelineError::Order("supported geometry: random_resized_crop, or resize or random_resize then center_crop or random_crop, or resize to [h, w] (then a center_crop or random_crop), before any pixel op".into()));
             }
             Op::Normalize(n) => {
                 self.late("normalize")?;
@@ -441,7 +451,8 @@ impl Plan {
                     geometry::random_resized_crop(width, height, scale, ratio, &mut rng)
                 }
                 Geometry::CenterCrop { resize, out } => {
-                    geometry::resize_center_crop(width, height, resize, out)?
+                    let mut rng = CounterRng::new(seed, epoch, index as u64, Stream::Crop);
+                    geometry::resize_center_crop(width, height, resize, out, &mut rng)?
                 }
                 Geometry::RandomCrop { resize, out } => {
                     let mut rng = CounterRng::new(seed, epoch, index as u64, Stream::Crop);
@@ -578,6 +589,45 @@ mod tests {
         );
         let e = resize_then(Size::Square(250)).unwrap_err().to_string();
         assert!(e.contains("larger than the resize to (256, 240)"), "{e}");
+    }
+
+    #[test]
+    fn random_resize_then_a_crop_is_a_geometry_and_alone_or_smaller_than_the_crop_is_refused() {
+        let jitter = |crop: Option<u32>| {
+            let p = Pipeline::new("videomae").then(Op::RandomResize(RandomResize {
+                min_size: 256,
+                max_size: 320,
+                interpolation: Interpolation::Bilinear,
+            }));
+            match crop {
+                Some(c) => p.then(Op::RandomCrop(RandomCrop {
+                    size: Size::Square(c),
+                })),
+                None => p,
+            }
+            .plan(Dtype::F32)
+        };
+        assert_eq!(
+            jitter(Some(224)).unwrap().geometry,
+            Geometry::RandomCrop {
+                resize: Some(Prescale::ShortIn(256, 320)),
+                out: (224, 224)
+            }
+        );
+        let e = jitter(None).unwrap_err().to_string();
+        assert!(e.contains("add center_crop"), "{e}");
+        let e = jitter(Some(300)).unwrap_err().to_string();
+        assert!(e.contains("larger than the resized shorter side 256"), "{e}");
+        let e = Pipeline::new("x")
+            .then(Op::RandomResize(RandomResize {
+                min_size: 320,
+                max_size: 320,
+                interpolation: Interpolation::Bilinear,
+            }))
+            .plan(Dtype::F32)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("0 < min_size < max_size"), "{e}");
     }
 
     #[test]
