@@ -64,15 +64,29 @@ pub fn cache_root() -> PathBuf {
 /// # Errors
 /// The cache folder cannot be written.
 pub fn default_dataset() -> Result<PathBuf, Error> {
+    made_once(&format!("synthetic-v1-{DEFAULT_IMAGES}"), |dir| {
+        make_dataset(dir, DEFAULT_IMAGES, 0)
+    })
+}
+
+/// The built-in set `name` in the cache folder, made by `make` on first use: into a temporary
+/// folder beside it, then renamed, so an interrupted run never leaves half a set (and of two
+/// processes making it at once, one rename wins and the other's copy is dropped).
+///
+/// # Errors
+/// What `make` returns, or the cache folder cannot be written.
+pub(crate) fn made_once(
+    name: &str,
+    make: impl FnOnce(&Path) -> Result<(), Error>,
+) -> Result<PathBuf, Error> {
     let cache = cache_root();
-    let dir = cache.join(format!("synthetic-v1-{DEFAULT_IMAGES}"));
+    let dir = cache.join(name);
     if dir.join("class_00").is_dir() {
         return Ok(dir);
     }
-    // Generate beside the final name and rename, so an interrupted run never leaves half a set.
-    let tmp = cache.join(format!(".synthetic-tmp-{}", std::process::id()));
+    let tmp = cache.join(format!(".{name}-tmp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
-    make_dataset(&tmp, DEFAULT_IMAGES, 0)?;
+    make(&tmp)?;
     match std::fs::rename(&tmp, &dir) {
         Ok(()) => Ok(dir),
         Err(_) if dir.join("class_00").is_dir() => {

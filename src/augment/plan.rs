@@ -617,7 +617,10 @@ mod tests {
         let e = jitter(None).unwrap_err().to_string();
         assert!(e.contains("add center_crop"), "{e}");
         let e = jitter(Some(300)).unwrap_err().to_string();
-        assert!(e.contains("larger than the resized shorter side 256"), "{e}");
+        assert!(
+            e.contains("larger than the resized shorter side 256"),
+            "{e}"
+        );
         let e = Pipeline::new("x")
             .then(Op::RandomResize(RandomResize {
                 min_size: 320,

@@ -23,7 +23,7 @@ use openh264::OpenH264API;
 use super::write::Mp4Writer;
 #[cfg(test)]
 use super::write::WriteError;
-use crate::dataset::{cache_root, synth_jpeg, CLASSES};
+use crate::dataset::{made_once, synth_jpeg, CLASSES};
 use crate::Error;
 
 /// What the built-in video set holds.
@@ -107,23 +107,9 @@ pub fn make_video_dataset(out: &Path, spec: VideoSetSpec, seed: u64) -> Result<(
 /// The cache folder cannot be written, or the encoder fails.
 pub fn default_video_dataset() -> Result<PathBuf, Error> {
     let spec = VideoSetSpec::default();
-    let cache = cache_root();
-    let dir = cache.join(format!("synthetic-video-v1-{}", spec.videos));
-    if dir.join("class_00").is_dir() {
-        return Ok(dir);
-    }
-    // Made beside the final name and renamed, so an interrupted run never leaves half a set.
-    let tmp = cache.join(format!(".synthetic-video-tmp-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    make_video_dataset(&tmp, spec, 0)?;
-    match std::fs::rename(&tmp, &dir) {
-        Ok(()) => Ok(dir),
-        Err(_) if dir.join("class_00").is_dir() => {
-            let _ = std::fs::remove_dir_all(&tmp);
-            Ok(dir)
-        }
-        Err(source) => Err(Error::Io { path: dir, source }),
-    }
+    made_once(&format!("synthetic-video-v1-{}", spec.videos), |dir| {
+        make_video_dataset(dir, spec, 0)
+    })
 }
 
 /// A small deterministic generator for the camera and disc paths.
