@@ -543,17 +543,7 @@ fn from_movie(head: &[u8], moofs: &[(u64, Vec<u8>)]) -> Result<Parsed, VideoErro
     let (Some(stsc), Some(stco), Some(stsz)) = (&track.stsc, &track.stco, &track.stsz) else {
         return Err(VideoError::Tables);
     };
-    let chunks = stco.offsets.len() as u64;
-    let runs = &stsc.samples;
-    let mut implied = 0u64;
-    for (k, run) in runs.iter().enumerate() {
-        let next = runs
-            .get(k + 1)
-            .map_or(chunks + 1, |n| u64::from(n.first_chunk));
-        let chunks_in_run = next.saturating_sub(u64::from(run.first_chunk));
-        implied =
-            implied.saturating_add(chunks_in_run.saturating_mul(u64::from(run.samples_per_chunk)));
-    }
+    let implied = samples_in_chunks(&stsc.samples, stco.offsets.len());
     let listed = stsz.sample_sizes.len() as u64;
     if (stsz.sample_size == 0 && implied > listed) || implied > 1 << 28 {
         return Err(VideoError::Tables);
@@ -596,6 +586,34 @@ fn from_movie(head: &[u8], moofs: &[(u64, Vec<u8>)]) -> Result<Parsed, VideoErro
         frames[k].duration = delta.and_then(|d| u32::try_from(d).ok()).unwrap_or(0);
     }
     Ok((Codec::H264, config, size, timescale, frames))
+}
+
+/// How many samples `mp4parse`'s `create_sample_table` reserves room for, counted the way its
+/// chunk iterator walks `stsc`: runs with the same first chunk are skipped, the last run covers
+/// every chunk left, and the walk ends at an empty or reversed run or when the runs claim more
+/// chunks than `stco` holds. (Counting runs by their own first chunks instead let a lone run
+/// starting past the last chunk claim two billion samples: the `video_index` fuzz target.)
+fn samples_in_chunks(runs: &[mp4parse::SampleToChunk], chunks: usize) -> u64 {
+    let mut remain = u32::try_from(chunks).unwrap_or(u32::MAX);
+    let mut total = 0u64;
+    let mut k = 0;
+    while let Some(run) = runs.get(k) {
+        k += 1;
+        let len = match runs.get(k) {
+            Some(peek) if peek.first_chunk == run.first_chunk => continue,
+            Some(peek) if run.first_chunk > 0 && peek.first_chunk > 0 => {
+                peek.first_chunk.saturating_sub(run.first_chunk)
+            }
+            None if run.first_chunk > 0 && run.first_chunk.checked_add(remain).is_some() => remain,
+            _ => 0,
+        };
+        match remain.checked_sub(len) {
+            Some(left) if len > 0 => remain = left,
+            _ => break,
+        }
+        total = total.saturating_add(u64::from(len) * u64::from(run.samples_per_chunk));
+    }
+    total
 }
 
 /// The name of a video sample entry `mp4parse` does not know, by its four-character code.
@@ -794,6 +812,35 @@ pub(crate) mod tests {
         let out = VideoIndex::open(&path);
         std::fs::remove_file(&path).ok();
         out
+    }
+
+    #[test]
+    fn a_chunk_run_past_the_last_chunk_claiming_billions_of_samples_is_refused_unread() {
+        // One `stsc` run starting at chunk 28 of a file with one chunk, two billion samples a
+        // chunk: mp4parse's walk gives it the one chunk left and would reserve 93 GB for its
+        // table (found by the `video_index` fuzz target).
+        let mut bytes = Movie::h264(&[40, 20, 8, 8]).bytes();
+        let at = bytes.windows(4).position(|w| w == b"stsc").unwrap() + 12;
+        bytes[at..at + 8].copy_from_slice(&[0, 0, 0, 28, 0x73, 0x74, 0x73, 0x04]);
+        let err = index_of(&bytes, "stsc-past").unwrap_err().to_string();
+        assert!(err.contains("sample tables"), "{err}");
+        // The count follows mp4parse's walk: duplicate runs skipped, the last run takes the
+        // chunks left, a reversed run ends it.
+        let run = |first_chunk, samples_per_chunk| mp4parse::SampleToChunk {
+            first_chunk,
+            samples_per_chunk,
+            sample_description_index: 1,
+        };
+        assert_eq!(
+            samples_in_chunks(&[run(1, 10), run(3, 5)], 5),
+            2 * 10 + 3 * 5
+        );
+        assert_eq!(
+            samples_in_chunks(&[run(1, 10), run(1, 7), run(2, 5)], 3),
+            7 + 2 * 5
+        );
+        assert_eq!(samples_in_chunks(&[run(3, 10), run(2, 5)], 9), 0);
+        assert_eq!(samples_in_chunks(&[run(28, 1 << 30)], 1), 1 << 30);
     }
 
     #[test]
