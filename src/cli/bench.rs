@@ -16,9 +16,9 @@ use super::DataArgs;
 pub struct BenchArgs {
     #[command(flatten)]
     pub data: DataArgs,
-    /// Batch size.
-    #[arg(long, default_value_t = 256)]
-    pub batch: usize,
+    /// Batch size (default 256; 8 clips with --video).
+    #[arg(long)]
+    pub batch: Option<usize>,
     /// Worker threads. Default: the number of CPUs.
     #[arg(long)]
     pub workers: Option<usize>,
@@ -123,12 +123,13 @@ pub fn run(args: &BenchArgs) -> Result<(), Error> {
         LayoutArg::Nchw => Layout::Nchw,
         LayoutArg::Nhwc => Layout::Nhwc,
     };
+    let batch = args.batch.unwrap_or(if args.video { 8 } else { 256 });
     let workers = args
         .workers
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let started = Instant::now();
     let mut loader = builder
-        .batch_size(args.batch)
+        .batch_size(batch)
         .workers(workers)
         .prefetch(args.prefetch)
         .output(args.dtype, layout)
@@ -159,7 +160,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Error> {
         if args.video { "videos" } else { "images" },
         pipeline.name,
         args.data.backend.name(),
-        args.batch,
+        batch,
         workers,
         loader.batches_per_epoch(),
         loader.is_pinned()
@@ -242,7 +243,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Error> {
     }
     let settings = Settings {
         backend: args.data.backend.name(),
-        batch_size: args.batch,
+        batch_size: batch,
         prefetch: args.prefetch,
         step_ms: args.step_ms,
     };
