@@ -128,17 +128,20 @@ pub(super) struct Fragments {
     shift: i64,
     /// The next frame's decode time when a fragment does not give its own (`tfdt`).
     next_dts: i64,
+    /// The file's size: every frame lies inside it.
+    file_len: u64,
     /// The frames, in decode order.
     pub(super) frames: Vec<Frame>,
 }
 
 impl Fragments {
-    /// Before the first fragment of track `track`.
-    pub(super) fn new(track: u32, defaults: Defaults, shift: i64) -> Self {
+    /// Before the first fragment of track `track`, in a file of `file_len` bytes.
+    pub(super) fn new(track: u32, defaults: Defaults, shift: i64, file_len: u64) -> Self {
         Self {
             track,
             defaults,
             shift,
+            file_len,
             next_dts: 0,
             frames: Vec::new(),
         }
@@ -244,9 +247,13 @@ impl Fragments {
             .iter()
             .filter(|&&bit| flags & bit != 0)
             .count();
-        // Checked against the bytes that hold them before anything is reserved.
+        // Checked against the bytes that hold them before anything is reserved. A run whose
+        // samples all take the defaults holds no bytes per sample: its frames are bounded by
+        // the file instead (each at least one byte, inside it), checked frame by frame, so
+        // memory grows only with frames that are really there.
         if count.saturating_mul(4 * fields) > f.bytes.len()
             || self.frames.len().saturating_add(count) > MAX_FRAMES
+            || count as u64 > self.file_len
         {
             return Err(VideoError::Fragment(format!(
                 "a run claims {count} frames in {} bytes",
@@ -254,7 +261,7 @@ impl Fragments {
             )));
         }
         if ours {
-            self.frames.reserve(count);
+            self.frames.reserve(count.min(1 << 16));
         }
         for k in 0..count {
             let duration = if flags & 0x100 != 0 {
@@ -283,6 +290,18 @@ impl Fragments {
                 return Err(VideoError::FrameTooLarge {
                     frame: self.frames.len(),
                     len: u64::from(len),
+                });
+            }
+            if len == 0 {
+                return Err(VideoError::Sample {
+                    frame: self.frames.len(),
+                    reason: "its fragment gives it no bytes",
+                });
+            }
+            if at.saturating_add(u64::from(len)) > self.file_len {
+                return Err(VideoError::PastTheEnd {
+                    frame: self.frames.len(),
+                    size: self.file_len,
                 });
             }
             if ours {
@@ -374,7 +393,7 @@ mod tests {
             size: 0,
             flags: 0x0101_0000,
         };
-        let mut fragments = Fragments::new(1, defaults, 80);
+        let mut fragments = Fragments::new(1, defaults, 80, 1 << 20);
         fragments.add(&[other, ours].concat(), 500).unwrap();
         let got: Vec<_> = fragments
             .frames
@@ -413,12 +432,33 @@ mod tests {
             ]
             .concat(),
         );
-        let mut fragments = Fragments::new(1, Defaults::default(), 0);
+        let mut fragments = Fragments::new(1, Defaults::default(), 0, 1 << 20);
         let err = fragments.add(&traf, 0).unwrap_err();
         assert!(
             err.to_string().contains("claims 4294967295 frames"),
             "{err}"
         );
+        // A run of default-sized samples holds no bytes per sample: bounded by the file, and
+        // each frame inside it (found by the `video_index` fuzz target reserving 6.7 GB).
+        let defaults = Defaults {
+            duration: 1,
+            size: 100,
+            flags: 0,
+        };
+        let run = |count| {
+            boxed(
+                b"traf",
+                &[full(b"tfhd", 0, 0, &[1]), full(b"trun", 0, 0, &[count])].concat(),
+            )
+        };
+        let mut fragments = Fragments::new(1, defaults, 0, 1000);
+        let err = fragments.add(&run(1 << 27), 0).unwrap_err();
+        assert!(err.to_string().contains("claims 134217728 frames"), "{err}");
+        let err = fragments.add(&run(11), 0).unwrap_err();
+        assert!(err.to_string().contains("past the end"), "{err}");
+        let mut empty = Fragments::new(1, Defaults::default(), 0, 1000);
+        let err = empty.add(&run(3), 0).unwrap_err();
+        assert!(err.to_string().contains("no bytes"), "{err}");
         let cut = boxed(b"traf", &full(b"tfhd", 0, 0x01, &[1])); // base offset missing
         assert!(fragments.add(&cut, 0).is_err());
         assert!(

@@ -266,7 +266,8 @@ impl VideoIndex {
             // Data offsets count from the box's header.
             moofs.push((b.start - b.header, body));
         }
-        let (codec, config, frame_size, timescale, frames) = guarded(|| from_movie(&head, &moofs))?;
+        let (codec, config, frame_size, timescale, frames) =
+            guarded(|| from_movie(&head, &moofs, size))?;
         if let Some(frame) = frames
             .iter()
             .position(|f| f.offset.saturating_add(u64::from(f.len)) > size)
@@ -490,8 +491,8 @@ type Parsed = (Codec, Vec<u8>, (u32, u32), u64, Vec<Frame>);
 
 /// The first video track of the movie `head` (`ftyp` and `moov` boxes) as an index; its
 /// frames from the movie fragments `moofs` (where each starts in the file, its body) when
-/// there are any.
-fn from_movie(head: &[u8], moofs: &[(u64, Vec<u8>)]) -> Result<Parsed, VideoError> {
+/// there are any (each inside the file's `file_len` bytes).
+fn from_movie(head: &[u8], moofs: &[(u64, Vec<u8>)], file_len: u64) -> Result<Parsed, VideoError> {
     // A sample entry mp4parse does not know may fail its parse: name the codec then.
     let context = mp4parse::read_mp4(&mut Cursor::new(head)).map_err(|e| {
         other_codec(head).map_or_else(|| VideoError::Moov(format!("{e:?}")), VideoError::Codec)
@@ -532,7 +533,7 @@ fn from_movie(head: &[u8], moofs: &[(u64, Vec<u8>)]) -> Result<Parsed, VideoErro
         .map_or(0, |t| i64::try_from(t.0).unwrap_or(i64::MAX));
     if !moofs.is_empty() {
         let id = track.track_id.ok_or(VideoError::Tables)?;
-        let mut fragments = Fragments::new(id, track_defaults(head, id)?, offset);
+        let mut fragments = Fragments::new(id, track_defaults(head, id)?, offset, file_len);
         for (at, moof) in moofs {
             fragments.add(moof, *at)?;
         }
