@@ -18,25 +18,46 @@ pub const DEFAULT_IMAGES: usize = 2560;
 /// # Errors
 /// A file cannot be written.
 pub fn make_dataset(out: &Path, images: usize, seed: u64) -> Result<(), Error> {
+    // Every class folder, even with fewer images than classes.
+    write_class_folders(out, CLASSES, images, "img", "jpg", |i, _| {
+        Ok(synth_jpeg(seed, i as u64))
+    })
+}
+
+/// Writes `count` files of a built-in set into `out/class_NN/{stem}_NNNNNN.{ext}` (labels
+/// cycling over [`CLASSES`]), file `i` holding `make(i, its path)`, on all cores, after
+/// making the first `folders` class folders.
+///
+/// # Errors
+/// What `make` returns, or a folder or file cannot be written.
+pub(crate) fn write_class_folders(
+    out: &Path,
+    folders: usize,
+    count: usize,
+    stem: &str,
+    ext: &str,
+    make: impl Fn(usize, &Path) -> Result<Vec<u8>, Error> + Sync,
+) -> Result<(), Error> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| Error::Io { path, source }
     };
-    for c in 0..CLASSES {
+    for c in 0..folders {
         let dir = out.join(format!("class_{c:02}"));
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
     }
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let make = &make;
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 s.spawn(move || -> Result<(), Error> {
-                    for i in (t..images).step_by(threads) {
+                    for i in (t..count).step_by(threads) {
                         let path = out
                             .join(format!("class_{:02}", i % CLASSES))
-                            .join(format!("img_{i:06}.jpg"));
-                        let jpeg = synth_jpeg(seed, i as u64);
-                        std::fs::write(&path, jpeg).map_err(io(&path))?;
+                            .join(format!("{stem}_{i:06}.{ext}"));
+                        let bytes = make(i, &path)?;
+                        std::fs::write(&path, bytes).map_err(io(&path))?;
                     }
                     Ok(())
                 })

@@ -23,7 +23,7 @@ use openh264::OpenH264API;
 use super::write::Mp4Writer;
 #[cfg(test)]
 use super::write::WriteError;
-use crate::dataset::{made_once, synth_jpeg, CLASSES};
+use crate::dataset::{made_once, synth_jpeg, write_class_folders, CLASSES};
 use crate::Error;
 
 /// What the built-in video set holds.
@@ -67,37 +67,12 @@ pub fn make_video_dataset(out: &Path, spec: VideoSetSpec, seed: u64) -> Result<(
             "a video's width and height must be even and at least 16",
         ));
     }
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| Error::Io { path, source }
-    };
-    for c in 0..CLASSES.min(spec.videos.max(1)) {
-        let dir = out.join(format!("class_{c:02}"));
-        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
-    }
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                s.spawn(move || -> Result<(), Error> {
-                    for i in (t..spec.videos).step_by(threads) {
-                        let path = out
-                            .join(format!("class_{:02}", i % CLASSES))
-                            .join(format!("clip_{i:06}.mp4"));
-                        let bytes =
-                            synth_video(spec, seed, i as u64).map_err(|reason| Error::Format {
-                                path: path.clone(),
-                                reason,
-                            })?;
-                        std::fs::write(&path, bytes).map_err(io(&path))?;
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .try_for_each(|h| h.join().expect("video writer panicked"))
+    let folders = CLASSES.min(spec.videos.max(1));
+    write_class_folders(out, folders, spec.videos, "clip", "mp4", |i, path| {
+        synth_video(spec, seed, i as u64).map_err(|reason| Error::Format {
+            path: path.to_path_buf(),
+            reason,
+        })
     })
 }
 
