@@ -77,7 +77,7 @@ impl LoaderBuilder {
     }
 
     /// Where a video loader keeps its videos' frame indexes between runs (every video is
-    /// indexed when the loader is built, on all cores, or read from this file). Default:
+    /// indexed when the loader is built, on 16 threads or more, or read from this file). Default:
     /// [`IndexCache::Beside`](crate::video::IndexCache::Beside), a file in the dataset's folder.
     pub fn video_index_cache(mut self, cache: crate::video::IndexCache) -> Self {
         self.video_index = cache;

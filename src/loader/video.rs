@@ -84,8 +84,8 @@ struct Indexed {
     order: Vec<usize>,
 }
 
-/// The video path's state shared by the workers: the spec and every video's index, built on
-/// first use.
+/// The video path's state shared by the workers: the spec and every video's index, packed,
+/// built (or read from the index file) when the loader is built.
 pub(super) struct VideoShared {
     spec: VideoSpec,
     frames: usize,
@@ -96,8 +96,8 @@ pub(super) struct VideoShared {
 }
 
 impl VideoShared {
-    /// Indexes every video of a source of local files now, on all cores, through the index
-    /// file `cache` names (a source of records indexes each video when it is first read).
+    /// Indexes every video of a source of local files now, on [`index_threads`], through the
+    /// index file `cache` names (a source of records indexes each video when it is first read).
     pub(super) fn new(
         spec: VideoSpec,
         frames: usize,

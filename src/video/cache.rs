@@ -1,9 +1,10 @@
 //! The frame indexes of a dataset's videos, built once and kept in one file.
 //!
-//! A video loader indexes every video when it is built, on all cores, and keeps the result in
-//! an index file (by default `.hpuload-video.idx` in the dataset's folder, as tar shards keep
-//! theirs beside them). A later run, or another rank on a shared file system, reads that file
-//! instead of a single video's tables: one read for the whole dataset. Each video's entry
+//! A video loader indexes every video when it is built, on [`index_threads`] threads, and
+//! keeps the result in an index file (by default `.hpuload-video.idx` in the dataset's
+//! folder, as tar shards keep theirs beside them). A later run, or another rank on a shared
+//! file system, reads that file instead of each video's tables: one read for the whole
+//! dataset. Each video's entry
 //! holds the file's size and modification time when it was indexed; a video that has changed
 //! since is indexed again, and the file rewritten. Writing is best effort (a read-only dataset
 //! folder indexes again next run) and atomic (a temporary file renamed over the old one), so
