@@ -124,7 +124,9 @@ class VideoFolderSource:
 @dataclass(frozen=True)
 class VideoOptions:
     """How each video's clips are drawn, with torchcodec's sampler names and parameters:
-    `sampler` is `random_indices`, `regular_indices` or `random_timestamps`."""
+    `sampler` is `random_indices`, `regular_indices` or `random_timestamps`; or
+    `video_clips`, torchvision's `VideoClips` (every window of `num_frames_per_clip` frames,
+    `frames_between_clips` apart, after resampling to `frame_rate`), each clip a sample."""
 
     sampler: str = "random_indices"
     num_clips: int = 1
@@ -140,6 +142,12 @@ class VideoOptions:
     #: Where the videos' frame indexes are kept between runs: True, a file in the folder;
     #: a path; False, nowhere.
     index_cache: bool | str = True
+    #: `video_clips`: windows from one clip's start to the next.
+    frames_between_clips: int = 1
+    #: `video_clips`: the frame rate videos are resampled to first (None: as they are).
+    frame_rate: float | None = None
+    #: `video_clips`: each video's (frame count, fps) as the user's dataset has them.
+    clip_metadata: list[tuple[int, float]] | None = None
 
 
 Source = Union[

@@ -395,16 +395,35 @@ def _unsupported_name(t: Any) -> str:
     return f"{cls.__module__}.{cls.__name__}"
 
 
-def translate(transform: Any) -> tuple[str, str]:
-    """`(pipeline JSON, output dtype)` for a torchvision transform applied to PIL images."""
+def translate(transform: Any, video: bool = False):
+    """`(pipeline JSON, output dtype)` for a torchvision transform applied to PIL images.
+
+    With `video=True`, `(pipeline JSON, output dtype, clip layout)` for one applied to a
+    video's clip, a uint8 `[T, C, H, W]` tensor (what torchvision's video datasets give their
+    transform), with what torchvision's video reference presets do there:
+    - the conversion to float may come first, before the resize (hpuload resizes the uint8
+      frames and converts after: the same values but for the rounding, under one level);
+    - `Resize(antialias=False)` resizes from the two nearest pixels per axis, as torch's
+      tensor resize does without antialiasing;
+    - flips and `Normalize` may come before `RandomCrop`/`CenterCrop`, since they commute with
+      cropping (a flip before a crop at offset `x` is the crop at the mirrored offset, flipped:
+      the same distribution of outputs);
+    - a last step that turns `[T, C, H, W]` into `[C, T, H, W]` (the reference's
+      `ConvertBCHWtoCBHW`, or any callable that permutes so, found by running it on a small
+      tensor) makes the clip layout `CTHW`."""
     geometry: list[dict] = []
     pixel: list[dict] = []
     dtype: str | None = None  # None: still a PIL image (or a uint8 image tensor after ToImage)
-    image_tensor = False  # after PILToTensor / ToImage: a uint8 tensor
+    image_tensor = video  # after PILToTensor / ToImage (or a video's clip): a uint8 tensor
     normalize: dict | None = None
     erasing: list[dict] = []
+    layout = "TCHW"
     for t in steps(transform):
         name = type(t).__name__
+        if layout != "TCHW":
+            raise Unsupported(f"{name} after the permute to [C, T, H, W]")
+        # Video: flips, the float conversion and Normalize commute with a crop.
+        commuting = video and all(op["op"] in ("random_horizontal_flip", "random_vertical_flip") for op in pixel) and not erasing
         if _is(t, "RandomResizedCrop") or _is_timm(t, "RandomResizedCropAndInterpolation"):
             if dtype is not None or geometry or pixel:
                 raise Unsupported(f"{name} must come first, before any pixel op or tensor conversion")
@@ -418,13 +437,19 @@ def translate(transform: Any) -> tuple[str, str]:
                 }
             )
         elif _is(t, "Resize"):
-            if dtype is not None or pixel:
+            float_first = video and not pixel and normalize is None and not erasing
+            if pixel or (dtype is not None and not float_first):
                 raise Unsupported("Resize after a pixel op or the conversion to float")
-            check_resize(t)
+            interp = _interp(t.interpolation, name)
+            if video and getattr(t, "antialias", True) is False and getattr(t, "max_size", None) is None:
+                if interp != "bilinear":
+                    raise Unsupported(f"Resize(antialias=False) with {interp} interpolation")
+                interp = "bilinear_no_antialias"
+            else:
+                check_resize(t)
             size = t.size
             if isinstance(size, (list, tuple)) and len(size) == 1:
                 size = size[0]
-            interp = _interp(t.interpolation, name)
             geometry.append({"op": "resize", "size": size if isinstance(size, int) else _hw(size, name), "interpolation": interp})
         elif _is(t, "RandomResize"):
             # torchvision v2: the shorter side drawn from randint(min_size, max_size).
@@ -441,11 +466,11 @@ def translate(transform: Any) -> tuple[str, str]:
                 }
             )
         elif _is(t, "CenterCrop"):
-            if dtype is not None or pixel:
+            if (dtype is not None or pixel) and not commuting:
                 raise Unsupported("CenterCrop after a pixel op or the conversion to float")
             geometry.append({"op": "center_crop", "size": _hw(t.size, name)})
         elif _is(t, "RandomCrop"):
-            if dtype is not None or pixel:
+            if (dtype is not None or pixel) and not commuting:
                 raise Unsupported("RandomCrop after a pixel op or the conversion to float")
             if getattr(t, "padding", None) or getattr(t, "pad_if_needed", False):
                 raise Unsupported("RandomCrop with padding (hpuload crops without padding)")
@@ -498,12 +523,18 @@ def translate(transform: Any) -> tuple[str, str]:
             erasing.append(_erasing_timm(t))
         elif _is(t, "ToPureTensor"):
             pass
+        elif video and _permutes_to_cthw(t):
+            layout = "CTHW"
         else:
             op = _pixel_op(t)
             if op is None:
                 raise Unsupported(f"transform {_unsupported_name(t)} is not one hpuload implements")
+            flip = op["op"] in ("random_horizontal_flip", "random_vertical_flip")
             if not geometry:
                 raise Unsupported(f"{name} before the crop or resize (hpuload runs pixel ops at the output size)")
+            if video and flip and not erasing:
+                pixel.append(op)  # on a float clip too: a flip moves values, whatever their type
+                continue
             if dtype is not None or image_tensor:
                 raise Unsupported(f"{name} after the conversion to a tensor (hpuload runs it on the uint8 image before)")
             if erasing or normalize:
@@ -514,7 +545,26 @@ def translate(transform: Any) -> tuple[str, str]:
     if dtype is None:
         dtype = "u8"
     ops = geometry + pixel + ([normalize] if normalize else []) + erasing
-    return json.dumps({"name": "torchvision", "ops": ops}), dtype
+    pipeline = json.dumps({"name": "torchvision", "ops": ops})
+    return (pipeline, dtype, layout) if video else (pipeline, dtype)
+
+
+def _permutes_to_cthw(t: Any) -> bool:
+    """Whether callable `t` turns a `[T, C, H, W]` tensor into its `[C, T, H, W]` permute
+    (the video reference's `ConvertBCHWtoCBHW`, a Lambda doing so), tried on two shapes."""
+    import torch
+
+    if not callable(t):
+        return False
+    for shape in ((2, 3, 4, 5), (5, 3, 7, 2)):
+        x = torch.arange(torch.Size(shape).numel(), dtype=torch.float32).reshape(shape)
+        try:
+            y = t(x.clone())
+        except Exception:
+            return False
+        if not isinstance(y, torch.Tensor) or not torch.equal(y, x.permute(1, 0, 2, 3)):
+            return False
+    return True
 
 
 def _erasing_tv(t: Any, dtype: str | None) -> dict:

@@ -165,7 +165,9 @@ class VideoFolder(_WithPipeline):
     `num_indices_between_frames` (or `seconds_between_frames` for timestamps), the
     `sampling_range_start`/`end` of clip starts and the `policy` for frames past the end
     (`"repeat_last"`, `"wrap"`, `"error"`). Draws are keyed by (seed, epoch, index), so an
-    epoch is reproducible and resumes exactly.
+    epoch is reproducible and resumes exactly. `sampler="video_clips"` is torchvision's
+    `VideoClips` instead: every window of `num_frames_per_clip` frames, `frames_between_clips`
+    apart, after resampling to `frame_rate`, is a sample of its own (`len()` counts clips).
 
     `pipeline` (an hpuload pipeline: built-in name, TOML file or dict) or `transform` (a
     torchvision transform hpuload translates, as for images) is drawn once per clip and
@@ -192,13 +194,15 @@ class VideoFolder(_WithPipeline):
     policy: str = "repeat_last"
     layout: str = "TCHW"
     index_cache: bool | str | os.PathLike = True
+    frames_between_clips: int = 1
+    frame_rate: float | None = None
 
     def _source(self) -> VideoFolderSource:
         return VideoFolderSource(os.fspath(self.root))
 
     def _video(self) -> VideoOptions:
         # The clip settings are VideoOptions' fields, under the same names.
-        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(VideoOptions)}
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(VideoOptions) if hasattr(self, f.name)}
         if not isinstance(self.index_cache, bool):
             fields["index_cache"] = os.fspath(self.index_cache)
         return VideoOptions(**fields)

@@ -35,7 +35,7 @@ import torch.utils.data as tud
 # reach torch's.
 from torch.utils.data.dataloader import DataLoader as _TorchDataLoader
 
-from . import _collate, _detection, _hf, _hpuload, _malloc, _options, _probe
+from . import _collate, _detection, _hf, _hpuload, _malloc, _options, _probe, _video
 from ._fallback import FallbackReason, FallbackWarning
 from ._fallback import Unfit as _Unfit
 from ._transforms import Unsupported, translate
@@ -150,6 +150,13 @@ def _dataset_source(dataset, pipeline, transform=None, max_boxes=200):
         return _hf.hf_source(dataset, pipeline, transform)
     if _detection.is_coco(dataset):
         return _coco_source(dataset, pipeline, max_boxes)
+    if _video.video_clips_of(dataset) is not None:
+        try:
+            return _video.video_source(dataset, pipeline)
+        except _probe.NeedsPixels as e:
+            raise _Unfit(str(e), FallbackReason.DATASET) from e
+        except Unsupported as e:
+            raise _Unfit(str(e), FallbackReason.TRANSFORM) from e
     return _listed_source(dataset, pipeline)
 
 
@@ -302,9 +309,13 @@ class _Loader:
         sample_keys=None,
         targets=None,
         watch=None,
+        audio=False,
+        clips_expected=None,
         fallback_args=((), {}),
     ):
         self.dataset = dataset
+        #: A torchvision video dataset's samples: `(clip, NO_AUDIO, label)` for the collate_fn.
+        self._audio = audio
         #: The user's transform, watched for changes (`_TransformWatch`); None: a pipeline
         #: of hpuload's own, nothing to watch.
         self._watch = watch
@@ -353,7 +364,21 @@ class _Loader:
             backend=backend,
             **source,
         )
-        self._core = _hpuload.Loader(self._options)
+        try:
+            self._core = _hpuload.Loader(self._options)
+        except ValueError as e:
+            if clips_expected is None or isinstance(e, _hpuload.PipelineError):
+                raise
+            # A video the dataset's metadata describes otherwise than its tables, or one
+            # hpuload cannot read: torch's loader (and torchcodec) take it.
+            raise _Unfit(str(e), FallbackReason.DATASET) from e
+        if clips_expected is not None and self._core.dataset_len != clips_expected:
+            self._core.stop()
+            raise _Unfit(
+                f"hpuload counts {self._core.dataset_len} clips where the dataset's VideoClips counts "
+                f"{clips_expected}",
+                FallbackReason.DATASET,
+            )
         # Batches of images at their own sizes are sized for the largest and left pageable on
         # purpose (`OutputSize::PerSample`); any other unpinned pool is the memlock limit.
         if not self._core.pinned and self._core.output[2] != 0:
@@ -570,7 +595,10 @@ class _Loader:
                     # Views of the pinned batch, one per sample: nothing is copied before the
                     # user's code runs, and default_collate's stack of them is the batch.
                     targets = labels.tolist()
-                    if keys is None:
+                    if self._audio:
+                        no_audio = _video.NO_AUDIO
+                        yield _collate.call(collate, images, lambda views: [(v, no_audio, t) for v, t in zip(views, targets)])
+                    elif keys is None:
                         yield _collate.call(collate, images, lambda views: list(zip(views, targets)))
                     else:
                         k0, k1 = keys
@@ -662,6 +690,8 @@ def _common(dataset, a: dict, own: dict):
     sample_keys = source.pop("sample_keys", None)
     targets = source.pop("targets", None)
     watch = source.pop("watch", None)
+    audio = source.pop("audio", False)
+    clips_expected = source.pop("clips_expected", None)
     output = own.get("output", "dict")
     if output not in ("dict", "pair"):
         raise ValueError(f"output={output!r}: give 'dict' or 'pair'")
@@ -703,7 +733,19 @@ def _common(dataset, a: dict, own: dict):
         sample_keys=sample_keys,
         targets=targets,
         watch=watch,
+        audio=audio,
+        clips_expected=clips_expected,
     )
+
+
+def _video_collate(plan: dict) -> None:
+    """A torchvision video dataset's samples are `(clip, audio, label)`: its collate_fn must
+    not read the audio hpuload does not decode (tried once, now)."""
+    if plan["audio"]:
+        try:
+            _video.check_collate(plan["collate_fn"])
+        except _probe.NeedsPixels as e:
+            raise _Unfit(str(e), FallbackReason.ARGUMENT) from e
 
 
 def _last_batch(drop_last, plan: dict) -> str:
@@ -740,6 +782,7 @@ def _plan_torch(dataset, a: dict, own: dict) -> dict:
     collate = a.get("collate_fn")
     plan = _common(dataset, a, own)
     plan["collate_fn"] = None if collate is None or collate is tud.default_collate else collate
+    _video_collate(plan)
     sampler = a.get("sampler")
     batch_sampler = a.get("batch_sampler")
     shuffle = bool(a.get("shuffle"))
@@ -855,6 +898,7 @@ def _plan_habana(dataset, a: dict, own: dict) -> dict:
     plan = _common(dataset, a, own)
     collate = a.get("collate_fn")
     plan["collate_fn"] = None if collate is None or collate is tud.default_collate else collate
+    _video_collate(plan)
     sampler = a.get("sampler")
     shuffle = bool(a.get("shuffle"))
     if a.get("batch_sampler") is not None or (

@@ -10,6 +10,7 @@ mod errors;
 mod mix;
 mod options;
 
+use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -465,6 +466,29 @@ fn image_extensions() -> Vec<&'static str> {
     hpuload::IMAGE_EXTENSIONS.to_vec()
 }
 
+/// Frames of the video at `path` at presentation `positions`, decoded to RGB:
+/// `(bytes, height, width)`, the frames one after the other, each `height x width x 3`.
+#[pyfunction]
+fn read_video_frames(
+    py: Python<'_>,
+    path: PathBuf,
+    positions: Vec<usize>,
+) -> PyResult<(Py<pyo3::types::PyBytes>, u32, u32)> {
+    let frames = py
+        .detach(|| hpuload::video::read_frames(&path, &positions))
+        .map_err(|e| PyValueError::new_err(format!("{}: {e}", path.display())))?;
+    let bytes = pyo3::types::PyBytes::new(py, &frames.rgb).unbind();
+    Ok((bytes, frames.height, frames.width))
+}
+
+/// The frame count and average frame rate (frames over the stream's span, as torchcodec's
+/// `average_fps`; None for a stream without one) of the video at `path`, from its tables.
+#[pyfunction]
+fn video_frame_count_and_fps(py: Python<'_>, path: PathBuf) -> PyResult<(usize, Option<f64>)> {
+    py.detach(|| hpuload::video::frame_count_and_fps(&path))
+        .map_err(|e| PyValueError::new_err(format!("{}: {e}", path.display())))
+}
+
 #[pymodule]
 fn _hpuload(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Loader>()?;
@@ -474,6 +498,8 @@ fn _hpuload(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pipeline_names, m)?)?;
     m.add_function(wrap_pyfunction!(op_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(image_extensions, m)?)?;
+    m.add_function(wrap_pyfunction!(read_video_frames, m)?)?;
+    m.add_function(wrap_pyfunction!(video_frame_count_and_fps, m)?)?;
     m.add_function(wrap_pyfunction!(mix::mixup_f32, m)?)?;
     m.add_function(wrap_pyfunction!(mix::cutmix_f32, m)?)?;
     errors::register(m)?;

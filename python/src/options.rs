@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use hpuload::source::coco::{Categories, EmptyImages};
 use hpuload::source::hf::ColumnChoice;
-use hpuload::video::{ClipSampler, IndexCache, IndexClips, Policy, TimeClips};
+use hpuload::video::{ClipSampler, IndexCache, IndexClips, Policy, TimeClips, WindowClips};
 use hpuload::{
     ArrowDataset, CacheOptions, CocoDataset, CocoOptions, Entry, HfOptions, ImageFolder, Listing,
     Manifest, ParquetDataset, ParquetOptions, RemoteOptions, ShardOptions, Source, VideoFolder,
@@ -52,6 +52,9 @@ pub(crate) struct Video {
     policy: String,
     layout: String,
     index_cache: IndexCacheArg,
+    frames_between_clips: usize,
+    frame_rate: Option<f64>,
+    clip_metadata: Option<Vec<(usize, f64)>>,
 }
 
 /// `VideoOptions.index_cache`: a flag (in the folder, or nowhere) or a file.
@@ -108,10 +111,17 @@ impl Video {
                 range_end: self.sampling_range_end,
                 policy,
             }),
+            "video_clips" => ClipSampler::Windows(WindowClips {
+                frames_per_clip: self.num_frames_per_clip,
+                step: self.frames_between_clips,
+                frame_rate: self.frame_rate,
+                metadata: self.clip_metadata,
+            }),
             other => {
                 return Err(PyValueError::new_err(format!(
-                    "sampler={other:?}: give 'random_indices', 'regular_indices' or \
-                     'random_timestamps' (a batch needs the same number of clips per video)"
+                    "sampler={other:?}: give 'random_indices', 'regular_indices', \
+                     'random_timestamps' (a batch needs the same number of clips per video) \
+                     or 'video_clips' (torchvision's VideoClips: each clip a sample)"
                 )))
             }
         };

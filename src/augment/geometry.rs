@@ -54,6 +54,10 @@ pub enum Interpolation {
     Bicubic,
     /// Bilinear or bicubic with equal probability, per sample (timm's `'random'`).
     Random,
+    /// Bilinear from the two nearest source pixels on each axis, without antialiasing when
+    /// shrinking (torch's `interpolate(..., antialias=False)`, what torchvision's video
+    /// reference resizes with). The CPU path only.
+    BilinearNoAntialias,
 }
 
 impl Interpolation {
@@ -63,7 +67,7 @@ impl Interpolation {
         match self {
             Self::Nearest => Filter::Nearest,
             Self::Bicubic => Filter::Bicubic,
-            Self::Bilinear | Self::Random => Filter::Bilinear,
+            Self::Bilinear | Self::Random | Self::BilinearNoAntialias => Filter::Bilinear,
         }
     }
 }

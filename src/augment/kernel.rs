@@ -123,6 +123,10 @@ impl Resampler {
         let filter = match interpolation {
             Interpolation::Bilinear => FilterType::Bilinear,
             Interpolation::Bicubic => FilterType::CatmullRom,
+            Interpolation::BilinearNoAntialias => {
+                self.two_tap(src, width, height, crop)?;
+                return Ok(&mut self.out);
+            }
             Interpolation::Nearest => {
                 self.nearest(src, width, height, crop)?;
                 return Ok(&mut self.out);
@@ -179,6 +183,67 @@ impl Resampler {
             .zip(src[top * stride..].chunks(stride))
         {
             row.copy_from_slice(&line[left * 3..(left + w) * 3]);
+        }
+        Ok(())
+    }
+
+    /// torch's `interpolate(mode="bilinear", align_corners=False, antialias=False)` of the
+    /// window: output pixel `i` reads the two source pixels around `(i + 0.5) * scale - 0.5`
+    /// (clamped at 0, the right one repeated at the last), per axis, weighted in f32 as torch
+    /// weighs them, and is rounded once, at the end (no rounding between the passes: torch's
+    /// reference resizes float frames). A fractional window is a resize of the whole image
+    /// then a crop, so its positions are in the whole image; a view is cut first.
+    fn two_tap(
+        &mut self,
+        src: &[u8],
+        width: u32,
+        height: u32,
+        crop: &CropBox,
+    ) -> Result<(), AugmentError> {
+        if src.len() < width as usize * height as usize * 3
+            || crop.left < 0.0
+            || crop.top < 0.0
+            || crop.left + crop.width > f64::from(width) + 1e-6
+            || crop.top + crop.height > f64::from(height) + 1e-6
+        {
+            return Err(AugmentError::CropOutside);
+        }
+        let view = crop.view;
+        let taps = |out: u32, start: f64, len: f64, limit: u32| -> Vec<(usize, usize, f32)> {
+            let scale = len / f64::from(out);
+            let last = if view {
+                (start + len) as usize - 1
+            } else {
+                limit as usize - 1
+            };
+            (0..out)
+                .map(|i| {
+                    let centre = (f64::from(i) + 0.5) * scale - 0.5;
+                    let at = if view {
+                        start + centre.max(0.0)
+                    } else {
+                        (start + centre).max(0.0)
+                    };
+                    let x0 = (at.floor() as usize).min(last);
+                    let lambda = (at - at.floor()) as f32;
+                    (x0, (x0 + 1).min(last), lambda)
+                })
+                .collect()
+        };
+        let xs = taps(self.out_w, crop.left, crop.width, width);
+        let ys = taps(self.out_h, crop.top, crop.height, height);
+        let stride = width as usize * 3;
+        for (row, &(y0, y1, ly)) in self.out.chunks_exact_mut(self.out_w as usize * 3).zip(&ys) {
+            let (top, bottom) = (&src[y0 * stride..][..stride], &src[y1 * stride..][..stride]);
+            for (px, &(x0, x1, lx)) in row.chunks_exact_mut(3).zip(&xs) {
+                for c in 0..3 {
+                    let p = |line: &[u8], x: usize| f32::from(line[x * 3 + c]);
+                    let upper = (1.0 - lx) * p(top, x0) + lx * p(top, x1);
+                    let lower = (1.0 - lx) * p(bottom, x0) + lx * p(bottom, x1);
+                    let v = (1.0 - ly) * upper + ly * lower;
+                    px[c] = (v + 0.5).clamp(0.0, 255.0) as u8;
+                }
+            }
         }
         Ok(())
     }
@@ -570,6 +635,39 @@ fn interleaved_row<'a, T: Copy>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bilinear_without_antialias_gives_torchs_interpolate_rounded_shrinking_and_growing() {
+        // One channel of a 4x3 image (the same values in R, G and B), and torch 2.15's
+        // `interpolate(mode="bilinear", align_corners=False, antialias=False)`, rounded.
+        let grey = [0u8, 100, 200, 50, 255, 0, 30, 90, 10, 20, 40, 80];
+        let src: Vec<u8> = grey.iter().flat_map(|&v| [v, v, v]).collect();
+        let whole = CropBox {
+            left: 0.0,
+            top: 0.0,
+            width: 4.0,
+            height: 3.0,
+            view: false,
+        };
+        for (h, w, want) in [
+            (2, 3, vec![66, 116, 76, 62, 26, 75]),
+            (
+                5,
+                7,
+                vec![
+                    0, 36, 93, 150, 189, 104, 50, 102, 87, 63, 96, 127, 90, 66, 255, 164, 18, 15,
+                    34, 69, 90, 108, 74, 19, 24, 39, 67, 84, 10, 14, 19, 30, 43, 66, 80,
+                ],
+            ),
+        ] {
+            let mut r = Resampler::new(h, w);
+            let out = r
+                .run_with(&src, 4, 3, &whole, Interpolation::BilinearNoAntialias)
+                .unwrap();
+            let got: Vec<u8> = out.chunks_exact(3).map(|p| p[0]).collect();
+            assert_eq!(got, want, "{h}x{w}");
+        }
+    }
 
     #[test]
     fn nchw_flip_and_normalize_place_each_value() {

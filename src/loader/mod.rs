@@ -231,6 +231,22 @@ pub(crate) struct Shared {
     video: Option<video::VideoShared>,
 }
 
+impl Shared {
+    /// Samples in an epoch: the source's entries, or a video loader's clips when each clip is
+    /// a sample of its own.
+    pub(crate) fn samples(&self) -> usize {
+        self.video
+            .as_ref()
+            .map_or(self.source.entries().len(), |v| v.samples())
+    }
+
+    /// The entry sample `index` reads (for a clip, its video).
+    pub(crate) fn entry(&self, index: usize) -> &crate::source::Entry {
+        let at = self.video.as_ref().map_or(index, |v| v.video_of(index));
+        &self.source.entries()[at]
+    }
+}
+
 /// Yields device-resident batches; see the crate docs for an example.
 pub struct Loader {
     shared: Arc<Shared>,
@@ -274,28 +290,6 @@ impl Loader {
             None => crate::sampler::Shard::from_env()?.unwrap_or_default(),
         };
         shard.validate()?;
-        let sampler = Sampler {
-            len: b.source.entries().len(),
-            batch_size: b.batch_size,
-            shuffle: b.shuffle.then_some(b.seed),
-            shard,
-            last_batch: b.last_batch,
-        };
-        if sampler.len == 0 {
-            return Err(Error::EmptyDataset {
-                path: b.source.origin().to_path_buf(),
-                what: "entries",
-            });
-        }
-        if sampler.batches_per_epoch() == 0 {
-            return Err(Error::config(
-                "last_batch",
-                format!(
-                    "{} samples over {} ranks give no full batch of {} with last_batch = drop",
-                    sampler.len, shard.world_size, b.batch_size
-                ),
-            ));
-        }
         let targets = match &plan.detect {
             None => None,
             Some(_) if b.source.entries().is_empty() || b.source.objects(0).is_none() => {
@@ -347,6 +341,40 @@ impl Loader {
                 Err(m) => return Err(Error::config("video", m)),
             },
         };
+        // A video loader indexes its videos now (each clip may be a sample of its own).
+        let video = match b.video.clone() {
+            Some(spec) => Some(video::VideoShared::new(
+                spec,
+                frames,
+                b.source.as_ref(),
+                &b.video_index,
+            )?),
+            None => None,
+        };
+        let sampler = Sampler {
+            len: video
+                .as_ref()
+                .map_or(b.source.entries().len(), |v| v.samples()),
+            batch_size: b.batch_size,
+            shuffle: b.shuffle.then_some(b.seed),
+            shard,
+            last_batch: b.last_batch,
+        };
+        if sampler.len == 0 {
+            return Err(Error::EmptyDataset {
+                path: b.source.origin().to_path_buf(),
+                what: "entries",
+            });
+        }
+        if sampler.batches_per_epoch() == 0 {
+            return Err(Error::config(
+                "last_batch",
+                format!(
+                    "{} samples over {} ranks give no full batch of {} with last_batch = drop",
+                    sampler.len, shard.world_size, b.batch_size
+                ),
+            ));
+        }
         let label_bytes = targets.map_or(LABEL_BYTES, |t| t.bytes());
         let output = match plan.fixed_out() {
             Some((h, w)) => OutputSize::Fixed([h, w]),
@@ -412,10 +440,6 @@ impl Loader {
             Some(state) => Some(state.resume_position(&config, &sampler)?),
             None => None,
         };
-        let video = b
-            .video
-            .clone()
-            .map(|spec| video::VideoShared::new(spec, frames, b.source.as_ref(), &b.video_index));
         // A video sample's shape: [clips,] T, C, H, W (or C, T, H, W); fixed size checked above.
         let sample_shape = b.video.as_ref().map(|spec| {
             let [h, w] = match output {

@@ -53,7 +53,7 @@ pub(super) fn fill(
     engine: Option<&Hpu>,
     mut given: Option<(&[u8], SamplePlan)>,
 ) -> Result<Filled, Error> {
-    let n = shared.source.entries().len() as u64;
+    let n = shared.samples() as u64;
     let mut replace = CounterRng::new(shared.seed, epoch, original as u64, Stream::Replace);
     let mut index = original;
     for _ in 0..=MAX_REPLACEMENTS {
@@ -72,7 +72,7 @@ pub(super) fn fill(
             }
         }
     }
-    let path = shared.source.entries()[original].path.clone();
+    let path = shared.entry(original).path.clone();
     Err(Error::Sample(SampleError {
         index: original,
         path,

@@ -162,6 +162,9 @@ fn canvas_job(
     width: u32,
     height: u32,
 ) -> Result<Option<(CanvasJob, Region)>, &'static str> {
+    if plan.interpolation == crate::augment::Interpolation::BilinearNoAntialias {
+        return Err("a resize without antialiasing runs on the CPU path");
+    }
     let Some(d) = &plan.detect else {
         return Ok(None);
     };

@@ -19,8 +19,8 @@ use crate::augment::{self, Resampler, SamplePlan};
 use crate::cpu_time::CpuClock;
 use crate::stage::Stage;
 use crate::video::{
-    colour, index_threads, index_videos, ClipSampler, DecodePlan, H264Decoder, IndexCache,
-    IndexStats, PackedIndex, Timeline, VideoError, VideoFailure, VideoIndex,
+    colour, index_threads, index_videos, ClipError, ClipSampler, DecodePlan, H264Decoder,
+    IndexCache, IndexStats, PackedIndex, Timeline, VideoError, VideoFailure, VideoIndex,
 };
 use crate::{SampleError, SampleErrorKind, Source};
 
@@ -44,6 +44,7 @@ impl VideoSpec {
         match &self.sampler {
             ClipSampler::RandomIndices(p) | ClipSampler::RegularIndices(p) => Ok(p.num_clips),
             ClipSampler::RandomTimestamps(p) => Ok(p.num_clips),
+            ClipSampler::Windows(_) => Ok(1),
             ClipSampler::RegularTimestamps { .. } => Err(
                 "clips at regular timestamps give as many clips as each video's length allows; \
                  a batch needs the same count for every video (use clips at regular indices, \
@@ -93,17 +94,42 @@ pub(super) struct VideoShared {
     indexes: Vec<OnceLock<PackedIndex>>,
     /// How the indexes were had when the loader was built.
     pub(super) stats: IndexStats,
+    /// With [`ClipSampler::Windows`], where each video's clips lie among the samples.
+    windows: Option<Windows>,
+}
+
+/// torchvision's `VideoClips` laid out as samples: clip `c` of video `v` is sample
+/// `ends[v - 1] + c`, and video `v`'s frame count and rate give its clips' frames.
+struct Windows {
+    spec: crate::video::WindowClips,
+    /// Each video's (frames, fps).
+    videos: Vec<(usize, f64)>,
+    /// Each video's first sample after its clips (torchvision's `cumulative_sizes`).
+    ends: Vec<usize>,
+}
+
+impl Windows {
+    /// `sample` as (video, clip).
+    fn locate(&self, sample: usize) -> (usize, usize) {
+        let video = self.ends.partition_point(|&end| end <= sample);
+        let first = if video == 0 { 0 } else { self.ends[video - 1] };
+        (video, sample - first)
+    }
 }
 
 impl VideoShared {
     /// Indexes every video of a source of local files now, on [`index_threads`], through the
     /// index file `cache` names (a source of records indexes each video when it is first read).
+    ///
+    /// # Errors
+    /// With [`ClipSampler::Windows`]: a source that is not local files, or a video whose frame
+    /// count differs from the one the user's metadata gives (named).
     pub(super) fn new(
         spec: VideoSpec,
         frames: usize,
         source: &dyn Source,
         cache: &IndexCache,
-    ) -> Self {
+    ) -> Result<Self, crate::Error> {
         let entries = source.entries();
         let indexes: Vec<OnceLock<PackedIndex>> =
             (0..entries.len()).map(|_| OnceLock::new()).collect();
@@ -119,12 +145,30 @@ impl VideoShared {
                 }
             }
         }
-        Self {
+        let windows = match &spec.sampler {
+            ClipSampler::Windows(w) => Some(windows(w, source, &indexes)?),
+            _ => None,
+        };
+        Ok(Self {
             spec,
             frames,
             indexes,
             stats,
+            windows,
+        })
+    }
+
+    /// Samples in an epoch: one per video, or with [`ClipSampler::Windows`] one per clip.
+    pub(super) fn samples(&self) -> usize {
+        match &self.windows {
+            Some(w) => w.ends.last().copied().unwrap_or(0),
+            None => self.indexes.len(),
         }
+    }
+
+    /// The video (dataset entry) sample `sample` is from.
+    pub(super) fn video_of(&self, sample: usize) -> usize {
+        self.windows.as_ref().map_or(sample, |w| w.locate(sample).0)
     }
 
     /// Video `index`'s index, unpacked; built now (and kept, packed) if it was not indexed
@@ -142,6 +186,81 @@ impl VideoShared {
         let _ = self.indexes[index].set(PackedIndex::pack(&video));
         Ok(Indexed::from(video))
     }
+}
+
+/// Lays out torchvision's `VideoClips` over the indexed videos: each video's frame count and
+/// rate from the user's metadata (checked against the index) or from the index.
+fn windows(
+    spec: &crate::video::WindowClips,
+    source: &dyn Source,
+    indexes: &[OnceLock<PackedIndex>],
+) -> Result<Windows, crate::Error> {
+    let what = "video";
+    if !source.listing().files {
+        return Err(crate::Error::config(
+            what,
+            "torchvision's VideoClips count every video's clips up front, which needs video files",
+        ));
+    }
+    let entries = source.entries();
+    if let Some(m) = &spec.metadata {
+        if m.len() != entries.len() {
+            return Err(crate::Error::config(
+                what,
+                format!(
+                    "the clip metadata has {} videos, the dataset {}",
+                    m.len(),
+                    entries.len()
+                ),
+            ));
+        }
+    }
+    let mut videos = Vec::with_capacity(entries.len());
+    for (k, slot) in indexes.iter().enumerate() {
+        let indexed = slot.get().map(|p| Indexed::from(p.unpack()));
+        let counted = indexed.as_ref().map(|v| v.timeline.len());
+        let given = spec.metadata.as_ref().map(|m| m[k]);
+        let path = entries[k].path.display();
+        let video = match (given, counted) {
+            // A video the user's reader found nothing in gives no clip, whatever hpuload reads.
+            (Some((0, fps)), _) => (0, fps),
+            (Some((n, fps)), Some(ours)) if n == ours => (n, fps),
+            (Some((n, _)), Some(ours)) => {
+                return Err(crate::Error::config(
+                    what,
+                    format!(
+                        "{path}: the dataset's metadata counts {n} frames, the file's tables {ours}"
+                    ),
+                ))
+            }
+            (Some(_), None) => {
+                return Err(crate::Error::config(
+                    what,
+                    format!("{path}: hpuload cannot read this video (see its index error)"),
+                ))
+            }
+            (None, Some(n)) => (
+                n,
+                indexed
+                    .as_ref()
+                    .and_then(|v| v.timeline.average_fps())
+                    .unwrap_or(1.0),
+            ),
+            (None, None) => (0, 1.0),
+        };
+        videos.push(video);
+    }
+    let mut ends = Vec::with_capacity(videos.len());
+    let mut total = 0usize;
+    for &(n, fps) in &videos {
+        total += spec.count(n, fps);
+        ends.push(total);
+    }
+    Ok(Windows {
+        spec: spec.clone(),
+        videos,
+        ends,
+    })
 }
 
 impl From<VideoIndex> for Indexed {
@@ -179,7 +298,7 @@ pub(super) fn load(
     epoch: u64,
     slot: &mut [u8],
 ) -> Result<Filled, SampleError> {
-    let entry = &shared.source.entries()[index];
+    let entry = &shared.source.entries()[video.video_of(index)];
     let err = |kind| SampleError {
         index,
         path: entry.path.clone(),
@@ -203,12 +322,24 @@ fn fill(
 ) -> Result<(), SampleErrorKind> {
     let c = &shared.counters;
     let t0 = CpuClock::now();
-    let v = video.indexed(shared, index)?;
-    let clips = video
-        .spec
-        .sampler
-        .sample(&v.timeline, shared.seed, epoch, index as u64)
-        .map_err(|e| SampleErrorKind::Video(VideoError::Clips(e)))?;
+    let v = video.indexed(shared, video.video_of(index))?;
+    let clips = match &video.windows {
+        Some(w) => {
+            let (at, clip) = w.locate(index);
+            let (frames, fps) = w.videos[at];
+            let frames = w.spec.clip(frames, fps, clip).ok_or_else(|| {
+                SampleErrorKind::Video(VideoError::Clips(ClipError::Range(format!(
+                    "clip {clip} is past the video's last"
+                ))))
+            })?;
+            vec![frames]
+        }
+        None => video
+            .spec
+            .sampler
+            .sample(&v.timeline, shared.seed, epoch, index as u64)
+            .map_err(|e| SampleErrorKind::Video(VideoError::Clips(e)))?,
+    };
     let wanted: Vec<usize> = clips.iter().flatten().map(|&p| v.order[p]).collect();
     let plan = DecodePlan::new(&v.index, &wanted);
     let file = File::open(&v.index.path).map_err(SampleErrorKind::Read)?;
@@ -251,7 +382,7 @@ fn fill(
     for (k, clip) in clips.iter().enumerate() {
         // Clip k of sample `index` draws as sample `index + k * len`: its own plan, the same
         // for every frame of the clip.
-        let key = index + k * shared.source.entries().len();
+        let key = index + k * video.samples();
         let drawn: SamplePlan = shared
             .plan
             .sample(shared.seed, epoch, key, (w, h), None)

@@ -80,7 +80,7 @@ pub(crate) fn worker_main(shared: &Arc<Shared>, jobs: &Receiver<Job>) {
             if let Err(panic) = outcome {
                 let message = crate::hpu::panic_message(panic.as_ref());
                 let index = job.batch.indices[job.slot].load(Ordering::Relaxed);
-                let path = shared.source.entries()[index].path.clone();
+                let path = shared.entry(index).path.clone();
                 job.batch.fail(Error::Sample(SampleError {
                     index,
                     path,

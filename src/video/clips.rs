@@ -47,6 +47,43 @@ pub enum ClipSampler {
         /// The rest, `num_clips` unused.
         clips: TimeClips,
     },
+    /// torchvision's `VideoClips`: every window of a video's frames is a clip of its own, and
+    /// each sample of the loader is one clip (what a torchvision video dataset indexes, and its
+    /// `RandomClipSampler` / `UniformClipSampler` pick from).
+    Windows(WindowClips),
+}
+
+/// The parameters of torchvision's `VideoClips` ([`video_clips`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WindowClips {
+    /// Frames per clip (`clip_length_in_frames`).
+    pub frames_per_clip: usize,
+    /// Windows from one clip's start to the next (`frames_between_clips`).
+    pub step: usize,
+    /// The rate videos are resampled to first (`None`: not resampled).
+    pub frame_rate: Option<f64>,
+    /// Each video's frame count and frame rate as the user's dataset has them (torchvision's
+    /// `len(video_pts[i])` and `video_fps[i]`), so that the clips are the dataset's own; a
+    /// count that differs from the video's index is refused when the loader is built. `None`:
+    /// both from hpuload's index (the frame count, and the average frame rate).
+    pub metadata: Option<Vec<(usize, f64)>>,
+}
+
+impl WindowClips {
+    /// The frame positions of clip `clip` of a video of `frames` frames at `fps`; `None` past
+    /// its last clip.
+    pub fn clip(&self, frames: usize, fps: f64, clip: usize) -> Option<Vec<usize>> {
+        let resampled = resampled_positions(frames, fps, self.frame_rate);
+        let start = clip.checked_mul(self.step)?;
+        (clip < window_count(resampled.len(), self.frames_per_clip, self.step))
+            .then(|| resampled[start..start + self.frames_per_clip].to_vec())
+    }
+
+    /// How many clips a video of `frames` frames at `fps` gives.
+    pub fn count(&self, frames: usize, fps: f64) -> usize {
+        let len = resampled_positions(frames, fps, self.frame_rate).len();
+        window_count(len, self.frames_per_clip, self.step)
+    }
 }
 
 /// The parameters of the index-based samplers.
@@ -191,6 +228,10 @@ impl ClipSampler {
                 seconds_between_clip_starts,
                 clips,
             } => time_clips(clips, video, Starts::Every(*seconds_between_clip_starts)),
+            Self::Windows(_) => Err(ClipError::Parameter(
+                "torchvision's VideoClips windows are samples of their own, not drawn per video"
+                    .into(),
+            )),
         }
     }
 
@@ -201,6 +242,7 @@ impl ClipSampler {
             Self::RandomTimestamps(p) | Self::RegularTimestamps { clips: p, .. } => {
                 p.frames_per_clip
             }
+            Self::Windows(p) => p.frames_per_clip,
         }
     }
 }
@@ -442,11 +484,20 @@ pub fn video_clips(
     step: usize,
     frame_rate: Option<f64>,
 ) -> Vec<Vec<usize>> {
+    let resampled = resampled_positions(frames, fps, frame_rate);
+    (0..window_count(resampled.len(), frames_per_clip, step))
+        .map(|w| resampled[w * step..w * step + frames_per_clip].to_vec())
+        .collect()
+}
+
+/// The frame positions of a video of `frames` frames at `fps` after torchvision resamples it to
+/// `frame_rate` (`VideoClips._resample_video_idx`).
+fn resampled_positions(frames: usize, fps: f64, frame_rate: Option<f64>) -> Vec<usize> {
     let frame_rate = frame_rate.unwrap_or(fps);
     let ratio = fps / frame_rate;
     // An integral ratio is a slice `[::ratio]` over every frame; otherwise torchvision floors
     // `arange(floor(frames * frame_rate / fps)) * ratio` in f32.
-    let resampled: Vec<usize> = if ratio.fract() == 0.0 && ratio >= 1.0 {
+    if ratio.fract() == 0.0 && ratio >= 1.0 {
         (0..frames).step_by(ratio as usize).collect()
     } else {
         let total = (frames as f64 * frame_rate / fps).floor() as usize;
@@ -454,14 +505,16 @@ pub fn video_clips(
         (0..total)
             .map(|i| (i as f32 * r).floor() as usize)
             .collect()
-    };
-    if frames_per_clip == 0 || step == 0 || resampled.len() < frames_per_clip {
-        return Vec::new();
     }
-    let windows = (resampled.len() - frames_per_clip) / step + 1;
-    (0..windows)
-        .map(|w| resampled[w * step..w * step + frames_per_clip].to_vec())
-        .collect()
+}
+
+/// torchvision's `unfold`: windows of `size` positions, `step` apart, in `len` positions.
+fn window_count(len: usize, size: usize, step: usize) -> usize {
+    if size == 0 || step == 0 || len < size {
+        0
+    } else {
+        (len - size) / step + 1
+    }
 }
 
 /// torchvision's `UniformClipSampler`: `per_video` clips equally spaced over each video's
@@ -657,6 +710,30 @@ mod tests {
         let clips = video_clips(20, 25.0, 12, 1, Some(15.0));
         assert_eq!(clips, vec![vec![0, 1, 3, 5, 6, 8, 10, 11, 13, 15, 16, 18]]);
         assert!(video_clips(5, 25.0, 16, 1, None).is_empty());
+    }
+
+    #[test]
+    fn window_clips_give_each_of_video_clips_windows_by_number_and_none_past_the_last() {
+        for (frames, fps, rate, fpc, step) in [
+            (20, 30.0, Some(15.0), 4, 3),
+            (97, 24.0, Some(12.5), 16, 5),
+            (97, 24.0, Some(30.0), 4, 1),
+            (40, 25.0, None, 16, 2),
+            (5, 25.0, None, 16, 1),
+        ] {
+            let all = video_clips(frames, fps, fpc, step, rate);
+            let w = WindowClips {
+                frames_per_clip: fpc,
+                step,
+                frame_rate: rate,
+                metadata: None,
+            };
+            assert_eq!(w.count(frames, fps), all.len());
+            for (k, clip) in all.iter().enumerate() {
+                assert_eq!(w.clip(frames, fps, k).as_ref(), Some(clip));
+            }
+            assert_eq!(w.clip(frames, fps, all.len()), None);
+        }
     }
 
     /// `tests/data/video/samplers.json`: torchcodec's and torchvision's own code over a grid

@@ -13,6 +13,7 @@ mod h264;
 mod make;
 mod mp4;
 mod plan;
+mod read;
 mod write;
 
 pub use cache::{
@@ -20,10 +21,11 @@ pub use cache::{
 };
 pub use clips::{
     random_clip_sampler, uniform_clip_sampler, video_clips, ClipError, ClipSampler, IndexClips,
-    Policy, TimeClips, Timeline,
+    Policy, TimeClips, Timeline, WindowClips,
 };
 pub use h264::{AvcConfig, DecodeCounts, H264Decoder, Picture};
 pub use make::{default_video_dataset, make_video_dataset, VideoSetSpec};
 pub use mp4::{Codec, Frame, VideoError, VideoFailure, VideoIndex};
 pub use plan::{DecodePlan, Run};
+pub use read::{frame_count_and_fps, read_frames, Frames};
 pub use write::{Mp4Writer, WriteError};

@@ -1,0 +1,247 @@
+"""torchvision's video datasets (`Kinetics`, `UCF101`, `HMDB51`, and any dataset built on
+`VideoClips`) on hpuload's path.
+
+Such a dataset indexes clips, not videos: `dataset[i]` is clip `i` of all the videos' clips laid
+end to end (`VideoClips.cumulative_sizes`), decoded by torchcodec, resampled to `frame_rate`,
+passed through `dataset.transform` as a uint8 `[T, C, H, W]` tensor, and returned as
+`(video, audio, label)`. Its samplers (`RandomClipSampler`, `UniformClipSampler`, the video
+reference's distributed one) yield those clip indices.
+
+hpuload takes from the dataset what it already computed: the video files, each video's frame
+count and frame rate (torchvision's metadata), the clip length, step and frame rate, so its
+clips are the dataset's own, frame for frame (`ClipSampler::Windows` in the crate, the same
+windows and resampling). Each video's label comes from the dataset's own `__getitem__`, run
+once per video with `video_clips.get_clip` answering a stand-in instead of decoding and the
+transform replaced by a recorder (as `_probe.py` does for images). The transform is translated
+with video semantics (`_transforms.translate(..., video=True)`: a uint8 tensor in, torchvision's
+video reference presets included).
+
+hpuload decodes no audio. Batches go to the user's `collate_fn` as `(clip, audio, label)`
+triples whose audio is `NO_AUDIO`, which raises, naming why, when anything reads it; the
+collate_fn is tried once on such triples when the loader is built (the global generators left
+as they were), so one that reads the audio (default_collate does) sends the loader to torch's
+with that reason. torchvision's video reference's collate_fn drops the audio and runs here."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import torch
+
+from . import _options
+from ._probe import NeedsPixels, _label, _user_line
+from ._transforms import Unsupported, translate
+from ._watch import TransformWatch
+from .sources import _pipeline
+
+
+class AudioNotDecoded(RuntimeError):
+    """Raised when a collate_fn reads the audio of a clip hpuload loaded."""
+
+
+class _NoAudio:
+    """The audio element of a clip's `(video, audio, label)` on hpuload's path: anything that
+    reads it raises `AudioNotDecoded`."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args, **kwargs):
+        raise AudioNotDecoded(
+            "hpuload does not decode audio: the collate_fn reads the clips' audio (torchvision's video "
+            "reference drops it: `[(d[0], d[2]) for d in batch]`)"
+        )
+
+    def __getattr__(self, name: str):
+        self._refuse()
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        cls._refuse(None)
+
+    __len__ = __iter__ = __getitem__ = __array__ = __bool__ = _refuse
+    __add__ = __radd__ = __mul__ = __rmul__ = __eq__ = _refuse
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return "NO_AUDIO"
+
+
+#: The audio of every clip hpuload yields.
+NO_AUDIO = _NoAudio()
+
+
+class _Clip:
+    """What `video_clips.get_clip` answers while the dataset is probed: which video."""
+
+    __slots__ = ("video",)
+
+    def __init__(self, video: int):
+        self.video = video
+
+    def __getattr__(self, name: str):
+        raise NeedsPixels(f".{name} of the decoded clip")
+
+
+class _Recorded:
+    __slots__ = ("clip",)
+
+    def __init__(self, clip: _Clip):
+        self.clip = clip
+
+    def __getattr__(self, name: str):
+        raise NeedsPixels(f".{name} of the transformed clip")
+
+
+class _TransformStandIn:
+    def __call__(self, video, *rest):
+        if rest or not isinstance(video, _Clip):
+            raise NeedsPixels(f"the transform was given a {type(video).__name__}, not the clip")
+        return _Recorded(video)
+
+
+def video_clips_of(dataset) -> Any | None:
+    """The dataset's torchvision `VideoClips`, when it is a video dataset built on one."""
+    clips = getattr(dataset, "video_clips", None)
+    if clips is None:
+        return None
+    try:
+        from torchvision.datasets.video_utils import VideoClips
+    except ImportError:  # pragma: no cover
+        return None
+    return clips if isinstance(clips, VideoClips) else None
+
+
+def _metadata(vc) -> list[tuple[int, float]]:
+    """Each video's (frame count, fps), refusing metadata whose `video_pts` are not frame
+    indices (what torchvision made before it decoded with torchcodec: timestamps)."""
+    out = []
+    for k, pts in enumerate(vc.video_pts):
+        n = len(pts)
+        if n and not torch.equal(torch.as_tensor(pts, dtype=torch.int64), torch.arange(n)):
+            raise NeedsPixels(
+                f"video {k}'s metadata holds timestamps, not frame indices (a cache from a torchvision "
+                "older than its torchcodec backend): rebuild it"
+            )
+        fps = vc.video_fps[k]
+        out.append((n, float(fps) if fps is not None else 1.0))
+    return out
+
+
+def _labels(dataset, vc) -> list[int]:
+    """Each video's label, from the dataset's own `__getitem__` on the video's first clip."""
+    ends = vc.cumulative_sizes
+    labels: list[int] = []
+    name = type(dataset).__name__
+    transform = dataset.transform
+    states = (torch.get_rng_state(), random.getstate())
+
+    def get_clip(idx):
+        video, _ = vc.get_clip_location(idx)
+        return _Clip(video), NO_AUDIO, {"video_fps": vc.frame_rate}, video
+
+    vc.get_clip = get_clip
+    dataset.transform = _TransformStandIn()
+    try:
+        for v in range(len(vc.video_paths)):
+            first = ends[v - 1] if v else 0
+            if ends[v] == first:
+                labels.append(-1)  # no clip: never a sample
+                continue
+            try:
+                out = dataset[first]
+            except NeedsPixels as e:
+                raise NeedsPixels(f"{name}.__getitem__ needs pixels at {_user_line(e)}: {e}") from None
+            except Exception as e:
+                raise NeedsPixels(
+                    f"{name}.__getitem__({first}) raised {type(e).__name__} while probed, at {_user_line(e)}: {e}"
+                ) from None
+            ok = (
+                isinstance(out, tuple)
+                and len(out) == 3
+                and isinstance(out[0], _Recorded)
+                and out[0].clip.video == v
+                and out[1] is NO_AUDIO
+            )
+            label = _label(out[2]) if ok else None
+            if label is None:
+                raise NeedsPixels(f"{name}.__getitem__ does not return torchvision's (video, audio, integer label)")
+            labels.append(label)
+    finally:
+        del vc.get_clip
+        dataset.transform = transform
+        torch.set_rng_state(states[0])
+        random.setstate(states[1])
+    return labels
+
+
+def video_source(dataset, pipeline) -> tuple[dict, str, str, list[str] | None]:
+    """`(source settings, pipeline JSON, dtype, classes)` for a torchvision video dataset;
+    raises `NeedsPixels` or `Unsupported` with the reason it cannot run natively."""
+    vc = video_clips_of(dataset)
+    if vc.output_format != "TCHW":
+        raise NeedsPixels(f"output_format={vc.output_format!r} (hpuload's clips are TCHW, torchvision's default)")
+    if "get_clip" in vars(vc):
+        raise NeedsPixels("the dataset's video_clips.get_clip is replaced by the user's own")
+    layout, watch = "TCHW", None
+    if pipeline is not None:
+        pipe, dtype = _pipeline(pipeline), "f32"
+    else:
+        if getattr(dataset, "transform", None) is None:
+            raise Unsupported("a video dataset without a transform gives clips at each video's own size")
+        pipe, dtype, layout = translate(dataset.transform, video=True)
+
+        def translate_now():
+            pipe_now, dtype_now, layout_now = translate(dataset.transform, video=True)
+            if layout_now != layout:
+                raise Unsupported(f"the new transform's clips are {layout_now}, the loader's {layout}")
+            return pipe_now, dtype_now
+
+        watch = TransformWatch(lambda: dataset.transform, translate_now)
+    metadata = _metadata(vc)
+    labels = _labels(dataset, vc)
+    paths = [str(p) for p in vc.video_paths]
+    if not paths:
+        raise NeedsPixels("the dataset has no videos")
+    classes = getattr(dataset, "classes", None)
+    classes = list(classes) if isinstance(classes, (list, tuple)) and all(isinstance(c, str) for c in classes) else []
+    video = _options.VideoOptions(
+        sampler="video_clips",
+        num_frames_per_clip=int(vc.num_frames),
+        frames_between_clips=int(vc.step),
+        frame_rate=None if vc.frame_rate is None else float(vc.frame_rate),
+        clip_metadata=metadata,
+        layout=layout,
+    )
+    source = {
+        "source": _options.SamplesSource(list(zip(paths, labels)), classes),
+        "video": video,
+        "audio": True,
+        "clips_expected": int(vc.num_clips()),
+        "watch": watch,
+    }
+    return source, pipe, dtype, classes or None
+
+
+def check_collate(collate) -> None:
+    """Runs the user's collate_fn once on two small `(clip, NO_AUDIO, label)` triples, the
+    global generators left as they were; raises `NeedsPixels` when it reads the audio (or fails
+    otherwise on what hpuload gives it)."""
+    if collate is None:
+        raise NeedsPixels(
+            "default_collate batches the clips' audio, which hpuload does not decode: pass a collate_fn "
+            "that drops it (as torchvision's video reference does)"
+        )
+    states = (torch.get_rng_state(), random.getstate())
+    try:
+        collate([(torch.zeros(2, 3, 2, 2), NO_AUDIO, 0), (torch.zeros(2, 3, 2, 2), NO_AUDIO, 1)])
+    except AudioNotDecoded as e:
+        raise NeedsPixels(str(e)) from None
+    except Exception as e:
+        raise NeedsPixels(
+            f"the collate_fn raised {type(e).__name__} on hpuload's (clip, audio, label) samples at "
+            f"{_user_line(e)}: {e}"
+        ) from None
+    finally:
+        torch.set_rng_state(states[0])
+        random.setstate(states[1])

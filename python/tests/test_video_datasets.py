@@ -1,0 +1,241 @@
+"""torchvision's video datasets through `hpuload.torch.DataLoader`, as torchvision's video
+classification reference builds them: `Kinetics` (`VideoClips` underneath), its clip samplers,
+its presets (float first, `Resize(antialias=False)`, flip, `Normalize`, crop, the
+`[T, C, H, W]` to `[C, T, H, W]` permute module) and its audio-dropping `collate_fn`,
+unchanged but for the import.
+
+torch's side runs torchvision's own code. `VideoClips` decodes with torchcodec, which needs
+FFmpeg's shared libraries: where torchcodec is installed the tests use it; elsewhere (CI) a
+stand-in module answers torchvision's two calls (`VideoDecoder(...).metadata`,
+`get_frames_at`) with hpuload's own decoder, which is bit-exact with FFmpeg's on these files
+(`tests/data/video/expected.json`, checked by the crate's tests). Either way the clips' frame
+choice, resampling, transforms and collation on torch's side are torchvision's."""
+
+import shutil
+import sys
+import types
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+torchvision = pytest.importorskip("torchvision")
+import torchvision.transforms as T  # noqa: E402
+from torch.utils.data.dataloader import default_collate  # noqa: E402
+from torchvision.datasets.samplers import RandomClipSampler, UniformClipSampler  # noqa: E402
+
+from hpuload import _hpuload  # noqa: E402
+from hpuload.torch import DataLoader, FallbackWarning  # noqa: E402
+
+CLIPS = Path(__file__).resolve().parents[2] / "tests" / "data" / "video"
+MEAN, STD = (0.43216, 0.394666, 0.37645), (0.22803, 0.22145, 0.216989)
+#: One level of a uint8 image, after Normalize (the largest 1 / std).
+LEVEL = 1 / 255 / min(STD)
+
+
+def within_rounding(x, want, decoder) -> bool:
+    """hpuload's frames are FFmpeg's (swscale's default RGB conversion, bit-exact) rounded to
+    uint8 once after the resize, torch's reference keeps floats: half a level apart at most.
+    torchcodec converts to RGB slightly otherwise (one level off in about 1 pixel in 10,000 of
+    these clips), so against torchcodec a rare pixel is up to 1.5 levels off."""
+    diff = (x - want).abs() / LEVEL
+    most = 1.5 if decoder == "torchcodec" else 0.5
+    return bool(diff.max() <= most + 1e-3 and (diff > 0.5 + 1e-3).float().mean() < 1e-3)
+
+
+class ConvertBCHWtoCBHW(torch.nn.Module):
+    """The video reference's own permute module (`references/video_classification/presets.py`)."""
+
+    def forward(self, vid: torch.Tensor) -> torch.Tensor:
+        return vid.permute(1, 0, 2, 3)
+
+
+def collate_fn(batch):
+    """The video reference's collate_fn: drops the audio."""
+    batch = [(d[0], d[2]) for d in batch]
+    return default_collate(batch)
+
+
+def preset_eval(resize=(36, 48), crop=(32, 40)):
+    return T.Compose(
+        [
+            T.ConvertImageDtype(torch.float32),
+            T.Resize(resize, antialias=False),
+            T.Normalize(mean=MEAN, std=STD),
+            T.CenterCrop(crop),
+            ConvertBCHWtoCBHW(),
+        ]
+    )
+
+
+def preset_train(resize=(36, 48), crop=(32, 40)):
+    return T.Compose(
+        [
+            T.ConvertImageDtype(torch.float32),
+            T.Resize(resize, antialias=False),
+            T.RandomHorizontalFlip(0.5),
+            T.Normalize(mean=MEAN, std=STD),
+            T.RandomCrop(crop),
+            ConvertBCHWtoCBHW(),
+        ]
+    )
+
+
+class _StandInDecoder:
+    """torchcodec's `VideoDecoder` as far as torchvision's `VideoClips` uses it."""
+
+    def __init__(self, path, dimension_order="NCHW", **_):
+        self.path, self.order = str(path), dimension_order
+        n, fps = _hpuload.video_frame_count_and_fps(self.path)
+        self.metadata = types.SimpleNamespace(num_frames=n, average_fps=fps)
+
+    def get_frames_at(self, indices):
+        indices = list(indices)
+        data, h, w = _hpuload.read_video_frames(self.path, indices)
+        frames = torch.frombuffer(bytearray(data), dtype=torch.uint8).reshape(len(indices), h, w, 3)
+        if self.order == "NCHW":
+            frames = frames.permute(0, 3, 1, 2).contiguous()
+        return types.SimpleNamespace(data=frames)
+
+
+class _NoAudioDecoder:
+    def __init__(self, *_, **__):
+        raise RuntimeError("no audio stream")
+
+
+@pytest.fixture
+def decoder(monkeypatch):
+    try:
+        import torchcodec.decoders  # noqa: F401
+
+        return "torchcodec"
+    except Exception:
+        shim = types.ModuleType("torchcodec")
+        shim.decoders = types.SimpleNamespace(VideoDecoder=_StandInDecoder, AudioDecoder=_NoAudioDecoder)
+        monkeypatch.setitem(sys.modules, "torchcodec", shim)
+        return "stand-in"
+
+
+@pytest.fixture
+def kinetics_root(tmp_path):
+    """A Kinetics layout, `root/train/<class>/<video>.mp4`, of the test clips."""
+    for cls, clip in [
+        ("abseiling", "high_bframes.mp4"),
+        ("abseiling", "vfr.mp4"),
+        ("bowling", "main_cabac.mp4"),
+        ("bowling", "baseline.mp4"),
+        ("bowling", "fragmented.mp4"),
+    ]:
+        (tmp_path / "train" / cls).mkdir(parents=True, exist_ok=True)
+        shutil.copy(CLIPS / clip, tmp_path / "train" / cls / clip)
+    return tmp_path
+
+
+def kinetics(root, transform, frames=4, step=3, frame_rate=None):
+    return torchvision.datasets.Kinetics(
+        str(root),
+        frames_per_clip=frames,
+        num_classes="400",
+        split="train",
+        step_between_clips=step,
+        frame_rate=frame_rate,
+        transform=transform,
+        extensions=("avi", "mp4"),
+        output_format="TCHW",
+    )
+
+
+def batches(loader):
+    return [(x.clone(), y.clone()) for x, y in loader]
+
+
+@pytest.mark.parametrize("frame_rate", [None, 15])
+def test_kinetics_with_the_references_eval_preset_gives_torchs_clips_labels_and_pixels(decoder, kinetics_root, frame_rate):
+    data = kinetics(kinetics_root, preset_eval(), frame_rate=frame_rate)
+    sampler = UniformClipSampler(data.video_clips, 3)
+    want = batches(torch.utils.data.DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_fn))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_fn, num_workers=2)
+    got = batches(loader)
+    assert len(got) == len(want) > 2
+    for (x, y), (wx, wy) in zip(got, want):
+        assert x.shape == wx.shape and x.shape[1:3] == (3, 4)  # [B, C, T, H, W]
+        assert x.dtype == wx.dtype == torch.float32
+        assert torch.equal(y, wy)
+        # Float first and the reference's unantialiased resize.
+        assert within_rounding(x, wx, decoder), ((x - wx).abs().max() / LEVEL, decoder)
+
+
+def test_kinetics_with_the_references_train_preset_gives_a_flip_and_crop_torch_could_draw(decoder, kinetics_root):
+    """Each clip hpuload gives is torchvision's resized clip cropped at one of the offsets
+    `RandomCrop` can draw, flipped or not, the same for every frame of the clip."""
+    data = kinetics(kinetics_root, preset_train())
+    resized = kinetics(kinetics_root, preset_eval(crop=(36, 48)))
+    sampler = RandomClipSampler(data.video_clips, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(data, batch_size=3, sampler=sampler, collate_fn=collate_fn, num_workers=2)
+    flips, offsets = 0, set()
+    for x, y in loader:
+        for clip, label, index in zip(x, y, loader.last_indices):
+            whole, _, want_label = resized[index]
+            assert label == want_label
+            found = None
+            for flip in (False, True):
+                source = whole.flip(-1) if flip else whole
+                for top in range(36 - 32 + 1):
+                    for left in range(48 - 40 + 1):
+                        window = source[:, :, top : top + 32, left : left + 40]
+                        if within_rounding(clip, window, decoder):
+                            found = (flip, top, left)
+                            break
+                    if found:
+                        break
+                if found:
+                    break
+            assert found is not None, f"clip {index} is no flip and crop of torchvision's resized clip"
+            flips += found[0]
+            offsets.add(found[1:])
+    assert flips > 0 and len(offsets) > 2
+
+
+def test_a_clip_sampler_s_order_is_followed_each_epoch(decoder, kinetics_root):
+    data = kinetics(kinetics_root, preset_eval())
+    sampler = RandomClipSampler(data.video_clips, 3)
+    loader = DataLoader(data, batch_size=2, sampler=sampler, collate_fn=collate_fn)
+    for epoch in range(2):
+        torch.manual_seed(epoch)
+        want = [int(i) for i in sampler]
+        torch.manual_seed(epoch)
+        got = []
+        for _ in loader:
+            got += loader.last_indices
+        assert got == want
+
+
+def test_default_collate_and_a_collate_reading_audio_go_to_torch_naming_the_audio(decoder, kinetics_root):
+    data = kinetics(kinetics_root, preset_eval())
+    with pytest.warns(FallbackWarning, match="audio"):
+        loader = DataLoader(data, batch_size=2)
+    assert not hasattr(loader, "report")
+
+    def stacks_audio(batch):
+        return torch.stack([d[0] for d in batch]), [d[1].shape for d in batch]
+
+    with pytest.warns(FallbackWarning, match="audio"):
+        DataLoader(data, batch_size=2, collate_fn=stacks_audio)
+
+
+def test_metadata_that_disagrees_with_a_videos_tables_goes_to_torch_naming_the_video(decoder, kinetics_root):
+    data = kinetics(kinetics_root, preset_eval())
+    k = next(i for i, p in enumerate(data.video_clips.video_paths) if p.endswith("baseline.mp4"))
+    meta = data.video_clips.metadata
+    meta["video_pts"] = list(meta["video_pts"])
+    meta["video_pts"][k] = torch.arange(len(meta["video_pts"][k]) - 1)
+    data.video_clips = type(data.video_clips)(
+        meta["video_paths"], 4, 3, None, _precomputed_metadata=meta, output_format="TCHW"
+    )
+    with pytest.warns(FallbackWarning, match="baseline.mp4"):
+        DataLoader(data, batch_size=2, collate_fn=collate_fn)
