@@ -24,7 +24,11 @@ pub enum Stage {
     Route,
     /// Device: the media engine's region (and DCT-scaled) decode, resampled to the output size.
     DecodeEngine,
-    /// Device: the device op after an engine decode (flip, normalize, cast, layout).
+    /// Device: the media engine's H.264 decoding of a video sample's runs, and the kept
+    /// frames' conversion to RGB.
+    DecodeVideoEngine,
+    /// Device: the device op after an engine decode (flip, normalize, cast, layout; for a
+    /// video, each frame's crop and resize too).
     AugmentEngine,
     /// Device: host-to-device copies.
     Dma,
@@ -50,7 +54,7 @@ pub enum RunsOn {
 
 impl Stage {
     /// Every stage, in report order.
-    pub const ALL: [Stage; 12] = [
+    pub const ALL: [Stage; 13] = [
         Stage::Read,
         Stage::DecodeCpu,
         Stage::Demux,
@@ -59,6 +63,7 @@ impl Stage {
         Stage::Collate,
         Stage::Route,
         Stage::DecodeEngine,
+        Stage::DecodeVideoEngine,
         Stage::AugmentEngine,
         Stage::Dma,
         Stage::Wait,
@@ -76,6 +81,7 @@ impl Stage {
             Stage::Collate => "collate",
             Stage::Route => "route",
             Stage::DecodeEngine => "decode_engine",
+            Stage::DecodeVideoEngine => "decode_video_engine",
             Stage::AugmentEngine => "augment_engine",
             Stage::Dma => "dma",
             Stage::Wait => "wait",
@@ -93,7 +99,9 @@ impl Stage {
             | Stage::Augment
             | Stage::Collate
             | Stage::Route => RunsOn::Host,
-            Stage::DecodeEngine | Stage::AugmentEngine | Stage::Dma => RunsOn::Device,
+            Stage::DecodeEngine | Stage::DecodeVideoEngine | Stage::AugmentEngine | Stage::Dma => {
+                RunsOn::Device
+            }
             Stage::Wait => RunsOn::Loop,
             Stage::Storage => RunsOn::Storage,
         }
@@ -110,6 +118,7 @@ impl Stage {
             Stage::Collate => "flip, normalize and cast into pinned memory",
             Stage::Route => "routing (engine probe, bitstream into its slot)",
             Stage::DecodeEngine => "region decode, crop and resize on the media engine",
+            Stage::DecodeVideoEngine => "H.264 decoding on the media engine",
             Stage::AugmentEngine => "device ops after the engine",
             Stage::Dma => "host-to-device DMA",
             Stage::Wait => "the training loop waiting for batches",
@@ -122,7 +131,7 @@ impl Stage {
         match self {
             Stage::DecodeCpu | Stage::DecodeVideo => "decode",
             Stage::Route => "routing",
-            Stage::DecodeEngine | Stage::AugmentEngine => "media-engine",
+            Stage::DecodeEngine | Stage::DecodeVideoEngine | Stage::AugmentEngine => "media-engine",
             other => other.name(),
         }
     }
@@ -223,8 +232,8 @@ mod tests {
             t.host(),
             Duration::from_millis(1 + 2 + 4 + 8 + 16 + 32 + 64)
         );
-        // Device: decode_engine, augment_engine, dma.
-        assert_eq!(t.device(), Duration::from_millis(128 + 256 + 512));
+        // Device: decode_engine, decode_video_engine, augment_engine, dma.
+        assert_eq!(t.device(), Duration::from_millis(128 + 256 + 512 + 1024));
         assert_eq!((t + t).since(&t), t);
     }
 }

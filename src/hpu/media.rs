@@ -19,6 +19,7 @@ use hpuload_decoders::{DecodeError, ImageFormat, ImageInfo, JpegDecoder, Limits}
 use super::{DeviceBuffer, HpuError};
 use crate::augment::{CanvasJob, PixelPlan, PixelStage, Resampler, Scratch};
 use crate::cpu_time::CpuClock;
+use crate::video::{Bitstream, ClipsError, ClipsJob, ClipsScratch, DecodeCounts};
 
 /// Bytes in device memory: `len` bytes of `buffer` from `offset`.
 #[derive(Clone, Debug)]
@@ -69,41 +70,75 @@ impl DeviceOp for PixelStage {
 pub struct MediaJob {
     /// The compressed bitstream.
     pub source: DeviceSlice,
-    /// The decode: region, DCT scale, crop window, output size, filter, the headers if already
-    /// parsed, the decoder's limits (the decoders crate's plan, opaque here).
-    pub decode: DecodePlan,
-    /// Steps between the decode and the resize (a detection sample's photometric steps on
-    /// the image, the zoom-out's fill): the decode then gives the plan's region at its scale,
-    /// and these steps make the output-size image from it.
-    pub canvas: Option<CanvasJob>,
-    /// The sample's pixel plan, run by `op` after the decode.
-    pub augment: PixelPlan,
-    /// The device ops run on the decoded pixels into `destination`.
-    pub op: Arc<dyn DeviceOp>,
-    /// Where the op writes.
+    /// What to decode it into.
+    pub work: MediaWork,
+    /// Where the output goes.
     pub destination: Destination,
     /// Called with the outcome on the engine, once the output is in place. A job dropped
     /// without running (a panic on the engine, the engine stopped) drops this unrun.
     pub done: Box<dyn FnOnce(Result<EngineTimes, JobFailure>) + Send>,
 }
 
+/// What a job decodes: one JPEG image, or a video sample's clips.
+#[allow(clippy::large_enum_variant)] // one per job, moved once into the engine
+pub enum MediaWork {
+    /// A JPEG image's region, resampled to the output size, then the pixel ops.
+    Jpeg {
+        /// The decode: region, DCT scale, crop window, output size, filter, the headers if
+        /// already parsed, the decoder's limits (the decoders crate's plan, opaque here).
+        decode: DecodePlan,
+        /// Steps between the decode and the resize (a detection sample's photometric steps on
+        /// the image, the zoom-out's fill): the decode then gives the plan's region at its
+        /// scale, and these steps make the output-size image from it.
+        canvas: Option<CanvasJob>,
+        /// The sample's pixel plan, run by `op` after the decode.
+        augment: PixelPlan,
+        /// The device ops run on the decoded pixels into the destination.
+        op: Arc<dyn DeviceOp>,
+    },
+    /// A video sample's clips (Gaudi's `VideoDecoder`): the bitstream is the runs' spans
+    /// ([`crate::video::DecodePlan::spans`]); the engine decodes them with its H.264 decoder,
+    /// then resizes, crops and runs each clip's plan on every frame of the clip, through
+    /// `stage`, in its own memory, and writes the sample in one copy.
+    Video {
+        /// The drawn clips.
+        job: Arc<ClipsJob>,
+        /// The output stage (pixel ops, flip, normalize, cast, layout).
+        stage: Arc<PixelStage>,
+    },
+}
+
 /// Engine time a job took, by stage.
 #[derive(Clone, Copy, Debug)]
 pub struct EngineTimes {
-    /// Reading the bitstream and decoding the region, resampled to the output size.
+    /// Reading the bitstream and decoding the region, resampled to the output size (a video's
+    /// frames, to RGB).
     pub decode: Duration,
-    /// The device op.
+    /// The device op (a video's resizes and crops, and the output stage).
     pub op: Duration,
+    /// A video job's frames: decoded, discarded, skipped.
+    pub frames: Option<DecodeCounts>,
+}
+
+/// Why the engine failed on a job.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// A JPEG's decode.
+    #[error(transparent)]
+    Jpeg(#[from] DecodeError),
+    /// A video's decode or a frame's resize.
+    #[error(transparent)]
+    Video(#[from] ClipsError),
 }
 
 /// A job the engine could not decode, with what it was given back (for a decode elsewhere).
 #[derive(Debug)]
 pub struct JobFailure {
     /// Why.
-    pub error: DecodeError,
+    pub error: EngineError,
     /// The compressed bytes the job named.
     pub bitstream: Vec<u8>,
-    /// The job's pixel plan, unrun.
+    /// A JPEG job's pixel plan, unrun (empty for a video).
     pub augment: PixelPlan,
 }
 
@@ -120,16 +155,15 @@ struct Engine {
     region: Vec<u8>,
     canvas: Vec<u8>,
     resampler: Resampler,
+    /// The video decoder and its frames.
+    clips: ClipsScratch,
 }
 
 impl Engine {
     fn run(&mut self, job: MediaJob) {
         let MediaJob {
             source,
-            decode,
-            canvas,
-            augment,
-            op,
+            work,
             mut destination,
             done,
         } = job;
@@ -137,6 +171,17 @@ impl Engine {
         self.bitstream.clear();
         self.bitstream
             .extend_from_slice(&source.buffer.lock()[source.offset..source.offset + source.len]);
+        let (decode, canvas, augment, op) = match work {
+            MediaWork::Jpeg {
+                decode,
+                canvas,
+                augment,
+                op,
+            } => (decode, canvas, augment, op),
+            MediaWork::Video { job, stage } => {
+                return done(self.run_video(&job, &stage, &mut destination, t0));
+            }
+        };
         let request = &decode.request;
         let len = request.out_h as usize * request.out_w as usize * 3;
         if self.pixels.len() != len {
@@ -151,7 +196,7 @@ impl Engine {
         let t1 = CpuClock::now();
         if let Err(error) = decoded {
             return done(Err(JobFailure {
-                error,
+                error: error.into(),
                 bitstream: std::mem::take(&mut self.bitstream),
                 augment,
             }));
@@ -172,7 +217,48 @@ impl Engine {
         done(Ok(EngineTimes {
             decode: t1 - t0,
             op: t1.elapsed(),
+            frames: None,
         }))
+    }
+
+    /// A video job: the runs' frames decoded from the bitstream, each clip's frames resized,
+    /// cropped and written through `stage` into the engine's own memory, then into the
+    /// destination in one copy (so engines take turns on the batch buffer only for copies).
+    #[allow(clippy::result_large_err)] // the failure hands the bitstream back, as a JPEG's does
+    fn run_video(
+        &mut self,
+        job: &ClipsJob,
+        stage: &PixelStage,
+        destination: &mut Destination,
+        t0: CpuClock,
+    ) -> Result<EngineTimes, JobFailure> {
+        let fail = |error: ClipsError, bitstream: &mut Vec<u8>| JobFailure {
+            error: error.into(),
+            bitstream: std::mem::take(bitstream),
+            augment: PixelPlan::default(),
+        };
+        let counts = job
+            .decode(Bitstream::Spans(&self.bitstream), &mut self.clips)
+            .map_err(|e| fail(e.into(), &mut self.bitstream))?;
+        let t1 = CpuClock::now();
+        let len = job.frames * job.drawn.first().map_or(0, |d| stage.bytes(&d.pixels));
+        self.pixels.resize(len, 0);
+        job.write(stage, &mut self.clips, &mut self.pixels)
+            .map_err(|e| fail(e, &mut self.bitstream))?;
+        let pixels = &self.pixels;
+        match destination {
+            Destination::Device(d) => {
+                d.buffer.lock()[d.offset..d.offset + len].copy_from_slice(pixels);
+            }
+            Destination::Host(slot) => {
+                slot.write(&mut |out| out[..pixels.len()].copy_from_slice(pixels));
+            }
+        }
+        Ok(EngineTimes {
+            decode: t1 - t0,
+            op: t1.elapsed(),
+            frames: Some(counts),
+        })
     }
 
     /// A canvas job's decode: the plan's region at its scale, then the canvas job's steps
@@ -238,6 +324,7 @@ impl MediaEngine {
                             region: Vec::new(),
                             canvas: Vec::new(),
                             resampler: Resampler::new(1, 1),
+                            clips: ClipsScratch::default(),
                         };
                         let mut ctx = fresh();
                         for job in rx {

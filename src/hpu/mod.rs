@@ -12,7 +12,10 @@ mod tensor;
 
 pub use crate::dtype::{Dtype, Layout};
 pub use dma::{DmaEvent, DmaStats};
-pub use media::{Destination, DeviceOp, DeviceSlice, EngineTimes, HostSlot, JobFailure, MediaJob};
+pub use media::{
+    Destination, DeviceOp, DeviceSlice, EngineError, EngineTimes, HostSlot, JobFailure, MediaJob,
+    MediaWork,
+};
 pub use memory::DeviceBuffer;
 pub use tensor::DeviceTensor;
 

@@ -19,7 +19,7 @@ pub(super) struct Scratch {
     /// The CPU path's own.
     pub cpu: CpuScratch,
     /// The video path's own.
-    pub video: super::video::VideoScratch,
+    pub video: crate::video::ClipsScratch,
 }
 
 /// What the CPU path reuses: the decoder, the decoded image, the resampler, the pixel ops'
@@ -46,7 +46,7 @@ impl Scratch {
                 ops: augment::Scratch::default(),
                 window: Vec::new(),
             },
-            video: super::video::VideoScratch::default(),
+            video: crate::video::ClipsScratch::default(),
         }
     }
 }

@@ -10,12 +10,16 @@ use hpuload_decoders::jpeg::{DecodePlan, ResizeRequest};
 use super::batch::BatchWork;
 use super::cpu::Scratch;
 use super::replace::{fill, write_label, Filled, Skips};
-use super::route::{count_fallback, HwSlot};
+use super::route::{count_fallback, HwSlot, HwWork};
 use super::{lock, Backend, Shared};
-use crate::hpu::{CopyRegion, Destination, DeviceSlice, HostSlot, HpuError, JobFailure, MediaJob};
+use crate::hpu::{
+    CopyRegion, Destination, DeviceSlice, EngineError, HostSlot, HpuError, JobFailure, MediaJob,
+    MediaWork,
+};
 use crate::pinned::PinnedBuffer;
 use crate::stage::Stage;
 use crate::tensor::Placement;
+use crate::video::{ClipsError, VideoFailure};
 use crate::{Error, SampleError, SampleErrorKind};
 
 /// One media-engine job's share of its batch. Dropping it counts the batch down (the last one
@@ -39,7 +43,7 @@ impl EngineJob {
 impl Drop for EngineJob {
     fn drop(&mut self) {
         if !self.ran {
-            let path = self.shared.source.entries()[self.index].path.clone();
+            let path = self.shared.entry(self.index).path.clone();
             self.work.fail(Error::Sample(SampleError {
                 index: self.index,
                 path,
@@ -83,31 +87,55 @@ pub(super) fn submit(guard: EngineJob, mut h: HwSlot) -> Result<(), HpuError> {
             slot: h.slot,
         })),
     };
-    let (oh, ow) = h.plan.pixels.size;
+    let media = match &mut h.work {
+        HwWork::Jpeg {
+            region,
+            denom,
+            plan,
+            parsed,
+            canvas,
+        } => {
+            let (oh, ow) = plan.pixels.size;
+            MediaWork::Jpeg {
+                decode: DecodePlan {
+                    request: ResizeRequest {
+                        region: *region,
+                        denom: *denom,
+                        window: plan.crop.window(),
+                        out_w: ow,
+                        out_h: oh,
+                        filter: plan.interpolation.filter(),
+                    },
+                    parsed: parsed.take(),
+                    limits: shared.limits,
+                },
+                canvas: canvas.take().map(|c| *c),
+                augment: std::mem::take(&mut plan.pixels),
+                op: Arc::clone(&shared.stage) as _,
+            }
+        }
+        HwWork::Video(job) => MediaWork::Video {
+            job: Arc::clone(job),
+            stage: Arc::clone(&shared.stage),
+        },
+    };
     let job = MediaJob {
         source,
-        decode: DecodePlan {
-            request: ResizeRequest {
-                region: h.region,
-                denom: h.denom,
-                window: h.plan.crop.window(),
-                out_w: ow,
-                out_h: oh,
-                filter: h.plan.interpolation.filter(),
-            },
-            parsed: h.parsed.take(),
-            limits: shared.limits,
-        },
-        canvas: h.canvas.take().map(|c| *c),
-        augment: std::mem::take(&mut h.plan.pixels),
-        op: Arc::clone(&shared.stage) as _,
+        work: media,
         destination,
         done: Box::new(move |outcome| {
             let mut guard = guard;
             match outcome {
                 Ok(times) => {
-                    guard.shared.counters.add(Stage::DecodeEngine, times.decode);
-                    guard.shared.counters.add(Stage::AugmentEngine, times.op);
+                    let stages = match times.frames {
+                        Some(counts) => {
+                            super::video::count(&guard.shared, &counts);
+                            (Stage::DecodeVideoEngine, Stage::AugmentEngine)
+                        }
+                        None => (Stage::DecodeEngine, Stage::AugmentEngine),
+                    };
+                    guard.shared.counters.add(stages.0, times.decode);
+                    guard.shared.counters.add(stages.1, times.op);
                     guard.finished();
                 }
                 Err(failure) => fallback(guard, h, failure),
@@ -141,16 +169,24 @@ pub(crate) struct Spare {
 /// policy) and put the sample where the engine's output goes: straight
 /// into a host batch's pinned slot, or through a pinned staging buffer and the DMA engine into
 /// a device batch (the loader writes no device memory itself).
-fn fallback(mut guard: EngineJob, mut h: HwSlot, failure: JobFailure) {
+fn fallback(mut guard: EngineJob, h: HwSlot, failure: JobFailure) {
     let (shared, work) = (Arc::clone(&guard.shared), Arc::clone(&guard.work));
-    let path = &shared.source.entries()[h.index].path;
+    let path = &shared.entry(h.index).path;
     if shared.backend == Backend::Hw {
         // Only the engine: what it cannot decode is an error, whatever the skip policy (as for
         // a file it refuses at the router).
+        let kind = match failure.error {
+            EngineError::Jpeg(e) => SampleErrorKind::Decode(e),
+            EngineError::Video(ClipsError::Video(VideoFailure::Video(e))) => {
+                SampleErrorKind::Video(e)
+            }
+            EngineError::Video(ClipsError::Video(VideoFailure::Io(e))) => SampleErrorKind::Read(e),
+            EngineError::Video(ClipsError::Augment(e)) => SampleErrorKind::Augment(e),
+        };
         work.fail(Error::Sample(SampleError {
             index: h.index,
             path: path.clone(),
-            kind: SampleErrorKind::Decode(failure.error),
+            kind,
         }));
         return guard.finished();
     }
@@ -163,9 +199,15 @@ fn fallback(mut guard: EngineJob, mut h: HwSlot, failure: JobFailure) {
     let mut scratch = lock(&shared.spare.scratch)
         .pop()
         .unwrap_or_else(|| Scratch::new(&shared));
-    // The sample's plan, whole again: the CPU path runs what the engine was to run.
-    h.plan.pixels = failure.augment;
-    let given = Some((&failure.bitstream[..], h.plan));
+    // A JPEG's plan, whole again: the CPU path runs what the engine was to run on the bytes
+    // handed back. A video's CPU path reads the file and draws the same clips again.
+    let given = match h.work {
+        HwWork::Jpeg { mut plan, .. } => {
+            plan.pixels = failure.augment;
+            Some((&failure.bitstream[..], plan))
+        }
+        HwWork::Video(_) => None,
+    };
     match work.placement {
         Placement::Host => {
             let slot = work.slots.slot_mut(h.slot);

@@ -317,12 +317,6 @@ impl Loader {
                     "a detection pipeline reads boxes from a COCO dataset, not video",
                 ))
             }
-            Some(_) if b.backend == Backend::Hw => {
-                return Err(Error::config(
-                    "backend",
-                    "the media engine does not decode video yet: use backend auto or cpu",
-                ))
-            }
             Some(_) if plan.fixed_out().is_none() => {
                 return Err(Error::config(
                     "pipeline",

@@ -105,7 +105,7 @@ fn load_sample(
     given: Option<(&[u8], SamplePlan)>,
 ) -> Result<Filled, SampleError> {
     if let Some(v) = &shared.video {
-        return super::video::load(shared, v, &mut s.video, index, epoch, slot);
+        return super::video::load(shared, v, &mut s.video, index, epoch, slot, engine);
     }
     let entry = &shared.source.entries()[index];
     let err = |kind| SampleError {

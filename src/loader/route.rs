@@ -12,7 +12,9 @@ use crate::augment::{AugmentError, CanvasJob, PixelOp, SamplePlan};
 use crate::cpu_time::CpuClock;
 use crate::hpu::{DeviceBuffer, Hpu, HpuError};
 use crate::stage::Stage;
+use crate::video::ClipsJob;
 use crate::SampleErrorKind;
+use std::sync::Arc;
 
 /// Where a sample goes. Lives for one call on the stack, so the engine's slot is not boxed.
 #[allow(clippy::large_enum_variant)]
@@ -121,11 +123,13 @@ pub(super) fn route(
                         index,
                         len: bytes.len(),
                         own,
-                        region,
-                        denom,
-                        plan,
-                        parsed: Some(parsed),
-                        canvas: canvas.map(Box::new),
+                        work: HwWork::Jpeg {
+                            region,
+                            denom,
+                            plan,
+                            parsed: Some(parsed),
+                            canvas: canvas.map(Box::new),
+                        },
                     }))
                 }
                 Err(HpuError::OutOfMemory { .. }) if !only_engine => {
@@ -207,16 +211,38 @@ pub(super) struct HwSlot {
     pub index: usize,
     pub len: usize,
     pub own: Option<DeviceBuffer>,
-    pub region: Region,
-    pub denom: u32,
-    /// The sample's plan (crop, filter, pixel ops, erase boxes), drawn by the router.
-    pub plan: SamplePlan,
-    /// The headers the router's probe parsed, handed to the engine so it does not parse them
-    /// again.
-    pub parsed: Option<Parsed>,
-    /// A detection sample's steps before the resize, when the engine runs them (photometric
-    /// steps on the image, the zoom-out's fill).
-    pub canvas: Option<Box<CanvasJob>>,
+    /// What the engine makes of the bitstream.
+    pub work: HwWork,
+}
+
+/// What the media engine makes of a sample's bitstream.
+#[allow(clippy::large_enum_variant)] // one per engine sample, moved, never stored in bulk
+pub(super) enum HwWork {
+    /// A JPEG image.
+    Jpeg {
+        region: Region,
+        denom: u32,
+        /// The sample's plan (crop, filter, pixel ops, erase boxes), drawn by the router.
+        plan: SamplePlan,
+        /// The headers the router's probe parsed, handed to the engine so it does not parse
+        /// them again.
+        parsed: Option<Parsed>,
+        /// A detection sample's steps before the resize, when the engine runs them
+        /// (photometric steps on the image, the zoom-out's fill).
+        canvas: Option<Box<CanvasJob>>,
+    },
+    /// A video sample's clips, drawn by the worker; the bitstream is the runs' spans.
+    Video(Arc<ClipsJob>),
+}
+
+impl HwSlot {
+    /// A detection sample's plan (its boxes), for the label slot.
+    pub fn detect(&self) -> Option<&crate::augment::DetectPlan> {
+        match &self.work {
+            HwWork::Jpeg { plan, .. } => plan.detect.as_ref(),
+            HwWork::Video(_) => None,
+        }
+    }
 }
 
 pub(super) fn count_fallback(shared: &Shared, reason: &'static str) {

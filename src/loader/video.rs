@@ -9,18 +9,21 @@
 //! `c * frames_per_clip + t` of the slot, so a batch is `[B, T, C, H, W]` (`[B, T, H, W, C]`
 //! with the NHWC layout), or `[B, clips, T, ...]` with several clips.
 
-use std::collections::HashMap;
 use std::fs::File;
+use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 
 use super::replace::Filled;
+use super::route::{upload, HwSlot, HwWork};
 use super::Shared;
-use crate::augment::{self, Resampler, SamplePlan};
+use crate::augment::SamplePlan;
 use crate::cpu_time::CpuClock;
+use crate::hpu::Hpu;
 use crate::stage::Stage;
 use crate::video::{
-    colour, index_threads, index_videos, ClipError, ClipSampler, DecodePlan, H264Decoder,
-    IndexCache, IndexStats, PackedIndex, Timeline, VideoError, VideoFailure, VideoIndex,
+    index_threads, index_videos, Bitstream, ClipError, ClipSampler, ClipsError, ClipsJob,
+    ClipsScratch, DecodeCounts, DecodePlan, IndexCache, IndexStats, PackedIndex, Timeline,
+    VideoError, VideoFailure, VideoIndex,
 };
 use crate::{SampleError, SampleErrorKind, Source};
 
@@ -273,30 +276,17 @@ impl From<VideoIndex> for Indexed {
     }
 }
 
-/// A worker's reusable memory for videos.
-#[derive(Default)]
-pub(super) struct VideoScratch {
-    /// The decoder and the `avcC` record it was started with: reused while videos share it.
-    decoder: Option<(Vec<u8>, H264Decoder)>,
-    /// Decoded frames (decode-order index -> RGB), and spare buffers.
-    frames: HashMap<usize, Vec<u8>>,
-    spare: Vec<Vec<u8>>,
-    /// A frame's copy when the plan runs ops on the whole frame first.
-    whole: Vec<u8>,
-    /// One output frame, before its channel planes go to their places (channels first).
-    planes: Vec<u8>,
-    resampler: Option<Resampler>,
-    ops: augment::Scratch,
-}
-
-/// Loads video `index` into `slot`: its clips, decoded and augmented on the host.
+/// Loads sample `index` into `slot`: its clips drawn here, then decoded and augmented on the
+/// host, or, with `engine`, the runs' compressed bytes put in the slot (or a device buffer of
+/// their own) for the media engine to decode, resize and crop on the device.
 pub(super) fn load(
     shared: &Shared,
     video: &VideoShared,
-    s: &mut VideoScratch,
+    s: &mut ClipsScratch,
     index: usize,
     epoch: u64,
     slot: &mut [u8],
+    engine: Option<&Hpu>,
 ) -> Result<Filled, SampleError> {
     let entry = &shared.source.entries()[video.video_of(index)];
     let err = |kind| SampleError {
@@ -304,7 +294,27 @@ pub(super) fn load(
         path: entry.path.clone(),
         kind,
     };
-    fill(shared, video, s, index, epoch, slot).map_err(err)?;
+    let c = &shared.counters;
+    let t0 = CpuClock::now();
+    let job = video.job(shared, index, epoch).map_err(err)?;
+    let file = File::open(&job.index.path).map_err(|e| err(SampleErrorKind::Read(e)))?;
+    if let Some(hpu) = engine {
+        let routed = to_engine(shared, hpu, job, &file, index, slot).map_err(err)?;
+        c.add(Stage::Demux, t0.elapsed());
+        return Ok(routed);
+    }
+    let t1 = CpuClock::now();
+    c.add(Stage::Demux, t1 - t0);
+    let counts = job
+        .decode(Bitstream::File(&file), s)
+        .map_err(|e| err(failure(e)))?;
+    count(shared, &counts);
+    let t2 = CpuClock::now();
+    c.add(Stage::DecodeVideo, t2 - t1);
+    job.write(&shared.stage, s, slot)
+        .map_err(|e| err(clips_error(e)))?;
+    c.add(Stage::Augment, t2.elapsed());
+    c.samples.fetch_add(1, Ordering::Relaxed);
     Ok(Filled::Cpu {
         index,
         label: entry.label,
@@ -312,123 +322,114 @@ pub(super) fn load(
     })
 }
 
-fn fill(
+/// The sample for the media engine: the runs' bytes read into the start of its slot (or, when
+/// larger, a device buffer of their own), the drawn job riding with it.
+fn to_engine(
     shared: &Shared,
-    video: &VideoShared,
-    s: &mut VideoScratch,
+    hpu: &Hpu,
+    job: ClipsJob,
+    file: &File,
     index: usize,
-    epoch: u64,
     slot: &mut [u8],
-) -> Result<(), SampleErrorKind> {
+) -> Result<Filled, SampleErrorKind> {
+    let len = job.spans_len();
+    let own = if len <= slot.len() {
+        job.read_spans(file, &mut slot[..len])
+            .map_err(SampleErrorKind::Read)?;
+        None
+    } else {
+        let mut bytes = vec![0; len];
+        job.read_spans(file, &mut bytes)
+            .map_err(SampleErrorKind::Read)?;
+        Some(upload(hpu, &bytes).map_err(SampleErrorKind::Device)?)
+    };
     let c = &shared.counters;
-    let t0 = CpuClock::now();
-    let v = video.indexed(shared, video.video_of(index))?;
-    let clips = match &video.windows {
-        Some(w) => {
-            let (at, clip) = w.locate(index);
-            let (frames, fps) = w.videos[at];
-            let frames = w.spec.clip(frames, fps, clip).ok_or_else(|| {
-                SampleErrorKind::Video(VideoError::Clips(ClipError::Range(format!(
-                    "clip {clip} is past the video's last"
-                ))))
-            })?;
-            vec![frames]
-        }
-        None => video
-            .spec
-            .sampler
-            .sample(&v.timeline, shared.seed, epoch, index as u64)
-            .map_err(|e| SampleErrorKind::Video(VideoError::Clips(e)))?,
-    };
-    let wanted: Vec<usize> = clips.iter().flatten().map(|&p| v.order[p]).collect();
-    let plan = DecodePlan::new(&v.index, &wanted);
-    let file = File::open(&v.index.path).map_err(SampleErrorKind::Read)?;
-    let t1 = CpuClock::now();
-    c.add(Stage::Demux, t1 - t0);
+    c.bytes_read.fetch_add(len as u64, Ordering::Relaxed);
+    c.hw_samples.fetch_add(1, Ordering::Relaxed);
+    c.samples.fetch_add(1, Ordering::Relaxed);
+    Ok(Filled::Hw(HwSlot {
+        slot: 0,
+        index,
+        len,
+        own,
+        work: HwWork::Video(std::sync::Arc::new(job)),
+    }))
+}
 
-    // The decoder (its configuration and buffers; OpenH264 itself starts afresh for each run)
-    // is kept while videos share their parameter sets (one encoder's output).
-    let decoder = match &mut s.decoder {
-        Some((config, d)) if *config == v.index.config => d,
-        slot_decoder => {
-            let d = H264Decoder::new_typed(&v.index).map_err(SampleErrorKind::Video)?;
-            &mut slot_decoder.insert((v.index.config.clone(), d)).1
-        }
-    };
-    let (frames, spare) = (&mut s.frames, &mut s.spare);
-    spare.extend(frames.drain().map(|(_, b)| b));
-    let decoded = decoder.decode_typed(&file, &v.index, &plan, &mut |p| {
-        let mut rgb = spare.pop().unwrap_or_default();
-        colour::to_rgb(&p, &mut rgb);
-        frames.insert(p.frame, rgb);
-    });
-    // After a failure the next decode starts a fresh OpenH264 anyway (see `H264Decoder`).
-    let counts = decoded.map_err(|e| match e {
+/// Counts a video sample's frames: decoded, decoded only to reach a kept one, not decoded.
+pub(super) fn count(shared: &Shared, counts: &DecodeCounts) {
+    let c = &shared.counters;
+    c.frames_decoded
+        .fetch_add(counts.decoded as u64, Ordering::Relaxed);
+    c.frames_discarded
+        .fetch_add(counts.discarded as u64, Ordering::Relaxed);
+    c.frames_skipped
+        .fetch_add(counts.skipped as u64, Ordering::Relaxed);
+    c.bytes_read.fetch_add(counts.bytes, Ordering::Relaxed);
+}
+
+fn failure(e: VideoFailure) -> SampleErrorKind {
+    match e {
         VideoFailure::Io(e) => SampleErrorKind::Read(e),
         VideoFailure::Video(e) => SampleErrorKind::Video(e),
-    })?;
-    let relaxed = std::sync::atomic::Ordering::Relaxed;
-    c.frames_decoded.fetch_add(counts.decoded as u64, relaxed);
-    c.frames_discarded
-        .fetch_add(counts.discarded as u64, relaxed);
-    c.frames_skipped.fetch_add(counts.skipped as u64, relaxed);
-    c.bytes_read.fetch_add(counts.bytes, relaxed);
-    let t2 = CpuClock::now();
-    c.add(Stage::DecodeVideo, t2 - t1);
-
-    let (w, h) = v.index.size;
-    let per_clip = video.spec.sampler.frames_per_clip();
-    let frame_bytes = slot.len() / video.frames;
-    for (k, clip) in clips.iter().enumerate() {
-        // Clip k of sample `index` draws as sample `index + k * len`: its own plan, the same
-        // for every frame of the clip.
-        let key = index + k * video.samples();
-        let drawn: SamplePlan = shared
-            .plan
-            .sample(shared.seed, epoch, key, (w, h), None)
-            .map_err(SampleErrorKind::Augment)?;
-        super::cpu::fits(shared, &drawn, (w, h))?;
-        let (oh, ow) = drawn.pixels.size;
-        let resampler = s.resampler.get_or_insert_with(|| Resampler::new(oh, ow));
-        resampler.set_size(oh, ow);
-        for (t, &position) in clip.iter().enumerate() {
-            let rgb = s
-                .frames
-                .get(&v.order[position])
-                .ok_or(SampleErrorKind::Video(VideoError::Missing {
-                    wanted: wanted.len(),
-                    got: s.frames.len(),
-                }))?;
-            let source: &[u8] = if drawn.pre.is_empty() {
-                rgb
-            } else {
-                s.whole.clear();
-                s.whole.extend_from_slice(rgb);
-                augment::apply(&drawn.pre, &mut s.whole, h as usize, w as usize, &mut s.ops);
-                &s.whole
-            };
-            let resized = resampler
-                .run_with(source, w, h, &drawn.crop, drawn.interpolation)
-                .map_err(SampleErrorKind::Augment)?;
-            shared.stage.ops(resized, &drawn.pixels, &mut s.ops);
-            if video.spec.channels_first {
-                // Plane c of frame t of clip k: at ((k * C + c) * T + t) planes.
-                s.planes.resize(frame_bytes, 0);
-                shared.stage.write(resized, &drawn.pixels, &mut s.planes);
-                let plane = frame_bytes / 3;
-                for (c, bytes) in s.planes.chunks_exact(plane).enumerate() {
-                    let at = ((k * 3 + c) * per_clip + t) * plane;
-                    slot[at..at + plane].copy_from_slice(bytes);
-                }
-            } else {
-                let at = (k * per_clip + t) * frame_bytes;
-                shared
-                    .stage
-                    .write(resized, &drawn.pixels, &mut slot[at..at + frame_bytes]);
-            }
-        }
     }
-    c.add(Stage::Augment, t2.elapsed());
-    c.samples.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    Ok(())
+}
+
+fn clips_error(e: ClipsError) -> SampleErrorKind {
+    match e {
+        ClipsError::Video(e) => failure(e),
+        ClipsError::Augment(e) => SampleErrorKind::Augment(e),
+    }
+}
+
+impl VideoShared {
+    /// Sample `index`'s clips for `epoch`, drawn: the video's frames each clip keeps, the runs
+    /// that decode them, and each clip's plan drawn from the video's size (clip `k` draws as
+    /// sample `index + k * samples`).
+    fn job(&self, shared: &Shared, index: usize, epoch: u64) -> Result<ClipsJob, SampleErrorKind> {
+        let v = self.indexed(shared, self.video_of(index))?;
+        let clips = match &self.windows {
+            Some(w) => {
+                let (at, clip) = w.locate(index);
+                let (frames, fps) = w.videos[at];
+                let frames = w.spec.clip(frames, fps, clip).ok_or_else(|| {
+                    SampleErrorKind::Video(VideoError::Clips(ClipError::Range(format!(
+                        "clip {clip} is past the video's last"
+                    ))))
+                })?;
+                vec![frames]
+            }
+            None => self
+                .spec
+                .sampler
+                .sample(&v.timeline, shared.seed, epoch, index as u64)
+                .map_err(|e| SampleErrorKind::Video(VideoError::Clips(e)))?,
+        };
+        // Presentation positions to decode-order frames.
+        let clips: Vec<Vec<usize>> = clips
+            .iter()
+            .map(|clip| clip.iter().map(|&p| v.order[p]).collect())
+            .collect();
+        let wanted: Vec<usize> = clips.iter().flatten().copied().collect();
+        let plan = DecodePlan::new(&v.index, &wanted);
+        let size = v.index.size;
+        let drawn = (0..clips.len())
+            .map(|k| {
+                let drawn = shared
+                    .plan
+                    .sample(shared.seed, epoch, index + k * self.samples(), size, None)
+                    .map_err(SampleErrorKind::Augment)?;
+                super::cpu::fits(shared, &drawn, size)?;
+                Ok(drawn)
+            })
+            .collect::<Result<Vec<SamplePlan>, SampleErrorKind>>()?;
+        Ok(ClipsJob {
+            index: v.index,
+            plan,
+            clips,
+            drawn,
+            frames: self.frames,
+            channels_first: self.spec.channels_first,
+        })
+    }
 }

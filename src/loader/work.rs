@@ -112,10 +112,10 @@ fn fill_slot(shared: &Shared, scratch: &mut Scratch, job: &Job) {
             index
         }
         Ok(Filled::Hw(h)) => {
-            let (index, label) = (h.index, shared.source.entries()[h.index].label);
+            let (index, label) = (h.index, shared.entry(h.index).label);
             // The boxes are the plan's, whichever path decodes the pixels; the plan stays
             // whole with the sample, for a fallback.
-            write_label(shared, index, label, h.plan.detect.as_ref(), slot.label);
+            write_label(shared, index, label, h.detect(), slot.label);
             lock(&batch.hw).push(HwSlot {
                 slot: job.slot,
                 ..h

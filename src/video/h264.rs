@@ -208,8 +208,52 @@ impl H264Decoder {
         plan: &DecodePlan,
         emit: &mut dyn FnMut(Picture<'_>),
     ) -> Result<DecodeCounts, VideoFailure> {
+        self.decode_from(
+            &mut |at, buf| file.read_exact_at(buf, at),
+            index,
+            plan,
+            emit,
+        )
+    }
+
+    /// [`H264Decoder::decode_typed`] from the runs' bytes as [`DecodePlan::spans`] lays them
+    /// out, one after the other in `bytes` (what the media engine is given in device memory).
+    ///
+    /// # Errors
+    /// As [`H264Decoder::decode_typed`]; bytes shorter than the spans are an I/O error.
+    pub fn decode_spans(
+        &mut self,
+        bytes: &[u8],
+        index: &VideoIndex,
+        plan: &DecodePlan,
+        emit: &mut dyn FnMut(Picture<'_>),
+    ) -> Result<DecodeCounts, VideoFailure> {
+        let mut at = 0usize;
+        let mut next = |_: u64, buf: &mut [u8]| {
+            let part = bytes.get(at..at + buf.len()).ok_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "the runs' bytes end before the plan's spans",
+                )
+            })?;
+            buf.copy_from_slice(part);
+            at += buf.len();
+            Ok(())
+        };
+        self.decode_from(&mut next, index, plan, emit)
+    }
+
+    /// The decode, each run's span read by `read(offset, buffer)`.
+    fn decode_from(
+        &mut self,
+        read: &mut dyn FnMut(u64, &mut [u8]) -> std::io::Result<()>,
+        index: &VideoIndex,
+        plan: &DecodePlan,
+        emit: &mut dyn FnMut(Picture<'_>),
+    ) -> Result<DecodeCounts, VideoFailure> {
         let mut counts = DecodeCounts::default();
-        for (k, run) in plan.runs.iter().enumerate() {
+        let spans = plan.spans(index);
+        for (k, (run, &(from, to))) in plan.runs.iter().zip(&spans).enumerate() {
             // OpenH264 does not take a new stream after the end of the last one (its picture
             // buffers stay held: "out of memory" a few frames in): a fresh decoder per run.
             if k > 0 || self.ended {
@@ -218,18 +262,10 @@ impl H264Decoder {
             }
             self.ended = true;
             let frames = &index.frames[run.first..=run.last];
-            // One read covering the run (a track's samples are mostly contiguous; another
-            // track's samples interleaved between them are read and skipped).
-            let start = frames.iter().map(|f| f.offset).min().unwrap_or(0);
-            let end = frames
-                .iter()
-                .map(|f| f.offset + u64::from(f.len))
-                .max()
-                .unwrap_or(0);
             self.data.clear();
-            self.data.resize((end - start) as usize, 0);
-            file.read_exact_at(&mut self.data, start)?;
-            counts.bytes += end - start;
+            self.data.resize((to - from) as usize, 0);
+            read(from, &mut self.data)?;
+            counts.bytes += to - from;
             let mut seen = 0usize;
             let keep = &run.keep;
             let mut pass = |p: Picture<'_>| {
@@ -242,7 +278,7 @@ impl H264Decoder {
             let mut skipped = 0;
             for (k, f) in frames.iter().enumerate() {
                 let frame = run.first + k;
-                let at = (f.offset - start) as usize;
+                let at = (f.offset - from) as usize;
                 let sample = &self.data[at..at + f.len as usize];
                 // A frame nobody keeps and nothing refers to need not be decoded at all.
                 if keep.binary_search(&frame).is_err()

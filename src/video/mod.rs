@@ -14,6 +14,7 @@ mod make;
 mod mp4;
 mod plan;
 mod read;
+mod render;
 mod write;
 
 pub use cache::{
@@ -28,4 +29,5 @@ pub use make::{default_video_dataset, make_video_dataset, VideoSetSpec};
 pub use mp4::{Codec, Frame, VideoError, VideoFailure, VideoIndex};
 pub use plan::{DecodePlan, Run};
 pub use read::{frame_count_and_fps, read_frames, Frames};
+pub use render::{Bitstream, ClipsError, ClipsJob, ClipsScratch};
 pub use write::{Mp4Writer, WriteError};

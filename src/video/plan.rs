@@ -69,6 +69,25 @@ impl DecodePlan {
     pub fn kept(&self) -> usize {
         self.runs.iter().map(|r| r.keep.len()).sum()
     }
+
+    /// The bytes of the file each run reads, `[start, end)`, in run order: one read covering
+    /// the run's frames (a track's samples are mostly contiguous; another track's samples
+    /// interleaved between them are read and skipped).
+    pub fn spans(&self, index: &VideoIndex) -> Vec<(u64, u64)> {
+        self.runs
+            .iter()
+            .map(|run| {
+                let frames = &index.frames[run.first..=run.last];
+                let start = frames.iter().map(|f| f.offset).min().unwrap_or(0);
+                let end = frames
+                    .iter()
+                    .map(|f| f.offset + u64::from(f.len))
+                    .max()
+                    .unwrap_or(0);
+                (start, end)
+            })
+            .collect()
+    }
 }
 
 /// Where decoding `frame` must start: its keyframe, or an earlier one for a leading picture.

@@ -591,3 +591,113 @@ fn channels_first_clips_hold_each_frames_planes_at_their_time_position() {
         }
     }
 }
+
+#[test]
+fn the_media_engine_gives_the_host_paths_clips_byte_for_byte_on_device_and_host_batches() {
+    // Gaudi's VideoDecoder: the runs' compressed bytes cross to the device and the engine
+    // decodes, resizes and crops there. Same clips, same bytes as the host path.
+    use hpuload::{Backend, Placement, Stage};
+    let dir = video_folder();
+    let run = |backend, placement| {
+        let mut loader = Loader::builder(VideoFolder::open(dir.path()).unwrap())
+            .batch_size(2)
+            .workers(2)
+            .seed(8)
+            .backend(backend)
+            .placement(placement)
+            .pipeline(pipeline(TRAIN))
+            .output(Dtype::F32, Layout::Nchw)
+            .video(VideoSpec {
+                channels_first: true,
+                ..clips(4, 2)
+            })
+            .build()
+            .unwrap();
+        let batches: Vec<_> = loader
+            .epoch(1)
+            .map(|b| {
+                let (images, labels, indices, _) = host(&b.unwrap());
+                (images, labels, indices)
+            })
+            .collect();
+        (batches, loader.report())
+    };
+    let (cpu, cpu_report) = run(Backend::Cpu, Placement::Device);
+    assert_eq!(cpu_report.hw_samples, 0);
+    for placement in [Placement::Device, Placement::Host] {
+        let (hw, report) = run(Backend::Hw, placement);
+        assert_eq!(hw, cpu, "{placement:?}");
+        assert_eq!(report.hw_samples, 4, "every clip on the engine");
+        assert!(report.stages.get(Stage::DecodeVideoEngine) > std::time::Duration::ZERO);
+        assert_eq!(
+            report.stages.get(Stage::DecodeVideo),
+            std::time::Duration::ZERO
+        );
+        assert_eq!(report.frames_decoded, cpu_report.frames_decoded);
+    }
+}
+
+#[test]
+fn torchvisions_video_clips_make_each_window_a_sample_labelled_by_its_video() {
+    use hpuload::video::WindowClips;
+    let dir = video_folder();
+    let windows = WindowClips {
+        frames_per_clip: 4,
+        step: 3,
+        frame_rate: Some(15.0),
+        metadata: None,
+    };
+    let mut loader = Loader::builder(VideoFolder::open(dir.path()).unwrap())
+        .batch_size(3)
+        .workers(2)
+        .pipeline(pipeline(TRAIN))
+        .output(Dtype::U8, Layout::Nchw)
+        .video(VideoSpec {
+            sampler: ClipSampler::Windows(windows.clone()),
+            channels_first: false,
+        })
+        .build()
+        .unwrap();
+    // Each video's windows at its own average rate (the index's), laid end to end.
+    let mut want_labels = Vec::new();
+    for (k, entry) in VideoFolder::open(dir.path())
+        .unwrap()
+        .entries()
+        .iter()
+        .enumerate()
+    {
+        let index = VideoIndex::open(&entry.path).unwrap();
+        let timeline = hpuload::video::Timeline::of(&index);
+        let n = windows.count(timeline.len(), timeline.average_fps().unwrap());
+        want_labels.extend(std::iter::repeat_n(if k < 2 { 0 } else { 1 }, n));
+    }
+    assert_eq!(loader.dataset_len(), want_labels.len());
+    let mut labels = vec![-1; want_labels.len()];
+    for batch in loader.epoch(0) {
+        let (_, got, indices, valid) = host(&batch.unwrap());
+        for (label, index) in got.iter().zip(&indices).take(valid) {
+            labels[*index] = *label;
+        }
+    }
+    assert_eq!(labels, want_labels);
+
+    // Metadata that disagrees with a video's tables is refused, naming the video.
+    let wrong = WindowClips {
+        metadata: Some(vec![(30, 25.0), (11, 25.0), (16, 25.0), (20, 25.0)]),
+        ..windows
+    };
+    let refused = Loader::builder(VideoFolder::open(dir.path()).unwrap())
+        .pipeline(pipeline(TRAIN))
+        .video(VideoSpec {
+            sampler: ClipSampler::Windows(wrong),
+            channels_first: false,
+        })
+        .build()
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        refused.contains("vfr.mp4") && refused.contains("counts 11 frames"),
+        "{refused}"
+    );
+}

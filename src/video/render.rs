@@ -1,0 +1,182 @@
+//! A video sample's clips, once drawn ([`ClipsJob`]): decoded and written into the sample's
+//! slot. The same code runs in a loader's worker (the host path, reading the file) and on the
+//! media engine (the device path, from the runs' bytes in device memory), so the two paths give
+//! the same output by construction.
+//!
+//! Frame `t` of clip `c` is written at frame position `c * per_clip + t` of the slot, or, with
+//! channels first, plane `ch` of it at plane `(c * 3 + ch) * per_clip + t`.
+
+use std::collections::HashMap;
+use std::fs::File;
+
+use super::{colour, DecodeCounts, DecodePlan, H264Decoder, VideoError, VideoFailure, VideoIndex};
+use crate::augment::{self, AugmentError, PixelStage, Resampler, SamplePlan, Scratch};
+
+/// What a video sample's decode needs once its clips are drawn.
+#[derive(Debug)]
+pub struct ClipsJob {
+    /// The video's frame index (its configuration, and where each frame's bytes lie).
+    pub index: VideoIndex,
+    /// The runs that decode every frame the clips keep, each once.
+    pub plan: DecodePlan,
+    /// Each clip's frames, as decode-order indices.
+    pub clips: Vec<Vec<usize>>,
+    /// Each clip's drawn plan (window, filter, pixel ops), applied to every frame of the clip.
+    pub drawn: Vec<SamplePlan>,
+    /// Frames in the slot: clips times frames per clip.
+    pub frames: usize,
+    /// Each clip is `[C, T, H, W]` instead of `[T, C, H, W]`.
+    pub channels_first: bool,
+}
+
+/// Where a job's compressed bytes come from.
+#[derive(Clone, Copy)]
+pub enum Bitstream<'a> {
+    /// The video file (the host path).
+    File(&'a File),
+    /// The runs' spans one after the other ([`DecodePlan::spans`]): what crosses to the device.
+    Spans(&'a [u8]),
+}
+
+/// Why a job's clips could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum ClipsError {
+    /// Reading or decoding the video.
+    #[error(transparent)]
+    Video(#[from] VideoFailure),
+    /// Resampling a frame.
+    #[error(transparent)]
+    Augment(#[from] AugmentError),
+}
+
+/// A decoder and the buffers of one thread's video samples (a worker's, or an engine's), kept
+/// between samples.
+#[derive(Default)]
+pub struct ClipsScratch {
+    /// The decoder and the `avcC` record it was started with: reused while videos share it.
+    decoder: Option<(Vec<u8>, H264Decoder)>,
+    /// Decoded frames (decode-order index -> RGB), and spare buffers.
+    frames: HashMap<usize, Vec<u8>>,
+    spare: Vec<Vec<u8>>,
+    /// A frame's copy when the plan runs ops on the whole frame first.
+    whole: Vec<u8>,
+    /// One output frame, before its channel planes go to their places (channels first).
+    planes: Vec<u8>,
+    resampler: Option<Resampler>,
+    ops: Scratch,
+}
+
+impl ClipsJob {
+    /// How many bytes the device path ships: the plan's spans' lengths.
+    pub fn spans_len(&self) -> usize {
+        self.plan
+            .spans(&self.index)
+            .iter()
+            .map(|&(start, end)| (end - start) as usize)
+            .sum()
+    }
+
+    /// Reads the plan's spans one after the other into `out` ([`ClipsJob::spans_len`] bytes
+    /// long): what crosses to the device.
+    ///
+    /// # Errors
+    /// The file cannot be read.
+    pub fn read_spans(&self, file: &File, out: &mut [u8]) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let mut at = 0;
+        for (start, end) in self.plan.spans(&self.index) {
+            let len = (end - start) as usize;
+            file.read_exact_at(&mut out[at..at + len], start)?;
+            at += len;
+        }
+        Ok(())
+    }
+
+    /// Decodes every frame the clips keep (each once) into `s`, converted to RGB.
+    ///
+    /// # Errors
+    /// [`VideoFailure`] naming the frame (the next decode starts a fresh OpenH264 anyway).
+    pub fn decode(
+        &self,
+        bytes: Bitstream<'_>,
+        s: &mut ClipsScratch,
+    ) -> Result<DecodeCounts, VideoFailure> {
+        let config = &self.index.config;
+        // The decoder (its configuration and buffers; OpenH264 itself starts afresh for each
+        // run) is kept while videos share their parameter sets (one encoder's output).
+        let decoder = match &mut s.decoder {
+            Some((kept, d)) if kept == config => d,
+            slot => {
+                let d = H264Decoder::new_typed(&self.index)?;
+                &mut slot.insert((config.clone(), d)).1
+            }
+        };
+        let (frames, spare) = (&mut s.frames, &mut s.spare);
+        spare.extend(frames.drain().map(|(_, b)| b));
+        let mut emit = |p: super::Picture<'_>| {
+            let mut rgb = spare.pop().unwrap_or_default();
+            colour::to_rgb(&p, &mut rgb);
+            frames.insert(p.frame, rgb);
+        };
+        match bytes {
+            Bitstream::File(file) => decoder.decode_typed(file, &self.index, &self.plan, &mut emit),
+            Bitstream::Spans(bytes) => {
+                decoder.decode_spans(bytes, &self.index, &self.plan, &mut emit)
+            }
+        }
+    }
+
+    /// Writes the decoded frames of every clip into `slot` through the clip's plan: its ops on
+    /// the whole frame, its window resampled, its pixel ops, then `stage`'s flip, normalize,
+    /// cast and layout.
+    ///
+    /// # Errors
+    /// A kept frame that did not come out of the decode, or a window the resampler refuses.
+    pub fn write(
+        &self,
+        stage: &PixelStage,
+        s: &mut ClipsScratch,
+        slot: &mut [u8],
+    ) -> Result<(), ClipsError> {
+        let (w, h) = self.index.size;
+        let per_clip = self.clips.first().map_or(1, Vec::len);
+        let frame_bytes = slot.len() / self.frames;
+        for (k, (clip, drawn)) in self.clips.iter().zip(&self.drawn).enumerate() {
+            let (oh, ow) = drawn.pixels.size;
+            let resampler = s.resampler.get_or_insert_with(|| Resampler::new(oh, ow));
+            resampler.set_size(oh, ow);
+            for (t, frame) in clip.iter().enumerate() {
+                let rgb = s
+                    .frames
+                    .get(frame)
+                    .ok_or(VideoFailure::Video(VideoError::Missing {
+                        wanted: self.plan.kept(),
+                        got: s.frames.len(),
+                    }))?;
+                let source: &[u8] = if drawn.pre.is_empty() {
+                    rgb
+                } else {
+                    s.whole.clear();
+                    s.whole.extend_from_slice(rgb);
+                    augment::apply(&drawn.pre, &mut s.whole, h as usize, w as usize, &mut s.ops);
+                    &s.whole
+                };
+                let resized = resampler.run_with(source, w, h, &drawn.crop, drawn.interpolation)?;
+                stage.ops(resized, &drawn.pixels, &mut s.ops);
+                if self.channels_first {
+                    s.planes.resize(frame_bytes, 0);
+                    stage.write(resized, &drawn.pixels, &mut s.planes);
+                    let plane = frame_bytes / 3;
+                    for (c, bytes) in s.planes.chunks_exact(plane).enumerate() {
+                        let at = ((k * 3 + c) * per_clip + t) * plane;
+                        slot[at..at + plane].copy_from_slice(bytes);
+                    }
+                } else {
+                    let at = (k * per_clip + t) * frame_bytes;
+                    stage.write(resized, &drawn.pixels, &mut slot[at..at + frame_bytes]);
+                }
+            }
+        }
+        Ok(())
+    }
+}
