@@ -19,7 +19,7 @@ use crate::hpu::{
 use crate::pinned::PinnedBuffer;
 use crate::stage::Stage;
 use crate::tensor::Placement;
-use crate::video::{ClipsError, VideoFailure};
+use crate::video::{ClipsError, DecodeCounts, VideoFailure};
 use crate::{Error, SampleError, SampleErrorKind};
 
 /// One media-engine job's share of its batch. Dropping it counts the batch down (the last one
@@ -129,6 +129,8 @@ pub(super) fn submit(guard: EngineJob, mut h: HwSlot) -> Result<(), HpuError> {
                 Ok(times) => {
                     let stages = match times.frames {
                         Some(counts) => {
+                            // The host read the runs' bytes (counted when it routed them).
+                            let counts = DecodeCounts { bytes: 0, ..counts };
                             super::video::count(&guard.shared, &counts);
                             (Stage::DecodeVideoEngine, Stage::AugmentEngine)
                         }

@@ -1,0 +1,98 @@
+"""torchvision's video classification reference's training loader, as its train.py builds it,
+on torch's DataLoader or on hpuload's drop-in (only the import differs).
+
+    python benches/peers/kinetics_loader.py ROOT --loader torch|hpuload [--epochs 2]
+
+ROOT holds `train/<class>/<video>.mp4` (Kinetics' layout). The dataset is
+`torchvision.datasets.Kinetics(frames_per_clip=16, step_between_clips=1, frame_rate=15)` with
+the reference's `VideoClassificationPresetTrain(crop_size=(112, 112), resize_size=(128, 171))`
+(its own classes, restated here), `RandomClipSampler(clips_per_video=5)`, batches of 8, 2
+workers and the reference's audio-dropping `collate_fn`. torch's side decodes with torchcodec
+(FFmpeg's shared libraries). Prints clips/s per epoch after one warm-up epoch, and the median.
+"""
+
+import argparse
+import statistics
+import time
+
+import torch
+import torchvision
+import torchvision.transforms as T
+from torch.utils.data.dataloader import default_collate
+from torchvision.datasets.samplers import RandomClipSampler
+
+
+class ConvertBCHWtoCBHW(torch.nn.Module):
+    def forward(self, vid):
+        return vid.permute(1, 0, 2, 3)
+
+
+class VideoClassificationPresetTrain:
+    def __init__(self, *, crop_size, resize_size, mean=(0.43216, 0.394666, 0.37645), std=(0.22803, 0.22145, 0.216989)):
+        self.transforms = T.Compose(
+            [
+                T.ConvertImageDtype(torch.float32),
+                T.Resize(resize_size, antialias=False),
+                T.RandomHorizontalFlip(0.5),
+                T.Normalize(mean=mean, std=std),
+                T.RandomCrop(crop_size),
+                ConvertBCHWtoCBHW(),
+            ]
+        )
+
+    def __call__(self, x):
+        return self.transforms(x)
+
+
+def collate_fn(batch):
+    batch = [(d[0], d[2]) for d in batch]
+    return default_collate(batch)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("root")
+    p.add_argument("--loader", choices=["torch", "hpuload"], required=True)
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--workers", type=int, default=2)
+    args = p.parse_args()
+    if args.loader == "hpuload":
+        from hpuload.torch import DataLoader
+    else:
+        from torch.utils.data import DataLoader
+
+    t = time.perf_counter()
+    dataset = torchvision.datasets.Kinetics(
+        args.root,
+        frames_per_clip=16,
+        num_classes="400",
+        split="train",
+        step_between_clips=1,
+        frame_rate=15,
+        transform=VideoClassificationPresetTrain(crop_size=(112, 112), resize_size=(128, 171)),
+        extensions=("avi", "mp4"),
+        output_format="TCHW",
+        num_workers=args.workers,
+    )
+    built = time.perf_counter() - t
+    sampler = RandomClipSampler(dataset.video_clips, 5)
+    t = time.perf_counter()
+    loader = DataLoader(
+        dataset, batch_size=args.batch, sampler=sampler, num_workers=args.workers, pin_memory=True, collate_fn=collate_fn
+    )
+    print(f"{args.loader}: dataset {built:.1f} s, loader {time.perf_counter() - t:.2f} s, {len(sampler)} clips an epoch")
+    rates = []
+    for epoch in range(args.epochs + 1):
+        t, clips = time.perf_counter(), 0
+        for video, target in loader:
+            clips += video.shape[0]
+        rate = clips / (time.perf_counter() - t)
+        print(f"epoch {epoch}{' (warm-up)' if epoch == 0 else ''}: {rate:.1f} clips/s, batch {tuple(video.shape)}")
+        if epoch:
+            rates.append(rate)
+    print(f"{args.loader} median {statistics.median(rates):.1f} clips/s")
+
+
+if __name__ == "__main__":
+    main()
