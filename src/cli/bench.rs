@@ -52,23 +52,8 @@ pub struct BenchArgs {
     /// stops (a damaged dataset can be measured with a raised budget).
     #[arg(long, value_name = "FRACTION", default_value_t = 0.01)]
     pub error_budget: f64,
-    /// Video: `--data` is a folder of class folders of H.264 MP4/MOV files (default: the
-    /// built-in clips, `make-dataset --video`'s, made on first use), and each sample is clips
-    /// of one video (torchcodec's `clips_at_random_indices`), every frame of a clip through one
-    /// drawn plan of the pipeline. Reports clips/s, frames/s and the frames decoded only to
-    /// reach a kept one.
-    #[arg(long)]
-    pub video: bool,
-    /// With --video: frames per clip.
-    #[arg(long, default_value_t = 16, requires = "video")]
-    pub frames_per_clip: usize,
-    /// With --video: frame indices from one frame of a clip to the next (torchcodec's
-    /// `num_indices_between_frames`).
-    #[arg(long, default_value_t = 1, requires = "video")]
-    pub frame_step: usize,
-    /// With --video: clips per video.
-    #[arg(long, default_value_t = 1, requires = "video")]
-    pub clips: usize,
+    #[command(flatten)]
+    pub video: super::VideoArgs,
 }
 
 /// `--layout`.
@@ -113,8 +98,8 @@ pub fn run(args: &BenchArgs) -> Result<(), Error> {
         Some(ms) => Some(Duration::from_secs_f64(ms / 1e3)),
         None => None,
     };
-    let (pipeline, builder, origin) = if args.video {
-        video_builder(args)?
+    let (pipeline, builder, origin) = if args.video.video {
+        args.video.open(&args.data)?
     } else {
         args.data.open()?
     };
@@ -123,7 +108,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Error> {
         LayoutArg::Nchw => Layout::Nchw,
         LayoutArg::Nhwc => Layout::Nhwc,
     };
-    let batch = args.batch.unwrap_or(if args.video { 8 } else { 256 });
+    let batch = args.batch.unwrap_or(if args.video.video { 8 } else { 256 });
     let workers = args
         .workers
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -157,7 +142,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Error> {
          output {dtype:?} {layout:?} {size}, pinned: {}",
         origin.display(),
         loader.dataset_len(),
-        if args.video { "videos" } else { "images" },
+        if args.video.video { "videos" } else { "images" },
         pipeline.name,
         args.data.backend.name(),
         batch,
@@ -210,8 +195,8 @@ pub fn run(args: &BenchArgs) -> Result<(), Error> {
         let wall = start.elapsed();
         bar.finish_and_clear();
         let after = loader.report();
-        if args.video {
-            let frames = images * (args.frames_per_clip * args.clips) as u64;
+        if args.video.video {
+            let frames = images * (args.video.frames_per_clip * args.video.clips) as u64;
             let decoded = after.frames_decoded - before.frames_decoded;
             let discarded = after.frames_discarded - before.frames_discarded;
             let skipped = after.frames_skipped - before.frames_skipped;
@@ -219,7 +204,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Error> {
                 "  video: {:.1} clips/s, {:.0} frames/s kept; {decoded} frames decoded, \
                  {discarded} of them ({:.0}%) only to reach a kept one; {skipped} passed over \
                  undecoded (not kept, not referred to)",
-                images as f64 * args.clips as f64 / wall.as_secs_f64(),
+                images as f64 * args.video.clips as f64 / wall.as_secs_f64(),
                 frames as f64 / wall.as_secs_f64(),
                 100.0 * discarded as f64 / decoded.max(1) as f64,
             );
@@ -270,35 +255,6 @@ pub fn run(args: &BenchArgs) -> Result<(), Error> {
         println!("report written to {}", path.display());
     }
     Ok(())
-}
-
-/// `--video`: a video folder with clips as the flags say, the pipeline, backend and seed set.
-fn video_builder(
-    args: &BenchArgs,
-) -> Result<(hpuload::Pipeline, hpuload::LoaderBuilder, PathBuf), Error> {
-    use hpuload::video::{ClipSampler, IndexClips};
-    let d = &args.data;
-    // Without --data, the built-in clips (made on first use, as the built-in images are).
-    let dir = match &d.data {
-        Some(dir) => dir.clone(),
-        None => hpuload::video::default_video_dataset()?,
-    };
-    let pipeline = hpuload::pipelines::resolve(&d.pipeline)?;
-    let spec = hpuload::VideoSpec {
-        sampler: ClipSampler::RandomIndices(IndexClips {
-            num_clips: args.clips,
-            frames_per_clip: args.frames_per_clip,
-            between: args.frame_step,
-            ..IndexClips::default()
-        }),
-        channels_first: false,
-    };
-    let builder = hpuload::Loader::builder(hpuload::VideoFolder::open(&dir)?)
-        .shuffle(d.seed)
-        .backend(d.backend.backend())
-        .pipeline(pipeline.clone())
-        .video(spec);
-    Ok((pipeline, builder, dir))
 }
 
 /// A progress bar on a terminal (stderr); hidden otherwise, where the per-epoch lines suffice.

@@ -360,3 +360,56 @@ fn make_videos(
     );
     Ok(())
 }
+
+/// The video flags `bench` and `preview` share.
+#[derive(clap::Args, Debug)]
+pub struct VideoArgs {
+    /// Video: `--data` is a folder of class folders of H.264 MP4/MOV files (default: the
+    /// built-in clips, `make-dataset --video`'s, made on first use), and each sample is clips
+    /// of one video (torchcodec's `clips_at_random_indices`), every frame of a clip through one
+    /// drawn plan of the pipeline.
+    #[arg(long)]
+    pub video: bool,
+    /// With --video: frames per clip.
+    #[arg(long, default_value_t = 16, requires = "video")]
+    pub frames_per_clip: usize,
+    /// With --video: frame indices from one frame of a clip to the next (torchcodec's
+    /// `num_indices_between_frames`).
+    #[arg(long, default_value_t = 1, requires = "video")]
+    pub frame_step: usize,
+    /// With --video: clips per video.
+    #[arg(long, default_value_t = 1, requires = "video")]
+    pub clips: usize,
+}
+
+impl VideoArgs {
+    /// A video folder with clips as the flags say, the pipeline, backend and seed set from
+    /// `data`: the pipeline, the builder and the folder.
+    pub fn open(
+        &self,
+        data: &DataArgs,
+    ) -> Result<(hpuload::Pipeline, hpuload::LoaderBuilder, PathBuf), Error> {
+        use hpuload::video::{ClipSampler, IndexClips};
+        // Without --data, the built-in clips (made on first use, as the built-in images are).
+        let dir = match &data.data {
+            Some(dir) => dir.clone(),
+            None => hpuload::video::default_video_dataset()?,
+        };
+        let pipeline = hpuload::pipelines::resolve(&data.pipeline)?;
+        let spec = hpuload::VideoSpec {
+            sampler: ClipSampler::RandomIndices(IndexClips {
+                num_clips: self.clips,
+                frames_per_clip: self.frames_per_clip,
+                between: self.frame_step,
+                ..IndexClips::default()
+            }),
+            channels_first: false,
+        };
+        let builder = hpuload::Loader::builder(hpuload::VideoFolder::open(&dir)?)
+            .shuffle(data.seed)
+            .backend(data.backend.backend())
+            .pipeline(pipeline.clone())
+            .video(spec);
+        Ok((pipeline, builder, dir))
+    }
+}

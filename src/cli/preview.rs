@@ -14,15 +14,18 @@ use super::DataArgs;
 pub struct PreviewArgs {
     #[command(flatten)]
     pub data: DataArgs,
-    /// Images on the sheet (one batch).
-    #[arg(long, default_value_t = 16)]
-    pub batch: usize,
+    /// Images on the sheet (one batch; default 16, or 4 videos with --video).
+    #[arg(long)]
+    pub batch: Option<usize>,
     /// Which epoch's first batch to show (the shuffle and augmentation depend on it).
     #[arg(long, default_value_t = 0)]
     pub epoch: u64,
     /// Output PNG file.
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
+    /// With --video, each clip is a row of its frames.
+    #[command(flatten)]
+    pub video: super::VideoArgs,
 }
 
 /// Height of the label strip under each image.
@@ -34,8 +37,12 @@ const MAX_SIDE: usize = 400;
 
 /// Renders the sheet.
 pub fn run(args: &PreviewArgs) -> Result<(), Error> {
-    if args.batch == 0 {
+    let batch_size = args.batch.unwrap_or(if args.video.video { 4 } else { 16 });
+    if batch_size == 0 {
         return Err(Error::config("--batch", "--batch must be at least 1"));
+    }
+    if args.video.video {
+        return run_video(args, batch_size);
     }
     let (pipeline, builder, _) = args.data.open()?;
     let normalize = pipeline.ops.iter().find_map(|op| match op {
@@ -44,7 +51,7 @@ pub fn run(args: &PreviewArgs) -> Result<(), Error> {
     });
     // f32 NHWC reads back exactly what the model gets, in an easy layout.
     let mut loader = builder
-        .batch_size(args.batch)
+        .batch_size(batch_size)
         .prefetch(0)
         .output(Dtype::F32, Layout::Nhwc)
         .build()?;
@@ -169,12 +176,7 @@ pub fn run(args: &PreviewArgs) -> Result<(), Error> {
         };
         draw_text(&mut sheet, x0, y0 + h + 2, w, &text);
     }
-    sheet
-        .save_with_format(&args.out, image::ImageFormat::Png)
-        .map_err(|e| Error::Io {
-            path: args.out.clone(),
-            source: std::io::Error::other(e),
-        })?;
+    save(&sheet, &args.out)?;
     let size = match size {
         OutputSize::Fixed([h, w]) => format!("{h}x{w}"),
         OutputSize::PerSample { .. } => "their own sizes".into(),
@@ -187,6 +189,95 @@ pub fn run(args: &PreviewArgs) -> Result<(), Error> {
         args.epoch
     );
     Ok(())
+}
+
+/// `hpuload preview --video`: the first batch's clips, each a row of its frames (left to right
+/// in time), de-normalized, its class and clip number under its first frame.
+fn run_video(args: &PreviewArgs, batch_size: usize) -> Result<(), Error> {
+    let (pipeline, builder, _) = args.video.open(&args.data)?;
+    let normalize = pipeline.ops.iter().find_map(|op| match op {
+        Op::Normalize(n) => Some((n.mean, n.std)),
+        _ => None,
+    });
+    let mut loader = builder
+        .batch_size(batch_size)
+        .prefetch(0)
+        .output(Dtype::F32, Layout::Nhwc)
+        .build()?;
+    let [h, w] = match loader.output().2 {
+        OutputSize::Fixed(hw) => hw.map(|d| d as usize),
+        OutputSize::PerSample { .. } => unreachable!("a video loader's frames have one size"),
+    };
+    let classes = loader.classes().to_vec();
+    let batch = loader
+        .epoch(args.epoch)
+        .next()
+        .ok_or_else(|| Error::config("--data", "the epoch has no batch"))??;
+    let pixels: Vec<f32> = batch
+        .images
+        .to_host()?
+        .chunks_exact(4)
+        .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    let labels: Vec<i64> = batch
+        .labels
+        .to_host()?
+        .chunks_exact(8)
+        .map(|b| i64::from_ne_bytes(b.try_into().expect("8 bytes")))
+        .collect();
+    let (t, clips) = (args.video.frames_per_clip, args.video.clips);
+    let rows = labels.len() * clips;
+    let (cell_w, cell_h) = (w + GAP, h + LABEL_H + GAP);
+    let mut sheet = image::RgbImage::from_pixel(
+        (t * cell_w + GAP) as u32,
+        (rows * cell_h + GAP) as u32,
+        image::Rgb([32, 32, 32]),
+    );
+    let frame = h * w * 3;
+    for row in 0..rows {
+        let (sample, clip) = (row / clips, row % clips);
+        let y0 = GAP + row * cell_h;
+        for k in 0..t {
+            let at = (row * t + k) * frame;
+            let x0 = GAP + k * cell_w;
+            for (i, px) in pixels[at..at + frame].chunks_exact(3).enumerate() {
+                let rgb = std::array::from_fn(|c| {
+                    let v = match normalize {
+                        Some((mean, std)) => px[c] * std[c] + mean[c],
+                        None => px[c],
+                    };
+                    (v * 255.0).round().clamp(0.0, 255.0) as u8
+                });
+                sheet.put_pixel((x0 + i % w) as u32, (y0 + i / w) as u32, image::Rgb(rgb));
+            }
+        }
+        let label = labels[sample];
+        let name = classes
+            .get(label as usize)
+            .cloned()
+            .unwrap_or_else(|| label.to_string());
+        let pad = if sample < batch.valid { "" } else { " (pad)" };
+        let text = format!("{name}, clip {}{pad}", clip + 1);
+        draw_text(&mut sheet, GAP, y0 + h + 2, t * cell_w, &text);
+    }
+    save(&sheet, &args.out)?;
+    println!(
+        "wrote {} ({} clips of {t} frames at {h}x{w}, pipeline {}, epoch {}, first batch)",
+        args.out.display(),
+        rows,
+        pipeline.name,
+        args.epoch
+    );
+    Ok(())
+}
+
+fn save(sheet: &image::RgbImage, out: &std::path::Path) -> Result<(), Error> {
+    sheet
+        .save_with_format(out, image::ImageFormat::Png)
+        .map_err(|e| Error::Io {
+            path: out.to_path_buf(),
+            source: std::io::Error::other(e),
+        })
 }
 
 /// A colour per class, bright enough to see on photographs.

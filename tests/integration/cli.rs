@@ -293,6 +293,40 @@ fn make_dataset_video_writes_clips_that_bench_video_loads_and_indexes_once() {
     };
     bench("(0 from the index file, 3 indexed, 0 failed; saved to");
     bench("(3 from the index file, 0 indexed, 0 failed)");
+
+    // `preview --video`: each clip a row of its frames.
+    let png = out.path().join("clips.png");
+    let shown = hpuload(&[
+        "preview",
+        "--video",
+        "--data",
+        d,
+        "--frames-per-clip",
+        "4",
+        "--frame-step",
+        "2",
+        "--batch",
+        "2",
+        "--pipeline",
+        "resnet50_eval",
+        "--out",
+        png.to_str().unwrap(),
+    ]);
+    assert!(shown.status.success(), "{shown:?}");
+    let sheet = image::open(&png).unwrap().to_rgb8();
+    // 2 rows of 4 cells of 224 x (224 + 12-pixel label), 4-pixel gaps.
+    assert_eq!(sheet.dimensions(), (4 * 228 + 4, 2 * 240 + 4));
+    // The camera moves: a clip's first and last frames differ.
+    let cell = |k: u32| -> Vec<u8> {
+        let x0 = 4 + k * 228;
+        (4..228)
+            .flat_map(|y| (x0..x0 + 224).flat_map(move |x| [x, y]))
+            .collect::<Vec<u32>>()
+            .chunks(2)
+            .flat_map(|p| sheet.get_pixel(p[0], p[1]).0)
+            .collect()
+    };
+    assert_ne!(cell(0), cell(3));
     let refused = hpuload(&["make-dataset", "--video", "--out", d, "--videos", "0"]);
     assert_eq!(refused.status.code(), Some(2));
 }
