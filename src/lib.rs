@@ -63,7 +63,8 @@ pub use sampler::{LastBatch, Shard};
 pub use source::{
     ArrowDataset, CacheOptions, CocoDataset, CocoOptions, Entry, HfOptions, ImageFolder, Listing,
     Manifest, ParquetDataset, ParquetOptions, ReadMode, RemoteOptions, SampleBytes, ShardOptions,
-    Source, StorageReport, VideoFolder, WebDataset, IMAGE_EXTENSIONS, VIDEO_EXTENSIONS,
+    Source, StorageReport, VideoFolder, VideoManifest, WebDataset, IMAGE_EXTENSIONS,
+    VIDEO_EXTENSIONS,
 };
 pub use stage::{RunsOn, Stage, StageTimes};
 pub use tensor::{HostTensor, Placement, Tensor};

@@ -8,7 +8,7 @@ hands batches to torch without a copy, through DLPack. Most users want `hpuload.
 
 from ._hpuload import ErrorBudgetExceeded, LoaderError, SampleError
 from ._hpuload import Loader as _CoreLoader
-from .sources import HFDataset, ImageFolder, Manifest, Parquet, VideoFolder, WebDataset
+from .sources import HFDataset, ImageFolder, Manifest, Parquet, VideoFolder, VideoManifest, WebDataset
 
 __all__ = [
     "ImageFolder",
@@ -17,6 +17,7 @@ __all__ = [
     "HFDataset",
     "Parquet",
     "VideoFolder",
+    "VideoManifest",
     "LoaderError",
     "SampleError",
     "ErrorBudgetExceeded",

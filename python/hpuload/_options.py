@@ -122,6 +122,16 @@ class VideoFolderSource:
 
 
 @dataclass(frozen=True)
+class VideoManifestSource:
+    """Videos listed in a CSV file (Kinetics' annotations, or `path,label[,start,end]`), found
+    under `videos` (default: the CSV's folder)."""
+
+    kind: ClassVar[str] = "video_manifest"
+    path: str
+    videos: str | None = None
+
+
+@dataclass(frozen=True)
 class VideoOptions:
     """How each video's clips are drawn, with torchcodec's sampler names and parameters:
     `sampler` is `random_indices`, `regular_indices` or `random_timestamps`; or
@@ -159,6 +169,7 @@ Source = Union[
     ParquetSource,
     CocoSource,
     VideoFolderSource,
+    VideoManifestSource,
 ]
 
 

@@ -16,6 +16,7 @@ from ._options import (
     ShardSource,
     Storage,
     VideoFolderSource,
+    VideoManifestSource,
     VideoOptions,
 )
 
@@ -154,36 +155,10 @@ class Parquet(_WithPipeline):
         )
 
 
-@dataclass(frozen=True)
-class VideoFolder(_WithPipeline):
-    """Videos (H.264 in MP4/MOV) in class folders, `root/<class>/<video>.mp4` (the Kinetics,
-    UCF101 and HMDB51 layout; torchvision's class order), each sample the clips of one video.
+@dataclass(frozen=True, kw_only=True)
+class _Clips(_WithPipeline):
+    """How a video dataset's clips are drawn and transformed (`VideoFolder`, `VideoManifest`)."""
 
-    The clips are drawn as torchcodec's samplers draw them, with its parameter names:
-    `sampler` is `"random_indices"` (`clips_at_random_indices`), `"regular_indices"` or
-    `"random_timestamps"`; `num_clips` per video, `num_frames_per_clip`,
-    `num_indices_between_frames` (or `seconds_between_frames` for timestamps), the
-    `sampling_range_start`/`end` of clip starts and the `policy` for frames past the end
-    (`"repeat_last"`, `"wrap"`, `"error"`). Draws are keyed by (seed, epoch, index), so an
-    epoch is reproducible and resumes exactly. `sampler="video_clips"` is torchvision's
-    `VideoClips` instead: every window of `num_frames_per_clip` frames, `frames_between_clips`
-    apart, after resampling to `frame_rate`, is a sample of its own (`len()` counts clips).
-
-    `pipeline` (an hpuload pipeline: built-in name, TOML file or dict) or `transform` (a
-    torchvision transform hpuload translates, as for images) is drawn once per clip and
-    applied to each of its frames, as torchvision v2 transforms a video tensor. Batches are
-    `[B, T, C, H, W]` (`[B, num_clips, T, C, H, W]` with several clips), or with
-    `layout="CTHW"` `[B, C, T, H, W]`, what torchvision's video models take.
-
-    Every video is indexed (its frames' timestamps, keyframes and byte ranges, read from its
-    tables) when the loader is built, and the indexes are kept in `index_cache`: by default
-    (`True`) the file `.hpuload-video.idx` in `root`, so the next run, and every other rank,
-    reads one file instead; a path puts it elsewhere (a shared disk when `root` is
-    read-only), `False` keeps none."""
-
-    root: str | os.PathLike
-    pipeline: Any = None
-    transform: Any = None
     sampler: str = "random_indices"
     num_clips: int = 1
     num_frames_per_clip: int = 16
@@ -197,9 +172,6 @@ class VideoFolder(_WithPipeline):
     frames_between_clips: int = 1
     frame_rate: float | None = None
 
-    def _source(self) -> VideoFolderSource:
-        return VideoFolderSource(os.fspath(self.root))
-
     def _video(self) -> VideoOptions:
         # The clip settings are VideoOptions' fields, under the same names.
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(VideoOptions) if hasattr(self, f.name)}
@@ -209,9 +181,67 @@ class VideoFolder(_WithPipeline):
 
     def _pipeline_and_dtype(self) -> tuple[str, str]:
         if (self.pipeline is None) == (self.transform is None):
-            raise TypeError("VideoFolder needs exactly one of pipeline= and transform=")
+            raise TypeError(f"{type(self).__name__} needs exactly one of pipeline= and transform=")
         if self.transform is not None:
             from ._transforms import translate
 
             return translate(self.transform)
         return _pipeline(self.pipeline), "f32"
+
+
+@dataclass(frozen=True)
+class VideoFolder(_Clips):
+    """Videos (H.264 in MP4/MOV) in class folders, `root/<class>/<video>.mp4` (the Kinetics,
+    UCF101 and HMDB51 layout; torchvision's class order), each sample the clips of one video.
+
+    The clips are drawn as torchcodec's samplers draw them, with its parameter names:
+    `sampler` is `"random_indices"` (`clips_at_random_indices`), `"regular_indices"` or
+    `"random_timestamps"`; `num_clips` per video, `num_frames_per_clip`,
+    `num_indices_between_frames` (or `seconds_between_frames` for timestamps), the
+    `sampling_range_start`/`end` of clip starts and the `policy` for frames past the end
+    (`"repeat_last"`, `"wrap"`, `"error"`). Draws are keyed by (seed, epoch, index), so an
+    epoch is reproducible and resumes exactly. `sampler="video_clips"` is torchvision's
+    `VideoClips` instead: every window of `num_frames_per_clip` frames, `frames_between_clips`
+    apart, after resampling to `frame_rate`, is a sample of its own.
+
+    `pipeline` (an hpuload pipeline: built-in name, TOML file or dict) or `transform` (a
+    torchvision transform hpuload translates, as for images) is drawn once per clip and
+    applied to each of its frames, as torchvision v2 transforms a video tensor. Batches are
+    `[B, T, C, H, W]` (`[B, num_clips, T, C, H, W]` with several clips), or with
+    `layout="CTHW"` `[B, C, T, H, W]`, what torchvision's video models take. The clip
+    settings are keywords.
+
+    Every video is indexed (its frames' timestamps, keyframes and byte ranges, read from its
+    tables) when the loader is built, and the indexes are kept in `index_cache`: by default
+    (`True`) the file `.hpuload-video.idx` in `root`, so the next run, and every other rank,
+    reads one file instead; a path puts it elsewhere (a shared disk when `root` is
+    read-only), `False` keeps none."""
+
+    root: str | os.PathLike
+    pipeline: Any = None
+    transform: Any = None
+
+    def _source(self) -> VideoFolderSource:
+        return VideoFolderSource(os.fspath(self.root))
+
+
+@dataclass(frozen=True)
+class VideoManifest(_Clips):
+    """Videos listed in a CSV file with a header row, each sample the clips of one row's video
+    (the same clip settings as `VideoFolder`). Kinetics' annotation files work as published
+    (`label,youtube_id,time_start,time_end,split`): each `youtube_id` is found under `videos`
+    as the trimmed clip a Kinetics download holds, `[<label>/]<id>_<start>_<end>.mp4`, or else
+    as the whole video `[<label>/]<id>.mp4` cut to the row's times; rows whose video is missing
+    are left out (a warning counts them). Any other list works with a `path` column (relative
+    to `videos`), a `label` (an integer, or a class name: classes sorted by name) and optional
+    `start`/`end` (or `time_start`/`time_end`) in seconds, the segment clips are drawn from.
+    `videos` defaults to the CSV's folder."""
+
+    path: str | os.PathLike
+    videos: str | os.PathLike | None = None
+    pipeline: Any = None
+    transform: Any = None
+
+    def _source(self) -> VideoManifestSource:
+        videos = None if self.videos is None else os.fspath(self.videos)
+        return VideoManifestSource(os.fspath(self.path), videos)

@@ -47,9 +47,18 @@ from .sources import Manifest as _HpuManifest
 from .sources import HFDataset as _HpuHFDataset
 from .sources import Parquet as _HpuParquet
 from .sources import VideoFolder as _HpuVideoFolder
+from .sources import VideoManifest as _HpuVideoManifest
 from .sources import WebDataset as _HpuWebDataset
 
-_HPU_SOURCES = (_HpuFolder, _HpuManifest, _HpuWebDataset, _HpuHFDataset, _HpuParquet, _HpuVideoFolder)
+_HPU_SOURCES = (
+    _HpuFolder,
+    _HpuManifest,
+    _HpuWebDataset,
+    _HpuHFDataset,
+    _HpuParquet,
+    _HpuVideoFolder,
+    _HpuVideoManifest,
+)
 
 __all__ = [
     "DataLoader",
@@ -141,7 +150,7 @@ def _dataset_source(dataset, pipeline, transform=None, max_boxes=200):
         if pipeline is None:
             raise TypeError("a folder path as dataset needs pipeline= (e.g. 'resnet50_train')")
         dataset = _HpuFolder(dataset, pipeline=pipeline)
-    if isinstance(dataset, _HpuVideoFolder):
+    if isinstance(dataset, (_HpuVideoFolder, _HpuVideoManifest)):
         pipeline_json, dtype = dataset._pipeline_and_dtype()
         return {"source": dataset._source(), "video": dataset._video()}, pipeline_json, dtype, None
     if isinstance(dataset, _HPU_SOURCES):

@@ -11,7 +11,7 @@ use hpuload::video::{ClipSampler, IndexCache, IndexClips, Policy, TimeClips, Win
 use hpuload::{
     ArrowDataset, CacheOptions, CocoDataset, CocoOptions, Entry, HfOptions, ImageFolder, Listing,
     Manifest, ParquetDataset, ParquetOptions, RemoteOptions, ShardOptions, Source, VideoFolder,
-    VideoSpec, WebDataset,
+    VideoManifest, VideoSpec, WebDataset,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -204,6 +204,14 @@ pub(crate) fn source(given: &Bound<'_, PyAny>) -> PyResult<Opener> {
         "video_folder" => {
             let root: PathBuf = given.getattr("root")?.extract()?;
             Box::new(move || Ok(Box::new(VideoFolder::open(root)?) as Box<dyn Source>))
+        }
+        "video_manifest" => {
+            let path: PathBuf = given.getattr("path")?.extract()?;
+            let videos: Option<PathBuf> = given.getattr("videos")?.extract()?;
+            Box::new(move || {
+                let m = VideoManifest::open(path, videos.as_deref())?;
+                Ok(Box::new(m) as Box<dyn Source>)
+            })
         }
         "coco" => {
             let c: Coco = given.extract()?;

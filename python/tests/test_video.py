@@ -105,3 +105,25 @@ def test_train_video_example_trains_r3d_a_few_steps_on_made_clips(tmp_path):
     )
     assert r.returncode == 0, r.stderr
     assert "step 2: loss" in r.stdout and "clips (2, 3, 4, 32, 32)" in r.stdout, r.stdout
+
+
+def test_a_kinetics_style_csv_lists_videos_with_segments_and_class_names(tmp_path):
+    for clip in ("high_bframes.mp4", "main_cabac.mp4", "baseline.mp4"):
+        shutil.copy(CLIPS / clip, tmp_path / clip)
+    (tmp_path / "train.csv").write_text(
+        "label,path,time_start,time_end\n"
+        "zumba,high_bframes.mp4,0.2,0.8\n"
+        "abseiling,main_cabac.mp4,,\n"
+        "zumba,baseline.mp4,0,0.4\n"
+        "abseiling,gone.mp4,0,1\n"
+    )
+    data = hpuload.VideoManifest(tmp_path / "train.csv", pipeline=CROP, num_frames_per_clip=4)
+    with pytest.raises(hpuload.SampleError, match="gone.mp4"):
+        list(DataLoader(data, batch_size=4, output_dtype=torch.uint8, on_error="fail"))
+    (tmp_path / "train.csv").write_text("\n".join((tmp_path / "train.csv").read_text().splitlines()[:-1]) + "\n")
+    loader = DataLoader(data, batch_size=3, output_dtype=torch.uint8)
+    clips, labels = next(iter(loader))
+    assert clips.shape == (3, 4, 3, 32, 32)
+    assert labels.tolist() == [1, 0, 1]  # classes sorted by name: abseiling, zumba
+    assert loader.classes == ["abseiling", "zumba"]
+    assert (tmp_path / ".train.csv.hpuload-video.idx").is_file()

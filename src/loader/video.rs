@@ -399,11 +399,25 @@ impl VideoShared {
                 })?;
                 vec![frames]
             }
-            None => self
-                .spec
-                .sampler
-                .sample(&v.timeline, shared.seed, epoch, index as u64)
-                .map_err(|e| SampleErrorKind::Video(VideoError::Clips(e)))?,
+            None => {
+                // A segment of the video (a manifest row's times): the samplers see its frames
+                // only, and their positions are offset back into the video's.
+                let cut;
+                let (timeline, offset) = match shared.source.segment(self.video_of(index)) {
+                    Some((start, end)) => {
+                        cut = v.timeline.segment(start, end);
+                        (&cut.0, cut.1)
+                    }
+                    None => (&v.timeline, 0),
+                };
+                let mut clips = self
+                    .spec
+                    .sampler
+                    .sample(timeline, shared.seed, epoch, index as u64)
+                    .map_err(|e| SampleErrorKind::Video(VideoError::Clips(e)))?;
+                clips.iter_mut().flatten().for_each(|p| *p += offset);
+                clips
+            }
         };
         // Presentation positions to decode-order frames.
         let clips: Vec<Vec<usize>> = clips

@@ -9,6 +9,7 @@ pub mod parquet;
 pub mod pattern;
 pub mod remote;
 pub mod shards;
+mod video_manifest;
 
 use std::fs::File;
 use std::io::Read;
@@ -23,6 +24,7 @@ pub use manifest::Manifest;
 pub use parquet::{ParquetDataset, ParquetOptions};
 pub use remote::{is_remote, CacheOptions, RemoteOptions, StorageReport};
 pub use shards::{ShardOptions, WebDataset};
+pub use video_manifest::VideoManifest;
 
 /// One sample of a dataset: an encoded image file and its class label.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -127,6 +129,12 @@ pub trait Source: Send + Sync {
     }
     /// What object storage has done for this dataset so far (`None` for local data).
     fn storage(&self) -> Option<StorageReport> {
+        None
+    }
+    /// A video's segment, `[start, end)` in seconds, that its clips are drawn from (`None`,
+    /// the default: the whole video).
+    fn segment(&self, index: usize) -> Option<(f64, f64)> {
+        let _ = index;
         None
     }
     /// Reads sample `index`'s encoded bytes, reusing `buf`. The default reads the entry's

@@ -56,10 +56,16 @@ pub enum IndexCache {
 }
 
 impl IndexCache {
-    /// The index file for a dataset from `origin` (its folder), if any.
+    /// The index file for a dataset from `origin`, if any: in the folder, or for a dataset
+    /// listed in a file (a CSV) beside that file, named after it (`.train.csv` +
+    /// [`INDEX_FILE`]), so that two lists in one folder keep their own.
     pub fn file(&self, origin: &Path) -> Option<PathBuf> {
         match self {
             Self::Beside if origin.is_dir() => Some(origin.join(INDEX_FILE)),
+            Self::Beside if origin.is_file() => {
+                let name = origin.file_name()?.to_string_lossy();
+                Some(origin.with_file_name(format!(".{name}{INDEX_FILE}")))
+            }
             Self::Beside | Self::Off => None,
             Self::At(path) => Some(path.clone()),
         }

@@ -182,6 +182,22 @@ impl Timeline {
         Self { pts, begin, end }
     }
 
+    /// The frames presented in `[start, end)` seconds as a timeline of their own (the
+    /// video cut to a segment: a Kinetics row's times), and the position of its first frame
+    /// in this one.
+    pub fn segment(&self, start: f64, end: f64) -> (Timeline, usize) {
+        let first = self.pts.partition_point(|&p| p < start);
+        let last = self.pts.partition_point(|&p| p < end).max(first);
+        let pts = self.pts[first..last].to_vec();
+        let begin = pts.first().copied().unwrap_or(start.max(self.begin));
+        let cut = Timeline {
+            pts,
+            begin,
+            end: end.min(self.end).max(begin),
+        };
+        (cut, first)
+    }
+
     /// Frames in the video.
     pub fn len(&self) -> usize {
         self.pts.len()

@@ -701,3 +701,52 @@ fn torchvisions_video_clips_make_each_window_a_sample_labelled_by_its_video() {
         "{refused}"
     );
 }
+
+#[test]
+fn a_manifest_rows_segment_is_all_its_clips_are_drawn_from() {
+    // baseline.mp4: 16 frames at 25 fps. The row's segment [0.2, 0.4) s holds frames 5 to 9:
+    // one regular clip of 5 frames is exactly those, in order.
+    let dir = TempDir::new("video-manifest");
+    std::fs::copy(data().join("baseline.mp4"), dir.path().join("v.mp4")).unwrap();
+    std::fs::write(
+        dir.path().join("list.csv"),
+        "path,label,start,end\nv.mp4,7,0.2,0.4\nv.mp4,3,,\n",
+    )
+    .unwrap();
+    let manifest = hpuload::VideoManifest::open(dir.path().join("list.csv"), None).unwrap();
+    let sampler = ClipSampler::RegularIndices(IndexClips {
+        frames_per_clip: 5,
+        ..IndexClips::default()
+    });
+    let mut loader = Loader::builder(manifest)
+        .batch_size(2)
+        .workers(1)
+        .pipeline(pipeline(
+            "name = \"whole\"\n[[ops]]\nop = \"center_crop\"\nsize = [48, 64]\n",
+        ))
+        .output(Dtype::U8, Layout::Nhwc)
+        .video(VideoSpec {
+            sampler,
+            channels_first: false,
+        })
+        .build()
+        .unwrap();
+    let (got, labels, _, _) = host(&loader.epoch(0).next().unwrap().unwrap());
+    assert_eq!(labels, vec![7, 3]);
+    let frames = |positions: &[usize]| {
+        hpuload::video::read_frames(&dir.path().join("v.mp4"), positions)
+            .unwrap()
+            .rgb
+    };
+    let clip = 5 * 48 * 64 * 3;
+    assert!(
+        got[..clip] == frames(&[5, 6, 7, 8, 9])[..],
+        "the segment's frames"
+    );
+    // The whole video: 5 frames evenly spread from the first (torchcodec's regular clip of
+    // one starts at 0).
+    assert!(
+        got[clip..] == frames(&[0, 1, 2, 3, 4])[..],
+        "the whole video's first clip"
+    );
+}
