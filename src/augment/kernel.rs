@@ -200,14 +200,7 @@ impl Resampler {
         height: u32,
         crop: &CropBox,
     ) -> Result<(), AugmentError> {
-        if src.len() < width as usize * height as usize * 3
-            || crop.left < 0.0
-            || crop.top < 0.0
-            || crop.left + crop.width > f64::from(width) + 1e-6
-            || crop.top + crop.height > f64::from(height) + 1e-6
-        {
-            return Err(AugmentError::CropOutside);
-        }
+        window_inside(src, width, height, crop)?;
         let view = crop.view;
         let taps = |out: u32, start: f64, len: f64, limit: u32| -> Vec<(usize, usize, f32)> {
             let scale = len / f64::from(out);
@@ -258,14 +251,7 @@ impl Resampler {
         height: u32,
         crop: &CropBox,
     ) -> Result<(), AugmentError> {
-        if src.len() < width as usize * height as usize * 3
-            || crop.left < 0.0
-            || crop.top < 0.0
-            || crop.left + crop.width > f64::from(width) + 1e-6
-            || crop.top + crop.height > f64::from(height) + 1e-6
-        {
-            return Err(AugmentError::CropOutside);
-        }
+        window_inside(src, width, height, crop)?;
         // A fractional window is a resize of the whole image then a crop: torch indexes the
         // resized image, `floor((i + offset) * in / out)` in f32, with the crop's offset in
         // resized pixels (a whole number, recovered from the window).
@@ -295,6 +281,19 @@ impl Resampler {
         }
         Ok(())
     }
+}
+
+/// Refuses a window that reaches outside the `width`x`height` image, or a short `src`.
+fn window_inside(src: &[u8], width: u32, height: u32, crop: &CropBox) -> Result<(), AugmentError> {
+    if src.len() < width as usize * height as usize * 3
+        || crop.left < 0.0
+        || crop.top < 0.0
+        || crop.left + crop.width > f64::from(width) + 1e-6
+        || crop.top + crop.height > f64::from(height) + 1e-6
+    {
+        return Err(AugmentError::CropOutside);
+    }
+    Ok(())
 }
 
 /// Writes an RGB8 image into a batch slot as the output dtype and layout, flipping

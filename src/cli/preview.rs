@@ -57,16 +57,7 @@ pub fn run(args: &PreviewArgs) -> Result<(), Error> {
         .build()?;
     let (_, _, size) = loader.output();
     let classes = loader.classes().to_vec();
-    let batch = loader
-        .epoch(args.epoch)
-        .next()
-        .ok_or_else(|| Error::config("--data", "the epoch has no batch"))??;
-    let pixels: Vec<f32> = batch
-        .images
-        .to_host()?
-        .chunks_exact(4)
-        .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-        .collect();
+    let (batch, pixels) = first_batch(&mut loader, args.epoch)?;
     let label_bytes = batch.labels.to_host()?;
     let targets: Option<Vec<hpuload::Targets>> = loader.target_layout().map(|layout| {
         label_bytes
@@ -132,14 +123,8 @@ pub fn run(args: &PreviewArgs) -> Result<(), Error> {
                     ((x as f32 / scale) as usize).min(iw - 1),
                 );
                 let px = &image[(sy * iw + sx) * 3..][..3];
-                let rgb = std::array::from_fn(|c| {
-                    let v = match normalize {
-                        Some((mean, std)) => px[c] * std[c] + mean[c],
-                        None => px[c],
-                    };
-                    (v * 255.0).round().clamp(0.0, 255.0) as u8
-                });
-                sheet.put_pixel((x0 + x) as u32, (y0 + y) as u32, image::Rgb(rgb));
+                let rgb = to_rgb8(px, normalize);
+                sheet.put_pixel((x0 + x) as u32, (y0 + y) as u32, rgb);
             }
         }
         let name = match &targets {
@@ -209,16 +194,7 @@ fn run_video(args: &PreviewArgs, batch_size: usize) -> Result<(), Error> {
         OutputSize::PerSample { .. } => unreachable!("a video loader's frames have one size"),
     };
     let classes = loader.classes().to_vec();
-    let batch = loader
-        .epoch(args.epoch)
-        .next()
-        .ok_or_else(|| Error::config("--data", "the epoch has no batch"))??;
-    let pixels: Vec<f32> = batch
-        .images
-        .to_host()?
-        .chunks_exact(4)
-        .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-        .collect();
+    let (batch, pixels) = first_batch(&mut loader, args.epoch)?;
     let labels: Vec<i64> = batch
         .labels
         .to_host()?
@@ -241,14 +217,8 @@ fn run_video(args: &PreviewArgs, batch_size: usize) -> Result<(), Error> {
             let at = (row * t + k) * frame;
             let x0 = GAP + k * cell_w;
             for (i, px) in pixels[at..at + frame].chunks_exact(3).enumerate() {
-                let rgb = std::array::from_fn(|c| {
-                    let v = match normalize {
-                        Some((mean, std)) => px[c] * std[c] + mean[c],
-                        None => px[c],
-                    };
-                    (v * 255.0).round().clamp(0.0, 255.0) as u8
-                });
-                sheet.put_pixel((x0 + i % w) as u32, (y0 + i / w) as u32, image::Rgb(rgb));
+                let rgb = to_rgb8(px, normalize);
+                sheet.put_pixel((x0 + i % w) as u32, (y0 + i / w) as u32, rgb);
             }
         }
         let label = labels[sample];
@@ -269,6 +239,35 @@ fn run_video(args: &PreviewArgs, batch_size: usize) -> Result<(), Error> {
         args.epoch
     );
     Ok(())
+}
+
+/// `epoch`'s first batch, and its pixels (f32) read back from the device.
+fn first_batch(
+    loader: &mut hpuload::Loader,
+    epoch: u64,
+) -> Result<(hpuload::Batch, Vec<f32>), Error> {
+    let batch = loader
+        .epoch(epoch)
+        .next()
+        .ok_or_else(|| Error::config("--data", "the epoch has no batch"))??;
+    let pixels = batch
+        .images
+        .to_host()?
+        .chunks_exact(4)
+        .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    Ok((batch, pixels))
+}
+
+/// A pixel of the batch as the picture it was: de-normalized, scaled to 0-255.
+fn to_rgb8(px: &[f32], normalize: Option<([f32; 3], [f32; 3])>) -> image::Rgb<u8> {
+    image::Rgb(std::array::from_fn(|c| {
+        let v = match normalize {
+            Some((mean, std)) => px[c] * std[c] + mean[c],
+            None => px[c],
+        };
+        (v * 255.0).round().clamp(0.0, 255.0) as u8
+    }))
 }
 
 fn save(sheet: &image::RgbImage, out: &std::path::Path) -> Result<(), Error> {
