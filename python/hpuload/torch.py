@@ -656,7 +656,10 @@ class DataLoader(_Loader):
     mixupcutmix(*default_collate(b))` works unchanged. Any other sampler (torchvision's
     `RASampler`, timm's `RepeatAugSampler`, a user's class) gives its order each epoch (after
     its `set_epoch`, which the training loop calls) and hpuload decodes exactly that order; so
-    does a `batch_sampler` whose batches all have one size. Such a sampler shards by itself,
+    does a `batch_sampler` whose batches all have one size (torchvision's `RandomClipSampler` and
+    `UniformClipSampler` over a video dataset among them: torchvision's `Kinetics`, `UCF101` and
+    `HMDB51` run natively with a `collate_fn` that drops the audio, which hpuload does not
+    decode, as the video reference's does). Such a sampler shards by itself,
     so hpuload does not shard again; `state_dict`/`load_state_dict` resume exactly when the
     sampler's order is a function of its epoch. A dataset or transform hpuload does not
     implement: torch's DataLoader is returned instead, with a `FallbackWarning` whose `reason`
