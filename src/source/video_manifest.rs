@@ -178,9 +178,13 @@ fn parse(text: &[u8]) -> Result<(Vec<Row>, Vec<String>), (usize, String)> {
         return Err((1, "no `path` or `youtube_id` column".into()));
     }
     let mut raw = Vec::new();
-    for (k, record) in reader.records().enumerate() {
-        let line = k + 2;
-        let record = record.map_err(|e| (line, format!("the row does not parse: {e}")))?;
+    for record in reader.records() {
+        // The file's line (a quoted field may hold line breaks), as the csv reader counts it.
+        let record = record.map_err(|e| {
+            let line = e.position().map_or(0, |p| p.line() as usize);
+            (line.max(1), format!("the row does not parse: {e}"))
+        })?;
+        let line = record.position().map_or(1, |p| p.line() as usize).max(1);
         let field = |i: usize| record.get(i).unwrap_or("");
         let video = match (path, youtube) {
             (Some(p), _) if !field(p).is_empty() => Video::Path(PathBuf::from(field(p))),
