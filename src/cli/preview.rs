@@ -45,10 +45,7 @@ pub fn run(args: &PreviewArgs) -> Result<(), Error> {
         return run_video(args, batch_size);
     }
     let (pipeline, builder, _) = args.data.open()?;
-    let normalize = pipeline.ops.iter().find_map(|op| match op {
-        Op::Normalize(n) => Some((n.mean, n.std)),
-        _ => None,
-    });
+    let normalize = normalization(&pipeline);
     // f32 NHWC reads back exactly what the model gets, in an easy layout.
     let mut loader = builder
         .batch_size(batch_size)
@@ -180,10 +177,7 @@ pub fn run(args: &PreviewArgs) -> Result<(), Error> {
 /// in time), de-normalized, its class and clip number under its first frame.
 fn run_video(args: &PreviewArgs, batch_size: usize) -> Result<(), Error> {
     let (pipeline, builder, _) = args.video.open(&args.data)?;
-    let normalize = pipeline.ops.iter().find_map(|op| match op {
-        Op::Normalize(n) => Some((n.mean, n.std)),
-        _ => None,
-    });
+    let normalize = normalization(&pipeline);
     let mut loader = builder
         .batch_size(batch_size)
         .prefetch(0)
@@ -257,6 +251,14 @@ fn first_batch(
         .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
         .collect();
     Ok((batch, pixels))
+}
+
+/// The pipeline's normalization (mean, std), which the sheet undoes.
+fn normalization(pipeline: &hpuload::Pipeline) -> Option<([f32; 3], [f32; 3])> {
+    pipeline.ops.iter().find_map(|op| match op {
+        Op::Normalize(n) => Some((n.mean, n.std)),
+        _ => None,
+    })
 }
 
 /// A pixel of the batch as the picture it was: de-normalized, scaled to 0-255.
