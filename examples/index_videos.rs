@@ -21,7 +21,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let rounds: usize = args.next().map_or(Ok(3), |r| r.parse())?;
     let listed = Instant::now();
     let videos = VideoFolder::open(&folder)?;
-    let paths: Vec<_> = videos.entries().iter().map(|e| e.path.clone()).collect();
+    let paths: Vec<_> = videos
+        .entries()
+        .iter()
+        .map(|e| hpuload::video::VideoAt::whole(&e.path))
+        .collect();
     println!(
         "{} videos listed in {:.3} s",
         paths.len(),

@@ -61,9 +61,9 @@ pub use loader::{
 };
 pub use sampler::{LastBatch, Shard};
 pub use source::{
-    ArrowDataset, CacheOptions, CocoDataset, CocoOptions, Entry, HfOptions, ImageFolder, Listing,
-    Manifest, ParquetDataset, ParquetOptions, ReadMode, RemoteOptions, SampleBytes, ShardOptions,
-    Source, StorageReport, VideoFolder, VideoManifest, WebDataset, IMAGE_EXTENSIONS,
+    ArrowDataset, CacheOptions, CocoDataset, CocoOptions, Entry, FileSpan, HfOptions, ImageFolder,
+    Listing, Manifest, Media, ParquetDataset, ParquetOptions, ReadMode, RemoteOptions, SampleBytes,
+    ShardOptions, Source, StorageReport, VideoFolder, VideoManifest, WebDataset, IMAGE_EXTENSIONS,
     VIDEO_EXTENSIONS,
 };
 pub use stage::{RunsOn, Stage, StageTimes};

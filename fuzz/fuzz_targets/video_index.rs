@@ -1,6 +1,8 @@
 //! The MP4 frame index on arbitrary bytes (seeded with a small H.264 movie with B-frames and an
 //! edit list). Opening must never panic or abort; when it succeeds, every frame lies inside the
-//! file and the index's queries answer.
+//! file and the index's queries answer. The same bytes in memory (a shard member read whole
+//! from object storage) and inside a larger file (a member of a local tar shard) give the same
+//! index, or fail alike.
 #![no_main]
 
 use std::path::PathBuf;
@@ -16,7 +18,17 @@ fn path() -> &'static PathBuf {
 
 fuzz_target!(|data: &[u8]| {
     std::fs::write(path(), data).unwrap();
-    if let Ok(index) = VideoIndex::open(path()) {
+    let opened = VideoIndex::open(path()).ok();
+    let in_memory = VideoIndex::from_bytes(path(), data).ok();
+    assert_eq!(opened, in_memory);
+    let mut member = b"tar head".to_vec();
+    member.extend_from_slice(data);
+    member.extend_from_slice(b"next member");
+    std::fs::write(path(), &member).unwrap();
+    let file = std::fs::File::open(path()).unwrap();
+    let spanned = VideoIndex::open_span(path(), &file, 8, data.len() as u64).ok();
+    assert_eq!(opened, spanned);
+    if let Some(index) = opened {
         for f in &index.frames {
             assert!(f.offset + u64::from(f.len) <= data.len() as u64);
         }

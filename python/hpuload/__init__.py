@@ -8,7 +8,16 @@ hands batches to torch without a copy, through DLPack. Most users want `hpuload.
 
 from ._hpuload import ErrorBudgetExceeded, LoaderError, SampleError
 from ._hpuload import Loader as _CoreLoader
-from .sources import HFDataset, ImageFolder, Manifest, Parquet, VideoFolder, VideoManifest, WebDataset
+from .sources import (
+    HFDataset,
+    ImageFolder,
+    Manifest,
+    Parquet,
+    VideoFolder,
+    VideoManifest,
+    VideoShards,
+    WebDataset,
+)
 
 __all__ = [
     "ImageFolder",
@@ -18,6 +27,7 @@ __all__ = [
     "Parquet",
     "VideoFolder",
     "VideoManifest",
+    "VideoShards",
     "LoaderError",
     "SampleError",
     "ErrorBudgetExceeded",

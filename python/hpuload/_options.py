@@ -71,6 +71,9 @@ class ShardSource:
     spec: str
     label_field: str = "cls"
     storage: Storage = Storage()
+    #: What each sample's media member is: "images" (jpg, jpeg, png, webp) or "videos"
+    #: (mp4, m4v, mov).
+    media: str = "images"
 
 
 @dataclass(frozen=True)

@@ -245,3 +245,31 @@ class VideoManifest(_Clips):
     def _source(self) -> VideoManifestSource:
         videos = None if self.videos is None else os.fspath(self.videos)
         return VideoManifestSource(os.fspath(self.path), videos)
+
+
+@dataclass(frozen=True)
+class VideoShards(_Clips):
+    """WebDataset tar shards of videos, each sample the clips of its video member (`.mp4`,
+    `.m4v` or `.mov`: H.264) and labelled by its `label_field` member (`cls`), as
+    `hpuload make-shards --video` writes them. The same clip settings as `VideoFolder`, and
+    the same spec and storage settings as `WebDataset`: one file, a brace pattern, or a URL.
+
+    Videos in local shards are indexed when the loader is built and read where their clips
+    are (the index file `.<first shard>.hpuload-video.idx` beside the shards, unless
+    `index_cache` says otherwise); videos on object storage are read whole, one request each
+    (or from the shard cache once a shard has landed there), and indexed when first read."""
+
+    spec: str | os.PathLike
+    pipeline: Any = None
+    transform: Any = None
+    label_field: str = "cls"
+    cache_dir: str | os.PathLike | bool | None = None
+    cache_limit: int | None = None
+    max_requests: int = 64
+    timeout: float = 60.0
+    retries: int = 5
+
+    def _source(self) -> ShardSource:
+        return ShardSource(
+            os.fspath(self.spec), label_field=self.label_field, storage=Storage.of(self), media="videos"
+        )

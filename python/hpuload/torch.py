@@ -43,11 +43,13 @@ from ._watch import TransformWatch as _TransformWatch
 from ._watch import describe as _describe
 from .sources import ImageFolder as _HpuFolder
 from .sources import _pipeline
+from .sources import _Clips as _HpuClips
 from .sources import Manifest as _HpuManifest
 from .sources import HFDataset as _HpuHFDataset
 from .sources import Parquet as _HpuParquet
 from .sources import VideoFolder as _HpuVideoFolder
 from .sources import VideoManifest as _HpuVideoManifest
+from .sources import VideoShards as _HpuVideoShards
 from .sources import WebDataset as _HpuWebDataset
 
 _HPU_SOURCES = (
@@ -58,6 +60,7 @@ _HPU_SOURCES = (
     _HpuParquet,
     _HpuVideoFolder,
     _HpuVideoManifest,
+    _HpuVideoShards,
 )
 
 __all__ = [
@@ -150,7 +153,7 @@ def _dataset_source(dataset, pipeline, transform=None, max_boxes=200):
         if pipeline is None:
             raise TypeError("a folder path as dataset needs pipeline= (e.g. 'resnet50_train')")
         dataset = _HpuFolder(dataset, pipeline=pipeline)
-    if isinstance(dataset, (_HpuVideoFolder, _HpuVideoManifest)):
+    if isinstance(dataset, _HpuClips):  # VideoFolder, VideoManifest, VideoShards
         pipeline_json, dtype = dataset._pipeline_and_dtype()
         return {"source": dataset._source(), "video": dataset._video()}, pipeline_json, dtype, None
     if isinstance(dataset, _HPU_SOURCES):

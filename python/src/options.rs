@@ -10,8 +10,8 @@ use hpuload::source::hf::ColumnChoice;
 use hpuload::video::{ClipSampler, IndexCache, IndexClips, Policy, TimeClips, WindowClips};
 use hpuload::{
     ArrowDataset, CacheOptions, CocoDataset, CocoOptions, Entry, HfOptions, ImageFolder, Listing,
-    Manifest, ParquetDataset, ParquetOptions, RemoteOptions, ShardOptions, Source, VideoFolder,
-    VideoManifest, VideoSpec, WebDataset,
+    Manifest, Media, ParquetDataset, ParquetOptions, RemoteOptions, ShardOptions, Source,
+    VideoFolder, VideoManifest, VideoSpec, WebDataset,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -173,9 +173,20 @@ pub(crate) fn source(given: &Bound<'_, PyAny>) -> PyResult<Opener> {
                 spec,
                 label_field,
                 storage,
+                media,
             } = given.extract()?;
+            let media = match media.as_str() {
+                "images" => Media::Images,
+                "videos" => Media::Videos,
+                other => {
+                    return Err(PyValueError::new_err(format!(
+                        "media {other:?}: give \"images\" or \"videos\""
+                    )))
+                }
+            };
             let options = ShardOptions {
                 label_field,
+                media,
                 remote: storage.remote()?,
             };
             Box::new(move || {
@@ -302,6 +313,7 @@ struct Shards {
     spec: String,
     label_field: String,
     storage: Storage,
+    media: String,
 }
 
 /// `ArrowSource`: `files` in order, or `spec` when there are none.

@@ -297,3 +297,38 @@ def test_coco_detection_with_its_images_in_shards_on_s3_gives_the_batches_of_the
     remote, report = coco_batches(ann, f"s3://{BUCKET}/coco-shards/{pattern}")
     assert_same_batches(remote, local)
     assert report["storage"]["requests"] >= 1
+
+
+def test_video_shards_on_s3_give_the_clips_of_the_same_shards_on_disk(s3, tmp_path):
+    import shutil
+    from pathlib import Path
+
+    import boto3
+
+    clips = Path(__file__).resolve().parents[2] / "tests" / "data" / "video"
+    folder = tmp_path / "videos"
+    for cls, clip in [("a", "high_bframes.mp4"), ("a", "vfr.mp4"), ("b", "main_cabac.mp4"), ("b", "baseline.mp4")]:
+        (folder / cls).mkdir(parents=True, exist_ok=True)
+        shutil.copy(clips / clip, folder / cls / clip)
+    out = tmp_path / "shards"
+    assert cli(["hpuload", "make-shards", "--video", "--data", str(folder), "--out", str(out), "--shard-size", "100KB"]) == 0
+    n = len(list(out.glob("*.tar")))
+    client = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+    for f in sorted(out.glob("shard-*")):
+        client.upload_file(str(f), BUCKET, f"videos/{f.name}")
+    names = f"shard-{{000000..{n - 1:06}}}.tar"
+    crop = {"name": "crop", "ops": [{"op": "random_resized_crop", "size": 32}, {"op": "random_horizontal_flip"}]}
+
+    def batches(spec, **storage):
+        data = hpuload.VideoShards(spec, pipeline=crop, num_frames_per_clip=4, num_indices_between_frames=2, **storage)
+        loader = DataLoader(
+            data, batch_size=2, shuffle=True, generator=torch.Generator().manual_seed(1), output_dtype=torch.uint8
+        )
+        return [(x.clone(), y.clone()) for x, y in loader]
+
+    local = batches(str(out / names))
+    for storage in [{"cache_dir": False}, {"cache_dir": tmp_path / "cache"}]:
+        remote = batches(f"s3://{BUCKET}/videos/{names}", **storage)
+        assert len(remote) == len(local) == 2
+        for (x, y), (rx, ry) in zip(local, remote):
+            assert torch.equal(x, rx) and torch.equal(y, ry)

@@ -127,3 +127,21 @@ def test_a_kinetics_style_csv_lists_videos_with_segments_and_class_names(tmp_pat
     assert labels.tolist() == [1, 0, 1]  # classes sorted by name: abseiling, zumba
     assert loader.classes == ["abseiling", "zumba"]
     assert (tmp_path / ".train.csv.hpuload-video.idx").is_file()
+
+
+def test_video_shards_made_by_make_shards_give_every_video_once_with_its_label(videos, tmp_path_factory):
+    from hpuload._hpuload import cli
+
+    out = tmp_path_factory.mktemp("video-shards")
+    assert cli(["hpuload", "make-shards", "--video", "--data", str(videos), "--out", str(out), "--shard-size", "1"]) == 0
+    shards = sorted(out.glob("*.tar"))
+    assert len(shards) == 4
+    data = hpuload.VideoShards(str(out / "shard-{000000..000003}.tar"), pipeline=CROP, num_frames_per_clip=4)
+    loader = DataLoader(data, batch_size=2, output_dtype=torch.uint8)
+    labels = []
+    for clips, y in loader:
+        assert clips.shape == (2, 4, 3, 32, 32)
+        labels += y.tolist()
+    assert sorted(labels) == [0, 0, 1, 1]
+    # Indexed once, beside the shards, for the next run and every other rank.
+    assert (out / ".shard-000000.tar.hpuload-video.idx").exists()

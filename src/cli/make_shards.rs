@@ -1,10 +1,12 @@
-//! `hpuload make-shards`: an ImageFolder (or manifest, or a COCO set's images) written as
-//! WebDataset tar shards of about a given size, each with its sidecar index.
+//! `hpuload make-shards`: an ImageFolder (or manifest, or a COCO set's images, or a folder of
+//! videos) written as WebDataset tar shards of about a given size, each with its sidecar index.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
-use hpuload::source::shards::{build_index, index_path, is_image_member, write_index};
+use hpuload::source::shards::{
+    build_index, index_path, is_image_member, write_index, Fields, Media,
+};
 use hpuload::{Error, Manifest, Source};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -26,6 +28,11 @@ pub struct MakeShardsArgs {
     /// reads the shards (`--coco FILE --data 'out/shard-{000000..N}.tar'`).
     #[arg(long, value_name = "ANNOTATIONS", conflicts_with = "manifest")]
     pub coco: Option<PathBuf>,
+    /// `--data` is a folder of class folders of videos (H.264 in MP4/MOV): each sample is a
+    /// video member (`<key>.mp4`) and its `.cls`, read by `bench --video --data 'out/...'`
+    /// and by `hpuload.VideoShards`.
+    #[arg(long, conflicts_with_all = ["manifest", "coco"])]
+    pub video: bool,
     /// Output folder (created if missing).
     #[arg(long)]
     pub out: PathBuf,
@@ -75,6 +82,7 @@ pub fn run(args: &MakeShardsArgs) -> Result<(), Error> {
             d,
             &hpuload::CocoOptions::default(),
         )?),
+        (Some(d), None, None) if args.video => Box::new(hpuload::VideoFolder::open(d)?),
         (Some(d), None, None) => hpuload::source::open(&d.to_string_lossy(), &Default::default())?,
         (None, None, _) => return Err(Error::config("--data", "give --data or --manifest")),
     };
@@ -114,6 +122,14 @@ pub fn run(args: &MakeShardsArgs) -> Result<(), Error> {
         bar
     } else {
         ProgressBar::hidden()
+    };
+    let fields = Fields {
+        label: "cls",
+        media: if args.video {
+            Media::Videos
+        } else {
+            Media::Images
+        },
     };
     let started = std::time::Instant::now();
     let (mut shards, mut written, mut buf) = (Vec::new(), 0u64, Vec::new());
@@ -156,7 +172,7 @@ pub fn run(args: &MakeShardsArgs) -> Result<(), Error> {
         bar.set_position(n as u64 + 1);
         if written >= args.shard_size || n + 1 == order.len() {
             let (path, builder) = current.take().expect("a shard is open");
-            finish(builder, &path)?;
+            finish(builder, &path, fields)?;
             bar.set_message(format!("{} shards", shards.len() + 1));
             shards.push(path);
             written = 0;
@@ -198,6 +214,7 @@ fn append<W: std::io::Write>(
 fn finish(
     builder: tar::Builder<std::io::BufWriter<std::fs::File>>,
     path: &Path,
+    fields: Fields<'_>,
 ) -> Result<(), Error> {
     let io = |source| Error::Io {
         path: path.to_path_buf(),
@@ -210,8 +227,8 @@ fn finish(
         .map_err(|e| io(e.into_error()))?;
     file.sync_all().map_err(io)?;
     let size = file.metadata().map_err(io)?.len();
-    let samples = build_index(path, "cls")?;
-    write_index(&index_path(path), size, "cls", &samples).map_err(io)
+    let samples = build_index(path, fields)?;
+    write_index(&index_path(path), size, fields, &samples).map_err(io)
 }
 
 /// `0..n` in a seeded random order (Fisher-Yates on a splitmix64 stream).

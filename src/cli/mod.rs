@@ -365,7 +365,8 @@ fn make_videos(
 #[derive(clap::Args, Debug)]
 pub struct VideoArgs {
     /// Video: `--data` is a folder of class folders of H.264 MP4/MOV files (default: the
-    /// built-in clips, `make-dataset --video`'s, made on first use), and each sample is clips
+    /// built-in clips, `make-dataset --video`'s, made on first use), tar shards of them
+    /// (`make-shards --video`; local or a URL), or a CSV list of them; each sample is clips
     /// of one video (torchcodec's `clips_at_random_indices`), every frame of a clip through one
     /// drawn plan of the pipeline.
     #[arg(long)]
@@ -405,7 +406,12 @@ impl VideoArgs {
             }),
             channels_first: false,
         };
-        let builder = hpuload::Loader::builder(hpuload::VideoFolder::open(&dir)?)
+        let options = hpuload::source::OpenOptions {
+            shards: data.storage.options()?,
+            ..Default::default()
+        };
+        let source = hpuload::source::open_videos(&dir.to_string_lossy(), &options)?;
+        let builder = hpuload::Loader::builder_boxed(source)
             .shuffle(data.seed)
             .backend(data.backend.backend())
             .pipeline(pipeline.clone())

@@ -105,7 +105,16 @@ fn load_sample(
     given: Option<(&[u8], SamplePlan)>,
 ) -> Result<Filled, SampleError> {
     if let Some(v) = &shared.video {
-        return super::video::load(shared, v, &mut s.video, index, epoch, slot, engine);
+        return super::video::load(
+            shared,
+            v,
+            &mut s.video,
+            &mut s.file,
+            index,
+            epoch,
+            slot,
+            engine,
+        );
     }
     let entry = &shared.source.entries()[index];
     let err = |kind| SampleError {

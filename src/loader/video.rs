@@ -19,13 +19,14 @@ use super::Shared;
 use crate::augment::SamplePlan;
 use crate::cpu_time::CpuClock;
 use crate::hpu::Hpu;
+use crate::source::{FileSpan, SampleBytes};
 use crate::stage::Stage;
 use crate::video::{
     index_threads, index_videos, Bitstream, ClipError, ClipSampler, ClipsError, ClipsJob,
-    ClipsScratch, DecodeCounts, DecodePlan, IndexCache, IndexStats, PackedIndex, Timeline,
+    ClipsScratch, DecodeCounts, DecodePlan, IndexCache, IndexStats, PackedIndex, Timeline, VideoAt,
     VideoError, VideoFailure, VideoIndex,
 };
-use crate::{SampleError, SampleErrorKind, Source};
+use crate::{ReadMode, SampleError, SampleErrorKind, Source};
 
 /// What makes a loader a video loader: how each video's clips are drawn.
 #[derive(Clone, Debug, PartialEq)]
@@ -121,12 +122,13 @@ impl Windows {
 }
 
 impl VideoShared {
-    /// Indexes every video of a source of local files now, on [`index_threads`], through the
-    /// index file `cache` names (a source of records indexes each video when it is first read).
+    /// Indexes every video of the source that lies in a local file (a file, or a member of a
+    /// local tar shard) now, on [`index_threads`], through the index file `cache` names; a
+    /// video read whole from object storage is indexed when it is first read.
     ///
     /// # Errors
-    /// With [`ClipSampler::Windows`]: a source that is not local files, or a video whose frame
-    /// count differs from the one the user's metadata gives (named).
+    /// With [`ClipSampler::Windows`]: a source whose videos are not in local files, or a video
+    /// whose frame count differs from the one the user's metadata gives (named).
     pub(super) fn new(
         spec: VideoSpec,
         frames: usize,
@@ -136,15 +138,30 @@ impl VideoShared {
         let entries = source.entries();
         let indexes: Vec<OnceLock<PackedIndex>> =
             (0..entries.len()).map(|_| OnceLock::new()).collect();
+        // A sample whose place is unreadable (a shard's sample without its video) is named
+        // when a worker reaches it.
+        let (at, videos): (Vec<usize>, Vec<VideoAt>) = (0..entries.len())
+            .filter_map(|k| {
+                let span = source.span(k).ok().flatten()?;
+                Some((
+                    k,
+                    VideoAt {
+                        name: entries[k].path.clone(),
+                        file: span.file,
+                        offset: span.offset,
+                        len: span.len,
+                    },
+                ))
+            })
+            .unzip();
         let mut stats = IndexStats::default();
-        if source.listing().files {
-            let paths: Vec<_> = entries.iter().map(|e| e.path.clone()).collect();
+        if !videos.is_empty() {
             let file = cache.file(source.origin());
             let built;
-            (built, stats) = index_videos(&paths, file.as_deref(), index_threads());
-            for (slot, index) in indexes.iter().zip(built) {
+            (built, stats) = index_videos(&videos, file.as_deref(), index_threads());
+            for (k, index) in at.into_iter().zip(built) {
                 if let Some(index) = index {
-                    let _ = slot.set(index);
+                    let _ = indexes[k].set(index);
                 }
             }
         }
@@ -174,18 +191,33 @@ impl VideoShared {
         self.windows.as_ref().map_or(sample, |w| w.locate(sample).0)
     }
 
-    /// Video `index`'s index, unpacked; built now (and kept, packed) if it was not indexed
-    /// when the loader was built. A failure is not kept: the next use tries again (a read
-    /// error may pass).
-    fn indexed(&self, shared: &Shared, index: usize) -> Result<Indexed, SampleErrorKind> {
+    /// Video `index`'s index, unpacked; built now from `bytes` (and kept, packed) if it was
+    /// not indexed when the loader was built. A failure is not kept: the next use tries again
+    /// (a read error may pass).
+    fn indexed(
+        &self,
+        shared: &Shared,
+        index: usize,
+        bytes: Bitstream<'_>,
+    ) -> Result<Indexed, SampleErrorKind> {
         if let Some(done) = self.indexes[index].get() {
             return Ok(Indexed::from(done.unpack()));
         }
-        let path = &shared.source.entries()[index].path;
-        let video = VideoIndex::open_typed(path).map_err(|e| match e {
-            VideoFailure::Io(e) => SampleErrorKind::Read(e),
-            VideoFailure::Video(e) => SampleErrorKind::Video(e),
-        })?;
+        let name = shared.source.entries()[index].path.clone();
+        let video = match bytes {
+            Bitstream::File { file, offset } => {
+                let len = file.metadata().map_err(SampleErrorKind::Read)?.len();
+                let len = match shared.source.span(index) {
+                    Ok(Some(FileSpan { len: Some(len), .. })) => len,
+                    _ => len.saturating_sub(offset),
+                };
+                VideoIndex::open_span(name, file, offset, len)
+            }
+            Bitstream::Whole(bytes) | Bitstream::Spans(bytes) => {
+                VideoIndex::from_bytes(name, bytes)
+            }
+        }
+        .map_err(failure)?;
         let _ = self.indexes[index].set(PackedIndex::pack(&video));
         Ok(Indexed::from(video))
     }
@@ -199,13 +231,14 @@ fn windows(
     indexes: &[OnceLock<PackedIndex>],
 ) -> Result<Windows, crate::Error> {
     let what = "video";
-    if !source.listing().files {
+    let entries = source.entries();
+    if (0..entries.len()).any(|k| !matches!(source.span(k), Ok(Some(_)))) {
         return Err(crate::Error::config(
             what,
-            "torchvision's VideoClips count every video's clips up front, which needs video files",
+            "torchvision's VideoClips count every video's clips up front, which needs the videos \
+             in local files",
         ));
     }
-    let entries = source.entries();
     if let Some(m) = &spec.metadata {
         if m.len() != entries.len() {
             return Err(crate::Error::config(
@@ -278,17 +311,22 @@ impl From<VideoIndex> for Indexed {
 
 /// Loads sample `index` into `slot`: its clips drawn here, then decoded and augmented on the
 /// host, or, with `engine`, the runs' compressed bytes put in the slot (or a device buffer of
-/// their own) for the media engine to decode, resize and crop on the device.
+/// their own) for the media engine to decode, resize and crop on the device. A video in a
+/// local file is read where the plan needs it; one on object storage is read whole into
+/// `held` first.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn load(
     shared: &Shared,
     video: &VideoShared,
     s: &mut ClipsScratch,
+    held: &mut Vec<u8>,
     index: usize,
     epoch: u64,
     slot: &mut [u8],
     engine: Option<&Hpu>,
 ) -> Result<Filled, SampleError> {
-    let entry = &shared.source.entries()[video.video_of(index)];
+    let at = video.video_of(index);
+    let entry = &shared.source.entries()[at];
     let err = |kind| SampleError {
         index,
         path: entry.path.clone(),
@@ -296,18 +334,40 @@ pub(super) fn load(
     };
     let c = &shared.counters;
     let t0 = CpuClock::now();
-    let job = video.job(shared, index, epoch).map_err(err)?;
-    let file = File::open(&job.index.path).map_err(|e| err(SampleErrorKind::Read(e)))?;
+    let span = shared
+        .source
+        .span(at)
+        .map_err(|e| err(SampleErrorKind::Read(e)))?;
+    let file;
+    let bytes = match span {
+        Some(span) => {
+            file = File::open(&span.file).map_err(|e| err(SampleErrorKind::Read(e)))?;
+            Bitstream::File {
+                file: &file,
+                offset: span.offset,
+            }
+        }
+        None => {
+            let read = shared
+                .source
+                .read(at, ReadMode::Read, held)
+                .map_err(|e| err(SampleErrorKind::Read(e)))?;
+            if let SampleBytes::Mapped(map) = read {
+                held.clear();
+                held.extend_from_slice(&map);
+            }
+            Bitstream::Whole(held)
+        }
+    };
+    let job = video.job(shared, index, epoch, bytes).map_err(err)?;
     if let Some(hpu) = engine {
-        let routed = to_engine(shared, hpu, job, &file, index, slot).map_err(err)?;
+        let routed = to_engine(shared, hpu, job, bytes, index, slot).map_err(err)?;
         c.add(Stage::Demux, t0.elapsed());
         return Ok(routed);
     }
     let t1 = CpuClock::now();
     c.add(Stage::Demux, t1 - t0);
-    let counts = job
-        .decode(Bitstream::File(&file), s)
-        .map_err(|e| err(failure(e)))?;
+    let counts = job.decode(bytes, s).map_err(|e| err(failure(e)))?;
     count(shared, &counts);
     let t2 = CpuClock::now();
     c.add(Stage::DecodeVideo, t2 - t1);
@@ -328,20 +388,20 @@ fn to_engine(
     shared: &Shared,
     hpu: &Hpu,
     job: ClipsJob,
-    file: &File,
+    bytes: Bitstream<'_>,
     index: usize,
     slot: &mut [u8],
 ) -> Result<Filled, SampleErrorKind> {
     let len = job.spans_len();
     let own = if len <= slot.len() {
-        job.read_spans(file, &mut slot[..len])
+        job.read_spans(bytes, &mut slot[..len])
             .map_err(SampleErrorKind::Read)?;
         None
     } else {
-        let mut bytes = vec![0; len];
-        job.read_spans(file, &mut bytes)
+        let mut spans = vec![0; len];
+        job.read_spans(bytes, &mut spans)
             .map_err(SampleErrorKind::Read)?;
-        Some(upload(hpu, &bytes).map_err(SampleErrorKind::Device)?)
+        Some(upload(hpu, &spans).map_err(SampleErrorKind::Device)?)
     };
     let c = &shared.counters;
     c.bytes_read.fetch_add(len as u64, Ordering::Relaxed);
@@ -386,8 +446,14 @@ impl VideoShared {
     /// Sample `index`'s clips for `epoch`, drawn: the video's frames each clip keeps, the runs
     /// that decode them, and each clip's plan drawn from the video's size (clip `k` draws as
     /// sample `index + k * samples`).
-    fn job(&self, shared: &Shared, index: usize, epoch: u64) -> Result<ClipsJob, SampleErrorKind> {
-        let v = self.indexed(shared, self.video_of(index))?;
+    fn job(
+        &self,
+        shared: &Shared,
+        index: usize,
+        epoch: u64,
+        bytes: Bitstream<'_>,
+    ) -> Result<ClipsJob, SampleErrorKind> {
+        let v = self.indexed(shared, self.video_of(index), bytes)?;
         let clips = match &self.windows {
             Some(w) => {
                 let (at, clip) = w.locate(index);

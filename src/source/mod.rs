@@ -23,7 +23,7 @@ pub use folder::{ImageFolder, VideoFolder, IMAGE_EXTENSIONS, VIDEO_EXTENSIONS};
 pub use manifest::Manifest;
 pub use parquet::{ParquetDataset, ParquetOptions};
 pub use remote::{is_remote, CacheOptions, RemoteOptions, StorageReport};
-pub use shards::{ShardOptions, WebDataset};
+pub use shards::{Media, ShardOptions, WebDataset};
 pub use video_manifest::VideoManifest;
 
 /// One sample of a dataset: an encoded image file and its class label.
@@ -33,6 +33,17 @@ pub struct Entry {
     pub path: PathBuf,
     /// The class label.
     pub label: i64,
+}
+
+/// Where a sample's bytes lie in a local file ([`Source::span`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileSpan {
+    /// The file.
+    pub file: PathBuf,
+    /// The sample's first byte in it.
+    pub offset: u64,
+    /// The sample's length; `None`: to the file's end.
+    pub len: Option<u64>,
 }
 
 /// What every dataset lists, whatever holds its bytes: its entries in order, its class names,
@@ -136,6 +147,21 @@ pub trait Source: Send + Sync {
     fn segment(&self, index: usize) -> Option<(f64, f64)> {
         let _ = index;
         None
+    }
+    /// Where sample `index`'s bytes lie as one stretch of a local file, for a reader that reads
+    /// parts of a sample by offset (a video's tables, then only the frames its clips need).
+    /// The default: the entry's file, for a listing of files; `None` for a source whose
+    /// samples are read whole through [`read`](Source::read).
+    ///
+    /// # Errors
+    /// Where the sample would be is known to be unreadable (a shard's sample without its
+    /// member): the same error `read` gives.
+    fn span(&self, index: usize) -> std::io::Result<Option<FileSpan>> {
+        Ok(self.listing().files.then(|| FileSpan {
+            file: self.entries()[index].path.clone(),
+            offset: 0,
+            len: None,
+        }))
     }
     /// Reads sample `index`'s encoded bytes, reusing `buf`. The default reads the entry's
     /// file by `mode`; sources that are not one file per sample override it (and list their
@@ -399,5 +425,31 @@ pub fn open(spec: &str, options: &OpenOptions) -> Result<Box<dyn Source>, Error>
                 },
             )?)
         }
+    })
+}
+
+/// Opens the videos `spec` names: tar shards whose samples hold `.mp4` (`.mov`, `.m4v`)
+/// members (a file, a brace pattern, a URL, or a folder of `.tar` files, as [`data_kind`]
+/// tells shards), a CSV list of videos ([`VideoManifest`]), or else a folder of class folders
+/// ([`VideoFolder`]).
+///
+/// # Errors
+/// Those of the source it names.
+pub fn open_videos(spec: &str, options: &OpenOptions) -> Result<Box<dyn Source>, Error> {
+    let path = Path::new(spec);
+    let shards = ShardOptions {
+        media: Media::Videos,
+        ..options.shards.clone()
+    };
+    Ok(match data_kind(spec) {
+        DataKind::Shards if path.is_dir() => Box::new(WebDataset::open_folder(path, &shards)?),
+        DataKind::Shards => Box::new(WebDataset::open_with(spec, &shards)?),
+        _ if path
+            .extension()
+            .is_some_and(|x| x.eq_ignore_ascii_case("csv")) =>
+        {
+            Box::new(VideoManifest::open(path, None)?)
+        }
+        _ => Box::new(VideoFolder::open(path)?),
     })
 }

@@ -261,27 +261,74 @@ fn fits(index: &VideoIndex, file_len: u64) -> bool {
     })
 }
 
-/// Indexes the videos at `paths`: each from the index file `cache` where its entry still
-/// matches the file (size and modification time), from its own tables otherwise, on
-/// `threads` threads. When anything was indexed anew, `cache` is rewritten with every video
-/// indexed (best effort). A video that cannot be indexed is `None`.
+/// A video to index: its name (the index's `path`, and its entry's name in the index file)
+/// and where its bytes lie.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VideoAt {
+    /// The video's name: its file, or for a member of a tar shard `shard.tar/member`.
+    pub name: PathBuf,
+    /// The local file that holds it.
+    pub file: PathBuf,
+    /// Its first byte in `file`.
+    pub offset: u64,
+    /// Its length (`None`: to the file's end).
+    pub len: Option<u64>,
+}
+
+impl VideoAt {
+    /// A video that is a whole file.
+    pub fn whole(path: &Path) -> Self {
+        Self {
+            name: path.to_path_buf(),
+            file: path.to_path_buf(),
+            offset: 0,
+            len: None,
+        }
+    }
+
+    /// Indexes the video from its tables.
+    ///
+    /// # Errors
+    /// As [`VideoIndex::open_typed`].
+    pub fn index(&self) -> Result<VideoIndex, VideoFailure> {
+        match self.len {
+            None if self.offset == 0 && self.name == self.file => {
+                VideoIndex::open_typed(&self.file)
+            }
+            len => {
+                let file = std::fs::File::open(&self.file)?;
+                let len = match len {
+                    Some(len) => len,
+                    None => file.metadata()?.len().saturating_sub(self.offset),
+                };
+                VideoIndex::open_span(self.name.clone(), &file, self.offset, len)
+            }
+        }
+    }
+}
+
+/// Indexes the videos `videos`: each from the index file `cache` where its entry still
+/// matches the file that holds it (size and modification time), from its own tables
+/// otherwise, on `threads` threads. When anything was indexed anew, `cache` is rewritten with
+/// every video indexed (best effort). A video that cannot be indexed is `None`.
 pub fn index_videos(
-    paths: &[PathBuf],
+    videos: &[VideoAt],
     cache: Option<&Path>,
     threads: usize,
 ) -> (Vec<Option<PackedIndex>>, IndexStats) {
     let start = Instant::now();
     let base = cache.and_then(Path::parent).unwrap_or(Path::new(""));
     let mut kept = cache.map_or_else(HashMap::new, |c| read_file(c).unwrap_or_default());
-    let stamps: Vec<Option<Stamp>> = paths.iter().map(|p| Stamp::of(p)).collect();
-    let mut out: Vec<Option<PackedIndex>> = Vec::with_capacity(paths.len());
+    let stamps: Vec<Option<Stamp>> = videos.iter().map(|v| Stamp::of(&v.file)).collect();
+    let mut out: Vec<Option<PackedIndex>> = Vec::with_capacity(videos.len());
     let mut todo = Vec::new();
-    for (k, path) in paths.iter().enumerate() {
+    for (k, video) in videos.iter().enumerate() {
         let hit = stamps[k].and_then(|stamp| {
-            let (at, bytes) = kept.remove(key(path, base).as_os_str().as_bytes())?;
+            let (at, bytes) = kept.remove(key(&video.name, base).as_os_str().as_bytes())?;
+            let len = video.len.unwrap_or(stamp.size.saturating_sub(video.offset));
             // Unpacked once to check it: a damaged entry is a miss.
             let index =
-                unpack(&bytes, path.clone()).filter(|i| at == stamp && fits(i, stamp.size))?;
+                unpack(&bytes, video.name.clone()).filter(|i| at == stamp && fits(i, len))?;
             Some(PackedIndex {
                 path: index.path,
                 bytes,
@@ -292,15 +339,15 @@ pub fn index_videos(
         }
         out.push(hit);
     }
-    let cached = paths.len() - todo.len();
-    let built = build(paths, &todo, threads);
+    let cached = videos.len() - todo.len();
+    let built = build(videos, &todo, threads);
     let mut failed = 0;
     for (k, index) in todo.iter().zip(built) {
         failed += usize::from(index.is_none());
         out[*k] = index;
     }
     let mut stats = IndexStats {
-        videos: paths.len(),
+        videos: videos.len(),
         cached,
         built: todo.len() - failed,
         failed,
@@ -317,15 +364,15 @@ pub fn index_videos(
     (out, stats)
 }
 
-/// Indexes `paths[k]` for each `k` of `todo`, on up to `threads` threads, in `todo`'s order.
-fn build(paths: &[PathBuf], todo: &[usize], threads: usize) -> Vec<Option<PackedIndex>> {
+/// Indexes `videos[k]` for each `k` of `todo`, on up to `threads` threads, in `todo`'s order.
+fn build(videos: &[VideoAt], todo: &[usize], threads: usize) -> Vec<Option<PackedIndex>> {
     let next = AtomicUsize::new(0);
     let done: Mutex<Vec<Option<PackedIndex>>> = Mutex::new(vec![None; todo.len()]);
     let work = || loop {
         let i = next.fetch_add(1, Ordering::Relaxed);
         let Some(&k) = todo.get(i) else { break };
         // A failure is named later, when the loader reaches the video and tries again.
-        let index = match VideoIndex::open_typed(&paths[k]) {
+        let index = match videos[k].index() {
             Ok(index) => Some(PackedIndex::pack(&index)),
             Err(VideoFailure::Io(_) | VideoFailure::Video(_)) => None,
         };
@@ -476,6 +523,10 @@ mod tests {
             .join(name)
     }
 
+    fn files(paths: &[PathBuf]) -> Vec<VideoAt> {
+        paths.iter().map(|p| VideoAt::whole(p)).collect()
+    }
+
     /// A dataset folder holding copies of the test videos, and a file that is not a video.
     fn folder(tag: &str) -> (PathBuf, Vec<PathBuf>) {
         let dir = std::env::temp_dir().join(format!("hpuload-vidx-{tag}-{}", std::process::id()));
@@ -502,10 +553,10 @@ mod tests {
     fn a_second_indexing_reads_every_video_from_the_file_and_gives_the_same_index() {
         let (dir, paths) = folder("again");
         let file = IndexCache::Beside.file(&dir).unwrap();
-        let (first, stats) = index_videos(&paths, Some(&file), 2);
+        let (first, stats) = index_videos(&files(&paths), Some(&file), 2);
         assert_eq!((stats.cached, stats.built, stats.failed), (0, 4, 1));
         assert_eq!(stats.saved.as_deref(), Some(file.as_path()));
-        let (second, stats) = index_videos(&paths, Some(&file), 2);
+        let (second, stats) = index_videos(&files(&paths), Some(&file), 2);
         // The unreadable one is tried again (it is named when the loader reaches it).
         assert_eq!((stats.cached, stats.built, stats.failed), (4, 0, 1));
         assert_eq!(stats.saved, None, "nothing new: the file is not rewritten");
@@ -523,10 +574,10 @@ mod tests {
     fn a_video_changed_since_it_was_indexed_is_indexed_again() {
         let (dir, paths) = folder("changed");
         let file = IndexCache::Beside.file(&dir).unwrap();
-        index_videos(&paths, Some(&file), 1);
+        index_videos(&files(&paths), Some(&file), 1);
         // Another video under the same name: a different size.
         std::fs::copy(fixture("vfr.mp4"), &paths[0]).unwrap();
-        let (indexes, stats) = index_videos(&paths, Some(&file), 1);
+        let (indexes, stats) = index_videos(&files(&paths), Some(&file), 1);
         assert_eq!((stats.cached, stats.built), (3, 1));
         assert_eq!(
             indexes[0].as_ref().unwrap().unpack(),
@@ -539,7 +590,7 @@ mod tests {
     fn a_damaged_index_file_is_a_miss_never_a_wrong_index() {
         let (dir, paths) = folder("damaged");
         let file = IndexCache::Beside.file(&dir).unwrap();
-        index_videos(&paths, Some(&file), 1);
+        index_videos(&files(&paths), Some(&file), 1);
         let whole = std::fs::read(&file).unwrap();
         assert!(parse(&whole).is_some());
         // Every cut, and every changed byte, is refused as a whole.
@@ -552,7 +603,7 @@ mod tests {
         // An entry that does not unpack, or whose frames lie past the end of its file (in a
         // file whose checksum is right): that video is indexed again.
         let stamps: Vec<_> = paths.iter().map(|p| Stamp::of(p)).collect();
-        let (good, _) = index_videos(&paths, None, 1);
+        let (good, _) = index_videos(&files(&paths), None, 1);
         let mut past_the_end = good[3].as_ref().unwrap().unpack();
         past_the_end.frames[2].offset = stamps[3].unwrap().size;
         let mut cut = good[3].clone().unwrap();
@@ -561,13 +612,13 @@ mod tests {
             let mut indexes = good.clone();
             indexes[3] = Some(damaged);
             write_file(&file, &dir, &stamps, &indexes).unwrap();
-            let (again, stats) = index_videos(&paths, Some(&file), 1);
+            let (again, stats) = index_videos(&files(&paths), Some(&file), 1);
             assert_eq!((stats.cached, stats.built), (3, 1));
             assert_eq!(again, good);
         }
         // Garbage: every video is indexed again, and the file replaced.
         std::fs::write(&file, b"HPUVIDX1 and then nonsense").unwrap();
-        let (_, stats) = index_videos(&paths, Some(&file), 1);
+        let (_, stats) = index_videos(&files(&paths), Some(&file), 1);
         assert_eq!((stats.cached, stats.built), (0, 4));
         assert!(parse(&std::fs::read(&file).unwrap()).is_some());
         std::fs::remove_dir_all(dir).unwrap();
@@ -607,7 +658,7 @@ mod tests {
     fn a_moved_dataset_folder_keeps_its_index() {
         let (dir, paths) = folder("moved");
         let file = IndexCache::Beside.file(&dir).unwrap();
-        index_videos(&paths, Some(&file), 1);
+        index_videos(&files(&paths), Some(&file), 1);
         let moved = dir.with_extension("moved");
         let _ = std::fs::remove_dir_all(&moved);
         std::fs::rename(&dir, &moved).unwrap();
@@ -615,7 +666,7 @@ mod tests {
             .iter()
             .map(|p| moved.join(p.strip_prefix(&dir).unwrap()))
             .collect();
-        let (indexes, stats) = index_videos(&paths, Some(&moved.join(INDEX_FILE)), 1);
+        let (indexes, stats) = index_videos(&files(&paths), Some(&moved.join(INDEX_FILE)), 1);
         assert_eq!(stats.cached, 4);
         assert_eq!(indexes[1].as_ref().unwrap().unpack().path, paths[1]);
         std::fs::remove_dir_all(moved).unwrap();

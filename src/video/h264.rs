@@ -244,7 +244,7 @@ impl H264Decoder {
     }
 
     /// The decode, each run's span read by `read(offset, buffer)`.
-    fn decode_from(
+    pub(crate) fn decode_from(
         &mut self,
         read: &mut dyn FnMut(u64, &mut [u8]) -> std::io::Result<()>,
         index: &VideoIndex,

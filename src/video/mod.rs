@@ -18,7 +18,8 @@ mod render;
 mod write;
 
 pub use cache::{
-    index_threads, index_videos, parse_index_file, IndexCache, IndexStats, PackedIndex, INDEX_FILE,
+    index_threads, index_videos, parse_index_file, IndexCache, IndexStats, PackedIndex, VideoAt,
+    INDEX_FILE,
 };
 pub use clips::{
     random_clip_sampler, uniform_clip_sampler, video_clips, ClipError, ClipSampler, IndexClips,

@@ -227,7 +227,52 @@ impl VideoIndex {
         let path = path.as_ref().to_path_buf();
         let file = File::open(&path)?;
         let size = file.metadata()?.len();
-        let boxes = top_level_boxes(&file, size).map_err(|e| match e {
+        Self::read_with(path, size, &|at, buf| file.read_exact_at(buf, at))
+    }
+
+    /// Indexes the video held in `len` bytes of `file` from `offset` (a member of a tar
+    /// shard), named `name` in messages. Frame offsets count from the video's first byte.
+    ///
+    /// # Errors
+    /// As [`VideoIndex::open_typed`].
+    pub fn open_span(
+        name: impl Into<PathBuf>,
+        file: &File,
+        offset: u64,
+        len: u64,
+    ) -> Result<Self, VideoFailure> {
+        let read = |at: u64, buf: &mut [u8]| {
+            let end = at.checked_add(buf.len() as u64).filter(|&end| end <= len);
+            match end.and_then(|_| offset.checked_add(at)) {
+                Some(at) => file.read_exact_at(buf, at),
+                None => Err(std::io::ErrorKind::UnexpectedEof.into()),
+            }
+        };
+        Self::read_with(name.into(), len, &read)
+    }
+
+    /// Indexes the video whose bytes are `bytes` (read whole: a member of a shard on object
+    /// storage), named `name` in messages.
+    ///
+    /// # Errors
+    /// As [`VideoIndex::open_typed`].
+    pub fn from_bytes(name: impl Into<PathBuf>, bytes: &[u8]) -> Result<Self, VideoFailure> {
+        let read = |at: u64, buf: &mut [u8]| {
+            let from = usize::try_from(at).ok();
+            match from.and_then(|from| bytes.get(from..from.checked_add(buf.len())?)) {
+                Some(part) => {
+                    buf.copy_from_slice(part);
+                    Ok(())
+                }
+                None => Err(std::io::ErrorKind::UnexpectedEof.into()),
+            }
+        };
+        Self::read_with(name.into(), bytes.len() as u64, &read)
+    }
+
+    /// The index of a video of `size` bytes that `read(offset, buffer)` reads.
+    fn read_with(path: PathBuf, size: u64, read: &Reader<'_>) -> Result<Self, VideoFailure> {
+        let boxes = top_level_boxes(read, size).map_err(|e| match e {
             Scan::Io(source) => VideoFailure::Io(source),
             Scan::Bad(e) => VideoFailure::Video(e),
         })?;
@@ -247,7 +292,7 @@ impl VideoIndex {
             head.resize(at + 8 + b.len as usize, 0);
             head[at..at + 4].copy_from_slice(&((8 + b.len) as u32).to_be_bytes());
             head[at + 4..at + 8].copy_from_slice(&b.kind);
-            file.read_exact_at(&mut head[at + 8..], b.start)?;
+            read(b.start, &mut head[at + 8..])?;
         }
         if !moov {
             return Err(VideoError::NoMoov.into());
@@ -262,7 +307,7 @@ impl VideoIndex {
                 return Err(VideoError::MoovTooLarge(moof_bytes).into());
             }
             let mut body = vec![0; b.len as usize];
-            file.read_exact_at(&mut body, b.start)?;
+            read(b.start, &mut body)?;
             // Data offsets count from the box's header.
             moofs.push((b.start - b.header, body));
         }
@@ -322,8 +367,11 @@ enum Scan {
     Bad(VideoError),
 }
 
+/// Reads a video's bytes: `read(offset, buffer)` fills `buffer` from `offset`.
+type Reader<'a> = dyn Fn(u64, &mut [u8]) -> std::io::Result<()> + 'a;
+
 /// The top-level boxes of a file of `size` bytes, from their headers alone.
-fn top_level_boxes(file: &File, size: u64) -> Result<Vec<TopBox>, Scan> {
+fn top_level_boxes(read: &Reader<'_>, size: u64) -> Result<Vec<TopBox>, Scan> {
     let mut boxes = Vec::new();
     let mut at = 0u64;
     while at < size {
@@ -334,8 +382,7 @@ fn top_level_boxes(file: &File, size: u64) -> Result<Vec<TopBox>, Scan> {
                 "{want} stray bytes at the end"
             ))));
         }
-        file.read_exact_at(&mut header[..want], at)
-            .map_err(Scan::Io)?;
+        read(at, &mut header[..want]).map_err(Scan::Io)?;
         let kind: [u8; 4] = header[4..8].try_into().expect("4 bytes");
         if at == 0
             && !matches!(

@@ -32,10 +32,47 @@ pub struct ClipsJob {
 /// Where a job's compressed bytes come from.
 #[derive(Clone, Copy)]
 pub enum Bitstream<'a> {
-    /// The video file (the host path).
-    File(&'a File),
+    /// The video in a local file from `offset` on: the whole file (offset 0) or a member of a
+    /// tar shard (the host path).
+    File {
+        /// The file.
+        file: &'a File,
+        /// Where the video's first byte is in it.
+        offset: u64,
+    },
+    /// The whole video in memory (a member of a shard on object storage).
+    Whole(&'a [u8]),
     /// The runs' spans one after the other ([`DecodePlan::spans`]): what crosses to the device.
     Spans(&'a [u8]),
+}
+
+impl Bitstream<'_> {
+    /// Reads `buf.len()` bytes of the video from `at` (a video offset, as the index gives).
+    ///
+    /// # Errors
+    /// The file cannot be read, or the video ends before them; for [`Bitstream::Spans`],
+    /// always (spans are read in order, by [`H264Decoder::decode_spans`]).
+    fn read_at(&self, at: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let short = || std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
+        match *self {
+            Self::File { file, offset } => {
+                file.read_exact_at(buf, offset.checked_add(at).ok_or_else(short)?)
+            }
+            Self::Whole(bytes) => {
+                let from = usize::try_from(at).map_err(|_| short())?;
+                let part = from
+                    .checked_add(buf.len())
+                    .and_then(|end| bytes.get(from..end))
+                    .ok_or_else(short)?;
+                buf.copy_from_slice(part);
+                Ok(())
+            }
+            Self::Spans(_) => Err(std::io::Error::other(
+                "the runs' spans are not the video's bytes",
+            )),
+        }
+    }
 }
 
 /// Why a job's clips could not be written.
@@ -76,17 +113,16 @@ impl ClipsJob {
             .sum()
     }
 
-    /// Reads the plan's spans one after the other into `out` ([`ClipsJob::spans_len`] bytes
-    /// long): what crosses to the device.
+    /// Reads the plan's spans of the video `from` one after the other into `out`
+    /// ([`ClipsJob::spans_len`] bytes long): what crosses to the device.
     ///
     /// # Errors
     /// The file cannot be read.
-    pub fn read_spans(&self, file: &File, out: &mut [u8]) -> std::io::Result<()> {
-        use std::os::unix::fs::FileExt;
+    pub fn read_spans(&self, from: Bitstream<'_>, out: &mut [u8]) -> std::io::Result<()> {
         let mut at = 0;
         for (start, end) in self.plan.spans(&self.index) {
             let len = (end - start) as usize;
-            file.read_exact_at(&mut out[at..at + len], start)?;
+            from.read_at(start, &mut out[at..at + len])?;
             at += len;
         }
         Ok(())
@@ -119,10 +155,15 @@ impl ClipsJob {
             frames.insert(p.frame, rgb);
         };
         match bytes {
-            Bitstream::File(file) => decoder.decode_typed(file, &self.index, &self.plan, &mut emit),
             Bitstream::Spans(bytes) => {
                 decoder.decode_spans(bytes, &self.index, &self.plan, &mut emit)
             }
+            from => decoder.decode_from(
+                &mut |at, buf| from.read_at(at, buf),
+                &self.index,
+                &self.plan,
+                &mut emit,
+            ),
         }
     }
 

@@ -271,12 +271,12 @@ fn make_dataset_video_writes_clips_that_bench_video_loads_and_indexes_once() {
         let index = hpuload::video::VideoIndex::open(&path).unwrap();
         assert_eq!((index.size, index.frames.len()), ((640, 360), 10));
     }
-    let bench = |expect: &str| {
+    let bench = |data: &str, expect: &str| {
         let run = hpuload(&[
             "bench",
             "--video",
             "--data",
-            d,
+            data,
             "--frames-per-clip",
             "4",
             "--batch",
@@ -291,8 +291,31 @@ fn make_dataset_video_writes_clips_that_bench_video_loads_and_indexes_once() {
         assert!(text.contains(expect), "{text}");
         assert!(text.contains("3 videos"), "{text}");
     };
-    bench("(0 from the index file, 3 indexed, 0 failed; saved to");
-    bench("(3 from the index file, 0 indexed, 0 failed)");
+    bench(d, "(0 from the index file, 3 indexed, 0 failed; saved to");
+    bench(d, "(3 from the index file, 0 indexed, 0 failed)");
+
+    // `make-shards --video`: the clips as tar shards, which `bench --video` reads as well.
+    let shards = out.path().join("shards");
+    let made = hpuload(&[
+        "make-shards",
+        "--video",
+        "--data",
+        d,
+        "--out",
+        shards.to_str().unwrap(),
+        "--shard-size",
+        "1",
+    ]);
+    assert!(made.status.success(), "{made:?}");
+    let pattern = shards.join("shard-{000000..000002}.tar");
+    bench(
+        pattern.to_str().unwrap(),
+        "(0 from the index file, 3 indexed",
+    );
+    bench(
+        shards.to_str().unwrap(),
+        "(3 from the index file, 0 indexed",
+    );
 
     // `preview --video`: each clip a row of its frames.
     let png = out.path().join("clips.png");

@@ -750,3 +750,156 @@ fn a_manifest_rows_segment_is_all_its_clips_are_drawn_from() {
         "the whole video's first clip"
     );
 }
+
+/// `videos`' files as one tar shard in `dir`, sample `k` the members `{k:03}.mp4` and
+/// `{k:03}.cls`, and sample 0 a thumbnail `000.jpg` before its video: a shard of videos
+/// reads the video member, whatever else a sample holds.
+fn video_shard(dir: &std::path::Path, videos: &[hpuload::Entry]) -> std::path::PathBuf {
+    let shard = dir.join("videos-000.tar");
+    let mut tar = tar::Builder::new(std::fs::File::create(&shard).unwrap());
+    let mut add = |name: String, bytes: &[u8]| {
+        let mut header = tar::Header::new_ustar();
+        header.set_size(bytes.len() as u64);
+        header.set_mode(0o644);
+        tar.append_data(&mut header, name, bytes).unwrap();
+    };
+    for (k, entry) in videos.iter().enumerate() {
+        if k == 0 {
+            add(
+                format!("{k:03}.jpg"),
+                b"a thumbnail, not the sample's video",
+            );
+        }
+        add(format!("{k:03}.mp4"), &std::fs::read(&entry.path).unwrap());
+        add(format!("{k:03}.cls"), entry.label.to_string().as_bytes());
+    }
+    tar.into_inner().unwrap();
+    shard
+}
+
+#[test]
+fn tar_shards_of_videos_give_the_folders_clips_from_disk_and_over_http_on_both_paths() {
+    use crate::common::http::HttpServer;
+    use hpuload::{Backend, Media, ShardOptions, WebDataset};
+    let dir = video_folder();
+    let folder = VideoFolder::open(dir.path()).unwrap();
+    let out = TempDir::new("video-shards");
+    let shard = video_shard(out.path(), folder.entries());
+    let server = HttpServer::start(out.path().to_path_buf());
+    let videos = ShardOptions {
+        media: Media::Videos,
+        ..ShardOptions::default()
+    };
+    let run = |source: Box<dyn Source>, backend| {
+        let mut loader = Loader::builder_boxed(source)
+            .batch_size(2)
+            .workers(2)
+            .shuffle(4)
+            .backend(backend)
+            .pipeline(pipeline(TRAIN))
+            .output(Dtype::U8, Layout::Nchw)
+            .video(clips(4, 2))
+            .build()
+            .unwrap();
+        let batches: Vec<_> = (0..2)
+            .flat_map(|e| {
+                loader
+                    .epoch(e)
+                    .map(|b| host(&b.unwrap()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        (batches, loader)
+    };
+    let (want, _) = run(Box::new(folder), Backend::Cpu);
+    let local = || WebDataset::open_with(&shard.to_string_lossy(), &videos).unwrap();
+    let remote = || {
+        let url = format!("{}/videos-000.tar", server.url);
+        let no_cache = ShardOptions {
+            remote: hpuload::RemoteOptions {
+                cache: None,
+                ..hpuload::RemoteOptions::default()
+            },
+            ..videos.clone()
+        };
+        WebDataset::open_with(&url, &no_cache).unwrap()
+    };
+    // Local members are indexed when the loader is built, into a file beside the shard that
+    // the next loader reads; members over HTTP are read whole and indexed when first read.
+    let (got, loader) = run(Box::new(local()), Backend::Cpu);
+    assert_eq!(got, want, "local shard, host path");
+    let stats = loader.video_index_stats().unwrap();
+    assert_eq!((stats.built, stats.failed), (4, 0));
+    assert!(out
+        .path()
+        .join(".videos-000.tar.hpuload-video.idx")
+        .exists());
+    let (got, loader) = run(Box::new(local()), Backend::Hw);
+    assert_eq!(got, want, "local shard, media engine");
+    assert_eq!(loader.video_index_stats().unwrap().cached, 4);
+    assert_eq!(loader.report().hw_samples, 8);
+    for backend in [Backend::Cpu, Backend::Hw] {
+        let (got, loader) = run(Box::new(remote()), backend);
+        assert_eq!(got, want, "over HTTP, {backend:?}");
+        assert_eq!(loader.video_index_stats().unwrap().videos, 0);
+    }
+}
+
+#[test]
+fn a_shard_sample_without_a_video_member_is_named_and_skipped() {
+    use hpuload::{Media, ShardOptions, WebDataset};
+    let dir = video_folder();
+    let folder = VideoFolder::open(dir.path()).unwrap();
+    let out = TempDir::new("video-shard-missing");
+    // Sample 1 loses its video: only its label (and sample 0's thumbnail) remain.
+    let mut entries = folder.entries().to_vec();
+    entries[1].path = dir.path().join("a/notes.txt");
+    let shard = video_shard(out.path(), &entries);
+    let bytes = std::fs::read(&shard).unwrap();
+    let mut tar = tar::Archive::new(&bytes[..]);
+    let mut rebuilt = tar::Builder::new(std::fs::File::create(&shard).unwrap());
+    for member in tar.entries().unwrap() {
+        let mut member = member.unwrap();
+        let name = member.path().unwrap().to_string_lossy().into_owned();
+        let mut data = Vec::new();
+        std::io::Read::read_to_end(&mut member, &mut data).unwrap();
+        let name = if name == "001.mp4" {
+            "001.txt".into()
+        } else {
+            name
+        };
+        let mut header = tar::Header::new_ustar();
+        header.set_size(data.len() as u64);
+        header.set_mode(0o644);
+        rebuilt.append_data(&mut header, name, &data[..]).unwrap();
+    }
+    rebuilt.into_inner().unwrap();
+    let videos = ShardOptions {
+        media: Media::Videos,
+        ..ShardOptions::default()
+    };
+    let source = WebDataset::open_with(&shard.to_string_lossy(), &videos).unwrap();
+    let mut loader = Loader::builder(source)
+        .batch_size(4)
+        .workers(1)
+        .pipeline(pipeline(TRAIN))
+        .output(Dtype::U8, Layout::Nchw)
+        .video(clips(4, 2))
+        .error_budget(1.0)
+        .build()
+        .unwrap();
+    let batch = loader.epoch(0).next().unwrap().unwrap();
+    assert_eq!(batch.images.shape(), &[4, 4, 3, 32, 32]);
+    let skips = loader.report().skips;
+    assert_eq!(skips.len(), 1, "{skips:?}");
+    assert!(
+        skips[0].path.ends_with("videos-000.tar/001"),
+        "{:?}",
+        skips[0]
+    );
+    assert!(
+        skips[0].message.contains("no video member"),
+        "{}",
+        skips[0].message
+    );
+}

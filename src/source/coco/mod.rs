@@ -416,6 +416,7 @@ impl CocoDataset {
             let shards = super::ShardOptions {
                 label_field: String::new(),
                 remote: options.remote.clone(),
+                ..super::ShardOptions::default()
             };
             let spec = images.to_string_lossy();
             let shard_set = if images.is_dir() {

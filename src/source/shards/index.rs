@@ -7,11 +7,14 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use super::{IMAGE_FIELDS, TRUNCATED};
+use super::{Fields, Media, IMAGE_FIELDS, TRUNCATED};
 use crate::Error;
 
 /// The first line of an index file, before the shard's size and the label field.
 const INDEX_MAGIC: &str = "hpuload-shard-index 1";
+
+/// What follows the label field in the first line of a video shard's index.
+const VIDEOS_TAG: &str = " videos";
 
 /// One sample of a shard's index.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,14 +40,14 @@ pub fn index_path(shard: &Path) -> PathBuf {
 
 pub(super) fn load_or_build_index(
     shard: &Path,
-    label_field: &str,
+    fields: Fields<'_>,
 ) -> Result<Vec<IndexedSample>, Error> {
     let io = |source| Error::Io {
         path: shard.to_path_buf(),
         source,
     };
     let size = std::fs::metadata(shard).map_err(io)?.len();
-    match read_index(&index_path(shard), label_field) {
+    match read_index(&index_path(shard), fields) {
         Some((indexed, samples)) if indexed == size => return Ok(samples),
         // Shorter than when it was indexed, and still the same shard where it begins: cut
         // short. Keep the index, so each sample past the cut fails by name when read instead
@@ -59,19 +62,23 @@ pub(super) fn load_or_build_index(
         }
         _ => {}
     }
-    let samples = build_index(shard, label_field)?;
+    let samples = build_index(shard, fields)?;
     // Best effort: a read-only dataset folder still works, it only indexes again next time.
-    if let Err(e) = write_index(&index_path(shard), size, label_field, &samples) {
+    if let Err(e) = write_index(&index_path(shard), size, fields, &samples) {
         tracing::debug!("could not save the index of {}: {e}", shard.display());
     }
     Ok(samples)
 }
 
-/// Scans a shard's tar headers (the data is skipped by seeking) and groups members into samples.
+/// Scans a shard's tar headers (the data is skipped by seeking) and groups members into samples:
+/// each sample's first member of one of `fields.media`'s fields is its image or video, and the
+/// `fields.label` member its label.
 ///
 /// # Errors
 /// The shard cannot be read or is not a valid tar file.
-pub fn build_index(shard: &Path, label_field: &str) -> Result<Vec<IndexedSample>, Error> {
+pub fn build_index(shard: &Path, fields: Fields<'_>) -> Result<Vec<IndexedSample>, Error> {
+    let label_field = fields.label;
+    let media = fields.media.fields();
     let bad = |reason: String| Error::Format {
         path: shard.to_path_buf(),
         reason,
@@ -156,7 +163,7 @@ pub fn build_index(shard: &Path, label_field: &str) -> Result<Vec<IndexedSample>
             std::io::Read::read_to_end(&mut std::io::Read::take(&mut entry, 64), &mut text)
                 .map_err(|e| bad(format!("reading {name}: {e}")))?;
             label_text = Some(text);
-        } else if IMAGE_FIELDS.contains(&field.as_str()) && sample.member.is_empty() {
+        } else if media.contains(&field.as_str()) && sample.member.is_empty() {
             sample.member = name.clone();
             sample.offset = entry.raw_file_position();
             sample.len = entry.size();
@@ -228,20 +235,28 @@ fn starts_as_indexed(shard: &Path, samples: &[IndexedSample]) -> bool {
 }
 
 /// The shard size an index was made for, and its samples.
-pub(super) fn read_index(path: &Path, label_field: &str) -> Option<(u64, Vec<IndexedSample>)> {
-    parse_index(BufReader::new(File::open(path).ok()?), label_field)
+pub(super) fn read_index(path: &Path, fields: Fields<'_>) -> Option<(u64, Vec<IndexedSample>)> {
+    parse_index(BufReader::new(File::open(path).ok()?), fields)
 }
 
-/// [`read_index`] from the index's bytes; `None` for a damaged index or another label field.
-/// Without a label field (samples without labels) any index serves, its labels dropped.
+/// [`read_index`] from the index's bytes; `None` for a damaged index, another label field or
+/// other media. Without a label field (samples without labels) any index of the same media
+/// serves, its labels dropped.
 pub(super) fn parse_index(
     text: impl BufRead,
-    label_field: &str,
+    fields: Fields<'_>,
 ) -> Option<(u64, Vec<IndexedSample>)> {
+    let label_field = fields.label;
     let mut lines = text.lines();
     let header = lines.next()?.ok()?;
     let rest = header.strip_prefix(INDEX_MAGIC)?.trim_start();
     let (size, field) = rest.split_once(' ')?;
+    // A video index says so after its label field; an image index says nothing (as before).
+    let field = match (fields.media, field.strip_suffix(VIDEOS_TAG)) {
+        (Media::Videos, Some(field)) => field,
+        (Media::Images, None) => field,
+        _ => return None,
+    };
     let unlabelled = label_field.is_empty();
     if field != label_field && !unlabelled {
         return None;
@@ -288,14 +303,19 @@ pub(super) fn parse_index(
 pub fn write_index(
     path: &Path,
     shard_size: u64,
-    label_field: &str,
+    fields: Fields<'_>,
     samples: &[IndexedSample],
 ) -> std::io::Result<()> {
+    let label_field = fields.label;
+    let tag = match fields.media {
+        Media::Images => "",
+        Media::Videos => VIDEOS_TAG,
+    };
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(format!(".tmp{}", std::process::id()));
     let tmp = PathBuf::from(tmp);
     let mut out = std::io::BufWriter::new(File::create(&tmp)?);
-    writeln!(out, "{INDEX_MAGIC} {shard_size} {label_field}")?;
+    writeln!(out, "{INDEX_MAGIC} {shard_size} {label_field}{tag}")?;
     for s in samples {
         let label = match &s.label {
             Ok(l) => l.to_string(),
@@ -393,6 +413,38 @@ mod tests {
         }
         assert_eq!(unescape("bad%zz"), None);
         assert_eq!(unescape("cut%0"), None);
+    }
+
+    #[test]
+    fn an_index_serves_only_shards_read_for_the_same_media() {
+        let sample = IndexedSample {
+            key: "a".into(),
+            member: "a.mp4".into(),
+            offset: 512,
+            len: 10,
+            label: Ok(3),
+        };
+        let dir = std::env::temp_dir().join(format!("hpuload-media-idx-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let [images, videos, unlabelled] = [
+            (Media::Images, "cls"),
+            (Media::Videos, "cls"),
+            (Media::Videos, ""),
+        ]
+        .map(|(media, label)| Fields { label, media });
+        for written in [images, videos] {
+            let path = dir.join("s.tar.idx");
+            write_index(&path, 4096, written, std::slice::from_ref(&sample)).unwrap();
+            for read in [images, videos, unlabelled] {
+                let got = read_index(&path, read);
+                assert_eq!(
+                    got.is_some(),
+                    read.media == written.media,
+                    "{written:?} read as {read:?}"
+                );
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

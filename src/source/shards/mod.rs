@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use super::pattern::expand_braces;
 use super::remote::{RemoteOptions, StorageReport};
-use super::{Entry, Listing, ReadMode, SampleBytes, Source};
+use super::{Entry, FileSpan, Listing, ReadMode, SampleBytes, Source};
 use crate::Error;
 use remote::RemoteShards;
 
@@ -31,6 +31,46 @@ pub use index::{build_index, index_path, is_image_member, write_index, IndexedSa
 
 /// Fields that hold the image, in order of preference.
 pub const IMAGE_FIELDS: &[&str] = &["jpg", "jpeg", "png", "webp"];
+
+/// Fields that hold the video of a shard of videos: those of a video folder's files.
+pub const VIDEO_FIELDS: &[&str] = super::VIDEO_EXTENSIONS;
+
+/// What a shard's samples are: which members hold each sample's media.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Media {
+    /// Images: a member of one of [`IMAGE_FIELDS`].
+    #[default]
+    Images,
+    /// Videos: a member of one of [`VIDEO_FIELDS`] (H.264 in MP4/MOV).
+    Videos,
+}
+
+impl Media {
+    /// The fields a sample's media member may have.
+    pub fn fields(self) -> &'static [&'static str] {
+        match self {
+            Self::Images => IMAGE_FIELDS,
+            Self::Videos => VIDEO_FIELDS,
+        }
+    }
+
+    /// `image` or `video`, for messages.
+    fn noun(self) -> &'static str {
+        match self {
+            Self::Images => "image",
+            Self::Videos => "video",
+        }
+    }
+}
+
+/// The members an index picks from each sample: its media and its label.
+#[derive(Clone, Copy, Debug)]
+pub struct Fields<'a> {
+    /// The label's field (`cls`); empty for samples without labels.
+    pub label: &'a str,
+    /// What the media member is.
+    pub media: Media,
+}
 
 /// How a sample's failure begins when its shard ends inside it.
 const TRUNCATED: &str = "the shard is truncated";
@@ -51,6 +91,8 @@ pub struct ShardOptions {
     /// Empty: the samples have no labels (every label is -1), as for a detection dataset's
     /// images, whose targets come from elsewhere.
     pub label_field: String,
+    /// Whether the samples are images or videos.
+    pub media: Media,
     /// How shards named by URL are read.
     pub remote: RemoteOptions,
 }
@@ -59,7 +101,18 @@ impl Default for ShardOptions {
     fn default() -> Self {
         Self {
             label_field: "cls".into(),
+            media: Media::Images,
             remote: RemoteOptions::default(),
+        }
+    }
+}
+
+impl ShardOptions {
+    /// The members each sample's index entry picks.
+    pub fn fields(&self) -> Fields<'_> {
+        Fields {
+            label: &self.label_field,
+            media: self.media,
         }
     }
 }
@@ -134,14 +187,14 @@ impl WebDataset {
         if u32::try_from(names.len()).is_err() {
             return Err(Error::config("shards", "more than 2^32 shards".to_string()));
         }
-        let label_field = options.label_field.as_str();
+        let fields = options.fields();
         let (indexes, remote) = if remote {
             let (indexes, remote) = RemoteShards::open(&names, options)?;
             (indexes, Some(remote))
         } else {
             let indexes = names
                 .iter()
-                .map(|name| load_or_build_index(Path::new(name), label_field))
+                .map(|name| load_or_build_index(Path::new(name), fields))
                 .collect::<Result<Vec<_>, _>>()?;
             (indexes, None)
         };
@@ -166,7 +219,11 @@ impl WebDataset {
                     ),
                     (Ok(label), _) => (
                         label,
-                        Location::Missing("the sample has no image member".into()),
+                        Location::Missing(format!(
+                            "the sample has no {} member ({})",
+                            options.media.noun(),
+                            options.media.fields().join(", ")
+                        )),
                     ),
                     (Err(why), _) => (-1, Location::Missing(why)),
                 };
@@ -246,6 +303,16 @@ impl Source for WebDataset {
         buf.resize(n, 0);
         read_member(path, offset, buf, "shard")?;
         Ok(SampleBytes::Buffer(buf))
+    }
+
+    /// A local shard's member; `None` on object storage (read whole, through `read`).
+    fn span(&self, index: usize) -> std::io::Result<Option<FileSpan>> {
+        let (shard, offset, len) = self.member(index)?;
+        Ok(self.remote.is_none().then(|| FileSpan {
+            file: self.shards[shard as usize].clone(),
+            offset,
+            len: Some(len),
+        }))
     }
 
     /// A member that fits is read straight into `dst` (one `pread`) from a local shard, or from

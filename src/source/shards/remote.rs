@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::index::{build_index, index_path, parse_index, read_index, write_index, IndexedSample};
-use super::ShardOptions;
+use super::{Fields, ShardOptions};
 use crate::source::remote::{self, CacheBudget, CachedShard, Remote};
 use crate::Error;
 
@@ -41,7 +41,7 @@ impl RemoteShards {
         urls: &[String],
         options: &ShardOptions,
     ) -> Result<(Vec<Vec<IndexedSample>>, Self), Error> {
-        let label_field = options.label_field.as_str();
+        let fields = options.fields();
         let (remote, _) = Remote::connect(&urls[0], &options.remote)?;
         let objects = urls
             .iter()
@@ -75,15 +75,11 @@ impl RemoteShards {
             })?;
             let local_index = cache_dir.map(|c| index_path(&remote::cache_file(&c.dir, url)));
             let parsed = fetched
-                .and_then(|bytes| parse_index(&bytes[..], label_field))
-                .or_else(|| {
-                    local_index
-                        .as_deref()
-                        .and_then(|p| read_index(p, label_field))
-                });
+                .and_then(|bytes| parse_index(&bytes[..], fields))
+                .or_else(|| local_index.as_deref().and_then(|p| read_index(p, fields)));
             let (size, samples) = match parsed {
                 Some(found) => found,
-                None => build_remote_index(&remote, url, object, label_field, cache_dir)?,
+                None => build_remote_index(&remote, url, object, fields, cache_dir)?,
             };
             indexes.push(samples);
             sizes.push(size);
@@ -243,7 +239,7 @@ fn build_remote_index(
     remote: &Remote,
     url: &str,
     object: &object_store::path::Path,
-    label_field: &str,
+    fields: Fields<'_>,
     cache: Option<&remote::CacheOptions>,
 ) -> Result<(u64, Vec<IndexedSample>), Error> {
     tracing::info!("{url} has no index: downloading it to build one");
@@ -261,7 +257,7 @@ fn build_remote_index(
             path: PathBuf::from(url),
             source,
         })?;
-    let built = build_index(&local, label_field).map_err(|e| match e {
+    let built = build_index(&local, fields).map_err(|e| match e {
         Error::Io { source, .. } => Error::Io {
             path: PathBuf::from(url),
             source,
@@ -270,7 +266,7 @@ fn build_remote_index(
     });
     if cache.is_some() {
         if let Ok(samples) = &built {
-            if let Err(e) = write_index(&index_path(&local), size, label_field, samples) {
+            if let Err(e) = write_index(&index_path(&local), size, fields, samples) {
                 tracing::debug!("could not keep the index of {url}: {e}");
             }
         }
