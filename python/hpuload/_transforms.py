@@ -408,6 +408,10 @@ def translate(transform: Any, video: bool = False):
     - flips and `Normalize` may come before `RandomCrop`/`CenterCrop`, since they commute with
       cropping (a flip before a crop at offset `x` is the crop at the mirrored offset, flipped:
       the same distribution of outputs);
+    - pixel ops (`ColorJitter`, `Grayscale`, `GaussianBlur`, the auto-augment policies, ...)
+      on the uint8 clip after its crop or resize run hpuload's kernels, which are torchvision's
+      tensor kernels on uint8, one draw per clip for all its frames (on a float clip they are
+      refused: torchvision does not round there);
     - a last step that turns `[T, C, H, W]` into `[C, T, H, W]` (the reference's
       `ConvertBCHWtoCBHW`, or any callable that permutes so, found by running it on a small
       tensor) makes the clip layout `CTHW`."""
@@ -534,6 +538,14 @@ def translate(transform: Any, video: bool = False):
                 raise Unsupported(f"{name} before the crop or resize (hpuload runs pixel ops at the output size)")
             if video and flip and not erasing:
                 pixel.append(op)  # on a float clip too: a flip moves values, whatever their type
+                continue
+            if video and dtype is None and not erasing and normalize is None:
+                # A uint8 clip: hpuload's pixel kernels are torchvision's tensor kernels on
+                # uint8, each drawn once per clip and run on every frame, as v2 runs a
+                # transform on a video tensor. timm's policies take PIL images only.
+                if type(t).__module__.startswith("timm"):
+                    raise Unsupported(f"{name} on a video clip (timm's policies take PIL images)")
+                pixel.append(op)
                 continue
             if dtype is not None or image_tensor:
                 raise Unsupported(f"{name} after the conversion to a tensor (hpuload runs it on the uint8 image before)")

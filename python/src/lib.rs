@@ -63,6 +63,24 @@ impl Run {
 #[pyclass(frozen, module = "hpuload._hpuload")]
 struct Loader {
     run: Mutex<Run>,
+    /// The process that built it: its threads exist only there.
+    pid: u32,
+}
+
+/// A loader object dropped in a process forked from the one that built it (a worker of
+/// torch's DataLoader, or of `multiprocessing` with fork, collecting the parent's garbage)
+/// has none of its threads there: joining them would wait on threads that never run, or
+/// abort. The child's copy is left as it is, for the child's exit to reclaim.
+impl Drop for Loader {
+    fn drop(&mut self) {
+        if std::process::id() != self.pid {
+            let run = std::mem::replace(
+                self.run.get_mut().unwrap_or_else(|p| p.into_inner()),
+                Run::Moving,
+            );
+            std::mem::forget(run);
+        }
+    }
 }
 
 #[pymethods]
@@ -162,6 +180,7 @@ impl Loader {
         });
         Ok(Self {
             run: Mutex::new(Run::Idle(built.map_err(to_py)?)),
+            pid: std::process::id(),
         })
     }
 
@@ -301,8 +320,12 @@ impl Loader {
         result
     }
 
-    /// Cancels the running epoch, if any (waits for the batches being decoded).
+    /// Cancels the running epoch, if any (waits for the batches being decoded). In a process
+    /// forked from the loader's, nothing: there is nothing there to wait for.
     fn stop(&self, py: Python<'_>) -> PyResult<()> {
+        if self.forked() {
+            return Ok(());
+        }
         let mut guard = self.lock()?;
         let run: &mut Run = &mut guard;
         py.detach(|| run.stop());
@@ -346,7 +369,19 @@ impl Loader {
 }
 
 impl Loader {
+    /// Whether this is a copy of the loader in a process forked from the one that built it.
+    fn forked(&self) -> bool {
+        std::process::id() != self.pid
+    }
+
     fn lock(&self) -> PyResult<std::sync::MutexGuard<'_, Run>> {
+        if self.forked() {
+            return Err(PyRuntimeError::new_err(format!(
+                "this loader was built in process {}, and this process was forked from it: its \
+                 threads are not here (build a loader in this process)",
+                self.pid
+            )));
+        }
         // Never block on the lock while holding the GIL: the holder may need the GIL to check
         // for Ctrl-C, and would wait for us forever.
         match self.run.try_lock() {

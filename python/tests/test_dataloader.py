@@ -47,6 +47,36 @@ def test_fast_path_yields_torchvision_shapes_and_dtypes_with_a_partial_last_batc
     assert len(DataLoader(folder(jpeg_folder), batch_size=8, drop_last=True)) == 5
 
 
+def test_a_loader_collected_in_a_forked_child_neither_waits_for_nor_aborts_on_its_threads(jpeg_folder):
+    """A process forked while an hpuload loader is alive (a torch DataLoader's worker, as
+    torchvision's `VideoClips` starts to read metadata) has none of the loader's threads: when
+    its garbage collection frees its copy of the loader mid-epoch, the child carries on."""
+    loader = DataLoader(folder(jpeg_folder), batch_size=8, num_workers=2)
+    batches = iter(loader)
+    next(batches)
+    pid = os.fork()
+    if pid == 0:  # the child: free its copies, then exit at once with the verdict
+        code = 1
+        try:
+            del batches, loader
+            gc.collect()
+            code = 0
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 30
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the child hung freeing its copy of the loader")
+        time.sleep(0.05)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, f"child status {status:#x}"
+    assert len(list(batches)) == 5, "the parent's epoch goes on"
+
+
 def test_each_pass_is_a_new_epoch_and_set_epoch_replays_one(jpeg_folder):
     loader = DataLoader(folder(jpeg_folder), batch_size=41, shuffle=True, seed=1)
     first, second = epoch_of(loader), epoch_of(loader)

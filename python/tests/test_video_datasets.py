@@ -118,6 +118,17 @@ def decoder(monkeypatch):
 
 
 @pytest.fixture
+def same_frames(monkeypatch):
+    """torchvision's side decodes with the stand-in, so both sides start from the same frames:
+    what is compared is the transform alone (an op such as equalize turns a one-level
+    difference in its input into many)."""
+    shim = types.ModuleType("torchcodec")
+    shim.decoders = types.SimpleNamespace(VideoDecoder=_StandInDecoder, AudioDecoder=_NoAudioDecoder)
+    monkeypatch.setitem(sys.modules, "torchcodec", shim)
+    monkeypatch.setitem(sys.modules, "torchcodec.decoders", shim.decoders)
+
+
+@pytest.fixture
 def kinetics_root(tmp_path):
     """A Kinetics layout, `root/train/<class>/<video>.mp4`, of the test clips."""
     for cls, clip in [
@@ -239,3 +250,49 @@ def test_metadata_that_disagrees_with_a_videos_tables_goes_to_torch_naming_the_v
     )
     with pytest.warns(FallbackWarning, match="baseline.mp4"):
         DataLoader(data, batch_size=2, collate_fn=collate_fn)
+
+
+def _pixel_ops():
+    """Pixel ops with their parameters fixed (a range of one value, probability 1), so that
+    torch's draw and hpuload's are the same: v1 classes, as the reference writes them, and a
+    few v2 ones."""
+    v2 = pytest.importorskip("torchvision.transforms.v2")
+    return {
+        "brightness": T.ColorJitter(brightness=(1.3, 1.3)),
+        "contrast": T.ColorJitter(contrast=(0.6, 0.6)),
+        "saturation": T.ColorJitter(saturation=(1.5, 1.5)),
+        "hue": T.ColorJitter(hue=(0.1, 0.1)),
+        "grayscale": T.Grayscale(3),
+        "invert": T.RandomInvert(1.0),
+        "solarize": T.RandomSolarize(128, 1.0),
+        "posterize": T.RandomPosterize(3, 1.0),
+        "autocontrast": T.RandomAutocontrast(1.0),
+        "equalize": T.RandomEqualize(1.0),
+        "sharpness": T.RandomAdjustSharpness(2.0, 1.0),
+        "blur": T.GaussianBlur(5, sigma=(1.2, 1.2)),
+        "rotation": T.RandomRotation((20, 20)),
+        "v2 brightness": v2.ColorJitter(brightness=(0.7, 0.7)),
+        "v2 grayscale": v2.Grayscale(3),
+        "v2 blur": v2.GaussianBlur(3, sigma=(0.8, 0.8)),
+    }
+
+
+@pytest.mark.parametrize("name", list(_pixel_ops()))
+def test_a_pixel_op_on_the_uint8_clip_gives_torchvisions_tensor_kernels_pixels(same_frames, kinetics_root, name):
+    """A pixel op after the crop, on the uint8 clip (as VideoMAE-style presets place colour
+    jitter): hpuload runs its own kernels, which are torchvision's tensor kernels on uint8.
+    Same parameters in, the same pixels out within one level."""
+    op = _pixel_ops()[name]
+    transform = T.Compose([T.CenterCrop((32, 40)), op, T.ConvertImageDtype(torch.float32), ConvertBCHWtoCBHW()])
+    data = kinetics(kinetics_root, transform)
+    sampler = UniformClipSampler(data.video_clips, 2)
+    want = batches(torch.utils.data.DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_fn))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_fn, num_workers=2)
+    got = batches(loader)
+    assert len(got) == len(want) > 1
+    for (x, y), (wx, wy) in zip(got, want):
+        assert x.shape == wx.shape and torch.equal(y, wy)
+        levels = ((x - wx).abs() * 255).round()
+        assert levels.max() <= 1, (name, levels.max())
