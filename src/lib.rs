@@ -61,10 +61,10 @@ pub use loader::{
 };
 pub use sampler::{LastBatch, Shard};
 pub use source::{
-    ArrowDataset, CacheOptions, CocoDataset, CocoOptions, Entry, FileSpan, HfOptions, ImageFolder,
-    Listing, Manifest, Media, ParquetDataset, ParquetOptions, ReadMode, RemoteOptions, SampleBytes,
-    ShardOptions, Source, StorageReport, VideoFolder, VideoManifest, WebDataset, IMAGE_EXTENSIONS,
-    VIDEO_EXTENSIONS,
+    ArrowDataset, CacheOptions, CocoDataset, CocoOptions, Entry, FileSpan, FrameFolder, HfOptions,
+    ImageFolder, Listing, Manifest, Media, ParquetDataset, ParquetOptions, ReadMode, RemoteOptions,
+    SampleBytes, ShardOptions, Source, StorageReport, VideoFolder, VideoManifest, WebDataset,
+    IMAGE_EXTENSIONS, VIDEO_EXTENSIONS,
 };
 pub use stage::{RunsOn, Stage, StageTimes};
 pub use tensor::{HostTensor, Placement, Tensor};

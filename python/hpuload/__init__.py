@@ -9,6 +9,7 @@ hands batches to torch without a copy, through DLPack. Most users want `hpuload.
 from ._hpuload import ErrorBudgetExceeded, LoaderError, SampleError
 from ._hpuload import Loader as _CoreLoader
 from .sources import (
+    FrameFolder,
     HFDataset,
     ImageFolder,
     Manifest,
@@ -28,6 +29,7 @@ __all__ = [
     "VideoFolder",
     "VideoManifest",
     "VideoShards",
+    "FrameFolder",
     "LoaderError",
     "SampleError",
     "ErrorBudgetExceeded",

@@ -125,6 +125,16 @@ class VideoFolderSource:
 
 
 @dataclass(frozen=True)
+class FrameFolderSource:
+    """Videos kept as folders of JPEG frames in class folders: `root/<class>/<video>/<frame>.jpg`,
+    at `fps` frames per second."""
+
+    kind: ClassVar[str] = "frame_folder"
+    root: str
+    fps: float = 30.0
+
+
+@dataclass(frozen=True)
 class VideoManifestSource:
     """Videos listed in a CSV file (Kinetics' annotations, or `path,label[,start,end]`), found
     under `videos` (default: the CSV's folder)."""
@@ -173,6 +183,7 @@ Source = Union[
     CocoSource,
     VideoFolderSource,
     VideoManifestSource,
+    FrameFolderSource,
 ]
 
 

@@ -16,6 +16,7 @@ from ._options import (
     ShardSource,
     Storage,
     VideoFolderSource,
+    FrameFolderSource,
     VideoManifestSource,
     VideoOptions,
 )
@@ -273,3 +274,22 @@ class VideoShards(_Clips):
         return ShardSource(
             os.fspath(self.spec), label_field=self.label_field, storage=Storage.of(self), media="videos"
         )
+
+
+@dataclass(frozen=True)
+class FrameFolder(_Clips):
+    """Videos kept as folders of JPEG frames, in class folders: `root/<class>/<video>/<frame>.jpg`
+    (what frame-extraction scripts write for UCF101, HMDB51, Something-Something and mmaction's
+    "rawframes"), each sample the clips of one video folder. A video's frames are its `.jpg`
+    files in natural order (`img_9.jpg` before `img_10.jpg`), presented at `fps` frames per
+    second (for the timestamp samplers; the index samplers count frames). The same clip
+    settings as `VideoFolder`; each kept frame is decoded as an image is, on the host or by the
+    media engine's JPEG decoder, the clip's plan applied to every frame."""
+
+    root: str | os.PathLike
+    fps: float = 30.0
+    pipeline: Any = None
+    transform: Any = None
+
+    def _source(self) -> FrameFolderSource:
+        return FrameFolderSource(os.fspath(self.root), float(self.fps))

@@ -9,9 +9,9 @@ use hpuload::source::coco::{Categories, EmptyImages};
 use hpuload::source::hf::ColumnChoice;
 use hpuload::video::{ClipSampler, IndexCache, IndexClips, Policy, TimeClips, WindowClips};
 use hpuload::{
-    ArrowDataset, CacheOptions, CocoDataset, CocoOptions, Entry, HfOptions, ImageFolder, Listing,
-    Manifest, Media, ParquetDataset, ParquetOptions, RemoteOptions, ShardOptions, Source,
-    VideoFolder, VideoManifest, VideoSpec, WebDataset,
+    ArrowDataset, CacheOptions, CocoDataset, CocoOptions, Entry, FrameFolder, HfOptions,
+    ImageFolder, Listing, Manifest, Media, ParquetDataset, ParquetOptions, RemoteOptions,
+    ShardOptions, Source, VideoFolder, VideoManifest, VideoSpec, WebDataset,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -215,6 +215,11 @@ pub(crate) fn source(given: &Bound<'_, PyAny>) -> PyResult<Opener> {
         "video_folder" => {
             let root: PathBuf = given.getattr("root")?.extract()?;
             Box::new(move || Ok(Box::new(VideoFolder::open(root)?) as Box<dyn Source>))
+        }
+        "frame_folder" => {
+            let root: PathBuf = given.getattr("root")?.extract()?;
+            let fps: f64 = given.getattr("fps")?.extract()?;
+            Box::new(move || Ok(Box::new(FrameFolder::open(root, fps)?) as Box<dyn Source>))
         }
         "video_manifest" => {
             let path: PathBuf = given.getattr("path")?.extract()?;

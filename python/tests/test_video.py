@@ -145,3 +145,25 @@ def test_video_shards_made_by_make_shards_give_every_video_once_with_its_label(v
     assert sorted(labels) == [0, 0, 1, 1]
     # Indexed once, beside the shards, for the next run and every other rank.
     assert (out / ".shard-000000.tar.hpuload-video.idx").exists()
+
+
+def test_a_frame_folder_gives_each_clip_its_jpegs_in_natural_order(tmp_path):
+    import numpy as np
+    from PIL import Image
+
+    for cls, video, n in [("a", "v0", 8), ("b", "v1", 11)]:
+        (tmp_path / cls / video).mkdir(parents=True)
+        for k in range(n):
+            img = Image.new("RGB", (40, 24), (10 * k, 100, 200 if cls == "a" else 50))
+            img.save(tmp_path / cls / video / f"{k + 1}.jpg", quality=90)  # 1.jpg ... 11.jpg
+    whole = {"name": "whole", "ops": [{"op": "center_crop", "size": [24, 40]}]}
+    data = hpuload.FrameFolder(
+        tmp_path, fps=25, pipeline=whole, sampler="regular_indices", num_frames_per_clip=4, num_indices_between_frames=2
+    )
+    (clips, labels), = list(DataLoader(data, batch_size=2, output_dtype=torch.uint8, backend="cpu"))
+    assert clips.shape == (2, 4, 3, 24, 40) and labels.tolist() == [0, 1]
+    for clip, (cls, video) in zip(clips, [("a", "v0"), ("b", "v1")]):
+        # One clip at regular indices starts at the first frame: frames 1, 3, 5, 7 by name.
+        for t, name in enumerate(["1.jpg", "3.jpg", "5.jpg", "7.jpg"]):
+            want = torch.from_numpy(np.asarray(Image.open(tmp_path / cls / video / name).convert("RGB"))).permute(2, 0, 1)
+            assert (clip[t].int() - want.int()).abs().max() <= 1, (cls, name)

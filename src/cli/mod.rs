@@ -366,11 +366,15 @@ fn make_videos(
 pub struct VideoArgs {
     /// Video: `--data` is a folder of class folders of H.264 MP4/MOV files (default: the
     /// built-in clips, `make-dataset --video`'s, made on first use), tar shards of them
-    /// (`make-shards --video`; local or a URL), or a CSV list of them; each sample is clips
+    /// (`make-shards --video`; local or a URL), a CSV list of them, or class folders of
+    /// folders of JPEG frames (at --fps); each sample is clips
     /// of one video (torchcodec's `clips_at_random_indices`), every frame of a clip through one
     /// drawn plan of the pipeline.
     #[arg(long)]
     pub video: bool,
+    /// With --video over class folders of folders of JPEG frames: their frame rate.
+    #[arg(long, default_value_t = 30.0, requires = "video")]
+    pub fps: f64,
     /// With --video: frames per clip.
     #[arg(long, default_value_t = 16, requires = "video")]
     pub frames_per_clip: usize,
@@ -410,7 +414,7 @@ impl VideoArgs {
             shards: data.storage.options()?,
             ..Default::default()
         };
-        let source = hpuload::source::open_videos(&dir.to_string_lossy(), &options)?;
+        let source = hpuload::source::open_videos(&dir.to_string_lossy(), &options, self.fps)?;
         let builder = hpuload::Loader::builder_boxed(source)
             .shuffle(data.seed)
             .backend(data.backend.backend())

@@ -19,7 +19,7 @@ use hpuload_decoders::{DecodeError, ImageFormat, ImageInfo, JpegDecoder, Limits}
 use super::{DeviceBuffer, HpuError};
 use crate::augment::{CanvasJob, PixelPlan, PixelStage, Resampler, Scratch};
 use crate::cpu_time::CpuClock;
-use crate::video::{Bitstream, ClipsError, ClipsJob, ClipsScratch, DecodeCounts};
+use crate::video::{Bitstream, ClipsError, ClipsJob, ClipsScratch, DecodeCounts, FramesJob};
 
 /// Bytes in device memory: `len` bytes of `buffer` from `offset`.
 #[derive(Clone, Debug)]
@@ -106,6 +106,16 @@ pub enum MediaWork {
         /// The output stage (pixel ops, flip, normalize, cast, layout).
         stage: Arc<PixelStage>,
     },
+    /// A folder of frames' clips: the bitstream is the kept frames' JPEG files one after the
+    /// other; the engine's JPEG decoder decodes each frame's clip window at its DCT scale,
+    /// resampled to the output size, and `stage` runs the clip's plan, into the engine's own
+    /// memory, then the sample is written in one copy.
+    Frames {
+        /// The drawn clips.
+        job: Arc<FramesJob>,
+        /// The output stage.
+        stage: Arc<PixelStage>,
+    },
 }
 
 /// Engine time a job took, by stage.
@@ -180,6 +190,9 @@ impl Engine {
             } => (decode, canvas, augment, op),
             MediaWork::Video { job, stage } => {
                 return done(self.run_video(&job, &stage, &mut destination, t0));
+            }
+            MediaWork::Frames { job, stage } => {
+                return done(self.run_frames(&job, &stage, &mut destination, t0));
             }
         };
         let request = &decode.request;
@@ -258,6 +271,50 @@ impl Engine {
             decode: t1 - t0,
             op: t1.elapsed(),
             frames: Some(counts),
+        })
+    }
+
+    /// A folder of frames' job: each kept frame decoded by the engine's JPEG decoder and
+    /// written through its clip's plan into the engine's own memory, then into the destination
+    /// in one copy.
+    #[allow(clippy::result_large_err)] // the failure hands the bitstream back, as a JPEG's does
+    fn run_frames(
+        &mut self,
+        job: &FramesJob,
+        stage: &PixelStage,
+        destination: &mut Destination,
+        t0: CpuClock,
+    ) -> Result<EngineTimes, JobFailure> {
+        let len = job.frames * job.drawn.first().map_or(0, |d| stage.bytes(&d.pixels));
+        self.pixels.resize(len, 0);
+        let written = job.write_engine(
+            &self.bitstream,
+            stage,
+            &mut self.decoder,
+            self.clips.frames(),
+            &mut self.pixels,
+        );
+        if let Err(e) = written {
+            return Err(JobFailure {
+                error: e.into(),
+                bitstream: std::mem::take(&mut self.bitstream),
+                augment: PixelPlan::default(),
+            });
+        }
+        let t1 = CpuClock::now();
+        let pixels = &self.pixels;
+        match destination {
+            Destination::Device(d) => {
+                d.buffer.lock()[d.offset..d.offset + len].copy_from_slice(pixels);
+            }
+            Destination::Host(slot) => {
+                slot.write(&mut |out| out[..pixels.len()].copy_from_slice(pixels));
+            }
+        }
+        Ok(EngineTimes {
+            decode: t1 - t0,
+            op: t1.elapsed(),
+            frames: None,
         })
     }
 

@@ -118,6 +118,10 @@ pub(super) fn submit(guard: EngineJob, mut h: HwSlot) -> Result<(), HpuError> {
             job: Arc::clone(job),
             stage: Arc::clone(&shared.stage),
         },
+        HwWork::Frames(job) => MediaWork::Frames {
+            job: Arc::clone(job),
+            stage: Arc::clone(&shared.stage),
+        },
     };
     let job = MediaJob {
         source,
@@ -202,13 +206,14 @@ fn fallback(mut guard: EngineJob, h: HwSlot, failure: JobFailure) {
         .pop()
         .unwrap_or_else(|| Scratch::new(&shared));
     // A JPEG's plan, whole again: the CPU path runs what the engine was to run on the bytes
-    // handed back. A video's CPU path reads the file and draws the same clips again.
+    // handed back. A video's CPU path reads the file (or the frames) and draws the same clips
+    // again.
     let given = match h.work {
         HwWork::Jpeg { mut plan, .. } => {
             plan.pixels = failure.augment;
             Some((&failure.bitstream[..], plan))
         }
-        HwWork::Video(_) => None,
+        HwWork::Video(_) | HwWork::Frames(_) => None,
     };
     match work.placement {
         Placement::Host => {

@@ -12,7 +12,7 @@ use crate::augment::{AugmentError, CanvasJob, PixelOp, SamplePlan};
 use crate::cpu_time::CpuClock;
 use crate::hpu::{DeviceBuffer, Hpu, HpuError};
 use crate::stage::Stage;
-use crate::video::ClipsJob;
+use crate::video::{ClipsJob, FramesJob};
 use crate::SampleErrorKind;
 use std::sync::Arc;
 
@@ -233,6 +233,9 @@ pub(super) enum HwWork {
     },
     /// A video sample's clips, drawn by the worker; the bitstream is the runs' spans.
     Video(Arc<ClipsJob>),
+    /// A folder of frames' clips, drawn by the worker; the bitstream is the kept frames' JPEG
+    /// files, one after the other.
+    Frames(Arc<FramesJob>),
 }
 
 impl HwSlot {
@@ -240,7 +243,7 @@ impl HwSlot {
     pub fn detect(&self) -> Option<&crate::augment::DetectPlan> {
         match &self.work {
             HwWork::Jpeg { plan, .. } => plan.detect.as_ref(),
-            HwWork::Video(_) => None,
+            HwWork::Video(_) | HwWork::Frames(_) => None,
         }
     }
 }

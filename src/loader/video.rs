@@ -19,12 +19,12 @@ use super::Shared;
 use crate::augment::SamplePlan;
 use crate::cpu_time::CpuClock;
 use crate::hpu::Hpu;
-use crate::source::{FileSpan, SampleBytes};
+use crate::source::{FileSpan, Frames, SampleBytes};
 use crate::stage::Stage;
 use crate::video::{
-    index_threads, index_videos, Bitstream, ClipError, ClipSampler, ClipsError, ClipsJob,
-    ClipsScratch, DecodeCounts, DecodePlan, IndexCache, IndexStats, PackedIndex, Timeline, VideoAt,
-    VideoError, VideoFailure, VideoIndex,
+    frame_error, index_threads, index_videos, Bitstream, ClipError, ClipSampler, ClipsError,
+    ClipsJob, ClipsScratch, DecodeCounts, DecodePlan, FramesJob, IndexCache, IndexStats,
+    PackedIndex, Timeline, VideoAt, VideoError, VideoFailure, VideoIndex,
 };
 use crate::{ReadMode, SampleError, SampleErrorKind, Source};
 
@@ -236,7 +236,7 @@ fn windows(
         return Err(crate::Error::config(
             what,
             "torchvision's VideoClips count every video's clips up front, which needs the videos \
-             in local files",
+             as MP4 files on local storage",
         ));
     }
     if let Some(m) = &spec.metadata {
@@ -334,6 +334,10 @@ pub(super) fn load(
     };
     let c = &shared.counters;
     let t0 = CpuClock::now();
+    if let Some(frames) = shared.source.frames(at) {
+        return load_frames(shared, video, s, held, (index, epoch), frames, slot, engine)
+            .map_err(err);
+    }
     let span = shared
         .source
         .span(at)
@@ -378,6 +382,70 @@ pub(super) fn load(
     Ok(Filled::Cpu {
         index,
         label: entry.label,
+        detect: None,
+    })
+}
+
+/// Loads sample `index` of a folder of frames: its clips drawn over the frames at the folder's
+/// rate, the kept frames' files read one after the other into `held`, then decoded and written
+/// on the host, or for the media engine put in the slot (or a device buffer of their own) with
+/// the drawn job, for the engine's JPEG decoder.
+#[allow(clippy::too_many_arguments)]
+fn load_frames(
+    shared: &Shared,
+    video: &VideoShared,
+    s: &mut ClipsScratch,
+    held: &mut Vec<u8>,
+    (index, epoch): (usize, u64),
+    frames: Frames<'_>,
+    slot: &mut [u8],
+    engine: Option<&Hpu>,
+) -> Result<Filled, SampleErrorKind> {
+    let c = &shared.counters;
+    let t0 = CpuClock::now();
+    let job = video.frames_job(shared, s, (index, epoch), frames, held)?;
+    let kept = job.clips.iter().map(Vec::len).sum::<usize>() as u64;
+    c.frames_decoded.fetch_add(kept, Ordering::Relaxed);
+    c.bytes_read
+        .fetch_add(job.bitstream_len() as u64, Ordering::Relaxed);
+    let t1 = CpuClock::now();
+    c.add(Stage::Read, t1 - t0);
+    if let Some(hpu) = engine {
+        match job.on_engine() {
+            Ok(()) => {
+                let len = job.bitstream_len();
+                let own = if len <= slot.len() {
+                    slot[..len].copy_from_slice(&held[..len]);
+                    None
+                } else {
+                    Some(upload(hpu, &held[..len]).map_err(SampleErrorKind::Device)?)
+                };
+                c.hw_samples.fetch_add(1, Ordering::Relaxed);
+                c.samples.fetch_add(1, Ordering::Relaxed);
+                c.add(Stage::Route, t1.elapsed());
+                return Ok(Filled::Hw(HwSlot {
+                    slot: 0,
+                    index,
+                    len,
+                    own,
+                    work: HwWork::Frames(std::sync::Arc::new(job)),
+                }));
+            }
+            Err(reason) if shared.backend == super::Backend::Hw => {
+                return Err(SampleErrorKind::Augment(
+                    crate::augment::AugmentError::NotOnEngine(reason),
+                ));
+            }
+            Err(reason) => super::route::count_fallback(shared, reason),
+        }
+    }
+    job.write_host(held, &shared.stage, shared.limits, s.frames(), slot)
+        .map_err(clips_error)?;
+    c.add(Stage::DecodeCpu, t1.elapsed());
+    c.samples.fetch_add(1, Ordering::Relaxed);
+    Ok(Filled::Cpu {
+        index,
+        label: shared.source.entries()[video.video_of(index)].label,
         detect: None,
     })
 }
@@ -443,6 +511,87 @@ fn clips_error(e: ClipsError) -> SampleErrorKind {
 }
 
 impl VideoShared {
+    /// Sample `index` of a folder of frames, drawn for `epoch`: its clips over the frames at
+    /// the folder's rate, each kept frame's file read once into `held` (one after the other),
+    /// each clip's plan drawn from the first kept frame's size.
+    fn frames_job(
+        &self,
+        shared: &Shared,
+        s: &mut ClipsScratch,
+        (index, epoch): (usize, u64),
+        frames: Frames<'_>,
+        held: &mut Vec<u8>,
+    ) -> Result<FramesJob, SampleErrorKind> {
+        let timeline = Timeline::uniform(frames.len(), frames.fps);
+        let clips = self
+            .spec
+            .sampler
+            .sample(&timeline, shared.seed, epoch, index as u64)
+            .map_err(|e| SampleErrorKind::Video(VideoError::Clips(e)))?;
+        // Each distinct frame once, in presentation order.
+        let mut kept: Vec<usize> = clips.iter().flatten().copied().collect();
+        kept.sort_unstable();
+        kept.dedup();
+        held.clear();
+        let mut files = Vec::with_capacity(kept.len());
+        for &k in &kept {
+            let path = frames.path(k);
+            let start = held.len();
+            let named = |e: std::io::Error| {
+                std::io::Error::new(e.kind(), format!("frame {}: {e}", path.display()))
+            };
+            std::fs::File::open(&path)
+                .and_then(|mut f| std::io::Read::read_to_end(&mut f, held))
+                .map_err(|e| SampleErrorKind::Read(named(e)))?;
+            files.push((path, start..held.len()));
+        }
+        let clips: Vec<Vec<usize>> = clips
+            .iter()
+            .map(|clip| {
+                clip.iter()
+                    .map(|p| kept.binary_search(p).expect("every kept frame is listed"))
+                    .collect()
+            })
+            .collect();
+        let (first, range) = files.first().ok_or_else(|| {
+            SampleErrorKind::Video(VideoError::Clips(ClipError::Range("no frame".into())))
+        })?;
+        let size = s
+            .frames()
+            .probe(&held[range.clone()], shared.limits)
+            .map_err(|e| clips_error(frame_error(first, e.to_string())))?;
+        let drawn = self.draw(shared, (index, epoch), clips.len(), size)?;
+        Ok(FramesJob {
+            files,
+            clips,
+            drawn,
+            size,
+            frames: self.frames,
+            channels_first: self.spec.channels_first,
+        })
+    }
+
+    /// The plans of sample `index`'s `clips` clips of a `size` video (clip `k` draws as sample
+    /// `index + k * samples`), each checked to fit the slot.
+    fn draw(
+        &self,
+        shared: &Shared,
+        (index, epoch): (usize, u64),
+        clips: usize,
+        size: (u32, u32),
+    ) -> Result<Vec<SamplePlan>, SampleErrorKind> {
+        (0..clips)
+            .map(|k| {
+                let drawn = shared
+                    .plan
+                    .sample(shared.seed, epoch, index + k * self.samples(), size, None)
+                    .map_err(SampleErrorKind::Augment)?;
+                super::cpu::fits(shared, &drawn, size)?;
+                Ok(drawn)
+            })
+            .collect()
+    }
+
     /// Sample `index`'s clips for `epoch`, drawn: the video's frames each clip keeps, the runs
     /// that decode them, and each clip's plan drawn from the video's size (clip `k` draws as
     /// sample `index + k * samples`).
@@ -492,17 +641,7 @@ impl VideoShared {
             .collect();
         let wanted: Vec<usize> = clips.iter().flatten().copied().collect();
         let plan = DecodePlan::new(&v.index, &wanted);
-        let size = v.index.size;
-        let drawn = (0..clips.len())
-            .map(|k| {
-                let drawn = shared
-                    .plan
-                    .sample(shared.seed, epoch, index + k * self.samples(), size, None)
-                    .map_err(SampleErrorKind::Augment)?;
-                super::cpu::fits(shared, &drawn, size)?;
-                Ok(drawn)
-            })
-            .collect::<Result<Vec<SamplePlan>, SampleErrorKind>>()?;
+        let drawn = self.draw(shared, (index, epoch), clips.len(), v.index.size)?;
         Ok(ClipsJob {
             index: v.index,
             plan,

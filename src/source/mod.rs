@@ -3,6 +3,7 @@
 pub mod arrow;
 pub mod coco;
 mod folder;
+pub mod frames;
 pub mod hf;
 mod manifest;
 pub mod parquet;
@@ -20,6 +21,7 @@ use crate::Error;
 pub use arrow::{ArrowDataset, HfOptions};
 pub use coco::{CocoDataset, CocoOptions, Objects};
 pub use folder::{ImageFolder, VideoFolder, IMAGE_EXTENSIONS, VIDEO_EXTENSIONS};
+pub use frames::{FrameFolder, FrameNames, Frames};
 pub use manifest::Manifest;
 pub use parquet::{ParquetDataset, ParquetOptions};
 pub use remote::{is_remote, CacheOptions, RemoteOptions, StorageReport};
@@ -145,6 +147,12 @@ pub trait Source: Send + Sync {
     /// A video's segment, `[start, end)` in seconds, that its clips are drawn from (`None`,
     /// the default: the whole video).
     fn segment(&self, index: usize) -> Option<(f64, f64)> {
+        let _ = index;
+        None
+    }
+    /// Sample `index` as a video stored as a folder of frames (one JPEG file each): its
+    /// frames and their rate. `None` (the default): the sample is one file or record.
+    fn frames(&self, index: usize) -> Option<Frames<'_>> {
         let _ = index;
         None
     }
@@ -430,12 +438,13 @@ pub fn open(spec: &str, options: &OpenOptions) -> Result<Box<dyn Source>, Error>
 
 /// Opens the videos `spec` names: tar shards whose samples hold `.mp4` (`.mov`, `.m4v`)
 /// members (a file, a brace pattern, a URL, or a folder of `.tar` files, as [`data_kind`]
-/// tells shards), a CSV list of videos ([`VideoManifest`]), or else a folder of class folders
+/// tells shards), a CSV list of videos ([`VideoManifest`]), class folders of folders of JPEG
+/// frames ([`FrameFolder`], at `fps` frames per second), or else class folders of videos
 /// ([`VideoFolder`]).
 ///
 /// # Errors
 /// Those of the source it names.
-pub fn open_videos(spec: &str, options: &OpenOptions) -> Result<Box<dyn Source>, Error> {
+pub fn open_videos(spec: &str, options: &OpenOptions, fps: f64) -> Result<Box<dyn Source>, Error> {
     let path = Path::new(spec);
     let shards = ShardOptions {
         media: Media::Videos,
@@ -450,6 +459,7 @@ pub fn open_videos(spec: &str, options: &OpenOptions) -> Result<Box<dyn Source>,
         {
             Box::new(VideoManifest::open(path, None)?)
         }
+        _ if frames::holds_frame_folders(path) => Box::new(FrameFolder::open(path, fps)?),
         _ => Box::new(VideoFolder::open(path)?),
     })
 }

@@ -182,6 +182,17 @@ impl Timeline {
         Self { pts, begin, end }
     }
 
+    /// `frames` frames at `fps` frames per second from time 0 (a folder of frames): frame `k`
+    /// at `k / fps`, each lasting `1 / fps`.
+    pub fn uniform(frames: usize, fps: f64) -> Self {
+        let pts: Vec<f64> = (0..frames).map(|k| k as f64 / fps).collect();
+        Self {
+            pts,
+            begin: 0.0,
+            end: frames as f64 / fps,
+        }
+    }
+
     /// The frames presented in `[start, end)` seconds as a timeline of their own (the
     /// video cut to a segment: a Kinetics row's times), and the position of its first frame
     /// in this one.

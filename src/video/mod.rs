@@ -9,6 +9,7 @@ mod cache;
 mod clips;
 pub mod colour;
 mod fragments;
+mod frames;
 mod h264;
 mod make;
 mod mp4;
@@ -25,6 +26,8 @@ pub use clips::{
     random_clip_sampler, uniform_clip_sampler, video_clips, ClipError, ClipSampler, IndexClips,
     Policy, TimeClips, Timeline, WindowClips,
 };
+pub(crate) use frames::frame_error;
+pub use frames::{FramesJob, FramesScratch};
 pub use h264::{AvcConfig, DecodeCounts, H264Decoder, Picture};
 pub use make::{default_video_dataset, make_video_dataset, VideoSetSpec};
 pub use mp4::{Codec, Frame, VideoError, VideoFailure, VideoIndex};

@@ -102,6 +102,14 @@ pub enum VideoError {
     /// The decoder could not be created.
     #[error("the H.264 decoder could not start: {0}")]
     Decoder(String),
+    /// A frame of a folder of frames (a JPEG file) does not decode, or differs in size.
+    #[error("frame {file}: {reason}")]
+    Frame {
+        /// The frame's file.
+        file: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// A frame's NAL units do not fit in its bytes.
     #[error("frame {frame} is malformed: {reason}")]
     Sample {

@@ -101,6 +101,15 @@ pub struct ClipsScratch {
     planes: Vec<u8>,
     resampler: Option<Resampler>,
     ops: Scratch,
+    /// A folder of frames' decoder and buffers.
+    jpeg_frames: super::FramesScratch,
+}
+
+impl ClipsScratch {
+    /// The buffers of a folder of frames' samples.
+    pub fn frames(&mut self) -> &mut super::FramesScratch {
+        &mut self.jpeg_frames
+    }
 }
 
 impl ClipsJob {
@@ -180,8 +189,11 @@ impl ClipsJob {
         slot: &mut [u8],
     ) -> Result<(), ClipsError> {
         let (w, h) = self.index.size;
-        let per_clip = self.clips.first().map_or(1, Vec::len);
-        let frame_bytes = slot.len() / self.frames;
+        let place = Placement {
+            per_clip: self.clips.first().map_or(1, Vec::len),
+            frame_bytes: slot.len() / self.frames,
+            channels_first: self.channels_first,
+        };
         for (k, (clip, drawn)) in self.clips.iter().zip(&self.drawn).enumerate() {
             let (oh, ow) = drawn.pixels.size;
             let resampler = s.resampler.get_or_insert_with(|| Resampler::new(oh, ow));
@@ -204,20 +216,49 @@ impl ClipsJob {
                 };
                 let resized = resampler.run_with(source, w, h, &drawn.crop, drawn.interpolation)?;
                 stage.ops(resized, &drawn.pixels, &mut s.ops);
-                if self.channels_first {
-                    s.planes.resize(frame_bytes, 0);
-                    stage.write(resized, &drawn.pixels, &mut s.planes);
-                    let plane = frame_bytes / 3;
-                    for (c, bytes) in s.planes.chunks_exact(plane).enumerate() {
-                        let at = ((k * 3 + c) * per_clip + t) * plane;
-                        slot[at..at + plane].copy_from_slice(bytes);
-                    }
-                } else {
-                    let at = (k * per_clip + t) * frame_bytes;
-                    stage.write(resized, &drawn.pixels, &mut slot[at..at + frame_bytes]);
-                }
+                place.put(stage, resized, &drawn.pixels, (k, t), slot, &mut s.planes);
             }
         }
         Ok(())
+    }
+}
+
+/// Where each output frame of a sample's clips goes in its slot: frame `t` of clip `k` at
+/// frame position `k * per_clip + t`, or, channels first, plane `ch` of it at plane
+/// `(k * 3 + ch) * per_clip + t`.
+pub(super) struct Placement {
+    /// Frames per clip.
+    pub per_clip: usize,
+    /// One output frame's bytes.
+    pub frame_bytes: usize,
+    /// Each clip is `[C, T, H, W]`.
+    pub channels_first: bool,
+}
+
+impl Placement {
+    /// Runs `stage`'s writer (flip, normalize, cast, layout) on the output frame `resized` of
+    /// clip `k` at time `t`, into its place in `slot`; `planes` is scratch for channels first.
+    pub fn put(
+        &self,
+        stage: &PixelStage,
+        resized: &[u8],
+        pixels: &augment::PixelPlan,
+        (k, t): (usize, usize),
+        slot: &mut [u8],
+        planes: &mut Vec<u8>,
+    ) {
+        let (per_clip, frame_bytes) = (self.per_clip, self.frame_bytes);
+        if self.channels_first {
+            planes.resize(frame_bytes, 0);
+            stage.write(resized, pixels, planes);
+            let plane = frame_bytes / 3;
+            for (c, bytes) in planes.chunks_exact(plane).enumerate() {
+                let at = ((k * 3 + c) * per_clip + t) * plane;
+                slot[at..at + plane].copy_from_slice(bytes);
+            }
+        } else {
+            let at = (k * per_clip + t) * frame_bytes;
+            stage.write(resized, pixels, &mut slot[at..at + frame_bytes]);
+        }
     }
 }

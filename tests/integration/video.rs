@@ -903,3 +903,173 @@ fn a_shard_sample_without_a_video_member_is_named_and_skipped() {
         skips[0].message
     );
 }
+
+/// Class folders of videos kept as frames: `a/v0` (9 frames, `img_00001.jpg`...), `a/v1` (12,
+/// `1.jpg`...`12.jpg`, whose natural order is not the byte order), `b/v2` (10). Frame `k` of
+/// video `v` is a gradient with a square at `k`, 48x32, as a JPEG.
+fn frame_folder() -> TempDir {
+    let dir = TempDir::new("frames");
+    for (v, (class, count, counted)) in [("a", 9, true), ("a", 12, false), ("b", 10, true)]
+        .into_iter()
+        .enumerate()
+    {
+        let video = dir.path().join(class).join(format!("v{v}"));
+        std::fs::create_dir_all(&video).unwrap();
+        for k in 0..count {
+            let (w, h) = (48u32, 32u32);
+            let mut rgb = Vec::with_capacity((w * h * 3) as usize);
+            for y in 0..h {
+                for x in 0..w {
+                    let inside = (x as usize).abs_diff(3 * k + 4) < 4 && y > 10 && y < 20;
+                    let r = if inside { 250 } else { (x * 5) as u8 };
+                    rgb.extend([r, (y * 7) as u8, (40 * v as u32 + 20) as u8]);
+                }
+            }
+            let mut jpeg = Vec::new();
+            image::codecs::jpeg::JpegEncoder::new_with_quality(&mut jpeg, 92)
+                .encode(&rgb, w, h, image::ExtendedColorType::Rgb8)
+                .unwrap();
+            let name = if counted {
+                format!("img_{:05}.jpg", k + 1)
+            } else {
+                format!("{}.jpg", k + 1)
+            };
+            std::fs::write(video.join(name), jpeg).unwrap();
+        }
+    }
+    std::fs::write(dir.path().join("a/v0/notes.txt"), "not a frame").unwrap();
+    dir
+}
+
+const WHOLE_FRAME: &str = r#"
+name = "whole_frame"
+[[ops]]
+op = "center_crop"
+size = [32, 48]
+"#;
+
+#[test]
+fn a_folder_of_frames_gives_each_clip_the_jpegs_its_sampler_draws() {
+    use hpuload::decoders::{CpuDecoder, Decode};
+    use hpuload::source::FrameFolder;
+    use hpuload::video::Timeline;
+    let dir = frame_folder();
+    let folder = FrameFolder::open(dir.path(), 25.0).unwrap();
+    assert_eq!(folder.entries().len(), 3);
+    assert_eq!(folder.classes(), ["a", "b"]);
+    let spec = clips(4, 2);
+    let mut loader = Loader::builder(FrameFolder::open(dir.path(), 25.0).unwrap())
+        .batch_size(3)
+        .workers(2)
+        .shuffle(7)
+        .backend(hpuload::Backend::Cpu)
+        .pipeline(pipeline(WHOLE_FRAME))
+        .output(Dtype::U8, Layout::Nhwc)
+        .video(spec.clone())
+        .build()
+        .unwrap();
+    let mut decoder = CpuDecoder::with_limits(Default::default());
+    for epoch in 0..2 {
+        let batch = loader.epoch(epoch).next().unwrap().unwrap();
+        assert_eq!(batch.images.shape(), &[3, 4, 32, 48, 3]);
+        let (images, labels, indices, _) = host(&batch);
+        for (row, (&index, &label)) in indices.iter().zip(&labels).enumerate() {
+            let frames = folder.frames(index).unwrap();
+            assert_eq!(label, if index < 2 { 0 } else { 1 });
+            let timeline = Timeline::uniform(frames.len(), 25.0);
+            let drawn = spec
+                .sampler
+                .sample(&timeline, 7, epoch, index as u64)
+                .unwrap();
+            assert_eq!(drawn[0].len(), 4);
+            for (t, &k) in drawn[0].iter().enumerate() {
+                let mut rgb = Vec::new();
+                let jpeg = std::fs::read(frames.path(k)).unwrap();
+                decoder.decode(&jpeg, &mut rgb).unwrap();
+                let at = (row * 4 + t) * 32 * 48 * 3;
+                assert!(
+                    images[at..at + 32 * 48 * 3] == rgb[..32 * 48 * 3],
+                    "video {index}, clip frame {t}: not the decoded {}",
+                    frames.path(k).display()
+                );
+            }
+        }
+    }
+    // Natural order: `2.jpg` is the second frame, not `10.jpg`.
+    assert!(folder.frames(1).unwrap().path(1).ends_with("a/v1/2.jpg"));
+}
+
+#[test]
+fn the_jpeg_engine_decodes_frame_folder_clips_within_rounding_of_the_host_path() {
+    use hpuload::source::FrameFolder;
+    use hpuload::{Backend, Placement, Stage};
+    let dir = frame_folder();
+    let run = |backend, placement| {
+        let mut loader = Loader::builder(FrameFolder::open(dir.path(), 30.0).unwrap())
+            .batch_size(3)
+            .workers(2)
+            .seed(2)
+            .backend(backend)
+            .placement(placement)
+            .pipeline(pipeline(TRAIN))
+            .output(Dtype::U8, Layout::Nchw)
+            .video(VideoSpec {
+                channels_first: true,
+                ..clips(3, 3)
+            })
+            .build()
+            .unwrap();
+        let batches: Vec<_> = loader.epoch(0).map(|b| host(&b.unwrap())).collect();
+        (batches, loader.report())
+    };
+    let (cpu, cpu_report) = run(Backend::Cpu, Placement::Device);
+    assert_eq!(cpu_report.hw_samples, 0);
+    for placement in [Placement::Device, Placement::Host] {
+        let (hw, report) = run(Backend::Hw, placement);
+        assert_eq!(report.hw_samples, 3, "every video on the engine");
+        assert!(report.stages.get(Stage::DecodeEngine) > std::time::Duration::ZERO);
+        assert_eq!(hw.len(), cpu.len());
+        for (h, c) in hw.iter().zip(&cpu) {
+            assert_eq!((&h.1, &h.2), (&c.1, &c.2), "labels and indices");
+            let mse =
+                h.0.iter()
+                    .zip(&c.0)
+                    .map(|(&a, &b)| (f64::from(a) - f64::from(b)).powi(2))
+                    .sum::<f64>()
+                    / h.0.len() as f64;
+            let psnr = 10.0 * (255.0f64.powi(2) / mse.max(1e-9)).log10();
+            assert!(psnr > 35.0, "{placement:?}: {psnr:.1} dB");
+        }
+    }
+}
+
+#[test]
+fn a_damaged_frame_file_is_named_and_its_video_skipped() {
+    use hpuload::source::FrameFolder;
+    let dir = frame_folder();
+    let bad = dir.path().join("b/v2/img_00002.jpg");
+    std::fs::write(&bad, b"\xff\xd8 not the rest of a JPEG").unwrap();
+    for backend in [hpuload::Backend::Cpu, hpuload::Backend::Auto] {
+        let mut loader = Loader::builder(FrameFolder::open(dir.path(), 30.0).unwrap())
+            .batch_size(3)
+            .workers(1)
+            .error_budget(1.0)
+            .backend(backend)
+            .pipeline(pipeline(TRAIN))
+            .output(Dtype::U8, Layout::Nchw)
+            // Every clip of 9 consecutive frames of a 10-frame video holds its frame 1.
+            .video(clips(9, 1))
+            .build()
+            .unwrap();
+        let batch = loader.epoch(0).next().unwrap().unwrap();
+        assert_eq!(batch.images.shape(), &[3, 9, 3, 32, 32]);
+        let skips = loader.report().skips;
+        assert_eq!(skips.len(), 1, "{backend:?}: {skips:?}");
+        assert!(skips[0].path.ends_with("b/v2"), "{:?}", skips[0]);
+        assert!(
+            skips[0].message.contains("img_00002.jpg"),
+            "{}",
+            skips[0].message
+        );
+    }
+}
