@@ -106,8 +106,10 @@ pub(super) struct VideoShared {
 /// `ends[v - 1] + c`, and video `v`'s frame count and rate give its clips' frames.
 struct Windows {
     spec: crate::video::WindowClips,
-    /// Each video's (frames, fps).
+    /// Each video's (frames, fps): of its segment, for a source that cuts its videos.
     videos: Vec<(usize, f64)>,
+    /// Each video's first frame (presentation position) of its segment (0: the whole video).
+    offsets: Vec<usize>,
     /// Each video's first sample after its clips (torchvision's `cumulative_sizes`).
     ends: Vec<usize>,
 }
@@ -252,11 +254,25 @@ fn windows(
         }
     }
     let mut videos = Vec::with_capacity(entries.len());
+    let mut offsets = vec![0; entries.len()];
     for (k, slot) in indexes.iter().enumerate() {
         let indexed = slot.get().map(|p| Indexed::from(p.unpack()));
-        let counted = indexed.as_ref().map(|v| v.timeline.len());
         let given = spec.metadata.as_ref().map(|m| m[k]);
         let path = entries[k].path.display();
+        let mut counted = indexed.as_ref().map(|v| v.timeline.len());
+        // A manifest row's segment: its windows are laid over the segment's frames only (at
+        // the whole video's rate).
+        if let (Some((start, end)), Some(v)) = (source.segment(k), indexed.as_ref()) {
+            if given.is_some() {
+                return Err(crate::Error::config(
+                    what,
+                    format!("{path}: clip metadata and a segment of the video, both given"),
+                ));
+            }
+            let (cut, offset) = v.timeline.segment(start, end);
+            offsets[k] = offset;
+            counted = Some(cut.len());
+        }
         let video = match (given, counted) {
             // A video the user's reader found nothing in gives no clip, whatever hpuload reads.
             (Some((0, fps)), _) => (0, fps),
@@ -295,6 +311,7 @@ fn windows(
     Ok(Windows {
         spec: spec.clone(),
         videos,
+        offsets,
         ends,
     })
 }
@@ -607,11 +624,12 @@ impl VideoShared {
             Some(w) => {
                 let (at, clip) = w.locate(index);
                 let (frames, fps) = w.videos[at];
-                let frames = w.spec.clip(frames, fps, clip).ok_or_else(|| {
+                let mut frames = w.spec.clip(frames, fps, clip).ok_or_else(|| {
                     SampleErrorKind::Video(VideoError::Clips(ClipError::Range(format!(
                         "clip {clip} is past the video's last"
                     ))))
                 })?;
+                frames.iter_mut().for_each(|p| *p += w.offsets[at]);
                 vec![frames]
             }
             None => {

@@ -1073,3 +1073,49 @@ fn a_damaged_frame_file_is_named_and_its_video_skipped() {
         );
     }
 }
+
+#[test]
+fn torchvisions_windows_over_a_manifest_row_lie_in_its_segment() {
+    // baseline.mp4: 16 frames at 25 fps. Row 0's segment [0.2, 0.4) s holds frames 5 to 9:
+    // windows of 3 frames, 2 apart, are frames 5-7 and 7-9; row 1 (the whole video) gives 7.
+    let dir = TempDir::new("video-manifest-windows");
+    std::fs::copy(data().join("baseline.mp4"), dir.path().join("v.mp4")).unwrap();
+    std::fs::write(
+        dir.path().join("list.csv"),
+        "path,label,start,end\nv.mp4,7,0.2,0.4\nv.mp4,3,,\n",
+    )
+    .unwrap();
+    let manifest = hpuload::VideoManifest::open(dir.path().join("list.csv"), None).unwrap();
+    let sampler = ClipSampler::Windows(hpuload::video::WindowClips {
+        frames_per_clip: 3,
+        step: 2,
+        frame_rate: None,
+        metadata: None,
+    });
+    let mut loader = Loader::builder(manifest)
+        .batch_size(9)
+        .workers(1)
+        .pipeline(pipeline(
+            "name = \"whole\"\n[[ops]]\nop = \"center_crop\"\nsize = [48, 64]\n",
+        ))
+        .output(Dtype::U8, Layout::Nhwc)
+        .last_batch(hpuload::LastBatch::Partial)
+        .video(VideoSpec {
+            sampler,
+            channels_first: false,
+        })
+        .build()
+        .unwrap();
+    assert_eq!(loader.dataset_len(), 2 + 7);
+    let (got, labels, _, _) = host(&loader.epoch(0).next().unwrap().unwrap());
+    assert_eq!(labels, [7, 7, 3, 3, 3, 3, 3, 3, 3]);
+    let frames = |positions: &[usize]| {
+        hpuload::video::read_frames(&dir.path().join("v.mp4"), positions)
+            .unwrap()
+            .rgb
+    };
+    let clip = 3 * 48 * 64 * 3;
+    assert!(got[..clip] == frames(&[5, 6, 7])[..]);
+    assert!(got[clip..2 * clip] == frames(&[7, 8, 9])[..]);
+    assert!(got[2 * clip..3 * clip] == frames(&[0, 1, 2])[..]);
+}
