@@ -99,6 +99,14 @@ fn stages(c: &mut Criterion) {
             }
         })
     });
+    // The floor of both: only the entropy decoding to the region's last MCU row.
+    g.bench_function("decode/engine/roi_40pct_entropy_only", |b| {
+        b.iter(|| {
+            for (bytes, w, h, _) in &inputs {
+                e.entropy_decode_only(bytes, centre(*w, *h)).unwrap();
+            }
+        })
+    });
     // What an engine job runs: the same region decoded and resampled to 224x224 in YCbCr.
     let mut resized = vec![0u8; 224 * 224 * 3];
     g.bench_function("decode/engine/roi_40pct_resized_to_224", |b| {

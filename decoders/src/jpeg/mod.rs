@@ -238,6 +238,51 @@ impl JpegDecoder {
         Ok(sr)
     }
 
+    /// Only the entropy decoding a decode of `region` needs, and nothing after it: every block
+    /// of every MCU row up to the region's last is Huffman-decoded (the DC prediction kept) and
+    /// its coefficients discarded; nothing is dequantized, transformed or written. This is the
+    /// floor of any baseline-JPEG decode of that region (the bits before its last row cannot be
+    /// skipped), what the engine path's throughput is measured against.
+    ///
+    /// # Errors
+    /// Unsupported or corrupt data, or a region outside the image.
+    pub fn entropy_decode_only(&mut self, bytes: &[u8], region: Region) -> Result<(), DecodeError> {
+        let h = header::parse(bytes, &self.limits)?;
+        let sr = Self::check_request(&h, region, 1)?;
+        let (_, _, _, r1) = Self::mcu_window(&h, &sr, 8);
+        for c in &h.components {
+            self.dc_tables[c.td].build(h.dc[c.td].as_ref().expect("checked by parse"), false);
+            self.ac_tables[c.ta].build(h.ac[c.ta].as_ref().expect("checked by parse"), true);
+        }
+        self.scan.fill(bytes, h.scan_start);
+        let mut br = self.scan.reader();
+        let (mut pred, mut coef) = ([0i32; 3], [0i32; 64]);
+        let (mut mcus, mut next_rst) = (0usize, 0u8);
+        for _ in 0..r1 {
+            for _ in 0..h.mcus_x() {
+                if h.restart_interval > 0 && mcus > 0 && mcus.is_multiple_of(h.restart_interval) {
+                    br = br.restart(next_rst)?;
+                    next_rst = (next_rst + 1) & 7;
+                    pred = [0; 3];
+                }
+                mcus += 1;
+                for (ci, c) in h.components.iter().enumerate() {
+                    let (dc, ac) = (&self.dc_tables[c.td], &self.ac_tables[c.ta]);
+                    for _ in 0..c.v * c.h {
+                        block::<false>(&mut br, dc, ac, &h.qt[c.tq], &mut pred[ci], &mut coef)?;
+                    }
+                }
+            }
+        }
+        if br.ends_early() {
+            return Err(DecodeError::Truncated {
+                format: ImageFormat::Jpeg,
+                detail: "entropy-coded data ends early",
+            });
+        }
+        Ok(())
+    }
+
     /// What a media engine does per image: decodes `region` at `1/denom` (see
     /// [`JpegDecoder::decode_region`]), resamples `window` of it to `out_w`x`out_h`
     /// (with the request's filter, reading only pixels inside `region`) and writes RGB8 into
@@ -726,6 +771,40 @@ impl Decode for JpegDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn entropy_decoding_alone_takes_what_a_region_decode_takes_and_refuses_what_it_refuses() {
+        let bytes = crate::testing::gradient_jpeg(96, 64, 90);
+        let mut d = JpegDecoder::default();
+        let region = Region {
+            x: 8,
+            y: 8,
+            width: 40,
+            height: 24,
+        };
+        d.entropy_decode_only(&bytes, region).unwrap();
+        let mut out = vec![0; 40 * 24 * 3];
+        // Cut inside the rows the region needs: both fail alike (truncated).
+        let cut = &bytes[..bytes.len() * 2 / 3];
+        let alone = d
+            .entropy_decode_only(cut, Region::full(96, 64))
+            .unwrap_err();
+        let whole = d
+            .decode_region(cut, Region::full(96, 64), 1, &mut vec![0; 96 * 64 * 3])
+            .unwrap_err();
+        assert_eq!(
+            std::mem::discriminant(&alone),
+            std::mem::discriminant(&whole)
+        );
+        d.decode_region(&bytes, region, 1, &mut out).unwrap();
+        let outside = Region {
+            x: 90,
+            y: 0,
+            width: 10,
+            height: 10,
+        };
+        assert!(d.entropy_decode_only(&bytes, outside).is_err());
+    }
 
     /// Packs a string of '0'/'1' into bytes, padded with 1-bits as encoders do.
     fn pack(bits: &str) -> Vec<u8> {
