@@ -118,6 +118,18 @@ pub enum MediaWork {
     },
 }
 
+/// Writes a sample made in the engine's own memory into its destination, in one copy.
+fn copy_out(pixels: &[u8], destination: &mut Destination) {
+    match destination {
+        Destination::Device(d) => {
+            d.buffer.lock()[d.offset..d.offset + pixels.len()].copy_from_slice(pixels);
+        }
+        Destination::Host(slot) => {
+            slot.write(&mut |out| out[..pixels.len()].copy_from_slice(pixels));
+        }
+    }
+}
+
 /// Engine time a job took, by stage.
 #[derive(Clone, Copy, Debug)]
 pub struct EngineTimes {
@@ -258,15 +270,7 @@ impl Engine {
         self.pixels.resize(len, 0);
         job.write(stage, &mut self.clips, &mut self.pixels)
             .map_err(|e| fail(e, &mut self.bitstream))?;
-        let pixels = &self.pixels;
-        match destination {
-            Destination::Device(d) => {
-                d.buffer.lock()[d.offset..d.offset + len].copy_from_slice(pixels);
-            }
-            Destination::Host(slot) => {
-                slot.write(&mut |out| out[..pixels.len()].copy_from_slice(pixels));
-            }
-        }
+        copy_out(&self.pixels, destination);
         Ok(EngineTimes {
             decode: t1 - t0,
             op: t1.elapsed(),
@@ -302,15 +306,7 @@ impl Engine {
             });
         }
         let t1 = CpuClock::now();
-        let pixels = &self.pixels;
-        match destination {
-            Destination::Device(d) => {
-                d.buffer.lock()[d.offset..d.offset + len].copy_from_slice(pixels);
-            }
-            Destination::Host(slot) => {
-                slot.write(&mut |out| out[..pixels.len()].copy_from_slice(pixels));
-            }
-        }
+        copy_out(&self.pixels, destination);
         Ok(EngineTimes {
             decode: t1 - t0,
             op: t1.elapsed(),
