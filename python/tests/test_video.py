@@ -165,5 +165,5 @@ def test_a_frame_folder_gives_each_clip_its_jpegs_in_natural_order(tmp_path):
     for clip, (cls, video) in zip(clips, [("a", "v0"), ("b", "v1")]):
         # One clip at regular indices starts at the first frame: frames 1, 3, 5, 7 by name.
         for t, name in enumerate(["1.jpg", "3.jpg", "5.jpg", "7.jpg"]):
-            want = torch.from_numpy(np.asarray(Image.open(tmp_path / cls / video / name).convert("RGB"))).permute(2, 0, 1)
+            want = torch.from_numpy(np.array(Image.open(tmp_path / cls / video / name).convert("RGB"))).permute(2, 0, 1)
             assert (clip[t].int() - want.int()).abs().max() <= 1, (cls, name)
