@@ -19,7 +19,7 @@ use super::Shared;
 use crate::augment::SamplePlan;
 use crate::cpu_time::CpuClock;
 use crate::hpu::Hpu;
-use crate::source::{FileSpan, Frames, SampleBytes};
+use crate::source::{Frames, SampleBytes};
 use crate::stage::Stage;
 use crate::video::{
     frame_error, index_threads, index_videos, Bitstream, ClipError, ClipSampler, ClipsError,
@@ -207,14 +207,7 @@ impl VideoShared {
         }
         let name = shared.source.entries()[index].path.clone();
         let video = match bytes {
-            Bitstream::File { file, offset } => {
-                let len = file.metadata().map_err(SampleErrorKind::Read)?.len();
-                let len = match shared.source.span(index) {
-                    Ok(Some(FileSpan { len: Some(len), .. })) => len,
-                    _ => len.saturating_sub(offset),
-                };
-                VideoIndex::open_span(name, file, offset, len)
-            }
+            Bitstream::File { file, offset, len } => VideoIndex::open_span(name, file, offset, len),
             Bitstream::Whole(bytes) | Bitstream::Spans(bytes) => {
                 VideoIndex::from_bytes(name, bytes)
             }
@@ -363,9 +356,18 @@ pub(super) fn load(
     let bytes = match span {
         Some(span) => {
             file = File::open(&span.file).map_err(|e| err(SampleErrorKind::Read(e)))?;
+            let len = match span.len {
+                Some(len) => len,
+                None => file
+                    .metadata()
+                    .map_err(|e| err(SampleErrorKind::Read(e)))?
+                    .len()
+                    .saturating_sub(span.offset),
+            };
             Bitstream::File {
                 file: &file,
                 offset: span.offset,
+                len,
             }
         }
         None => {

@@ -161,12 +161,13 @@ impl FramesJob {
             for (t, &f) in clip.iter().enumerate() {
                 let (file, range) = &self.files[f];
                 let bytes = &bitstream[range.clone()];
-                let info = decoder
-                    .probe(bytes)
+                // Headers parsed once: the size check and the decode share the parse.
+                let (info, parsed) = decoder
+                    .probe_parsed(bytes)
                     .map_err(|e| frame_error(file, e.to_string()))?;
                 self.check_size(file, (info.width, info.height))?;
                 decoder
-                    .decode_resized(bytes, &request, &mut s.out)
+                    .decode_resized_parsed(bytes, &parsed, &request, &mut s.out)
                     .map_err(|e| frame_error(file, e.to_string()))?;
                 stage.ops(&mut s.out, &drawn.pixels, &mut s.ops);
                 place.put(stage, &s.out, &drawn.pixels, (k, t), slot, &mut s.planes);

@@ -39,6 +39,8 @@ pub enum Bitstream<'a> {
         file: &'a File,
         /// Where the video's first byte is in it.
         offset: u64,
+        /// The video's length: reads past it fail, as past a file's end.
+        len: u64,
     },
     /// The whole video in memory (a member of a shard on object storage).
     Whole(&'a [u8]),
@@ -56,8 +58,10 @@ impl Bitstream<'_> {
         use std::os::unix::fs::FileExt;
         let short = || std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
         match *self {
-            Self::File { file, offset } => {
-                file.read_exact_at(buf, offset.checked_add(at).ok_or_else(short)?)
+            Self::File { file, offset, len } => {
+                let end = at.checked_add(buf.len() as u64).filter(|&end| end <= len);
+                let from = end.and_then(|_| offset.checked_add(at)).ok_or_else(short)?;
+                file.read_exact_at(buf, from)
             }
             Self::Whole(bytes) => {
                 let from = usize::try_from(at).map_err(|_| short())?;
