@@ -415,6 +415,15 @@ def translate(transform: Any, video: bool = False):
     - a last step that turns `[T, C, H, W]` into `[C, T, H, W]` (the reference's
       `ConvertBCHWtoCBHW`, or any callable that permutes so, found by running it on a small
       tensor) makes the clip layout `CTHW`."""
+    pipeline, dtype, layout, _ = _translate(steps(transform), video=video, open_end=False)
+    return (pipeline, dtype, layout) if video else (pipeline, dtype)
+
+
+def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, str, str, str]:
+    """`(pipeline JSON, dtype, clip layout, what the last step gives)` for `all_steps`, or
+    `Unsupported`. What the last step gives: "pil" (a PIL image: only with `open_end`, where
+    the steps are the prefix of a longer transform), "image" (a tensor that torchvision v2
+    tags as an image: `ToImage` came before) or "tensor"."""
     geometry: list[dict] = []
     pixel: list[dict] = []
     dtype: str | None = None  # None: still a PIL image (or a uint8 image tensor after ToImage)
@@ -422,7 +431,8 @@ def translate(transform: Any, video: bool = False):
     normalize: dict | None = None
     erasing: list[dict] = []
     layout = "TCHW"
-    for t in steps(transform):
+    tagged = False  # after v2's ToImage: the tensor is a tv_tensors.Image
+    for t in all_steps:
         name = type(t).__name__
         if layout != "TCHW":
             raise Unsupported(f"{name} after the permute to [C, T, H, W]")
@@ -487,6 +497,7 @@ def translate(transform: Any, video: bool = False):
             if dtype is not None or image_tensor:
                 raise Unsupported(f"{name} after another tensor conversion")
             image_tensor = True
+            tagged = _is(t, "ToImage")
         elif _is(t, "ConvertImageDtype") or _is(t, "ToDtype"):
             target = t.dtype
             if isinstance(target, dict):
@@ -552,13 +563,73 @@ def translate(transform: Any, video: bool = False):
             if erasing or normalize:
                 raise Unsupported(f"{name} after Normalize or RandomErasing")
             pixel.append(op)
+    gives = "image" if tagged else "tensor"
     if dtype is None and not image_tensor:
-        raise Unsupported("the transform yields PIL images, not tensors (add ToTensor or PILToTensor)")
+        if not open_end:
+            raise Unsupported("the transform yields PIL images, not tensors (add ToTensor or PILToTensor)")
+        gives = "pil"
+    if open_end and not geometry:
+        raise Unsupported("no crop or resize to a fixed size comes first")
     if dtype is None:
         dtype = "u8"
     ops = geometry + pixel + ([normalize] if normalize else []) + erasing
     pipeline = json.dumps({"name": "torchvision", "ops": ops})
-    return (pipeline, dtype, layout) if video else (pipeline, dtype)
+    return pipeline, dtype, layout, gives
+
+
+class Tail:
+    """The steps of a transform after the longest prefix hpuload translates: the user's own
+    objects, run in Python on each sample the native prefix made. `gives` is what the prefix's
+    last step gives (see `_translate`), so each sample reaches the tail as the user's code
+    would have it: a PIL image, a tensor, or a `tv_tensors.Image`."""
+
+    def __init__(self, steps: list, gives: str, reason: str, prefix: list):
+        self.steps = steps
+        self.gives = gives
+        #: Why the first of them is not translated (`Unsupported`'s message).
+        self.reason = reason
+        #: The type names of the steps hpuload runs natively, and of the tail's.
+        self.prefix_names = [type(t).__name__ for t in prefix]
+        self.names = [type(t).__name__ for t in steps]
+
+    def __call__(self, x):
+        for t in self.steps:
+            x = t(x)
+        return x
+
+    def same_as(self, other: "Tail | None") -> bool:
+        """The same objects after the same kind of prefix output."""
+        return (
+            other is not None
+            and other.gives == self.gives
+            and len(other.steps) == len(self.steps)
+            and all(a is b for a, b in zip(other.steps, self.steps))
+        )
+
+    def describe(self) -> str:
+        ran = ", ".join(self.names) or "nothing more"
+        return f"{ran} in Python, after the native {', '.join(self.prefix_names)} ({self.reason})"
+
+
+def translate_split(transform: Any) -> tuple[str, str, Tail | None]:
+    """`(pipeline JSON, dtype, tail)` for a transform applied to PIL images: the whole of it
+    when hpuload translates it (tail None); else its longest prefix that starts with a crop
+    or resize to a fixed size, and a `Tail` of the user's own steps after it (a `Lambda`, a
+    class of the user's, an op in an order hpuload does not run), which run in Python on
+    what the prefix made. `Unsupported` when not even a prefix translates."""
+    try:
+        pipeline, dtype = translate(transform)
+        return pipeline, dtype, None
+    except Unsupported as e:
+        whole = e
+    all_steps = steps(transform)
+    for k in range(len(all_steps), 0, -1):
+        try:
+            pipeline, dtype, _, gives = _translate(all_steps[:k], video=False, open_end=True)
+        except Unsupported:
+            continue
+        return pipeline, dtype, Tail(all_steps[k:], gives, str(whole), all_steps[:k])
+    raise whole
 
 
 def _permutes_to_cthw(t: Any) -> bool:

@@ -35,10 +35,10 @@ import torch.utils.data as tud
 # reach torch's.
 from torch.utils.data.dataloader import DataLoader as _TorchDataLoader
 
-from . import _collate, _detection, _hf, _hpuload, _malloc, _options, _probe, _video
+from . import _collate, _detection, _hf, _hpuload, _malloc, _options, _probe, _tail, _video
 from ._fallback import FallbackReason, FallbackWarning
 from ._fallback import Unfit as _Unfit
-from ._transforms import Unsupported, translate
+from ._transforms import Unsupported, translate_split
 from ._watch import TransformWatch as _TransformWatch
 from ._watch import describe as _describe
 from .sources import ImageFolder as _HpuFolder
@@ -69,6 +69,7 @@ __all__ = [
     "FallbackReason",
     "FallbackWarning",
     "PinningWarning",
+    "PythonTailWarning",
     "SkippedSampleWarning",
     "TransformChangeWarning",
     "fallback_counts",
@@ -89,6 +90,9 @@ _OWN = (
 )
 
 
+#: hpuload's dtype names as torch dtypes.
+_TORCH_DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "u8": torch.uint8}
+
 #: Fallbacks so far in this process, by reason.
 fallback_counts: collections.Counter = collections.Counter()
 
@@ -96,6 +100,13 @@ fallback_counts: collections.Counter = collections.Counter()
 class PinningWarning(UserWarning):
     """The batch buffers are pageable: page-locking them was refused (the message says how to
     allow it)."""
+
+
+class PythonTailWarning(UserWarning):
+    """Part of the dataset's transform (a `Lambda`, a class of the user's, an op in an order
+    hpuload does not run) runs in Python on what hpuload's native prefix of it made; the
+    loader stays on hpuload's path. The message names the steps and why; `report()` counts
+    the samples they ran on."""
 
 
 class TransformChangeWarning(UserWarning):
@@ -216,14 +227,15 @@ def _listed_source(dataset, pipeline):
     if pipeline is not None:
         pipe, dtype = _pipeline(pipeline), "f32"
     else:
-        # Translated first: a transform hpuload cannot run falls back before any probing.
+        # Translated first: a transform hpuload cannot run falls back before any probing. One
+        # it translates only in part runs its untranslated steps in Python (`_tail.py`).
         def translate_now():
             if plain and dataset.target_transform is not None:
                 raise Unsupported("the ImageFolder has a target_transform now")
-            return translate(dataset.transform)
+            return translate_split(dataset.transform)
 
         watch = _TransformWatch(lambda: dataset.transform, translate_now)
-        pipe, dtype = watch.translated
+        pipe, dtype, _ = watch.translated
     keys = None
     if plain:
         samples = [(p, int(t)) for p, t in dataset.samples]
@@ -323,9 +335,16 @@ class _Loader:
         watch=None,
         audio=False,
         clips_expected=None,
+        tail=None,
         fallback_args=((), {}),
     ):
         self.dataset = dataset
+        #: The steps of the user's transform that run in Python after the native prefix
+        #: (`_transforms.Tail`), and the samples they ran on; None: all of it is native.
+        self._tail = None
+        self._tail_samples = 0
+        #: `output_dtype=` as a torch dtype, for the tensors a tail gives.
+        self._output_dtype = None
         #: A torchvision video dataset's samples: `(clip, NO_AUDIO, label)` for the collate_fn.
         self._audio = audio
         #: The user's transform, watched for changes (`_TransformWatch`); None: a pipeline
@@ -401,6 +420,9 @@ class _Loader:
                 PinningWarning,
                 stacklevel=3,
             )
+        #: The layout asked for, for when no tail decides it.
+        self._layout_asked = layout if tail is None else "nchw"
+        self._set_tail(tail, stacklevel=5)
         self._epoch = 0
         self._resumed_epoch: int | None = None
         self._active: object | None = None
@@ -469,7 +491,16 @@ class _Loader:
     def report(self) -> dict:
         """Statistics so far: images, bytes read and DMA'd, time per stage, skips by reason,
         fallbacks to the CPU path, whether the buffers are page-locked."""
-        return json.loads(self._core.report())
+        report = json.loads(self._core.report())
+        if self._tail is not None:
+            t = self._tail
+            report["python_tail"] = {
+                "steps": t.names,
+                "after": t.prefix_names,
+                "reason": t.reason,
+                "samples": self._tail_samples,
+            }
+        return report
 
     @property
     def pinned(self) -> bool:
@@ -493,15 +524,21 @@ class _Loader:
             return
         now = w.read()
         try:
-            pipe, dtype = w.translate()
+            pipe, dtype, *rest = w.translate()
         except (Unsupported, _Unfit) as e:
             self._to_torch(f"the dataset's transform is now {_describe(now)}, which hpuload cannot run: {e}")
             return
-        dtype = getattr(w, "dtype_override", None) or dtype
+        tail = rest[0] if rest else None
+        if tail is None:
+            dtype = getattr(w, "dtype_override", None) or dtype
+        layout = self._layout_asked
+        if tail is not None:
+            layout = "nhwc" if tail.gives == "pil" else "nchw"
         w.obj, w.warned = now, None
-        if (pipe, dtype) == (self._options.pipeline, self._options.dtype):
+        self._set_tail(tail, stacklevel=4)
+        if (pipe, dtype, layout) == (self._options.pipeline, self._options.dtype, self._options.layout):
             return
-        options = dataclasses.replace(self._options, pipeline=pipe, dtype=dtype)
+        options = dataclasses.replace(self._options, pipeline=pipe, dtype=dtype, layout=layout)
         if not rebuild:
             self._options = options
             return
@@ -513,6 +550,24 @@ class _Loader:
         self._core.stop()
         self._core = core
         self._options = options
+
+    def _set_tail(self, tail, stacklevel: int) -> None:
+        """Runs `tail` from now on, warning once for each new one."""
+        if tail is not None and not tail.same_as(self._tail):
+            warnings.warn(f"hpuload: {tail.describe()}", PythonTailWarning, stacklevel=stacklevel)
+        self._tail = tail
+        if tail is not None and self._watch is not None:
+            wanted = getattr(self._watch, "dtype_override", None)
+            self._output_dtype = _TORCH_DTYPES.get(wanted) if wanted else None
+
+    def _tail_out(self, images: torch.Tensor, indices: list[int], epoch: int) -> list:
+        """The tail's output for each sample of the native batch."""
+        out = _tail.run(self._tail, images, indices, self._options.seed, epoch)
+        self._tail_samples += len(out)
+        dtype = self._output_dtype
+        if dtype is not None:
+            out = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in out]
+        return out
 
     def _to_torch(self, why: str) -> None:
         self._core.stop()
@@ -594,7 +649,15 @@ class _Loader:
                     # by default (CrossEntropyLoss's and Hugging Face's ignore_index).
                     labels[batch.valid :] = IGNORE_INDEX
                 keys = self._sample_keys
-                if self._targets is not None:
+                if self._tail is not None:
+                    outs = self._tail_out(images, self.last_indices, epoch)
+                    targets = labels.tolist()
+                    if keys is None:
+                        samples = list(zip(outs, targets))
+                    else:
+                        samples = [{keys[0]: x, keys[1]: t} for x, t in zip(outs, targets)]
+                    yield (collate or tud.default_collate)(samples)
+                elif self._targets is not None:
                     if collate is None:
                         yield self._targets.static(images, labels, self.last_indices)
                     else:
@@ -705,6 +768,7 @@ def _common(dataset, a: dict, own: dict):
     sample_keys = source.pop("sample_keys", None)
     targets = source.pop("targets", None)
     watch = source.pop("watch", None)
+    tail = watch.translated[2] if watch is not None and len(watch.translated) > 2 else None
     audio = source.pop("audio", False)
     clips_expected = source.pop("clips_expected", None)
     output = own.get("output", "dict")
@@ -715,11 +779,13 @@ def _common(dataset, a: dict, own: dict):
     if "output_dtype" in own:
         from ._transforms import _torch_dtype_name
 
-        dtype = _torch_dtype_name(own["output_dtype"])
-        if dtype is None:
+        wanted = _torch_dtype_name(own["output_dtype"])
+        if wanted is None:
             raise ValueError(f"output_dtype={own['output_dtype']}: use float32, float16, bfloat16 or uint8")
         if watch is not None:
-            watch.dtype_override = dtype
+            watch.dtype_override = wanted
+        if tail is None:
+            dtype = wanted  # else the tail's tensors are converted (`_Loader._tail_out`)
     batch_size = a.get("batch_size", 1)
     if batch_size is None:
         raise _Unfit("batch_size=None (no automatic batching)", FallbackReason.ARGUMENT)
@@ -743,7 +809,8 @@ def _common(dataset, a: dict, own: dict):
         backend=own.get("backend", "auto"),
         on_error=own.get("on_error", "skip"),
         error_budget=float(own.get("error_budget", 0.01)),
-        layout=own.get("layout", "nchw"),
+        layout=_layout(own.get("layout", "nchw"), tail),
+        tail=tail,
         pad_last_batch=bool(own.get("pad_last_batch", False)),
         sample_keys=sample_keys,
         targets=targets,
@@ -751,6 +818,19 @@ def _common(dataset, a: dict, own: dict):
         audio=audio,
         clips_expected=clips_expected,
     )
+
+
+def _layout(layout: str, tail) -> str:
+    """The native batch's layout: a tail that takes PIL images reads NHWC rows (each is the
+    image's bytes in PIL's order); any other tail gets what torchvision gives, CHW."""
+    if tail is None:
+        return layout
+    if layout != "nchw":
+        raise ValueError(
+            f"layout={layout!r} with a transform whose last steps run in Python ({tail.describe()}): "
+            "the batch is what those steps give"
+        )
+    return "nhwc" if tail.gives == "pil" else "nchw"
 
 
 def _video_collate(plan: dict) -> None:

@@ -139,13 +139,13 @@ class NoSizeBatches:
     [
         (lambda root: (Squares(), {}), "Squares", "DATASET"),
         (
-            lambda root: (folder(root, T.Compose([T.CenterCrop(32), T.RandomPerspective(), T.ToTensor()])), {}),
+            lambda root: (folder(root, T.Compose([T.RandomPerspective(), T.CenterCrop(32), T.ToTensor()])), {}),
             "RandomPerspective",
             "TRANSFORM",
         ),
         (
-            lambda root: (folder(root, T.Compose([T.CenterCrop(32), T.ToTensor(), T.ColorJitter(0.2)])), {}),
-            "ColorJitter after the conversion",
+            lambda root: (folder(root, T.Compose([T.ColorJitter(0.2), T.CenterCrop(32), T.ToTensor()])), {}),
+            "ColorJitter before the crop",
             "TRANSFORM",
         ),
         (lambda root: (folder(root), {"batch_sampler": NoSizeBatches()}), "batch_size", "BATCH_SAMPLER"),

@@ -411,13 +411,16 @@ def test_timm_training_transforms_take_the_fast_path(jpeg_folder):
 
 
 @pytest.mark.parametrize("policy", ["augmix-m5-w4-d2-b1", "3a"])
-def test_timm_blended_augmix_and_3a_fall_back_naming_them(jpeg_folder, policy):
+def test_timm_blended_augmix_and_3a_run_in_python_after_the_native_crop_naming_them(jpeg_folder, policy):
     from timm.data import create_transform
 
     t = create_transform(48, is_training=True, auto_augment=policy)
-    with pytest.warns(FallbackWarning, match="timm's") as record:
-        DataLoader(datasets.ImageFolder(jpeg_folder, t), batch_size=8)
-    assert record[0].message.reason is ht.FallbackReason.TRANSFORM
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        with pytest.warns(ht.PythonTailWarning, match="after the native RandomResizedCropAndInterpolation.*timm's"):
+            loader = DataLoader(datasets.ImageFolder(jpeg_folder, t), batch_size=8)
+    x, y = next(iter(loader))
+    assert x.shape == (8, 3, 48, 48) and x.dtype == torch.float32 and y.dtype == torch.int64
 
 
 def pil_apply(img, ops):

@@ -187,7 +187,7 @@ def test_a_dataset_that_needs_pixels_itself_runs_on_torchs_loader_naming_the_lin
 
 def test_a_users_dataset_whose_transform_hpuload_cannot_run_falls_back_before_probing(jpeg_folder, tmp_path):
     write_csv(jpeg_folder, tmp_path / "train.csv")
-    ds = CsvImageDataset(tmp_path / "train.csv", T.Compose([T.CenterCrop(32), T.RandomPerspective(), T.ToTensor()]))
+    ds = CsvImageDataset(tmp_path / "train.csv", T.Compose([T.RandomPerspective(), T.CenterCrop(32), T.ToTensor()]))
     with pytest.warns(FallbackWarning, match="RandomPerspective"):
         DataLoader(ds, batch_size=4)
 

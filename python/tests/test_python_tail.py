@@ -1,0 +1,153 @@
+"""A transform hpuload translates only in part stays on hpuload's path: the prefix it translates
+runs natively, the steps after it (a `Lambda`, a class of the user's, an op in an order
+hpuload does not run) run in Python on each sample the prefix made, with generators seeded per
+sample, and the loop's own generators untouched."""
+
+import random
+import warnings
+
+import numpy as np
+import pytest
+import torch
+import torch.utils.data as tud
+from PIL import Image, ImageOps
+from torchvision import datasets
+from torchvision import transforms as T
+from torchvision.transforms import v2
+
+from hpuload.torch import DataLoader, FallbackWarning, HabanaDataLoader, PythonTailWarning
+
+
+class Invert:
+    """A user's class on PIL images."""
+
+    def __call__(self, img):
+        assert isinstance(img, Image.Image) and img.mode == "RGB"
+        return ImageOps.invert(img)
+
+
+class Draws:
+    """A user's class that draws from the three global generators and returns the draws."""
+
+    def __call__(self, x):
+        return torch.tensor([random.random(), torch.rand(()).item(), float(np.random.rand())], dtype=torch.float64)
+
+
+def build(make, root, transform, **kwargs):
+    """The loader, with a FallbackWarning an error and the PythonTailWarning recorded."""
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("error", FallbackWarning)
+        warnings.simplefilter("always", PythonTailWarning)
+        loader = make(datasets.ImageFolder(root, transform), **kwargs)
+    tails = [w for w in record if issubclass(w.category, PythonTailWarning)]
+    return loader, tails
+
+
+@pytest.mark.parametrize("make", [DataLoader, HabanaDataLoader])
+def test_a_lambda_after_the_translated_steps_runs_on_hpuloads_output_without_falling_back(jpeg_folder, make):
+    head = [T.RandomResizedCrop(32), T.RandomHorizontalFlip(), T.ToTensor()]
+    plain, none = build(make, jpeg_folder, T.Compose(head), batch_size=8, shuffle=True, seed=5, num_workers=2)
+    tailed, tails = build(
+        make, jpeg_folder, T.Compose(head + [T.Lambda(lambda x: x * 2 - 1)]), batch_size=8, shuffle=True, seed=5, num_workers=2
+    )
+    assert type(tailed) is make and not none
+    assert len(tails) == 1
+    assert "Lambda in Python, after the native RandomResizedCrop, RandomHorizontalFlip, ToTensor" in str(tails[0].message)
+    assert tails[0].filename == __file__, "the warning points at the line that built the loader"
+    n = 0
+    for (x, y), (u, v) in zip(plain, tailed):
+        assert torch.equal(x * 2 - 1, u) and torch.equal(y, v)
+        n += len(y)
+    report = tailed.report()["python_tail"]
+    assert report["steps"] == ["Lambda"] and report["samples"] == n == 41
+    assert "Lambda is not one hpuload implements" in report["reason"]
+
+
+def test_a_users_class_on_pil_images_gets_the_prefix_output_and_matches_torchvision(jpeg_folder):
+    transform = T.Compose([T.Resize(40), T.CenterCrop(32), Invert(), T.ToTensor(), T.Normalize([0.5] * 3, [0.25] * 3)])
+    ours, tails = build(DataLoader, jpeg_folder, transform, batch_size=8, backend="cpu")
+    assert "Invert, ToTensor, Normalize in Python, after the native Resize, CenterCrop" in str(tails[0].message)
+    theirs = tud.DataLoader(datasets.ImageFolder(jpeg_folder, transform), batch_size=8)
+    for (x, y), (u, v) in zip(ours, theirs):
+        assert x.shape == u.shape and x.dtype == u.dtype and torch.equal(y, v)
+        # The CPU path is torchvision's within a level; Normalize scales a level by 4.
+        assert ((x - u).abs() * 0.25 * 255).max().item() <= 1.01
+
+
+def test_a_v2_tail_gets_tagged_images_after_to_image(jpeg_folder):
+    seen = []
+
+    def record(x):
+        seen.append(type(x))
+        return x
+
+    transform = v2.Compose(
+        [v2.RandomResizedCrop(24), v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Lambda(record)]
+    )
+    loader, tails = build(DataLoader, jpeg_folder, transform, batch_size=8)
+    x, _ = next(iter(loader))
+    assert len(tails) == 1 and x.shape == (8, 3, 24, 24) and x.dtype == torch.float32
+    from torchvision import tv_tensors
+
+    assert set(seen) == {tv_tensors.Image}
+
+
+def test_a_tail_draws_from_generators_seeded_per_sample_and_leaves_the_loops_own_untouched(jpeg_folder):
+    transform = T.Compose([T.RandomResizedCrop(16), T.ToTensor(), Draws()])
+
+    def epochs(loader, n):
+        return [torch.cat([x for x, _ in loader]) for _ in range(n)]
+
+    a, _ = build(DataLoader, jpeg_folder, transform, batch_size=8, shuffle=True, seed=11)
+    b, _ = build(DataLoader, jpeg_folder, transform, batch_size=8, shuffle=True, seed=11)
+    states = random.getstate(), torch.get_rng_state(), np.random.get_state()[1].copy()
+    first, second = epochs(a, 2)
+    assert random.getstate() == states[0] and torch.equal(torch.get_rng_state(), states[1])
+    assert np.array_equal(np.random.get_state()[1], states[2])
+    assert torch.equal(epochs(b, 1)[0], first), "the same seed draws the same"
+    assert len({tuple(r.tolist()) for r in first}) == 41, "no two samples share a draw"
+    assert not torch.equal(first, second), "each epoch draws anew"
+    # A resumed loader continues with the draws the interrupted one would have made.
+    c, _ = build(DataLoader, jpeg_folder, transform, batch_size=8, shuffle=True, seed=11)
+    it = iter(c)
+    done = [next(it)[0], next(it)[0]]
+    state = c.state_dict()
+    resumed, _ = build(DataLoader, jpeg_folder, transform, batch_size=8, shuffle=True, seed=0)
+    resumed.load_state_dict(state)
+    assert torch.equal(torch.cat(done + [x for x, _ in resumed]), first)
+
+
+def test_a_transform_ending_in_pil_images_reaches_the_users_collate_fn_as_pil(png_folder):
+    def collate(batch):
+        assert all(isinstance(img, Image.Image) and img.size == (20, 20) for img, _ in batch)
+        return torch.stack([T.functional.pil_to_tensor(img) for img, _ in batch]), torch.tensor([t for _, t in batch])
+
+    loader, tails = build(DataLoader, png_folder, T.Compose([T.CenterCrop(20)]), batch_size=8, collate_fn=collate)
+    assert "the transform yields PIL images" in str(tails[0].message)
+    theirs = tud.DataLoader(datasets.ImageFolder(png_folder, T.Compose([T.CenterCrop(20)])), batch_size=8, collate_fn=collate)
+    for (x, y), (u, v) in zip(loader, theirs):
+        assert torch.equal(y, v) and torch.equal(x, u)
+
+
+def test_a_transform_reassigned_to_one_with_a_tail_keeps_the_loader_and_runs_it(jpeg_folder):
+    loader, _ = build(DataLoader, jpeg_folder, T.Compose([T.RandomResizedCrop(32), T.ToTensor()]), batch_size=8)
+    next(iter(loader))
+    loader.dataset.transform = T.Compose([T.RandomResizedCrop(32), T.ToTensor(), T.Lambda(lambda x: x * 0 + 0.25)])
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("error", FallbackWarning)
+        warnings.simplefilter("always", PythonTailWarning)
+        batches = list(loader)
+    assert [w.category for w in record] == [PythonTailWarning]
+    assert record[0].filename == __file__
+    assert type(loader) is DataLoader and all(bool((x == 0.25).all()) for x, _ in batches)
+    # And back: the whole transform native again, no tail.
+    loader.dataset.transform = T.Compose([T.RandomResizedCrop(32), T.ToTensor()])
+    assert all(not bool((x == 0.25).all()) for x, _ in loader)
+    assert "python_tail" not in loader.report()
+
+
+def test_a_transform_without_a_translatable_crop_or_resize_first_still_falls_back_naming_it(jpeg_folder):
+    transform = T.Compose([T.Lambda(lambda im: im), T.RandomResizedCrop(32), T.ToTensor()])
+    with pytest.warns(FallbackWarning, match="Lambda"):
+        loader = DataLoader(datasets.ImageFolder(jpeg_folder, transform), batch_size=8)
+    assert isinstance(loader, tud.DataLoader) and not isinstance(loader, DataLoader)
