@@ -8,9 +8,11 @@ Change the import line and keep the loop::
     for images, labels in loader:                  # float32 NCHW and int64, as torchvision gives
         ...
 
-hpuload takes a torchvision `ImageFolder` whose transform it implements (RandomResizedCrop,
-Resize, CenterCrop, RandomHorizontalFlip, ToTensor / PILToTensor / ToImage + ToDtype,
-Normalize; v1 or v2), a Hugging Face `datasets.Dataset`, torchvision's `CocoDetection` (raw
+hpuload takes a torchvision `ImageFolder` or a user's map-style Dataset whose transform it
+implements (RandomResizedCrop, Resize, CenterCrop, the flips, the pixel ops, ToTensor /
+PILToTensor / ToImage + ToDtype, Normalize; v1 or v2), or implements up to a step after which
+the rest runs in Python on each sample (`_tail.py`), a Hugging Face `datasets.Dataset`,
+torchvision's `CocoDetection` (raw
 or wrapped for transforms v2, with the detection reference's transforms and a fixed Resize;
 see `_detection.py`), a folder path with `pipeline=`, or an `hpuload.ImageFolder` /
 `hpuload.Manifest`. Anything else goes to torch's own DataLoader, with the same arguments and
