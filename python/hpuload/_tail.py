@@ -6,8 +6,10 @@ generator seeded from `(seed, epoch, dataset index)`, as hpuload's own draws are
 run gives the same samples, a resumed one continues with them, and two samples never share a
 draw. The generators' states are saved before a batch's tails and restored after, so the
 training loop's own draws (dropout, its shuffles) go on exactly as if no tail had run. That is
-why the tail runs in the thread that iterates: a thread of ours beside the training loop would
-share those global generators with it while it runs.
+why the tail never runs in a thread of ours beside the training loop, which would share those
+generators with it: with `num_workers` of 2 or more it runs in that many forked processes
+(`Pool`), as torch's DataLoader runs a whole transform, one batch ahead of the one handed
+out; with fewer, in the thread that iterates, between the generators' save and restore.
 """
 
 from __future__ import annotations
@@ -82,3 +84,111 @@ def run(tail, images: torch.Tensor, indices: list[int], seed: int, epoch: int) -
             _seed_all(sample_seed(seed, epoch, index))
             out.append(tail(_input(view, tail.gives)))
     return out
+
+
+# --- worker processes ---------------------------------------------------------------------
+#
+# The tail is the user's Python: with more than one worker it runs in forked processes, as
+# torch's DataLoader runs a whole transform, so that it runs in parallel (the GIL) and its
+# draws from the global generators touch neither the training loop's generators nor each
+# other's. A fork inherits the tail as it is (lambdas included); the children only ever run
+# `_chunk`, never the loader.
+
+#: The tails pools run, by key: set in the parent before its children fork, so they have it.
+_forked_tails: dict = {}
+
+
+def _child_init() -> None:
+    # One intra-op thread per child, as torch's workers: forked OpenMP pools are unusable, and
+    # the children already share the cores.
+    torch.set_num_threads(1)
+
+
+def _chunk(key: int, images: torch.Tensor, rows: range, seeds: list[int]) -> tuple[str, Any]:
+    """The tail on `rows` of the shared batch: one stacked tensor when every output is a
+    tensor of one shape and dtype (one transfer back), else the list."""
+    tail = _forked_tails[key]
+    out = []
+    for row, s in zip(rows, seeds):
+        _seed_all(s)
+        out.append(tail(_input(images[row], tail.gives)))
+    if out and all(isinstance(x, torch.Tensor) and type(x) is torch.Tensor for x in out):
+        if len({(x.shape, x.dtype) for x in out}) == 1:
+            return "stacked", torch.stack(out)
+    return "list", out
+
+
+class Pool:
+    """`workers` forked processes running one tail."""
+
+    def __init__(self, tail, workers: int):
+        import os
+
+        import torch.multiprocessing as tmp
+
+        self.tail = tail
+        self.workers = workers
+        self.key = id(self)
+        self.owner = os.getpid()
+        _forked_tails[self.key] = tail
+        self._pool = tmp.get_context("fork").Pool(workers, initializer=_child_init)
+        self._pids = {p.pid for p in self._pool._pool}
+
+    def submit(self, images: torch.Tensor, indices: list[int], seed: int, epoch: int) -> "Pending":
+        """Starts the tail on a batch (copied to shared memory first: the batch's buffer is
+        the loader's to reuse)."""
+        shared = torch.empty_like(images, device="cpu").share_memory_()
+        shared.copy_(images)
+        n = len(indices)
+        per = -(-n // self.workers)
+        jobs = []
+        for start in range(0, n, per):
+            rows = range(start, min(n, start + per))
+            seeds = [sample_seed(seed, epoch, indices[r]) for r in rows]
+            jobs.append(self._pool.apply_async(_chunk, (self.key, shared, rows, seeds)))
+        return Pending(self, jobs)
+
+    def check(self) -> None:
+        """Raises when a child died (its task would never finish)."""
+        for p in self._pool._pool:
+            if p.pid not in self._pids or (p.exitcode is not None and p.exitcode != 0):
+                raise RuntimeError(
+                    f"hpuload: a worker process running the transform's Python steps ({', '.join(self.tail.names)}) "
+                    f"died (exit code {p.exitcode}); the batch it had is lost"
+                )
+
+    def close(self) -> None:
+        """Stops the children (only from the process that made them: a copy of this object in
+        a forked process must not signal them)."""
+        import os
+
+        if os.getpid() != self.owner or self._pool is None:
+            return
+        self._pool.terminate()
+        self._pool.join()
+        self._pool = None
+        _forked_tails.pop(self.key, None)
+
+
+class Pending:
+    """A batch whose tail runs in the pool."""
+
+    def __init__(self, pool: Pool, jobs: list):
+        self.pool = pool
+        self.jobs = jobs
+
+    def result(self, timeout: float | None = None) -> list:
+        import time
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        out: list = []
+        for job in self.jobs:
+            while not job.ready():
+                job.wait(0.5)
+                if not job.ready():
+                    self.pool.check()
+                    if deadline is not None and time.monotonic() > deadline:
+                        raise TimeoutError(f"hpuload: the transform's Python steps took more than {timeout} s for a batch")
+            kind, value = job.get()
+            out.extend(value.unbind(0) if kind == "stacked" else value)
+        return out

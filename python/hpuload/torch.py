@@ -338,6 +338,7 @@ class _Loader:
         audio=False,
         clips_expected=None,
         tail=None,
+        tail_workers=0,
         fallback_args=((), {}),
     ):
         self.dataset = dataset
@@ -345,6 +346,10 @@ class _Loader:
         #: (`_transforms.Tail`), and the samples they ran on; None: all of it is native.
         self._tail = None
         self._tail_samples = 0
+        #: Processes for the tail (`_tail.Pool`, made at its first batch) and how many: torch's
+        #: `num_workers`, 0 running it in the iterating thread.
+        self._tail_pool = None
+        self._tail_workers = tail_workers
         #: `output_dtype=` as a torch dtype, for the tensors a tail gives.
         self._output_dtype = None
         #: A torchvision video dataset's samples: `(clip, NO_AUDIO, label)` for the collate_fn.
@@ -557,14 +562,45 @@ class _Loader:
         """Runs `tail` from now on, warning once for each new one."""
         if tail is not None and not tail.same_as(self._tail):
             warnings.warn(f"hpuload: {tail.describe()}", PythonTailWarning, stacklevel=stacklevel)
+        if tail is None or not tail.same_as(self._tail):
+            self._close_tail_pool()
         self._tail = tail
         if tail is not None and self._watch is not None:
             wanted = getattr(self._watch, "dtype_override", None)
             self._output_dtype = _TORCH_DTYPES.get(wanted) if wanted else None
 
-    def _tail_out(self, images: torch.Tensor, indices: list[int], epoch: int) -> list:
-        """The tail's output for each sample of the native batch."""
-        out = _tail.run(self._tail, images, indices, self._options.seed, epoch)
+    def _close_tail_pool(self) -> None:
+        pool, self._tail_pool = getattr(self, "_tail_pool", None), None
+        if pool is not None:
+            pool.close()
+
+    def __del__(self):
+        self._close_tail_pool()
+
+    def _tail_start(self, images: torch.Tensor, indices: list[int], epoch: int):
+        """Starts the tail on a native batch: in the pool's processes (a `_tail.Pending`), or
+        here and now (the list of outputs) without workers."""
+        if self._tail_workers <= 1:
+            return _tail.run(self._tail, images, indices, self._options.seed, epoch)
+        if self._tail_pool is None:
+            self._tail_pool = _tail.Pool(self._tail, self._tail_workers)
+        return self._tail_pool.submit(images, indices, self._options.seed, epoch)
+
+    def _tail_batch(self, held: tuple, collate, timeout):
+        """A batch whose tail `_tail_start` started, collated as the user's loader would."""
+        started, targets, indices, valid = held
+        outs = self._tail_finish(started, timeout)
+        self.last_indices, self.last_valid = indices, valid
+        keys = self._sample_keys
+        if keys is None:
+            samples = list(zip(outs, targets))
+        else:
+            samples = [{keys[0]: x, keys[1]: t} for x, t in zip(outs, targets)]
+        return (collate or tud.default_collate)(samples)
+
+    def _tail_finish(self, started, timeout) -> list:
+        """The tail's output for each sample of a batch `_tail_start` started."""
+        out = started if isinstance(started, list) else started.result(timeout)
         self._tail_samples += len(out)
         dtype = self._output_dtype
         if dtype is not None:
@@ -573,6 +609,7 @@ class _Loader:
 
     def _to_torch(self, why: str) -> None:
         self._core.stop()
+        self._close_tail_pool()
         args, kwargs = self._fallback_args
         self._torch = _fallback(_Unfit(why, FallbackReason.TRANSFORM), self.dataset, args, kwargs, stacklevel=4)
 
@@ -622,12 +659,16 @@ class _Loader:
         watch = self._watch
         collate = self.collate_fn
         timeout = self.timeout if self.timeout and self.timeout > 0 else None
+        held = None  # a batch whose tail runs in the workers, handed out after the next starts
         try:
             while True:
                 if self._active is not token:
                     raise RuntimeError("this iterator was superseded by a newer iter(loader)")
                 batch = core.next_batch(timeout)
                 if batch is None:
+                    if held is not None:
+                        last, held = held, None
+                        yield self._tail_batch(last, collate, timeout)
                     break
                 changed = watch.changed_during_epoch() if watch is not None else None
                 if changed is not None:
@@ -652,13 +693,14 @@ class _Loader:
                     labels[batch.valid :] = IGNORE_INDEX
                 keys = self._sample_keys
                 if self._tail is not None:
-                    outs = self._tail_out(images, self.last_indices, epoch)
-                    targets = labels.tolist()
-                    if keys is None:
-                        samples = list(zip(outs, targets))
-                    else:
-                        samples = [{keys[0]: x, keys[1]: t} for x, t in zip(outs, targets)]
-                    yield (collate or tud.default_collate)(samples)
+                    started = (self._tail_start(images, self.last_indices, epoch), labels.tolist(), self.last_indices, batch.valid)
+                    if isinstance(started[0], list):  # run here and now
+                        yield self._tail_batch(started, collate, timeout)
+                        continue
+                    # In the workers: this batch's tail runs while the previous one is handed out.
+                    if held is not None:
+                        yield self._tail_batch(held, collate, timeout)
+                    held = started
                 elif self._targets is not None:
                     if collate is None:
                         yield self._targets.static(images, labels, self.last_indices)
@@ -813,6 +855,7 @@ def _common(dataset, a: dict, own: dict):
         error_budget=float(own.get("error_budget", 0.01)),
         layout=_layout(own.get("layout", "nchw"), tail),
         tail=tail,
+        tail_workers=max(0, int(a.get("num_workers") or 0)),
         pad_last_batch=bool(own.get("pad_last_batch", False)),
         sample_keys=sample_keys,
         targets=targets,

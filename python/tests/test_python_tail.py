@@ -151,3 +151,49 @@ def test_a_transform_without_a_translatable_crop_or_resize_first_still_falls_bac
     with pytest.warns(FallbackWarning, match="Lambda"):
         loader = DataLoader(datasets.ImageFolder(jpeg_folder, transform), batch_size=8)
     assert isinstance(loader, tud.DataLoader) and not isinstance(loader, DataLoader)
+
+
+def test_the_tail_in_worker_processes_gives_what_it_gives_in_the_iterating_thread(jpeg_folder):
+    transform = T.Compose([T.RandomResizedCrop(16), T.ToTensor(), Draws()])
+    inline, _ = build(DataLoader, jpeg_folder, transform, batch_size=8, shuffle=True, seed=4, num_workers=0)
+    forked, _ = build(DataLoader, jpeg_folder, transform, batch_size=8, shuffle=True, seed=4, num_workers=2)
+    states = random.getstate(), torch.get_rng_state()
+    for _ in range(2):
+        a = [(x, y) for x, y in inline]
+        b = [(x, y) for x, y in forked]
+        assert len(a) == len(b) == 6
+        assert all(torch.equal(x, u) and torch.equal(y, v) for (x, y), (u, v) in zip(a, b))
+    assert random.getstate() == states[0] and torch.equal(torch.get_rng_state(), states[1])
+    assert forked.report()["python_tail"]["samples"] == 82
+    pool = forked._tail_pool
+    assert pool is not None and len(pool._pids) == 2
+    del forked
+    import gc
+
+    gc.collect()
+    assert pool._pool is None, "the worker processes end with their loader"
+
+
+class Dies:
+    def __call__(self, x):
+        import os
+
+        os._exit(3)
+
+
+class Fails:
+    def __call__(self, x):
+        raise ValueError("the user's step failed")
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_failing_tail_step_raises_its_error_where_the_loop_iterates(jpeg_folder, workers):
+    loader, _ = build(DataLoader, jpeg_folder, T.Compose([T.CenterCrop(16), T.ToTensor(), Fails()]), batch_size=8, num_workers=workers)
+    with pytest.raises(ValueError, match="the user's step failed"):
+        next(iter(loader))
+
+
+def test_a_worker_process_that_dies_is_an_error_naming_the_steps_not_a_hang(jpeg_folder):
+    loader, _ = build(DataLoader, jpeg_folder, T.Compose([T.CenterCrop(16), T.ToTensor(), Dies()]), batch_size=8, num_workers=2)
+    with pytest.raises(RuntimeError, match=r"worker process running the transform's Python steps \(Dies\) died"):
+        next(iter(loader))
