@@ -15,6 +15,7 @@ out; with fewer, in the thread that iterates, between the generators' save and r
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 import struct
 from typing import Any
@@ -88,11 +89,15 @@ def run(tail, images: torch.Tensor, indices: list[int], seed: int, epoch: int) -
 
 # --- worker processes ---------------------------------------------------------------------
 #
-# The tail is the user's Python: with more than one worker it runs in forked processes, as
-# torch's DataLoader runs a whole transform, so that it runs in parallel (the GIL) and its
-# draws from the global generators touch neither the training loop's generators nor each
-# other's. A fork inherits the tail as it is (lambdas included); the children only ever run
-# `_chunk`, never the loader.
+# With `Pool`, the tail (the user's Python) runs in forked processes, as torch's DataLoader
+# runs a whole transform: in parallel despite the GIL, and with draws from the global
+# generators that touch neither the training loop's generators nor each other's. A fork
+# inherits the tail as it is (lambdas included); the children only ever run `_chunk`, never
+# the loader. Bytes cross once each way through shared memory: the parent copies the native
+# batch into one of two input buffers it keeps, and the children write their outputs straight
+# into the rows of one shared output batch (once the outputs' shape is known from the first
+# batch), which is handed out as the batch itself, as torch's workers collate into shared
+# memory.
 
 #: The tails pools run, by key: set in the parent before its children fork, so they have it.
 _forked_tails: dict = {}
@@ -104,18 +109,34 @@ def _child_init() -> None:
     torch.set_num_threads(1)
 
 
-def _chunk(key: int, images: torch.Tensor, rows: range, seeds: list[int]) -> tuple[str, Any]:
-    """The tail on `rows` of the shared batch: one stacked tensor when every output is a
-    tensor of one shape and dtype (one transfer back), else the list."""
+def _chunk(key: int, images: torch.Tensor, rows: range, seeds: list[int], out) -> tuple[str, Any]:
+    """The tail on `rows` of the shared input batch. Outputs that are plain tensors of the
+    shape and dtype of `out`'s rows are written there ("written"); otherwise the outputs
+    themselves come back ("list")."""
     tail = _forked_tails[key]
-    out = []
+    results = []
     for row, s in zip(rows, seeds):
         _seed_all(s)
-        out.append(tail(_input(images[row], tail.gives)))
-    if out and all(isinstance(x, torch.Tensor) and type(x) is torch.Tensor for x in out):
-        if len({(x.shape, x.dtype) for x in out}) == 1:
-            return "stacked", torch.stack(out)
-    return "list", out
+        results.append(tail(_input(images[row], tail.gives)))
+    if out is not None and all(_fits(y, out) for y in results):
+        for row, y in zip(rows, results):
+            out[row].copy_(y)
+        return "written", None
+    return "list", results
+
+
+def _fits(y, out: torch.Tensor) -> bool:
+    return type(y) is torch.Tensor and y.shape == out.shape[1:] and y.dtype == out.dtype
+
+
+def _shared(shape: tuple, dtype: torch.dtype) -> torch.Tensor:
+    """A new tensor in shared memory, its contents not copied from anywhere."""
+    nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+    try:
+        storage = torch.UntypedStorage._new_shared(nbytes)
+    except AttributeError:  # pragma: no cover - older torch
+        return torch.empty(shape, dtype=dtype).share_memory_()
+    return torch.empty((0,), dtype=dtype).set_(storage).view(shape)
 
 
 class Pool:
@@ -133,20 +154,34 @@ class Pool:
         _forked_tails[self.key] = tail
         self._pool = tmp.get_context("fork").Pool(workers, initializer=_child_init)
         self._pids = {p.pid for p in self._pool._pool}
+        #: Two input buffers (a batch in flight while the previous one is handed out).
+        self._inputs: list[torch.Tensor] = []
+        self._turn = 0
+        #: The outputs' (shape, dtype) when the last batch's were uniform plain tensors.
+        self.sample: tuple | None = None
+
+    def _input_buffer(self, images: torch.Tensor) -> torch.Tensor:
+        shape, dtype = tuple(images.shape), images.dtype
+        if not self._inputs or self._inputs[0].shape[1:] != shape[1:] or self._inputs[0].dtype != dtype or self._inputs[0].shape[0] < shape[0]:
+            self._inputs = [_shared(shape, dtype) for _ in range(2)]
+        buffer = self._inputs[self._turn][: shape[0]]
+        self._turn ^= 1
+        buffer.copy_(images)
+        return buffer
 
     def submit(self, images: torch.Tensor, indices: list[int], seed: int, epoch: int) -> "Pending":
-        """Starts the tail on a batch (copied to shared memory first: the batch's buffer is
-        the loader's to reuse)."""
-        shared = torch.empty_like(images, device="cpu").share_memory_()
-        shared.copy_(images)
+        """Starts the tail on a batch (the batch's buffer is the loader's to reuse: its bytes
+        are copied into shared memory first)."""
+        shared = self._input_buffer(images)
         n = len(indices)
+        out = _shared((n, *self.sample[0]), self.sample[1]) if self.sample is not None else None
         per = -(-n // self.workers)
         jobs = []
         for start in range(0, n, per):
             rows = range(start, min(n, start + per))
             seeds = [sample_seed(seed, epoch, indices[r]) for r in rows]
-            jobs.append(self._pool.apply_async(_chunk, (self.key, shared, rows, seeds)))
-        return Pending(self, jobs)
+            jobs.append((rows, self._pool.apply_async(_chunk, (self.key, shared, rows, seeds, out))))
+        return Pending(self, jobs, out, n)
 
     def check(self) -> None:
         """Raises when a child died (its task would never finish)."""
@@ -173,16 +208,20 @@ class Pool:
 class Pending:
     """A batch whose tail runs in the pool."""
 
-    def __init__(self, pool: Pool, jobs: list):
+    def __init__(self, pool: Pool, jobs: list, out: torch.Tensor | None, n: int):
         self.pool = pool
         self.jobs = jobs
+        self.out = out
+        self.n = n
 
-    def result(self, timeout: float | None = None) -> list:
+    def result(self, timeout: float | None = None) -> torch.Tensor | list:
+        """The batch's outputs: the shared output batch when every sample's output was
+        written there (its rows are the samples), else the list of outputs."""
         import time
 
         deadline = None if timeout is None else time.monotonic() + timeout
-        out: list = []
-        for job in self.jobs:
+        written, out = 0, []
+        for rows, job in self.jobs:
             while not job.ready():
                 job.wait(0.5)
                 if not job.ready():
@@ -190,5 +229,16 @@ class Pending:
                     if deadline is not None and time.monotonic() > deadline:
                         raise TimeoutError(f"hpuload: the transform's Python steps took more than {timeout} s for a batch")
             kind, value = job.get()
-            out.extend(value.unbind(0) if kind == "stacked" else value)
+            if kind == "written":
+                written += 1
+                value = list(self.out[rows.start : rows.stop])
+            out.extend(value)
+        if written == len(self.jobs):
+            return self.out
+        # The next batch's outputs go straight into shared rows when these were uniform.
+        first = out[0] if out else None
+        uniform = first is not None and all(
+            type(y) is torch.Tensor and y.shape == first.shape and y.dtype == first.dtype for y in out
+        )
+        self.pool.sample = (tuple(first.shape), first.dtype) if uniform else None
         return out

@@ -592,17 +592,26 @@ class _Loader:
         outs = self._tail_finish(started, timeout)
         self.last_indices, self.last_valid = indices, valid
         keys = self._sample_keys
+        if isinstance(outs, torch.Tensor):
+            # Every sample's output written into one shared batch: what default_collate would
+            # stack, without the copy; a collate_fn gets its rows.
+            if collate is None:
+                labels = torch.tensor(targets)
+                return (outs, labels) if keys is None else {keys[0]: outs, keys[1]: labels}
+            outs = list(outs.unbind(0))
         if keys is None:
             samples = list(zip(outs, targets))
         else:
             samples = [{keys[0]: x, keys[1]: t} for x, t in zip(outs, targets)]
         return (collate or tud.default_collate)(samples)
 
-    def _tail_finish(self, started, timeout) -> list:
+    def _tail_finish(self, started, timeout) -> "list | torch.Tensor":
         """The tail's output for each sample of a batch `_tail_start` started."""
         out = started if isinstance(started, list) else started.result(timeout)
         self._tail_samples += len(out)
         dtype = self._output_dtype
+        if isinstance(out, torch.Tensor):
+            return out.to(dtype) if dtype is not None and out.is_floating_point() else out
         if dtype is not None:
             out = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in out]
         return out
