@@ -283,7 +283,7 @@ _TIMM_OPS = frozenset(
     """AutoContrast Equalize Invert Rotate Posterize PosterizeIncreasing PosterizeOriginal Solarize
     SolarizeIncreasing SolarizeAdd Color ColorIncreasing Contrast ContrastIncreasing Brightness
     BrightnessIncreasing Sharpness SharpnessIncreasing ShearX ShearY TranslateX TranslateY
-    TranslateXRel TranslateYRel""".split()
+    TranslateXRel TranslateYRel Desaturate GaussianBlur GaussianBlurRand""".split()
 )
 
 
@@ -359,9 +359,7 @@ def _timm_auto_augment(t: Any) -> dict:
 
 
 def _timm_aug_mix(t: Any) -> dict:
-    """timm's AugMixAugment (`augment_and_mix_transform`), the basic (not blended) form."""
-    if t.blended:
-        raise Unsupported("timm's AugMix with blended=True (augmix-...-b1)")
+    """timm's AugMixAugment (`augment_and_mix_transform`), basic or blended (`-b1`)."""
     ops = list(t.ops)
     hparams = _timm_hparams(ops, "AugMix")
     if len({(o.prob, o.magnitude) for o in ops}) != 1 or ops[0].prob != 1.0:
@@ -373,6 +371,7 @@ def _timm_aug_mix(t: Any) -> dict:
         "width": int(t.width),
         "depth": int(t.depth),
         "alpha": float(t.alpha),
+        "blended": bool(t.blended),
         "hparams": hparams,
     }
 

@@ -566,6 +566,7 @@ pub(crate) fn aug_mix(
         weights: combined,
         chains,
         blend: None,
+        blended: false,
     }
 }
 

@@ -25,6 +25,13 @@ fn blend(d: u8, x: u8, alpha: f32) -> u8 {
     t.clamp(0.0, 255.0) as u8
 }
 
+/// `Image.blend(image, other, alpha)` into `image` (timm's blended AugMix, per chain).
+pub(crate) fn blend_into(image: &mut [u8], other: &[u8], alpha: f32) {
+    for (x, &o) in image.iter_mut().zip(other) {
+        *x = blend(*x, o, alpha);
+    }
+}
+
 /// `Image.blend(original, image, alpha)` into `image` (timm's AugMix's last step).
 pub(crate) fn blend_images(original: &[u8], image: &mut [u8], alpha: f32) {
     for (x, &o) in image.iter_mut().zip(original) {
@@ -414,4 +421,124 @@ mod tests {
         solarize_add(&mut y, 110, 128);
         assert_eq!(y, vec![110, 210, 237, 128, 200, 255]);
     }
+}
+
+/// Pillow's `image.filter(ImageFilter.GaussianBlur(radius))` on the `h`x`w` RGB8 image, in
+/// place: three box blurs per axis, each of a fractional radius chosen so that the three
+/// together have the Gaussian's variance (Gwosdek et al., "Theoretical foundations of Gaussian
+/// convolution by extended box filtering"), in Pillow's fixed-point arithmetic, bit for bit:
+/// `radius` as the C `float` Pillow takes, the box radius from it in float, weights in 24-bit
+/// fixed point, edges clamped to the border pixel. `scratch` holds a line and the transposed
+/// image.
+pub(crate) fn gaussian_blur(
+    rgb: &mut [u8],
+    h: usize,
+    w: usize,
+    radius: f64,
+    scratch: &mut Vec<u8>,
+) {
+    const PASSES: u32 = 3;
+    let r = radius as f32;
+    if r == 0.0 || h == 0 || w == 0 {
+        return; // Pillow copies the image for (0, 0)
+    }
+    let box_radius = box_radius(r, PASSES);
+    if box_radius == 0.0 {
+        return;
+    }
+    let mut line = vec![0u8; w.max(h) * 3];
+    for _ in 0..PASSES {
+        for row in rgb.chunks_exact_mut(w * 3) {
+            box_blur_line(row, &mut line[..w * 3], box_radius);
+        }
+    }
+    // The vertical passes run on the transposed image, as Pillow does.
+    scratch.clear();
+    scratch.resize(rgb.len(), 0);
+    transpose(rgb, scratch, h, w);
+    for _ in 0..PASSES {
+        for column in scratch.chunks_exact_mut(h * 3) {
+            box_blur_line(column, &mut line[..h * 3], box_radius);
+        }
+    }
+    transpose(scratch, rgb, w, h);
+}
+
+/// Pillow's `_gaussian_blur_radius`: the fractional box radius of one of `passes` box blurs
+/// that together blur as a Gaussian of standard deviation `radius`, in Pillow's mix of float
+/// and double arithmetic.
+fn box_radius(radius: f32, passes: u32) -> f32 {
+    let sigma2: f32 = radius * radius / passes as f32;
+    let big_l: f32 = (12.0 * f64::from(sigma2) + 1.0).sqrt() as f32;
+    let l: f32 = ((f64::from(big_l) - 1.0) / 2.0).floor() as f32;
+    let mut a: f32 = (2.0 * l + 1.0) * (l * (l + 1.0) - 3.0 * sigma2);
+    a /= 6.0 * (sigma2 - (l + 1.0) * (l + 1.0));
+    l + a
+}
+
+/// `src` (`h` rows of `w` RGB pixels) transposed into `dst` (`w` rows of `h`).
+fn transpose(src: &[u8], dst: &mut [u8], h: usize, w: usize) {
+    for y in 0..h {
+        for x in 0..w {
+            let (s, d) = ((y * w + x) * 3, (x * h + y) * 3);
+            dst[d..d + 3].copy_from_slice(&src[s..s + 3]);
+        }
+    }
+}
+
+/// Pillow's `ImagingLineBoxBlur` on one line of RGB pixels, in place (`out` is a line of
+/// scratch): each pixel the mean of the `2 * radius + 1` around it plus the fractional weight
+/// of the two just beyond, the line's ends repeated outward, in u32 arithmetic that wraps as
+/// Pillow's does, rounded from 24 fractional bits.
+fn box_blur_line(line: &mut [u8], out: &mut [u8], radius_f: f32) {
+    let n = line.len() / 3;
+    let radius = radius_f as i64;
+    let ww = (16_777_216.0f32 / (radius_f * 2.0 + 1.0)) as u32;
+    let fw = (16_777_216u32.wrapping_sub(((radius * 2 + 1) as u32).wrapping_mul(ww))) / 2;
+    let last = n as i64 - 1;
+    let edge_a = (radius + 1).min(n as i64);
+    let edge_b = (n as i64 - radius - 1).max(0);
+    for c in 0..3 {
+        let px = |i: i64| u32::from(line[i as usize * 3 + c]);
+        let mut acc: u32 = px(0).wrapping_mul((radius + 1) as u32);
+        for x in 0..edge_a - 1 {
+            acc = acc.wrapping_add(px(x));
+        }
+        acc = acc.wrapping_add(px(last).wrapping_mul((radius - edge_a + 1) as u32));
+        let mut step = |x: i64, sub: i64, add: i64, left: i64, right: i64| {
+            acc = acc.wrapping_add(px(add)).wrapping_sub(px(sub));
+            let bulk = acc
+                .wrapping_mul(ww)
+                .wrapping_add((px(left) + px(right)).wrapping_mul(fw));
+            out[x as usize * 3 + c] = (bulk.wrapping_add(1 << 23) >> 24) as u8;
+        };
+        if edge_a <= edge_b {
+            for x in 0..edge_a {
+                step(x, 0, x + radius, 0, x + radius + 1);
+            }
+            for x in edge_a..edge_b {
+                step(
+                    x,
+                    x - radius - 1,
+                    x + radius,
+                    x - radius - 1,
+                    x + radius + 1,
+                );
+            }
+            for x in edge_b..=last {
+                step(x, x - radius - 1, last, x - radius - 1, last);
+            }
+        } else {
+            for x in 0..edge_b {
+                step(x, 0, x + radius, 0, x + radius + 1);
+            }
+            for x in edge_b..edge_a {
+                step(x, 0, last, 0, last);
+            }
+            for x in edge_a..=last {
+                step(x, x - radius - 1, last, x - radius - 1, last);
+            }
+        }
+    }
+    line.copy_from_slice(out);
 }

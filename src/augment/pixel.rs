@@ -57,6 +57,9 @@ pub enum PixelOp {
     },
     /// Pillow's `ImageOps.autocontrast` (timm's policies).
     PilAutoContrast,
+    /// Pillow's `filter(ImageFilter.GaussianBlur(radius))` (timm's `GaussianBlur` ops):
+    /// three extended box blurs per axis.
+    PilGaussianBlur(f64),
     /// timm's `solarize_add`: `add` added to values below `threshold`.
     SolarizeAdd {
         /// Added, saturating at 255.
@@ -114,6 +117,7 @@ impl PixelOp {
             | Self::GaussianBlur { .. }
             | Self::PilEnhance { .. }
             | Self::PilAutoContrast
+            | Self::PilGaussianBlur(_)
             | Self::SolarizeAdd { .. } => true,
         }
     }
@@ -145,6 +149,7 @@ impl PixelOp {
             | Self::GaussianBlur { .. }
             | Self::Warp(_)
             | Self::AugMix(_)
+            | Self::PilGaussianBlur(_)
             | Self::PilAffine { .. } => Reach::Neighbourhood,
         }
     }
@@ -173,6 +178,7 @@ impl PixelOp {
             | Self::AugMix(_)
             | Self::PilEnhance { .. }
             | Self::PilAutoContrast
+            | Self::PilGaussianBlur(_)
             | Self::SolarizeAdd { .. }
             | Self::PilAffine { .. } => false,
         }
@@ -224,7 +230,9 @@ pub struct Warp {
 /// One sample's AugMix: the original image weighted by `original`, plus each chain's result
 /// (the chain's ops applied to the original) weighted by `weights[i]`, in f32, clamped and
 /// truncated to bytes; with `blend` (timm's AugMix), that mixture is then blended with the
-/// original by Pillow's `Image.blend(original, mixture, blend)`.
+/// original by Pillow's `Image.blend(original, mixture, blend)`. `blended` (timm's
+/// `augmix-...-b1`) mixes in bytes instead: starting from the original, each chain's result
+/// is blended into the image by Pillow's `Image.blend(image, chain, weights[i])` in turn.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AugMixPlan {
     /// The original image's weight.
@@ -235,6 +243,8 @@ pub struct AugMixPlan {
     pub chains: Vec<Vec<PixelOp>>,
     /// timm's final blend weight of the mixture against the original.
     pub blend: Option<f32>,
+    /// timm's blended form: `weights` are the blends, applied in turn.
+    pub blended: bool,
 }
 
 /// `ImageEnhance`'s four enhancers: each blends the image with a degenerate version of it.

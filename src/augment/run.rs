@@ -64,6 +64,9 @@ pub fn apply(ops: &[PixelOp], rgb: &mut [u8], h: usize, w: usize, s: &mut Scratc
                 pil::enhance(rgb, h, w, *kind, *factor, &mut s.bytes)
             }
             PixelOp::PilAutoContrast => pil::autocontrast(rgb),
+            PixelOp::PilGaussianBlur(radius) => {
+                pil::gaussian_blur(rgb, h, w, *radius, &mut s.bytes)
+            }
             PixelOp::SolarizeAdd { add, threshold } => pil::solarize_add(rgb, *add, *threshold),
             PixelOp::PilAffine {
                 matrix,
@@ -89,6 +92,18 @@ fn aug_mix(plan: &AugMixPlan, rgb: &mut [u8], h: usize, w: usize, s: &mut Scratc
     let mut mix = std::mem::take(&mut s.mix);
     original.clear();
     original.extend_from_slice(rgb);
+    if plan.blended {
+        // timm's `_apply_blended`: `rgb` starts as the original; each chain's result is
+        // blended into it in bytes.
+        for (ops, &weight) in plan.chains.iter().zip(&plan.weights) {
+            chain.clear();
+            chain.extend_from_slice(&original);
+            apply(ops, &mut chain, h, w, s);
+            pil::blend_into(rgb, &chain, weight);
+        }
+        (s.original, s.chain, s.mix) = (original, chain, mix);
+        return;
+    }
     mix.clear();
     mix.extend(original.iter().map(|&v| plan.original * f32::from(v)));
     for (ops, &weight) in plan.chains.iter().zip(&plan.weights) {
@@ -185,6 +200,7 @@ fn adjustment(op: &PixelOp) -> Option<colour::Adjust> {
         | PixelOp::AugMix(_)
         | PixelOp::PilEnhance { .. }
         | PixelOp::PilAutoContrast
+        | PixelOp::PilGaussianBlur(_)
         | PixelOp::SolarizeAdd { .. }
         | PixelOp::PilAffine { .. } => None,
     }

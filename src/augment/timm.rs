@@ -44,6 +44,12 @@ pub enum TimmOp {
     TranslateY,
     TranslateXRel,
     TranslateYRel,
+    /// Pillow's `ImageEnhance.Color` toward grey (the `3a` policy's).
+    Desaturate,
+    /// Pillow's Gaussian blur of a radius set by the magnitude.
+    GaussianBlur,
+    /// Pillow's Gaussian blur of a radius drawn up to one set by the magnitude (`3a`'s).
+    GaussianBlurRand,
 }
 
 impl TimmOp {
@@ -74,7 +80,10 @@ impl TimmOp {
             | Self::Brightness
             | Self::BrightnessIncreasing
             | Self::Sharpness
-            | Self::SharpnessIncreasing => false,
+            | Self::SharpnessIncreasing
+            | Self::Desaturate
+            | Self::GaussianBlur
+            | Self::GaussianBlurRand => false,
         }
     }
 }
@@ -167,7 +176,7 @@ pub struct PolicyOp {
     pub magnitude: f64,
 }
 
-/// A timm `AugMixAugment` (not blended).
+/// A timm `AugMixAugment`.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct AugMixSpec<'a> {
     pub ops: &'a [TimmOp],
@@ -176,6 +185,8 @@ pub(crate) struct AugMixSpec<'a> {
     /// Ops per chain; not positive: 1 to 3 at random per chain.
     pub depth: i32,
     pub alpha: f64,
+    /// `_apply_blended` (`augmix-...-b1`) rather than `_apply_basic`.
+    pub blended: bool,
 }
 
 /// timm's own `RandAugment` (`rand_augment_transform("rand-m9-mstd0.5-inc1")` and the other
@@ -218,10 +229,11 @@ pub struct TimmAutoAugment {
     pub hparams: Hparams,
 }
 
-/// timm's own AugMix (`augment_and_mix_transform("augmix-m5-w4-d2")`, not blended):
-/// Dirichlet(`alpha`) weights over `width` chains of `depth` ops (or 1 to 3) drawn from `ops`
-/// at `magnitude`, mixed in f32, then blended with the original by a Beta(`alpha`, `alpha`)
-/// weight, with Pillow's arithmetic.
+/// timm's own AugMix (`augment_and_mix_transform("augmix-m5-w4-d2")`): Dirichlet(`alpha`)
+/// weights over `width` chains of `depth` ops (or 1 to 3) drawn from `ops` at `magnitude`,
+/// mixed in f32, then blended with the original by a Beta(`alpha`, `alpha`) weight, with
+/// Pillow's arithmetic; or, `blended` (`augmix-...-b1`), each chain blended into the image in
+/// turn by a weight derived from those two draws.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TimmAugMix {
@@ -239,6 +251,9 @@ pub struct TimmAugMix {
     /// Dirichlet and Beta concentration. Default 1.
     #[serde(default = "one")]
     pub alpha: f64,
+    /// timm's `blended=True` (the `b1` of `augmix-...-b1`): chains blended in bytes in turn.
+    #[serde(default)]
+    pub blended: bool,
     /// The settings the ops share (magnitude noise and clamp, warp fill and filters,
     /// translations), as timm's `hparams`.
     #[serde(default)]
@@ -373,6 +388,7 @@ impl OpSpec for TimmAugMix {
             width: self.width,
             depth: self.depth,
             alpha: self.alpha,
+            blended: self.blended,
         };
         let plan = aug_mix(rng, &spec, &self.hparams, size);
         out.push(PixelOp::AugMix(Box::new(plan)));
@@ -450,9 +466,11 @@ pub(crate) fn auto_augment(
     }
 }
 
-/// timm's `AugMixAugment._apply_basic`: `float32(dirichlet([alpha] * width))` chain weights
-/// and a `float32(beta(alpha, alpha))` blend; each chain `depth` ops (or 1 to 3) drawn with
-/// replacement from `ops`, each always applied (timm's AugMix ops have probability 1).
+/// timm's `AugMixAugment`: `float32(dirichlet([alpha] * width))` chain weights and a
+/// `float32(beta(alpha, alpha))` blend; each chain `depth` ops (or 1 to 3) drawn with
+/// replacement from `ops`, each always applied (timm's AugMix ops have probability 1). The
+/// draws are the same in both forms; `_apply_blended` turns the two into one blend per chain
+/// (`blended_weights`).
 pub(crate) fn aug_mix(
     rng: &mut CounterRng,
     spec: &AugMixSpec,
@@ -480,12 +498,46 @@ pub(crate) fn aug_mix(
             chain
         })
         .collect();
+    if spec.blended {
+        return AugMixPlan {
+            original: 0.0,
+            weights: blended_weights(&weights, blend),
+            chains,
+            blend: None,
+            blended: true,
+        };
+    }
     AugMixPlan {
         original: 0.0,
         weights,
         chains,
         blend: Some(blend),
+        blended: false,
     }
+}
+
+/// timm's `_calc_blended_weights`: the Dirichlet weights scaled by the Beta draw, turned into
+/// the weight each chain is blended into the running image with (the last chain's is its own
+/// share; each earlier one's is its share of what the later ones leave), in float32 as NumPy 2
+/// computes it (a Python float beside a float32 scalar is float32).
+fn blended_weights(weights: &[f32], m: f32) -> Vec<f32> {
+    let mut left = 1.0f32;
+    let mut out: Vec<f32> = weights
+        .iter()
+        .rev()
+        .map(|&w| {
+            let alpha = (w * m) / left;
+            left *= 1.0 - alpha;
+            alpha
+        })
+        .collect();
+    out.reverse();
+    out
+}
+
+/// timm's `_minmax_level_to_arg` for a level already divided by 10.
+fn minmax(level: f64, min: f64, max: f64) -> f64 {
+    (min + (max - min) * level).clamp(min, max)
 }
 
 /// timm's `AugmentOp.__call__`: with probability `prob`, `op` at a magnitude drawn around
@@ -574,6 +626,17 @@ fn op_at(
         BrightnessIncreasing => enhance(rng, Enhance::Brightness, true),
         Sharpness => enhance(rng, Enhance::Sharpness, false),
         SharpnessIncreasing => enhance(rng, Enhance::Sharpness, true),
+        // `_minmax_level_to_arg`: `min + (max - min) * level`, clamped to `[min, max]`.
+        Desaturate => PixelOp::PilEnhance {
+            kind: Enhance::Color,
+            factor: (1.0 - minmax(level, 0.5, 1.0)).clamp(0.0, 1.0),
+        },
+        GaussianBlur => PixelOp::PilGaussianBlur(minmax(level, 0.1, 2.0)),
+        // `random.uniform(0.1, 2.0 * factor)`: `a + (b - a) * random()`.
+        GaussianBlurRand => {
+            let top = 2.0 * minmax(level, 0.0, 1.0);
+            PixelOp::PilGaussianBlur(0.1 + (top - 0.1) * rng.uniform())
+        }
         Rotate | ShearX | ShearY | TranslateX | TranslateY | TranslateXRel | TranslateYRel => {
             let matrix = match op {
                 Rotate => {
@@ -726,6 +789,7 @@ mod tests {
             width: 4,
             depth: -1,
             alpha: 1.0,
+            blended: false,
         };
         let hp = hparams();
         let (mut depths, mut blends) = ([0usize; 4], Vec::new());
@@ -752,6 +816,76 @@ mod tests {
         // Beta(1, 1) is uniform: mean 1/2.
         let mean = blends.iter().sum::<f64>() / blends.len() as f64;
         assert!((mean - 0.5).abs() < 0.05, "{mean}");
+    }
+
+    #[test]
+    fn blended_aug_mix_draws_as_the_basic_form_and_its_blends_give_each_chain_its_share() {
+        let ops = [TimmOp::Invert, TimmOp::Equalize, TimmOp::AutoContrast];
+        let mut spec = AugMixSpec {
+            ops: &ops,
+            magnitude: 3.0,
+            width: 4,
+            depth: -1,
+            alpha: 1.0,
+            blended: false,
+        };
+        let hp = hparams();
+        for i in 0..200 {
+            let rng = || CounterRng::new(5, 1, i, Stream::Ops);
+            let basic = aug_mix(&mut rng(), &spec, &hp, (8, 8));
+            spec.blended = true;
+            let blended = aug_mix(&mut rng(), &spec, &hp, (8, 8));
+            spec.blended = false;
+            assert!(blended.blended && blended.blend.is_none());
+            assert_eq!(blended.chains, basic.chains, "the same draws");
+            // Blending in turn gives chain k the weight a_k * prod_{j>k} (1 - a_j), which must
+            // be its Dirichlet share times the Beta draw; the original keeps 1 - m.
+            let m = basic.blend.unwrap();
+            let mut kept = 1.0f32;
+            for (k, &a) in blended.weights.iter().enumerate().rev() {
+                let share = a * kept;
+                assert!((share - basic.weights[k] * m).abs() < 1e-5, "{share}");
+                kept *= 1.0 - a;
+            }
+            assert!((kept - (1.0 - m)).abs() < 1e-5, "{kept} {m}");
+        }
+    }
+
+    #[test]
+    fn three_augments_blur_radius_is_uniform_from_a_tenth_to_two() {
+        let hp = hparams();
+        let radii: Vec<f64> = (0..2000)
+            .map(|i| {
+                let mut out = Vec::new();
+                let mut rng = CounterRng::new(2, 0, i, Stream::Ops);
+                op_at(
+                    &mut rng,
+                    &hp,
+                    TimmOp::GaussianBlurRand,
+                    10.0,
+                    (8, 8),
+                    &mut out,
+                );
+                match out[..] {
+                    [PixelOp::PilGaussianBlur(r)] => r,
+                    _ => panic!("{out:?}"),
+                }
+            })
+            .collect();
+        assert!(radii.iter().all(|r| (0.1..=2.0).contains(r)));
+        let mean = radii.iter().sum::<f64>() / radii.len() as f64;
+        assert!((mean - 1.05).abs() < 0.03, "{mean}");
+        // Desaturate at magnitude 10 is fully grey: Color with factor 0.
+        let mut out = Vec::new();
+        let mut rng = CounterRng::new(2, 0, 0, Stream::Ops);
+        op_at(&mut rng, &hp, TimmOp::Desaturate, 10.0, (8, 8), &mut out);
+        assert_eq!(
+            out,
+            [PixelOp::PilEnhance {
+                kind: Enhance::Color,
+                factor: 0.0
+            }]
+        );
     }
 
     #[test]
