@@ -317,112 +317,6 @@ pub(crate) fn solarize_add(rgb: &mut [u8], add: u8, threshold: u8) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn luma_is_pillows_fixed_point_rounding() {
-        assert_eq!(luma(&[255, 255, 255]), 255);
-        assert_eq!(luma(&[0, 0, 0]), 0);
-        // 0.299 * 100 + 0.587 * 50 + 0.114 * 200 = 82.15
-        assert_eq!(luma(&[100, 50, 200]), 82);
-    }
-
-    #[test]
-    fn enhance_at_one_is_identity_and_brightness_zero_is_black() {
-        let img: Vec<u8> = (0..5 * 7 * 3).map(|i| (i * 37 % 256) as u8).collect();
-        let mut s = Vec::new();
-        for kind in [
-            Enhance::Brightness,
-            Enhance::Color,
-            Enhance::Contrast,
-            Enhance::Sharpness,
-        ] {
-            let mut x = img.clone();
-            enhance(&mut x, 5, 7, kind, 1.0, &mut s);
-            assert_eq!(x, img, "{kind:?}");
-        }
-        let mut x = img.clone();
-        enhance(&mut x, 5, 7, Enhance::Brightness, 0.0, &mut s);
-        assert!(x.iter().all(|&v| v == 0));
-    }
-
-    #[test]
-    fn identity_matrix_copies_and_a_full_shift_fills() {
-        let with = |filter, matrix| Affine {
-            matrix,
-            filter,
-            fill: [1, 2, 3],
-        };
-        let img: Vec<u8> = (0..6 * 4 * 3).map(|i| (i * 11 % 256) as u8).collect();
-        let mut s = Vec::new();
-        for filter in [Filter::Bilinear, Filter::Bicubic] {
-            let mut x = img.clone();
-            affine(
-                &mut x,
-                4,
-                6,
-                &with(filter, [1.0, 0.0, 0.0, 0.0, 1.0, 0.0]),
-                &mut s,
-            );
-            assert_eq!(x, img);
-            affine(
-                &mut x,
-                4,
-                6,
-                &with(filter, [1.0, 0.0, 6.0, 0.0, 1.0, 0.0]),
-                &mut s,
-            );
-            assert!(x.chunks(3).all(|p| p == [1, 2, 3]));
-        }
-    }
-
-    #[test]
-    fn affine_gives_the_same_bytes_on_every_instruction_set() {
-        let (h, w) = (29, 41);
-        let img: Vec<u8> = (0..h * w * 3).map(|i| (i * 97 % 251) as u8).collect();
-        let m = rotate_matrix(17.3, w, h).unwrap();
-        let mut s = Vec::new();
-        for filter in [Filter::Bilinear, Filter::Bicubic] {
-            let mut portable = img.clone();
-            let t = Affine {
-                matrix: m,
-                filter,
-                fill: [9, 8, 7],
-            };
-            affine_any(&mut portable, h, w, &t, &mut s);
-            let mut dispatched = img.clone();
-            affine(&mut dispatched, h, w, &t, &mut s);
-            assert_eq!(portable, dispatched, "{filter:?}");
-            assert_ne!(portable, img);
-        }
-    }
-
-    #[test]
-    fn rotation_by_whole_turns_is_a_copy_and_a_quarter_turn_maps_corners() {
-        assert_eq!(rotate_matrix(0.0, 8, 8), None);
-        assert_eq!(rotate_matrix(-360.0, 8, 8), None);
-        let m = rotate_matrix(90.0, 8, 8).unwrap();
-        // Output (0.5, 0.5) samples the source near its top-right corner (counter-clockwise).
-        let (x, y) = (
-            m[0] * 0.5 + m[1] * 0.5 + m[2],
-            m[3] * 0.5 + m[4] * 0.5 + m[5],
-        );
-        assert!((x - 7.5).abs() < 1e-9 && (y - 0.5).abs() < 1e-9, "{x} {y}");
-    }
-
-    #[test]
-    fn autocontrast_stretches_each_channel_and_solarize_add_saturates() {
-        let mut x = vec![10, 7, 0, 20, 7, 255, 30, 7, 128];
-        autocontrast(&mut x);
-        assert_eq!(x, vec![0, 7, 0, 127, 7, 255, 255, 7, 128]);
-        let mut y = vec![0, 100, 127, 128, 200, 255];
-        solarize_add(&mut y, 110, 128);
-        assert_eq!(y, vec![110, 210, 237, 128, 200, 255]);
-    }
-}
-
 /// Pillow's `image.filter(ImageFilter.GaussianBlur(radius))` on the `h`x`w` RGB8 image, in
 /// place: three box blurs per axis, each of a fractional radius chosen so that the three
 /// together have the Gaussian's variance (Gwosdek et al., "Theoretical foundations of Gaussian
@@ -541,4 +435,110 @@ fn box_blur_line(line: &mut [u8], out: &mut [u8], radius_f: f32) {
         }
     }
     line.copy_from_slice(out);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn luma_is_pillows_fixed_point_rounding() {
+        assert_eq!(luma(&[255, 255, 255]), 255);
+        assert_eq!(luma(&[0, 0, 0]), 0);
+        // 0.299 * 100 + 0.587 * 50 + 0.114 * 200 = 82.15
+        assert_eq!(luma(&[100, 50, 200]), 82);
+    }
+
+    #[test]
+    fn enhance_at_one_is_identity_and_brightness_zero_is_black() {
+        let img: Vec<u8> = (0..5 * 7 * 3).map(|i| (i * 37 % 256) as u8).collect();
+        let mut s = Vec::new();
+        for kind in [
+            Enhance::Brightness,
+            Enhance::Color,
+            Enhance::Contrast,
+            Enhance::Sharpness,
+        ] {
+            let mut x = img.clone();
+            enhance(&mut x, 5, 7, kind, 1.0, &mut s);
+            assert_eq!(x, img, "{kind:?}");
+        }
+        let mut x = img.clone();
+        enhance(&mut x, 5, 7, Enhance::Brightness, 0.0, &mut s);
+        assert!(x.iter().all(|&v| v == 0));
+    }
+
+    #[test]
+    fn identity_matrix_copies_and_a_full_shift_fills() {
+        let with = |filter, matrix| Affine {
+            matrix,
+            filter,
+            fill: [1, 2, 3],
+        };
+        let img: Vec<u8> = (0..6 * 4 * 3).map(|i| (i * 11 % 256) as u8).collect();
+        let mut s = Vec::new();
+        for filter in [Filter::Bilinear, Filter::Bicubic] {
+            let mut x = img.clone();
+            affine(
+                &mut x,
+                4,
+                6,
+                &with(filter, [1.0, 0.0, 0.0, 0.0, 1.0, 0.0]),
+                &mut s,
+            );
+            assert_eq!(x, img);
+            affine(
+                &mut x,
+                4,
+                6,
+                &with(filter, [1.0, 0.0, 6.0, 0.0, 1.0, 0.0]),
+                &mut s,
+            );
+            assert!(x.chunks(3).all(|p| p == [1, 2, 3]));
+        }
+    }
+
+    #[test]
+    fn affine_gives_the_same_bytes_on_every_instruction_set() {
+        let (h, w) = (29, 41);
+        let img: Vec<u8> = (0..h * w * 3).map(|i| (i * 97 % 251) as u8).collect();
+        let m = rotate_matrix(17.3, w, h).unwrap();
+        let mut s = Vec::new();
+        for filter in [Filter::Bilinear, Filter::Bicubic] {
+            let mut portable = img.clone();
+            let t = Affine {
+                matrix: m,
+                filter,
+                fill: [9, 8, 7],
+            };
+            affine_any(&mut portable, h, w, &t, &mut s);
+            let mut dispatched = img.clone();
+            affine(&mut dispatched, h, w, &t, &mut s);
+            assert_eq!(portable, dispatched, "{filter:?}");
+            assert_ne!(portable, img);
+        }
+    }
+
+    #[test]
+    fn rotation_by_whole_turns_is_a_copy_and_a_quarter_turn_maps_corners() {
+        assert_eq!(rotate_matrix(0.0, 8, 8), None);
+        assert_eq!(rotate_matrix(-360.0, 8, 8), None);
+        let m = rotate_matrix(90.0, 8, 8).unwrap();
+        // Output (0.5, 0.5) samples the source near its top-right corner (counter-clockwise).
+        let (x, y) = (
+            m[0] * 0.5 + m[1] * 0.5 + m[2],
+            m[3] * 0.5 + m[4] * 0.5 + m[5],
+        );
+        assert!((x - 7.5).abs() < 1e-9 && (y - 0.5).abs() < 1e-9, "{x} {y}");
+    }
+
+    #[test]
+    fn autocontrast_stretches_each_channel_and_solarize_add_saturates() {
+        let mut x = vec![10, 7, 0, 20, 7, 255, 30, 7, 128];
+        autocontrast(&mut x);
+        assert_eq!(x, vec![0, 7, 0, 127, 7, 255, 255, 7, 128]);
+        let mut y = vec![0, 100, 127, 128, 200, 255];
+        solarize_add(&mut y, 110, 128);
+        assert_eq!(y, vec![110, 210, 237, 128, 200, 255]);
+    }
 }
