@@ -5,16 +5,20 @@ line per measured epoch: images/s.
 - `--tail lambda`: the ResNet-50 training transform, then a `Lambda` that turns RGB into BGR
   (what scripts ported from Caffe weights do). hpuload runs the crop, flip, tensor conversion
   and Normalize natively and the Lambda in Python.
-- `--tail 3a`: timm's `create_transform(224, is_training=True, auto_augment="3a")` (DeiT III's
-  ThreeAugment policy, one of grey, solarize or blur, then ColorJitter 0.4). hpuload runs the
-  crop and flip natively and the policy, ColorJitter, the tensor conversion and Normalize in
-  Python.
+- `--tail deit3`: DeiT III's ThreeAugment as its script builds it with `--src` (a random
+  resized crop, bicubic, and a flip; then one of grey, solarize or a Pillow Gaussian blur of a
+  random radius, each a small class of the script's own; then ColorJitter 0.3, the tensor
+  conversion and Normalize). hpuload runs the crop and flip natively and the rest in Python.
+- `--tail 3a`: timm's `create_transform(224, is_training=True, auto_augment="3a")` (timm's
+  own form of the same policy), which hpuload runs natively whole (no tail: the comparison
+  point for `deit3`).
 
-usage: python tail_loader.py --data DIR --loader torch|hpuload [--tail lambda|3a] [--epochs 2]
+usage: python tail_loader.py --data DIR --loader torch|hpuload [--tail lambda|deit3|3a] [--epochs 2]
 """
 
 import argparse
 import json
+import random
 import time
 import warnings
 
@@ -23,7 +27,38 @@ from torchvision import datasets
 from torchvision import transforms as T
 
 
+class Grey:
+    """The script's own: the image in grey, three channels."""
+
+    def __call__(self, img):
+        return img.convert("L").convert("RGB")
+
+
+class Solarize:
+    """The script's own: Pillow's solarize at 128."""
+
+    def __call__(self, img):
+        from PIL import ImageOps
+
+        return ImageOps.solarize(img)
+
+
+class Blur:
+    """The script's own: a Pillow Gaussian blur of a radius drawn from Python's `random`."""
+
+    def __call__(self, img):
+        from PIL import ImageFilter
+
+        return img.filter(ImageFilter.GaussianBlur(radius=random.uniform(0.1, 2.0)))
+
+
 def transform(kind):
+    if kind == "deit3":
+        return T.Compose([
+            T.RandomResizedCrop(224, interpolation=T.InterpolationMode.BICUBIC), T.RandomHorizontalFlip(),
+            T.RandomChoice([Grey(), Solarize(), Blur()]), T.ColorJitter(0.3, 0.3, 0.3), T.ToTensor(),
+            T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
+        ])
     if kind == "3a":
         from timm.data import create_transform
 
@@ -39,7 +74,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
     ap.add_argument("--loader", choices=["torch", "hpuload"], required=True)
-    ap.add_argument("--tail", choices=["lambda", "3a"], default="lambda")
+    ap.add_argument("--tail", choices=["lambda", "deit3", "3a"], default="lambda")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=256)
