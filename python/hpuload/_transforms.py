@@ -156,8 +156,10 @@ def _known(t: Any) -> bool:
     return _is(t, name) or _is_timm(t, name)
 
 
-def _pixel_op(t: Any) -> dict | None:
-    """The pipeline op for a pixel transform on uint8 images, or None if `t` is not one."""
+def _pixel_op(t: Any, pil: bool = False) -> dict | None:
+    """The pipeline op for a pixel transform on uint8 images, or None if `t` is not one. With
+    `pil` (the transform runs on PIL images), a class of the user's own is also taken when it
+    behaves as one of hpuload's Pillow ops (`_behaviour.py`)."""
     name = type(t).__name__
     if _is_timm_class(t, "timm.data.auto_augment", "RandAugment"):
         return _timm_rand_augment(t)
@@ -261,15 +263,19 @@ def _pixel_op(t: Any) -> dict | None:
             "fill": _fill(t.fill, name),
         }
     if _is(t, "RandomApply"):
-        return {"op": "random_apply", "ops": _nested(t.transforms, name), "p": _p(t)}
+        return {"op": "random_apply", "ops": _nested(t.transforms, name, pil), "p": _p(t)}
     if _is(t, "RandomChoice"):
-        ops = _nested(t.transforms, name)
+        ops = _nested(t.transforms, name, pil)
         p = None if t.p is None else [float(x) for x in t.p]
         if p is not None and len(p) != len(ops):
             p = None if len(set(p)) == 1 else p
         return {"op": "random_choice", "ops": ops, "p": p}
     if _is(t, "RandomOrder"):
-        return {"op": "random_order", "ops": _nested(t.transforms, name)}
+        return {"op": "random_order", "ops": _nested(t.transforms, name, pil)}
+    if pil:
+        from ._behaviour import user_pixel_op
+
+        return user_pixel_op(t)
     return None
 
 
@@ -376,10 +382,10 @@ def _timm_aug_mix(t: Any) -> dict:
     }
 
 
-def _nested(transforms: Any, what: str) -> list[dict]:
+def _nested(transforms: Any, what: str, pil: bool = False) -> list[dict]:
     ops = []
     for t in transforms:
-        op = _pixel_op(t)
+        op = _pixel_op(t, pil)
         if op is None:
             raise Unsupported(f"{what} of {type(t).__name__} (hpuload nests pixel ops only)")
         ops.append(op)
@@ -540,7 +546,7 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
         elif video and _permutes_to_cthw(t):
             layout = "CTHW"
         else:
-            op = _pixel_op(t)
+            op = _pixel_op(t, pil=not video)
             if op is None:
                 raise Unsupported(f"transform {_unsupported_name(t)} is not one hpuload implements")
             flip = op["op"] in ("random_horizontal_flip", "random_vertical_flip")

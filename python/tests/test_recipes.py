@@ -644,3 +644,95 @@ def test_habana_loader_takes_every_argument_habanas_own_takes(jpeg_folder):
         )
     x, _ = next(iter(loader))
     assert x.shape == (8, 3, 32, 32)
+
+
+class DeitGrey:
+    """DeiT III's `gray_scale`, in this project's words: grey with probability p."""
+
+    def __init__(self, p=0.2):
+        self.p = p
+        self.to_grey = T.Grayscale(3)
+
+    def __call__(self, img):
+        import random
+
+        return self.to_grey(img) if random.random() < self.p else img
+
+
+class DeitSolarize:
+    """DeiT III's `Solarization`: Pillow's solarize with probability p."""
+
+    def __init__(self, p=0.2):
+        self.p = p
+
+    def __call__(self, img):
+        import random
+
+        from PIL import ImageOps
+
+        return ImageOps.solarize(img) if random.random() < self.p else img
+
+
+class DeitBlur:
+    """DeiT III's and DINO's `GaussianBlur`: with probability `prob`, a Pillow Gaussian blur
+    of a radius drawn uniformly from [radius_min, radius_max]."""
+
+    def __init__(self, p=0.1, radius_min=0.1, radius_max=2.0):
+        self.prob, self.radius_min, self.radius_max = p, radius_min, radius_max
+
+    def __call__(self, img):
+        import random
+
+        from PIL import ImageFilter
+
+        if random.random() > self.prob:
+            return img
+        return img.filter(ImageFilter.GaussianBlur(radius=random.uniform(self.radius_min, self.radius_max)))
+
+
+class LooksAlike:
+    """Has a `p` and a radius range, but inverts: not what its attributes suggest."""
+
+    def __init__(self):
+        self.p, self.radius_min, self.radius_max = 1.0, 0.1, 2.0
+
+    def __call__(self, img):
+        from PIL import ImageOps
+
+        return ImageOps.invert(img)
+
+
+def test_deit3_three_augment_classes_run_natively_as_pillow_computes_them(png_folder):
+    """DeiT III's ThreeAugment: its own grey, solarize and blur classes in a RandomChoice are
+    recognised by what they do and run natively; each sample's result is Pillow's for the op
+    and parameters hpuload drew, byte for byte."""
+    choice = T.RandomChoice([DeitGrey(p=1.0), DeitSolarize(p=1.0), DeitBlur(p=1.0)])
+    plain = u8_loader(png_folder, [])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ht.PythonTailWarning)
+        augmented = u8_loader(png_folder, [choice])
+    sizes = [Image.open(p).size for p, _ in augmented.dataset.samples]
+    seen = Counter()
+    for epoch in range(3):
+        plain.set_epoch(epoch)
+        augmented.set_epoch(epoch)
+        for (before, _), (after, _) in zip(plain, augmented):
+            for slot, index in enumerate(augmented.last_indices):
+                ops = json.loads(augmented._core.sample_plan(epoch, index, *sizes[index]))["ops"]
+                seen.update(o["op"] for o in ops)
+                src = Image.fromarray(before[slot].permute(1, 2, 0).numpy())
+                want = torch.from_numpy(np.array(pil_apply(src, ops))).permute(2, 0, 1)
+                assert torch.equal(want, after[slot]), ops
+    assert set(seen) == {"pil_enhance", "solarize", "pil_gaussian_blur"}, seen
+
+
+def test_a_users_class_is_taken_only_when_it_does_what_its_attributes_suggest(jpeg_folder):
+    from hpuload._behaviour import user_pixel_op
+
+    assert user_pixel_op(DeitBlur(p=0.5)) == {"op": "pil_gaussian_blur", "radius": [0.1, 2.0], "p": 0.5}
+    assert user_pixel_op(DeitGrey(p=0.3)) == {"op": "pil_grayscale", "p": 0.3}
+    assert user_pixel_op(DeitSolarize(p=1.0)) == {"op": "random_solarize", "threshold": 128.0, "p": 1.0}
+    assert user_pixel_op(LooksAlike()) is None
+    t = T.Compose([T.CenterCrop(SIDE), LooksAlike(), T.PILToTensor()])
+    with pytest.warns(ht.PythonTailWarning, match="LooksAlike"):
+        DataLoader(datasets.ImageFolder(jpeg_folder, t), batch_size=8)

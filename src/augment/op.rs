@@ -1,6 +1,6 @@
 //! What a pipeline file says: a named list of [`Op`]s. Each op is a thin variant around its
 //! family's spec struct (`geometry.rs`, `colour.rs`, `blur.rs`, `autoaugment.rs`, `timm.rs`,
-//! `detect.rs`, `erase.rs`, `kernel.rs`), which owns the op's fields and defaults, its check,
+//! `pil.rs`, `detect.rs`, `erase.rs`, `kernel.rs`), which owns the op's fields and defaults, its check,
 //! its [`OpKind`] and its draw ([`OpSpec`]). The list below is the only place an op is named:
 //! the `ops!` macro makes the enum, its serde names and the one dispatch to the spec from it,
 //! so a new op is one line here and one spec struct that implements [`OpSpec`].
@@ -26,6 +26,7 @@ use super::geometry::{
     RandomRotation, RandomVerticalFlip, Resize,
 };
 use super::kernel::Normalize;
+use super::pil::{PilGaussianBlur, PilGrayscale};
 use super::pixel::PixelOp;
 use super::spec::{coin, half, probability, shuffle, OpKind, OpSpec};
 use super::timm::{TimmAugMix, TimmAutoAugment, TimmRandAugment};
@@ -123,6 +124,10 @@ ops! {
     TimmAutoAugment(TimmAutoAugment) = "timm_auto_augment",
     /// timm's own AugMix (`augmix-m5-w4-d2`, blended or not).
     TimmAugMix(TimmAugMix) = "timm_aug_mix",
+    /// Pillow's grey (`convert("L")`, back to RGB) with probability `p`.
+    PilGrayscale(PilGrayscale) = "pil_grayscale",
+    /// Pillow's `ImageFilter.GaussianBlur` of a radius drawn from `radius`, with probability `p`.
+    PilGaussianBlur(PilGaussianBlur) = "pil_gaussian_blur",
     /// `RandomApply(ops, p)`.
     RandomApply(RandomApply) = "random_apply",
     /// `RandomChoice(ops, p)`.

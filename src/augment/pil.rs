@@ -8,7 +8,78 @@
 //! Solarize, posterize, equalize and invert give the same bytes in Pillow and torchvision, so
 //! timm's policies use the kernels of `colour.rs` for those.
 
+use serde::{Deserialize, Serialize};
+
+use super::error::PipelineError;
+use super::pixel::PixelOp;
+use super::spec::{coin, probability, range, OpKind, OpSpec};
+use crate::rng::CounterRng;
+
 pub use super::pixel::{PilEnhance as Enhance, PilFilter as Filter};
+
+/// Pillow's grey with probability `p`: `img.convert("L")` back in three channels, what
+/// torchvision's `Grayscale(3)` does to a PIL image and DeiT III's and DINO's own grey
+/// classes call (torchvision's tensor kernel rounds otherwise: `random_grayscale`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PilGrayscale {
+    /// Probability. Default 1.
+    #[serde(default = "super::spec::one")]
+    pub p: f64,
+}
+
+impl OpSpec for PilGrayscale {
+    fn kind(&self) -> OpKind {
+        OpKind::Pixel
+    }
+    fn check(&self) -> Result<(), PipelineError> {
+        probability(self.p, "pil_grayscale")
+    }
+    fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
+        if coin(rng, self.p) {
+            // `ImageEnhance.Color` at 0 is its degenerate: the `L` conversion, in RGB.
+            out.push(PixelOp::PilEnhance {
+                kind: Enhance::Color,
+                factor: 0.0,
+            });
+        }
+    }
+}
+
+/// Pillow's `img.filter(ImageFilter.GaussianBlur(radius))` with probability `p`, the radius
+/// drawn uniformly from `radius` (DeiT III's and DINO's `GaussianBlur` classes: `p`, then
+/// `random.uniform(radius_min, radius_max)`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PilGaussianBlur {
+    /// `[min, max]` of the radius.
+    pub radius: [f64; 2],
+    /// Probability. Default 1.
+    #[serde(default = "super::spec::one")]
+    pub p: f64,
+}
+
+impl OpSpec for PilGaussianBlur {
+    fn kind(&self) -> OpKind {
+        OpKind::Pixel
+    }
+    fn check(&self) -> Result<(), PipelineError> {
+        probability(self.p, "pil_gaussian_blur")?;
+        let [lo, hi] = self.radius;
+        if !(lo.is_finite() && hi.is_finite() && 0.0 <= lo && lo <= hi) {
+            return Err(PipelineError::Parameter(format!(
+                "pil_gaussian_blur radius {:?} must be [min, max] with 0 <= min <= max",
+                self.radius
+            )));
+        }
+        Ok(())
+    }
+    fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
+        if coin(rng, self.p) {
+            out.push(PixelOp::PilGaussianBlur(range(rng, self.radius)));
+        }
+    }
+}
 
 /// Pillow's `L` conversion: ITU-R 601-2 luma in 16-bit fixed point, rounded.
 #[inline]
