@@ -9,8 +9,11 @@ drop-in (only the import differs), timed over full passes.
                bilinear/bicubic RandomResizedCrop, flip, ColorJitter(0.4), Normalize.
   timm_ra      the same with timm train.py's --aa rand-m9-mstd0.5-inc1 --reprob 0.25
                --remode pixel (DeiT-style recipes): timm's own RandAugment, RandomErasing.
+  timm_augmix, timm_augmix_b1, timm_3a
+               timm's create_transform with --aa augmix-m5-w4-d2, augmix-m5-w4-d2-b1 (blended)
+               or 3a (timm's ThreeAugment).
 
-usage: python recipes.py --loader torch|hpuload --recipe resnet50_v2|timm|timm_ra --data DIR
+usage: python recipes.py --loader torch|hpuload --recipe RECIPE --data DIR
        [--workers 2] [--batch 256] [--epochs 2]
 Prints one JSON line: images/s over the epochs after the first (the first warms caches and
 worker pools, as in peer_bench.py).
@@ -85,7 +88,27 @@ def timm_rand_augment(root):
     return datasets.ImageFolder(root, t), dict(shuffle=True)
 
 
-RECIPES = {"resnet50_v2": resnet50_v2, "timm": timm_default, "timm_ra": timm_rand_augment}
+def timm_policy(policy):
+    """timm's create_transform with `auto_augment=policy` (train.py's --aa): AugMix
+    (`augmix-m5-w4-d2`), blended AugMix (`augmix-m5-w4-d2-b1`) or timm's ThreeAugment (`3a`)."""
+
+    def build(root):
+        from timm.data import create_transform
+
+        t = create_transform(224, is_training=True, interpolation="random", auto_augment=policy)
+        return datasets.ImageFolder(root, t), dict(shuffle=True)
+
+    return build
+
+
+RECIPES = {
+    "resnet50_v2": resnet50_v2,
+    "timm": timm_default,
+    "timm_ra": timm_rand_augment,
+    "timm_augmix": timm_policy("augmix-m5-w4-d2"),
+    "timm_augmix_b1": timm_policy("augmix-m5-w4-d2-b1"),
+    "timm_3a": timm_policy("3a"),
+}
 
 
 def main():
