@@ -131,22 +131,6 @@ impl DeviceBuffer {
         }
     }
 
-    /// Maps every page of the buffer's backing now (one write per page), so that the first
-    /// DMA into it does not pay the host's page faults: a device's memory is resident, and
-    /// the loader reserves its in-flight buffers when it is built. The contents are unchanged.
-    pub(crate) fn make_resident(&self) {
-        const PAGE: usize = 4096;
-        let mut block = self.lock();
-        for offset in (0..block.len()).step_by(PAGE) {
-            let byte = &mut block[offset];
-            // A volatile write of the byte's own value: the page is written (faulted in), and
-            // no compiler may drop the write as one that changes nothing.
-            let value = *byte;
-            // SAFETY: `byte` is a valid, exclusive reference into the locked block.
-            unsafe { std::ptr::write_volatile(byte, value) };
-        }
-    }
-
     /// Device-side access, for the DMA engine only.
     pub(crate) fn lock(&self) -> MutexGuard<'_, Box<[u8]>> {
         self.inner.bytes.lock().unwrap_or_else(|p| p.into_inner())

@@ -416,12 +416,6 @@ impl Loader {
                     .and_then(|i| Ok((i, hpu.alloc(b.batch_size * label_bytes)?)))
             })
             .collect::<Result<_, _>>()?;
-        // Resident now: the first batches reuse these blocks, and would otherwise pay their
-        // page faults inside the first DMAs (time to first batch, issue 32).
-        for (images, labels) in &reserve {
-            images.make_resident();
-            labels.make_resident();
-        }
         drop(reserve);
         let config = StateConfig {
             samples: sampler.len,
