@@ -500,24 +500,32 @@ def timm_rand_augment(policy, interpolation):
     return auto_augment_transform(policy, hparams)
 
 
-@pytest.mark.parametrize("policy", sorted(TIMM_POLICIES))
-def test_timm_rand_augment_matches_timms_ops_given_the_loaders_own_parameters(png_folder, policy):
-    plain = u8_loader(png_folder, [])
-    augmented = u8_loader(png_folder, [timm_rand_augment(policy, **TIMM_POLICIES[policy])])
+def matches_pillow_given_drawn_ops(root, augmented, epochs: int) -> Counter:
+    """Asserts that each sample of `augmented` (a `u8_loader`) is, byte for byte, what Pillow
+    (timm's op functions) makes of the same sample without the ops, given the ops hpuload drew
+    for it; returns how often each op was drawn (inside AugMix's chains too; Pillow's
+    enhancers by kind)."""
+    plain = u8_loader(root, [])
     sizes = [Image.open(p).size for p, _ in augmented.dataset.samples]
     seen = Counter()
-    for epoch in range(4):
+    for epoch in range(epochs):
         plain.set_epoch(epoch)
         augmented.set_epoch(epoch)
         for (before, _), (after, _) in zip(plain, augmented):
             for slot, index in enumerate(augmented.last_indices):
-                w, h = sizes[index]
-                ops = json.loads(augmented._core.sample_plan(epoch, index, w, h))["ops"]
+                ops = json.loads(augmented._core.sample_plan(epoch, index, *sizes[index]))["ops"]
                 flat = [c for o in ops for c in (sum(o["arg"]["chains"], []) if o["op"] == "aug_mix" else [o])]
                 seen.update(o["op"] if o["op"] != "pil_enhance" else o["arg"]["kind"] for o in flat)
                 src = Image.fromarray(before[slot].permute(1, 2, 0).numpy())
                 want = torch.from_numpy(np.array(pil_apply(src, ops))).permute(2, 0, 1)
-                assert torch.equal(want, after[slot]), f"{policy}: {ops}"
+                assert torch.equal(want, after[slot]), ops
+    return seen
+
+
+@pytest.mark.parametrize("policy", sorted(TIMM_POLICIES))
+def test_timm_rand_augment_matches_timms_ops_given_the_loaders_own_parameters(png_folder, policy):
+    augmented = u8_loader(png_folder, [timm_rand_augment(policy, **TIMM_POLICIES[policy])])
+    seen = matches_pillow_given_drawn_ops(png_folder, augmented, epochs=4)
     assert len(seen) >= (3 if policy == "3a" else 6), f"{policy}: only {seen} drawn"
 
 
@@ -707,23 +715,11 @@ def test_deit3_three_augment_classes_run_natively_as_pillow_computes_them(png_fo
     recognised by what they do and run natively; each sample's result is Pillow's for the op
     and parameters hpuload drew, byte for byte."""
     choice = T.RandomChoice([DeitGrey(p=1.0), DeitSolarize(p=1.0), DeitBlur(p=1.0)])
-    plain = u8_loader(png_folder, [])
     with warnings.catch_warnings():
         warnings.simplefilter("error", ht.PythonTailWarning)
         augmented = u8_loader(png_folder, [choice])
-    sizes = [Image.open(p).size for p, _ in augmented.dataset.samples]
-    seen = Counter()
-    for epoch in range(3):
-        plain.set_epoch(epoch)
-        augmented.set_epoch(epoch)
-        for (before, _), (after, _) in zip(plain, augmented):
-            for slot, index in enumerate(augmented.last_indices):
-                ops = json.loads(augmented._core.sample_plan(epoch, index, *sizes[index]))["ops"]
-                seen.update(o["op"] for o in ops)
-                src = Image.fromarray(before[slot].permute(1, 2, 0).numpy())
-                want = torch.from_numpy(np.array(pil_apply(src, ops))).permute(2, 0, 1)
-                assert torch.equal(want, after[slot]), ops
-    assert set(seen) == {"pil_enhance", "solarize", "pil_gaussian_blur"}, seen
+    seen = matches_pillow_given_drawn_ops(png_folder, augmented, epochs=3)
+    assert set(seen) == {"color", "solarize", "pil_gaussian_blur"}, seen
 
 
 def test_a_users_class_is_taken_only_when_it_does_what_its_attributes_suggest(jpeg_folder):

@@ -780,17 +780,22 @@ mod tests {
         assert!(seen.iter().all(|&n| n > 150), "{seen:?}");
     }
 
-    #[test]
-    fn aug_mix_weights_sum_to_one_and_chains_have_one_to_three_ops() {
-        let ops = [TimmOp::Invert, TimmOp::Equalize];
-        let spec = AugMixSpec {
-            ops: &ops,
+    /// `augmix-m3-w4` over `ops`, chains of 1 to 3, not blended.
+    fn aug_mix_spec(ops: &[TimmOp]) -> AugMixSpec<'_> {
+        AugMixSpec {
+            ops,
             magnitude: 3.0,
             width: 4,
             depth: -1,
             alpha: 1.0,
             blended: false,
-        };
+        }
+    }
+
+    #[test]
+    fn aug_mix_weights_sum_to_one_and_chains_have_one_to_three_ops() {
+        let ops = [TimmOp::Invert, TimmOp::Equalize];
+        let spec = aug_mix_spec(&ops);
         let hp = hparams();
         let (mut depths, mut blends) = ([0usize; 4], Vec::new());
         for i in 0..500 {
@@ -821,14 +826,7 @@ mod tests {
     #[test]
     fn blended_aug_mix_draws_as_the_basic_form_and_its_blends_give_each_chain_its_share() {
         let ops = [TimmOp::Invert, TimmOp::Equalize, TimmOp::AutoContrast];
-        let mut spec = AugMixSpec {
-            ops: &ops,
-            magnitude: 3.0,
-            width: 4,
-            depth: -1,
-            alpha: 1.0,
-            blended: false,
-        };
+        let mut spec = aug_mix_spec(&ops);
         let hp = hparams();
         for i in 0..200 {
             let rng = || CounterRng::new(5, 1, i, Stream::Ops);
