@@ -2,8 +2,11 @@
 
 `translate(transform)` returns `(pipeline, dtype)`, where `pipeline` is the JSON the Rust
 loader takes and `dtype` the output element type ("f32", "u8", ...), or raises `Unsupported`
-with a reason a user can act on. Only what hpuload computes as torchvision does is accepted;
-anything else makes the caller fall back to torch's own DataLoader.
+with a reason a user can act on. Only what hpuload computes as torchvision does is accepted.
+`translate_split(transform)` also takes a transform translated only in part: its longest
+translatable prefix, and the rest as a `Tail` of the user's objects that runs in Python
+(`_tail.py`); only a transform with no such prefix makes the caller fall back to torch's own
+DataLoader.
 
 The shape hpuload runs: geometry (RandomResizedCrop, or Resize or v2's RandomResize + CenterCrop
 or RandomCrop, or
