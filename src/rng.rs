@@ -10,6 +10,18 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// The seed view `view` of a multi-view loader draws its plans from: view 0 draws from the
+/// loader's own seed (what a loader of that one view draws), every other view from one of its
+/// own.
+pub(crate) fn view_seed(seed: u64, view: usize) -> u64 {
+    const VIEWS: u64 = 0x5649_4557_535F_4B45; // "VIEWS_KE"
+    if view == 0 {
+        seed
+    } else {
+        mix(mix(seed ^ VIEWS).wrapping_add(view as u64))
+    }
+}
+
 /// Independent streams of random numbers for one sample, so that adding a new random choice
 /// to one op never changes the numbers another op sees.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

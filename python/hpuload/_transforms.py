@@ -619,12 +619,97 @@ class Tail:
         return f"{ran} in Python, after the native {', '.join(self.prefix_names)} ({self.reason})"
 
 
+class _Image:
+    """What a transform is called with to learn whether it makes several views: it stands for
+    the image, and has nothing else to offer."""
+
+    __slots__ = ()
+
+
+class _Applied:
+    """What a Compose gives when called on `_Image` while a transform is watched: which
+    Compose it was."""
+
+    __slots__ = ("compose",)
+
+    def __init__(self, compose: Any):
+        self.compose = compose
+
+
+def views_of(transform: Any) -> list | None:
+    """The Composes a multi-crop transform applies to each image, in the order of the list it
+    returns (DINO's `DataAugmentationDINO`: a class of the user's whose `__call__` returns
+    `[global_transfo1(image), global_transfo2(image), local_transfo(image), ...]`); None for
+    any other transform. Learnt by calling the transform once on a stand-in image, with
+    torchvision's Compose (v1 and v2) answering that stand-in by naming itself; a transform
+    that does anything else with the image (reads its size, converts it, passes it on
+    changed) is not one. Python's, NumPy's and torch's generators are left as they were."""
+    if transform is None or not callable(transform) or _known(transform) or _wrapped_compose(transform) is not None:
+        return None
+    import random
+
+    import numpy as np
+    import torch
+    from torchvision import transforms as v1
+    from torchvision.transforms import v2
+
+    originals = [(v1.Compose, "__call__"), (v2.Compose, "forward")]
+    saved = [getattr(cls, name) for cls, name in originals]
+
+    def answering(original):
+        def call(self, *args, **kwargs):
+            if len(args) == 1 and not kwargs and isinstance(args[0], _Image):
+                return _Applied(self)
+            return original(self, *args, **kwargs)
+
+        return call
+
+    states = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    try:
+        for (cls, name), original in zip(originals, saved):
+            setattr(cls, name, answering(original))
+        out = transform(_Image())
+    except Exception:
+        return None
+    finally:
+        for (cls, name), original in zip(originals, saved):
+            setattr(cls, name, original)
+        random.setstate(states[0])
+        np.random.set_state(states[1])
+        torch.set_rng_state(states[2])
+    if not isinstance(out, (list, tuple)) or len(out) < 2 or not all(isinstance(o, _Applied) for o in out):
+        return None
+    return [o.compose for o in out]
+
+
+def translate_views(transform: Any, views: list) -> tuple[str, str]:
+    """`(pipeline JSON of every view, dtype)` of a multi-crop transform whose views are the
+    Composes `views` (see `views_of`): each must translate whole, to a fixed size, and all to
+    one dtype. `Unsupported` names the view that does not."""
+    pipelines, dtypes = [], set()
+    for k, view in enumerate(views):
+        try:
+            pipeline, dtype = translate(view)
+        except Unsupported as e:
+            raise Unsupported(f"view {k} of {type(transform).__name__}: {e}") from e
+        pipelines.append(json.loads(pipeline))
+        dtypes.add(dtype)
+    if len(dtypes) > 1:
+        raise Unsupported(f"the views of {type(transform).__name__} give different dtypes ({sorted(dtypes)})")
+    return json.dumps({"views": pipelines}), dtypes.pop()
+
+
 def translate_split(transform: Any) -> tuple[str, str, Tail | None]:
     """`(pipeline JSON, dtype, tail)` for a transform applied to PIL images: the whole of it
     when hpuload translates it (tail None); else its longest prefix that starts with a crop
     or resize to a fixed size, and a `Tail` of the user's own steps after it (a `Lambda`, a
     class of the user's, an op in an order hpuload does not run), which run in Python on
-    what the prefix made. `Unsupported` when not even a prefix translates."""
+    what the prefix made. `Unsupported` when not even a prefix translates. A multi-crop
+    transform (`views_of`) gives every view's pipeline (`{"views": [...]}`) and no tail."""
+    views = views_of(transform)
+    if views is not None:
+        pipeline, dtype = translate_views(transform, views)
+        return pipeline, dtype, None
     try:
         pipeline, dtype = translate(transform)
         return pipeline, dtype, None

@@ -668,6 +668,8 @@ class _Loader:
         watch = self._watch
         collate = self.collate_fn
         timeout = self.timeout if self.timeout and self.timeout > 0 else None
+        views = core.views
+        split = (lambda images: _split_views(images, views, core.output[1])) if len(views) > 1 else None
         held = None  # a batch whose tail runs in the workers, handed out after the next starts
         try:
             while True:
@@ -701,7 +703,19 @@ class _Loader:
                     # by default (CrossEntropyLoss's and Hugging Face's ignore_index).
                     labels[batch.valid :] = IGNORE_INDEX
                 keys = self._sample_keys
-                if self._tail is not None:
+                if split is not None:
+                    # Several views of each image: a list of batches, one per view.
+                    per_view = split(images)
+                    if collate is None:
+                        yield (per_view, labels) if keys is None else {keys[0]: per_view, keys[1]: labels}
+                    else:
+                        targets = labels.tolist()
+                        crops = [list(c) for c in zip(*(v.unbind(0) for v in per_view))]
+                        if keys is None:
+                            yield collate(list(zip(crops, targets)))
+                        else:
+                            yield collate([{keys[0]: c, keys[1]: t} for c, t in zip(crops, targets)])
+                elif self._tail is not None:
                     started = (self._tail_start(images, self.last_indices, epoch), labels.tolist(), self.last_indices, batch.valid)
                     if isinstance(started[0], list):  # run here and now
                         yield self._tail_batch(started, collate, timeout)
@@ -740,6 +754,20 @@ class _Loader:
         # A complete pass: the next one is the next epoch (unless set_epoch says otherwise).
         if not self._sampler_keeps_epoch():
             self._epoch = epoch + 1
+
+
+def _split_views(images: torch.Tensor, views: list, layout: str) -> list[torch.Tensor]:
+    """A multi-view batch `[N, E]` (each sample's row holds its views one after the other) as
+    one `[N, 3, h, w]` (or `[N, h, w, 3]`) view of it per view: no copy, each sample's image
+    contiguous, consecutive samples a row apart."""
+    n, row = images.shape
+    out, at = [], 0
+    for h, w in views:
+        shape = (n, 3, h, w) if layout == "nchw" else (n, h, w, 3)
+        inner = (h * w, w, 1) if layout == "nchw" else (w * 3, 3, 1)
+        out.append(images.as_strided(shape, (row, *inner), images.storage_offset() + at))
+        at += 3 * h * w
+    return out
 
 
 def _setup_or_unfit(loader: _Loader, plan: dict) -> None:

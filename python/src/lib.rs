@@ -128,7 +128,7 @@ impl Loader {
         let last_batch: LastBatch = setting("last_batch", &last_batch, "pad, drop, partial")?;
         let on_error: OnError = setting("on_error", &on_error, "skip, fail")?;
         let backend: Backend = setting("backend", &backend, "auto, hw, cpu")?;
-        let pipeline = parse_pipeline(&pipeline)?;
+        let (pipeline, views) = parse_views(&pipeline)?;
         let resume = resume
             .map(|text| {
                 serde_json::from_str::<LoaderState>(&text).map_err(|e| {
@@ -147,6 +147,7 @@ impl Loader {
                 .workers(workers)
                 .prefetch(prefetch)
                 .pipeline(pipeline)
+                .views(views)
                 .output(dtype, layout)
                 .last_batch(last_batch)
                 .on_error(on_error)
@@ -234,6 +235,21 @@ impl Loader {
         })
     }
 
+    /// Each view's output `(height, width)`: one for a loader of one view, several for a
+    /// loader of several views of each image (each sample's row holds them one after the
+    /// other), none when each image keeps its own size.
+    #[getter]
+    fn views(&self) -> PyResult<Vec<(u32, u32)>> {
+        self.with_run(|run| {
+            Ok(run
+                .loader()?
+                .views()
+                .into_iter()
+                .map(|[h, w]| (h, w))
+                .collect())
+        })
+    }
+
     /// Starts (or restarts) epoch `epoch`: outstanding work of a running epoch is cancelled.
     /// A loader built with `resume=` starts its saved epoch at the saved step. With `order`
     /// (a user's sampler's indices for this epoch), batches are cut from exactly that order.
@@ -268,11 +284,20 @@ impl Loader {
     /// The drawn plan of sample `index` of a `width`x`height` image in `epoch`, as JSON: crop
     /// window, interpolation, pixel ops with their parameters in order, the fused flip, the
     /// erase boxes (what both backends execute; tests compare it with torchvision).
-    fn sample_plan(&self, epoch: u64, index: usize, width: u32, height: u32) -> PyResult<String> {
+    /// With `view`, that view's plan (0: the pipeline's own).
+    #[pyo3(signature = (epoch, index, width, height, view=0))]
+    fn sample_plan(
+        &self,
+        epoch: u64,
+        index: usize,
+        width: u32,
+        height: u32,
+        view: usize,
+    ) -> PyResult<String> {
         self.with_run(|run| {
             let plan = run
                 .loader()?
-                .sample_plan(epoch, index, width, height)
+                .view_plan(view, epoch, index, width, height)
                 .map_err(errors::to_py)?;
             serde_json::to_string(&plan).map_err(|e| PyValueError::new_err(e.to_string()))
         })
@@ -396,6 +421,30 @@ impl Loader {
     fn with_run<T>(&self, f: impl FnOnce(&Run) -> PyResult<T>) -> PyResult<T> {
         f(&*self.lock()?)
     }
+}
+
+/// Several views of each image (DINO's multi-crop), as JSON: `{"views": [pipeline, ...]}`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Views {
+    views: Vec<Pipeline>,
+}
+
+/// The loader's pipeline and the views after it: a pipeline as JSON (`{"name": ..., "ops":
+/// [...]}`), a built-in name, a TOML file, or several views as `{"views": [pipeline, ...]}`.
+fn parse_views(text: &str) -> PyResult<(Pipeline, Vec<Pipeline>)> {
+    if !text.contains("\"views\"") {
+        return Ok((parse_pipeline(text)?, Vec::new()));
+    }
+    let Views { mut views } = serde_json::from_str(text)
+        .map_err(|e| errors::PipelineError::new_err(format!("views: {e}")))?;
+    if views.is_empty() {
+        return Err(errors::PipelineError::new_err(
+            "views: give at least one pipeline",
+        ));
+    }
+    let first = views.remove(0);
+    Ok((first, views))
 }
 
 /// A pipeline as JSON (`{"name": ..., "ops": [...]}`), a built-in name, or a TOML file.

@@ -21,6 +21,7 @@ pub struct LoaderBuilder {
     pub(super) workers: usize,
     pub(super) prefetch: usize,
     pub(super) pipeline: Option<Pipeline>,
+    pub(super) views: Vec<Pipeline>,
     pub(super) dtype: Dtype,
     pub(super) layout: Layout,
     pub(super) device: Option<Hpu>,
@@ -48,6 +49,7 @@ impl LoaderBuilder {
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             prefetch: 2,
             pipeline: None,
+            views: Vec::new(),
             dtype: Dtype::Bf16,
             layout: Layout::Nchw,
             device: None,
@@ -120,6 +122,18 @@ impl LoaderBuilder {
     /// The augmentation pipeline (required), e.g. [`crate::pipelines::resnet50_train`].
     pub fn pipeline(mut self, pipeline: Pipeline) -> Self {
         self.pipeline = Some(pipeline);
+        self
+    }
+
+    /// More views of each image after the pipeline's own (DINO's multi-crop: two global crops
+    /// and several local ones), each with a pipeline of its own that crops or resizes to a
+    /// fixed size, and its own random draws. Each image is read and decoded once, on the host,
+    /// and every view is made from it; a sample's row of the batch holds its views one after
+    /// the other ([`Loader::views`] gives their sizes). Not for detection or video; the media
+    /// engine takes no such sample (`Backend::Hw` is refused, `Auto` counts each as a
+    /// fallback to the host). Default: none.
+    pub fn views(mut self, views: Vec<Pipeline>) -> Self {
+        self.views = views;
         self
     }
 

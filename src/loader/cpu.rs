@@ -124,6 +124,23 @@ pub(super) fn decode_into(
     c.add(Stage::Augment, t3 - t2);
     shared.stage.write(resized, &plan.pixels, slot);
     c.add(Stage::Collate, t3.elapsed());
+    if !shared.views.is_empty() {
+        let t4 = CpuClock::now();
+        let size = (info.width, info.height);
+        for view in &shared.views {
+            view.render(
+                epoch,
+                index,
+                &s.rgb[..len],
+                size,
+                &mut s.resampler,
+                &mut s.ops,
+                slot,
+            )
+            .map_err(SampleErrorKind::Augment)?;
+        }
+        c.add(Stage::Augment, t4.elapsed());
+    }
     c.samples.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     Ok(plan.detect.take())
 }

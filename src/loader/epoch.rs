@@ -155,6 +155,10 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
                 })?,
         };
         let frame = match (loader.output, loader.layout) {
+            // Several views of different sizes: a flat row per sample.
+            _ if !loader.shared.views.is_empty() => {
+                vec![loader.shared.layout.sample_bytes / loader.dtype.size()]
+            }
             (OutputSize::Fixed([h, w]), Layout::Nchw) => vec![3, h as usize, w as usize],
             (OutputSize::Fixed([h, w]), Layout::Nhwc) => vec![h as usize, w as usize, 3],
             (OutputSize::PerSample { .. }, _) => {

@@ -12,6 +12,7 @@ mod route;
 mod state;
 mod targets;
 mod video;
+mod views;
 mod work;
 
 use std::collections::BTreeMap;
@@ -229,6 +230,9 @@ pub(crate) struct Shared {
     spare: engine::Spare,
     /// A video loader's clips and the videos' indexes (`None`: images).
     video: Option<video::VideoShared>,
+    /// The views of each image after the first (`plan`'s), each in its part of the slot;
+    /// empty for one view.
+    views: Vec<views::View>,
 }
 
 impl Shared {
@@ -370,18 +374,38 @@ impl Loader {
             ));
         }
         let label_bytes = targets.map_or(LABEL_BYTES, |t| t.bytes());
+        let (views, views_bytes) = if b.views.is_empty() {
+            (Vec::new(), 0)
+        } else {
+            if b.video.is_some() {
+                return Err(Error::config(
+                    "views",
+                    "several views are for images, not video",
+                ));
+            }
+            if b.backend == Backend::Hw {
+                return Err(Error::config(
+                    "views",
+                    "several views of an image are made from one decode on the host: use backend auto or cpu",
+                ));
+            }
+            views::build(&plan, &b.views, b.dtype, b.layout, b.seed)?
+        };
         let output = match plan.fixed_out() {
             Some((h, w)) => OutputSize::Fixed([h, w]),
             None => OutputSize::PerSample {
                 max_pixels: largest_output(b.source.as_ref(), &plan)?,
             },
         };
-        let sample_bytes = usize::try_from(output.max_pixels())
-            .ok()
-            .and_then(|p| p.checked_mul(3 * b.dtype.size() * frames))
-            .ok_or_else(|| {
-                Error::config("pipeline", "the largest output does not fit in memory")
-            })?;
+        let sample_bytes = match views_bytes {
+            0 => usize::try_from(output.max_pixels())
+                .ok()
+                .and_then(|p| p.checked_mul(3 * b.dtype.size() * frames))
+                .ok_or_else(|| {
+                    Error::config("pipeline", "the largest output does not fit in memory")
+                })?,
+            all => all,
+        };
         let (layout, buffer_len) = BatchLayout::new(b.batch_size, sample_bytes, label_bytes)
             .ok_or_else(|| {
                 Error::config(
@@ -428,7 +452,7 @@ impl Loader {
             backend: b.backend,
             dtype: b.dtype,
             layout: b.layout,
-            fingerprint: fingerprint(b.source.as_ref(), &pipeline, b.video.as_ref()),
+            fingerprint: fingerprint(b.source.as_ref(), &pipeline, &b.views, b.video.as_ref()),
         };
         let resume = match &b.resume {
             Some(state) => Some(state.resume_position(&config, &sampler)?),
@@ -459,6 +483,7 @@ impl Loader {
             counters: StageCounters::default(),
             spare: engine::Spare::default(),
             video,
+            views,
         });
         let (jobs_tx, jobs_rx) = crossbeam_channel::bounded::<Job>(in_flight * b.batch_size);
         let workers = (0..b.workers)
@@ -682,6 +707,47 @@ impl Loader {
             })
     }
 
+    /// Each view's output `[height, width]`: the pipeline's, then those of the views given
+    /// with [`LoaderBuilder::views`] (a sample's images lie one after the other in its row of
+    /// the batch, `[3, h, w]` each in NCHW). One entry for a loader of one view; empty when
+    /// each image keeps its own size.
+    pub fn views(&self) -> Vec<[u32; 2]> {
+        let first = match self.output {
+            OutputSize::Fixed(hw) => hw,
+            OutputSize::PerSample { .. } => return Vec::new(),
+        };
+        let rest = self.shared.views.iter().map(|v| [v.size.0, v.size.1]);
+        std::iter::once(first).chain(rest).collect()
+    }
+
+    /// [`Loader::sample_plan`] of view `view` (0: the pipeline's; see [`LoaderBuilder::views`]).
+    ///
+    /// # Errors
+    /// No such view, or the view's pipeline cannot process an image of that size.
+    pub fn view_plan(
+        &self,
+        view: usize,
+        epoch: u64,
+        index: usize,
+        width: u32,
+        height: u32,
+    ) -> Result<crate::augment::SamplePlan, Error> {
+        if view == 0 {
+            return self.sample_plan(epoch, index, width, height);
+        }
+        let v = self.shared.views.get(view - 1).ok_or_else(|| {
+            Error::config(
+                "view",
+                format!("view {view} of {}", self.shared.views.len() + 1),
+            )
+        })?;
+        v.sample(epoch, index, (width, height))
+            .map_err(|e| Error::Pipeline {
+                name: "view_plan".into(),
+                reason: e.into(),
+            })
+    }
+
     /// Whether batch buffers are page-locked.
     pub fn is_pinned(&self) -> bool {
         self.pool.is_pinned()
@@ -738,6 +804,7 @@ impl Loader {
 fn fingerprint(
     source: &dyn Source,
     pipeline: &crate::Pipeline,
+    views: &[crate::Pipeline],
     video: Option<&VideoSpec>,
 ) -> String {
     let mut h = Fnv::new();
@@ -750,6 +817,14 @@ fn fingerprint(
             .unwrap_or_default()
             .as_bytes(),
     );
+    for view in views {
+        h.write(b"view");
+        h.write(
+            serde_json::to_string(&view.ops)
+                .unwrap_or_default()
+                .as_bytes(),
+        );
+    }
     // A video loader's clips change every sample's contents.
     if let Some(spec) = video {
         h.write(format!("{:?}", spec.sampler).as_bytes());

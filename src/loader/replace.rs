@@ -132,6 +132,17 @@ fn load_sample(
             })
             .map_err(err)
     };
+    // Several views are made from one decode on the host.
+    let engine = match engine {
+        Some(_) if !shared.views.is_empty() => {
+            super::route::count_fallback(
+                shared,
+                "several views of one image (one decode on the host)",
+            );
+            None
+        }
+        engine => engine,
+    };
     let t0 = CpuClock::now();
     let in_slot = match (engine, &given) {
         (Some(_), None) => shared

@@ -19,3 +19,4 @@ mod resume;
 mod shards;
 mod slot_read;
 mod video;
+mod views;

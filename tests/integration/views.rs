@@ -1,0 +1,99 @@
+//! Several views of each image (multi-crop): one decode, each view's own plan, the views of a
+//! sample one after the other in its row of the batch.
+
+use crate::common::{dataset, small_train, train_at, TempDir};
+use hpuload::{pipelines, Backend, Dtype, Error, ImageFolder, Layout, Loader};
+
+/// A loader of a 24x24 view and two 16x16 ones, and its dataset's folder.
+fn multi_view(backend: Backend) -> (Result<Loader, Error>, TempDir) {
+    let data = dataset("views", 12);
+    let loader = Loader::builder(ImageFolder::open(data.path()).unwrap())
+        .batch_size(4)
+        .seed(9)
+        .workers(2)
+        .pipeline(train_at(24))
+        .views(vec![train_at(16), train_at(16)])
+        .output(Dtype::F32, Layout::Nchw)
+        .backend(backend)
+        .on_error(hpuload::OnError::Fail)
+        .build();
+    (loader, data)
+}
+
+#[test]
+fn each_row_holds_every_view_and_the_first_is_the_one_view_loaders_sample() {
+    let (loader, _data) = multi_view(Backend::Auto);
+    let mut loader = loader.unwrap();
+    assert_eq!(loader.views(), vec![[24, 24], [16, 16], [16, 16]]);
+    // f32: four bytes a value.
+    let row = 3 * (24 * 24 + 2 * 16 * 16);
+    let (big, small) = (4 * 3 * 24 * 24, 4 * 3 * 16 * 16);
+    let data = dataset("views-one", 12);
+    let mut one = Loader::builder(ImageFolder::open(data.path()).unwrap())
+        .batch_size(4)
+        .seed(9)
+        .workers(1)
+        .pipeline(train_at(24))
+        .output(Dtype::F32, Layout::Nchw)
+        .backend(Backend::Cpu)
+        .build()
+        .unwrap();
+    assert_eq!(one.views(), vec![[24, 24]]);
+    let singles: Vec<Vec<u8>> = one
+        .epoch(0)
+        .map(|b| b.unwrap().images.to_host().unwrap())
+        .collect();
+    for (batch, single) in loader.epoch(0).zip(&singles) {
+        let batch = batch.unwrap();
+        assert_eq!(batch.images.shape(), &[4, row]);
+        let bytes = batch.images.to_host().unwrap();
+        for (s, sample) in bytes.chunks(4 * row).enumerate() {
+            let first = &single[s * big..(s + 1) * big];
+            assert_eq!(&sample[..big], first, "view 0 of slot {s}");
+            let (a, b) = sample[big..].split_at(small);
+            assert_ne!(a, b, "the two small views of slot {s} are one crop");
+        }
+    }
+    let report = loader.report();
+    assert_eq!(report.hw_samples, 0);
+    assert_eq!(report.samples_loaded, 12);
+}
+
+#[test]
+fn views_draw_their_own_plans_repeatably() {
+    let (loader, _data) = multi_view(Backend::Cpu);
+    let loader = loader.unwrap();
+    let plan = |view, index| {
+        let p = loader.view_plan(view, 0, index, 320, 240).unwrap();
+        format!("{:?}", p.crop)
+    };
+    assert_ne!(plan(1, 3), plan(2, 3));
+    assert_eq!(plan(2, 3), plan(2, 3));
+    assert_eq!(
+        plan(0, 3),
+        format!("{:?}", loader.sample_plan(0, 3, 320, 240).unwrap().crop)
+    );
+    assert!(loader.view_plan(3, 0, 0, 320, 240).is_err());
+}
+
+#[test]
+fn views_need_fixed_sizes_and_the_host() {
+    let data = dataset("views-bad", 4);
+    let build = |views, backend| {
+        Loader::builder(ImageFolder::open(data.path()).unwrap())
+            .batch_size(2)
+            .pipeline(small_train())
+            .views(views)
+            .backend(backend)
+            .build()
+    };
+    let refused = |r: Result<Loader, Error>| match r {
+        Err(Error::Config { setting, reason }) => format!("{setting}: {reason}"),
+        other => panic!("expected a config error, got {other:?}"),
+    };
+    assert!(refused(build(vec![small_train()], Backend::Hw)).contains("backend auto or cpu"));
+    let mut free = pipelines::resnet50_train();
+    free.ops.remove(0); // no crop: each image its own size
+    let reason = refused(build(vec![free], Backend::Auto));
+    assert!(reason.contains("view 1 has no crop or resize"), "{reason}");
+}
