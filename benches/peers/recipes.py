@@ -12,6 +12,12 @@ drop-in (only the import differs), timed over full passes.
   timm_augmix, timm_augmix_b1, timm_3a
                timm's create_transform with --aa augmix-m5-w4-d2, augmix-m5-w4-d2-b1 (blended)
                or 3a (timm's ThreeAugment).
+  dino         DINO's multi-crop at its defaults: two global crops (224, scale 0.4-1) and 8
+               local ones (96, scale 0.05-0.4), each bicubic RandomResizedCrop, flip,
+               ColorJitter(0.4, 0.4, 0.2, 0.1) with p 0.8, grayscale 0.2, a Pillow Gaussian
+               blur (p 1.0, 0.1, 0.5) and solarize (0.2, second global crop), Normalize; the
+               batch is a list of 10 tensors. Written here after DINO's main_dino.py and
+               utils.py (its own GaussianBlur and Solarization classes).
 
 usage: python recipes.py --loader torch|hpuload --recipe RECIPE --data DIR
        [--workers 2] [--batch 256] [--epochs 2]
@@ -101,6 +107,67 @@ def timm_policy(policy):
     return build
 
 
+class DinoBlur:
+    """DINO's GaussianBlur: with probability p, Pillow's blur of a radius drawn from a range."""
+
+    def __init__(self, p=0.5, radius_min=0.1, radius_max=2.0):
+        self.prob, self.radius_min, self.radius_max = p, radius_min, radius_max
+
+    def __call__(self, img):
+        import random
+
+        from PIL import ImageFilter
+
+        if random.random() > self.prob:
+            return img
+        return img.filter(ImageFilter.GaussianBlur(radius=random.uniform(self.radius_min, self.radius_max)))
+
+
+class DinoSolarize:
+    """DINO's Solarization: Pillow's solarize with probability p."""
+
+    def __init__(self, p):
+        self.p = p
+
+    def __call__(self, img):
+        import random
+
+        from PIL import ImageOps
+
+        return ImageOps.solarize(img) if random.random() < self.p else img
+
+
+class DinoMultiCrop:
+    """DINO's DataAugmentationDINO: two global views and `local` small ones of each image."""
+
+    def __init__(self, global_scale=(0.4, 1.0), local_scale=(0.05, 0.4), local=8):
+        from torchvision import transforms as T
+
+        bicubic = T.InterpolationMode.BICUBIC
+        jitter = T.Compose(
+            [
+                T.RandomHorizontalFlip(p=0.5),
+                T.RandomApply([T.ColorJitter(brightness=0.4, contrast=0.4, saturation=0.2, hue=0.1)], p=0.8),
+                T.RandomGrayscale(p=0.2),
+            ]
+        )
+        norm = T.Compose([T.ToTensor(), T.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))])
+        crop = lambda size, scale: T.RandomResizedCrop(size, scale=scale, interpolation=bicubic)  # noqa: E731
+        self.global1 = T.Compose([crop(224, global_scale), jitter, DinoBlur(1.0), norm])
+        self.global2 = T.Compose([crop(224, global_scale), jitter, DinoBlur(0.1), DinoSolarize(0.2), norm])
+        self.local_views = local
+        self.local = T.Compose([crop(96, local_scale), jitter, DinoBlur(p=0.5), norm])
+
+    def __call__(self, image):
+        crops = [self.global1(image), self.global2(image)]
+        crops += [self.local(image) for _ in range(self.local_views)]
+        return crops
+
+
+def dino(root):
+    return datasets.ImageFolder(root, DinoMultiCrop()), dict(shuffle=True)
+
+
 RECIPES = {
     "resnet50_v2": resnet50_v2,
     "timm": timm_default,
@@ -108,6 +175,7 @@ RECIPES = {
     "timm_augmix": timm_policy("augmix-m5-w4-d2"),
     "timm_augmix_b1": timm_policy("augmix-m5-w4-d2-b1"),
     "timm_3a": timm_policy("3a"),
+    "dino": dino,
 }
 
 
@@ -119,12 +187,18 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--limit", type=int, default=0, help="the first N images only (0: all)")
     args = ap.parse_args()
     if args.loader == "torch":
         from torch.utils.data import DataLoader
     else:
         from hpuload.torch import DataLoader
     dataset, kw = RECIPES[args.recipe](args.data)
+    if args.limit:
+        # Every k-th image, so that every class stays.
+        step = max(1, len(dataset.samples) // args.limit)
+        dataset.samples = dataset.samples[::step][: args.limit]
+        dataset.imgs, dataset.targets = dataset.samples, [t for _, t in dataset.samples]
     loader = DataLoader(dataset, batch_size=args.batch, num_workers=args.workers, drop_last=True, **kw)
     print(f"{args.loader}: {type(loader).__module__}.{type(loader).__name__}", file=sys.stderr)
     images, seconds = 0, 0.0
@@ -134,7 +208,7 @@ def main():
         t = time.perf_counter()
         n = 0
         for x, y in loader:
-            n += x.shape[0]
+            n += (x[0] if isinstance(x, list) else x).shape[0]
         dt = time.perf_counter() - t
         print(f"epoch {epoch}: {n} images in {dt:.1f} s ({n / dt:.0f}/s)", file=sys.stderr)
         if epoch > 0 or args.epochs == 1:
