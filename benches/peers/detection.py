@@ -6,8 +6,13 @@ RandomIoUCrop, RandomHorizontalFlip) with Resize((300, 300)) for static shapes, 
 ToDtype(float, scale=True), ConvertBoundingBoxFormat, SanitizeBoundingBoxes, ToPureTensor, and
 the reference's `collate_fn=lambda b: tuple(zip(*b))`.
 
+With `--preset v1-ssd` or `v1-hflip`: the reference as it runs without `--use-v2` (its own
+`CocoDetection` subclass, `ConvertCocoPolysToMask` and v1 transforms, as written for the tests
+in python/tests/reference_v1.py; no Resize: each image keeps its window's size), the
+annotations needing segmentation polygons (`coco_make.py --polygons`).
+
 usage: python detection.py --loader torch|hpuload --data IMAGES --annotations JSON
-       [--workers 2] [--batch 32] [--epochs 2]
+       [--preset v2-ssd|v1-ssd|v1-hflip] [--workers 2] [--batch 32] [--epochs 2]
 Prints one JSON line: images/s and boxes/s over the epochs after the first (the first warms
 caches and worker pools, as in peer_bench.py), and the annotation load time.
 """
@@ -49,6 +54,7 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--preset", choices=["v2-ssd", "v1-ssd", "v1-hflip"], default="v2-ssd")
     a = ap.parse_args()
     if a.loader == "torch":
         from torch.utils.data import DataLoader
@@ -56,10 +62,20 @@ def main():
         from hpuload.torch import DataLoader
 
     t0 = time.perf_counter()
-    dataset = CocoDetection(a.data, a.annotations, transforms=ssd_preset())
-    dataset = wrap_dataset_for_transforms_v2(dataset, target_keys=["boxes", "labels", "image_id"])
-    keep = [i for i, image_id in enumerate(dataset.ids) if dataset.coco.getAnnIds(imgIds=image_id)]
-    dataset = torch.utils.data.Subset(dataset, keep)
+    if a.preset == "v2-ssd":
+        dataset = CocoDetection(a.data, a.annotations, transforms=ssd_preset())
+        dataset = wrap_dataset_for_transforms_v2(dataset, target_keys=["boxes", "labels", "image_id"])
+        keep = [i for i, image_id in enumerate(dataset.ids) if dataset.coco.getAnnIds(imgIds=image_id)]
+        dataset = torch.utils.data.Subset(dataset, keep)
+    else:
+        import pathlib
+        import sys
+
+        sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "python" / "tests"))
+        import reference_v1
+
+        preset = reference_v1.DetectionPresetTrain(data_augmentation=a.preset.split("-")[1])
+        dataset = reference_v1.get_coco(a.data, a.annotations, preset)
     loader = DataLoader(
         dataset,
         batch_size=a.batch,

@@ -79,8 +79,12 @@ def coco_source(dataset, max_boxes: int, translate: bool = True) -> tuple[dict, 
         VisionDatasetTVTensorWrapper = ()
     if isinstance(inner, VisionDatasetTVTensorWrapper):
         wrapped, inner = inner, inner._dataset
+    reference = None
     if type(inner) is not CocoDetection:
-        raise Unfit(f"{type(inner).__name__} is not torchvision's CocoDetection (a subclass may load differently)")
+        if wrapped is not None:
+            raise Unfit(f"{type(inner).__name__} is not torchvision's CocoDetection (a subclass may load differently)")
+        # The detection reference's own subclass (`coco_utils.CocoDetection`, its v1 path).
+        reference = Reference.of(inner)
     coco = inner.coco
     ids = list(inner.ids)
     if indices is None:
@@ -98,7 +102,11 @@ def coco_source(dataset, max_boxes: int, translate: bool = True) -> tuple[dict, 
     data = coco.dataset
     images = [_slim(im, ("id", "file_name", "width", "height")) for im in data.get("images", [])]
     fields = ("id", "image_id", "bbox", "category_id", "iscrowd", "area")
-    annotations = [_slim(a, fields) for a in data.get("annotations", [])]
+    if reference is None:
+        annotations = [_slim(a, fields) for a in data.get("annotations", [])]
+    else:
+        # The boxes ConvertCocoPolysToMask leaves: no crowds, clamped to the image, no empty one.
+        annotations = reference.annotations(fields)
     categories = [_slim(c, ("id", "name")) for c in data.get("categories", [])]
     text = json.dumps({"images": images, "annotations": annotations, "categories": categories})
     source = {
@@ -114,7 +122,8 @@ def coco_source(dataset, max_boxes: int, translate: bool = True) -> tuple[dict, 
         max_boxes=max_boxes,
         keys=keys,
         pure=pure,
-        raw=None if wrapped is not None else (coco, target_transform, chosen),
+        raw=None if wrapped is not None or reference is not None else (coco, target_transform, chosen),
+        reference=reference,
     )
     return source, pipeline, dtype, targets
 
@@ -129,15 +138,27 @@ def _wrapper_and_inner(dataset) -> tuple[Any, Any]:
 
 
 def current_transforms(dataset) -> Any:
-    """The `transforms` object the (Subset of a) CocoDetection applies now."""
+    """The `transforms` object the (Subset of a) CocoDetection applies now (the reference's
+    subclass: its `_transforms`)."""
     wrapped, inner = _wrapper_and_inner(dataset)
-    return wrapped.transforms if wrapped is not None else inner.transforms
+    if wrapped is not None:
+        return wrapped.transforms
+    return inner._transforms if _is_reference(inner) else inner.transforms
+
+
+def _is_reference(inner) -> bool:
+    from torchvision.datasets import CocoDetection
+
+    return type(inner) is not CocoDetection
 
 
 def translate_transforms(dataset) -> tuple[str, str, bool, Any]:
     """`(pipeline JSON, dtype, pure, target transform)` of the transforms a (Subset of a)
     CocoDetection applies now, or `Unsupported`."""
-    wrapped, _ = _wrapper_and_inner(dataset)
+    wrapped, inner = _wrapper_and_inner(dataset)
+    if wrapped is None and _is_reference(inner):
+        pipeline, dtype = translate_reference(current_transforms(dataset))
+        return pipeline, dtype, True, None
     image_transform, target_transform = _split(current_transforms(dataset), wrapped is not None)
     if wrapped is not None:
         pipeline, dtype, pure = translate_detection(image_transform)
@@ -350,8 +371,11 @@ def translate_detection(transform) -> tuple[str, str, bool]:
 class Targets:
     """How a batch's target records become what the user's script gets."""
 
-    def __init__(self, *, max_boxes: int, keys, pure: bool, raw):
+    def __init__(self, *, max_boxes: int, keys, pure: bool, raw, reference: "Reference | None" = None):
         self.max_boxes = max_boxes
+        #: The detection reference's own CocoDetection (its v1 path): targets as its
+        #: ConvertCocoPolysToMask and v1 transforms make them.
+        self.reference = reference
         #: The wrapped dataset's target keys (None: a raw CocoDetection).
         self.keys = keys
         #: Plain tensors (after ToPureTensor), else `tv_tensors.Image` / `BoundingBoxes`.
@@ -375,9 +399,14 @@ class Targets:
             "valid": records[:, valid_at : valid_at + m].view(torch.bool),
         }
 
-    def static(self, images: torch.Tensor, records: torch.Tensor, indices: list[int]):
+    def static(self, images: torch.Tensor, records: torch.Tensor, indices: list[int], flips=None):
         """Without a collate_fn: `(images [N, 3, H, W], padded target fields)` (static shapes
-        for graph mode); for a raw CocoDetection, `(images, [annotation lists])`."""
+        for graph mode); for a raw CocoDetection, `(images, [annotation lists])`; for the
+        reference's own CocoDetection, what torch's `default_collate` makes of its samples."""
+        if self.reference is not None:
+            import torch.utils.data as tud
+
+            return tud.default_collate(self.samples(images, records, indices, flips))
         if self.raw is not None:
             return images, [self._raw_target(i) for i in indices]
         fields = self.fields(records)
@@ -391,10 +420,11 @@ class Targets:
         """Views `[3, h, w]` of each image at the start of its row of `rows` `[N, E]`."""
         return [rows[i, : 3 * h * w].view(3, h, w) for i, (h, w) in enumerate(sizes)]
 
-    def samples(self, images: torch.Tensor, records: torch.Tensor, indices: list[int]) -> list[tuple]:
+    def samples(self, images: torch.Tensor, records: torch.Tensor, indices: list[int], flips=None) -> list[tuple]:
         """Per sample `(image, target)` as torchvision's dataset returns it, for the user's
         collate_fn: views of the batch, a target dict per image (its boxes and labels cut to
-        the boxes kept)."""
+        the boxes kept). `flips(index, width, height)`: whether that sample was flipped (the
+        reference's v1 path flips its masks)."""
         n = images.shape[0]
         if self.raw is not None:
             return [(images[i], self._raw_target(indices[i])) for i in range(n)]
@@ -403,6 +433,15 @@ class Targets:
         ids = f["image_id"].tolist()
         sizes = f["size"].tolist()
         per_image = self.images(images, sizes) if images.ndim == 2 else images
+        if self.reference is not None:
+            ref = self.reference
+            return [
+                (
+                    per_image[i],
+                    ref.target(ids[i], f["boxes"][i, : counts[i]], f["labels"][i, : counts[i]], flips, indices[i]),
+                )
+                for i in range(n)
+            ]
         out = []
         if not self.pure:
             from torchvision import tv_tensors
@@ -429,3 +468,264 @@ class Targets:
         coco, target_transform, ids = self.raw
         anns = coco.loadAnns(coco.getAnnIds(ids[index]))
         return target_transform(anns) if target_transform is not None else anns
+
+
+# --- The detection reference's v1 path -----------------------------------------------------
+
+
+def _flatten(transform) -> list:
+    """The steps of the reference's own `Compose` (and of the presets that hold one in
+    `.transforms`), nested ones flattened."""
+    inner = getattr(transform, "transforms", None)
+    if callable(transform) and isinstance(inner, (list, tuple)):
+        return [step for t in inner for step in _flatten(t)]
+    if callable(transform) and inner is not None and callable(inner) and not isinstance(inner, (list, tuple)):
+        return _flatten(inner)
+    return [transform]
+
+
+def _own(t, name: str) -> bool:
+    """`t` is a class named `name` of the user's code (the reference's `transforms.py`), not
+    torchvision's."""
+    cls = type(t)
+    return cls.__name__ == name and not cls.__module__.startswith("torchvision")
+
+
+def _keep(boxes: torch.Tensor) -> torch.Tensor:
+    return (boxes[:, 3] > boxes[:, 1]) & (boxes[:, 2] > boxes[:, 0])
+
+
+def _boxes(anns: list, width: int, height: int) -> torch.Tensor:
+    """ConvertCocoPolysToMask's boxes: XYWH to XYXY in float32, clamped to the image."""
+    boxes = torch.as_tensor([a["bbox"] for a in anns], dtype=torch.float32).reshape(-1, 4)
+    boxes[:, 2:] += boxes[:, :2]
+    boxes[:, 0::2].clamp_(min=0, max=width)
+    boxes[:, 1::2].clamp_(min=0, max=height)
+    return boxes
+
+
+def _xywh_giving(boxes: torch.Tensor) -> list[list[float]]:
+    """`[x, y, w, h]` per XYXY float32 box such that float32 `x + w`, `y + h` (how hpuload's
+    COCO reader turns them back, as torchvision does) give the box exactly."""
+    import numpy as np
+
+    b = boxes.numpy().astype(np.float32)
+    out = []
+    for x1, y1, x2, y2 in b:
+        sides = []
+        for lo, hi in ((x1, x2), (y1, y2)):
+            d = np.float32(hi - lo)
+            for _ in range(4):
+                s = np.float32(lo + d)
+                if s == hi:
+                    break
+                d = np.nextafter(d, np.float32(np.inf) if s < hi else np.float32(-np.inf), dtype=np.float32)
+            sides.append(float(d))
+        out.append([float(x1), float(y1), sides[0], sides[1]])
+    return out
+
+
+class Reference:
+    """torchvision's detection reference run without `--use-v2`: its own `CocoDetection`
+    subclass (`coco_utils.py`: torchvision's, with `__getitem__` handing `(image,
+    {"image_id", "annotations"})` to its `_transforms`), whose transforms start with its
+    `ConvertCocoPolysToMask` (crowds dropped, boxes to XYXY clamped to the image, empty ones
+    dropped with their labels and masks; `area` and `iscrowd` of every non-crowd annotation,
+    unfiltered) followed by its own v1 transforms (`transforms.py`). Recognised by what its
+    `__getitem__` and `ConvertCocoPolysToMask` do on one image, never by name alone."""
+
+    def __init__(self, dataset, steps: list):
+        self.dataset = dataset
+        self.coco = dataset.coco
+        #: The v1 steps after ConvertCocoPolysToMask.
+        self.steps = steps
+        self._extras: dict[int, tuple] = {}
+
+    @classmethod
+    def of(cls, inner) -> "Reference":
+        """The reference's dataset, checked, or `Unfit` saying why it is not."""
+        import PIL.Image
+        from torchvision.datasets import CocoDetection
+
+        name = type(inner).__name__
+        kind = type(inner)
+        if kind._load_image is not CocoDetection._load_image or kind._load_target is not CocoDetection._load_target:
+            raise Unfit(f"{name} loads its images or targets itself (not torchvision's CocoDetection's way)")
+        if not hasattr(inner, "_transforms"):
+            raise Unfit(f"{name} is not torchvision's CocoDetection (a subclass may load differently)")
+        coco = inner.coco
+        at = next((i for i, image_id in enumerate(inner.ids) if coco.getAnnIds(image_id)), None)
+        if at is None:
+            raise Unfit(f"{name} has no image with annotations to check it by")
+        # Its __getitem__ with a recorder for transforms: it must hand over the image and
+        # {"image_id", "annotations"} as the reference's does.
+        seen = []
+        saved = inner._transforms
+        inner._transforms = lambda image, target: seen.append((image, target)) or (image, target)
+        try:
+            inner[at]
+        except Exception as e:
+            raise Unfit(f"{name}.__getitem__ does not run with its transforms recorded ({type(e).__name__}: {e})") from e
+        finally:
+            inner._transforms = saved
+        image_id = inner.ids[at]
+        anns = coco.loadAnns(coco.getAnnIds(image_id))
+        if len(seen) != 1 or not isinstance(seen[0][0], PIL.Image.Image):
+            raise Unfit(f"{name}.__getitem__ does not hand a PIL image to its transforms once")
+        if seen[0][1] != {"image_id": image_id, "annotations": anns}:
+            raise Unfit(f"{name}.__getitem__ hands its transforms another target than {{image_id, annotations}}")
+        steps = _flatten(saved)
+        if not steps or not _own(steps[0], "ConvertCocoPolysToMask"):
+            first = type(steps[0]).__name__ if steps else "nothing"
+            raise Unsupported(f"{name}'s transforms start with {first}, not the reference's ConvertCocoPolysToMask")
+        ref = cls(inner, steps[1:])
+        ref._check_convert(steps[0], image_id, anns, seen[0][0].size)
+        return ref
+
+    def _check_convert(self, convert, image_id: int, anns: list, size: tuple[int, int]) -> None:
+        """`convert` (the user's ConvertCocoPolysToMask) gives on a blank image of `size` what
+        `target` gives for that image, flip aside."""
+        import PIL.Image
+
+        _, got = convert(PIL.Image.new("RGB", size), {"image_id": image_id, "annotations": anns})
+        if not isinstance(got, dict) or "keypoints" in got:
+            raise Unsupported("ConvertCocoPolysToMask gives keypoints (hpuload makes boxes, labels and masks)")
+        boxes = _boxes([a for a in anns if a["iscrowd"] == 0], *size)
+        keep = _keep(boxes)
+        want = self.target(image_id, boxes[keep], self._labels(image_id)[keep], None, None, size=size)
+        same = list(got) == list(want) and all(
+            torch.equal(got[k], want[k]) if isinstance(want[k], torch.Tensor) else got[k] == want[k] for k in want
+        )
+        if not same:
+            raise Unsupported(f"{type(convert).__name__} does not give the reference's targets")
+
+    def _labels(self, image_id: int) -> torch.Tensor:
+        anns = [a for a in self.coco.loadAnns(self.coco.getAnnIds(image_id)) if a["iscrowd"] == 0]
+        return torch.tensor([a["category_id"] for a in anns], dtype=torch.int64)
+
+    def annotations(self, fields) -> list[dict]:
+        """The file's annotations as ConvertCocoPolysToMask leaves them for each image (in
+        its order): crowds and empty boxes out, the rest clamped to the image."""
+        out = []
+        coco = self.coco
+        for image_id, record in coco.imgs.items():
+            anns = [a for a in coco.loadAnns(coco.getAnnIds(image_id)) if a["iscrowd"] == 0]
+            if not anns:
+                continue
+            boxes = _boxes(anns, record["width"], record["height"])
+            keep = _keep(boxes).tolist()
+            kept = [a for a, k in zip(anns, keep) if k]
+            for a, bbox in zip(kept, _xywh_giving(boxes[torch.tensor(keep)])):
+                slim = _slim(a, fields)
+                slim["bbox"] = bbox
+                out.append(slim)
+        return out
+
+    def _masks_area_crowd(self, image_id: int, size: tuple[int, int]) -> tuple:
+        """`(masks of the kept boxes, area, iscrowd)` of an image as ConvertCocoPolysToMask
+        makes them (the image's `(width, height)`), kept for the image's next sample."""
+        hit = self._extras.get(image_id)
+        if hit is not None and hit[0] == size:
+            return hit[1]
+        from pycocotools import mask as coco_mask
+
+        width, height = size
+        anns = [a for a in self.coco.loadAnns(self.coco.getAnnIds(image_id)) if a["iscrowd"] == 0]
+        masks = []
+        for a in anns:
+            decoded = coco_mask.decode(coco_mask.frPyObjects(a["segmentation"], height, width))
+            if decoded.ndim < 3:
+                decoded = decoded[..., None]
+            masks.append(torch.as_tensor(decoded, dtype=torch.uint8).any(dim=2))
+        masks = torch.stack(masks) if masks else torch.zeros((0, height, width), dtype=torch.uint8)
+        masks = masks[_keep(_boxes(anns, width, height))]
+        area = torch.tensor([a["area"] for a in anns])
+        iscrowd = torch.tensor([a["iscrowd"] for a in anns])
+        value = (masks, area, iscrowd)
+        if len(self._extras) > 64:
+            self._extras.clear()
+        self._extras[image_id] = (size, value)
+        return value
+
+    def target(self, image_id: int, boxes, labels, flips, index, size=None) -> dict:
+        """The reference's target dict for one sample: its boxes and labels after the v1
+        transforms, its masks (flipped when the sample was: the v1 zoom-out and IoU crop
+        leave masks as they are), `image_id`, `area` and `iscrowd`."""
+        if size is None:
+            record = self.coco.imgs[image_id]
+            size = (record["width"], record["height"])
+        masks, area, iscrowd = self._masks_area_crowd(image_id, size)
+        if flips is not None and flips(index, *size):
+            masks = masks.flip(-1)
+        return {"boxes": boxes, "labels": labels, "masks": masks, "image_id": image_id, "area": area, "iscrowd": iscrowd}
+
+
+def translate_reference(transform) -> tuple[str, str]:
+    """`(pipeline JSON, dtype)` of the detection reference's v1 transforms after its
+    ConvertCocoPolysToMask (`transforms.py`'s own classes, as `presets.py` builds them
+    without `--use-v2`): `RandomPhotometricDistort`, `RandomZoomOut` (on a PIL image it pads
+    with its `fill`, the mean), `RandomIoUCrop` (boxes whose centre it leaves out are dropped
+    at once, nothing sanitized after), `RandomHorizontalFlip`, `PILToTensor`, `ToDtype` /
+    `ConvertImageDtype` to float. `Unsupported` for anything else (the `lsj` and `multiscale`
+    augmentations, `SimpleCopyPaste`)."""
+    steps = _flatten(transform)
+    if steps and _own(steps[0], "ConvertCocoPolysToMask"):
+        steps = steps[1:]
+    ops: list[dict] = []
+    geometry_done = False
+    tensor, dtype = False, None
+    for t in steps:
+        name = type(t).__name__
+        if type(t).__module__.startswith("torchvision"):
+            raise Unsupported(f"torchvision's {name} in the reference's v1 transforms (hpuload reads the reference's own classes)")
+        if dtype is not None:
+            raise Unsupported(f"{name} after the conversion to float")
+        if _own(t, "RandomPhotometricDistort"):
+            if geometry_done or tensor:
+                raise Unsupported("RandomPhotometricDistort after the geometry or on a tensor")
+            jitter = {k: getattr(t, f"_{k}", None) for k in ("brightness", "contrast", "saturation", "hue")}
+            ranges = {k: getattr(j, k, None) for k, j in jitter.items()}
+            if any(r is None or len(r) != 2 for r in ranges.values()):
+                raise Unsupported("a RandomPhotometricDistort without its four ColorJitters")
+            ops.append(
+                {"op": "random_photometric_distort", **{k: [float(v) for v in r] for k, r in ranges.items()}, "p": float(t.p)}
+            )
+        elif _own(t, "RandomZoomOut"):
+            if geometry_done or tensor:
+                raise Unsupported("RandomZoomOut after the geometry or on a tensor (it pads a tensor with 0)")
+            fill = [int(v) for v in t.fill]
+            if len(fill) != 3 or any(not 0 <= v <= 255 for v in fill):
+                raise Unsupported(f"RandomZoomOut fill {t.fill!r}")
+            ops.append({"op": "random_zoom_out", "fill": fill, "side_range": [float(v) for v in t.side_range], "p": float(t.p)})
+        elif _own(t, "RandomIoUCrop"):
+            if geometry_done:
+                raise Unsupported("RandomIoUCrop after the flip or another RandomIoUCrop")
+            ops.append(
+                {
+                    "op": "random_iou_crop",
+                    "min_scale": float(t.min_scale),
+                    "max_scale": float(t.max_scale),
+                    "min_aspect_ratio": float(t.min_aspect_ratio),
+                    "max_aspect_ratio": float(t.max_aspect_ratio),
+                    "sampler_options": [float(o) for o in t.options],
+                    "trials": int(t.trials),
+                    "drop_outside": True,
+                }
+            )
+        elif _own(t, "RandomHorizontalFlip"):
+            if geometry_done:
+                raise Unsupported("two RandomHorizontalFlip steps")
+            ops.append({"op": "random_horizontal_flip", "p": float(t.p)})
+            geometry_done = True
+        elif _own(t, "PILToTensor"):
+            tensor = True
+        elif _own(t, "ToDtype") or _own(t, "ConvertImageDtype"):
+            scale = bool(getattr(t, "scale", _own(t, "ConvertImageDtype")))
+            if not tensor or t.dtype not in (torch.float32, torch.float) or not scale:
+                raise Unsupported(f"{name}({t.dtype}, scale={scale}) (hpuload scales a uint8 tensor to float32 in [0, 1])")
+            dtype = "f32"
+        else:
+            raise Unsupported(f"{type(t).__module__}.{name} is not one of the reference's v1 transforms hpuload runs")
+    if not tensor:
+        raise Unsupported("the reference's transforms yield PIL images, not tensors")
+    return json.dumps({"name": "detection-reference-v1", "ops": ops}), dtype or "u8"

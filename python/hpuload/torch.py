@@ -725,10 +725,16 @@ class _Loader:
                         yield self._tail_batch(held, collate, timeout)
                     held = started
                 elif self._targets is not None:
+                    flips = None
+                    if self._targets.reference is not None:
+                        # The reference's v1 flip moves the masks too: each sample's own draw.
+                        def flips(index, width, height, core=core, epoch=epoch):
+                            return json.loads(core.sample_plan(epoch, index, width, height))["detect"]["flip"]
+
                     if collate is None:
-                        yield self._targets.static(images, labels, self.last_indices)
+                        yield self._targets.static(images, labels, self.last_indices, flips)
                     else:
-                        yield collate(self._targets.samples(images, labels, self.last_indices))
+                        yield collate(self._targets.samples(images, labels, self.last_indices, flips))
                 elif collate is None:
                     # What default_collate makes of the samples.
                     _collate.mark(images)
@@ -985,7 +991,7 @@ def _plan_torch(dataset, a: dict, own: dict) -> dict:
         # replacement): its order, taken as it is each epoch.
         given = True
     plan.setdefault("seed", _seed_from(a.get("generator")))
-    if "seed" in own:
+    if own.get("seed") is not None:
         plan["seed"] = int(own["seed"])
     if given:
         return _user_order(sampler, batch_sampler, a, plan)
@@ -1082,7 +1088,7 @@ def _plan_habana(dataset, a: dict, own: dict) -> dict:
         sampler is not None
         and type(sampler) not in (tud.RandomSampler, tud.SequentialSampler, tud.DistributedSampler)
     ):
-        plan["seed"] = int(own["seed"]) if "seed" in own else _seed_from(None)
+        plan["seed"] = int(own["seed"]) if own.get("seed") is not None else _seed_from(None)
         return _user_order(sampler, a.get("batch_sampler"), a, plan)
     if isinstance(sampler, tud.RandomSampler) or (
         isinstance(sampler, tud.DistributedSampler) and sampler.shuffle
@@ -1097,7 +1103,7 @@ def _plan_habana(dataset, a: dict, own: dict) -> dict:
         seed = 0
     else:
         seed = _seed_from(None)
-    if "seed" in own:
+    if own.get("seed") is not None:
         seed = int(own["seed"])
     plan.update(
         shuffle=shuffle,

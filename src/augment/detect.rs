@@ -107,6 +107,12 @@ pub struct RandomIoUCrop {
     /// Crops tried per drawn option. Default 40.
     #[serde(default = "iou_trials")]
     pub trials: u32,
+    /// Drop the boxes whose centre the crop leaves out at once, with their labels, as the
+    /// detection reference's own v1 `RandomIoUCrop` does (no `sanitize_bounding_boxes`
+    /// needed); false: torchvision v2's, which makes them zeros for a later
+    /// `sanitize_bounding_boxes` to drop. Default false.
+    #[serde(default)]
+    pub drop_outside: bool,
 }
 
 fn iou_min_scale() -> f64 {
@@ -135,6 +141,7 @@ impl Default for RandomIoUCrop {
             max_aspect_ratio: iou_max_ratio(),
             sampler_options: iou_options(),
             trials: iou_trials(),
+            drop_outside: false,
         }
     }
 }
@@ -404,6 +411,8 @@ pub(crate) struct Drawn {
     pub zoom: Option<((u32, u32), (u32, u32))>,
     pub crop: Option<[u32; 4]>,
     pub flip: bool,
+    /// The crop drops the boxes whose centre it leaves out ([`RandomIoUCrop::drop_outside`]).
+    pub drop_outside: bool,
 }
 
 /// Moves `boxes` of a `width`x`height` image through the drawn geometry and the resize to
@@ -421,18 +430,35 @@ pub(crate) fn transform_boxes(
     let ((cw, ch), mut b) = on_canvas(boxes, drawn.zoom, width, height);
     let image_at = drawn.zoom.map_or((0, 0), |(_, at)| at);
     let mut window = [0, 0, cw, ch];
+    let mut kept: Vec<u32> = (0..b.len() as u32).collect();
     if let Some([left, top, w, h]) = drawn.crop {
         let (l, t) = (left as f32, top as f32);
         let (r, bt) = ((left + w) as f32, (top + h) as f32);
-        for x in &mut b {
-            // Decided on the boxes before the crop: outside the window, a box becomes zeros
-            // for SanitizeBoundingBoxes to drop.
+        let within = |x: &[f32; 4]| {
             let cx = 0.5 * (x[0] + x[2]);
             let cy = 0.5 * (x[1] + x[3]);
-            let within = l < cx && cx < r && t < cy && cy < bt;
+            l < cx && cx < r && t < cy && cy < bt
+        };
+        if drawn.drop_outside {
+            let inside: Vec<bool> = b.iter().map(within).collect();
+            let mut k = 0;
+            kept.retain(|_| {
+                k += 1;
+                inside[k - 1]
+            });
+            let mut k = 0;
+            b.retain(|_| {
+                k += 1;
+                inside[k - 1]
+            });
+        }
+        for x in &mut b {
+            // Decided on the boxes before the crop: outside the window, a box becomes zeros
+            // for SanitizeBoundingBoxes to drop (none is left when they were dropped).
+            let outside = !within(x);
             *x = [x[0] - l, x[1] - t, x[2] - l, x[3] - t];
             clamp(x, w, h);
-            if !within {
+            if outside {
                 *x = [0.0; 4];
             }
         }
@@ -445,7 +471,6 @@ pub(crate) fn transform_boxes(
             *x = [-(x[2] - w), x[1], -(x[0] - w), x[3]];
         }
     }
-    let mut kept: Vec<u32> = (0..b.len() as u32).collect();
     if let Some(s) = sanitize.filter(|s| s.before_resize) {
         s.retain(&mut b, &mut kept, ww, wh);
     }
@@ -685,6 +710,7 @@ mod tests {
             zoom: Some(((250, 200), (30, 40))),
             crop: None,
             flip: false,
+            drop_outside: false,
         };
         let p = no_sanitize(&drawn, &[[10.0, 20.0, 50.0, 60.0]], (200, 250));
         assert_eq!(p.boxes, [[40.0, 60.0, 80.0, 100.0]]);
@@ -702,6 +728,7 @@ mod tests {
             zoom: None,
             crop: Some([20, 10, 50, 40]),
             flip: false,
+            drop_outside: false,
         };
         let boxes = [[10.0, 5.0, 40.0, 30.0], [80.0, 60.0, 95.0, 75.0]];
         let p = no_sanitize(&drawn, &boxes, (40, 50));
@@ -723,11 +750,31 @@ mod tests {
     }
 
     #[test]
+    fn the_reference_v1_crop_drops_the_boxes_whose_centre_it_leaves_out() {
+        let drawn = Drawn {
+            zoom: None,
+            crop: Some([20, 10, 50, 40]),
+            flip: false,
+            drop_outside: true,
+        };
+        let boxes = [
+            [80.0, 60.0, 95.0, 75.0],
+            [10.0, 5.0, 40.0, 30.0],
+            [30.0, 20.0, 30.5, 20.5],
+        ];
+        let p = no_sanitize(&drawn, &boxes, (40, 50));
+        // The third box is half a pixel wide: kept (v1 sanitizes nothing), in its order.
+        assert_eq!(p.boxes, [[0.0, 0.0, 20.0, 20.0], [10.0, 10.0, 10.5, 10.5]]);
+        assert_eq!(p.kept, [1, 2]);
+    }
+
+    #[test]
     fn sanitize_before_the_resize_measures_boxes_in_the_window() {
         let drawn = Drawn {
             zoom: None,
             crop: None,
             flip: false,
+            drop_outside: false,
         };
         // 0.8 pixels wide in the 100-wide image, 2.4 wide at 300: kept only when sanitized
         // after the resize.
@@ -767,6 +814,7 @@ mod tests {
             zoom: None,
             crop: None,
             flip: true,
+            drop_outside: false,
         };
         let p = no_sanitize(&drawn, &[[10.0, 20.0, 30.0, 60.0]], (40, 300));
         // Mirrored in width 100: [70, 20, 90, 60]; then x * 3, y * 0.5.
@@ -779,6 +827,7 @@ mod tests {
             zoom: Some(((250, 200), (30, 40))),
             crop: Some([20, 30, 120, 90]),
             flip: true,
+            drop_outside: false,
         };
         let p = transform_boxes(
             &drawn,

@@ -424,10 +424,16 @@ impl Plan {
                 .iou
                 .as_ref()
                 .and_then(|(at, spec)| detect::iou_crop(spec, cw, ch, &on_canvas, &mut rng(*at)));
+            let drop_outside = d.iou.as_ref().is_some_and(|(_, spec)| spec.drop_outside);
             let flip = d.flip.is_some_and(|(at, p)| rng(at).uniform() < p);
             let fill = d.zoom.as_ref().map_or([0; 3], |(_, z)| z.fill);
             detected = Some(detect::transform_boxes(
-                &detect::Drawn { zoom, crop, flip },
+                &detect::Drawn {
+                    zoom,
+                    crop,
+                    flip,
+                    drop_outside,
+                },
                 fill,
                 width,
                 height,

@@ -1,0 +1,208 @@
+"""The shape of torchvision's detection reference without `--use-v2`, written here for the tests
+to run on both loaders: its `CocoDetection` subclass (the image and `{"image_id",
+"annotations"}` handed to `_transforms`), `ConvertCocoPolysToMask` (crowds dropped, boxes to
+XYXY clamped to the image, empty boxes dropped with their labels and masks, `area` and
+`iscrowd` of every non-crowd annotation), and its v1 transforms on `(image, target)` pairs as
+its `presets.py` combines them ("hflip", "ssd"; the PIL backend). Same draws from torch's
+generator in the same order, same arithmetic; not imported from anywhere, since the reference
+is not part of the torchvision package."""
+
+import torch
+import torchvision
+from pycocotools import mask as coco_mask
+from torchvision import transforms as tv1
+from torchvision.ops.boxes import box_iou
+from torchvision.transforms import functional as F
+
+
+class CocoDetection(torchvision.datasets.CocoDetection):
+    def __init__(self, img_folder, ann_file, transforms):
+        super().__init__(img_folder, ann_file)
+        self._transforms = transforms
+
+    def __getitem__(self, idx):
+        img, anns = super().__getitem__(idx)
+        target = dict(image_id=self.ids[idx], annotations=anns)
+        if self._transforms is not None:
+            img, target = self._transforms(img, target)
+        return img, target
+
+
+def polygons_to_masks(segmentations, height, width):
+    masks = []
+    for polygons in segmentations:
+        m = coco_mask.decode(coco_mask.frPyObjects(polygons, height, width))
+        if m.ndim < 3:
+            m = m[..., None]
+        masks.append(torch.as_tensor(m, dtype=torch.uint8).any(dim=2))
+    return torch.stack(masks, dim=0) if masks else torch.zeros((0, height, width), dtype=torch.uint8)
+
+
+class ConvertCocoPolysToMask:
+    def __call__(self, image, target):
+        w, h = image.size
+        anno = [obj for obj in target["annotations"] if obj["iscrowd"] == 0]
+        boxes = torch.as_tensor([obj["bbox"] for obj in anno], dtype=torch.float32).reshape(-1, 4)
+        boxes[:, 2:] += boxes[:, :2]
+        boxes[:, 0::2].clamp_(min=0, max=w)
+        boxes[:, 1::2].clamp_(min=0, max=h)
+        classes = torch.tensor([obj["category_id"] for obj in anno], dtype=torch.int64)
+        masks = polygons_to_masks([obj["segmentation"] for obj in anno], h, w)
+        keep = (boxes[:, 3] > boxes[:, 1]) & (boxes[:, 2] > boxes[:, 0])
+        out = {"boxes": boxes[keep], "labels": classes[keep], "masks": masks[keep], "image_id": target["image_id"]}
+        out["area"] = torch.tensor([obj["area"] for obj in anno])
+        out["iscrowd"] = torch.tensor([obj["iscrowd"] for obj in anno])
+        return image, out
+
+
+class Compose:
+    def __init__(self, transforms):
+        self.transforms = transforms
+
+    def __call__(self, image, target):
+        for t in self.transforms:
+            image, target = t(image, target)
+        return image, target
+
+
+class RandomHorizontalFlip(tv1.RandomHorizontalFlip):
+    def forward(self, image, target=None):
+        if torch.rand(1) < self.p:
+            image = F.hflip(image)
+            if target is not None:
+                _, _, width = F.get_dimensions(image)
+                target["boxes"][:, [0, 2]] = width - target["boxes"][:, [2, 0]]
+                if "masks" in target:
+                    target["masks"] = target["masks"].flip(-1)
+        return image, target
+
+
+class PILToTensor(torch.nn.Module):
+    def forward(self, image, target=None):
+        return F.pil_to_tensor(image), target
+
+
+class ToDtype(torch.nn.Module):
+    def __init__(self, dtype, scale=False):
+        super().__init__()
+        self.dtype, self.scale = dtype, scale
+
+    def forward(self, image, target=None):
+        if not self.scale:
+            return image.to(dtype=self.dtype), target
+        return F.convert_image_dtype(image, self.dtype), target
+
+
+class RandomIoUCrop(torch.nn.Module):
+    def __init__(self, min_scale=0.3, max_scale=1.0, min_aspect_ratio=0.5, max_aspect_ratio=2.0, trials=40):
+        super().__init__()
+        self.min_scale, self.max_scale = min_scale, max_scale
+        self.min_aspect_ratio, self.max_aspect_ratio = min_aspect_ratio, max_aspect_ratio
+        self.options = [0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0]
+        self.trials = trials
+
+    def forward(self, image, target=None):
+        _, orig_h, orig_w = F.get_dimensions(image)
+        while True:
+            option = self.options[int(torch.randint(low=0, high=len(self.options), size=(1,)))]
+            if option >= 1.0:
+                return image, target
+            for _ in range(self.trials):
+                r = self.min_scale + (self.max_scale - self.min_scale) * torch.rand(2)
+                new_w, new_h = int(orig_w * r[0]), int(orig_h * r[1])
+                if not (self.min_aspect_ratio <= new_w / new_h <= self.max_aspect_ratio):
+                    continue
+                r = torch.rand(2)
+                left, top = int((orig_w - new_w) * r[0]), int((orig_h - new_h) * r[1])
+                right, bottom = left + new_w, top + new_h
+                if left == right or top == bottom:
+                    continue
+                b = target["boxes"]
+                cx, cy = 0.5 * (b[:, 0] + b[:, 2]), 0.5 * (b[:, 1] + b[:, 3])
+                inside = (left < cx) & (cx < right) & (top < cy) & (cy < bottom)
+                if not inside.any():
+                    continue
+                boxes = b[inside]
+                window = torch.tensor([[left, top, right, bottom]], dtype=boxes.dtype)
+                if box_iou(boxes, window).max() < option:
+                    continue
+                target["boxes"] = boxes
+                target["labels"] = target["labels"][inside]
+                target["boxes"][:, 0::2] -= left
+                target["boxes"][:, 1::2] -= top
+                target["boxes"][:, 0::2].clamp_(min=0, max=new_w)
+                target["boxes"][:, 1::2].clamp_(min=0, max=new_h)
+                return F.crop(image, top, left, new_h, new_w), target
+
+
+class RandomZoomOut(torch.nn.Module):
+    def __init__(self, fill=None, side_range=(1.0, 4.0), p=0.5):
+        super().__init__()
+        self.fill = [0.0, 0.0, 0.0] if fill is None else fill
+        self.side_range, self.p = side_range, p
+
+    def forward(self, image, target=None):
+        if torch.rand(1) >= self.p:
+            return image, target
+        _, orig_h, orig_w = F.get_dimensions(image)
+        r = self.side_range[0] + torch.rand(1) * (self.side_range[1] - self.side_range[0])
+        canvas_w, canvas_h = int(orig_w * r), int(orig_h * r)
+        r = torch.rand(2)
+        left, top = int((canvas_w - orig_w) * r[0]), int((canvas_h - orig_h) * r[1])
+        right, bottom = canvas_w - (left + orig_w), canvas_h - (top + orig_h)
+        image = F.pad(image, [left, top, right, bottom], fill=tuple(int(x) for x in self.fill))
+        if target is not None:
+            target["boxes"][:, 0::2] += left
+            target["boxes"][:, 1::2] += top
+        return image, target
+
+
+class RandomPhotometricDistort(torch.nn.Module):
+    def __init__(self, contrast=(0.5, 1.5), saturation=(0.5, 1.5), hue=(-0.05, 0.05), brightness=(0.875, 1.125), p=0.5):
+        super().__init__()
+        self._brightness = tv1.ColorJitter(brightness=brightness)
+        self._contrast = tv1.ColorJitter(contrast=contrast)
+        self._hue = tv1.ColorJitter(hue=hue)
+        self._saturation = tv1.ColorJitter(saturation=saturation)
+        self.p = p
+
+    def forward(self, image, target=None):
+        r = torch.rand(7)
+        if r[0] < self.p:
+            image = self._brightness(image)
+        contrast_before = r[1] < 0.5
+        if contrast_before and r[2] < self.p:
+            image = self._contrast(image)
+        if r[3] < self.p:
+            image = self._saturation(image)
+        if r[4] < self.p:
+            image = self._hue(image)
+        if not contrast_before and r[5] < self.p:
+            image = self._contrast(image)
+        if r[6] < self.p:
+            channels, _, _ = F.get_dimensions(image)
+            permutation = torch.randperm(channels)
+            image = F.to_pil_image(F.convert_image_dtype(F.pil_to_tensor(image))[..., permutation, :, :])
+        return image, target
+
+
+class DetectionPresetTrain:
+    def __init__(self, *, data_augmentation, hflip_prob=0.5, mean=(123.0, 117.0, 104.0)):
+        steps = []
+        if data_augmentation == "hflip":
+            steps.append(RandomHorizontalFlip(p=hflip_prob))
+        elif data_augmentation == "ssd":
+            steps += [RandomPhotometricDistort(), RandomZoomOut(fill=list(mean)), RandomIoUCrop(), RandomHorizontalFlip(p=hflip_prob)]
+        else:
+            raise ValueError(data_augmentation)
+        self.transforms = Compose(steps + [PILToTensor(), ToDtype(torch.float, scale=True)])
+
+    def __call__(self, img, target):
+        return self.transforms(img, target)
+
+
+def get_coco(root, ann_file, preset):
+    """The reference's `get_coco` for the v1 path (`train` drops images without annotations)."""
+    dataset = CocoDetection(str(root), str(ann_file), transforms=Compose([ConvertCocoPolysToMask(), preset]))
+    keep = [i for i, image_id in enumerate(dataset.ids) if dataset.coco.getAnnIds(imgIds=image_id, iscrowd=None)]
+    return torch.utils.data.Subset(dataset, keep)

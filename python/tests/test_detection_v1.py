@@ -1,0 +1,187 @@
+"""torchvision's detection reference as it runs by default, without `--use-v2`: its own
+`CocoDetection` subclass, `ConvertCocoPolysToMask` and v1 transforms (`reference_v1.py`) run on
+hpuload's path, with the targets torch's loader gives (boxes, labels, masks, image_id, area,
+iscrowd, in that order), and boxes, masks and pixels as the reference computes them given the
+parameters hpuload drew."""
+
+import json
+import warnings
+
+import pytest
+import torch
+from PIL import Image
+
+pytest.importorskip("pycocotools")
+
+import reference_v1 as ref  # noqa: E402
+from test_detection import reference_collate, write_coco  # noqa: E402
+from torchvision.transforms.v2 import functional as F  # noqa: E402
+
+import hpuload.torch as ht  # noqa: E402
+
+MEAN = [123, 117, 104]
+
+
+@pytest.fixture(scope="module")
+def coco_v1(png_folder, tmp_path_factory):
+    """PNGs (lossless, so pixels compare exactly) with boxes, plus what ConvertCocoPolysToMask
+    cleans up: a crowd, a box reaching past the image, an empty box, an image with only a
+    crowd (kept out by `get_coco`'s filter? no: it has an annotation, so it stays, boxless)."""
+    files = sorted(png_folder.rglob("*.png"))
+    out = tmp_path_factory.mktemp("coco-v1") / "instances.json"
+    write_coco(png_folder, files, out, seed=4)
+    data = json.loads(out.read_text())
+    first, second = data["images"][0], data["images"][1]
+    extra = [
+        {"image_id": first["id"], "bbox": [first["width"] - 20.0, 5.0, 60.0, 30.0], "iscrowd": 0, "category_id": 3},
+        {"image_id": first["id"], "bbox": [10.0, 10.0, 0.0, 25.0], "iscrowd": 0, "category_id": 1},
+        {"image_id": first["id"], "bbox": [5.0, 5.0, 40.0, 40.0], "iscrowd": 1, "category_id": 1},
+    ]
+    for k, a in enumerate(extra):
+        x, y, w, h = a["bbox"]
+        a.update(id=10_000 + k, area=w * h, segmentation=[[x, y, x + w, y, x + w, y + h, x, y + h]])
+        if a["iscrowd"]:
+            a["segmentation"] = {"counts": [0, 16], "size": [4, 4]}
+    # The second image's objects become one crowd: it yields no box.
+    data["annotations"] = [a for a in data["annotations"] if a["image_id"] != second["id"]]
+    extra.append(dict(extra[2], id=10_010, image_id=second["id"]))
+    data["annotations"] += extra
+    out.write_text(json.dumps(data))
+    return png_folder, out
+
+
+def loaders(folder, ann, preset, seed=None):
+    """(torch's DataLoader, hpuload's) over the reference's dataset built the same way."""
+    torch_ds = ref.get_coco(folder, ann, preset)
+    ours_ds = ref.get_coco(folder, ann, preset)
+    theirs = torch.utils.data.DataLoader(torch_ds, batch_size=4, collate_fn=reference_collate)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ht.FallbackWarning)
+        ours = ht.DataLoader(ours_ds, batch_size=4, collate_fn=reference_collate, backend="cpu", seed=seed)
+    assert isinstance(ours, ht.DataLoader)
+    return theirs, ours
+
+
+def test_the_reference_v1_path_gives_torchs_samples_exactly_when_nothing_is_random(coco_v1):
+    folder, ann = coco_v1
+    for prob in (0.0, 1.0):
+        theirs, ours = loaders(folder, ann, ref.DetectionPresetTrain(data_augmentation="hflip", hflip_prob=prob))
+        n = 0
+        for (want_images, want_targets), (images, targets) in zip(theirs, ours):
+            for want_image, want, image, got in zip(want_images, want_targets, images, targets):
+                assert torch.equal(image, want_image)
+                assert list(got) == list(want) == ["boxes", "labels", "masks", "image_id", "area", "iscrowd"]
+                for key, value in want.items():
+                    if isinstance(value, torch.Tensor):
+                        assert got[key].dtype == value.dtype and torch.equal(got[key], value), (key, want["image_id"])
+                    else:
+                        assert type(got[key]) is type(value) and got[key] == value
+                n += 1
+        assert n == len(ours.dataset)
+
+
+def _replay_v1(src, boxes, labels, masks, plan):
+    """The reference's v1 steps with the loader's drawn parameters: photometric steps, the
+    zoom-out's padding with the mean, the IoU crop (boxes whose centre leaves the window
+    dropped, the rest clamped; nothing sanitized), the flip (masks too; the zoom-out and crop
+    leave masks as they are), to float."""
+    image = src
+    for step in plan.get("pre", []):
+        op, arg = step["op"], step["arg"]
+        if op == "permute_channels":
+            image = F.permute_channels(image, arg)
+        else:
+            image = {"brightness": F.adjust_brightness, "contrast": F.adjust_contrast,
+                     "saturation": F.adjust_saturation, "hue": F.adjust_hue}[op](image, arg)
+    d = plan["detect"]
+    h, w = image.shape[-2:]
+    (cw, ch), (left, top) = d["canvas"], d["image_at"]
+    boxes = boxes.clone()
+    if (cw, ch) != (w, h):
+        image = F.pad(image, [left, top, cw - w - left, ch - h - top], fill=MEAN)
+        boxes[:, 0::2] += left
+        boxes[:, 1::2] += top
+    wl, wt, ww, wh = d["window"]
+    if [wl, wt, ww, wh] != [0, 0, cw, ch]:
+        cx, cy = 0.5 * (boxes[:, 0] + boxes[:, 2]), 0.5 * (boxes[:, 1] + boxes[:, 3])
+        inside = (wl < cx) & (cx < wl + ww) & (wt < cy) & (cy < wt + wh)
+        boxes, labels = boxes[inside], labels[inside]
+        boxes[:, 0::2] -= wl
+        boxes[:, 1::2] -= wt
+        boxes[:, 0::2].clamp_(min=0, max=ww)
+        boxes[:, 1::2].clamp_(min=0, max=wh)
+        image = F.crop(image, wt, wl, wh, ww)
+    if d["flip"]:
+        image = F.horizontal_flip(image)
+        boxes[:, [0, 2]] = ww - boxes[:, [2, 0]]
+        masks = masks.flip(-1)
+    return F.to_dtype(image, torch.float32, scale=True), boxes, labels, masks
+
+
+def test_the_ssd_augmentation_moves_boxes_masks_and_pixels_as_the_reference_given_hpuloads_draws(coco_v1):
+    folder, ann = coco_v1
+    _, ours = loaders(folder, ann, ref.DetectionPresetTrain(data_augmentation="ssd"), seed=3)
+    convert = ref.ConvertCocoPolysToMask()
+    coco = ours.dataset.dataset.coco
+    seen = {"zoom": 0, "crop": 0, "flip": 0}
+    levels = torch.zeros(256)
+    for epoch in range(3):
+        ours.set_epoch(epoch)
+        for images, targets in ours:
+            for image, target, index in zip(images, targets, ours.last_indices):
+                image_id = target["image_id"]
+                pil = Image.open(folder / coco.imgs[image_id]["file_name"]).convert("RGB")
+                anns = coco.loadAnns(coco.getAnnIds(image_id))
+                _, clean = convert(pil, {"image_id": image_id, "annotations": anns})
+                plan = json.loads(ours._core.sample_plan(epoch, index, pil.width, pil.height))
+                want_image, boxes, labels, masks = _replay_v1(
+                    F.pil_to_tensor(pil), clean["boxes"], clean["labels"], clean["masks"], plan
+                )
+                assert image.shape == want_image.shape
+                assert target["labels"].tolist() == labels.tolist(), f"image {image_id}: boxes kept differ"
+                torch.testing.assert_close(target["boxes"], boxes, rtol=0, atol=1e-4)
+                assert torch.equal(target["masks"], masks)
+                assert torch.equal(target["area"], clean["area"]) and torch.equal(target["iscrowd"], clean["iscrowd"])
+                levels += torch.bincount(((image - want_image).abs() * 255).round().long().flatten(), minlength=256)[:256]
+                d = plan["detect"]
+                seen["zoom"] += d["canvas"] != [pil.width, pil.height]
+                seen["crop"] += d["window"] != [0, 0, *d["canvas"]]
+                seen["flip"] += d["flip"]
+    assert all(v >= 3 for v in seen.values()), seen
+    # Photometric steps run hpuload's kernels on the image (within 1 level of Pillow's each,
+    # chained up to four deep).
+    assert levels[4:].sum() == 0, levels[:6]
+    assert levels[2:].sum() <= 1e-3 * levels.sum(), levels[:6]
+
+
+def test_a_subclass_that_is_not_the_references_falls_back_naming_why(coco_v1):
+    folder, ann = coco_v1
+
+    class Renamed(ref.CocoDetection):
+        def __getitem__(self, idx):
+            img, anns = super(ref.CocoDetection, self).__getitem__(idx)
+            return self._transforms(img, {"id": self.ids[idx], "annotations": anns})
+
+    preset = ref.DetectionPresetTrain(data_augmentation="hflip")
+    ds = Renamed(str(folder), str(ann), transforms=ref.Compose([ref.ConvertCocoPolysToMask(), preset]))
+    with pytest.warns(ht.FallbackWarning, match="another target than"):
+        loader = ht.DataLoader(ds, batch_size=2, collate_fn=reference_collate)
+    assert not isinstance(loader, ht.DataLoader)
+
+    class ConvertCocoPolysToMask(ref.ConvertCocoPolysToMask):
+        """The reference's name, other boxes."""
+
+        def __call__(self, image, target):
+            image, out = super().__call__(image, target)
+            out["boxes"] = out["boxes"] + 0.5
+            return image, out
+
+    ds = ref.CocoDetection(str(folder), str(ann), transforms=ref.Compose([ConvertCocoPolysToMask(), preset]))
+    with pytest.warns(ht.FallbackWarning, match="does not give the reference's targets"):
+        ht.DataLoader(ds, batch_size=2, collate_fn=reference_collate)
+    ds = ref.CocoDetection(str(folder), str(ann), transforms=ref.Compose([ref.ConvertCocoPolysToMask(), ref.PILToTensor()]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ht.FallbackWarning)
+        eval_loader = ht.DataLoader(ds, batch_size=2, collate_fn=reference_collate)
+    images, targets = next(iter(eval_loader))
+    assert images[0].dtype == torch.uint8 and targets[0]["masks"].dtype == torch.uint8  # as `any` of uint8 gives
