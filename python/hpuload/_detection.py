@@ -629,16 +629,24 @@ class Reference:
             return hit[1]
         from pycocotools import mask as coco_mask
 
+        from . import _hpuload
+
         width, height = size
         anns = [a for a in self.coco.loadAnns(self.coco.getAnnIds(image_id)) if a["iscrowd"] == 0]
-        masks = []
-        for a in anns:
-            decoded = coco_mask.decode(coco_mask.frPyObjects(a["segmentation"], height, width))
-            if decoded.ndim < 3:
-                decoded = decoded[..., None]
-            masks.append(torch.as_tensor(decoded, dtype=torch.uint8).any(dim=2))
-        masks = torch.stack(masks) if masks else torch.zeros((0, height, width), dtype=torch.uint8)
-        masks = masks[_keep(_boxes(anns, width, height))]
+        # Each annotation's mask: the union of its polygons' (0 or 1 each, so the union is
+        # torch's `any` over them, which gives uint8 for uint8), one `[h, w]` plane each.
+        # pycocotools rasterizes (its `frPyObjects`, the reference's own step); the RLE is
+        # decoded row-major in Rust rather than column-major and transposed.
+        # Only the objects whose boxes ConvertCocoPolysToMask keeps.
+        keep = _keep(_boxes(anns, width, height)).tolist()
+        objects = []
+        for a in (a for a, k in zip(anns, keep) if k):
+            rles = coco_mask.frPyObjects(a["segmentation"], height, width)
+            rles = rles if isinstance(rles, list) else [rles]
+            objects.append([r["counts"] if isinstance(r["counts"], bytes) else str(r["counts"]).encode() for r in rles])
+        planes = _hpuload.coco_masks(objects, height, width)
+        masks = torch.frombuffer(planes, dtype=torch.uint8) if planes else torch.zeros(0, dtype=torch.uint8)
+        masks = masks.view(len(objects), height, width)
         area = torch.tensor([a["area"] for a in anns])
         iscrowd = torch.tensor([a["iscrowd"] for a in anns])
         value = (masks, area, iscrowd)

@@ -7,6 +7,7 @@
 
 mod dlpack;
 mod errors;
+mod masks;
 mod mix;
 mod options;
 
@@ -586,6 +587,7 @@ fn _hpuload(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(video_frame_count_and_fps, m)?)?;
     m.add_function(wrap_pyfunction!(mix::mixup_f32, m)?)?;
     m.add_function(wrap_pyfunction!(mix::cutmix_f32, m)?)?;
+    m.add_function(wrap_pyfunction!(masks::coco_masks, m)?)?;
     errors::register(m)?;
     Ok(())
 }

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 mod json;
 mod members;
+pub mod rle;
 
 use json::{parse, Category, Parsed};
 use members::{locate_members, member, names_shards};

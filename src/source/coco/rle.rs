@@ -1,0 +1,159 @@
+//! COCO's run-length masks: the compressed `counts` string pycocotools writes (`rleToString`:
+//! each count in 5-bit groups, low first, offset by 48 into printable bytes, `0x20` marking
+//! another group, `0x10` in the last group the sign; from the third count on, each is stored
+//! as its difference from the count two before), decoded straight into a row-major mask.
+//! Runs alternate, zeros first, over the pixels in column-major order. The detection
+//! reference's `ConvertCocoPolysToMask` takes the union of an object's polygons' masks; so
+//! does [`union_into`], without decoding to column-major first and transposing.
+
+use std::fmt;
+
+/// Why a `counts` string is not a mask of the given size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RleError {
+    /// A count's groups run past the end of the string.
+    Truncated,
+    /// A count is negative or too large.
+    BadCount(i64),
+    /// The runs cover more pixels than the mask has.
+    TooLong {
+        /// Pixels the runs cover.
+        covered: u64,
+        /// Pixels the mask has.
+        pixels: u64,
+    },
+}
+
+impl fmt::Display for RleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Truncated => write!(f, "the RLE counts string ends inside a count"),
+            Self::BadCount(c) => write!(f, "the RLE counts string holds the count {c}"),
+            Self::TooLong { covered, pixels } => write!(
+                f,
+                "the RLE runs cover {covered} pixels of a {pixels}-pixel mask"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RleError {}
+
+/// The counts of a compressed `counts` string.
+pub fn counts(s: &[u8]) -> Result<Vec<u64>, RleError> {
+    let mut out: Vec<u64> = Vec::with_capacity(s.len() / 2);
+    let mut p = 0;
+    while p < s.len() {
+        let (mut x, mut k) = (0i64, 0u32);
+        loop {
+            let Some(&byte) = s.get(p) else {
+                return Err(RleError::Truncated);
+            };
+            let c = i64::from(byte) - 48;
+            if k >= 12 {
+                return Err(RleError::BadCount(x));
+            }
+            x |= (c & 0x1f) << (5 * k);
+            p += 1;
+            k += 1;
+            if c & 0x20 == 0 {
+                if c & 0x10 != 0 {
+                    x |= -1i64 << (5 * k);
+                }
+                break;
+            }
+        }
+        let m = out.len();
+        if m > 2 {
+            x = x.saturating_add(out[m - 2] as i64);
+        }
+        if x < 0 || x > u32::MAX as i64 {
+            return Err(RleError::BadCount(x));
+        }
+        out.push(x as u64);
+    }
+    Ok(out)
+}
+
+/// Sets to 1 every pixel of `mask` (row-major, `height` x `width`) that the runs of ones of
+/// `counts` cover; pixels already 1 stay 1 (the union of several masks).
+pub fn union_into(
+    counts: &[u64],
+    height: usize,
+    width: usize,
+    mask: &mut [u8],
+) -> Result<(), RleError> {
+    let pixels = (height * width) as u64;
+    let covered: u64 = counts.iter().sum();
+    if covered > pixels || mask.len() < height * width {
+        return Err(RleError::TooLong { covered, pixels });
+    }
+    let mut at = 0usize;
+    for (k, &n) in counts.iter().enumerate() {
+        let n = n as usize;
+        if k % 2 == 1 {
+            // Column-major positions at..at + n: column at / height, rows from at % height.
+            for p in at..at + n {
+                let (column, row) = (p / height, p % height);
+                mask[row * width + column] = 1;
+            }
+        }
+        at += n;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// pycocotools' compression of `counts`, written from its description.
+    fn compress(counts: &[i64]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (i, &c) in counts.iter().enumerate() {
+            let mut x = if i > 2 { c - counts[i - 2] } else { c };
+            loop {
+                let mut group = x & 0x1f;
+                x >>= 5;
+                let more = if group & 0x10 != 0 { x != -1 } else { x != 0 };
+                if more {
+                    group |= 0x20;
+                }
+                out.push((group + 48) as u8);
+                if !more {
+                    break;
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn counts_round_trip_through_pycocotools_compression() {
+        let runs = [0, 5, 3, 200, 1, 0, 70_000, 2, 17];
+        assert_eq!(counts(&compress(&runs)).unwrap(), runs.map(|r| r as u64));
+        // pycocotools' own string for a 4x4 mask with a 2x2 block at rows 1-2, columns 1-2.
+        let block = counts(b"52203").unwrap();
+        assert_eq!(block, [5, 2, 2, 2, 5]);
+        let mut mask = vec![0u8; 16];
+        union_into(&block, 4, 4, &mut mask).unwrap();
+        assert_eq!(mask, [0, 0, 0, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn the_union_keeps_earlier_ones_and_bad_strings_are_errors() {
+        let mut mask = vec![0u8; 6]; // 2 rows, 3 columns
+        union_into(&[0, 1], 2, 3, &mut mask).unwrap(); // (0, 0)
+        union_into(&[5, 1], 2, 3, &mut mask).unwrap(); // (1, 2)
+        assert_eq!(mask, [1, 0, 0, 0, 0, 1]);
+        assert_eq!(
+            union_into(&[4, 3], 2, 3, &mut mask),
+            Err(RleError::TooLong {
+                covered: 7,
+                pixels: 6
+            })
+        );
+        assert_eq!(counts(b"5U"), Err(RleError::Truncated));
+        assert!(matches!(counts(b"@"), Err(RleError::BadCount(_))));
+    }
+}
