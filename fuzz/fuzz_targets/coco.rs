@@ -43,7 +43,7 @@ fuzz_target!(|data: &[u8]| {
             }
             assert_eq!(objects, set.object_count());
         }
-        Err(Error::Annotations { path, reason }) => {
+        Err(Error::Format { path, reason }) => {
             assert_eq!(path, std::path::Path::new("instances.json"));
             assert!(!reason.is_empty());
         }

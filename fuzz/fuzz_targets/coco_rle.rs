@@ -15,7 +15,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let mut mask = vec![0u8; height * width];
-    if rle::union_into(&runs, height, width, &mut mask).is_ok() {
+    if rle::union_into(&runs, height, width, side & 1 == 1, &mut mask).is_ok() {
         assert!(runs.iter().sum::<u64>() <= (height * width) as u64);
         assert!(mask.iter().all(|&v| v <= 1));
     }

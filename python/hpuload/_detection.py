@@ -539,7 +539,6 @@ class Reference:
         self.coco = dataset.coco
         #: The v1 steps after ConvertCocoPolysToMask.
         self.steps = steps
-        self._extras: dict[int, tuple] = {}
 
     @classmethod
     def of(cls, inner) -> "Reference":
@@ -621,12 +620,10 @@ class Reference:
                 out.append(slim)
         return out
 
-    def _masks_area_crowd(self, image_id: int, size: tuple[int, int]) -> tuple:
-        """`(masks of the kept boxes, area, iscrowd)` of an image as ConvertCocoPolysToMask
-        makes them (the image's `(width, height)`), kept for the image's next sample."""
-        hit = self._extras.get(image_id)
-        if hit is not None and hit[0] == size:
-            return hit[1]
+    def _masks_area_crowd(self, image_id: int, size: tuple[int, int], flip: bool) -> tuple:
+        """`(masks of the kept boxes, mirrored when `flip`, area, iscrowd)` of an image as
+        ConvertCocoPolysToMask (and the v1 flip) make them, for the image's `(width,
+        height)`."""
         from pycocotools import mask as coco_mask
 
         from . import _hpuload
@@ -634,26 +631,21 @@ class Reference:
         width, height = size
         anns = [a for a in self.coco.loadAnns(self.coco.getAnnIds(image_id)) if a["iscrowd"] == 0]
         # Each annotation's mask: the union of its polygons' (0 or 1 each, so the union is
-        # torch's `any` over them, which gives uint8 for uint8), one `[h, w]` plane each.
-        # pycocotools rasterizes (its `frPyObjects`, the reference's own step); the RLE is
-        # decoded row-major in Rust rather than column-major and transposed.
-        # Only the objects whose boxes ConvertCocoPolysToMask keeps.
+        # torch's `any` over them, which gives uint8 for uint8), one `[h, w]` plane each, for
+        # the objects whose boxes ConvertCocoPolysToMask keeps. pycocotools rasterizes (its
+        # `frPyObjects`, the reference's own step); the RLE is decoded row-major (and
+        # mirrored) in Rust rather than column-major, transposed and flipped.
         keep = _keep(_boxes(anns, width, height)).tolist()
         objects = []
         for a in (a for a, k in zip(anns, keep) if k):
             rles = coco_mask.frPyObjects(a["segmentation"], height, width)
             rles = rles if isinstance(rles, list) else [rles]
             objects.append([r["counts"] if isinstance(r["counts"], bytes) else str(r["counts"]).encode() for r in rles])
-        planes = _hpuload.coco_masks(objects, height, width)
+        planes = _hpuload.coco_masks(objects, height, width, flip)
         masks = torch.frombuffer(planes, dtype=torch.uint8) if planes else torch.zeros(0, dtype=torch.uint8)
-        masks = masks.view(len(objects), height, width)
         area = torch.tensor([a["area"] for a in anns])
         iscrowd = torch.tensor([a["iscrowd"] for a in anns])
-        value = (masks, area, iscrowd)
-        if len(self._extras) > 64:
-            self._extras.clear()
-        self._extras[image_id] = (size, value)
-        return value
+        return masks.view(len(objects), height, width), area, iscrowd
 
     def target(self, image_id: int, boxes, labels, flips, index, size=None) -> dict:
         """The reference's target dict for one sample: its boxes and labels after the v1
@@ -662,9 +654,8 @@ class Reference:
         if size is None:
             record = self.coco.imgs[image_id]
             size = (record["width"], record["height"])
-        masks, area, iscrowd = self._masks_area_crowd(image_id, size)
-        if flips is not None and flips(index, *size):
-            masks = masks.flip(-1)
+        flip = flips is not None and flips(index, *size)
+        masks, area, iscrowd = self._masks_area_crowd(image_id, size, flip)
         return {"boxes": boxes, "labels": labels, "masks": masks, "image_id": image_id, "area": area, "iscrowd": iscrowd}
 
 

@@ -9,12 +9,15 @@ use pyo3::prelude::*;
 /// polygon, as pycocotools' `frPyObjects` gives them), each the union of its strings' masks,
 /// as `len(objects)` row-major `height` x `width` planes of 0 and 1 in one bytearray; what
 /// `decode` and `any` over the polygons give, without the column-major decode and transpose.
+/// With `flip`, each plane mirrored left to right (`flip(-1)` of the stack).
 #[pyfunction]
+#[pyo3(signature = (objects, height, width, flip=false))]
 pub fn coco_masks<'py>(
     py: Python<'py>,
     objects: Vec<Vec<Vec<u8>>>,
     height: usize,
     width: usize,
+    flip: bool,
 ) -> PyResult<Bound<'py, pyo3::types::PyByteArray>> {
     let plane = height
         .checked_mul(width)
@@ -28,7 +31,7 @@ pub fn coco_masks<'py>(
             let mask = &mut out[k * plane..(k + 1) * plane];
             for s in strings {
                 let counts = rle::counts(s).map_err(|e| format!("object {k}: {e}"))?;
-                rle::union_into(&counts, height, width, mask)
+                rle::union_into(&counts, height, width, flip, mask)
                     .map_err(|e| format!("object {k}: {e}"))?;
             }
         }

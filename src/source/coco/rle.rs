@@ -75,12 +75,14 @@ pub fn counts(s: &[u8]) -> Result<Vec<u64>, RleError> {
     Ok(out)
 }
 
-/// Sets to 1 every pixel of `mask` (row-major, `height` x `width`) that the runs of ones of
-/// `counts` cover; pixels already 1 stay 1 (the union of several masks).
+/// Sets to 1 every pixel of `mask` (row-major, `height` x `width`; mirrored left to right
+/// when `flip`) that the runs of ones of `counts` cover; pixels already 1 stay 1 (the union
+/// of several masks).
 pub fn union_into(
     counts: &[u64],
     height: usize,
     width: usize,
+    flip: bool,
     mask: &mut [u8],
 ) -> Result<(), RleError> {
     let pixels = (height * width) as u64;
@@ -95,6 +97,7 @@ pub fn union_into(
             // Column-major positions at..at + n: column at / height, rows from at % height.
             for p in at..at + n {
                 let (column, row) = (p / height, p % height);
+                let column = if flip { width - 1 - column } else { column };
                 mask[row * width + column] = 1;
             }
         }
@@ -136,18 +139,22 @@ mod tests {
         let block = counts(b"52203").unwrap();
         assert_eq!(block, [5, 2, 2, 2, 5]);
         let mut mask = vec![0u8; 16];
-        union_into(&block, 4, 4, &mut mask).unwrap();
+        union_into(&block, 4, 4, false, &mut mask).unwrap();
         assert_eq!(mask, [0, 0, 0, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0]);
     }
 
     #[test]
     fn the_union_keeps_earlier_ones_and_bad_strings_are_errors() {
         let mut mask = vec![0u8; 6]; // 2 rows, 3 columns
-        union_into(&[0, 1], 2, 3, &mut mask).unwrap(); // (0, 0)
-        union_into(&[5, 1], 2, 3, &mut mask).unwrap(); // (1, 2)
+        union_into(&[0, 1], 2, 3, false, &mut mask).unwrap(); // (0, 0)
+        union_into(&[5, 1], 2, 3, false, &mut mask).unwrap(); // (1, 2)
         assert_eq!(mask, [1, 0, 0, 0, 0, 1]);
+        let mut mirrored = vec![0u8; 6];
+        union_into(&[0, 1], 2, 3, true, &mut mirrored).unwrap();
+        union_into(&[5, 1], 2, 3, true, &mut mirrored).unwrap();
+        assert_eq!(mirrored, [0, 0, 1, 1, 0, 0]);
         assert_eq!(
-            union_into(&[4, 3], 2, 3, &mut mask),
+            union_into(&[4, 3], 2, 3, false, &mut mask),
             Err(RleError::TooLong {
                 covered: 7,
                 pixels: 6
