@@ -224,6 +224,20 @@ def _bbox_format(t) -> str:
     return str(getattr(t.format, "name", t.format)).upper()
 
 
+def _iou_crop(t) -> dict:
+    """The op of a `RandomIoUCrop` (torchvision's v2, or the reference's v1: the same
+    attributes)."""
+    return {
+        "op": "random_iou_crop",
+        "min_scale": float(t.min_scale),
+        "max_scale": float(t.max_scale),
+        "min_aspect_ratio": float(t.min_aspect_ratio),
+        "max_aspect_ratio": float(t.max_aspect_ratio),
+        "sampler_options": [float(o) for o in t.options],
+        "trials": int(t.trials),
+    }
+
+
 def translate_detection(transform) -> tuple[str, str, bool]:
     """`(pipeline JSON, dtype, pure)` for torchvision v2 detection transforms on `(image,
     target)`: photometric distortion on the whole image, then zoom-out, IoU crop, flip and a
@@ -279,17 +293,7 @@ def translate_detection(transform) -> tuple[str, str, bool]:
         elif _is(t, "RandomIoUCrop"):
             if flip or resize or any(g["op"] == "random_iou_crop" for g in geometry):
                 raise Unsupported("RandomIoUCrop after the flip, the resize or another RandomIoUCrop")
-            geometry.append(
-                {
-                    "op": "random_iou_crop",
-                    "min_scale": float(t.min_scale),
-                    "max_scale": float(t.max_scale),
-                    "min_aspect_ratio": float(t.min_aspect_ratio),
-                    "max_aspect_ratio": float(t.max_aspect_ratio),
-                    "sampler_options": [float(o) for o in t.options],
-                    "trials": int(t.trials),
-                }
-            )
+            geometry.append(_iou_crop(t))
         elif _is(t, "RandomHorizontalFlip"):
             if flip is not None:
                 raise Unsupported("two RandomHorizontalFlip steps")
@@ -699,18 +703,7 @@ def translate_reference(transform) -> tuple[str, str]:
         elif _own(t, "RandomIoUCrop"):
             if geometry_done:
                 raise Unsupported("RandomIoUCrop after the flip or another RandomIoUCrop")
-            ops.append(
-                {
-                    "op": "random_iou_crop",
-                    "min_scale": float(t.min_scale),
-                    "max_scale": float(t.max_scale),
-                    "min_aspect_ratio": float(t.min_aspect_ratio),
-                    "max_aspect_ratio": float(t.max_aspect_ratio),
-                    "sampler_options": [float(o) for o in t.options],
-                    "trials": int(t.trials),
-                    "drop_outside": True,
-                }
-            )
+            ops.append(dict(_iou_crop(t), drop_outside=True))
         elif _own(t, "RandomHorizontalFlip"):
             if geometry_done:
                 raise Unsupported("two RandomHorizontalFlip steps")

@@ -153,13 +153,9 @@ def _boxes_xyxy(ann_file, image_id):
     ]
 
 
-def _replay(image, boxes, labels, plan, resize=(300, 300)):
-    """torchvision's kernels with the loader's drawn parameters: photometric steps in drawn
-    order, zoom-out padding, IoU crop (boxes whose centre leaves the window zeroed, as
-    RandomIoUCrop does), flip, resize to `resize` (None: none), to float,
-    SanitizeBoundingBoxes."""
-    h, w = image.shape[-2:]
-    boxes = tv_tensors.BoundingBoxes(boxes, format="XYXY", canvas_size=(h, w))
+def photometric(image, plan):
+    """The plan's photometric steps before the geometry, in drawn order, by torchvision's
+    kernels."""
     for step in plan.get("pre", []):
         op, arg = step["op"], step["arg"]
         if op == "permute_channels":
@@ -167,6 +163,17 @@ def _replay(image, boxes, labels, plan, resize=(300, 300)):
         else:
             image = {"brightness": F.adjust_brightness, "contrast": F.adjust_contrast,
                      "saturation": F.adjust_saturation, "hue": F.adjust_hue}[op](image, arg)
+    return image
+
+
+def _replay(image, boxes, labels, plan, resize=(300, 300)):
+    """torchvision's kernels with the loader's drawn parameters: photometric steps in drawn
+    order, zoom-out padding, IoU crop (boxes whose centre leaves the window zeroed, as
+    RandomIoUCrop does), flip, resize to `resize` (None: none), to float,
+    SanitizeBoundingBoxes."""
+    h, w = image.shape[-2:]
+    boxes = tv_tensors.BoundingBoxes(boxes, format="XYXY", canvas_size=(h, w))
+    image = photometric(image, plan)
     d = plan["detect"]
     (cw, ch), (left, top) = d["canvas"], d["image_at"]
     if (cw, ch) != (w, h):

@@ -14,7 +14,7 @@ from PIL import Image
 pytest.importorskip("pycocotools")
 
 import reference_v1 as ref  # noqa: E402
-from test_detection import reference_collate, write_coco  # noqa: E402
+from test_detection import photometric, reference_collate, write_coco  # noqa: E402
 from torchvision.transforms.v2 import functional as F  # noqa: E402
 
 import hpuload.torch as ht  # noqa: E402
@@ -85,14 +85,7 @@ def _replay_v1(src, boxes, labels, masks, plan):
     zoom-out's padding with the mean, the IoU crop (boxes whose centre leaves the window
     dropped, the rest clamped; nothing sanitized), the flip (masks too; the zoom-out and crop
     leave masks as they are), to float."""
-    image = src
-    for step in plan.get("pre", []):
-        op, arg = step["op"], step["arg"]
-        if op == "permute_channels":
-            image = F.permute_channels(image, arg)
-        else:
-            image = {"brightness": F.adjust_brightness, "contrast": F.adjust_contrast,
-                     "saturation": F.adjust_saturation, "hue": F.adjust_hue}[op](image, arg)
+    image = photometric(src, plan)
     d = plan["detect"]
     h, w = image.shape[-2:]
     (cw, ch), (left, top) = d["canvas"], d["image_at"]

@@ -9,7 +9,9 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from PIL import Image, ImageFilter, ImageOps
+from PIL import Image
+from test_recipes import DeitBlur as Blur
+from test_recipes import DeitSolarize as Solarize
 from test_recipes import tv_apply
 from torchvision import datasets
 from torchvision import transforms as T
@@ -20,26 +22,6 @@ from hpuload._transforms import views_of
 from hpuload.torch import DataLoader, FallbackWarning
 
 GLOBAL, LOCAL = 40, 24
-
-
-class Blur:
-    """A Pillow Gaussian blur with probability `p`, of a radius drawn from a range (DINO's)."""
-
-    def __init__(self, p=0.5, radius_min=0.1, radius_max=2.0):
-        self.prob, self.radius_min, self.radius_max = p, radius_min, radius_max
-
-    def __call__(self, img):
-        if random.random() > self.prob:
-            return img
-        return img.filter(ImageFilter.GaussianBlur(radius=random.uniform(self.radius_min, self.radius_max)))
-
-
-class Solarize:
-    def __init__(self, p):
-        self.p = p
-
-    def __call__(self, img):
-        return ImageOps.solarize(img) if random.random() < self.p else img
 
 
 class MultiCrop:
