@@ -18,8 +18,10 @@ use crate::rng::CounterRng;
 pub use super::pixel::{PilEnhance as Enhance, PilFilter as Filter};
 
 mod affine;
+mod blend;
 
 pub(crate) use affine::{affine, rotate_matrix, Affine};
+use blend::Degenerate;
 
 /// Pillow's grey with probability `p`: `img.convert("L")` back in three channels, what
 /// torchvision's `Grayscale(3)` does to a PIL image and DeiT III's and DINO's own grey
@@ -92,26 +94,14 @@ fn luma(p: &[u8]) -> u8 {
     (l >> 16) as u8
 }
 
-/// `Image.blend(degenerate, image, alpha)`: `d + alpha * (x - d)` in f32, truncated (clamped to
-/// `[0, 255]` first when `alpha` extrapolates).
-#[inline]
-fn blend(d: u8, x: u8, alpha: f32) -> u8 {
-    let t = f32::from(d) + alpha * (f32::from(x) - f32::from(d));
-    t.clamp(0.0, 255.0) as u8
-}
-
 /// `Image.blend(image, other, alpha)` into `image` (timm's blended AugMix, per chain).
 pub(crate) fn blend_into(image: &mut [u8], other: &[u8], alpha: f32) {
-    for (x, &o) in image.iter_mut().zip(other) {
-        *x = blend(*x, o, alpha);
-    }
+    blend::from(image, other, alpha);
 }
 
 /// `Image.blend(original, image, alpha)` into `image` (timm's AugMix's last step).
 pub(crate) fn blend_images(original: &[u8], image: &mut [u8], alpha: f32) {
-    for (x, &o) in image.iter_mut().zip(original) {
-        *x = blend(o, *x, alpha);
-    }
+    blend::toward(image, Degenerate::Image(original), alpha);
 }
 
 /// `ImageEnhance.<kind>(image).enhance(factor)` on the `h`x`w` RGB8 image, in place. `scratch`
@@ -124,27 +114,61 @@ pub(crate) fn enhance(
     factor: f64,
     scratch: &mut Vec<u8>,
 ) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (detected just above).
+        return unsafe { enhance_avx2(rgb, h, w, kind, factor, scratch) };
+    }
+    enhance_any(rgb, h, w, kind, factor, scratch);
+}
+
+/// [`enhance`] compiled for AVX2: Pillow's smoothing filter runs eight f32 lanes wide (no FMA:
+/// the same bytes); the blends dispatch for themselves.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn enhance_avx2(
+    rgb: &mut [u8],
+    h: usize,
+    w: usize,
+    kind: Enhance,
+    factor: f64,
+    scratch: &mut Vec<u8>,
+) {
+    enhance_any(rgb, h, w, kind, factor, scratch);
+}
+
+#[inline(always)]
+fn enhance_any(
+    rgb: &mut [u8],
+    h: usize,
+    w: usize,
+    kind: Enhance,
+    factor: f64,
+    scratch: &mut Vec<u8>,
+) {
     let alpha = factor as f32;
     match kind {
-        Enhance::Brightness => rgb.iter_mut().for_each(|v| *v = blend(0, *v, alpha)),
+        Enhance::Brightness => blend::toward(rgb, Degenerate::Value(0), alpha),
         Enhance::Color => {
-            for p in rgb.chunks_exact_mut(3) {
-                let l = luma(p);
-                p.iter_mut().for_each(|v| *v = blend(l, *v, alpha));
+            // The grey image in three channels first, so that the blend runs over contiguous
+            // bytes (vector lanes).
+            scratch.clear();
+            scratch.resize(rgb.len(), 0);
+            for (g, p) in scratch.chunks_exact_mut(3).zip(rgb.chunks_exact(3)) {
+                g.fill(luma(p));
             }
+            blend::toward(rgb, Degenerate::Image(scratch), alpha);
         }
         Enhance::Contrast => {
             // `int(ImageStat.Stat(image.convert("L")).mean[0] + 0.5)`.
             let sum: u64 = rgb.chunks_exact(3).map(|p| u64::from(luma(p))).sum();
             let pixels = (rgb.len() / 3).max(1);
             let mean = (sum as f64 / pixels as f64 + 0.5) as u8;
-            rgb.iter_mut().for_each(|v| *v = blend(mean, *v, alpha));
+            blend::toward(rgb, Degenerate::Value(mean), alpha);
         }
         Enhance::Sharpness => {
             smooth(rgb, h, w, scratch);
-            for (v, &d) in rgb.iter_mut().zip(scratch.iter()) {
-                *v = blend(d, *v, alpha);
-            }
+            blend::toward(rgb, Degenerate::Image(scratch), alpha);
         }
     }
 }
@@ -152,6 +176,7 @@ pub(crate) fn enhance(
 /// `image.filter(ImageFilter.SMOOTH)` into `out`: the kernel `[1 1 1; 1 5 1; 1 1 1] / 13` in
 /// f32, summed row below, row, row above as Pillow's 3x3 filter does, rounded half up; the
 /// outermost rows and columns are copied.
+#[inline(always)]
 fn smooth(rgb: &[u8], h: usize, w: usize, out: &mut Vec<u8>) {
     out.clear();
     out.extend_from_slice(rgb);
