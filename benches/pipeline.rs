@@ -211,6 +211,37 @@ fn stages(c: &mut Criterion) {
             },
         ),
         (
+            // timm's Rotate(20) as `Image.rotate` hands it to the transform.
+            "pil_rotate_bicubic",
+            PixelOp::PilAffine {
+                matrix: [
+                    0.939692620785908,
+                    -0.342020143325669,
+                    45.06068252445323,
+                    0.342020143325669,
+                    0.939692620785908,
+                    -31.551829580496616,
+                ],
+                filter: PilFilter::Bicubic,
+                fill: [124, 116, 104],
+            },
+        ),
+        (
+            "pil_translate_y_bicubic",
+            PixelOp::PilAffine {
+                matrix: [1.0, 0.0, 0.0, 0.0, 1.0, 31.7],
+                filter: PilFilter::Bicubic,
+                fill: [124, 116, 104],
+            },
+        ),
+        (
+            "pil_color",
+            PixelOp::PilEnhance {
+                kind: PilEnhance::Color,
+                factor: 1.4,
+            },
+        ),
+        (
             "pil_sharpness",
             PixelOp::PilEnhance {
                 kind: PilEnhance::Sharpness,

@@ -11,7 +11,7 @@
 //! [`PixelStage`]); each family file owns its ops' specs (fields, defaults, check, kind,
 //! draw) and kernels: `geometry.rs` (crops, resizes, flips, warps), `colour.rs`, `blur.rs`
 //! (Gaussian blur, sharpness), `autoaugment.rs` (torchvision's policies), `timm.rs` (timm's
-//! policies, with Pillow's arithmetic from `pil.rs`), `detect.rs` (the box-aware ops),
+//! policies, with Pillow's arithmetic from `pil/`), `detect.rs` (the box-aware ops),
 //! `erase.rs`, `kernel.rs` (normalize, the resampler and the output writer), `mix.rs`
 //! (MixUp and CutMix, on whole batches).
 

@@ -1,6 +1,6 @@
 //! What a pipeline file says: a named list of [`Op`]s. Each op is a thin variant around its
 //! family's spec struct (`geometry.rs`, `colour.rs`, `blur.rs`, `autoaugment.rs`, `timm.rs`,
-//! `pil.rs`, `detect.rs`, `erase.rs`, `kernel.rs`), which owns the op's fields and defaults, its check,
+//! `pil/`, `detect.rs`, `erase.rs`, `kernel.rs`), which owns the op's fields and defaults, its check,
 //! its [`OpKind`] and its draw ([`OpSpec`]). The list below is the only place an op is named:
 //! the `ops!` macro makes the enum, its serde names and the one dispatch to the spec from it,
 //! so a new op is one line here and one spec struct that implements [`OpSpec`].

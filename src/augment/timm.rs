@@ -4,7 +4,7 @@
 //! weight), each applied with probability `prob`, its magnitude optionally drawn from a normal
 //! (or uniform) around `magnitude` and clamped, then mapped to the op's argument by timm's
 //! level functions, with a random sign where timm negates. The ops run with Pillow's arithmetic
-//! (`pil.rs`), as timm runs them on PIL images.
+//! (`pil/`), as timm runs them on PIL images.
 
 use serde::{Deserialize, Serialize};
 

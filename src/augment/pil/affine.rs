@@ -175,20 +175,27 @@ pub(crate) fn rotate_matrix(degrees: f64, w: usize, h: usize) -> Option<[f64; 6]
 }
 
 /// [`affine_any`]'s arithmetic on four output pixels at once, in AVX2's f64 lanes: the same
-/// operations in the same order on each pixel (no FMA), so the same bytes. The filter's taps are
-/// gathered as four bytes per pixel (its three channels and one byte beyond), and only the taps
-/// that can weigh anything are read: a shear or translation along x keeps every sample on a
-/// pixel row (`dy` exactly 0), one along y on a pixel column.
+/// operations in the same order on each pixel (no FMA), so the same bytes.
+///
+/// Each lane's taps of one source row are one 16-byte load (its pixels one by one where the
+/// edge clamps them), and the four loads are transposed into byte quads, so that byte `b` of
+/// every lane's taps becomes one vector. Only the taps that can weigh anything are read: a
+/// shear or translation along x keeps every sample on a pixel row (`dy` exactly 0), one along y
+/// on a pixel column. The parts of the filters that are sums of whole pixel values (`b - a`;
+/// the cubic's coefficients) are exact in integer lanes, so only the products with the
+/// fractional offsets run in f64.
 #[cfg(target_arch = "x86_64")]
 mod simd {
     use std::arch::x86_64::*;
 
     use super::{Affine, Filter};
 
-    /// Whether the gathers' i32 byte offsets reach every byte of an `h`x`w` RGB8 image and the
-    /// one past it.
+    /// Bytes read past the image: one lane's 16-byte load of its last taps.
+    const PAD: usize = 16;
+
+    /// Whether the lanes' i32 byte offsets reach every pixel of an `h`x`w` RGB8 image.
     pub(super) fn fits(h: usize, w: usize) -> bool {
-        h > 0 && w > 0 && h.saturating_mul(w).saturating_mul(3) < i32::MAX as usize
+        h > 0 && w > 0 && h.saturating_mul(w).saturating_mul(3) < i32::MAX as usize - PAD
     }
 
     /// [`super::affine`] on a CPU with AVX2, for an image that [`fits`].
@@ -196,93 +203,70 @@ mod simd {
     pub(super) fn affine(rgb: &mut [u8], h: usize, w: usize, t: &Affine, src: &mut Vec<u8>) {
         src.clear();
         src.extend_from_slice(rgb);
-        // The last pixel's four-byte load reads one byte past the image.
-        src.push(0);
+        src.resize(rgb.len() + PAD, 0);
         let m = &t.matrix;
         // `(1 * xo + 0 * yo) + 0` is `xo` exactly, so the sample's `dx` is 0 everywhere; the same
         // for `yo` and `dy`.
         let along_x = !(m[0] == 1.0 && m[1] == 0.0 && m[2] == 0.0);
         let along_y = !(m[3] == 0.0 && m[4] == 1.0 && m[5] == 0.0);
-        let k = Kernel::new(h, w, t);
+        let k = Kernel { h, w, t, src };
         match (t.filter, along_x, along_y) {
-            (Filter::Bilinear, true, true) => k.run::<false, true, true>(rgb, src),
-            (Filter::Bilinear, true, false) => k.run::<false, true, false>(rgb, src),
-            (Filter::Bilinear, false, true) => k.run::<false, false, true>(rgb, src),
-            (Filter::Bilinear, false, false) => k.run::<false, false, false>(rgb, src),
-            (Filter::Bicubic, true, true) => k.run::<true, true, true>(rgb, src),
-            (Filter::Bicubic, true, false) => k.run::<true, true, false>(rgb, src),
-            (Filter::Bicubic, false, true) => k.run::<true, false, true>(rgb, src),
-            (Filter::Bicubic, false, false) => k.run::<true, false, false>(rgb, src),
+            (Filter::Bilinear, true, true) => k.run::<false, true, true>(rgb),
+            (Filter::Bilinear, true, false) => k.run::<false, true, false>(rgb),
+            (Filter::Bilinear, false, true) => k.run::<false, false, true>(rgb),
+            (Filter::Bilinear, false, false) => k.run::<false, false, false>(rgb),
+            (Filter::Bicubic, true, true) => k.run::<true, true, true>(rgb),
+            (Filter::Bicubic, true, false) => k.run::<true, true, false>(rgb),
+            (Filter::Bicubic, false, true) => k.run::<true, false, true>(rgb),
+            (Filter::Bicubic, false, false) => k.run::<true, false, false>(rgb),
         }
     }
 
-    /// The transform's constants, broadcast to the lanes.
-    struct Kernel {
+    /// One transform over one source image (the image and [`PAD`] bytes).
+    struct Kernel<'a> {
         h: usize,
         w: usize,
-        /// The matrix, and each of its entries in every lane.
-        matrix: [f64; 6],
-        m: [__m256d; 6],
-        fill: __m128i,
+        t: &'a Affine,
+        src: &'a [u8],
     }
 
-    /// Four pixels' values of one channel, one tap.
-    type Taps = [__m256d; 3];
+    /// Four lanes' values of each channel.
+    type Channels = [__m256d; 3];
 
-    impl Kernel {
-        #[target_feature(enable = "avx2")]
-        fn new(h: usize, w: usize, t: &Affine) -> Self {
-            let m = &t.matrix;
-            let [r, g, b] = t.fill;
-            Self {
-                h,
-                w,
-                matrix: *m,
-                m: [
-                    _mm256_set1_pd(m[0]),
-                    _mm256_set1_pd(m[1]),
-                    _mm256_set1_pd(m[2]),
-                    _mm256_set1_pd(m[3]),
-                    _mm256_set1_pd(m[4]),
-                    _mm256_set1_pd(m[5]),
-                ],
-                fill: _mm_set1_epi32(i32::from_le_bytes([r, g, b, 0])),
-            }
-        }
-
+    impl Kernel<'_> {
         /// Every output pixel: `CUBIC` picks the filter, `ALONG_X` / `ALONG_Y` whether its
         /// taps left and right / above and below can weigh anything.
         #[target_feature(enable = "avx2")]
-        fn run<const CUBIC: bool, const ALONG_X: bool, const ALONG_Y: bool>(
-            &self,
-            rgb: &mut [u8],
-            src: &[u8],
-        ) {
-            let (h, w) = (self.h, self.w);
+        fn run<const CUBIC: bool, const ALONG_X: bool, const ALONG_Y: bool>(&self, rgb: &mut [u8]) {
+            let (h, w, m) = (self.h, self.w, &self.t.matrix);
             let stride = w * 3;
-            debug_assert!(src.len() > h * stride);
-            let [m0, _, m2, m3, _, m5] = self.m;
+            let (m0, m2) = (_mm256_set1_pd(m[0]), _mm256_set1_pd(m[2]));
+            let (m3, m5) = (_mm256_set1_pd(m[3]), _mm256_set1_pd(m[5]));
             let zero = _mm256_setzero_pd();
             let half = _mm256_set1_pd(0.5);
             let steps = _mm256_setr_pd(0.5, 1.5, 2.5, 3.5);
             let (wf, hf) = (_mm256_set1_pd(w as f64), _mm256_set1_pd(h as f64));
-            let (wmax, hmax) = (_mm_set1_epi32(w as i32 - 1), _mm_set1_epi32(h as i32 - 1));
-            let (three, rows) = (_mm_set1_epi32(3), _mm_set1_epi32(stride as i32));
+            let [r, g, b] = self.t.fill;
+            let fill = _mm_set1_epi32(i32::from_le_bytes([r, g, b, 0]));
             let low = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
             let pack = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
-            // The clamped column (times 3) and row (times the stride) `j` taps from `i`.
-            let clamp = |i: __m128i, j: i32, max: __m128i, scale: __m128i| {
-                let at = _mm_add_epi32(i, _mm_set1_epi32(j));
-                _mm_mullo_epi32(
-                    _mm_min_epi32(_mm_max_epi32(at, _mm_setzero_si128()), max),
-                    scale,
-                )
+            // The taps: how many per row and from which column and row, relative to the
+            // sample's.
+            let (taps, first_x) = match (ALONG_X, CUBIC) {
+                (false, _) => (1, 0),
+                (true, false) => (2, 0),
+                (true, true) => (4, -1),
             };
-            let base = src.as_ptr().cast::<i32>();
+            let (rows, first_y): (usize, i64) = match (ALONG_Y, CUBIC) {
+                (false, _) => (1, 0),
+                (true, false) => (2, 0),
+                (true, true) => (4, -1),
+            };
+            let base = self.src.as_ptr().cast::<i32>();
             for (y, out_row) in rgb.chunks_exact_mut(stride).enumerate() {
                 let yo = y as f64 + 0.5;
-                let by = _mm256_set1_pd(self.matrix[1] * yo);
-                let ey = _mm256_set1_pd(self.matrix[4] * yo);
+                let by = _mm256_set1_pd(m[1] * yo);
+                let ey = _mm256_set1_pd(m[4] * yo);
                 for (group, out) in out_row.chunks_mut(12).enumerate() {
                     let xo = _mm256_add_pd(_mm256_set1_pd((group * 4) as f64), steps);
                     let xin = _mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(m0, xo), by), m2);
@@ -300,48 +284,67 @@ mod simd {
                     let (xs, ys) = (_mm256_sub_pd(xin, half), _mm256_sub_pd(yin, half));
                     let (fx, fy) = (_mm256_floor_pd(xs), _mm256_floor_pd(ys));
                     let (dx, dy) = (_mm256_sub_pd(xs, fx), _mm256_sub_pd(ys, fy));
-                    // Lanes outside the image convert to anything (`i32::MIN` for NaN); the
-                    // clamps keep their loads inside it and their bytes are replaced by `fill`.
-                    let (ix, iy) = (_mm256_cvttpd_epi32(fx), _mm256_cvttpd_epi32(fy));
-                    let gather = |row: __m128i, j: i32| -> Taps {
-                        let at = _mm_add_epi32(row, clamp(ix, j, wmax, three));
-                        // SAFETY: `at` is a clamped row times the stride plus a clamped column
-                        // times 3, so each lane's four bytes start at a pixel of the image and
-                        // end at most one byte past it, which `src` holds.
-                        let v = unsafe { _mm_i32gather_epi32::<1>(base, at) };
-                        let ff = _mm_set1_epi32(0xFF);
-                        [
-                            _mm256_cvtepi32_pd(_mm_and_si128(v, ff)),
-                            _mm256_cvtepi32_pd(_mm_and_si128(_mm_srli_epi32::<8>(v), ff)),
-                            _mm256_cvtepi32_pd(_mm_and_si128(_mm_srli_epi32::<16>(v), ff)),
-                        ]
-                    };
-                    // One row's taps filtered across.
-                    let across = |k: i32| -> Taps {
-                        let row = clamp(iy, k, hmax, rows);
-                        if !ALONG_X {
-                            gather(row, 0)
-                        } else if CUBIC {
-                            let t = [
-                                gather(row, -1),
-                                gather(row, 0),
-                                gather(row, 1),
-                                gather(row, 2),
+                    // Lanes outside the image convert to anything (`i32::MIN` for NaN); their
+                    // loads are clamped into it and their bytes replaced by `fill`.
+                    let [x0, x1, x2, x3] = lanes_i32(_mm256_cvttpd_epi32(fx));
+                    let ix = [
+                        i64::from(x0) + first_x,
+                        i64::from(x1) + first_x,
+                        i64::from(x2) + first_x,
+                        i64::from(x3) + first_x,
+                    ];
+                    let iy = lanes_i32(_mm256_cvttpd_epi32(fy));
+                    let clamped_x = _mm_min_epi32(
+                        _mm_max_epi32(_mm256_cvttpd_epi32(fx), _mm_setzero_si128()),
+                        _mm_set1_epi32(w as i32 - 1),
+                    );
+                    // One source row's taps filtered across (a macro: inlined whatever the
+                    // size of the kernel).
+                    macro_rules! across {
+                        ($k:expr) => {{
+                            let k = first_y + $k;
+                            let row = [
+                                row_at(iy[0], k, h, stride),
+                                row_at(iy[1], k, h, stride),
+                                row_at(iy[2], k, h, stride),
+                                row_at(iy[3], k, h, stride),
                             ];
-                            std::array::from_fn(|c| cubic(t[0][c], t[1][c], t[2][c], t[3][c], dx))
-                        } else {
-                            let (a, b) = (gather(row, 0), gather(row, 1));
-                            std::array::from_fn(|c| lerp(a[c], b[c], dx))
+                            if !ALONG_X {
+                                // One tap per lane: one gather.
+                                let at = _mm_add_epi32(
+                                    _mm_setr_epi32(
+                                        row[0] as i32,
+                                        row[1] as i32,
+                                        row[2] as i32,
+                                        row[3] as i32,
+                                    ),
+                                    _mm_mullo_epi32(clamped_x, _mm_set1_epi32(3)),
+                                );
+                                // SAFETY: each lane's offset is a pixel of the image (its row
+                                // and column clamped into it), whose four bytes `src` holds
+                                // (`PAD` bytes follow the image).
+                                let v = unsafe { _mm_i32gather_epi32::<1>(base, at) };
+                                let ff = _mm_set1_epi32(0xFF);
+                                [
+                                    _mm256_cvtepi32_pd(_mm_and_si128(v, ff)),
+                                    _mm256_cvtepi32_pd(_mm_and_si128(_mm_srli_epi32::<8>(v), ff)),
+                                    _mm256_cvtepi32_pd(_mm_and_si128(_mm_srli_epi32::<16>(v), ff)),
+                                ]
+                            } else {
+                                self.across::<CUBIC>(taps, row, ix, dx)
+                            }
+                        }};
+                    }
+                    let v: Channels = match rows {
+                        1 => across!(0),
+                        2 => {
+                            let (a, b) = (across!(0), across!(1));
+                            std::array::from_fn(|c| lerp(a[c], b[c], dy))
                         }
-                    };
-                    let v: Taps = if !ALONG_Y {
-                        across(0)
-                    } else if CUBIC {
-                        let t = [across(-1), across(0), across(1), across(2)];
-                        std::array::from_fn(|c| cubic(t[0][c], t[1][c], t[2][c], t[3][c], dy))
-                    } else {
-                        let (a, b) = (across(0), across(1));
-                        std::array::from_fn(|c| lerp(a[c], b[c], dy))
+                        _ => {
+                            let t = [across!(0), across!(1), across!(2), across!(3)];
+                            std::array::from_fn(|c| cubic(t[0][c], t[1][c], t[2][c], t[3][c], dy))
+                        }
                     };
                     let byte = |v: __m256d| {
                         let v = _mm256_min_pd(_mm256_max_pd(v, zero), _mm256_set1_pd(255.0));
@@ -352,16 +355,172 @@ mod simd {
                         _mm_slli_epi32::<16>(byte(v[2])),
                     );
                     let keep = _mm256_permutevar8x32_epi32(_mm256_castpd_si256(inside), low);
-                    let px = _mm_blendv_epi8(self.fill, px, _mm256_castsi256_si128(keep));
-                    let mut bytes = [0u8; 16];
-                    // SAFETY: an unaligned 16-byte store into a 16-byte array.
-                    unsafe {
-                        _mm_storeu_si128(bytes.as_mut_ptr().cast(), _mm_shuffle_epi8(px, pack))
-                    };
-                    out.copy_from_slice(&bytes[..out.len()]);
+                    let px = _mm_blendv_epi8(fill, px, _mm256_castsi256_si128(keep));
+                    let bytes = bytes16(_mm_shuffle_epi8(px, pack));
+                    if let Ok(out) = <&mut [u8; 12]>::try_from(&mut *out) {
+                        out.copy_from_slice(&bytes[..12]);
+                    } else {
+                        out.copy_from_slice(&bytes[..out.len()]);
+                    }
                 }
             }
         }
+    }
+
+    impl Kernel<'_> {
+        /// One source row's taps (at byte offsets `row`, from columns `first`) filtered across
+        /// at `dx`, lane by lane.
+        #[inline]
+        #[target_feature(enable = "avx2")]
+        fn across<const CUBIC: bool>(
+            &self,
+            taps: usize,
+            row: [usize; 4],
+            first: [i64; 4],
+            dx: __m256d,
+        ) -> Channels {
+            let q = fetch(self.src, self.w, taps, row, first);
+            if CUBIC {
+                [
+                    cubic_row([tap::<0>(&q), tap::<3>(&q), tap::<6>(&q), tap::<9>(&q)], dx),
+                    cubic_row(
+                        [tap::<1>(&q), tap::<4>(&q), tap::<7>(&q), tap::<10>(&q)],
+                        dx,
+                    ),
+                    cubic_row(
+                        [tap::<2>(&q), tap::<5>(&q), tap::<8>(&q), tap::<11>(&q)],
+                        dx,
+                    ),
+                ]
+            } else {
+                [
+                    lerp_row(tap::<0>(&q), tap::<3>(&q), dx),
+                    lerp_row(tap::<1>(&q), tap::<4>(&q), dx),
+                    lerp_row(tap::<2>(&q), tap::<5>(&q), dx),
+                ]
+            }
+        }
+    }
+
+    /// The four lanes' taps of one source row, transposed: lane `l` reads `taps` pixels from
+    /// column `first[l]` of the row at byte `row[l]` of `src` (a `w`-pixel-wide image and
+    /// [`PAD`] bytes), each column clamped into the image; quad `b` of the result holds byte
+    /// `b` of each lane's taps (`b < 12`). SSE2 only: every x86-64 CPU.
+    #[inline(always)]
+    fn fetch(src: &[u8], w: usize, taps: usize, row: [usize; 4], first: [i64; 4]) -> [__m128i; 3] {
+        let w = w as i64;
+        let a = lane(src, w, taps, row[0], first[0]);
+        let b = lane(src, w, taps, row[1], first[1]);
+        let c = lane(src, w, taps, row[2], first[2]);
+        let d = lane(src, w, taps, row[3], first[3]);
+        // SAFETY: SSE2 instructions, which every x86-64 CPU has.
+        unsafe {
+            let (ab, cd) = (_mm_unpacklo_epi8(a, b), _mm_unpacklo_epi8(c, d));
+            [
+                _mm_unpacklo_epi16(ab, cd),
+                _mm_unpackhi_epi16(ab, cd),
+                _mm_unpacklo_epi16(_mm_unpackhi_epi8(a, b), _mm_unpackhi_epi8(c, d)),
+            ]
+        }
+    }
+
+    /// The byte offset of row `i + k` of the image, clamped into it.
+    #[inline(always)]
+    fn row_at(i: i32, k: i64, h: usize, stride: usize) -> usize {
+        (i64::from(i) + k).clamp(0, h as i64 - 1) as usize * stride
+    }
+
+    /// One lane's taps for [`Kernel::fetch`]: `taps` pixels from column `x0` of the row at
+    /// byte `row` of `src` (a `w`-pixel-wide image and [`PAD`] bytes), each column clamped.
+    #[inline(always)]
+    fn lane(src: &[u8], w: i64, taps: usize, row: usize, x0: i64) -> __m128i {
+        if 0 <= x0 && x0 + taps as i64 <= w {
+            // `PAD` bytes follow the image: the 16 bytes from any pixel are there.
+            let at = &src[row + x0 as usize * 3..][..16];
+            // SAFETY: an unaligned load of the 16 bytes of `at` (SSE2: every x86-64 CPU).
+            return unsafe { _mm_loadu_si128(at.as_ptr().cast()) };
+        }
+        let mut bytes = [0u8; 16];
+        for j in 0..taps {
+            let x = (x0 + j as i64).clamp(0, w - 1) as usize;
+            bytes[3 * j..3 * j + 3].copy_from_slice(&src[row + 3 * x..][..3]);
+        }
+        // SAFETY: an unaligned load of a 16-byte array (SSE2: every x86-64 CPU).
+        unsafe { _mm_loadu_si128(bytes.as_ptr().cast()) }
+    }
+
+    /// The four lanes' byte `B` of their taps (see [`fetch`]) as i32 lanes.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn tap<const B: usize>(q: &[__m128i; 3]) -> __m128i {
+        let k = (4 * (B % 4)) as i8;
+        let pick = _mm_setr_epi8(
+            k,
+            -1,
+            -1,
+            -1,
+            k + 1,
+            -1,
+            -1,
+            -1,
+            k + 2,
+            -1,
+            -1,
+            -1,
+            k + 3,
+            -1,
+            -1,
+            -1,
+        );
+        _mm_shuffle_epi8(q[B / 4], pick)
+    }
+
+    /// `a + (b - a) * d` of two whole pixel values: `b - a` is exact in i32 (as in f64).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn lerp_row(a: __m128i, b: __m128i, d: __m256d) -> __m256d {
+        let diff = _mm256_cvtepi32_pd(_mm_sub_epi32(b, a));
+        _mm256_add_pd(_mm256_cvtepi32_pd(a), _mm256_mul_pd(diff, d))
+    }
+
+    /// [`super::cubic`] of four whole pixel values: its coefficients `p2`, `p3`, `p4` are sums
+    /// of them, exact in i32 (as in f64), and only the polynomial in `d` runs in f64.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn cubic_row([v1, v2, v3, v4]: [__m128i; 4], d: __m256d) -> __m256d {
+        let p2 = _mm_sub_epi32(v3, v1);
+        let p3 = _mm_sub_epi32(
+            _mm_add_epi32(_mm_slli_epi32::<1>(_mm_sub_epi32(v1, v2)), v3),
+            v4,
+        );
+        let p4 = _mm_add_epi32(_mm_sub_epi32(_mm_sub_epi32(v2, v1), v3), v4);
+        let (p1, p2) = (_mm256_cvtepi32_pd(v2), _mm256_cvtepi32_pd(p2));
+        let (p3, p4) = (_mm256_cvtepi32_pd(p3), _mm256_cvtepi32_pd(p4));
+        let inner = _mm256_add_pd(p3, _mm256_mul_pd(d, p4));
+        _mm256_add_pd(
+            p1,
+            _mm256_mul_pd(d, _mm256_add_pd(p2, _mm256_mul_pd(d, inner))),
+        )
+    }
+
+    /// A vector's four i32 lanes.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn lanes_i32(v: __m128i) -> [i32; 4] {
+        let mut out = [0i32; 4];
+        // SAFETY: an unaligned 16-byte store into a 16-byte array.
+        unsafe { _mm_storeu_si128(out.as_mut_ptr().cast(), v) };
+        out
+    }
+
+    /// A vector's sixteen bytes.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn bytes16(v: __m128i) -> [u8; 16] {
+        let mut out = [0u8; 16];
+        // SAFETY: an unaligned 16-byte store into a 16-byte array.
+        unsafe { _mm_storeu_si128(out.as_mut_ptr().cast(), v) };
+        out
     }
 
     /// `a + (b - a) * d`, lane-wise.
