@@ -12,6 +12,10 @@ drop-in (only the import differs), timed over full passes.
   timm_augmix, timm_augmix_b1, timm_3a
                timm's create_transform with --aa augmix-m5-w4-d2, augmix-m5-w4-d2-b1 (blended)
                or 3a (timm's ThreeAugment).
+  deit3        DeiT III's 3-Augment as its new_data_aug_generator builds it (its own grey,
+               solarize and blur classes in a RandomChoice; written here after DeiT's
+               augment.py), after timm's bicubic RandomResizedCropAndInterpolation and a flip,
+               then ColorJitter(0.3, 0.3, 0.3), ToTensor, Normalize.
   dino         DINO's multi-crop at its defaults: two global crops (224, scale 0.4-1) and 8
                local ones (96, scale 0.05-0.4), each bicubic RandomResizedCrop, flip,
                ColorJitter(0.4, 0.4, 0.2, 0.1) with p 0.8, grayscale 0.2, a Pillow Gaussian
@@ -137,6 +141,40 @@ class DinoSolarize:
         return ImageOps.solarize(img) if random.random() < self.p else img
 
 
+class DeitGrey:
+    """DeiT III's gray_scale: torchvision's Grayscale(3) with probability p."""
+
+    def __init__(self, p=0.2):
+        from torchvision import transforms as T
+
+        self.p, self.grey = p, T.Grayscale(num_output_channels=3)
+
+    def __call__(self, img):
+        import random
+
+        return self.grey(img) if random.random() < self.p else img
+
+
+def deit3(root):
+    """DeiT III's `new_data_aug_generator` without --src: timm's bicubic random resized crop,
+    flip, one of DeiT's own grey, solarize and blur classes (p 1.0, in a RandomChoice),
+    ColorJitter(0.3, 0.3, 0.3), ToTensor, Normalize (the 3-Augment it trains with)."""
+    from timm.data.transforms import RandomResizedCropAndInterpolation
+    from torchvision import transforms as T
+
+    t = T.Compose(
+        [
+            RandomResizedCropAndInterpolation(224, scale=(0.08, 1.0), interpolation="bicubic"),
+            T.RandomHorizontalFlip(),
+            T.RandomChoice([DeitGrey(p=1.0), DinoSolarize(p=1.0), DinoBlur(p=1.0)]),
+            T.ColorJitter(0.3, 0.3, 0.3),
+            T.ToTensor(),
+            T.Normalize(mean=torch.tensor([0.485, 0.456, 0.406]), std=torch.tensor([0.229, 0.224, 0.225])),
+        ]
+    )
+    return datasets.ImageFolder(root, t), dict(shuffle=True)
+
+
 class DinoMultiCrop:
     """DINO's DataAugmentationDINO: two global views and `local` small ones of each image."""
 
@@ -176,6 +214,7 @@ RECIPES = {
     "timm_augmix_b1": timm_policy("augmix-m5-w4-d2-b1"),
     "timm_3a": timm_policy("3a"),
     "dino": dino,
+    "deit3": deit3,
 }
 
 
