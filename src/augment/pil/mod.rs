@@ -105,7 +105,7 @@ pub(crate) fn blend_images(original: &[u8], image: &mut [u8], alpha: f32) {
 }
 
 /// `ImageEnhance.<kind>(image).enhance(factor)` on the `h`x`w` RGB8 image, in place. `scratch`
-/// holds the smoothed copy for sharpness.
+/// holds the degenerate image: the grey one for colour, the smoothed one for sharpness.
 pub(crate) fn enhance(
     rgb: &mut [u8],
     h: usize,
