@@ -9,11 +9,13 @@ line per measured epoch: images/s.
   resized crop, bicubic, and a flip; then one of grey, solarize or a Pillow Gaussian blur of a
   random radius, each a small class of the script's own; then ColorJitter 0.3, the tensor
   conversion and Normalize). hpuload runs the crop and flip natively and the rest in Python.
+- `--tail none`: the `lambda` transform without its Lambda: what the native prefix alone
+  gives, the bound for `lambda`.
 - `--tail 3a`: timm's `create_transform(224, is_training=True, auto_augment="3a")` (timm's
   own form of the same policy), which hpuload runs natively whole (no tail: the comparison
   point for `deit3`).
 
-usage: python tail_loader.py --data DIR --loader torch|hpuload [--tail lambda|deit3|3a] [--epochs 2]
+usage: python tail_loader.py --data DIR --loader torch|hpuload [--tail lambda|none|deit3|3a] [--epochs 2]
 """
 
 import argparse
@@ -63,18 +65,20 @@ def transform(kind):
         from timm.data import create_transform
 
         return create_transform(224, is_training=True, auto_augment="3a")
-    return T.Compose([
+    steps = [
         T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(),
         T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
-        T.Lambda(lambda x: x.flip(0)),
-    ])
+    ]
+    if kind == "lambda":
+        steps.append(T.Lambda(lambda x: x.flip(0)))
+    return T.Compose(steps)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
     ap.add_argument("--loader", choices=["torch", "hpuload"], required=True)
-    ap.add_argument("--tail", choices=["lambda", "deit3", "3a"], default="lambda")
+    ap.add_argument("--tail", choices=["lambda", "none", "deit3", "3a"], default="lambda")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=256)

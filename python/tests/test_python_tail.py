@@ -174,6 +174,26 @@ def test_the_tail_in_worker_processes_gives_what_it_gives_in_the_iterating_threa
     assert pool._pool is None, "the worker processes end with their loader"
 
 
+class InPlace:
+    """A user's step that works in place and returns (views of) its input."""
+
+    def __call__(self, x):
+        return [x.mul_(2), x[0]]
+
+
+def test_a_tail_that_works_in_place_and_returns_views_gives_what_it_gives_in_the_iterating_thread(jpeg_folder):
+    # The processes' input buffers are reused two batches later: outputs that are views of them
+    # must not change while the loop still holds them.
+    transform = T.Compose([T.CenterCrop(16), T.ToTensor(), InPlace()])
+    inline, _ = build(DataLoader, jpeg_folder, transform, batch_size=4, num_workers=0, collate_fn=list)
+    forked, _ = build(DataLoader, jpeg_folder, transform, batch_size=4, num_workers=2, collate_fn=list)
+    a, b = list(inline), list(forked)
+    assert len(a) == len(b) == 11
+    for batch, other in zip(a, b):
+        for ((x, c), t), ((u, w), s) in zip(batch, other):
+            assert torch.equal(x, u) and torch.equal(c, w) and torch.equal(c, x[0]) and t == s
+
+
 class Dies:
     def __call__(self, x):
         import os
@@ -197,3 +217,24 @@ def test_a_worker_process_that_dies_is_an_error_naming_the_steps_not_a_hang(jpeg
     loader, _ = build(DataLoader, jpeg_folder, T.Compose([T.CenterCrop(16), T.ToTensor(), Dies()]), batch_size=8, num_workers=2)
     with pytest.raises(RuntimeError, match=r"worker process running the transform's Python steps \(Dies\) died"):
         next(iter(loader))
+
+
+def test_the_processes_write_into_an_output_batch_again_only_once_nothing_holds_it(jpeg_folder, monkeypatch):
+    from hpuload import _tail
+
+    made = []
+    shared = _tail._shared
+    monkeypatch.setattr(_tail, "_shared", lambda shape, dtype: made.append(shape) or shared(shape, dtype))
+    transform = T.Compose([T.CenterCrop(16), T.ToTensor(), T.Lambda(lambda x: x[:, :8].flip(0))])
+    loader, _ = build(DataLoader, jpeg_folder, transform, batch_size=4, num_workers=2)
+    kept, expected = [], []
+    for k, (x, _) in enumerate(loader):
+        if k in (3, 5):
+            kept += [x, x[0].numpy()]  # held (the batch, an array over it) for the rest of the epoch
+            expected += [x.clone(), x[0].numpy().copy()]
+    outputs = [s for s in made if s[1:] == (3, 8, 16)]
+    # 11 batches: the first's outputs come back as a list; of the other ten, the one being
+    # written, the one handed out, the one the loop's variable still holds and the two kept
+    # needed their own memory; the rest wrote into memory nothing held any more.
+    assert len(outputs) == 5
+    assert all(torch.equal(a, b) if isinstance(a, torch.Tensor) else np.array_equal(a, b) for a, b in zip(kept, expected))
