@@ -75,6 +75,8 @@ const FRACTION: u32 = 7;
 /// `weights[i * width..][..len[i]]`.
 #[derive(Default)]
 struct Taps {
+    /// What the taps were computed for (`compute`'s arguments), when they are valid.
+    key: Option<TapsKey>,
     /// The plane samples `[first, end)` the taps read.
     covering: (usize, usize),
     start: Vec<usize>,
@@ -87,7 +89,50 @@ struct Taps {
     plane: Vec<f64>,
 }
 
+/// `Taps::compute`'s arguments, compared bit for bit: the taps are a function of them alone.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct TapsKey {
+    axis: [usize; 5],
+    window: (u64, u64),
+    region: (u32, u32),
+    out: usize,
+    filter: Filter,
+}
+
 impl Taps {
+    /// `compute`, unless the taps already hold what it would give for these arguments (images
+    /// of one width or height map that axis the same way: taps that depend on the image's
+    /// size alone, as a whole-image resize's, are computed once for all of them).
+    fn compute_cached(
+        &mut self,
+        axis: &Axis,
+        window: (f64, f64),
+        region: (u32, u32),
+        out: usize,
+        filter: Filter,
+    ) -> Result<(), DecodeError> {
+        let key = TapsKey {
+            axis: [
+                axis.denom,
+                axis.factor,
+                axis.luma_valid,
+                axis.origin,
+                axis.held,
+            ],
+            window: (window.0.to_bits(), window.1.to_bits()),
+            region,
+            out,
+            filter,
+        };
+        if self.key == Some(key) {
+            return Ok(());
+        }
+        self.key = None;
+        self.compute(axis, window, region, out, filter)?;
+        self.key = Some(key);
+        Ok(())
+    }
+
     /// Taps that map `window` (start and length, full-resolution pixels) of an axis onto `out`
     /// samples, with filters clipped to `region` (the same, integers).
     ///
@@ -214,7 +259,7 @@ impl Taps {
             let (mut total, mut big, mut big_q) = (0i32, 0, 0);
             for (k, (q, &wk)) in row.iter_mut().zip(&self.plane[..taps]).enumerate() {
                 // Bicubic's lobes are negative: round to nearest either way.
-                *q = (wk * unit).round() as i16;
+                *q = round(wk * unit) as i16;
                 total += i32::from(*q);
                 if *q > big_q {
                     (big, big_q) = (k, *q);
@@ -244,6 +289,15 @@ fn bicubic(x: f64) -> f64 {
     }
 }
 
+/// `v.round()` (halves away from zero) as an integer, without a call into libm on targets
+/// whose baseline has no rounding instruction. `v - t` is exact for the integer part `t` of
+/// any `v` in `isize`'s range, so the comparisons with one half decide as `round` does.
+fn round(v: f64) -> isize {
+    let t = v as isize;
+    let f = v - t as f64;
+    t + isize::from(f >= 0.5) - isize::from(f <= -0.5)
+}
+
 /// `v.floor()` as an integer, without a call into libm on targets whose baseline has no
 /// rounding instruction.
 fn floor(v: f64) -> isize {
@@ -258,8 +312,10 @@ fn floor(v: f64) -> isize {
 /// The resampler of one engine: reused buffers, so nothing is allocated per image once warm.
 #[derive(Default)]
 pub(crate) struct PlaneResampler {
-    rows: Taps,
-    cols: Taps,
+    /// Taps down and across, for full-resolution planes (`[0]`) and subsampled ones (`[1]`):
+    /// kept apart so that each stays valid for the next image's plane of its kind.
+    rows: [Taps; 2],
+    cols: [Taps; 2],
     /// The first pass's output, the same transposed, and the second pass's output.
     rows_out: Vec<i16>,
     transposed: Vec<i16>,
@@ -297,15 +353,24 @@ impl PlaneResampler {
             out: (out_w, out_h),
             filter,
         } = *target;
+        let (across, down) = (
+            usize::from(g.across.factor == 2),
+            usize::from(g.down.factor == 2),
+        );
         if !same_taps {
             let (x, y) = ((window.left, window.width), (window.top, window.height));
-            self.cols
-                .compute(&g.across, x, (region.x, region.width), out_w, filter)?;
-            self.rows
-                .compute(&g.down, y, (region.y, region.height), out_h, filter)?;
+            self.cols[across].compute_cached(
+                &g.across,
+                x,
+                (region.x, region.width),
+                out_w,
+                filter,
+            )?;
+            self.rows[down].compute_cached(&g.down, y, (region.y, region.height), out_h, filter)?;
         }
-        let (x0, x1) = self.cols.covering;
-        let y0 = self.rows.covering.0;
+        let (cols, rows_taps) = (&self.cols[across], &self.rows[down]);
+        let (x0, x1) = cols.covering;
+        let y0 = rows_taps.covering.0;
         let vw = x1 - x0;
         let origin = (y0 - g.down.origin) * g.stride + (x0 - g.across.origin);
         if g.stride * g.down.held > plane.len() || g.across.held > g.stride {
@@ -316,13 +381,13 @@ impl PlaneResampler {
         let (rows, wide, tall) = (&mut self.rows_out, &mut self.transposed, &mut self.cols_out);
         // Rows: out_h x vw, 16-bit.
         rows.resize(out_h * vw, 0);
-        filter_columns::<BytesToWide>(avx2, src, g.stride, &self.rows, vw, rows);
+        filter_columns::<BytesToWide>(avx2, src, g.stride, rows_taps, vw, rows);
         // Transposed: vw x out_h.
         wide.resize(vw * out_h, 0);
         transpose(rows, out_h, vw, wide);
         // Columns, as rows of the transposed image: out_w x out_h, bytes.
         tall.resize(out_w * out_h, 0);
-        filter_columns::<WideToBytes>(avx2, wide, out_h, &self.cols, out_h, tall);
+        filter_columns::<WideToBytes>(avx2, wide, out_h, cols, out_h, tall);
         let out = &mut self.out[k];
         out.resize(out_w * out_h, 0);
         transpose(tall, out_w, out_h, out);
@@ -751,6 +816,77 @@ mod tests {
                 r.plane(0, &plane, &g, &target, false).unwrap();
                 assert!(r.out(0).iter().all(|&o| o == v), "{v} to {out:?}");
             }
+        }
+    }
+
+    #[test]
+    fn rounding_without_libm_is_f64_round() {
+        let halfish = [
+            0.5,
+            0.49999999999999994,
+            0.5000000000000001,
+            1.5,
+            2.5,
+            1e-300,
+        ];
+        let mut values: Vec<f64> = halfish.iter().flat_map(|&v| [v, -v]).collect();
+        values.extend((0..20_000).map(|i| (i as f64 - 10_000.0) * 0.37 + 0.001 * i as f64));
+        values.extend([
+            0.0,
+            -0.0,
+            32766.5,
+            -32766.5,
+            32767.0,
+            1e15 + 0.5,
+            -(1e15 + 0.5),
+        ]);
+        for v in values {
+            assert_eq!(round(v) as f64, v.round(), "{v:e}");
+        }
+    }
+
+    #[test]
+    fn taps_kept_from_an_earlier_image_give_what_fresh_ones_give() {
+        // Images of alternating sizes and kinds of plane through one resampler, each against a
+        // resampler that has seen nothing before it.
+        let mut kept = PlaneResampler::new();
+        let plane: Vec<u8> = (0..200 * 150).map(|i| (i * 37 % 251) as u8).collect();
+        let cases: [(usize, usize, usize, f64); 6] = [
+            (200, 150, 1, 0.0),
+            (120, 90, 2, 0.0),
+            (200, 150, 1, 0.0),
+            (200, 150, 1, 3.5),
+            (200, 90, 2, 0.0),
+            (120, 150, 1, 0.0),
+        ];
+        for (round, &(w, h, factor, left)) in cases.iter().chain(cases.iter()).enumerate() {
+            let axis = |n: usize| Axis {
+                denom: 1,
+                factor,
+                luma_valid: n,
+                origin: 0,
+                held: n.div_ceil(factor),
+            };
+            let g = PlaneGeometry {
+                stride: w.div_ceil(factor),
+                across: axis(w),
+                down: axis(h),
+            };
+            let target = Target {
+                region: super::super::Region::full(w as u32, h as u32),
+                window: Window {
+                    left,
+                    top: 0.0,
+                    width: w as f64 - left,
+                    height: h as f64,
+                },
+                out: (56, 48),
+                filter: Filter::Bilinear,
+            };
+            let mut fresh = PlaneResampler::new();
+            kept.plane(0, &plane, &g, &target, false).unwrap();
+            fresh.plane(0, &plane, &g, &target, false).unwrap();
+            assert_eq!(kept.out(0), fresh.out(0), "case {round}");
         }
     }
 
