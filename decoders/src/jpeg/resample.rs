@@ -100,10 +100,21 @@ struct TapsKey {
 }
 
 impl Taps {
-    /// `compute`, unless the taps already hold what it would give for these arguments (images
-    /// of one width or height map that axis the same way: taps that depend on the image's
-    /// size alone, as a whole-image resize's, are computed once for all of them).
-    fn compute_cached(
+    /// Taps that map `window` (start and length, full-resolution pixels) of an axis onto `out`
+    /// samples, with filters clipped to `region` (the same, integers).
+    ///
+    /// The filter is the one a decoder that upsampled chroma to full size would apply to
+    /// the crop, written as weights on this plane's own samples. Over luma samples it is
+    /// Pillow's antialiased bilinear: a triangle whose half-width is the scale factor (at
+    /// least one sample), normalized. On a subsampled axis each luma sample's weight is then
+    /// spread over the two chroma samples libjpeg's "fancy" upsampling would have mixed for it
+    /// (3/4 nearer, 1/4 farther, the edge sample repeated at the image's edges), so the
+    /// result is that decoder's, upsampling and all, in one pass at chroma resolution.
+    ///
+    /// Taps that already hold what these arguments give are kept: images of one width or
+    /// height map that axis the same way, so a whole-image resize's taps are computed once
+    /// for all the images of a size.
+    fn compute(
         &mut self,
         axis: &Axis,
         window: (f64, f64),
@@ -128,29 +139,6 @@ impl Taps {
             return Ok(());
         }
         self.key = None;
-        self.compute(axis, window, region, out, filter)?;
-        self.key = Some(key);
-        Ok(())
-    }
-
-    /// Taps that map `window` (start and length, full-resolution pixels) of an axis onto `out`
-    /// samples, with filters clipped to `region` (the same, integers).
-    ///
-    /// The filter is the one a decoder that upsampled chroma to full size would apply to
-    /// the crop, written as weights on this plane's own samples. Over luma samples it is
-    /// Pillow's antialiased bilinear: a triangle whose half-width is the scale factor (at
-    /// least one sample), normalized. On a subsampled axis each luma sample's weight is then
-    /// spread over the two chroma samples libjpeg's "fancy" upsampling would have mixed for it
-    /// (3/4 nearer, 1/4 farther, the edge sample repeated at the image's edges), so the
-    /// result is that decoder's, upsampling and all, in one pass at chroma resolution.
-    fn compute(
-        &mut self,
-        axis: &Axis,
-        window: (f64, f64),
-        region: (u32, u32),
-        out: usize,
-        filter: Filter,
-    ) -> Result<(), DecodeError> {
         let d = axis.denom;
         let (lo, len) = (window.0 / d as f64, window.1 / d as f64);
         // The region's luma samples at the decode scale, and the plane samples covering them
@@ -272,6 +260,7 @@ impl Taps {
             self.start.push(start - c0);
             self.len.push(taps);
         }
+        self.key = Some(key);
         Ok(())
     }
 }
@@ -359,14 +348,8 @@ impl PlaneResampler {
         );
         if !same_taps {
             let (x, y) = ((window.left, window.width), (window.top, window.height));
-            self.cols[across].compute_cached(
-                &g.across,
-                x,
-                (region.x, region.width),
-                out_w,
-                filter,
-            )?;
-            self.rows[down].compute_cached(&g.down, y, (region.y, region.height), out_h, filter)?;
+            self.cols[across].compute(&g.across, x, (region.x, region.width), out_w, filter)?;
+            self.rows[down].compute(&g.down, y, (region.y, region.height), out_h, filter)?;
         }
         let (cols, rows_taps) = (&self.cols[across], &self.rows[down]);
         let (x0, x1) = cols.covering;
