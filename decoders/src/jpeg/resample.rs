@@ -247,6 +247,7 @@ impl Taps {
             let (mut total, mut big, mut big_q) = (0i32, 0, 0);
             for (k, (q, &wk)) in row.iter_mut().zip(&self.plane[..taps]).enumerate() {
                 // Bicubic's lobes are negative: round to nearest either way.
+                // Saturating: bicubic's largest weight can exceed the range (see below).
                 *q = round(wk * unit) as i16;
                 total += i32::from(*q);
                 if *q > big_q {
@@ -278,13 +279,14 @@ fn bicubic(x: f64) -> f64 {
     }
 }
 
-/// `v.round()` (halves away from zero) as an integer, without a call into libm on targets
-/// whose baseline has no rounding instruction. `v - t` is exact for the integer part `t` of
-/// any `v` in `isize`'s range, so the comparisons with one half decide as `round` does.
-fn round(v: f64) -> isize {
-    let t = v as isize;
+/// `v.round()` (halves away from zero), without a call into libm on targets whose baseline
+/// has no rounding instruction. `v - t` is exact for the integer part `t` of any `v` below
+/// 2^53, so the comparisons with one half decide as `round` does. A float, as `round` gives,
+/// so that a cast to a narrower integer saturates as it did.
+fn round(v: f64) -> f64 {
+    let t = v as i64;
     let f = v - t as f64;
-    t + isize::from(f >= 0.5) - isize::from(f <= -0.5)
+    (t + i64::from(f >= 0.5) - i64::from(f <= -0.5)) as f64
 }
 
 /// `v.floor()` as an integer, without a call into libm on targets whose baseline has no
@@ -824,7 +826,40 @@ mod tests {
             -(1e15 + 0.5),
         ]);
         for v in values {
-            assert_eq!(round(v) as f64, v.round(), "{v:e}");
+            assert_eq!(round(v), v.round(), "{v:e}");
+        }
+    }
+
+    #[test]
+    fn bicubic_weights_beyond_the_range_saturate_instead_of_wrapping() {
+        // Upscaling: bicubic's centre weight is close to the whole and its lobes negative, so
+        // before the sum is corrected the largest weight can round above `i16::MAX`.
+        let mut t = Taps::default();
+        for (size, out) in [(50usize, 224usize), (7, 200), (120, 121), (31, 64)] {
+            let axis = Axis {
+                denom: 1,
+                factor: 1,
+                luma_valid: size,
+                origin: 0,
+                held: size,
+            };
+            t.compute(
+                &axis,
+                (0.0, size as f64),
+                (0, size as u32),
+                out,
+                Filter::Bicubic,
+            )
+            .unwrap();
+            for i in 0..out {
+                let row = &t.weights[i * t.width..][..t.len[i]];
+                // Bicubic's lobes are at most a tenth of the whole below zero; a wrapped weight
+                // would be far below.
+                assert!(
+                    row.iter().all(|&w| w > -(UNIT as i16) / 4),
+                    "{size} to {out}, sample {i}: {row:?}"
+                );
+            }
         }
     }
 
