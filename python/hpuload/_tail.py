@@ -223,8 +223,8 @@ class Pool:
     def _output(self, n: int) -> torch.Tensor:
         """Shared memory for a batch of `n` outputs of the sample's shape: one of the batches
         handed out before when nothing holds it any more, else a new one. A new one costs more
-        than its contents: mapping, zeroing and faulting in a batch's pages took longer here
-        than the tail's own work on them (150 ms against 20 ms for 256 images of 224x224)."""
+        than its contents: mapping, zeroing and faulting in the pages of 256 float images of
+        224x224 took 170-200 ms here, writing them again 24-50 ms (BENCHMARKS.md, session 25)."""
         shape, dtype = self.sample
         for k, (buffer, alone) in enumerate(self._outputs):
             if buffer.shape[1:] == shape and buffer.dtype == dtype and buffer.shape[0] >= n and _holders(buffer) == alone:
