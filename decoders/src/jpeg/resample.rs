@@ -32,7 +32,7 @@ pub struct Window {
 }
 
 /// How one axis of a decoded plane maps onto the image.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Axis {
     /// The decode scale's denominator.
     pub denom: usize,
@@ -92,7 +92,7 @@ struct Taps {
 /// `Taps::compute`'s arguments, compared bit for bit: the taps are a function of them alone.
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct TapsKey {
-    axis: [usize; 5],
+    axis: Axis,
     window: (u64, u64),
     region: (u32, u32),
     out: usize,
@@ -123,13 +123,7 @@ impl Taps {
         filter: Filter,
     ) -> Result<(), DecodeError> {
         let key = TapsKey {
-            axis: [
-                axis.denom,
-                axis.factor,
-                axis.luma_valid,
-                axis.origin,
-                axis.held,
-            ],
+            axis: *axis,
             window: (window.0.to_bits(), window.1.to_bits()),
             region,
             out,
