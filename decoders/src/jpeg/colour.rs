@@ -28,12 +28,102 @@ impl YccTables {
     }
 }
 
-/// [`ycc_generic`] compiled for AVX2 (with its SSSE3 interleave). Safe: only calling it
-/// needs AVX2 (`unsafe` at the call, where the CPU was checked).
+/// [`ycc_generic`]'s result with AVX2: 16 pixels at a time in 16-bit lanes by [`ycc16_avx2`],
+/// the last `len % 16` by the chunked code compiled for AVX2. Safe: only calling it needs AVX2
+/// (`unsafe` at the call, where the CPU was checked).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 fn ycc_avx2(y: &[u8], cb: &[u8], cr: &[u8], out: &mut [u8]) {
-    ycc_chunks::<true>(y, cb, cr, out);
+    let n = y.len().min(cb.len()).min(cr.len()).min(out.len() / 3);
+    let whole = n / 16 * 16;
+    for i in (0..whole).step_by(16) {
+        ycc16_avx2(
+            y[i..i + 16].try_into().expect("16 pixels"),
+            cb[i..i + 16].try_into().expect("16 pixels"),
+            cr[i..i + 16].try_into().expect("16 pixels"),
+            (&mut out[3 * i..3 * i + 48]).try_into().expect("48 bytes"),
+        );
+    }
+    ycc_chunks::<true>(
+        &y[whole..n],
+        &cb[whole..n],
+        &cr[whole..n],
+        &mut out[3 * whole..],
+    );
+}
+
+/// Sixteen pixels of libjpeg's conversion, the same integers as [`ycc_chunks`]: each product
+/// whose constant does not fit an i16 is split into a multiple of 2^16, which passes through
+/// the shift whole, and a remainder that does (`91881 = 2^16 + 26345`,
+/// `-46802 = -2^16 + 18734`, `116130 = 2^17 - 14942`), so every term is one `pmaddwd` of
+/// interleaved i16 pairs. The sums fit an i16 before the saturating pack to bytes.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+fn ycc16_avx2(y: &[u8; 16], cb: &[u8; 16], cr: &[u8; 16], out: &mut [u8; 48]) {
+    use std::arch::x86_64::{
+        __m128i, __m256i, _mm256_add_epi16, _mm256_add_epi32, _mm256_castsi256_si128,
+        _mm256_cvtepu8_epi16, _mm256_extracti128_si256, _mm256_madd_epi16, _mm256_packs_epi32,
+        _mm256_packus_epi16, _mm256_permute4x64_epi64, _mm256_set1_epi16, _mm256_set1_epi32,
+        _mm256_srai_epi32, _mm256_sub_epi16, _mm256_unpackhi_epi16, _mm256_unpacklo_epi16,
+        _mm_loadu_si128, _mm_or_si128, _mm_shuffle_epi8, _mm_storeu_si128,
+    };
+    // SAFETY: 16-byte loads of 16-byte arrays; unaligned loads are allowed.
+    let load = |p: &[u8; 16]| unsafe { _mm_loadu_si128(p.as_ptr().cast::<__m128i>()) };
+    let pair = |a: i16, b: i16| _mm256_set1_epi32((i32::from(b) << 16) | i32::from(a as u16));
+    let mid = _mm256_set1_epi16(128);
+    let yv = _mm256_cvtepu8_epi16(load(y));
+    let cbv = _mm256_sub_epi16(_mm256_cvtepu8_epi16(load(cb)), mid);
+    let crv = _mm256_sub_epi16(_mm256_cvtepu8_epi16(load(cr)), mid);
+    // `(a * wa + b * wb) >> 16` for the 16 lanes of `a` and `b`: unpacking and packing both work
+    // within 128-bit halves, so the lanes come back in order.
+    let term = |a: __m256i, b: __m256i, wa: i16, wb: i16| {
+        let w = pair(wa, wb);
+        let lo = _mm256_srai_epi32::<16>(_mm256_madd_epi16(_mm256_unpacklo_epi16(a, b), w));
+        let hi = _mm256_srai_epi32::<16>(_mm256_madd_epi16(_mm256_unpackhi_epi16(a, b), w));
+        _mm256_packs_epi32(lo, hi)
+    };
+    // The rounding half, 2^15, rides in as the weight of a lane of minus ones (an i16 holds
+    // -2^15 but not 2^15); Cb and Cr fill both lanes of green's pair, so its half is added.
+    let minus_ones = _mm256_set1_epi16(-1);
+    let r = _mm256_add_epi16(
+        _mm256_add_epi16(yv, crv),
+        term(crv, minus_ones, 26_345, i16::MIN),
+    );
+    let g = {
+        let (w, half) = (pair(-22_554, 18_734), _mm256_set1_epi32(1 << 15));
+        let lo = _mm256_madd_epi16(_mm256_unpacklo_epi16(cbv, crv), w);
+        let hi = _mm256_madd_epi16(_mm256_unpackhi_epi16(cbv, crv), w);
+        let lo = _mm256_srai_epi32::<16>(_mm256_add_epi32(lo, half));
+        let hi = _mm256_srai_epi32::<16>(_mm256_add_epi32(hi, half));
+        _mm256_add_epi16(_mm256_sub_epi16(yv, crv), _mm256_packs_epi32(lo, hi))
+    };
+    let b = _mm256_add_epi16(
+        _mm256_add_epi16(yv, _mm256_add_epi16(cbv, cbv)),
+        term(cbv, minus_ones, -14_942, i16::MIN),
+    );
+    // Saturate to bytes: [r0-7 g0-7 | r8-15 g8-15] -> [r0-15 | g0-15], and b likewise.
+    let rg = _mm256_permute4x64_epi64::<0xD8>(_mm256_packus_epi16(r, g));
+    let bb = _mm256_permute4x64_epi64::<0xD8>(_mm256_packus_epi16(b, b));
+    let planes = [
+        _mm256_castsi256_si128(rg),
+        _mm256_extracti128_si256::<1>(rg),
+        _mm256_castsi256_si128(bb),
+    ];
+    for k in 0..3 {
+        // SAFETY: the masks are 16-byte arrays.
+        let mask =
+            |c: usize| unsafe { _mm_loadu_si128(PLANAR_TO_RGB[k][c].as_ptr().cast::<__m128i>()) };
+        let v = _mm_or_si128(
+            _mm_or_si128(
+                _mm_shuffle_epi8(planes[0], mask(0)),
+                _mm_shuffle_epi8(planes[1], mask(1)),
+            ),
+            _mm_shuffle_epi8(planes[2], mask(2)),
+        );
+        // SAFETY: writes bytes 16k..16k + 16 of the 48-byte array.
+        unsafe { _mm_storeu_si128(out.as_mut_ptr().add(16 * k).cast::<__m128i>(), v) };
+    }
 }
 
 pub(super) fn ycc_generic(y: &[u8], cb: &[u8], cr: &[u8], out: &mut [u8]) {
@@ -164,6 +254,25 @@ mod tests {
                 .chunks(3)
                 .zip(&planes[0])
                 .all(|(px, &y)| px == [y, y, y]));
+        }
+    }
+
+    #[test]
+    fn simd_conversion_matches_libjpeg_integers_for_every_chroma_pair() {
+        // Every (Cb, Cr) pair, with lumas at both ends of the range (where the clamps act) and
+        // in between.
+        let tables = YccTables::new();
+        let (cb, cr): (Vec<u8>, Vec<u8>) = (0..=255u8)
+            .flat_map(|b| (0..=255u8).map(move |r| (b, r)))
+            .unzip();
+        for luma in [0u8, 1, 2, 64, 127, 128, 200, 253, 254, 255] {
+            let y: Vec<u8> = (0..cb.len())
+                .map(|i| luma.wrapping_add((i % 3) as u8))
+                .collect();
+            let (mut fast, mut portable) = (vec![0u8; 3 * y.len()], vec![0u8; 3 * y.len()]);
+            tables.convert(&y, &cb, &cr, &mut fast);
+            ycc_generic(&y, &cb, &cr, &mut portable);
+            assert!(fast == portable, "luma {luma}");
         }
     }
 }
