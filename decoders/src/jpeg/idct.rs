@@ -469,18 +469,8 @@ fn block_generic(
                 acc[x] += tt[u][x] * s;
             }
         }
-        let dst = &mut out[y * stride..y * stride + n];
-        if n == 8 {
-            // Whole rows convert as one vector.
-            let mut px = [0u8; 8];
-            for (p, &a) in px.iter_mut().zip(&acc) {
-                *p = clamp(a);
-            }
-            dst.copy_from_slice(&px);
-        } else {
-            for x in 0..n {
-                dst[x] = clamp(acc[x]);
-            }
+        for (d, &a) in out[y * stride..y * stride + n].iter_mut().zip(&acc) {
+            *d = clamp(a);
         }
     }
 }
