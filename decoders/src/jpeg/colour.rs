@@ -66,7 +66,7 @@ fn ycc16_avx2(y: &[u8; 16], cb: &[u8; 16], cr: &[u8; 16], out: &mut [u8; 48]) {
         _mm256_cvtepu8_epi16, _mm256_extracti128_si256, _mm256_madd_epi16, _mm256_packs_epi32,
         _mm256_packus_epi16, _mm256_permute4x64_epi64, _mm256_set1_epi16, _mm256_set1_epi32,
         _mm256_srai_epi32, _mm256_sub_epi16, _mm256_unpackhi_epi16, _mm256_unpacklo_epi16,
-        _mm_loadu_si128, _mm_or_si128, _mm_shuffle_epi8, _mm_storeu_si128,
+        _mm_loadu_si128,
     };
     // SAFETY: 16-byte loads of 16-byte arrays; unaligned loads are allowed.
     let load = |p: &[u8; 16]| unsafe { _mm_loadu_si128(p.as_ptr().cast::<__m128i>()) };
@@ -110,20 +110,8 @@ fn ycc16_avx2(y: &[u8; 16], cb: &[u8; 16], cr: &[u8; 16], out: &mut [u8; 48]) {
         _mm256_extracti128_si256::<1>(rg),
         _mm256_castsi256_si128(bb),
     ];
-    for k in 0..3 {
-        // SAFETY: the masks are 16-byte arrays.
-        let mask =
-            |c: usize| unsafe { _mm_loadu_si128(PLANAR_TO_RGB[k][c].as_ptr().cast::<__m128i>()) };
-        let v = _mm_or_si128(
-            _mm_or_si128(
-                _mm_shuffle_epi8(planes[0], mask(0)),
-                _mm_shuffle_epi8(planes[1], mask(1)),
-            ),
-            _mm_shuffle_epi8(planes[2], mask(2)),
-        );
-        // SAFETY: writes bytes 16k..16k + 16 of the 48-byte array.
-        unsafe { _mm_storeu_si128(out.as_mut_ptr().add(16 * k).cast::<__m128i>(), v) };
-    }
+    // SAFETY: AVX2 (and with it SSSE3) is enabled here; `out` holds 48 bytes.
+    unsafe { interleave16(planes, out) };
 }
 
 pub(super) fn ycc_generic(y: &[u8], cb: &[u8], cr: &[u8], out: &mut [u8]) {
@@ -152,36 +140,51 @@ const PLANAR_TO_RGB: [[[u8; 16]; 3]; 3] = {
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn interleave_x86(r: &[u8; 64], g: &[u8; 64], b: &[u8; 64], n: usize, out: &mut [u8]) {
-    use std::arch::x86_64::_mm_storeu_si128;
-    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_or_si128, _mm_shuffle_epi8};
+    use std::arch::x86_64::{__m128i, _mm_loadu_si128};
     let full = n / 16;
-    let mask = |k: usize, c: usize| {
-        // SAFETY: a 16-byte array read as one unaligned 128-bit load.
-        unsafe { _mm_loadu_si128(PLANAR_TO_RGB[k][c].as_ptr().cast::<__m128i>()) }
-    };
     for blk in 0..full {
-        let dst = &mut out[blk * 48..blk * 48 + 48];
-        // SAFETY: each load reads 16 bytes at `blk * 16 <= 48` of a 64-byte array; each store
-        // writes 16 bytes inside `dst`, a 48-byte slice. Unaligned accesses are allowed.
+        let dst: &mut [u8; 48] = (&mut out[blk * 48..blk * 48 + 48])
+            .try_into()
+            .expect("48 bytes");
+        // SAFETY: each load reads 16 bytes at `blk * 16 <= 48` of a 64-byte array (unaligned
+        // loads are allowed); the caller promises SSSE3.
         unsafe {
             let at = |p: &[u8; 64]| _mm_loadu_si128(p.as_ptr().add(blk * 16).cast::<__m128i>());
-            let (rv, gv, bv) = (at(r), at(g), at(b));
-            for k in 0..3 {
-                let v = _mm_or_si128(
-                    _mm_or_si128(
-                        _mm_shuffle_epi8(rv, mask(k, 0)),
-                        _mm_shuffle_epi8(gv, mask(k, 1)),
-                    ),
-                    _mm_shuffle_epi8(bv, mask(k, 2)),
-                );
-                _mm_storeu_si128(dst.as_mut_ptr().add(16 * k).cast::<__m128i>(), v);
-            }
+            interleave16([at(r), at(g), at(b)], dst);
         }
     }
     for i in full * 16..n {
         out[3 * i] = r[i];
         out[3 * i + 1] = g[i];
         out[3 * i + 2] = b[i];
+    }
+}
+
+/// Interleaves 16 pixels of planar R, G and B (one vector each) into 48 RGB bytes, three byte
+/// shuffles per output vector.
+///
+/// # Safety
+/// The CPU must support SSSE3.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn interleave16(planes: [std::arch::x86_64::__m128i; 3], out: &mut [u8; 48]) {
+    use std::arch::x86_64::{
+        __m128i, _mm_loadu_si128, _mm_or_si128, _mm_shuffle_epi8, _mm_storeu_si128,
+    };
+    for k in 0..3 {
+        // SAFETY: the caller promises SSSE3; the masks are 16-byte arrays, and the store writes
+        // bytes 16k..16k + 16 of the 48-byte array (unaligned accesses are allowed).
+        unsafe {
+            let mask = |c: usize| _mm_loadu_si128(PLANAR_TO_RGB[k][c].as_ptr().cast::<__m128i>());
+            let v = _mm_or_si128(
+                _mm_or_si128(
+                    _mm_shuffle_epi8(planes[0], mask(0)),
+                    _mm_shuffle_epi8(planes[1], mask(1)),
+                ),
+                _mm_shuffle_epi8(planes[2], mask(2)),
+            );
+            _mm_storeu_si128(out.as_mut_ptr().add(16 * k).cast::<__m128i>(), v);
+        }
     }
 }
 
