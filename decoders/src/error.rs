@@ -64,7 +64,8 @@ pub enum DecodeError {
 }
 
 impl DecodeError {
-    pub(crate) fn corrupt(
+    /// Corrupt `format` data, for the reason `source` gives.
+    pub fn corrupt(
         format: ImageFormat,
         source: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
     ) -> Self {

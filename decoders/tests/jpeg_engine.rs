@@ -83,6 +83,36 @@ fn full_decode_agrees_with_the_image_crate() {
     }
 }
 
+fn fnv1a64(data: &[u8]) -> u64 {
+    data.iter().fold(0xCBF2_9CE4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3)
+    })
+}
+
+/// Every sampling, size and restart layout decodes to exactly Pillow's bytes
+/// (`libjpeg_turbo_rgb.txt`, written by make_fixtures.sh): the accurate integer IDCT, fancy
+/// upsampling and colour conversion all as libjpeg-turbo computes them.
+#[test]
+fn full_decode_is_byte_identical_to_libjpeg_turbo() {
+    let table = std::fs::read_to_string(fixtures().join("libjpeg_turbo_rgb.txt")).unwrap();
+    let mut checked = 0;
+    for line in table.lines().filter(|l| !l.starts_with('#')) {
+        let [name, w, h, hash] = line.split(' ').collect::<Vec<_>>()[..] else {
+            panic!("bad line {line:?}");
+        };
+        let bytes = std::fs::read(fixtures().join(name)).unwrap();
+        let (ow, oh, ours) = decode(&mut JpegDecoder::default(), &bytes);
+        assert_eq!(
+            (ow.to_string(), oh.to_string()),
+            (w.into(), h.into()),
+            "{name}"
+        );
+        assert_eq!(format!("{:016x}", fnv1a64(&ours)), hash, "{name}");
+        checked += 1;
+    }
+    assert_eq!(checked, supported().len());
+}
+
 #[test]
 fn region_decode_is_exactly_the_crop_of_a_full_decode() {
     for (name, bytes) in supported() {

@@ -160,6 +160,46 @@ impl Resampler {
         Ok(&mut self.out)
     }
 
+    /// The source pixels [`Resampler::run_with`] can read for `crop` of a `width`x`height`
+    /// image at the output size last set, as a half-open rectangle `(x0, y0, x1, y1)`, with
+    /// two pixels of margin beyond the filter's reach: a decoder need only produce these (the CPU path's region decode).
+    /// The whole image for the filters whose positions are computed in f32 (`nearest`,
+    /// `bilinear_no_antialias`).
+    pub fn footprint(
+        &self,
+        width: u32,
+        height: u32,
+        crop: &CropBox,
+        interpolation: Interpolation,
+    ) -> (u32, u32, u32, u32) {
+        let whole = (0, 0, width, height);
+        let support = match interpolation {
+            Interpolation::Bilinear => 1.0,
+            Interpolation::Bicubic => 2.0,
+            _ => return whole,
+        };
+        // A view is cut out before resampling: nothing outside it is read. Otherwise the
+        // convolution's taps reach `support` source pixels (scaled up when shrinking) beyond
+        // the window's edges, clipped to the image.
+        let axis = |lo: f64, len: f64, out: u32, size: u32| {
+            let reach = if crop.view {
+                0.0
+            } else {
+                support * (len / f64::from(out.max(1))).max(1.0)
+            };
+            let a = ((lo - reach).floor() - 2.0).max(0.0);
+            let b = ((lo + len + reach).ceil() + 2.0).min(f64::from(size));
+            (a < b).then_some((a as u32, b as u32))
+        };
+        match (
+            axis(crop.left, crop.width, self.out_w, width),
+            axis(crop.top, crop.height, self.out_h, height),
+        ) {
+            (Some((x0, x1)), Some((y0, y1))) => (x0, y0, x1, y1),
+            _ => whole,
+        }
+    }
+
     /// Copies the integer window `crop` of `src` (the output's size).
     fn copy_window(
         &mut self,
@@ -634,6 +674,83 @@ fn interleaved_row<'a, T: Copy>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The CPU path decodes only `footprint`'s pixels of a baseline JPEG into a buffer laid
+    /// out as the whole image (the rest holds whatever the previous sample left): the
+    /// resampled output must be exactly that of the whole image, for every filter that has a
+    /// footprint, windows cut out or resampled in place, shrinking and enlarging.
+    #[test]
+    fn resampling_reads_nothing_outside_its_footprint() {
+        use hpuload_decoders::jpeg::Region;
+        use hpuload_decoders::{Decode, JpegDecoder};
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("decoders/tests/fixtures");
+        let mut jpeg = JpegDecoder::default();
+        let mut state = 99u64;
+        let mut next = |n: u32| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            ((state >> 33) % u64::from(n)) as u32
+        };
+        let mut checked = 0;
+        for name in [
+            "s420_256x200",
+            "s422_123x77",
+            "s440_256x200",
+            "s444_61x47",
+            "gray_256x200",
+        ] {
+            let bytes = std::fs::read(dir.join(format!("{name}.jpg"))).unwrap();
+            let mut whole = Vec::new();
+            let info = jpeg.decode(&bytes, &mut whole).unwrap();
+            let (w, h) = (info.width, info.height);
+            let (_, parsed) = jpeg.probe_parsed(&bytes).unwrap();
+            let mut part = vec![0xA5u8; whole.len()];
+            for round in 0..60 {
+                let (cw, ch) = (1 + next(w), 1 + next(h));
+                let view = round % 3 == 0;
+                // A window resampled in place may start and end between pixels.
+                let (fx, fy) = if view {
+                    (0.0, 0.0)
+                } else {
+                    (f64::from(next(100)) / 100.0, f64::from(next(100)) / 100.0)
+                };
+                let (left, top) = (f64::from(next(w - cw + 1)), f64::from(next(h - ch + 1)));
+                let crop = CropBox {
+                    left: left + fx / 2.0,
+                    top: top + fy / 2.0,
+                    width: (f64::from(cw) - fx).max(0.5),
+                    height: (f64::from(ch) - fy).max(0.5),
+                    view,
+                };
+                let filter = [Interpolation::Bilinear, Interpolation::Bicubic][round % 2];
+                let (ow, oh) = (
+                    [224, 17, cw][next(3) as usize],
+                    [224, 9, ch][next(3) as usize],
+                );
+                let mut r = Resampler::new(oh, ow);
+                let want = r.run_with(&whole, w, h, &crop, filter).unwrap().to_vec();
+                let (x0, y0, x1, y1) = r.footprint(w, h, &crop, filter);
+                let region = Region {
+                    x: x0,
+                    y: y0,
+                    width: x1 - x0,
+                    height: y1 - y0,
+                };
+                jpeg.decode_region_in_place(&bytes, &parsed, region, &mut part)
+                    .unwrap();
+                let got = r.run_with(&part, w, h, &crop, filter).unwrap();
+                assert_eq!(got, &want[..], "{name} {crop:?} to {ow}x{oh} {filter:?}");
+                // The next round's stale pixels outside its footprint: a pattern, not this
+                // image.
+                part.iter_mut()
+                    .step_by(7)
+                    .for_each(|v| *v = v.wrapping_add(91));
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 300);
+    }
 
     #[test]
     fn bilinear_without_antialias_gives_torchs_interpolate_rounded_shrinking_and_growing() {

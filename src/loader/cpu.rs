@@ -1,7 +1,8 @@
 //! The CPU path: decode on the host, crop and resize (Pillow-exact), the sample's pixel ops, then
 //! flip, normalize, cast and erase into the slot of the pinned batch buffer.
 
-use hpuload_decoders::{CpuDecoder, Decode, JpegDecoder};
+use hpuload_decoders::jpeg::Region;
+use hpuload_decoders::{CpuDecoder, Decode, DecodeError, ImageInfo, JpegDecoder};
 
 use super::Shared;
 use crate::augment::detect::compose_window;
@@ -22,10 +23,13 @@ pub(super) struct Scratch {
     pub video: crate::video::ClipsScratch,
 }
 
-/// What the CPU path reuses: the decoder, the decoded image, the resampler, the pixel ops'
+/// What the CPU path reuses: the decoders, the decoded image, the resampler, the pixel ops'
 /// memory.
 pub(super) struct CpuScratch {
     rgb: Vec<u8>,
+    /// Baseline JPEGs: libjpeg-turbo's pixels, and only the region the crop reads.
+    jpeg: JpegDecoder,
+    /// Everything else (progressive JPEGs, PNG, WebP), and a JPEG `jpeg` refuses.
     decoder: CpuDecoder,
     resampler: Resampler,
     ops: augment::Scratch,
@@ -41,6 +45,7 @@ impl Scratch {
             engine_probe: JpegDecoder::with_limits(shared.limits),
             cpu: CpuScratch {
                 rgb: Vec::new(),
+                jpeg: JpegDecoder::with_limits(shared.limits),
                 decoder: CpuDecoder::with_limits(shared.limits),
                 resampler: Resampler::new(h, w),
                 ops: augment::Scratch::default(),
@@ -84,26 +89,10 @@ pub(super) fn decode_into(
 ) -> Result<Option<DetectPlan>, SampleErrorKind> {
     let c = &shared.counters;
     let t1 = CpuClock::now();
-    // One call: the headers are parsed once, limits and completeness checked before the decode.
-    let info = s
-        .decoder
-        .decode(bytes, &mut s.rgb)
-        .map_err(SampleErrorKind::Decode)?;
+    let (info, mut plan) = decode_image(shared, s, index, epoch, bytes, plan)?;
     let len = info.rgb_len();
     let t2 = CpuClock::now();
     c.add(Stage::DecodeCpu, t2 - t1);
-    let mut plan = match plan {
-        Some(plan) => plan,
-        None => {
-            let objects = shared.source.objects(index).map(|o| o.boxes);
-            let size = (info.width, info.height);
-            let plan = (shared.plan)
-                .sample(shared.seed, epoch, index, size, objects)
-                .map_err(SampleErrorKind::Augment)?;
-            fits(shared, &plan, size)?;
-            plan
-        }
-    };
     let (w, h) = (info.width as usize, info.height as usize);
     augment::apply(&plan.pre, &mut s.rgb[..len], h, w, &mut s.ops);
     let (source, sw, sh) = match &plan.detect {
@@ -113,8 +102,6 @@ pub(super) fn decode_into(
         }
         _ => (&s.rgb[..len], info.width, info.height),
     };
-    let (oh, ow) = plan.pixels.size;
-    s.resampler.set_size(oh, ow);
     let resized = s
         .resampler
         .run_with(source, sw, sh, &plan.crop, plan.interpolation)
@@ -143,4 +130,94 @@ pub(super) fn decode_into(
     }
     c.samples.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     Ok(plan.detect.take())
+}
+
+/// The sample's plan: the one the router (or the engine) drew, else drawn here for an image
+/// of `size`.
+fn plan_for(
+    shared: &Shared,
+    index: usize,
+    epoch: u64,
+    size: (u32, u32),
+    plan: Option<SamplePlan>,
+) -> Result<SamplePlan, SampleErrorKind> {
+    if let Some(plan) = plan {
+        return Ok(plan);
+    }
+    let objects = shared.source.objects(index).map(|o| o.boxes);
+    let plan = (shared.plan)
+        .sample(shared.seed, epoch, index, size, objects)
+        .map_err(SampleErrorKind::Augment)?;
+    fits(shared, &plan, size)?;
+    Ok(plan)
+}
+
+/// Decodes `bytes` into `s.rgb` (laid out as the whole image) and returns the image's size
+/// and the sample's plan, the resampler set to its output size.
+///
+/// A JPEG the media engine's decoder takes (baseline) is decoded by it at full scale, which
+/// gives libjpeg-turbo's pixels (those torchvision's Pillow decode gives), and only over the
+/// pixels the plan's crop reads when nothing else reads the image (no ops before the
+/// geometry, no detection canvas, no extra views): the rows after the crop's last are never
+/// entropy-decoded and the blocks beside it never transformed. Every other file, and a JPEG
+/// that decoder refuses, is decoded whole by zune-jpeg or the `image` crate.
+fn decode_image(
+    shared: &Shared,
+    s: &mut CpuScratch,
+    index: usize,
+    epoch: u64,
+    bytes: &[u8],
+    plan: Option<SamplePlan>,
+) -> Result<(ImageInfo, SamplePlan), SampleErrorKind> {
+    if let Ok((info, parsed)) = s.jpeg.probe_parsed(bytes) {
+        let size = (info.width, info.height);
+        let plan = plan_for(shared, index, epoch, size, plan)?;
+        let (oh, ow) = plan.pixels.size;
+        s.resampler.set_size(oh, ow);
+        let region = if plan.pre.is_empty() && plan.detect.is_none() && shared.views.is_empty() {
+            let (x0, y0, x1, y1) =
+                s.resampler
+                    .footprint(info.width, info.height, &plan.crop, plan.interpolation);
+            Region {
+                x: x0,
+                y: y0,
+                width: x1 - x0,
+                height: y1 - y0,
+            }
+        } else {
+            Region::full(info.width, info.height)
+        };
+        let len = info.rgb_len();
+        if s.rgb.len() < len {
+            s.rgb.resize(len, 0);
+        }
+        let image = &mut s.rgb[..len];
+        if s.jpeg
+            .decode_region_in_place(bytes, &parsed, region, image)
+            .is_err()
+        {
+            // Damaged data: zune-jpeg, more lenient, decides (and names the damage if it
+            // cannot decode either).
+            if decode_whole(s, bytes)? != info {
+                return Err(SampleErrorKind::Decode(DecodeError::corrupt(
+                    info.format,
+                    "image differs from the probed one",
+                )));
+            }
+        }
+        return Ok((info, plan));
+    }
+    let info = decode_whole(s, bytes)?;
+    let plan = plan_for(shared, index, epoch, (info.width, info.height), plan)?;
+    let (oh, ow) = plan.pixels.size;
+    s.resampler.set_size(oh, ow);
+    Ok((info, plan))
+}
+
+/// The whole image by the CPU decoder. One call: the headers are parsed once, limits and
+/// completeness checked before the decode.
+fn decode_whole(s: &mut CpuScratch, bytes: &[u8]) -> Result<ImageInfo, SampleErrorKind> {
+    s.decoder
+        .decode(bytes, &mut s.rgb)
+        .map_err(SampleErrorKind::Decode)
 }

@@ -82,7 +82,9 @@ impl Idct {
     #[inline]
     pub fn block(&self, coef: &[i32; 64], last: usize, n: usize, out: &mut [u8], stride: usize) {
         if last == 0 || n == 1 {
-            let v = clamp(coef[0] as f32 / 8.0 + 128.0);
+            // libjpeg's rounding of a flat block: half up, `(F0 + 4) >> 3`.
+            let v = ((i64::from(coef[0]) + 4) >> 3).clamp(-128, 127) as i32 + 128;
+            let v = v as u8;
             for y in 0..n {
                 out[y * stride..y * stride + n].fill(v);
             }
@@ -125,72 +127,76 @@ fn block_avx2(
     block_generic(t, tt, coef, rows, cols, n, out, stride);
 }
 
-/// `0.5 * cos(k * pi / 16)`.
-const fn half_cos16(k: usize) -> f32 {
-    // cos(k pi / 16) for k = 0..8, to f32 precision.
-    const COS: [f32; 9] = [
-        1.0,
-        0.980_785_25,
-        0.923_879_5,
-        0.831_469_6,
-        0.707_106_77,
-        0.555_570_24,
-        0.382_683_43,
-        0.195_090_32,
-        0.0,
-    ];
-    let k = k % 32;
-    let (k, sign) = if k > 16 { (32 - k, 1.0) } else { (k, 1.0) };
-    let (k, sign) = if k > 8 { (16 - k, -sign) } else { (k, sign) };
-    0.5 * sign * COS[k]
-}
-
-/// Fraction bits of the dense transform's constants.
-const CONST_BITS: i32 = 14;
-/// Fraction bits the columns' results keep for the rows' pass. The 1-D transform is
-/// orthonormal, so a column's results for a block of samples within 0..=255 are at most
-/// `sqrt(8) * 128`, about 362: with 5 fraction bits that is 11,584, leaving an i16 nearly 3x
-/// headroom for quantization's overshoot; beyond it (corrupt data) values saturate.
-const PASS1_BITS: i32 = 5;
+/// Fraction bits of the dense transform's constants: libjpeg's accurate integer transform
+/// ("islow"), whose results decoders built on libjpeg-turbo (Pillow, torchvision) give.
+const CONST_BITS: i32 = 13;
+/// Fraction bits the columns' results keep for the rows' pass (libjpeg's). The transform is
+/// scaled by `sqrt(8)` per axis against the orthonormal one (the rows' shift takes the 8 back
+/// out), so a column's results for a block of samples within 0..=255 stay below 4096 with
+/// these 2 fraction bits: an i16 holds them with 8x headroom for quantization's overshoot;
+/// beyond it (corrupt data) values saturate.
+const PASS1_BITS: i32 = 2;
 /// The shifts that end each pass, and what is added before them (a half, to round; in the
 /// second pass also the 128 that level-shifts the samples back).
 const SHIFT1: i32 = CONST_BITS - PASS1_BITS;
-const SHIFT2: i32 = CONST_BITS + PASS1_BITS;
+const SHIFT2: i32 = CONST_BITS + PASS1_BITS + 3;
 const BIAS1: i32 = 1 << (SHIFT1 - 1);
 const BIAS2: i32 = (1 << (SHIFT2 - 1)) + (128 << SHIFT2);
 
-/// `v` in fixed point with [`CONST_BITS`] fraction bits, rounded.
-const fn fixed(v: f32) -> i16 {
-    let scaled = v * (1 << CONST_BITS) as f32;
-    (if scaled < 0.0 {
-        scaled - 0.5
-    } else {
-        scaled + 0.5
-    }) as i16
+/// The twelve rotation constants of the Loeffler-Ligtenberg-Moschytz flowgraph libjpeg's
+/// accurate transform evaluates, each `round(c * 2^13)`: `K[0]` is 0.298631336, then
+/// 0.390180644, 0.541196100, 0.765366865, 0.899976223, 1.175875602, 1.501321110,
+/// 1.847759065, 1.961570560, 2.053119869, 2.562915447, 3.072711026.
+const K: [i32; 12] = [
+    2446, 3196, 4433, 6270, 7373, 9633, 12299, 15137, 16069, 16819, 20995, 25172,
+];
+
+/// The flowgraph's odd half for inputs `(F1, F3, F5, F7)`: the odd parts of outputs 0, 1, 2,
+/// 3 (output `7 - k` takes the same with the opposite sign). Integer and linear, so
+/// evaluating it on the four unit inputs gives the exact weights of each input, and a
+/// weighted sum with them computes the flowgraph's very integers in any order.
+const fn odd_flowgraph(f: [i32; 4]) -> [i32; 4] {
+    let [x1, x3, x5, x7] = f;
+    let z5 = (x1 + x3 + x5 + x7) * K[5];
+    let z1 = -(x7 + x1) * K[4];
+    let z2 = -(x5 + x3) * K[10];
+    let z3 = -(x7 + x3) * K[8] + z5;
+    let z4 = -(x5 + x1) * K[1] + z5;
+    [
+        x1 * K[6] + z1 + z4,
+        x3 * K[11] + z2 + z3,
+        x5 * K[9] + z2 + z4,
+        x7 * K[0] + z1 + z3,
+    ]
 }
 
 /// The 8-point inverse's weights, as pairs of i16 that one multiply-add applies to two inputs:
 /// `EVEN[0]` and `EVEN[1]` make `a0`, `a1` from `(F0, F4)`, `EVEN[2]` and `EVEN[3]` make `b0`,
-/// `b1` from `(F2, F6)`; `ODD[k]` makes the odd part of outputs `k` and `7 - k` from `(F1, F3)`
-/// and `(F5, F7)`: `0.5 cos((2k+1)(2j+1) pi / 16)` for j = 0..4.
+/// `b1` from `(F2, F6)` (the flowgraph's even half: one rotation by `K[2]`, `K[3]`, `K[7]`);
+/// `ODD[k]` makes the odd part of outputs `k` and `7 - k` from `(F1, F3)` and `(F5, F7)`.
 const EVEN: [[i16; 2]; 4] = {
-    let (k4, k2, k6) = (
-        fixed(half_cos16(4)),
-        fixed(half_cos16(2)),
-        fixed(half_cos16(6)),
-    );
-    [[k4, k4], [k4, -k4], [k2, k6], [k6, -k2]]
+    let one = 1 << CONST_BITS;
+    let (c2, c6) = (K[2] + K[3], K[2]);
+    [
+        [one as i16, one as i16],
+        [one as i16, -one as i16],
+        [c2 as i16, c6 as i16],
+        [c6 as i16, (K[2] - K[7]) as i16],
+    ]
 };
 const ODD: [[i16; 4]; 4] = {
     let mut m = [[0i16; 4]; 4];
-    let mut k = 0;
-    while k < 4 {
-        let mut j = 0;
-        while j < 4 {
-            m[k][j] = fixed(half_cos16((2 * k + 1) * (2 * j + 1)));
-            j += 1;
+    let mut j = 0;
+    while j < 4 {
+        let mut unit = [0i32; 4];
+        unit[j] = 1;
+        let column = odd_flowgraph(unit);
+        let mut k = 0;
+        while k < 4 {
+            m[k][j] = column[k] as i16;
+            k += 1;
         }
-        k += 1;
+        j += 1;
     }
     m
 };

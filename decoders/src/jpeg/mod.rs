@@ -234,8 +234,46 @@ impl JpegDecoder {
         }
         let n = 8 / denom as usize;
         let window = self.entropy_decode(bytes, &h, &sr, n)?;
-        self.color_convert(&h, &sr, window, n, denom as usize, out);
+        self.color_convert(&h, &sr, window, denom as usize, out, sr.width as usize * 3);
         Ok(sr)
+    }
+
+    /// Decodes `region` at full scale into its place in `image`, an RGB8 buffer laid out as
+    /// the whole image (`width * height * 3` bytes, rows of `width * 3`), from the headers
+    /// [`JpegDecoder::probe_parsed`] read from these `bytes`. Pixels outside the region are
+    /// left as they were. The pixels written are exactly those of a full decode (which is
+    /// libjpeg-turbo's with its default, accurate settings: the "islow" inverse DCT, fancy
+    /// upsampling), so a consumer that reads only inside the region sees the full decode.
+    ///
+    /// # Errors
+    /// As [`JpegDecoder::decode_region`]; also a [`Parsed`] made from other bytes, or an
+    /// `image` of the wrong length.
+    pub fn decode_region_in_place(
+        &mut self,
+        bytes: &[u8],
+        parsed: &Parsed,
+        region: Region,
+        image: &mut [u8],
+    ) -> Result<(), DecodeError> {
+        if parsed.len != bytes.len() {
+            return Err(DecodeError::Parameter(
+                "the parsed headers are of other bytes",
+            ));
+        }
+        let h = &parsed.header;
+        let sr = Self::check_request(h, region, 1)?;
+        let stride = h.width as usize * 3;
+        let expected = stride * h.height as usize;
+        if image.len() != expected {
+            return Err(DecodeError::BufferSize {
+                expected,
+                got: image.len(),
+            });
+        }
+        let window = self.entropy_decode(bytes, h, &sr, 8)?;
+        let at = sr.y as usize * stride + sr.x as usize * 3;
+        self.color_convert(h, &sr, window, 1, &mut image[at..], stride);
+        Ok(())
     }
 
     /// Only the entropy decoding a decode of `region` needs, and nothing after it: every block
@@ -596,15 +634,18 @@ impl JpegDecoder {
         Ok((c0, c1, r0, r1))
     }
 
+    /// Upsamples chroma and converts the decoded planes' pixels of `sr` (scaled by
+    /// `1/denom`) to RGB8 rows of `out`, `out_stride` bytes apart.
     fn color_convert(
         &mut self,
         h: &Header,
         sr: &Region,
         (c0, c1, r0, _): McuWindow,
-        n: usize,
         denom: usize,
         out: &mut [u8],
+        out_stride: usize,
     ) {
+        let n = 8 / denom;
         let w = sr.width as usize;
         let luma = &h.components[0];
         let luma_stride = (c1 - c0) * luma.h * n;
@@ -619,7 +660,8 @@ impl JpegDecoder {
                 row.resize(w, 0);
             }
         }
-        for (j, out_row) in out.chunks_exact_mut(w * 3).enumerate() {
+        for j in 0..sr.height as usize {
+            let out_row = &mut out[j * out_stride..][..w * 3];
             let y = sr.y as usize + j;
             let yrow = &self.planes[0][(y - ly0) * luma_stride + (sr.x as usize - lx0)..][..w];
             if h.components.len() == 1 {
