@@ -5,9 +5,10 @@
 //! `f(x) = sum_{u<n} C(u)/2 * F(u) * cos((2x+1) u pi / 2n)`, the 8-point formula with the
 //! cosine's period shrunk; the 2-D transform is separable.
 //!
-//! A full-size block (n = 8) with any AC coefficient takes the split 8-point transform in 16-bit
-//! fixed point ([`dense8`]: SSE2, or the same instructions compiled for AVX2, or a portable
-//! copy, all giving the same bytes), within one level of the exact transform. The reduced sizes
+//! A full-size block (n = 8) with any AC coefficient takes libjpeg's accurate integer transform
+//! in 16-bit lanes ([`dense8`]: SSE2, or the same instructions compiled for AVX2, or a portable
+//! copy, all giving the same bytes, which are libjpeg-turbo's), within one level of the exact
+//! transform. The reduced sizes
 //! are float products that visit only the rows and columns holding non-zero coefficients,
 //! compiled a second time for AVX2 and chosen at run time; both give identical results (no
 //! fused multiply-add is emitted). A block of only a DC coefficient is flat at every size.
@@ -586,6 +587,67 @@ mod tests {
         }
         // Off by one only where the exact value sits near a half (0.9% of samples here).
         assert!(off * 50 < total, "{off} of {total} samples off by one");
+    }
+
+    /// libjpeg's accurate 1-D inverse as its flowgraph runs it (rotations, then butterflies),
+    /// on i64, before the final shift.
+    fn flowgraph(x: [i64; 8]) -> [i64; 8] {
+        let k = K.map(i64::from);
+        let rot = (x[2] + x[6]) * k[2];
+        let (even_a, even_b) = (rot + x[2] * k[3], rot - x[6] * k[7]);
+        let (sum, diff) = ((x[0] + x[4]) << 13, (x[0] - x[4]) << 13);
+        let e = [sum + even_a, diff + even_b, diff - even_b, sum - even_a];
+        let z5 = (x[7] + x[3] + x[5] + x[1]) * k[5];
+        let (z1, z2) = (-(x[7] + x[1]) * k[4], -(x[5] + x[3]) * k[10]);
+        let (z3, z4) = (-(x[7] + x[3]) * k[8] + z5, -(x[5] + x[1]) * k[1] + z5);
+        let o = [
+            x[1] * k[6] + z1 + z4,
+            x[3] * k[11] + z2 + z3,
+            x[5] * k[9] + z2 + z4,
+            x[7] * k[0] + z1 + z3,
+        ];
+        std::array::from_fn(|i| {
+            if i < 4 {
+                e[i] + o[i]
+            } else {
+                e[7 - i] - o[7 - i]
+            }
+        })
+    }
+
+    #[test]
+    fn dense_block_equals_libjpegs_flowgraph_evaluated_directly() {
+        let idct = Idct::new();
+        let mut state = 3u32;
+        for round in 0..3000 {
+            let coef = photo_like_block(&mut state, [64, 400, 1500][round % 3]);
+            let mut cols = [[0i64; 8]; 8];
+            for u in 0..8 {
+                let r = flowgraph(std::array::from_fn(|v| i64::from(coef[v * 8 + u])));
+                for y in 0..8 {
+                    cols[y][u] = (r[y] + (1 << 10)) >> 11;
+                }
+            }
+            let want: [u8; 64] = std::array::from_fn(|i| {
+                let r = flowgraph(cols[i / 8]);
+                (((r[i % 8] + (1 << 17)) >> 18) + 128).clamp(0, 255) as u8
+            });
+            let mut got = [0u8; 64];
+            idct.block(&coef, 63, 8, &mut got, 8);
+            assert_eq!(got, want, "{coef:?}");
+        }
+        // A flat block rounds half up, as libjpeg's shortcut for it does.
+        for dc in [-1028, -1027, -4, -3, 4, 12, 1020] {
+            let mut coef = [0i32; 64];
+            coef[0] = dc;
+            let mut got = [0u8; 64];
+            idct.block(&coef, 0, 8, &mut got, 8);
+            assert_eq!(
+                i32::from(got[0]),
+                (((dc + 4) >> 3) + 128).clamp(0, 255),
+                "{dc}"
+            );
+        }
     }
 
     #[test]

@@ -5,9 +5,11 @@
 //! converted) and can downscale in the DCT domain by 1/2, 1/4 or 1/8 (reduced inverse DCTs).
 //! Everything else is refused by [`Decode::probe`] with [`DecodeError::Unsupported`].
 //!
-//! Chroma is upsampled with libjpeg's "fancy" triangle filter and the same integer rounding,
-//! and colour conversion uses libjpeg's fixed-point constants, so full decodes agree closely
-//! with libjpeg-turbo and zune-jpeg.
+//! At full scale every step computes libjpeg's integers: the accurate integer inverse DCT
+//! ("islow"), the "fancy" triangle filter for chroma with its rounding, and its fixed-point
+//! colour conversion. A full-scale decode is therefore byte-identical to libjpeg-turbo's with
+//! its default settings (Pillow's, and so torchvision's), which is why the CPU path uses this
+//! decoder for baseline JPEGs too.
 
 // Block transforms and planar loops read most clearly with explicit indices.
 #![allow(clippy::needless_range_loop)]
