@@ -1,6 +1,7 @@
 //! The media engine's JPEG decoder on arbitrary bytes and crop rectangles: probe, then decode a
-//! region at a scale, and decode it again resampled to an output size, both parsing the headers
-//! again and from the probe's parse (which must agree). It must never panic, read out of bounds
+//! region at a scale (at full scale also in place in a whole-image buffer, as the CPU path
+//! does, which must write the same pixels), and decode it again resampled to an output size,
+//! both parsing the headers again and from the probe's parse (which must agree). It must never panic, read out of bounds
 //! or use unbounded memory.
 //!
 //! The input's first 5 bytes choose the region (as fractions of the image) and the scale, and
@@ -36,7 +37,20 @@ fuzz_target!(|data: &[u8]| {
     let denom = SCALE_DENOMINATORS[usize::from(params[4] % 4)];
     let sr = scaled_region(&info, region, denom);
     let mut out = vec![0u8; sr.width as usize * sr.height as usize * 3];
-    let _ = decoder.decode_region(file, region, denom, &mut out);
+    let tight = decoder.decode_region(file, region, denom, &mut out);
+    if denom == 1 {
+        let stride = info.width as usize * 3;
+        let mut image = vec![0u8; stride * info.height as usize];
+        let in_place = decoder.decode_region_in_place(file, &parsed, region, &mut image);
+        assert_eq!(tight.is_ok(), in_place.is_ok());
+        if in_place.is_ok() {
+            let row = width as usize * 3;
+            for (j, want) in out.chunks_exact(row).enumerate() {
+                let at = (y as usize + j) * stride + x as usize * 3;
+                assert_eq!(&image[at..at + row], want);
+            }
+        }
+    }
     let inset = |b: u8| f64::from(b & 7) / 32.0;
     let (w, h) = (f64::from(width), f64::from(height));
     let window = Window {
