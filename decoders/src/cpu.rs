@@ -1,5 +1,7 @@
-//! The CPU decoder: zune-jpeg for JPEG (the decoder inside the `image` crate, called directly so
-//! the input is borrowed and the headers parsed once), the `image` crate for PNG and WebP.
+//! The CPU decoder: baseline JPEGs by our own decoder at full scale (libjpeg-turbo's pixels, see
+//! [`crate::jpeg`]), other JPEGs by zune-jpeg (the decoder inside the `image` crate, called
+//! directly so the input is borrowed and the headers parsed once), PNG and WebP by the `image`
+//! crate.
 
 use std::io::Cursor;
 
@@ -8,10 +10,17 @@ use zune_core::bytestream::ZCursor;
 use zune_core::colorspace::ColorSpace;
 use zune_core::options::DecoderOptions;
 
+use crate::jpeg::{JpegDecoder, Parsed, Region};
 use crate::jpeg_markers;
 use crate::{rgb_prefix, Decode, DecodeError, ImageFormat, ImageInfo, Limits};
 
 /// Decodes JPEG, PNG and WebP on the host into interleaved RGB8.
+///
+/// A baseline JPEG (what [`JpegDecoder`] takes) decodes to exactly the bytes Pillow's
+/// libjpeg-turbo gives, and [`CpuDecoder::probe_region`] with
+/// [`CpuDecoder::decode_region_in_place`] decode only the part of it a consumer reads. A JPEG
+/// that decoder refuses (progressive, CMYK, arithmetic-coded, 12-bit) or finds damaged goes to
+/// zune-jpeg, which is more lenient and whose IDCT rounds differently from libjpeg's.
 ///
 /// Grayscale is replicated to three channels, CMYK/YCCK JPEGs are converted to RGB and alpha is
 /// dropped, as `PIL.Image.convert("RGB")` does. EXIF orientation is ignored, as torchvision's
@@ -19,12 +28,58 @@ use crate::{rgb_prefix, Decode, DecodeError, ImageFormat, ImageInfo, Limits};
 #[derive(Debug, Default)]
 pub struct CpuDecoder {
     limits: Limits,
+    /// Baseline JPEGs. Boxed: its tables make it 170 KB, too much to move around on the
+    /// stacks of the threads that make a decoder.
+    exact: Box<JpegDecoder>,
 }
 
 impl CpuDecoder {
     /// A decoder with the given limits.
     pub fn with_limits(limits: Limits) -> Self {
-        Self { limits }
+        Self {
+            limits,
+            exact: Box::new(JpegDecoder::with_limits(limits)),
+        }
+    }
+
+    /// A baseline JPEG's size and headers, parsed (completeness and limits checked) for
+    /// [`CpuDecoder::decode_region_in_place`]; `None` for every other file, which
+    /// [`Decode::decode`] decodes whole.
+    pub fn probe_region(&mut self, bytes: &[u8]) -> Option<(ImageInfo, Parsed)> {
+        self.exact.probe_parsed(bytes).ok()
+    }
+
+    /// Decodes `region` of a JPEG [`CpuDecoder::probe_region`] took into its place in `image`,
+    /// laid out as the whole image: see [`JpegDecoder::decode_region_in_place`]. On an error
+    /// (damaged data), [`Decode::decode`] gives zune-jpeg's decode or names the damage.
+    ///
+    /// # Errors
+    /// As [`JpegDecoder::decode_region_in_place`].
+    pub fn decode_region_in_place(
+        &mut self,
+        bytes: &[u8],
+        parsed: &Parsed,
+        region: Region,
+        image: &mut [u8],
+    ) -> Result<(), DecodeError> {
+        self.exact
+            .decode_region_in_place(bytes, parsed, region, image)
+    }
+
+    /// A baseline JPEG decoded whole by the exact decoder into `out`, sized by `out_for`;
+    /// `None` when that decoder refuses the file or finds it damaged (zune-jpeg decides then).
+    fn decode_exact<'a>(
+        &mut self,
+        bytes: &[u8],
+        out_for: impl FnOnce(&ImageInfo) -> Option<&'a mut [u8]>,
+    ) -> Option<ImageInfo> {
+        let (info, parsed) = self.probe_region(bytes)?;
+        let image = out_for(&info)?;
+        let whole = Region::full(info.width, info.height);
+        self.exact
+            .decode_region_in_place(bytes, &parsed, whole, image)
+            .ok()?;
+        Some(info)
     }
 
     fn zune_options(&self) -> DecoderOptions {
@@ -52,7 +107,12 @@ fn image_err(format: ImageFormat, e: image::ImageError) -> DecodeError {
 }
 
 impl Decode for CpuDecoder {
+    /// The exact decoder's parse for a baseline JPEG (so that probe and decode agree on which
+    /// files decode), zune-jpeg's or the `image` crate's for everything else.
     fn probe(&mut self, bytes: &[u8]) -> Result<ImageInfo, DecodeError> {
+        if let Some((info, _)) = self.probe_region(bytes) {
+            return Ok(info);
+        }
         Ok(self.open(bytes)?.info())
     }
 
@@ -68,6 +128,12 @@ impl Decode for CpuDecoder {
                 got: out.len(),
             });
         }
+        if self
+            .decode_exact(bytes, |got| (got == info).then_some(&mut *out))
+            .is_some()
+        {
+            return Ok(());
+        }
         let opened = self.open(bytes)?;
         if opened.info() != *info {
             return Err(DecodeError::corrupt(
@@ -81,6 +147,9 @@ impl Decode for CpuDecoder {
     /// Parses the headers once: the size is checked against the limits (and a JPEG's marker
     /// structure for completeness) between the header parse and the decode.
     fn decode(&mut self, bytes: &[u8], out: &mut Vec<u8>) -> Result<ImageInfo, DecodeError> {
+        if let Some(info) = self.decode_exact(bytes, |info| Some(rgb_prefix(out, info))) {
+            return Ok(info);
+        }
         let opened = self.open(bytes)?;
         let info = opened.info();
         self.finish(opened, rgb_prefix(out, &info))?;

@@ -1,4 +1,5 @@
-//! The CPU decoder (zune-jpeg for JPEG, the `image` crate for PNG and WebP) on arbitrary bytes:
+//! The CPU decoder (baseline JPEG by our decoder, other JPEGs and damaged ones by zune-jpeg, the
+//! `image` crate for PNG and WebP) on arbitrary bytes:
 //! the one-call decode, which parses the headers once, must agree with probe then decode_into,
 //! which parse them twice: the same verdict, the same error reason, the same pixels. Neither
 //! may panic or use unbounded memory.

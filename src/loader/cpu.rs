@@ -23,13 +23,10 @@ pub(super) struct Scratch {
     pub video: crate::video::ClipsScratch,
 }
 
-/// What the CPU path reuses: the decoders, the decoded image, the resampler, the pixel ops'
+/// What the CPU path reuses: the decoder, the decoded image, the resampler, the pixel ops'
 /// memory.
 pub(super) struct CpuScratch {
     rgb: Vec<u8>,
-    /// Baseline JPEGs: libjpeg-turbo's pixels, and only the region the crop reads.
-    jpeg: JpegDecoder,
-    /// Everything else (progressive JPEGs, PNG, WebP), and a JPEG `jpeg` refuses.
     decoder: CpuDecoder,
     resampler: Resampler,
     ops: augment::Scratch,
@@ -45,7 +42,6 @@ impl Scratch {
             engine_probe: JpegDecoder::with_limits(shared.limits),
             cpu: CpuScratch {
                 rgb: Vec::new(),
-                jpeg: JpegDecoder::with_limits(shared.limits),
                 decoder: CpuDecoder::with_limits(shared.limits),
                 resampler: Resampler::new(h, w),
                 ops: augment::Scratch::default(),
@@ -155,12 +151,11 @@ fn plan_for(
 /// Decodes `bytes` into `s.rgb` (laid out as the whole image) and returns the image's size
 /// and the sample's plan, the resampler set to its output size.
 ///
-/// A JPEG the media engine's decoder takes (baseline) is decoded by it at full scale, which
-/// gives libjpeg-turbo's pixels (those torchvision's Pillow decode gives), and only over the
+/// A baseline JPEG (libjpeg-turbo's pixels, see [`CpuDecoder`]) is decoded only over the
 /// pixels the plan's crop reads when nothing else reads the image (no ops before the
 /// geometry, no detection canvas, no extra views): the rows after the crop's last are never
-/// entropy-decoded and the blocks beside it never transformed. Every other file, and a JPEG
-/// that decoder refuses, is decoded whole by zune-jpeg or the `image` crate.
+/// entropy-decoded and the blocks beside it never transformed. Every other file is decoded
+/// whole.
 fn decode_image(
     shared: &Shared,
     s: &mut CpuScratch,
@@ -169,7 +164,7 @@ fn decode_image(
     bytes: &[u8],
     plan: Option<SamplePlan>,
 ) -> Result<(ImageInfo, SamplePlan), SampleErrorKind> {
-    if let Ok((info, parsed)) = s.jpeg.probe_parsed(bytes) {
+    if let Some((info, parsed)) = s.decoder.probe_region(bytes) {
         let size = (info.width, info.height);
         let plan = plan_for(shared, index, epoch, size, plan)?;
         let (oh, ow) = plan.pixels.size;
@@ -192,7 +187,7 @@ fn decode_image(
             s.rgb.resize(len, 0);
         }
         let image = &mut s.rgb[..len];
-        if s.jpeg
+        if (s.decoder)
             .decode_region_in_place(bytes, &parsed, region, image)
             .is_err()
         {
