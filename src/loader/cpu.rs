@@ -73,7 +73,7 @@ pub(super) fn fits(
 
 /// Decodes `bytes` (sample `index`) on the CPU and writes the augmented sample into `slot`,
 /// running `plan` when the router (or the engine) drew it, else the plan drawn here from the
-/// decoded size; returns a detection sample's plan (its boxes).
+/// image's size (see `decode_image`); returns a detection sample's plan (its boxes).
 pub(super) fn decode_into(
     shared: &Shared,
     s: &mut CpuScratch,
