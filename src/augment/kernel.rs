@@ -394,13 +394,17 @@ impl OutputWriter {
             (Dtype::Bf16, Some(a)) => {
                 self.write_typed::<u16>(rgb, h, w, flip, slot, |src, flip, r, g, b| {
                     a.lead(src, flip, r, g, b)
-                })
+                });
+                stream_fence();
             }
             (Dtype::U8, _) => self.write_typed::<u8>(rgb, h, w, flip, slot, no_lead),
             (Dtype::F16 | Dtype::Bf16, _) => {
                 self.write_typed::<u16>(rgb, h, w, flip, slot, no_lead)
             }
-            (Dtype::F32, _) => self.write_typed::<u32>(rgb, h, w, flip, slot, no_lead),
+            (Dtype::F32, _) => {
+                self.write_typed::<u32>(rgb, h, w, flip, slot, no_lead);
+                stream_fence();
+            }
             (Dtype::I64, _) => panic!("i64 is a label type, not an image dtype"),
         }
     }
@@ -535,7 +539,10 @@ impl Bf16Affine {
         0
     }
 
-    /// The outputs of one row in whole groups of 8; returns how many it wrote. Safe: only
+    /// The outputs of one row in whole groups of 8; returns how many it wrote. The stores
+    /// stream past the cache when the three rows are 16-byte aligned (a batch slot is written
+    /// once and read next by the batch's consumer, long after: reading its lines in first
+    /// would only add memory traffic and evict the decoder's working set). Safe: only
     /// calling it needs AVX2 (`unsafe` at the call, where the CPU was checked); its loads and
     /// stores are bounded by the assert on the planes' lengths.
     #[cfg(target_arch = "x86_64")]
@@ -565,6 +572,9 @@ impl Bf16Affine {
         let reverse = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
         let round = _mm256_set1_epi32(0x7FFF);
         let one = _mm256_set1_epi32(1);
+        let aligned = [r.as_ptr(), g.as_ptr(), b.as_ptr()]
+            .iter()
+            .all(|p| (*p as usize).is_multiple_of(16));
         for k in 0..groups {
             // Output pixels 8k..8k+8 come from source pixels `s..s + 8` (reversed when flipping).
             let s = if flip { w - 8 * k - 8 } else { 8 * k };
@@ -594,15 +604,43 @@ impl Bf16Affine {
             let rg = _mm256_permute4x64_epi64(_mm256_packus_epi32(channel(0), channel(1)), 0xD8);
             let bb = _mm256_permute4x64_epi64(_mm256_packus_epi32(channel(2), channel(2)), 0xD8);
             let at = 8 * k;
-            // SAFETY: `at + 8 <= groups * 8 <= w`, and each plane row holds `w` values.
+            let (vr, vg, vb) = (
+                _mm256_castsi256_si128(rg),
+                _mm256_extracti128_si256(rg, 1),
+                _mm256_castsi256_si128(bb),
+            );
+            let (pr, pg, pb) = (
+                r[at..at + 8].as_mut_ptr(),
+                g[at..at + 8].as_mut_ptr(),
+                b[at..at + 8].as_mut_ptr(),
+            );
+            // SAFETY: each pointer starts 8 in-bounds u16s (16 bytes, sliced above); when
+            // `aligned`, each row starts on 16 bytes and `at` is a multiple of 8 u16s, so
+            // every store is 16-byte aligned as `_mm_stream_si128` requires.
             unsafe {
-                _mm_storeu_si128(r[at..].as_mut_ptr().cast(), _mm256_castsi256_si128(rg));
-                _mm_storeu_si128(g[at..].as_mut_ptr().cast(), _mm256_extracti128_si256(rg, 1));
-                _mm_storeu_si128(b[at..].as_mut_ptr().cast(), _mm256_castsi256_si128(bb));
+                if aligned {
+                    _mm_stream_si128(pr.cast(), vr);
+                    _mm_stream_si128(pg.cast(), vg);
+                    _mm_stream_si128(pb.cast(), vb);
+                } else {
+                    _mm_storeu_si128(pr.cast(), vr);
+                    _mm_storeu_si128(pg.cast(), vg);
+                    _mm_storeu_si128(pb.cast(), vb);
+                }
             }
         }
         groups * 8
     }
+}
+
+/// Orders the writers' streaming stores before whatever this thread does next (handing the
+/// slot on), as plain stores are ordered.
+fn stream_fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE2 is part of x86_64's baseline; `sfence` has no operands.
+    unsafe {
+        std::arch::x86_64::_mm_sfence()
+    };
 }
 
 fn avx2() -> bool {
@@ -636,18 +674,53 @@ fn planar_row<'a, T: bytemuck::Pod>(
     let r4: &mut [[T; 4]] = as_quads(r4);
     let g4: &mut [[T; 4]] = as_quads(g4);
     let b4: &mut [[T; 4]] = as_quads(b4);
+    // Four f32s make a whole 16-byte store: aligned, it streams past the cache (see
+    // `Bf16Affine::row_avx2`).
+    let stream = std::mem::size_of::<[T; 4]>() == 16
+        && [r4.as_ptr(), g4.as_ptr(), b4.as_ptr()]
+            .iter()
+            .all(|p| (*p as usize).is_multiple_of(16));
     let mut src = src;
     for ((r, g), b) in r4.iter_mut().zip(g4).zip(b4) {
         let p: [&[u8; 3]; 4] = std::array::from_fn(|_| src.next().expect("a pixel per output"));
-        *r = std::array::from_fn(|i| t[0][usize::from(p[i][0])]);
-        *g = std::array::from_fn(|i| t[1][usize::from(p[i][1])]);
-        *b = std::array::from_fn(|i| t[2][usize::from(p[i][2])]);
+        put(
+            r,
+            std::array::from_fn(|i| t[0][usize::from(p[i][0])]),
+            stream,
+        );
+        put(
+            g,
+            std::array::from_fn(|i| t[1][usize::from(p[i][1])]),
+            stream,
+        );
+        put(
+            b,
+            std::array::from_fn(|i| t[2][usize::from(p[i][2])]),
+            stream,
+        );
     }
     for (((px, r), g), b) in src.zip(r1).zip(g1).zip(b1) {
         *r = t[0][usize::from(px[0])];
         *g = t[1][usize::from(px[1])];
         *b = t[2][usize::from(px[2])];
     }
+}
+
+/// `*dst = v`, through a streaming store when `stream` (which the caller sets only for
+/// 16-byte groups at 16-byte aligned addresses).
+#[inline(always)]
+fn put<T: bytemuck::Pod>(dst: &mut [T; 4], v: [T; 4], stream: bool) {
+    #[cfg(target_arch = "x86_64")]
+    if stream && std::mem::size_of::<[T; 4]>() == 16 {
+        use std::arch::x86_64::{_mm_loadu_si128, _mm_stream_si128};
+        // SAFETY: SSE2 is part of x86_64's baseline; `v` and `*dst` are 16 bytes each, the
+        // load is unaligned and the caller guarantees `dst` is 16-byte aligned for the store.
+        unsafe {
+            _mm_stream_si128(dst.as_mut_ptr().cast(), _mm_loadu_si128(v.as_ptr().cast()));
+        }
+        return;
+    }
+    *dst = v;
 }
 
 /// `s` (a multiple of 4 long) as groups of 4.
