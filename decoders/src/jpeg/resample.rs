@@ -83,7 +83,8 @@ struct Taps {
     len: Vec<usize>,
     width: usize,
     weights: Vec<i16>,
-    /// One output sample's weights before rounding, over the plane's samples.
+    /// One output sample's weights before rounding: over luma samples, then over the plane's.
+    luma: Vec<f64>,
     padded: Vec<f64>,
     plane: Vec<f64>,
 }
@@ -98,149 +99,7 @@ struct TapsKey {
     filter: Filter,
 }
 
-/// The filter over luma samples at the decode scale for every output sample of one axis,
-/// normalized but not rounded: what a full-resolution plane's taps round and a subsampled
-/// plane's spread over its chroma samples first. Both planes of an image map the same window,
-/// so it is computed once for the two.
-#[derive(Default)]
-struct LumaWeights {
-    key: Option<LumaKey>,
-    /// Output sample `i` reads luma samples `first[i]..first[i] + len[i]` with weights
-    /// `weights[i * width..][..len[i]]`, whose sum is `sum[i]`.
-    first: Vec<usize>,
-    len: Vec<usize>,
-    sum: Vec<f64>,
-    width: usize,
-    weights: Vec<f64>,
-}
-
-/// What [`LumaWeights`] depend on, compared bit for bit.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct LumaKey {
-    denom: usize,
-    window: (u64, u64),
-    /// The region's luma samples at the decode scale, `[b0, b1)`.
-    bounds: (usize, usize),
-    out: usize,
-    filter: Filter,
-}
-
-impl LumaWeights {
-    /// The luma weights of `out` samples over `window` (full-resolution pixels) at `1/denom`,
-    /// reading only luma samples `bounds`; kept when they already hold that.
-    fn compute(
-        &mut self,
-        denom: usize,
-        window: (f64, f64),
-        bounds: (usize, usize),
-        out: usize,
-        filter: Filter,
-    ) {
-        let key = LumaKey {
-            denom,
-            window: (window.0.to_bits(), window.1.to_bits()),
-            bounds,
-            out,
-            filter,
-        };
-        if self.key == Some(key) {
-            return;
-        }
-        let (b0, b1) = bounds;
-        let d = denom as f64;
-        let (lo, len) = (window.0 / d, window.1 / d);
-        let scale = len / out as f64;
-        // Pillow's scheme: the filter is stretched by the downscale factor (at least 1).
-        let filter_scale = scale.max(1.0);
-        let support = filter_scale
-            * match filter {
-                Filter::Bicubic => 2.0,
-                Filter::Bilinear | Filter::Nearest => 1.0,
-            };
-        let inv_scale = 1.0 / filter_scale;
-        let width = (support.ceil() as usize) * 2 + 1;
-        self.width = width;
-        self.first.clear();
-        self.len.clear();
-        self.sum.clear();
-        self.weights.clear();
-        self.weights.resize(width * out, 0.0);
-        // torch's nearest: `floor(i * scale)` with the scale in f32 (at the decode scale).
-        let nearest_scale = (window.1 as f32) / out as f32;
-        for (i, row) in self.weights.chunks_exact_mut(width).enumerate() {
-            let centre = lo + (i as f64 + 0.5) * scale;
-            let (first, end) = if filter == Filter::Nearest {
-                // An integer window is cut first; a fractional one is a resize then a cut, indexed
-                // as torch indexes the resized image (its offset in resized pixels, whole).
-                let at = if window.0.fract() == 0.0 {
-                    window.0 + f64::from((i as f32 * nearest_scale).floor())
-                } else {
-                    let offset = (window.0 / (window.1 / out as f64)).round() as f32;
-                    f64::from(((i as f32 + offset) * nearest_scale).floor())
-                };
-                let at = (floor(at / d).max(0) as usize).clamp(b0, b1 - 1);
-                (at, at + 1)
-            } else {
-                let first = (floor(centre - support).max(0) as usize).clamp(b0, b1 - 1);
-                (
-                    first,
-                    (floor(centre + support) as usize + 1).clamp(first + 1, b1),
-                )
-            };
-            let n = (end - first).min(width);
-            let row = &mut row[..n];
-            let mut sum = 0.0;
-            let at = |k: usize| ((first + k) as f64 + 0.5 - centre) * inv_scale;
-            match filter {
-                Filter::Nearest => row.fill(1.0),
-                Filter::Bilinear => {
-                    for (k, wk) in row.iter_mut().enumerate() {
-                        *wk = (1.0 - at(k).abs()).max(0.0);
-                    }
-                }
-                Filter::Bicubic => {
-                    for (k, wk) in row.iter_mut().enumerate() {
-                        *wk = bicubic(at(k));
-                    }
-                }
-            }
-            for wk in row.iter() {
-                sum += *wk;
-            }
-            if sum <= 0.0 {
-                row.fill(0.0);
-                row[0] = 1.0;
-                sum = 1.0;
-            }
-            self.first.push(first);
-            self.len.push(n);
-            self.sum.push(sum);
-        }
-        self.key = Some(key);
-    }
-}
-
 impl Taps {
-    /// [`Taps::compute`] with luma weights of its own.
-    #[cfg(test)]
-    fn compute_alone(
-        &mut self,
-        axis: &Axis,
-        window: (f64, f64),
-        region: (u32, u32),
-        out: usize,
-        filter: Filter,
-    ) -> Result<(), DecodeError> {
-        self.compute(
-            axis,
-            window,
-            region,
-            out,
-            filter,
-            &mut LumaWeights::default(),
-        )
-    }
-
     /// Taps that map `window` (start and length, full-resolution pixels) of an axis onto `out`
     /// samples, with filters clipped to `region` (the same, integers).
     ///
@@ -254,8 +113,7 @@ impl Taps {
     ///
     /// Taps that already hold what these arguments give are kept: images of one width or
     /// height map that axis the same way, so a whole-image resize's taps are computed once
-    /// for all the images of a size. The luma filter comes from `luma`, shared by the axis's
-    /// full and subsampled planes.
+    /// for all the images of a size.
     fn compute(
         &mut self,
         axis: &Axis,
@@ -263,7 +121,6 @@ impl Taps {
         region: (u32, u32),
         out: usize,
         filter: Filter,
-        luma: &mut LumaWeights,
     ) -> Result<(), DecodeError> {
         let key = TapsKey {
             axis: *axis,
@@ -277,6 +134,7 @@ impl Taps {
         }
         self.key = None;
         let d = axis.denom;
+        let (lo, len) = (window.0 / d as f64, window.1 / d as f64);
         // The region's luma samples at the decode scale, and the plane samples covering them
         // (with the neighbours fancy upsampling reads on a subsampled axis).
         let b0 = region.0 as usize / d;
@@ -291,38 +149,74 @@ impl Taps {
             (b0, b1)
         };
         let (c0, c1) = self.covering;
-        if b0 >= b1
-            || c0 < axis.origin
-            || c1 > axis.origin + axis.held
-            || window.1 / d as f64 <= 0.0
-        {
+        if b0 >= b1 || c0 < axis.origin || c1 > axis.origin + axis.held || len <= 0.0 {
             return Err(DecodeError::Parameter("region outside the decoded planes"));
         }
-        luma.compute(d, window, (b0, b1), out, filter);
-        let luma_width = luma.width;
+        let scale = len / out as f64;
+        // Pillow's scheme: the filter is stretched by the downscale factor (at least 1).
+        let filter_scale = scale.max(1.0);
+        let support = filter_scale
+            * match filter {
+                Filter::Bicubic => 2.0,
+                Filter::Bilinear | Filter::Nearest => 1.0,
+            };
+        let inv_scale = 1.0 / filter_scale;
+        let luma_width = (support.ceil() as usize) * 2 + 1;
         self.width = if sub { luma_width / 2 + 3 } else { luma_width };
         self.start.clear();
         self.len.clear();
         self.weights.clear();
         self.weights.resize(self.width * out, 0);
+        self.luma.resize(luma_width, 0.0);
         self.plane.resize(self.width, 0.0);
-        // Chroma sample j is nearest to luma samples 2j and 2j + 1 and next-nearest to 2j - 1
-        // and 2j + 2; at the image's edges it also stands in for its missing neighbour.
-        // `padded` holds one output's luma weights with `PAD` zeros on each side.
-        const PAD: usize = 4;
-        if sub {
-            self.padded.clear();
-            self.padded.resize(luma_width + 2 * PAD, 0.0);
-        }
+        // torch's nearest: `floor(i * scale)` with the scale in f32 (at the decode scale).
+        let nearest_scale = (window.1 as f32) / out as f32;
         for i in 0..out {
-            let (first, n, sum) = (luma.first[i], luma.len[i], luma.sum[i]);
-            let lw = &luma.weights[i * luma_width..][..n];
+            let centre = lo + (i as f64 + 0.5) * scale;
+            let (first, end) = if filter == Filter::Nearest {
+                // An integer window is cut first; a fractional one is a resize then a cut, indexed
+                // as torch indexes the resized image (its offset in resized pixels, whole).
+                let at = if window.0.fract() == 0.0 {
+                    window.0 + f64::from((i as f32 * nearest_scale).floor())
+                } else {
+                    let offset = (window.0 / (window.1 / out as f64)).round() as f32;
+                    f64::from(((i as f32 + offset) * nearest_scale).floor())
+                };
+                let at = (floor(at / d as f64).max(0) as usize).clamp(b0, b1 - 1);
+                (at, at + 1)
+            } else {
+                let first = (floor(centre - support).max(0) as usize).clamp(b0, b1 - 1);
+                (
+                    first,
+                    (floor(centre + support) as usize + 1).clamp(first + 1, b1),
+                )
+            };
+            let n = (end - first).min(luma_width);
+            let mut sum = 0.0;
+            for (k, wk) in self.luma[..n].iter_mut().enumerate() {
+                let x = ((first + k) as f64 + 0.5 - centre) * inv_scale;
+                *wk = match filter {
+                    Filter::Nearest => 1.0,
+                    Filter::Bilinear => (1.0 - x.abs()).max(0.0),
+                    Filter::Bicubic => bicubic(x),
+                };
+                sum += *wk;
+            }
+            if sum <= 0.0 {
+                self.luma[..n].fill(0.0);
+                self.luma[0] = 1.0;
+                sum = 1.0;
+            }
             let (start, taps) = if sub {
-                let padded = &mut self.padded[..n + 2 * PAD];
-                padded[PAD..PAD + n].copy_from_slice(lw);
-                padded[PAD + n..].fill(0.0);
+                // Chroma sample j is nearest to luma samples 2j and 2j + 1 and next-nearest to
+                // 2j - 1 and 2j + 2; at the image's edges it also stands in for its missing
+                // neighbour. `padded` holds the luma weights with zeros around them.
+                const PAD: usize = 4;
+                let padded = &mut self.padded;
+                padded.clear();
+                padded.resize(n + 2 * PAD, 0.0);
+                padded[PAD..PAD + n].copy_from_slice(&self.luma[..n]);
                 let at = |p: usize| padded[p + PAD - first];
-                let end = first + n;
                 let lo_j = (first / 2).saturating_sub(1);
                 let hi_j = ((end - 1) / 2 + 1).min(valid - 1);
                 for j in lo_j..=hi_j {
@@ -339,7 +233,7 @@ impl Taps {
                 }
                 (lo_j, hi_j - lo_j + 1)
             } else {
-                self.plane[..n].copy_from_slice(lw);
+                self.plane[..n].copy_from_slice(&self.luma[..n]);
                 (first, n)
             };
             let row = &mut self.weights[i * self.width..][..taps];
@@ -407,9 +301,6 @@ pub(crate) struct PlaneResampler {
     /// kept apart so that each stays valid for the next image's plane of its kind.
     rows: [Taps; 2],
     cols: [Taps; 2],
-    /// The luma filters down and across that both kinds of plane start from.
-    luma_rows: LumaWeights,
-    luma_cols: LumaWeights,
     /// The first pass's output, the same transposed, and the second pass's output.
     rows_out: Vec<i16>,
     transposed: Vec<i16>,
@@ -453,9 +344,8 @@ impl PlaneResampler {
         );
         if !same_taps {
             let (x, y) = ((window.left, window.width), (window.top, window.height));
-            let (rx, ry) = ((region.x, region.width), (region.y, region.height));
-            self.cols[across].compute(&g.across, x, rx, out_w, filter, &mut self.luma_cols)?;
-            self.rows[down].compute(&g.down, y, ry, out_h, filter, &mut self.luma_rows)?;
+            self.cols[across].compute(&g.across, x, (region.x, region.width), out_w, filter)?;
+            self.rows[down].compute(&g.down, y, (region.y, region.height), out_h, filter)?;
         }
         let (cols, rows_taps) = (&self.cols[across], &self.rows[down]);
         let (x0, x1) = cols.covering;
@@ -768,7 +658,7 @@ mod tests {
                 origin: 0,
                 held: usize::div_ceil(size, denom * factor),
             };
-            t.compute_alone(&axis, window, region, out, Filter::Bilinear)
+            t.compute(&axis, window, region, out, Filter::Bilinear)
                 .unwrap();
             let (c0, c1) = t.covering;
             for i in 0..out {
@@ -793,7 +683,7 @@ mod tests {
             held: 4,
         };
         let mut t = Taps::default();
-        t.compute_alone(&axis, (0.0, 8.0), (0, 8), 8, Filter::Bilinear)
+        t.compute(&axis, (0.0, 8.0), (0, 8), 8, Filter::Bilinear)
             .unwrap();
         let unit = f64::from(UNIT);
         let weights = |i: usize| -> Vec<f64> {
@@ -838,7 +728,7 @@ mod tests {
                 origin: 0,
                 held: h,
             };
-            t.compute_alone(&axis, (2.5, 117.0), (2, 118), out, Filter::Bilinear)
+            t.compute(&axis, (2.5, 117.0), (2, 118), out, Filter::Bilinear)
                 .unwrap();
             let (mut fast, mut portable) = (vec![0; out * w], vec![0; out * w]);
             filter_columns::<BytesToWide>(avx2, &src, w, &t, w, &mut fast);
@@ -852,7 +742,7 @@ mod tests {
                 held: out,
                 ..axis
             };
-            t2.compute_alone(
+            t2.compute(
                 &axis2,
                 (0.5, out as f64 - 1.0),
                 (0, out as u32),
@@ -947,7 +837,7 @@ mod tests {
                 origin: 0,
                 held: size,
             };
-            t.compute_alone(
+            t.compute(
                 &axis,
                 (0.0, size as f64),
                 (0, size as u32),
@@ -970,17 +860,14 @@ mod tests {
     #[test]
     fn taps_kept_from_an_earlier_image_give_what_fresh_ones_give() {
         // Images of alternating sizes and kinds of plane through one resampler, each against a
-        // resampler that has seen nothing before it. A subsampled plane right after a full one
-        // of the same window starts from the luma weights the full one left.
+        // resampler that has seen nothing before it.
         let mut kept = PlaneResampler::new();
         let plane: Vec<u8> = (0..200 * 150).map(|i| (i * 37 % 251) as u8).collect();
-        let cases: [(usize, usize, usize, f64); 8] = [
+        let cases: [(usize, usize, usize, f64); 6] = [
             (200, 150, 1, 0.0),
-            (200, 150, 2, 0.0),
             (120, 90, 2, 0.0),
             (200, 150, 1, 0.0),
             (200, 150, 1, 3.5),
-            (200, 150, 2, 3.5),
             (200, 90, 2, 0.0),
             (120, 150, 1, 0.0),
         ];
