@@ -5,11 +5,15 @@ keeping every `step`-th frame as RGB (FFmpeg's decoder and swscale, one thread p
 then torchvision v2 on the clip tensor: RandomResizedCrop(224) drawn once per clip, flip,
 ToDtype(float32, scale), Normalize, cast to bfloat16 as hpuload's output.
 
-    python benches/peers/video_loader.py FOLDER [--batch 4] [--frames 16] [--step 4]
-        [--workers 2] [--epochs 3]
+    python benches/peers/video_loader.py FOLDER [--reader av|decord] [--batch 4] [--frames 16]
+        [--step 4] [--workers 2] [--epochs 3]
 
 torchcodec itself needs FFmpeg's shared libraries installed on the system; PyAV bundles the
 same FFmpeg decoder, so this is the same decode work without them.
+
+`--reader decord`: the same loop as VideoMAE writes it, with decord (`VideoReader(path,
+num_threads=1)`, `get_batch` of the clip's indices, which seeks to the keyframe before the
+first and decodes forward); the same draw, transform and output.
 """
 
 import argparse
@@ -27,11 +31,11 @@ from torchvision.transforms import v2
 
 
 class Clips(Dataset):
-    def __init__(self, root, frames, step):
+    def __init__(self, root, frames, step, reader="av"):
         self.paths = sorted(Path(root).glob("*/*.mp4"))
         classes = sorted({p.parent.name for p in self.paths})
         self.labels = [classes.index(p.parent.name) for p in self.paths]
-        self.frames, self.step = frames, step
+        self.frames, self.step, self.reader = frames, step, reader
         self.transform = v2.Compose(
             [
                 v2.RandomResizedCrop(224, antialias=True),
@@ -45,6 +49,21 @@ class Clips(Dataset):
         return len(self.paths)
 
     def __getitem__(self, i):
+        kept = self.decord_clip(i) if self.reader == "decord" else self.av_clip(i)
+        clip = tv_tensors.Video(torch.from_numpy(kept).permute(0, 3, 1, 2))
+        return self.transform(clip).to(torch.bfloat16), self.labels[i]
+
+    def decord_clip(self, i):
+        import decord
+
+        vr = decord.VideoReader(str(self.paths[i]), num_threads=1, ctx=decord.cpu(0))
+        n = len(vr)
+        span = self.step * (self.frames - 1) + 1
+        start = random.randrange(max(n - span + 1, 1))
+        indices = [min(start + k * self.step, n - 1) for k in range(self.frames)]
+        return vr.get_batch(indices).asnumpy()
+
+    def av_clip(self, i):
         with av.open(str(self.paths[i])) as c:
             s = c.streams.video[0]
             s.thread_type = "NONE"
@@ -64,13 +83,13 @@ class Clips(Dataset):
                     break
         while len(kept) < self.frames:
             kept.append(kept[-1])
-        clip = tv_tensors.Video(torch.from_numpy(np.stack(kept)).permute(0, 3, 1, 2))
-        return self.transform(clip).to(torch.bfloat16), self.labels[i]
+        return np.stack(kept)
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("root")
+    p.add_argument("--reader", choices=["av", "decord"], default="av")
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--frames", type=int, default=16)
     p.add_argument("--step", type=int, default=4)
@@ -78,7 +97,7 @@ def main():
     p.add_argument("--epochs", type=int, default=3)
     a = p.parse_args()
     torch.set_num_threads(1)
-    data = Clips(a.root, a.frames, a.step)
+    data = Clips(a.root, a.frames, a.step, a.reader)
     loader = DataLoader(data, batch_size=a.batch, shuffle=True, num_workers=a.workers, persistent_workers=True)
     rates = []
     for epoch in range(a.epochs + 1):

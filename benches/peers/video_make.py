@@ -1,8 +1,9 @@
 """Writes benchmark videos from the reference corpus's photographs: a camera panning and
 zooming across each photo (real texture, steady motion), encoded by x264 as it encodes by
-default (High profile, CABAC, B-frames, keyint 250) through PyAV.
+default (High profile, CABAC, B-frames, keyint 250) through PyAV, or with a keyframe every
+`--gop` seconds (issue 30's benchmark set: `--seconds 10 --gop 2`).
 
-    python benches/peers/video_make.py CORPUS OUT_DIR [--videos N] [--size WxH] [--seconds S]
+    python benches/peers/video_make.py CORPUS OUT_DIR [--videos N] [--size WxH] [--seconds S] [--gop S]
 
 Videos go to OUT_DIR/<class>/<name>.mp4, one class per corpus class, so the folder is also a
 dataset for `hpuload bench --video`.
@@ -40,6 +41,7 @@ def main():
     p.add_argument("--size", default="640x360")
     p.add_argument("--seconds", type=float, default=5.0)
     p.add_argument("--fps", type=int, default=25)
+    p.add_argument("--gop", type=float, default=None, help="seconds between keyframes (x264's default: 250 frames)")
     a = p.parse_args()
     w, h = map(int, a.size.split("x"))
     photos = sorted(Path(a.corpus).glob("*/*.jpg"))
@@ -52,6 +54,8 @@ def main():
             s = out.add_stream("libx264", rate=a.fps)
             s.width, s.height, s.pix_fmt = w, h, "yuv420p"
             s.options = {"crf": "23"}
+            if a.gop:
+                s.options = {**s.options, "g": str(round(a.gop * a.fps))}
             for f in frames(Image.open(photo), w, h, n):
                 for packet in s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")):
                     out.mux(packet)

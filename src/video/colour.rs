@@ -31,20 +31,34 @@ fn chroma(cb: u8, cr: u8) -> [i32; 3] {
 
 /// Writes `p` as `height * width * 3` bytes of RGB into `out` (resized to fit).
 pub fn to_rgb(p: &Picture<'_>, out: &mut Vec<u8>) {
+    to_rgb_region(p, out, (0, 0, p.width, p.height));
+}
+
+/// [`to_rgb`] for the pixels of the half-open rectangle `(x0, y0, x1, y1)` only (what the
+/// clips' windows read, [`crate::augment::Resampler::footprint`]): `out` is sized for the whole
+/// frame, and the pixels outside the rectangle keep whatever it held. The rectangle is clipped
+/// to the frame and widened to an even left column (a chroma sample's pair).
+pub fn to_rgb_region(p: &Picture<'_>, out: &mut Vec<u8>, region: (usize, usize, usize, usize)) {
     let (w, h) = (p.width, p.height);
     out.resize(w * h * 3, 0);
-    let cw = w.div_ceil(2);
-    // Per chroma sample: the red, green and blue offsets.
-    let mut terms = vec![[0i32; 3]; cw];
-    for (row, line) in out.chunks_exact_mut(w * 3).enumerate() {
-        if row % 2 == 0 {
+    let (x1, y1) = (region.2.min(w), region.3.min(h));
+    let (x0, y0) = (region.0.min(x1) & !1, region.1.min(y1));
+    if x0 >= x1 {
+        return;
+    }
+    let (c0, c1) = (x0 / 2, x1.div_ceil(2));
+    // Per chroma sample of the rectangle's columns: the red, green and blue offsets.
+    let mut terms = vec![[0i32; 3]; c1 - c0];
+    for row in y0..y1 {
+        if row == y0 || row % 2 == 0 {
             let c = (row / 2) * p.uv_stride;
-            let (u, v) = (&p.u[c..c + cw], &p.v[c..c + cw]);
+            let (u, v) = (&p.u[c + c0..c + c1], &p.v[c + c0..c + c1]);
             for ((t, &cb), &cr) in terms.iter_mut().zip(u).zip(v) {
                 *t = chroma(cb, cr);
             }
         }
-        let y = &p.y[row * p.y_stride..row * p.y_stride + w];
+        let line = &mut out[(row * w + x0) * 3..(row * w + x1) * 3];
+        let y = &p.y[row * p.y_stride + x0..row * p.y_stride + x1];
         for ((pair, ys), t) in line.chunks_mut(6).zip(y.chunks(2)).zip(&terms) {
             for (px, &luma) in pair.chunks_exact_mut(3).zip(ys) {
                 let l = ((i32::from(luma) - 16) * Y) >> 16;
@@ -153,6 +167,46 @@ mod tests {
             .map(|(a, b)| (i32::from(*a) - i32::from(*b)).abs())
             .max();
         assert_eq!(worst, Some(0));
+    }
+
+    #[test]
+    fn a_region_converts_to_the_whole_frames_bytes_inside_it_and_leaves_the_rest() {
+        let (w, h) = (37usize, 19usize);
+        let y: Vec<u8> = (0..w * h).map(|i| (i * 7 % 256) as u8).collect();
+        let u: Vec<u8> = (0..19 * 10).map(|i| (i * 13 % 256) as u8).collect();
+        let v: Vec<u8> = (0..19 * 10).map(|i| (255 - i * 5 % 256) as u8).collect();
+        let p = picture(&y, &u, &v, w, h);
+        let mut whole = Vec::new();
+        to_rgb(&p, &mut whole);
+        for (x0, y0, x1, y1) in [
+            (0, 0, 37, 19),
+            (3, 5, 20, 6),
+            (1, 1, 2, 2),
+            (36, 18, 40, 30),
+            (10, 7, 37, 19),
+        ] {
+            let mut part = vec![0xA5u8; w * h * 3];
+            to_rgb_region(&p, &mut part, (x0, y0, x1, y1));
+            for row in 0..h {
+                for x in 0..w {
+                    let at = (row * w + x) * 3;
+                    let inside = (x0..x1).contains(&x) && (y0..y1).contains(&row);
+                    if inside {
+                        assert_eq!(
+                            part[at..at + 3],
+                            whole[at..at + 3],
+                            "({x}, {row}) in {x0},{y0},{x1},{y1}"
+                        );
+                    } else if x + 1 != x0 || x0 % 2 == 0 {
+                        assert_eq!(
+                            part[at..at + 3],
+                            [0xA5; 3],
+                            "({x}, {row}) outside {x0},{y0},{x1},{y1}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -160,11 +160,13 @@ impl ClipsJob {
                 &mut slot.insert((config.clone(), d)).1
             }
         };
+        let regions = self.regions(s.resampler.get_or_insert_with(|| Resampler::new(1, 1)));
         let (frames, spare) = (&mut s.frames, &mut s.spare);
         spare.extend(frames.drain().map(|(_, b)| b));
         let mut emit = |p: super::Picture<'_>| {
             let mut rgb = spare.pop().unwrap_or_default();
-            colour::to_rgb(&p, &mut rgb);
+            let whole = (0, 0, p.width, p.height);
+            colour::to_rgb_region(&p, &mut rgb, *regions.get(&p.frame).unwrap_or(&whole));
             frames.insert(p.frame, rgb);
         };
         match bytes {
@@ -178,6 +180,32 @@ impl ClipsJob {
                 &mut emit,
             ),
         }
+    }
+
+    /// The pixels of each kept frame (decode-order index) that its clips read: the union of
+    /// their windows' footprints ([`Resampler::footprint`]), or the whole frame for a clip
+    /// whose plan runs ops on the whole frame first. Only these are converted to RGB, which
+    /// changes no output pixel: the resampler reads nothing else.
+    fn regions(&self, resampler: &mut Resampler) -> HashMap<usize, (usize, usize, usize, usize)> {
+        let (w, h) = self.index.size;
+        let mut regions: HashMap<usize, (usize, usize, usize, usize)> = HashMap::new();
+        for (clip, drawn) in self.clips.iter().zip(&self.drawn) {
+            let (x0, y0, x1, y1) = if drawn.pre.is_empty() {
+                let (oh, ow) = drawn.pixels.size;
+                resampler.set_size(oh, ow);
+                resampler.footprint(w, h, &drawn.crop, drawn.interpolation)
+            } else {
+                (0, 0, w, h)
+            };
+            let r = (x0 as usize, y0 as usize, x1 as usize, y1 as usize);
+            for &frame in clip {
+                regions
+                    .entry(frame)
+                    .and_modify(|a| *a = (a.0.min(r.0), a.1.min(r.1), a.2.max(r.2), a.3.max(r.3)))
+                    .or_insert(r);
+            }
+        }
+        regions
     }
 
     /// Writes the decoded frames of every clip into `slot` through the clip's plan: its ops on
