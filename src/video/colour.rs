@@ -59,7 +59,11 @@ pub fn to_rgb_region(p: &Picture<'_>, out: &mut Vec<u8>, region: (usize, usize, 
         }
         let line = &mut out[(row * w + x0) * 3..(row * w + x1) * 3];
         let y = &p.y[row * p.y_stride + x0..row * p.y_stride + x1];
-        for ((pair, ys), t) in line.chunks_mut(6).zip(y.chunks(2)).zip(&terms) {
+        let c = (row / 2) * p.uv_stride;
+        // The row's first pixels in 16-pixel steps where AVX2 is there; the rest below.
+        let done = rows_avx2(y, &p.u[c + c0..c + c1], &p.v[c + c0..c + c1], line);
+        let (line, y, terms) = (&mut line[done * 3..], &y[done..], &terms[done / 2..]);
+        for ((pair, ys), t) in line.chunks_mut(6).zip(y.chunks(2)).zip(terms) {
             for (px, &luma) in pair.chunks_exact_mut(3).zip(ys) {
                 let l = ((i32::from(luma) - 16) * Y) >> 16;
                 px[0] = clamp(l + t[0]);
@@ -68,6 +72,87 @@ pub fn to_rgb_region(p: &Picture<'_>, out: &mut Vec<u8>, region: (usize, usize, 
             }
         }
     }
+}
+
+/// Converts the first pixels of a row in steps of 16 with AVX2 (chosen at run time), the same
+/// bytes as the scalar loop, and returns how many it converted (0 without AVX2). `u` and `v`
+/// start at the chroma sample of the row's first (even) pixel.
+fn rows_avx2(y: &[u8], u: &[u8], v: &[u8], line: &mut [u8]) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        let steps = y.len() / 16;
+        for k in 0..steps {
+            let (at, c) = (16 * k, 8 * k);
+            // SAFETY: AVX2 was detected just above.
+            unsafe {
+                rgb16_avx2(
+                    y[at..at + 16].try_into().expect("16 pixels"),
+                    u[c..c + 8].try_into().expect("8 samples"),
+                    v[c..c + 8].try_into().expect("8 samples"),
+                    (&mut line[3 * at..3 * at + 48])
+                        .try_into()
+                        .expect("48 bytes"),
+                );
+            }
+        }
+        return steps * 16;
+    }
+    let _ = (y, u, v, line);
+    0
+}
+
+/// Sixteen pixels (eight chroma samples, each used twice) of [`to_rgb`]'s arithmetic in 16-bit
+/// lanes, the same integers: `(a * k) >> 16` for a constant `k` that does not fit an i16 is
+/// `a * q + mulhi(a, k - q * 2^16)` for the whole multiple `q` (`76310 = 2^16 + 10774`,
+/// `104597 = 2^17 - 26475`, `-53279 = -2^16 + 12257`, `132201 = 2^17 + 1129`), since the
+/// product's multiple of 2^16 passes through the floor whole; `mulhi` floors as `>>` does.
+/// The sums fit an i16 before the saturating pack to bytes (the clamp).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn rgb16_avx2(y: &[u8; 16], u: &[u8; 8], v: &[u8; 8], out: &mut [u8; 48]) {
+    use std::arch::x86_64::{
+        __m128i, _mm256_add_epi16, _mm256_castsi256_si128, _mm256_cvtepu8_epi16,
+        _mm256_extracti128_si256, _mm256_mulhi_epi16, _mm256_packus_epi16,
+        _mm256_permute4x64_epi64, _mm256_set1_epi16, _mm256_sub_epi16, _mm_loadl_epi64,
+        _mm_loadu_si128, _mm_unpacklo_epi8,
+    };
+    // SAFETY: a 16-byte load of a 16-byte array and 8-byte loads of 8-byte arrays (unaligned
+    // loads are allowed).
+    let (yv, uv, vv) = unsafe {
+        (
+            _mm_loadu_si128(y.as_ptr().cast::<__m128i>()),
+            _mm_loadl_epi64(u.as_ptr().cast::<__m128i>()),
+            _mm_loadl_epi64(v.as_ptr().cast::<__m128i>()),
+        )
+    };
+    let k = _mm256_set1_epi16;
+    // Each chroma sample twice, for its two pixels of the row.
+    let cb = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(uv, uv)), k(128));
+    let cr = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(vv, vv)), k(128));
+    let a = _mm256_sub_epi16(_mm256_cvtepu8_epi16(yv), k(16));
+    let l = _mm256_add_epi16(a, _mm256_mulhi_epi16(a, k(10_774)));
+    let twice = |c| _mm256_add_epi16(c, c);
+    let tr = _mm256_add_epi16(twice(cr), _mm256_mulhi_epi16(cr, k(-26_475)));
+    let tg = _mm256_add_epi16(
+        _mm256_mulhi_epi16(cb, k(-25_675)),
+        _mm256_sub_epi16(_mm256_mulhi_epi16(cr, k(12_257)), cr),
+    );
+    let tb = _mm256_add_epi16(twice(cb), _mm256_mulhi_epi16(cb, k(1_129)));
+    let (r, g, b) = (
+        _mm256_add_epi16(l, tr),
+        _mm256_add_epi16(l, tg),
+        _mm256_add_epi16(l, tb),
+    );
+    // Saturate to bytes: [r0-7 g0-7 | r8-15 g8-15] -> [r0-15 | g0-15], and b likewise.
+    let rg = _mm256_permute4x64_epi64::<0xD8>(_mm256_packus_epi16(r, g));
+    let bb = _mm256_permute4x64_epi64::<0xD8>(_mm256_packus_epi16(b, b));
+    let planes = [
+        _mm256_castsi256_si128(rg),
+        _mm256_extracti128_si256::<1>(rg),
+        _mm256_castsi256_si128(bb),
+    ];
+    // SAFETY: AVX2, and with it SSSE3, is enabled here; `out` holds 48 bytes.
+    unsafe { hpuload_decoders::jpeg::interleave_rgb16(planes, out) };
 }
 
 /// [`to_rgb`] written out pixel by pixel, the reference the tests hold it to.
@@ -167,6 +252,34 @@ mod tests {
             .map(|(a, b)| (i32::from(*a) - i32::from(*b)).abs())
             .max();
         assert_eq!(worst, Some(0));
+    }
+
+    #[test]
+    fn every_luma_with_every_chroma_value_converts_as_the_exact_arithmetic() {
+        // 512 columns (luma 0..=255, each twice, so one chroma sample per level) by 256 rows:
+        // row r has Cb = r and a Cr that walks every value along the row, then the other way.
+        let (w, h) = (512usize, 256usize);
+        let y: Vec<u8> = (0..w * h).map(|i| ((i % w) / 2) as u8).collect();
+        let walk: Vec<u8> = (0..256 * 128)
+            .map(|i| ((i % 256) * 7 + (i / 256) * 3) as u8)
+            .collect();
+        let rows: Vec<u8> = (0..256 * 128).map(|i| (i / 256) as u8 * 2).collect();
+        for (u, v) in [(&rows, &walk), (&walk, &rows)] {
+            let p = Picture {
+                frame: 0,
+                width: w,
+                height: h,
+                y: &y,
+                u,
+                v,
+                y_stride: w,
+                uv_stride: 256,
+            };
+            let (mut fast, mut exact) = (Vec::new(), Vec::new());
+            to_rgb(&p, &mut fast);
+            to_rgb_exact(&p, &mut exact);
+            assert!(fast == exact, "a pixel differs");
+        }
     }
 
     #[test]

@@ -161,13 +161,13 @@ unsafe fn interleave_x86(r: &[u8; 64], g: &[u8; 64], b: &[u8; 64], n: usize, out
 }
 
 /// Interleaves 16 pixels of planar R, G and B (one vector each) into 48 RGB bytes, three byte
-/// shuffles per output vector.
+/// shuffles per output vector (also the video decoder's colour conversion's last step).
 ///
 /// # Safety
 /// The CPU must support SSSE3.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn interleave16(planes: [std::arch::x86_64::__m128i; 3], out: &mut [u8; 48]) {
+pub unsafe fn interleave16(planes: [std::arch::x86_64::__m128i; 3], out: &mut [u8; 48]) {
     use std::arch::x86_64::{
         __m128i, _mm_loadu_si128, _mm_or_si128, _mm_shuffle_epi8, _mm_storeu_si128,
     };
