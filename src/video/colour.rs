@@ -106,15 +106,14 @@ fn rows_avx2(y: &[u8], u: &[u8], v: &[u8], line: &mut [u8]) -> usize {
 /// `a * q + mulhi(a, k - q * 2^16)` for the whole multiple `q` (`76310 = 2^16 + 10774`,
 /// `104597 = 2^17 - 26475`, `-53279 = -2^16 + 12257`, `132201 = 2^17 + 1129`), since the
 /// product's multiple of 2^16 passes through the floor whole; `mulhi` floors as `>>` does.
-/// The sums fit an i16 before the saturating pack to bytes (the clamp).
+/// The sums fit an i16 before the saturating pack to bytes (the clamp) and the interleave,
+/// the JPEG decoder's (`hpuload_decoders::jpeg::store_rgb16`).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 fn rgb16_avx2(y: &[u8; 16], u: &[u8; 8], v: &[u8; 8], out: &mut [u8; 48]) {
     use std::arch::x86_64::{
-        __m128i, _mm256_add_epi16, _mm256_castsi256_si128, _mm256_cvtepu8_epi16,
-        _mm256_extracti128_si256, _mm256_mulhi_epi16, _mm256_packus_epi16,
-        _mm256_permute4x64_epi64, _mm256_set1_epi16, _mm256_sub_epi16, _mm_loadl_epi64,
-        _mm_loadu_si128, _mm_unpacklo_epi8,
+        __m128i, _mm256_add_epi16, _mm256_cvtepu8_epi16, _mm256_mulhi_epi16, _mm256_set1_epi16,
+        _mm256_sub_epi16, _mm_loadl_epi64, _mm_loadu_si128, _mm_unpacklo_epi8,
     };
     // SAFETY: a 16-byte load of a 16-byte array and 8-byte loads of 8-byte arrays (unaligned
     // loads are allowed).
@@ -143,16 +142,7 @@ fn rgb16_avx2(y: &[u8; 16], u: &[u8; 8], v: &[u8; 8], out: &mut [u8; 48]) {
         _mm256_add_epi16(l, tg),
         _mm256_add_epi16(l, tb),
     );
-    // Saturate to bytes: [r0-7 g0-7 | r8-15 g8-15] -> [r0-15 | g0-15], and b likewise.
-    let rg = _mm256_permute4x64_epi64::<0xD8>(_mm256_packus_epi16(r, g));
-    let bb = _mm256_permute4x64_epi64::<0xD8>(_mm256_packus_epi16(b, b));
-    let planes = [
-        _mm256_castsi256_si128(rg),
-        _mm256_extracti128_si256::<1>(rg),
-        _mm256_castsi256_si128(bb),
-    ];
-    // SAFETY: AVX2, and with it SSSE3, is enabled here; `out` holds 48 bytes.
-    unsafe { hpuload_decoders::jpeg::interleave_rgb16(planes, out) };
+    hpuload_decoders::jpeg::store_rgb16(r, g, b, out);
 }
 
 /// [`to_rgb`] written out pixel by pixel, the reference the tests hold it to.

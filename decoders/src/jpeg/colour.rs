@@ -62,9 +62,8 @@ fn ycc_avx2(y: &[u8], cb: &[u8], cr: &[u8], out: &mut [u8]) {
 #[inline]
 fn ycc16_avx2(y: &[u8; 16], cb: &[u8; 16], cr: &[u8; 16], out: &mut [u8; 48]) {
     use std::arch::x86_64::{
-        __m128i, __m256i, _mm256_add_epi16, _mm256_add_epi32, _mm256_castsi256_si128,
-        _mm256_cvtepu8_epi16, _mm256_extracti128_si256, _mm256_madd_epi16, _mm256_packs_epi32,
-        _mm256_packus_epi16, _mm256_permute4x64_epi64, _mm256_set1_epi16, _mm256_set1_epi32,
+        __m128i, __m256i, _mm256_add_epi16, _mm256_add_epi32, _mm256_cvtepu8_epi16,
+        _mm256_madd_epi16, _mm256_packs_epi32, _mm256_set1_epi16, _mm256_set1_epi32,
         _mm256_srai_epi32, _mm256_sub_epi16, _mm256_unpackhi_epi16, _mm256_unpacklo_epi16,
         _mm_loadu_si128,
     };
@@ -102,6 +101,28 @@ fn ycc16_avx2(y: &[u8; 16], cb: &[u8; 16], cr: &[u8; 16], out: &mut [u8; 48]) {
         _mm256_add_epi16(yv, _mm256_add_epi16(cbv, cbv)),
         term(cbv, minus_ones, -14_942, i16::MIN),
     );
+    store_rgb16(r, g, b, out);
+}
+
+/// Saturates 16 pixels' R, G and B (i16 lanes, in order) to bytes and interleaves them into 48
+/// RGB bytes: the last step of the JPEG and the video colour conversions.
+///
+/// # Safety
+/// Safe to call from code compiled for AVX2 (as both callers are); anywhere else the CPU must
+/// support AVX2, which the caller checks first.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+pub fn store_rgb16(
+    r: std::arch::x86_64::__m256i,
+    g: std::arch::x86_64::__m256i,
+    b: std::arch::x86_64::__m256i,
+    out: &mut [u8; 48],
+) {
+    use std::arch::x86_64::{
+        _mm256_castsi256_si128, _mm256_extracti128_si256, _mm256_packus_epi16,
+        _mm256_permute4x64_epi64,
+    };
     // Saturate to bytes: [r0-7 g0-7 | r8-15 g8-15] -> [r0-15 | g0-15], and b likewise.
     let rg = _mm256_permute4x64_epi64::<0xD8>(_mm256_packus_epi16(r, g));
     let bb = _mm256_permute4x64_epi64::<0xD8>(_mm256_packus_epi16(b, b));
@@ -161,13 +182,13 @@ unsafe fn interleave_x86(r: &[u8; 64], g: &[u8; 64], b: &[u8; 64], n: usize, out
 }
 
 /// Interleaves 16 pixels of planar R, G and B (one vector each) into 48 RGB bytes, three byte
-/// shuffles per output vector (also the video decoder's colour conversion's last step).
+/// shuffles per output vector.
 ///
 /// # Safety
 /// The CPU must support SSSE3.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-pub unsafe fn interleave16(planes: [std::arch::x86_64::__m128i; 3], out: &mut [u8; 48]) {
+unsafe fn interleave16(planes: [std::arch::x86_64::__m128i; 3], out: &mut [u8; 48]) {
     use std::arch::x86_64::{
         __m128i, _mm_loadu_si128, _mm_or_si128, _mm_shuffle_epi8, _mm_storeu_si128,
     };

@@ -24,7 +24,7 @@ mod upsample;
 use crate::jpeg_markers;
 use crate::{Decode, DecodeError, ImageFormat, ImageInfo, Limits};
 #[cfg(target_arch = "x86_64")]
-pub use colour::interleave16 as interleave_rgb16;
+pub use colour::store_rgb16;
 use colour::YccTables;
 use header::Header;
 use huffman::{BitReader, HuffmanTable, Unstuffed, EOB_RUN};
