@@ -50,18 +50,17 @@ pub fn to_rgb_region(p: &Picture<'_>, out: &mut Vec<u8>, region: (usize, usize, 
     // Per chroma sample of the rectangle's columns: the red, green and blue offsets.
     let mut terms = vec![[0i32; 3]; c1 - c0];
     for row in y0..y1 {
+        let c = (row / 2) * p.uv_stride;
+        let (u, v) = (&p.u[c + c0..c + c1], &p.v[c + c0..c + c1]);
         if row == y0 || row % 2 == 0 {
-            let c = (row / 2) * p.uv_stride;
-            let (u, v) = (&p.u[c + c0..c + c1], &p.v[c + c0..c + c1]);
             for ((t, &cb), &cr) in terms.iter_mut().zip(u).zip(v) {
                 *t = chroma(cb, cr);
             }
         }
         let line = &mut out[(row * w + x0) * 3..(row * w + x1) * 3];
         let y = &p.y[row * p.y_stride + x0..row * p.y_stride + x1];
-        let c = (row / 2) * p.uv_stride;
         // The row's first pixels in 16-pixel steps where AVX2 is there; the rest below.
-        let done = rows_avx2(y, &p.u[c + c0..c + c1], &p.v[c + c0..c + c1], line);
+        let done = rows_avx2(y, u, v, line);
         let (line, y, terms) = (&mut line[done * 3..], &y[done..], &terms[done / 2..]);
         for ((pair, ys), t) in line.chunks_mut(6).zip(y.chunks(2)).zip(terms) {
             for (px, &luma) in pair.chunks_exact_mut(3).zip(ys) {
