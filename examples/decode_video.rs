@@ -1,5 +1,6 @@
-//! Decode speed of the video path's host decoder (OpenH264 through the frame index and the
-//! decode plan), one thread, over every video in a folder: every frame decoded, then the same
+//! Decode speed of the video path's host decoder (FFmpeg's libavcodec where one is found, else
+//! OpenH264; `HPULOAD_LIBAVCODEC` picks, see `hpuload::video::h264_decoder`) through the frame
+//! index and the decode plan, one thread, over every video in a folder: every frame decoded, then the same
 //! with the conversion to RGB. Prints frames per second per round and the median.
 //!
 //!     cargo run --release --example decode_video -- FOLDER [ROUNDS]
@@ -9,7 +10,7 @@
 use std::fs::File;
 use std::time::Instant;
 
-use hpuload::video::{colour, DecodePlan, H264Decoder, VideoIndex};
+use hpuload::video::{colour, h264_decoder, DecodePlan, H264Decoder, VideoIndex};
 use hpuload::{Source, VideoFolder};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -23,7 +24,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|e| VideoIndex::open(&e.path))
         .collect::<Result<Vec<_>, _>>()?;
     let (w, h) = indexes[0].size;
-    println!("{} videos, first {w}x{h}", indexes.len());
+    println!(
+        "{} videos, first {w}x{h}; decoder: {}",
+        indexes.len(),
+        h264_decoder()
+    );
     for rgb in [false, true] {
         let mut rates = Vec::new();
         for _ in 0..rounds {

@@ -6,9 +6,15 @@ hands batches to torch without a copy, through DLPack. Most users want `hpuload.
     from hpuload.torch import DataLoader   # a drop-in for torch.utils.data.DataLoader
 """
 
-from ._hpuload import ErrorBudgetExceeded, LoaderError, SampleError
-from ._hpuload import Loader as _CoreLoader
-from .sources import (
+from ._libav import use_pyav_libavcodec as _use_pyav_libavcodec
+
+# Before any video is decoded: FFmpeg's decoder from PyAV's wheel when PyAV is installed.
+_use_pyav_libavcodec()
+
+from ._hpuload import ErrorBudgetExceeded, LoaderError, SampleError  # noqa: E402
+from ._hpuload import Loader as _CoreLoader  # noqa: E402
+from ._hpuload import video_decoder  # noqa: E402
+from .sources import (  # noqa: E402
     FrameFolder,
     HFDataset,
     ImageFolder,
@@ -34,6 +40,7 @@ __all__ = [
     "SampleError",
     "ErrorBudgetExceeded",
     "bench",
+    "video_decoder",
 ]
 
 __version__ = "0.1.0"

@@ -574,6 +574,13 @@ fn video_frame_count_and_fps(py: Python<'_>, path: PathBuf) -> PyResult<(usize, 
         .map_err(|e| PyValueError::new_err(format!("{}: {e}", path.display())))
 }
 
+/// Which H.264 decoder the video path uses in this process, in words (FFmpeg's libavcodec
+/// and where it was found, or OpenH264 and why no libavcodec is used).
+#[pyfunction]
+fn video_decoder() -> String {
+    hpuload::video::h264_decoder()
+}
+
 #[pymodule]
 fn _hpuload(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Loader>()?;
@@ -585,6 +592,7 @@ fn _hpuload(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(image_extensions, m)?)?;
     m.add_function(wrap_pyfunction!(read_video_frames, m)?)?;
     m.add_function(wrap_pyfunction!(video_frame_count_and_fps, m)?)?;
+    m.add_function(wrap_pyfunction!(video_decoder, m)?)?;
     m.add_function(wrap_pyfunction!(mix::mixup_f32, m)?)?;
     m.add_function(wrap_pyfunction!(mix::cutmix_f32, m)?)?;
     m.add_function(wrap_pyfunction!(masks::coco_masks, m)?)?;

@@ -1,6 +1,7 @@
 """Video through the Python package: `hpuload.VideoFolder` with torchcodec's sampler
 parameters, batches `[B, T, C, H, W]` through `hpuload.torch.DataLoader`."""
 
+import os
 import shutil
 from pathlib import Path
 
@@ -167,3 +168,35 @@ def test_a_frame_folder_gives_each_clip_its_jpegs_in_natural_order(tmp_path):
         for t, name in enumerate(["1.jpg", "3.jpg", "5.jpg", "7.jpg"]):
             want = torch.from_numpy(np.array(Image.open(tmp_path / cls / video / name).convert("RGB"))).permute(2, 0, 1)
             assert (clip[t].int() - want.int()).abs().max() <= 1, (cls, name)
+
+
+def test_pyavs_libavcodec_is_found_beside_the_av_package_and_set_only_when_unset(tmp_path):
+    from hpuload import _libav
+
+    (tmp_path / "av").mkdir()
+    libs = tmp_path / "av.libs"
+    libs.mkdir()
+    assert _libav.pyav_libavcodec(tmp_path / "av") is None
+    (libs / "libavutil-1234abcd.so.60.26.102").touch()
+    lib = libs / "libavcodec-5e6b81c2.so.62.28.102"
+    lib.touch()
+    assert _libav.pyav_libavcodec(tmp_path / "av") == lib
+    # A setting of the user's own is kept, whatever PyAV has.
+    environ = {"HPULOAD_LIBAVCODEC": "off"}
+    _libav.use_pyav_libavcodec(environ)
+    assert environ == {"HPULOAD_LIBAVCODEC": "off"}
+
+
+def test_hpuload_libavcodec_off_decodes_with_openh264_and_says_why():
+    import subprocess
+    import sys
+
+    env = dict(os.environ, HPULOAD_LIBAVCODEC="off")
+    out = subprocess.run(
+        [sys.executable, "-c", "import hpuload; print(hpuload.video_decoder())"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert out == "OpenH264 (built in): HPULOAD_LIBAVCODEC is off"

@@ -1,10 +1,12 @@
-//! H.264 decoding on the host, through Cisco's OpenH264 (built from its bundled source by the
-//! `openh264` crate: no system library). It decodes Constrained Baseline, Main and High
-//! profile streams, CABAC and B-frames included, as x264 writes them.
+//! H.264 decoding on the host: through FFmpeg's libavcodec where the machine has one (loaded
+//! at run time, [`super::libav`]), else through Cisco's OpenH264 (built from its bundled source
+//! by the `openh264` crate: no system library). Both decode Constrained Baseline, Main and
+//! High profile streams, CABAC and B-frames included, as x264 writes them, and H.264 decoding
+//! is exact: they give the same planes bit for bit.
 //!
 //! The container gives each frame as length-prefixed NAL units and the parameter sets in the
-//! `avcC` record; OpenH264 reads an Annex B byte stream, so both are rewritten with start
-//! codes. Each frame goes in tagged with its decode-order index as its timestamp, and every
+//! `avcC` record; both decoders are given an Annex B byte stream, so both are rewritten with
+//! start codes. Each frame goes in tagged with its decode-order index as its timestamp, and every
 //! picture that comes out (in presentation order, after B-frame reordering) carries the tag of
 //! the frame it is, so the caller keeps the frames it wants without counting.
 
@@ -14,10 +16,9 @@ use std::ptr::null_mut;
 
 use openh264::decoder::{Decoder, DecoderConfig};
 use openh264::OpenH264API;
-use openh264_sys2::{
-    SBufferInfo, DECODER_OPTION_NUM_OF_FRAMES_REMAINING_IN_BUFFER, DECODING_STATE,
-};
+use openh264_sys2::{SBufferInfo, DECODER_OPTION_NUM_OF_FRAMES_REMAINING_IN_BUFFER};
 
+use super::libav::{self, Libav, LibavDecoder, Planes};
 use super::plan::DecodePlan;
 use super::{VideoError, VideoFailure, VideoIndex};
 use crate::Error;
@@ -122,7 +123,7 @@ pub struct DecodeCounts {
 /// An H.264 decoder for one video at a time. Not shared between threads: each worker holds
 /// its own.
 pub struct H264Decoder {
-    decoder: Decoder,
+    decoder: Engine,
     config: AvcConfig,
     /// The compressed bytes of the run being decoded.
     data: Vec<u8>,
@@ -135,13 +136,32 @@ pub struct H264Decoder {
 impl std::fmt::Debug for H264Decoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("H264Decoder")
+            .field("decoder", &self.name())
             .field("config", &self.config)
             .finish_non_exhaustive()
     }
 }
 
+/// The decoder underneath: FFmpeg's when a libavcodec was found, else OpenH264.
+enum Engine {
+    OpenH264(Decoder),
+    Libav(LibavDecoder),
+}
+
+/// Which H.264 decoder the video path uses in this process, in words: "libavcodec 59.37.100
+/// (libavcodec.so.59)", or "OpenH264 (built in): " and why no libavcodec is used.
+pub fn h264_decoder() -> String {
+    match libav::found() {
+        Ok(lib) => lib.describe(),
+        Err(why) => format!("{OPENH264}: {why}"),
+    }
+}
+
+const OPENH264: &str = "OpenH264 (built in)";
+
 impl H264Decoder {
-    /// A decoder for `index`'s video.
+    /// A decoder for `index`'s video: FFmpeg's when the process found a libavcodec
+    /// ([`h264_decoder`] says which), else OpenH264.
     ///
     /// # Errors
     /// [`Error::Format`] naming the file when its `avcC` record is malformed or the decoder
@@ -155,9 +175,25 @@ impl H264Decoder {
     /// # Errors
     /// [`VideoError::Config`], [`VideoError::Decoder`] or [`VideoError::Decode`].
     pub fn new_typed(index: &VideoIndex) -> Result<Self, VideoError> {
+        Self::with_library(index, libav::library())
+    }
+
+    /// A decoder for `index`'s video through `lib`, or OpenH264 when it is `None`.
+    ///
+    /// # Errors
+    /// As [`H264Decoder::new_typed`]; [`VideoError::Decoder`] when `lib` cannot open an
+    /// H.264 decoder.
+    pub fn with_library(
+        index: &VideoIndex,
+        lib: Option<&'static Libav>,
+    ) -> Result<Self, VideoError> {
         let config = AvcConfig::parse(&index.config)?;
+        let decoder = match lib {
+            Some(lib) => Engine::Libav(LibavDecoder::new(lib).map_err(VideoError::Decoder)?),
+            None => Engine::OpenH264(start()?),
+        };
         let mut this = Self {
-            decoder: start()?,
+            decoder,
             config,
             data: Vec::new(),
             annexb: Vec::new(),
@@ -167,15 +203,24 @@ impl H264Decoder {
         Ok(this)
     }
 
-    /// Hands a fresh decoder the parameter sets.
-    fn prime(&mut self) -> Result<(), VideoError> {
-        let headers = std::mem::take(&mut self.config.parameter_sets);
-        let state = self.feed(&headers, 0, &mut |_| {});
-        self.config.parameter_sets = headers;
-        match state {
-            0 => Ok(()),
-            state => Err(VideoError::Decode { frame: None, state }),
+    /// Which decoder this is, in words.
+    pub fn name(&self) -> String {
+        match &self.decoder {
+            Engine::OpenH264(_) => OPENH264.to_string(),
+            Engine::Libav(d) => d.library().describe(),
         }
+    }
+
+    /// Hands a fresh OpenH264 the parameter sets. (FFmpeg's is given them with each run's
+    /// keyframe: alone, they are a packet with no picture, which it calls invalid data.)
+    fn prime(&mut self) -> Result<(), VideoError> {
+        if matches!(self.decoder, Engine::Libav(_)) {
+            return Ok(());
+        }
+        let headers = std::mem::take(&mut self.config.parameter_sets);
+        let fed = self.feed(&headers, None, &mut |_| {});
+        self.config.parameter_sets = headers;
+        fed
     }
 
     /// Decodes `plan`'s runs from `file` and hands each kept frame to `emit`, in presentation
@@ -256,9 +301,15 @@ impl H264Decoder {
         for (k, (run, &(from, to))) in plan.runs.iter().zip(&spans).enumerate() {
             // OpenH264 does not take a new stream after the end of the last one (its picture
             // buffers stay held: "out of memory" a few frames in): a fresh decoder per run.
+            // FFmpeg's is flushed, and given the parameter sets again with the keyframe.
             if k > 0 || self.ended {
-                self.decoder = start()?;
-                self.prime()?;
+                match &mut self.decoder {
+                    Engine::OpenH264(d) => {
+                        *d = start()?;
+                        self.prime()?;
+                    }
+                    Engine::Libav(d) => d.restart(),
+                }
             }
             self.ended = true;
             let frames = &index.frames[run.first..=run.last];
@@ -289,24 +340,25 @@ impl H264Decoder {
                 }
                 let mut annexb = std::mem::take(&mut self.annexb);
                 let rewritten = to_annexb(sample, self.config.nal_length, &mut annexb);
-                let state = match rewritten {
-                    Ok(()) => Ok(self.feed(&annexb, frame, &mut pass)),
-                    Err(reason) => Err(VideoError::Sample { frame, reason }),
+                if k == 0 && matches!(self.decoder, Engine::Libav(_)) {
+                    annexb.splice(0..0, self.config.parameter_sets.iter().copied());
+                }
+                let fed = match rewritten {
+                    Ok(()) => self.feed(&annexb, Some(frame), &mut pass),
+                    Err(reason) => {
+                        self.annexb = annexb;
+                        return Err(VideoError::Sample { frame, reason }.into());
+                    }
                 };
                 self.annexb = annexb;
-                let state = state?;
                 // A leading picture of an open GOP decoded from its own keyframe refers to
                 // the GOP before: its errors are expected, and it is never kept.
                 let leading = f.pts < key_pts && keep.binary_search(&frame).is_err();
-                if state != 0 && !leading {
-                    return Err(VideoError::Decode {
-                        frame: Some(frame),
-                        state,
-                    }
-                    .into());
+                if !leading {
+                    fed?;
                 }
             }
-            self.drain(&mut pass);
+            self.drain(&mut pass)?;
             if seen != keep.len() {
                 return Err(VideoError::Missing {
                     wanted: keep.len(),
@@ -321,54 +373,78 @@ impl H264Decoder {
         Ok(counts)
     }
 
-    /// Hands the decoder one access unit tagged `frame`; passes on a picture if one is ready.
+    /// Hands the decoder one access unit tagged `frame` (`None`: the parameter sets alone);
+    /// passes on each picture that is ready.
     fn feed(
         &mut self,
         annexb: &[u8],
-        frame: usize,
+        frame: Option<usize>,
         out: &mut dyn FnMut(Picture<'_>),
-    ) -> DECODING_STATE {
+    ) -> Result<(), VideoError> {
+        let decoder = match &mut self.decoder {
+            Engine::Libav(d) => {
+                let tag = frame.map_or(-1, |f| f as i64);
+                return d
+                    .decode(annexb, tag, &mut |p| out(picture(p)))
+                    .map_err(|reason| VideoError::Libav { frame, reason });
+            }
+            Engine::OpenH264(d) => d,
+        };
         let mut dst = [null_mut::<u8>(); 3];
         let mut info = SBufferInfo {
-            uiInBsTimeStamp: frame as u64,
+            uiInBsTimeStamp: frame.unwrap_or(0) as u64,
             ..SBufferInfo::default()
         };
         let len = i32::try_from(annexb.len()).unwrap_or(i32::MAX);
         // SAFETY: `annexb` is valid for `len` bytes for the call; `dst` and `info` are live
         // locals the decoder writes its output pointers and picture description into.
         let state = unsafe {
-            self.decoder.raw_api().decode_frame_no_delay(
+            decoder.raw_api().decode_frame_no_delay(
                 annexb.as_ptr(),
                 len,
                 dst.as_mut_ptr(),
                 &raw mut info,
             )
         };
-        self.pass_on(&dst, &info, out);
-        state
+        pass_on(&dst, &info, out);
+        match state {
+            0 => Ok(()),
+            state => Err(VideoError::Decode { frame, state }),
+        }
     }
 
     /// Ends the stream and passes on every picture still held for reordering.
-    fn drain(&mut self, out: &mut dyn FnMut(Picture<'_>)) {
+    fn drain(&mut self, out: &mut dyn FnMut(Picture<'_>)) -> Result<(), VideoError> {
+        let decoder = match &mut self.decoder {
+            Engine::Libav(d) => {
+                return d
+                    .drain(&mut |p| out(picture(p)))
+                    .map_err(|reason| VideoError::Libav {
+                        frame: None,
+                        reason,
+                    });
+            }
+            Engine::OpenH264(d) => d,
+        };
         let mut dst = [null_mut::<u8>(); 3];
         let mut info = SBufferInfo::default();
         // SAFETY: a null source of length 0 is the API's end-of-stream call; `dst` and `info`
         // are live locals it writes into.
         unsafe {
-            self.decoder.raw_api().decode_frame_no_delay(
+            decoder.raw_api().decode_frame_no_delay(
                 std::ptr::null(),
                 0,
                 dst.as_mut_ptr(),
                 &raw mut info,
             );
         }
-        self.pass_on(&dst, &info, out);
+        pass_on(&dst, &info, out);
         // Bounded: the decoder holds at most its reorder depth (16) of pictures.
         for _ in 0..32 {
             let mut left: i32 = 0;
             // SAFETY: the option writes one int into `left`.
             unsafe {
-                self.decoder.raw_api().get_option(
+                decoder.raw_api().get_option(
                     DECODER_OPTION_NUM_OF_FRAMES_REMAINING_IN_BUFFER,
                     (&raw mut left).cast(),
                 );
@@ -380,62 +456,72 @@ impl H264Decoder {
             let mut info = SBufferInfo::default();
             // SAFETY: `dst` and `info` are live locals the decoder writes into.
             unsafe {
-                self.decoder
+                decoder
                     .raw_api()
                     .flush_frame(dst.as_mut_ptr(), &raw mut info);
             }
-            self.pass_on(&dst, &info, out);
+            pass_on(&dst, &info, out);
         }
+        Ok(())
     }
+}
 
-    /// Passes on the picture the decoder described in `info`, if there is one.
-    fn pass_on(&self, dst: &[*mut u8; 3], info: &SBufferInfo, out: &mut dyn FnMut(Picture<'_>)) {
-        if info.iBufferStatus != 1 || dst.iter().any(|p| p.is_null()) {
-            return;
-        }
-        // SAFETY: with `iBufferStatus == 1` the decoder filled the `sSystemBuffer` variant of
-        // the union (the only one it has).
-        let sys = unsafe { info.UsrData.sSystemBuffer };
-        let (Ok(width), Ok(height), Ok(y_stride), Ok(uv_stride)) = (
-            usize::try_from(sys.iWidth),
-            usize::try_from(sys.iHeight),
-            usize::try_from(sys.iStride[0]),
-            usize::try_from(sys.iStride[1]),
-        ) else {
-            return;
-        };
-        if width == 0 || height == 0 || y_stride < width || uv_stride < width.div_ceil(2) {
-            return;
-        }
-        let chroma_rows = height.div_ceil(2);
-        // SAFETY: for a ready picture OpenH264 points `dst` at its planes, `height` rows of
-        // `y_stride` bytes and `ceil(height / 2)` rows of `uv_stride` bytes, which stay valid
-        // until the decoder's next call; the slices end before then (`out` returns first),
-        // and the last row is taken only `width` (or half of it) long.
-        let (y, u, v) = unsafe {
-            (
-                std::slice::from_raw_parts(dst[0], (height - 1) * y_stride + width),
-                std::slice::from_raw_parts(
-                    dst[1],
-                    (chroma_rows - 1) * uv_stride + width.div_ceil(2),
-                ),
-                std::slice::from_raw_parts(
-                    dst[2],
-                    (chroma_rows - 1) * uv_stride + width.div_ceil(2),
-                ),
-            )
-        };
-        out(Picture {
-            frame: info.uiOutYuvTimeStamp as usize,
-            width,
-            height,
-            y,
-            u,
-            v,
-            y_stride,
-            uv_stride,
-        })
+/// FFmpeg's picture as the decoder's: its tag is the frame's decode-order index (a tag that
+/// is no frame's, such as the parameter sets' -1, matches no kept frame).
+fn picture(p: Planes<'_>) -> Picture<'_> {
+    Picture {
+        frame: usize::try_from(p.tag).unwrap_or(usize::MAX),
+        width: p.width,
+        height: p.height,
+        y: p.y,
+        u: p.u,
+        v: p.v,
+        y_stride: p.y_stride,
+        uv_stride: p.uv_stride,
     }
+}
+
+/// Passes on the picture OpenH264 described in `info`, if there is one.
+fn pass_on(dst: &[*mut u8; 3], info: &SBufferInfo, out: &mut dyn FnMut(Picture<'_>)) {
+    if info.iBufferStatus != 1 || dst.iter().any(|p| p.is_null()) {
+        return;
+    }
+    // SAFETY: with `iBufferStatus == 1` the decoder filled the `sSystemBuffer` variant of
+    // the union (the only one it has).
+    let sys = unsafe { info.UsrData.sSystemBuffer };
+    let (Ok(width), Ok(height), Ok(y_stride), Ok(uv_stride)) = (
+        usize::try_from(sys.iWidth),
+        usize::try_from(sys.iHeight),
+        usize::try_from(sys.iStride[0]),
+        usize::try_from(sys.iStride[1]),
+    ) else {
+        return;
+    };
+    if width == 0 || height == 0 || y_stride < width || uv_stride < width.div_ceil(2) {
+        return;
+    }
+    let chroma_rows = height.div_ceil(2);
+    // SAFETY: for a ready picture OpenH264 points `dst` at its planes, `height` rows of
+    // `y_stride` bytes and `ceil(height / 2)` rows of `uv_stride` bytes, which stay valid
+    // until the decoder's next call; the slices end before then (`out` returns first),
+    // and the last row is taken only `width` (or half of it) long.
+    let (y, u, v) = unsafe {
+        (
+            std::slice::from_raw_parts(dst[0], (height - 1) * y_stride + width),
+            std::slice::from_raw_parts(dst[1], (chroma_rows - 1) * uv_stride + width.div_ceil(2)),
+            std::slice::from_raw_parts(dst[2], (chroma_rows - 1) * uv_stride + width.div_ceil(2)),
+        )
+    };
+    out(Picture {
+        frame: info.uiOutYuvTimeStamp as usize,
+        width,
+        height,
+        y,
+        u,
+        v,
+        y_stride,
+        uv_stride,
+    })
 }
 
 /// A new OpenH264 decoder (error concealment off: a damaged frame is an error, not a guess).

@@ -11,6 +11,7 @@ pub mod colour;
 mod fragments;
 mod frames;
 mod h264;
+mod libav;
 mod make;
 mod mp4;
 mod plan;
@@ -28,7 +29,8 @@ pub use clips::{
 };
 pub(crate) use frames::frame_error;
 pub use frames::{FramesJob, FramesScratch};
-pub use h264::{AvcConfig, DecodeCounts, H264Decoder, Picture};
+pub use h264::{h264_decoder, AvcConfig, DecodeCounts, H264Decoder, Picture};
+pub use libav::{library as libavcodec, Libav};
 pub use make::{default_video_dataset, make_video_dataset, VideoSetSpec};
 pub use mp4::{Codec, Frame, VideoError, VideoFailure, VideoIndex};
 pub use plan::{DecodePlan, Run};

@@ -128,6 +128,16 @@ pub enum VideoError {
         /// OpenH264's `DECODING_STATE` bits.
         state: i32,
     },
+    /// FFmpeg's decoder rejected a frame (or, with no frame, the parameter sets or the end of
+    /// the stream).
+    #[error("{} does not decode (libavcodec: {reason})",
+        frame.map_or("the stream".to_string(), |f| format!("frame {f}")))]
+    Libav {
+        /// The frame, in decode order.
+        frame: Option<usize>,
+        /// FFmpeg's words.
+        reason: String,
+    },
     /// The video has no clip for the sampler's parameters.
     #[error("no clip: {0}")]
     Clips(#[from] super::ClipError),

@@ -1,12 +1,13 @@
 //! The video index and the H.264 decoder against FFmpeg: `tests/data/video/expected.json`
 //! holds what FFmpeg (through PyAV, `make_fixtures.py`) reads from the x264 clips beside it:
 //! each frame's presentation time, keyframe flag and a hash of each decoded plane. H.264
-//! decoding is exact, so the planes must match bit for bit.
+//! decoding is exact, so the planes must match bit for bit: from OpenH264 and from the
+//! libavcodec the machine has (if any), each checked.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use hpuload::video::{DecodePlan, H264Decoder, VideoIndex};
+use hpuload::video::{libavcodec, DecodePlan, H264Decoder, Libav, VideoIndex};
 use serde_json::Value;
 
 fn data() -> PathBuf {
@@ -39,9 +40,35 @@ fn plane(data: &[u8], stride: usize, width: usize, height: usize) -> String {
     fnv1a64((0..height).flat_map(|r| data[r * stride..r * stride + width].iter().copied()))
 }
 
-/// Decodes `wanted` (presentation positions) and returns each picture's position and its
-/// planes' hashes, in the order they came out.
+/// The decoders to check: OpenH264, and FFmpeg's when the machine has a libavcodec.
+fn decoders() -> Vec<Option<&'static Libav>> {
+    match libavcodec() {
+        Some(lib) => vec![None, Some(lib)],
+        None => {
+            eprintln!("no libavcodec on this machine: only OpenH264 is checked");
+            vec![None]
+        }
+    }
+}
+
+/// Decodes `wanted` (presentation positions) with each decoder, checks that they agree, and
+/// returns each picture's position and its planes' hashes, in the order they came out.
 fn decode(index: &VideoIndex, wanted: &[usize]) -> Vec<(usize, [String; 3])> {
+    let mut outs = decoders()
+        .into_iter()
+        .map(|lib| decode_with(lib, index, wanted));
+    let first = outs.next().unwrap();
+    for other in outs {
+        assert_eq!(other, first, "libavcodec and OpenH264 differ");
+    }
+    first
+}
+
+fn decode_with(
+    lib: Option<&'static Libav>,
+    index: &VideoIndex,
+    wanted: &[usize],
+) -> Vec<(usize, [String; 3])> {
     let order = index.presentation_order();
     let position: Vec<usize> = {
         let mut p = vec![0; order.len()];
@@ -52,7 +79,7 @@ fn decode(index: &VideoIndex, wanted: &[usize]) -> Vec<(usize, [String; 3])> {
     };
     let frames: Vec<usize> = wanted.iter().map(|&p| order[p]).collect();
     let plan = DecodePlan::new(index, &frames);
-    let mut decoder = H264Decoder::new(index).unwrap();
+    let mut decoder = H264Decoder::with_library(index, lib).unwrap();
     let file = File::open(&index.path).unwrap();
     let mut out = Vec::new();
     decoder
@@ -176,33 +203,35 @@ fn one_decoder_decodes_run_after_run_and_video_after_video() {
     let index = VideoIndex::open(data().join(clip)).unwrap();
     let order = index.presentation_order();
     let file = File::open(&index.path).unwrap();
-    let mut decoder = H264Decoder::new(&index).unwrap();
-    for wanted in [
-        &[3usize, 4, 5, 20][..],
-        &[3, 4, 5, 20],
-        &[28, 29],
-        &[0, 13, 27],
-    ] {
-        let decode_order: Vec<usize> = wanted.iter().map(|&p| order[p]).collect();
-        let plan = DecodePlan::new(&index, &decode_order);
-        let mut got = Vec::new();
-        decoder
-            .decode(&file, &index, &plan, &mut |p| {
-                let pos = order.iter().position(|&f| f == p.frame).unwrap();
-                let (cw, ch) = (p.width.div_ceil(2), p.height.div_ceil(2));
-                got.push((
-                    pos,
-                    [
-                        plane(p.y, p.y_stride, p.width, p.height),
-                        plane(p.u, p.uv_stride, cw, ch),
-                        plane(p.v, p.uv_stride, cw, ch),
-                    ],
-                ));
-            })
-            .unwrap();
-        assert_eq!(got.len(), wanted.len(), "{wanted:?}");
-        for (pos, planes) in got {
-            assert_eq!(planes, hashes(&frames[pos]), "frame {pos} of {wanted:?}");
+    for lib in decoders() {
+        let mut decoder = H264Decoder::with_library(&index, lib).unwrap();
+        for wanted in [
+            &[3usize, 4, 5, 20][..],
+            &[3, 4, 5, 20],
+            &[28, 29],
+            &[0, 13, 27],
+        ] {
+            let decode_order: Vec<usize> = wanted.iter().map(|&p| order[p]).collect();
+            let plan = DecodePlan::new(&index, &decode_order);
+            let mut got = Vec::new();
+            decoder
+                .decode(&file, &index, &plan, &mut |p| {
+                    let pos = order.iter().position(|&f| f == p.frame).unwrap();
+                    let (cw, ch) = (p.width.div_ceil(2), p.height.div_ceil(2));
+                    got.push((
+                        pos,
+                        [
+                            plane(p.y, p.y_stride, p.width, p.height),
+                            plane(p.u, p.uv_stride, cw, ch),
+                            plane(p.v, p.uv_stride, cw, ch),
+                        ],
+                    ));
+                })
+                .unwrap();
+            assert_eq!(got.len(), wanted.len(), "{wanted:?}");
+            for (pos, planes) in got {
+                assert_eq!(planes, hashes(&frames[pos]), "frame {pos} of {wanted:?}");
+            }
         }
     }
 }
@@ -219,14 +248,16 @@ fn a_damaged_frame_is_an_error_naming_the_file_and_frame() {
     bytes[f.offset as usize..f.offset as usize + 4].copy_from_slice(&u32::MAX.to_be_bytes());
     std::fs::write(&path, &bytes).unwrap();
     let index = VideoIndex::open(&path).unwrap();
-    let mut decoder = H264Decoder::new(&index).unwrap();
-    let plan = DecodePlan::new(&index, &[5]);
-    let err = decoder
-        .decode(&File::open(&path).unwrap(), &index, &plan, &mut |_| {})
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("damaged.mp4"), "{err}");
-    assert!(err.contains("frame 5"), "{err}");
+    for lib in decoders() {
+        let mut decoder = H264Decoder::with_library(&index, lib).unwrap();
+        let plan = DecodePlan::new(&index, &[5]);
+        let err = decoder
+            .decode(&File::open(&path).unwrap(), &index, &plan, &mut |_| {})
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("damaged.mp4"), "{err}");
+        assert!(err.contains("frame 5"), "{err}");
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -1118,4 +1149,37 @@ fn torchvisions_windows_over_a_manifest_row_lie_in_its_segment() {
     assert!(got[..clip] == frames(&[5, 6, 7])[..]);
     assert!(got[clip..2 * clip] == frames(&[7, 8, 9])[..]);
     assert!(got[2 * clip..3 * clip] == frames(&[0, 1, 2])[..]);
+}
+
+#[test]
+fn damaged_slice_data_is_an_error_naming_the_frame_on_either_decoder_not_a_concealed_picture() {
+    let dir = TempDir::new("video-slice");
+    let path = dir.path().join("damaged.mp4");
+    let mut bytes = std::fs::read(data().join("high_bframes.mp4")).unwrap();
+    let index = VideoIndex::open(data().join("high_bframes.mp4")).unwrap();
+    // The keyframe's last NAL unit (its slice): its payload scrambled, its length intact.
+    let f = index.frames[0];
+    let (mut at, end) = (f.offset as usize, (f.offset + u64::from(f.len)) as usize);
+    let mut slice = (0, 0);
+    while at < end {
+        let n = u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+        slice = (at + 4, at + 4 + n);
+        at += 4 + n;
+    }
+    assert_eq!(bytes[slice.0] & 0x1f, 5, "an IDR slice");
+    for b in &mut bytes[slice.0 + 8..slice.1 - 8] {
+        *b ^= 0x5a;
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    let index = VideoIndex::open(&path).unwrap();
+    for lib in decoders() {
+        let mut decoder = H264Decoder::with_library(&index, lib).unwrap();
+        let plan = DecodePlan::new(&index, &[0, 1, 2]);
+        let err = decoder
+            .decode(&File::open(&path).unwrap(), &index, &plan, &mut |_| {})
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("damaged.mp4"), "{err}");
+        assert!(err.contains("frame 0 does not decode"), "{err}");
+    }
 }
