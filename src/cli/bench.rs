@@ -150,6 +150,9 @@ pub fn run(args: &BenchArgs) -> Result<(), Error> {
         loader.batches_per_epoch(),
         loader.is_pinned()
     );
+    if args.video.video {
+        println!("  H.264 decoder: {}", crate::video::h264_decoder());
+    }
     if let Some(index) = loader.video_index_stats() {
         println!(
             "  video index: {} videos in {:.3} s ({} from the index file, {} indexed, {} failed{})",
