@@ -3,7 +3,8 @@
 # (Kinetics, VideoClips, RandomClipSampler) on torch's DataLoader and on hpuload's drop-in; a
 # VideoMAE-style loader (16 frames 4 apart, one random clip per video, RandomResizedCrop 224)
 # as `hpuload bench --video`, as the same loop on PyAV and on decord; and every frame decoded
-# on one thread by hpuload's decoder (OpenH264, the media engine's) and by FFmpeg (PyAV).
+# on one thread by hpuload's decoder (FFmpeg's libavcodec where one is found, and the built-in
+# OpenH264 with HPULOAD_LIBAVCODEC=off) and by FFmpeg through PyAV.
 #
 #   PY=<venv with torch, torchvision, torchcodec, av, decord, hpuload> \
 #   HPULOAD=target/release/hpuload DECODE=target/release/examples/decode_video \
@@ -18,7 +19,7 @@ OUT=${OUT:-/tmp/video_sitting}
 HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$OUT"
 for r in $(seq "$ROUNDS"); do
-    for step in kin_torch kin_hpuload mae_hpuload mae_av mae_decord dec_hpuload dec_ffmpeg; do
+    for step in kin_torch kin_hpuload mae_hpuload mae_av mae_decord dec_hpuload dec_openh264 dec_ffmpeg; do
         log="$OUT/$step.$r.log"
         case $step in
             kin_torch) "$PY" "$HERE/kinetics_loader.py" "$ROOT" --loader torch --epochs 2 ;;
@@ -29,8 +30,9 @@ for r in $(seq "$ROUNDS"); do
             mae_av) "$PY" "$HERE/video_loader.py" "$VIDEOS" --reader av --epochs 3 ;;
             mae_decord) "$PY" "$HERE/video_loader.py" "$VIDEOS" --reader decord --epochs 3 ;;
             dec_hpuload) "$DECODE" "$FEW" 2 ;;
+            dec_openh264) HPULOAD_LIBAVCODEC=off "$DECODE" "$FEW" 2 ;;
             dec_ffmpeg) "$PY" "$HERE/video_decode.py" "$FEW" 2 ;;
         esac > "$log" 2>&1
-        echo "round $r $step: $(grep -E 'median|^images/s|clips/s:' "$log" | tr '\n' ' ')"
+        echo "round $r $step: $(grep -E 'median|^images/s|clips/s:|decoder' "$log" | tr '\n' ' ')"
     done
 done
