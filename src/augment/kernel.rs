@@ -163,8 +163,8 @@ impl Resampler {
     /// The source pixels [`Resampler::run_with`] can read for `crop` of a `width`x`height`
     /// image at the output size last set, as a half-open rectangle `(x0, y0, x1, y1)`, with
     /// two pixels of margin beyond the filter's reach: a decoder need only produce these (the CPU path's region decode).
-    /// The whole image for the filters whose positions are computed in f32 (`nearest`,
-    /// `bilinear_no_antialias`).
+    /// Exactly the pixels read for `bilinear_no_antialias` (its taps' extent); the whole
+    /// image for `nearest`, whose positions are computed in f32.
     pub fn footprint(
         &self,
         width: u32,
@@ -176,6 +176,22 @@ impl Resampler {
         let support = match interpolation {
             Interpolation::Bilinear => 1.0,
             Interpolation::Bicubic => 2.0,
+            Interpolation::BilinearNoAntialias => {
+                // Exactly the pixels `two_tap` reads: the same taps, their extent.
+                let extent = |out, start, len, limit| {
+                    let taps = two_taps(out, start, len, limit, crop.view);
+                    let lo = taps.iter().map(|t| t.0).min()?;
+                    let hi = taps.iter().map(|t| t.1).max()?;
+                    (hi < limit as usize).then_some((lo as u32, hi as u32 + 1))
+                };
+                return match (
+                    extent(self.out_w, crop.left, crop.width, width),
+                    extent(self.out_h, crop.top, crop.height, height),
+                ) {
+                    (Some((x0, x1)), Some((y0, y1))) => (x0, y0, x1, y1),
+                    _ => whole,
+                };
+            }
             _ => return whole,
         };
         // A view is cut out before resampling: nothing outside it is read. Otherwise the
@@ -241,30 +257,8 @@ impl Resampler {
         crop: &CropBox,
     ) -> Result<(), AugmentError> {
         window_inside(src, width, height, crop)?;
-        let view = crop.view;
-        let taps = |out: u32, start: f64, len: f64, limit: u32| -> Vec<(usize, usize, f32)> {
-            let scale = len / f64::from(out);
-            let last = if view {
-                (start + len) as usize - 1
-            } else {
-                limit as usize - 1
-            };
-            (0..out)
-                .map(|i| {
-                    let centre = (f64::from(i) + 0.5) * scale - 0.5;
-                    let at = if view {
-                        start + centre.max(0.0)
-                    } else {
-                        (start + centre).max(0.0)
-                    };
-                    let x0 = (at.floor() as usize).min(last);
-                    let lambda = (at - at.floor()) as f32;
-                    (x0, (x0 + 1).min(last), lambda)
-                })
-                .collect()
-        };
-        let xs = taps(self.out_w, crop.left, crop.width, width);
-        let ys = taps(self.out_h, crop.top, crop.height, height);
+        let xs = two_taps(self.out_w, crop.left, crop.width, width, crop.view);
+        let ys = two_taps(self.out_h, crop.top, crop.height, height, crop.view);
         let stride = width as usize * 3;
         for (row, &(y0, y1, ly)) in self.out.chunks_exact_mut(self.out_w as usize * 3).zip(&ys) {
             let (top, bottom) = (&src[y0 * stride..][..stride], &src[y1 * stride..][..stride]);
@@ -744,6 +738,32 @@ fn interleaved_row<'a, T: Copy>(
     }
 }
 
+/// The two source positions and the weight of the second for each of `out` output pixels of
+/// a window `len` long from `start` on an axis `limit` pixels long, as torch's
+/// `interpolate(mode="bilinear", antialias=False)` places them (a `view` is cut out first, so
+/// its edge pixels repeat instead of the image's).
+fn two_taps(out: u32, start: f64, len: f64, limit: u32, view: bool) -> Vec<(usize, usize, f32)> {
+    let scale = len / f64::from(out);
+    let last = if view {
+        (start + len) as usize - 1
+    } else {
+        limit as usize - 1
+    };
+    (0..out)
+        .map(|i| {
+            let centre = (f64::from(i) + 0.5) * scale - 0.5;
+            let at = if view {
+                start + centre.max(0.0)
+            } else {
+                (start + centre).max(0.0)
+            };
+            let x0 = (at.floor() as usize).min(last);
+            let lambda = (at - at.floor()) as f32;
+            (x0, (x0 + 1).min(last), lambda)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -796,7 +816,11 @@ mod tests {
                     height: (f64::from(ch) - fy).max(0.5),
                     view,
                 };
-                let filter = [Interpolation::Bilinear, Interpolation::Bicubic][round % 2];
+                let filter = [
+                    Interpolation::Bilinear,
+                    Interpolation::Bicubic,
+                    Interpolation::BilinearNoAntialias,
+                ][(round / 3) % 3];
                 let (ow, oh) = (
                     [224, 17, cw][next(3) as usize],
                     [224, 9, ch][next(3) as usize],
