@@ -18,7 +18,7 @@ use openh264::decoder::{Decoder, DecoderConfig};
 use openh264::OpenH264API;
 use openh264_sys2::{SBufferInfo, DECODER_OPTION_NUM_OF_FRAMES_REMAINING_IN_BUFFER};
 
-use super::libav::{self, Libav, LibavDecoder, Planes};
+use super::libav::{self, Libav, LibavDecoder};
 use super::plan::DecodePlan;
 use super::{VideoError, VideoFailure, VideoIndex};
 use crate::Error;
@@ -385,7 +385,7 @@ impl H264Decoder {
             Engine::Libav(d) => {
                 let tag = frame.map_or(-1, |f| f as i64);
                 return d
-                    .decode(annexb, tag, &mut |p| out(picture(p)))
+                    .decode(annexb, tag, out)
                     .map_err(|reason| VideoError::Libav { frame, reason });
             }
             Engine::OpenH264(d) => d,
@@ -417,12 +417,10 @@ impl H264Decoder {
     fn drain(&mut self, out: &mut dyn FnMut(Picture<'_>)) -> Result<(), VideoError> {
         let decoder = match &mut self.decoder {
             Engine::Libav(d) => {
-                return d
-                    .drain(&mut |p| out(picture(p)))
-                    .map_err(|reason| VideoError::Libav {
-                        frame: None,
-                        reason,
-                    });
+                return d.drain(out).map_err(|reason| VideoError::Libav {
+                    frame: None,
+                    reason,
+                });
             }
             Engine::OpenH264(d) => d,
         };
@@ -463,21 +461,6 @@ impl H264Decoder {
             pass_on(&dst, &info, out);
         }
         Ok(())
-    }
-}
-
-/// FFmpeg's picture as the decoder's: its tag is the frame's decode-order index (a tag that
-/// is no frame's, such as the parameter sets' -1, matches no kept frame).
-fn picture(p: Planes<'_>) -> Picture<'_> {
-    Picture {
-        frame: usize::try_from(p.tag).unwrap_or(usize::MAX),
-        width: p.width,
-        height: p.height,
-        y: p.y,
-        u: p.u,
-        v: p.v,
-        y_stride: p.y_stride,
-        uv_stride: p.uv_stride,
     }
 }
 

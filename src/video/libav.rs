@@ -20,6 +20,8 @@ use std::sync::OnceLock;
 
 use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
 
+use super::Picture;
+
 /// `AV_CODEC_ID_H264`, the same in every version.
 const CODEC_H264: c_int = 27;
 /// `AVERROR(EAGAIN)`: the decoder wants the next packet first.
@@ -211,19 +213,6 @@ fn find(setting: Option<&str>) -> Result<Libav, String> {
     Err(format!("no libavcodec found ({})", why.join("; ")))
 }
 
-/// A decoded picture's planes as FFmpeg holds them, until the next call on its decoder.
-pub struct Planes<'a> {
-    /// The tag of the packet it was decoded from.
-    pub tag: i64,
-    pub width: usize,
-    pub height: usize,
-    pub y: &'a [u8],
-    pub u: &'a [u8],
-    pub v: &'a [u8],
-    pub y_stride: usize,
-    pub uv_stride: usize,
-}
-
 /// One FFmpeg H.264 decoder context (single-threaded: each worker holds its own).
 pub struct LibavDecoder {
     lib: &'static Libav,
@@ -303,8 +292,8 @@ impl LibavDecoder {
         self.drained = false;
     }
 
-    /// Decodes one Annex B access unit tagged `tag`, handing `out` each picture that comes
-    /// out. FFmpeg copies `data` into a padded buffer of its own during the call.
+    /// Decodes one Annex B access unit tagged `tag` (its frame's decode-order index), handing
+    /// `out` each picture that comes out, as the frame its tag names. FFmpeg copies `data` into a padded buffer of its own during the call.
     ///
     /// # Errors
     /// FFmpeg's words for why the access unit does not decode.
@@ -312,7 +301,7 @@ impl LibavDecoder {
         &mut self,
         data: &[u8],
         tag: i64,
-        out: &mut dyn FnMut(Planes<'_>),
+        out: &mut dyn FnMut(Picture<'_>),
     ) -> Result<(), String> {
         if self.drained {
             self.restart();
@@ -347,7 +336,7 @@ impl LibavDecoder {
     ///
     /// # Errors
     /// FFmpeg's words for a failure while draining.
-    pub fn drain(&mut self, out: &mut dyn FnMut(Planes<'_>)) -> Result<(), String> {
+    pub fn drain(&mut self, out: &mut dyn FnMut(Picture<'_>)) -> Result<(), String> {
         if self.drained {
             return Ok(());
         }
@@ -361,7 +350,7 @@ impl LibavDecoder {
     }
 
     /// Hands `out` every picture ready now.
-    fn receive(&mut self, out: &mut dyn FnMut(Planes<'_>)) -> Result<(), String> {
+    fn receive(&mut self, out: &mut dyn FnMut(Picture<'_>)) -> Result<(), String> {
         // Bounded: each call returns a picture the decoder holds (at most its 16 references
         // and reorder depth for one packet), or stops.
         for _ in 0..64 {
@@ -381,7 +370,7 @@ impl LibavDecoder {
     }
 
     /// The picture the frame holds, read at the accepted versions' offsets.
-    fn planes(&self) -> Result<Planes<'_>, String> {
+    fn planes(&self) -> Result<Picture<'_>, String> {
         let f = self.frame.cast::<u8>().cast_const();
         // SAFETY: `frame` is an AVFrame that receive_frame just filled; the offsets are its
         // `data`, `linesize`, `width`, `height`, `format` and `pts` fields in every accepted
@@ -438,8 +427,10 @@ impl LibavDecoder {
                 std::slice::from_raw_parts(data[2], (chroma.1 - 1) * uv_stride + chroma.0),
             )
         };
-        Ok(Planes {
-            tag,
+        Ok(Picture {
+            // The tag is the frame's decode-order index; one that is no frame's (the -1 of
+            // nothing sent) matches no kept frame.
+            frame: usize::try_from(tag).unwrap_or(usize::MAX),
             width,
             height,
             y,
