@@ -223,8 +223,9 @@ impl H264Decoder {
         fed
     }
 
-    /// Decodes `plan`'s runs from `file` and hands each kept frame to `emit`, in presentation
-    /// order within a run.
+    /// Decodes `plan`'s runs from `file` and hands each kept frame to `emit`, as the frame it
+    /// is (`Picture::frame`), in the decoder's output order: presentation order within a run
+    /// for a conforming stream.
     ///
     /// # Errors
     /// [`Error::Io`] when the file cannot be read; [`Error::Format`] naming the file and the
@@ -288,8 +289,12 @@ impl H264Decoder {
         self.decode_from(&mut next, index, plan, emit)
     }
 
-    /// The decode, each run's span read by `read(offset, buffer)`.
-    pub(crate) fn decode_from(
+    /// [`H264Decoder::decode_typed`], each run's span read by `read(offset, buffer)` (a file, a
+    /// shard member, bytes in memory).
+    ///
+    /// # Errors
+    /// As [`H264Decoder::decode_typed`], with `read`'s errors as I/O errors.
+    pub fn decode_from(
         &mut self,
         read: &mut dyn FnMut(u64, &mut [u8]) -> std::io::Result<()>,
         index: &VideoIndex,
