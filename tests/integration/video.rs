@@ -236,6 +236,23 @@ fn one_decoder_decodes_run_after_run_and_video_after_video() {
     }
 }
 
+/// Each decoder's error for decoding the frames `wanted` (decode order) of the video at
+/// `path`, which must fail.
+fn errors_decoding(path: &Path, wanted: &[usize]) -> Vec<String> {
+    let index = VideoIndex::open(path).unwrap();
+    let plan = DecodePlan::new(&index, wanted);
+    decoders()
+        .into_iter()
+        .map(|lib| {
+            H264Decoder::with_library(&index, lib)
+                .unwrap()
+                .decode(&File::open(path).unwrap(), &index, &plan, &mut |_| {})
+                .unwrap_err()
+                .to_string()
+        })
+        .collect()
+}
+
 #[test]
 fn a_damaged_frame_is_an_error_naming_the_file_and_frame() {
     let dir = std::env::temp_dir().join(format!("hpuload-video-{}", std::process::id()));
@@ -247,14 +264,7 @@ fn a_damaged_frame_is_an_error_naming_the_file_and_frame() {
     let f = index.frames[5];
     bytes[f.offset as usize..f.offset as usize + 4].copy_from_slice(&u32::MAX.to_be_bytes());
     std::fs::write(&path, &bytes).unwrap();
-    let index = VideoIndex::open(&path).unwrap();
-    for lib in decoders() {
-        let mut decoder = H264Decoder::with_library(&index, lib).unwrap();
-        let plan = DecodePlan::new(&index, &[5]);
-        let err = decoder
-            .decode(&File::open(&path).unwrap(), &index, &plan, &mut |_| {})
-            .unwrap_err()
-            .to_string();
+    for err in errors_decoding(&path, &[5]) {
         assert!(err.contains("damaged.mp4"), "{err}");
         assert!(err.contains("frame 5"), "{err}");
     }
@@ -1171,14 +1181,7 @@ fn damaged_slice_data_is_an_error_naming_the_frame_on_either_decoder_not_a_conce
         *b ^= 0x5a;
     }
     std::fs::write(&path, &bytes).unwrap();
-    let index = VideoIndex::open(&path).unwrap();
-    for lib in decoders() {
-        let mut decoder = H264Decoder::with_library(&index, lib).unwrap();
-        let plan = DecodePlan::new(&index, &[0, 1, 2]);
-        let err = decoder
-            .decode(&File::open(&path).unwrap(), &index, &plan, &mut |_| {})
-            .unwrap_err()
-            .to_string();
+    for err in errors_decoding(&path, &[0, 1, 2]) {
         assert!(err.contains("damaged.mp4"), "{err}");
         assert!(err.contains("frame 0 does not decode"), "{err}");
     }
