@@ -99,7 +99,11 @@ def main():
             n += x.shape[0]
         if epoch:
             rate = n / (time.perf_counter() - start)
-            print(json.dumps({"loader": a.loader, "tail": a.tail, "epoch": epoch, "images_per_s": round(rate, 1)}), flush=True)
+            line = {"loader": a.loader, "tail": a.tail, "epoch": epoch, "images_per_s": round(rate, 1)}
+            if a.loader == "hpuload" and a.tail not in ("none", "3a"):
+                # Where the tail ran (the thread or the processes), on a wheel that says.
+                line["runs_in"] = loader.report()["python_tail"].get("runs_in", {}).get("where")
+            print(json.dumps(line), flush=True)
 
 
 if __name__ == "__main__":

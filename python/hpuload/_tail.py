@@ -7,9 +7,12 @@ run gives the same samples, a resumed one continues with them, and two samples n
 draw. The generators' states are saved before a batch's tails and restored after, so the
 training loop's own draws (dropout, its shuffles) go on exactly as if no tail had run. That is
 why the tail never runs in a thread of ours beside the training loop, which would share those
-generators with it: with `num_workers` of 2 or more it runs in that many forked processes
-(`Pool`), as torch's DataLoader runs a whole transform, one batch ahead of the one handed
-out; with fewer, in the thread that iterates, between the generators' save and restore.
+generators with it: it runs either in the thread that iterates, between the generators' save
+and restore, or in `num_workers` forked processes (`Pool`), as torch's DataLoader runs a whole
+transform, one batch ahead of the one handed out. With `num_workers` of 0 or 1 it is the
+thread; with more, `Placement` times the first batches in the thread and keeps the tail there
+when the thread keeps up with the native workers (a cheap tail, such as a `Lambda` over the
+tensor), since the processes' copies cost more than such a tail's own work.
 """
 
 from __future__ import annotations
@@ -84,14 +87,121 @@ def _input(view: torch.Tensor, gives: str, own: bool = False) -> Any:
     return x
 
 
-def run(tail, images: torch.Tensor, indices: list[int], seed: int, epoch: int) -> list:
-    """The tail's output for each sample of a batch (`images`' rows, dataset `indices`)."""
-    out = []
+def run(
+    tail, images: torch.Tensor, indices: list[int], seed: int, epoch: int, one_thread: bool = False, batches: "Batches | None" = None
+) -> torch.Tensor | list:
+    """The tail's output for each sample of a batch (`images`' rows, dataset `indices`): one
+    batch tensor whose rows are the outputs when they are plain tensors of one shape and dtype
+    (each written into its row as it is made, so no stack copies them again), else the list.
+
+    `one_thread`: torch's operations run on one thread meanwhile, as in torch's
+    DataLoader workers (where the user's transform would run), so they give those workers'
+    bits, and idle intra-op threads spinning after each small operation take no cores from
+    the native workers. `batches`: where the batch tensor comes from (new memory otherwise)."""
+    threads = torch.get_num_threads()
+    if one_thread and threads != 1:
+        torch.set_num_threads(1)
+    try:
+        return _run(tail, images, indices, seed, epoch, batches)
+    finally:
+        if one_thread and threads != 1:
+            torch.set_num_threads(threads)
+
+
+def _run(tail, images: torch.Tensor, indices: list[int], seed: int, epoch: int, batches) -> torch.Tensor | list:
+    out: list = []
+    batch = None
     with _Isolated():
-        for view, index in zip(images.unbind(0), indices):
+        for row, (view, index) in enumerate(zip(images.unbind(0), indices)):
             _seed_all(sample_seed(seed, epoch, index))
-            out.append(tail(_input(view, tail.gives)))
-    return out
+            # Once the outputs go into a batch (copied there), a sample's tensor is the native
+            # batch's row itself, not a copy: only this tail reads that row, so a step that
+            # works in place changes bytes no one else reads, and its output then replaces them.
+            y = tail(_input(view, tail.gives, own=batch is not None))
+            if batch is not None and _fits(y, batch):
+                _put(batch[row], y)
+                continue
+            if batch is not None:
+                # Not the batch's shape after all: what goes back as itself must not be a view
+                # of the native batch, which the loader writes again.
+                y = _unaliased(y, images)
+            if batch is None and row == 0 and type(y) is torch.Tensor:
+                if y.shape == images.shape[1:] and y.dtype == images.dtype:
+                    # The outputs take the rows they came from: the native batch is handed
+                    # out as the batch, as without a tail, and each output is written where
+                    # its input was just read (in cache), not into a batch of its own.
+                    batch = images[: len(indices)]
+                else:
+                    shape = (len(indices), *y.shape)
+                    batch = batches.get(shape, y.dtype) if batches is not None else torch.empty(shape, dtype=y.dtype)
+                batch[0].copy_(y)
+                continue
+            if batch is not None:  # not uniform after all: the rows written so far as a list
+                done = batch[:row]
+                if done.untyped_storage().data_ptr() == images.untyped_storage().data_ptr():
+                    done = done.clone()
+                out, batch = list(done.unbind(0)), None
+            out.append(y)
+    return batch if batch is not None else out
+
+
+class Placement:
+    """Where a tail runs when the loader has worker processes for it: in the thread that
+    iterates when that is cheaper, in the processes (`Pool`) otherwise. It only moves work:
+    both run each sample with the same seeded generators on the same input, so the output is
+    the same either way.
+
+    The first `PROBE` batches run in the thread, timed. In the thread a tail costs its own time
+    and nothing else, but that thread runs it serially while the native workers load the next
+    batches; in the processes it runs beside them, and each batch also costs a copy into
+    shared memory and back, and the processes' own bookkeeping (on 2 cores and a batch of 256
+    224x224 float images, about 140 ms of CPU a batch beside the tail's own work, BENCHMARKS.md,
+    session 31). So the thread is chosen when it keeps up: when the tail's time per sample is
+    at most the native workers' CPU time per sample divided by how many of them run at once
+    (the loader's workers, at most the cores this process may use), measured over the last
+    probe batch. Not the first two: a batch made in the thread is new memory until the loop
+    lets go of one (the third reuses the first's, `Batches`), and faulting in fresh pages
+    would count as the tail's own time. A tail that costs more than twice what the thread can
+    take is sent to the processes after the second."""
+
+    PROBE = 3
+
+    def __init__(self, native_workers: int):
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):  # pragma: no cover - not Linux
+            cores = os.cpu_count() or 1
+        self.parallel = max(1, min(native_workers, cores))
+        #: "thread" or "processes" once decided; None while probing.
+        self.where: str | None = None
+        self._probed = 0
+        self._marks: tuple[float, float] | None = None
+        #: The measured CPU seconds per sample: the tail's, the native side's.
+        self.measured: tuple[float, float] | None = None
+        #: The batches the tail makes in the thread, reused once the loop lets go of them.
+        self.batches = Batches(lambda shape, dtype: torch.empty(shape, dtype=dtype))
+
+    def probe(self, work):
+        """Runs `work` (the tail on one batch, in this thread), timed; decides after `PROBE`."""
+        import time
+
+        before = time.thread_time()
+        result = work()
+        after_thread, after_process = time.thread_time(), time.process_time()
+        self._probed += 1
+        if self._marks is not None:
+            process = after_process - self._marks[0]
+            thread = after_thread - self._marks[1]
+            n = max(1, len(result))
+            tail = (after_thread - before) / n
+            native = max(0.0, process - thread) / n
+            # A tail at more than twice what the thread can take goes to the processes at
+            # once: fresh pages cannot account for that much.
+            if self._probed >= self.PROBE or tail * self.parallel > 2 * native:
+                self.measured = (tail, native)
+                self.where = "thread" if tail * self.parallel <= native else "processes"
+        self._marks = (after_process, after_thread)
+        return result
 
 
 # --- worker processes ---------------------------------------------------------------------
@@ -146,18 +256,31 @@ def _chunk(key: int, images: torch.Tensor, rows: range, seeds: list[int], out) -
         return "written", None
     # Outputs that go back as themselves must not be views of the input buffer, which the
     # batch after next overwrites.
-    base = images.untyped_storage().data_ptr()
-    return "list", [_unaliased(y, base) for y in results]
+    return "list", [_unaliased(y, images) for y in results]
 
 
-def _unaliased(y, base: int):
-    """`y` with every tensor in it that shares the storage at `base` copied."""
+def _put(row: torch.Tensor, y: torch.Tensor) -> None:
+    """Writes `y` into `row`, which it may overlap: the output of a step that worked in place
+    (nothing to do) or a view of its input in another order (copied out first)."""
+    if y.untyped_storage().data_ptr() == row.untyped_storage().data_ptr():
+        if y.data_ptr() == row.data_ptr() and y.stride() == row.stride():
+            return
+        y = y.clone()
+    row.copy_(y)
+
+
+def _unaliased(y, buffer: torch.Tensor):
+    """`y` with every tensor and NumPy array in it that shares `buffer`'s memory copied."""
+    start = buffer.untyped_storage().data_ptr()
+    end = start + buffer.untyped_storage().nbytes()
     if isinstance(y, torch.Tensor):
-        return y.clone() if y.untyped_storage().data_ptr() == base else y
+        return y.clone() if y.untyped_storage().data_ptr() == start else y
+    if _np is not None and isinstance(y, _np.ndarray):
+        return y.copy() if start <= y.__array_interface__["data"][0] < end else y
     if isinstance(y, (list, tuple)) and not hasattr(y, "_fields"):
-        return type(y)(_unaliased(v, base) for v in y)
+        return type(y)(_unaliased(v, buffer) for v in y)
     if isinstance(y, dict):
-        return {k: _unaliased(v, base) for k, v in y.items()}
+        return {k: _unaliased(v, buffer) for k, v in y.items()}
     return y
 
 
@@ -187,6 +310,35 @@ def _shared(shape: tuple, dtype: torch.dtype) -> torch.Tensor:
     return torch.empty((0,), dtype=dtype).set_(storage).view(shape)
 
 
+class Batches:
+    """Output batches handed out before, to write into again once nothing holds them (their
+    storage's use count is back to what it was when made: a tensor, a view or a NumPy array of
+    the user's keeps one), at most `_KEPT`; a loop that keeps batches gets new ones. A new
+    batch costs more than its contents: mapping, zeroing and faulting in the pages of 256
+    float images of 224x224 took 170-200 ms here, writing them again 24-50 ms (BENCHMARKS.md,
+    session 25); glibc's heap does not reliably hand the same block back either."""
+
+    def __init__(self, make):
+        #: `make(shape, dtype)`: a new batch.
+        self._make = make
+        #: Each kept batch with its holders when nothing else held it.
+        self._kept: list[tuple[torch.Tensor, tuple[int, int]]] = []
+
+    def get(self, shape: tuple, dtype: torch.dtype) -> torch.Tensor:
+        """A batch of `shape` (its contents undefined)."""
+        n, sample = shape[0], tuple(shape[1:])
+        for k, (buffer, alone) in enumerate(self._kept):
+            if tuple(buffer.shape[1:]) == sample and buffer.dtype == dtype and buffer.shape[0] >= n and _holders(buffer) == alone:
+                # To the back: the batch handed out longest ago is the first looked at.
+                self._kept.append(self._kept.pop(k))
+                return buffer[:n]
+        buffer = self._make((n, *sample), dtype)
+        alone = _holders(buffer)
+        kept = [b for b in self._kept if tuple(b[0].shape[1:]) == sample and b[0].dtype == dtype]
+        self._kept = kept[-(_KEPT - 1) :] + ([(buffer, alone)] if alone is not None else [])
+        return buffer[:n]
+
+
 class Pool:
     """`workers` forked processes running one tail."""
 
@@ -206,8 +358,8 @@ class Pool:
         #: Two input buffers (a batch in flight while the previous one is handed out).
         self._inputs: list[torch.Tensor] = []
         self._turn = 0
-        #: Output batches kept for reuse, each with its holders when nothing else held it.
-        self._outputs: list[tuple[torch.Tensor, tuple[int, int]]] = []
+        #: Output batches in shared memory, kept for reuse.
+        self._outputs = Batches(_shared)
         #: The outputs' (shape, dtype) when the last batch's were uniform plain tensors.
         self.sample: tuple | None = None
 
@@ -221,21 +373,9 @@ class Pool:
         return buffer
 
     def _output(self, n: int) -> torch.Tensor:
-        """Shared memory for a batch of `n` outputs of the sample's shape: one of the batches
-        handed out before when nothing holds it any more, else a new one. A new one costs more
-        than its contents: mapping, zeroing and faulting in the pages of 256 float images of
-        224x224 took 170-200 ms here, writing them again 24-50 ms (BENCHMARKS.md, session 25)."""
+        """Shared memory for a batch of `n` outputs of the sample's shape (see `Batches`)."""
         shape, dtype = self.sample
-        for k, (buffer, alone) in enumerate(self._outputs):
-            if buffer.shape[1:] == shape and buffer.dtype == dtype and buffer.shape[0] >= n and _holders(buffer) == alone:
-                # To the back: the buffer handed out longest ago is the first looked at.
-                self._outputs.append(self._outputs.pop(k))
-                return buffer[:n]
-        buffer = _shared((n, *shape), dtype)
-        alone = _holders(buffer)
-        kept = [b for b in self._outputs if b[0].shape[1:] == shape and b[0].dtype == dtype]
-        self._outputs = kept[-(_KEPT - 1) :] + ([(buffer, alone)] if alone is not None else [])
-        return buffer[:n]
+        return self._outputs.get((n, *shape), dtype)
 
     def submit(self, images: torch.Tensor, indices: list[int], seed: int, epoch: int) -> "Pending":
         """Starts the tail on a batch (the batch's buffer is the loader's to reuse: its bytes

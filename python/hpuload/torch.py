@@ -350,6 +350,8 @@ class _Loader:
         #: `num_workers`, 0 running it in the iterating thread.
         self._tail_pool = None
         self._tail_workers = tail_workers
+        #: Whether the tail runs in the iterating thread or the processes (`_tail.Placement`).
+        self._tail_place = None
         #: `output_dtype=` as a torch dtype, for the tensors a tail gives.
         self._output_dtype = None
         #: A torchvision video dataset's samples: `(clip, NO_AUDIO, label)` for the collate_fn.
@@ -506,8 +508,24 @@ class _Loader:
                 "after": t.prefix_names,
                 "reason": t.reason,
                 "samples": self._tail_samples,
+                "runs_in": self._tail_runs_in(),
             }
         return report
+
+    def _tail_runs_in(self) -> dict:
+        """Where the tail runs, and the measurement that chose it."""
+        if self._tail_workers <= 1:
+            return {"where": "thread", "why": "num_workers is 0 or 1"}
+        place = self._tail_place
+        if place is None or place.where is None:
+            return {"where": "thread", "why": "timing its first batches"}
+        tail, native = place.measured
+        return {
+            "where": place.where if place.where == "thread" else f"{self._tail_workers} processes",
+            "tail_ms_per_sample": round(tail * 1e3, 3),
+            "native_ms_per_sample": round(native * 1e3, 3),
+            "native_in_parallel": place.parallel,
+        }
 
     @property
     def pinned(self) -> bool:
@@ -570,6 +588,7 @@ class _Loader:
             self._output_dtype = _TORCH_DTYPES.get(wanted) if wanted else None
 
     def _close_tail_pool(self) -> None:
+        self._tail_place = None
         pool, self._tail_pool = getattr(self, "_tail_pool", None), None
         if pool is not None:
             pool.close()
@@ -579,9 +598,23 @@ class _Loader:
 
     def _tail_start(self, images: torch.Tensor, indices: list[int], epoch: int):
         """Starts the tail on a native batch: in the pool's processes (a `_tail.Pending`), or
-        here and now (the list of outputs) without workers."""
+        here and now (its outputs, `_tail.run`) without workers or where `_tail.Placement` finds
+        that cheaper."""
         if self._tail_workers <= 1:
             return _tail.run(self._tail, images, indices, self._options.seed, epoch)
+
+        def here():
+            return _tail.run(
+                self._tail, images, indices, self._options.seed, epoch, one_thread=True, batches=place.batches
+            )
+
+        place = self._tail_place
+        if place is None:
+            place = self._tail_place = _tail.Placement(self.num_workers)
+        if place.where == "thread":
+            return here()
+        if place.where is None:
+            return place.probe(here)
         if self._tail_pool is None:
             self._tail_pool = _tail.Pool(self._tail, self._tail_workers)
         return self._tail_pool.submit(images, indices, self._options.seed, epoch)
@@ -607,7 +640,7 @@ class _Loader:
 
     def _tail_finish(self, started, timeout) -> "list | torch.Tensor":
         """The tail's output for each sample of a batch `_tail_start` started."""
-        out = started if isinstance(started, list) else started.result(timeout)
+        out = started.result(timeout) if isinstance(started, _tail.Pending) else started
         self._tail_samples += len(out)
         dtype = self._output_dtype
         if isinstance(out, torch.Tensor):
@@ -717,7 +750,7 @@ class _Loader:
                             yield collate([{keys[0]: c, keys[1]: t} for c, t in zip(crops, targets)])
                 elif self._tail is not None:
                     started = (self._tail_start(images, self.last_indices, epoch), labels.tolist(), self.last_indices, batch.valid)
-                    if isinstance(started[0], list):  # run here and now
+                    if not isinstance(started[0], _tail.Pending):  # run here and now
                         yield self._tail_batch(started, collate, timeout)
                         continue
                     # In the workers: this batch's tail runs while the previous one is handed out.

@@ -33,6 +33,17 @@ class Draws:
         return torch.tensor([random.random(), torch.rand(()).item(), float(np.random.rand())], dtype=torch.float64)
 
 
+def in_processes(loader):
+    """`loader` with its tail placed in its worker processes from the first batch on, whatever
+    the timing of its first batches would choose (`_tail.Placement`)."""
+    from hpuload import _tail
+
+    place = _tail.Placement(loader.num_workers)
+    place.where, place.measured = "processes", (0.0, 0.0)
+    loader._tail_place = place
+    return loader
+
+
 def build(make, root, transform, **kwargs):
     """The loader, with a FallbackWarning an error and the PythonTailWarning recorded."""
     with warnings.catch_warnings(record=True) as record:
@@ -157,6 +168,7 @@ def test_the_tail_in_worker_processes_gives_what_it_gives_in_the_iterating_threa
     transform = T.Compose([T.RandomResizedCrop(16), T.ToTensor(), Draws()])
     inline, _ = build(DataLoader, jpeg_folder, transform, batch_size=8, shuffle=True, seed=4, num_workers=0)
     forked, _ = build(DataLoader, jpeg_folder, transform, batch_size=8, shuffle=True, seed=4, num_workers=2)
+    forked = in_processes(forked)
     states = random.getstate(), torch.get_rng_state()
     for _ in range(2):
         a = [(x, y) for x, y in inline]
@@ -187,6 +199,7 @@ def test_a_tail_that_works_in_place_and_returns_views_gives_what_it_gives_in_the
     transform = T.Compose([T.CenterCrop(16), T.ToTensor(), InPlace()])
     inline, _ = build(DataLoader, jpeg_folder, transform, batch_size=4, num_workers=0, collate_fn=list)
     forked, _ = build(DataLoader, jpeg_folder, transform, batch_size=4, num_workers=2, collate_fn=list)
+    forked = in_processes(forked)
     a, b = list(inline), list(forked)
     assert len(a) == len(b) == 11
     for batch, other in zip(a, b):
@@ -206,15 +219,17 @@ class Fails:
         raise ValueError("the user's step failed")
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_a_failing_tail_step_raises_its_error_where_the_loop_iterates(jpeg_folder, workers):
+@pytest.mark.parametrize("workers,processes", [(0, False), (2, False), (2, True)])
+def test_a_failing_tail_step_raises_its_error_where_the_loop_iterates(jpeg_folder, workers, processes):
     loader, _ = build(DataLoader, jpeg_folder, T.Compose([T.CenterCrop(16), T.ToTensor(), Fails()]), batch_size=8, num_workers=workers)
+    loader = in_processes(loader) if processes else loader
     with pytest.raises(ValueError, match="the user's step failed"):
         next(iter(loader))
 
 
 def test_a_worker_process_that_dies_is_an_error_naming_the_steps_not_a_hang(jpeg_folder):
     loader, _ = build(DataLoader, jpeg_folder, T.Compose([T.CenterCrop(16), T.ToTensor(), Dies()]), batch_size=8, num_workers=2)
+    loader = in_processes(loader)
     with pytest.raises(RuntimeError, match=r"worker process running the transform's Python steps \(Dies\) died"):
         next(iter(loader))
 
@@ -227,6 +242,7 @@ def test_the_processes_write_into_an_output_batch_again_only_once_nothing_holds_
     monkeypatch.setattr(_tail, "_shared", lambda shape, dtype: made.append(shape) or shared(shape, dtype))
     transform = T.Compose([T.CenterCrop(16), T.ToTensor(), T.Lambda(lambda x: x[:, :8].flip(0))])
     loader, _ = build(DataLoader, jpeg_folder, transform, batch_size=4, num_workers=2)
+    loader = in_processes(loader)
     kept, expected = [], []
     for k, (x, _) in enumerate(loader):
         if k in (3, 5):
@@ -238,3 +254,95 @@ def test_the_processes_write_into_an_output_batch_again_only_once_nothing_holds_
     # needed their own memory; the rest wrote into memory nothing held any more.
     assert len(outputs) == 5
     assert all(torch.equal(a, b) if isinstance(a, torch.Tensor) else np.array_equal(a, b) for a, b in zip(kept, expected))
+
+
+def test_a_tail_gives_the_same_batches_whether_it_runs_in_the_thread_or_the_processes(jpeg_folder):
+    # Where the tail runs (`_tail.Placement`) only moves work: the same seeded draws, the same
+    # input, so the same batches, and the loop's own generators untouched either way.
+    from hpuload import _tail
+
+    transform = T.Compose([T.RandomResizedCrop(16), T.ToTensor(), Draws()])
+    loaders = [build(DataLoader, jpeg_folder, transform, batch_size=8, shuffle=True, seed=4, num_workers=2)[0] for _ in range(3)]
+    thread = _tail.Placement(2)
+    thread.where, thread.measured = "thread", (0.0, 0.0)
+    loaders[1]._tail_place = thread
+    in_processes(loaders[2])
+    states = random.getstate(), torch.get_rng_state()
+    for _ in range(2):
+        probed, here, there = ([(x, y) for x, y in loader] for loader in loaders)
+        assert len(probed) == len(here) == len(there) == 6
+        for (x, y), (u, v), (w, z) in zip(probed, here, there):
+            assert torch.equal(x, u) and torch.equal(x, w) and torch.equal(y, v) and torch.equal(y, z)
+    assert random.getstate() == states[0] and torch.equal(torch.get_rng_state(), states[1])
+    assert loaders[1]._tail_pool is None, "no processes are started for a tail that runs in the thread"
+    runs_in = loaders[0].report()["python_tail"]["runs_in"]
+    assert runs_in["where"] in ("thread", "2 processes") and runs_in["native_in_parallel"] >= 1
+
+
+def _hash_for(seconds: float) -> None:
+    """Spends about `seconds` of this thread's CPU (hashing releases the GIL)."""
+    import hashlib
+    import time
+
+    data, start = b"x" * (1 << 20), time.thread_time()
+    while time.thread_time() - start < seconds:
+        hashlib.sha256(data).digest()
+
+
+def test_a_tail_that_costs_less_than_the_native_work_per_sample_stays_in_the_iterating_thread():
+    import threading
+
+    from hpuload import _tail
+
+    place = _tail.Placement(2)
+    for k in range(place.PROBE):
+        assert place.where is None, "still timing"
+        if k:
+            native = threading.Thread(target=_hash_for, args=(0.2,))  # the native workers: 2 ms a sample
+            native.start()
+            native.join()
+        place.probe(lambda: list(range(100)))
+    tail, native_per_sample = place.measured
+    assert place.where == "thread" and native_per_sample >= 1.5e-3 and tail < native_per_sample / 2
+
+
+def test_a_tail_that_would_hold_the_native_workers_back_moves_to_the_processes():
+    from hpuload import _tail
+
+    place = _tail.Placement(2)
+    work = lambda: _hash_for(0.05) or list(range(100))  # 0.5 ms a sample, no native work beside it
+    place.probe(work)
+    place.probe(work)  # far more than the thread can take: no need to time a third batch
+    assert place.where == "processes" and place.measured[0] >= 4e-4
+
+
+class DoublesInPlaceThenGivesArrays:
+    """A user's step that doubles its input in place and returns it: a tensor the first time,
+    a NumPy array over the same memory after."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, x):
+        self.calls += 1
+        y = x.mul_(2)
+        return y if self.calls == 1 else y.numpy()
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_outputs_over_the_native_batch_are_copied_before_the_loader_writes_it_again(jpeg_folder, workers):
+    # In the thread the tail works on the native batch's rows themselves once its outputs go
+    # into a batch of their own; an output that goes back as itself over those rows must be a
+    # copy: one that held the loader's buffer would make it allocate another for each batch.
+    head = [T.CenterCrop(16), T.ToTensor()]
+    plain, _ = build(DataLoader, jpeg_folder, T.Compose(head), batch_size=4, num_workers=workers)
+    tailed, _ = build(
+        DataLoader, jpeg_folder, T.Compose(head + [DoublesInPlaceThenGivesArrays()]), batch_size=4, num_workers=workers, collate_fn=list
+    )
+    expected = [x * 2 for x, _ in plain]
+    got = list(tailed)  # all held until the end
+    assert len(got) == len(expected) == 11
+    for batch, want in zip(got, expected):
+        for (x, _), w in zip(batch, want):
+            assert torch.equal(torch.as_tensor(x), w)
+    assert tailed.report()["extra_buffers"] == 0
