@@ -118,14 +118,7 @@ def _run(tail, images: torch.Tensor, indices: list[int], seed: int, epoch: int, 
             # batch's row itself, not a copy: only this tail reads that row, so a step that
             # works in place changes bytes no one else reads, and its output then replaces them.
             y = tail(_input(view, tail.gives, own=batch is not None))
-            if batch is not None and _fits(y, batch):
-                _put(batch[row], y)
-                continue
-            if batch is not None:
-                # Not the batch's shape after all: what goes back as itself must not be a view
-                # of the native batch, which the loader writes again.
-                y = _unaliased(y, images)
-            if batch is None and row == 0 and type(y) is torch.Tensor:
+            if row == 0 and type(y) is torch.Tensor:
                 if y.shape == images.shape[1:] and y.dtype == images.dtype:
                     # The outputs take the rows they came from: the native batch is handed
                     # out as the batch, as without a tail, and each output is written where
@@ -134,14 +127,15 @@ def _run(tail, images: torch.Tensor, indices: list[int], seed: int, epoch: int, 
                 else:
                     shape = (len(indices), *y.shape)
                     batch = batches.get(shape, y.dtype) if batches is not None else torch.empty(shape, dtype=y.dtype)
-                batch[0].copy_(y)
-                continue
-            if batch is not None:  # not uniform after all: the rows written so far as a list
-                done = batch[:row]
-                if done.untyped_storage().data_ptr() == images.untyped_storage().data_ptr():
-                    done = done.clone()
-                out, batch = list(done.unbind(0)), None
-            out.append(y)
+            if batch is not None:
+                if _fits(y, batch):
+                    _put(batch[row], y)
+                    continue
+                # Not uniform after all: the rows so far become a list.
+                out, batch = list(_unaliased(batch[:row], images).unbind(0)), None
+            # What goes back as itself must not be a view of the native batch, which the loader
+            # writes again.
+            out.append(_unaliased(y, images))
     return batch if batch is not None else out
 
 
