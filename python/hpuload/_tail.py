@@ -72,8 +72,9 @@ def _seed_all(s: int) -> None:
 
 def _input(view: torch.Tensor, gives: str, own: bool = False) -> Any:
     """One sample of the prefix's batch as the tail's first step gets it from the user's code.
-    `own`: the view is of a buffer this tail alone uses (a pool's shared input), which it may
-    change in place, so a tensor is not copied first."""
+    `own`: the view is of a buffer this tail alone reads (a pool's shared input, or the native
+    batch once `_run` writes its outputs into a batch), which it may change in place, so a
+    tensor is not copied first."""
     if gives == "pil":
         from PIL import Image
 

@@ -603,14 +603,15 @@ class _Loader:
         if self._tail_workers <= 1:
             return _tail.run(self._tail, images, indices, self._options.seed, epoch)
 
+        place = self._tail_place
+        if place is None:
+            place = self._tail_place = _tail.Placement(self.num_workers)
+
         def here():
             return _tail.run(
                 self._tail, images, indices, self._options.seed, epoch, one_thread=True, batches=place.batches
             )
 
-        place = self._tail_place
-        if place is None:
-            place = self._tail_place = _tail.Placement(self.num_workers)
         if place.where == "thread":
             return here()
         if place.where is None:
