@@ -12,6 +12,7 @@ use super::error::PipelineError;
 use super::geometry::{CropBox, Interpolation};
 use super::pixel::PixelOp;
 use super::spec::{OpKind, OpSpec};
+use super::two_tap;
 use crate::dtype::{Dtype, Layout};
 use crate::rng::CounterRng;
 
@@ -62,6 +63,7 @@ impl OpSpec for Normalize {
 /// arithmetic). One per worker.
 pub struct Resampler {
     resizer: Resizer,
+    two_tap: two_tap::TwoTap,
     out: Vec<u8>,
     out_w: u32,
     out_h: u32,
@@ -77,6 +79,7 @@ impl Resampler {
     pub fn new(out_h: u32, out_w: u32) -> Self {
         Self {
             resizer: Resizer::new(),
+            two_tap: two_tap::TwoTap::default(),
             out: vec![0; out_w as usize * out_h as usize * 3],
             out_w,
             out_h,
@@ -179,7 +182,7 @@ impl Resampler {
             Interpolation::BilinearNoAntialias => {
                 // Exactly the pixels `two_tap` reads: the same taps, their extent.
                 let extent = |out, start, len, limit| {
-                    let taps = two_taps(out, start, len, limit, crop.view);
+                    let taps = two_tap::taps(out, start, len, limit, crop.view);
                     let lo = taps.iter().map(|t| t.0).min()?;
                     let hi = taps.iter().map(|t| t.1).max()?;
                     (hi < limit as usize).then_some((lo as u32, hi as u32 + 1))
@@ -216,6 +219,25 @@ impl Resampler {
         }
     }
 
+    /// The rows of [`Resampler::footprint`] that [`Resampler::run_with`] reads, in order, for
+    /// a filter that reads only some of them (bilinear without antialias reads two source rows
+    /// per output row, so a shrink passes over the rest); `None` for one that reads them all.
+    pub fn rows_read(
+        &self,
+        height: u32,
+        crop: &CropBox,
+        interpolation: Interpolation,
+    ) -> Option<Vec<usize>> {
+        if interpolation != Interpolation::BilinearNoAntialias {
+            return None;
+        }
+        let taps = two_tap::taps(self.out_h, crop.top, crop.height, height, crop.view);
+        let mut rows: Vec<usize> = taps.iter().flat_map(|&(y0, y1, _)| [y0, y1]).collect();
+        rows.sort_unstable();
+        rows.dedup();
+        Some(rows)
+    }
+
     /// Copies the integer window `crop` of `src` (the output's size).
     fn copy_window(
         &mut self,
@@ -244,11 +266,12 @@ impl Resampler {
     }
 
     /// torch's `interpolate(mode="bilinear", align_corners=False, antialias=False)` of the
-    /// window: output pixel `i` reads the two source pixels around `(i + 0.5) * scale - 0.5`
-    /// (clamped at 0, the right one repeated at the last), per axis, weighted in f32 as torch
-    /// weighs them, and is rounded once, at the end (no rounding between the passes: torch's
-    /// reference resizes float frames). A fractional window is a resize of the whole image
-    /// then a crop, so its positions are in the whole image; a view is cut first.
+    /// window ([`two_tap`](super::two_tap)): output pixel `i` reads the two source pixels around
+    /// `(i + 0.5) * scale - 0.5` (clamped at 0, the right one repeated at the last), per axis,
+    /// weighted in f32 as torch weighs them, and is rounded once, at the end (no rounding
+    /// between the passes: torch's reference resizes float frames). A fractional window is a
+    /// resize of the whole image then a crop, so its positions are in the whole image; a view
+    /// is cut first.
     fn two_tap(
         &mut self,
         src: &[u8],
@@ -257,21 +280,10 @@ impl Resampler {
         crop: &CropBox,
     ) -> Result<(), AugmentError> {
         window_inside(src, width, height, crop)?;
-        let xs = two_taps(self.out_w, crop.left, crop.width, width, crop.view);
-        let ys = two_taps(self.out_h, crop.top, crop.height, height, crop.view);
-        let stride = width as usize * 3;
-        for (row, &(y0, y1, ly)) in self.out.chunks_exact_mut(self.out_w as usize * 3).zip(&ys) {
-            let (top, bottom) = (&src[y0 * stride..][..stride], &src[y1 * stride..][..stride]);
-            for (px, &(x0, x1, lx)) in row.chunks_exact_mut(3).zip(&xs) {
-                for c in 0..3 {
-                    let p = |line: &[u8], x: usize| f32::from(line[x * 3 + c]);
-                    let upper = (1.0 - lx) * p(top, x0) + lx * p(top, x1);
-                    let lower = (1.0 - lx) * p(bottom, x0) + lx * p(bottom, x1);
-                    let v = (1.0 - ly) * upper + ly * lower;
-                    px[c] = (v + 0.5).clamp(0.0, 255.0) as u8;
-                }
-            }
-        }
+        let xs = two_tap::taps(self.out_w, crop.left, crop.width, width, crop.view);
+        let ys = two_tap::taps(self.out_h, crop.top, crop.height, height, crop.view);
+        self.two_tap
+            .run(src, width as usize * 3, &xs, &ys, &mut self.out);
         Ok(())
     }
 
@@ -384,26 +396,49 @@ impl OutputWriter {
     /// # Panics
     /// When `slot` has the wrong size or alignment for the dtype.
     pub fn write(&self, rgb: &[u8], h: usize, w: usize, flip: bool, slot: &mut [u8]) {
+        let target = match self.layout {
+            Layout::Nchw => {
+                let plane = slot.len() / 3;
+                let (r, rest) = slot.split_at_mut(plane);
+                let (g, b) = rest.split_at_mut(plane);
+                Target::Planes([r, g, b])
+            }
+            Layout::Nhwc => Target::Interleaved(slot),
+        };
+        self.write_to(rgb, h, w, flip, target);
+    }
+
+    /// [`OutputWriter::write`] in the planar layout into three planes that need not be
+    /// adjacent (`h * w * dtype.size()` bytes each, aligned to the dtype): a frame of a
+    /// `[C, T, H, W]` clip, whose channel planes lie `T` frames apart.
+    ///
+    /// # Panics
+    /// When a plane has the wrong size or alignment for the dtype.
+    pub fn write_planes(&self, rgb: &[u8], h: usize, w: usize, flip: bool, planes: [&mut [u8]; 3]) {
+        self.write_to(rgb, h, w, flip, Target::Planes(planes));
+    }
+
+    fn write_to(&self, rgb: &[u8], h: usize, w: usize, flip: bool, target: Target<'_>) {
         match (self.dtype, &self.affine) {
             (Dtype::Bf16, Some(a)) => {
-                self.write_typed::<u16>(rgb, h, w, flip, slot, |src, flip, r, g, b| {
+                self.write_typed::<u16>(rgb, h, w, flip, target, |src, flip, r, g, b| {
                     a.lead(src, flip, r, g, b)
                 });
                 stream_fence();
             }
-            (Dtype::U8, _) => self.write_typed::<u8>(rgb, h, w, flip, slot, no_lead),
+            (Dtype::U8, _) => self.write_typed::<u8>(rgb, h, w, flip, target, no_lead),
             (Dtype::F16 | Dtype::Bf16, _) => {
-                self.write_typed::<u16>(rgb, h, w, flip, slot, no_lead)
+                self.write_typed::<u16>(rgb, h, w, flip, target, no_lead)
             }
             (Dtype::F32, _) => {
-                self.write_typed::<u32>(rgb, h, w, flip, slot, no_lead);
+                self.write_typed::<u32>(rgb, h, w, flip, target, no_lead);
                 stream_fence();
             }
             (Dtype::I64, _) => panic!("i64 is a label type, not an image dtype"),
         }
     }
 
-    /// `lead` may write the first outputs of each NCHW row (a vector kernel) and returns how
+    /// `lead` may write the first outputs of each planar row (a vector kernel) and returns how
     /// many it wrote; the tables do the rest.
     fn write_typed<T: bytemuck::Pod + TryFrom<u32>>(
         &self,
@@ -411,11 +446,9 @@ impl OutputWriter {
         h: usize,
         w: usize,
         flip: bool,
-        slot: &mut [u8],
+        target: Target<'_>,
         lead: impl Fn(&[[u8; 3]], bool, &mut [T], &mut [T], &mut [T]) -> usize,
     ) {
-        let out: &mut [T] = bytemuck::cast_slice_mut(slot);
-        assert_eq!(out.len(), h * w * 3, "slot size does not match the image");
         // Narrow the tables once per sample (3 KiB), so the inner loops index a native type.
         let t: [[T; 256]; 3] = std::array::from_fn(|c| {
             std::array::from_fn(|v| {
@@ -427,10 +460,12 @@ impl OutputWriter {
         let pixels: &[[u8; 3]] = bytemuck::cast_slice(&rgb[..h * w * 3]);
         // Each arm hands rows of pixels (reversed when flipping) to a loop with no bounds
         // checks, over zipped iterators.
-        match self.layout {
-            Layout::Nchw => {
-                let (r, rest) = out.split_at_mut(h * w);
-                let (g, b) = rest.split_at_mut(h * w);
+        match target {
+            Target::Planes(planes) => {
+                let [r, g, b] = planes.map(|p| -> &mut [T] { bytemuck::cast_slice_mut(p) });
+                for plane in [&r, &g, &b] {
+                    assert_eq!(plane.len(), h * w, "plane size does not match the image");
+                }
                 let rows = pixels
                     .chunks_exact(w)
                     .zip(r.chunks_exact_mut(w))
@@ -447,7 +482,9 @@ impl OutputWriter {
                     }
                 }
             }
-            Layout::Nhwc => {
+            Target::Interleaved(slot) => {
+                let out: &mut [T] = bytemuck::cast_slice_mut(slot);
+                assert_eq!(out.len(), h * w * 3, "slot size does not match the image");
                 let dst: &mut [[T; 3]] = bytemuck::cast_slice_mut(out);
                 for (src, dst) in pixels.chunks_exact(w).zip(dst.chunks_exact_mut(w)) {
                     if flip {
@@ -459,6 +496,12 @@ impl OutputWriter {
             }
         }
     }
+}
+
+/// Where [`OutputWriter`] writes an image: three channel planes, or one interleaved buffer.
+enum Target<'a> {
+    Planes([&'a mut [u8]; 3]),
+    Interleaved(&'a mut [u8]),
 }
 
 /// bf16 output as `x * scale + bias` in f32 per channel, rounded to nearest even: two vector
@@ -736,32 +779,6 @@ fn interleaved_row<'a, T: Copy>(
             t[2][usize::from(px[2])],
         ];
     }
-}
-
-/// The two source positions and the weight of the second for each of `out` output pixels of
-/// a window `len` long from `start` on an axis `limit` pixels long, as torch's
-/// `interpolate(mode="bilinear", antialias=False)` places them (a `view` is cut out first, so
-/// its edge pixels repeat instead of the image's).
-fn two_taps(out: u32, start: f64, len: f64, limit: u32, view: bool) -> Vec<(usize, usize, f32)> {
-    let scale = len / f64::from(out);
-    let last = if view {
-        (start + len) as usize - 1
-    } else {
-        limit as usize - 1
-    };
-    (0..out)
-        .map(|i| {
-            let centre = (f64::from(i) + 0.5) * scale - 0.5;
-            let at = if view {
-                start + centre.max(0.0)
-            } else {
-                (start + centre).max(0.0)
-            };
-            let x0 = (at.floor() as usize).min(last);
-            let lambda = (at - at.floor()) as f32;
-            (x0, (x0 + 1).min(last), lambda)
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -12,7 +12,8 @@
 //! draw) and kernels: `geometry.rs` (crops, resizes, flips, warps), `colour.rs`, `blur.rs`
 //! (Gaussian blur, sharpness), `autoaugment.rs` (torchvision's policies), `timm.rs` (timm's
 //! policies, with Pillow's arithmetic from `pil/`), `detect.rs` (the box-aware ops),
-//! `erase.rs`, `kernel.rs` (normalize, the resampler and the output writer), `mix.rs`
+//! `erase.rs`, `kernel.rs` (normalize, the resampler and the output writer), `two_tap.rs`
+//! (torch's bilinear resize without antialias), `mix.rs`
 //! (MixUp and CutMix, on whole batches).
 
 mod autoaugment;
@@ -31,6 +32,7 @@ mod plan;
 mod run;
 mod spec;
 mod timm;
+mod two_tap;
 
 pub use autoaugment::{AugMix, AutoAugment, AutoAugmentPolicy, RandAugment, TrivialAugmentWide};
 pub use blur::{GaussianBlur, RandomAdjustSharpness};

@@ -5,8 +5,8 @@
 //! chroma term floored on its own, then summed and clamped. Bit-exact with libswscale 9.5
 //! (FFmpeg 8, as PyAV 18 bundles it) on the test clips and over a grid of (y, u, v).
 //!
-//! Each pair of rows computes its chroma terms once; each pixel is then one luma product and
-//! three adds. (`yuvutils-rs` is faster but clamps luma below 16 before converting, 19 levels
+//! Sixteen pixels at a time in AVX2 where the CPU has it; the rest compute each chroma sample's
+//! terms once for its two pixels, and each pixel is then one luma product and three adds. (`yuvutils-rs` is faster but clamps luma below 16 before converting, 19 levels
 //! off FFmpeg for the darkest pixels.)
 
 use super::Picture;
@@ -34,35 +34,43 @@ pub fn to_rgb(p: &Picture<'_>, out: &mut Vec<u8>) {
     to_rgb_region(p, out, (0, 0, p.width, p.height));
 }
 
-/// [`to_rgb`] for the pixels of the half-open rectangle `(x0, y0, x1, y1)` only (what the
-/// clips' windows read, [`crate::augment::Resampler::footprint`]): `out` is sized for the whole
-/// frame, and the pixels outside the rectangle keep whatever it held. The rectangle is clipped
-/// to the frame and widened to an even left column (a chroma sample's pair).
+/// [`to_rgb`] for the pixels of the half-open rectangle `(x0, y0, x1, y1)` only: `out` is sized
+/// for the whole frame, and the pixels outside the rectangle keep whatever it held.
 pub fn to_rgb_region(p: &Picture<'_>, out: &mut Vec<u8>, region: (usize, usize, usize, usize)) {
+    to_rgb_rows(p, out, (region.0, region.2), region.1..region.3);
+}
+
+/// [`to_rgb`] for the columns `x0..x1` of the given rows only (what the clips' windows read,
+/// [`crate::augment::Resampler::footprint`] and [`crate::augment::Resampler::rows_read`]):
+/// `out` is sized for the whole frame, and the other pixels keep whatever it held. The columns
+/// are clipped to the frame and widened to an even left column (a chroma sample's pair); rows
+/// past the frame are ignored.
+pub fn to_rgb_rows(
+    p: &Picture<'_>,
+    out: &mut Vec<u8>,
+    (x0, x1): (usize, usize),
+    rows: impl IntoIterator<Item = usize>,
+) {
     let (w, h) = (p.width, p.height);
     out.resize(w * h * 3, 0);
-    let (x1, y1) = (region.2.min(w), region.3.min(h));
-    let (x0, y0) = (region.0.min(x1) & !1, region.1.min(y1));
+    let x1 = x1.min(w);
+    let x0 = x0.min(x1) & !1;
     if x0 >= x1 {
         return;
     }
     let (c0, c1) = (x0 / 2, x1.div_ceil(2));
-    // Per chroma sample of the rectangle's columns: the red, green and blue offsets.
-    let mut terms = vec![[0i32; 3]; c1 - c0];
-    for row in y0..y1 {
+    for row in rows.into_iter().filter(|&row| row < h) {
         let c = (row / 2) * p.uv_stride;
         let (u, v) = (&p.u[c + c0..c + c1], &p.v[c + c0..c + c1]);
-        if row == y0 || row % 2 == 0 {
-            for ((t, &cb), &cr) in terms.iter_mut().zip(u).zip(v) {
-                *t = chroma(cb, cr);
-            }
-        }
         let line = &mut out[(row * w + x0) * 3..(row * w + x1) * 3];
         let y = &p.y[row * p.y_stride + x0..row * p.y_stride + x1];
-        // The row's first pixels in 16-pixel steps where AVX2 is there; the rest below.
+        // The row's first pixels in 16-pixel steps where AVX2 is there; the rest here, each
+        // chroma sample's terms for its two pixels.
         let done = rows_avx2(y, u, v, line);
-        let (line, y, terms) = (&mut line[done * 3..], &y[done..], &terms[done / 2..]);
-        for ((pair, ys), t) in line.chunks_mut(6).zip(y.chunks(2)).zip(terms) {
+        let (line, y) = (&mut line[done * 3..], &y[done..]);
+        let chroma_pairs = u[done / 2..].iter().zip(&v[done / 2..]);
+        for ((pair, ys), (&cb, &cr)) in line.chunks_mut(6).zip(y.chunks(2)).zip(chroma_pairs) {
+            let t = chroma(cb, cr);
             for (px, &luma) in pair.chunks_exact_mut(3).zip(ys) {
                 let l = ((i32::from(luma) - 16) * Y) >> 16;
                 px[0] = clamp(l + t[0]);

@@ -101,7 +101,8 @@ pub struct ClipsScratch {
     spare: Vec<Vec<u8>>,
     /// A frame's copy when the plan runs ops on the whole frame first.
     whole: Vec<u8>,
-    /// One output frame, before its channel planes go to their places (channels first).
+    /// One output frame, before its channel planes go to their places (channels first, with
+    /// boxes to erase).
     planes: Vec<u8>,
     resampler: Option<Resampler>,
     ops: Scratch,
@@ -165,8 +166,10 @@ impl ClipsJob {
         spare.extend(frames.drain().map(|(_, b)| b));
         let mut emit = |p: super::Picture<'_>| {
             let mut rgb = spare.pop().unwrap_or_default();
-            let whole = (0, 0, p.width, p.height);
-            colour::to_rgb_region(&p, &mut rgb, *regions.get(&p.frame).unwrap_or(&whole));
+            match regions.get(&p.frame) {
+                Some(r) => colour::to_rgb_rows(&p, &mut rgb, r.columns, r.rows()),
+                None => colour::to_rgb(&p, &mut rgb),
+            }
             frames.insert(p.frame, rgb);
         };
         match bytes {
@@ -183,26 +186,36 @@ impl ClipsJob {
     }
 
     /// The pixels of each kept frame (decode-order index) that its clips read: the union of
-    /// their windows' footprints ([`Resampler::footprint`]), or the whole frame for a clip
-    /// whose plan runs ops on the whole frame first. Only these are converted to RGB, which
-    /// changes no output pixel: the resampler reads nothing else.
-    fn regions(&self, resampler: &mut Resampler) -> HashMap<usize, (usize, usize, usize, usize)> {
+    /// their windows' footprints ([`Resampler::footprint`]), of those only the rows the filter
+    /// reads ([`Resampler::rows_read`]), or the whole frame for a clip whose plan runs ops on
+    /// the whole frame first. Only these are converted to RGB, which changes no output pixel:
+    /// the resampler reads nothing else.
+    fn regions(&self, resampler: &mut Resampler) -> HashMap<usize, Region> {
         let (w, h) = self.index.size;
-        let mut regions: HashMap<usize, (usize, usize, usize, usize)> = HashMap::new();
+        let mut regions: HashMap<usize, Region> = HashMap::new();
         for (clip, drawn) in self.clips.iter().zip(&self.drawn) {
-            let (x0, y0, x1, y1) = if drawn.pre.is_empty() {
+            let ((x0, y0, x1, y1), rows) = if drawn.pre.is_empty() {
                 let (oh, ow) = drawn.pixels.size;
                 resampler.set_size(oh, ow);
-                resampler.footprint(w, h, &drawn.crop, drawn.interpolation)
+                let footprint = resampler.footprint(w, h, &drawn.crop, drawn.interpolation);
+                let rows = resampler.rows_read(h, &drawn.crop, drawn.interpolation);
+                (footprint, rows)
             } else {
-                (0, 0, w, h)
+                ((0, 0, w, h), None)
             };
-            let r = (x0 as usize, y0 as usize, x1 as usize, y1 as usize);
             for &frame in clip {
-                regions
-                    .entry(frame)
-                    .and_modify(|a| *a = (a.0.min(r.0), a.1.min(r.1), a.2.max(r.2), a.3.max(r.3)))
-                    .or_insert(r);
+                let region = regions.entry(frame).or_insert_with(|| Region {
+                    columns: (x0 as usize, x1 as usize),
+                    rows: vec![false; h as usize],
+                });
+                region.columns = (
+                    region.columns.0.min(x0 as usize),
+                    region.columns.1.max(x1 as usize),
+                );
+                match &rows {
+                    Some(rows) => rows.iter().for_each(|&r| region.rows[r] = true),
+                    None => region.rows[y0 as usize..y1 as usize].fill(true),
+                }
             }
         }
         regions
@@ -255,6 +268,22 @@ impl ClipsJob {
     }
 }
 
+/// The pixels of a kept frame that its clips read: columns `x0..x1` of the rows marked.
+struct Region {
+    columns: (usize, usize),
+    rows: Vec<bool>,
+}
+
+impl Region {
+    fn rows(&self) -> impl Iterator<Item = usize> + '_ {
+        self.rows
+            .iter()
+            .enumerate()
+            .filter(|(_, &read)| read)
+            .map(|(row, _)| row)
+    }
+}
+
 /// Where each output frame of a sample's clips goes in its slot: frame `t` of clip `k` at
 /// frame position `k * per_clip + t`, or, channels first, plane `ch` of it at plane
 /// `(k * 3 + ch) * per_clip + t`.
@@ -281,6 +310,20 @@ impl Placement {
     ) {
         let (per_clip, frame_bytes) = (self.per_clip, self.frame_bytes);
         if self.channels_first {
+            let plane = frame_bytes / 3;
+            // Channel `c`'s plane starts at `at(c)`; they lie `per_clip` planes apart.
+            let at = |c: usize| ((k * 3 + c) * per_clip + t) * plane;
+            let (_, rest) = slot.split_at_mut(at(0));
+            let (r, rest) = rest.split_at_mut(plane);
+            let (_, rest) = rest.split_at_mut(at(1) - at(0) - plane);
+            let (g, rest) = rest.split_at_mut(plane);
+            let (_, rest) = rest.split_at_mut(at(2) - at(1) - plane);
+            if stage
+                .write_planes(resized, pixels, [r, g, &mut rest[..plane]])
+                .is_some()
+            {
+                return;
+            }
             planes.resize(frame_bytes, 0);
             stage.write(resized, pixels, planes);
             let plane = frame_bytes / 3;
