@@ -262,19 +262,22 @@ impl Engine {
             bitstream: std::mem::take(bitstream),
             augment: PixelPlan::default(),
         };
-        let counts = job
-            .decode(Bitstream::Spans(&self.bitstream), &mut self.clips)
-            .map_err(|e| fail(e.into(), &mut self.bitstream))?;
-        let t1 = CpuClock::now();
         let len = job.frames * job.drawn.first().map_or(0, |d| stage.bytes(&d.pixels));
         self.pixels.resize(len, 0);
-        job.write(stage, &mut self.clips, &mut self.pixels)
+        let rendered = job
+            .render(
+                Bitstream::Spans(&self.bitstream),
+                stage,
+                &mut self.clips,
+                &mut self.pixels,
+            )
             .map_err(|e| fail(e, &mut self.bitstream))?;
+        let t1 = CpuClock::now();
         copy_out(&self.pixels, destination);
         Ok(EngineTimes {
-            decode: t1 - t0,
-            op: t1.elapsed(),
-            frames: Some(counts),
+            decode: (t1 - t0).saturating_sub(rendered.write),
+            op: rendered.write + t1.elapsed(),
+            frames: Some(rendered.counts),
         })
     }
 

@@ -390,13 +390,15 @@ pub(super) fn load(
     }
     let t1 = CpuClock::now();
     c.add(Stage::Demux, t1 - t0);
-    let counts = job.decode(bytes, s).map_err(|e| err(failure(e)))?;
-    count(shared, &counts);
-    let t2 = CpuClock::now();
-    c.add(Stage::DecodeVideo, t2 - t1);
-    job.write(&shared.stage, s, slot)
+    let rendered = job
+        .render(bytes, &shared.stage, s, slot)
         .map_err(|e| err(clips_error(e)))?;
-    c.add(Stage::Augment, t2.elapsed());
+    count(shared, &rendered.counts);
+    c.add(
+        Stage::DecodeVideo,
+        t1.elapsed().saturating_sub(rendered.write),
+    );
+    c.add(Stage::Augment, rendered.write);
     c.samples.fetch_add(1, Ordering::Relaxed);
     Ok(Filled::Cpu {
         index,

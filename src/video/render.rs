@@ -8,9 +8,11 @@
 
 use std::collections::HashMap;
 use std::fs::File;
+use std::time::Duration;
 
-use super::{colour, DecodeCounts, DecodePlan, H264Decoder, VideoError, VideoFailure, VideoIndex};
+use super::{colour, DecodeCounts, DecodePlan, H264Decoder, VideoFailure, VideoIndex};
 use crate::augment::{self, AugmentError, PixelStage, Resampler, SamplePlan, Scratch};
+use crate::cpu_time::CpuClock;
 
 /// What a video sample's decode needs once its clips are drawn.
 #[derive(Debug)]
@@ -96,9 +98,8 @@ pub enum ClipsError {
 pub struct ClipsScratch {
     /// The decoder and the `avcC` record it was started with: reused while videos share it.
     decoder: Option<(Vec<u8>, H264Decoder)>,
-    /// Decoded frames (decode-order index -> RGB), and spare buffers.
-    frames: HashMap<usize, Vec<u8>>,
-    spare: Vec<Vec<u8>>,
+    /// The frame just decoded, in RGB where its clips read it.
+    rgb: Vec<u8>,
     /// A frame's copy when the plan runs ops on the whole frame first.
     whole: Vec<u8>,
     /// One output frame, before its channel planes go to their places (channels first, with
@@ -108,6 +109,16 @@ pub struct ClipsScratch {
     ops: Scratch,
     /// A folder of frames' decoder and buffers.
     jpeg_frames: super::FramesScratch,
+}
+
+/// What [`ClipsJob::render`] did: the decoder's counts, and the thread's CPU time spent writing
+/// frames (resampling, pixel ops and the output's layout) rather than decoding them.
+#[derive(Debug)]
+pub struct Rendered {
+    /// The decoder's counts.
+    pub counts: DecodeCounts,
+    /// CPU time spent writing the frames.
+    pub write: Duration,
 }
 
 impl ClipsScratch {
@@ -142,37 +153,75 @@ impl ClipsJob {
         Ok(())
     }
 
-    /// Decodes every frame the clips keep (each once) into `s`, converted to RGB.
+    /// Decodes every frame the clips keep (each once) and writes it into `slot` as soon as the
+    /// decoder gives it, through the plan of each clip that keeps it: its ops on the whole
+    /// frame, its window resampled, its pixel ops, then `stage`'s flip, normalize, cast and
+    /// layout. Each frame is converted to RGB (only where its clips read it) and written while
+    /// the decoder's picture is still in cache, and no decoded frame is held.
     ///
     /// # Errors
-    /// [`VideoFailure`] naming the frame (the next decode starts a fresh OpenH264 anyway).
-    pub fn decode(
+    /// [`VideoFailure`] naming the frame (the next decode starts a fresh OpenH264 anyway), or
+    /// a window the resampler refuses.
+    pub fn render(
         &self,
         bytes: Bitstream<'_>,
+        stage: &PixelStage,
         s: &mut ClipsScratch,
-    ) -> Result<DecodeCounts, VideoFailure> {
+        slot: &mut [u8],
+    ) -> Result<Rendered, ClipsError> {
         let config = &self.index.config;
         // The decoder (its configuration and buffers; OpenH264 itself starts afresh for each
         // run) is kept while videos share their parameter sets (one encoder's output).
         let decoder = match &mut s.decoder {
             Some((kept, d)) if kept == config => d,
             slot => {
-                let d = H264Decoder::new_typed(&self.index)?;
+                let d = H264Decoder::new_typed(&self.index).map_err(VideoFailure::from)?;
                 &mut slot.insert((config.clone(), d)).1
             }
         };
-        let regions = self.regions(s.resampler.get_or_insert_with(|| Resampler::new(1, 1)));
-        let (frames, spare) = (&mut s.frames, &mut s.spare);
-        spare.extend(frames.drain().map(|(_, b)| b));
-        let mut emit = |p: super::Picture<'_>| {
-            let mut rgb = spare.pop().unwrap_or_default();
-            match regions.get(&p.frame) {
-                Some(r) => colour::to_rgb_rows(&p, &mut rgb, r.columns, r.rows()),
-                None => colour::to_rgb(&p, &mut rgb),
+        let resampler = s.resampler.get_or_insert_with(|| Resampler::new(1, 1));
+        let regions = self.regions(resampler);
+        // Each kept frame's places: (clip, position in the clip).
+        let mut places: HashMap<usize, Vec<(usize, usize)>> = HashMap::new();
+        for (k, clip) in self.clips.iter().enumerate() {
+            for (t, &frame) in clip.iter().enumerate() {
+                places.entry(frame).or_default().push((k, t));
             }
-            frames.insert(p.frame, rgb);
+        }
+        let place = Placement {
+            per_clip: self.clips.first().map_or(1, Vec::len),
+            frame_bytes: slot.len() / self.frames,
+            channels_first: self.channels_first,
         };
-        match bytes {
+        let mut frame = FrameWriter {
+            job: self,
+            stage,
+            place,
+            resampler,
+            whole: &mut s.whole,
+            planes: &mut s.planes,
+            ops: &mut s.ops,
+            slot,
+        };
+        let (rgb, mut failed, mut write) = (&mut s.rgb, None, Duration::ZERO);
+        let mut emit = |p: super::Picture<'_>| {
+            if failed.is_some() {
+                return;
+            }
+            match regions.get(&p.frame) {
+                Some(r) => colour::to_rgb_rows(&p, rgb, r.columns, r.rows()),
+                None => colour::to_rgb(&p, rgb),
+            }
+            let t0 = CpuClock::now();
+            for &at in places.get(&p.frame).into_iter().flatten() {
+                if let Err(e) = frame.write(rgb, at) {
+                    failed = Some(e);
+                    break;
+                }
+            }
+            write += t0.elapsed();
+        };
+        let counts = match bytes {
             Bitstream::Spans(bytes) => {
                 decoder.decode_spans(bytes, &self.index, &self.plan, &mut emit)
             }
@@ -182,6 +231,10 @@ impl ClipsJob {
                 &self.plan,
                 &mut emit,
             ),
+        }?;
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(Rendered { counts, write }),
         }
     }
 
@@ -220,50 +273,50 @@ impl ClipsJob {
         }
         regions
     }
+}
 
-    /// Writes the decoded frames of every clip into `slot` through the clip's plan: its ops on
-    /// the whole frame, its window resampled, its pixel ops, then `stage`'s flip, normalize,
-    /// cast and layout.
+/// Writes a job's decoded frames into its slot, each through the plan of its clip.
+struct FrameWriter<'a> {
+    job: &'a ClipsJob,
+    stage: &'a PixelStage,
+    place: Placement,
+    resampler: &'a mut Resampler,
+    whole: &'a mut Vec<u8>,
+    planes: &'a mut Vec<u8>,
+    ops: &'a mut Scratch,
+    slot: &'a mut [u8],
+}
+
+impl FrameWriter<'_> {
+    /// Writes the RGB frame `rgb` as frame `t` of clip `k`.
     ///
     /// # Errors
-    /// A kept frame that did not come out of the decode, or a window the resampler refuses.
-    pub fn write(
-        &self,
-        stage: &PixelStage,
-        s: &mut ClipsScratch,
-        slot: &mut [u8],
-    ) -> Result<(), ClipsError> {
-        let (w, h) = self.index.size;
-        let place = Placement {
-            per_clip: self.clips.first().map_or(1, Vec::len),
-            frame_bytes: slot.len() / self.frames,
-            channels_first: self.channels_first,
+    /// A window the resampler refuses.
+    fn write(&mut self, rgb: &[u8], (k, t): (usize, usize)) -> Result<(), ClipsError> {
+        let (w, h) = self.job.index.size;
+        let drawn = &self.job.drawn[k];
+        let (oh, ow) = drawn.pixels.size;
+        self.resampler.set_size(oh, ow);
+        let source: &[u8] = if drawn.pre.is_empty() {
+            rgb
+        } else {
+            self.whole.clear();
+            self.whole.extend_from_slice(rgb);
+            augment::apply(&drawn.pre, self.whole, h as usize, w as usize, self.ops);
+            self.whole
         };
-        for (k, (clip, drawn)) in self.clips.iter().zip(&self.drawn).enumerate() {
-            let (oh, ow) = drawn.pixels.size;
-            let resampler = s.resampler.get_or_insert_with(|| Resampler::new(oh, ow));
-            resampler.set_size(oh, ow);
-            for (t, frame) in clip.iter().enumerate() {
-                let rgb = s
-                    .frames
-                    .get(frame)
-                    .ok_or(VideoFailure::Video(VideoError::Missing {
-                        wanted: self.plan.kept(),
-                        got: s.frames.len(),
-                    }))?;
-                let source: &[u8] = if drawn.pre.is_empty() {
-                    rgb
-                } else {
-                    s.whole.clear();
-                    s.whole.extend_from_slice(rgb);
-                    augment::apply(&drawn.pre, &mut s.whole, h as usize, w as usize, &mut s.ops);
-                    &s.whole
-                };
-                let resized = resampler.run_with(source, w, h, &drawn.crop, drawn.interpolation)?;
-                stage.ops(resized, &drawn.pixels, &mut s.ops);
-                place.put(stage, resized, &drawn.pixels, (k, t), slot, &mut s.planes);
-            }
-        }
+        let resized = self
+            .resampler
+            .run_with(source, w, h, &drawn.crop, drawn.interpolation)?;
+        self.stage.ops(resized, &drawn.pixels, self.ops);
+        self.place.put(
+            self.stage,
+            resized,
+            &drawn.pixels,
+            (k, t),
+            self.slot,
+            self.planes,
+        );
         Ok(())
     }
 }
