@@ -35,5 +35,5 @@ pub use make::{default_video_dataset, make_video_dataset, VideoSetSpec};
 pub use mp4::{Codec, Frame, VideoError, VideoFailure, VideoIndex};
 pub use plan::{DecodePlan, Run};
 pub use read::{frame_count_and_fps, read_frames, Frames};
-pub use render::{Bitstream, ClipsError, ClipsJob, ClipsScratch};
+pub use render::{Bitstream, ClipsError, ClipsJob, ClipsScratch, Rendered};
 pub use write::{Mp4Writer, WriteError};
