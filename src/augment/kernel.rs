@@ -790,7 +790,7 @@ mod tests {
     /// resampled output must be exactly that of the whole image, for every filter that has a
     /// footprint, windows cut out or resampled in place, shrinking and enlarging.
     #[test]
-    fn resampling_reads_nothing_outside_its_footprint() {
+    fn resampling_reads_nothing_outside_its_footprint_and_rows_read() {
         use hpuload_decoders::jpeg::Region;
         use hpuload_decoders::{Decode, JpegDecoder};
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("decoders/tests/fixtures");
@@ -855,6 +855,21 @@ mod tests {
                     .unwrap();
                 let got = r.run_with(&part, w, h, &crop, filter).unwrap();
                 assert_eq!(got, &want[..], "{name} {crop:?} to {ow}x{oh} {filter:?}");
+                // Of the footprint, only the rows `rows_read` names (the video path converts
+                // no others): the rest of it stale too.
+                if let Some(rows) = r.rows_read(h, &crop, filter) {
+                    let mut sparse = vec![0x5Au8; whole.len()];
+                    let stride = w as usize * 3;
+                    let columns = x0 as usize * 3..x1 as usize * 3;
+                    for row in rows {
+                        assert!((y0 as usize..y1 as usize).contains(&row), "{row} outside");
+                        let line = row * stride..(row + 1) * stride;
+                        sparse[line.clone()][columns.clone()]
+                            .copy_from_slice(&whole[line][columns.clone()]);
+                    }
+                    let got = r.run_with(&sparse, w, h, &crop, filter).unwrap();
+                    assert_eq!(got, &want[..], "{name} {crop:?} to {ow}x{oh}: rows read");
+                }
                 // The next round's stale pixels outside its footprint: a pattern, not this
                 // image.
                 part.iter_mut()
