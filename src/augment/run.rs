@@ -190,18 +190,18 @@ impl PixelStage {
     }
 
     /// [`PixelStage::write`] into three channel planes that need not be adjacent (a frame of a
-    /// `[C, T, H, W]` clip), or `None` when the stage cannot (an interleaved layout, or boxes
-    /// to erase, which [`PixelStage::write`] erases in a whole image).
+    /// `[C, T, H, W]` clip); `false`, writing nothing, when the stage cannot (an interleaved
+    /// layout, or boxes to erase, which [`PixelStage::write`] erases in a whole image).
     ///
     /// # Panics
     /// A plane is not a third of [`PixelStage::bytes`].
-    pub fn write_planes(&self, rgb: &[u8], plan: &PixelPlan, planes: [&mut [u8]; 3]) -> Option<()> {
+    pub fn write_planes(&self, rgb: &[u8], plan: &PixelPlan, planes: [&mut [u8]; 3]) -> bool {
         if self.layout != Layout::Nchw || !plan.erase.is_empty() {
-            return None;
+            return false;
         }
         let (h, w) = (plan.size.0 as usize, plan.size.1 as usize);
         self.writer.write_planes(rgb, h, w, plan.flip, planes);
-        Some(())
+        true
     }
 
     /// [`PixelStage::ops`] then [`PixelStage::write`].

@@ -371,10 +371,7 @@ impl Placement {
             let (_, rest) = rest.split_at_mut(at(1) - at(0) - plane);
             let (g, rest) = rest.split_at_mut(plane);
             let (_, rest) = rest.split_at_mut(at(2) - at(1) - plane);
-            if stage
-                .write_planes(resized, pixels, [r, g, &mut rest[..plane]])
-                .is_some()
-            {
+            if stage.write_planes(resized, pixels, [r, g, &mut rest[..plane]]) {
                 return;
             }
             planes.resize(frame_bytes, 0);
