@@ -576,12 +576,17 @@ impl Bf16Affine {
         0
     }
 
-    /// The outputs of one row in whole groups of 8; returns how many it wrote. The stores
-    /// stream past the cache when the three rows are 16-byte aligned (a batch slot is written
-    /// once and read next by the batch's consumer, long after: reading its lines in first
-    /// would only add memory traffic and evict the decoder's working set). Safe: only
-    /// calling it needs AVX2 (`unsafe` at the call, where the CPU was checked); its loads and
-    /// stores are bounded by the assert on the planes' lengths.
+    /// The outputs of one row in whole groups of 8; returns how many it wrote: 32 pixels a
+    /// step, then 16, then 8 while the width leaves them. The stores stream past the cache
+    /// when the three rows are 32-byte aligned: a batch slot is written once and next read by
+    /// the batch's consumer, long after, so reading each line in before writing it (what a
+    /// plain store does) only adds memory traffic and evicts the decoder's working set. Each
+    /// plane gets 64 consecutive bytes per step, a whole line when the rows are 64-byte
+    /// aligned (a batch slot's are): streamed stores interleaved across the three planes 16
+    /// bytes at a time flushed partial lines and cost 11% of the engine path's throughput on
+    /// a Zen 4 (BENCHMARKS.md, session 33).
+    /// Safe: only calling it needs AVX2 (`unsafe` at the call, where the CPU was checked); its
+    /// loads and stores are bounded by the assert on the planes' lengths.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
     fn row_avx2(
@@ -594,9 +599,8 @@ impl Bf16Affine {
     ) -> usize {
         use std::arch::x86_64::*;
         let w = src.len() / 3;
-        let groups = w / 8;
         assert!(r.len() >= w && g.len() >= w && b.len() >= w);
-        // Channel c of pixels 0..8 from the 24 bytes: bytes 0..16 (`lo`) and 16..24 (`hi`).
+        // Channel c of 8 pixels from their 24 bytes: bytes 0..16 (`lo`) and 16..24 (`hi`).
         // SAFETY: plain loads of the 16-byte mask arrays.
         let picks = PICK.map(|[lo, hi]| unsafe {
             (
@@ -609,64 +613,104 @@ impl Bf16Affine {
         let reverse = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
         let round = _mm256_set1_epi32(0x7FFF);
         let one = _mm256_set1_epi32(1);
-        let aligned = [r.as_ptr(), g.as_ptr(), b.as_ptr()]
-            .iter()
-            .all(|p| (*p as usize).is_multiple_of(16));
-        for k in 0..groups {
-            // Output pixels 8k..8k+8 come from source pixels `s..s + 8` (reversed when flipping).
-            let s = if flip { w - 8 * k - 8 } else { 8 * k };
-            let px = &src[s * 3..s * 3 + 24];
+        let stream = |bytes: usize| {
+            [r.as_ptr(), g.as_ptr(), b.as_ptr()]
+                .iter()
+                .all(|p| (*p as usize).is_multiple_of(bytes))
+        };
+        let (stream32, stream16) = (stream(32), stream(16));
+        // The bf16 bits (in 32-bit lanes) of channel `c` of the 8 pixels at `px` (24 bytes),
+        // in output order.
+        let eight = |px: &[u8], c: usize| {
             // SAFETY: `px` has 24 bytes: 16 are loaded from its start and 8 from byte 16.
             let (lo, hi) = unsafe {
                 (
                     _mm_loadu_si128(px.as_ptr().cast()),
-                    _mm_loadl_epi64(px[16..].as_ptr().cast()),
+                    _mm_loadl_epi64(px[16..24].as_ptr().cast()),
                 )
             };
-            let channel = |c: usize| {
-                let bytes = _mm_or_si128(
-                    _mm_shuffle_epi8(lo, picks[c].0),
-                    _mm_shuffle_epi8(hi, picks[c].1),
-                );
-                let mut v = _mm256_cvtepu8_epi32(bytes);
-                if flip {
-                    v = _mm256_permutevar8x32_epi32(v, reverse);
+            let bytes = _mm_or_si128(
+                _mm_shuffle_epi8(lo, picks[c].0),
+                _mm_shuffle_epi8(hi, picks[c].1),
+            );
+            let mut v = _mm256_cvtepu8_epi32(bytes);
+            if flip {
+                v = _mm256_permutevar8x32_epi32(v, reverse);
+            }
+            let x = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(v), scale[c]), bias[c]);
+            let bits = _mm256_castps_si256(x);
+            let lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), one);
+            _mm256_srli_epi32(_mm256_add_epi32(bits, _mm256_add_epi32(round, lsb)), 16)
+        };
+        // Source pixel of output `at`'s group of `n` (reversed when flipping).
+        let first = |at: usize, n: usize| if flip { w - at - n } else { at };
+        // Channel `c` of the 16 output pixels made from source pixels `s..s + 16`, in output
+        // order: [a0-3 z0-3 | a4-7 z4-7] packed, then the quarters put in order.
+        let sixteen = |s: usize, c: usize| {
+            let (a, z) = if flip { (s + 8, s) } else { (s, s + 8) };
+            let (pa, pz) = (&src[a * 3..a * 3 + 24], &src[z * 3..z * 3 + 24]);
+            _mm256_permute4x64_epi64(_mm256_packus_epi32(eight(pa, c), eight(pz, c)), 0xD8)
+        };
+        let store = |p: *mut u16, v: __m256i| {
+            // SAFETY: every caller passes a pointer to 16 in-bounds u16s (32 bytes, sliced at
+            // the call); when `stream32`, each row starts on 32 bytes and the offset is a
+            // multiple of 16 u16s, so the store is 32-byte aligned as the stream requires.
+            unsafe {
+                if stream32 {
+                    _mm256_stream_si256(p.cast(), v);
+                } else {
+                    _mm256_storeu_si256(p.cast(), v);
                 }
-                let x = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(v), scale[c]), bias[c]);
-                let bits = _mm256_castps_si256(x);
-                let lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), one);
-                _mm256_srli_epi32(_mm256_add_epi32(bits, _mm256_add_epi32(round, lsb)), 16)
-            };
-            // Pack to u16: [r0-3 g0-3 | r4-7 g4-7] then put the quarters in order.
-            let rg = _mm256_permute4x64_epi64(_mm256_packus_epi32(channel(0), channel(1)), 0xD8);
-            let bb = _mm256_permute4x64_epi64(_mm256_packus_epi32(channel(2), channel(2)), 0xD8);
-            let at = 8 * k;
-            let (vr, vg, vb) = (
+            }
+        };
+        let mut at = 0;
+        // 32 pixels a step: each plane gets 64 consecutive bytes, a whole cache line when the
+        // rows are aligned to it, so a streamed line leaves the write-combining buffer whole.
+        while at + 32 <= w {
+            let s = first(at, 32);
+            let (x, y) = if flip { (s + 16, s) } else { (s, s + 16) };
+            for (c, plane) in [&mut *r, &mut *g, &mut *b].into_iter().enumerate() {
+                let (v0, v1) = (sixteen(x, c), sixteen(y, c));
+                let p = plane[at..at + 32].as_mut_ptr();
+                store(p, v0);
+                // SAFETY: 16 of the 32 u16s sliced above.
+                store(unsafe { p.add(16) }, v1);
+            }
+            at += 32;
+        }
+        if at + 16 <= w {
+            let s = first(at, 16);
+            for (c, plane) in [&mut *r, &mut *g, &mut *b].into_iter().enumerate() {
+                store(plane[at..at + 16].as_mut_ptr(), sixteen(s, c));
+            }
+            at += 16;
+        }
+        if at + 8 <= w {
+            let px = &src[first(at, 8) * 3..][..24];
+            let rg =
+                _mm256_permute4x64_epi64(_mm256_packus_epi32(eight(px, 0), eight(px, 1)), 0xD8);
+            let bb = _mm256_packus_epi32(eight(px, 2), eight(px, 2));
+            let bb = _mm256_permute4x64_epi64(bb, 0xD8);
+            let halves = [
                 _mm256_castsi256_si128(rg),
                 _mm256_extracti128_si256(rg, 1),
                 _mm256_castsi256_si128(bb),
-            );
-            let (pr, pg, pb) = (
-                r[at..at + 8].as_mut_ptr(),
-                g[at..at + 8].as_mut_ptr(),
-                b[at..at + 8].as_mut_ptr(),
-            );
-            // SAFETY: each pointer starts 8 in-bounds u16s (16 bytes, sliced above); when
-            // `aligned`, each row starts on 16 bytes and `at` is a multiple of 8 u16s, so
-            // every store is 16-byte aligned as `_mm_stream_si128` requires.
-            unsafe {
-                if aligned {
-                    _mm_stream_si128(pr.cast(), vr);
-                    _mm_stream_si128(pg.cast(), vg);
-                    _mm_stream_si128(pb.cast(), vb);
-                } else {
-                    _mm_storeu_si128(pr.cast(), vr);
-                    _mm_storeu_si128(pg.cast(), vg);
-                    _mm_storeu_si128(pb.cast(), vb);
+            ];
+            for (plane, v) in [&mut *r, &mut *g, &mut *b].into_iter().zip(halves) {
+                let p = plane[at..at + 8].as_mut_ptr();
+                // SAFETY: `p` starts 8 in-bounds u16s (16 bytes, sliced above); when
+                // `stream16`, each row starts on 16 bytes and `at` is a multiple of 8 u16s.
+                unsafe {
+                    if stream16 {
+                        _mm_stream_si128(p.cast(), v);
+                    } else {
+                        _mm_storeu_si128(p.cast(), v);
+                    }
                 }
             }
+            at += 8;
         }
-        groups * 8
+        at
     }
 }
 
@@ -694,8 +738,9 @@ fn no_lead<T>(_: &[[u8; 3]], _: bool, _: &mut [T], _: &mut [T], _: &mut [T]) -> 
 
 /// One output row of planar (NCHW) data: channel `c` of each pixel through `t[c]`.
 ///
-/// Four pixels at a time, so that each plane gets one wide store per group instead of four
-/// narrow ones (the stores, not the lookups, bound this loop).
+/// Sixteen pixels at a time, so that each plane gets 64 consecutive bytes per group (a whole
+/// cache line of f32s) instead of narrow stores interleaved across the planes (the stores,
+/// not the lookups, bound this loop).
 #[inline(always)]
 fn planar_row<'a, T: bytemuck::Pod>(
     t: &[[T; 256]; 3],
@@ -704,22 +749,22 @@ fn planar_row<'a, T: bytemuck::Pod>(
     g: &mut [T],
     b: &mut [T],
 ) {
-    let quads = r.len() / 4;
-    let (r4, r1) = r.split_at_mut(quads * 4);
-    let (g4, g1) = g.split_at_mut(quads * 4);
-    let (b4, b1) = b.split_at_mut(quads * 4);
-    let r4: &mut [[T; 4]] = as_quads(r4);
-    let g4: &mut [[T; 4]] = as_quads(g4);
-    let b4: &mut [[T; 4]] = as_quads(b4);
-    // Four f32s make a whole 16-byte store: aligned, it streams past the cache (see
-    // `Bf16Affine::row_avx2`).
-    let stream = std::mem::size_of::<[T; 4]>() == 16
-        && [r4.as_ptr(), g4.as_ptr(), b4.as_ptr()]
+    let groups = r.len() / 16;
+    let (r8, r1) = r.split_at_mut(groups * 16);
+    let (g8, g1) = g.split_at_mut(groups * 16);
+    let (b8, b1) = b.split_at_mut(groups * 16);
+    let r8: &mut [[T; 16]] = as_sixteens(r8);
+    let g8: &mut [[T; 16]] = as_sixteens(g8);
+    let b8: &mut [[T; 16]] = as_sixteens(b8);
+    // Sixteen f32s make a 64-byte group: aligned, it streams past the cache as one whole line
+    // (see `Bf16Affine::row_avx2`).
+    let stream = std::mem::size_of::<[T; 16]>() == 64
+        && [r8.as_ptr(), g8.as_ptr(), b8.as_ptr()]
             .iter()
-            .all(|p| (*p as usize).is_multiple_of(16));
+            .all(|p| (*p as usize).is_multiple_of(64));
     let mut src = src;
-    for ((r, g), b) in r4.iter_mut().zip(g4).zip(b4) {
-        let p: [&[u8; 3]; 4] = std::array::from_fn(|_| src.next().expect("a pixel per output"));
+    for ((r, g), b) in r8.iter_mut().zip(g8).zip(b8) {
+        let p: [&[u8; 3]; 16] = std::array::from_fn(|_| src.next().expect("a pixel per output"));
         put(
             r,
             std::array::from_fn(|i| t[0][usize::from(p[i][0])]),
@@ -743,25 +788,29 @@ fn planar_row<'a, T: bytemuck::Pod>(
     }
 }
 
-/// `*dst = v`, through a streaming store when `stream` (which the caller sets only for
-/// 16-byte groups at 16-byte aligned addresses).
+/// `*dst = v`, through four consecutive streaming stores when `stream` (which the caller sets
+/// only for 64-byte groups at 64-byte aligned addresses).
 #[inline(always)]
-fn put<T: bytemuck::Pod>(dst: &mut [T; 4], v: [T; 4], stream: bool) {
+fn put<T: bytemuck::Pod>(dst: &mut [T; 16], v: [T; 16], stream: bool) {
     #[cfg(target_arch = "x86_64")]
-    if stream && std::mem::size_of::<[T; 4]>() == 16 {
+    if stream && std::mem::size_of::<[T; 16]>() == 64 {
         use std::arch::x86_64::{_mm_loadu_si128, _mm_stream_si128};
-        // SAFETY: SSE2 is part of x86_64's baseline; `v` and `*dst` are 16 bytes each, the
-        // load is unaligned and the caller guarantees `dst` is 16-byte aligned for the store.
+        let (d, v) = (dst.as_mut_ptr().cast::<u8>(), v.as_ptr().cast::<u8>());
+        // SAFETY: SSE2 is part of x86_64's baseline; `v` and `*dst` are 64 bytes each, the
+        // loads are unaligned and the caller guarantees `dst` is 64-byte aligned, so each
+        // quarter is 16-byte aligned for its store.
         unsafe {
-            _mm_stream_si128(dst.as_mut_ptr().cast(), _mm_loadu_si128(v.as_ptr().cast()));
+            for k in 0..4 {
+                _mm_stream_si128(d.add(16 * k).cast(), _mm_loadu_si128(v.add(16 * k).cast()));
+            }
         }
         return;
     }
     *dst = v;
 }
 
-/// `s` (a multiple of 4 long) as groups of 4.
-fn as_quads<T: bytemuck::Pod>(s: &mut [T]) -> &mut [[T; 4]] {
+/// `s` (a multiple of 16 long) as groups of 16.
+fn as_sixteens<T: bytemuck::Pod>(s: &mut [T]) -> &mut [[T; 16]] {
     bytemuck::cast_slice_mut(s)
 }
 
@@ -930,33 +979,64 @@ mod tests {
         assert_eq!(got, &[1.0, -1.0, 0.4, 0.2, 0.0, 0.5]);
     }
 
+    /// A zeroed byte buffer whose start is `shift` bytes past a 64-byte boundary, so that a
+    /// test can make the writers take their streamed (aligned) or their plain stores.
+    struct AlignedSlot {
+        storage: Vec<u8>,
+        at: usize,
+        len: usize,
+    }
+
+    impl AlignedSlot {
+        fn new(len: usize, shift: usize) -> Self {
+            let storage = vec![0u8; len + 64 + shift];
+            let at = storage.as_ptr().align_offset(64) + shift;
+            Self { storage, at, len }
+        }
+
+        fn bytes(&mut self) -> &mut [u8] {
+            &mut self.storage[self.at..self.at + self.len]
+        }
+    }
+
     #[test]
-    fn every_pixel_lands_in_place_for_widths_that_are_not_a_multiple_of_four() {
+    fn every_pixel_lands_in_place_for_widths_that_are_not_a_multiple_of_sixteen() {
         let (mean, std) = ([0.485f32, 0.456, 0.406], [0.229f32, 0.224, 0.225]);
-        for (h, w) in [(3, 7), (2, 4), (1, 9), (4, 1)] {
+        let sizes = [
+            (3, 7),
+            (2, 4),
+            (1, 9),
+            (4, 1),
+            (2, 16),
+            (3, 17),
+            (2, 33),
+            (2, 48),
+        ];
+        for (h, w) in sizes {
             let rgb: Vec<u8> = (0..h * w * 3).map(|i| (i * 37 % 251) as u8).collect();
-            for layout in [Layout::Nchw, Layout::Nhwc] {
-                for flip in [false, true] {
-                    let writer = OutputWriter::new(Dtype::F32, layout, Some((mean, std)));
-                    let mut slot = vec![0u8; h * w * 3 * 4];
-                    writer.write(&rgb, h, w, flip, &mut slot);
-                    let got: &[f32] = bytemuck::cast_slice(&slot);
-                    for (y, x, c) in (0..h)
-                        .flat_map(|y| (0..w).map(move |x| (y, x)))
-                        .flat_map(|(y, x)| (0..3).map(move |c| (y, x, c)))
-                    {
-                        let sx = if flip { w - 1 - x } else { x };
-                        let v = f32::from(rgb[(y * w + sx) * 3 + c]);
-                        let want = (v / 255.0 - mean[c]) / std[c];
-                        let at = match layout {
-                            Layout::Nchw => c * h * w + y * w + x,
-                            Layout::Nhwc => (y * w + x) * 3 + c,
-                        };
-                        assert_eq!(
-                            got[at], want,
-                            "{h}x{w} {layout:?} flip={flip} at ({y},{x},{c})"
-                        );
-                    }
+            let cases = [Layout::Nchw, Layout::Nhwc]
+                .into_iter()
+                .flat_map(|l| [(l, false, 0), (l, true, 0), (l, false, 4), (l, true, 4)]);
+            for (layout, flip, shift) in cases {
+                let writer = OutputWriter::new(Dtype::F32, layout, Some((mean, std)));
+                let mut slot = AlignedSlot::new(h * w * 3 * 4, shift);
+                writer.write(&rgb, h, w, flip, slot.bytes());
+                let got: &[f32] = bytemuck::cast_slice(slot.bytes());
+                for (y, x, c) in (0..h)
+                    .flat_map(|y| (0..w).map(move |x| (y, x)))
+                    .flat_map(|(y, x)| (0..3).map(move |c| (y, x, c)))
+                {
+                    let sx = if flip { w - 1 - x } else { x };
+                    let v = f32::from(rgb[(y * w + sx) * 3 + c]);
+                    let want = (v / 255.0 - mean[c]) / std[c];
+                    let at = match layout {
+                        Layout::Nchw => c * h * w + y * w + x,
+                        Layout::Nhwc => (y * w + x) * 3 + c,
+                    };
+                    assert_eq!(
+                        got[at], want,
+                        "{h}x{w} {layout:?} flip={flip} shift={shift} at ({y},{x},{c})"
+                    );
                 }
             }
         }
@@ -977,14 +1057,17 @@ mod tests {
             affine: None,
             ..fast.clone()
         };
-        for w in [1, 7, 8, 9, 16, 23, 224] {
+        // Widths that take each step (32, 16, 8 pixels, then the table), at a 64-byte aligned
+        // slot (the streamed stores) and at one 2 bytes past it (plain stores).
+        for w in [1, 7, 8, 9, 16, 23, 24, 31, 32, 33, 48, 56, 57, 64, 224] {
             let h = 3;
             let rgb: Vec<u8> = (0..h * w * 3).map(|i| (i * 97 % 256) as u8).collect();
-            for flip in [false, true] {
-                let (mut a, mut b) = (vec![0u8; h * w * 6], vec![0u8; h * w * 6]);
-                fast.write(&rgb, h, w, flip, &mut a);
+            for (flip, shift) in [(false, 0), (true, 0), (false, 2), (true, 2)] {
+                let mut a = AlignedSlot::new(h * w * 6, shift);
+                let mut b = vec![0u8; h * w * 6];
+                fast.write(&rgb, h, w, flip, a.bytes());
                 table_only.write(&rgb, h, w, flip, &mut b);
-                assert_eq!(a, b, "width {w}, flip {flip}");
+                assert_eq!(a.bytes(), &b[..], "width {w}, flip {flip}, shift {shift}");
             }
         }
         // Every value of every channel.
