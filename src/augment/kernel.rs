@@ -423,19 +423,17 @@ impl OutputWriter {
             (Dtype::Bf16, Some(a)) => {
                 self.write_typed::<u16>(rgb, h, w, flip, target, |src, flip, r, g, b| {
                     a.lead(src, flip, r, g, b)
-                });
-                stream_fence();
+                })
             }
             (Dtype::U8, _) => self.write_typed::<u8>(rgb, h, w, flip, target, no_lead),
             (Dtype::F16 | Dtype::Bf16, _) => {
                 self.write_typed::<u16>(rgb, h, w, flip, target, no_lead)
             }
-            (Dtype::F32, _) => {
-                self.write_typed::<u32>(rgb, h, w, flip, target, no_lead);
-                stream_fence();
-            }
+            (Dtype::F32, _) => self.write_typed::<u32>(rgb, h, w, flip, target, no_lead),
             (Dtype::I64, _) => panic!("i64 is a label type, not an image dtype"),
         }
+        // Every planar writer may have streamed.
+        stream_fence();
     }
 
     /// `lead` may write the first outputs of each planar row (a vector kernel) and returns how
@@ -757,7 +755,9 @@ fn planar_row<'a, T: bytemuck::Pod>(
     let g8: &mut [[T; 16]] = as_sixteens(g8);
     let b8: &mut [[T; 16]] = as_sixteens(b8);
     // Sixteen f32s make a 64-byte group: aligned, it streams past the cache as one whole line
-    // (see `Bf16Affine::row_avx2`).
+    // (see `Bf16Affine::row_avx2`). Only whole lines stream well: 16 u16s a group, half lines
+    // interleaved across the planes, measured 9% slower than plain stores (BENCHMARKS.md,
+    // session 33), so the narrower types store plainly.
     let stream = std::mem::size_of::<[T; 16]>() == 64
         && [r8.as_ptr(), g8.as_ptr(), b8.as_ptr()]
             .iter()
@@ -788,8 +788,8 @@ fn planar_row<'a, T: bytemuck::Pod>(
     }
 }
 
-/// `*dst = v`, through four consecutive streaming stores when `stream` (which the caller sets
-/// only for 64-byte groups at 64-byte aligned addresses).
+/// `*dst = v`, through four consecutive 16-byte streaming stores when `stream` (which the
+/// caller sets only for 64-byte groups at 64-byte aligned addresses).
 #[inline(always)]
 fn put<T: bytemuck::Pod>(dst: &mut [T; 16], v: [T; 16], stream: bool) {
     #[cfg(target_arch = "x86_64")]
