@@ -588,12 +588,14 @@ fn transpose<T: Copy>(src: &[T], rows: usize, cols: usize, dst: &mut [T]) {
 /// `src_stride` bytes apart) into `dst` (rows `dst_stride` bytes apart). Each round interleaves
 /// register `i` with `i + N/2` at the sample width, then twice that, up to 8 bytes; after the
 /// last, register `j` holds column `j` with the rows in bit-reversed order, so the rows are
-/// loaded bit-reversed to come out in order.
+/// loaded bit-reversed to come out in order. Every round is written out with constant
+/// indices, so the tile stays in registers (a loop over the widths kept it on the stack: the
+/// transposes were then a quarter of the engine's resampling time).
 ///
 /// # Safety
 /// Both tiles must lie inside their buffers.
 #[cfg(target_arch = "x86_64")]
-#[inline]
+#[inline(always)]
 unsafe fn transpose_tile<const N: usize>(
     src: *const u8,
     src_stride: usize,
@@ -605,27 +607,58 @@ unsafe fn transpose_tile<const N: usize>(
         _mm_unpackhi_epi64, _mm_unpackhi_epi8, _mm_unpacklo_epi16, _mm_unpacklo_epi32,
         _mm_unpacklo_epi64, _mm_unpacklo_epi8,
     };
-    let bits = N.trailing_zeros();
-    let reversed = |i: usize| i.reverse_bits() >> (usize::BITS - bits);
-    // SAFETY: the caller guarantees the N rows of 16 bytes at `src` and `dst` are in bounds.
+    /// Row `i`'s position with its index bits reversed, for 16 and for 8 rows.
+    const REVERSED_16: [usize; 16] = [0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15];
+    const REVERSED_8: [usize; 8] = [0, 4, 2, 6, 1, 5, 3, 7];
+    /// One round: registers `i` and `i + N/2` interleaved into `2i` and `2i + 1`.
+    #[inline(always)]
+    fn round<const N: usize>(
+        b: [__m128i; N],
+        lo: impl Fn(__m128i, __m128i) -> __m128i,
+        hi: impl Fn(__m128i, __m128i) -> __m128i,
+    ) -> [__m128i; N] {
+        let mut a = b;
+        for i in 0..N / 2 {
+            a[2 * i] = lo(b[i], b[i + N / 2]);
+            a[2 * i + 1] = hi(b[i], b[i + N / 2]);
+        }
+        a
+    }
+    let reversed = |i: usize| {
+        if N == 16 {
+            REVERSED_16[i]
+        } else {
+            REVERSED_8[i]
+        }
+    };
+    // SAFETY: the caller guarantees the N rows of 16 bytes at `src` and `dst` are in bounds;
+    // the unpacks are SSE2, part of x86_64's baseline.
     unsafe {
         let mut a: [__m128i; N] = std::array::from_fn(|i| {
             _mm_loadu_si128(src.add(reversed(i) * src_stride).cast::<__m128i>())
         });
-        let mut width = 16 / N;
-        while width < 16 {
-            let b = a;
-            for i in 0..N / 2 {
-                let (x, y) = (b[i], b[i + N / 2]);
-                (a[2 * i], a[2 * i + 1]) = match width {
-                    1 => (_mm_unpacklo_epi8(x, y), _mm_unpackhi_epi8(x, y)),
-                    2 => (_mm_unpacklo_epi16(x, y), _mm_unpackhi_epi16(x, y)),
-                    4 => (_mm_unpacklo_epi32(x, y), _mm_unpackhi_epi32(x, y)),
-                    _ => (_mm_unpacklo_epi64(x, y), _mm_unpackhi_epi64(x, y)),
-                };
-            }
-            width *= 2;
+        if N == 16 {
+            a = round(
+                a,
+                |x, y| _mm_unpacklo_epi8(x, y),
+                |x, y| _mm_unpackhi_epi8(x, y),
+            );
         }
+        a = round(
+            a,
+            |x, y| _mm_unpacklo_epi16(x, y),
+            |x, y| _mm_unpackhi_epi16(x, y),
+        );
+        a = round(
+            a,
+            |x, y| _mm_unpacklo_epi32(x, y),
+            |x, y| _mm_unpackhi_epi32(x, y),
+        );
+        a = round(
+            a,
+            |x, y| _mm_unpacklo_epi64(x, y),
+            |x, y| _mm_unpackhi_epi64(x, y),
+        );
         for (j, v) in a.iter().enumerate() {
             _mm_storeu_si128(dst.add(j * dst_stride).cast::<__m128i>(), *v);
         }
