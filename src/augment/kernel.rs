@@ -432,7 +432,8 @@ impl OutputWriter {
             (Dtype::F32, _) => self.write_typed::<u32>(rgb, h, w, flip, target, no_lead),
             (Dtype::I64, _) => panic!("i64 is a label type, not an image dtype"),
         }
-        // Every planar writer may have streamed.
+        // The bf16 vector and f32 planar writers may have streamed; one fence per sample
+        // costs the others nothing that counts.
         stream_fence();
     }
 
@@ -687,8 +688,8 @@ impl Bf16Affine {
             let px = &src[first(at, 8) * 3..][..24];
             let rg =
                 _mm256_permute4x64_epi64(_mm256_packus_epi32(eight(px, 0), eight(px, 1)), 0xD8);
-            let bb = _mm256_packus_epi32(eight(px, 2), eight(px, 2));
-            let bb = _mm256_permute4x64_epi64(bb, 0xD8);
+            let blue = eight(px, 2);
+            let bb = _mm256_permute4x64_epi64(_mm256_packus_epi32(blue, blue), 0xD8);
             let halves = [
                 _mm256_castsi256_si128(rg),
                 _mm256_extracti128_si256(rg, 1),
@@ -748,22 +749,22 @@ fn planar_row<'a, T: bytemuck::Pod>(
     b: &mut [T],
 ) {
     let groups = r.len() / 16;
-    let (r8, r1) = r.split_at_mut(groups * 16);
-    let (g8, g1) = g.split_at_mut(groups * 16);
-    let (b8, b1) = b.split_at_mut(groups * 16);
-    let r8: &mut [[T; 16]] = as_sixteens(r8);
-    let g8: &mut [[T; 16]] = as_sixteens(g8);
-    let b8: &mut [[T; 16]] = as_sixteens(b8);
+    let (r16, r1) = r.split_at_mut(groups * 16);
+    let (g16, g1) = g.split_at_mut(groups * 16);
+    let (b16, b1) = b.split_at_mut(groups * 16);
+    let r16: &mut [[T; 16]] = as_sixteens(r16);
+    let g16: &mut [[T; 16]] = as_sixteens(g16);
+    let b16: &mut [[T; 16]] = as_sixteens(b16);
     // Sixteen f32s make a 64-byte group: aligned, it streams past the cache as one whole line
     // (see `Bf16Affine::row_avx2`). Only whole lines stream well: 16 u16s a group, half lines
     // interleaved across the planes, measured 9% slower than plain stores (BENCHMARKS.md,
     // session 33), so the narrower types store plainly.
     let stream = std::mem::size_of::<[T; 16]>() == 64
-        && [r8.as_ptr(), g8.as_ptr(), b8.as_ptr()]
+        && [r16.as_ptr(), g16.as_ptr(), b16.as_ptr()]
             .iter()
             .all(|p| (*p as usize).is_multiple_of(64));
     let mut src = src;
-    for ((r, g), b) in r8.iter_mut().zip(g8).zip(b8) {
+    for ((r, g), b) in r16.iter_mut().zip(g16).zip(b16) {
         let p: [&[u8; 3]; 16] = std::array::from_fn(|_| src.next().expect("a pixel per output"));
         put(
             r,
