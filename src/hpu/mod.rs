@@ -70,7 +70,8 @@ pub struct HpuConfig {
     /// Fail the `n`-th host-to-device DMA transfer (1-based), for fault-injection tests.
     /// Default: `None`.
     pub fail_dma_after: Option<u64>,
-    /// Decoder engines of the media engine. Default: 8 (Gaudi2).
+    /// Decoder engines of the media engine. Default: 8 (Gaudi2). The emulation runs them on at
+    /// most as many host threads as the host has cores.
     pub media_engines: usize,
     /// Panic inside the `n`-th host-to-device DMA transfer (1-based), for fault-injection
     /// tests: the DMA thread must survive it and the transfer fail. Default: `None`.
