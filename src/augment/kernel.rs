@@ -511,6 +511,10 @@ enum Target<'a> {
 struct Bf16Affine {
     scale: [f32; 3],
     bias: [f32; 3],
+    /// The CPU converts to bf16 itself (AVX-512 BF16) and every output is zero or a normal
+    /// float (the instruction flushes subnormals to zero, the table does not): 16 pixels a
+    /// conversion ([`Self::row_avx512`]).
+    convert: bool,
 }
 
 /// f32 to bf16 bits, rounding to nearest even (finite values), as the AVX2 code does it.
@@ -546,16 +550,18 @@ impl Bf16Affine {
             return None;
         }
         let (mean, std) = normalize.unwrap_or(([0.0; 3], [1.0; 3]));
-        let affine = Self {
+        let mut affine = Self {
             scale: std::array::from_fn(|c| (1.0 / (255.0 * f64::from(std[c]))) as f32),
             bias: std::array::from_fn(|c| (-f64::from(mean[c]) / f64::from(std[c])) as f32),
+            convert: false,
         };
-        let exact = (0..3).all(|c| {
-            (0..256).all(|v| {
-                let x = v as f32 * affine.scale[c] + affine.bias[c];
-                u32::from(bf16_rne(x)) == table[c][v]
+        let values = || {
+            (0..3).flat_map(move |c| {
+                (0..256).map(move |v| (c, v, v as f32 * affine.scale[c] + affine.bias[c]))
             })
-        });
+        };
+        let exact = values().all(|(c, v, x)| u32::from(bf16_rne(x)) == table[c][v]);
+        affine.convert = avx512_bf16() && values().all(|(_, _, x)| x == 0.0 || x.is_normal());
         exact.then_some(affine)
     }
 
@@ -569,10 +575,121 @@ impl Bf16Affine {
         b: &mut [u16],
     ) -> usize {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: `exact_for` returns an affine only when AVX2 was detected at run time.
-        return unsafe { self.row_avx2(bytemuck::cast_slice(src), flip, r, g, b) };
+        {
+            let bytes: &[u8] = bytemuck::cast_slice(src);
+            if self.convert {
+                // SAFETY: `convert` is set only when AVX-512 F, BW, VL and BF16 were detected
+                // at run time (and AVX2 with them, which `exact_for` also checked).
+                return unsafe { self.row_avx512(bytes, flip, r, g, b) };
+            }
+            // SAFETY: `exact_for` returns an affine only when AVX2 was detected at run time.
+            return unsafe { self.row_avx2(bytes, flip, r, g, b) };
+        }
         #[cfg(not(target_arch = "x86_64"))]
         0
+    }
+
+    /// [`Self::row_avx2`]'s outputs, bit for bit, with the CPU's own conversion to bf16
+    /// (`vcvtneps2bf16`, round to nearest even, as [`bf16_rne`]): a channel of 16 pixels is one
+    /// 512-bit product, sum and conversion instead of two 256-bit ones and the rounding done by
+    /// hand in five integer operations each. 32 pixels a step (a whole line per plane, streamed
+    /// as `row_avx2` streams), then 16; what is left goes to `row_avx2`.
+    /// Safe: only calling it needs these features (`unsafe` at the call, where the CPU was
+    /// checked); its loads and stores are bounded by the assert on the planes' lengths.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl,avx512bf16")]
+    fn row_avx512(
+        &self,
+        src: &[u8],
+        flip: bool,
+        r: &mut [u16],
+        g: &mut [u16],
+        b: &mut [u16],
+    ) -> usize {
+        use std::arch::x86_64::*;
+        let w = src.len() / 3;
+        assert!(r.len() >= w && g.len() >= w && b.len() >= w);
+        // SAFETY: plain loads of the 16-byte mask arrays.
+        let picks = PICK.map(|[lo, hi]| unsafe {
+            (
+                _mm_loadu_si128(lo.as_ptr().cast()),
+                _mm_loadu_si128(hi.as_ptr().cast()),
+            )
+        });
+        let scale = self.scale.map(|s| _mm512_set1_ps(s));
+        let bias = self.bias.map(|s| _mm512_set1_ps(s));
+        let reverse = _mm_setr_epi8(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+        let stream32 = [r.as_ptr(), g.as_ptr(), b.as_ptr()]
+            .iter()
+            .all(|p| (*p as usize).is_multiple_of(32));
+        // Channel `c` of the 8 pixels at `px` (24 bytes) in bytes 0..8.
+        let eight = |px: &[u8], c: usize| {
+            // SAFETY: `px` has 24 bytes: 16 are loaded from its start and 8 from byte 16.
+            let (lo, hi) = unsafe {
+                (
+                    _mm_loadu_si128(px.as_ptr().cast()),
+                    _mm_loadl_epi64(px[16..24].as_ptr().cast()),
+                )
+            };
+            _mm_or_si128(
+                _mm_shuffle_epi8(lo, picks[c].0),
+                _mm_shuffle_epi8(hi, picks[c].1),
+            )
+        };
+        // The bf16 bits of channel `c` of the 16 output pixels made from source pixels
+        // `s..s + 16`, in output order.
+        let sixteen = |s: usize, c: usize| {
+            let px = &src[s * 3..s * 3 + 48];
+            let mut bytes = _mm_unpacklo_epi64(eight(&px[..24], c), eight(&px[24..], c));
+            if flip {
+                bytes = _mm_shuffle_epi8(bytes, reverse);
+            }
+            let x = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes));
+            let x = _mm512_add_ps(_mm512_mul_ps(x, scale[c]), bias[c]);
+            // SAFETY: `__m256bh` and `__m256i` are both 256 bits of plain data.
+            unsafe { std::mem::transmute::<__m256bh, __m256i>(_mm512_cvtneps_pbh(x)) }
+        };
+        let store = |p: *mut u16, v: __m256i| {
+            // SAFETY: every caller passes a pointer to 16 in-bounds u16s (32 bytes, sliced at
+            // the call); when `stream32`, each row starts on 32 bytes and the offset is a
+            // multiple of 16 u16s, so the store is 32-byte aligned as the stream requires.
+            unsafe {
+                if stream32 {
+                    _mm256_stream_si256(p.cast(), v);
+                } else {
+                    _mm256_storeu_si256(p.cast(), v);
+                }
+            }
+        };
+        // Source pixel of output `at`'s group of `n` (reversed when flipping).
+        let first = |at: usize, n: usize| if flip { w - at - n } else { at };
+        let mut at = 0;
+        while at + 32 <= w {
+            let s = first(at, 32);
+            let (x, y) = if flip { (s + 16, s) } else { (s, s + 16) };
+            for (c, plane) in [&mut *r, &mut *g, &mut *b].into_iter().enumerate() {
+                let p = plane[at..at + 32].as_mut_ptr();
+                store(p, sixteen(x, c));
+                // SAFETY: 16 of the 32 u16s sliced above.
+                store(unsafe { p.add(16) }, sixteen(y, c));
+            }
+            at += 32;
+        }
+        if at + 16 <= w {
+            let s = first(at, 16);
+            for (c, plane) in [&mut *r, &mut *g, &mut *b].into_iter().enumerate() {
+                store(plane[at..at + 16].as_mut_ptr(), sixteen(s, c));
+            }
+            at += 16;
+        }
+        // At most 15 pixels are left: `row_avx2` takes a group of 8 of them (its rows start
+        // a multiple of 16 u16s further on, so they stream as these did).
+        let rest = if flip {
+            &src[..(w - at) * 3]
+        } else {
+            &src[at * 3..]
+        };
+        at + self.row_avx2(rest, flip, &mut r[at..], &mut g[at..], &mut b[at..])
     }
 
     /// The outputs of one row in whole groups of 8; returns how many it wrote: 32 pixels a
@@ -721,6 +838,18 @@ fn stream_fence() {
     unsafe {
         std::arch::x86_64::_mm_sfence()
     };
+}
+
+/// AVX-512 F, BW and VL with BF16 (Zen 4, Sapphire Rapids and later), and AVX2.
+fn avx512_bf16() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return std::arch::is_x86_feature_detected!("avx512bf16")
+        && std::arch::is_x86_feature_detected!("avx512vl")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+        && std::arch::is_x86_feature_detected!("avx512f")
+        && avx2();
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
 fn avx2() -> bool {
@@ -1058,25 +1187,49 @@ mod tests {
             affine: None,
             ..fast.clone()
         };
-        // Widths that take each step (32, 16, 8 pixels, then the table), at a 64-byte aligned
-        // slot (the streamed stores) and at one 2 bytes past it (plain stores).
-        for w in [1, 7, 8, 9, 16, 23, 24, 31, 32, 33, 48, 56, 57, 64, 224] {
-            let h = 3;
-            let rgb: Vec<u8> = (0..h * w * 3).map(|i| (i * 97 % 256) as u8).collect();
-            for (flip, shift) in [(false, 0), (true, 0), (false, 2), (true, 2)] {
-                let mut a = AlignedSlot::new(h * w * 6, shift);
-                let mut b = vec![0u8; h * w * 6];
-                fast.write(&rgb, h, w, flip, a.bytes());
-                table_only.write(&rgb, h, w, flip, &mut b);
-                assert_eq!(a.bytes(), &b[..], "width {w}, flip {flip}, shift {shift}");
-            }
+        // The AVX2 writer, and the AVX-512 one where the CPU has it (its remainders go to the
+        // AVX2 one).
+        let affine = fast.affine.expect("checked above");
+        let mut writers = vec![OutputWriter {
+            affine: Some(Bf16Affine {
+                convert: false,
+                ..affine
+            }),
+            ..fast.clone()
+        }];
+        if affine.convert {
+            writers.push(fast.clone());
+        } else {
+            assert!(!avx512_bf16(), "ImageNet's outputs are all normal floats");
         }
-        // Every value of every channel.
-        let rgb: Vec<u8> = (0..=255u8).flat_map(|v| [v, v, v]).collect();
-        let (mut a, mut b) = (vec![0u8; 256 * 6], vec![0u8; 256 * 6]);
-        fast.write(&rgb, 1, 256, false, &mut a);
-        table_only.write(&rgb, 1, 256, false, &mut b);
-        assert_eq!(a, b);
+        for fast in &writers {
+            // Widths that take each step (32, 16, 8 pixels, then the table), at a 64-byte
+            // aligned slot (the streamed stores) and at one 2 bytes past it (plain stores).
+            for w in [
+                1, 7, 8, 9, 15, 16, 17, 23, 24, 31, 32, 33, 47, 48, 56, 57, 64, 224,
+            ] {
+                let h = 3;
+                let rgb: Vec<u8> = (0..h * w * 3).map(|i| (i * 97 % 256) as u8).collect();
+                for (flip, shift) in [(false, 0), (true, 0), (false, 2), (true, 2)] {
+                    let mut a = AlignedSlot::new(h * w * 6, shift);
+                    let mut b = vec![0u8; h * w * 6];
+                    fast.write(&rgb, h, w, flip, a.bytes());
+                    table_only.write(&rgb, h, w, flip, &mut b);
+                    let convert = fast.affine.is_some_and(|a| a.convert);
+                    assert_eq!(
+                        a.bytes(),
+                        &b[..],
+                        "width {w}, flip {flip}, shift {shift}, AVX-512 {convert}"
+                    );
+                }
+            }
+            // Every value of every channel.
+            let rgb: Vec<u8> = (0..=255u8).flat_map(|v| [v, v, v]).collect();
+            let (mut a, mut b) = (vec![0u8; 256 * 6], vec![0u8; 256 * 6]);
+            fast.write(&rgb, 1, 256, false, &mut a);
+            table_only.write(&rgb, 1, 256, false, &mut b);
+            assert_eq!(a, b);
+        }
     }
 
     #[test]
