@@ -575,18 +575,21 @@ impl Bf16Affine {
         b: &mut [u16],
     ) -> usize {
         #[cfg(target_arch = "x86_64")]
-        {
+        let done = {
             let bytes: &[u8] = bytemuck::cast_slice(src);
             if self.convert {
                 // SAFETY: `convert` is set only when AVX-512 F, BW, VL and BF16 were detected
                 // at run time (and AVX2 with them, which `exact_for` also checked).
-                return unsafe { self.row_avx512(bytes, flip, r, g, b) };
+                unsafe { self.row_avx512(bytes, flip, r, g, b) }
+            } else {
+                // SAFETY: `exact_for` returns an affine only when AVX2 was detected at run
+                // time.
+                unsafe { self.row_avx2(bytes, flip, r, g, b) }
             }
-            // SAFETY: `exact_for` returns an affine only when AVX2 was detected at run time.
-            return unsafe { self.row_avx2(bytes, flip, r, g, b) };
-        }
+        };
         #[cfg(not(target_arch = "x86_64"))]
-        0
+        let done = 0;
+        done
     }
 
     /// [`Self::row_avx2`]'s outputs, bit for bit, with the CPU's own conversion to bf16
