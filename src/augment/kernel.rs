@@ -610,40 +610,16 @@ impl Bf16Affine {
         b: &mut [u16],
     ) -> usize {
         use std::arch::x86_64::*;
-        let w = src.len() / 3;
-        assert!(r.len() >= w && g.len() >= w && b.len() >= w);
-        // SAFETY: plain loads of the 16-byte mask arrays.
-        let picks = PICK.map(|[lo, hi]| unsafe {
-            (
-                _mm_loadu_si128(lo.as_ptr().cast()),
-                _mm_loadu_si128(hi.as_ptr().cast()),
-            )
-        });
+        let picks = pick_vectors();
         let scale = self.scale.map(|s| _mm512_set1_ps(s));
         let bias = self.bias.map(|s| _mm512_set1_ps(s));
         let reverse = _mm_setr_epi8(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-        let stream32 = [r.as_ptr(), g.as_ptr(), b.as_ptr()]
-            .iter()
-            .all(|p| (*p as usize).is_multiple_of(32));
-        // Channel `c` of the 8 pixels at `px` (24 bytes) in bytes 0..8.
-        let eight = |px: &[u8], c: usize| {
-            // SAFETY: `px` has 24 bytes: 16 are loaded from its start and 8 from byte 16.
-            let (lo, hi) = unsafe {
-                (
-                    _mm_loadu_si128(px.as_ptr().cast()),
-                    _mm_loadl_epi64(px[16..24].as_ptr().cast()),
-                )
-            };
-            _mm_or_si128(
-                _mm_shuffle_epi8(lo, picks[c].0),
-                _mm_shuffle_epi8(hi, picks[c].1),
-            )
-        };
         // The bf16 bits of channel `c` of the 16 output pixels made from source pixels
         // `s..s + 16`, in output order.
         let sixteen = |s: usize, c: usize| {
             let px = &src[s * 3..s * 3 + 48];
-            let mut bytes = _mm_unpacklo_epi64(eight(&px[..24], c), eight(&px[24..], c));
+            let mut bytes =
+                _mm_unpacklo_epi64(gather8(&px[..24], picks[c]), gather8(&px[24..], picks[c]));
             if flip {
                 bytes = _mm_shuffle_epi8(bytes, reverse);
             }
@@ -652,41 +628,10 @@ impl Bf16Affine {
             // SAFETY: `__m256bh` and `__m256i` are both 256 bits of plain data.
             unsafe { std::mem::transmute::<__m256bh, __m256i>(_mm512_cvtneps_pbh(x)) }
         };
-        let store = |p: *mut u16, v: __m256i| {
-            // SAFETY: every caller passes a pointer to 16 in-bounds u16s (32 bytes, sliced at
-            // the call); when `stream32`, each row starts on 32 bytes and the offset is a
-            // multiple of 16 u16s, so the store is 32-byte aligned as the stream requires.
-            unsafe {
-                if stream32 {
-                    _mm256_stream_si256(p.cast(), v);
-                } else {
-                    _mm256_storeu_si256(p.cast(), v);
-                }
-            }
-        };
-        // Source pixel of output `at`'s group of `n` (reversed when flipping).
-        let first = |at: usize, n: usize| if flip { w - at - n } else { at };
-        let mut at = 0;
-        while at + 32 <= w {
-            let s = first(at, 32);
-            let (x, y) = if flip { (s + 16, s) } else { (s, s + 16) };
-            for (c, plane) in [&mut *r, &mut *g, &mut *b].into_iter().enumerate() {
-                let p = plane[at..at + 32].as_mut_ptr();
-                store(p, sixteen(x, c));
-                // SAFETY: 16 of the 32 u16s sliced above.
-                store(unsafe { p.add(16) }, sixteen(y, c));
-            }
-            at += 32;
-        }
-        if at + 16 <= w {
-            let s = first(at, 16);
-            for (c, plane) in [&mut *r, &mut *g, &mut *b].into_iter().enumerate() {
-                store(plane[at..at + 16].as_mut_ptr(), sixteen(s, c));
-            }
-            at += 16;
-        }
+        let at = sixteens(src.len() / 3, flip, [r, g, b], sixteen);
         // At most 15 pixels are left: `row_avx2` takes a group of 8 of them (its rows start
         // a multiple of 16 u16s further on, so they stream as these did).
+        let w = src.len() / 3;
         let rest = if flip {
             &src[..(w - at) * 3]
         } else {
@@ -719,40 +664,19 @@ impl Bf16Affine {
         use std::arch::x86_64::*;
         let w = src.len() / 3;
         assert!(r.len() >= w && g.len() >= w && b.len() >= w);
-        // Channel c of 8 pixels from their 24 bytes: bytes 0..16 (`lo`) and 16..24 (`hi`).
-        // SAFETY: plain loads of the 16-byte mask arrays.
-        let picks = PICK.map(|[lo, hi]| unsafe {
-            (
-                _mm_loadu_si128(lo.as_ptr().cast()),
-                _mm_loadu_si128(hi.as_ptr().cast()),
-            )
-        });
+        let picks = pick_vectors();
         let scale = self.scale.map(|s| _mm256_set1_ps(s));
         let bias = self.bias.map(|s| _mm256_set1_ps(s));
         let reverse = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
         let round = _mm256_set1_epi32(0x7FFF);
         let one = _mm256_set1_epi32(1);
-        let stream = |bytes: usize| {
-            [r.as_ptr(), g.as_ptr(), b.as_ptr()]
-                .iter()
-                .all(|p| (*p as usize).is_multiple_of(bytes))
-        };
-        let (stream32, stream16) = (stream(32), stream(16));
+        let stream16 = [r.as_ptr(), g.as_ptr(), b.as_ptr()]
+            .iter()
+            .all(|p| (*p as usize).is_multiple_of(16));
         // The bf16 bits (in 32-bit lanes) of channel `c` of the 8 pixels at `px` (24 bytes),
         // in output order.
         let eight = |px: &[u8], c: usize| {
-            // SAFETY: `px` has 24 bytes: 16 are loaded from its start and 8 from byte 16.
-            let (lo, hi) = unsafe {
-                (
-                    _mm_loadu_si128(px.as_ptr().cast()),
-                    _mm_loadl_epi64(px[16..24].as_ptr().cast()),
-                )
-            };
-            let bytes = _mm_or_si128(
-                _mm_shuffle_epi8(lo, picks[c].0),
-                _mm_shuffle_epi8(hi, picks[c].1),
-            );
-            let mut v = _mm256_cvtepu8_epi32(bytes);
+            let mut v = _mm256_cvtepu8_epi32(gather8(px, picks[c]));
             if flip {
                 v = _mm256_permutevar8x32_epi32(v, reverse);
             }
@@ -770,40 +694,7 @@ impl Bf16Affine {
             let (pa, pz) = (&src[a * 3..a * 3 + 24], &src[z * 3..z * 3 + 24]);
             _mm256_permute4x64_epi64(_mm256_packus_epi32(eight(pa, c), eight(pz, c)), 0xD8)
         };
-        let store = |p: *mut u16, v: __m256i| {
-            // SAFETY: every caller passes a pointer to 16 in-bounds u16s (32 bytes, sliced at
-            // the call); when `stream32`, each row starts on 32 bytes and the offset is a
-            // multiple of 16 u16s, so the store is 32-byte aligned as the stream requires.
-            unsafe {
-                if stream32 {
-                    _mm256_stream_si256(p.cast(), v);
-                } else {
-                    _mm256_storeu_si256(p.cast(), v);
-                }
-            }
-        };
-        let mut at = 0;
-        // 32 pixels a step: each plane gets 64 consecutive bytes, a whole cache line when the
-        // rows are aligned to it, so a streamed line leaves the write-combining buffer whole.
-        while at + 32 <= w {
-            let s = first(at, 32);
-            let (x, y) = if flip { (s + 16, s) } else { (s, s + 16) };
-            for (c, plane) in [&mut *r, &mut *g, &mut *b].into_iter().enumerate() {
-                let (v0, v1) = (sixteen(x, c), sixteen(y, c));
-                let p = plane[at..at + 32].as_mut_ptr();
-                store(p, v0);
-                // SAFETY: 16 of the 32 u16s sliced above.
-                store(unsafe { p.add(16) }, v1);
-            }
-            at += 32;
-        }
-        if at + 16 <= w {
-            let s = first(at, 16);
-            for (c, plane) in [&mut *r, &mut *g, &mut *b].into_iter().enumerate() {
-                store(plane[at..at + 16].as_mut_ptr(), sixteen(s, c));
-            }
-            at += 16;
-        }
+        let mut at = sixteens(w, flip, [&mut *r, &mut *g, &mut *b], sixteen);
         if at + 8 <= w {
             let px = &src[first(at, 8) * 3..][..24];
             let rg =
@@ -831,6 +722,98 @@ impl Bf16Affine {
         }
         at
     }
+}
+
+/// [`PICK`]'s shuffles as vectors.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+fn pick_vectors() -> [(std::arch::x86_64::__m128i, std::arch::x86_64::__m128i); 3] {
+    use std::arch::x86_64::_mm_loadu_si128;
+    // SAFETY: plain loads of the 16-byte mask arrays.
+    PICK.map(|[lo, hi]| unsafe {
+        (
+            _mm_loadu_si128(lo.as_ptr().cast()),
+            _mm_loadu_si128(hi.as_ptr().cast()),
+        )
+    })
+}
+
+/// Channel `c` of the 8 RGB pixels that start `px` (24 bytes at least) in bytes 0..8, with
+/// `pick` = `pick_vectors()[c]`: bytes 0..16 shuffled by one mask, 16..24 by the other.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+fn gather8(
+    px: &[u8],
+    pick: (std::arch::x86_64::__m128i, std::arch::x86_64::__m128i),
+) -> std::arch::x86_64::__m128i {
+    use std::arch::x86_64::{_mm_loadl_epi64, _mm_loadu_si128, _mm_or_si128, _mm_shuffle_epi8};
+    // SAFETY: `px` has 24 bytes: 16 are loaded from its start and 8 from byte 16.
+    let (lo, hi) = unsafe {
+        (
+            _mm_loadu_si128(px.as_ptr().cast()),
+            _mm_loadl_epi64(px[16..24].as_ptr().cast()),
+        )
+    };
+    _mm_or_si128(_mm_shuffle_epi8(lo, pick.0), _mm_shuffle_epi8(hi, pick.1))
+}
+
+/// The bf16 writers' whole steps: 32 output pixels a step, then 16, each plane's 16 values of
+/// a group from `sixteen(first source pixel, channel)` (in output order); returns the pixels
+/// written. Each plane gets 64 consecutive bytes a step, a whole cache line when the rows
+/// are aligned to it, so a streamed line leaves the write-combining buffer whole; the stores
+/// stream when the three rows start on 32 bytes.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+fn sixteens(
+    w: usize,
+    flip: bool,
+    planes: [&mut [u16]; 3],
+    sixteen: impl Fn(usize, usize) -> std::arch::x86_64::__m256i,
+) -> usize {
+    use std::arch::x86_64::{__m256i, _mm256_storeu_si256, _mm256_stream_si256};
+    assert!(planes.iter().all(|p| p.len() >= w));
+    let stream = planes
+        .iter()
+        .all(|p| (p.as_ptr() as usize).is_multiple_of(32));
+    let store = |p: *mut u16, v: __m256i| {
+        // SAFETY: every caller passes a pointer to 16 in-bounds u16s (32 bytes, sliced at the
+        // call); when `stream`, each row starts on 32 bytes and the offset is a multiple of 16
+        // u16s, so the store is 32-byte aligned as the stream requires.
+        unsafe {
+            if stream {
+                _mm256_stream_si256(p.cast(), v);
+            } else {
+                _mm256_storeu_si256(p.cast(), v);
+            }
+        }
+    };
+    // Source pixel of output `at`'s group of `n` (reversed when flipping).
+    let first = |at: usize, n: usize| if flip { w - at - n } else { at };
+    let mut at = 0;
+    let [r, g, b] = planes;
+    while at + 32 <= w {
+        let s = first(at, 32);
+        let (x, y) = if flip { (s + 16, s) } else { (s, s + 16) };
+        for (c, plane) in [&mut *r, &mut *g, &mut *b].into_iter().enumerate() {
+            let (v0, v1) = (sixteen(x, c), sixteen(y, c));
+            let p = plane[at..at + 32].as_mut_ptr();
+            store(p, v0);
+            // SAFETY: 16 of the 32 u16s sliced above.
+            store(unsafe { p.add(16) }, v1);
+        }
+        at += 32;
+    }
+    if at + 16 <= w {
+        let s = first(at, 16);
+        for (c, plane) in [&mut *r, &mut *g, &mut *b].into_iter().enumerate() {
+            store(plane[at..at + 16].as_mut_ptr(), sixteen(s, c));
+        }
+        at += 16;
+    }
+    at
 }
 
 /// Orders the writers' streaming stores before whatever this thread does next (handing the
