@@ -628,10 +628,10 @@ impl Bf16Affine {
             // SAFETY: `__m256bh` and `__m256i` are both 256 bits of plain data.
             unsafe { std::mem::transmute::<__m256bh, __m256i>(_mm512_cvtneps_pbh(x)) }
         };
-        let at = sixteens(src.len() / 3, flip, [r, g, b], sixteen);
+        let w = src.len() / 3;
+        let at = sixteens(w, flip, [r, g, b], sixteen);
         // At most 15 pixels are left: `row_avx2` takes a group of 8 of them (its rows start
         // a multiple of 16 u16s further on, so they stream as these did).
-        let w = src.len() / 3;
         let rest = if flip {
             &src[..(w - at) * 3]
         } else {
