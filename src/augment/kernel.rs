@@ -598,7 +598,8 @@ impl Bf16Affine {
     /// hand in five integer operations each. 32 pixels a step (a whole line per plane, streamed
     /// as `row_avx2` streams), then 16; what is left goes to `row_avx2`.
     /// Safe: only calling it needs these features (`unsafe` at the call, where the CPU was
-    /// checked); its loads and stores are bounded by the assert on the planes' lengths.
+    /// checked); its loads read checked slices of `src`, and its stores are bounded by
+    /// `sixteens`' assert on the planes' lengths.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl,avx512bf16")]
     fn row_avx512(
