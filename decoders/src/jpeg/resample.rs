@@ -83,11 +83,19 @@ struct Taps {
     len: Vec<usize>,
     width: usize,
     weights: Vec<i16>,
-    /// One output sample's weights before rounding: over luma samples, then over the plane's.
+    /// Scratch for `compute`, per output sample: the luma samples `[first, end)` its filter
+    /// reads, its weights on them before rounding (rows of `LUMA_ROW`-wide slots with zeros
+    /// around the weights), their sum, and (on a subsampled axis) its weights on the plane's
+    /// samples before rounding.
+    span: Vec<(usize, usize)>,
     luma: Vec<f64>,
-    padded: Vec<f64>,
+    sums: Vec<f64>,
     plane: Vec<f64>,
 }
+
+/// Zeros before each output sample's luma weights in [`Taps::luma`]: the chroma filter reads
+/// up to 4 luma samples before its first.
+const PAD: usize = 4;
 
 /// `Taps::compute`'s arguments, compared bit for bit: the taps are a function of them alone.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -163,17 +171,19 @@ impl Taps {
         let inv_scale = 1.0 / filter_scale;
         let luma_width = (support.ceil() as usize) * 2 + 1;
         self.width = if sub { luma_width / 2 + 3 } else { luma_width };
-        self.start.clear();
-        self.len.clear();
-        self.weights.clear();
-        self.weights.resize(self.width * out, 0);
-        self.luma.resize(luma_width, 0.0);
-        self.plane.resize(self.width, 0.0);
+        // The work is done pass by pass over all the output samples: within a pass, samples are
+        // independent, so the core overlaps their long chains of float operations (each
+        // sample's alone is latency-bound), and every loop runs a fixed number of times per
+        // sample whatever its taps (weights past them are zero), so no branch depends on them.
+        // Each weight is computed by the same operations in the same order as one sample at a
+        // time would.
+        //
+        // First, the luma samples each output sample's filter reads.
         // torch's nearest: `floor(i * scale)` with the scale in f32 (at the decode scale).
         let nearest_scale = (window.1 as f32) / out as f32;
-        for i in 0..out {
-            let centre = lo + (i as f64 + 0.5) * scale;
-            let (first, end) = if filter == Filter::Nearest {
+        self.span.clear();
+        self.span.extend((0..out).map(|i| {
+            if filter == Filter::Nearest {
                 // An integer window is cut first; a fractional one is a resize then a cut, indexed
                 // as torch indexes the resized image (its offset in resized pixels, whole).
                 let at = if window.0.fract() == 0.0 {
@@ -185,41 +195,70 @@ impl Taps {
                 let at = (floor(at / d as f64).max(0) as usize).clamp(b0, b1 - 1);
                 (at, at + 1)
             } else {
+                let centre = lo + (i as f64 + 0.5) * scale;
                 let first = (floor(centre - support).max(0) as usize).clamp(b0, b1 - 1);
                 (
                     first,
                     (floor(centre + support) as usize + 1).clamp(first + 1, b1),
                 )
-            };
+            }
+        }));
+        // Their weights and sums. A row's slots past its weights stay zero: the chroma filter
+        // below reads up to `2 * width + 2` slots from the row's first weight.
+        let luma_row = PAD + 2 * self.width + 3;
+        self.luma.clear();
+        self.luma.resize(out * luma_row, 0.0);
+        self.sums.clear();
+        for (i, (&(first, end), row)) in self
+            .span
+            .iter()
+            .zip(self.luma.chunks_exact_mut(luma_row))
+            .enumerate()
+        {
+            let centre = lo + (i as f64 + 0.5) * scale;
             let n = (end - first).min(luma_width);
+            let row = &mut row[PAD..PAD + luma_width];
+            let last = (first + n) as f64;
             let mut sum = 0.0;
-            for (k, wk) in self.luma[..n].iter_mut().enumerate() {
-                let x = ((first + k) as f64 + 0.5 - centre) * inv_scale;
-                *wk = match filter {
+            for (k, wk) in row.iter_mut().enumerate() {
+                let at = (first + k) as f64;
+                let x = (at + 0.5 - centre) * inv_scale;
+                let w = match filter {
                     Filter::Nearest => 1.0,
                     Filter::Bilinear => (1.0 - x.abs()).max(0.0),
                     Filter::Bicubic => bicubic(x),
                 };
+                // Adding the zeros past the taps leaves the sum as it was.
+                *wk = zero_past(at, last, w);
                 sum += *wk;
             }
             if sum <= 0.0 {
-                self.luma[..n].fill(0.0);
-                self.luma[0] = 1.0;
+                row.fill(0.0);
+                row[0] = 1.0;
                 sum = 1.0;
             }
-            let (start, taps) = if sub {
-                // Chroma sample j is nearest to luma samples 2j and 2j + 1 and next-nearest to
-                // 2j - 1 and 2j + 2; at the image's edges it also stands in for its missing
-                // neighbour. `padded` holds the luma weights with zeros around them.
-                const PAD: usize = 4;
-                let padded = &mut self.padded;
-                padded.clear();
-                padded.resize(n + 2 * PAD, 0.0);
-                padded[PAD..PAD + n].copy_from_slice(&self.luma[..n]);
-                let at = |p: usize| padded[p + PAD - first];
+            self.sums.push(sum);
+        }
+        // On a subsampled axis, the weights on the plane's samples. Chroma sample j is nearest
+        // to luma samples 2j and 2j + 1 and next-nearest to 2j - 1 and 2j + 2; at the image's
+        // edges it also stands in for its missing neighbour.
+        self.start.clear();
+        self.len.clear();
+        if sub {
+            self.plane.clear();
+            self.plane.resize(out * self.width, 0.0);
+            for ((&(first, end), row), plane) in self
+                .span
+                .iter()
+                .zip(self.luma.chunks_exact(luma_row))
+                .zip(self.plane.chunks_exact_mut(self.width))
+            {
+                let at = |p: usize| row[p + PAD - first];
                 let lo_j = (first / 2).saturating_sub(1);
                 let hi_j = ((end - 1) / 2 + 1).min(valid - 1);
-                for j in lo_j..=hi_j {
+                let end = (hi_j + 1) as f64;
+                for (t, v_out) in plane.iter_mut().enumerate() {
+                    let j = lo_j + t;
                     let mut v = 0.75 * (at(2 * j) + at(2 * j + 1)) + 0.25 * at(2 * j + 2);
                     if j > 0 {
                         v += 0.25 * at(2 * j - 1);
@@ -229,31 +268,51 @@ impl Taps {
                     if j == valid - 1 {
                         v += 0.25 * at(2 * j + 1);
                     }
-                    self.plane[j - lo_j] = v;
+                    *v_out = zero_past(j as f64, end, v);
                 }
-                (lo_j, hi_j - lo_j + 1)
+                self.start.push(lo_j - c0);
+                self.len.push(hi_j - lo_j + 1);
+            }
+        } else {
+            for &(first, end) in &self.span {
+                self.start.push(first - c0);
+                self.len.push((end - first).min(luma_width));
+            }
+        }
+        // Rounded to Q15 so that each sample's weights sum to `UNIT`.
+        self.weights.clear();
+        self.weights.resize(self.width * out, 0);
+        let (width, plane, luma) = (self.width, &self.plane, &self.luma);
+        for (i, (row, &sum)) in self
+            .weights
+            .chunks_exact_mut(width)
+            .zip(&self.sums)
+            .enumerate()
+        {
+            let unrounded = if sub {
+                &plane[i * width..][..width]
             } else {
-                self.plane[..n].copy_from_slice(&self.luma[..n]);
-                (first, n)
+                &luma[i * luma_row + PAD..][..width]
             };
-            let row = &mut self.weights[i * self.width..][..taps];
             let unit = f64::from(UNIT) / sum;
+            // Bicubic's lobes are negative: round to nearest either way.
+            // Saturating: bicubic's largest weight can exceed the range (see below).
+            for (q, &wk) in row.iter_mut().zip(unrounded) {
+                *q = round_i16(wk * unit);
+            }
+        }
+        for row in self.weights.chunks_exact_mut(width) {
             let (mut total, mut big, mut big_q) = (0i32, 0, 0);
-            for (k, (q, &wk)) in row.iter_mut().zip(&self.plane[..taps]).enumerate() {
-                // Bicubic's lobes are negative: round to nearest either way.
-                // Saturating: bicubic's largest weight can exceed the range (see below).
-                *q = round(wk * unit) as i16;
-                total += i32::from(*q);
-                if *q > big_q {
-                    (big, big_q) = (k, *q);
+            for (k, &q) in row.iter().enumerate() {
+                total += i32::from(q);
+                if q > big_q {
+                    (big, big_q) = (k, q);
                 }
             }
             // Rounding may leave the sum a little off: give the difference to the largest
             // weight, so flat areas stay exactly flat (bicubic's largest weight can sit at the
             // top of the range already: it stays there).
             row[big] = (i32::from(row[big]) + UNIT - total).clamp(0, i32::from(i16::MAX)) as i16;
-            self.start.push(start - c0);
-            self.len.push(taps);
         }
         self.key = Some(key);
         Ok(())
@@ -273,14 +332,43 @@ fn bicubic(x: f64) -> f64 {
     }
 }
 
-/// `v.round()` (halves away from zero), without a call into libm on targets whose baseline
-/// has no rounding instruction. `v - t` is exact for the integer part `t` of any `v` below
-/// 2^53, so the comparisons with one half decide as `round` does. A float, as `round` gives,
-/// so that a cast to a narrower integer saturates as it did.
-fn round(v: f64) -> f64 {
-    let t = v as i64;
-    let f = v - t as f64;
-    (t + i64::from(f >= 0.5) - i64::from(f <= -0.5)) as f64
+/// `v.round() as i16` (halves away from zero, then saturated) for any `v` but NaN (which gives
+/// an unspecified value; no weight is NaN), in steps that vectorize: no conversion
+/// instruction and no branch. Clamping first gives the same (the range's ends are integers
+/// and rounding is monotonic). Adding `1.5 * 2^52` to a value that small rounds it to an
+/// integer, half to even, and leaves that integer in the low bits of the sum's mantissa, in
+/// two's complement; the difference from the value, exact, then tells a tie that went
+/// towards zero, which rounding away from zero takes the other way.
+#[inline(always)]
+fn round_i16(v: f64) -> i16 {
+    const SHIFTER: f64 = 6_755_399_441_055_744.0;
+    let c = if v > f64::from(i16::MAX) {
+        f64::from(i16::MAX)
+    } else if v < f64::from(i16::MIN) {
+        f64::from(i16::MIN)
+    } else {
+        v
+    };
+    let y = c + SHIFTER;
+    let even = y.to_bits() as i32;
+    let d = c - (y - SHIFTER);
+    let up = i32::from(d == 0.5 && c > 0.0);
+    let down = i32::from(d == -0.5 && c < 0.0);
+    (even + up - down) as i16
+}
+
+/// `v` where `at < end`, else zero, without a branch: whether the sample is past the end
+/// changes from one output sample to the next in a way no predictor learns. The comparison
+/// is of floats on purpose (exact: both are integers far below 2^53): the compiler selects
+/// between floats after an integer comparison with a branch, after a float comparison with a
+/// mask.
+#[inline(always)]
+fn zero_past(at: f64, end: f64, v: f64) -> f64 {
+    if at < end {
+        v
+    } else {
+        0.0
+    }
 }
 
 /// `v.floor()` as an integer, without a call into libm on targets whose baseline has no
@@ -832,7 +920,7 @@ mod tests {
     }
 
     #[test]
-    fn rounding_without_libm_is_f64_round() {
+    fn rounding_without_libm_is_f64_round_saturated_to_i16() {
         let halfish = [
             0.5,
             0.49999999999999994,
@@ -849,11 +937,17 @@ mod tests {
             32766.5,
             -32766.5,
             32767.0,
+            32767.4,
+            32767.5,
+            -32768.4,
+            -32768.5,
             1e15 + 0.5,
             -(1e15 + 0.5),
+            f64::INFINITY,
+            f64::NEG_INFINITY,
         ]);
         for v in values {
-            assert_eq!(round(v), v.round(), "{v:e}");
+            assert_eq!(round_i16(v), v.round() as i16, "{v:e}");
         }
     }
 
