@@ -389,22 +389,32 @@ pub(crate) struct PlaneResampler {
     /// kept apart so that each stays valid for the next image's plane of its kind.
     rows: [Taps; 2],
     cols: [Taps; 2],
+    /// The taps across laid out for [`across_avx512`], for each kind of plane.
+    lanes: [Lanes; 2],
     /// The first pass's output, the same transposed, and the second pass's output.
     rows_out: Vec<i16>,
     transposed: Vec<i16>,
     cols_out: Vec<u8>,
     out: [Vec<u8>; 3],
     avx2: bool,
+    /// AVX-512 with its 16-bit lanes (BW) and its 256-bit forms (VL): the second pass then
+    /// runs along the first's rows (see [`across_avx512`]).
+    avx512: bool,
 }
 
 impl PlaneResampler {
     pub fn new() -> Self {
         #[cfg(target_arch = "x86_64")]
-        let avx2 = std::arch::is_x86_feature_detected!("avx2");
+        let (avx2, avx512) = (
+            std::arch::is_x86_feature_detected!("avx2"),
+            std::arch::is_x86_feature_detected!("avx512bw")
+                && std::arch::is_x86_feature_detected!("avx512vl"),
+        );
         #[cfg(not(target_arch = "x86_64"))]
-        let avx2 = false;
+        let (avx2, avx512) = (false, false);
         Self {
             avx2,
+            avx512,
             ..Self::default()
         }
     }
@@ -446,9 +456,24 @@ impl PlaneResampler {
         let src = &plane[origin..];
         let avx2 = self.avx2;
         let (rows, wide, tall) = (&mut self.rows_out, &mut self.transposed, &mut self.cols_out);
-        // Rows: out_h x vw, 16-bit.
-        rows.resize(out_h * vw, 0);
-        filter_columns::<BytesToWide>(avx2, src, g.stride, rows_taps, vw, rows);
+        // Rows: out_h x vw, 16-bit (and room for the loads of `across_avx512`).
+        rows.resize(out_h * vw + Lanes::READ_PAST, 0);
+        filter_columns::<BytesToWide>(avx2, src, g.stride, rows_taps, vw, &mut rows[..out_h * vw]);
+        #[cfg(target_arch = "x86_64")]
+        if self.avx512 {
+            let lanes = &mut self.lanes[across];
+            if lanes.key != cols.key {
+                lanes.lay_out(cols, out_w);
+            }
+            if lanes.fits {
+                let out = &mut self.out[k];
+                out.resize(out_w * out_h, 0);
+                // SAFETY: AVX-512 BW and VL were detected at run time (`avx512` is only set
+                // then).
+                unsafe { across_avx512(rows, vw, out_h, lanes, out_w, out) };
+                return Ok(());
+            }
+        }
         // Transposed: vw x out_h.
         wide.resize(vw * out_h, 0);
         transpose(rows, out_h, vw, wide);
@@ -632,6 +657,190 @@ unsafe fn rows_i16_avx2(rows: &[i16], stride: usize, weights: &[i16], out: &mut 
             _mm_storeu_si128(
                 out.as_mut_ptr().add(x).cast::<__m128i>(),
                 _mm256_castsi256_si128(bytes),
+            );
+        }
+    }
+}
+
+/// The taps across one kind of plane laid out for [`across_avx512`]: the output samples in
+/// groups of 32, one per 16-bit lane of a 512-bit register, each group's taps reading within
+/// 64 consecutive samples of a row (two registers) from `base[group]`. For each group and
+/// tap `k`, 32 offsets from `base` (output sample `x`'s `k`-th sample) and 32 weights; past a
+/// sample's taps the weight is 0 and the offset 0.
+#[derive(Default)]
+struct Lanes {
+    /// The key of the taps laid out (None before the first).
+    key: Option<TapsKey>,
+    /// Whether every group's taps read within 64 samples (else the transposing passes run).
+    fits: bool,
+    /// Taps per sample, the most any sample has.
+    taps: usize,
+    base: Vec<usize>,
+    offset: Vec<i16>,
+    weight: Vec<i16>,
+}
+
+impl Lanes {
+    /// Samples a row's loads may read past the row: the last group's two registers.
+    const READ_PAST: usize = 64;
+
+    fn lay_out(&mut self, taps: &Taps, out: usize) {
+        self.key = taps.key;
+        self.taps = taps.width;
+        self.fits = false;
+        self.base.clear();
+        for x0 in (0..out).step_by(32) {
+            let group = x0..(x0 + 32).min(out);
+            let base = group.clone().map(|x| taps.start[x]).min().unwrap_or(0);
+            let end = group.map(|x| taps.start[x] + taps.len[x]).max();
+            if end.unwrap_or(base) - base > 64 {
+                return;
+            }
+            self.base.push(base);
+        }
+        let size = self.base.len() * self.taps * 32;
+        self.offset.clear();
+        self.offset.resize(size, 0);
+        self.weight.clear();
+        self.weight.resize(size, 0);
+        for x in 0..out {
+            let (g, lane) = (x / 32, x % 32);
+            let weights = &taps.weights[x * taps.width..][..taps.len[x]];
+            for (k, &w) in weights.iter().enumerate() {
+                let at = (g * self.taps + k) * 32 + lane;
+                self.offset[at] = (taps.start[x] + k - self.base[g]) as i16;
+                self.weight[at] = w;
+            }
+        }
+        self.fits = true;
+    }
+}
+
+/// The second pass ([`WideToBytes`]) along the rows of the first pass's output (`height` rows
+/// of `width` samples in `rows`) into `out` (`height` rows of `out_w` bytes), for CPUs with
+/// AVX-512 BW: 32 output samples at a time, each tap's samples picked out of two registers
+/// of the row by one permute (`vpermi2w`). The transposing passes need two transposes to run
+/// the same filter down columns; this needs none. The sums are the same, tap by tap in the
+/// same order (a tap past a sample's own adds zero), so the bytes are too.
+///
+/// # Safety
+/// The CPU must support AVX-512 BW and VL.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn across_avx512(
+    rows: &[i16],
+    width: usize,
+    height: usize,
+    lanes: &Lanes,
+    out_w: usize,
+    out: &mut [u8],
+) {
+    let groups = lanes.base.len();
+    assert_eq!(
+        groups,
+        out_w.div_ceil(32),
+        "lanes laid out for another width"
+    );
+    assert!(
+        lanes.offset.len() == groups * lanes.taps * 32 && lanes.weight.len() == lanes.offset.len()
+    );
+    assert!(
+        lanes.base.iter().all(|&b| b < width),
+        "a group starts past the row"
+    );
+    assert!(rows.len() >= height * width + Lanes::READ_PAST - 1 && out.len() >= height * out_w);
+    // A group's offsets and weights stay in registers down all the rows when the taps are
+    // few: after the engine's choice of scale leaves a downscale under 2, bilinear has at
+    // most 5 and bicubic 9.
+    for g in 0..groups {
+        // SAFETY: the caller's promise, and the asserts above for `group`'s.
+        unsafe {
+            match lanes.taps {
+                1 => group::<1>(rows, width, height, lanes, g, out_w, out),
+                2 => group::<2>(rows, width, height, lanes, g, out_w, out),
+                3 => group::<3>(rows, width, height, lanes, g, out_w, out),
+                4 => group::<4>(rows, width, height, lanes, g, out_w, out),
+                5 => group::<5>(rows, width, height, lanes, g, out_w, out),
+                6 => group::<6>(rows, width, height, lanes, g, out_w, out),
+                7 => group::<7>(rows, width, height, lanes, g, out_w, out),
+                8 => group::<8>(rows, width, height, lanes, g, out_w, out),
+                9 => group::<9>(rows, width, height, lanes, g, out_w, out),
+                _ => group::<0>(rows, width, height, lanes, g, out_w, out),
+            }
+        }
+    }
+}
+
+/// Group `g` of [`across_avx512`] down every row: with `T` taps held in registers, or (`T` 0)
+/// any number loaded tap by tap.
+///
+/// # Safety
+/// [`across_avx512`]'s, and its asserts.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+#[inline]
+unsafe fn group<const T: usize>(
+    rows: &[i16],
+    width: usize,
+    height: usize,
+    lanes: &Lanes,
+    g: usize,
+    out_w: usize,
+    out: &mut [u8],
+) {
+    use std::arch::x86_64::{
+        __m512i, _mm256_mask_storeu_epi8, _mm512_adds_epi16, _mm512_cvtusepi16_epi8,
+        _mm512_loadu_si512, _mm512_max_epi16, _mm512_mulhrs_epi16, _mm512_permutex2var_epi16,
+        _mm512_set1_epi16, _mm512_setzero_si512, _mm512_srai_epi16,
+    };
+    let (taps, base, x0) = (lanes.taps, lanes.base[g], g * 32);
+    let n = (out_w - x0).min(32);
+    let mask = if n == 32 { u32::MAX } else { (1u32 << n) - 1 };
+    // Tap `k`'s 32 offsets or weights of group `g` (`k < taps`: `T` is 0 or `taps`).
+    let vector = |v: &[i16], k: usize| {
+        // SAFETY: the 32 values at `(g * taps + k) * 32` are inside both vectors, which hold
+        // `groups * taps * 32` (asserted by `across_avx512`); AVX-512 F is the caller's
+        // promise. Unaligned loads are allowed.
+        unsafe { _mm512_loadu_si512(v.as_ptr().add((g * taps + k) * 32).cast()) }
+    };
+    let held: [(__m512i, __m512i); T] =
+        std::array::from_fn(|k| (vector(&lanes.offset, k), vector(&lanes.weight, k)));
+    for y in 0..height {
+        // SAFETY: the loads of the row read 64 samples from `y * width + base`, which ends
+        // before `(y + 1) * width + READ_PAST - 1 <= rows.len()` as `base < width`; the store
+        // writes the group's `n` samples of output row `y`, none past `out_w`, inside `out`
+        // (all asserted by `across_avx512`). AVX-512 BW and VL are the caller's promise.
+        // Unaligned accesses are allowed.
+        unsafe {
+            let row = rows.as_ptr().add(y * width + base);
+            let (lo, hi) = (
+                _mm512_loadu_si512(row.cast()),
+                _mm512_loadu_si512(row.add(32).cast()),
+            );
+            let mut acc = _mm512_set1_epi16(1 << (FRACTION - 1));
+            let mut add = |(offset, weight): (__m512i, __m512i)| {
+                let v = _mm512_permutex2var_epi16(lo, offset, hi);
+                acc = _mm512_adds_epi16(acc, _mm512_mulhrs_epi16(v, weight));
+            };
+            if T == 0 {
+                for k in 0..taps {
+                    add((vector(&lanes.offset, k), vector(&lanes.weight, k)));
+                }
+            } else {
+                for &tap in &held {
+                    add(tap);
+                }
+            }
+            // `(acc >> FRACTION).clamp(0, 255)`: negatives to 0, then the narrowing
+            // saturates above.
+            let v = _mm512_max_epi16(
+                _mm512_srai_epi16::<{ FRACTION }>(acc),
+                _mm512_setzero_si512(),
+            );
+            _mm256_mask_storeu_epi8(
+                out.as_mut_ptr().add(y * out_w + x0).cast(),
+                mask,
+                _mm512_cvtusepi16_epi8(v),
             );
         }
     }
@@ -1027,6 +1236,77 @@ mod tests {
             fresh.plane(0, &plane, &g, &target, false).unwrap();
             assert_eq!(kept.out(0), fresh.out(0), "case {round}");
         }
+    }
+
+    #[test]
+    fn the_avx512_pass_along_rows_gives_the_transposing_passes_bytes() {
+        let mut along = PlaneResampler::new();
+        if !along.avx512 {
+            eprintln!("no AVX-512 BW/VL on this CPU: nothing to compare");
+            return;
+        }
+        let mut transposing = PlaneResampler::new();
+        transposing.avx512 = false;
+        let mut x = 7u32;
+        let plane: Vec<u8> = (0..300 * 240)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                x as u8
+            })
+            .collect();
+        // Widths in and out around multiples of 32, down- and upscales, a downscale whose taps
+        // span more than 64 samples a group (the transposing passes then run), both kinds of
+        // plane and every filter; one resampler each, so taps and lanes are also reused.
+        let cases: [(usize, usize, usize, usize, usize, f64); 8] = [
+            (300, 240, 1, 224, 224, 2.5),
+            (300, 240, 2, 224, 224, 0.0),
+            (250, 200, 1, 161, 97, 1.25),
+            (90, 70, 2, 224, 160, 0.0),
+            (64, 64, 1, 33, 31, 0.5),
+            (300, 240, 1, 40, 30, 0.0),
+            (300, 240, 1, 224, 224, 2.5),
+            (33, 20, 1, 1, 1, 0.0),
+        ];
+        for filter in [Filter::Bilinear, Filter::Bicubic, Filter::Nearest] {
+            for &(w, h, factor, out_w, out_h, left) in &cases {
+                let axis = |n: usize| Axis {
+                    denom: 1,
+                    factor,
+                    luma_valid: n,
+                    origin: 0,
+                    held: n.div_ceil(factor),
+                };
+                let g = PlaneGeometry {
+                    stride: w.div_ceil(factor),
+                    across: axis(w),
+                    down: axis(h),
+                };
+                let target = Target {
+                    region: super::super::Region::full(w as u32, h as u32),
+                    window: Window {
+                        left,
+                        top: 0.0,
+                        width: w as f64 - left,
+                        height: h as f64,
+                    },
+                    out: (out_w, out_h),
+                    filter,
+                };
+                along.plane(0, &plane, &g, &target, false).unwrap();
+                transposing.plane(0, &plane, &g, &target, false).unwrap();
+                let case = format!("{filter:?} {w}x{h}/{factor} to {out_w}x{out_h}");
+                assert_eq!(along.out(0), transposing.out(0), "{case}");
+                if !along.lanes[usize::from(factor == 2)].fits {
+                    eprintln!("{case}: taps too wide for the lanes");
+                }
+            }
+        }
+        assert!(
+            along.lanes.iter().any(|l| l.key.is_some()),
+            "the pass along rows never ran"
+        );
     }
 
     #[test]
