@@ -83,19 +83,40 @@ struct Taps {
     len: Vec<usize>,
     width: usize,
     weights: Vec<i16>,
-    /// Scratch for `compute`, per output sample: the luma samples `[first, end)` its filter
-    /// reads, its weights on them before rounding (rows of `LUMA_ROW`-wide slots with zeros
-    /// around the weights), their sum, and (on a subsampled axis) its weights on the plane's
-    /// samples before rounding.
-    span: Vec<(usize, usize)>,
-    luma: Vec<f64>,
-    sums: Vec<f64>,
+    /// Scratch for `compute` on a subsampled axis: each output sample's weights on the
+    /// plane's samples before rounding.
     plane: Vec<f64>,
 }
 
-/// Zeros before each output sample's luma weights in [`Taps::luma`]: the chroma filter reads
-/// up to 4 luma samples before its first.
+/// Zeros before each output sample's luma weights in [`LumaWeights::luma`]: the chroma filter
+/// reads up to 4 luma samples before its first.
 const PAD: usize = 4;
+
+/// The filter over luma samples of one axis, before it is written as weights on a plane's
+/// samples: the part of [`Taps::compute`] that is the same for the full-resolution plane and
+/// the subsampled ones, computed once for both. Per output sample: the luma samples
+/// `[first, end)` its filter reads, its weights on them (rows of `row` slots: `PAD` zeros,
+/// `width` weights, zeros past its own), and their sum.
+#[derive(Default)]
+struct LumaWeights {
+    key: Option<LumaKey>,
+    width: usize,
+    row: usize,
+    span: Vec<(usize, usize)>,
+    luma: Vec<f64>,
+    sums: Vec<f64>,
+}
+
+/// [`LumaWeights::compute`]'s arguments, compared bit for bit.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct LumaKey {
+    denom: usize,
+    luma_valid: usize,
+    window: (u64, u64),
+    region: (u32, u32),
+    out: usize,
+    filter: Filter,
+}
 
 /// `Taps::compute`'s arguments, compared bit for bit: the taps are a function of them alone.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -129,6 +150,7 @@ impl Taps {
         region: (u32, u32),
         out: usize,
         filter: Filter,
+        luma: &mut LumaWeights,
     ) -> Result<(), DecodeError> {
         let key = TapsKey {
             axis: *axis,
@@ -142,7 +164,7 @@ impl Taps {
         }
         self.key = None;
         let d = axis.denom;
-        let (lo, len) = (window.0 / d as f64, window.1 / d as f64);
+        let len = window.1 / d as f64;
         // The region's luma samples at the decode scale, and the plane samples covering them
         // (with the neighbours fancy upsampling reads on a subsampled axis).
         let b0 = region.0 as usize / d;
@@ -160,6 +182,112 @@ impl Taps {
         if b0 >= b1 || c0 < axis.origin || c1 > axis.origin + axis.held || len <= 0.0 {
             return Err(DecodeError::Parameter("region outside the decoded planes"));
         }
+        luma.compute(axis, window, (b0, b1), region, out, filter);
+        let luma_width = luma.width;
+        self.width = if sub { luma_width / 2 + 3 } else { luma_width };
+        let luma_row = luma.row;
+        // On a subsampled axis, the weights on the plane's samples. Chroma sample j is nearest
+        // to luma samples 2j and 2j + 1 and next-nearest to 2j - 1 and 2j + 2; at the image's
+        // edges it also stands in for its missing neighbour.
+        self.start.clear();
+        self.len.clear();
+        if sub {
+            self.plane.clear();
+            self.plane.resize(out * self.width, 0.0);
+            for ((&(first, end), row), plane) in luma
+                .span
+                .iter()
+                .zip(luma.luma.chunks_exact(luma_row))
+                .zip(self.plane.chunks_exact_mut(self.width))
+            {
+                let at = |p: usize| row[p + PAD - first];
+                let lo_j = (first / 2).saturating_sub(1);
+                let hi_j = ((end - 1) / 2 + 1).min(valid - 1);
+                let end = (hi_j + 1) as f64;
+                for (t, v_out) in plane.iter_mut().enumerate() {
+                    let j = lo_j + t;
+                    let mut v = 0.75 * (at(2 * j) + at(2 * j + 1)) + 0.25 * at(2 * j + 2);
+                    if j > 0 {
+                        v += 0.25 * at(2 * j - 1);
+                    } else {
+                        v += 0.25 * at(0);
+                    }
+                    if j == valid - 1 {
+                        v += 0.25 * at(2 * j + 1);
+                    }
+                    *v_out = zero_past(j as f64, end, v);
+                }
+                self.start.push(lo_j - c0);
+                self.len.push(hi_j - lo_j + 1);
+            }
+        } else {
+            for &(first, end) in &luma.span {
+                self.start.push(first - c0);
+                self.len.push((end - first).min(luma_width));
+            }
+        }
+        // Rounded to Q15 so that each sample's weights sum to `UNIT`.
+        self.weights.clear();
+        self.weights.resize(self.width * out, 0);
+        let (width, plane, sums, luma) = (self.width, &self.plane, &luma.sums, &luma.luma);
+        for (i, (row, &sum)) in self.weights.chunks_exact_mut(width).zip(sums).enumerate() {
+            let unrounded = if sub {
+                &plane[i * width..][..width]
+            } else {
+                &luma[i * luma_row + PAD..][..width]
+            };
+            let unit = f64::from(UNIT) / sum;
+            // Bicubic's lobes are negative: round to nearest either way.
+            // Saturating: bicubic's largest weight can exceed the range (see below).
+            for (q, &wk) in row.iter_mut().zip(unrounded) {
+                *q = round_i16(wk * unit);
+            }
+        }
+        for row in self.weights.chunks_exact_mut(width) {
+            let (mut total, mut big, mut big_q) = (0i32, 0, 0);
+            for (k, &q) in row.iter().enumerate() {
+                total += i32::from(q);
+                if q > big_q {
+                    (big, big_q) = (k, q);
+                }
+            }
+            // Rounding may leave the sum a little off: give the difference to the largest
+            // weight, so flat areas stay exactly flat (bicubic's largest weight can sit at the
+            // top of the range already: it stays there).
+            row[big] = (i32::from(row[big]) + UNIT - total).clamp(0, i32::from(i16::MAX)) as i16;
+        }
+        self.key = Some(key);
+        Ok(())
+    }
+}
+
+impl LumaWeights {
+    /// The filter over luma samples that maps `window` of an axis onto `out` samples, clipped
+    /// to the region's luma samples `[b0, b1)` at the decode scale (`b0 < b1`), for `axis`'s
+    /// scale and valid samples; kept when the arguments are those of the last call.
+    fn compute(
+        &mut self,
+        axis: &Axis,
+        window: (f64, f64),
+        (b0, b1): (usize, usize),
+        region: (u32, u32),
+        out: usize,
+        filter: Filter,
+    ) {
+        let key = LumaKey {
+            denom: axis.denom,
+            luma_valid: axis.luma_valid,
+            window: (window.0.to_bits(), window.1.to_bits()),
+            region,
+            out,
+            filter,
+        };
+        if self.key == Some(key) {
+            return;
+        }
+        self.key = None;
+        let d = axis.denom;
+        let (lo, len) = (window.0 / d as f64, window.1 / d as f64);
         let scale = len / out as f64;
         // Pillow's scheme: the filter is stretched by the downscale factor (at least 1).
         let filter_scale = scale.max(1.0);
@@ -170,7 +298,7 @@ impl Taps {
             };
         let inv_scale = 1.0 / filter_scale;
         let luma_width = (support.ceil() as usize) * 2 + 1;
-        self.width = if sub { luma_width / 2 + 3 } else { luma_width };
+        self.width = luma_width;
         // The work is done pass by pass over all the output samples: within a pass, samples are
         // independent, so the core overlaps their long chains of float operations (each
         // sample's alone is latency-bound), and every loop runs a fixed number of times per
@@ -204,8 +332,9 @@ impl Taps {
             }
         }));
         // Their weights and sums. A row's slots past its weights stay zero: the chroma filter
-        // below reads up to `2 * width + 2` slots from the row's first weight.
-        let luma_row = PAD + 2 * self.width + 3;
+        // reads up to `luma_width + 6` slots from the row's first weight.
+        let luma_row = PAD + luma_width + 8;
+        self.row = luma_row;
         self.luma.clear();
         self.luma.resize(out * luma_row, 0.0);
         self.sums.clear();
@@ -239,83 +368,7 @@ impl Taps {
             }
             self.sums.push(sum);
         }
-        // On a subsampled axis, the weights on the plane's samples. Chroma sample j is nearest
-        // to luma samples 2j and 2j + 1 and next-nearest to 2j - 1 and 2j + 2; at the image's
-        // edges it also stands in for its missing neighbour.
-        self.start.clear();
-        self.len.clear();
-        if sub {
-            self.plane.clear();
-            self.plane.resize(out * self.width, 0.0);
-            for ((&(first, end), row), plane) in self
-                .span
-                .iter()
-                .zip(self.luma.chunks_exact(luma_row))
-                .zip(self.plane.chunks_exact_mut(self.width))
-            {
-                let at = |p: usize| row[p + PAD - first];
-                let lo_j = (first / 2).saturating_sub(1);
-                let hi_j = ((end - 1) / 2 + 1).min(valid - 1);
-                let end = (hi_j + 1) as f64;
-                for (t, v_out) in plane.iter_mut().enumerate() {
-                    let j = lo_j + t;
-                    let mut v = 0.75 * (at(2 * j) + at(2 * j + 1)) + 0.25 * at(2 * j + 2);
-                    if j > 0 {
-                        v += 0.25 * at(2 * j - 1);
-                    } else {
-                        v += 0.25 * at(0);
-                    }
-                    if j == valid - 1 {
-                        v += 0.25 * at(2 * j + 1);
-                    }
-                    *v_out = zero_past(j as f64, end, v);
-                }
-                self.start.push(lo_j - c0);
-                self.len.push(hi_j - lo_j + 1);
-            }
-        } else {
-            for &(first, end) in &self.span {
-                self.start.push(first - c0);
-                self.len.push((end - first).min(luma_width));
-            }
-        }
-        // Rounded to Q15 so that each sample's weights sum to `UNIT`.
-        self.weights.clear();
-        self.weights.resize(self.width * out, 0);
-        let (width, plane, luma) = (self.width, &self.plane, &self.luma);
-        for (i, (row, &sum)) in self
-            .weights
-            .chunks_exact_mut(width)
-            .zip(&self.sums)
-            .enumerate()
-        {
-            let unrounded = if sub {
-                &plane[i * width..][..width]
-            } else {
-                &luma[i * luma_row + PAD..][..width]
-            };
-            let unit = f64::from(UNIT) / sum;
-            // Bicubic's lobes are negative: round to nearest either way.
-            // Saturating: bicubic's largest weight can exceed the range (see below).
-            for (q, &wk) in row.iter_mut().zip(unrounded) {
-                *q = round_i16(wk * unit);
-            }
-        }
-        for row in self.weights.chunks_exact_mut(width) {
-            let (mut total, mut big, mut big_q) = (0i32, 0, 0);
-            for (k, &q) in row.iter().enumerate() {
-                total += i32::from(q);
-                if q > big_q {
-                    (big, big_q) = (k, q);
-                }
-            }
-            // Rounding may leave the sum a little off: give the difference to the largest
-            // weight, so flat areas stay exactly flat (bicubic's largest weight can sit at the
-            // top of the range already: it stays there).
-            row[big] = (i32::from(row[big]) + UNIT - total).clamp(0, i32::from(i16::MAX)) as i16;
-        }
         self.key = Some(key);
-        Ok(())
     }
 }
 
@@ -389,6 +442,8 @@ pub(crate) struct PlaneResampler {
     /// kept apart so that each stays valid for the next image's plane of its kind.
     rows: [Taps; 2],
     cols: [Taps; 2],
+    /// The filter over luma samples across and down, shared by both kinds of plane.
+    luma: [LumaWeights; 2],
     /// The taps across laid out for [`across_avx512`], for each kind of plane.
     lanes: [Lanes; 2],
     /// The first pass's output, the same transposed, and the second pass's output.
@@ -442,8 +497,23 @@ impl PlaneResampler {
         );
         if !same_taps {
             let (x, y) = ((window.left, window.width), (window.top, window.height));
-            self.cols[across].compute(&g.across, x, (region.x, region.width), out_w, filter)?;
-            self.rows[down].compute(&g.down, y, (region.y, region.height), out_h, filter)?;
+            let [luma_across, luma_down] = &mut self.luma;
+            self.cols[across].compute(
+                &g.across,
+                x,
+                (region.x, region.width),
+                out_w,
+                filter,
+                luma_across,
+            )?;
+            self.rows[down].compute(
+                &g.down,
+                y,
+                (region.y, region.height),
+                out_h,
+                filter,
+                luma_down,
+            )?;
         }
         let (cols, rows_taps) = (&self.cols[across], &self.rows[down]);
         let (x0, x1) = cols.covering;
@@ -988,8 +1058,15 @@ mod tests {
                 origin: 0,
                 held: usize::div_ceil(size, denom * factor),
             };
-            t.compute(&axis, window, region, out, Filter::Bilinear)
-                .unwrap();
+            t.compute(
+                &axis,
+                window,
+                region,
+                out,
+                Filter::Bilinear,
+                &mut LumaWeights::default(),
+            )
+            .unwrap();
             let (c0, c1) = t.covering;
             for i in 0..out {
                 let w = &t.weights[i * t.width..][..t.len[i]];
@@ -1013,8 +1090,15 @@ mod tests {
             held: 4,
         };
         let mut t = Taps::default();
-        t.compute(&axis, (0.0, 8.0), (0, 8), 8, Filter::Bilinear)
-            .unwrap();
+        t.compute(
+            &axis,
+            (0.0, 8.0),
+            (0, 8),
+            8,
+            Filter::Bilinear,
+            &mut LumaWeights::default(),
+        )
+        .unwrap();
         let unit = f64::from(UNIT);
         let weights = |i: usize| -> Vec<f64> {
             let mut w = vec![0.0; 4];
@@ -1058,8 +1142,15 @@ mod tests {
                 origin: 0,
                 held: h,
             };
-            t.compute(&axis, (2.5, 117.0), (2, 118), out, Filter::Bilinear)
-                .unwrap();
+            t.compute(
+                &axis,
+                (2.5, 117.0),
+                (2, 118),
+                out,
+                Filter::Bilinear,
+                &mut LumaWeights::default(),
+            )
+            .unwrap();
             let (mut fast, mut portable) = (vec![0; out * w], vec![0; out * w]);
             filter_columns::<BytesToWide>(avx2, &src, w, &t, w, &mut fast);
             filter_columns::<BytesToWide>(false, &src, w, &t, w, &mut portable);
@@ -1078,6 +1169,7 @@ mod tests {
                 (0, out as u32),
                 23,
                 Filter::Bilinear,
+                &mut LumaWeights::default(),
             )
             .unwrap();
             let (mut fast2, mut portable2) = (vec![0u8; 23 * w], vec![0u8; 23 * w]);
@@ -1179,6 +1271,7 @@ mod tests {
                 (0, size as u32),
                 out,
                 Filter::Bicubic,
+                &mut LumaWeights::default(),
             )
             .unwrap();
             for i in 0..out {
