@@ -2,7 +2,7 @@
 //! a quick check while developing; the criterion benches are the measurement of record.
 use std::time::Instant;
 
-use hpuload_decoders::jpeg::{choose_scale, scaled_region, Region};
+use hpuload_decoders::jpeg::{choose_scale, scaled_region, Filter, Region, ResizeRequest, Window};
 use hpuload_decoders::{CpuDecoder, Decode, JpegDecoder};
 
 fn files(dir: &std::path::Path, out: &mut Vec<Vec<u8>>, limit: usize) {
@@ -33,7 +33,7 @@ fn main() {
         .unwrap_or(500);
     let mut data = Vec::new();
     files(dir.as_ref(), &mut data, n);
-    // For profiling one decoder: DECODE_ONLY=zune|full|roi runs only that one, 10 rounds.
+    // For profiling one decoder: DECODE_ONLY=zune|full|roi|rrc runs only that one, 10 rounds.
     let only = std::env::var("DECODE_ONLY").ok().filter(|o| !o.is_empty());
     let runs = |name: &str| only.as_deref().is_none_or(|o| o == name);
     let rounds = if only.is_some() { 10 } else { 3 };
@@ -79,7 +79,23 @@ fn main() {
             }
         }
         let roi = roi_n as f64 / t.elapsed().as_secs_f64();
-        println!("round {round}: image crate (zune) {cpu:.0}/s, ours full {ours:.0}/s, ours ROI 40% {roi:.0}/s ({supported} of {} supported)", data.len());
+        // The media engine's work for the ResNet-50 train pipeline: a RandomResizedCrop window
+        // (the same seeded draws every round), decoded at its scale and resampled to 224x224.
+        let t = Instant::now();
+        let mut rrc_n = 0;
+        let mut draws = Draws(0x9E37_79B9_7F4A_7C15);
+        for b in data.iter().filter(|_| runs("rrc")) {
+            if let Ok(info) = d.probe(b) {
+                let request = draws.random_resized_crop(info.width, info.height);
+                if d.decode_resized(b, &request, &mut out[..224 * 224 * 3])
+                    .is_ok()
+                {
+                    rrc_n += 1;
+                }
+            }
+        }
+        let rrc = rrc_n as f64 / t.elapsed().as_secs_f64();
+        println!("round {round}: image crate (zune) {cpu:.0}/s, ours full {ours:.0}/s, ours ROI 40% {roi:.0}/s, engine RRC 224 {rrc:.0}/s ({supported} of {} supported)", data.len());
     }
     // A checksum of every full and ROI decode, to confirm a speed change left the output alone.
     let mut d = JpegDecoder::default();
@@ -94,4 +110,64 @@ fn main() {
         }
     }
     println!("checksum of our full decodes: {sum:016x}");
+    let mut draws = Draws(0x9E37_79B9_7F4A_7C15);
+    let mut sum: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in &data {
+        if let Ok(info) = d.probe(b) {
+            let request = draws.random_resized_crop(info.width, info.height);
+            let rgb = &mut out[..224 * 224 * 3];
+            if d.decode_resized(b, &request, rgb).is_ok() {
+                for &v in rgb.iter() {
+                    sum = (sum ^ u64::from(v)).wrapping_mul(0x100_0000_01b3);
+                }
+            }
+        }
+    }
+    println!("checksum of our RRC 224 decodes: {sum:016x}");
+}
+
+/// Seeded draws (xorshift) for the RRC windows: torchvision's RandomResizedCrop parameters
+/// (area 8-100%, aspect ratio 3/4 to 4/3 log-uniform), clamped to the image instead of
+/// retried.
+struct Draws(u64);
+
+impl Draws {
+    fn unit(&mut self) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn random_resized_crop(&mut self, width: u32, height: u32) -> ResizeRequest {
+        let (w, h) = (f64::from(width), f64::from(height));
+        let area = w * h * (0.08 + 0.92 * self.unit());
+        let (lo, hi) = ((3f64 / 4.0).ln(), (4f64 / 3.0).ln());
+        let ratio = (lo + self.unit() * (hi - lo)).exp();
+        let cw = (area * ratio).sqrt().round().clamp(1.0, w);
+        let ch = (area / ratio).sqrt().round().clamp(1.0, h);
+        let (x, y) = (
+            ((w - cw) * self.unit()).floor(),
+            ((h - ch) * self.unit()).floor(),
+        );
+        let region = Region {
+            x: x as u32,
+            y: y as u32,
+            width: cw as u32,
+            height: ch as u32,
+        };
+        ResizeRequest {
+            region,
+            denom: choose_scale(region, 224, 224),
+            window: Window {
+                left: x,
+                top: y,
+                width: cw,
+                height: ch,
+            },
+            out_w: 224,
+            out_h: 224,
+            filter: Filter::Bilinear,
+        }
+    }
 }
