@@ -142,7 +142,8 @@ impl Taps {
     ///
     /// Taps that already hold what these arguments give are kept: images of one width or
     /// height map that axis the same way, so a whole-image resize's taps are computed once
-    /// for all the images of a size.
+    /// for all the images of a size. The filter over luma samples is `luma`'s, which the
+    /// axis's other kind of plane shares (computed there unless it already holds it).
     fn compute(
         &mut self,
         axis: &Axis,
@@ -299,12 +300,12 @@ impl LumaWeights {
         let inv_scale = 1.0 / filter_scale;
         let luma_width = (support.ceil() as usize) * 2 + 1;
         self.width = luma_width;
-        // The work is done pass by pass over all the output samples: within a pass, samples are
-        // independent, so the core overlaps their long chains of float operations (each
-        // sample's alone is latency-bound), and every loop runs a fixed number of times per
-        // sample whatever its taps (weights past them are zero), so no branch depends on them.
-        // Each weight is computed by the same operations in the same order as one sample at a
-        // time would.
+        // Here and in `Taps::compute` the work is done pass by pass over all the output
+        // samples: within a pass, samples are independent, so the core overlaps their long
+        // chains of float operations (each sample's alone is latency-bound), and every loop
+        // runs a fixed number of times per sample whatever its taps (weights past them are
+        // zero), so no branch depends on them. Each weight is computed by the same operations
+        // in the same order as one sample at a time would.
         //
         // First, the luma samples each output sample's filter reads.
         // torch's nearest: `floor(i * scale)` with the scale in f32 (at the decode scale).
