@@ -1287,6 +1287,42 @@ mod tests {
         }
     }
 
+    /// A `w`x`h` image's plane held whole (subsampled by `factor` on both axes), and a target
+    /// that resamples the image from column `left` on to `out` with `filter`.
+    fn whole_image(
+        w: usize,
+        h: usize,
+        factor: usize,
+        left: f64,
+        out: (usize, usize),
+        filter: Filter,
+    ) -> (PlaneGeometry, Target) {
+        let axis = |n: usize| Axis {
+            denom: 1,
+            factor,
+            luma_valid: n,
+            origin: 0,
+            held: n.div_ceil(factor),
+        };
+        let g = PlaneGeometry {
+            stride: w.div_ceil(factor),
+            across: axis(w),
+            down: axis(h),
+        };
+        let target = Target {
+            region: super::super::Region::full(w as u32, h as u32),
+            window: Window {
+                left,
+                top: 0.0,
+                width: w as f64 - left,
+                height: h as f64,
+            },
+            out,
+            filter,
+        };
+        (g, target)
+    }
+
     #[test]
     fn taps_kept_from_an_earlier_image_give_what_fresh_ones_give() {
         // Images of alternating sizes and kinds of plane through one resampler, each against a
@@ -1302,29 +1338,7 @@ mod tests {
             (120, 150, 1, 0.0),
         ];
         for (round, &(w, h, factor, left)) in cases.iter().chain(cases.iter()).enumerate() {
-            let axis = |n: usize| Axis {
-                denom: 1,
-                factor,
-                luma_valid: n,
-                origin: 0,
-                held: n.div_ceil(factor),
-            };
-            let g = PlaneGeometry {
-                stride: w.div_ceil(factor),
-                across: axis(w),
-                down: axis(h),
-            };
-            let target = Target {
-                region: super::super::Region::full(w as u32, h as u32),
-                window: Window {
-                    left,
-                    top: 0.0,
-                    width: w as f64 - left,
-                    height: h as f64,
-                },
-                out: (56, 48),
-                filter: Filter::Bilinear,
-            };
+            let (g, target) = whole_image(w, h, factor, left, (56, 48), Filter::Bilinear);
             let mut fresh = PlaneResampler::new();
             kept.plane(0, &plane, &g, &target, false).unwrap();
             fresh.plane(0, &plane, &g, &target, false).unwrap();
@@ -1365,29 +1379,7 @@ mod tests {
         ];
         for filter in [Filter::Bilinear, Filter::Bicubic, Filter::Nearest] {
             for &(w, h, factor, out_w, out_h, left) in &cases {
-                let axis = |n: usize| Axis {
-                    denom: 1,
-                    factor,
-                    luma_valid: n,
-                    origin: 0,
-                    held: n.div_ceil(factor),
-                };
-                let g = PlaneGeometry {
-                    stride: w.div_ceil(factor),
-                    across: axis(w),
-                    down: axis(h),
-                };
-                let target = Target {
-                    region: super::super::Region::full(w as u32, h as u32),
-                    window: Window {
-                        left,
-                        top: 0.0,
-                        width: w as f64 - left,
-                        height: h as f64,
-                    },
-                    out: (out_w, out_h),
-                    filter,
-                };
+                let (g, target) = whole_image(w, h, factor, left, (out_w, out_h), filter);
                 along.plane(0, &plane, &g, &target, false).unwrap();
                 transposing.plane(0, &plane, &g, &target, false).unwrap();
                 let case = format!("{filter:?} {w}x{h}/{factor} to {out_w}x{out_h}");
