@@ -6,10 +6,10 @@
 //! cosine's period shrunk; the 2-D transform is separable.
 //!
 //! A full-size block (n = 8) with any AC coefficient takes libjpeg's accurate integer transform
-//! in 16-bit lanes ([`dense8`]: SSE2, or the same instructions compiled for AVX2, or a portable
-//! copy, all giving the same bytes, which are libjpeg-turbo's), within one level of the exact
-//! transform. The reduced sizes
-//! are float products that visit only the rows and columns holding non-zero coefficients,
+//! in 16-bit lanes ([`dense8`]: SSE2, or the same instructions compiled for AVX2, or each pass
+//! over all eight lanes at once with AVX-512 BW, or a portable copy, all giving the same bytes,
+//! which are libjpeg-turbo's), within one level of the exact transform. The reduced sizes are
+//! float products that visit only the rows and columns holding non-zero coefficients,
 //! compiled a second time for AVX2 and chosen at run time; both give identical results (no
 //! fused multiply-add is emitted). A block of only a DC coefficient is flat at every size.
 
@@ -39,6 +39,8 @@ pub(crate) struct Idct {
     t: [[[f32; 8]; 8]; 4],
     tt: [[[f32; 8]; 8]; 4],
     avx2: bool,
+    /// AVX-512 BW, which [`dense8_avx512`] takes.
+    avx512: bool,
 }
 
 fn size_index(n: usize) -> usize {
@@ -72,10 +74,18 @@ impl Idct {
             }
         }
         #[cfg(target_arch = "x86_64")]
-        let avx2 = std::arch::is_x86_feature_detected!("avx2");
+        let (avx2, avx512) = (
+            std::arch::is_x86_feature_detected!("avx2"),
+            std::arch::is_x86_feature_detected!("avx512bw"),
+        );
         #[cfg(not(target_arch = "x86_64"))]
-        let avx2 = false;
-        Self { t, tt, avx2 }
+        let (avx2, avx512) = (false, false);
+        Self {
+            t,
+            tt,
+            avx2,
+            avx512,
+        }
     }
 
     /// Writes the `n`x`n` block for dequantized coefficients `coef` (natural order) into `out`
@@ -102,7 +112,7 @@ impl Idct {
             // Even a block of a few coefficients is cheaper this way than as a float product
             // restricted to its span (measured: the whole decode 15% faster than with the
             // product for spans of up to 12 coefficients).
-            return dense8(self.avx2, coef, out, stride);
+            return dense8(self.avx2, self.avx512, coef, out, stride);
         }
         let (rows, cols) = SPAN[last];
         let (rows, cols) = (usize::from(rows).min(n), usize::from(cols).min(n));
@@ -322,6 +332,148 @@ unsafe fn dense8_x86(coef: &[i32; 64], out: &mut [u8], stride: usize) {
     }
 }
 
+/// Where in two 512-bit vectors of i16 (64 words, the first vector's then the second's)
+/// [`dense8_avx512`] finds value `(i, j)` of an 8x8 matrix whose rows it packed from i32 lanes:
+/// rows `2m` and `2m + 1` by one `vpackssdw` of 256 bits (columns 0-3 of each, then columns 4-7
+/// of each), two such results a 512-bit vector.
+#[cfg(target_arch = "x86_64")]
+const fn packed_at(i: usize, j: usize) -> usize {
+    32 * (i / 4) + 16 * ((i / 2) % 2) + 8 * (j / 4) + 4 * (i % 2) + j % 4
+}
+
+/// `vpermt2w` indices that gather, from an 8x8 matrix packed as [`packed_at`] places it, the
+/// pairs a 1-D pass over its columns takes: for each row `i` (an i32 lane of 256 bits), its
+/// values in the two columns of `pairs[0]` in the low 256 bits, in those of `pairs[1]` in the
+/// high 256 bits.
+#[cfg(target_arch = "x86_64")]
+const fn pair_indices(pairs: [[usize; 2]; 2]) -> [i16; 32] {
+    let mut idx = [0i16; 32];
+    let mut h = 0;
+    while h < 2 {
+        let mut i = 0;
+        while i < 8 {
+            idx[16 * h + 2 * i] = packed_at(i, pairs[h][0]) as i16;
+            idx[16 * h + 2 * i + 1] = packed_at(i, pairs[h][1]) as i16;
+            i += 1;
+        }
+        h += 1;
+    }
+    idx
+}
+
+/// `vpermt2w` indices that put the pixels of the rows `2m + odd` of a block, whose columns were
+/// packed as [`packed_at`] places rows (so row `x` there is pixel column `x`), in 128-bit
+/// lane `m` in order: a `vpackuswb` of the two gathers then holds rows `2m` and `2m + 1` in
+/// lane `m`, as bytes.
+#[cfg(target_arch = "x86_64")]
+const fn row_indices(odd: usize) -> [i16; 32] {
+    let mut idx = [0i16; 32];
+    let mut m = 0;
+    while m < 4 {
+        let mut x = 0;
+        while x < 8 {
+            idx[8 * m + x] = packed_at(x, 2 * m + odd) as i16;
+            x += 1;
+        }
+        m += 1;
+    }
+    idx
+}
+
+#[cfg(target_arch = "x86_64")]
+const PAIRS_EVEN: [i16; 32] = pair_indices([[0, 4], [2, 6]]);
+#[cfg(target_arch = "x86_64")]
+const PAIRS_ODD: [i16; 32] = pair_indices([[1, 3], [5, 7]]);
+#[cfg(target_arch = "x86_64")]
+const ROWS_EVEN: [i16; 32] = row_indices(0);
+#[cfg(target_arch = "x86_64")]
+const ROWS_ODD: [i16; 32] = row_indices(1);
+
+/// [`dense8_portable`] with AVX-512 BW, on the same integers in the same operations, so with
+/// the same result: each 1-D pass works on all eight columns (rows) at once in 256-bit
+/// lanes (SSE2 takes two halves of four), and each transpose, with the pairing of inputs a
+/// pass takes, is two word permutations across two 512-bit vectors (`vpermt2w`) instead of
+/// 32 unpacks.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512bw")]
+#[inline(never)]
+fn dense8_avx512(coef: &[i32; 64], out: &mut [u8], stride: usize) {
+    use std::arch::x86_64::{
+        __m256i, __m512i, _mm256_loadu_si256, _mm256_packs_epi32, _mm256_setr_epi8,
+        _mm256_shuffle_epi8, _mm512_castsi256_si512, _mm512_castsi512_si128,
+        _mm512_castsi512_si256, _mm512_extracti32x4_epi32, _mm512_extracti64x4_epi64,
+        _mm512_inserti64x4, _mm512_loadu_si512, _mm512_packus_epi16, _mm512_permutex2var_epi16,
+        _mm_castsi128_pd, _mm_storeh_pd, _mm_storel_epi64,
+    };
+    assert!(out.len() >= 7 * stride + 8, "block runs past the plane");
+    let p = coef.as_ptr().cast::<__m256i>();
+    // Within each 128-bit lane, words 0-3 interleaved with words 4-7.
+    let interleave = _mm256_setr_epi8(
+        0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15, 0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12,
+        13, 6, 7, 14, 15,
+    );
+    // Coefficient rows v and w as i16 pairs (F_v, F_w) in i32 lane u = column u.
+    // SAFETY: reads coef[8v..8v + 8] and coef[8w..8w + 8], inside the array.
+    let pair = |v: usize, w: usize| unsafe {
+        _mm256_shuffle_epi8(
+            _mm256_packs_epi32(_mm256_loadu_si256(p.add(v)), _mm256_loadu_si256(p.add(w))),
+            interleave,
+        )
+    };
+    // Eight rows of i32 lanes as 64 words, saturated, placed as `packed_at` says.
+    let pack = |r: [__m256i; 8]| -> [__m512i; 2] {
+        let two = |a: __m256i, b: __m256i| _mm512_inserti64x4::<1>(_mm512_castsi256_si512(a), b);
+        [
+            two(
+                _mm256_packs_epi32(r[0], r[1]),
+                _mm256_packs_epi32(r[2], r[3]),
+            ),
+            two(
+                _mm256_packs_epi32(r[4], r[5]),
+                _mm256_packs_epi32(r[6], r[7]),
+            ),
+        ]
+    };
+    // SAFETY: the indices are 64 bytes of i16, read unaligned.
+    let indices = |idx: &[i16; 32]| unsafe { _mm512_loadu_si512(idx.as_ptr().cast()) };
+    // SAFETY: AVX-512 BW, and with it AVX2, is enabled in this function.
+    let g =
+        unsafe { butterflies::<_, SHIFT1>(pair(0, 4), pair(2, 6), pair(1, 3), pair(5, 7), BIAS1) };
+    let [lo, hi] = pack(g);
+    let even = _mm512_permutex2var_epi16(lo, indices(&PAIRS_EVEN), hi);
+    let odd = _mm512_permutex2var_epi16(lo, indices(&PAIRS_ODD), hi);
+    // SAFETY: as above.
+    let px = unsafe {
+        butterflies::<_, SHIFT2>(
+            _mm512_castsi512_si256(even),
+            _mm512_extracti64x4_epi64::<1>(even),
+            _mm512_castsi512_si256(odd),
+            _mm512_extracti64x4_epi64::<1>(odd),
+            BIAS2,
+        )
+    };
+    let [lo, hi] = pack(px);
+    let bytes = _mm512_packus_epi16(
+        _mm512_permutex2var_epi16(lo, indices(&ROWS_EVEN), hi),
+        _mm512_permutex2var_epi16(lo, indices(&ROWS_ODD), hi),
+    );
+    let lanes = [
+        _mm512_castsi512_si128(bytes),
+        _mm512_extracti32x4_epi32::<1>(bytes),
+        _mm512_extracti32x4_epi32::<2>(bytes),
+        _mm512_extracti32x4_epi32::<3>(bytes),
+    ];
+    for (m, lane) in lanes.into_iter().enumerate() {
+        // SAFETY: writes out[2m * stride..][..8] and out[(2m + 1) * stride..][..8], inside
+        // `out` by the assert above.
+        unsafe {
+            let row = out.as_mut_ptr().add(2 * m * stride);
+            _mm_storel_epi64(row.cast(), lane);
+            _mm_storeh_pd(row.add(stride).cast(), _mm_castsi128_pd(lane));
+        }
+    }
+}
+
 /// One 1-D pass over eight vectors (inputs `f[0..8]`, lanes independent): the results
 /// `(even ± odd + bias) >> SHIFT`, saturated to i16.
 ///
@@ -333,51 +485,140 @@ unsafe fn pass_sse2<const SHIFT: i32>(
     f: [std::arch::x86_64::__m128i; 8],
     bias: i32,
 ) -> [std::arch::x86_64::__m128i; 8] {
-    use std::arch::x86_64::{
-        __m128i, _mm_add_epi32, _mm_madd_epi16, _mm_packs_epi32, _mm_set1_epi32, _mm_srai_epi32,
-        _mm_sub_epi32, _mm_unpackhi_epi16, _mm_unpacklo_epi16,
-    };
+    use std::arch::x86_64::{_mm_packs_epi32, _mm_unpackhi_epi16, _mm_unpacklo_epi16};
     // SAFETY: the caller promises SSE2, all these intrinsics need.
     unsafe {
-        let pair = |w: [i16; 2]| _mm_set1_epi32((i32::from(w[1]) << 16) | i32::from(w[0] as u16));
-        let bias = _mm_set1_epi32(bias);
-        // One half of the lanes (four, widened to i32), from its interleaved input pairs.
-        let half = |p04: __m128i, p26: __m128i, p13: __m128i, p57: __m128i| -> [__m128i; 8] {
-            let a0 = _mm_add_epi32(_mm_madd_epi16(p04, pair(EVEN[0])), bias);
-            let a1 = _mm_add_epi32(_mm_madd_epi16(p04, pair(EVEN[1])), bias);
-            let b0 = _mm_madd_epi16(p26, pair(EVEN[2]));
-            let b1 = _mm_madd_epi16(p26, pair(EVEN[3]));
-            let even = [
-                _mm_add_epi32(a0, b0),
-                _mm_add_epi32(a1, b1),
-                _mm_sub_epi32(a1, b1),
-                _mm_sub_epi32(a0, b0),
-            ];
-            let mut x = [bias; 8];
-            for k in 0..4 {
-                let o = ODD[k];
-                let odd = _mm_add_epi32(
-                    _mm_madd_epi16(p13, pair([o[0], o[1]])),
-                    _mm_madd_epi16(p57, pair([o[2], o[3]])),
-                );
-                x[k] = _mm_srai_epi32::<SHIFT>(_mm_add_epi32(even[k], odd));
-                x[7 - k] = _mm_srai_epi32::<SHIFT>(_mm_sub_epi32(even[k], odd));
-            }
-            x
-        };
-        let lo = half(
+        // Each half of the lanes (four, widened to i32) from its interleaved input pairs.
+        let lo = butterflies::<_, SHIFT>(
             _mm_unpacklo_epi16(f[0], f[4]),
             _mm_unpacklo_epi16(f[2], f[6]),
             _mm_unpacklo_epi16(f[1], f[3]),
             _mm_unpacklo_epi16(f[5], f[7]),
+            bias,
         );
-        let hi = half(
+        let hi = butterflies::<_, SHIFT>(
             _mm_unpackhi_epi16(f[0], f[4]),
             _mm_unpackhi_epi16(f[2], f[6]),
             _mm_unpackhi_epi16(f[1], f[3]),
             _mm_unpackhi_epi16(f[5], f[7]),
+            bias,
         );
         std::array::from_fn(|k| _mm_packs_epi32(lo[k], hi[k]))
+    }
+}
+
+/// The i32-lane operations a 1-D pass takes, for SSE2's 128-bit vectors and AVX2's 256-bit
+/// ones (four or eight lanes at a time).
+#[cfg(target_arch = "x86_64")]
+trait I32Lanes: Copy {
+    /// # Safety
+    /// The CPU must have the vector's instruction set (SSE2 or AVX2); so for all below.
+    unsafe fn splat(v: i32) -> Self;
+    /// `pmaddwd`: each i32 lane the sum of its two i16 products.
+    unsafe fn madd(a: Self, b: Self) -> Self;
+    unsafe fn add(a: Self, b: Self) -> Self;
+    unsafe fn sub(a: Self, b: Self) -> Self;
+    unsafe fn shift_right<const SHIFT: i32>(a: Self) -> Self;
+}
+
+#[cfg(target_arch = "x86_64")]
+impl I32Lanes for std::arch::x86_64::__m128i {
+    #[inline(always)]
+    unsafe fn splat(v: i32) -> Self {
+        // SAFETY: the caller promises SSE2; so for the others.
+        unsafe { std::arch::x86_64::_mm_set1_epi32(v) }
+    }
+    #[inline(always)]
+    unsafe fn madd(a: Self, b: Self) -> Self {
+        // SAFETY: as above.
+        unsafe { std::arch::x86_64::_mm_madd_epi16(a, b) }
+    }
+    #[inline(always)]
+    unsafe fn add(a: Self, b: Self) -> Self {
+        // SAFETY: as above.
+        unsafe { std::arch::x86_64::_mm_add_epi32(a, b) }
+    }
+    #[inline(always)]
+    unsafe fn sub(a: Self, b: Self) -> Self {
+        // SAFETY: as above.
+        unsafe { std::arch::x86_64::_mm_sub_epi32(a, b) }
+    }
+    #[inline(always)]
+    unsafe fn shift_right<const SHIFT: i32>(a: Self) -> Self {
+        // SAFETY: as above.
+        unsafe { std::arch::x86_64::_mm_srai_epi32::<SHIFT>(a) }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl I32Lanes for std::arch::x86_64::__m256i {
+    #[inline(always)]
+    unsafe fn splat(v: i32) -> Self {
+        // SAFETY: the caller promises AVX2; so for the others.
+        unsafe { std::arch::x86_64::_mm256_set1_epi32(v) }
+    }
+    #[inline(always)]
+    unsafe fn madd(a: Self, b: Self) -> Self {
+        // SAFETY: as above.
+        unsafe { std::arch::x86_64::_mm256_madd_epi16(a, b) }
+    }
+    #[inline(always)]
+    unsafe fn add(a: Self, b: Self) -> Self {
+        // SAFETY: as above.
+        unsafe { std::arch::x86_64::_mm256_add_epi32(a, b) }
+    }
+    #[inline(always)]
+    unsafe fn sub(a: Self, b: Self) -> Self {
+        // SAFETY: as above.
+        unsafe { std::arch::x86_64::_mm256_sub_epi32(a, b) }
+    }
+    #[inline(always)]
+    unsafe fn shift_right<const SHIFT: i32>(a: Self) -> Self {
+        // SAFETY: as above.
+        unsafe { std::arch::x86_64::_mm256_srai_epi32::<SHIFT>(a) }
+    }
+}
+
+/// The arithmetic of one 1-D pass on lanes of interleaved input pairs (each i32 lane holds
+/// `(F0, F4)` in `p04`, and so on): outputs `k` and `7 - k` as `(even ± odd + bias) >> SHIFT`,
+/// in i32 lanes. [`dense8_portable`]'s `inverse`, lane by lane.
+///
+/// # Safety
+/// The CPU must have `V`'s instruction set.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn butterflies<V: I32Lanes, const SHIFT: i32>(
+    p04: V,
+    p26: V,
+    p13: V,
+    p57: V,
+    bias: i32,
+) -> [V; 8] {
+    // SAFETY: the caller promises `V`'s instruction set, all these operations need.
+    unsafe {
+        let pair = |w: [i16; 2]| V::splat((i32::from(w[1]) << 16) | i32::from(w[0] as u16));
+        let bias = V::splat(bias);
+        let a0 = V::add(V::madd(p04, pair(EVEN[0])), bias);
+        let a1 = V::add(V::madd(p04, pair(EVEN[1])), bias);
+        let b0 = V::madd(p26, pair(EVEN[2]));
+        let b1 = V::madd(p26, pair(EVEN[3]));
+        let even = [
+            V::add(a0, b0),
+            V::add(a1, b1),
+            V::sub(a1, b1),
+            V::sub(a0, b0),
+        ];
+        let mut x = [bias; 8];
+        for k in 0..4 {
+            let o = ODD[k];
+            let odd = V::add(
+                V::madd(p13, pair([o[0], o[1]])),
+                V::madd(p57, pair([o[2], o[3]])),
+            );
+            x[k] = V::shift_right::<SHIFT>(V::add(even[k], odd));
+            x[7 - k] = V::shift_right::<SHIFT>(V::sub(even[k], odd));
+        }
+        x
     }
 }
 
@@ -428,12 +669,16 @@ unsafe fn transpose8_i16(r: [std::arch::x86_64::__m128i; 8]) -> [std::arch::x86_
     }
 }
 
-/// A dense full-size block: [`dense8_avx2`] or [`dense8_sse2`] on x86-64,
+/// A dense full-size block: [`dense8_avx512`], [`dense8_avx2`] or [`dense8_sse2`] on x86-64,
 /// [`dense8_portable`] elsewhere (the same result).
 #[inline(always)]
-fn dense8(avx2: bool, coef: &[i32; 64], out: &mut [u8], stride: usize) {
+fn dense8(avx2: bool, avx512: bool, coef: &[i32; 64], out: &mut [u8], stride: usize) {
     #[cfg(target_arch = "x86_64")]
     {
+        if avx512 {
+            // SAFETY: AVX-512 BW support was detected at run time in `Idct::new`.
+            return unsafe { dense8_avx512(coef, out, stride) };
+        }
         if avx2 {
             // SAFETY: AVX2 support was detected at run time in `Idct::new`.
             return unsafe { dense8_avx2(coef, out, stride) };
@@ -443,7 +688,7 @@ fn dense8(avx2: bool, coef: &[i32; 64], out: &mut [u8], stride: usize) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = avx2;
+        let _ = (avx2, avx512);
         dense8_portable(coef, out, stride)
     }
 }
@@ -674,6 +919,42 @@ mod tests {
             // SAFETY: every x86-64 CPU has SSE2.
             unsafe { dense8_sse2(&coef, &mut b, 10) };
             assert_eq!(a, b, "{coef:?}");
+        }
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn avx512_and_portable_dense_blocks_agree_exactly_even_when_saturating() {
+        if !std::arch::is_x86_feature_detected!("avx512bw") {
+            eprintln!("no AVX-512 BW on this CPU: nothing to compare");
+            return;
+        }
+        let mut state = 54321u32;
+        for round in 0..4000 {
+            let mut coef = photo_like_block(&mut state, [400, 1500, 8000][round % 3]);
+            if round % 7 == 0 {
+                // Corrupt-stream extremes: inputs and columns saturate.
+                for c in coef.iter_mut().step_by(3) {
+                    *c = if *c > 0 { i32::MAX / 3 } else { i32::MIN / 5 };
+                }
+            }
+            // Rows 10 bytes apart, each followed by bytes the block must leave alone.
+            let (mut a, mut b) = ([7u8; 80], [7u8; 80]);
+            dense8_portable(&coef, &mut a, 10);
+            // SAFETY: the CPU has AVX-512 BW (checked above).
+            unsafe { dense8_avx512(&coef, &mut b, 10) };
+            assert_eq!(a, b, "{coef:?}");
+        }
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn the_packed_matrix_layout_places_each_value_once() {
+        let mut seen = [false; 64];
+        for i in 0..8 {
+            for j in 0..8 {
+                assert!(!std::mem::replace(&mut seen[packed_at(i, j)], true));
+            }
         }
     }
 
