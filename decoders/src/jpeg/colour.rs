@@ -1,23 +1,35 @@
-//! YCbCr -> RGB conversion (libjpeg's 16-bit fixed point): the portable code and the AVX2 and
-//! SSSE3 kernels side by side, chosen at run time.
+//! YCbCr -> RGB conversion (libjpeg's 16-bit fixed point): the portable code and the AVX2,
+//! AVX-512 VBMI and SSSE3 kernels side by side, chosen at run time.
 
 /// libjpeg's YCbCr -> RGB in 16-bit fixed point: R, G and B are computed as planes in chunks
 /// (vectorized; an AVX2 build is chosen at run time) and then interleaved.
 pub(super) struct YccTables {
     /// AVX2 was detected at run time.
     pub avx2: bool,
+    /// AVX-512 VBMI (and BW) too: [`ycc_vbmi`]'s byte permutations.
+    vbmi: bool,
 }
 
 impl YccTables {
     pub fn new() -> Self {
         #[cfg(target_arch = "x86_64")]
-        let avx2 = std::arch::is_x86_feature_detected!("avx2");
+        let (avx2, vbmi) = (
+            std::arch::is_x86_feature_detected!("avx2"),
+            std::arch::is_x86_feature_detected!("avx512bw")
+                && std::arch::is_x86_feature_detected!("avx512vbmi"),
+        );
         #[cfg(not(target_arch = "x86_64"))]
-        let avx2 = false;
-        Self { avx2 }
+        let (avx2, vbmi) = (false, false);
+        Self { avx2, vbmi }
     }
 
     pub fn convert(&self, y: &[u8], cb: &[u8], cr: &[u8], out: &mut [u8]) {
+        #[cfg(target_arch = "x86_64")]
+        if self.vbmi {
+            // SAFETY: AVX-512 BW and VBMI support was detected at run time in `new`.
+            unsafe { ycc_vbmi(y, cb, cr, out) };
+            return;
+        }
         #[cfg(target_arch = "x86_64")]
         if self.avx2 {
             // SAFETY: AVX2 support was detected at run time in `YccTables::new`.
@@ -61,6 +73,15 @@ fn ycc_avx2(y: &[u8], cb: &[u8], cr: &[u8], out: &mut [u8]) {
 #[target_feature(enable = "avx2")]
 #[inline]
 fn ycc16_avx2(y: &[u8; 16], cb: &[u8; 16], cr: &[u8; 16], out: &mut [u8; 48]) {
+    let [r, g, b] = ycc16_planes(y, cb, cr);
+    store_rgb16(r, g, b, out);
+}
+
+/// [`ycc16_avx2`]'s arithmetic: the 16 pixels' R, G and B in i16 lanes, in order.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+fn ycc16_planes(y: &[u8; 16], cb: &[u8; 16], cr: &[u8; 16]) -> [std::arch::x86_64::__m256i; 3] {
     use std::arch::x86_64::{
         __m128i, __m256i, _mm256_add_epi16, _mm256_add_epi32, _mm256_cvtepu8_epi16,
         _mm256_madd_epi16, _mm256_packs_epi32, _mm256_set1_epi16, _mm256_set1_epi32,
@@ -101,8 +122,84 @@ fn ycc16_avx2(y: &[u8; 16], cb: &[u8; 16], cr: &[u8; 16], out: &mut [u8; 48]) {
         _mm256_add_epi16(yv, _mm256_add_epi16(cbv, cbv)),
         term(cbv, minus_ones, -14_942, i16::MIN),
     );
-    store_rgb16(r, g, b, out);
+    [r, g, b]
 }
+
+/// [`ycc_avx2`] with AVX-512 VBMI: 32 pixels a step, their R, G and B computed as
+/// [`ycc16_planes`] computes them, 16 at a time, then saturated to bytes and interleaved by two
+/// byte permutations across two vectors (`vpermt2b`) instead of eighteen shuffles; the rest
+/// by [`ycc_avx2`]. Safe: only calling it needs AVX-512 BW and VBMI (`unsafe` at the call,
+/// where the CPU was checked).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512bw,avx512vbmi")]
+fn ycc_vbmi(y: &[u8], cb: &[u8], cr: &[u8], out: &mut [u8]) {
+    use std::arch::x86_64::{
+        __m256i, __m512i, _mm256_packus_epi16, _mm256_storeu_si256, _mm512_castsi256_si512,
+        _mm512_castsi512_si256, _mm512_inserti64x4, _mm512_loadu_si512, _mm512_permutex2var_epi8,
+        _mm512_storeu_si512,
+    };
+    let n = y.len().min(cb.len()).min(cr.len()).min(out.len() / 3);
+    let whole = n / 32 * 32;
+    // SAFETY: 64 bytes, read unaligned.
+    let indices = |idx: &[u8; 64]| unsafe { _mm512_loadu_si512(idx.as_ptr().cast::<__m512i>()) };
+    let (first, last) = (indices(&RGB32[0]), indices(&RGB32[1]));
+    for i in (0..whole).step_by(32) {
+        let half = |at: usize| {
+            ycc16_planes(
+                y[at..at + 16].try_into().expect("16 pixels"),
+                cb[at..at + 16].try_into().expect("16 pixels"),
+                cr[at..at + 16].try_into().expect("16 pixels"),
+            )
+        };
+        let ([r0, g0, b0], [r1, g1, b1]) = (half(i), half(i + 16));
+        // As [`RGB32`] describes: red and green in one vector, blue in another.
+        let rg = _mm512_inserti64x4::<1>(
+            _mm512_castsi256_si512(_mm256_packus_epi16(r0, g0)),
+            _mm256_packus_epi16(r1, g1),
+        );
+        let bb = _mm512_castsi256_si512(_mm256_packus_epi16(b0, b1));
+        let px = &mut out[3 * i..3 * i + 96];
+        // SAFETY: a 64-byte and a 32-byte store inside the 96 bytes of `px`.
+        unsafe {
+            _mm512_storeu_si512(
+                px.as_mut_ptr().cast::<__m512i>(),
+                _mm512_permutex2var_epi8(rg, first, bb),
+            );
+            _mm256_storeu_si256(
+                px.as_mut_ptr().add(64).cast::<__m256i>(),
+                _mm512_castsi512_si256(_mm512_permutex2var_epi8(rg, last, bb)),
+            );
+        }
+    }
+    ycc_avx2(
+        &y[whole..n],
+        &cb[whole..n],
+        &cr[whole..n],
+        &mut out[3 * whole..],
+    );
+}
+
+/// The `vpermt2b` indices of [`ycc_vbmi`]: byte `j` of 32 pixels' 96 interleaved RGB bytes
+/// (`RGB32[j / 64][j % 64]`), from two tables. The first holds red and green, packed from the
+/// pixels' two halves of 16 (in 16-byte lanes: red then green of pixels 0-7, of 8-15, of 16-23,
+/// of 24-31); the second (indices from 64) blue, packed from the two halves at once (pixels
+/// 0-7, 16-23, 8-15, 24-31).
+#[cfg(target_arch = "x86_64")]
+const RGB32: [[u8; 64]; 2] = {
+    let mut idx = [[0u8; 64]; 2];
+    let mut j = 0;
+    while j < 96 {
+        let (p, c) = (j / 3, j % 3);
+        let (eighth, at) = (p / 8, p % 8);
+        idx[j / 64][j % 64] = match c {
+            0 => 16 * eighth + at,
+            1 => 16 * eighth + 8 + at,
+            _ => 64 + [0, 16, 8, 24][eighth] + at,
+        } as u8;
+        j += 1;
+    }
+    idx
+};
 
 /// Saturates 16 pixels' R, G and B (i16 lanes, in order) to bytes and interleaves them into 48
 /// RGB bytes: the last step of the JPEG and the video colour conversions.
@@ -265,7 +362,9 @@ mod tests {
             x as u8
         };
         let tables = YccTables::new();
-        for w in [1, 15, 16, 17, 63, 64, 65, 100, 224, 501] {
+        for w in [
+            1, 15, 16, 17, 31, 32, 33, 48, 63, 64, 65, 95, 96, 100, 224, 501,
+        ] {
             let planes: Vec<Vec<u8>> = (0..3).map(|_| (0..w).map(|_| next()).collect()).collect();
             let (mut fast, mut portable) = (vec![0u8; 3 * w], vec![0u8; 3 * w]);
             tables.convert(&planes[0], &planes[1], &planes[2], &mut fast);
