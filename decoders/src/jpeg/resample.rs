@@ -567,7 +567,26 @@ impl PlaneResampler {
         let (rows, wide, tall) = (&mut self.rows_out, &mut self.transposed, &mut self.cols_out);
         // Rows: out_h x vw, 16-bit (and room for the loads of `across_avx512`).
         rows.resize(out_h * vw + Lanes::READ_PAST, 0);
-        filter_columns::<BytesToWide>(avx2, src, g.stride, rows_taps, vw, &mut rows[..out_h * vw]);
+        #[cfg(target_arch = "x86_64")]
+        let wide_rows = self.avx512 && vw >= 32;
+        #[cfg(not(target_arch = "x86_64"))]
+        let wide_rows = false;
+        if wide_rows {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: AVX-512 BW was detected at run time (`avx512` is only set then).
+            unsafe {
+                down_avx512(src, g.stride, rows_taps, vw, &mut rows[..out_h * vw]);
+            }
+        } else {
+            filter_columns::<BytesToWide>(
+                avx2,
+                src,
+                g.stride,
+                rows_taps,
+                vw,
+                &mut rows[..out_h * vw],
+            );
+        }
         #[cfg(target_arch = "x86_64")]
         if self.avx512 {
             let lanes = &mut self.lanes[across];
@@ -733,6 +752,46 @@ unsafe fn rows_u8_avx2(rows: &[u8], stride: usize, weights: &[i16], out: &mut [i
                 acc = _mm256_adds_epi16(acc, _mm256_mulhrs_epi16(v, _mm256_set1_epi16(w)));
             }
             _mm256_storeu_si256(out.as_mut_ptr().add(x).cast::<__m256i>(), acc);
+        }
+    }
+}
+
+/// The first pass ([`filter_columns`] of [`BytesToWide`]) with AVX-512 BW: 32 samples a step
+/// in 16-bit lanes, the same operations as [`rows_u8_avx2`] on twice the lanes, so the same
+/// results; a row's last step overlaps the one before it and writes the same values. Safe:
+/// only calling it needs AVX-512 BW (`unsafe` at the call, where the CPU was checked); its
+/// loads are bounded by the assert on each row's source.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512bw")]
+fn down_avx512(src: &[u8], stride: usize, taps: &Taps, width: usize, dst: &mut [i16]) {
+    use std::arch::x86_64::{
+        __m256i, __m512i, _mm256_loadu_si256, _mm512_adds_epi16, _mm512_cvtepu8_epi16,
+        _mm512_mulhrs_epi16, _mm512_set1_epi16, _mm512_setzero_si512, _mm512_slli_epi16,
+        _mm512_storeu_si512,
+    };
+    assert!(width >= 32, "a row narrower than a step");
+    for (i, out) in dst.chunks_exact_mut(width).enumerate() {
+        let (first, n) = (taps.start[i], taps.len[i]);
+        let rows = &src[first * stride..];
+        assert!(
+            rows.len() >= (n - 1) * stride + width,
+            "filter reads past the plane"
+        );
+        let weights = &taps.weights[i * taps.width..][..n];
+        let steps = (0..width / 32).map(|b| b * 32);
+        for x in steps.chain((width % 32 != 0).then_some(width - 32)) {
+            let mut acc = _mm512_setzero_si512();
+            for (k, &w) in weights.iter().enumerate() {
+                // SAFETY: reads 32 bytes at `k * stride + x` with `k < n` and
+                // `x + 32 <= width`: inside `rows` by the assert above.
+                let v = unsafe {
+                    _mm256_loadu_si256(rows.as_ptr().add(k * stride + x).cast::<__m256i>())
+                };
+                let v = _mm512_slli_epi16::<FRACTION>(_mm512_cvtepu8_epi16(v));
+                acc = _mm512_adds_epi16(acc, _mm512_mulhrs_epi16(v, _mm512_set1_epi16(w)));
+            }
+            // SAFETY: writes `out[x..x + 32]`, inside the row (`x + 32 <= width`).
+            unsafe { _mm512_storeu_si512(out.as_mut_ptr().add(x).cast::<__m512i>(), acc) };
         }
     }
 }
