@@ -779,7 +779,7 @@ fn down_avx512(src: &[u8], stride: usize, taps: &Taps, width: usize, dst: &mut [
         );
         let weights = &taps.weights[i * taps.width..][..n];
         let steps = (0..width / 32).map(|b| b * 32);
-        for x in steps.chain((width % 32 != 0).then_some(width - 32)) {
+        for x in steps.chain((!width.is_multiple_of(32)).then_some(width - 32)) {
             let mut acc = _mm512_setzero_si512();
             for (k, &w) in weights.iter().enumerate() {
                 // SAFETY: reads 32 bytes at `k * stride + x` with `k < n` and
