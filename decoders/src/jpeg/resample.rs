@@ -118,6 +118,17 @@ struct LumaKey {
     filter: Filter,
 }
 
+/// What one axis of a plane is resampled to: the window of it (start and length, in
+/// full-resolution pixels) mapped onto `out` samples by `filter`, whose taps are clipped to
+/// `region` (the same, integers).
+#[derive(Clone, Copy)]
+struct AxisMap {
+    window: (f64, f64),
+    region: (u32, u32),
+    out: usize,
+    filter: Filter,
+}
+
 /// `Taps::compute`'s arguments, compared bit for bit: the taps are a function of them alone.
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct TapsKey {
@@ -129,8 +140,8 @@ struct TapsKey {
 }
 
 impl Taps {
-    /// Taps that map `window` (start and length, full-resolution pixels) of an axis onto `out`
-    /// samples, with filters clipped to `region` (the same, integers).
+    /// Taps that map `map.window` (start and length, full-resolution pixels) of an axis onto
+    /// `map.out` samples, with filters clipped to `map.region` (the same, integers).
     ///
     /// The filter is the one a decoder that upsampled chroma to full size would apply to
     /// the crop, written as weights on this plane's own samples. Over luma samples it is
@@ -147,18 +158,15 @@ impl Taps {
     fn compute(
         &mut self,
         axis: &Axis,
-        window: (f64, f64),
-        region: (u32, u32),
-        out: usize,
-        filter: Filter,
+        map: &AxisMap,
         luma: &mut LumaWeights,
     ) -> Result<(), DecodeError> {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: AVX2 support was just detected.
-            return unsafe { self.compute_avx2(axis, window, region, out, filter, luma) };
+            return unsafe { self.compute_avx2(axis, map, luma) };
         }
-        self.compute_here(axis, window, region, out, filter, luma)
+        self.compute_here(axis, map, luma)
     }
 
     /// [`Taps::compute`] compiled for AVX2: its passes over all the output samples vectorize
@@ -169,13 +177,10 @@ impl Taps {
     fn compute_avx2(
         &mut self,
         axis: &Axis,
-        window: (f64, f64),
-        region: (u32, u32),
-        out: usize,
-        filter: Filter,
+        map: &AxisMap,
         luma: &mut LumaWeights,
     ) -> Result<(), DecodeError> {
-        self.compute_here(axis, window, region, out, filter, luma)
+        self.compute_here(axis, map, luma)
     }
 
     /// The body of [`Taps::compute`], inlined into each build of it.
@@ -183,18 +188,16 @@ impl Taps {
     fn compute_here(
         &mut self,
         axis: &Axis,
-        window: (f64, f64),
-        region: (u32, u32),
-        out: usize,
-        filter: Filter,
+        map: &AxisMap,
         luma: &mut LumaWeights,
     ) -> Result<(), DecodeError> {
+        let (window, region, out) = (map.window, map.region, map.out);
         let key = TapsKey {
             axis: *axis,
             window: (window.0.to_bits(), window.1.to_bits()),
             region,
             out,
-            filter,
+            filter: map.filter,
         };
         if self.key == Some(key) {
             return Ok(());
@@ -219,7 +222,7 @@ impl Taps {
         if b0 >= b1 || c0 < axis.origin || c1 > axis.origin + axis.held || len <= 0.0 {
             return Err(DecodeError::Parameter("region outside the decoded planes"));
         }
-        luma.compute(axis, window, (b0, b1), region, out, filter);
+        luma.compute(axis, map, (b0, b1));
         let luma_width = luma.width;
         self.width = if sub { luma_width / 2 + 3 } else { luma_width };
         let luma_row = luma.row;
@@ -298,21 +301,43 @@ impl Taps {
     }
 }
 
+impl Taps {
+    /// What output sample `i` of a pass reads, for `width` samples side by side: the plane's
+    /// rows (or columns) from its first tap's on (`src`'s lines `stride` apart), checked to
+    /// hold every sample its weights read, and those weights.
+    ///
+    /// # Panics
+    /// When `src` is too short for them (a bug in the taps' covering region).
+    fn source<'a, T>(
+        &self,
+        i: usize,
+        src: &'a [T],
+        stride: usize,
+        width: usize,
+    ) -> (&'a [T], &[i16]) {
+        let (first, n) = (self.start[i], self.len[i]);
+        let rows = &src[first * stride..];
+        assert!(
+            rows.len() >= (n - 1) * stride + width,
+            "filter reads past the plane"
+        );
+        (rows, &self.weights[i * self.width..][..n])
+    }
+}
+
 impl LumaWeights {
-    /// The filter over luma samples that maps `window` of an axis onto `out` samples, clipped
-    /// to the region's luma samples `[b0, b1)` at the decode scale (`b0 < b1`), for `axis`'s
-    /// scale and valid samples; kept when the arguments are those of the last call. Inlined
-    /// into each build of [`Taps::compute`].
+    /// The filter over luma samples that maps `map.window` of an axis onto `map.out` samples,
+    /// clipped to the region's luma samples `[b0, b1)` at the decode scale (`b0 < b1`), for
+    /// `axis`'s scale and valid samples; kept when the arguments are those of the last call.
+    /// Inlined into each build of [`Taps::compute`].
     #[inline(always)]
-    fn compute(
-        &mut self,
-        axis: &Axis,
-        window: (f64, f64),
-        (b0, b1): (usize, usize),
-        region: (u32, u32),
-        out: usize,
-        filter: Filter,
-    ) {
+    fn compute(&mut self, axis: &Axis, map: &AxisMap, (b0, b1): (usize, usize)) {
+        let AxisMap {
+            window,
+            region,
+            out,
+            filter,
+        } = *map;
         let key = LumaKey {
             denom: axis.denom,
             luma_valid: axis.luma_valid,
@@ -537,22 +562,20 @@ impl PlaneResampler {
         if !same_taps {
             let (x, y) = ((window.left, window.width), (window.top, window.height));
             let [luma_across, luma_down] = &mut self.luma;
-            self.cols[across].compute(
-                &g.across,
-                x,
-                (region.x, region.width),
-                out_w,
+            let across_map = AxisMap {
+                window: x,
+                region: (region.x, region.width),
+                out: out_w,
                 filter,
-                luma_across,
-            )?;
-            self.rows[down].compute(
-                &g.down,
-                y,
-                (region.y, region.height),
-                out_h,
+            };
+            let down_map = AxisMap {
+                window: y,
+                region: (region.y, region.height),
+                out: out_h,
                 filter,
-                luma_down,
-            )?;
+            };
+            self.cols[across].compute(&g.across, &across_map, luma_across)?;
+            self.rows[down].compute(&g.down, &down_map, luma_down)?;
         }
         let (cols, rows_taps) = (&self.cols[across], &self.rows[down]);
         let (x0, x1) = cols.covering;
@@ -700,18 +723,12 @@ fn filter_columns<P: Pass>(
     dst: &mut [P::Out],
 ) {
     for (i, out) in dst.chunks_exact_mut(width).enumerate() {
-        let (first, n) = (taps.start[i], taps.len[i]);
-        let rows = &src[first * stride..];
-        assert!(
-            rows.len() >= (n - 1) * stride + width,
-            "filter reads past the plane"
-        );
-        let weights = &taps.weights[i * taps.width..][..n];
+        let (rows, weights) = taps.source(i, src, stride, width);
         #[cfg(target_arch = "x86_64")]
         if avx2 && width >= 16 {
-            // SAFETY: AVX2 support was detected at run time (`avx2` is only set then); the
-            // assert above bounds every row the weights read, `width` samples long. The last
-            // block overlaps the one before it and writes the same values.
+            // SAFETY: AVX2 support was detected at run time (`avx2` is only set then);
+            // `Taps::source` checked that `rows` holds every row the weights read, `width`
+            // samples long. The last block overlaps the one before it and writes the same values.
             unsafe {
                 P::blocks(rows, stride, weights, out);
                 let tail = width - 16;
@@ -760,7 +777,7 @@ unsafe fn rows_u8_avx2(rows: &[u8], stride: usize, weights: &[i16], out: &mut [i
 /// in 16-bit lanes, the same operations as [`rows_u8_avx2`] on twice the lanes, so the same
 /// results; a row's last step overlaps the one before it and writes the same values. Safe:
 /// only calling it needs AVX-512 BW (`unsafe` at the call, where the CPU was checked); its
-/// loads are bounded by the assert on each row's source.
+/// loads are bounded by `Taps::source`'s check of each row's source.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512bw")]
 fn down_avx512(src: &[u8], stride: usize, taps: &Taps, width: usize, dst: &mut [i16]) {
@@ -771,19 +788,13 @@ fn down_avx512(src: &[u8], stride: usize, taps: &Taps, width: usize, dst: &mut [
     };
     assert!(width >= 32, "a row narrower than a step");
     for (i, out) in dst.chunks_exact_mut(width).enumerate() {
-        let (first, n) = (taps.start[i], taps.len[i]);
-        let rows = &src[first * stride..];
-        assert!(
-            rows.len() >= (n - 1) * stride + width,
-            "filter reads past the plane"
-        );
-        let weights = &taps.weights[i * taps.width..][..n];
+        let (rows, weights) = taps.source(i, src, stride, width);
         let steps = (0..width / 32).map(|b| b * 32);
         for x in steps.chain((!width.is_multiple_of(32)).then_some(width - 32)) {
             let mut acc = _mm512_setzero_si512();
             for (k, &w) in weights.iter().enumerate() {
-                // SAFETY: reads 32 bytes at `k * stride + x` with `k < n` and
-                // `x + 32 <= width`: inside `rows` by the assert above.
+                // SAFETY: reads 32 bytes at `k * stride + x` with `k < weights.len()` and
+                // `x + 32 <= width`: inside `rows`, as `Taps::source` checked.
                 let v = unsafe {
                     _mm256_loadu_si256(rows.as_ptr().add(k * stride + x).cast::<__m256i>())
                 };
@@ -1158,10 +1169,12 @@ mod tests {
             };
             t.compute(
                 &axis,
-                window,
-                region,
-                out,
-                Filter::Bilinear,
+                &AxisMap {
+                    window,
+                    region,
+                    out,
+                    filter: Filter::Bilinear,
+                },
                 &mut LumaWeights::default(),
             )
             .unwrap();
@@ -1190,10 +1203,12 @@ mod tests {
         let mut t = Taps::default();
         t.compute(
             &axis,
-            (0.0, 8.0),
-            (0, 8),
-            8,
-            Filter::Bilinear,
+            &AxisMap {
+                window: (0.0, 8.0),
+                region: (0, 8),
+                out: 8,
+                filter: Filter::Bilinear,
+            },
             &mut LumaWeights::default(),
         )
         .unwrap();
@@ -1242,10 +1257,12 @@ mod tests {
             };
             t.compute(
                 &axis,
-                (2.5, 117.0),
-                (2, 118),
-                out,
-                Filter::Bilinear,
+                &AxisMap {
+                    window: (2.5, 117.0),
+                    region: (2, 118),
+                    out,
+                    filter: Filter::Bilinear,
+                },
                 &mut LumaWeights::default(),
             )
             .unwrap();
@@ -1263,10 +1280,12 @@ mod tests {
             };
             t2.compute(
                 &axis2,
-                (0.5, out as f64 - 1.0),
-                (0, out as u32),
-                23,
-                Filter::Bilinear,
+                &AxisMap {
+                    window: (0.5, out as f64 - 1.0),
+                    region: (0, out as u32),
+                    out: 23,
+                    filter: Filter::Bilinear,
+                },
                 &mut LumaWeights::default(),
             )
             .unwrap();
@@ -1365,10 +1384,12 @@ mod tests {
             };
             t.compute(
                 &axis,
-                (0.0, size as f64),
-                (0, size as u32),
-                out,
-                Filter::Bicubic,
+                &AxisMap {
+                    window: (0.0, size as f64),
+                    region: (0, size as u32),
+                    out,
+                    filter: Filter::Bicubic,
+                },
                 &mut LumaWeights::default(),
             )
             .unwrap();
