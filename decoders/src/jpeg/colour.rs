@@ -2,7 +2,7 @@
 //! AVX-512 VBMI and SSSE3 kernels side by side, chosen at run time.
 
 /// libjpeg's YCbCr -> RGB in 16-bit fixed point: R, G and B are computed as planes in chunks
-/// (vectorized; an AVX2 build is chosen at run time) and then interleaved.
+/// (vectorized; an AVX2 or AVX-512 VBMI kernel is chosen at run time) and then interleaved.
 pub(super) struct YccTables {
     /// AVX2 was detected at run time.
     pub avx2: bool,
