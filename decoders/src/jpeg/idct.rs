@@ -39,7 +39,7 @@ pub(crate) struct Idct {
     t: [[[f32; 8]; 8]; 4],
     tt: [[[f32; 8]; 8]; 4],
     avx2: bool,
-    /// AVX-512 BW, which [`dense8_avx512`] takes.
+    /// AVX-512 BW and VL, which [`dense8_avx512`] takes.
     avx512: bool,
 }
 
@@ -76,7 +76,8 @@ impl Idct {
         #[cfg(target_arch = "x86_64")]
         let (avx2, avx512) = (
             std::arch::is_x86_feature_detected!("avx2"),
-            std::arch::is_x86_feature_detected!("avx512bw"),
+            std::arch::is_x86_feature_detected!("avx512bw")
+                && std::arch::is_x86_feature_detected!("avx512vl"),
         );
         #[cfg(not(target_arch = "x86_64"))]
         let (avx2, avx512) = (false, false);
@@ -393,9 +394,14 @@ const ROWS_ODD: [i16; 32] = row_indices(1);
 /// the same result: each 1-D pass works on all eight columns (rows) at once in 256-bit
 /// lanes (SSE2 takes two halves of four), and each transpose, with the pairing of inputs a
 /// pass takes, is two word permutations across two 512-bit vectors (`vpermt2w`) instead of
-/// 32 unpacks.
+/// 32 unpacks. Built with AVX-512 VL too, so that its 256-bit operations have 32 registers:
+/// with 16, the passes' constants spilled to the stack and were loaded again.
+///
+/// Two blocks at once (512-bit passes, block pairs held back in the entropy decoder) measured
+/// slower: this CPU (Zen 4) runs a 512-bit operation as two 256-bit halves, so a pair costs
+/// nearly two blocks' arithmetic, and holding blocks back cost the entropy decoder's loop.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512bw")]
+#[target_feature(enable = "avx512bw,avx512vl")]
 #[inline(never)]
 fn dense8_avx512(coef: &[i32; 64], out: &mut [u8], stride: usize) {
     use std::arch::x86_64::{
@@ -436,7 +442,7 @@ fn dense8_avx512(coef: &[i32; 64], out: &mut [u8], stride: usize) {
     };
     // SAFETY: the indices are 64 bytes of i16, read unaligned.
     let indices = |idx: &[i16; 32]| unsafe { _mm512_loadu_si512(idx.as_ptr().cast()) };
-    // SAFETY: AVX-512 BW, and with it AVX2, is enabled in this function.
+    // SAFETY: AVX-512 BW and VL, and with them AVX2, are enabled in this function.
     let g =
         unsafe { butterflies::<_, SHIFT1>(pair(0, 4), pair(2, 6), pair(1, 3), pair(5, 7), BIAS1) };
     let [lo, hi] = pack(g);
@@ -676,7 +682,7 @@ fn dense8(avx2: bool, avx512: bool, coef: &[i32; 64], out: &mut [u8], stride: us
     #[cfg(target_arch = "x86_64")]
     {
         if avx512 {
-            // SAFETY: AVX-512 BW support was detected at run time in `Idct::new`.
+            // SAFETY: AVX-512 BW and VL support was detected at run time in `Idct::new`.
             return unsafe { dense8_avx512(coef, out, stride) };
         }
         if avx2 {
@@ -925,8 +931,10 @@ mod tests {
     #[test]
     #[cfg(target_arch = "x86_64")]
     fn avx512_and_portable_dense_blocks_agree_exactly_even_when_saturating() {
-        if !std::arch::is_x86_feature_detected!("avx512bw") {
-            eprintln!("no AVX-512 BW on this CPU: nothing to compare");
+        if !(std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512vl"))
+        {
+            eprintln!("no AVX-512 BW and VL on this CPU: nothing to compare");
             return;
         }
         let mut state = 54321u32;
@@ -941,7 +949,7 @@ mod tests {
             // Rows 10 bytes apart, each followed by bytes the block must leave alone.
             let (mut a, mut b) = ([7u8; 80], [7u8; 80]);
             dense8_portable(&coef, &mut a, 10);
-            // SAFETY: the CPU has AVX-512 BW (checked above).
+            // SAFETY: the CPU has AVX-512 BW and VL (checked above).
             unsafe { dense8_avx512(&coef, &mut b, 10) };
             assert_eq!(a, b, "{coef:?}");
         }
