@@ -321,33 +321,31 @@ mod tests {
     #[test]
     #[cfg(target_os = "linux")]
     fn a_pinned_buffer_takes_memory_only_for_the_pages_written() {
-        const PAGE: usize = 4096;
-        let mut buf = PinnedBuffer::new(256 * PAGE).unwrap();
+        // SAFETY: sysconf only reads its argument.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let mut buf = PinnedBuffer::new(256 * page).unwrap();
         buf.as_mut_slice()[0] = 1;
-        buf.as_mut_slice()[100 * PAGE] = 2;
-        let resident = |buf: &PinnedBuffer| {
-            let mut pages = vec![0u8; 256];
-            // SAFETY: the buffer's mapping is 256 whole pages; `pages` has a byte for each.
-            let ok = unsafe {
-                libc::mincore(
-                    buf.ptr.as_ptr().cast(),
-                    256 * PAGE,
-                    pages.as_mut_ptr().cast(),
-                )
-            };
-            assert_eq!(ok, 0, "mincore: {}", std::io::Error::last_os_error());
-            pages.iter().map(|p| p & 1 == 1).collect::<Vec<_>>()
+        buf.as_mut_slice()[100 * page] = 2;
+        let mut resident = vec![0u8; 256];
+        // SAFETY: the buffer's mapping is 256 whole pages; `resident` has a byte for each.
+        let ok = unsafe {
+            libc::mincore(
+                buf.ptr.as_ptr().cast(),
+                256 * page,
+                resident.as_mut_ptr().cast(),
+            )
         };
-        let pages = resident(&buf);
-        assert!(pages[0] && pages[100], "written pages are in memory");
+        assert_eq!(ok, 0, "mincore: {}", std::io::Error::last_os_error());
+        let resident: Vec<bool> = resident.iter().map(|p| p & 1 == 1).collect();
+        assert!(resident[0] && resident[100], "written pages are in memory");
         assert_eq!(
-            pages.iter().filter(|&&r| r).count(),
+            resident.iter().filter(|&&r| r).count(),
             2,
             "no page but the written ones (locked: {})",
             buf.is_locked()
         );
         assert_eq!(
-            buf.as_slice()[200 * PAGE],
+            buf.as_slice()[200 * page],
             0,
             "unwritten bytes read as zeros"
         );
