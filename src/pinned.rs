@@ -14,6 +14,10 @@ pub struct PinnedBuffer {
     ptr: NonNull<u8>,
     len: usize,
     locked: bool,
+    /// Locked page by page as first written, with pages not yet in (see [`Self::new`]).
+    on_fault: bool,
+    /// Times a [`PinnedPool`] handed it out.
+    handed_out: u32,
 }
 
 // SAFETY: the buffer exclusively owns its mapping; moving it between threads moves that
@@ -25,13 +29,15 @@ unsafe impl Sync for PinnedBuffer {}
 impl PinnedBuffer {
     /// Maps `len` bytes (at least one page) of zeroed memory and tries to lock it: each page is
     /// locked in RAM from when it is first written (Linux's `MLOCK_ONFAULT`; elsewhere, or on a
-    /// kernel without it, every page is faulted in and locked now).
+    /// kernel without it, every page is faulted in and locked now). Whatever the DMA engine
+    /// reads was written first, so it is always resident and locked.
     ///
     /// Locking on fault is what makes a loader's first batch quick: populating a pool of three
-    /// 74 MiB batch buffers up front took about 90 ms of the time to the first batch, and a
+    /// 74 MiB batch buffers up front took about 90 ms of the time to the first batch, while a
     /// batch of the engine path writes only its bitstreams into its buffer, a quarter of the
-    /// pages, which are then all the memory it takes. Whatever the DMA engine reads was written
-    /// first, so it is always resident and locked.
+    /// pages. A [`PinnedPool`] brings all of a buffer's pages in when it hands the buffer out a
+    /// second time (its first batch long done), so memory is flat from then on instead of
+    /// creeping up as larger samples reach pages no sample had written yet.
     ///
     /// # Errors
     /// The memory cannot be mapped. A failure to *lock* is not an error: see [`Self::is_locked`].
@@ -65,10 +71,20 @@ impl PinnedBuffer {
         if ptr == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error());
         }
-        let locked = pin && lock(ptr, map_len);
+        let (locked, on_fault) = if pin {
+            lock(ptr, map_len)
+        } else {
+            (false, false)
+        };
         let ptr = NonNull::new(ptr.cast::<u8>())
             .ok_or_else(|| std::io::Error::other("mmap returned null"))?;
-        Ok(Self { ptr, len, locked })
+        Ok(Self {
+            ptr,
+            len,
+            locked,
+            on_fault,
+            handed_out: 0,
+        })
     }
 
     /// Whether the pages are locked in RAM (DMA can read them directly).
@@ -96,6 +112,17 @@ impl PinnedBuffer {
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: as in `as_slice`, and `&mut self` guarantees exclusive access.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// Counts a hand-out by a pool; at the second, brings every page of a buffer locked on fault
+    /// in (see [`Self::new`]).
+    fn hand_out(mut self) -> Self {
+        self.handed_out = self.handed_out.saturating_add(1);
+        if self.on_fault && self.handed_out == 2 {
+            populate(self.ptr.as_ptr(), self.len.max(1));
+            self.on_fault = false;
+        }
+        self
     }
 
     /// A raw pointer to the first byte, for writers that fill disjoint parts concurrently.
@@ -200,7 +227,10 @@ impl PinnedPool {
 
     /// Takes a buffer, waiting for one to be returned if all are out.
     pub fn take(&self) -> PinnedBuffer {
-        self.rx.recv().expect("the pool holds its own sender")
+        self.rx
+            .recv()
+            .expect("the pool holds its own sender")
+            .hand_out()
     }
 
     /// Takes a buffer, or maps a new one when all are out. For buffers lent to a consumer that
@@ -213,7 +243,7 @@ impl PinnedPool {
     /// A new buffer cannot be mapped.
     pub fn take_or_grow(&self) -> std::io::Result<PinnedBuffer> {
         match self.rx.try_recv() {
-            Ok(buf) => Ok(buf),
+            Ok(buf) => Ok(buf.hand_out()),
             Err(_) => {
                 self.grown
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -256,22 +286,41 @@ impl PinnedPool {
 }
 
 /// Locks the `len` bytes of our fresh mapping at `ptr`, each page from when it is first touched
-/// where the kernel can (see [`PinnedBuffer::new`]), else all of them now. Whether it could.
-fn lock(ptr: *mut libc::c_void, len: usize) -> bool {
+/// where the kernel can (see [`PinnedBuffer::new`]), else all of them now. Whether it could,
+/// and whether on fault.
+fn lock(ptr: *mut libc::c_void, len: usize) -> (bool, bool) {
     #[cfg(all(target_os = "linux", any(target_env = "gnu", target_env = "musl")))]
     {
         // SAFETY: `ptr` is a live mapping of `len` bytes that we own; locking changes no byte.
         if unsafe { libc::mlock2(ptr, len, libc::MLOCK_ONFAULT as _) } == 0 {
-            return true;
+            return (true, true);
         }
         let err = std::io::Error::last_os_error().raw_os_error();
         if err != Some(libc::ENOSYS) && err != Some(libc::EINVAL) {
             // Over the limit (ENOMEM, EPERM): locking everything now would fail the same way.
-            return false;
+            return (false, false);
         }
     }
     // SAFETY: as above. Locking faults every page in.
-    unsafe { libc::mlock(ptr, len) == 0 }
+    (unsafe { libc::mlock(ptr, len) == 0 }, false)
+}
+
+/// Brings every page of the `len` bytes at `ptr` (a mapping owned by the caller, which nothing
+/// else writes meanwhile) into memory without changing a byte.
+fn populate(ptr: *mut u8, len: usize) {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: the range is the caller's own mapping; MADV_POPULATE_WRITE faults its pages in
+        // as writes would, and writes nothing.
+        if unsafe { libc::madvise(ptr.cast(), len, libc::MADV_POPULATE_WRITE) } == 0 {
+            return;
+        }
+    }
+    // Kernels before 5.14: each page's first byte written back as it is.
+    for at in (0..len).step_by(4096) {
+        // SAFETY: `at < len`, inside the caller's mapping, which nothing else writes meanwhile.
+        unsafe { ptr.add(at).write_volatile(ptr.add(at).read_volatile()) };
+    }
 }
 
 /// The machine's physical memory in bytes, if the OS says.
@@ -349,6 +398,49 @@ mod tests {
             0,
             "unwritten bytes read as zeros"
         );
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_pooled_buffer_has_all_its_pages_in_from_its_second_batch_on() {
+        // SAFETY: sysconf only reads its argument.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let resident = |buf: &PinnedBuffer| {
+            let mut pages = vec![0u8; 64];
+            // SAFETY: the buffer's mapping is 64 whole pages; `pages` has a byte for each.
+            let ok = unsafe {
+                libc::mincore(
+                    buf.ptr.as_ptr().cast(),
+                    64 * page,
+                    pages.as_mut_ptr().cast(),
+                )
+            };
+            assert_eq!(ok, 0, "mincore: {}", std::io::Error::last_os_error());
+            pages.iter().filter(|&&p| p & 1 == 1).count()
+        };
+        let pool = PinnedPool::new(1, 64 * page).unwrap();
+        let mut first = pool.take();
+        if !first.on_fault {
+            eprintln!(
+                "not locked on fault here (RLIMIT_MEMLOCK, or an old kernel): nothing to check"
+            );
+            return;
+        }
+        first.as_mut_slice()[page] = 9;
+        assert_eq!(
+            resident(&first),
+            1,
+            "its first batch: only the page it wrote"
+        );
+        pool.returner().send(first).unwrap();
+        let second = pool.take();
+        assert_eq!(resident(&second), 64, "its second: every page");
+        assert_eq!(second.as_slice()[page], 9, "and no byte changed");
+        assert!(second
+            .as_slice()
+            .iter()
+            .enumerate()
+            .all(|(i, &b)| b == 0 || i == page));
     }
 
     #[test]
