@@ -367,25 +367,37 @@ mod tests {
         );
     }
 
-    #[test]
     #[cfg(target_os = "linux")]
-    fn a_pinned_buffer_takes_memory_only_for_the_pages_written() {
+    fn page_size() -> usize {
         // SAFETY: sysconf only reads its argument.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
-        let mut buf = PinnedBuffer::new(256 * page).unwrap();
-        buf.as_mut_slice()[0] = 1;
-        buf.as_mut_slice()[100 * page] = 2;
-        let mut resident = vec![0u8; 256];
-        // SAFETY: the buffer's mapping is 256 whole pages; `resident` has a byte for each.
+        unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+    }
+
+    /// Whether each page of `buf` is in memory, by `mincore`.
+    #[cfg(target_os = "linux")]
+    fn resident_pages(buf: &PinnedBuffer) -> Vec<bool> {
+        let pages = buf.len().div_ceil(page_size());
+        let mut resident = vec![0u8; pages];
+        // SAFETY: the buffer's mapping is `pages` whole pages; `resident` has a byte for each.
         let ok = unsafe {
             libc::mincore(
                 buf.ptr.as_ptr().cast(),
-                256 * page,
+                buf.len(),
                 resident.as_mut_ptr().cast(),
             )
         };
         assert_eq!(ok, 0, "mincore: {}", std::io::Error::last_os_error());
-        let resident: Vec<bool> = resident.iter().map(|p| p & 1 == 1).collect();
+        resident.iter().map(|p| p & 1 == 1).collect()
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_pinned_buffer_takes_memory_only_for_the_pages_written() {
+        let page = page_size();
+        let mut buf = PinnedBuffer::new(256 * page).unwrap();
+        buf.as_mut_slice()[0] = 1;
+        buf.as_mut_slice()[100 * page] = 2;
+        let resident = resident_pages(&buf);
         assert!(resident[0] && resident[100], "written pages are in memory");
         assert_eq!(
             resident.iter().filter(|&&r| r).count(),
@@ -403,21 +415,8 @@ mod tests {
     #[test]
     #[cfg(target_os = "linux")]
     fn a_pooled_buffer_has_all_its_pages_in_from_its_second_batch_on() {
-        // SAFETY: sysconf only reads its argument.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
-        let resident = |buf: &PinnedBuffer| {
-            let mut pages = vec![0u8; 64];
-            // SAFETY: the buffer's mapping is 64 whole pages; `pages` has a byte for each.
-            let ok = unsafe {
-                libc::mincore(
-                    buf.ptr.as_ptr().cast(),
-                    64 * page,
-                    pages.as_mut_ptr().cast(),
-                )
-            };
-            assert_eq!(ok, 0, "mincore: {}", std::io::Error::last_os_error());
-            pages.iter().filter(|&&p| p & 1 == 1).count()
-        };
+        let page = page_size();
+        let resident = |buf: &PinnedBuffer| resident_pages(buf).iter().filter(|&&r| r).count();
         let pool = PinnedPool::new(1, 64 * page).unwrap();
         let mut first = pool.take();
         if !first.on_fault {
