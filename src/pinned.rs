@@ -323,6 +323,30 @@ fn populate(ptr: *mut u8, len: usize) {
     }
 }
 
+/// The host's page size in bytes.
+pub(crate) fn page_size() -> usize {
+    // SAFETY: sysconf only reads its argument and returns a number (-1 on error).
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(page)
+        .ok()
+        .filter(|&p| p > 0)
+        .unwrap_or(4096)
+}
+
+/// Whether each page that `ptr..ptr + len` touches is in memory, by `mincore`; for tests.
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) fn resident_pages_in(ptr: *const u8, len: usize) -> Vec<bool> {
+    let page = page_size();
+    let start = ptr as usize / page * page;
+    let end = (ptr as usize + len).next_multiple_of(page);
+    let mut resident = vec![0u8; (end - start) / page];
+    // SAFETY: `start..end` covers whole pages of the caller's live mapping; `resident` has a
+    // byte for each of them.
+    let ok = unsafe { libc::mincore(start as *mut _, end - start, resident.as_mut_ptr().cast()) };
+    assert_eq!(ok, 0, "mincore: {}", std::io::Error::last_os_error());
+    resident.iter().map(|p| p & 1 == 1).collect()
+}
+
 /// The machine's physical memory in bytes, if the OS says.
 pub fn physical_memory() -> Option<u64> {
     // SAFETY: sysconf only reads its argument and returns a number (-1 on error).
@@ -367,27 +391,12 @@ mod tests {
         );
     }
 
-    #[cfg(target_os = "linux")]
-    fn page_size() -> usize {
-        // SAFETY: sysconf only reads its argument.
-        unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
-    }
+    use super::{page_size, resident_pages_in};
 
-    /// Whether each page of `buf` is in memory, by `mincore`.
+    /// Whether each page of `buf` is in memory.
     #[cfg(target_os = "linux")]
     fn resident_pages(buf: &PinnedBuffer) -> Vec<bool> {
-        let pages = buf.len().div_ceil(page_size());
-        let mut resident = vec![0u8; pages];
-        // SAFETY: the buffer's mapping is `pages` whole pages; `resident` has a byte for each.
-        let ok = unsafe {
-            libc::mincore(
-                buf.ptr.as_ptr().cast(),
-                buf.len(),
-                resident.as_mut_ptr().cast(),
-            )
-        };
-        assert_eq!(ok, 0, "mincore: {}", std::io::Error::last_os_error());
-        resident.iter().map(|p| p & 1 == 1).collect()
+        resident_pages_in(buf.ptr.as_ptr(), buf.len())
     }
 
     #[test]

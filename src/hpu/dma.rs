@@ -239,6 +239,7 @@ fn copy_regions(
                 size: host.len(),
             });
         };
+        r.device.prefault(r.device_offset, r.len);
         let mut guard = r.device.lock();
         let size = guard.len();
         let Some(dst) = r

@@ -233,11 +233,14 @@ impl Engine {
         op.transform(&mut self.pixels, &augment, &mut self.scratch);
         let pixels = &self.pixels;
         match &mut destination {
-            Destination::Device(d) => op.write(
-                pixels,
-                &augment,
-                &mut d.buffer.lock()[d.offset..d.offset + d.len],
-            ),
+            Destination::Device(d) => {
+                d.buffer.prefault(d.offset, d.len);
+                op.write(
+                    pixels,
+                    &augment,
+                    &mut d.buffer.lock()[d.offset..d.offset + d.len],
+                )
+            }
             Destination::Host(slot) => slot.write(&mut |out| op.write(pixels, &augment, out)),
         }
         done(Ok(EngineTimes {

@@ -12,7 +12,7 @@ use super::layout::{BatchLayout, EngineSlot, Slots};
 use super::replace::Skips;
 use super::route::HwSlot;
 use super::{lock, Batch, Shared, Skip};
-use crate::hpu::{DeviceTensor, Hpu, HpuError};
+use crate::hpu::{CopyRegion, DeviceTensor, Hpu, HpuError};
 use crate::pinned::{PinnedBuffer, PinnedPool};
 use crate::sampler::BatchPlan;
 use crate::tensor::{HostTensor, Lease, Placement, Tensor};
@@ -190,50 +190,114 @@ impl BatchWork {
             *lock(&self.buffer) = Some(buffer);
             return self.complete(shared);
         }
-        let engine: Vec<EngineSlot> = hw
-            .iter()
-            .map(|h| EngineSlot {
-                slot: h.slot,
-                in_slot: h.own.is_none().then_some(h.len),
-            })
-            .collect();
         let layout = self.slots.layout();
-        let regions = if host {
-            layout.bitstream_regions(&engine, self.images.buffer())
-        } else {
-            let n = self.indices.len();
-            layout.upload_regions(n, &engine, self.images.buffer(), self.labels.buffer())
+        let n = self.indices.len();
+        let images = self.images.buffer();
+        let engine_slot = |h: &HwSlot| EngineSlot {
+            slot: h.slot,
+            in_slot: h.own.is_none().then_some(h.len),
         };
-        let work = Arc::clone(&self);
-        let shared = Arc::clone(shared);
-        self.hpu
-            .dma()
-            .host_to_device(buffer, regions, move |buffer, result| {
-                if host {
+        // A device batch crosses in parts of ENGINE_CHUNK engine samples, each part's jobs
+        // started as soon as it is on the device, so that the engines are not idle while the
+        // DMA engine sends the rest (the first batch's time, and a batch's after an idle
+        // spell). A host batch crosses whole: its engine jobs write into the buffer the DMA
+        // engine reads.
+        let part = if host { hw.len().max(1) } else { ENGINE_CHUNK };
+        let mut parts = Vec::with_capacity(hw.len().div_ceil(part).max(1));
+        let mut hw = hw.into_iter().peekable();
+        let mut from = 0;
+        loop {
+            let jobs: Vec<HwSlot> = hw.by_ref().take(part).collect();
+            let to = hw.peek().map_or(n, |h| h.slot);
+            let engine: Vec<EngineSlot> = jobs.iter().map(engine_slot).collect();
+            let regions = if host {
+                layout.bitstream_regions(&engine, images)
+            } else {
+                let labels = (to == n).then(|| (self.labels.buffer(), n));
+                layout.upload_regions(from..to, &engine, images, labels)
+            };
+            parts.push(Part { regions, jobs });
+            if to == n {
+                break;
+            }
+            from = to;
+        }
+        let jobs = parts.iter().map(|p| p.jobs.len()).sum();
+        if jobs > 0 {
+            // Set before any job can end, so that the count reaches 0 only after the last part.
+            self.hw_remaining.store(jobs, Ordering::Release);
+        }
+        send(self, Arc::clone(shared), buffer, parts.into_iter());
+    }
+}
+
+/// Engine samples per part of a device batch sent by the DMA engine (see [`BatchWork::finish`]).
+const ENGINE_CHUNK: usize = 32;
+
+/// A part of a batch for the DMA engine: its regions, and the engine jobs that read them.
+struct Part {
+    regions: Vec<CopyRegion>,
+    jobs: Vec<HwSlot>,
+}
+
+/// Sends the batch's next part, and on its arrival starts its engine jobs and sends the part
+/// after it. The buffer goes back (to the pool, or to a host batch) after the last part, or
+/// after a failed copy, whose part's and later parts' jobs are then counted down unrun.
+fn send(
+    work: Arc<BatchWork>,
+    shared: Arc<Shared>,
+    buffer: PinnedBuffer,
+    mut parts: std::vec::IntoIter<Part>,
+) {
+    let Some(Part { regions, jobs }) = parts.next() else {
+        // finish() makes at least one part; this only returns the buffer if it did not.
+        PinnedPool::give_back(&work.pool, buffer);
+        return work.complete(&shared);
+    };
+    let hpu = work.hpu.clone();
+    hpu.dma()
+        .host_to_device(buffer, regions, move |buffer, result| {
+            let more = parts.len() > 0 && result.is_ok();
+            let buffer = if more {
+                Some(buffer)
+            } else {
+                if work.placement == Placement::Host {
                     *lock(&work.buffer) = Some(buffer);
                 } else {
                     PinnedPool::give_back(&work.pool, buffer);
                 }
-                if let Err(e) = result {
+                None
+            };
+            let guard = |h: &HwSlot| EngineJob {
+                work: Arc::clone(&work),
+                shared: Arc::clone(&shared),
+                index: h.index,
+                ran: false,
+            };
+            if let Err(e) = result {
+                work.fail(e.into());
+                let unrun: Vec<HwSlot> =
+                    jobs.into_iter().chain(parts.flat_map(|p| p.jobs)).collect();
+                if unrun.is_empty() {
+                    return work.complete(&shared);
+                }
+                // Each guard counts the batch down as it drops; the last completes it.
+                for h in &unrun {
+                    drop(guard(h));
+                }
+                return;
+            }
+            if jobs.is_empty() && !more {
+                return work.complete(&shared);
+            }
+            for h in jobs {
+                if let Err(e) = engine::submit(guard(&h), h) {
+                    // The job was dropped unrun, and its guard counted it down.
                     work.fail(e.into());
-                    return work.complete(&shared);
                 }
-                if hw.is_empty() {
-                    return work.complete(&shared);
-                }
-                work.hw_remaining.store(hw.len(), Ordering::Release);
-                for h in hw {
-                    let guard = EngineJob {
-                        work: Arc::clone(&work),
-                        shared: Arc::clone(&shared),
-                        index: h.index,
-                        ran: false,
-                    };
-                    if let Err(e) = engine::submit(guard, h) {
-                        // The job was dropped unrun, and its guard counted it down.
-                        work.fail(e.into());
-                    }
-                }
-            });
-    }
+            }
+            if let Some(buffer) = buffer {
+                send(Arc::clone(&work), Arc::clone(&shared), buffer, parts);
+            }
+        });
 }

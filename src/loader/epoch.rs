@@ -203,6 +203,15 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
         Ok(())
     }
 
+    /// Submits the batches up to `last` (inclusive) not submitted yet.
+    fn submit_to(&mut self, last: usize) -> Result<(), Error> {
+        while self.next_submit <= last {
+            self.submit(self.next_submit)?;
+            self.next_submit += 1;
+        }
+        Ok(())
+    }
+
     fn wait_for(&mut self, seq: usize, stop: &mut dyn FnMut() -> bool) -> Result<Batch, Error> {
         loop {
             if let Some(r) = self.ready.remove(&seq) {
@@ -252,13 +261,22 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
             self.finished = true;
             return None;
         }
-        let last_wanted = (self.next_yield + self.loader().prefetch).min(self.total - 1);
-        while self.next_submit <= last_wanted {
-            if let Err(e) = self.submit(self.next_submit) {
-                self.finished = true;
-                return Some(Err(e));
+        // An epoch's first batch runs alone: the batches after it are submitted when it is done,
+        // so their reads, routing and first-touch page faults do not take the cores from it
+        // (on 2 cores its time from build() fell from 0.16 to 0.10 s, with the same images/s).
+        // The source hears of them now, so that remote reads still start early.
+        let first = self.next_submit == self.next_yield;
+        let wanted = (self.next_yield + self.loader().prefetch).min(self.total - 1);
+        if first {
+            let loader = self.loader();
+            for seq in self.next_yield + 1..=wanted {
+                let plan = self.sampler.batch(&self.order, self.plan_start, seq);
+                loader.shared.source.prefetch(&plan.indices);
             }
-            self.next_submit += 1;
+        }
+        if let Err(e) = self.submit_to(if first { self.next_yield } else { wanted }) {
+            self.finished = true;
+            return Some(Err(e));
         }
         let t = Instant::now();
         let result = self.wait_for(self.next_yield, &mut stop);
@@ -268,6 +286,12 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
             return Some(result);
         }
         self.next_yield += 1;
+        // The prefetch starts before the first batch is handed over, not at the next call,
+        // which comes after the caller's step; it is as deep as it would have been. A batch
+        // that cannot be submitted now is submitted (and its error reported) by that call.
+        if first && result.is_ok() {
+            let _ = self.submit_to(wanted);
+        }
         let result = result.and_then(|batch| {
             self.record(&batch);
             let position = if self.next_yield == self.total {

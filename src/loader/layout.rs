@@ -70,14 +70,16 @@ impl BatchLayout {
         at..at + self.label_bytes
     }
 
-    /// A device batch of `slots` samples: the host-decoded slots whole, bitstreams only as
-    /// long as they are, and the labels. `engine` is sorted by slot.
+    /// Slots `slots` of a device batch (all of it, or a part sent on its own): the host-decoded
+    /// slots whole and the bitstreams only as long as they are; with `labels` (their buffer
+    /// and the batch's sample count), the labels too. `engine` is sorted by slot and lies in
+    /// `slots`.
     pub fn upload_regions(
         &self,
-        slots: usize,
+        slots: Range<usize>,
         engine: &[EngineSlot],
         images: &DeviceBuffer,
-        labels: &DeviceBuffer,
+        labels: Option<(&DeviceBuffer, usize)>,
     ) -> Vec<CopyRegion> {
         let sb = self.sample_bytes;
         let region = |host: usize, len: usize| CopyRegion {
@@ -87,7 +89,7 @@ impl BatchLayout {
             device: images.clone(),
         };
         let mut regions = Vec::with_capacity(engine.len() + 2);
-        let mut next_slot = 0;
+        let mut next_slot = slots.start;
         for e in engine {
             if e.slot > next_slot {
                 regions.push(region(next_slot * sb, (e.slot - next_slot) * sb));
@@ -97,15 +99,17 @@ impl BatchLayout {
             }
             next_slot = e.slot + 1;
         }
-        if slots > next_slot {
-            regions.push(region(next_slot * sb, (slots - next_slot) * sb));
+        if slots.end > next_slot {
+            regions.push(region(next_slot * sb, (slots.end - next_slot) * sb));
         }
-        regions.push(CopyRegion {
-            host_offset: self.labels_offset,
-            device_offset: 0,
-            len: slots * self.label_bytes,
-            device: labels.clone(),
-        });
+        if let Some((labels, n)) = labels {
+            regions.push(CopyRegion {
+                host_offset: self.labels_offset,
+                device_offset: 0,
+                len: n * self.label_bytes,
+                device: labels.clone(),
+            });
+        }
         regions
     }
 

@@ -4,7 +4,7 @@
 use crate::common;
 use crate::common::{epoch_bytes, TempDir};
 use hpuload::decoders::testing::psnr;
-use hpuload::{pipelines, Backend, Dtype, ImageFolder, Layout, Loader, Op, Pipeline, Size};
+use hpuload::{pipelines, Backend, Dtype, ImageFolder, Layout, Loader, Op, Pipeline, Size, Source};
 
 /// NHWC batches of one epoch on `backend`, as u8 pixel values, with the report.
 fn run(
@@ -269,4 +269,44 @@ fn engine_and_cpu_run_the_same_pixel_plan() {
     let (worst, report) = assert_backends_agree(dir.path(), nearest, Dtype::U8, 176 * 176, 45.0);
     assert_eq!(report.hw_dct_scaled, 0, "nearest decodes at full scale");
     println!("nearest: worst {worst:.1} dB");
+}
+
+/// A device batch crosses to the device in parts of 32 engine samples, each part's engine jobs
+/// started when it arrives. Batches of 36 (two parts, with samples decoded on the host among
+/// them) must hold the bytes that batches of 4, each sent whole, hold.
+#[test]
+fn a_batch_sent_to_the_device_in_parts_holds_the_bytes_of_batches_sent_whole() {
+    let data = common::dataset("parts", 72);
+    // Every sixth image a PNG, which the engine does not take: host-decoded slots in each part.
+    let folder = ImageFolder::open(data.path()).unwrap();
+    for entry in folder.entries().iter().step_by(6) {
+        image::open(&entry.path)
+            .unwrap()
+            .save(entry.path.with_extension("png"))
+            .unwrap();
+        std::fs::remove_file(&entry.path).unwrap();
+    }
+    let run = |batch: usize| {
+        let mut l = Loader::builder(ImageFolder::open(data.path()).unwrap())
+            .batch_size(batch)
+            .shuffle(5)
+            .workers(2)
+            .backend(Backend::Auto)
+            // Slots large enough for the bitstreams to ride in them.
+            .pipeline(common::train_at(224))
+            .build()
+            .unwrap();
+        let batches = epoch_bytes(&mut l, 0);
+        let report = l.report();
+        assert_eq!(report.samples_loaded, 72);
+        assert_eq!(report.hw_samples, 60, "the JPEGs went to the engine");
+        let samples: Vec<u8> = batches.iter().flat_map(|b| b.0.clone()).collect();
+        let labels: Vec<i64> = batches.iter().flat_map(|b| b.1.clone()).collect();
+        let indices: Vec<usize> = batches.iter().flat_map(|b| b.2.clone()).collect();
+        (samples, labels, indices)
+    };
+    let (parts, whole) = (run(36), run(4));
+    assert_eq!(parts.2, whole.2, "same samples in the same order");
+    assert_eq!(parts.1, whole.1, "same labels");
+    assert!(parts.0 == whole.0, "same bytes");
 }

@@ -1,10 +1,13 @@
 //! End-to-end behaviour of the loader through the public API, on real JPEG files.
 
-use crate::common::{dataset, epoch_bytes, fixtures, host, small_train, PanickingSource, TempDir};
+use crate::common::{
+    dataset, epoch_bytes, fixtures, host, small_train, train_at, PanickingSource, TempDir,
+};
 use hpuload::{
     pipelines, Backend, Dtype, Error, Hpu, HpuConfig, ImageFolder, LastBatch, Layout, Loader,
     Manifest, OnError, Op, Pipeline, Size, Source,
 };
+use std::time::{Duration, Instant};
 
 #[test]
 fn train_pipeline_yields_static_bf16_nchw_batches_with_folder_labels() {
@@ -459,4 +462,117 @@ fn a_sample_whose_replacements_all_fail_is_a_typed_error_naming_it() {
         }
         other => panic!("{other}"),
     }
+}
+
+/// A device batch of 40 engine samples crosses to the device in two parts; the second one's
+/// transfer fails. The batch fails with the DMA's error (the first part's jobs ran, the second
+/// part's never start), and the epoch ends instead of waiting for them.
+#[test]
+fn a_dma_failure_on_a_later_part_of_a_batch_fails_that_batch_and_ends_the_epoch() {
+    let data = dataset("dma-part", 80);
+    let hpu = Hpu::emulated(HpuConfig::default().fail_dma_after(Some(2))).unwrap();
+    let mut l = Loader::builder(ImageFolder::open(data.path()).unwrap())
+        .batch_size(40)
+        .backend(Backend::Hw)
+        // Slots large enough for every bitstream to ride in its slot, not cross on its own.
+        .pipeline(train_at(224))
+        .device(&hpu)
+        .build()
+        .unwrap();
+    let results: Vec<_> = l.epoch(0).collect();
+    assert_eq!(results.len(), 1, "the epoch ends at the failed batch");
+    assert!(
+        matches!(&results[0], Err(Error::Hpu(hpuload::HpuError::Dma(m))) if m.contains("transfer 2")),
+        "{:?}",
+        results[0].as_ref().err()
+    );
+    // The loader is not left waiting for the jobs that never ran: a new epoch starts (and
+    // fails the same way, the device's transfers failing from the second on).
+    assert!(l.epoch(1).next().unwrap().is_err());
+}
+
+/// When each read started and ended: (index, start, end).
+type Reads = std::sync::Arc<std::sync::Mutex<Vec<(usize, Instant, Instant)>>>;
+
+/// Reads through an image folder, noting in `reads` when each read starts and ends; sample
+/// `slow`'s read takes 200 ms.
+struct TimedSource {
+    folder: ImageFolder,
+    slow: usize,
+    reads: Reads,
+}
+
+impl hpuload::Source for TimedSource {
+    fn listing(&self) -> &hpuload::source::Listing {
+        self.folder.listing()
+    }
+    fn read<'a>(
+        &self,
+        index: usize,
+        mode: hpuload::ReadMode,
+        buf: &'a mut Vec<u8>,
+    ) -> std::io::Result<hpuload::SampleBytes<'a>> {
+        let start = Instant::now();
+        if index == self.slow {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let bytes = hpuload::source::read_file(&self.folder.entries()[index].path, mode, buf);
+        self.reads
+            .lock()
+            .unwrap()
+            .push((index, start, Instant::now()));
+        bytes
+    }
+    /// Not in place: every read goes through `read` above.
+    fn read_into(
+        &self,
+        _index: usize,
+        _mode: hpuload::ReadMode,
+        _dst: &mut [u8],
+    ) -> std::io::Result<Option<usize>> {
+        Ok(None)
+    }
+}
+
+/// An epoch's first batch has the cores to itself: the batches after it start when it is
+/// done (not while a worker is free because the other waits on the batch's slow last read),
+/// and before it is handed over, so that the prefetch runs during the caller's first step.
+#[test]
+fn an_epochs_first_batch_runs_alone_and_the_prefetch_starts_before_it_is_handed_over() {
+    let data = dataset("alone", 16);
+    let reads = Reads::default();
+    let source = TimedSource {
+        folder: ImageFolder::open(data.path()).unwrap(),
+        slow: 3,
+        reads: std::sync::Arc::clone(&reads),
+    };
+    let mut l = Loader::builder(source)
+        .batch_size(4)
+        .workers(2)
+        .prefetch(2)
+        .pipeline(small_train())
+        .build()
+        .unwrap();
+    let mut epoch = l.epoch(0);
+    let first = epoch.next().unwrap().unwrap();
+    assert_eq!(first.indices, [0, 1, 2, 3]);
+    // The caller's first step: batches 1 and 2 load meanwhile.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while reads.lock().unwrap().len() < 12 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let reads = reads.lock().unwrap().clone();
+    let slow_end = reads.iter().find(|r| r.0 == 3).unwrap().2;
+    let later: Vec<_> = reads.iter().filter(|r| r.0 >= 4).collect();
+    assert_eq!(
+        later.len(),
+        8,
+        "batches 1 and 2 were read before the next call"
+    );
+    assert!(
+        later.iter().all(|r| r.1 >= slow_end),
+        "no read of a later batch started before the first batch's last read ended"
+    );
+    drop(first);
+    assert_eq!(epoch.count(), 3);
 }
