@@ -8,7 +8,7 @@ mod common;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::{dataset, small_train, threads_named, PanickingSource};
+use common::{dataset, panicking_source, small_train, threads_named};
 use hpuload::{Backend, Hpu, HpuConfig, ImageFolder, Loader, Source};
 
 /// Waits up to 5 s for no thread named `prefix*` to be left; returns how many are.
@@ -84,7 +84,7 @@ fn a_panic_in_each_kind_of_thread_ends_the_epoch_with_an_error_and_joins_every_t
 
     // Worker: the read of sample 5 panics, every epoch.
     let victim = folder().entries()[5].path.clone();
-    let (first, _) = run_bounded(HpuConfig::default(), PanickingSource(folder(), 5), false);
+    let (first, _) = run_bounded(HpuConfig::default(), panicking_source(folder(), 5), false);
     let err = only_error_is_last(&first);
     assert!(
         err.contains("panicked") && err.contains(victim.to_str().unwrap()),

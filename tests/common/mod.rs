@@ -198,10 +198,11 @@ pub fn threads_named(prefix: &str) -> usize {
         .count()
 }
 
-/// A source whose read of sample `.1` panics (a fault inside a worker).
-pub struct PanickingSource(pub hpuload::ImageFolder, pub usize);
+/// An image folder whose reads go through `read` (never in place), each calling the hook
+/// with the sample's index first: a fault inside a worker, a slow read, a record of reads.
+pub struct HookedSource<F>(pub hpuload::ImageFolder, pub F);
 
-impl hpuload::Source for PanickingSource {
+impl<F: Fn(usize) + Send + Sync + 'static> hpuload::Source for HookedSource<F> {
     fn listing(&self) -> &hpuload::source::Listing {
         self.0.listing()
     }
@@ -211,7 +212,7 @@ impl hpuload::Source for PanickingSource {
         mode: hpuload::ReadMode,
         buf: &'a mut Vec<u8>,
     ) -> std::io::Result<hpuload::SampleBytes<'a>> {
-        assert_ne!(index, self.1, "injected panic");
+        (self.1)(index);
         hpuload::source::read_file(&self.entries()[index].path, mode, buf)
     }
     /// Not in place: every read goes through `read` above.
@@ -223,6 +224,17 @@ impl hpuload::Source for PanickingSource {
     ) -> std::io::Result<Option<usize>> {
         Ok(None)
     }
+}
+
+/// A source whose read of sample `victim` panics (a fault inside a worker).
+#[allow(dead_code)] // not every test binary uses it
+pub fn panicking_source(
+    folder: hpuload::ImageFolder,
+    victim: usize,
+) -> HookedSource<impl Fn(usize) + Send + Sync + 'static> {
+    HookedSource(folder, move |index| {
+        assert_ne!(index, victim, "injected panic")
+    })
 }
 
 /// Runs epoch 0 on every rank of `world` (rank `r`'s loader from `build(r)`, with the `Pad`

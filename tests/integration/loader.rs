@@ -1,7 +1,8 @@
 //! End-to-end behaviour of the loader through the public API, on real JPEG files.
 
 use crate::common::{
-    dataset, epoch_bytes, fixtures, host, small_train, train_at, PanickingSource, TempDir,
+    dataset, epoch_bytes, fixtures, host, panicking_source, small_train, train_at, HookedSource,
+    TempDir,
 };
 use hpuload::{
     pipelines, Backend, Dtype, Error, Hpu, HpuConfig, ImageFolder, LastBatch, Layout, Loader,
@@ -397,7 +398,7 @@ fn a_panicking_worker_becomes_an_error_then_a_clean_end() {
     let data = dataset("panic", 12);
     let folder = ImageFolder::open(data.path()).unwrap();
     let victim = folder.entries()[5].path.clone();
-    let source = PanickingSource(folder, 5);
+    let source = panicking_source(folder, 5);
     let mut l = Loader::builder(source)
         .batch_size(4)
         .workers(2)
@@ -491,61 +492,22 @@ fn a_dma_failure_on_a_later_part_of_a_batch_fails_that_batch_and_ends_the_epoch(
     assert!(l.epoch(1).next().unwrap().is_err());
 }
 
-/// When each read started and ended: (index, start, end).
-type Reads = std::sync::Arc<std::sync::Mutex<Vec<(usize, Instant, Instant)>>>;
-
-/// Reads through an image folder, noting in `reads` when each read starts and ends; sample
-/// `slow`'s read takes 200 ms.
-struct TimedSource {
-    folder: ImageFolder,
-    slow: usize,
-    reads: Reads,
-}
-
-impl hpuload::Source for TimedSource {
-    fn listing(&self) -> &hpuload::source::Listing {
-        self.folder.listing()
-    }
-    fn read<'a>(
-        &self,
-        index: usize,
-        mode: hpuload::ReadMode,
-        buf: &'a mut Vec<u8>,
-    ) -> std::io::Result<hpuload::SampleBytes<'a>> {
-        let start = Instant::now();
-        if index == self.slow {
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        let bytes = hpuload::source::read_file(&self.folder.entries()[index].path, mode, buf);
-        self.reads
-            .lock()
-            .unwrap()
-            .push((index, start, Instant::now()));
-        bytes
-    }
-    /// Not in place: every read goes through `read` above.
-    fn read_into(
-        &self,
-        _index: usize,
-        _mode: hpuload::ReadMode,
-        _dst: &mut [u8],
-    ) -> std::io::Result<Option<usize>> {
-        Ok(None)
-    }
-}
-
 /// An epoch's first batch has the cores to itself: the batches after it start when it is
 /// done (not while a worker is free because the other waits on the batch's slow last read),
 /// and before it is handed over, so that the prefetch runs during the caller's first step.
 #[test]
 fn an_epochs_first_batch_runs_alone_and_the_prefetch_starts_before_it_is_handed_over() {
     let data = dataset("alone", 16);
-    let reads = Reads::default();
-    let source = TimedSource {
-        folder: ImageFolder::open(data.path()).unwrap(),
-        slow: 3,
-        reads: std::sync::Arc::clone(&reads),
-    };
+    // When each read started; sample 3's (the first batch's last) takes 200 ms.
+    let reads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = std::sync::Arc::clone(&reads);
+    let source = HookedSource(ImageFolder::open(data.path()).unwrap(), move |index| {
+        let start = Instant::now();
+        if index == 3 {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        log.lock().unwrap().push((index, start));
+    });
     let mut l = Loader::builder(source)
         .batch_size(4)
         .workers(2)
@@ -562,7 +524,7 @@ fn an_epochs_first_batch_runs_alone_and_the_prefetch_starts_before_it_is_handed_
         std::thread::sleep(Duration::from_millis(5));
     }
     let reads = reads.lock().unwrap().clone();
-    let slow_end = reads.iter().find(|r| r.0 == 3).unwrap().2;
+    let slow_end = reads.iter().find(|r| r.0 == 3).unwrap().1 + Duration::from_millis(200);
     let later: Vec<_> = reads.iter().filter(|r| r.0 >= 4).collect();
     assert_eq!(
         later.len(),
