@@ -70,12 +70,13 @@ impl DeviceMemory {
             Some((block, backed)) => (Some(block), !backed),
             None => (None, true),
         };
-        let Some(block) = cached.or_else(|| zeroed_block(bytes)) else {
+        let Some(mut block) = cached.or_else(|| zeroed_block(bytes)) else {
             mem.used.fetch_sub(requested, Ordering::Relaxed);
             return Err(HpuError::HostBacking { requested });
         };
         Ok(DeviceBuffer {
             inner: Arc::new(BufferInner {
+                host: block.as_mut_ptr() as usize,
                 bytes: Mutex::new(block),
                 len: bytes,
                 fresh,
@@ -105,6 +106,9 @@ pub struct DeviceBuffer {
 
 struct BufferInner {
     bytes: Mutex<Box<[u8]>>,
+    /// Where `bytes` lies in host memory (a boxed slice's allocation does not move), for
+    /// [`DeviceBuffer::prefault`], which must not wait for the lock.
+    host: usize,
     len: usize,
     /// A block whose pages the host has not backed yet: new, or never written before.
     fresh: bool,
@@ -151,16 +155,6 @@ impl DeviceBuffer {
         self.inner.bytes.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Where the block starts in host memory (for tests that look at its pages).
-    #[cfg(test)]
-    fn host_ptr(&self) -> *const u8 {
-        self.inner
-            .bytes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ptr()
-    }
-
     /// In a fresh block, brings in the host pages that back `offset..offset + len` (those
     /// wholly inside it) without writing them and without holding the buffer's lock. A fresh
     /// block is backed lazily, and a writer that faulted its pages in under the lock (about
@@ -171,12 +165,7 @@ impl DeviceBuffer {
         #[cfg(target_os = "linux")]
         if self.inner.fresh {
             let page = crate::pinned::page_size();
-            let base = self
-                .inner
-                .bytes
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .as_mut_ptr() as usize;
+            let base = self.inner.host;
             let Some(end) = offset.checked_add(len).filter(|&e| e <= self.inner.len) else {
                 return;
             };
@@ -233,7 +222,7 @@ mod tests {
     /// Of the pages inside the buffer (not its first and last, which may hold the
     /// allocator's bookkeeping or other data): how many are in memory, and how many there are.
     fn resident(buffer: &super::DeviceBuffer) -> (usize, usize) {
-        let pages = resident_pages_in(buffer.host_ptr(), buffer.len());
+        let pages = resident_pages_in(buffer.inner.host as *const u8, buffer.len());
         let inside = &pages[1..pages.len() - 1];
         (inside.iter().filter(|&&r| r).count(), inside.len())
     }
