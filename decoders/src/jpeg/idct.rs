@@ -282,18 +282,114 @@ fn dense8_sse2(coef: &[i32; 64], out: &mut [u8], stride: usize) {
     unsafe { dense8_x86(coef, out, stride) };
 }
 
-/// [`dense8_sse2`] compiled for AVX2: the same instructions in their three-operand forms,
-/// without the register copies two-operand SSE2 needs.
+/// [`dense8_portable`] with AVX2, on the same integers in the same operations, so with the
+/// same result: each 1-D pass works on all eight columns (rows) at once in 256-bit lanes, as
+/// [`dense8_avx512`] does, where SSE2 takes two halves of four. Without AVX-512's word
+/// permutations, the transposes are unpacks within 128-bit lanes and one exchange of lanes:
+/// the columns' results are packed two rows a vector, their halves exchanged so that columns
+/// `u` and `u + 4` of a row share a lane, and three rounds of unpacks (words, dwords, qwords)
+/// leave, in i32 lane `i`, the pairs of row `i` the rows' pass takes; their odd inputs are
+/// paired as `(F1, F5)` and `(F3, F7)` (see [`butterflies`]). The pixels come back to rows by
+/// two packs, a byte shuffle per 4x4 tile and one round of dword unpacks.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[inline(never)]
 fn dense8_avx2(coef: &[i32; 64], out: &mut [u8], stride: usize) {
-    // SAFETY: AVX2, and with it SSE2, is enabled in this function.
-    unsafe { dense8_x86(coef, out, stride) };
+    use std::arch::x86_64::{
+        __m128i, __m256i, _mm256_castsi256_si128, _mm256_extracti128_si256, _mm256_loadu_si256,
+        _mm256_packs_epi32, _mm256_packus_epi16, _mm256_permute2x128_si256, _mm256_setr_epi8,
+        _mm256_shuffle_epi8, _mm256_unpackhi_epi16, _mm256_unpackhi_epi32, _mm256_unpackhi_epi64,
+        _mm256_unpacklo_epi16, _mm256_unpacklo_epi32, _mm256_unpacklo_epi64, _mm_castsi128_pd,
+        _mm_storeh_pd, _mm_storel_epi64,
+    };
+    assert!(out.len() >= 7 * stride + 8, "block runs past the plane");
+    let p = coef.as_ptr().cast::<__m256i>();
+    // Within each 128-bit lane, words 0-3 interleaved with words 4-7.
+    let interleave = _mm256_setr_epi8(
+        0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15, 0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12,
+        13, 6, 7, 14, 15,
+    );
+    // Coefficient rows v and w as i16 pairs (F_v, F_w) in i32 lane u = column u.
+    // SAFETY: reads coef[8v..8v + 8] and coef[8w..8w + 8], inside the array.
+    let pair = |v: usize, w: usize| unsafe {
+        _mm256_shuffle_epi8(
+            _mm256_packs_epi32(_mm256_loadu_si256(p.add(v)), _mm256_loadu_si256(p.add(w))),
+            interleave,
+        )
+    };
+    // SAFETY: AVX2 is enabled in this function.
+    let g = unsafe {
+        butterflies::<_, SHIFT1, true>(pair(0, 4), pair(2, 6), pair(1, 5), pair(3, 7), BIAS1)
+    };
+    // Rows 2m and 2m + 1, saturated to words: columns 0-3 of each in the low lane, 4-7 in the
+    // high one.
+    let packed: [__m256i; 4] = std::array::from_fn(|m| _mm256_packs_epi32(g[2 * m], g[2 * m + 1]));
+    // Columns 0-3 of rows (0, 1 | 4, 5), then their columns 4-7; the same for rows 2, 3, 6, 7.
+    let low01 = _mm256_permute2x128_si256::<0x20>(packed[0], packed[2]);
+    let high01 = _mm256_permute2x128_si256::<0x31>(packed[0], packed[2]);
+    let low23 = _mm256_permute2x128_si256::<0x20>(packed[1], packed[3]);
+    let high23 = _mm256_permute2x128_si256::<0x31>(packed[1], packed[3]);
+    // Each dword lane j of a lane's row: the pair (column j, column j + 4). Rows (0 | 4),
+    // (1 | 5), (2 | 6), (3 | 7).
+    let r0 = _mm256_unpacklo_epi16(low01, high01);
+    let r1 = _mm256_unpackhi_epi16(low01, high01);
+    let r2 = _mm256_unpacklo_epi16(low23, high23);
+    let r3 = _mm256_unpackhi_epi16(low23, high23);
+    // Rows 0 and 1 (4 and 5): pairs (0, 4) and (1, 5) of each, then (2, 6) and (3, 7).
+    let q0 = _mm256_unpacklo_epi32(r0, r1);
+    let q1 = _mm256_unpackhi_epi32(r0, r1);
+    let q2 = _mm256_unpacklo_epi32(r2, r3);
+    let q3 = _mm256_unpackhi_epi32(r2, r3);
+    // SAFETY: AVX2 is enabled in this function.
+    let px = unsafe {
+        butterflies::<_, SHIFT2, true>(
+            _mm256_unpacklo_epi64(q0, q2),
+            _mm256_unpacklo_epi64(q1, q3),
+            _mm256_unpackhi_epi64(q0, q2),
+            _mm256_unpackhi_epi64(q1, q3),
+            BIAS2,
+        )
+    };
+    // Pixel column x in px[x], rows 0-3 in the low lane and 4-7 in the high one: as bytes, a
+    // lane holds four columns of four rows each, which the shuffle turns into four rows.
+    let tile = _mm256_setr_epi8(
+        0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10,
+        14, 3, 7, 11, 15,
+    );
+    let columns = |x: usize| {
+        _mm256_shuffle_epi8(
+            _mm256_packus_epi16(
+                _mm256_packs_epi32(px[x], px[x + 1]),
+                _mm256_packs_epi32(px[x + 2], px[x + 3]),
+            ),
+            tile,
+        )
+    };
+    let (left, right) = (columns(0), columns(4));
+    // Rows (0, 1 | 4, 5) and (2, 3 | 6, 7), eight bytes each.
+    let rows = [
+        _mm256_unpacklo_epi32(left, right),
+        _mm256_unpackhi_epi32(left, right),
+    ];
+    for (h, pair) in rows.into_iter().enumerate() {
+        let lanes: [__m128i; 2] = [
+            _mm256_castsi256_si128(pair),
+            _mm256_extracti128_si256::<1>(pair),
+        ];
+        for (l, lane) in lanes.into_iter().enumerate() {
+            let y = 4 * l + 2 * h;
+            // SAFETY: writes out[y * stride..][..8] and out[(y + 1) * stride..][..8] for
+            // y + 1 <= 7, inside `out` by the assert above.
+            unsafe {
+                let row = out.as_mut_ptr().add(y * stride);
+                _mm_storel_epi64(row.cast(), lane);
+                _mm_storeh_pd(row.add(stride).cast(), _mm_castsi128_pd(lane));
+            }
+        }
+    }
 }
 
-/// The body of [`dense8_sse2`] and [`dense8_avx2`], inlined into each so that it is compiled
-/// for its features.
+/// The body of [`dense8_sse2`].
 ///
 /// # Safety
 /// The CPU must have SSE2 (every x86-64 CPU has).
@@ -443,14 +539,15 @@ fn dense8_avx512(coef: &[i32; 64], out: &mut [u8], stride: usize) {
     // SAFETY: the indices are 64 bytes of i16, read unaligned.
     let indices = |idx: &[i16; 32]| unsafe { _mm512_loadu_si512(idx.as_ptr().cast()) };
     // SAFETY: AVX-512 BW and VL, and with them AVX2, are enabled in this function.
-    let g =
-        unsafe { butterflies::<_, SHIFT1>(pair(0, 4), pair(2, 6), pair(1, 3), pair(5, 7), BIAS1) };
+    let g = unsafe {
+        butterflies::<_, SHIFT1, false>(pair(0, 4), pair(2, 6), pair(1, 3), pair(5, 7), BIAS1)
+    };
     let [lo, hi] = pack(g);
     let even = _mm512_permutex2var_epi16(lo, indices(&PAIRS_EVEN), hi);
     let odd = _mm512_permutex2var_epi16(lo, indices(&PAIRS_ODD), hi);
     // SAFETY: as above.
     let px = unsafe {
-        butterflies::<_, SHIFT2>(
+        butterflies::<_, SHIFT2, false>(
             _mm512_castsi512_si256(even),
             _mm512_extracti64x4_epi64::<1>(even),
             _mm512_castsi512_si256(odd),
@@ -495,14 +592,14 @@ unsafe fn pass_sse2<const SHIFT: i32>(
     // SAFETY: the caller promises SSE2, all these intrinsics need.
     unsafe {
         // Each half of the lanes (four, widened to i32) from its interleaved input pairs.
-        let lo = butterflies::<_, SHIFT>(
+        let lo = butterflies::<_, SHIFT, false>(
             _mm_unpacklo_epi16(f[0], f[4]),
             _mm_unpacklo_epi16(f[2], f[6]),
             _mm_unpacklo_epi16(f[1], f[3]),
             _mm_unpacklo_epi16(f[5], f[7]),
             bias,
         );
-        let hi = butterflies::<_, SHIFT>(
+        let hi = butterflies::<_, SHIFT, false>(
             _mm_unpackhi_epi16(f[0], f[4]),
             _mm_unpackhi_epi16(f[2], f[6]),
             _mm_unpackhi_epi16(f[1], f[3]),
@@ -587,17 +684,20 @@ impl I32Lanes for std::arch::x86_64::__m256i {
 
 /// The arithmetic of one 1-D pass on lanes of interleaved input pairs (each i32 lane holds
 /// `(F0, F4)` in `p04`, and so on): outputs `k` and `7 - k` as `(even ± odd + bias) >> SHIFT`,
-/// in i32 lanes. [`dense8_portable`]'s `inverse`, lane by lane.
+/// in i32 lanes. [`dense8_portable`]'s `inverse`, lane by lane. The odd inputs come as
+/// `(F1, F3)` and `(F5, F7)`, or with `PAIRED15` as `(F1, F5)` and `(F3, F7)`: each odd part is
+/// then the same four exact products (`pmaddwd` cannot overflow with these weights) summed in
+/// another grouping, so the same i32 either way.
 ///
 /// # Safety
 /// The CPU must have `V`'s instruction set.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn butterflies<V: I32Lanes, const SHIFT: i32>(
+unsafe fn butterflies<V: I32Lanes, const SHIFT: i32, const PAIRED15: bool>(
     p04: V,
     p26: V,
-    p13: V,
-    p57: V,
+    odd_a: V,
+    odd_b: V,
     bias: i32,
 ) -> [V; 8] {
     // SAFETY: the caller promises `V`'s instruction set, all these operations need.
@@ -616,11 +716,14 @@ unsafe fn butterflies<V: I32Lanes, const SHIFT: i32>(
         ];
         let mut x = [bias; 8];
         for k in 0..4 {
-            let o = ODD[k];
-            let odd = V::add(
-                V::madd(p13, pair([o[0], o[1]])),
-                V::madd(p57, pair([o[2], o[3]])),
-            );
+            // The weights of (F1, F3, F5, F7) for output k, in the inputs' pairing.
+            let [w1, w3, w5, w7] = ODD[k];
+            let (wa, wb) = if PAIRED15 {
+                ([w1, w5], [w3, w7])
+            } else {
+                ([w1, w3], [w5, w7])
+            };
+            let odd = V::add(V::madd(odd_a, pair(wa)), V::madd(odd_b, pair(wb)));
             x[k] = V::shift_right::<SHIFT>(V::add(even[k], odd));
             x[7 - k] = V::shift_right::<SHIFT>(V::sub(even[k], odd));
         }
@@ -908,24 +1011,42 @@ mod tests {
         }
     }
 
-    #[test]
-    #[cfg(target_arch = "x86_64")]
-    fn sse2_and_portable_dense_blocks_agree_exactly_even_when_saturating() {
-        let mut state = 12345u32;
+    /// Asserts that `transform` writes the bytes of [`dense8_portable`] for 4000 photo-like
+    /// blocks, every seventh with corrupt-stream extremes (inputs and columns saturate), and
+    /// leaves the bytes between its rows alone.
+    fn agrees_with_portable(seed: u32, transform: impl Fn(&[i32; 64], &mut [u8], usize)) {
+        let mut state = seed;
         for round in 0..4000 {
             let mut coef = photo_like_block(&mut state, [400, 1500, 8000][round % 3]);
             if round % 7 == 0 {
-                // Corrupt-stream extremes: inputs and columns saturate.
                 for c in coef.iter_mut().step_by(3) {
                     *c = if *c > 0 { i32::MAX / 3 } else { i32::MIN / 5 };
                 }
             }
-            let (mut a, mut b) = ([0u8; 80], [0u8; 80]);
+            // Rows 10 bytes apart, each followed by bytes the block must leave alone.
+            let (mut a, mut b) = ([7u8; 80], [7u8; 80]);
             dense8_portable(&coef, &mut a, 10);
-            // SAFETY: every x86-64 CPU has SSE2.
-            unsafe { dense8_sse2(&coef, &mut b, 10) };
+            transform(&coef, &mut b, 10);
             assert_eq!(a, b, "{coef:?}");
         }
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn sse2_and_portable_dense_blocks_agree_exactly_even_when_saturating() {
+        // SAFETY: every x86-64 CPU has SSE2.
+        agrees_with_portable(12345, |c, o, s| unsafe { dense8_sse2(c, o, s) });
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn avx2_and_portable_dense_blocks_agree_exactly_even_when_saturating() {
+        if !std::arch::is_x86_feature_detected!("avx2") {
+            eprintln!("no AVX2 on this CPU: nothing to compare");
+            return;
+        }
+        // SAFETY: the CPU has AVX2 (checked above).
+        agrees_with_portable(777, |c, o, s| unsafe { dense8_avx2(c, o, s) });
     }
 
     #[test]
@@ -937,22 +1058,8 @@ mod tests {
             eprintln!("no AVX-512 BW and VL on this CPU: nothing to compare");
             return;
         }
-        let mut state = 54321u32;
-        for round in 0..4000 {
-            let mut coef = photo_like_block(&mut state, [400, 1500, 8000][round % 3]);
-            if round % 7 == 0 {
-                // Corrupt-stream extremes: inputs and columns saturate.
-                for c in coef.iter_mut().step_by(3) {
-                    *c = if *c > 0 { i32::MAX / 3 } else { i32::MIN / 5 };
-                }
-            }
-            // Rows 10 bytes apart, each followed by bytes the block must leave alone.
-            let (mut a, mut b) = ([7u8; 80], [7u8; 80]);
-            dense8_portable(&coef, &mut a, 10);
-            // SAFETY: the CPU has AVX-512 BW and VL (checked above).
-            unsafe { dense8_avx512(&coef, &mut b, 10) };
-            assert_eq!(a, b, "{coef:?}");
-        }
+        // SAFETY: the CPU has AVX-512 BW and VL (checked above).
+        agrees_with_portable(54321, |c, o, s| unsafe { dense8_avx512(c, o, s) });
     }
 
     #[test]
