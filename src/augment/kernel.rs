@@ -565,7 +565,7 @@ impl Bf16Affine {
         exact.then_some(affine)
     }
 
-    /// Writes the outputs of one NCHW row in whole groups of 8 and returns how many.
+    /// Writes the outputs of one NCHW row in whole groups of 16 and returns how many.
     fn lead(
         &self,
         src: &[[u8; 3]],
@@ -596,7 +596,7 @@ impl Bf16Affine {
     /// (`vcvtneps2bf16`, round to nearest even, as [`bf16_rne`]): a channel of 16 pixels is one
     /// 512-bit product, sum and conversion instead of two 256-bit ones and the rounding done by
     /// hand in five integer operations each. 32 pixels a step (a whole line per plane, streamed
-    /// as `row_avx2` streams), then 16; what is left goes to `row_avx2`.
+    /// as `row_avx2` streams), then 16; the table writes the rest.
     /// Safe: only calling it needs these features (`unsafe` at the call, where the CPU was
     /// checked); its loads read checked slices of `src`, and its stores are bounded by
     /// `sixteens`' assert on the planes' lengths.
@@ -630,28 +630,25 @@ impl Bf16Affine {
             unsafe { std::mem::transmute::<__m256bh, __m256i>(_mm512_cvtneps_pbh(x)) }
         };
         let w = src.len() / 3;
-        let at = sixteens(w, flip, [r, g, b], sixteen);
-        // At most 15 pixels are left: `row_avx2` takes a group of 8 of them (its rows start
-        // a multiple of 16 u16s further on, so they stream as these did).
-        let rest = if flip {
-            &src[..(w - at) * 3]
-        } else {
-            &src[at * 3..]
-        };
-        at + self.row_avx2(rest, flip, &mut r[at..], &mut g[at..], &mut b[at..])
+        sixteens(w, flip, [r, g, b], sixteen)
     }
 
-    /// The outputs of one row in whole groups of 8; returns how many it wrote: 32 pixels a
-    /// step, then 16, then 8 while the width leaves them. The stores stream past the cache
-    /// when the three rows are 32-byte aligned: a batch slot is written once and next read by
-    /// the batch's consumer, long after, so reading each line in before writing it (what a
-    /// plain store does) only adds memory traffic and evicts the decoder's working set. Each
-    /// plane gets 64 consecutive bytes per step, a whole line when the rows are 64-byte
-    /// aligned (a batch slot's are): streamed stores interleaved across the three planes 16
-    /// bytes at a time flushed partial lines and cost 11% of the engine path's throughput on
-    /// a Zen 4 (BENCHMARKS.md, session 33).
+    /// The outputs of one row in whole groups of 16; returns how many it wrote (the table
+    /// writes the rest): 32 pixels a step, then 16. A channel of 16 pixels is dealt from the
+    /// 48 source bytes by three byte shuffles into its even pixels then its odd ones, so that
+    /// each half widens to eight f32 lanes in place, and the odd half's bf16 bits (the high
+    /// half of each rounded lane) are blended over the even half's, shifted down: the 16
+    /// values come out in order, without packing or crossing lanes. The stores stream past the
+    /// cache when the three rows are 32-byte aligned: a batch slot is written once and next
+    /// read by the batch's consumer, long after, so reading each line in before writing it
+    /// (what a plain store does) only adds memory traffic and evicts the decoder's working
+    /// set. Each plane gets 64 consecutive bytes per step, a whole line when the rows are
+    /// 64-byte aligned (a batch slot's are): streamed stores interleaved across the three
+    /// planes 16 bytes at a time flushed partial lines and cost 11% of the engine path's
+    /// throughput on a Zen 4 (BENCHMARKS.md, session 33).
     /// Safe: only calling it needs AVX2 (`unsafe` at the call, where the CPU was checked); its
-    /// loads and stores are bounded by the assert on the planes' lengths.
+    /// loads read checked slices of `src`, and its stores are bounded by `sixteens`' assert
+    /// on the planes' lengths.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
     fn row_avx2(
@@ -664,66 +661,66 @@ impl Bf16Affine {
     ) -> usize {
         use std::arch::x86_64::*;
         let w = src.len() / 3;
-        assert!(r.len() >= w && g.len() >= w && b.len() >= w);
-        let picks = pick_vectors();
         let scale = self.scale.map(|s| _mm256_set1_ps(s));
         let bias = self.bias.map(|s| _mm256_set1_ps(s));
-        let reverse = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
         let round = _mm256_set1_epi32(0x7FFF);
         let one = _mm256_set1_epi32(1);
-        let stream16 = [r.as_ptr(), g.as_ptr(), b.as_ptr()]
-            .iter()
-            .all(|p| (*p as usize).is_multiple_of(16));
-        // The bf16 bits (in 32-bit lanes) of channel `c` of the 8 pixels at `px` (24 bytes),
-        // in output order.
-        let eight = |px: &[u8], c: usize| {
-            let mut v = _mm256_cvtepu8_epi32(gather8(px, picks[c]));
-            if flip {
-                v = _mm256_permutevar8x32_epi32(v, reverse);
-            }
+        // SAFETY: plain loads of the 16-byte mask arrays.
+        let deal = DEAL[usize::from(flip)]
+            .map(|parts| parts.map(|m| unsafe { _mm_loadu_si128(m.as_ptr().cast()) }));
+        // An f32 lane's bf16 bits, rounded to nearest even, in its high half.
+        let rounded = |v: __m256i, c: usize| {
             let x = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(v), scale[c]), bias[c]);
             let bits = _mm256_castps_si256(x);
             let lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), one);
-            _mm256_srli_epi32(_mm256_add_epi32(bits, _mm256_add_epi32(round, lsb)), 16)
+            _mm256_add_epi32(bits, _mm256_add_epi32(round, lsb))
         };
-        // Source pixel of output `at`'s group of `n` (reversed when flipping).
-        let first = |at: usize, n: usize| if flip { w - at - n } else { at };
-        // Channel `c` of the 16 output pixels made from source pixels `s..s + 16`, in output
-        // order: [a0-3 z0-3 | a4-7 z4-7] packed, then the quarters put in order.
+        // The bf16 bits of channel `c` of the 16 output pixels made from source pixels
+        // `s..s + 16`, in output order.
         let sixteen = |s: usize, c: usize| {
-            let (a, z) = if flip { (s + 8, s) } else { (s, s + 8) };
-            let (pa, pz) = (&src[a * 3..a * 3 + 24], &src[z * 3..z * 3 + 24]);
-            _mm256_permute4x64_epi64(_mm256_packus_epi32(eight(pa, c), eight(pz, c)), 0xD8)
+            let px = &src[s * 3..s * 3 + 48];
+            // SAFETY: three 16-byte loads inside the 48 bytes sliced above.
+            let parts: [__m128i; 3] =
+                std::array::from_fn(|q| unsafe { _mm_loadu_si128(px[16 * q..].as_ptr().cast()) });
+            let dealt = _mm_or_si128(
+                _mm_or_si128(
+                    _mm_shuffle_epi8(parts[0], deal[c][0]),
+                    _mm_shuffle_epi8(parts[1], deal[c][1]),
+                ),
+                _mm_shuffle_epi8(parts[2], deal[c][2]),
+            );
+            let even = rounded(_mm256_cvtepu8_epi32(dealt), c);
+            let odd = rounded(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(dealt, dealt)), c);
+            _mm256_blend_epi16(_mm256_srli_epi32(even, 16), odd, 0xAA)
         };
-        let mut at = sixteens(w, flip, [&mut *r, &mut *g, &mut *b], sixteen);
-        if at + 8 <= w {
-            let px = &src[first(at, 8) * 3..][..24];
-            let rg =
-                _mm256_permute4x64_epi64(_mm256_packus_epi32(eight(px, 0), eight(px, 1)), 0xD8);
-            let blue = eight(px, 2);
-            let bb = _mm256_permute4x64_epi64(_mm256_packus_epi32(blue, blue), 0xD8);
-            let halves = [
-                _mm256_castsi256_si128(rg),
-                _mm256_extracti128_si256(rg, 1),
-                _mm256_castsi256_si128(bb),
-            ];
-            for (plane, v) in [&mut *r, &mut *g, &mut *b].into_iter().zip(halves) {
-                let p = plane[at..at + 8].as_mut_ptr();
-                // SAFETY: `p` starts 8 in-bounds u16s (16 bytes, sliced above); when
-                // `stream16`, each row starts on 16 bytes and `at` is a multiple of 8 u16s.
-                unsafe {
-                    if stream16 {
-                        _mm_stream_si128(p.cast(), v);
-                    } else {
-                        _mm_storeu_si128(p.cast(), v);
-                    }
-                }
-            }
-            at += 8;
-        }
-        at
+        sixteens(w, flip, [r, g, b], sixteen)
     }
 }
+
+/// Byte shuffles that deal channel `c` of 16 RGB pixels (48 bytes) in output order `j` into
+/// its even outputs (bytes 0..8) then its odd ones (bytes 8..16): `DEAL[flip][c][q]` takes
+/// what lies in source bytes `16q..16q + 16` (-1 gives a zero). With `flip`, output `j` is
+/// source pixel `15 - j`.
+const DEAL: [[[[i8; 16]; 3]; 3]; 2] = {
+    let mut deal = [[[[-1i8; 16]; 3]; 3]; 2];
+    let mut flip = 0;
+    while flip < 2 {
+        let mut c = 0;
+        while c < 3 {
+            let mut k = 0;
+            while k < 16 {
+                let j = if k < 8 { 2 * k } else { 2 * (k - 8) + 1 };
+                let px = if flip == 1 { 15 - j } else { j };
+                let at = 3 * px + c;
+                deal[flip][c][at / 16][k] = (at % 16) as i8;
+                k += 1;
+            }
+            c += 1;
+        }
+        flip += 1;
+    }
+    deal
+};
 
 /// [`PICK`]'s shuffles as vectors.
 #[cfg(target_arch = "x86_64")]
@@ -1190,7 +1187,7 @@ mod tests {
             assert!(!avx512_bf16(), "ImageNet's outputs are all normal floats");
         }
         for fast in &writers {
-            // Widths that take each step (32, 16, 8 pixels, then the table), at a 64-byte
+            // Widths that take each step (32 and 16 pixels, then the table), at a 64-byte
             // aligned slot (the streamed stores) and at one 2 bytes past it (plain stores).
             for w in [
                 1, 7, 8, 9, 15, 16, 17, 23, 24, 31, 32, 33, 47, 48, 56, 57, 64, 224,
