@@ -6,8 +6,8 @@
 //! cosine's period shrunk; the 2-D transform is separable.
 //!
 //! A full-size block (n = 8) with any AC coefficient takes libjpeg's accurate integer transform
-//! in 16-bit lanes ([`dense8`]: SSE2, or the same instructions compiled for AVX2, or each pass
-//! over all eight lanes at once with AVX-512 BW, or a portable copy, all giving the same bytes,
+//! in 16-bit lanes ([`dense8`]: SSE2 in two halves of four lanes, or each pass over all eight
+//! lanes at once with AVX2 or AVX-512 BW, or a portable copy, all giving the same bytes,
 //! which are libjpeg-turbo's), within one level of the exact transform. The reduced sizes are
 //! float products that visit only the rows and columns holding non-zero coefficients,
 //! compiled a second time for AVX2 and chosen at run time; both give identical results (no
