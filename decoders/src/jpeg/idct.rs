@@ -282,6 +282,34 @@ fn dense8_sse2(coef: &[i32; 64], out: &mut [u8], stride: usize) {
     unsafe { dense8_x86(coef, out, stride) };
 }
 
+/// Coefficient rows `v` and `w` (each below 8) as i16 pairs `(F_v, F_w)`, saturated, in i32
+/// lane `u` = column `u`: the input pairs a 256-bit pass over the columns takes.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn coefficient_pairs(coef: &[i32; 64], v: usize, w: usize) -> std::arch::x86_64::__m256i {
+    use std::arch::x86_64::{
+        __m256i, _mm256_loadu_si256, _mm256_packs_epi32, _mm256_setr_epi8, _mm256_shuffle_epi8,
+    };
+    assert!(v < 8 && w < 8, "a block has eight rows");
+    let p = coef.as_ptr().cast::<__m256i>();
+    // SAFETY: the caller promises AVX2; reads coef[8v..8v + 8] and coef[8w..8w + 8], inside
+    // the array.
+    unsafe {
+        // Within each 128-bit lane, words 0-3 interleaved with words 4-7.
+        let interleave = _mm256_setr_epi8(
+            0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15, 0, 1, 8, 9, 2, 3, 10, 11, 4, 5,
+            12, 13, 6, 7, 14, 15,
+        );
+        _mm256_shuffle_epi8(
+            _mm256_packs_epi32(_mm256_loadu_si256(p.add(v)), _mm256_loadu_si256(p.add(w))),
+            interleave,
+        )
+    }
+}
+
 /// [`dense8_portable`] with AVX2, on the same integers in the same operations, so with the
 /// same result: each 1-D pass works on all eight columns (rows) at once in 256-bit lanes, as
 /// [`dense8_avx512`] does, where SSE2 takes two halves of four. Without AVX-512's word
@@ -296,27 +324,15 @@ fn dense8_sse2(coef: &[i32; 64], out: &mut [u8], stride: usize) {
 #[inline(never)]
 fn dense8_avx2(coef: &[i32; 64], out: &mut [u8], stride: usize) {
     use std::arch::x86_64::{
-        __m128i, __m256i, _mm256_castsi256_si128, _mm256_extracti128_si256, _mm256_loadu_si256,
-        _mm256_packs_epi32, _mm256_packus_epi16, _mm256_permute2x128_si256, _mm256_setr_epi8,
-        _mm256_shuffle_epi8, _mm256_unpackhi_epi16, _mm256_unpackhi_epi32, _mm256_unpackhi_epi64,
-        _mm256_unpacklo_epi16, _mm256_unpacklo_epi32, _mm256_unpacklo_epi64, _mm_castsi128_pd,
-        _mm_storeh_pd, _mm_storel_epi64,
+        __m128i, __m256i, _mm256_castsi256_si128, _mm256_extracti128_si256, _mm256_packs_epi32,
+        _mm256_packus_epi16, _mm256_permute2x128_si256, _mm256_setr_epi8, _mm256_shuffle_epi8,
+        _mm256_unpackhi_epi16, _mm256_unpackhi_epi32, _mm256_unpackhi_epi64, _mm256_unpacklo_epi16,
+        _mm256_unpacklo_epi32, _mm256_unpacklo_epi64, _mm_castsi128_pd, _mm_storeh_pd,
+        _mm_storel_epi64,
     };
     assert!(out.len() >= 7 * stride + 8, "block runs past the plane");
-    let p = coef.as_ptr().cast::<__m256i>();
-    // Within each 128-bit lane, words 0-3 interleaved with words 4-7.
-    let interleave = _mm256_setr_epi8(
-        0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15, 0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12,
-        13, 6, 7, 14, 15,
-    );
-    // Coefficient rows v and w as i16 pairs (F_v, F_w) in i32 lane u = column u.
-    // SAFETY: reads coef[8v..8v + 8] and coef[8w..8w + 8], inside the array.
-    let pair = |v: usize, w: usize| unsafe {
-        _mm256_shuffle_epi8(
-            _mm256_packs_epi32(_mm256_loadu_si256(p.add(v)), _mm256_loadu_si256(p.add(w))),
-            interleave,
-        )
-    };
+    // SAFETY: AVX2 is enabled in this function.
+    let pair = |v: usize, w: usize| unsafe { coefficient_pairs(coef, v, w) };
     // SAFETY: AVX2 is enabled in this function.
     let g = unsafe {
         butterflies::<_, SHIFT1, true>(pair(0, 4), pair(2, 6), pair(1, 5), pair(3, 7), BIAS1)
@@ -501,27 +517,14 @@ const ROWS_ODD: [i16; 32] = row_indices(1);
 #[inline(never)]
 fn dense8_avx512(coef: &[i32; 64], out: &mut [u8], stride: usize) {
     use std::arch::x86_64::{
-        __m256i, __m512i, _mm256_loadu_si256, _mm256_packs_epi32, _mm256_setr_epi8,
-        _mm256_shuffle_epi8, _mm512_castsi256_si512, _mm512_castsi512_si128,
+        __m256i, __m512i, _mm256_packs_epi32, _mm512_castsi256_si512, _mm512_castsi512_si128,
         _mm512_castsi512_si256, _mm512_extracti32x4_epi32, _mm512_extracti64x4_epi64,
         _mm512_inserti64x4, _mm512_loadu_si512, _mm512_packus_epi16, _mm512_permutex2var_epi16,
         _mm_castsi128_pd, _mm_storeh_pd, _mm_storel_epi64,
     };
     assert!(out.len() >= 7 * stride + 8, "block runs past the plane");
-    let p = coef.as_ptr().cast::<__m256i>();
-    // Within each 128-bit lane, words 0-3 interleaved with words 4-7.
-    let interleave = _mm256_setr_epi8(
-        0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15, 0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12,
-        13, 6, 7, 14, 15,
-    );
-    // Coefficient rows v and w as i16 pairs (F_v, F_w) in i32 lane u = column u.
-    // SAFETY: reads coef[8v..8v + 8] and coef[8w..8w + 8], inside the array.
-    let pair = |v: usize, w: usize| unsafe {
-        _mm256_shuffle_epi8(
-            _mm256_packs_epi32(_mm256_loadu_si256(p.add(v)), _mm256_loadu_si256(p.add(w))),
-            interleave,
-        )
-    };
+    // SAFETY: AVX2 is enabled in this function.
+    let pair = |v: usize, w: usize| unsafe { coefficient_pairs(coef, v, w) };
     // Eight rows of i32 lanes as 64 words, saturated, placed as `packed_at` says.
     let pack = |r: [__m256i; 8]| -> [__m512i; 2] {
         let two = |a: __m256i, b: __m256i| _mm512_inserti64x4::<1>(_mm512_castsi256_si512(a), b);
