@@ -278,8 +278,37 @@ fn dense8_portable(coef: &[i32; 64], out: &mut [u8], stride: usize) {
 #[target_feature(enable = "sse2")]
 #[inline(never)]
 fn dense8_sse2(coef: &[i32; 64], out: &mut [u8], stride: usize) {
+    use std::arch::x86_64::{
+        __m128i, _mm_loadu_si128, _mm_packs_epi32, _mm_packus_epi16, _mm_srli_si128,
+        _mm_storel_epi64,
+    };
+    assert!(out.len() >= 7 * stride + 8, "block runs past the plane");
+    let p = coef.as_ptr().cast::<__m128i>();
+    // SAFETY: SSE2 is enabled in this function; reads coef[8v..8v + 8] as two unaligned
+    // 16-byte loads per row, inside the array.
+    let rows = std::array::from_fn(|v| unsafe {
+        _mm_packs_epi32(
+            _mm_loadu_si128(p.add(2 * v)),
+            _mm_loadu_si128(p.add(2 * v + 1)),
+        )
+    });
     // SAFETY: SSE2 is enabled in this function.
-    unsafe { dense8_x86(coef, out, stride) };
+    let px = unsafe {
+        let g = pass_sse2::<SHIFT1>(rows, BIAS1);
+        transpose8_i16(pass_sse2::<SHIFT2>(transpose8_i16(g), BIAS2))
+    };
+    for y in (0..8).step_by(2) {
+        // SAFETY: SSE2 is enabled in this function; writes out[y * stride..][..8] and
+        // out[(y + 1) * stride..][..8], inside `out` by the assert above.
+        unsafe {
+            let bytes = _mm_packus_epi16(px[y], px[y + 1]);
+            _mm_storel_epi64(out.as_mut_ptr().add(y * stride).cast::<__m128i>(), bytes);
+            _mm_storel_epi64(
+                out.as_mut_ptr().add((y + 1) * stride).cast::<__m128i>(),
+                _mm_srli_si128::<8>(bytes),
+            );
+        }
+    }
 }
 
 /// Coefficient rows `v` and `w` (each below 8) as i16 pairs `(F_v, F_w)`, saturated, in i32
@@ -401,46 +430,6 @@ fn dense8_avx2(coef: &[i32; 64], out: &mut [u8], stride: usize) {
                 _mm_storel_epi64(row.cast(), lane);
                 _mm_storeh_pd(row.add(stride).cast(), _mm_castsi128_pd(lane));
             }
-        }
-    }
-}
-
-/// The body of [`dense8_sse2`].
-///
-/// # Safety
-/// The CPU must have SSE2 (every x86-64 CPU has).
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn dense8_x86(coef: &[i32; 64], out: &mut [u8], stride: usize) {
-    use std::arch::x86_64::{
-        __m128i, _mm_loadu_si128, _mm_packs_epi32, _mm_packus_epi16, _mm_srli_si128,
-        _mm_storel_epi64,
-    };
-    assert!(out.len() >= 7 * stride + 8, "block runs past the plane");
-    let p = coef.as_ptr().cast::<__m128i>();
-    // SAFETY: the caller promises SSE2; reads coef[8v..8v + 8] as two unaligned 16-byte loads
-    // per row, inside the array.
-    let rows = std::array::from_fn(|v| unsafe {
-        _mm_packs_epi32(
-            _mm_loadu_si128(p.add(2 * v)),
-            _mm_loadu_si128(p.add(2 * v + 1)),
-        )
-    });
-    // SAFETY: the caller promises SSE2.
-    let px = unsafe {
-        let g = pass_sse2::<SHIFT1>(rows, BIAS1);
-        transpose8_i16(pass_sse2::<SHIFT2>(transpose8_i16(g), BIAS2))
-    };
-    for y in (0..8).step_by(2) {
-        // SAFETY: the caller promises SSE2; writes out[y * stride..][..8] and
-        // out[(y + 1) * stride..][..8], inside `out` by the assert above.
-        unsafe {
-            let bytes = _mm_packus_epi16(px[y], px[y + 1]);
-            _mm_storel_epi64(out.as_mut_ptr().add(y * stride).cast::<__m128i>(), bytes);
-            _mm_storel_epi64(
-                out.as_mut_ptr().add((y + 1) * stride).cast::<__m128i>(),
-                _mm_srli_si128::<8>(bytes),
-            );
         }
     }
 }
