@@ -1027,15 +1027,16 @@ unsafe fn group<const T: usize>(
 
 /// `dst` (`cols` x `rows`) = the transpose of `src` (`rows` x `cols`), for 1- or 2-byte
 /// samples: square tiles of 16-byte rows through vector registers (with AVX2, two tiles one
-/// above the other at once, one per 128-bit lane), the ragged edges one by one.
+/// above the other at once, one per 128-bit lane). Where a side is not a whole number of
+/// tiles, its last tile overlaps the one before it and writes the same values again; only a
+/// matrix narrower or shorter than one tile goes sample by sample.
 fn transpose<T: Copy>(avx2: bool, src: &[T], rows: usize, cols: usize, dst: &mut [T]) {
     assert!(src.len() >= rows * cols && dst.len() >= rows * cols);
     let size = std::mem::size_of::<T>();
     assert!(size == 1 || size == 2, "bytes or 16-bit samples");
     let t = 16 / size;
-    let (rt, ct) = (rows / t * t, cols / t * t);
     #[cfg(target_arch = "x86_64")]
-    {
+    if rows >= t && cols >= t {
         let (from, to) = (src.as_ptr().cast::<u8>(), dst.as_mut_ptr().cast::<u8>());
         // Rows `0..paired` go by pairs of tiles.
         let paired = if avx2 { rows / (2 * t) * (2 * t) } else { 0 };
@@ -1044,14 +1045,15 @@ fn transpose<T: Copy>(avx2: bool, src: &[T], rows: usize, cols: usize, dst: &mut
             // tiles lie inside both matrices, whose sizes were asserted above.
             unsafe {
                 if t == 16 {
-                    transpose_pairs_avx2::<16>(from, (paired, ct, size), cols, to, rows);
+                    transpose_pairs_avx2::<16>(from, (paired, cols, size), to, rows);
                 } else {
-                    transpose_pairs_avx2::<8>(from, (paired, ct, size), cols, to, rows);
+                    transpose_pairs_avx2::<8>(from, (paired, cols, size), to, rows);
                 }
             }
         }
-        for r0 in (paired..rt).step_by(t) {
-            for c0 in (0..ct).step_by(t) {
+        let rest = tile_starts(rows, t).filter(|&r0| r0 + t > paired);
+        for r0 in rest {
+            for c0 in tile_starts(cols, t) {
                 // SAFETY: SSE2 is part of x86_64; the tile's rows `r0..r0 + t` and columns
                 // `c0..c0 + t` (of `16 / t`-byte samples) lie inside both matrices, whose
                 // sizes were asserted above.
@@ -1066,15 +1068,23 @@ fn transpose<T: Copy>(avx2: bool, src: &[T], rows: usize, cols: usize, dst: &mut
                 }
             }
         }
+        return;
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let (rt, ct, _) = (0, 0, avx2);
+    let _ = avx2;
     for r in 0..rows {
-        let first = if r < rt { ct } else { 0 };
-        for c in first..cols {
+        for c in 0..cols {
             dst[c * rows + r] = src[r * cols + c];
         }
     }
+}
+
+/// Where the tiles of `t` samples along a side of `n >= t` start: the whole tiles, then one
+/// ending at the side's end when `n` is not a multiple of `t` (overlapping the one before).
+#[cfg(target_arch = "x86_64")]
+fn tile_starts(n: usize, t: usize) -> impl Iterator<Item = usize> {
+    (0..n / t)
+        .map(move |i| i * t)
+        .chain((!n.is_multiple_of(t)).then_some(n - t))
 }
 
 /// Row `i`'s position with its index bits reversed, for `n` (16 or 8) rows: the order in
@@ -1168,21 +1178,20 @@ unsafe fn transpose_tile<const N: usize>(
     }
 }
 
-/// The tiles of [`transpose`]'s rows `0..rows` and columns `0..cols` (`rows` a multiple of
-/// `2N`, `cols` of `N`; samples of `size` = `16 / N` bytes) two at a time with AVX2: the tile
-/// at rows `r0..r0 + N` in the low lane of each register, the one below it in the high lane,
-/// so that each transposed column of the pair is 32 consecutive bytes of `dst`. The same
-/// rounds as [`transpose_tile`] on twice the width, so half the instructions per tile.
+/// [`transpose`]'s tiles in its rows `0..rows` (a multiple of `2N`; `cols >= N` columns of
+/// `size` = `16 / N` bytes) two at a time with AVX2: the tile at rows `r0..r0 + N` in the low
+/// lane of each register, the one below it in the high lane, so that each transposed column
+/// of the pair is 32 consecutive bytes of `dst`. The same rounds as [`transpose_tile`] on
+/// twice the width, so half the instructions per tile.
 ///
 /// # Safety
-/// The CPU must support AVX2; the tiles must lie inside `src` (rows `src_cols` samples long)
-/// and `dst` (rows `dst_cols` samples long).
+/// The CPU must support AVX2; `src` must hold `rows` rows of `cols` samples and `dst` `cols`
+/// rows of `dst_cols >= rows` samples.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn transpose_pairs_avx2<const N: usize>(
     src: *const u8,
     (rows, cols, size): (usize, usize, usize),
-    src_cols: usize,
     dst: *mut u8,
     dst_cols: usize,
 ) {
@@ -1192,9 +1201,9 @@ unsafe fn transpose_pairs_avx2<const N: usize>(
         _mm256_unpacklo_epi16, _mm256_unpacklo_epi32, _mm256_unpacklo_epi64, _mm256_unpacklo_epi8,
         _mm_loadu_si128,
     };
-    let (src_stride, dst_stride) = (src_cols * size, dst_cols * size);
+    let (src_stride, dst_stride) = (cols * size, dst_cols * size);
     for r0 in (0..rows).step_by(2 * N) {
-        for c0 in (0..cols).step_by(N) {
+        for c0 in tile_starts(cols, N) {
             // SAFETY: rows `r0..r0 + 2N`, columns `c0..c0 + N` of `src` and rows
             // `c0..c0 + N`, columns `r0..r0 + 2N` of `dst` lie inside them by the caller's
             // promise; AVX2 is too. Unaligned accesses are allowed.
@@ -1623,8 +1632,18 @@ mod tests {
     #[test]
     fn transpose_swaps_rows_and_columns_with_and_without_tile_pairs() {
         let avx2 = cfg!(target_arch = "x86_64") && std::arch::is_x86_feature_detected!("avx2");
-        // Sizes with pairs of tiles, a single tile row after them and ragged edges.
-        for (r, c) in [(13, 21), (16, 16), (37, 50), (50, 37), (40, 24), (224, 285)] {
+        // Sizes with pairs of tiles, a single tile row after them, overlapping last tiles, and
+        // sides shorter than a tile.
+        for (r, c) in [
+            (13, 21),
+            (16, 16),
+            (37, 50),
+            (50, 37),
+            (40, 24),
+            (5, 40),
+            (40, 5),
+            (224, 285),
+        ] {
             let src: Vec<u8> = (0..r * c).map(|i| (i * 7 + i / 251) as u8).collect();
             let wide: Vec<i16> = src.iter().map(|&v| i16::from(v) * 127 - 7).collect();
             for paired in [false, avx2] {
