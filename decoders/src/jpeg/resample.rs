@@ -589,7 +589,7 @@ impl PlaneResampler {
         let avx2 = self.avx2;
         let (rows, wide, tall) = (&mut self.rows_out, &mut self.transposed, &mut self.cols_out);
         // Rows: out_h x vw, 16-bit (and room for the loads of `across_avx512`).
-        rows.resize(out_h * vw + Lanes::READ_PAST, 0);
+        let rows = at_least(rows, out_h * vw + Lanes::READ_PAST);
         #[cfg(target_arch = "x86_64")]
         let wide_rows = self.avx512 && vw >= 32;
         #[cfg(not(target_arch = "x86_64"))]
@@ -626,10 +626,10 @@ impl PlaneResampler {
             }
         }
         // Transposed: vw x out_h.
-        wide.resize(vw * out_h, 0);
+        let wide = at_least(wide, vw * out_h);
         transpose(avx2, rows, out_h, vw, wide);
         // Columns, as rows of the transposed image: out_w x out_h, bytes.
-        tall.resize(out_w * out_h, 0);
+        let tall = at_least(tall, out_w * out_h);
         filter_columns::<WideToBytes>(avx2, wide, out_h, cols, out_h, tall);
         let out = &mut self.out[k];
         out.resize(out_w * out_h, 0);
@@ -641,6 +641,17 @@ impl PlaneResampler {
     pub fn out(&self, k: usize) -> &[u8] {
         &self.out[k]
     }
+}
+
+/// `v`'s first `n` elements, `v` grown (never shrunk) to hold them. The passes overwrite all
+/// they use, so a buffer that held a larger plane serves a smaller one as it is: resizing it
+/// to each plane's size zeroed the difference again whenever a chroma plane was followed by
+/// the next image's luma.
+fn at_least<T: Copy + Default>(v: &mut Vec<T>, n: usize) -> &mut [T] {
+    if v.len() < n {
+        v.resize(n, T::default());
+    }
+    &mut v[..n]
 }
 
 /// One filter pass's arithmetic, portable and vector; both give the same results.
