@@ -1081,7 +1081,7 @@ fn transpose<T: Copy>(avx2: bool, src: &[T], rows: usize, cols: usize, dst: &mut
         }
         return;
     }
-    let _ = avx2;
+    let _ = (avx2, t);
     for r in 0..rows {
         for c in 0..cols {
             dst[c * rows + r] = src[r * cols + c];
