@@ -1049,21 +1049,19 @@ fn transpose<T: Copy>(avx2: bool, src: &[T], rows: usize, cols: usize, dst: &mut
     #[cfg(target_arch = "x86_64")]
     if rows >= t && cols >= t {
         let (from, to) = (src.as_ptr().cast::<u8>(), dst.as_mut_ptr().cast::<u8>());
-        // Rows `0..paired` go by pairs of tiles.
-        let paired = if avx2 { rows / (2 * t) * (2 * t) } else { 0 };
-        if paired > 0 {
+        if avx2 && rows >= 2 * t {
             // SAFETY: AVX2 support was detected at run time (`avx2` is only set then); the
             // tiles lie inside both matrices, whose sizes were asserted above.
             unsafe {
                 if t == 16 {
-                    transpose_pairs_avx2::<16>(from, (paired, cols, size), to, rows);
+                    transpose_pairs_avx2::<16>(from, (rows, cols, size), to);
                 } else {
-                    transpose_pairs_avx2::<8>(from, (paired, cols, size), to, rows);
+                    transpose_pairs_avx2::<8>(from, (rows, cols, size), to);
                 }
             }
+            return;
         }
-        let rest = tile_starts(rows, t).filter(|&r0| r0 + t > paired);
-        for r0 in rest {
+        for r0 in tile_starts(rows, t) {
             for c0 in tile_starts(cols, t) {
                 // SAFETY: SSE2 is part of x86_64; the tile's rows `r0..r0 + t` and columns
                 // `c0..c0 + t` (of `16 / t`-byte samples) lie inside both matrices, whose
@@ -1189,22 +1187,22 @@ unsafe fn transpose_tile<const N: usize>(
     }
 }
 
-/// [`transpose`]'s tiles in its rows `0..rows` (a multiple of `2N`; `cols >= N` columns of
-/// `size` = `16 / N` bytes) two at a time with AVX2: the tile at rows `r0..r0 + N` in the low
-/// lane of each register, the one below it in the high lane, so that each transposed column
-/// of the pair is 32 consecutive bytes of `dst`. The same rounds as [`transpose_tile`] on
-/// twice the width, so half the instructions per tile.
+/// [`transpose`] (`rows >= 2N`, `cols >= N` of `size` = `16 / N` bytes) by pairs of tiles with
+/// AVX2: the tile at rows `r0..r0 + N` in the low lane of each register, the one below it in
+/// the high lane, so that each transposed column of the pair is 32 consecutive bytes of `dst`.
+/// The same rounds as [`transpose_tile`] on twice the width, so half the instructions per
+/// tile. The last pair down and the last column of tiles across overlap the ones before them
+/// where a side is not a whole number of them.
 ///
 /// # Safety
 /// The CPU must support AVX2; `src` must hold `rows` rows of `cols` samples and `dst` `cols`
-/// rows of `dst_cols >= rows` samples.
+/// rows of `rows` samples.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn transpose_pairs_avx2<const N: usize>(
     src: *const u8,
     (rows, cols, size): (usize, usize, usize),
     dst: *mut u8,
-    dst_cols: usize,
 ) {
     use std::arch::x86_64::{
         __m128i, __m256i, _mm256_castsi128_si256, _mm256_inserti128_si256, _mm256_storeu_si256,
@@ -1212,8 +1210,8 @@ unsafe fn transpose_pairs_avx2<const N: usize>(
         _mm256_unpacklo_epi16, _mm256_unpacklo_epi32, _mm256_unpacklo_epi64, _mm256_unpacklo_epi8,
         _mm_loadu_si128,
     };
-    let (src_stride, dst_stride) = (cols * size, dst_cols * size);
-    for r0 in (0..rows).step_by(2 * N) {
+    let (src_stride, dst_stride) = (cols * size, rows * size);
+    for r0 in tile_starts(rows, 2 * N) {
         for c0 in tile_starts(cols, N) {
             // SAFETY: rows `r0..r0 + 2N`, columns `c0..c0 + N` of `src` and rows
             // `c0..c0 + N`, columns `r0..r0 + 2N` of `dst` lie inside them by the caller's
@@ -1643,8 +1641,8 @@ mod tests {
     #[test]
     fn transpose_swaps_rows_and_columns_with_and_without_tile_pairs() {
         let avx2 = cfg!(target_arch = "x86_64") && std::arch::is_x86_feature_detected!("avx2");
-        // Sizes with pairs of tiles, a single tile row after them, overlapping last tiles, and
-        // sides shorter than a tile.
+        // Sizes with pairs of tiles (the last pair overlapping), heights between one and two
+        // tiles, overlapping last tiles, and sides shorter than a tile.
         for (r, c) in [
             (13, 21),
             (16, 16),
