@@ -34,6 +34,18 @@ const SPAN: [(u8, u8); 64] = {
     span
 };
 
+/// Zeroes the coefficients a block decode wrote into `coef`, `last` being the zigzag index of
+/// the last one (what it returned): the whole rows of their span, so a block of a few
+/// low-frequency coefficients is cleared with a store or two.
+#[inline(always)]
+pub(crate) fn clear_written(coef: &mut [i32; 64], last: usize) {
+    let rows = usize::from(SPAN[last].0);
+    for row in 0..rows {
+        // A copy of a constant length is stores in line, where `fill` is a call to `memset`.
+        coef[row * 8..][..8].copy_from_slice(&[0; 8]);
+    }
+}
+
 /// `T[n][x][u] = C(u)/2 * cos((2x+1) u pi / 2n)` for the four sizes, and its transpose.
 pub(crate) struct Idct {
     t: [[[f32; 8]; 8]; 4],

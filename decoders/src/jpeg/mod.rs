@@ -621,6 +621,7 @@ impl JpegDecoder {
                                     &mut self.planes[ci][py * stride + px..],
                                     stride,
                                 );
+                                idct::clear_written(&mut coef, last);
                             } else {
                                 block::<false>(&mut br, dc, ac, q, &mut pred[ci], &mut coef)?;
                             }
@@ -715,8 +716,10 @@ fn bad(msg: &'static str) -> DecodeError {
 }
 
 /// Decodes one block. With `STORE`, writes its dequantized coefficients into `coef` (natural
-/// order) and returns the zigzag index of the last one written; without, only advances the
-/// bit stream and the DC prediction (blocks outside the region of interest).
+/// order), which must hold zeros, and returns the zigzag index of the last one written; without,
+/// only advances the bit stream and the DC prediction (blocks outside the region of interest).
+/// The caller zeroes what a stored block wrote once it has used it ([`idct::clear_written`]):
+/// a sparse block then costs a few stores instead of a whole block's.
 #[inline(always)]
 fn block<const STORE: bool>(
     br: &mut BitReader<'_>,
@@ -733,7 +736,6 @@ fn block<const STORE: bool>(
     }
     *pred = pred.wrapping_add(br.receive_extend(s));
     if STORE {
-        coef.fill(0);
         coef[0] = pred.saturating_mul(i32::from(q[0]));
     }
     let mut k = 1;
@@ -890,6 +892,7 @@ mod tests {
         );
         assert_eq!(coef[0], 0);
         assert!(coef[1..].iter().all(|&c| c == 2));
+        idct::clear_written(&mut coef, 63);
         assert_eq!(
             block::<true>(&mut br, &dc, &ac, &q, &mut pred, &mut coef).unwrap(),
             0

@@ -232,7 +232,7 @@ impl Taps {
         self.start.clear();
         self.len.clear();
         if sub {
-            self.plane.clear();
+            // Every value is written below: resizing only zeroes what the vector grows by.
             self.plane.resize(out * self.width, 0.0);
             for ((&(first, end), row), plane) in luma
                 .span
@@ -267,7 +267,7 @@ impl Taps {
             }
         }
         // Rounded to Q15 so that each sample's weights sum to `UNIT`.
-        self.weights.clear();
+        // Every weight is written below (as for `plane` above).
         self.weights.resize(self.width * out, 0);
         let (width, plane, sums, luma) = (self.width, &self.plane, &luma.sums, &luma.luma);
         for (i, (row, &sum)) in self.weights.chunks_exact_mut(width).zip(sums).enumerate() {
@@ -399,7 +399,9 @@ impl LumaWeights {
         // reads up to `luma_width + 6` slots from the row's first weight.
         let luma_row = PAD + luma_width + 8;
         self.row = luma_row;
-        self.luma.clear();
+        // The rows' weights are all written below and only their slots around them must be
+        // zero, so those are zeroed row by row rather than the whole buffer (a per-image
+        // `memset` of tens of kilobytes).
         self.luma.resize(out * luma_row, 0.0);
         self.sums.clear();
         for (i, (&(first, end), row)) in self
@@ -410,6 +412,8 @@ impl LumaWeights {
         {
             let centre = lo + (i as f64 + 0.5) * scale;
             let n = (end - first).min(luma_width);
+            row[..PAD].copy_from_slice(&[0.0; PAD]);
+            row[PAD + luma_width..].copy_from_slice(&[0.0; 8]);
             let row = &mut row[PAD..PAD + luma_width];
             let last = (first + n) as f64;
             let mut sum = 0.0;
