@@ -244,8 +244,7 @@ impl Taps {
                 let lo_j = (first / 2).saturating_sub(1);
                 let hi_j = ((end - 1) / 2 + 1).min(valid - 1);
                 let end = (hi_j + 1) as f64;
-                for (t, v_out) in plane.iter_mut().enumerate() {
-                    let j = lo_j + t;
+                let weight = |j: usize| {
                     let mut v = 0.75 * (at(2 * j) + at(2 * j + 1)) + 0.25 * at(2 * j + 2);
                     if j > 0 {
                         v += 0.25 * at(2 * j - 1);
@@ -255,7 +254,24 @@ impl Taps {
                     if j == valid - 1 {
                         v += 0.25 * at(2 * j + 1);
                     }
-                    *v_out = zero_past(j as f64, end, v);
+                    zero_past(j as f64, end, v)
+                };
+                // Away from the image's edges, `weight` without its branches, over the four
+                // slots `at(2j - 1)..=at(2j + 2)` of each j (`lo_j >= 1`, or `first <= 3` when it
+                // is 0, keeps the first slot in the row); then the two edge samples again.
+                let slots = &row[2 * lo_j + PAD - first - 1..][..2 * plane.len() + 2];
+                let mut j = lo_j as f64;
+                for (v_out, q) in plane.iter_mut().zip(slots.windows(4).step_by(2)) {
+                    let mut v = 0.75 * (q[1] + q[2]) + 0.25 * q[3];
+                    v += 0.25 * q[0];
+                    *v_out = zero_past(j, end, v);
+                    j += 1.0;
+                }
+                if lo_j == 0 {
+                    plane[0] = weight(0);
+                }
+                if let Some(v_out) = plane.get_mut((valid - 1).wrapping_sub(lo_j)) {
+                    *v_out = weight(valid - 1);
                 }
                 self.start.push(lo_j - c0);
                 self.len.push(hi_j - lo_j + 1);
