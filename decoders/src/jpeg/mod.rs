@@ -740,7 +740,7 @@ fn block<const STORE: bool>(
     }
     let mut k = 1;
     while k < 64 {
-        br.ensure();
+        br.ensure_peek();
         let e = br.peek_ac(ac);
         if e.found() {
             // One or two coefficients (a lone one is written twice, see `AcPair`).
@@ -775,6 +775,7 @@ fn block<const STORE: bool>(
             k = k2 + 1;
             continue;
         }
+        br.ensure();
         let rs = br.decode(ac)?;
         let (run, s) = (usize::from(rs >> 4), u32::from(rs & 15));
         if s == 0 {
