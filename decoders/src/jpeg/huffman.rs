@@ -423,20 +423,19 @@ impl<'a> BitReader<'a> {
         t.fast_ac[(self.bits >> (64 - FAST_BITS)) as usize]
     }
 
-    /// Reads `s` bits (s <= 16, and that many valid) and sign-extends them as JPEG's EXTEND
-    /// procedure.
+    /// Reads `s` bits (s <= 15, and that many valid) and sign-extends them as JPEG's EXTEND
+    /// procedure, without a branch: whether a difference is negative is as good as random,
+    /// and the DC difference of every block comes this way (cachegrind: one in eleven
+    /// mispredicted).
     #[inline(always)]
     pub fn receive_extend(&mut self, s: u32) -> i32 {
-        if s == 0 {
-            return 0;
-        }
-        let v = (self.bits >> (64 - s)) as i32;
+        // The top `s` bits, none when `s` is 0 (in two shifts: one by 64 would overflow).
+        let v = ((self.bits >> 1) >> (63 - s)) as i32;
         self.consume(s);
-        if v < 1 << (s - 1) {
-            v - (1 << s) + 1
-        } else {
-            v
-        }
+        // EXTEND: with its top bit clear the value is negative, `v - (2^s - 1)`. For `s` = 0,
+        // `v` is 0 and so is the correction.
+        let top = (v >> (s.wrapping_sub(1) & 31)) & 1;
+        v + ((top - 1) & (1 - (1 << s)))
     }
 
     /// Bits consumed beyond the current restart interval's data.
@@ -615,6 +614,28 @@ mod tests {
         br.refill();
         assert!(!br.peek_ac(&t).found());
         assert_eq!(br.decode(&t).unwrap(), 0xF0);
+    }
+
+    #[test]
+    fn receive_extend_follows_the_standards_extend_for_every_size_and_value() {
+        for s in 0..=15u32 {
+            for v in 0..1u32 << s {
+                // The `s` bits of `v`, then ones, which must not leak into the value.
+                let scan = unstuffed(&[]);
+                let mut br = scan.reader();
+                br.bits = u64::from(v).checked_shl(64 - s).unwrap_or(0) | (u64::MAX >> s);
+                br.count = 56;
+                let expected = if s == 0 {
+                    0
+                } else if v < 1 << (s - 1) {
+                    v as i32 - (1 << s) + 1
+                } else {
+                    v as i32
+                };
+                assert_eq!(br.receive_extend(s), expected, "s = {s}, v = {v}");
+                assert_eq!(br.count, 56 - s.min(56), "s = {s}");
+            }
+        }
     }
 
     #[test]
