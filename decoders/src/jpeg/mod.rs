@@ -730,7 +730,7 @@ fn block<const STORE: bool>(
     coef: &mut [i32; 64],
 ) -> Result<usize, DecodeError> {
     // Unconditionally: once per block, where whether 32 bits are left is a coin toss (a
-    // branch on it was mispredicted four times in ten).
+    // branch on it was mispredicted four times in ten in cachegrind's simulation).
     br.refill();
     let s = u32::from(br.decode(dc)?);
     if s > 15 {
