@@ -16,12 +16,12 @@ session 42).
 """
 
 import argparse
-import statistics
-import time
 from pathlib import Path
 
 import nvidia.dali as dali
 from nvidia.dali import fn, pipeline_def, types
+
+from epoch_rates import clip_rates
 
 
 def main():
@@ -64,22 +64,18 @@ def main():
     pipe = clips()
     pipe.build()
     per_epoch = -(-len(paths) // a.batch)
-    rates = []
     print(f"DALI {dali.__version__}: {len(paths)} videos, {per_epoch} batches an epoch")
-    for epoch in range(a.epochs + 1):
-        t = time.perf_counter()
+
+    def epoch():
         n = 0
         for _ in range(per_epoch):
             video, _ = pipe.run()
             shape = video.as_tensor().shape()
             assert tuple(shape[1:]) == (a.frames, 3, 224, 224), shape
             n += shape[0]
-        rate = n / (time.perf_counter() - t)
-        print(f"epoch {epoch}{' (warm-up)' if epoch == 0 else ''}: {rate:.1f} clips/s")
-        if epoch:
-            rates.append(rate)
-    print(f"clips/s: {statistics.median(rates):.1f} (median of {a.epochs})")
+        return n
 
+    clip_rates(a.epochs, epoch)
 
 if __name__ == "__main__":
     main()

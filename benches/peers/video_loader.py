@@ -18,8 +18,6 @@ first and decodes forward); the same draw, transform and output.
 
 import argparse
 import random
-import statistics
-import time
 from pathlib import Path
 
 import av
@@ -28,6 +26,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 from torchvision import tv_tensors
 from torchvision.transforms import v2
+
+from epoch_rates import clip_rates
 
 
 class Clips(Dataset):
@@ -99,18 +99,15 @@ def main():
     torch.set_num_threads(1)
     data = Clips(a.root, a.frames, a.step, a.reader)
     loader = DataLoader(data, batch_size=a.batch, shuffle=True, num_workers=a.workers, persistent_workers=True)
-    rates = []
-    for epoch in range(a.epochs + 1):
-        t = time.perf_counter()
+
+    def epoch():
         clips = 0
         for x, y in loader:
             assert x.shape[1:] == (a.frames, 3, 224, 224)
             clips += x.shape[0]
-        rate = clips / (time.perf_counter() - t)
-        print(f"epoch {epoch}{' (warm-up)' if epoch == 0 else ''}: {rate:.1f} clips/s")
-        if epoch:
-            rates.append(rate)
-    print(f"clips/s: {statistics.median(rates):.1f} (median of {a.epochs})")
+        return clips
+
+    clip_rates(a.epochs, epoch)
 
 
 if __name__ == "__main__":
