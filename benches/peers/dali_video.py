@@ -4,7 +4,8 @@
 sequence), a random horizontal flip, normalize, `[T, C, H, W]` float16 (DALI has no bfloat16),
 batches of 4 on 2 threads.
 
-    python benches/peers/dali_video.py FOLDER [--batch 4] [--frames 16] [--step 4] [--threads 2] [--epochs 3]
+    python benches/peers/dali_video.py FOLDER [--batch 4] [--frames 16] [--step 4] [--start-step 1]
+        [--threads 2] [--epochs 3]
 
 DALI cannot take one random clip per video (its open requests #4039, #741, #1775, #5080): its
 reader enumerates every clip that starts `--start-step` frames after the previous one
@@ -76,6 +77,7 @@ def main():
         return n
 
     clip_rates(a.epochs, epoch)
+
 
 if __name__ == "__main__":
     main()
