@@ -148,10 +148,52 @@ def steps(transform: Any) -> list[Any]:
         return []
     if _is(transform, "Compose"):
         return [step for t in transform.transforms for step in steps(t)]
+    preset = _preset_steps(transform)
+    if preset is not None:
+        return preset
     inner = _wrapped_compose(transform)
     if inner is not None and not _known(transform):
         return steps(inner)
     return [transform]
+
+
+class ToCTHW:
+    """`[T, C, H, W]` to `[C, T, H, W]`: the last step of torchvision's `VideoClassification`."""
+
+    def __call__(self, clip):
+        return clip.permute(1, 0, 2, 3)
+
+
+def _preset_steps(t: Any) -> list[Any] | None:
+    """The steps of one of torchvision's weight presets (what `weights.transforms()` gives,
+    and the classification references use to evaluate with pretrained weights), as the
+    transforms that compute the same, or None when `t` is not one. `ImageClassification`
+    resizes the PIL image, crops its centre, converts and normalizes; `VideoClassification`
+    resizes the uint8 clip without antialiasing (rounded to uint8, as hpuload's resize is),
+    crops its centre, converts, normalizes and permutes to `[C, T, H, W]`."""
+    try:
+        import torch
+        from torchvision import transforms as v1
+        from torchvision.transforms import _presets
+    except ImportError:  # pragma: no cover
+        return None
+    if type(t) is _presets.ImageClassification:
+        return [
+            v1.Resize(t.resize_size, interpolation=t.interpolation, antialias=t.antialias),
+            v1.CenterCrop(t.crop_size),
+            v1.PILToTensor(),
+            v1.ConvertImageDtype(torch.float),
+            v1.Normalize(t.mean, t.std),
+        ]
+    if type(t) is _presets.VideoClassification:
+        return [
+            v1.Resize(t.resize_size, interpolation=t.interpolation, antialias=False),
+            v1.CenterCrop(t.crop_size),
+            v1.ConvertImageDtype(torch.float),
+            v1.Normalize(t.mean, t.std),
+            ToCTHW(),
+        ]
+    return None
 
 
 def _known(t: Any) -> bool:
@@ -422,7 +464,9 @@ def translate(transform: Any, video: bool = False):
       refused: torchvision does not round there);
     - a last step that turns `[T, C, H, W]` into `[C, T, H, W]` (the reference's
       `ConvertBCHWtoCBHW`, or any callable that permutes so, found by running it on a small
-      tensor) makes the clip layout `CTHW`."""
+      tensor) makes the clip layout `CTHW`;
+    - torchvision's weight presets (`weights.transforms()`) are the steps they run
+      (`_preset_steps`)."""
     pipeline, dtype, layout, _ = _translate(steps(transform), video=video, open_end=False)
     return (pipeline, dtype, layout) if video else (pipeline, dtype)
 

@@ -4,26 +4,30 @@
 Such a dataset indexes clips, not videos: `dataset[i]` is clip `i` of all the videos' clips laid
 end to end (`VideoClips.cumulative_sizes`), decoded by torchcodec, resampled to `frame_rate`,
 passed through `dataset.transform` as a uint8 `[T, C, H, W]` tensor, and returned as
-`(video, audio, label)`. Its samplers (`RandomClipSampler`, `UniformClipSampler`, the video
+`(video, audio, label)` (a subclass may add values after the label: the video reference's
+`KineticsWithVideoId` adds the video's index). Its samplers (`RandomClipSampler`, `UniformClipSampler`, the video
 reference's distributed one) yield those clip indices.
 
 hpuload takes from the dataset what it already computed: the video files, each video's frame
 count and frame rate (torchvision's metadata), the clip length, step and frame rate, so its
 clips are the dataset's own, frame for frame (`ClipSampler::Windows` in the crate, the same
-windows and resampling). Each video's label comes from the dataset's own `__getitem__`, run
-once per video with `video_clips.get_clip` answering a stand-in instead of decoding and the
-transform replaced by a recorder (as `_probe.py` does for images). The transform is translated
+windows and resampling). Each video's label, and what the dataset returns after it, comes from
+the dataset's own `__getitem__`, run once per video with `video_clips.get_clip` answering a
+stand-in instead of decoding and the transform replaced by a recorder (as `_probe.py` does for
+images); values after the label are taken when they are plain (numbers, strings, None) and the
+same for the video's first, middle and last clip. The transform is translated
 with video semantics (`_transforms.translate(..., video=True)`: a uint8 tensor in, torchvision's
 video reference presets included).
 
-hpuload decodes no audio. Batches go to the user's `collate_fn` as `(clip, audio, label)`
-triples whose audio is `NO_AUDIO`, which raises, naming why, when anything reads it; the
+hpuload decodes no audio. Batches go to the user's `collate_fn` as `(clip, audio, label, ...)`
+tuples whose audio is `NO_AUDIO`, which raises, naming why, when anything reads it; the
 collate_fn is tried once on such triples when the loader is built (the global generators left
 as they were), so one that reads the audio (default_collate does) sends the loader to torch's
 with that reason. torchvision's video reference's collate_fn drops the audio and runs here."""
 
 from __future__ import annotations
 
+import bisect
 import random
 from typing import Any
 
@@ -128,10 +132,52 @@ def _metadata(vc) -> list[tuple[int, float]]:
     return out
 
 
-def _labels(dataset, vc) -> list[int]:
-    """Each video's label, from the dataset's own `__getitem__` on the video's first clip."""
+#: What may follow the label in a dataset's sample: values hpuload repeats for every clip of a
+#: video once it has seen them stay the same (immutable, so one object serves every sample).
+_PLAIN = (int, float, bool, str, type(None))
+
+
+class ClipSamples:
+    """The samples a torchvision video dataset's `__getitem__` returns, as the collate_fn gets
+    them on hpuload's path: `(clip, NO_AUDIO, label)`, followed by the values the dataset puts
+    after the label when it puts any (the video reference's `KineticsWithVideoId` adds the
+    video's index), those being the same for every clip of a video: `_probe_videos` checked
+    each video's first, middle and last clip."""
+
+    def __init__(self, ends: list[int], extras: list[tuple]):
+        #: Clips before the end of each video (`VideoClips.cumulative_sizes`).
+        self._ends = list(ends)
+        #: Per video, the values after the label (empty when there are none).
+        self._extras = extras
+        self._any = any(extras)
+
+    def example(self) -> tuple:
+        """The values after the label of one video that has clips (what the collate_fn is
+        tried on)."""
+        return next((e for e in self._extras if e), ())
+
+    def tuples(self, views: list, labels: list[int], indices: list[int]) -> list[tuple]:
+        """The samples of a batch: its clips (`views`), their labels and dataset indices."""
+        if not self._any:
+            return [(v, NO_AUDIO, t) for v, t in zip(views, labels)]
+        return [
+            (v, NO_AUDIO, t, *self._extras[bisect.bisect_right(self._ends, i)])
+            for v, t, i in zip(views, labels, indices)
+        ]
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    """Whether two tuples of plain values are equal, value for value and type for type."""
+    return len(a) == len(b) and all(type(x) is type(y) and x == y for x, y in zip(a, b))
+
+
+def _probe_videos(dataset, vc) -> tuple[list[int], ClipSamples]:
+    """Each video's label, and what the dataset returns after it, from the dataset's own
+    `__getitem__` on the video's first clip (and, when something follows the label, its
+    middle and last clips too, which must give the same)."""
     ends = vc.cumulative_sizes
     labels: list[int] = []
+    extras: list[tuple] = []
     name = type(dataset).__name__
     transform = dataset.transform
     states = (torch.get_rng_state(), random.getstate())
@@ -140,39 +186,66 @@ def _labels(dataset, vc) -> list[int]:
         video, _ = vc.get_clip_location(idx)
         return _Clip(video), NO_AUDIO, {"video_fps": vc.frame_rate}, video
 
+    def probe(v: int, idx: int) -> tuple[int, tuple]:
+        try:
+            out = dataset[idx]
+        except NeedsPixels as e:
+            raise NeedsPixels(f"{name}.__getitem__ needs pixels at {_user_line(e)}: {e}") from None
+        except Exception as e:
+            raise NeedsPixels(
+                f"{name}.__getitem__({idx}) raised {type(e).__name__} while probed, at {_user_line(e)}: {e}"
+            ) from None
+        ok = (
+            isinstance(out, tuple)
+            and len(out) >= 3
+            and isinstance(out[0], _Recorded)
+            and out[0].clip.video == v
+            and out[1] is NO_AUDIO
+        )
+        label = _label(out[2]) if ok else None
+        if label is None:
+            raise NeedsPixels(
+                f"{name}.__getitem__ does not return torchvision's (video, audio, integer label, ...)"
+            )
+        for value in out[3:]:
+            if not isinstance(value, _PLAIN):
+                raise NeedsPixels(
+                    f"{name}.__getitem__ returns a {type(value).__name__} after the label (hpuload repeats "
+                    "numbers, strings and None that stay the same for every clip of a video)"
+                )
+        return label, tuple(out[3:])
+
     vc.get_clip = get_clip
     dataset.transform = _TransformStandIn()
+    widths = set()
     try:
         for v in range(len(vc.video_paths)):
             first = ends[v - 1] if v else 0
             if ends[v] == first:
                 labels.append(-1)  # no clip: never a sample
+                extras.append(())
                 continue
-            try:
-                out = dataset[first]
-            except NeedsPixels as e:
-                raise NeedsPixels(f"{name}.__getitem__ needs pixels at {_user_line(e)}: {e}") from None
-            except Exception as e:
-                raise NeedsPixels(
-                    f"{name}.__getitem__({first}) raised {type(e).__name__} while probed, at {_user_line(e)}: {e}"
-                ) from None
-            ok = (
-                isinstance(out, tuple)
-                and len(out) == 3
-                and isinstance(out[0], _Recorded)
-                and out[0].clip.video == v
-                and out[1] is NO_AUDIO
-            )
-            label = _label(out[2]) if ok else None
-            if label is None:
-                raise NeedsPixels(f"{name}.__getitem__ does not return torchvision's (video, audio, integer label)")
+            label, after = probe(v, first)
+            if after:
+                for idx in sorted({(first + ends[v] - 1) // 2, ends[v] - 1} - {first}):
+                    label_there, after_there = probe(v, idx)
+                    if label_there != label or not _same(after_there, after):
+                        raise NeedsPixels(
+                            f"{name}.__getitem__ returns another label or other values after it for clip {idx} "
+                            f"than for clip {first} of the same video ({(label, *after)!r} and "
+                            f"{(label_there, *after_there)!r}): hpuload repeats them for every clip of a video"
+                        )
+            widths.add(len(after))
+            if len(widths) > 1:
+                raise NeedsPixels(f"{name}.__getitem__ returns tuples of different lengths for different videos")
             labels.append(label)
+            extras.append(after)
     finally:
         del vc.get_clip
         dataset.transform = transform
         torch.set_rng_state(states[0])
         random.setstate(states[1])
-    return labels
+    return labels, ClipSamples(ends, extras)
 
 
 def video_source(dataset, pipeline) -> tuple[dict, str, str, list[str] | None]:
@@ -199,7 +272,7 @@ def video_source(dataset, pipeline) -> tuple[dict, str, str, list[str] | None]:
 
         watch = TransformWatch(lambda: dataset.transform, translate_now)
     metadata = _metadata(vc)
-    labels = _labels(dataset, vc)
+    labels, samples = _probe_videos(dataset, vc)
     paths = [str(p) for p in vc.video_paths]
     if not paths:
         raise NeedsPixels("the dataset has no videos")
@@ -216,17 +289,17 @@ def video_source(dataset, pipeline) -> tuple[dict, str, str, list[str] | None]:
     source = {
         "source": _options.SamplesSource(list(zip(paths, labels)), classes),
         "video": video,
-        "audio": True,
+        "clip_samples": samples,
         "clips_expected": int(vc.num_clips()),
         "watch": watch,
     }
     return source, pipe, dtype, classes or None
 
 
-def check_collate(collate) -> None:
-    """Runs the user's collate_fn once on two small `(clip, NO_AUDIO, label)` triples, the
-    global generators left as they were; raises `NeedsPixels` when it reads the audio (or fails
-    otherwise on what hpuload gives it)."""
+def check_collate(collate, samples: ClipSamples) -> None:
+    """Runs the user's collate_fn once on two small samples as hpuload gives them
+    (`(clip, NO_AUDIO, label, ...)`), the global generators left as they were; raises
+    `NeedsPixels` when it reads the audio (or fails otherwise on what hpuload gives it)."""
     if collate is None:
         raise NeedsPixels(
             "default_collate batches the clips' audio, which hpuload does not decode: pass a collate_fn "
@@ -234,7 +307,8 @@ def check_collate(collate) -> None:
         )
     states = (torch.get_rng_state(), random.getstate())
     try:
-        collate([(torch.zeros(2, 3, 2, 2), NO_AUDIO, 0), (torch.zeros(2, 3, 2, 2), NO_AUDIO, 1)])
+        after = samples.example()
+        collate([(torch.zeros(2, 3, 2, 2), NO_AUDIO, 0, *after), (torch.zeros(2, 3, 2, 2), NO_AUDIO, 1, *after)])
     except AudioNotDecoded as e:
         raise NeedsPixels(str(e)) from None
     except Exception as e:

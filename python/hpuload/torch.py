@@ -335,7 +335,7 @@ class _Loader:
         sample_keys=None,
         targets=None,
         watch=None,
-        audio=False,
+        clip_samples=None,
         clips_expected=None,
         tail=None,
         tail_workers=0,
@@ -354,8 +354,9 @@ class _Loader:
         self._tail_place = None
         #: `output_dtype=` as a torch dtype, for the tensors a tail gives.
         self._output_dtype = None
-        #: A torchvision video dataset's samples: `(clip, NO_AUDIO, label)` for the collate_fn.
-        self._audio = audio
+        #: A torchvision video dataset's samples for the collate_fn (`_video.ClipSamples`:
+        #: `(clip, NO_AUDIO, label, ...)`); None for any other dataset.
+        self._clip_samples = clip_samples
         #: The user's transform, watched for changes (`_TransformWatch`); None: a pipeline
         #: of hpuload's own, nothing to watch.
         self._watch = watch
@@ -777,9 +778,9 @@ class _Loader:
                     # Views of the pinned batch, one per sample: nothing is copied before the
                     # user's code runs, and default_collate's stack of them is the batch.
                     targets = labels.tolist()
-                    if self._audio:
-                        no_audio = _video.NO_AUDIO
-                        yield _collate.call(collate, images, lambda views: [(v, no_audio, t) for v, t in zip(views, targets)])
+                    if self._clip_samples is not None:
+                        clips, indices = self._clip_samples, self.last_indices
+                        yield _collate.call(collate, images, lambda views: clips.tuples(views, targets, indices))
                     elif keys is None:
                         yield _collate.call(collate, images, lambda views: list(zip(views, targets)))
                     else:
@@ -890,7 +891,7 @@ def _common(dataset, a: dict, own: dict):
     targets = source.pop("targets", None)
     watch = source.pop("watch", None)
     tail = watch.translated[2] if watch is not None and len(watch.translated) > 2 else None
-    audio = source.pop("audio", False)
+    clip_samples = source.pop("clip_samples", None)
     clips_expected = source.pop("clips_expected", None)
     output = own.get("output", "dict")
     if output not in ("dict", "pair"):
@@ -937,7 +938,7 @@ def _common(dataset, a: dict, own: dict):
         sample_keys=sample_keys,
         targets=targets,
         watch=watch,
-        audio=audio,
+        clip_samples=clip_samples,
         clips_expected=clips_expected,
     )
 
@@ -956,11 +957,11 @@ def _layout(layout: str, tail) -> str:
 
 
 def _video_collate(plan: dict) -> None:
-    """A torchvision video dataset's samples are `(clip, audio, label)`: its collate_fn must
-    not read the audio hpuload does not decode (tried once, now)."""
-    if plan["audio"]:
+    """A torchvision video dataset's samples are `(clip, audio, label, ...)`: its collate_fn
+    must not read the audio hpuload does not decode (tried once, now)."""
+    if plan["clip_samples"] is not None:
         try:
-            _video.check_collate(plan["collate_fn"])
+            _video.check_collate(plan["collate_fn"], plan["clip_samples"])
         except _probe.NeedsPixels as e:
             raise _Unfit(str(e), FallbackReason.ARGUMENT) from e
 

@@ -89,6 +89,24 @@ def test_eval_pipeline_matches_torchvision_transform_output_on_png(png_folder):
         assert diff <= 1, f"sample {i}: {diff} levels from torchvision"
 
 
+def test_a_weights_preset_evaluates_natively_with_torchvisions_pixels_on_png(png_folder):
+    """What the classification reference evaluates pretrained weights with
+    (`weights.transforms()`, torchvision's `ImageClassification` preset) runs natively."""
+    from torchvision.transforms._presets import ImageClassification
+
+    tf = ImageClassification(crop_size=160, resize_size=176)
+    ds = datasets.ImageFolder(png_folder, tf)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(ds, batch_size=12, backend="cpu")
+    x, _, indices = first_batch(loader)
+    assert indices == list(range(12)) and x.dtype == torch.float32 and x.shape == (12, 3, 160, 160)
+    std = torch.tensor(tf.std).view(3, 1, 1)
+    for i in range(12):
+        levels = ((x[i] - ds[i][0]).abs() * std * 255).max().item()
+        assert levels <= 1.0 + 1e-3, f"sample {i}: {levels:.3f} u8 levels apart"
+
+
 @pytest.mark.parametrize(
     "resize, crop",
     [((256, 240), 224), ((224, 224), (224, 224)), ((250, 300), (200, 180))],

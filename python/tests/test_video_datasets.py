@@ -143,8 +143,8 @@ def kinetics_root(tmp_path):
     return tmp_path
 
 
-def kinetics(root, transform, frames=4, step=3, frame_rate=None):
-    return torchvision.datasets.Kinetics(
+def kinetics(root, transform, frames=4, step=3, frame_rate=None, dataset=torchvision.datasets.Kinetics):
+    return dataset(
         str(root),
         frames_per_clip=frames,
         num_classes="400",
@@ -177,6 +177,94 @@ def test_kinetics_with_the_references_eval_preset_gives_torchs_clips_labels_and_
         assert torch.equal(y, wy)
         # Float first and the reference's unantialiased resize.
         assert within_rounding(x, wx, decoder), ((x - wx).abs().max() / LEVEL, decoder)
+
+
+class KineticsWithVideoId(torchvision.datasets.Kinetics):
+    """The video reference's own dataset today (`references/video_classification/datasets.py`):
+    each sample carries its video's index after the label, which its evaluation uses to
+    average the clips' predictions per video."""
+
+    def __getitem__(self, idx):
+        video, audio, _, video_idx = self.video_clips.get_clip(idx)
+        label = self.samples[video_idx][1]
+        if self.transform is not None:
+            video = self.transform(video)
+        return video, audio, label, video_idx
+
+
+def collate_with_video_id(batch):
+    """The video reference's collate_fn for that dataset: drops the audio, keeps the index."""
+    return default_collate([(d[0], d[2], d[3]) for d in batch])
+
+
+def test_the_references_dataset_with_video_ids_gives_torchs_clips_labels_and_video_ids(decoder, kinetics_root):
+    data = kinetics(kinetics_root, preset_eval(), dataset=KineticsWithVideoId)
+    sampler = UniformClipSampler(data.video_clips, 3)
+    want = list(torch.utils.data.DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_with_video_id))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_with_video_id, num_workers=2)
+    got = [(x.clone(), y.clone(), v.clone()) for x, y, v in loader]
+    assert len(got) == len(want) > 2
+    assert {int(v) for _, _, vs in got for v in vs} == set(range(len(data.video_clips.video_paths)))
+    for (x, y, v), (wx, wy, wv) in zip(got, want):
+        assert x.shape == wx.shape and x.dtype == wx.dtype == torch.float32
+        assert torch.equal(y, wy) and torch.equal(v, wv) and v.dtype == wv.dtype
+        assert within_rounding(x, wx, decoder), ((x - wx).abs().max() / LEVEL, decoder)
+
+
+def test_the_video_weights_preset_evaluates_natively_with_torchs_pixels(same_frames, kinetics_root):
+    """`weights.transforms()` of torchvision's video models (`VideoClassification`: the uint8
+    clip resized without antialiasing and rounded, its centre cropped, normalized, permuted),
+    what the video reference evaluates pretrained weights with, runs natively."""
+    from torchvision.transforms._presets import VideoClassification
+
+    data = kinetics(kinetics_root, VideoClassification(crop_size=(32, 40), resize_size=(36, 48)))
+    sampler = UniformClipSampler(data.video_clips, 3)
+    want = batches(torch.utils.data.DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_fn))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_fn, num_workers=2)
+    got = batches(loader)
+    assert len(got) == len(want) > 2
+    for (x, y), (wx, wy) in zip(got, want):
+        assert x.shape == wx.shape and x.shape[1:3] == (3, 4) and x.dtype == wx.dtype == torch.float32
+        assert torch.equal(y, wy)
+        # Both round the resized uint8 clip, ties to even; torch places the taps in float32,
+        # so a value hpuload finds exactly halfway may be a hair off it there (0.5 to 2% of
+        # these values): one level at most.
+        diff = (x - wx).abs() / LEVEL
+        assert diff.max() <= 1 + 1e-3 and (diff > 1e-3).float().mean() < 0.05, diff.max()
+
+
+class KineticsWithClipIndex(torchvision.datasets.Kinetics):
+    """Returns the clip's own index after the label: a value that changes within a video."""
+
+    def __getitem__(self, idx):
+        video, audio, label = super().__getitem__(idx)
+        return video, audio, label, idx
+
+
+class KineticsWithClipTensor(torchvision.datasets.Kinetics):
+    def __getitem__(self, idx):
+        video, audio, label = super().__getitem__(idx)
+        return video, audio, label, torch.tensor([idx])
+
+
+@pytest.mark.parametrize(
+    "dataset, reason",
+    [(KineticsWithClipIndex, "for every clip of a video"), (KineticsWithClipTensor, "returns a Tensor after the label")],
+)
+def test_values_after_the_label_that_change_within_a_video_go_to_torch_with_the_reason(
+    decoder, kinetics_root, dataset, reason
+):
+    data = kinetics(kinetics_root, preset_eval(), dataset=dataset)
+    sampler = UniformClipSampler(data.video_clips, 3)
+    with pytest.warns(FallbackWarning, match=reason):
+        loader = DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_with_video_id)
+    want = list(torch.utils.data.DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_with_video_id))
+    got = list(loader)
+    assert [torch.equal(g[2], w[2]) for g, w in zip(got, want)] == [True] * len(want)
 
 
 def test_kinetics_with_the_references_train_preset_gives_a_flip_and_crop_torch_could_draw(decoder, kinetics_root):

@@ -1,7 +1,12 @@
 //! torch's `interpolate(mode="bilinear", align_corners=False, antialias=False)`, the resize of
 //! torchvision's video reference: each output pixel weighs the two source pixels around its
-//! centre on each axis, in f32, in torch's order (the two horizontal sums, then the vertical
-//! one), and is rounded once at the end.
+//! centre on each axis, in f32 (the two horizontal sums, then the vertical one), and is rounded
+//! once at the end, half to even, as `torch.round` rounds a uint8 clip's resized values
+//! (torchvision's tensor resize of uint8, `VideoClassification`'s). torch's CPU kernel weighs
+//! the four pixels by the products of the axes' weights with fused multiply-adds, so its float
+//! can differ from this one in the last bit: exact halves (a shrink by two) round alike, a
+//! value within a bit of a half may round the other way (one level, a pixel in a hundred or
+//! so where the scale makes such values).
 //!
 //! It runs as two passes over the rows it reads: each source row the output needs is summed
 //! horizontally once into an f32 row (kept while the next output row reads it too), then each
@@ -142,15 +147,15 @@ fn horizontal(row: &[u8], columns: &[Column], sums: &mut [f32]) {
     }
 }
 
-/// `out[j] = round(w0 * upper[j] + w1 * lower[j])`, clamped to a byte (rounding half up, as
-/// `(v + 0.5) as u8` truncates).
+/// `out[j] = round(w0 * upper[j] + w1 * lower[j])`, clamped to a byte, rounding half to even
+/// (`torch.round`'s rule, and the vector conversion's in the default rounding mode).
 fn vertical(upper: &[f32], lower: &[f32], w0: f32, w1: f32, out: &mut [u8]) {
     #[cfg(not(target_arch = "x86_64"))]
     let done = 0;
     #[cfg(target_arch = "x86_64")]
     let done = {
         use std::arch::x86_64::{
-            _mm_add_ps, _mm_cvtsi128_si32, _mm_cvttps_epi32, _mm_loadu_ps, _mm_max_ps, _mm_min_ps,
+            _mm_add_ps, _mm_cvtps_epi32, _mm_cvtsi128_si32, _mm_loadu_ps, _mm_max_ps, _mm_min_ps,
             _mm_mul_ps, _mm_packs_epi32, _mm_packus_epi16, _mm_set1_ps, _mm_setzero_ps,
         };
         for (k, quad) in out.chunks_exact_mut(4).enumerate() {
@@ -165,9 +170,9 @@ fn vertical(upper: &[f32], lower: &[f32], w0: f32, w1: f32, out: &mut [u8]) {
                     _mm_mul_ps(_mm_set1_ps(w0), u),
                     _mm_mul_ps(_mm_set1_ps(w1), l),
                 );
-                let v = _mm_add_ps(v, _mm_set1_ps(0.5));
                 let v = _mm_min_ps(_mm_max_ps(v, _mm_setzero_ps()), _mm_set1_ps(255.0));
-                let i = _mm_cvttps_epi32(v);
+                // Round to nearest, ties to even: the MXCSR's default, which Rust leaves set.
+                let i = _mm_cvtps_epi32(v);
                 let words = _mm_packs_epi32(i, i);
                 let bytes = _mm_packus_epi16(words, words);
                 quad.copy_from_slice(&_mm_cvtsi128_si32(bytes).to_le_bytes());
@@ -181,7 +186,7 @@ fn vertical(upper: &[f32], lower: &[f32], w0: f32, w1: f32, out: &mut [u8]) {
         .zip(&lower[done..])
     {
         let v = w0 * u + w1 * l;
-        *o = (v + 0.5).clamp(0.0, 255.0) as u8;
+        *o = v.clamp(0.0, 255.0).round_ties_even() as u8;
     }
 }
 
@@ -189,9 +194,9 @@ fn vertical(upper: &[f32], lower: &[f32], w0: f32, w1: f32, out: &mut [u8]) {
 mod tests {
     use super::*;
 
-    /// The passes against each output pixel's four taps summed directly in torch's order, for
-    /// shrinking and enlarging the whole image, a window resized in place and a window cut out
-    /// first, at widths whose vector loops leave every remainder.
+    /// The passes against each output pixel's four taps summed directly, horizontal sums
+    /// first, for shrinking and enlarging the whole image, a window resized in place and a
+    /// window cut out first, at widths whose vector loops leave every remainder.
     #[test]
     fn the_two_passes_give_every_pixel_of_the_four_tap_sum() {
         let (width, height) = (37usize, 23usize);
@@ -221,12 +226,27 @@ mod tests {
                         let upper = (1.0 - lx) * p(y0, x0) + lx * p(y0, x1);
                         let lower = (1.0 - lx) * p(y1, x0) + lx * p(y1, x1);
                         let v = (1.0 - ly) * upper + ly * lower;
-                        let want = (v + 0.5).clamp(0.0, 255.0) as u8;
+                        let want = v.clamp(0.0, 255.0).round_ties_even() as u8;
                         let got = out[(r * out_w as usize + i) * 3 + c];
                         assert_eq!(got, want, "{out_w}x{out_h}: row {r} column {i} channel {c}");
                     }
                 }
             }
         }
+    }
+
+    /// A resized value halfway between two levels goes to the even one, as `torch.round`
+    /// rounds torchvision's uint8 resize (half up would give 1, 3, 5, 7 and 9): on the vector
+    /// path and on the scalar one for the row's remainder.
+    #[test]
+    fn a_value_halfway_between_two_levels_rounds_to_even_as_torch_rounds() {
+        let levels = [0u8, 1, 2, 3, 4, 5, 6, 7, 8, 9];
+        let src: Vec<u8> = levels.iter().flat_map(|&v| [v, v, v]).collect();
+        let xs = taps(5, 0.0, 10.0, 10, false);
+        let ys = taps(1, 0.0, 1.0, 1, false);
+        let mut out = vec![0; 5 * 3];
+        TwoTap::default().run(&src, src.len(), &xs, &ys, &mut out);
+        let want: Vec<u8> = [0u8, 2, 4, 6, 8].iter().flat_map(|&v| [v, v, v]).collect();
+        assert_eq!(out, want);
     }
 }
