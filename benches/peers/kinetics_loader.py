@@ -3,11 +3,12 @@ on torch's DataLoader or on hpuload's drop-in (only the import differs).
 
     python benches/peers/kinetics_loader.py ROOT --loader torch|hpuload [--epochs 2]
 
-ROOT holds `train/<class>/<video>.mp4` (Kinetics' layout). The dataset is
-`torchvision.datasets.Kinetics(frames_per_clip=16, step_between_clips=1, frame_rate=15)` with
-the reference's `VideoClassificationPresetTrain(crop_size=(112, 112), resize_size=(128, 171))`
-(its own classes, restated here), `RandomClipSampler(clips_per_video=5)`, batches of 8, 2
-workers and the reference's audio-dropping `collate_fn`. torch's side decodes with torchcodec
+ROOT holds `train/<class>/<video>.mp4` (Kinetics' layout). The dataset is the reference's
+`KineticsWithVideoId` (torchvision's `Kinetics` whose samples carry the video's index after the
+label; `frames_per_clip=16, step_between_clips=1, frame_rate=15`) with its
+`VideoClassificationPresetTrain(crop_size=(112, 112), resize_size=(128, 171))` (its own
+classes, restated here), `RandomClipSampler(clips_per_video=5)`, batches of 8, 2 workers and
+its `collate_fn`, which drops the audio and keeps the index. torch's side decodes with torchcodec
 (FFmpeg's shared libraries). Prints clips/s per epoch after one warm-up epoch, and the median.
 """
 
@@ -44,9 +45,17 @@ class VideoClassificationPresetTrain:
         return self.transforms(x)
 
 
+class KineticsWithVideoId(torchvision.datasets.Kinetics):
+    def __getitem__(self, idx):
+        video, audio, _, video_idx = self.video_clips.get_clip(idx)
+        label = self.samples[video_idx][1]
+        if self.transform is not None:
+            video = self.transform(video)
+        return video, audio, label, video_idx
+
+
 def collate_fn(batch):
-    batch = [(d[0], d[2]) for d in batch]
-    return default_collate(batch)
+    return default_collate([(d[0], d[2], d[3]) for d in batch])
 
 
 def main():
@@ -63,7 +72,7 @@ def main():
         from torch.utils.data import DataLoader
 
     t = time.perf_counter()
-    dataset = torchvision.datasets.Kinetics(
+    dataset = KineticsWithVideoId(
         args.root,
         frames_per_clip=16,
         num_classes="400",
@@ -85,7 +94,7 @@ def main():
     rates = []
     for epoch in range(args.epochs + 1):
         t, clips = time.perf_counter(), 0
-        for video, target in loader:
+        for video, target, _ in loader:
             clips += video.shape[0]
         rate = clips / (time.perf_counter() - t)
         print(f"epoch {epoch}{' (warm-up)' if epoch == 0 else ''}: {rate:.1f} clips/s, batch {tuple(video.shape)}")
