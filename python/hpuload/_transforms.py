@@ -599,8 +599,11 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
             flip = op["op"] in ("random_horizontal_flip", "random_vertical_flip")
             if not geometry:
                 raise Unsupported(f"{name} before the crop or resize (hpuload runs pixel ops at the output size)")
-            if video and flip and not erasing:
-                pixel.append(op)  # on a float clip too: a flip moves values, whatever their type
+            if flip and not erasing:
+                # After the conversion to a tensor too (a uint8 or float clip, the classification
+                # reference's tensor backend): a flip moves values, whatever their type, so it
+                # commutes with the conversion and Normalize.
+                pixel.append(op)
                 continue
             if video and dtype is None and not erasing and normalize is None:
                 # A uint8 clip: hpuload's pixel kernels are torchvision's tensor kernels on

@@ -89,6 +89,39 @@ def test_eval_pipeline_matches_torchvision_transform_output_on_png(png_folder):
         assert diff <= 1, f"sample {i}: {diff} levels from torchvision"
 
 
+def test_the_references_tensor_backend_runs_natively_within_one_level_of_torchvisions_tensor_kernels(png_folder):
+    """The classification reference's `--backend tensor` train preset converts first
+    (`PILToTensor`), then crops, resizes and flips the uint8 tensor: hpuload runs it whole,
+    no step in Python, each sample within one level of torchvision's tensor resize (which
+    is itself within one level of Pillow's) with the loader's window and flip."""
+    tf = T.Compose(
+        [
+            T.PILToTensor(),
+            T.RandomResizedCrop(96, antialias=True),
+            T.RandomHorizontalFlip(0.5),
+            T.ConvertImageDtype(torch.float),
+            T.Normalize(MEAN, STD),
+        ]
+    )
+    ds = datasets.ImageFolder(png_folder, tf)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loader = DataLoader(ds, batch_size=12, shuffle=True, backend="cpu", seed=5)
+    x, _, indices = first_batch(loader)
+    assert x.shape == (12, 3, 96, 96) and x.dtype == torch.float32
+    std = torch.tensor(STD).view(3, 1, 1)
+    flips = 0
+    for slot, index in enumerate(indices):
+        tensor = F.pil_to_tensor(Image.open(ds.samples[index][0]).convert("RGB"))
+        (top, left, h, w), flip = loader._core.sample_params(0, index, tensor.shape[2], tensor.shape[1])
+        want = F.resized_crop(tensor, int(top), int(left), int(h), int(w), [96, 96], antialias=True)
+        want = F.normalize(F.convert_image_dtype(F.hflip(want) if flip else want, torch.float), MEAN, STD)
+        levels = ((x[slot] - want).abs() * std * 255).max().item()
+        assert levels <= 1.0 + 1e-3, f"sample {index}: {levels:.3f} levels from torchvision"
+        flips += int(flip)
+    assert 0 < flips < 12
+
+
 def test_a_weights_preset_evaluates_natively_with_torchvisions_pixels_on_png(png_folder):
     """What the classification reference evaluates pretrained weights with
     (`weights.transforms()`, torchvision's `ImageClassification` preset) runs natively."""
