@@ -5,23 +5,23 @@ Such a dataset indexes clips, not videos: `dataset[i]` is clip `i` of all the vi
 end to end (`VideoClips.cumulative_sizes`), decoded by torchcodec, resampled to `frame_rate`,
 passed through `dataset.transform` as a uint8 `[T, C, H, W]` tensor, and returned as
 `(video, audio, label)` (a subclass may add values after the label: the video reference's
-`KineticsWithVideoId` adds the video's index). Its samplers (`RandomClipSampler`, `UniformClipSampler`, the video
-reference's distributed one) yield those clip indices.
+`KineticsWithVideoId` adds the video's index). Its samplers (`RandomClipSampler`,
+`UniformClipSampler`, the video reference's distributed one) yield those clip indices.
 
 hpuload takes from the dataset what it already computed: the video files, each video's frame
 count and frame rate (torchvision's metadata), the clip length, step and frame rate, so its
 clips are the dataset's own, frame for frame (`ClipSampler::Windows` in the crate, the same
 windows and resampling). Each video's label, and what the dataset returns after it, comes from
-the dataset's own `__getitem__`, run once per video with `video_clips.get_clip` answering a
-stand-in instead of decoding and the transform replaced by a recorder (as `_probe.py` does for
+the dataset's own `__getitem__`, run on each video's first clip with `video_clips.get_clip`
+answering a stand-in instead of decoding and the transform replaced by a recorder (as `_probe.py` does for
 images); values after the label are taken when they are plain (numbers, strings, None) and the
-same for the video's first, middle and last clip. The transform is translated
-with video semantics (`_transforms.translate(..., video=True)`: a uint8 tensor in, torchvision's
-video reference presets included).
+same for the video's first, middle and last clip. The transform is translated with video
+semantics (`_transforms.translate(..., video=True)`: a uint8 tensor in, torchvision's video
+reference presets and the video models' weights preset included).
 
 hpuload decodes no audio. Batches go to the user's `collate_fn` as `(clip, audio, label, ...)`
 tuples whose audio is `NO_AUDIO`, which raises, naming why, when anything reads it; the
-collate_fn is tried once on such triples when the loader is built (the global generators left
+collate_fn is tried once on such tuples when the loader is built (the global generators left
 as they were), so one that reads the audio (default_collate does) sends the loader to torch's
 with that reason. torchvision's video reference's collate_fn drops the audio and runs here."""
 
