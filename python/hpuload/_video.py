@@ -13,9 +13,9 @@ count and frame rate (torchvision's metadata), the clip length, step and frame r
 clips are the dataset's own, frame for frame (`ClipSampler::Windows` in the crate, the same
 windows and resampling). Each video's label, and what the dataset returns after it, comes from
 the dataset's own `__getitem__`, run on each video's first clip with `video_clips.get_clip`
-answering a stand-in instead of decoding and the transform replaced by a recorder (as `_probe.py` does for
-images); values after the label are taken when they are plain (numbers, strings, None) and the
-same for the video's first, middle and last clip. The transform is translated with video
+answering a stand-in instead of decoding and the transform replaced by a recorder (as
+`_probe.py` does for images); values after the label are taken when they are plain (numbers,
+strings, None) and the same for the video's first, middle and last clip. The transform is translated with video
 semantics (`_transforms.translate(..., video=True)`: a uint8 tensor in, torchvision's video
 reference presets and the video models' weights preset included).
 
