@@ -173,6 +173,23 @@ def _user_line(error: BaseException) -> str:
     return f"{os.path.basename(f.filename)}:{f.lineno} (`{(f.line or '').strip()}`)"
 
 
+def probed_item(dataset, index: int):
+    """`dataset[index]` while the dataset is probed; what stops it is a `NeedsPixels` naming
+    the user's line."""
+    try:
+        return dataset[index]
+    except NeedsPixels as e:
+        raise NeedsPixels(f"{type(dataset).__name__}.__getitem__ needs pixels at {_user_line(e)}: {e}") from None
+    except Exception as e:
+        # Code that met the handle where it expected pixels (a transform it calls by another
+        # name, a library that checks the image's type), or an error of its own that torch's
+        # loader will show as it is.
+        raise NeedsPixels(
+            f"{type(dataset).__name__}.__getitem__({index}) raised {type(e).__name__} while probed, "
+            f"at {_user_line(e)}: {e}"
+        ) from None
+
+
 def _label(value) -> int | None:
     if isinstance(value, bool):
         return None
@@ -230,18 +247,7 @@ def probe(dataset, indices: list[int] | None = None) -> tuple[list[tuple[str, in
     dataset.transform = TransformStandIn()
     try:
         for i in order:
-            try:
-                out = dataset[i]
-            except NeedsPixels as e:
-                raise NeedsPixels(f"{type(dataset).__name__}.__getitem__ needs pixels at {_user_line(e)}: {e}") from None
-            except Exception as e:
-                # Code that met the handle where it expected pixels (a transform it calls by
-                # another name, a library that checks the image's type), or an error of its
-                # own that torch's loader will show as it is.
-                raise NeedsPixels(
-                    f"{type(dataset).__name__}.__getitem__({i}) raised {type(e).__name__} while probed, "
-                    f"at {_user_line(e)}: {e}"
-                ) from None
+            out = probed_item(dataset, i)
             shape, k, label = _shape(out)
             if layout is None:
                 layout, keys = shape, k

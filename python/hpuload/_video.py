@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from . import _options
-from ._probe import NeedsPixels, _label, _user_line
+from ._probe import NeedsPixels, _label, _user_line, probed_item
 from ._transforms import Unsupported, translate
 from ._watch import TransformWatch
 from .sources import _pipeline
@@ -187,14 +187,7 @@ def _probe_videos(dataset, vc) -> tuple[list[int], ClipSamples]:
         return _Clip(video), NO_AUDIO, {"video_fps": vc.frame_rate}, video
 
     def probe(v: int, idx: int) -> tuple[int, tuple]:
-        try:
-            out = dataset[idx]
-        except NeedsPixels as e:
-            raise NeedsPixels(f"{name}.__getitem__ needs pixels at {_user_line(e)}: {e}") from None
-        except Exception as e:
-            raise NeedsPixels(
-                f"{name}.__getitem__({idx}) raised {type(e).__name__} while probed, at {_user_line(e)}: {e}"
-            ) from None
+        out = probed_item(dataset, idx)
         ok = (
             isinstance(out, tuple)
             and len(out) >= 3

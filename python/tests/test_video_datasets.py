@@ -158,19 +158,25 @@ def kinetics(root, transform, frames=4, step=3, frame_rate=None, dataset=torchvi
 
 
 def batches(loader):
-    return [(x.clone(), y.clone()) for x, y in loader]
+    return [tuple(t.clone() for t in batch) for batch in loader]
+
+
+def torch_and_hpuload(data, sampler, collate=collate_fn, more_than=2):
+    """The batches of torch's DataLoader and of hpuload's over the same clips, hpuload's on its
+    own path (a fallback fails the test)."""
+    want = batches(torch.utils.data.DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate, num_workers=2)
+    got = batches(loader)
+    assert len(got) == len(want) > more_than
+    return got, want
 
 
 @pytest.mark.parametrize("frame_rate", [None, 15])
 def test_kinetics_with_the_references_eval_preset_gives_torchs_clips_labels_and_pixels(decoder, kinetics_root, frame_rate):
     data = kinetics(kinetics_root, preset_eval(), frame_rate=frame_rate)
-    sampler = UniformClipSampler(data.video_clips, 3)
-    want = batches(torch.utils.data.DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_fn))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", FallbackWarning)
-        loader = DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_fn, num_workers=2)
-    got = batches(loader)
-    assert len(got) == len(want) > 2
+    got, want = torch_and_hpuload(data, UniformClipSampler(data.video_clips, 3))
     for (x, y), (wx, wy) in zip(got, want):
         assert x.shape == wx.shape and x.shape[1:3] == (3, 4)  # [B, C, T, H, W]
         assert x.dtype == wx.dtype == torch.float32
@@ -199,13 +205,7 @@ def collate_with_video_id(batch):
 
 def test_the_references_dataset_with_video_ids_gives_torchs_clips_labels_and_video_ids(decoder, kinetics_root):
     data = kinetics(kinetics_root, preset_eval(), dataset=KineticsWithVideoId)
-    sampler = UniformClipSampler(data.video_clips, 3)
-    want = list(torch.utils.data.DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_with_video_id))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", FallbackWarning)
-        loader = DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_with_video_id, num_workers=2)
-    got = [(x.clone(), y.clone(), v.clone()) for x, y, v in loader]
-    assert len(got) == len(want) > 2
+    got, want = torch_and_hpuload(data, UniformClipSampler(data.video_clips, 3), collate_with_video_id)
     assert {int(v) for _, _, vs in got for v in vs} == set(range(len(data.video_clips.video_paths)))
     for (x, y, v), (wx, wy, wv) in zip(got, want):
         assert x.shape == wx.shape and x.dtype == wx.dtype == torch.float32
@@ -220,13 +220,7 @@ def test_the_video_weights_preset_evaluates_natively_with_torchs_pixels(same_fra
     from torchvision.transforms._presets import VideoClassification
 
     data = kinetics(kinetics_root, VideoClassification(crop_size=(32, 40), resize_size=(36, 48)))
-    sampler = UniformClipSampler(data.video_clips, 3)
-    want = batches(torch.utils.data.DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_fn))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", FallbackWarning)
-        loader = DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_fn, num_workers=2)
-    got = batches(loader)
-    assert len(got) == len(want) > 2
+    got, want = torch_and_hpuload(data, UniformClipSampler(data.video_clips, 3))
     for (x, y), (wx, wy) in zip(got, want):
         assert x.shape == wx.shape and x.shape[1:3] == (3, 4) and x.dtype == wx.dtype == torch.float32
         assert torch.equal(y, wy)
@@ -373,13 +367,7 @@ def test_a_pixel_op_on_the_uint8_clip_gives_torchvisions_tensor_kernels_pixels(s
     op = _pixel_ops()[name]
     transform = T.Compose([T.CenterCrop((32, 40)), op, T.ConvertImageDtype(torch.float32), ConvertBCHWtoCBHW()])
     data = kinetics(kinetics_root, transform)
-    sampler = UniformClipSampler(data.video_clips, 2)
-    want = batches(torch.utils.data.DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_fn))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", FallbackWarning)
-        loader = DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_fn, num_workers=2)
-    got = batches(loader)
-    assert len(got) == len(want) > 1
+    got, want = torch_and_hpuload(data, UniformClipSampler(data.video_clips, 2), more_than=1)
     for (x, y), (wx, wy) in zip(got, want):
         assert x.shape == wx.shape and torch.equal(y, wy)
         levels = ((x - wx).abs() * 255).round()
