@@ -10,7 +10,7 @@
 use std::fs::File;
 use std::time::Instant;
 
-use hpuload::video::{colour, h264_decoder, DecodePlan, H264Decoder, VideoIndex};
+use hpuload::video::{colour, h264_decoder, DecodePlan, VideoDecoder, VideoIndex};
 use hpuload::{Source, VideoFolder};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -38,7 +38,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             for index in &indexes {
                 let all: Vec<usize> = (0..index.frames.len()).collect();
                 let plan = DecodePlan::new(index, &all);
-                let mut decoder = H264Decoder::new(index)?;
+                let mut decoder = VideoDecoder::new(index)?;
                 decoder.decode(&File::open(&index.path)?, index, &plan, &mut |p| {
                     if rgb {
                         colour::to_rgb(&p, &mut out);

@@ -7,7 +7,7 @@
 //! decode differently.)
 #![no_main]
 
-use hpuload::video::{libavcodec, DecodePlan, H264Decoder, Picture, VideoIndex};
+use hpuload::video::{libavcodec, DecodePlan, VideoDecoder, Picture, VideoIndex};
 use libfuzzer_sys::fuzz_target;
 
 /// Each picture's frame and a hash of its planes, in the order they came out; `None` for an
@@ -17,7 +17,7 @@ fn decode(
     data: &[u8],
     lib: Option<&'static hpuload::video::Libav>,
 ) -> Option<Vec<(usize, u64)>> {
-    let mut decoder = H264Decoder::with_library(index, lib).ok()?;
+    let mut decoder = VideoDecoder::with_library(index, lib).ok()?;
     let all: Vec<usize> = (0..index.frames.len()).collect();
     let plan = DecodePlan::new(index, &all);
     let mut out = Vec::new();

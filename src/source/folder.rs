@@ -33,8 +33,8 @@ impl ImageFolder {
 }
 
 /// Video file extensions (compared case-insensitively) that [`VideoFolder`] picks up: the
-/// MP4/MOV family.
-pub const VIDEO_EXTENSIONS: &[&str] = &["mp4", "m4v", "mov"];
+/// MP4/MOV family, and AVI (MPEG-4 Part 2: UCF101, HMDB51).
+pub const VIDEO_EXTENSIONS: &[&str] = &["mp4", "m4v", "mov", "avi"];
 
 /// A folder of videos in class folders (the Kinetics, UCF101 and HMDB51 layout, as
 /// torchvision's video datasets list it): `root/<class>/**/<video>`, classes and labels as

@@ -132,6 +132,7 @@ impl PackedIndex {
         let mut b = Vec::with_capacity(64 + 8 * index.frames.len());
         b.push(match index.codec {
             Codec::H264 => 1,
+            Codec::Mpeg4 => 2,
         });
         put(&mut b, index.config.len() as u64);
         b.extend_from_slice(&index.config);
@@ -186,6 +187,7 @@ fn unpack(bytes: &[u8], path: PathBuf) -> Option<VideoIndex> {
     let mut r = Reader(bytes);
     let codec = match r.take(1)?[0] {
         1 => Codec::H264,
+        2 => Codec::Mpeg4,
         _ => return None,
     };
     let config_len = usize::try_from(r.varint()?).ok()?;

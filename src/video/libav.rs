@@ -20,10 +20,11 @@ use std::sync::OnceLock;
 
 use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
 
-use super::Picture;
+use super::{Codec, Picture};
 
-/// `AV_CODEC_ID_H264`, the same in every version.
+/// `AV_CODEC_ID_H264` and `AV_CODEC_ID_MPEG4`, the same in every version.
 const CODEC_H264: c_int = 27;
+const CODEC_MPEG4: c_int = 12;
 /// `AVERROR(EAGAIN)`: the decoder wants the next packet first.
 const EAGAIN: c_int = -libc::EAGAIN;
 /// `AVERROR_EOF`: every picture has come out.
@@ -240,17 +241,25 @@ impl Drop for LibavDecoder {
 }
 
 impl LibavDecoder {
-    /// An opened H.264 decoder context.
+    /// An opened decoder context for `codec`.
     ///
     /// # Errors
-    /// The library has no H.264 decoder or will not open one.
-    pub fn new(lib: &'static Libav) -> Result<Self, String> {
+    /// The library has no decoder for it or will not open one.
+    pub fn new(lib: &'static Libav, wanted: Codec) -> Result<Self, String> {
         let api = &lib.api;
+        let id = match wanted {
+            Codec::H264 => CODEC_H264,
+            Codec::Mpeg4 => CODEC_MPEG4,
+        };
         // SAFETY: plain constructor calls; every pointer is checked before use.
         unsafe {
-            let codec = (api.find_decoder)(CODEC_H264);
+            let codec = (api.find_decoder)(id);
             if codec.is_null() {
-                return Err(format!("{} has no H.264 decoder", lib.describe()));
+                return Err(format!(
+                    "{} has no {} decoder",
+                    lib.describe(),
+                    wanted.name()
+                ));
             }
             let this = Self {
                 lib,

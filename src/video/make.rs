@@ -296,7 +296,7 @@ fn to_i420(rgb: &[u8], (w, h): (usize, usize), out: &mut [u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::video::{colour, DecodePlan, H264Decoder, VideoIndex};
+    use crate::video::{colour, DecodePlan, VideoDecoder, VideoIndex};
 
     fn psnr(a: &[u8], b: &[u8]) -> f64 {
         let mse = a
@@ -331,7 +331,7 @@ mod tests {
         // encoder loses; and no frame is its neighbour (the camera moves).
         let scene = Scene::new(spec, 7, 1).unwrap();
         let plan = DecodePlan::new(&index, &(0..12).collect::<Vec<_>>());
-        let mut decoder = H264Decoder::new(&index).unwrap();
+        let mut decoder = VideoDecoder::new(&index).unwrap();
         let file = std::fs::File::open(&path).unwrap();
         let (mut rendered, mut rgb) = (vec![0; 96 * 64 * 3], Vec::new());
         let mut seen = Vec::new();

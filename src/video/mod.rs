@@ -2,18 +2,20 @@
 //! without decoding a frame ([`VideoIndex`]): every frame's presentation and decode timestamps,
 //! whether it is a keyframe, and where its compressed bytes lie. A [`ClipSampler`] picks each
 //! clip's frames as torchcodec's and torchvision's samplers do; a [`DecodePlan`] turns the
-//! frames a sampler wants into runs that start at keyframes, and the [`H264Decoder`] decodes
+//! frames a sampler wants into runs that start at keyframes, and the [`VideoDecoder`] decodes
 //! them on the host (issue 30).
 
+mod avi;
 mod cache;
 mod clips;
 pub mod colour;
+mod decoder;
 mod fragments;
 mod frames;
-mod h264;
 mod libav;
 mod make;
 mod mp4;
+mod mpeg4;
 mod plan;
 mod read;
 mod render;
@@ -27,9 +29,9 @@ pub use clips::{
     random_clip_sampler, uniform_clip_sampler, video_clips, ClipError, ClipSampler, IndexClips,
     Policy, TimeClips, Timeline, WindowClips,
 };
+pub use decoder::{h264_decoder, AvcConfig, DecodeCounts, Picture, VideoDecoder};
 pub(crate) use frames::frame_error;
 pub use frames::{FramesJob, FramesScratch};
-pub use h264::{h264_decoder, AvcConfig, DecodeCounts, H264Decoder, Picture};
 pub use libav::{library as libavcodec, Libav};
 pub use make::{default_video_dataset, make_video_dataset, VideoSetSpec};
 pub use mp4::{Codec, Frame, VideoError, VideoFailure, VideoIndex};

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use mp4parse::unstable::{create_sample_table, CheckedInteger};
 use mp4parse::{CodecType, SampleEntry, TrackType, VideoCodecSpecific};
 
+use super::avi;
 use super::fragments::{track_defaults, Fragments};
 use crate::Error;
 
@@ -29,6 +30,20 @@ pub(crate) const MAX_FRAME_BYTES: u64 = 1 << 30;
 pub enum Codec {
     /// H.264 / AVC (`avc1`, `avc3`), with its `avcC` decoder configuration.
     H264,
+    /// MPEG-4 Part 2 (Xvid, DivX) in an AVI file, its headers in the stream (or in the
+    /// configuration, when the file's stream format carries them). Decoded by FFmpeg's
+    /// libavcodec only.
+    Mpeg4,
+}
+
+impl Codec {
+    /// The codec's name, in words.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::H264 => "H.264",
+            Self::Mpeg4 => "MPEG-4 Part 2",
+        }
+    }
 }
 
 /// One frame of the index, in decode order.
@@ -68,9 +83,12 @@ pub enum VideoError {
     /// No track is video.
     #[error("no video track")]
     NoVideoTrack,
-    /// A video codec other than H.264.
-    #[error("the video is {0}; hpuload decodes H.264 (AVC) video")]
+    /// A video codec other than H.264 (or MPEG-4 Part 2 in AVI).
+    #[error("the video is {0}; hpuload decodes H.264 (AVC) video, and MPEG-4 Part 2 in AVI files")]
     Codec(&'static str),
+    /// An AVI file's headers or chunks are malformed, or hold what hpuload does not index.
+    #[error("AVI: {0}")]
+    Avi(String),
     /// A movie fragment (`moof`) is malformed.
     #[error("a movie fragment (`moof`) is malformed: {0}")]
     Fragment(String),
@@ -290,6 +308,33 @@ impl VideoIndex {
 
     /// The index of a video of `size` bytes that `read(offset, buffer)` reads.
     fn read_with(path: PathBuf, size: u64, read: &Reader<'_>) -> Result<Self, VideoFailure> {
+        let mut head = [0u8; 12];
+        if size >= 12 {
+            read(0, &mut head)?;
+        }
+        let (codec, config, frame_size, timescale, frames) = if avi::is_avi(&head) {
+            avi::index(read, size)?
+        } else {
+            Self::movie(read, size)?
+        };
+        if let Some(frame) = frames
+            .iter()
+            .position(|f| f.offset.saturating_add(u64::from(f.len)) > size)
+        {
+            return Err(VideoError::PastTheEnd { frame, size }.into());
+        }
+        Ok(Self {
+            path,
+            codec,
+            config,
+            size: frame_size,
+            timescale,
+            frames,
+        })
+    }
+
+    /// An MP4/MOV file's index, from its boxes.
+    fn movie(read: &Reader<'_>, size: u64) -> Result<Parsed, VideoFailure> {
         let boxes = top_level_boxes(read, size).map_err(|e| match e {
             Scan::Io(source) => VideoFailure::Io(source),
             Scan::Bad(e) => VideoFailure::Video(e),
@@ -329,22 +374,7 @@ impl VideoIndex {
             // Data offsets count from the box's header.
             moofs.push((b.start - b.header, body));
         }
-        let (codec, config, frame_size, timescale, frames) =
-            guarded(|| from_movie(&head, &moofs, size))?;
-        if let Some(frame) = frames
-            .iter()
-            .position(|f| f.offset.saturating_add(u64::from(f.len)) > size)
-        {
-            return Err(VideoError::PastTheEnd { frame, size }.into());
-        }
-        Ok(Self {
-            path,
-            codec,
-            config,
-            size: frame_size,
-            timescale,
-            frames,
-        })
+        Ok(guarded(|| from_movie(&head, &moofs, size))?)
     }
 
     /// The frames' indices in presentation order.
@@ -386,7 +416,7 @@ enum Scan {
 }
 
 /// Reads a video's bytes: `read(offset, buffer)` fills `buffer` from `offset`.
-type Reader<'a> = dyn Fn(u64, &mut [u8]) -> std::io::Result<()> + 'a;
+pub(super) type Reader<'a> = dyn Fn(u64, &mut [u8]) -> std::io::Result<()> + 'a;
 
 /// The top-level boxes of a file of `size` bytes, from their headers alone.
 fn top_level_boxes(read: &Reader<'_>, size: u64) -> Result<Vec<TopBox>, Scan> {
@@ -552,7 +582,9 @@ fn check_count(kind: &[u8; 4], body: &[u8], at: usize, entry: u64) -> Result<(),
     Ok(())
 }
 
-type Parsed = (Codec, Vec<u8>, (u32, u32), u64, Vec<Frame>);
+/// What a container's tables give: the codec, its configuration, the picture size, the
+/// timescale and the frames in decode order.
+pub(super) type Parsed = (Codec, Vec<u8>, (u32, u32), u64, Vec<Frame>);
 
 /// The first video track of the movie `head` (`ftyp` and `moov` boxes) as an index; its
 /// frames from the movie fragments `moofs` (where each starts in the file, its body) when

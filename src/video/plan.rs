@@ -41,9 +41,15 @@ impl DecodePlan {
         let mut wanted: Vec<usize> = wanted.iter().copied().filter(|&f| f < n).collect();
         wanted.sort_unstable();
         wanted.dedup();
+        // Each wanted frame's span, by where it starts: a leading picture's starts before its
+        // own keyframe, so a frame later in decode order may start earlier.
+        let mut spans: Vec<(usize, usize)> = wanted
+            .into_iter()
+            .map(|frame| (span_start(index, frame), frame))
+            .collect();
+        spans.sort_unstable();
         let mut runs: Vec<Run> = Vec::new();
-        for frame in wanted {
-            let first = span_start(index, frame);
+        for (first, frame) in spans {
             match runs.last_mut() {
                 // Overlapping or adjacent spans decode as one run.
                 Some(run) if first <= run.last + 1 => {
@@ -56,6 +62,9 @@ impl DecodePlan {
                     keep: vec![frame],
                 }),
             }
+        }
+        for run in &mut runs {
+            run.keep.sort_unstable();
         }
         Self { runs }
     }
@@ -187,6 +196,22 @@ mod tests {
         assert_eq!(plan.runs[0].first, 0);
         let plan = DecodePlan::new(&v, &[6]);
         assert_eq!(plan.runs[0].first, 3);
+    }
+
+    #[test]
+    fn a_leading_picture_wanted_with_its_keyframe_moves_the_runs_start_back() {
+        // The keyframe I3 comes first in decode order, but B4 (shown before it) needs the GOP
+        // before: one run from I0 keeps both.
+        let v = index(&[0, 3], 7, Some(&[0, 3, 6, 9, 7, 8, 12]));
+        let plan = DecodePlan::new(&v, &[3, 4, 6]);
+        assert_eq!(
+            plan.runs,
+            vec![Run {
+                first: 0,
+                last: 6,
+                keep: vec![3, 4, 6]
+            }]
+        );
     }
 
     #[test]

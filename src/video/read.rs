@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::path::Path;
 
-use super::{colour, ClipError, DecodePlan, H264Decoder, VideoError, VideoFailure, VideoIndex};
+use super::{colour, ClipError, DecodePlan, VideoDecoder, VideoError, VideoFailure, VideoIndex};
 
 /// Frames of one video, RGB, `height x width x 3` each, in the order they were asked for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,7 +50,7 @@ pub fn read_frames(path: &Path, positions: &[usize]) -> Result<Frames, VideoFail
     if !wanted.is_empty() {
         let plan = DecodePlan::new(&index, &wanted);
         let file = File::open(path)?;
-        let mut decoder = H264Decoder::new_typed(&index)?;
+        let mut decoder = VideoDecoder::new_typed(&index)?;
         decoder.decode_typed(&file, &index, &plan, &mut |p| {
             let mut rgb = Vec::new();
             colour::to_rgb(&p, &mut rgb);

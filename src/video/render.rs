@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::time::Duration;
 
-use super::{colour, DecodeCounts, DecodePlan, H264Decoder, VideoFailure, VideoIndex};
+use super::{colour, DecodeCounts, DecodePlan, VideoDecoder, VideoFailure, VideoIndex};
 use crate::augment::{self, AugmentError, PixelStage, Resampler, SamplePlan, Scratch};
 use crate::cpu_time::CpuClock;
 
@@ -55,7 +55,7 @@ impl Bitstream<'_> {
     ///
     /// # Errors
     /// The file cannot be read, or the video ends before them; for [`Bitstream::Spans`],
-    /// always (spans are read in order, by [`H264Decoder::decode_spans`]).
+    /// always (spans are read in order, by [`VideoDecoder::decode_spans`]).
     fn read_at(&self, at: u64, buf: &mut [u8]) -> std::io::Result<()> {
         use std::os::unix::fs::FileExt;
         let short = || std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
@@ -97,7 +97,7 @@ pub enum ClipsError {
 #[derive(Default)]
 pub struct ClipsScratch {
     /// The decoder and the `avcC` record it was started with: reused while videos share it.
-    decoder: Option<(Vec<u8>, H264Decoder)>,
+    decoder: Option<(Vec<u8>, VideoDecoder)>,
     /// The frame just decoded, in RGB where its clips read it.
     rgb: Vec<u8>,
     /// A frame's copy when the plan runs ops on the whole frame first.
@@ -175,7 +175,7 @@ impl ClipsJob {
         let decoder = match &mut s.decoder {
             Some((kept, d)) if kept == config => d,
             slot => {
-                let d = H264Decoder::new_typed(&self.index).map_err(VideoFailure::from)?;
+                let d = VideoDecoder::new_typed(&self.index).map_err(VideoFailure::from)?;
                 &mut slot.insert((config.clone(), d)).1
             }
         };

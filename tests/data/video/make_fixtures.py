@@ -1,13 +1,16 @@
-"""Writes the H.264 test clips in this folder and `expected.json`, what FFmpeg (through PyAV)
-decodes from them: every frame's presentation time, keyframe flag and a hash of each YUV plane.
+"""Writes the test clips in this folder (H.264 in MP4, MPEG-4 Part 2 in AVI) and
+`expected.json`, what FFmpeg (through PyAV) decodes from them: every frame's presentation time,
+keyframe flag and a hash of each YUV plane.
 
 The clips are tiny (a few KB) and drawn here: a gradient background that drifts, a square that
 moves and changes brightness, so that motion compensation, B-frames and the deblocking filter
 all have work to do. Rerun with `python tests/data/video/make_fixtures.py` (needs `av`); the
-Rust tests read only the files it writes.
+Rust tests read only the files it writes. `--avi` writes the AVI clips alone, keeping the
+other entries of `expected.json`.
 """
 
 import json
+import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -60,6 +63,36 @@ def write(name, w, h, frames, options, profile=None, pts=None, time_base=Fractio
     return path
 
 
+def write_avi(name, w, h, frames, bframes=0, gop=12, audio=False, tag="XVID"):
+    """MPEG-4 Part 2 in AVI, as UCF101's and HMDB51's files are (Xvid, DivX), from FFmpeg's
+    own MPEG-4 encoder; with `audio`, a PCM track interleaved, as a camera writes one."""
+    path = HERE / name
+    with av.open(str(path), "w", format="avi") as out:
+        stream = out.add_stream("mpeg4", rate=25)
+        stream.width, stream.height = w, h
+        stream.pix_fmt = "yuv420p"
+        stream.codec_tag = tag
+        stream.codec_context.gop_size = gop
+        stream.codec_context.max_b_frames = bframes
+        sound = out.add_stream("pcm_s16le", rate=8000) if audio else None
+        if sound is not None:
+            sound.layout = "mono"
+        for i in range(frames):
+            frame = av.VideoFrame.from_ndarray(picture(i, w, h), format="rgb24")
+            frame.pts = i
+            for packet in stream.encode(frame):
+                out.mux(packet)
+            if sound is not None:
+                tone = (1000 * np.sin(np.arange(320) * (0.1 + i / 100))).astype(np.int16)[None]
+                chunk = av.AudioFrame.from_ndarray(tone, format="s16", layout="mono")
+                chunk.sample_rate, chunk.pts = 8000, 320 * i
+                for packet in sound.encode(chunk):
+                    out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+    return path
+
+
 def describe(path):
     frames = []
     with av.open(str(path)) as container:
@@ -98,7 +131,20 @@ def describe(path):
     return meta
 
 
+def avi_clips():
+    return [
+        write_avi("xvid.avi", 96, 72, 30, audio=True),
+        write_avi("divx_bframes.avi", 80, 64, 30, bframes=2, tag="DX50"),
+    ]
+
+
 def main():
+    if sys.argv[1:] == ["--avi"]:
+        expected = json.loads((HERE / "expected.json").read_text())
+        for path in avi_clips():
+            expected[path.name] = describe(path)
+        (HERE / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")
+        return
     expected = {}
     x264 = {"x264-params": "keyint=12:min-keyint=12:scenecut=0:bframes=3:b-pyramid=normal"}
     clips = [
@@ -126,7 +172,7 @@ def main():
             muxer={"movflags": "frag_keyframe+empty_moov+default_base_moof"},
         ),
     ]
-    for path in clips:
+    for path in clips + avi_clips():
         expected[path.name] = describe(path)
     (HERE / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")
     # FFmpeg's own RGB (swscale, as torchcodec converts) of three frames of one clip, raw

@@ -1,8 +1,9 @@
-//! H.264 decoding on the host: through FFmpeg's libavcodec where the machine has one (loaded
-//! at run time, [`super::libav`]), else through Cisco's OpenH264 (built from its bundled source
-//! by the `openh264` crate: no system library). Both decode Constrained Baseline, Main and
-//! High profile streams, CABAC and B-frames included, as x264 writes them, and H.264 decoding
-//! is exact: they give the same planes bit for bit.
+//! Video decoding on the host. H.264: through FFmpeg's libavcodec where the machine has one
+//! (loaded at run time, [`super::libav`]), else through Cisco's OpenH264 (built from its
+//! bundled source by the `openh264` crate: no system library). Both decode Constrained
+//! Baseline, Main and High profile streams, CABAC and B-frames included, as x264 writes them,
+//! and H.264 decoding is exact: they give the same planes bit for bit. MPEG-4 Part 2 (AVI
+//! files: UCF101, HMDB51): through libavcodec only, each frame given as the file holds it.
 //!
 //! The container gives each frame as length-prefixed NAL units and the parameter sets in the
 //! `avcC` record; both decoders are given an Annex B byte stream, so both are rewritten with
@@ -19,8 +20,9 @@ use openh264::OpenH264API;
 use openh264_sys2::{SBufferInfo, DECODER_OPTION_NUM_OF_FRAMES_REMAINING_IN_BUFFER};
 
 use super::libav::{self, Libav, LibavDecoder};
+use super::mpeg4::{self, VopType};
 use super::plan::DecodePlan;
-use super::{VideoError, VideoFailure, VideoIndex};
+use super::{Codec, VideoError, VideoFailure, VideoIndex};
 use crate::Error;
 
 /// The `avcC` decoder configuration record: how long each NAL unit's length prefix is, and
@@ -120,11 +122,14 @@ pub struct DecodeCounts {
     pub bytes: u64,
 }
 
-/// An H.264 decoder for one video at a time. Not shared between threads: each worker holds
-/// its own.
-pub struct H264Decoder {
+/// A decoder for one video at a time. Not shared between threads: each worker holds its own.
+pub struct VideoDecoder {
     decoder: Engine,
-    config: AvcConfig,
+    /// H.264's configuration; `None` for MPEG-4 Part 2, whose frames go in as they are.
+    avc: Option<AvcConfig>,
+    /// What goes before a run's keyframe: H.264's parameter sets (for FFmpeg's decoder), or
+    /// MPEG-4's headers when the file keeps them out of the stream.
+    headers: Vec<u8>,
     /// The compressed bytes of the run being decoded.
     data: Vec<u8>,
     /// One frame rewritten to Annex B.
@@ -133,11 +138,11 @@ pub struct H264Decoder {
     ended: bool,
 }
 
-impl std::fmt::Debug for H264Decoder {
+impl std::fmt::Debug for VideoDecoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("H264Decoder")
+        f.debug_struct("VideoDecoder")
             .field("decoder", &self.name())
-            .field("config", &self.config)
+            .field("avc", &self.avc)
             .finish_non_exhaustive()
     }
 }
@@ -159,7 +164,20 @@ pub fn h264_decoder() -> String {
 
 const OPENH264: &str = "OpenH264 (built in)";
 
-impl H264Decoder {
+/// Why a video in `codec` cannot be decoded in a process without a libavcodec.
+pub(crate) fn needs_libavcodec(codec: Codec) -> String {
+    let why = match libav::found() {
+        Ok(_) => "it was not given one",
+        Err(why) => why.as_str(),
+    };
+    format!(
+        "{} video is decoded by FFmpeg's libavcodec, and this process has none ({why}; \
+         installing PyAV, or a distribution's libavcodec, provides one)",
+        codec.name()
+    )
+}
+
+impl VideoDecoder {
     /// A decoder for `index`'s video: FFmpeg's when the process found a libavcodec
     /// ([`h264_decoder`] says which), else OpenH264.
     ///
@@ -170,7 +188,7 @@ impl H264Decoder {
         Self::new_typed(index).map_err(|e| named(index, e))
     }
 
-    /// [`H264Decoder::new`], with the failure typed.
+    /// [`VideoDecoder::new`], with the failure typed.
     ///
     /// # Errors
     /// [`VideoError::Config`], [`VideoError::Decoder`] or [`VideoError::Decode`].
@@ -181,20 +199,31 @@ impl H264Decoder {
     /// A decoder for `index`'s video through `lib`, or OpenH264 when it is `None`.
     ///
     /// # Errors
-    /// As [`H264Decoder::new_typed`]; [`VideoError::Decoder`] when `lib` cannot open an
+    /// As [`VideoDecoder::new_typed`]; [`VideoError::Decoder`] when `lib` cannot open an
     /// H.264 decoder.
     pub fn with_library(
         index: &VideoIndex,
         lib: Option<&'static Libav>,
     ) -> Result<Self, VideoError> {
-        let config = AvcConfig::parse(&index.config)?;
-        let decoder = match lib {
-            Some(lib) => Engine::Libav(LibavDecoder::new(lib).map_err(VideoError::Decoder)?),
-            None => Engine::OpenH264(start()?),
+        let avc = match index.codec {
+            Codec::H264 => Some(AvcConfig::parse(&index.config)?),
+            Codec::Mpeg4 => None,
+        };
+        let headers = match &avc {
+            Some(avc) => avc.parameter_sets.clone(),
+            None => index.config.clone(),
+        };
+        let decoder = match (lib, index.codec) {
+            (Some(lib), codec) => {
+                Engine::Libav(LibavDecoder::new(lib, codec).map_err(VideoError::Decoder)?)
+            }
+            (None, Codec::H264) => Engine::OpenH264(start()?),
+            (None, codec) => return Err(VideoError::Decoder(needs_libavcodec(codec))),
         };
         let mut this = Self {
             decoder,
-            config,
+            avc,
+            headers,
             data: Vec::new(),
             annexb: Vec::new(),
             ended: false,
@@ -217,9 +246,9 @@ impl H264Decoder {
         if matches!(self.decoder, Engine::Libav(_)) {
             return Ok(());
         }
-        let headers = std::mem::take(&mut self.config.parameter_sets);
+        let headers = std::mem::take(&mut self.headers);
         let fed = self.feed(&headers, None, &mut |_| {});
-        self.config.parameter_sets = headers;
+        self.headers = headers;
         fed
     }
 
@@ -241,7 +270,7 @@ impl H264Decoder {
             .map_err(|e| named(index, e))
     }
 
-    /// [`H264Decoder::decode`], with the failure typed. After a failure the decoder's state
+    /// [`VideoDecoder::decode`], with the failure typed. After a failure the decoder's state
     /// is unknown: start a new one.
     ///
     /// # Errors
@@ -262,11 +291,11 @@ impl H264Decoder {
         )
     }
 
-    /// [`H264Decoder::decode_typed`] from the runs' bytes as [`DecodePlan::spans`] lays them
+    /// [`VideoDecoder::decode_typed`] from the runs' bytes as [`DecodePlan::spans`] lays them
     /// out, one after the other in `bytes` (what the media engine is given in device memory).
     ///
     /// # Errors
-    /// As [`H264Decoder::decode_typed`]; bytes shorter than the spans are an I/O error.
+    /// As [`VideoDecoder::decode_typed`]; bytes shorter than the spans are an I/O error.
     pub fn decode_spans(
         &mut self,
         bytes: &[u8],
@@ -289,11 +318,11 @@ impl H264Decoder {
         self.decode_from(&mut next, index, plan, emit)
     }
 
-    /// [`H264Decoder::decode_typed`], each run's span read by `read(offset, buffer)` (a file, a
+    /// [`VideoDecoder::decode_typed`], each run's span read by `read(offset, buffer)` (a file, a
     /// shard member, bytes in memory).
     ///
     /// # Errors
-    /// As [`H264Decoder::decode_typed`], with `read`'s errors as I/O errors.
+    /// As [`VideoDecoder::decode_typed`], with `read`'s errors as I/O errors.
     pub fn decode_from(
         &mut self,
         read: &mut dyn FnMut(u64, &mut [u8]) -> std::io::Result<()>,
@@ -337,16 +366,25 @@ impl H264Decoder {
                 let at = (f.offset - from) as usize;
                 let sample = &self.data[at..at + f.len as usize];
                 // A frame nobody keeps and nothing refers to need not be decoded at all.
-                if keep.binary_search(&frame).is_err()
-                    && !is_reference(sample, self.config.nal_length)
-                {
+                let reference = match &self.avc {
+                    Some(avc) => is_reference(sample, avc.nal_length),
+                    None => mpeg4::vop_type(sample) != Some(VopType::B),
+                };
+                if keep.binary_search(&frame).is_err() && !reference {
                     skipped += 1;
                     continue;
                 }
                 let mut annexb = std::mem::take(&mut self.annexb);
-                let rewritten = to_annexb(sample, self.config.nal_length, &mut annexb);
+                let rewritten = match &self.avc {
+                    Some(avc) => to_annexb(sample, avc.nal_length, &mut annexb),
+                    None => {
+                        annexb.clear();
+                        annexb.extend_from_slice(sample);
+                        Ok(())
+                    }
+                };
                 if k == 0 && matches!(self.decoder, Engine::Libav(_)) {
-                    annexb.splice(0..0, self.config.parameter_sets.iter().copied());
+                    annexb.splice(0..0, self.headers.iter().copied());
                 }
                 let fed = match rewritten {
                     Ok(()) => self.feed(&annexb, Some(frame), &mut pass),
