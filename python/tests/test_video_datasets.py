@@ -185,6 +185,67 @@ def test_kinetics_with_the_references_eval_preset_gives_torchs_clips_labels_and_
         assert within_rounding(x, wx, decoder), ((x - wx).abs().max() / LEVEL, decoder)
 
 
+def ucf101_and_hmdb51(root, transform, clip="xvid.avi"):
+    """torchvision's `UCF101` and `HMDB51` over a tree of their AVI files (MPEG-4 Part 2, as
+    the real datasets' are, UCF101's Xvid without B-frames; each lists `.avi` files only),
+    copies of `clip`, with each one's split files: one video of a class is held out of fold
+    1's training split."""
+    videos = [
+        ("ApplyEyeMakeup", "v_ApplyEyeMakeup_g01_c01.avi", clip),
+        ("ApplyEyeMakeup", "v_ApplyEyeMakeup_g01_c02.avi", clip),
+        ("ApplyEyeMakeup", "v_ApplyEyeMakeup_g02_c01.avi", clip),
+        ("Archery", "v_Archery_g01_c01.avi", clip),
+        ("Archery", "v_Archery_g01_c02.avi", "xvid.avi"),
+    ]
+    held_out = {"v_ApplyEyeMakeup_g02_c01.avi"}
+    notes = root / "splits"
+    notes.mkdir(parents=True, exist_ok=True)
+    for cls, name, clip in videos:
+        (root / "videos" / cls).mkdir(parents=True, exist_ok=True)
+        shutil.copy(CLIPS / clip, root / "videos" / cls / name)
+    train = [f"{cls}/{name} {k + 1}" for k, (cls, name, _) in enumerate(videos) if name not in held_out]
+    (notes / "trainlist01.txt").write_text("\n".join(train) + "\n")
+    for cls in {cls for cls, _, _ in videos}:
+        lines = [f"{name} {2 if name in held_out else 1}" for c, name, _ in videos if c == cls]
+        (notes / f"{cls}_test_split1.txt").write_text("\n".join(lines) + "\n")
+    common = dict(frames_per_clip=4, step_between_clips=5, fold=1, train=True, transform=transform, output_format="TCHW")
+    return [
+        torchvision.datasets.UCF101(str(root / "videos"), str(notes), **common),
+        torchvision.datasets.HMDB51(str(root / "videos"), str(notes), **common),
+    ]
+
+
+def test_ucf101_and_hmdb51_on_their_avi_files_give_torchs_clips_labels_and_pixels(decoder, tmp_path):
+    """The datasets read MPEG-4 Part 2 in AVI, which hpuload decodes with FFmpeg's libavcodec
+    (Debian's, or PyAV's copy): natively where the process has one, else torch's loader
+    takes them, saying what is missing."""
+    for data in ucf101_and_hmdb51(tmp_path, preset_eval()):
+        assert len(data.video_clips.video_paths) == 4
+        sampler = UniformClipSampler(data.video_clips, 3)
+        if not _hpuload.video_decoder().startswith("libavcodec"):
+            with pytest.warns(FallbackWarning, match="libavcodec"):
+                DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_fn)
+            continue
+        got, want = torch_and_hpuload(data, sampler)
+        labels = set()
+        for (x, y), (wx, wy) in zip(got, want):
+            assert x.shape == wx.shape and x.shape[1:3] == (3, 4) and x.dtype == wx.dtype == torch.float32
+            assert torch.equal(y, wy)
+            labels.update(y.tolist())
+            assert within_rounding(x, wx, decoder), ((x - wx).abs().max() / LEVEL, decoder)
+        assert labels == {0, 1}
+
+
+def test_avi_files_with_b_frames_go_to_torch_saying_torchcodec_numbers_their_frames_otherwise(decoder, tmp_path):
+    """torchcodec's frame numbers in an AVI file with B-frames are not the order its frames are
+    shown in (it repeats some frames and skips others), so hpuload's clips would not be the
+    ones torchvision gives: torch's loader takes the dataset, with the reason."""
+    data = ucf101_and_hmdb51(tmp_path, preset_eval(), clip="divx_bframes.avi")[0]
+    sampler = UniformClipSampler(data.video_clips, 3)
+    with pytest.warns(FallbackWarning, match="B-frames in AVI|libavcodec"):
+        DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_fn)
+
+
 class KineticsWithVideoId(torchvision.datasets.Kinetics):
     """The video reference's own dataset today (`references/video_classification/datasets.py`):
     each sample carries its video's index after the label, which its evaluation uses to

@@ -23,7 +23,7 @@ use crate::source::{Frames, SampleBytes};
 use crate::stage::Stage;
 use crate::video::{
     frame_error, index_threads, index_videos, Bitstream, ClipError, ClipSampler, ClipsError,
-    ClipsJob, ClipsScratch, DecodeCounts, DecodePlan, FramesJob, IndexCache, IndexStats,
+    ClipsJob, ClipsScratch, Codec, DecodeCounts, DecodePlan, FramesJob, IndexCache, IndexStats,
     PackedIndex, Timeline, VideoAt, VideoError, VideoFailure, VideoIndex,
 };
 use crate::{ReadMode, SampleError, SampleErrorKind, Source};
@@ -231,7 +231,7 @@ fn windows(
         return Err(crate::Error::config(
             what,
             "torchvision's VideoClips count every video's clips up front, which needs the videos \
-             as MP4 files on local storage",
+             as files on local storage",
         ));
     }
     if let Some(m) = &spec.metadata {
@@ -265,6 +265,28 @@ fn windows(
             let (cut, offset) = v.timeline.segment(start, end);
             offsets[k] = offset;
             counted = Some(cut.len());
+        }
+        // torchvision's reader decoded it: a codec this process cannot decode is refused
+        // here, so that the user's loader takes the dataset instead of skipping every clip.
+        if let Some(v) = indexed.as_ref() {
+            if v.index.codec != Codec::H264 && crate::video::libavcodec().is_none() {
+                let why = crate::video::needs_libavcodec(v.index.codec);
+                return Err(crate::Error::config(what, format!("{path}: {why}")));
+            }
+            // torchcodec numbers the frames of an AVI file with B-frames otherwise than they
+            // are shown (it repeats some and skips others): torchvision's clips are not the
+            // file's, and the user's loader is the one that gives them.
+            let reordered =
+                v.index.codec == Codec::Mpeg4 && v.index.frames.iter().any(|f| f.pts != f.dts);
+            if given.is_some() && reordered {
+                return Err(crate::Error::config(
+                    what,
+                    format!(
+                        "{path}: MPEG-4 B-frames in AVI, whose frames torchcodec (torchvision's \
+                         reader) numbers otherwise than they are shown"
+                    ),
+                ));
+            }
         }
         let video = match (given, counted) {
             // A video the user's reader found nothing in gives no clip, whatever hpuload reads.
@@ -383,6 +405,20 @@ pub(super) fn load(
         }
     };
     let job = video.job(shared, index, epoch, bytes).map_err(err)?;
+    // Gaudi's video decoder takes H.264: any other codec decodes on the host.
+    let engine = match engine {
+        Some(_) if job.index.codec != Codec::H264 => {
+            const REASON: &str = "video: not H.264 (the media engine decodes H.264 only)";
+            if shared.backend == super::Backend::Hw {
+                return Err(err(SampleErrorKind::Augment(
+                    crate::augment::AugmentError::NotOnEngine(REASON),
+                )));
+            }
+            super::route::count_fallback(shared, REASON);
+            None
+        }
+        engine => engine,
+    };
     if let Some(hpu) = engine {
         let routed = to_engine(shared, hpu, job, bytes, index, slot).map_err(err)?;
         c.add(Stage::Demux, t0.elapsed());

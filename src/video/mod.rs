@@ -29,6 +29,7 @@ pub use clips::{
     random_clip_sampler, uniform_clip_sampler, video_clips, ClipError, ClipSampler, IndexClips,
     Policy, TimeClips, Timeline, WindowClips,
 };
+pub(crate) use decoder::needs_libavcodec;
 pub use decoder::{h264_decoder, AvcConfig, DecodeCounts, Picture, VideoDecoder};
 pub(crate) use frames::frame_error;
 pub use frames::{FramesJob, FramesScratch};
