@@ -1,7 +1,7 @@
 """torchvision's video classification reference's training loader, as its train.py builds it,
 on torch's DataLoader or on hpuload's drop-in (only the import differs).
 
-    python benches/peers/kinetics_loader.py ROOT --loader torch|hpuload [--epochs 2]
+    python benches/peers/kinetics_loader.py ROOT --loader torch|hpuload [--epochs 2] [--dataset ucf101]
 
 ROOT holds `train/<class>/<video>.mp4` (Kinetics' layout). The dataset is the reference's
 `KineticsWithVideoId` (torchvision's `Kinetics` whose samples carry the video's index after the
@@ -10,6 +10,10 @@ label; `frames_per_clip=16, step_between_clips=1, frame_rate=15`) with its
 classes, restated here), `RandomClipSampler(clips_per_video=5)`, batches of 8, 2 workers and
 its `collate_fn`, which drops the audio and keeps the index. torch's side decodes with torchcodec
 (FFmpeg's shared libraries). Prints clips/s per epoch after one warm-up epoch, and the median.
+
+`--dataset ucf101`: the same loader over torchvision's `UCF101` (ROOT/videos, fold 1's split
+files in ROOT/splits: `video_make.py --xvid` writes both), its AVI files of MPEG-4 Part 2,
+with the same clips, preset and sampler; its collate_fn drops the audio.
 """
 
 import argparse
@@ -58,6 +62,10 @@ def collate_fn(batch):
     return default_collate([(d[0], d[2], d[3]) for d in batch])
 
 
+def collate_without_audio(batch):
+    return default_collate([(d[0], d[2]) for d in batch])
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("root")
@@ -65,6 +73,7 @@ def main():
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--dataset", choices=["kinetics", "ucf101"], default="kinetics")
     args = p.parse_args()
     if args.loader == "hpuload":
         from hpuload.torch import DataLoader
@@ -72,29 +81,33 @@ def main():
         from torch.utils.data import DataLoader
 
     t = time.perf_counter()
-    dataset = KineticsWithVideoId(
-        args.root,
+    common = dict(
         frames_per_clip=16,
-        num_classes="400",
-        split="train",
         step_between_clips=1,
         frame_rate=15,
         transform=VideoClassificationPresetTrain(crop_size=(112, 112), resize_size=(128, 171)),
-        extensions=("avi", "mp4"),
         output_format="TCHW",
         num_workers=args.workers,
     )
+    if args.dataset == "ucf101":
+        dataset = torchvision.datasets.UCF101(f"{args.root}/videos", f"{args.root}/splits", fold=1, train=True, **common)
+        collate = collate_without_audio
+    else:
+        dataset = KineticsWithVideoId(
+            args.root, num_classes="400", split="train", extensions=("avi", "mp4"), **common
+        )
+        collate = collate_fn
     built = time.perf_counter() - t
     sampler = RandomClipSampler(dataset.video_clips, 5)
     t = time.perf_counter()
     loader = DataLoader(
-        dataset, batch_size=args.batch, sampler=sampler, num_workers=args.workers, pin_memory=True, collate_fn=collate_fn
+        dataset, batch_size=args.batch, sampler=sampler, num_workers=args.workers, pin_memory=True, collate_fn=collate
     )
     print(f"{args.loader}: dataset {built:.1f} s, loader {time.perf_counter() - t:.2f} s, {len(sampler)} clips an epoch")
     rates = []
     for epoch in range(args.epochs + 1):
         t, clips = time.perf_counter(), 0
-        for video, target, _ in loader:
+        for video, *_ in loader:
             clips += video.shape[0]
         rate = clips / (time.perf_counter() - t)
         print(f"epoch {epoch}{' (warm-up)' if epoch == 0 else ''}: {rate:.1f} clips/s, batch {tuple(video.shape)}")

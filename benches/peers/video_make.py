@@ -7,6 +7,11 @@ default (High profile, CABAC, B-frames, keyint 250) through PyAV, or with a keyf
 
 Videos go to OUT_DIR/<class>/<name>.mp4, one class per corpus class, so the folder is also a
 dataset for `hpuload bench --video`.
+
+`--xvid` writes UCF101's kind of file instead: MPEG-4 Part 2 (simple profile, no B-frames,
+tagged XVID, about 350 kb/s at 320x240 as UCF101's are) in AVI, to OUT_DIR/videos/<class>/
+v_<class>_<name>.avi, with fold 1's split files in OUT_DIR/splits (every video in the training
+split), so that torchvision's `UCF101(OUT_DIR/videos, OUT_DIR/splits, ...)` reads them.
 """
 
 import argparse
@@ -42,26 +47,43 @@ def main():
     p.add_argument("--seconds", type=float, default=5.0)
     p.add_argument("--fps", type=int, default=25)
     p.add_argument("--gop", type=float, default=None, help="seconds between keyframes (x264's default: 250 frames)")
+    p.add_argument("--xvid", action="store_true", help="MPEG-4 Part 2 in AVI, UCF101's layout")
     a = p.parse_args()
     w, h = map(int, a.size.split("x"))
     photos = sorted(Path(a.corpus).glob("*/*.jpg"))
     step = max(len(photos) // a.videos, 1)
     n = round(a.seconds * a.fps)
+    listed = []
     for k, photo in enumerate(photos[::step][: a.videos]):
-        dest = Path(a.out) / photo.parent.name / f"{photo.stem}.mp4"
+        if a.xvid:
+            cls = photo.parent.name
+            dest = Path(a.out) / "videos" / cls / f"v_{cls}_{photo.stem}.avi"
+            listed.append(f"{cls}/{dest.name} {k + 1}")
+        else:
+            dest = Path(a.out) / photo.parent.name / f"{photo.stem}.mp4"
         dest.parent.mkdir(parents=True, exist_ok=True)
         with av.open(str(dest), "w") as out:
-            s = out.add_stream("libx264", rate=a.fps)
+            if a.xvid:
+                s = out.add_stream("mpeg4", rate=a.fps)
+                s.codec_tag = "XVID"
+                s.bit_rate = 350_000 * w * h // (320 * 240)
+                s.codec_context.max_b_frames = 0
+                s.codec_context.gop_size = round((a.gop or 12) * a.fps)
+            else:
+                s = out.add_stream("libx264", rate=a.fps)
+                s.options = {"crf": "23"}
+                if a.gop:
+                    s.options = {**s.options, "g": str(round(a.gop * a.fps))}
             s.width, s.height, s.pix_fmt = w, h, "yuv420p"
-            s.options = {"crf": "23"}
-            if a.gop:
-                s.options = {**s.options, "g": str(round(a.gop * a.fps))}
             for f in frames(Image.open(photo), w, h, n):
                 for packet in s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")):
                     out.mux(packet)
             for packet in s.encode(None):
                 out.mux(packet)
         print(dest)
+    if a.xvid:
+        (Path(a.out) / "splits").mkdir(parents=True, exist_ok=True)
+        (Path(a.out) / "splits" / "trainlist01.txt").write_text("\n".join(listed) + "\n")
 
 
 if __name__ == "__main__":

@@ -327,6 +327,82 @@ fn a_damaged_frame_is_an_error_naming_the_file_and_frame() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+#[test]
+fn a_damaged_avi_file_is_refused_naming_the_file_the_frame_and_the_reason() {
+    let dir = TempDir::new("avi");
+    let good = std::fs::read(data().join("xvid.avi")).unwrap();
+    let index = VideoIndex::open(data().join("xvid.avi")).unwrap();
+    let chunk = |k: usize| index.frames[k].offset as usize - 8;
+    let mut cases: Vec<(&str, Vec<u8>, &str)> = Vec::new();
+    // Cut off in the middle of its frames (a download that stopped).
+    let cut = chunk(20) + 40;
+    cases.push((
+        "cut.avi",
+        good[..cut].to_vec(),
+        "frame 20's bytes lie past the end",
+    ));
+    // Another codec in the stream format.
+    let mut mjpg = good.clone();
+    let at = mjpg.windows(4).position(|w| w == b"strf").unwrap() + 8 + 16;
+    mjpg[at..at + 4].copy_from_slice(b"MJPG");
+    cases.push(("mjpg.avi", mjpg, "Motion JPEG"));
+    // Frame 7 an empty chunk (a dropped frame), its bytes left as a `JUNK` chunk.
+    let mut dropped = good.clone();
+    let (at, len) = (chunk(7), index.frames[7].len as usize);
+    dropped[at + 4..at + 8].copy_from_slice(&0u32.to_le_bytes());
+    dropped[at + 8..at + 12].copy_from_slice(b"JUNK");
+    dropped[at + 12..at + 16].copy_from_slice(&((len - 8 + (len & 1)) as u32).to_le_bytes());
+    cases.push(("dropped.avi", dropped, "frame 7 is an empty chunk"));
+    // Frame 4's VOP header gone.
+    let mut headless = good.clone();
+    let at = index.frames[4].offset as usize;
+    headless[at..at + 4].copy_from_slice(&[0xff; 4]);
+    cases.push(("headless.avi", headless, "no MPEG-4 picture (VOP) header"));
+    // Not an AVI after its first bytes.
+    let mut riff = good[..12].to_vec();
+    riff.extend_from_slice(&[0xab; 100]);
+    cases.push(("riff.avi", riff, "no video track"));
+    for (name, bytes, reason) in cases {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let err = VideoIndex::open(&path).unwrap_err().to_string();
+        assert!(err.contains(name) && err.contains(reason), "{name}: {err}");
+    }
+}
+
+#[test]
+fn a_corrupt_mpeg4_frame_is_an_error_naming_the_file_and_frame() {
+    let Some(lib) = libavcodec() else {
+        eprintln!("no libavcodec on this machine: MPEG-4 Part 2 is not decoded");
+        return;
+    };
+    let dir = TempDir::new("avi");
+    let mut bytes = std::fs::read(data().join("xvid.avi")).unwrap();
+    let index = VideoIndex::open(data().join("xvid.avi")).unwrap();
+    // Frame 1's macroblocks (after its VOP header) replaced by noise.
+    let f = index.frames[1];
+    let mut x = 0x9e37_79b9u32;
+    for b in &mut bytes[f.offset as usize + 8..(f.offset + u64::from(f.len)) as usize] {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        *b = x as u8;
+    }
+    let path = dir.path().join("noise.avi");
+    std::fs::write(&path, &bytes).unwrap();
+    let index = VideoIndex::open(&path).unwrap();
+    let plan = DecodePlan::new(&index, &[1, 2]);
+    let err = VideoDecoder::with_library(&index, Some(lib))
+        .unwrap()
+        .decode(&File::open(&path).unwrap(), &index, &plan, &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("noise.avi") && err.contains("frame 1"),
+        "{err}"
+    );
+}
+
 use crate::common::{host, TempDir};
 use hpuload::video::{colour, ClipSampler, IndexCache, IndexClips, Policy, INDEX_FILE};
 use hpuload::{Dtype, Layout, Loader, Pipeline, Source, VideoFolder, VideoSpec};
