@@ -12,7 +12,7 @@ pub enum Stage {
     DecodeCpu,
     /// Host: a video's frame index (built once per video) and its clips' decode plan.
     Demux,
-    /// Host: H.264 decoding (kept frames and the frames before them from their keyframe) and
+    /// Host: video decoding (kept frames and the frames before them from their keyframe) and
     /// the kept frames' conversion to RGB.
     DecodeVideo,
     /// Host: crop and resize on the CPU.
@@ -113,7 +113,7 @@ impl Stage {
             Stage::Read => "reading files",
             Stage::DecodeCpu => "JPEG decoding on the CPU",
             Stage::Demux => "video index and decode plan",
-            Stage::DecodeVideo => "H.264 decoding and RGB conversion",
+            Stage::DecodeVideo => "video decoding (H.264, MPEG-4) and RGB conversion",
             Stage::Augment => "crop and resize",
             Stage::Collate => "flip, normalize and cast into pinned memory",
             Stage::Route => "routing (engine probe, bitstream into its slot)",

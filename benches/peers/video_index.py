@@ -1,5 +1,5 @@
 """The peer of `examples/index_videos.rs`: torchvision's `VideoClips` metadata pass over a
-folder of videos (class folders of .mp4), which is what `Kinetics`, `UCF101` and `HMDB51` run
+folder of videos (class folders of .mp4 or .avi), which is what `Kinetics`, `UCF101` and `HMDB51` run
 when built without `_precomputed_metadata`. torchvision 0.29 opens each video with
 torchcodec's `VideoDecoder` (exact seek mode: every packet is scanned) in a DataLoader of
 `--workers` processes. Prints the seconds per round and their median.
@@ -26,7 +26,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--limit", type=int, default=None)
     a = ap.parse_args()
-    paths = sorted(glob.glob(os.path.join(a.folder, "*", "*.mp4")))[: a.limit]
+    paths = sorted(glob.glob(os.path.join(a.folder, "*", "*.mp4")) + glob.glob(os.path.join(a.folder, "*", "*.avi")))[: a.limit]
     times = []
     for r in range(a.rounds):
         start = time.perf_counter()

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::time::Duration;
 
-use super::{colour, DecodeCounts, DecodePlan, VideoDecoder, VideoFailure, VideoIndex};
+use super::{colour, Codec, DecodeCounts, DecodePlan, VideoDecoder, VideoFailure, VideoIndex};
 use crate::augment::{self, AugmentError, PixelStage, Resampler, SamplePlan, Scratch};
 use crate::cpu_time::CpuClock;
 
@@ -97,7 +97,7 @@ pub enum ClipsError {
 #[derive(Default)]
 pub struct ClipsScratch {
     /// The decoder and the `avcC` record it was started with: reused while videos share it.
-    decoder: Option<(Vec<u8>, VideoDecoder)>,
+    decoder: Option<((Codec, Vec<u8>), VideoDecoder)>,
     /// The frame just decoded, in RGB where its clips read it.
     rgb: Vec<u8>,
     /// A frame's copy when the plan runs ops on the whole frame first.
@@ -169,14 +169,15 @@ impl ClipsJob {
         s: &mut ClipsScratch,
         slot: &mut [u8],
     ) -> Result<Rendered, ClipsError> {
-        let config = &self.index.config;
+        let config = (self.index.codec, &self.index.config);
         // The decoder (its configuration and buffers; OpenH264 itself starts afresh for each
-        // run) is kept while videos share their parameter sets (one encoder's output).
+        // run) is kept while videos share their codec and parameter sets (one encoder's
+        // output).
         let decoder = match &mut s.decoder {
-            Some((kept, d)) if kept == config => d,
+            Some((kept, d)) if (kept.0, &kept.1) == config => d,
             slot => {
                 let d = VideoDecoder::new_typed(&self.index).map_err(VideoFailure::from)?;
-                &mut slot.insert((config.clone(), d)).1
+                &mut slot.insert(((config.0, config.1.clone()), d)).1
             }
         };
         let resampler = s.resampler.get_or_insert_with(|| Resampler::new(1, 1));
