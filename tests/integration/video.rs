@@ -811,6 +811,59 @@ fn the_media_engine_gives_the_host_paths_clips_byte_for_byte_on_device_and_host_
 }
 
 #[test]
+fn an_avi_folder_decodes_on_the_host_under_the_engine_backends_with_the_host_paths_clips() {
+    // The media engine decodes H.264 only: MPEG-4 Part 2 decodes in the worker under `Auto`
+    // (counted as a fallback, the same clips as the host path) and is refused under `Hw`.
+    use hpuload::{Backend, OnError, Placement};
+    if libavcodec().is_none() {
+        eprintln!("no libavcodec on this machine: MPEG-4 Part 2 is not decoded");
+        return;
+    }
+    let dir = TempDir::new("avi-folder");
+    for (class, clip) in [("a", "xvid.avi"), ("b", "divx_bframes.avi")] {
+        std::fs::create_dir_all(dir.path().join(class)).unwrap();
+        std::fs::copy(data().join(clip), dir.path().join(class).join(clip)).unwrap();
+    }
+    let run = |backend| {
+        let mut loader = Loader::builder(VideoFolder::open(dir.path()).unwrap())
+            .batch_size(2)
+            .workers(2)
+            .seed(3)
+            .backend(backend)
+            .on_error(OnError::Fail)
+            .placement(Placement::Device)
+            .pipeline(pipeline(TRAIN))
+            .output(Dtype::U8, Layout::Nchw)
+            .video(clips(4, 3))
+            .build()
+            .unwrap();
+        let batches: Vec<_> = loader.epoch(0).map(|b| b.map(|b| host(&b).0)).collect();
+        (batches, loader.report())
+    };
+    let (cpu, _) = run(Backend::Cpu);
+    let cpu: Vec<_> = cpu.into_iter().map(Result::unwrap).collect();
+    assert_eq!(cpu.len(), 1);
+    let (auto, report) = run(Backend::Auto);
+    assert_eq!(
+        auto.into_iter().map(Result::unwrap).collect::<Vec<_>>(),
+        cpu
+    );
+    assert_eq!(report.hw_samples, 0);
+    assert_eq!(
+        report.fallbacks.values().sum::<u64>(),
+        2,
+        "{:?}",
+        report.fallbacks
+    );
+    let (hw, _) = run(Backend::Hw);
+    let err = hw
+        .into_iter()
+        .find_map(Result::err)
+        .expect("refused on the engine");
+    assert!(err.to_string().contains("H.264"), "{err}");
+}
+
+#[test]
 fn torchvisions_video_clips_make_each_window_a_sample_labelled_by_its_video() {
     use hpuload::video::WindowClips;
     let dir = video_folder();
