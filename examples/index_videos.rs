@@ -1,6 +1,6 @@
-//! Frame-index speed over a folder of videos (class folders of `.mp4`): every video indexed
-//! from its own tables on all cores, written to an index file, then read back from it, as a
-//! video loader does when it is built. Prints both times per round and their medians.
+//! Frame-index speed over a folder of videos (class folders of `.mp4` or `.avi`): every video
+//! indexed from its own tables on all cores, written to an index file, then read back from it,
+//! as a video loader does when it is built. Prints both times per round and their medians.
 //!
 //!     cargo run --release --example index_videos -- FOLDER [ROUNDS] [THREADS]
 //!

@@ -1,5 +1,6 @@
-"""FFmpeg's H.264 decoder through PyAV, one thread, over every video in a folder: every frame
-decoded, then the same with the conversion to RGB (swscale, as torchcodec converts). The peer
+"""FFmpeg's H.264 decoder (MPEG-4 Part 2 for AVI files) through PyAV, one thread, over every
+video in a folder: every frame decoded, then the same with the conversion to RGB (swscale,
+as torchcodec converts). The peer
 of `cargo run --release --example decode_video`.
 
     python benches/peers/video_decode.py FOLDER [ROUNDS]
@@ -31,7 +32,7 @@ def run(paths, rgb):
 def main():
     folder = Path(sys.argv[1])
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
-    paths = sorted(folder.glob("*/*.mp4"))
+    paths = sorted([*folder.glob("*/*.mp4"), *folder.glob("*/*.avi")])
     for rgb in (False, True):
         rates = [run(paths, rgb) for _ in range(rounds)]
         name = "decode + rgb" if rgb else "decode"

@@ -118,7 +118,7 @@ class CocoSource:
 
 @dataclass(frozen=True)
 class VideoFolderSource:
-    """Videos in class folders: `root/<class>/<video>.mp4` (Kinetics, UCF101, HMDB51)."""
+    """Videos in class folders: `root/<class>/<video>.mp4` or `.avi` (Kinetics, UCF101, HMDB51)."""
 
     kind: ClassVar[str] = "video_folder"
     root: str
