@@ -187,7 +187,7 @@ def test_kinetics_with_the_references_eval_preset_gives_torchs_clips_labels_and_
 
 def ucf101_and_hmdb51(root, transform, clip="xvid.avi"):
     """torchvision's `UCF101` and `HMDB51` over a tree of their AVI files (MPEG-4 Part 2, as
-    the real datasets' are, UCF101's Xvid without B-frames; each lists `.avi` files only),
+    the real datasets' are, Xvid without B-frames; each lists `.avi` files only),
     copies of `clip`, with each one's split files: one video of a class is held out of fold
     1's training split."""
     videos = [

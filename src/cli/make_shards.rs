@@ -28,9 +28,9 @@ pub struct MakeShardsArgs {
     /// reads the shards (`--coco FILE --data 'out/shard-{000000..N}.tar'`).
     #[arg(long, value_name = "ANNOTATIONS", conflicts_with = "manifest")]
     pub coco: Option<PathBuf>,
-    /// `--data` is a folder of class folders of videos (H.264 in MP4/MOV): each sample is a
-    /// video member (`<key>.mp4`) and its `.cls`, read by `bench --video --data 'out/...'`
-    /// and by `hpuload.VideoShards`.
+    /// `--data` is a folder of class folders of videos (H.264 in MP4/MOV, MPEG-4 Part 2 in
+    /// AVI): each sample is a video member (`<key>.mp4`, `<key>.avi`, ...) and its `.cls`,
+    /// read by `bench --video --data 'out/...'` and by `hpuload.VideoShards`.
     #[arg(long, conflicts_with_all = ["manifest", "coco"])]
     pub video: bool,
     /// Output folder (created if missing).

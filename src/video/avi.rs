@@ -255,10 +255,10 @@ impl Walk<'_, '_> {
         if let Some(h) = held {
             show(&mut self.frames[h]);
         }
-        let config = if mpeg4::time_increment_bits(&stream.extradata) == Ok(None) {
-            Vec::new()
-        } else {
-            stream.extradata
+        // Kept only when it holds a VOL header (what goes before each run's keyframe).
+        let config = match mpeg4::time_increment_bits(&stream.extradata) {
+            Ok(Some(_)) => stream.extradata,
+            _ => Vec::new(),
         };
         Ok((
             Codec::Mpeg4,

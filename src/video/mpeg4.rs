@@ -16,6 +16,18 @@ pub(crate) enum VopType {
     S,
 }
 
+impl VopType {
+    /// The type `vop_coding_type`'s two bits give.
+    fn of(bits: u32) -> Self {
+        match bits {
+            0 => Self::I,
+            1 => Self::P,
+            2 => Self::B,
+            _ => Self::S,
+        }
+    }
+}
+
 /// One VOP's header, as far as the index reads it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Vop {
@@ -76,12 +88,7 @@ pub(crate) fn time_increment_bits(bytes: &[u8]) -> Result<Option<u32>, &'static 
 pub(crate) fn vop(bytes: &[u8], increment_bits: u32) -> Option<Vop> {
     let at = start_code(bytes, |c| c == VOP_START)?;
     let mut r = Bits::new(&bytes[at..]);
-    let kind = match r.read(2)? {
-        0 => VopType::I,
-        1 => VopType::P,
-        2 => VopType::B,
-        _ => VopType::S,
-    };
+    let kind = VopType::of(r.read(2)?);
     // modulo_time_base: a one for each whole second that passed, then a zero.
     while r.read(1)? == 1 {}
     r.skip(1 + increment_bits + 1)?; // marker, vop_time_increment, marker
@@ -94,13 +101,7 @@ pub(crate) fn vop(bytes: &[u8], increment_bits: u32) -> Option<Vop> {
 /// wrong with it).
 pub(crate) fn vop_type(frame: &[u8]) -> Option<VopType> {
     let at = start_code(frame, |c| c == VOP_START)?;
-    let byte = *frame.get(at)?;
-    Some(match byte >> 6 {
-        0 => VopType::I,
-        1 => VopType::P,
-        2 => VopType::B,
-        _ => VopType::S,
-    })
+    Some(VopType::of(u32::from(*frame.get(at)? >> 6)))
 }
 
 /// Where the body after the first start code `00 00 01 xx` with `wanted(xx)` begins.
