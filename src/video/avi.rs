@@ -9,9 +9,18 @@
 //! keyframe flags are whatever the writer claimed, so each frame's type is read from its VOP
 //! header instead (the first bytes of the frame, read with the chunk's header), and the frames
 //! are where the walk finds them.
+//!
+//! Many of those files (DivX's, Xvid's "packed" mode) store B-frames in a "packed bitstream",
+//! made for Video for Windows, which passed a decoder one chunk for each picture shown: a
+//! reference and the first B-frame after it (in decoding order) share a chunk, and an N-VOP (a
+//! placeholder of a few bytes) holds the place where the reference is shown. The index takes
+//! such chunks apart as FFmpeg's `mpeg4_unpack_bframes` filter does, so the decoder is given
+//! one picture at a time in standard decoding order. A dropped frame (an empty chunk, or an
+//! N-VOP with no packed B-frame to place) is no picture: the time it held is a gap in the
+//! timeline, as FFmpeg's reader leaves it.
 
 use super::mp4::{Codec, Frame, Parsed, Reader, VideoError, VideoFailure, MAX_FRAME_BYTES};
-use super::mpeg4::{self, VopType};
+use super::mpeg4::{self, Vop, VopType};
 
 /// The most bytes of the `hdrl` list read (a real one is a few KiB).
 const MAX_HEADER_BYTES: u32 = 1 << 20;
@@ -36,8 +45,7 @@ pub(super) fn index(read: &Reader<'_>, size: u64) -> Result<Parsed, VideoFailure
         size,
         stream: None,
         increment_bits: None,
-        frames: Vec::new(),
-        types: Vec::new(),
+        chunks: Vec::new(),
     };
     // `RIFF AVI `, then any `RIFF AVIX` extensions (OpenDML files over 1 GiB).
     let mut at = 0u64;
@@ -72,8 +80,26 @@ struct Walk<'r, 'a> {
     stream: Option<Stream>,
     /// From the stream's VOL header, once found.
     increment_bits: Option<u32>,
-    frames: Vec<Frame>,
-    types: Vec<VopType>,
+    /// The video stream's chunks, in the file's order.
+    chunks: Vec<Chunk>,
+}
+
+/// A chunk of the video stream as the walk finds it.
+struct Chunk {
+    offset: u64,
+    len: u32,
+    /// Its first VOP's header; `None` for an empty chunk (a dropped frame).
+    vop: Option<Vop>,
+}
+
+/// A picture for the decoder: a chunk, or one of the two VOPs of a packed chunk.
+#[derive(Clone, Copy)]
+struct Picture {
+    /// The chunk (the stream's tick) whose place it takes in decoding order.
+    slot: usize,
+    offset: u64,
+    len: u32,
+    kind: VopType,
 }
 
 impl Walk<'_, '_> {
@@ -150,17 +176,17 @@ impl Walk<'_, '_> {
             }
             if id[..2] == number && matches!(&id[2..], b"dc" | b"db") {
                 let body = &peek[8..want.min(8 + len as usize)];
-                self.frame(at + 8, len, body)?;
+                self.chunk(at + 8, len, body)?;
             }
             at = chunk_end(at, len);
         }
         Ok(())
     }
 
-    /// Takes the chunk at `offset` of `len` bytes, whose first bytes are `first`, as the next
-    /// frame.
-    fn frame(&mut self, offset: u64, len: u32, first: &[u8]) -> Result<(), VideoFailure> {
-        let k = self.frames.len();
+    /// Takes the chunk at `offset` of `len` bytes, whose first bytes are `first`, as the
+    /// stream's next.
+    fn chunk(&mut self, offset: u64, len: u32, first: &[u8]) -> Result<(), VideoFailure> {
+        let k = self.chunks.len();
         if u64::from(len) >= MAX_FRAME_BYTES {
             return Err(VideoError::FrameTooLarge {
                 frame: k,
@@ -169,10 +195,12 @@ impl Walk<'_, '_> {
             .into());
         }
         if len == 0 {
-            return Err(bad(format!(
-                "frame {k} is an empty chunk (a dropped frame, which hpuload does not index)"
-            ))
-            .into());
+            self.chunks.push(Chunk {
+                offset,
+                len,
+                vop: None,
+            });
+            return Ok(());
         }
         let mut longer = Vec::new();
         let mut bytes = first;
@@ -210,50 +238,107 @@ impl Walk<'_, '_> {
                 }
             }
         };
-        if !vop.coded {
-            return Err(bad(format!(
-                "frame {k} is a placeholder with no picture (an N-VOP: a dropped frame, or a \
-                 \"packed bitstream\" writer's), which hpuload does not index"
-            ))
-            .into());
-        }
-        let scale = self.stream.as_ref().map_or(1, |s| s.scale);
-        let dts = k as i64 * i64::from(scale);
-        self.frames.push(Frame {
-            pts: dts,
-            dts,
-            duration: scale,
-            keyframe: vop.kind == VopType::I,
+        self.chunks.push(Chunk {
             offset,
             len,
+            vop: Some(vop),
         });
-        self.types.push(vop.kind);
         Ok(())
     }
 
+    /// The pictures in decoding order: packed chunks taken apart (a chunk holding two VOPs
+    /// gives its first now and its second, a B-frame, in the place of the next chunk, whose
+    /// own picture moves on in turn, until an N-VOP's place takes the last), dropped frames
+    /// left out.
+    fn pictures(&self) -> Result<Vec<Picture>, VideoFailure> {
+        // Only a packed stream has N-VOPs to hold its references' places: only then are the
+        // references' chunks read whole for a second VOP.
+        let packed = self.chunks.iter().any(|c| c.vop.is_some_and(|v| !v.coded));
+        let mut bytes = Vec::new();
+        let mut out = Vec::with_capacity(self.chunks.len());
+        let mut waiting: Option<Picture> = None;
+        for (slot, chunk) in self.chunks.iter().enumerate() {
+            let Some(vop) = chunk.vop else { continue };
+            let whole = Picture {
+                slot,
+                offset: chunk.offset,
+                len: chunk.len,
+                kind: vop.kind,
+            };
+            let mut second = None;
+            if packed && vop.coded && vop.kind != VopType::B {
+                bytes.resize(chunk.len as usize, 0);
+                (self.read)(chunk.offset, &mut bytes)?;
+                second = mpeg4::second_vop(&bytes);
+            }
+            if let Some((at, kind)) = second {
+                if waiting.is_some() {
+                    return Err(bad(format!(
+                        "frame {slot} packs a second B-frame before the first found its place \
+                         (an N-VOP is missing)"
+                    ))
+                    .into());
+                }
+                let at = at as u32; // within the chunk, whose length is a u32
+                out.push(Picture { len: at, ..whole });
+                waiting = Some(Picture {
+                    offset: chunk.offset + u64::from(at),
+                    len: chunk.len - at,
+                    kind,
+                    ..whole
+                });
+            } else if let Some(b) = waiting.take() {
+                out.push(Picture { slot, ..b });
+                if vop.coded {
+                    waiting = Some(whole);
+                }
+            } else if vop.coded {
+                out.push(whole);
+            }
+            // An N-VOP with nothing to place is a dropped frame.
+        }
+        if let Some(last) = waiting {
+            out.push(Picture {
+                slot: self.chunks.len(),
+                ..last
+            });
+        }
+        Ok(out)
+    }
+
     /// The index, with each frame's presentation time from the order B-frames imply.
-    fn finish(mut self) -> Result<Parsed, VideoFailure> {
+    fn finish(self) -> Result<Parsed, VideoFailure> {
+        let pictures = self.pictures()?;
         let stream = self.stream.ok_or(VideoError::NoVideoTrack)?;
-        // A B-frame is shown as it is decoded; a reference (I, P, S) when the next reference
-        // comes, after the B-frames between the two. With B-frames FFmpeg counts from 1, the
-        // one frame of delay they bring.
-        let delay = i64::from(self.types.contains(&VopType::B));
-        let mut shown = 0i64;
-        let mut held: Option<usize> = None;
         let scale = i64::from(stream.scale);
-        let mut show = |frame: &mut Frame| {
-            frame.pts = (shown + delay) * scale;
-            shown += 1;
-        };
-        for k in 0..self.frames.len() {
-            if self.types[k] == VopType::B {
-                show(&mut self.frames[k]);
+        let mut frames: Vec<Frame> = pictures
+            .iter()
+            .map(|p| Frame {
+                pts: 0,
+                dts: p.slot as i64 * scale,
+                duration: stream.scale,
+                keyframe: p.kind == VopType::I,
+                offset: p.offset,
+                len: p.len,
+            })
+            .collect();
+        // A B-frame is shown as it is decoded; a reference (I, P, S) when the next reference
+        // comes, after the B-frames between the two. The n-th picture shown takes the n-th
+        // picture's decoding time; with B-frames FFmpeg counts from 1, the one frame of delay
+        // they bring.
+        let delay = i64::from(pictures.iter().any(|p| p.kind == VopType::B));
+        let mut shown = pictures.iter().map(|p| (p.slot as i64 + delay) * scale);
+        let mut held: Option<usize> = None;
+        let mut show = |frame: &mut Frame| frame.pts = shown.next().expect("one time a frame");
+        for k in 0..frames.len() {
+            if pictures[k].kind == VopType::B {
+                show(&mut frames[k]);
             } else if let Some(h) = held.replace(k) {
-                show(&mut self.frames[h]);
+                show(&mut frames[h]);
             }
         }
         if let Some(h) = held {
-            show(&mut self.frames[h]);
+            show(&mut frames[h]);
         }
         // Kept only when it holds a VOL header (what goes before each run's keyframe).
         let config = match mpeg4::time_increment_bits(&stream.extradata) {
@@ -265,7 +350,7 @@ impl Walk<'_, '_> {
             config,
             (stream.width, stream.height),
             u64::from(stream.rate),
-            self.frames,
+            frames,
         ))
     }
 }

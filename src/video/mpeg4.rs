@@ -104,6 +104,15 @@ pub(crate) fn vop_type(frame: &[u8]) -> Option<VopType> {
     Some(VopType::of(u32::from(*frame.get(at)? >> 6)))
 }
 
+/// Where a second VOP's start code begins in a frame's bytes, and its coding type: a DivX-style
+/// "packed bitstream" stores a B-frame in the chunk of the reference before it (which the
+/// B-frame needs), so that each chunk gives one picture to show.
+pub(crate) fn second_vop(frame: &[u8]) -> Option<(usize, VopType)> {
+    let first = start_code(frame, |c| c == VOP_START)?;
+    let body = first + start_code(&frame[first..], |c| c == VOP_START)?;
+    Some((body - 4, VopType::of(u32::from(*frame.get(body)? >> 6))))
+}
+
 /// Where the body after the first start code `00 00 01 xx` with `wanted(xx)` begins.
 fn start_code(bytes: &[u8], wanted: impl Fn(u8) -> bool) -> Option<usize> {
     bytes
@@ -212,6 +221,10 @@ mod tests {
             })
         );
         assert_eq!(vop(&n[..4], 5), None);
+        // A P-VOP and a B-VOP packed in one chunk: the second starts at byte 6.
+        let packed = [&n[..], &b[..]].concat();
+        assert_eq!(second_vop(&packed), Some((6, VopType::B)));
+        assert_eq!(second_vop(&b), None);
         assert_eq!(vop(&[1, 2, 3], 5), None);
     }
 }

@@ -197,6 +197,79 @@ fn mpeg4_part_2_in_avi_decodes_bit_exact_to_ffmpegs_whole_or_from_a_gops_middle(
 }
 
 #[test]
+fn a_packed_bitstream_gives_the_unpacked_files_frames_times_and_pictures() {
+    // `divx_packed.avi` holds `divx_bframes.avi`'s pictures as DivX packs them: a reference
+    // and a B-frame in one chunk, an N-VOP where the reference is shown.
+    let packed = VideoIndex::open(data().join("divx_packed.avi")).unwrap();
+    let plain = VideoIndex::open(data().join("divx_bframes.avi")).unwrap();
+    let shown = |index: &VideoIndex| -> Vec<(i64, bool, u32)> {
+        let order = index.presentation_order();
+        order
+            .iter()
+            .map(|&i| {
+                let f = index.frames[i];
+                (f.pts, f.keyframe, f.duration)
+            })
+            .collect()
+    };
+    assert_eq!(shown(&packed), shown(&plain));
+    // A B-frame taken out of its reference's chunk starts where the reference ends, with no
+    // chunk header between.
+    let inside = packed
+        .frames
+        .windows(2)
+        .filter(|w| w[1].offset == w[0].offset + u64::from(w[0].len))
+        .count();
+    assert!(inside >= 5, "{inside} B-frames were packed");
+    let Some(lib) = libavcodec() else {
+        eprintln!("no libavcodec on this machine: MPEG-4 Part 2 is not decoded");
+        return;
+    };
+    let expected = expected();
+    let frames = expected["divx_bframes.avi"]["frames"].as_array().unwrap();
+    let all: Vec<usize> = (0..frames.len()).collect();
+    for wanted in [&all[..], &[11, 12, 13, 17], &[2, 21, 23]] {
+        let got = decode_with(Some(lib), &packed, wanted);
+        let positions: Vec<usize> = got.iter().map(|(p, _)| *p).collect();
+        assert_eq!(positions, wanted, "pictures missing or out of order");
+        for (pos, planes) in got {
+            assert_eq!(planes, hashes(&frames[pos]), "frame {pos}");
+        }
+    }
+}
+
+#[test]
+fn a_dropped_frame_in_avi_is_a_gap_in_the_timeline_not_an_error() {
+    let dir = TempDir::new("avi-dropped");
+    let good = std::fs::read(data().join("xvid.avi")).unwrap();
+    let index = VideoIndex::open(data().join("xvid.avi")).unwrap();
+    let scale = i64::from(index.frames[1].duration);
+    // Frame 7 dropped: its chunk emptied, or made an N-VOP (a P-VOP not coded), the rest of
+    // its bytes left as a `JUNK` chunk.
+    let (at, len) = (
+        index.frames[7].offset as usize - 8,
+        index.frames[7].len as usize,
+    );
+    let n_vop = [0, 0, 1, 0xb6, 0b0101_0000, 0b0100_0000];
+    for (name, kept) in [("empty.avi", &[][..]), ("nvop.avi", &n_vop[..])] {
+        let mut bytes = good.clone();
+        let k = kept.len();
+        bytes[at + 4..at + 8].copy_from_slice(&(k as u32).to_le_bytes());
+        bytes[at + 8..at + 8 + k].copy_from_slice(kept);
+        bytes[at + 8 + k..at + 12 + k].copy_from_slice(b"JUNK");
+        let junk = len - k - 8 + ((len - k) & 1);
+        bytes[at + 12 + k..at + 16 + k].copy_from_slice(&(junk as u32).to_le_bytes());
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let dropped = VideoIndex::open(&path).unwrap();
+        let times: Vec<i64> = dropped.frames.iter().map(|f| f.pts / scale).collect();
+        let want: Vec<i64> = (0..index.frames.len() as i64).filter(|&t| t != 7).collect();
+        assert_eq!(times, want, "{name}");
+        assert_eq!(dropped.frames[7].offset, index.frames[8].offset, "{name}");
+    }
+}
+
+#[test]
 fn a_b_frame_nobody_keeps_is_passed_over_in_mpeg4_part_2() {
     let Some(lib) = libavcodec() else {
         eprintln!("no libavcodec on this machine: MPEG-4 Part 2 is not decoded");
@@ -346,13 +419,6 @@ fn a_damaged_avi_file_is_refused_naming_the_file_the_frame_and_the_reason() {
     let at = mjpg.windows(4).position(|w| w == b"strf").unwrap() + 8 + 16;
     mjpg[at..at + 4].copy_from_slice(b"MJPG");
     cases.push(("mjpg.avi", mjpg, "Motion JPEG"));
-    // Frame 7 an empty chunk (a dropped frame), its bytes left as a `JUNK` chunk.
-    let mut dropped = good.clone();
-    let (at, len) = (chunk(7), index.frames[7].len as usize);
-    dropped[at + 4..at + 8].copy_from_slice(&0u32.to_le_bytes());
-    dropped[at + 8..at + 12].copy_from_slice(b"JUNK");
-    dropped[at + 12..at + 16].copy_from_slice(&((len - 8 + (len & 1)) as u32).to_le_bytes());
-    cases.push(("dropped.avi", dropped, "frame 7 is an empty chunk"));
     // Frame 4's VOP header gone.
     let mut headless = good.clone();
     let at = index.frames[4].offset as usize;

@@ -6,7 +6,8 @@ The clips are tiny (a few KB) and drawn here: a gradient background that drifts,
 moves and changes brightness, so that motion compensation, B-frames and the deblocking filter
 all have work to do. Rerun with `python tests/data/video/make_fixtures.py` (needs `av`); the
 Rust tests read only the files it writes. `--avi` writes the AVI clips alone, keeping the
-other entries of `expected.json`.
+other entries of `expected.json`; `--packed` writes `divx_packed.avi` alone, from
+`divx_bframes.avi`.
 """
 
 import json
@@ -93,6 +94,65 @@ def write_avi(name, w, h, frames, bframes=0, gop=12, audio=False, tag="XVID"):
     return path
 
 
+def vop_starts(data: bytes) -> list[int]:
+    """Where each VOP start code (00 00 01 B6) begins in a frame's bytes."""
+    out, at = [], data.find(b"\x00\x00\x01\xb6")
+    while at >= 0:
+        out.append(at)
+        at = data.find(b"\x00\x00\x01\xb6", at + 4)
+    return out
+
+
+def vop_kind(data: bytes) -> str:
+    return "IPBS"[data[vop_starts(data)[0] + 4] >> 6]
+
+
+def n_vop(increment_bits: int) -> bytes:
+    """A P-VOP with `vop_coded` 0, as DivX writes where a packed reference is shown: coding
+    type 01, no second passed (0), marker, a zero time increment, marker, not coded, then the
+    stuffing to the byte (a 0 and ones)."""
+    bits = "01" + "0" + "1" + "0" * increment_bits + "1" + "0"
+    bits += "0" + "1" * (7 - len(bits) % 8)
+    return b"\x00\x00\x01\xb6" + int(bits, 2).to_bytes(len(bits) // 8, "big")
+
+
+def write_packed_avi(name, source):
+    """The frames of `source` (MPEG-4 with B-frames in AVI) stored as a DivX "packed
+    bitstream", as many of UCF101's files are: each reference shares its chunk with the
+    B-frame after it (decoding order), the other B-frames follow alone, then an N-VOP where the
+    reference is shown; "DivX503b1393p" in the first frame's user data, as DivX marks it. The
+    pictures are the source's, bit for bit."""
+    path = HERE / name
+    with av.open(str(HERE / source)) as inp:
+        video = inp.streams.video[0]
+        coded = [bytes(p) for p in inp.demux(video) if p.size]
+        # FFmpeg's encoder at 25 frames a second: a time resolution of 25, 5 bits of increment.
+        nvop = n_vop(5)
+        chunks, k = [], 0
+        while k < len(coded):
+            if vop_kind(coded[k]) != "B" and k + 1 < len(coded) and vop_kind(coded[k + 1]) == "B":
+                chunks.append(coded[k] + coded[k + 1])
+                k += 2
+                while k < len(coded) and vop_kind(coded[k]) == "B":
+                    chunks.append(coded[k])
+                    k += 1
+                chunks.append(nvop)
+            else:
+                chunks.append(coded[k])
+                k += 1
+        assert len(chunks) == len(coded)
+        chunks[0] = chunks[0].replace(b"Lavc", b"DivX503b1393p\x00Lavc", 1)
+        with av.open(str(path), "w", format="avi") as out:
+            stream = out.add_stream_from_template(video)
+            for i, data in enumerate(chunks):
+                packet = av.Packet(data)
+                packet.stream, packet.time_base = stream, video.time_base
+                packet.pts = packet.dts = i
+                packet.is_keyframe = vop_kind(data) == "I"
+                out.mux(packet)
+    return path
+
+
 def describe(path):
     frames = []
     with av.open(str(path)) as container:
@@ -139,6 +199,9 @@ def avi_clips():
 
 
 def main():
+    if sys.argv[1:] == ["--packed"]:
+        write_packed_avi("divx_packed.avi", "divx_bframes.avi")
+        return
     if sys.argv[1:] == ["--avi"]:
         expected = json.loads((HERE / "expected.json").read_text())
         for path in avi_clips():
@@ -174,6 +237,9 @@ def main():
     ]
     for path in clips + avi_clips():
         expected[path.name] = describe(path)
+    # Its pictures and their order are `divx_bframes.avi`'s (FFmpeg's reader gives the packed
+    # file's frames other timestamps: the tests compare it with the unpacked file instead).
+    write_packed_avi("divx_packed.avi", "divx_bframes.avi")
     (HERE / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")
     # FFmpeg's own RGB (swscale, as torchcodec converts) of three frames of one clip, raw
     # 48 x 64 x 3 bytes each, for the colour conversion's parity test.
