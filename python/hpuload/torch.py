@@ -72,6 +72,7 @@ __all__ = [
     "FallbackWarning",
     "PinningWarning",
     "PythonTailWarning",
+    "ReaderDifferenceWarning",
     "SkippedSampleWarning",
     "TransformChangeWarning",
     "fallback_counts",
@@ -113,6 +114,14 @@ class PythonTailWarning(UserWarning):
 
 class TransformChangeWarning(UserWarning):
     """The dataset's transform was replaced during an epoch: it applies from the next one."""
+
+
+class ReaderDifferenceWarning(UserWarning):
+    """hpuload gives some videos' frames otherwise than torchvision's reader (torchcodec)
+    would, where that reader misreads them: MPEG-4 with B-frames in AVI (torchcodec 0.17 gives
+    clips that start between keyframes a frame early, and a packed bitstream's damaged or not
+    at all). hpuload gives the frames as they are shown, as PyAV's FFmpeg decodes them in
+    order. The message names the videos."""
 
 
 class SkippedSampleWarning(UserWarning):
@@ -419,6 +428,17 @@ class _Loader:
                 f"hpuload counts {self._core.dataset_len} clips where the dataset's VideoClips counts "
                 f"{clips_expected}",
                 FallbackReason.DATASET,
+            )
+        misread = self._core.misread_by_torchcodec if clips_expected is not None else []
+        if misread:
+            warnings.warn(
+                f"hpuload: {len(misread)} of the dataset's videos are MPEG-4 with B-frames in AVI "
+                f"({', '.join(misread[:3])}{', ...' if len(misread) > 3 else ''}), which torchcodec, "
+                "torchvision's reader, misreads (clips that start between keyframes come a frame early; "
+                "from a packed bitstream, damaged or not at all): hpuload gives their frames as they are "
+                "shown, as PyAV's FFmpeg decodes them",
+                ReaderDifferenceWarning,
+                stacklevel=3,
             )
         # Batches of images at their own sizes are sized for the largest and left pageable on
         # purpose (`OutputSize::PerSample`); any other unpinned pool is the memlock limit.

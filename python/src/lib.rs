@@ -197,6 +197,17 @@ impl Loader {
         self.with_run(|run| Ok(run.loader()?.dataset_len()))
     }
 
+    /// With torchvision's clip metadata, the videos torchvision's reader (torchcodec) gives
+    /// other frames of than hpuload, which gives them as shown: MPEG-4 with B-frames in AVI.
+    #[getter]
+    fn misread_by_torchcodec(&self) -> PyResult<Vec<String>> {
+        self.with_run(|run| {
+            let loader = run.loader()?;
+            let paths = loader.misread_by_torchcodec();
+            Ok(paths.iter().map(|p| p.display().to_string()).collect())
+        })
+    }
+
     /// Class names by label (an ImageFolder's sorted subfolders).
     #[getter]
     fn classes(&self) -> PyResult<Vec<String>> {

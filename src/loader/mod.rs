@@ -531,6 +531,23 @@ impl Loader {
         self.shared.video.as_ref().map(|v| &v.stats)
     }
 
+    /// With torchvision's clip metadata ([`crate::video::WindowClips`]), the videos whose
+    /// frames torchvision's reader (torchcodec) gives otherwise than they are shown, which
+    /// hpuload gives as shown: MPEG-4 with B-frames in AVI (torchcodec 0.17 gives their clips
+    /// a frame early where they start between keyframes, and a packed bitstream's damaged or
+    /// not at all). Empty otherwise.
+    pub fn misread_by_torchcodec(&self) -> Vec<&std::path::Path> {
+        let Some(video) = self.shared.video.as_ref() else {
+            return Vec::new();
+        };
+        let entries = self.shared.source.entries();
+        video
+            .misread()
+            .iter()
+            .map(|&k| entries[k].path.as_path())
+            .collect()
+    }
+
     /// Where the loader stands: the next batch it will yield (after the last batch of an epoch,
     /// step 0 of the next epoch) and the settings its batches depend on. Save it with the
     /// model's checkpoint and pass it to [`LoaderBuilder::resume`] to continue exactly there.

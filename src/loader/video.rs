@@ -112,6 +112,9 @@ struct Windows {
     offsets: Vec<usize>,
     /// Each video's first sample after its clips (torchvision's `cumulative_sizes`).
     ends: Vec<usize>,
+    /// The videos (dataset entries) whose frames the user's reader gives otherwise than they
+    /// are shown: MPEG-4 B-frames in AVI, which torchcodec 0.17 misreads.
+    misread: Vec<usize>,
 }
 
 impl Windows {
@@ -188,6 +191,15 @@ impl VideoShared {
         }
     }
 
+    /// With torchvision's clip metadata, the videos (dataset entries) that torchvision's
+    /// reader, torchcodec, gives other frames of than hpuload: MPEG-4 with B-frames in AVI,
+    /// whose clips torchcodec 0.17 gives a frame early where they start between keyframes,
+    /// or damaged or not at all when the B-frames are packed. hpuload gives the frames as they
+    /// are shown (as PyAV's FFmpeg decodes them in order).
+    pub(super) fn misread(&self) -> &[usize] {
+        self.windows.as_ref().map_or(&[], |w| &w.misread)
+    }
+
     /// The video (dataset entry) sample `sample` is from.
     pub(super) fn video_of(&self, sample: usize) -> usize {
         self.windows.as_ref().map_or(sample, |w| w.locate(sample).0)
@@ -248,6 +260,7 @@ fn windows(
     }
     let mut videos = Vec::with_capacity(entries.len());
     let mut offsets = vec![0; entries.len()];
+    let mut misread = Vec::new();
     for (k, slot) in indexes.iter().enumerate() {
         let indexed = slot.get().map(|p| Indexed::from(p.unpack()));
         let given = spec.metadata.as_ref().map(|m| m[k]);
@@ -273,19 +286,13 @@ fn windows(
                 let why = crate::video::needs_libavcodec(v.index.codec);
                 return Err(crate::Error::config(what, format!("{path}: {why}")));
             }
-            // torchcodec numbers the frames of an AVI file with B-frames otherwise than they
-            // are shown (it repeats some and skips others): torchvision's clips are not the
-            // file's, and the user's loader is the one that gives them.
+            // torchcodec misreads an AVI file with B-frames (its clips come a frame early,
+            // from a packed bitstream damaged or not at all): hpuload gives the frames as
+            // shown, and names the videos so that the user is told.
             let reordered =
                 v.index.codec == Codec::Mpeg4 && v.index.frames.iter().any(|f| f.pts != f.dts);
             if given.is_some() && reordered {
-                return Err(crate::Error::config(
-                    what,
-                    format!(
-                        "{path}: MPEG-4 B-frames in AVI, whose frames torchcodec (torchvision's \
-                         reader) numbers otherwise than they are shown"
-                    ),
-                ));
+                misread.push(k);
             }
         }
         let video = match (given, counted) {
@@ -328,6 +335,7 @@ fn windows(
         videos,
         offsets,
         ends,
+        misread,
     })
 }
 
