@@ -445,12 +445,15 @@ def _unsupported_name(t: Any) -> str:
     return f"{cls.__module__}.{cls.__name__}"
 
 
-def translate(transform: Any, video: bool = False):
+def translate(transform: Any, video: bool = False, clip_format: str = "TCHW"):
     """`(pipeline JSON, output dtype)` for a torchvision transform applied to PIL images.
 
     With `video=True`, `(pipeline JSON, output dtype, clip layout)` for one applied to a
     video's clip, a uint8 `[T, C, H, W]` tensor (what torchvision's video datasets give their
-    transform), with what torchvision's video reference presets do there:
+    transform; with `clip_format="THWC"`, `UCF101`'s and `HMDB51`'s default, a `[T, H, W, C]`
+    one, which the transform's first step must permute to `[T, C, H, W]`, as the video
+    reference's `ConvertBHWCtoBCHW` did when that was its datasets' output), with what
+    torchvision's video reference presets do there:
     - the conversion to float may come first, before the resize (hpuload resizes the uint8
       frames and converts after: the same values but for the rounding, under one level);
     - `Resize(antialias=False)` resizes from the two nearest pixels per axis, as torch's
@@ -467,7 +470,16 @@ def translate(transform: Any, video: bool = False):
       tensor) makes the clip layout `CTHW`;
     - torchvision's weight presets (`weights.transforms()`) are the steps they run
       (`_preset_steps`)."""
-    pipeline, dtype, layout, _ = _translate(steps(transform), video=video, open_end=False)
+    all_steps = steps(transform)
+    if video and clip_format == "THWC":
+        if not all_steps or not _permutes(all_steps[0], (0, 3, 1, 2)):
+            first = _unsupported_name(all_steps[0]) if all_steps else "none"
+            raise Unsupported(
+                f"the clips are [T, H, W, C] (output_format='THWC') and the transform's first step ({first}) "
+                "does not permute them to [T, C, H, W], which torchvision's transforms take"
+            )
+        all_steps = all_steps[1:]
+    pipeline, dtype, layout, _ = _translate(all_steps, video=video, open_end=False)
     return (pipeline, dtype, layout) if video else (pipeline, dtype)
 
 
@@ -590,7 +602,7 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
             erasing.append(_erasing_timm(t))
         elif _is(t, "ToPureTensor"):
             pass
-        elif video and _permutes_to_cthw(t):
+        elif video and _permutes(t, (1, 0, 2, 3)):
             layout = "CTHW"
         else:
             op = _pixel_op(t, pil=not video)
@@ -772,20 +784,22 @@ def translate_split(transform: Any) -> tuple[str, str, Tail | None]:
     raise whole
 
 
-def _permutes_to_cthw(t: Any) -> bool:
-    """Whether callable `t` turns a `[T, C, H, W]` tensor into its `[C, T, H, W]` permute
-    (the video reference's `ConvertBCHWtoCBHW`, a Lambda doing so), tried on two shapes."""
+def _permutes(t: Any, axes: tuple[int, ...]) -> bool:
+    """Whether callable `t` turns a 4-axis clip tensor into its permute by `axes` and does
+    nothing else (the video reference's `ConvertBCHWtoCBHW` for `[T, C, H, W]` to
+    `[C, T, H, W]`, its older `ConvertBHWCtoBCHW` for `[T, H, W, C]` to `[T, C, H, W]`, a
+    Lambda doing either), tried on two shapes of uint8 and float values."""
     import torch
 
     if not callable(t):
         return False
-    for shape in ((2, 3, 4, 5), (5, 3, 7, 2)):
-        x = torch.arange(torch.Size(shape).numel(), dtype=torch.float32).reshape(shape)
+    for shape, dtype in (((2, 3, 4, 5), torch.uint8), ((5, 3, 7, 2), torch.float32)):
+        x = (torch.arange(torch.Size(shape).numel()) % 251).to(dtype).reshape(shape)
         try:
             y = t(x.clone())
         except Exception:
             return False
-        if not isinstance(y, torch.Tensor) or not torch.equal(y, x.permute(1, 0, 2, 3)):
+        if not isinstance(y, torch.Tensor) or y.dtype != dtype or not torch.equal(y, x.permute(*axes)):
             return False
     return True
 

@@ -245,8 +245,9 @@ def video_source(dataset, pipeline) -> tuple[dict, str, str, list[str] | None]:
     """`(source settings, pipeline JSON, dtype, classes)` for a torchvision video dataset;
     raises `NeedsPixels` or `Unsupported` with the reason it cannot run natively."""
     vc = video_clips_of(dataset)
-    if vc.output_format != "TCHW":
-        raise NeedsPixels(f"output_format={vc.output_format!r} (hpuload's clips are TCHW, torchvision's default)")
+    clip_format = vc.output_format
+    if clip_format not in ("TCHW", "THWC"):
+        raise NeedsPixels(f"output_format={clip_format!r}")
     if "get_clip" in vars(vc):
         raise NeedsPixels("the dataset's video_clips.get_clip is replaced by the user's own")
     layout, watch = "TCHW", None
@@ -255,10 +256,10 @@ def video_source(dataset, pipeline) -> tuple[dict, str, str, list[str] | None]:
     else:
         if getattr(dataset, "transform", None) is None:
             raise Unsupported("a video dataset without a transform gives clips at each video's own size")
-        pipe, dtype, layout = translate(dataset.transform, video=True)
+        pipe, dtype, layout = translate(dataset.transform, video=True, clip_format=clip_format)
 
         def translate_now():
-            pipe_now, dtype_now, layout_now = translate(dataset.transform, video=True)
+            pipe_now, dtype_now, layout_now = translate(dataset.transform, video=True, clip_format=clip_format)
             if layout_now != layout:
                 raise Unsupported(f"the new transform's clips are {layout_now}, the loader's {layout}")
             return pipe_now, dtype_now

@@ -185,7 +185,7 @@ def test_kinetics_with_the_references_eval_preset_gives_torchs_clips_labels_and_
         assert within_rounding(x, wx, decoder), ((x - wx).abs().max() / LEVEL, decoder)
 
 
-def ucf101_and_hmdb51(root, transform, clip="xvid.avi"):
+def ucf101_and_hmdb51(root, transform, clip="xvid.avi", output_format="TCHW"):
     """torchvision's `UCF101` and `HMDB51` over a tree of their AVI files (MPEG-4 Part 2, as
     the real datasets' are, Xvid without B-frames; each lists `.avi` files only),
     copies of `clip`, with each one's split files: one video of a class is held out of fold
@@ -208,7 +208,7 @@ def ucf101_and_hmdb51(root, transform, clip="xvid.avi"):
     for cls in {cls for cls, _, _ in videos}:
         lines = [f"{name} {2 if name in held_out else 1}" for c, name, _ in videos if c == cls]
         (notes / f"{cls}_test_split1.txt").write_text("\n".join(lines) + "\n")
-    common = dict(frames_per_clip=4, step_between_clips=5, fold=1, train=True, transform=transform, output_format="TCHW")
+    common = dict(frames_per_clip=4, step_between_clips=5, fold=1, train=True, transform=transform, output_format=output_format)
     return [
         torchvision.datasets.UCF101(str(root / "videos"), str(notes), **common),
         torchvision.datasets.HMDB51(str(root / "videos"), str(notes), **common),
@@ -234,6 +234,37 @@ def test_ucf101_and_hmdb51_on_their_avi_files_give_torchs_clips_labels_and_pixel
             labels.update(y.tolist())
             assert within_rounding(x, wx, decoder), ((x - wx).abs().max() / LEVEL, decoder)
         assert labels == {0, 1}
+
+
+class ConvertBHWCtoBCHW(torch.nn.Module):
+    """The video reference's permute module from when its datasets gave `[T, H, W, C]` clips
+    (torchvision's `UCF101` and `HMDB51` still do by default)."""
+
+    def forward(self, vid: torch.Tensor) -> torch.Tensor:
+        return vid.permute(0, 3, 1, 2)
+
+
+@pytest.mark.parametrize("permute", [ConvertBHWCtoBCHW(), T.Lambda(lambda x: x.permute(0, 3, 1, 2))])
+def test_ucf101s_default_thwc_clips_permuted_first_give_torchs_clips_labels_and_pixels(decoder, tmp_path, permute):
+    """`UCF101` and `HMDB51` give their transform `[T, H, W, C]` clips unless told otherwise;
+    a transform that permutes them to `[T, C, H, W]` first (the older reference's module, or a
+    Lambda) runs natively."""
+    if not _hpuload.video_decoder().startswith("libavcodec"):
+        pytest.skip("no libavcodec in this process: MPEG-4 Part 2 goes to torch's loader")
+    transform = T.Compose([permute, *preset_train().transforms])
+    for data in ucf101_and_hmdb51(tmp_path, transform, output_format="THWC"):
+        got, want = torch_and_hpuload(data, UniformClipSampler(data.video_clips, 3))
+        for (x, y), (wx, wy) in zip(got, want):
+            assert x.shape == wx.shape and x.shape[1:3] == (3, 4) and x.dtype == wx.dtype == torch.float32
+            assert torch.equal(y, wy)
+
+
+def test_thwc_clips_whose_transform_does_not_permute_them_first_go_to_torch_saying_so(decoder, tmp_path):
+    """A transform that takes the `[T, H, W, C]` clip as it is (a user's own function of it)
+    is not one hpuload can run: torch's loader takes it, with the reason."""
+    data = ucf101_and_hmdb51(tmp_path, preset_eval(), output_format="THWC")[0]
+    with pytest.warns(FallbackWarning, match="THWC"):
+        DataLoader(data, batch_size=4, sampler=UniformClipSampler(data.video_clips, 3), collate_fn=collate_fn)
 
 
 @pytest.mark.parametrize("clip", ["divx_bframes.avi", "divx_packed.avi"])
