@@ -3,7 +3,8 @@
 
 Such a dataset indexes clips, not videos: `dataset[i]` is clip `i` of all the videos' clips laid
 end to end (`VideoClips.cumulative_sizes`), decoded by torchcodec, resampled to `frame_rate`,
-passed through `dataset.transform` as a uint8 `[T, C, H, W]` tensor, and returned as
+passed through `dataset.transform` as a uint8 `[T, C, H, W]` tensor (`[T, H, W, C]` with
+`output_format="THWC"`, `UCF101`'s and `HMDB51`'s default), and returned as
 `(video, audio, label)` (a subclass may add values after the label: the video reference's
 `KineticsWithVideoId` adds the video's index). Its samplers (`RandomClipSampler`,
 `UniformClipSampler`, the video reference's distributed one) yield those clip indices.
@@ -17,7 +18,9 @@ answering a stand-in instead of decoding and the transform replaced by a recorde
 `_probe.py` does for images); values after the label are taken when they are plain (numbers,
 strings, None) and the same for the video's first, middle and last clip. The transform is translated with video
 semantics (`_transforms.translate(..., video=True)`: a uint8 tensor in, torchvision's video
-reference presets and the video models' weights preset included).
+reference presets and the video models' weights preset included; `THWC` clips when its first
+step permutes them to `[T, C, H, W]`). Videos that torchvision's reader misreads (MPEG-4
+B-frames in AVI) are given as shown, named by a `ReaderDifferenceWarning`.
 
 hpuload decodes no audio. Batches go to the user's `collate_fn` as `(clip, audio, label, ...)`
 tuples whose audio is `NO_AUDIO`, which raises, naming why, when anything reads it; the
