@@ -673,9 +673,17 @@ class Tail:
             and all(a is b for a, b in zip(other.steps, self.steps))
         )
 
+    @property
+    def native_layout(self) -> str:
+        """The native batch's layout for this tail: NHWC rows for PIL images (each is the
+        image's bytes in PIL's order) and for `[T, H, W, C]` clips, NCHW for the rest (CHW
+        images, `[T, C, H, W]` clips)."""
+        return "nhwc" if self.gives in ("pil", "thwc") else "nchw"
+
     def describe(self) -> str:
         ran = ", ".join(self.names) or "nothing more"
-        return f"{ran} in Python, after the native {', '.join(self.prefix_names)} ({self.reason})"
+        native = ", ".join(self.prefix_names) or "decoding"
+        return f"{ran} in Python, after the native {native} ({self.reason})"
 
 
 class _Image:
@@ -782,6 +790,43 @@ def translate_split(transform: Any) -> tuple[str, str, Tail | None]:
             continue
         return pipeline, dtype, Tail(all_steps[k:], gives, str(whole), all_steps[:k])
     raise whole
+
+
+#: An empty pipeline: the clip's frames as decoded, uint8.
+_AS_DECODED = json.dumps({"name": "torchvision", "ops": []})
+
+
+def translate_split_video(transform: Any, clip_format: str = "TCHW") -> tuple[str, str, str, Tail | None]:
+    """`(pipeline JSON, dtype, clip layout, tail)` for a video dataset's transform (see
+    `translate(..., video=True)`): the whole of it when hpuload translates it (tail None);
+    else its longest prefix that translates, possibly none at all, and a `Tail` of the steps
+    after it, which run in Python on each clip the prefix made (decoding, the costly part,
+    stays native). The clip layout is "TCHW", "CTHW" (the prefix ends with the permute to
+    `[C, T, H, W]`) or "THWC": the clips as torchvision's `output_format="THWC"` gives them,
+    when the transform does not begin by permuting them (or there is none). Without a crop
+    or resize in the prefix the clips keep the videos' size, which the loader then requires
+    to be the same for every video."""
+    all_steps = steps(transform)
+    thwc = clip_format == "THWC"
+    permuted = thwc and bool(all_steps) and _permutes(all_steps[0], (0, 3, 1, 2))
+    if thwc and not all_steps:
+        return _AS_DECODED, "u8", "THWC", None
+    try:
+        pipeline, dtype, layout = translate(transform, video=True, clip_format=clip_format)
+        return pipeline, dtype, layout, None
+    except Unsupported as e:
+        whole = e
+    if thwc and not permuted:
+        return _AS_DECODED, "u8", "THWC", Tail(all_steps, "thwc", str(whole), [])
+    rest = all_steps[1:] if permuted else all_steps
+    for k in range(len(rest) - 1, -1, -1):
+        try:
+            pipeline, dtype, layout, gives = _translate(rest[:k], video=True, open_end=False)
+        except Unsupported:
+            continue
+        prefix = all_steps[: k + permuted]
+        return pipeline, dtype, layout, Tail(rest[k:], gives, str(whole), prefix)
+    raise whole  # pragma: no cover - the empty prefix always translates
 
 
 def _permutes(t: Any, axes: tuple[int, ...]) -> bool:

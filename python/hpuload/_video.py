@@ -38,7 +38,7 @@ import torch
 
 from . import _options
 from ._probe import NeedsPixels, _label, _user_line, probed_item
-from ._transforms import Unsupported, translate
+from ._transforms import Unsupported, translate_split_video
 from ._watch import TransformWatch
 from .sources import _pipeline
 
@@ -257,17 +257,16 @@ def video_source(dataset, pipeline) -> tuple[dict, str, str, list[str] | None]:
     if pipeline is not None:
         pipe, dtype = _pipeline(pipeline), "f32"
     else:
-        if getattr(dataset, "transform", None) is None:
-            raise Unsupported("a video dataset without a transform gives clips at each video's own size")
-        pipe, dtype, layout = translate(dataset.transform, video=True, clip_format=clip_format)
+        pipe, dtype, layout, _ = translate_split_video(getattr(dataset, "transform", None), clip_format)
 
         def translate_now():
-            pipe_now, dtype_now, layout_now = translate(dataset.transform, video=True, clip_format=clip_format)
+            transform = getattr(dataset, "transform", None)
+            pipe_now, dtype_now, layout_now, tail = translate_split_video(transform, clip_format)
             if layout_now != layout:
                 raise Unsupported(f"the new transform's clips are {layout_now}, the loader's {layout}")
-            return pipe_now, dtype_now
+            return pipe_now, dtype_now, tail
 
-        watch = TransformWatch(lambda: dataset.transform, translate_now)
+        watch = TransformWatch(lambda: getattr(dataset, "transform", None), translate_now)
     metadata = _metadata(vc)
     labels, samples = _probe_videos(dataset, vc)
     paths = [str(p) for p in vc.video_paths]
@@ -281,7 +280,7 @@ def video_source(dataset, pipeline) -> tuple[dict, str, str, list[str] | None]:
         frames_between_clips=int(vc.step),
         frame_rate=None if vc.frame_rate is None else float(vc.frame_rate),
         clip_metadata=metadata,
-        layout=layout,
+        layout="TCHW" if layout == "THWC" else layout,
     )
     source = {
         "source": _options.SamplesSource(list(zip(paths, labels)), classes),
@@ -290,6 +289,8 @@ def video_source(dataset, pipeline) -> tuple[dict, str, str, list[str] | None]:
         "clips_expected": int(vc.num_clips()),
         "watch": watch,
     }
+    if layout == "THWC" and (watch is None or watch.translated[2] is None):
+        source["native_layout"] = "nhwc"
     return source, pipe, dtype, classes or None
 
 

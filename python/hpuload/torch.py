@@ -579,7 +579,7 @@ class _Loader:
             dtype = getattr(w, "dtype_override", None) or dtype
         layout = self._layout_asked
         if tail is not None:
-            layout = "nhwc" if tail.gives == "pil" else "nchw"
+            layout = tail.native_layout
         w.obj, w.warned = now, None
         self._set_tail(tail, stacklevel=4)
         if (pipe, dtype, layout) == (self._options.pipeline, self._options.dtype, self._options.layout):
@@ -654,7 +654,9 @@ class _Loader:
                 labels = torch.tensor(targets)
                 return (outs, labels) if keys is None else {keys[0]: outs, keys[1]: labels}
             outs = list(outs.unbind(0))
-        if keys is None:
+        if self._clip_samples is not None:
+            samples = self._clip_samples.tuples(outs, targets, indices)
+        elif keys is None:
             samples = list(zip(outs, targets))
         else:
             samples = [{keys[0]: x, keys[1]: t} for x, t in zip(outs, targets)]
@@ -912,6 +914,8 @@ def _common(dataset, a: dict, own: dict):
     watch = source.pop("watch", None)
     tail = watch.translated[2] if watch is not None and len(watch.translated) > 2 else None
     clip_samples = source.pop("clip_samples", None)
+    # `[T, H, W, C]` clips with nothing in Python after them: the native batch's own layout.
+    clip_layout = source.pop("native_layout", None)
     clips_expected = source.pop("clips_expected", None)
     output = own.get("output", "dict")
     if output not in ("dict", "pair"):
@@ -951,7 +955,7 @@ def _common(dataset, a: dict, own: dict):
         backend=own.get("backend", "auto"),
         on_error=own.get("on_error", "skip"),
         error_budget=float(own.get("error_budget", 0.01)),
-        layout=_layout(own.get("layout", "nchw"), tail),
+        layout=_layout(clip_layout or own.get("layout", "nchw"), tail),
         tail=tail,
         tail_workers=max(0, int(a.get("num_workers") or 0)),
         pad_last_batch=bool(own.get("pad_last_batch", False)),
@@ -973,7 +977,7 @@ def _layout(layout: str, tail) -> str:
             f"layout={layout!r} with a transform whose last steps run in Python ({tail.describe()}): "
             "the batch is what those steps give"
         )
-    return "nhwc" if tail.gives == "pil" else "nchw"
+    return tail.native_layout
 
 
 def _video_collate(plan: dict) -> None:

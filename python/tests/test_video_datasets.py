@@ -26,7 +26,7 @@ from torch.utils.data.dataloader import default_collate  # noqa: E402
 from torchvision.datasets.samplers import RandomClipSampler, UniformClipSampler  # noqa: E402
 
 from hpuload import _hpuload  # noqa: E402
-from hpuload.torch import DataLoader, FallbackWarning, ReaderDifferenceWarning  # noqa: E402
+from hpuload.torch import DataLoader, FallbackWarning, PythonTailWarning, ReaderDifferenceWarning  # noqa: E402
 
 CLIPS = Path(__file__).resolve().parents[2] / "tests" / "data" / "video"
 MEAN, STD = (0.43216, 0.394666, 0.37645), (0.22803, 0.22145, 0.216989)
@@ -259,12 +259,71 @@ def test_ucf101s_default_thwc_clips_permuted_first_give_torchs_clips_labels_and_
             assert torch.equal(y, wy)
 
 
-def test_thwc_clips_whose_transform_does_not_permute_them_first_go_to_torch_saying_so(decoder, tmp_path):
-    """A transform that takes the `[T, H, W, C]` clip as it is (a user's own function of it)
-    is not one hpuload can run: torch's loader takes it, with the reason."""
-    data = ucf101_and_hmdb51(tmp_path, preset_eval(), output_format="THWC")[0]
-    with pytest.warns(FallbackWarning, match="THWC"):
+def test_thwc_clips_whose_transform_takes_them_as_they_are_get_it_in_python_as_torchs_loader_does(decoder, tmp_path):
+    """A transform that takes the `[T, H, W, C]` clip as it is (the conversion to float, then
+    a step of the user's own) runs in Python on the natively decoded clips: the same batches as
+    torch's."""
+    if not _hpuload.video_decoder().startswith("libavcodec"):
+        pytest.skip("no libavcodec in this process: MPEG-4 Part 2 goes to torch's loader")
+    transform = T.Compose([T.ConvertImageDtype(torch.float32), T.Lambda(scaled)])
+    data = ucf101_and_hmdb51(tmp_path, transform, output_format="THWC")[0]
+    with pytest.warns(PythonTailWarning, match=r"after the native decoding .*\[T, H, W, C\]"):
+        got, want = torch_and_hpuload(data, UniformClipSampler(data.video_clips, 3))
+    for (x, y), (wx, wy) in zip(got, want):
+        assert x.shape == wx.shape == (4, 4, 72, 96, 3) and torch.equal(y, wy)
+        assert (x - wx).abs().max() <= (0.5 / 255 if decoder == "torchcodec" else 0)
+
+
+@pytest.mark.parametrize("output_format", ["THWC", "TCHW"])
+def test_ucf101_without_a_transform_gives_torchs_uint8_clips_in_either_format(decoder, tmp_path, output_format):
+    """No transform: the clips as decoded, uint8 at the videos' own size (UCF101's are all
+    320x240), `[T, H, W, C]` by default as torchvision gives them."""
+    if not _hpuload.video_decoder().startswith("libavcodec"):
+        pytest.skip("no libavcodec in this process: MPEG-4 Part 2 goes to torch's loader")
+    data = ucf101_and_hmdb51(tmp_path, None, output_format=output_format)[0]
+    got, want = torch_and_hpuload(data, UniformClipSampler(data.video_clips, 3))
+    for (x, y), (wx, wy) in zip(got, want):
+        assert x.shape == wx.shape and x.dtype == wx.dtype == torch.uint8 and torch.equal(y, wy)
+        assert x.shape[-3:] == ((72, 96, 3) if output_format == "THWC" else (3, 72, 96))
+        diff = (x.int() - wx.int()).abs()
+        assert diff.max() <= (1 if decoder == "torchcodec" else 0) and (diff > 0).float().mean() < 1e-3
+
+
+def test_videos_of_different_sizes_without_a_crop_or_resize_go_to_torch_naming_two(decoder, kinetics_root):
+    data = kinetics(kinetics_root, None)
+    with pytest.warns(FallbackWarning, match=r"video 0 is \d+x\d+, video \d+ \d+x\d+"):
         DataLoader(data, batch_size=4, sampler=UniformClipSampler(data.video_clips, 3), collate_fn=collate_fn)
+
+
+def scaled(x):
+    """A user's own step: what no translation knows."""
+    return x * 0.5 + 0.25
+
+
+def test_a_video_transform_hpuload_does_not_know_runs_in_python_after_native_decoding(decoder, tmp_path):
+    """The UCF101 loader many scripts copy: Lambdas over the default `[T, H, W, C]` clip. The
+    clips are decoded natively and the Lambdas run in Python on them, as the user's code does
+    (a `PythonTailWarning` names them); the batches are torch's."""
+    if not _hpuload.video_decoder().startswith("libavcodec"):
+        pytest.skip("no libavcodec in this process: MPEG-4 Part 2 goes to torch's loader")
+    lambdas = T.Compose(
+        [
+            T.Lambda(lambda x: x / 255.0),
+            T.Lambda(lambda x: x.permute(0, 3, 1, 2)),
+            T.Lambda(lambda x: torch.nn.functional.interpolate(x, (36, 48))),
+        ]
+    )
+    # And a translated prefix with the user's own step after it: the reference's eval preset
+    # runs natively up to its crop, the rest in Python.
+    prefix_then_own = T.Compose([*preset_eval().transforms[:4], T.Lambda(scaled), ConvertBCHWtoCBHW()])
+    for transform, output_format, shape in [(lambdas, "THWC", (3, 36, 48)), (prefix_then_own, "TCHW", (4, 32, 40))]:
+        data = ucf101_and_hmdb51(tmp_path / output_format, transform, output_format=output_format)[0]
+        with pytest.warns(PythonTailWarning, match="Lambda"):
+            got, want = torch_and_hpuload(data, UniformClipSampler(data.video_clips, 3))
+        for (x, y), (wx, wy) in zip(got, want):
+            assert x.shape == wx.shape and x.shape[2:] == shape and x.dtype == wx.dtype == torch.float32
+            assert torch.equal(y, wy)
+            assert within_rounding(x, wx, decoder) if output_format == "TCHW" else (x - wx).abs().max() <= 1.5 / 255
 
 
 @pytest.mark.parametrize("clip", ["divx_bframes.avi", "divx_packed.avi"])

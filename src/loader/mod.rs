@@ -287,13 +287,48 @@ impl Loader {
     }
 
     fn start(b: LoaderBuilder) -> Result<Self, Error> {
-        let pipeline = b.pipeline.expect("checked by build");
-        let plan = pipeline.plan(b.dtype)?;
+        let mut pipeline = b.pipeline.expect("checked by build");
+        let mut plan = pipeline.plan(b.dtype)?;
         let shard = match b.shard {
             Some(s) => s,
             None => crate::sampler::Shard::from_env()?.unwrap_or_default(),
         };
         shard.validate()?;
+        let (frames, video) = match b.video.clone() {
+            None => (1, None),
+            Some(spec) => {
+                if spec.channels_first && b.layout == Layout::Nhwc {
+                    return Err(Error::config(
+                        "video",
+                        "channels first ([C, T, H, W]) needs the NCHW layout",
+                    ));
+                }
+                let frames = match spec.frames() {
+                    Ok(0) => return Err(Error::config("video", "a clip needs at least one frame")),
+                    Ok(n) => n,
+                    Err(m) => return Err(Error::config("video", m)),
+                };
+                // A video loader indexes its videos now (each clip may be a sample of its own).
+                let video =
+                    video::VideoShared::new(spec, frames, b.source.as_ref(), &b.video_index)?;
+                // A video pipeline without a crop or resize keeps the frames' size, which must
+                // then be the same for every video: a centre crop of that size (the whole
+                // frame) says so.
+                if plan.fixed_out().is_none() {
+                    let (width, height) = video
+                        .common_size()
+                        .map_err(|m| Error::config("pipeline", m))?;
+                    pipeline.ops.insert(
+                        0,
+                        crate::augment::Op::CenterCrop(crate::augment::CenterCrop {
+                            size: crate::augment::Size::HeightWidth([height, width]),
+                        }),
+                    );
+                    plan = pipeline.plan(b.dtype)?;
+                }
+                (frames, Some(video))
+            }
+        };
         let targets = match &plan.detect {
             None => None,
             Some(_) if b.source.entries().is_empty() || b.source.objects(0).is_none() => {
@@ -313,42 +348,12 @@ impl Loader {
                 max_boxes: b.max_boxes,
             }),
         };
-        let frames = match &b.video {
-            None => 1,
-            Some(_) if targets.is_some() => {
-                return Err(Error::config(
-                    "pipeline",
-                    "a detection pipeline reads boxes from a COCO dataset, not video",
-                ))
-            }
-            Some(_) if plan.fixed_out().is_none() => {
-                return Err(Error::config(
-                    "pipeline",
-                    "a video batch needs every frame at one size: add a crop or resize",
-                ))
-            }
-            Some(spec) if spec.channels_first && b.layout == Layout::Nhwc => {
-                return Err(Error::config(
-                    "video",
-                    "channels first ([C, T, H, W]) needs the NCHW layout",
-                ))
-            }
-            Some(spec) => match spec.frames() {
-                Ok(0) => return Err(Error::config("video", "a clip needs at least one frame")),
-                Ok(n) => n,
-                Err(m) => return Err(Error::config("video", m)),
-            },
-        };
-        // A video loader indexes its videos now (each clip may be a sample of its own).
-        let video = match b.video.clone() {
-            Some(spec) => Some(video::VideoShared::new(
-                spec,
-                frames,
-                b.source.as_ref(),
-                &b.video_index,
-            )?),
-            None => None,
-        };
+        if b.video.is_some() && targets.is_some() {
+            return Err(Error::config(
+                "pipeline",
+                "a detection pipeline reads boxes from a COCO dataset, not video",
+            ));
+        }
         let sampler = Sampler {
             len: video
                 .as_ref()

@@ -200,6 +200,37 @@ impl VideoShared {
         self.windows.as_ref().map_or(&[], |w| &w.misread)
     }
 
+    /// The frames' size `(width, height)` when every video has the same, for a pipeline that
+    /// keeps it; otherwise the message that says which differ, or that a video's size is not
+    /// known before it is read (one read whole from object storage).
+    pub(super) fn common_size(&self) -> Result<(u32, u32), String> {
+        let mut first: Option<((u32, u32), usize)> = None;
+        for (k, slot) in self.indexes.iter().enumerate() {
+            let Some(index) = slot.get() else {
+                return Err(format!(
+                    "a video pipeline without a crop or resize keeps each video's size, and \
+                     video {k}'s is not known before it is read (or it cannot be read): add a \
+                     crop or resize"
+                ));
+            };
+            let size = index.unpack().size;
+            match first {
+                None => first = Some((size, k)),
+                Some((seen, j)) if seen != size => {
+                    return Err(format!(
+                        "a video pipeline without a crop or resize keeps each video's size, and \
+                         video {j} is {}x{}, video {k} {}x{}: add a crop or resize",
+                        seen.0, seen.1, size.0, size.1
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+        first
+            .map(|(size, _)| size)
+            .ok_or_else(|| "the dataset has no videos".to_string())
+    }
+
     /// The video (dataset entry) sample `sample` is from.
     pub(super) fn video_of(&self, sample: usize) -> usize {
         self.windows.as_ref().map_or(sample, |w| w.locate(sample).0)

@@ -545,6 +545,52 @@ fn a_video_folder_gives_static_btchw_batches_with_its_class_labels() {
 }
 
 #[test]
+fn a_pipeline_without_a_crop_or_resize_keeps_the_frames_when_every_video_has_one_size() {
+    // Two videos of 96x72: the clips as decoded, [B, T, H, W, C] uint8.
+    let dir = TempDir::new("videos-one-size");
+    for (class, clip) in [("a", "high_bframes.mp4"), ("b", "fragmented.mp4")] {
+        std::fs::create_dir_all(dir.path().join(class)).unwrap();
+        std::fs::copy(data().join(clip), dir.path().join(class).join(clip)).unwrap();
+    }
+    let first_clips = VideoSpec {
+        sampler: ClipSampler::RegularIndices(IndexClips {
+            frames_per_clip: 3,
+            num_clips: 1,
+            ..IndexClips::default()
+        }),
+        channels_first: false,
+    };
+    let mut loader = Loader::builder(VideoFolder::open(dir.path()).unwrap())
+        .batch_size(2)
+        .workers(1)
+        .pipeline(Pipeline::new("as_decoded"))
+        .output(Dtype::U8, Layout::Nhwc)
+        .video(first_clips.clone())
+        .build()
+        .unwrap();
+    let batch = loader.epoch(0).next().unwrap().unwrap();
+    assert_eq!(batch.images.shape(), &[2, 3, 72, 96, 3]);
+    let (images, _, indices, _) = host(&batch);
+    let path = dir.path().join("a/high_bframes.mp4");
+    let want = hpuload::video::read_frames(&path, &[0, 1, 2]).unwrap().rgb;
+    let row = indices.iter().position(|&i| i == 0).unwrap();
+    assert_eq!(&images[row * want.len()..(row + 1) * want.len()], &want[..]);
+    // Videos of different sizes need a crop or resize, and the error names two.
+    let err = Loader::builder(VideoFolder::open(video_folder().path()).unwrap())
+        .batch_size(2)
+        .pipeline(Pipeline::new("as_decoded"))
+        .output(Dtype::U8, Layout::Nhwc)
+        .video(first_clips)
+        .build()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("video 0 is 96x72") && err.contains("add a crop or resize"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_second_loader_reads_every_index_from_the_folders_index_file_and_gives_the_same_clips() {
     let dir = video_folder();
     let build = |cache: IndexCache| {
