@@ -14,6 +14,11 @@ its `collate_fn`, which drops the audio and keeps the index. torch's side decode
 `--dataset ucf101`: the same loader over torchvision's `UCF101` (ROOT/videos, fold 1's split
 files in ROOT/splits: `video_make.py --xvid` writes both), its AVI files of MPEG-4 Part 2,
 with the same clips, preset and sampler; its collate_fn drops the audio.
+
+`--transform lambdas`: the transform many UCF101 scripts copy instead of the preset, Lambdas
+over torchvision's default `[T, H, W, C]` clips (to float in [0, 1], permute to
+`[T, C, H, W]`, `interpolate` to 112x112), which hpuload cannot translate and runs in Python
+on its natively decoded clips.
 """
 
 import argparse
@@ -74,6 +79,7 @@ def main():
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--dataset", choices=["kinetics", "ucf101"], default="kinetics")
+    p.add_argument("--transform", choices=["reference", "lambdas"], default="reference")
     args = p.parse_args()
     if args.loader == "hpuload":
         from hpuload.torch import DataLoader
@@ -89,6 +95,15 @@ def main():
         output_format="TCHW",
         num_workers=args.workers,
     )
+    if args.transform == "lambdas":
+        common["transform"] = T.Compose(
+            [
+                T.Lambda(lambda x: x / 255.0),
+                T.Lambda(lambda x: x.permute(0, 3, 1, 2)),
+                T.Lambda(lambda x: torch.nn.functional.interpolate(x, (112, 112))),
+            ]
+        )
+        common["output_format"] = "THWC"
     if args.dataset == "ucf101":
         dataset = torchvision.datasets.UCF101(f"{args.root}/videos", f"{args.root}/splits", fold=1, train=True, **common)
         collate = collate_without_audio

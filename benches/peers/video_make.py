@@ -12,14 +12,21 @@ dataset for `hpuload bench --video`.
 tagged XVID, about 350 kb/s at 320x240 as UCF101's are) in AVI, to OUT_DIR/videos/<class>/
 v_<class>_<name>.avi, with fold 1's split files in OUT_DIR/splits (every video in the training
 split), so that torchvision's `UCF101(OUT_DIR/videos, OUT_DIR/splits, ...)` reads them.
+`--xvid --packed`: DivX with B-frames stored in a packed bitstream (a reference and a B-frame
+in one chunk, an N-VOP where the reference is shown), as many of UCF101's files are; packed by
+`tests/data/video/make_fixtures.py`'s `pack_avi`.
 """
 
 import argparse
+import sys
 from pathlib import Path
 
 import av
 import numpy as np
 from PIL import Image
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "data" / "video"))
+from make_fixtures import pack_avi  # noqa: E402
 
 
 def frames(photo: Image.Image, w: int, h: int, n: int):
@@ -48,6 +55,9 @@ def main():
     p.add_argument("--fps", type=int, default=25)
     p.add_argument("--gop", type=float, default=None, help="seconds between keyframes (x264's default: 250 frames)")
     p.add_argument("--xvid", action="store_true", help="MPEG-4 Part 2 in AVI, UCF101's layout")
+    p.add_argument(
+        "--packed", action="store_true", help="with --xvid: DivX with B-frames in a packed bitstream, as many UCF101 files"
+    )
     a = p.parse_args()
     w, h = map(int, a.size.split("x"))
     photos = sorted(Path(a.corpus).glob("*/*.jpg"))
@@ -65,9 +75,9 @@ def main():
         with av.open(str(dest), "w") as out:
             if a.xvid:
                 s = out.add_stream("mpeg4", rate=a.fps)
-                s.codec_tag = "XVID"
+                s.codec_tag = "DX50" if a.packed else "XVID"
                 s.bit_rate = 350_000 * w * h // (320 * 240)
-                s.codec_context.max_b_frames = 0
+                s.codec_context.max_b_frames = 1 if a.packed else 0
                 s.codec_context.gop_size = round((a.gop or 12) * a.fps)
             else:
                 s = out.add_stream("libx264", rate=a.fps)
@@ -80,6 +90,11 @@ def main():
                     out.mux(packet)
             for packet in s.encode(None):
                 out.mux(packet)
+        if a.packed:
+            unpacked = dest.with_suffix(".unpacked.avi")
+            dest.rename(unpacked)
+            pack_avi(unpacked, dest, increment_bits=(a.fps - 1).bit_length())
+            unpacked.unlink()
         print(dest)
     if a.xvid:
         (Path(a.out) / "splits").mkdir(parents=True, exist_ok=True)

@@ -117,17 +117,21 @@ def n_vop(increment_bits: int) -> bytes:
 
 
 def write_packed_avi(name, source):
-    """The frames of `source` (MPEG-4 with B-frames in AVI) stored as a DivX "packed
-    bitstream", as many of UCF101's files are: each reference shares its chunk with the
-    B-frame after it (decoding order), the other B-frames follow alone, then an N-VOP where the
-    reference is shown; "DivX503b1393p" in the first frame's user data, as DivX marks it. The
-    pictures are the source's, bit for bit."""
-    path = HERE / name
-    with av.open(str(HERE / source)) as inp:
+    """`source` in this folder packed into `name` (see `pack_avi`)."""
+    return pack_avi(HERE / source, HERE / name)
+
+
+def pack_avi(source, path, increment_bits=5):
+    """The frames of `source` (MPEG-4 with B-frames in AVI, from FFmpeg's encoder) stored at
+    `path` as a DivX "packed bitstream", as many of UCF101's files are: each reference shares
+    its chunk with the B-frame after it (decoding order), the other B-frames follow alone, then
+    an N-VOP where the reference is shown; "DivX503b1393p" in the first frame's user data, as
+    DivX marks it. The pictures are the source's, bit for bit. `increment_bits`: the VOL's
+    (FFmpeg's encoder at 25 frames a second: a time resolution of 25, 5 bits)."""
+    with av.open(str(source)) as inp:
         video = inp.streams.video[0]
         coded = [bytes(p) for p in inp.demux(video) if p.size]
-        # FFmpeg's encoder at 25 frames a second: a time resolution of 25, 5 bits of increment.
-        nvop = n_vop(5)
+        nvop = n_vop(increment_bits)
         chunks, k = [], 0
         while k < len(coded):
             if vop_kind(coded[k]) != "B" and k + 1 < len(coded) and vop_kind(coded[k + 1]) == "B":
