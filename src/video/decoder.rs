@@ -383,7 +383,12 @@ impl VideoDecoder {
                         Ok(())
                     }
                 };
-                if k == 0 && matches!(self.decoder, Engine::Libav(_)) {
+                // The run's keyframe with the stream's headers before it, unless it holds its
+                // own (an MPEG-4 keyframe usually does: FFmpeg warns of a second VOL header).
+                if k == 0
+                    && matches!(self.decoder, Engine::Libav(_))
+                    && !(self.avc.is_none() && mpeg4::holds_vol(sample))
+                {
                     annexb.splice(0..0, self.headers.iter().copied());
                 }
                 let fed = match rewritten {

@@ -104,6 +104,11 @@ pub(crate) fn vop_type(frame: &[u8]) -> Option<VopType> {
     Some(VopType::of(u32::from(*frame.get(at)? >> 6)))
 }
 
+/// Whether `bytes` hold a video object layer header (a keyframe that carries its own).
+pub(crate) fn holds_vol(bytes: &[u8]) -> bool {
+    start_code(bytes, |c| VOL_STARTS.contains(&c)).is_some()
+}
+
 /// Where a second VOP's start code begins in a frame's bytes, and its coding type: a DivX-style
 /// "packed bitstream" stores a B-frame in the chunk of the reference before it (which the
 /// B-frame needs), so that each chunk gives one picture to show.
@@ -196,6 +201,7 @@ mod tests {
     fn the_time_increment_takes_as_many_bits_as_the_resolution_needs() {
         assert_eq!(time_increment_bits(&VOL), Ok(Some(5)));
         assert_eq!(time_increment_bits(&VOL[..15]), Ok(None));
+        assert!(holds_vol(&VOL) && !holds_vol(&VOL[..15]));
         assert!(time_increment_bits(&VOL[..21]).is_err());
     }
 
