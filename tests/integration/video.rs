@@ -107,6 +107,19 @@ fn hashes(frame: &Value) -> [String; 3] {
     ["y", "u", "v"].map(|k| frame[k].as_str().unwrap().to_string())
 }
 
+/// Checks that a decode (`got`) gave the pictures at `wanted`, in that order, each with the
+/// planes FFmpeg decoded there (`frames`).
+fn assert_pictures(got: Vec<(usize, [String; 3])>, wanted: &[usize], frames: &[Value], what: &str) {
+    let positions: Vec<usize> = got.iter().map(|(p, _)| *p).collect();
+    assert_eq!(
+        positions, wanted,
+        "{what}: pictures missing or out of order"
+    );
+    for (pos, planes) in got {
+        assert_eq!(planes, hashes(&frames[pos]), "{what} frame {pos}");
+    }
+}
+
 #[test]
 fn the_index_gives_ffmpegs_presentation_times_durations_and_keyframes_edit_list_applied_fragmented_or_not(
 ) {
@@ -154,12 +167,7 @@ fn every_frame_decodes_bit_exact_to_ffmpegs_in_presentation_order() {
         let frames = expected[clip]["frames"].as_array().unwrap();
         let index = VideoIndex::open(data().join(clip)).unwrap();
         let all: Vec<usize> = (0..frames.len()).collect();
-        let got = decode(&index, &all);
-        let positions: Vec<usize> = got.iter().map(|(p, _)| *p).collect();
-        assert_eq!(positions, all, "{clip}: pictures out of presentation order");
-        for (pos, planes) in got {
-            assert_eq!(planes, hashes(&frames[pos]), "{clip} frame {pos}");
-        }
+        assert_pictures(decode(&index, &all), &all, frames, clip);
     }
 }
 
@@ -183,15 +191,7 @@ fn mpeg4_part_2_in_avi_decodes_bit_exact_to_ffmpegs_whole_or_from_a_gops_middle(
         // Whole; a clip across a keyframe (11, 12, 13: B-frames on either side of it in the
         // file with B-frames); one GOP's last frames.
         for wanted in [&all[..], &[11, 12, 13, 17], &[21, 23]] {
-            let got = decode_with(Some(lib), &index, wanted);
-            let positions: Vec<usize> = got.iter().map(|(p, _)| *p).collect();
-            assert_eq!(
-                positions, wanted,
-                "{clip}: pictures missing or out of order"
-            );
-            for (pos, planes) in got {
-                assert_eq!(planes, hashes(&frames[pos]), "{clip} frame {pos}");
-            }
+            assert_pictures(decode_with(Some(lib), &index, wanted), wanted, frames, clip);
         }
     }
 }
@@ -229,12 +229,12 @@ fn a_packed_bitstream_gives_the_unpacked_files_frames_times_and_pictures() {
     let frames = expected["divx_bframes.avi"]["frames"].as_array().unwrap();
     let all: Vec<usize> = (0..frames.len()).collect();
     for wanted in [&all[..], &[11, 12, 13, 17], &[2, 21, 23]] {
-        let got = decode_with(Some(lib), &packed, wanted);
-        let positions: Vec<usize> = got.iter().map(|(p, _)| *p).collect();
-        assert_eq!(positions, wanted, "pictures missing or out of order");
-        for (pos, planes) in got {
-            assert_eq!(planes, hashes(&frames[pos]), "frame {pos}");
-        }
+        assert_pictures(
+            decode_with(Some(lib), &packed, wanted),
+            wanted,
+            frames,
+            "packed",
+        );
     }
 }
 
