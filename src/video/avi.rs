@@ -128,10 +128,12 @@ impl Walk<'_, '_> {
 
     /// Reads the stream headers (`hdrl`) for the first video stream.
     fn headers(&mut self, at: u64, end: u64) -> Result<(), VideoFailure> {
-        let len = u32::try_from(end - at)
+        // A list shorter than its own kind ends before `at`: it holds nothing.
+        let claimed = end.saturating_sub(at);
+        let len = u32::try_from(claimed)
             .ok()
             .filter(|&l| l <= MAX_HEADER_BYTES)
-            .ok_or_else(|| bad(format!("the `hdrl` list claims {} bytes", end - at)))?;
+            .ok_or_else(|| bad(format!("the `hdrl` list claims {claimed} bytes")))?;
         let mut hdrl = vec![0u8; len as usize];
         (self.read)(at, &mut hdrl)?;
         let mut number = 0u32;

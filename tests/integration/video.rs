@@ -424,6 +424,12 @@ fn a_damaged_avi_file_is_refused_naming_the_file_the_frame_and_the_reason() {
     let at = index.frames[4].offset as usize;
     headless[at..at + 4].copy_from_slice(&[0xff; 4]);
     cases.push(("headless.avi", headless, "no MPEG-4 picture (VOP) header"));
+    // The stream headers' list claiming no bytes, not even its kind's (the `video_index`
+    // fuzz target's find: a length that went below zero).
+    let mut empty_headers = good.clone();
+    let at = empty_headers.windows(4).position(|w| w == b"hdrl").unwrap() - 8;
+    empty_headers[at + 4..at + 8].copy_from_slice(&0u32.to_le_bytes());
+    cases.push(("empty_hdrl.avi", empty_headers, "no video track"));
     // Not an AVI after its first bytes.
     let mut riff = good[..12].to_vec();
     riff.extend_from_slice(&[0xab; 100]);
