@@ -360,7 +360,7 @@ impl VideoIndex {
         if !moov {
             return Err(VideoError::NoMoov.into());
         }
-        check_tables(&head)?;
+        check_tables(&mut head)?;
         // Fragmented MP4: the frames are in each `moof`, read whole (they are small).
         let mut moofs = Vec::new();
         let mut moof_bytes = 0u64;
@@ -501,7 +501,6 @@ const CONTAINERS: &[(&[u8; 4], usize)] = &[
     (b"dinf", 0),
     (b"stbl", 0),
     (b"mvex", 0),
-    (b"udta", 0),
     (b"stsd", 8),
     (b"avc1", 78),
     (b"avc3", 78),
@@ -516,18 +515,22 @@ const CONTAINERS: &[(&[u8; 4], usize)] = &[
 /// Refuses, before `mp4parse` reserves memory for what they claim, a box whose size runs
 /// past the box that holds it and a table whose entry count claims more entries than its box
 /// holds (the `video_index` fuzz target found a sample description claiming a billion
-/// entries, and a handler box claiming 4 GiB inside a movie of a few hundred bytes).
-fn check_tables(boxes: &[u8]) -> Result<(), VideoError> {
+/// entries, and a handler box claiming 4 GiB inside a movie of a few hundred bytes). The
+/// user data and metadata boxes (`udta`, `meta`: titles, tags, cover art), which hpuload does
+/// not read and whose items mp4parse reserves memory for as they claim (the `video_decode`
+/// target found a tag claiming 4 GiB), become `free` boxes, which it skips.
+fn check_tables(boxes: &mut [u8]) -> Result<(), VideoError> {
     walk(boxes, 0)
 }
 
-fn walk(mut boxes: &[u8], depth: u32) -> Result<(), VideoError> {
+fn walk(mut boxes: &mut [u8], depth: u32) -> Result<(), VideoError> {
     if depth > 16 {
         return Err(VideoError::Moov("boxes nest too deeply".into()));
     }
     while boxes.len() >= 8 {
         let small = u32::from_be_bytes(boxes[..4].try_into().expect("4 bytes"));
-        let kind: &[u8; 4] = boxes[4..8].try_into().expect("4 bytes");
+        let kind: [u8; 4] = boxes[4..8].try_into().expect("4 bytes");
+        let kind = &kind;
         let (header, size) = match small {
             0 => (8, boxes.len() as u64),
             1 if boxes.len() >= 16 => (
@@ -544,12 +547,18 @@ fn walk(mut boxes: &[u8], depth: u32) -> Result<(), VideoError> {
             )));
         }
         let size = size as usize;
-        let body = &boxes[header as usize..size];
+        let (this, rest) = std::mem::take(&mut boxes).split_at_mut(size);
+        boxes = rest;
+        if matches!(kind, b"udta" | b"meta") {
+            this[4..8].copy_from_slice(b"free");
+            continue;
+        }
+        let body = &mut this[header as usize..];
         if let Some(&(_, skip)) = CONTAINERS.iter().find(|(k, _)| *k == kind) {
             if kind == b"stsd" {
                 check_count(kind, body, 4, 8)?;
             }
-            if let Some(children) = body.get(skip..) {
+            if let Some(children) = body.get_mut(skip..) {
                 walk(children, depth + 1)?;
             }
         } else if let Some(&(_, at, entry)) = TABLES.iter().find(|(k, _, _)| *k == kind) {
@@ -562,7 +571,6 @@ fn walk(mut boxes: &[u8], depth: u32) -> Result<(), VideoError> {
         } else if kind == b"stsz" && body.len() >= 12 && body[4..8] == [0; 4] {
             check_count(kind, body, 8, 4)?;
         }
-        boxes = &boxes[size..];
     }
     Ok(())
 }

@@ -401,6 +401,43 @@ fn a_damaged_frame_is_an_error_naming_the_file_and_frame() {
 }
 
 #[test]
+fn a_metadata_tag_claiming_gigabytes_is_not_read_and_the_video_indexes() {
+    // A title tag (`udta/meta/ilst/©nam/data`) at the movie's end whose data claims 4 GiB
+    // (the `video_decode` fuzz target's find: mp4parse reserved what it claimed).
+    let good = std::fs::read(data().join("high_bframes.mp4")).unwrap();
+    let mut at = 0;
+    let moov = loop {
+        let size = u32::from_be_bytes(good[at..at + 4].try_into().unwrap()) as usize;
+        if &good[at + 4..at + 8] == b"moov" {
+            assert_eq!(at + size, good.len(), "the movie box comes last");
+            break at;
+        }
+        at += size;
+    };
+    let boxed = |kind: &[u8], body: Vec<u8>| -> Vec<u8> {
+        let mut b = ((body.len() + 8) as u32).to_be_bytes().to_vec();
+        b.extend_from_slice(kind);
+        b.extend(body);
+        b
+    };
+    let mut tag = 0xffff_fff0u32.to_be_bytes().to_vec();
+    tag.extend_from_slice(b"data\0\0\0\x01\0\0\0\0title");
+    let title = boxed(b"\xa9nam", tag);
+    let ilst = boxed(b"ilst", title);
+    let meta = boxed(b"meta", [vec![0; 4], ilst].concat());
+    let udta = boxed(b"udta", meta);
+    let mut bytes = [&good[..], &udta[..]].concat();
+    let size = (good.len() - moov + udta.len()) as u32;
+    bytes[moov..moov + 4].copy_from_slice(&size.to_be_bytes());
+    let dir = TempDir::new("mp4-tag");
+    let path = dir.path().join("tagged.mp4");
+    std::fs::write(&path, bytes).unwrap();
+    let tagged = VideoIndex::open(&path).unwrap();
+    let plain = VideoIndex::open(data().join("high_bframes.mp4")).unwrap();
+    assert_eq!(tagged.frames, plain.frames);
+}
+
+#[test]
 fn a_damaged_avi_file_is_refused_naming_the_file_the_frame_and_the_reason() {
     let dir = TempDir::new("avi");
     let good = std::fs::read(data().join("xvid.avi")).unwrap();
