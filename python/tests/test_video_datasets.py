@@ -353,6 +353,31 @@ def test_avi_files_with_b_frames_run_natively_as_shown_warning_that_torchcodec_m
         assert within_rounding(x, wx, "stand-in"), (x - wx).abs().max() / LEVEL
 
 
+def test_kinetics_over_mpeg4_part_2_in_mp4_runs_natively_with_torchs_clips_and_no_reader_warning(decoder, tmp_path):
+    """MPEG-4 Part 2 in MP4 (`mp4v`, B-frames, the VOL header in the `esds` descriptor only,
+    as FFmpeg's muxer writes it) beside H.264: decoded natively with libavcodec; its times are
+    the file's own tables, which torchcodec reads as they are, so no ReaderDifferenceWarning."""
+    for cls, clip in [("abseiling", "mp4v_bframes.mp4"), ("abseiling", "high_bframes.mp4"), ("bowling", "mp4v_bframes.mp4")]:
+        (tmp_path / "train" / cls).mkdir(parents=True, exist_ok=True)
+        shutil.copy(CLIPS / clip, tmp_path / "train" / cls / f"{cls}_{clip}")
+    data = kinetics(tmp_path, preset_eval())
+    sampler = UniformClipSampler(data.video_clips, 3)
+    if not _hpuload.video_decoder().startswith("libavcodec"):
+        with pytest.warns(FallbackWarning, match="libavcodec"):
+            DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_fn)
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ReaderDifferenceWarning)
+        got, want = torch_and_hpuload(data, sampler)
+    labels = set()
+    for (x, y), (wx, wy) in zip(got, want):
+        assert x.shape == wx.shape and x.shape[1:3] == (3, 4) and x.dtype == wx.dtype == torch.float32
+        assert torch.equal(y, wy)
+        labels.update(y.tolist())
+        assert within_rounding(x, wx, decoder), ((x - wx).abs().max() / LEVEL, decoder)
+    assert labels == {0, 1}
+
+
 class KineticsWithVideoId(torchvision.datasets.Kinetics):
     """The video reference's own dataset today (`references/video_classification/datasets.py`):
     each sample carries its video's index after the label, which its evaluation uses to

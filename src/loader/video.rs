@@ -23,8 +23,8 @@ use crate::source::{Frames, SampleBytes};
 use crate::stage::Stage;
 use crate::video::{
     frame_error, index_threads, index_videos, Bitstream, ClipError, ClipSampler, ClipsError,
-    ClipsJob, ClipsScratch, Codec, DecodeCounts, DecodePlan, FramesJob, IndexCache, IndexStats,
-    PackedIndex, Timeline, VideoAt, VideoError, VideoFailure, VideoIndex,
+    ClipsJob, ClipsScratch, Codec, Container, DecodeCounts, DecodePlan, FramesJob, IndexCache,
+    IndexStats, PackedIndex, Timeline, VideoAt, VideoError, VideoFailure, VideoIndex,
 };
 use crate::{ReadMode, SampleError, SampleErrorKind, Source};
 
@@ -320,8 +320,10 @@ fn windows(
             // torchcodec misreads an AVI file with B-frames (its clips come a frame early,
             // from a packed bitstream damaged or not at all): hpuload gives the frames as
             // shown, and names the videos so that the user is told.
-            let reordered =
-                v.index.codec == Codec::Mpeg4 && v.index.frames.iter().any(|f| f.pts != f.dts);
+            // (An MP4 file's times are its own tables', which torchcodec reads as they are.)
+            let reordered = v.index.container == Container::Avi
+                && v.index.codec == Codec::Mpeg4
+                && v.index.frames.iter().any(|f| f.pts != f.dts);
             if given.is_some() && reordered {
                 misread.push(k);
             }

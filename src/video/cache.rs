@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use super::mp4::{Codec, Frame, VideoFailure, VideoIndex, MAX_FRAME_BYTES};
+use super::mp4::{Codec, Container, Frame, VideoFailure, VideoIndex, MAX_FRAME_BYTES};
 
 /// The file name of the index file kept in a dataset's folder.
 pub const INDEX_FILE: &str = ".hpuload-video.idx";
@@ -130,9 +130,12 @@ impl PackedIndex {
     /// Packs `index`.
     pub fn pack(index: &VideoIndex) -> Self {
         let mut b = Vec::with_capacity(64 + 8 * index.frames.len());
-        b.push(match index.codec {
-            Codec::H264 => 1,
-            Codec::Mpeg4 => 2,
+        // Codes 1 and 2 are the kinds hpuload knew first (index files keep them).
+        b.push(match (index.container, index.codec) {
+            (Container::Mp4, Codec::H264) => 1,
+            (Container::Avi, Codec::Mpeg4) => 2,
+            (Container::Mp4, Codec::Mpeg4) => 3,
+            (Container::Avi, Codec::H264) => 4,
         });
         put(&mut b, index.config.len() as u64);
         b.extend_from_slice(&index.config);
@@ -185,9 +188,11 @@ impl PackedIndex {
 /// Unpacks bytes `PackedIndex::pack` wrote; `None` for any that it did not.
 fn unpack(bytes: &[u8], path: PathBuf) -> Option<VideoIndex> {
     let mut r = Reader(bytes);
-    let codec = match r.take(1)?[0] {
-        1 => Codec::H264,
-        2 => Codec::Mpeg4,
+    let (container, codec) = match r.take(1)?[0] {
+        1 => (Container::Mp4, Codec::H264),
+        2 => (Container::Avi, Codec::Mpeg4),
+        3 => (Container::Mp4, Codec::Mpeg4),
+        4 => (Container::Avi, Codec::H264),
         _ => return None,
     };
     let config_len = usize::try_from(r.varint()?).ok()?;
@@ -228,6 +233,7 @@ fn unpack(bytes: &[u8], path: PathBuf) -> Option<VideoIndex> {
     }
     r.0.is_empty().then_some(VideoIndex {
         path,
+        container,
         codec,
         config,
         size,
@@ -633,9 +639,13 @@ mod tests {
             "main_cabac.mp4",
             "baseline.mp4",
             "vfr.mp4",
+            "xvid.avi",
+            "divx_bframes.avi",
+            "mp4v_bframes.mp4",
         ] {
             let index = VideoIndex::open(fixture(name)).unwrap();
             let packed = PackedIndex::pack(&index);
+            // (The container and codec too: MPEG-4 Part 2 comes in AVI files and in MP4.)
             assert_eq!(packed.unpack(), index, "{name}");
             // The frames' part, past the codec, the `avcC` record and the sizes.
             let frames = packed.packed_len() - index.config.len() - 16;

@@ -1,4 +1,4 @@
-//! Video: H.264 in MP4 (ISO BMFF) files. The frame index is built from the container's tables
+//! Video: H.264 and MPEG-4 Part 2 in MP4 (ISO BMFF) and AVI files. The frame index is built from the container's tables
 //! without decoding a frame ([`VideoIndex`]): every frame's presentation and decode timestamps,
 //! whether it is a keyframe, and where its compressed bytes lie. A [`ClipSampler`] picks each
 //! clip's frames as torchcodec's and torchvision's samplers do; a [`DecodePlan`] turns the
@@ -35,7 +35,7 @@ pub(crate) use frames::frame_error;
 pub use frames::{FramesJob, FramesScratch};
 pub use libav::{library as libavcodec, Libav};
 pub use make::{default_video_dataset, make_video_dataset, VideoSetSpec};
-pub use mp4::{Codec, Frame, VideoError, VideoFailure, VideoIndex};
+pub use mp4::{Codec, Container, Frame, VideoError, VideoFailure, VideoIndex};
 pub use plan::{DecodePlan, Run};
 pub use read::{frame_count_and_fps, read_frames, Frames};
 pub use render::{Bitstream, ClipsError, ClipsJob, ClipsScratch, Rendered};

@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use mp4parse::unstable::{create_sample_table, CheckedInteger};
 use mp4parse::{CodecType, SampleEntry, TrackType, VideoCodecSpecific};
 
-use super::avi;
 use super::fragments::{track_defaults, Fragments};
+use super::{avi, mpeg4};
 use crate::Error;
 
 /// The most bytes of `moov` read (a two-hour 60 fps video's tables are a few MiB).
@@ -30,9 +30,10 @@ pub(crate) const MAX_FRAME_BYTES: u64 = 1 << 30;
 pub enum Codec {
     /// H.264 / AVC (`avc1`, `avc3`), with its `avcC` decoder configuration.
     H264,
-    /// MPEG-4 Part 2 (Xvid, DivX) in an AVI file, its headers in the stream (or in the
-    /// configuration, when the file's stream format carries them). Decoded by FFmpeg's
-    /// libavcodec only.
+    /// MPEG-4 Part 2 (Xvid, DivX, FFmpeg's `mpeg4`) in an AVI file or in MP4 (`mp4v`), its
+    /// headers in the stream or in the configuration (an AVI stream format's extra bytes, an
+    /// MP4 `esds` descriptor's decoder-specific information). Decoded by FFmpeg's libavcodec
+    /// only.
     Mpeg4,
 }
 
@@ -44,6 +45,15 @@ impl Codec {
             Self::Mpeg4 => "MPEG-4 Part 2",
         }
     }
+}
+
+/// The kind of file a video is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Container {
+    /// ISO BMFF: MP4, MOV, M4V (fragmented or not).
+    Mp4,
+    /// RIFF AVI (UCF101's and HMDB51's files).
+    Avi,
 }
 
 /// One frame of the index, in decode order.
@@ -83,8 +93,8 @@ pub enum VideoError {
     /// No track is video.
     #[error("no video track")]
     NoVideoTrack,
-    /// A video codec other than H.264 (or MPEG-4 Part 2 in AVI).
-    #[error("the video is {0}; hpuload decodes H.264 (AVC) video, and MPEG-4 Part 2 in AVI files")]
+    /// A video codec other than H.264 or MPEG-4 Part 2.
+    #[error("the video is {0}; hpuload decodes H.264 (AVC) and MPEG-4 Part 2 video")]
     Codec(&'static str),
     /// An AVI file's headers or chunks are malformed, or hold what hpuload does not index.
     #[error("AVI: {0}")]
@@ -213,9 +223,12 @@ pub enum VideoFailure {
 pub struct VideoIndex {
     /// The file.
     pub path: PathBuf,
+    /// The kind of file.
+    pub container: Container,
     /// The codec.
     pub codec: Codec,
-    /// The decoder configuration record (`avcC`: profile, SPS and PPS).
+    /// The decoder configuration: H.264's record (`avcC`: profile, SPS and PPS); MPEG-4
+    /// Part 2's headers up to its VOL header (empty when the stream carries them).
     pub config: Vec<u8>,
     /// Width and height from the sample entry, in pixels.
     pub size: (u32, u32),
@@ -312,10 +325,14 @@ impl VideoIndex {
         if size >= 12 {
             read(0, &mut head)?;
         }
-        let (codec, config, frame_size, timescale, frames) = if avi::is_avi(&head) {
-            avi::index(read, size)?
+        let container = if avi::is_avi(&head) {
+            Container::Avi
         } else {
-            Self::movie(read, size)?
+            Container::Mp4
+        };
+        let (codec, config, frame_size, timescale, frames) = match container {
+            Container::Avi => avi::index(read, size)?,
+            Container::Mp4 => Self::movie(read, size)?,
         };
         if let Some(frame) = frames
             .iter()
@@ -325,6 +342,7 @@ impl VideoIndex {
         }
         Ok(Self {
             path,
+            container,
             codec,
             config,
             size: frame_size,
@@ -612,15 +630,27 @@ fn from_movie(head: &[u8], moofs: &[(u64, Vec<u8>)], file_len: u64) -> Result<Pa
         .as_ref()
         .and_then(|d| d.descriptions.first())
         .ok_or(VideoError::Tables)?;
-    let (config, size) = match entry {
+    let (codec, config, size) = match entry {
         SampleEntry::Video(v) => match (&v.codec_type, &v.codec_specific) {
-            (CodecType::H264, VideoCodecSpecific::AVCConfig(avcc)) => {
-                (avcc.to_vec(), (u32::from(v.width), u32::from(v.height)))
+            (CodecType::H264, VideoCodecSpecific::AVCConfig(avcc)) => (
+                Codec::H264,
+                avcc.to_vec(),
+                (u32::from(v.width), u32::from(v.height)),
+            ),
+            // The `esds` descriptor's decoder-specific information: the headers up to the VOL
+            // (FFmpeg's muxer puts them there and nowhere else), kept when they hold one.
+            (CodecType::MP4V, VideoCodecSpecific::ESDSConfig(info)) => {
+                let config = match mpeg4::time_increment_bits(info) {
+                    Ok(Some(_)) => info.to_vec(),
+                    Ok(None) => Vec::new(),
+                    Err(reason) => return Err(VideoError::Moov(format!("`esds`: {reason}"))),
+                };
+                let size = (u32::from(v.width), u32::from(v.height));
+                (Codec::Mpeg4, config, size)
             }
             (CodecType::VP9, _) => return Err(VideoError::Codec("VP9")),
             (CodecType::VP8, _) => return Err(VideoError::Codec("VP8")),
             (CodecType::AV1, _) => return Err(VideoError::Codec("AV1")),
-            (CodecType::MP4V, _) => return Err(VideoError::Codec("MPEG-4 Part 2")),
             (CodecType::H263, _) => return Err(VideoError::Codec("H.263")),
             (CodecType::EncryptedVideo, _) => return Err(VideoError::Codec("encrypted video")),
             _ => return Err(unknown_codec(head)),
@@ -642,7 +672,7 @@ fn from_movie(head: &[u8], moofs: &[(u64, Vec<u8>)], file_len: u64) -> Result<Pa
         for (at, moof) in moofs {
             fragments.add(moof, *at)?;
         }
-        return Ok((Codec::H264, config, size, timescale, fragments.frames));
+        return Ok((codec, config, size, timescale, fragments.frames));
     }
     // The sample count `stsc` implies is reserved before anything is checked (the fuzz target
     // found a chunk claiming billions of samples): it must be the count `stsz` lists.
@@ -691,7 +721,7 @@ fn from_movie(head: &[u8], moofs: &[(u64, Vec<u8>)], file_len: u64) -> Result<Pa
         };
         frames[k].duration = delta.and_then(|d| u32::try_from(d).ok()).unwrap_or(0);
     }
-    Ok((Codec::H264, config, size, timescale, frames))
+    Ok((codec, config, size, timescale, frames))
 }
 
 /// How many samples `mp4parse`'s `create_sample_table` reserves room for, counted the way its

@@ -117,7 +117,7 @@ fn span_start(index: &VideoIndex, frame: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::video::{Codec, Frame};
+    use crate::video::{Codec, Container, Frame};
 
     /// An index with keyframes at the given decode positions, presentation = decode order
     /// unless `pts` says otherwise.
@@ -134,6 +134,7 @@ mod tests {
             .collect();
         VideoIndex {
             path: "v.mp4".into(),
+            container: Container::Mp4,
             codec: Codec::H264,
             config: Vec::new(),
             size: (16, 16),

@@ -29,8 +29,9 @@ const CLIPS: [&str; 5] = [
 
 /// MPEG-4 Part 2 in AVI, as UCF101's and HMDB51's files are: Xvid with a PCM track
 /// interleaved, and DivX with B-frames (open GOPs: the B-frames after a keyframe are shown
-/// before it). Only libavcodec decodes them.
-const AVI_CLIPS: [&str; 2] = ["xvid.avi", "divx_bframes.avi"];
+/// before it); and in MP4 (`mp4v`) with B-frames, its VOL header in the `esds` descriptor
+/// only. Only libavcodec decodes them.
+const MPEG4_CLIPS: [&str; 3] = ["xvid.avi", "divx_bframes.avi", "mp4v_bframes.mp4"];
 
 fn fnv1a64(rows: impl Iterator<Item = u8>) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -124,7 +125,7 @@ fn assert_pictures(got: Vec<(usize, [String; 3])>, wanted: &[usize], frames: &[V
 fn the_index_gives_ffmpegs_presentation_times_durations_and_keyframes_edit_list_applied_fragmented_or_not(
 ) {
     let expected = expected();
-    for clip in CLIPS.into_iter().chain(AVI_CLIPS) {
+    for clip in CLIPS.into_iter().chain(MPEG4_CLIPS) {
         let want = &expected[clip];
         let index = VideoIndex::open(data().join(clip)).unwrap();
         assert_eq!(
@@ -172,7 +173,7 @@ fn every_frame_decodes_bit_exact_to_ffmpegs_in_presentation_order() {
 }
 
 #[test]
-fn mpeg4_part_2_in_avi_decodes_bit_exact_to_ffmpegs_whole_or_from_a_gops_middle() {
+fn mpeg4_part_2_in_avi_and_mp4_decodes_bit_exact_to_ffmpegs_whole_or_from_a_gops_middle() {
     let expected = expected();
     let Some(lib) = libavcodec() else {
         // Without a libavcodec the decoder says what it needs, naming the file.
@@ -184,7 +185,7 @@ fn mpeg4_part_2_in_avi_decodes_bit_exact_to_ffmpegs_whole_or_from_a_gops_middle(
         );
         return;
     };
-    for clip in AVI_CLIPS {
+    for clip in MPEG4_CLIPS {
         let frames = expected[clip]["frames"].as_array().unwrap();
         let index = VideoIndex::open(data().join(clip)).unwrap();
         let all: Vec<usize> = (0..frames.len()).collect();
@@ -966,22 +967,28 @@ fn the_media_engine_gives_the_host_paths_clips_byte_for_byte_on_device_and_host_
 }
 
 #[test]
-fn an_avi_folder_decodes_on_the_host_under_the_engine_backends_with_the_host_paths_clips() {
-    // The media engine decodes H.264 only: MPEG-4 Part 2 decodes in the worker under `Auto`
-    // (counted as a fallback, the same clips as the host path) and is refused under `Hw`.
+fn an_mpeg4_part_2_folder_decodes_on_the_host_under_the_engine_backends_with_the_host_paths_clips() {
+    // The media engine decodes H.264 only: MPEG-4 Part 2 (in AVI files, and in MP4) decodes
+    // in the worker under `Auto` (counted as a fallback, the same clips as the host path) and
+    // is refused under `Hw`.
     use hpuload::{Backend, OnError, Placement};
     if libavcodec().is_none() {
         eprintln!("no libavcodec on this machine: MPEG-4 Part 2 is not decoded");
         return;
     }
     let dir = TempDir::new("avi-folder");
-    for (class, clip) in [("a", "xvid.avi"), ("b", "divx_bframes.avi")] {
+    let videos = [
+        ("a", "xvid.avi"),
+        ("b", "divx_bframes.avi"),
+        ("c", "mp4v_bframes.mp4"),
+    ];
+    for (class, clip) in videos {
         std::fs::create_dir_all(dir.path().join(class)).unwrap();
         std::fs::copy(data().join(clip), dir.path().join(class).join(clip)).unwrap();
     }
     let run = |backend| {
         let mut loader = Loader::builder(VideoFolder::open(dir.path()).unwrap())
-            .batch_size(2)
+            .batch_size(3)
             .workers(2)
             .seed(3)
             .backend(backend)
@@ -1006,7 +1013,7 @@ fn an_avi_folder_decodes_on_the_host_under_the_engine_backends_with_the_host_pat
     assert_eq!(report.hw_samples, 0);
     assert_eq!(
         report.fallbacks.values().sum::<u64>(),
-        2,
+        3,
         "{:?}",
         report.fallbacks
     );

@@ -5,7 +5,7 @@ keyframe flag and a hash of each YUV plane.
 The clips are tiny (a few KB) and drawn here: a gradient background that drifts, a square that
 moves and changes brightness, so that motion compensation, B-frames and the deblocking filter
 all have work to do. Rerun with `python tests/data/video/make_fixtures.py` (needs `av`); the
-Rust tests read only the files it writes. `--avi` writes the AVI clips alone, keeping the
+Rust tests read only the files it writes. `--avi` writes the MPEG-4 Part 2 clips (AVI, and one in MP4) alone, keeping the
 other entries of `expected.json`; `--packed` writes `divx_packed.avi` alone, from
 `divx_bframes.avi`.
 """
@@ -89,6 +89,26 @@ def write_avi(name, w, h, frames, bframes=0, gop=12, audio=False, tag="XVID"):
                 chunk.sample_rate, chunk.pts = 8000, 320 * i
                 for packet in sound.encode(chunk):
                     out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+    return path
+
+
+def write_mp4v(name, w, h, frames, bframes=0, gop=12):
+    """MPEG-4 Part 2 in MP4 (`mp4v`), as FFmpeg's muxer writes it: the VOL header in the
+    `esds` descriptor only (the muxer asks for global headers), B-frames' times in `ctts`."""
+    path = HERE / name
+    with av.open(str(path), "w", format="mp4") as out:
+        stream = out.add_stream("mpeg4", rate=25)
+        stream.width, stream.height = w, h
+        stream.pix_fmt = "yuv420p"
+        stream.codec_context.gop_size = gop
+        stream.codec_context.max_b_frames = bframes
+        for i in range(frames):
+            frame = av.VideoFrame.from_ndarray(picture(i, w, h), format="rgb24")
+            frame.pts = i
+            for packet in stream.encode(frame):
+                out.mux(packet)
         for packet in stream.encode(None):
             out.mux(packet)
     return path
@@ -199,6 +219,7 @@ def avi_clips():
     return [
         write_avi("xvid.avi", 96, 72, 30, audio=True),
         write_avi("divx_bframes.avi", 80, 64, 30, bframes=2, tag="DX50"),
+        write_mp4v("mp4v_bframes.mp4", 80, 64, 30, bframes=2),
     ]
 
 
