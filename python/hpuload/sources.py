@@ -192,7 +192,7 @@ class _Clips(_WithPipeline):
 
 @dataclass(frozen=True)
 class VideoFolder(_Clips):
-    """Videos (H.264 in MP4/MOV, or MPEG-4 Part 2 in AVI, decoded by FFmpeg's libavcodec) in
+    """Videos (H.264 in MP4/MOV, or MPEG-4 Part 2 in AVI or MP4, decoded by FFmpeg's libavcodec) in
     class folders, `root/<class>/<video>.mp4` or `.avi` (the Kinetics, UCF101 and HMDB51
     layout; torchvision's class order), each sample the clips of one video.
 
@@ -252,7 +252,7 @@ class VideoManifest(_Clips):
 @dataclass(frozen=True)
 class VideoShards(_Clips):
     """WebDataset tar shards of videos, each sample the clips of its video member (`.mp4`,
-    `.m4v` or `.mov`: H.264; `.avi`: MPEG-4 Part 2) and labelled by its `label_field` member (`cls`), as
+    `.m4v` or `.mov`: H.264 or MPEG-4 Part 2; `.avi`: MPEG-4 Part 2) and labelled by its `label_field` member (`cls`), as
     `hpuload make-shards --video` writes them. The same clip settings as `VideoFolder`, and
     the same spec and storage settings as `WebDataset`: one file, a brace pattern, or a URL.
 

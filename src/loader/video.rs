@@ -341,10 +341,23 @@ fn windows(
                 ))
             }
             (Some(_), None) => {
+                // Indexed again for its reason (only on this path, once).
+                let why = match source.span(k) {
+                    Ok(Some(span)) => VideoAt {
+                        name: entries[k].path.clone(),
+                        file: span.file,
+                        offset: span.offset,
+                        len: span.len,
+                    }
+                    .index()
+                    .err()
+                    .map_or_else(|| "it could not be read".to_string(), |e| e.to_string()),
+                    _ => "it could not be read".to_string(),
+                };
                 return Err(crate::Error::config(
                     what,
-                    format!("{path}: hpuload cannot read this video (see its index error)"),
-                ))
+                    format!("{path}: hpuload cannot read this video: {why}"),
+                ));
             }
             (None, Some(n)) => (
                 n,

@@ -967,7 +967,8 @@ fn the_media_engine_gives_the_host_paths_clips_byte_for_byte_on_device_and_host_
 }
 
 #[test]
-fn an_mpeg4_part_2_folder_decodes_on_the_host_under_the_engine_backends_with_the_host_paths_clips() {
+fn an_mpeg4_part_2_folder_decodes_on_the_host_under_the_engine_backends_with_the_host_paths_clips()
+{
     // The media engine decodes H.264 only: MPEG-4 Part 2 (in AVI files, and in MP4) decodes
     // in the worker under `Auto` (counted as a fallback, the same clips as the host path) and
     // is refused under `Hw`.
@@ -1072,7 +1073,7 @@ fn torchvisions_video_clips_make_each_window_a_sample_labelled_by_its_video() {
     // Metadata that disagrees with a video's tables is refused, naming the video.
     let wrong = WindowClips {
         metadata: Some(vec![(30, 25.0), (11, 25.0), (16, 25.0), (20, 25.0)]),
-        ..windows
+        ..windows.clone()
     };
     let refused = Loader::builder(VideoFolder::open(dir.path()).unwrap())
         .pipeline(pipeline(TRAIN))
@@ -1086,6 +1087,31 @@ fn torchvisions_video_clips_make_each_window_a_sample_labelled_by_its_video() {
         .to_string();
     assert!(
         refused.contains("vfr.mp4") && refused.contains("counts 11 frames"),
+        "{refused}"
+    );
+
+    // A video the user's reader counted but hpuload cannot read is refused naming the video
+    // and why (the user's loader then takes the dataset).
+    let cabac = dir.path().join("b/main_cabac.mp4");
+    let bytes = std::fs::read(&cabac).unwrap();
+    std::fs::write(&cabac, &bytes[..bytes.len() - 600]).unwrap();
+    let right = WindowClips {
+        metadata: Some(vec![(30, 25.0), (12, 25.0), (16, 25.0), (20, 25.0)]),
+        ..windows
+    };
+    let refused = Loader::builder(VideoFolder::open(dir.path()).unwrap())
+        .pipeline(pipeline(TRAIN))
+        .video(VideoSpec {
+            sampler: ClipSampler::Windows(right),
+            channels_first: false,
+        })
+        .build()
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        refused.contains("main_cabac.mp4: hpuload cannot read this video: ")
+            && refused.contains("past the file's"),
         "{refused}"
     );
 }
