@@ -171,6 +171,9 @@ class VideoOptions:
     frame_rate: float | None = None
     #: `video_clips`: each video's (frame count, fps) as the user's dataset has them.
     clip_metadata: list[tuple[int, float]] | None = None
+    #: `video_clips` with `clip_metadata`: a video hpuload cannot read as counted is left to
+    #: the caller (its clips' slots zero; `Loader.left_videos` names it) instead of refused.
+    leave_unreadable_videos: bool = False
 
 
 Source = Union[

@@ -208,6 +208,21 @@ impl Loader {
         })
     }
 
+    /// With torchvision's clip metadata and `leave_unreadable_videos`, the videos hpuload
+    /// cannot read as the metadata counts them: (dataset index, path, why). Their clips'
+    /// slots are zeros, for the caller to fill.
+    #[getter]
+    fn left_videos(&self) -> PyResult<Vec<(usize, String, String)>> {
+        self.with_run(|run| {
+            let loader = run.loader()?;
+            let left = loader.left_videos();
+            Ok(left
+                .iter()
+                .map(|(k, p, why)| (*k, p.display().to_string(), why.to_string()))
+                .collect())
+        })
+    }
+
     /// Class names by label (an ImageFolder's sorted subfolders).
     #[getter]
     fn classes(&self) -> PyResult<Vec<String>> {

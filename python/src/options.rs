@@ -55,6 +55,7 @@ pub(crate) struct Video {
     frames_between_clips: usize,
     frame_rate: Option<f64>,
     clip_metadata: Option<Vec<(usize, f64)>>,
+    leave_unreadable_videos: bool,
 }
 
 /// `VideoOptions.index_cache`: a flag (in the folder, or nowhere) or a file.
@@ -116,6 +117,7 @@ impl Video {
                 step: self.frames_between_clips,
                 frame_rate: self.frame_rate,
                 metadata: self.clip_metadata,
+                leave_unreadable: self.leave_unreadable_videos,
             }),
             other => {
                 return Err(PyValueError::new_err(format!(

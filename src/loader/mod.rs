@@ -553,6 +553,22 @@ impl Loader {
             .collect()
     }
 
+    /// With torchvision's clip metadata and [`crate::video::WindowClips::leave_unreadable`],
+    /// the videos left to the caller: (dataset entry, file, why hpuload cannot read it as the
+    /// metadata counts it). Their clips' slots in each batch are zeros, for the caller to fill
+    /// (their labels are written). Empty otherwise.
+    pub fn left_videos(&self) -> Vec<(usize, &std::path::Path, &str)> {
+        let Some(video) = self.shared.video.as_ref() else {
+            return Vec::new();
+        };
+        let entries = self.shared.source.entries();
+        video
+            .left()
+            .iter()
+            .map(|(k, why)| (*k, entries[*k].path.as_path(), why.as_str()))
+            .collect()
+    }
+
     /// Where the loader stands: the next batch it will yield (after the last batch of an epoch,
     /// step 0 of the next epoch) and the settings its batches depend on. Save it with the
     /// model's checkpoint and pass it to [`LoaderBuilder::resume`] to continue exactly there.

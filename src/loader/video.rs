@@ -115,6 +115,9 @@ struct Windows {
     /// The videos (dataset entries) whose frames the user's reader gives otherwise than they
     /// are shown: MPEG-4 B-frames in AVI, which torchcodec 0.17 misreads.
     misread: Vec<usize>,
+    /// The videos left to the caller (`WindowClips::leave_unreadable`), ascending, each with
+    /// why hpuload cannot read it as the user's metadata counts it.
+    left: Vec<(usize, String)>,
 }
 
 impl Windows {
@@ -200,12 +203,28 @@ impl VideoShared {
         self.windows.as_ref().map_or(&[], |w| &w.misread)
     }
 
+    /// The videos left to the caller ([`crate::video::WindowClips::leave_unreadable`]), each
+    /// with why hpuload cannot read it as the user's metadata counts it.
+    pub(super) fn left(&self) -> &[(usize, String)] {
+        self.windows.as_ref().map_or(&[], |w| &w.left)
+    }
+
+    /// Whether video `video`'s clips are left to the caller.
+    fn is_left(&self, video: usize) -> bool {
+        self.left()
+            .binary_search_by_key(&video, |&(k, _)| k)
+            .is_ok()
+    }
+
     /// The frames' size `(width, height)` when every video has the same, for a pipeline that
     /// keeps it; otherwise the message that says which differ, or that a video's size is not
     /// known before it is read (one read whole from object storage).
     pub(super) fn common_size(&self) -> Result<(u32, u32), String> {
         let mut first: Option<((u32, u32), usize)> = None;
         for (k, slot) in self.indexes.iter().enumerate() {
+            if self.is_left(k) {
+                continue; // made by the caller, at the size the caller's reader gives
+            }
             let Some(index) = slot.get() else {
                 return Err(format!(
                     "a video pipeline without a crop or resize keeps each video's size, and \
@@ -292,83 +311,24 @@ fn windows(
     let mut videos = Vec::with_capacity(entries.len());
     let mut offsets = vec![0; entries.len()];
     let mut misread = Vec::new();
+    let mut left = Vec::new();
     for (k, slot) in indexes.iter().enumerate() {
-        let indexed = slot.get().map(|p| Indexed::from(p.unpack()));
-        let given = spec.metadata.as_ref().map(|m| m[k]);
         let path = entries[k].path.display();
-        let mut counted = indexed.as_ref().map(|v| v.timeline.len());
-        // A manifest row's segment: its windows are laid over the segment's frames only (at
-        // the whole video's rate).
-        if let (Some((start, end)), Some(v)) = (source.segment(k), indexed.as_ref()) {
-            if given.is_some() {
-                return Err(crate::Error::config(
-                    what,
-                    format!("{path}: clip metadata and a segment of the video, both given"),
-                ));
+        match window_counts(spec, source, k, slot, &mut offsets[k], &mut misread) {
+            Ok(video) => videos.push(video),
+            // The user's metadata counts its frames: the caller makes its clips.
+            Err(Refusal::Unreadable(why)) if spec.leave_unreadable => {
+                let given = spec.metadata.as_ref().map(|m| m[k]);
+                videos.push(given.expect("only a counted video is unreadable"));
+                if misread.last() == Some(&k) {
+                    misread.pop(); // hpuload gives none of its frames
+                }
+                left.push((k, why));
             }
-            let (cut, offset) = v.timeline.segment(start, end);
-            offsets[k] = offset;
-            counted = Some(cut.len());
-        }
-        // torchvision's reader decoded it: a codec this process cannot decode is refused
-        // here, so that the user's loader takes the dataset instead of skipping every clip.
-        if let Some(v) = indexed.as_ref() {
-            if v.index.codec != Codec::H264 && crate::video::libavcodec().is_none() {
-                let why = crate::video::needs_libavcodec(v.index.codec);
+            Err(Refusal::Unreadable(why) | Refusal::Config(why)) => {
                 return Err(crate::Error::config(what, format!("{path}: {why}")));
             }
-            // torchcodec misreads an AVI file with B-frames (its clips come a frame early,
-            // from a packed bitstream damaged or not at all): hpuload gives the frames as
-            // shown, and names the videos so that the user is told.
-            // (An MP4 file's times are its own tables', which torchcodec reads as they are.)
-            let reordered = v.index.container == Container::Avi
-                && v.index.codec == Codec::Mpeg4
-                && v.index.frames.iter().any(|f| f.pts != f.dts);
-            if given.is_some() && reordered {
-                misread.push(k);
-            }
         }
-        let video = match (given, counted) {
-            // A video the user's reader found nothing in gives no clip, whatever hpuload reads.
-            (Some((0, fps)), _) => (0, fps),
-            (Some((n, fps)), Some(ours)) if n == ours => (n, fps),
-            (Some((n, _)), Some(ours)) => {
-                return Err(crate::Error::config(
-                    what,
-                    format!(
-                        "{path}: the dataset's metadata counts {n} frames, the file's tables {ours}"
-                    ),
-                ))
-            }
-            (Some(_), None) => {
-                // Indexed again for its reason (only on this path, once).
-                let why = match source.span(k) {
-                    Ok(Some(span)) => VideoAt {
-                        name: entries[k].path.clone(),
-                        file: span.file,
-                        offset: span.offset,
-                        len: span.len,
-                    }
-                    .index()
-                    .err()
-                    .map_or_else(|| "it could not be read".to_string(), |e| e.to_string()),
-                    _ => "it could not be read".to_string(),
-                };
-                return Err(crate::Error::config(
-                    what,
-                    format!("{path}: hpuload cannot read this video: {why}"),
-                ));
-            }
-            (None, Some(n)) => (
-                n,
-                indexed
-                    .as_ref()
-                    .and_then(|v| v.timeline.average_fps())
-                    .unwrap_or(1.0),
-            ),
-            (None, None) => (0, 1.0),
-        };
-        videos.push(video);
     }
     let mut ends = Vec::with_capacity(videos.len());
     let mut total = 0usize;
@@ -382,7 +342,97 @@ fn windows(
         offsets,
         ends,
         misread,
+        left,
     })
+}
+
+/// Why a video's windows cannot be laid out.
+enum Refusal {
+    /// The settings contradict each other.
+    Config(String),
+    /// hpuload cannot read the video as the user's metadata counts it.
+    Unreadable(String),
+}
+
+/// Video `k`'s (frames, fps) for its windows: the user's metadata, checked against the
+/// video's index (`slot`), or the index's own; its segment's first frame put in `offset`, and
+/// `k` in `misread` when torchcodec misreads it.
+fn window_counts(
+    spec: &crate::video::WindowClips,
+    source: &dyn Source,
+    k: usize,
+    slot: &OnceLock<PackedIndex>,
+    offset: &mut usize,
+    misread: &mut Vec<usize>,
+) -> Result<(usize, f64), Refusal> {
+    let indexed = slot.get().map(|p| Indexed::from(p.unpack()));
+    let given = spec.metadata.as_ref().map(|m| m[k]);
+    let mut counted = indexed.as_ref().map(|v| v.timeline.len());
+    // A manifest row's segment: its windows are laid over the segment's frames only (at the
+    // whole video's rate).
+    if let (Some((start, end)), Some(v)) = (source.segment(k), indexed.as_ref()) {
+        if given.is_some() {
+            return Err(Refusal::Config(
+                "clip metadata and a segment of the video, both given".into(),
+            ));
+        }
+        let (cut, first) = v.timeline.segment(start, end);
+        *offset = first;
+        counted = Some(cut.len());
+    }
+    // A video the user's reader found nothing in gives no clip, whatever hpuload reads.
+    if let Some((0, fps)) = given {
+        return Ok((0, fps));
+    }
+    // torchvision's reader decoded it: a codec this process cannot decode is not skipped.
+    if let Some(v) = indexed.as_ref() {
+        if v.index.codec != Codec::H264 && crate::video::libavcodec().is_none() {
+            let why = crate::video::needs_libavcodec(v.index.codec);
+            return Err(Refusal::Unreadable(why.to_string()));
+        }
+        // torchcodec misreads an AVI file with B-frames (its clips come a frame early, from a
+        // packed bitstream damaged or not at all): hpuload gives the frames as shown, and
+        // names the videos so that the user is told. (An MP4 file's times are its own
+        // tables', which torchcodec reads as they are.)
+        let reordered = v.index.container == Container::Avi
+            && v.index.codec == Codec::Mpeg4
+            && v.index.frames.iter().any(|f| f.pts != f.dts);
+        if given.is_some() && reordered {
+            misread.push(k);
+        }
+    }
+    match (given, counted) {
+        (Some((n, fps)), Some(ours)) if n == ours => Ok((n, fps)),
+        (Some((n, _)), Some(ours)) => Err(Refusal::Unreadable(format!(
+            "the dataset's metadata counts {n} frames, the file's tables {ours}"
+        ))),
+        (Some(_), None) => {
+            // Indexed again for its reason (only on this path, once).
+            let why = match source.span(k) {
+                Ok(Some(span)) => VideoAt {
+                    name: source.entries()[k].path.clone(),
+                    file: span.file,
+                    offset: span.offset,
+                    len: span.len,
+                }
+                .index()
+                .err()
+                .map_or_else(|| "it could not be read".to_string(), |e| e.to_string()),
+                _ => "it could not be read".to_string(),
+            };
+            Err(Refusal::Unreadable(format!(
+                "hpuload cannot read this video: {why}"
+            )))
+        }
+        (None, Some(n)) => Ok((
+            n,
+            indexed
+                .as_ref()
+                .and_then(|v| v.timeline.average_fps())
+                .unwrap_or(1.0),
+        )),
+        (None, None) => Ok((0, 1.0)),
+    }
 }
 
 impl From<VideoIndex> for Indexed {
@@ -418,6 +468,15 @@ pub(super) fn load(
         path: entry.path.clone(),
         kind,
     };
+    // A video left to the caller: its slot is the caller's to fill.
+    if video.is_left(at) {
+        slot.fill(0);
+        return Ok(Filled::Cpu {
+            index,
+            label: entry.label,
+            detect: None,
+        });
+    }
     let c = &shared.counters;
     let t0 = CpuClock::now();
     if let Some(frames) = shared.source.frames(at) {

@@ -67,6 +67,13 @@ pub struct WindowClips {
     /// count that differs from the video's index is refused when the loader is built. `None`:
     /// both from hpuload's index (the frame count, and the average frame rate).
     pub metadata: Option<Vec<(usize, f64)>>,
+    /// With `metadata`: a video the metadata counts frames in that hpuload cannot read as
+    /// counted (its index fails, its tables count other frames, or its codec needs a
+    /// libavcodec this process lacks) is left to the caller instead of refusing the loader:
+    /// its clips' slots are left zero and [`crate::Loader::left_videos`] names each such video
+    /// with the reason. (The Python package's drop-in has the user's own dataset make those
+    /// clips.)
+    pub leave_unreadable: bool,
 }
 
 impl WindowClips {
@@ -754,6 +761,7 @@ mod tests {
                 step,
                 frame_rate: rate,
                 metadata: None,
+                leave_unreadable: false,
             };
             assert_eq!(w.count(frames, fps), all.len());
             for (k, clip) in all.iter().enumerate() {

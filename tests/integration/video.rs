@@ -1035,6 +1035,7 @@ fn torchvisions_video_clips_make_each_window_a_sample_labelled_by_its_video() {
         step: 3,
         frame_rate: Some(15.0),
         metadata: None,
+        leave_unreadable: false,
     };
     let mut loader = Loader::builder(VideoFolder::open(dir.path()).unwrap())
         .batch_size(3)
@@ -1114,6 +1115,62 @@ fn torchvisions_video_clips_make_each_window_a_sample_labelled_by_its_video() {
             && refused.contains("past the file's"),
         "{refused}"
     );
+}
+
+#[test]
+fn a_video_the_metadata_counts_but_hpuload_cannot_read_is_left_to_the_caller_as_zeros_and_named() {
+    // With `leave_unreadable`, the loader is built anyway: the video's clips keep their places
+    // among the samples (the user's metadata counts them), their slots zero and their labels
+    // written, for the caller (the Python drop-in: the user's own dataset) to fill.
+    use hpuload::video::WindowClips;
+    let dir = video_folder();
+    let cabac = dir.path().join("b/main_cabac.mp4");
+    let bytes = std::fs::read(&cabac).unwrap();
+    std::fs::write(&cabac, &bytes[..bytes.len() - 600]).unwrap();
+    let windows = WindowClips {
+        frames_per_clip: 4,
+        step: 3,
+        frame_rate: None,
+        metadata: Some(vec![(30, 25.0), (12, 25.0), (16, 25.0), (20, 25.0)]),
+        leave_unreadable: true,
+    };
+    let mut loader = Loader::builder(VideoFolder::open(dir.path()).unwrap())
+        .batch_size(4)
+        .workers(2)
+        .pipeline(pipeline(TRAIN))
+        .output(Dtype::U8, Layout::Nchw)
+        .video(VideoSpec {
+            sampler: ClipSampler::Windows(windows.clone()),
+            channels_first: false,
+        })
+        .build()
+        .unwrap();
+    let left = loader.left_videos();
+    assert_eq!(left.len(), 1, "{left:?}");
+    let (video, path, why) = left[0];
+    assert_eq!((video, path), (3, cabac.as_path()));
+    assert!(why.contains("past the file's"), "{why}");
+    // Samples per video: 9, 3, 5 and 6 windows of 4 frames, 3 apart.
+    let counts: Vec<usize> = [(30, 25.0), (12, 25.0), (16, 25.0), (20, 25.0)]
+        .iter()
+        .map(|&(n, fps)| windows.count(n, fps))
+        .collect();
+    assert_eq!(counts, [9, 3, 5, 6]);
+    assert_eq!(loader.dataset_len(), 23);
+    let first_left = 9 + 3 + 5;
+    let sample = 4 * 3 * 32 * 32;
+    let mut seen = 0;
+    for batch in loader.epoch(0) {
+        let (images, labels, indices, valid) = host(&batch.unwrap());
+        for (k, &index) in indices.iter().enumerate().take(valid) {
+            let pixels = &images[k * sample..(k + 1) * sample];
+            let zeros = pixels.iter().all(|&b| b == 0);
+            assert_eq!(zeros, index >= first_left, "sample {index}");
+            assert_eq!(labels[k], if index < 12 { 0 } else { 1 }, "sample {index}");
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 23);
 }
 
 #[test]
@@ -1505,6 +1562,7 @@ fn torchvisions_windows_over_a_manifest_row_lie_in_its_segment() {
         step: 2,
         frame_rate: None,
         metadata: None,
+        leave_unreadable: false,
     });
     let mut loader = Loader::builder(manifest)
         .batch_size(9)
