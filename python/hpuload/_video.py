@@ -154,6 +154,11 @@ class ClipSamples:
         self._extras = extras
         self._any = any(extras)
 
+    @property
+    def ends(self) -> list[int]:
+        """Clips before the end of each video."""
+        return self._ends
+
     def example(self) -> tuple:
         """The values after the label of one video that has clips (what the collate_fn is
         tried on)."""
@@ -280,6 +285,7 @@ def video_source(dataset, pipeline) -> tuple[dict, str, str, list[str] | None]:
         frames_between_clips=int(vc.step),
         frame_rate=None if vc.frame_rate is None else float(vc.frame_rate),
         clip_metadata=metadata,
+        leave_unreadable_videos=True,
         layout="TCHW" if layout == "THWC" else layout,
     )
     source = {

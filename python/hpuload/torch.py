@@ -22,6 +22,7 @@ one warning that says why.
 from __future__ import annotations
 
 import collections
+import bisect
 import dataclasses
 import inspect
 import json
@@ -73,6 +74,7 @@ __all__ = [
     "PinningWarning",
     "PythonTailWarning",
     "ReaderDifferenceWarning",
+    "PythonClipsWarning",
     "SkippedSampleWarning",
     "TransformChangeWarning",
     "fallback_counts",
@@ -122,6 +124,14 @@ class ReaderDifferenceWarning(UserWarning):
     clips that start between keyframes a frame early, and a packed bitstream's damaged or not
     at all). hpuload gives the frames as they are shown, as PyAV's FFmpeg decodes them in
     order. The message names the videos."""
+
+
+class PythonClipsWarning(UserWarning):
+    """Some of a torchvision video dataset's videos are ones hpuload cannot read as the
+    dataset's metadata counts them (a codec it does not decode, such as VP9 or HEVC; a
+    damaged file; another frame count): their clips are made by the dataset itself, in Python,
+    as torch's loader would make them, and the rest natively. The message names the videos
+    and why; more than a quarter of the clips so made sends the dataset to torch's loader."""
 
 
 class SkippedSampleWarning(UserWarning):
@@ -429,6 +439,10 @@ class _Loader:
                 f"{clips_expected}",
                 FallbackReason.DATASET,
             )
+        self._left = None
+        left = self._core.left_videos if clips_expected is not None else []
+        if left:
+            self._leave_to_dataset(left, clips_expected)
         misread = self._core.misread_by_torchcodec if clips_expected is not None else []
         if misread:
             warnings.warn(
@@ -641,10 +655,75 @@ class _Loader:
             self._tail_pool = _tail.Pool(self._tail, self._tail_workers)
         return self._tail_pool.submit(images, indices, self._options.seed, epoch)
 
+    def _leave_to_dataset(self, left: list, clips: int) -> None:
+        """Has the dataset make the clips of the videos hpuload cannot read (`left`: index,
+        path, why), warning which; or, when they are more than a quarter of the `clips`,
+        sends the dataset to torch's loader."""
+        ends = self._clip_samples.ends
+        videos = sorted(k for k, _, _ in left)
+        held = sum(ends[k] - (ends[k - 1] if k else 0) for k in videos)
+        named = "; ".join(f"{path}: {why}" for _, path, why in left[:3]) + ("; ..." if len(left) > 3 else "")
+        if held * 4 > clips:
+            self._core.stop()
+            raise _Unfit(
+                f"{len(left)} of the dataset's videos, holding {held} of its {clips} clips, are ones "
+                f"hpuload cannot read ({named})",
+                FallbackReason.DATASET,
+            )
+        self._left = (videos, ends)
+        warnings.warn(
+            f"hpuload: {len(left)} of the dataset's {len(ends)} videos ({named}) have their clips "
+            f"({held} of {clips}) made by the dataset itself, in Python, as torch's loader makes them; "
+            "the rest natively",
+            PythonClipsWarning,
+            stacklevel=4,
+        )
+
+    def _left_clips(self, indices: list[int], valid: int, epoch: int) -> dict:
+        """The batch's clips from videos left to the dataset (`_leave_to_dataset`), by row:
+        the dataset's own `__getitem__`, its random draws seeded from (seed, epoch, index) and
+        the global generators left as they were."""
+        if self._left is None:
+            return {}
+        videos, ends = self._left
+        rows = {}
+        for row, index in enumerate(indices[:valid]):
+            video = bisect.bisect_right(ends, index)
+            k = bisect.bisect_left(videos, video)
+            if k < len(videos) and videos[k] == video:
+                rows[row] = index
+        if not rows:
+            return rows
+        with _tail._Isolated():
+            for row, index in rows.items():
+                _tail._seed_all(_tail.sample_seed(self._options.seed, epoch, index))
+                rows[row] = self.dataset[index][0]
+        return rows
+
+    @staticmethod
+    def _put_clips(images: torch.Tensor, clips: dict) -> None:
+        """Writes the dataset's clips into their rows of a batch."""
+        for row, clip in clips.items():
+            if not isinstance(clip, torch.Tensor) or clip.shape != images.shape[1:] or clip.dtype != images.dtype:
+                got = f"{tuple(clip.shape)} {clip.dtype}" if isinstance(clip, torch.Tensor) else type(clip).__name__
+                raise RuntimeError(
+                    f"hpuload: the dataset made a clip of {got} where the batch holds "
+                    f"{tuple(images.shape[1:])} {images.dtype} (a video hpuload cannot read, whose "
+                    "clips the dataset makes)"
+                )
+            images[row].copy_(clip)
+
     def _tail_batch(self, held: tuple, collate, timeout):
         """A batch whose tail `_tail_start` started, collated as the user's loader would."""
-        started, targets, indices, valid = held
+        started, targets, indices, valid, epoch = held
         outs = self._tail_finish(started, timeout)
+        left = self._left_clips(indices, valid, epoch)
+        if left and isinstance(outs, torch.Tensor):
+            self._put_clips(outs, left)
+        elif left:
+            outs = list(outs)
+            for row, clip in left.items():
+                outs[row] = clip
         self.last_indices, self.last_valid = indices, valid
         keys = self._sample_keys
         if isinstance(outs, torch.Tensor):
@@ -760,6 +839,8 @@ class _Loader:
                     # by default (CrossEntropyLoss's and Hugging Face's ignore_index).
                     labels[batch.valid :] = IGNORE_INDEX
                 keys = self._sample_keys
+                if self._left is not None and self._tail is None:
+                    self._put_clips(images, self._left_clips(self.last_indices, batch.valid, epoch))
                 if split is not None:
                     # Several views of each image: a list of batches, one per view.
                     per_view = split(images)
@@ -773,7 +854,13 @@ class _Loader:
                         else:
                             yield collate([{keys[0]: c, keys[1]: t} for c, t in zip(crops, targets)])
                 elif self._tail is not None:
-                    started = (self._tail_start(images, self.last_indices, epoch), labels.tolist(), self.last_indices, batch.valid)
+                    started = (
+                        self._tail_start(images, self.last_indices, epoch),
+                        labels.tolist(),
+                        self.last_indices,
+                        batch.valid,
+                        epoch,
+                    )
                     if not isinstance(started[0], _tail.Pending):  # run here and now
                         yield self._tail_batch(started, collate, timeout)
                         continue

@@ -26,7 +26,13 @@ from torch.utils.data.dataloader import default_collate  # noqa: E402
 from torchvision.datasets.samplers import RandomClipSampler, UniformClipSampler  # noqa: E402
 
 from hpuload import _hpuload  # noqa: E402
-from hpuload.torch import DataLoader, FallbackWarning, PythonTailWarning, ReaderDifferenceWarning  # noqa: E402
+from hpuload.torch import (  # noqa: E402
+    DataLoader,
+    FallbackWarning,
+    PythonClipsWarning,
+    PythonTailWarning,
+    ReaderDifferenceWarning,
+)
 
 CLIPS = Path(__file__).resolve().parents[2] / "tests" / "data" / "video"
 MEAN, STD = (0.43216, 0.394666, 0.37645), (0.22803, 0.22145, 0.216989)
@@ -82,11 +88,16 @@ def preset_train(resize=(36, 48), crop=(32, 40)):
     )
 
 
+#: Files the stand-in reads as another file: a video hpuload refuses (its sample entry says
+#: another codec) that torchvision's reader reads, as torchcodec reads a VP9 or HEVC video.
+STAND_IN_READS = {}
+
+
 class _StandInDecoder:
     """torchcodec's `VideoDecoder` as far as torchvision's `VideoClips` uses it."""
 
     def __init__(self, path, dimension_order="NCHW", **_):
-        self.path, self.order = str(path), dimension_order
+        self.path, self.order = STAND_IN_READS.get(str(path), str(path)), dimension_order
         n, fps = _hpuload.video_frame_count_and_fps(self.path)
         self.metadata = types.SimpleNamespace(num_frames=n, average_fps=fps)
 
@@ -378,6 +389,69 @@ def test_kinetics_over_mpeg4_part_2_in_mp4_runs_natively_with_torchs_clips_and_n
     assert labels == {0, 1}
 
 
+def another_codec(root, cls, clip, name, monkeypatch):
+    """`clip` put in the dataset as `name`, its sample entry saying HEVC (`hvc1`), which
+    hpuload refuses; the stand-in reader reads the clip itself, as torchcodec would read a
+    real HEVC or VP9 video."""
+    data = bytearray((CLIPS / clip).read_bytes())
+    entry = data.index(b"avc1", data.index(b"stsd"))
+    data[entry : entry + 4] = b"hvc1"
+    path = root / "train" / cls / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(bytes(data))
+    monkeypatch.setitem(STAND_IN_READS, str(path), str(CLIPS / clip))
+    return path
+
+
+def scaled_eval():
+    """The eval preset with a step of the user's own before the permute: its tail in Python."""
+    return T.Compose([*preset_eval().transforms[:4], T.Lambda(scaled), ConvertBCHWtoCBHW()])
+
+
+@pytest.mark.parametrize("transform", [preset_eval, scaled_eval])
+def test_a_video_hpuload_cannot_read_has_its_clips_made_by_the_dataset_and_the_rest_natively(
+    same_frames, kinetics_root, monkeypatch, transform
+):
+    """One video of a codec hpuload does not decode (Kinetics downloads hold some VP9, AV1,
+    HEVC) no longer sends the whole dataset to torch's loader: the dataset's own
+    `__getitem__` makes that video's clips in Python, the rest are native, and the batches
+    are torch's (a native transform, or one with a tail in Python)."""
+    hevc = another_codec(kinetics_root, "bowling", "baseline.mp4", "zz_hevc.mp4", monkeypatch)
+    data = kinetics(kinetics_root, transform())
+    assert str(hevc) in data.video_clips.video_paths
+    sampler = UniformClipSampler(data.video_clips, 5)
+    want = batches(torch.utils.data.DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_fn))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_fn, num_workers=2)
+    notes = [str(w.message) for w in caught if issubclass(w.category, PythonClipsWarning)]
+    assert len(notes) == 1 and "zz_hevc.mp4: hpuload cannot read this video: the video is HEVC" in notes[0] and "(5 of 37)" in notes[0], notes
+    got = batches(loader)
+    assert len(got) == len(want) > 4
+    k = data.video_clips.video_paths.index(str(hevc))
+    ends = data.video_clips.cumulative_sizes
+    hevc_clips = range(ends[k - 1], ends[k])
+    seen = 0
+    for (x, y), (wx, wy), indices in zip(got, want, [list(sampler)[k : k + 4] for k in range(0, len(sampler), 4)]):
+        assert x.shape == wx.shape and torch.equal(y, wy)
+        assert within_rounding(x, wx, "stand-in"), (x - wx).abs().max() / LEVEL
+        for row, index in enumerate(indices):
+            if index in hevc_clips:
+                seen += 1
+                assert torch.equal(x[row], wx[row]), "the dataset's own clip, as torch's loader gives it"
+    assert seen > 0
+
+
+def test_a_dataset_mostly_of_videos_hpuload_cannot_read_goes_to_torchs_loader(same_frames, tmp_path, monkeypatch):
+    for cls, clip in [("a", "high_bframes.mp4"), ("b", "main_cabac.mp4")]:
+        another_codec(tmp_path, cls, clip, clip, monkeypatch)
+    shutil.copy(CLIPS / "baseline.mp4", tmp_path / "train" / "b" / "baseline.mp4")
+    data = kinetics(tmp_path, preset_eval())
+    with pytest.warns(FallbackWarning, match=r"2 of the dataset's videos, holding 15 of its 20 clips, .*HEVC"):
+        DataLoader(data, batch_size=4, sampler=UniformClipSampler(data.video_clips, 3), collate_fn=collate_fn)
+
+
 class KineticsWithVideoId(torchvision.datasets.Kinetics):
     """The video reference's own dataset today (`references/video_classification/datasets.py`):
     each sample carries its video's index after the label, which its evaluation uses to
@@ -514,7 +588,10 @@ def test_default_collate_and_a_collate_reading_audio_go_to_torch_naming_the_audi
         DataLoader(data, batch_size=2, collate_fn=stacks_audio)
 
 
-def test_metadata_that_disagrees_with_a_videos_tables_goes_to_torch_naming_the_video(decoder, kinetics_root):
+def test_a_video_whose_metadata_disagrees_with_its_tables_has_its_clips_made_by_the_dataset(decoder, kinetics_root):
+    """The dataset's metadata counts one frame fewer than the file's tables hold: hpuload
+    lays out the dataset's windows, but that video's clips are the dataset's own (made in
+    Python), named by a `PythonClipsWarning`; the batches are torch's."""
     data = kinetics(kinetics_root, preset_eval())
     k = next(i for i, p in enumerate(data.video_clips.video_paths) if p.endswith("baseline.mp4"))
     meta = data.video_clips.metadata
@@ -523,8 +600,11 @@ def test_metadata_that_disagrees_with_a_videos_tables_goes_to_torch_naming_the_v
     data.video_clips = type(data.video_clips)(
         meta["video_paths"], 4, 3, None, _precomputed_metadata=meta, output_format="TCHW"
     )
-    with pytest.warns(FallbackWarning, match="baseline.mp4"):
-        DataLoader(data, batch_size=2, collate_fn=collate_fn)
+    with pytest.warns(PythonClipsWarning, match="baseline.mp4: the dataset's metadata counts 15 frames, the file's tables 16"):
+        got, want = torch_and_hpuload(data, UniformClipSampler(data.video_clips, 3))
+    for (x, y), (wx, wy) in zip(got, want):
+        assert x.shape == wx.shape and torch.equal(y, wy)
+        assert within_rounding(x, wx, decoder), ((x - wx).abs().max() / LEVEL, decoder)
 
 
 def _pixel_ops():
