@@ -452,7 +452,7 @@ class _Loader:
                 "from a packed bitstream, damaged or not at all): hpuload gives their frames as they are "
                 "shown, as PyAV's FFmpeg decodes them",
                 ReaderDifferenceWarning,
-                stacklevel=3,
+                stacklevel=4,  # the user's DataLoader(...): __new__, _setup_or_unfit, here
             )
         # Batches of images at their own sizes are sized for the largest and left pageable on
         # purpose (`OutputSize::PerSample`); any other unpinned pool is the memlock limit.
@@ -462,7 +462,7 @@ class _Loader:
                 "for them; raise it with `ulimit -l`): using pageable memory, so copies to an "
                 "accelerator go through a staging buffer",
                 PinningWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
         #: The layout asked for, for when no tail decides it.
         self._layout_asked = layout if tail is None else "nchw"
@@ -676,7 +676,7 @@ class _Loader:
             f"({held} of {clips}) made by the dataset itself, in Python, as torch's loader makes them; "
             "the rest natively",
             PythonClipsWarning,
-            stacklevel=4,
+            stacklevel=5,  # the user's DataLoader(...): __new__, _setup_or_unfit, _setup, here
         )
 
     def _left_clips(self, indices: list[int], valid: int, epoch: int) -> dict:

@@ -274,13 +274,13 @@ impl Walk<'_, '_> {
                 second = mpeg4::second_vop(&bytes);
             }
             if let Some((at, kind)) = second {
-                if waiting.is_some() {
-                    return Err(bad(format!(
-                        "frame {slot} packs a second B-frame before the first found its place \
-                         (an N-VOP is missing)"
-                    ))
-                    .into());
-                }
+                // A B-frame still waiting when the next is packed (its N-VOP is missing: a cut
+                // or edited stream) is dropped, as FFmpeg's `mpeg4_unpack_bframes` drops it
+                // ("Missing one N-VOP packet, discarding one B-frame"): nothing refers to a
+                // B-frame, so every other picture decodes as it would. (FFmpeg's decoder,
+                // unpacking by itself, would decode the B-frame in the next reference's place
+                // instead, losing that reference and damaging what refers to it.)
+                waiting = None;
                 let at = at as u32; // within the chunk, whose length is a u32
                 out.push(Picture { len: at, ..whole });
                 waiting = Some(Picture {

@@ -240,6 +240,56 @@ fn a_packed_bitstream_gives_the_unpacked_files_frames_times_and_pictures() {
 }
 
 #[test]
+fn a_packed_b_frame_whose_n_vop_is_missing_is_dropped_and_every_other_picture_decodes_exactly() {
+    // `divx_packed.avi` runs I | P+B | B | N-VOP | P+B | B | N-VOP ...: the first N-VOP made a
+    // `JUNK` chunk (a cut stream), the B-frame waiting for that place is still waiting when
+    // the next packed one comes. It is dropped (as FFmpeg's `mpeg4_unpack_bframes` drops it);
+    // nothing refers to a B-frame, so every other picture is the unpacked file's, bit for bit.
+    let mut bytes = std::fs::read(data().join("divx_packed.avi")).unwrap();
+    let movi = bytes.windows(4).position(|w| w == b"movi").unwrap() + 4;
+    let mut at = movi;
+    let n_vop = loop {
+        let len = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap()) as usize;
+        if &bytes[at..at + 4] == b"00dc" && len < 8 {
+            break at;
+        }
+        at += 8 + len + (len & 1);
+    };
+    bytes[n_vop..n_vop + 4].copy_from_slice(b"JUNK");
+    let dir = TempDir::new("avi-missing-nvop");
+    let path = dir.path().join("cut.avi");
+    std::fs::write(&path, &bytes).unwrap();
+    let cut = VideoIndex::open(&path).unwrap();
+    let plain = VideoIndex::open(data().join("divx_bframes.avi")).unwrap();
+    assert_eq!(cut.frames.len(), plain.frames.len() - 1);
+    let order = cut.presentation_order();
+    let pts: Vec<i64> = order.iter().map(|&i| cut.frames[i].pts).collect();
+    assert!(pts.windows(2).all(|w| w[0] < w[1]), "{pts:?}");
+    let Some(lib) = libavcodec() else {
+        eprintln!("no libavcodec on this machine: MPEG-4 Part 2 is not decoded");
+        return;
+    };
+    let all: Vec<usize> = (0..cut.frames.len()).collect();
+    let got: Vec<[String; 3]> = decode_with(Some(lib), &cut, &all)
+        .into_iter()
+        .map(|(_, planes)| planes)
+        .collect();
+    let expected = expected();
+    let want: Vec<[String; 3]> = expected["divx_bframes.avi"]["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(hashes)
+        .collect();
+    // The unpacked file's pictures with one left out: a B-frame of the first group.
+    let missing = (0..want.len())
+        .find(|&p| got[..p] == want[..p] && got[p..] == want[p + 1..])
+        .expect("every picture but one, in order, bit-exact");
+    let plain_order = plain.presentation_order();
+    assert!(missing < 4 && !plain.frames[plain_order[missing]].keyframe);
+}
+
+#[test]
 fn a_dropped_frame_in_avi_is_a_gap_in_the_timeline_not_an_error() {
     let dir = TempDir::new("avi-dropped");
     let good = std::fs::read(data().join("xvid.avi")).unwrap();
