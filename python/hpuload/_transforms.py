@@ -472,7 +472,8 @@ def translate(transform: Any, video: bool = False, clip_format: str = "TCHW"):
       (`_preset_steps`)."""
     all_steps = steps(transform)
     if video and clip_format == "THWC":
-        if not all_steps or not _permutes(all_steps[0], (0, 3, 1, 2)):
+        all_steps, permuted = _thwc_steps(all_steps)
+        if not permuted:
             first = _unsupported_name(all_steps[0]) if all_steps else "none"
             raise Unsupported(
                 f"the clips are [T, H, W, C] (output_format='THWC') and the transform's first step ({first}) "
@@ -498,6 +499,12 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
     tagged = False  # after v2's ToImage: the tensor is a tv_tensors.Image
     for t in all_steps:
         name = type(t).__name__
+        if video and (_is(t, "Lambda") or not _known(t)):
+            seen = _recognised_video_step(t)
+            if seen is not None:
+                if _is(seen, "Resize") and dtype is None:
+                    raise Unsupported(f"{name} resizes a uint8 clip (recognised on float clips only)")
+                t = seen
         if layout != "TCHW":
             raise Unsupported(f"{name} after the permute to [C, T, H, W]")
         # Video: flips, the float conversion and Normalize commute with a crop.
@@ -808,7 +815,9 @@ def translate_split_video(transform: Any, clip_format: str = "TCHW") -> tuple[st
     to be the same for every video."""
     all_steps = steps(transform)
     thwc = clip_format == "THWC"
-    permuted = thwc and bool(all_steps) and _permutes(all_steps[0], (0, 3, 1, 2))
+    permuted = False
+    if thwc:
+        all_steps, permuted = _thwc_steps(all_steps)
     if thwc and not all_steps:
         return _AS_DECODED, "u8", "THWC", None
     try:
@@ -847,6 +856,75 @@ def _permutes(t: Any, axes: tuple[int, ...]) -> bool:
         if not isinstance(y, torch.Tensor) or y.dtype != dtype or not torch.equal(y, x.permute(*axes)):
             return False
     return True
+
+
+def _thwc_steps(all_steps: list) -> tuple[list, bool]:
+    """The steps of a transform on `[T, H, W, C]` clips, and whether the first permutes them to
+    `[T, C, H, W]`. A conversion to float that comes before that permute (`Lambda(lambda x:
+    x / 255.)` then `Lambda(lambda x: x.permute(0, 3, 1, 2))`, as many UCF101 scripts write
+    it) is moved after it: it works on each value alone, so the order does not change a
+    value."""
+    if all_steps and _permutes(all_steps[0], (0, 3, 1, 2)):
+        return all_steps, True
+    if len(all_steps) >= 2 and _permutes(all_steps[1], (0, 3, 1, 2)):
+        first = _recognised_video_step(all_steps[0]) if _is(all_steps[0], "Lambda") or not _known(all_steps[0]) else None
+        if first is not None and _is(first, "ConvertImageDtype"):
+            return [all_steps[1], all_steps[0], *all_steps[2:]], True
+    return all_steps, False
+
+
+def _recognised_video_step(t: Any) -> Any:
+    """The torchvision step that a video step of the user's own (a `Lambda`, a function, a
+    class of theirs) is, by what it does to test clips, or None: the conversion of a uint8
+    clip to float in [0, 1] (`x / 255.`) is `ConvertImageDtype(torch.float32)`; torch's
+    `interpolate` of a float `[T, C, H, W]` clip to one fixed size, nearest or bilinear
+    without antialiasing, is `Resize(size, ..., antialias=False)`. Each is watched on two
+    clips of different sizes and must give exactly that, twice, leaving Python's, torch's
+    and NumPy's generators as they were (it draws nothing: a random step is not one of
+    these)."""
+    import torch
+    import torch.nn.functional as F
+    from torchvision import transforms as v1
+
+    if not callable(t) or _is(t, "Compose"):
+        return None
+
+    def watched(x):
+        from ._tail import _Isolated
+
+        with _Isolated():
+            before = torch.default_generator.get_state()
+            try:
+                y, again = t(x.clone()), t(x.clone())
+            except Exception:
+                return None
+            if not torch.equal(before, torch.default_generator.get_state()):
+                return None
+        same = isinstance(y, torch.Tensor) and isinstance(again, torch.Tensor) and y.shape == again.shape
+        return y if same and y.dtype == again.dtype and torch.equal(y, again) else None
+
+    # Textured clips of two sizes, and a black and a white one (a step that looks at its
+    # input's values before acting shows it on these).
+    shapes = ((2, 9, 11, 3), (3, 3, 7, 5))
+    clips = [(torch.arange(torch.Size(s).numel()) * 37 % 256).to(torch.uint8).reshape(s) for s in shapes]
+    clips += [torch.zeros(shapes[0], dtype=torch.uint8), torch.full(shapes[1], 255, dtype=torch.uint8)]
+    outs = [watched(x) for x in clips]
+    if all(y is not None and y.dtype == torch.float32 and torch.equal(y, x.float() / 255) for x, y in zip(clips, outs)):
+        return v1.ConvertImageDtype(torch.float32)
+    floats = [(torch.arange(torch.Size(s).numel()) % 97).float().reshape(s) / 96 for s in ((2, 3, 20, 30), (3, 3, 45, 26))]
+    floats += [torch.zeros(2, 3, 20, 30), torch.ones(3, 3, 45, 26)]
+    outs = [watched(x) for x in floats]
+    if any(y is None or y.dtype != torch.float32 or y.dim() != 4 or y.shape[:2] != x.shape[:2] for x, y in zip(floats, outs)):
+        return None
+    size = tuple(outs[0].shape[2:])
+    if any(tuple(y.shape[2:]) != size for y in outs):
+        return None
+    for mode, interpolation in (("nearest", v1.InterpolationMode.NEAREST), ("bilinear", v1.InterpolationMode.BILINEAR)):
+        extra = {"align_corners": False} if mode == "bilinear" else {}
+        if all(torch.equal(y, F.interpolate(x, size=size, mode=mode, **extra)) for x, y in zip(floats, outs)):
+            # (Antialiasing changes bilinear only: a nearest Resize keeps the default.)
+            return v1.Resize(list(size), interpolation=interpolation, antialias=mode == "nearest")
+    return None
 
 
 def _erasing_tv(t: Any, dtype: str | None) -> dict:

@@ -311,15 +311,71 @@ def scaled(x):
     return x * 0.5 + 0.25
 
 
-def test_a_video_transform_hpuload_does_not_know_runs_in_python_after_native_decoding(decoder, tmp_path):
-    """The UCF101 loader many scripts copy: Lambdas over the default `[T, H, W, C]` clip. The
-    clips are decoded natively and the Lambdas run in Python on them, as the user's code does
-    (a `PythonTailWarning` names them); the batches are torch's."""
+def ucf101_lambdas(mode="nearest", divide_first=True):
+    """The transform many UCF101 scripts copy: Lambdas over the default `[T, H, W, C]` clip
+    (to float in [0, 1], permute to `[T, C, H, W]`, torch's `interpolate` to a fixed size)."""
+    steps = [
+        T.Lambda(lambda x: x / 255.0),
+        T.Lambda(lambda x: x.permute(0, 3, 1, 2)),
+        T.Lambda(lambda x: torch.nn.functional.interpolate(x, (36, 48), mode=mode)),
+    ]
+    if not divide_first:
+        steps[0], steps[1] = steps[1], steps[0]
+    return T.Compose(steps)
+
+
+@pytest.mark.parametrize("mode,divide_first", [("nearest", True), ("bilinear", False)])
+def test_the_ucf101_scripts_lambdas_are_recognised_by_what_they_do_and_run_natively(decoder, tmp_path, mode, divide_first):
+    """`x / 255.` is the conversion to float and `interpolate` to a fixed size a resize
+    (nearest, or bilinear without antialiasing), found by running each Lambda on test clips:
+    the whole transform runs natively, no step in Python, and the batches are torch's."""
     if not _hpuload.video_decoder().startswith("libavcodec"):
         pytest.skip("no libavcodec in this process: MPEG-4 Part 2 goes to torch's loader")
-    lambdas = T.Compose(
+    data = ucf101_and_hmdb51(tmp_path, ucf101_lambdas(mode, divide_first), output_format="THWC")[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PythonTailWarning)
+        got, want = torch_and_hpuload(data, UniformClipSampler(data.video_clips, 3))
+    # Nearest picks pixels: exact but for torchcodec's RGB; bilinear resizes the uint8
+    # frames and converts after (the reference's order the other way round): within a level.
+    most = (0 if mode == "nearest" else 1 / 255) + (1.5 / 255 if decoder == "torchcodec" else 0)
+    for (x, y), (wx, wy) in zip(got, want):
+        assert x.shape == wx.shape and x.shape[2:] == (3, 36, 48) and x.dtype == wx.dtype == torch.float32
+        assert torch.equal(y, wy)
+        assert (x - wx).abs().max() <= most + 1e-6, (x - wx).abs().max() * 255
+
+
+def test_a_lambda_is_taken_as_a_torchvision_step_only_when_it_does_exactly_what_that_step_does():
+    from hpuload._transforms import _recognised_video_step as seen
+
+    interpolate = torch.nn.functional.interpolate
+    for f in (lambda x: x / 255.0, lambda x: x.float() / 255, lambda x: x.div(255.0)):
+        assert type(seen(T.Lambda(f))).__name__ == "ConvertImageDtype"
+    resize = seen(T.Lambda(lambda x: interpolate(x, (20, 24), mode="bilinear")))
+    assert type(resize).__name__ == "Resize" and resize.size == [20, 24] and resize.antialias is False
+    assert seen(T.Lambda(lambda x: interpolate(x, (20, 24)))).interpolation == T.InterpolationMode.NEAREST
+    state = torch.get_rng_state()
+    for f in (
+        lambda x: x / 256.0,
+        lambda x: x * torch.rand(1) / 255,  # a draw: not a fixed step
+        lambda x: interpolate(x, scale_factor=0.5),  # no fixed size
+        lambda x: interpolate(x, (20, 24), mode="bicubic"),
+        lambda x: interpolate(x, (20, 24), mode="bilinear", antialias=True),
+        lambda x: x.flip(-1),
+        lambda x: x,
+    ):
+        assert seen(T.Lambda(f)) is None
+    assert torch.equal(state, torch.get_rng_state()), "the global generator left as it was"
+
+
+def test_a_video_transform_hpuload_does_not_know_runs_in_python_after_native_decoding(decoder, tmp_path):
+    """A step no translation knows, and one that looks at its clip's values before acting:
+    the clips are decoded natively and those steps run in Python on them, as the user's code
+    does (a `PythonTailWarning` names them); the batches are torch's."""
+    if not _hpuload.video_decoder().startswith("libavcodec"):
+        pytest.skip("no libavcodec in this process: MPEG-4 Part 2 goes to torch's loader")
+    looking = T.Compose(
         [
-            T.Lambda(lambda x: x / 255.0),
+            T.Lambda(lambda x: x / 255.0 if x.float().mean() > 0 else x.float() + 1),
             T.Lambda(lambda x: x.permute(0, 3, 1, 2)),
             T.Lambda(lambda x: torch.nn.functional.interpolate(x, (36, 48))),
         ]
@@ -327,7 +383,7 @@ def test_a_video_transform_hpuload_does_not_know_runs_in_python_after_native_dec
     # And a translated prefix with the user's own step after it: the reference's eval preset
     # runs natively up to its crop, the rest in Python.
     prefix_then_own = T.Compose([*preset_eval().transforms[:4], T.Lambda(scaled), ConvertBCHWtoCBHW()])
-    for transform, output_format, shape in [(lambdas, "THWC", (3, 36, 48)), (prefix_then_own, "TCHW", (4, 32, 40))]:
+    for transform, output_format, shape in [(looking, "THWC", (3, 36, 48)), (prefix_then_own, "TCHW", (4, 32, 40))]:
         data = ucf101_and_hmdb51(tmp_path / output_format, transform, output_format=output_format)[0]
         with pytest.warns(PythonTailWarning, match="Lambda"):
             got, want = torch_and_hpuload(data, UniformClipSampler(data.video_clips, 3))
