@@ -680,7 +680,8 @@ class _Loader:
         )
 
     def _left_clips(self, indices: list[int], valid: int, epoch: int) -> dict:
-        """The batch's clips from videos left to the dataset (`_leave_to_dataset`), by row:
+        """The batch's clips from videos left to the dataset (`_leave_to_dataset`), by row, as
+        `(clip, index, label)` (another index and its label where a replacement was made):
         the dataset's own `__getitem__`, its random draws seeded from (seed, epoch, index) and
         the global generators left as they were."""
         if self._left is None:
@@ -696,14 +697,43 @@ class _Loader:
             return rows
         with _tail._Isolated():
             for row, index in rows.items():
-                _tail._seed_all(_tail.sample_seed(self._options.seed, epoch, index))
-                rows[row] = self.dataset[index][0]
+                rows[row] = self._dataset_clip(index, epoch)
         return rows
 
+    def _dataset_clip(self, index: int, epoch: int) -> tuple:
+        """`(clip, index, label)` of clip `index` as the dataset makes it; when its reader
+        fails and `on_error` is "skip", of a replacement drawn from (seed, epoch, index) (any
+        clip, made the same way), warned about with the file and why, as a native sample's
+        failure is."""
+        seed = self._options.seed
+        original, tried = index, 0
+        while True:
+            _tail._seed_all(_tail.sample_seed(seed, epoch, index))
+            try:
+                item = self.dataset[index]
+                return item[0], index, int(item[2])
+            except Exception as e:
+                video, _ = self.dataset.video_clips.get_clip_location(index)
+                path = self.dataset.video_clips.video_paths[video]
+                if self._options.on_error != "skip" or tried >= 16:
+                    raise RuntimeError(
+                        f"hpuload: sample {index} ({path}): the dataset's reader failed: {e}"
+                    ) from e
+                warnings.warn(
+                    f"hpuload: skipped sample {index} ({path}): the dataset's reader failed; replaced. {e}",
+                    SkippedSampleWarning,
+                    stacklevel=5,
+                )
+                tried += 1
+                pick = _tail.sample_seed(seed ^ 0x5EED, epoch, original * 17 + tried)
+                index = pick % len(self.dataset)
+
     @staticmethod
-    def _put_clips(images: torch.Tensor, clips: dict) -> None:
-        """Writes the dataset's clips into their rows of a batch."""
-        for row, clip in clips.items():
+    def _put_clips(images: torch.Tensor, clips: dict, indices: list, labels) -> None:
+        """Writes the dataset's clips (`_left_clips`) into their rows of a batch, and a
+        replacement's index and label into `indices` and `labels`."""
+        for row, (clip, index, label) in clips.items():
+            indices[row], labels[row] = index, label
             if not isinstance(clip, torch.Tensor) or clip.shape != images.shape[1:] or clip.dtype != images.dtype:
                 got = f"{tuple(clip.shape)} {clip.dtype}" if isinstance(clip, torch.Tensor) else type(clip).__name__
                 raise RuntimeError(
@@ -719,11 +749,11 @@ class _Loader:
         outs = self._tail_finish(started, timeout)
         left = self._left_clips(indices, valid, epoch)
         if left and isinstance(outs, torch.Tensor):
-            self._put_clips(outs, left)
+            self._put_clips(outs, left, indices, targets)
         elif left:
             outs = list(outs)
-            for row, clip in left.items():
-                outs[row] = clip
+            for row, (clip, index, label) in left.items():
+                outs[row], indices[row], targets[row] = clip, index, label
         self.last_indices, self.last_valid = indices, valid
         keys = self._sample_keys
         if isinstance(outs, torch.Tensor):
@@ -840,7 +870,8 @@ class _Loader:
                     labels[batch.valid :] = IGNORE_INDEX
                 keys = self._sample_keys
                 if self._left is not None and self._tail is None:
-                    self._put_clips(images, self._left_clips(self.last_indices, batch.valid, epoch))
+                    left = self._left_clips(self.last_indices, batch.valid, epoch)
+                    self._put_clips(images, left, self.last_indices, labels)
                 if split is not None:
                     # Several views of each image: a list of batches, one per view.
                     per_view = split(images)

@@ -32,6 +32,7 @@ from hpuload.torch import (  # noqa: E402
     PythonClipsWarning,
     PythonTailWarning,
     ReaderDifferenceWarning,
+    SkippedSampleWarning,
 )
 
 CLIPS = Path(__file__).resolve().parents[2] / "tests" / "data" / "video"
@@ -91,6 +92,9 @@ def preset_train(resize=(36, 48), crop=(32, 40)):
 #: Files the stand-in reads as another file: a video hpuload refuses (its sample entry says
 #: another codec) that torchvision's reader reads, as torchcodec reads a VP9 or HEVC video.
 STAND_IN_READS = {}
+#: Files whose frames the stand-in counts in another file (a cut file whose header a reader
+#: still reads), but reads from the file itself.
+STAND_IN_COUNTS = {}
 
 
 class _StandInDecoder:
@@ -98,7 +102,7 @@ class _StandInDecoder:
 
     def __init__(self, path, dimension_order="NCHW", **_):
         self.path, self.order = STAND_IN_READS.get(str(path), str(path)), dimension_order
-        n, fps = _hpuload.video_frame_count_and_fps(self.path)
+        n, fps = _hpuload.video_frame_count_and_fps(STAND_IN_COUNTS.get(self.path, self.path))
         self.metadata = types.SimpleNamespace(num_frames=n, average_fps=fps)
 
     def get_frames_at(self, indices):
@@ -497,6 +501,45 @@ def test_a_video_hpuload_cannot_read_has_its_clips_made_by_the_dataset_and_the_r
                 seen += 1
                 assert torch.equal(x[row], wx[row]), "the dataset's own clip, as torch's loader gives it"
     assert seen > 0
+
+
+def test_a_damaged_video_whose_clips_the_datasets_reader_cannot_make_is_named_skipped_and_replaced(
+    same_frames, kinetics_root, monkeypatch
+):
+    """A cut file whose header torchvision's reader read (it counted the frames) but whose
+    frames no reader can give: hpuload cannot index it, the dataset's own reader fails on each
+    of its clips, and each is named (`SkippedSampleWarning`) and replaced by another clip,
+    index and label with it, where torch's loader would stop the run. With
+    `on_error="fail"` the error names the file."""
+    cut = kinetics_root / "train" / "bowling" / "zz_cut.mp4"
+    data = (CLIPS / "high_bframes.mp4").read_bytes()
+    cut.write_bytes(data[: len(data) - 3000])
+    monkeypatch.setitem(STAND_IN_COUNTS, str(cut), str(CLIPS / "high_bframes.mp4"))
+    data = kinetics(kinetics_root, preset_eval())
+    k = data.video_clips.video_paths.index(str(cut))
+    ends = data.video_clips.cumulative_sizes
+    bad = range(ends[k - 1], ends[k])
+    sampler = UniformClipSampler(data.video_clips, 3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_fn)
+        got = []
+        for x, y in loader:
+            got.append((x.clone(), y.clone(), list(loader.last_indices[: loader.last_valid])))
+    left = [str(w.message) for w in caught if issubclass(w.category, PythonClipsWarning)]
+    assert len(left) == 1 and "zz_cut.mp4: hpuload cannot read this video" in left[0], left
+    skipped = [str(w.message) for w in caught if issubclass(w.category, SkippedSampleWarning)]
+    assert len(skipped) >= 3 and all("zz_cut.mp4" in m and "the dataset's reader failed" in m for m in skipped)
+    assert sum(len(y) for _, y, _ in got) == len(sampler)
+    # Every replacement is a clip of another video, carrying that video's label.
+    for x, y, indices in got:
+        assert x.shape[1:] == (3, 4, 32, 40) and torch.isfinite(x).all() and (x.abs().amax(dim=(1, 2, 3, 4)) > 0).all()
+        for index, label in zip(indices, y.tolist()):
+            video, _ = data.video_clips.get_clip_location(index)
+            assert index not in bad and label == data.samples[video][1]
+    with pytest.raises(RuntimeError, match=r"zz_cut.mp4\): the dataset's reader failed"):
+        batches(DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_fn, on_error="fail"))
 
 
 def test_a_dataset_mostly_of_videos_hpuload_cannot_read_goes_to_torchs_loader(same_frames, tmp_path, monkeypatch):
