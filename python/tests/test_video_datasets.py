@@ -188,6 +188,18 @@ def torch_and_hpuload(data, sampler, collate=collate_fn, more_than=2):
     return got, want
 
 
+def same_float_clips(got, want, decoder) -> set:
+    """Checks hpuload's batches of `[C, 4, H, W]` float clips against torch's (labels equal,
+    pixels within the reference's rounding) and returns the labels seen."""
+    labels = set()
+    for (x, y), (wx, wy) in zip(got, want):
+        assert x.shape == wx.shape and x.shape[1:3] == (3, 4) and x.dtype == wx.dtype == torch.float32
+        assert torch.equal(y, wy)
+        labels.update(y.tolist())
+        assert within_rounding(x, wx, decoder), ((x - wx).abs().max() / LEVEL, decoder)
+    return labels
+
+
 @pytest.mark.parametrize("frame_rate", [None, 15])
 def test_kinetics_with_the_references_eval_preset_gives_torchs_clips_labels_and_pixels(decoder, kinetics_root, frame_rate):
     data = kinetics(kinetics_root, preset_eval(), frame_rate=frame_rate)
@@ -242,13 +254,7 @@ def test_ucf101_and_hmdb51_on_their_avi_files_give_torchs_clips_labels_and_pixel
                 DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_fn)
             continue
         got, want = torch_and_hpuload(data, sampler)
-        labels = set()
-        for (x, y), (wx, wy) in zip(got, want):
-            assert x.shape == wx.shape and x.shape[1:3] == (3, 4) and x.dtype == wx.dtype == torch.float32
-            assert torch.equal(y, wy)
-            labels.update(y.tolist())
-            assert within_rounding(x, wx, decoder), ((x - wx).abs().max() / LEVEL, decoder)
-        assert labels == {0, 1}
+        assert same_float_clips(got, want, decoder) == {0, 1}
 
 
 class ConvertBHWCtoBCHW(torch.nn.Module):
@@ -440,13 +446,7 @@ def test_kinetics_over_mpeg4_part_2_in_mp4_runs_natively_with_torchs_clips_and_n
     with warnings.catch_warnings():
         warnings.simplefilter("error", ReaderDifferenceWarning)
         got, want = torch_and_hpuload(data, sampler)
-    labels = set()
-    for (x, y), (wx, wy) in zip(got, want):
-        assert x.shape == wx.shape and x.shape[1:3] == (3, 4) and x.dtype == wx.dtype == torch.float32
-        assert torch.equal(y, wy)
-        labels.update(y.tolist())
-        assert within_rounding(x, wx, decoder), ((x - wx).abs().max() / LEVEL, decoder)
-    assert labels == {0, 1}
+    assert same_float_clips(got, want, decoder) == {0, 1}
 
 
 def another_codec(root, cls, clip, name, monkeypatch):

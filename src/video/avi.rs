@@ -274,15 +274,15 @@ impl Walk<'_, '_> {
                 second = mpeg4::second_vop(&bytes);
             }
             if let Some((at, kind)) = second {
-                // A B-frame still waiting when the next is packed (its N-VOP is missing: a cut
-                // or edited stream) is dropped, as FFmpeg's `mpeg4_unpack_bframes` drops it
-                // ("Missing one N-VOP packet, discarding one B-frame"): nothing refers to a
-                // B-frame, so every other picture decodes as it would. (FFmpeg's decoder,
-                // unpacking by itself, would decode the B-frame in the next reference's place
-                // instead, losing that reference and damaging what refers to it.)
-                waiting = None;
                 let at = at as u32; // within the chunk, whose length is a u32
                 out.push(Picture { len: at, ..whole });
+                // A B-frame still waiting when the next is packed (its N-VOP is missing: a cut
+                // or edited stream) is dropped here, replaced by the new one, as FFmpeg's
+                // `mpeg4_unpack_bframes` drops it ("Missing one N-VOP packet, discarding one
+                // B-frame"): nothing refers to a B-frame, so every other picture decodes as it
+                // would. (FFmpeg's decoder, unpacking by itself, would decode the B-frame in
+                // the next reference's place instead, losing that reference and damaging what
+                // refers to it.)
                 waiting = Some(Picture {
                     offset: chunk.offset + u64::from(at),
                     len: chunk.len - at,

@@ -1076,6 +1076,25 @@ fn an_mpeg4_part_2_folder_decodes_on_the_host_under_the_engine_backends_with_the
     assert!(err.to_string().contains("H.264"), "{err}");
 }
 
+/// A loader of the class folder `dir` with torchvision's windows, batches of `batch`, 32x32
+/// uint8 NCHW clips.
+fn windows_loader(
+    dir: &Path,
+    windows: &hpuload::video::WindowClips,
+    batch: usize,
+) -> Result<Loader, hpuload::Error> {
+    Loader::builder(VideoFolder::open(dir).unwrap())
+        .batch_size(batch)
+        .workers(2)
+        .pipeline(pipeline(TRAIN))
+        .output(Dtype::U8, Layout::Nchw)
+        .video(VideoSpec {
+            sampler: ClipSampler::Windows(windows.clone()),
+            channels_first: false,
+        })
+        .build()
+}
+
 #[test]
 fn torchvisions_video_clips_make_each_window_a_sample_labelled_by_its_video() {
     use hpuload::video::WindowClips;
@@ -1087,17 +1106,7 @@ fn torchvisions_video_clips_make_each_window_a_sample_labelled_by_its_video() {
         metadata: None,
         leave_unreadable: false,
     };
-    let mut loader = Loader::builder(VideoFolder::open(dir.path()).unwrap())
-        .batch_size(3)
-        .workers(2)
-        .pipeline(pipeline(TRAIN))
-        .output(Dtype::U8, Layout::Nchw)
-        .video(VideoSpec {
-            sampler: ClipSampler::Windows(windows.clone()),
-            channels_first: false,
-        })
-        .build()
-        .unwrap();
+    let mut loader = windows_loader(dir.path(), &windows, 3).unwrap();
     // Each video's windows at its own average rate (the index's), laid end to end.
     let mut want_labels = Vec::new();
     for (k, entry) in VideoFolder::open(dir.path())
@@ -1126,13 +1135,7 @@ fn torchvisions_video_clips_make_each_window_a_sample_labelled_by_its_video() {
         metadata: Some(vec![(30, 25.0), (11, 25.0), (16, 25.0), (20, 25.0)]),
         ..windows.clone()
     };
-    let refused = Loader::builder(VideoFolder::open(dir.path()).unwrap())
-        .pipeline(pipeline(TRAIN))
-        .video(VideoSpec {
-            sampler: ClipSampler::Windows(wrong),
-            channels_first: false,
-        })
-        .build()
+    let refused = windows_loader(dir.path(), &wrong, 1)
         .err()
         .unwrap()
         .to_string();
@@ -1150,13 +1153,7 @@ fn torchvisions_video_clips_make_each_window_a_sample_labelled_by_its_video() {
         metadata: Some(vec![(30, 25.0), (12, 25.0), (16, 25.0), (20, 25.0)]),
         ..windows
     };
-    let refused = Loader::builder(VideoFolder::open(dir.path()).unwrap())
-        .pipeline(pipeline(TRAIN))
-        .video(VideoSpec {
-            sampler: ClipSampler::Windows(right),
-            channels_first: false,
-        })
-        .build()
+    let refused = windows_loader(dir.path(), &right, 1)
         .err()
         .unwrap()
         .to_string();
@@ -1184,17 +1181,7 @@ fn a_video_the_metadata_counts_but_hpuload_cannot_read_is_left_to_the_caller_as_
         metadata: Some(vec![(30, 25.0), (12, 25.0), (16, 25.0), (20, 25.0)]),
         leave_unreadable: true,
     };
-    let mut loader = Loader::builder(VideoFolder::open(dir.path()).unwrap())
-        .batch_size(4)
-        .workers(2)
-        .pipeline(pipeline(TRAIN))
-        .output(Dtype::U8, Layout::Nchw)
-        .video(VideoSpec {
-            sampler: ClipSampler::Windows(windows.clone()),
-            channels_first: false,
-        })
-        .build()
-        .unwrap();
+    let mut loader = windows_loader(dir.path(), &windows, 4).unwrap();
     let left = loader.left_videos();
     assert_eq!(left.len(), 1, "{left:?}");
     let (video, path, why) = left[0];
