@@ -21,8 +21,8 @@ one warning that says why.
 
 from __future__ import annotations
 
-import collections
 import bisect
+import collections
 import dataclasses
 import inspect
 import json
@@ -730,11 +730,15 @@ class _Loader:
 
     @staticmethod
     def _put_clips(images: torch.Tensor, clips: dict, indices: list, labels) -> None:
-        """Writes the dataset's clips (`_left_clips`) into their rows of a batch, and a
-        replacement's index and label into `indices` and `labels`."""
+        """Writes the dataset's clips (`_left_clips`) into their rows of a batch (a float clip
+        converted to the batch's float dtype, as `output_dtype` asks), and a replacement's
+        index and label into `indices` and `labels`."""
         for row, (clip, index, label) in clips.items():
             indices[row], labels[row] = index, label
-            if not isinstance(clip, torch.Tensor) or clip.shape != images.shape[1:] or clip.dtype != images.dtype:
+            fits = isinstance(clip, torch.Tensor) and clip.shape == images.shape[1:]
+            if not fits or clip.is_floating_point() != images.is_floating_point() or (
+                not clip.is_floating_point() and clip.dtype != images.dtype
+            ):
                 got = f"{tuple(clip.shape)} {clip.dtype}" if isinstance(clip, torch.Tensor) else type(clip).__name__
                 raise RuntimeError(
                     f"hpuload: the dataset made a clip of {got} where the batch holds "
@@ -752,7 +756,10 @@ class _Loader:
             self._put_clips(outs, left, indices, targets)
         elif left:
             outs = list(outs)
+            dtype = self._output_dtype
             for row, (clip, index, label) in left.items():
+                if dtype is not None and isinstance(clip, torch.Tensor) and clip.is_floating_point():
+                    clip = clip.to(dtype)  # as `_tail_finish` converts the tail's outputs
                 outs[row], indices[row], targets[row] = clip, index, label
         self.last_indices, self.last_valid = indices, valid
         keys = self._sample_keys

@@ -292,7 +292,7 @@ def test_thwc_clips_whose_transform_takes_them_as_they_are_get_it_in_python_as_t
         got, want = torch_and_hpuload(data, UniformClipSampler(data.video_clips, 3))
     for (x, y), (wx, wy) in zip(got, want):
         assert x.shape == wx.shape == (4, 4, 72, 96, 3) and torch.equal(y, wy)
-        assert (x - wx).abs().max() <= (0.5 / 255 if decoder == "torchcodec" else 0)
+        assert (x - wx).abs().max() <= (0.5 / 255 + 1e-6 if decoder == "torchcodec" else 0)
 
 
 @pytest.mark.parametrize("output_format", ["THWC", "TCHW"])
