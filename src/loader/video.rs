@@ -317,9 +317,9 @@ fn windows(
         match window_counts(spec, source, k, slot, &mut offsets[k], &mut misread) {
             Ok(video) => videos.push(video),
             // The user's metadata counts its frames: the caller makes its clips.
-            Err(Refusal::Unreadable(why)) if spec.leave_unreadable => {
+            Err(Refusal::Unreadable(why)) if spec.leave_unreadable && spec.metadata.is_some() => {
                 let given = spec.metadata.as_ref().map(|m| m[k]);
-                videos.push(given.expect("only a counted video is unreadable"));
+                videos.push(given.expect("the metadata is given"));
                 if misread.last() == Some(&k) {
                     misread.pop(); // hpuload gives none of its frames
                 }
