@@ -64,15 +64,18 @@ def write(name, w, h, frames, options, profile=None, pts=None, time_base=Fractio
     return path
 
 
-def write_avi(name, w, h, frames, bframes=0, gop=12, audio=False, tag="XVID"):
-    """MPEG-4 Part 2 in AVI, as UCF101's and HMDB51's files are (Xvid, DivX), from FFmpeg's
-    own MPEG-4 encoder; with `audio`, a PCM track interleaved, as a camera writes one."""
+def write_mpeg4(name, w, h, frames, bframes=0, gop=12, audio=False, tag="XVID", container="avi"):
+    """MPEG-4 Part 2 from FFmpeg's own MPEG-4 encoder. In AVI (`tag` its FourCC), as UCF101's
+    and HMDB51's files are (Xvid, DivX); with `audio`, a PCM track interleaved, as a camera
+    writes one. In MP4 (`mp4v`, no tag), as FFmpeg's muxer writes it: the VOL header in the
+    `esds` descriptor only (the muxer asks for global headers), B-frames' times in `ctts`."""
     path = HERE / name
-    with av.open(str(path), "w", format="avi") as out:
+    with av.open(str(path), "w", format=container) as out:
         stream = out.add_stream("mpeg4", rate=25)
         stream.width, stream.height = w, h
         stream.pix_fmt = "yuv420p"
-        stream.codec_tag = tag
+        if container == "avi":
+            stream.codec_tag = tag
         stream.codec_context.gop_size = gop
         stream.codec_context.max_b_frames = bframes
         sound = out.add_stream("pcm_s16le", rate=8000) if audio else None
@@ -89,26 +92,6 @@ def write_avi(name, w, h, frames, bframes=0, gop=12, audio=False, tag="XVID"):
                 chunk.sample_rate, chunk.pts = 8000, 320 * i
                 for packet in sound.encode(chunk):
                     out.mux(packet)
-        for packet in stream.encode(None):
-            out.mux(packet)
-    return path
-
-
-def write_mp4v(name, w, h, frames, bframes=0, gop=12):
-    """MPEG-4 Part 2 in MP4 (`mp4v`), as FFmpeg's muxer writes it: the VOL header in the
-    `esds` descriptor only (the muxer asks for global headers), B-frames' times in `ctts`."""
-    path = HERE / name
-    with av.open(str(path), "w", format="mp4") as out:
-        stream = out.add_stream("mpeg4", rate=25)
-        stream.width, stream.height = w, h
-        stream.pix_fmt = "yuv420p"
-        stream.codec_context.gop_size = gop
-        stream.codec_context.max_b_frames = bframes
-        for i in range(frames):
-            frame = av.VideoFrame.from_ndarray(picture(i, w, h), format="rgb24")
-            frame.pts = i
-            for packet in stream.encode(frame):
-                out.mux(packet)
         for packet in stream.encode(None):
             out.mux(packet)
     return path
@@ -217,9 +200,9 @@ def describe(path):
 
 def avi_clips():
     return [
-        write_avi("xvid.avi", 96, 72, 30, audio=True),
-        write_avi("divx_bframes.avi", 80, 64, 30, bframes=2, tag="DX50"),
-        write_mp4v("mp4v_bframes.mp4", 80, 64, 30, bframes=2),
+        write_mpeg4("xvid.avi", 96, 72, 30, audio=True),
+        write_mpeg4("divx_bframes.avi", 80, 64, 30, bframes=2, tag="DX50"),
+        write_mpeg4("mp4v_bframes.mp4", 80, 64, 30, bframes=2, container="mp4"),
     ]
 
 
