@@ -640,6 +640,9 @@ fn from_movie(head: &[u8], moofs: &[(u64, Vec<u8>)], file_len: u64) -> Result<Pa
             // The `esds` descriptor's decoder-specific information: the headers up to the VOL
             // (FFmpeg's muxer puts them there and nowhere else), kept when they hold one.
             (CodecType::MP4V, VideoCodecSpecific::ESDSConfig(info)) => {
+                if let Some(other) = mp4v_object_type(head).and_then(other_visual_object) {
+                    return Err(VideoError::Codec(other));
+                }
                 let config = match mpeg4::time_increment_bits(info) {
                     Ok(Some(_)) => info.to_vec(),
                     Ok(None) => Vec::new(),
@@ -764,7 +767,67 @@ fn other_codec(head: &[u8]) -> Option<&'static str> {
     } else if has(b"apcn") || has(b"apch") || has(b"apcs") || has(b"apco") || has(b"ap4h") {
         Some("Apple ProRes")
     } else {
-        None
+        mp4v_object_type(head).and_then(other_visual_object)
+    }
+}
+
+/// The object type an `mp4v` sample entry's `esds` descriptor declares (ISO 14496-1's
+/// `objectTypeIndication`: 0x20 for MPEG-4 Part 2; the same entry carries MPEG-1 and MPEG-2
+/// video, and Motion JPEG, under other values), read from the first `mp4v` entry of `head`;
+/// `None` when there is none or its descriptor does not parse (mp4parse has checked it, and
+/// keeps only its decoder-specific bytes).
+fn mp4v_object_type(head: &[u8]) -> Option<u8> {
+    let kind = head.windows(4).position(|w| w == b"mp4v")?;
+    let size = u32::from_be_bytes(head.get(kind.checked_sub(4)?..kind)?.try_into().ok()?);
+    let entry = head.get(kind + 4..(kind - 4).checked_add(size as usize)?)?;
+    let esds = entry.windows(4).position(|w| w == b"esds")?;
+    // The full box's version and flags, then the ES descriptor (tag 3).
+    let mut at = esds + 8;
+    let mut byte = || {
+        let b = *entry.get(at)?;
+        at += 1;
+        Some(b)
+    };
+    // A descriptor: its tag, then its length in 7-bit groups (high bit: more follow).
+    let descriptor = |tag: u8, byte: &mut dyn FnMut() -> Option<u8>| -> Option<()> {
+        (byte()? == tag).then_some(())?;
+        for _ in 0..4 {
+            if byte()? & 0x80 == 0 {
+                break;
+            }
+        }
+        Some(())
+    };
+    descriptor(3, &mut byte)?;
+    let _es_id = (byte()?, byte()?);
+    let flags = byte()?;
+    if flags & 0x80 != 0 {
+        let _depends_on = (byte()?, byte()?);
+    }
+    if flags & 0x40 != 0 {
+        for _ in 0..byte()? {
+            byte()?;
+        }
+    }
+    if flags & 0x20 != 0 {
+        let _ocr_stream = (byte()?, byte()?);
+    }
+    descriptor(4, &mut byte)?;
+    byte()
+}
+
+/// The codec an `mp4v` entry's object type names when it is not MPEG-4 Part 2 (0x20) (ISO
+/// 14496-1's table of object types, as the MP4 registration authority keeps it).
+fn other_visual_object(object_type: u8) -> Option<&'static str> {
+    match object_type {
+        0x20 => None,
+        0x21 => Some("H.264 in an `mp4v` entry"),
+        0x23 => Some("HEVC (H.265)"),
+        0x60..=0x65 => Some("MPEG-2 video"),
+        0x6a => Some("MPEG-1 video"),
+        0x6c => Some("Motion JPEG"),
+        0x6e => Some("JPEG 2000"),
+        _ => Some("an `mp4v` object type hpuload does not know"),
     }
 }
 
@@ -1043,6 +1106,42 @@ pub(crate) mod tests {
         no_moov.extend(boxed(b"mdat", &[0; 32]));
         let e = index_of(&no_moov, "nomoov").unwrap_err().to_string();
         assert!(e.contains("no `moov` box"), "{e}");
+    }
+
+    #[test]
+    fn mpeg_1_and_2_video_and_motion_jpeg_in_an_mp4v_entry_are_named_not_read_as_mpeg_4() {
+        // FFmpeg's muxer writes MPEG-2 video (object type 0x61) under `mp4v`, as it writes
+        // MPEG-4 Part 2 (0x20): only the `esds` descriptor tells them apart.
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/video");
+        let mpeg2 = std::fs::read(dir.join("mpeg2_in_mp4v.mp4")).unwrap();
+        let e = VideoIndex::open(dir.join("mpeg2_in_mp4v.mp4"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("mpeg2_in_mp4v.mp4") && e.contains("is MPEG-2 video"),
+            "{e}"
+        );
+        let kind = mpeg2.windows(4).position(|w| w == b"mp4v").unwrap();
+        let object = kind + mpeg2[kind..].windows(4).position(|w| w == b"esds").unwrap();
+        // The DecoderConfigDescriptor's object type follows its tag (4) and length.
+        let at = object + mpeg2[object..].iter().position(|&b| b == 4).unwrap() + 5;
+        assert_eq!(mpeg2[at], 0x61, "the fixture's object type");
+        for (value, named) in [(0x6a, "is MPEG-1 video"), (0x6c, "is Motion JPEG")] {
+            let mut other = mpeg2.clone();
+            other[at] = value;
+            let e = index_of(&other, "mp4v").unwrap_err().to_string();
+            assert!(e.contains(named), "{e}");
+        }
+        let mut mpeg4 = mpeg2.clone();
+        mpeg4[at] = 0x20;
+        let codec = index_of(&mpeg4, "mp4v").map(|i| i.codec);
+        assert_eq!(
+            codec.unwrap(),
+            Codec::Mpeg4,
+            "object type 0x20 is MPEG-4 Part 2"
+        );
+        let mp4v = VideoIndex::open(dir.join("mp4v_bframes.mp4")).unwrap();
+        assert_eq!(mp4v.codec, Codec::Mpeg4);
     }
 
     #[test]

@@ -5,8 +5,8 @@ keyframe flag and a hash of each YUV plane.
 The clips are tiny (a few KB) and drawn here: a gradient background that drifts, a square that
 moves and changes brightness, so that motion compensation, B-frames and the deblocking filter
 all have work to do. Rerun with `python tests/data/video/make_fixtures.py` (needs `av`); the
-Rust tests read only the files it writes. `--avi` writes the MPEG-4 Part 2 clips (AVI, and one in MP4) alone, keeping the
-other entries of `expected.json`; `--packed` writes `divx_packed.avi` alone, from
+Rust tests read only the files it writes. `--avi` writes the MPEG-4 Part 2 clips (AVI, and one in MP4) and the MPEG-2 one in
+`mp4v` alone, keeping the other entries of `expected.json`; `--packed` writes `divx_packed.avi` alone, from
 `divx_bframes.avi`.
 """
 
@@ -95,6 +95,23 @@ def write_mpeg4(name, w, h, frames, bframes=0, gop=12, audio=False, tag="XVID", 
         for packet in stream.encode(None):
             out.mux(packet)
     return path
+
+
+def write_mpeg2_in_mp4v():
+    """MPEG-2 video in MP4, as FFmpeg's muxer writes it: the same `mp4v` sample entry as
+    MPEG-4 Part 2, object type 0x61 in its `esds` descriptor. Two flat frames: hpuload only
+    has to name the codec."""
+    path = HERE / "mpeg2_in_mp4v.mp4"
+    with av.open(str(path), "w", format="mp4") as out:
+        stream = out.add_stream("mpeg2video", rate=25)
+        stream.width, stream.height = 32, 32
+        stream.pix_fmt = "yuv420p"
+        for i in range(2):
+            frame = av.VideoFrame.from_ndarray(np.full((32, 32, 3), 60 * i, np.uint8), format="rgb24")
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
 
 
 def vop_starts(data: bytes) -> list[int]:
@@ -214,6 +231,7 @@ def main():
         expected = json.loads((HERE / "expected.json").read_text())
         for path in avi_clips():
             expected[path.name] = describe(path)
+        write_mpeg2_in_mp4v()
         (HERE / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")
         return
     expected = {}
@@ -248,6 +266,7 @@ def main():
     # Its pictures and their order are `divx_bframes.avi`'s (FFmpeg's reader gives the packed
     # file's frames other timestamps: the tests compare it with the unpacked file instead).
     write_packed_avi("divx_packed.avi", "divx_bframes.avi")
+    write_mpeg2_in_mp4v()
     (HERE / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")
     # FFmpeg's own RGB (swscale, as torchcodec converts) of three frames of one clip, raw
     # 48 x 64 x 3 bytes each, for the colour conversion's parity test.
