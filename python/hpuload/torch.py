@@ -695,9 +695,16 @@ class _Loader:
                 rows[row] = index
         if not rows:
             return rows
-        with _tail._Isolated():
-            for row, index in rows.items():
-                rows[row] = self._dataset_clip(index, epoch)
+        # One intra-op thread meanwhile, as in torch's workers, where the dataset would make
+        # these clips: the same bits, and no idle threads spinning beside the native workers.
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            with _tail._Isolated():
+                for row, index in rows.items():
+                    rows[row] = self._dataset_clip(index, epoch)
+        finally:
+            torch.set_num_threads(threads)
         return rows
 
     def _dataset_clip(self, index: int, epoch: int) -> tuple:

@@ -11,6 +11,7 @@ stand-in module answers torchvision's two calls (`VideoDecoder(...).metadata`,
 (`tests/data/video/expected.json`, checked by the crate's tests). Either way the clips' frame
 choice, resampling, transforms and collation on torch's side are torchvision's."""
 
+import json
 import shutil
 import sys
 import types
@@ -501,6 +502,43 @@ def test_a_video_hpuload_cannot_read_has_its_clips_made_by_the_dataset_and_the_r
                 seen += 1
                 assert torch.equal(x[row], wx[row]), "the dataset's own clip, as torch's loader gives it"
     assert seen > 0
+
+
+@pytest.mark.parametrize("transform", [preset_train, scaled_eval])
+def test_a_loader_with_videos_left_to_the_dataset_resumes_mid_epoch_with_the_same_batches(
+    same_frames, kinetics_root, monkeypatch, transform
+):
+    """The clips the dataset makes for a video hpuload cannot read are drawn from (seed, epoch,
+    index) as the native ones are: a run stopped after two batches and resumed from its
+    `state_dict` gives the uninterrupted run's remaining batches, those clips included."""
+    hevc = another_codec(kinetics_root, "bowling", "baseline.mp4", "zz_hevc.mp4", monkeypatch)
+    data = kinetics(kinetics_root, transform())
+    sampler = UniformClipSampler(data.video_clips, 5)
+    k = data.video_clips.video_paths.index(str(hevc))
+    ends = data.video_clips.cumulative_sizes
+    assert set(list(sampler)[8:]) & set(range(ends[k - 1], ends[k])), "the resumed part holds the left video's clips"
+
+    def make():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PythonClipsWarning)
+            warnings.simplefilter("ignore", PythonTailWarning)
+            warnings.simplefilter("error", FallbackWarning)
+            return DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_fn, num_workers=2, seed=5)
+
+    full = make()
+    want = batches(full)
+    first = make()
+    it = iter(first)
+    for _ in range(2):
+        next(it)
+    state = json.loads(json.dumps(first.state_dict()))
+    del it
+    again = make()
+    again.load_state_dict(state)
+    rest = batches(again)
+    assert len(rest) == len(want) - 2
+    for (x, y), (wx, wy) in zip(rest, want[2:]):
+        assert torch.equal(y, wy) and torch.equal(x, wx)
 
 
 def test_a_damaged_video_whose_clips_the_datasets_reader_cannot_make_is_named_skipped_and_replaced(
