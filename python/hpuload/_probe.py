@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 import threading
 import traceback
 from typing import Any
@@ -145,10 +146,79 @@ def _rgb_mode(mode) -> None:
         raise NeedsPixels(f"an image read in mode {name} (hpuload decodes to RGB)")
 
 
+#: Video readers a Dataset class may open, by module and name: while probing, opening one
+#: stops the probe with its name (hpuload learns image files from such a class), before any
+#: video is decoded. Classes are patched in place (`_patch_new`), so that a name imported from
+#: the module (`from decord import VideoReader`) is covered too; patched only once the user's
+#: code has imported the module.
+_VIDEO_READERS = (
+    ("decord", "VideoReader"),
+    ("decord.video_reader", "VideoReader"),
+    ("torchcodec.decoders", "VideoDecoder"),
+    ("torchvision.io", "read_video"),
+    ("torchvision.io", "VideoReader"),
+    ("av", "open"),
+)
+
+
+class ReadsVideo(NeedsPixels):
+    """The Dataset's code opened a video reader while probed."""
+
+
+def _video_reader(name: str):
+    def lazy(*args, **kwargs):
+        raise ReadsVideo(
+            f"it reads a video with {name}: hpuload learns a Dataset class of your own when it opens "
+            "image files; videos run natively under torchvision's Kinetics, UCF101 and HMDB51 or "
+            "hpuload.VideoFolder / VideoManifest"
+        )
+
+    return lazy
+
+
+def _install_video_readers() -> None:
+    for module, name in _VIDEO_READERS:
+        owner = sys.modules.get(module)
+        target = getattr(owner, name, None) if owner is not None else None
+        if target is None:
+            continue
+        lazy = _video_reader(f"{module}.{name}")
+        if isinstance(target, type):
+            _patch_new(target, lazy)
+        elif callable(target) and getattr(target, "__wrapped__", None) is None:
+            setattr(owner, name, _patched(target, lazy))
+
+
+def _patch_new(cls: type, lazy) -> None:
+    """Has making a `cls` on the probing thread call `lazy` (which raises) before any
+    instance exists: at `__new__`, so a half-made reader's `__del__` never runs."""
+    if "_hpuload_probed" in cls.__dict__:
+        return
+    own = cls.__dict__.get("__new__")
+    own = own.__func__ if isinstance(own, staticmethod) else own
+
+    def new(klass, *args, **kwargs):
+        if getattr(_probing, "on", False):
+            lazy()
+        if own is not None:
+            return own(klass, *args, **kwargs)
+        parent = super(cls, klass).__new__
+        # object.__new__ takes no arguments when the class has its own __init__.
+        return parent(klass) if parent is object.__new__ else parent(klass, *args, **kwargs)
+
+    try:
+        cls.__new__ = staticmethod(new)
+        cls._hpuload_probed = True
+    except TypeError:  # pragma: no cover - a C extension type
+        pass
+
+
 def _install() -> None:
     """Patches the image-opening calls once per process; they behave as before except on a
-    thread that is probing."""
+    thread that is probing. The video readers the user's code has imported are patched too
+    (`_VIDEO_READERS`)."""
     with _patch_lock:
+        _install_video_readers()
         from PIL import Image
 
         if getattr(Image.open, "__wrapped__", None) is None:
@@ -227,6 +297,27 @@ def _shape(out) -> tuple[Any, Any, int]:
     raise NeedsPixels(
         f"__getitem__ returns {kinds}; hpuload gives (image, integer label) pairs or a dict of the two"
     )
+
+
+def video_reader_in(dataset, index: int) -> str | None:
+    """What stops `dataset[index]` when it opens a video (`_VIDEO_READERS`), for a dataset
+    hpuload does not probe (it has no `transform`): the reason, naming the user's line; None
+    when it does not open one (or stops before). Nothing is decoded; the global generators
+    are left as they were."""
+    _install()
+    states = (torch.get_rng_state(), random.getstate())
+    _probing.on = True
+    try:
+        dataset[index]
+    except ReadsVideo as e:
+        return f"{type(dataset).__name__}.__getitem__ at {_user_line(e)}: {e}"
+    except Exception:  # the user's code met a lazy image where it wanted pixels
+        pass
+    finally:
+        _probing.on = False
+        torch.set_rng_state(states[0])
+        random.setstate(states[1])
+    return None
 
 
 def probe(dataset, indices: list[int] | None = None) -> tuple[list[tuple[str, int]], Any]:

@@ -243,7 +243,8 @@ def _listed_source(dataset, pipeline):
         if not (hasattr(type(dataset), "__getitem__") and hasattr(type(dataset), "__len__")):
             raise _Unfit(f"dataset is a {name}, not a map-style Dataset (no __getitem__ and __len__)", D)
         if not hasattr(dataset, "transform"):
-            raise _Unfit(f"dataset is a {name} without a `transform` attribute for hpuload to run", D)
+            video = _probe.video_reader_in(dataset, indices[0] if indices else 0) if len(dataset) else None
+            raise _Unfit(video or f"dataset is a {name} without a `transform` attribute for hpuload to run", D)
     watch = None
     if pipeline is not None:
         pipe, dtype = _pipeline(pipeline), "f32"

@@ -231,3 +231,79 @@ def test_a_dataset_whose_code_meets_the_handle_elsewhere_falls_back_instead_of_r
         loader = DataLoader(ds, batch_size=4)
     x, y = next(iter(loader))
     assert x.shape == (4, 3, 32, 32) and y.tolist() == [0] * 4
+
+
+class _Frames:
+    def __init__(self, frames):
+        self.frames = frames
+
+    def asnumpy(self):
+        return self.frames.numpy()
+
+
+class _StandInVideoReader:
+    """decord's `VideoReader` as a user's Dataset calls it (the test environment has no
+    decord): every frame a flat colour. Like decord's, its `__del__` reads what `__init__`
+    set."""
+
+    made = 0
+
+    def __init__(self, path, num_threads=0):
+        type(self).made += 1
+        self._handle = path
+
+    def __len__(self):
+        return 8
+
+    def get_batch(self, indices):
+        return _Frames(torch.stack([torch.full((24, 32, 3), 10 * i, dtype=torch.uint8) for i in indices]))
+
+    def __del__(self):
+        assert self._handle is not None
+
+
+class DecordClips(tud.Dataset):
+    """A user's video Dataset in the common form: decord's reader imported by name, a few
+    frames, the transform over the `[T, C, H, W]` tensor."""
+
+    def __init__(self, paths, transform=None):
+        self.paths = paths
+        if transform is not None:
+            self.transform = transform
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        from decord import VideoReader
+
+        vr = VideoReader(self.paths[i], num_threads=1)
+        frames = torch.from_numpy(vr.get_batch([0, 2, 4]).asnumpy()).permute(0, 3, 1, 2)
+        return getattr(self, "transform", T.CenterCrop(16))(frames), i % 2
+
+
+@pytest.mark.parametrize("transform", [T.CenterCrop(16), None])
+def test_a_users_video_dataset_goes_to_torchs_loader_naming_its_reader_before_decoding_anything(monkeypatch, transform):
+    """hpuload learns a Dataset class of the user's own from the image files it opens; one that
+    opens a video (decord, torchcodec, PyAV) is named as such, with what runs videos natively,
+    the probe stopping at the reader before anything is decoded (with a `transform` attribute
+    or without); torch's loader then runs it with the real reader."""
+    import sys
+    import types
+
+    decord = types.ModuleType("decord")
+    decord.VideoReader = _StandInVideoReader
+    monkeypatch.setitem(sys.modules, "decord", decord)
+    monkeypatch.setattr(_StandInVideoReader, "made", 0)
+    ds = DecordClips([f"/videos/{k}.mp4" for k in range(6)], transform)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loader = DataLoader(ds, batch_size=2)
+    said = [str(w.message) for w in caught]
+    assert len(said) == 1 and issubclass(caught[0].category, FallbackWarning), said
+    assert "(`vr = VideoReader(self.paths[i], num_threads=1)`): it reads a video with decord.VideoReader" in said[0]
+    assert "hpuload.VideoFolder" in said[0] and caught[0].message.reason is FallbackReason.DATASET
+    assert _StandInVideoReader.made == 0, "the probe made no reader"
+    x, y = next(iter(loader))
+    assert x.shape == (2, 3, 3, 16, 16) and x[0, 1].eq(20).all() and y.tolist() == [0, 1]
+    assert _StandInVideoReader.made == 2
