@@ -5,7 +5,7 @@ keeping every `step`-th frame as RGB (FFmpeg's decoder and swscale, one thread p
 then torchvision v2 on the clip tensor: RandomResizedCrop(224) drawn once per clip, flip,
 ToDtype(float32, scale), Normalize, cast to bfloat16 as hpuload's output.
 
-    python benches/peers/video_loader.py FOLDER [--reader av|decord] [--batch 4] [--frames 16]
+    python benches/peers/video_loader.py FOLDER [--reader av|decord|hpuload] [--batch 4] [--frames 16]
         [--step 4] [--workers 2] [--epochs 3]
 
 torchcodec itself needs FFmpeg's shared libraries installed on the system; PyAV bundles the
@@ -13,7 +13,9 @@ same FFmpeg decoder, so this is the same decode work without them.
 
 `--reader decord`: the same loop as VideoMAE writes it, with decord (`VideoReader(path,
 num_threads=1)`, `get_batch` of the clip's indices, which seeks to the keyframe before the
-first and decodes forward); the same draw, transform and output.
+first and decodes forward); the same draw, transform and output. `--reader hpuload`: that
+loop with `from hpuload import VideoReader` in place of decord's, everything else the same (a
+Dataset class of the user's own, run by torch's DataLoader, decoding natively).
 """
 
 import argparse
@@ -49,14 +51,18 @@ class Clips(Dataset):
         return len(self.paths)
 
     def __getitem__(self, i):
-        kept = self.decord_clip(i) if self.reader == "decord" else self.av_clip(i)
+        kept = self.av_clip(i) if self.reader == "av" else self.decord_clip(i)
         clip = tv_tensors.Video(torch.from_numpy(kept).permute(0, 3, 1, 2))
         return self.transform(clip).to(torch.bfloat16), self.labels[i]
 
     def decord_clip(self, i):
         import decord
 
-        vr = decord.VideoReader(str(self.paths[i]), num_threads=1, ctx=decord.cpu(0))
+        if self.reader == "hpuload":
+            from hpuload import VideoReader  # the one line changed
+        else:
+            from decord import VideoReader
+        vr = VideoReader(str(self.paths[i]), num_threads=1, ctx=decord.cpu(0))
         n = len(vr)
         span = self.step * (self.frames - 1) + 1
         start = random.randrange(max(n - span + 1, 1))
@@ -89,7 +95,7 @@ class Clips(Dataset):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("root")
-    p.add_argument("--reader", choices=["av", "decord"], default="av")
+    p.add_argument("--reader", choices=["av", "decord", "hpuload"], default="av")
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--frames", type=int, default=16)
     p.add_argument("--step", type=int, default=4)

@@ -14,6 +14,7 @@ _use_pyav_libavcodec()
 from ._hpuload import ErrorBudgetExceeded, LoaderError, SampleError  # noqa: E402
 from ._hpuload import Loader as _CoreLoader  # noqa: E402
 from ._hpuload import video_decoder  # noqa: E402
+from ._reader import VideoReader  # noqa: E402
 from .sources import (  # noqa: E402
     FrameFolder,
     HFDataset,
@@ -36,6 +37,7 @@ __all__ = [
     "VideoManifest",
     "VideoShards",
     "FrameFolder",
+    "VideoReader",
     "LoaderError",
     "SampleError",
     "ErrorBudgetExceeded",

@@ -166,11 +166,19 @@ class ReadsVideo(NeedsPixels):
 
 
 def _video_reader(name: str):
+    # decord's reader has hpuload's in its place: the class keeps running on torch's loader,
+    # its decoding native.
+    swap = (
+        "; or keep the class and take `VideoReader` from hpuload instead of decord (the same frames, decoded natively)"
+        if name.startswith("decord")
+        else ""
+    )
+
     def lazy(*args, **kwargs):
         raise ReadsVideo(
             f"it reads a video with {name}: hpuload learns a Dataset class of your own when it opens "
             "image files; videos run natively under torchvision's Kinetics, UCF101 and HMDB51 or "
-            "hpuload.VideoFolder / VideoManifest"
+            f"hpuload.VideoFolder / VideoManifest{swap}"
         )
 
     return lazy
