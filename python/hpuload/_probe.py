@@ -311,20 +311,20 @@ def video_reader_in(dataset, index: int) -> str | None:
     """What stops `dataset[index]` when it opens a video (`_VIDEO_READERS`), for a dataset
     hpuload does not probe (it has no `transform`): the reason, naming the user's line; None
     when it does not open one (or stops before). Nothing is decoded; the global generators
-    are left as they were."""
+    are left as they were (NumPy's included)."""
+    from ._tail import _Isolated
+
     _install()
-    states = (torch.get_rng_state(), random.getstate())
     _probing.on = True
     try:
-        dataset[index]
+        with _Isolated():
+            dataset[index]
     except ReadsVideo as e:
         return f"{type(dataset).__name__}.__getitem__ at {_user_line(e)}: {e}"
     except Exception:  # the user's code met a lazy image where it wanted pixels
         pass
     finally:
         _probing.on = False
-        torch.set_rng_state(states[0])
-        random.setstate(states[1])
     return None
 
 

@@ -26,21 +26,13 @@ try:
 except ImportError:  # pragma: no cover - decord's users have NumPy
     _np = None
 
-
-def _ndarray():
-    if _np is None:  # pragma: no cover
-        raise ImportError("hpuload.VideoReader returns NumPy arrays: install numpy")
+if _np is not None:
 
     class NDArray(_np.ndarray):
-        """A NumPy array with decord's `asnumpy()`."""
+        """Frames as a NumPy array, with decord's `asnumpy()`."""
 
         def asnumpy(self):
             return _np.asarray(self)
-
-    return NDArray
-
-
-_NDArray = None
 
 
 class VideoReader:
@@ -84,13 +76,12 @@ class VideoReader:
 
     def get_batch(self, indices) -> Any:
         """The frames at `indices` (a list, an array or a tensor of integers), `[N, H, W, 3]`."""
-        global _NDArray
-        if _NDArray is None:
-            _NDArray = _ndarray()
+        if _np is None:  # pragma: no cover
+            raise ImportError("hpuload.VideoReader returns NumPy arrays: install numpy")
         wanted = [self._checked(int(i)) for i in _flat(indices)]
         data, height, width = _hpuload.read_video_frames(self._path, wanted)
         frames = _np.frombuffer(bytearray(data), dtype=_np.uint8)
-        return frames.reshape(len(wanted), height, width, 3).view(_NDArray)
+        return frames.reshape(len(wanted), height, width, 3).view(NDArray)
 
     def seek(self, pos: int) -> None:
         """decord's fast seek, which lands on a key frame near `pos`: hpuload's reader has no
