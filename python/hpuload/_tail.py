@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import hashlib
 import math
 import os
@@ -99,13 +100,22 @@ def run(
     DataLoader workers (where the user's transform would run), so they give those workers'
     bits, and idle intra-op threads spinning after each small operation take no cores from
     the native workers. `batches`: where the batch tensor comes from (new memory otherwise)."""
+    with single_threaded() if one_thread else contextlib.nullcontext():
+        return _run(tail, images, indices, seed, epoch, batches)
+
+
+@contextlib.contextmanager
+def single_threaded():
+    """torch's operations on one intra-op thread meanwhile, as in torch's DataLoader workers
+    (where the user's Python would run): their bits, and no idle threads spinning beside the
+    native workers."""
     threads = torch.get_num_threads()
-    if one_thread and threads != 1:
+    if threads != 1:
         torch.set_num_threads(1)
     try:
-        return _run(tail, images, indices, seed, epoch, batches)
+        yield
     finally:
-        if one_thread and threads != 1:
+        if threads != 1:
             torch.set_num_threads(threads)
 
 

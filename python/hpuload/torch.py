@@ -696,16 +696,10 @@ class _Loader:
                 rows[row] = index
         if not rows:
             return rows
-        # One intra-op thread meanwhile, as in torch's workers, where the dataset would make
-        # these clips: the same bits, and no idle threads spinning beside the native workers.
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            with _tail._Isolated():
-                for row, index in rows.items():
-                    rows[row] = self._dataset_clip(index, epoch)
-        finally:
-            torch.set_num_threads(threads)
+        # As torch's workers would make these clips: one intra-op thread.
+        with _tail.single_threaded(), _tail._Isolated():
+            for row, index in rows.items():
+                rows[row] = self._dataset_clip(index, epoch)
         return rows
 
     def _dataset_clip(self, index: int, epoch: int) -> tuple:
