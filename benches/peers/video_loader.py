@@ -16,6 +16,9 @@ num_threads=1)`, `get_batch` of the clip's indices, which seeks to the keyframe 
 first and decodes forward); the same draw, transform and output. `--reader hpuload`: that
 loop with `from hpuload import VideoReader` in place of decord's, everything else the same (a
 Dataset class of the user's own, run by torch's DataLoader, decoding natively).
+`--reader decord --loader hpuload`: the decord loop unchanged, with `hpuload.torch.DataLoader`
+in place of torch's (the only import changed), which hands the class to torch's loader and
+answers its `decord.VideoReader` with hpuload's reader in the workers.
 """
 
 import argparse
@@ -25,7 +28,7 @@ from pathlib import Path
 import av
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 from torchvision import tv_tensors
 from torchvision.transforms import v2
 
@@ -101,9 +104,14 @@ def main():
     p.add_argument("--step", type=int, default=4)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--loader", choices=["torch", "hpuload"], default="torch")
     a = p.parse_args()
     torch.set_num_threads(1)
     data = Clips(a.root, a.frames, a.step, a.reader)
+    if a.loader == "hpuload":
+        from hpuload.torch import DataLoader  # the one import changed
+    else:
+        from torch.utils.data import DataLoader
     loader = DataLoader(data, batch_size=a.batch, shuffle=True, num_workers=a.workers, persistent_workers=True)
 
     def epoch():

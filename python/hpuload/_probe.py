@@ -26,7 +26,7 @@ import torch
 
 #: Set on the thread that is probing: the patched open calls answer lazily only there.
 _probing = threading.local()
-_patch_lock = threading.Lock()
+_patch_lock = threading.RLock()
 
 
 class NeedsPixels(Exception):
@@ -149,8 +149,9 @@ def _rgb_mode(mode) -> None:
 #: Video readers a Dataset class may open, by module and name: while probing, opening one
 #: stops the probe with its name (hpuload learns image files from such a class), before any
 #: video is decoded. Classes are patched in place (`_patch_new`), so that a name imported from
-#: the module (`from decord import VideoReader`) is covered too; patched only once the user's
-#: code has imported the module.
+#: the module (`from decord import VideoReader`) is covered too; patched once the user's code
+#: has imported the module, or as it imports it (`_PatchOnImport`: a reader imported inside
+#: `__getitem__`).
 _VIDEO_READERS = (
     ("decord", "VideoReader"),
     ("decord.video_reader", "VideoReader"),
@@ -160,25 +161,31 @@ _VIDEO_READERS = (
     ("av", "open"),
 )
 
+#: decord's reader class, which hpuload's own answers on a thread that is `answering`.
+_DECORD = ("decord", "decord.video_reader")
+
+#: Set on the threads that run a Dataset's `__getitem__` for `hpuload.torch.DataLoader` when
+#: it handed the dataset to torch's loader for reading videos with decord: `decord.VideoReader`
+#: makes hpuload's (`_reader.AnsweredDecord`). `bypass` while decord's own is being made.
+_answering = threading.local()
+
 
 class ReadsVideo(NeedsPixels):
-    """The Dataset's code opened a video reader while probed."""
+    """The Dataset's code opened a video reader while probed; `reader` names it
+    (`module.name`)."""
+
+    def __init__(self, message: str, reader: str):
+        super().__init__(message)
+        self.reader = reader
 
 
 def _video_reader(name: str):
-    # decord's reader has hpuload's in its place: the class keeps running on torch's loader,
-    # its decoding native.
-    swap = (
-        "; or keep the class and take `VideoReader` from hpuload instead of decord (the same frames, decoded natively)"
-        if name.startswith("decord")
-        else ""
-    )
-
     def lazy(*args, **kwargs):
         raise ReadsVideo(
             f"it reads a video with {name}: hpuload learns a Dataset class of your own when it opens "
             "image files; videos run natively under torchvision's Kinetics, UCF101 and HMDB51 or "
-            f"hpuload.VideoFolder / VideoManifest{swap}"
+            "hpuload.VideoFolder / VideoManifest",
+            name,
         )
 
     return lazy
@@ -192,14 +199,63 @@ def _install_video_readers() -> None:
             continue
         lazy = _video_reader(f"{module}.{name}")
         if isinstance(target, type):
-            _patch_new(target, lazy)
+            _patch_new(target, lazy, _answer_decord if module in _DECORD else None)
         elif callable(target) and getattr(target, "__wrapped__", None) is None:
             setattr(owner, name, _patched(target, lazy))
 
 
-def _patch_new(cls: type, lazy) -> None:
+class _PatchOnImport:
+    """A finder on `sys.meta_path` that patches the video readers as soon as their module is
+    imported, for code that imports decord (say) inside `__getitem__`: the module is found
+    by the other finders and executed by its own loader, then `_install_video_readers`
+    runs."""
+
+    modules = frozenset(m for m, _ in _VIDEO_READERS) | {"torchcodec"}
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in self.modules or getattr(_finding, "on", False):
+            return None
+        import importlib.util
+
+        _finding.on = True
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            return None
+        finally:
+            _finding.on = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return None
+        spec.loader = _ThenPatch(spec.loader)
+        return spec
+
+
+class _ThenPatch:
+    """A module's own loader, then `_install_video_readers`."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        self.loader.exec_module(module)
+        with _patch_lock:
+            _install_video_readers()
+
+    def __getattr__(self, name):
+        return getattr(self.loader, name)
+
+
+_finding = threading.local()
+
+
+def _patch_new(cls: type, lazy, answer=None) -> None:
     """Has making a `cls` on the probing thread call `lazy` (which raises) before any
-    instance exists: at `__new__`, so a half-made reader's `__del__` never runs."""
+    instance exists: at `__new__`, so a half-made reader's `__del__` never runs. With
+    `answer`, making one on an `answering` thread returns `answer(cls, ...)` instead (not a
+    `cls`, so its `__init__` does not run)."""
     if "_hpuload_probed" in cls.__dict__:
         return
     own = cls.__dict__.get("__new__")
@@ -208,6 +264,8 @@ def _patch_new(cls: type, lazy) -> None:
     def new(klass, *args, **kwargs):
         if getattr(_probing, "on", False):
             lazy()
+        if answer is not None and getattr(_answering, "on", False) and not getattr(_answering, "bypass", False):
+            return answer(klass, *args, **kwargs)
         if own is not None:
             return own(klass, *args, **kwargs)
         parent = super(cls, klass).__new__
@@ -221,11 +279,42 @@ def _patch_new(cls: type, lazy) -> None:
         pass
 
 
-def _install() -> None:
+def _answer_decord(klass, *args, **kwargs):
+    """hpuload's reader for `decord.VideoReader(*args, **kwargs)`, with decord's own
+    (`klass`) made on first need."""
+    from ._reader import AnsweredDecord
+
+    def decords_own():
+        _answering.bypass = True
+        try:
+            return klass(*args, **kwargs)
+        finally:
+            _answering.bypass = False
+
+    return AnsweredDecord(decords_own, *args, **kwargs)
+
+
+class answering:
+    """While entered (on this thread): `decord.VideoReader` makes hpuload's reader
+    (`_reader.AnsweredDecord`). Re-entrant."""
+
+    def __enter__(self):
+        install()
+        self._was = getattr(_answering, "on", False)
+        _answering.on = True
+        return self
+
+    def __exit__(self, *exc):
+        _answering.on = self._was
+
+
+def install() -> None:
     """Patches the image-opening calls once per process; they behave as before except on a
     thread that is probing. The video readers the user's code has imported are patched too
-    (`_VIDEO_READERS`)."""
+    (`_VIDEO_READERS`), and those it imports later as it imports them (`_PatchOnImport`)."""
     with _patch_lock:
+        if not any(isinstance(f, _PatchOnImport) for f in sys.meta_path):
+            sys.meta_path.insert(0, _PatchOnImport())
         _install_video_readers()
         from PIL import Image
 
@@ -256,6 +345,8 @@ def probed_item(dataset, index: int):
     the user's line."""
     try:
         return dataset[index]
+    except ReadsVideo as e:
+        raise ReadsVideo(f"{type(dataset).__name__}.__getitem__ at {_user_line(e)}: {e}", e.reader) from None
     except NeedsPixels as e:
         raise NeedsPixels(f"{type(dataset).__name__}.__getitem__ needs pixels at {_user_line(e)}: {e}") from None
     except Exception as e:
@@ -307,20 +398,20 @@ def _shape(out) -> tuple[Any, Any, int]:
     )
 
 
-def video_reader_in(dataset, index: int) -> str | None:
+def video_reader_in(dataset, index: int) -> ReadsVideo | None:
     """What stops `dataset[index]` when it opens a video (`_VIDEO_READERS`), for a dataset
-    hpuload does not probe (it has no `transform`): the reason, naming the user's line; None
-    when it does not open one (or stops before). Nothing is decoded; the global generators
-    are left as they were (NumPy's included)."""
+    hpuload does not probe (it has no `transform`): the reader and the reason, naming the
+    user's line; None when it does not open one (or stops before). Nothing is decoded; the
+    global generators are left as they were (NumPy's included)."""
     from ._tail import _Isolated
 
-    _install()
+    install()
     _probing.on = True
     try:
         with _Isolated():
             dataset[index]
     except ReadsVideo as e:
-        return f"{type(dataset).__name__}.__getitem__ at {_user_line(e)}: {e}"
+        return ReadsVideo(f"{type(dataset).__name__}.__getitem__ at {_user_line(e)}: {e}", e.reader)
     except Exception:  # the user's code met a lazy image where it wanted pixels
         pass
     finally:
@@ -333,7 +424,7 @@ def probe(dataset, indices: list[int] | None = None) -> tuple[list[tuple[str, in
     with lazy image opening and a stand-in transform, and the keys of the dicts it returns
     (None for pairs). Raises `NeedsPixels` naming the user's line for code that needs pixels.
     The global random generators are left as they were."""
-    _install()
+    install()
     order = range(len(dataset)) if indices is None else indices
     n = len(order)
     if n == 0:
@@ -369,3 +460,9 @@ def probe(dataset, indices: list[int] | None = None) -> tuple[list[tuple[str, in
         torch.set_rng_state(states[0])
         random.setstate(states[1])
     return samples, keys
+
+
+def answer_on_this_thread() -> None:
+    """`answering` for the rest of this thread's life (a loader worker's)."""
+    install()
+    _answering.on = True

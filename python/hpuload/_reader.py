@@ -17,6 +17,7 @@ key-frame lists, and `seek` to a frame other than 0 (decord's lands on a key fra
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 from . import _hpuload
@@ -128,3 +129,104 @@ def _flat(indices) -> list:
     if isinstance(indices, int):
         return [indices]
     return list(indices)
+
+
+class AnsweredDecord(VideoReader):
+    """What `decord.VideoReader(...)` makes in a user's Dataset that `hpuload.torch.DataLoader`
+    hands to torch's loader (`_probe.answering`): hpuload's reader, with decord's own made on
+    first need for whatever hpuload's refuses or cannot read (a file object, resizing while
+    decoding, a GPU context, a codec or file hpuload does not decode, timestamps, key-frame
+    lists, a fast `seek`, any other attribute), so that every answer is decord's. The average
+    frame rate is decord's own too (its stream's `avg_frame_rate`, which code turns into frame
+    steps)."""
+
+    def __init__(self, decords_own, *args, **kwargs):
+        self._make_decord = decords_own
+        self._decord = None
+        try:
+            super().__init__(*args, **kwargs)
+        except Exception:
+            self._decord = decords_own()
+
+    def _decords(self):
+        if self._decord is None:
+            self._decord = self._make_decord()
+        return self._decord
+
+    def __repr__(self) -> str:
+        return repr(self._decord) if self._decord is not None else super().__repr__()
+
+    def __len__(self) -> int:
+        return len(self._decord) if self._decord is not None else super().__len__()
+
+    def __getitem__(self, key):
+        if self._decord is not None:
+            return self._decord[key]
+        frame = super().__getitem__(key)
+        if not isinstance(key, slice):  # decord's reads on from there
+            self._position = self._checked(int(key)) + 1
+        return frame
+
+    def get_batch(self, indices):
+        # Frames as decord's bridge hands them over: NumPy-backed natively, a tensor with the
+        # torch bridge; another framework's: decord's own reader.
+        bridge = _decord_bridge()
+        if self._decord is None and bridge in ("native", "torch"):
+            try:
+                frames = super().get_batch(indices)
+            except Exception:  # an index out of range, a damaged frame: decord's own answer
+                frames = None
+            if frames is not None:
+                if bridge == "torch":
+                    import torch
+
+                    return torch.from_numpy(_np.asarray(frames))
+                return frames
+        return self._decords().get_batch(indices)
+
+    def get_avg_fps(self) -> float:
+        return self._decords().get_avg_fps()
+
+    def seek(self, pos: int) -> None:
+        if self._decord is None and int(pos) == 0:
+            return super().seek(0)
+        return self._decords().seek(pos)
+
+    def seek_accurate(self, pos: int) -> None:
+        if self._decord is None:
+            try:
+                return super().seek_accurate(pos)
+            except IndexError:  # decord's own error
+                pass
+        return self._decords().seek_accurate(pos)
+
+    def skip_frames(self, num: int = 1) -> None:
+        return self._decord.skip_frames(num) if self._decord is not None else super().skip_frames(num)
+
+    def next(self):
+        if self._decord is not None:
+            return self._decord.next()
+        if self._position >= self._count:
+            raise StopIteration
+        frame = self.get_batch([self._position])[0]
+        self._position += 1
+        return frame
+
+    def get_frame_timestamp(self, idx):
+        return self._decords().get_frame_timestamp(idx)
+
+    def get_key_indices(self):
+        return self._decords().get_key_indices()
+
+    def __getattr__(self, name: str):
+        # Called only for what this class lacks: decord's other attributes.
+        if name in ("_make_decord", "_decord"):
+            raise AttributeError(name)
+        return getattr(self._decords(), name)
+
+
+def _decord_bridge() -> str:
+    """decord's output bridge on this thread ("native", "torch", ...), as decord reads it."""
+    bridge = sys.modules.get("decord.bridge")
+    current = getattr(bridge, "_CURRENT_BRIDGE", None)
+    return getattr(current, "type", getattr(bridge, "_GLOBAL_BRIDGE_TYPE", "native"))

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import bisect
 import collections
+import contextlib
 import dataclasses
 import inspect
+import itertools
 import json
 import os
 import warnings
@@ -91,7 +93,7 @@ IGNORE_INDEX = -100
 # hpuload's own keyword arguments, on top of torch's.
 _OWN = (
     "backend", "on_error", "error_budget", "seed", "pipeline", "output_dtype", "layout", "transform", "output",
-    "max_boxes", "pad_last_batch",
+    "max_boxes", "pad_last_batch", "video_reader",
 )
 
 
@@ -150,11 +152,20 @@ class _FallbackLoader(_TorchDataLoader):
     augmentation are seeded alike, as with a seeded sampler and worker seeds)."""
 
     fallback_reason: FallbackReason = FallbackReason.ARGUMENT
+    #: The dataset reads videos with decord, whose reader hpuload's answers (`_probe.answering`).
+    answers_decord: bool = False
 
     def __iter__(self):
         skip, self._hpuload_skip = getattr(self, "_hpuload_skip", 0), 0
         self._hpuload_yielded = 0
-        for k, batch in enumerate(super().__iter__()):
+        batches = super().__iter__()
+        # Without workers the dataset runs here, in `next`: only there is decord answered.
+        answering = _probe.answering if self.answers_decord and self.num_workers == 0 else contextlib.nullcontext
+        for k in itertools.count():
+            with answering():
+                batch = next(batches, _END)
+            if batch is _END:
+                return
             if k < skip:
                 continue
             self._hpuload_yielded = k + 1
@@ -167,16 +178,56 @@ class _FallbackLoader(_TorchDataLoader):
         self._hpuload_skip = int(state.get("fallback_batches", 0))
 
 
+_END = object()
+
+
+class _AnswerDecord:
+    """The `worker_init_fn` of torch's loader over a dataset that reads videos with decord:
+    in each worker, `decord.VideoReader` makes hpuload's reader from now on (the worker's
+    thread runs only the dataset and the collate_fn); then the user's own `worker_init_fn`."""
+
+    def __init__(self, then):
+        self.then = then
+
+    def __call__(self, worker_id: int) -> None:
+        _probe.answer_on_this_thread()
+        if self.then is not None:
+            self.then(worker_id)
+
+
 def _fallback(unfit: _Unfit, dataset, args, kwargs, stacklevel: int = 3):
+    """torch's DataLoader over the arguments, with a `FallbackWarning`. A dataset that reads its
+    videos with decord keeps them decoded natively: decord's reader is answered by hpuload's in
+    the loader's workers (or in `next` without workers), unless `video_reader="decord"`."""
+    wanted = kwargs.get("video_reader", "hpuload")
+    if wanted not in ("hpuload", "decord"):
+        raise ValueError(f"video_reader={wanted!r}: give 'hpuload' (decode natively) or 'decord' (decord's own)")
+    answer = getattr(unfit, "video_reader", "").startswith("decord") and wanted == "hpuload"
+    message = f"hpuload: using torch.utils.data.DataLoader instead: {unfit}"
+    if answer:
+        message += (
+            "; its decord.VideoReader is answered by hpuload's decoder in the loader's workers (decord's "
+            "frames and frame count, pixels at most one level apart in rare places; decord's own reader "
+            "for whatever hpuload does not decode; video_reader='decord' keeps decord's)"
+        )
     fallback_counts[unfit.reason] += 1
-    warnings.warn(
-        FallbackWarning(f"hpuload: using torch.utils.data.DataLoader instead: {unfit}", unfit.reason),
-        stacklevel=stacklevel,
-    )
+    warnings.warn(FallbackWarning(message, unfit.reason), stacklevel=stacklevel)
     kwargs = {k: v for k, v in kwargs.items() if k not in _OWN}
+    if answer:
+        bound = _torch_signature().bind(None, dataset, *args, **kwargs)
+        bound.arguments["worker_init_fn"] = _AnswerDecord(bound.arguments.get("worker_init_fn"))
+        args, kwargs = bound.args[2:], bound.kwargs
     loader = _FallbackLoader(dataset, *args, **kwargs)
     loader.fallback_reason = unfit.reason
+    loader.answers_decord = answer
     return loader
+
+
+def _reads_video(e: _probe.ReadsVideo) -> _Unfit:
+    """The fallback for a dataset that opens a video with `e.reader`."""
+    unfit = _Unfit(str(e), FallbackReason.DATASET)
+    unfit.video_reader = e.reader
+    return unfit
 
 
 def _dataset_source(dataset, pipeline, transform=None, max_boxes=200):
@@ -244,7 +295,9 @@ def _listed_source(dataset, pipeline):
             raise _Unfit(f"dataset is a {name}, not a map-style Dataset (no __getitem__ and __len__)", D)
         if not hasattr(dataset, "transform"):
             video = _probe.video_reader_in(dataset, indices[0] if indices else 0) if len(dataset) else None
-            raise _Unfit(video or f"dataset is a {name} without a `transform` attribute for hpuload to run", D)
+            if video is not None:
+                raise _reads_video(video)
+            raise _Unfit(f"dataset is a {name} without a `transform` attribute for hpuload to run", D)
     watch = None
     if pipeline is not None:
         pipe, dtype = _pipeline(pipeline), "f32"
@@ -266,6 +319,8 @@ def _listed_source(dataset, pipeline):
     else:
         try:
             samples, keys = _probe.probe(dataset, indices)
+        except _probe.ReadsVideo as e:
+            raise _reads_video(e) from e
         except _probe.NeedsPixels as e:
             raise _Unfit(str(e), D) from e
         except AttributeError as e:

@@ -5,7 +5,10 @@ pixels. Never different output."""
 import csv
 import io
 import random
+import sys
+import types
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -287,14 +290,9 @@ def test_a_users_video_dataset_goes_to_torchs_loader_naming_its_reader_before_de
     """hpuload learns a Dataset class of the user's own from the image files it opens; one that
     opens a video (decord, torchcodec, PyAV) is named as such, with what runs videos natively,
     the probe stopping at the reader before anything is decoded (with a `transform` attribute
-    or without); torch's loader then runs it with the real reader."""
-    import sys
-    import types
-
-    decord = types.ModuleType("decord")
-    decord.VideoReader = _StandInVideoReader
-    monkeypatch.setitem(sys.modules, "decord", decord)
-    monkeypatch.setattr(_StandInVideoReader, "made", 0)
+    or without); torch's loader then runs it, decord's reader answered by hpuload's, which
+    hands these files (none exists) to decord's own."""
+    _stand_in_decord(monkeypatch)
     ds = DecordClips([f"/videos/{k}.mp4" for k in range(6)], transform)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -303,7 +301,138 @@ def test_a_users_video_dataset_goes_to_torchs_loader_naming_its_reader_before_de
     assert len(said) == 1 and issubclass(caught[0].category, FallbackWarning), said
     assert "(`vr = VideoReader(self.paths[i], num_threads=1)`): it reads a video with decord.VideoReader" in said[0]
     assert "hpuload.VideoFolder" in said[0] and caught[0].message.reason is FallbackReason.DATASET
+    assert "its decord.VideoReader is answered by hpuload's decoder" in said[0]
     assert _StandInVideoReader.made == 0, "the probe made no reader"
     x, y = next(iter(loader))
     assert x.shape == (2, 3, 3, 16, 16) and x[0, 1].eq(20).all() and y.tolist() == [0, 1]
     assert _StandInVideoReader.made == 2
+
+
+CLIPS = Path(__file__).resolve().parents[2] / "tests" / "data" / "video"
+
+
+def _stand_in_decord(monkeypatch):
+    decord = types.ModuleType("decord")
+    decord.VideoReader = _StandInVideoReader
+    monkeypatch.setitem(sys.modules, "decord", decord)
+    monkeypatch.setattr(_StandInVideoReader, "made", 0)
+
+
+def _natively(paths, indices=(0, 2, 4)):
+    """What DecordClips gives with hpuload's reader: its frames, CenterCrop(16)."""
+    from hpuload import VideoReader
+
+    return torch.stack(
+        [T.CenterCrop(16)(torch.from_numpy(VideoReader(p).get_batch(list(indices)).asnumpy()).permute(0, 3, 1, 2)) for p in paths]
+    )
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_users_decord_dataset_is_decoded_by_hpuload_in_torchs_loader_only_the_import_changed(monkeypatch, tmp_path, workers):
+    """A Dataset class that reads its videos with decord stays the user's (hpuload cannot learn
+    the frames it picks) but its decoding is native: in torch's loader, in the workers or in
+    `next`, `decord.VideoReader` makes hpuload's reader, so decord's own is never made for a
+    video hpuload reads; `video_reader="decord"` keeps decord's."""
+    _stand_in_decord(monkeypatch)
+    monkeypatch.setattr(sys.modules[__name__], "_WORKER_LOG", str(tmp_path / "workers.log"))
+    paths = [str(CLIPS / n) for n in ("baseline.mp4", "main_cabac.mp4", "high_bframes.mp4", "fragmented.mp4")]
+    ds = DecordClips(paths, T.CenterCrop(16))
+    with pytest.warns(FallbackWarning, match="answered by hpuload's decoder in the loader's workers"):
+        loader = DataLoader(ds, batch_size=2, num_workers=workers, worker_init_fn=_remember_worker)
+    assert loader.answers_decord
+    x = torch.cat([b[0] for b in loader])
+    assert torch.equal(x, _natively(paths)) and _StandInVideoReader.made == 0
+    if workers:  # the user's worker_init_fn still runs, after hpuload's
+        assert sorted(set(_seen_workers())) == [0, 1]
+    # Outside the loader, decord is decord.
+    sys.modules["decord"].VideoReader(paths[0])
+    assert _StandInVideoReader.made == 1
+    with pytest.warns(FallbackWarning) as caught:
+        kept = DataLoader(ds, batch_size=2, num_workers=workers, video_reader="decord")
+    assert "answered" not in str(caught[0].message) and not kept.answers_decord
+    x, _ = next(iter(kept))
+    assert x[0, 1].eq(20).all(), "decord's own frames (the stand-in's flat colours)"
+    with pytest.raises(ValueError, match="video_reader='av'"):
+        DataLoader(ds, batch_size=2, video_reader="av")
+
+
+_WORKER_LOG = None
+
+
+def _remember_worker(worker_id):
+    with open(_WORKER_LOG, "a") as f:
+        f.write(f"{worker_id}\n")
+
+
+def _seen_workers():
+    with open(_WORKER_LOG) as f:
+        return [int(line) for line in f]
+
+
+class OddCalls(tud.Dataset):
+    """A decord user's class calling what hpuload's reader does not do as decord does."""
+
+    def __init__(self, path, call):
+        self.path, self.call = path, call
+
+    def __len__(self):
+        return 1
+
+    def __getitem__(self, i):
+        import decord
+
+        return self.call(decord, self.path), 0
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda d, p: d.VideoReader(p, width=32, height=24).get_batch([0]).asnumpy(),
+        lambda d, p: d.VideoReader(p).get_key_indices(),
+        lambda d, p: d.VideoReader(p).get_avg_fps(),
+        lambda d, p: d.VideoReader(p + ".missing").get_batch([0]).asnumpy(),
+        lambda d, p: d.VideoReader(p).get_batch([20]).asnumpy(),
+    ],
+    ids=["resize", "key-indices", "fps", "missing-file", "past-the-end"],
+)
+def test_what_hpuloads_reader_does_not_do_as_decord_is_answered_by_decords_own(monkeypatch, call):
+    _stand_in_decord(monkeypatch)
+    monkeypatch.setattr(_StandInVideoReader, "get_key_indices", lambda self: [0, 8], raising=False)
+    monkeypatch.setattr(_StandInVideoReader, "get_avg_fps", lambda self: 25.0, raising=False)
+    monkeypatch.setattr(_StandInVideoReader, "__init__", _stand_in_init_any)
+    with pytest.warns(FallbackWarning, match="answered"):
+        loader = DataLoader(OddCalls(str(CLIPS / "baseline.mp4"), call), batch_size=1, collate_fn=lambda b: b)
+    (out, _), = next(iter(loader))
+    assert _StandInVideoReader.made == 1
+    theirs = call(sys.modules["decord"], str(CLIPS / "baseline.mp4"))
+    assert type(out) is type(theirs) and (out == theirs if not hasattr(out, "shape") else (out == theirs).all())
+
+
+def _stand_in_init_any(self, path, **kwargs):
+    type(self).made += 1
+    self._handle = path
+
+
+def test_a_reader_imported_inside_getitem_is_named_before_it_decodes(monkeypatch, tmp_path):
+    """decord imported for the first time by `__getitem__` (not before the loader is built) is
+    patched as it is imported: the probe names it, and the loader answers it natively."""
+    package = tmp_path / "site" / "decord"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(
+        "made = 0\n"
+        "class VideoReader:\n"
+        "    def __init__(self, path, num_threads=0):\n"
+        "        global made\n"
+        "        made += 1\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.delitem(sys.modules, "decord", raising=False)
+    paths = [str(CLIPS / "baseline.mp4"), str(CLIPS / "main_cabac.mp4")]
+    try:
+        with pytest.warns(FallbackWarning, match="it reads a video with decord.VideoReader"):
+            loader = DataLoader(DecordClips(paths, T.CenterCrop(16)), batch_size=2)
+        assert sys.modules["decord"].made == 0
+        x, _ = next(iter(loader))
+        assert torch.equal(x, _natively(paths)) and sys.modules["decord"].made == 0
+    finally:
+        sys.modules.pop("decord", None)  # the stand-in package goes with its folder

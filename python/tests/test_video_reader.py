@@ -90,3 +90,44 @@ def test_frames_match_decords_own_within_one_level_in_rare_pixels():
         every = list(range(len(ours)))
         diff = np.abs(theirs.get_batch(every).asnumpy().astype(int) - ours.get_batch(every).asnumpy().astype(int))
         assert diff.max() <= 1 and (diff > 0).mean() < 1e-3, (name, diff.max(), (diff > 0).mean())
+
+
+class _DecordDataset(torch.utils.data.Dataset):
+    """A user's class over real decord: a few frames per video, torch's bridge or NumPy's."""
+
+    def __init__(self, names, bridge):
+        self.paths, self.bridge = [str(CLIPS / n) for n in names], bridge
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        import decord
+
+        decord.bridge.set_bridge(self.bridge)
+        vr = decord.VideoReader(self.paths[i], num_threads=1)
+        frames = vr.get_batch([0, len(vr) // 2, -1])
+        frames = frames if self.bridge == "torch" else torch.from_numpy(frames.asnumpy())
+        # Whether hpuload's reader answered alone (decord's own never made).
+        natively = type(vr).__module__ == "hpuload._reader" and vr.__dict__.get("_decord") is None
+        return frames.permute(0, 3, 1, 2)[..., :16, :16].contiguous(), natively
+
+
+@pytest.mark.parametrize("bridge", ["native", "torch"])
+def test_a_decord_dataset_in_the_drop_in_gives_decords_frames_decoded_by_hpuload(bridge):
+    """Where decord is installed: hpuload.torch.DataLoader over a class reading with decord
+    gives what torch's loader gives, within swscale's one level, decord's bridge honoured."""
+    decord = pytest.importorskip("decord")
+    from hpuload.torch import DataLoader, FallbackWarning
+
+    data = _DecordDataset(H264, bridge)
+    try:
+        theirs, by_hpuload = zip(*torch.utils.data.DataLoader(data, batch_size=2))
+        with pytest.warns(FallbackWarning, match="answered by hpuload's decoder"):
+            loader = DataLoader(data, batch_size=2, num_workers=2)
+        ours, natively = zip(*loader)
+    finally:
+        decord.bridge.reset_bridge()
+    theirs, ours = torch.cat(theirs), torch.cat(ours)
+    assert not torch.cat(by_hpuload).any() and torch.cat(natively).all()
+    assert ours.shape == theirs.shape and (ours.int() - theirs.int()).abs().max() <= 1
