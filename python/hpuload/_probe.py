@@ -197,7 +197,8 @@ def _install_video_readers() -> None:
         target = getattr(owner, name, None) if owner is not None else None
         if target is None:
             continue
-        lazy = _video_reader(f"{module}.{name}")
+        # decord's class by the name its users write, whichever module patched it first.
+        lazy = _video_reader(f"{'decord' if module in _DECORD else module}.{name}")
         if isinstance(target, type):
             _patch_new(target, lazy, _answer_decord if module in _DECORD else None)
         elif callable(target) and getattr(target, "__wrapped__", None) is None:
