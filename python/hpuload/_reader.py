@@ -41,7 +41,7 @@ class VideoReader:
     `vr[i]` and `vr[a:b]`, `get_batch(indices)` (frames `[N, H, W, 3]` uint8, negative
     indices counting from the end), `get_avg_fps()`, and sequential reading (`seek_accurate`,
     `seek(0)`, `next`, `skip_frames`). Frames are numbered in presentation order, as decord
-    numbers them."""
+    numbers them, and handed over as decord's bridge says (NumPy, or torch tensors)."""
 
     def __init__(self, uri, ctx=None, width: int = -1, height: int = -1, num_threads: int = 0, fault_tol: int = -1):
         if not isinstance(uri, (str, os.PathLike)):
@@ -76,13 +76,24 @@ class VideoReader:
         return self._fps
 
     def get_batch(self, indices) -> Any:
-        """The frames at `indices` (a list, an array or a tensor of integers), `[N, H, W, 3]`."""
+        """The frames at `indices` (a list, an array or a tensor of integers), `[N, H, W, 3]`
+        uint8, handed over as decord's bridge says: NumPy (`asnumpy()`) by default, a torch
+        tensor after `decord.bridge.set_bridge("torch")`; another framework's is refused."""
         if _np is None:  # pragma: no cover
             raise ImportError("hpuload.VideoReader returns NumPy arrays: install numpy")
+        bridge = _decord_bridge()
+        if bridge not in ("native", "torch"):
+            raise NotImplementedError(
+                f"decord's {bridge} bridge: hpuload.VideoReader hands frames over as NumPy arrays or torch tensors"
+            )
         wanted = [self._checked(int(i)) for i in _flat(indices)]
         data, height, width = _hpuload.read_video_frames(self._path, wanted)
-        frames = _np.frombuffer(bytearray(data), dtype=_np.uint8)
-        return frames.reshape(len(wanted), height, width, 3).view(NDArray)
+        frames = _np.frombuffer(bytearray(data), dtype=_np.uint8).reshape(len(wanted), height, width, 3)
+        if bridge == "torch":
+            import torch
+
+            return torch.from_numpy(frames)
+        return frames.view(NDArray)
 
     def seek(self, pos: int) -> None:
         """decord's fast seek, which lands on a key frame near `pos`: hpuload's reader has no
@@ -168,20 +179,11 @@ class AnsweredDecord(VideoReader):
         return frame
 
     def get_batch(self, indices):
-        # Frames as decord's bridge hands them over: NumPy-backed natively, a tensor with the
-        # torch bridge; another framework's: decord's own reader.
-        bridge = _decord_bridge()
-        if self._decord is None and bridge in ("native", "torch"):
+        if self._decord is None:
             try:
-                frames = super().get_batch(indices)
-            except Exception:  # an index out of range, a damaged frame: decord's own answer
-                frames = None
-            if frames is not None:
-                if bridge == "torch":
-                    import torch
-
-                    return torch.from_numpy(_np.asarray(frames))
-                return frames
+                return super().get_batch(indices)
+            except Exception:  # an index out of range, a damaged frame, another bridge: decord's own answer
+                pass
         return self._decords().get_batch(indices)
 
     def get_avg_fps(self) -> float:

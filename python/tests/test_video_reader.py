@@ -5,6 +5,7 @@ against decord itself where it is installed."""
 
 import json
 import random
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -131,3 +132,25 @@ def test_a_decord_dataset_in_the_drop_in_gives_decords_frames_decoded_by_hpuload
     theirs, ours = torch.cat(theirs), torch.cat(ours)
     assert not torch.cat(by_hpuload).any() and torch.cat(natively).all()
     assert ours.shape == theirs.shape and (ours.int() - theirs.int()).abs().max() <= 1
+
+
+def test_frames_are_handed_over_as_decords_bridge_says(monkeypatch):
+    """`decord.bridge.set_bridge("torch")` makes decord's readers return tensors; hpuload's
+    follows it (read per call and per thread, as decord reads it), and refuses a bridge to a
+    framework it does not hand frames to."""
+    import threading
+    import types
+
+    bridge = types.ModuleType("decord.bridge")
+    bridge._CURRENT_BRIDGE = threading.local()
+    monkeypatch.setitem(sys.modules, "decord.bridge", bridge)
+    vr = VideoReader(CLIPS / "baseline.mp4")
+    native = vr.get_batch([0, 5])
+    assert isinstance(native, np.ndarray)
+    bridge._CURRENT_BRIDGE.type = "torch"
+    tensors = vr.get_batch([0, 5])
+    assert isinstance(tensors, torch.Tensor) and tensors.dtype == torch.uint8 and torch.equal(tensors, torch.from_numpy(native.asnumpy()))
+    assert torch.equal(vr[5], tensors[1])
+    bridge._CURRENT_BRIDGE.type = "mxnet"
+    with pytest.raises(NotImplementedError, match="decord's mxnet bridge"):
+        vr.get_batch([0])
