@@ -18,7 +18,10 @@ loop with `from hpuload import VideoReader` in place of decord's, everything els
 Dataset class of the user's own, run by torch's DataLoader, decoding natively).
 `--reader decord --loader hpuload`: the decord loop unchanged, with `hpuload.torch.DataLoader`
 in place of torch's (the only import changed), which hands the class to torch's loader and
-answers its `decord.VideoReader` with hpuload's reader in the workers.
+answers its `decord.VideoReader` with hpuload's reader in the workers. `--reader torchcodec`:
+the same loop on torchcodec (`VideoDecoder(path, num_ffmpeg_threads=1)`, `get_frames_at` of
+the clip's indices), which needs FFmpeg's shared libraries; with `--loader hpuload` its
+decoder is answered by hpuload's.
 """
 
 import argparse
@@ -54,9 +57,22 @@ class Clips(Dataset):
         return len(self.paths)
 
     def __getitem__(self, i):
-        kept = self.av_clip(i) if self.reader == "av" else self.decord_clip(i)
-        clip = tv_tensors.Video(torch.from_numpy(kept).permute(0, 3, 1, 2))
+        if self.reader == "torchcodec":
+            clip = tv_tensors.Video(self.torchcodec_clip(i))
+        else:
+            kept = self.av_clip(i) if self.reader == "av" else self.decord_clip(i)
+            clip = tv_tensors.Video(torch.from_numpy(kept).permute(0, 3, 1, 2))
         return self.transform(clip).to(torch.bfloat16), self.labels[i]
+
+    def torchcodec_clip(self, i):
+        from torchcodec.decoders import VideoDecoder
+
+        decoder = VideoDecoder(str(self.paths[i]), num_ffmpeg_threads=1)
+        n = len(decoder)
+        span = self.step * (self.frames - 1) + 1
+        start = random.randrange(max(n - span + 1, 1))
+        indices = [min(start + k * self.step, n - 1) for k in range(self.frames)]
+        return decoder.get_frames_at(indices).data
 
     def decord_clip(self, i):
         import decord
@@ -98,7 +114,7 @@ class Clips(Dataset):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("root")
-    p.add_argument("--reader", choices=["av", "decord", "hpuload"], default="av")
+    p.add_argument("--reader", choices=["av", "decord", "hpuload", "torchcodec"], default="av")
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--frames", type=int, default=16)
     p.add_argument("--step", type=int, default=4)

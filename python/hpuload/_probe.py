@@ -161,12 +161,21 @@ _VIDEO_READERS = (
     ("av", "open"),
 )
 
-#: decord's reader class, which hpuload's own answers on a thread that is `answering`.
+#: decord's reader class, named `decord.VideoReader` whichever module patched it first.
 _DECORD = ("decord", "decord.video_reader")
 
+#: The readers that hpuload's own answers on a thread that is `answering`, by module: the
+#: class of `_reader` that does.
+_ANSWERED = {
+    "decord": "AnsweredDecord",
+    "decord.video_reader": "AnsweredDecord",
+    "torchcodec.decoders": "AnsweredTorchcodec",
+}
+
 #: Set on the threads that run a Dataset's `__getitem__` for `hpuload.torch.DataLoader` when
-#: it handed the dataset to torch's loader for reading videos with decord: `decord.VideoReader`
-#: makes hpuload's (`_reader.AnsweredDecord`). `bypass` while decord's own is being made.
+#: it handed the dataset to torch's loader for reading videos with decord or torchcodec:
+#: `decord.VideoReader` and torchcodec's `VideoDecoder` make hpuload's readers
+#: (`_ANSWERED`). `bypass` while the reader's own is being made.
 _answering = threading.local()
 
 
@@ -200,7 +209,8 @@ def _install_video_readers() -> None:
         # decord's class by the name its users write, whichever module patched it first.
         lazy = _video_reader(f"{'decord' if module in _DECORD else module}.{name}")
         if isinstance(target, type):
-            _patch_new(target, lazy, _answer_decord if module in _DECORD else None)
+            answer = _ANSWERED.get(module)
+            _patch_new(target, lazy, _answer(answer) if answer else None)
         elif callable(target) and getattr(target, "__wrapped__", None) is None:
             setattr(owner, name, _patched(target, lazy))
 
@@ -280,24 +290,28 @@ def _patch_new(cls: type, lazy, answer=None) -> None:
         pass
 
 
-def _answer_decord(klass, *args, **kwargs):
-    """hpuload's reader for `decord.VideoReader(*args, **kwargs)`, with decord's own
-    (`klass`) made on first need."""
-    from ._reader import AnsweredDecord
+def _answer(kind: str):
+    """Makes `_reader.<kind>` for the patched class's `klass(*args, **kwargs)`, with the
+    class's own reader made on first need (its `__new__` bypassed)."""
 
-    def decords_own():
-        _answering.bypass = True
-        try:
-            return klass(*args, **kwargs)
-        finally:
-            _answering.bypass = False
+    def answer(klass, *args, **kwargs):
+        from . import _reader
 
-    return AnsweredDecord(decords_own, *args, **kwargs)
+        def own():
+            _answering.bypass = True
+            try:
+                return klass(*args, **kwargs)
+            finally:
+                _answering.bypass = False
+
+        return getattr(_reader, kind)(own, *args, **kwargs)
+
+    return answer
 
 
 class answering:
-    """While entered (on this thread): `decord.VideoReader` makes hpuload's reader
-    (`_reader.AnsweredDecord`). Re-entrant."""
+    """While entered (on this thread): decord's and torchcodec's readers make hpuload's
+    (`_ANSWERED`). Re-entrant."""
 
     def __enter__(self):
         install()

@@ -1,4 +1,5 @@
-"""`VideoReader`: decord's video reader, for a Dataset class of the user's own, decoded by hpuload.
+"""`VideoReader`: decord's video reader, for a Dataset class of the user's own, decoded by hpuload;
+the answers to decord's and torchcodec's readers in the drop-in's fallback.
 
 Most video training code outside torchvision's datasets has a Dataset class of its own that
 opens each video with `decord.VideoReader`, picks frame indices (a random clip, a few
@@ -12,10 +13,16 @@ to the last, passing over the frames nothing refers to, with the GIL released.
 
 What decord does that this reader does not is refused, naming it, rather than done otherwise:
 resizing while decoding (`width`, `height`), a GPU context, a file object, timestamps,
-key-frame lists, and `seek` to a frame other than 0 (decord's lands on a key frame near it)."""
+key-frame lists, and `seek` to a frame other than 0 (decord's lands on a key frame near it).
+
+`hpuload.torch.DataLoader` does that swap itself for a class it hands to torch's loader:
+`AnsweredDecord` and `AnsweredTorchcodec` are what decord's and torchcodec's readers make in
+its workers (`_probe.answering`), hpuload's decoding where its answer is theirs, their own
+reader, made on first need, for the rest."""
 
 from __future__ import annotations
 
+import numbers
 import os
 import sys
 from typing import Any
@@ -232,3 +239,147 @@ def _decord_bridge() -> str:
     bridge = sys.modules.get("decord.bridge")
     current = getattr(bridge, "_CURRENT_BRIDGE", None)
     return getattr(current, "type", getattr(bridge, "_GLOBAL_BRIDGE_TYPE", "native"))
+
+
+#: torchcodec's `VideoDecoder` arguments under which hpuload's frames are its frames, and the
+#: values each may take (a missing one takes the first).
+_TORCHCODEC_NATIVE = {
+    "stream_index": (None,),
+    "dimension_order": ("NCHW", "NHWC"),
+    "num_ffmpeg_threads": None,  # any: the frames do not depend on it
+    "device": (None, "cpu"),
+    "seek_mode": ("exact",),
+    "transforms": (None,),
+    "custom_frame_mappings": (None,),
+}
+
+
+class AnsweredTorchcodec:
+    """What `torchcodec.decoders.VideoDecoder(...)` makes in a user's Dataset that
+    `hpuload.torch.DataLoader` hands to torch's loader (`_probe.answering`): frames by index
+    decoded by hpuload (`len`, `[i]`, `[a:b]`, `get_frame_at`, `get_frames_at`,
+    `get_frames_in_range`, and so torchcodec's index-based clip samplers), as torchcodec's
+    `Frame` and `FrameBatch` with each frame's `pts_seconds` and `duration_seconds` from the
+    tables (as FFmpeg 6 and later give them). torchcodec's own decoder, made on first need,
+    answers the rest: a source other than a file's path, arguments under which its frames
+    differ (another stream, a device, approximate seeking, transforms, another dtype),
+    `metadata`, timestamps asked for in seconds, an index out of range, a video hpuload does
+    not read, any other attribute."""
+
+    def __init__(self, torchcodecs_own, source=None, *args, **kwargs):
+        self._make_own = torchcodecs_own
+        self._own = None
+        self._path = None
+        if not args and isinstance(source, (str, os.PathLike)) and _decodes_as_torchcodec(kwargs):
+            try:
+                self._pts, self._durations = _hpuload.video_frame_times(os.fspath(source))
+                self._path = os.fspath(source)
+                self._nchw = kwargs.get("dimension_order", "NCHW") == "NCHW"
+            except Exception:  # a video hpuload does not read: torchcodec's own answer
+                pass
+        if self._path is None:
+            self._own = torchcodecs_own()
+
+    def _owns(self):
+        if self._own is None:
+            self._own = self._make_own()
+        return self._own
+
+    @property
+    def metadata(self):
+        return self._owns().metadata
+
+    def __repr__(self) -> str:
+        return f"hpuload's answer to torchcodec's VideoDecoder({self._path!r})" if self._path else repr(self._own)
+
+    def __len__(self) -> int:
+        return len(self._pts) if self._path is not None else len(self._own)
+
+    def __getitem__(self, key):
+        if isinstance(key, slice) and self._path is not None:
+            return self.get_frames_in_range(key.start, key.stop, key.step if key.step is not None else 1).data
+        if isinstance(key, numbers.Integral) and not isinstance(key, bool):
+            batch = self._native([int(key)])
+            if batch is not None:
+                return batch[0][0]
+        return self._owns()[key]
+
+    def get_frame_at(self, index):
+        batch = self._native([index]) if isinstance(index, numbers.Integral) else None
+        if batch is None:
+            return self._owns().get_frame_at(index)
+        import torchcodec
+
+        data, pts, durations = batch
+        return torchcodec.Frame(data=data[0], pts_seconds=pts[0], duration_seconds=durations[0])
+
+    def get_frames_at(self, indices):
+        batch = self._native(_flat(indices))
+        if batch is None:
+            return self._owns().get_frames_at(indices)
+        return _frame_batch(*batch)
+
+    def get_frames_in_range(self, start: int, stop: int, step: int = 1):
+        if self._path is not None and isinstance(step, numbers.Integral) and step > 0:
+            positions = list(range(*slice(start, stop, step).indices(len(self._pts))))
+            batch = self._native(positions)
+            if batch is not None:
+                return _frame_batch(*batch)
+        return self._owns().get_frames_in_range(start, stop, step)
+
+    def _native(self, indices: list):
+        """`(data, pts, durations)` of the frames at `indices` decoded by hpuload, or None where
+        torchcodec's own answers (nothing asked, an index out of range, a decoding failure)."""
+        if self._path is None or not indices:
+            return None
+        n = len(self._pts)
+        positions = []
+        for i in indices:
+            if isinstance(i, bool) or not isinstance(i, numbers.Integral):
+                return None
+            k = int(i) + n if i < 0 else int(i)
+            if not 0 <= k < n:
+                return None
+            positions.append(k)
+        try:
+            data, height, width = _hpuload.read_video_frames(self._path, positions)
+        except Exception:
+            return None
+        import torch
+
+        frames = torch.frombuffer(bytearray(data), dtype=torch.uint8).reshape(len(positions), height, width, 3)
+        # torchcodec's NCHW is a view of the frames it writes as NHWC.
+        frames = frames.permute(0, 3, 1, 2) if self._nchw else frames
+        return frames, [self._pts[k] for k in positions], [self._durations[k] for k in positions]
+
+    def __getattr__(self, name: str):
+        # Called only for what this class lacks: torchcodec's other methods and attributes.
+        if name in ("_make_own", "_own", "_path", "_pts", "_durations", "_nchw"):
+            raise AttributeError(name)
+        return getattr(self._owns(), name)
+
+
+def _decodes_as_torchcodec(kwargs: dict) -> bool:
+    """Whether torchcodec's decoder made with `kwargs` gives the frames hpuload gives."""
+    import torch
+
+    for name, value in kwargs.items():
+        if name == "output_dtype":
+            if value is not torch.uint8:
+                return False
+        elif name not in _TORCHCODEC_NATIVE:
+            return False
+        elif _TORCHCODEC_NATIVE[name] is not None and not any(value == v for v in _TORCHCODEC_NATIVE[name]):
+            return False
+    return True
+
+
+def _frame_batch(data, pts: list, durations: list):
+    import torch
+    import torchcodec
+
+    return torchcodec.FrameBatch(
+        data=data,
+        pts_seconds=torch.tensor(pts, dtype=torch.float64),
+        duration_seconds=torch.tensor(durations, dtype=torch.float64),
+    )

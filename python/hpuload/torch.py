@@ -152,15 +152,16 @@ class _FallbackLoader(_TorchDataLoader):
     augmentation are seeded alike, as with a seeded sampler and worker seeds)."""
 
     fallback_reason: FallbackReason = FallbackReason.ARGUMENT
-    #: The dataset reads videos with decord, whose reader hpuload's answers (`_probe.answering`).
-    answers_decord: bool = False
+    #: The dataset reads videos with decord or torchcodec, whose readers hpuload's answer
+    #: (`_probe.answering`).
+    answers_video_reader: bool = False
 
     def __iter__(self):
         skip, self._hpuload_skip = getattr(self, "_hpuload_skip", 0), 0
         self._hpuload_yielded = 0
         batches = super().__iter__()
-        # Without workers the dataset runs here, in `next`: only there is decord answered.
-        answering = _probe.answering if self.answers_decord and self.num_workers == 0 else contextlib.nullcontext
+        # Without workers the dataset runs here, in `next`: only there are its readers answered.
+        answering = _probe.answering if self.answers_video_reader and self.num_workers == 0 else contextlib.nullcontext
         for k in itertools.count():
             with answering():
                 batch = next(batches, _END)
@@ -181,10 +182,10 @@ class _FallbackLoader(_TorchDataLoader):
 _END = object()
 
 
-class _AnswerDecord:
-    """The `worker_init_fn` of torch's loader over a dataset that reads videos with decord:
-    in each worker, `decord.VideoReader` makes hpuload's reader from now on (the worker's
-    thread runs only the dataset and the collate_fn); then the user's own `worker_init_fn`."""
+class _AnswerReaders:
+    """The `worker_init_fn` of torch's loader over a dataset that reads videos with decord or
+    torchcodec: in each worker, their readers make hpuload's from now on (the worker's thread
+    runs only the dataset and the collate_fn); then the user's own `worker_init_fn`."""
 
     def __init__(self, then):
         self.then = then
@@ -195,31 +196,41 @@ class _AnswerDecord:
             self.then(worker_id)
 
 
+#: What hpuload's answer gives, by the reader it answers.
+_ANSWERS = {
+    "decord": "decord's frames and frame count",
+    "torchcodec": "torchcodec's frames, timestamps and frame count",
+}
+
+
 def _fallback(unfit: _Unfit, dataset, args, kwargs, stacklevel: int = 3):
     """torch's DataLoader over the arguments, with a `FallbackWarning`. A dataset that reads its
-    videos with decord keeps them decoded natively: decord's reader is answered by hpuload's in
-    the loader's workers (or in `next` without workers), unless `video_reader="decord"`."""
+    videos with decord or torchcodec keeps them decoded natively: their readers are answered by
+    hpuload's in the loader's workers (or in `next` without workers), unless
+    `video_reader="own"`."""
     wanted = kwargs.get("video_reader", "hpuload")
-    if wanted not in ("hpuload", "decord"):
-        raise ValueError(f"video_reader={wanted!r}: give 'hpuload' (decode natively) or 'decord' (decord's own)")
-    answer = getattr(unfit, "video_reader", "").startswith("decord") and wanted == "hpuload"
+    if wanted not in ("hpuload", "own"):
+        raise ValueError(f"video_reader={wanted!r}: give 'hpuload' (decode natively) or 'own' (the dataset's own reader)")
+    reader = getattr(unfit, "video_reader", "")
+    library = reader.split(".")[0]
+    answer = library in _ANSWERS and wanted == "hpuload"
     message = f"hpuload: using torch.utils.data.DataLoader instead: {unfit}"
     if answer:
         message += (
-            "; its decord.VideoReader is answered by hpuload's decoder in the loader's workers (decord's "
-            "frames and frame count, pixels at most one level apart in rare places; decord's own reader "
-            "for whatever hpuload does not decode; video_reader='decord' keeps decord's)"
+            f"; its {reader} is answered by hpuload's decoder in the loader's workers ({_ANSWERS[library]}, "
+            f"pixels at most one level apart in rare places; {library}'s own reader for whatever hpuload "
+            "does not decode; video_reader='own' keeps it)"
         )
     fallback_counts[unfit.reason] += 1
     warnings.warn(FallbackWarning(message, unfit.reason), stacklevel=stacklevel)
     kwargs = {k: v for k, v in kwargs.items() if k not in _OWN}
     if answer:
         bound = _torch_signature().bind(None, dataset, *args, **kwargs)
-        bound.arguments["worker_init_fn"] = _AnswerDecord(bound.arguments.get("worker_init_fn"))
+        bound.arguments["worker_init_fn"] = _AnswerReaders(bound.arguments.get("worker_init_fn"))
         args, kwargs = bound.args[2:], bound.kwargs
     loader = _FallbackLoader(dataset, *args, **kwargs)
     loader.fallback_reason = unfit.reason
-    loader.answers_decord = answer
+    loader.answers_video_reader = answer
     return loader
 
 

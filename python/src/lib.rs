@@ -600,6 +600,14 @@ fn video_frame_count_and_fps(py: Python<'_>, path: PathBuf) -> PyResult<(usize, 
         .map_err(|e| PyValueError::new_err(format!("{}: {e}", path.display())))
 }
 
+/// Each frame's presentation time and duration in seconds, in presentation order, from the
+/// tables of the video at `path`: `(pts, durations)`.
+#[pyfunction]
+fn video_frame_times(py: Python<'_>, path: PathBuf) -> PyResult<(Vec<f64>, Vec<f64>)> {
+    py.detach(|| hpuload::video::frame_times(&path))
+        .map_err(|e| PyValueError::new_err(format!("{}: {e}", path.display())))
+}
+
 /// Which H.264 decoder the video path uses in this process, in words (FFmpeg's libavcodec
 /// and where it was found, or OpenH264 and why no libavcodec is used).
 #[pyfunction]
@@ -618,6 +626,7 @@ fn _hpuload(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(image_extensions, m)?)?;
     m.add_function(wrap_pyfunction!(read_video_frames, m)?)?;
     m.add_function(wrap_pyfunction!(video_frame_count_and_fps, m)?)?;
+    m.add_function(wrap_pyfunction!(video_frame_times, m)?)?;
     m.add_function(wrap_pyfunction!(video_decoder, m)?)?;
     m.add_function(wrap_pyfunction!(mix::mixup_f32, m)?)?;
     m.add_function(wrap_pyfunction!(mix::cutmix_f32, m)?)?;

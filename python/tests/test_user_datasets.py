@@ -332,14 +332,14 @@ def test_a_users_decord_dataset_is_decoded_by_hpuload_in_torchs_loader_only_the_
     """A Dataset class that reads its videos with decord stays the user's (hpuload cannot learn
     the frames it picks) but its decoding is native: in torch's loader, in the workers or in
     `next`, `decord.VideoReader` makes hpuload's reader, so decord's own is never made for a
-    video hpuload reads; `video_reader="decord"` keeps decord's."""
+    video hpuload reads; `video_reader="own"` keeps decord's."""
     _stand_in_decord(monkeypatch)
     monkeypatch.setattr(sys.modules[__name__], "_WORKER_LOG", str(tmp_path / "workers.log"))
     paths = [str(CLIPS / n) for n in ("baseline.mp4", "main_cabac.mp4", "high_bframes.mp4", "fragmented.mp4")]
     ds = DecordClips(paths, T.CenterCrop(16))
     with pytest.warns(FallbackWarning, match="answered by hpuload's decoder in the loader's workers"):
         loader = DataLoader(ds, batch_size=2, num_workers=workers, worker_init_fn=_remember_worker)
-    assert loader.answers_decord
+    assert loader.answers_video_reader
     x = torch.cat([b[0] for b in loader])
     assert torch.equal(x, _natively(paths)) and _StandInVideoReader.made == 0
     if workers:  # the user's worker_init_fn still runs, after hpuload's
@@ -348,11 +348,11 @@ def test_a_users_decord_dataset_is_decoded_by_hpuload_in_torchs_loader_only_the_
     sys.modules["decord"].VideoReader(paths[0])
     assert _StandInVideoReader.made == 1
     with pytest.warns(FallbackWarning) as caught:
-        kept = DataLoader(ds, batch_size=2, num_workers=workers, video_reader="decord")
-    assert "answered" not in str(caught[0].message) and not kept.answers_decord
+        kept = DataLoader(ds, batch_size=2, num_workers=workers, video_reader="own")
+    assert "answered" not in str(caught[0].message) and not kept.answers_video_reader
     x, _ = next(iter(kept))
     assert x[0, 1].eq(20).all(), "decord's own frames (the stand-in's flat colours)"
-    with pytest.raises(ValueError, match="video_reader='av'"):
+    with pytest.raises(ValueError, match="video_reader=.av."):
         DataLoader(ds, batch_size=2, video_reader="av")
 
 
@@ -436,3 +436,80 @@ def test_a_reader_imported_inside_getitem_is_named_before_it_decodes(monkeypatch
         assert torch.equal(x, _natively(paths)) and sys.modules["decord"].made == 0
     finally:
         sys.modules.pop("decord", None)  # the stand-in package goes with its folder
+
+
+class _StandInVideoDecoder:
+    """torchcodec's `VideoDecoder` as a user's Dataset calls it (the test environment has no
+    torchcodec): flat frames, a `metadata`, counted when made."""
+
+    made = 0
+
+    def __init__(self, source, **kwargs):
+        type(self).made += 1
+        self.metadata = types.SimpleNamespace(num_frames=8, average_fps=25.0)
+
+    def __len__(self):
+        return 8
+
+    def get_frames_at(self, indices):
+        data = torch.stack([torch.full((3, 24, 32), 10 * i, dtype=torch.uint8) for i in indices])
+        return _StandInFrameBatch(data, torch.zeros(len(indices), dtype=torch.float64), torch.zeros(len(indices), dtype=torch.float64))
+
+
+class _StandInFrameBatch:
+    def __init__(self, data, pts_seconds, duration_seconds):
+        self.data, self.pts_seconds, self.duration_seconds = data, pts_seconds, duration_seconds
+
+
+def _stand_in_torchcodec(monkeypatch):
+    torchcodec = types.ModuleType("torchcodec")
+    decoders = types.ModuleType("torchcodec.decoders")
+    decoders.VideoDecoder = _StandInVideoDecoder
+    torchcodec.decoders = decoders
+    torchcodec.FrameBatch = _StandInFrameBatch
+    torchcodec.Frame = _StandInFrameBatch
+    monkeypatch.setitem(sys.modules, "torchcodec", torchcodec)
+    monkeypatch.setitem(sys.modules, "torchcodec.decoders", decoders)
+    monkeypatch.setattr(_StandInVideoDecoder, "made", 0)
+
+
+class TorchcodecClips(tud.Dataset):
+    """A user's video Dataset on torchcodec: three frames by index with their timestamps, the
+    decoder's keyword arguments its own."""
+
+    def __init__(self, paths, **decoder_args):
+        self.paths, self.decoder_args = paths, decoder_args
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        from torchcodec.decoders import VideoDecoder
+
+        decoder = VideoDecoder(self.paths[i], **self.decoder_args)
+        batch = decoder.get_frames_at([0, 2, -1])
+        return T.CenterCrop(16)(batch.data), batch.pts_seconds, len(decoder)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_users_torchcodec_dataset_gets_frames_and_timestamps_decoded_by_hpuload(monkeypatch, workers):
+    """torchcodec's `VideoDecoder` in a user's class is answered as decord's is: frames by index
+    decoded natively, each frame's timestamp from the tables, torchcodec's own decoder never
+    made; where its arguments ask for other frames (here a device), torchcodec's own decodes."""
+    from hpuload import _hpuload
+
+    _stand_in_torchcodec(monkeypatch)
+    paths = [str(CLIPS / n) for n in ("baseline.mp4", "high_bframes.mp4", "fragmented.mp4", "vfr.mp4")]
+    with pytest.warns(FallbackWarning, match="its torchcodec.decoders.VideoDecoder is answered by hpuload's decoder"):
+        loader = DataLoader(TorchcodecClips(paths), batch_size=2, num_workers=workers)
+    assert loader.answers_video_reader
+    x, pts, n = (torch.cat(parts) for parts in zip(*loader))
+    assert _StandInVideoDecoder.made == 0
+    want = _natively(paths, indices=(0, 2, -1))
+    assert torch.equal(x, want)
+    times = [_hpuload.video_frame_times(p)[0] for p in paths]
+    assert pts.tolist() == [[t[0], t[2], t[-1]] for t in times] and n.tolist() == [len(t) for t in times]
+    with pytest.warns(FallbackWarning, match="answered"):
+        on_device = DataLoader(TorchcodecClips(paths, device="cuda"), batch_size=2)
+    x, _, n = next(iter(on_device))
+    assert x[0, 1].eq(20).all() and n.tolist() == [8, 8] and _StandInVideoDecoder.made == 2

@@ -154,3 +154,76 @@ def test_frames_are_handed_over_as_decords_bridge_says(monkeypatch):
     bridge._CURRENT_BRIDGE.type = "mxnet"
     with pytest.raises(NotImplementedError, match="decord's mxnet bridge"):
         vr.get_batch([0])
+
+
+def _torchcodec_or_skip():
+    try:
+        from torchcodec.decoders import VideoDecoder
+    except Exception as e:  # not installed, or no FFmpeg libraries for it to load
+        pytest.skip(f"torchcodec does not run here: {e}")
+    return VideoDecoder
+
+
+class _TorchcodecDataset(torch.utils.data.Dataset):
+    """A user's class over real torchcodec: a random clip by its index sampler, a few frames by
+    index, a range and a slice, with their timestamps."""
+
+    def __init__(self, names, order="NCHW"):
+        self.paths, self.order = [str(CLIPS / n) for n in names], order
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        from torchcodec.decoders import VideoDecoder
+        from torchcodec.samplers import clips_at_random_indices
+
+        decoder = VideoDecoder(self.paths[i], dimension_order=self.order, num_ffmpeg_threads=1)
+        clip = clips_at_random_indices(decoder, num_clips=1, num_frames_per_clip=4, num_indices_between_frames=2)
+        picked = decoder.get_frames_at([0, len(decoder) // 2, -1])
+        ranged = decoder.get_frames_in_range(1, 9, 3)
+        one = decoder.get_frame_at(3)
+        natively = type(decoder).__module__ == "hpuload._reader" and decoder.__dict__.get("_own") is None
+        frames = torch.cat([clip.data[0], picked.data, ranged.data, one.data[None], decoder[5][None], decoder[2:4]])
+        times = torch.cat([clip.pts_seconds[0], picked.pts_seconds, ranged.pts_seconds, torch.tensor([one.pts_seconds])])
+        durations = torch.cat([clip.duration_seconds[0], picked.duration_seconds, ranged.duration_seconds])
+        frames = frames if self.order == "NCHW" else frames.permute(0, 3, 1, 2)
+        return frames[..., :16, :16].contiguous(), times, durations, natively
+
+
+@pytest.mark.parametrize("order", ["NCHW", "NHWC"])
+def test_a_torchcodec_dataset_in_the_drop_in_gives_torchcodecs_frames_and_timestamps(order):
+    """Where torchcodec runs: hpuload.torch.DataLoader over a class reading with torchcodec
+    (its index sampler among the calls) gives what torch's loader gives: the same clips drawn,
+    frames within swscale's one level, the same timestamps (durations too, with FFmpeg 6 or
+    later, whose frames carry them)."""
+    _torchcodec_or_skip()
+    from torchcodec._core import get_ffmpeg_library_versions
+
+    from hpuload.torch import DataLoader, FallbackWarning
+
+    data = _TorchcodecDataset(H264, order)
+    torch.manual_seed(0)
+    theirs = list(zip(*torch.utils.data.DataLoader(data, batch_size=2, num_workers=2)))
+    with pytest.warns(FallbackWarning, match="answered by hpuload's decoder"):
+        loader = DataLoader(data, batch_size=2, num_workers=2)
+    torch.manual_seed(0)
+    ours = list(zip(*loader))
+    assert not torch.cat(theirs[3]).any() and torch.cat(ours[3]).all(), "each side's own decoder"
+    a, b = torch.cat(ours[0]).int(), torch.cat(theirs[0]).int()
+    assert a.shape == b.shape and (a - b).abs().max() <= 1
+    assert torch.equal(torch.cat(ours[1]), torch.cat(theirs[1]))
+    if get_ffmpeg_library_versions()["libavutil"][0] >= 58:  # FFmpeg 6
+        assert torch.equal(torch.cat(ours[2]), torch.cat(theirs[2]))
+
+
+@pytest.mark.parametrize("name", [*H264, "mp4v_bframes.mp4"])
+def test_each_frames_time_and_duration_are_ffmpegs_from_the_tables(name):
+    """`video_frame_times`, what the answer to torchcodec's decoder gives as `pts_seconds` and
+    `duration_seconds`: each frame's as FFmpeg gives it with the decoded frame (expected.json,
+    from PyAV), in presentation order, without decoding."""
+    want = json.loads((CLIPS / "expected.json").read_text())[name]
+    num, den = want["time_base"]
+    pts, durations = _hpuload.video_frame_times(str(CLIPS / name))
+    assert pts == [f["pts"] * num / den for f in want["frames"]]
+    assert durations == [f["duration"] * num / den for f in want["frames"]]

@@ -37,6 +37,6 @@ pub use libav::{library as libavcodec, Libav};
 pub use make::{default_video_dataset, make_video_dataset, VideoSetSpec};
 pub use mp4::{Codec, Container, Frame, VideoError, VideoFailure, VideoIndex};
 pub use plan::{DecodePlan, Run};
-pub use read::{frame_count_and_fps, read_frames, Frames};
+pub use read::{frame_count_and_fps, frame_times, read_frames, Frames};
 pub use render::{Bitstream, ClipsError, ClipsJob, ClipsScratch, Rendered};
 pub use write::{Mp4Writer, WriteError};

@@ -27,6 +27,25 @@ pub fn frame_count_and_fps(path: &Path) -> Result<(usize, Option<f64>), VideoFai
     Ok((timeline.len(), timeline.average_fps()))
 }
 
+/// Each frame's presentation time and duration in seconds (its `stts` delta), in
+/// presentation order, from the tables: what FFmpeg gives a decoded frame as its `pts` and
+/// `duration` (torchcodec's `pts_seconds` and `duration_seconds`).
+///
+/// # Errors
+/// The file's I/O, or an index failure.
+pub fn frame_times(path: &Path) -> Result<(Vec<f64>, Vec<f64>), VideoFailure> {
+    let index = VideoIndex::open_typed(path)?;
+    let scale = index.timescale.max(1) as f64;
+    Ok(index
+        .presentation_order()
+        .iter()
+        .map(|&i| {
+            let frame = &index.frames[i];
+            (frame.pts as f64 / scale, f64::from(frame.duration) / scale)
+        })
+        .unzip())
+}
+
 /// Decodes the frames at presentation `positions` of the video at `path` (each decoded once,
 /// from the keyframe before it; a position may repeat).
 ///
