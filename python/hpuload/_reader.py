@@ -22,6 +22,7 @@ reader, made on first need, for the rest."""
 
 from __future__ import annotations
 
+import bisect
 import numbers
 import os
 import sys
@@ -258,12 +259,13 @@ class AnsweredTorchcodec:
     """What `torchcodec.decoders.VideoDecoder(...)` makes in a user's Dataset that
     `hpuload.torch.DataLoader` hands to torch's loader (`_probe.answering`): frames by index
     decoded by hpuload (`len`, `[i]`, `[a:b]`, `get_frame_at`, `get_frames_at`,
-    `get_frames_in_range`, and so torchcodec's index-based clip samplers), as torchcodec's
+    `get_frames_in_range`, `get_frames_played_at` up to the last frame's time, and so
+    torchcodec's clip samplers, by index or by time), as torchcodec's
     `Frame` and `FrameBatch` with each frame's `pts_seconds` and `duration_seconds` from the
     tables (as FFmpeg 6 and later give them). torchcodec's own decoder, made on first need,
     answers the rest: a source other than a file's path, arguments under which its frames
     differ (another stream, a device, approximate seeking, transforms, another dtype),
-    `metadata`, timestamps asked for in seconds, an index out of range, a video hpuload does
+    `metadata`, other questions in seconds, an index or time out of range, a video hpuload does
     not read, any other attribute."""
 
     def __init__(self, torchcodecs_own, source=None, *args, **kwargs):
@@ -326,6 +328,20 @@ class AnsweredTorchcodec:
             if batch is not None:
                 return _frame_batch(*batch)
         return self._owns().get_frames_in_range(start, stop, step)
+
+    def get_frames_played_at(self, seconds):
+        # torchcodec's player shows each frame from its pts to the next frame's: the frame at
+        # `t` is the last one whose pts is at most `t`. From the first frame's pts to the last
+        # one's that needs nothing but the pts; times past that (the last frame's span,
+        # which torchcodec bounds by the stream's end) and before it are torchcodec's own.
+        if self._path is not None:
+            times = _flat(seconds)
+            pts = self._pts
+            if times and all(isinstance(t, numbers.Real) and pts[0] <= t < pts[-1] for t in times):
+                batch = self._native([bisect.bisect_right(pts, t) - 1 for t in times])
+                if batch is not None:
+                    return _frame_batch(*batch)
+        return self._owns().get_frames_played_at(seconds)
 
     def _native(self, indices: list):
         """`(data, pts, durations)` of the frames at `indices` decoded by hpuload, or None where

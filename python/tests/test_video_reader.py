@@ -166,7 +166,8 @@ def _torchcodec_or_skip():
 
 class _TorchcodecDataset(torch.utils.data.Dataset):
     """A user's class over real torchcodec: a random clip by its index sampler, a few frames by
-    index, a range and a slice, with their timestamps."""
+    index, a range and a slice, frames by time and clips by its time sampler, with their
+    timestamps."""
 
     def __init__(self, names, order="NCHW"):
         self.paths, self.order = [str(CLIPS / n) for n in names], order
@@ -176,16 +177,23 @@ class _TorchcodecDataset(torch.utils.data.Dataset):
 
     def __getitem__(self, i):
         from torchcodec.decoders import VideoDecoder
-        from torchcodec.samplers import clips_at_random_indices
+        from torchcodec.samplers import clips_at_random_indices, clips_at_random_timestamps
 
         decoder = VideoDecoder(self.paths[i], dimension_order=self.order, num_ffmpeg_threads=1)
         clip = clips_at_random_indices(decoder, num_clips=1, num_frames_per_clip=4, num_indices_between_frames=2)
         picked = decoder.get_frames_at([0, len(decoder) // 2, -1])
         ranged = decoder.get_frames_in_range(1, 9, 3)
         one = decoder.get_frame_at(3)
+        first = float(picked.pts_seconds[0])
+        played = decoder.get_frames_played_at([first, first + 0.05, first + 0.1, first + 0.2999])
         natively = type(decoder).__module__ == "hpuload._reader" and decoder.__dict__.get("_own") is None
-        frames = torch.cat([clip.data[0], picked.data, ranged.data, one.data[None], decoder[5][None], decoder[2:4]])
-        times = torch.cat([clip.pts_seconds[0], picked.pts_seconds, ranged.pts_seconds, torch.tensor([one.pts_seconds])])
+        # By time (its metadata is torchcodec's own): a time past the last frame's start too.
+        timed = clips_at_random_timestamps(decoder, num_clips=2, num_frames_per_clip=3, seconds_between_frames=0.1)
+        last = decoder.get_frames_played_at([decoder.metadata.end_stream_seconds - 1e-3])
+        frames = torch.cat([clip.data[0], picked.data, ranged.data, one.data[None], decoder[5][None], decoder[2:4],
+                            played.data, timed.data.flatten(0, 1), last.data])
+        times = torch.cat([clip.pts_seconds[0], picked.pts_seconds, ranged.pts_seconds, torch.tensor([one.pts_seconds]),
+                           played.pts_seconds, timed.pts_seconds.flatten(), last.pts_seconds])
         durations = torch.cat([clip.duration_seconds[0], picked.duration_seconds, ranged.duration_seconds])
         frames = frames if self.order == "NCHW" else frames.permute(0, 3, 1, 2)
         return frames[..., :16, :16].contiguous(), times, durations, natively
