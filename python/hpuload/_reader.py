@@ -154,18 +154,20 @@ class AnsweredDecord(VideoReader):
     """What `decord.VideoReader(...)` makes in a user's Dataset that `hpuload.torch.DataLoader`
     hands to torch's loader (`_probe.answering`): hpuload's reader, with decord's own made on
     first need for whatever hpuload's refuses or cannot read (a file object, resizing while
-    decoding, a GPU context, a codec or file hpuload does not decode, timestamps, key-frame
-    lists, a fast `seek`, any other attribute), so that every answer is decord's. The average
-    frame rate is decord's own too (its stream's `avg_frame_rate`, which code turns into frame
-    steps)."""
+    decoding, a GPU context, a codec or file hpuload does not decode, an index out of range,
+    timestamps, key-frame lists, any other attribute), so that every answer is decord's. The
+    average frame rate is decord's own too (its stream's `avg_frame_rate`, which code turns
+    into frame steps). After a fast `seek` (which lands where decord's index says), or when
+    hpuload's reader could not open the video, decord's answers everything."""
 
     def __init__(self, decords_own, *args, **kwargs):
         self._make_decord = decords_own
         self._decord = None
+        self._all_decords = False
         try:
             super().__init__(*args, **kwargs)
         except Exception:
-            self._decord = decords_own()
+            self._decord, self._all_decords = decords_own(), True
 
     def _decords(self):
         if self._decord is None:
@@ -173,13 +175,13 @@ class AnsweredDecord(VideoReader):
         return self._decord
 
     def __repr__(self) -> str:
-        return repr(self._decord) if self._decord is not None else super().__repr__()
+        return repr(self._decord) if self._all_decords else super().__repr__()
 
     def __len__(self) -> int:
-        return len(self._decord) if self._decord is not None else super().__len__()
+        return len(self._decord) if self._all_decords else super().__len__()
 
     def __getitem__(self, key):
-        if self._decord is not None:
+        if self._all_decords:
             return self._decord[key]
         frame = super().__getitem__(key)
         if not isinstance(key, slice):  # decord's reads on from there
@@ -187,7 +189,7 @@ class AnsweredDecord(VideoReader):
         return frame
 
     def get_batch(self, indices):
-        if self._decord is None:
+        if not self._all_decords:
             try:
                 return super().get_batch(indices)
             except Exception:  # an index out of range, a damaged frame, another bridge: decord's own answer
@@ -198,23 +200,24 @@ class AnsweredDecord(VideoReader):
         return self._decords().get_avg_fps()
 
     def seek(self, pos: int) -> None:
-        if self._decord is None and int(pos) == 0:
+        if not self._all_decords and int(pos) == 0:
             return super().seek(0)
+        self._all_decords = True
         return self._decords().seek(pos)
 
     def seek_accurate(self, pos: int) -> None:
-        if self._decord is None:
+        if not self._all_decords:
             try:
                 return super().seek_accurate(pos)
-            except IndexError:  # decord's own error
-                pass
+            except IndexError:  # decord's own error (or, should it take the frame, its reading on)
+                self._all_decords = True
         return self._decords().seek_accurate(pos)
 
     def skip_frames(self, num: int = 1) -> None:
-        return self._decord.skip_frames(num) if self._decord is not None else super().skip_frames(num)
+        return self._decord.skip_frames(num) if self._all_decords else super().skip_frames(num)
 
     def next(self):
-        if self._decord is not None:
+        if self._all_decords:
             return self._decord.next()
         if self._position >= self._count:
             raise StopIteration
@@ -230,7 +233,7 @@ class AnsweredDecord(VideoReader):
 
     def __getattr__(self, name: str):
         # Called only for what this class lacks: decord's other attributes.
-        if name in ("_make_decord", "_decord"):
+        if name in ("_make_decord", "_decord", "_all_decords"):
             raise AttributeError(name)
         return getattr(self._decords(), name)
 

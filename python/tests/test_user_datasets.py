@@ -10,6 +10,7 @@ import types
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import torch.utils.data as tud
@@ -513,3 +514,24 @@ def test_a_users_torchcodec_dataset_gets_frames_and_timestamps_decoded_by_hpuloa
         on_device = DataLoader(TorchcodecClips(paths, device="cuda"), batch_size=2)
     x, _, n = next(iter(on_device))
     assert x[0, 1].eq(20).all() and n.tolist() == [8, 8] and _StandInVideoDecoder.made == 2
+
+
+def test_decords_own_reader_made_for_one_answer_leaves_the_frames_to_hpuload(monkeypatch):
+    """decord's own reader made for its frame rate answers only that: the frames asked for
+    afterwards are still hpuload's (else one `get_avg_fps()` would send every sample's decoding
+    back to decord)."""
+    from hpuload import VideoReader
+
+    _stand_in_decord(monkeypatch)
+    monkeypatch.setattr(_StandInVideoReader, "get_avg_fps", lambda self: 25.0, raising=False)
+    path = str(CLIPS / "main_cabac.mp4")
+
+    def call(decord, p):
+        vr = decord.VideoReader(p)
+        return vr.get_avg_fps(), vr.get_batch([0, 2]).asnumpy(), len(vr)
+
+    with pytest.warns(FallbackWarning, match="answered"):
+        loader = DataLoader(OddCalls(path, call), batch_size=1, collate_fn=lambda b: b)
+    ((fps, frames, n), _), = next(iter(loader))
+    assert fps == 25.0 and _StandInVideoReader.made == 1
+    assert np.array_equal(frames, VideoReader(path).get_batch([0, 2]).asnumpy()) and n == len(VideoReader(path))
