@@ -1066,7 +1066,9 @@ class DataLoader(_Loader):
     so hpuload does not shard again; `state_dict`/`load_state_dict` resume exactly when the
     sampler's order is a function of its epoch. A dataset or transform hpuload does not
     implement: torch's DataLoader is returned instead, with a `FallbackWarning` whose `reason`
-    is a `FallbackReason` (counted in `hpuload.torch.fallback_counts`).
+    is a `FallbackReason` (counted in `hpuload.torch.fallback_counts`); when the dataset reads
+    its videos with decord's `VideoReader` or torchcodec's `VideoDecoder`, hpuload's readers
+    answer them in that loader's workers, decoding natively.
 
     hpuload's own keywords: `backend` ("auto": the emulated media engine for baseline JPEGs,
     the CPU for the rest; "cpu": torchvision-exact within 1 level; "hw"), `on_error` ("skip":
@@ -1075,7 +1077,9 @@ class DataLoader(_Loader):
     replacing the transform's), `layout` ("nchw" or "nhwc"), `pipeline` (for a path dataset),
     `max_boxes` (detection: boxes per image in the padded targets, default 200),
     `pad_last_batch` (False: the last batch is partial, as torch's; True: padded to a full one
-    with repeated samples labelled -100, `last_valid` counting the real ones).
+    with repeated samples labelled -100, `last_valid` counting the real ones), `video_reader`
+    ("hpuload": decord's and torchcodec's readers answered by hpuload's in torch's loader;
+    "own": the dataset's own readers).
     """
 
     def __new__(cls, dataset, *args, **kwargs):
