@@ -313,10 +313,13 @@ CLIPS = Path(__file__).resolve().parents[2] / "tests" / "data" / "video"
 
 
 def _stand_in_decord(monkeypatch):
+    from hpuload import _reader
+
     decord = types.ModuleType("decord")
     decord.VideoReader = _StandInVideoReader
     monkeypatch.setitem(sys.modules, "decord", decord)
     monkeypatch.setattr(_StandInVideoReader, "made", 0)
+    monkeypatch.setattr(_reader, "_FPS", {})  # decord's frame rates remembered
 
 
 def _natively(paths, indices=(0, 2, 4)):
@@ -516,15 +519,20 @@ def test_a_users_torchcodec_dataset_gets_frames_and_timestamps_decoded_by_hpuloa
     assert x[0, 1].eq(20).all() and n.tolist() == [8, 8] and _StandInVideoDecoder.made == 2
 
 
-def test_decords_own_reader_made_for_one_answer_leaves_the_frames_to_hpuload(monkeypatch):
+def test_decords_own_reader_made_for_one_answer_leaves_the_frames_to_hpuload(monkeypatch, tmp_path):
     """decord's own reader made for its frame rate answers only that: the frames asked for
     afterwards are still hpuload's (else one `get_avg_fps()` would send every sample's decoding
-    back to decord)."""
+    back to decord); and the rate is remembered per file as it is (no reader of decord's made
+    for it again until the file changes)."""
+    import os
+    import shutil
+
     from hpuload import VideoReader
 
     _stand_in_decord(monkeypatch)
     monkeypatch.setattr(_StandInVideoReader, "get_avg_fps", lambda self: 25.0, raising=False)
-    path = str(CLIPS / "main_cabac.mp4")
+    path = str(tmp_path / "main_cabac.mp4")
+    shutil.copy(CLIPS / "main_cabac.mp4", path)
 
     def call(decord, p):
         vr = decord.VideoReader(p)
@@ -535,3 +543,8 @@ def test_decords_own_reader_made_for_one_answer_leaves_the_frames_to_hpuload(mon
     ((fps, frames, n), _), = next(iter(loader))
     assert fps == 25.0 and _StandInVideoReader.made == 1
     assert np.array_equal(frames, VideoReader(path).get_batch([0, 2]).asnumpy()) and n == len(VideoReader(path))
+    ((fps, _, _), _), = next(iter(loader))
+    assert fps == 25.0 and _StandInVideoReader.made == 1, "remembered"
+    os.utime(path, ns=(0, 0))
+    ((fps, _, _), _), = next(iter(loader))
+    assert fps == 25.0 and _StandInVideoReader.made == 2, "asked again once the file changed"
