@@ -287,7 +287,8 @@ class AnsweredTorchcodec:
     """What `torchcodec.decoders.VideoDecoder(...)` makes in a user's Dataset that
     `hpuload.torch.DataLoader` hands to torch's loader (`_probe.answering`): frames by index
     decoded by hpuload (`len`, `[i]`, `[a:b]`, `get_frame_at`, `get_frames_at`,
-    `get_frames_in_range`, `get_frames_played_at` up to the last frame's time, and so
+    `get_frames_in_range`, `get_frames_played_at` and `get_frames_played_in_range` (at the
+    source's rate) up to the last frame's time, and so
     torchcodec's clip samplers, by index or by time), as torchcodec's
     `Frame` and `FrameBatch` with each frame's `pts_seconds` and `duration_seconds` from the
     tables (as FFmpeg 6 and later give them). torchcodec's own decoder, made on first need,
@@ -370,6 +371,21 @@ class AnsweredTorchcodec:
                 if batch is not None:
                     return _frame_batch(*batch)
         return self._owns().get_frames_played_at(seconds)
+
+    def get_frames_played_in_range(self, start_seconds, stop_seconds, *rest, **options):
+        # The frames played in [start, stop): from the one played at `start` to the last whose
+        # pts is before `stop`, at the source's rate (`fps` resampling is torchcodec's own),
+        # inside the frames' span as above.
+        if self._path is not None and not rest and all(v is None for v in options.values()):
+            pts = self._pts
+            if all(isinstance(t, numbers.Real) for t in (start_seconds, stop_seconds)) and (
+                pts[0] <= start_seconds < stop_seconds <= pts[-1]
+            ):
+                first = bisect.bisect_right(pts, start_seconds) - 1
+                batch = self._native(list(range(first, bisect.bisect_left(pts, stop_seconds))))
+                if batch is not None:
+                    return _frame_batch(*batch)
+        return self._owns().get_frames_played_in_range(start_seconds, stop_seconds, *rest, **options)
 
     def _native(self, indices: list):
         """`(data, pts, durations)` of the frames at `indices` decoded by hpuload, or None where

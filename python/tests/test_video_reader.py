@@ -166,8 +166,8 @@ def _torchcodec_or_skip():
 
 class _TorchcodecDataset(torch.utils.data.Dataset):
     """A user's class over real torchcodec: a random clip by its index sampler, a few frames by
-    index, a range and a slice, frames by time and clips by its time sampler, with their
-    timestamps."""
+    index, a range and a slice, frames by time and in a span of time, clips by its time
+    sampler, with their timestamps."""
 
     def __init__(self, names, order="NCHW"):
         self.paths, self.order = [str(CLIPS / n) for n in names], order
@@ -186,14 +186,15 @@ class _TorchcodecDataset(torch.utils.data.Dataset):
         one = decoder.get_frame_at(3)
         first = float(picked.pts_seconds[0])
         played = decoder.get_frames_played_at([first, first + 0.05, first + 0.1, first + 0.2999])
+        spanned = decoder.get_frames_played_in_range(first + 0.03, first + 0.2)
         natively = type(decoder).__module__ == "hpuload._reader" and decoder.__dict__.get("_own") is None
         # By time (its metadata is torchcodec's own): a time past the last frame's start too.
         timed = clips_at_random_timestamps(decoder, num_clips=2, num_frames_per_clip=3, seconds_between_frames=0.1)
         last = decoder.get_frames_played_at([decoder.metadata.end_stream_seconds - 1e-3])
         frames = torch.cat([clip.data[0], picked.data, ranged.data, one.data[None], decoder[5][None], decoder[2:4],
-                            played.data, timed.data.flatten(0, 1), last.data])
+                            played.data, spanned.data, timed.data.flatten(0, 1), last.data])
         times = torch.cat([clip.pts_seconds[0], picked.pts_seconds, ranged.pts_seconds, torch.tensor([one.pts_seconds]),
-                           played.pts_seconds, timed.pts_seconds.flatten(), last.pts_seconds])
+                           played.pts_seconds, spanned.pts_seconds, timed.pts_seconds.flatten(), last.pts_seconds])
         durations = torch.cat([clip.duration_seconds[0], picked.duration_seconds, ranged.duration_seconds])
         frames = frames if self.order == "NCHW" else frames.permute(0, 3, 1, 2)
         return frames[..., :16, :16].contiguous(), times, durations, natively
