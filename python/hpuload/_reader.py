@@ -94,9 +94,7 @@ class VideoReader:
             raise NotImplementedError(
                 f"decord's {bridge} bridge: hpuload.VideoReader hands frames over as NumPy arrays or torch tensors"
             )
-        wanted = [self._checked(int(i)) for i in _flat(indices)]
-        data, height, width = _hpuload.read_video_frames(self._path, wanted)
-        frames = _np.frombuffer(bytearray(data), dtype=_np.uint8).reshape(len(wanted), height, width, 3)
+        frames = _decoded(self._path, [self._checked(int(i)) for i in _flat(indices)])
         if bridge == "torch":
             import torch
 
@@ -140,6 +138,13 @@ class VideoReader:
         if not 0 <= k < self._count:
             raise IndexError(f"frame {i} of {self._path}, which has {self._count}")
         return k
+
+
+def _decoded(path: str, positions: list):
+    """The frames at presentation `positions` of the video at `path`, `[N, H, W, 3]` uint8 in
+    a writable NumPy array."""
+    data, height, width = _hpuload.read_video_frames(path, positions)
+    return _np.frombuffer(bytearray(data), dtype=_np.uint8).reshape(len(positions), height, width, 3)
 
 
 def _flat(indices) -> list:
@@ -367,7 +372,7 @@ class AnsweredTorchcodec:
             times = _flat(seconds)
             pts = self._pts
             if times and all(isinstance(t, numbers.Real) and pts[0] <= t < pts[-1] for t in times):
-                batch = self._native([bisect.bisect_right(pts, t) - 1 for t in times])
+                batch = self._native([self._played_at(t) for t in times])
                 if batch is not None:
                     return _frame_batch(*batch)
         return self._owns().get_frames_played_at(seconds)
@@ -381,11 +386,14 @@ class AnsweredTorchcodec:
             if all(isinstance(t, numbers.Real) for t in (start_seconds, stop_seconds)) and (
                 pts[0] <= start_seconds < stop_seconds <= pts[-1]
             ):
-                first = bisect.bisect_right(pts, start_seconds) - 1
-                batch = self._native(list(range(first, bisect.bisect_left(pts, stop_seconds))))
+                batch = self._native(list(range(self._played_at(start_seconds), bisect.bisect_left(pts, stop_seconds))))
                 if batch is not None:
                     return _frame_batch(*batch)
         return self._owns().get_frames_played_in_range(start_seconds, stop_seconds, *rest, **options)
+
+    def _played_at(self, seconds) -> int:
+        """The position of the frame played at `seconds` (the last whose pts is at most it)."""
+        return bisect.bisect_right(self._pts, seconds) - 1
 
     def _native(self, indices: list):
         """`(data, pts, durations)` of the frames at `indices` decoded by hpuload, or None where
@@ -402,12 +410,12 @@ class AnsweredTorchcodec:
                 return None
             positions.append(k)
         try:
-            data, height, width = _hpuload.read_video_frames(self._path, positions)
+            decoded = _decoded(self._path, positions)
         except Exception:
             return None
         import torch
 
-        frames = torch.frombuffer(bytearray(data), dtype=torch.uint8).reshape(len(positions), height, width, 3)
+        frames = torch.from_numpy(decoded)
         # torchcodec's NCHW is a view of the frames it writes as NHWC.
         frames = frames.permute(0, 3, 1, 2) if self._nchw else frames
         return frames, [self._pts[k] for k in positions], [self._durations[k] for k in positions]
