@@ -577,8 +577,9 @@ fn image_extensions() -> Vec<&'static str> {
     hpuload::IMAGE_EXTENSIONS.to_vec()
 }
 
-/// Frames of the video at `path` at presentation `positions`, decoded to RGB:
-/// `(bytes, height, width)`, the frames one after the other, each `height x width x 3`.
+/// Frames of the video at `path` at presentation `positions`, decoded to RGB and shown
+/// upright (turned by the display matrix, as torchcodec turns them): `(bytes, height, width)`,
+/// the frames one after the other, each `height x width x 3`.
 #[pyfunction]
 fn read_video_frames(
     py: Python<'_>,
@@ -592,12 +593,17 @@ fn read_video_frames(
     Ok((bytes, frames.height, frames.width))
 }
 
-/// The frame count and average frame rate (frames over the stream's span, as torchcodec's
-/// `average_fps`; None for a stream without one) of the video at `path`, from its tables.
+/// The frame count, the average frame rate (frames over the stream's span, as torchcodec's
+/// `average_fps`; None for a stream without one) and the display of the video at `path`, from
+/// its tables: `(count, fps, turns)`, `turns` None for a video without a display matrix,
+/// else the quarter turns counterclockwise that show its frames upright (as torchcodec turns
+/// them; `read_video_frames` gives them turned).
 #[pyfunction]
-fn video_frame_count_and_fps(py: Python<'_>, path: PathBuf) -> PyResult<(usize, Option<f64>)> {
-    py.detach(|| hpuload::video::frame_count_and_fps(&path))
-        .map_err(|e| PyValueError::new_err(format!("{}: {e}", path.display())))
+fn video_outline(py: Python<'_>, path: PathBuf) -> PyResult<(usize, Option<f64>, Option<u8>)> {
+    let (count, fps, display) = py
+        .detach(|| hpuload::video::outline(&path))
+        .map_err(|e| PyValueError::new_err(format!("{}: {e}", path.display())))?;
+    Ok((count, fps, display.matrix.then_some(display.turns)))
 }
 
 /// Each frame's presentation time and duration in seconds, in presentation order, from the
@@ -625,7 +631,7 @@ fn _hpuload(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(op_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(image_extensions, m)?)?;
     m.add_function(wrap_pyfunction!(read_video_frames, m)?)?;
-    m.add_function(wrap_pyfunction!(video_frame_count_and_fps, m)?)?;
+    m.add_function(wrap_pyfunction!(video_outline, m)?)?;
     m.add_function(wrap_pyfunction!(video_frame_times, m)?)?;
     m.add_function(wrap_pyfunction!(video_decoder, m)?)?;
     m.add_function(wrap_pyfunction!(mix::mixup_f32, m)?)?;

@@ -103,7 +103,7 @@ class _StandInDecoder:
 
     def __init__(self, path, dimension_order="NCHW", **_):
         self.path, self.order = STAND_IN_READS.get(str(path), str(path)), dimension_order
-        n, fps = _hpuload.video_frame_count_and_fps(STAND_IN_COUNTS.get(self.path, self.path))
+        n, fps, _ = _hpuload.video_outline(STAND_IN_COUNTS.get(self.path, self.path))
         self.metadata = types.SimpleNamespace(num_frames=n, average_fps=fps)
 
     def get_frames_at(self, indices):
@@ -211,6 +211,52 @@ def test_kinetics_with_the_references_eval_preset_gives_torchs_clips_labels_and_
         assert torch.equal(y, wy)
         # Float first and the reference's unantialiased resize.
         assert within_rounding(x, wx, decoder), ((x - wx).abs().max() / LEVEL, decoder)
+
+
+class _TurningStandIn:
+    """torchcodec's `VideoDecoder` as `VideoClips` uses it, made of PyAV's frames (swscale's
+    RGB) turned by torchcodec's rule written out here: the angle FFmpeg reads from the display
+    matrix, rounded to a quarter turn, `torch.rot90` of each frame."""
+
+    def __init__(self, path, dimension_order="NCHW", **_):
+        import av
+
+        with av.open(str(path)) as container:
+            decoded = list(container.decode(video=0))
+        turns = round(decoded[0].rotation / 90) % 4
+        self.frames = torch.stack([torch.from_numpy(f.to_ndarray(format="rgb24")).rot90(turns, (0, 1)) for f in decoded])
+        self.order = dimension_order
+        _, fps, _ = _hpuload.video_outline(str(path))
+        self.metadata = types.SimpleNamespace(num_frames=len(decoded), average_fps=fps)
+
+    def get_frames_at(self, indices):
+        frames = self.frames[list(indices)]
+        return types.SimpleNamespace(data=frames.permute(0, 3, 1, 2).contiguous() if self.order == "NCHW" else frames)
+
+
+def test_videos_shown_turned_give_torchs_upright_clips(monkeypatch, tmp_path):
+    """Videos with a display matrix (phones' videos held on their side; a quarter turn either
+    way, a half turn, one set by the movie's matrix), whose frames torchcodec turns under
+    torchvision's `VideoClips`: hpuload's clips are torch's, resized from the frames as shown.
+    torch's side is torchcodec where it runs, else PyAV's frames turned by torchcodec's rule."""
+    try:
+        import torchcodec.decoders  # noqa: F401
+
+        decoder = "torchcodec"
+    except Exception:
+        pytest.importorskip("av")
+        shim = types.ModuleType("torchcodec")
+        shim.decoders = types.SimpleNamespace(VideoDecoder=_TurningStandIn, AudioDecoder=_NoAudioDecoder)
+        monkeypatch.setitem(sys.modules, "torchcodec", shim)
+        decoder = "torchcodec"  # PyAV's swscale RGB, as torchcodec's: its tolerance
+    for cls, clip in [("a", "turned_cw.mp4"), ("a", "turned_half.mp4"), ("b", "turned_ccw.mp4"), ("b", "turned_movie.mp4"), ("b", "high_bframes.mp4")]:
+        (tmp_path / "train" / cls).mkdir(parents=True, exist_ok=True)
+        shutil.copy(CLIPS / clip, tmp_path / "train" / cls / clip)
+    # A resize that keeps the shown frame's shape (72 wide, 96 high, or the other way): what is
+    # up in a turned frame shows in every pixel.
+    data = kinetics(tmp_path, preset_eval(resize=(48, 36), crop=(40, 32)))
+    got, want = torch_and_hpuload(data, UniformClipSampler(data.video_clips, 2))
+    assert same_float_clips(got, want, decoder) == {0, 1}
 
 
 def ucf101_and_hmdb51(root, transform, clip="xvid.avi", output_format="TCHW"):

@@ -16,6 +16,9 @@ from hpuload import VideoReader, _hpuload
 
 CLIPS = Path(__file__).resolve().parents[2] / "tests" / "data" / "video"
 H264 = ["baseline.mp4", "main_cabac.mp4", "high_bframes.mp4", "vfr.mp4", "fragmented.mp4"]
+#: `high_bframes.mp4` with display matrices (`make_fixtures.py --turned`), and the quarter
+#: turns counterclockwise that show each upright.
+TURNED = {"turned_cw.mp4": 3, "turned_half.mp4": 2, "turned_ccw.mp4": 1, "turned_movie.mp4": 1}
 
 
 @pytest.mark.parametrize("name", H264)
@@ -24,7 +27,7 @@ def test_the_reader_counts_ffmpegs_frames_and_gives_each_by_index_slice_batch_an
     vr = VideoReader(CLIPS / name, num_threads=1)
     n = len(vr)
     assert n == len(want["frames"])
-    assert vr.get_avg_fps() == pytest.approx(_hpuload.video_frame_count_and_fps(str(CLIPS / name))[1])
+    assert vr.get_avg_fps() == pytest.approx(_hpuload.video_outline(str(CLIPS / name))[1])
     every = vr.get_batch(list(range(n)))
     assert type(every).__name__ == "NDArray" and every.shape == (n, want["height"], want["width"], 3)
     frames = every.asnumpy()
@@ -45,6 +48,31 @@ def test_the_reader_counts_ffmpegs_frames_and_gives_each_by_index_slice_batch_an
     # torch takes the frames as decord's users hand them over.
     clip = torch.from_numpy(vr.get_batch([0, 1]).asnumpy()).permute(0, 3, 1, 2)
     assert clip.shape == (2, 3, want["height"], want["width"])
+
+
+@pytest.mark.parametrize("name", sorted(TURNED))
+def test_a_video_shown_turned_is_read_upright_as_torchcodec_turns_it(name):
+    """A display matrix (a phone's video held on its side) turns the frames as torchcodec turns
+    them: by the angle FFmpeg reads from it (expected.json, from PyAV) rounded to a quarter
+    turn, the RGB frame turned as `torch.rot90` turns it; against torchcodec itself where it
+    runs (within swscale's one level in rare pixels)."""
+    want = json.loads((CLIPS / "expected.json").read_text())[name]
+    turns = round(want["rotation"] / 90) % 4
+    assert turns == TURNED[name]
+    upright = VideoReader(CLIPS / "high_bframes.mp4")
+    every = list(range(len(upright)))
+    expected = np.rot90(upright.get_batch(every).asnumpy(), turns, axes=(1, 2))
+    vr = VideoReader(CLIPS / name)
+    assert _hpuload.video_outline(str(CLIPS / name))[2] == turns
+    got = vr.get_batch(every).asnumpy()
+    assert got.shape == expected.shape and np.array_equal(got, expected)
+    try:
+        from torchcodec.decoders import VideoDecoder
+    except Exception:  # not installed, or no FFmpeg libraries for it to load
+        return
+    theirs = VideoDecoder(str(CLIPS / name), dimension_order="NHWC")[:].numpy()
+    diff = np.abs(theirs.astype(int) - got.astype(int))
+    assert theirs.shape == got.shape and diff.max() <= 1 and (diff > 0).mean() < 1e-3
 
 
 def test_the_frames_are_swscales_rgb_of_ffmpegs_decode():
@@ -211,7 +239,7 @@ def test_a_torchcodec_dataset_in_the_drop_in_gives_torchcodecs_frames_and_timest
 
     from hpuload.torch import DataLoader, FallbackWarning
 
-    data = _TorchcodecDataset(H264, order)
+    data = _TorchcodecDataset(H264 + sorted(TURNED), order)
     torch.manual_seed(0)
     theirs = list(zip(*torch.utils.data.DataLoader(data, batch_size=2, num_workers=2)))
     with pytest.warns(FallbackWarning, match="answered by hpuload's decoder"):

@@ -232,7 +232,7 @@ impl VideoShared {
                      crop or resize"
                 ));
             };
-            let size = index.unpack().size;
+            let size = index.unpack().display_size();
             match first {
                 None => first = Some((size, k)),
                 Some((seen, j)) if seen != size => {
@@ -812,7 +812,7 @@ impl VideoShared {
             .collect();
         let wanted: Vec<usize> = clips.iter().flatten().copied().collect();
         let plan = DecodePlan::new(&v.index, &wanted);
-        let drawn = self.draw(shared, (index, epoch), clips.len(), v.index.size)?;
+        let drawn = self.draw(shared, (index, epoch), clips.len(), v.index.display_size())?;
         Ok(ClipsJob {
             index: v.index,
             plan,

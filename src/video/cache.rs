@@ -29,12 +29,14 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use super::mp4::{Codec, Container, Frame, VideoFailure, VideoIndex, MAX_FRAME_BYTES};
+use super::Display;
 
 /// The file name of the index file kept in a dataset's folder.
 pub const INDEX_FILE: &str = ".hpuload-video.idx";
 
-/// The first bytes of an index file (the version is its last byte).
-const MAGIC: &[u8; 8] = b"HPUVIDX1";
+/// The first bytes of an index file (the version is its last byte: 2 added each video's
+/// display, so files of version 1 are indexed again).
+const MAGIC: &[u8; 8] = b"HPUVIDX2";
 
 /// The largest `avcC` record taken from the file (real ones are tens of bytes).
 const MAX_CONFIG_BYTES: usize = 1 << 16;
@@ -137,6 +139,7 @@ impl PackedIndex {
             (Container::Mp4, Codec::Mpeg4) => 3,
             (Container::Avi, Codec::H264) => 4,
         });
+        b.push(index.display.turns | u8::from(index.display.matrix) << 2);
         put(&mut b, index.config.len() as u64);
         b.extend_from_slice(&index.config);
         put(&mut b, u64::from(index.size.0));
@@ -195,6 +198,13 @@ fn unpack(bytes: &[u8], path: PathBuf) -> Option<VideoIndex> {
         4 => (Container::Avi, Codec::H264),
         _ => return None,
     };
+    let display = match r.take(1)?[0] {
+        d @ 0..=7 => Display {
+            turns: d & 3,
+            matrix: d & 4 != 0,
+        },
+        _ => return None,
+    };
     let config_len = usize::try_from(r.varint()?).ok()?;
     if config_len > MAX_CONFIG_BYTES {
         return None;
@@ -237,6 +247,7 @@ fn unpack(bytes: &[u8], path: PathBuf) -> Option<VideoIndex> {
         codec,
         config,
         size,
+        display,
         timescale,
         frames,
     })
@@ -444,7 +455,9 @@ type Entries = HashMap<Vec<u8>, (Stamp, Box<[u8]>)>;
 fn read_file(path: &Path) -> Option<Entries> {
     let bytes = std::fs::read(path).ok()?;
     let parsed = parse(&bytes);
-    if parsed.is_none() {
+    if parsed.is_none() && bytes.starts_with(&MAGIC[..7]) {
+        tracing::info!("{}: an older hpuload's video index; indexing again", path.display());
+    } else if parsed.is_none() {
         tracing::warn!("{}: not a video index file; indexing again", path.display());
     }
     parsed
@@ -625,7 +638,7 @@ mod tests {
             assert_eq!(again, good);
         }
         // Garbage: every video is indexed again, and the file replaced.
-        std::fs::write(&file, b"HPUVIDX1 and then nonsense").unwrap();
+        std::fs::write(&file, b"HPUVIDX2 and then nonsense").unwrap();
         let (_, stats) = index_videos(&files(&paths), Some(&file), 1);
         assert_eq!((stats.cached, stats.built), (0, 4));
         assert!(parse(&std::fs::read(&file).unwrap()).is_some());
@@ -642,13 +655,16 @@ mod tests {
             "xvid.avi",
             "divx_bframes.avi",
             "mp4v_bframes.mp4",
+            "turned_cw.mp4",
+            "turned_movie.mp4",
         ] {
             let index = VideoIndex::open(fixture(name)).unwrap();
             let packed = PackedIndex::pack(&index);
-            // (The container and codec too: MPEG-4 Part 2 comes in AVI files and in MP4.)
+            // (The container and codec too: MPEG-4 Part 2 comes in AVI files and in MP4; and
+            // how the frames are shown.)
             assert_eq!(packed.unpack(), index, "{name}");
-            // The frames' part, past the codec, the `avcC` record and the sizes.
-            let frames = packed.packed_len() - index.config.len() - 16;
+            // The frames' part, past the codec, the display, the `avcC` record and the sizes.
+            let frames = packed.packed_len() - index.config.len() - 17;
             let plain = index.frames.len() * std::mem::size_of::<Frame>();
             assert!(frames * 4 < plain, "{name}: {frames} of {plain}");
         }

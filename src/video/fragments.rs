@@ -24,7 +24,7 @@ pub(super) struct Defaults {
 type Child<'a> = ([u8; 4], &'a [u8]);
 
 /// The boxes in `bytes`, in order.
-fn children(mut bytes: &[u8]) -> Result<Vec<Child<'_>>, VideoError> {
+pub(super) fn children(mut bytes: &[u8]) -> Result<Vec<Child<'_>>, VideoError> {
     let mut out = Vec::new();
     while !bytes.is_empty() {
         let bad = |what: &str| VideoError::Fragment(format!("a box header {what}"));

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use mp4parse::unstable::{create_sample_table, CheckedInteger};
 use mp4parse::{CodecType, SampleEntry, TrackType, VideoCodecSpecific};
 
+use super::display::{self, Display};
 use super::fragments::{track_defaults, Fragments};
 use super::{avi, mpeg4};
 use crate::Error;
@@ -230,8 +231,10 @@ pub struct VideoIndex {
     /// The decoder configuration: H.264's record (`avcC`: profile, SPS and PPS); MPEG-4
     /// Part 2's headers up to its VOL header (empty when the stream carries them).
     pub config: Vec<u8>,
-    /// Width and height from the sample entry, in pixels.
+    /// Width and height from the sample entry, in pixels: the coded frame's.
     pub size: (u32, u32),
+    /// How the frames are shown (turned by the track's display matrix).
+    pub display: Display,
     /// Ticks per second of `pts` and `dts`.
     pub timescale: u64,
     /// The frames, in decode order.
@@ -330,8 +333,8 @@ impl VideoIndex {
         } else {
             Container::Mp4
         };
-        let (codec, config, frame_size, timescale, frames) = match container {
-            Container::Avi => avi::index(read, size)?,
+        let ((codec, config, frame_size, timescale, frames), display) = match container {
+            Container::Avi => (avi::index(read, size)?, Display::default()),
             Container::Mp4 => Self::movie(read, size)?,
         };
         if let Some(frame) = frames
@@ -346,13 +349,19 @@ impl VideoIndex {
             codec,
             config,
             size: frame_size,
+            display,
             timescale,
             frames,
         })
     }
 
-    /// An MP4/MOV file's index, from its boxes.
-    fn movie(read: &Reader<'_>, size: u64) -> Result<Parsed, VideoFailure> {
+    /// The frames' width and height as shown: turned by the display matrix.
+    pub fn display_size(&self) -> (u32, u32) {
+        self.display.size(self.size)
+    }
+
+    /// An MP4/MOV file's index, from its boxes, and how its frames are shown.
+    fn movie(read: &Reader<'_>, size: u64) -> Result<(Parsed, Display), VideoFailure> {
         let boxes = top_level_boxes(read, size).map_err(|e| match e {
             Scan::Io(source) => VideoFailure::Io(source),
             Scan::Bad(e) => VideoFailure::Video(e),
@@ -615,7 +624,11 @@ pub(super) type Parsed = (Codec, Vec<u8>, (u32, u32), u64, Vec<Frame>);
 /// The first video track of the movie `head` (`ftyp` and `moov` boxes) as an index; its
 /// frames from the movie fragments `moofs` (where each starts in the file, its body) when
 /// there are any (each inside the file's `file_len` bytes).
-fn from_movie(head: &[u8], moofs: &[(u64, Vec<u8>)], file_len: u64) -> Result<Parsed, VideoError> {
+fn from_movie(
+    head: &[u8],
+    moofs: &[(u64, Vec<u8>)],
+    file_len: u64,
+) -> Result<(Parsed, Display), VideoError> {
     // A sample entry mp4parse does not know may fail its parse: name the codec then.
     let context = mp4parse::read_mp4(&mut Cursor::new(head)).map_err(|e| {
         other_codec(head).map_or_else(|| VideoError::Moov(format!("{e:?}")), VideoError::Codec)
@@ -665,6 +678,14 @@ fn from_movie(head: &[u8], moofs: &[(u64, Vec<u8>)], file_len: u64) -> Result<Pa
         .map(|t| t.0)
         .filter(|&t| t > 0)
         .ok_or(VideoError::Tables)?;
+    let display = match &track.tkhd {
+        Some(tkhd) => {
+            let m = tkhd.matrix;
+            let track = [m.a, m.b, m.u, m.c, m.d, m.v, m.x, m.y, m.w];
+            Display::from_matrices(track, display::movie_matrix(head)?)
+        }
+        None => Display::default(),
+    };
     // The edit list's start (`elst` media time) moves presentation times back to zero.
     let offset = track
         .media_time
@@ -675,7 +696,7 @@ fn from_movie(head: &[u8], moofs: &[(u64, Vec<u8>)], file_len: u64) -> Result<Pa
         for (at, moof) in moofs {
             fragments.add(moof, *at)?;
         }
-        return Ok((codec, config, size, timescale, fragments.frames));
+        return Ok(((codec, config, size, timescale, fragments.frames), display));
     }
     // The sample count `stsc` implies is reserved before anything is checked (the fuzz target
     // found a chunk claiming billions of samples): it must be the count `stsz` lists.
@@ -724,7 +745,7 @@ fn from_movie(head: &[u8], moofs: &[(u64, Vec<u8>)], file_len: u64) -> Result<Pa
         };
         frames[k].duration = delta.and_then(|d| u32::try_from(d).ok()).unwrap_or(0);
     }
-    Ok((codec, config, size, timescale, frames))
+    Ok(((codec, config, size, timescale, frames), display))
 }
 
 /// How many samples `mp4parse`'s `create_sample_table` reserves room for, counted the way its

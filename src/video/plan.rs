@@ -138,6 +138,7 @@ mod tests {
             codec: Codec::H264,
             config: Vec::new(),
             size: (16, 16),
+            display: super::super::Display::default(),
             timescale: 1,
             frames,
         }

@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::path::Path;
 
-use super::{colour, ClipError, DecodePlan, VideoDecoder, VideoError, VideoFailure, VideoIndex};
+use super::{
+    colour, ClipError, DecodePlan, Display, VideoDecoder, VideoError, VideoFailure, VideoIndex,
+};
 
 /// Frames of one video, RGB, `height x width x 3` each, in the order they were asked for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -19,12 +21,15 @@ pub struct Frames {
     pub rgb: Vec<u8>,
 }
 
-/// What a reader of a video's frames learns without decoding: its frame count and torchcodec's
-/// `average_fps` (frames over the stream's span).
-pub fn frame_count_and_fps(path: &Path) -> Result<(usize, Option<f64>), VideoFailure> {
+/// What a reader of a video's frames learns without decoding: its frame count, torchcodec's
+/// `average_fps` (frames over the stream's span), and how its frames are shown.
+///
+/// # Errors
+/// The file's I/O, or an index failure.
+pub fn outline(path: &Path) -> Result<(usize, Option<f64>, Display), VideoFailure> {
     let index = VideoIndex::open_typed(path)?;
     let timeline = super::Timeline::of(&index);
-    Ok((timeline.len(), timeline.average_fps()))
+    Ok((timeline.len(), timeline.average_fps(), index.display))
 }
 
 /// Each frame's presentation time and duration in seconds (its `stts` delta), in
@@ -47,7 +52,8 @@ pub fn frame_times(path: &Path) -> Result<(Vec<f64>, Vec<f64>), VideoFailure> {
 }
 
 /// Decodes the frames at presentation `positions` of the video at `path` (each decoded once,
-/// from the keyframe before it; a position may repeat).
+/// from the keyframe before it; a position may repeat), shown upright: a video with a display
+/// matrix turned as torchcodec turns it ([`Display`]).
 ///
 /// # Errors
 /// The file's I/O, an index or decode failure, or a position past the last frame.
@@ -70,13 +76,20 @@ pub fn read_frames(path: &Path, positions: &[usize]) -> Result<Frames, VideoFail
         let plan = DecodePlan::new(&index, &wanted);
         let file = File::open(path)?;
         let mut decoder = VideoDecoder::new_typed(&index)?;
+        let turns = index.display.turns;
+        let mut coded = Vec::new();
         decoder.decode_typed(&file, &index, &plan, &mut |p| {
             let mut rgb = Vec::new();
-            colour::to_rgb(&p, &mut rgb);
+            if turns == 0 {
+                colour::to_rgb(&p, &mut rgb);
+            } else {
+                colour::to_rgb(&p, &mut coded);
+                super::turn(&coded, (p.width, p.height), turns, &mut rgb);
+            }
             frames.insert(p.frame, rgb);
         })?;
     }
-    let (width, height) = index.size;
+    let (width, height) = index.display_size();
     let mut rgb = Vec::with_capacity(wanted.len() * width as usize * height as usize * 3);
     for w in &wanted {
         let frame = frames.get(w).ok_or(VideoError::Missing {

@@ -100,6 +100,8 @@ pub struct ClipsScratch {
     decoder: Option<((Codec, Vec<u8>), VideoDecoder)>,
     /// The frame just decoded, in RGB where its clips read it.
     rgb: Vec<u8>,
+    /// The frame turned upright, for a video shown turned.
+    turned: Vec<u8>,
     /// A frame's copy when the plan runs ops on the whole frame first.
     whole: Vec<u8>,
     /// One output frame, before its channel planes go to their places (channels first, with
@@ -204,7 +206,9 @@ impl ClipsJob {
             ops: &mut s.ops,
             slot,
         };
-        let (rgb, mut failed, mut write) = (&mut s.rgb, None, Duration::ZERO);
+        let (rgb, turned) = (&mut s.rgb, &mut s.turned);
+        let (mut failed, mut write) = (None, Duration::ZERO);
+        let turns = self.index.display.turns;
         let mut emit = |p: super::Picture<'_>| {
             if failed.is_some() {
                 return;
@@ -214,6 +218,12 @@ impl ClipsJob {
                 None => colour::to_rgb(&p, rgb),
             }
             let t0 = CpuClock::now();
+            let rgb = if turns == 0 {
+                &*rgb
+            } else {
+                super::turn(rgb, (p.width, p.height), turns, turned);
+                &*turned
+            };
             for &at in places.get(&p.frame).into_iter().flatten() {
                 if let Err(e) = frame.write(rgb, at) {
                     failed = Some(e);
@@ -243,10 +253,14 @@ impl ClipsJob {
     /// their windows' footprints ([`Resampler::footprint`]), of those only the rows the filter
     /// reads ([`Resampler::rows_read`]), or the whole frame for a clip whose plan runs ops on
     /// the whole frame first. Only these are converted to RGB, which changes no output pixel:
-    /// the resampler reads nothing else.
+    /// the resampler reads nothing else. A video shown turned is converted whole (and then
+    /// turned).
     fn regions(&self, resampler: &mut Resampler) -> HashMap<usize, Region> {
         let (w, h) = self.index.size;
         let mut regions: HashMap<usize, Region> = HashMap::new();
+        if self.index.display.turns != 0 {
+            return regions;
+        }
         for (clip, drawn) in self.clips.iter().zip(&self.drawn) {
             let ((x0, y0, x1, y1), rows) = if drawn.pre.is_empty() {
                 let (oh, ow) = drawn.pixels.size;
@@ -294,7 +308,7 @@ impl FrameWriter<'_> {
     /// # Errors
     /// A window the resampler refuses.
     fn write(&mut self, rgb: &[u8], (k, t): (usize, usize)) -> Result<(), ClipsError> {
-        let (w, h) = self.job.index.size;
+        let (w, h) = self.job.index.display_size();
         let drawn = &self.job.drawn[k];
         let (oh, ow) = drawn.pixels.size;
         self.resampler.set_size(oh, ow);

@@ -1654,3 +1654,110 @@ fn damaged_slice_data_is_an_error_naming_the_frame_on_either_decoder_not_a_conce
         assert!(err.contains("frame 0 does not decode"), "{err}");
     }
 }
+
+/// The clips shown turned (`make_fixtures.py --turned`): `high_bframes.mp4` with display
+/// matrices, and the quarter turns counterclockwise torchcodec gives each.
+const TURNED: [(&str, u8); 4] = [
+    ("turned_cw.mp4", 3),
+    ("turned_half.mp4", 2),
+    ("turned_ccw.mp4", 1),
+    ("turned_movie.mp4", 1),
+];
+
+#[test]
+fn a_display_matrix_turns_the_frames_by_ffmpegs_angle_rounded_as_torchcodec_rounds_it() {
+    let want = expected();
+    for (clip, turns) in TURNED {
+        // FFmpeg's angle (PyAV's), rounded to a quarter turn: +90 counterclockwise.
+        let degrees = want[clip]["rotation"].as_f64().unwrap();
+        let rounded = ((degrees / 90.0).round() as i64).rem_euclid(4) as u8;
+        assert_eq!(rounded, turns, "{clip}");
+        let index = VideoIndex::open(data().join(clip)).unwrap();
+        assert_eq!(index.display.turns, turns, "{clip}");
+        assert!(index.display.matrix);
+        assert_eq!(index.size, (96, 72), "{clip}: the coded size");
+        let shown = if turns % 2 == 1 { (72, 96) } else { (96, 72) };
+        assert_eq!(index.display_size(), shown, "{clip}");
+        // The same pictures as the clip without a matrix, each turned as torch.rot90 turns it.
+        let positions = [0, 7, 29];
+        let upright = hpuload::video::read_frames(&data().join("high_bframes.mp4"), &positions)
+            .unwrap();
+        let got = hpuload::video::read_frames(&data().join(clip), &positions).unwrap();
+        assert_eq!((got.width, got.height), shown, "{clip}");
+        let frame = upright.rgb.len() / positions.len();
+        let mut turned = Vec::new();
+        for (k, picture) in upright.rgb.chunks_exact(frame).enumerate() {
+            hpuload::video::turn(picture, (96, 72), turns, &mut turned);
+            assert!(
+                got.rgb[k * frame..(k + 1) * frame] == turned[..],
+                "{clip} frame {}",
+                positions[k]
+            );
+        }
+    }
+    for clip in CLIPS.iter().chain(&MPEG4_CLIPS) {
+        assert_eq!(want[clip]["rotation"].as_f64(), Some(0.0), "{clip}");
+        let index = VideoIndex::open(data().join(clip)).unwrap();
+        assert_eq!(index.display, hpuload::video::Display::default(), "{clip}");
+    }
+}
+
+#[test]
+fn a_video_shown_turned_gives_upright_clips_on_both_paths_and_draws_from_the_shown_size() {
+    use hpuload::{Backend, Placement};
+    let dir = TempDir::new("turned-videos");
+    for (class, clip) in [("a", "turned_cw.mp4"), ("b", "turned_ccw.mp4")] {
+        std::fs::create_dir_all(dir.path().join(class)).unwrap();
+        std::fs::copy(data().join(clip), dir.path().join(class).join(clip)).unwrap();
+    }
+    // Without a crop or resize, the clips are the frames as shown: 72 wide, 96 high.
+    let first_clips = VideoSpec {
+        sampler: ClipSampler::RegularIndices(IndexClips {
+            frames_per_clip: 3,
+            num_clips: 1,
+            ..IndexClips::default()
+        }),
+        channels_first: false,
+    };
+    let mut loader = Loader::builder(VideoFolder::open(dir.path()).unwrap())
+        .batch_size(2)
+        .workers(1)
+        .pipeline(Pipeline::new("as_decoded"))
+        .output(Dtype::U8, Layout::Nhwc)
+        .video(first_clips)
+        .build()
+        .unwrap();
+    let batch = loader.epoch(0).next().unwrap().unwrap();
+    assert_eq!(batch.images.shape(), &[2, 3, 96, 72, 3]);
+    let (images, _, indices, _) = host(&batch);
+    for (row, &i) in indices.iter().enumerate() {
+        let clip = ["a/turned_cw.mp4", "b/turned_ccw.mp4"][i as usize];
+        let want = hpuload::video::read_frames(&dir.path().join(clip), &[0, 1, 2])
+            .unwrap()
+            .rgb;
+        assert!(
+            images[row * want.len()..(row + 1) * want.len()] == want[..],
+            "{clip}"
+        );
+    }
+    // Cropped and resized from the shown frame, the media engine's clips are the host's.
+    let run = |backend| {
+        let mut loader = Loader::builder(VideoFolder::open(dir.path()).unwrap())
+            .batch_size(2)
+            .workers(2)
+            .seed(4)
+            .backend(backend)
+            .placement(Placement::Device)
+            .pipeline(pipeline(TRAIN))
+            .output(Dtype::U8, Layout::Nchw)
+            .video(clips(4, 2))
+            .build()
+            .unwrap();
+        let batches: Vec<_> = loader.epoch(0).map(|b| host(&b.unwrap()).0).collect();
+        (batches, loader.report().hw_samples)
+    };
+    let (cpu, _) = run(Backend::Cpu);
+    let (hw, on_engine) = run(Backend::Hw);
+    assert_eq!(on_engine, 2);
+    assert!(hw == cpu, "the engine's clips differ from the host's");
+}

@@ -7,10 +7,12 @@ moves and changes brightness, so that motion compensation, B-frames and the debl
 all have work to do. Rerun with `python tests/data/video/make_fixtures.py` (needs `av`); the
 Rust tests read only the files it writes. `--avi` writes the MPEG-4 Part 2 clips (AVI, and one in MP4) and the MPEG-2 one in
 `mp4v` alone, keeping the other entries of `expected.json`; `--packed` writes `divx_packed.avi` alone, from
-`divx_bframes.avi`.
+`divx_bframes.avi`; `--turned` writes the clips shown turned (`turned_*.mp4`, display matrices set in
+`high_bframes.mp4`'s headers) and adds each clip's display angle to `expected.json`.
 """
 
 import json
+import struct
 import sys
 from fractions import Fraction
 from pathlib import Path
@@ -177,6 +179,58 @@ def pack_avi(source, path, increment_bits=5):
     return path
 
 
+def boxes(data: bytes, start: int, end: int):
+    """(type, where its body starts, where it ends) of each box in `data[start:end]`."""
+    at = start
+    while at + 8 <= end:
+        size, kind = struct.unpack(">I4s", data[at : at + 8])
+        header = 8
+        if size == 1:
+            size, header = struct.unpack(">Q", data[at + 8 : at + 16])[0], 16
+        elif size == 0:
+            size = end - at
+        yield kind, at + header, at + size
+        at += size
+
+
+def write_turned(name, source, track, movie=None):
+    """`source` with the display matrix of its track (`tkhd`) set to `track` (a b c d, 16.16),
+    and its movie's (`mvhd`) to `movie`: the same frames, shown turned (as a phone writes a
+    video held on its side)."""
+    data = bytearray((HERE / source).read_bytes())
+
+    def put(body, at_v0, at_v1, abcd):
+        at = body + (at_v0 if data[body] == 0 else at_v1)
+        a, b, c, d = abcd
+        data[at : at + 36] = struct.pack(">9i", a, b, 0, c, d, 0, 0, 0, 1 << 30)
+
+    for kind, body, end in boxes(data, 0, len(data)):
+        if kind != b"moov":
+            continue
+        for kind, child, child_end in boxes(data, body, end):
+            if kind == b"mvhd" and movie:
+                put(child, 36, 48, movie)
+            if kind == b"trak":
+                for kind, tkhd, _ in boxes(data, child, child_end):
+                    if kind == b"tkhd":
+                        put(tkhd, 40, 52, track)
+    (HERE / name).write_bytes(bytes(data))
+    return HERE / name
+
+
+F = 1 << 16
+
+
+def turned_clips():
+    return [
+        write_turned("turned_cw.mp4", "high_bframes.mp4", (0, F, -F, 0)),
+        write_turned("turned_half.mp4", "high_bframes.mp4", (-F, 0, 0, -F)),
+        write_turned("turned_ccw.mp4", "high_bframes.mp4", (0, -F, F, 0)),
+        # The movie's matrix applies after the track's: a quarter turn clockwise, then a half.
+        write_turned("turned_movie.mp4", "high_bframes.mp4", (0, F, -F, 0), movie=(-F, 0, 0, -F)),
+    ]
+
+
 def describe(path):
     frames = []
     with av.open(str(path)) as container:
@@ -190,6 +244,9 @@ def describe(path):
             "time_base": [stream.time_base.numerator, stream.time_base.denominator],
         }
         for frame in container.decode(stream):
+            # The display matrix's angle as FFmpeg reads it (0 without one): torchcodec turns
+            # the frames by it, rounded to a quarter turn.
+            meta.setdefault("rotation", frame.rotation)
             planes = frame.to_ndarray(format="yuv420p")
             h = frame.height
             y = planes[:h]
@@ -227,6 +284,14 @@ def main():
     if sys.argv[1:] == ["--packed"]:
         write_packed_avi("divx_packed.avi", "divx_bframes.avi")
         return
+    if sys.argv[1:] == ["--turned"]:
+        expected = json.loads((HERE / "expected.json").read_text())
+        for path in turned_clips():
+            expected[path.name] = describe(path)
+        for name, meta in expected.items():
+            meta.setdefault("rotation", describe(HERE / name)["rotation"])
+        (HERE / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")
+        return
     if sys.argv[1:] == ["--avi"]:
         expected = json.loads((HERE / "expected.json").read_text())
         for path in avi_clips():
@@ -261,7 +326,7 @@ def main():
             muxer={"movflags": "frag_keyframe+empty_moov+default_base_moof"},
         ),
     ]
-    for path in clips + avi_clips():
+    for path in clips + avi_clips() + turned_clips():
         expected[path.name] = describe(path)
     # Its pictures and their order are `divx_bframes.avi`'s (FFmpeg's reader gives the packed
     # file's frames other timestamps: the tests compare it with the unpacked file instead).
