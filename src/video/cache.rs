@@ -456,7 +456,10 @@ fn read_file(path: &Path) -> Option<Entries> {
     let bytes = std::fs::read(path).ok()?;
     let parsed = parse(&bytes);
     if parsed.is_none() && bytes.starts_with(&MAGIC[..7]) {
-        tracing::info!("{}: an older hpuload's video index; indexing again", path.display());
+        tracing::info!(
+            "{}: an older hpuload's video index; indexing again",
+            path.display()
+        );
     } else if parsed.is_none() {
         tracing::warn!("{}: not a video index file; indexing again", path.display());
     }

@@ -34,8 +34,8 @@ impl Display {
         for i in 0..3 {
             for j in 0..3 {
                 shown[i * 3 + j] = (0..3).fold(0i32, |sum, e| {
-                    let term = (i64::from(track[i * 3 + e]) * i64::from(movie[e * 3 + j]))
-                        >> SHIFT[e];
+                    let term =
+                        (i64::from(track[i * 3 + e]) * i64::from(movie[e * 3 + j])) >> SHIFT[e];
                     (i64::from(sum) + term) as i32
                 });
             }
@@ -101,7 +101,9 @@ pub(super) fn movie_matrix(head: &[u8]) -> Result<[i32; 9], VideoError> {
                 _ => 4 + 16 + 16,
             };
             let Some(bytes) = mvhd.get(at..at + 36) else {
-                return Err(VideoError::Moov("`mvhd` is cut off before its matrix".into()));
+                return Err(VideoError::Moov(
+                    "`mvhd` is cut off before its matrix".into(),
+                ));
             };
             let mut matrix = [0i32; 9];
             for (v, b) in matrix.iter_mut().zip(bytes.chunks_exact(4)) {
@@ -126,11 +128,15 @@ pub fn turn(rgb: &[u8], (width, height): (usize, usize), turns: u8, out: &mut Ve
             (0..height).for_each(|y| out.extend_from_slice(at(x, y)));
         }),
         2 => (0..height).rev().for_each(|y| {
-            (0..width).rev().for_each(|x| out.extend_from_slice(at(x, y)));
+            (0..width)
+                .rev()
+                .for_each(|x| out.extend_from_slice(at(x, y)));
         }),
         // Clockwise: row `i` is column `i`, bottom up.
         _ => (0..width).for_each(|x| {
-            (0..height).rev().for_each(|y| out.extend_from_slice(at(x, y)));
+            (0..height)
+                .rev()
+                .for_each(|y| out.extend_from_slice(at(x, y)));
         }),
     }
 }
@@ -149,17 +155,47 @@ mod tests {
     fn the_quarter_turns_are_ffmpegs_angle_rounded_as_torchcodec_rounds_it() {
         let shown = |track| Display::from_matrices(track, IDENTITY);
         // FFmpeg reads -90 degrees from (0 1 / -1 0): torchcodec turns it clockwise.
-        assert_eq!(shown(matrix(0, F, -F, 0)), Display { turns: 3, matrix: true });
-        assert_eq!(shown(matrix(0, -F, F, 0)), Display { turns: 1, matrix: true });
-        assert_eq!(shown(matrix(-F, 0, 0, -F)), Display { turns: 2, matrix: true });
+        assert_eq!(
+            shown(matrix(0, F, -F, 0)),
+            Display {
+                turns: 3,
+                matrix: true
+            }
+        );
+        assert_eq!(
+            shown(matrix(0, -F, F, 0)),
+            Display {
+                turns: 1,
+                matrix: true
+            }
+        );
+        assert_eq!(
+            shown(matrix(-F, 0, 0, -F)),
+            Display {
+                turns: 2,
+                matrix: true
+            }
+        );
         assert_eq!(shown(IDENTITY), Display::default());
         // A matrix that scales but does not turn, and one a few degrees off a quarter turn.
-        assert_eq!(shown(matrix(2 * F, 0, 0, 2 * F)), Display { turns: 0, matrix: true });
+        assert_eq!(
+            shown(matrix(2 * F, 0, 0, 2 * F)),
+            Display {
+                turns: 0,
+                matrix: true
+            }
+        );
         let (s, c) = (80f64.to_radians().sin(), 80f64.to_radians().cos());
         let (s, c) = ((s * 65536.0) as i32, (c * 65536.0) as i32);
         assert_eq!(shown(matrix(c, s, -s, c)).turns, 3);
         // A degenerate matrix turns nothing, as FFmpeg reads no angle from it.
-        assert_eq!(shown([0; 9]), Display { turns: 0, matrix: true });
+        assert_eq!(
+            shown([0; 9]),
+            Display {
+                turns: 0,
+                matrix: true
+            }
+        );
     }
 
     #[test]
@@ -188,6 +224,13 @@ mod tests {
         assert_eq!(turned(2), [5, 4, 3, 2, 1, 0]);
         assert_eq!(turned(3), [3, 0, 4, 1, 5, 2]);
         assert_eq!(turned(0), [0, 1, 2, 3, 4, 5]);
-        assert_eq!(Display { turns: 1, matrix: true }.size((3, 2)), (2, 3));
+        assert_eq!(
+            Display {
+                turns: 1,
+                matrix: true
+            }
+            .size((3, 2)),
+            (2, 3)
+        );
     }
 }

@@ -1680,8 +1680,8 @@ fn a_display_matrix_turns_the_frames_by_ffmpegs_angle_rounded_as_torchcodec_roun
         assert_eq!(index.display_size(), shown, "{clip}");
         // The same pictures as the clip without a matrix, each turned as torch.rot90 turns it.
         let positions = [0, 7, 29];
-        let upright = hpuload::video::read_frames(&data().join("high_bframes.mp4"), &positions)
-            .unwrap();
+        let upright =
+            hpuload::video::read_frames(&data().join("high_bframes.mp4"), &positions).unwrap();
         let got = hpuload::video::read_frames(&data().join(clip), &positions).unwrap();
         assert_eq!((got.width, got.height), shown, "{clip}");
         let frame = upright.rgb.len() / positions.len();
@@ -1731,7 +1731,7 @@ fn a_video_shown_turned_gives_upright_clips_on_both_paths_and_draws_from_the_sho
     assert_eq!(batch.images.shape(), &[2, 3, 96, 72, 3]);
     let (images, _, indices, _) = host(&batch);
     for (row, &i) in indices.iter().enumerate() {
-        let clip = ["a/turned_cw.mp4", "b/turned_ccw.mp4"][i as usize];
+        let clip = ["a/turned_cw.mp4", "b/turned_ccw.mp4"][i];
         let want = hpuload::video::read_frames(&dir.path().join(clip), &[0, 1, 2])
             .unwrap()
             .rgb;
