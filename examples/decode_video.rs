@@ -39,9 +39,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let all: Vec<usize> = (0..index.frames.len()).collect();
                 let plan = DecodePlan::new(index, &all);
                 let mut decoder = VideoDecoder::new(index)?;
+                let conversion = colour::Conversion::of_video(index);
                 decoder.decode(&File::open(&index.path)?, index, &plan, &mut |p| {
                     if rgb {
-                        colour::to_rgb(&p, &mut out);
+                        colour::to_rgb(&p, &conversion, &mut out);
                     }
                     frames += 1;
                 })?;

@@ -35,6 +35,8 @@ pub struct AvcConfig {
     pub profile: u8,
     /// The SPS and PPS NAL units, each after a start code.
     pub parameter_sets: Vec<u8>,
+    /// The first SPS NAL unit alone.
+    pub sps: Vec<u8>,
 }
 
 const START: [u8; 4] = [0, 0, 0, 1];
@@ -54,7 +56,7 @@ impl AvcConfig {
         if nal_length == 3 {
             return Err(bad("3-byte NAL length prefixes do not exist"));
         }
-        let mut parameter_sets = Vec::new();
+        let (mut parameter_sets, mut sps) = (Vec::new(), Vec::new());
         let mut at = 5;
         // The SPS count is the low five bits; the PPS count a whole byte.
         for mask in [0x1f, 0xff] {
@@ -71,6 +73,9 @@ impl AvcConfig {
                 let nal = record
                     .get(at + 2..at + 2 + len)
                     .ok_or(bad("a parameter set runs past the record"))?;
+                if mask == 0x1f && sps.is_empty() {
+                    sps = nal.to_vec();
+                }
                 parameter_sets.extend_from_slice(&START);
                 parameter_sets.extend_from_slice(nal);
                 at += 2 + len;
@@ -83,6 +88,7 @@ impl AvcConfig {
             nal_length,
             profile,
             parameter_sets,
+            sps,
         })
     }
 }

@@ -339,7 +339,7 @@ mod tests {
         decoder
             .decode(&file, &index, &plan, &mut |p| {
                 scene.render(p.frame, &mut rendered);
-                colour::to_rgb(&p, &mut rgb);
+                colour::to_rgb(&p, &colour::Conversion::DEFAULT, &mut rgb);
                 let db = psnr(&rgb, &rendered);
                 assert!(db > 30.0, "frame {}: {db:.1} dB", p.frame);
                 match &first {

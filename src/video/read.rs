@@ -77,13 +77,14 @@ pub fn read_frames(path: &Path, positions: &[usize]) -> Result<Frames, VideoFail
         let file = File::open(path)?;
         let mut decoder = VideoDecoder::new_typed(&index)?;
         let turns = index.display.turns;
+        let conversion = colour::Conversion::of_video(&index);
         let mut coded = Vec::new();
         decoder.decode_typed(&file, &index, &plan, &mut |p| {
             let mut rgb = Vec::new();
             if turns == 0 {
-                colour::to_rgb(&p, &mut rgb);
+                colour::to_rgb(&p, &conversion, &mut rgb);
             } else {
-                colour::to_rgb(&p, &mut coded);
+                colour::to_rgb(&p, &conversion, &mut coded);
                 super::turn(&coded, (p.width, p.height), turns, &mut rgb);
             }
             frames.insert(p.frame, rgb);

@@ -209,13 +209,14 @@ impl ClipsJob {
         let (rgb, turned) = (&mut s.rgb, &mut s.turned);
         let (mut failed, mut write) = (None, Duration::ZERO);
         let turns = self.index.display.turns;
+        let conversion = colour::Conversion::of_video(&self.index);
         let mut emit = |p: super::Picture<'_>| {
             if failed.is_some() {
                 return;
             }
             match regions.get(&p.frame) {
-                Some(r) => colour::to_rgb_rows(&p, rgb, r.columns, r.rows()),
-                None => colour::to_rgb(&p, rgb),
+                Some(r) => colour::to_rgb_rows(&p, &conversion, rgb, r.columns, r.rows()),
+                None => colour::to_rgb(&p, &conversion, rgb),
             }
             let t0 = CpuClock::now();
             let rgb = if turns == 0 {

@@ -791,7 +791,7 @@ fn each_frame_of_a_clip_is_its_decoded_picture_when_the_pipeline_keeps_the_whole
             &DecodePlan::new(&index, &all),
             &mut |p| {
                 let mut out = Vec::new();
-                colour::to_rgb(&p, &mut out);
+                colour::to_rgb(&p, &colour::Conversion::of_video(&index), &mut out);
                 rgb.insert(p.frame, out);
             },
         )
@@ -876,7 +876,7 @@ fn rgb_frames_are_ffmpegs_swscale_conversion_bit_for_bit() {
             &DecodePlan::new(&index, &wanted),
             &mut |p| {
                 let mut out = Vec::new();
-                colour::to_rgb(&p, &mut out);
+                colour::to_rgb(&p, &colour::Conversion::of_video(&index), &mut out);
                 ours.insert(p.frame, out);
             },
         )
@@ -1760,4 +1760,43 @@ fn a_video_shown_turned_gives_upright_clips_on_both_paths_and_draws_from_the_sho
     let (hw, on_engine) = run(Backend::Hw);
     assert_eq!(on_engine, 2);
     assert!(hw == cpu, "the engine's clips differ from the host's");
+}
+
+/// Clips whose SPS declares their colours (`make_fixtures.py --colours`).
+const TAGGED: [&str; 3] = ["bt709.mp4", "full_range.mp4", "full_range_bt709.mp4"];
+
+#[test]
+fn a_video_declaring_bt709_or_full_range_converts_to_ffmpegs_rgb_bit_for_bit() {
+    // FFmpeg tags each frame with the SPS's matrix and range, and swscale converts by them
+    // (torchcodec, PyAV and decord alike): `<clip>.rgb_0_5.bin` is PyAV's RGB of frames 0 and
+    // 5. The untagged clips convert as before (BT.601, limited).
+    let want = expected();
+    for clip in TAGGED {
+        let index = VideoIndex::open(data().join(clip)).unwrap();
+        let matrix = want[clip]["colorspace"].as_u64().unwrap() as u8;
+        let full = want[clip]["color_range"].as_u64() == Some(2);
+        assert_eq!(
+            colour::Conversion::of_video(&index),
+            colour::Conversion::of(matrix, full),
+            "{clip}"
+        );
+        assert_ne!(
+            colour::Conversion::of_video(&index),
+            colour::Conversion::DEFAULT
+        );
+        let rgb = hpuload::video::read_frames(&data().join(clip), &[0, 5])
+            .unwrap()
+            .rgb;
+        let ffmpegs = std::fs::read(data().join(clip).with_extension("rgb_0_5.bin")).unwrap();
+        assert!(rgb == ffmpegs, "{clip}: not FFmpeg's RGB");
+    }
+    for clip in CLIPS.iter().chain(&MPEG4_CLIPS) {
+        let index = VideoIndex::open(data().join(clip)).unwrap();
+        assert_eq!(want[clip]["color_range"].as_u64(), Some(0), "{clip}");
+        assert_eq!(
+            colour::Conversion::of_video(&index),
+            colour::Conversion::DEFAULT,
+            "{clip}"
+        );
+    }
 }

@@ -8,7 +8,9 @@ all have work to do. Rerun with `python tests/data/video/make_fixtures.py` (need
 Rust tests read only the files it writes. `--avi` writes the MPEG-4 Part 2 clips (AVI, and one in MP4) and the MPEG-2 one in
 `mp4v` alone, keeping the other entries of `expected.json`; `--packed` writes `divx_packed.avi` alone, from
 `divx_bframes.avi`; `--turned` writes the clips shown turned (`turned_*.mp4`, display matrices set in
-`high_bframes.mp4`'s headers) and adds each clip's display angle to `expected.json`.
+`high_bframes.mp4`'s headers) and adds each clip's display angle to `expected.json`; `--colours` writes the
+clips whose SPS declares BT.709 or full range, with FFmpeg's RGB of two frames of each, and adds each clip's
+colour tags to `expected.json`.
 """
 
 import json
@@ -231,6 +233,24 @@ def turned_clips():
     ]
 
 
+def colour_clips():
+    """Clips whose SPS declares their colours (as phones and HD sources do): BT.709, full
+    range, both; and FFmpeg's own RGB of frames 0 and 5 of each (swscale, honouring the tags,
+    as torchcodec, PyAV and decord convert them), raw 72 x 96 x 3 bytes each."""
+    tagged = "keyint=6:min-keyint=6:scenecut=0:bframes=2"
+    bt709 = ":colormatrix=bt709:colorprim=bt709:transfer=bt709"
+    clips = [
+        write("bt709.mp4", 96, 72, 12, {"x264-params": tagged + bt709}),
+        write("full_range.mp4", 96, 72, 12, {"x264-params": tagged + ":fullrange=on"}),
+        write("full_range_bt709.mp4", 96, 72, 12, {"x264-params": tagged + ":fullrange=on" + bt709}),
+    ]
+    for path in clips:
+        with av.open(str(path)) as container:
+            decoded = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+        path.with_suffix(".rgb_0_5.bin").write_bytes(decoded[0].tobytes() + decoded[5].tobytes())
+    return clips
+
+
 def describe(path):
     frames = []
     with av.open(str(path)) as container:
@@ -247,6 +267,9 @@ def describe(path):
             # The display matrix's angle as FFmpeg reads it (0 without one): torchcodec turns
             # the frames by it, rounded to a quarter turn.
             meta.setdefault("rotation", frame.rotation)
+            # The colours FFmpeg tags the frames with (from the SPS): its matrix and range.
+            meta.setdefault("colorspace", int(frame.colorspace))
+            meta.setdefault("color_range", int(frame.color_range))
             planes = frame.to_ndarray(format="yuv420p")
             h = frame.height
             y = planes[:h]
@@ -292,6 +315,16 @@ def main():
             meta.setdefault("rotation", describe(HERE / name)["rotation"])
         (HERE / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")
         return
+    if sys.argv[1:] == ["--colours"]:
+        expected = json.loads((HERE / "expected.json").read_text())
+        for path in colour_clips():
+            expected[path.name] = describe(path)
+        for name, meta in expected.items():
+            described = describe(HERE / name)
+            meta.setdefault("colorspace", described["colorspace"])
+            meta.setdefault("color_range", described["color_range"])
+        (HERE / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")
+        return
     if sys.argv[1:] == ["--avi"]:
         expected = json.loads((HERE / "expected.json").read_text())
         for path in avi_clips():
@@ -326,7 +359,7 @@ def main():
             muxer={"movflags": "frag_keyframe+empty_moov+default_base_moof"},
         ),
     ]
-    for path in clips + avi_clips() + turned_clips():
+    for path in clips + avi_clips() + turned_clips() + colour_clips():
         expected[path.name] = describe(path)
     # Its pictures and their order are `divx_bframes.avi`'s (FFmpeg's reader gives the packed
     # file's frames other timestamps: the tests compare it with the unpacked file instead).

@@ -1,0 +1,189 @@
+//! What an H.264 sequence parameter set says about its colours: its VUI's video signal type
+//! (`video_full_range_flag`, and `matrix_coefficients` when it describes its colours), read
+//! as FFmpeg's decoder reads it, which tags each decoded frame with them and so decides how
+//! torchcodec, PyAV and decord convert the frame to RGB ([`super::colour::Conversion`]).
+//!
+//! Only the fields up to the colour description are read (whatever follows in the VUI, which
+//! FFmpeg tolerates being malformed, is not): every count is bounded and every read checked.
+
+/// The colour signal an SPS declares: each `None` where it says nothing (FFmpeg then keeps
+/// the container's, or none: limited range, BT.601).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Signal {
+    /// `video_full_range_flag`, when the VUI has a video signal type.
+    pub full_range: Option<bool>,
+    /// `matrix_coefficients`, when the video signal type describes its colours.
+    pub matrix: Option<u8>,
+}
+
+/// Reads the bits of a NAL unit's payload, emulation prevention bytes (`00 00 03`) dropped.
+struct Bits {
+    bytes: Vec<u8>,
+    at: usize,
+}
+
+impl Bits {
+    fn new(payload: &[u8]) -> Self {
+        let mut bytes = Vec::with_capacity(payload.len());
+        let mut zeros = 0;
+        for &b in payload {
+            if zeros >= 2 && b == 3 {
+                zeros = 0;
+                continue;
+            }
+            zeros = if b == 0 { zeros + 1 } else { 0 };
+            bytes.push(b);
+        }
+        Self { bytes, at: 0 }
+    }
+
+    fn bit(&mut self) -> Option<u32> {
+        let byte = *self.bytes.get(self.at / 8)?;
+        let bit = (byte >> (7 - self.at % 8)) & 1;
+        self.at += 1;
+        Some(u32::from(bit))
+    }
+
+    fn bits(&mut self, n: u32) -> Option<u32> {
+        (0..n).try_fold(0, |v, _| Some(v << 1 | self.bit()?))
+    }
+
+    /// An unsigned Exp-Golomb code (at most 32 bits of value).
+    fn ue(&mut self) -> Option<u32> {
+        let mut zeros = 0;
+        while self.bit()? == 0 {
+            zeros += 1;
+            if zeros > 31 {
+                return None;
+            }
+        }
+        Some((1u32 << zeros) - 1 + self.bits(zeros)?)
+    }
+
+    /// A signed Exp-Golomb code.
+    fn se(&mut self) -> Option<i64> {
+        let k = i64::from(self.ue()?);
+        Some(if k % 2 == 1 { (k + 1) / 2 } else { -(k / 2) })
+    }
+}
+
+/// The colour signal of the SPS NAL unit `nal` (its header byte first); the default (nothing
+/// said) for one that ends or breaks before its VUI says anything.
+pub fn signal(nal: &[u8]) -> Signal {
+    nal.get(1..)
+        .and_then(|payload| read(&mut Bits::new(payload)))
+        .unwrap_or_default()
+}
+
+fn read(r: &mut Bits) -> Option<Signal> {
+    let profile = r.bits(8)?;
+    r.bits(16)?; // constraint flags, level
+    r.ue()?; // seq_parameter_set_id
+    if matches!(
+        profile,
+        100 | 110 | 122 | 244 | 44 | 83 | 86 | 118 | 128 | 138 | 139 | 134 | 135
+    ) {
+        let chroma_format = r.ue()?;
+        if chroma_format == 3 {
+            r.bit()?; // separate_colour_plane_flag
+        }
+        r.ue()?; // bit_depth_luma_minus8
+        r.ue()?; // bit_depth_chroma_minus8
+        r.bit()?; // qpprime_y_zero_transform_bypass_flag
+        if r.bit()? == 1 {
+            // seq_scaling_matrix_present_flag: each list present is skipped.
+            for i in 0..if chroma_format == 3 { 12 } else { 8 } {
+                if r.bit()? == 1 {
+                    let size = if i < 6 { 16 } else { 64 };
+                    let (mut last, mut next) = (8i64, 8i64);
+                    for _ in 0..size {
+                        if next != 0 {
+                            next = (last + r.se()? + 256).rem_euclid(256);
+                        }
+                        last = if next == 0 { last } else { next };
+                    }
+                }
+            }
+        }
+    }
+    r.ue()?; // log2_max_frame_num_minus4
+    match r.ue()? {
+        0 => {
+            r.ue()?; // log2_max_pic_order_cnt_lsb_minus4
+        }
+        1 => {
+            r.bit()?; // delta_pic_order_always_zero_flag
+            r.se()?; // offset_for_non_ref_pic
+            r.se()?; // offset_for_top_to_bottom_field
+            let cycle = r.ue()?;
+            if cycle > 255 {
+                return None;
+            }
+            for _ in 0..cycle {
+                r.se()?;
+            }
+        }
+        _ => {}
+    }
+    r.ue()?; // max_num_ref_frames
+    r.bit()?; // gaps_in_frame_num_value_allowed_flag
+    r.ue()?; // pic_width_in_mbs_minus1
+    r.ue()?; // pic_height_in_map_units_minus1
+    if r.bit()? == 0 {
+        r.bit()?; // mb_adaptive_frame_field_flag
+    }
+    r.bit()?; // direct_8x8_inference_flag
+    if r.bit()? == 1 {
+        for _ in 0..4 {
+            r.ue()?; // frame_crop_*_offset
+        }
+    }
+    if r.bit()? == 0 {
+        return Some(Signal::default()); // no VUI
+    }
+    if r.bit()? == 1 && r.bits(8)? == 255 {
+        r.bits(32)?; // sar_width, sar_height
+    }
+    if r.bit()? == 1 {
+        r.bit()?; // overscan_appropriate_flag
+    }
+    if r.bit()? == 0 {
+        return Some(Signal::default()); // no video signal type
+    }
+    r.bits(3)?; // video_format
+    let full_range = Some(r.bit()? == 1);
+    let matrix = if r.bit()? == 1 {
+        r.bits(16)?; // colour_primaries, transfer_characteristics
+        Some(r.bits(8)? as u8)
+    } else {
+        None
+    };
+    Some(Signal { full_range, matrix })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_sps_without_a_vui_says_nothing_and_a_cut_or_empty_one_is_not_an_error() {
+        assert_eq!(signal(&[]), Signal::default());
+        assert_eq!(signal(&[0x67]), Signal::default());
+        assert_eq!(signal(&[0x67, 0x64, 0x00]), Signal::default());
+    }
+
+    #[test]
+    fn exp_golomb_codes_and_emulation_prevention_read_as_the_standard_writes_them() {
+        // 1 | 010 | 011 | 00100 | 00101: 0, 1, 2, 3, 4 (ue); then se 1 -> 1, 2 -> -1.
+        let mut r = Bits::new(&[0b1010_0110, 0b0100_0010, 0b1010_0110, 0]);
+        assert_eq!(
+            (0..5).map(|_| r.ue().unwrap()).collect::<Vec<_>>(),
+            [0, 1, 2, 3, 4]
+        );
+        let mut r = Bits::new(&[0b0100_1100]);
+        assert_eq!((r.se(), r.se()), (Some(1), Some(-1)));
+        // 00 00 03 01: the 03 is dropped.
+        let mut r = Bits::new(&[0, 0, 3, 1]);
+        assert_eq!(r.bits(24), Some(1));
+    }
+}
