@@ -606,6 +606,44 @@ fn video_outline(py: Python<'_>, path: PathBuf) -> PyResult<(usize, Option<f64>,
     Ok((count, fps, display.matrix.then_some(display.turns)))
 }
 
+/// 4:2:0 planes (`y` of `width x height`, `u` and `v` of half that each way, rounded up) to
+/// RGB as the video path converts a decoded frame declaring `matrix` (H.273's
+/// `matrix_coefficients`) and `full_range`: what the tests hold against libswscale.
+#[pyfunction]
+fn yuv420_to_rgb(
+    py: Python<'_>,
+    planes: (Vec<u8>, Vec<u8>, Vec<u8>),
+    width: usize,
+    height: usize,
+    matrix: u8,
+    full_range: bool,
+) -> PyResult<Py<pyo3::types::PyBytes>> {
+    let (y, u, v) = planes;
+    let chroma = width.div_ceil(2) * height.div_ceil(2);
+    if y.len() != width * height || u.len() != chroma || v.len() != chroma {
+        return Err(PyValueError::new_err(format!(
+            "planes of {}, {} and {} bytes for a {width}x{height} picture",
+            y.len(),
+            u.len(),
+            v.len()
+        )));
+    }
+    let picture = hpuload::video::Picture {
+        frame: 0,
+        width,
+        height,
+        y: &y,
+        u: &u,
+        v: &v,
+        y_stride: width,
+        uv_stride: width.div_ceil(2),
+    };
+    let mut rgb = Vec::new();
+    let conversion = hpuload::video::colour::Conversion::of(matrix, full_range);
+    hpuload::video::colour::to_rgb(&picture, &conversion, &mut rgb);
+    Ok(pyo3::types::PyBytes::new(py, &rgb).unbind())
+}
+
 /// Each frame's presentation time and duration in seconds, in presentation order, from the
 /// tables of the video at `path`: `(pts, durations)`.
 #[pyfunction]
@@ -633,6 +671,7 @@ fn _hpuload(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_video_frames, m)?)?;
     m.add_function(wrap_pyfunction!(video_outline, m)?)?;
     m.add_function(wrap_pyfunction!(video_frame_times, m)?)?;
+    m.add_function(wrap_pyfunction!(yuv420_to_rgb, m)?)?;
     m.add_function(wrap_pyfunction!(video_decoder, m)?)?;
     m.add_function(wrap_pyfunction!(mix::mixup_f32, m)?)?;
     m.add_function(wrap_pyfunction!(mix::cutmix_f32, m)?)?;

@@ -213,9 +213,10 @@ def test_kinetics_with_the_references_eval_preset_gives_torchs_clips_labels_and_
         assert within_rounding(x, wx, decoder), ((x - wx).abs().max() / LEVEL, decoder)
 
 
-class _TurningStandIn:
-    """torchcodec's `VideoDecoder` as `VideoClips` uses it, made of PyAV's frames (swscale's
-    RGB) turned by torchcodec's rule written out here: the angle FFmpeg reads from the display
+class _PyAVStandIn:
+    """torchcodec's `VideoDecoder` as `VideoClips` uses it, made of PyAV's frames (FFmpeg's
+    decode, converted by swscale by the frame's colour tags, as torchcodec converts it)
+    turned by torchcodec's rule written out here: the angle FFmpeg reads from the display
     matrix, rounded to a quarter turn, `torch.rot90` of each frame."""
 
     def __init__(self, path, dimension_order="NCHW", **_):
@@ -234,21 +235,37 @@ class _TurningStandIn:
         return types.SimpleNamespace(data=frames.permute(0, 3, 1, 2).contiguous() if self.order == "NCHW" else frames)
 
 
+def _torchcodec_or_pyav(monkeypatch) -> str:
+    """torch's side of a comparison: torchcodec where it runs, else `_PyAVStandIn`; the
+    tolerance either way is torchcodec's (swscale's RGB against hpuload's)."""
+    try:
+        import torchcodec.decoders  # noqa: F401
+    except Exception:
+        pytest.importorskip("av")
+        shim = types.ModuleType("torchcodec")
+        shim.decoders = types.SimpleNamespace(VideoDecoder=_PyAVStandIn, AudioDecoder=_NoAudioDecoder)
+        monkeypatch.setitem(sys.modules, "torchcodec", shim)
+    return "torchcodec"
+
+
+def test_videos_declaring_bt709_or_full_range_give_torchs_clips(monkeypatch, tmp_path):
+    """Videos whose SPS declares BT.709 or full range (HD sources, phones): FFmpeg tags their
+    frames and torchcodec converts them by the tags; hpuload's clips are torch's."""
+    decoder = _torchcodec_or_pyav(monkeypatch)
+    for cls, clip in [("a", "bt709.mp4"), ("a", "full_range.mp4"), ("b", "full_range_bt709.mp4"), ("b", "high_bframes.mp4")]:
+        (tmp_path / "train" / cls).mkdir(parents=True, exist_ok=True)
+        shutil.copy(CLIPS / clip, tmp_path / "train" / cls / clip)
+    data = kinetics(tmp_path, preset_eval())
+    got, want = torch_and_hpuload(data, UniformClipSampler(data.video_clips, 2), more_than=1)
+    assert same_float_clips(got, want, decoder) == {0, 1}
+
+
 def test_videos_shown_turned_give_torchs_upright_clips(monkeypatch, tmp_path):
     """Videos with a display matrix (phones' videos held on their side; a quarter turn either
     way, a half turn, one set by the movie's matrix), whose frames torchcodec turns under
     torchvision's `VideoClips`: hpuload's clips are torch's, resized from the frames as shown.
     torch's side is torchcodec where it runs, else PyAV's frames turned by torchcodec's rule."""
-    try:
-        import torchcodec.decoders  # noqa: F401
-
-        decoder = "torchcodec"
-    except Exception:
-        pytest.importorskip("av")
-        shim = types.ModuleType("torchcodec")
-        shim.decoders = types.SimpleNamespace(VideoDecoder=_TurningStandIn, AudioDecoder=_NoAudioDecoder)
-        monkeypatch.setitem(sys.modules, "torchcodec", shim)
-        decoder = "torchcodec"  # PyAV's swscale RGB, as torchcodec's: its tolerance
+    decoder = _torchcodec_or_pyav(monkeypatch)
     for cls, clip in [("a", "turned_cw.mp4"), ("a", "turned_half.mp4"), ("b", "turned_ccw.mp4"), ("b", "turned_movie.mp4"), ("b", "high_bframes.mp4")]:
         (tmp_path / "train" / cls).mkdir(parents=True, exist_ok=True)
         shutil.copy(CLIPS / clip, tmp_path / "train" / cls / clip)

@@ -75,6 +75,101 @@ def test_a_video_shown_turned_is_read_upright_as_torchcodec_turns_it(name):
     assert theirs.shape == got.shape and diff.max() <= 1 and (diff > 0).mean() < 1e-3
 
 
+#: Clips whose SPS declares their colours (`make_fixtures.py --colours`).
+TAGGED = ["bt709.mp4", "full_range.mp4", "full_range_bt709.mp4"]
+
+
+def _libswscale():
+    """PyAV's own libswscale (FFmpeg's, as torchcodec and PyAV convert with it), through
+    ctypes, with the calls torchcodec makes; None where PyAV's wheel has none."""
+    import ctypes
+    from ctypes import POINTER, c_int, c_void_p
+
+    av = pytest.importorskip("av")
+    found = sorted((Path(av.__file__).parent.parent / "av.libs").glob("libswscale*.so*"))
+    if not found:
+        return None
+    sw = ctypes.CDLL(str(found[0]))
+    sw.sws_getContext.restype = c_void_p
+    sw.sws_getContext.argtypes = [c_int] * 7 + [c_void_p] * 3
+    sw.sws_getCoefficients.restype = POINTER(c_int)
+    sw.sws_getCoefficients.argtypes = [c_int]
+    sw.sws_getColorspaceDetails.argtypes = [c_void_p] + [c_void_p] * 7
+    sw.sws_setColorspaceDetails.argtypes = [c_void_p, POINTER(c_int), c_int, POINTER(c_int), c_int, c_int, c_int, c_int]
+    sw.sws_scale.argtypes = [c_void_p, c_void_p, c_void_p, c_int, c_int, c_void_p, c_void_p]
+    sw.sws_freeContext.argtypes = [c_void_p]
+    return sw
+
+
+def _swscale_rgb(sw, y, u, v, matrix, full_range):
+    """swscale's RGB of 4:2:0 planes, as torchcodec asks for it: no flags, the coefficients of
+    the frame's matrix (`sws_getCoefficients`) and its range (yuvj420p for full range, as
+    FFmpeg's H.264 decoder gives it)."""
+    from ctypes import POINTER, byref, c_int, c_void_p
+
+    h, w = y.shape
+    ctx = sw.sws_getContext(w, h, 12 if full_range else 0, w, h, 2, 0, None, None, None)
+    inv, table = POINTER(c_int)(), POINTER(c_int)()
+    details = [c_int() for _ in range(5)]
+    sw.sws_getColorspaceDetails(ctx, byref(inv), byref(details[0]), byref(table), *(byref(d) for d in details[1:]))
+    coefficients = sw.sws_getCoefficients(matrix)
+    _, dst_range, brightness, contrast, saturation = (d.value for d in details)
+    sw.sws_setColorspaceDetails(ctx, coefficients, int(full_range), coefficients, dst_range, brightness, contrast, saturation)
+    out = np.zeros((h, w, 3), np.uint8)
+    src = (c_void_p * 4)(y.ctypes.data, u.ctypes.data, v.ctypes.data, None)
+    strides = (c_int * 4)(w, w // 2, w // 2, 0)
+    dst = (c_void_p * 4)(out.ctypes.data, None, None, None)
+    assert sw.sws_scale(ctx, src, strides, 0, h, dst, (c_int * 4)(3 * w, 0, 0, 0)) == h
+    sw.sws_freeContext(ctx)
+    return out
+
+
+def test_every_matrix_and_range_converts_as_libswscale_over_every_yuv():
+    """Every (y, u, v) (a 4096 x 4096 picture: each chroma sample's 2x2 block four lumas, 64
+    samples per (u, v) pair), every matrix value a video may declare and both ranges: hpuload's
+    conversion is libswscale's, bit for bit (PyAV's FFmpeg, which torchcodec also loads)."""
+    sw = _libswscale()
+    if sw is None:
+        pytest.skip("PyAV's wheel has no libswscale here")
+    side = 2048
+    k = np.arange(side * side)
+    pair, j = k // 64, (k % 64).reshape(side, side)
+    u = np.ascontiguousarray((pair // 256).astype(np.uint8).reshape(side, side))
+    v = np.ascontiguousarray((pair % 256).astype(np.uint8).reshape(side, side))
+    y = np.empty((2 * side, 2 * side), np.uint8)
+    for dy in range(2):
+        for dx in range(2):
+            y[dy::2, dx::2] = 4 * j + 2 * dy + dx
+    for matrix in [1, 2, 4, 5, 6, 7, 8, 9, 10, 12]:
+        for full_range in (False, True):
+            theirs = _swscale_rgb(sw, y, u, v, matrix, full_range)
+            ours = _hpuload.yuv420_to_rgb((y.tobytes(), u.tobytes(), v.tobytes()), 2 * side, 2 * side, matrix, full_range)
+            ours = np.frombuffer(ours, np.uint8).reshape(theirs.shape)
+            assert np.array_equal(ours, theirs), (matrix, full_range, int((ours != theirs).sum()))
+
+
+@pytest.mark.parametrize("name", TAGGED)
+def test_a_video_declaring_its_colours_reads_as_ffmpeg_converts_it(name):
+    """A video whose SPS declares BT.709 or full range: hpuload's frames are PyAV's (FFmpeg's
+    decode, swscale by the frame's tags), and torchcodec's and decord's where they run."""
+    av = pytest.importorskip("av")
+    with av.open(str(CLIPS / name)) as container:
+        pyav = np.stack([f.to_ndarray(format="rgb24") for f in container.decode(video=0)])
+    ours = VideoReader(CLIPS / name).get_batch(list(range(len(pyav)))).asnumpy()
+    assert np.array_equal(ours, pyav)
+    try:
+        from torchcodec.decoders import VideoDecoder
+    except Exception:
+        VideoDecoder = None
+    if VideoDecoder is not None:
+        assert np.array_equal(VideoDecoder(str(CLIPS / name), dimension_order="NHWC")[:].numpy(), ours)
+    try:
+        import decord
+    except ImportError:
+        return
+    assert np.array_equal(decord.VideoReader(str(CLIPS / name)).get_batch(list(range(len(ours)))).asnumpy(), ours)
+
+
 def test_the_frames_are_swscales_rgb_of_ffmpegs_decode():
     vr = VideoReader(str(CLIPS / "baseline.mp4"))
     want = np.frombuffer((CLIPS / "baseline_rgb_0_5_11.bin").read_bytes(), np.uint8).reshape(3, 48, 64, 3)
