@@ -75,8 +75,9 @@ def test_a_video_shown_turned_is_read_upright_as_torchcodec_turns_it(name):
     assert theirs.shape == got.shape and diff.max() <= 1 and (diff > 0).mean() < 1e-3
 
 
-#: Clips whose SPS declares their colours (`make_fixtures.py --colours`).
-TAGGED = ["bt709.mp4", "full_range.mp4", "full_range_bt709.mp4"]
+#: Clips whose SPS declares their colours (`make_fixtures.py --colours`), and one whose
+#: container alone does.
+TAGGED = ["bt709.mp4", "full_range.mp4", "full_range_bt709.mp4", "colr_only.mp4"]
 
 
 def _libswscale():

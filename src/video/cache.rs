@@ -29,6 +29,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use super::mp4::{Codec, Container, Frame, VideoFailure, VideoIndex, MAX_FRAME_BYTES};
+use super::sps::Signal;
 use super::Display;
 
 /// The file name of the index file kept in a dataset's folder.
@@ -140,6 +141,13 @@ impl PackedIndex {
             (Container::Avi, Codec::H264) => 4,
         });
         b.push(index.display.turns | u8::from(index.display.matrix) << 2);
+        let tags = index.colour_tags;
+        b.push(
+            u8::from(tags.full_range.is_some())
+                | u8::from(tags.full_range == Some(true)) << 1
+                | u8::from(tags.matrix.is_some()) << 2,
+        );
+        b.push(tags.matrix.unwrap_or(0));
         put(&mut b, index.config.len() as u64);
         b.extend_from_slice(&index.config);
         put(&mut b, u64::from(index.size.0));
@@ -205,6 +213,14 @@ fn unpack(bytes: &[u8], path: PathBuf) -> Option<VideoIndex> {
         },
         _ => return None,
     };
+    let (tags, matrix) = (r.take(1)?[0], r.take(1)?[0]);
+    if tags > 7 {
+        return None;
+    }
+    let colour_tags = Signal {
+        full_range: (tags & 1 != 0).then_some(tags & 2 != 0),
+        matrix: (tags & 4 != 0).then_some(matrix),
+    };
     let config_len = usize::try_from(r.varint()?).ok()?;
     if config_len > MAX_CONFIG_BYTES {
         return None;
@@ -248,6 +264,7 @@ fn unpack(bytes: &[u8], path: PathBuf) -> Option<VideoIndex> {
         config,
         size,
         display,
+        colour_tags,
         timescale,
         frames,
     })
@@ -660,14 +677,16 @@ mod tests {
             "mp4v_bframes.mp4",
             "turned_cw.mp4",
             "turned_movie.mp4",
+            "colr_only.mp4",
         ] {
             let index = VideoIndex::open(fixture(name)).unwrap();
             let packed = PackedIndex::pack(&index);
-            // (The container and codec too: MPEG-4 Part 2 comes in AVI files and in MP4; and
-            // how the frames are shown.)
+            // (The container and codec too: MPEG-4 Part 2 comes in AVI files and in MP4; how
+            // the frames are shown, and the colours the container declares.)
             assert_eq!(packed.unpack(), index, "{name}");
-            // The frames' part, past the codec, the display, the `avcC` record and the sizes.
-            let frames = packed.packed_len() - index.config.len() - 17;
+            // The frames' part, past the codec, the display and colour tags, the `avcC` record
+            // and the sizes.
+            let frames = packed.packed_len() - index.config.len() - 19;
             let plain = index.frames.len() * std::mem::size_of::<Frame>();
             assert!(frames * 4 < plain, "{name}: {frames} of {plain}");
         }

@@ -86,8 +86,9 @@ impl Conversion {
     }
 
     /// The conversion of `index`'s video, as FFmpeg tags its frames: an H.264 video's
-    /// matrix and range from its SPS's video signal type (each BT.601 and limited where it
-    /// says nothing); MPEG-4 Part 2 video as video that says nothing.
+    /// matrix and range from its SPS's video signal type, each from the container's `colr`
+    /// box where the SPS says nothing, BT.601 and limited where neither does; MPEG-4 Part 2
+    /// video as video that says nothing.
     pub fn of_video(index: &super::VideoIndex) -> Self {
         if index.codec != super::Codec::H264 {
             return Self::DEFAULT;
@@ -95,7 +96,7 @@ impl Conversion {
         let Ok(avc) = super::AvcConfig::parse(&index.config) else {
             return Self::DEFAULT; // refused by the decoder, with the reason
         };
-        let signal = super::sps::signal(&avc.sps);
+        let signal = super::sps::signal(&avc.sps).or(index.colour_tags);
         Self::of(
             signal.matrix.unwrap_or(2),
             signal.full_range.unwrap_or(false),

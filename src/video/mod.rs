@@ -20,7 +20,7 @@ mod mpeg4;
 mod plan;
 mod read;
 mod render;
-mod sps;
+pub mod sps;
 mod write;
 
 pub use cache::{

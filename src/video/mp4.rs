@@ -17,6 +17,7 @@ use mp4parse::{CodecType, SampleEntry, TrackType, VideoCodecSpecific};
 
 use super::display::{self, Display};
 use super::fragments::{track_defaults, Fragments};
+use super::sps::Signal;
 use super::{avi, mpeg4};
 use crate::Error;
 
@@ -235,6 +236,9 @@ pub struct VideoIndex {
     pub size: (u32, u32),
     /// How the frames are shown (turned by the track's display matrix).
     pub display: Display,
+    /// The colours the container declares (an MP4 sample entry's `colr` box), which FFmpeg
+    /// takes where the stream's own headers are silent.
+    pub colour_tags: Signal,
     /// Ticks per second of `pts` and `dts`.
     pub timescale: u64,
     /// The frames, in decode order.
@@ -333,10 +337,11 @@ impl VideoIndex {
         } else {
             Container::Mp4
         };
-        let ((codec, config, frame_size, timescale, frames), display) = match container {
-            Container::Avi => (avi::index(read, size)?, Display::default()),
-            Container::Mp4 => Self::movie(read, size)?,
-        };
+        let ((codec, config, frame_size, timescale, frames), (display, colour_tags)) =
+            match container {
+                Container::Avi => (avi::index(read, size)?, Default::default()),
+                Container::Mp4 => Self::movie(read, size)?,
+            };
         if let Some(frame) = frames
             .iter()
             .position(|f| f.offset.saturating_add(u64::from(f.len)) > size)
@@ -350,6 +355,7 @@ impl VideoIndex {
             config,
             size: frame_size,
             display,
+            colour_tags,
             timescale,
             frames,
         })
@@ -360,8 +366,9 @@ impl VideoIndex {
         self.display.size(self.size)
     }
 
-    /// An MP4/MOV file's index, from its boxes, and how its frames are shown.
-    fn movie(read: &Reader<'_>, size: u64) -> Result<(Parsed, Display), VideoFailure> {
+    /// An MP4/MOV file's index, from its boxes, how its frames are shown and the colours it
+    /// declares.
+    fn movie(read: &Reader<'_>, size: u64) -> Result<(Parsed, (Display, Signal)), VideoFailure> {
         let boxes = top_level_boxes(read, size).map_err(|e| match e {
             Scan::Io(source) => VideoFailure::Io(source),
             Scan::Bad(e) => VideoFailure::Video(e),
@@ -401,7 +408,8 @@ impl VideoIndex {
             // Data offsets count from the box's header.
             moofs.push((b.start - b.header, body));
         }
-        Ok(guarded(|| from_movie(&head, &moofs, size))?)
+        let (parsed, display) = guarded(|| from_movie(&head, &moofs, size))?;
+        Ok((parsed, (display, super::sps::container_signal(&head))))
     }
 
     /// The frames' indices in presentation order.

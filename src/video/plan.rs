@@ -139,6 +139,7 @@ mod tests {
             config: Vec::new(),
             size: (16, 16),
             display: super::super::Display::default(),
+            colour_tags: super::super::sps::Signal::default(),
             timescale: 1,
             frames,
         }

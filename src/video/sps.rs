@@ -16,6 +16,41 @@ pub struct Signal {
     pub matrix: Option<u8>,
 }
 
+impl Signal {
+    /// What this signal says, each field where it says nothing taken from `fallback` (FFmpeg's
+    /// decoder keeps the container's tags where the SPS is silent).
+    pub fn or(self, fallback: Signal) -> Signal {
+        Signal {
+            full_range: self.full_range.or(fallback.full_range),
+            matrix: self.matrix.or(fallback.matrix),
+        }
+    }
+}
+
+/// The colour signal of an MP4 sample entry's `colr` box in `head` (the movie's boxes), as
+/// FFmpeg's MP4 reader takes it: `nclx` (ISO) gives the matrix and the range, `nclc`
+/// (QuickTime) the matrix alone; the default where there is neither.
+pub fn container_signal(head: &[u8]) -> Signal {
+    let Some(at) = head
+        .windows(8)
+        .position(|w| &w[..4] == b"colr" && (&w[4..] == b"nclx" || &w[4..] == b"nclc"))
+    else {
+        return Signal::default();
+    };
+    let Some(body) = head.get(at + 8..) else {
+        return Signal::default();
+    };
+    let field = |k: usize| body.get(k..k + 2).map(|b| u16::from_be_bytes([b[0], b[1]]));
+    // Primaries, transfer, matrix (16 bits each), then for `nclx` the range's bit.
+    let matrix = field(4).map(|m| u8::try_from(m).unwrap_or(2));
+    let full_range = if &head[at + 4..at + 8] == b"nclx" {
+        body.get(6).map(|b| b >> 7 == 1)
+    } else {
+        None
+    };
+    Signal { full_range, matrix }
+}
+
 /// Reads the bits of a NAL unit's payload, emulation prevention bytes (`00 00 03`) dropped.
 struct Bits {
     bytes: Vec<u8>,
@@ -170,6 +205,50 @@ mod tests {
         assert_eq!(signal(&[]), Signal::default());
         assert_eq!(signal(&[0x67]), Signal::default());
         assert_eq!(signal(&[0x67, 0x64, 0x00]), Signal::default());
+    }
+
+    #[test]
+    fn a_colr_box_gives_the_matrix_and_for_nclx_the_range() {
+        let colr = |kind: &[u8; 4], tail: &[u8]| {
+            let mut b = vec![0, 0, 0, 19];
+            b.extend_from_slice(b"colr");
+            b.extend_from_slice(kind);
+            b.extend_from_slice(&[0, 1, 0, 1, 0, 1]);
+            b.extend_from_slice(tail);
+            b
+        };
+        assert_eq!(
+            container_signal(&colr(b"nclx", &[0x80])),
+            Signal {
+                full_range: Some(true),
+                matrix: Some(1)
+            }
+        );
+        assert_eq!(
+            container_signal(&colr(b"nclx", &[0])).full_range,
+            Some(false)
+        );
+        assert_eq!(
+            container_signal(&colr(b"nclc", &[])),
+            Signal {
+                full_range: None,
+                matrix: Some(1)
+            }
+        );
+        // An ICC profile says nothing FFmpeg converts by; a cut box nothing it cannot read.
+        assert_eq!(container_signal(&colr(b"prof", &[0x80])), Signal::default());
+        assert_eq!(container_signal(b"colrnclx\x00"), Signal::default());
+        let sps = Signal {
+            full_range: None,
+            matrix: Some(9),
+        };
+        assert_eq!(
+            sps.or(container_signal(&colr(b"nclx", &[0x80]))),
+            Signal {
+                full_range: Some(true),
+                matrix: Some(9)
+            }
+        );
     }
 
     #[test]

@@ -1762,12 +1762,19 @@ fn a_video_shown_turned_gives_upright_clips_on_both_paths_and_draws_from_the_sho
     assert!(hw == cpu, "the engine's clips differ from the host's");
 }
 
-/// Clips whose SPS declares their colours (`make_fixtures.py --colours`).
-const TAGGED: [&str; 3] = ["bt709.mp4", "full_range.mp4", "full_range_bt709.mp4"];
+/// Clips whose SPS declares their colours (`make_fixtures.py --colours`), and one whose
+/// container alone does (`colr`).
+const TAGGED: [&str; 4] = [
+    "bt709.mp4",
+    "full_range.mp4",
+    "full_range_bt709.mp4",
+    "colr_only.mp4",
+];
 
 #[test]
 fn a_video_declaring_bt709_or_full_range_converts_to_ffmpegs_rgb_bit_for_bit() {
-    // FFmpeg tags each frame with the SPS's matrix and range, and swscale converts by them
+    // FFmpeg tags each frame with the SPS's matrix and range (the container's where the SPS
+    // is silent), and swscale converts by them
     // (torchcodec, PyAV and decord alike): `<clip>.rgb_0_5.bin` is PyAV's RGB of frames 0 and
     // 5. The untagged clips convert as before (BT.601, limited).
     let want = expected();

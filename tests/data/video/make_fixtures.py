@@ -235,7 +235,8 @@ def turned_clips():
 
 def colour_clips():
     """Clips whose SPS declares their colours (as phones and HD sources do): BT.709, full
-    range, both; and FFmpeg's own RGB of frames 0 and 5 of each (swscale, honouring the tags,
+    range, both; one whose container alone declares them; and FFmpeg's own RGB of frames 0
+    and 5 of each (swscale, honouring the tags,
     as torchcodec, PyAV and decord convert them), raw 72 x 96 x 3 bytes each."""
     tagged = "keyint=6:min-keyint=6:scenecut=0:bframes=2"
     bt709 = ":colormatrix=bt709:colorprim=bt709:transfer=bt709"
@@ -244,6 +245,20 @@ def colour_clips():
         write("full_range.mp4", 96, 72, 12, {"x264-params": tagged + ":fullrange=on"}),
         write("full_range_bt709.mp4", 96, 72, 12, {"x264-params": tagged + ":fullrange=on" + bt709}),
     ]
+    # The same tags in the container alone (`colr`: BT.709, full range), the SPS silent: a
+    # stream copy of `high_bframes.mp4`, as a remux tagging the colours writes it.
+    with av.open(str(HERE / "high_bframes.mp4")) as inp, av.open(
+        str(HERE / "colr_only.mp4"), "w", format="mp4", options={"movflags": "+write_colr"}
+    ) as out:
+        source = inp.streams.video[0]
+        stream = out.add_stream_from_template(source)
+        ctx = stream.codec_context
+        ctx.colorspace, ctx.color_range, ctx.color_primaries, ctx.color_trc = 1, 2, 1, 1
+        for packet in inp.demux(source):
+            if packet.size:
+                packet.stream = stream
+                out.mux(packet)
+    clips.append(HERE / "colr_only.mp4")
     for path in clips:
         with av.open(str(path)) as container:
             decoded = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
