@@ -2,7 +2,7 @@
 //! edit list). Opening must never panic or abort; when it succeeds, every frame lies inside the
 //! file and the index's queries answer. The same bytes in memory (a shard member read whole
 //! from object storage) and inside a larger file (a member of a local tar shard) give the same
-//! index, or fail alike.
+//! index, or fail alike; how it is shown and the colours it declares read without a panic.
 #![no_main]
 
 use std::path::PathBuf;
@@ -40,5 +40,11 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         let _ = index.duration_seconds();
+        // The display and the colours it declares (the SPS's video signal type, the `colr`
+        // box): read without a panic whatever the bytes.
+        assert!(index.display.turns < 4);
+        let (w, h) = index.display_size();
+        assert_eq!(u64::from(w) * u64::from(h), u64::from(index.size.0) * u64::from(index.size.1));
+        let _ = hpuload::video::colour::Conversion::of_video(&index);
     }
 });
