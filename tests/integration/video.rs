@@ -638,31 +638,50 @@ fn a_video_folder_gives_static_btchw_batches_with_its_class_labels() {
     assert_eq!(labels_seen, vec![0, 0, 1, 1]);
 }
 
-#[test]
-fn a_pipeline_without_a_crop_or_resize_keeps_the_frames_when_every_video_has_one_size() {
-    // Two videos of 96x72: the clips as decoded, [B, T, H, W, C] uint8.
-    let dir = TempDir::new("videos-one-size");
-    for (class, clip) in [("a", "high_bframes.mp4"), ("b", "fragmented.mp4")] {
+/// A class folder of copies of the test clips: `(class, clip)` each.
+fn class_folder(tag: &str, clips: &[(&str, &str)]) -> TempDir {
+    let dir = TempDir::new(tag);
+    for (class, clip) in clips {
         std::fs::create_dir_all(dir.path().join(class)).unwrap();
         std::fs::copy(data().join(clip), dir.path().join(class).join(clip)).unwrap();
     }
-    let first_clips = VideoSpec {
+    dir
+}
+
+/// Each video's first three frames, one clip.
+fn first_three_frames() -> VideoSpec {
+    VideoSpec {
         sampler: ClipSampler::RegularIndices(IndexClips {
             frames_per_clip: 3,
             num_clips: 1,
             ..IndexClips::default()
         }),
         channels_first: false,
-    };
-    let mut loader = Loader::builder(VideoFolder::open(dir.path()).unwrap())
+    }
+}
+
+/// Epoch 0 of the folder at `dir`: batches of 2 of each video's first three frames as decoded,
+/// `[B, T, H, W, C]` uint8.
+fn first_clips_as_decoded(dir: &Path) -> hpuload::EpochOf<Loader> {
+    let loader = Loader::builder(VideoFolder::open(dir).unwrap())
         .batch_size(2)
         .workers(1)
         .pipeline(Pipeline::new("as_decoded"))
         .output(Dtype::U8, Layout::Nhwc)
-        .video(first_clips.clone())
+        .video(first_three_frames())
         .build()
         .unwrap();
-    let batch = loader.epoch(0).next().unwrap().unwrap();
+    loader.into_epoch(0)
+}
+
+#[test]
+fn a_pipeline_without_a_crop_or_resize_keeps_the_frames_when_every_video_has_one_size() {
+    // Two videos of 96x72: the clips as decoded, [B, T, H, W, C] uint8.
+    let dir = class_folder(
+        "videos-one-size",
+        &[("a", "high_bframes.mp4"), ("b", "fragmented.mp4")],
+    );
+    let batch = first_clips_as_decoded(dir.path()).next().unwrap().unwrap();
     assert_eq!(batch.images.shape(), &[2, 3, 72, 96, 3]);
     let (images, _, indices, _) = host(&batch);
     let path = dir.path().join("a/high_bframes.mp4");
@@ -674,7 +693,7 @@ fn a_pipeline_without_a_crop_or_resize_keeps_the_frames_when_every_video_has_one
         .batch_size(2)
         .pipeline(Pipeline::new("as_decoded"))
         .output(Dtype::U8, Layout::Nhwc)
-        .video(first_clips)
+        .video(first_three_frames())
         .build()
         .unwrap_err()
         .to_string();
@@ -1705,29 +1724,12 @@ fn a_display_matrix_turns_the_frames_by_ffmpegs_angle_rounded_as_torchcodec_roun
 #[test]
 fn a_video_shown_turned_gives_upright_clips_on_both_paths_and_draws_from_the_shown_size() {
     use hpuload::{Backend, Placement};
-    let dir = TempDir::new("turned-videos");
-    for (class, clip) in [("a", "turned_cw.mp4"), ("b", "turned_ccw.mp4")] {
-        std::fs::create_dir_all(dir.path().join(class)).unwrap();
-        std::fs::copy(data().join(clip), dir.path().join(class).join(clip)).unwrap();
-    }
+    let dir = class_folder(
+        "turned-videos",
+        &[("a", "turned_cw.mp4"), ("b", "turned_ccw.mp4")],
+    );
     // Without a crop or resize, the clips are the frames as shown: 72 wide, 96 high.
-    let first_clips = VideoSpec {
-        sampler: ClipSampler::RegularIndices(IndexClips {
-            frames_per_clip: 3,
-            num_clips: 1,
-            ..IndexClips::default()
-        }),
-        channels_first: false,
-    };
-    let mut loader = Loader::builder(VideoFolder::open(dir.path()).unwrap())
-        .batch_size(2)
-        .workers(1)
-        .pipeline(Pipeline::new("as_decoded"))
-        .output(Dtype::U8, Layout::Nhwc)
-        .video(first_clips)
-        .build()
-        .unwrap();
-    let batch = loader.epoch(0).next().unwrap().unwrap();
+    let batch = first_clips_as_decoded(dir.path()).next().unwrap().unwrap();
     assert_eq!(batch.images.shape(), &[2, 3, 96, 72, 3]);
     let (images, _, indices, _) = host(&batch);
     for (row, &i) in indices.iter().enumerate() {

@@ -318,34 +318,33 @@ def avi_clips():
     ]
 
 
+def add_to_expected(paths, fields):
+    """Describes `paths` into `expected.json`, keeping its other entries, and gives each entry
+    `fields` that it lacks (a field added since it was written)."""
+    expected = json.loads((HERE / "expected.json").read_text())
+    for path in paths:
+        expected[path.name] = describe(path)
+    for name, meta in expected.items():
+        if any(f not in meta for f in fields):
+            described = describe(HERE / name)
+            for f in fields:
+                meta.setdefault(f, described[f])
+    (HERE / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")
+
+
 def main():
     if sys.argv[1:] == ["--packed"]:
         write_packed_avi("divx_packed.avi", "divx_bframes.avi")
         return
     if sys.argv[1:] == ["--turned"]:
-        expected = json.loads((HERE / "expected.json").read_text())
-        for path in turned_clips():
-            expected[path.name] = describe(path)
-        for name, meta in expected.items():
-            meta.setdefault("rotation", describe(HERE / name)["rotation"])
-        (HERE / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")
+        add_to_expected(turned_clips(), ["rotation"])
         return
     if sys.argv[1:] == ["--colours"]:
-        expected = json.loads((HERE / "expected.json").read_text())
-        for path in colour_clips():
-            expected[path.name] = describe(path)
-        for name, meta in expected.items():
-            described = describe(HERE / name)
-            meta.setdefault("colorspace", described["colorspace"])
-            meta.setdefault("color_range", described["color_range"])
-        (HERE / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")
+        add_to_expected(colour_clips(), ["colorspace", "color_range"])
         return
     if sys.argv[1:] == ["--avi"]:
-        expected = json.loads((HERE / "expected.json").read_text())
-        for path in avi_clips():
-            expected[path.name] = describe(path)
+        add_to_expected(avi_clips(), [])
         write_mpeg2_in_mp4v()
-        (HERE / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")
         return
     expected = {}
     x264 = {"x264-params": "keyint=12:min-keyint=12:scenecut=0:bframes=3:b-pyramid=normal"}
