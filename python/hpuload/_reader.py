@@ -51,7 +51,9 @@ class VideoReader:
     `seek(0)`, `next`, `skip_frames`). Frames are numbered in presentation order, as decord
     numbers them, and handed over as decord's bridge says (NumPy, or torch tensors). A video
     with a display matrix (a phone's, held on its side) is shown upright, turned as torchcodec
-    turns it: decord turns a half turn the same way, and fails on a quarter turn."""
+    turns it: decord turns a half turn the same way, and fails on a quarter turn. A video
+    whose edit list cuts frames (a stream copy cut between keyframes) has the frames FFmpeg
+    shows, as torchcodec and PyAV count them; decord shows the cut ones too."""
 
     def __init__(self, uri, ctx=None, width: int = -1, height: int = -1, num_threads: int = 0, fault_tol: int = -1):
         if not isinstance(uri, (str, os.PathLike)):
@@ -65,7 +67,7 @@ class VideoReader:
         if device != 1:
             raise ValueError(f"hpuload.VideoReader decodes on the host: the context {ctx} asks for another device")
         self._path = os.fspath(uri)
-        count, fps, self._turns = _hpuload.video_outline(self._path)
+        count, fps, self._turns, self._cut = _hpuload.video_outline(self._path)
         self._count = count
         self._fps = float(fps) if fps is not None else 0.0
         self._position = 0
@@ -165,8 +167,9 @@ class AnsweredDecord(VideoReader):
     timestamps, key-frame lists, any other attribute), so that every answer is decord's. The
     average frame rate is decord's own too (its stream's `avg_frame_rate`, which code turns
     into frame steps). After a fast `seek` (which lands where decord's index says), for a video
-    with a display matrix (which decord applies its own way), or when hpuload's reader could
-    not open the video, decord's answers everything."""
+    with a display matrix (which decord applies its own way) or an edit list that cuts frames
+    (which decord shows), or when hpuload's reader could not open the video, decord's answers
+    everything."""
 
     def __init__(self, decords_own, *args, **kwargs):
         self._make_decord = decords_own
@@ -177,9 +180,10 @@ class AnsweredDecord(VideoReader):
         except Exception:
             self._decord, self._all_decords = decords_own(), True
             return
-        if self._turns is not None:
-            # A video with a display matrix: decord turns its frames its own way (and fails
-            # on a quarter turn), so decord's reader answers everything.
+        if self._turns is not None or self._cut:
+            # A video with a display matrix (decord turns its frames its own way, and fails on
+            # a quarter turn), or whose edit list cuts frames (decord shows them): decord's
+            # reader answers everything.
             self._decord, self._all_decords = decords_own(), True
 
     def _decords(self):

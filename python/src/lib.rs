@@ -594,16 +594,20 @@ fn read_video_frames(
 }
 
 /// The frame count, the average frame rate (frames over the stream's span, as torchcodec's
-/// `average_fps`; None for a stream without one) and the display of the video at `path`, from
-/// its tables: `(count, fps, turns)`, `turns` None for a video without a display matrix,
-/// else the quarter turns counterclockwise that show its frames upright (as torchcodec turns
-/// them; `read_video_frames` gives them turned).
+/// `average_fps`; None for a stream without one), the display and the edit of the video at
+/// `path`, from its tables: `(count, fps, turns, cut)`, `turns` None for a video without a
+/// display matrix, else the quarter turns counterclockwise that show its frames upright (as
+/// torchcodec turns them; `read_video_frames` gives them turned); `cut` whether its edit
+/// list leaves frames unshown (counted and read as FFmpeg shows them).
 #[pyfunction]
-fn video_outline(py: Python<'_>, path: PathBuf) -> PyResult<(usize, Option<f64>, Option<u8>)> {
-    let (count, fps, display) = py
+fn video_outline(
+    py: Python<'_>,
+    path: PathBuf,
+) -> PyResult<(usize, Option<f64>, Option<u8>, bool)> {
+    let (count, fps, display, cut) = py
         .detach(|| hpuload::video::outline(&path))
         .map_err(|e| PyValueError::new_err(format!("{}: {e}", path.display())))?;
-    Ok((count, fps, display.matrix.then_some(display.turns)))
+    Ok((count, fps, display.matrix.then_some(display.turns), cut))
 }
 
 /// 4:2:0 planes (`y` of `width x height`, `u` and `v` of half that each way, rounded up) to

@@ -398,8 +398,10 @@ class OddCalls(tud.Dataset):
         lambda d, p: d.VideoReader(p).get_batch([20]).asnumpy(),
         # A video with a display matrix, which decord turns its own way.
         lambda d, p: d.VideoReader(p.replace("baseline.mp4", "turned_half.mp4")).get_batch([0]).asnumpy(),
+        # One whose edit list cuts frames, which decord shows.
+        lambda d, p: d.VideoReader(p.replace("baseline.mp4", "cut.mp4")).get_batch([0]).asnumpy(),
     ],
-    ids=["resize", "key-indices", "fps", "missing-file", "past-the-end", "turned"],
+    ids=["resize", "key-indices", "fps", "missing-file", "past-the-end", "turned", "cut"],
 )
 def test_what_hpuloads_reader_does_not_do_as_decord_is_answered_by_decords_own(monkeypatch, call):
     _stand_in_decord(monkeypatch)

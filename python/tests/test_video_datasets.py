@@ -103,7 +103,7 @@ class _StandInDecoder:
 
     def __init__(self, path, dimension_order="NCHW", **_):
         self.path, self.order = STAND_IN_READS.get(str(path), str(path)), dimension_order
-        n, fps, _ = _hpuload.video_outline(STAND_IN_COUNTS.get(self.path, self.path))
+        n, fps, _, _ = _hpuload.video_outline(STAND_IN_COUNTS.get(self.path, self.path))
         self.metadata = types.SimpleNamespace(num_frames=n, average_fps=fps)
 
     def get_frames_at(self, indices):
@@ -227,7 +227,7 @@ class _PyAVStandIn:
         turns = round(decoded[0].rotation / 90) % 4
         self.frames = torch.stack([torch.from_numpy(f.to_ndarray(format="rgb24")).rot90(turns, (0, 1)) for f in decoded])
         self.order = dimension_order
-        _, fps, _ = _hpuload.video_outline(str(path))
+        _, fps, _, _ = _hpuload.video_outline(str(path))
         self.metadata = types.SimpleNamespace(num_frames=len(decoded), average_fps=fps)
 
     def get_frames_at(self, indices):

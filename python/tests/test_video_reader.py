@@ -15,7 +15,7 @@ import torch
 from hpuload import VideoReader, _hpuload
 
 CLIPS = Path(__file__).resolve().parents[2] / "tests" / "data" / "video"
-H264 = ["baseline.mp4", "main_cabac.mp4", "high_bframes.mp4", "vfr.mp4", "fragmented.mp4"]
+H264 = ["baseline.mp4", "main_cabac.mp4", "high_bframes.mp4", "vfr.mp4", "fragmented.mp4", "cut.mp4"]
 #: `high_bframes.mp4` with display matrices (`make_fixtures.py --turned`), and the quarter
 #: turns counterclockwise that show each upright.
 TURNED = {"turned_cw.mp4": 3, "turned_half.mp4": 2, "turned_ccw.mp4": 1, "turned_movie.mp4": 1}

@@ -322,6 +322,7 @@ impl Walk<'_, '_> {
                 keyframe: p.kind == VopType::I,
                 offset: p.offset,
                 len: p.len,
+                shown: true,
             })
             .collect();
         // A B-frame is shown as it is decoded; a reference (I, P, S) when the next reference

@@ -169,7 +169,9 @@ impl PackedIndex {
             );
             put(
                 &mut b,
-                zigzag(f.offset.wrapping_sub(end) as i64) << 1 | u64::from(f.keyframe),
+                zigzag(f.offset.wrapping_sub(end) as i64) << 2
+                    | u64::from(f.shown) << 1
+                    | u64::from(f.keyframe),
             );
             put(&mut b, u64::from(f.len));
             (dts, duration, end) = (f.dts, f.duration, f.offset.wrapping_add(u64::from(f.len)));
@@ -245,7 +247,7 @@ fn unpack(bytes: &[u8], path: PathBuf) -> Option<VideoIndex> {
         let pts = f_dts.wrapping_add(unzigzag(r.varint()?));
         let f_duration = duration.wrapping_add(i32::try_from(unzigzag(r.varint()?)).ok()? as u32);
         let at = r.varint()?;
-        let offset = end.wrapping_add(unzigzag(at >> 1) as u64);
+        let offset = end.wrapping_add(unzigzag(at >> 2) as u64);
         let len = u32::try_from(r.varint()?).ok()?;
         frames.push(Frame {
             pts,
@@ -254,6 +256,7 @@ fn unpack(bytes: &[u8], path: PathBuf) -> Option<VideoIndex> {
             keyframe: at & 1 == 1,
             offset,
             len,
+            shown: at & 2 != 0,
         });
         (dts, duration, end) = (f_dts, f_duration, offset.wrapping_add(u64::from(len)));
     }
@@ -678,11 +681,13 @@ mod tests {
             "turned_cw.mp4",
             "turned_movie.mp4",
             "colr_only.mp4",
+            "cut.mp4",
         ] {
             let index = VideoIndex::open(fixture(name)).unwrap();
             let packed = PackedIndex::pack(&index);
             // (The container and codec too: MPEG-4 Part 2 comes in AVI files and in MP4; how
-            // the frames are shown, and the colours the container declares.)
+            // the frames are shown, the colours the container declares, the frames an edit
+            // list cuts.)
             assert_eq!(packed.unpack(), index, "{name}");
             // The frames' part, past the codec, the display and colour tags, the `avcC` record
             // and the sizes.
@@ -699,6 +704,7 @@ mod tests {
             keyframe: true,
             offset: u64::MAX,
             len: u32::MAX,
+            shown: false,
         };
         index.frames[1].pts = i64::MAX;
         assert_eq!(PackedIndex::pack(&index).unpack(), index);

@@ -184,6 +184,7 @@ impl Timeline {
         let end = index
             .frames
             .iter()
+            .filter(|f| f.shown)
             .map(|f| (f.pts + i64::from(f.duration)) as f64 / scale)
             .fold(begin, f64::max);
         Self { pts, begin, end }

@@ -317,6 +317,7 @@ impl Fragments {
                     keyframe: sample_flags & 0x1_0000 == 0,
                     offset: at,
                     len,
+                    shown: true,
                 });
             }
             at = at.checked_add(u64::from(len)).ok_or_else(overflow)?;

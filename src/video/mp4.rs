@@ -61,8 +61,7 @@ pub enum Container {
 /// One frame of the index, in decode order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Frame {
-    /// Presentation time, in the track's timescale, edit list applied (may be negative for
-    /// frames the edit list cuts before the start).
+    /// Presentation time, in the track's timescale, edit list applied as FFmpeg applies it.
     pub pts: i64,
     /// Decode time, in the track's timescale.
     pub dts: i64,
@@ -74,6 +73,9 @@ pub struct Frame {
     pub offset: u64,
     /// Its length in bytes.
     pub len: u32,
+    /// Shown: false for a frame the edit list cuts (before its start or past its end), which
+    /// FFmpeg decodes only where later frames refer to it and never hands over.
+    pub shown: bool,
 }
 
 /// Why a file has no usable frame index.
@@ -412,9 +414,11 @@ impl VideoIndex {
         Ok((parsed, (display, super::sps::container_signal(&head))))
     }
 
-    /// The frames' indices in presentation order.
+    /// The shown frames' indices in presentation order.
     pub fn presentation_order(&self) -> Vec<usize> {
-        let mut order: Vec<usize> = (0..self.frames.len()).collect();
+        let mut order: Vec<usize> = (0..self.frames.len())
+            .filter(|&i| self.frames[i].shown)
+            .collect();
         order.sort_by_key(|&i| (self.frames[i].pts, i));
         order
     }
@@ -732,6 +736,7 @@ fn from_movie(
             keyframe: s.sync,
             offset: start,
             len,
+            shown: true,
         });
     }
     // Each frame's duration is its `stts` delta, as FFmpeg gives a packet's: the step to the
@@ -753,7 +758,84 @@ fn from_movie(
         };
         frames[k].duration = delta.and_then(|d| u32::try_from(d).ok()).unwrap_or(0);
     }
+    if let (Some(media_time), Some(edited)) = (track.media_time, track.edited_duration) {
+        let movie_scale = context.timescale.map_or(0, |t| t.0);
+        let edited = rescale(edited.0, timescale, movie_scale);
+        apply_edit(&mut frames, media_time.0, edited);
+    }
     Ok(((codec, config, size, timescale, frames), display))
+}
+
+/// `a * b / c` rounded to the nearest (FFmpeg's `av_rescale`), saturated; 0 for `c` 0.
+fn rescale(a: u64, b: u64, c: u64) -> u64 {
+    if c == 0 {
+        return 0;
+    }
+    let v = (u128::from(a) * u128::from(b) + u128::from(c) / 2) / u128::from(c);
+    u64::try_from(v).unwrap_or(u64::MAX)
+}
+
+/// The edit list's one edit (`media_time` on, `edited` ticks long; 0: to the end) applied to
+/// `frames` (decode order, `pts` already moved back by `media_time`) as FFmpeg's MP4 reader
+/// applies it: decoding starts at the last keyframe whose decode time is at most the edit's
+/// start, and ends after the first keyframe whose span reaches its end; a frame whose
+/// composition time is outside the edit is decoded but not shown (nor one outside that
+/// span). The shown frames' times count from the first of them in decode order (its decode
+/// time, less the first frame's composition offset), then move back so that the earliest is
+/// 0 if it is later.
+fn apply_edit(frames: &mut [Frame], media_time: u64, edited: u64) {
+    let Ok(media_time) = i64::try_from(media_time) else {
+        return;
+    };
+    let cts = |f: &Frame| f.pts.saturating_add(media_time);
+    let outside = |c: i64| {
+        c < media_time
+            || (edited > 0 && i128::from(c) >= i128::from(media_time) + i128::from(edited))
+    };
+    let start = frames
+        .iter()
+        .rposition(|f| f.keyframe && f.dts <= media_time)
+        .unwrap_or(0);
+    let first_offset = frames.first().map_or(0, |f| cts(f).saturating_sub(f.dts));
+    let mut first_shown_dts = None;
+    let mut end = frames.len();
+    for k in 0..frames.len() {
+        let c = cts(&frames[k]);
+        let shown = k >= start && !outside(c);
+        if shown && first_shown_dts.is_none() {
+            first_shown_dts = Some(frames[k].dts);
+        }
+        let step = frames
+            .get(k + 1)
+            .map_or(i64::try_from(edited).unwrap_or(i64::MAX), |n| {
+                n.dts.saturating_sub(frames[k].dts)
+            });
+        frames[k].shown = shown;
+        if k >= start
+            && edited > 0
+            && frames[k].keyframe
+            && i128::from(c) + i128::from(step) >= i128::from(media_time) + i128::from(edited)
+        {
+            end = k + 1;
+            break;
+        }
+    }
+    frames[end..].iter_mut().for_each(|f| f.shown = false);
+    let Some(origin) = first_shown_dts.map(|d| d.saturating_add(first_offset)) else {
+        return;
+    };
+    for f in frames.iter_mut() {
+        f.pts = cts(f).saturating_sub(origin);
+    }
+    let earliest = frames
+        .iter()
+        .filter(|f| f.shown)
+        .map(|f| f.pts)
+        .min()
+        .unwrap_or(0);
+    if earliest > 0 {
+        frames.iter_mut().for_each(|f| f.pts -= earliest);
+    }
 }
 
 /// How many samples `mp4parse`'s `create_sample_table` reserves room for, counted the way its

@@ -130,6 +130,7 @@ mod tests {
                 keyframe: keys.contains(&i),
                 offset: 100 * i as u64,
                 len: 10,
+                shown: true,
             })
             .collect();
         VideoIndex {

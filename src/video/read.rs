@@ -22,14 +22,16 @@ pub struct Frames {
 }
 
 /// What a reader of a video's frames learns without decoding: its frame count, torchcodec's
-/// `average_fps` (frames over the stream's span), and how its frames are shown.
+/// `average_fps` (frames over the stream's span), how its frames are shown, and whether its
+/// edit list cuts frames (which FFmpeg decodes but does not show).
 ///
 /// # Errors
 /// The file's I/O, or an index failure.
-pub fn outline(path: &Path) -> Result<(usize, Option<f64>, Display), VideoFailure> {
+pub fn outline(path: &Path) -> Result<(usize, Option<f64>, Display, bool), VideoFailure> {
     let index = VideoIndex::open_typed(path)?;
     let timeline = super::Timeline::of(&index);
-    Ok((timeline.len(), timeline.average_fps(), index.display))
+    let cut = index.frames.iter().any(|f| !f.shown);
+    Ok((timeline.len(), timeline.average_fps(), index.display, cut))
 }
 
 /// Each frame's presentation time and duration in seconds (its `stts` delta), in

@@ -19,12 +19,14 @@ fn expected() -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
-const CLIPS: [&str; 5] = [
+const CLIPS: [&str; 6] = [
     "high_bframes.mp4",
     "main_cabac.mp4",
     "baseline.mp4",
     "vfr.mp4",
     "fragmented.mp4",
+    // An edit list cutting frames before and after (a stream copy cut between keyframes).
+    "cut.mp4",
 ];
 
 /// MPEG-4 Part 2 in AVI, as UCF101's and HMDB51's files are: Xvid with a PCM track
@@ -77,7 +79,8 @@ fn decode_with(
 ) -> Vec<(usize, [String; 3])> {
     let order = index.presentation_order();
     let position: Vec<usize> = {
-        let mut p = vec![0; order.len()];
+        // (A frame the edit list cuts has no position: it is never asked for.)
+        let mut p = vec![usize::MAX; index.frames.len()];
         for (pos, &frame) in order.iter().enumerate() {
             p[frame] = pos;
         }

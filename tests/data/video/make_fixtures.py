@@ -10,7 +10,8 @@ Rust tests read only the files it writes. `--avi` writes the MPEG-4 Part 2 clips
 `divx_bframes.avi`; `--turned` writes the clips shown turned (`turned_*.mp4`, display matrices set in
 `high_bframes.mp4`'s headers) and adds each clip's display angle to `expected.json`; `--colours` writes the
 clips whose SPS declares BT.709 or full range, with FFmpeg's RGB of two frames of each, and adds each clip's
-colour tags to `expected.json`.
+colour tags to `expected.json`; `--cut` writes `cut.mp4`, `high_bframes.mp4` with its edit list cut to frames 5
+to 24 (as a stream copy between keyframes writes it).
 """
 
 import json
@@ -223,6 +224,27 @@ def write_turned(name, source, track, movie=None):
 F = 1 << 16
 
 
+def write_cut(name, source, skip, keep):
+    """`source` (25 frames a second, 12800 ticks a second, its movie 1000) with its edit list
+    moved to start `skip` frames later and last `keep` frames: what a stream copy cut between
+    keyframes writes (`ffmpeg -ss ... -c copy`). FFmpeg decodes the frames before the cut from
+    the keyframe but shows only those inside it."""
+    data = bytearray((HERE / source).read_bytes())
+
+    def walk(start, end):
+        for kind, body, box_end in boxes(data, start, end):
+            if kind in (b"moov", b"trak", b"edts"):
+                walk(body, box_end)
+            elif kind == b"elst":
+                assert data[body] == 0 and struct.unpack(">I", data[body + 4 : body + 8])[0] == 1
+                media_time = struct.unpack(">i", data[body + 12 : body + 16])[0]
+                data[body + 8 : body + 16] = struct.pack(">Ii", keep * 40, media_time + skip * 512)
+
+    walk(0, len(data))
+    (HERE / name).write_bytes(bytes(data))
+    return HERE / name
+
+
 def turned_clips():
     return [
         write_turned("turned_cw.mp4", "high_bframes.mp4", (0, F, -F, 0)),
@@ -301,9 +323,9 @@ def describe(path):
                 }
             )
     # torchcodec's exact-mode scan: the stream starts at the smallest pts and ends at the
-    # largest pts + packet duration.
+    # largest pts + packet duration, of the packets an edit list does not cut.
     with av.open(str(path)) as container:
-        packets = [p for p in container.demux(video=0) if p.pts is not None]
+        packets = [p for p in container.demux(video=0) if p.pts is not None and not p.is_discard]
         meta["begin_stream_pts"] = min(p.pts for p in packets)
         meta["end_stream_pts"] = max(p.pts + p.duration for p in packets)
     meta["frames"] = frames
@@ -339,6 +361,9 @@ def main():
     if sys.argv[1:] == ["--turned"]:
         add_to_expected(turned_clips(), ["rotation"])
         return
+    if sys.argv[1:] == ["--cut"]:
+        add_to_expected([write_cut("cut.mp4", "high_bframes.mp4", 5, 20)], [])
+        return
     if sys.argv[1:] == ["--colours"]:
         add_to_expected(colour_clips(), ["colorspace", "color_range"])
         return
@@ -373,6 +398,7 @@ def main():
             muxer={"movflags": "frag_keyframe+empty_moov+default_base_moof"},
         ),
     ]
+    clips.append(write_cut("cut.mp4", "high_bframes.mp4", 5, 20))
     for path in clips + avi_clips() + turned_clips() + colour_clips():
         expected[path.name] = describe(path)
     # Its pictures and their order are `divx_bframes.avi`'s (FFmpeg's reader gives the packed
