@@ -260,6 +260,22 @@ def test_videos_declaring_bt709_or_full_range_give_torchs_clips(monkeypatch, tmp
     assert same_float_clips(got, want, decoder) == {0, 1}
 
 
+def test_a_video_whose_edit_list_cuts_frames_gives_torchs_clips(monkeypatch, tmp_path):
+    """A stream copy cut between keyframes: its edit list starts inside a GOP and ends before
+    the last frames. FFmpeg decodes the cut frames as references but shows only those inside
+    the edit, and torchvision's clips count those; so do hpuload's."""
+    decoder = _torchcodec_or_pyav(monkeypatch)
+    for cls, clip in [("a", "cut.mp4"), ("a", "high_bframes.mp4"), ("b", "cut.mp4"), ("b", "baseline.mp4")]:
+        (tmp_path / "train" / cls).mkdir(parents=True, exist_ok=True)
+        shutil.copy(CLIPS / clip, tmp_path / "train" / cls / clip)
+    data = kinetics(tmp_path, preset_eval())
+    assert data.video_clips.video_pts[0].numel() == 20, "FFmpeg shows 20 of cut.mp4's 30 frames"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PythonClipsWarning)  # every clip native
+        got, want = torch_and_hpuload(data, UniformClipSampler(data.video_clips, 3), more_than=1)
+    assert same_float_clips(got, want, decoder) == {0, 1}
+
+
 def test_videos_shown_turned_give_torchs_upright_clips(monkeypatch, tmp_path):
     """Videos with a display matrix (phones' videos held on their side; a quarter turn either
     way, a half turn, one set by the movie's matrix), whose frames torchcodec turns under
