@@ -32,8 +32,10 @@ fuzz_target!(|data: &[u8]| {
         for f in &index.frames {
             assert!(f.offset + u64::from(f.len) <= data.len() as u64);
         }
+        // Every shown frame once, in presentation order (an edit list may leave some unshown).
         let order = index.presentation_order();
-        assert_eq!(order.len(), index.frames.len());
+        assert_eq!(order.len(), index.frames.iter().filter(|f| f.shown).count());
+        assert!(order.windows(2).all(|w| index.frames[w[0]].pts <= index.frames[w[1]].pts));
         for i in 0..index.frames.len() {
             if let Some(k) = index.keyframe_before(i) {
                 assert!(k <= i && index.frames[k].keyframe);
