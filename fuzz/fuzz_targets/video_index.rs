@@ -13,7 +13,9 @@ use libfuzzer_sys::fuzz_target;
 
 fn path() -> &'static PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| std::env::temp_dir().join(format!("hpuload-fuzz-video-{}.mp4", std::process::id())))
+    PATH.get_or_init(|| {
+        std::env::temp_dir().join(format!("hpuload-fuzz-video-{}.mp4", std::process::id()))
+    })
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -35,7 +37,9 @@ fuzz_target!(|data: &[u8]| {
         // Every shown frame once, in presentation order (an edit list may leave some unshown).
         let order = index.presentation_order();
         assert_eq!(order.len(), index.frames.iter().filter(|f| f.shown).count());
-        assert!(order.windows(2).all(|w| index.frames[w[0]].pts <= index.frames[w[1]].pts));
+        assert!(order
+            .windows(2)
+            .all(|w| index.frames[w[0]].pts <= index.frames[w[1]].pts));
         for i in 0..index.frames.len() {
             if let Some(k) = index.keyframe_before(i) {
                 assert!(k <= i && index.frames[k].keyframe);
@@ -46,7 +50,10 @@ fuzz_target!(|data: &[u8]| {
         // box): read without a panic whatever the bytes.
         assert!(index.display.turns < 4);
         let (w, h) = index.display_size();
-        assert_eq!(u64::from(w) * u64::from(h), u64::from(index.size.0) * u64::from(index.size.1));
+        assert_eq!(
+            u64::from(w) * u64::from(h),
+            u64::from(index.size.0) * u64::from(index.size.1)
+        );
         let _ = hpuload::video::colour::Conversion::of_video(&index);
     }
 });
