@@ -4,7 +4,7 @@
 //! the entries' parsing is reached and not only the checksum's refusal.
 #![no_main]
 
-use hpuload::video::parse_index_file;
+use hpuload::video::{parse_index_file, INDEX_MAGIC};
 use libfuzzer_sys::fuzz_target;
 
 fn fnv1a(bytes: &[u8]) -> u64 {
@@ -15,7 +15,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 
 fuzz_target!(|data: &[u8]| {
     let _ = parse_index_file(data);
-    let mut file = b"HPUVIDX1".to_vec();
+    let mut file = INDEX_MAGIC.to_vec();
     file.extend_from_slice(data);
     file.extend_from_slice(&fnv1a(data).to_le_bytes());
     let _ = parse_index_file(&file);

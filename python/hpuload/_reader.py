@@ -52,8 +52,9 @@ class VideoReader:
     numbers them, and handed over as decord's bridge says (NumPy, or torch tensors). A video
     with a display matrix (a phone's, held on its side) is shown upright, turned as torchcodec
     turns it: decord turns a half turn the same way, and fails on a quarter turn. A video
-    whose edit list cuts frames (a stream copy cut between keyframes) has the frames FFmpeg
-    shows, as torchcodec and PyAV count them; decord shows the cut ones too."""
+    whose edit list cuts frames (a stream copy cut between keyframes) or shows some twice has
+    the frames FFmpeg shows, as torchcodec and PyAV count them; decord shows the cut ones too,
+    and more besides for the second."""
 
     def __init__(self, uri, ctx=None, width: int = -1, height: int = -1, num_threads: int = 0, fault_tol: int = -1):
         if not isinstance(uri, (str, os.PathLike)):
@@ -167,8 +168,8 @@ class AnsweredDecord(VideoReader):
     timestamps, key-frame lists, any other attribute), so that every answer is decord's. The
     average frame rate is decord's own too (its stream's `avg_frame_rate`, which code turns
     into frame steps). After a fast `seek` (which lands where decord's index says), for a video
-    with a display matrix (which decord applies its own way) or an edit list that cuts frames
-    (which decord shows), or when hpuload's reader could not open the video, decord's answers
+    with a display matrix (which decord applies its own way) or an edit list that cuts or
+    repeats frames (which decord counts its own way), or when hpuload's reader could not open the video, decord's answers
     everything."""
 
     def __init__(self, decords_own, *args, **kwargs):
@@ -182,8 +183,8 @@ class AnsweredDecord(VideoReader):
             return
         if self._turns is not None or self._cut:
             # A video with a display matrix (decord turns its frames its own way, and fails on
-            # a quarter turn), or whose edit list cuts frames (decord shows them): decord's
-            # reader answers everything.
+            # a quarter turn), or whose edit list cuts or repeats frames (decord counts its
+            # own): decord's reader answers everything.
             self._decord, self._all_decords = decords_own(), True
 
     def _decords(self):

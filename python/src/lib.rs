@@ -598,7 +598,7 @@ fn read_video_frames(
 /// `path`, from its tables: `(count, fps, turns, cut)`, `turns` None for a video without a
 /// display matrix, else the quarter turns counterclockwise that show its frames upright (as
 /// torchcodec turns them; `read_video_frames` gives them turned); `cut` whether its edit
-/// list leaves frames unshown (counted and read as FFmpeg shows them).
+/// list leaves frames unshown or shows some twice (counted and read as FFmpeg shows them).
 #[pyfunction]
 fn video_outline(
     py: Python<'_>,

@@ -260,12 +260,13 @@ def test_videos_declaring_bt709_or_full_range_give_torchs_clips(monkeypatch, tmp
     assert same_float_clips(got, want, decoder) == {0, 1}
 
 
-def test_a_video_whose_edit_list_cuts_frames_gives_torchs_clips(monkeypatch, tmp_path):
+def test_videos_whose_edit_lists_cut_delay_or_repeat_frames_give_torchs_clips(monkeypatch, tmp_path):
     """A stream copy cut between keyframes: its edit list starts inside a GOP and ends before
     the last frames. FFmpeg decodes the cut frames as references but shows only those inside
-    the edit, and torchvision's clips count those; so do hpuload's."""
+    the edit, and torchvision's clips count those; so do hpuload's. Likewise a video delayed by
+    an empty edit, and one whose edit list shows two pieces of its media."""
     decoder = _torchcodec_or_pyav(monkeypatch)
-    for cls, clip in [("a", "cut.mp4"), ("a", "high_bframes.mp4"), ("b", "cut.mp4"), ("b", "baseline.mp4")]:
+    for cls, clip in [("a", "cut.mp4"), ("a", "delayed.mp4"), ("a", "high_bframes.mp4"), ("b", "two_edits.mp4"), ("b", "baseline.mp4")]:
         (tmp_path / "train" / cls).mkdir(parents=True, exist_ok=True)
         shutil.copy(CLIPS / clip, tmp_path / "train" / cls / clip)
     data = kinetics(tmp_path, preset_eval())

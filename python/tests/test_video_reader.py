@@ -15,10 +15,19 @@ import torch
 from hpuload import VideoReader, _hpuload
 
 CLIPS = Path(__file__).resolve().parents[2] / "tests" / "data" / "video"
-H264 = ["baseline.mp4", "main_cabac.mp4", "high_bframes.mp4", "vfr.mp4", "fragmented.mp4", "cut.mp4"]
+H264 = [
+    "baseline.mp4",
+    "main_cabac.mp4",
+    "high_bframes.mp4",
+    "vfr.mp4",
+    "fragmented.mp4",
+    "cut.mp4",
+    "delayed.mp4",
+    "two_edits.mp4",
+]
 #: The clips whose frames decord shows as FFmpeg does (decord also shows the frames
-#: `cut.mp4`'s edit list cuts).
-AS_DECORD = [n for n in H264 if n != "cut.mp4"]
+#: `cut.mp4`'s edit list cuts, and 43 frames of `two_edits.mp4`'s 20).
+AS_DECORD = [n for n in H264 if n not in ("cut.mp4", "two_edits.mp4")]
 #: `high_bframes.mp4` with display matrices (`make_fixtures.py --turned`), and the quarter
 #: turns counterclockwise that show each upright.
 TURNED = {"turned_cw.mp4": 3, "turned_half.mp4": 2, "turned_ccw.mp4": 1, "turned_movie.mp4": 1}
@@ -261,6 +270,23 @@ def test_a_decord_dataset_in_the_drop_in_gives_decords_frames_decoded_by_hpuload
     # The video whose edit list cuts frames is decord's own (decord shows the cut frames).
     assert not torch.cat(by_hpuload).any() and torch.cat(natively).tolist() == [True] * len(AS_DECORD) + [False]
     assert ours.shape == theirs.shape and (ours.int() - theirs.int()).abs().max() <= 1
+
+
+def test_decords_answer_leaves_a_video_whose_edit_list_repeats_frames_to_decord():
+    """Where decord is installed: `two_edits.mp4` shows two pieces of its media, 20 frames as
+    FFmpeg shows them; decord counts 43 (and reads the last differently from one reader to the
+    next), so the answer to `decord.VideoReader` hands such a video to decord's own reader
+    whole, and a video that is only delayed (an empty edit first) stays hpuload's."""
+    decord = pytest.importorskip("decord")
+    from hpuload._reader import AnsweredDecord
+
+    path = str(CLIPS / "two_edits.mp4")
+    answer = AnsweredDecord(lambda: decord.VideoReader(path, num_threads=1), path, num_threads=1)
+    assert len(VideoReader(path)) == 20 and len(answer) == len(decord.VideoReader(path)) == 43
+    assert answer.__dict__["_all_decords"]
+    delayed = str(CLIPS / "delayed.mp4")
+    answer = AnsweredDecord(lambda: decord.VideoReader(delayed, num_threads=1), delayed, num_threads=1)
+    assert len(answer) == 30 and not answer.__dict__["_all_decords"]
 
 
 def test_frames_are_handed_over_as_decords_bridge_says(monkeypatch):

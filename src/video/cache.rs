@@ -36,8 +36,10 @@ use super::Display;
 pub const INDEX_FILE: &str = ".hpuload-video.idx";
 
 /// The first bytes of an index file (the version is its last byte: 2 added each video's
-/// display, so files of version 1 are indexed again).
-const MAGIC: &[u8; 8] = b"HPUVIDX2";
+/// display, 3 applies every edit of an edit list, so files of an older version are indexed
+/// again).
+pub const INDEX_MAGIC: &[u8; 8] = b"HPUVIDX3";
+const MAGIC: &[u8; 8] = INDEX_MAGIC;
 
 /// The largest `avcC` record taken from the file (real ones are tens of bytes).
 const MAX_CONFIG_BYTES: usize = 1 << 16;
@@ -661,7 +663,7 @@ mod tests {
             assert_eq!(again, good);
         }
         // Garbage: every video is indexed again, and the file replaced.
-        std::fs::write(&file, b"HPUVIDX2 and then nonsense").unwrap();
+        std::fs::write(&file, b"HPUVIDX3 and then nonsense").unwrap();
         let (_, stats) = index_videos(&files(&paths), Some(&file), 1);
         assert_eq!((stats.cached, stats.built), (0, 4));
         assert!(parse(&std::fs::read(&file).unwrap()).is_some());

@@ -25,7 +25,7 @@ mod write;
 
 pub use cache::{
     index_threads, index_videos, parse_index_file, IndexCache, IndexStats, PackedIndex, VideoAt,
-    INDEX_FILE,
+    INDEX_FILE, INDEX_MAGIC,
 };
 pub use clips::{
     random_clip_sampler, uniform_clip_sampler, video_clips, ClipError, ClipSampler, IndexClips,

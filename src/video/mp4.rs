@@ -16,7 +16,7 @@ use mp4parse::unstable::{create_sample_table, CheckedInteger};
 use mp4parse::{CodecType, SampleEntry, TrackType, VideoCodecSpecific};
 
 use super::display::{self, Display};
-use super::fragments::{track_defaults, Fragments};
+use super::fragments::{self, track_defaults, Fragments};
 use super::sps::Signal;
 use super::{avi, mpeg4};
 use crate::Error;
@@ -720,7 +720,8 @@ fn from_movie(
     if (stsz.sample_size == 0 && implied > listed) || implied > 1 << 28 {
         return Err(VideoError::Tables);
     }
-    let table = create_sample_table(track, CheckedInteger(-offset)).ok_or(VideoError::Tables)?;
+    // Composition times as the tables give them: the edit list is applied below.
+    let table = create_sample_table(track, CheckedInteger(0)).ok_or(VideoError::Tables)?;
     let mut frames = Vec::with_capacity(table.len());
     for (k, s) in table.iter().enumerate() {
         let (start, end) = (s.start_offset.0, s.end_offset.0);
@@ -758,10 +759,12 @@ fn from_movie(
         };
         frames[k].duration = delta.and_then(|d| u32::try_from(d).ok()).unwrap_or(0);
     }
-    if let (Some(media_time), Some(edited)) = (track.media_time, track.edited_duration) {
+    let id = track.track_id.ok_or(VideoError::Tables)?;
+    let edits = edit_list(head, id)?;
+    if !edits.is_empty() {
         let movie_scale = context.timescale.map_or(0, |t| t.0);
-        let edited = rescale(edited.0, timescale, movie_scale);
-        apply_edit(&mut frames, media_time.0, edited);
+        let scales = (timescale, movie_scale);
+        frames = apply_edits(&frames, &edits, scales, track.ctts.is_some())?;
     }
     Ok(((codec, config, size, timescale, frames), display))
 }
@@ -775,67 +778,201 @@ fn rescale(a: u64, b: u64, c: u64) -> u64 {
     u64::try_from(v).unwrap_or(u64::MAX)
 }
 
-/// The edit list's one edit (`media_time` on, `edited` ticks long; 0: to the end) applied to
-/// `frames` (decode order, `pts` already moved back by `media_time`) as FFmpeg's MP4 reader
-/// applies it: decoding starts at the last keyframe whose decode time is at most the edit's
-/// start, and ends after the first keyframe whose span reaches its end; a frame whose
-/// composition time is outside the edit is decoded but not shown (nor one outside that
-/// span). The shown frames' times count from the first of them in decode order (its decode
-/// time, less the first frame's composition offset), then move back so that the earliest is
-/// 0 if it is later.
-fn apply_edit(frames: &mut [Frame], media_time: u64, edited: u64) {
-    let Ok(media_time) = i64::try_from(media_time) else {
-        return;
-    };
-    let cts = |f: &Frame| f.pts.saturating_add(media_time);
-    let outside = |c: i64| {
-        c < media_time
-            || (edited > 0 && i128::from(c) >= i128::from(media_time) + i128::from(edited))
-    };
-    let start = frames
-        .iter()
-        .rposition(|f| f.keyframe && f.dts <= media_time)
-        .unwrap_or(0);
-    let first_offset = frames.first().map_or(0, |f| cts(f).saturating_sub(f.dts));
-    let mut first_shown_dts = None;
-    let mut end = frames.len();
-    for k in 0..frames.len() {
-        let c = cts(&frames[k]);
-        let shown = k >= start && !outside(c);
-        if shown && first_shown_dts.is_none() {
-            first_shown_dts = Some(frames[k].dts);
+/// One entry of a track's edit list (`elst`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Edit {
+    /// How long it lasts on the movie's timeline, in the movie's timescale.
+    duration: u64,
+    /// Where in the track's media it starts, in the track's timescale; -1 for an empty edit
+    /// (a stretch of the movie in which the track shows nothing: a start delay).
+    media_time: i64,
+}
+
+/// The edits of track `id`'s edit list in `head` (its `ftyp` and `moov`), in order; none when
+/// the track has none. Of two `elst` boxes the last counts, and one without entries is none,
+/// as FFmpeg reads them. (`mp4parse` keeps only an empty edit and the edit after it.)
+fn edit_list(head: &[u8], id: u32) -> Result<Vec<Edit>, VideoError> {
+    let mut edits = Vec::new();
+    for (kind, moov) in fragments::children(head)? {
+        if &kind != b"moov" {
+            continue;
         }
-        let step = frames
-            .get(k + 1)
-            .map_or(i64::try_from(edited).unwrap_or(i64::MAX), |n| {
-                n.dts.saturating_sub(frames[k].dts)
+        for (kind, trak) in fragments::children(moov)? {
+            if &kind != b"trak" {
+                continue;
+            }
+            let boxes = fragments::children(trak)?;
+            let track_id = boxes.iter().find(|(k, _)| k == b"tkhd").and_then(|(_, b)| {
+                let at = if b.first() == Some(&1) { 20 } else { 12 };
+                Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
             });
-        frames[k].shown = shown;
-        if k >= start
-            && edited > 0
-            && frames[k].keyframe
-            && i128::from(c) + i128::from(step) >= i128::from(media_time) + i128::from(edited)
-        {
-            end = k + 1;
+            if track_id != Some(id) {
+                continue;
+            }
+            for (_, edts) in boxes.iter().filter(|(k, _)| k == b"edts") {
+                for (_, elst) in fragments::children(edts)?
+                    .iter()
+                    .filter(|(k, _)| k == b"elst")
+                {
+                    let read = read_elst(elst);
+                    if !read.is_empty() {
+                        edits = read;
+                    }
+                }
+            }
+        }
+    }
+    Ok(edits)
+}
+
+/// The entries of an `elst` box's body, as many as it holds whole (its count was checked
+/// against its size before `mp4parse` read it).
+fn read_elst(body: &[u8]) -> Vec<Edit> {
+    let wide = body.first() == Some(&1);
+    let count = body
+        .get(4..8)
+        .map_or(0, |c| u32::from_be_bytes(c.try_into().expect("4 bytes")));
+    let entries = body.get(8..).unwrap_or_default();
+    let size = if wide { 20 } else { 12 };
+    entries
+        .chunks_exact(size)
+        .take(count as usize)
+        .map(|e| {
+            let int = |at: usize, n: usize| {
+                let b = &e[at..at + n];
+                match n {
+                    8 => i64::from_be_bytes(b.try_into().expect("8 bytes")),
+                    _ => i64::from(i32::from_be_bytes(b.try_into().expect("4 bytes"))),
+                }
+            };
+            let (duration, media_time) = if wide {
+                (int(0, 8) as u64, int(8, 8))
+            } else {
+                (int(0, 4) as u32 as u64, int(4, 4))
+            };
+            Edit {
+                duration,
+                media_time,
+            }
+        })
+        .collect()
+}
+
+/// The most frames an edit list may make of a track's: FFmpeg repeats a frame each time an
+/// edit shows it again, and a list that would make more is refused as damaged.
+const MAX_EDITED_FRAMES: usize = 1 << 22;
+
+/// The frames FFmpeg's MP4 reader makes of `frames` (decode order, times as the tables give
+/// them) under the edit list `edits`, with the track's and the movie's timescales; `ctts`:
+/// the track has composition offsets.
+///
+/// Each edit in turn: its frames from the last keyframe at or before its start (in decode and
+/// composition time) up to the second keyframe whose span reaches its end (the first without
+/// composition offsets), each frame a new entry however often edits show it; a frame whose
+/// composition time lies outside the edit is decoded but not shown (`Frame::shown`). Times run
+/// on from the edits before (an empty edit first delays the track by its length): a frame's
+/// decode time is the edit's start on the movie's timeline, advanced by each frame's step from
+/// the edit's first shown frame on, its presentation time that plus its composition offset.
+/// Then, when the earliest shown frame is later than the delay, every time moves back by the
+/// difference.
+fn apply_edits(
+    frames: &[Frame],
+    edits: &[Edit],
+    scales: (u64, u64),
+    ctts: bool,
+) -> Result<Vec<Frame>, VideoError> {
+    apply_edits_within(frames, edits, scales, ctts, MAX_EDITED_FRAMES)
+}
+
+/// [`apply_edits`], refusing a list that makes more than `limit` frames.
+fn apply_edits_within(
+    frames: &[Frame],
+    edits: &[Edit],
+    (track_scale, movie_scale): (u64, u64),
+    ctts: bool,
+    limit: usize,
+) -> Result<Vec<Frame>, VideoError> {
+    let composition_offset = |f: &Frame| f.pts.saturating_sub(f.dts);
+    // Negative composition offsets: every decode time moves back by the largest, as FFmpeg's.
+    let shift = frames
+        .iter()
+        .map(composition_offset)
+        .min()
+        .map_or(0, |m| m.min(0).saturating_neg());
+    let mut out: Vec<Frame> = Vec::new();
+    let mut edit_end = shift.saturating_neg();
+    let (mut delay, mut shown_edit) = (0i64, false);
+    let mut earliest: Option<i64> = None;
+    for edit in edits {
+        if movie_scale == 0 {
             break;
         }
+        let media_time = edit.media_time;
+        let mut duration =
+            i64::try_from(rescale(edit.duration, track_scale, movie_scale)).unwrap_or(i64::MAX);
+        if media_time > 0 && duration.checked_add(media_time).is_none() {
+            duration = 0;
+        }
+        let mut at = edit_end;
+        edit_end = edit_end.saturating_add(duration);
+        if !shown_edit && media_time == -1 {
+            delay = delay.saturating_add(duration);
+            continue;
+        }
+        shown_edit = true;
+        let end = i128::from(media_time) + i128::from(duration);
+        let search = media_time.saturating_sub(shift);
+        let first = frames
+            .iter()
+            .rposition(|f| f.keyframe && f.dts <= search && (!ctts || f.pts <= search))
+            .unwrap_or(0);
+        let (mut started, mut past_end) = (false, false);
+        for (k, f) in frames.iter().enumerate().skip(first) {
+            let step = frames
+                .get(k + 1)
+                .map_or(duration, |n| n.dts.saturating_sub(f.dts));
+            let cts = f.pts.saturating_add(shift);
+            let shown = cts >= media_time && i128::from(cts) < end;
+            let pts = at
+                .saturating_add(composition_offset(f))
+                .saturating_add(shift);
+            if shown {
+                earliest = Some(earliest.map_or(pts, |e| e.min(pts)));
+                started = true;
+            }
+            if out.len() == limit {
+                return Err(VideoError::Moov(format!(
+                    "the edit list shows more than {limit} frames"
+                )));
+            }
+            out.push(Frame {
+                pts,
+                dts: at,
+                shown,
+                ..*f
+            });
+            if started {
+                at = at.saturating_add(step);
+            }
+            if f.keyframe && i128::from(cts) + i128::from(step) >= end {
+                // With composition offsets, one keyframe more: B-frames after the first may
+                // still belong to the edit.
+                if ctts && !past_end {
+                    past_end = true;
+                    continue;
+                }
+                break;
+            }
+        }
     }
-    frames[end..].iter_mut().for_each(|f| f.shown = false);
-    let Some(origin) = first_shown_dts.map(|d| d.saturating_add(first_offset)) else {
-        return;
-    };
-    for f in frames.iter_mut() {
-        f.pts = cts(f).saturating_sub(origin);
+    let later = earliest.unwrap_or(-1).saturating_sub(delay);
+    if later > 0 {
+        for f in &mut out {
+            f.pts = f.pts.saturating_sub(later);
+            f.dts = f.dts.saturating_sub(later);
+        }
     }
-    let earliest = frames
-        .iter()
-        .filter(|f| f.shown)
-        .map(|f| f.pts)
-        .min()
-        .unwrap_or(0);
-    if earliest > 0 {
-        frames.iter_mut().for_each(|f| f.pts -= earliest);
-    }
+    Ok(out)
 }
 
 /// How many samples `mp4parse`'s `create_sample_table` reserves room for, counted the way its
@@ -1195,6 +1332,89 @@ pub(crate) mod tests {
         assert_eq!(pts, [0, 1536, 512, 1024, 2560, 2048]);
         let order = index.presentation_order();
         assert_eq!(order, [0, 2, 3, 1, 5, 4]);
+    }
+
+    /// `n` keyframes 512 ticks apart (no composition offsets), each at byte `10 * k`.
+    fn keyframes(n: usize) -> Vec<Frame> {
+        (0..n)
+            .map(|k| Frame {
+                pts: 512 * k as i64,
+                dts: 512 * k as i64,
+                duration: 512,
+                keyframe: true,
+                offset: 10 * k as u64,
+                len: 10,
+                shown: true,
+            })
+            .collect()
+    }
+
+    fn edit(duration: u64, media_time: i64) -> Edit {
+        Edit {
+            duration,
+            media_time,
+        }
+    }
+
+    #[test]
+    fn an_empty_edit_first_delays_the_track_by_its_length() {
+        // 0.1 s of nothing (movie timescale 1000), then the whole track: 1280 ticks at 12800.
+        let frames = keyframes(4);
+        let edits = [edit(100, -1), edit(160, 0)];
+        let out = apply_edits(&frames, &edits, (12800, 1000), false).unwrap();
+        let pts: Vec<i64> = out.iter().map(|f| f.pts).collect();
+        assert_eq!(pts, [1280, 1792, 2304, 2816]);
+        assert!(out.iter().all(|f| f.shown));
+    }
+
+    #[test]
+    fn edits_showing_the_media_twice_repeat_its_frames_later_on_the_timeline() {
+        // Frames 1-2, then frames 0-1: four frames shown, each edit's from its keyframe.
+        let frames = keyframes(3);
+        let edits = [edit(80, 512), edit(80, 0)];
+        let out = apply_edits(&frames, &edits, (12800, 1000), false).unwrap();
+        let shown: Vec<(u64, i64)> = out
+            .iter()
+            .filter(|f| f.shown)
+            .map(|f| (f.offset, f.pts))
+            .collect();
+        assert_eq!(shown, [(10, 0), (20, 512), (0, 1024), (10, 1536)]);
+    }
+
+    #[test]
+    fn an_edit_list_making_more_frames_than_the_limit_is_refused_naming_it() {
+        let frames = keyframes(3);
+        let edits = [edit(120, 0); 4];
+        let e = apply_edits_within(&frames, &edits, (12800, 1000), false, 10).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("the edit list shows more than 10 frames"),
+            "{e}"
+        );
+        assert_eq!(
+            apply_edits_within(&frames, &edits[..3], (12800, 1000), false, 10)
+                .unwrap()
+                .len(),
+            9
+        );
+    }
+
+    #[test]
+    fn every_entry_of_an_elst_box_is_read_in_either_version() {
+        let v0: Vec<u8> = [
+            &[0u8, 0, 0, 0][..],
+            &u32s(&[2, 200, u32::MAX, 0x10000, 400, 1024, 0x10000]),
+        ]
+        .concat();
+        assert_eq!(read_elst(&v0), [edit(200, -1), edit(400, 1024)]);
+        let mut v1 = vec![1, 0, 0, 0];
+        v1.extend(u32s(&[1]));
+        v1.extend((1u64 << 40).to_be_bytes());
+        v1.extend(7i64.to_be_bytes());
+        v1.extend(u32s(&[0x10000]));
+        assert_eq!(read_elst(&v1), [edit(1 << 40, 7)]);
+        // A count beyond the entries present reads those present.
+        assert_eq!(read_elst(&v0[..20]), [edit(200, -1)]);
     }
 
     #[test]

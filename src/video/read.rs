@@ -23,14 +23,17 @@ pub struct Frames {
 
 /// What a reader of a video's frames learns without decoding: its frame count, torchcodec's
 /// `average_fps` (frames over the stream's span), how its frames are shown, and whether its
-/// edit list cuts frames (which FFmpeg decodes but does not show).
+/// edit list cuts frames (which FFmpeg decodes but does not show) or shows some twice.
 ///
 /// # Errors
 /// The file's I/O, or an index failure.
 pub fn outline(path: &Path) -> Result<(usize, Option<f64>, Display, bool), VideoFailure> {
     let index = VideoIndex::open_typed(path)?;
     let timeline = super::Timeline::of(&index);
-    let cut = index.frames.iter().any(|f| !f.shown);
+    let mut offsets: Vec<u64> = index.frames.iter().map(|f| f.offset).collect();
+    offsets.sort_unstable();
+    let repeated = offsets.windows(2).any(|w| w[0] == w[1]);
+    let cut = repeated || index.frames.iter().any(|f| !f.shown);
     Ok((timeline.len(), timeline.average_fps(), index.display, cut))
 }
 

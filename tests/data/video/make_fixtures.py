@@ -11,7 +11,8 @@ Rust tests read only the files it writes. `--avi` writes the MPEG-4 Part 2 clips
 `high_bframes.mp4`'s headers) and adds each clip's display angle to `expected.json`; `--colours` writes the
 clips whose SPS declares BT.709 or full range, with FFmpeg's RGB of two frames of each, and adds each clip's
 colour tags to `expected.json`; `--cut` writes `cut.mp4`, `high_bframes.mp4` with its edit list cut to frames 5
-to 24 (as a stream copy between keyframes writes it).
+to 24 (as a stream copy between keyframes writes it); `--edits` writes `delayed.mp4` (an empty edit first: a start
+delay) and `two_edits.mp4` (two pieces of `high_bframes.mp4` one after the other).
 """
 
 import json
@@ -245,6 +246,41 @@ def write_cut(name, source, skip, keep):
     return HERE / name
 
 
+def write_edits(name, source, edits):
+    """`source` (its `moov` last) with its edit list replaced by `edits`, each (duration in
+    the movie's timescale, media time in the track's, -1 for an empty edit): what an editor
+    writes for a start delay (an empty edit first, as FFmpeg's muxer writes for a stream that
+    starts late) or for pieces of the media shown one after the other."""
+    data = bytes((HERE / source).read_bytes())
+    body = struct.pack(">I", len(edits)) + b"".join(struct.pack(">IiI", d, t, F) for d, t in edits)
+
+    def rewrite(start, end):
+        out = b""
+        for kind, child, child_end in boxes(data, start, end):
+            header = data[child - 8 + 4 : child]
+            if kind in (b"moov", b"trak", b"edts"):
+                inner = rewrite(child, child_end)
+            elif kind == b"elst":
+                inner = data[child : child + 4] + body
+            else:
+                out += data[child - 8 : child_end]
+                continue
+            out += struct.pack(">I", len(inner) + 8) + header + inner
+        return out
+
+    (HERE / name).write_bytes(rewrite(0, len(data)))
+    return HERE / name
+
+
+def edited_clips():
+    """`high_bframes.mp4` (30 frames at 25 a second, 512 ticks each; its edit starts at 1024)
+    delayed by 0.2 s, and shown as two pieces: frames 0-9, then 15-24."""
+    return [
+        write_edits("delayed.mp4", "high_bframes.mp4", [(200, -1), (1200, 1024)]),
+        write_edits("two_edits.mp4", "high_bframes.mp4", [(400, 1024), (400, 1024 + 15 * 512)]),
+    ]
+
+
 def turned_clips():
     return [
         write_turned("turned_cw.mp4", "high_bframes.mp4", (0, F, -F, 0)),
@@ -364,6 +400,9 @@ def main():
     if sys.argv[1:] == ["--cut"]:
         add_to_expected([write_cut("cut.mp4", "high_bframes.mp4", 5, 20)], [])
         return
+    if sys.argv[1:] == ["--edits"]:
+        add_to_expected(edited_clips(), [])
+        return
     if sys.argv[1:] == ["--colours"]:
         add_to_expected(colour_clips(), ["colorspace", "color_range"])
         return
@@ -399,6 +438,7 @@ def main():
         ),
     ]
     clips.append(write_cut("cut.mp4", "high_bframes.mp4", 5, 20))
+    clips.extend(edited_clips())
     for path in clips + avi_clips() + turned_clips() + colour_clips():
         expected[path.name] = describe(path)
     # Its pictures and their order are `divx_bframes.avi`'s (FFmpeg's reader gives the packed
