@@ -698,12 +698,13 @@ fn from_movie(
         }
         None => Display::default(),
     };
-    // The edit list's start (`elst` media time) moves presentation times back to zero.
-    let offset = track
-        .media_time
-        .map_or(0, |t| i64::try_from(t.0).unwrap_or(i64::MAX));
+    let id = track.track_id.ok_or(VideoError::Tables)?;
+    let edits = edit_list(head, id)?;
+    let movie_scale = context.timescale.map_or(0, |t| t.0);
     if !moofs.is_empty() {
-        let id = track.track_id.ok_or(VideoError::Tables)?;
+        // A fragmented file's edit list only moves its times, as FFmpeg's reader moves them:
+        // back by its first edit's media time, on by an empty edit before it.
+        let offset = fragment_offset(&edits, timescale, movie_scale);
         let mut fragments = Fragments::new(id, track_defaults(head, id)?, offset, file_len);
         for (at, moof) in moofs {
             fragments.add(moof, *at)?;
@@ -759,10 +760,7 @@ fn from_movie(
         };
         frames[k].duration = delta.and_then(|d| u32::try_from(d).ok()).unwrap_or(0);
     }
-    let id = track.track_id.ok_or(VideoError::Tables)?;
-    let edits = edit_list(head, id)?;
     if !edits.is_empty() {
-        let movie_scale = context.timescale.map_or(0, |t| t.0);
         let scales = (timescale, movie_scale);
         frames = apply_edits(&frames, &edits, scales, track.ctts.is_some())?;
     }
@@ -856,6 +854,21 @@ fn read_elst(body: &[u8]) -> Vec<Edit> {
             }
         })
         .collect()
+}
+
+/// How far a fragmented track's times move back under its edit list `edits` (`timescale`
+/// the track's, `movie_scale` the movie's): by the media time of its first edit that shows
+/// media (the first, or the second after an empty one), less the empty edit's length.
+fn fragment_offset(edits: &[Edit], timescale: u64, movie_scale: u64) -> i64 {
+    let (delay, shown) = match edits {
+        [empty, rest @ ..] if empty.media_time == -1 => {
+            let delay = rescale(empty.duration, timescale, movie_scale);
+            (i64::try_from(delay).unwrap_or(i64::MAX), rest.first())
+        }
+        _ => (0, edits.first()),
+    };
+    let start = shown.map_or(0, |e| e.media_time.max(0));
+    start.saturating_sub(delay)
 }
 
 /// The most frames an edit list may make of a track's: FFmpeg repeats a frame each time an

@@ -19,7 +19,7 @@ fn expected() -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
-const CLIPS: [&str; 8] = [
+const CLIPS: [&str; 9] = [
     "high_bframes.mp4",
     "main_cabac.mp4",
     "baseline.mp4",
@@ -27,9 +27,11 @@ const CLIPS: [&str; 8] = [
     "fragmented.mp4",
     // An edit list cutting frames before and after (a stream copy cut between keyframes).
     "cut.mp4",
-    // An empty edit first (a start delay), and two edits showing two pieces of the media.
+    // An empty edit first (a start delay), two edits showing two pieces of the media, and a
+    // fragmented file's edit list (which moves its times only).
     "delayed.mp4",
     "two_edits.mp4",
+    "delayed_fragmented.mp4",
 ];
 
 /// MPEG-4 Part 2 in AVI, as UCF101's and HMDB51's files are: Xvid with a PCM track

@@ -12,7 +12,7 @@ Rust tests read only the files it writes. `--avi` writes the MPEG-4 Part 2 clips
 clips whose SPS declares BT.709 or full range, with FFmpeg's RGB of two frames of each, and adds each clip's
 colour tags to `expected.json`; `--cut` writes `cut.mp4`, `high_bframes.mp4` with its edit list cut to frames 5
 to 24 (as a stream copy between keyframes writes it); `--edits` writes `delayed.mp4` (an empty edit first: a start
-delay) and `two_edits.mp4` (two pieces of `high_bframes.mp4` one after the other).
+delay), `two_edits.mp4` (two pieces of `high_bframes.mp4` one after the other) and `delayed_fragmented.mp4`.
 """
 
 import json
@@ -254,8 +254,11 @@ def write_edits(name, source, edits):
     data = bytes((HERE / source).read_bytes())
     body = struct.pack(">I", len(edits)) + b"".join(struct.pack(">IiI", d, t, F) for d, t in edits)
 
+    elst = struct.pack(">I4sI", len(body) + 12, b"elst", 0) + body
+
     def rewrite(start, end):
         out = b""
+        kinds = [kind for kind, _, _ in boxes(data, start, end)]
         for kind, child, child_end in boxes(data, start, end):
             header = data[child - 8 + 4 : child]
             if kind in (b"moov", b"trak", b"edts"):
@@ -264,6 +267,8 @@ def write_edits(name, source, edits):
                 inner = data[child : child + 4] + body
             else:
                 out += data[child - 8 : child_end]
+                if kind == b"tkhd" and b"edts" not in kinds:  # a track without an edit list
+                    out += struct.pack(">I4s", len(elst) + 8, b"edts") + elst
                 continue
             out += struct.pack(">I", len(inner) + 8) + header + inner
         return out
@@ -274,10 +279,13 @@ def write_edits(name, source, edits):
 
 def edited_clips():
     """`high_bframes.mp4` (30 frames at 25 a second, 512 ticks each; its edit starts at 1024)
-    delayed by 0.2 s, and shown as two pieces: frames 0-9, then 15-24."""
+    delayed by 0.2 s, and shown as two pieces: frames 0-9, then 15-24; `fragmented.mp4`
+    (no edit list) delayed by 0.2 s and moved back by 1024 ticks."""
     return [
         write_edits("delayed.mp4", "high_bframes.mp4", [(200, -1), (1200, 1024)]),
         write_edits("two_edits.mp4", "high_bframes.mp4", [(400, 1024), (400, 1024 + 15 * 512)]),
+        # A fragmented file's edit list moves its times only.
+        write_edits("delayed_fragmented.mp4", "fragmented.mp4", [(200, -1), (0, 1024)]),
     ]
 
 
