@@ -224,10 +224,14 @@ class _PyAVStandIn:
 
         with av.open(str(path)) as container:
             decoded = list(container.decode(video=0))
+            rate = container.streams.video[0].average_rate
         turns = round(decoded[0].rotation / 90) % 4
         self.frames = torch.stack([torch.from_numpy(f.to_ndarray(format="rgb24")).rot90(turns, (0, 1)) for f in decoded])
         self.order = dimension_order
-        _, fps, _, _ = _hpuload.video_outline(str(path))
+        try:
+            _, fps, _, _ = _hpuload.video_outline(str(path))
+        except ValueError:  # a video hpuload refuses: FFmpeg's own rate
+            fps = float(rate)
         self.metadata = types.SimpleNamespace(num_frames=len(decoded), average_fps=fps)
 
     def get_frames_at(self, indices):
@@ -275,6 +279,47 @@ def test_videos_whose_edit_lists_cut_delay_or_repeat_frames_give_torchs_clips(mo
         warnings.simplefilter("error", PythonClipsWarning)  # every clip native
         got, want = torch_and_hpuload(data, UniformClipSampler(data.video_clips, 3), more_than=1)
     assert same_float_clips(got, want, decoder) == {0, 1}
+
+
+def test_videos_that_are_not_8_bit_4_2_0_have_their_clips_made_by_the_dataset_as_torchs(monkeypatch, tmp_path):
+    """H.264 in 4:4:4 (what x264 makes of RGB images unless told otherwise) or at 10 bits:
+    hpuload names each when it indexes the dataset and leaves its clips to the dataset's own
+    reader (torchcodec, or PyAV's frames where it does not run), so those clips are torch's
+    bit for bit and the rest native."""
+    decoder = _torchcodec_or_pyav(monkeypatch)
+    for cls, clip in [
+        ("a", "yuv444.mp4"),
+        ("a", "high_bframes.mp4"),
+        ("a", "main_cabac.mp4"),
+        ("b", "high10.mp4"),
+        ("b", "baseline.mp4"),
+        ("b", "vfr.mp4"),
+    ]:
+        (tmp_path / "train" / cls).mkdir(parents=True, exist_ok=True)
+        shutil.copy(CLIPS / clip, tmp_path / "train" / cls / clip)
+    data = kinetics(tmp_path, preset_eval())
+    sampler = UniformClipSampler(data.video_clips, 3)
+    want = batches(torch.utils.data.DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_fn))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_fn, num_workers=2)
+    notes = [str(w.message) for w in caught if issubclass(w.category, PythonClipsWarning)]
+    assert len(notes) == 1, notes
+    assert "yuv444.mp4: hpuload cannot read this video: the video is H.264 with 4:4:4 chroma" in notes[0], notes
+    assert "high10.mp4: hpuload cannot read this video: the video is H.264 with 10-bit 4:2:0 chroma" in notes[0], notes
+    got = batches(loader)
+    assert len(got) == len(want)
+    left = {data.video_clips.video_paths.index(str(tmp_path / "train" / c / n)) for c, n in [("a", "yuv444.mp4"), ("b", "high10.mp4")]}
+    indices = list(sampler)
+    seen = 0
+    for k, ((x, y), (wx, wy)) in enumerate(zip(got, want)):
+        assert torch.equal(y, wy) and within_rounding(x, wx, decoder)
+        for row, index in enumerate(indices[4 * k : 4 * k + 4]):
+            if data.video_clips.get_clip_location(index)[0] in left:
+                seen += 1
+                assert torch.equal(x[row], wx[row]), "the dataset's own clip, as torch's loader gives it"
+    assert seen > 0
 
 
 def test_videos_shown_turned_give_torchs_upright_clips(monkeypatch, tmp_path):

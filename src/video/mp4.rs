@@ -128,6 +128,10 @@ pub enum VideoError {
     /// The parser gave up on malformed bytes.
     #[error("malformed data: the parser gave up ({0})")]
     Panicked(String),
+    /// H.264 sampled otherwise than 8-bit 4:2:0 (4:4:4 or 4:2:2 chroma, grey, or more bits),
+    /// which FFmpeg decodes to other pixel formats than the one hpuload converts.
+    #[error("the video is H.264 with {0}; hpuload decodes 8-bit 4:2:0 H.264")]
+    Sampling(String),
     /// The `avcC` decoder configuration record is malformed.
     #[error("the H.264 configuration record (`avcC`) is malformed: {0}")]
     Config(&'static str),
@@ -685,6 +689,9 @@ fn from_movie(
         },
         _ => return Err(unknown_codec(head)),
     };
+    if codec == Codec::H264 {
+        check_sampling(&config)?;
+    }
     let timescale = track
         .timescale
         .map(|t| t.0)
@@ -765,6 +772,30 @@ fn from_movie(
         frames = apply_edits(&frames, &edits, scales, track.ctts.is_some())?;
     }
     Ok(((codec, config, size, timescale, frames), display))
+}
+
+/// Refuses H.264 whose configuration's SPS samples its pictures otherwise than 8-bit 4:2:0
+/// (a video made from RGB images by x264 is 4:4:4 unless told otherwise): named when the
+/// video is indexed, not when its first frame fails to convert. A configuration that does not
+/// parse is the decoder's to refuse, with its reason.
+fn check_sampling(config: &[u8]) -> Result<(), VideoError> {
+    let Some(sampling) = super::AvcConfig::parse(config)
+        .ok()
+        .and_then(|avc| super::sps::sampling(&avc.sps))
+    else {
+        return Ok(());
+    };
+    let chroma = match sampling.0 {
+        0 => "grey (4:0:0) pictures",
+        1 => "4:2:0 chroma",
+        2 => "4:2:2 chroma",
+        _ => "4:4:4 chroma",
+    };
+    match sampling {
+        (1, 8, 8) => Ok(()),
+        (_, 8, 8) => Err(VideoError::Sampling(chroma.into())),
+        (_, luma, _) => Err(VideoError::Sampling(format!("{luma}-bit {chroma}"))),
+    }
 }
 
 /// `a * b / c` rounded to the nearest (FFmpeg's `av_rescale`), saturated; 0 for `c` 0.

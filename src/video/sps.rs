@@ -102,6 +102,30 @@ impl Bits {
     }
 }
 
+/// How the SPS NAL unit `nal` (its header byte first) samples its pictures:
+/// `chroma_format_idc` (0 grey, 1 4:2:0, 2 4:2:2, 3 4:4:4) and the luma and chroma bit
+/// depths; 4:2:0 at 8 bits for a profile without those fields, `None` for an SPS cut off
+/// before them.
+pub fn sampling(nal: &[u8]) -> Option<(u32, u32, u32)> {
+    let mut r = Bits::new(nal.get(1..)?);
+    let profile = r.bits(8)?;
+    r.bits(16)?; // constraint flags, level
+    r.ue()?; // seq_parameter_set_id
+    if !HIGH_PROFILES.contains(&profile) {
+        return Some((1, 8, 8));
+    }
+    let chroma_format = r.ue()?;
+    if chroma_format == 3 {
+        r.bit()?; // separate_colour_plane_flag
+    }
+    let luma = r.ue()?.checked_add(8)?;
+    let chroma = r.ue()?.checked_add(8)?;
+    Some((chroma_format, luma, chroma))
+}
+
+/// The profiles whose SPS carries its chroma format and bit depths.
+const HIGH_PROFILES: [u32; 13] = [100, 110, 122, 244, 44, 83, 86, 118, 128, 138, 139, 134, 135];
+
 /// The colour signal of the SPS NAL unit `nal` (its header byte first); the default (nothing
 /// said) for one that ends or breaks before its VUI says anything.
 pub fn signal(nal: &[u8]) -> Signal {
@@ -114,10 +138,7 @@ fn read(r: &mut Bits) -> Option<Signal> {
     let profile = r.bits(8)?;
     r.bits(16)?; // constraint flags, level
     r.ue()?; // seq_parameter_set_id
-    if matches!(
-        profile,
-        100 | 110 | 122 | 244 | 44 | 83 | 86 | 118 | 128 | 138 | 139 | 134 | 135
-    ) {
+    if HIGH_PROFILES.contains(&profile) {
         let chroma_format = r.ue()?;
         if chroma_format == 3 {
             r.bit()?; // separate_colour_plane_flag
@@ -264,5 +285,23 @@ mod tests {
         // 00 00 03 01: the 03 is dropped.
         let mut r = Bits::new(&[0, 0, 3, 1]);
         assert_eq!(r.bits(24), Some(1));
+    }
+
+    #[test]
+    fn the_sampling_of_each_profile_is_read_or_known() {
+        // Baseline (66): no chroma format or depth fields, 8-bit 4:2:0.
+        assert_eq!(sampling(&[0x67, 66, 0xc0, 0x1e, 0x80]), Some((1, 8, 8)));
+        // High 4:4:4 Predictive (244): seq_parameter_set_id 0 (`1`), chroma_format_idc 3
+        // (`00100`), separate planes 0, luma and chroma depths 8 (`1`, `1`).
+        assert_eq!(
+            sampling(&[0x67, 244, 0, 0x1e, 0b1001_0001, 0b1000_0000]),
+            Some((3, 8, 8))
+        );
+        // High 10 (110): 4:2:0 (`010`), depths 10 (`011`, `011`).
+        assert_eq!(
+            sampling(&[0x67, 110, 0, 0x1e, 0b1010_0110, 0b1100_0000]),
+            Some((1, 10, 10))
+        );
+        assert_eq!(sampling(&[0x67, 110, 0]), None, "cut off");
     }
 }

@@ -888,6 +888,22 @@ fn a_video_too_short_for_its_clip_and_a_damaged_one_are_named_and_skipped() {
 }
 
 #[test]
+fn h264_that_is_not_8_bit_4_2_0_is_named_when_indexed_not_at_its_first_frame() {
+    // x264's 4:4:4 (what it makes of RGB images unless told otherwise) and 10-bit 4:2:0:
+    // FFmpeg decodes them to pixel formats hpuload does not convert.
+    for (clip, what) in [
+        ("yuv444.mp4", "H.264 with 4:4:4 chroma"),
+        ("high10.mp4", "H.264 with 10-bit 4:2:0 chroma"),
+    ] {
+        let e = VideoIndex::open(data().join(clip)).unwrap_err().to_string();
+        assert!(
+            e.contains(clip) && e.contains(what) && e.contains("hpuload decodes 8-bit 4:2:0"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
 fn rgb_frames_are_ffmpegs_swscale_conversion_bit_for_bit() {
     // FFmpeg's rgb24 of frames 0, 5 and 11 of the baseline clip (make_fixtures.py).
     let theirs = std::fs::read(data().join("baseline_rgb_0_5_11.bin")).unwrap();

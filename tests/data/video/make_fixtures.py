@@ -12,7 +12,8 @@ Rust tests read only the files it writes. `--avi` writes the MPEG-4 Part 2 clips
 clips whose SPS declares BT.709 or full range, with FFmpeg's RGB of two frames of each, and adds each clip's
 colour tags to `expected.json`; `--cut` writes `cut.mp4`, `high_bframes.mp4` with its edit list cut to frames 5
 to 24 (as a stream copy between keyframes writes it); `--edits` writes `delayed.mp4` (an empty edit first: a start
-delay), `two_edits.mp4` (two pieces of `high_bframes.mp4` one after the other) and `delayed_fragmented.mp4`.
+delay), `two_edits.mp4` (two pieces of `high_bframes.mp4` one after the other) and `delayed_fragmented.mp4`;
+`--sampling` writes `yuv444.mp4` and `high10.mp4` (H.264 that is not 8-bit 4:2:0, which hpuload refuses by name).
 """
 
 import json
@@ -48,12 +49,12 @@ def picture(i: int, w: int, h: int) -> np.ndarray:
     return img
 
 
-def write(name, w, h, frames, options, profile=None, pts=None, time_base=Fraction(1, 25), muxer=None):
+def write(name, w, h, frames, options, profile=None, pts=None, time_base=Fraction(1, 25), muxer=None, pix_fmt="yuv420p"):
     path = HERE / name
     with av.open(str(path), "w", format="mp4", options=muxer or {}) as out:
         stream = out.add_stream("libx264", rate=25)
         stream.width, stream.height = w, h
-        stream.pix_fmt = "yuv420p"
+        stream.pix_fmt = pix_fmt
         stream.time_base = time_base
         stream.codec_context.time_base = time_base
         stream.options = options
@@ -289,6 +290,16 @@ def edited_clips():
     ]
 
 
+def sampling_clips():
+    """H.264 sampled otherwise than 8-bit 4:2:0, which hpuload refuses by name: 4:4:4 (what
+    x264 makes of RGB images unless told otherwise) and 10-bit 4:2:0."""
+    gop = {"x264-params": "keyint=6:min-keyint=6:scenecut=0:bframes=2"}
+    return [
+        write("yuv444.mp4", 64, 48, 12, gop, pix_fmt="yuv444p"),
+        write("high10.mp4", 64, 48, 12, gop, pix_fmt="yuv420p10le"),
+    ]
+
+
 def turned_clips():
     return [
         write_turned("turned_cw.mp4", "high_bframes.mp4", (0, F, -F, 0)),
@@ -408,6 +419,9 @@ def main():
     if sys.argv[1:] == ["--cut"]:
         add_to_expected([write_cut("cut.mp4", "high_bframes.mp4", 5, 20)], [])
         return
+    if sys.argv[1:] == ["--sampling"]:
+        add_to_expected(sampling_clips(), [])
+        return
     if sys.argv[1:] == ["--edits"]:
         add_to_expected(edited_clips(), [])
         return
@@ -447,6 +461,7 @@ def main():
     ]
     clips.append(write_cut("cut.mp4", "high_bframes.mp4", 5, 20))
     clips.extend(edited_clips())
+    clips.extend(sampling_clips())
     for path in clips + avi_clips() + turned_clips() + colour_clips():
         expected[path.name] = describe(path)
     # Its pictures and their order are `divx_bframes.avi`'s (FFmpeg's reader gives the packed
