@@ -25,6 +25,7 @@ H264 = [
     "delayed.mp4",
     "two_edits.mp4",
     "delayed_fragmented.mp4",
+    "negative_cts.mp4",
 ]
 #: The clips whose frames decord shows as FFmpeg does (decord also shows the frames
 #: `cut.mp4`'s edit list cuts, and 43 frames of `two_edits.mp4`'s 20).

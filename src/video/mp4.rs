@@ -937,7 +937,8 @@ fn apply_edits_within(
     limit: usize,
 ) -> Result<Vec<Frame>, VideoError> {
     let composition_offset = |f: &Frame| f.pts.saturating_sub(f.dts);
-    // Negative composition offsets: every decode time moves back by the largest, as FFmpeg's.
+    // Negative composition offsets: every decode time moves back by the largest, as FFmpeg's
+    // (composition times, which the edits are compared with, stay where they are).
     let shift = frames
         .iter()
         .map(composition_offset)
@@ -965,17 +966,16 @@ fn apply_edits_within(
         }
         shown_edit = true;
         let end = i128::from(media_time) + i128::from(duration);
-        let search = media_time.saturating_sub(shift);
         let first = frames
             .iter()
-            .rposition(|f| f.keyframe && f.dts <= search && (!ctts || f.pts <= search))
+            .rposition(|f| f.keyframe && f.dts <= media_time && (!ctts || f.pts <= media_time))
             .unwrap_or(0);
         let (mut started, mut past_end) = (false, false);
         for (k, f) in frames.iter().enumerate().skip(first) {
             let step = frames
                 .get(k + 1)
                 .map_or(duration, |n| n.dts.saturating_sub(f.dts));
-            let cts = f.pts.saturating_add(shift);
+            let cts = f.pts;
             let shown = cts >= media_time && i128::from(cts) < end;
             let pts = at
                 .saturating_add(composition_offset(f))

@@ -19,7 +19,7 @@ fn expected() -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
-const CLIPS: [&str; 9] = [
+const CLIPS: [&str; 10] = [
     "high_bframes.mp4",
     "main_cabac.mp4",
     "baseline.mp4",
@@ -32,6 +32,8 @@ const CLIPS: [&str; 9] = [
     "delayed.mp4",
     "two_edits.mp4",
     "delayed_fragmented.mp4",
+    // Negative composition offsets (`ctts` version 1) under an edit list.
+    "negative_cts.mp4",
 ];
 
 /// MPEG-4 Part 2 in AVI, as UCF101's and HMDB51's files are: Xvid with a PCM track
