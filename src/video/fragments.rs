@@ -120,12 +120,14 @@ pub(super) fn track_defaults(head: &[u8], track: u32) -> Result<Defaults, VideoE
 }
 
 /// Where the frames of the fragments read so far leave off.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct Fragments {
     track: u32,
     defaults: Defaults,
     /// Subtracted from decode time plus composition offset (the edit list's media time).
     shift: i64,
+    /// The most negative composition offset read so far (0 when none is).
+    most_negative: i64,
     /// The next frame's decode time when a fragment does not give its own (`tfdt`).
     next_dts: i64,
     /// The file's size: every frame lies inside it.
@@ -135,16 +137,37 @@ pub(super) struct Fragments {
 }
 
 impl Fragments {
-    /// Before the first fragment of track `track`, in a file of `file_len` bytes.
-    pub(super) fn new(track: u32, defaults: Defaults, shift: i64, file_len: u64) -> Self {
+    /// Before the first fragment of track `track`, in a file of `file_len` bytes; a fragment
+    /// without its own decode time (`tfdt`) starts at `start` (where the movie's own frames
+    /// leave off).
+    pub(super) fn new(
+        track: u32,
+        defaults: Defaults,
+        shift: i64,
+        start: i64,
+        file_len: u64,
+    ) -> Self {
         Self {
             track,
             defaults,
             shift,
+            most_negative: 0,
             file_len,
-            next_dts: 0,
+            next_dts: start,
             frames: Vec::new(),
         }
+    }
+
+    /// The fragments' frames, in decode order, each presentation time moved on by the
+    /// largest negative composition offset of the track (these and `before`, the movie's own
+    /// frames' most negative), as FFmpeg's reader moves a fragment's: it adds that shift to
+    /// every packet's decode time plus composition offset.
+    pub(super) fn finish(mut self, before: i64) -> Vec<Frame> {
+        let shift = self.most_negative.min(before).min(0).saturating_neg();
+        for f in &mut self.frames {
+            f.pts = f.pts.saturating_add(shift);
+        }
+        self.frames
     }
 
     /// Adds the frames of the movie fragment whose body is `moof`, and whose header starts
@@ -305,6 +328,7 @@ impl Fragments {
                 });
             }
             if ours {
+                self.most_negative = self.most_negative.min(offset);
                 let pts = dts
                     .checked_add(offset)
                     .and_then(|t| t.checked_sub(self.shift))
@@ -394,7 +418,7 @@ mod tests {
             size: 0,
             flags: 0x0101_0000,
         };
-        let mut fragments = Fragments::new(1, defaults, 80, 1 << 20);
+        let mut fragments = Fragments::new(1, defaults, 80, 0, 1 << 20);
         fragments.add(&[other, ours].concat(), 500).unwrap();
         let got: Vec<_> = fragments
             .frames
@@ -421,6 +445,12 @@ mod tests {
         fragments.add(&next, 9000).unwrap();
         let last = fragments.frames.last().unwrap();
         assert_eq!((last.dts, last.offset, last.len), (4120, 9016, 7));
+        // The negative composition offset (-40) moves every presentation time on by 40, as
+        // FFmpeg's reader moves a fragment's; a more negative one among the movie's own
+        // frames, by that.
+        let pts = |f: Vec<Frame>| f.iter().map(|f| f.pts).collect::<Vec<_>>();
+        assert_eq!(pts(fragments.clone().finish(0)), [4040, 3960, 4080, 4080]);
+        assert_eq!(pts(fragments.finish(-100)), [4100, 4020, 4140, 4140]);
     }
 
     #[test]
@@ -433,7 +463,7 @@ mod tests {
             ]
             .concat(),
         );
-        let mut fragments = Fragments::new(1, Defaults::default(), 0, 1 << 20);
+        let mut fragments = Fragments::new(1, Defaults::default(), 0, 0, 1 << 20);
         let err = fragments.add(&traf, 0).unwrap_err();
         assert!(
             err.to_string().contains("claims 4294967295 frames"),
@@ -452,12 +482,12 @@ mod tests {
                 &[full(b"tfhd", 0, 0, &[1]), full(b"trun", 0, 0, &[count])].concat(),
             )
         };
-        let mut fragments = Fragments::new(1, defaults, 0, 1000);
+        let mut fragments = Fragments::new(1, defaults, 0, 0, 1000);
         let err = fragments.add(&run(1 << 27), 0).unwrap_err();
         assert!(err.to_string().contains("claims 134217728 frames"), "{err}");
         let err = fragments.add(&run(11), 0).unwrap_err();
         assert!(err.to_string().contains("past the end"), "{err}");
-        let mut empty = Fragments::new(1, Defaults::default(), 0, 1000);
+        let mut empty = Fragments::new(1, Defaults::default(), 0, 0, 1000);
         let err = empty.add(&run(3), 0).unwrap_err();
         assert!(err.to_string().contains("no bytes"), "{err}");
         let cut = boxed(b"traf", &full(b"tfhd", 0, 0x01, &[1])); // base offset missing

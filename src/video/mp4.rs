@@ -708,16 +708,72 @@ fn from_movie(
     let id = track.track_id.ok_or(VideoError::Tables)?;
     let edits = edit_list(head, id)?;
     let movie_scale = context.timescale.map_or(0, |t| t.0);
+    // The frames the movie's own tables list (all of them, or those before the first
+    // fragment), their edit list applied as FFmpeg's reader applies it.
+    let listed = track
+        .stts
+        .as_ref()
+        .is_some_and(|t| t.samples.iter().any(|s| s.sample_count > 0));
+    let mut frames = if listed || moofs.is_empty() {
+        table_frames(track)?
+    } else {
+        Vec::new()
+    };
+    let moov_end = frames
+        .last()
+        .map_or(0, |f| f.dts.saturating_add(i64::from(f.duration)));
+    let most_negative = frames
+        .iter()
+        .map(|f| f.pts.saturating_sub(f.dts))
+        .min()
+        .unwrap_or(0);
+    if !edits.is_empty() && !frames.is_empty() {
+        let scales = (timescale, movie_scale);
+        frames = apply_edits(&frames, &edits, scales, track.ctts.is_some())?;
+    }
     if !moofs.is_empty() {
-        // A fragmented file's edit list only moves its times, as FFmpeg's reader moves them:
-        // back by its first edit's media time, on by an empty edit before it.
+        // A fragment's frames follow: the edit list only moves their times, as FFmpeg's
+        // reader moves them (back by its first edit's media time, on by an empty edit
+        // before it), and negative composition offsets move them on by the largest.
         let offset = fragment_offset(&edits, timescale, movie_scale);
-        let mut fragments = Fragments::new(id, track_defaults(head, id)?, offset, file_len);
+        let defaults = track_defaults(head, id)?;
+        let mut fragments = Fragments::new(id, defaults, offset, moov_end, file_len);
         for (at, moof) in moofs {
             fragments.add(moof, *at)?;
         }
-        return Ok(((codec, config, size, timescale, fragments.frames), display));
+        frames.extend(fragments.finish(most_negative));
     }
+    Ok(((codec, config, size, timescale, frames), display))
+}
+
+/// Refuses H.264 whose configuration's SPS samples its pictures otherwise than 8-bit 4:2:0
+/// (a video made from RGB images by x264 is 4:4:4 unless told otherwise): named when the
+/// video is indexed, not when its first frame fails to convert. A configuration that does not
+/// parse is the decoder's to refuse, with its reason.
+fn check_sampling(config: &[u8]) -> Result<(), VideoError> {
+    let Some(sampling) = super::AvcConfig::parse(config)
+        .ok()
+        .and_then(|avc| super::sps::sampling(&avc.sps))
+    else {
+        return Ok(());
+    };
+    let chroma = match sampling.0 {
+        0 => "grey (4:0:0) pictures",
+        1 => "4:2:0 chroma",
+        2 => "4:2:2 chroma",
+        _ => "4:4:4 chroma",
+    };
+    match sampling {
+        (1, 8, 8) => Ok(()),
+        (_, 8, 8) => Err(VideoError::Sampling(chroma.into())),
+        (_, luma, _) => Err(VideoError::Sampling(format!("{luma}-bit {chroma}"))),
+    }
+}
+
+/// The frames a track's sample tables list, in decode order: each one's decode and
+/// composition time as the tables give them, its duration (its `stts` delta), keyframe flag
+/// and byte range.
+fn table_frames(track: &mp4parse::Track) -> Result<Vec<Frame>, VideoError> {
     // The sample count `stsc` implies is reserved before anything is checked (the fuzz target
     // found a chunk claiming billions of samples): it must be the count `stsz` lists.
     let (Some(stsc), Some(stco), Some(stsz)) = (&track.stsc, &track.stco, &track.stsz) else {
@@ -767,35 +823,7 @@ fn from_movie(
         };
         frames[k].duration = delta.and_then(|d| u32::try_from(d).ok()).unwrap_or(0);
     }
-    if !edits.is_empty() {
-        let scales = (timescale, movie_scale);
-        frames = apply_edits(&frames, &edits, scales, track.ctts.is_some())?;
-    }
-    Ok(((codec, config, size, timescale, frames), display))
-}
-
-/// Refuses H.264 whose configuration's SPS samples its pictures otherwise than 8-bit 4:2:0
-/// (a video made from RGB images by x264 is 4:4:4 unless told otherwise): named when the
-/// video is indexed, not when its first frame fails to convert. A configuration that does not
-/// parse is the decoder's to refuse, with its reason.
-fn check_sampling(config: &[u8]) -> Result<(), VideoError> {
-    let Some(sampling) = super::AvcConfig::parse(config)
-        .ok()
-        .and_then(|avc| super::sps::sampling(&avc.sps))
-    else {
-        return Ok(());
-    };
-    let chroma = match sampling.0 {
-        0 => "grey (4:0:0) pictures",
-        1 => "4:2:0 chroma",
-        2 => "4:2:2 chroma",
-        _ => "4:4:4 chroma",
-    };
-    match sampling {
-        (1, 8, 8) => Ok(()),
-        (_, 8, 8) => Err(VideoError::Sampling(chroma.into())),
-        (_, luma, _) => Err(VideoError::Sampling(format!("{luma}-bit {chroma}"))),
-    }
+    Ok(frames)
 }
 
 /// `a * b / c` rounded to the nearest (FFmpeg's `av_rescale`), saturated; 0 for `c` 0.

@@ -19,7 +19,7 @@ fn expected() -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
-const CLIPS: [&str; 10] = [
+const CLIPS: [&str; 12] = [
     "high_bframes.mp4",
     "main_cabac.mp4",
     "baseline.mp4",
@@ -34,6 +34,10 @@ const CLIPS: [&str; 10] = [
     "delayed_fragmented.mp4",
     // Negative composition offsets (`ctts` version 1) under an edit list.
     "negative_cts.mp4",
+    // Fragmented with the first GOP in the movie's own tables, and as CMAF (negative
+    // composition offsets in the fragments).
+    "frag_moov.mp4",
+    "cmaf.mp4",
 ];
 
 /// MPEG-4 Part 2 in AVI, as UCF101's and HMDB51's files are: Xvid with a PCM track

@@ -12,8 +12,8 @@ Rust tests read only the files it writes. `--avi` writes the MPEG-4 Part 2 clips
 clips whose SPS declares BT.709 or full range, with FFmpeg's RGB of two frames of each, and adds each clip's
 colour tags to `expected.json`; `--cut` writes `cut.mp4`, `high_bframes.mp4` with its edit list cut to frames 5
 to 24 (as a stream copy between keyframes writes it); `--edits` writes `delayed.mp4` (an empty edit first: a start
-delay), `two_edits.mp4` (two pieces of `high_bframes.mp4` one after the other), `delayed_fragmented.mp4` and
-`negative_cts.mp4`;
+delay), `two_edits.mp4` (two pieces of `high_bframes.mp4` one after the other), `delayed_fragmented.mp4`,
+`negative_cts.mp4`, `frag_moov.mp4` and `cmaf.mp4`;
 `--sampling` writes `yuv444.mp4` and `high10.mp4` (H.264 that is not 8-bit 4:2:0, which hpuload refuses by name).
 """
 
@@ -282,8 +282,10 @@ def write_edits(name, source, edits):
 def edited_clips():
     """`high_bframes.mp4` (30 frames at 25 a second, 512 ticks each; its edit starts at 1024)
     delayed by 0.2 s, and shown as two pieces: frames 0-9, then 15-24; `fragmented.mp4`
-    (no edit list) delayed by 0.2 s and moved back by 1024 ticks; and a file with negative
-    composition offsets, which FFmpeg's muxer writes with `-movflags negative_cts_offsets`."""
+    (no edit list) delayed by 0.2 s and moved back by 1024 ticks; a file with negative
+    composition offsets, which FFmpeg's muxer writes with `-movflags negative_cts_offsets`;
+    and two fragmented otherwise than `fragmented.mp4`."""
+    x264 = {"x264-params": "keyint=12:min-keyint=12:scenecut=0:bframes=3:b-pyramid=normal"}
     return [
         write_edits("delayed.mp4", "high_bframes.mp4", [(200, -1), (1200, 1024)]),
         write_edits("two_edits.mp4", "high_bframes.mp4", [(400, 1024), (400, 1024 + 15 * 512)]),
@@ -295,10 +297,14 @@ def edited_clips():
             96,
             72,
             30,
-            {"x264-params": "keyint=12:min-keyint=12:scenecut=0:bframes=3:b-pyramid=normal"},
+            x264,
             profile="high",
             muxer={"movflags": "negative_cts_offsets"},
         ),
+        # Fragmented as `-movflags frag_keyframe` writes it: the first GOP in the movie's own
+        # tables, the rest in fragments; and as CMAF (negative composition offsets).
+        write("frag_moov.mp4", 96, 72, 30, x264, profile="high", muxer={"movflags": "frag_keyframe"}),
+        write("cmaf.mp4", 96, 72, 30, x264, profile="high", muxer={"movflags": "cmaf+frag_keyframe"}),
     ]
 
 
