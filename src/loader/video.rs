@@ -386,9 +386,10 @@ fn window_counts(
     }
     // torchvision's reader decoded it: a codec this process cannot decode is not skipped.
     if let Some(v) = indexed.as_ref() {
-        if v.index.codec != Codec::H264 && crate::video::libavcodec().is_none() {
-            let why = crate::video::needs_libavcodec(v.index.codec);
-            return Err(Refusal::Unreadable(why.to_string()));
+        if crate::video::libavcodec().is_none() {
+            if let Some(why) = crate::video::openh264_cannot(&v.index) {
+                return Err(Refusal::Unreadable(why));
+            }
         }
         // torchcodec misreads an AVI file with B-frames (its clips come a frame early, from a
         // packed bitstream damaged or not at all): hpuload gives the frames as shown, and

@@ -172,15 +172,36 @@ const OPENH264: &str = "OpenH264 (built in)";
 
 /// Why a video in `codec` cannot be decoded in a process without a libavcodec.
 pub(crate) fn needs_libavcodec(codec: Codec) -> String {
+    needs_libavcodec_for(&format!("{} video", codec.name()))
+}
+
+/// Why `what` cannot be decoded in a process without a libavcodec.
+fn needs_libavcodec_for(what: &str) -> String {
     let why = match libav::found() {
         Ok(_) => "it was not given one",
         Err(why) => why.as_str(),
     };
     format!(
-        "{} video is decoded by FFmpeg's libavcodec, and this process has none ({why}; \
-         installing PyAV, or a distribution's libavcodec, provides one)",
-        codec.name()
+        "{what} is decoded by FFmpeg's libavcodec, and this process has none ({why}; \
+         installing PyAV, or a distribution's libavcodec, provides one)"
     )
+}
+
+/// Why OpenH264 cannot decode `index`'s video, when it cannot: MPEG-4 Part 2, and H.264 it
+/// refuses (interlaced, lossless), said by the SPS. `None` for what it decodes.
+pub(crate) fn openh264_cannot(index: &VideoIndex) -> Option<String> {
+    let Codec::H264 = index.codec else {
+        return Some(needs_libavcodec(index.codec));
+    };
+    let coding = super::sps::coding(&AvcConfig::parse(&index.config).ok()?.sps);
+    let what = match coding {
+        super::sps::Coding {
+            interlaced: true, ..
+        } => "interlaced H.264",
+        super::sps::Coding { lossless: true, .. } => "lossless H.264",
+        _ => return None,
+    };
+    Some(needs_libavcodec_for(what))
 }
 
 impl VideoDecoder {
@@ -223,7 +244,10 @@ impl VideoDecoder {
             (Some(lib), codec) => {
                 Engine::Libav(LibavDecoder::new(lib, codec).map_err(VideoError::Decoder)?)
             }
-            (None, Codec::H264) => Engine::OpenH264(start()?),
+            (None, Codec::H264) => match openh264_cannot(index) {
+                Some(why) => return Err(VideoError::Decoder(why)),
+                None => Engine::OpenH264(start()?),
+            },
             (None, codec) => return Err(VideoError::Decoder(needs_libavcodec(codec))),
         };
         let mut this = Self {

@@ -31,7 +31,7 @@ pub use clips::{
     random_clip_sampler, uniform_clip_sampler, video_clips, ClipError, ClipSampler, IndexClips,
     Policy, TimeClips, Timeline, WindowClips,
 };
-pub(crate) use decoder::needs_libavcodec;
+pub(crate) use decoder::openh264_cannot;
 pub use decoder::{h264_decoder, AvcConfig, DecodeCounts, Picture, VideoDecoder};
 pub use display::{turn, Display};
 pub(crate) use frames::frame_error;

@@ -130,11 +130,30 @@ const HIGH_PROFILES: [u32; 13] = [100, 110, 122, 244, 44, 83, 86, 118, 128, 138,
 /// said) for one that ends or breaks before its VUI says anything.
 pub fn signal(nal: &[u8]) -> Signal {
     nal.get(1..)
-        .and_then(|payload| read(&mut Bits::new(payload)))
+        .and_then(|payload| read(&mut Bits::new(payload), &mut Coding::default()))
         .unwrap_or_default()
 }
 
-fn read(r: &mut Bits) -> Option<Signal> {
+/// What an SPS says of how its pictures are coded, beyond what every decoder takes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Coding {
+    /// `qpprime_y_zero_transform_bypass_flag`: lossless macroblocks (x264's `--qp 0`).
+    pub lossless: bool,
+    /// `frame_mbs_only_flag` 0: fields, or frames of field macroblock pairs (interlaced).
+    pub interlaced: bool,
+}
+
+/// How the SPS NAL unit `nal` codes its pictures (as far as it reads; nothing said for one
+/// cut off before).
+pub fn coding(nal: &[u8]) -> Coding {
+    let mut coding = Coding::default();
+    if let Some(payload) = nal.get(1..) {
+        read(&mut Bits::new(payload), &mut coding);
+    }
+    coding
+}
+
+fn read(r: &mut Bits, coding: &mut Coding) -> Option<Signal> {
     let profile = r.bits(8)?;
     r.bits(16)?; // constraint flags, level
     r.ue()?; // seq_parameter_set_id
@@ -145,7 +164,7 @@ fn read(r: &mut Bits) -> Option<Signal> {
         }
         r.ue()?; // bit_depth_luma_minus8
         r.ue()?; // bit_depth_chroma_minus8
-        r.bit()?; // qpprime_y_zero_transform_bypass_flag
+        coding.lossless = r.bit()? == 1;
         if r.bit()? == 1 {
             // seq_scaling_matrix_present_flag: each list present is skipped.
             for i in 0..if chroma_format == 3 { 12 } else { 8 } {
@@ -186,6 +205,7 @@ fn read(r: &mut Bits) -> Option<Signal> {
     r.ue()?; // pic_width_in_mbs_minus1
     r.ue()?; // pic_height_in_map_units_minus1
     if r.bit()? == 0 {
+        coding.interlaced = true;
         r.bit()?; // mb_adaptive_frame_field_flag
     }
     r.bit()?; // direct_8x8_inference_flag

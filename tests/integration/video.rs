@@ -894,6 +894,38 @@ fn a_video_too_short_for_its_clip_and_a_damaged_one_are_named_and_skipped() {
 }
 
 #[test]
+fn interlaced_and_lossless_h264_decode_bit_exact_with_libavcodec_and_are_named_without_it() {
+    // OpenH264 refuses both SPSs ("no parameter sets"): without a libavcodec the decoder
+    // says what the video is and what decodes it, before any frame.
+    let expected = expected();
+    for (clip, what) in [
+        (
+            "interlaced.mp4",
+            "interlaced H.264 is decoded by FFmpeg's libavcodec",
+        ),
+        (
+            "lossless.mp4",
+            "lossless H.264 is decoded by FFmpeg's libavcodec",
+        ),
+    ] {
+        let index = VideoIndex::open(data().join(clip)).unwrap();
+        let e = VideoDecoder::with_library(&index, None)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains(what), "{e}");
+        let Some(lib) = libavcodec() else {
+            eprintln!("no libavcodec on this machine: {clip} is not decoded");
+            continue;
+        };
+        let frames = expected[clip]["frames"].as_array().unwrap();
+        let wanted: Vec<usize> = (0..frames.len()).collect();
+        let got = decode_with(Some(lib), &index, &wanted);
+        assert_pictures(got, &wanted, frames, clip);
+    }
+}
+
+#[test]
 fn h264_that_is_not_8_bit_4_2_0_is_named_when_indexed_not_at_its_first_frame() {
     // x264's 4:4:4 (what it makes of RGB images unless told otherwise) and 10-bit 4:2:0:
     // FFmpeg decodes them to pixel formats hpuload does not convert.

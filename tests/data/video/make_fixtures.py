@@ -14,7 +14,8 @@ colour tags to `expected.json`; `--cut` writes `cut.mp4`, `high_bframes.mp4` wit
 to 24 (as a stream copy between keyframes writes it); `--edits` writes `delayed.mp4` (an empty edit first: a start
 delay), `two_edits.mp4` (two pieces of `high_bframes.mp4` one after the other), `delayed_fragmented.mp4`,
 `negative_cts.mp4`, `frag_moov.mp4` and `cmaf.mp4`;
-`--sampling` writes `yuv444.mp4` and `high10.mp4` (H.264 that is not 8-bit 4:2:0, which hpuload refuses by name).
+`--sampling` writes `yuv444.mp4` and `high10.mp4` (H.264 that is not 8-bit 4:2:0, which hpuload refuses by name),
+and `interlaced.mp4` and `lossless.mp4` (H.264 that only FFmpeg's decoder takes).
 """
 
 import json
@@ -318,6 +319,16 @@ def sampling_clips():
     ]
 
 
+def libavcodec_clips():
+    """H.264 that only FFmpeg's decoder takes (OpenH264 refuses its SPS): interlaced
+    (field macroblock pairs, x264's `tff`), and lossless (`qp=0`: transform bypass)."""
+    gop = "keyint=6:min-keyint=6:scenecut=0:bframes=2"
+    return [
+        write("interlaced.mp4", 64, 48, 12, {"x264-params": gop + ":tff=1"}),
+        write("lossless.mp4", 64, 48, 12, {"x264-params": gop + ":qp=0"}),
+    ]
+
+
 def turned_clips():
     return [
         write_turned("turned_cw.mp4", "high_bframes.mp4", (0, F, -F, 0)),
@@ -438,7 +449,7 @@ def main():
         add_to_expected([write_cut("cut.mp4", "high_bframes.mp4", 5, 20)], [])
         return
     if sys.argv[1:] == ["--sampling"]:
-        add_to_expected(sampling_clips(), [])
+        add_to_expected(sampling_clips() + libavcodec_clips(), [])
         return
     if sys.argv[1:] == ["--edits"]:
         add_to_expected(edited_clips(), [])
@@ -479,7 +490,7 @@ def main():
     ]
     clips.append(write_cut("cut.mp4", "high_bframes.mp4", 5, 20))
     clips.extend(edited_clips())
-    clips.extend(sampling_clips())
+    clips.extend(sampling_clips() + libavcodec_clips())
     for path in clips + avi_clips() + turned_clips() + colour_clips():
         expected[path.name] = describe(path)
     # Its pictures and their order are `divx_bframes.avi`'s (FFmpeg's reader gives the packed
