@@ -28,6 +28,7 @@ H264 = [
     "negative_cts.mp4",
     "frag_moov.mp4",
     "cmaf.mp4",
+    "avc3.mp4",
 ]
 #: The clips whose frames decord shows as FFmpeg does (decord also shows the frames
 #: `cut.mp4`'s edit list cuts, and 43 frames of `two_edits.mp4`'s 20).

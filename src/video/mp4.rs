@@ -414,7 +414,11 @@ impl VideoIndex {
             // Data offsets count from the box's header.
             moofs.push((b.start - b.header, body));
         }
-        let (parsed, display) = guarded(|| from_movie(&head, &moofs, size))?;
+        let (mut parsed, display) = guarded(|| from_movie(&head, &moofs, size))?;
+        if let Some(config) = in_band_parameter_sets(&parsed, read, size)? {
+            check_sampling(&config)?;
+            parsed.1 = config;
+        }
         Ok((parsed, (display, super::sps::container_signal(&head))))
     }
 
@@ -744,6 +748,69 @@ fn from_movie(
         frames.extend(fragments.finish(most_negative));
     }
     Ok(((codec, config, size, timescale, frames), display))
+}
+
+/// The most bytes of a video's first keyframe read for its parameter sets.
+const MAX_PARAMETER_FRAME: u32 = 4 << 20;
+
+/// For an H.264 video whose configuration record holds no parameter sets (an `avc3` entry:
+/// they travel in the stream), a record holding those of its first keyframe, read through
+/// `read` (a file of `size` bytes), so that the decoders are primed and the SPS read as for
+/// any other video; `None` for any other video, or a keyframe without them (the decoder then
+/// refuses the record, naming it).
+fn in_band_parameter_sets(
+    parsed: &Parsed,
+    read: &Reader<'_>,
+    size: u64,
+) -> Result<Option<Vec<u8>>, VideoFailure> {
+    let (codec, config, _, _, frames) = parsed;
+    let (Codec::H264, [1, _, _, _, lengths, ..]) = (*codec, config.as_slice()) else {
+        return Ok(None);
+    };
+    if super::AvcConfig::parse(config).is_ok() {
+        return Ok(None);
+    }
+    let nal_length = usize::from(lengths & 3) + 1;
+    let Some(key) = frames.iter().find(|f| f.keyframe) else {
+        return Ok(None);
+    };
+    if key.offset.saturating_add(u64::from(key.len)) > size {
+        return Ok(None); // named by the check of every frame against the file's size
+    }
+    let mut sample = vec![0; key.len.min(MAX_PARAMETER_FRAME) as usize];
+    read(key.offset, &mut sample)?;
+    let (mut sps, mut pps) = (Vec::new(), Vec::new());
+    let mut at = 0;
+    while at + nal_length <= sample.len() {
+        let len = sample[at..at + nal_length]
+            .iter()
+            .fold(0usize, |v, &b| v << 8 | usize::from(b));
+        at += nal_length;
+        let Some(nal) = sample.get(at..at.saturating_add(len)) else {
+            break;
+        };
+        at += len;
+        match nal.first().map(|h| h & 0x1f) {
+            Some(7) if (4..=0xffff).contains(&nal.len()) && sps.len() < 31 => sps.push(nal),
+            Some(8) if (1..=0xffff).contains(&nal.len()) && pps.len() < 255 => pps.push(nal),
+            _ => {}
+        }
+    }
+    let (Some(first), false) = (sps.first(), pps.is_empty()) else {
+        return Ok(None);
+    };
+    let mut record = vec![1, first[1], first[2], first[3], 0xfc | lengths & 3];
+    record.push(0xe0 | sps.len() as u8);
+    for nal in &sps {
+        record.extend_from_slice(&(nal.len() as u16).to_be_bytes());
+        record.extend_from_slice(nal);
+    }
+    record.push(pps.len() as u8);
+    for nal in &pps {
+        record.extend_from_slice(&(nal.len() as u16).to_be_bytes());
+        record.extend_from_slice(nal);
+    }
+    Ok(Some(record))
 }
 
 /// Refuses H.264 whose configuration's SPS samples its pictures otherwise than 8-bit 4:2:0

@@ -19,7 +19,7 @@ fn expected() -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
-const CLIPS: [&str; 12] = [
+const CLIPS: [&str; 13] = [
     "high_bframes.mp4",
     "main_cabac.mp4",
     "baseline.mp4",
@@ -38,6 +38,8 @@ const CLIPS: [&str; 12] = [
     // composition offsets in the fragments).
     "frag_moov.mp4",
     "cmaf.mp4",
+    // An `avc3` entry: the parameter sets in the stream only.
+    "avc3.mp4",
 ];
 
 /// MPEG-4 Part 2 in AVI, as UCF101's and HMDB51's files are: Xvid with a PCM track

@@ -13,7 +13,7 @@ clips whose SPS declares BT.709 or full range, with FFmpeg's RGB of two frames o
 colour tags to `expected.json`; `--cut` writes `cut.mp4`, `high_bframes.mp4` with its edit list cut to frames 5
 to 24 (as a stream copy between keyframes writes it); `--edits` writes `delayed.mp4` (an empty edit first: a start
 delay), `two_edits.mp4` (two pieces of `high_bframes.mp4` one after the other), `delayed_fragmented.mp4`,
-`negative_cts.mp4`, `frag_moov.mp4` and `cmaf.mp4`;
+`negative_cts.mp4`, `frag_moov.mp4`, `cmaf.mp4` and `avc3.mp4`;
 `--sampling` writes `yuv444.mp4` and `high10.mp4` (H.264 that is not 8-bit 4:2:0, which hpuload refuses by name),
 and `interlaced.mp4` and `lossless.mp4` (H.264 that only FFmpeg's decoder takes).
 """
@@ -280,12 +280,50 @@ def write_edits(name, source, edits):
     return HERE / name
 
 
+def write_avc3(name, source):
+    """A clip written as `source` with x264's `repeat-headers` (its SPS and PPS in every
+    keyframe), then rewritten as an
+    `avc3` entry whose configuration record holds no parameter sets, as DASH packagers write
+    it: the decoder finds them in the stream."""
+    x264 = "keyint=12:min-keyint=12:scenecut=0:bframes=3:b-pyramid=normal:repeat-headers=1"
+    written = write(source, 96, 72, 30, {"x264-params": x264}, profile="high")
+    data = written.read_bytes()
+    written.unlink()
+
+    def rewrite(start, end):
+        out = b""
+        for kind, child, child_end in boxes(data, start, end):
+            header = data[child - 4 : child]
+            if kind in (b"moov", b"trak", b"mdia", b"minf", b"stbl"):
+                inner = rewrite(child, child_end)
+            elif kind == b"stsd":
+                _, entry_at, entry_end = next(boxes(data, child + 8, child_end))
+                # The visual sample entry's 78 bytes, then its boxes, `avcC` emptied.
+                entry = data[entry_at : entry_at + 78]
+                for inner_kind, body, body_end in boxes(data, entry_at + 78, entry_end):
+                    if inner_kind == b"avcC":
+                        record = data[body : body + 5] + bytes([0xE0, 0])
+                        entry += struct.pack(">I4s", len(record) + 8, b"avcC") + record
+                    else:
+                        entry += data[body - 8 : body_end]
+                inner = data[child : child + 8] + struct.pack(">I4s", len(entry) + 8, b"avc3") + entry
+            else:
+                out += data[child - 8 : child_end]
+                continue
+            out += struct.pack(">I", len(inner) + 8) + header + inner
+        return out
+
+    (HERE / name).write_bytes(rewrite(0, len(data)))
+    return HERE / name
+
+
 def edited_clips():
     """`high_bframes.mp4` (30 frames at 25 a second, 512 ticks each; its edit starts at 1024)
     delayed by 0.2 s, and shown as two pieces: frames 0-9, then 15-24; `fragmented.mp4`
     (no edit list) delayed by 0.2 s and moved back by 1024 ticks; a file with negative
     composition offsets, which FFmpeg's muxer writes with `-movflags negative_cts_offsets`;
-    and two fragmented otherwise than `fragmented.mp4`."""
+    two fragmented otherwise than `fragmented.mp4`; and one whose parameter sets are in the
+    stream only (`avc3`)."""
     x264 = {"x264-params": "keyint=12:min-keyint=12:scenecut=0:bframes=3:b-pyramid=normal"}
     return [
         write_edits("delayed.mp4", "high_bframes.mp4", [(200, -1), (1200, 1024)]),
@@ -306,6 +344,8 @@ def edited_clips():
         # tables, the rest in fragments; and as CMAF (negative composition offsets).
         write("frag_moov.mp4", 96, 72, 30, x264, profile="high", muxer={"movflags": "frag_keyframe"}),
         write("cmaf.mp4", 96, 72, 30, x264, profile="high", muxer={"movflags": "cmaf+frag_keyframe"}),
+        # Parameter sets in the stream only (`avc3`).
+        write_avc3("avc3.mp4", "avc3_source.mp4"),
     ]
 
 
