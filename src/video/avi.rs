@@ -323,6 +323,7 @@ impl Walk<'_, '_> {
                 offset: p.offset,
                 len: p.len,
                 shown: true,
+                edit_start: false,
             })
             .collect();
         // A B-frame is shown as it is decoded; a reference (I, P, S) when the next reference

@@ -171,7 +171,8 @@ impl PackedIndex {
             );
             put(
                 &mut b,
-                zigzag(f.offset.wrapping_sub(end) as i64) << 2
+                zigzag(f.offset.wrapping_sub(end) as i64) << 3
+                    | u64::from(f.edit_start) << 2
                     | u64::from(f.shown) << 1
                     | u64::from(f.keyframe),
             );
@@ -249,7 +250,7 @@ fn unpack(bytes: &[u8], path: PathBuf) -> Option<VideoIndex> {
         let pts = f_dts.wrapping_add(unzigzag(r.varint()?));
         let f_duration = duration.wrapping_add(i32::try_from(unzigzag(r.varint()?)).ok()? as u32);
         let at = r.varint()?;
-        let offset = end.wrapping_add(unzigzag(at >> 2) as u64);
+        let offset = end.wrapping_add(unzigzag(at >> 3) as u64);
         let len = u32::try_from(r.varint()?).ok()?;
         frames.push(Frame {
             pts,
@@ -259,6 +260,7 @@ fn unpack(bytes: &[u8], path: PathBuf) -> Option<VideoIndex> {
             offset,
             len,
             shown: at & 2 != 0,
+            edit_start: at & 4 != 0,
         });
         (dts, duration, end) = (f_dts, f_duration, offset.wrapping_add(u64::from(len)));
     }
@@ -707,6 +709,7 @@ mod tests {
             offset: u64::MAX,
             len: u32::MAX,
             shown: false,
+            edit_start: true,
         };
         index.frames[1].pts = i64::MAX;
         assert_eq!(PackedIndex::pack(&index).unpack(), index);

@@ -168,6 +168,17 @@ pub fn h264_decoder() -> String {
     }
 }
 
+/// The keyframe before the one decoding starts at (`first`), not before the first frame of
+/// its edit (`Frame::edit_start`); `None` when there is none.
+fn earlier_start(index: &VideoIndex, first: usize) -> Option<usize> {
+    if index.frames.get(first)?.edit_start {
+        return None;
+    }
+    let earlier = index.keyframe_before(first.checked_sub(1)?)?;
+    let crossed = (earlier + 1..=first).any(|k| index.frames[k].edit_start);
+    (!crossed).then_some(earlier)
+}
+
 const OPENH264: &str = "OpenH264 (built in)";
 
 /// Why a video in `codec` cannot be decoded in a process without a libavcodec.
@@ -345,11 +356,18 @@ impl VideoDecoder {
             at += buf.len();
             Ok(())
         };
-        self.decode_from(&mut next, index, plan, emit)
+        self.decode_runs(&mut next, index, plan, emit, false)
     }
 
     /// [`VideoDecoder::decode_typed`], each run's span read by `read(offset, buffer)` (a file, a
     /// shard member, bytes in memory).
+    ///
+    /// A run whose kept frames do not all come out is decoded again from the keyframe before
+    /// its own (not before its edit's first frame), at most twice: a keyframe that is not an
+    /// IDR picture (an open GOP's recovery point) may be followed by frames that refer, through
+    /// its leading pictures, to the GOP before it, which FFmpeg 5 then does not give; OpenH264,
+    /// which starts only at an IDR picture (it refuses the keyframe: "reference lost"), decodes
+    /// again from the stream's first frame. Frames already given are not given again.
     ///
     /// # Errors
     /// As [`VideoDecoder::decode_typed`], with `read`'s errors as I/O errors.
@@ -360,95 +378,159 @@ impl VideoDecoder {
         plan: &DecodePlan,
         emit: &mut dyn FnMut(Picture<'_>),
     ) -> Result<DecodeCounts, VideoFailure> {
+        self.decode_runs(read, index, plan, emit, true)
+    }
+
+    /// [`VideoDecoder::decode_from`]; `again`: a run may be read again from further back
+    /// (`read` takes any offset, not only the plan's spans in turn).
+    fn decode_runs(
+        &mut self,
+        read: &mut dyn FnMut(u64, &mut [u8]) -> std::io::Result<()>,
+        index: &VideoIndex,
+        plan: &DecodePlan,
+        emit: &mut dyn FnMut(Picture<'_>),
+        again: bool,
+    ) -> Result<DecodeCounts, VideoFailure> {
         let mut counts = DecodeCounts::default();
-        let spans = plan.spans(index);
-        for (k, (run, &(from, to))) in plan.runs.iter().zip(&spans).enumerate() {
-            // OpenH264 does not take a new stream after the end of the last one (its picture
-            // buffers stay held: "out of memory" a few frames in): a fresh decoder per run.
-            // FFmpeg's is flushed, and given the parameter sets again with the keyframe.
-            if k > 0 || self.ended {
-                match &mut self.decoder {
-                    Engine::OpenH264(d) => {
-                        *d = start()?;
-                        self.prime()?;
+        for run in &plan.runs {
+            let mut given = Vec::with_capacity(run.keep.len());
+            let mut first = run.first;
+            for attempt in 0.. {
+                match self.decode_run(read, index, first, run, &mut given, emit, &mut counts) {
+                    Err(VideoFailure::Video(
+                        VideoError::Missing { .. } | VideoError::Decode { .. },
+                    )) if again && attempt < 2 && first > 0 => {
+                        // OpenH264 starts only at an IDR picture: from the stream's start,
+                        // as FFmpeg's reader plays it (edits one after the other).
+                        let back = match self.decoder {
+                            Engine::OpenH264(_) => Some(0),
+                            Engine::Libav(_) => earlier_start(index, first),
+                        };
+                        match back {
+                            Some(earlier) if earlier < first => first = earlier,
+                            _ => break,
+                        }
                     }
-                    Engine::Libav(d) => d.restart(),
+                    done => {
+                        done?;
+                        break;
+                    }
                 }
             }
-            self.ended = true;
-            let frames = &index.frames[run.first..=run.last];
-            self.data.clear();
-            self.data.resize((to - from) as usize, 0);
-            read(from, &mut self.data)?;
-            counts.bytes += to - from;
-            let mut seen = 0usize;
-            let keep = &run.keep;
-            let mut pass = |p: Picture<'_>| {
-                if keep.binary_search(&p.frame).is_ok() {
-                    seen += 1;
-                    emit(p);
-                }
-            };
-            let key_pts = index.frames[run.first].pts;
-            let mut skipped = 0;
-            for (k, f) in frames.iter().enumerate() {
-                let frame = run.first + k;
-                let at = (f.offset - from) as usize;
-                let sample = &self.data[at..at + f.len as usize];
-                // A frame nobody keeps and nothing refers to need not be decoded at all.
-                let reference = match &self.avc {
-                    Some(avc) => is_reference(sample, avc.nal_length),
-                    None => mpeg4::vop_type(sample) != Some(VopType::B),
-                };
-                if keep.binary_search(&frame).is_err() && !reference {
-                    skipped += 1;
-                    continue;
-                }
-                let mut annexb = std::mem::take(&mut self.annexb);
-                let rewritten = match &self.avc {
-                    Some(avc) => to_annexb(sample, avc.nal_length, &mut annexb),
-                    None => {
-                        annexb.clear();
-                        annexb.extend_from_slice(sample);
-                        Ok(())
-                    }
-                };
-                // The run's keyframe with the stream's headers before it, unless it holds its
-                // own (an MPEG-4 keyframe usually does: FFmpeg warns of a second VOL header).
-                if k == 0
-                    && matches!(self.decoder, Engine::Libav(_))
-                    && !(self.avc.is_none() && mpeg4::holds_vol(sample))
-                {
-                    annexb.splice(0..0, self.headers.iter().copied());
-                }
-                let fed = match rewritten {
-                    Ok(()) => self.feed(&annexb, Some(frame), &mut pass),
-                    Err(reason) => {
-                        self.annexb = annexb;
-                        return Err(VideoError::Sample { frame, reason }.into());
-                    }
-                };
-                self.annexb = annexb;
-                // A leading picture of an open GOP decoded from its own keyframe refers to
-                // the GOP before: its errors are expected, and it is never kept.
-                let leading = f.pts < key_pts && keep.binary_search(&frame).is_err();
-                if !leading {
-                    fed?;
-                }
-            }
-            self.drain(&mut pass)?;
-            if seen != keep.len() {
+            if given.len() != run.keep.len() {
                 return Err(VideoError::Missing {
-                    wanted: keep.len(),
-                    got: seen,
+                    wanted: run.keep.len(),
+                    got: given.len(),
                 }
                 .into());
             }
-            counts.decoded += frames.len() - skipped;
-            counts.discarded += frames.len() - skipped - keep.len();
-            counts.skipped += skipped;
         }
         Ok(counts)
+    }
+
+    /// Decodes frames `first..=run.last` (a fresh stream), passing on each of `run.keep` not
+    /// in `given` (and adding it there); counts into `counts`.
+    #[allow(clippy::too_many_arguments)]
+    fn decode_run(
+        &mut self,
+        read: &mut dyn FnMut(u64, &mut [u8]) -> std::io::Result<()>,
+        index: &VideoIndex,
+        first: usize,
+        run: &super::plan::Run,
+        given: &mut Vec<usize>,
+        emit: &mut dyn FnMut(Picture<'_>),
+        counts: &mut DecodeCounts,
+    ) -> Result<(), VideoFailure> {
+        // OpenH264 does not take a new stream after the end of the last one (its picture
+        // buffers stay held: "out of memory" a few frames in): a fresh decoder per run.
+        // FFmpeg's is flushed, and given the parameter sets again with the keyframe.
+        if self.ended {
+            match &mut self.decoder {
+                Engine::OpenH264(d) => {
+                    *d = start()?;
+                    self.prime()?;
+                }
+                Engine::Libav(d) => d.restart(),
+            }
+        }
+        self.ended = true;
+        let frames = &index.frames[first..=run.last];
+        let from = frames.iter().map(|f| f.offset).min().unwrap_or(0);
+        let to = frames
+            .iter()
+            .map(|f| f.offset + u64::from(f.len))
+            .max()
+            .unwrap_or(0);
+        self.data.clear();
+        self.data.resize((to - from) as usize, 0);
+        read(from, &mut self.data)?;
+        counts.bytes += to - from;
+        let keep = &run.keep;
+        let mut pass = |p: Picture<'_>| {
+            if keep.binary_search(&p.frame).is_ok() && !given.contains(&p.frame) {
+                given.push(p.frame);
+                emit(p);
+            }
+        };
+        let key_pts = index.frames[first].pts;
+        let mut skipped = 0;
+        for (k, f) in frames.iter().enumerate() {
+            let frame = first + k;
+            let at = (f.offset - from) as usize;
+            let sample = &self.data[at..at + f.len as usize];
+            // A frame nobody keeps and nothing refers to need not be decoded at all.
+            let reference = match &self.avc {
+                Some(avc) => is_reference(sample, avc.nal_length),
+                None => mpeg4::vop_type(sample) != Some(VopType::B),
+            };
+            if keep.binary_search(&frame).is_err() && !reference {
+                skipped += 1;
+                continue;
+            }
+            let mut annexb = std::mem::take(&mut self.annexb);
+            let rewritten = match &self.avc {
+                Some(avc) => to_annexb(sample, avc.nal_length, &mut annexb),
+                None => {
+                    annexb.clear();
+                    annexb.extend_from_slice(sample);
+                    Ok(())
+                }
+            };
+            // The run's keyframe with the stream's headers before it, unless it holds its
+            // own (an MPEG-4 keyframe usually does: FFmpeg warns of a second VOL header).
+            if k == 0
+                && matches!(self.decoder, Engine::Libav(_))
+                && !(self.avc.is_none() && mpeg4::holds_vol(sample))
+            {
+                annexb.splice(0..0, self.headers.iter().copied());
+            }
+            let fed = match rewritten {
+                Ok(()) => self.feed(&annexb, Some(frame), &mut pass),
+                Err(reason) => {
+                    self.annexb = annexb;
+                    return Err(VideoError::Sample { frame, reason }.into());
+                }
+            };
+            self.annexb = annexb;
+            // A leading picture of an open GOP decoded from its own keyframe refers to
+            // the GOP before: its errors are expected, and it is never kept.
+            let leading = f.pts < key_pts && keep.binary_search(&frame).is_err();
+            if !leading {
+                fed?;
+            }
+        }
+        self.drain(&mut pass)?;
+        counts.decoded += frames.len() - skipped;
+        counts.discarded += frames.len() - skipped - keep.len().min(frames.len() - skipped);
+        counts.skipped += skipped;
+        if keep.iter().any(|f| !given.contains(f)) {
+            return Err(VideoError::Missing {
+                wanted: keep.len(),
+                got: given.len(),
+            }
+            .into());
+        }
+        Ok(())
     }
 
     /// Hands the decoder one access unit tagged `frame` (`None`: the parameter sets alone);

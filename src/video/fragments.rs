@@ -342,6 +342,7 @@ impl Fragments {
                     offset: at,
                     len,
                     shown: true,
+                    edit_start: false,
                 });
             }
             at = at.checked_add(u64::from(len)).ok_or_else(overflow)?;

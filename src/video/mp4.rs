@@ -76,6 +76,9 @@ pub struct Frame {
     /// Shown: false for a frame the edit list cuts (before its start or past its end), which
     /// FFmpeg decodes only where later frames refer to it and never hands over.
     pub shown: bool,
+    /// The first frame of an edit after the first: FFmpeg's reader plays each edit's frames
+    /// after the last edit's, so decoding a frame never reaches back before its edit's start.
+    pub edit_start: bool,
 }
 
 /// Why a file has no usable frame index.
@@ -869,6 +872,7 @@ fn table_frames(track: &mp4parse::Track) -> Result<Vec<Frame>, VideoError> {
             offset: start,
             len,
             shown: true,
+            edit_start: false,
         });
     }
     // Each frame's duration is its `stts` delta, as FFmpeg gives a packet's: the step to the
@@ -1088,6 +1092,7 @@ fn apply_edits_within(
                 pts,
                 dts: at,
                 shown,
+                edit_start: k == first && !out.is_empty(),
                 ..*f
             });
             if started {
@@ -1484,6 +1489,7 @@ pub(crate) mod tests {
                 offset: 10 * k as u64,
                 len: 10,
                 shown: true,
+                edit_start: false,
             })
             .collect()
     }

@@ -99,19 +99,25 @@ impl DecodePlan {
     }
 }
 
-/// Where decoding `frame` must start: its keyframe, or an earlier one for a leading picture.
+/// Where decoding `frame` must start: its keyframe, or an earlier one for a leading picture;
+/// never before the first frame of its edit (`Frame::edit_start`: an edit list's later edits
+/// play frames again, and FFmpeg decodes each edit's after the last's).
 fn span_start(index: &VideoIndex, frame: usize) -> usize {
     let pts = index.frames[frame].pts;
-    let mut key = index.keyframe_before(frame);
+    let floor = (0..=frame)
+        .rev()
+        .find(|&k| index.frames[k].edit_start)
+        .unwrap_or(0);
+    let mut key = index.keyframe_before(frame).filter(|&k| k >= floor);
     while let Some(k) = key {
-        if index.frames[k].pts <= pts || k == 0 {
+        if index.frames[k].pts <= pts || k == floor {
             return k;
         }
-        key = index.keyframe_before(k - 1);
+        key = index.keyframe_before(k - 1).filter(|&k| k >= floor);
     }
-    // No keyframe at or before it (a file whose first frame is not marked sync): from the
-    // start, and the decoder says whether that works.
-    0
+    // No keyframe in its edit at or before it (a file whose first frame is not marked sync):
+    // from the edit's start, and the decoder says whether that works.
+    floor
 }
 
 #[cfg(test)]
@@ -131,6 +137,7 @@ mod tests {
                 offset: 100 * i as u64,
                 len: 10,
                 shown: true,
+                edit_start: false,
             })
             .collect();
         VideoIndex {

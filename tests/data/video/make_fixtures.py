@@ -13,7 +13,7 @@ clips whose SPS declares BT.709 or full range, with FFmpeg's RGB of two frames o
 colour tags to `expected.json`; `--cut` writes `cut.mp4`, `high_bframes.mp4` with its edit list cut to frames 5
 to 24 (as a stream copy between keyframes writes it); `--edits` writes `delayed.mp4` (an empty edit first: a start
 delay), `two_edits.mp4` (two pieces of `high_bframes.mp4` one after the other), `delayed_fragmented.mp4`,
-`negative_cts.mp4`, `frag_moov.mp4`, `cmaf.mp4` and `avc3.mp4`;
+`negative_cts.mp4`, `frag_moov.mp4`, `cmaf.mp4`, `avc3.mp4`, `open_gop.mp4` and `open_gop_edits.mp4`;
 `--sampling` writes `yuv444.mp4` and `high10.mp4` (H.264 that is not 8-bit 4:2:0, which hpuload refuses by name),
 and `interlaced.mp4` and `lossless.mp4` (H.264 that only FFmpeg's decoder takes).
 """
@@ -322,8 +322,8 @@ def edited_clips():
     delayed by 0.2 s, and shown as two pieces: frames 0-9, then 15-24; `fragmented.mp4`
     (no edit list) delayed by 0.2 s and moved back by 1024 ticks; a file with negative
     composition offsets, which FFmpeg's muxer writes with `-movflags negative_cts_offsets`;
-    two fragmented otherwise than `fragmented.mp4`; and one whose parameter sets are in the
-    stream only (`avc3`)."""
+    two fragmented otherwise than `fragmented.mp4`; one whose parameter sets are in the
+    stream only (`avc3`); and open GOPs, with one edit and with two."""
     x264 = {"x264-params": "keyint=12:min-keyint=12:scenecut=0:bframes=3:b-pyramid=normal"}
     return [
         write_edits("delayed.mp4", "high_bframes.mp4", [(200, -1), (1200, 1024)]),
@@ -346,6 +346,10 @@ def edited_clips():
         write("cmaf.mp4", 96, 72, 30, x264, profile="high", muxer={"movflags": "cmaf+frag_keyframe"}),
         # Parameter sets in the stream only (`avc3`).
         write_avc3("avc3.mp4", "avc3_source.mp4"),
+        # Open GOPs (keyframes after the first are recovery points, not IDR pictures, and the
+        # frames after them may refer to the GOP before), and two edits of one.
+        write("open_gop.mp4", 96, 72, 40, {"x264-params": x264["x264-params"] + ":open-gop=1"}, profile="high"),
+        write_edits("open_gop_edits.mp4", "open_gop.mp4", [(500, 1024), (300, 1024 + 20 * 512)]),
     ]
 
 
