@@ -144,19 +144,28 @@ def same_frames(monkeypatch):
     monkeypatch.setitem(sys.modules, "torchcodec.decoders", shim.decoders)
 
 
+def kinetics_tree(root, videos):
+    """A Kinetics layout, `root/train/<class>/<video>.mp4`, of the test clips `videos`
+    ((class, clip) pairs); returns `root`."""
+    for cls, clip in videos:
+        (root / "train" / cls).mkdir(parents=True, exist_ok=True)
+        shutil.copy(CLIPS / clip, root / "train" / cls / clip)
+    return root
+
+
 @pytest.fixture
 def kinetics_root(tmp_path):
-    """A Kinetics layout, `root/train/<class>/<video>.mp4`, of the test clips."""
-    for cls, clip in [
-        ("abseiling", "high_bframes.mp4"),
-        ("abseiling", "vfr.mp4"),
-        ("bowling", "main_cabac.mp4"),
-        ("bowling", "baseline.mp4"),
-        ("bowling", "fragmented.mp4"),
-    ]:
-        (tmp_path / "train" / cls).mkdir(parents=True, exist_ok=True)
-        shutil.copy(CLIPS / clip, tmp_path / "train" / cls / clip)
-    return tmp_path
+    """A Kinetics layout of five test clips in two classes."""
+    return kinetics_tree(
+        tmp_path,
+        [
+            ("abseiling", "high_bframes.mp4"),
+            ("abseiling", "vfr.mp4"),
+            ("bowling", "main_cabac.mp4"),
+            ("bowling", "baseline.mp4"),
+            ("bowling", "fragmented.mp4"),
+        ],
+    )
 
 
 def kinetics(root, transform, frames=4, step=3, frame_rate=None, dataset=torchvision.datasets.Kinetics):
@@ -187,6 +196,19 @@ def torch_and_hpuload(data, sampler, collate=collate_fn, more_than=2):
     got = batches(loader)
     assert len(got) == len(want) > more_than
     return got, want
+
+
+def torch_batches_and_hpuloads_loader(data, sampler):
+    """torch's batches, and hpuload's loader over the same clips (a fallback fails the test)
+    with the `PythonClipsWarning`s it gave: for datasets holding videos hpuload leaves to the
+    dataset's own reader."""
+    want = batches(torch.utils.data.DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_fn))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_fn, num_workers=2)
+    notes = [str(w.message) for w in caught if issubclass(w.category, PythonClipsWarning)]
+    return want, loader, notes
 
 
 def same_float_clips(got, want, decoder) -> set:
@@ -256,9 +278,7 @@ def test_videos_declaring_bt709_or_full_range_give_torchs_clips(monkeypatch, tmp
     """Videos whose SPS declares BT.709 or full range (HD sources, phones): FFmpeg tags their
     frames and torchcodec converts them by the tags; hpuload's clips are torch's."""
     decoder = _torchcodec_or_pyav(monkeypatch)
-    for cls, clip in [("a", "bt709.mp4"), ("a", "full_range.mp4"), ("b", "full_range_bt709.mp4"), ("b", "high_bframes.mp4")]:
-        (tmp_path / "train" / cls).mkdir(parents=True, exist_ok=True)
-        shutil.copy(CLIPS / clip, tmp_path / "train" / cls / clip)
+    kinetics_tree(tmp_path, [("a", "bt709.mp4"), ("a", "full_range.mp4"), ("b", "full_range_bt709.mp4"), ("b", "high_bframes.mp4")])
     data = kinetics(tmp_path, preset_eval())
     got, want = torch_and_hpuload(data, UniformClipSampler(data.video_clips, 2), more_than=1)
     assert same_float_clips(got, want, decoder) == {0, 1}
@@ -270,9 +290,7 @@ def test_videos_whose_edit_lists_cut_delay_or_repeat_frames_give_torchs_clips(mo
     the edit, and torchvision's clips count those; so do hpuload's. Likewise a video delayed by
     an empty edit, and one whose edit list shows two pieces of its media."""
     decoder = _torchcodec_or_pyav(monkeypatch)
-    for cls, clip in [("a", "cut.mp4"), ("a", "delayed.mp4"), ("a", "high_bframes.mp4"), ("b", "two_edits.mp4"), ("b", "baseline.mp4")]:
-        (tmp_path / "train" / cls).mkdir(parents=True, exist_ok=True)
-        shutil.copy(CLIPS / clip, tmp_path / "train" / cls / clip)
+    kinetics_tree(tmp_path, [("a", "cut.mp4"), ("a", "delayed.mp4"), ("a", "high_bframes.mp4"), ("b", "two_edits.mp4"), ("b", "baseline.mp4")])
     data = kinetics(tmp_path, preset_eval())
     assert data.video_clips.video_pts[0].numel() == 20, "FFmpeg shows 20 of cut.mp4's 30 frames"
     with warnings.catch_warnings():
@@ -287,24 +305,17 @@ def test_videos_that_are_not_8_bit_4_2_0_have_their_clips_made_by_the_dataset_as
     reader (torchcodec, or PyAV's frames where it does not run), so those clips are torch's
     bit for bit and the rest native."""
     decoder = _torchcodec_or_pyav(monkeypatch)
-    for cls, clip in [
+    kinetics_tree(tmp_path, [
         ("a", "yuv444.mp4"),
         ("a", "high_bframes.mp4"),
         ("a", "main_cabac.mp4"),
         ("b", "high10.mp4"),
         ("b", "baseline.mp4"),
         ("b", "vfr.mp4"),
-    ]:
-        (tmp_path / "train" / cls).mkdir(parents=True, exist_ok=True)
-        shutil.copy(CLIPS / clip, tmp_path / "train" / cls / clip)
+    ])
     data = kinetics(tmp_path, preset_eval())
     sampler = UniformClipSampler(data.video_clips, 3)
-    want = batches(torch.utils.data.DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_fn))
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        warnings.simplefilter("error", FallbackWarning)
-        loader = DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_fn, num_workers=2)
-    notes = [str(w.message) for w in caught if issubclass(w.category, PythonClipsWarning)]
+    want, loader, notes = torch_batches_and_hpuloads_loader(data, sampler)
     assert len(notes) == 1, notes
     assert "yuv444.mp4: hpuload cannot read this video: the video is H.264 with 4:4:4 chroma" in notes[0], notes
     assert "high10.mp4: hpuload cannot read this video: the video is H.264 with 10-bit 4:2:0 chroma" in notes[0], notes
@@ -328,9 +339,7 @@ def test_videos_shown_turned_give_torchs_upright_clips(monkeypatch, tmp_path):
     torchvision's `VideoClips`: hpuload's clips are torch's, resized from the frames as shown.
     torch's side is torchcodec where it runs, else PyAV's frames turned by torchcodec's rule."""
     decoder = _torchcodec_or_pyav(monkeypatch)
-    for cls, clip in [("a", "turned_cw.mp4"), ("a", "turned_half.mp4"), ("b", "turned_ccw.mp4"), ("b", "turned_movie.mp4"), ("b", "high_bframes.mp4")]:
-        (tmp_path / "train" / cls).mkdir(parents=True, exist_ok=True)
-        shutil.copy(CLIPS / clip, tmp_path / "train" / cls / clip)
+    kinetics_tree(tmp_path, [("a", "turned_cw.mp4"), ("a", "turned_half.mp4"), ("b", "turned_ccw.mp4"), ("b", "turned_movie.mp4"), ("b", "high_bframes.mp4")])
     # A resize that keeps the shown frame's shape (72 wide, 96 high, or the other way): what is
     # up in a turned frame shows in every pixel.
     data = kinetics(tmp_path, preset_eval(resize=(48, 36), crop=(40, 32)))
@@ -606,12 +615,7 @@ def test_a_video_hpuload_cannot_read_has_its_clips_made_by_the_dataset_and_the_r
     data = kinetics(kinetics_root, transform())
     assert str(hevc) in data.video_clips.video_paths
     sampler = UniformClipSampler(data.video_clips, 5)
-    want = batches(torch.utils.data.DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_fn))
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        warnings.simplefilter("error", FallbackWarning)
-        loader = DataLoader(data, batch_size=4, sampler=sampler, collate_fn=collate_fn, num_workers=2)
-    notes = [str(w.message) for w in caught if issubclass(w.category, PythonClipsWarning)]
+    want, loader, notes = torch_batches_and_hpuloads_loader(data, sampler)
     assert len(notes) == 1 and "zz_hevc.mp4: hpuload cannot read this video: the video is HEVC" in notes[0] and "(5 of 37)" in notes[0], notes
     got = batches(loader)
     assert len(got) == len(want) > 4

@@ -455,12 +455,7 @@ impl VideoDecoder {
         }
         self.ended = true;
         let frames = &index.frames[first..=run.last];
-        let from = frames.iter().map(|f| f.offset).min().unwrap_or(0);
-        let to = frames
-            .iter()
-            .map(|f| f.offset + u64::from(f.len))
-            .max()
-            .unwrap_or(0);
+        let (from, to) = super::plan::byte_span(index, first, run.last);
         self.data.clear();
         self.data.resize((to - from) as usize, 0);
         read(from, &mut self.data)?;

@@ -85,18 +85,21 @@ impl DecodePlan {
     pub fn spans(&self, index: &VideoIndex) -> Vec<(u64, u64)> {
         self.runs
             .iter()
-            .map(|run| {
-                let frames = &index.frames[run.first..=run.last];
-                let start = frames.iter().map(|f| f.offset).min().unwrap_or(0);
-                let end = frames
-                    .iter()
-                    .map(|f| f.offset + u64::from(f.len))
-                    .max()
-                    .unwrap_or(0);
-                (start, end)
-            })
+            .map(|run| byte_span(index, run.first, run.last))
             .collect()
     }
+}
+
+/// The bytes of the file frames `first..=last` (decode order) lie in, `[start, end)`.
+pub(crate) fn byte_span(index: &VideoIndex, first: usize, last: usize) -> (u64, u64) {
+    let frames = &index.frames[first..=last];
+    let start = frames.iter().map(|f| f.offset).min().unwrap_or(0);
+    let end = frames
+        .iter()
+        .map(|f| f.offset + u64::from(f.len))
+        .max()
+        .unwrap_or(0);
+    (start, end)
 }
 
 /// Where decoding `frame` must start: its keyframe, or an earlier one for a leading picture;
