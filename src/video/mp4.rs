@@ -666,6 +666,20 @@ fn from_movie(
         .as_ref()
         .and_then(|d| d.descriptions.first())
         .ok_or(VideoError::Tables)?;
+    // A track whose frames use another sample description than the first (a codec
+    // configuration changed midway, as a concatenation can leave it) would be decoded with the
+    // wrong one: refused, naming it.
+    if let Some(run) = track.stsc.as_ref().and_then(|stsc| {
+        stsc.samples
+            .iter()
+            .find(|run| run.sample_description_index != 1)
+    }) {
+        return Err(VideoError::Moov(format!(
+            "the video track's frames use sample description {} of several (its codec \
+             configuration changes midway); hpuload reads a track with one",
+            run.sample_description_index
+        )));
+    }
     let (codec, config, size) = match entry {
         SampleEntry::Video(v) => match (&v.codec_type, &v.codec_specific) {
             (CodecType::H264, VideoCodecSpecific::AVCConfig(avcc)) => (
@@ -1271,6 +1285,8 @@ pub(crate) mod tests {
         pub sync: &'a [u32],
         pub media_time: Option<u32>,
         pub entry: &'a [u8; 4],
+        /// Two sample descriptions (the entry twice), the frames' chunk using the second.
+        pub two_descriptions: bool,
     }
 
     impl Movie<'_> {
@@ -1283,6 +1299,7 @@ pub(crate) mod tests {
                 sync: &[1],
                 media_time: None,
                 entry: b"avc1",
+                two_descriptions: false,
             }
         }
 
@@ -1347,9 +1364,12 @@ pub(crate) mod tests {
             entry.extend_from_slice(&0x18u16.to_be_bytes());
             entry.extend_from_slice(&0xffffu16.to_be_bytes());
             entry.extend(avcc);
+            let descriptions = if self.two_descriptions { 2 } else { 1 };
             let stsd = {
-                let mut b = u32s(&[1]);
-                b.extend(boxed(self.entry, &entry));
+                let mut b = u32s(&[descriptions]);
+                for _ in 0..descriptions {
+                    b.extend(boxed(self.entry, &entry));
+                }
                 full(b"stsd", 0, &b)
             };
             let stts = full(b"stts", 0, &u32s(&[1, n, self.delta]));
@@ -1367,7 +1387,7 @@ pub(crate) mod tests {
                 b.extend(u32s(self.sync));
                 stbl.extend(full(b"stss", 0, &b));
             }
-            stbl.extend(full(b"stsc", 0, &u32s(&[1, 1, n, 1])));
+            stbl.extend(full(b"stsc", 0, &u32s(&[1, 1, n, descriptions])));
             let mut stsz = u32s(&[0, n]);
             stsz.extend(u32s(self.sizes));
             stbl.extend(full(b"stsz", 0, &stsz));
@@ -1560,6 +1580,23 @@ pub(crate) mod tests {
         assert_eq!(read_elst(&v1), [edit(1 << 40, 7)]);
         // A count beyond the entries present reads those present.
         assert_eq!(read_elst(&v0[..20]), [edit(200, -1)]);
+    }
+
+    #[test]
+    fn a_track_whose_frames_use_a_second_sample_description_is_refused_naming_it() {
+        let movie = Movie {
+            two_descriptions: true,
+            ..Movie::h264(&[10, 10])
+        };
+        let e = index_of(&movie.bytes(), "descriptions")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("use sample description 2 of several"), "{e}");
+        let one = Movie::h264(&[10, 10]);
+        assert_eq!(
+            index_of(&one.bytes(), "description").unwrap().frames.len(),
+            2
+        );
     }
 
     #[test]
