@@ -104,23 +104,20 @@ pub(crate) fn byte_span(index: &VideoIndex, first: usize, last: usize) -> (u64, 
 
 /// Where decoding `frame` must start: its keyframe, or an earlier one for a leading picture;
 /// never before the first frame of its edit (`Frame::edit_start`: an edit list's later edits
-/// play frames again, and FFmpeg decodes each edit's after the last's).
+/// play frames again, and FFmpeg decodes each edit's after the last's). No keyframe in its
+/// edit at or before it (a file whose first frame is not marked sync): the edit's first
+/// frame, and the decoder says whether that works.
 fn span_start(index: &VideoIndex, frame: usize) -> usize {
-    let pts = index.frames[frame].pts;
-    let floor = (0..=frame)
-        .rev()
-        .find(|&k| index.frames[k].edit_start)
-        .unwrap_or(0);
-    let mut key = index.keyframe_before(frame).filter(|&k| k >= floor);
-    while let Some(k) = key {
-        if index.frames[k].pts <= pts || k == floor {
+    let frames = &index.frames;
+    let pts = frames[frame].pts;
+    let mut k = frame;
+    loop {
+        let f = &frames[k];
+        if f.edit_start || k == 0 || (f.keyframe && f.pts <= pts) {
             return k;
         }
-        key = index.keyframe_before(k - 1).filter(|&k| k >= floor);
+        k -= 1;
     }
-    // No keyframe in its edit at or before it (a file whose first frame is not marked sync):
-    // from the edit's start, and the decoder says whether that works.
-    floor
 }
 
 #[cfg(test)]
