@@ -1,5 +1,5 @@
-//! The CPU decoder: baseline JPEGs by our own decoder at full scale (libjpeg-turbo's pixels, see
-//! [`crate::jpeg`]), other JPEGs by zune-jpeg (the decoder inside the `image` crate, called
+//! The CPU decoder: baseline and progressive JPEGs by our own decoder at full scale
+//! (libjpeg-turbo's pixels, see [`crate::jpeg`]), other JPEGs by zune-jpeg (the decoder inside the `image` crate, called
 //! directly so the input is borrowed and the headers parsed once), PNG and WebP by the `image`
 //! crate.
 
@@ -16,16 +16,17 @@ use crate::{rgb_prefix, Decode, DecodeError, ImageFormat, ImageInfo, Limits};
 
 /// Decodes JPEG, PNG and WebP on the host into interleaved RGB8.
 ///
-/// A baseline JPEG (what [`JpegDecoder`] takes) decodes to exactly the bytes Pillow's
-/// libjpeg-turbo gives, and [`CpuDecoder::probe_region`] with
+/// A baseline or progressive JPEG (what [`JpegDecoder::for_host`] takes) decodes to exactly the
+/// bytes Pillow's libjpeg-turbo gives, and [`CpuDecoder::probe_region`] with
 /// [`CpuDecoder::decode_region_in_place`] decode only the part of it a consumer reads. A JPEG
-/// that decoder refuses (progressive, CMYK, arithmetic-coded, 12-bit) or finds damaged goes to
-/// zune-jpeg, which is more lenient and whose IDCT rounds differently from libjpeg's.
+/// that decoder refuses (CMYK, arithmetic-coded, 12-bit, unusual sampling factors) or finds
+/// damaged goes to zune-jpeg, which is more lenient and whose IDCT rounds differently from
+/// libjpeg's.
 ///
 /// Grayscale is replicated to three channels, CMYK/YCCK JPEGs are converted to RGB and alpha is
 /// dropped, as `PIL.Image.convert("RGB")` does. EXIF orientation is ignored, as torchvision's
 /// default loader ignores it. Truncated JPEGs are rejected (see [`jpeg_markers`]).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct CpuDecoder {
     limits: Limits,
     /// Baseline JPEGs. Boxed: its tables make it 170 KB, too much to move around on the
@@ -33,16 +34,22 @@ pub struct CpuDecoder {
     exact: Box<JpegDecoder>,
 }
 
+impl Default for CpuDecoder {
+    fn default() -> Self {
+        Self::with_limits(Limits::default())
+    }
+}
+
 impl CpuDecoder {
     /// A decoder with the given limits.
     pub fn with_limits(limits: Limits) -> Self {
         Self {
             limits,
-            exact: Box::new(JpegDecoder::with_limits(limits)),
+            exact: Box::new(JpegDecoder::for_host(limits)),
         }
     }
 
-    /// A baseline JPEG's size and headers, parsed (completeness and limits checked) for
+    /// A JPEG's size and headers, parsed (completeness and limits checked) by the exact decoder for
     /// [`CpuDecoder::decode_region_in_place`]; `None` for every other file, which
     /// [`Decode::decode`] decodes whole.
     pub fn probe_region(&mut self, bytes: &[u8]) -> Option<(ImageInfo, Parsed)> {
@@ -66,7 +73,7 @@ impl CpuDecoder {
             .decode_region_in_place(bytes, parsed, region, image)
     }
 
-    /// A baseline JPEG decoded whole by the exact decoder into `out`, sized by `out_for`;
+    /// A JPEG decoded whole by the exact decoder into `out`, sized by `out_for`;
     /// `None` when that decoder refuses the file or finds it damaged (zune-jpeg decides then).
     fn decode_exact<'a>(
         &mut self,
@@ -107,7 +114,7 @@ fn image_err(format: ImageFormat, e: image::ImageError) -> DecodeError {
 }
 
 impl Decode for CpuDecoder {
-    /// The exact decoder's parse for a baseline JPEG (so that probe and decode agree on which
+    /// The exact decoder's parse for a JPEG it takes (so that probe and decode agree on which
     /// files decode), zune-jpeg's or the `image` crate's for everything else.
     fn probe(&mut self, bytes: &[u8]) -> Result<ImageInfo, DecodeError> {
         if let Some((info, _)) = self.probe_region(bytes) {

@@ -1,5 +1,7 @@
-//! JPEG header parsing for the media engine's fixed-function decoder: everything up to the
-//! start of the (single, interleaved) scan, with the engine's supported set enforced.
+//! JPEG header parsing: everything up to the start of the first scan, with the engine's
+//! supported set enforced (one interleaved baseline scan), or, for the host's decoder, also the
+//! JPEGs whose image comes in several scans (progressive, or sequential with the components in
+//! scans of their own), and the markers between those scans ([`next_scan`]).
 
 use crate::{DecodeError, ImageFormat, Limits};
 
@@ -33,8 +35,9 @@ pub(crate) struct Header {
     pub width: u32,
     pub height: u32,
     pub components: Vec<Component>,
-    /// Quantization tables in zigzag order.
+    /// Quantization tables in zigzag order, and which slots the headers defined.
     pub qt: [[u16; 64]; 4],
+    pub qt_set: [bool; 4],
     pub dc: [Option<HuffmanSpec>; 4],
     pub ac: [Option<HuffmanSpec>; 4],
     pub restart_interval: usize,
@@ -42,6 +45,47 @@ pub(crate) struct Header {
     pub scan_start: usize,
     pub hmax: usize,
     pub vmax: usize,
+    /// How the image's coefficients are coded.
+    pub coding: Coding,
+    /// The first scan (for [`Coding::Baseline`], the only one).
+    pub first_scan: Scan,
+}
+
+/// How a JPEG's coefficients are coded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Coding {
+    /// Sequential, in one scan interleaving every component: decoded block by block as read.
+    Baseline,
+    /// Sequential, in several scans (a component or a few in each): the media engine refuses it.
+    Sequential,
+    /// Progressive (spectral selection and successive approximation): the engine refuses it.
+    Progressive,
+}
+
+/// A scan's header.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Scan {
+    /// How many components the scan holds.
+    pub count: usize,
+    /// The components, as indexes into [`Header::components`].
+    pub comps: [usize; 4],
+    /// Each one's DC and AC table slots.
+    pub dc: [usize; 4],
+    pub ac: [usize; 4],
+    /// Spectral selection (zigzag indexes) and successive approximation (bit positions).
+    pub ss: usize,
+    pub se: usize,
+    pub ah: u32,
+    pub al: u32,
+    /// Offset of the scan's first entropy-coded byte.
+    pub start: usize,
+}
+
+impl Scan {
+    /// The scan's component indexes.
+    pub fn components(&self) -> &[usize] {
+        &self.comps[..self.count]
+    }
 }
 
 impl Header {
@@ -102,9 +146,9 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Parses the headers of `data` up to the scan. Rejects, with a reason, everything outside the
-/// engine's capability set.
-pub(crate) fn parse(data: &[u8], limits: &Limits) -> Result<Header, DecodeError> {
+/// Parses the headers of `data` up to the first scan. Rejects, with a reason, everything
+/// outside the engine's capability set; with `host`, JPEGs in several scans are taken too.
+pub(crate) fn parse(data: &[u8], limits: &Limits, host: bool) -> Result<Header, DecodeError> {
     if !data.starts_with(&[0xFF, 0xD8]) {
         return Err(corrupt("no start-of-image marker"));
     }
@@ -114,6 +158,7 @@ pub(crate) fn parse(data: &[u8], limits: &Limits) -> Result<Header, DecodeError>
     let mut dc: [Option<HuffmanSpec>; 4] = Default::default();
     let mut ac: [Option<HuffmanSpec>; 4] = Default::default();
     let mut frame: Option<(u32, u32, Vec<Component>)> = None;
+    let mut progressive = false;
     let mut restart_interval = 0;
     let mut adobe_transform = None;
     loop {
@@ -136,64 +181,22 @@ pub(crate) fn parse(data: &[u8], limits: &Limits) -> Result<Header, DecodeError>
                 let seg = r.segment()?;
                 frame = Some(parse_frame(seg, limits)?);
             }
+            0xC2 if host => {
+                if frame.is_some() {
+                    return Err(corrupt("two frame headers"));
+                }
+                let seg = r.segment()?;
+                frame = Some(parse_frame(seg, limits)?);
+                progressive = true;
+            }
             0xC2 | 0xC6 | 0xCA | 0xCE => return Err(unsupported("progressive JPEG")),
             0xC3 | 0xC7 | 0xCB | 0xCF => return Err(unsupported("lossless JPEG")),
             0xC5 => return Err(unsupported("hierarchical JPEG")),
             0xC9 | 0xCD => return Err(unsupported("arithmetic coding")),
             0xCC => return Err(unsupported("arithmetic coding")),
-            0xC4 => {
-                let mut seg = r.segment()?;
-                while !seg.is_empty() {
-                    let tc_th = seg[0];
-                    let (class, id) = (tc_th >> 4, usize::from(tc_th & 15));
-                    if class > 1 || id > 3 {
-                        return Err(corrupt("bad Huffman table class or id"));
-                    }
-                    let counts: [u8; 16] = seg
-                        .get(1..17)
-                        .ok_or(corrupt("short Huffman table"))?
-                        .try_into()
-                        .expect("16 bytes");
-                    let n: usize = counts.iter().map(|&c| usize::from(c)).sum();
-                    let values = seg.get(17..17 + n).ok_or(corrupt("short Huffman table"))?;
-                    let table = HuffmanSpec::new(&counts, values)?;
-                    if class == 0 {
-                        dc[id] = Some(table);
-                    } else {
-                        ac[id] = Some(table);
-                    }
-                    seg = &seg[17 + n..];
-                }
-            }
-            0xDB => {
-                let mut seg = r.segment()?;
-                while !seg.is_empty() {
-                    let (pq, id) = (seg[0] >> 4, usize::from(seg[0] & 15));
-                    if id > 3 || pq > 1 {
-                        return Err(corrupt("bad quantization table precision or id"));
-                    }
-                    let n = if pq == 0 { 64 } else { 128 };
-                    let body = seg
-                        .get(1..1 + n)
-                        .ok_or(corrupt("short quantization table"))?;
-                    for (k, q) in qt[id].iter_mut().enumerate() {
-                        *q = if pq == 0 {
-                            u16::from(body[k])
-                        } else {
-                            u16::from(body[2 * k]) << 8 | u16::from(body[2 * k + 1])
-                        };
-                    }
-                    qt_set[id] = true;
-                    seg = &seg[1 + n..];
-                }
-            }
-            0xDD => {
-                let seg = r.segment()?;
-                if seg.len() != 2 {
-                    return Err(corrupt("restart interval segment of the wrong length"));
-                }
-                restart_interval = usize::from(u16::from_be_bytes([seg[0], seg[1]]));
-            }
+            0xC4 => read_huffman_tables(r.segment()?, &mut dc, &mut ac)?,
+            0xDB => read_quantization_tables(r.segment()?, &mut qt, &mut qt_set)?,
+            0xDD => restart_interval = read_restart_interval(r.segment()?)?,
             0xEE => {
                 let seg = r.segment()?;
                 if seg.len() >= 12 && seg.starts_with(b"Adobe") {
@@ -203,32 +206,27 @@ pub(crate) fn parse(data: &[u8], limits: &Limits) -> Result<Header, DecodeError>
             0xDA => {
                 let (width, height, mut components) =
                     frame.ok_or(corrupt("scan before the frame header"))?;
-                let seg = r.segment()?;
-                let ns = usize::from(*seg.first().ok_or(corrupt("empty scan header"))?);
-                if ns != components.len() {
+                let first_scan = read_scan(r.segment()?, &components, r.pos)?;
+                let coding = if progressive {
+                    Coding::Progressive
+                } else if first_scan.count == components.len() {
+                    Coding::Baseline
+                } else if host {
+                    Coding::Sequential
+                } else {
                     return Err(unsupported("non-interleaved (multi-scan) baseline JPEG"));
-                }
-                if seg.len() != 1 + 2 * ns + 3 {
-                    return Err(corrupt("scan header of the wrong length"));
-                }
-                for i in 0..ns {
-                    let (cid, tables) = (seg[1 + 2 * i], seg[2 + 2 * i]);
-                    let c = components
-                        .iter_mut()
-                        .find(|c| c.id == cid)
-                        .ok_or(corrupt("scan names an unknown component"))?;
-                    c.td = usize::from(tables >> 4);
-                    c.ta = usize::from(tables & 15);
-                    if c.td > 3 || c.ta > 3 || dc[c.td].is_none() || ac[c.ta].is_none() {
-                        return Err(corrupt("scan uses an undefined Huffman table"));
-                    }
-                    if !qt_set[c.tq] {
+                };
+                check_scan(&first_scan, coding, &dc, &ac)?;
+                for &ci in first_scan.components() {
+                    if !qt_set[components[ci].tq] {
                         return Err(corrupt("frame uses an undefined quantization table"));
                     }
                 }
-                let tail = &seg[1 + 2 * ns..];
-                if tail != [0, 63, 0] {
-                    return Err(corrupt("sequential scan with spectral selection"));
+                if coding == Coding::Baseline {
+                    for (i, &ci) in first_scan.components().iter().enumerate() {
+                        components[ci].td = first_scan.dc[i];
+                        components[ci].ta = first_scan.ac[i];
+                    }
                 }
                 if components.len() == 3 && adobe_transform == Some(0) {
                     return Err(unsupported("RGB colour space (Adobe, no transform)"));
@@ -258,18 +256,226 @@ pub(crate) fn parse(data: &[u8], limits: &Limits) -> Result<Header, DecodeError>
                     height,
                     components,
                     qt,
+                    qt_set,
                     dc,
                     ac,
                     restart_interval,
                     scan_start: r.pos,
                     hmax,
                     vmax,
+                    coding,
+                    first_scan,
                 });
             }
             0xE0..=0xEF | 0xFE => {
                 r.segment()?;
             }
             _ => return Err(corrupt("unknown marker")),
+        }
+    }
+}
+
+/// Reads a DHT segment's tables into their slots.
+fn read_huffman_tables(
+    mut seg: &[u8],
+    dc: &mut [Option<HuffmanSpec>; 4],
+    ac: &mut [Option<HuffmanSpec>; 4],
+) -> Result<(), DecodeError> {
+    while !seg.is_empty() {
+        let tc_th = seg[0];
+        let (class, id) = (tc_th >> 4, usize::from(tc_th & 15));
+        if class > 1 || id > 3 {
+            return Err(corrupt("bad Huffman table class or id"));
+        }
+        let counts: [u8; 16] = seg
+            .get(1..17)
+            .ok_or(corrupt("short Huffman table"))?
+            .try_into()
+            .expect("16 bytes");
+        let n: usize = counts.iter().map(|&c| usize::from(c)).sum();
+        let values = seg.get(17..17 + n).ok_or(corrupt("short Huffman table"))?;
+        let table = HuffmanSpec::new(&counts, values)?;
+        if class == 0 {
+            dc[id] = Some(table);
+        } else {
+            ac[id] = Some(table);
+        }
+        seg = &seg[17 + n..];
+    }
+    Ok(())
+}
+
+/// Reads a DQT segment's tables (zigzag order) into their slots.
+fn read_quantization_tables(
+    mut seg: &[u8],
+    qt: &mut [[u16; 64]; 4],
+    qt_set: &mut [bool; 4],
+) -> Result<(), DecodeError> {
+    while !seg.is_empty() {
+        let (pq, id) = (seg[0] >> 4, usize::from(seg[0] & 15));
+        if id > 3 || pq > 1 {
+            return Err(corrupt("bad quantization table precision or id"));
+        }
+        let n = if pq == 0 { 64 } else { 128 };
+        let body = seg
+            .get(1..1 + n)
+            .ok_or(corrupt("short quantization table"))?;
+        for (k, q) in qt[id].iter_mut().enumerate() {
+            *q = if pq == 0 {
+                u16::from(body[k])
+            } else {
+                u16::from(body[2 * k]) << 8 | u16::from(body[2 * k + 1])
+            };
+        }
+        qt_set[id] = true;
+        seg = &seg[1 + n..];
+    }
+    Ok(())
+}
+
+fn read_restart_interval(seg: &[u8]) -> Result<usize, DecodeError> {
+    if seg.len() != 2 {
+        return Err(corrupt("restart interval segment of the wrong length"));
+    }
+    Ok(usize::from(u16::from_be_bytes([seg[0], seg[1]])))
+}
+
+/// A scan header's fields; `start` is where its entropy-coded data begins.
+fn read_scan(seg: &[u8], components: &[Component], start: usize) -> Result<Scan, DecodeError> {
+    let ns = usize::from(*seg.first().ok_or(corrupt("empty scan header"))?);
+    if !(1..=components.len()).contains(&ns) {
+        return Err(corrupt("scan with no components or more than the frame's"));
+    }
+    if seg.len() != 1 + 2 * ns + 3 {
+        return Err(corrupt("scan header of the wrong length"));
+    }
+    let mut scan = Scan {
+        count: ns,
+        start,
+        ..Scan::default()
+    };
+    for i in 0..ns {
+        let (cid, tables) = (seg[1 + 2 * i], seg[2 + 2 * i]);
+        let ci = components
+            .iter()
+            .position(|c| c.id == cid)
+            .ok_or(corrupt("scan names an unknown component"))?;
+        if scan.components()[..i].contains(&ci) {
+            return Err(corrupt("scan names a component twice"));
+        }
+        scan.comps[i] = ci;
+        scan.dc[i] = usize::from(tables >> 4);
+        scan.ac[i] = usize::from(tables & 15);
+    }
+    let tail = &seg[1 + 2 * ns..];
+    scan.ss = usize::from(tail[0]);
+    scan.se = usize::from(tail[1]);
+    scan.ah = u32::from(tail[2] >> 4);
+    scan.al = u32::from(tail[2] & 15);
+    Ok(scan)
+}
+
+/// Checks a scan's parameters for the frame's coding (as libjpeg does before decoding one) and
+/// that the Huffman tables it decodes with are defined.
+fn check_scan(
+    scan: &Scan,
+    coding: Coding,
+    dc: &[Option<HuffmanSpec>; 4],
+    ac: &[Option<HuffmanSpec>; 4],
+) -> Result<(), DecodeError> {
+    let (needs_dc, needs_ac) = match coding {
+        Coding::Baseline | Coding::Sequential => {
+            if (scan.ss, scan.se, scan.ah, scan.al) != (0, 63, 0, 0) {
+                return Err(corrupt("sequential scan with spectral selection"));
+            }
+            (true, true)
+        }
+        Coding::Progressive => {
+            let dc_band = scan.ss == 0;
+            let bad = if dc_band {
+                scan.se != 0
+            } else {
+                scan.ss > scan.se || scan.se > 63 || scan.count != 1
+            };
+            if bad || (scan.ah != 0 && scan.al + 1 != scan.ah) || scan.al > 13 {
+                return Err(corrupt("progressive scan with impossible parameters"));
+            }
+            // A DC refinement reads bare bits; an AC scan needs only its AC table.
+            (dc_band && scan.ah == 0, !dc_band)
+        }
+    };
+    for i in 0..scan.count {
+        let (d, a) = (scan.dc[i], scan.ac[i]);
+        if d > 3 || a > 3 || (needs_dc && dc[d].is_none()) || (needs_ac && ac[a].is_none()) {
+            return Err(corrupt("scan uses an undefined Huffman table"));
+        }
+    }
+    Ok(())
+}
+
+/// The tables a multi-scan decode carries from one scan to the next: markers between scans may
+/// redefine Huffman tables, the restart interval and quantization tables (a component keeps the
+/// table it had at its first scan, as libjpeg latches it).
+#[derive(Clone, Debug)]
+pub(crate) struct ScanTables {
+    pub dc: [Option<HuffmanSpec>; 4],
+    pub ac: [Option<HuffmanSpec>; 4],
+    pub restart_interval: usize,
+    pub qt: [[u16; 64]; 4],
+    qt_set: [bool; 4],
+}
+
+impl ScanTables {
+    /// The tables in force at `h`'s first scan.
+    pub fn new(h: &Header) -> Self {
+        Self {
+            dc: h.dc,
+            ac: h.ac,
+            restart_interval: h.restart_interval,
+            qt: h.qt,
+            qt_set: h.qt_set,
+        }
+    }
+
+    /// Reads the markers from `pos` (just after a scan's data) to the next scan's header, which
+    /// it returns checked, or to the end of the image (`None`).
+    pub fn next_scan(
+        &mut self,
+        data: &[u8],
+        pos: usize,
+        h: &Header,
+    ) -> Result<Option<Scan>, DecodeError> {
+        let mut r = Reader { data, pos };
+        loop {
+            if r.u8()? != 0xFF {
+                return Err(corrupt("expected a marker"));
+            }
+            let mut code = r.u8()?;
+            while code == 0xFF {
+                code = r.u8()?;
+            }
+            match code {
+                0xD9 => return Ok(None),
+                0x01 | 0xD0..=0xD7 => {}
+                0xC4 => read_huffman_tables(r.segment()?, &mut self.dc, &mut self.ac)?,
+                0xDB => read_quantization_tables(r.segment()?, &mut self.qt, &mut self.qt_set)?,
+                0xDD => self.restart_interval = read_restart_interval(r.segment()?)?,
+                0xDC => return Err(unsupported("height defined later by a DNL marker")),
+                0xDA => {
+                    let scan = read_scan(r.segment()?, &h.components, r.pos)?;
+                    check_scan(&scan, h.coding, &self.dc, &self.ac)?;
+                    for &ci in scan.components() {
+                        if !self.qt_set[h.components[ci].tq] {
+                            return Err(corrupt("frame uses an undefined quantization table"));
+                        }
+                    }
+                    return Ok(Some(scan));
+                }
+                0xE0..=0xEF | 0xFE => {
+                    r.segment()?;
+                }
+                _ => return Err(corrupt("unexpected marker between scans")),
+            }
         }
     }
 }

@@ -249,6 +249,8 @@ impl AcPair {
 pub(crate) struct Unstuffed {
     bytes: Vec<u8>,
     intervals: Vec<Interval>,
+    /// Offset in the file of the marker that ended the scan (the file's length if none did).
+    stop: usize,
 }
 
 /// Where a restart interval's data ends in [`Unstuffed::bytes`], and what came after it.
@@ -278,6 +280,7 @@ impl Unstuffed {
     pub fn fill(&mut self, data: &[u8], start: usize) {
         self.bytes.clear();
         self.intervals.clear();
+        self.stop = data.len();
         let mut pos = start.min(data.len());
         loop {
             let Some(ff) = memchr::memchr(0xFF, &data[pos..]) else {
@@ -300,6 +303,7 @@ impl Unstuffed {
                 }
                 Some(_) => {
                     self.end_interval(Terminator::Marker);
+                    self.stop = pos;
                     break;
                 }
                 None => {
@@ -316,6 +320,12 @@ impl Unstuffed {
             end: self.bytes.len(),
             next,
         });
+    }
+
+    /// Where the marker that ended the scan starts in the file (its length if none did): where
+    /// the next markers are read from.
+    pub fn stop(&self) -> usize {
+        self.stop
     }
 
     /// A reader at the start of the scan's first restart interval.
@@ -437,6 +447,15 @@ impl<'a> BitReader<'a> {
         // `v` is 0 and so is the correction.
         let top = (v >> (s.wrapping_sub(1) & 31)) & 1;
         v + ((top - 1) & (1 - (1 << s)))
+    }
+
+    /// Reads `n` bits (n <= 16, and that many valid) as an unsigned number.
+    #[inline(always)]
+    pub fn bits(&mut self, n: u32) -> u32 {
+        // In two shifts, so that `n` = 0 reads nothing.
+        let v = ((self.bits >> 1) >> (63 - n)) as u32;
+        self.consume(n);
+        v
     }
 
     /// Bits consumed beyond the current restart interval's data.

@@ -3,13 +3,16 @@
 //! decode only a region of interest (entropy decoding stops after the region's last MCU row;
 //! only blocks that intersect the region are dequantized, inverse-transformed and colour
 //! converted) and can downscale in the DCT domain by 1/2, 1/4 or 1/8 (reduced inverse DCTs).
-//! Everything else is refused by [`Decode::probe`] with [`DecodeError::Unsupported`].
+//! Everything else is refused by [`Decode::probe`] with [`DecodeError::Unsupported`], except
+//! that the host's decoder ([`JpegDecoder::for_host`]) also takes JPEGs in several scans
+//! (progressive, or sequential with components in scans of their own): their coefficients are
+//! gathered first, then transformed as a baseline decode's are.
 //!
 //! At full scale every step computes libjpeg's integers: the accurate integer inverse DCT
 //! ("islow"), the "fancy" triangle filter for chroma with its rounding, and its fixed-point
 //! colour conversion. A full-scale decode is therefore byte-identical to libjpeg-turbo's with
 //! its default settings (Pillow's, and so torchvision's), which is why the CPU path uses this
-//! decoder for baseline JPEGs too.
+//! decoder for the JPEGs it takes too.
 
 // Block transforms and planar loops read most clearly with explicit indices.
 #![allow(clippy::needless_range_loop)]
@@ -19,6 +22,7 @@ mod header;
 mod huffman;
 mod idct;
 mod resample;
+mod scans;
 mod upsample;
 
 use crate::jpeg_markers;
@@ -26,7 +30,7 @@ use crate::{Decode, DecodeError, ImageFormat, ImageInfo, Limits};
 #[cfg(target_arch = "x86_64")]
 pub use colour::store_rgb16;
 use colour::YccTables;
-use header::Header;
+use header::{Coding, Header};
 use huffman::{BitReader, HuffmanTable, Unstuffed, EOB_RUN};
 use idct::Idct;
 pub use resample::Window;
@@ -176,6 +180,11 @@ pub struct JpegDecoder {
     scan: Unstuffed,
     /// Output stage of [`JpegDecoder::decode_resized`].
     resampler: PlaneResampler,
+    /// Whether JPEGs in several scans are taken (the host's decoder), or only what the media
+    /// engine takes.
+    host: bool,
+    /// A multi-scan JPEG's coefficients, gathered before any block is transformed.
+    coefs: scans::Coefficients,
 }
 
 impl Default for JpegDecoder {
@@ -211,6 +220,18 @@ impl JpegDecoder {
             ac_tables: Default::default(),
             scan: Unstuffed::default(),
             resampler: PlaneResampler::new(),
+            host: false,
+            coefs: scans::Coefficients::default(),
+        }
+    }
+
+    /// The host's decoder: also takes the JPEGs whose image comes in several scans
+    /// (progressive, or sequential with components in scans of their own), which the media
+    /// engine refuses, with the same pixels as libjpeg-turbo's.
+    pub fn for_host(limits: Limits) -> Self {
+        Self {
+            host: true,
+            ..Self::with_limits(limits)
         }
     }
 
@@ -289,7 +310,10 @@ impl JpegDecoder {
     /// # Errors
     /// Unsupported or corrupt data, or a region outside the image.
     pub fn entropy_decode_only(&mut self, bytes: &[u8], region: Region) -> Result<(), DecodeError> {
-        let h = header::parse(bytes, &self.limits)?;
+        let h = header::parse(bytes, &self.limits, self.host)?;
+        if h.coding != Coding::Baseline {
+            return Err(header::unsupported("JPEG in several scans"));
+        }
         let sr = Self::check_request(&h, region, 1)?;
         let (_, _, _, r1) = Self::mcu_window(&h, &sr, 8);
         for c in &h.components {
@@ -340,7 +364,7 @@ impl JpegDecoder {
         request: &ResizeRequest,
         out: &mut [u8],
     ) -> Result<(), DecodeError> {
-        let h = header::parse(bytes, &self.limits)?;
+        let h = header::parse(bytes, &self.limits, self.host)?;
         self.resized(bytes, &h, request, out)
     }
 
@@ -410,7 +434,7 @@ impl JpegDecoder {
                 })
             }
         }
-        let h = header::parse(bytes, &self.limits)?;
+        let h = header::parse(bytes, &self.limits, self.host)?;
         // The parse walked the markers up to the scan, as `check_complete` would (it accepts a
         // subset of what that walk accepts), so only the end is left to check.
         debug_assert_eq!(jpeg_markers::first_scan_offset(bytes), Ok(h.scan_start));
@@ -504,7 +528,7 @@ impl JpegDecoder {
         region: Region,
         denom: u32,
     ) -> Result<(Header, Region), DecodeError> {
-        let h = header::parse(bytes, &self.limits)?;
+        let h = header::parse(bytes, &self.limits, self.host)?;
         let sr = Self::check_request(&h, region, denom)?;
         Ok((h, sr))
     }
@@ -572,6 +596,21 @@ impl JpegDecoder {
         n: usize,
     ) -> Result<McuWindow, DecodeError> {
         let (c0, c1, r0, r1) = Self::mcu_window(h, sr, n);
+        if h.coding != Coding::Baseline {
+            scans::decode(
+                bytes,
+                h,
+                (c0, c1, r0, r1),
+                n,
+                &mut self.coefs,
+                &mut self.scan,
+                &mut self.dc_tables,
+                &mut self.ac_tables,
+                &self.idct,
+                &mut self.planes,
+            )?;
+            return Ok((c0, c1, r0, r1));
+        }
         let mut strides = [0usize; 3];
         for (i, c) in h.components.iter().enumerate() {
             strides[i] = (c1 - c0) * c.h * n;
