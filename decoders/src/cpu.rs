@@ -171,7 +171,12 @@ impl Decode for CpuDecoder {
 #[allow(clippy::large_enum_variant)]
 enum Opened<'a> {
     Jpeg(zune_jpeg::JpegDecoder<ZCursor<&'a [u8]>>, ImageInfo),
-    Png(image::codecs::png::PngDecoder<Cursor<&'a [u8]>>, ImageInfo),
+    /// With whether the PNG is 16-bit grey (see [`pil_rgb_of_16_bit`]).
+    Png(
+        image::codecs::png::PngDecoder<Cursor<&'a [u8]>>,
+        ImageInfo,
+        bool,
+    ),
     WebP(
         image::codecs::webp::WebPDecoder<Cursor<&'a [u8]>>,
         ImageInfo,
@@ -181,7 +186,7 @@ enum Opened<'a> {
 impl Opened<'_> {
     fn info(&self) -> ImageInfo {
         match self {
-            Self::Jpeg(_, info) | Self::Png(_, info) | Self::WebP(_, info) => *info,
+            Self::Jpeg(_, info) | Self::Png(_, info, _) | Self::WebP(_, info) => *info,
         }
     }
 }
@@ -221,7 +226,10 @@ impl CpuDecoder {
                 let d = image::codecs::png::PngDecoder::new(Cursor::new(bytes))
                     .map_err(|e| image_err(format, e))?;
                 let size = d.dimensions();
-                Opened::Png(d, info(size))
+                // IHDR, the first chunk, holds the bit depth and colour type at 24 and 25.
+                let grey16 =
+                    bytes.get(12..16) == Some(b"IHDR") && bytes.get(24..26) == Some(&[16, 0]);
+                Opened::Png(d, info(size), grey16)
             }
             ImageFormat::WebP => {
                 let d = image::codecs::webp::WebPDecoder::new(Cursor::new(bytes))
@@ -242,8 +250,8 @@ impl CpuDecoder {
     fn finish(&self, opened: Opened<'_>, out: &mut [u8]) -> Result<(), DecodeError> {
         match opened {
             Opened::Jpeg(d, info) => self.decode_jpeg(d, &info, out),
-            Opened::Png(d, info) => decode_with_image(d, &info, out),
-            Opened::WebP(d, info) => decode_with_image(d, &info, out),
+            Opened::Png(d, info, grey16) => decode_with_image(d, &info, out, grey16),
+            Opened::WebP(d, info) => decode_with_image(d, &info, out, false),
         }
     }
 
@@ -287,16 +295,47 @@ fn decode_with_image(
     decoder: impl ImageDecoder,
     info: &ImageInfo,
     out: &mut [u8],
+    grey16: bool,
 ) -> Result<(), DecodeError> {
     if decoder.color_type() == image::ColorType::Rgb8 {
         return decoder
             .read_image(out)
             .map_err(|e| image_err(info.format, e));
     }
-    // Other colour types (gray, alpha, 16-bit, float) are rare in training sets: convert.
+    // Other colour types (gray, alpha, 16-bit) are rare in training sets: convert.
     let img = image::DynamicImage::from_decoder(decoder).map_err(|e| image_err(info.format, e))?;
-    out.copy_from_slice(img.to_rgb8().as_raw());
+    if !pil_rgb_of_16_bit(&img, grey16, out) {
+        out.copy_from_slice(img.to_rgb8().as_raw());
+    }
     Ok(())
+}
+
+/// `PIL.Image.open(f).convert("RGB")` of a 16-bit PNG, which is not a scaling: Pillow keeps a
+/// 16-bit grey PNG as mode `I;16` and clips its values to 255 on the way to RGB (a depth map
+/// stays mostly white), and takes the high byte of every other 16-bit PNG (`RGB;16B` and the
+/// like). `grey16` says the file is 16-bit grey (a transparent colour makes it grey and alpha
+/// here, still grey to Pillow). Writes `out` and returns true for a 16-bit image; false for any
+/// other, which the `image` crate's conversion gives as Pillow does (checked by the tests).
+fn pil_rgb_of_16_bit(img: &image::DynamicImage, grey16: bool, out: &mut [u8]) -> bool {
+    use image::DynamicImage as D;
+    let (samples, channels): (&[u16], usize) = match img {
+        D::ImageLuma16(i) => (i.as_raw(), 1),
+        D::ImageLumaA16(i) => (i.as_raw(), 2),
+        D::ImageRgb16(i) => (i.as_raw(), 3),
+        D::ImageRgba16(i) => (i.as_raw(), 4),
+        _ => return false,
+    };
+    for (px, s) in out.chunks_exact_mut(3).zip(samples.chunks_exact(channels)) {
+        if channels <= 2 {
+            let v = if grey16 { s[0].min(255) } else { s[0] >> 8 };
+            px.fill(v as u8);
+        } else {
+            for (o, &v) in px.iter_mut().zip(s) {
+                *o = (v >> 8) as u8;
+            }
+        }
+    }
+    true
 }
 
 #[cfg(test)]
@@ -350,6 +389,34 @@ mod tests {
         for (i, px) in out.chunks(3).enumerate() {
             assert_eq!(px, [gray.as_raw()[i]; 3]);
         }
+    }
+
+    /// Pillow's `convert("RGB")` of 16-bit PNGs (checked against Pillow 13 by hand): grey is
+    /// clipped at 255, colour and grey with alpha keep the high byte.
+    #[test]
+    fn a_16_bit_png_becomes_rgb_as_pillow_converts_it() {
+        let values: [u16; 4] = [0x0042, 0x0180, 0x12FF, 0xFFFF];
+        let grey = image::ImageBuffer::<image::Luma<u16>, _>::from_raw(4, 1, values.to_vec());
+        let (_, out) = decode(&encode(grey.unwrap().into(), image::ImageFormat::Png)).unwrap();
+        assert_eq!(
+            out,
+            [0x42, 0x42, 0x42, 255, 255, 255, 255, 255, 255, 255, 255, 255]
+        );
+        let rgb: Vec<u16> = values
+            .iter()
+            .flat_map(|&v| [v, v / 2, 0xFFFF - v])
+            .collect();
+        let rgb = image::ImageBuffer::<image::Rgb<u16>, _>::from_raw(4, 1, rgb.clone());
+        let (_, out) = decode(&encode(rgb.unwrap().into(), image::ImageFormat::Png)).unwrap();
+        let high: Vec<u8> = values
+            .iter()
+            .flat_map(|&v| [v >> 8, (v / 2) >> 8, (0xFFFF - v) >> 8].map(|b| b as u8))
+            .collect();
+        assert_eq!(out, high);
+        let la: Vec<u16> = values.iter().flat_map(|&v| [v, 7]).collect();
+        let la = image::ImageBuffer::<image::LumaA<u16>, _>::from_raw(4, 1, la);
+        let (_, out) = decode(&encode(la.unwrap().into(), image::ImageFormat::Png)).unwrap();
+        assert_eq!(out, [0, 0, 0, 1, 1, 1, 0x12, 0x12, 0x12, 255, 255, 255]);
     }
 
     #[test]
