@@ -1,5 +1,6 @@
-//! The CPU decoder: baseline and progressive JPEGs by our own decoder at full scale
-//! (libjpeg-turbo's pixels, see [`crate::jpeg`]), other JPEGs by zune-jpeg (the decoder inside the `image` crate, called
+//! The CPU decoder: JPEGs by our own decoder at full scale (baseline, progressive, RGB, CMYK,
+//! YCCK, any sampling: libjpeg-turbo's and Pillow's pixels, see [`crate::jpeg`]), the rest by
+//! zune-jpeg (the decoder inside the `image` crate, called
 //! directly so the input is borrowed and the headers parsed once), PNG and WebP by the `image`
 //! crate.
 
@@ -16,15 +17,14 @@ use crate::{rgb_prefix, Decode, DecodeError, ImageFormat, ImageInfo, Limits};
 
 /// Decodes JPEG, PNG and WebP on the host into interleaved RGB8.
 ///
-/// A baseline or progressive JPEG (what [`JpegDecoder::for_host`] takes) decodes to exactly the
-/// bytes Pillow's libjpeg-turbo gives, and [`CpuDecoder::probe_region`] with
-/// [`CpuDecoder::decode_region_in_place`] decode only the part of it a consumer reads. A JPEG
-/// that decoder refuses (CMYK, arithmetic-coded, 12-bit, unusual sampling factors) or finds
-/// damaged goes to zune-jpeg, which is more lenient and whose IDCT rounds differently from
-/// libjpeg's.
+/// A JPEG [`JpegDecoder::for_host`] takes (all Pillow reads but arithmetic-coded ones and
+/// progressive ones whose scans stop short) decodes to exactly the bytes Pillow gives, and
+/// [`CpuDecoder::probe_region`] with [`CpuDecoder::decode_region_in_place`] decode only the part
+/// of it a consumer reads. A JPEG that decoder refuses or finds damaged goes to zune-jpeg,
+/// which is more lenient and whose IDCT rounds differently from libjpeg's.
 ///
-/// Grayscale is replicated to three channels, CMYK/YCCK JPEGs are converted to RGB and alpha is
-/// dropped, as `PIL.Image.convert("RGB")` does. EXIF orientation is ignored, as torchvision's
+/// Grayscale is replicated to three channels, CMYK/YCCK JPEGs are converted to RGB, alpha is
+/// dropped and 16-bit PNGs are brought to 8 bits, as `PIL.Image.convert("RGB")` does. EXIF orientation is ignored, as torchvision's
 /// default loader ignores it. Truncated JPEGs are rejected (see [`jpeg_markers`]).
 #[derive(Debug)]
 pub struct CpuDecoder {

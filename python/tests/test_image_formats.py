@@ -2,8 +2,9 @@
 
 torchvision's `ImageFolder` opens every file with Pillow and converts it to RGB; the drop-in
 decodes natively, so each kind of file a dataset may hold (progressive JPEGs, JPEGs with a scan
-per component, grey and CMYK JPEGs, 16-bit and palette PNGs, WebP) is read here both ways
-through a transform that only crops, so any difference is the decoder's."""
+per component, grey, RGB, CMYK and YCCK JPEGs, 4:1:1 and other samplings, 16-bit and palette
+PNGs, WebP) is read here both ways through a transform that only crops, so any difference is
+the decoder's: there is none."""
 
 import shutil
 import struct
@@ -20,7 +21,7 @@ from torchvision import transforms as T
 
 from hpuload.torch import DataLoader
 
-SCANS = Path(__file__).resolve().parents[2] / "decoders" / "tests" / "fixtures" / "scans"
+SCANS = Path(__file__).resolve().parents[2] / "decoders" / "tests" / "fixtures" / "host"
 
 
 def png(pixels: np.ndarray, depth: int, colour: int) -> bytes:
@@ -62,9 +63,10 @@ def mixed_folder(jpeg_folder, tmp_path_factory) -> Path:
         (out / f"{i}_rgb16.png").write_bytes(png(wide, 16, 2))
         (out / f"{i}_grey16.png").write_bytes(png(wide[..., 1] // 200, 16, 0))
         (out / f"{i}_grey16_full.png").write_bytes(png(wide[..., 1], 16, 0))
-    # Made by cjpeg with scan scripts (decoders/tests/fixtures/scans/make_fixtures.sh).
+    # Made by cjpeg with scan scripts and by imagecodecs (decoders/tests/fixtures/host/make_fixtures.sh).
     for name in ["seq_scans_s420_123x77.jpg", "seq_scans_s444_61x47.jpg", "prog_approx_s420_123x77.jpg",
-                 "prog_restart_s420_123x77.jpg", "transcoded_restart3_s420_123x77.jpg"]:
+                 "prog_restart_s420_123x77.jpg", "transcoded_restart3_s420_123x77.jpg", "ycck_61x47.jpg",
+                 "rgb_61x47.jpg", "rgb_by_ids_61x47.jpg", "s411_61x47.jpg", "s_mixed_chroma_61x47.jpg"]:
         shutil.copy(SCANS / name, out / name)
     return root
 
@@ -80,7 +82,5 @@ def test_every_kind_of_file_decodes_to_pillows_pixels_on_the_cpu_backend(mixed_f
     assert got.shape == expected.shape and got.dtype == torch.uint8
     for i, (path, _) in enumerate(ds.samples):
         diff = (got[i].int() - expected[i].int()).abs().max().item()
-        # Pillow converts CMYK to RGB in 8-bit fixed point, zune-jpeg otherwise: one level.
-        allowed = 1 if "cmyk" in path else 0
-        assert diff <= allowed, f"{Path(path).name}: {diff} levels from Pillow's"
+        assert diff == 0, f"{Path(path).name}: {diff} levels from Pillow's"
     assert labels.tolist() == [0] * len(ds)

@@ -47,8 +47,28 @@ pub(crate) struct Header {
     pub vmax: usize,
     /// How the image's coefficients are coded.
     pub coding: Coding,
+    /// The colour space of the components, as libjpeg infers it.
+    pub colour: Colour,
+    /// Whether the output needs the general stage (`general.rs`): sampling factors, colour
+    /// spaces or sizes outside what the fast path's upsampling and conversion compute as
+    /// libjpeg does. Only the host's decoder takes such files.
+    pub general: bool,
     /// The first scan (for [`Coding::Baseline`], the only one).
     pub first_scan: Scan,
+}
+
+/// The colour space of a JPEG's components, as libjpeg infers it from the markers and the
+/// component ids.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Colour {
+    Grey,
+    YCbCr,
+    /// Three components stored as R, G, B (Adobe's transform 0, or ids 'R', 'G', 'B').
+    Rgb,
+    /// Four components: CMYK as stored (no Adobe marker, or transform 0) ...
+    Cmyk,
+    /// ... or YCbCr and K (Adobe's transform 2, which libjpeg also assumes for any other).
+    Ycck,
 }
 
 /// How a JPEG's coefficients are coded.
@@ -161,6 +181,7 @@ pub(crate) fn parse(data: &[u8], limits: &Limits, host: bool) -> Result<Header, 
     let mut progressive = false;
     let mut restart_interval = 0;
     let mut adobe_transform = None;
+    let mut jfif = false;
     loop {
         // Find the next marker, skipping fill bytes.
         if r.u8()? != 0xFF {
@@ -179,14 +200,14 @@ pub(crate) fn parse(data: &[u8], limits: &Limits, host: bool) -> Result<Header, 
                     return Err(corrupt("two frame headers"));
                 }
                 let seg = r.segment()?;
-                frame = Some(parse_frame(seg, limits)?);
+                frame = Some(parse_frame(seg, limits, host)?);
             }
             0xC2 if host => {
                 if frame.is_some() {
                     return Err(corrupt("two frame headers"));
                 }
                 let seg = r.segment()?;
-                frame = Some(parse_frame(seg, limits)?);
+                frame = Some(parse_frame(seg, limits, host)?);
                 progressive = true;
             }
             0xC2 | 0xC6 | 0xCA | 0xCE => return Err(unsupported("progressive JPEG")),
@@ -202,6 +223,10 @@ pub(crate) fn parse(data: &[u8], limits: &Limits, host: bool) -> Result<Header, 
                 if seg.len() >= 12 && seg.starts_with(b"Adobe") {
                     adobe_transform = Some(seg[11]);
                 }
+            }
+            0xE0 => {
+                let seg = r.segment()?;
+                jfif |= seg.len() >= 14 && seg.starts_with(b"JFIF\0");
             }
             0xDA => {
                 let (width, height, mut components) =
@@ -228,19 +253,21 @@ pub(crate) fn parse(data: &[u8], limits: &Limits, host: bool) -> Result<Header, 
                         components[ci].ta = first_scan.ac[i];
                     }
                 }
-                if components.len() == 3 && adobe_transform == Some(0) {
+                let colour = colour_space(&components, jfif, adobe_transform);
+                if !host && (colour == Colour::Rgb || adobe_transform == Some(0)) {
                     return Err(unsupported("RGB colour space (Adobe, no transform)"));
                 }
                 let hmax = components
                     .iter()
                     .map(|c| c.h)
                     .max()
-                    .expect("1 or 3 components");
+                    .expect("1, 3 or 4 components");
                 let vmax = components
                     .iter()
                     .map(|c| c.v)
                     .max()
-                    .expect("1 or 3 components");
+                    .expect("1, 3 or 4 components");
+                let general = host && needs_general_output(&components, colour, width, hmax, vmax);
                 if components.len() == 1 {
                     // A lone component is coded in 8x8 units whatever its factors say.
                     components[0].h = 1;
@@ -265,6 +292,8 @@ pub(crate) fn parse(data: &[u8], limits: &Limits, host: bool) -> Result<Header, 
                     vmax,
                     coding,
                     first_scan,
+                    colour,
+                    general,
                 });
             }
             0xE0..=0xEF | 0xFE => {
@@ -480,7 +509,57 @@ impl ScanTables {
     }
 }
 
-fn parse_frame(seg: &[u8], limits: &Limits) -> Result<(u32, u32, Vec<Component>), DecodeError> {
+/// libjpeg's colour space for the frame's components (`default_decompress_parms`): a JFIF
+/// marker means YCbCr; else an Adobe marker's transform decides; else three components with ids
+/// 'R', 'G', 'B' are RGB; four components are CMYK without an Adobe marker.
+fn colour_space(components: &[Component], jfif: bool, adobe: Option<u8>) -> Colour {
+    match components.len() {
+        1 => Colour::Grey,
+        3 if jfif => Colour::YCbCr,
+        3 => match adobe {
+            Some(0) => Colour::Rgb,
+            Some(_) => Colour::YCbCr,
+            None if components.iter().map(|c| c.id).eq(*b"RGB") => Colour::Rgb,
+            None => Colour::YCbCr,
+        },
+        _ => match adobe {
+            None | Some(0) => Colour::Cmyk,
+            Some(_) => Colour::Ycck,
+        },
+    }
+}
+
+/// Whether the fast output stage (`upsample.rs`, `colour.rs`) cannot give libjpeg's pixels:
+/// it takes grey, and YCbCr with chroma at 1x1 and luma at 1x1, 2x1, 1x2 or 2x2, where libjpeg
+/// upsamples by its "fancy" filters; those it replaces by plain replication when the chroma is
+/// at most 2 samples wide.
+fn needs_general_output(
+    components: &[Component],
+    colour: Colour,
+    width: u32,
+    hmax: usize,
+    vmax: usize,
+) -> bool {
+    match colour {
+        Colour::Grey => false,
+        Colour::YCbCr => {
+            let chroma_at_one = components[1..].iter().all(|c| (c.h, c.v) == (1, 1));
+            let luma = (components[0].h, components[0].v);
+            let narrow = hmax == 2 && (width as usize).div_ceil(2) <= 2;
+            !chroma_at_one
+                || !matches!(luma, (1, 1) | (2, 1) | (1, 2) | (2, 2))
+                || narrow
+                || (hmax, vmax) != luma
+        }
+        Colour::Rgb | Colour::Cmyk | Colour::Ycck => true,
+    }
+}
+
+fn parse_frame(
+    seg: &[u8],
+    limits: &Limits,
+    host: bool,
+) -> Result<(u32, u32, Vec<Component>), DecodeError> {
     if seg.len() < 6 {
         return Err(corrupt("short frame header"));
     }
@@ -496,6 +575,7 @@ fn parse_frame(seg: &[u8], limits: &Limits) -> Result<(u32, u32, Vec<Component>)
     let n = usize::from(seg[5]);
     match n {
         1 | 3 => {}
+        4 if host => {}
         4 => return Err(unsupported("CMYK or YCCK colour")),
         _ => return Err(unsupported("component count other than 1 or 3")),
     }
@@ -520,7 +600,17 @@ fn parse_frame(seg: &[u8], limits: &Limits) -> Result<(u32, u32, Vec<Component>)
     {
         return Err(corrupt("bad component parameters"));
     }
-    if n == 3 {
+    if host && n > 1 {
+        // libjpeg upsamples any whole ratio of sampling factors, and refuses the others.
+        let hmax = components.iter().map(|c| c.h).max().expect("components");
+        let vmax = components.iter().map(|c| c.v).max().expect("components");
+        if components
+            .iter()
+            .any(|c| hmax % c.h != 0 || vmax % c.v != 0)
+        {
+            return Err(unsupported("sampling factors that are not whole ratios"));
+        }
+    } else if n == 3 {
         let (y, cb, cr) = (components[0], components[1], components[2]);
         let chroma_ok = (cb.h, cb.v, cr.h, cr.v) == (1, 1, 1, 1);
         if !chroma_ok || !matches!((y.h, y.v), (1, 1) | (2, 1) | (1, 2) | (2, 2)) {

@@ -5,8 +5,10 @@
 //! converted) and can downscale in the DCT domain by 1/2, 1/4 or 1/8 (reduced inverse DCTs).
 //! Everything else is refused by [`Decode::probe`] with [`DecodeError::Unsupported`], except
 //! that the host's decoder ([`JpegDecoder::for_host`]) also takes JPEGs in several scans
-//! (progressive, or sequential with components in scans of their own): their coefficients are
-//! gathered first, then transformed as a baseline decode's are.
+//! (progressive, or sequential with components in scans of their own), whose coefficients are
+//! gathered first, then transformed as a baseline decode's are, and RGB, CMYK and YCCK JPEGs
+//! and any whole ratio of sampling factors (at full scale), whose output stage is
+//! `general.rs`.
 //!
 //! At full scale every step computes libjpeg's integers: the accurate integer inverse DCT
 //! ("islow"), the "fancy" triangle filter for chroma with its rounding, and its fixed-point
@@ -18,6 +20,7 @@
 #![allow(clippy::needless_range_loop)]
 
 mod colour;
+mod general;
 mod header;
 mod huffman;
 mod idct;
@@ -168,7 +171,7 @@ type McuWindow = (usize, usize, usize, usize);
 pub struct JpegDecoder {
     limits: Limits,
     idct: Idct,
-    planes: [Vec<u8>; 3],
+    planes: [Vec<u8>; 4],
     chroma_rows: [Vec<u8>; 2],
     colsum: Vec<i16>,
     ycc: YccTables,
@@ -185,6 +188,8 @@ pub struct JpegDecoder {
     host: bool,
     /// A multi-scan JPEG's coefficients, gathered before any block is transformed.
     coefs: scans::Coefficients,
+    /// The general output stage's rows (`general.rs`).
+    general_rows: general::Rows,
 }
 
 impl Default for JpegDecoder {
@@ -222,6 +227,7 @@ impl JpegDecoder {
             resampler: PlaneResampler::new(),
             host: false,
             coefs: scans::Coefficients::default(),
+            general_rows: general::Rows::default(),
         }
     }
 
@@ -462,6 +468,11 @@ impl JpegDecoder {
             out_h,
             filter,
         } = *request;
+        if h.general {
+            return Err(header::unsupported(
+                "a resized decode of this sampling or colour space",
+            ));
+        }
         let sr = Self::check_request(h, region, denom)?;
         if out_w == 0 || out_h == 0 {
             return Err(DecodeError::Parameter("output size must be at least 1x1"));
@@ -545,6 +556,11 @@ impl JpegDecoder {
                 "scale denominator must be 1, 2, 4 or 8",
             ));
         }
+        if h.general && denom != 1 {
+            return Err(header::unsupported(
+                "a reduced-scale decode of this sampling or colour space",
+            ));
+        }
         let ends_inside = |start: u32, len: u32, size: u32| {
             len > 0 && start.checked_add(len).is_some_and(|end| end <= size)
         };
@@ -564,6 +580,14 @@ impl JpegDecoder {
     /// edges). That is usually no extra MCU at all, and never more than one on a side.
     fn mcu_window(h: &Header, sr: &Region, n: usize) -> McuWindow {
         let (mw, mh) = (h.hmax * n, h.vmax * n);
+        if h.general {
+            // Whole rows, and an MCU row more on each side: any component's upsampling reads
+            // at most one of its sample rows beyond the region's.
+            let (y0, y1) = (sr.y as usize, (sr.y + sr.height) as usize);
+            let r0 = (y0 / mh).saturating_sub(1);
+            let r1 = (y1.div_ceil(mh) + 1).min(h.mcus_y());
+            return (0, h.mcus_x(), r0, r1);
+        }
         let (x0, x1) = (sr.x as usize, (sr.x + sr.width) as usize);
         let (y0, y1) = (sr.y as usize, (sr.y + sr.height) as usize);
         let (mut c0, mut c1) = (x0 / mw, x1.div_ceil(mw));
@@ -596,7 +620,7 @@ impl JpegDecoder {
         n: usize,
     ) -> Result<McuWindow, DecodeError> {
         let (c0, c1, r0, r1) = Self::mcu_window(h, sr, n);
-        if h.coding != Coding::Baseline {
+        if h.coding != Coding::Baseline || h.general {
             scans::decode(
                 bytes,
                 h,
@@ -689,6 +713,20 @@ impl JpegDecoder {
         out: &mut [u8],
         out_stride: usize,
     ) {
+        if h.general {
+            debug_assert_eq!(denom, 1, "refused by check_request");
+            general::convert(
+                h,
+                &self.planes,
+                (c1 - c0, r0),
+                sr,
+                &self.ycc,
+                &mut self.general_rows,
+                out,
+                out_stride,
+            );
+            return;
+        }
         let n = 8 / denom;
         let w = sr.width as usize;
         let luma = &h.components[0];

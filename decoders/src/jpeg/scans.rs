@@ -272,7 +272,7 @@ pub(super) fn decode(
     dc_tables: &mut [HuffmanTable; 4],
     ac_tables: &mut [HuffmanTable; 4],
     idct: &Idct,
-    planes: &mut [Vec<u8>; 3],
+    planes: &mut [Vec<u8>; 4],
 ) -> Result<(), DecodeError> {
     coefs.reset(h);
     let ncomp = h.components.len();

@@ -1,6 +1,8 @@
-//! JPEGs in several scans (progressive, and sequential with components in scans of their own)
-//! through the host's decoder, against Pillow's libjpeg-turbo (exactly), on files made by
-//! libjpeg-turbo's cjpeg and jpegtran (tests/fixtures/scans/make_fixtures.sh).
+//! What the host's decoder takes beyond the media engine's baseline set: JPEGs in several scans
+//! (progressive, and sequential with components in scans of their own), RGB, CMYK and YCCK
+//! colour, any whole ratio of sampling factors, chroma at most two samples wide; against
+//! Pillow's libjpeg-turbo (exactly), on files made by libjpeg-turbo's cjpeg and jpegtran, Pillow
+//! and imagecodecs (tests/fixtures/host/make_fixtures.sh).
 
 use std::path::{Path, PathBuf};
 
@@ -8,7 +10,7 @@ use hpuload_decoders::jpeg::{scaled_region, Region};
 use hpuload_decoders::{CpuDecoder, Decode, DecodeError, JpegDecoder, Limits};
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/scans")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/host")
 }
 
 fn read(name: &str) -> Vec<u8> {
@@ -33,7 +35,7 @@ fn expected() -> Vec<(String, u32, u32, String)> {
             )
         })
         .collect();
-    assert!(rows.len() >= 16, "too few fixtures: {}", rows.len());
+    assert!(rows.len() >= 28, "too few fixtures: {}", rows.len());
     rows
 }
 
@@ -52,11 +54,13 @@ fn decode(d: &mut impl Decode, bytes: &[u8]) -> Result<(u32, u32, Vec<u8>), Deco
 }
 
 /// Every progressive layout (sampling, odd sizes, 1x1, grey, restart intervals, optimized
-/// tables, successive approximation in two steps, a baseline file transcoded) and sequential
-/// files with a scan per component decode to exactly Pillow's bytes, by the exact decoder (not
-/// zune-jpeg's fallback: the decoder alone is asked too).
+/// tables, successive approximation in two steps, a baseline file transcoded), sequential
+/// files with a scan per component, RGB (by Adobe's marker or by the component ids), CMYK,
+/// YCCK, 4:1:1, 4x2 and chroma components sampled unlike each other, and chroma two samples
+/// wide decode to exactly Pillow's bytes, by the exact decoder (not zune-jpeg's fallback: the
+/// decoder alone is asked too).
 #[test]
-fn multi_scan_jpegs_decode_to_libjpeg_turbos_bytes() {
+fn every_host_fixture_decodes_to_libjpeg_turbos_bytes() {
     for (name, w, h, hash) in expected() {
         let bytes = read(&name);
         let (ow, oh, ours) = decode(&mut CpuDecoder::default(), &bytes).unwrap();
@@ -67,14 +71,20 @@ fn multi_scan_jpegs_decode_to_libjpeg_turbos_bytes() {
     }
 }
 
-/// The media engine takes baseline JPEGs only, as the hardware it stands for.
+/// The media engine takes baseline YCbCr JPEGs in its four samplings only, as the hardware it
+/// stands for (narrow chroma it takes: its output stage resamples anyway).
 #[test]
-fn the_media_engine_still_refuses_multi_scan_jpegs() {
+fn the_media_engine_still_refuses_what_only_the_host_decodes() {
     for (name, ..) in expected() {
-        let want = if name.starts_with("seq_") {
-            "non-interleaved (multi-scan) baseline JPEG"
-        } else {
-            "progressive JPEG"
+        let want = match name.split('_').next().unwrap() {
+            "narrow" => continue,
+            "seq" => "non-interleaved (multi-scan) baseline JPEG",
+            "prog" | "transcoded" => "progressive JPEG",
+            "cmyk" if name.contains("progressive") => "progressive JPEG",
+            "cmyk" | "ycck" => "CMYK or YCCK colour",
+            "rgb" => "RGB colour space (Adobe, no transform)",
+            "s411" | "s4x2" | "s" => "chroma subsampling other than 4:4:4, 4:2:2, 4:2:0 or 4:4:0",
+            other => panic!("a fixture of a kind the test does not know: {other}"),
         };
         match JpegDecoder::default().probe(&read(&name)) {
             Err(DecodeError::Unsupported { reason, .. }) => assert_eq!(reason, want, "{name}"),
