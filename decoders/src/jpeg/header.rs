@@ -47,6 +47,10 @@ pub(crate) struct Header {
     pub vmax: usize,
     /// How the image's coefficients are coded.
     pub coding: Coding,
+    /// Arithmetic coding (SOF9, SOF10) instead of Huffman codes, with the conditioning (DAC)
+    /// in force at the first scan.
+    pub arithmetic: bool,
+    pub conditioning: Conditioning,
     /// The colour space of the components, as libjpeg infers it.
     pub colour: Colour,
     /// Whether the output needs the general stage (`general.rs`): sampling factors, colour
@@ -69,6 +73,25 @@ pub(crate) enum Colour {
     Cmyk,
     /// ... or YCbCr and K (Adobe's transform 2, which libjpeg also assumes for any other).
     Ycck,
+}
+
+/// An arithmetic-coded JPEG's conditioning per table slot (the DAC marker): the DC bounds L
+/// and U and the AC threshold Kx, each with the standard's default until a DAC sets it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Conditioning {
+    pub dc_l: [u8; 4],
+    pub dc_u: [u8; 4],
+    pub ac_k: [u8; 4],
+}
+
+impl Default for Conditioning {
+    fn default() -> Self {
+        Self {
+            dc_l: [0; 4],
+            dc_u: [1; 4],
+            ac_k: [5; 4],
+        }
+    }
 }
 
 /// How a JPEG's coefficients are coded.
@@ -179,6 +202,8 @@ pub(crate) fn parse(data: &[u8], limits: &Limits, host: bool) -> Result<Header, 
     let mut ac: [Option<HuffmanSpec>; 4] = Default::default();
     let mut frame: Option<(u32, u32, Vec<Component>)> = None;
     let mut progressive = false;
+    let mut arithmetic = false;
+    let mut conditioning = Conditioning::default();
     let mut restart_interval = 0;
     let mut adobe_transform = None;
     let mut jfif = false;
@@ -202,14 +227,16 @@ pub(crate) fn parse(data: &[u8], limits: &Limits, host: bool) -> Result<Header, 
                 let seg = r.segment()?;
                 frame = Some(parse_frame(seg, limits, host)?);
             }
-            0xC2 if host => {
+            0xC2 | 0xC9 | 0xCA if host => {
                 if frame.is_some() {
                     return Err(corrupt("two frame headers"));
                 }
                 let seg = r.segment()?;
                 frame = Some(parse_frame(seg, limits, host)?);
-                progressive = true;
+                progressive = code != 0xC9;
+                arithmetic = code != 0xC2;
             }
+            0xCC if host => read_conditioning(r.segment()?, &mut conditioning)?,
             0xC2 | 0xC6 | 0xCA | 0xCE => return Err(unsupported("progressive JPEG")),
             0xC3 | 0xC7 | 0xCB | 0xCF => return Err(unsupported("lossless JPEG")),
             0xC5 => return Err(unsupported("hierarchical JPEG")),
@@ -241,7 +268,7 @@ pub(crate) fn parse(data: &[u8], limits: &Limits, host: bool) -> Result<Header, 
                 } else {
                     return Err(unsupported("non-interleaved (multi-scan) baseline JPEG"));
                 };
-                check_scan(&first_scan, coding, &dc, &ac)?;
+                check_scan(&first_scan, coding, arithmetic, &dc, &ac)?;
                 for &ci in first_scan.components() {
                     if !qt_set[components[ci].tq] {
                         return Err(corrupt("frame uses an undefined quantization table"));
@@ -291,6 +318,8 @@ pub(crate) fn parse(data: &[u8], limits: &Limits, host: bool) -> Result<Header, 
                     hmax,
                     vmax,
                     coding,
+                    arithmetic,
+                    conditioning,
                     first_scan,
                     colour,
                     general,
@@ -362,6 +391,30 @@ fn read_quantization_tables(
     Ok(())
 }
 
+/// Reads a DAC segment's conditioning values into their slots.
+fn read_conditioning(seg: &[u8], c: &mut Conditioning) -> Result<(), DecodeError> {
+    if !seg.len().is_multiple_of(2) {
+        return Err(corrupt(
+            "arithmetic conditioning segment of the wrong length",
+        ));
+    }
+    for pair in seg.chunks_exact(2) {
+        let (class, slot, value) = (pair[0] >> 4, usize::from(pair[0] & 15), pair[1]);
+        if slot > 3 {
+            return Err(corrupt("bad arithmetic conditioning table"));
+        }
+        match class {
+            0 if value & 15 <= value >> 4 => {
+                c.dc_l[slot] = value & 15;
+                c.dc_u[slot] = value >> 4;
+            }
+            1 if (1..=63).contains(&value) => c.ac_k[slot] = value,
+            _ => return Err(corrupt("bad arithmetic conditioning value")),
+        }
+    }
+    Ok(())
+}
+
 fn read_restart_interval(seg: &[u8]) -> Result<usize, DecodeError> {
     if seg.len() != 2 {
         return Err(corrupt("restart interval segment of the wrong length"));
@@ -409,6 +462,7 @@ fn read_scan(seg: &[u8], components: &[Component], start: usize) -> Result<Scan,
 fn check_scan(
     scan: &Scan,
     coding: Coding,
+    arithmetic: bool,
     dc: &[Option<HuffmanSpec>; 4],
     ac: &[Option<HuffmanSpec>; 4],
 ) -> Result<(), DecodeError> {
@@ -433,6 +487,8 @@ fn check_scan(
             (dc_band && scan.ah == 0, !dc_band)
         }
     };
+    // Arithmetic coding's statistics need no table, only a slot.
+    let (needs_dc, needs_ac) = (needs_dc && !arithmetic, needs_ac && !arithmetic);
     for i in 0..scan.count {
         let (d, a) = (scan.dc[i], scan.ac[i]);
         if d > 3 || a > 3 || (needs_dc && dc[d].is_none()) || (needs_ac && ac[a].is_none()) {
@@ -452,6 +508,7 @@ pub(crate) struct ScanTables {
     pub restart_interval: usize,
     pub qt: [[u16; 64]; 4],
     qt_set: [bool; 4],
+    pub conditioning: Conditioning,
 }
 
 impl ScanTables {
@@ -463,6 +520,7 @@ impl ScanTables {
             restart_interval: h.restart_interval,
             qt: h.qt,
             qt_set: h.qt_set,
+            conditioning: h.conditioning,
         }
     }
 
@@ -489,10 +547,11 @@ impl ScanTables {
                 0xC4 => read_huffman_tables(r.segment()?, &mut self.dc, &mut self.ac)?,
                 0xDB => read_quantization_tables(r.segment()?, &mut self.qt, &mut self.qt_set)?,
                 0xDD => self.restart_interval = read_restart_interval(r.segment()?)?,
+                0xCC if h.arithmetic => read_conditioning(r.segment()?, &mut self.conditioning)?,
                 0xDC => return Err(unsupported("height defined later by a DNL marker")),
                 0xDA => {
                     let scan = read_scan(r.segment()?, &h.components, r.pos)?;
-                    check_scan(&scan, h.coding, &self.dc, &self.ac)?;
+                    check_scan(&scan, h.coding, h.arithmetic, &self.dc, &self.ac)?;
                     for &ci in scan.components() {
                         if !self.qt_set[h.components[ci].tq] {
                             return Err(corrupt("frame uses an undefined quantization table"));

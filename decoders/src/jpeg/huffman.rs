@@ -328,6 +328,19 @@ impl Unstuffed {
         self.stop
     }
 
+    /// Restart interval `i`'s bytes (unstuffed, without the padding) and the number of the
+    /// restart marker that ended it (`None`: another marker or the file's end did); `None` past
+    /// the last interval. For decoders that read bytes rather than bits (arithmetic coding).
+    pub fn interval(&self, i: usize) -> Option<(&[u8], Option<u8>)> {
+        let here = self.intervals.get(i)?;
+        let start = if i == 0 { 0 } else { self.intervals[i - 1].end };
+        let restart = match here.next {
+            Terminator::Restart(n) => Some(n),
+            Terminator::Marker | Terminator::EndOfData => None,
+        };
+        Some((&self.bytes[start..here.end], restart))
+    }
+
     /// A reader at the start of the scan's first restart interval.
     pub fn reader(&self) -> BitReader<'_> {
         BitReader {

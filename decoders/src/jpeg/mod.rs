@@ -19,6 +19,7 @@
 // Block transforms and planar loops read most clearly with explicit indices.
 #![allow(clippy::needless_range_loop)]
 
+mod arith;
 mod colour;
 mod general;
 mod header;
@@ -190,6 +191,8 @@ pub struct JpegDecoder {
     coefs: scans::Coefficients,
     /// The general output stage's rows (`general.rs`).
     general_rows: general::Rows,
+    /// An arithmetic-coded scan's statistics.
+    arith_stats: Box<arith::Statistics>,
 }
 
 impl Default for JpegDecoder {
@@ -228,6 +231,7 @@ impl JpegDecoder {
             host: false,
             coefs: scans::Coefficients::default(),
             general_rows: general::Rows::default(),
+            arith_stats: Box::default(),
         }
     }
 
@@ -317,8 +321,10 @@ impl JpegDecoder {
     /// Unsupported or corrupt data, or a region outside the image.
     pub fn entropy_decode_only(&mut self, bytes: &[u8], region: Region) -> Result<(), DecodeError> {
         let h = header::parse(bytes, &self.limits, self.host)?;
-        if h.coding != Coding::Baseline {
-            return Err(header::unsupported("JPEG in several scans"));
+        if h.coding != Coding::Baseline || h.arithmetic {
+            return Err(header::unsupported(
+                "JPEG in several scans or arithmetic-coded",
+            ));
         }
         let sr = Self::check_request(&h, region, 1)?;
         let (_, _, _, r1) = Self::mcu_window(&h, &sr, 8);
@@ -620,13 +626,14 @@ impl JpegDecoder {
         n: usize,
     ) -> Result<McuWindow, DecodeError> {
         let (c0, c1, r0, r1) = Self::mcu_window(h, sr, n);
-        if h.coding != Coding::Baseline || h.general {
+        if h.coding != Coding::Baseline || h.general || h.arithmetic {
             scans::decode(
                 bytes,
                 h,
                 (c0, c1, r0, r1),
                 n,
                 &mut self.coefs,
+                &mut self.arith_stats,
                 &mut self.scan,
                 &mut self.dc_tables,
                 &mut self.ac_tables,

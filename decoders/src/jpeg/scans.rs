@@ -12,7 +12,7 @@
 use super::header::{Coding, Header, Scan, ScanTables};
 use super::huffman::{BitReader, HuffmanTable, Unstuffed};
 use super::idct::{self, Idct};
-use super::{block, McuWindow, ZIGZAG};
+use super::{arith, block, McuWindow, ZIGZAG};
 use crate::{DecodeError, ImageFormat};
 
 fn corrupt(msg: &'static str) -> DecodeError {
@@ -45,7 +45,7 @@ impl Coefficients {
         self.data.resize(total, 0);
     }
 
-    fn block(&mut self, comp: usize, bx: usize, by: usize) -> &mut [i16; 64] {
+    pub(super) fn block(&mut self, comp: usize, bx: usize, by: usize) -> &mut [i16; 64] {
         let at = self.start[comp] + (by * self.across[comp] + bx) * 64;
         (&mut self.data[at..at + 64])
             .try_into()
@@ -68,25 +68,46 @@ fn component_blocks(h: &Header, c: usize) -> (usize, usize) {
     (w.div_ceil(8), hh.div_ceil(8))
 }
 
-/// The restart bookkeeping of one scan.
-struct Restarts {
-    interval: usize,
-    done: usize,
-    next: u8,
+/// What decodes a scan's blocks, by Huffman codes or arithmetic coding.
+pub(super) trait BlockDecoder {
+    /// At the start of every restart interval but the first: moves on to its data (checking
+    /// the marker) and resets what the interval resets (predictions, runs, statistics).
+    fn restart(&mut self) -> Result<(), DecodeError>;
+    /// Decodes the next block of the scan's `i`-th component into `blk`.
+    fn block(&mut self, i: usize, blk: &mut [i16; 64]) -> Result<(), DecodeError>;
+    /// After the scan's last block: whether its data sufficed.
+    fn finish(&self) -> Result<(), DecodeError>;
 }
 
-impl Restarts {
-    /// Before an MCU: at an interval's end, checks the marker and moves the reader on; true
-    /// when it did (the caller resets its predictions and end-of-band run).
-    fn before_mcu(&mut self, br: &mut BitReader<'_>) -> Result<bool, DecodeError> {
-        let at_restart =
-            self.interval > 0 && self.done > 0 && self.done.is_multiple_of(self.interval);
-        if at_restart {
-            *br = br.restart(self.next)?;
-            self.next = (self.next + 1) & 7;
+/// A Huffman-coded scan: its bits and its state.
+struct HuffmanScan<'a, 't> {
+    br: BitReader<'a>,
+    next_restart: u8,
+    state: ScanState<'t>,
+}
+
+impl BlockDecoder for HuffmanScan<'_, '_> {
+    fn restart(&mut self) -> Result<(), DecodeError> {
+        self.br = self.br.restart(self.next_restart)?;
+        self.next_restart = (self.next_restart + 1) & 7;
+        self.state.pred = [0; 4];
+        self.state.eob_run = 0;
+        Ok(())
+    }
+
+    #[inline]
+    fn block(&mut self, i: usize, blk: &mut [i16; 64]) -> Result<(), DecodeError> {
+        self.state.block(&mut self.br, i, blk)
+    }
+
+    fn finish(&self) -> Result<(), DecodeError> {
+        if self.br.ends_early() {
+            return Err(DecodeError::Truncated {
+                format: ImageFormat::Jpeg,
+                detail: "entropy-coded data ends early",
+            });
         }
-        self.done += 1;
-        Ok(at_restart)
+        Ok(())
     }
 }
 
@@ -268,6 +289,7 @@ pub(super) fn decode(
     (c0, c1, r0, r1): McuWindow,
     n: usize,
     coefs: &mut Coefficients,
+    arith_stats: &mut arith::Statistics,
     unstuffed: &mut Unstuffed,
     dc_tables: &mut [HuffmanTable; 4],
     ac_tables: &mut [HuffmanTable; 4],
@@ -308,7 +330,7 @@ pub(super) fn decode(
                 }
             }
         }
-        for i in 0..scan.count {
+        for i in (0..scan.count).filter(|_| !h.arithmetic) {
             if !matches!(pass, Pass::DcRefine | Pass::AcFirst | Pass::AcRefine) {
                 let spec = tables.dc[scan.dc[i]]
                     .as_ref()
@@ -324,15 +346,31 @@ pub(super) fn decode(
             }
         }
         unstuffed.fill(bytes, scan.start);
-        let state = ScanState {
-            pass,
-            scan,
-            pred: [0; 4],
-            eob_run: 0,
-            dc: std::array::from_fn(|i| &dc_tables[scan.dc[i.min(scan.count - 1)]]),
-            ac: std::array::from_fn(|i| &ac_tables[scan.ac[i.min(scan.count - 1)]]),
-        };
-        decode_scan(h, state, unstuffed, tables.restart_interval, r1, coefs)?;
+        if h.arithmetic {
+            let progressive = h.coding == Coding::Progressive;
+            let mut dec = arith::ArithScan::new(
+                unstuffed,
+                &scan,
+                progressive,
+                &tables.conditioning,
+                arith_stats,
+            )?;
+            decode_scan(h, &scan, &mut dec, tables.restart_interval, r1, coefs)?;
+        } else {
+            let mut dec = HuffmanScan {
+                br: unstuffed.reader(),
+                next_restart: 0,
+                state: ScanState {
+                    pass,
+                    scan,
+                    pred: [0; 4],
+                    eob_run: 0,
+                    dc: std::array::from_fn(|i| &dc_tables[scan.dc[i.min(scan.count - 1)]]),
+                    ac: std::array::from_fn(|i| &ac_tables[scan.ac[i.min(scan.count - 1)]]),
+                },
+            };
+            decode_scan(h, &scan, &mut dec, tables.restart_interval, r1, coefs)?;
+        }
         let Some(next) = tables.next_scan(bytes, unstuffed.stop(), h)? else {
             break;
         };
@@ -381,23 +419,24 @@ pub(super) fn decode(
     Ok(())
 }
 
-/// Decodes one scan's blocks into `coefs`, up to MCU row `rows` of the image (a scan of one
-/// component, the rows of its blocks that those hold).
+/// Decodes one scan's blocks into `coefs` with `dec`, up to MCU row `rows` of the image (a
+/// scan of one component, the rows of its blocks that those hold).
 fn decode_scan(
     h: &Header,
-    mut state: ScanState<'_>,
-    unstuffed: &Unstuffed,
+    scan: &Scan,
+    dec: &mut impl BlockDecoder,
     restart_interval: usize,
     rows: usize,
     coefs: &mut Coefficients,
 ) -> Result<(), DecodeError> {
-    let mut br = unstuffed.reader();
-    let mut restarts = Restarts {
-        interval: restart_interval,
-        done: 0,
-        next: 0,
+    let mut done = 0usize;
+    let mut next_mcu = |dec: &mut _| -> Result<(), DecodeError> {
+        if restart_interval > 0 && done > 0 && done.is_multiple_of(restart_interval) {
+            BlockDecoder::restart(dec)?;
+        }
+        done += 1;
+        Ok(())
     };
-    let scan = state.scan;
     let whole;
     if scan.count == 1 {
         // One block per MCU, over the component's own blocks.
@@ -407,38 +446,28 @@ fn decode_scan(
         whole = down_needed == down;
         for by in 0..down_needed {
             for bx in 0..across {
-                if restarts.before_mcu(&mut br)? {
-                    state.pred = [0; 4];
-                    state.eob_run = 0;
-                }
-                state.block(&mut br, 0, coefs.block(ci, bx, by))?;
+                next_mcu(dec)?;
+                dec.block(0, coefs.block(ci, bx, by))?;
             }
         }
     } else {
         whole = rows == h.mcus_y();
         for my in 0..rows {
             for mx in 0..h.mcus_x() {
-                if restarts.before_mcu(&mut br)? {
-                    state.pred = [0; 4];
-                    state.eob_run = 0;
-                }
+                next_mcu(dec)?;
                 for (i, &ci) in scan.components().iter().enumerate() {
                     let c = &h.components[ci];
                     for by in 0..c.v {
                         for bx in 0..c.h {
-                            let blk = coefs.block(ci, mx * c.h + bx, my * c.v + by);
-                            state.block(&mut br, i, blk)?;
+                            dec.block(i, coefs.block(ci, mx * c.h + bx, my * c.v + by))?;
                         }
                     }
                 }
             }
         }
     }
-    if whole && br.ends_early() {
-        return Err(DecodeError::Truncated {
-            format: ImageFormat::Jpeg,
-            detail: "entropy-coded data ends early",
-        });
+    if whole {
+        dec.finish()?;
     }
     Ok(())
 }
