@@ -610,18 +610,20 @@ fn resize_crop(
             (top as f64, left as f64)
         }
     };
-    let (sx, sy) = (
-        f64::from(width) / f64::from(rw),
-        f64::from(height) / f64::from(rh),
-    );
     if resize.is_none() {
         return Ok(CropBox::rect(left as u32, top as u32, ow, oh));
     }
+    // The window's edges on the resized grid, in source pixels: multiplied before dividing, an
+    // edge at the resized image's edge is exactly the source's (`left * sx + ow * sx` can
+    // pass it by a rounding, which the resampler refuses as a window outside the image).
+    let edge = |at: f64, size: u32, resized: u32| f64::from(size) * at / f64::from(resized);
+    let (x0, x1) = (edge(left, width, rw), edge(left + f64::from(ow), width, rw));
+    let (y0, y1) = (edge(top, height, rh), edge(top + f64::from(oh), height, rh));
     Ok(CropBox {
-        left: left * sx,
-        top: top * sy,
-        width: f64::from(ow) * sx,
-        height: f64::from(oh) * sy,
+        left: x0,
+        top: y0,
+        width: x1 - x0,
+        height: y1 - y0,
         view: false,
     })
 }
@@ -972,6 +974,52 @@ mod tests {
             counts.iter().all(|&n| (130..270).contains(&n)),
             "{counts:?}"
         );
+    }
+
+    /// A crop at the last offset of a resized image ends exactly at the source's edge, for every
+    /// source size: the resampler refuses a window past the image by any rounding (a 488x333
+    /// image resized to 300x250 and cropped 180x200 at the bottom was replaced).
+    #[test]
+    fn a_crop_at_the_far_edge_of_a_resized_image_ends_inside_the_source() {
+        for width in 180..700u32 {
+            for height in [201, 250, 333, 377, 480, 511] {
+                for seed in 0..4 {
+                    let mut rng = CounterRng::new(seed, 0, u64::from(width), Stream::Crop);
+                    let resize = Some(Prescale::Exact(250, 300));
+                    let b =
+                        resize_random_crop(width, height, resize, (200, 180), &mut rng).unwrap();
+                    assert!(
+                        b.left >= 0.0 && b.left + b.width <= f64::from(width),
+                        "{width}x{height}: {b:?}"
+                    );
+                    assert!(
+                        b.top >= 0.0 && b.top + b.height <= f64::from(height),
+                        "{width}x{height}: {b:?}"
+                    );
+                }
+                // The last offset itself: the window reaches the edge exactly.
+                let mut b = None;
+                for i in 0..400 {
+                    let mut rng = CounterRng::new(9, 0, i, Stream::Crop);
+                    let got = resize_random_crop(
+                        width,
+                        height,
+                        Some(Prescale::Exact(250, 300)),
+                        (200, 180),
+                        &mut rng,
+                    )
+                    .unwrap();
+                    if got.top + got.height == f64::from(height) {
+                        b = Some(got);
+                        break;
+                    }
+                }
+                assert!(
+                    b.is_some(),
+                    "{width}x{height}: no draw reached the bottom edge exactly"
+                );
+            }
+        }
     }
 
     #[test]
