@@ -1,6 +1,6 @@
-//! The CPU decoder: JPEGs by our own decoder at full scale (baseline, progressive, RGB, CMYK,
-//! YCCK, any sampling: libjpeg-turbo's and Pillow's pixels, see [`crate::jpeg`]), the rest by
-//! zune-jpeg (the decoder inside the `image` crate, called
+//! The CPU decoder: JPEGs by our own decoder at full scale (baseline, progressive,
+//! arithmetic-coded, RGB, CMYK, YCCK, any sampling: libjpeg-turbo's and Pillow's pixels, see
+//! [`crate::jpeg`]), the rest by zune-jpeg (the decoder inside the `image` crate, called
 //! directly so the input is borrowed and the headers parsed once), PNG and WebP by the `image`
 //! crate.
 
@@ -17,8 +17,8 @@ use crate::{rgb_prefix, Decode, DecodeError, ImageFormat, ImageInfo, Limits};
 
 /// Decodes JPEG, PNG and WebP on the host into interleaved RGB8.
 ///
-/// A JPEG [`JpegDecoder::for_host`] takes (all Pillow reads but arithmetic-coded ones and
-/// progressive ones whose scans stop short) decodes to exactly the bytes Pillow gives, and
+/// A JPEG [`JpegDecoder::for_host`] takes (all Pillow reads but progressive ones whose scans
+/// stop short) decodes to exactly the bytes Pillow gives, and
 /// [`CpuDecoder::probe_region`] with [`CpuDecoder::decode_region_in_place`] decode only the part
 /// of it a consumer reads. A JPEG that decoder refuses or finds damaged goes to zune-jpeg,
 /// which is more lenient and whose IDCT rounds differently from libjpeg's.

@@ -5,8 +5,9 @@
 //! converted) and can downscale in the DCT domain by 1/2, 1/4 or 1/8 (reduced inverse DCTs).
 //! Everything else is refused by [`Decode::probe`] with [`DecodeError::Unsupported`], except
 //! that the host's decoder ([`JpegDecoder::for_host`]) also takes JPEGs in several scans
-//! (progressive, or sequential with components in scans of their own), whose coefficients are
-//! gathered first, then transformed as a baseline decode's are, and RGB, CMYK and YCCK JPEGs
+//! (progressive, or sequential with components in scans of their own) and arithmetic-coded
+//! ones, whose coefficients are gathered first, then transformed as a baseline decode's are,
+//! and RGB, CMYK and YCCK JPEGs
 //! and any whole ratio of sampling factors (at full scale), whose output stage is
 //! `general.rs`.
 //!
