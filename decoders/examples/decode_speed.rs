@@ -3,7 +3,10 @@
 use std::time::Instant;
 
 use hpuload_decoders::jpeg::{choose_scale, scaled_region, Filter, Region, ResizeRequest, Window};
-use hpuload_decoders::{CpuDecoder, Decode, JpegDecoder};
+use hpuload_decoders::{CpuDecoder, Decode, JpegDecoder, Limits};
+use zune_core::bytestream::ZCursor;
+use zune_core::colorspace::ColorSpace;
+use zune_core::options::DecoderOptions;
 
 fn files(dir: &std::path::Path, out: &mut Vec<Vec<u8>>, limit: usize) {
     let mut entries: Vec<_> = std::fs::read_dir(dir)
@@ -33,7 +36,7 @@ fn main() {
         .unwrap_or(500);
     let mut data = Vec::new();
     files(dir.as_ref(), &mut data, n);
-    // For profiling one decoder: DECODE_ONLY=zune|full|roi|rrc runs only that one, 10 rounds.
+    // For profiling one decoder: DECODE_ONLY=zune|full|roi|rrc|host runs only that one, 10 rounds.
     let only = std::env::var("DECODE_ONLY").ok().filter(|o| !o.is_empty());
     let runs = |name: &str| only.as_deref().is_none_or(|o| o == name);
     let rounds = if only.is_some() { 10 } else { 3 };
@@ -95,7 +98,46 @@ fn main() {
             }
         }
         let rrc = rrc_n as f64 / t.elapsed().as_secs_f64();
-        println!("round {round}: image crate (zune) {cpu:.0}/s, ours full {ours:.0}/s, ours ROI 40% {roi:.0}/s, engine RRC 224 {rrc:.0}/s ({supported} of {} supported)", data.len());
+        println!("round {round}: CPU decoder {cpu:.0}/s, ours full {ours:.0}/s, ours ROI 40% {roi:.0}/s, engine RRC 224 {rrc:.0}/s ({supported} of {} supported)", data.len());
+        // The files the engine refuses (progressive, CMYK, arithmetic-coded, ...): the host's
+        // exact decoder against zune-jpeg called directly, whole images to RGB.
+        let refused: Vec<&Vec<u8>> = data
+            .iter()
+            .filter(|b| JpegDecoder::default().probe(b).is_err() && runs("host"))
+            .collect();
+        if !refused.is_empty() {
+            let t = Instant::now();
+            let mut host = JpegDecoder::for_host(Limits::default());
+            let mut taken = 0;
+            for b in &refused {
+                if let Ok(info) = host.probe(b) {
+                    if host
+                        .decode_into(b, &info, &mut out[..info.rgb_len()])
+                        .is_ok()
+                    {
+                        taken += 1;
+                    }
+                }
+            }
+            let ours = taken as f64 / t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let mut zune_n = 0;
+            for b in &refused {
+                let options = DecoderOptions::default().jpeg_set_out_colorspace(ColorSpace::RGB);
+                let mut z = zune_jpeg::JpegDecoder::new_with_options(ZCursor::new(&b[..]), options);
+                if z.decode_headers().is_ok() {
+                    let (w, h) = z.dimensions().expect("headers decoded");
+                    if z.decode_into(&mut out[..w * h * 3]).is_ok() {
+                        zune_n += 1;
+                    }
+                }
+            }
+            let zune = zune_n as f64 / t.elapsed().as_secs_f64();
+            println!(
+                "round {round}: of the {} the engine refuses, host decoder {ours:.0}/s ({taken}), zune-jpeg {zune:.0}/s ({zune_n})",
+                refused.len()
+            );
+        }
     }
     // A checksum of every full and ROI decode, to confirm a speed change left the output alone.
     let mut d = JpegDecoder::default();

@@ -2,9 +2,9 @@
 
 torchvision's `ImageFolder` opens every file with Pillow and converts it to RGB; the drop-in
 decodes natively, so each kind of file a dataset may hold (progressive JPEGs, JPEGs with a scan
-per component, grey, RGB, CMYK and YCCK JPEGs, 4:1:1 and other samplings, 16-bit and palette
-PNGs, WebP) is read here both ways through a transform that only crops, so any difference is
-the decoder's: there is none."""
+per component, arithmetic-coded, grey, RGB, CMYK and YCCK JPEGs, 4:1:1 and other samplings,
+16-bit and palette PNGs, WebP) is read here both ways through a transform that only crops, so
+any difference is the decoder's: there is none."""
 
 import shutil
 import struct
@@ -66,7 +66,8 @@ def mixed_folder(jpeg_folder, tmp_path_factory) -> Path:
     # Made by cjpeg with scan scripts and by imagecodecs (decoders/tests/fixtures/host/make_fixtures.sh).
     for name in ["seq_scans_s420_123x77.jpg", "seq_scans_s444_61x47.jpg", "prog_approx_s420_123x77.jpg",
                  "prog_restart_s420_123x77.jpg", "transcoded_restart3_s420_123x77.jpg", "ycck_61x47.jpg",
-                 "rgb_61x47.jpg", "rgb_by_ids_61x47.jpg", "s411_61x47.jpg", "s_mixed_chroma_61x47.jpg"]:
+                 "rgb_61x47.jpg", "rgb_by_ids_61x47.jpg", "s411_61x47.jpg", "s_mixed_chroma_61x47.jpg",
+                 "arith_s420_123x77.jpg", "arith_prog_restart_s422_123x77.jpg"]:
         shutil.copy(SCANS / name, out / name)
     return root
 

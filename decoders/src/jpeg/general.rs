@@ -61,8 +61,15 @@ impl Plane<'_> {
             Upsampling::Full => out.copy_from_slice(&self.row(y)[x0..x0 + out.len()]),
             Upsampling::Replicate(h, v) => {
                 let row = self.row(y / v);
-                for (i, o) in out.iter_mut().enumerate() {
-                    *o = row[(x0 + i) / h];
+                // Runs of `h` copies of a sample, the first run cut where the region starts.
+                let mut x = x0;
+                let mut rest = &mut out[..];
+                while !rest.is_empty() {
+                    let run = (h - x % h).min(rest.len());
+                    let (now, later) = rest.split_at_mut(run);
+                    now.fill(row[x / h]);
+                    rest = later;
+                    x += run;
                 }
             }
             Upsampling::Down => {

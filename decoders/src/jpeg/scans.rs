@@ -130,6 +130,8 @@ struct ScanState<'t> {
     scan: Scan,
     pred: [i32; 4],
     eob_run: u32,
+    /// A sequential block's values as the baseline decoder writes them (zero between blocks).
+    coef: [i32; 64],
     dc: [&'t HuffmanTable; 4],
     ac: [&'t HuffmanTable; 4],
 }
@@ -146,19 +148,14 @@ impl ScanState<'_> {
         let Scan { ss, se, al, .. } = self.scan;
         match self.pass {
             Pass::Whole => {
-                let mut coef = [0i32; 64];
-                let last = block::<true>(
-                    br,
-                    self.dc[i],
-                    self.ac[i],
-                    &ONES,
-                    &mut self.pred[i],
-                    &mut coef,
-                )?;
+                let coef = &mut self.coef;
+                let last =
+                    block::<true>(br, self.dc[i], self.ac[i], &ONES, &mut self.pred[i], coef)?;
                 for k in 0..=last {
                     // Quantized values of an 8-bit JPEG fit; libjpeg keeps them as 16 bits too.
                     blk[ZIGZAG[k]] = coef[ZIGZAG[k]] as i16;
                 }
+                idct::clear_written(coef, last);
             }
             Pass::DcFirst => {
                 br.refill();
@@ -365,6 +362,7 @@ pub(super) fn decode(
                     scan,
                     pred: [0; 4],
                     eob_run: 0,
+                    coef: [0; 64],
                     dc: std::array::from_fn(|i| &dc_tables[scan.dc[i.min(scan.count - 1)]]),
                     ac: std::array::from_fn(|i| &ac_tables[scan.ac[i.min(scan.count - 1)]]),
                 },
@@ -393,6 +391,13 @@ pub(super) fn decode(
     let mut coef = [0i32; 64];
     for (ci, c) in h.components.iter().enumerate() {
         let q = latched[ci].as_ref().expect("checked above");
+        // The table in natural order, and each position's zigzag index (the IDCT's `last`).
+        let mut natural_q = [0i32; 64];
+        let mut zigzag_of = [0usize; 64];
+        for (k, &n) in ZIGZAG.iter().enumerate() {
+            natural_q[n] = i32::from(q[k]);
+            zigzag_of[n] = k;
+        }
         let stride = (c1 - c0) * c.h * n;
         let len = stride * (r1 - r0) * c.v * n;
         if planes[ci].len() < len {
@@ -402,11 +407,17 @@ pub(super) fn decode(
             for bx in c0 * c.h..c1 * c.h {
                 let blk = coefs.block(ci, bx, by);
                 let mut last = 0;
-                for (k, &z) in ZIGZAG.iter().enumerate() {
-                    let v = blk[z];
-                    if v != 0 {
-                        coef[z] = i32::from(v) * i32::from(q[k]);
-                        last = k;
+                // Most rows of a block are zero: a row's eight values are compared at once.
+                for (r, row) in blk.chunks_exact(8).enumerate() {
+                    if row == [0; 8] {
+                        continue;
+                    }
+                    for (j, &v) in row.iter().enumerate() {
+                        if v != 0 {
+                            let at = 8 * r + j;
+                            coef[at] = i32::from(v) * natural_q[at];
+                            last = last.max(zigzag_of[at]);
+                        }
                     }
                 }
                 let (px, py) = ((bx - c0 * c.h) * n, (by - r0 * c.v) * n);
