@@ -12,7 +12,7 @@ use zune_core::colorspace::ColorSpace;
 use zune_core::options::DecoderOptions;
 
 use crate::jpeg::{JpegDecoder, Parsed, Region};
-use crate::jpeg_markers;
+use crate::{jpeg_markers, netpbm};
 use crate::{rgb_prefix, Decode, DecodeError, ImageFormat, ImageInfo, Limits};
 
 /// Decodes JPEG, PNG and WebP on the host into interleaved RGB8.
@@ -181,12 +181,23 @@ enum Opened<'a> {
         image::codecs::webp::WebPDecoder<Cursor<&'a [u8]>>,
         ImageInfo,
     ),
+    /// With the file's bytes, for a 16-bit BMP (see [`netpbm::bmp16`]).
+    Bmp(
+        image::codecs::bmp::BmpDecoder<Cursor<&'a [u8]>>,
+        ImageInfo,
+        &'a [u8],
+    ),
+    Pnm(netpbm::Header, ImageInfo, &'a [u8]),
 }
 
 impl Opened<'_> {
     fn info(&self) -> ImageInfo {
         match self {
-            Self::Jpeg(_, info) | Self::Png(_, info, _) | Self::WebP(_, info) => *info,
+            Self::Jpeg(_, info)
+            | Self::Png(_, info, _)
+            | Self::WebP(_, info)
+            | Self::Bmp(_, info, _)
+            | Self::Pnm(_, info, _) => *info,
         }
     }
 }
@@ -237,6 +248,16 @@ impl CpuDecoder {
                 let size = d.dimensions();
                 Opened::WebP(d, info(size))
             }
+            ImageFormat::Bmp => {
+                let d = image::codecs::bmp::BmpDecoder::new(Cursor::new(bytes))
+                    .map_err(|e| image_err(format, e))?;
+                let size = d.dimensions();
+                Opened::Bmp(d, info(size), bytes)
+            }
+            ImageFormat::Pnm => {
+                let h = netpbm::header(bytes)?;
+                Opened::Pnm(h, info((h.width, h.height)), bytes)
+            }
         };
         let info = opened.info();
         self.limits.check(format, info.width, info.height)?;
@@ -252,6 +273,11 @@ impl CpuDecoder {
             Opened::Jpeg(d, info) => self.decode_jpeg(d, &info, out),
             Opened::Png(d, info, grey16) => decode_with_image(d, &info, out, grey16),
             Opened::WebP(d, info) => decode_with_image(d, &info, out, false),
+            Opened::Bmp(d, info, bytes) => match netpbm::bmp16(bytes, out) {
+                Some(done) => done,
+                None => decode_with_image(d, &info, out, false),
+            },
+            Opened::Pnm(h, _, bytes) => netpbm::decode(bytes, &h, out),
         }
     }
 

@@ -25,6 +25,7 @@ mod cpu;
 mod error;
 pub mod jpeg;
 pub mod jpeg_markers;
+mod netpbm;
 #[doc(hidden)]
 pub mod testing;
 
@@ -36,12 +37,16 @@ pub use jpeg::JpegDecoder;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ImageFormat {
-    /// JPEG / JFIF (any process; the CPU decoder handles baseline and progressive).
+    /// JPEG / JFIF (the CPU decoder takes every process Pillow reads).
     Jpeg,
     /// PNG, any bit depth and colour type.
     Png,
     /// WebP, lossy or lossless.
     WebP,
+    /// Windows bitmap (BMP).
+    Bmp,
+    /// Netpbm: PBM, PGM and PPM, binary or plain.
+    Pnm,
 }
 
 impl ImageFormat {
@@ -70,6 +75,14 @@ impl ImageFormat {
             Some(Self::Png)
         } else if bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
             Some(Self::WebP)
+        } else if bytes.starts_with(b"BM") {
+            Some(Self::Bmp)
+        } else if bytes.len() >= 3
+            && bytes[0] == b'P'
+            && (b'1'..=b'6').contains(&bytes[1])
+            && bytes[2].is_ascii_whitespace()
+        {
+            Some(Self::Pnm)
         } else {
             None
         }
@@ -82,6 +95,8 @@ impl std::fmt::Display for ImageFormat {
             Self::Jpeg => "JPEG",
             Self::Png => "PNG",
             Self::WebP => "WebP",
+            Self::Bmp => "BMP",
+            Self::Pnm => "PNM",
         })
     }
 }

@@ -269,7 +269,9 @@ def _dataset_source(dataset, pipeline, transform=None, max_boxes=200):
 def _check_decodable(samples) -> None:
     odd = [p for p, _ in samples if not p.lower().endswith(_DECODABLE)]
     if odd:
-        raise _Unfit(f"{len(odd)} files are not JPEG, PNG or WebP (first: {odd[0]})", FallbackReason.DATASET)
+        raise _Unfit(
+            f"{len(odd)} files are not JPEG, PNG, WebP, BMP or PGM/PPM (first: {odd[0]})", FallbackReason.DATASET
+        )
 
 
 def _plain_image_folder(dataset) -> bool:

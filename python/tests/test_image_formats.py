@@ -3,8 +3,8 @@
 torchvision's `ImageFolder` opens every file with Pillow and converts it to RGB; the drop-in
 decodes natively, so each kind of file a dataset may hold (progressive JPEGs, JPEGs with a scan
 per component, arithmetic-coded, grey, RGB, CMYK and YCCK JPEGs, 4:1:1 and other samplings,
-16-bit and palette PNGs, WebP) is read here both ways through a transform that only crops, so
-any difference is the decoder's: there is none."""
+16-bit and palette PNGs, WebP, BMP (16-bit too), PGM and PPM of any maxval) is read here both
+ways through a transform that only crops, so any difference is the decoder's: there is none."""
 
 import shutil
 import struct
@@ -38,6 +38,19 @@ def png(pixels: np.ndarray, depth: int, colour: int) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
 
 
+def bmp565(rgb: np.ndarray) -> bytes:
+    """A 16-bit 5-6-5 BMP (BI_BITFIELDS) of `rgb`, bottom-up: Pillow writes none."""
+    height, width = rgb.shape[:2]
+    c = rgb.astype(np.uint32)
+    pixels = ((c[..., 0] >> 3) << 11 | (c[..., 1] >> 2) << 5 | (c[..., 2] >> 3)).astype("<u2")
+    stride = (width * 2 + 3) // 4 * 4
+    rows = b"".join(pixels[y].tobytes().ljust(stride, b"\0") for y in range(height - 1, -1, -1))
+    offset = 14 + 40 + 12
+    info = struct.pack("<IiiHHIIiiII", 40, width, height, 1, 16, 3, len(rows), 2835, 2835, 0, 0)
+    masks = struct.pack("<III", 0xF800, 0x07E0, 0x001F)
+    return b"BM" + struct.pack("<IHHI", offset + len(rows), 0, 0, offset) + info + masks + rows
+
+
 @pytest.fixture(scope="module")
 def mixed_folder(jpeg_folder, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("formats")
@@ -63,6 +76,12 @@ def mixed_folder(jpeg_folder, tmp_path_factory) -> Path:
         (out / f"{i}_rgb16.png").write_bytes(png(wide, 16, 2))
         (out / f"{i}_grey16.png").write_bytes(png(wide[..., 1] // 200, 16, 0))
         (out / f"{i}_grey16_full.png").write_bytes(png(wide[..., 1], 16, 0))
+        im.save(out / f"{i}_rgb.bmp")
+        im.convert("P", palette=Image.ADAPTIVE, colors=100).save(out / f"{i}_palette.bmp")
+        (out / f"{i}_rgb565.bmp").write_bytes(bmp565(np.asarray(im)))
+        head = b"P5\n# maxval 100\n75 53\n100\n"
+        (out / f"{i}_max100.pgm").write_bytes(head + (np.asarray(im.convert("L")).astype(np.int64) * 100 // 255).astype("u1").tobytes())
+        (out / f"{i}_deep.ppm").write_bytes(b"P6 75 53 4095\n" + (wide >> 4).astype(">u2").tobytes())
     # Made by cjpeg with scan scripts and by imagecodecs (decoders/tests/fixtures/host/make_fixtures.sh).
     for name in ["seq_scans_s420_123x77.jpg", "seq_scans_s444_61x47.jpg", "prog_approx_s420_123x77.jpg",
                  "prog_restart_s420_123x77.jpg", "transcoded_restart3_s420_123x77.jpg", "ycck_61x47.jpg",

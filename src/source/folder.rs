@@ -3,9 +3,10 @@ use std::path::{Path, PathBuf};
 use super::{sort_like_python, Entry, Listing, Source};
 use crate::Error;
 
-/// File extensions (compared case-insensitively) that ImageFolder picks up: the formats our
-/// decoders read. torchvision also lists .ppm/.bmp/.pgm/.tif; those are not decoded here.
-pub const IMAGE_EXTENSIONS: &[&str] = &["jpg", "jpeg", "png", "webp"];
+/// File extensions (compared case-insensitively) that ImageFolder picks up: those of
+/// torchvision's `IMG_EXTENSIONS` that our decoders read. torchvision also lists .tif/.tiff;
+/// those are not decoded here.
+pub const IMAGE_EXTENSIONS: &[&str] = &["jpg", "jpeg", "png", "webp", "bmp", "ppm", "pgm"];
 
 /// A torchvision-style image folder: `root/<class>/**/<image>`.
 ///
