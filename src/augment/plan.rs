@@ -581,13 +581,15 @@ mod tests {
             }
         );
         assert_eq!(p.interpolation, Interpolation::Bicubic);
-        // 500x400 resized to 240x256 (w x h), crop 224 from (8, 16): in source pixels.
+        // 500x400 resized to 240x256 (w x h), crop 224 from (8, 16): in source pixels, each
+        // edge scaled back on its own.
         let s = p.sample(0, 0, 0, (500, 400), None).unwrap();
-        let (sx, sy) = (500.0 / 240.0, 400.0 / 256.0);
+        let (left, right) = (500.0 * 8.0 / 240.0, 500.0 * 232.0 / 240.0);
+        let (top, bottom) = (400.0 * 16.0 / 256.0, 400.0 * 240.0 / 256.0);
         assert!(!s.crop.view);
         assert_eq!(
             (s.crop.left, s.crop.top, s.crop.width, s.crop.height),
-            (8.0 * sx, 16.0 * sy, 224.0 * sx, 224.0 * sy)
+            (left, top, right - left, bottom - top)
         );
         assert_eq!(
             resize_then(Size::HeightWidth([256, 240])).unwrap().geometry,
