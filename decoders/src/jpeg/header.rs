@@ -169,6 +169,18 @@ impl<'a> Reader<'a> {
         self.pos += 1;
         Ok(b)
     }
+    /// The next marker's code (fill bytes before it skipped).
+    fn marker(&mut self) -> Result<u8, DecodeError> {
+        if self.u8()? != 0xFF {
+            return Err(corrupt("expected a marker"));
+        }
+        let mut code = self.u8()?;
+        while code == 0xFF {
+            code = self.u8()?;
+        }
+        Ok(code)
+    }
+
     fn u16(&mut self) -> Result<u16, DecodeError> {
         Ok(u16::from(self.u8()?) << 8 | u16::from(self.u8()?))
     }
@@ -208,14 +220,7 @@ pub(crate) fn parse(data: &[u8], limits: &Limits, host: bool) -> Result<Header, 
     let mut adobe_transform = None;
     let mut jfif = false;
     loop {
-        // Find the next marker, skipping fill bytes.
-        if r.u8()? != 0xFF {
-            return Err(corrupt("expected a marker"));
-        }
-        let mut code = r.u8()?;
-        while code == 0xFF {
-            code = r.u8()?;
-        }
+        let code = r.marker()?;
         match code {
             0xD8 => return Err(corrupt("second start-of-image marker")),
             0xD9 => return Err(corrupt("end of image before any scan")),
@@ -534,14 +539,7 @@ impl ScanTables {
     ) -> Result<Option<Scan>, DecodeError> {
         let mut r = Reader { data, pos };
         loop {
-            if r.u8()? != 0xFF {
-                return Err(corrupt("expected a marker"));
-            }
-            let mut code = r.u8()?;
-            while code == 0xFF {
-                code = r.u8()?;
-            }
-            match code {
+            match r.marker()? {
                 0xD9 => return Ok(None),
                 0x01 | 0xD0..=0xD7 => {}
                 0xC4 => read_huffman_tables(r.segment()?, &mut self.dc, &mut self.ac)?,
