@@ -7,9 +7,8 @@
 //! that the host's decoder ([`JpegDecoder::for_host`]) also takes JPEGs in several scans
 //! (progressive, or sequential with components in scans of their own) and arithmetic-coded
 //! ones, whose coefficients are gathered first, then transformed as a baseline decode's are,
-//! and RGB, CMYK and YCCK JPEGs
-//! and any whole ratio of sampling factors (at full scale), whose output stage is
-//! `general.rs`.
+//! and RGB, CMYK and YCCK JPEGs and any whole ratio of sampling factors (at full scale), whose
+//! output stage is `general.rs`.
 //!
 //! At full scale every step computes libjpeg's integers: the accurate integer inverse DCT
 //! ("islow"), the "fancy" triangle filter for chroma with its rounding, and its fixed-point
@@ -185,8 +184,8 @@ pub struct JpegDecoder {
     scan: Unstuffed,
     /// Output stage of [`JpegDecoder::decode_resized`].
     resampler: PlaneResampler,
-    /// Whether JPEGs in several scans are taken (the host's decoder), or only what the media
-    /// engine takes.
+    /// Whether the host's JPEGs are taken too ([`JpegDecoder::for_host`]), or only what the
+    /// media engine takes.
     host: bool,
     /// A multi-scan JPEG's coefficients, gathered before any block is transformed.
     coefs: scans::Coefficients,
@@ -236,9 +235,9 @@ impl JpegDecoder {
         }
     }
 
-    /// The host's decoder: also takes the JPEGs whose image comes in several scans
-    /// (progressive, or sequential with components in scans of their own), which the media
-    /// engine refuses, with the same pixels as libjpeg-turbo's.
+    /// The host's decoder: also takes what the media engine refuses and libjpeg-turbo decodes
+    /// (JPEGs in several scans, arithmetic coding, RGB, CMYK and YCCK colour, any whole ratio
+    /// of sampling factors), with the same pixels as libjpeg-turbo's (and Pillow's for CMYK).
     pub fn for_host(limits: Limits) -> Self {
         Self {
             host: true,
