@@ -6,7 +6,7 @@
 
 use super::header::{Conditioning, Scan};
 use super::huffman::Unstuffed;
-use super::scans::BlockDecoder;
+use super::scans::{BlockDecoder, Pass};
 use super::ZIGZAG;
 use crate::{DecodeError, ImageFormat};
 
@@ -296,16 +296,6 @@ impl Default for Statistics {
     }
 }
 
-/// What an arithmetic-coded scan does to each block.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Pass {
-    Sequential,
-    DcFirst,
-    DcRefine,
-    AcFirst,
-    AcRefine,
-}
-
 /// An arithmetic-coded scan being decoded.
 pub(super) struct ArithScan<'a> {
     unstuffed: &'a Unstuffed,
@@ -322,21 +312,14 @@ pub(super) struct ArithScan<'a> {
 }
 
 impl<'a> ArithScan<'a> {
-    /// Starts `scan` (of a progressive JPEG when `progressive`) over `unstuffed`'s data.
+    /// Starts `scan`, whose blocks `pass` decodes, over `unstuffed`'s data.
     pub fn new(
         unstuffed: &'a Unstuffed,
         scan: &Scan,
-        progressive: bool,
+        pass: Pass,
         conditioning: &Conditioning,
         stats: &'a mut Statistics,
     ) -> Result<Self, DecodeError> {
-        let pass = match (progressive, scan.ss, scan.ah) {
-            (false, ..) => Pass::Sequential,
-            (true, 0, 0) => Pass::DcFirst,
-            (true, 0, _) => Pass::DcRefine,
-            (true, _, 0) => Pass::AcFirst,
-            (true, _, _) => Pass::AcRefine,
-        };
         let (bytes, _) = unstuffed.interval(0).ok_or(corrupt("scan without data"))?;
         let mut s = Self {
             unstuffed,
@@ -357,8 +340,8 @@ impl<'a> ArithScan<'a> {
     /// What a scan's start and each restart reset: the statistics of the tables the scan
     /// decodes with, the predictions and their classes.
     fn reset_statistics(&mut self) {
-        let uses_dc = matches!(self.pass, Pass::Sequential | Pass::DcFirst);
-        let uses_ac = matches!(self.pass, Pass::Sequential | Pass::AcFirst | Pass::AcRefine);
+        let uses_dc = matches!(self.pass, Pass::Whole | Pass::DcFirst);
+        let uses_ac = matches!(self.pass, Pass::Whole | Pass::AcFirst | Pass::AcRefine);
         for i in 0..self.scan.count {
             if uses_dc {
                 self.stats.dc[self.scan.dc[i]] = [0; 64];
@@ -405,7 +388,7 @@ impl<'a> ArithScan<'a> {
     /// Coefficients `ss..=se` of a block, first pass (or the whole sequential band): per
     /// position an end-of-block decision, zero-or-not decisions, then sign and magnitude.
     fn ac_first(&mut self, i: usize, blk: &mut [i16; 64], shift: u32) -> Result<(), DecodeError> {
-        let (ss, se) = if self.pass == Pass::Sequential {
+        let (ss, se) = if self.pass == Pass::Whole {
             (1, 63)
         } else {
             (self.scan.ss, self.scan.se)
@@ -497,7 +480,7 @@ impl BlockDecoder for ArithScan<'_> {
 
     fn block(&mut self, i: usize, blk: &mut [i16; 64]) -> Result<(), DecodeError> {
         match self.pass {
-            Pass::Sequential => {
+            Pass::Whole => {
                 self.pred[i] = self.pred[i].wrapping_add(self.dc_difference(i)?);
                 blk[0] = self.pred[i] as i16;
                 self.ac_first(i, blk, 0)

@@ -178,9 +178,10 @@ pub(super) fn convert(
             }
         })
         .collect();
-    for row in rows.comps.iter_mut().chain([&mut rows.rgb]) {
-        row.resize(3 * w, 0);
+    for row in &mut rows.comps {
+        row.resize(w, 0);
     }
+    rows.rgb.resize(3 * w, 0);
     for j in 0..sr.height as usize {
         let y = sr.y as usize + j;
         for (plane, row) in planes.iter().zip(&mut rows.comps) {

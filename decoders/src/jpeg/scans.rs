@@ -112,8 +112,8 @@ impl BlockDecoder for HuffmanScan<'_, '_> {
 }
 
 /// What one scan does to each block it codes.
-#[derive(Clone, Copy)]
-enum Pass {
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Pass {
     /// Sequential: the whole block.
     Whole,
     /// Progressive: the DC coefficient's first bits, or one more bit of it.
@@ -122,6 +122,20 @@ enum Pass {
     /// Progressive: a band's first bits, or one more bit of it.
     AcFirst,
     AcRefine,
+}
+
+impl Pass {
+    /// What `scan` of a JPEG coded as `coding` does, by its spectral selection and successive
+    /// approximation; the same for Huffman and arithmetic coding.
+    pub(super) fn of(coding: Coding, scan: &Scan) -> Self {
+        match (coding, scan.ss, scan.ah) {
+            (Coding::Progressive, 0, 0) => Self::DcFirst,
+            (Coding::Progressive, 0, _) => Self::DcRefine,
+            (Coding::Progressive, _, 0) => Self::AcFirst,
+            (Coding::Progressive, _, _) => Self::AcRefine,
+            _ => Self::Whole,
+        }
+    }
 }
 
 /// A scan's decoding state: predictions, the end-of-band run, the tables.
@@ -305,13 +319,7 @@ pub(super) fn decode(
         for &ci in scan.components() {
             latched[ci].get_or_insert(tables.qt[h.components[ci].tq]);
         }
-        let pass = match (h.coding, scan.ss, scan.ah) {
-            (Coding::Progressive, 0, 0) => Pass::DcFirst,
-            (Coding::Progressive, 0, _) => Pass::DcRefine,
-            (Coding::Progressive, _, 0) => Pass::AcFirst,
-            (Coding::Progressive, _, _) => Pass::AcRefine,
-            _ => Pass::Whole,
-        };
+        let pass = Pass::of(h.coding, &scan);
         if h.coding == Coding::Progressive {
             for &ci in scan.components() {
                 let left = &mut bits_left[ci];
@@ -344,14 +352,8 @@ pub(super) fn decode(
         }
         unstuffed.fill(bytes, scan.start);
         if h.arithmetic {
-            let progressive = h.coding == Coding::Progressive;
-            let mut dec = arith::ArithScan::new(
-                unstuffed,
-                &scan,
-                progressive,
-                &tables.conditioning,
-                arith_stats,
-            )?;
+            let mut dec =
+                arith::ArithScan::new(unstuffed, &scan, pass, &tables.conditioning, arith_stats)?;
             decode_scan(h, &scan, &mut dec, tables.restart_interval, r1, coefs)?;
         } else {
             let mut dec = HuffmanScan {
