@@ -196,6 +196,14 @@ def _preset_steps(t: Any) -> list[Any] | None:
     return None
 
 
+def _resize_interp(mode: Any, what: str, on_tensor: bool) -> str:
+    """A resize's interpolation: nearest neighbour differs between a PIL image (Pillow's, the
+    pixel under the output pixel's centre) and a tensor (torch's, `floor(i * in / out)`);
+    bilinear and bicubic are Pillow's antialiased filters either way."""
+    interp = _interp(mode, what)
+    return "pil_nearest" if interp == "nearest" and not on_tensor else interp
+
+
 def _known(t: Any) -> bool:
     name = type(t).__name__
     return _is(t, name) or _is_timm(t, name)
@@ -518,14 +526,14 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
                     "size": _hw(t.size, name),
                     "scale": [float(t.scale[0]), float(t.scale[1])],
                     "ratio": [float(t.ratio[0]), float(t.ratio[1])],
-                    "interpolation": _interp(t.interpolation, name),
+                    "interpolation": _resize_interp(t.interpolation, name, image_tensor),
                 }
             )
         elif _is(t, "Resize"):
             float_first = video and not pixel and normalize is None and not erasing
             if pixel or (dtype is not None and not float_first):
                 raise Unsupported("Resize after a pixel op or the conversion to float")
-            interp = _interp(t.interpolation, name)
+            interp = _resize_interp(t.interpolation, name, image_tensor)
             if video and getattr(t, "antialias", True) is False and getattr(t, "max_size", None) is None:
                 if interp != "bilinear":
                     raise Unsupported(f"Resize(antialias=False) with {interp} interpolation")
@@ -547,7 +555,7 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
                     "op": "random_resize",
                     "min_size": int(t.min_size),
                     "max_size": int(t.max_size),
-                    "interpolation": _interp(t.interpolation, name),
+                    "interpolation": _resize_interp(t.interpolation, name, image_tensor),
                 }
             )
         elif _is(t, "CenterCrop"):

@@ -46,6 +46,9 @@ impl Size {
 pub enum Interpolation {
     /// Nearest neighbour (torch's `nearest`: source index `floor(i * in / out)`).
     Nearest,
+    /// Pillow's nearest neighbour (`Image.resize(size, NEAREST)`, what torchvision's resizes
+    /// do to a PIL image): the source pixel under the output pixel's centre. Resizes only.
+    PilNearest,
     /// Antialiased bilinear (Pillow's filter, which torchvision's antialiased tensor resize
     /// reproduces).
     #[default]
@@ -65,7 +68,7 @@ impl Interpolation {
     pub fn filter(self) -> hpuload_decoders::jpeg::Filter {
         use hpuload_decoders::jpeg::Filter;
         match self {
-            Self::Nearest => Filter::Nearest,
+            Self::Nearest | Self::PilNearest => Filter::Nearest,
             Self::Bicubic => Filter::Bicubic,
             Self::Bilinear | Self::Random | Self::BilinearNoAntialias => Filter::Bilinear,
         }

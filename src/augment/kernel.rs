@@ -64,6 +64,8 @@ impl OpSpec for Normalize {
 pub struct Resampler {
     resizer: Resizer,
     two_tap: two_tap::TwoTap,
+    /// The horizontal pass's rows, for the filters run one axis after the other.
+    across: Vec<u8>,
     out: Vec<u8>,
     out_w: u32,
     out_h: u32,
@@ -80,6 +82,7 @@ impl Resampler {
         Self {
             resizer: Resizer::new(),
             two_tap: two_tap::TwoTap::default(),
+            across: Vec::new(),
             out: vec![0; out_w as usize * out_h as usize * 3],
             out_w,
             out_h,
@@ -131,7 +134,11 @@ impl Resampler {
                 return Ok(&mut self.out);
             }
             Interpolation::Nearest => {
-                self.nearest(src, width, height, crop)?;
+                self.nearest(src, width, height, crop, false)?;
+                return Ok(&mut self.out);
+            }
+            Interpolation::PilNearest => {
+                self.nearest(src, width, height, crop, true)?;
                 return Ok(&mut self.out);
             }
             Interpolation::Random => return Err(AugmentError::Undrawn),
@@ -139,6 +146,10 @@ impl Resampler {
         if crop.view && (crop.width, crop.height) == (self.out_w.into(), self.out_h.into()) {
             // A window at its own size: every filter's weights are 1 on the pixel itself.
             self.copy_window(src, width, height, crop)?;
+            return Ok(&mut self.out);
+        }
+        if filter == FilterType::CatmullRom {
+            self.across_then_down(src, width, height, crop, filter)?;
             return Ok(&mut self.out);
         }
         let src = ImageRef::new(width, height, src, PixelType::U8x3).map_err(resize_error)?;
@@ -161,6 +172,77 @@ impl Resampler {
         };
         result.map_err(resize_error)?;
         Ok(&mut self.out)
+    }
+
+    /// The convolution of `crop` in Pillow's order: each needed source row resampled across
+    /// and rounded to bytes first, then the columns of those rows down. fast_image_resize runs
+    /// u8 images the other way round, which gives the same bytes within one level for
+    /// bilinear, but not for bicubic: its overshoot past 0 or 255 is clipped between the
+    /// passes, so the two orders differ by several levels at hard edges (Pillow's and
+    /// torchvision's antialiased bicubic both resample across first).
+    fn across_then_down(
+        &mut self,
+        src: &[u8],
+        width: u32,
+        height: u32,
+        crop: &CropBox,
+        filter: FilterType,
+    ) -> Result<(), AugmentError> {
+        window_inside(src, width, height, crop)?;
+        let image = ImageRef::new(width, height, src, PixelType::U8x3).map_err(resize_error)?;
+        // A view is cut out first: its edges are the image's, and the window is all of it.
+        let (view_left, view_top, view_w, view_h) = if crop.view {
+            (
+                crop.left as u32,
+                crop.top as u32,
+                crop.width as u32,
+                crop.height as u32,
+            )
+        } else {
+            (0, 0, width, height)
+        };
+        let (left, top) = (
+            crop.left - f64::from(view_left),
+            crop.top - f64::from(view_top),
+        );
+        // The rows the downward pass reads: the window's, and the filter's reach beyond them
+        // (its support, two pixels, scaled up when shrinking), with a margin, clipped to the
+        // image, whose real edges then bound the taps as they bound Pillow's.
+        let reach = 2.0 * (crop.height / f64::from(self.out_h.max(1))).max(1.0) + 2.0;
+        let y0 = (top - reach).floor().max(0.0) as u32;
+        let y1 = ((top + crop.height + reach).ceil() as u32).min(view_h);
+        let rows = y1 - y0;
+        let options = |b: (f64, f64, f64, f64)| {
+            ResizeOptions::new()
+                .resize_alg(ResizeAlg::Convolution(filter))
+                .crop(b.0, b.1, b.2, b.3)
+        };
+        self.across
+            .resize(self.out_w as usize * rows as usize * 3, 0);
+        let mut across = Image::from_slice_u8(self.out_w, rows, &mut self.across, PixelType::U8x3)
+            .map_err(resize_error)?;
+        let view = CroppedImage::new(&image, view_left, view_top + y0, view_w, rows)
+            .map_err(resize_error)?;
+        // The window's whole rows at their own height: only the horizontal pass runs.
+        self.resizer
+            .resize(
+                &view,
+                &mut across,
+                &options((left, 0.0, crop.width, f64::from(rows))),
+            )
+            .map_err(resize_error)?;
+        let across =
+            ImageRef::new(self.out_w, rows, &self.across, PixelType::U8x3).map_err(resize_error)?;
+        let mut dst = Image::from_slice_u8(self.out_w, self.out_h, &mut self.out, PixelType::U8x3)
+            .map_err(resize_error)?;
+        // Their full width at its own width: only the vertical pass runs.
+        self.resizer
+            .resize(
+                &across,
+                &mut dst,
+                &options((0.0, top - f64::from(y0), f64::from(self.out_w), crop.height)),
+            )
+            .map_err(resize_error)
     }
 
     /// The source pixels [`Resampler::run_with`] can read for `crop` of a `width`x`height`
@@ -287,34 +369,53 @@ impl Resampler {
         Ok(())
     }
 
-    /// torch's `interpolate(mode="nearest")` of the window: output pixel `i` reads source
-    /// pixel `left + floor(i * scale)` with `scale = window / out` in f32 (in the original
-    /// image's pixels, for a window cut after a resize).
+    /// Nearest neighbour of the window: torch's `interpolate(mode="nearest")` (output pixel
+    /// `i` reads source pixel `floor(i * in / out)`, in f32) or, with `pil`, Pillow's
+    /// `resize(NEAREST)` (what torchvision's transforms do to a PIL image: the pixel under
+    /// the output pixel's centre, `(i + 0.5) * in / out`, its position summed up step by step
+    /// in f64 as Pillow's scaling loop does). A fractional window is a resize of the whole
+    /// image then a crop: the position is the resized image's, whose size and the crop's
+    /// offset in it (whole numbers) are recovered from the window.
     fn nearest(
         &mut self,
         src: &[u8],
         width: u32,
         height: u32,
         crop: &CropBox,
+        pil: bool,
     ) -> Result<(), AugmentError> {
         window_inside(src, width, height, crop)?;
-        // A fractional window is a resize of the whole image then a crop: torch indexes the
-        // resized image, `floor((i + offset) * in / out)` in f32, with the crop's offset in
-        // resized pixels (a whole number, recovered from the window).
         let view = crop.view;
         let index = |out: u32, start: f64, len: f64, limit: u32| -> Vec<usize> {
-            let scale = (len as f32) / out as f32;
-            let offset = (start / (len / f64::from(out))).round() as f32;
-            (0..out)
-                .map(|i| {
-                    let at = if view {
-                        start + f64::from((i as f32 * scale).floor())
-                    } else {
-                        f64::from(((i as f32 + offset) * scale).floor())
-                    };
-                    (at.max(0.0) as u32).min(limit - 1) as usize
-                })
-                .collect()
+            // The resized size and the crop's offset in it (a view: the window itself).
+            let (first, full, offset, size) = if view {
+                (start, f64::from(out), 0, len)
+            } else {
+                let full = (f64::from(limit) * f64::from(out) / len).round();
+                let offset = (start * full / f64::from(limit)).round() as u32;
+                (0.0, full, offset, f64::from(limit))
+            };
+            let last = (limit - 1) as usize;
+            let at = |x: f64| ((first + x).max(0.0) as usize).min(last);
+            if pil {
+                // Pillow's `ImagingScaleAffine`: `xo = a[2] + a[0] * 0.5`, then `+= a[0]`.
+                let step = size / full;
+                let mut xo = step * 0.5;
+                let mut positions = Vec::with_capacity(out as usize);
+                for i in 0..offset + out {
+                    if i >= offset {
+                        // `COORD`: truncation, and -1 (then clamped) below zero.
+                        positions.push(at(if xo < 0.0 { 0.0 } else { xo.trunc() }));
+                    }
+                    xo += step;
+                }
+                positions
+            } else {
+                let scale = (size as f32) / (full as f32);
+                (offset..offset + out)
+                    .map(|i| at(f64::from((i as f32 * scale).floor())))
+                    .collect()
+            }
         };
         let xs = index(self.out_w, crop.left, crop.width, width);
         let ys = index(self.out_h, crop.top, crop.height, height);
