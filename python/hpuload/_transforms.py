@@ -230,6 +230,8 @@ def _pixel_op(t: Any, pil: bool = False) -> dict | None:
             r = _range(getattr(t, k))
             if r is not None:
                 op[k] = r
+        if pil and "hue" in op:
+            op["pil"] = True  # Pillow's byte HSV for the hue
         return op
     if _is(t, "RandomGrayscale"):
         return {"op": "random_grayscale", "p": _p(t)}
@@ -262,6 +264,8 @@ def _pixel_op(t: Any, pil: bool = False) -> dict | None:
         }
         if t.center is not None:
             op["center"] = [float(c) for c in t.center]
+        if pil:
+            op["pil"] = True
         return op
     if _is(t, "RandomAffine"):
         shear = None
@@ -280,13 +284,18 @@ def _pixel_op(t: Any, pil: bool = False) -> dict | None:
         }
         if t.center is not None:
             op["center"] = [float(c) for c in t.center]
+        if pil:
+            op["pil"] = True
         return op
+    # On a PIL image torchvision's policies warp with Pillow ("pil"); AugMix converts the
+    # image to a tensor first.
     if _is(t, "AutoAugment"):
         return {
             "op": "auto_augment",
             "policy": getattr(t.policy, "value", str(t.policy)).lower(),
             "interpolation": _interp(t.interpolation, name, ("nearest", "bilinear")),
             "fill": _fill(t.fill, name),
+            "pil": pil,
         }
     if _is(t, "RandAugment"):
         return {
@@ -296,6 +305,7 @@ def _pixel_op(t: Any, pil: bool = False) -> dict | None:
             "num_magnitude_bins": int(t.num_magnitude_bins),
             "interpolation": _interp(t.interpolation, name, ("nearest", "bilinear")),
             "fill": _fill(t.fill, name),
+            "pil": pil,
         }
     if _is(t, "TrivialAugmentWide"):
         return {
@@ -303,6 +313,7 @@ def _pixel_op(t: Any, pil: bool = False) -> dict | None:
             "num_magnitude_bins": int(t.num_magnitude_bins),
             "interpolation": _interp(t.interpolation, name, ("nearest", "bilinear")),
             "fill": _fill(t.fill, name),
+            "pil": pil,
         }
     if _is(t, "AugMix"):
         return {

@@ -37,6 +37,9 @@ pub struct AutoAugment {
     /// Fill for the warps.
     #[serde(default)]
     pub fill: Option<[f32; 3]>,
+    /// The image is a PIL image (torchvision then warps with Pillow). Default false.
+    #[serde(default)]
+    pub pil: bool,
 }
 
 /// `RandAugment(num_ops, magnitude, num_magnitude_bins, interpolation, fill)`.
@@ -58,6 +61,9 @@ pub struct RandAugment {
     /// Fill for the warps.
     #[serde(default)]
     pub fill: Option<[f32; 3]>,
+    /// The image is a PIL image (torchvision then warps with Pillow). Default false.
+    #[serde(default)]
+    pub pil: bool,
 }
 
 /// `TrivialAugmentWide(num_magnitude_bins, interpolation, fill)`.
@@ -73,6 +79,9 @@ pub struct TrivialAugmentWide {
     /// Fill for the warps.
     #[serde(default)]
     pub fill: Option<[f32; 3]>,
+    /// The image is a PIL image (torchvision then warps with Pillow). Default false.
+    #[serde(default)]
+    pub pil: bool,
 }
 
 /// `AugMix(severity, mixture_width, chain_depth, alpha, all_ops, interpolation, fill)`.
@@ -134,7 +143,8 @@ impl OpSpec for AutoAugment {
         warp_interpolation(self.interpolation, "auto_augment")
     }
     fn draw(&self, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>) {
-        auto_augment(rng, self.policy, size, self.interpolation, self.fill, out);
+        let style = WarpStyle::new(self.interpolation, self.fill, self.pil);
+        auto_augment(rng, self.policy, size, style, out);
     }
 }
 
@@ -158,8 +168,7 @@ impl OpSpec for RandAugment {
             self.magnitude,
             self.num_magnitude_bins,
             size,
-            self.interpolation,
-            self.fill,
+            WarpStyle::new(self.interpolation, self.fill, self.pil),
             out,
         );
     }
@@ -177,8 +186,7 @@ impl OpSpec for TrivialAugmentWide {
             rng,
             self.num_magnitude_bins,
             size,
-            self.interpolation,
-            self.fill,
+            WarpStyle::new(self.interpolation, self.fill, self.pil),
             out,
         );
     }
@@ -331,7 +339,7 @@ fn magnitude(
 }
 
 /// torchvision's `_apply_image_or_video_transform(op, magnitude)` as a resolved op.
-fn resolve(op: Aug, magnitude: f64, nearest: bool, fill: Option<[f32; 3]>) -> Option<PixelOp> {
+fn resolve(op: Aug, magnitude: f64, style: WarpStyle) -> Option<PixelOp> {
     let affine = |translate: [f64; 2], shear: [f64; 2], corner: bool| Warp {
         rotate: false,
         angle: 0.0,
@@ -339,8 +347,9 @@ fn resolve(op: Aug, magnitude: f64, nearest: bool, fill: Option<[f32; 3]>) -> Op
         scale: 1.0,
         shear,
         center: corner.then_some([0.0, 0.0]),
-        nearest,
-        fill,
+        nearest: style.nearest,
+        fill: style.fill,
+        pil: style.pil,
     };
     let shear_deg = magnitude.atan().to_degrees();
     Some(match op {
@@ -376,8 +385,7 @@ fn draw_one(
     bins: usize,
     idx: usize,
     size: (u32, u32),
-    interpolation: Interpolation,
-    fill: Option<[f32; 3]>,
+    style: WarpStyle,
     out: &mut Vec<PixelOp>,
 ) {
     let magnitude = match magnitude(space, op, bins, idx, size.0, size.1) {
@@ -385,8 +393,26 @@ fn draw_one(
         Some((m, _)) => m,
         None => 0.0,
     };
-    let nearest = interpolation == Interpolation::Nearest;
-    out.extend(resolve(op, magnitude, nearest, fill));
+    out.extend(resolve(op, magnitude, style));
+}
+
+/// How a policy's warps sample: nearest or bilinear, the fill, and whether the image is a PIL
+/// image (Pillow's warps) or a tensor.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WarpStyle {
+    nearest: bool,
+    fill: Option<[f32; 3]>,
+    pil: bool,
+}
+
+impl WarpStyle {
+    pub(crate) fn new(interpolation: Interpolation, fill: Option<[f32; 3]>, pil: bool) -> Self {
+        Self {
+            nearest: interpolation == Interpolation::Nearest,
+            fill,
+            pil,
+        }
+    }
 }
 
 /// `AutoAugment(policy)`: one of the policy's sub-policies, uniformly; each of its two ops
@@ -395,8 +421,7 @@ pub(crate) fn auto_augment(
     rng: &mut CounterRng,
     policy: AutoAugmentPolicy,
     size: (u32, u32),
-    interpolation: Interpolation,
-    fill: Option<[f32; 3]>,
+    style: WarpStyle,
     out: &mut Vec<PixelOp>,
 ) {
     let table = policies(policy);
@@ -412,8 +437,7 @@ pub(crate) fn auto_augment(
             10,
             bin.unwrap_or(0) as usize,
             size,
-            interpolation,
-            fill,
+            style,
             out,
         );
     }
@@ -428,8 +452,7 @@ pub(crate) fn rand_augment(
     magnitude: u32,
     bins: u32,
     size: (u32, u32),
-    interpolation: Interpolation,
-    fill: Option<[f32; 3]>,
+    style: WarpStyle,
     out: &mut Vec<PixelOp>,
 ) {
     for _ in 0..num_ops {
@@ -441,8 +464,7 @@ pub(crate) fn rand_augment(
             bins as usize,
             magnitude as usize,
             size,
-            interpolation,
-            fill,
+            style,
             out,
         );
     }
@@ -454,8 +476,7 @@ pub(crate) fn trivial_augment_wide(
     rng: &mut CounterRng,
     bins: u32,
     size: (u32, u32),
-    interpolation: Interpolation,
-    fill: Option<[f32; 3]>,
+    style: WarpStyle,
     out: &mut Vec<PixelOp>,
 ) {
     let op = RAND_AUGMENT[rng.below(RAND_AUGMENT.len() as u64) as usize];
@@ -471,8 +492,7 @@ pub(crate) fn trivial_augment_wide(
         bins as usize,
         idx,
         size,
-        interpolation,
-        fill,
+        style,
         out,
     );
 }
@@ -525,6 +545,8 @@ pub(crate) fn aug_mix(
     interpolation: Interpolation,
     fill: Option<[f32; 3]>,
 ) -> AugMixPlan {
+    // torchvision's AugMix converts a PIL image to a tensor first: the tensor kernels.
+    let style = WarpStyle::new(interpolation, fill, false);
     let m = dirichlet(rng, spec.alpha, 2);
     let combined: Vec<f32> = dirichlet(rng, spec.alpha, spec.mixture_width as usize)
         .into_iter()
@@ -546,17 +568,7 @@ pub(crate) fn aug_mix(
             for _ in 0..depth {
                 let op = ops[rng.below(ops.len() as u64) as usize];
                 let idx = rng.below(u64::from(spec.severity)) as usize;
-                draw_one(
-                    rng,
-                    Space::AugMix,
-                    op,
-                    10,
-                    idx,
-                    size,
-                    interpolation,
-                    fill,
-                    &mut chain,
-                );
+                draw_one(rng, Space::AugMix, op, 10, idx, size, style, &mut chain);
             }
             chain
         })
@@ -717,8 +729,7 @@ mod tests {
                 &mut rng,
                 31,
                 (176, 176),
-                Interpolation::Nearest,
-                None,
+                WarpStyle::new(Interpolation::Nearest, None, false),
                 &mut out,
             );
             let key = out.first().map_or("identity".to_string(), |op| {

@@ -27,6 +27,11 @@ pub struct ColorJitter {
     /// Hue shift range, within `[-0.5, 0.5]`.
     #[serde(default)]
     pub hue: Option<[f64; 2]>,
+    /// The image is a PIL image: torchvision shifts its hue through Pillow's byte HSV
+    /// ([`PixelOp::PilHue`]); the other three adjustments are the same within a level either
+    /// way. Default false.
+    #[serde(default)]
+    pub pil: bool,
 }
 
 fn check_factor(r: Option<[f64; 2]>, what: &str) -> Result<(), PipelineError> {
@@ -72,7 +77,11 @@ impl OpSpec for ColorJitter {
                 0 => b.map(PixelOp::Brightness),
                 1 => c.map(PixelOp::Contrast),
                 2 => s.map(PixelOp::Saturation),
-                _ => h.map(PixelOp::Hue),
+                _ => h.map(if self.pil {
+                    PixelOp::PilHue
+                } else {
+                    PixelOp::Hue
+                }),
             });
         }
     }

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::AugmentError;
 use super::error::PipelineError;
+use super::pil;
 use super::pixel::{PixelOp, Scratch, Warp};
 use super::spec::{coin, coin_op, half, linspace_f32, probability, range, OpKind, OpSpec};
 use crate::rng::CounterRng;
@@ -279,6 +280,10 @@ pub struct RandomRotation {
     /// Centre in pixels; none: the image's centre.
     #[serde(default)]
     pub center: Option<[f64; 2]>,
+    /// The image is a PIL image (torchvision then warps with Pillow). Default false: the
+    /// tensor kernels.
+    #[serde(default)]
+    pub pil: bool,
 }
 
 impl OpSpec for RandomRotation {
@@ -299,6 +304,7 @@ impl OpSpec for RandomRotation {
             center: self.center,
             nearest: self.interpolation == Interpolation::Nearest,
             fill: self.fill,
+            pil: self.pil,
         }));
     }
 }
@@ -327,6 +333,10 @@ pub struct RandomAffine {
     /// Centre in pixels; none: the image's centre.
     #[serde(default)]
     pub center: Option<[f64; 2]>,
+    /// The image is a PIL image (torchvision then warps with Pillow). Default false: the
+    /// tensor kernels.
+    #[serde(default)]
+    pub pil: bool,
 }
 
 impl OpSpec for RandomAffine {
@@ -386,6 +396,7 @@ impl OpSpec for RandomAffine {
             center: self.center,
             nearest: self.interpolation == Interpolation::Nearest,
             fill: self.fill,
+            pil: self.pil,
         }));
     }
 }
@@ -656,6 +667,33 @@ fn inverse_affine(
     m
 }
 
+/// torchvision's warp of a PIL image (after the quarter turns, which Pillow transposes as
+/// the tensor kernels do): `Image.rotate(angle, center=...)`, or `Image.transform(AFFINE)`
+/// with the inverse matrix torchvision computes about the centre in pixels (`(w / 2, h / 2)`
+/// by default), the fill truncated to whole values as torchvision's `_parse_fill` does.
+fn pil_warp(rgb: &mut [u8], h: usize, w: usize, warp: &Warp, scratch: &mut Vec<u8>) {
+    let (wf, hf) = (w as f64, h as f64);
+    let center = warp.center.unwrap_or([wf * 0.5, hf * 0.5]);
+    let matrix = if warp.rotate {
+        pil::rotate_matrix_about(warp.angle, center)
+    } else {
+        inverse_affine(center, warp.angle, warp.translate, warp.scale, warp.shear)
+    };
+    let fill = warp
+        .fill
+        .map_or([0; 3], |f| f.map(|v| v.trunc().clamp(0.0, 255.0) as u8));
+    if warp.nearest {
+        pil::nearest_affine(rgb, h, w, &matrix, fill, scratch);
+    } else {
+        let t = pil::Affine {
+            matrix,
+            filter: pil::Filter::Bilinear,
+            fill,
+        };
+        pil::affine(rgb, h, w, &t, scratch);
+    }
+}
+
 /// Mirrors an `h`x`w` RGB8 image left to right.
 pub(crate) fn hflip(rgb: &mut [u8], h: usize, w: usize) {
     for row in rgb.chunks_exact_mut(w * 3).take(h) {
@@ -728,6 +766,9 @@ fn warp_any(rgb: &mut [u8], h: usize, w: usize, warp: &Warp, s: &mut Scratch) {
             Some(k) if h == w => return rot90(src, w, k as u32, rgb),
             _ => {}
         }
+    }
+    if warp.pil {
+        return pil_warp(rgb, h, w, warp, src);
     }
     let center = warp
         .center
@@ -828,6 +869,7 @@ mod tests {
                 center: None,
                 nearest,
                 fill: Some([128.0, 7.0, 250.0]),
+                pil: false,
             };
             let (mut a, mut b) = (img.clone(), img.clone());
             warp_any(&mut a, h, w, &warp, &mut s);
@@ -852,6 +894,7 @@ mod tests {
             center: None,
             nearest: true,
             fill: None,
+            pil: false,
         };
         let mut a = img.clone();
         warp(&mut a, 2, 2, &turn(90.0), &mut s);

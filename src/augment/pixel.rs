@@ -21,6 +21,8 @@ pub enum PixelOp {
     Saturation(f64),
     /// `adjust_hue(factor)`.
     Hue(f64),
+    /// torchvision's `adjust_hue(factor)` of a PIL image: through Pillow's byte HSV.
+    PilHue(f64),
     /// `rgb_to_grayscale(num_output_channels=3)`.
     Grayscale,
     /// `permute_channels(permutation)`: output channel `c` is input channel `p[c]`.
@@ -106,6 +108,7 @@ impl PixelOp {
             | Self::Contrast(_)
             | Self::Saturation(_)
             | Self::Hue(_)
+            | Self::PilHue(_)
             | Self::Grayscale
             | Self::PermuteChannels(_)
             | Self::Solarize(_)
@@ -128,6 +131,7 @@ impl PixelOp {
             Self::Brightness(_)
             | Self::Saturation(_)
             | Self::Hue(_)
+            | Self::PilHue(_)
             | Self::Grayscale
             | Self::PermuteChannels(_)
             | Self::Solarize(_)
@@ -177,6 +181,7 @@ impl PixelOp {
             | Self::Warp(_)
             | Self::AugMix(_)
             | Self::PilEnhance { .. }
+            | Self::PilHue(_)
             | Self::PilAutoContrast
             | Self::PilGaussianBlur(_)
             | Self::SolarizeAdd { .. }
@@ -225,6 +230,10 @@ pub struct Warp {
     pub nearest: bool,
     /// Per-channel fill outside the image.
     pub fill: Option<[f32; 3]>,
+    /// The image is a PIL image: torchvision hands the warp to Pillow (`Image.rotate`,
+    /// `Image.transform`), whose sampling differs from its tensor kernels' at the edges
+    /// (Pillow's bilinear clamps there; a nearest position truncates in f64 or fixed point).
+    pub pil: bool,
 }
 
 /// One sample's AugMix: the original image weighted by `original`, plus each chain's result

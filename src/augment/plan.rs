@@ -780,6 +780,7 @@ mod kind_tests {
             interpolation: Interpolation::Nearest,
             fill: None,
             center: None,
+            pil: false,
         });
         let invert = Op::RandomInvert(RandomInvert { p: 0.5 });
         let apply = |ops: Vec<Op>| Op::RandomApply(RandomApply { ops, p: 0.5 });

@@ -64,6 +64,7 @@ pub fn apply(ops: &[PixelOp], rgb: &mut [u8], h: usize, w: usize, s: &mut Scratc
                 pil::enhance(rgb, h, w, *kind, *factor, &mut s.bytes)
             }
             PixelOp::PilAutoContrast => pil::autocontrast(rgb),
+            PixelOp::PilHue(factor) => pil::adjust_hue(rgb, *factor),
             PixelOp::PilGaussianBlur(radius) => {
                 pil::gaussian_blur(rgb, h, w, *radius, &mut s.bytes)
             }
@@ -232,6 +233,7 @@ fn adjustment(op: &PixelOp) -> Option<colour::Adjust> {
         | PixelOp::Warp(_)
         | PixelOp::AugMix(_)
         | PixelOp::PilEnhance { .. }
+        | PixelOp::PilHue(_)
         | PixelOp::PilAutoContrast
         | PixelOp::PilGaussianBlur(_)
         | PixelOp::SolarizeAdd { .. }

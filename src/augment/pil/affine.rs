@@ -158,20 +158,110 @@ fn cubic(v1: f64, v2: f64, v3: f64, v4: f64, d: f64) -> f64 {
 /// centre `(w / 2, h / 2)`, with the sines and cosines rounded to 15 decimals as Pillow does.
 /// `None` where Pillow copies instead (a multiple of 360 degrees).
 pub(crate) fn rotate_matrix(degrees: f64, w: usize, h: usize) -> Option<[f64; 6]> {
-    let degrees = degrees.rem_euclid(360.0);
-    if degrees == 0.0 {
-        return None;
-    }
-    let angle = -degrees.to_radians();
+    (degrees.rem_euclid(360.0) != 0.0)
+        .then(|| rotate_matrix_about(degrees, [w as f64 / 2.0, h as f64 / 2.0]))
+}
+
+/// The matrix `Image.rotate(degrees, center=center)` hands to `transform` (`degrees` taken
+/// modulo 360 first, as Pillow does).
+pub(crate) fn rotate_matrix_about(degrees: f64, [cx, cy]: [f64; 2]) -> [f64; 6] {
+    let angle = -degrees.rem_euclid(360.0).to_radians();
     let r15 = |v: f64| format!("{v:.15}").parse::<f64>().unwrap_or(v);
     let (c, s) = (r15(angle.cos()), r15(angle.sin()));
     let mut m = [c, s, 0.0, r15(-angle.sin()), c, 0.0];
-    let (cx, cy) = (w as f64 / 2.0, h as f64 / 2.0);
     m[2] += m[0] * -cx + m[1] * -cy;
     m[5] += m[3] * -cx + m[4] * -cy;
     m[2] += cx;
     m[5] += cy;
-    Some(m)
+    m
+}
+
+/// `image.transform(size, Image.AFFINE, matrix, Image.NEAREST, fillcolor=fill)` on the `h`x`w`
+/// RGB8 image, in place, by Pillow's own three routes (`ImagingTransformAffine`): a matrix
+/// that only scales and shifts steps a position along each axis in f64; one whose corners
+/// map within 32768 pixels steps in 16.16 fixed point; any other steps in f64 along rows. A
+/// position truncates to its pixel (below zero: none), and a pixel outside the source keeps
+/// `fill`. Where the routes differ (a rounding in the fixed point's last bit, a sum that
+/// drifts) Pillow's bytes differ, so each is followed exactly.
+pub(crate) fn nearest_affine(
+    rgb: &mut [u8],
+    h: usize,
+    w: usize,
+    m: &[f64; 6],
+    fill: [u8; 3],
+    src: &mut Vec<u8>,
+) {
+    src.clear();
+    src.extend_from_slice(&rgb[..h * w * 3]);
+    let stride = w * 3;
+    // `COORD`: `(int)v`, and -1 for any negative position.
+    let coord = |v: f64| if v < 0.0 { -1 } else { v as i64 };
+    let inside = |i: i64, n: usize| (0..n as i64).contains(&i).then_some(i as usize);
+    let mut put = |x: usize, y: usize, from: Option<(usize, usize)>| {
+        let out = &mut rgb[y * stride + x * 3..][..3];
+        match from {
+            Some((xin, yin)) => out.copy_from_slice(&src[yin * stride + xin * 3..][..3]),
+            None => out.copy_from_slice(&fill),
+        }
+    };
+    if m[1] == 0.0 && m[3] == 0.0 {
+        // `ImagingScaleAffine`: the columns tabulated once, each position the sum of steps.
+        let mut xo = m[2] + m[0] * 0.5;
+        let columns: Vec<Option<usize>> = (0..w)
+            .map(|_| {
+                let x = inside(coord(xo), w);
+                xo += m[0];
+                x
+            })
+            .collect();
+        let mut yo = m[5] + m[4] * 0.5;
+        for y in 0..h {
+            let row = inside(coord(yo), h);
+            yo += m[4];
+            for (x, &column) in columns.iter().enumerate() {
+                put(x, y, column.zip(row));
+            }
+        }
+        return;
+    }
+    let fits = |x: f64, y: f64| {
+        (x * m[0] + y * m[1] + m[2]).abs() < 32768.0 && (x * m[3] + y * m[4] + m[5]).abs() < 32768.0
+    };
+    let (wf, hf) = (w as f64, h as f64);
+    if fits(0.0, 0.0) && fits(wf, hf) && fits(0.0, hf) && fits(wf, 0.0) {
+        // `affine_fixed`: 16.16 fixed point, `FIX(v) = FLOOR(v * 65536 + 0.5)`.
+        let fix = |v: f64| {
+            let v = v * 65536.0 + 0.5;
+            (if v < 0.0 { v.floor() } else { v }) as i32
+        };
+        let (a0, a1, a3, a4) = (fix(m[0]), fix(m[1]), fix(m[3]), fix(m[4]));
+        let mut a2 = fix(m[2] + m[0] * 0.5 + m[1] * 0.5);
+        let mut a5 = fix(m[5] + m[3] * 0.5 + m[4] * 0.5);
+        for y in 0..h {
+            let (mut xx, mut yy) = (a2, a5);
+            for x in 0..w {
+                let from = inside(i64::from(xx >> 16), w).zip(inside(i64::from(yy >> 16), h));
+                put(x, y, from);
+                xx = xx.wrapping_add(a0);
+                yy = yy.wrapping_add(a3);
+            }
+            a2 = a2.wrapping_add(a1);
+            a5 = a5.wrapping_add(a4);
+        }
+        return;
+    }
+    let mut xo = m[2] + m[1] * 0.5 + m[0] * 0.5;
+    let mut yo = m[5] + m[4] * 0.5 + m[3] * 0.5;
+    for y in 0..h {
+        let (mut xx, mut yy) = (xo, yo);
+        for x in 0..w {
+            put(x, y, inside(coord(xx), w).zip(inside(coord(yy), h)));
+            xx += m[0];
+            yy += m[3];
+        }
+        xo += m[1];
+        yo += m[4];
+    }
 }
 
 /// [`affine_any`]'s arithmetic on four output pixels at once, in AVX2's f64 lanes: the same

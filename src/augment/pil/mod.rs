@@ -19,9 +19,11 @@ pub use super::pixel::{PilEnhance as Enhance, PilFilter as Filter};
 
 mod affine;
 mod blend;
+mod hsv;
 
-pub(crate) use affine::{affine, rotate_matrix, Affine};
+pub(crate) use affine::{affine, nearest_affine, rotate_matrix, rotate_matrix_about, Affine};
 use blend::Degenerate;
+pub(crate) use hsv::adjust_hue;
 
 /// Pillow's grey with probability `p`: `img.convert("L")` back in three channels, what
 /// torchvision's `Grayscale(3)` does to a PIL image and DeiT III's and DINO's own grey
