@@ -9,10 +9,12 @@ translatable prefix, and the rest as a `Tail` of the user's objects that runs in
 DataLoader.
 
 The shape hpuload runs: geometry (RandomResizedCrop, or Resize or v2's RandomResize + CenterCrop
-or RandomCrop, or
-Resize to [h, w]) first; then pixel ops on the uint8 image (flips, ColorJitter, the auto-augment family,
-blur, ...), with the semantics of torchvision's v2 tensor kernels on uint8; then the conversion
-to a tensor and Normalize; then RandomErasing.
+or RandomCrop, or Resize to [h, w]) first; then pixel ops on the uint8 image (flips,
+ColorJitter, the auto-augment family, blur, ...) with the arithmetic torchvision runs on what
+the image is at that step: Pillow's on a PIL image (its nearest resize, its warps, its byte HSV
+for the hue; the other colour ops agree with the tensor kernels within a level), the v2 tensor
+kernels on a uint8 tensor (after PILToTensor or ToImage); then the conversion to float and
+Normalize; then RandomErasing.
 """
 
 from __future__ import annotations
@@ -631,7 +633,9 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
         elif video and _permutes(t, (1, 0, 2, 3)):
             layout = "CTHW"
         else:
-            op = _pixel_op(t, pil=not video)
+            # Before the conversion to a tensor the image is a PIL image, and torchvision runs
+            # Pillow's arithmetic on it; after it, its tensor kernels.
+            op = _pixel_op(t, pil=not image_tensor)
             if op is None:
                 raise Unsupported(f"transform {_unsupported_name(t)} is not one hpuload implements")
             flip = op["op"] in ("random_horizontal_flip", "random_vertical_flip")
@@ -643,12 +647,14 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
                 # commutes with the conversion and Normalize.
                 pixel.append(op)
                 continue
-            if video and dtype is None and not erasing and normalize is None:
-                # A uint8 clip: hpuload's pixel kernels are torchvision's tensor kernels on
-                # uint8, each drawn once per clip and run on every frame, as v2 runs a
-                # transform on a video tensor. timm's policies take PIL images only.
+            if image_tensor and dtype is None and not erasing and normalize is None:
+                # A uint8 image tensor (after PILToTensor or ToImage, the classification
+                # reference's tensor backend) or clip: hpuload's pixel kernels are
+                # torchvision's tensor kernels on uint8 (on a clip each is drawn once and run on
+                # every frame, as v2 runs a transform on a video tensor). timm's policies take
+                # PIL images only.
                 if type(t).__module__.startswith("timm"):
-                    raise Unsupported(f"{name} on a video clip (timm's policies take PIL images)")
+                    raise Unsupported(f"{name} on a tensor (timm's policies take PIL images)")
                 pixel.append(op)
                 continue
             if dtype is not None or image_tensor:

@@ -52,6 +52,9 @@ def tv_apply(img, ops):
             img = F.adjust_saturation(img, arg)
         elif name == "hue":
             img = F.adjust_hue(img, arg)
+        elif name == "pil_hue":
+            # The loader's images are PIL images there: Pillow's byte HSV.
+            img = F.pil_to_tensor(F.adjust_hue(F.to_pil_image(img), arg))
         elif name == "grayscale":
             img = F.rgb_to_grayscale(img, num_output_channels=3)
         elif name == "solarize":
@@ -71,7 +74,11 @@ def tv_apply(img, ops):
         elif name == "warp":
             mode = v2.InterpolationMode.NEAREST if arg["nearest"] else v2.InterpolationMode.BILINEAR
             fill = arg["fill"]
-            if arg["rotate"]:
+            if arg["pil"]:
+                # A warp of a PIL image is Pillow's: run on one, as torchvision does.
+                one = dict(op, arg={**arg, "pil": False})
+                img = F.pil_to_tensor(tv_apply(F.to_pil_image(img), [one]))
+            elif arg["rotate"]:
                 img = F.rotate(img, arg["angle"], interpolation=mode, center=arg["center"], fill=fill)
             else:
                 img = F.affine(

@@ -1,0 +1,66 @@
+"""What torchvision's transforms do to a PIL image (what `ImageFolder` hands them) is Pillow's
+arithmetic, not its tensor kernels': nearest neighbour samples under the output pixel's centre,
+rotations and affine warps are `Image.rotate` / `Image.transform` (bilinear clamped at the
+edges, nearest positions stepped in f64 or 16.16 fixed point), and the hue moves through
+Pillow's byte HSV. The drop-in gives the same bytes. Each transform here has its random
+parameters pinned (a degenerate range, p=1), so torchvision's own output is the reference."""
+
+import warnings
+
+import pytest
+import torch
+from torchvision import datasets
+from torchvision import transforms as T
+from torchvision.transforms import v2
+
+from hpuload.torch import DataLoader, FallbackWarning, PythonTailWarning
+
+N, B, C = T.InterpolationMode.NEAREST, T.InterpolationMode.BILINEAR, T.InterpolationMode.BICUBIC
+CROP = (40, 52)
+
+
+def cases(M):
+    """Transforms of module `M` (v1 or v2) on PIL images, by what they pin."""
+    crop = M.CenterCrop(CROP)
+    return {
+        "resize_nearest": [M.Resize((37, 53), interpolation=N)],
+        "resize_short_side_nearest_then_crop": [M.Resize(61, interpolation=N), M.CenterCrop(40)],
+        "resize_nearest_up": [M.Resize((130, 97), interpolation=N)],
+        "rotate_nearest_about_a_point": [crop, M.RandomRotation((20, 20), center=(5, 9))],
+        "rotate_nearest": [crop, M.RandomRotation((-33, -33))],
+        "rotate_bilinear_with_fill": [crop, M.RandomRotation((45, 45), interpolation=B, fill=(10, 200, 30))],
+        "affine_nearest": [crop, M.RandomAffine(degrees=(10, 10), scale=(1.25, 1.25), shear=(5, 5, -3, -3))],
+        "affine_bilinear_with_fill": [crop, M.RandomAffine(degrees=(-7, -7), scale=(0.75, 0.75), interpolation=B, fill=128)],
+        "hue": [crop, M.ColorJitter(hue=(0.1, 0.1))],
+        "hue_negative": [crop, M.ColorJitter(hue=(-0.45, -0.45))],
+    }
+
+
+def outputs(folder, middle, M):
+    ds = datasets.ImageFolder(folder, M.Compose([*middle, M.PILToTensor()]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        warnings.simplefilter("error", PythonTailWarning)
+        got = torch.cat([x for x, _ in DataLoader(ds, batch_size=4, backend="cpu")])
+    want = torch.stack([ds[i][0] for i in range(len(ds))])
+    return got, want
+
+
+@pytest.mark.parametrize("flavour", ["v1", "v2"])
+@pytest.mark.parametrize("case", sorted(cases(T)))
+def test_a_pinned_transform_of_pil_images_gives_torchvisions_bytes(png_folder, case, flavour):
+    M = T if flavour == "v1" else v2
+    got, want = outputs(png_folder, cases(M)[case], M)
+    assert got.shape == want.shape and got.dtype == want.dtype == torch.uint8
+    diff = (got.int() - want.int()).abs()
+    assert diff.max().item() == 0, f"{case}: {int((diff > 0).sum())} values differ, by up to {diff.max().item()}"
+
+
+def test_bicubic_resizes_are_within_two_levels_and_rarely_beyond_one(png_folder):
+    """Bicubic resamples across, then down, as Pillow does (the other order clips its
+    overshoot between the passes and differed by up to 6 levels at hard edges); what remains is
+    the fixed-point weights' precision (fast_image_resize's against Pillow's)."""
+    got, want = outputs(png_folder, [T.Resize((150, 111), interpolation=C)], T)
+    diff = (got.int() - want.int()).abs()
+    assert diff.max().item() <= 2
+    assert (diff > 1).float().mean().item() < 1e-4
