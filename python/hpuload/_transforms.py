@@ -104,11 +104,14 @@ def _fill(fill: Any, what: str) -> list[float] | None:
     raise Unsupported(f"{what} with fill {fill!r}")
 
 
-def check_resize(t: Any) -> None:
-    """Refuses the Resize settings hpuload does not implement."""
+def check_resize(t: Any, on_tensor: bool = True) -> None:
+    """Refuses the Resize settings hpuload does not implement. `antialias=False` changes
+    nothing on a PIL image (torchvision ignores it there, with a warning of its own) nor for
+    nearest neighbour."""
     if getattr(t, "max_size", None) is not None:
         raise Unsupported("Resize with max_size")
-    if getattr(t, "antialias", True) is False:
+    nearest = _interp(t.interpolation, type(t).__name__) == "nearest"
+    if getattr(t, "antialias", True) is False and on_tensor and not nearest:
         raise Unsupported("Resize(antialias=False)")
 
 
@@ -552,7 +555,7 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
                     raise Unsupported(f"Resize(antialias=False) with {interp} interpolation")
                 interp = "bilinear_no_antialias"
             else:
-                check_resize(t)
+                check_resize(t, on_tensor=image_tensor)
             size = t.size
             if isinstance(size, (list, tuple)) and len(size) == 1:
                 size = size[0]
@@ -561,7 +564,7 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
             # torchvision v2: the shorter side drawn from randint(min_size, max_size).
             if dtype is not None or pixel:
                 raise Unsupported("RandomResize after a pixel op or the conversion to float")
-            if getattr(t, "antialias", True) is False:
+            if getattr(t, "antialias", True) is False and image_tensor and _interp(t.interpolation, name) != "nearest":
                 raise Unsupported("RandomResize(antialias=False)")
             geometry.append(
                 {
