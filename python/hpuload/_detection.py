@@ -275,6 +275,8 @@ def translate_detection(transform) -> tuple[str, str, bool]:
                     "saturation": [float(v) for v in t.saturation],
                     "hue": [float(v) for v in t.hue],
                     "p": float(t.p),
+                    # On a PIL image torchvision shifts the hue through Pillow's byte HSV.
+                    "pil": image_type is PIL.Image.Image,
                 }
             )
         elif _is(t, "RandomZoomOut"):
@@ -691,7 +693,12 @@ def translate_reference(transform) -> tuple[str, str]:
             if any(r is None or len(r) != 2 for r in ranges.values()):
                 raise Unsupported("a RandomPhotometricDistort without its four ColorJitters")
             ops.append(
-                {"op": "random_photometric_distort", **{k: [float(v) for v in r] for k, r in ranges.items()}, "p": float(t.p)}
+                {
+                    "op": "random_photometric_distort",
+                    **{k: [float(v) for v in r] for k, r in ranges.items()},
+                    "p": float(t.p),
+                    "pil": True,  # before PILToTensor: Pillow's byte HSV for the hue
+                }
             )
         elif _own(t, "RandomZoomOut"):
             if geometry_done or tensor:

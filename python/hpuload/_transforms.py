@@ -542,20 +542,20 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
                     "size": _hw(t.size, name),
                     "scale": [float(t.scale[0]), float(t.scale[1])],
                     "ratio": [float(t.ratio[0]), float(t.ratio[1])],
-                    "interpolation": _resize_interp(t.interpolation, name, image_tensor),
+                    "interpolation": _resize_interp(t.interpolation, name, video or image_tensor or dtype is not None),
                 }
             )
         elif _is(t, "Resize"):
             float_first = video and not pixel and normalize is None and not erasing
             if pixel or (dtype is not None and not float_first):
                 raise Unsupported("Resize after a pixel op or the conversion to float")
-            interp = _resize_interp(t.interpolation, name, image_tensor)
+            interp = _resize_interp(t.interpolation, name, video or image_tensor or dtype is not None)
             if video and getattr(t, "antialias", True) is False and getattr(t, "max_size", None) is None:
                 if interp != "bilinear":
                     raise Unsupported(f"Resize(antialias=False) with {interp} interpolation")
                 interp = "bilinear_no_antialias"
             else:
-                check_resize(t, on_tensor=image_tensor)
+                check_resize(t, on_tensor=video or image_tensor or dtype is not None)
             size = t.size
             if isinstance(size, (list, tuple)) and len(size) == 1:
                 size = size[0]
@@ -564,14 +564,14 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
             # torchvision v2: the shorter side drawn from randint(min_size, max_size).
             if dtype is not None or pixel:
                 raise Unsupported("RandomResize after a pixel op or the conversion to float")
-            if getattr(t, "antialias", True) is False and image_tensor and _interp(t.interpolation, name) != "nearest":
+            if getattr(t, "antialias", True) is False and (video or image_tensor) and _interp(t.interpolation, name) != "nearest":
                 raise Unsupported("RandomResize(antialias=False)")
             geometry.append(
                 {
                     "op": "random_resize",
                     "min_size": int(t.min_size),
                     "max_size": int(t.max_size),
-                    "interpolation": _resize_interp(t.interpolation, name, image_tensor),
+                    "interpolation": _resize_interp(t.interpolation, name, video or image_tensor or dtype is not None),
                 }
             )
         elif _is(t, "CenterCrop"):

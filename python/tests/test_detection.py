@@ -160,6 +160,9 @@ def photometric(image, plan):
         op, arg = step["op"], step["arg"]
         if op == "permute_channels":
             image = F.permute_channels(image, arg)
+        elif op == "pil_hue":
+            # On a PIL image (the references' PIL backend) the hue moves through Pillow's HSV.
+            image = F.pil_to_tensor(F.adjust_hue(F.to_pil_image(image), arg))
         else:
             image = {"brightness": F.adjust_brightness, "contrast": F.adjust_contrast,
                      "saturation": F.adjust_saturation, "hue": F.adjust_hue}[op](image, arg)

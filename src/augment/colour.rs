@@ -110,6 +110,10 @@ pub struct RandomPhotometricDistort {
     /// Probability of each step. Default 0.5.
     #[serde(default = "half")]
     pub p: f64,
+    /// The image is a PIL image: the hue through Pillow's byte HSV ([`PixelOp::PilHue`]).
+    /// Default false.
+    #[serde(default)]
+    pub pil: bool,
 }
 
 fn distort_brightness() -> [f64; 2] {
@@ -131,6 +135,7 @@ impl Default for RandomPhotometricDistort {
             saturation: distort_factor(),
             hue: distort_hue(),
             p: half(),
+            pil: false,
         }
     }
 }
@@ -162,7 +167,11 @@ impl OpSpec for RandomPhotometricDistort {
             out.extend(c.map(PixelOp::Contrast));
         }
         out.extend(s.map(PixelOp::Saturation));
-        out.extend(h.map(PixelOp::Hue));
+        out.extend(h.map(if self.pil {
+            PixelOp::PilHue
+        } else {
+            PixelOp::Hue
+        }));
         if !contrast_before {
             out.extend(c.map(PixelOp::Contrast));
         }

@@ -167,6 +167,7 @@ impl PixelOp {
             | Self::Contrast(_)
             | Self::Saturation(_)
             | Self::Hue(_)
+            | Self::PilHue(_)
             | Self::PermuteChannels(_)
             | Self::Grayscale
             | Self::Invert
@@ -181,7 +182,6 @@ impl PixelOp {
             | Self::Warp(_)
             | Self::AugMix(_)
             | Self::PilEnhance { .. }
-            | Self::PilHue(_)
             | Self::PilAutoContrast
             | Self::PilGaussianBlur(_)
             | Self::SolarizeAdd { .. }
