@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use hpuload::augment::{
-    apply, CropBox, OutputWriter, PilEnhance, PilFilter, PixelOp, Resampler, Scratch,
-    IMAGENET_MEAN, IMAGENET_STD,
+    apply, CropBox, Normalize, OutputWriter, PilEnhance, PilFilter, PixelOp, Resampler, Scratch,
+    Warp,
 };
 use hpuload::decoders::jpeg::{choose_scale, scaled_region, Filter, Region, ResizeRequest, Window};
 use hpuload::decoders::{CpuDecoder, Decode, JpegDecoder};
@@ -162,7 +162,7 @@ fn stages(c: &mut Criterion) {
         .unwrap()
         .to_vec();
     for (dtype, name) in [(Dtype::Bf16, "bf16"), (Dtype::F32, "f32")] {
-        let writer = OutputWriter::new(dtype, Layout::Nchw, Some((IMAGENET_MEAN, IMAGENET_STD)));
+        let writer = OutputWriter::new(dtype, Layout::Nchw, Some(Normalize::imagenet()));
         let mut slot = PinnedBuffer::new(224 * 224 * 3 * dtype.size()).unwrap();
         g.bench_function(format!("collate/cpu/flip_normalize_{name}_nchw"), |b| {
             b.iter(|| {
@@ -181,6 +181,20 @@ fn stages(c: &mut Criterion) {
     ];
     let mut scratch = Scratch::default();
     let mut rgb = resized.clone();
+    // torchvision's RandomRotation(20) of a tensor (`grid_sample`) or a PIL image (Pillow).
+    let rotate = |pil: bool, nearest: bool| {
+        PixelOp::Warp(Warp {
+            rotate: true,
+            angle: 20.0,
+            translate: [0.0; 2],
+            scale: 1.0,
+            shear: [0.0; 2],
+            center: None,
+            nearest,
+            fill: Some([124.0, 116.0, 104.0]),
+            pil,
+        })
+    };
     g.bench_function("pixel_ops/cpu/color_jitter_224", |b| {
         b.iter(|| {
             for _ in 0..inputs.len() {
@@ -194,6 +208,11 @@ fn stages(c: &mut Criterion) {
         ("contrast", PixelOp::Contrast(1.21)),
         ("saturation", PixelOp::Saturation(1.3)),
         ("hue", PixelOp::Hue(-0.04)),
+        ("pil_hue", PixelOp::PilHue(-0.04)),
+        ("warp_rotate_nearest", rotate(false, true)),
+        ("warp_rotate_bilinear", rotate(false, false)),
+        ("pil_warp_rotate_nearest", rotate(true, true)),
+        ("pil_warp_rotate_bilinear", rotate(true, false)),
         (
             "pil_affine_bilinear",
             PixelOp::PilAffine {

@@ -259,6 +259,7 @@ def translate_detection(transform) -> tuple[str, str, bool]:
     normalize: dict | None = None
     image_type: Any = PIL.Image.Image
     dtype: str | None = None
+    converted_by = ""  # the step that converted to float (ToDtype or ConvertImageDtype)
     pure = False
     for t in steps(transform):
         name = type(t).__name__
@@ -331,6 +332,7 @@ def translate_detection(transform) -> tuple[str, str, bool]:
             if out is None or (out != "u8" and not scale):
                 raise Unsupported(f"{name}({target}, scale={scale}): hpuload scales to [0, 1]")
             dtype = out
+            converted_by = name
         elif _is(t, "ConvertBoundingBoxFormat"):
             if _bbox_format(t) != "XYXY":
                 raise Unsupported(f"ConvertBoundingBoxFormat({_bbox_format(t)}) (hpuload gives XYXY boxes)")
@@ -344,7 +346,15 @@ def translate_detection(transform) -> tuple[str, str, bool]:
         elif _is(t, "Normalize"):
             if dtype in (None, "u8") or normalize is not None:
                 raise Unsupported("Normalize before the conversion to float, or twice")
-            normalize = {"op": "normalize", "mean": [float(m) for m in t.mean], "std": [float(s) for s in t.std]}
+            normalize = {
+                "op": "normalize",
+                "mean": [float(m) for m in t.mean],
+                "std": [float(s) for s in t.std],
+                # v2 scales by the reciprocal, v1's ConvertImageDtype divides; after a
+                # conversion to f16 or bf16 each step is rounded to it, as torch does.
+                "to_float": "multiply" if converted_by == "ToDtype" else "divide",
+                "in_output_dtype": dtype in ("f16", "bf16"),
+            }
         elif _is(t, "ToPureTensor"):
             pure = True
         else:

@@ -521,6 +521,7 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
     erasing: list[dict] = []
     layout = "TCHW"
     tagged = False  # after v2's ToImage: the tensor is a tv_tensors.Image
+    to_float = "divide"  # how the bytes became floats: `x / 255`, or v2's `x * (1 / 255)`
     for t in all_steps:
         name = type(t).__name__
         if video and (_is(t, "Lambda") or not _known(t)):
@@ -588,6 +589,7 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
             if dtype is not None or image_tensor:
                 raise Unsupported(f"{name} after another tensor conversion")
             dtype = "f32"
+            to_float = "divide"
         elif _is(t, "PILToTensor") or _is(t, "ToImage") or _is_timm(t, "MaybePILToTensor"):
             if dtype is not None or image_tensor:
                 raise Unsupported(f"{name} after another tensor conversion")
@@ -608,6 +610,8 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
             dtype = None if out == "u8" else out
             if out != "u8":
                 image_tensor = False
+                # v2 scales by the reciprocal, v1's ConvertImageDtype divides.
+                to_float = "multiply" if _is(t, "ToDtype") else "divide"
         elif _is(t, "Normalize"):
             if dtype is None:
                 raise Unsupported("Normalize before the conversion to float")
@@ -622,7 +626,15 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
                 std = std * 3
             if len(mean) != 3 or len(std) != 3:
                 raise Unsupported("Normalize with other than 3 channels")
-            normalize = {"op": "normalize", "mean": [float(m) for m in mean], "std": [float(s) for s in std]}
+            normalize = {
+                "op": "normalize",
+                "mean": [float(m) for m in mean],
+                "std": [float(s) for s in std],
+                "to_float": to_float,
+                # After a conversion to f16 or bf16 torch normalizes in that dtype, rounding
+                # each step to it; hpuload's table reproduces those roundings.
+                "in_output_dtype": dtype in ("f16", "bf16"),
+            }
         elif _is(t, "RandomErasing"):
             if dtype is None and not image_tensor:
                 raise Unsupported("RandomErasing on a PIL image (it takes tensors)")
@@ -674,6 +686,10 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
         raise Unsupported("no crop or resize to a fixed size comes first")
     if dtype is None:
         dtype = "u8"
+    if normalize is None and to_float == "multiply" and dtype != "u8":
+        # v2's reciprocal differs from `x / 255` in the last bit of some f32 values: the
+        # identity normalization carries the conversion (exact: `x - 0`, then `/ 1`).
+        normalize = {"op": "normalize", "mean": [0.0] * 3, "std": [1.0] * 3, "to_float": to_float}
     ops = geometry + pixel + ([normalize] if normalize else []) + erasing
     pipeline = json.dumps({"name": "torchvision", "ops": ops})
     return pipeline, dtype, layout, gives

@@ -25,15 +25,62 @@ pub struct Normalize {
     pub mean: [f32; 3],
     /// Per-channel standard deviation (RGB).
     pub std: [f32; 3],
+    /// How the bytes became floats before it. Default `divide` (`ToTensor`).
+    #[serde(default)]
+    pub to_float: ToFloat,
+    /// Whether the conversion to the output dtype came first, so that, as torch does, every
+    /// step runs in that dtype and is rounded to it (f16 or bf16: the mean and std rounded,
+    /// then the difference, then the quotient). Default false: computed in f32 and rounded
+    /// once, when written.
+    #[serde(default)]
+    pub in_output_dtype: bool,
+}
+
+/// How a transform turns bytes into floats in `[0, 1]`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToFloat {
+    /// `x / 255` (`ToTensor`, v1's `ConvertImageDtype`).
+    #[default]
+    Divide,
+    /// `x * (1 / 255)`, the reciprocal rounded to f32 (v2's `ToDtype(dtype, scale=True)`).
+    Multiply,
 }
 
 impl Normalize {
     /// ImageNet's mean and standard deviation, as torchvision's reference scripts use.
     pub fn imagenet() -> Self {
+        Self::new(IMAGENET_MEAN, IMAGENET_STD)
+    }
+
+    /// `(x / 255 - mean) / std` in f32.
+    pub fn new(mean: [f32; 3], std: [f32; 3]) -> Self {
         Self {
-            mean: IMAGENET_MEAN,
-            std: IMAGENET_STD,
+            mean,
+            std,
+            to_float: ToFloat::Divide,
+            in_output_dtype: false,
         }
+    }
+
+    /// Channel `c`'s output for byte `v`, as an f32 holding the value that is written
+    /// (already rounded to `dtype` where the steps run in it).
+    fn value(&self, c: usize, v: u8, dtype: Dtype) -> f32 {
+        let round = |x: f32| match dtype {
+            Dtype::F16 if self.in_output_dtype => half::f16::from_f32(x).to_f32(),
+            Dtype::Bf16 if self.in_output_dtype => half::bf16::from_f32(x).to_f32(),
+            _ => x,
+        };
+        let x = round(to_float(v, self.to_float));
+        round(round(x - round(self.mean[c])) / round(self.std[c]))
+    }
+}
+
+/// A byte as a float in `[0, 1]`.
+fn to_float(v: u8, how: ToFloat) -> f32 {
+    match how {
+        ToFloat::Divide => f32::from(v) / 255.0,
+        ToFloat::Multiply => f32::from(v) * (1.0f64 / 255.0) as f32,
     }
 }
 
@@ -47,7 +94,7 @@ impl OpSpec for Normalize {
         OpKind::Normalize
     }
     fn check(&self) -> Result<(), PipelineError> {
-        let Self { mean, std } = self;
+        let Self { mean, std, .. } = self;
         if std.iter().any(|&s| !(s.is_finite() && s > 0.0)) || mean.iter().any(|m| !m.is_finite()) {
             return Err(PipelineError::Parameter(format!(
                 "normalize std {std:?} must be positive and mean {mean:?} finite"
@@ -461,13 +508,13 @@ impl OutputWriter {
     ///
     /// # Panics
     /// For [`Dtype::I64`], which is not an image type.
-    pub fn new(dtype: Dtype, layout: Layout, normalize: Option<([f32; 3], [f32; 3])>) -> Self {
+    pub fn new(dtype: Dtype, layout: Layout, normalize: Option<Normalize>) -> Self {
         let mut table = Box::new([[0u32; 256]; 3]);
         for (c, row) in table.iter_mut().enumerate() {
             for (v, out) in row.iter_mut().enumerate() {
                 // torchvision: ToTensor() divides by 255 in f32, Normalize subtracts then divides.
                 let x = match normalize {
-                    Some((mean, std)) => (v as f32 / 255.0 - mean[c]) / std[c],
+                    Some(n) => n.value(c, v as u8, dtype),
                     None if dtype == Dtype::U8 => v as f32,
                     None => v as f32 / 255.0,
                 };
@@ -646,11 +693,11 @@ const PICK: [[[i8; 16]; 2]; 3] = {
 };
 
 impl Bf16Affine {
-    fn exact_for(table: &[[u32; 256]; 3], normalize: Option<([f32; 3], [f32; 3])>) -> Option<Self> {
+    fn exact_for(table: &[[u32; 256]; 3], normalize: Option<Normalize>) -> Option<Self> {
         if !avx2() {
             return None;
         }
-        let (mean, std) = normalize.unwrap_or(([0.0; 3], [1.0; 3]));
+        let (mean, std) = normalize.map_or(([0.0; 3], [1.0; 3]), |n| (n.mean, n.std));
         let mut affine = Self {
             scale: std::array::from_fn(|c| (1.0 / (255.0 * f64::from(std[c]))) as f32),
             bias: std::array::from_fn(|c| (-f64::from(mean[c]) / f64::from(std[c])) as f32),
@@ -1185,7 +1232,7 @@ mod tests {
         let w = OutputWriter::new(
             Dtype::F32,
             Layout::Nchw,
-            Some(([0.5, 0.0, 0.0], [0.5, 1.0, 2.0])),
+            Some(Normalize::new([0.5, 0.0, 0.0], [0.5, 1.0, 2.0])),
         );
         let mut slot = [0u8; 6 * 4];
         w.write(&rgb, 1, 2, true, &mut slot);
@@ -1233,7 +1280,7 @@ mod tests {
                 .into_iter()
                 .flat_map(|l| [(l, false, 0), (l, true, 0), (l, false, 4), (l, true, 4)]);
             for (layout, flip, shift) in cases {
-                let writer = OutputWriter::new(Dtype::F32, layout, Some((mean, std)));
+                let writer = OutputWriter::new(Dtype::F32, layout, Some(Normalize::new(mean, std)));
                 let mut slot = AlignedSlot::new(h * w * 3 * 4, shift);
                 writer.write(&rgb, h, w, flip, slot.bytes());
                 let got: &[f32] = bytemuck::cast_slice(slot.bytes());
@@ -1259,7 +1306,7 @@ mod tests {
 
     #[test]
     fn vector_bf16_path_gives_the_table_bits_for_every_width_and_flip() {
-        let norm = Some((IMAGENET_MEAN, IMAGENET_STD));
+        let norm = Some(Normalize::imagenet());
         let fast = OutputWriter::new(Dtype::Bf16, Layout::Nchw, norm);
         if fast.affine.is_none() {
             assert!(

@@ -47,7 +47,7 @@ pub use geometry::{
     CenterCrop, CropBox, Interpolation, RandomAffine, RandomCrop, RandomHorizontalFlip,
     RandomResize, RandomResizedCrop, RandomRotation, RandomVerticalFlip, Resize, Size,
 };
-pub use kernel::{Normalize, OutputWriter, Resampler, IMAGENET_MEAN, IMAGENET_STD};
+pub use kernel::{Normalize, OutputWriter, Resampler, ToFloat, IMAGENET_MEAN, IMAGENET_STD};
 pub use op::{Op, Pipeline, RandomApply, RandomChoice, RandomOrder};
 pub use pixel::{AugMixPlan, PilEnhance, PilFilter, PixelOp, Scratch, Warp};
 pub(crate) use plan::Plan;

@@ -13,6 +13,7 @@ use super::geometry::{
     self, CenterCrop, CropBox, Interpolation, Prescale, RandomCrop, RandomResize,
     RandomResizedCrop, Resize, Size,
 };
+use super::kernel::Normalize;
 use super::op::{Op, Pipeline};
 use super::pixel::PixelOp;
 use super::run::PixelPlan;
@@ -76,7 +77,7 @@ pub(crate) struct Plan {
     geometry_at: usize,
     /// Pixel ops with their positions in the pipeline.
     pixel: Vec<(usize, Op)>,
-    pub normalize: Option<([f32; 3], [f32; 3])>,
+    pub normalize: Option<Normalize>,
     erase: Vec<(usize, RandomErasing)>,
     /// A detection pipeline's box-aware geometry (`None`: classification).
     pub detect: Option<DetectSpec>,
@@ -110,7 +111,7 @@ struct Phases {
     /// A resize of the shorter side (fixed, or drawn by `random_resize`) waiting for its crop.
     resize_short: Option<(Prescale, Interpolation)>,
     pixel: Vec<(usize, Op)>,
-    normalize: Option<([f32; 3], [f32; 3])>,
+    normalize: Option<Normalize>,
     erase: Vec<(usize, RandomErasing)>,
     det: DetectSpec,
 }
@@ -249,7 +250,7 @@ impl Phases {
             }
             Op::Normalize(n) => {
                 self.late("normalize")?;
-                self.normalize = Some((n.mean, n.std));
+                self.normalize = Some(*n);
             }
             Op::RandomErasing(e) => self.erase.push((at, *e)),
             Op::RandomZoomOut(z) => {

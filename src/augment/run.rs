@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use super::erase::{self, EraseBox};
-use super::kernel::OutputWriter;
+use super::kernel::{Normalize, OutputWriter};
 use super::pixel::{AugMixPlan, PixelOp, Scratch};
 use super::{blur, colour, geometry, pil};
 use crate::dtype::{Dtype, Layout};
@@ -155,7 +155,7 @@ pub struct PixelStage {
 impl PixelStage {
     /// The stage for images written as `dtype` in `layout`, normalized with `(mean, std)`
     /// when given.
-    pub fn new(dtype: Dtype, layout: Layout, normalize: Option<([f32; 3], [f32; 3])>) -> Self {
+    pub fn new(dtype: Dtype, layout: Layout, normalize: Option<Normalize>) -> Self {
         Self {
             writer: OutputWriter::new(dtype, layout, normalize),
             dtype,
