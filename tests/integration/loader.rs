@@ -171,10 +171,7 @@ fn eval_pipeline_matches_torchvision_within_one_level() {
     );
 
     // Normalized f32 NCHW against torchvision's ToTensor + Normalize: within one u8 level.
-    let norm = eval.then(Op::Normalize(hpuload::augment::Normalize {
-        mean: hpuload::augment::IMAGENET_MEAN,
-        std: hpuload::augment::IMAGENET_STD,
-    }));
+    let norm = eval.then(Op::Normalize(hpuload::augment::Normalize::imagenet()));
     let mut l = Loader::builder(Manifest::open(&manifest).unwrap())
         .batch_size(1)
         .pipeline(norm)

@@ -155,7 +155,8 @@ fn rgb_to_hsv([r, g, b]: [u8; 3]) -> [u8; 3] {
     [byte(h), byte(s), maxc]
 }
 
-/// Pillow's `hsv2rgb`.
+/// Pillow's `hsv2rgb`, the reference [`Tables::hsv_to_rgb`] is tested against.
+#[cfg(test)]
 fn hsv_to_rgb([h, s, v]: [u8; 3]) -> [u8; 3] {
     if s == 0 {
         return [v, v, v];
