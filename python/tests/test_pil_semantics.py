@@ -64,3 +64,54 @@ def test_bicubic_resizes_are_within_two_levels_and_rarely_beyond_one(png_folder)
     diff = (got.int() - want.int()).abs()
     assert diff.max().item() <= 2
     assert (diff > 1).float().mean().item() < 1e-4
+
+
+def tensor_cases(M):
+    """Pixel ops with pinned parameters after the conversion to a uint8 tensor."""
+    return {
+        "brightness": M.ColorJitter(brightness=(1.3, 1.3)),
+        "contrast": M.ColorJitter(contrast=(0.7, 0.7)),
+        "saturation": M.ColorJitter(saturation=(1.5, 1.5)),
+        "hue": M.ColorJitter(hue=(0.1, 0.1)),
+        "posterize": M.RandomPosterize(3, 1.0),
+        "solarize": M.RandomSolarize(128, 1.0),
+        "equalize": M.RandomEqualize(1.0),
+        "autocontrast": M.RandomAutocontrast(1.0),
+        "sharpness": M.RandomAdjustSharpness(2.0, 1.0),
+        "blur": M.GaussianBlur(5, sigma=(1.0, 1.0)),
+        "rotate": M.RandomRotation((30, 30)),
+        "affine": M.RandomAffine(degrees=(10, 10), scale=(1.25, 1.25), shear=(5, 5, -3, -3)),
+    }
+
+
+@pytest.mark.parametrize("flavour", ["v1", "v2"])
+@pytest.mark.parametrize("case", sorted(tensor_cases(T)))
+def test_a_pixel_op_on_a_uint8_tensor_runs_natively_with_torchvisions_tensor_kernels(png_folder, case, flavour):
+    """After `PILToTensor` the op gets a tensor and torchvision runs its tensor kernels: so
+    does hpuload, natively (these went to a Python tail before), within a level (the blur's
+    and the hue's float rounding)."""
+    M = T if flavour == "v1" else v2
+    ds = datasets.ImageFolder(png_folder, M.Compose([M.PILToTensor(), M.CenterCrop(CROP), tensor_cases(M)[case]]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        warnings.simplefilter("error", PythonTailWarning)
+        got = torch.cat([x for x, _ in DataLoader(ds, batch_size=4, backend="cpu")])
+    want = torch.stack([ds[i][0] for i in range(len(ds))])
+    assert (got.int() - want.int()).abs().max().item() <= 1
+
+
+@pytest.mark.parametrize("flavour", ["v1", "v2"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_the_conversion_then_normalize_gives_torchs_bits(png_folder, flavour, dtype):
+    """v2's `ToDtype` scales by the reciprocal (v1's `ConvertImageDtype` divides), and after a
+    conversion to f16 or bf16 torch normalizes in that dtype, rounding each step: the output's
+    bits are torch's, not merely close (they were 1-2 ulps off in most values)."""
+    mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+    convert = T.ConvertImageDtype(dtype) if flavour == "v1" else v2.ToDtype(dtype, scale=True)
+    M = T if flavour == "v1" else v2
+    for tail in ([convert, M.Normalize(mean, std)], [convert]):
+        ds = datasets.ImageFolder(png_folder, M.Compose([M.PILToTensor(), M.CenterCrop(CROP), *tail]))
+        got = torch.cat([x for x, _ in DataLoader(ds, batch_size=4, backend="cpu")])
+        want = torch.stack([ds[i][0] for i in range(len(ds))])
+        assert got.dtype == want.dtype == dtype
+        assert torch.equal(got, want), f"{len(tail)} steps: {(got != want).float().mean():.2%} of values differ"
