@@ -130,7 +130,8 @@ mod tests {
                     interpolation: Interpolation::Bilinear,
                 }),
                 Op::CenterCrop(CenterCrop {
-                    size: Size::Square(224)
+                    size: Size::Square(224),
+                    pad: false,
                 })
             ]
         );

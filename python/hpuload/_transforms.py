@@ -201,6 +201,43 @@ def _preset_steps(t: Any) -> list[Any] | None:
     return None
 
 
+def _crop_padding(t: Any, what: str, after_resize: bool) -> dict:
+    """A RandomCrop's `padding`, `pad_if_needed` and `fill` as the op's fields (padding given
+    `[left, top, right, bottom]`); hpuload pads with a constant, before a crop of the image
+    itself."""
+    if after_resize:
+        raise Unsupported(f"{what} with padding after a resize, or of a video (hpuload pads an image before its crop)")
+    mode = getattr(t, "padding_mode", "constant")
+    if mode != "constant":
+        raise Unsupported(f"{what}(padding_mode={mode!r}) (hpuload pads with a constant fill)")
+    padding = t.padding
+    if padding is None:
+        sides = [0, 0, 0, 0]
+    elif type(t).__module__.startswith("torchvision.transforms.v2"):
+        left, right, top, bottom = (int(v) for v in padding)  # v2 keeps it parsed so
+        sides = [left, top, right, bottom]
+    elif isinstance(padding, int):
+        sides = [padding] * 4
+    else:
+        padding = [int(v) for v in padding]
+        if len(padding) == 1:
+            sides = padding * 4
+        elif len(padding) == 2:
+            sides = [padding[0], padding[1], padding[0], padding[1]]
+        elif len(padding) == 4:
+            sides = padding
+        else:
+            raise Unsupported(f"{what} padding {t.padding!r}")
+    if any(v < 0 for v in sides):
+        raise Unsupported(f"{what} with negative padding {sides}")
+    fill = _fill(t.fill, what) or [0.0, 0.0, 0.0]
+    # torchvision hands a PIL image whole numbers (`int(x)`); the image's bytes hold 0..255.
+    fill = [int(v) for v in fill]
+    if any(not 0 <= v <= 255 for v in fill):
+        raise Unsupported(f"{what} fill {t.fill!r} outside 0..255")
+    return {"padding": sides, "pad_if_needed": bool(t.pad_if_needed), "fill": fill}
+
+
 def _resize_interp(mode: Any, what: str, on_tensor: bool) -> str:
     """A resize's interpolation: nearest neighbour differs between a PIL image (Pillow's, the
     pixel under the output pixel's centre) and a tensor (torch's, `floor(i * in / out)`);
@@ -578,13 +615,16 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
         elif _is(t, "CenterCrop"):
             if (dtype is not None or pixel) and not commuting:
                 raise Unsupported("CenterCrop after a pixel op or the conversion to float")
-            geometry.append({"op": "center_crop", "size": _hw(t.size, name)})
+            # An image smaller than the crop is padded with black, as torchvision pads it
+            # (a clip's frames share one size, checked when the loader is built).
+            geometry.append({"op": "center_crop", "size": _hw(t.size, name), "pad": not video})
         elif _is(t, "RandomCrop"):
             if (dtype is not None or pixel) and not commuting:
                 raise Unsupported("RandomCrop after a pixel op or the conversion to float")
+            op = {"op": "random_crop", "size": _hw(t.size, name)}
             if getattr(t, "padding", None) or getattr(t, "pad_if_needed", False):
-                raise Unsupported("RandomCrop with padding (hpuload crops without padding)")
-            geometry.append({"op": "random_crop", "size": _hw(t.size, name)})
+                op.update(_crop_padding(t, name, after_resize=bool(geometry) or video))
+            geometry.append(op)
         elif _is(t, "ToTensor") or _is_timm(t, "MaybeToTensor") or _is_timm(t, "ToTensor"):
             if dtype is not None or image_tensor:
                 raise Unsupported(f"{name} after another tensor conversion")

@@ -19,7 +19,7 @@ from torchvision import datasets
 from torchvision import transforms as T
 from torchvision.transforms import v2
 
-from hpuload.torch import DataLoader, FallbackWarning
+from hpuload.torch import DataLoader, FallbackWarning, PythonTailWarning
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 
@@ -217,9 +217,64 @@ def test_random_resize_then_random_crop_matches_torchvision_v2_at_the_size_and_o
     assert len(sides) > 6, f"sides {sides}"
 
 
-def test_a_random_crop_with_padding_falls_back_naming_it(png_folder):
-    ds = datasets.ImageFolder(png_folder, T.Compose([T.RandomCrop(32, padding=4), T.ToTensor()]))
-    with pytest.warns(FallbackWarning, match="padding"):
+@pytest.mark.parametrize("flavour", ["v1", "v2"])
+def test_a_random_crop_with_padding_is_torchvisions_at_the_offset_the_loader_drew(png_folder, tmp_path, flavour):
+    """`RandomCrop(size, padding, fill)` (CIFAR's recipe, on images a little larger than the
+    crop): the image padded with the fill, then cut at the loader's offset of the padded
+    image; natively, on the CPU path."""
+    for path, _ in datasets.ImageFolder(png_folder).samples:
+        out = tmp_path / Path(path).parent.name / Path(path).name
+        out.parent.mkdir(exist_ok=True)
+        Image.open(path).convert("RGB").crop((0, 0, 43, 41)).save(out)
+    M = T if flavour == "v1" else v2
+    tf = M.Compose([M.RandomCrop(40, padding=(4, 2), fill=(10, 20, 30)), M.PILToTensor()])
+    ds = datasets.ImageFolder(tmp_path, tf)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        warnings.simplefilter("error", PythonTailWarning)
+        loader = DataLoader(ds, batch_size=12, shuffle=True, backend="auto", seed=2)
+    x, _, indices = first_batch(loader)
+    edges = 0
+    for slot, index in enumerate(indices):
+        image = Image.open(ds.samples[index][0]).convert("RGB")
+        # The loader's window in the image's pixels; its corner in the padded image.
+        (top, left, h, w), _ = loader._core.sample_params(0, index, image.width, image.height)
+        assert (h, w) == (40, 40) and top >= -2 and left >= -4
+        padded = F.pad(image, [4, 2], fill=(10, 20, 30))
+        want = F.pil_to_tensor(F.crop(padded, int(top) + 2, int(left) + 4, 40, 40))
+        assert torch.equal(x[slot], want), f"sample {index} at ({top}, {left})"
+        edges += int(top < 0 or left < 0 or top + 40 > image.height or left + 40 > image.width)
+    assert edges > 0, "some window showed the padding"
+
+
+def test_pad_if_needed_and_a_center_crop_larger_than_the_image_pad_as_torchvision(png_folder):
+    sizes = {Image.open(p).size for p, _ in datasets.ImageFolder(png_folder).samples}
+    big = max(max(s) for s in sizes) + 7
+    for tf in (
+        T.Compose([T.CenterCrop(big), T.PILToTensor()]),
+        T.Compose([T.RandomCrop(big, pad_if_needed=True), T.PILToTensor()]),
+    ):
+        ds = datasets.ImageFolder(png_folder, tf)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FallbackWarning)
+            loader = DataLoader(ds, batch_size=4, backend="cpu")
+        got = torch.cat([x for x, _ in loader])
+        if isinstance(tf.transforms[0], T.CenterCrop):
+            want = torch.stack([ds[i][0] for i in range(len(ds))])
+            assert torch.equal(got, want)
+        else:
+            # A random offset of the padded image: the image itself, uncut, somewhere in it.
+            for i, out in enumerate(got):
+                w, h = Image.open(ds.samples[i][0]).size
+                (top, left, _, _), _ = loader._core.sample_params(0, i, w, h)
+                inner = out[:, int(-top) : int(-top) + h, int(-left) : int(-left) + w]
+                assert torch.equal(inner, F.pil_to_tensor(Image.open(ds.samples[i][0]).convert("RGB")))
+                assert int(out.sum()) == int(inner.sum()), "black around it"
+
+
+def test_a_random_crop_padded_by_reflection_falls_back_naming_it(png_folder):
+    ds = datasets.ImageFolder(png_folder, T.Compose([T.RandomCrop(32, padding=4, padding_mode="reflect"), T.ToTensor()]))
+    with pytest.warns(FallbackWarning, match="padding_mode"):
         DataLoader(ds, batch_size=4)
 
 

@@ -212,6 +212,11 @@ impl OpSpec for RandomResize {
 pub struct CenterCrop {
     /// Output size.
     pub size: Size,
+    /// An image narrower or shorter than the crop is padded with black first, centred, as
+    /// torchvision's `CenterCrop` pads it (a crop without a resize before it). Default false:
+    /// such an image is that sample's error.
+    #[serde(default)]
+    pub pad: bool,
 }
 
 impl OpSpec for CenterCrop {
@@ -225,14 +230,46 @@ impl OpSpec for CenterCrop {
     fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
 }
 
-/// `RandomCrop(size)`: a window of `size` at a uniformly drawn integer offset of the image
-/// (or of its resize, after a `resize`). torchvision's `padding` and `pad_if_needed` are not
-/// taken: an image smaller than the crop is that sample's error.
+/// `RandomCrop(size, padding, pad_if_needed, fill)`: a window of `size` at a uniformly drawn
+/// integer offset of the image (or of its resize, after a `resize`), padded first as
+/// torchvision pads it with `padding_mode="constant"` (padding only without a resize before
+/// it). An image still smaller than the crop is that sample's error.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RandomCrop {
     /// Output size.
     pub size: Size,
+    /// Padding on each side, `[left, top, right, bottom]`. Default none.
+    #[serde(default)]
+    pub padding: Option<[u32; 4]>,
+    /// A side still shorter than the crop after `padding` grows on both ends by the
+    /// difference. Default false.
+    #[serde(default)]
+    pub pad_if_needed: bool,
+    /// The padding's colour. Default black.
+    #[serde(default)]
+    pub fill: [u8; 3],
+}
+
+impl RandomCrop {
+    /// The padding it asks for, if any.
+    pub(crate) fn pad(&self) -> Option<Pad> {
+        (self.padding.is_some() || self.pad_if_needed).then(|| Pad {
+            sides: self.padding.unwrap_or_default(),
+            if_needed: self.pad_if_needed,
+            fill: self.fill,
+        })
+    }
+}
+
+/// How an image is padded before a crop, as torchvision pads it: `sides` `[left, top, right,
+/// bottom]` first, then, with `if_needed`, a side still shorter than the crop grows on both
+/// ends by the difference (`RandomCrop`); a `CenterCrop` pads what it lacks, half before.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Pad {
+    pub sides: [u32; 4],
+    pub if_needed: bool,
+    pub fill: [u8; 3],
 }
 
 impl OpSpec for RandomCrop {
@@ -480,6 +517,14 @@ impl CropBox {
         }
     }
 
+    /// Whether the window lies within a `width`x`height` image (a padded crop's may not).
+    pub fn inside(&self, width: u32, height: u32) -> bool {
+        self.left >= 0.0
+            && self.top >= 0.0
+            && self.left + self.width <= f64::from(width) + 1e-6
+            && self.top + self.height <= f64::from(height) + 1e-6
+    }
+
     /// An integer rectangle, cut out before resampling.
     pub fn rect(left: u32, top: u32, width: u32, height: u32) -> Self {
         Self {
@@ -583,6 +628,96 @@ pub(crate) fn resize_random_crop(
     rng: &mut CounterRng,
 ) -> Result<CropBox, AugmentError> {
     resize_crop(width, height, resize, out, true, rng)
+}
+
+/// `out` cut from the image padded as `pad` says (no resize before it): the window in the
+/// image's pixels, reaching past its edges where it shows the padding (`CropBox::inside`
+/// tells; the sample's plan then carries the fill). Centred (`CenterCrop`: the padding is
+/// what the crop lacks, half of it before, and the crop is centred in the padded image) or at
+/// a drawn offset of the padded image (`RandomCrop`).
+pub(crate) fn padded_crop(
+    width: u32,
+    height: u32,
+    out: (u32, u32),
+    pad: Pad,
+    random_offset: bool,
+    rng: &mut CounterRng,
+) -> Result<CropBox, AugmentError> {
+    let (oh, ow) = out;
+    let [l, t, r, b] = pad.sides;
+    // Each axis: the padding before the image and the padded length.
+    let axis = |len: u32, before: u32, after: u32, crop: u32| -> (u32, u32) {
+        let (mut before, mut padded) = (before, before + len + after);
+        if random_offset && pad.if_needed && padded < crop {
+            // `F.pad(img, [crop - padded, 0])`: both ends grow by the difference.
+            before += crop - padded;
+            padded += 2 * (crop - padded);
+        }
+        if !random_offset && padded < crop {
+            // `center_crop`: `(crop - len) // 2` before, the rest after.
+            before += (crop - padded) / 2;
+            padded = crop;
+        }
+        (before, padded)
+    };
+    let (px, pw) = axis(width, l, r, ow);
+    let (py, ph) = axis(height, t, b, oh);
+    if ow > pw || oh > ph {
+        return Err(AugmentError::SmallerThanCrop {
+            width: pw,
+            height: ph,
+            crop_width: ow,
+            crop_height: oh,
+        });
+    }
+    let (top, left) = if random_offset {
+        let top = rng.below(u64::from(ph - oh) + 1) as u32;
+        let left = rng.below(u64::from(pw - ow) + 1) as u32;
+        (top, left)
+    } else {
+        let centre =
+            |padded: u32, crop: u32| round_half_even(f64::from(padded - crop) / 2.0) as u32;
+        (centre(ph, oh), centre(pw, ow))
+    };
+    Ok(CropBox {
+        left: f64::from(left) - f64::from(px),
+        top: f64::from(top) - f64::from(py),
+        width: f64::from(ow),
+        height: f64::from(oh),
+        view: true,
+    })
+}
+
+/// The padded crop `crop` (integer, reaching past the `width`x`height` RGB8 image) composed
+/// into `out`: `fill` where it shows the padding, the image's pixels elsewhere. Returns the
+/// window as the whole of `out`, for the resampler.
+pub(crate) fn compose_padded(
+    crop: &CropBox,
+    fill: [u8; 3],
+    rgb: &[u8],
+    width: u32,
+    height: u32,
+    out: &mut Vec<u8>,
+) -> CropBox {
+    let (left, top) = (crop.left as i64, crop.top as i64);
+    let (cw, ch) = (crop.width as usize, crop.height as usize);
+    out.clear();
+    out.reserve(cw * ch * 3);
+    for _ in 0..cw * ch {
+        out.extend_from_slice(&fill);
+    }
+    // The image's part of the window, in the image's pixels.
+    let (x0, x1) = (left.max(0), (left + cw as i64).min(i64::from(width)));
+    let (y0, y1) = (top.max(0), (top + ch as i64).min(i64::from(height)));
+    if x0 < x1 {
+        let n = (x1 - x0) as usize * 3;
+        for y in y0..y1 {
+            let from = (y as usize * width as usize + x0 as usize) * 3;
+            let to = ((y - top) as usize * cw + (x0 - left) as usize) * 3;
+            out[to..to + n].copy_from_slice(&rgb[from..from + n]);
+        }
+    }
+    CropBox::full(cw as u32, ch as u32)
 }
 
 /// A window of `out` in the (optionally resized) image: centred, or at a drawn offset. A
@@ -847,6 +982,72 @@ fn warp_any(rgb: &mut [u8], h: usize, w: usize, warp: &Warp, s: &mut Scratch) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_center_crop_larger_than_the_image_pads_half_before_as_torchvision() {
+        let mut rng = CounterRng::new(0, 0, 0, crate::rng::Stream::Crop);
+        let pad = Pad::default();
+        // 20x10 into 16x16: the width is cropped (round((20 - 16) / 2) = 2), the height
+        // padded by (16 - 10) // 2 = 3 above and 3 below.
+        let b = padded_crop(20, 10, (16, 16), pad, false, &mut rng).unwrap();
+        assert_eq!((b.left, b.top, b.width, b.height), (2.0, -3.0, 16.0, 16.0));
+        assert!(!b.inside(20, 10) && b.view);
+        // An odd shortfall puts the extra row after: 7 rows into 10, 1 above.
+        let b = padded_crop(10, 7, (10, 10), pad, false, &mut rng).unwrap();
+        assert_eq!((b.left, b.top), (0.0, -1.0));
+    }
+
+    #[test]
+    fn a_random_crop_with_padding_draws_every_offset_of_the_padded_image() {
+        let pad = Pad {
+            sides: [4, 4, 4, 4],
+            if_needed: false,
+            fill: [0; 3],
+        };
+        let mut lefts = std::collections::BTreeSet::new();
+        for i in 0..400 {
+            let mut rng = CounterRng::new(1, 0, i, crate::rng::Stream::Crop);
+            let b = padded_crop(32, 32, (32, 32), pad, true, &mut rng).unwrap();
+            assert!((-4.0..=4.0).contains(&b.left) && (-4.0..=4.0).contains(&b.top));
+            lefts.insert(b.left as i64);
+        }
+        assert_eq!(lefts.len(), 9, "offsets 0..=8 of the 40-pixel padded side");
+        // `pad_if_needed`: a side still short grows on both ends by the difference.
+        let pad = Pad {
+            sides: [0; 4],
+            if_needed: true,
+            fill: [0; 3],
+        };
+        for i in 0..50 {
+            let mut rng = CounterRng::new(1, 0, i, crate::rng::Stream::Crop);
+            let b = padded_crop(20, 40, (30, 30), pad, true, &mut rng).unwrap();
+            assert!((-10.0..=0.0).contains(&b.left) && (0.0..=10.0).contains(&b.top));
+        }
+        let mut rng = CounterRng::new(1, 0, 0, crate::rng::Stream::Crop);
+        let short = Pad {
+            if_needed: false,
+            ..pad
+        };
+        assert!(padded_crop(20, 40, (30, 30), short, true, &mut rng).is_err());
+    }
+
+    #[test]
+    fn a_padded_window_shows_the_fill_around_the_image() {
+        // A 2x2 image, a 4x3 window from (-1, -1).
+        let rgb: Vec<u8> = (1..=4u8).flat_map(|v| [v, v, v]).collect();
+        let crop = CropBox {
+            left: -1.0,
+            top: -1.0,
+            width: 4.0,
+            height: 3.0,
+            view: true,
+        };
+        let mut out = Vec::new();
+        let whole = compose_padded(&crop, [9, 9, 9], &rgb, 2, 2, &mut out);
+        assert_eq!((whole.width, whole.height), (4.0, 3.0));
+        let grey: Vec<u8> = out.chunks(3).map(|p| p[0]).collect();
+        assert_eq!(grey, [9, 9, 9, 9, 9, 1, 2, 9, 9, 3, 4, 9]);
+    }
     use crate::rng::Stream;
 
     #[test]

@@ -43,6 +43,7 @@ pub use colour::{
 pub use detect::{CanvasJob, DetectPlan, RandomIoUCrop, RandomZoomOut, SanitizeBoundingBoxes};
 pub use erase::{EraseBox, EraseValue, RandomErasing, RandomFill};
 pub use error::{AugmentError, PipelineError};
+pub(crate) use geometry::compose_padded;
 pub use geometry::{
     CenterCrop, CropBox, Interpolation, RandomAffine, RandomCrop, RandomHorizontalFlip,
     RandomResize, RandomResizedCrop, RandomRotation, RandomVerticalFlip, Resize, Size,

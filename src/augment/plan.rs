@@ -10,7 +10,7 @@ use super::detect::{self, DetectPlan, RandomIoUCrop, RandomZoomOut, SanitizeSpec
 use super::erase::RandomErasing;
 use super::error::{AugmentError, PipelineError};
 use super::geometry::{
-    self, CenterCrop, CropBox, Interpolation, Prescale, RandomCrop, RandomResize,
+    self, CenterCrop, CropBox, Interpolation, Pad, Prescale, RandomCrop, RandomResize,
     RandomResizedCrop, Resize, Size,
 };
 use super::kernel::Normalize;
@@ -79,6 +79,9 @@ pub(crate) struct Plan {
     pixel: Vec<(usize, Op)>,
     pub normalize: Option<Normalize>,
     erase: Vec<(usize, RandomErasing)>,
+    /// The padding before a crop without a resize (torchvision's `RandomCrop(padding=...)`,
+    /// `pad_if_needed`, a `CenterCrop` larger than the image).
+    pad: Option<Pad>,
     /// A detection pipeline's box-aware geometry (`None`: classification).
     pub detect: Option<DetectSpec>,
 }
@@ -102,6 +105,10 @@ pub struct SamplePlan {
     /// fill, `crop` is the whole window, composed first on the CPU path.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detect: Option<DetectPlan>,
+    /// A padded crop's colour, when its window reaches past the image (`crop` is then in the
+    /// image's pixels, partly outside it; the CPU path composes it first).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pad_fill: Option<[u8; 3]>,
 }
 
 /// The phase rules' state while the ops are read in order.
@@ -113,6 +120,7 @@ struct Phases {
     pixel: Vec<(usize, Op)>,
     normalize: Option<Normalize>,
     erase: Vec<(usize, RandomErasing)>,
+    pad: Option<Pad>,
     det: DetectSpec,
 }
 
@@ -185,11 +193,25 @@ impl Phases {
                 let out = size.hw();
                 self.geometry = Some((Geometry::Resize { out }, interpolation, at));
             }
-            &(Op::CenterCrop(CenterCrop { size }) | Op::RandomCrop(RandomCrop { size }))
+            &(Op::CenterCrop(CenterCrop { size, .. })
+            | Op::RandomCrop(RandomCrop { size, .. }))
                 if !self.geometry_done() && self.pixel.is_empty() =>
             {
                 let name = op.name();
                 self.late(name)?;
+                self.pad = match op {
+                    Op::RandomCrop(c) => c.pad(),
+                    Op::CenterCrop(c) if c.pad => Some(Pad::default()),
+                    _ => None,
+                };
+                if self.pad.is_some()
+                    && self.resize_short.is_some()
+                    && matches!(op, Op::RandomCrop(_))
+                {
+                    return Err(PipelineError::Shape(format!(
+                        "{name} with padding after a resize (hpuload pads the image itself only)"
+                    )));
+                }
                 let out = size.hw();
                 if let Some((Prescale::Short(s) | Prescale::ShortIn(s, _), _)) = self.resize_short {
                     if out.0 > s || out.1 > s {
@@ -211,12 +233,18 @@ impl Phases {
             }
             // torchvision's `Resize((h, w))` then `CenterCrop(c)` (what the Hugging Face image
             // processors' sizes give): a window of the resized image.
-            &(Op::CenterCrop(CenterCrop { size }) | Op::RandomCrop(RandomCrop { size }))
+            &(Op::CenterCrop(CenterCrop { size, .. })
+            | Op::RandomCrop(RandomCrop { size, .. }))
                 if self.pixel.is_empty()
                     && matches!(self.geometry, Some((Geometry::Resize { .. }, _, _))) =>
             {
                 let name = op.name();
                 self.late(name)?;
+                if matches!(op, Op::RandomCrop(c) if c.pad().is_some()) {
+                    return Err(PipelineError::Shape(format!(
+                        "{name} with padding after a resize (hpuload pads the image itself only)"
+                    )));
+                }
                 let Some((Geometry::Resize { out: (h, w) }, interpolation, resize_at)) =
                     self.geometry
                 else {
@@ -320,6 +348,7 @@ impl Pipeline {
             pixel,
             normalize,
             erase,
+            pad,
             det,
         } = phases;
         if resize_short.is_some() {
@@ -357,6 +386,14 @@ impl Pipeline {
                 "random_erasing with random values needs a float output dtype".into(),
             ));
         }
+        // Padding applies to a crop of the image itself (no resize before it).
+        let pad = pad.filter(|_| {
+            matches!(
+                geometry,
+                Geometry::CenterCrop { resize: None, .. }
+                    | Geometry::RandomCrop { resize: None, .. }
+            )
+        });
         Ok(Plan {
             geometry,
             interpolation,
@@ -364,6 +401,7 @@ impl Pipeline {
             pixel,
             normalize,
             erase,
+            pad,
             detect,
         })
     }
@@ -459,11 +497,21 @@ impl Plan {
                 }
                 Geometry::CenterCrop { resize, out } => {
                     let mut rng = CounterRng::new(seed, epoch, index as u64, Stream::Crop);
-                    geometry::resize_center_crop(width, height, resize, out, &mut rng)?
+                    match self.pad {
+                        Some(pad) => {
+                            geometry::padded_crop(width, height, out, pad, false, &mut rng)?
+                        }
+                        None => geometry::resize_center_crop(width, height, resize, out, &mut rng)?,
+                    }
                 }
                 Geometry::RandomCrop { resize, out } => {
                     let mut rng = CounterRng::new(seed, epoch, index as u64, Stream::Crop);
-                    geometry::resize_random_crop(width, height, resize, out, &mut rng)?
+                    match self.pad {
+                        Some(pad) => {
+                            geometry::padded_crop(width, height, out, pad, true, &mut rng)?
+                        }
+                        None => geometry::resize_random_crop(width, height, resize, out, &mut rng)?,
+                    }
                 }
                 Geometry::Resize { .. } | Geometry::Window => CropBox::full(width, height),
             },
@@ -524,6 +572,10 @@ impl Plan {
             },
             pre,
             detect: detected,
+            pad_fill: self
+                .pad
+                .filter(|_| !crop.inside(width, height))
+                .map(|p| p.fill),
         })
     }
 }
@@ -552,6 +604,7 @@ mod tests {
             }))
             .then(Op::CenterCrop(CenterCrop {
                 size: Size::Square(224),
+                pad: false,
             }));
         assert_eq!(
             eval.plan(Dtype::U8).unwrap().geometry,
@@ -570,7 +623,10 @@ mod tests {
                     size: Size::HeightWidth([256, 240]),
                     interpolation: Interpolation::Bicubic,
                 }))
-                .then(Op::CenterCrop(CenterCrop { size: crop }))
+                .then(Op::CenterCrop(CenterCrop {
+                    size: crop,
+                    pad: false,
+                }))
                 .plan(Dtype::F32)
         };
         let p = resize_then(Size::Square(224)).unwrap();
@@ -611,6 +667,9 @@ mod tests {
             match crop {
                 Some(c) => p.then(Op::RandomCrop(RandomCrop {
                     size: Size::Square(c),
+                    padding: None,
+                    pad_if_needed: false,
+                    fill: [0; 3],
                 })),
                 None => p,
             }
@@ -666,6 +725,7 @@ mod tests {
         let p = Pipeline::new("x")
             .then(Op::CenterCrop(CenterCrop {
                 size: Size::Square(8),
+                pad: false,
             }))
             .then(Op::Normalize(Normalize::imagenet()));
         assert!(p.plan(Dtype::U8).is_err());
@@ -692,6 +752,7 @@ mod tests {
         let p = Pipeline::new("x")
             .then(Op::CenterCrop(CenterCrop {
                 size: Size::Square(8),
+                pad: false,
             }))
             .then(Op::RandomHorizontalFlip(RandomHorizontalFlip { p: 0.5 }))
             .plan(Dtype::U8)
@@ -703,6 +764,7 @@ mod tests {
         let never = Pipeline::new("x")
             .then(Op::CenterCrop(CenterCrop {
                 size: Size::Square(8),
+                pad: false,
             }))
             .then(Op::RandomHorizontalFlip(RandomHorizontalFlip { p: 0.0 }))
             .plan(Dtype::U8)

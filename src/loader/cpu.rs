@@ -5,6 +5,7 @@ use hpuload_decoders::jpeg::Region;
 use hpuload_decoders::{CpuDecoder, Decode, DecodeError, ImageInfo, JpegDecoder};
 
 use super::Shared;
+use crate::augment::compose_padded;
 use crate::augment::detect::compose_window;
 use crate::augment::{self, AugmentError, DetectPlan, Resampler, SamplePlan};
 use crate::cpu_time::CpuClock;
@@ -91,16 +92,28 @@ pub(super) fn decode_into(
     c.add(Stage::DecodeCpu, t2 - t1);
     let (w, h) = (info.width as usize, info.height as usize);
     augment::apply(&plan.pre, &mut s.rgb[..len], h, w, &mut s.ops);
-    let (source, sw, sh) = match &plan.detect {
-        Some(d) if !d.window_inside_image(info.width, info.height) => {
+    let mut crop = plan.crop;
+    let (source, sw, sh) = match (&plan.detect, plan.pad_fill) {
+        (Some(d), _) if !d.window_inside_image(info.width, info.height) => {
             compose_window(d, &s.rgb[..len], info.width, info.height, &mut s.window);
             (&s.window[..], d.window[2], d.window[3])
+        }
+        (None, Some(fill)) => {
+            crop = compose_padded(
+                &crop,
+                fill,
+                &s.rgb[..len],
+                info.width,
+                info.height,
+                &mut s.window,
+            );
+            (&s.window[..], crop.width as u32, crop.height as u32)
         }
         _ => (&s.rgb[..len], info.width, info.height),
     };
     let resized = s
         .resampler
-        .run_with(source, sw, sh, &plan.crop, plan.interpolation)
+        .run_with(source, sw, sh, &crop, plan.interpolation)
         .map_err(SampleErrorKind::Augment)?;
     shared.stage.ops(resized, &plan.pixels, &mut s.ops);
     let t3 = CpuClock::now();

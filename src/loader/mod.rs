@@ -322,6 +322,7 @@ impl Loader {
                         0,
                         crate::augment::Op::CenterCrop(crate::augment::CenterCrop {
                             size: crate::augment::Size::HeightWidth([height, width]),
+                            pad: false,
                         }),
                     );
                     plan = pipeline.plan(b.dtype)?;

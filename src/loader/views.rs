@@ -13,7 +13,9 @@
 
 use std::ops::Range;
 
-use crate::augment::{AugmentError, Pipeline, PixelStage, Plan, Resampler, SamplePlan};
+use crate::augment::{
+    compose_padded, AugmentError, Pipeline, PixelStage, Plan, Resampler, SamplePlan,
+};
 use crate::hpu::{Dtype, Layout};
 use crate::Error;
 
@@ -101,7 +103,15 @@ impl View {
         let plan = self.sample(epoch, index, (width, height))?;
         let (oh, ow) = plan.pixels.size;
         resampler.set_size(oh, ow);
-        let resized = resampler.run_with(rgb, width, height, &plan.crop, plan.interpolation)?;
+        let mut padded = Vec::new();
+        let resized = match plan.pad_fill {
+            Some(fill) => {
+                let crop = compose_padded(&plan.crop, fill, rgb, width, height, &mut padded);
+                let (w, h) = (crop.width as u32, crop.height as u32);
+                resampler.run_with(&padded, w, h, &crop, plan.interpolation)?
+            }
+            None => resampler.run_with(rgb, width, height, &plan.crop, plan.interpolation)?,
+        };
         self.stage.ops(resized, &plan.pixels, ops);
         self.stage
             .write(resized, &plan.pixels, &mut slot[self.bytes.clone()]);
