@@ -101,15 +101,12 @@ impl Tables {
         }
         let range = maxc - minc;
         // Pillow's order: red if it is largest, else green, else blue; then the other two
-        // in the order its formula takes them.
-        let (branch, x, y) = if r == maxc {
-            (0, g, b)
-        } else if g == maxc {
-            (1, r, b)
-        } else {
-            (2, r, g)
-        };
-        let (smallest, other) = if x == minc { (0, y) } else { (1, x) };
+        // in the order its formula takes them. Picked by index rather than by branches,
+        // which a photo's pixels would mispredict half the time.
+        let branch = usize::from(r != maxc) * (1 + usize::from(g != maxc));
+        let (x, y) = ([g, r, r][branch], [b, b, g][branch]);
+        let smallest = usize::from(x != minc);
+        let other = [y, x][smallest];
         let h = self.hue[Self::hue_at(branch, smallest, range, maxc - other)];
         let s = self.saturation[usize::from(maxc) * 256 + usize::from(range)];
         [h, s, maxc]
@@ -178,20 +175,23 @@ fn mix(i: u8, f: f32, fs: f32, v: u8) -> [u8; 3] {
     // libm's `round`, a call per value on the baseline x86-64 target.
     let byte = |x: f64| {
         let t = x as i32;
-        (if x - f64::from(t) >= 0.5 { t + 1 } else { t }).clamp(0, 255) as u8
+        (t + i32::from(x - f64::from(t) >= 0.5)).clamp(0, 255) as u8
     };
     let p = byte(vf * (1.0 - f64::from(fs)));
     // `fs * f` is a product of two floats, taken in float.
     let q = byte(vf * (1.0 - f64::from(fs * f)));
     let t = byte(vf * (1.0 - f64::from(fs) * (1.0 - f64::from(f))));
-    match i {
-        0 => [v, t, p],
-        1 => [q, v, p],
-        2 => [p, v, t],
-        3 => [p, q, v],
-        4 => [t, p, v],
-        _ => [v, p, q],
-    }
+    // Which of `v, p, q, t` each channel takes, per sixth (Pillow's `switch (i % 6)`).
+    const TAKES: [[usize; 3]; 6] = [
+        [0, 3, 1],
+        [2, 0, 1],
+        [1, 0, 3],
+        [1, 2, 0],
+        [3, 1, 0],
+        [0, 1, 2],
+    ];
+    let values = [v, p, q, t];
+    TAKES[usize::from(i)].map(|k| values[k])
 }
 
 #[cfg(test)]
