@@ -662,14 +662,7 @@ pub(crate) fn padded_crop(
     };
     let (px, pw) = axis(width, l, r, ow);
     let (py, ph) = axis(height, t, b, oh);
-    if ow > pw || oh > ph {
-        return Err(AugmentError::SmallerThanCrop {
-            width: pw,
-            height: ph,
-            crop_width: ow,
-            crop_height: oh,
-        });
-    }
+    holds((pw, ph), out)?;
     let (top, left) = if random_offset {
         let top = rng.below(u64::from(ph - oh) + 1) as u32;
         let left = rng.below(u64::from(pw - ow) + 1) as u32;
@@ -686,6 +679,19 @@ pub(crate) fn padded_crop(
         height: f64::from(oh),
         view: true,
     })
+}
+
+/// Refuses a `(width, height)` image (padded or resized) smaller than the crop `(h, w)`.
+fn holds((width, height): (u32, u32), (oh, ow): (u32, u32)) -> Result<(), AugmentError> {
+    if ow > width || oh > height {
+        return Err(AugmentError::SmallerThanCrop {
+            width,
+            height,
+            crop_width: ow,
+            crop_height: oh,
+        });
+    }
+    Ok(())
 }
 
 /// The padded crop `crop` (integer, reaching past the `width`x`height` RGB8 image) composed
@@ -739,15 +745,8 @@ fn resize_crop(
         Some(Prescale::Exact(h, w)) => (w, h),
         None => (width, height),
     };
+    holds((rw, rh), out)?;
     let (oh, ow) = out;
-    if ow > rw || oh > rh {
-        return Err(AugmentError::SmallerThanCrop {
-            width: rw,
-            height: rh,
-            crop_width: ow,
-            crop_height: oh,
-        });
-    }
     let (top, left) = match random_offset {
         false => (
             round_half_even(f64::from(rh - oh) / 2.0),
