@@ -674,6 +674,52 @@ mod tests {
     }
 
     #[test]
+    fn nearest_takes_the_pixel_under_each_centre_by_every_route() {
+        let img: Vec<u8> = (0..5 * 4 * 3).map(|i| (i * 7 % 256) as u8).collect();
+        let px = |v: &[u8], x: usize, y: usize| v[(y * 5 + x) * 3..][..3].to_vec();
+        let mut s = Vec::new();
+        // Scale only (Pillow's `ImagingScaleAffine`): a shift by one pixel to the left.
+        let mut x = img.clone();
+        nearest_affine(
+            &mut x,
+            4,
+            5,
+            &[1.0, 0.0, 1.0, 0.0, 1.0, 0.0],
+            [9; 3],
+            &mut s,
+        );
+        assert_eq!(px(&x, 0, 2), px(&img, 1, 2));
+        assert_eq!(px(&x, 4, 2), vec![9; 3], "past the right edge: the fill");
+        // A quarter turn of a 4x4 image (16.16 fixed point): output pixel (x, y) samples
+        // (y + 0.5, 3.5 - x), so it reads source pixel (y, 3 - x).
+        let sq: Vec<u8> = (0..4 * 4 * 3).map(|i| i as u8).collect();
+        let at = |v: &[u8], x: usize, y: usize| v[(y * 4 + x) * 3];
+        let mut r = sq.clone();
+        nearest_affine(
+            &mut r,
+            4,
+            4,
+            &[0.0, 1.0, 0.0, -1.0, 0.0, 4.0],
+            [9; 3],
+            &mut s,
+        );
+        for (ox, oy) in [(0, 0), (3, 1), (2, 3)] {
+            assert_eq!(at(&r, ox, oy), at(&sq, oy, 3 - ox));
+        }
+        // Corners mapped beyond 32768 pixels take the f64 route: everything is fill.
+        let mut far = img.clone();
+        nearest_affine(
+            &mut far,
+            4,
+            5,
+            &[1.0, 0.5, 40000.0, 0.0, 1.0, 0.0],
+            [9; 3],
+            &mut s,
+        );
+        assert!(far.iter().all(|&v| v == 9));
+    }
+
+    #[test]
     fn affine_gives_the_same_bytes_on_every_instruction_set() {
         // Rotations, timm's shears and translations (fractional, both ways, past the edge),
         // a zoom and a matrix of every entry, on sizes that are and are not whole lane groups.
