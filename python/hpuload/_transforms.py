@@ -105,14 +105,20 @@ def _fill(fill: Any, what: str) -> list[float] | None:
 
 
 def check_resize(t: Any, on_tensor: bool = True) -> None:
-    """Refuses the Resize settings hpuload does not implement. `antialias=False` changes
-    nothing on a PIL image (torchvision ignores it there, with a warning of its own) nor for
-    nearest neighbour."""
+    """Refuses the Resize settings hpuload does not implement."""
     if getattr(t, "max_size", None) is not None:
         raise Unsupported("Resize with max_size")
-    nearest = _interp(t.interpolation, type(t).__name__) == "nearest"
+    check_antialias(t, on_tensor)
+
+
+def check_antialias(t: Any, on_tensor: bool) -> None:
+    """Refuses a resize (Resize, RandomResize) without antialiasing where that changes the
+    pixels: not on a PIL image (torchvision ignores the flag there, with a warning of its
+    own) nor for nearest neighbour."""
+    name = type(t).__name__
+    nearest = _interp(t.interpolation, name) == "nearest"
     if getattr(t, "antialias", True) is False and on_tensor and not nearest:
-        raise Unsupported("Resize(antialias=False)")
+        raise Unsupported(f"{name}(antialias=False)")
 
 
 def _p(t: Any) -> float:
@@ -561,6 +567,9 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
     to_float = "divide"  # how the bytes became floats: `x / 255`, or v2's `x * (1 / 255)`
     for t in all_steps:
         name = type(t).__name__
+        # What a resize at this step gets: a tensor (torch's nearest; antialias=False
+        # matters), or a PIL image.
+        on_tensor = video or image_tensor or dtype is not None
         if video and (_is(t, "Lambda") or not _known(t)):
             seen = _recognised_video_step(t)
             if seen is not None:
@@ -580,20 +589,20 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
                     "size": _hw(t.size, name),
                     "scale": [float(t.scale[0]), float(t.scale[1])],
                     "ratio": [float(t.ratio[0]), float(t.ratio[1])],
-                    "interpolation": _resize_interp(t.interpolation, name, video or image_tensor or dtype is not None),
+                    "interpolation": _resize_interp(t.interpolation, name, on_tensor),
                 }
             )
         elif _is(t, "Resize"):
             float_first = video and not pixel and normalize is None and not erasing
             if pixel or (dtype is not None and not float_first):
                 raise Unsupported("Resize after a pixel op or the conversion to float")
-            interp = _resize_interp(t.interpolation, name, video or image_tensor or dtype is not None)
+            interp = _resize_interp(t.interpolation, name, on_tensor)
             if video and getattr(t, "antialias", True) is False and getattr(t, "max_size", None) is None:
                 if interp != "bilinear":
                     raise Unsupported(f"Resize(antialias=False) with {interp} interpolation")
                 interp = "bilinear_no_antialias"
             else:
-                check_resize(t, on_tensor=video or image_tensor or dtype is not None)
+                check_resize(t, on_tensor)
             size = t.size
             if isinstance(size, (list, tuple)) and len(size) == 1:
                 size = size[0]
@@ -602,14 +611,13 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
             # torchvision v2: the shorter side drawn from randint(min_size, max_size).
             if dtype is not None or pixel:
                 raise Unsupported("RandomResize after a pixel op or the conversion to float")
-            if getattr(t, "antialias", True) is False and (video or image_tensor) and _interp(t.interpolation, name) != "nearest":
-                raise Unsupported("RandomResize(antialias=False)")
+            check_antialias(t, on_tensor)
             geometry.append(
                 {
                     "op": "random_resize",
                     "min_size": int(t.min_size),
                     "max_size": int(t.max_size),
-                    "interpolation": _resize_interp(t.interpolation, name, video or image_tensor or dtype is not None),
+                    "interpolation": _resize_interp(t.interpolation, name, on_tensor),
                 }
             )
         elif _is(t, "CenterCrop"):

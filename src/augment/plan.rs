@@ -208,9 +208,7 @@ impl Phases {
                     && self.resize_short.is_some()
                     && matches!(op, Op::RandomCrop(_))
                 {
-                    return Err(PipelineError::Shape(format!(
-                        "{name} with padding after a resize (hpuload pads the image itself only)"
-                    )));
+                    return Err(padding_after_resize(name));
                 }
                 let out = size.hw();
                 if let Some((Prescale::Short(s) | Prescale::ShortIn(s, _), _)) = self.resize_short {
@@ -241,9 +239,7 @@ impl Phases {
                 let name = op.name();
                 self.late(name)?;
                 if matches!(op, Op::RandomCrop(c) if c.pad().is_some()) {
-                    return Err(PipelineError::Shape(format!(
-                        "{name} with padding after a resize (hpuload pads the image itself only)"
-                    )));
+                    return Err(padding_after_resize(name));
                 }
                 let Some((Geometry::Resize { out: (h, w) }, interpolation, resize_at)) =
                     self.geometry
@@ -325,6 +321,13 @@ impl Phases {
         }
         Ok(())
     }
+}
+
+/// A crop that pads after a resize: hpuload pads the decoded image only.
+fn padding_after_resize(name: &str) -> PipelineError {
+    PipelineError::Shape(format!(
+        "{name} with padding after a resize (hpuload pads the image itself only)"
+    ))
 }
 
 impl Pipeline {
