@@ -228,14 +228,7 @@ mod tests {
     /// Every one of the 2^24 byte triples, a block of lanes at a time, as three planes.
     fn every_triple() -> impl Iterator<Item = Planes> {
         (0..(1usize << 24)).step_by(LANES).map(|start| {
-            let mut planes: Planes = [[0; LANES]; 3];
-            for k in 0..LANES {
-                let c = start + k;
-                planes[0][k] = (c >> 16) as u8;
-                planes[1][k] = (c >> 8) as u8;
-                planes[2][k] = c as u8;
-            }
-            planes
+            [16, 8, 0].map(|shift| std::array::from_fn(|k| ((start + k) >> shift) as u8))
         })
     }
 
@@ -256,9 +249,12 @@ mod tests {
         }
     }
 
-    /// `adjust_hue_any` compiled for each width this CPU runs, by name.
-    fn widths() -> Vec<(&'static str, fn(&mut [u8], u8))> {
-        let mut widths: Vec<(&'static str, fn(&mut [u8], u8))> = vec![("baseline", adjust_hue_any)];
+    /// A width's name and `adjust_hue_any` compiled for it.
+    type Width = (&'static str, fn(&mut [u8], u8));
+
+    /// Each width this CPU runs.
+    fn widths() -> Vec<Width> {
+        let mut widths: Vec<Width> = vec![("baseline", adjust_hue_any)];
         #[cfg(target_arch = "x86_64")]
         {
             if std::arch::is_x86_feature_detected!("avx2") {
