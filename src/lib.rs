@@ -62,9 +62,9 @@ pub use loader::{
 pub use sampler::{LastBatch, Shard};
 pub use source::{
     ArrowDataset, CacheOptions, CocoDataset, CocoOptions, Entry, FileSpan, FrameFolder, HfOptions,
-    ImageFolder, Listing, Manifest, Media, ParquetDataset, ParquetOptions, ReadMode, RemoteOptions,
-    SampleBytes, ShardOptions, Source, StorageReport, VideoFolder, VideoManifest, WebDataset,
-    IMAGE_EXTENSIONS, VIDEO_EXTENSIONS,
+    ImageArray, ImageFolder, Listing, Manifest, Media, ParquetDataset, ParquetOptions, ReadMode,
+    RemoteOptions, SampleBytes, ShardOptions, Source, StorageReport, VideoFolder, VideoManifest,
+    WebDataset, IMAGE_EXTENSIONS, VIDEO_EXTENSIONS,
 };
 pub use stage::{RunsOn, Stage, StageTimes};
 pub use tensor::{HostTensor, Placement, Tensor};

@@ -122,6 +122,19 @@ pub(crate) fn decode(bytes: &[u8], h: &Header, out: &mut [u8]) -> Result<(), Dec
             out[3 * i..3 * i + 3].fill(v);
         }
     };
+    // Binary 8-bit samples (what an array of pixels served as a file is) are the output's
+    // bytes as they are: copied, a grey replicated to three channels.
+    if matches!(h.kind, 5 | 6) && h.maxval == 255 {
+        let data = data.get(..count).ok_or_else(truncated)?;
+        if colour {
+            out[..count].copy_from_slice(data);
+        } else {
+            for (px, &v) in out.chunks_exact_mut(3).zip(data) {
+                px.fill(v);
+            }
+        }
+        return Ok(());
+    }
     match h.kind {
         4 => {
             let stride = w.div_ceil(8);

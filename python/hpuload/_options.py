@@ -64,6 +64,20 @@ class SamplesSource:
 
 
 @dataclass(frozen=True)
+class ArraySource:
+    """Images of one size held in one array (torchvision's CIFAR10, CIFAR100, SVHN): `pixels`
+    the array's bytes, channels last, `shape` each image's (height, width, channels); sample
+    `i` is the dataset's; `name` names it in messages (`name[i]`)."""
+
+    kind: ClassVar[str] = "arrays"
+    name: str
+    pixels: bytes
+    shape: tuple[int, int, int]
+    labels: list[int]
+    classes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class ShardSource:
     """WebDataset tar shards: a file, a brace pattern or a URL."""
 
@@ -180,6 +194,7 @@ Source = Union[
     FolderSource,
     ManifestSource,
     SamplesSource,
+    ArraySource,
     ShardSource,
     ArrowSource,
     ParquetSource,

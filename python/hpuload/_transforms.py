@@ -208,14 +208,14 @@ def _preset_steps(t: Any) -> list[Any] | None:
 
 
 def _crop_padding(t: Any, what: str, after_resize: bool) -> dict:
-    """A RandomCrop's `padding`, `pad_if_needed` and `fill` as the op's fields (padding given
-    `[left, top, right, bottom]`); hpuload pads with a constant, before a crop of the image
+    """A RandomCrop's `padding`, `pad_if_needed`, `fill` and `padding_mode` as the op's fields
+    (padding given `[left, top, right, bottom]`); hpuload pads before a crop of the image
     itself."""
     if after_resize:
         raise Unsupported(f"{what} with padding after a resize, or of a video (hpuload pads an image before its crop)")
     mode = getattr(t, "padding_mode", "constant")
-    if mode != "constant":
-        raise Unsupported(f"{what}(padding_mode={mode!r}) (hpuload pads with a constant fill)")
+    if mode not in ("constant", "edge", "reflect", "symmetric"):
+        raise Unsupported(f"{what}(padding_mode={mode!r})")
     padding = t.padding
     if padding is None:
         sides = [0, 0, 0, 0]
@@ -236,12 +236,21 @@ def _crop_padding(t: Any, what: str, after_resize: bool) -> dict:
             raise Unsupported(f"{what} padding {t.padding!r}")
     if any(v < 0 for v in sides):
         raise Unsupported(f"{what} with negative padding {sides}")
-    fill = _fill(t.fill, what) or [0.0, 0.0, 0.0]
-    # torchvision hands a PIL image whole numbers (`int(x)`); the image's bytes hold 0..255.
-    fill = [int(v) for v in fill]
-    if any(not 0 <= v <= 255 for v in fill):
-        raise Unsupported(f"{what} fill {t.fill!r} outside 0..255")
-    return {"padding": sides, "pad_if_needed": bool(t.pad_if_needed), "fill": fill}
+    fill = [0, 0, 0]
+    if mode == "constant":  # the other modes show the image, not the fill
+        fill = _fill(t.fill, what) or [0.0, 0.0, 0.0]
+        # torchvision hands a PIL image whole numbers (`int(x)`); the image's bytes hold 0..255.
+        fill = [int(v) for v in fill]
+        if any(not 0 <= v <= 255 for v in fill):
+            raise Unsupported(f"{what} fill {t.fill!r} outside 0..255")
+    return {
+        "padding": sides,
+        "pad_if_needed": bool(t.pad_if_needed),
+        "fill": fill,
+        "padding_mode": mode,
+        # v2 pads the padding and what pad_if_needed adds in one step, v1 in two.
+        "pad_at_once": type(t).__module__.startswith("torchvision.transforms.v2"),
+    }
 
 
 def _resize_interp(mode: Any, what: str, on_tensor: bool) -> str:

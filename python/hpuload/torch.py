@@ -40,7 +40,7 @@ import torch.utils.data as tud
 # reach torch's.
 from torch.utils.data.dataloader import DataLoader as _TorchDataLoader
 
-from . import _collate, _detection, _hf, _hpuload, _malloc, _options, _probe, _tail, _video
+from . import _arrays, _collate, _detection, _hf, _hpuload, _malloc, _options, _probe, _tail, _video
 from ._fallback import FallbackReason, FallbackWarning
 from ._fallback import Unfit as _Unfit
 from ._transforms import Unsupported, translate_split
@@ -263,6 +263,9 @@ def _dataset_source(dataset, pipeline, transform=None, max_boxes=200):
             raise _Unfit(str(e), FallbackReason.DATASET) from e
         except Unsupported as e:
             raise _Unfit(str(e), FallbackReason.TRANSFORM) from e
+    arrays = _array_source(dataset, pipeline)
+    if arrays is not None:
+        return arrays
     return _listed_source(dataset, pipeline)
 
 
@@ -296,11 +299,7 @@ def _listed_source(dataset, pipeline):
     lazy image opening and a stand-in transform (`_probe.py`). Under `Subset`s (what
     `random_split` returns), the chosen indices of the dataset inside."""
     D = FallbackReason.DATASET
-    indices = None
-    while type(dataset) is tud.Subset:
-        chosen = [int(i) for i in dataset.indices]
-        indices = chosen if indices is None else [chosen[i] for i in indices]
-        dataset = dataset.dataset
+    dataset, indices = _unwrap_subsets(dataset)
     name = type(dataset).__name__
     plain = _plain_image_folder(dataset)
     if not plain:
@@ -343,6 +342,56 @@ def _listed_source(dataset, pipeline):
     classes = list(classes) if isinstance(classes, (list, tuple)) and all(isinstance(c, str) for c in classes) else []
     source = {"source": _options.SamplesSource(samples, classes), "sample_keys": keys, "watch": watch}
     return source, pipe, dtype, classes or None
+
+
+def _unwrap_subsets(dataset):
+    """`(the dataset inside any Subsets, the chosen indices of it or None)`."""
+    indices = None
+    while type(dataset) is tud.Subset:
+        chosen = [int(i) for i in dataset.indices]
+        indices = chosen if indices is None else [chosen[i] for i in indices]
+        dataset = dataset.dataset
+    return dataset, indices
+
+
+def _array_source(dataset, pipeline):
+    """torchvision's datasets held in memory as one uint8 array of same-size images
+    (`CIFAR10`, `CIFAR100`, `SVHN`), their own `__getitem__` (`Image.fromarray` of the row,
+    then the transform), in Subsets or not: an `ArraySource` of the array's bytes, copied
+    once. The labels are the dataset's, through its `target_transform` now. A transform
+    without a crop or resize keeps the images' size (a `center_crop` to it leads the
+    pipeline). `None` for any other dataset."""
+    base, indices = _unwrap_subsets(dataset)
+    found = _arrays.images_of(base)
+    if found is None:
+        return None
+    data, labels = found
+    D = FallbackReason.DATASET
+    name = type(base).__name__
+    if indices is not None:
+        data, labels = data[indices], [labels[i] for i in indices]
+    if len(labels) == 0:
+        raise _Unfit(f"the {name} has no images", D)
+    if base.target_transform is not None:
+        labels = [base.target_transform(y) for y in labels]
+    if not all(isinstance(y, int) for y in labels):
+        raise _Unfit(f"the {name}'s labels are not integers (its target_transform)", D)
+    height, width, channels = (int(v) for v in data.shape[1:])
+    watch = None
+    if pipeline is not None:
+        pipe, dtype = _pipeline(pipeline), "f32"
+    else:
+
+        def translate_now():
+            pipe, dtype, tail = translate_split(base.transform)
+            return _arrays.sized(pipe, height, width), dtype, tail
+
+        watch = _TransformWatch(lambda: base.transform, translate_now)
+        pipe, dtype, _ = watch.translated
+    classes = getattr(base, "classes", None)
+    classes = list(classes) if isinstance(classes, (list, tuple)) and all(isinstance(c, str) for c in classes) else []
+    source = _options.ArraySource(name, data.tobytes(), (height, width, channels), labels, classes)
+    return {"source": source, "sample_keys": None, "watch": watch}, pipe, dtype, classes or None
 
 
 def _coco_source(dataset, pipeline, max_boxes):

@@ -10,11 +10,12 @@ use hpuload::source::hf::ColumnChoice;
 use hpuload::video::{ClipSampler, IndexCache, IndexClips, Policy, TimeClips, WindowClips};
 use hpuload::{
     ArrowDataset, CacheOptions, CocoDataset, CocoOptions, Entry, FrameFolder, HfOptions,
-    ImageFolder, Listing, Manifest, Media, ParquetDataset, ParquetOptions, RemoteOptions,
-    ShardOptions, Source, VideoFolder, VideoManifest, VideoSpec, WebDataset,
+    ImageArray, ImageFolder, Listing, Manifest, Media, ParquetDataset, ParquetOptions,
+    RemoteOptions, ShardOptions, Source, VideoFolder, VideoManifest, VideoSpec, WebDataset,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 
 /// `LoaderOptions`, as its fields are named there.
 #[derive(FromPyObject)]
@@ -170,6 +171,22 @@ pub(crate) fn source(given: &Bound<'_, PyAny>) -> PyResult<Opener> {
             let list = given.extract::<Samples>()?.listing()?;
             Box::new(move || Ok(Box::new(list) as Box<dyn Source>))
         }
+        "arrays" => {
+            let a: Arrays = given.extract()?;
+            // Copied once, here (the dataset keeps its own array).
+            let pixels = a.pixels.as_bytes().to_vec();
+            let Arrays {
+                name,
+                shape,
+                labels,
+                classes,
+                ..
+            } = a;
+            Box::new(move || {
+                let set = ImageArray::new(&name, pixels, shape, labels, classes)?;
+                Ok(Box::new(set) as Box<dyn Source>)
+            })
+        }
         "shards" => {
             let Shards {
                 spec,
@@ -312,6 +329,16 @@ impl Samples {
             .collect();
         Ok(Listing::of_files(origin, entries, self.classes))
     }
+}
+
+/// `ArraySource`: images of one size in one array of bytes, channels last.
+#[derive(FromPyObject)]
+struct Arrays<'py> {
+    name: String,
+    pixels: Bound<'py, PyBytes>,
+    shape: (u32, u32, u32),
+    labels: Vec<i64>,
+    classes: Vec<String>,
 }
 
 /// `ShardSource`.

@@ -272,10 +272,43 @@ def test_pad_if_needed_and_a_center_crop_larger_than_the_image_pad_as_torchvisio
                 assert int(out.sum()) == int(inner.sum()), "black around it"
 
 
-def test_a_random_crop_padded_by_reflection_falls_back_naming_it(png_folder):
-    ds = datasets.ImageFolder(png_folder, T.Compose([T.RandomCrop(32, padding=4, padding_mode="reflect"), T.ToTensor()]))
-    with pytest.warns(FallbackWarning, match="padding_mode"):
-        DataLoader(ds, batch_size=4)
+@pytest.mark.parametrize("flavour", ["v1", "v2"])
+@pytest.mark.parametrize("mode", ["edge", "reflect", "symmetric"])
+def test_a_random_crop_padded_in_each_mode_is_torchvisions_at_the_offset_the_loader_drew(
+    png_folder, tmp_path, flavour, mode
+):
+    """`RandomCrop(size, padding, pad_if_needed, padding_mode)` with the image's own pixels in
+    the padding (CIFAR recipes' `padding_mode="reflect"`): NumPy's padding of the PIL image as
+    torchvision pads it, then its crop at the loader's offset; natively. Cropped larger than
+    the padded image, `pad_if_needed` pads again: v1 mirrors the padded image, v2 pads once."""
+    for path, _ in datasets.ImageFolder(png_folder).samples:
+        out = tmp_path / Path(path).parent.name / Path(path).name
+        out.parent.mkdir(exist_ok=True)
+        Image.open(path).convert("RGB").crop((0, 0, 23, 21)).save(out)
+    M = T if flavour == "v1" else v2
+    for crop, padding, needed in ((24, (4, 2), False), (33, (3, 1), True)):
+        tf = M.Compose([M.RandomCrop(crop, padding=padding, pad_if_needed=needed, padding_mode=mode), M.PILToTensor()])
+        ds = datasets.ImageFolder(tmp_path, tf)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FallbackWarning)
+            warnings.simplefilter("error", PythonTailWarning)
+            loader = DataLoader(ds, batch_size=12, shuffle=True, seed=3)
+        x, _, indices = first_batch(loader)
+        for slot, index in enumerate(indices):
+            image = Image.open(ds.samples[index][0]).convert("RGB")
+            (top, left, h, w), _ = loader._core.sample_params(0, index, image.width, image.height)
+            assert (h, w) == (crop, crop)
+            pad_x, pad_y = padding
+            extra_x = max(0, crop - image.width - 2 * pad_x) if needed else 0
+            extra_y = max(0, crop - image.height - 2 * pad_y) if needed else 0
+            if flavour == "v1":
+                padded = F.pad(image, [pad_x, pad_y], padding_mode=mode)
+                padded = F.pad(padded, [extra_x, extra_y], padding_mode=mode)
+            else:
+                padded = v2.functional.pad(image, [pad_x + extra_x, pad_y + extra_y], padding_mode=mode)
+            corner = (int(top) + pad_y + extra_y, int(left) + pad_x + extra_x)
+            want = F.pil_to_tensor(F.crop(padded, *corner, crop, crop))
+            assert torch.equal(x[slot], want), f"{crop}: sample {index} at ({top}, {left})"
 
 
 def test_a_center_crop_larger_than_the_fixed_resize_falls_back_naming_it(png_folder):

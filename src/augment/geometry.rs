@@ -230,10 +230,10 @@ impl OpSpec for CenterCrop {
     fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
 }
 
-/// `RandomCrop(size, padding, pad_if_needed, fill)`: a window of `size` at a uniformly drawn
-/// integer offset of the image (or of its resize, after a `resize`), padded first as
-/// torchvision pads it with `padding_mode="constant"` (padding only without a resize before
-/// it). An image still smaller than the crop is that sample's error.
+/// `RandomCrop(size, padding, pad_if_needed, fill, padding_mode)`: a window of `size` at a
+/// uniformly drawn integer offset of the image (or of its resize, after a `resize`), padded
+/// first as torchvision pads it (padding only without a resize before it). An image still
+/// smaller than the crop is that sample's error.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RandomCrop {
@@ -246,9 +246,17 @@ pub struct RandomCrop {
     /// difference. Default false.
     #[serde(default)]
     pub pad_if_needed: bool,
-    /// The padding's colour. Default black.
+    /// The padding's colour (with `padding_mode` constant). Default black.
     #[serde(default)]
     pub fill: [u8; 3],
+    /// What the padding shows. Default constant (`fill`).
+    #[serde(default)]
+    pub padding_mode: PaddingMode,
+    /// `padding` and what `pad_if_needed` adds are padded in one step, as torchvision v2 does
+    /// (a mirror of the image); default false: v1's two steps, the second mirroring the
+    /// padded image.
+    #[serde(default)]
+    pub pad_at_once: bool,
 }
 
 impl RandomCrop {
@@ -258,18 +266,93 @@ impl RandomCrop {
             sides: self.padding.unwrap_or_default(),
             if_needed: self.pad_if_needed,
             fill: self.fill,
+            mode: self.padding_mode,
+            at_once: self.pad_at_once,
         })
+    }
+}
+
+/// What padding shows past an image's edge (torchvision's `padding_mode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PaddingMode {
+    /// The fill colour.
+    #[default]
+    Constant,
+    /// The nearest edge pixel, repeated.
+    Edge,
+    /// The image mirrored about its edge pixel (which is not repeated): `2 1 | 0 1 2 3 | 2 1`.
+    Reflect,
+    /// The image mirrored about its edge (the edge pixel repeated): `1 0 | 0 1 2 3 | 3 2`.
+    Symmetric,
+}
+
+impl PaddingMode {
+    /// The pixel that position `i` of an axis of `len` pixels padded this way shows (NumPy's
+    /// `np.pad`, which torchvision pads PIL images with: periodic past one mirror image); `i`
+    /// itself inside the axis. Constant padding shows no pixel: it is not asked.
+    fn source(self, i: i64, len: i64) -> i64 {
+        match self {
+            Self::Constant | Self::Edge => i.clamp(0, len - 1),
+            Self::Reflect if len == 1 => 0,
+            Self::Reflect => {
+                let m = i.rem_euclid(2 * (len - 1));
+                if m < len {
+                    m
+                } else {
+                    2 * (len - 1) - m
+                }
+            }
+            Self::Symmetric => {
+                let m = i.rem_euclid(2 * len);
+                if m < len {
+                    m
+                } else {
+                    2 * len - 1 - m
+                }
+            }
+        }
     }
 }
 
 /// How an image is padded before a crop, as torchvision pads it: `sides` `[left, top, right,
 /// bottom]` first, then, with `if_needed`, a side still shorter than the crop grows on both
-/// ends by the difference (`RandomCrop`); a `CenterCrop` pads what it lacks, half before.
+/// ends by the difference (`RandomCrop`, padding the padded image again in `mode`); a
+/// `CenterCrop` pads what it lacks with black, half before.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Pad {
     pub sides: [u32; 4],
     pub if_needed: bool,
     pub fill: [u8; 3],
+    pub mode: PaddingMode,
+    /// `sides` and `if_needed`'s padding in one step (torchvision v2).
+    pub at_once: bool,
+}
+
+/// What a sample's padded window shows past the image (its plan carries it when the window
+/// reaches past the image).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Padding {
+    /// The colour, with [`PaddingMode::Constant`].
+    pub fill: [u8; 3],
+    /// What the padding shows.
+    pub mode: PaddingMode,
+    /// The padding asked for, `[left, top, right, bottom]`, before `pad_if_needed` pads the
+    /// padded image again (in `mode`: a mirror of the padded image, not of the image); `[0;
+    /// 4]` when the two are padded in one step (torchvision v2).
+    pub sides: [u32; 4],
+}
+
+impl Padding {
+    /// The image's pixel that position `i` of the padded window's axis shows, for a mode that
+    /// is not constant (`i` in the image's pixels, `len` of them, `before`/`after` the first
+    /// padding of that axis). Past the first padding (what `pad_if_needed` added), the pixel
+    /// of that padded image it mirrors, then the image's pixel that one shows.
+    fn mirrored(&self, i: i64, len: i64, (before, after): (u32, u32)) -> usize {
+        let (before, after) = (i64::from(before), i64::from(after));
+        let padded = self.mode.source(i + before, before + len + after);
+        self.mode.source(padded - before, len) as usize
+    }
 }
 
 impl OpSpec for RandomCrop {
@@ -695,11 +778,11 @@ fn holds((width, height): (u32, u32), (oh, ow): (u32, u32)) -> Result<(), Augmen
 }
 
 /// The padded crop `crop` (integer, reaching past the `width`x`height` RGB8 image) composed
-/// into `out`: `fill` where it shows the padding, the image's pixels elsewhere. Returns the
-/// window as the whole of `out`, for the resampler.
+/// into `out`: the padding as `padding` says where the window shows it, the image's pixels
+/// elsewhere. Returns the window as the whole of `out`, for the resampler.
 pub(crate) fn compose_padded(
     crop: &CropBox,
-    fill: [u8; 3],
+    padding: &Padding,
     rgb: &[u8],
     width: u32,
     height: u32,
@@ -709,8 +792,22 @@ pub(crate) fn compose_padded(
     let (cw, ch) = (crop.width as usize, crop.height as usize);
     out.clear();
     out.reserve(cw * ch * 3);
+    if padding.mode != PaddingMode::Constant {
+        // Each output column's and row's source in the image, then the pixels.
+        let [l, t, r, b] = padding.sides;
+        let xs: Vec<usize> = (0..cw as i64)
+            .map(|x| padding.mirrored(left + x, i64::from(width), (l, r)))
+            .collect();
+        for y in 0..ch as i64 {
+            let row = padding.mirrored(top + y, i64::from(height), (t, b)) * width as usize;
+            for &sx in &xs {
+                out.extend_from_slice(&rgb[(row + sx) * 3..(row + sx) * 3 + 3]);
+            }
+        }
+        return CropBox::full(cw as u32, ch as u32);
+    }
     for _ in 0..cw * ch {
-        out.extend_from_slice(&fill);
+        out.extend_from_slice(&padding.fill);
     }
     // The image's part of the window, in the image's pixels.
     let (x0, x1) = (left.max(0), (left + cw as i64).min(i64::from(width)));
@@ -1000,8 +1097,7 @@ mod tests {
     fn a_random_crop_with_padding_draws_every_offset_of_the_padded_image() {
         let pad = Pad {
             sides: [4, 4, 4, 4],
-            if_needed: false,
-            fill: [0; 3],
+            ..Pad::default()
         };
         let mut lefts = std::collections::BTreeSet::new();
         for i in 0..400 {
@@ -1013,9 +1109,8 @@ mod tests {
         assert_eq!(lefts.len(), 9, "offsets 0..=8 of the 40-pixel padded side");
         // `pad_if_needed`: a side still short grows on both ends by the difference.
         let pad = Pad {
-            sides: [0; 4],
             if_needed: true,
-            fill: [0; 3],
+            ..Pad::default()
         };
         for i in 0..50 {
             let mut rng = CounterRng::new(1, 0, i, crate::rng::Stream::Crop);
@@ -1042,10 +1137,71 @@ mod tests {
             view: true,
         };
         let mut out = Vec::new();
-        let whole = compose_padded(&crop, [9, 9, 9], &rgb, 2, 2, &mut out);
+        let padding = Padding {
+            fill: [9; 3],
+            mode: PaddingMode::Constant,
+            sides: [1; 4],
+        };
+        let whole = compose_padded(&crop, &padding, &rgb, 2, 2, &mut out);
         assert_eq!((whole.width, whole.height), (4.0, 3.0));
         let grey: Vec<u8> = out.chunks(3).map(|p| p[0]).collect();
         assert_eq!(grey, [9, 9, 9, 9, 9, 1, 2, 9, 9, 3, 4, 9]);
+        // Mirrored: the 2x2 image reflected about its edge pixels (`1 2 | 1 2 1 2`).
+        let padding = Padding {
+            mode: PaddingMode::Reflect,
+            ..padding
+        };
+        compose_padded(&crop, &padding, &rgb, 2, 2, &mut out);
+        let grey: Vec<u8> = out.chunks(3).map(|p| p[0]).collect();
+        assert_eq!(grey, [4, 3, 4, 3, 2, 1, 2, 1, 4, 3, 4, 3]);
+    }
+
+    #[test]
+    fn each_padding_mode_shows_the_pixels_numpys_pad_gives() {
+        // `np.pad(np.arange(4), 3, mode)`, `np.pad(np.arange(3), 7, mode)` (past one mirror
+        // image) and `np.pad(np.pad(np.arange(3), (2, 1), mode), 4, mode)` (`pad_if_needed`
+        // padding the padded image again), as NumPy 2 gives them.
+        let cases: [(PaddingMode, [&[i64]; 3]); 3] = [
+            (
+                PaddingMode::Reflect,
+                [
+                    &[3, 2, 1, 0, 1, 2, 3, 2, 1, 0],
+                    &[1, 2, 1, 0, 1, 2, 1, 0, 1, 2, 1, 0, 1, 2, 1, 0, 1],
+                    &[2, 1, 0, 1, 2, 1, 0, 1, 2, 1, 2, 1, 0, 1],
+                ],
+            ),
+            (
+                PaddingMode::Symmetric,
+                [
+                    &[2, 1, 0, 0, 1, 2, 3, 3, 2, 1],
+                    &[0, 0, 1, 2, 2, 1, 0, 0, 1, 2, 2, 1, 0, 0, 1, 2, 2],
+                    &[1, 0, 0, 1, 1, 0, 0, 1, 2, 2, 2, 2, 1, 0],
+                ],
+            ),
+            (
+                PaddingMode::Edge,
+                [
+                    &[0, 0, 0, 0, 1, 2, 3, 3, 3, 3],
+                    &[0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 2, 2, 2, 2],
+                    &[0, 0, 0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 2, 2],
+                ],
+            ),
+        ];
+        for (mode, [short, long, twice]) in cases {
+            let padding = |before, after| Padding {
+                fill: [0; 3],
+                mode,
+                sides: [before, 0, after, 0],
+            };
+            let axis = |len: i64, (before, after): (u32, u32), from: i64, n: usize| {
+                (from..from + n as i64)
+                    .map(|i| padding(before, after).mirrored(i, len, (before, after)) as i64)
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(axis(4, (3, 3), -3, 10), short, "{mode:?}");
+            assert_eq!(axis(3, (7, 7), -7, 17), long, "{mode:?}");
+            assert_eq!(axis(3, (2, 1), -6, 14), twice, "{mode:?}");
+        }
     }
     use crate::rng::Stream;
 

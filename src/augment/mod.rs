@@ -45,8 +45,9 @@ pub use erase::{EraseBox, EraseValue, RandomErasing, RandomFill};
 pub use error::{AugmentError, PipelineError};
 pub(crate) use geometry::compose_padded;
 pub use geometry::{
-    CenterCrop, CropBox, Interpolation, RandomAffine, RandomCrop, RandomHorizontalFlip,
-    RandomResize, RandomResizedCrop, RandomRotation, RandomVerticalFlip, Resize, Size,
+    CenterCrop, CropBox, Interpolation, Padding, PaddingMode, RandomAffine, RandomCrop,
+    RandomHorizontalFlip, RandomResize, RandomResizedCrop, RandomRotation, RandomVerticalFlip,
+    Resize, Size,
 };
 pub use kernel::{Normalize, OutputWriter, Resampler, ToFloat, IMAGENET_MEAN, IMAGENET_STD};
 pub use op::{Op, Pipeline, RandomApply, RandomChoice, RandomOrder};

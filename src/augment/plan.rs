@@ -10,7 +10,7 @@ use super::detect::{self, DetectPlan, RandomIoUCrop, RandomZoomOut, SanitizeSpec
 use super::erase::RandomErasing;
 use super::error::{AugmentError, PipelineError};
 use super::geometry::{
-    self, CenterCrop, CropBox, Interpolation, Pad, Prescale, RandomCrop, RandomResize,
+    self, CenterCrop, CropBox, Interpolation, Pad, Padding, Prescale, RandomCrop, RandomResize,
     RandomResizedCrop, Resize, Size,
 };
 use super::kernel::Normalize;
@@ -105,10 +105,10 @@ pub struct SamplePlan {
     /// fill, `crop` is the whole window, composed first on the CPU path.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detect: Option<DetectPlan>,
-    /// A padded crop's colour, when its window reaches past the image (`crop` is then in the
-    /// image's pixels, partly outside it; the CPU path composes it first).
+    /// A padded crop's padding, when its window reaches past the image (`crop` is then in
+    /// the image's pixels, partly outside it; the CPU path composes it first).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub pad_fill: Option<[u8; 3]>,
+    pub padding: Option<Padding>,
 }
 
 /// The phase rules' state while the ops are read in order.
@@ -575,10 +575,15 @@ impl Plan {
             },
             pre,
             detect: detected,
-            pad_fill: self
+            padding: self
                 .pad
                 .filter(|_| !crop.inside(width, height))
-                .map(|p| p.fill),
+                .map(|p| Padding {
+                    fill: p.fill,
+                    mode: p.mode,
+                    // In one step, every position past the image mirrors the image itself.
+                    sides: if p.at_once { [0; 4] } else { p.sides },
+                }),
         })
     }
 }
@@ -673,6 +678,8 @@ mod tests {
                     padding: None,
                     pad_if_needed: false,
                     fill: [0; 3],
+                    padding_mode: Default::default(),
+                    pad_at_once: false,
                 })),
                 None => p,
             }

@@ -93,15 +93,15 @@ pub(super) fn decode_into(
     let (w, h) = (info.width as usize, info.height as usize);
     augment::apply(&plan.pre, &mut s.rgb[..len], h, w, &mut s.ops);
     let mut crop = plan.crop;
-    let (source, sw, sh) = match (&plan.detect, plan.pad_fill) {
+    let (source, sw, sh) = match (&plan.detect, &plan.padding) {
         (Some(d), _) if !d.window_inside_image(info.width, info.height) => {
             compose_window(d, &s.rgb[..len], info.width, info.height, &mut s.window);
             (&s.window[..], d.window[2], d.window[3])
         }
-        (None, Some(fill)) => {
+        (None, Some(padding)) => {
             crop = compose_padded(
                 &crop,
-                fill,
+                padding,
                 &s.rgb[..len],
                 info.width,
                 info.height,

@@ -22,6 +22,7 @@ use crate::{Error, SampleError, SampleErrorKind};
 const MAX_REPLACEMENTS: usize = 16;
 
 /// Where a loaded sample went.
+#[allow(clippy::large_enum_variant)] // one per sample, returned once to the batch's loop
 pub(super) enum Filled {
     /// Decoded on the host into the slot.
     Cpu {

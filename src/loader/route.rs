@@ -169,7 +169,7 @@ fn canvas_job(
     if plan.interpolation == crate::augment::Interpolation::BilinearNoAntialias {
         return Err("a resize without antialiasing runs on the CPU path");
     }
-    if plan.pad_fill.is_some() {
+    if plan.padding.is_some() {
         return Err("a crop padded past the image runs on the CPU path");
     }
     let Some(d) = &plan.detect else {

@@ -104,9 +104,9 @@ impl View {
         let (oh, ow) = plan.pixels.size;
         resampler.set_size(oh, ow);
         let mut padded = Vec::new();
-        let resized = match plan.pad_fill {
-            Some(fill) => {
-                let crop = compose_padded(&plan.crop, fill, rgb, width, height, &mut padded);
+        let resized = match &plan.padding {
+            Some(padding) => {
+                let crop = compose_padded(&plan.crop, padding, rgb, width, height, &mut padded);
                 let (w, h) = (crop.width as u32, crop.height as u32);
                 resampler.run_with(&padded, w, h, &crop, plan.interpolation)?
             }

@@ -1,5 +1,6 @@
 //! Where samples come from: a list of `(path, label)` entries, and how to read a file's bytes.
 
+mod arrays;
 pub mod arrow;
 pub mod coco;
 mod folder;
@@ -18,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use crate::Error;
 
+pub use arrays::ImageArray;
 pub use arrow::{ArrowDataset, HfOptions};
 pub use coco::{CocoDataset, CocoOptions, Objects};
 pub use folder::{ImageFolder, VideoFolder, IMAGE_EXTENSIONS, VIDEO_EXTENSIONS};

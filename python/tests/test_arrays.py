@@ -1,0 +1,122 @@
+"""torchvision's datasets held in memory as one uint8 array (CIFAR10, CIFAR100, SVHN) run
+natively: every image is the array's row as `Image.fromarray` gives it, through the
+translated transform, with the dataset's labels.
+
+The datasets are made as torchvision's classes hold them (their files are fetched from the
+network, which the tests do not reach): the class's own `__getitem__` over `data` and
+`targets`/`labels` arrays of random pixels."""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+import torch.utils.data as tud
+import torchvision.transforms.functional as F
+from PIL import Image
+from torchvision import datasets
+from torchvision import transforms as T
+from torchvision.transforms import v2
+
+from hpuload.torch import DataLoader, FallbackWarning, PythonTailWarning
+
+CIFAR_MEAN, CIFAR_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
+
+
+def in_memory(cls, n, transform=None, target_transform=None, seed=0, size=32):
+    """A torchvision `cls` (CIFAR10, CIFAR100 or SVHN) holding `n` random images."""
+    rng = np.random.default_rng(seed)
+    ds = cls.__new__(cls)
+    ds.root, ds.transform, ds.target_transform, ds.transforms = "/nowhere", transform, target_transform, None
+    if issubclass(cls, datasets.SVHN):
+        ds.data = rng.integers(0, 256, (n, 3, size, size), dtype=np.uint8)
+        ds.labels = rng.integers(0, 10, n)
+        ds.split = "train"
+    else:
+        ds.data = rng.integers(0, 256, (n, size, size, 3), dtype=np.uint8)
+        classes = 100 if issubclass(cls, datasets.CIFAR100) else 10
+        ds.targets = [int(v) for v in rng.integers(0, classes, n)]
+        ds.classes = [f"class{i}" for i in range(classes)]
+        ds.train = True
+    return ds
+
+
+def native(dataset, **kwargs):
+    """hpuload's loader over `dataset`, refusing any fallback or Python tail."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        warnings.simplefilter("error", PythonTailWarning)
+        return DataLoader(dataset, **kwargs)
+
+
+EVAL = T.Compose([T.ToTensor(), T.Normalize(CIFAR_MEAN, CIFAR_STD)])
+
+
+@pytest.mark.parametrize("cls", [datasets.CIFAR10, datasets.CIFAR100, datasets.SVHN])
+def test_an_evaluation_transform_gives_the_datasets_own_samples_in_order(cls):
+    ds = in_memory(cls, 70, EVAL)
+    loader = native(ds, batch_size=16, num_workers=2)
+    xs, ys = zip(*loader)
+    x, y = torch.cat(xs), torch.cat(ys)
+    want = [ds[i] for i in range(len(ds))]
+    assert x.shape == (70, 3, 32, 32) and x.dtype == torch.float32
+    # ToTensor's division and Normalize, in torch's order of roundings.
+    assert torch.equal(x, torch.stack([w[0] for w in want]))
+    assert y.tolist() == [w[1] for w in want]
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect"])
+def test_cifars_training_recipe_is_torchvisions_at_the_offsets_and_flips_the_loader_drew(mode):
+    """`RandomCrop(32, padding=4)`, the flip, `ToTensor`, `Normalize`: each sample is the
+    dataset's image padded and cut at the loader's window, flipped where it drew a flip."""
+    tf = T.Compose([T.RandomCrop(32, padding=4, padding_mode=mode), T.RandomHorizontalFlip(), T.PILToTensor()])
+    ds = in_memory(datasets.CIFAR10, 64, tf, seed=1)
+    loader = native(ds, batch_size=64, shuffle=True, seed=5)
+    it = iter(loader)
+    x, y = next(it)
+    indices = list(loader.last_indices)
+    it.close()
+    flips, shifted = 0, 0
+    for slot, index in enumerate(indices):
+        (top, left, h, w), flip = loader._core.sample_params(0, index, 32, 32)
+        assert (h, w) == (32, 32) and -4 <= top <= 4 and -4 <= left <= 4
+        padded = F.pad(Image.fromarray(ds.data[index]), 4, padding_mode=mode)
+        want = F.pil_to_tensor(F.crop(padded, int(top) + 4, int(left) + 4, 32, 32))
+        assert torch.equal(x[slot], F.hflip(want) if flip else want), f"sample {index}"
+        assert int(y[slot]) == ds.targets[index]
+        flips += flip
+        shifted += (top, left) != (0, 0)
+    assert 0 < flips < 64 and shifted > 32
+
+
+def test_a_subset_of_cifar_with_a_target_transform_gives_its_own_samples_and_labels():
+    ds = in_memory(datasets.CIFAR10, 50, v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32, scale=True)]), seed=2)
+    ds.target_transform = lambda y: 9 - y
+    train, _ = tud.random_split(ds, [30, 20], generator=torch.Generator().manual_seed(0))
+    loader = native(train, batch_size=10)
+    x, y = (torch.cat(t) for t in zip(*loader))
+    want = [train[i] for i in range(len(train))]
+    assert torch.equal(x, torch.stack([w[0] for w in want]))
+    assert y.tolist() == [w[1] for w in want]
+
+
+def test_a_cifar_subclass_with_its_own_getitem_is_not_read_as_the_array():
+    class Relabelled(datasets.CIFAR10):
+        def __getitem__(self, index):
+            image, label = super().__getitem__(index)
+            return image, label + 100
+
+    ds = in_memory(Relabelled, 8, EVAL)
+    with pytest.warns(FallbackWarning):
+        loader = DataLoader(ds, batch_size=4)
+    assert next(iter(loader))[1].min() >= 100
+
+
+def test_a_cifar_resized_for_an_imagenet_model_runs_natively():
+    """Fine-tuning recipes resize CIFAR's 32x32 images up (`Resize(224)` then a crop)."""
+    tf = T.Compose([T.Resize(64), T.CenterCrop(56), T.ToTensor()])
+    ds = in_memory(datasets.CIFAR100, 12, tf, seed=3)
+    x, _ = next(iter(native(ds, batch_size=12)))
+    want = torch.stack([ds[i][0] for i in range(12)])
+    assert x.shape == (12, 3, 56, 56)
+    assert (x - want).abs().max().item() <= 1 / 255 + 1e-6
