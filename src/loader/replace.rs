@@ -12,7 +12,7 @@ use super::cpu::{self, CpuScratch, Scratch};
 use super::route::{route, Bitstream, HwSlot, Route};
 use super::{Backend, OnError, Shared};
 use crate::augment::{DetectPlan, SamplePlan};
-use crate::cpu_time::CpuClock;
+use crate::cpu_time::{self, CpuClock};
 use crate::hpu::Hpu;
 use crate::rng::{CounterRng, Stream};
 use crate::stage::Stage;
@@ -117,6 +117,8 @@ fn load_sample(
             engine,
         );
     }
+    // Its stage clocks: read for this sample, or (cheap samples) for one in several.
+    let _timing = cpu_time::Sample::start();
     let entry = &shared.source.entries()[index];
     let err = |kind| SampleError {
         index,
