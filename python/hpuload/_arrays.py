@@ -1,7 +1,8 @@
 """torchvision's datasets that hold every image in memory, as one uint8 array of same-size
-images: `CIFAR10` and `CIFAR100` (`N x 32 x 32 x 3`) and `SVHN` (`N x 3 x 32 x 32`). Their
-`__getitem__` hands `Image.fromarray(row)` to the transform, an RGB image of the row's bytes;
-hpuload serves the same bytes to its decoder (`ArraySource`) and runs the transform natively."""
+images: `CIFAR10` and `CIFAR100` (`N x 32 x 32 x 3`), `SVHN` (`N x 3 x 32 x 32`) and the
+grey `MNIST`, `FashionMNIST`, `KMNIST`, `EMNIST` (`N x 28 x 28`). Their `__getitem__` hands
+`Image.fromarray(row)` to the transform, an image of the row's bytes; hpuload serves the same
+bytes to its decoder (`ArraySource`) and runs the transform natively."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ import json
 
 
 def images_of(dataset):
-    """`(array [N, H, W, 3] uint8, labels)` of a torchvision in-memory dataset whose
+    """`(array [N, H, W, C] uint8 (C 3, or 1 for grey), labels)` of a torchvision in-memory dataset whose
     `__getitem__` is its own (a subclass that overrides it is a user's class, probed as
     such); None for any other."""
     try:
         import numpy as np
-        from torchvision.datasets import CIFAR10, SVHN
+        import torch
+        from torchvision.datasets import CIFAR10, MNIST, SVHN
     except ImportError:
         return None
     cls = type(dataset)
@@ -23,26 +25,82 @@ def images_of(dataset):
     elif isinstance(dataset, SVHN) and cls.__getitem__ is SVHN.__getitem__:
         # `Image.fromarray(np.transpose(img, (1, 2, 0)))`.
         data, labels, channels_first = dataset.data, dataset.labels, True
+    elif isinstance(dataset, MNIST) and cls.__getitem__ is MNIST.__getitem__:
+        # MNIST, FashionMNIST, KMNIST, EMNIST: `Image.fromarray(img.numpy(), mode="L")` of a
+        # uint8 tensor's row (QMNIST has a `__getitem__` of its own).
+        data, labels, channels_first = dataset.data, dataset.targets, False
+        if not (isinstance(data, torch.Tensor) and data.dtype == torch.uint8 and data.ndim == 3):
+            return None
+        data = data.numpy()[..., None]
+        labels = labels.tolist() if isinstance(labels, torch.Tensor) else labels
     else:
         return None
     if not (isinstance(data, np.ndarray) and data.dtype == np.uint8 and data.ndim == 4):
         return None
     if channels_first:
         data = data.transpose(0, 2, 3, 1)
-    if data.shape[-1] != 3 or len(labels) != len(data):
+    if data.shape[-1] not in (1, 3) or len(labels) != len(data):
         return None
     # The labels as `__getitem__` gives them: CIFAR's are ints, SVHN's `int(self.labels[i])`.
     return np.ascontiguousarray(data), [int(y) for y in labels]
 
 
-def sized(pipeline: str, height: int, width: int) -> str:
-    """`pipeline` with a `center_crop` to the images' own size first when it has no crop or
-    resize (an evaluation transform, `ToTensor` and `Normalize`): every image is that size, so
-    the crop keeps it whole and fixes the batch's shape."""
+def check_grey(pipeline: str, tail, name: str) -> None:
+    """Refuses (`Unsupported`) what hpuload would not give as torchvision does for grey images,
+    which it makes as three equal channels and hands out as one: steps that run in Python (they
+    would get RGB images), several views, a grey conversion (`Grayscale(3)` makes three
+    channels), a `Normalize` whose channels differ (torch refuses it on one channel)."""
+    from ._transforms import Unsupported
+
     spec = json.loads(pipeline)
-    ops = spec.get("ops")
-    geometry = {"random_resized_crop", "resize", "random_resize", "center_crop", "random_crop"}
-    if ops is None or any(op.get("op") in geometry for op in ops):
-        return pipeline
-    spec["ops"] = [{"op": "center_crop", "size": [height, width]}, *ops]
-    return json.dumps(spec)
+    if tail is not None or "views" in spec:
+        raise Unsupported(f"the {name}'s grey images through steps that run in Python, or in several views")
+    for op in _every_op(spec.get("ops", [])):
+        kind = op.get("op")
+        if kind in ("random_grayscale", "pil_grayscale"):
+            raise Unsupported(f"a grey conversion of the {name}'s grey images")
+        if kind == "normalize" and (len(set(op["mean"])) > 1 or len(set(op["std"])) > 1):
+            raise Unsupported(f"Normalize with three channels of the {name}'s grey images")
+
+
+def _every_op(value):
+    """Every op of a pipeline's JSON, those inside `random_apply`, `random_choice` and
+    `random_order` too."""
+    if isinstance(value, dict):
+        if "op" in value:
+            yield value
+        for inner in value.values():
+            yield from _every_op(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from _every_op(inner)
+
+
+def translate(transform, height: int, width: int):
+    """`translate_split` of the dataset's transform, every image being `height x width`: as
+    it is when it starts with a crop or resize; else (an evaluation `ToTensor`, `Normalize`;
+    pixel ops before any crop) after a `CenterCrop` to that size, which keeps each image whole
+    and fixes the batch's shape."""
+    from torchvision import transforms as v1
+    from torchvision.transforms import v2
+
+    from ._transforms import Unsupported, translate_split
+
+    try:
+        pipeline, dtype, tail = translate_split(transform)
+        if "views" in json.loads(pipeline) or any(op.get("op") in _GEOMETRY for op in json.loads(pipeline)["ops"]):
+            return pipeline, dtype, tail
+        first = None
+    except Unsupported as e:
+        first = e
+    flavour = v2 if type(transform).__module__.startswith("torchvision.transforms.v2") else v1
+    try:
+        return translate_split(flavour.Compose([flavour.CenterCrop((height, width)), transform]))
+    except Unsupported:
+        if first is not None:
+            raise first from None
+        raise
+
+
+#: The ops that set a pipeline's output size.
+_GEOMETRY = {"random_resized_crop", "resize", "random_resize", "center_crop", "random_crop"}

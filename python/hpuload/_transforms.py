@@ -290,12 +290,15 @@ def _pixel_op(t: Any, pil: bool = False) -> dict | None:
         if pil and "hue" in op:
             op["pil"] = True  # Pillow's byte HSV for the hue
         return op
+    # A PIL image's grey is Pillow's `convert("L")` (integer weights); a tensor's is torch's
+    # float sum, truncated: they differ by a level in some pixels.
+    grey = "pil_grayscale" if pil else "random_grayscale"
     if _is(t, "RandomGrayscale"):
-        return {"op": "random_grayscale", "p": _p(t)}
+        return {"op": grey, "p": _p(t)}
     if _is(t, "Grayscale"):
         if t.num_output_channels != 3:
             raise Unsupported("Grayscale(num_output_channels=1) (hpuload's batches have 3 channels)")
-        return {"op": "random_grayscale", "p": 1.0}
+        return {"op": grey, "p": 1.0}
     if _is(t, "GaussianBlur"):
         return {"op": "gaussian_blur", "kernel_size": [int(k) for k in t.kernel_size], "sigma": _range(t.sigma)}
     if _is(t, "RandomSolarize"):

@@ -356,11 +356,13 @@ def _unwrap_subsets(dataset):
 
 def _array_source(dataset, pipeline):
     """torchvision's datasets held in memory as one uint8 array of same-size images
-    (`CIFAR10`, `CIFAR100`, `SVHN`), their own `__getitem__` (`Image.fromarray` of the row,
-    then the transform), in Subsets or not: an `ArraySource` of the array's bytes, copied
-    once. The labels are the dataset's, through its `target_transform` now. A transform
-    without a crop or resize keeps the images' size (a `center_crop` to it leads the
-    pipeline). `None` for any other dataset."""
+    (`CIFAR10`, `CIFAR100`, `SVHN`, and the grey `MNIST` family), their own `__getitem__`
+    (`Image.fromarray` of the row, then the transform), in Subsets or not: an `ArraySource`
+    of the array's bytes, copied once. The labels are the dataset's, through its
+    `target_transform` now. A transform without a crop or resize keeps the images' size
+    (`_arrays.translate`). Grey images are made as RGB with three equal
+    channels (every op hpuload runs treats the channels alike, as Pillow's on an "L" image)
+    and handed out as their first. `None` for any other dataset."""
     base, indices = _unwrap_subsets(dataset)
     found = _arrays.images_of(base)
     if found is None:
@@ -377,21 +379,24 @@ def _array_source(dataset, pipeline):
     if not all(isinstance(y, int) for y in labels):
         raise _Unfit(f"the {name}'s labels are not integers (its target_transform)", D)
     height, width, channels = (int(v) for v in data.shape[1:])
+    grey = channels == 1
     watch = None
     if pipeline is not None:
         pipe, dtype = _pipeline(pipeline), "f32"
     else:
 
         def translate_now():
-            pipe, dtype, tail = translate_split(base.transform)
-            return _arrays.sized(pipe, height, width), dtype, tail
+            pipe, dtype, tail = _arrays.translate(base.transform, height, width)
+            if grey:
+                _arrays.check_grey(pipe, tail, name)
+            return pipe, dtype, tail
 
         watch = _TransformWatch(lambda: base.transform, translate_now)
         pipe, dtype, _ = watch.translated
     classes = getattr(base, "classes", None)
     classes = list(classes) if isinstance(classes, (list, tuple)) and all(isinstance(c, str) for c in classes) else []
     source = _options.ArraySource(name, data.tobytes(), (height, width, channels), labels, classes)
-    return {"source": source, "sample_keys": None, "watch": watch}, pipe, dtype, classes or None
+    return {"source": source, "sample_keys": None, "watch": watch, "grey": grey}, pipe, dtype, classes or None
 
 
 def _coco_source(dataset, pipeline, max_boxes):
@@ -477,8 +482,12 @@ class _Loader:
         tail=None,
         tail_workers=0,
         fallback_args=((), {}),
+        grey=False,
     ):
         self.dataset = dataset
+        #: The images are grey (MNIST's): the batch's first channel of the three hpuload
+        #: makes, as `[N, 1, H, W]` (or `[N, H, W, 1]`).
+        self._grey = grey
         #: The steps of the user's transform that run in Python after the native prefix
         #: (`_transforms.Tail`), and the samples they ran on; None: all of it is native.
         self._tail = None
@@ -990,6 +999,9 @@ class _Loader:
                         stacklevel=2,
                     )
                 images, labels = torch.from_dlpack(batch.images), torch.from_dlpack(batch.labels)
+                if self._grey:
+                    # A view: each grey image is made as three equal channels.
+                    images = images[:, :1] if core.output[1] == "nchw" else images[..., :1]
                 if batch.valid < labels.shape[0] and self._targets is None and self.last_batch_policy == "pad":
                     # Rows that only keep the shape static: the label every torch loss ignores
                     # by default (CrossEntropyLoss's and Hugging Face's ignore_index).
@@ -1165,6 +1177,7 @@ def _common(dataset, a: dict, own: dict):
     # `[T, H, W, C]` clips with nothing in Python after them: the native batch's own layout.
     clip_layout = source.pop("native_layout", None)
     clips_expected = source.pop("clips_expected", None)
+    grey = source.pop("grey", False)
     output = own.get("output", "dict")
     if output not in ("dict", "pair"):
         raise ValueError(f"output={output!r}: give 'dict' or 'pair'")
@@ -1212,6 +1225,7 @@ def _common(dataset, a: dict, own: dict):
         watch=watch,
         clip_samples=clip_samples,
         clips_expected=clips_expected,
+        grey=grey,
     )
 
 

@@ -120,3 +120,67 @@ def test_a_cifar_resized_for_an_imagenet_model_runs_natively():
     want = torch.stack([ds[i][0] for i in range(12)])
     assert x.shape == (12, 3, 56, 56)
     assert (x - want).abs().max().item() <= 1 / 255 + 1e-6
+
+
+def mnist_like(cls, n, transform=None, seed=0):
+    """A torchvision `cls` of the MNIST family holding `n` random 28x28 grey images."""
+    g = torch.Generator().manual_seed(seed)
+    ds = cls.__new__(cls)
+    ds.root, ds.train, ds.transform, ds.target_transform, ds.transforms = "/nowhere", True, transform, None, None
+    ds.data = torch.randint(0, 256, (n, 28, 28), dtype=torch.uint8, generator=g)
+    ds.targets = torch.randint(0, 10, (n,), generator=g)
+    return ds
+
+
+@pytest.mark.parametrize("cls", [datasets.MNIST, datasets.FashionMNIST, datasets.KMNIST])
+def test_mnists_grey_images_come_out_with_one_channel_as_the_dataset_gives_them(cls):
+    # pytorch/examples' MNIST transform.
+    tf = T.Compose([T.ToTensor(), T.Normalize((0.1307,), (0.3081,))])
+    ds = mnist_like(cls, 40, tf)
+    loader = native(ds, batch_size=16, num_workers=2)
+    xs, ys = zip(*loader)
+    x, y = torch.cat(xs), torch.cat(ys)
+    want = [ds[i] for i in range(len(ds))]
+    assert x.shape == (40, 1, 28, 28)
+    assert torch.equal(x, torch.stack([w[0] for w in want]))
+    assert y.tolist() == [w[1] for w in want]
+
+
+def test_a_padded_random_crop_of_mnist_is_torchvisions_at_the_loaders_offsets():
+    tf = T.Compose([T.RandomCrop(28, padding=2), T.PILToTensor()])
+    ds = mnist_like(datasets.MNIST, 32, tf, seed=1)
+    loader = native(ds, batch_size=32, shuffle=True, seed=4)
+    it = iter(loader)
+    x, _ = next(it)
+    indices = list(loader.last_indices)
+    it.close()
+    assert x.shape == (32, 1, 28, 28)
+    for slot, index in enumerate(indices):
+        (top, left, _, _), _ = loader._core.sample_params(0, index, 28, 28)
+        padded = F.pad(Image.fromarray(ds.data[index].numpy(), mode="L"), 2)
+        assert torch.equal(x[slot], F.pil_to_tensor(F.crop(padded, int(top) + 2, int(left) + 2, 28, 28)))
+
+
+@pytest.mark.parametrize(
+    "tf",
+    [
+        T.Compose([T.Grayscale(3), T.ToTensor()]),
+        T.Compose([T.ToTensor(), T.Normalize((0.5, 0.4, 0.3), (0.2, 0.2, 0.2))]),
+    ],
+    ids=["three_channels", "rgb_normalize"],
+)
+def test_what_would_differ_on_grey_images_falls_back_naming_it(tf):
+    ds = mnist_like(datasets.MNIST, 8, tf)
+    with pytest.warns(FallbackWarning, match="grey"):
+        DataLoader(ds, batch_size=4)
+
+
+@pytest.mark.parametrize("flavour", [T, v2])
+def test_pixel_ops_before_any_crop_run_natively_on_the_images_whole(flavour):
+    """The images are all one size: a transform that starts with a pixel op runs as if a crop
+    to that size came first (torchvision computes the same: the crop keeps the image)."""
+    to_float = [flavour.ToTensor()] if flavour is T else [v2.ToImage(), v2.ToDtype(torch.float32, scale=True)]
+    tf = flavour.Compose([flavour.Grayscale(3), flavour.RandomInvert(p=1.0), *to_float])
+    ds = in_memory(datasets.CIFAR10, 20, tf, seed=6)
+    x, _ = next(iter(native(ds, batch_size=20)))
+    assert torch.equal(x, torch.stack([ds[i][0] for i in range(20)]))

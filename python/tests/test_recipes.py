@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 import torch.utils.data as tud
-from PIL import Image
+from PIL import Image, ImageEnhance
 from torchvision import datasets
 from torchvision import transforms as T
 from torchvision.transforms import v2
@@ -57,6 +57,10 @@ def tv_apply(img, ops):
             img = F.pil_to_tensor(F.adjust_hue(F.to_pil_image(img), arg))
         elif name == "grayscale":
             img = F.rgb_to_grayscale(img, num_output_channels=3)
+        elif name == "pil_enhance":
+            # Pillow's enhancers on a PIL image (the grey of one: `Color` at 0).
+            enhancer = getattr(ImageEnhance, arg["kind"].capitalize())
+            img = F.pil_to_tensor(enhancer(F.to_pil_image(img)).enhance(arg["factor"]))
         elif name == "solarize":
             img = F.solarize(img, arg)
         elif name == "posterize":
