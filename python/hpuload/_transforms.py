@@ -287,8 +287,8 @@ def _pixel_op(t: Any, pil: bool = False) -> dict | None:
             r = _range(getattr(t, k))
             if r is not None:
                 op[k] = r
-        if pil and "hue" in op:
-            op["pil"] = True  # Pillow's byte HSV for the hue
+        if pil:
+            op["pil"] = True  # Pillow's ImageEnhance and byte HSV
         return op
     # A PIL image's grey is Pillow's `convert("L")` (integer weights); a tensor's is torch's
     # float sum, truncated: they differ by a level in some pixels.

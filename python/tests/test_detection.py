@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from PIL import Image
+from PIL import Image, ImageEnhance
 
 tv = pytest.importorskip("torchvision")
 pytest.importorskip("pycocotools")
@@ -161,8 +161,12 @@ def photometric(image, plan):
         if op == "permute_channels":
             image = F.permute_channels(image, arg)
         elif op == "pil_hue":
-            # On a PIL image (the references' PIL backend) the hue moves through Pillow's HSV.
+            # On a PIL image (the references' PIL backend) the hue moves through Pillow's HSV,
             image = F.pil_to_tensor(F.adjust_hue(F.to_pil_image(image), arg))
+        elif op == "pil_enhance":
+            # and contrast and saturation through its enhancers.
+            enhancer = getattr(ImageEnhance, arg["kind"].capitalize())
+            image = F.pil_to_tensor(enhancer(F.to_pil_image(image)).enhance(arg["factor"]))
         else:
             image = {"brightness": F.adjust_brightness, "contrast": F.adjust_contrast,
                      "saturation": F.adjust_saturation, "hue": F.adjust_hue}[op](image, arg)

@@ -1,8 +1,8 @@
 """What torchvision's transforms do to a PIL image (what `ImageFolder` hands them) is Pillow's
 arithmetic, not its tensor kernels': nearest neighbour samples under the output pixel's centre,
 rotations and affine warps are `Image.rotate` / `Image.transform` (bilinear clamped at the
-edges, nearest positions stepped in f64 or 16.16 fixed point), and the hue moves through
-Pillow's byte HSV. The drop-in gives the same bytes. Each transform here has its random
+edges, nearest positions stepped in f64 or 16.16 fixed point), the hue moves through
+Pillow's byte HSV, contrast and saturation are `ImageEnhance`'s and grey is `convert("L")`. The drop-in gives the same bytes. Each transform here has its random
 parameters pinned (a degenerate range, p=1), so torchvision's own output is the reference."""
 
 import warnings
@@ -33,6 +33,13 @@ def cases(M):
         "affine_bilinear_with_fill": [crop, M.RandomAffine(degrees=(-7, -7), scale=(0.75, 0.75), interpolation=B, fill=128)],
         "hue": [crop, M.ColorJitter(hue=(0.1, 0.1))],
         "hue_negative": [crop, M.ColorJitter(hue=(-0.45, -0.45))],
+        # Pillow's ImageEnhance (torch's arithmetic is a level off in a sixth of the values).
+        "contrast": [crop, M.ColorJitter(contrast=(0.6, 0.6))],
+        "saturation": [crop, M.ColorJitter(saturation=(1.4, 1.4))],
+        "brightness": [crop, M.ColorJitter(brightness=(0.8, 0.8))],
+        # Pillow's convert("L").
+        "grayscale": [crop, M.Grayscale(3)],
+        "random_grayscale": [crop, M.RandomGrayscale(1.0)],
     }
 
 

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::error::PipelineError;
 use super::geometry::{nearest, warp_interpolation, Interpolation};
 use super::pixel::Warp;
-use super::pixel::{AugMixPlan, PixelOp};
+use super::pixel::{AugMixPlan, PilEnhance, PixelOp};
 use super::spec::{linspace_f32, one, OpKind, OpSpec};
 use crate::rng::CounterRng;
 
@@ -364,16 +364,27 @@ fn resolve(op: Aug, magnitude: f64, style: WarpStyle) -> Option<PixelOp> {
             angle: magnitude,
             ..affine([0.0, 0.0], [0.0, 0.0], false)
         }),
+        // A PIL image's enhancers and autocontrast are Pillow's (torch's arithmetic is a level
+        // off in a sixth of the values for colour and contrast); brightness is the same.
         Brightness => PixelOp::Brightness(1.0 + magnitude),
+        Color if style.pil => pil_enhance(PilEnhance::Color, 1.0 + magnitude),
         Color => PixelOp::Saturation(1.0 + magnitude),
+        Contrast if style.pil => pil_enhance(PilEnhance::Contrast, 1.0 + magnitude),
         Contrast => PixelOp::Contrast(1.0 + magnitude),
+        Sharpness if style.pil => pil_enhance(PilEnhance::Sharpness, 1.0 + magnitude),
         Sharpness => PixelOp::Sharpness(1.0 + magnitude),
         Posterize => PixelOp::Posterize(magnitude as u8),
         Solarize => PixelOp::Solarize(255.0 * magnitude),
+        AutoContrast if style.pil => PixelOp::PilAutoContrast,
         AutoContrast => PixelOp::AutoContrast,
         Equalize => PixelOp::Equalize,
         Invert => PixelOp::Invert,
     })
+}
+
+/// Pillow's enhancer `kind` at `factor`.
+fn pil_enhance(kind: PilEnhance, factor: f64) -> PixelOp {
+    PixelOp::PilEnhance { kind, factor }
 }
 
 /// Draws `op`'s magnitude at bin `idx` with its random sign and resolves it.

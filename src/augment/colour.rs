@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::error::PipelineError;
-use super::pixel::PixelOp;
+use super::pixel::{PilEnhance, PixelOp};
 use super::spec::{coin, coin_op, half, probability, range, shuffle, OpKind, OpSpec};
 use crate::rng::CounterRng;
 
@@ -27,9 +27,9 @@ pub struct ColorJitter {
     /// Hue shift range, within `[-0.5, 0.5]`.
     #[serde(default)]
     pub hue: Option<[f64; 2]>,
-    /// The image is a PIL image: torchvision shifts its hue through Pillow's byte HSV
-    /// ([`PixelOp::PilHue`]); the other three adjustments are the same within a level either
-    /// way. Default false.
+    /// The image is a PIL image: torchvision adjusts its contrast and saturation with
+    /// Pillow's `ImageEnhance` and shifts its hue through Pillow's byte HSV
+    /// ([`PixelOp::PilHue`]). Default false: a tensor's arithmetic.
     #[serde(default)]
     pub pil: bool,
 }
@@ -72,17 +72,49 @@ impl OpSpec for ColorJitter {
         let c = self.contrast.map(|r| range(rng, r));
         let s = self.saturation.map(|r| range(rng, r));
         let h = self.hue.map(|r| range(rng, r));
+        let ops = Adjustments::new(self.pil);
         for k in order {
             out.extend(match k {
                 0 => b.map(PixelOp::Brightness),
-                1 => c.map(PixelOp::Contrast),
-                2 => s.map(PixelOp::Saturation),
-                _ => h.map(if self.pil {
-                    PixelOp::PilHue
-                } else {
-                    PixelOp::Hue
-                }),
+                1 => c.map(ops.contrast),
+                2 => s.map(ops.saturation),
+                _ => h.map(ops.hue),
             });
+        }
+    }
+}
+
+/// The ops of a colour adjustment by its factor, as torchvision computes them on what the
+/// image is: a tensor's are torch's arithmetic (fused into one or two passes, [`adjust`]); a
+/// PIL image's contrast and saturation are Pillow's `ImageEnhance` (torch's arithmetic is a
+/// level off in about a sixth of the values) and its hue Pillow's byte HSV. Brightness is the
+/// same either way.
+struct Adjustments {
+    contrast: fn(f64) -> PixelOp,
+    saturation: fn(f64) -> PixelOp,
+    hue: fn(f64) -> PixelOp,
+}
+
+impl Adjustments {
+    fn new(pil: bool) -> Self {
+        if pil {
+            Self {
+                contrast: |factor| PixelOp::PilEnhance {
+                    kind: PilEnhance::Contrast,
+                    factor,
+                },
+                saturation: |factor| PixelOp::PilEnhance {
+                    kind: PilEnhance::Color,
+                    factor,
+                },
+                hue: PixelOp::PilHue,
+            }
+        } else {
+            Self {
+                contrast: PixelOp::Contrast,
+                saturation: PixelOp::Saturation,
+                hue: PixelOp::Hue,
+            }
         }
     }
 }
@@ -110,8 +142,8 @@ pub struct RandomPhotometricDistort {
     /// Probability of each step. Default 0.5.
     #[serde(default = "half")]
     pub p: f64,
-    /// The image is a PIL image: the hue through Pillow's byte HSV ([`PixelOp::PilHue`]).
-    /// Default false.
+    /// The image is a PIL image: the contrast and saturation by Pillow's `ImageEnhance`, the
+    /// hue through its byte HSV ([`PixelOp::PilHue`]). Default false.
     #[serde(default)]
     pub pil: bool,
 }
@@ -162,18 +194,15 @@ impl OpSpec for RandomPhotometricDistort {
         let s = factor(self.saturation);
         let h = factor(self.hue);
         let contrast_before = coin(rng, 0.5);
+        let ops = Adjustments::new(self.pil);
         out.extend(b.map(PixelOp::Brightness));
         if contrast_before {
-            out.extend(c.map(PixelOp::Contrast));
+            out.extend(c.map(ops.contrast));
         }
-        out.extend(s.map(PixelOp::Saturation));
-        out.extend(h.map(if self.pil {
-            PixelOp::PilHue
-        } else {
-            PixelOp::Hue
-        }));
+        out.extend(s.map(ops.saturation));
+        out.extend(h.map(ops.hue));
         if !contrast_before {
-            out.extend(c.map(PixelOp::Contrast));
+            out.extend(c.map(ops.contrast));
         }
         if coin(rng, p) {
             let mut order = [0u8, 1, 2];
