@@ -306,11 +306,11 @@ def _pixel_op(t: Any, pil: bool = False) -> dict | None:
     if _is(t, "RandomPosterize"):
         return {"op": "random_posterize", "bits": int(t.bits), "p": _p(t)}
     if _is(t, "RandomAutocontrast"):
-        return {"op": "random_autocontrast", "p": _p(t)}
+        return {"op": "random_autocontrast", "p": _p(t), "pil": pil}
     if _is(t, "RandomEqualize"):
         return {"op": "random_equalize", "p": _p(t)}
     if _is(t, "RandomAdjustSharpness"):
-        return {"op": "random_adjust_sharpness", "sharpness_factor": float(t.sharpness_factor), "p": _p(t)}
+        return {"op": "random_adjust_sharpness", "sharpness_factor": float(t.sharpness_factor), "p": _p(t), "pil": pil}
     if _is(t, "RandomInvert"):
         return {"op": "random_invert", "p": _p(t)}
     if _is(t, "RandomRotation"):

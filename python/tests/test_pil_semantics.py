@@ -40,6 +40,10 @@ def cases(M):
         # Pillow's convert("L").
         "grayscale": [crop, M.Grayscale(3)],
         "random_grayscale": [crop, M.RandomGrayscale(1.0)],
+        # Pillow's ImageOps.autocontrast and ImageEnhance.Sharpness.
+        "autocontrast": [crop, M.RandomAutocontrast(1.0)],
+        "sharpness": [crop, M.RandomAdjustSharpness(2.5, 1.0)],
+        "blur_by_sharpness": [crop, M.RandomAdjustSharpness(0.2, 1.0)],
     }
 
 

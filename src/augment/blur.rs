@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::error::PipelineError;
-use super::pixel::{PixelOp, Scratch};
+use super::pixel::{PilEnhance, PixelOp, Scratch};
 use super::spec::{coin, half, linspace_f32, probability, range, OpKind, OpSpec};
 use crate::rng::CounterRng;
 
@@ -61,6 +61,10 @@ pub struct RandomAdjustSharpness {
     /// Probability. Default 0.5.
     #[serde(default = "half")]
     pub p: f64,
+    /// The image is a PIL image: Pillow's `ImageEnhance.Sharpness` (torch's arithmetic is a
+    /// level off in rare values). Default false.
+    #[serde(default)]
+    pub pil: bool,
 }
 
 impl OpSpec for RandomAdjustSharpness {
@@ -79,7 +83,14 @@ impl OpSpec for RandomAdjustSharpness {
     }
     fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
         if coin(rng, self.p) {
-            out.push(PixelOp::Sharpness(self.sharpness_factor));
+            out.push(if self.pil {
+                PixelOp::PilEnhance {
+                    kind: PilEnhance::Sharpness,
+                    factor: self.sharpness_factor,
+                }
+            } else {
+                PixelOp::Sharpness(self.sharpness_factor)
+            });
         }
     }
 }

@@ -216,10 +216,36 @@ coin_op!(
     /// `RandomGrayscale(p)` (`Grayscale(3)` is `p = 1`). Default p 0.1.
     RandomGrayscale = "random_grayscale", p = "gray_p", Pixel, PixelOp::Grayscale
 );
-coin_op!(
-    /// `RandomAutocontrast(p)`. Default p 0.5.
-    RandomAutocontrast = "random_autocontrast", p = "half", Pixel, PixelOp::AutoContrast
-);
+/// `RandomAutocontrast(p)`. Default p 0.5.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RandomAutocontrast {
+    /// Probability.
+    #[serde(default = "half")]
+    pub p: f64,
+    /// The image is a PIL image: Pillow's `ImageOps.autocontrast` (torch's arithmetic is a
+    /// level off in a few values). Default false.
+    #[serde(default)]
+    pub pil: bool,
+}
+
+impl OpSpec for RandomAutocontrast {
+    fn kind(&self) -> OpKind {
+        OpKind::Pixel
+    }
+    fn check(&self) -> Result<(), PipelineError> {
+        probability(self.p, "random_autocontrast")
+    }
+    fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
+        if coin(rng, self.p) {
+            out.push(if self.pil {
+                PixelOp::PilAutoContrast
+            } else {
+                PixelOp::AutoContrast
+            });
+        }
+    }
+}
 coin_op!(
     /// `RandomEqualize(p)`. Default p 0.5.
     RandomEqualize = "random_equalize", p = "half", Pixel, PixelOp::Equalize
