@@ -209,6 +209,20 @@ fn stages(c: &mut Criterion) {
         ("saturation", PixelOp::Saturation(1.3)),
         ("hue", PixelOp::Hue(-0.04)),
         ("pil_hue", PixelOp::PilHue(-0.04)),
+        (
+            "pil_color",
+            PixelOp::PilEnhance {
+                kind: PilEnhance::Color,
+                factor: 1.3,
+            },
+        ),
+        (
+            "pil_contrast",
+            PixelOp::PilEnhance {
+                kind: PilEnhance::Contrast,
+                factor: 0.7,
+            },
+        ),
         ("warp_rotate_nearest", rotate(false, true)),
         ("warp_rotate_bilinear", rotate(false, false)),
         ("pil_warp_rotate_nearest", rotate(true, true)),

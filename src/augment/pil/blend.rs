@@ -10,6 +10,16 @@ pub(super) fn blend(d: u8, x: u8, alpha: f32) -> u8 {
     t.clamp(0.0, 255.0) as u8
 }
 
+/// [`blend`] in a form compilers vectorize: the clamped value's truncation read from the bits
+/// of its sum with 2^23 (Rust's `as` saturates, which they turn into a scalar conversion per
+/// lane). The same byte for every input.
+#[inline(always)]
+pub(super) fn blend_lane(d: u8, x: u8, alpha: f32) -> u8 {
+    const TWO_23: f32 = 8_388_608.0;
+    let t = f32::from(d) + alpha * (f32::from(x) - f32::from(d));
+    (t.clamp(0.0, 255.0).trunc() + TWO_23).to_bits() as u8
+}
+
 /// The first image of a blend: one value for every byte, or an image.
 #[derive(Clone, Copy)]
 pub(super) enum Degenerate<'a> {
@@ -120,6 +130,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_lane_form_gives_the_blend_of_every_pair_of_bytes() {
+        for alpha in [0.0f32, 0.37, 0.6, 1.0, 1.4, 1.9, -0.6, 3.3] {
+            for d in 0..=255u8 {
+                for x in 0..=255u8 {
+                    assert_eq!(
+                        blend_lane(d, x, alpha),
+                        blend(d, x, alpha),
+                        "{d} {x} {alpha}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
     fn every_blend_gives_the_bytes_of_the_one_at_a_time_form() {
         // Lengths with and without a tail of fewer than eight bytes; factors that shrink,
         // extrapolate past both ends, and zero.
@@ -142,6 +167,12 @@ mod tests {
                 let mut v = d.clone();
                 from(&mut v, &x, alpha);
                 assert_eq!(v, want, "from, {len}, {alpha}");
+                let lanes: Vec<u8> = x
+                    .iter()
+                    .zip(&d)
+                    .map(|(&x, &d)| blend_lane(d, x, alpha))
+                    .collect();
+                assert_eq!(lanes, want, "lanes, {len}, {alpha}");
             }
         }
     }
