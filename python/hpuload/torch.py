@@ -299,7 +299,7 @@ def _listed_source(dataset, pipeline):
     lazy image opening and a stand-in transform (`_probe.py`). Under `Subset`s (what
     `random_split` returns), the chosen indices of the dataset inside."""
     D = FallbackReason.DATASET
-    dataset, indices = _unwrap_subsets(dataset)
+    dataset, indices = _detection._unwrap_subsets(dataset)
     name = type(dataset).__name__
     plain = _plain_image_folder(dataset)
     if not plain:
@@ -344,16 +344,6 @@ def _listed_source(dataset, pipeline):
     return source, pipe, dtype, classes or None
 
 
-def _unwrap_subsets(dataset):
-    """`(the dataset inside any Subsets, the chosen indices of it or None)`."""
-    indices = None
-    while type(dataset) is tud.Subset:
-        chosen = [int(i) for i in dataset.indices]
-        indices = chosen if indices is None else [chosen[i] for i in indices]
-        dataset = dataset.dataset
-    return dataset, indices
-
-
 def _array_source(dataset, pipeline):
     """torchvision's datasets held in memory as one uint8 array of same-size images
     (`CIFAR10`, `CIFAR100`, `SVHN`, and the grey `MNIST` family), their own `__getitem__`
@@ -363,7 +353,7 @@ def _array_source(dataset, pipeline):
     (`_arrays.translate`). Grey images are made as RGB with three equal
     channels (every op hpuload runs treats the channels alike, as Pillow's on an "L" image)
     and handed out as their first. `None` for any other dataset."""
-    base, indices = _unwrap_subsets(dataset)
+    base, indices = _detection._unwrap_subsets(dataset)
     found = _arrays.images_of(base)
     if found is None:
         return None

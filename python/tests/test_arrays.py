@@ -52,6 +52,15 @@ def native(dataset, **kwargs):
 EVAL = T.Compose([T.ToTensor(), T.Normalize(CIFAR_MEAN, CIFAR_STD)])
 
 
+def first_batch(loader):
+    """The first batch and the indices of its samples."""
+    it = iter(loader)
+    x, y = next(it)
+    indices = list(loader.last_indices)
+    it.close()
+    return x, y, indices
+
+
 @pytest.mark.parametrize("cls", [datasets.CIFAR10, datasets.CIFAR100, datasets.SVHN])
 def test_an_evaluation_transform_gives_the_datasets_own_samples_in_order(cls):
     ds = in_memory(cls, 70, EVAL)
@@ -72,10 +81,7 @@ def test_cifars_training_recipe_is_torchvisions_at_the_offsets_and_flips_the_loa
     tf = T.Compose([T.RandomCrop(32, padding=4, padding_mode=mode), T.RandomHorizontalFlip(), T.PILToTensor()])
     ds = in_memory(datasets.CIFAR10, 64, tf, seed=1)
     loader = native(ds, batch_size=64, shuffle=True, seed=5)
-    it = iter(loader)
-    x, y = next(it)
-    indices = list(loader.last_indices)
-    it.close()
+    x, y, indices = first_batch(loader)
     flips, shifted = 0, 0
     for slot, index in enumerate(indices):
         (top, left, h, w), flip = loader._core.sample_params(0, index, 32, 32)
@@ -150,10 +156,7 @@ def test_a_padded_random_crop_of_mnist_is_torchvisions_at_the_loaders_offsets():
     tf = T.Compose([T.RandomCrop(28, padding=2), T.PILToTensor()])
     ds = mnist_like(datasets.MNIST, 32, tf, seed=1)
     loader = native(ds, batch_size=32, shuffle=True, seed=4)
-    it = iter(loader)
-    x, _ = next(it)
-    indices = list(loader.last_indices)
-    it.close()
+    x, _, indices = first_batch(loader)
     assert x.shape == (32, 1, 28, 28)
     for slot, index in enumerate(indices):
         (top, left, _, _), _ = loader._core.sample_params(0, index, 28, 28)
