@@ -10,9 +10,9 @@ import json
 
 
 def images_of(dataset):
-    """`(array [N, H, W, C] uint8 (C 3, or 1 for grey), labels)` of a torchvision in-memory dataset whose
-    `__getitem__` is its own (a subclass that overrides it is a user's class, probed as
-    such); None for any other."""
+    """`(array [N, H, W, C] uint8 (C 3, or 1 for grey), labels)` of a torchvision in-memory
+    dataset whose `__getitem__` is its own (a subclass that overrides it is a user's class,
+    probed as such); None for any other."""
     try:
         import numpy as np
         import torch
@@ -88,7 +88,8 @@ def translate(transform, height: int, width: int):
 
     try:
         pipeline, dtype, tail = translate_split(transform)
-        if "views" in json.loads(pipeline) or any(op.get("op") in _GEOMETRY for op in json.loads(pipeline)["ops"]):
+        spec = json.loads(pipeline)
+        if "views" in spec or any(op.get("op") in _GEOMETRY for op in spec["ops"]):
             return pipeline, dtype, tail
         first = None
     except Unsupported as e:
