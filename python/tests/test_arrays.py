@@ -19,6 +19,7 @@ from torchvision import transforms as T
 from torchvision.transforms import v2
 
 from hpuload.torch import DataLoader, FallbackWarning, PythonTailWarning
+from test_parity import first_batch
 
 CIFAR_MEAN, CIFAR_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
 
@@ -50,15 +51,6 @@ def native(dataset, **kwargs):
 
 
 EVAL = T.Compose([T.ToTensor(), T.Normalize(CIFAR_MEAN, CIFAR_STD)])
-
-
-def first_batch(loader):
-    """The first batch and the indices of its samples."""
-    it = iter(loader)
-    x, y = next(it)
-    indices = list(loader.last_indices)
-    it.close()
-    return x, y, indices
 
 
 @pytest.mark.parametrize("cls", [datasets.CIFAR10, datasets.CIFAR100, datasets.SVHN])
