@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from ._options import CocoSource
-from ._transforms import Unsupported, _hw, _interp, _is, _torch_dtype_name, check_resize, steps
+from ._transforms import Unsupported, _hw, _interp, _is, _torch_dtype_name, check_antialias, check_resize, steps
 
 def _moves_pixels(op: dict) -> bool:
     """Whether a translated pixel op moves pixels (torchvision's v2 versions would move the
@@ -238,10 +238,25 @@ def _iou_crop(t) -> dict:
     }
 
 
+def shortest_size(t, name: str) -> dict:
+    """The `random_shortest_size` op of a RandomShortestSize (torchvision v2's or the
+    detection reference's v1 class): `min_size` an int or a sequence, `max_size` or None."""
+    min_size = [t.min_size] if isinstance(t.min_size, int) else [int(m) for m in t.min_size]
+    if not min_size or min(min_size) <= 0 or (t.max_size is not None and int(t.max_size) <= 0):
+        raise Unsupported(f"{name}(min_size={t.min_size!r}, max_size={t.max_size!r})")
+    return {
+        "op": "random_shortest_size",
+        "min_size": min_size,
+        "max_size": None if t.max_size is None else int(t.max_size),
+        "interpolation": _interp(t.interpolation, name, allowed=("bilinear", "bicubic")),
+    }
+
+
 def translate_detection(transform) -> tuple[str, str, bool]:
     """`(pipeline JSON, dtype, pure)` for torchvision v2 detection transforms on `(image,
     target)`: photometric distortion on the whole image, then zoom-out, IoU crop, flip and a
-    fixed `Resize((h, w))`, pixel ops at the output size, the conversion to float, and
+    fixed `Resize((h, w))` or a `RandomShortestSize` (each image its own size; the flip before
+    or after it), pixel ops at the output size, the conversion to float, and
     SanitizeBoundingBoxes where it stands. `pure`: the image and boxes leave as plain tensors
     (ToPureTensor), not `tv_tensors`."""
     import PIL.Image
@@ -252,6 +267,7 @@ def translate_detection(transform) -> tuple[str, str, bool]:
     pre: list[dict] = []
     geometry: list[dict] = []
     flip: dict | None = None
+    flip_after_shortest = False
     resize: dict | None = None
     pixel: list[dict] = []
     sanitize: dict | None = None
@@ -300,8 +316,11 @@ def translate_detection(transform) -> tuple[str, str, bool]:
         elif _is(t, "RandomHorizontalFlip"):
             if flip is not None:
                 raise Unsupported("two RandomHorizontalFlip steps")
-            # Before or after the resize alike: a mirror commutes with it, for boxes and pixels.
+            # Before or after a fixed resize alike: a mirror commutes with it, for boxes and
+            # pixels. After RandomShortestSize (the multiscale augmentation) it stays there, so
+            # that the boxes are mirrored in the resized width, as torchvision's arithmetic is.
             flip = {"op": "random_horizontal_flip", "p": float(t.p)}
+            flip_after_shortest = resize is not None and resize["op"] == "random_shortest_size"
         elif _is(t, "Resize"):
             if resize is not None:
                 raise Unsupported("two Resize steps")
@@ -314,6 +333,15 @@ def translate_detection(transform) -> tuple[str, str, bool]:
                     "Resize of the shorter side gives a different shape per image: give Resize((h, w))"
                 )
             resize = {"op": "resize", "size": _hw(size, name), "interpolation": _interp(t.interpolation, name)}
+        elif _is(t, "RandomShortestSize"):
+            if resize is not None:
+                raise Unsupported("two Resize steps")
+            if pixel:
+                raise Unsupported("RandomShortestSize after a pixel op")
+            if any(g["op"] == "random_iou_crop" for g in geometry):
+                raise Unsupported("RandomShortestSize after RandomIoUCrop")
+            check_antialias(t, on_tensor=image_type is not PIL.Image.Image)
+            resize = shortest_size(t, name)
         elif _is(t, "ToImage") or _is(t, "PILToTensor"):
             if image_type is not PIL.Image.Image:
                 raise Unsupported(f"{name} after another tensor conversion")
@@ -373,11 +401,13 @@ def translate_detection(transform) -> tuple[str, str, bool]:
     if normalize is not None:
         mean, std = normalize["mean"], normalize["std"]
         normalize["mean"], normalize["std"] = (mean * 3 if len(mean) == 1 else mean), (std * 3 if len(std) == 1 else std)
-    ops = pre + geometry + ([flip] if flip else [])
+    ops = pre + geometry + ([flip] if flip and not flip_after_shortest else [])
     if sanitize is not None and not sanitize_after_resize:
         ops.append(sanitize)
     if resize is not None:
         ops.append(resize)
+    if flip and flip_after_shortest:
+        ops.append(flip)
     if sanitize is not None and sanitize_after_resize:
         ops.append(sanitize)
     ops += pixel + ([normalize] if normalize else [])
@@ -454,7 +484,9 @@ class Targets:
             return [
                 (
                     per_image[i],
-                    ref.target(ids[i], f["boxes"][i, : counts[i]], f["labels"][i, : counts[i]], flips, indices[i]),
+                    ref.target(
+                        ids[i], f["boxes"][i, : counts[i]], f["labels"][i, : counts[i]], flips, indices[i], out=sizes[i]
+                    ),
                 )
                 for i in range(n)
             ]
@@ -555,6 +587,9 @@ class Reference:
         self.coco = dataset.coco
         #: The v1 steps after ConvertCocoPolysToMask.
         self.steps = steps
+        #: A RandomShortestSize among them (before any flip): masks are resized to each
+        #: sample's size, then flipped.
+        self.resizes = any(_own(t, "RandomShortestSize") for t in steps)
 
     @classmethod
     def of(cls, inner) -> "Reference":
@@ -663,15 +698,28 @@ class Reference:
         iscrowd = torch.tensor([a["iscrowd"] for a in anns])
         return masks.view(len(objects), height, width), area, iscrowd
 
-    def target(self, image_id: int, boxes, labels, flips, index, size=None) -> dict:
+    def target(self, image_id: int, boxes, labels, flips, index, size=None, out=None) -> dict:
         """The reference's target dict for one sample: its boxes and labels after the v1
-        transforms, its masks (flipped when the sample was: the v1 zoom-out and IoU crop
-        leave masks as they are), `image_id`, `area` and `iscrowd`."""
+        transforms, its masks (resized to the output's `(height, width)` `out` by
+        RandomShortestSize, as the reference does with torchvision's nearest resize, then
+        flipped when the sample was: the v1 zoom-out and IoU crop leave masks as they are),
+        `image_id`, `area` and `iscrowd`."""
         if size is None:
             record = self.coco.imgs[image_id]
             size = (record["width"], record["height"])
         flip = flips is not None and flips(index, *size)
-        masks, area, iscrowd = self._masks_area_crowd(image_id, size, flip)
+        resize = self.resizes and out is not None and tuple(out) != (size[1], size[0])
+        masks, area, iscrowd = self._masks_area_crowd(image_id, size, flip and not resize)
+        if resize:
+            from torchvision.transforms import InterpolationMode
+            from torchvision.transforms import functional as tvf
+
+            if len(masks):
+                masks = tvf.resize(masks, list(out), interpolation=InterpolationMode.NEAREST)
+            else:  # torch's interpolate refuses an empty batch: no masks at the new size
+                masks = torch.zeros((0, *out), dtype=masks.dtype)
+            if flip:
+                masks = masks.flip(-1)
         return {"boxes": boxes, "labels": labels, "masks": masks, "image_id": image_id, "area": area, "iscrowd": iscrowd}
 
 
@@ -680,9 +728,10 @@ def translate_reference(transform) -> tuple[str, str]:
     ConvertCocoPolysToMask (`transforms.py`'s own classes, as `presets.py` builds them
     without `--use-v2`): `RandomPhotometricDistort`, `RandomZoomOut` (on a PIL image it pads
     with its `fill`, the mean), `RandomIoUCrop` (boxes whose centre it leaves out are dropped
-    at once, nothing sanitized after), `RandomHorizontalFlip`, `PILToTensor`, `ToDtype` /
-    `ConvertImageDtype` to float. `Unsupported` for anything else (the `lsj` and `multiscale`
-    augmentations, `SimpleCopyPaste`)."""
+    at once, nothing sanitized after), `RandomShortestSize` (the `multiscale` augmentation;
+    masks resized with it), `RandomHorizontalFlip`, `PILToTensor`, `ToDtype` /
+    `ConvertImageDtype` to float. `Unsupported` for anything else (the `lsj` augmentation,
+    `SimpleCopyPaste`)."""
     steps = _flatten(transform)
     if steps and _own(steps[0], "ConvertCocoPolysToMask"):
         steps = steps[1:]
@@ -721,6 +770,11 @@ def translate_reference(transform) -> tuple[str, str]:
             if geometry_done:
                 raise Unsupported("RandomIoUCrop after the flip or another RandomIoUCrop")
             ops.append(dict(_iou_crop(t), drop_outside=True))
+        elif _own(t, "RandomShortestSize"):
+            # The `multiscale` augmentation: masks follow in Reference.target.
+            if geometry_done or any(o["op"] in ("random_iou_crop", "random_shortest_size") for o in ops):
+                raise Unsupported("RandomShortestSize after the flip, RandomIoUCrop or another RandomShortestSize")
+            ops.append(shortest_size(t, name))
         elif _own(t, "RandomHorizontalFlip"):
             if geometry_done:
                 raise Unsupported("two RandomHorizontalFlip steps")

@@ -3,7 +3,7 @@ to run on both loaders: its `CocoDetection` subclass (the image and `{"image_id"
 "annotations"}` handed to `_transforms`), `ConvertCocoPolysToMask` (crowds dropped, boxes to
 XYXY clamped to the image, empty boxes dropped with their labels and masks, `area` and
 `iscrowd` of every non-crowd annotation), and its v1 transforms on `(image, target)` pairs as
-its `presets.py` combines them ("hflip", "ssd"; the PIL backend). Same draws from torch's
+its `presets.py` combines them ("hflip", "ssd", "multiscale"; the PIL backend). Same draws from torch's
 generator in the same order, same arithmetic; not imported from anywhere, since the reference
 is not part of the torchvision package."""
 
@@ -74,6 +74,26 @@ class RandomHorizontalFlip(tv1.RandomHorizontalFlip):
                 target["boxes"][:, [0, 2]] = width - target["boxes"][:, [2, 0]]
                 if "masks" in target:
                     target["masks"] = target["masks"].flip(-1)
+        return image, target
+
+
+class RandomShortestSize(torch.nn.Module):
+    def __init__(self, min_size, max_size, interpolation=F.InterpolationMode.BILINEAR):
+        super().__init__()
+        self.min_size = [min_size] if isinstance(min_size, int) else list(min_size)
+        self.max_size, self.interpolation = max_size, interpolation
+
+    def forward(self, image, target=None):
+        _, height, width = F.get_dimensions(image)
+        short = self.min_size[torch.randint(len(self.min_size), (1,)).item()]
+        ratio = min(short / min(height, width), self.max_size / max(height, width))
+        new_height, new_width = int(height * ratio), int(width * ratio)
+        image = F.resize(image, [new_height, new_width], interpolation=self.interpolation)
+        if target is not None:
+            target["boxes"][:, 0::2] *= new_width / width
+            target["boxes"][:, 1::2] *= new_height / height
+            if "masks" in target:
+                target["masks"] = F.resize(target["masks"], [new_height, new_width], interpolation=F.InterpolationMode.NEAREST)
         return image, target
 
 
@@ -186,11 +206,17 @@ class RandomPhotometricDistort(torch.nn.Module):
         return image, target
 
 
+#: The multiscale augmentation's shorter sides.
+MULTISCALE = (480, 512, 544, 576, 608, 640, 672, 704, 736, 768, 800)
+
+
 class DetectionPresetTrain:
-    def __init__(self, *, data_augmentation, hflip_prob=0.5, mean=(123.0, 117.0, 104.0)):
+    def __init__(self, *, data_augmentation, hflip_prob=0.5, mean=(123.0, 117.0, 104.0), min_size=MULTISCALE, max_size=1333):
         steps = []
         if data_augmentation == "hflip":
             steps.append(RandomHorizontalFlip(p=hflip_prob))
+        elif data_augmentation == "multiscale":
+            steps += [RandomShortestSize(min_size=min_size, max_size=max_size), RandomHorizontalFlip(p=hflip_prob)]
         elif data_augmentation == "ssd":
             steps += [RandomPhotometricDistort(), RandomZoomOut(fill=list(mean)), RandomIoUCrop(), RandomHorizontalFlip(p=hflip_prob)]
         else:

@@ -237,6 +237,68 @@ def test_boxes_and_pixels_match_torchvision_given_the_parameters_hpuload_drew(co
     assert levels[2:].sum() <= 1e-4 * levels.sum(), levels[:5]
 
 
+def multiscale_transforms(*, min_size=(480, 512, 544, 576, 608, 640, 672, 704, 736, 768, 800), max_size=1333, tensor_first=False):
+    """torchvision's detection reference `multiscale` augmentation (v2): each image's shorter
+    side drawn, the longer capped, then the flip; the PIL backend unless `tensor_first`."""
+    steps = [T.ToImage()] if tensor_first else []
+    steps += [T.RandomShortestSize(min_size=min_size, max_size=max_size), T.RandomHorizontalFlip(p=0.5)]
+    if not tensor_first:
+        steps.append(T.ToImage())
+    steps += [
+        T.ToDtype(torch.float, scale=True),
+        T.ConvertBoundingBoxFormat(tv_tensors.BoundingBoxFormat.XYXY),
+        T.SanitizeBoundingBoxes(),
+        T.ToPureTensor(),
+    ]
+    return T.Compose(steps)
+
+
+@pytest.mark.parametrize("tensor_first, min_size, max_size", [(True, (40, 56, 72), 90), (False, (40, 56, 72), 90), (True, (64, 100), None)])
+def test_multiscale_gives_torchvisions_sizes_boxes_and_pixels_given_the_drawn_size_and_flip(coco_png, tensor_first, min_size, max_size):
+    """The reference's `multiscale` augmentation: RandomShortestSize then the flip, each image
+    at its own drawn size (small sizes here to keep the test quick)."""
+    folder, ann = coco_png
+    ds = wrapped(folder, ann, multiscale_transforms(min_size=min_size, max_size=max_size, tensor_first=tensor_first))
+    with no_fallback():
+        loader = ht.DataLoader(ds, batch_size=4, num_workers=2, collate_fn=reference_collate, seed=3)
+    assert isinstance(loader, ht.DataLoader)
+    coco = ds._dataset.coco
+    shorter, flips, levels = set(), set(), torch.zeros(256)
+    for images, targets in loader:
+        for image, target, index in zip(images, targets, loader.last_indices):
+            info = coco.imgs[target["image_id"]]
+            src = F.pil_to_tensor(Image.open(folder / info["file_name"]).convert("RGB"))
+            d = json.loads(loader._core.sample_plan(0, index, src.shape[2], src.shape[1]))["detect"]
+            h, w = d["size"]
+            # The size is what torchvision's own make_params gives for one of the shorter sides.
+            sizes = {tuple(T.RandomShortestSize(m, max_size).make_params([src])["size"]): m for m in min_size}
+            shorter.add(sizes[(h, w)])
+            flips.add(d["flip"])
+            boxes, labels = _boxes_xyxy(ann, target["image_id"])
+            ref_image = tv_tensors.Image(src)
+            ref_boxes = tv_tensors.BoundingBoxes(boxes, format="XYXY", canvas_size=tuple(src.shape[-2:]))
+            ref_boxes = F.resize(ref_boxes, [h, w])
+            if tensor_first:
+                ref_image = F.resize(ref_image, [h, w])
+            else:  # Pillow resizes a PIL image
+                ref_image = tv_tensors.Image(F.pil_to_tensor(F.resize(F.to_pil_image(src), [h, w])))
+            if d["flip"]:
+                ref_image, ref_boxes = F.horizontal_flip(ref_image), F.horizontal_flip(ref_boxes)
+            ref_image = F.to_dtype(ref_image, torch.float32, scale=True)
+            ref_image, ref = T.SanitizeBoundingBoxes()(ref_image, {"boxes": ref_boxes, "labels": torch.tensor(labels)})
+            assert image.shape == ref_image.shape == (3, h, w)
+            assert target["labels"].tolist() == ref["labels"].tolist()
+            torch.testing.assert_close(target["boxes"], ref["boxes"].as_subclass(torch.Tensor), rtol=0, atol=0)
+            levels += torch.bincount(((image - ref_image).abs() * 255).round().long().flatten(), minlength=256)[:256]
+    assert flips == {True, False} and len(shorter) > 1
+    # The antialiased resize gives torchvision's bytes on tensors, and Pillow's within one
+    # level (its 22-bit weights against 16) in about 1% of values on PIL images.
+    if tensor_first:
+        assert levels[1:].sum() == 0, levels[:4]
+    else:
+        assert levels[2:].sum() == 0 and levels[1] <= 0.02 * levels.sum(), levels[:4]
+
+
 def test_iou_crop_and_zoom_out_parameters_are_distributed_as_torchvisions(png_folder, tmp_path):
     """One image listed 600 times: hpuload's draws against torchvision's own transforms."""
     f = sorted(png_folder.rglob("*.png"))[0]

@@ -147,6 +147,56 @@ def test_the_ssd_augmentation_moves_boxes_masks_and_pixels_as_the_reference_give
     assert levels[2:].sum() <= 1e-3 * levels.sum(), levels[:6]
 
 
+@pytest.mark.parametrize("hflip_prob", [0.0, 1.0, 0.5])
+def test_the_multiscale_augmentation_resizes_boxes_masks_and_pixels_as_the_reference_given_hpuloads_draws(coco_v1, hflip_prob):
+    """RandomShortestSize then the flip: each image at the size drawn for it (small shorter
+    sides here, to keep the test quick), masks resized by torchvision's nearest and flipped
+    after, boxes scaled then mirrored in the resized width with the reference's arithmetic."""
+    folder, ann = coco_v1
+    min_size, max_size = (40, 56, 72), 90
+    preset = ref.DetectionPresetTrain(data_augmentation="multiscale", hflip_prob=hflip_prob, min_size=min_size, max_size=max_size)
+    _, ours = loaders(folder, ann, preset, seed=5)
+    convert = ref.ConvertCocoPolysToMask()
+    coco = ours.dataset.dataset.coco
+    shorter, levels = set(), torch.zeros(256)
+    for images, targets in ours:
+        assert list(targets[0]) == ["boxes", "labels", "masks", "image_id", "area", "iscrowd"]
+        for image, target, index in zip(images, targets, ours.last_indices):
+            image_id = target["image_id"]
+            pil = Image.open(folder / coco.imgs[image_id]["file_name"]).convert("RGB")
+            _, want = convert(pil, {"image_id": image_id, "annotations": coco.loadAnns(coco.getAnnIds(image_id))})
+            d = json.loads(ours._core.sample_plan(0, index, pil.width, pil.height))["detect"]
+            assert d["flip"] == (hflip_prob == 1.0) or hflip_prob == 0.5
+            h, w = d["size"]
+            # The reference's own step, with the drawn shorter side as its only choice.
+            sizes = {}
+            for m in min_size:
+                t = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in want.items()}
+                if not len(t["masks"]):  # torch's interpolate refuses an empty batch
+                    del t["masks"]
+                resized, t = ref.RandomShortestSize(m, max_size)(pil, t)
+                t.setdefault("masks", torch.zeros((0, resized.height, resized.width), dtype=torch.uint8))
+                sizes[(resized.height, resized.width)] = (m, resized, t)
+            m, resized, want = sizes[(h, w)]
+            shorter.add(m)
+            want_image = F.pil_to_tensor(resized)
+            if d["flip"]:
+                want_image, want = ref.RandomHorizontalFlip(p=1.0)(want_image, want)
+            want_image = F.to_dtype(want_image, torch.float32, scale=True)
+            assert image.shape == want_image.shape == (3, h, w)
+            for key in ("boxes", "labels", "masks", "area", "iscrowd"):
+                assert got_equal(target[key], want[key]), (key, image_id)
+            levels += torch.bincount(((image - want_image).abs() * 255).round().long().flatten(), minlength=256)[:256]
+    assert len(shorter) > 1
+    # Pillow's resize of the PIL image: within one level (the resampler's rounding), mostly
+    # equal.
+    assert levels[2:].sum() == 0 and levels[1] <= 0.02 * levels.sum(), levels[:4]
+
+
+def got_equal(got, want) -> bool:
+    return got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
+
+
 def test_a_subclass_that_is_not_the_references_falls_back_naming_why(coco_v1):
     folder, ann = coco_v1
 

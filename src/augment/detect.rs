@@ -11,6 +11,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::error::PipelineError;
+use super::geometry::Interpolation;
 use super::pixel::PixelOp;
 use super::spec::{half, one, probability, OpKind, OpSpec};
 use crate::rng::CounterRng;
@@ -167,6 +168,90 @@ impl OpSpec for RandomIoUCrop {
     }
     /// Box-aware: the plan draws the crop.
     fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
+}
+
+/// `RandomShortestSize(min_size, max_size, interpolation)`: the image (or the zoom-out's
+/// canvas) resized so its shorter side is one of `min_size`, drawn uniformly, unless its
+/// longer side would then pass `max_size` (the longer side is then `max_size`); each sample
+/// keeps its own size, as torchvision v2's transform and the detection reference's v1 class of
+/// that name give it (the reference's `multiscale` augmentation). Detection pipelines, after
+/// any zoom-out and flip, as the one resize.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RandomShortestSize {
+    /// The shorter sides to draw from.
+    pub min_size: Vec<u32>,
+    /// The most the longer side may become. Default none.
+    #[serde(default)]
+    pub max_size: Option<u32>,
+    /// Default bilinear.
+    #[serde(default)]
+    pub interpolation: Interpolation,
+}
+
+impl OpSpec for RandomShortestSize {
+    fn kind(&self) -> OpKind {
+        OpKind::BoxAware
+    }
+    fn check(&self) -> Result<(), PipelineError> {
+        if self.min_size.is_empty() || self.min_size.contains(&0) || self.max_size == Some(0) {
+            return Err(PipelineError::Parameter(format!(
+                "random_shortest_size needs one or more min_size above 0 and a max_size above 0 (got {:?} and {:?})",
+                self.min_size, self.max_size
+            )));
+        }
+        if self.interpolation == Interpolation::Random {
+            return Err(PipelineError::Parameter(
+                "random_shortest_size takes one interpolation, not random".into(),
+            ));
+        }
+        Ok(())
+    }
+    /// Box-aware: the plan draws the size.
+    fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
+}
+
+impl RandomShortestSize {
+    /// The output `(height, width)` for a `width`x`height` input and the drawn shorter side:
+    /// torchvision's ratio in Python floats, each side truncated.
+    fn size_for(&self, short: u32, width: u32, height: u32) -> (u32, u32) {
+        let (w, h) = (f64::from(width), f64::from(height));
+        let mut r = f64::from(short) / w.min(h);
+        if let Some(max) = self.max_size {
+            r = r.min(f64::from(max) / w.max(h));
+        }
+        // Truncation as Python's `int()`; at least one pixel, as a resize needs one.
+        let side = |s: f64| ((s * r) as u32).max(1);
+        (side(h), side(w))
+    }
+
+    /// `make_params`: one of `min_size` drawn, then the size for it.
+    pub(crate) fn draw_size(&self, width: u32, height: u32, rng: &mut CounterRng) -> (u32, u32) {
+        let short = self.min_size[rng.below(self.min_size.len() as u64) as usize];
+        self.size_for(short, width, height)
+    }
+
+    /// The largest `(height, width)` [`Self::draw_size`] can give for a `width`x`height`
+    /// input: the ratio grows with the shorter side drawn.
+    pub(crate) fn largest(&self, width: u32, height: u32) -> (u32, u32) {
+        let short = self.min_size.iter().copied().max().unwrap_or(1);
+        self.size_for(short, width, height)
+    }
+
+    /// A bound on [`Self::draw_size`]'s `(height, width)` (one of them the shorter side) for
+    /// any zoom-out canvas of a `width`x`height` image: a canvas is the image scaled by 1 or
+    /// more with each side truncated, so its longer side over its shorter is at most `long /
+    /// (short - 1)` of the image's.
+    pub(crate) fn largest_on_canvas(&self, width: u32, height: u32) -> (u32, u32) {
+        let short = self.min_size.iter().copied().max().unwrap_or(1);
+        let (s, l) = (width.min(height), width.max(height));
+        let ratio = f64::from(l) / f64::from(s.saturating_sub(1).max(1));
+        let mut long = (f64::from(short) * ratio).ceil() as u32 + 1;
+        if let Some(max) = self.max_size {
+            long = long.min(max);
+        }
+        (short.max(1), long)
+    }
 }
 
 /// `SanitizeBoundingBoxes(min_size, min_area)`: drops boxes smaller than `min_size` on a side
@@ -411,6 +496,9 @@ pub(crate) struct Drawn {
     pub zoom: Option<((u32, u32), (u32, u32))>,
     pub crop: Option<[u32; 4]>,
     pub flip: bool,
+    /// The flip comes after the resize (as the multiscale augmentation puts it): boxes are
+    /// mirrored in the output's width, as torchvision computes them there.
+    pub flip_after_resize: bool,
     /// The crop drops the boxes whose centre it leaves out ([`RandomIoUCrop::drop_outside`]).
     pub drop_outside: bool,
 }
@@ -465,11 +553,14 @@ pub(crate) fn transform_boxes(
         window = [left, top, w, h];
     }
     let (ww, wh) = (window[2], window[3]);
-    if drawn.flip {
-        for x in &mut b {
-            let w = ww as f32;
+    let mirror = |b: &mut Vec<[f32; 4]>, w: u32| {
+        let w = w as f32;
+        for x in b {
             *x = [-(x[2] - w), x[1], -(x[0] - w), x[3]];
         }
+    };
+    if drawn.flip && !drawn.flip_after_resize {
+        mirror(&mut b, ww);
     }
     if let Some(s) = sanitize.filter(|s| s.before_resize) {
         s.retain(&mut b, &mut kept, ww, wh);
@@ -482,6 +573,9 @@ pub(crate) fn transform_boxes(
         for x in &mut b {
             *x = [x[0] * rx, x[1] * ry, x[2] * rx, x[3] * ry];
         }
+    }
+    if drawn.flip && drawn.flip_after_resize {
+        mirror(&mut b, ow);
     }
     if let Some(s) = sanitize.filter(|s| !s.before_resize) {
         s.retain(&mut b, &mut kept, ow, oh);
@@ -545,7 +639,7 @@ pub struct CanvasJob {
     /// The canvas's colour around the image.
     pub fill: [u8; 3],
     /// The resize's filter.
-    pub interpolation: super::geometry::Interpolation,
+    pub interpolation: Interpolation,
 }
 
 impl CanvasJob {
@@ -710,6 +804,7 @@ mod tests {
             zoom: Some(((250, 200), (30, 40))),
             crop: None,
             flip: false,
+            flip_after_resize: false,
             drop_outside: false,
         };
         let p = no_sanitize(&drawn, &[[10.0, 20.0, 50.0, 60.0]], (200, 250));
@@ -728,6 +823,7 @@ mod tests {
             zoom: None,
             crop: Some([20, 10, 50, 40]),
             flip: false,
+            flip_after_resize: false,
             drop_outside: false,
         };
         let boxes = [[10.0, 5.0, 40.0, 30.0], [80.0, 60.0, 95.0, 75.0]];
@@ -755,6 +851,7 @@ mod tests {
             zoom: None,
             crop: Some([20, 10, 50, 40]),
             flip: false,
+            flip_after_resize: false,
             drop_outside: true,
         };
         let boxes = [
@@ -774,6 +871,7 @@ mod tests {
             zoom: None,
             crop: None,
             flip: false,
+            flip_after_resize: false,
             drop_outside: false,
         };
         // 0.8 pixels wide in the 100-wide image, 2.4 wide at 300: kept only when sanitized
@@ -814,6 +912,7 @@ mod tests {
             zoom: None,
             crop: None,
             flip: true,
+            flip_after_resize: false,
             drop_outside: false,
         };
         let p = no_sanitize(&drawn, &[[10.0, 20.0, 30.0, 60.0]], (40, 300));
@@ -827,6 +926,7 @@ mod tests {
             zoom: Some(((250, 200), (30, 40))),
             crop: Some([20, 30, 120, 90]),
             flip: true,
+            flip_after_resize: false,
             drop_outside: false,
         };
         let p = transform_boxes(
@@ -908,5 +1008,76 @@ mod tests {
         compose_window(&plan, &rgb, 3, 2, &mut out);
         let grey: Vec<u8> = out.chunks(3).map(|p| p[0]).collect();
         assert_eq!(grey, [9, 9, 9, 9, 9, 1, 2, 3, 9, 4, 5, 6]);
+    }
+
+    fn multiscale() -> RandomShortestSize {
+        RandomShortestSize {
+            min_size: (480..=800).step_by(32).collect(),
+            max_size: Some(1333),
+            interpolation: Interpolation::Bilinear,
+        }
+    }
+
+    #[test]
+    fn shortest_size_gives_torchvisions_sizes_truncated_and_capped() {
+        // (height, width, shorter side) -> torchvision 0.29's `make_params` size.
+        let cases = [
+            ((480, 640), 480, (480, 640)),
+            ((480, 640), 800, (800, 1066)),
+            ((427, 640), 480, (479, 719)),
+            ((427, 640), 800, (800, 1199)),
+            ((640, 359), 480, (855, 480)),
+            ((640, 359), 800, (1333, 747)),
+            ((200, 1000), 480, (266, 1333)),
+            ((333, 500), 800, (800, 1201)),
+            ((1, 7), 800, (190, 1333)),
+        ];
+        let r = multiscale();
+        for ((h, w), short, want) in cases {
+            assert_eq!(r.size_for(short, w, h), want, "{h}x{w} at {short}");
+        }
+    }
+
+    #[test]
+    fn shortest_size_draws_every_min_size_and_stays_within_its_bounds() {
+        let r = multiscale();
+        let mut seen = std::collections::BTreeSet::new();
+        for i in 0..2000 {
+            let mut rng = CounterRng::for_op(7, 0, i, 3);
+            let (h, w) = r.draw_size(640, 427, &mut rng);
+            seen.insert(h.min(w));
+            let (bh, bw) = r.largest(640, 427);
+            assert!(h <= bh && w <= bw);
+            // Any zoom-out canvas of the image: the bound covers it.
+            for scale in [1.0f32, 1.37, 2.9, 3.999] {
+                let (cw, ch) = ((427.0 * scale) as u32, (640.0 * scale) as u32);
+                let (h, w) = r.draw_size(cw, ch, &mut rng);
+                let (s, l) = r.largest_on_canvas(427, 640);
+                assert!(
+                    h.min(w) <= s && h.max(w) <= l,
+                    "{cw}x{ch}: {h}x{w} over {s}x{l}"
+                );
+            }
+        }
+        // 479 for 480: the ratio's truncation, as torchvision's.
+        assert_eq!(seen.len(), 11, "{seen:?}");
+    }
+
+    #[test]
+    fn a_flip_after_the_resize_mirrors_boxes_in_the_output_width() {
+        let drawn = Drawn {
+            zoom: None,
+            crop: None,
+            flip: true,
+            flip_after_resize: true,
+            drop_outside: false,
+        };
+        let boxes = [[10.0, 20.0, 30.0, 50.0]];
+        // 100x80 to 133x106: scaled by 1.33 and 1.325, then mirrored in 133.
+        let p = no_sanitize(&drawn, &boxes, (106, 133));
+        let (rx, ry) = ((133.0f64 / 100.0) as f32, (106.0f64 / 80.0) as f32);
+        let want = [133.0 - 30.0 * rx, 20.0 * ry, 133.0 - 10.0 * rx, 50.0 * ry];
+        assert_eq!(p.boxes, [want]);
+        assert_eq!(p.size, (106, 133));
     }
 }

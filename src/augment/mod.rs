@@ -40,7 +40,9 @@ pub use colour::{
     ColorJitter, RandomAutocontrast, RandomEqualize, RandomGrayscale, RandomInvert,
     RandomPhotometricDistort, RandomPosterize, RandomSolarize,
 };
-pub use detect::{CanvasJob, DetectPlan, RandomIoUCrop, RandomZoomOut, SanitizeBoundingBoxes};
+pub use detect::{
+    CanvasJob, DetectPlan, RandomIoUCrop, RandomShortestSize, RandomZoomOut, SanitizeBoundingBoxes,
+};
 pub use erase::{EraseBox, EraseValue, RandomErasing, RandomFill};
 pub use error::{AugmentError, PipelineError};
 pub(crate) use geometry::compose_padded;

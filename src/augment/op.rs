@@ -18,7 +18,7 @@ use super::colour::{
     ColorJitter, RandomAutocontrast, RandomEqualize, RandomGrayscale, RandomInvert,
     RandomPhotometricDistort, RandomPosterize, RandomSolarize,
 };
-use super::detect::{RandomIoUCrop, RandomZoomOut, SanitizeBoundingBoxes};
+use super::detect::{RandomIoUCrop, RandomShortestSize, RandomZoomOut, SanitizeBoundingBoxes};
 use super::erase::RandomErasing;
 use super::error::PipelineError;
 use super::geometry::{
@@ -141,6 +141,8 @@ ops! {
     /// `RandomIoUCrop(min_scale, max_scale, min_aspect_ratio, max_aspect_ratio,
     /// sampler_options, trials)`.
     RandomIoUCrop(RandomIoUCrop) = "random_iou_crop",
+    /// `RandomShortestSize(min_size, max_size, interpolation)`: detection's multiscale resize.
+    RandomShortestSize(RandomShortestSize) = "random_shortest_size",
     /// `SanitizeBoundingBoxes(min_size, min_area)`.
     SanitizeBoundingBoxes(SanitizeBoundingBoxes) = "sanitize_bounding_boxes",
     /// `ToTensor()` then `Normalize(mean, std)`.

@@ -6,7 +6,9 @@
 
 use serde::Serialize;
 
-use super::detect::{self, DetectPlan, RandomIoUCrop, RandomZoomOut, SanitizeSpec};
+use super::detect::{
+    self, DetectPlan, RandomIoUCrop, RandomShortestSize, RandomZoomOut, SanitizeSpec,
+};
 use super::erase::RandomErasing;
 use super::error::{AugmentError, PipelineError};
 use super::geometry::{
@@ -30,15 +32,22 @@ pub(crate) struct DetectSpec {
     pub pre: Vec<(usize, Op)>,
     pub zoom: Option<(usize, RandomZoomOut)>,
     pub iou: Option<(usize, RandomIoUCrop)>,
-    /// A horizontal flip before the resize, and its probability.
+    /// A horizontal flip, and its probability: before the resize, or after a
+    /// `random_shortest_size` where `flip_after_resize`.
     pub flip: Option<(usize, f64)>,
+    pub flip_after_resize: bool,
+    /// A resize to a drawn shorter side (the multiscale augmentation): each sample's size.
+    pub shortest: Option<(usize, RandomShortestSize)>,
     pub sanitize: Option<SanitizeSpec>,
 }
 
 impl DetectSpec {
     /// Whether an op that only detection has is there.
     pub fn is_detection(&self) -> bool {
-        self.zoom.is_some() || self.iou.is_some() || self.sanitize.is_some()
+        self.zoom.is_some()
+            || self.iou.is_some()
+            || self.shortest.is_some()
+            || self.sanitize.is_some()
     }
 }
 
@@ -140,12 +149,16 @@ impl Phases {
         }
     }
 
+    /// Whether the output size is settled: a crop or resize read, or the drawn shorter side.
     fn geometry_done(&self) -> bool {
-        self.geometry.is_some()
+        self.geometry.is_some() || self.det.shortest.is_some()
     }
 
     fn boxes_moved(&self) -> bool {
-        self.det.zoom.is_some() || self.det.iou.is_some() || self.det.flip.is_some()
+        self.det.zoom.is_some()
+            || self.det.iou.is_some()
+            || self.det.flip.is_some()
+            || self.det.shortest.is_some()
     }
 
     /// Reads the op at position `at`.
@@ -294,6 +307,16 @@ impl Phases {
                 }
                 self.det.iou = Some((at, c.clone()));
             }
+            Op::RandomShortestSize(r) => {
+                // After the IoU crop the window could be a sliver, and its resize unbounded.
+                if self.geometry_done() || self.det.iou.is_some() || !self.pixel.is_empty() {
+                    return Err(PipelineError::Order(
+                        "random_shortest_size is the one resize, before any pixel op and not after random_iou_crop".into(),
+                    ));
+                }
+                self.late("random_shortest_size")?;
+                self.det.shortest = Some((at, r.clone()));
+            }
             &Op::SanitizeBoundingBoxes(spec) => {
                 self.det.sanitize = Some(SanitizeSpec {
                     spec,
@@ -302,6 +325,17 @@ impl Phases {
             }
             Op::RandomHorizontalFlip(f) if !self.geometry_done() && self.pixel.is_empty() => {
                 self.det.flip = Some((at, f.p));
+            }
+            // The multiscale augmentation's flip, after its resize: the boxes are mirrored in
+            // the output's width, as torchvision does there.
+            Op::RandomHorizontalFlip(f)
+                if self.det.shortest.is_some()
+                    && self.det.flip.is_none()
+                    && self.geometry.is_none()
+                    && self.pixel.is_empty() =>
+            {
+                self.det.flip = Some((at, f.p));
+                self.det.flip_after_resize = true;
             }
             Op::RandomPhotometricDistort(_) if !self.geometry_done() && !self.boxes_moved() => {
                 self.det.pre.push((at, op.clone()));
@@ -357,8 +391,12 @@ impl Pipeline {
         if resize_short.is_some() {
             return Err(PipelineError::Shape("resize of the shorter side alone gives a different shape per image; add center_crop (batch shapes must be static)".into()));
         }
-        // No crop or resize: each image keeps its (detection) window's size.
-        let geometry = geometry.unwrap_or((Geometry::Window, Interpolation::Bilinear, 0));
+        // No crop or resize: each image keeps its (detection) window's size, or the size
+        // drawn for it.
+        let geometry = geometry.unwrap_or(match &det.shortest {
+            Some((at, r)) => (Geometry::Window, r.interpolation, *at),
+            None => (Geometry::Window, Interpolation::Bilinear, 0),
+        });
         let natural = geometry.0 == Geometry::Window;
         let detect = if det.is_detection() || natural {
             if !matches!(geometry.0, Geometry::Resize { .. } | Geometry::Window) {
@@ -428,9 +466,14 @@ impl Plan {
         let (h, w) = match self.fixed_out() {
             Some(out) => out,
             None => {
-                let zoom = self.detect.as_ref().and_then(|d| d.zoom.as_ref());
+                let detect = self.detect.as_ref();
+                let zoom = detect.and_then(|d| d.zoom.as_ref());
                 let (w, h) = detect::largest_canvas(zoom.map(|(_, z)| z), width, height);
-                (h, w)
+                match detect.and_then(|d| d.shortest.as_ref()) {
+                    Some((_, r)) if zoom.is_some() => r.largest_on_canvas(width, height),
+                    Some((_, r)) => r.largest(w, h),
+                    None => (h, w),
+                }
             }
         };
         u64::from(h) * u64::from(w)
@@ -469,18 +512,25 @@ impl Plan {
             let drop_outside = d.iou.as_ref().is_some_and(|(_, spec)| spec.drop_outside);
             let flip = d.flip.is_some_and(|(at, p)| rng(at).uniform() < p);
             let fill = d.zoom.as_ref().map_or([0; 3], |(_, z)| z.fill);
+            // The shorter side is drawn for the window, which is the canvas (no IoU crop
+            // comes before it).
+            let out = match &d.shortest {
+                Some((at, r)) => Some(r.draw_size(cw, ch, &mut rng(*at))),
+                None => self.fixed_out(),
+            };
             detected = Some(detect::transform_boxes(
                 &detect::Drawn {
                     zoom,
                     crop,
                     flip,
+                    flip_after_resize: d.flip_after_resize,
                     drop_outside,
                 },
                 fill,
                 width,
                 height,
                 boxes,
-                self.fixed_out(),
+                out,
                 d.sanitize,
             ));
         }
