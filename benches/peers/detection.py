@@ -6,13 +6,16 @@ RandomIoUCrop, RandomHorizontalFlip) with Resize((300, 300)) for static shapes, 
 ToDtype(float, scale=True), ConvertBoundingBoxFormat, SanitizeBoundingBoxes, ToPureTensor, and
 the reference's `collate_fn=lambda b: tuple(zip(*b))`.
 
-With `--preset v1-ssd` or `v1-hflip`: the reference as it runs without `--use-v2` (its own
+With `--preset v2-multiscale`: the reference's `multiscale` augmentation (RandomShortestSize
+of 480 to 800 capped at 1333, then the flip; each image its own size) in place of the SSD one.
+
+With `--preset v1-ssd`, `v1-hflip` or `v1-multiscale`: the reference as it runs without `--use-v2` (its own
 `CocoDetection` subclass, `ConvertCocoPolysToMask` and v1 transforms, as written for the tests
 in python/tests/reference_v1.py; no Resize: each image keeps its window's size), the
 annotations needing segmentation polygons (`coco_make.py --polygons`).
 
 usage: python detection.py --loader torch|hpuload --data IMAGES --annotations JSON
-       [--preset v2-ssd|v1-ssd|v1-hflip] [--workers 2] [--batch 32] [--epochs 2]
+       [--preset v2-ssd|v2-multiscale|v1-ssd|v1-hflip|v1-multiscale] [--workers 2] [--batch 32] [--epochs 2]
 Prints one JSON line: images/s and boxes/s over the epochs after the first (the first warms
 caches and worker pools, as in peer_bench.py), and the annotation load time.
 """
@@ -46,6 +49,21 @@ def ssd_preset():
     )
 
 
+def multiscale_preset():
+    """The reference's `multiscale` augmentation with `--use-v2` (PIL backend)."""
+    return T.Compose(
+        [
+            T.RandomShortestSize(min_size=(480, 512, 544, 576, 608, 640, 672, 704, 736, 768, 800), max_size=1333),
+            T.RandomHorizontalFlip(p=0.5),
+            T.ToImage(),
+            T.ToDtype(torch.float, scale=True),
+            T.ConvertBoundingBoxFormat(tv_tensors.BoundingBoxFormat.XYXY),
+            T.SanitizeBoundingBoxes(),
+            T.ToPureTensor(),
+        ]
+    )
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--loader", choices=["torch", "hpuload"], required=True)
@@ -54,7 +72,7 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--epochs", type=int, default=2)
-    ap.add_argument("--preset", choices=["v2-ssd", "v1-ssd", "v1-hflip"], default="v2-ssd")
+    ap.add_argument("--preset", choices=["v2-ssd", "v2-multiscale", "v1-ssd", "v1-hflip", "v1-multiscale"], default="v2-ssd")
     a = ap.parse_args()
     if a.loader == "torch":
         from torch.utils.data import DataLoader
@@ -62,8 +80,9 @@ def main():
         from hpuload.torch import DataLoader
 
     t0 = time.perf_counter()
-    if a.preset == "v2-ssd":
-        dataset = CocoDetection(a.data, a.annotations, transforms=ssd_preset())
+    if a.preset.startswith("v2-"):
+        preset = ssd_preset() if a.preset == "v2-ssd" else multiscale_preset()
+        dataset = CocoDetection(a.data, a.annotations, transforms=preset)
         dataset = wrap_dataset_for_transforms_v2(dataset, target_keys=["boxes", "labels", "image_id"])
         keep = [i for i, image_id in enumerate(dataset.ids) if dataset.coco.getAnnIds(imgIds=image_id)]
         dataset = torch.utils.data.Subset(dataset, keep)

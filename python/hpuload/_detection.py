@@ -671,10 +671,11 @@ class Reference:
                 out.append(slim)
         return out
 
-    def _masks_area_crowd(self, image_id: int, size: tuple[int, int], flip: bool) -> tuple:
-        """`(masks of the kept boxes, mirrored when `flip`, area, iscrowd)` of an image as
-        ConvertCocoPolysToMask (and the v1 flip) make them, for the image's `(width,
-        height)`."""
+    def _masks_area_crowd(self, image_id: int, size: tuple[int, int], flip: bool, out=None) -> tuple:
+        """`(masks of the kept boxes, resized to `out` `(height, width)` by torchvision's
+        nearest resize when given, then mirrored when `flip`, area, iscrowd)` of an image as
+        ConvertCocoPolysToMask (and the v1 RandomShortestSize and flip) make them, for the
+        image's `(width, height)`."""
         from pycocotools import mask as coco_mask
 
         from . import _hpuload
@@ -692,11 +693,11 @@ class Reference:
             rles = coco_mask.frPyObjects(a["segmentation"], height, width)
             rles = rles if isinstance(rles, list) else [rles]
             objects.append([r["counts"] if isinstance(r["counts"], bytes) else str(r["counts"]).encode() for r in rles])
-        planes = _hpuload.coco_masks(objects, height, width, flip)
+        planes = _hpuload.coco_masks(objects, height, width, flip, None if out is None else tuple(out))
         masks = torch.frombuffer(planes, dtype=torch.uint8) if planes else torch.zeros(0, dtype=torch.uint8)
         area = torch.tensor([a["area"] for a in anns])
         iscrowd = torch.tensor([a["iscrowd"] for a in anns])
-        return masks.view(len(objects), height, width), area, iscrowd
+        return masks.view(len(objects), *(out or (height, width))), area, iscrowd
 
     def target(self, image_id: int, boxes, labels, flips, index, size=None, out=None) -> dict:
         """The reference's target dict for one sample: its boxes and labels after the v1
@@ -708,18 +709,10 @@ class Reference:
             record = self.coco.imgs[image_id]
             size = (record["width"], record["height"])
         flip = flips is not None and flips(index, *size)
+        # Resized when RandomShortestSize changed the size (an image with no mask gets an
+        # empty stack at its new size, where torch's interpolate refuses an empty batch).
         resize = self.resizes and out is not None and tuple(out) != (size[1], size[0])
-        masks, area, iscrowd = self._masks_area_crowd(image_id, size, flip and not resize)
-        if resize:
-            from torchvision.transforms import InterpolationMode
-            from torchvision.transforms import functional as tvf
-
-            if len(masks):
-                masks = tvf.resize(masks, list(out), interpolation=InterpolationMode.NEAREST)
-            else:  # torch's interpolate refuses an empty batch: no masks at the new size
-                masks = torch.zeros((0, *out), dtype=masks.dtype)
-            if flip:
-                masks = masks.flip(-1)
+        masks, area, iscrowd = self._masks_area_crowd(image_id, size, flip, tuple(out) if resize else None)
         return {"boxes": boxes, "labels": labels, "masks": masks, "image_id": image_id, "area": area, "iscrowd": iscrowd}
 
 

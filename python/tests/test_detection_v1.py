@@ -147,13 +147,14 @@ def test_the_ssd_augmentation_moves_boxes_masks_and_pixels_as_the_reference_give
     assert levels[2:].sum() <= 1e-3 * levels.sum(), levels[:6]
 
 
-@pytest.mark.parametrize("hflip_prob", [0.0, 1.0, 0.5])
-def test_the_multiscale_augmentation_resizes_boxes_masks_and_pixels_as_the_reference_given_hpuloads_draws(coco_v1, hflip_prob):
-    """RandomShortestSize then the flip: each image at the size drawn for it (small shorter
-    sides here, to keep the test quick), masks resized by torchvision's nearest and flipped
-    after, boxes scaled then mirrored in the resized width with the reference's arithmetic."""
+@pytest.mark.parametrize(
+    "hflip_prob, min_size, max_size", [(0.0, (40, 56, 72), 90), (1.0, (40, 56, 72), 90), (0.5, (40, 56, 72), 90), (0.5, (520, 610), 1000)]
+)
+def test_the_multiscale_augmentation_resizes_boxes_masks_and_pixels_as_the_reference_given_hpuloads_draws(coco_v1, hflip_prob, min_size, max_size):
+    """RandomShortestSize then the flip: each image at the size drawn for it (smaller and
+    larger than the images), masks resized by torchvision's nearest and flipped after, boxes
+    scaled then mirrored in the resized width with the reference's arithmetic."""
     folder, ann = coco_v1
-    min_size, max_size = (40, 56, 72), 90
     preset = ref.DetectionPresetTrain(data_augmentation="multiscale", hflip_prob=hflip_prob, min_size=min_size, max_size=max_size)
     _, ours = loaders(folder, ann, preset, seed=5)
     convert = ref.ConvertCocoPolysToMask()

@@ -106,9 +106,50 @@ pub fn union_into(
     Ok(())
 }
 
+/// `mask` (row-major, `height` x `width`) resized to `out_height` x `out_width` into `out` as
+/// torchvision resizes masks with `InterpolationMode.NEAREST` (torch's `interpolate(mode=
+/// "nearest")`: output pixel `i` of an axis reads source pixel `floor(i * (in / out))`, the
+/// scale and the product in f32, at most `in - 1`), mirrored left to right after when `flip`.
+pub fn resize_nearest(
+    mask: &[u8],
+    (height, width): (usize, usize),
+    (out_height, out_width): (usize, usize),
+    flip: bool,
+    out: &mut [u8],
+) {
+    let index = |o: usize, i: usize| -> Vec<usize> {
+        let scale = i as f32 / o as f32;
+        (0..o)
+            .map(|k| ((k as f32 * scale).floor() as usize).min(i - 1))
+            .collect()
+    };
+    let mut xs = index(out_width, width);
+    if flip {
+        xs.reverse();
+    }
+    let ys = index(out_height, height);
+    for (row, &y) in out.chunks_exact_mut(out_width).zip(&ys) {
+        let line = &mask[y * width..][..width];
+        for (px, &x) in row.iter_mut().zip(&xs) {
+            *px = line[x];
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nearest_resize_reads_torchs_source_pixels_and_mirrors_after() {
+        // 3 wide to 7: floor(i * 3/7) = 0 0 0 1 1 2 2; 4 high to 2: rows 0 and 2.
+        let mask: Vec<u8> = (0..12).collect();
+        let mut out = vec![0; 14];
+        resize_nearest(&mask, (4, 3), (2, 7), false, &mut out);
+        assert_eq!(out, [0, 0, 0, 1, 1, 2, 2, 6, 6, 6, 7, 7, 8, 8]);
+        resize_nearest(&mask, (4, 3), (2, 7), true, &mut out);
+        assert_eq!(out, [2, 2, 1, 1, 0, 0, 0, 8, 8, 7, 7, 6, 6, 6]);
+    }
 
     /// pycocotools' compression of `counts`, written from its description.
     fn compress(counts: &[i64]) -> Vec<u8> {
