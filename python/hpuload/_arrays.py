@@ -1,6 +1,7 @@
 """torchvision's datasets that hold every image in memory, as one uint8 array of same-size
-images: `CIFAR10` and `CIFAR100` (`N x 32 x 32 x 3`), `SVHN` (`N x 3 x 32 x 32`) and the
-grey `MNIST`, `FashionMNIST`, `KMNIST`, `EMNIST` (`N x 28 x 28`). Their `__getitem__` hands
+images: `CIFAR10` and `CIFAR100` (`N x 32 x 32 x 3`), `SVHN` (`N x 3 x 32 x 32`), `STL10`
+(`N x 3 x 96 x 96`, its unlabeled images labelled -1) and the grey `MNIST`, `FashionMNIST`,
+`KMNIST`, `EMNIST`, `QMNIST` (`N x 28 x 28`; QMNIST's class labels, as `compat=True` gives them). Their `__getitem__` hands
 `Image.fromarray(row)` to the transform, an image of the row's bytes; hpuload serves the same
 bytes to its decoder (`ArraySource`) and runs the transform natively."""
 
@@ -16,7 +17,7 @@ def images_of(dataset):
     try:
         import numpy as np
         import torch
-        from torchvision.datasets import CIFAR10, MNIST, SVHN
+        from torchvision.datasets import CIFAR10, MNIST, QMNIST, STL10, SVHN
     except ImportError:
         return None
     cls = type(dataset)
@@ -25,6 +26,21 @@ def images_of(dataset):
     elif isinstance(dataset, SVHN) and cls.__getitem__ is SVHN.__getitem__:
         # `Image.fromarray(np.transpose(img, (1, 2, 0)))`.
         data, labels, channels_first = dataset.data, dataset.labels, True
+    elif isinstance(dataset, STL10) and cls.__getitem__ is STL10.__getitem__:
+        # The same transpose; `int(self.labels[index])`, -1 for the unlabeled split (labels
+        # of None would give targets of None: not taken).
+        if dataset.labels is None:
+            return None
+        data, labels, channels_first = dataset.data, dataset.labels, True
+    elif isinstance(dataset, QMNIST) and cls.__getitem__ is QMNIST.__getitem__:
+        # Its own `__getitem__`: the grey row as MNIST's, the target `int(targets[index, 0])`
+        # with `compat` (the default), else the whole row of eight numbers (not taken).
+        data, targets = dataset.data, dataset.targets
+        if not (dataset.compat and isinstance(targets, torch.Tensor) and targets.ndim == 2):
+            return None
+        if not (isinstance(data, torch.Tensor) and data.dtype == torch.uint8 and data.ndim == 3):
+            return None
+        data, labels, channels_first = data.numpy()[..., None], targets[:, 0].tolist(), False
     elif isinstance(dataset, MNIST) and cls.__getitem__ is MNIST.__getitem__:
         # MNIST, FashionMNIST, KMNIST, EMNIST: `Image.fromarray(img.numpy(), mode="L")` of a
         # uint8 tensor's row (QMNIST has a `__getitem__` of its own).
@@ -41,7 +57,8 @@ def images_of(dataset):
         data = data.transpose(0, 2, 3, 1)
     if data.shape[-1] not in (1, 3) or len(labels) != len(data):
         return None
-    # The labels as `__getitem__` gives them: CIFAR's are ints, SVHN's `int(self.labels[i])`.
+    # The labels as `__getitem__` gives them: CIFAR's are ints, SVHN's and STL10's
+    # `int(self.labels[i])`.
     return np.ascontiguousarray(data), [int(y) for y in labels]
 
 

@@ -25,11 +25,16 @@ CIFAR_MEAN, CIFAR_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
 
 
 def in_memory(cls, n, transform=None, target_transform=None, seed=0, size=32):
-    """A torchvision `cls` (CIFAR10, CIFAR100 or SVHN) holding `n` random images."""
+    """A torchvision `cls` (CIFAR10, CIFAR100, SVHN or STL10) holding `n` random images."""
     rng = np.random.default_rng(seed)
     ds = cls.__new__(cls)
     ds.root, ds.transform, ds.target_transform, ds.transforms = "/nowhere", transform, target_transform, None
-    if issubclass(cls, datasets.SVHN):
+    if issubclass(cls, datasets.STL10):
+        # "train+unlabeled": labelled images, then unlabeled ones labelled -1.
+        ds.data = rng.integers(0, 256, (n, 3, size, size), dtype=np.uint8)
+        ds.labels = np.concatenate([rng.integers(0, 10, n // 2), np.full(n - n // 2, -1)])
+        ds.split, ds.folds = "train+unlabeled", None
+    elif issubclass(cls, datasets.SVHN):
         ds.data = rng.integers(0, 256, (n, 3, size, size), dtype=np.uint8)
         ds.labels = rng.integers(0, 10, n)
         ds.split = "train"
@@ -53,14 +58,15 @@ def native(dataset, **kwargs):
 EVAL = T.Compose([T.ToTensor(), T.Normalize(CIFAR_MEAN, CIFAR_STD)])
 
 
-@pytest.mark.parametrize("cls", [datasets.CIFAR10, datasets.CIFAR100, datasets.SVHN])
+@pytest.mark.parametrize("cls", [datasets.CIFAR10, datasets.CIFAR100, datasets.SVHN, datasets.STL10])
 def test_an_evaluation_transform_gives_the_datasets_own_samples_in_order(cls):
-    ds = in_memory(cls, 70, EVAL)
+    size = 96 if cls is datasets.STL10 else 32
+    ds = in_memory(cls, 70, EVAL, size=size)
     loader = native(ds, batch_size=16, num_workers=2)
     xs, ys = zip(*loader)
     x, y = torch.cat(xs), torch.cat(ys)
     want = [ds[i] for i in range(len(ds))]
-    assert x.shape == (70, 3, 32, 32) and x.dtype == torch.float32
+    assert x.shape == (70, 3, size, size) and x.dtype == torch.float32
     # ToTensor's division and Normalize, in torch's order of roundings.
     assert torch.equal(x, torch.stack([w[0] for w in want]))
     assert y.tolist() == [w[1] for w in want]
@@ -142,6 +148,54 @@ def test_mnists_grey_images_come_out_with_one_channel_as_the_dataset_gives_them(
     assert x.shape == (40, 1, 28, 28)
     assert torch.equal(x, torch.stack([w[0] for w in want]))
     assert y.tolist() == [w[1] for w in want]
+
+
+class ViewGenerator:
+    """SimCLR's two views of each image (the shape of the `ContrastiveLearningViewGenerator`
+    its STL10 scripts use)."""
+
+    def __init__(self, base_transform, n_views=2):
+        self.base_transform, self.n_views = base_transform, n_views
+
+    def __call__(self, x):
+        return [self.base_transform(x) for _ in range(self.n_views)]
+
+
+def test_stl10s_unlabeled_images_in_simclrs_two_views_run_natively_with_their_labels():
+    base = T.Compose(
+        [
+            T.RandomResizedCrop(96),
+            T.RandomHorizontalFlip(),
+            T.RandomApply([T.ColorJitter(0.8, 0.8, 0.8, 0.2)], p=0.8),
+            T.RandomGrayscale(p=0.2),
+            T.GaussianBlur(kernel_size=9),
+            T.ToTensor(),
+        ]
+    )
+    ds = in_memory(datasets.STL10, 24, ViewGenerator(base), size=96, seed=2)
+    loader = native(ds, batch_size=8, shuffle=True, drop_last=True, num_workers=2)
+    labels = []
+    for views, y in loader:
+        assert isinstance(views, list) and len(views) == 2
+        assert all(v.shape == (8, 3, 96, 96) and v.dtype == torch.float32 for v in views)
+        assert not torch.equal(views[0], views[1])
+        labels += y.tolist()
+    assert sorted(labels) == sorted(int(v) for v in ds.labels) and -1 in labels
+
+
+def test_qmnist_gives_its_class_labels_and_grey_images_as_its_own_getitem():
+    tf = T.Compose([T.ToTensor(), T.Normalize((0.1307,), (0.3081,))])
+    ds = mnist_like(datasets.QMNIST, 40, tf, seed=3)
+    # QMNIST's eight numbers per image, the class first.
+    ds.targets = torch.stack([ds.targets, *(torch.arange(40),) * 7], dim=1)
+    ds.compat = True
+    x, y = (torch.cat(part) for part in zip(*native(ds, batch_size=16)))
+    want = [ds[i] for i in range(len(ds))]
+    assert x.shape == (40, 1, 28, 28) and torch.equal(x, torch.stack([w[0] for w in want]))
+    assert y.tolist() == [w[1] for w in want]
+    ds.compat = False  # the whole row as the target: the dataset's own loader
+    with pytest.warns(FallbackWarning):
+        DataLoader(ds, batch_size=4)
 
 
 def test_a_padded_random_crop_of_mnist_is_torchvisions_at_the_loaders_offsets():
