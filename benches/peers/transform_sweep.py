@@ -7,7 +7,8 @@ usage: python transform_sweep.py FOLDER [SUBSTRING]
   FOLDER  an ImageFolder (make one with transform_sweep_images.py); the pixel-op cases crop
           96x112 first, so its images must be at least that large (BIG=1 there)
   prints one line per case: ok/BAD, the largest difference in levels, how many values differ
-  by more than one, and the warnings hpuload gave (fallback, Python tail, skipped samples)
+  by more than one, the share that differ at all (half a level or more), and the warnings
+  hpuload gave (fallback, Python tail, skipped samples)
 """
 import sys, warnings, traceback, math
 import torch
@@ -104,7 +105,7 @@ def run(name, tf):
     ws = sorted({type(x.message).__name__ + (":" + str(x.message)[:120] if "Fallback" in type(x.message).__name__ or "Tail" in type(x.message).__name__ or "Skipped" in type(x.message).__name__ else "") for x in w})
     if len(got) != len(ref):
         return f"COUNT {len(got)} vs {len(ref)} {ws}"
-    worst = 0.0; where = None; npx = 0; tot = 0
+    worst = 0.0; where = None; npx = 0; tot = 0; off = 0
     for i, (a, b) in enumerate(zip(got, ref)):
         b = torch.as_tensor(b)
         if a.shape != b.shape:
@@ -115,11 +116,11 @@ def run(name, tf):
         if a.dtype.is_floating_point:
             d = d * 255 * 0.3  # roughly levels (normalize std ~0.2-0.3)
         m = d.max().item()
-        npx += int((d > 1.0).sum()); tot += d.numel()
+        npx += int((d > 1.0).sum()); tot += d.numel(); off += int((d > 0.5).sum())
         if m > worst:
             worst, where = m, i
     flag = "BAD " if worst > 1.0 else "ok  "
-    return f"{flag}max {worst:.2f} (sample {where}), >1: {npx}/{tot} {ws}"
+    return f"{flag}max {worst:.2f} (sample {where}), >1: {npx}/{tot}, off: {100 * off / max(tot, 1):.2f}% {ws}"
 
 for name, tf in cases():
     if only and only not in name:
