@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use hpuload::augment::{
-    apply, CropBox, Normalize, OutputWriter, PilEnhance, PilFilter, PixelOp, Resampler, Scratch,
-    Warp,
+    apply, CropBox, Interpolation, Normalize, OutputWriter, PilEnhance, PilFilter, PixelOp,
+    Resampler, Scratch, Warp,
 };
 use hpuload::decoders::jpeg::{choose_scale, scaled_region, Filter, Region, ResizeRequest, Window};
 use hpuload::decoders::{CpuDecoder, Decode, JpegDecoder};
@@ -147,6 +147,21 @@ fn stages(c: &mut Criterion) {
                     *w,
                     *h,
                     &CropBox::rect((w - side) / 2, (h - side) / 2, side, side),
+                )
+                .unwrap();
+            }
+        })
+    });
+    g.bench_function("crop_resize/cpu/center_crop_to_224_pillow", |b| {
+        b.iter(|| {
+            for (_, w, h, rgb) in &inputs {
+                let side = (*w).min(*h);
+                r.run_with(
+                    rgb,
+                    *w,
+                    *h,
+                    &CropBox::rect((w - side) / 2, (h - side) / 2, side, side),
+                    Interpolation::PilBilinear,
                 )
                 .unwrap();
             }

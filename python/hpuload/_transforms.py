@@ -254,11 +254,45 @@ def _crop_padding(t: Any, what: str, after_resize: bool) -> dict:
 
 
 def _resize_interp(mode: Any, what: str, on_tensor: bool) -> str:
-    """A resize's interpolation: nearest neighbour differs between a PIL image (Pillow's, the
-    pixel under the output pixel's centre) and a tensor (torch's, `floor(i * in / out)`);
-    bilinear and bicubic are Pillow's antialiased filters either way."""
+    """A resize's interpolation, as torchvision computes it on what the image is at that step:
+    on a PIL image Pillow's (`pil_nearest`: the pixel under the output pixel's centre;
+    `pil_bilinear`, `pil_bicubic`: Pillow's 22-bit weights, its passes in the installed
+    Pillow's order), on a tensor torch's (nearest: `floor(i * in / out)`; the antialiased
+    filters with 16-bit weights)."""
     interp = _interp(mode, what)
-    return "pil_nearest" if interp == "nearest" and not on_tensor else interp
+    if on_tensor or interp not in ("nearest", "bilinear", "bicubic"):
+        return interp
+    if interp != "nearest" and not _pillow_pass_order():
+        return interp  # a Pillow whose passes run in an order hpuload does not know
+    return "pil_" + interp
+
+
+#: The installed Pillow's pass order, once probed: True once set, False if unknown.
+_PILLOW_ORDER: bool | None = None
+
+# A 5x12 image (bytes `i * 97 % 256`) resized to 3x2 with Pillow's bilinear: the bytes when the
+# pass down the columns runs first (Pillow 13 and later, whose rule picks it for these
+# sizes), and when the pass across always runs first (up to Pillow 12).
+_PROBE_DOWN_FIRST = bytes([111, 123, 142, 120, 117, 125, 134, 144, 131, 137, 137, 134, 126, 125, 129, 120, 124, 121])
+_PROBE_ACROSS_FIRST = bytes([111, 123, 142, 120, 118, 125, 133, 144, 131, 137, 137, 133, 126, 125, 129, 120, 124, 121])
+
+
+def _pillow_pass_order() -> bool:
+    """Tells the resampler which pass the installed Pillow runs first (Pillow 13 runs the pass
+    down first when the height shrinks by more than twice as many pixels as the width), found
+    by resizing a small image with it; False when the result is neither order's."""
+    global _PILLOW_ORDER
+    if _PILLOW_ORDER is None:
+        from PIL import Image
+
+        from . import _hpuload
+
+        probe = Image.frombytes("RGB", (5, 12), bytes(i * 97 % 256 for i in range(180)))
+        got = probe.resize((3, 2), Image.Resampling.BILINEAR).tobytes()
+        _PILLOW_ORDER = got in (_PROBE_DOWN_FIRST, _PROBE_ACROSS_FIRST)
+        if _PILLOW_ORDER:
+            _hpuload.pillow_pass_order(got == _PROBE_DOWN_FIRST)
+    return _PILLOW_ORDER
 
 
 def _known(t: Any) -> bool:

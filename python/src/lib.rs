@@ -552,6 +552,19 @@ fn pipeline_names() -> Vec<&'static str> {
     hpuload::pipelines::all_names().collect()
 }
 
+/// Makes Pillow's resizes (`pil_bilinear`, `pil_bicubic`) run their two passes in the order
+/// the installed Pillow does: `down_first_when_taller` for Pillow 13 and later (down the
+/// columns first when the height shrinks by more than twice as many pixels as the width),
+/// else across the rows first always.
+#[pyfunction]
+fn pillow_pass_order(down_first_when_taller: bool) {
+    hpuload::augment::set_pillow_pass_order(if down_first_when_taller {
+        hpuload::augment::PillowPassOrder::DownFirstWhenTaller
+    } else {
+        hpuload::augment::PillowPassOrder::AcrossFirst
+    });
+}
+
 /// The kind of each op of a JSON list of pipeline ops (`"geometry"`, `"box_aware"`,
 /// `"moving_pixel"`, `"pixel"`, `"normalize"`, `"erase"`), looking inside `random_apply`,
 /// `random_choice`, `random_order` and the policies.
@@ -671,6 +684,7 @@ fn _hpuload(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cli, m)?)?;
     m.add_function(wrap_pyfunction!(pipeline_names, m)?)?;
     m.add_function(wrap_pyfunction!(op_kinds, m)?)?;
+    m.add_function(wrap_pyfunction!(pillow_pass_order, m)?)?;
     m.add_function(wrap_pyfunction!(image_extensions, m)?)?;
     m.add_function(wrap_pyfunction!(read_video_frames, m)?)?;
     m.add_function(wrap_pyfunction!(video_outline, m)?)?;

@@ -105,11 +105,15 @@ def test_each_view_matches_torchvision_given_its_own_drawn_parameters(png_folder
                 for k, got in enumerate(views):
                     plan = json.loads(loader._core.sample_plan(epoch, index, image.width, image.height, view=k))
                     c = plan["crop"]
-                    mode = T.InterpolationMode(plan["interpolation"])
+                    name = plan["interpolation"]
+                    # On a PIL image (the dataset's), Pillow resizes: `pil_bilinear`.
+                    pil = name.startswith("pil_")
+                    mode = T.InterpolationMode(name.removeprefix("pil_"))
                     want = F.resized_crop(
-                        source, int(c["top"]), int(c["left"]), int(c["height"]), int(c["width"]),
+                        image if pil else source, int(c["top"]), int(c["left"]), int(c["height"]), int(c["width"]),
                         plan["size"], interpolation=mode, antialias=True,
                     )
+                    want = F.pil_to_tensor(want) if pil else want
                     want = tv_apply(want, plan["ops"])
                     if plan["flip"]:
                         want = F.horizontal_flip(want)

@@ -56,6 +56,12 @@ pub enum Interpolation {
     Bilinear,
     /// Antialiased bicubic (Pillow's, `a = -0.5`).
     Bicubic,
+    /// Pillow's bilinear with its own 22-bit weights (`Image.resize(size, BILINEAR)`, what
+    /// torchvision's resizes do to a PIL image), byte for byte; the engine takes it as
+    /// bilinear. Resizes only.
+    PilBilinear,
+    /// Pillow's bicubic likewise (`BICUBIC`).
+    PilBicubic,
     /// Bilinear or bicubic with equal probability, per sample (timm's `'random'`).
     Random,
     /// Bilinear from the two nearest source pixels on each axis, without antialiasing when
@@ -70,6 +76,8 @@ impl Interpolation {
         use hpuload_decoders::jpeg::Filter;
         match self {
             Self::Nearest | Self::PilNearest => Filter::Nearest,
+            Self::PilBilinear => Filter::Bilinear,
+            Self::PilBicubic => Filter::Bicubic,
             Self::Bicubic => Filter::Bicubic,
             Self::Bilinear | Self::Random | Self::BilinearNoAntialias => Filter::Bilinear,
         }

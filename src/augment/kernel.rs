@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::error::AugmentError;
 use super::error::PipelineError;
 use super::geometry::{CropBox, Interpolation};
+use super::pil;
 use super::pixel::PixelOp;
 use super::spec::{OpKind, OpSpec};
 use super::two_tap;
@@ -111,6 +112,8 @@ impl OpSpec for Normalize {
 pub struct Resampler {
     resizer: Resizer,
     two_tap: two_tap::TwoTap,
+    /// Pillow's own resize's lines.
+    pil: pil::resample::Scratch,
     /// The horizontal pass's rows, for the filters run one axis after the other.
     across: Vec<u8>,
     out: Vec<u8>,
@@ -129,6 +132,7 @@ impl Resampler {
         Self {
             resizer: Resizer::new(),
             two_tap: two_tap::TwoTap::default(),
+            pil: pil::resample::Scratch::default(),
             across: Vec::new(),
             out: vec![0; out_w as usize * out_h as usize * 3],
             out_w,
@@ -176,6 +180,36 @@ impl Resampler {
         let filter = match interpolation {
             Interpolation::Bilinear => FilterType::Bilinear,
             Interpolation::Bicubic => FilterType::CatmullRom,
+            Interpolation::PilBilinear | Interpolation::PilBicubic => {
+                let (kernel, filter) = if interpolation == Interpolation::PilBilinear {
+                    (pil::resample::Kernel::Bilinear, FilterType::Bilinear)
+                } else {
+                    (pil::resample::Kernel::Bicubic, FilterType::CatmullRom)
+                };
+                if crop.view && (crop.width, crop.height) == (self.out_w.into(), self.out_h.into())
+                {
+                    self.copy_window(src, width, height, crop)?;
+                    return Ok(&mut self.out);
+                }
+                window_inside(src, width, height, crop)?;
+                let size = (self.out_w, self.out_h);
+                let done = pil::resample::resize(
+                    src,
+                    width,
+                    height,
+                    crop,
+                    size,
+                    kernel,
+                    &mut self.pil,
+                    &mut self.out,
+                )?;
+                // A window that is no part of a resize of the whole image (none of
+                // torchvision's makes one): fast_image_resize's weights in Pillow's order.
+                if done.is_none() {
+                    self.across_then_down(src, width, height, crop, filter)?;
+                }
+                return Ok(&mut self.out);
+            }
             Interpolation::BilinearNoAntialias => {
                 self.two_tap(src, width, height, crop)?;
                 return Ok(&mut self.out);
@@ -286,8 +320,8 @@ impl Resampler {
     ) -> (u32, u32, u32, u32) {
         let whole = (0, 0, width, height);
         let support = match interpolation {
-            Interpolation::Bilinear => 1.0,
-            Interpolation::Bicubic => 2.0,
+            Interpolation::Bilinear | Interpolation::PilBilinear => 1.0,
+            Interpolation::Bicubic | Interpolation::PilBicubic => 2.0,
             Interpolation::BilinearNoAntialias => {
                 // Exactly the pixels `two_tap` reads: the same taps, their extent.
                 let extent = |out, start, len, limit| {

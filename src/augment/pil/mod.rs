@@ -20,6 +20,7 @@ pub use super::pixel::{PilEnhance as Enhance, PilFilter as Filter};
 mod affine;
 mod blend;
 mod hsv;
+pub(crate) mod resample;
 
 pub(crate) use affine::{affine, nearest_affine, rotate_matrix, rotate_matrix_about, Affine};
 use blend::Degenerate;

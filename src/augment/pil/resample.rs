@@ -1,0 +1,449 @@
+//! Pillow's antialiased resize of an RGB image (`Image.resize` with `BILINEAR` or `BICUBIC`,
+//! what torchvision's `Resize`, `RandomResizedCrop` and `RandomResize` do to a PIL image),
+//! byte for byte: each output pixel's taps and weights computed as Pillow's
+//! `precompute_coeffs` does (in f64, normalised, then rounded to 22-bit fixed point), a pass
+//! across the rows the second pass reads, rounded to bytes, then a pass down the columns.
+//! fast_image_resize's 16-bit weights (torch's tensor kernel's) give Pillow's bytes but for
+//! one level in up to a few percent of values.
+//!
+//! The pass across runs on a transposed copy of the rows it reads, so that both passes sum
+//! whole contiguous lines with one weight per line (eight lanes at a time where the compiler
+//! has AVX2); the sums are exact integers, so the order of summation changes nothing.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::super::error::AugmentError;
+use super::super::geometry::CropBox;
+
+/// Pillow's `PRECISION_BITS` for 8-bit images.
+const BITS: u32 = 22;
+
+/// Pillow's two antialiasing filters torchvision uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kernel {
+    /// `bilinear_filter`: a triangle of support 1.
+    Bilinear,
+    /// `bicubic_filter`: Keys' cubic with `a = -0.5`, support 2.
+    Bicubic,
+}
+
+impl Kernel {
+    fn support(self) -> f64 {
+        match self {
+            Self::Bilinear => 1.0,
+            Self::Bicubic => 2.0,
+        }
+    }
+
+    fn weight(self, x: f64) -> f64 {
+        let x = x.abs();
+        match self {
+            Self::Bilinear if x < 1.0 => 1.0 - x,
+            Self::Bicubic if x < 1.0 => ((-0.5 + 2.0) * x - (-0.5 + 3.0)) * x * x + 1.0,
+            Self::Bicubic if x < 2.0 => (((x - 5.0) * x + 8.0) * x - 4.0) * -0.5,
+            _ => 0.0,
+        }
+    }
+}
+
+/// One axis's taps: for each output position, its first source position and its weights
+/// (`ksize` slots, the unused ones zero).
+#[derive(Debug, PartialEq)]
+struct Axis {
+    first: Vec<usize>,
+    count: Vec<usize>,
+    ksize: usize,
+    weights: Vec<i32>,
+}
+
+impl Axis {
+    /// Pillow's `precompute_coeffs` and `normalize_coeffs_8bpc` for output positions
+    /// `offset..offset + out` of a resize of `len` source positions to `full` (a window of a
+    /// resized image is those positions of the whole resize, as Pillow computes them).
+    fn new(kernel: Kernel, len: usize, full: usize, offset: usize, out: usize) -> Self {
+        let scale = len as f64 / full as f64;
+        let filterscale = scale.max(1.0);
+        let support = kernel.support() * filterscale;
+        let ksize = support.ceil() as usize * 2 + 1;
+        let mut axis = Self {
+            first: Vec::with_capacity(out),
+            count: Vec::with_capacity(out),
+            ksize,
+            weights: vec![0; out * ksize],
+        };
+        let mut k = vec![0.0f64; ksize];
+        for (i, slots) in axis.weights.chunks_exact_mut(ksize).enumerate() {
+            let center = ((offset + i) as f64 + 0.5) * scale;
+            let ss = 1.0 / filterscale;
+            // C's `(int)` casts: truncation toward zero, then clamped to the image.
+            let xmin = ((center - support + 0.5) as i64).max(0);
+            let xmax = ((center + support + 0.5) as i64).min(len as i64) - xmin;
+            let n = xmax.max(0) as usize;
+            let mut ww = 0.0;
+            for (x, w) in k[..n].iter_mut().enumerate() {
+                *w = kernel.weight(((x as i64 + xmin) as f64 - center + 0.5) * ss);
+                ww += *w;
+            }
+            for (w, slot) in k[..n].iter().zip(slots.iter_mut()) {
+                let w = if ww == 0.0 { *w } else { *w / ww };
+                let scaled = w * f64::from(1u32 << BITS);
+                *slot = if w < 0.0 {
+                    (-0.5 + scaled) as i32
+                } else {
+                    (0.5 + scaled) as i32
+                };
+            }
+            axis.first.push(xmin as usize);
+            axis.count.push(n);
+        }
+        axis
+    }
+
+    /// The source positions the taps read: `start..end`.
+    fn span(&self) -> (usize, usize) {
+        let start = self.first.iter().copied().min().unwrap_or(0);
+        let end = self
+            .first
+            .iter()
+            .zip(&self.count)
+            .map(|(f, c)| f + c)
+            .max()
+            .unwrap_or(0);
+        (start, end.max(start))
+    }
+}
+
+/// How one axis of a window maps to a resize: `(len, full, offset, base)`: a resize of `len`
+/// source positions starting at `base` to `full`, of which the window is positions
+/// `offset..offset + out`. A view is cut out first (its own edges bound the taps); any other
+/// window is a part of the whole image's resize, whose size and the window's offset in it
+/// (whole numbers) are recovered from the window, or `None` when they do not reproduce it.
+fn axis_of(
+    view: bool,
+    start: f64,
+    len: f64,
+    out: u32,
+    limit: u32,
+) -> Option<(usize, usize, usize, usize)> {
+    if view {
+        return Some((len as usize, out as usize, 0, start as usize));
+    }
+    let full = (f64::from(limit) * f64::from(out) / len).round();
+    let offset = (start * full / f64::from(limit)).round();
+    let scale = f64::from(limit) / full;
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-6 * f64::from(limit).max(1.0);
+    (full >= 1.0 && close(offset * scale, start) && close(f64::from(out) * scale, len)).then_some((
+        limit as usize,
+        full as usize,
+        offset as usize,
+        0,
+    ))
+}
+
+/// Which pass Pillow runs first when both axes change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PassOrder {
+    /// Across the rows first, always (Pillow up to 12).
+    AcrossFirst,
+    /// Down the columns first when the height shrinks by more than twice as many pixels as
+    /// the width (`in_h - out_h > 2 * (in_w - out_w)`), else across first (Pillow 13).
+    DownFirstWhenTaller,
+}
+
+/// The installed Pillow's pass order (set once by the Python package from `PIL.__version__`;
+/// Pillow 13's by default).
+static DOWN_FIRST_WHEN_TALLER: AtomicBool = AtomicBool::new(true);
+
+/// Makes [`resize`] run its passes in `order`, the installed Pillow's.
+pub fn set_pass_order(order: PassOrder) {
+    DOWN_FIRST_WHEN_TALLER.store(order == PassOrder::DownFirstWhenTaller, Ordering::Relaxed);
+}
+
+/// Pillow's resize of `crop` of the `width`x`height` RGB image `src` to `out_w`x`out_h` into
+/// `out`; `scratch` holds the passes' lines. `None` when the window is not one Pillow's resize
+/// gives (a fractional window that is not a part of a resize of the whole image).
+///
+/// # Errors
+/// `src` is shorter than the image, or the window reaches outside it.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn resize(
+    src: &[u8],
+    width: u32,
+    height: u32,
+    crop: &CropBox,
+    (out_w, out_h): (u32, u32),
+    kernel: Kernel,
+    scratch: &mut Scratch,
+    out: &mut [u8],
+) -> Result<Option<()>, AugmentError> {
+    let (ow, oh) = (out_w as usize, out_h as usize);
+    if src.len() < width as usize * height as usize * 3 || out.len() < ow * oh * 3 {
+        return Err(AugmentError::CropOutside);
+    }
+    let (Some(xs), Some(ys)) = (
+        axis_of(crop.view, crop.left, crop.width, out_w, width),
+        axis_of(crop.view, crop.top, crop.height, out_h, height),
+    ) else {
+        return Ok(None);
+    };
+    if xs.3 + xs.0 > width as usize || ys.3 + ys.0 > height as usize {
+        return Err(AugmentError::CropOutside);
+    }
+    let across = Axis::new(kernel, xs.0, xs.1, xs.2, ow);
+    let down = Axis::new(kernel, ys.0, ys.1, ys.2, oh);
+    // The rows and columns of the image the taps read.
+    let (y0, y1) = down.span();
+    let (x0, x1) = across.span();
+    let (rows, cols) = (y1 - y0, x1 - x0);
+    let stride = width as usize * 3;
+    let region = (ys.3 + y0) * stride + (xs.3 + x0) * 3;
+    // Pillow 13 decides on the whole resize's sizes (the image's, the resize's).
+    let shrink_y = ys.0 as i64 - ys.1 as i64;
+    let shrink_x = xs.0 as i64 - xs.1 as i64;
+    let down_first =
+        DOWN_FIRST_WHEN_TALLER.load(Ordering::Relaxed) && shrink_y > 0 && shrink_y > 2 * shrink_x;
+    let Scratch {
+        transposed,
+        across: swept,
+        rows: lines,
+        sums,
+    } = scratch;
+    if down_first {
+        // Down the region's columns: `oh` lines of `cols` pixels.
+        let region_rows = Lines {
+            bytes: &src[region..],
+            stride,
+            len: cols * 3,
+        };
+        let d = sized(lines, oh * cols * 3);
+        sum_lines(region_rows, &down, y0, d.chunks_exact_mut(cols * 3), sums);
+        // Across them, transposed: `ow` lines of `oh` pixels, then back into `out`'s rows.
+        let d = Lines {
+            bytes: lines,
+            stride: cols * 3,
+            len: cols * 3,
+        };
+        transpose(d, oh, cols, sized(transposed, cols * oh * 3));
+        let columns = Lines {
+            bytes: transposed,
+            stride: oh * 3,
+            len: oh * 3,
+        };
+        sum_lines(
+            columns,
+            &across,
+            x0,
+            sized(swept, ow * oh * 3).chunks_exact_mut(oh * 3),
+            sums,
+        );
+        let a = Lines {
+            bytes: swept,
+            stride: oh * 3,
+            len: oh * 3,
+        };
+        transpose(a, ow, oh, &mut out[..oh * ow * 3]);
+    } else {
+        // Across the rows the pass down reads, transposed: `ow` lines of `rows` pixels.
+        let region_rows = Lines {
+            bytes: &src[region..],
+            stride,
+            len: cols * 3,
+        };
+        transpose(region_rows, rows, cols, sized(transposed, cols * rows * 3));
+        let columns = Lines {
+            bytes: transposed,
+            stride: rows * 3,
+            len: rows * 3,
+        };
+        sum_lines(
+            columns,
+            &across,
+            x0,
+            sized(swept, ow * rows * 3).chunks_exact_mut(rows * 3),
+            sums,
+        );
+        // Back to `rows` lines of `ow` pixels, then down into `out`.
+        let a = Lines {
+            bytes: swept,
+            stride: rows * 3,
+            len: rows * 3,
+        };
+        transpose(a, ow, rows, sized(lines, rows * ow * 3));
+        let region_rows = Lines {
+            bytes: lines,
+            stride: ow * 3,
+            len: ow * 3,
+        };
+        sum_lines(
+            region_rows,
+            &down,
+            y0,
+            out[..oh * ow * 3].chunks_exact_mut(ow * 3),
+            sums,
+        );
+    }
+    Ok(Some(()))
+}
+
+/// `buf` holding `len` bytes (their values left to the caller to overwrite).
+fn sized(buf: &mut Vec<u8>, len: usize) -> &mut [u8] {
+    buf.resize(len, 0);
+    &mut buf[..len]
+}
+
+/// `n` lines of `px` RGB pixels, as `px` lines of `n` pixels in `to`: each line of `to`
+/// written in order, reading down `from` (strided reads cost less than strided writes).
+fn transpose(from: Lines<'_>, n: usize, px: usize, to: &mut [u8]) {
+    for (x, line) in to.chunks_exact_mut(n * 3).take(px).enumerate() {
+        for (i, p) in line.chunks_exact_mut(3).enumerate() {
+            p.copy_from_slice(&from.bytes[i * from.stride + x * 3..][..3]);
+        }
+    }
+}
+
+/// Lines of `len` bytes, `stride` bytes apart.
+#[derive(Clone, Copy)]
+struct Lines<'a> {
+    bytes: &'a [u8],
+    stride: usize,
+    len: usize,
+}
+
+/// Each output line `j` of `outs`: `sum_k weights[j][k] * lines[first[j] - base + k]`, with
+/// Pillow's rounding (half added, shifted, clamped to a byte).
+fn sum_lines<'a>(
+    lines: Lines<'_>,
+    axis: &Axis,
+    base: usize,
+    outs: impl Iterator<Item = &'a mut [u8]>,
+    sums: &mut Vec<i32>,
+) {
+    sums.clear();
+    sums.resize(lines.len, 0);
+    for (j, out) in outs.enumerate() {
+        let weights = &axis.weights[j * axis.ksize..][..axis.count[j]];
+        let first = axis.first[j] - base;
+        accumulate(lines, first, weights, sums, out);
+    }
+}
+
+/// One output line: the sums of `weights` times lines `first..`, rounded into `out`.
+fn accumulate(lines: Lines<'_>, first: usize, weights: &[i32], sums: &mut [i32], out: &mut [u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (detected just above).
+        return unsafe { accumulate_avx2(lines, first, weights, sums, out) };
+    }
+    accumulate_any(lines, first, weights, sums, out);
+}
+
+/// [`accumulate`] compiled for AVX2 (eight 32-bit lanes).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn accumulate_avx2(
+    lines: Lines<'_>,
+    first: usize,
+    weights: &[i32],
+    sums: &mut [i32],
+    out: &mut [u8],
+) {
+    accumulate_any(lines, first, weights, sums, out);
+}
+
+#[inline(always)]
+fn accumulate_any(
+    lines: Lines<'_>,
+    first: usize,
+    weights: &[i32],
+    sums: &mut [i32],
+    out: &mut [u8],
+) {
+    sums.fill(1 << (BITS - 1));
+    for (k, &w) in weights.iter().enumerate() {
+        let line = &lines.bytes[(first + k) * lines.stride..][..lines.len];
+        for (s, &v) in sums.iter_mut().zip(line) {
+            *s += i32::from(v) * w;
+        }
+    }
+    for (o, &s) in out.iter_mut().zip(sums.iter()) {
+        *o = (s >> BITS).clamp(0, 255) as u8;
+    }
+}
+
+/// The passes' lines, kept between samples.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    transposed: Vec<u8>,
+    across: Vec<u8>,
+    rows: Vec<u8>,
+    sums: Vec<i32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weights_sum_to_one_in_fixed_point_and_a_same_size_axis_is_the_identity() {
+        for kernel in [Kernel::Bilinear, Kernel::Bicubic] {
+            for (len, full) in [(500, 224), (224, 500), (37, 37), (3, 1)] {
+                let a = Axis::new(kernel, len, full, 0, full);
+                for j in 0..full {
+                    let w = &a.weights[j * a.ksize..][..a.count[j]];
+                    let sum: i32 = w.iter().sum();
+                    assert!(
+                        (sum - (1 << BITS)).abs() <= a.count[j] as i32,
+                        "{kernel:?} {len}->{full} at {j}: {sum}"
+                    );
+                    assert!(a.first[j] + a.count[j] <= len);
+                }
+            }
+            let same = Axis::new(kernel, 9, 9, 0, 9);
+            for j in 0..9 {
+                let w = &same.weights[j * same.ksize..][..same.count[j]];
+                let one = w
+                    .iter()
+                    .position(|&v| v == 1 << BITS)
+                    .expect("a tap of weight one");
+                assert_eq!(same.first[j] + one, j);
+                assert_eq!(w.iter().filter(|&&v| v != 0).count(), 1);
+            }
+        }
+    }
+
+    #[test]
+    fn a_window_of_a_resize_is_those_positions_of_the_whole_resize() {
+        // 300 resized to 256, positions 16..240: the same taps as the whole resize's.
+        let whole = Axis::new(Kernel::Bilinear, 300, 256, 0, 256);
+        let part = Axis::new(Kernel::Bilinear, 300, 256, 16, 224);
+        assert_eq!(part.first[..], whole.first[16..240]);
+        let k = whole.ksize;
+        assert_eq!(part.weights[..], whole.weights[16 * k..240 * k]);
+        let (len, full, offset, base) =
+            axis_of(false, 16.0 * 300.0 / 256.0, 224.0 * 300.0 / 256.0, 224, 300).unwrap();
+        assert_eq!((len, full, offset, base), (300, 256, 16, 0));
+        assert_eq!(axis_of(false, 0.3, 100.0, 224, 300), None);
+    }
+
+    #[test]
+    fn an_image_resized_to_its_own_size_is_itself() {
+        let (w, h) = (13u32, 7u32);
+        let src: Vec<u8> = (0..w * h * 3).map(|v| (v * 37 % 251) as u8).collect();
+        let mut out = vec![0; src.len()];
+        for kernel in [Kernel::Bilinear, Kernel::Bicubic] {
+            let done = resize(
+                &src,
+                w,
+                h,
+                &CropBox::full(w, h),
+                (w, h),
+                kernel,
+                &mut Scratch::default(),
+                &mut out,
+            )
+            .unwrap();
+            assert!(done.is_some());
+            assert_eq!(out, src);
+        }
+    }
+}
