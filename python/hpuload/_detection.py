@@ -18,7 +18,17 @@ from typing import Any
 import torch
 
 from ._options import CocoSource
-from ._transforms import Unsupported, _hw, _interp, _is, _torch_dtype_name, check_antialias, check_resize, steps
+from ._transforms import (
+    Unsupported,
+    _hw,
+    _interp,
+    _is,
+    _resize_interp,
+    _torch_dtype_name,
+    check_antialias,
+    check_resize,
+    steps,
+)
 
 def _moves_pixels(op: dict) -> bool:
     """Whether a translated pixel op moves pixels (torchvision's v2 versions would move the
@@ -238,9 +248,10 @@ def _iou_crop(t) -> dict:
     }
 
 
-def shortest_size(t, name: str) -> dict:
+def shortest_size(t, name: str, on_tensor: bool) -> dict:
     """The `random_shortest_size` op of a RandomShortestSize (torchvision v2's or the
-    detection reference's v1 class): `min_size` an int or a sequence, `max_size` or None."""
+    detection reference's v1 class): `min_size` an int or a sequence, `max_size` or None;
+    Pillow's resize when the image is a PIL image at that step."""
     min_size = [t.min_size] if isinstance(t.min_size, int) else [int(m) for m in t.min_size]
     if not min_size or min(min_size) <= 0 or (t.max_size is not None and int(t.max_size) <= 0):
         raise Unsupported(f"{name}(min_size={t.min_size!r}, max_size={t.max_size!r})")
@@ -248,7 +259,7 @@ def shortest_size(t, name: str) -> dict:
         "op": "random_shortest_size",
         "min_size": min_size,
         "max_size": None if t.max_size is None else int(t.max_size),
-        "interpolation": _interp(t.interpolation, name, allowed=("bilinear", "bicubic")),
+        "interpolation": _resize_interp(_interp(t.interpolation, name, allowed=("bilinear", "bicubic")), name, on_tensor),
     }
 
 
@@ -332,7 +343,8 @@ def translate_detection(transform) -> tuple[str, str, bool]:
                 raise Unsupported(
                     "Resize of the shorter side gives a different shape per image: give Resize((h, w))"
                 )
-            resize = {"op": "resize", "size": _hw(size, name), "interpolation": _interp(t.interpolation, name)}
+            on_tensor = image_type is not PIL.Image.Image
+            resize = {"op": "resize", "size": _hw(size, name), "interpolation": _resize_interp(t.interpolation, name, on_tensor)}
         elif _is(t, "RandomShortestSize"):
             if resize is not None:
                 raise Unsupported("two Resize steps")
@@ -341,7 +353,7 @@ def translate_detection(transform) -> tuple[str, str, bool]:
             if any(g["op"] == "random_iou_crop" for g in geometry):
                 raise Unsupported("RandomShortestSize after RandomIoUCrop")
             check_antialias(t, on_tensor=image_type is not PIL.Image.Image)
-            resize = shortest_size(t, name)
+            resize = shortest_size(t, name, on_tensor=image_type is not PIL.Image.Image)
         elif _is(t, "ToImage") or _is(t, "PILToTensor"):
             if image_type is not PIL.Image.Image:
                 raise Unsupported(f"{name} after another tensor conversion")
@@ -767,7 +779,7 @@ def translate_reference(transform) -> tuple[str, str]:
             # The `multiscale` augmentation: masks follow in Reference.target.
             if geometry_done or any(o["op"] in ("random_iou_crop", "random_shortest_size") for o in ops):
                 raise Unsupported("RandomShortestSize after the flip, RandomIoUCrop or another RandomShortestSize")
-            ops.append(shortest_size(t, name))
+            ops.append(shortest_size(t, name, on_tensor=tensor))
         elif _own(t, "RandomHorizontalFlip"):
             if geometry_done:
                 raise Unsupported("two RandomHorizontalFlip steps")
