@@ -446,4 +446,40 @@ mod tests {
             assert_eq!(out, src);
         }
     }
+
+    #[test]
+    fn the_probe_image_gives_each_pillows_bytes_in_its_pass_order() {
+        // The 5x12 image `_transforms._pillow_pass_order` resizes to 3x2 with Pillow's
+        // bilinear; Pillow 13 gave the first bytes (its pass down first), the second are the
+        // pass across first (Pillow 12 and earlier).
+        let src: Vec<u8> = (0..180u32).map(|i| (i * 97 % 256) as u8).collect();
+        let down_first = [
+            111, 123, 142, 120, 117, 125, 134, 144, 131, 137, 137, 134, 126, 125, 129, 120, 124,
+            121,
+        ];
+        let across_first = [
+            111, 123, 142, 120, 118, 125, 133, 144, 131, 137, 137, 133, 126, 125, 129, 120, 124,
+            121,
+        ];
+        let mut out = vec![0; 18];
+        for (order, want) in [
+            (PassOrder::AcrossFirst, across_first),
+            (PassOrder::DownFirstWhenTaller, down_first),
+        ] {
+            set_pass_order(order);
+            let crop = CropBox::full(5, 12);
+            resize(
+                &src,
+                5,
+                12,
+                &crop,
+                (3, 2),
+                Kernel::Bilinear,
+                &mut Scratch::default(),
+                &mut out,
+            )
+            .unwrap();
+            assert_eq!(out, want, "{order:?}");
+        }
+    }
 }
