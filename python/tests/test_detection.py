@@ -77,16 +77,19 @@ def ssd_transforms(*, resize=(300, 300), tensor_first=False, pure=True, p_distor
     ]
     if resize:
         steps.append(T.Resize(resize))
-    if not tensor_first:
-        steps.append(T.ToImage())
+    return T.Compose(steps + reference_tail(tensor_first, pure))
+
+
+def reference_tail(tensor_first: bool, pure: bool = True) -> list:
+    """The reference preset's steps after its augmentation: to a tensor (the PIL backend), to
+    float, XYXY boxes, SanitizeBoundingBoxes, and plain tensors when `pure`."""
+    steps = [] if tensor_first else [T.ToImage()]
     steps += [
         T.ToDtype(torch.float, scale=True),
         T.ConvertBoundingBoxFormat(tv_tensors.BoundingBoxFormat.XYXY),
         T.SanitizeBoundingBoxes(),
     ]
-    if pure:
-        steps.append(T.ToPureTensor())
-    return T.Compose(steps)
+    return steps + ([T.ToPureTensor()] if pure else [])
 
 
 def wrapped(folder, ann, transforms, keep=None):
@@ -242,15 +245,7 @@ def multiscale_transforms(*, min_size=(480, 512, 544, 576, 608, 640, 672, 704, 7
     side drawn, the longer capped, then the flip; the PIL backend unless `tensor_first`."""
     steps = [T.ToImage()] if tensor_first else []
     steps += [T.RandomShortestSize(min_size=min_size, max_size=max_size), T.RandomHorizontalFlip(p=0.5)]
-    if not tensor_first:
-        steps.append(T.ToImage())
-    steps += [
-        T.ToDtype(torch.float, scale=True),
-        T.ConvertBoundingBoxFormat(tv_tensors.BoundingBoxFormat.XYXY),
-        T.SanitizeBoundingBoxes(),
-        T.ToPureTensor(),
-    ]
-    return T.Compose(steps)
+    return T.Compose(steps + reference_tail(tensor_first))
 
 
 @pytest.mark.parametrize("tensor_first, min_size, max_size", [(True, (40, 56, 72), 90), (False, (40, 56, 72), 90), (True, (64, 100), None)])

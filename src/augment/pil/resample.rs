@@ -209,73 +209,43 @@ pub(crate) fn resize(
         sums,
     } = scratch;
     if down_first {
-        // Down the region's columns: `oh` lines of `cols` pixels.
+        // Down the region's columns into `oh` lines of `cols` pixels, then across them.
+        let d = sized(lines, oh * cols * 3);
         let region_rows = Lines {
             bytes: &src[region..],
             stride,
             len: cols * 3,
         };
-        let d = sized(lines, oh * cols * 3);
         sum_lines(region_rows, &down, y0, d.chunks_exact_mut(cols * 3), sums);
-        // Across them, transposed: `ow` lines of `oh` pixels, then back into `out`'s rows.
         let d = Lines {
             bytes: lines,
             stride: cols * 3,
             len: cols * 3,
         };
-        transpose(d, oh, cols, sized(transposed, cols * oh * 3));
-        let columns = Lines {
-            bytes: transposed,
-            stride: oh * 3,
-            len: oh * 3,
-        };
-        sum_lines(
-            columns,
+        across_lines(
+            d,
+            oh,
             &across,
             x0,
-            sized(swept, ow * oh * 3).chunks_exact_mut(oh * 3),
-            sums,
+            (transposed, swept, sums),
+            &mut out[..oh * ow * 3],
         );
-        let a = Lines {
-            bytes: swept,
-            stride: oh * 3,
-            len: oh * 3,
-        };
-        transpose(a, ow, oh, &mut out[..oh * ow * 3]);
     } else {
-        // Across the rows the pass down reads, transposed: `ow` lines of `rows` pixels.
+        // Across the rows the pass down reads into `rows` lines of `ow` pixels, then down.
         let region_rows = Lines {
             bytes: &src[region..],
             stride,
             len: cols * 3,
         };
-        transpose(region_rows, rows, cols, sized(transposed, cols * rows * 3));
-        let columns = Lines {
-            bytes: transposed,
-            stride: rows * 3,
-            len: rows * 3,
-        };
-        sum_lines(
-            columns,
-            &across,
-            x0,
-            sized(swept, ow * rows * 3).chunks_exact_mut(rows * 3),
-            sums,
-        );
-        // Back to `rows` lines of `ow` pixels, then down into `out`.
+        let a = sized(lines, rows * ow * 3);
+        across_lines(region_rows, rows, &across, x0, (transposed, swept, sums), a);
         let a = Lines {
-            bytes: swept,
-            stride: rows * 3,
-            len: rows * 3,
-        };
-        transpose(a, ow, rows, sized(lines, rows * ow * 3));
-        let region_rows = Lines {
             bytes: lines,
             stride: ow * 3,
             len: ow * 3,
         };
         sum_lines(
-            region_rows,
+            a,
             &down,
             y0,
             out[..oh * ow * 3].chunks_exact_mut(ow * 3),
@@ -283,6 +253,38 @@ pub(crate) fn resize(
         );
     }
     Ok(Some(()))
+}
+
+/// The pass across `n` lines of RGB pixels (from `base` on) into `to` (`n` lines of the axis's
+/// output count): on a transposed copy, so that it sums whole lines, transposed back.
+fn across_lines(
+    from: Lines<'_>,
+    n: usize,
+    across: &Axis,
+    base: usize,
+    (transposed, swept, sums): (&mut Vec<u8>, &mut Vec<u8>, &mut Vec<i32>),
+    to: &mut [u8],
+) {
+    let cols = from.len / 3;
+    let out = across.first.len();
+    transpose(from, n, cols, sized(transposed, cols * n * 3));
+    let columns = Lines {
+        bytes: transposed,
+        stride: n * 3,
+        len: n * 3,
+    };
+    let swept = sized(swept, out * n * 3);
+    sum_lines(columns, across, base, swept.chunks_exact_mut(n * 3), sums);
+    transpose(
+        Lines {
+            bytes: swept,
+            stride: n * 3,
+            len: n * 3,
+        },
+        out,
+        n,
+        to,
+    );
 }
 
 /// `buf` holding `len` bytes (their values left to the caller to overwrite).
