@@ -154,7 +154,8 @@ pub enum PassOrder {
 /// Pillow 13's by default).
 static DOWN_FIRST_WHEN_TALLER: AtomicBool = AtomicBool::new(true);
 
-/// Makes [`resize`] run its passes in `order`, the installed Pillow's.
+/// Makes Pillow's resizes (`Interpolation::PilBilinear`, `PilBicubic`) run their passes in
+/// `order`, the installed Pillow's.
 pub fn set_pass_order(order: PassOrder) {
     DOWN_FIRST_WHEN_TALLER.store(order == PassOrder::DownFirstWhenTaller, Ordering::Relaxed);
 }
