@@ -255,11 +255,12 @@ def shortest_size(t, name: str, on_tensor: bool) -> dict:
     min_size = [t.min_size] if isinstance(t.min_size, int) else [int(m) for m in t.min_size]
     if not min_size or min(min_size) <= 0 or (t.max_size is not None and int(t.max_size) <= 0):
         raise Unsupported(f"{name}(min_size={t.min_size!r}, max_size={t.max_size!r})")
+    _interp(t.interpolation, name, allowed=("bilinear", "bicubic"))  # refuses the others
     return {
         "op": "random_shortest_size",
         "min_size": min_size,
         "max_size": None if t.max_size is None else int(t.max_size),
-        "interpolation": _resize_interp(_interp(t.interpolation, name, allowed=("bilinear", "bicubic")), name, on_tensor),
+        "interpolation": _resize_interp(t.interpolation, name, on_tensor),
     }
 
 

@@ -674,6 +674,48 @@ mod tests {
     }
 
     #[test]
+    fn multiscale_draws_each_samples_size_within_the_rows_bound_and_flips_after_it() {
+        let shortest = crate::augment::RandomShortestSize {
+            min_size: vec![480, 640, 800],
+            max_size: Some(1333),
+            interpolation: Interpolation::PilBilinear,
+        };
+        let multiscale = Pipeline::new("m")
+            .then(Op::RandomShortestSize(shortest.clone()))
+            .then(Op::RandomHorizontalFlip(RandomHorizontalFlip { p: 0.5 }))
+            .then(Op::Normalize(Normalize::imagenet()));
+        let plan = multiscale.plan(Dtype::F32).unwrap();
+        assert_eq!(plan.fixed_out(), None);
+        assert_eq!(plan.interpolation, Interpolation::PilBilinear);
+        let boxes = [[10.0f32, 20.0, 110.0, 220.0]];
+        let (mut sizes, mut flips) = (std::collections::BTreeSet::new(), 0);
+        for index in 0..64 {
+            let s = plan.sample(1, 0, index, (500, 375), Some(&boxes)).unwrap();
+            let d = s.detect.as_ref().unwrap();
+            assert_eq!(s.pixels.size, d.size);
+            let (h, w) = d.size;
+            assert!(u64::from(h) * u64::from(w) <= plan.max_pixels(500, 375));
+            // Scaled by the drawn size, then mirrored in its width when flipped.
+            let rx = (f64::from(w) / 500.0) as f32;
+            let x = if d.flip {
+                w as f32 - 110.0 * rx
+            } else {
+                10.0 * rx
+            };
+            assert_eq!(d.boxes[0][0], x);
+            sizes.insert(h.min(w));
+            flips += usize::from(d.flip);
+        }
+        assert_eq!(sizes.len(), 3, "{sizes:?}");
+        assert!(0 < flips && flips < 64);
+        // After the IoU crop the window's resize would be unbounded: refused.
+        let after_crop = Pipeline::new("c")
+            .then(Op::RandomIoUCrop(crate::augment::RandomIoUCrop::default()))
+            .then(Op::RandomShortestSize(shortest));
+        assert!(after_crop.plan(Dtype::F32).is_err());
+    }
+
+    #[test]
     fn a_fixed_resize_then_a_center_crop_is_a_window_of_the_resize_and_one_of_its_size_a_no_op() {
         let resize_then = |crop: Size| {
             Pipeline::new("hf_eval")
