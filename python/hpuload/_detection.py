@@ -414,6 +414,10 @@ def translate_detection(transform) -> tuple[str, str, bool]:
     if normalize is not None:
         mean, std = normalize["mean"], normalize["std"]
         normalize["mean"], normalize["std"] = (mean * 3 if len(mean) == 1 else mean), (std * 3 if len(std) == 1 else std)
+    elif converted_by == "ToDtype" and dtype not in (None, "u8"):
+        # v2 scales by the reciprocal of 255, which differs from `x / 255` in the last bit of
+        # a third of the f32 values: the identity normalization carries that conversion.
+        normalize = {"op": "normalize", "mean": [0.0] * 3, "std": [1.0] * 3, "to_float": "multiply"}
     ops = pre + geometry + ([flip] if flip and not flip_after_shortest else [])
     if sanitize is not None and not sanitize_after_resize:
         ops.append(sanitize)

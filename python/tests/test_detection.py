@@ -240,11 +240,11 @@ def test_boxes_and_pixels_match_torchvision_given_the_parameters_hpuload_drew(co
     assert levels[2:].sum() <= 1e-4 * levels.sum(), levels[:5]
 
 
-def multiscale_transforms(*, min_size=(480, 512, 544, 576, 608, 640, 672, 704, 736, 768, 800), max_size=1333, tensor_first=False):
+def multiscale_transforms(*, min_size=(480, 512, 544, 576, 608, 640, 672, 704, 736, 768, 800), max_size=1333, tensor_first=False, p=0.5):
     """torchvision's detection reference `multiscale` augmentation (v2): each image's shorter
     side drawn, the longer capped, then the flip; the PIL backend unless `tensor_first`."""
     steps = [T.ToImage()] if tensor_first else []
-    steps += [T.RandomShortestSize(min_size=min_size, max_size=max_size), T.RandomHorizontalFlip(p=0.5)]
+    steps += [T.RandomShortestSize(min_size=min_size, max_size=max_size), T.RandomHorizontalFlip(p=p)]
     return T.Compose(steps + reference_tail(tensor_first))
 
 
@@ -288,6 +288,24 @@ def test_multiscale_gives_torchvisions_sizes_boxes_and_pixels_given_the_drawn_si
     assert flips == {True, False} and len(shorter) > 1
     # The antialiased resize gives torchvision's bytes on tensors, and Pillow's on PIL images.
     assert levels[1:].sum() == 0, levels[:4]
+
+
+@pytest.mark.parametrize("tensor_first", [True, False])
+def test_multiscale_with_one_size_gives_the_datasets_own_samples_exactly(coco_png, tensor_first):
+    """One shorter side and the flip at 1: nothing random, so every sample equals the
+    dataset's own (torchvision's transforms run by its `__getitem__`)."""
+    folder, ann = coco_png
+    ds = wrapped(folder, ann, multiscale_transforms(min_size=(64,), max_size=90, tensor_first=tensor_first, p=1.0))
+    with no_fallback():
+        loader = ht.DataLoader(ds, batch_size=4, num_workers=2, collate_fn=reference_collate)
+    n = 0
+    for images, targets in loader:
+        for image, target, index in zip(images, targets, loader.last_indices):
+            want_image, want = ds[index]
+            assert torch.equal(image, want_image)
+            assert torch.equal(target["boxes"], want["boxes"]) and torch.equal(target["labels"], want["labels"])
+            n += 1
+    assert n == len(ds)
 
 
 def test_iou_crop_and_zoom_out_parameters_are_distributed_as_torchvisions(png_folder, tmp_path):

@@ -80,6 +80,29 @@ def test_the_reference_v1_path_gives_torchs_samples_exactly_when_nothing_is_rand
         assert n == len(ours.dataset)
 
 
+def test_multiscale_with_one_size_gives_torchs_samples_exactly_when_nothing_is_random(png_folder, tmp_path):
+    """One shorter side and the flip at 0 or 1: every sample, pixels, boxes, masks and all,
+    equals what torch's loader gives for the same reference dataset (every image with a mask:
+    the reference's own resize of an empty mask stack fails)."""
+    folder = png_folder
+    ann = write_coco(folder, sorted(folder.rglob("*.png")), tmp_path / "instances.json", seed=6)
+    for prob in (0.0, 1.0):
+        preset = ref.DetectionPresetTrain(data_augmentation="multiscale", hflip_prob=prob, min_size=64, max_size=90)
+        theirs, ours = loaders(folder, ann, preset)
+        n = 0
+        for (want_images, want_targets), (images, targets) in zip(theirs, ours):
+            for want_image, want, image, got in zip(want_images, want_targets, images, targets):
+                assert torch.equal(image, want_image)
+                assert list(got) == list(want)
+                for key, value in want.items():
+                    if isinstance(value, torch.Tensor):
+                        assert got[key].dtype == value.dtype and torch.equal(got[key], value), (key, want["image_id"])
+                    else:
+                        assert got[key] == value
+                n += 1
+        assert n == len(ours.dataset)
+
+
 def _replay_v1(src, boxes, labels, masks, plan):
     """The reference's v1 steps with the loader's drawn parameters: photometric steps, the
     zoom-out's padding with the mean, the IoU crop (boxes whose centre leaves the window
