@@ -150,8 +150,8 @@ pub enum PassOrder {
     DownFirstWhenTaller,
 }
 
-/// The installed Pillow's pass order (set once by the Python package from `PIL.__version__`;
-/// Pillow 13's by default).
+/// The installed Pillow's pass order (set once by the Python package, which resizes a probe
+/// image with it; Pillow 13's by default).
 static DOWN_FIRST_WHEN_TALLER: AtomicBool = AtomicBool::new(true);
 
 /// Makes Pillow's resizes (`Interpolation::PilBilinear`, `PilBicubic`) run their passes in
