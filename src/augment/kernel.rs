@@ -177,39 +177,13 @@ impl Resampler {
         crop: &CropBox,
         interpolation: Interpolation,
     ) -> Result<&mut [u8], AugmentError> {
-        let filter = match interpolation {
-            Interpolation::Bilinear => FilterType::Bilinear,
-            Interpolation::Bicubic => FilterType::CatmullRom,
-            Interpolation::PilBilinear | Interpolation::PilBicubic => {
-                let (kernel, filter) = if interpolation == Interpolation::PilBilinear {
-                    (pil::resample::Kernel::Bilinear, FilterType::Bilinear)
-                } else {
-                    (pil::resample::Kernel::Bicubic, FilterType::CatmullRom)
-                };
-                if crop.view && (crop.width, crop.height) == (self.out_w.into(), self.out_h.into())
-                {
-                    self.copy_window(src, width, height, crop)?;
-                    return Ok(&mut self.out);
-                }
-                window_inside(src, width, height, crop)?;
-                let size = (self.out_w, self.out_h);
-                let done = pil::resample::resize(
-                    src,
-                    width,
-                    height,
-                    crop,
-                    size,
-                    kernel,
-                    &mut self.pil,
-                    &mut self.out,
-                )?;
-                // A window that is no part of a resize of the whole image (none of
-                // torchvision's makes one): fast_image_resize's weights in Pillow's order.
-                if done.is_none() {
-                    self.across_then_down(src, width, height, crop, filter)?;
-                }
-                return Ok(&mut self.out);
-            }
+        use pil::resample::Kernel;
+        // fast_image_resize's filter, and Pillow's own kernel for a PIL image's resize.
+        let (filter, pillow) = match interpolation {
+            Interpolation::Bilinear => (FilterType::Bilinear, None),
+            Interpolation::Bicubic => (FilterType::CatmullRom, None),
+            Interpolation::PilBilinear => (FilterType::Bilinear, Some(Kernel::Bilinear)),
+            Interpolation::PilBicubic => (FilterType::CatmullRom, Some(Kernel::Bicubic)),
             Interpolation::BilinearNoAntialias => {
                 self.two_tap(src, width, height, crop)?;
                 return Ok(&mut self.out);
@@ -228,6 +202,25 @@ impl Resampler {
             // A window at its own size: every filter's weights are 1 on the pixel itself.
             self.copy_window(src, width, height, crop)?;
             return Ok(&mut self.out);
+        }
+        if let Some(kernel) = pillow {
+            window_inside(src, width, height, crop)?;
+            let size = (self.out_w, self.out_h);
+            let done = pil::resample::resize(
+                src,
+                width,
+                height,
+                crop,
+                size,
+                kernel,
+                &mut self.pil,
+                &mut self.out,
+            )?;
+            // A window that is no part of a resize of the whole image (none of torchvision's
+            // makes one) falls to fast_image_resize's weights in Pillow's order below.
+            if done.is_some() {
+                return Ok(&mut self.out);
+            }
         }
         self.across_then_down(src, width, height, crop, filter)?;
         Ok(&mut self.out)

@@ -48,7 +48,7 @@ impl Kernel {
 
 /// One axis's taps: for each output position, its first source position and its weights
 /// (`ksize` slots, the unused ones zero).
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Default, PartialEq)]
 struct Axis {
     first: Vec<usize>,
     count: Vec<usize>,
@@ -60,19 +60,32 @@ impl Axis {
     /// Pillow's `precompute_coeffs` and `normalize_coeffs_8bpc` for output positions
     /// `offset..offset + out` of a resize of `len` source positions to `full` (a window of a
     /// resized image is those positions of the whole resize, as Pillow computes them).
+    #[cfg(test)]
     fn new(kernel: Kernel, len: usize, full: usize, offset: usize, out: usize) -> Self {
+        let mut axis = Self::default();
+        axis.fill(kernel, (len, full, offset, out), &mut Vec::new());
+        axis
+    }
+
+    /// [`Axis::new`] into `self`, its buffers (and `k`, the f64 weights of one position)
+    /// kept between samples.
+    fn fill(
+        &mut self,
+        kernel: Kernel,
+        (len, full, offset, out): (usize, usize, usize, usize),
+        k: &mut Vec<f64>,
+    ) {
         let scale = len as f64 / full as f64;
         let filterscale = scale.max(1.0);
         let support = kernel.support() * filterscale;
         let ksize = support.ceil() as usize * 2 + 1;
-        let mut axis = Self {
-            first: Vec::with_capacity(out),
-            count: Vec::with_capacity(out),
-            ksize,
-            weights: vec![0; out * ksize],
-        };
-        let mut k = vec![0.0f64; ksize];
-        for (i, slots) in axis.weights.chunks_exact_mut(ksize).enumerate() {
+        self.ksize = ksize;
+        self.first.clear();
+        self.count.clear();
+        self.weights.clear();
+        self.weights.resize(out * ksize, 0);
+        k.resize(ksize, 0.0);
+        for (i, slots) in self.weights.chunks_exact_mut(ksize).enumerate() {
             let center = ((offset + i) as f64 + 0.5) * scale;
             let ss = 1.0 / filterscale;
             // C's `(int)` casts: truncation toward zero, then clamped to the image.
@@ -93,10 +106,9 @@ impl Axis {
                     (0.5 + scaled) as i32
                 };
             }
-            axis.first.push(xmin as usize);
-            axis.count.push(n);
+            self.first.push(xmin as usize);
+            self.count.push(n);
         }
-        axis
     }
 
     /// The source positions the taps read: `start..end`.
@@ -190,8 +202,16 @@ pub(crate) fn resize(
     if xs.3 + xs.0 > width as usize || ys.3 + ys.0 > height as usize {
         return Err(AugmentError::CropOutside);
     }
-    let across = Axis::new(kernel, xs.0, xs.1, xs.2, ow);
-    let down = Axis::new(kernel, ys.0, ys.1, ys.2, oh);
+    let Scratch {
+        across: (across, swept),
+        down: (down, lines),
+        transposed,
+        sums,
+        weights,
+    } = scratch;
+    across.fill(kernel, (xs.0, xs.1, xs.2, ow), weights);
+    down.fill(kernel, (ys.0, ys.1, ys.2, oh), weights);
+    let (across, down) = (&*across, &*down);
     // The rows and columns of the image the taps read.
     let (y0, y1) = down.span();
     let (x0, x1) = across.span();
@@ -203,12 +223,6 @@ pub(crate) fn resize(
     let shrink_x = xs.0 as i64 - xs.1 as i64;
     let down_first =
         DOWN_FIRST_WHEN_TALLER.load(Ordering::Relaxed) && shrink_y > 0 && shrink_y > 2 * shrink_x;
-    let Scratch {
-        transposed,
-        across: swept,
-        rows: lines,
-        sums,
-    } = scratch;
     if down_first {
         // Down the region's columns into `oh` lines of `cols` pixels, then across them.
         let d = sized(lines, oh * cols * 3);
@@ -217,7 +231,7 @@ pub(crate) fn resize(
             stride,
             len: cols * 3,
         };
-        sum_lines(region_rows, &down, y0, d.chunks_exact_mut(cols * 3), sums);
+        sum_lines(region_rows, down, y0, d.chunks_exact_mut(cols * 3), sums);
         let d = Lines {
             bytes: lines,
             stride: cols * 3,
@@ -226,7 +240,7 @@ pub(crate) fn resize(
         across_lines(
             d,
             oh,
-            &across,
+            across,
             x0,
             (transposed, swept, sums),
             &mut out[..oh * ow * 3],
@@ -239,7 +253,7 @@ pub(crate) fn resize(
             len: cols * 3,
         };
         let a = sized(lines, rows * ow * 3);
-        across_lines(region_rows, rows, &across, x0, (transposed, swept, sums), a);
+        across_lines(region_rows, rows, across, x0, (transposed, swept, sums), a);
         let a = Lines {
             bytes: lines,
             stride: ow * 3,
@@ -247,7 +261,7 @@ pub(crate) fn resize(
         };
         sum_lines(
             a,
-            &down,
+            down,
             y0,
             out[..oh * ow * 3].chunks_exact_mut(ow * 3),
             sums,
@@ -323,34 +337,39 @@ fn sum_lines<'a>(
 ) {
     sums.clear();
     sums.resize(lines.len, 0);
-    for (j, out) in outs.enumerate() {
-        let weights = &axis.weights[j * axis.ksize..][..axis.count[j]];
-        let first = axis.first[j] - base;
-        accumulate(lines, first, weights, sums, out);
-    }
-}
-
-/// One output line: the sums of `weights` times lines `first..`, rounded into `out`.
-fn accumulate(lines: Lines<'_>, first: usize, weights: &[i32], sums: &mut [i32], out: &mut [u8]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2 (detected just above).
-        return unsafe { accumulate_avx2(lines, first, weights, sums, out) };
+        return unsafe { sum_lines_avx2(lines, axis, base, outs, sums) };
     }
-    accumulate_any(lines, first, weights, sums, out);
+    sum_lines_any(lines, axis, base, outs, sums);
 }
 
-/// [`accumulate`] compiled for AVX2 (eight 32-bit lanes).
+/// [`sum_lines`] compiled for AVX2 (eight 32-bit lanes).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn accumulate_avx2(
+fn sum_lines_avx2<'a>(
     lines: Lines<'_>,
-    first: usize,
-    weights: &[i32],
+    axis: &Axis,
+    base: usize,
+    outs: impl Iterator<Item = &'a mut [u8]>,
     sums: &mut [i32],
-    out: &mut [u8],
 ) {
-    accumulate_any(lines, first, weights, sums, out);
+    sum_lines_any(lines, axis, base, outs, sums);
+}
+
+#[inline(always)]
+fn sum_lines_any<'a>(
+    lines: Lines<'_>,
+    axis: &Axis,
+    base: usize,
+    outs: impl Iterator<Item = &'a mut [u8]>,
+    sums: &mut [i32],
+) {
+    for (j, out) in outs.enumerate() {
+        let weights = &axis.weights[j * axis.ksize..][..axis.count[j]];
+        accumulate_any(lines, axis.first[j] - base, weights, sums, out);
+    }
 }
 
 #[inline(always)]
@@ -373,13 +392,16 @@ fn accumulate_any(
     }
 }
 
-/// The passes' lines, kept between samples.
+/// The passes' taps and lines, kept between samples: each axis with the lines its pass
+/// writes, the transposed copy the pass across reads, the sums of a line, one position's f64
+/// weights.
 #[derive(Default)]
 pub(crate) struct Scratch {
+    across: (Axis, Vec<u8>),
+    down: (Axis, Vec<u8>),
     transposed: Vec<u8>,
-    across: Vec<u8>,
-    rows: Vec<u8>,
     sums: Vec<i32>,
+    weights: Vec<f64>,
 }
 
 #[cfg(test)]
