@@ -62,6 +62,12 @@ def cases():
     for hw in ((80, 112), (300, 41), (17, 17), (512, 384)):
         for it in (N, B, L):
             yield f"{tag} Resize({hw},{it.value})", v2.Compose(pre + [v2.Resize(hw, interpolation=it)])
+    for s in (64, 97, 256):
+        for it in (N, B, L):
+            yield f"v1t Resize({s},{it.value})+CenterCrop(48)", T.Compose([T.PILToTensor(), T.Resize(s, interpolation=it), T.CenterCrop(48)])
+    for hw in ((80, 112), (300, 41), (17, 17), (512, 384)):
+        for it in (N, B, L):
+            yield f"v1t Resize({hw},{it.value})", T.Compose([T.PILToTensor(), T.Resize(hw, interpolation=it)])
     for it in (N, B, L):
         yield f"{tag} RRC(57,scale1,ratio1,{it.value})", v2.Compose(pre + [v2.RandomResizedCrop(57, scale=(1, 1), ratio=(1, 1), interpolation=it)])
         yield f"v1t RRC(57,scale1,ratio1,{it.value})", T.Compose([T.PILToTensor(), T.RandomResizedCrop(57, scale=(1, 1), ratio=(1, 1), interpolation=it)])

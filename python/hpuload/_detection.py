@@ -260,7 +260,7 @@ def shortest_size(t, name: str, on_tensor: bool) -> dict:
         "op": "random_shortest_size",
         "min_size": min_size,
         "max_size": None if t.max_size is None else int(t.max_size),
-        "interpolation": _resize_interp(t.interpolation, name, on_tensor),
+        "interpolation": _resize_interp(t, name, on_tensor),
     }
 
 
@@ -345,7 +345,7 @@ def translate_detection(transform) -> tuple[str, str, bool]:
                     "Resize of the shorter side gives a different shape per image: give Resize((h, w))"
                 )
             on_tensor = image_type is not PIL.Image.Image
-            resize = {"op": "resize", "size": _hw(size, name), "interpolation": _resize_interp(t.interpolation, name, on_tensor)}
+            resize = {"op": "resize", "size": _hw(size, name), "interpolation": _resize_interp(t, name, on_tensor)}
         elif _is(t, "RandomShortestSize"):
             if resize is not None:
                 raise Unsupported("two Resize steps")

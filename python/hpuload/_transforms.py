@@ -253,18 +253,37 @@ def _crop_padding(t: Any, what: str, after_resize: bool) -> dict:
     }
 
 
-def _resize_interp(mode: Any, what: str, on_tensor: bool) -> str:
-    """A resize's interpolation, as torchvision computes it on what the image is at that step:
-    on a PIL image Pillow's (`pil_nearest`: the pixel under the output pixel's centre;
-    `pil_bilinear`, `pil_bicubic`: Pillow's 22-bit weights, its passes in the installed
-    Pillow's order), on a tensor torch's (nearest: `floor(i * in / out)`; the antialiased
-    filters with 16-bit weights)."""
-    interp = _interp(mode, what)
-    if on_tensor or interp not in ("nearest", "bilinear", "bicubic"):
+def _resize_interp(t: Any, what: str, on_tensor: bool) -> str:
+    """A resize's interpolation (`t`'s), as torchvision computes it on what the image is at
+    that step: on a PIL image Pillow's (`pil_nearest`: the pixel under the output pixel's
+    centre; `pil_bilinear`, `pil_bicubic`: Pillow's 22-bit weights, its passes in the installed
+    Pillow's order), on a uint8 tensor torch's (nearest: `floor(i * in / out)`; the
+    antialiased filters with torch's uint8 kernel's 16-bit weights, or `float_bilinear`,
+    `float_bicubic`: its float kernel, then rounded, where torchvision casts the tensor to
+    float first: `_float_resize`)."""
+    interp = _interp(t.interpolation, what)
+    if interp not in ("bilinear", "bicubic") and interp != "nearest":
         return interp
+    if on_tensor:
+        return "float_" + interp if interp != "nearest" and _float_resize(t, interp) else interp
     if interp != "nearest" and not _pillow_pass_order():
         return interp  # a Pillow whose passes run in an order hpuload does not know
     return "pil_" + interp
+
+
+def _float_resize(t: Any, interp: str) -> bool:
+    """Whether torchvision resizes a uint8 tensor with `t` (bilinear or bicubic) by casting it
+    to float, interpolating, and rounding back: v1's resizes always (and the detection
+    reference's own classes, which call v1's `resize`); v2's only where torch has no uint8
+    kernel for the filter (its own test: bilinear on a CPU without AVX2)."""
+    if not type(t).__module__.startswith("torchvision.transforms.v2"):
+        return True
+    try:
+        from torchvision.transforms.v2.functional._geometry import _do_native_uint8_resize_on_cpu
+        from torchvision.transforms import InterpolationMode
+    except ImportError:
+        return False
+    return not _do_native_uint8_resize_on_cpu(InterpolationMode(interp))
 
 
 #: The installed Pillow's pass order, once probed: True once set, False if unknown.
@@ -635,16 +654,16 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
                     "size": _hw(t.size, name),
                     "scale": [float(t.scale[0]), float(t.scale[1])],
                     "ratio": [float(t.ratio[0]), float(t.ratio[1])],
-                    "interpolation": _resize_interp(t.interpolation, name, on_tensor),
+                    "interpolation": _resize_interp(t, name, on_tensor),
                 }
             )
         elif _is(t, "Resize"):
             float_first = video and not pixel and normalize is None and not erasing
             if pixel or (dtype is not None and not float_first):
                 raise Unsupported("Resize after a pixel op or the conversion to float")
-            interp = _resize_interp(t.interpolation, name, on_tensor)
+            interp = _resize_interp(t, name, on_tensor)
             if video and getattr(t, "antialias", True) is False and getattr(t, "max_size", None) is None:
-                if interp != "bilinear":
+                if interp not in ("bilinear", "float_bilinear"):
                     raise Unsupported(f"Resize(antialias=False) with {interp} interpolation")
                 interp = "bilinear_no_antialias"
             else:
@@ -663,7 +682,7 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
                     "op": "random_resize",
                     "min_size": int(t.min_size),
                     "max_size": int(t.max_size),
-                    "interpolation": _resize_interp(t.interpolation, name, on_tensor),
+                    "interpolation": _resize_interp(t, name, on_tensor),
                 }
             )
         elif _is(t, "CenterCrop"):

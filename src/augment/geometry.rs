@@ -62,6 +62,12 @@ pub enum Interpolation {
     PilBilinear,
     /// Pillow's bicubic likewise (`BICUBIC`).
     PilBicubic,
+    /// Antialiased bilinear as torch computes it on a float image, then rounded (what
+    /// torchvision's v1 resizes do to a uint8 tensor: cast to float, interpolate, round),
+    /// byte for byte; the engine takes it as bilinear. Resizes only.
+    FloatBilinear,
+    /// Antialiased bicubic likewise (clamped to `[0, 255]` before the rounding).
+    FloatBicubic,
     /// Bilinear or bicubic with equal probability, per sample (timm's `'random'`).
     Random,
     /// Bilinear from the two nearest source pixels on each axis, without antialiasing when
@@ -76,8 +82,8 @@ impl Interpolation {
         use hpuload_decoders::jpeg::Filter;
         match self {
             Self::Nearest | Self::PilNearest => Filter::Nearest,
-            Self::PilBilinear => Filter::Bilinear,
-            Self::PilBicubic => Filter::Bicubic,
+            Self::PilBilinear | Self::FloatBilinear => Filter::Bilinear,
+            Self::PilBicubic | Self::FloatBicubic => Filter::Bicubic,
             Self::Bicubic => Filter::Bicubic,
             Self::Bilinear | Self::Random | Self::BilinearNoAntialias => Filter::Bilinear,
         }

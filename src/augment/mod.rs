@@ -22,6 +22,7 @@ mod colour;
 pub(crate) mod detect;
 mod erase;
 mod error;
+mod float_resample;
 mod geometry;
 mod kernel;
 pub mod mix;

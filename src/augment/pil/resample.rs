@@ -27,6 +27,17 @@ pub(crate) enum Kernel {
     Bicubic,
 }
 
+/// Whose fixed-point weights a resize takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Weights {
+    /// Pillow's: 22 bits, its passes in the installed Pillow's order ([`set_pass_order`]).
+    Pillow,
+    /// torch's uint8 kernel's (torchvision v2's resize of a uint8 tensor): 16-bit weights
+    /// with as many fraction bits (at most 22) as keep the whole resize's largest weight under
+    /// 2^15 (the window's own largest may be smaller), the pass across first.
+    Torch,
+}
+
 impl Kernel {
     fn support(self) -> f64 {
         match self {
@@ -35,43 +46,55 @@ impl Kernel {
         }
     }
 
-    fn weight(self, x: f64) -> f64 {
+    /// The filter at `x`, written as `weights`' owner writes it (the cubic's outer lobe in
+    /// two groupings that can differ in the last bit).
+    fn weight(self, weights: Weights, x: f64) -> f64 {
+        const A: f64 = -0.5;
         let x = x.abs();
         match self {
             Self::Bilinear if x < 1.0 => 1.0 - x,
-            Self::Bicubic if x < 1.0 => ((-0.5 + 2.0) * x - (-0.5 + 3.0)) * x * x + 1.0,
-            Self::Bicubic if x < 2.0 => (((x - 5.0) * x + 8.0) * x - 4.0) * -0.5,
+            Self::Bicubic if x < 1.0 => ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0,
+            Self::Bicubic if x < 2.0 => match weights {
+                Weights::Pillow => (((x - 5.0) * x + 8.0) * x - 4.0) * A,
+                Weights::Torch => ((A * x - 5.0 * A) * x + 8.0 * A) * x - 4.0 * A,
+            },
             _ => 0.0,
         }
     }
 }
 
 /// One axis's taps: for each output position, its first source position and its weights
-/// (`ksize` slots, the unused ones zero).
+/// (`ksize` slots, the unused ones zero), `bits` fraction bits.
 #[derive(Debug, Default, PartialEq)]
 struct Axis {
     first: Vec<usize>,
     count: Vec<usize>,
     ksize: usize,
     weights: Vec<i32>,
+    bits: u32,
 }
 
 impl Axis {
-    /// Pillow's `precompute_coeffs` and `normalize_coeffs_8bpc` for output positions
-    /// `offset..offset + out` of a resize of `len` source positions to `full` (a window of a
-    /// resized image is those positions of the whole resize, as Pillow computes them).
+    /// Pillow's `precompute_coeffs` and `normalize_coeffs_8bpc` (or torch's
+    /// `_compute_index_ranges_int16_weights`, which computes the same f64 weights) for output
+    /// positions `offset..offset + out` of a resize of `len` source positions to `full` (a
+    /// window of a resized image is those positions of the whole resize, as both compute them).
     #[cfg(test)]
     fn new(kernel: Kernel, len: usize, full: usize, offset: usize, out: usize) -> Self {
         let mut axis = Self::default();
-        axis.fill(kernel, (len, full, offset, out), &mut Vec::new());
+        axis.fill(
+            (kernel, Weights::Pillow),
+            (len, full, offset, out),
+            &mut Vec::new(),
+        );
         axis
     }
 
-    /// [`Axis::new`] into `self`, its buffers (and `k`, the f64 weights of one position)
-    /// kept between samples.
+    /// [`Axis::new`] with either owner's weights into `self`, its buffers (and `k`, the f64
+    /// weights of one position) kept between samples.
     fn fill(
         &mut self,
-        kernel: Kernel,
+        (kernel, owner): (Kernel, Weights),
         (len, full, offset, out): (usize, usize, usize, usize),
         k: &mut Vec<f64>,
     ) {
@@ -79,34 +102,55 @@ impl Axis {
         let filterscale = scale.max(1.0);
         let support = kernel.support() * filterscale;
         let ksize = support.ceil() as usize * 2 + 1;
+        k.resize(ksize, 0.0);
+        // Output position `i`'s first tap and tap count, its normalised weights in `k`.
+        let position = |i: usize, k: &mut [f64]| {
+            let center = (i as f64 + 0.5) * scale;
+            let ss = 1.0 / filterscale;
+            // C's `(int)` casts: truncation toward zero, then clamped to the image.
+            let xmin = ((center - support + 0.5) as i64).max(0);
+            let xmax = ((center + support + 0.5) as i64).min(len as i64) - xmin;
+            let n = (xmax.max(0) as usize).min(ksize);
+            let mut ww = 0.0;
+            for (x, w) in k[..n].iter_mut().enumerate() {
+                *w = kernel.weight(owner, ((x as i64 + xmin) as f64 - center + 0.5) * ss);
+                ww += *w;
+            }
+            if ww != 0.0 {
+                k[..n].iter_mut().for_each(|w| *w /= ww);
+            }
+            (xmin as usize, n)
+        };
+        self.bits = match owner {
+            Weights::Pillow => BITS,
+            Weights::Torch => {
+                // The largest weight of the whole resize sets the precision.
+                let mut largest = 0.0f64;
+                for i in 0..full {
+                    let (_, n) = position(i, k);
+                    largest = k[..n].iter().fold(largest, |m, &w| m.max(w));
+                }
+                (0..BITS)
+                    .find(|b| (0.5 + largest * f64::from(1u32 << (b + 1))) as i32 >= 1 << 15)
+                    .unwrap_or(BITS)
+            }
+        };
         self.ksize = ksize;
         self.first.clear();
         self.count.clear();
         self.weights.clear();
         self.weights.resize(out * ksize, 0);
-        k.resize(ksize, 0.0);
         for (i, slots) in self.weights.chunks_exact_mut(ksize).enumerate() {
-            let center = ((offset + i) as f64 + 0.5) * scale;
-            let ss = 1.0 / filterscale;
-            // C's `(int)` casts: truncation toward zero, then clamped to the image.
-            let xmin = ((center - support + 0.5) as i64).max(0);
-            let xmax = ((center + support + 0.5) as i64).min(len as i64) - xmin;
-            let n = xmax.max(0) as usize;
-            let mut ww = 0.0;
-            for (x, w) in k[..n].iter_mut().enumerate() {
-                *w = kernel.weight(((x as i64 + xmin) as f64 - center + 0.5) * ss);
-                ww += *w;
-            }
+            let (xmin, n) = position(offset + i, k);
             for (w, slot) in k[..n].iter().zip(slots.iter_mut()) {
-                let w = if ww == 0.0 { *w } else { *w / ww };
-                let scaled = w * f64::from(1u32 << BITS);
-                *slot = if w < 0.0 {
+                let scaled = w * f64::from(1u32 << self.bits);
+                *slot = if *w < 0.0 {
                     (-0.5 + scaled) as i32
                 } else {
                     (0.5 + scaled) as i32
                 };
             }
-            self.first.push(xmin as usize);
+            self.first.push(xmin);
             self.count.push(n);
         }
     }
@@ -130,7 +174,7 @@ impl Axis {
 /// `offset..offset + out`. A view is cut out first (its own edges bound the taps); any other
 /// window is a part of the whole image's resize, whose size and the window's offset in it
 /// (whole numbers) are recovered from the window, or `None` when they do not reproduce it.
-fn axis_of(
+pub(crate) fn axis_of(
     view: bool,
     start: f64,
     len: f64,
@@ -172,9 +216,10 @@ pub fn set_pass_order(order: PassOrder) {
     DOWN_FIRST_WHEN_TALLER.store(order == PassOrder::DownFirstWhenTaller, Ordering::Relaxed);
 }
 
-/// Pillow's resize of `crop` of the `width`x`height` RGB image `src` to `out_w`x`out_h` into
-/// `out`; `scratch` holds the passes' lines. `None` when the window is not one Pillow's resize
-/// gives (a fractional window that is not a part of a resize of the whole image).
+/// Pillow's resize (or torch's uint8 one: `owner`) of `crop` of the `width`x`height` RGB image
+/// `src` to `out_w`x`out_h` into `out`; `scratch` holds the passes' lines. `None` when the
+/// window is not one such a resize gives (a fractional window that is not a part of a resize
+/// of the whole image).
 ///
 /// # Errors
 /// `src` is shorter than the image, or the window reaches outside it.
@@ -185,7 +230,7 @@ pub(crate) fn resize(
     height: u32,
     crop: &CropBox,
     (out_w, out_h): (u32, u32),
-    kernel: Kernel,
+    (kernel, owner): (Kernel, Weights),
     scratch: &mut Scratch,
     out: &mut [u8],
 ) -> Result<Option<()>, AugmentError> {
@@ -209,8 +254,8 @@ pub(crate) fn resize(
         sums,
         weights,
     } = scratch;
-    across.fill(kernel, (xs.0, xs.1, xs.2, ow), weights);
-    down.fill(kernel, (ys.0, ys.1, ys.2, oh), weights);
+    across.fill((kernel, owner), (xs.0, xs.1, xs.2, ow), weights);
+    down.fill((kernel, owner), (ys.0, ys.1, ys.2, oh), weights);
     let (across, down) = (&*across, &*down);
     // The rows and columns of the image the taps read.
     let (y0, y1) = down.span();
@@ -221,8 +266,10 @@ pub(crate) fn resize(
     // Pillow 13 decides on the whole resize's sizes (the image's, the resize's).
     let shrink_y = ys.0 as i64 - ys.1 as i64;
     let shrink_x = xs.0 as i64 - xs.1 as i64;
-    let down_first =
-        DOWN_FIRST_WHEN_TALLER.load(Ordering::Relaxed) && shrink_y > 0 && shrink_y > 2 * shrink_x;
+    let down_first = owner == Weights::Pillow
+        && DOWN_FIRST_WHEN_TALLER.load(Ordering::Relaxed)
+        && shrink_y > 0
+        && shrink_y > 2 * shrink_x;
     if down_first {
         // Down the region's columns into `oh` lines of `cols` pixels, then across them.
         let d = sized(lines, oh * cols * 3);
@@ -368,19 +415,19 @@ fn sum_lines_any<'a>(
 ) {
     for (j, out) in outs.enumerate() {
         let weights = &axis.weights[j * axis.ksize..][..axis.count[j]];
-        accumulate_any(lines, axis.first[j] - base, weights, sums, out);
+        accumulate_any(lines, (axis.first[j] - base, axis.bits), weights, sums, out);
     }
 }
 
 #[inline(always)]
 fn accumulate_any(
     lines: Lines<'_>,
-    first: usize,
+    (first, bits): (usize, u32),
     weights: &[i32],
     sums: &mut [i32],
     out: &mut [u8],
 ) {
-    sums.fill(1 << (BITS - 1));
+    sums.fill(1 << (bits - 1));
     for (k, &w) in weights.iter().enumerate() {
         let line = &lines.bytes[(first + k) * lines.stride..][..lines.len];
         for (s, &v) in sums.iter_mut().zip(line) {
@@ -388,7 +435,7 @@ fn accumulate_any(
         }
     }
     for (o, &s) in out.iter_mut().zip(sums.iter()) {
-        *o = (s >> BITS).clamp(0, 255) as u8;
+        *o = (s >> bits).clamp(0, 255) as u8;
     }
 }
 
@@ -451,6 +498,28 @@ mod tests {
     }
 
     #[test]
+    fn torchs_weights_take_the_whole_resizes_precision_in_a_window() {
+        // 97 resized to 64 (a shorter side), then its centre 48: the window's weights are
+        // quantised at the whole resize's precision, whatever the window's own largest.
+        let mut whole = Axis::default();
+        let mut part = Axis::default();
+        let k = &mut Vec::new();
+        for kernel in [Kernel::Bilinear, Kernel::Bicubic] {
+            whole.fill((kernel, Weights::Torch), (97, 64, 0, 64), k);
+            part.fill((kernel, Weights::Torch), (97, 64, 8, 48), k);
+            assert!(whole.bits < BITS && whole.bits >= 14, "{}", whole.bits);
+            assert_eq!(part.bits, whole.bits);
+            assert_eq!(part.first[..], whole.first[8..56]);
+            assert_eq!(
+                part.weights[..],
+                whole.weights[8 * whole.ksize..56 * whole.ksize]
+            );
+            let largest = whole.weights.iter().copied().max().unwrap();
+            assert!(largest < 1 << 15 && largest >= 1 << 14, "{largest}");
+        }
+    }
+
+    #[test]
     fn an_image_resized_to_its_own_size_is_itself() {
         let (w, h) = (13u32, 7u32);
         let src: Vec<u8> = (0..w * h * 3).map(|v| (v * 37 % 251) as u8).collect();
@@ -462,7 +531,7 @@ mod tests {
                 h,
                 &CropBox::full(w, h),
                 (w, h),
-                kernel,
+                (kernel, Weights::Pillow),
                 &mut Scratch::default(),
                 &mut out,
             )
@@ -499,7 +568,7 @@ mod tests {
                 12,
                 &crop,
                 (3, 2),
-                Kernel::Bilinear,
+                (Kernel::Bilinear, Weights::Pillow),
                 &mut Scratch::default(),
                 &mut out,
             )

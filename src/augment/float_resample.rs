@@ -1,0 +1,347 @@
+//! torch's antialiased `interpolate` of a float image (bilinear, bicubic), rounded to bytes:
+//! what torchvision's v1 `Resize` and `RandomResizedCrop` do to a uint8 tensor (cast to f32,
+//! interpolated, bicubic clamped to `[0, 255]`, rounded half to even, cast back), and what v2
+//! does to one where torch has no uint8 kernel for the filter (bilinear on a CPU without AVX2).
+//! torch's uint8 kernel (16-bit weights, rounded between the passes) differs from it by one
+//! level in about a sixth of the values.
+//!
+//! Bit for bit the f32 values torch computes on x86-64 (checked against torch 2.15 over
+//! photographs and random sizes, every value equal), which takes torch's arithmetic as its
+//! compiled kernel does it:
+//! - each tap's weight from the filter in f32, the cubic's terms with fused multiply-adds, the
+//!   tap's distance from the centre computed in f64 and rounded once; weights normalised by
+//!   their f32 sum;
+//! - the pass across the rows first, then the pass down, in f32 with no rounding between;
+//! - each output value the first tap's product, then taps four at a time with each product
+//!   rounded before it is added, then the remaining ones (fewer than four) with fused
+//!   multiply-adds: the order and rounding of torch's loop as its compiler built it.
+
+use super::error::AugmentError;
+use super::geometry::CropBox;
+use super::pil::resample::{axis_of, Kernel};
+
+/// One axis's taps: for each output position its first source position and its f32 weights
+/// (`ksize` slots, the unused ones zero).
+#[derive(Debug, Default)]
+struct Axis {
+    first: Vec<usize>,
+    count: Vec<usize>,
+    ksize: usize,
+    weights: Vec<f32>,
+}
+
+/// torch's `aa_filter` for `kernel` at `x`, in f32 (`a = -0.5` for the cubic).
+fn filter(kernel: Kernel, x: f32) -> f32 {
+    let x = x.abs();
+    match kernel {
+        Kernel::Bilinear if x < 1.0 => 1.0 - x,
+        Kernel::Bicubic if x < 1.0 => (1.5f32.mul_add(x, -2.5) * x).mul_add(x, 1.0),
+        Kernel::Bicubic if x < 2.0 => (-0.5f32).mul_add(x, 2.5).mul_add(x, -4.0).mul_add(x, 2.0),
+        _ => 0.0,
+    }
+}
+
+impl Axis {
+    /// torch's `_compute_index_ranges_weights` for output positions `offset..offset + out`
+    /// of a resize of `len` source positions to `full`.
+    fn fill(&mut self, kernel: Kernel, (len, full, offset, out): (usize, usize, usize, usize)) {
+        let scale = len as f32 / full as f32;
+        let interp = match kernel {
+            Kernel::Bilinear => 2.0,
+            Kernel::Bicubic => 4.0,
+        };
+        let support = if scale >= 1.0 {
+            (interp * 0.5 * f64::from(scale)) as f32
+        } else {
+            (interp * 0.5) as f32
+        };
+        let invscale = if scale >= 1.0 {
+            (1.0 / f64::from(scale)) as f32
+        } else {
+            1.0
+        };
+        let ksize = support.ceil() as usize * 2 + 1;
+        self.ksize = ksize;
+        self.first.clear();
+        self.count.clear();
+        self.weights.clear();
+        self.weights.resize(out * ksize, 0.0);
+        for (i, slots) in self.weights.chunks_exact_mut(ksize).enumerate() {
+            let center = (f64::from(scale) * ((offset + i) as f64 + 0.5)) as f32;
+            // C++'s casts to int64: truncation toward zero, then clamped to the axis.
+            let xmin = ((f64::from(center - support) + 0.5) as i64).max(0);
+            let xmax = ((f64::from(center + support) + 0.5) as i64).min(len as i64);
+            let n = (xmax - xmin).clamp(0, ksize as i64) as usize;
+            let mut total = 0.0f32;
+            for (j, w) in slots[..n].iter_mut().enumerate() {
+                let d = (xmin + j as i64) as f32 - center;
+                *w = filter(kernel, ((f64::from(d) + 0.5) * f64::from(invscale)) as f32);
+                total += *w;
+            }
+            if total != 0.0 {
+                for w in &mut slots[..n] {
+                    *w /= total;
+                }
+            }
+            self.first.push(xmin as usize);
+            self.count.push(n);
+        }
+    }
+
+    /// The source positions the taps read: `start..end`.
+    fn span(&self) -> (usize, usize) {
+        let start = self.first.iter().copied().min().unwrap_or(0);
+        let end = self
+            .first
+            .iter()
+            .zip(&self.count)
+            .map(|(f, c)| f + c)
+            .max()
+            .unwrap_or(0);
+        (start, end.max(start))
+    }
+}
+
+/// The taps of both axes and the f32 rows between the passes, kept between samples.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    across: Axis,
+    down: Axis,
+    rows: Vec<f32>,
+    line: Vec<f32>,
+}
+
+/// torch's float resize of `crop` of the `width`x`height` RGB image `src` to `out_w`x`out_h`,
+/// rounded, into `out`. `None` when the window is no part of a resize of the whole image (a
+/// view is resized by itself; any other window is positions of the whole image's resize).
+///
+/// # Errors
+/// `src` or `out` is short, or the window reaches outside the image.
+pub(crate) fn resize(
+    src: &[u8],
+    (width, height): (u32, u32),
+    crop: &CropBox,
+    (out_w, out_h): (u32, u32),
+    kernel: Kernel,
+    scratch: &mut Scratch,
+    out: &mut [u8],
+) -> Result<Option<()>, AugmentError> {
+    let (ow, oh) = (out_w as usize, out_h as usize);
+    if src.len() < width as usize * height as usize * 3 || out.len() < ow * oh * 3 {
+        return Err(AugmentError::CropOutside);
+    }
+    let (Some(xs), Some(ys)) = (
+        axis_of(crop.view, crop.left, crop.width, out_w, width),
+        axis_of(crop.view, crop.top, crop.height, out_h, height),
+    ) else {
+        return Ok(None);
+    };
+    if xs.3 + xs.0 > width as usize || ys.3 + ys.0 > height as usize {
+        return Err(AugmentError::CropOutside);
+    }
+    let Scratch {
+        across,
+        down,
+        rows,
+        line,
+    } = scratch;
+    across.fill(kernel, (xs.0, xs.1, xs.2, ow));
+    down.fill(kernel, (ys.0, ys.1, ys.2, oh));
+    let place = Place {
+        src,
+        stride: width as usize * 3,
+        left: xs.3,
+        top: ys.3,
+        cols: xs.0,
+    };
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has FMA (detected just above).
+        unsafe { passes_fma(place, across, down, (rows, line), &mut out[..oh * ow * 3]) };
+        return Ok(Some(()));
+    }
+    passes(place, across, down, (rows, line), &mut out[..oh * ow * 3]);
+    Ok(Some(()))
+}
+
+/// Where the resized part of the image lies: rows `stride` bytes apart, the part starting at
+/// column `left` of row `top`, `cols` columns wide.
+#[derive(Clone, Copy)]
+struct Place<'a> {
+    src: &'a [u8],
+    stride: usize,
+    left: usize,
+    top: usize,
+    cols: usize,
+}
+
+/// [`passes`] compiled with FMA, which `mul_add` then is (a library call without it).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn passes_fma(
+    place: Place<'_>,
+    across: &Axis,
+    down: &Axis,
+    buffers: (&mut Vec<f32>, &mut Vec<f32>),
+    out: &mut [u8],
+) {
+    passes(place, across, down, buffers, out);
+}
+
+/// The pass across the rows the pass down reads, into `rows`, then the pass down a whole
+/// output line at a time (into `line`), rounded into `out`.
+#[inline(always)]
+fn passes(
+    place: Place<'_>,
+    across: &Axis,
+    down: &Axis,
+    (rows, line): (&mut Vec<f32>, &mut Vec<f32>),
+    out: &mut [u8],
+) {
+    let len = across.first.len() * 3;
+    let (y0, y1) = down.span();
+    rows.clear();
+    rows.resize((y1 - y0) * len, 0.0);
+    for (y, to) in (y0..y1).zip(rows.chunks_exact_mut(len)) {
+        let row = &place.src[(place.top + y) * place.stride + place.left * 3..][..place.cols * 3];
+        across_row(row, across, to);
+    }
+    line.clear();
+    line.resize(len, 0.0);
+    for (j, to) in out.chunks_exact_mut(len).enumerate() {
+        let weights = &down.weights[j * down.ksize..][..down.count[j]];
+        sum_down(rows, len, down.first[j] - y0, weights, line);
+        for (o, &v) in to.iter_mut().zip(line.iter()) {
+            *o = v.round_ties_even().clamp(0.0, 255.0) as u8;
+        }
+    }
+}
+
+/// One row's pass across: each output pixel's channels summed over its taps in torch's order.
+#[inline(always)]
+fn across_row(row: &[u8], axis: &Axis, to: &mut [f32]) {
+    for (i, px) in to.chunks_exact_mut(3).enumerate() {
+        let weights = &axis.weights[i * axis.ksize..][..axis.count[i]];
+        let taps = &row[axis.first[i] * 3..];
+        for (c, v) in px.iter_mut().enumerate() {
+            *v = torch_sum(weights, |k| f32::from(taps[k * 3 + c]));
+        }
+    }
+}
+
+/// Where torch's loop stops rounding each product: after the first tap and as many whole
+/// fours as follow it; the taps from there on are fused multiply-adds.
+fn fused_from(taps: usize) -> usize {
+    1 + taps.saturating_sub(1) / 4 * 4
+}
+
+/// `weights[0] * v(0) + weights[1] * v(1) + ...` as torch's compiled loop sums it: the first
+/// product, then four taps at a time each product rounded and added, then the rest fused.
+#[inline(always)]
+fn torch_sum(weights: &[f32], v: impl Fn(usize) -> f32) -> f32 {
+    let fused = fused_from(weights.len());
+    let mut taps = weights.iter().enumerate();
+    let Some((_, &w0)) = taps.next() else {
+        return 0.0;
+    };
+    let mut acc = v(0) * w0;
+    for (t, &w) in taps {
+        acc = if t < fused {
+            acc + v(t) * w
+        } else {
+            v(t).mul_add(w, acc)
+        };
+    }
+    acc
+}
+
+/// One output line of the pass down: line `first + k` of `rows` (lines of `len` values)
+/// weighted by `weights[k]`, summed in torch's order, into `out`.
+#[inline(always)]
+fn sum_down(rows: &[f32], len: usize, first: usize, weights: &[f32], out: &mut [f32]) {
+    let line = |k: usize| &rows[(first + k) * len..][..len];
+    let fused = fused_from(weights.len());
+    let mut taps = weights.iter().enumerate();
+    let Some((_, &w0)) = taps.next() else {
+        out.fill(0.0);
+        return;
+    };
+    for (o, &v) in out.iter_mut().zip(line(0)) {
+        *o = v * w0;
+    }
+    for (t, &w) in taps {
+        if t < fused {
+            for (o, &v) in out.iter_mut().zip(line(t)) {
+                *o += v * w;
+            }
+        } else {
+            for (o, &v) in out.iter_mut().zip(line(t)) {
+                *o = v.mul_add(w, *o);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Weights torch 2.15 gives, as bits (read off a resize of an identity matrix,
+    /// `interpolate(eye(500)[None, None], size=(500, 332), mode=..., antialias=True)`): the
+    /// first output position's four taps.
+    #[test]
+    fn the_first_positions_weights_are_torchs_to_the_bit() {
+        let mut axis = Axis::default();
+        axis.fill(Kernel::Bicubic, (500, 332, 0, 332));
+        assert_eq!(axis.first[0], 0);
+        let bits = |w: &[f32]| w.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(&axis.weights[..axis.count[0]]),
+            [0x3f2709f9, 0x3eca9c2a, 0xbd21159b, 0xbc11ad28]
+        );
+        axis.fill(Kernel::Bilinear, (500, 209, 0, 209));
+        assert_eq!((axis.first[1], axis.count[1]), (1, 5));
+        assert_eq!(
+            bits(&axis.weights[axis.ksize..][..5]),
+            [0x3d53e40b, 0x3e6352e6, 0x3ec8d665, 0x3e81184c, 0x3da7ad69]
+        );
+    }
+
+    #[test]
+    fn an_image_resized_to_its_own_size_is_itself() {
+        let (w, h) = (13u32, 7u32);
+        let src: Vec<u8> = (0..w * h * 3).map(|v| (v * 37 % 251) as u8).collect();
+        let mut out = vec![0; src.len()];
+        for kernel in [Kernel::Bilinear, Kernel::Bicubic] {
+            let done = resize(
+                &src,
+                (w, h),
+                &CropBox::full(w, h),
+                (w, h),
+                kernel,
+                &mut Scratch::default(),
+                &mut out,
+            )
+            .unwrap();
+            assert!(done.is_some());
+            assert_eq!(out, src);
+        }
+    }
+
+    #[test]
+    fn the_sum_rounds_four_taps_at_a_time_then_fuses_the_rest() {
+        // Six taps: the first product, four rounded products added, one fused.
+        let w = [0.1f32, 0.2, 0.3, 0.15, 0.15, 0.1];
+        let v = [201.0f32, 37.0, 99.0, 13.0, 250.0, 77.0];
+        let mut want = v[0] * w[0];
+        for k in 1..5 {
+            want += v[k] * w[k];
+        }
+        want = v[5].mul_add(w[5], want);
+        assert_eq!(torch_sum(&w, |k| v[k]).to_bits(), want.to_bits());
+        let mut out = [0.0f32; 2];
+        let rows: Vec<f32> = v.iter().flat_map(|&x| [x, x]).collect();
+        sum_down(&rows, 2, 0, &w, &mut out);
+        assert_eq!(out[0].to_bits(), want.to_bits());
+    }
+}
