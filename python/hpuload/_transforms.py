@@ -271,12 +271,18 @@ def _resize_interp(t: Any, what: str, on_tensor: bool) -> str:
     return "pil_" + interp
 
 
+def _v1(t: Any) -> bool:
+    """Whether `t` is not one of torchvision v2's transforms (v1's, or a class built on v1's
+    functions: on a tensor their arithmetic is v1's)."""
+    return not type(t).__module__.startswith("torchvision.transforms.v2")
+
+
 def _float_resize(t: Any, interp: str) -> bool:
     """Whether torchvision resizes a uint8 tensor with `t` (bilinear or bicubic) by casting it
     to float, interpolating, and rounding back: v1's resizes always (and the detection
     reference's own classes, which call v1's `resize`); v2's only where torch has no uint8
     kernel for the filter (its own test: bilinear on a CPU without AVX2)."""
-    if not type(t).__module__.startswith("torchvision.transforms.v2"):
+    if _v1(t):
         return True
     try:
         from torchvision.transforms.v2.functional._geometry import _do_native_uint8_resize_on_cpu
@@ -359,7 +365,8 @@ def _pixel_op(t: Any, pil: bool = False) -> dict | None:
     if _is(t, "RandomPosterize"):
         return {"op": "random_posterize", "bits": int(t.bits), "p": _p(t)}
     if _is(t, "RandomAutocontrast"):
-        return {"op": "random_autocontrast", "p": _p(t), "pil": pil}
+        # On a tensor v1 multiplies by 255 / (max - min), v2 divides by (max - min) / 255.
+        return {"op": "random_autocontrast", "p": _p(t), "pil": pil, "v1": not pil and _v1(t)}
     if _is(t, "RandomEqualize"):
         return {"op": "random_equalize", "p": _p(t)}
     if _is(t, "RandomAdjustSharpness"):
@@ -409,6 +416,7 @@ def _pixel_op(t: Any, pil: bool = False) -> dict | None:
             "interpolation": _interp(t.interpolation, name, ("nearest", "bilinear")),
             "fill": _fill(t.fill, name),
             "pil": pil,
+            "v1": not pil and _v1(t),
         }
     if _is(t, "RandAugment"):
         return {
@@ -419,6 +427,7 @@ def _pixel_op(t: Any, pil: bool = False) -> dict | None:
             "interpolation": _interp(t.interpolation, name, ("nearest", "bilinear")),
             "fill": _fill(t.fill, name),
             "pil": pil,
+            "v1": not pil and _v1(t),
         }
     if _is(t, "TrivialAugmentWide"):
         return {
@@ -427,6 +436,7 @@ def _pixel_op(t: Any, pil: bool = False) -> dict | None:
             "interpolation": _interp(t.interpolation, name, ("nearest", "bilinear")),
             "fill": _fill(t.fill, name),
             "pil": pil,
+            "v1": not pil and _v1(t),
         }
     if _is(t, "AugMix"):
         return {
@@ -438,6 +448,7 @@ def _pixel_op(t: Any, pil: bool = False) -> dict | None:
             "all_ops": bool(t.all_ops),
             "interpolation": _interp(t.interpolation, name, ("nearest", "bilinear")),
             "fill": _fill(t.fill, name),
+            "v1": _v1(t),
         }
     if _is(t, "RandomApply"):
         return {"op": "random_apply", "ops": _nested(t.transforms, name, pil), "p": _p(t)}

@@ -69,6 +69,8 @@ def tv_apply(img, ops):
             img = F.posterize(img, int(arg))
         elif name == "auto_contrast":
             img = F.autocontrast(img)
+        elif name == "auto_contrast_v1":
+            img = T.functional.autocontrast(img)
         elif name == "equalize":
             img = F.equalize(img)
         elif name == "invert":
@@ -122,6 +124,7 @@ MIDDLES = {
     "auto_augment_imagenet": [T.AutoAugment()],
     "auto_augment_svhn": [v2.AutoAugment(v2.AutoAugmentPolicy.SVHN, fill=[128, 0, 255])],
     "aug_mix": [v2.AugMix()],
+    "aug_mix_v1": [T.AugMix()],
     "simple_ops": [
         T.RandomVerticalFlip(),
         T.RandomGrayscale(0.3),
@@ -175,6 +178,30 @@ def test_each_op_matches_torchvision_given_the_loaders_own_parameters(png_folder
                     assert diff.max() <= 1, f"{which}: {plan['ops']} differs by {diff.max()}"
     assert worst <= 0.01, f"{which}: {worst:.2%} of pixels differ by more than 1"
     assert seen, f"{which}: no op was drawn in 36 samples"
+
+
+@pytest.mark.parametrize("flavour", ["v1", "v2"])
+def test_autocontrast_on_a_tensor_is_its_torchvision_versions_arithmetic_in_ops_and_policies(png_folder, flavour):
+    """v1 stretches a tensor's channel by multiplying by `255 / (max - min)`, v2 by dividing
+    by `(max - min) / 255`: a level apart in about 2% of values. The op, and the autocontrast
+    a policy draws, take the transform's own version: every byte is torchvision's."""
+    M = T if flavour == "v1" else v2
+    first = T.PILToTensor() if flavour == "v1" else v2.ToImage()
+    ds = datasets.ImageFolder(png_folder, M.Compose([first, M.CenterCrop(SIDE), M.RandomAutocontrast(1.0)]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        x, _ = next(iter(DataLoader(ds, batch_size=12, backend="cpu")))
+    for i in range(12):
+        assert torch.equal(x[i], ds[i][0]), i
+    want = "auto_contrast_v1" if flavour == "v1" else "auto_contrast"
+    policy = datasets.ImageFolder(png_folder, M.Compose([first, M.CenterCrop(SIDE), M.AutoAugment()]))
+    loader = DataLoader(policy, batch_size=12, backend="cpu", seed=3)
+    drawn = Counter()
+    for epoch in range(4):
+        for index in range(len(policy)):
+            plan = json.loads(loader._core.sample_plan(epoch, index, SIDE, SIDE))
+            drawn.update(o["op"] for o in plan["ops"] if "contrast" in o["op"])
+    assert drawn[want] > 0 and set(drawn) <= {want, "contrast"}, drawn
 
 
 def test_bicubic_and_nearest_resizes_of_pil_images_are_torchvisions(png_folder):

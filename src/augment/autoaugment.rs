@@ -40,6 +40,10 @@ pub struct AutoAugment {
     /// The image is a PIL image (torchvision then warps with Pillow). Default false.
     #[serde(default)]
     pub pil: bool,
+    /// The image is a tensor under torchvision v1 (its autocontrast's arithmetic is v1's).
+    /// Default false.
+    #[serde(default)]
+    pub v1: bool,
 }
 
 /// `RandAugment(num_ops, magnitude, num_magnitude_bins, interpolation, fill)`.
@@ -64,6 +68,10 @@ pub struct RandAugment {
     /// The image is a PIL image (torchvision then warps with Pillow). Default false.
     #[serde(default)]
     pub pil: bool,
+    /// The image is a tensor under torchvision v1 (its autocontrast's arithmetic is v1's).
+    /// Default false.
+    #[serde(default)]
+    pub v1: bool,
 }
 
 /// `TrivialAugmentWide(num_magnitude_bins, interpolation, fill)`.
@@ -82,6 +90,10 @@ pub struct TrivialAugmentWide {
     /// The image is a PIL image (torchvision then warps with Pillow). Default false.
     #[serde(default)]
     pub pil: bool,
+    /// The image is a tensor under torchvision v1 (its autocontrast's arithmetic is v1's).
+    /// Default false.
+    #[serde(default)]
+    pub v1: bool,
 }
 
 /// `AugMix(severity, mixture_width, chain_depth, alpha, all_ops, interpolation, fill)`.
@@ -109,6 +121,10 @@ pub struct AugMix {
     /// Fill for the warps.
     #[serde(default)]
     pub fill: Option<[f32; 3]>,
+    /// torchvision v1's AugMix (which converts a PIL image to a tensor first, as v2's does:
+    /// the tensor kernels, its autocontrast v1's). Default false.
+    #[serde(default)]
+    pub v1: bool,
 }
 
 fn imagenet() -> AutoAugmentPolicy {
@@ -143,7 +159,7 @@ impl OpSpec for AutoAugment {
         warp_interpolation(self.interpolation, "auto_augment")
     }
     fn draw(&self, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>) {
-        let style = WarpStyle::new(self.interpolation, self.fill, self.pil);
+        let style = WarpStyle::new(self.interpolation, self.fill, self.pil).v1(self.v1);
         auto_augment(rng, self.policy, size, style, out);
     }
 }
@@ -168,7 +184,7 @@ impl OpSpec for RandAugment {
             self.magnitude,
             self.num_magnitude_bins,
             size,
-            WarpStyle::new(self.interpolation, self.fill, self.pil),
+            WarpStyle::new(self.interpolation, self.fill, self.pil).v1(self.v1),
             out,
         );
     }
@@ -186,7 +202,7 @@ impl OpSpec for TrivialAugmentWide {
             rng,
             self.num_magnitude_bins,
             size,
-            WarpStyle::new(self.interpolation, self.fill, self.pil),
+            WarpStyle::new(self.interpolation, self.fill, self.pil).v1(self.v1),
             out,
         );
     }
@@ -213,7 +229,8 @@ impl OpSpec for AugMix {
             alpha: self.alpha,
             all_ops: self.all_ops,
         };
-        let plan = aug_mix(rng, &spec, size, self.interpolation, self.fill);
+        let style = WarpStyle::new(self.interpolation, self.fill, false).v1(self.v1);
+        let plan = aug_mix(rng, &spec, size, style);
         out.push(PixelOp::AugMix(Box::new(plan)));
     }
 }
@@ -376,6 +393,7 @@ fn resolve(op: Aug, magnitude: f64, style: WarpStyle) -> Option<PixelOp> {
         Posterize => PixelOp::Posterize(magnitude as u8),
         Solarize => PixelOp::Solarize(255.0 * magnitude),
         AutoContrast if style.pil => PixelOp::PilAutoContrast,
+        AutoContrast if style.v1 => PixelOp::AutoContrastV1,
         AutoContrast => PixelOp::AutoContrast,
         Equalize => PixelOp::Equalize,
         Invert => PixelOp::Invert,
@@ -414,6 +432,7 @@ pub(crate) struct WarpStyle {
     nearest: bool,
     fill: Option<[f32; 3]>,
     pil: bool,
+    v1: bool,
 }
 
 impl WarpStyle {
@@ -422,7 +441,13 @@ impl WarpStyle {
             nearest: interpolation == Interpolation::Nearest,
             fill,
             pil,
+            v1: false,
         }
+    }
+
+    /// The same, the ops torchvision v1's (on a tensor) when `v1`.
+    pub(crate) fn v1(self, v1: bool) -> Self {
+        Self { v1, ..self }
     }
 }
 
@@ -553,11 +578,8 @@ pub(crate) fn aug_mix(
     rng: &mut CounterRng,
     spec: &AugMixSpec,
     size: (u32, u32),
-    interpolation: Interpolation,
-    fill: Option<[f32; 3]>,
+    style: WarpStyle,
 ) -> AugMixPlan {
-    // torchvision's AugMix converts a PIL image to a tensor first: the tensor kernels.
-    let style = WarpStyle::new(interpolation, fill, false);
     let m = dirichlet(rng, spec.alpha, 2);
     let combined: Vec<f32> = dirichlet(rng, spec.alpha, spec.mixture_width as usize)
         .into_iter()
@@ -774,7 +796,8 @@ mod tests {
                 alpha: 1.0,
                 all_ops: true,
             };
-            let plan = aug_mix(&mut rng, &spec, (32, 32), Interpolation::Bilinear, None);
+            let style = WarpStyle::new(Interpolation::Bilinear, None, false);
+            let plan = aug_mix(&mut rng, &spec, (32, 32), style);
             let total = plan.original + plan.weights.iter().sum::<f32>();
             assert!((total - 1.0).abs() < 1e-5, "{total}");
             assert!(plan.chains.iter().all(|c| c.len() <= 3));

@@ -227,6 +227,10 @@ pub struct RandomAutocontrast {
     /// level off in a few values). Default false.
     #[serde(default)]
     pub pil: bool,
+    /// The image is a tensor under torchvision v1, whose arithmetic differs from v2's in
+    /// about 2% of values. Default false.
+    #[serde(default)]
+    pub v1: bool,
 }
 
 impl OpSpec for RandomAutocontrast {
@@ -240,6 +244,8 @@ impl OpSpec for RandomAutocontrast {
         if coin(rng, self.p) {
             out.push(if self.pil {
                 PixelOp::PilAutoContrast
+            } else if self.v1 {
+                PixelOp::AutoContrastV1
             } else {
                 PixelOp::AutoContrast
             });
@@ -651,7 +657,7 @@ pub(crate) fn solarize(rgb: &mut [u8], threshold: f64) {
 
 /// `autocontrast`: stretch each channel from its own `[min, max]` to `[0, 255]` (a channel with
 /// one value is left as it is).
-pub(crate) fn autocontrast(rgb: &mut [u8]) {
+pub(crate) fn autocontrast(rgb: &mut [u8], v1: bool) {
     let (mut lo, mut hi) = ([255u8; 3], [0u8; 3]);
     for p in rgb.chunks_exact(3) {
         for c in 0..3 {
@@ -661,12 +667,16 @@ pub(crate) fn autocontrast(rgb: &mut [u8]) {
     }
     let tables: [[u8; 256]; 3] = std::array::from_fn(|c| {
         let (min, max) = (f32::from(lo[c]), f32::from(hi[c]));
-        let (min, inv_scale) = if min == max {
-            (0.0, 1.0)
-        } else {
-            (min, (max - min) * (1.0 / 255.0))
-        };
-        std::array::from_fn(|v| to_u8((v as f32 - min) / inv_scale))
+        if min == max {
+            return std::array::from_fn(|v| v as u8);
+        }
+        // v1: `(x - min) * (255 / (max - min))`, where torch divides a number by a tensor as
+        // the tensor's reciprocal times the number; v2: `(x - min) / ((max - min) * (1 / 255))`.
+        let (scale, inv_scale) = ((1.0 / (max - min)) * 255.0, (max - min) * (1.0 / 255.0));
+        std::array::from_fn(|v| {
+            let x = v as f32 - min;
+            to_u8(if v1 { x * scale } else { x / inv_scale })
+        })
     });
     for p in rgb.chunks_exact_mut(3) {
         for c in 0..3 {
@@ -993,8 +1003,17 @@ mod tests {
         invert(&mut v);
         assert_eq!(v, [255, 191, 255]);
         let mut s: Vec<u8> = [50u8, 60, 70, 150, 160, 170].to_vec();
-        autocontrast(&mut s);
+        autocontrast(&mut s, false);
         // torchvision gives 254 too: 100 / (100 * (1/255)) is 254.99998 in f32, truncated.
         assert_eq!(s, [0, 0, 0, 254, 254, 254]);
+        // torchvision 0.29's values (v1, then v2): 71 of [0, 71] is 254 both ways, 230 of
+        // [6, 230] is 255 under v1 (the reciprocal of 224 times 255, 255.00002 in f32) and 254
+        // under v2 (254.99998), truncated.
+        let mut s: Vec<u8> = [0u8, 6, 0, 71, 230, 0].to_vec();
+        autocontrast(&mut s, true);
+        assert_eq!(s, [0, 0, 0, 254, 255, 0]);
+        let mut s: Vec<u8> = [0u8, 6, 0, 71, 230, 0].to_vec();
+        autocontrast(&mut s, false);
+        assert_eq!(s, [0, 0, 0, 254, 254, 0]);
     }
 }

@@ -51,7 +51,8 @@ pub fn apply(ops: &[PixelOp], rgb: &mut [u8], h: usize, w: usize, s: &mut Scratc
             PixelOp::Grayscale => colour::grayscale(rgb),
             PixelOp::Solarize(t) => colour::solarize(rgb, *t),
             PixelOp::Posterize(b) => colour::posterize(rgb, *b),
-            PixelOp::AutoContrast => colour::autocontrast(rgb),
+            PixelOp::AutoContrast => colour::autocontrast(rgb, false),
+            PixelOp::AutoContrastV1 => colour::autocontrast(rgb, true),
             PixelOp::Equalize => colour::equalize(rgb),
             PixelOp::Invert => colour::invert(rgb),
             PixelOp::Sharpness(f) => blur::sharpness(rgb, h, w, *f, s),
@@ -226,6 +227,7 @@ fn adjustment(op: &PixelOp) -> Option<colour::Adjust> {
         | PixelOp::Solarize(_)
         | PixelOp::Posterize(_)
         | PixelOp::AutoContrast
+        | PixelOp::AutoContrastV1
         | PixelOp::Equalize
         | PixelOp::Invert
         | PixelOp::Sharpness(_)

@@ -231,6 +231,7 @@ fn engine_and_cpu_run_the_same_pixel_plan() {
                 interpolation: Interpolation::Bilinear,
                 fill: None,
                 pil: false,
+                v1: false,
             },
         ))
         .then(Op::RandomErasing(hpuload::augment::RandomErasing {
