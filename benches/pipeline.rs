@@ -283,13 +283,6 @@ fn stages(c: &mut Criterion) {
             },
         ),
         (
-            "pil_color",
-            PixelOp::PilEnhance {
-                kind: PilEnhance::Color,
-                factor: 1.4,
-            },
-        ),
-        (
             "pil_sharpness",
             PixelOp::PilEnhance {
                 kind: PilEnhance::Sharpness,
@@ -299,13 +292,6 @@ fn stages(c: &mut Criterion) {
         ("equalize", PixelOp::Equalize),
         ("pil_auto_contrast", PixelOp::PilAutoContrast),
         ("solarize", PixelOp::Solarize(100.0)),
-        (
-            "pil_contrast",
-            PixelOp::PilEnhance {
-                kind: PilEnhance::Contrast,
-                factor: 0.7,
-            },
-        ),
     ] {
         g.bench_function(format!("pixel_ops/cpu/{name}_224"), |b| {
             b.iter(|| {

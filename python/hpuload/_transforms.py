@@ -348,6 +348,8 @@ def _pixel_op(t: Any, pil: bool = False) -> dict | None:
                 op[k] = r
         if pil:
             op["pil"] = True  # Pillow's ImageEnhance and byte HSV
+        elif _v1(t):
+            op["v1"] = True  # v1's hue arithmetic on a tensor
         return op
     # A PIL image's grey is Pillow's `convert("L")` (integer weights); a tensor's is torch's
     # float sum, truncated: they differ by a level in some pixels.

@@ -52,6 +52,8 @@ def tv_apply(img, ops):
             img = F.adjust_saturation(img, arg)
         elif name == "hue":
             img = F.adjust_hue(img, arg)
+        elif name == "hue_v1":
+            img = T.functional.adjust_hue(img, arg)
         elif name == "pil_hue":
             # The loader's images are PIL images there: Pillow's byte HSV.
             img = F.pil_to_tensor(F.adjust_hue(F.to_pil_image(img), arg))
@@ -202,6 +204,23 @@ def test_autocontrast_on_a_tensor_is_its_torchvision_versions_arithmetic_in_ops_
             plan = json.loads(loader._core.sample_plan(epoch, index, SIDE, SIDE))
             drawn.update(o["op"] for o in plan["ops"] if "contrast" in o["op"])
     assert drawn[want] > 0 and set(drawn) <= {want, "contrast"}, drawn
+
+
+@pytest.mark.parametrize("flavour", ["v1", "v2"])
+def test_a_hue_shift_of_a_tensor_is_its_torchvision_versions_arithmetic(png_folder, flavour):
+    """v1 and v2 convert to HSV and back with different f32 steps (v1 divides where v2
+    multiplies by a reciprocal); values within a hair of a whole level part them. Each gives
+    its own version's bytes, for shifts either way."""
+    M = T if flavour == "v1" else v2
+    first = T.PILToTensor() if flavour == "v1" else v2.ToImage()
+    for hue in (0.1, -0.45):
+        tf = M.Compose([first, M.CenterCrop(SIDE), M.ColorJitter(hue=(hue, hue))])
+        ds = datasets.ImageFolder(png_folder, tf)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FallbackWarning)
+            x, _ = next(iter(DataLoader(ds, batch_size=12, backend="cpu")))
+        for i in range(12):
+            assert torch.equal(x[i], ds[i][0]), (hue, i)
 
 
 def test_bicubic_and_nearest_resizes_of_pil_images_are_torchvisions(png_folder):

@@ -21,6 +21,9 @@ pub enum PixelOp {
     Saturation(f64),
     /// `adjust_hue(factor)`.
     Hue(f64),
+    /// `adjust_hue(factor)` as torchvision v1 computes it on a tensor (its HSV conversion
+    /// divides where v2 multiplies by a reciprocal).
+    HueV1(f64),
     /// torchvision's `adjust_hue(factor)` of a PIL image: through Pillow's byte HSV.
     PilHue(f64),
     /// `rgb_to_grayscale(num_output_channels=3)`.
@@ -111,6 +114,7 @@ impl PixelOp {
             | Self::Contrast(_)
             | Self::Saturation(_)
             | Self::Hue(_)
+            | Self::HueV1(_)
             | Self::PilHue(_)
             | Self::Grayscale
             | Self::PermuteChannels(_)
@@ -135,6 +139,7 @@ impl PixelOp {
             Self::Brightness(_)
             | Self::Saturation(_)
             | Self::Hue(_)
+            | Self::HueV1(_)
             | Self::PilHue(_)
             | Self::Grayscale
             | Self::PermuteChannels(_)
@@ -173,6 +178,7 @@ impl PixelOp {
             | Self::Contrast(_)
             | Self::Saturation(_)
             | Self::Hue(_)
+            | Self::HueV1(_)
             | Self::PilHue(_)
             | Self::PermuteChannels(_)
             | Self::Grayscale

@@ -38,6 +38,7 @@ pub fn apply(ops: &[PixelOp], rgb: &mut [u8], h: usize, w: usize, s: &mut Scratc
             | PixelOp::Contrast(_)
             | PixelOp::Saturation(_)
             | PixelOp::Hue(_)
+            | PixelOp::HueV1(_)
             | PixelOp::PermuteChannels(_) => {
                 let run: Vec<colour::Adjust> = std::iter::once(op)
                     .chain(rest)
@@ -220,6 +221,7 @@ fn adjustment(op: &PixelOp) -> Option<colour::Adjust> {
         PixelOp::Contrast(f) => Some(colour::Adjust::Contrast(f)),
         PixelOp::Saturation(f) => Some(colour::Adjust::Saturation(f)),
         PixelOp::Hue(f) => Some(colour::Adjust::Hue(f)),
+        PixelOp::HueV1(f) => Some(colour::Adjust::HueV1(f)),
         PixelOp::PermuteChannels(p) => Some(colour::Adjust::Permute(p)),
         PixelOp::Hflip
         | PixelOp::Vflip
