@@ -1031,7 +1031,8 @@ mod tests {
             [7, 7, 7],
         ];
         let input: Vec<u8> = pixels.concat();
-        let cases: [(f64, [[u8; 3]; 7], [[u8; 3]; 7]); 2] = [
+        type Pixels = [[u8; 3]; 7];
+        let cases: [(f64, Pixels, Pixels); 2] = [
             (
                 0.1,
                 [

@@ -217,6 +217,7 @@ fn engine_and_cpu_run_the_same_pixel_plan() {
             saturation: Some([0.6, 1.4]),
             hue: Some([-0.1, 0.1]),
             pil: false,
+            v1: false,
         }));
     let (worst, _) = assert_backends_agree(dir.path(), colour, Dtype::U8, 176 * 176, 35.0);
     println!("colour jitter, random interpolation: worst {worst:.1} dB");
