@@ -167,6 +167,42 @@ fn stages(c: &mut Criterion) {
             }
         })
     });
+    g.bench_function("crop_resize/cpu/center_crop_to_224_float", |b| {
+        b.iter(|| {
+            for (_, w, h, rgb) in &inputs {
+                let side = (*w).min(*h);
+                r.run_with(
+                    rgb,
+                    *w,
+                    *h,
+                    &CropBox::rect((w - side) / 2, (h - side) / 2, side, side),
+                    Interpolation::FloatBilinear,
+                )
+                .unwrap();
+            }
+        })
+    });
+    // The eval transform on a tensor, `Resize(256)` then `CenterCrop(224)`: a window of the
+    // whole resize, in the source's coordinates.
+    g.bench_function("crop_resize/cpu/resize_256_center_crop_224", |b| {
+        b.iter(|| {
+            for (_, w, h, rgb) in &inputs {
+                let (w, h) = (f64::from(*w), f64::from(*h));
+                let scale = 256.0 / w.min(h);
+                let (rw, rh) = ((w * scale).floor().max(256.0), (h * scale).floor().max(256.0));
+                let (left, top) = (((rw - 224.0) / 2.0).round(), ((rh - 224.0) / 2.0).round());
+                let window = CropBox {
+                    left: left * w / rw,
+                    top: top * h / rh,
+                    width: 224.0 * w / rw,
+                    height: 224.0 * h / rh,
+                    view: false,
+                };
+                r.run_with(rgb, w as u32, h as u32, &window, Interpolation::Bilinear)
+                    .unwrap();
+            }
+        })
+    });
     let resized = r
         .run(
             &inputs[0].3,
