@@ -189,7 +189,10 @@ fn stages(c: &mut Criterion) {
             for (_, w, h, rgb) in &inputs {
                 let (w, h) = (f64::from(*w), f64::from(*h));
                 let scale = 256.0 / w.min(h);
-                let (rw, rh) = ((w * scale).floor().max(256.0), (h * scale).floor().max(256.0));
+                let (rw, rh) = (
+                    (w * scale).floor().max(256.0),
+                    (h * scale).floor().max(256.0),
+                );
                 let (left, top) = (((rw - 224.0) / 2.0).round(), ((rh - 224.0) / 2.0).round());
                 let window = CropBox {
                     left: left * w / rw,

@@ -9,6 +9,9 @@ usage: python transform_sweep.py FOLDER [SUBSTRING]
   prints one line per case: ok/BAD, the largest difference in levels, how many values differ
   by more than one, the share that differ at all (half a level or more), and the warnings
   hpuload gave (fallback, Python tail, skipped samples)
+The RRC(57, scale 1, ratio 1) cases are not pinned on the small set's 150x151 image: its
+150x150 window fits one row short, so torchvision draws the top offset (0 or 1) and hpuload
+draws its own; their BAD there is the draw, not the pixels.
 """
 import sys, warnings, traceback, math
 import torch

@@ -107,6 +107,15 @@ impl Axis {
 pub(crate) struct Scratch {
     across: Axis,
     down: Axis,
+    buffers: Buffers,
+}
+
+/// The passes' f32 lines: the region transposed, the pass across in that layout and back in
+/// rows, one output line.
+#[derive(Default)]
+struct Buffers {
+    columns: Vec<f32>,
+    swept: Vec<f32>,
     rows: Vec<f32>,
     line: Vec<f32>,
 }
@@ -142,8 +151,7 @@ pub(crate) fn resize(
     let Scratch {
         across,
         down,
-        rows,
-        line,
+        buffers,
     } = scratch;
     across.fill(kernel, (xs.0, xs.1, xs.2, ow));
     down.fill(kernel, (ys.0, ys.1, ys.2, oh));
@@ -152,81 +160,99 @@ pub(crate) fn resize(
         stride: width as usize * 3,
         left: xs.3,
         top: ys.3,
-        cols: xs.0,
     };
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("fma") {
         // SAFETY: the CPU has FMA (detected just above).
-        unsafe { passes_fma(place, across, down, (rows, line), &mut out[..oh * ow * 3]) };
+        unsafe { passes_fma(place, across, down, buffers, &mut out[..oh * ow * 3]) };
         return Ok(Some(()));
     }
-    passes(place, across, down, (rows, line), &mut out[..oh * ow * 3]);
+    passes(place, across, down, buffers, &mut out[..oh * ow * 3]);
     Ok(Some(()))
 }
 
 /// Where the resized part of the image lies: rows `stride` bytes apart, the part starting at
-/// column `left` of row `top`, `cols` columns wide.
+/// column `left` of row `top` (the taps' positions count from there).
 #[derive(Clone, Copy)]
 struct Place<'a> {
     src: &'a [u8],
     stride: usize,
     left: usize,
     top: usize,
-    cols: usize,
 }
 
 /// [`passes`] compiled with FMA, which `mul_add` then is (a library call without it).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-fn passes_fma(
-    place: Place<'_>,
-    across: &Axis,
-    down: &Axis,
-    buffers: (&mut Vec<f32>, &mut Vec<f32>),
-    out: &mut [u8],
-) {
+fn passes_fma(place: Place<'_>, across: &Axis, down: &Axis, buffers: &mut Buffers, out: &mut [u8]) {
     passes(place, across, down, buffers, out);
 }
 
 /// The pass across the rows the pass down reads, into `rows`, then the pass down a whole
-/// output line at a time (into `line`), rounded into `out`.
+/// output line at a time (into `line`), rounded into `out`. The pass across runs on a
+/// transposed copy of the region the taps read (`columns`: each line a column of it, as f32),
+/// so that it too sums whole lines with one weight each, in vector lanes, into `swept`, which
+/// is transposed back; each value's sum is the same sequence of operations either way.
 #[inline(always)]
-fn passes(
-    place: Place<'_>,
-    across: &Axis,
-    down: &Axis,
-    (rows, line): (&mut Vec<f32>, &mut Vec<f32>),
-    out: &mut [u8],
-) {
-    let len = across.first.len() * 3;
+fn passes(place: Place<'_>, across: &Axis, down: &Axis, buffers: &mut Buffers, out: &mut [u8]) {
+    let Buffers {
+        columns,
+        swept,
+        rows,
+        line,
+    } = buffers;
+    let ow = across.first.len();
+    let len = ow * 3;
     let (y0, y1) = down.span();
-    rows.clear();
-    rows.resize((y1 - y0) * len, 0.0);
-    for (y, to) in (y0..y1).zip(rows.chunks_exact_mut(len)) {
-        let row = &place.src[(place.top + y) * place.stride + place.left * 3..][..place.cols * 3];
-        across_row(row, across, to);
+    let (x0, x1) = across.span();
+    let (n, cols) = (y1 - y0, x1 - x0);
+    let column = n * 3;
+    let region = (place.top + y0) * place.stride + (place.left + x0) * 3;
+    sized(columns, cols * column);
+    for (x, to) in columns.chunks_exact_mut(column).enumerate() {
+        for (i, px) in to.chunks_exact_mut(3).enumerate() {
+            let from = &place.src[region + i * place.stride + x * 3..][..3];
+            for (v, &b) in px.iter_mut().zip(from) {
+                *v = f32::from(b);
+            }
+        }
     }
-    line.clear();
-    line.resize(len, 0.0);
+    sized(swept, ow * column);
+    for (j, to) in swept.chunks_exact_mut(column).enumerate() {
+        let weights = &across.weights[j * across.ksize..][..across.count[j]];
+        sum_down(columns, column, across.first[j] - x0, weights, to);
+    }
+    sized(rows, n * len);
+    for (i, to) in rows.chunks_exact_mut(len).enumerate() {
+        for (j, px) in to.chunks_exact_mut(3).enumerate() {
+            px.copy_from_slice(&swept[j * column + i * 3..][..3]);
+        }
+    }
+    sized(line, len);
     for (j, to) in out.chunks_exact_mut(len).enumerate() {
         let weights = &down.weights[j * down.ksize..][..down.count[j]];
         sum_down(rows, len, down.first[j] - y0, weights, line);
         for (o, &v) in to.iter_mut().zip(line.iter()) {
-            *o = v.round_ties_even().clamp(0.0, 255.0) as u8;
+            *o = round_to_byte(v);
         }
     }
 }
 
-/// One row's pass across: each output pixel's channels summed over its taps in torch's order.
+/// `round(x).clamp(0, 255)` as a byte, rounding half to even (torch's `round`): adding 2^23
+/// leaves the nearest whole number, ties to even, in the low mantissa bits (a form that runs
+/// in vector lanes, where `as u8` does not).
 #[inline(always)]
-fn across_row(row: &[u8], axis: &Axis, to: &mut [f32]) {
-    for (i, px) in to.chunks_exact_mut(3).enumerate() {
-        let weights = &axis.weights[i * axis.ksize..][..axis.count[i]];
-        let taps = &row[axis.first[i] * 3..];
-        for (c, v) in px.iter_mut().enumerate() {
-            *v = torch_sum(weights, |k| f32::from(taps[k * 3 + c]));
-        }
-    }
+fn round_to_byte(x: f32) -> u8 {
+    const TWO_TO_23: f32 = 8_388_608.0;
+    let x = if x > 0.0 { x } else { 0.0 };
+    let x = if x < 255.0 { x } else { 255.0 };
+    ((x + TWO_TO_23).to_bits() - TWO_TO_23.to_bits()) as u8
+}
+
+/// `buf` holding `len` values (left to the caller to overwrite).
+fn sized(buf: &mut Vec<f32>, len: usize) {
+    buf.resize(len, 0.0);
+    buf.truncate(len);
 }
 
 /// Where torch's loop stops rounding each product: after the first tap and as many whole
@@ -235,28 +261,9 @@ fn fused_from(taps: usize) -> usize {
     1 + taps.saturating_sub(1) / 4 * 4
 }
 
-/// `weights[0] * v(0) + weights[1] * v(1) + ...` as torch's compiled loop sums it: the first
-/// product, then four taps at a time each product rounded and added, then the rest fused.
-#[inline(always)]
-fn torch_sum(weights: &[f32], v: impl Fn(usize) -> f32) -> f32 {
-    let fused = fused_from(weights.len());
-    let mut taps = weights.iter().enumerate();
-    let Some((_, &w0)) = taps.next() else {
-        return 0.0;
-    };
-    let mut acc = v(0) * w0;
-    for (t, &w) in taps {
-        acc = if t < fused {
-            acc + v(t) * w
-        } else {
-            v(t).mul_add(w, acc)
-        };
-    }
-    acc
-}
-
-/// One output line of the pass down: line `first + k` of `rows` (lines of `len` values)
-/// weighted by `weights[k]`, summed in torch's order, into `out`.
+/// One output line of a pass: line `first + k` of `rows` (lines of `len` values) weighted by
+/// `weights[k]`, summed as torch's compiled loop sums each value: the first product, then
+/// four taps at a time with each product rounded and added, then the rest fused.
 #[inline(always)]
 fn sum_down(rows: &[f32], len: usize, first: usize, weights: &[f32], out: &mut [f32]) {
     let line = |k: usize| &rows[(first + k) * len..][..len];
@@ -308,6 +315,21 @@ mod tests {
     }
 
     #[test]
+    fn rounding_to_a_byte_is_half_to_even_and_clamped() {
+        for (x, want) in [
+            (0.5f32, 0),
+            (1.5, 2),
+            (2.5, 2),
+            (254.5, 254),
+            (-3.0, 0),
+            (300.0, 255),
+        ] {
+            assert_eq!(round_to_byte(x), want, "{x}");
+        }
+        assert_eq!(round_to_byte(f32::NAN), 0);
+    }
+
+    #[test]
     fn an_image_resized_to_its_own_size_is_itself() {
         let (w, h) = (13u32, 7u32);
         let src: Vec<u8> = (0..w * h * 3).map(|v| (v * 37 % 251) as u8).collect();
@@ -338,7 +360,6 @@ mod tests {
             want += v[k] * w[k];
         }
         want = v[5].mul_add(w[5], want);
-        assert_eq!(torch_sum(&w, |k| v[k]).to_bits(), want.to_bits());
         let mut out = [0.0f32; 2];
         let rows: Vec<f32> = v.iter().flat_map(|&x| [x, x]).collect();
         sum_down(&rows, 2, 0, &w, &mut out);
