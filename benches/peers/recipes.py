@@ -65,6 +65,26 @@ def resnet50_v2(root, num_classes_hint=None):
     return dataset, dict(sampler=sampler, collate_fn=collate)
 
 
+def reference_tensor(root):
+    """torchvision's classification reference's train preset with `--backend tensor` and
+    without `--use-v2` (v1 on a uint8 tensor: its resize in float), `--auto-augment ta_wide
+    --random-erase 0.1 --train-crop-size 176`."""
+    from torchvision import transforms as T
+
+    train = T.Compose(
+        [
+            T.PILToTensor(),
+            T.RandomResizedCrop(176, interpolation=T.InterpolationMode.BILINEAR, antialias=True),
+            T.RandomHorizontalFlip(0.5),
+            T.TrivialAugmentWide(interpolation=T.InterpolationMode.BILINEAR),
+            T.ConvertImageDtype(torch.float),
+            T.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]),
+            T.RandomErasing(0.1),
+        ]
+    )
+    return datasets.ImageFolder(root, train), dict(shuffle=True)
+
+
 def timm_default(root):
     from timm.data import create_transform
 
@@ -208,6 +228,7 @@ def dino(root):
 
 RECIPES = {
     "resnet50_v2": resnet50_v2,
+    "reference_tensor": reference_tensor,
     "timm": timm_default,
     "timm_ra": timm_rand_augment,
     "timm_augmix": timm_policy("augmix-m5-w4-d2"),
