@@ -152,36 +152,21 @@ fn stages(c: &mut Criterion) {
             }
         })
     });
-    g.bench_function("crop_resize/cpu/center_crop_to_224_pillow", |b| {
-        b.iter(|| {
-            for (_, w, h, rgb) in &inputs {
-                let side = (*w).min(*h);
-                r.run_with(
-                    rgb,
-                    *w,
-                    *h,
-                    &CropBox::rect((w - side) / 2, (h - side) / 2, side, side),
-                    Interpolation::PilBilinear,
-                )
-                .unwrap();
-            }
-        })
-    });
-    g.bench_function("crop_resize/cpu/center_crop_to_224_float", |b| {
-        b.iter(|| {
-            for (_, w, h, rgb) in &inputs {
-                let side = (*w).min(*h);
-                r.run_with(
-                    rgb,
-                    *w,
-                    *h,
-                    &CropBox::rect((w - side) / 2, (h - side) / 2, side, side),
-                    Interpolation::FloatBilinear,
-                )
-                .unwrap();
-            }
-        })
-    });
+    // A PIL image's resize (Pillow's own) and v1's of a tensor (torch's float kernel).
+    for (name, interpolation) in [
+        ("pillow", Interpolation::PilBilinear),
+        ("float", Interpolation::FloatBilinear),
+    ] {
+        g.bench_function(format!("crop_resize/cpu/center_crop_to_224_{name}"), |b| {
+            b.iter(|| {
+                for (_, w, h, rgb) in &inputs {
+                    let side = (*w).min(*h);
+                    let window = CropBox::rect((w - side) / 2, (h - side) / 2, side, side);
+                    r.run_with(rgb, *w, *h, &window, interpolation).unwrap();
+                }
+            })
+        });
+    }
     // The eval transform on a tensor, `Resize(256)` then `CenterCrop(224)`: a window of the
     // whole resize, in the source's coordinates.
     g.bench_function("crop_resize/cpu/resize_256_center_crop_224", |b| {

@@ -18,7 +18,7 @@
 
 use super::error::AugmentError;
 use super::geometry::CropBox;
-use super::pil::resample::{axis_of, Kernel};
+use super::pil::resample::{taps_span, window_axes, Kernel};
 
 /// One axis's taps: for each output position its first source position and its f32 weights
 /// (`ksize` slots, the unused ones zero).
@@ -90,15 +90,7 @@ impl Axis {
 
     /// The source positions the taps read: `start..end`.
     fn span(&self) -> (usize, usize) {
-        let start = self.first.iter().copied().min().unwrap_or(0);
-        let end = self
-            .first
-            .iter()
-            .zip(&self.count)
-            .map(|(f, c)| f + c)
-            .max()
-            .unwrap_or(0);
-        (start, end.max(start))
+        taps_span(&self.first, &self.count)
     }
 }
 
@@ -136,18 +128,9 @@ pub(crate) fn resize(
     out: &mut [u8],
 ) -> Result<Option<()>, AugmentError> {
     let (ow, oh) = (out_w as usize, out_h as usize);
-    if src.len() < width as usize * height as usize * 3 || out.len() < ow * oh * 3 {
-        return Err(AugmentError::CropOutside);
-    }
-    let (Some(xs), Some(ys)) = (
-        axis_of(crop.view, crop.left, crop.width, out_w, width),
-        axis_of(crop.view, crop.top, crop.height, out_h, height),
-    ) else {
+    let Some((xs, ys)) = window_axes(src, (width, height), crop, (out_w, out_h), out)? else {
         return Ok(None);
     };
-    if xs.3 + xs.0 > width as usize || ys.3 + ys.0 > height as usize {
-        return Err(AugmentError::CropOutside);
-    }
     let Scratch {
         across,
         down,

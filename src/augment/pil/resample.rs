@@ -157,30 +157,19 @@ impl Axis {
 
     /// The source positions the taps read: `start..end`.
     fn span(&self) -> (usize, usize) {
-        let start = self.first.iter().copied().min().unwrap_or(0);
-        let end = self
-            .first
-            .iter()
-            .zip(&self.count)
-            .map(|(f, c)| f + c)
-            .max()
-            .unwrap_or(0);
-        (start, end.max(start))
+        taps_span(&self.first, &self.count)
     }
 }
+
+/// How one axis of a window maps to a resize: `(len, full, offset, base)` (see [`axis_of`]).
+pub(crate) type AxisMap = (usize, usize, usize, usize);
 
 /// How one axis of a window maps to a resize: `(len, full, offset, base)`: a resize of `len`
 /// source positions starting at `base` to `full`, of which the window is positions
 /// `offset..offset + out`. A view is cut out first (its own edges bound the taps); any other
 /// window is a part of the whole image's resize, whose size and the window's offset in it
 /// (whole numbers) are recovered from the window, or `None` when they do not reproduce it.
-pub(crate) fn axis_of(
-    view: bool,
-    start: f64,
-    len: f64,
-    out: u32,
-    limit: u32,
-) -> Option<(usize, usize, usize, usize)> {
+pub(crate) fn axis_of(view: bool, start: f64, len: f64, out: u32, limit: u32) -> Option<AxisMap> {
     if view {
         return Some((len as usize, out as usize, 0, start as usize));
     }
@@ -194,6 +183,48 @@ pub(crate) fn axis_of(
         offset as usize,
         0,
     ))
+}
+
+/// Both axes of a window as [`axis_of`] maps them, `(x, y)`, once `src` (a `width`x`height`
+/// RGB image) and `out` (`out_w`x`out_h`) are checked long enough and the resize's source
+/// span inside the image; `None` for a window that is no part of a resize of the whole image.
+///
+/// # Errors
+/// `src` or `out` is short, or the window reaches outside the image.
+pub(crate) fn window_axes(
+    src: &[u8],
+    (width, height): (u32, u32),
+    crop: &CropBox,
+    (out_w, out_h): (u32, u32),
+    out: &[u8],
+) -> Result<Option<(AxisMap, AxisMap)>, AugmentError> {
+    let (ow, oh) = (out_w as usize, out_h as usize);
+    if src.len() < width as usize * height as usize * 3 || out.len() < ow * oh * 3 {
+        return Err(AugmentError::CropOutside);
+    }
+    let (Some(xs), Some(ys)) = (
+        axis_of(crop.view, crop.left, crop.width, out_w, width),
+        axis_of(crop.view, crop.top, crop.height, out_h, height),
+    ) else {
+        return Ok(None);
+    };
+    if xs.3 + xs.0 > width as usize || ys.3 + ys.0 > height as usize {
+        return Err(AugmentError::CropOutside);
+    }
+    Ok(Some((xs, ys)))
+}
+
+/// The source positions taps read, `start..end`, from each output position's first tap and
+/// tap count.
+pub(crate) fn taps_span(first: &[usize], count: &[usize]) -> (usize, usize) {
+    let start = first.iter().copied().min().unwrap_or(0);
+    let end = first
+        .iter()
+        .zip(count)
+        .map(|(f, c)| f + c)
+        .max()
+        .unwrap_or(0);
+    (start, end.max(start))
 }
 
 /// Which pass Pillow runs first when both axes change.
@@ -235,18 +266,9 @@ pub(crate) fn resize(
     out: &mut [u8],
 ) -> Result<Option<()>, AugmentError> {
     let (ow, oh) = (out_w as usize, out_h as usize);
-    if src.len() < width as usize * height as usize * 3 || out.len() < ow * oh * 3 {
-        return Err(AugmentError::CropOutside);
-    }
-    let (Some(xs), Some(ys)) = (
-        axis_of(crop.view, crop.left, crop.width, out_w, width),
-        axis_of(crop.view, crop.top, crop.height, out_h, height),
-    ) else {
+    let Some((xs, ys)) = window_axes(src, (width, height), crop, (out_w, out_h), out)? else {
         return Ok(None);
     };
-    if xs.3 + xs.0 > width as usize || ys.3 + ys.0 > height as usize {
-        return Err(AugmentError::CropOutside);
-    }
     let Scratch {
         across: (across, swept),
         down: (down, lines),
