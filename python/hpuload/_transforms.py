@@ -262,7 +262,7 @@ def _resize_interp(t: Any, what: str, on_tensor: bool) -> str:
     `float_bicubic`: its float kernel, then rounded, where torchvision casts the tensor to
     float first: `_float_resize`)."""
     interp = _interp(t.interpolation, what)
-    if interp not in ("bilinear", "bicubic") and interp != "nearest":
+    if interp not in ("nearest", "bilinear", "bicubic"):
         return interp
     if on_tensor:
         return "float_" + interp if interp != "nearest" and _float_resize(t, interp) else interp

@@ -182,15 +182,20 @@ impl Resampler {
         interpolation: Interpolation,
     ) -> Result<&mut [u8], AugmentError> {
         use pil::resample::{Kernel, Weights};
-        // fast_image_resize's filter, and Pillow's own kernel for a PIL image's resize or
-        // torch's float one for a v1 tensor's.
-        let (filter, pillow, float) = match interpolation {
-            Interpolation::Bilinear => (FilterType::Bilinear, None, None),
-            Interpolation::Bicubic => (FilterType::CatmullRom, None, None),
-            Interpolation::PilBilinear => (FilterType::Bilinear, Some(Kernel::Bilinear), None),
-            Interpolation::PilBicubic => (FilterType::CatmullRom, Some(Kernel::Bicubic), None),
-            Interpolation::FloatBilinear => (FilterType::Bilinear, None, Some(Kernel::Bilinear)),
-            Interpolation::FloatBicubic => (FilterType::CatmullRom, None, Some(Kernel::Bicubic)),
+        /// Whose arithmetic a filter is: torch's uint8 kernel (fast_image_resize's weights),
+        /// Pillow's (a PIL image's resize), torch's float kernel (v1's of a tensor).
+        enum Exact {
+            Torch,
+            Pillow,
+            Float,
+        }
+        let (filter, kernel, exact) = match interpolation {
+            Interpolation::Bilinear => (FilterType::Bilinear, Kernel::Bilinear, Exact::Torch),
+            Interpolation::Bicubic => (FilterType::CatmullRom, Kernel::Bicubic, Exact::Torch),
+            Interpolation::PilBilinear => (FilterType::Bilinear, Kernel::Bilinear, Exact::Pillow),
+            Interpolation::PilBicubic => (FilterType::CatmullRom, Kernel::Bicubic, Exact::Pillow),
+            Interpolation::FloatBilinear => (FilterType::Bilinear, Kernel::Bilinear, Exact::Float),
+            Interpolation::FloatBicubic => (FilterType::CatmullRom, Kernel::Bicubic, Exact::Float),
             Interpolation::BilinearNoAntialias => {
                 self.two_tap(src, width, height, crop)?;
                 return Ok(&mut self.out);
@@ -210,55 +215,42 @@ impl Resampler {
             self.copy_window(src, width, height, crop)?;
             return Ok(&mut self.out);
         }
-        // Pillow's resize for a PIL image's; for a window of a whole resize (`Resize` then
-        // `CenterCrop`) torch's uint8 kernel's, whose precision is the whole resize's, not the
-        // window's, as fast_image_resize makes it: one level off in 0.03-0.3% of values).
-        let weights = match (pillow, crop.view) {
-            (Some(kernel), _) => Some((kernel, Weights::Pillow)),
-            (None, false) if float.is_none() => Some((
-                if filter == FilterType::Bilinear {
-                    Kernel::Bilinear
-                } else {
-                    Kernel::Bicubic
-                },
-                Weights::Torch,
-            )),
-            _ => None,
-        };
-        if let Some(weights) = weights {
-            window_inside(src, width, height, crop)?;
-            let size = (self.out_w, self.out_h);
-            let done = pil::resample::resize(
+        window_inside(src, width, height, crop)?;
+        let size = (self.out_w, self.out_h);
+        let (pil, float, out) = (&mut self.pil, &mut self.float, &mut self.out);
+        let done = match (exact, crop.view) {
+            (Exact::Pillow, _) => pil::resample::resize(
                 src,
                 width,
                 height,
                 crop,
                 size,
-                weights,
-                &mut self.pil,
-                &mut self.out,
-            )?;
-            // A window that is no part of a resize of the whole image (none of torchvision's
-            // makes one) falls to fast_image_resize's weights in Pillow's order below.
-            if done.is_some() {
-                return Ok(&mut self.out);
-            }
-        }
-        if let Some(kernel) = float {
-            window_inside(src, width, height, crop)?;
-            let size = (self.out_w, self.out_h);
-            let done = float_resample::resize(
+                (kernel, Weights::Pillow),
+                pil,
+                out,
+            )?,
+            // A window of a whole resize (`Resize` then `CenterCrop`) takes torch's weights
+            // at the whole resize's precision; fast_image_resize sets it from the window's
+            // own weights (one level off in 0.03-0.3% of values). A view is a whole resize.
+            (Exact::Torch, false) => pil::resample::resize(
                 src,
-                (width, height),
+                width,
+                height,
                 crop,
                 size,
-                kernel,
-                &mut self.float,
-                &mut self.out,
-            )?;
-            if done.is_some() {
-                return Ok(&mut self.out);
+                (kernel, Weights::Torch),
+                pil,
+                out,
+            )?,
+            (Exact::Torch, true) => None,
+            (Exact::Float, _) => {
+                float_resample::resize(src, (width, height), crop, size, kernel, float, out)?
             }
+        };
+        // A window that is no part of a resize of the whole image (none of torchvision's
+        // makes one) falls to fast_image_resize's weights in Pillow's order.
+        if done.is_some() {
+            return Ok(&mut self.out);
         }
         self.across_then_down(src, width, height, crop, filter)?;
         Ok(&mut self.out)
