@@ -211,8 +211,8 @@ MULTISCALE = (480, 512, 544, 576, 608, 640, 672, 704, 736, 768, 800)
 
 
 class DetectionPresetTrain:
-    def __init__(self, *, data_augmentation, hflip_prob=0.5, mean=(123.0, 117.0, 104.0), min_size=MULTISCALE, max_size=1333):
-        steps = []
+    def __init__(self, *, data_augmentation, hflip_prob=0.5, mean=(123.0, 117.0, 104.0), min_size=MULTISCALE, max_size=1333, backend="pil"):
+        steps = [PILToTensor()] if backend == "tensor" else []
         if data_augmentation == "hflip":
             steps.append(RandomHorizontalFlip(p=hflip_prob))
         elif data_augmentation == "multiscale":
@@ -221,7 +221,9 @@ class DetectionPresetTrain:
             steps += [RandomPhotometricDistort(), RandomZoomOut(fill=list(mean)), RandomIoUCrop(), RandomHorizontalFlip(p=hflip_prob)]
         else:
             raise ValueError(data_augmentation)
-        self.transforms = Compose(steps + [PILToTensor(), ToDtype(torch.float, scale=True)])
+        if backend == "pil":
+            steps.append(PILToTensor())
+        self.transforms = Compose(steps + [ToDtype(torch.float, scale=True)])
 
     def __call__(self, img, target):
         return self.transforms(img, target)

@@ -80,14 +80,16 @@ def test_the_reference_v1_path_gives_torchs_samples_exactly_when_nothing_is_rand
         assert n == len(ours.dataset)
 
 
-def test_multiscale_with_one_size_gives_torchs_samples_exactly_when_nothing_is_random(png_folder, tmp_path):
+@pytest.mark.parametrize("backend", ["pil", "tensor"])
+def test_multiscale_with_one_size_gives_torchs_samples_exactly_when_nothing_is_random(png_folder, tmp_path, backend):
     """One shorter side and the flip at 0 or 1: every sample, pixels, boxes, masks and all,
     equals what torch's loader gives for the same reference dataset (every image with a mask:
-    the reference's own resize of an empty mask stack fails)."""
+    the reference's own resize of an empty mask stack fails), with the PIL backend (Pillow's
+    resize) and the tensor one (`PILToTensor` first: v1's resize of a tensor, in float)."""
     folder = png_folder
     ann = write_coco(folder, sorted(folder.rglob("*.png")), tmp_path / "instances.json", seed=6)
     for prob in (0.0, 1.0):
-        preset = ref.DetectionPresetTrain(data_augmentation="multiscale", hflip_prob=prob, min_size=64, max_size=90)
+        preset = ref.DetectionPresetTrain(data_augmentation="multiscale", hflip_prob=prob, min_size=64, max_size=90, backend=backend)
         theirs, ours = loaders(folder, ann, preset)
         n = 0
         for (want_images, want_targets), (images, targets) in zip(theirs, ours):
