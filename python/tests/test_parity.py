@@ -160,6 +160,31 @@ def test_a_weights_preset_evaluates_natively_with_torchvisions_pixels_on_png(png
         assert levels <= 1.0 + 1e-3, f"sample {i}: {levels:.3f} u8 levels apart"
 
 
+@pytest.mark.parametrize("flavour", ["v1", "v2"])
+def test_tiny_and_thin_images_and_sizes_resize_as_torchvision_on_tensors(tmp_path, flavour):
+    """Images from 1x1 to 640x11 resized to sizes from 2 to 400 (a shorter side then a
+    centre crop, or `(h, w)` as thin as one row), bilinear and bicubic, on a uint8 tensor:
+    torchvision's bytes. (Not one column wide: there torch's float kernel, v1's, repeats the
+    first row, which hpuload does not copy.)"""
+    sizes = [(1, 1), (1, 7), (7, 1), (2, 3), (5, 300), (300, 5), (17, 19), (640, 11)]
+    for i, (w, h) in enumerate(sizes):
+        (tmp_path / "a").mkdir(exist_ok=True)
+        pixels = torch.randint(0, 256, (h, w, 3), dtype=torch.uint8, generator=torch.Generator().manual_seed(i))
+        Image.fromarray(pixels.numpy()).save(tmp_path / "a" / f"{i:02d}.png")
+    M = T if flavour == "v1" else v2
+    first = T.PILToTensor() if flavour == "v1" else v2.ToImage()
+    for interpolation in (T.InterpolationMode.BILINEAR, T.InterpolationMode.BICUBIC):
+        for size in (2, 5, (1, 9), (400, 3)):
+            steps = [first, M.Resize(size, interpolation=interpolation)]
+            steps += [M.CenterCrop(size)] if isinstance(size, int) else []
+            ds = datasets.ImageFolder(tmp_path, M.Compose(steps))
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", FallbackWarning)
+                got = [x[0] for x, _ in DataLoader(ds, batch_size=1, backend="cpu")]
+            for i, image in enumerate(got):
+                assert torch.equal(image, ds[i][0]), (interpolation.value, size, sizes[i])
+
+
 @pytest.mark.parametrize(
     "resize, crop",
     [((256, 240), 224), ((224, 224), (224, 224)), ((250, 300), (200, 180))],
