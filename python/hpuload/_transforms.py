@@ -681,6 +681,10 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
                 interp = "bilinear_no_antialias"
             else:
                 check_resize(t, on_tensor)
+                if dtype is not None and interp in ("bilinear", "bicubic"):
+                    # A float clip is resized with torch's float kernel, unrounded: its values
+                    # rounded once are the nearest bytes (the uint8 kernel rounds twice).
+                    interp = "float_" + interp
             size = t.size
             if isinstance(size, (list, tuple)) and len(size) == 1:
                 size = size[0]

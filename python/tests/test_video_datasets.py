@@ -23,6 +23,7 @@ import torch
 
 torchvision = pytest.importorskip("torchvision")
 import torchvision.transforms as T  # noqa: E402
+from torchvision.transforms import v2  # noqa: E402
 from torch.utils.data.dataloader import default_collate  # noqa: E402
 from torchvision.datasets.samplers import RandomClipSampler, UniformClipSampler  # noqa: E402
 
@@ -232,6 +233,22 @@ def test_kinetics_with_the_references_eval_preset_gives_torchs_clips_labels_and_
         assert x.dtype == wx.dtype == torch.float32
         assert torch.equal(y, wy)
         # Float first and the reference's unantialiased resize.
+        assert within_rounding(x, wx, decoder), ((x - wx).abs().max() / LEVEL, decoder)
+
+
+@pytest.mark.parametrize("flavour", ["v1", "v2"])
+def test_an_antialiased_resize_of_a_float_clip_is_torchs_float_resize_rounded_once(decoder, kinetics_root, flavour):
+    """Converted to float first, then `Resize` with its default antialiasing: torch resizes the
+    float clip with its float kernel; hpuload resizes the uint8 clip with that kernel and
+    rounds once, half a level from torch's values at most (torch's uint8 kernel, which rounds
+    between its passes too, was up to a level off)."""
+    M = T if flavour == "v1" else v2
+    to_float = T.ConvertImageDtype(torch.float32) if flavour == "v1" else v2.ToDtype(torch.float32, scale=True)
+    preset = M.Compose([to_float, M.Resize((36, 48)), M.Normalize(mean=MEAN, std=STD), M.CenterCrop((32, 40)), ConvertBCHWtoCBHW()])
+    data = kinetics(kinetics_root, preset)
+    got, want = torch_and_hpuload(data, UniformClipSampler(data.video_clips, 3))
+    for (x, y), (wx, wy) in zip(got, want):
+        assert x.shape == wx.shape and x.dtype == wx.dtype == torch.float32
         assert within_rounding(x, wx, decoder), ((x - wx).abs().max() / LEVEL, decoder)
 
 
