@@ -46,20 +46,10 @@ impl Axis {
     /// of a resize of `len` source positions to `full`.
     fn fill(&mut self, kernel: Kernel, (len, full, offset, out): (usize, usize, usize, usize)) {
         let scale = len as f32 / full as f32;
-        let interp = match kernel {
-            Kernel::Bilinear => 2.0,
-            Kernel::Bicubic => 4.0,
-        };
-        let support = if scale >= 1.0 {
-            (interp * 0.5 * f64::from(scale)) as f32
-        } else {
-            (interp * 0.5) as f32
-        };
-        let invscale = if scale >= 1.0 {
-            (1.0 / f64::from(scale)) as f32
-        } else {
-            1.0
-        };
+        // Widened when shrinking: the support by the scale, the distances by its inverse.
+        let widen = f64::from(scale.max(1.0));
+        let support = (kernel.support() * widen) as f32;
+        let invscale = (1.0 / widen) as f32;
         let ksize = support.ceil() as usize * 2 + 1;
         self.ksize = ksize;
         self.first.clear();

@@ -256,8 +256,9 @@ impl Resampler {
         Ok(&mut self.out)
     }
 
-    /// The convolution of `crop` in Pillow's order: each needed source row resampled across
-    /// and rounded to bytes first, then the columns of those rows down. fast_image_resize runs
+    /// The convolution of `crop` (checked inside the image by the caller) in Pillow's order:
+    /// each needed source row resampled across and rounded to bytes first, then the columns of
+    /// those rows down. fast_image_resize runs
     /// u8 images the other way round, which rounds at another place: for bilinear one level
     /// off in 16-20% of values against torchvision (its tensor resize and Pillow's), for
     /// bicubic several levels at hard edges (its overshoot past 0 or 255 clipped between the
@@ -272,7 +273,6 @@ impl Resampler {
         crop: &CropBox,
         filter: FilterType,
     ) -> Result<(), AugmentError> {
-        window_inside(src, width, height, crop)?;
         let image = ImageRef::new(width, height, src, PixelType::U8x3).map_err(resize_error)?;
         // A view is cut out first: its edges are the image's, and the window is all of it.
         let (view_left, view_top, view_w, view_h) = if crop.view {

@@ -39,7 +39,8 @@ pub(crate) enum Weights {
 }
 
 impl Kernel {
-    fn support(self) -> f64 {
+    /// The filter's reach at scale 1, in source pixels (half torch's `interp_size`).
+    pub(crate) fn support(self) -> f64 {
         match self {
             Self::Bilinear => 1.0,
             Self::Bicubic => 2.0,
