@@ -9,13 +9,14 @@ the reference's `collate_fn=lambda b: tuple(zip(*b))`.
 With `--preset v2-multiscale`: the reference's `multiscale` augmentation (RandomShortestSize
 of 480 to 800 capped at 1333, then the flip; each image its own size) in place of the SSD one.
 
-With `--preset v1-ssd`, `v1-hflip` or `v1-multiscale`: the reference as it runs without `--use-v2` (its own
+With `--preset v1-ssd`, `v1-hflip`, `v1-multiscale` or `v1-lsj`: the reference as it runs without `--use-v2` (its own
 `CocoDetection` subclass, `ConvertCocoPolysToMask` and v1 transforms, as written for the tests
-in python/tests/reference_v1.py; no Resize: each image keeps its window's size), the
-annotations needing segmentation polygons (`coco_make.py --polygons`).
+in python/tests/reference_v1.py; no Resize: each image keeps its window's size, but for
+`lsj`: ScaleJitter to 1024 with scales 0.1 to 2, FixedSizeCrop to 1024x1024 padded with the
+mean, the flip), the annotations needing segmentation polygons (`coco_make.py --polygons`).
 
 usage: python detection.py --loader torch|hpuload --data IMAGES --annotations JSON
-       [--preset v2-ssd|v2-multiscale|v1-ssd|v1-hflip|v1-multiscale] [--workers 2] [--batch 32] [--epochs 2]
+       [--preset v2-ssd|v2-multiscale|v1-ssd|v1-hflip|v1-multiscale|v1-lsj] [--workers 2] [--batch 32] [--epochs 2]
 Prints one JSON line: images/s and boxes/s over the epochs after the first (the first warms
 caches and worker pools, as in peer_bench.py), and the annotation load time.
 """
@@ -72,7 +73,7 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--epochs", type=int, default=2)
-    ap.add_argument("--preset", choices=["v2-ssd", "v2-multiscale", "v1-ssd", "v1-hflip", "v1-multiscale"], default="v2-ssd")
+    ap.add_argument("--preset", choices=["v2-ssd", "v2-multiscale", "v1-ssd", "v1-hflip", "v1-multiscale", "v1-lsj"], default="v2-ssd")
     a = ap.parse_args()
     if a.loader == "torch":
         from torch.utils.data import DataLoader

@@ -462,14 +462,14 @@ class Targets:
             "valid": records[:, valid_at : valid_at + m].view(torch.bool),
         }
 
-    def static(self, images: torch.Tensor, records: torch.Tensor, indices: list[int], flips=None):
+    def static(self, images: torch.Tensor, records: torch.Tensor, indices: list[int], detects=None):
         """Without a collate_fn: `(images [N, 3, H, W], padded target fields)` (static shapes
         for graph mode); for a raw CocoDetection, `(images, [annotation lists])`; for the
         reference's own CocoDetection, what torch's `default_collate` makes of its samples."""
         if self.reference is not None:
             import torch.utils.data as tud
 
-            return tud.default_collate(self.samples(images, records, indices, flips))
+            return tud.default_collate(self.samples(images, records, indices, detects))
         if self.raw is not None:
             return images, [self._raw_target(i) for i in indices]
         fields = self.fields(records)
@@ -483,11 +483,11 @@ class Targets:
         """Views `[3, h, w]` of each image at the start of its row of `rows` `[N, E]`."""
         return [rows[i, : 3 * h * w].view(3, h, w) for i, (h, w) in enumerate(sizes)]
 
-    def samples(self, images: torch.Tensor, records: torch.Tensor, indices: list[int], flips=None) -> list[tuple]:
+    def samples(self, images: torch.Tensor, records: torch.Tensor, indices: list[int], detects=None) -> list[tuple]:
         """Per sample `(image, target)` as torchvision's dataset returns it, for the user's
         collate_fn: views of the batch, a target dict per image (its boxes and labels cut to
-        the boxes kept). `flips(index, width, height)`: whether that sample was flipped (the
-        reference's v1 path flips its masks)."""
+        the boxes kept). `detects(index, width, height)`: that sample's drawn detection plan
+        (the reference's v1 path moves its masks by it)."""
         n = images.shape[0]
         if self.raw is not None:
             return [(images[i], self._raw_target(indices[i])) for i in range(n)]
@@ -502,7 +502,7 @@ class Targets:
                 (
                     per_image[i],
                     ref.target(
-                        ids[i], f["boxes"][i, : counts[i]], f["labels"][i, : counts[i]], flips, indices[i], out=sizes[i]
+                        ids[i], f["boxes"][i, : counts[i]], f["labels"][i, : counts[i]], detects, indices[i], out=sizes[i]
                     ),
                 )
                 for i in range(n)
@@ -604,9 +604,9 @@ class Reference:
         self.coco = dataset.coco
         #: The v1 steps after ConvertCocoPolysToMask.
         self.steps = steps
-        #: A RandomShortestSize among them (before any flip): masks are resized to each
-        #: sample's size, then flipped.
-        self.resizes = any(_own(t, "RandomShortestSize") for t in steps)
+        #: A RandomShortestSize or ScaleJitter among them (before any flip): masks are
+        #: resized to each sample's size (then cut and padded by a FixedSizeCrop), then flipped.
+        self.resizes = any(_own(t, "RandomShortestSize") or _own(t, "ScaleJitter") for t in steps)
 
     @classmethod
     def of(cls, inner) -> "Reference":
@@ -688,11 +688,13 @@ class Reference:
                 out.append(slim)
         return out
 
-    def _masks_area_crowd(self, image_id: int, size: tuple[int, int], flip: bool, out=None) -> tuple:
+    def _masks_area_crowd(self, image_id: int, size: tuple[int, int], flip: bool, out=None, fixed=None, kept=None) -> tuple:
         """`(masks of the kept boxes, resized to `out` `(height, width)` by torchvision's
         nearest resize when given, then mirrored when `flip`, area, iscrowd)` of an image as
         ConvertCocoPolysToMask (and the v1 RandomShortestSize and flip) make them, for the
-        image's `(width, height)`."""
+        image's `(width, height)`. With `fixed` (a sample's drawn FixedSizeCrop), the masks
+        of the boxes `kept` when it cut anything (the reference filters them only then),
+        resized to the size it cut from, cut, padded with 0 to its size, then mirrored."""
         from pycocotools import mask as coco_mask
 
         from . import _hpuload
@@ -710,27 +712,83 @@ class Reference:
             rles = coco_mask.frPyObjects(a["segmentation"], height, width)
             rles = rles if isinstance(rles, list) else [rles]
             objects.append([r["counts"] if isinstance(r["counts"], bytes) else str(r["counts"]).encode() for r in rles])
-        planes = _hpuload.coco_masks(objects, height, width, flip, None if out is None else tuple(out))
+        placement = None
+        if fixed is not None:
+            if fixed["cropped"]:
+                objects = [objects[k] for k in kept]
+            placement = tuple(tuple(fixed[k]) for k in ("before", "at", "content", "size"))
+            out = tuple(fixed["size"])
+        planes = _hpuload.coco_masks(objects, height, width, flip, None if out is None else tuple(out), placement)
         masks = torch.frombuffer(planes, dtype=torch.uint8) if planes else torch.zeros(0, dtype=torch.uint8)
         area = torch.tensor([a["area"] for a in anns])
         iscrowd = torch.tensor([a["iscrowd"] for a in anns])
         return masks.view(len(objects), *(out or (height, width))), area, iscrowd
 
-    def target(self, image_id: int, boxes, labels, flips, index, size=None, out=None) -> dict:
+    def target(self, image_id: int, boxes, labels, detects, index, size=None, out=None) -> dict:
         """The reference's target dict for one sample: its boxes and labels after the v1
         transforms, its masks (resized to the output's `(height, width)` `out` by
-        RandomShortestSize, as the reference does with torchvision's nearest resize, then
-        flipped when the sample was: the v1 zoom-out and IoU crop leave masks as they are),
-        `image_id`, `area` and `iscrowd`."""
+        RandomShortestSize, or to the drawn size by ScaleJitter, as the reference does with
+        torchvision's nearest resize; then cut and padded by a FixedSizeCrop; then flipped
+        when the sample was: the v1 zoom-out and IoU crop leave masks as they are),
+        `image_id`, `area` and `iscrowd`. `detects(index, width, height)`: the sample's drawn
+        detection plan (its flip, its fixed-size crop and the boxes it kept)."""
         if size is None:
             record = self.coco.imgs[image_id]
             size = (record["width"], record["height"])
-        flip = flips is not None and flips(index, *size)
-        # Resized when RandomShortestSize changed the size (an image with no mask gets an
-        # empty stack at its new size, where torch's interpolate refuses an empty batch).
+        drawn = detects(index, *size) if detects is not None else None
+        flip = bool(drawn and drawn["flip"])
+        fixed = drawn.get("fixed") if drawn else None
+        # Resized when the resize changed the size (an image with no mask gets an empty stack
+        # at its new size, where torch's interpolate refuses an empty batch).
         resize = self.resizes and out is not None and tuple(out) != (size[1], size[0])
-        masks, area, iscrowd = self._masks_area_crowd(image_id, size, flip, tuple(out) if resize else None)
+        masks, area, iscrowd = self._masks_area_crowd(
+            image_id, size, flip, tuple(out) if resize else None, fixed, drawn and drawn["kept"]
+        )
         return {"boxes": boxes, "labels": labels, "masks": masks, "image_id": image_id, "area": area, "iscrowd": iscrowd}
+
+
+#: The v1 steps after which no resize may come (hpuload resizes the zoom-out's canvas, once).
+_BOX_MOVERS = ("random_iou_crop", "random_shortest_size", "scale_jitter", "fixed_size_crop")
+
+
+def scale_jitter(t, name: str, on_tensor: bool) -> dict:
+    """The `scale_jitter` op of a ScaleJitter (torchvision v2's or the detection reference's
+    own class: the same attributes)."""
+    target = [int(v) for v in t.target_size]
+    lo, hi = (float(v) for v in t.scale_range)
+    if len(target) != 2 or min(target) <= 0 or not 0 < lo <= hi:
+        raise Unsupported(f"{name}(target_size={t.target_size!r}, scale_range={t.scale_range!r})")
+    _interp(t.interpolation, name, allowed=("bilinear", "bicubic"))  # refuses the others
+    check_antialias(t, on_tensor=on_tensor)
+    return {
+        "op": "scale_jitter",
+        "target_size": target,
+        "scale_range": [lo, hi],
+        "interpolation": _resize_interp(t, name, on_tensor),
+    }
+
+
+def fixed_size_crop(t, on_tensor: bool) -> dict:
+    """The `fixed_size_crop` op of the detection reference's own FixedSizeCrop, with its fill
+    as torchvision's `pad` takes it: on a PIL image each value truncated to an integer (one
+    value for all three channels); on a tensor one number only (the reference's own call
+    fails on a tensor with a sequence, which torch's loader then shows)."""
+    if t.padding_mode != "constant":
+        raise Unsupported(f"FixedSizeCrop(padding_mode={t.padding_mode!r})")
+    fill = t.fill
+    if on_tensor:
+        if not isinstance(fill, (int, float)) or fill != int(fill):
+            raise Unsupported(f"FixedSizeCrop(fill={fill!r}) on a tensor")
+        values = [int(fill)] * 3
+    else:
+        values = [int(v) for v in (fill if isinstance(fill, (list, tuple)) else [fill])]
+        values = values * 3 if len(values) == 1 else values
+    if len(values) != 3 or any(not 0 <= v <= 255 for v in values):
+        raise Unsupported(f"FixedSizeCrop(fill={fill!r})")
+    size = [int(t.crop_height), int(t.crop_width)]
+    if min(size) <= 0:
+        raise Unsupported(f"FixedSizeCrop(size={size!r})")
+    return {"op": "fixed_size_crop", "size": size, "fill": values}
 
 
 def translate_reference(transform) -> tuple[str, str]:
@@ -739,9 +797,10 @@ def translate_reference(transform) -> tuple[str, str]:
     without `--use-v2`): `RandomPhotometricDistort`, `RandomZoomOut` (on a PIL image it pads
     with its `fill`, the mean), `RandomIoUCrop` (boxes whose centre it leaves out are dropped
     at once, nothing sanitized after), `RandomShortestSize` (the `multiscale` augmentation;
-    masks resized with it), `RandomHorizontalFlip`, `PILToTensor`, `ToDtype` /
-    `ConvertImageDtype` to float. `Unsupported` for anything else (the `lsj` augmentation,
-    `SimpleCopyPaste`)."""
+    masks resized with it), `ScaleJitter` then `FixedSizeCrop` (the `lsj` augmentation; masks
+    resized, cut and padded with them), `RandomHorizontalFlip`, `PILToTensor`, `ToDtype` /
+    `ConvertImageDtype` to float. `Unsupported` for anything else (the reference's copy-paste
+    is in its collate_fn, which runs as any collate_fn does)."""
     steps = _flatten(transform)
     if steps and _own(steps[0], "ConvertCocoPolysToMask"):
         steps = steps[1:]
@@ -782,9 +841,18 @@ def translate_reference(transform) -> tuple[str, str]:
             ops.append(dict(_iou_crop(t), drop_outside=True))
         elif _own(t, "RandomShortestSize"):
             # The `multiscale` augmentation: masks follow in Reference.target.
-            if geometry_done or any(o["op"] in ("random_iou_crop", "random_shortest_size") for o in ops):
-                raise Unsupported("RandomShortestSize after the flip, RandomIoUCrop or another RandomShortestSize")
+            if geometry_done or any(o["op"] in _BOX_MOVERS for o in ops):
+                raise Unsupported("RandomShortestSize after another geometric step")
             ops.append(shortest_size(t, name, on_tensor=tensor))
+        elif _own(t, "ScaleJitter"):
+            # The `lsj` augmentation: masks follow in Reference.target.
+            if geometry_done or any(o["op"] in _BOX_MOVERS for o in ops):
+                raise Unsupported("ScaleJitter after another geometric step")
+            ops.append(scale_jitter(t, name, on_tensor=tensor))
+        elif _own(t, "FixedSizeCrop"):
+            if geometry_done or any(o["op"] in ("random_zoom_out", "random_iou_crop", "fixed_size_crop") for o in ops):
+                raise Unsupported("FixedSizeCrop after the flip, RandomZoomOut, RandomIoUCrop or another FixedSizeCrop")
+            ops.append(fixed_size_crop(t, on_tensor=tensor))
         elif _own(t, "RandomHorizontalFlip"):
             if geometry_done:
                 raise Unsupported("two RandomHorizontalFlip steps")

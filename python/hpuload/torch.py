@@ -1028,16 +1028,16 @@ class _Loader:
                         yield self._tail_batch(held, collate, timeout)
                     held = started
                 elif self._targets is not None:
-                    flips = None
+                    detects = None
                     if self._targets.reference is not None:
-                        # The reference's v1 flip moves the masks too: each sample's own draw.
-                        def flips(index, width, height, core=core, epoch=epoch):
-                            return json.loads(core.sample_plan(epoch, index, width, height))["detect"]["flip"]
+                        # The reference's v1 steps move the masks too: each sample's own draws.
+                        def detects(index, width, height, core=core, epoch=epoch):
+                            return json.loads(core.sample_plan(epoch, index, width, height))["detect"]
 
                     if collate is None:
-                        yield self._targets.static(images, labels, self.last_indices, flips)
+                        yield self._targets.static(images, labels, self.last_indices, detects)
                     else:
-                        yield collate(self._targets.samples(images, labels, self.last_indices, flips))
+                        yield collate(self._targets.samples(images, labels, self.last_indices, detects))
                 elif collate is None:
                     # What default_collate makes of the samples.
                     _collate.mark(images)

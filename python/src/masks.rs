@@ -7,13 +7,17 @@ use pyo3::prelude::*;
 
 /// The masks of `objects` (each a list of COCO compressed RLE `counts` strings, one per
 /// polygon, as pycocotools' `frPyObjects` gives them), each the union of its strings' masks,
-/// as `len(objects)` row-major `height` x `width` planes of 0 and 1 in one bytearray; what
-/// `decode` and `any` over the polygons give, without the column-major decode and transpose.
-/// With `flip`, each plane mirrored left to right (`flip(-1)` of the stack). With `resize`
-/// `(height, width)`, each plane resized first as torchvision's nearest resize of masks does
-/// (the reference's `RandomShortestSize`), then mirrored.
+/// as `len(objects)` row-major planes of 0 and 1 in one bytearray; what `decode` and `any`
+/// over the polygons give, without the column-major decode and transpose. With `flip`, each
+/// plane mirrored left to right (`flip(-1)` of the stack). With `resize` `(height, width)`,
+/// each plane resized first as torchvision's nearest resize of masks does (the reference's
+/// `RandomShortestSize`), then mirrored. With `placement` `(resized, (top, left), content,
+/// size)` (all pairs `(height, width)`; the reference's `ScaleJitter` then `FixedSizeCrop`),
+/// each plane resized to `resized`, its `content` at `(top, left)` cut out and placed on a
+/// `size` plane of zeros, then mirrored; `resize` is then ignored.
 #[pyfunction]
-#[pyo3(signature = (objects, height, width, flip=false, resize=None))]
+#[pyo3(signature = (objects, height, width, flip=false, resize=None, placement=None))]
+#[allow(clippy::type_complexity)] // the pairs are Python's tuples
 pub fn coco_masks<'py>(
     py: Python<'py>,
     objects: Vec<Vec<Vec<u8>>>,
@@ -21,6 +25,12 @@ pub fn coco_masks<'py>(
     width: usize,
     flip: bool,
     resize: Option<(usize, usize)>,
+    placement: Option<(
+        (usize, usize),
+        (usize, usize),
+        (usize, usize),
+        (usize, usize),
+    )>,
 ) -> PyResult<Bound<'py, pyo3::types::PyByteArray>> {
     let size = |h: usize, w: usize| {
         h.checked_mul(w)
@@ -28,17 +38,39 @@ pub fn coco_masks<'py>(
             .ok_or_else(|| PyValueError::new_err("masks overflow"))
     };
     let plane = size(height, width)?;
-    let (out_h, out_w) = resize.unwrap_or((height, width));
-    if resize.is_some() && (out_h == 0 || out_w == 0 || plane == 0) {
-        return Err(PyValueError::new_err("masks resized to or from nothing"));
+    let placement = match (placement, resize) {
+        (Some((resized, at, content, size)), _) => Some(rle::Placement {
+            resized,
+            at,
+            content,
+            size,
+        }),
+        (None, Some(out)) => Some(rle::Placement {
+            resized: out,
+            at: (0, 0),
+            content: out,
+            size: out,
+        }),
+        (None, None) => None,
+    };
+    let (out_h, out_w) = placement.map_or((height, width), |p| p.size);
+    if let Some(p) = placement {
+        let fits = p.at.0 + p.content.0 <= p.resized.0
+            && p.at.1 + p.content.1 <= p.resized.1
+            && p.content.0 <= p.size.0
+            && p.content.1 <= p.size.1;
+        if p.resized.0 == 0 || p.resized.1 == 0 || plane == 0 || !fits {
+            return Err(PyValueError::new_err(format!(
+                "masks of {height}x{width} cannot be resized, cut and placed as {p:?}"
+            )));
+        }
     }
     let out_plane = size(out_h, out_w)?;
-    let planes = py.detach(|| -> Result<Vec<u8>, String> {
-        let mut out = vec![0u8; out_plane * objects.len()];
-        let mut whole = vec![0u8; if resize.is_some() { plane } else { 0 }];
+    let fill = |out: &mut [u8]| -> Result<(), String> {
+        let mut whole = vec![0u8; if placement.is_some() { plane } else { 0 }];
         for (k, strings) in objects.iter().enumerate() {
             let dst = &mut out[k * out_plane..(k + 1) * out_plane];
-            let mask = if resize.is_some() {
+            let mask = if placement.is_some() {
                 whole.fill(0);
                 &mut whole[..]
             } else {
@@ -46,15 +78,17 @@ pub fn coco_masks<'py>(
             };
             for s in strings {
                 let counts = rle::counts(s).map_err(|e| format!("object {k}: {e}"))?;
-                rle::union_into(&counts, height, width, flip && resize.is_none(), mask)
+                rle::union_into(&counts, height, width, flip && placement.is_none(), mask)
                     .map_err(|e| format!("object {k}: {e}"))?;
             }
-            if resize.is_some() {
-                rle::resize_nearest(&whole, (height, width), (out_h, out_w), flip, dst);
+            if let Some(p) = &placement {
+                rle::resize_cut_place(&whole, (height, width), p, flip, dst);
             }
         }
-        Ok(out)
-    });
-    let planes = planes.map_err(PyValueError::new_err)?;
-    Ok(pyo3::types::PyByteArray::new(py, &planes))
+        Ok(())
+    };
+    // Written straight into the bytearray, without the GIL (nothing else holds it yet).
+    pyo3::types::PyByteArray::new_with(py, out_plane * objects.len(), |out| {
+        py.detach(|| fill(out)).map_err(PyValueError::new_err)
+    })
 }

@@ -3,7 +3,7 @@ to run on both loaders: its `CocoDetection` subclass (the image and `{"image_id"
 "annotations"}` handed to `_transforms`), `ConvertCocoPolysToMask` (crowds dropped, boxes to
 XYXY clamped to the image, empty boxes dropped with their labels and masks, `area` and
 `iscrowd` of every non-crowd annotation), and its v1 transforms on `(image, target)` pairs as
-its `presets.py` combines them ("hflip", "ssd", "multiscale"; the PIL backend). Same draws from torch's
+its `presets.py` combines them ("hflip", "ssd", "multiscale", "lsj"; the PIL backend). Same draws from torch's
 generator in the same order, same arithmetic; not imported from anywhere, since the reference
 is not part of the torchvision package."""
 
@@ -94,6 +94,73 @@ class RandomShortestSize(torch.nn.Module):
             target["boxes"][:, 1::2] *= new_height / height
             if "masks" in target:
                 target["masks"] = F.resize(target["masks"], [new_height, new_width], interpolation=F.InterpolationMode.NEAREST)
+        return image, target
+
+
+class ScaleJitter(torch.nn.Module):
+    def __init__(self, target_size, scale_range=(0.1, 2.0), interpolation=F.InterpolationMode.BILINEAR, antialias=True):
+        super().__init__()
+        self.target_size, self.scale_range = target_size, scale_range
+        self.interpolation, self.antialias = interpolation, antialias
+
+    def forward(self, image, target=None):
+        _, height, width = F.get_dimensions(image)
+        lo, hi = self.scale_range
+        scale = lo + torch.rand(1) * (hi - lo)
+        r = min(self.target_size[1] / height, self.target_size[0] / width) * scale
+        new_width, new_height = int(width * r), int(height * r)
+        image = F.resize(image, [new_height, new_width], interpolation=self.interpolation, antialias=self.antialias)
+        if target is not None:
+            target["boxes"][:, 0::2] *= new_width / width
+            target["boxes"][:, 1::2] *= new_height / height
+            if "masks" in target:
+                target["masks"] = F.resize(
+                    target["masks"], [new_height, new_width], interpolation=F.InterpolationMode.NEAREST, antialias=self.antialias
+                )
+        return image, target
+
+
+class FixedSizeCrop(torch.nn.Module):
+    def __init__(self, size, fill=0, padding_mode="constant"):
+        super().__init__()
+        self.crop_height, self.crop_width = size
+        self.fill, self.padding_mode = fill, padding_mode
+
+    def _pad(self, image, target, padding):
+        left, top, right, bottom = padding
+        image = F.pad(image, [left, top, right, bottom], self.fill, self.padding_mode)
+        if target is not None:
+            target["boxes"][:, 0::2] += left
+            target["boxes"][:, 1::2] += top
+            if "masks" in target:
+                target["masks"] = F.pad(target["masks"], [left, top, right, bottom], 0, "constant")
+        return image, target
+
+    def _crop(self, image, target, top, left, height, width):
+        image = F.crop(image, top, left, height, width)
+        if target is not None:
+            boxes = target["boxes"]
+            boxes[:, 0::2] -= left
+            boxes[:, 1::2] -= top
+            boxes[:, 0::2].clamp_(min=0, max=width)
+            boxes[:, 1::2].clamp_(min=0, max=height)
+            valid = (boxes[:, 0] < boxes[:, 2]) & (boxes[:, 1] < boxes[:, 3])
+            target["boxes"], target["labels"] = boxes[valid], target["labels"][valid]
+            if "masks" in target:
+                target["masks"] = F.crop(target["masks"][valid], top, left, height, width)
+        return image, target
+
+    def forward(self, image, target=None):
+        _, height, width = F.get_dimensions(image)
+        new_height, new_width = min(height, self.crop_height), min(width, self.crop_width)
+        if new_height != height or new_width != width:
+            r = torch.rand(1)
+            top = int(max(height - self.crop_height, 0) * r)
+            left = int(max(width - self.crop_width, 0) * r)
+            image, target = self._crop(image, target, top, left, new_height, new_width)
+        bottom, right = max(self.crop_height - new_height, 0), max(self.crop_width - new_width, 0)
+        if bottom or right:
+            image, target = self._pad(image, target, [0, 0, right, bottom])
         return image, target
 
 
@@ -211,12 +278,29 @@ MULTISCALE = (480, 512, 544, 576, 608, 640, 672, 704, 736, 768, 800)
 
 
 class DetectionPresetTrain:
-    def __init__(self, *, data_augmentation, hflip_prob=0.5, mean=(123.0, 117.0, 104.0), min_size=MULTISCALE, max_size=1333, backend="pil"):
+    def __init__(
+        self,
+        *,
+        data_augmentation,
+        hflip_prob=0.5,
+        mean=(123.0, 117.0, 104.0),
+        min_size=MULTISCALE,
+        max_size=1333,
+        backend="pil",
+        lsj_size=(1024, 1024),
+        scale_range=(0.1, 2.0),
+    ):
         steps = [PILToTensor()] if backend == "tensor" else []
         if data_augmentation == "hflip":
             steps.append(RandomHorizontalFlip(p=hflip_prob))
         elif data_augmentation == "multiscale":
             steps += [RandomShortestSize(min_size=min_size, max_size=max_size), RandomHorizontalFlip(p=hflip_prob)]
+        elif data_augmentation == "lsj":
+            steps += [
+                ScaleJitter(target_size=lsj_size, scale_range=scale_range, antialias=True),
+                FixedSizeCrop(size=lsj_size, fill=mean),
+                RandomHorizontalFlip(p=hflip_prob),
+            ]
         elif data_augmentation == "ssd":
             steps += [RandomPhotometricDistort(), RandomZoomOut(fill=list(mean)), RandomIoUCrop(), RandomHorizontalFlip(p=hflip_prob)]
         else:

@@ -218,6 +218,116 @@ def test_the_multiscale_augmentation_resizes_boxes_masks_and_pixels_as_the_refer
     assert levels[1:].sum() == 0, levels[:4]
 
 
+def _same_targets(got: dict, want: dict, image_id) -> None:
+    assert list(got) == list(want) == ["boxes", "labels", "masks", "image_id", "area", "iscrowd"]
+    for key, value in want.items():
+        if isinstance(value, torch.Tensor):
+            assert got_equal(got[key], value), (key, image_id)
+        else:
+            assert got[key] == value
+
+
+@pytest.mark.parametrize("backend", ["pil", "tensor"])
+def test_lsj_gives_torchs_samples_exactly_when_nothing_is_random(png_folder, tmp_path, backend):
+    """The `lsj` augmentation (the reference's own ScaleJitter, FixedSizeCrop with the mean as
+    fill, then the flip) with one scale and the flip at 0 or 1: every image fits the fixed
+    size, so nothing is drawn but the scale; every sample (pixels, boxes, masks padded and
+    flipped with the image) equals what torch's loader gives. With the tensor backend the
+    reference's own FixedSizeCrop fails on its sequence fill, so that preset is built with a
+    single grey: torch's loader and hpuload then agree on it too."""
+    folder = png_folder
+    ann = write_coco(folder, sorted(folder.rglob("*.png")), tmp_path / "instances.json", seed=8)
+    for prob in (0.0, 1.0):
+        preset = ref.DetectionPresetTrain(
+            data_augmentation="lsj", hflip_prob=prob, lsj_size=(150, 140), scale_range=(0.7, 0.7), backend=backend
+        )
+        if backend == "tensor":
+            preset.transforms.transforms[2].fill = 117
+        theirs, ours = loaders(folder, ann, preset)
+        n = 0
+        for (want_images, want_targets), (images, targets) in zip(theirs, ours):
+            for want_image, want, image, got in zip(want_images, want_targets, images, targets):
+                assert image.shape == want_image.shape == (3, 150, 140)
+                assert torch.equal(image, want_image), want["image_id"]
+                _same_targets(got, want, want["image_id"])
+                n += 1
+        assert n == len(ours.dataset)
+
+
+def test_lsj_jitters_cuts_pads_and_flips_boxes_masks_and_pixels_as_the_reference_given_hpuloads_draws(coco_v1):
+    """ScaleJitter, FixedSizeCrop and the flip with hpuload's draws: each image resized to its
+    drawn size (Pillow's resize), cut where larger than the output (boxes shifted, clamped,
+    the empty ones dropped with their labels and masks), padded with the mean, then mirrored;
+    masks resized by torchvision's nearest resize, cut, padded with 0 and mirrored, as the
+    reference's own steps do with those parameters. The draws: every scale within the range,
+    one fraction for both offsets."""
+    folder, ann = coco_v1
+    # The reference passes one size to both: ScaleJitter takes it as (width, height) bounds,
+    # FixedSizeCrop as (height, width).
+    size, scale_range = (120, 100), (0.3, 2.0)
+    preset = ref.DetectionPresetTrain(data_augmentation="lsj", lsj_size=size, scale_range=scale_range)
+    _, ours = loaders(folder, ann, preset, seed=9)
+    convert = ref.ConvertCocoPolysToMask()
+    crop = ref.FixedSizeCrop(size=size, fill=MEAN)
+    coco = ours.dataset.dataset.coco
+    seen = {"cut": 0, "padded": 0, "flip": 0, "dropped": 0, "small": 0, "large": 0}
+    levels = torch.zeros(256)
+    for epoch in range(2):
+        ours.set_epoch(epoch)
+        for images, targets in ours:
+            for image, target, index in zip(images, targets, ours.last_indices):
+                image_id = target["image_id"]
+                pil = Image.open(folder / coco.imgs[image_id]["file_name"]).convert("RGB")
+                _, want = convert(pil, {"image_id": image_id, "annotations": coco.loadAnns(coco.getAnnIds(image_id))})
+                d = json.loads(ours._core.sample_plan(epoch, index, pil.width, pil.height))["detect"]
+                f = d["fixed"]
+                nh, nw = f["before"]
+                # The scale behind the drawn size lies in the range.
+                base = min(size[1] / pil.height, size[0] / pil.width)
+                implied = nw / (pil.width * base)
+                assert scale_range[0] - 0.02 <= implied <= scale_range[1] + 0.02, (nw, pil.width)
+                seen["small" if implied < 1 else "large"] += 1
+                # The reference's ScaleJitter body at that size.
+                resized = F.resize(pil, [nh, nw], interpolation=F.InterpolationMode.BILINEAR, antialias=True)
+                want["boxes"][:, 0::2] *= nw / pil.width
+                want["boxes"][:, 1::2] *= nh / pil.height
+                want["masks"] = F.resize(want["masks"], [nh, nw], interpolation=F.InterpolationMode.NEAREST)
+                count = len(want["boxes"])
+                if f["cropped"]:
+                    (top, left), (h, w) = f["at"], f["content"]
+                    spare = (nh - h, nw - w)
+                    # One torch.rand(1) for both offsets.
+                    k = 0 if spare[0] >= spare[1] else 1
+                    candidates = _fractions((top, left)[k], spare[k])
+                    assert any(int(spare[0] * r) == top and int(spare[1] * r) == left for r in candidates)
+                    resized, want = crop._crop(resized, want, top, left, h, w)
+                    seen["cut"] += 1
+                    seen["dropped"] += count - len(want["boxes"])
+                h, w = f["content"]
+                if (h, w) != size:
+                    resized, want = crop._pad(resized, want, [0, 0, size[1] - w, size[0] - h])
+                    seen["padded"] += 1
+                want_image = F.pil_to_tensor(resized)
+                if d["flip"]:
+                    want_image, want = ref.RandomHorizontalFlip(p=1.0)(want_image, want)
+                    seen["flip"] += 1
+                want_image = F.to_dtype(want_image, torch.float32, scale=True)
+                assert image.shape == want_image.shape == (3, *size)
+                for key in ("boxes", "labels", "masks", "area", "iscrowd"):
+                    assert got_equal(target[key], want[key]), (key, image_id)
+                levels += torch.bincount(((image - want_image).abs() * 255).round().long().flatten(), minlength=256)[:256]
+    assert all(v >= 2 for v in seen.values()), seen
+    # Pillow's resize of the PIL image, cut and padded, byte for byte.
+    assert levels[1:].sum() == 0, levels[:4]
+
+
+def _fractions(at: int, spare: int):
+    """f32 values `r` in `[0, 1)` with `int(spare * r) == at` (`spare` above 0), from below to
+    above (a handful, enough to find one that gives the other side's offset too)."""
+    lo, hi = at / spare, (at + 1) / spare
+    return [torch.tensor(lo + (hi - lo) * k / 8, dtype=torch.float32) for k in range(8)]
+
+
 def got_equal(got, want) -> bool:
     return got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
 

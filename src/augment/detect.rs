@@ -254,6 +254,200 @@ impl RandomShortestSize {
     }
 }
 
+/// `ScaleJitter(target_size, scale_range, interpolation)`: large-scale jitter, the image (or
+/// the zoom-out's canvas) resized by `min(target_size[1] / height, target_size[0] / width)`
+/// times a scale drawn uniformly from `scale_range`, each side truncated; each sample keeps its
+/// own size, as torchvision v2's transform and the detection reference's own class of that name
+/// give it (the reference's `lsj` augmentation, before its `FixedSizeCrop`). Detection
+/// pipelines, after any zoom-out, as the one resize.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScaleJitter {
+    /// The base size, in torchvision's order: `target_size[0]` bounds the width and
+    /// `target_size[1]` the height.
+    pub target_size: [u32; 2],
+    /// The range of the scale drawn. Default `[0.1, 2]`.
+    #[serde(default = "jitter_range")]
+    pub scale_range: [f64; 2],
+    /// Default bilinear.
+    #[serde(default)]
+    pub interpolation: Interpolation,
+}
+
+fn jitter_range() -> [f64; 2] {
+    [0.1, 2.0]
+}
+
+impl OpSpec for ScaleJitter {
+    fn kind(&self) -> OpKind {
+        OpKind::BoxAware
+    }
+    fn check(&self) -> Result<(), PipelineError> {
+        let [lo, hi] = self.scale_range;
+        if self.target_size.contains(&0) || !(0.0 < lo && lo <= hi && hi.is_finite()) {
+            return Err(PipelineError::Parameter(format!(
+                "scale_jitter needs a target_size above 0 and 0 < scale_range[0] <= scale_range[1] (got {:?} and {:?})",
+                self.target_size, self.scale_range
+            )));
+        }
+        if self.interpolation == Interpolation::Random {
+            return Err(PipelineError::Parameter(
+                "scale_jitter takes one interpolation, not random".into(),
+            ));
+        }
+        Ok(())
+    }
+    /// Box-aware: the plan draws the size.
+    fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
+}
+
+impl ScaleJitter {
+    /// `make_params`: the output `(height, width)` for a `width`x`height` input. The scale is
+    /// `scale_range[0] + torch.rand(1) * (scale_range[1] - scale_range[0])` in f32 (the
+    /// difference in f64), the base ratio in Python floats, their product and each side in
+    /// f32, truncated.
+    pub(crate) fn draw_size(&self, width: u32, height: u32, rng: &mut CounterRng) -> (u32, u32) {
+        let [lo, hi] = self.scale_range;
+        let scale = lo as f32 + rand32(rng) * (hi - lo) as f32;
+        self.size_for(scale, width, height)
+    }
+
+    /// The output `(height, width)` for a `width`x`height` input at the drawn `scale`.
+    fn size_for(&self, scale: f32, width: u32, height: u32) -> (u32, u32) {
+        let [tw, th] = self.target_size.map(f64::from);
+        let base = (th / f64::from(height)).min(tw / f64::from(width));
+        let r = base as f32 * scale;
+        // At least one pixel, as a resize needs one (torchvision fails on a side of 0).
+        let side = |s: u32| ((s as f32 * r) as u32).max(1);
+        (side(height), side(width))
+    }
+
+    /// A bound on [`Self::draw_size`]'s `(height, width)` for any input: the base ratio makes
+    /// the height at most `target_size[1]` and the width at most `target_size[0]` before the
+    /// scale (the extra pixel covers f32 rounding).
+    pub(crate) fn largest(&self) -> (u32, u32) {
+        let hi = self.scale_range[1] as f32;
+        let side = |t: u32| (t as f32 * hi).ceil() as u32 + 1;
+        (side(self.target_size[1]), side(self.target_size[0]))
+    }
+}
+
+/// A detection pipeline's resize to a size drawn per sample.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum DrawnResize {
+    /// The multiscale augmentation's shorter side.
+    Shortest(RandomShortestSize),
+    /// Large-scale jitter.
+    Jitter(ScaleJitter),
+}
+
+impl DrawnResize {
+    pub fn interpolation(&self) -> Interpolation {
+        match self {
+            Self::Shortest(r) => r.interpolation,
+            Self::Jitter(j) => j.interpolation,
+        }
+    }
+
+    /// The sample's output `(height, width)` for a `width`x`height` window.
+    pub fn draw_size(&self, width: u32, height: u32, rng: &mut CounterRng) -> (u32, u32) {
+        match self {
+            Self::Shortest(r) => r.draw_size(width, height, rng),
+            Self::Jitter(j) => j.draw_size(width, height, rng),
+        }
+    }
+
+    /// A bound on the output's `(height, width)` for a `width`x`height` image, on a zoom-out
+    /// canvas of it when `canvas` (for [`RandomShortestSize`], one of the pair is the shorter
+    /// side and the other the longer).
+    pub fn largest(&self, width: u32, height: u32, canvas: bool) -> (u32, u32) {
+        match self {
+            Self::Shortest(r) if canvas => r.largest_on_canvas(width, height),
+            Self::Shortest(r) => r.largest(width, height),
+            Self::Jitter(j) => j.largest(),
+        }
+    }
+}
+
+/// `FixedSizeCrop(size, fill)`, the detection reference's own transform (its `lsj`
+/// augmentation, after `ScaleJitter`): a crop of at most `size` at one drawn fraction of the
+/// spare rows and columns, then padding with `fill` below and to the right up to `size`. Boxes
+/// are shifted, clamped and those left empty dropped, with their labels, only when something
+/// was cut. Every output is `size`. Detection pipelines, after the resize and before the flip.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FixedSizeCrop {
+    /// The output's `[height, width]`.
+    pub size: [u32; 2],
+    /// The padding's colour. Default black.
+    #[serde(default)]
+    pub fill: [u8; 3],
+}
+
+impl OpSpec for FixedSizeCrop {
+    fn kind(&self) -> OpKind {
+        OpKind::BoxAware
+    }
+    fn check(&self) -> Result<(), PipelineError> {
+        if self.size.contains(&0) {
+            return Err(PipelineError::Parameter(format!(
+                "fixed_size_crop needs a size above 0 (got {:?})",
+                self.size
+            )));
+        }
+        Ok(())
+    }
+    /// Box-aware: the plan draws the crop.
+    fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
+}
+
+/// A sample's `FixedSizeCrop`, drawn: the part of the (resized) window kept, placed at the
+/// output's top-left corner with the fill beyond it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct FixedCrop {
+    /// The `(height, width)` it cuts from: the resize's, or the window's without one.
+    pub before: (u32, u32),
+    /// The cut's `(top, left)` there.
+    pub at: (u32, u32),
+    /// The cut's `(height, width)`: `before` limited to the output's size.
+    pub content: (u32, u32),
+    /// Whether anything was cut (only then does the reference move and drop boxes).
+    pub cropped: bool,
+    /// The output's `(height, width)`.
+    pub size: (u32, u32),
+    /// The padding's colour.
+    pub fill: [u8; 3],
+}
+
+/// The reference's `FixedSizeCrop.forward` on a `before` `(height, width)` image: one
+/// `torch.rand(1)` for both offsets, each `int(spare * r)` in f32, drawn only when the image
+/// is larger than `size` on a side.
+pub(crate) fn fixed_crop(
+    spec: &FixedSizeCrop,
+    before: (u32, u32),
+    rng: &mut CounterRng,
+) -> FixedCrop {
+    let [sh, sw] = spec.size;
+    let (h, w) = before;
+    let content = (h.min(sh), w.min(sw));
+    let cropped = content != before;
+    let at = if cropped {
+        let r = rand32(rng);
+        let offset = |spare: u32| (spare as f32 * r) as u32;
+        (offset(h.saturating_sub(sh)), offset(w.saturating_sub(sw)))
+    } else {
+        (0, 0)
+    };
+    FixedCrop {
+        before,
+        at,
+        content,
+        cropped,
+        size: (sh, sw),
+        fill: spec.fill,
+    }
+}
+
 /// `SanitizeBoundingBoxes(min_size, min_area)`: drops boxes smaller than `min_size` on a side
 /// or `min_area` in area, or reaching outside the image, with their labels.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -317,13 +511,18 @@ impl SanitizeSpec {
                 && x[1] <= h_max
                 && x[3] <= h_max
         };
-        let mut k = 0;
-        kept.retain(|_| {
-            k += 1;
-            valid(&boxes[k - 1])
-        });
-        boxes.retain(valid);
+        retain_boxes(boxes, kept, valid);
     }
+}
+
+/// Keeps the boxes that pass `keep`, and their entries of `kept`.
+fn retain_boxes(boxes: &mut Vec<[f32; 4]>, kept: &mut Vec<u32>, keep: impl Fn(&[f32; 4]) -> bool) {
+    let mut k = 0;
+    kept.retain(|_| {
+        k += 1;
+        keep(&boxes[k - 1])
+    });
+    boxes.retain(keep);
 }
 
 /// Draws of `RandomIoUCrop`'s outer loop (an option each) before it leaves the image as it
@@ -350,6 +549,10 @@ pub struct DetectPlan {
     pub boxes: Vec<[f32; 4]>,
     /// For each kept box, its object's position in the image's objects.
     pub kept: Vec<u32>,
+    /// A `FixedSizeCrop` of the resized window (its cut placed at the output's top-left
+    /// corner, the fill beyond it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fixed: Option<FixedCrop>,
 }
 
 impl DetectPlan {
@@ -501,6 +704,8 @@ pub(crate) struct Drawn {
     pub flip_after_resize: bool,
     /// The crop drops the boxes whose centre it leaves out ([`RandomIoUCrop::drop_outside`]).
     pub drop_outside: bool,
+    /// A `FixedSizeCrop` after the resize (before the flip, which then mirrors in its width).
+    pub fixed: Option<FixedCrop>,
 }
 
 /// Moves `boxes` of a `width`x`height` image through the drawn geometry and the resize to
@@ -528,17 +733,7 @@ pub(crate) fn transform_boxes(
             l < cx && cx < r && t < cy && cy < bt
         };
         if drawn.drop_outside {
-            let inside: Vec<bool> = b.iter().map(within).collect();
-            let mut k = 0;
-            kept.retain(|_| {
-                k += 1;
-                inside[k - 1]
-            });
-            let mut k = 0;
-            b.retain(|_| {
-                k += 1;
-                inside[k - 1]
-            });
+            retain_boxes(&mut b, &mut kept, within);
         }
         for x in &mut b {
             // Decided on the boxes before the crop: outside the window, a box becomes zeros
@@ -574,6 +769,23 @@ pub(crate) fn transform_boxes(
             *x = [x[0] * rx, x[1] * ry, x[2] * rx, x[3] * ry];
         }
     }
+    let (oh, ow) = match &drawn.fixed {
+        None => (oh, ow),
+        Some(f) => {
+            if f.cropped {
+                // The reference's `_crop`: shifted, clamped to the cut, empty boxes dropped.
+                let ((top, left), (ch, cw)) = (f.at, f.content);
+                let (l, t) = (left as f32, top as f32);
+                for x in &mut b {
+                    *x = [x[0] - l, x[1] - t, x[2] - l, x[3] - t];
+                    clamp(x, cw, ch);
+                }
+                retain_boxes(&mut b, &mut kept, |x| x[0] < x[2] && x[1] < x[3]);
+            }
+            // The padding goes below and to the right: boxes stay where they are.
+            f.size
+        }
+    };
     if drawn.flip && drawn.flip_after_resize {
         mirror(&mut b, ow);
     }
@@ -589,6 +801,7 @@ pub(crate) fn transform_boxes(
         size: (oh, ow),
         boxes: b,
         kept,
+        fixed: drawn.fixed,
     }
 }
 
@@ -776,6 +989,7 @@ mod tests {
                 size: (32, 48),
                 boxes: Vec::new(),
                 kept: Vec::new(),
+                fixed: None,
             };
             let mut cut = Vec::new();
             compose_window(&plan, &rgb, w, h, &mut cut);
@@ -806,6 +1020,7 @@ mod tests {
             flip: false,
             flip_after_resize: false,
             drop_outside: false,
+            fixed: None,
         };
         let p = no_sanitize(&drawn, &[[10.0, 20.0, 50.0, 60.0]], (200, 250));
         assert_eq!(p.boxes, [[40.0, 60.0, 80.0, 100.0]]);
@@ -825,6 +1040,7 @@ mod tests {
             flip: false,
             flip_after_resize: false,
             drop_outside: false,
+            fixed: None,
         };
         let boxes = [[10.0, 5.0, 40.0, 30.0], [80.0, 60.0, 95.0, 75.0]];
         let p = no_sanitize(&drawn, &boxes, (40, 50));
@@ -853,6 +1069,7 @@ mod tests {
             flip: false,
             flip_after_resize: false,
             drop_outside: true,
+            fixed: None,
         };
         let boxes = [
             [80.0, 60.0, 95.0, 75.0],
@@ -873,6 +1090,7 @@ mod tests {
             flip: false,
             flip_after_resize: false,
             drop_outside: false,
+            fixed: None,
         };
         // 0.8 pixels wide in the 100-wide image, 2.4 wide at 300: kept only when sanitized
         // after the resize.
@@ -914,6 +1132,7 @@ mod tests {
             flip: true,
             flip_after_resize: false,
             drop_outside: false,
+            fixed: None,
         };
         let p = no_sanitize(&drawn, &[[10.0, 20.0, 30.0, 60.0]], (40, 300));
         // Mirrored in width 100: [70, 20, 90, 60]; then x * 3, y * 0.5.
@@ -928,6 +1147,7 @@ mod tests {
             flip: true,
             flip_after_resize: false,
             drop_outside: false,
+            fixed: None,
         };
         let p = transform_boxes(
             &drawn,
@@ -1001,6 +1221,7 @@ mod tests {
             size: (3, 4),
             boxes: vec![],
             kept: vec![],
+            fixed: None,
         };
         // A 3x2 image of values 1..=6 (grey).
         let rgb: Vec<u8> = (1..=6u8).flat_map(|v| [v; 3]).collect();
@@ -1071,6 +1292,7 @@ mod tests {
             flip: true,
             flip_after_resize: true,
             drop_outside: false,
+            fixed: None,
         };
         let boxes = [[10.0, 20.0, 30.0, 50.0]];
         // 100x80 to 133x106: scaled by 1.33 and 1.325, then mirrored in 133.
@@ -1079,5 +1301,114 @@ mod tests {
         let want = [133.0 - 30.0 * rx, 20.0 * ry, 133.0 - 10.0 * rx, 50.0 * ry];
         assert_eq!(p.boxes, [want]);
         assert_eq!(p.size, (106, 133));
+    }
+    fn lsj() -> ScaleJitter {
+        ScaleJitter {
+            target_size: [1024, 1024],
+            scale_range: jitter_range(),
+            interpolation: Interpolation::Bilinear,
+        }
+    }
+
+    #[test]
+    fn scale_jitter_gives_torchvisions_sizes_for_a_drawn_scale() {
+        // (height, width, scale as f32) -> torch 2.15's `make_params` size.
+        let cases = [
+            ((480, 640), 0.1, (76, 102)),
+            ((480, 640), 0.7331, (563, 750)),
+            ((480, 640), 1.9999, (1535, 2047)),
+            ((427, 640), 1.0, (683, 1024)),
+            ((640, 359), 0.7331, (750, 421)),
+            ((333, 500), 0.7331, (499, 750)),
+            ((1, 7), 0.1, (14, 102)),
+        ];
+        let j = lsj();
+        for ((h, w), scale, want) in cases {
+            assert_eq!(j.size_for(scale, w, h), want, "{h}x{w} at {scale}");
+        }
+        let bound = j.largest();
+        for i in 0..2000 {
+            let mut rng = CounterRng::for_op(2, 0, i, 1);
+            let (h, w) = j.draw_size(427, 640, &mut rng);
+            assert!(h <= bound.0 && w <= bound.1 && h >= 1 && w >= 1);
+        }
+    }
+
+    #[test]
+    fn a_fixed_size_crop_cuts_only_what_is_larger_and_draws_one_fraction_for_both_sides() {
+        let spec = FixedSizeCrop {
+            size: [100, 120],
+            fill: [1, 2, 3],
+        };
+        let mut rng = CounterRng::for_op(1, 0, 0, 2);
+        let small = fixed_crop(&spec, (80, 90), &mut rng);
+        assert_eq!(
+            (small.at, small.content, small.cropped),
+            ((0, 0), (80, 90), false)
+        );
+        for i in 0..200 {
+            let mut rng = CounterRng::for_op(1, 0, i, 2);
+            let f = fixed_crop(&spec, (300, 150), &mut rng);
+            assert_eq!(
+                (f.content, f.size, f.cropped),
+                ((100, 120), (100, 120), true)
+            );
+            // One fraction: the left is the top's share of 30 spare columns out of 200 rows.
+            let r = f.at.0 as f32 / 200.0;
+            assert!(f.at.0 < 200 && f.at.1 < 30);
+            assert!((f.at.1 as f32 - 30.0 * r).abs() <= 1.0, "{:?}", f.at);
+        }
+    }
+
+    #[test]
+    fn the_fixed_size_crop_moves_clamps_and_drops_boxes_and_the_flip_mirrors_in_its_width() {
+        let fixed = FixedCrop {
+            before: (300, 150),
+            at: (50, 20),
+            content: (100, 120),
+            cropped: true,
+            size: (100, 200),
+            fill: [0; 3],
+        };
+        let drawn = Drawn {
+            zoom: None,
+            crop: None,
+            flip: true,
+            flip_after_resize: true,
+            drop_outside: false,
+            fixed: Some(fixed),
+        };
+        // Already at the resized size (no resize): one box inside, one reaching past the cut
+        // (clamped), one above it (empty after the clamp: dropped).
+        let boxes = [
+            [30.0, 60.0, 50.0, 80.0],
+            [130.0, 140.0, 149.0, 170.0],
+            [10.0, 5.0, 40.0, 45.0],
+        ];
+        let p = transform_boxes(&drawn, [0; 3], 150, 300, &boxes, None, None);
+        assert_eq!(p.size, (100, 200));
+        assert_eq!(p.kept, [0, 1]);
+        // Cut: [10, 10, 30, 30] and [110, 90, 120, 100]; mirrored in the padded width 200.
+        assert_eq!(
+            p.boxes,
+            [[170.0, 10.0, 190.0, 30.0], [80.0, 90.0, 90.0, 100.0]]
+        );
+        // Nothing cut: boxes neither clamped nor dropped, only padded around.
+        let whole = FixedCrop {
+            before: (80, 90),
+            at: (0, 0),
+            content: (80, 90),
+            cropped: false,
+            size: (100, 120),
+            fill: [0; 3],
+        };
+        let drawn = Drawn {
+            fixed: Some(whole),
+            flip: false,
+            ..drawn
+        };
+        let past = [[-1.0, 0.0, 0.0, 5.0]];
+        let p = transform_boxes(&drawn, [0; 3], 90, 80, &past, None, None);
+        assert_eq!((p.boxes.as_slice(), p.size), (&past[..], (100, 120)));
     }
 }

@@ -872,19 +872,36 @@ fn resize_crop(
     if resize.is_none() {
         return Ok(CropBox::rect(left as u32, top as u32, ow, oh));
     }
+    Ok(window_of_resize(
+        (width, height),
+        (rh, rw),
+        (top as u32, left as u32),
+        out,
+    ))
+}
+
+/// The `out` `(height, width)` cut at `(top, left)` of a `(width, height)` image resized to
+/// `resized` `(height, width)`, as a window of the image resampled in place.
+pub(crate) fn window_of_resize(
+    (width, height): (u32, u32),
+    (rh, rw): (u32, u32),
+    (top, left): (u32, u32),
+    (oh, ow): (u32, u32),
+) -> CropBox {
     // The window's edges on the resized grid, in source pixels: multiplied before dividing, an
     // edge at the resized image's edge is exactly the source's (`left * sx + ow * sx` can
     // pass it by a rounding, which the resampler refuses as a window outside the image).
-    let edge = |at: f64, size: u32, resized: u32| f64::from(size) * at / f64::from(resized);
-    let (x0, x1) = (edge(left, width, rw), edge(left + f64::from(ow), width, rw));
-    let (y0, y1) = (edge(top, height, rh), edge(top + f64::from(oh), height, rh));
-    Ok(CropBox {
+    let edge =
+        |at: u32, size: u32, resized: u32| f64::from(size) * f64::from(at) / f64::from(resized);
+    let (x0, x1) = (edge(left, width, rw), edge(left + ow, width, rw));
+    let (y0, y1) = (edge(top, height, rh), edge(top + oh, height, rh));
+    CropBox {
         left: x0,
         top: y0,
         width: x1 - x0,
         height: y1 - y0,
         view: false,
-    })
+    }
 }
 
 /// torchvision's `_get_inverse_affine_matrix` (output pixel -> input pixel, centred

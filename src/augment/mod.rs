@@ -42,7 +42,8 @@ pub use colour::{
     RandomPhotometricDistort, RandomPosterize, RandomSolarize,
 };
 pub use detect::{
-    CanvasJob, DetectPlan, RandomIoUCrop, RandomShortestSize, RandomZoomOut, SanitizeBoundingBoxes,
+    CanvasJob, DetectPlan, FixedCrop, FixedSizeCrop, RandomIoUCrop, RandomShortestSize,
+    RandomZoomOut, SanitizeBoundingBoxes, ScaleJitter,
 };
 pub use erase::{EraseBox, EraseValue, RandomErasing, RandomFill};
 pub use error::{AugmentError, PipelineError};
@@ -58,7 +59,7 @@ pub use pil::resample::{set_pass_order as set_pillow_pass_order, PassOrder as Pi
 pub use pixel::{AugMixPlan, PilEnhance, PilFilter, PixelOp, Scratch, Warp};
 pub(crate) use plan::Plan;
 pub use plan::SamplePlan;
-pub use run::{apply, PixelPlan, PixelStage};
+pub use run::{apply, PixelPlan, PixelStage, Placed};
 pub use spec::OpKind;
 pub use timm::{
     Hparams as TimmHparams, PolicyOp as TimmPolicyOp, TimmAugMix, TimmAutoAugment, TimmOp,

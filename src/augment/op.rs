@@ -18,7 +18,10 @@ use super::colour::{
     ColorJitter, RandomAutocontrast, RandomEqualize, RandomGrayscale, RandomInvert,
     RandomPhotometricDistort, RandomPosterize, RandomSolarize,
 };
-use super::detect::{RandomIoUCrop, RandomShortestSize, RandomZoomOut, SanitizeBoundingBoxes};
+use super::detect::{
+    FixedSizeCrop, RandomIoUCrop, RandomShortestSize, RandomZoomOut, SanitizeBoundingBoxes,
+    ScaleJitter,
+};
 use super::erase::RandomErasing;
 use super::error::PipelineError;
 use super::geometry::{
@@ -143,6 +146,10 @@ ops! {
     RandomIoUCrop(RandomIoUCrop) = "random_iou_crop",
     /// `RandomShortestSize(min_size, max_size, interpolation)`: detection's multiscale resize.
     RandomShortestSize(RandomShortestSize) = "random_shortest_size",
+    /// `ScaleJitter(target_size, scale_range, interpolation)`: large-scale jitter.
+    ScaleJitter(ScaleJitter) = "scale_jitter",
+    /// The detection reference's `FixedSizeCrop(size, fill)`: crop, then pad to `size`.
+    FixedSizeCrop(FixedSizeCrop) = "fixed_size_crop",
     /// `SanitizeBoundingBoxes(min_size, min_area)`.
     SanitizeBoundingBoxes(SanitizeBoundingBoxes) = "sanitize_bounding_boxes",
     /// `ToTensor()` then `Normalize(mean, std)`.

@@ -7,7 +7,7 @@
 use serde::Serialize;
 
 use super::detect::{
-    self, DetectPlan, RandomIoUCrop, RandomShortestSize, RandomZoomOut, SanitizeSpec,
+    self, DetectPlan, DrawnResize, FixedSizeCrop, RandomIoUCrop, RandomZoomOut, SanitizeSpec,
 };
 use super::erase::RandomErasing;
 use super::error::{AugmentError, PipelineError};
@@ -18,7 +18,7 @@ use super::geometry::{
 use super::kernel::Normalize;
 use super::op::{Op, Pipeline};
 use super::pixel::PixelOp;
-use super::run::PixelPlan;
+use super::run::{PixelPlan, Placed};
 use crate::dtype::Dtype;
 use crate::rng::{CounterRng, Stream};
 use crate::Error;
@@ -33,11 +33,14 @@ pub(crate) struct DetectSpec {
     pub zoom: Option<(usize, RandomZoomOut)>,
     pub iou: Option<(usize, RandomIoUCrop)>,
     /// A horizontal flip, and its probability: before the resize, or after a
-    /// `random_shortest_size` where `flip_after_resize`.
+    /// `random_shortest_size`, `scale_jitter` or `fixed_size_crop` where `flip_after_resize`.
     pub flip: Option<(usize, f64)>,
     pub flip_after_resize: bool,
-    /// A resize to a drawn shorter side (the multiscale augmentation): each sample's size.
-    pub shortest: Option<(usize, RandomShortestSize)>,
+    /// A resize to a size drawn per sample (the multiscale augmentation's shorter side, or
+    /// large-scale jitter).
+    pub resize: Option<(usize, DrawnResize)>,
+    /// A `fixed_size_crop` after the resize: every output its size.
+    pub fixed: Option<(usize, FixedSizeCrop)>,
     pub sanitize: Option<SanitizeSpec>,
 }
 
@@ -46,7 +49,8 @@ impl DetectSpec {
     pub fn is_detection(&self) -> bool {
         self.zoom.is_some()
             || self.iou.is_some()
-            || self.shortest.is_some()
+            || self.resize.is_some()
+            || self.fixed.is_some()
             || self.sanitize.is_some()
     }
 }
@@ -149,16 +153,18 @@ impl Phases {
         }
     }
 
-    /// Whether the output size is settled: a crop or resize read, or the drawn shorter side.
+    /// Whether the output size is settled: a crop or resize read, a drawn size or a
+    /// fixed-size crop.
     fn geometry_done(&self) -> bool {
-        self.geometry.is_some() || self.det.shortest.is_some()
+        self.geometry.is_some() || self.det.resize.is_some() || self.det.fixed.is_some()
     }
 
     fn boxes_moved(&self) -> bool {
         self.det.zoom.is_some()
             || self.det.iou.is_some()
             || self.det.flip.is_some()
-            || self.det.shortest.is_some()
+            || self.det.resize.is_some()
+            || self.det.fixed.is_some()
     }
 
     /// Reads the op at position `at`.
@@ -307,15 +313,35 @@ impl Phases {
                 }
                 self.det.iou = Some((at, c.clone()));
             }
-            Op::RandomShortestSize(r) => {
+            Op::RandomShortestSize(_) | Op::ScaleJitter(_) => {
+                let name = op.name();
                 // After the IoU crop the window could be a sliver, and its resize unbounded.
                 if self.geometry_done() || self.det.iou.is_some() || !self.pixel.is_empty() {
+                    return Err(PipelineError::Order(format!(
+                        "{name} is the one resize, before any pixel op and not after random_iou_crop"
+                    )));
+                }
+                self.late(name)?;
+                let resize = match op {
+                    Op::RandomShortestSize(r) => DrawnResize::Shortest(r.clone()),
+                    Op::ScaleJitter(j) => DrawnResize::Jitter(j.clone()),
+                    _ => unreachable!("matched above"),
+                };
+                self.det.resize = Some((at, resize));
+            }
+            &Op::FixedSizeCrop(f) => {
+                // The flip must follow it: the padding is mirrored with the image.
+                if self.geometry.is_some()
+                    || self.det.fixed.is_some()
+                    || self.det.flip.is_some()
+                    || !self.pixel.is_empty()
+                {
                     return Err(PipelineError::Order(
-                        "random_shortest_size is the one resize, before any pixel op and not after random_iou_crop".into(),
+                        "fixed_size_crop follows the resize (random_shortest_size or scale_jitter, if any) and comes before the flip and any pixel op".into(),
                     ));
                 }
-                self.late("random_shortest_size")?;
-                self.det.shortest = Some((at, r.clone()));
+                self.late("fixed_size_crop")?;
+                self.det.fixed = Some((at, f));
             }
             &Op::SanitizeBoundingBoxes(spec) => {
                 self.det.sanitize = Some(SanitizeSpec {
@@ -326,10 +352,10 @@ impl Phases {
             Op::RandomHorizontalFlip(f) if !self.geometry_done() && self.pixel.is_empty() => {
                 self.det.flip = Some((at, f.p));
             }
-            // The multiscale augmentation's flip, after its resize: the boxes are mirrored in
-            // the output's width, as torchvision does there.
+            // The multiscale and lsj augmentations' flip, after the resize (and the fixed-size
+            // crop): the boxes are mirrored in the output's width, as torchvision does there.
             Op::RandomHorizontalFlip(f)
-                if self.det.shortest.is_some()
+                if (self.det.resize.is_some() || self.det.fixed.is_some())
                     && self.det.flip.is_none()
                     && self.geometry.is_none()
                     && self.pixel.is_empty() =>
@@ -393,8 +419,8 @@ impl Pipeline {
         }
         // No crop or resize: each image keeps its (detection) window's size, or the size
         // drawn for it.
-        let geometry = geometry.unwrap_or(match &det.shortest {
-            Some((at, r)) => (Geometry::Window, r.interpolation, *at),
+        let geometry = geometry.unwrap_or(match &det.resize {
+            Some((at, r)) => (Geometry::Window, r.interpolation(), *at),
             None => (Geometry::Window, Interpolation::Bilinear, 0),
         });
         let natural = geometry.0 == Geometry::Window;
@@ -457,7 +483,11 @@ impl Plan {
             | Geometry::CenterCrop { out, .. }
             | Geometry::RandomCrop { out, .. }
             | Geometry::Resize { out } => Some(out),
-            Geometry::Window => None,
+            Geometry::Window => self
+                .detect
+                .as_ref()
+                .and_then(|d| d.fixed.as_ref())
+                .map(|(_, f)| (f.size[0], f.size[1])),
         }
     }
 
@@ -469,9 +499,9 @@ impl Plan {
                 let detect = self.detect.as_ref();
                 let zoom = detect.and_then(|d| d.zoom.as_ref());
                 let (w, h) = detect::largest_canvas(zoom.map(|(_, z)| z), width, height);
-                match detect.and_then(|d| d.shortest.as_ref()) {
-                    Some((_, r)) if zoom.is_some() => r.largest_on_canvas(width, height),
-                    Some((_, r)) => r.largest(w, h),
+                match detect.and_then(|d| d.resize.as_ref()) {
+                    Some((_, r)) if zoom.is_some() => r.largest(width, height, true),
+                    Some((_, r)) => r.largest(w, h, false),
                     None => (h, w),
                 }
             }
@@ -512,12 +542,17 @@ impl Plan {
             let drop_outside = d.iou.as_ref().is_some_and(|(_, spec)| spec.drop_outside);
             let flip = d.flip.is_some_and(|(at, p)| rng(at).uniform() < p);
             let fill = d.zoom.as_ref().map_or([0; 3], |(_, z)| z.fill);
-            // The shorter side is drawn for the window, which is the canvas (no IoU crop
-            // comes before it).
-            let out = match &d.shortest {
-                Some((at, r)) => Some(r.draw_size(cw, ch, &mut rng(*at))),
-                None => self.fixed_out(),
+            // The size is drawn for the window, which is the canvas (no IoU crop comes before
+            // a drawn resize).
+            let out = match (&d.resize, &self.geometry) {
+                (Some((at, r)), _) => Some(r.draw_size(cw, ch, &mut rng(*at))),
+                (None, Geometry::Resize { out }) => Some(*out),
+                (None, _) => None,
             };
+            let fixed = d.fixed.as_ref().map(|(at, f)| {
+                let window = crop.map_or((ch, cw), |[_, _, w, h]| (h, w));
+                detect::fixed_crop(f, out.unwrap_or(window), &mut rng(*at))
+            });
             detected = Some(detect::transform_boxes(
                 &detect::Drawn {
                     zoom,
@@ -525,6 +560,7 @@ impl Plan {
                     flip,
                     flip_after_resize: d.flip_after_resize,
                     drop_outside,
+                    fixed,
                 },
                 fill,
                 width,
@@ -537,10 +573,27 @@ impl Plan {
         let crop = match (&detected, &self.geometry) {
             (Some(d), _) => {
                 let [wl, wt, ww, wh] = d.window;
-                if d.window_inside_image(width, height) {
-                    CropBox::rect(wl - d.image_at.0, wt - d.image_at.1, ww, wh)
-                } else {
-                    CropBox::full(ww, wh)
+                // The window's corner in what is resampled: the image, or the window composed
+                // on the fill (the CPU path composes it first when the fill shows).
+                let (x, y) = match d.window_inside_image(width, height) {
+                    true => (wl - d.image_at.0, wt - d.image_at.1),
+                    false => (0, 0),
+                };
+                match &d.fixed {
+                    Some(f) if f.cropped => {
+                        let ((top, left), (h, w)) = (f.at, f.content);
+                        if f.before == (wh, ww) {
+                            CropBox::rect(x + left, y + top, w, h)
+                        } else {
+                            // The cut of the resized window, in the window's pixels.
+                            let mut b =
+                                geometry::window_of_resize((ww, wh), f.before, (top, left), (h, w));
+                            b.left += f64::from(x);
+                            b.top += f64::from(y);
+                            b
+                        }
+                    }
+                    _ => CropBox::rect(x, y, ww, wh),
                 }
             }
             (None, geometry) => match *geometry {
@@ -622,6 +675,14 @@ impl Plan {
                 ops,
                 flip,
                 erase,
+                placed: detected
+                    .as_ref()
+                    .and_then(|d| d.fixed)
+                    .filter(|f| f.content != f.size)
+                    .map(|f| Placed {
+                        content: f.content,
+                        fill: f.fill,
+                    }),
             },
             pre,
             detect: detected,
@@ -713,6 +774,55 @@ mod tests {
             .then(Op::RandomIoUCrop(crate::augment::RandomIoUCrop::default()))
             .then(Op::RandomShortestSize(shortest));
         assert!(after_crop.plan(Dtype::F32).is_err());
+    }
+
+    #[test]
+    fn lsj_gives_every_sample_the_fixed_size_with_its_cut_of_the_jittered_image_placed_on_the_fill()
+    {
+        let jitter = crate::augment::ScaleJitter {
+            target_size: [200, 200],
+            scale_range: [0.1, 2.0],
+            interpolation: Interpolation::PilBilinear,
+        };
+        let crop = crate::augment::FixedSizeCrop {
+            size: [200, 200],
+            fill: [123, 117, 104],
+        };
+        let flip = Op::RandomHorizontalFlip(RandomHorizontalFlip { p: 0.5 });
+        let lsj = Pipeline::new("lsj")
+            .then(Op::ScaleJitter(jitter.clone()))
+            .then(Op::FixedSizeCrop(crop))
+            .then(flip.clone());
+        let plan = lsj.plan(Dtype::F32).unwrap();
+        assert_eq!(plan.fixed_out(), Some((200, 200)));
+        let boxes = [[10.0f32, 20.0, 110.0, 220.0]];
+        let (mut cut, mut padded, mut flips) = (0, 0, 0);
+        for index in 0..200 {
+            let s = plan.sample(1, 0, index, (500, 375), Some(&boxes)).unwrap();
+            let d = s.detect.as_ref().unwrap();
+            let f = d.fixed.unwrap();
+            assert_eq!((s.pixels.size, d.size), ((200, 200), (200, 200)));
+            assert_eq!(s.pixels.resampled(), f.content);
+            assert_eq!(s.pixels.placed.is_some(), f.content != (200, 200));
+            // The cut lies in the image, a window of its resize unless nothing was cut.
+            let b = s.crop;
+            assert!(b.left >= 0.0 && b.top >= 0.0);
+            assert!(b.left + b.width <= 500.0 + 1e-9 && b.top + b.height <= 375.0 + 1e-9);
+            assert_eq!(b.view, !f.cropped);
+            cut += usize::from(f.cropped);
+            padded += usize::from(s.pixels.placed.is_some());
+            flips += usize::from(d.flip);
+        }
+        assert!(
+            cut > 20 && padded > 20 && flips > 20,
+            "{cut} {padded} {flips}"
+        );
+        // The flip before the crop would mirror the cut, not the padded output: refused.
+        let flip_first = Pipeline::new("f")
+            .then(Op::ScaleJitter(jitter))
+            .then(flip)
+            .then(Op::FixedSizeCrop(crop));
+        assert!(flip_first.plan(Dtype::F32).is_err());
     }
 
     #[test]

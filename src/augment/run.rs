@@ -23,6 +23,51 @@ pub struct PixelPlan {
     pub flip: bool,
     /// Boxes erased in the written slot, in order.
     pub erase: Vec<EraseBox>,
+    /// Where the resampled image goes when it is smaller than `size` (a `FixedSizeCrop`'s
+    /// padding); `None`: it is the whole output.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placed: Option<Placed>,
+}
+
+impl PixelPlan {
+    /// The `(height, width)` the resize gives: the output's, or the placed image's.
+    pub fn resampled(&self) -> (u32, u32) {
+        self.placed.map_or(self.size, |p| p.content)
+    }
+}
+
+/// A resampled image of `content` `(height, width)` at the output's top-left corner, `fill`
+/// below and to the right of it (torchvision's constant padding after a crop).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Placed {
+    /// The resampled image's `(height, width)`.
+    pub content: (u32, u32),
+    /// The colour around it.
+    pub fill: [u8; 3],
+}
+
+impl Placed {
+    /// The `content`-sized RGB8 image `rgb` placed on a `size` canvas of the fill, in `out`.
+    ///
+    /// # Panics
+    /// `rgb` is shorter than `content`, or `content` larger than `size`.
+    pub fn place(&self, rgb: &[u8], size: (u32, u32), out: &mut Vec<u8>) {
+        let (ch, cw) = (self.content.0 as usize, self.content.1 as usize);
+        let (h, w) = (size.0 as usize, size.1 as usize);
+        assert!(ch <= h && cw <= w, "{:?} placed in {size:?}", self.content);
+        out.clear();
+        out.reserve(h * w * 3);
+        let fill = |out: &mut Vec<u8>, n: usize| {
+            for _ in 0..n {
+                out.extend_from_slice(&self.fill);
+            }
+        };
+        for row in rgb[..ch * cw * 3].chunks_exact(cw * 3) {
+            out.extend_from_slice(row);
+            fill(out, w - cw);
+        }
+        fill(out, (h - ch) * w);
+    }
 }
 
 /// Runs `ops` on the `h`x`w` RGB8 image `rgb` in place.
@@ -242,5 +287,21 @@ fn adjustment(op: &PixelOp) -> Option<colour::Adjust> {
         | PixelOp::PilGaussianBlur(_)
         | PixelOp::SolarizeAdd { .. }
         | PixelOp::PilAffine { .. } => None,
+    }
+}
+
+#[cfg(test)]
+mod placed_tests {
+    use super::Placed;
+
+    #[test]
+    fn a_placed_image_sits_at_the_top_left_with_the_fill_below_and_right() {
+        let placed = Placed {
+            content: (2, 1),
+            fill: [9, 8, 7],
+        };
+        let mut out = Vec::new();
+        placed.place(&[1, 1, 1, 2, 2, 2], (3, 2), &mut out);
+        assert_eq!(out, [1, 1, 1, 9, 8, 7, 2, 2, 2, 9, 8, 7, 9, 8, 7, 9, 8, 7]);
     }
 }

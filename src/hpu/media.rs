@@ -227,6 +227,10 @@ impl Engine {
                 augment,
             }));
         }
+        if let Some(placed) = &augment.placed {
+            placed.place(&self.pixels, augment.size, &mut self.canvas);
+            std::mem::swap(&mut self.pixels, &mut self.canvas);
+        }
         // The pixel ops run in the engine's own memory, so that the buffer's lock below is
         // held for the write alone: engines take turns on it for a few tens of microseconds,
         // which costs less than staging the slot and copying it in.

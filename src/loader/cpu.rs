@@ -33,6 +33,8 @@ pub(super) struct CpuScratch {
     ops: augment::Scratch,
     /// A detection sample's window of the canvas, when the fill shows in it.
     window: Vec<u8>,
+    /// A resampled image placed on the output's fill (a `FixedSizeCrop`'s padding).
+    placed: Vec<u8>,
 }
 
 impl Scratch {
@@ -47,6 +49,7 @@ impl Scratch {
                 resampler: Resampler::new(h, w),
                 ops: augment::Scratch::default(),
                 window: Vec::new(),
+                placed: Vec::new(),
             },
             video: crate::video::ClipsScratch::default(),
         }
@@ -111,10 +114,14 @@ pub(super) fn decode_into(
         }
         _ => (&s.rgb[..len], info.width, info.height),
     };
-    let resized = s
+    let mut resized = s
         .resampler
         .run_with(source, sw, sh, &crop, plan.interpolation)
         .map_err(SampleErrorKind::Augment)?;
+    if let Some(placed) = &plan.pixels.placed {
+        placed.place(resized, plan.pixels.size, &mut s.placed);
+        resized = &mut s.placed[..];
+    }
     shared.stage.ops(resized, &plan.pixels, &mut s.ops);
     let t3 = CpuClock::now();
     c.add(Stage::Augment, t3 - t2);
@@ -180,7 +187,7 @@ fn decode_image(
     if let Some((info, parsed)) = s.decoder.probe_region(bytes) {
         let size = (info.width, info.height);
         let plan = plan_for(shared, index, epoch, size, plan)?;
-        let (oh, ow) = plan.pixels.size;
+        let (oh, ow) = plan.pixels.resampled();
         s.resampler.set_size(oh, ow);
         let region = if plan.pre.is_empty() && plan.detect.is_none() && shared.views.is_empty() {
             let (x0, y0, x1, y1) =
@@ -217,7 +224,7 @@ fn decode_image(
     }
     let info = decode_whole(s, bytes)?;
     let plan = plan_for(shared, index, epoch, (info.width, info.height), plan)?;
-    let (oh, ow) = plan.pixels.size;
+    let (oh, ow) = plan.pixels.resampled();
     s.resampler.set_size(oh, ow);
     Ok((info, plan))
 }

@@ -95,7 +95,7 @@ pub(super) fn submit(guard: EngineJob, mut h: HwSlot) -> Result<(), HpuError> {
             parsed,
             canvas,
         } => {
-            let (oh, ow) = plan.pixels.size;
+            let (oh, ow) = plan.pixels.resampled();
             MediaWork::Jpeg {
                 decode: DecodePlan {
                     request: ResizeRequest {

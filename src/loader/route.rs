@@ -70,7 +70,7 @@ pub(super) fn route(
                 )
                 .map_err(SampleErrorKind::Augment)?;
             super::cpu::fits(shared, &plan, (info.width, info.height))?;
-            let (oh, ow) = plan.pixels.size;
+            let (oh, ow) = plan.pixels.resampled();
             let filter = plan.interpolation.filter();
             let canvas = match canvas_job(&plan, info.width, info.height) {
                 Ok(canvas) => canvas,
@@ -177,6 +177,9 @@ fn canvas_job(
     };
     if plan.pre.is_empty() && d.window_inside_image(width, height) {
         return Ok(None);
+    }
+    if d.fixed.is_some_and(|f| f.cropped) {
+        return Err("detection: a fixed-size crop of a canvas runs on the CPU path");
     }
     if !plan.pre.iter().all(PixelOp::engine_runs_before_geometry) {
         return Err(

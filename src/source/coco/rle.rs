@@ -117,21 +117,68 @@ pub fn resize_nearest(
     flip: bool,
     out: &mut [u8],
 ) {
-    let index = |o: usize, i: usize| -> Vec<usize> {
-        let scale = i as f32 / o as f32;
-        (0..o)
-            .map(|k| ((k as f32 * scale).floor() as usize).min(i - 1))
+    let whole = Placement {
+        resized: (out_height, out_width),
+        at: (0, 0),
+        content: (out_height, out_width),
+        size: (out_height, out_width),
+    };
+    resize_cut_place(mask, (height, width), &whole, flip, out);
+}
+
+/// A mask's way through a resize, a cut of it and its padding (the detection reference's
+/// `ScaleJitter` then `FixedSizeCrop`), all `(height, width)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// The resize's size.
+    pub resized: (usize, usize),
+    /// The cut's `(top, left)` on the resized mask.
+    pub at: (usize, usize),
+    /// The cut's size, placed at the output's top-left corner.
+    pub content: (usize, usize),
+    /// The output's size (0 beyond the cut).
+    pub size: (usize, usize),
+}
+
+/// `mask` (row-major, `height` x `width`) resized as [`resize_nearest`] does to
+/// `placement.resized`, its `content` at `at` cut out and placed at the top-left corner of a
+/// `size` output of zeros in `out`, the output mirrored left to right when `flip`: what the
+/// reference's nearest resize, crop, zero padding and flip of a mask give, without the
+/// resized mask in between.
+///
+/// # Panics
+/// The cut reaches past the resized mask, the content past the output, or `out` is not the
+/// output's size.
+pub fn resize_cut_place(
+    mask: &[u8],
+    (height, width): (usize, usize),
+    p: &Placement,
+    flip: bool,
+    out: &mut [u8],
+) {
+    let ((rh, rw), (top, left), (ch, cw), (oh, ow)) = (p.resized, p.at, p.content, p.size);
+    assert!(top + ch <= rh && left + cw <= rw && ch <= oh && cw <= ow && out.len() == oh * ow);
+    // The source index of each of the cut's pixels along an axis.
+    let index = |from: usize, n: usize, resized: usize, len: usize| -> Vec<usize> {
+        let scale = len as f32 / resized as f32;
+        (from..from + n)
+            .map(|k| ((k as f32 * scale).floor() as usize).min(len - 1))
             .collect()
     };
-    let mut xs = index(out_width, width);
-    if flip {
-        xs.reverse();
-    }
-    let ys = index(out_height, height);
-    for (row, &y) in out.chunks_exact_mut(out_width).zip(&ys) {
+    let xs = index(left, cw, rw, width);
+    let ys = index(top, ch, rh, height);
+    for (r, row) in out.chunks_exact_mut(ow).enumerate() {
+        row.fill(0);
+        let Some(&y) = ys.get(r) else { continue };
         let line = &mask[y * width..][..width];
-        for (px, &x) in row.iter_mut().zip(&xs) {
-            *px = line[x];
+        if flip {
+            for (px, &x) in row.iter_mut().rev().zip(&xs) {
+                *px = line[x];
+            }
+        } else {
+            for (px, &x) in row.iter_mut().zip(&xs) {
+                *px = line[x];
+            }
         }
     }
 }
@@ -149,6 +196,24 @@ mod tests {
         assert_eq!(out, [0, 0, 0, 1, 1, 2, 2, 6, 6, 6, 7, 7, 8, 8]);
         resize_nearest(&mask, (4, 3), (2, 7), true, &mut out);
         assert_eq!(out, [2, 2, 1, 1, 0, 0, 0, 8, 8, 7, 7, 6, 6, 6]);
+    }
+
+    #[test]
+    fn a_cut_of_the_resize_is_placed_on_zeros_then_mirrored() {
+        // 3 wide to 7 (columns 0 0 0 1 1 2 2), 4 high to 2 (rows 0 and 2); the cut at row 1,
+        // columns 2 to 5, placed on a 3x6 output.
+        let mask: Vec<u8> = (1..=12).collect();
+        let place = Placement {
+            resized: (2, 7),
+            at: (1, 2),
+            content: (1, 4),
+            size: (3, 6),
+        };
+        let mut out = vec![9; 18];
+        resize_cut_place(&mask, (4, 3), &place, false, &mut out);
+        assert_eq!(out, [7, 8, 8, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        resize_cut_place(&mask, (4, 3), &place, true, &mut out);
+        assert_eq!(out, [0, 0, 9, 8, 8, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
     }
 
     /// pycocotools' compression of `counts`, written from its description.
