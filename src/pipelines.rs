@@ -34,6 +34,7 @@ const BUILTIN: &[(&str, &str)] = &[
         "ssd300_habana",
         include_str!("../pipelines/ssd300_habana.toml"),
     ),
+    ("lsj_train", include_str!("../pipelines/lsj_train.toml")),
 ];
 
 /// Other names of built-in pipelines: `ssd300` is the SSD training preset.

@@ -152,7 +152,7 @@ pub struct DataArgs {
     pub manifest: Option<PathBuf>,
     /// A COCO annotation file (`instances_*.json`); `--data` is then its image folder (local
     /// or a URL) or the tar shards that hold its images. Use with a detection pipeline such as
-    /// `ssd300_train` (alias `ssd300`) or `ssd300_habana`.
+    /// `ssd300_train` (alias `ssd300`), `ssd300_habana` or `lsj_train`.
     #[arg(long, value_name = "ANNOTATIONS", conflicts_with = "manifest")]
     pub coco: Option<PathBuf>,
     /// With `--coco`: leave out images without a usable box, as torchvision's detection
@@ -161,7 +161,7 @@ pub struct DataArgs {
     pub drop_empty: bool,
     /// Built-in pipeline (resnet50_train, resnet50_eval, resnet50_v2_train,
     /// resnet50_train_jitter, timm_train, timm_rand_augment_train, ssd300_train (alias
-    /// ssd300), ssd300_habana) or a pipeline TOML file.
+    /// ssd300), ssd300_habana, lsj_train) or a pipeline TOML file.
     #[arg(long, default_value = "resnet50_train")]
     pub pipeline: String,
     /// Where samples are decoded: the emulated media engine when it can take the file (auto),

@@ -331,6 +331,48 @@ fn the_engine_decodes_detection_windows_inside_the_image_with_the_cpu_paths_boxe
     assert!(worst >= 32.0, "worst sample PSNR {worst:.1} dB");
 }
 
+#[test]
+fn the_lsj_preset_places_each_jittered_cut_on_the_fill_at_1024_on_the_engine_and_the_cpu_path() {
+    let (images, _dir, annotations) = coco_set("det-lsj", 8);
+    let lsj = || pipelines::builtin("lsj_train").unwrap();
+    let (hw, hw_report) = detection_epoch(images.path(), &annotations, lsj(), Backend::Hw);
+    let (cpu, _) = detection_epoch(images.path(), &annotations, lsj(), Backend::Cpu);
+    assert_eq!(hw_report.hw_samples, 8, "{:?}", hw_report.fallbacks);
+    let layout = TargetLayout { max_boxes: 8 };
+    let side = 1024usize;
+    let sample = side * side * 3;
+    let (mut cut, mut padded, mut worst) = (0, 0, f64::INFINITY);
+    for ((hi, ht), (ci, ct)) in hw.iter().zip(&cpu) {
+        assert_eq!(ht, ct, "the same target records on both paths");
+        assert_eq!(hi.len(), 4 * sample);
+        for (s, record) in ct.chunks(layout.bytes()).enumerate() {
+            let t = layout.read(record);
+            assert_eq!(t.size, (1024, 1024));
+            // The whole-image box, after the jitter, the cut and the flip, is the cut's place:
+            // every pixel outside it is the fill on both paths.
+            let whole = t.labels.iter().position(|&l| l == 1).expect("never empty");
+            let [x1, y1, x2, y2] = t.boxes[whole].map(|v| v.round() as usize);
+            assert_eq!(y1, 0, "{:?}", t.boxes[whole]);
+            assert!(x1 == 0 || x2 == side, "{:?}", t.boxes[whole]);
+            let (w, h) = (x2 - x1, y2 - y1);
+            cut += usize::from(w == side || h == side);
+            padded += usize::from(w < side || h < side);
+            for pixels in [&hi[s * sample..][..sample], &ci[s * sample..][..sample]] {
+                for (k, px) in pixels.chunks(3).enumerate() {
+                    let (x, y) = (k % side, k / side);
+                    if x < x1 || x >= x2 || y >= y2 {
+                        assert_eq!(px, [123, 117, 104], "pixel ({x}, {y}) of sample {s}");
+                    }
+                }
+            }
+            let (a, b) = (&hi[s * sample..][..sample], &ci[s * sample..][..sample]);
+            worst = worst.min(hpuload::decoders::testing::psnr(a, b));
+        }
+    }
+    assert!(cut > 0 && padded > 0, "{cut} cut, {padded} padded");
+    assert!(worst >= 32.0, "worst sample PSNR {worst:.1} dB");
+}
+
 /// The SSD preset's epoch on `auto` and on the CPU path: checks that their target records
 /// are the same, and gives each sample's PSNR between the two (ascending) and `auto`'s report.
 fn ssd_engine_against_cpu(images: &Path, annotations: &Path) -> (Vec<f64>, hpuload::Report) {

@@ -106,26 +106,6 @@ pub fn union_into(
     Ok(())
 }
 
-/// `mask` (row-major, `height` x `width`) resized to `out_height` x `out_width` into `out` as
-/// torchvision resizes masks with `InterpolationMode.NEAREST` (torch's `interpolate(mode=
-/// "nearest")`: output pixel `i` of an axis reads source pixel `floor(i * (in / out))`, the
-/// scale and the product in f32, at most `in - 1`), mirrored left to right after when `flip`.
-pub fn resize_nearest(
-    mask: &[u8],
-    (height, width): (usize, usize),
-    (out_height, out_width): (usize, usize),
-    flip: bool,
-    out: &mut [u8],
-) {
-    let whole = Placement {
-        resized: (out_height, out_width),
-        at: (0, 0),
-        content: (out_height, out_width),
-        size: (out_height, out_width),
-    };
-    resize_cut_place(mask, (height, width), &whole, flip, out);
-}
-
 /// A mask's way through a resize, a cut of it and its padding (the detection reference's
 /// `ScaleJitter` then `FixedSizeCrop`), all `(height, width)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,11 +120,13 @@ pub struct Placement {
     pub size: (usize, usize),
 }
 
-/// `mask` (row-major, `height` x `width`) resized as [`resize_nearest`] does to
-/// `placement.resized`, its `content` at `at` cut out and placed at the top-left corner of a
-/// `size` output of zeros in `out`, the output mirrored left to right when `flip`: what the
-/// reference's nearest resize, crop, zero padding and flip of a mask give, without the
-/// resized mask in between.
+/// `mask` (row-major, `height` x `width`) resized to `placement.resized` as torchvision
+/// resizes masks with `InterpolationMode.NEAREST` (torch's `interpolate(mode="nearest")`:
+/// output pixel `i` of an axis reads source pixel `floor(i * (in / out))`, the scale and the
+/// product in f32, at most `in - 1`), its `content` at `at` cut out and placed at the top-left
+/// corner of the `size` output `out`, which holds zeros (only the cut's nonzero rows are
+/// written), the output mirrored left to right when `flip`: what the reference's nearest
+/// resize, crop, zero padding and flip of a mask give, without the resized mask in between.
 ///
 /// # Panics
 /// The cut reaches past the resized mask, the content past the output, or `out` is not the
@@ -167,19 +149,34 @@ pub fn resize_cut_place(
     };
     let xs = index(left, cw, rw, width);
     let ys = index(top, ch, rh, height);
-    for (r, row) in out.chunks_exact_mut(ow).enumerate() {
-        row.fill(0);
-        let Some(&y) = ys.get(r) else { continue };
+    // The source columns the cut reads (the indices rise).
+    let span = match (xs.first(), xs.last()) {
+        (Some(&a), Some(&b)) => a..b + 1,
+        _ => 0..0,
+    };
+    // The last row gathered and its source row: an enlarged mask repeats rows, copied whole.
+    let mut last: Option<(usize, usize)> = None;
+    for (r, &y) in ys.iter().enumerate() {
+        if let Some((from, y0)) = last.filter(|&(_, y0)| y0 == y) {
+            out.copy_within(from * ow..(from + 1) * ow, r * ow);
+            last = Some((r, y0));
+            continue;
+        }
+        let row = &mut out[r * ow..(r + 1) * ow];
         let line = &mask[y * width..][..width];
-        if flip {
-            for (px, &x) in row.iter_mut().rev().zip(&xs) {
-                *px = line[x];
-            }
-        } else {
-            for (px, &x) in row.iter_mut().zip(&xs) {
-                *px = line[x];
+        // Most rows of an object's mask are empty: they stay zeros.
+        if line[span.clone()].iter().any(|&v| v != 0) {
+            if flip {
+                for (px, &x) in row.iter_mut().rev().zip(&xs) {
+                    *px = line[x];
+                }
+            } else {
+                for (px, &x) in row.iter_mut().zip(&xs) {
+                    *px = line[x];
+                }
             }
         }
+        last = Some((r, y));
     }
 }
 
@@ -191,11 +188,30 @@ mod tests {
     fn nearest_resize_reads_torchs_source_pixels_and_mirrors_after() {
         // 3 wide to 7: floor(i * 3/7) = 0 0 0 1 1 2 2; 4 high to 2: rows 0 and 2.
         let mask: Vec<u8> = (0..12).collect();
+        let whole = Placement {
+            resized: (2, 7),
+            at: (0, 0),
+            content: (2, 7),
+            size: (2, 7),
+        };
         let mut out = vec![0; 14];
-        resize_nearest(&mask, (4, 3), (2, 7), false, &mut out);
+        resize_cut_place(&mask, (4, 3), &whole, false, &mut out);
         assert_eq!(out, [0, 0, 0, 1, 1, 2, 2, 6, 6, 6, 7, 7, 8, 8]);
-        resize_nearest(&mask, (4, 3), (2, 7), true, &mut out);
+        resize_cut_place(&mask, (4, 3), &whole, true, &mut out);
         assert_eq!(out, [2, 2, 1, 1, 0, 0, 0, 8, 8, 7, 7, 6, 6, 6]);
+        // Enlarged: repeated rows are copies.
+        let tall = Placement {
+            resized: (8, 3),
+            content: (8, 3),
+            size: (8, 3),
+            ..whole
+        };
+        let mut out = vec![0; 24];
+        resize_cut_place(&mask, (4, 3), &tall, false, &mut out);
+        assert_eq!(
+            out,
+            [0, 1, 2, 0, 1, 2, 3, 4, 5, 3, 4, 5, 6, 7, 8, 6, 7, 8, 9, 10, 11, 9, 10, 11]
+        );
     }
 
     #[test]
@@ -209,9 +225,10 @@ mod tests {
             content: (1, 4),
             size: (3, 6),
         };
-        let mut out = vec![9; 18];
+        let mut out = vec![0; 18];
         resize_cut_place(&mask, (4, 3), &place, false, &mut out);
         assert_eq!(out, [7, 8, 8, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        out.fill(0);
         resize_cut_place(&mask, (4, 3), &place, true, &mut out);
         assert_eq!(out, [0, 0, 9, 8, 8, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
     }
