@@ -271,6 +271,20 @@ def _resize_interp(t: Any, what: str, on_tensor: bool) -> str:
     return "pil_" + interp
 
 
+def _resize_filter(t: Any, what: str, on_tensor: bool) -> str:
+    """A resize's interpolation as `_resize_interp` gives it, with its `antialias`: off on a
+    uint8 tensor (nearest and PIL images aside, where torchvision ignores it) is torch's uint8
+    kernel without antialiasing (`torch_bilinear_no_antialias`, byte for byte) where v2 runs
+    that kernel (bilinear, the CPU's uint8 path); `Unsupported` elsewhere (v1 and bicubic
+    interpolate in float, and hpuload's two-tap float kernel is within a bit of torch's)."""
+    interp = _resize_interp(t, what, on_tensor)
+    if getattr(t, "antialias", True) is not False or not on_tensor or interp in ("nearest", "pil_nearest"):
+        return interp
+    if interp == "bilinear" and not _v1(t):
+        return "torch_bilinear_no_antialias"
+    raise Unsupported(f"{what}(antialias=False) with {interp} interpolation")
+
+
 def _v1(t: Any) -> bool:
     """Whether `t` is not one of torchvision v2's transforms (v1's, or a class built on v1's
     functions: on a tensor their arithmetic is v1's)."""
@@ -667,7 +681,7 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
                     "size": _hw(t.size, name),
                     "scale": [float(t.scale[0]), float(t.scale[1])],
                     "ratio": [float(t.ratio[0]), float(t.ratio[1])],
-                    "interpolation": _resize_interp(t, name, on_tensor),
+                    "interpolation": _resize_filter(t, name, on_tensor),
                 }
             )
         elif _is(t, "Resize"):
@@ -680,7 +694,9 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
                     raise Unsupported(f"Resize(antialias=False) with {interp} interpolation")
                 interp = "bilinear_no_antialias"
             else:
-                check_resize(t, on_tensor)
+                if getattr(t, "max_size", None) is not None:
+                    raise Unsupported("Resize with max_size")
+                interp = _resize_filter(t, name, on_tensor)
                 if dtype is not None and interp in ("bilinear", "bicubic"):
                     # A float clip is resized with torch's float kernel, unrounded: its values
                     # rounded once are the nearest bytes (the uint8 kernel rounds twice).
@@ -693,13 +709,12 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
             # torchvision v2: the shorter side drawn from randint(min_size, max_size).
             if dtype is not None or pixel:
                 raise Unsupported("RandomResize after a pixel op or the conversion to float")
-            check_antialias(t, on_tensor)
             geometry.append(
                 {
                     "op": "random_resize",
                     "min_size": int(t.min_size),
                     "max_size": int(t.max_size),
-                    "interpolation": _resize_interp(t, name, on_tensor),
+                    "interpolation": _resize_filter(t, name, on_tensor),
                 }
             )
         elif _is(t, "CenterCrop"):

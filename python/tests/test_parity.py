@@ -142,6 +142,47 @@ def test_a_uint8_tensors_resize_and_center_crop_give_torchvisions_bytes(png_fold
             assert torch.equal(x[slot], want), (resize, crop, i, (x[slot].int() - want.int()).abs().max().item())
 
 
+def test_v2_resizes_without_antialiasing_give_torchs_uint8_bytes_and_v1s_fall_back(png_folder, tmp_path):
+    """`antialias=False` on a uint8 tensor: v2's `Resize` (shorter side with a centre crop,
+    and `(h, w)`, shrinking and enlarging), `RandomResizedCrop` and `RandomResize` run
+    torch's uint8 kernel without antialiasing (two taps, 16-bit weights, the pass across
+    rounded first): hpuload gives its bytes. v1 interpolates in float there, which hpuload
+    does not reproduce bit for bit: it falls back, saying why."""
+    from torchvision.transforms.v2.functional._geometry import _do_native_uint8_resize_on_cpu
+
+    if not _do_native_uint8_resize_on_cpu(v2.InterpolationMode.BILINEAR):
+        pytest.skip("torch has no uint8 bilinear kernel on this CPU")
+    for resize, crop in ((97, 48), ((300, 41), None), ((512, 384), None), (256, 224)):
+        steps = [v2.ToImage(), v2.Resize(resize, antialias=False)] + ([v2.CenterCrop(crop)] if crop else [])
+        ds = datasets.ImageFolder(png_folder, v2.Compose(steps))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FallbackWarning)
+            loader = DataLoader(ds, batch_size=6, backend="cpu")
+        x, _, indices = first_batch(loader)
+        for slot, i in enumerate(indices):
+            want = ds[i][0]
+            assert torch.equal(x[slot], want), (resize, crop, i, (x[slot].int() - want.int()).abs().max().item())
+    # The loader's own crop windows, cut then resized without antialiasing.
+    ds = datasets.ImageFolder(png_folder, v2.Compose([v2.ToImage(), v2.RandomResizedCrop(72, antialias=False)]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(ds, batch_size=12, shuffle=True, backend="cpu", seed=2)
+    x, _, indices = first_batch(loader)
+    for slot, index in enumerate(indices):
+        tensor = F.pil_to_tensor(Image.open(ds.samples[index][0]).convert("RGB"))
+        (top, left, h, w), _ = loader._core.sample_params(0, index, tensor.shape[2], tensor.shape[1])
+        want = v2.functional.resized_crop(tensor, int(top), int(left), int(h), int(w), [72, 72], antialias=False)
+        assert torch.equal(x[slot], want), f"sample {index}"
+    ds = datasets.ImageFolder(png_folder, v2.Compose([v2.ToImage(), v2.RandomResize(60, 90, antialias=False), v2.RandomCrop(56)]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        DataLoader(ds, batch_size=4, backend="cpu")
+    ds = datasets.ImageFolder(png_folder, T.Compose([T.PILToTensor(), T.Resize(64, antialias=False), T.CenterCrop(64)]))
+    with pytest.warns(FallbackWarning, match="antialias=False"):
+        loader = DataLoader(ds, batch_size=4, backend="cpu")
+    assert type(loader) is not DataLoader
+
+
 def test_a_weights_preset_evaluates_natively_with_torchvisions_pixels_on_png(png_folder):
     """What the classification reference evaluates pretrained weights with
     (`weights.transforms()`, torchvision's `ImageClassification` preset) runs natively."""

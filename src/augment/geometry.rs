@@ -74,9 +74,23 @@ pub enum Interpolation {
     /// shrinking (torch's `interpolate(..., antialias=False)`, what torchvision's video
     /// reference resizes with). The CPU path only.
     BilinearNoAntialias,
+    /// Bilinear without antialiasing as torch's uint8 kernel computes it (torchvision v2's
+    /// `Resize(antialias=False)` of a uint8 tensor): the same two taps in 16-bit fixed
+    /// point, the pass across rounded to bytes before the pass down, byte for byte. The CPU
+    /// path only.
+    TorchBilinearNoAntialias,
 }
 
 impl Interpolation {
+    /// Whether the resize does not antialias (the engine's filters all do: the CPU path
+    /// runs it).
+    pub fn no_antialias(self) -> bool {
+        matches!(
+            self,
+            Self::BilinearNoAntialias | Self::TorchBilinearNoAntialias
+        )
+    }
+
     /// The media engine's filter for a drawn interpolation (`Random` is never drawn).
     pub fn filter(self) -> hpuload_decoders::jpeg::Filter {
         use hpuload_decoders::jpeg::Filter;
@@ -85,7 +99,10 @@ impl Interpolation {
             Self::PilBilinear | Self::FloatBilinear => Filter::Bilinear,
             Self::PilBicubic | Self::FloatBicubic => Filter::Bicubic,
             Self::Bicubic => Filter::Bicubic,
-            Self::Bilinear | Self::Random | Self::BilinearNoAntialias => Filter::Bilinear,
+            Self::Bilinear
+            | Self::Random
+            | Self::BilinearNoAntialias
+            | Self::TorchBilinearNoAntialias => Filter::Bilinear,
         }
     }
 }

@@ -186,6 +186,7 @@ impl Resampler {
         /// Pillow's (a PIL image's resize), torch's float kernel (v1's of a tensor).
         enum Exact {
             Torch,
+            TorchTwoTap,
             Pillow,
             Float,
         }
@@ -196,6 +197,9 @@ impl Resampler {
             Interpolation::PilBicubic => (FilterType::CatmullRom, Kernel::Bicubic, Exact::Pillow),
             Interpolation::FloatBilinear => (FilterType::Bilinear, Kernel::Bilinear, Exact::Float),
             Interpolation::FloatBicubic => (FilterType::CatmullRom, Kernel::Bicubic, Exact::Float),
+            Interpolation::TorchBilinearNoAntialias => {
+                (FilterType::Bilinear, Kernel::Bilinear, Exact::TorchTwoTap)
+            }
             Interpolation::BilinearNoAntialias => {
                 self.two_tap(src, width, height, crop)?;
                 return Ok(&mut self.out);
@@ -243,6 +247,16 @@ impl Resampler {
                 out,
             )?,
             (Exact::Torch, true) => None,
+            (Exact::TorchTwoTap, _) => pil::resample::resize(
+                src,
+                width,
+                height,
+                crop,
+                size,
+                (kernel, Weights::TorchTwoTap),
+                pil,
+                out,
+            )?,
             (Exact::Float, _) => {
                 float_resample::resize(src, (width, height), crop, size, kernel, float, out)?
             }
@@ -343,9 +357,10 @@ impl Resampler {
     ) -> (u32, u32, u32, u32) {
         let whole = (0, 0, width, height);
         let support = match interpolation {
-            Interpolation::Bilinear | Interpolation::PilBilinear | Interpolation::FloatBilinear => {
-                1.0
-            }
+            Interpolation::Bilinear
+            | Interpolation::PilBilinear
+            | Interpolation::FloatBilinear
+            | Interpolation::TorchBilinearNoAntialias => 1.0,
             Interpolation::Bicubic | Interpolation::PilBicubic | Interpolation::FloatBicubic => 2.0,
             Interpolation::BilinearNoAntialias => {
                 // Exactly the pixels `two_tap` reads: the same taps, their extent.

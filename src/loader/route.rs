@@ -166,7 +166,7 @@ fn canvas_job(
     width: u32,
     height: u32,
 ) -> Result<Option<(CanvasJob, Region)>, &'static str> {
-    if plan.interpolation == crate::augment::Interpolation::BilinearNoAntialias {
+    if plan.interpolation.no_antialias() {
         return Err("a resize without antialiasing runs on the CPU path");
     }
     if plan.padding.is_some() {

@@ -14,7 +14,7 @@ use hpuload_decoders::{CpuDecoder, Decode, JpegDecoder, Limits};
 
 use super::render::Placement;
 use super::{ClipsError, VideoError, VideoFailure};
-use crate::augment::{self, Interpolation, PixelStage, Resampler, SamplePlan, Scratch};
+use crate::augment::{self, PixelStage, Resampler, SamplePlan, Scratch};
 
 /// A frame-folder sample's clips, drawn: the frames' bytes ride in one buffer (the sample's
 /// bitstream), each frame once however many clips keep it.
@@ -73,7 +73,7 @@ impl FramesJob {
             if !plan.pre.is_empty() {
                 return Err("pixel ops before the geometry run on the CPU path");
             }
-            if plan.interpolation == Interpolation::BilinearNoAntialias {
+            if plan.interpolation.no_antialias() {
                 return Err("a resize without antialiasing runs on the CPU path");
             }
         }

@@ -36,6 +36,10 @@ pub(crate) enum Weights {
     /// with as many fraction bits (at most 22) as keep the whole resize's largest weight under
     /// 2^15 (the window's own largest may be smaller), the pass across first.
     Torch,
+    /// torch's uint8 kernel without antialiasing (v2's `Resize(antialias=False)` of a uint8
+    /// tensor, bilinear only): two taps around each output pixel's centre, never widened,
+    /// the precision and passes as [`Weights::Torch`].
+    TorchTwoTap,
 }
 
 impl Kernel {
@@ -57,7 +61,9 @@ impl Kernel {
             Self::Bicubic if x < 1.0 => ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0,
             Self::Bicubic if x < 2.0 => match weights {
                 Weights::Pillow => (((x - 5.0) * x + 8.0) * x - 4.0) * A,
-                Weights::Torch => ((A * x - 5.0 * A) * x + 8.0 * A) * x - 4.0 * A,
+                Weights::Torch | Weights::TorchTwoTap => {
+                    ((A * x - 5.0 * A) * x + 8.0 * A) * x - 4.0 * A
+                }
             },
             _ => 0.0,
         }
@@ -102,10 +108,28 @@ impl Axis {
         let scale = len as f64 / full as f64;
         let filterscale = scale.max(1.0);
         let support = kernel.support() * filterscale;
-        let ksize = support.ceil() as usize * 2 + 1;
+        let two_tap = owner == Weights::TorchTwoTap;
+        let ksize = if two_tap {
+            2
+        } else {
+            support.ceil() as usize * 2 + 1
+        };
         k.resize(ksize, 0.0);
         // Output position `i`'s first tap and tap count, its normalised weights in `k`.
         let position = |i: usize, k: &mut [f64]| {
+            if two_tap {
+                // The centre `(i + 0.5) * scale - 0.5`, at least 0; the pixel at or before it
+                // and the next, the last pixel alone past the image's end.
+                let centre = ((i as f64 + 0.5) * scale - 0.5).max(0.0);
+                let first = (centre.floor() as usize).min(len - 1);
+                if first == len - 1 {
+                    k[0] = 1.0;
+                    return (first, 1);
+                }
+                let lambda = centre - first as f64;
+                (k[0], k[1]) = (1.0 - lambda, lambda);
+                return (first, 2);
+            }
             let center = (i as f64 + 0.5) * scale;
             let ss = 1.0 / filterscale;
             // C's `(int)` casts: truncation toward zero, then clamped to the image.
@@ -124,7 +148,7 @@ impl Axis {
         };
         self.bits = match owner {
             Weights::Pillow => BITS,
-            Weights::Torch => {
+            Weights::Torch | Weights::TorchTwoTap => {
                 // The largest weight of the whole resize sets the precision.
                 let mut largest = 0.0f64;
                 for i in 0..full {
@@ -477,6 +501,32 @@ pub(crate) struct Scratch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn torchs_two_taps_sit_around_each_centre_and_the_last_pixel_stands_alone() {
+        // 5 to 3: centres 1/3, 2 and 11/3 (`(i + 0.5) * 5/3 - 0.5`); a weight of 1 makes 14
+        // fraction bits. 3 to 5: the last centre, 2.2, is past the last pixel.
+        let mut a = Axis::default();
+        a.fill(
+            (Kernel::Bilinear, Weights::TorchTwoTap),
+            (5, 3, 0, 3),
+            &mut Vec::new(),
+        );
+        assert_eq!((a.bits, a.ksize), (14, 2));
+        assert_eq!(
+            (a.first.as_slice(), a.count.as_slice()),
+            (&[0, 2, 3][..], &[2, 2, 2][..])
+        );
+        assert_eq!(a.weights, [10923, 5461, 16384, 0, 5461, 10923]);
+        a.fill(
+            (Kernel::Bilinear, Weights::TorchTwoTap),
+            (3, 5, 0, 5),
+            &mut Vec::new(),
+        );
+        assert_eq!(a.first, [0, 0, 1, 1, 2]);
+        assert_eq!(a.count, [2, 2, 2, 2, 1]);
+        assert_eq!(&a.weights[8..], [16384, 0]);
+    }
 
     #[test]
     fn weights_sum_to_one_in_fixed_point_and_a_same_size_axis_is_the_identity() {
