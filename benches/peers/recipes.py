@@ -5,6 +5,9 @@ drop-in (only the import differs), timed over full passes.
                TrivialAugmentWide, PILToTensor, ConvertImageDtype, Normalize, RandomErasing(0.1),
                MixUp(0.2)/CutMix(1.0) in the collate_fn, a repeated-augmentation sampler with 4
                repetitions (timm's RepeatAugSampler, the same scheme as the reference's RASampler).
+  v2_no_antialias
+               a v2 tensor pipeline with RandomResizedCrop(224, antialias=False), flip, ToDtype,
+               Normalize.
   timm         timm's create_transform(224, is_training=True, interpolation="random"): random
                bilinear/bicubic RandomResizedCrop, flip, ColorJitter(0.4), Normalize.
   timm_ra      the same with timm train.py's --aa rand-m9-mstd0.5-inc1 --reprob 0.25
@@ -80,6 +83,23 @@ def reference_tensor(root):
             T.ConvertImageDtype(torch.float),
             T.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]),
             T.RandomErasing(0.1),
+        ]
+    )
+    return datasets.ImageFolder(root, train), dict(shuffle=True)
+
+
+def v2_no_antialias(root):
+    """A v2 tensor pipeline that turns antialiasing off for speed: ToImage,
+    RandomResizedCrop(224, antialias=False), flip, ToDtype(float32, scale=True), Normalize."""
+    from torchvision.transforms import v2
+
+    train = v2.Compose(
+        [
+            v2.ToImage(),
+            v2.RandomResizedCrop(224, antialias=False),
+            v2.RandomHorizontalFlip(0.5),
+            v2.ToDtype(torch.float32, scale=True),
+            v2.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]),
         ]
     )
     return datasets.ImageFolder(root, train), dict(shuffle=True)
@@ -229,6 +249,7 @@ def dino(root):
 RECIPES = {
     "resnet50_v2": resnet50_v2,
     "reference_tensor": reference_tensor,
+    "v2_no_antialias": v2_no_antialias,
     "timm": timm_default,
     "timm_ra": timm_rand_augment,
     "timm_augmix": timm_policy("augmix-m5-w4-d2"),

@@ -256,6 +256,7 @@ def shortest_size(t, name: str, on_tensor: bool) -> dict:
     if not min_size or min(min_size) <= 0 or (t.max_size is not None and int(t.max_size) <= 0):
         raise Unsupported(f"{name}(min_size={t.min_size!r}, max_size={t.max_size!r})")
     _interp(t.interpolation, name, allowed=("bilinear", "bicubic"))  # refuses the others
+    check_antialias(t, on_tensor=on_tensor)
     return {
         "op": "random_shortest_size",
         "min_size": min_size,
@@ -353,7 +354,6 @@ def translate_detection(transform) -> tuple[str, str, bool]:
                 raise Unsupported("RandomShortestSize after a pixel op")
             if any(g["op"] == "random_iou_crop" for g in geometry):
                 raise Unsupported("RandomShortestSize after RandomIoUCrop")
-            check_antialias(t, on_tensor=image_type is not PIL.Image.Image)
             resize = shortest_size(t, name, on_tensor=image_type is not PIL.Image.Image)
         elif _is(t, "ToImage") or _is(t, "PILToTensor"):
             if image_type is not PIL.Image.Image:
