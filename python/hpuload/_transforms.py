@@ -692,7 +692,10 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
             if video and getattr(t, "antialias", True) is False and getattr(t, "max_size", None) is None:
                 if interp not in ("bilinear", "float_bilinear"):
                     raise Unsupported(f"Resize(antialias=False) with {interp} interpolation")
-                interp = "bilinear_no_antialias"
+                # v2 resizes a uint8 clip with torch's uint8 kernel (byte for byte); a float
+                # clip, and v1's uint8 one, in float (two taps, rounded once).
+                native = dtype is None and interp == "bilinear" and not _v1(t)
+                interp = "torch_bilinear_no_antialias" if native else "bilinear_no_antialias"
             else:
                 if getattr(t, "max_size", None) is not None:
                     raise Unsupported("Resize with max_size")

@@ -252,6 +252,33 @@ def test_an_antialiased_resize_of_a_float_clip_is_torchs_float_resize_rounded_on
         assert within_rounding(x, wx, decoder), ((x - wx).abs().max() / LEVEL, decoder)
 
 
+def test_v2s_unantialiased_resize_of_a_uint8_clip_gives_torchs_uint8_bytes(decoder, kinetics_root):
+    """v2's `Resize(antialias=False)` on the uint8 clip (before the conversion to float) runs
+    torch's uint8 kernel without antialiasing: hpuload runs that kernel, so from the same
+    frames (FFmpeg's) every value is torch's; against torchcodec's RGB, within its rounding."""
+    from torchvision.transforms.v2.functional._geometry import _do_native_uint8_resize_on_cpu
+
+    if not _do_native_uint8_resize_on_cpu(v2.InterpolationMode.BILINEAR):
+        pytest.skip("torch has no uint8 bilinear kernel on this CPU")
+    preset = v2.Compose(
+        [
+            v2.Resize((36, 48), antialias=False),
+            v2.ToDtype(torch.float32, scale=True),
+            v2.Normalize(mean=MEAN, std=STD),
+            v2.CenterCrop((32, 40)),
+            ConvertBCHWtoCBHW(),
+        ]
+    )
+    data = kinetics(kinetics_root, preset)
+    got, want = torch_and_hpuload(data, UniformClipSampler(data.video_clips, 3))
+    for (x, y), (wx, wy) in zip(got, want):
+        assert x.shape == wx.shape and x.dtype == wx.dtype == torch.float32 and torch.equal(y, wy)
+        if decoder == "torchcodec":
+            assert within_rounding(x, wx, decoder), (x - wx).abs().max() / LEVEL
+        else:
+            assert (x - wx).abs().max() / LEVEL < 1e-3, (x - wx).abs().max() / LEVEL
+
+
 class _PyAVStandIn:
     """torchcodec's `VideoDecoder` as `VideoClips` uses it, made of PyAV's frames (FFmpeg's
     decode, converted by swscale by the frame's colour tags, as torchcodec converts it)
