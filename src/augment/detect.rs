@@ -1302,6 +1302,7 @@ mod tests {
         assert_eq!(p.boxes, [want]);
         assert_eq!(p.size, (106, 133));
     }
+
     fn lsj() -> ScaleJitter {
         ScaleJitter {
             target_size: [1024, 1024],
