@@ -23,10 +23,8 @@ from ._transforms import (
     _hw,
     _interp,
     _is,
-    _resize_interp,
+    _resize_filter,
     _torch_dtype_name,
-    check_antialias,
-    check_resize,
     steps,
 )
 
@@ -256,12 +254,11 @@ def shortest_size(t, name: str, on_tensor: bool) -> dict:
     if not min_size or min(min_size) <= 0 or (t.max_size is not None and int(t.max_size) <= 0):
         raise Unsupported(f"{name}(min_size={t.min_size!r}, max_size={t.max_size!r})")
     _interp(t.interpolation, name, allowed=("bilinear", "bicubic"))  # refuses the others
-    check_antialias(t, on_tensor=on_tensor)
     return {
         "op": "random_shortest_size",
         "min_size": min_size,
         "max_size": None if t.max_size is None else int(t.max_size),
-        "interpolation": _resize_interp(t, name, on_tensor),
+        "interpolation": _resize_filter(t, name, on_tensor),
     }
 
 
@@ -339,14 +336,15 @@ def translate_detection(transform) -> tuple[str, str, bool]:
                 raise Unsupported("two Resize steps")
             if pixel:
                 raise Unsupported("Resize after a pixel op")
-            check_resize(t)
+            if getattr(t, "max_size", None) is not None:
+                raise Unsupported("Resize with max_size")
             size = t.size
             if isinstance(size, int) or (isinstance(size, (list, tuple)) and len(size) == 1):
                 raise Unsupported(
                     "Resize of the shorter side gives a different shape per image: give Resize((h, w))"
                 )
             on_tensor = image_type is not PIL.Image.Image
-            resize = {"op": "resize", "size": _hw(size, name), "interpolation": _resize_interp(t, name, on_tensor)}
+            resize = {"op": "resize", "size": _hw(size, name), "interpolation": _resize_filter(t, name, on_tensor)}
         elif _is(t, "RandomShortestSize"):
             if resize is not None:
                 raise Unsupported("two Resize steps")
@@ -759,12 +757,11 @@ def scale_jitter(t, name: str, on_tensor: bool) -> dict:
     if len(target) != 2 or min(target) <= 0 or not 0 < lo <= hi:
         raise Unsupported(f"{name}(target_size={t.target_size!r}, scale_range={t.scale_range!r})")
     _interp(t.interpolation, name, allowed=("bilinear", "bicubic"))  # refuses the others
-    check_antialias(t, on_tensor=on_tensor)
     return {
         "op": "scale_jitter",
         "target_size": target,
         "scale_range": [lo, hi],
-        "interpolation": _resize_interp(t, name, on_tensor),
+        "interpolation": _resize_filter(t, name, on_tensor),
     }
 
 

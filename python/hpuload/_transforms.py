@@ -104,23 +104,6 @@ def _fill(fill: Any, what: str) -> list[float] | None:
     raise Unsupported(f"{what} with fill {fill!r}")
 
 
-def check_resize(t: Any, on_tensor: bool = True) -> None:
-    """Refuses the Resize settings hpuload does not implement."""
-    if getattr(t, "max_size", None) is not None:
-        raise Unsupported("Resize with max_size")
-    check_antialias(t, on_tensor)
-
-
-def check_antialias(t: Any, on_tensor: bool) -> None:
-    """Refuses a resize (Resize, RandomResize) without antialiasing where that changes the
-    pixels: not on a PIL image (torchvision ignores the flag there, with a warning of its
-    own) nor for nearest neighbour."""
-    name = type(t).__name__
-    nearest = _interp(t.interpolation, name) == "nearest"
-    if getattr(t, "antialias", True) is False and on_tensor and not nearest:
-        raise Unsupported(f"{name}(antialias=False)")
-
-
 def _p(t: Any) -> float:
     return float(t.p)
 
@@ -688,8 +671,8 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
             float_first = video and not pixel and normalize is None and not erasing
             if pixel or (dtype is not None and not float_first):
                 raise Unsupported("Resize after a pixel op or the conversion to float")
-            interp = _resize_interp(t, name, on_tensor)
             if video and getattr(t, "antialias", True) is False and getattr(t, "max_size", None) is None:
+                interp = _resize_interp(t, name, on_tensor)
                 if interp not in ("bilinear", "float_bilinear"):
                     raise Unsupported(f"Resize(antialias=False) with {interp} interpolation")
                 # v2 resizes a uint8 clip with torch's uint8 kernel (byte for byte); a float

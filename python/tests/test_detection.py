@@ -308,6 +308,29 @@ def test_multiscale_with_one_size_gives_the_datasets_own_samples_exactly(coco_pn
     assert n == len(ds)
 
 
+def test_a_fixed_resize_without_antialiasing_gives_the_datasets_own_samples_exactly(coco_png):
+    """`Resize((h, w), antialias=False)` on the tensor with the flip at 1: torch's uint8
+    kernel without antialiasing, so every sample (pixels and boxes) equals the dataset's own."""
+    from torchvision.transforms.v2.functional._geometry import _do_native_uint8_resize_on_cpu
+
+    if not _do_native_uint8_resize_on_cpu(T.InterpolationMode.BILINEAR):
+        pytest.skip("torch has no uint8 bilinear kernel on this CPU")
+    folder, ann = coco_png
+    steps = [T.ToImage(), T.RandomHorizontalFlip(1.0), T.Resize((72, 96), antialias=False)]
+    tail = [T.ToDtype(torch.float32, scale=True), T.SanitizeBoundingBoxes(), T.ToPureTensor()]
+    ds = wrapped(folder, ann, T.Compose(steps + tail))
+    with no_fallback():
+        loader = ht.DataLoader(ds, batch_size=4, collate_fn=reference_collate)
+    n = 0
+    for images, targets in loader:
+        for image, target, index in zip(images, targets, loader.last_indices):
+            want_image, want = ds[index]
+            assert torch.equal(image, want_image), index
+            assert torch.equal(target["boxes"], want["boxes"]) and torch.equal(target["labels"], want["labels"])
+            n += 1
+    assert n == len(ds)
+
+
 def test_iou_crop_and_zoom_out_parameters_are_distributed_as_torchvisions(png_folder, tmp_path):
     """One image listed 600 times: hpuload's draws against torchvision's own transforms."""
     f = sorted(png_folder.rglob("*.png"))[0]
