@@ -308,17 +308,11 @@ def test_multiscale_with_one_size_gives_the_datasets_own_samples_exactly(coco_pn
     assert n == len(ds)
 
 
-def test_a_fixed_resize_without_antialiasing_gives_the_datasets_own_samples_exactly(coco_png):
-    """`Resize((h, w), antialias=False)` on the tensor with the flip at 1: torch's uint8
-    kernel without antialiasing, so every sample (pixels and boxes) equals the dataset's own."""
-    from torchvision.transforms.v2.functional._geometry import _do_native_uint8_resize_on_cpu
-
-    if not _do_native_uint8_resize_on_cpu(T.InterpolationMode.BILINEAR):
-        pytest.skip("torch has no uint8 bilinear kernel on this CPU")
+def _gives_the_datasets_own_samples(coco_png, steps) -> None:
+    """Every sample of the wrapped dataset with `steps` (then to float, pure tensors) through
+    hpuload's drop-in, natively, equals the dataset's own: pixels, boxes, labels."""
     folder, ann = coco_png
-    steps = [T.ToImage(), T.RandomHorizontalFlip(1.0), T.Resize((72, 96), antialias=False)]
-    tail = [T.ToDtype(torch.float32, scale=True), T.SanitizeBoundingBoxes(), T.ToPureTensor()]
-    ds = wrapped(folder, ann, T.Compose(steps + tail))
+    ds = wrapped(folder, ann, T.Compose(steps + [T.ToDtype(torch.float32, scale=True), T.ToPureTensor()]))
     with no_fallback():
         loader = ht.DataLoader(ds, batch_size=4, collate_fn=reference_collate)
     n = 0
@@ -329,6 +323,26 @@ def test_a_fixed_resize_without_antialiasing_gives_the_datasets_own_samples_exac
             assert torch.equal(target["boxes"], want["boxes"]) and torch.equal(target["labels"], want["labels"])
             n += 1
     assert n == len(ds)
+
+
+def test_a_fixed_resize_without_antialiasing_gives_the_datasets_own_samples_exactly(coco_png):
+    """`Resize((h, w), antialias=False)` on the tensor with the flip at 1: torch's uint8
+    kernel without antialiasing, so every sample (pixels and boxes) equals the dataset's own."""
+    from torchvision.transforms.v2.functional._geometry import _do_native_uint8_resize_on_cpu
+
+    if not _do_native_uint8_resize_on_cpu(T.InterpolationMode.BILINEAR):
+        pytest.skip("torch has no uint8 bilinear kernel on this CPU")
+    steps = [T.ToImage(), T.RandomHorizontalFlip(1.0), T.Resize((72, 96), antialias=False), T.SanitizeBoundingBoxes()]
+    _gives_the_datasets_own_samples(coco_png, steps)
+
+
+@pytest.mark.parametrize("flip", [False, True])
+def test_a_resize_alone_moves_the_boxes_with_the_image(coco_png, flip):
+    """No detection op but the resize (and a flip): the boxes are scaled (and mirrored) as
+    torchvision moves them. (Such a pipeline was planned as a classification one: its
+    batches had no target records, and the first one failed.)"""
+    steps = [T.ToImage()] + ([T.RandomHorizontalFlip(1.0)] if flip else []) + [T.Resize((72, 96))]
+    _gives_the_datasets_own_samples(coco_png, steps)
 
 
 def test_iou_crop_and_zoom_out_parameters_are_distributed_as_torchvisions(png_folder, tmp_path):

@@ -393,13 +393,21 @@ fn padding_after_resize(name: &str) -> PipelineError {
 impl Pipeline {
     /// Validates the ops and resolves them into a per-sample plan for `dtype`.
     pub(crate) fn plan(&self, dtype: Dtype) -> Result<Plan, Error> {
-        self.validate(dtype).map_err(|reason| Error::Pipeline {
-            name: self.name.clone(),
-            reason,
-        })
+        self.plan_over(dtype, false)
     }
 
-    fn validate(&self, dtype: Dtype) -> Result<Plan, PipelineError> {
+    /// [`Pipeline::plan`] for a dataset whose images have boxes (`boxes`): the plan is then
+    /// a detection one whatever its ops, so that a resize or flip moves the boxes too (a
+    /// crop that would not is refused).
+    pub(crate) fn plan_over(&self, dtype: Dtype, boxes: bool) -> Result<Plan, Error> {
+        self.validate(dtype, boxes)
+            .map_err(|reason| Error::Pipeline {
+                name: self.name.clone(),
+                reason,
+            })
+    }
+
+    fn validate(&self, dtype: Dtype, boxes: bool) -> Result<Plan, PipelineError> {
         let mut phases = Phases::default();
         for (at, op) in self.ops.iter().enumerate() {
             op.check()?;
@@ -424,7 +432,7 @@ impl Pipeline {
             None => (Geometry::Window, Interpolation::Bilinear, 0),
         });
         let natural = geometry.0 == Geometry::Window;
-        let detect = if det.is_detection() || natural {
+        let detect = if det.is_detection() || natural || boxes {
             if !matches!(geometry.0, Geometry::Resize { .. } | Geometry::Window) {
                 return Err(PipelineError::Shape("a detection pipeline ends its geometry with resize [h, w] (one size per batch), or has no resize (each image keeps its window's size)".into()));
             }

@@ -288,7 +288,9 @@ impl Loader {
 
     fn start(b: LoaderBuilder) -> Result<Self, Error> {
         let mut pipeline = b.pipeline.expect("checked by build");
-        let mut plan = pipeline.plan(b.dtype)?;
+        // Over images with boxes every pipeline moves them (a resize alone scales them).
+        let boxes = !b.source.entries().is_empty() && b.source.objects(0).is_some();
+        let mut plan = pipeline.plan_over(b.dtype, boxes)?;
         let shard = match b.shard {
             Some(s) => s,
             None => crate::sampler::Shard::from_env()?.unwrap_or_default(),

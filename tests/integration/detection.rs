@@ -373,6 +373,40 @@ fn the_lsj_preset_places_each_jittered_cut_on_the_fill_at_1024_on_the_engine_and
     assert!(worst >= 32.0, "worst sample PSNR {worst:.1} dB");
 }
 
+#[test]
+fn over_a_coco_dataset_a_resize_alone_scales_the_boxes_and_a_classification_crop_is_refused() {
+    let (images, _dir, annotations) = coco_set("det-resize-alone", 4);
+    let resize = hpuload::Pipeline::from_toml(
+        "name = \"r\"\n[[ops]]\nop = \"resize\"\nsize = [50, 80]\n",
+        "r",
+    )
+    .unwrap();
+    let (batches, _) = detection_epoch(images.path(), &annotations, resize, Backend::Cpu);
+    let layout = TargetLayout { max_boxes: 8 };
+    let mut seen = 0;
+    for (_, records) in &batches {
+        for record in records.chunks(layout.bytes()) {
+            let t = layout.read(record);
+            assert_eq!(t.size, (50, 80));
+            // The whole-image box becomes the whole output.
+            let whole = t.labels.iter().position(|&l| l == 1).unwrap();
+            let b = t.boxes[whole];
+            assert!(
+                (b[2] - 80.0).abs() < 1e-3 && (b[3] - 50.0).abs() < 1e-3,
+                "{b:?}"
+            );
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 4);
+    let e = coco_builder(images.path(), &annotations, pipelines::resnet50_train())
+        .build()
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("a detection pipeline ends its geometry"), "{e}");
+}
+
 /// The SSD preset's epoch on `auto` and on the CPU path: checks that their target records
 /// are the same, and gives each sample's PSNR between the two (ascending) and `auto`'s report.
 fn ssd_engine_against_cpu(images: &Path, annotations: &Path) -> (Vec<f64>, hpuload::Report) {
