@@ -121,6 +121,18 @@ def test_the_references_tensor_backend_runs_natively_with_torchvisions_tensor_ke
     assert 0 < flips < 12
 
 
+def _gives_the_datasets_bytes(ds, what) -> None:
+    """The first batch of `ds` through the drop-in on the CPU path, natively: every sample is
+    the dataset's own, byte for byte."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(ds, batch_size=6, backend="cpu")
+    x, _, indices = first_batch(loader)
+    for slot, i in enumerate(indices):
+        want = ds[i][0]
+        assert torch.equal(x[slot], want), (what, i, (x[slot].int() - want.int()).abs().max().item())
+
+
 @pytest.mark.parametrize("interpolation", [T.InterpolationMode.BILINEAR, T.InterpolationMode.BICUBIC], ids=["bilinear", "bicubic"])
 @pytest.mark.parametrize("flavour", ["v1", "v2"])
 def test_a_uint8_tensors_resize_and_center_crop_give_torchvisions_bytes(png_folder, flavour, interpolation):
@@ -132,14 +144,7 @@ def test_a_uint8_tensors_resize_and_center_crop_give_torchvisions_bytes(png_fold
     first = T.PILToTensor() if flavour == "v1" else v2.ToImage()
     for resize, crop in ((97, 48), (256, 224), ((300, 41), (299, 40)), ((512, 384), None)):
         steps = [first, M.Resize(resize, interpolation=interpolation)] + ([M.CenterCrop(crop)] if crop else [])
-        ds = datasets.ImageFolder(png_folder, M.Compose(steps))
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", FallbackWarning)
-            loader = DataLoader(ds, batch_size=6, backend="cpu")
-        x, _, indices = first_batch(loader)
-        for slot, i in enumerate(indices):
-            want = ds[i][0]
-            assert torch.equal(x[slot], want), (resize, crop, i, (x[slot].int() - want.int()).abs().max().item())
+        _gives_the_datasets_bytes(datasets.ImageFolder(png_folder, M.Compose(steps)), (resize, crop))
 
 
 def test_v2_resizes_without_antialiasing_give_torchs_uint8_bytes_and_v1s_fall_back(png_folder, tmp_path):
@@ -154,14 +159,7 @@ def test_v2_resizes_without_antialiasing_give_torchs_uint8_bytes_and_v1s_fall_ba
         pytest.skip("torch has no uint8 bilinear kernel on this CPU")
     for resize, crop in ((97, 48), ((300, 41), None), ((512, 384), None), (256, 224)):
         steps = [v2.ToImage(), v2.Resize(resize, antialias=False)] + ([v2.CenterCrop(crop)] if crop else [])
-        ds = datasets.ImageFolder(png_folder, v2.Compose(steps))
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", FallbackWarning)
-            loader = DataLoader(ds, batch_size=6, backend="cpu")
-        x, _, indices = first_batch(loader)
-        for slot, i in enumerate(indices):
-            want = ds[i][0]
-            assert torch.equal(x[slot], want), (resize, crop, i, (x[slot].int() - want.int()).abs().max().item())
+        _gives_the_datasets_bytes(datasets.ImageFolder(png_folder, v2.Compose(steps)), (resize, crop))
     # The loader's own crop windows, cut then resized without antialiasing.
     ds = datasets.ImageFolder(png_folder, v2.Compose([v2.ToImage(), v2.RandomResizedCrop(72, antialias=False)]))
     with warnings.catch_warnings():

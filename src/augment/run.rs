@@ -55,18 +55,17 @@ impl Placed {
         let (ch, cw) = (self.content.0 as usize, self.content.1 as usize);
         let (h, w) = (size.0 as usize, size.1 as usize);
         assert!(ch <= h && cw <= w, "{:?} placed in {size:?}", self.content);
+        // One row of the fill, copied whole where it shows (not a pixel at a time).
+        let fill = self.fill.repeat(w);
         out.clear();
         out.reserve(h * w * 3);
-        let fill = |out: &mut Vec<u8>, n: usize| {
-            for _ in 0..n {
-                out.extend_from_slice(&self.fill);
-            }
-        };
         for row in rgb[..ch * cw * 3].chunks_exact(cw * 3) {
             out.extend_from_slice(row);
-            fill(out, w - cw);
+            out.extend_from_slice(&fill[..(w - cw) * 3]);
         }
-        fill(out, (h - ch) * w);
+        for _ in ch..h {
+            out.extend_from_slice(&fill);
+        }
     }
 }
 
