@@ -9,6 +9,9 @@ the reference's `collate_fn=lambda b: tuple(zip(*b))`.
 With `--preset v2-multiscale`: the reference's `multiscale` augmentation (RandomShortestSize
 of 480 to 800 capped at 1333, then the flip; each image its own size) in place of the SSD one.
 
+`--copypaste` (with `v1-lsj`): the reference's `--use-copypaste` collate_fn, its
+`SimpleCopyPaste` over each batch (restated in reference_v1.py).
+
 With `--preset v1-ssd`, `v1-hflip`, `v1-multiscale` or `v1-lsj`: the reference as it runs without `--use-v2` (its own
 `CocoDetection` subclass, `ConvertCocoPolysToMask` and v1 transforms, as written for the tests
 in python/tests/reference_v1.py; no Resize: each image keeps its window's size, but for
@@ -73,6 +76,7 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--copypaste", action="store_true", help="the reference's --use-copypaste collate (v1-lsj)")
     ap.add_argument("--preset", choices=["v2-ssd", "v2-multiscale", "v1-ssd", "v1-hflip", "v1-multiscale", "v1-lsj"], default="v2-ssd")
     a = ap.parse_args()
     if a.loader == "torch":
@@ -96,12 +100,17 @@ def main():
 
         preset = reference_v1.DetectionPresetTrain(data_augmentation=a.preset.split("-")[1])
         dataset = reference_v1.get_coco(a.data, a.annotations, preset)
+    collate = lambda batch: tuple(zip(*batch))  # noqa: E731
+    if a.copypaste:
+        if a.preset != "v1-lsj":
+            raise SystemExit("--copypaste: the reference takes it with lsj only")
+        collate = reference_v1.copypaste_collate_fn
     loader = DataLoader(
         dataset,
         batch_size=a.batch,
         shuffle=True,
         num_workers=a.workers,
-        collate_fn=lambda batch: tuple(zip(*batch)),
+        collate_fn=collate,
         persistent_workers=a.workers > 0,
     )
     setup = time.perf_counter() - t0

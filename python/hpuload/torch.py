@@ -40,7 +40,7 @@ import torch.utils.data as tud
 # reach torch's.
 from torch.utils.data.dataloader import DataLoader as _TorchDataLoader
 
-from . import _arrays, _collate, _detection, _hf, _hpuload, _malloc, _options, _probe, _tail, _video
+from . import _arrays, _collate, _copy_paste, _detection, _hf, _hpuload, _malloc, _options, _probe, _tail, _video
 from ._fallback import FallbackReason, FallbackWarning
 from ._fallback import Unfit as _Unfit
 from ._transforms import Unsupported, translate_split
@@ -958,6 +958,9 @@ class _Loader:
         self._pending_resume = None
         watch = self._watch
         collate = self.collate_fn
+        if collate is not None and self._targets is not None:
+            # The detection reference's copy-paste collate, natively where it behaves the same.
+            _copy_paste.adopt(collate)
         timeout = self.timeout if self.timeout and self.timeout > 0 else None
         views = core.views
         split = (lambda images: _split_views(images, views, core.output[1])) if len(views) > 1 else None

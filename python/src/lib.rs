@@ -10,6 +10,7 @@ mod errors;
 mod masks;
 mod mix;
 mod options;
+mod paste;
 
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -694,6 +695,7 @@ fn _hpuload(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mix::mixup_f32, m)?)?;
     m.add_function(wrap_pyfunction!(mix::cutmix_f32, m)?)?;
     m.add_function(wrap_pyfunction!(masks::coco_masks, m)?)?;
+    m.add_function(wrap_pyfunction!(paste::copy_paste, m)?)?;
     errors::register(m)?;
     Ok(())
 }

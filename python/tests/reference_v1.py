@@ -318,3 +318,76 @@ def get_coco(root, ann_file, preset):
     dataset = CocoDetection(str(root), str(ann_file), transforms=Compose([ConvertCocoPolysToMask(), preset]))
     keep = [i for i, image_id in enumerate(dataset.ids) if dataset.coco.getAnnIds(imgIds=image_id, iscrowd=None)]
     return torch.utils.data.Subset(dataset, keep)
+
+
+def _copy_paste(image, target, paste_image, paste_target, blending=True, resize_interpolation=F.InterpolationMode.BILINEAR):
+    """The reference's copy-paste of one pair (its module-level `_copy_paste`, which its
+    `SimpleCopyPaste.forward` calls through the module's globals): a random subset of the
+    donor's objects (one `randint` draw per donor mask, the distinct values kept) laid over
+    `image`, the donor resized to the image's size first when the two differ."""
+    donor, donor_target, interpolation = paste_image, paste_target, resize_interpolation
+    count = len(donor_target["masks"])
+    if count == 0:
+        return image, target
+    chosen = torch.unique(torch.randint(0, count, (count,), device=donor.device)).to(torch.long)
+    masks_in, boxes_in, labels_in = (donor_target[k][chosen] for k in ("masks", "boxes", "labels"))
+    size = image.shape[-2:]
+    if donor.shape[-2:] != size:
+        ratios = torch.tensor((size[1] / donor.shape[-1], size[0] / donor.shape[-2]), device=boxes_in.device)
+        donor = F.resize(donor, size, interpolation=interpolation)
+        masks_in = F.resize(masks_in, size, interpolation=F.InterpolationMode.NEAREST)
+        boxes_in = boxes_in.view(-1, 2, 2).mul(ratios).view(boxes_in.shape)
+    alpha = masks_in.sum(dim=0) > 0
+    if blending:
+        # A blur of a bool mask comes back as bool: every pixel the kernel reaches is pasted.
+        alpha = F.gaussian_blur(alpha.unsqueeze(0), kernel_size=(5, 5), sigma=[2.0])
+    pasted = image * (~alpha) + donor * alpha
+    kept = target["masks"] * (~alpha)
+    nonempty = kept.sum((-1, -2)) > 0
+    kept = kept[nonempty]
+    out = dict(target)
+    out["masks"] = torch.cat([kept, masks_in])
+    out["boxes"] = torch.cat([torchvision.ops.masks_to_boxes(kept), boxes_in])
+    out["labels"] = torch.cat([target["labels"][nonempty], labels_in])
+    if "area" in target:
+        out["area"] = out["masks"].sum((-1, -2)).to(torch.float32)
+    if "iscrowd" in target and "iscrowd" in donor_target and len(target["iscrowd"]) == len(nonempty):
+        out["iscrowd"] = torch.cat([target["iscrowd"][nonempty], donor_target["iscrowd"][chosen]])
+    bad = (out["boxes"][:, 2:] <= out["boxes"][:, :2]).any(dim=1)
+    if bad.any():
+        good = ~bad
+        for k in ("boxes", "masks", "labels", "area"):
+            if k in out:
+                out[k] = out[k][good]
+        if "iscrowd" in out and len(out["iscrowd"]) == len(good):
+            out["iscrowd"] = out["iscrowd"][good]
+    return pasted, out
+
+
+class SimpleCopyPaste(torch.nn.Module):
+    """The reference's batch-level copy-paste (`--use-copypaste`, with `lsj` only): each image
+    takes objects of the one before it in the batch (the first, of the last)."""
+
+    def __init__(self, blending=True, resize_interpolation=F.InterpolationMode.BILINEAR):
+        super().__init__()
+        self.blending, self.resize_interpolation = blending, resize_interpolation
+
+    def forward(self, images, targets):
+        donors, donor_targets = images[-1:] + images[:-1], targets[-1:] + targets[:-1]
+        pairs = [
+            _copy_paste(i, t, d, dt, blending=self.blending, resize_interpolation=self.resize_interpolation)
+            for i, t, d, dt in zip(images, targets, donors, donor_targets)
+        ]
+        return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+def collate_fn(batch):
+    """The reference's `utils.collate_fn`."""
+    return tuple(zip(*batch))
+
+
+def copypaste_collate_fn(batch):
+    """The reference's collate under `--use-copypaste`: a fresh `SimpleCopyPaste(blending=True,
+    resize_interpolation=BILINEAR)` over each collated batch."""
+    copypaste = SimpleCopyPaste(blending=True, resize_interpolation=F.InterpolationMode.BILINEAR)
+    return copypaste(*collate_fn(batch))

@@ -14,7 +14,8 @@
 //! policies, with Pillow's arithmetic from `pil/`), `detect.rs` (the box-aware ops),
 //! `erase.rs`, `kernel.rs` (normalize, the resampler and the output writer), `two_tap.rs`
 //! (torch's bilinear resize without antialias), `mix.rs`
-//! (MixUp and CutMix, on whole batches).
+//! (MixUp and CutMix, on whole batches), `paste.rs` (the detection reference's copy-paste of
+//! objects between a batch's images).
 
 mod autoaugment;
 mod blur;
@@ -27,6 +28,7 @@ mod geometry;
 mod kernel;
 pub mod mix;
 mod op;
+pub mod paste;
 mod pil;
 mod pixel;
 mod plan;
