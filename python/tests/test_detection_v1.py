@@ -363,3 +363,88 @@ def test_a_subclass_that_is_not_the_references_falls_back_naming_why(coco_v1):
         eval_loader = ht.DataLoader(ds, batch_size=2, collate_fn=reference_collate)
     images, targets = next(iter(eval_loader))
     assert images[0].dtype == torch.uint8 and targets[0]["masks"].dtype == torch.uint8  # as `any` of uint8 gives
+
+
+def _cloned(batch):
+    return [(image.clone(), {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in t.items()}) for image, t in batch]
+
+
+def test_the_copy_paste_collate_gives_the_references_own_batches(coco_v1, monkeypatch):
+    """The reference's `--use-copypaste` collate over `lsj`: hpuload puts its native copy-paste
+    in place of the module's `_copy_paste` (after checking the two agree on probe images), and
+    each collated batch equals what the reference's own function makes of the same samples
+    from the same state of torch's generator: pixels, masks, boxes, labels, areas, iscrowd."""
+    folder, ann = coco_v1
+    original = ref._copy_paste
+    monkeypatch.setattr(ref, "_copy_paste", original)  # put back after the test
+    preset = ref.DetectionPresetTrain(data_augmentation="lsj", lsj_size=(120, 100), scale_range=(0.3, 2.0))
+    seen = []
+
+    def collate(batch):
+        seen.append((_cloned(batch), torch.get_rng_state()))
+        return ref.copypaste_collate_fn(batch)
+
+    loader = ht.DataLoader(ref.get_coco(folder, ann, preset), batch_size=4, collate_fn=collate, backend="cpu", seed=3)
+    got = []
+    for epoch in range(2):
+        loader.set_epoch(epoch)
+        got += [(list(images), list(targets)) for images, targets in loader]
+    assert getattr(ref._copy_paste, "_hpuload", False) and ref._copy_paste.__wrapped__ is original
+    pasted = 0
+    for (images, targets), (samples, state) in zip(got, seen, strict=True):
+        with monkeypatch.context() as m:
+            m.setattr(ref, "_copy_paste", original)
+            torch.set_rng_state(state)
+            want_images, want_targets = ref.copypaste_collate_fn(samples)
+        for image, target, want_image, want, (before_image, before) in zip(
+            images, targets, want_images, want_targets, samples
+        ):
+            assert torch.equal(image, want_image), want["image_id"]
+            _same_targets(target, want, want["image_id"])
+            pasted += not torch.equal(image, before_image) and len(target["masks"]) != len(before["masks"])
+    assert pasted >= 4
+
+
+def test_the_native_copy_paste_hands_what_it_does_not_take_to_the_original():
+    """Images of two sizes (the reference resizes the donor first), a float64 image: the
+    reference's own function runs, with the same draws."""
+    from hpuload import _copy_paste as cp
+
+    fast = cp._fast(ref._copy_paste)
+    (image, target), (donor, donor_target) = cp._probe(5, (40, 30), (3, 4))
+    (small, small_target), _ = cp._probe(6, (20, 24), (2, 1))
+    for args in ((image, target, small, small_target), (image.double(), target, donor.double(), donor_target)):
+        results = []
+        for fn in (ref._copy_paste, fast):
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(1)
+                results.append((fn(*args, blending=True), torch.get_rng_state()))
+        assert cp._same(results[0], results[1])
+
+
+def test_a_copy_paste_that_differs_from_the_references_is_left_as_written(monkeypatch):
+    """A fork whose `_copy_paste` does something else (here: blends when told not to, and the
+    other way round) gives other results on the probes: hpuload leaves it in place."""
+    import sys
+    import types
+
+    from hpuload import _copy_paste as cp
+
+    fork = types.ModuleType("forked_transforms")
+
+    def _copy_paste(image, target, paste_image, paste_target, blending=True, resize_interpolation=None):
+        return ref._copy_paste(image, target, paste_image, paste_target, not blending)
+
+    class SimpleCopyPaste(torch.nn.Module):
+        def forward(self, images, targets):
+            return fork._copy_paste(images[0], targets[0], images[-1], targets[-1])
+
+    SimpleCopyPaste.__module__ = fork.__name__
+    fork._copy_paste, fork.SimpleCopyPaste = _copy_paste, SimpleCopyPaste
+    monkeypatch.setitem(sys.modules, fork.__name__, fork)
+
+    # A collate_fn written in the fork's module, naming its class as the reference's does.
+    exec("def collate(batch):\n    return SimpleCopyPaste()(*zip(*batch))\n", fork.__dict__)
+    assert cp._candidates(fork.collate) == [fork]
+    assert not cp.adopt(fork.collate)
+    assert fork._copy_paste is _copy_paste
