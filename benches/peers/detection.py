@@ -19,7 +19,7 @@ in python/tests/reference_v1.py; no Resize: each image keeps its window's size, 
 mean, the flip), the annotations needing segmentation polygons (`coco_make.py --polygons`).
 
 usage: python detection.py --loader torch|hpuload --data IMAGES --annotations JSON
-       [--preset v2-ssd|v2-multiscale|v1-ssd|v1-hflip|v1-multiscale|v1-lsj] [--workers 2] [--batch 32] [--epochs 2]
+       [--preset v2-ssd|v2-multiscale|v1-ssd|v1-hflip|v1-multiscale|v1-lsj] [--copypaste] [--workers 2] [--batch 32] [--epochs 2]
 Prints one JSON line: images/s and boxes/s over the epochs after the first (the first warms
 caches and worker pools, as in peer_bench.py), and the annotation load time.
 """

@@ -142,7 +142,10 @@ pub fn copy_paste(
         };
         let done = paste::copy_paste(image, masks, &donor, (h, w), blend, out, out_masks);
         (
-            done.kept.into_iter().map(|(i, m)| (i, summary(m))).collect(),
+            done.kept
+                .into_iter()
+                .map(|(i, m)| (i, summary(m)))
+                .collect(),
             done.pasted.into_iter().map(summary).collect(),
         )
     }))

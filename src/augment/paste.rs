@@ -339,7 +339,11 @@ mod tests {
         b[8 * w + 10] = 3; // the far corner, a value other than 1
         b[2 * w + 9] = 1;
         let masks = [a.clone(), b.clone()].concat();
-        let union: Vec<u8> = a.iter().zip(&b).map(|(&x, &y)| u8::from(x | y != 0)).collect();
+        let union: Vec<u8> = a
+            .iter()
+            .zip(&b)
+            .map(|(&x, &y)| u8::from(x | y != 0))
+            .collect();
         let mut out = vec![7u8; h * w];
         paste_mask([&a[..], &b[..]], (h, w), false, &mut out);
         assert_eq!(out, union);
@@ -347,7 +351,11 @@ mod tests {
         assert_eq!(out, dilated_by_hand(&union, h, w));
         assert_eq!(out[2 * w + 2], 1);
         assert_eq!(out[3 * w + 3], 1, "two from the middle pixel on both axes");
-        assert_eq!(out[7 * w + 1], 0, "three or more from every set pixel on one axis");
+        assert_eq!(
+            out[7 * w + 1],
+            0,
+            "three or more from every set pixel on one axis"
+        );
     }
 
     #[test]
@@ -393,7 +401,15 @@ mod tests {
         };
         let mut out = vec![0.0; 2 * h * w];
         let mut out_masks = vec![9u8; 3 * h * w];
-        let got = copy_paste(&image, &masks, &donor, (h, w), false, &mut out, &mut out_masks);
+        let got = copy_paste(
+            &image,
+            &masks,
+            &donor,
+            (h, w),
+            false,
+            &mut out,
+            &mut out_masks,
+        );
         let kept = MaskSummary {
             sum: 3,
             bounds: Some([1, 1, 3, 2]),
