@@ -44,6 +44,25 @@ def sample_seed(seed: int, epoch: int, index: int) -> int:
     return int.from_bytes(digest, "little") & (2**63 - 1)
 
 
+def batch_seed(seed: int, epoch: int, step: int) -> int:
+    """A 63-bit seed for the `collate_fn` of an epoch's batch `step`, apart from every sample's."""
+    key = struct.pack("<QQQ", seed & (2**64 - 1), epoch & (2**64 - 1), step & (2**64 - 1))
+    digest = hashlib.blake2b(key, digest_size=8, person=b"hpuload-collate").digest()
+    return int.from_bytes(digest, "little") & (2**63 - 1)
+
+
+@contextlib.contextmanager
+def seeded_batch(seed: int, epoch: int, step: int):
+    """Runs the block (a batch's `collate_fn`) with Python's, NumPy's and torch's global
+    generators seeded from `(seed, epoch, step)`, their states before restored after: the
+    collate's draws (MixUp's, CutMix's, a copy-paste's) repeat on a resumed run, and the
+    training loop's own draws go on as if it had not run, as with torch's worker processes,
+    whose collate draws from their own generators."""
+    with _Isolated():
+        _seed_all(batch_seed(seed, epoch, step))
+        yield
+
+
 class _Isolated:
     """Saves the global generators' states on entry and restores them on exit."""
 

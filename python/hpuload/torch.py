@@ -867,7 +867,7 @@ class _Loader:
 
     def _tail_batch(self, held: tuple, collate, timeout):
         """A batch whose tail `_tail_start` started, collated as the user's loader would."""
-        started, targets, indices, valid, epoch = held
+        started, targets, indices, valid, epoch, step = held
         outs = self._tail_finish(started, timeout)
         left = self._left_clips(indices, valid, epoch)
         if left and isinstance(outs, torch.Tensor):
@@ -894,7 +894,10 @@ class _Loader:
             samples = list(zip(outs, targets))
         else:
             samples = [{keys[0]: x, keys[1]: t} for x, t in zip(outs, targets)]
-        return (collate or tud.default_collate)(samples)
+        if collate is None:
+            return tud.default_collate(samples)
+        with _tail.seeded_batch(self._options.seed, epoch, step):
+            return collate(samples)
 
     def _tail_finish(self, started, timeout) -> "list | torch.Tensor":
         """The tail's output for each sample of a batch `_tail_start` started."""
@@ -965,6 +968,11 @@ class _Loader:
         views = core.views
         split = (lambda images: _split_views(images, views, core.output[1])) if len(views) > 1 else None
         held = None  # a batch whose tail runs in the workers, handed out after the next starts
+
+        def seeded(step):
+            # A collate_fn's draws: from generators seeded by (seed, epoch, step).
+            return _tail.seeded_batch(self._options.seed, epoch, step)
+
         try:
             while True:
                 if self._active is not token:
@@ -1012,9 +1020,12 @@ class _Loader:
                         targets = labels.tolist()
                         crops = [list(c) for c in zip(*(v.unbind(0) for v in per_view))]
                         if keys is None:
-                            yield collate(list(zip(crops, targets)))
+                            samples = list(zip(crops, targets))
                         else:
-                            yield collate([{keys[0]: c, keys[1]: t} for c, t in zip(crops, targets)])
+                            samples = [{keys[0]: c, keys[1]: t} for c, t in zip(crops, targets)]
+                        with seeded(batch.step):
+                            out = collate(samples)
+                        yield out
                 elif self._tail is not None:
                     started = (
                         self._tail_start(images, self.last_indices, epoch),
@@ -1022,6 +1033,7 @@ class _Loader:
                         self.last_indices,
                         batch.valid,
                         epoch,
+                        batch.step,
                     )
                     if not isinstance(started[0], _tail.Pending):  # run here and now
                         yield self._tail_batch(started, collate, timeout)
@@ -1040,7 +1052,10 @@ class _Loader:
                     if collate is None:
                         yield self._targets.static(images, labels, self.last_indices, detects)
                     else:
-                        yield collate(self._targets.samples(images, labels, self.last_indices, detects))
+                        samples = self._targets.samples(images, labels, self.last_indices, detects)
+                        with seeded(batch.step):
+                            out = collate(samples)
+                        yield out
                 elif collate is None:
                     # What default_collate makes of the samples.
                     _collate.mark(images)
@@ -1051,14 +1066,15 @@ class _Loader:
                     targets = labels.tolist()
                     if self._clip_samples is not None:
                         clips, indices = self._clip_samples, self.last_indices
-                        yield _collate.call(collate, images, lambda views: clips.tuples(views, targets, indices))
+                        samples = lambda views: clips.tuples(views, targets, indices)  # noqa: E731
                     elif keys is None:
-                        yield _collate.call(collate, images, lambda views: list(zip(views, targets)))
+                        samples = lambda views: list(zip(views, targets))  # noqa: E731
                     else:
                         k0, k1 = keys
-                        yield _collate.call(
-                            collate, images, lambda views: [{k0: v, k1: t} for v, t in zip(views, targets)]
-                        )
+                        samples = lambda views: [{k0: v, k1: t} for v, t in zip(views, targets)]  # noqa: E731
+                    with seeded(batch.step):
+                        out = _collate.call(collate, images, samples)
+                    yield out
         finally:
             if self._active is token and self._core is core:
                 core.stop()

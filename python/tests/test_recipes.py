@@ -464,6 +464,59 @@ def test_custom_sampler_resume_mid_epoch_gives_the_same_batches(jpeg_folder):
         assert torch.equal(a, c) and torch.equal(b, d)
 
 
+def test_a_collate_fns_draws_repeat_on_resume_whatever_the_global_generator_holds(jpeg_folder):
+    """MixUp/CutMix in the collate_fn draw from generators seeded by (seed, epoch, batch): a
+    run resumed mid-epoch, with torch's global generator elsewhere (the script did not save
+    it), gives the batches the uninterrupted run gave, mixed alike."""
+    dataset = datasets.ImageFolder(jpeg_folder, Preset(32))
+    collate = mixup_cutmix_collate(len(dataset.classes))
+
+    def make():
+        return DataLoader(dataset, batch_size=6, shuffle=True, collate_fn=collate, drop_last=True, seed=4)
+
+    torch.manual_seed(1)
+    want = [(x.clone(), y.clone()) for x, y in make()]
+    first = make()
+    it = iter(first)
+    for _ in range(2):
+        next(it)
+    state = json.loads(json.dumps(first.state_dict()))
+    del it
+    torch.manual_seed(2)
+    again = make()
+    again.load_state_dict(state)
+    rest = [(x.clone(), y.clone()) for x, y in again]
+    assert len(rest) == len(want) - 2 >= 2
+    for (a, b), (c, d) in zip(rest, want[2:]):
+        assert torch.equal(a, c) and torch.equal(b, d)
+    # Mixed: the labels are soft, not one-hot.
+    assert any((y.max(dim=1).values < 1).any() for _, y in rest)
+
+
+def test_a_collate_fns_draws_leave_the_training_loops_own_draws_alone(jpeg_folder):
+    """The loop's own draws from torch's, Python's and NumPy's global generators are those it
+    would make with a collate_fn that draws nothing, as with torch's worker processes."""
+    import random
+
+    dataset = datasets.ImageFolder(jpeg_folder, Preset(32))
+    drawing = mixup_cutmix_collate(len(dataset.classes))
+
+    def loop(collate):
+        torch.manual_seed(3)
+        random.seed(3)
+        np.random.seed(3)
+        loader = DataLoader(dataset, batch_size=6, collate_fn=collate, drop_last=True, seed=4)
+        draws = []
+        for x, y in loader:
+            draws.append((torch.rand(1).item(), random.random(), np.random.rand()))
+        return draws, y
+
+    quiet, quiet_y = loop(lambda b: tud.default_collate(b))
+    mixed, mixed_y = loop(drawing)
+    assert mixed == quiet and len(quiet) >= 2
+    assert mixed_y.shape != quiet_y.shape, "the mix ran (soft labels)"
+
+
 def test_timm_training_transforms_take_the_fast_path(jpeg_folder):
     from timm.data import create_transform
 
