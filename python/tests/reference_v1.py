@@ -391,3 +391,35 @@ def copypaste_collate_fn(batch):
     resize_interpolation=BILINEAR)` over each collated batch."""
     copypaste = SimpleCopyPaste(blending=True, resize_interpolation=F.InterpolationMode.BILINEAR)
     return copypaste(*collate_fn(batch))
+
+
+class GroupedBatchSampler(torch.utils.data.BatchSampler):
+    """The reference's default batch sampler (`--aspect-ratio-group-factor 3`,
+    `group_by_aspect_ratio.py`): batches of one group each, in the order the wrapped sampler
+    reaches `batch_size` of a group; at the end, the fullest groups' leftovers topped up with
+    their own samples (repeated as needed) until there are `len(sampler) // batch_size`."""
+
+    def __init__(self, sampler, group_ids, batch_size):
+        self.sampler, self.group_ids, self.batch_size = sampler, group_ids, batch_size
+
+    def __iter__(self):
+        waiting, seen = {}, {}
+        made = 0
+        for idx in self.sampler:
+            g = self.group_ids[idx]
+            waiting.setdefault(g, []).append(idx)
+            seen.setdefault(g, []).append(idx)
+            if len(waiting[g]) == self.batch_size:
+                yield waiting.pop(g)
+                made += 1
+        left = len(self) - made
+        for g, batch in sorted(waiting.items(), key=lambda item: len(item[1]), reverse=True):
+            if left == 0:
+                break
+            short = self.batch_size - len(batch)
+            pool = seen[g] * -(-short // len(seen[g]))
+            yield batch + pool[:short]
+            left -= 1
+
+    def __len__(self):
+        return len(self.sampler) // self.batch_size

@@ -448,3 +448,31 @@ def test_a_copy_paste_that_differs_from_the_references_is_left_as_written(monkey
     assert cp._candidates(fork.collate) == [fork]
     assert not cp.adopt(fork.collate)
     assert fork._copy_paste is _copy_paste
+
+
+def test_the_references_grouped_batch_sampler_is_honoured_batch_for_batch(coco_v1):
+    """The reference's default batch sampler groups images by aspect ratio (`GroupedBatchSampler`
+    over a `RandomSampler`, topping up the last batches with repeats): natively, each epoch's
+    batches are the ones it gives from the same state of torch's generator, and each sample is
+    the image its index names."""
+    folder, ann = coco_v1
+    preset = ref.DetectionPresetTrain(data_augmentation="hflip", hflip_prob=0.0)
+    dataset = ref.get_coco(folder, ann, preset)
+    coco = dataset.dataset.coco
+    ids = [dataset.dataset.ids[i] for i in dataset.indices]
+    groups = [int(coco.imgs[i]["width"] >= coco.imgs[i]["height"]) for i in ids]
+    batches = ref.GroupedBatchSampler(torch.utils.data.RandomSampler(dataset), groups, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ht.FallbackWarning)
+        ours = ht.DataLoader(dataset, batch_sampler=batches, collate_fn=ref.collate_fn, backend="cpu")
+    assert isinstance(ours, ht.DataLoader)
+    for epoch in range(2):
+        torch.manual_seed(epoch)
+        want = [list(b) for b in batches]
+        torch.manual_seed(epoch)
+        got = []
+        for images, targets in ours:
+            got.append(list(ours.last_indices))
+            assert [t["image_id"] for t in targets] == [ids[i] for i in ours.last_indices]
+            assert len({groups[i] for i in ours.last_indices}) == 1
+        assert got == want and len(got) == len(dataset) // 3
