@@ -517,6 +517,48 @@ def test_a_collate_fns_draws_leave_the_training_loops_own_draws_alone(jpeg_folde
     assert mixed_y.shape != quiet_y.shape, "the mix ran (soft labels)"
 
 
+def test_timms_own_loader_with_its_prefetcher_runs_natively_and_gives_the_datasets_own_samples(png_folder, monkeypatch):
+    """timm's train.py builds its loader with `create_loader`: its `ImageDataset`, the transform
+    it makes for its prefetcher (ending in `MaybePILToTensor`), its `fast_collate`, its
+    `PrefetchLoader` normalizing on the device, and torch's DataLoader called by its full name.
+    With that name pointing at hpuload's, the loader runs natively, and its uint8 batches are
+    the dataset's own samples byte for byte (nothing random: the crop covers each image, no
+    flip, no jitter)."""
+    from timm.data import create_dataset, create_loader
+
+    monkeypatch.setattr(torch.utils.data, "DataLoader", ht.DataLoader)
+    dataset = create_dataset("", root=str(png_folder), split="", is_training=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        warnings.simplefilter("error", ht.PythonTailWarning)
+        loader = create_loader(
+            dataset,
+            input_size=(3, 40, 40),
+            batch_size=4,
+            is_training=True,
+            use_prefetcher=True,
+            scale=(1.0, 1.0),
+            ratio=(1.0, 1.0),
+            hflip=0.0,
+            color_jitter=0.0,
+            interpolation="bilinear",
+            num_workers=2,
+            device=torch.device("cpu"),
+        )
+        inner = loader.loader
+        assert isinstance(inner, ht.DataLoader)
+        n = 0
+        for images, labels in inner:
+            assert images.dtype == torch.uint8
+            for image, label, index in zip(images, labels, inner.last_indices):
+                want, want_label = dataset[index]
+                assert torch.equal(image, want) and int(label) == want_label, index
+                n += 1
+        assert n == len(dataset) // 4 * 4
+        x, y = next(iter(loader))
+    assert x.dtype == torch.float32 and x.shape == (4, 3, 40, 40) and y.shape == (4,)
+
+
 def test_timm_training_transforms_take_the_fast_path(jpeg_folder):
     from timm.data import create_transform
 
