@@ -24,6 +24,7 @@ do); the replacement changes nothing for tensors hpuload did not make.
 
 from __future__ import annotations
 
+import sys
 import threading
 import weakref
 
@@ -96,6 +97,10 @@ def call(collate_fn, images: torch.Tensor, samples) -> object:
     """`collate_fn(samples(views))`, where `views` are `images`' samples (`SampleView`s) and
     `samples` builds the list the user's function receives from them."""
     install()
+    if "timm.data.mixup" in sys.modules:
+        from . import _timm_mix
+
+        _timm_mix.install()
     batch = _Batch(images)
     _remember(images)
     previous = getattr(_local, "batch", None)

@@ -2,7 +2,7 @@
 //! tensors cross as addresses, which that module takes from tensors it has checked (contiguous
 //! float32 on the CPU, `numel` values each) and keeps alive for the call.
 
-use hpuload::augment::mix::{self, CutBox};
+use hpuload::augment::mix::{self, CutBox, U8Mix};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
@@ -93,4 +93,92 @@ pub fn cutmix_f32(
     }
     let cut = CutBox { x1, y1, x2, y2 };
     with_slices(py, dst, src, numel, |d, s| mix::cutmix(d, s, shape, cut))
+}
+
+/// One job of [`mix_u8`]: `(row, kind, a, b, wa, wb, (x1, y1, x2, y2))`, kind 0 a copy of
+/// sample `a`, 1 a blend of `a` and `b` with weights `wa` and `wb` (taken as f32, as torch
+/// takes a Python scalar for a float32 tensor), 2 sample `a` with the box from sample `b`.
+type Job = (
+    usize,
+    u8,
+    usize,
+    usize,
+    f64,
+    f64,
+    (usize, usize, usize, usize),
+);
+
+/// timm's `FastCollateMixup` of the uint8 NCHW batch at `src` (`shape`) into the `rows`
+/// samples at `dst`, one output sample per job (`hpuload::augment::mix::mix_u8`).
+#[pyfunction]
+pub fn mix_u8(
+    py: Python<'_>,
+    dst: usize,
+    rows: usize,
+    src: usize,
+    shape: [usize; 4],
+    jobs: Vec<Job>,
+) -> PyResult<()> {
+    let [n, c, h, w] = shape;
+    let too_large = || PyValueError::new_err("the shape is too large");
+    let len = c
+        .checked_mul(h)
+        .and_then(|v| v.checked_mul(w))
+        .ok_or_else(too_large)?;
+    let (src_len, dst_len) = (
+        n.checked_mul(len).ok_or_else(too_large)?,
+        rows.checked_mul(len).ok_or_else(too_large)?,
+    );
+    let mut mixes = Vec::with_capacity(jobs.len());
+    for (row, kind, a, b, wa, wb, (x1, y1, x2, y2)) in jobs {
+        if row >= rows || a >= n || b >= n {
+            return Err(PyValueError::new_err(format!(
+                "job ({row}, {a}, {b}) outside {n} samples into {rows}"
+            )));
+        }
+        mixes.push((
+            row,
+            match kind {
+                0 => U8Mix::Copy { from: a },
+                1 => U8Mix::Blend {
+                    a,
+                    b,
+                    wa: wa as f32,
+                    wb: wb as f32,
+                },
+                2 if x1 <= x2 && x2 <= w && y1 <= y2 && y2 <= h => U8Mix::Cut {
+                    from: a,
+                    other: b,
+                    cut: CutBox { x1, y1, x2, y2 },
+                },
+                _ => return Err(PyValueError::new_err(format!("bad job kind {kind} or box"))),
+            },
+        ));
+    }
+    for (address, bytes) in [(dst, dst_len), (src, src_len)] {
+        if bytes > 0 && address == 0 || bytes > isize::MAX as usize {
+            return Err(PyValueError::new_err("not the address of the batch"));
+        }
+    }
+    if dst_len > 0 && src_len > 0 && dst < src + src_len && src < dst + dst_len {
+        return Err(PyValueError::new_err("the output overlaps the batch"));
+    }
+    if dst_len == 0 || src_len == 0 {
+        return Ok(());
+    }
+    py.detach(|| {
+        // SAFETY: `_collate.py` passes the data pointers of two live, contiguous uint8 CPU
+        // tensors (the batch of `n` samples and a fresh output of `rows`, each sample
+        // `c * h * w` bytes), which it checks and holds for the call; both are non-null
+        // (checked above) and do not overlap (checked above), and nothing else touches the
+        // output while this runs.
+        let (out, batch) = unsafe {
+            (
+                std::slice::from_raw_parts_mut(dst as *mut u8, dst_len),
+                std::slice::from_raw_parts(src as *const u8, src_len),
+            )
+        };
+        mix::mix_u8(out, batch, shape, &mixes);
+    });
+    Ok(())
 }

@@ -559,6 +559,45 @@ def test_timms_own_loader_with_its_prefetcher_runs_natively_and_gives_the_datase
     assert x.dtype == torch.float32 and x.shape == (4, 3, 40, 40) and y.shape == (4,)
 
 
+@pytest.mark.parametrize("mode", ["batch", "pair", "elem", "half"])
+def test_timms_fast_collate_mixup_gives_timms_own_batches_in_every_mode(jpeg_folder, mode):
+    """timm's `FastCollateMixup` (train.py's collate with `--mixup`/`--cutmix` and its
+    prefetcher) on hpuload's uint8 batches runs natively, and each batch (the mixed images and
+    the soft targets) equals what timm's own methods make of a copy of the same samples from
+    the same state of NumPy's generator."""
+    import timm.data.mixup as tm
+    from timm.data import FastCollateMixup
+
+    from hpuload import _timm_mix
+
+    names = ("_mix_batch_collate", "_mix_elem_collate", "_mix_pair_collate")
+    dataset = datasets.ImageFolder(jpeg_folder, T.Compose([T.RandomResizedCrop(48), T.RandomHorizontalFlip(), T.PILToTensor()]))
+    mix = FastCollateMixup(mixup_alpha=0.8, cutmix_alpha=1.0, mode=mode, num_classes=len(dataset.classes))
+    checked = []
+
+    def collate(batch):
+        state = np.random.get_state()
+        plain = [(x.clone(), y) for x, y in batch]
+        native = {n: tm.FastCollateMixup.__dict__[n] for n in names}
+        for n in names:  # timm's own methods, on tensors hpuload did not make
+            setattr(tm.FastCollateMixup, n, getattr(native[n], "__wrapped__", native[n]))
+        try:
+            want = mix(plain)
+        finally:
+            for n in names:
+                setattr(tm.FastCollateMixup, n, native[n])
+        np.random.set_state(state)
+        got = mix(batch)
+        checked.append(torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]))
+        return got
+
+    loader = DataLoader(dataset, batch_size=8, shuffle=True, collate_fn=collate, drop_last=True, seed=2)
+    for images, targets in loader:
+        assert images.dtype == torch.uint8 and targets.shape[1] == len(dataset.classes)
+    assert _timm_mix.install() and all(getattr(tm.FastCollateMixup.__dict__[n], "_hpuload", False) for n in names)
+    assert len(checked) == len(loader) and all(checked)
+
+
 def test_timm_training_transforms_take_the_fast_path(jpeg_folder):
     from timm.data import create_transform
 

@@ -69,6 +69,89 @@ pub fn cutmix(dst: &mut [f32], src: &[f32], [n, c, h, w]: [usize; 4], cut: CutBo
     }
 }
 
+/// How one output sample of timm's `FastCollateMixup` is made from a uint8 batch.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum U8Mix {
+    /// Sample `from` as it is.
+    Copy {
+        /// The sample.
+        from: usize,
+    },
+    /// `round(a * wa + b * wb)` per value, in f32 (each product rounded, then the sum, then
+    /// rounded half to even), as `mixed.float() * lam + other.float() * (1 - lam)` then
+    /// `torch.round` give it.
+    Blend {
+        /// The first sample.
+        a: usize,
+        /// The second sample.
+        b: usize,
+        /// Its weight.
+        wa: f32,
+        /// The second's weight.
+        wb: f32,
+    },
+    /// Sample `from` with the box `cut` taken from sample `other`, in every channel.
+    Cut {
+        /// The sample.
+        from: usize,
+        /// The sample the box comes from.
+        other: usize,
+        /// The box.
+        cut: CutBox,
+    },
+}
+
+/// Adds to output sample `row` of `dst` (wrapping, as uint8 tensors add) the sample `how` makes
+/// from the uint8 NCHW batch `src` (`[n, c, h, w]`), for each `(row, how)` in `jobs`: timm's
+/// `output[i] += mixed` into its zeroed output. `dst` holds whole samples of the same size.
+///
+/// # Panics
+/// A length disagrees with `shape`, a sample index is past the batch or the output, or a box
+/// leaves the image.
+pub fn mix_u8(dst: &mut [u8], src: &[u8], [n, c, h, w]: [usize; 4], jobs: &[(usize, U8Mix)]) {
+    let len = c * h * w;
+    assert!(src.len() == n * len && dst.len().is_multiple_of(len.max(1)));
+    if len == 0 {
+        return;
+    }
+    let sample = |i: usize| &src[i * len..][..len];
+    for &(row, how) in jobs {
+        let out = &mut dst[row * len..][..len];
+        let add = |out: &mut [u8], from: &[u8]| {
+            for (o, &v) in out.iter_mut().zip(from) {
+                *o = o.wrapping_add(v);
+            }
+        };
+        match how {
+            U8Mix::Copy { from } => add(out, sample(from)),
+            U8Mix::Blend { a, b, wa, wb } => {
+                for ((o, &x), &y) in out.iter_mut().zip(sample(a)).zip(sample(b)) {
+                    // Two roundings, then the sum's: no fused multiply-add.
+                    let mixed = (f32::from(x) * wa + f32::from(y) * wb).round_ties_even() as u8;
+                    *o = o.wrapping_add(mixed);
+                }
+            }
+            U8Mix::Cut { from, other, cut } => {
+                assert!(cut.x1 <= cut.x2 && cut.x2 <= w && cut.y1 <= cut.y2 && cut.y2 <= h);
+                let (s, p) = (sample(from), sample(other));
+                for plane in 0..c {
+                    for y in 0..h {
+                        let at = (plane * h + y) * w;
+                        let (o, s, p) = (&mut out[at..at + w], &s[at..at + w], &p[at..at + w]);
+                        if (cut.y1..cut.y2).contains(&y) {
+                            add(&mut o[..cut.x1], &s[..cut.x1]);
+                            add(&mut o[cut.x1..cut.x2], &p[cut.x1..cut.x2]);
+                            add(&mut o[cut.x2..], &s[cut.x2..]);
+                        } else {
+                            add(o, s);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,5 +201,44 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_uint8_blend_rounds_the_f32_sum_half_to_even_and_a_cut_takes_the_box() {
+        let (n, c, h, w) = (2, 1, 2, 3);
+        let src: Vec<u8> = vec![0, 1, 2, 3, 4, 255, 10, 20, 30, 40, 50, 0];
+        let mut dst = vec![0u8; 3 * c * h * w];
+        dst[12] = 1; // added to, as timm's `+=`
+        let cut = CutBox {
+            x1: 1,
+            y1: 0,
+            x2: 3,
+            y2: 1,
+        };
+        let jobs = [
+            (
+                0,
+                U8Mix::Blend {
+                    a: 0,
+                    b: 1,
+                    wa: 0.5,
+                    wb: 0.5,
+                },
+            ),
+            (
+                1,
+                U8Mix::Cut {
+                    from: 1,
+                    other: 0,
+                    cut,
+                },
+            ),
+            (2, U8Mix::Copy { from: 0 }),
+        ];
+        mix_u8(&mut dst, &src, [n, c, h, w], &jobs);
+        // (0 + 10) / 2 = 5, (1 + 20) / 2 = 10.5 -> 10, (2 + 30) / 2 = 16, 21.5 -> 22, 27, 127.5 -> 128.
+        assert_eq!(dst[..6], [5, 10, 16, 22, 27, 128]);
+        assert_eq!(dst[6..12], [10, 1, 2, 40, 50, 0]);
+        assert_eq!(dst[12..], [1, 1, 2, 3, 4, 255]);
     }
 }
