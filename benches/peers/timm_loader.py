@@ -13,15 +13,15 @@ user changes.
 `--mixup MODE`: timm's `FastCollateMixup(mixup_alpha=0.8, cutmix_alpha=1.0, mode=MODE,
 label_smoothing=0.1)` as the collate_fn, what train.py uses with `--mixup 0.8 --cutmix 1.0`
 and the prefetcher. The device is the CPU here. Prints images/s per epoch (the first is a
-warm-up) and the median of the rest.
+warm-up) and the median of the rest (`epoch_rates.py`).
 """
 
 import argparse
-import statistics
-import time
 
 import torch
 import torch.utils.data
+
+from epoch_rates import clip_rates
 
 
 def main():
@@ -57,16 +57,11 @@ def main():
         collate_fn=collate,
         device=torch.device("cpu"),
     )
-    rates = []
-    for epoch in range(a.epochs + 1):
-        t, n = time.perf_counter(), 0
-        for x, _ in loader:
-            n += len(x)
-        rate = n / (time.perf_counter() - t)
-        print(f"epoch {epoch}{' (warm-up)' if epoch == 0 else ''}: {rate:.1f} images/s")
-        if epoch:
-            rates.append(rate)
-    print(f"{a.loader} median {statistics.median(rates):.1f} images/s")
+
+    def epoch():
+        return sum(len(x) for x, _ in loader)
+
+    clip_rates(a.epochs, epoch, unit="images")
 
 
 if __name__ == "__main__":

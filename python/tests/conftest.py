@@ -28,6 +28,19 @@ def png_folder(jpeg_folder, tmp_path_factory) -> Path:
     return root
 
 
+def state_after(loader, batches: int) -> dict:
+    """The loader's state after `batches` batches of a fresh pass, through JSON as a checkpoint
+    keeps it."""
+    import json
+
+    it = iter(loader)
+    for _ in range(batches):
+        next(it)
+    state = json.loads(json.dumps(loader.state_dict()))
+    del it
+    return state
+
+
 def rss_bytes() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")

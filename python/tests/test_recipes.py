@@ -18,6 +18,8 @@ from torchvision import transforms as T
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F
 
+from conftest import state_after
+
 import hpuload.torch as ht
 from hpuload.torch import DataLoader, FallbackWarning, HabanaDataLoader, SkippedSampleWarning
 
@@ -476,12 +478,7 @@ def test_a_collate_fns_draws_repeat_on_resume_whatever_the_global_generator_hold
 
     torch.manual_seed(1)
     want = [(x.clone(), y.clone()) for x, y in make()]
-    first = make()
-    it = iter(first)
-    for _ in range(2):
-        next(it)
-    state = json.loads(json.dumps(first.state_dict()))
-    del it
+    state = state_after(make(), 2)
     torch.manual_seed(2)
     again = make()
     again.load_state_dict(state)

@@ -11,7 +11,6 @@ stand-in module answers torchvision's two calls (`VideoDecoder(...).metadata`,
 (`tests/data/video/expected.json`, checked by the crate's tests). Either way the clips' frame
 choice, resampling, transforms and collation on torch's side are torchvision's."""
 
-import json
 import shutil
 import sys
 import types
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import state_after
 
 torchvision = pytest.importorskip("torchvision")
 import torchvision.transforms as T  # noqa: E402
@@ -700,12 +700,7 @@ def test_a_loader_with_videos_left_to_the_dataset_resumes_mid_epoch_with_the_sam
 
     full = make()
     want = batches(full)
-    first = make()
-    it = iter(first)
-    for _ in range(2):
-        next(it)
-    state = json.loads(json.dumps(first.state_dict()))
-    del it
+    state = state_after(make(), 2)
     again = make()
     again.load_state_dict(state)
     rest = batches(again)
