@@ -111,6 +111,11 @@ def call(collate_fn, images: torch.Tensor, samples) -> object:
         _local.batch = previous
 
 
+def running() -> "_Batch | None":
+    """The batch whose views the collate_fn running on this thread received, if any."""
+    return getattr(_local, "batch", None)
+
+
 def mark(images: torch.Tensor) -> torch.Tensor:
     """Records `images` as a batch hpuload made (for MixUp/CutMix applied after the loader)."""
     install()

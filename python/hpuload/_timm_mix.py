@@ -32,7 +32,7 @@ _state = {"looked": False, "installed": False}
 def _whole(output, batch) -> torch.Tensor | None:
     """The uint8 batch tensor whose views `batch`'s images are, in order, when `output` can
     take its samples; else None."""
-    running = getattr(_collate._local, "batch", None)
+    running = _collate.running()
     if running is None or len(batch) != len(running.views):
         return None
     images = running.images
@@ -173,22 +173,18 @@ def _behaves(cls, replaced: dict) -> bool:
             mix = cls(mixup_alpha=0.8, cutmix_alpha=1.0, mode=mode, num_classes=5, label_smoothing=0.1)
             results = []
             for methods in (None, replaced):
-                batch = _collate._Batch(images.clone())
-                samples = [(v, k % 5) for k, v in enumerate(batch.views)]
                 saved = {}
                 np.random.seed(seed)
-                previous = getattr(_collate._local, "batch", None)
-                _collate._local.batch = batch
                 try:
                     if methods is not None:
                         for name, fn in methods.items():
                             saved[name] = cls.__dict__[name]
                             setattr(cls, name, fn)
-                    out = mix(samples)
+                    # As the loader calls a collate_fn: on the views of a batch of its own.
+                    out = _collate.call(mix, images.clone(), lambda views: [(v, k % 5) for k, v in enumerate(views)])
                 except Exception as e:  # timm's own failure is an answer too
                     out = ("raised", type(e))
                 finally:
-                    _collate._local.batch = previous
                     for name, fn in saved.items():
                         setattr(cls, name, fn)
                 results.append((out, np.random.get_state()[1].copy()))

@@ -896,8 +896,12 @@ class _Loader:
             samples = [{keys[0]: x, keys[1]: t} for x, t in zip(outs, targets)]
         if collate is None:
             return tud.default_collate(samples)
-        with _tail.seeded_batch(self._options.seed, epoch, step):
+        with self._seeded(epoch, step):
             return collate(samples)
+
+    def _seeded(self, epoch: int, step: int):
+        """Where a collate_fn runs: the global generators seeded from (seed, epoch, step)."""
+        return _tail.seeded_batch(self._options.seed, epoch, step)
 
     def _tail_finish(self, started, timeout) -> "list | torch.Tensor":
         """The tail's output for each sample of a batch `_tail_start` started."""
@@ -969,10 +973,6 @@ class _Loader:
         split = (lambda images: _split_views(images, views, core.output[1])) if len(views) > 1 else None
         held = None  # a batch whose tail runs in the workers, handed out after the next starts
 
-        def seeded(step):
-            # A collate_fn's draws: from generators seeded by (seed, epoch, step).
-            return _tail.seeded_batch(self._options.seed, epoch, step)
-
         try:
             while True:
                 if self._active is not token:
@@ -1023,7 +1023,7 @@ class _Loader:
                             samples = list(zip(crops, targets))
                         else:
                             samples = [{keys[0]: c, keys[1]: t} for c, t in zip(crops, targets)]
-                        with seeded(batch.step):
+                        with self._seeded(epoch, batch.step):
                             out = collate(samples)
                         yield out
                 elif self._tail is not None:
@@ -1053,7 +1053,7 @@ class _Loader:
                         yield self._targets.static(images, labels, self.last_indices, detects)
                     else:
                         samples = self._targets.samples(images, labels, self.last_indices, detects)
-                        with seeded(batch.step):
+                        with self._seeded(epoch, batch.step):
                             out = collate(samples)
                         yield out
                 elif collate is None:
@@ -1072,7 +1072,7 @@ class _Loader:
                     else:
                         k0, k1 = keys
                         samples = lambda views: [{k0: v, k1: t} for v, t in zip(views, targets)]  # noqa: E731
-                    with seeded(batch.step):
+                    with self._seeded(epoch, batch.step):
                         out = _collate.call(collate, images, samples)
                     yield out
         finally:
