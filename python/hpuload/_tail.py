@@ -26,6 +26,7 @@ import os
 import random
 import struct
 import sys
+import threading
 import weakref
 from typing import Any
 
@@ -57,7 +58,15 @@ def seeded_batch(seed: int, epoch: int, step: int):
     generators seeded from `(seed, epoch, step)`, their states before restored after: the
     collate's draws (MixUp's, CutMix's, a copy-paste's) repeat on a resumed run, and the
     training loop's own draws go on as if it had not run, as with torch's worker processes,
-    whose collate draws from their own generators."""
+    whose collate draws from their own generators.
+
+    Only on the main thread. A loader iterated on another thread (a prefetching wrapper) runs
+    beside a training loop that may draw from the same global generators meanwhile; seeding and
+    restoring them there would hand the loop the collate's numbers and then rewind it, so the
+    block runs on the generators as they are."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     with _Isolated():
         _seed_all(batch_seed(seed, epoch, step))
         yield

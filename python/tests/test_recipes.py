@@ -514,6 +514,32 @@ def test_a_collate_fns_draws_leave_the_training_loops_own_draws_alone(jpeg_folde
     assert mixed_y.shape != quiet_y.shape, "the mix ran (soft labels)"
 
 
+def test_a_loader_iterated_on_another_thread_leaves_the_global_generators_as_they_are(jpeg_folder):
+    """Iterated on the main thread, each batch's collate_fn runs on generators seeded for it;
+    on another thread (a prefetching wrapper beside the training loop) it runs on the global
+    generators as they are, which the loop may be drawing from at that moment."""
+    import threading
+
+    dataset = datasets.ImageFolder(jpeg_folder, Preset(32))
+    seeds = []
+
+    def collate(batch):
+        seeds.append(torch.initial_seed())
+        return tud.default_collate(batch)
+
+    torch.manual_seed(123)
+    loader = DataLoader(dataset, batch_size=6, collate_fn=collate, drop_last=True, seed=4)
+    worker = threading.Thread(target=lambda: [None for _ in loader])
+    worker.start()
+    worker.join()
+    assert len(seeds) == len(loader) and set(seeds) == {123}
+    seeds.clear()
+    for _ in loader:
+        pass
+    assert len(set(seeds)) == len(loader) and 123 not in seeds
+    assert torch.initial_seed() == 123
+
+
 def test_timms_own_loader_with_its_prefetcher_runs_natively_and_gives_the_datasets_own_samples(png_folder, monkeypatch):
     """timm's train.py builds its loader with `create_loader`: its `ImageDataset`, the transform
     it makes for its prefetcher (ending in `MaybePILToTensor`), its `fast_collate`, its
