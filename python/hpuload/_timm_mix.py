@@ -62,6 +62,16 @@ def _run(output, images, jobs) -> None:
     _hpuload.mix_u8(output.data_ptr(), len(output), images.data_ptr(), list(images.shape), jobs)
 
 
+def _job(row, other, lam, box=None):
+    """The job for output sample `row` from itself and sample `other`: itself at `lam` 1 (a
+    cut's corrected `lam` is 1 only for an empty box), else `box` from `other`, else the blend."""
+    if lam == 1.0:
+        return (row, 0, row, row, 0.0, 0.0, _NONE)
+    if box is not None:
+        return (row, 2, row, other, 0.0, 0.0, box)
+    return (row, 1, row, other, float(lam), float(1 - lam), _NONE)
+
+
 def _cut(module, self, output, lam):
     (yl, yh, xl, xh), lam = module.cutmix_bbox_and_lam(
         output.shape, lam, ratio_minmax=self.cutmix_minmax, correct_lam=self.correct_lam
@@ -76,18 +86,10 @@ def _batch_method(module, original):
             return original(self, output, batch)
         n = len(batch)
         lam, use_cutmix = self._params_per_batch()
+        box = None
         if use_cutmix:
             box, lam = _cut(module, self, output, lam)
-        jobs = []
-        for i in range(n):
-            j = n - i - 1
-            if lam == 1.0:
-                jobs.append((i, 0, i, i, 0.0, 0.0, _NONE))
-            elif use_cutmix:
-                jobs.append((i, 2, i, j, 0.0, 0.0, box))
-            else:
-                jobs.append((i, 1, i, j, float(lam), float(1 - lam), _NONE))
-        _run(output, images, jobs)
+        _run(output, images, [_job(i, n - i - 1, lam, box) for i in range(n)])
         return lam
 
     return _mix_batch_collate
@@ -106,16 +108,11 @@ def _elem_method(module, original):
         lam_batch, use_cutmix = self._params_per_elem(count)
         jobs = []
         for i in range(count):
-            j = n - i - 1
-            lam = lam_batch[i]
-            if lam == 1.0:
-                jobs.append((i, 0, i, i, 0.0, 0.0, _NONE))
-            elif use_cutmix[i]:
+            lam, box = lam_batch[i], None
+            if lam != 1.0 and use_cutmix[i]:
                 box, lam = _cut(module, self, output, lam)
                 lam_batch[i] = lam
-                jobs.append((i, 2, i, j, 0.0, 0.0, box))
-            else:
-                jobs.append((i, 1, i, j, float(lam), float(1 - lam), _NONE))
+            jobs.append(_job(i, n - i - 1, lam, box))
         _run(output, images, jobs)
         if half:
             lam_batch = np.concatenate((lam_batch, np.ones(count, dtype=lam_batch.dtype)))
@@ -136,18 +133,12 @@ def _pair_method(module, original):
         jobs = []
         for i in range(n // 2):
             j = n - i - 1
-            lam = lam_batch[i]
+            lam, box = lam_batch[i], None
             assert 0 <= lam <= 1.0
-            if lam < 1.0:
-                if use_cutmix[i]:
-                    box, lam = _cut(module, self, output, lam)
-                    lam_batch[i] = lam
-                    jobs += [(i, 2, i, j, 0.0, 0.0, box), (j, 2, j, i, 0.0, 0.0, box)]
-                else:
-                    w = (float(lam), float(1 - lam))
-                    jobs += [(i, 1, i, j, *w, _NONE), (j, 1, j, i, *w, _NONE)]
-            else:
-                jobs += [(i, 0, i, i, 0.0, 0.0, _NONE), (j, 0, j, j, 0.0, 0.0, _NONE)]
+            if lam < 1.0 and use_cutmix[i]:
+                box, lam = _cut(module, self, output, lam)
+                lam_batch[i] = lam
+            jobs += [_job(i, j, lam, box), _job(j, i, lam, box)]
         _run(output, images, jobs)
         lam_batch = np.concatenate((lam_batch, lam_batch[::-1]))
         return torch.tensor(lam_batch).unsqueeze(1)
