@@ -193,6 +193,9 @@ pub struct JpegDecoder {
     general_rows: general::Rows,
     /// An arithmetic-coded scan's statistics.
     arith_stats: Box<arith::Statistics>,
+    /// Whether the CPU has BMI1 and BMI2, for the scans' builds that use them.
+    #[cfg(target_arch = "x86_64")]
+    bmi2: bool,
 }
 
 impl Default for JpegDecoder {
@@ -232,6 +235,9 @@ impl JpegDecoder {
             coefs: scans::Coefficients::default(),
             general_rows: general::Rows::default(),
             arith_stats: Box::default(),
+            #[cfg(target_arch = "x86_64")]
+            bmi2: std::arch::is_x86_feature_detected!("bmi1")
+                && std::arch::is_x86_feature_detected!("bmi2"),
         }
     }
 
@@ -333,6 +339,18 @@ impl JpegDecoder {
             self.ac_tables[c.ta].build(h.ac[c.ta].as_ref().expect("checked by parse"), true);
         }
         self.scan.fill(bytes, h.scan_start);
+        #[cfg(target_arch = "x86_64")]
+        if self.bmi2 {
+            // SAFETY: BMI2 support was detected when the decoder was made.
+            return unsafe { self.skip_scan_bmi2(&h, r1) };
+        }
+        self.skip_scan(&h, r1)
+    }
+
+    /// Entropy decodes the filled scan's MCU rows `0..r1`, keeping nothing:
+    /// [`Self::entropy_decode_only`]'s loop, inlined into each build of it.
+    #[inline(always)]
+    fn skip_scan(&mut self, h: &Header, r1: usize) -> Result<(), DecodeError> {
         let mut br = self.scan.reader();
         let (mut pred, mut coef) = ([0i32; 3], [0i32; 64]);
         let (mut mcus, mut next_rst) = (0usize, 0u8);
@@ -359,6 +377,16 @@ impl JpegDecoder {
             });
         }
         Ok(())
+    }
+
+    /// [`Self::skip_scan`] compiled for BMI2: the bit reader's shifts by a count held in a
+    /// register become `shlx`/`shrx`, one micro-op each with no flags to merge (a shift by
+    /// `cl` is several on Intel's cores), on the chain every Huffman symbol waits on. The same
+    /// operations otherwise, so the same results.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "bmi1,bmi2")]
+    fn skip_scan_bmi2(&mut self, h: &Header, r1: usize) -> Result<(), DecodeError> {
+        self.skip_scan(h, r1)
     }
 
     /// What a media engine does per image: decodes `region` at `1/denom` (see
@@ -654,11 +682,32 @@ impl JpegDecoder {
             self.dc_tables[c.td].build(h.dc[c.td].as_ref().expect("checked by parse"), false);
             self.ac_tables[c.ta].build(h.ac[c.ta].as_ref().expect("checked by parse"), true);
         }
+        self.scan.fill(bytes, h.scan_start);
+        #[cfg(target_arch = "x86_64")]
+        if self.bmi2 {
+            // SAFETY: BMI2 support was detected when the decoder was made.
+            unsafe { self.baseline_scan_bmi2(h, (c0, c1, r0, r1), n, &strides) }?;
+            return Ok((c0, c1, r0, r1));
+        }
+        self.baseline_scan(h, (c0, c1, r0, r1), n, &strides)?;
+        Ok((c0, c1, r0, r1))
+    }
+
+    /// Entropy decodes the filled scan of a baseline JPEG, inverse-transforming the blocks of
+    /// the MCU window `(c0, c1, r0, r1)` into the planes (`strides` apart) at `n`x`n` per
+    /// block: [`Self::entropy_decode`]'s loop, inlined into each build of it.
+    #[inline(always)]
+    fn baseline_scan(
+        &mut self,
+        h: &Header,
+        (c0, c1, r0, r1): McuWindow,
+        n: usize,
+        strides: &[usize; 3],
+    ) -> Result<(), DecodeError> {
         let tables: [(&HuffmanTable, &HuffmanTable, &[u16; 64]); 3] = std::array::from_fn(|i| {
             let c = h.components.get(i).unwrap_or(&h.components[0]);
             (&self.dc_tables[c.td], &self.ac_tables[c.ta], &h.qt[c.tq])
         });
-        self.scan.fill(bytes, h.scan_start);
         let mut br = self.scan.reader();
         let mut pred = [0i32; 3];
         let mut coef = [0i32; 64];
@@ -706,7 +755,20 @@ impl JpegDecoder {
                 detail: "entropy-coded data ends early",
             });
         }
-        Ok((c0, c1, r0, r1))
+        Ok(())
+    }
+
+    /// [`Self::baseline_scan`] compiled for BMI2 (see [`Self::skip_scan_bmi2`]).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "bmi1,bmi2")]
+    fn baseline_scan_bmi2(
+        &mut self,
+        h: &Header,
+        window: McuWindow,
+        n: usize,
+        strides: &[usize; 3],
+    ) -> Result<(), DecodeError> {
+        self.baseline_scan(h, window, n, strides)
     }
 
     /// Upsamples chroma and converts the decoded planes' pixels of `sr` (scaled by
@@ -939,6 +1001,42 @@ mod tests {
             height: 10,
         };
         assert!(d.entropy_decode_only(&bytes, outside).is_err());
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_scans_bmi2_build_gives_the_plain_builds_pixels_and_errors() {
+        let bytes = crate::testing::gradient_jpeg(200, 120, 85);
+        let cut = &bytes[..bytes.len() * 3 / 4];
+        let region = Region {
+            x: 24,
+            y: 16,
+            width: 150,
+            height: 90,
+        };
+        let run = |bmi2: bool| {
+            let mut d = JpegDecoder::default();
+            // Where the CPU lacks BMI2 both sides run the plain build.
+            d.bmi2 &= bmi2;
+            let mut outputs = Vec::new();
+            for denom in [1, 2] {
+                let sr = scaled_region(&d.probe(&bytes).unwrap(), region, denom);
+                let mut out = vec![0; (sr.width * sr.height * 3) as usize];
+                d.decode_region(&bytes, region, denom, &mut out).unwrap();
+                outputs.push(out);
+            }
+            d.entropy_decode_only(&bytes, region).unwrap();
+            let errors = (
+                d.entropy_decode_only(cut, Region::full(200, 120))
+                    .unwrap_err()
+                    .to_string(),
+                d.decode_region(cut, Region::full(200, 120), 1, &mut vec![0; 200 * 120 * 3])
+                    .unwrap_err()
+                    .to_string(),
+            );
+            (outputs, errors)
+        };
+        assert_eq!(run(true), run(false));
     }
 
     /// Packs a string of '0'/'1' into bytes, padded with 1-bits as encoders do.
