@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Paired A/B of two builds on a noisy 2-core machine: each round runs BEFORE's and AFTER's
+# measurement at the same moment, one pinned to each core (`taskset`), and swaps the cores the
+# next round, so both see the same machine (other tenants, clock) and only the builds differ.
+# Prints per round before, after and after/before, then the median ratio. Run the same build
+# as both to see the method's own noise.
+#
+#   benches/peers/paired_ab.sh ceiling BEFORE_ENTROPY_CEILING AFTER_ENTROPY_CEILING DATA [ROUNDS=6]
+#   benches/peers/paired_ab.sh auto|cpu BEFORE_HPULOAD AFTER_HPULOAD DATA [ROUNDS=6]
+#
+# ceiling: `entropy_ceiling DATA resnet50_train 1 2` (one worker, median of two passes);
+# auto|cpu: `hpuload bench --backend auto|cpu --workers 2 --batch 256 --epochs 2 --dtype bf16`
+# on one core each (the median of the measured epochs). Logs in $OUT (default paired-runs).
+set -euo pipefail
+mode=${1:?usage: paired_ab.sh ceiling|auto|cpu BEFORE AFTER DATA [ROUNDS]}
+before=${2:?} after=${3:?} data=${4:?} rounds=${5:-6}
+out=${OUT:-paired-runs}
+mkdir -p "$out"
+run() { # run CORE BIN LOG
+    case $mode in
+        ceiling) taskset -c "$1" "$2" "$data" resnet50_train 1 2 > "$3" 2>&1 ;;
+        auto|cpu) taskset -c "$1" "$2" bench --data "$data" --backend "$mode" --workers 2 \
+            --batch 256 --epochs 2 --dtype bf16 --json "$3.json" > "$3" 2>&1 ;;
+        *) echo "unknown mode $mode" >&2; exit 2 ;;
+    esac
+}
+rate() { # rate LOG
+    if [ "$mode" = ceiling ]; then tail -n 1 "$1" | awk '{print $2}'
+    else python3 -c "import json,sys; print(round(json.load(open(sys.argv[1]))['images_per_sec']))" "$1.json"; fi
+}
+ratios=()
+for r in $(seq "$rounds"); do
+    if [ $((r % 2)) = 1 ]; then cb=0 ca=1; else cb=1 ca=0; fi
+    run "$cb" "$before" "$out/before.$r.log" & pb=$!
+    run "$ca" "$after" "$out/after.$r.log" & pa=$!
+    wait "$pb" "$pa"
+    b=$(rate "$out/before.$r.log") a=$(rate "$out/after.$r.log")
+    ratio=$(python3 -c "print(round($a / $b, 3))")
+    ratios+=("$ratio")
+    echo "round $r: before $b, after $a, after/before $ratio"
+done
+python3 -c "import statistics, sys; print('median after/before:', statistics.median(map(float, sys.argv[1:])))" "${ratios[@]}"
