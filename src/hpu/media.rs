@@ -100,7 +100,8 @@ pub enum MediaWork {
     /// A video sample's clips (Gaudi's `VideoDecoder`): the bitstream is the runs' spans
     /// ([`crate::video::DecodePlan::spans`]); the engine decodes them with its H.264 decoder,
     /// then resizes, crops and runs each clip's plan on every frame of the clip, through
-    /// `stage`, in its own memory, and writes the sample in one copy.
+    /// `stage`, straight into a host slot, or in its own memory and then into device memory
+    /// in one copy ([`write_out`]).
     Video {
         /// The drawn clips.
         job: Arc<ClipsJob>,
@@ -109,8 +110,8 @@ pub enum MediaWork {
     },
     /// A folder of frames' clips: the bitstream is the kept frames' JPEG files one after the
     /// other; the engine's JPEG decoder decodes each frame's clip window at its DCT scale,
-    /// resampled to the output size, and `stage` runs the clip's plan, into the engine's own
-    /// memory, then the sample is written in one copy.
+    /// resampled to the output size, and `stage` runs the clip's plan, written as a video
+    /// sample's are ([`write_out`]).
     Frames {
         /// The drawn clips.
         job: Arc<FramesJob>,
@@ -119,14 +120,32 @@ pub enum MediaWork {
     },
 }
 
-/// Writes a sample made in the engine's own memory into its destination, in one copy.
-fn copy_out(pixels: &[u8], destination: &mut Destination) {
+/// Runs `write` on a sample's `len` output bytes: straight in the destination when it is a
+/// host slot (the job's alone while it runs, so no lock is held), else in the engine's own
+/// memory `pixels`, then copied into device memory in one copy (so engines take turns on a
+/// batch's device buffer only for copies). A `write` that fails leaves the slot part written:
+/// the host path that reruns a failed job writes all of it.
+fn write_out<T, E>(
+    pixels: &mut Vec<u8>,
+    len: usize,
+    destination: &mut Destination,
+    write: impl FnOnce(&mut [u8]) -> Result<T, E>,
+) -> Result<T, E> {
     match destination {
-        Destination::Device(d) => {
-            d.buffer.lock()[d.offset..d.offset + pixels.len()].copy_from_slice(pixels);
-        }
         Destination::Host(slot) => {
-            slot.write(&mut |out| out[..pixels.len()].copy_from_slice(pixels));
+            let (mut write, mut result) = (Some(write), None);
+            slot.write(&mut |out| {
+                if let Some(write) = write.take() {
+                    result = Some(write(&mut out[..len]));
+                }
+            });
+            result.expect("a host slot calls back with its bytes")
+        }
+        Destination::Device(d) => {
+            pixels.resize(len, 0);
+            let written = write(pixels)?;
+            d.buffer.lock()[d.offset..d.offset + len].copy_from_slice(pixels);
+            Ok(written)
         }
     }
 }
@@ -255,8 +274,8 @@ impl Engine {
     }
 
     /// A video job: the runs' frames decoded from the bitstream, each clip's frames resized,
-    /// cropped and written through `stage` into the engine's own memory, then into the
-    /// destination in one copy (so engines take turns on the batch buffer only for copies).
+    /// cropped and written through `stage` ([`write_out`]: straight into a host slot, or into
+    /// the engine's own memory and then device memory in one copy).
     #[allow(clippy::result_large_err)] // the failure hands the bitstream back, as a JPEG's does
     fn run_video(
         &mut self,
@@ -271,17 +290,12 @@ impl Engine {
             augment: PixelPlan::default(),
         };
         let len = job.frames * job.drawn.first().map_or(0, |d| stage.bytes(&d.pixels));
-        self.pixels.resize(len, 0);
-        let rendered = job
-            .render(
-                Bitstream::Spans(&self.bitstream),
-                stage,
-                &mut self.clips,
-                &mut self.pixels,
-            )
-            .map_err(|e| fail(e, &mut self.bitstream))?;
+        let (bitstream, clips) = (&self.bitstream, &mut self.clips);
+        let rendered = write_out(&mut self.pixels, len, destination, |out| {
+            job.render(Bitstream::Spans(bitstream), stage, clips, out)
+        })
+        .map_err(|e| fail(e, &mut self.bitstream))?;
         let t1 = CpuClock::now();
-        copy_out(&self.pixels, destination);
         Ok(EngineTimes {
             decode: (t1 - t0).saturating_sub(rendered.write),
             op: rendered.write + t1.elapsed(),
@@ -290,8 +304,7 @@ impl Engine {
     }
 
     /// A folder of frames' job: each kept frame decoded by the engine's JPEG decoder and
-    /// written through its clip's plan into the engine's own memory, then into the destination
-    /// in one copy.
+    /// written through its clip's plan ([`write_out`]).
     #[allow(clippy::result_large_err)] // the failure hands the bitstream back, as a JPEG's does
     fn run_frames(
         &mut self,
@@ -301,14 +314,10 @@ impl Engine {
         t0: CpuClock,
     ) -> Result<EngineTimes, JobFailure> {
         let len = job.frames * job.drawn.first().map_or(0, |d| stage.bytes(&d.pixels));
-        self.pixels.resize(len, 0);
-        let written = job.write_engine(
-            &self.bitstream,
-            stage,
-            &mut self.decoder,
-            self.clips.frames(),
-            &mut self.pixels,
-        );
+        let (bitstream, decoder, frames) = (&self.bitstream, &mut self.decoder, &mut self.clips);
+        let written = write_out(&mut self.pixels, len, destination, |out| {
+            job.write_engine(bitstream, stage, decoder, frames.frames(), out)
+        });
         if let Err(e) = written {
             return Err(JobFailure {
                 error: e.into(),
@@ -317,7 +326,6 @@ impl Engine {
             });
         }
         let t1 = CpuClock::now();
-        copy_out(&self.pixels, destination);
         Ok(EngineTimes {
             decode: t1 - t0,
             op: t1.elapsed(),
