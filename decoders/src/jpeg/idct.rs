@@ -511,8 +511,11 @@ const ROWS_ODD: [i16; 32] = row_indices(1);
 /// with 16, the passes' constants spilled to the stack and were loaded again.
 ///
 /// Two blocks at once (512-bit passes, block pairs held back in the entropy decoder) measured
-/// slower: this CPU (Zen 4) runs a 512-bit operation as two 256-bit halves, so a pair costs
-/// nearly two blocks' arithmetic, and holding blocks back cost the entropy decoder's loop.
+/// slower on Zen 4, which runs a 512-bit operation as two 256-bit halves, so a pair costs
+/// nearly two blocks' arithmetic, and holding blocks back cost the entropy decoder's loop. On
+/// Intel's Sapphire Rapids, which runs them whole, a pair took 20 ns a block against 27.5 ns
+/// alone, yet the engine path did not gain (paired runs, 0.98-1.00): the transform's work
+/// overlaps the Huffman decoding around it, which sets the pace (BENCHMARKS.md, session 59).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512bw,avx512vl")]
 #[inline(never)]
