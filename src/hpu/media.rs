@@ -101,7 +101,7 @@ pub enum MediaWork {
     /// ([`crate::video::DecodePlan::spans`]); the engine decodes them with its H.264 decoder,
     /// then resizes, crops and runs each clip's plan on every frame of the clip, through
     /// `stage`, straight into a host slot, or in its own memory and then into device memory
-    /// in one copy ([`write_out`]).
+    /// in one copy (`write_out`).
     Video {
         /// The drawn clips.
         job: Arc<ClipsJob>,
@@ -111,7 +111,7 @@ pub enum MediaWork {
     /// A folder of frames' clips: the bitstream is the kept frames' JPEG files one after the
     /// other; the engine's JPEG decoder decodes each frame's clip window at its DCT scale,
     /// resampled to the output size, and `stage` runs the clip's plan, written as a video
-    /// sample's are ([`write_out`]).
+    /// sample's are (`write_out`).
     Frames {
         /// The drawn clips.
         job: Arc<FramesJob>,
