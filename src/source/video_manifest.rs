@@ -286,6 +286,7 @@ mod tests {
         );
         assert_eq!(e[1].path, dir.join("bbb.mp4"));
         assert_eq!((e[1].label, m.segment(1)), (1, Some((3.0, 13.0))));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
