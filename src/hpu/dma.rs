@@ -239,20 +239,20 @@ fn copy_regions(
                 size: host.len(),
             });
         };
-        r.device.prefault(r.device_offset, r.len);
-        let mut guard = r.device.lock();
-        let size = guard.len();
-        let Some(dst) = r
-            .device_offset
+        let size = r.device.len();
+        if r.device_offset
             .checked_add(r.len)
-            .and_then(|end| guard.get_mut(r.device_offset..end))
-        else {
+            .is_none_or(|end| end > size)
+        {
             return Err(HpuError::OutOfBounds {
                 offset: r.device_offset,
                 len: r.len,
                 size,
             });
-        };
+        }
+        r.device.prefault(r.device_offset, r.len);
+        // The region's bytes alone: engines keep writing other slots of the batch meanwhile.
+        let mut dst = r.device.lease(r.device_offset, r.len);
         if src.is_locked() {
             dst[..r.len].copy_from_slice(from);
         } else {

@@ -100,8 +100,7 @@ pub enum MediaWork {
     /// A video sample's clips (Gaudi's `VideoDecoder`): the bitstream is the runs' spans
     /// ([`crate::video::DecodePlan::spans`]); the engine decodes them with its H.264 decoder,
     /// then resizes, crops and runs each clip's plan on every frame of the clip, through
-    /// `stage`, straight into a host slot, or in its own memory and then into device memory
-    /// in one copy (`write_out`).
+    /// `stage`, straight into the destination (`write_out`).
     Video {
         /// The drawn clips.
         job: Arc<ClipsJob>,
@@ -120,13 +119,12 @@ pub enum MediaWork {
     },
 }
 
-/// Runs `write` on a sample's `len` output bytes: straight in the destination when it is a
-/// host slot (the job's alone while it runs, so no lock is held), else in the engine's own
-/// memory `pixels`, then copied into device memory in one copy (so engines take turns on a
-/// batch's device buffer only for copies). A `write` that fails leaves the slot part written:
-/// the host path that reruns a failed job writes all of it.
+/// Runs `write` on a sample's `len` output bytes, straight in the destination: a host slot
+/// (the job's alone while it runs), or the job's slot of device memory under a lease on those
+/// bytes alone (the other engines write their own slots of the batch meanwhile). A `write`
+/// that fails leaves the slot part written: the host path that reruns a failed job writes all
+/// of it.
 fn write_out<T, E>(
-    pixels: &mut Vec<u8>,
     len: usize,
     destination: &mut Destination,
     write: impl FnOnce(&mut [u8]) -> Result<T, E>,
@@ -142,10 +140,8 @@ fn write_out<T, E>(
             result.expect("a host slot calls back with its bytes")
         }
         Destination::Device(d) => {
-            pixels.resize(len, 0);
-            let written = write(pixels)?;
-            d.buffer.lock()[d.offset..d.offset + len].copy_from_slice(pixels);
-            Ok(written)
+            d.buffer.prefault(d.offset, len);
+            write(&mut d.buffer.lease(d.offset, len))
         }
     }
 }
@@ -211,8 +207,9 @@ impl Engine {
         } = job;
         let t0 = CpuClock::now();
         self.bitstream.clear();
+        // Copied out: the output overwrites the slot that holds it.
         self.bitstream
-            .extend_from_slice(&source.buffer.lock()[source.offset..source.offset + source.len]);
+            .extend_from_slice(&source.buffer.lease(source.offset, source.len));
         let (decode, canvas, augment, op) = match work {
             MediaWork::Jpeg {
                 decode,
@@ -250,19 +247,14 @@ impl Engine {
             placed.place(&self.pixels, augment.size, &mut self.canvas);
             std::mem::swap(&mut self.pixels, &mut self.canvas);
         }
-        // The pixel ops run in the engine's own memory, so that the buffer's lock below is
-        // held for the write alone: engines take turns on it for a few tens of microseconds,
-        // which costs less than staging the slot and copying it in.
+        // The pixel ops run in the engine's own memory (at the output size, in RGB8), then the
+        // write puts the sample into its slot, leased alone.
         op.transform(&mut self.pixels, &augment, &mut self.scratch);
         let pixels = &self.pixels;
         match &mut destination {
             Destination::Device(d) => {
                 d.buffer.prefault(d.offset, d.len);
-                op.write(
-                    pixels,
-                    &augment,
-                    &mut d.buffer.lock()[d.offset..d.offset + d.len],
-                )
+                op.write(pixels, &augment, &mut d.buffer.lease(d.offset, d.len))
             }
             Destination::Host(slot) => slot.write(&mut |out| op.write(pixels, &augment, out)),
         }
@@ -274,8 +266,7 @@ impl Engine {
     }
 
     /// A video job: the runs' frames decoded from the bitstream, each clip's frames resized,
-    /// cropped and written through `stage` ([`write_out`]: straight into a host slot, or into
-    /// the engine's own memory and then device memory in one copy).
+    /// cropped and written through `stage` straight into the destination ([`write_out`]).
     #[allow(clippy::result_large_err)] // the failure hands the bitstream back, as a JPEG's does
     fn run_video(
         &mut self,
@@ -291,7 +282,7 @@ impl Engine {
         };
         let len = job.frames * job.drawn.first().map_or(0, |d| stage.bytes(&d.pixels));
         let (bitstream, clips) = (&self.bitstream, &mut self.clips);
-        let rendered = write_out(&mut self.pixels, len, destination, |out| {
+        let rendered = write_out(len, destination, |out| {
             job.render(Bitstream::Spans(bitstream), stage, clips, out)
         })
         .map_err(|e| fail(e, &mut self.bitstream))?;
@@ -315,7 +306,7 @@ impl Engine {
     ) -> Result<EngineTimes, JobFailure> {
         let len = job.frames * job.drawn.first().map_or(0, |d| stage.bytes(&d.pixels));
         let (bitstream, decoder, frames) = (&self.bitstream, &mut self.decoder, &mut self.clips);
-        let written = write_out(&mut self.pixels, len, destination, |out| {
+        let written = write_out(len, destination, |out| {
             job.write_engine(bitstream, stage, decoder, frames.frames(), out)
         });
         if let Err(e) = written {

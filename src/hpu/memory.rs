@@ -1,10 +1,13 @@
 //! Device memory: a capacity, an allocator with a free-block cache (as device runtimes keep,
 //! so steady-state batches reuse memory instead of faulting in fresh pages), and buffers that
-//! only the DMA engine can read or write.
+//! only the DMA engine and the media engines can read or write, each through a lease on the
+//! bytes it works on ([`Lease`]): leases on disjoint ranges of one buffer are held at once (two
+//! engines writing their own samples' slots of a batch), an overlapping one waits.
 
 use std::collections::HashMap;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 
 use super::{HpuError, HpuInner};
 
@@ -70,15 +73,20 @@ impl DeviceMemory {
             Some((block, backed)) => (Some(block), !backed),
             None => (None, true),
         };
-        let Some(mut block) = cached.or_else(|| zeroed_block(bytes)) else {
+        let Some(block) = cached.or_else(|| zeroed_block(bytes)) else {
             mem.used.fetch_sub(requested, Ordering::Relaxed);
             return Err(HpuError::HostBacking { requested });
         };
+        // Owned through the pointer from here on (`BufferInner`'s drop makes the box again):
+        // the leases hand out slices of it, which a box held beside them would alias.
+        let host =
+            NonNull::new(Box::into_raw(block).cast::<u8>()).expect("a box's pointer is never null");
         Ok(DeviceBuffer {
             inner: Arc::new(BufferInner {
-                host: block.as_mut_ptr() as usize,
-                bytes: Mutex::new(block),
+                host,
                 len: bytes,
+                leases: Mutex::new(Vec::new()),
+                returned: Condvar::new(),
                 fresh,
                 written: AtomicBool::new(false),
                 hpu: Arc::clone(hpu),
@@ -105,11 +113,15 @@ pub struct DeviceBuffer {
 }
 
 struct BufferInner {
-    bytes: Mutex<Box<[u8]>>,
-    /// Where `bytes` lies in host memory (a boxed slice's allocation does not move), for
-    /// [`DeviceBuffer::prefault`], which must not wait for the lock.
-    host: usize,
+    /// The block's `len` bytes in host memory: a boxed slice given up by `Box::into_raw`,
+    /// read and written only through [`Lease`]s (and [`DeviceBuffer::prefault`], which changes
+    /// no byte), and boxed again to be freed.
+    host: NonNull<u8>,
     len: usize,
+    /// The byte ranges `[start, end)` leased now, none overlapping another.
+    leases: Mutex<Vec<(usize, usize)>>,
+    /// Signalled whenever a lease ends.
+    returned: Condvar,
     /// A block whose pages the host has not backed yet: new, or never written before.
     fresh: bool,
     /// Whether the DMA engine or an engine has had access to it.
@@ -117,9 +129,24 @@ struct BufferInner {
     hpu: Arc<HpuInner>,
 }
 
+// SAFETY: the block is plain bytes owned by the buffer; threads reach them only through
+// leases, which the lease list keeps from overlapping (so no byte is borrowed mutably by two
+// threads, or mutably and shared at once), or through `prefault`, which changes no byte.
+unsafe impl Send for BufferInner {}
+// SAFETY: as for `Send`: every shared access to the bytes goes through the lease list's lock.
+unsafe impl Sync for BufferInner {}
+
 impl Drop for BufferInner {
     fn drop(&mut self) {
-        let block = std::mem::take(self.bytes.get_mut().unwrap_or_else(|p| p.into_inner()));
+        // SAFETY: `host` and `len` are the pointer and length of the boxed slice that
+        // `DeviceMemory::alloc` gave up with `Box::into_raw`; every lease borrowed `self`, so
+        // none is left, and the box is made again once, here.
+        let block = unsafe {
+            Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+                self.host.as_ptr(),
+                self.len,
+            ))
+        };
         let backed = !self.fresh || *self.written.get_mut();
         self.hpu.memory.release(block, backed);
     }
@@ -149,10 +176,47 @@ impl DeviceBuffer {
         }
     }
 
-    /// Device-side access, for the DMA engine only.
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Box<[u8]>> {
-        self.inner.written.store(true, Ordering::Relaxed);
-        self.inner.bytes.lock().unwrap_or_else(|p| p.into_inner())
+    /// Device-side access to the whole buffer (the DMA engine's copy of a batch to the host),
+    /// once no other lease is held on it.
+    pub(crate) fn lock(&self) -> Lease<'_> {
+        self.lease(0, self.inner.len)
+    }
+
+    /// Device-side access to bytes `offset..offset + len` (a DMA region, an engine job's
+    /// slot), once no lease on any of them is held: leases on disjoint ranges are held at once.
+    /// A thread must not ask for a range that overlaps one it holds (it would wait for itself).
+    ///
+    /// # Panics
+    /// When the range does not lie inside the buffer (as indexing it would).
+    pub(crate) fn lease(&self, offset: usize, len: usize) -> Lease<'_> {
+        let inner = &*self.inner;
+        let end = offset
+            .checked_add(len)
+            .filter(|&end| end <= inner.len)
+            .unwrap_or_else(|| {
+                panic!(
+                    "device range {offset}..{offset}+{len} outside a buffer of {} bytes",
+                    inner.len
+                )
+            });
+        let overlaps = |&(s, e): &(usize, usize)| offset < e && s < end;
+        let mut leases = inner.leases.lock().unwrap_or_else(|p| p.into_inner());
+        while len > 0 && leases.iter().any(overlaps) {
+            leases = inner
+                .returned
+                .wait(leases)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+        if len > 0 {
+            leases.push((offset, end));
+        }
+        drop(leases);
+        inner.written.store(true, Ordering::Relaxed);
+        Lease {
+            inner,
+            start: offset,
+            len,
+        }
     }
 
     /// In a fresh block, brings in the host pages that back `offset..offset + len` (those
@@ -165,7 +229,7 @@ impl DeviceBuffer {
         #[cfg(target_os = "linux")]
         if self.inner.fresh {
             let page = crate::pinned::page_size();
-            let base = self.inner.host;
+            let base = self.inner.host.as_ptr() as usize;
             let Some(end) = offset.checked_add(len).filter(|&e| e <= self.inner.len) else {
                 return;
             };
@@ -193,6 +257,50 @@ impl DeviceBuffer {
     }
 }
 
+/// Bytes `start..start + len` of a device buffer, the holder's alone until it is dropped
+/// ([`DeviceBuffer::lease`]).
+pub(crate) struct Lease<'a> {
+    inner: &'a BufferInner,
+    start: usize,
+    len: usize,
+}
+
+impl std::ops::Deref for Lease<'_> {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        // SAFETY: `start + len <= inner.len` (checked by `lease`), so the range lies in the
+        // block, which lives while `inner` is borrowed; no other lease covers any of it while
+        // this one lives, so nothing writes it meanwhile.
+        unsafe { std::slice::from_raw_parts(self.inner.host.as_ptr().add(self.start), self.len) }
+    }
+}
+
+impl std::ops::DerefMut for Lease<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as for `deref`; no other lease covers the range, and `&mut self` makes this
+        // the only borrow of it.
+        unsafe {
+            std::slice::from_raw_parts_mut(self.inner.host.as_ptr().add(self.start), self.len)
+        }
+    }
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        if self.len == 0 {
+            return;
+        }
+        let range = (self.start, self.start + self.len);
+        let mut leases = self.inner.leases.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(at) = leases.iter().position(|&r| r == range) {
+            leases.swap_remove(at);
+        }
+        drop(leases);
+        self.inner.returned.notify_all();
+    }
+}
+
 /// A zeroed heap block of `bytes`, or `None` when the host cannot provide it (instead of the
 /// abort a failed `vec![0; n]` would be).
 fn zeroed_block(bytes: usize) -> Option<Box<[u8]>> {
@@ -214,6 +322,72 @@ fn zeroed_block(bytes: usize) -> Option<Box<[u8]>> {
     }
 }
 
+#[cfg(test)]
+mod lease_tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use crate::hpu::{Hpu, HpuConfig};
+
+    #[test]
+    fn leases_on_disjoint_ranges_are_held_at_once_and_write_only_their_own_bytes() {
+        let hpu = Hpu::emulated(HpuConfig::default()).unwrap();
+        let buffer = hpu.alloc(64).unwrap();
+        let mut first = buffer.lease(0, 32);
+        let (got, second) = mpsc::channel();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut lease = buffer.lease(32, 32);
+                lease.fill(2);
+                got.send(()).unwrap();
+            });
+            // The other thread's lease comes while this one is still held.
+            second
+                .recv_timeout(Duration::from_secs(10))
+                .expect("a lease on other bytes does not wait");
+            first.fill(1);
+        });
+        drop(first);
+        let all = buffer.lock();
+        assert_eq!(&all[..32], &[1; 32]);
+        assert_eq!(&all[32..], &[2; 32]);
+    }
+
+    #[test]
+    fn a_lease_on_bytes_already_leased_waits_until_they_are_given_back() {
+        let hpu = Hpu::emulated(HpuConfig::default()).unwrap();
+        let buffer = hpu.alloc(64).unwrap();
+        let released = AtomicBool::new(false);
+        let held = buffer.lease(16, 16);
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| {
+                // Overlaps the held range by one byte at its end.
+                let mut lease = buffer.lease(31, 8);
+                lease[0] = 7;
+                released.load(Ordering::SeqCst)
+            });
+            std::thread::sleep(Duration::from_millis(50));
+            released.store(true, Ordering::SeqCst);
+            drop(held);
+            assert!(
+                waiter.join().unwrap(),
+                "the overlapping lease came after the release"
+            );
+        });
+        // The whole buffer waits for every lease in the same way, and sees what they wrote.
+        assert_eq!(buffer.lock()[31], 7);
+    }
+
+    #[test]
+    #[should_panic(expected = "outside a buffer of 64 bytes")]
+    fn a_lease_past_the_buffers_end_panics_as_indexing_would() {
+        let hpu = Hpu::emulated(HpuConfig::default()).unwrap();
+        let buffer = hpu.alloc(64).unwrap();
+        let _ = buffer.lease(60, 8);
+    }
+}
+
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use crate::hpu::{Hpu, HpuConfig};
@@ -222,7 +396,7 @@ mod tests {
     /// Of the pages inside the buffer (not its first and last, which may hold the
     /// allocator's bookkeeping or other data): how many are in memory, and how many there are.
     fn resident(buffer: &super::DeviceBuffer) -> (usize, usize) {
-        let pages = resident_pages_in(buffer.inner.host as *const u8, buffer.len());
+        let pages = resident_pages_in(buffer.inner.host.as_ptr(), buffer.len());
         let inside = &pages[1..pages.len() - 1];
         (inside.iter().filter(|&&r| r).count(), inside.len())
     }
