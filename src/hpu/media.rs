@@ -146,6 +146,19 @@ fn write_out<T, E>(
     }
 }
 
+/// Whether `source` lies inside the device slot `destination` (the loader's JPEG jobs: the
+/// bitstream is uploaded into the sample's own slot), so that one lease covers both.
+fn within(source: &DeviceSlice, destination: &Destination) -> bool {
+    match destination {
+        Destination::Device(d) => {
+            d.buffer.same(&source.buffer)
+                && source.offset >= d.offset
+                && source.offset + source.len <= d.offset + d.len
+        }
+        Destination::Host(_) => false,
+    }
+}
+
 /// Engine time a job took, by stage.
 #[derive(Clone, Copy, Debug)]
 pub struct EngineTimes {
@@ -207,10 +220,18 @@ impl Engine {
         } = job;
         let t0 = CpuClock::now();
         self.bitstream.clear();
-        // Copied out: the output overwrites the slot that holds it.
-        self.bitstream
-            .extend_from_slice(&source.buffer.lease(source.offset, source.len));
         let (decode, canvas, augment, op) = match work {
+            MediaWork::Jpeg {
+                decode,
+                canvas: None,
+                augment,
+                op,
+            } if within(&source, &destination) => {
+                let Destination::Device(slot) = &destination else {
+                    unreachable!("`within` holds for a device slot only")
+                };
+                return done(self.run_in_slot(&source, slot, &decode, augment, &*op, t0));
+            }
             MediaWork::Jpeg {
                 decode,
                 canvas,
@@ -218,17 +239,16 @@ impl Engine {
                 op,
             } => (decode, canvas, augment, op),
             MediaWork::Video { job, stage } => {
+                self.copy_out(&source);
                 return done(self.run_video(&job, &stage, &mut destination, t0));
             }
             MediaWork::Frames { job, stage } => {
+                self.copy_out(&source);
                 return done(self.run_frames(&job, &stage, &mut destination, t0));
             }
         };
-        let request = &decode.request;
-        let len = request.out_h as usize * request.out_w as usize * 3;
-        if self.pixels.len() != len {
-            self.pixels.resize(len, 0);
-        }
+        self.copy_out(&source);
+        self.size_pixels(&decode);
         let decoded = match &canvas {
             None => self
                 .decoder
@@ -263,6 +283,61 @@ impl Engine {
             op: t1.elapsed(),
             frames: None,
         }))
+    }
+
+    /// Copies the job's bitstream out of device memory into the engine's own: the output
+    /// overwrites the slot that holds it, or the decode reads it as the output is written.
+    fn copy_out(&mut self, source: &DeviceSlice) {
+        self.bitstream
+            .extend_from_slice(&source.buffer.lease(source.offset, source.len));
+    }
+
+    /// Makes the engine's output pixels the plan's output size (RGB8).
+    fn size_pixels(&mut self, decode: &DecodePlan) {
+        let len = decode.request.out_h as usize * decode.request.out_w as usize * 3;
+        if self.pixels.len() != len {
+            self.pixels.resize(len, 0);
+        }
+    }
+
+    /// A JPEG job whose bitstream lies in its own destination slot (as the loader places
+    /// them): the slot is leased once, the decode reads the bitstream where it lies, and the
+    /// output then overwrites it. The bitstream is copied only for a failure, to hand it back.
+    #[allow(clippy::result_large_err)] // the failure hands the bitstream back
+    fn run_in_slot(
+        &mut self,
+        source: &DeviceSlice,
+        slot: &DeviceSlice,
+        decode: &DecodePlan,
+        augment: PixelPlan,
+        op: &dyn DeviceOp,
+        t0: CpuClock,
+    ) -> Result<EngineTimes, JobFailure> {
+        self.size_pixels(decode);
+        let mut out = slot.buffer.lease(slot.offset, slot.len);
+        let bytes = source.offset - slot.offset..source.offset - slot.offset + source.len;
+        let decoded = self
+            .decoder
+            .decode_planned(&out[bytes.clone()], decode, &mut self.pixels);
+        let t1 = CpuClock::now();
+        if let Err(error) = decoded {
+            return Err(JobFailure {
+                error: error.into(),
+                bitstream: out[bytes].to_vec(),
+                augment,
+            });
+        }
+        if let Some(placed) = &augment.placed {
+            placed.place(&self.pixels, augment.size, &mut self.canvas);
+            std::mem::swap(&mut self.pixels, &mut self.canvas);
+        }
+        op.transform(&mut self.pixels, &augment, &mut self.scratch);
+        op.write(&self.pixels, &augment, &mut out);
+        Ok(EngineTimes {
+            decode: t1 - t0,
+            op: t1.elapsed(),
+            frames: None,
+        })
     }
 
     /// A video job: the runs' frames decoded from the bitstream, each clip's frames resized,

@@ -169,6 +169,11 @@ impl DeviceBuffer {
         self.inner.len == 0
     }
 
+    /// Whether `other` is this buffer (a clone of it).
+    pub(crate) fn same(&self, other: &DeviceBuffer) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// The device the buffer lives on.
     pub fn hpu(&self) -> super::Hpu {
         super::Hpu {
