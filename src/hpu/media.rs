@@ -263,13 +263,7 @@ impl Engine {
                 augment,
             }));
         }
-        if let Some(placed) = &augment.placed {
-            placed.place(&self.pixels, augment.size, &mut self.canvas);
-            std::mem::swap(&mut self.pixels, &mut self.canvas);
-        }
-        // The pixel ops run in the engine's own memory (at the output size, in RGB8), then the
-        // write puts the sample into its slot, leased alone.
-        op.transform(&mut self.pixels, &augment, &mut self.scratch);
+        self.transform(&augment, &*op);
         let pixels = &self.pixels;
         match &mut destination {
             Destination::Device(d) => {
@@ -290,6 +284,16 @@ impl Engine {
     fn copy_out(&mut self, source: &DeviceSlice) {
         self.bitstream
             .extend_from_slice(&source.buffer.lease(source.offset, source.len));
+    }
+
+    /// The decoded sample's steps in the engine's own memory (at the output size, in RGB8),
+    /// before the write into its slot: its placement on a canvas, then `op`'s pixel ops.
+    fn transform(&mut self, augment: &PixelPlan, op: &dyn DeviceOp) {
+        if let Some(placed) = &augment.placed {
+            placed.place(&self.pixels, augment.size, &mut self.canvas);
+            std::mem::swap(&mut self.pixels, &mut self.canvas);
+        }
+        op.transform(&mut self.pixels, augment, &mut self.scratch);
     }
 
     /// Makes the engine's output pixels the plan's output size (RGB8).
@@ -327,11 +331,7 @@ impl Engine {
                 augment,
             });
         }
-        if let Some(placed) = &augment.placed {
-            placed.place(&self.pixels, augment.size, &mut self.canvas);
-            std::mem::swap(&mut self.pixels, &mut self.canvas);
-        }
-        op.transform(&mut self.pixels, &augment, &mut self.scratch);
+        self.transform(&augment, op);
         op.write(&self.pixels, &augment, &mut out);
         Ok(EngineTimes {
             decode: t1 - t0,
