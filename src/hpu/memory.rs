@@ -12,7 +12,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use super::{HpuError, HpuInner};
 
 /// A size class's free blocks, each with whether the host has backed it (it was written).
-type FreeBlocks = Vec<(Box<[u8]>, bool)>;
+type FreeBlocks = Vec<(Block, bool)>;
 
 /// Free blocks kept per size. Enough for a loader's prefetch depth plus batches in use.
 const CACHED_PER_SIZE: usize = 8;
@@ -73,17 +73,14 @@ impl DeviceMemory {
             Some((block, backed)) => (Some(block), !backed),
             None => (None, true),
         };
-        let Some(block) = cached.or_else(|| zeroed_block(bytes)) else {
+        let Some(block) = cached.or_else(|| Block::zeroed(bytes)) else {
             mem.used.fetch_sub(requested, Ordering::Relaxed);
             return Err(HpuError::HostBacking { requested });
         };
-        // Owned through the pointer from here on (`BufferInner`'s drop makes the box again):
-        // the leases hand out slices of it, which a box held beside them would alias.
-        let host =
-            NonNull::new(Box::into_raw(block).cast::<u8>()).expect("a box's pointer is never null");
         Ok(DeviceBuffer {
             inner: Arc::new(BufferInner {
-                host,
+                host: block.start(),
+                block: Some(block),
                 len: bytes,
                 leases: Mutex::new(Vec::new()),
                 returned: Condvar::new(),
@@ -94,8 +91,8 @@ impl DeviceMemory {
         })
     }
 
-    fn release(&self, block: Box<[u8]>, backed: bool) {
-        let len = block.len();
+    fn release(&self, block: Block, backed: bool) {
+        let len = block.len;
         self.used.fetch_sub(len as u64, Ordering::Relaxed);
         let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
         let list = free.entry(len).or_default();
@@ -113,10 +110,11 @@ pub struct DeviceBuffer {
 }
 
 struct BufferInner {
-    /// The block's `len` bytes in host memory: a boxed slice given up by `Box::into_raw`,
-    /// read and written only through [`Lease`]s (and [`DeviceBuffer::prefault`], which changes
-    /// no byte), and boxed again to be freed.
+    /// The block's first byte (`block`'s), read and written only through [`Lease`]s (and
+    /// [`DeviceBuffer::prefault`], which changes no byte).
     host: NonNull<u8>,
+    /// The block, given back to the cache when the buffer is dropped.
+    block: Option<Block>,
     len: usize,
     /// The byte ranges `[start, end)` leased now, none overlapping another.
     leases: Mutex<Vec<(usize, usize)>>,
@@ -138,14 +136,8 @@ unsafe impl Sync for BufferInner {}
 
 impl Drop for BufferInner {
     fn drop(&mut self) {
-        // SAFETY: `host` and `len` are the pointer and length of the boxed slice that
-        // `DeviceMemory::alloc` gave up with `Box::into_raw`; every lease borrowed `self`, so
-        // none is left, and the box is made again once, here.
-        let block = unsafe {
-            Box::from_raw(std::ptr::slice_from_raw_parts_mut(
-                self.host.as_ptr(),
-                self.len,
-            ))
+        let Some(block) = self.block.take() else {
+            return;
         };
         let backed = !self.fresh || *self.written.get_mut();
         self.hpu.memory.release(block, backed);
@@ -306,24 +298,54 @@ impl Drop for Lease<'_> {
     }
 }
 
-/// A zeroed heap block of `bytes`, or `None` when the host cannot provide it (instead of the
-/// abort a failed `vec![0; n]` would be).
-fn zeroed_block(bytes: usize) -> Option<Box<[u8]>> {
-    if bytes == 0 {
-        return Some(Box::default());
+/// Alignment of a block's first byte: a device allocator's at least, and what the batch
+/// writers need to stream whole cache lines into a slot's rows (they store through the cache
+/// otherwise, reading each line in first).
+const BLOCK_ALIGN: usize = 64;
+
+/// A zeroed block of host memory standing for device memory: `len` bytes from a
+/// [`BLOCK_ALIGN`]-aligned start, inside an allocation of `len + BLOCK_ALIGN` bytes from
+/// `calloc` (through `alloc_zeroed` at byte alignment), which leaves a large block's pages to
+/// the OS to back when first touched (an aligned `alloc_zeroed` would write every byte).
+struct Block {
+    alloc: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: a block owns its allocation and nothing else; `BufferInner` governs access to its
+// bytes.
+unsafe impl Send for Block {}
+
+impl Block {
+    /// A zeroed block of `len` bytes, or `None` when the host cannot provide it (instead of
+    /// the abort a failed `vec![0; n]` would be).
+    fn zeroed(len: usize) -> Option<Self> {
+        let layout = Self::layout(len)?;
+        // SAFETY: `layout` has a non-zero size (at least `BLOCK_ALIGN`).
+        let alloc = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })?;
+        Some(Self { alloc, len })
     }
-    let layout = std::alloc::Layout::array::<u8>(bytes).ok()?;
-    // SAFETY: `layout` has a non-zero size. `alloc_zeroed` returns null or a block of exactly
-    // `bytes` zeroed bytes with `u8` alignment, which is what a `Box<[u8]>` of that length owns
-    // and frees (with the same layout) when dropped.
-    unsafe {
-        let ptr = std::alloc::alloc_zeroed(layout);
-        if ptr.is_null() {
-            return None;
-        }
-        Some(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
-            ptr, bytes,
-        )))
+
+    fn layout(len: usize) -> Option<std::alloc::Layout> {
+        std::alloc::Layout::array::<u8>(len.checked_add(BLOCK_ALIGN)?).ok()
+    }
+
+    /// The block's first byte: the allocation's first on a `BLOCK_ALIGN` boundary, which
+    /// leaves `len` bytes after it inside the allocation.
+    fn start(&self) -> NonNull<u8> {
+        let skip = self.alloc.as_ptr().align_offset(BLOCK_ALIGN);
+        debug_assert!(skip < BLOCK_ALIGN);
+        // SAFETY: `skip < BLOCK_ALIGN`, so the pointer stays inside the allocation of
+        // `len + BLOCK_ALIGN` bytes, and is not null.
+        unsafe { NonNull::new_unchecked(self.alloc.as_ptr().add(skip)) }
+    }
+}
+
+impl Drop for Block {
+    fn drop(&mut self) {
+        let layout = Self::layout(self.len).expect("made when the block was");
+        // SAFETY: `alloc` came from `alloc_zeroed` with this same layout, and is freed once.
+        unsafe { std::alloc::dealloc(self.alloc.as_ptr(), layout) };
     }
 }
 
@@ -382,6 +404,22 @@ mod lease_tests {
         });
         // The whole buffer waits for every lease in the same way, and sees what they wrote.
         assert_eq!(buffer.lock()[31], 7);
+    }
+
+    #[test]
+    fn every_block_starts_on_a_cache_line_so_the_batch_writers_can_stream_into_it() {
+        let hpu = Hpu::emulated(HpuConfig::default()).unwrap();
+        // Small blocks from the heap, a large one mapped on its own (glibc's threshold is at
+        // most 32 MiB): both kinds start 16 bytes into their allocation.
+        for len in [0, 1, 4096, 1 << 20, 40 << 20] {
+            let buffer = hpu.alloc(len).unwrap();
+            assert_eq!(
+                buffer.inner.host.as_ptr() as usize % super::BLOCK_ALIGN,
+                0,
+                "{len} bytes"
+            );
+            assert!(buffer.lock().iter().all(|&b| b == 0), "{len} bytes zeroed");
+        }
     }
 
     #[test]
