@@ -40,9 +40,9 @@ run() { # run CORE BIN LOG
 rate() { # rate LOG
     if [ "$mode" = ceiling ]; then tail -n 1 "$1" | awk '{print $2}'
     elif [ "$mode" = kinetics ]; then awk '/median/ {print $3}' "$1"
-    elif [ "$mode" = video ]; then
-        python3 -c "import json,sys; print(round(json.load(open(sys.argv[1]))['images_per_sec'], 2))" "$1.json"
-    else python3 -c "import json,sys; print(round(json.load(open(sys.argv[1]))['images_per_sec']))" "$1.json"; fi
+    else # clips/s are tens: keep two decimals there; images/s whole
+        python3 -c "import json,sys; print(round(json.load(open(sys.argv[1]))['images_per_sec'], int(sys.argv[2]) or None))" \
+            "$1.json" "$([ "$mode" = video ] && echo 2 || echo 0)"; fi
 }
 ratios=()
 for r in $(seq "$rounds"); do

@@ -219,7 +219,6 @@ impl Engine {
             done,
         } = job;
         let t0 = CpuClock::now();
-        self.bitstream.clear();
         let (decode, canvas, augment, op) = match work {
             MediaWork::Jpeg {
                 decode,
@@ -282,6 +281,7 @@ impl Engine {
     /// Copies the job's bitstream out of device memory into the engine's own: the output
     /// overwrites the slot that holds it, or the decode reads it as the output is written.
     fn copy_out(&mut self, source: &DeviceSlice) {
+        self.bitstream.clear();
         self.bitstream
             .extend_from_slice(&source.buffer.lease(source.offset, source.len));
     }
