@@ -87,12 +87,12 @@ fn stages(c: &mut Criterion) {
             for (bytes, w, h, _) in &inputs {
                 let info = e.probe(bytes).unwrap();
                 let r = centre(*w, *h);
-                let denom = choose_scale(r, 224, 224);
-                let sr = scaled_region(&info, r, denom);
+                let scale = choose_scale(r, 224, 224);
+                let sr = scaled_region(&info, r, scale);
                 e.decode_region(
                     bytes,
                     r,
-                    denom,
+                    scale,
                     &mut out[..(sr.width * sr.height * 3) as usize],
                 )
                 .unwrap();
@@ -120,13 +120,13 @@ fn stages(c: &mut Criterion) {
                     width: r.width.into(),
                     height: r.height.into(),
                 };
-                let denom = choose_scale(r, 224, 224);
+                let scale = choose_scale(r, 224, 224);
                 e.decode_resized(
                     bytes,
                     &ResizeRequest {
                         filter: Filter::Bilinear,
                         region: r,
-                        denom,
+                        scale,
                         window,
                         out_w: 224,
                         out_h: 224,

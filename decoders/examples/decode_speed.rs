@@ -75,9 +75,9 @@ fn main() {
                     width: w,
                     height: h,
                 };
-                let denom = choose_scale(r, 224, 224);
-                let sr = scaled_region(&info, r, denom);
-                d.decode_region(b, r, denom, &mut out[..(sr.width * sr.height * 3) as usize])
+                let scale = choose_scale(r, 224, 224);
+                let sr = scaled_region(&info, r, scale);
+                d.decode_region(b, r, scale, &mut out[..(sr.width * sr.height * 3) as usize])
                     .unwrap();
             }
         }
@@ -200,7 +200,7 @@ impl Draws {
         };
         ResizeRequest {
             region,
-            denom: choose_scale(region, 224, 224),
+            scale: choose_scale(region, 224, 224),
             window: Window {
                 left: x,
                 top: y,

@@ -4,7 +4,9 @@
 use hpuload_decoders::testing::psnr;
 use std::path::{Path, PathBuf};
 
-use hpuload_decoders::jpeg::{choose_scale, scaled_region, Filter, Region, ResizeRequest, Window};
+use hpuload_decoders::jpeg::{
+    choose_scale, scaled_region, Filter, Region, ResizeRequest, Scale, Window,
+};
 use hpuload_decoders::{CpuDecoder, Decode, DecodeError, JpegDecoder};
 
 fn fixtures() -> PathBuf {
@@ -144,7 +146,7 @@ fn region_decode_is_exactly_the_crop_of_a_full_decode() {
         ];
         for r in regions {
             let mut out = vec![0; (r.width * r.height * 3) as usize];
-            let got = d.decode_region(&bytes, r, 1, &mut out).unwrap();
+            let got = d.decode_region(&bytes, r, Scale::FULL, &mut out).unwrap();
             assert_eq!(got, r, "{name}");
             assert!(
                 out == crop(&full, w, r),
@@ -170,10 +172,10 @@ fn region_decode_at_every_scale_and_offset_is_the_crop_of_the_scaled_full_decode
         let mut d = JpegDecoder::default();
         let info = d.probe(&bytes).unwrap();
         let (w, h) = (info.width, info.height);
-        for denom in [1, 2, 4, 8] {
-            let full_r = scaled_region(&info, Region::full(w, h), denom);
+        for scale in Scale::ALL {
+            let full_r = scaled_region(&info, Region::full(w, h), scale);
             let mut full = vec![0; (full_r.width * full_r.height * 3) as usize];
-            d.decode_region(&bytes, Region::full(w, h), denom, &mut full)
+            d.decode_region(&bytes, Region::full(w, h), scale, &mut full)
                 .unwrap();
             for _ in 0..60 {
                 let x = next(w);
@@ -184,33 +186,45 @@ fn region_decode_at_every_scale_and_offset_is_the_crop_of_the_scaled_full_decode
                     width: 1 + next(w - x),
                     height: 1 + next(h - y),
                 };
-                let sr = scaled_region(&info, r, denom);
+                let sr = scaled_region(&info, r, scale);
                 let mut out = vec![0; (sr.width * sr.height * 3) as usize];
-                assert_eq!(d.decode_region(&bytes, r, denom, &mut out).unwrap(), sr);
+                assert_eq!(d.decode_region(&bytes, r, scale, &mut out).unwrap(), sr);
                 assert!(
                     out == crop(&full, full_r.width, sr),
-                    "{name}: region {r:?} at 1/{denom} differs from the full decode"
+                    "{name}: region {r:?} at {scale} differs from the full decode"
                 );
             }
         }
     }
 }
 
-/// Area-averages `rgb` by `d` (the reference for a 1/d DCT-scaled decode).
-fn box_downscale(rgb: &[u8], w: u32, h: u32, d: u32) -> Vec<u8> {
-    let (sw, sh) = (w.div_ceil(d), h.div_ceil(d));
-    let mut out = Vec::with_capacity((sw * sh * 3) as usize);
+/// Area-averages `rgb` to `scale` (the reference for a DCT-scaled decode): scaled sample `i`
+/// is the mean of the source pixels `[8i/n, 8(i+1)/n)` covers, each weighted by the part of it
+/// covered (whole pixels at `1/2`, `1/4` and `1/8`).
+fn box_downscale(rgb: &[u8], w: u32, h: u32, scale: Scale) -> Vec<u8> {
+    let n = scale.block() as f64;
+    let (sw, sh) = (scale.ceil(w as usize), scale.ceil(h as usize));
+    // Per scaled sample along an axis of `size` pixels: (pixel, covered part) pairs.
+    let cover = |i: usize, size: u32| {
+        let (lo, hi) = (
+            i as f64 * 8.0 / n,
+            ((i + 1) as f64 * 8.0 / n).min(f64::from(size)),
+        );
+        (lo.floor() as u32..hi.ceil() as u32)
+            .map(move |p| (p, (f64::from(p + 1)).min(hi) - f64::from(p).max(lo)))
+    };
+    let mut out = Vec::with_capacity(sw * sh * 3);
     for sy in 0..sh {
         for sx in 0..sw {
             for c in 0..3 {
-                let (mut sum, mut n) = (0u32, 0u32);
-                for y in sy * d..((sy + 1) * d).min(h) {
-                    for x in sx * d..((sx + 1) * d).min(w) {
-                        sum += u32::from(rgb[((y * w + x) * 3 + c) as usize]);
-                        n += 1;
+                let (mut sum, mut area) = (0.0, 0.0);
+                for (y, wy) in cover(sy, h) {
+                    for (x, wx) in cover(sx, w) {
+                        sum += wy * wx * f64::from(rgb[((y * w + x) * 3 + c) as usize]);
+                        area += wy * wx;
                     }
                 }
-                out.push(((sum + n / 2) / n) as u8);
+                out.push((sum / area).round() as u8);
             }
         }
     }
@@ -225,16 +239,17 @@ fn dct_scaled_decodes_match_an_area_average_of_the_full_image() {
     {
         let mut d = JpegDecoder::default();
         let (w, h, full) = decode(&mut d, &bytes);
-        for denom in [2, 4, 8] {
+        for scale in &Scale::ALL[..7] {
+            let scale = *scale;
             let info = d.probe(&bytes).unwrap();
-            let r = scaled_region(&info, Region::full(w, h), denom);
+            let r = scaled_region(&info, Region::full(w, h), scale);
             let mut out = vec![0; (r.width * r.height * 3) as usize];
-            d.decode_region(&bytes, Region::full(w, h), denom, &mut out)
+            d.decode_region(&bytes, Region::full(w, h), scale, &mut out)
                 .unwrap();
-            let p = psnr(&out, &box_downscale(&full, w, h, denom));
+            let p = psnr(&out, &box_downscale(&full, w, h, scale));
             assert!(
                 p >= 28.0,
-                "{name} at 1/{denom}: PSNR {p:.1} dB against an area average"
+                "{name} at {scale}: PSNR {p:.1} dB against an area average"
             );
             // A region at scale is the crop of the scaled full decode.
             let sub = Region {
@@ -243,12 +258,12 @@ fn dct_scaled_decodes_match_an_area_average_of_the_full_image() {
                 width: w / 2,
                 height: h / 2,
             };
-            let sr = scaled_region(&info, sub, denom);
+            let sr = scaled_region(&info, sub, scale);
             let mut part = vec![0; (sr.width * sr.height * 3) as usize];
-            d.decode_region(&bytes, sub, denom, &mut part).unwrap();
+            d.decode_region(&bytes, sub, scale, &mut part).unwrap();
             assert!(
                 part == crop(&out, r.width, sr),
-                "{name} at 1/{denom}: region differs from the scaled full decode"
+                "{name} at {scale}: region differs from the scaled full decode"
             );
         }
     }
@@ -262,9 +277,17 @@ fn scale_choice_keeps_at_least_the_output_resolution() {
         width: 1000,
         height: 900,
     };
-    assert_eq!(choose_scale(r, 224, 224), 4);
-    assert_eq!(choose_scale(r, 500, 224), 2);
-    assert_eq!(choose_scale(Region { width: 200, ..r }, 224, 224), 1);
+    let eighths = |n| Scale::eighths(n).unwrap();
+    // 900 * 2 / 8 = 225 rows: a quarter is enough.
+    assert_eq!(choose_scale(r, 224, 224), eighths(2));
+    assert_eq!(choose_scale(r, 500, 224), eighths(4));
+    assert_eq!(
+        choose_scale(Region { width: 200, ..r }, 224, 224),
+        Scale::FULL
+    );
+    // Only whole powers of two are chosen: a crop short of twice the output is decoded whole
+    // (5/8 would do for this one, see `CHOSEN_SCALES`).
+    assert_eq!(choose_scale(r, 501, 224), Scale::FULL);
     assert_eq!(
         choose_scale(
             Region {
@@ -275,7 +298,7 @@ fn scale_choice_keeps_at_least_the_output_resolution() {
             224,
             224
         ),
-        8
+        eighths(1)
     );
 }
 
@@ -421,7 +444,7 @@ fn resized_decode_agrees_with_resampling_a_full_decode() {
                 &ResizeRequest {
                     filter: Filter::Bilinear,
                     region,
-                    denom: 1,
+                    scale: Scale::FULL,
                     window,
                     out_w: out.0,
                     out_h: out.1,
@@ -436,14 +459,14 @@ fn resized_decode_agrees_with_resampling_a_full_decode() {
                 "{name} {region:?} {window:?} -> {out:?}: PSNR {p:.1} dB"
             );
             // At a reduced DCT scale the decode itself differs from a full one.
-            let denom = choose_scale(region, out.0, out.1);
-            if denom > 1 {
+            let scale = choose_scale(region, out.0, out.1);
+            if !scale.is_full() {
                 d.decode_resized(
                     &bytes,
                     &ResizeRequest {
                         filter: Filter::Bilinear,
                         region,
-                        denom,
+                        scale,
                         window,
                         out_w: out.0,
                         out_h: out.1,
@@ -452,7 +475,7 @@ fn resized_decode_agrees_with_resampling_a_full_decode() {
                 )
                 .unwrap();
                 let p = psnr(&ours, &reference);
-                assert!(p >= 32.0, "{name} 1/{denom}: PSNR {p:.1} dB");
+                assert!(p >= 32.0, "{name} {scale}: PSNR {p:.1} dB");
             }
         }
     }
@@ -478,7 +501,7 @@ fn a_window_outside_its_region_a_wrapping_region_or_a_wrong_output_buffer_is_an_
         let request = ResizeRequest {
             filter: Filter::Bilinear,
             region,
-            denom: 1,
+            scale: Scale::FULL,
             window,
             out_w: 16,
             out_h,
@@ -510,7 +533,7 @@ fn a_window_outside_its_region_a_wrapping_region_or_a_wrong_output_buffer_is_an_
     ));
     let mut rgb = vec![0; 8 * 24 * 3];
     assert!(matches!(
-        d.decode_region(&bytes, wrapping, 1, &mut rgb),
+        d.decode_region(&bytes, wrapping, Scale::FULL, &mut rgb),
         Err(DecodeError::Parameter(_))
     ));
 }
@@ -539,11 +562,11 @@ fn damaged_files_never_panic() {
             if let Ok(info) = d.probe(&m) {
                 let mut out = vec![0; info.rgb_len()];
                 let _ = d.decode_into(&m, &info, &mut out);
-                for denom in [2, 8] {
+                for scale in [4, 1, 7].map(|n| Scale::eighths(n).unwrap()) {
                     let r = Region::full(info.width, info.height);
-                    let sr = scaled_region(&info, r, denom);
+                    let sr = scaled_region(&info, r, scale);
                     let mut out = vec![0; (sr.width * sr.height * 3) as usize];
-                    let _ = d.decode_region(&m, r, denom, &mut out);
+                    let _ = d.decode_region(&m, r, scale, &mut out);
                     let window = Window {
                         left: 0.0,
                         top: 0.0,
@@ -556,7 +579,7 @@ fn damaged_files_never_panic() {
                         &ResizeRequest {
                             filter: Filter::Bilinear,
                             region: r,
-                            denom,
+                            scale,
                             window,
                             out_w: 9,
                             out_h: 7,
@@ -585,7 +608,7 @@ fn a_decode_from_the_probes_parsed_headers_equals_one_that_parses_them_again() {
             width: 40,
             height: 30,
         },
-        denom: 2,
+        scale: Scale::eighths(5).unwrap(),
         window: Window {
             left: 6.5,
             top: 4.0,

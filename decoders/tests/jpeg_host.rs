@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use hpuload_decoders::jpeg::{scaled_region, Region};
+use hpuload_decoders::jpeg::{scaled_region, Region, Scale};
 use hpuload_decoders::{CpuDecoder, Decode, DecodeError, JpegDecoder, Limits};
 
 fn fixtures() -> PathBuf {
@@ -148,20 +148,20 @@ fn a_transcoded_progressive_file_decodes_as_its_baseline_original_at_every_scale
     let progressive = read("transcoded_restart3_s420_123x77.jpg");
     let mut d = JpegDecoder::for_host(Limits::default());
     let info = d.probe(&baseline).unwrap();
-    for denom in [1, 2, 4, 8] {
+    for scale in Scale::ALL {
         let region = Region {
             x: 9,
             y: 17,
             width: 100,
             height: 50,
         };
-        let sr = scaled_region(&info, region, denom);
+        let sr = scaled_region(&info, region, scale);
         let len = (sr.width * sr.height * 3) as usize;
         let (mut a, mut b) = (vec![0; len], vec![1; len]);
-        d.decode_region(&baseline, region, denom, &mut a).unwrap();
-        d.decode_region(&progressive, region, denom, &mut b)
+        d.decode_region(&baseline, region, scale, &mut a).unwrap();
+        d.decode_region(&progressive, region, scale, &mut b)
             .unwrap();
-        assert_eq!(a, b, "1/{denom}");
+        assert_eq!(a, b, "{scale}");
     }
 }
 

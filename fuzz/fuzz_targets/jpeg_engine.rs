@@ -8,7 +8,7 @@
 //! also a fractional window inside the region and the output size; the rest is the file.
 #![no_main]
 
-use hpuload_decoders::jpeg::{scaled_region, Filter, Region, ResizeRequest, Window, SCALE_DENOMINATORS};
+use hpuload_decoders::jpeg::{scaled_region, Filter, Region, ResizeRequest, Window, Scale};
 use hpuload_decoders::{JpegDecoder, Limits};
 use libfuzzer_sys::fuzz_target;
 
@@ -34,11 +34,11 @@ fuzz_target!(|data: &[u8]| {
         width,
         height,
     };
-    let denom = SCALE_DENOMINATORS[usize::from(params[4] % 4)];
-    let sr = scaled_region(&info, region, denom);
+    let scale = Scale::ALL[usize::from(params[4] % 8)];
+    let sr = scaled_region(&info, region, scale);
     let mut out = vec![0u8; sr.width as usize * sr.height as usize * 3];
-    let tight = decoder.decode_region(file, region, denom, &mut out);
-    if denom == 1 {
+    let tight = decoder.decode_region(file, region, scale, &mut out);
+    if scale.is_full() {
         let stride = info.width as usize * 3;
         let mut image = vec![0u8; stride * info.height as usize];
         let in_place = decoder.decode_region_in_place(file, &parsed, region, &mut image);
@@ -63,7 +63,7 @@ fuzz_target!(|data: &[u8]| {
     let request = ResizeRequest {
         filter: Filter::Bilinear,
         region,
-        denom,
+        scale,
         window,
         out_w,
         out_h,

@@ -837,7 +837,7 @@ pub(crate) fn compose_window(
 
 /// A detection sample's steps before the resize on the media engine, for a sample whose
 /// photometric steps run on the whole image or whose window shows the zoom-out's fill: the
-/// engine decodes a region of the image at `1/denom` (all of it when a step needs the whole
+/// engine decodes a region of the image at a DCT-domain scale (all of it when a step needs the whole
 /// image's statistics, as a contrast's mean grey does), runs `pre` on it, and resamples the
 /// window from it with the fill around the image ([`CanvasJob::run`]).
 #[derive(Clone, Debug, PartialEq)]
@@ -856,10 +856,10 @@ pub struct CanvasJob {
 }
 
 impl CanvasJob {
-    /// Runs on `decoded`, the RGB8 rectangle `[x, y, width, height]` of the image scaled by
-    /// `1/denom` (what the engine's region decode gives): `pre` in place, then the window on
-    /// the fill canvas (in `canvas`, at the decoded scale) resampled to `resampler`'s output
-    /// size. At `denom` 1 the window is cut out whole, as the CPU path cuts it; scaled, it is
+    /// Runs on `decoded`, the RGB8 rectangle `[x, y, width, height]` of the image at `scale`
+    /// (what the engine's region decode gives): `pre` in place, then the window on the fill
+    /// canvas (in `canvas`, at the decoded scale) resampled to `resampler`'s output size. At
+    /// full scale the window is cut out whole, as the CPU path cuts it; scaled, it is
     /// resampled from its fractional place.
     ///
     /// # Errors
@@ -868,7 +868,7 @@ impl CanvasJob {
         &self,
         decoded: &mut [u8],
         rect: [u32; 4],
-        denom: u32,
+        scale: hpuload_decoders::jpeg::Scale,
         canvas: &mut Vec<u8>,
         resampler: &'a mut super::kernel::Resampler,
         scratch: &mut super::pixel::Scratch,
@@ -878,8 +878,7 @@ impl CanvasJob {
             return Err(super::error::AugmentError::ShortRegion);
         }
         super::run::apply(&self.pre, decoded, rh, rw, scratch);
-        let d = f64::from(denom);
-        let [wl, wt, ww, wh] = self.window.map(|v| v as f64 / d);
+        let [wl, wt, ww, wh] = self.window.map(|v| scale.of(v as f64));
         // The canvas covers the window's scaled pixels, whole.
         let (x0, y0) = (wl.floor() as i64, wt.floor() as i64);
         let (x1, y1) = ((wl + ww).ceil() as i64, (wt + wh).ceil() as i64);
@@ -891,7 +890,7 @@ impl CanvasJob {
             top,
             width: ww,
             height: wh,
-            view: denom == 1,
+            view: scale.is_full(),
         };
         let inside =
             x0 >= rx as i64 && y0 >= ry as i64 && x1 <= (rx + rw) as i64 && y1 <= (ry + rh) as i64;
@@ -963,7 +962,7 @@ mod tests {
                 .run(
                     &mut decoded,
                     [0, 0, w, h],
-                    1,
+                    hpuload_decoders::jpeg::Scale::FULL,
                     &mut canvas,
                     &mut resampler,
                     &mut scratch,

@@ -414,13 +414,13 @@ impl Engine {
             width,
             height,
         };
-        let rect = scaled_region(&info, request.region, request.denom);
+        let rect = scaled_region(&info, request.region, request.scale);
         self.region
             .resize(rect.width as usize * rect.height as usize * 3, 0);
         self.decoder.decode_region(
             &self.bitstream,
             request.region,
-            request.denom,
+            request.scale,
             &mut self.region,
         )?;
         self.resampler.set_size(request.out_h, request.out_w);
@@ -428,7 +428,7 @@ impl Engine {
             .run(
                 &mut self.region,
                 [rect.x, rect.y, rect.width, rect.height],
-                request.denom,
+                request.scale,
                 &mut self.canvas,
                 &mut self.resampler,
                 &mut self.scratch,

@@ -90,7 +90,7 @@ pub(super) fn submit(guard: EngineJob, mut h: HwSlot) -> Result<(), HpuError> {
     let media = match &mut h.work {
         HwWork::Jpeg {
             region,
-            denom,
+            scale,
             plan,
             parsed,
             canvas,
@@ -100,7 +100,7 @@ pub(super) fn submit(guard: EngineJob, mut h: HwSlot) -> Result<(), HpuError> {
                 decode: DecodePlan {
                     request: ResizeRequest {
                         region: *region,
-                        denom: *denom,
+                        scale: *scale,
                         window: plan.crop.window(),
                         out_w: ow,
                         out_h: oh,

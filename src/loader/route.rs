@@ -4,7 +4,7 @@
 
 use std::sync::atomic::Ordering;
 
-use hpuload_decoders::jpeg::{choose_scale, Filter, Parsed, Region};
+use hpuload_decoders::jpeg::{choose_scale, Filter, Parsed, Region, Scale};
 use hpuload_decoders::{DecodeError, JpegDecoder};
 
 use super::{lock, Backend, Shared};
@@ -93,8 +93,8 @@ pub(super) fn route(
             };
             // Nearest picks source pixels, which a DCT-scaled decode no longer has. A canvas
             // job's scale is the window's, which may reach past the image.
-            let denom = match &canvas {
-                _ if filter == Filter::Nearest => 1,
+            let scale = match &canvas {
+                _ if filter == Filter::Nearest => Scale::FULL,
                 Some(job) => choose_scale(
                     Region::full(job.window[2] as u32, job.window[3] as u32),
                     ow,
@@ -115,7 +115,7 @@ pub(super) fn route(
                 Ok(own) => {
                     c.samples.fetch_add(1, Ordering::Relaxed);
                     c.hw_samples.fetch_add(1, Ordering::Relaxed);
-                    if denom > 1 {
+                    if !scale.is_full() {
                         c.hw_scaled.fetch_add(1, Ordering::Relaxed);
                     }
                     Ok(Route::Engine(HwSlot {
@@ -125,7 +125,7 @@ pub(super) fn route(
                         own,
                         work: HwWork::Jpeg {
                             region,
-                            denom,
+                            scale,
                             plan,
                             parsed: Some(parsed),
                             canvas: canvas.map(Box::new),
@@ -227,7 +227,8 @@ pub(super) enum HwWork {
     /// A JPEG image.
     Jpeg {
         region: Region,
-        denom: u32,
+        /// The DCT-domain scale of the decode.
+        scale: Scale,
         /// The sample's plan (crop, filter, pixel ops, erase boxes), drawn by the router.
         plan: SamplePlan,
         /// The headers the router's probe parsed, handed to the engine so it does not parse

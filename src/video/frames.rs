@@ -9,7 +9,7 @@
 use std::ops::Range;
 use std::path::PathBuf;
 
-use hpuload_decoders::jpeg::{choose_scale, Filter, ResizeRequest};
+use hpuload_decoders::jpeg::{choose_scale, Filter, ResizeRequest, Scale};
 use hpuload_decoders::{CpuDecoder, Decode, JpegDecoder, Limits};
 
 use super::render::Placement;
@@ -147,8 +147,8 @@ impl FramesJob {
             let request = ResizeRequest {
                 region,
                 // Nearest picks source pixels, which a DCT-scaled decode no longer has.
-                denom: if filter == Filter::Nearest {
-                    1
+                scale: if filter == Filter::Nearest {
+                    Scale::FULL
                 } else {
                     choose_scale(region, ow, oh)
                 },

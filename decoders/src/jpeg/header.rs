@@ -142,12 +142,13 @@ impl Header {
     pub fn mcus_x(&self) -> usize {
         (self.width as usize).div_ceil(self.mcu_w())
     }
-    /// Valid chroma samples across and down in the image scaled by `1/denom` (beyond them is
-    /// MCU padding), for chroma components with sampling factors 1.
-    pub fn chroma_size(&self, denom: usize) -> (usize, usize) {
+    /// Valid chroma samples across and down in the image scaled to `n/8` (beyond them is MCU
+    /// padding), for chroma components with sampling factors 1: libjpeg's
+    /// `ceil(size * n / (8 * max factor))`.
+    pub fn chroma_size(&self, n: usize) -> (usize, usize) {
         (
-            (self.width as usize).div_ceil(self.hmax * denom),
-            (self.height as usize).div_ceil(self.vmax * denom),
+            (self.width as usize * n).div_ceil(self.hmax * 8),
+            (self.height as usize * n).div_ceil(self.vmax * 8),
         )
     }
     pub fn mcus_y(&self) -> usize {

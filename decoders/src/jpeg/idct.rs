@@ -1,5 +1,5 @@
-//! Inverse DCTs that produce an `n`x`n` block (n = 8, 4, 2, 1) from the top-left `n`x`n`
-//! coefficients of an 8x8 block: DCT-domain downscaling by 1, 1/2, 1/4 or 1/8.
+//! Inverse DCTs that produce an `n`x`n` block (n = 1..=8) from the top-left `n`x`n`
+//! coefficients of an 8x8 block: DCT-domain downscaling to `n/8`.
 //!
 //! With JPEG's orthonormal 1-D scaling, the `n`-point inverse that keeps the block's mean is
 //! `f(x) = sum_{u<n} C(u)/2 * F(u) * cos((2x+1) u pi / 2n)`, the 8-point formula with the
@@ -46,29 +46,20 @@ pub(crate) fn clear_written(coef: &mut [i32; 64], last: usize) {
     }
 }
 
-/// `T[n][x][u] = C(u)/2 * cos((2x+1) u pi / 2n)` for the four sizes, and its transpose.
+/// `T[n - 1][x][u] = C(u)/2 * cos((2x+1) u pi / 2n)` for the eight sizes, and its transpose.
 pub(crate) struct Idct {
-    t: [[[f32; 8]; 8]; 4],
-    tt: [[[f32; 8]; 8]; 4],
+    t: [[[f32; 8]; 8]; 8],
+    tt: [[[f32; 8]; 8]; 8],
     avx2: bool,
     /// AVX-512 BW and VL, which [`dense8_avx512`] takes.
     avx512: bool,
 }
 
-fn size_index(n: usize) -> usize {
-    match n {
-        8 => 0,
-        4 => 1,
-        2 => 2,
-        _ => 3,
-    }
-}
-
 impl Idct {
     pub fn new() -> Self {
-        let mut t = [[[0f32; 8]; 8]; 4];
-        let mut tt = [[[0f32; 8]; 8]; 4];
-        for n in [8usize, 4, 2, 1] {
+        let mut t = [[[0f32; 8]; 8]; 8];
+        let mut tt = [[[0f32; 8]; 8]; 8];
+        for n in 1..=8usize {
             for x in 0..n {
                 for u in 0..n {
                     let c = if u == 0 {
@@ -80,8 +71,8 @@ impl Idct {
                         * c
                         * (((2 * x + 1) * u) as f64 * std::f64::consts::PI / (2 * n) as f64).cos())
                         as f32;
-                    t[size_index(n)][x][u] = v;
-                    tt[size_index(n)][u][x] = v;
+                    t[n - 1][x][u] = v;
+                    tt[n - 1][u][x] = v;
                 }
             }
         }
@@ -129,7 +120,7 @@ impl Idct {
         }
         let (rows, cols) = SPAN[last];
         let (rows, cols) = (usize::from(rows).min(n), usize::from(cols).min(n));
-        let i = size_index(n);
+        let i = n - 1;
         #[cfg(target_arch = "x86_64")]
         if self.avx2 {
             // SAFETY: AVX2 support was detected at run time in `Idct::new`.
@@ -867,7 +858,7 @@ mod tests {
         let idct = Idct::new();
         let mut coef = [0i32; 64];
         coef[0] = 80; // mean 10 above mid-grey
-        for n in [8, 4, 2, 1] {
+        for n in 1..=8 {
             let mut out = [0u8; 64];
             idct.block(&coef, 0, n, &mut out, 8);
             assert!(
@@ -888,7 +879,7 @@ mod tests {
         let mut full = [0u8; 64];
         idct.block(&coef, 5, 8, &mut full, 8);
         let mean8 = full.iter().map(|&v| v as f64).sum::<f64>() / 64.0;
-        for n in [4, 2] {
+        for n in 2..8 {
             let mut out = [0u8; 64];
             idct.block(&coef, 5, n, &mut out, 8);
             let mean = (0..n)
@@ -1087,8 +1078,8 @@ mod tests {
         for (i, c) in coef.iter_mut().enumerate() {
             *c = ((i as i32 * 37) % 91 - 45) * 3;
         }
-        for n in [8, 4, 2] {
-            let i = size_index(n);
+        for n in 2..=8 {
+            let i = n - 1;
             let (mut a, mut b) = ([0u8; 64], [0u8; 64]);
             if n == 8 {
                 dense8_portable(&coef, &mut a, 8);

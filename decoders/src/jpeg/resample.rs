@@ -15,7 +15,7 @@
 //! bytes and transposed back. On planar data that beats filtering along rows, where each
 //! output sample would need its own gather.
 
-use super::Filter;
+use super::{Filter, Scale};
 use crate::DecodeError;
 
 /// A window of the image in full-resolution pixels; edges may be fractional.
@@ -34,8 +34,8 @@ pub struct Window {
 /// How one axis of a decoded plane maps onto the image.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Axis {
-    /// The decode scale's denominator.
-    pub denom: usize,
+    /// The decode's scale.
+    pub scale: Scale,
     /// 2 where the plane is subsampled along this axis (chroma), else 1.
     pub factor: usize,
     /// Valid luma samples along the axis at the decode scale (beyond them is MCU padding).
@@ -110,7 +110,7 @@ struct LumaWeights {
 /// [`LumaWeights::compute`]'s arguments, compared bit for bit.
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct LumaKey {
-    denom: usize,
+    scale: Scale,
     luma_valid: usize,
     window: (u64, u64),
     region: (u32, u32),
@@ -203,13 +203,13 @@ impl Taps {
             return Ok(());
         }
         self.key = None;
-        let d = axis.denom;
-        let len = window.1 / d as f64;
+        let s = axis.scale;
+        let len = s.of(window.1);
         // The region's luma samples at the decode scale, and the plane samples covering them
         // (with the neighbours fancy upsampling reads on a subsampled axis).
-        let b0 = region.0 as usize / d;
-        let b1 = (region.0 as usize + region.1 as usize)
-            .div_ceil(d)
+        let b0 = s.floor(region.0 as usize);
+        let b1 = s
+            .ceil(region.0 as usize + region.1 as usize)
             .min(axis.luma_valid);
         let sub = axis.factor == 2;
         let valid = axis.luma_valid.div_ceil(axis.factor);
@@ -355,7 +355,7 @@ impl LumaWeights {
             filter,
         } = *map;
         let key = LumaKey {
-            denom: axis.denom,
+            scale: axis.scale,
             luma_valid: axis.luma_valid,
             window: (window.0.to_bits(), window.1.to_bits()),
             region,
@@ -366,8 +366,8 @@ impl LumaWeights {
             return;
         }
         self.key = None;
-        let d = axis.denom;
-        let (lo, len) = (window.0 / d as f64, window.1 / d as f64);
+        let s = axis.scale;
+        let (lo, len) = (s.of(window.0), s.of(window.1));
         let scale = len / out as f64;
         // Pillow's scheme: the filter is stretched by the downscale factor (at least 1).
         let filter_scale = scale.max(1.0);
@@ -400,7 +400,7 @@ impl LumaWeights {
                     let offset = (window.0 / (window.1 / out as f64)).round() as f32;
                     f64::from(((i as f32 + offset) * nearest_scale).floor())
                 };
-                let at = (floor(at / d as f64).max(0) as usize).clamp(b0, b1 - 1);
+                let at = (floor(s.of(at)).max(0) as usize).clamp(b0, b1 - 1);
                 (at, at + 1)
             } else {
                 let centre = lo + (i as f64 + 0.5) * scale;
@@ -1270,24 +1270,29 @@ mod tests {
     #[test]
     fn weights_sum_to_one_and_stay_inside_the_covering_samples() {
         let mut t = Taps::default();
-        // (axis length in pixels, denom, factor, window, region, out)
-        for (size, denom, factor, window, region, out) in [
-            (300, 1, 1, (0.0, 300.0), (0, 300), 224),
-            (300, 1, 2, (0.0, 300.0), (0, 300), 224),
-            (301, 1, 2, (7.0, 250.0), (7, 250), 224),
-            (120, 1, 1, (13.5, 90.25), (10, 97), 224),
-            (120, 1, 2, (13.5, 90.25), (10, 97), 33),
-            (999, 2, 2, (100.0, 800.0), (100, 800), 112),
-            (50, 1, 2, (0.0, 50.0), (0, 50), 7),
-            (1, 1, 1, (0.0, 1.0), (0, 1), 16),
-            (1, 1, 2, (0.0, 1.0), (0, 1), 16),
+        // (axis length in pixels, scale in eighths, factor, window, region, out)
+        for (size, eighths, factor, window, region, out) in [
+            (300, 8, 1, (0.0, 300.0), (0, 300), 224),
+            (300, 8, 2, (0.0, 300.0), (0, 300), 224),
+            (301, 8, 2, (7.0, 250.0), (7, 250), 224),
+            (120, 8, 1, (13.5, 90.25), (10, 97), 224),
+            (120, 8, 2, (13.5, 90.25), (10, 97), 33),
+            (999, 4, 2, (100.0, 800.0), (100, 800), 112),
+            (999, 6, 2, (100.0, 800.0), (100, 800), 224),
+            (333, 5, 1, (10.5, 300.25), (10, 301), 150),
+            (333, 7, 2, (10.5, 300.25), (10, 301), 224),
+            (50, 8, 2, (0.0, 50.0), (0, 50), 7),
+            (1, 8, 1, (0.0, 1.0), (0, 1), 16),
+            (1, 8, 2, (0.0, 1.0), (0, 1), 16),
         ] {
+            let scale = Scale::eighths(eighths).unwrap();
+            let luma_valid = scale.ceil(size);
             let axis = Axis {
-                denom,
+                scale,
                 factor,
-                luma_valid: usize::div_ceil(size, denom),
+                luma_valid,
                 origin: 0,
-                held: usize::div_ceil(size, denom * factor),
+                held: luma_valid.div_ceil(factor),
             };
             t.compute(
                 &axis,
@@ -1316,7 +1321,7 @@ mod tests {
         // interpolation between its two nearest chroma samples, 3/4 and 1/4 (libjpeg's fancy
         // upsampling), and at the image's edges the edge sample stands in for its neighbour.
         let axis = Axis {
-            denom: 1,
+            scale: Scale::FULL,
             factor: 2,
             luma_valid: 8,
             origin: 0,
@@ -1371,7 +1376,7 @@ mod tests {
         let mut t = Taps::default();
         for (out, factor) in [(17, 1), (40, 2), (61, 1), (130, 2)] {
             let axis = Axis {
-                denom: 1,
+                scale: Scale::FULL,
                 factor,
                 luma_valid: h * factor,
                 origin: 0,
@@ -1421,7 +1426,7 @@ mod tests {
     /// A full-resolution, unsubsampled `w`x`h` plane held whole.
     fn whole_plane(w: usize, h: usize) -> PlaneGeometry {
         let axis = |n: usize| Axis {
-            denom: 1,
+            scale: Scale::FULL,
             factor: 1,
             luma_valid: n,
             origin: 0,
@@ -1498,7 +1503,7 @@ mod tests {
         let mut t = Taps::default();
         for (size, out) in [(50usize, 224usize), (7, 200), (120, 121), (31, 64)] {
             let axis = Axis {
-                denom: 1,
+                scale: Scale::FULL,
                 factor: 1,
                 luma_valid: size,
                 origin: 0,
@@ -1538,7 +1543,7 @@ mod tests {
         filter: Filter,
     ) -> (PlaneGeometry, Target) {
         let axis = |n: usize| Axis {
-            denom: 1,
+            scale: Scale::FULL,
             factor,
             luma_valid: n,
             origin: 0,
