@@ -47,9 +47,44 @@ pub(crate) fn clear_written(coef: &mut [i32; 64], last: usize) {
 }
 
 /// `T[n - 1][x][u] = C(u)/2 * cos((2x+1) u pi / 2n)` for the eight sizes, and its transpose.
-pub(crate) struct Idct {
+struct Tables {
     t: [[[f32; 8]; 8]; 8],
     tt: [[[f32; 8]; 8]; 8],
+}
+
+impl Tables {
+    /// Computed once per process: each decoder used to compute its own (a few hundred `cos`
+    /// calls, about 0.2 ms, where the fuzz target makes a decoder per input).
+    fn get() -> &'static Tables {
+        static TABLES: std::sync::OnceLock<Tables> = std::sync::OnceLock::new();
+        TABLES.get_or_init(|| {
+            let mut t = [[[0f32; 8]; 8]; 8];
+            let mut tt = [[[0f32; 8]; 8]; 8];
+            for n in 1..=8usize {
+                for x in 0..n {
+                    for u in 0..n {
+                        let c = if u == 0 {
+                            std::f64::consts::FRAC_1_SQRT_2
+                        } else {
+                            1.0
+                        };
+                        let angle =
+                            ((2 * x + 1) * u) as f64 * std::f64::consts::PI / (2 * n) as f64;
+                        let v = (0.5 * c * angle.cos()) as f32;
+                        t[n - 1][x][u] = v;
+                        tt[n - 1][u][x] = v;
+                    }
+                }
+            }
+            Tables { t, tt }
+        })
+    }
+}
+
+/// The block transforms, with the CPU's features detected once.
+pub(crate) struct Idct {
+    t: &'static [[[f32; 8]; 8]; 8],
+    tt: &'static [[[f32; 8]; 8]; 8],
     avx2: bool,
     /// AVX-512 BW and VL, which [`dense8_avx512`] takes.
     avx512: bool,
@@ -57,25 +92,7 @@ pub(crate) struct Idct {
 
 impl Idct {
     pub fn new() -> Self {
-        let mut t = [[[0f32; 8]; 8]; 8];
-        let mut tt = [[[0f32; 8]; 8]; 8];
-        for n in 1..=8usize {
-            for x in 0..n {
-                for u in 0..n {
-                    let c = if u == 0 {
-                        std::f64::consts::FRAC_1_SQRT_2
-                    } else {
-                        1.0
-                    };
-                    let v = (0.5
-                        * c
-                        * (((2 * x + 1) * u) as f64 * std::f64::consts::PI / (2 * n) as f64).cos())
-                        as f32;
-                    t[n - 1][x][u] = v;
-                    tt[n - 1][u][x] = v;
-                }
-            }
-        }
+        let Tables { t, tt } = Tables::get();
         #[cfg(target_arch = "x86_64")]
         let (avx2, avx512) = (
             std::arch::is_x86_feature_detected!("avx2"),
