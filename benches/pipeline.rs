@@ -167,6 +167,24 @@ fn stages(c: &mut Criterion) {
             })
         });
     }
+    // The video reference's `Resize((128, 171), antialias=False)` of each frame: torch's
+    // two-tap bilinear, here on the photos as frames.
+    let mut small = Resampler::new(128, 171);
+    g.bench_function("crop_resize/cpu/two_tap_to_171x128", |b| {
+        b.iter(|| {
+            for (_, w, h, rgb) in &inputs {
+                small
+                    .run_with(
+                        rgb,
+                        *w,
+                        *h,
+                        &CropBox::full(*w, *h),
+                        Interpolation::BilinearNoAntialias,
+                    )
+                    .unwrap();
+            }
+        })
+    });
     // The eval transform on a tensor, `Resize(256)` then `CenterCrop(224)`: a window of the
     // whole resize, in the source's coordinates.
     g.bench_function("crop_resize/cpu/resize_256_center_crop_224", |b| {

@@ -12,8 +12,9 @@
 //! horizontally once into an f32 row (kept while the next output row reads it too), then each
 //! output row is the vertical sum of its two. The arithmetic is the same as summing each output
 //! pixel's four taps directly; only the order of the loops differs. On x86_64 both passes run
-//! four lanes at a time in SSE2 (the baseline), whose multiplies and adds round as the scalar
-//! ones do.
+//! four lanes at a time in SSE2 (the baseline), or eight with AVX2 where the CPU has it (two
+//! output pixels a step across, eight values a step down), whose multiplies and adds round as
+//! the scalar ones do (no fused multiply-add).
 
 /// The two source positions and the weight of the second for each of `out` output pixels of a
 /// window `len` long from `start` on an axis `limit` pixels long, as torch places them (a
@@ -57,13 +58,29 @@ struct Column {
 }
 
 /// The two passes' buffers, kept between images.
-#[derive(Default)]
 pub(super) struct TwoTap {
     columns: Vec<Column>,
-    /// The horizontal sums of two source rows (`out_w * 3` values each, and one spare for the
-    /// vector stores' fourth lane), and which rows they hold.
+    /// The horizontal sums of two source rows (`out_w * 3` values each, and two spares for the
+    /// vector stores' lanes past the last pixel), and which rows they hold.
     upper: (Option<usize>, Vec<f32>),
     lower: (Option<usize>, Vec<f32>),
+    /// Whether the CPU has AVX2.
+    avx2: bool,
+}
+
+impl Default for TwoTap {
+    fn default() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        let avx2 = std::arch::is_x86_feature_detected!("avx2");
+        #[cfg(not(target_arch = "x86_64"))]
+        let avx2 = false;
+        Self {
+            columns: Vec::new(),
+            upper: (None, Vec::new()),
+            lower: (None, Vec::new()),
+            avx2,
+        }
+    }
 }
 
 impl TwoTap {
@@ -88,7 +105,7 @@ impl TwoTap {
         let values = xs.len() * 3;
         for rows in [&mut self.upper, &mut self.lower] {
             rows.0 = None;
-            rows.1.resize(values + 1, 0.0);
+            rows.1.resize(values + 2, 0.0);
         }
         for (line, &(y0, y1, ly)) in out.chunks_exact_mut(values).zip(ys) {
             // The lower row of the previous output row is often this one's upper.
@@ -97,18 +114,84 @@ impl TwoTap {
             }
             for (rows, y) in [(&mut self.upper, y0), (&mut self.lower, y1)] {
                 if rows.0 != Some(y) {
-                    horizontal(&src[y * stride..][..stride], &self.columns, &mut rows.1);
+                    let row = &src[y * stride..][..stride];
+                    #[cfg(target_arch = "x86_64")]
+                    if self.avx2 {
+                        // SAFETY: AVX2 support was detected when `self` was made.
+                        unsafe { horizontal_avx2(row, &self.columns, &mut rows.1) };
+                        rows.0 = Some(y);
+                        continue;
+                    }
+                    horizontal(row, &self.columns, &mut rows.1);
                     rows.0 = Some(y);
                 }
             }
-            vertical(&self.upper.1, &self.lower.1, 1.0 - ly, ly, line);
+            let (w0, w1) = (1.0 - ly, ly);
+            #[cfg(target_arch = "x86_64")]
+            if self.avx2 {
+                // SAFETY: as above.
+                unsafe { vertical_avx2(&self.upper.1, &self.lower.1, w0, w1, line) };
+                continue;
+            }
+            vertical(&self.upper.1, &self.lower.1, w0, w1, line);
         }
     }
 }
 
+/// [`horizontal`] two columns a step in 256-bit vectors, then the SSE2 and scalar loops for
+/// what is left: the same products and sums per value, so the same values. Safe: only calling
+/// it needs AVX2 (`unsafe` at the call, where the CPU was checked).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn horizontal_avx2(row: &[u8], columns: &[Column], sums: &mut [f32]) {
+    use std::arch::x86_64::{
+        _mm256_add_ps, _mm256_cvtepi32_ps, _mm256_cvtepu8_epi32, _mm256_mul_ps,
+        _mm256_permutevar8x32_ps, _mm256_set_m128, _mm256_setr_epi32, _mm256_storeu_ps,
+        _mm_cvtsi32_si128, _mm_insert_epi32, _mm_set1_ps,
+    };
+    let fits = |c: &Column| c.left.max(c.right) + 4 <= row.len();
+    // The two pixels' values, [r g b _ r g b _], gathered to [r g b r g b _ _].
+    let gather = _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 7, 7);
+    let mut done = 0;
+    for (k, pair) in columns.chunks_exact(2).enumerate() {
+        let (a, b) = (&pair[0], &pair[1]);
+        if !fits(a) || !fits(b) {
+            break;
+        }
+        // SAFETY: AVX2 is enabled in this function. The loads read 4 bytes at each column's
+        // `left` and `right`, inside `row` (`fits`); the store writes 8 f32s at `6k`, and
+        // `6k + 8 <= 3 * columns.len() + 2 <= sums.len()` (`k` is at most
+        // `columns.len() / 2 - 1`).
+        unsafe {
+            let read = |at: usize| row.as_ptr().add(at).cast::<i32>().read_unaligned();
+            let lanes = |first: usize, second: usize| {
+                let bytes = _mm_insert_epi32::<1>(_mm_cvtsi32_si128(read(first)), read(second));
+                _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes))
+            };
+            let w0 = _mm256_set_m128(_mm_set1_ps(b.w0), _mm_set1_ps(a.w0));
+            let w1 = _mm256_set_m128(_mm_set1_ps(b.w1), _mm_set1_ps(a.w1));
+            let sum = _mm256_add_ps(
+                _mm256_mul_ps(w0, lanes(a.left, b.left)),
+                _mm256_mul_ps(w1, lanes(a.right, b.right)),
+            );
+            _mm256_storeu_ps(
+                sums.as_mut_ptr().add(6 * k),
+                _mm256_permutevar8x32_ps(sum, gather),
+            );
+        }
+        done = 2 * (k + 1);
+    }
+    horizontal_from(row, columns, sums, done);
+}
+
 /// `sums[3i + c] = w0 * row[left + c] + w1 * row[right + c]` for each column `i`.
 fn horizontal(row: &[u8], columns: &[Column], sums: &mut [f32]) {
-    let mut done = 0;
+    horizontal_from(row, columns, sums, 0);
+}
+
+/// [`horizontal`] for the columns from `done` on.
+#[inline(always)]
+fn horizontal_from(row: &[u8], columns: &[Column], sums: &mut [f32], mut done: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{
@@ -117,9 +200,15 @@ fn horizontal(row: &[u8], columns: &[Column], sums: &mut [f32]) {
         };
         // A pixel's three bytes and the next one as four f32 lanes: the load reads four bytes,
         // so it stops one pixel short of the row's end. Each store writes four lanes, the
-        // fourth overwritten by the next column (`sums` has one spare at the end).
+        // fourth overwritten by the next column (`sums` has spares at the end).
         let fits = |c: &Column| c.left.max(c.right) + 4 <= row.len();
-        for (i, c) in columns.iter().enumerate().take_while(|(_, c)| fits(c)) {
+        let start = done;
+        for (i, c) in columns
+            .iter()
+            .enumerate()
+            .skip(start)
+            .take_while(|(_, c)| fits(c))
+        {
             // SAFETY: SSE2 is part of x86_64's baseline. The loads read 4 bytes at `left` and
             // `right`, inside `row` (`fits`); the store writes 4 f32s at `3i`, and
             // `3i + 4 <= 3 * columns.len() + 1 <= sums.len()`.
@@ -145,6 +234,40 @@ fn horizontal(row: &[u8], columns: &[Column], sums: &mut [f32]) {
             *s = c.w0 * f32::from(row[c.left + k]) + c.w1 * f32::from(row[c.right + k]);
         }
     }
+}
+
+/// [`vertical`] eight values a step in 256-bit vectors, then its loops for the rest: the same
+/// operations per value, so the same bytes. Safe: only calling it needs AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn vertical_avx2(upper: &[f32], lower: &[f32], w0: f32, w1: f32, out: &mut [u8]) {
+    use std::arch::x86_64::{
+        _mm256_add_ps, _mm256_castsi256_si128, _mm256_cvtps_epi32, _mm256_extracti128_si256,
+        _mm256_loadu_ps, _mm256_max_ps, _mm256_min_ps, _mm256_mul_ps, _mm256_set1_ps,
+        _mm256_setzero_ps, _mm_packs_epi32, _mm_packus_epi16, _mm_storel_epi64,
+    };
+    let whole = out.len() / 8 * 8;
+    for (k, eight) in out[..whole].chunks_exact_mut(8).enumerate() {
+        // SAFETY: AVX2 is enabled in this function; the loads read 8 f32s at `8k`, and
+        // `8k + 8 <= out.len() <= upper.len(), lower.len()`; the store writes `eight`'s 8 bytes.
+        unsafe {
+            let (u, l) = (
+                _mm256_loadu_ps(upper.as_ptr().add(8 * k)),
+                _mm256_loadu_ps(lower.as_ptr().add(8 * k)),
+            );
+            let v = _mm256_add_ps(
+                _mm256_mul_ps(_mm256_set1_ps(w0), u),
+                _mm256_mul_ps(_mm256_set1_ps(w1), l),
+            );
+            let v = _mm256_min_ps(_mm256_max_ps(v, _mm256_setzero_ps()), _mm256_set1_ps(255.0));
+            // Round to nearest, ties to even, as below.
+            let i = _mm256_cvtps_epi32(v);
+            let words =
+                _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256::<1>(i));
+            _mm_storel_epi64(eight.as_mut_ptr().cast(), _mm_packus_epi16(words, words));
+        }
+    }
+    vertical(&upper[whole..], &lower[whole..], w0, w1, &mut out[whole..]);
 }
 
 /// `out[j] = round(w0 * upper[j] + w1 * lower[j])`, clamped to a byte, rounding half to even
@@ -194,8 +317,8 @@ fn vertical(upper: &[f32], lower: &[f32], w0: f32, w1: f32, out: &mut [u8]) {
 mod tests {
     use super::*;
 
-    /// The passes against each output pixel's four taps summed directly, horizontal sums
-    /// first, for shrinking and enlarging the whole image, a window resized in place and a
+    /// The passes (SSE2, and AVX2 where the CPU has it) against each output pixel's four taps
+    /// summed directly, horizontal sums first, for shrinking and enlarging the whole image, a window resized in place and a
     /// window cut out first, at widths whose vector loops leave every remainder.
     #[test]
     fn the_two_passes_give_every_pixel_of_the_four_tap_sum() {
@@ -204,7 +327,12 @@ mod tests {
             .map(|i| ((i * 7919) % 251) as u8)
             .collect();
         let stride = width * 3;
-        let mut two = TwoTap::default();
+        // Both builds of the passes (the second is the first where the CPU lacks AVX2).
+        let mut baseline = TwoTap {
+            avx2: false,
+            ..TwoTap::default()
+        };
+        let mut wide = TwoTap::default();
         let windows = [
             (0.0, 0.0, width as f64, height as f64, false),
             (5.25, 3.5, 20.0, 11.75, false),
@@ -218,7 +346,10 @@ mod tests {
             let xs = taps(out_w, left, w, width as u32, view);
             let ys = taps(out_h, top, h, height as u32, view);
             let mut out = vec![0; out_w as usize * out_h as usize * 3];
-            two.run(&src, stride, &xs, &ys, &mut out);
+            baseline.run(&src, stride, &xs, &ys, &mut out);
+            let mut out_wide = vec![0; out.len()];
+            wide.run(&src, stride, &xs, &ys, &mut out_wide);
+            assert_eq!(out, out_wide, "{out_w}x{out_h}: the AVX2 passes differ");
             for (r, &(y0, y1, ly)) in ys.iter().enumerate() {
                 for (i, &(x0, x1, lx)) in xs.iter().enumerate() {
                     for c in 0..3 {
