@@ -8,6 +8,7 @@
 //! when there is none), the window is the IoU crop on it, and the window is resampled to the
 //! output size, mirrored when flipped.
 
+use hpuload_decoders::jpeg::Scale;
 use serde::{Deserialize, Serialize};
 
 use super::error::PipelineError;
@@ -868,7 +869,7 @@ impl CanvasJob {
         &self,
         decoded: &mut [u8],
         rect: [u32; 4],
-        scale: hpuload_decoders::jpeg::Scale,
+        scale: Scale,
         canvas: &mut Vec<u8>,
         resampler: &'a mut super::kernel::Resampler,
         scratch: &mut super::pixel::Scratch,
@@ -962,7 +963,7 @@ mod tests {
                 .run(
                     &mut decoded,
                     [0, 0, w, h],
-                    hpuload_decoders::jpeg::Scale::FULL,
+                    Scale::FULL,
                     &mut canvas,
                     &mut resampler,
                     &mut scratch,

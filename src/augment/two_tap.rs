@@ -189,11 +189,13 @@ fn horizontal(row: &[u8], columns: &[Column], sums: &mut [f32]) {
     horizontal_from(row, columns, sums, 0);
 }
 
-/// [`horizontal`] for the columns from `done` on.
+/// [`horizontal`] for the columns from `start` on.
 #[inline(always)]
-fn horizontal_from(row: &[u8], columns: &[Column], sums: &mut [f32], mut done: usize) {
+fn horizontal_from(row: &[u8], columns: &[Column], sums: &mut [f32], start: usize) {
+    #[cfg(not(target_arch = "x86_64"))]
+    let done = start;
     #[cfg(target_arch = "x86_64")]
-    {
+    let done = {
         use std::arch::x86_64::{
             _mm_add_ps, _mm_cvtepi32_ps, _mm_cvtsi32_si128, _mm_mul_ps, _mm_set1_ps,
             _mm_setzero_si128, _mm_storeu_ps, _mm_unpacklo_epi16, _mm_unpacklo_epi8,
@@ -202,7 +204,7 @@ fn horizontal_from(row: &[u8], columns: &[Column], sums: &mut [f32], mut done: u
         // so it stops one pixel short of the row's end. Each store writes four lanes, the
         // fourth overwritten by the next column (`sums` has spares at the end).
         let fits = |c: &Column| c.left.max(c.right) + 4 <= row.len();
-        let start = done;
+        let mut done = start;
         for (i, c) in columns
             .iter()
             .enumerate()
@@ -225,7 +227,8 @@ fn horizontal_from(row: &[u8], columns: &[Column], sums: &mut [f32], mut done: u
             }
             done = i + 1;
         }
-    }
+        done
+    };
     for (c, sum) in columns[done..]
         .iter()
         .zip(sums[3 * done..].chunks_exact_mut(3))

@@ -137,7 +137,7 @@ pub struct DecodePlan {
 /// instructions with them (cachegrind), because their float transforms cost more per block
 /// than the full-size integer one, while the resize's cost barely moved (it follows the
 /// output's size and the taps, not the input's).
-pub const CHOSEN_SCALES: [Scale; 4] = [Scale::ALL[0], Scale::ALL[1], Scale::ALL[3], Scale::FULL];
+pub const CHOSEN_SCALES: [Scale; 4] = Scale::POWERS_OF_TWO;
 
 /// Picks the smallest decode of [`CHOSEN_SCALES`] that still gives at least `out_w`x`out_h`
 /// pixels for `region`, so the final resize only ever shrinks.

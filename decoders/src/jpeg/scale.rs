@@ -38,13 +38,8 @@ impl Scale {
         }
     }
 
-    /// `1/denom` for a denominator of 1, 2, 4 or 8 (the scales a power-of-two decoder has).
-    pub const fn reciprocal(denom: u32) -> Option<Scale> {
-        match denom {
-            1 | 2 | 4 | 8 => Some(Scale(8 / denom as u8)),
-            _ => None,
-        }
-    }
+    /// 1/8, 1/4, 1/2 and the full size, smallest first: the scales of a decoder that halves.
+    pub const POWERS_OF_TWO: [Scale; 4] = [Scale(1), Scale(2), Scale(4), Scale(8)];
 
     /// `n`: the samples a side of each scaled block.
     pub const fn block(self) -> usize {
@@ -92,8 +87,8 @@ mod tests {
 
     #[test]
     fn power_of_two_scales_map_positions_as_a_division_does() {
-        for denom in [1u32, 2, 4, 8] {
-            let s = Scale::reciprocal(denom).unwrap();
+        for s in Scale::POWERS_OF_TWO {
+            let denom = 8 / s.block() as u32;
             for v in [0.0, 0.5, 1.25, 7.0, 13.375, 299.999, 1e6 + 0.3] {
                 assert_eq!(s.of(v).to_bits(), (v / f64::from(denom)).to_bits());
             }
@@ -114,7 +109,6 @@ mod tests {
         assert_eq!(Scale::eighths(7).unwrap().ceil(1), 1);
         assert_eq!(Scale::eighths(0), None);
         assert_eq!(Scale::eighths(9), None);
-        assert_eq!(Scale::reciprocal(3), None);
         assert_eq!(Scale::FULL.to_string(), "8/8");
     }
 }
