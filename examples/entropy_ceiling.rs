@@ -4,14 +4,20 @@
 //! of this design can decode baseline JPEGs faster on these cores; `hpuload bench --backend
 //! auto` in the same sitting, divided by this, is the fraction of the ceiling reached.
 //!
-//!     cargo run --release --example entropy_ceiling -- DATA [PIPELINE] [WORKERS] [ROUNDS]
+//!     cargo run --release --example entropy_ceiling -- DATA [PIPELINE] [WORKERS] [ROUNDS] [MODE]
 //!
 //! Each round reads every file (from the page cache after the first), draws each sample's crop
-//! as the loader does for epoch 0 (seed 0), and times the entropy decoding alone.
+//! as the loader does for epoch 0 (seed 0), and times the entropy decoding alone. MODE
+//! `engine` times the media engine's whole decode of each sample instead (the region at the
+//! scale the router picks, inverse DCT, colour, resampled to the output in RGB: the engine's
+//! `decode_planned`), still without the loader: between the two modes lies the decoding work
+//! beyond the Huffman scan, between `engine` and `hpuload bench` the loader's own (reads,
+//! uploads, scheduling, the device op's write).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
+use hpuload::decoders::jpeg::{choose_scale, ResizeRequest};
 use hpuload::decoders::{Decode, JpegDecoder};
 use hpuload::{pipelines, Backend, ImageFolder, Loader, Source};
 
@@ -23,6 +29,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let pipeline = args.next().unwrap_or_else(|| "resnet50_train".into());
     let workers: usize = args.next().map_or(Ok(2), |w| w.parse())?;
     let rounds: usize = args.next().map_or(Ok(3), |r| r.parse())?;
+    let engine = match args.next().as_deref() {
+        None | Some("entropy") => false,
+        Some("engine") => true,
+        Some(other) => return Err(format!("MODE is entropy or engine, not {other:?}").into()),
+    };
     let folder = ImageFolder::open(&data)?;
     let files: Vec<Vec<u8>> = folder
         .entries()
@@ -36,22 +47,38 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .backend(Backend::Auto)
         .build()?;
     let mut probe = JpegDecoder::default();
-    let mut regions = Vec::with_capacity(files.len());
+    let mut samples = Vec::with_capacity(files.len());
     for (index, bytes) in files.iter().enumerate() {
         let Ok(info) = probe.probe(bytes) else {
             continue; // the engine takes only what its probe reads; the rest go to the CPU
         };
         let plan = loader.sample_plan(0, index, info.width, info.height)?;
         let (_, ow) = plan.pixels.size;
-        let region =
-            plan.crop
-                .covering_region(info.width, info.height, ow, plan.interpolation.filter());
-        regions.push((index, region));
+        let filter = plan.interpolation.filter();
+        let region = plan
+            .crop
+            .covering_region(info.width, info.height, ow, filter);
+        // What the router asks of the engine for this sample (canvas jobs aside).
+        let (out_h, out_w) = plan.pixels.resampled();
+        let request = ResizeRequest {
+            region,
+            scale: choose_scale(region, out_w, out_h),
+            window: plan.crop.window(),
+            out_w,
+            out_h,
+            filter,
+        };
+        samples.push((index, request));
     }
     println!(
-        "{} of {} files on the engine path, pipeline {pipeline}, {workers} workers",
-        regions.len(),
-        files.len()
+        "{} of {} files on the engine path, pipeline {pipeline}, {workers} workers, {}",
+        samples.len(),
+        files.len(),
+        if engine {
+            "the engine's whole decode"
+        } else {
+            "entropy decoding alone"
+        }
     );
     let mut rates = Vec::new();
     for round in 0..rounds {
@@ -61,19 +88,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             for _ in 0..workers {
                 s.spawn(|| {
                     let mut decoder = JpegDecoder::default();
+                    let mut out = Vec::new();
                     loop {
                         let k = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(&(index, region)) = regions.get(k) else {
+                        let Some((index, request)) = samples.get(k) else {
                             break;
                         };
-                        decoder
-                            .entropy_decode_only(&files[index], region)
-                            .expect("the probe read it");
+                        if engine {
+                            out.resize(request.out_w as usize * request.out_h as usize * 3, 0);
+                            decoder
+                                .decode_resized(&files[*index], request, &mut out)
+                                .expect("the probe read it");
+                        } else {
+                            decoder
+                                .entropy_decode_only(&files[*index], request.region)
+                                .expect("the probe read it");
+                        }
                     }
                 });
             }
         });
-        let rate = regions.len() as f64 / start.elapsed().as_secs_f64();
+        let rate = samples.len() as f64 / start.elapsed().as_secs_f64();
         println!("round {round}: {rate:.0} images/s");
         rates.push(rate);
     }

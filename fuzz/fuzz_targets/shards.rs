@@ -1,5 +1,6 @@
-//! WebDataset shards on arbitrary bytes, as a tar file (first byte even) or as the sidecar
-//! index of a small valid shard (first byte odd). Opening must never panic or abort; when it
+//! WebDataset shards on arbitrary bytes, as a tar file (first byte's bit 0 clear) or as the
+//! sidecar index of a small valid shard (bit 0 set); bit 1 opens the shard as one of videos
+//! rather than images, bit 2 without labels. Opening must never panic or abort; when it
 //! succeeds, reading every sample must return bytes or an error, and the index written along
 //! the way must give the same samples when the shard is opened again.
 #![no_main]
@@ -8,6 +9,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use hpuload::source::shards::index_path;
+use hpuload::source::shards::{Media, ShardOptions};
 use hpuload::{ReadMode, Source, WebDataset};
 use libfuzzer_sys::fuzz_target;
 
@@ -20,15 +22,20 @@ fn dir() -> &'static PathBuf {
     })
 }
 
-/// A valid two-sample shard, for index mode.
-fn valid_shard() -> Vec<u8> {
+/// A valid two-sample shard of images or of videos, for index mode.
+fn valid_shard(media: Media) -> Vec<u8> {
     let mut b = tar::Builder::new(Vec::new());
-    for (name, data) in [
-        ("a.jpg", &b"\xff\xd8\xff\xd9"[..]),
-        ("a.cls", b"1"),
-        ("b.png", b"\x89PNG"),
-        ("b.cls", b"2"),
-    ] {
+    let (first, second) = match media {
+        Media::Images => (
+            ("a.jpg", &b"\xff\xd8\xff\xd9"[..]),
+            ("b.png", &b"\x89PNG"[..]),
+        ),
+        Media::Videos => (
+            ("a.mp4", &b"\0\0\0\x08ftyp"[..]),
+            ("b.mov", &b"\0\0\0\x08moov"[..]),
+        ),
+    };
+    for (name, data) in [first, ("a.cls", b"1"), second, ("b.cls", b"2")] {
         let mut h = tar::Header::new_ustar();
         h.set_size(data.len() as u64);
         h.set_mode(0o644);
@@ -44,21 +51,33 @@ fuzz_target!(|data: &[u8]| {
     };
     let shard = dir().join("s.tar");
     let idx = index_path(&shard);
-    if mode % 2 == 0 {
+    let options = ShardOptions {
+        media: if mode & 2 == 0 {
+            Media::Images
+        } else {
+            Media::Videos
+        },
+        label_field: if mode & 4 == 0 { "cls" } else { "" }.into(),
+        ..ShardOptions::default()
+    };
+    if mode & 1 == 0 {
         std::fs::write(&shard, rest).unwrap();
         let _ = std::fs::remove_file(&idx);
     } else {
-        std::fs::write(&shard, valid_shard()).unwrap();
+        std::fs::write(&shard, valid_shard(options.media)).unwrap();
         std::fs::write(&idx, rest).unwrap();
     }
     let spec = shard.to_str().unwrap();
-    let Ok(first) = WebDataset::open(spec) else {
+    let Ok(first) = WebDataset::open_with(spec, &options) else {
         return;
     };
     let mut buf = Vec::new();
     for i in 0..first.entries().len() {
         let _ = first.read(i, ReadMode::Read, &mut buf);
+        // Where a video's bytes lie in its shard, as the loader finds them.
+        let _ = first.span(i);
     }
-    let again = WebDataset::open(spec).expect("a shard that opened once opens again");
+    let again =
+        WebDataset::open_with(spec, &options).expect("a shard that opened once opens again");
     assert_eq!(again.entries(), first.entries());
 });
