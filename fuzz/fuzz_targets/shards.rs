@@ -8,8 +8,7 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use hpuload::source::shards::index_path;
-use hpuload::source::shards::{Media, ShardOptions};
+use hpuload::source::shards::{index_path, Media, ShardOptions};
 use hpuload::{ReadMode, Source, WebDataset};
 use libfuzzer_sys::fuzz_target;
 
