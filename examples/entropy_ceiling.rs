@@ -17,7 +17,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use hpuload::decoders::jpeg::{choose_scale, ResizeRequest};
+use hpuload::decoders::jpeg::{choose_scale, Filter, ResizeRequest, Scale};
 use hpuload::decoders::{Decode, JpegDecoder};
 use hpuload::{pipelines, Backend, ImageFolder, Loader, Source};
 
@@ -53,16 +53,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             continue; // the engine takes only what its probe reads; the rest go to the CPU
         };
         let plan = loader.sample_plan(0, index, info.width, info.height)?;
-        let (_, ow) = plan.pixels.size;
+        // What the router asks of the engine for this sample (`loader/route.rs`, canvas
+        // jobs aside): the covering region of the resampled output, and its scale.
+        let (out_h, out_w) = plan.pixels.resampled();
         let filter = plan.interpolation.filter();
         let region = plan
             .crop
-            .covering_region(info.width, info.height, ow, filter);
-        // What the router asks of the engine for this sample (canvas jobs aside).
-        let (out_h, out_w) = plan.pixels.resampled();
+            .covering_region(info.width, info.height, out_w, filter);
+        let scale = if filter == Filter::Nearest {
+            Scale::FULL
+        } else {
+            choose_scale(region, out_w, out_h)
+        };
         let request = ResizeRequest {
             region,
-            scale: choose_scale(region, out_w, out_h),
+            scale,
             window: plan.crop.window(),
             out_w,
             out_h,
