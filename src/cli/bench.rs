@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use hpuload::{Dtype, Error, Hpu, HpuConfig, LastBatch, Layout, OnError, OutputSize, ReadMode};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::report::{BenchReport, EpochStats, Settings};
+use super::report::{BenchReport, EpochStats, EpochVideo, Settings};
 use super::DataArgs;
 
 /// `hpuload bench` options.
@@ -198,20 +198,21 @@ pub fn run(args: &BenchArgs) -> Result<(), Error> {
         let wall = start.elapsed();
         bar.finish_and_clear();
         let after = loader.report();
-        if args.video.video {
-            let frames = images * (args.video.frames_per_clip * args.video.clips) as u64;
-            let decoded = after.frames_decoded - before.frames_decoded;
-            let discarded = after.frames_discarded - before.frames_discarded;
-            let skipped = after.frames_skipped - before.frames_skipped;
-            println!(
-                "  video: {:.1} clips/s, {:.0} frames/s kept; {decoded} frames decoded, \
-                 {discarded} of them ({:.0}%) only to reach a kept one; {skipped} passed over \
-                 undecoded (not kept, not referred to)",
-                images as f64 * args.video.clips as f64 / wall.as_secs_f64(),
-                frames as f64 / wall.as_secs_f64(),
-                100.0 * discarded as f64 / decoded.max(1) as f64,
-            );
-        }
+        let video = args.video.video.then(|| {
+            let kept = images * (args.video.frames_per_clip * args.video.clips) as u64;
+            let video = EpochVideo {
+                clips_per_sec: images as f64 * args.video.clips as f64 / wall.as_secs_f64(),
+                frames_kept_per_sec: kept as f64 / wall.as_secs_f64(),
+                frames_decoded: after.frames_decoded - before.frames_decoded,
+                frames_discarded: after.frames_discarded - before.frames_discarded,
+                frames_skipped: after.frames_skipped - before.frames_skipped,
+                discarded_decode_sec: (after.frames_discarded_decode_sec
+                    - before.frames_discarded_decode_sec)
+                    + (after.frames_discarded_engine_sec - before.frames_discarded_engine_sec),
+            };
+            println!("{}", video.line());
+            video
+        });
         let stats = EpochStats {
             epoch,
             warm_up: epoch == 0,
@@ -225,6 +226,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Error> {
             stages: after.stages.since(&before.stages),
             samples_loaded: after.samples_loaded - before.samples_loaded,
             boxes: loader.target_layout().map(|_| after.boxes - before.boxes),
+            video,
         };
         println!("{}", stats.line());
         epochs.push(stats);

@@ -14,6 +14,19 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// Below this share of wall time spent waiting, the loader "keeps up" with the training step.
 const KEEPS_UP_IDLE_PCT: f64 = 5.0;
 
+/// The width of the breakdown's column of stage descriptions: the longest one's.
+const DESCRIBED: usize = {
+    let (mut i, mut widest) = (0, 0);
+    while i < Stage::ALL.len() {
+        let n = Stage::ALL[i].description().len();
+        if n > widest {
+            widest = n;
+        }
+        i += 1;
+    }
+    widest
+};
+
 /// One epoch's measurements.
 #[derive(Clone, Debug, Serialize)]
 pub struct EpochStats {
@@ -32,6 +45,63 @@ pub struct EpochStats {
     pub samples_loaded: u64,
     /// Detection boxes in the targets of the samples loaded; `null` for classification.
     pub boxes: Option<u64>,
+    /// Video (`--video`): clips, frames and the frames decoded only to reach kept ones;
+    /// `null` for images.
+    pub video: Option<EpochVideo>,
+}
+
+/// One epoch's video numbers.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct EpochVideo {
+    pub clips_per_sec: f64,
+    /// Frames of the clips (kept frames) per second.
+    pub frames_kept_per_sec: f64,
+    pub frames_decoded: u64,
+    /// Of the frames decoded, those decoded only to reach a kept one (from its keyframe).
+    pub frames_discarded: u64,
+    /// Frames between a keyframe and a kept frame passed over undecoded (not kept, not
+    /// referred to).
+    pub frames_skipped: u64,
+    /// CPU time (host and emulated engine) spent decoding the discarded frames: part of the
+    /// `decode_video` and `decode_video_engine` stages.
+    pub discarded_decode_sec: f64,
+}
+
+impl EpochVideo {
+    /// The line printed after each epoch, before its [`EpochStats::line`].
+    pub fn line(&self) -> String {
+        format!(
+            "  video: {:.1} clips/s, {:.0} frames/s kept; {} frames decoded, {} of them ({:.0}%) \
+             only to reach a kept one, {:.2}s of decoding; {} passed over undecoded (not kept, \
+             not referred to)",
+            self.clips_per_sec,
+            self.frames_kept_per_sec,
+            self.frames_decoded,
+            self.frames_discarded,
+            100.0 * self.frames_discarded as f64 / self.frames_decoded.max(1) as f64,
+            self.discarded_decode_sec,
+            self.frames_skipped,
+        )
+    }
+}
+
+/// Video over the measured epochs (`--video`).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct VideoReport {
+    /// Median over the measured epochs.
+    pub clips_per_sec: f64,
+    /// Median over the measured epochs.
+    pub frames_kept_per_sec: f64,
+    pub frames_decoded: u64,
+    pub frames_discarded: u64,
+    pub frames_skipped: u64,
+    /// CPU time spent decoding the discarded frames.
+    pub discarded_decode_sec: f64,
+    /// The same per loaded sample, milliseconds.
+    pub discarded_decode_ms_per_sample: f64,
+    /// Its share of the video decoding stages' time (`decode_video` and
+    /// `decode_video_engine`, which also hold the kept frames' decoding and RGB conversion).
+    pub discarded_share_of_decode: f64,
 }
 
 impl EpochStats {
@@ -126,6 +196,8 @@ pub struct BenchReport {
     pub per_epoch: Vec<EpochStats>,
     /// Object storage over the measured epochs; `null` for local data.
     pub storage: Option<hpuload::StorageReport>,
+    /// Video (`--video`) over the measured epochs; `null` for images.
+    pub video: Option<VideoReport>,
 }
 
 fn median(xs: &[f64]) -> f64 {
@@ -192,6 +264,29 @@ impl BenchReport {
             })
             .collect();
         let rates: Vec<f64> = measured.iter().map(|e| e.images_per_sec).collect();
+        let video = measured
+            .iter()
+            .map(|e| e.video)
+            .collect::<Option<Vec<EpochVideo>>>()
+            .filter(|v| !v.is_empty())
+            .map(|v| {
+                let discarded: f64 = v.iter().map(|e| e.discarded_decode_sec).sum();
+                let decode = (stage_times.get(Stage::DecodeVideo)
+                    + stage_times.get(Stage::DecodeVideoEngine))
+                .as_secs_f64();
+                VideoReport {
+                    clips_per_sec: median(&v.iter().map(|e| e.clips_per_sec).collect::<Vec<_>>()),
+                    frames_kept_per_sec: median(
+                        &v.iter().map(|e| e.frames_kept_per_sec).collect::<Vec<_>>(),
+                    ),
+                    frames_decoded: v.iter().map(|e| e.frames_decoded).sum(),
+                    frames_discarded: v.iter().map(|e| e.frames_discarded).sum(),
+                    frames_skipped: v.iter().map(|e| e.frames_skipped).sum(),
+                    discarded_decode_sec: discarded,
+                    discarded_decode_ms_per_sample: discarded * 1e3 / loaded as f64,
+                    discarded_share_of_decode: discarded / decode.max(1e-9),
+                }
+            });
         let wall_sec = sum(&|e| e.wall_sec);
         let r = loader.report();
         let step_ms = args.step_ms;
@@ -253,6 +348,7 @@ impl BenchReport {
             keeps_up: idle.map(|i| i < KEEPS_UP_IDLE_PCT),
             per_epoch,
             storage,
+            video,
         }
     }
 
@@ -294,11 +390,35 @@ impl BenchReport {
                 RunsOn::Storage => "storage",
             };
             println!(
-                "  {on:<6} {:<44} {:>7.3} ms {:>5.1}%",
+                "  {on:<6} {:<DESCRIBED$} {:>7.3} ms {:>5.1}%",
                 stage.description(),
                 s.ms_per_image,
                 100.0 * share
             );
+            // The decoding of frames no clip keeps, within the video decoding stage (the one
+            // that holds most of it: the host's, or the engine's).
+            if let Some(v) = &self.video {
+                let other = match stage {
+                    Stage::DecodeVideo => Stage::DecodeVideoEngine,
+                    Stage::DecodeVideoEngine => Stage::DecodeVideo,
+                    _ => continue,
+                };
+                if s.seconds >= self.stages[other.name()].seconds && v.discarded_decode_sec > 0.0 {
+                    let total = if on == "host" {
+                        host_total
+                    } else {
+                        device_total
+                    };
+                    println!(
+                        "  {:<6}   {:<width$} {:>7.3} ms {:>5.1}%",
+                        "",
+                        "of which frames decoded only to reach a kept one",
+                        v.discarded_decode_ms_per_sample,
+                        100.0 * v.discarded_decode_sec / total,
+                        width = DESCRIBED - 2
+                    );
+                }
+            }
         }
         println!(
             "host CPU {:.2}s + emulated device {:.2}s over {:.2}s of wall time; the process used \
@@ -401,7 +521,10 @@ fn bound(s: &StageTimes, worker_wall_sec: f64) -> Bound {
             ),
         };
     }
-    let engine = (s.get(Stage::DecodeEngine) + s.get(Stage::AugmentEngine)).as_secs_f64();
+    let engine = (s.get(Stage::DecodeEngine)
+        + s.get(Stage::DecodeVideoEngine)
+        + s.get(Stage::AugmentEngine))
+    .as_secs_f64();
     let dma = s.get(Stage::Dma).as_secs_f64();
     if engine > host && engine >= dma {
         return Bound {
@@ -438,5 +561,33 @@ fn bound(s: &StageTimes, worker_wall_sec: f64) -> Bound {
             100.0 * share,
             stage.description()
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_video_decoded_on_the_media_engine_makes_the_run_media_engine_bound() {
+        let mut s = StageTimes::default();
+        // The host's own work outweighs the device op alone, not the engine's decoding.
+        s.set(Stage::Demux, Duration::from_secs(1));
+        s.set(Stage::DecodeVideoEngine, Duration::from_secs(5));
+        s.set(Stage::AugmentEngine, Duration::from_millis(700));
+        s.set(Stage::Dma, Duration::from_millis(20));
+        let b = bound(&s, 6.0);
+        assert_eq!(b.stage, "media_engine", "{}", b.summary);
+        assert!(b.summary.contains("5.70s"), "{}", b.summary);
+    }
+
+    #[test]
+    fn the_breakdowns_description_column_holds_every_stage() {
+        assert!(Stage::ALL
+            .iter()
+            .all(|s| s.description().len() <= DESCRIBED));
+        assert!(Stage::ALL
+            .iter()
+            .any(|s| s.description().len() == DESCRIBED));
     }
 }

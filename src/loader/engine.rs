@@ -135,7 +135,7 @@ pub(super) fn submit(guard: EngineJob, mut h: HwSlot) -> Result<(), HpuError> {
                         Some(counts) => {
                             // The host read the runs' bytes (counted when it routed them).
                             let counts = DecodeCounts { bytes: 0, ..counts };
-                            super::video::count(&guard.shared, &counts);
+                            super::video::count(&guard.shared, &counts, true);
                             (Stage::DecodeVideoEngine, Stage::AugmentEngine)
                         }
                         None => (Stage::DecodeEngine, Stage::AugmentEngine),

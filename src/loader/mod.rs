@@ -185,6 +185,12 @@ pub struct Report {
     /// Video: of those, frames decoded only to reach a kept one (from the keyframe before
     /// it), which no clip keeps.
     pub frames_discarded: u64,
+    /// Video: the host's CPU time spent decoding those, seconds (part of the `decode_video`
+    /// stage's time).
+    pub frames_discarded_decode_sec: f64,
+    /// Video: the media engine's time spent decoding those, seconds (part of the
+    /// `decode_video_engine` stage's time).
+    pub frames_discarded_engine_sec: f64,
     /// Video: frames between a keyframe and a kept frame passed over undecoded (not kept, and
     /// no frame refers to them).
     pub frames_skipped: u64,
@@ -810,6 +816,9 @@ impl Loader {
         r.boxes = c.boxes.load(Ordering::Relaxed);
         r.frames_decoded = c.frames_decoded.load(Ordering::Relaxed);
         r.frames_discarded = c.frames_discarded.load(Ordering::Relaxed);
+        let [host, engine] = &c.frames_discarded_ns;
+        r.frames_discarded_decode_sec = host.load(Ordering::Relaxed) as f64 * 1e-9;
+        r.frames_discarded_engine_sec = engine.load(Ordering::Relaxed) as f64 * 1e-9;
         r.frames_skipped = c.frames_skipped.load(Ordering::Relaxed);
         r.fallbacks = c
             .fallbacks

@@ -543,7 +543,7 @@ pub(super) fn load(
     let rendered = job
         .render(bytes, &shared.stage, s, slot)
         .map_err(|e| err(clips_error(e)))?;
-    count(shared, &rendered.counts);
+    count(shared, &rendered.counts, false);
     c.add(
         Stage::DecodeVideo,
         t1.elapsed().saturating_sub(rendered.write),
@@ -655,13 +655,18 @@ fn to_engine(
     }))
 }
 
-/// Counts a video sample's frames: decoded, decoded only to reach a kept one, not decoded.
-pub(super) fn count(shared: &Shared, counts: &DecodeCounts) {
+/// Counts a video sample's frames: decoded, decoded only to reach a kept one (and their
+/// decoding's CPU time, on the media engine or the host), not decoded.
+pub(super) fn count(shared: &Shared, counts: &DecodeCounts, on_engine: bool) {
     let c = &shared.counters;
     c.frames_decoded
         .fetch_add(counts.decoded as u64, Ordering::Relaxed);
     c.frames_discarded
         .fetch_add(counts.discarded as u64, Ordering::Relaxed);
+    c.frames_discarded_ns[usize::from(on_engine)].fetch_add(
+        u64::try_from(counts.discarded_time.as_nanos()).unwrap_or(u64::MAX),
+        Ordering::Relaxed,
+    );
     c.frames_skipped
         .fetch_add(counts.skipped as u64, Ordering::Relaxed);
     c.bytes_read.fetch_add(counts.bytes, Ordering::Relaxed);

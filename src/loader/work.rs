@@ -45,6 +45,9 @@ pub(crate) struct StageCounters {
     /// Video frames decoded, and of those the ones no clip kept (keyframe lead-ins).
     pub frames_decoded: AtomicU64,
     pub frames_discarded: AtomicU64,
+    /// CPU time spent decoding the discarded frames, nanoseconds: on the host, and on the
+    /// emulated media engine.
+    pub frames_discarded_ns: [AtomicU64; 2],
     /// Video frames passed over undecoded (not kept, not referred to).
     pub frames_skipped: AtomicU64,
     pub fallbacks: Mutex<std::collections::BTreeMap<&'static str, u64>>,

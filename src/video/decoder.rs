@@ -11,9 +11,11 @@
 //! picture that comes out (in presentation order, after B-frame reordering) carries the tag of
 //! the frame it is, so the caller keeps the frames it wants without counting.
 
+use std::cell::Cell;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::ptr::null_mut;
+use std::time::Duration;
 
 use openh264::decoder::{Decoder, DecoderConfig};
 use openh264::OpenH264API;
@@ -23,6 +25,7 @@ use super::libav::{self, Libav, LibavDecoder};
 use super::mpeg4::{self, VopType};
 use super::plan::DecodePlan;
 use super::{Codec, VideoError, VideoFailure, VideoIndex};
+use crate::cpu_time::CpuClock;
 use crate::Error;
 
 /// The `avcC` decoder configuration record: how long each NAL unit's length prefix is, and
@@ -126,6 +129,10 @@ pub struct DecodeCounts {
     pub skipped: usize,
     /// Compressed bytes read.
     pub bytes: u64,
+    /// The decoding thread's CPU time spent on the discarded frames: each one's decode call,
+    /// less any kept frame's hand-over that came out of it (the bench shows it as part of its
+    /// decode stage).
+    pub discarded_time: Duration,
 }
 
 /// A decoder for one video at a time. Not shared between threads: each worker holds its own.
@@ -461,10 +468,17 @@ impl VideoDecoder {
         read(from, &mut self.data)?;
         counts.bytes += to - from;
         let keep = &run.keep;
+        // While a discarded frame's decode is timed (`timing`), the CPU time of handing kept
+        // pictures on, which is not that frame's (`handing`).
+        let (timing, handing) = (Cell::new(false), Cell::new(Duration::ZERO));
         let mut pass = |p: Picture<'_>| {
             if keep.binary_search(&p.frame).is_ok() && !given.contains(&p.frame) {
                 given.push(p.frame);
+                let clock = timing.get().then(CpuClock::now);
                 emit(p);
+                if let Some(clock) = clock {
+                    handing.set(handing.get() + clock.elapsed());
+                }
             }
         };
         let key_pts = index.frames[first].pts;
@@ -499,6 +513,11 @@ impl VideoDecoder {
             {
                 annexb.splice(0..0, self.headers.iter().copied());
             }
+            // A discarded frame's decode is timed: what the call took, less the hand-over of
+            // any kept picture the reordering gives out during it.
+            let discarded = keep.binary_search(&frame).is_err();
+            let (clock, handed) = (discarded.then(CpuClock::now), handing.get());
+            timing.set(discarded);
             let fed = match rewritten {
                 Ok(()) => self.feed(&annexb, Some(frame), &mut pass),
                 Err(reason) => {
@@ -506,6 +525,11 @@ impl VideoDecoder {
                     return Err(VideoError::Sample { frame, reason }.into());
                 }
             };
+            timing.set(false);
+            if let Some(clock) = clock {
+                let spent = clock.elapsed().saturating_sub(handing.get() - handed);
+                counts.discarded_time += spent;
+            }
             self.annexb = annexb;
             // A leading picture of an open GOP decoded from its own keyframe refers to
             // the GOP before: its errors are expected, and it is never kept.

@@ -150,6 +150,7 @@ fn bench_json_follows_the_schema_and_its_numbers_agree() {
     assert!((host - f("host_cpu_sec")).abs() < 1e-6);
     assert!(r["accelerator_idle_pct"].as_f64().is_some());
     assert!(r["pinned"].is_boolean());
+    assert!(r["video"].is_null() && r["per_epoch"][0]["video"].is_null());
 }
 
 #[test]
@@ -293,6 +294,51 @@ fn make_dataset_video_writes_clips_that_bench_video_loads_and_indexes_once() {
     };
     bench(d, "(0 from the index file, 3 indexed, 0 failed; saved to");
     bench(d, "(3 from the index file, 0 indexed, 0 failed)");
+
+    // The JSON report's video numbers: the frames of the measured epochs, and the decoding
+    // of the frames no clip keeps, part of the video decoding stage's time.
+    let json = out.path().join("video.json");
+    let run = hpuload(&[
+        "bench",
+        "--video",
+        "--data",
+        d,
+        "--frames-per-clip",
+        "4",
+        "--batch",
+        "3",
+        "--epochs",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(run.status.success(), "{run:?}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let v = &r["video"];
+    let n = |k: &str| v[k].as_f64().unwrap();
+    let epochs: Vec<&serde_json::Value> = r["per_epoch"].as_array().unwrap()[1..]
+        .iter()
+        .map(|e| &e["video"])
+        .collect();
+    for k in ["frames_decoded", "frames_discarded", "frames_skipped"] {
+        let sum: f64 = epochs.iter().map(|e| e[k].as_f64().unwrap()).sum();
+        assert_eq!(n(k), sum, "{k}: {r}");
+    }
+    assert!(n("clips_per_sec") > 0.0 && n("frames_kept_per_sec") > n("clips_per_sec"));
+    assert!(n("frames_discarded") <= n("frames_decoded"), "{r}");
+    let decode = r["stages"]["decode_video"]["seconds"].as_f64().unwrap()
+        + r["stages"]["decode_video_engine"]["seconds"]
+            .as_f64()
+            .unwrap();
+    assert!(n("discarded_decode_sec") <= decode, "{r}");
+    assert!((n("discarded_share_of_decode") - n("discarded_decode_sec") / decode).abs() < 1e-6);
+    // (A worker times some samples only when they are cheap, so time may be zero for some
+    // discarded frames, never the other way round.)
+    assert!(
+        n("frames_discarded") > 0.0 || n("discarded_decode_sec") == 0.0,
+        "{r}"
+    );
 
     // `make-shards --video`: the clips as tar shards, which `bench --video` reads as well.
     let shards = out.path().join("shards");

@@ -390,6 +390,52 @@ fn a_clip_from_the_middle_of_a_gop_decodes_only_from_its_keyframe_and_matches() 
 }
 
 #[test]
+fn only_the_discarded_frames_decoding_is_counted_as_their_time() {
+    let index = VideoIndex::open(data().join("high_bframes.mp4")).unwrap();
+    let order = index.presentation_order();
+    let file = File::open(&index.path).unwrap();
+    let key = index.frames.iter().position(|f| f.keyframe).unwrap();
+    for lib in decoders() {
+        let mut decoder = VideoDecoder::with_library(&index, lib).unwrap();
+        // The keyframe alone: nothing decoded but what is kept, so no time either, however
+        // long the hand-over takes.
+        let plan = DecodePlan::new(&index, &[key]);
+        let counts = decoder
+            .decode(&file, &index, &plan, &mut |_| {
+                std::thread::sleep(std::time::Duration::from_millis(2))
+            })
+            .unwrap();
+        assert_eq!((counts.decoded, counts.discarded), (1, 0), "{counts:?}");
+        assert_eq!(counts.discarded_time, std::time::Duration::ZERO);
+        // Positions 15 to 17 (a GOP from 12): the frames from the keyframe are decoded to
+        // reach them, and their decoding took time.
+        let wanted: Vec<usize> = (15..18).map(|p| order[p]).collect();
+        let plan = DecodePlan::new(&index, &wanted);
+        let counts = decoder.decode(&file, &index, &plan, &mut |_| {}).unwrap();
+        assert!(counts.discarded > 0, "{counts:?}");
+        assert!(
+            counts.discarded_time > std::time::Duration::ZERO,
+            "{counts:?}"
+        );
+        // A kept picture can come out of the reordering during a later frame's decode, a
+        // discarded one's (FFmpeg gives the P-frame shown at 16 while the B-frames after it in
+        // decode order go in, on the way to 20): a hand-over that burns 30 ms of CPU is not
+        // that frame's time.
+        let wanted = [order[16], order[20]];
+        let plan = DecodePlan::new(&index, &wanted);
+        let burn = |_: hpuload::video::Picture<'_>| {
+            let start = std::time::Instant::now();
+            while start.elapsed() < std::time::Duration::from_millis(30) {}
+        };
+        let counts = decoder.decode(&file, &index, &plan, &mut { burn }).unwrap();
+        assert!(
+            counts.discarded_time < std::time::Duration::from_millis(30),
+            "{counts:?}"
+        );
+    }
+}
+
+#[test]
 fn one_decoder_decodes_clips_of_two_videos_in_turn() {
     let expected = expected();
     for clip in ["main_cabac.mp4", "baseline.mp4", "main_cabac.mp4"] {
