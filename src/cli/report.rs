@@ -88,16 +88,10 @@ impl EpochVideo {
 /// Video over the measured epochs (`--video`).
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct VideoReport {
-    /// Median over the measured epochs.
-    pub clips_per_sec: f64,
-    /// Median over the measured epochs.
-    pub frames_kept_per_sec: f64,
-    pub frames_decoded: u64,
-    pub frames_discarded: u64,
-    pub frames_skipped: u64,
-    /// CPU time spent decoding the discarded frames.
-    pub discarded_decode_sec: f64,
-    /// The same per loaded sample, milliseconds.
+    /// The rates' medians over the measured epochs, the counts' and times' sums.
+    #[serde(flatten)]
+    pub measured: EpochVideo,
+    /// The discarded frames' decoding per loaded sample, milliseconds.
     pub discarded_decode_ms_per_sample: f64,
     /// Its share of the video decoding stages' time (`decode_video` and
     /// `decode_video_engine`, which also hold the kept frames' decoding and RGB conversion).
@@ -275,14 +269,18 @@ impl BenchReport {
                     + stage_times.get(Stage::DecodeVideoEngine))
                 .as_secs_f64();
                 VideoReport {
-                    clips_per_sec: median(&v.iter().map(|e| e.clips_per_sec).collect::<Vec<_>>()),
-                    frames_kept_per_sec: median(
-                        &v.iter().map(|e| e.frames_kept_per_sec).collect::<Vec<_>>(),
-                    ),
-                    frames_decoded: v.iter().map(|e| e.frames_decoded).sum(),
-                    frames_discarded: v.iter().map(|e| e.frames_discarded).sum(),
-                    frames_skipped: v.iter().map(|e| e.frames_skipped).sum(),
-                    discarded_decode_sec: discarded,
+                    measured: EpochVideo {
+                        clips_per_sec: median(
+                            &v.iter().map(|e| e.clips_per_sec).collect::<Vec<_>>(),
+                        ),
+                        frames_kept_per_sec: median(
+                            &v.iter().map(|e| e.frames_kept_per_sec).collect::<Vec<_>>(),
+                        ),
+                        frames_decoded: v.iter().map(|e| e.frames_decoded).sum(),
+                        frames_discarded: v.iter().map(|e| e.frames_discarded).sum(),
+                        frames_skipped: v.iter().map(|e| e.frames_skipped).sum(),
+                        discarded_decode_sec: discarded,
+                    },
                     discarded_decode_ms_per_sample: discarded * 1e3 / loaded as f64,
                     discarded_share_of_decode: discarded / decode.max(1e-9),
                 }
@@ -403,7 +401,9 @@ impl BenchReport {
                     Stage::DecodeVideoEngine => Stage::DecodeVideo,
                     _ => continue,
                 };
-                if s.seconds >= self.stages[other.name()].seconds && v.discarded_decode_sec > 0.0 {
+                if s.seconds >= self.stages[other.name()].seconds
+                    && v.measured.discarded_decode_sec > 0.0
+                {
                     let total = if on == "host" {
                         host_total
                     } else {
@@ -414,7 +414,7 @@ impl BenchReport {
                         "",
                         "of which frames decoded only to reach a kept one",
                         v.discarded_decode_ms_per_sample,
-                        100.0 * v.discarded_decode_sec / total,
+                        100.0 * v.measured.discarded_decode_sec / total,
                         width = DESCRIBED - 2
                     );
                 }
