@@ -673,16 +673,21 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
                 raise Unsupported("Resize after a pixel op or the conversion to float")
             if video and getattr(t, "antialias", True) is False and getattr(t, "max_size", None) is None:
                 interp = _resize_interp(t, name, on_tensor)
-                if interp not in ("bilinear", "float_bilinear"):
+                if interp not in ("nearest", "bilinear", "float_bilinear"):
                     raise Unsupported(f"Resize(antialias=False) with {interp} interpolation")
-                # v2 resizes a uint8 clip with torch's uint8 kernel (byte for byte); a float
-                # clip, and v1's uint8 one, in float (two taps, rounded once).
-                native = dtype is None and interp == "bilinear" and not _v1(t)
-                interp = "torch_bilinear_no_antialias" if native else "bilinear_no_antialias"
+                if interp != "nearest":  # nearest takes one pixel: antialias changes nothing
+                    # v2 resizes a uint8 clip with torch's uint8 kernel (byte for byte); a
+                    # float clip, and v1's uint8 one, in float (two taps, rounded once).
+                    native = dtype is None and interp == "bilinear" and not _v1(t)
+                    interp = "torch_bilinear_no_antialias" if native else "bilinear_no_antialias"
             else:
                 if getattr(t, "max_size", None) is not None:
                     raise Unsupported("Resize with max_size")
                 interp = _resize_filter(t, name, on_tensor)
+                if dtype is not None and interp in ("bicubic", "float_bicubic"):
+                    # torch's bicubic kernel on floats overshoots [0, 1] at edges (its values
+                    # are not clamped); hpuload's frames are bytes, which would clamp them.
+                    raise Unsupported("Resize with bicubic interpolation of a float clip")
                 if dtype is not None and interp in ("bilinear", "bicubic"):
                     # A float clip is resized with torch's float kernel, unrounded: its values
                     # rounded once are the nearest bytes (the uint8 kernel rounds twice).

@@ -548,7 +548,7 @@ class _Loader:
                 raise
             # A video the dataset's metadata describes otherwise than its tables, or one
             # hpuload cannot read: torch's loader (and torchcodec) take it.
-            raise _Unfit(str(e), FallbackReason.DATASET) from e
+            raise _Unfit(_short_because(str(e), tail), FallbackReason.DATASET) from e
         if clips_expected is not None and self._core.dataset_len != clips_expected:
             self._core.stop()
             raise _Unfit(
@@ -1109,7 +1109,16 @@ def _setup_or_unfit(loader: _Loader, plan: dict) -> None:
     except _hpuload.PipelineError as e:
         if not translated:
             raise  # the user's own pipeline= is an error to fix, not a reason to fall back
-        raise _Unfit(str(e), FallbackReason.TRANSFORM) from e
+        raise _Unfit(_short_because(str(e), plan.get("tail")), FallbackReason.TRANSFORM) from e
+
+
+def _short_because(why: str, tail) -> str:
+    """`why` the loader cannot be built, and, where the transform runs natively only in part,
+    what kept that part short: the step to change may be the tail's first, not the crop or
+    resize the message asks for."""
+    if tail is None:
+        return why
+    return f"{why} (the transform runs natively only up to its {tail.names[0]}: {tail.reason})"
 
 
 def _workers(num_workers: int) -> int:

@@ -252,6 +252,49 @@ def test_an_antialiased_resize_of_a_float_clip_is_torchs_float_resize_rounded_on
         assert within_rounding(x, wx, decoder), ((x - wx).abs().max() / LEVEL, decoder)
 
 
+@pytest.mark.parametrize("flavour", ["v1", "v2"])
+def test_a_bicubic_resize_of_a_float_clip_keeps_torchs_values_beyond_0_and_1(same_frames, tmp_path, flavour):
+    """torch's bicubic kernel on a float clip overshoots [0, 1] at edges and nothing clamps it;
+    hpuload's native resize makes bytes, which would clamp those values (up to 20 levels
+    off, session 64's sweep). So that step runs on the float clip in Python: on videos of
+    one size after the native decoding and conversion, as a tail; on videos of several
+    sizes (a clip batch needs one size before the tail) in torch's loader, with the reason."""
+    M = T if flavour == "v1" else v2
+    to_float = T.ConvertImageDtype(torch.float32) if flavour == "v1" else v2.ToDtype(torch.float32, scale=True)
+    preset = M.Compose([to_float, M.Resize((36, 48), interpolation=T.InterpolationMode.BICUBIC), M.CenterCrop((32, 40))])
+    one_size = kinetics(kinetics_tree(tmp_path / "one", [("a", "high_bframes.mp4"), ("b", "fragmented.mp4")]), preset)
+    want = batches(torch.utils.data.DataLoader(one_size, batch_size=4, sampler=UniformClipSampler(one_size.video_clips, 3), collate_fn=collate_fn))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        with pytest.warns(PythonTailWarning, match="Resize"):
+            loader = DataLoader(one_size, batch_size=4, sampler=UniformClipSampler(one_size.video_clips, 3), collate_fn=collate_fn, num_workers=2)
+        got = batches(loader)
+    assert len(got) == len(want) > 1
+    overshoot = 0
+    for (x, y), (wx, wy) in zip(got, want):
+        assert x.shape == wx.shape and torch.equal(y, wy)
+        assert (x - wx).abs().max() < 1e-5  # the same frames, the same float steps
+        overshoot += int(((wx < 0) | (wx > 1)).sum())
+    assert overshoot > 0, "the clips have edges where bicubic overshoots"
+    sizes = kinetics(kinetics_tree(tmp_path / "sizes", [("a", "high_bframes.mp4"), ("b", "baseline.mp4")]), preset)
+    with pytest.warns(FallbackWarning, match="bicubic interpolation of a float clip"):
+        DataLoader(sizes, batch_size=4, sampler=UniformClipSampler(sizes.video_clips, 3), collate_fn=collate_fn)
+
+
+@pytest.mark.parametrize("flavour", ["v1", "v2"])
+def test_an_unantialiased_nearest_resize_runs_natively_as_nearest_ignores_antialiasing(same_frames, kinetics_root, flavour):
+    M = T if flavour == "v1" else v2
+    to_float = T.ConvertImageDtype(torch.float32) if flavour == "v1" else v2.ToDtype(torch.float32, scale=True)
+    for preset in (
+        M.Compose([M.Resize((36, 50), interpolation=T.InterpolationMode.NEAREST, antialias=False), M.CenterCrop((32, 40)), to_float]),
+        M.Compose([to_float, M.Resize(43, interpolation=T.InterpolationMode.NEAREST, antialias=False), M.CenterCrop((32, 40))]),
+    ):
+        data = kinetics(kinetics_root, preset)
+        got, want = torch_and_hpuload(data, UniformClipSampler(data.video_clips, 3))
+        for (x, y), (wx, wy) in zip(got, want):
+            assert x.shape == wx.shape and torch.equal(y, wy) and torch.equal(x, wx)
+
+
 def test_v2s_unantialiased_resize_of_a_uint8_clip_gives_torchs_uint8_bytes(decoder, kinetics_root):
     """v2's `Resize(antialias=False)` on the uint8 clip (before the conversion to float) runs
     torch's uint8 kernel without antialiasing: hpuload runs that kernel, so from the same
