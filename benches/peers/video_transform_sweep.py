@@ -140,6 +140,15 @@ def cases():
         yield f"{tag} RandomCrop(pad_if_needed)", M.Compose([M.CenterCrop(crop), M.RandomCrop(crop, pad_if_needed=True, fill=3), fl])
         yield f"{tag} RandomCrop(refl)", M.Compose([M.CenterCrop(crop), M.RandomCrop((44, 52), padding=2, padding_mode="reflect"), fl])
         yield f"{tag} CC+permute", M.Compose([M.CenterCrop(crop), fl, TCHWtoCTHW()])
+        # Containers with their draws pinned, and nesting.
+        bright = M.ColorJitter(brightness=(1.3, 1.3))
+        yield f"{tag} u8 CC+RandomApply(p1)", M.Compose([M.CenterCrop(crop), M.RandomApply([bright, M.RandomInvert(1.0)], p=1.0), fl])
+        yield f"{tag} u8 CC+RandomApply(p0)", M.Compose([M.CenterCrop(crop), M.RandomApply([bright], p=0.0), fl])
+        yield f"{tag} u8 CC+RandomChoice(one)", M.Compose([M.CenterCrop(crop), M.RandomChoice([bright]), fl])
+        yield f"{tag} u8 nested Compose", M.Compose([M.Compose([M.CenterCrop(crop), M.RandomHorizontalFlip(1.0)]), M.Compose([bright, fl])])
+        yield f"{tag} u8 CC+flip+Normalize+permute", M.Compose([M.CenterCrop(crop), M.RandomHorizontalFlip(1.0), fl, M.Normalize(MEAN, STD), TCHWtoCTHW()])
+        yield f"{tag} u8 RRC(scale1)+jitter+gray", M.Compose([M.CenterCrop((48, 64)), M.RandomResizedCrop((24, 32), scale=(1, 1), ratio=(4 / 3, 4 / 3), antialias=True), M.ColorJitter(contrast=(0.8, 0.8)), M.RandomGrayscale(1.0), fl])
+        yield f"{tag} u8 Resize+CC+Normalize(inplace)", M.Compose([M.Resize(40), M.CenterCrop(36), fl, M.Normalize(MEAN, STD, inplace=True)])
     # v2 only: dtype steps, temporal subsampling, its own resize families.
     yield "v2 ToDtype(f16)", v2.Compose([v2.CenterCrop(crop), v2.ToDtype(torch.float16, scale=True)])
     yield "v2 ToDtype(bf16)", v2.Compose([v2.CenterCrop(crop), v2.ToDtype(torch.bfloat16, scale=True)])
@@ -180,9 +189,19 @@ def cases():
     del thwc
 
 
-def kinetics(root, transform, output_format):
+def sampling_cases():
+    """The clips themselves: `VideoClips`' frames per clip, step between clips and frame rate
+    (resampled up and down, on constant and variable frame rate videos), one transform."""
+    transform = T.Compose([T.CenterCrop((40, 48)), T.ConvertImageDtype(torch.float32)])
+    for frames, step in ((1, 1), (4, 3), (5, 2), (8, 5), (12, 1)):
+        for rate in (None, 5, 10, 12.5, 15, 24, 30, 50):
+            yield f"clips frames={frames} step={step} frame_rate={rate}", transform, dict(frames_per_clip=frames, step_between_clips=step, frame_rate=rate)
+
+
+def kinetics(root, transform, output_format, clips=None):
+    clips = clips or dict(frames_per_clip=4, step_between_clips=3)
     return torchvision.datasets.Kinetics(
-        str(root), frames_per_clip=4, num_classes="400", split="train", step_between_clips=3,
+        str(root), num_classes="400", split="train", **clips,
         transform=transform, extensions=("mp4",), output_format=output_format,
     )
 
@@ -211,10 +230,10 @@ def main():
         (tmp / "train" / cls).mkdir(parents=True, exist_ok=True)
         shutil.copy(CLIPS / clip, tmp / "train" / cls / clip)
     bad = 0
-    for name, transform in cases():
+    for name, transform, clips in [(n, t, None) for n, t in cases()] + list(sampling_cases()):
         if only and only not in name:
             continue
-        data = kinetics(tmp, transform, "THWC" if name.startswith("thwc") else "TCHW")
+        data = kinetics(tmp, transform, "THWC" if name.startswith("thwc") else "TCHW", clips)
         sampler = UniformClipSampler(data.video_clips, 2)
         try:
             torch.manual_seed(0)
