@@ -27,7 +27,6 @@ from torchvision.transforms import InterpolationMode as IM
 from torch.utils.data.dataloader import default_collate
 from torchvision.datasets.samplers import UniformClipSampler
 
-from hpuload import _hpuload
 from hpuload.torch import DataLoader, FallbackWarning, PythonTailWarning
 
 CLIPS = Path(sys.argv[1])
@@ -36,27 +35,9 @@ N, B, L = IM.NEAREST, IM.BILINEAR, IM.BICUBIC
 MEAN, STD = (0.43216, 0.394666, 0.37645), (0.22803, 0.22145, 0.216989)
 
 
-class StandIn:
-    """torchcodec's VideoDecoder as VideoClips uses it, answered by hpuload's decoder."""
-
-    def __init__(self, path, dimension_order="NCHW", **_):
-        self.path, self.order = str(path), dimension_order
-        n, fps, _, _ = _hpuload.video_outline(self.path)
-        self.metadata = types.SimpleNamespace(num_frames=n, average_fps=fps)
-
-    def get_frames_at(self, indices):
-        indices = list(indices)
-        data, h, w = _hpuload.read_video_frames(self.path, indices)
-        frames = torch.frombuffer(bytearray(data), dtype=torch.uint8).reshape(len(indices), h, w, 3)
-        if self.order == "NCHW":
-            frames = frames.permute(0, 3, 1, 2).contiguous()
-        return types.SimpleNamespace(data=frames)
-
-
-class NoAudio:
-    def __init__(self, *_, **__):
-        raise RuntimeError("no audio stream")
-
+# torchcodec's VideoDecoder as VideoClips uses it, answered by hpuload's decoder: the tests'.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python" / "tests"))
+from test_video_datasets import _NoAudioDecoder as NoAudio, _StandInDecoder as StandIn  # noqa: E402
 
 shim = types.ModuleType("torchcodec")
 shim.decoders = types.SimpleNamespace(VideoDecoder=StandIn, AudioDecoder=NoAudio)
