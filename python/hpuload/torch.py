@@ -1116,7 +1116,7 @@ def _short_because(why: str, tail) -> str:
     """`why` the loader cannot be built, and, where the transform runs natively only in part,
     what kept that part short: the step to change may be the tail's first, not the crop or
     resize the message asks for."""
-    if tail is None:
+    if tail is None or not tail.names:  # a tail of no steps only hands the image over as PIL's
         return why
     return f"{why} (the transform runs natively only up to its {tail.names[0]}: {tail.reason})"
 

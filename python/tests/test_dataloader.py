@@ -200,6 +200,22 @@ def test_habana_loader_pads_the_last_batch_only_when_asked_and_marks_the_padding
     assert torch.isclose(loss, torch.log(torch.tensor(3.0))), "the loss counts the one real row"
 
 
+@pytest.mark.parametrize(
+    "transform,names",
+    [
+        # Translated whole but for handing the PIL image over: no Python step to name.
+        (T.Resize(20), None),
+        (T.Compose([T.Resize(20), T.Lambda(lambda x: x)]), "runs natively only up to its Lambda"),
+    ],
+)
+def test_a_transform_of_varying_shape_falls_back_saying_why_and_what_kept_it_short(jpeg_folder, transform, names):
+    with pytest.warns(FallbackWarning, match="different shape per image") as caught:
+        loader = DataLoader(folder(jpeg_folder, transform), batch_size=2, collate_fn=lambda batch: batch)
+    assert isinstance(loader, tud.DataLoader) and len(next(iter(loader))) == 2
+    message = str(caught[0].message)
+    assert (names in message) if names else ("natively only up to" not in message)
+
+
 def test_habana_loader_falls_back_on_what_its_fast_path_refuses(jpeg_folder):
     with pytest.warns(FallbackWarning, match="generator must be None"):
         loader = HabanaDataLoader(folder(jpeg_folder), batch_size=4, generator=torch.Generator())
