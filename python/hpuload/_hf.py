@@ -139,13 +139,21 @@ def hf_source(dataset, pipeline, transform):
     else:
         # `set_transform` again (or the one transform it reaches, replaced or edited) is
         # watched like an ImageFolder's.
-        watch = TransformWatch(
-            lambda: dataset._format_kwargs.get("transform") if transform is None else transform,
-            lambda: translate(_hf_transform(dataset, transform)),
-        )
-        pipe, dtype = watch.translated
         if transform is None:
             keys = _hf_sample_keys(dataset, label_column)
+        checked = _AppliesCheck(dataset, image_column, keys) if transform is None else None
+
+        def translate_now():
+            found = _hf_transform(dataset, transform)
+            if checked is not None:
+                checked(found)
+            return translate(found)
+
+        watch = TransformWatch(
+            lambda: dataset._format_kwargs.get("transform") if transform is None else transform,
+            translate_now,
+        )
+        pipe, dtype = watch.translated
     all_rows = None if rows == list(range(offset)) else rows
     table = ArrowSource(files=files, rows=all_rows, image_column=image_column, label_column=label_column)
     classes = list(features[label_column].names) if isinstance(features[label_column], ClassLabel) else None
@@ -157,6 +165,88 @@ def _arrow_rows(path: str) -> int:
 
     with pa.memory_map(path) as source:
         return sum(b.num_rows for b in pa.ipc.open_stream(source))
+
+
+class _AppliesCheck:
+    """Whether the dataset's transform function does what hpuload runs in its place: for five
+    rows spread over the table, the image tensor it gives is the transform read from it
+    (`_hf_transform`) applied to the row's image converted to RGB, under the same draws of
+    the global generators (seeded anew for each row), and the label is the row's own. A function that does more (turns,
+    crops or converts the image first, scales the tensor after, maps the labels) or less
+    raises `Unfit` naming the row and what differs, rather than being silently run as that
+    transform alone. Run again whenever the function or the transform object is another
+    (the `TransformWatch` re-translates at each epoch's start); the generators are left as
+    they were."""
+
+    def __init__(self, dataset, image_column: str, keys: tuple[str, str]):
+        self.dataset, self.image_column, self.keys = dataset, image_column, keys
+        self.seen: tuple | None = None
+
+    def __call__(self, transform) -> None:
+        fn = self.dataset._format_kwargs.get("transform")
+        if self.seen is not None and self.seen[0] is fn and self.seen[1] is transform:
+            return
+        self._check(fn, transform)
+        self.seen = (fn, transform)
+
+    def _check(self, fn, transform) -> None:
+        import random
+
+        import numpy as np
+
+        from ._watch import describe
+
+        T = FallbackReason.TRANSFORM
+        name = getattr(fn, "__name__", type(fn).__name__)
+        key, label = self.keys
+        raw = self.dataset.with_format(None)
+        n = len(self.dataset)
+        states = (torch.get_rng_state(), random.getstate(), np.random.get_state())
+
+        def draws_as_before():
+            torch.set_rng_state(states[0])
+            random.setstate(states[1])
+            np.random.set_state(states[2])
+
+        def draws_from(seed: int):
+            torch.manual_seed(seed)
+            random.seed(seed)
+            np.random.seed(seed)
+
+        try:
+            # Each row under other draws: a step the function takes only on some draws shows
+            # on some rows.
+            for row in sorted({0, n // 4, n // 2, 3 * n // 4, n - 1} if n else set()):
+                draws_from(row + 1)
+                got = self.dataset[row]
+                original = raw[row]
+                draws_from(row + 1)
+                want = transform(original[self.image_column].convert("RGB"))
+                if not _same_label(got.get(label), original.get(label)):
+                    raise Unfit(
+                        f"{name} (the dataset's transform) gives row {row} the label {got.get(label)!r}, "
+                        f"the table {original.get(label)!r}: hpuload reads the label column as it is",
+                        T,
+                    )
+                image = got.get(key)
+                if not (isinstance(want, torch.Tensor) and isinstance(image, torch.Tensor) and want.shape == image.shape
+                        and want.dtype == image.dtype and torch.equal(want, image)):
+                    raise Unfit(
+                        f"{name} (the dataset's transform) gives row {row} another {key!r} than "
+                        f"{describe(transform)} of its image in RGB: it does more than apply that transform, "
+                        "which is all hpuload would run; pass transform= to say it is",
+                        T,
+                    )
+        finally:
+            draws_as_before()
+
+
+def _same_label(a, b) -> bool:
+    """Labels equal as numbers (a function may give a tensor or a numpy integer for one)."""
+    try:
+        return int(a) == int(b) and float(a) == float(b)
+    except (TypeError, ValueError):
+        return a == b
 
 
 def _hf_sample_keys(dataset, label_column: str) -> tuple[str, str]:

@@ -185,6 +185,80 @@ def test_a_transform_the_dataset_function_does_not_reveal_falls_back_naming_it(h
     assert set(first[0]) == {"image", "label"} and first[0]["image"].shape == (3, 32, 32)
 
 
+def _turned(batch):
+    batch["pixel_values"] = [EVAL(im.convert("RGB").rotate(90)) for im in batch["image"]]
+    return batch
+
+
+def _grey_first(batch):
+    from PIL import ImageOps
+
+    batch["pixel_values"] = [EVAL(ImageOps.grayscale(im).convert("RGB")) for im in batch["image"]]
+    return batch
+
+
+def _scaled_after(batch):
+    batch["pixel_values"] = [EVAL(im.convert("RGB")) * 2 - 1 for im in batch["image"]]
+    return batch
+
+
+def _labels_mapped(batch):
+    batch["pixel_values"] = [EVAL(im.convert("RGB")) for im in batch["image"]]
+    batch["label"] = [2 - y for y in batch["label"]]
+    return batch
+
+
+def _sometimes_flipped(batch):
+    import random
+
+    from PIL import Image
+
+    batch["pixel_values"] = [
+        EVAL(im.convert("RGB").transpose(Image.Transpose.FLIP_TOP_BOTTOM) if random.random() < 0.5 else im.convert("RGB"))
+        for im in batch["image"]
+    ]
+    return batch
+
+
+@pytest.mark.parametrize(
+    "fn,says",
+    [
+        (_turned, "another 'pixel_values'"),
+        (_grey_first, "another 'pixel_values'"),
+        (_scaled_after, "another 'pixel_values'"),
+        (_labels_mapped, "the label"),
+        (_sometimes_flipped, "another 'pixel_values'"),
+    ],
+)
+def test_a_dataset_function_doing_more_than_its_transform_goes_to_torch_naming_the_row(hf, fn, says):
+    """hpuload runs the one transform the function reaches in its place: a function that also
+    turns, greys or rescales the image, maps the labels, or flips on some draws would be
+    silently different, so it is checked on rows spread over the table (each under other
+    draws) and goes to torch's loader, naming the first row that differs."""
+    ds, _ = hf
+    _, collate = example_transforms(EVAL)
+    ds.set_transform(fn)
+    with pytest.warns(FallbackWarning, match=f"{fn.__name__} \\(the dataset's transform\\) gives row \\d+ {says}"):
+        loader = DataLoader(ds, batch_size=4, collate_fn=collate)
+    assert isinstance(loader, torch.utils.data.DataLoader) and not isinstance(loader, DataLoader)
+    assert next(iter(loader))["pixel_values"].shape == (4, 3, 56, 56)
+
+
+def test_a_dataset_function_changed_to_do_more_sends_the_next_epoch_to_torch(hf):
+    ds, _ = hf
+    fn, collate = example_transforms(EVAL)
+    ds.set_transform(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(ds, batch_size=4, collate_fn=collate, backend="cpu")
+        first = [(b["pixel_values"], b["labels"]) for b in loader]
+    ds.set_transform(_scaled_after)
+    with pytest.warns(FallbackWarning, match="_scaled_after .* gives row 0 another 'pixel_values'"):
+        second = [(b["pixel_values"], b["labels"]) for b in loader]
+    assert len(second) == len(first)
+    assert all(torch.allclose(b, a * 2 - 1) for (a, _), (b, _) in zip(first, second))
+
+
 def test_an_in_memory_dataset_falls_back_with_the_reason(hf):
     ds, _ = hf
     memory = datasets.Dataset.from_dict({"image": [None], "label": [0]})
