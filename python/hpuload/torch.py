@@ -297,19 +297,26 @@ def _listed_source(dataset, pipeline):
     `transform` (a user's class, torchvision's datasets on VisionDataset, an ImageFolder with
     its own loader or `__getitem__`), learnt by running its `__getitem__` once per index with
     lazy image opening and a stand-in transform (`_probe.py`). Under `Subset`s (what
-    `random_split` returns), the chosen indices of the dataset inside."""
+    `random_split` returns), the chosen indices of the dataset inside; under
+    `ConcatDataset`s, the parts' samples in the concatenation's order, every part holding the
+    same transform object (`_parts`)."""
     D = FallbackReason.DATASET
-    dataset, indices = _detection._unwrap_subsets(dataset)
-    name = type(dataset).__name__
-    plain = _plain_image_folder(dataset)
-    if not plain:
-        if not (hasattr(type(dataset), "__getitem__") and hasattr(type(dataset), "__len__")):
+    bases, picks = _parts(dataset)
+    plains = [_plain_image_folder(b) for b in bases]
+    for base, plain in zip(bases, plains):
+        if plain:
+            continue
+        name = type(base).__name__
+        if not (hasattr(type(base), "__getitem__") and hasattr(type(base), "__len__")):
             raise _Unfit(f"dataset is a {name}, not a map-style Dataset (no __getitem__ and __len__)", D)
-        if not hasattr(dataset, "transform"):
-            video = _probe.video_reader_in(dataset, indices[0] if indices else 0) if len(dataset) else None
+        if not hasattr(base, "transform"):
+            first = next((j for k, j in picks if bases[k] is base), 0) if picks is not None else 0
+            video = _probe.video_reader_in(base, first) if len(base) else None
             if video is not None:
                 raise _reads_video(video)
             raise _Unfit(f"dataset is a {name} without a `transform` attribute for hpuload to run", D)
+    if len({id(b.transform) for b in bases}) > 1:
+        raise _Unfit("the ConcatDataset's parts hold different transform objects (hpuload runs one)", FallbackReason.TRANSFORM)
     watch = None
     if pipeline is not None:
         pipe, dtype = _pipeline(pipeline), "f32"
@@ -317,31 +324,76 @@ def _listed_source(dataset, pipeline):
         # Translated first: a transform hpuload cannot run falls back before any probing. One
         # it translates only in part runs its untranslated steps in Python (`_tail.py`).
         def translate_now():
-            if plain and dataset.target_transform is not None:
+            if any(plain and b.target_transform is not None for b, plain in zip(bases, plains)):
                 raise Unsupported("the ImageFolder has a target_transform now")
-            return translate_split(dataset.transform)
+            if any(b.transform is not bases[0].transform for b in bases):
+                raise Unsupported("the ConcatDataset's parts hold different transform objects now")
+            return translate_split(bases[0].transform)
 
-        watch = _TransformWatch(lambda: dataset.transform, translate_now)
+        watch = _TransformWatch(lambda: bases[0].transform, translate_now)
         pipe, dtype, _ = watch.translated
-    keys = None
-    if plain:
-        samples = [(p, int(t)) for p, t in dataset.samples]
-        if indices is not None:
-            samples = [samples[i] for i in indices]
-    else:
+    each, keys = [], None
+    for k, (base, plain) in enumerate(zip(bases, plains)):
+        wanted = None if picks is None else sorted({j for b, j in picks if b == k})
+        if plain:
+            listed = [(p, int(t)) for p, t in base.samples]
+            each.append(listed if wanted is None else {j: listed[j] for j in wanted})
+            continue
         try:
-            samples, keys = _probe.probe(dataset, indices)
+            samples, base_keys = _probe.probe(base, wanted)
         except _probe.ReadsVideo as e:
             raise _reads_video(e) from e
         except _probe.NeedsPixels as e:
             raise _Unfit(str(e), D) from e
         except AttributeError as e:
-            raise _Unfit(f"{name}'s transform cannot be stood in for while probing ({e})", D) from e
+            raise _Unfit(f"{type(base).__name__}'s transform cannot be stood in for while probing ({e})", D) from e
+        if k and base_keys != keys:
+            raise _Unfit(f"the ConcatDataset's parts return samples of other shapes ({keys} and {base_keys})", D)
+        keys = base_keys
+        each.append(samples if wanted is None else dict(zip(wanted, samples)))
+    samples = each[0] if picks is None else [each[k][j] for k, j in picks]
     _check_decodable(samples)
-    classes = getattr(dataset, "classes", None)
+    named = [getattr(b, "classes", None) for b in bases]
+    classes = named[0] if all(c == named[0] for c in named) else None
     classes = list(classes) if isinstance(classes, (list, tuple)) and all(isinstance(c, str) for c in classes) else []
     source = {"source": _options.SamplesSource(samples, classes), "sample_keys": keys, "watch": watch}
     return source, pipe, dtype, classes or None
+
+
+def _parts(dataset) -> tuple[list, list[tuple[int, int]] | None]:
+    """The datasets holding `dataset`'s samples under `Subset`s and `ConcatDataset`s (each
+    once, however often it appears), and for each index of `dataset`, in order, `(part, index
+    in it)`; None for the second where `dataset` is the one part itself, whole."""
+    import torch.utils.data as tud
+
+    bases: list = []
+
+    def number(ds) -> int:
+        for k, b in enumerate(bases):
+            if b is ds:
+                return k
+        bases.append(ds)
+        return len(bases) - 1
+
+    def walk(ds) -> list[tuple[int, int]] | None:
+        if type(ds) is tud.Subset:
+            inner = walk(ds.dataset)
+            picked = [int(i) for i in ds.indices]
+            if inner is None:  # a part itself
+                k = number(ds.dataset)
+                return [(k, i) for i in picked]
+            return [inner[i] for i in picked]
+        if type(ds) is tud.ConcatDataset:
+            out: list[tuple[int, int]] = []
+            for part in ds.datasets:
+                inner = walk(part)
+                out.extend(inner if inner is not None else [(number(part), j) for j in range(len(part))])
+            return out
+        number(ds)
+        return None
+
+    picks = walk(dataset)
+    return bases, picks
 
 
 def _array_source(dataset, pipeline):

@@ -214,6 +214,48 @@ def test_random_split_subsets_run_natively_over_the_chosen_indices(png_folder, t
             assert (x1.int() - x2.int()).abs().max().item() <= 1
 
 
+def test_concatenated_datasets_sharing_a_transform_run_natively_in_the_concatenations_order(png_folder, tmp_path):
+    """`ConcatDataset`s (train and extra folders, an ImageFolder beside a user's CSV class, one
+    part twice to oversample it), with `Subset`s inside and around: the parts' samples in
+    the concatenation's order, as torch's loader gives them, shuffled or not."""
+    write_csv(png_folder, tmp_path / "train.csv")
+    a, b = datasets.ImageFolder(png_folder, EXACT), datasets.ImageFolder(png_folder, EXACT)
+    mine = CsvImageDataset(tmp_path / "train.csv", EXACT)
+    for data in (
+        tud.ConcatDataset([a, b]),
+        tud.ConcatDataset([a, a, tud.Subset(b, [3, 1])]),
+        tud.Subset(tud.ConcatDataset([mine, a]), [20, 2, 13, 0, 12, 5]),
+        tud.ConcatDataset([tud.ConcatDataset([a, tud.Subset(mine, [4, 4, 0])]), b]),
+    ):
+        loader = no_fallback(lambda: DataLoader(data, batch_size=4, backend="cpu"))
+        ours = [(x, y) for x, y in loader]
+        theirs = list(tud.DataLoader(data, batch_size=4))
+        assert [y.tolist() for _, y in ours] == [y.tolist() for _, y in theirs]
+        assert all(torch.equal(x1, x2) for (x1, _), (x2, _) in zip(ours, theirs))
+        shuffled = no_fallback(lambda: DataLoader(data, batch_size=4, shuffle=True, backend="cpu"))
+        seen = sorted(tuple(x.flatten()[:16].tolist()) + (int(y),) for xs, ys in shuffled for x, y in zip(xs, ys))
+        want = sorted(tuple(x.flatten()[:16].tolist()) + (int(y),) for xs, ys in theirs for x, y in zip(xs, ys))
+        assert seen == want, "a shuffled epoch gives every sample once"
+
+
+def test_concatenated_datasets_with_other_transforms_go_to_torch_saying_so(png_folder):
+    a = datasets.ImageFolder(png_folder, EXACT)
+    flipped = datasets.ImageFolder(png_folder, T.Compose([T.CenterCrop(32), T.RandomVerticalFlip(1.0), T.PILToTensor()]))
+    with pytest.warns(FallbackWarning, match="parts hold different transform objects"):
+        loader = DataLoader(tud.ConcatDataset([a, flipped]), batch_size=4)
+    assert type(loader) is not DataLoader
+    # One part's transform reassigned after the loader was built: the next epoch is torch's.
+    b = datasets.ImageFolder(png_folder, EXACT)
+    data = tud.ConcatDataset([a, b])
+    loader = no_fallback(lambda: DataLoader(data, batch_size=4, backend="cpu"))
+    first = [x for x, _ in loader]
+    b.transform = flipped.transform
+    with pytest.warns(FallbackWarning, match="different transform objects now"):
+        second = [x for x, _ in loader]
+    assert [x for x, _ in tud.DataLoader(data, batch_size=4)][-1].equal(second[-1])
+    assert not first[-1].equal(second[-1])
+
+
 class CallsTheTransformsWrapper(datasets.VisionDataset):
     """Calls `self.transforms` (VisionDataset's StandardTransform), not `self.transform`: the
     real transform meets the handle while probed, and torchvision refuses it."""
