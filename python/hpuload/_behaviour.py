@@ -21,16 +21,20 @@ _SEEDS = range(12)
 
 
 def _images() -> list:
-    """Small RGB test images: a gradient with texture, and noise (odd sizes, so that a
-    transpose or an off-by-one shows)."""
+    """RGB test images: a small gradient with texture, small noise (odd sizes, so that a
+    transpose or an off-by-one shows), and a larger one of both, as wide as a thumbnail (a
+    class that acts only on images above some size shows there)."""
     from PIL import Image
 
-    w, h = 23, 17
-    gradient = bytes(((x * 11 + y * 7) % 256 if c == 0 else (x * y * 3) % 256 if c == 1 else (255 - x * 9) % 256)
+    def textured(w: int, h: int) -> bytes:
+        return bytes(((x * 11 + y * 7) % 256 if c == 0 else (x * y * 3) % 256 if c == 1 else (255 - x * 9) % 256)
                      for y in range(h) for x in range(w) for c in range(3))
+
     rng = random.Random(7)
     noise = bytes(rng.randrange(256) for _ in range(16 * 19 * 3))
-    return [Image.frombytes("RGB", (w, h), gradient), Image.frombytes("RGB", (16, 19), noise)]
+    large = Image.frombytes("RGB", (131, 97), textured(131, 97))
+    large.paste(Image.frombytes("RGB", (16, 19), noise), (40, 30))
+    return [Image.frombytes("RGB", (23, 17), textured(23, 17)), Image.frombytes("RGB", (16, 19), noise), large]
 
 
 def _probability(t: Any) -> float | None:

@@ -941,6 +941,19 @@ class LooksAlike:
         return ImageOps.invert(img)
 
 
+class BlursOnlyLargeImages(DeitBlur):
+    """DINO's blur, but only for images wider than 100 pixels: what it does depends on the
+    image's size, so small test images alone would take it for the blur."""
+
+    def __call__(self, img):
+        return super().__call__(img) if img.size[0] > 100 else img
+
+
+class BlursOnlySmallImages(DeitBlur):
+    def __call__(self, img):
+        return super().__call__(img) if img.size[0] < 100 else img
+
+
 def test_deit3_three_augment_classes_run_natively_as_pillow_computes_them(png_folder):
     """DeiT III's ThreeAugment: its own grey, solarize and blur classes in a RandomChoice are
     recognised by what they do and run natively; each sample's result is Pillow's for the op
@@ -960,6 +973,8 @@ def test_a_users_class_is_taken_only_when_it_does_what_its_attributes_suggest(jp
     assert user_pixel_op(DeitGrey(p=0.3)) == {"op": "pil_grayscale", "p": 0.3}
     assert user_pixel_op(DeitSolarize(p=1.0)) == {"op": "random_solarize", "threshold": 128.0, "p": 1.0}
     assert user_pixel_op(LooksAlike()) is None
+    assert user_pixel_op(BlursOnlyLargeImages(p=0.5)) is None
+    assert user_pixel_op(BlursOnlySmallImages(p=0.5)) is None
     t = T.Compose([T.CenterCrop(SIDE), LooksAlike(), T.PILToTensor()])
     with pytest.warns(ht.PythonTailWarning, match="LooksAlike"):
         DataLoader(datasets.ImageFolder(jpeg_folder, t), batch_size=8)
