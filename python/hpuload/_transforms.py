@@ -1058,10 +1058,10 @@ def _recognised_video_step(t: Any) -> Any:
     class of theirs) is, by what it does to test clips, or None: the conversion of a uint8
     clip to float in [0, 1] (`x / 255.`) is `ConvertImageDtype(torch.float32)`; torch's
     `interpolate` of a float `[T, C, H, W]` clip to one fixed size, nearest or bilinear
-    without antialiasing, is `Resize(size, ..., antialias=False)`. Each is watched on two
-    clips of different sizes and must give exactly that, twice, leaving Python's, torch's
-    and NumPy's generators as they were (it draws nothing: a random step is not one of
-    these)."""
+    without antialiasing, is `Resize(size, ..., antialias=False)`. Each is watched on clips
+    of three sizes (one as large as a real clip) and must give exactly that, twice, leaving
+    Python's, torch's and NumPy's generators as they were (it draws nothing: a random step
+    is not one of these)."""
     import torch
     import torch.nn.functional as F
     from torchvision import transforms as v1
@@ -1084,14 +1084,15 @@ def _recognised_video_step(t: Any) -> Any:
         return y if same and y.dtype == again.dtype and torch.equal(y, again) else None
 
     # Textured clips of two sizes, and a black and a white one (a step that looks at its
-    # input's values before acting shows it on these).
+    # input's values before acting shows it on these), and one of a real clip's size (one
+    # that acts by the clip's size shows there).
     shapes = ((2, 9, 11, 3), (3, 3, 7, 5))
-    clips = [(torch.arange(torch.Size(s).numel()) * 37 % 256).to(torch.uint8).reshape(s) for s in shapes]
+    clips = [(torch.arange(torch.Size(s).numel()) * 37 % 256).to(torch.uint8).reshape(s) for s in (*shapes, (2, 3, 128, 171))]
     clips += [torch.zeros(shapes[0], dtype=torch.uint8), torch.full(shapes[1], 255, dtype=torch.uint8)]
     outs = [watched(x) for x in clips]
     if all(y is not None and y.dtype == torch.float32 and torch.equal(y, x.float() / 255) for x, y in zip(clips, outs)):
         return v1.ConvertImageDtype(torch.float32)
-    floats = [(torch.arange(torch.Size(s).numel()) % 97).float().reshape(s) / 96 for s in ((2, 3, 20, 30), (3, 3, 45, 26))]
+    floats = [(torch.arange(torch.Size(s).numel()) % 97).float().reshape(s) / 96 for s in ((2, 3, 20, 30), (3, 3, 45, 26), (2, 3, 240, 320))]
     floats += [torch.zeros(2, 3, 20, 30), torch.ones(3, 3, 45, 26)]
     outs = [watched(x) for x in floats]
     if any(y is None or y.dtype != torch.float32 or y.dim() != 4 or y.shape[:2] != x.shape[:2] for x, y in zip(floats, outs)):
