@@ -8,12 +8,15 @@ DataLoader differs.
 - `--split eval`: the example's `val_transforms`, Resize((224, 224)), CenterCrop((224, 224)),
   ToTensor, Normalize (the sizes a ViT image processor gives); in order, the last batch
   partial, as the Trainer's eval loader.
+- `--split processor`: the Hugging Face fine-tuning recipes' function instead, a
+  `ViTImageProcessor` (resize to 224x224, rescale, normalize) over the batch's images, the
+  labels renamed `labels`; in order.
 - `--trainer` (with `--split eval`): the loader is the one `Trainer.get_eval_dataloader()`
   builds, after `hpuload.transformers.install()` for `--loader hpuload` (a one-layer model;
   nothing is trained).
 
 usage: python hf_classification.py --loader torch|hpuload --data SAVE_TO_DISK_DIR
-         [--split train|eval] [--trainer] [--epochs 3] [--workers 2] [--batch 64] [--size 224]
+         [--split train|eval|processor] [--trainer] [--epochs 3] [--workers 2] [--batch 64] [--size 224]
 Prints one JSON line: images/s (median of the epochs after a warm-up one)."""
 
 import argparse
@@ -36,7 +39,7 @@ def main():
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--size", type=int, default=224)
-    p.add_argument("--split", choices=["train", "eval"], default="train")
+    p.add_argument("--split", choices=["train", "eval", "processor"], default="train")
     p.add_argument("--trainer", action="store_true")
     a = p.parse_args()
     torch.manual_seed(0)
@@ -52,9 +55,21 @@ def main():
         example_batch["pixel_values"] = [_transforms(im.convert("RGB")) for im in example_batch["image"]]
         return example_batch
 
+    label = "label"
+    if a.split == "processor":
+        from transformers import ViTImageProcessor
+
+        processor = ViTImageProcessor(size={"height": a.size, "width": a.size})
+        label = "labels"
+
+        def transforms(example_batch):  # noqa: F811 - the recipes' function replaces the example's
+            inputs = processor([im.convert("RGB") for im in example_batch["image"]], return_tensors="pt")
+            inputs["labels"] = example_batch["label"]
+            return inputs
+
     def collate_fn(examples):
         pixel_values = torch.stack([e["pixel_values"] for e in examples])
-        labels = torch.tensor([e["label"] for e in examples])
+        labels = torch.tensor([e[label] for e in examples])
         return {"pixel_values": pixel_values, "labels": labels}
 
     ds.set_transform(transforms)

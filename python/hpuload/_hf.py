@@ -77,15 +77,96 @@ def _hf_transform(dataset, transform):
     found = []
     for obj in reachable:
         module = type(obj).__module__
-        if (module.startswith("torchvision.transforms") or module.startswith("timm.data")) and all(
-            obj is not f for f in found
-        ):
+        if (
+            module.startswith("torchvision.transforms") or module.startswith("timm.data") or _is_image_processor(obj)
+        ) and all(obj is not f for f in found):
             found.append(obj)
     name = getattr(fn, "__name__", type(fn).__name__)
     if len(found) != 1:
         what = "no torchvision transform" if not found else f"{len(found)} torchvision transforms"
         raise Unfit(f"{name} (the dataset's transform) reaches {what}; pass the one it applies as transform=", T)
     return found[0]
+
+
+def _is_image_processor(obj) -> bool:
+    """A transformers image processor (`AutoImageProcessor.from_pretrained(...)`)."""
+    return any(
+        c.__name__ == "BaseImageProcessor" and c.__module__.startswith("transformers.") for c in type(obj).__mro__
+    )
+
+
+#: The methods of transformers' torchvision backend whose work `_processor_steps` maps; a
+#: processor class that overrides any of them does something else.
+_BACKEND_METHODS = (
+    "__call__", "preprocess", "_preprocess_image_like_inputs", "_prepare_image_like_inputs",
+    "_prepare_images_structure", "process_image", "_standardize_kwargs", "_preprocess", "resize",
+    "center_crop", "rescale_and_normalize", "normalize", "rescale",
+)
+
+
+def _processor_steps(processor):
+    """torchvision v2 steps that compute, within float rounding, what a transformers image
+    processor gives for an RGB PIL image: one on transformers 5's torchvision backend, whose
+    methods its class keeps, resizing to one height and width (a uint8 tensor, antialiased),
+    centre-cropping a window whose offsets torchvision rounds as the backend truncates them,
+    rescaling by 1/255 and normalizing (the backend's fused form: the same values but for
+    the last bit). Anything else raises `Unfit` naming it."""
+    import torch
+    from torchvision.transforms import v2
+
+    T = FallbackReason.TRANSFORM
+    name = type(processor).__name__
+    try:
+        from transformers import image_processing_backends as backends
+    except ImportError:
+        raise Unfit(f"{name} (an image processor of transformers before 5, which hpuload does not map)", T) from None
+    if not isinstance(processor, backends.TorchvisionBackend):
+        raise Unfit(f"{name} does not run on transformers' torchvision backend (hpuload maps that one only)", T)
+    own = [m for m in _BACKEND_METHODS if getattr(type(processor), m) is not getattr(backends.TorchvisionBackend, m)]
+    if own:
+        raise Unfit(f"{name} has its own {', '.join(own)} (hpuload maps the torchvision backend's)", T)
+    kw = processor._standardize_kwargs(**{n: getattr(processor, n, None) for n in processor._valid_kwargs_names})
+    steps = [v2.PILToTensor()]
+    size = kw.get("size")
+    other = ("shortest_edge", "longest_edge", "max_height", "max_width", "min_pixels", "max_pixels")
+    if kw.get("do_resize"):
+        if not (size and size.height and size.width) or any(getattr(size, k, None) for k in other):
+            raise Unfit(f"{name} resizes to {size} (hpuload maps a resize to one height and width)", T)
+        resample = kw.get("resample")
+        interpolation = (
+            v2.InterpolationMode.BILINEAR if resample is None else backends.pil_torch_interpolation_mapping[resample]
+        )
+        if interpolation not in (v2.InterpolationMode.NEAREST, v2.InterpolationMode.BILINEAR, v2.InterpolationMode.BICUBIC):
+            raise Unfit(f"{name} resamples with {interpolation.value} (hpuload: nearest, bilinear, bicubic)", T)
+        steps.append(v2.Resize((size.height, size.width), interpolation=interpolation, antialias=True))
+    if kw.get("do_center_crop"):
+        crop = kw.get("crop_size")
+        if not kw.get("do_resize"):
+            raise Unfit(f"{name} centre-crops images of their own sizes (it truncates the offset, torchvision rounds it)", T)
+        for full, part in ((size.height, crop.height), (size.width, crop.width)):
+            if part > full or int((full - part) / 2.0) != int(round((full - part) / 2.0)):
+                raise Unfit(f"{name} centre-crops {crop} out of {size} otherwise than torchvision's CenterCrop", T)
+        steps.append(v2.CenterCrop((crop.height, crop.width)))
+    if kw.get("do_pad"):
+        raise Unfit(f"{name} pads its images (hpuload does not map that)", T)
+    if kw.get("do_rescale"):
+        if abs(float(kw.get("rescale_factor")) - 1 / 255) > 1e-12:
+            raise Unfit(f"{name} rescales by {kw.get('rescale_factor')} (hpuload maps 1/255)", T)
+        steps.append(v2.ToDtype(torch.float32, scale=True))
+    elif kw.get("do_normalize"):
+        steps.append(v2.ToDtype(torch.float32))
+    if kw.get("do_normalize"):
+        mean, std = kw.get("image_mean"), kw.get("image_std")
+        mean = [float(mean)] * 3 if isinstance(mean, (int, float)) else [float(m) for m in mean]
+        std = [float(std)] * 3 if isinstance(std, (int, float)) else [float(x) for x in std]
+        steps.append(v2.Normalize(mean, std))
+    return v2.Compose(steps)
+
+
+def _runs_as(found):
+    """What hpuload runs for the object the dataset's function reaches: a torchvision or timm
+    transform as it is, an image processor as `_processor_steps`."""
+    return _processor_steps(found) if _is_image_processor(found) else found
 
 
 def _global_names(code) -> list[str]:
@@ -141,13 +222,14 @@ def hf_source(dataset, pipeline, transform):
         # watched like an ImageFolder's.
         if transform is None:
             keys = _hf_sample_keys(dataset, label_column)
-        checked = _AppliesCheck(dataset, image_column, keys) if transform is None else None
+        checked = _AppliesCheck(dataset, image_column, label_column, keys) if transform is None else None
 
         def translate_now():
             found = _hf_transform(dataset, transform)
+            runs = _runs_as(found)
             if checked is not None:
-                checked(found)
-            return translate(found)
+                checked(found, runs)
+            return translate(runs)
 
         watch = TransformWatch(
             lambda: dataset._format_kwargs.get("transform") if transform is None else transform,
@@ -178,18 +260,23 @@ class _AppliesCheck:
     (the `TransformWatch` re-translates at each epoch's start); the generators are left as
     they were."""
 
-    def __init__(self, dataset, image_column: str, keys: tuple[str, str]):
-        self.dataset, self.image_column, self.keys = dataset, image_column, keys
+    def __init__(self, dataset, image_column: str, label_column: str, keys: tuple[str, str]):
+        self.dataset, self.image_column, self.label_column, self.keys = dataset, image_column, label_column, keys
         self.seen: tuple | None = None
 
-    def __call__(self, transform) -> None:
+    def __call__(self, found, transform) -> None:
+        """Checks `transform`, which runs for `found` (the object the function reaches: itself,
+        or an image processor's steps, compared within float rounding)."""
         fn = self.dataset._format_kwargs.get("transform")
-        if self.seen is not None and self.seen[0] is fn and self.seen[1] is transform:
+        processor = found is not transform
+        # A processor's steps are made anew each time: they are the same when they read alike.
+        seen = (fn, found, repr(transform) if processor else None)
+        if self.seen is not None and self.seen[0] is fn and self.seen[1] is found and self.seen[2] == seen[2]:
             return
-        self._check(fn, transform)
-        self.seen = (fn, transform)
+        self._check(fn, transform, 1e-5 if processor else 0.0)
+        self.seen = seen
 
-    def _check(self, fn, transform) -> None:
+    def _check(self, fn, transform, within: float) -> None:
         import random
 
         import numpy as np
@@ -222,15 +309,21 @@ class _AppliesCheck:
                 original = raw[row]
                 draws_from(row + 1)
                 want = transform(original[self.image_column].convert("RGB"))
-                if not _same_label(got.get(label), original.get(label)):
+                if not _same_label(got.get(label), original.get(self.label_column)):
                     raise Unfit(
                         f"{name} (the dataset's transform) gives row {row} the label {got.get(label)!r}, "
-                        f"the table {original.get(label)!r}: hpuload reads the label column as it is",
+                        f"the table {original.get(self.label_column)!r}: hpuload reads the label column as it is",
                         T,
                     )
                 image = got.get(key)
-                if not (isinstance(want, torch.Tensor) and isinstance(image, torch.Tensor) and want.shape == image.shape
-                        and want.dtype == image.dtype and torch.equal(want, image)):
+                alike = (
+                    isinstance(want, torch.Tensor)
+                    and isinstance(image, torch.Tensor)
+                    and want.shape == image.shape
+                    and want.dtype == image.dtype
+                    and (torch.equal(want, image) if not within else bool(((want - image).abs() <= within).all()))
+                )
+                if not alike:
                     raise Unfit(
                         f"{name} (the dataset's transform) gives row {row} another {key!r} than "
                         f"{describe(transform)} of its image in RGB: it does more than apply that transform, "
@@ -266,10 +359,13 @@ def _hf_sample_keys(dataset, label_column: str) -> tuple[str, str]:
     if not isinstance(first, dict):
         raise Unfit(f"the dataset's transform returns a {type(first).__name__}, not a dict", T)
     tensors = [k for k, v in first.items() if isinstance(v, torch.Tensor) and v.dim() == 3]
-    if len(tensors) != 1 or label_column not in first:
+    # The label under the column's name, or renamed as models take it (`inputs["labels"] =
+    # batch["label"]`, the image processors' recipes): `_AppliesCheck` compares it with the row's.
+    label = next((k for k in (label_column, "labels", "label") if k in first), None)
+    if len(tensors) != 1 or label is None:
         raise Unfit(
             f"the dataset's transform returns keys {list(first)}: hpuload gives one image tensor and "
             f"{label_column!r}",
             T,
         )
-    return tensors[0], label_column
+    return tensors[0], label

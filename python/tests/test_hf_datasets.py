@@ -259,6 +259,69 @@ def test_a_dataset_function_changed_to_do_more_sends_the_next_epoch_to_torch(hf)
     assert all(torch.allclose(b, a * 2 - 1) for (a, _), (b, _) in zip(first, second))
 
 
+def processor_transforms(processor):
+    """The Hugging Face fine-tuning recipes' function: the image processor over the batch's
+    images, the labels renamed as the model takes them."""
+
+    def transform(example_batch):
+        inputs = processor([im.convert("RGB") for im in example_batch["image"]], return_tensors="pt")
+        inputs["labels"] = example_batch["label"]
+        return inputs
+
+    def collate_fn(batch):
+        return {
+            "pixel_values": torch.stack([x["pixel_values"] for x in batch]),
+            "labels": torch.tensor([x["labels"] for x in batch]),
+        }
+
+    return transform, collate_fn
+
+
+def test_an_image_processor_in_the_function_runs_natively_as_transformers_computes_it(hf):
+    """ViT's processor (a resize to one size, rescale, normalize) and DeiT's (a centre crop
+    after it too), as `AutoImageProcessor` makes them, on transformers' torchvision backend:
+    hpuload runs the same steps natively, each value within float rounding of the
+    processor's (its rescale and normalize fused in one division)."""
+    backends = pytest.importorskip("transformers.image_processing_backends")
+    import transformers
+
+    ds, _ = hf
+    for processor in (
+        transformers.ViTImageProcessor(size={"height": 64, "width": 48}),
+        transformers.DeiTImageProcessor(size={"height": 64, "width": 64}, crop_size={"height": 56, "width": 56}),
+        transformers.ViTImageProcessor(size={"height": 40, "width": 40}, resample=3, image_mean=[0.485, 0.456, 0.406]),
+    ):
+        assert isinstance(processor, backends.TorchvisionBackend)
+        fn, collate = processor_transforms(processor)
+        ds.set_transform(fn)
+        want = list(torch.utils.data.DataLoader(ds, batch_size=4, collate_fn=collate))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FallbackWarning)
+            got = list(DataLoader(ds, batch_size=4, collate_fn=collate, backend="cpu", num_workers=2))
+        assert len(got) == len(want)
+        for a, b in zip(got, want):
+            assert a["pixel_values"].shape == b["pixel_values"].shape and torch.equal(a["labels"], b["labels"])
+            assert (a["pixel_values"] - b["pixel_values"]).abs().max() < 1e-5
+
+
+def test_image_processors_hpuload_does_not_map_go_to_torch_naming_why(hf):
+    pytest.importorskip("transformers.image_processing_backends")
+    import transformers
+
+    ds, _ = hf
+    for processor, says in (
+        (transformers.ConvNextImageProcessor(), "has its own"),  # its crop_pct resize
+        (transformers.CLIPImageProcessor(), "resizes to"),  # the shorter side, then a crop
+        # A crop whose offset the backend truncates (3 / 2 to 1) where torchvision rounds (to 2).
+        (transformers.DeiTImageProcessor(size={"height": 64, "width": 64}, crop_size={"height": 61, "width": 64}), "centre-crops"),
+    ):
+        fn, collate = processor_transforms(processor)
+        ds.set_transform(fn)
+        with pytest.warns(FallbackWarning, match=f"{type(processor).__name__} {says}"):
+            loader = DataLoader(ds, batch_size=4, collate_fn=collate)
+        assert not isinstance(loader, DataLoader)
+
+
 def test_an_in_memory_dataset_falls_back_with_the_reason(hf):
     ds, _ = hf
     memory = datasets.Dataset.from_dict({"image": [None], "label": [0]})
