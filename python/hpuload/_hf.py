@@ -303,12 +303,18 @@ class _AppliesCheck:
         try:
             # Each row under other draws: a step the function takes only on some draws shows
             # on some rows.
-            for row in sorted({0, n // 4, n // 2, 3 * n // 4, n - 1} if n else set()):
-                draws_from(row + 1)
-                got = self.dataset[row]
-                original = raw[row]
-                draws_from(row + 1)
-                want = transform(original[self.image_column].convert("RGB"))
+            ran, failure = 0, None
+            for row in _rows_to_check(n):
+                try:
+                    draws_from(row + 1)
+                    got = self.dataset[row]
+                    original = raw[row]
+                    draws_from(row + 1)
+                    want = transform(original[self.image_column].convert("RGB"))
+                except Exception as e:  # a damaged row: the loader names and skips it when read
+                    failure = failure or f"row {row}: {type(e).__name__}: {e}"
+                    continue
+                ran += 1
                 if not _same_label(got.get(label), original.get(self.label_column)):
                     raise Unfit(
                         f"{name} (the dataset's transform) gives row {row} the label {got.get(label)!r}, "
@@ -330,8 +336,15 @@ class _AppliesCheck:
                         "which is all hpuload would run; pass transform= to say it is",
                         T,
                     )
+            if n and not ran:
+                raise Unfit(f"{name} (the dataset's transform) could not be checked on any row ({failure})", T)
         finally:
             draws_as_before()
+
+
+def _rows_to_check(n: int) -> list[int]:
+    """Five rows spread over a table of `n`, first, middle and last among them."""
+    return sorted({0, n // 4, n // 2, 3 * n // 4, n - 1}) if n else []
 
 
 def _same_label(a, b) -> bool:
@@ -344,18 +357,27 @@ def _same_label(a, b) -> bool:
 
 def _hf_sample_keys(dataset, label_column: str) -> tuple[str, str]:
     """The keys of the image tensor and the label in what the dataset's transform returns,
-    learnt from its first sample."""
+    learnt from its first sample (or the first of `_rows_to_check` it can run on: a damaged
+    row is the loader's to name and skip)."""
     T = FallbackReason.TRANSFORM
     # The transform draws from the global generators; leave them as they were, so that a
     # script's later draws (model initialisation) are those it gets with torch's loader.
     import random
 
     states = (torch.get_rng_state(), random.getstate())
+    first, failure = None, None
     try:
-        first = dataset[0]
+        for row in _rows_to_check(len(dataset)):
+            try:
+                first = dataset[row]
+                break
+            except Exception as e:
+                failure = failure or f"row {row}: {type(e).__name__}: {e}"
     finally:
         torch.set_rng_state(states[0])
         random.setstate(states[1])
+    if failure is not None and first is None:
+        raise Unfit(f"the dataset's transform could not be run on any row checked ({failure})", T)
     if not isinstance(first, dict):
         raise Unfit(f"the dataset's transform returns a {type(first).__name__}, not a dict", T)
     tensors = [k for k, v in first.items() if isinstance(v, torch.Tensor) and v.dim() == 3]

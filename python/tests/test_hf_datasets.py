@@ -165,6 +165,32 @@ def test_a_damaged_parquet_row_is_named_by_file_and_row_and_skipped(hf, tmp_path
     assert "train-00003-of-00294.parquet/row 5" in named and "null" in named
 
 
+def test_damaged_rows_among_those_the_function_is_checked_on_are_named_and_skipped_when_read(hf, tmp_path):
+    """The rows the function is run on when the loader is built (its output's keys, and
+    `_AppliesCheck`) may be damaged: those are passed over there, and named and skipped when
+    the epoch reads them, as any other damaged row."""
+    ds, root = hf
+    table = pq.read_table(root / "pq" / "train-00000-of-00003.parquet")
+    images = table.column("image").to_pylist()
+    images[0] = {"bytes": b"\xff\xd8 not really a jpeg", "path": None}
+    images[len(images) // 2] = {"bytes": b"\xff\xd8 nor this", "path": None}
+    import pyarrow as pa
+
+    table = table.set_column(0, "image", pa.array(images, type=table.schema.field("image").type))
+    pq.write_table(table, tmp_path / "damaged.parquet")
+    damaged = datasets.Dataset.from_parquet(str(tmp_path / "damaged.parquet"), cache_dir=str(tmp_path / "cache"))
+    fn, collate = example_transforms(EVAL)
+    damaged.set_transform(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(damaged, batch_size=4, collate_fn=collate, backend="cpu", error_budget=0.5)
+    with pytest.warns(hpuload.torch.SkippedSampleWarning) as caught:
+        batches = list(loader)
+    assert sum(len(b["labels"]) for b in batches) == len(damaged)  # replaced, not dropped
+    named = " ".join(str(w.message) for w in caught)
+    assert "row 0" in named and f"row {len(images) // 2}" in named
+
+
 def test_a_transform_the_dataset_function_does_not_reveal_falls_back_naming_it(hf):
     ds, _ = hf
     a, b = T.Compose([T.Resize((32, 32)), T.ToTensor()]), T.Compose([T.Resize((40, 40)), T.ToTensor()])
