@@ -274,7 +274,35 @@ class _AppliesCheck:
         if self.seen is not None and self.seen[0] is fn and self.seen[1] is found and self.seen[2] == seen[2]:
             return
         self._check(fn, transform, 1e-5 if processor else 0.0)
+        if processor and getattr(found, "do_convert_rgb", None):
+            self._check_transparency(fn, found, transform)
         self.seen = seen
+
+    def _check_transparency(self, fn, processor, transform) -> None:
+        """A processor that converts to RGB itself (`do_convert_rgb`) lays transparent pixels
+        on white, where hpuload's decode drops the alpha as `convert("RGB")` does: the two
+        agree only when the function converts each image first. Shown by handing the function
+        a batch of the first row whose image is half transparent."""
+        from PIL import Image
+
+        name = getattr(fn, "__name__", type(fn).__name__)
+        raw = self.dataset.with_format(None)
+        if not len(raw):
+            return
+        batch = {k: [v] for k, v in raw[0].items()}
+        pixels = bytes((x * 5 + y * 3) % 200 if c < 3 else (0 if x < 32 else 255) for y in range(48) for x in range(64) for c in range(4))
+        batch[self.image_column] = [Image.frombytes("RGBA", (64, 48), pixels)]
+        try:
+            got = fn(batch)[self.keys[0]][0]
+        except Exception as e:
+            raise Unfit(f"{name} could not be run on an image with transparency ({type(e).__name__}: {e})", FallbackReason.TRANSFORM) from None
+        want = transform(batch[self.image_column][0].convert("RGB"))
+        if not (isinstance(got, torch.Tensor) and got.shape == want.shape and bool(((got - want).abs() <= 1e-5).all())):
+            raise Unfit(
+                f"{name} hands {type(processor).__name__} images it lays on white where they are transparent "
+                "(do_convert_rgb); hpuload drops the alpha as convert('RGB') does: convert each image first",
+                FallbackReason.TRANSFORM,
+            )
 
     def _check(self, fn, transform, within: float) -> None:
         import random

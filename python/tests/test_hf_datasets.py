@@ -285,12 +285,14 @@ def test_a_dataset_function_changed_to_do_more_sends_the_next_epoch_to_torch(hf)
     assert all(torch.allclose(b, a * 2 - 1) for (a, _), (b, _) in zip(first, second))
 
 
-def processor_transforms(processor):
+def processor_transforms(processor, convert=True):
     """The Hugging Face fine-tuning recipes' function: the image processor over the batch's
-    images, the labels renamed as the model takes them."""
+    images (converted to RGB first, or as they are), the labels renamed as the model takes
+    them."""
 
     def transform(example_batch):
-        inputs = processor([im.convert("RGB") for im in example_batch["image"]], return_tensors="pt")
+        images = [im.convert("RGB") for im in example_batch["image"]] if convert else example_batch["image"]
+        inputs = processor(images, return_tensors="pt")
         inputs["labels"] = example_batch["label"]
         return inputs
 
@@ -316,6 +318,7 @@ def test_an_image_processor_in_the_function_runs_natively_as_transformers_comput
         transformers.ViTImageProcessor(size={"height": 64, "width": 48}),
         transformers.DeiTImageProcessor(size={"height": 64, "width": 64}, crop_size={"height": 56, "width": 56}),
         transformers.ViTImageProcessor(size={"height": 40, "width": 40}, resample=3, image_mean=[0.485, 0.456, 0.406]),
+        transformers.SiglipImageProcessor(size={"height": 48, "width": 48}),  # converts to RGB itself too
     ):
         assert isinstance(processor, backends.TorchvisionBackend)
         fn, collate = processor_transforms(processor)
@@ -335,15 +338,17 @@ def test_image_processors_hpuload_does_not_map_go_to_torch_naming_why(hf):
     import transformers
 
     ds, _ = hf
-    for processor, says in (
-        (transformers.ConvNextImageProcessor(), "has its own"),  # its crop_pct resize
-        (transformers.CLIPImageProcessor(), "resizes to"),  # the shorter side, then a crop
+    for processor, says, convert in (
+        (transformers.ConvNextImageProcessor(), "has its own", True),  # its crop_pct resize
+        (transformers.CLIPImageProcessor(), "resizes to", True),  # the shorter side, then a crop
         # A crop whose offset the backend truncates (3 / 2 to 1) where torchvision rounds (to 2).
-        (transformers.DeiTImageProcessor(size={"height": 64, "width": 64}, crop_size={"height": 61, "width": 64}), "centre-crops"),
+        (transformers.DeiTImageProcessor(size={"height": 64, "width": 64}, crop_size={"height": 61, "width": 64}), "centre-crops", True),
+        # Images handed over as they are, to a processor that lays transparency on white.
+        (transformers.SiglipImageProcessor(size={"height": 48, "width": 48}), "images it lays on white", False),
     ):
-        fn, collate = processor_transforms(processor)
+        fn, collate = processor_transforms(processor, convert)
         ds.set_transform(fn)
-        with pytest.warns(FallbackWarning, match=f"{type(processor).__name__} {says}"):
+        with pytest.warns(FallbackWarning, match=f"{type(processor).__name__} {says}" if convert else says):
             loader = DataLoader(ds, batch_size=4, collate_fn=collate)
         assert not isinstance(loader, DataLoader)
 
