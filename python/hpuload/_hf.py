@@ -142,7 +142,9 @@ def _processor_steps(processor):
     if kw.get("do_center_crop"):
         crop = kw.get("crop_size")
         if not kw.get("do_resize"):
-            raise Unfit(f"{name} centre-crops images of their own sizes (it truncates the offset, torchvision rounds it)", T)
+            raise Unfit(
+                f"{name} centre-crops images of their own sizes (it truncates the offset, torchvision rounds it)", T
+            )
         for full, part in ((size.height, crop.height), (size.width, crop.width)):
             if part > full or int((full - part) / 2.0) != int(round((full - part) / 2.0)):
                 raise Unfit(f"{name} centre-crops {crop} out of {size} otherwise than torchvision's CenterCrop", T)
@@ -290,12 +292,19 @@ class _AppliesCheck:
         if not len(raw):
             return
         batch = {k: [v] for k, v in raw[0].items()}
-        pixels = bytes((x * 5 + y * 3) % 200 if c < 3 else (0 if x < 32 else 255) for y in range(48) for x in range(64) for c in range(4))
+        # Textured, its left half transparent.
+        pixels = bytes(
+            (x * 5 + y * 3) % 200 if c < 3 else (0 if x < 32 else 255)
+            for y in range(48) for x in range(64) for c in range(4)
+        )
         batch[self.image_column] = [Image.frombytes("RGBA", (64, 48), pixels)]
         try:
             got = fn(batch)[self.keys[0]][0]
         except Exception as e:
-            raise Unfit(f"{name} could not be run on an image with transparency ({type(e).__name__}: {e})", FallbackReason.TRANSFORM) from None
+            raise Unfit(
+                f"{name} could not be run on an image with transparency ({type(e).__name__}: {e})",
+                FallbackReason.TRANSFORM,
+            ) from None
         want = transform(batch[self.image_column][0].convert("RGB"))
         if not (isinstance(got, torch.Tensor) and got.shape == want.shape and bool(((got - want).abs() <= 1e-5).all())):
             raise Unfit(

@@ -1087,12 +1087,14 @@ def _recognised_video_step(t: Any) -> Any:
     # input's values before acting shows it on these), and one of a real clip's size (one
     # that acts by the clip's size shows there).
     shapes = ((2, 9, 11, 3), (3, 3, 7, 5))
-    clips = [(torch.arange(torch.Size(s).numel()) * 37 % 256).to(torch.uint8).reshape(s) for s in (*shapes, (2, 3, 128, 171))]
+    textured = (*shapes, (2, 3, 128, 171))
+    clips = [(torch.arange(torch.Size(s).numel()) * 37 % 256).to(torch.uint8).reshape(s) for s in textured]
     clips += [torch.zeros(shapes[0], dtype=torch.uint8), torch.full(shapes[1], 255, dtype=torch.uint8)]
     outs = [watched(x) for x in clips]
     if all(y is not None and y.dtype == torch.float32 and torch.equal(y, x.float() / 255) for x, y in zip(clips, outs)):
         return v1.ConvertImageDtype(torch.float32)
-    floats = [(torch.arange(torch.Size(s).numel()) % 97).float().reshape(s) / 96 for s in ((2, 3, 20, 30), (3, 3, 45, 26), (2, 3, 240, 320))]
+    sizes = ((2, 3, 20, 30), (3, 3, 45, 26), (2, 3, 240, 320))
+    floats = [(torch.arange(torch.Size(s).numel()) % 97).float().reshape(s) / 96 for s in sizes]
     floats += [torch.zeros(2, 3, 20, 30), torch.ones(3, 3, 45, 26)]
     outs = [watched(x) for x in floats]
     if any(y is None or y.dtype != torch.float32 or y.dim() != 4 or y.shape[:2] != x.shape[:2] for x, y in zip(floats, outs)):

@@ -316,7 +316,9 @@ def _listed_source(dataset, pipeline):
                 raise _reads_video(video)
             raise _Unfit(f"dataset is a {name} without a `transform` attribute for hpuload to run", D)
     if len({id(b.transform) for b in bases}) > 1:
-        raise _Unfit("the ConcatDataset's parts hold different transform objects (hpuload runs one)", FallbackReason.TRANSFORM)
+        raise _Unfit(
+            "the ConcatDataset's parts hold different transform objects (hpuload runs one)", FallbackReason.TRANSFORM
+        )
     watch = None
     if pipeline is not None:
         pipe, dtype = _pipeline(pipeline), "f32"
