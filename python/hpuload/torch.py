@@ -303,6 +303,12 @@ def _listed_source(dataset, pipeline):
     D = FallbackReason.DATASET
     bases, picks = _parts(dataset)
     plains = [_plain_image_folder(b) for b in bases]
+    # Per part, the indices the samples use (None: all of them, in order).
+    used: list[set[int] | None] = [None] * len(bases)
+    if picks is not None:
+        used = [set() for _ in bases]
+        for k, j in picks:
+            used[k].add(j)
     for base, plain in zip(bases, plains):
         if plain:
             continue
@@ -310,8 +316,8 @@ def _listed_source(dataset, pipeline):
         if not (hasattr(type(base), "__getitem__") and hasattr(type(base), "__len__")):
             raise _Unfit(f"dataset is a {name}, not a map-style Dataset (no __getitem__ and __len__)", D)
         if not hasattr(base, "transform"):
-            first = next((j for k, j in picks if bases[k] is base), 0) if picks is not None else 0
-            video = _probe.video_reader_in(base, first) if len(base) else None
+            wanted = used[bases.index(base)]
+            video = _probe.video_reader_in(base, min(wanted) if wanted else 0) if len(base) else None
             if video is not None:
                 raise _reads_video(video)
             raise _Unfit(f"dataset is a {name} without a `transform` attribute for hpuload to run", D)
@@ -336,11 +342,10 @@ def _listed_source(dataset, pipeline):
         pipe, dtype, _ = watch.translated
     each, keys = [], None
     for k, (base, plain) in enumerate(zip(bases, plains)):
-        wanted = None if picks is None else sorted({j for b, j in picks if b == k})
         if plain:
-            listed = [(p, int(t)) for p, t in base.samples]
-            each.append(listed if wanted is None else {j: listed[j] for j in wanted})
+            each.append([(p, int(t)) for p, t in base.samples])
             continue
+        wanted = None if used[k] is None else sorted(used[k])
         try:
             samples, base_keys = _probe.probe(base, wanted)
         except _probe.ReadsVideo as e:
@@ -389,7 +394,10 @@ def _parts(dataset) -> tuple[list, list[tuple[int, int]] | None]:
             out: list[tuple[int, int]] = []
             for part in ds.datasets:
                 inner = walk(part)
-                out.extend(inner if inner is not None else [(number(part), j) for j in range(len(part))])
+                if inner is None:
+                    k = number(part)
+                    inner = [(k, j) for j in range(len(part))]
+                out.extend(inner)
             return out
         number(ds)
         return None
