@@ -49,6 +49,11 @@ class TCHWtoCTHW(torch.nn.Module):
         return vid.permute(1, 0, 2, 3)
 
 
+class TCHWtoTHWC(torch.nn.Module):
+    def forward(self, vid):
+        return vid.permute(0, 2, 3, 1)
+
+
 class THWCtoTCHW(torch.nn.Module):
     def forward(self, vid):
         return vid.permute(0, 3, 1, 2)
@@ -146,12 +151,6 @@ def cases():
     yield "v2 ToPureTensor", v2.Compose([v2.CenterCrop(crop), v2.ToDtype(torch.float32, scale=True), v2.ToPureTensor()])
     yield "v2 SanitizeBoundingBoxes-free Identity", v2.Compose([v2.CenterCrop(crop), v2.Identity(), v2.ToDtype(torch.float32, scale=True)])
     # _transforms_video: [C, T, H, W] after ToTensorVideo, which takes [T, H, W, C] uint8.
-    thwc = THWCtoTCHW()
-
-    class TCHWtoTHWC(torch.nn.Module):
-        def forward(self, vid):
-            return vid.permute(0, 2, 3, 1)
-
     back = TCHWtoTHWC()
     # Clips as `output_format="THWC"` gives them (UCF101's and HMDB51's default): the steps
     # of the older scripts, which permute first or take [T, H, W, C] as it is.
@@ -167,7 +166,6 @@ def cases():
     yield "tv ToTensorVideo+CCV+NormalizeVideo", T.Compose([back, TV.ToTensorVideo(), TV.CenterCropVideo(40), TV.NormalizeVideo(MEAN, STD)])
     yield "tv ToTensorVideo+RRCV(full)", T.Compose([T.CenterCrop((48, 64)), back, TV.ToTensorVideo(), TV.RandomResizedCropVideo((30, 40), scale=(1, 1), ratio=(4 / 3, 4 / 3))])
     yield "tv ToTensorVideo+CCV+HFlipV", T.Compose([back, TV.ToTensorVideo(), TV.CenterCropVideo(40), TV.RandomHorizontalFlipVideo(1.0)])
-    del thwc
 
 
 def sampling_cases():
