@@ -35,19 +35,31 @@ class NeedsPixels(Exception):
 
 
 class LazyImage:
-    """What `PIL.Image.open(path)` gives while a Dataset is probed: the file, no pixels.
-    `.convert("RGB")` (what hpuload decodes to) and a `with` block are answered; anything else
-    needs pixels."""
+    """What `PIL.Image.open(path)` (or torchvision's `read_image`) gives while a Dataset is
+    probed: the file, no pixels. `.convert("RGB")` (what hpuload decodes to) and a `with` block
+    are answered; anything else needs pixels. `tensor`: what the code holds is the uint8
+    `[C, H, W]` tensor torchvision's readers give, not a PIL image; `rgb`: it is in RGB
+    whatever the file holds (converted, or read in RGB mode), rather than in the file's own
+    mode, which the loader then checks."""
 
-    __slots__ = ("path",)
+    __slots__ = ("path", "tensor", "rgb")
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, *, tensor: bool = False, rgb: bool = False):
         self.path = path
+        self.tensor = tensor
+        self.rgb = rgb
+
+    @property
+    def form(self) -> tuple[bool, bool]:
+        """`(tensor, rgb)`: how the Dataset's code holds its images."""
+        return self.tensor, self.rgb
 
     def convert(self, mode=None, *args, **kwargs):
+        if self.tensor:
+            raise NeedsPixels("the image read as a tensor has no .convert")
         if mode != "RGB" or args or kwargs:
             raise NeedsPixels(f"convert({mode!r}) on the image (hpuload decodes to RGB)")
-        return self
+        return LazyImage(self.path, rgb=True)
 
     def __enter__(self):
         return self
@@ -129,21 +141,86 @@ def _decode_image(data, mode=None, *args, **kwargs):
         raise NeedsPixels(f"decode_image of a {type(data).__name__} (hpuload reads files by path)")
     if args or kwargs.get("apply_exif_orientation"):
         raise NeedsPixels("decode_image options other than the mode")
-    _rgb_mode(mode)
-    return LazyImage(data.path)
+    return LazyImage(data.path, tensor=True, rgb=_rgb_mode(mode))
 
 
 def _read_image(path, mode=None, *args, **kwargs):
     if args or kwargs.get("apply_exif_orientation"):
         raise NeedsPixels("read_image options other than the mode")
-    _rgb_mode(mode)
-    return LazyImage(_path_of(path))
+    return LazyImage(_path_of(path), tensor=True, rgb=_rgb_mode(mode))
 
 
-def _rgb_mode(mode) -> None:
+def _rgb_mode(mode) -> bool:
+    """Whether torchvision's reader in `mode` gives RGB whatever the file holds (`RGB`);
+    `UNCHANGED` (the default) gives the file's own channels."""
     name = getattr(mode, "name", mode)
     if name not in (None, "RGB", "UNCHANGED"):
         raise NeedsPixels(f"an image read in mode {name} (hpuload decodes to RGB)")
+    return name == "RGB"
+
+
+def _sniffed_mode(path: str) -> str | None:
+    """The mode Pillow opens a JPEG or PNG file in, from its header ("L", "RGB", "CMYK", "P",
+    ...), without Pillow: a JPEG's frame header gives its number of components, a PNG's
+    IHDR its colour type. None for any other file, or one this cannot read. Reads the file's
+    first 4 KiB, and past the segments before the frame header (an EXIF thumbnail) only the
+    next segment headers."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+            if head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR" and len(head) >= 26:
+                depth, colour = head[24], head[25]
+                if colour == 0:
+                    return {1: "1", 16: "I;16"}.get(depth, "L")
+                return {2: "RGB", 3: "P", 4: "LA", 6: "RGBA"}.get(colour)
+            if head[:2] != b"\xff\xd8":
+                return None
+            base, k = 0, 2  # `head` holds the file's bytes from `base`; `k` is relative to it
+            while True:
+                if k + 10 > len(head):  # the next segment's header lies past what was read
+                    f.seek(base + k)
+                    base, k = base + k, 0
+                    head = f.read(4096)
+                    if len(head) < 4:
+                        return None
+                if head[k] != 0xFF:
+                    return None
+                marker = head[k + 1]
+                if marker == 0xFF:  # fill byte
+                    k += 1
+                    continue
+                if marker == 0x01 or 0xD0 <= marker <= 0xD7:
+                    k += 2
+                    continue
+                if marker in (0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF):
+                    if k + 10 > len(head):
+                        return None
+                    return {1: "L", 3: "RGB", 4: "CMYK"}.get(head[k + 9])
+                length = int.from_bytes(head[k + 2 : k + 4], "big")
+                if marker in (0xD9, 0xDA) or length < 2:
+                    return None
+                k += 2 + length
+    except OSError:
+        return None
+
+
+def not_rgb(paths) -> tuple[str, str] | None:
+    """The first of `paths` that Pillow opens in another mode than RGB (a grey, CMYK, palette
+    or transparent image), with that mode; None when every one is RGB. JPEG and PNG headers
+    are read directly (about 15 µs a file), anything else by Pillow's lazy open."""
+    from PIL import Image
+
+    for path in paths:
+        mode = _sniffed_mode(path)
+        if mode is None:
+            try:
+                with Image.open(path) as im:  # Pillow's own: this thread is not probing
+                    mode = im.mode
+            except Exception:  # unreadable: the loader names it when it reads it
+                continue
+        if mode != "RGB":
+            return path, mode
+    return None
 
 
 #: Video readers a Dataset class may open, by module and name: while probing, opening one
@@ -434,11 +511,17 @@ def video_reader_in(dataset, index: int) -> ReadsVideo | None:
     return None
 
 
-def probe(dataset, indices: list[int] | None = None) -> tuple[list[tuple[str, int]], Any]:
+def _form_name(form: tuple[bool, bool]) -> str:
+    tensor, rgb = form
+    return ("a tensor" if tensor else "a PIL image") + (" in RGB" if rgb else " in the file's own mode")
+
+
+def probe(dataset, indices: list[int] | None = None) -> tuple[list[tuple[str, int]], Any, tuple[bool, bool]]:
     """The `(path, label)` of every index of `dataset` (or of `indices`, in that order), learnt by running its `__getitem__`
-    with lazy image opening and a stand-in transform, and the keys of the dicts it returns
-    (None for pairs). Raises `NeedsPixels` naming the user's line for code that needs pixels.
-    The global random generators are left as they were."""
+    with lazy image opening and a stand-in transform, the keys of the dicts it returns
+    (None for pairs), and how its code holds the images it gives the transform
+    (`LazyImage.form`: the same for every index). Raises `NeedsPixels` naming the user's line
+    for code that needs pixels. The global random generators are left as they were."""
     install()
     order = range(len(dataset)) if indices is None else indices
     n = len(order)
@@ -447,7 +530,7 @@ def probe(dataset, indices: list[int] | None = None) -> tuple[list[tuple[str, in
     transform = dataset.transform
     states = (torch.get_rng_state(), random.getstate())
     samples: list[tuple[str, int]] = []
-    layout = keys = None
+    layout = keys = form = None
     _probing.on = True
     dataset.transform = TransformStandIn()
     try:
@@ -458,7 +541,15 @@ def probe(dataset, indices: list[int] | None = None) -> tuple[list[tuple[str, in
                 layout, keys = shape, k
             elif (shape, k) != (layout, keys):
                 raise NeedsPixels(f"__getitem__({i}) returns another shape than __getitem__(0)")
-            samples.append((out[0].image.path if shape == "pair" else out[k[0]].image.path, label))
+            image = out[0].image if shape == "pair" else out[k[0]].image
+            if form is None:
+                form = image.form
+            elif image.form != form:
+                raise NeedsPixels(
+                    f"__getitem__({i}) holds its image as {_form_name(image.form)} and __getitem__({order[0]}) "
+                    f"as {_form_name(form)}"
+                )
+            samples.append((image.path, label))
         # The first indices again: a __getitem__ that picks its file at random cannot be
         # learnt once.
         for k in range(min(n, 3)):
@@ -474,7 +565,7 @@ def probe(dataset, indices: list[int] | None = None) -> tuple[list[tuple[str, in
         _probing.on = False
         torch.set_rng_state(states[0])
         random.setstate(states[1])
-    return samples, keys
+    return samples, keys, form
 
 
 def answer_on_this_thread() -> None:

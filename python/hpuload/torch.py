@@ -43,7 +43,7 @@ from torch.utils.data.dataloader import DataLoader as _TorchDataLoader
 from . import _arrays, _collate, _copy_paste, _detection, _hf, _hpuload, _malloc, _options, _probe, _tail, _video
 from ._fallback import FallbackReason, FallbackWarning
 from ._fallback import Unfit as _Unfit
-from ._transforms import Unsupported, translate_split
+from ._transforms import Unsupported, steps, translate_split
 from ._watch import TransformWatch as _TransformWatch
 from ._watch import describe as _describe
 from .sources import ImageFolder as _HpuFolder
@@ -325,6 +325,28 @@ def _listed_source(dataset, pipeline):
         raise _Unfit(
             "the ConcatDataset's parts hold different transform objects (hpuload runs one)", FallbackReason.TRANSFORM
         )
+
+    def probed(k: int, wanted):
+        try:
+            return _probe.probe(bases[k], wanted)
+        except _probe.ReadsVideo as e:
+            raise _reads_video(e) from e
+        except _probe.NeedsPixels as e:
+            raise _Unfit(str(e), D) from e
+        except AttributeError as e:
+            raise _Unfit(f"{type(bases[k]).__name__}'s transform cannot be stood in for while probing ({e})", D) from e
+
+    # How each part's code holds the image it gives the transform (`LazyImage.form`), from its
+    # first index: an ImageFolder a PIL image in RGB; a class of the user's may read a uint8
+    # tensor (torchvision's `read_image`), whose transform then runs as after `PILToTensor`.
+    forms = {
+        (False, True) if plain else probed(k, [min(used[k]) if used[k] else 0])[2]
+        for k, plain in enumerate(plains)
+        if plain or used[k] is None or used[k]
+    }
+    if len(forms) > 1:
+        raise _Unfit("the ConcatDataset's parts hold their images in different forms (PIL images, tensors)", D)
+    tensor, rgb = forms.pop() if forms else (False, True)
     watch = None
     if pipeline is not None:
         pipe, dtype = _pipeline(pipeline), "f32"
@@ -336,7 +358,12 @@ def _listed_source(dataset, pipeline):
                 raise Unsupported("the ImageFolder has a target_transform now")
             if any(b.transform is not bases[0].transform for b in bases):
                 raise Unsupported("the ConcatDataset's parts hold different transform objects now")
-            return translate_split(bases[0].transform)
+            transform = bases[0].transform
+            if tensor:
+                from torchvision import transforms as tv_transforms
+
+                transform = tv_transforms.Compose([tv_transforms.PILToTensor(), *steps(transform)])
+            return translate_split(transform)
 
         watch = _TransformWatch(lambda: bases[0].transform, translate_now)
         pipe, dtype, _ = watch.translated
@@ -346,20 +373,28 @@ def _listed_source(dataset, pipeline):
             each.append([(p, int(t)) for p, t in base.samples])
             continue
         wanted = None if used[k] is None else sorted(used[k])
-        try:
-            samples, base_keys = _probe.probe(base, wanted)
-        except _probe.ReadsVideo as e:
-            raise _reads_video(e) from e
-        except _probe.NeedsPixels as e:
-            raise _Unfit(str(e), D) from e
-        except AttributeError as e:
-            raise _Unfit(f"{type(base).__name__}'s transform cannot be stood in for while probing ({e})", D) from e
+        samples, base_keys, form = probed(k, wanted)
+        if form != (tensor, rgb):
+            raise _Unfit(f"{type(base).__name__}.__getitem__ holds its images in different forms for different indices", D)
         if k and base_keys != keys:
             raise _Unfit(f"the ConcatDataset's parts return samples of other shapes ({keys} and {base_keys})", D)
         keys = base_keys
         each.append(samples if wanted is None else dict(zip(wanted, samples)))
     samples = each[0] if picks is None else [each[k][j] for k, j in picks]
     _check_decodable(samples)
+    if not rgb:
+        # Opened without `.convert("RGB")` (or read in UNCHANGED mode): torch's loader gives
+        # each image in its file's own mode, which hpuload's RGB decode equals only for RGB
+        # files.
+        odd = _probe.not_rgb(p for p, _ in samples)
+        if odd is not None:
+            how = "torchvision's reader in its UNCHANGED mode" if tensor else 'Image.open without .convert("RGB")'
+            fix = "read it in ImageReadMode.RGB" if tensor else 'add .convert("RGB")'
+            raise _Unfit(
+                f"{odd[0]} is in mode {odd[1]}, which {how} keeps, while hpuload decodes every image to RGB "
+                f"({fix} in __getitem__ to run natively)",
+                D,
+            )
     named = [getattr(b, "classes", None) for b in bases]
     classes = named[0] if all(c == named[0] for c in named) else None
     classes = list(classes) if isinstance(classes, (list, tuple)) and all(isinstance(c, str) for c in classes) else []

@@ -137,9 +137,9 @@ def test_random_augmentation_of_a_users_dataset_is_drawn_natively_per_sample(jpe
     tf = T.Compose([T.RandomResizedCrop(48), T.RandomHorizontalFlip(), T.ToTensor()])
     ds = CsvImageDataset(tmp_path / "train.csv", tf)
     state, py_state = torch.get_rng_state(), random.getstate()
-    samples, keys = _probe.probe(ds)
+    samples, keys, form = _probe.probe(ds)
     assert torch.equal(state, torch.get_rng_state()) and py_state == random.getstate(), "probing drew nothing"
-    assert samples == ds.rows and keys is None and ds.transform is tf
+    assert samples == ds.rows and keys is None and form == (False, True) and ds.transform is tf
     loader = no_fallback(lambda: DataLoader(ds, batch_size=8, shuffle=True, seed=3))
     seen = []
     for x, y in loader:
@@ -194,6 +194,124 @@ def test_a_users_dataset_whose_transform_hpuload_cannot_run_falls_back_before_pr
     ds = CsvImageDataset(tmp_path / "train.csv", T.Compose([T.RandomPerspective(), T.CenterCrop(32), T.ToTensor()]))
     with pytest.warns(FallbackWarning, match="RandomPerspective"):
         DataLoader(ds, batch_size=4)
+
+
+class Unconverted(CsvImageDataset):
+    """`Image.open(path)` without `.convert("RGB")`: torch's loader gives each image in its
+    file's own mode (1 channel for a grey JPEG, 4 for an RGBA PNG)."""
+
+    def __getitem__(self, i):
+        path, label = self.rows[i]
+        return self.transform(Image.open(path)), label
+
+
+class ReadsTensors(CsvImageDataset):
+    """torchvision's reader, called through its module as most code does: the transform gets
+    a uint8 [C, H, W] tensor, in the file's own channels unless the mode says RGB."""
+
+    mode = None
+
+    def __getitem__(self, i):
+        import torchvision.io
+
+        path, label = self.rows[i]
+        if self.mode is None:
+            return self.transform(torchvision.io.read_image(path)), label
+        return self.transform(torchvision.io.decode_image(torchvision.io.read_file(path), mode=self.mode)), label
+
+
+def _with_one_file_not_rgb(jpeg_folder, tmp_path, mode):
+    """The CSV of `jpeg_folder` with its second file replaced by a copy in `mode` (a grey
+    JPEG, an RGBA or palette PNG)."""
+    folder = write_csv(jpeg_folder, tmp_path / "train.csv")
+    rows = [list(r) for r in folder.samples]
+    odd = tmp_path / ("odd.jpg" if mode == "L" else "odd.png")
+    Image.open(rows[1][0]).convert(mode).save(odd)
+    rows[1][0] = str(odd)
+    with open(tmp_path / "train.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["file", "label"])
+        w.writerows(rows)
+    return str(odd)
+
+
+def _same_batches(ds, **kwargs):
+    want = list(tud.DataLoader(ds, batch_size=4, **kwargs))
+    got = no_fallback(lambda: DataLoader(ds, batch_size=4, backend="cpu", **kwargs))
+    assert isinstance(got, DataLoader)
+    got = list(got)
+    assert len(got) == len(want)
+    for (x, y), (wx, wy) in zip(got, want):
+        assert x.shape == wx.shape and x.dtype == wx.dtype and torch.equal(y, wy)
+        assert torch.equal(x, wx)
+
+
+@pytest.mark.parametrize("mode", ["L", "RGBA", "P"])
+def test_images_opened_without_converting_to_rgb_go_to_torch_where_a_file_is_not_rgb(jpeg_folder, tmp_path, mode):
+    tf = T.Compose([T.CenterCrop(32), T.PILToTensor()])
+    # Every file RGB: the file's own mode is RGB, natively and exactly.
+    write_csv(jpeg_folder, tmp_path / "train.csv")
+    _same_batches(Unconverted(tmp_path / "train.csv", tf))
+    # One file grey, RGBA or a palette: torch's loader gives it in that mode (here a batch
+    # torch cannot stack); hpuload, which decodes to RGB, names the file and hands over.
+    odd = _with_one_file_not_rgb(jpeg_folder, tmp_path, mode)
+    with pytest.warns(FallbackWarning, match=rf"{odd} is in mode {mode},.*add \.convert\(\"RGB\"\)") as record:
+        loader = DataLoader(Unconverted(tmp_path / "train.csv", tf), batch_size=4)
+    assert record[0].message.reason is FallbackReason.DATASET
+    assert not isinstance(loader, DataLoader)
+
+
+def test_a_grey_dataset_opened_without_converting_gives_torchs_one_channel_batches(jpeg_folder, tmp_path):
+    write_csv(jpeg_folder, tmp_path / "train.csv")
+    ds = Unconverted(tmp_path / "train.csv", T.Compose([T.CenterCrop(32), T.ToTensor()]))
+    grey = tmp_path / "grey"
+    grey.mkdir()
+    for k, (path, label) in enumerate(ds.rows[:8]):
+        Image.open(path).convert("L").save(grey / f"{k}.jpg")
+        ds.rows[k] = (str(grey / f"{k}.jpg"), label)
+    ds.rows = ds.rows[:8]
+    with pytest.warns(FallbackWarning, match="is in mode L"):
+        loader = DataLoader(ds, batch_size=4)
+    assert next(iter(loader))[0].shape == (4, 1, 32, 32)
+
+
+@pytest.mark.parametrize("mode", [None, "RGB"])
+def test_a_dataset_reading_tensors_runs_its_transform_as_on_tensors_natively(jpeg_folder, tmp_path, mode):
+    from torchvision.io import ImageReadMode
+    from torchvision.transforms import v2
+
+    write_csv(jpeg_folder, tmp_path / "train.csv")
+    # A tensor resize differs from Pillow's, so the same batches show it ran as on tensors.
+    for tf in (
+        v2.Compose([v2.Resize((40, 52)), v2.RandomHorizontalFlip(0.0), v2.ToDtype(torch.float32, scale=True)]),
+        T.Compose([T.CenterCrop(40), T.ConvertImageDtype(torch.float)]),
+    ):
+        ds = ReadsTensors(tmp_path / "train.csv", tf)
+        ds.mode = mode and ImageReadMode.RGB
+        _same_batches(ds)
+
+
+def test_a_dataset_reading_tensors_in_their_own_mode_goes_to_torch_where_a_file_is_not_rgb(jpeg_folder, tmp_path):
+    from torchvision.transforms import v2
+
+    odd = _with_one_file_not_rgb(jpeg_folder, tmp_path, "L")
+    ds = ReadsTensors(tmp_path / "train.csv", v2.Compose([v2.Resize((40, 52)), v2.ToDtype(torch.float32, scale=True)]))
+    with pytest.warns(FallbackWarning, match=rf"{odd} is in mode L, which torchvision's reader in its UNCHANGED mode keeps"):
+        loader = DataLoader(ds, batch_size=4)
+    assert not isinstance(loader, DataLoader)
+
+
+def test_a_dataset_holding_pil_images_for_some_indices_and_tensors_for_others_goes_to_torch(jpeg_folder, tmp_path):
+    class Mixed(ReadsTensors):
+        def __getitem__(self, i):
+            if i % 2:
+                return super().__getitem__(i)
+            path, label = self.rows[i]
+            return self.transform(Image.open(path).convert("RGB")), label
+
+    write_csv(jpeg_folder, tmp_path / "train.csv")
+    with pytest.warns(FallbackWarning, match="holds its image as a tensor"):
+        DataLoader(Mixed(tmp_path / "train.csv", T.Compose([T.CenterCrop(32), T.PILToTensor()])), batch_size=4)
 
 
 @pytest.mark.parametrize("kind", ["imagefolder", "csv"])
