@@ -20,7 +20,7 @@ import random
 import sys
 import threading
 import traceback
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -160,65 +160,90 @@ def _rgb_mode(mode) -> bool:
 
 
 def _sniffed_mode(path: str) -> str | None:
-    """The mode Pillow opens a JPEG or PNG file in, from its header ("L", "RGB", "CMYK", "P",
-    ...), without Pillow: a JPEG's frame header gives its number of components, a PNG's
-    IHDR its colour type. None for any other file, or one this cannot read. Reads the file's
-    first 4 KiB, and past the segments before the frame header (an EXIF thumbnail) only the
-    next segment headers."""
+    """The mode Pillow opens a JPEG or PNG file in (`header_mode`), from its header alone."""
     try:
         with open(path, "rb") as f:
-            head = f.read(4096)
-            if head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR" and len(head) >= 26:
-                depth, colour = head[24], head[25]
-                if colour == 0:
-                    return {1: "1", 16: "I;16"}.get(depth, "L")
-                return {2: "RGB", 3: "P", 4: "LA", 6: "RGBA"}.get(colour)
-            if head[:2] != b"\xff\xd8":
-                return None
-            base, k = 0, 2  # `head` holds the file's bytes from `base`; `k` is relative to it
-            while True:
-                if k + 10 > len(head):  # the next segment's header lies past what was read
-                    f.seek(base + k)
-                    base, k = base + k, 0
-                    head = f.read(4096)
-                    if len(head) < 4:
-                        return None
-                if head[k] != 0xFF:
-                    return None
-                marker = head[k + 1]
-                if marker == 0xFF:  # fill byte
-                    k += 1
-                    continue
-                if marker == 0x01 or 0xD0 <= marker <= 0xD7:
-                    k += 2
-                    continue
-                if marker in (0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF):
-                    if k + 10 > len(head):
-                        return None
-                    return {1: "L", 3: "RGB", 4: "CMYK"}.get(head[k + 9])
-                length = int.from_bytes(head[k + 2 : k + 4], "big")
-                if marker in (0xD9, 0xDA) or length < 2:
-                    return None
-                k += 2 + length
+
+            def read(offset: int) -> bytes:
+                f.seek(offset)
+                return f.read(4096)
+
+            return header_mode(read)
     except OSError:
         return None
+
+
+def header_mode(read) -> str | None:
+    """The mode Pillow opens a JPEG or PNG image in ("L", "RGB", "CMYK", "P", ...), from its
+    header, without Pillow: a JPEG's frame header gives its number of components, a PNG's
+    IHDR its colour type. None for any other image, or one this cannot read. `read(offset)`
+    gives the image's bytes from `offset` on (a few KiB, or fewer at its end): the first
+    read, and past the segments before the frame header (an EXIF thumbnail) only reads of
+    the next segment headers."""
+    head = read(0)
+    if head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR" and len(head) >= 26:
+        depth, colour = head[24], head[25]
+        if colour == 0:
+            return {1: "1", 16: "I;16"}.get(depth, "L")
+        return {2: "RGB", 3: "P", 4: "LA", 6: "RGBA"}.get(colour)
+    if head[:2] != b"\xff\xd8":
+        return None
+    base, k = 0, 2  # `head` holds the image's bytes from `base`; `k` is relative to it
+    while True:
+        if k + 10 > len(head):  # the next segment's header lies past what was read
+            base, k = base + k, 0
+            head = read(base)
+            if len(head) < 4:
+                return None
+        if head[k] != 0xFF:
+            return None
+        marker = head[k + 1]
+        if marker == 0xFF:  # fill byte
+            k += 1
+            continue
+        if marker == 0x01 or 0xD0 <= marker <= 0xD7:
+            k += 2
+            continue
+        if marker in (0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF):
+            if k + 10 > len(head):
+                return None
+            return {1: "L", 3: "RGB", 4: "CMYK"}.get(head[k + 9])
+        length = int.from_bytes(head[k + 2 : k + 4], "big")
+        if marker in (0xD9, 0xDA) or length < 2:
+            return None
+        k += 2 + length
+
+
+def mode_of(path: str | None = None, data=None) -> str | None:
+    """The mode Pillow opens an image in, from the file at `path` or the bytes `data` (any
+    buffer): its header where `header_mode` reads it, else Pillow's lazy open. None where
+    neither can read it (the loader names such an image when it reads it)."""
+    import io
+
+    from PIL import Image
+
+    if data is not None:
+        view = memoryview(data)
+        mode = header_mode(lambda offset: bytes(view[offset : offset + 4096]))
+    else:
+        mode = _sniffed_mode(path)
+    if mode is None:
+        try:
+            # Pillow's own open: this thread is not probing.
+            with Image.open(io.BytesIO(bytes(data)) if data is not None else path) as im:
+                mode = im.mode
+        except Exception:
+            return None
+    return mode
 
 
 def not_rgb(paths) -> tuple[str, str] | None:
     """The first of `paths` that Pillow opens in another mode than RGB (a grey, CMYK, palette
     or transparent image), with that mode; None when every one is RGB. JPEG and PNG headers
     are read directly (about 15 µs a file), anything else by Pillow's lazy open."""
-    from PIL import Image
-
     for path in paths:
-        mode = _sniffed_mode(path)
-        if mode is None:
-            try:
-                with Image.open(path) as im:  # Pillow's own: this thread is not probing
-                    mode = im.mode
-            except Exception:  # unreadable: the loader names it when it reads it
-                continue
-        if mode != "RGB":
+        mode = mode_of(path)
+        if mode is not None and mode != "RGB":
             return path, mode
     return None
 
@@ -468,6 +493,18 @@ def _label(value) -> int | None:
     return None
 
 
+def label_type(value) -> Any:
+    """What a Dataset's label is, beyond its value (which `_label` reads): None for a Python
+    `int`, else the NumPy integer type or the 0-d tensor's dtype, which torch's
+    `default_collate` keeps (a batch of `np.int32` labels is an int32 tensor) and a
+    `collate_fn` sees."""
+    if isinstance(value, int):
+        return None
+    if isinstance(value, torch.Tensor):
+        return value.dtype
+    return type(value)
+
+
 def _shape(out) -> tuple[Any, Any, int]:
     """`(layout, keys, label)` of what `__getitem__` returned: `("pair", None, label)` for an
     `(image, label)` pair, `("dict", (image key, label key), label)` for a dict of the two."""
@@ -516,12 +553,25 @@ def _form_name(form: tuple[bool, bool]) -> str:
     return ("a tensor" if tensor else "a PIL image") + (" in RGB" if rgb else " in the file's own mode")
 
 
-def probe(dataset, indices: list[int] | None = None) -> tuple[list[tuple[str, int]], Any, tuple[bool, bool]]:
-    """The `(path, label)` of every index of `dataset` (or of `indices`, in that order), learnt by running its `__getitem__`
-    with lazy image opening and a stand-in transform, the keys of the dicts it returns
-    (None for pairs), and how its code holds the images it gives the transform
-    (`LazyImage.form`: the same for every index). Raises `NeedsPixels` naming the user's line
-    for code that needs pixels. The global random generators are left as they were."""
+class Probed(NamedTuple):
+    """What `probe` learns of a Dataset."""
+
+    #: `(path, label)` of each index probed.
+    samples: list[tuple[str, int]]
+    #: `(image key, label key)` of the dicts `__getitem__` returns; None for pairs.
+    keys: Any
+    #: How its code holds the images it gives the transform (`LazyImage.form`).
+    form: tuple[bool, bool]
+    #: What its labels are (`label_type`): None for Python ints.
+    label: Any
+
+
+def probe(dataset, indices: list[int] | None = None) -> Probed:
+    """What running `dataset`'s `__getitem__` for every index (or for `indices`, in that
+    order) with lazy image opening and a stand-in transform tells: each one's file and
+    label, and the shape, image form and label type, which must be the same for every
+    index. Raises `NeedsPixels` naming the user's line for code that needs pixels. The
+    global random generators are left as they were."""
     install()
     order = range(len(dataset)) if indices is None else indices
     n = len(order)
@@ -531,6 +581,7 @@ def probe(dataset, indices: list[int] | None = None) -> tuple[list[tuple[str, in
     states = (torch.get_rng_state(), random.getstate())
     samples: list[tuple[str, int]] = []
     layout = keys = form = None
+    labels = set()
     _probing.on = True
     dataset.transform = TransformStandIn()
     try:
@@ -549,6 +600,7 @@ def probe(dataset, indices: list[int] | None = None) -> tuple[list[tuple[str, in
                     f"__getitem__({i}) holds its image as {_form_name(image.form)} and __getitem__({order[0]}) "
                     f"as {_form_name(form)}"
                 )
+            labels.add(label_type(out[1] if shape == "pair" else out[k[1]]))
             samples.append((image.path, label))
         # The first indices again: a __getitem__ that picks its file at random cannot be
         # learnt once.
@@ -565,7 +617,9 @@ def probe(dataset, indices: list[int] | None = None) -> tuple[list[tuple[str, in
         _probing.on = False
         torch.set_rng_state(states[0])
         random.setstate(states[1])
-    return samples, keys, form
+    if len(labels) > 1:
+        raise NeedsPixels(f"__getitem__ gives labels of several types ({', '.join(sorted(map(str, labels)))})")
+    return Probed(samples, keys, form, labels.pop())
 
 
 def answer_on_this_thread() -> None:

@@ -347,6 +347,7 @@ def _listed_source(dataset, pipeline):
     if len(forms) > 1:
         raise _Unfit("the ConcatDataset's parts hold their images in different forms (PIL images, tensors)", D)
     tensor, rgb = forms.pop() if forms else (False, True)
+    label_types = set()
     watch = None
     if pipeline is not None:
         pipe, dtype = _pipeline(pipeline), "f32"
@@ -371,9 +372,11 @@ def _listed_source(dataset, pipeline):
     for k, (base, plain) in enumerate(zip(bases, plains)):
         if plain:
             each.append([(p, int(t)) for p, t in base.samples])
+            label_types.add(None)
             continue
         wanted = None if used[k] is None else sorted(used[k])
-        samples, base_keys, form = probed(k, wanted)
+        samples, base_keys, form, label_type = probed(k, wanted)
+        label_types.add(label_type)
         if form != (tensor, rgb):
             raise _Unfit(f"{type(base).__name__}.__getitem__ holds its images in different forms for different indices", D)
         if k and base_keys != keys:
@@ -398,8 +401,37 @@ def _listed_source(dataset, pipeline):
     named = [getattr(b, "classes", None) for b in bases]
     classes = named[0] if all(c == named[0] for c in named) else None
     classes = list(classes) if isinstance(classes, (list, tuple)) and all(isinstance(c, str) for c in classes) else []
+    if len(label_types) > 1:
+        raise _Unfit("the ConcatDataset's parts give labels of different types", D)
     source = {"source": _options.SamplesSource(samples, classes), "sample_keys": keys, "watch": watch}
+    source["labels_as"] = _LabelsAs.of(label_types.pop())
     return source, pipe, dtype, classes or None
+
+
+class _LabelsAs:
+    """Labels as a Dataset gives them, where not as Python ints: `batch` is the labels'
+    tensor in the dtype torch's `default_collate` gives them (int32 for `np.int32` labels,
+    the tensors' own dtype for 0-d tensors), `items` each label as the Dataset's own type for
+    a `collate_fn`."""
+
+    def __init__(self, make, dtype: torch.dtype):
+        self.make, self.dtype = make, dtype
+
+    @classmethod
+    def of(cls, kind) -> "_LabelsAs | None":
+        if kind is None:
+            return None
+        if isinstance(kind, torch.dtype):
+            return cls(lambda v: torch.tensor(v, dtype=kind), kind)
+        import numpy as np
+
+        return cls(kind, torch.from_numpy(np.zeros(0, dtype=kind)).dtype)
+
+    def batch(self, labels: torch.Tensor) -> torch.Tensor:
+        return labels if labels.dtype == self.dtype else labels.to(self.dtype)
+
+    def items(self, values: list) -> list:
+        return [self.make(v) for v in values]
 
 
 def _parts(dataset) -> tuple[list, list[tuple[int, int]] | None]:
@@ -570,8 +602,11 @@ class _Loader:
         tail_workers=0,
         fallback_args=((), {}),
         grey=False,
+        labels_as=None,
     ):
         self.dataset = dataset
+        #: The Dataset's labels are not Python ints (`_LabelsAs`); None: they are.
+        self._labels_as = labels_as
         #: The images are grey (MNIST's): the batch's first channel of the three hpuload
         #: makes, as `[N, 1, H, W]` (or `[N, H, W, 1]`).
         self._grey = grey
@@ -982,9 +1017,10 @@ class _Loader:
             # Every sample's output written into one shared batch: what default_collate would
             # stack, without the copy; a collate_fn gets its rows.
             if collate is None:
-                labels = torch.tensor(targets)
+                labels = self._label_batch(torch.tensor(targets))
                 return (outs, labels) if keys is None else {keys[0]: outs, keys[1]: labels}
             outs = list(outs.unbind(0))
+        targets = self._label_items(targets)
         if self._clip_samples is not None:
             samples = self._clip_samples.tuples(outs, targets, indices)
         elif keys is None:
@@ -995,6 +1031,14 @@ class _Loader:
             return tud.default_collate(samples)
         with self._seeded(epoch, step):
             return collate(samples)
+
+    def _label_batch(self, labels: torch.Tensor) -> torch.Tensor:
+        """A batch's labels in the dtype default_collate gives the Dataset's labels."""
+        return labels if self._labels_as is None else self._labels_as.batch(labels)
+
+    def _label_items(self, labels: list) -> list:
+        """A batch's labels as the Dataset gives them, for a collate_fn."""
+        return labels if self._labels_as is None else self._labels_as.items(labels)
 
     def _seeded(self, epoch: int, step: int):
         """Where a collate_fn runs: the global generators seeded from (seed, epoch, step)."""
@@ -1112,9 +1156,10 @@ class _Loader:
                     # Several views of each image: a list of batches, one per view.
                     per_view = split(images)
                     if collate is None:
+                        labels = self._label_batch(labels)
                         yield (per_view, labels) if keys is None else {keys[0]: per_view, keys[1]: labels}
                     else:
-                        targets = labels.tolist()
+                        targets = self._label_items(labels.tolist())
                         crops = [list(c) for c in zip(*(v.unbind(0) for v in per_view))]
                         if keys is None:
                             samples = list(zip(crops, targets))
@@ -1156,11 +1201,12 @@ class _Loader:
                 elif collate is None:
                     # What default_collate makes of the samples.
                     _collate.mark(images)
+                    labels = self._label_batch(labels)
                     yield (images, labels) if keys is None else {keys[0]: images, keys[1]: labels}
                 else:
                     # Views of the pinned batch, one per sample: nothing is copied before the
                     # user's code runs, and default_collate's stack of them is the batch.
-                    targets = labels.tolist()
+                    targets = self._label_items(labels.tolist())
                     if self._clip_samples is not None:
                         clips, indices = self._clip_samples, self.last_indices
                         samples = lambda views: clips.tuples(views, targets, indices)  # noqa: E731
@@ -1293,6 +1339,7 @@ def _common(dataset, a: dict, own: dict):
     clip_layout = source.pop("native_layout", None)
     clips_expected = source.pop("clips_expected", None)
     grey = source.pop("grey", False)
+    labels_as = source.pop("labels_as", None)
     output = own.get("output", "dict")
     if output not in ("dict", "pair"):
         raise ValueError(f"output={output!r}: give 'dict' or 'pair'")
@@ -1341,6 +1388,7 @@ def _common(dataset, a: dict, own: dict):
         clip_samples=clip_samples,
         clips_expected=clips_expected,
         grey=grey,
+        labels_as=labels_as,
     )
 
 

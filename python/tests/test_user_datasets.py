@@ -137,9 +137,9 @@ def test_random_augmentation_of_a_users_dataset_is_drawn_natively_per_sample(jpe
     tf = T.Compose([T.RandomResizedCrop(48), T.RandomHorizontalFlip(), T.ToTensor()])
     ds = CsvImageDataset(tmp_path / "train.csv", tf)
     state, py_state = torch.get_rng_state(), random.getstate()
-    samples, keys, form = _probe.probe(ds)
+    samples, keys, form, label = _probe.probe(ds)
     assert torch.equal(state, torch.get_rng_state()) and py_state == random.getstate(), "probing drew nothing"
-    assert samples == ds.rows and keys is None and form == (False, True) and ds.transform is tf
+    assert samples == ds.rows and keys is None and form == (False, True) and label is None and ds.transform is tf
     loader = no_fallback(lambda: DataLoader(ds, batch_size=8, shuffle=True, seed=3))
     seen = []
     for x, y in loader:
@@ -312,6 +312,41 @@ def test_a_dataset_holding_pil_images_for_some_indices_and_tensors_for_others_go
     write_csv(jpeg_folder, tmp_path / "train.csv")
     with pytest.warns(FallbackWarning, match="holds its image as a tensor"):
         DataLoader(Mixed(tmp_path / "train.csv", T.Compose([T.CenterCrop(32), T.PILToTensor()])), batch_size=4)
+
+
+class TypedLabels(CsvImageDataset):
+    """Labels as NumPy scalars or 0-d tensors: torch's default_collate keeps their dtype, and a
+    collate_fn sees them as they are."""
+
+    make = staticmethod(int)
+
+    def __getitem__(self, i):
+        path, label = self.rows[i]
+        return self.transform(Image.open(path).convert("RGB")), self.make(label)
+
+
+def _label_collate(batch):
+    return torch.stack([x for x, _ in batch]), [y for _, y in batch]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [np.int32, np.int64, np.uint8, lambda y: torch.tensor(y), lambda y: torch.tensor(y, dtype=torch.int32)],
+    ids=["np.int32", "np.int64", "np.uint8", "tensor", "tensor-int32"],
+)
+@pytest.mark.parametrize("tail", [False, True])
+def test_labels_keep_the_type_the_dataset_gives_them_in_batches_and_in_a_collate_fn(jpeg_folder, tmp_path, make, tail):
+    write_csv(jpeg_folder, tmp_path / "train.csv")
+    steps = [T.CenterCrop(32), T.PILToTensor()] + ([T.Lambda(lambda x: x + 1)] if tail else [])
+    ds = TypedLabels(tmp_path / "train.csv", T.Compose(steps))
+    ds.make = make
+    _same_batches(ds)
+    want = list(tud.DataLoader(ds, batch_size=4, collate_fn=_label_collate))
+    got = list(no_fallback(lambda: DataLoader(ds, batch_size=4, collate_fn=_label_collate)))
+    for (x, ys), (wx, wys) in zip(got, want):
+        assert [type(y) for y in ys] == [type(y) for y in wys]
+        assert [getattr(y, "dtype", None) for y in ys] == [getattr(y, "dtype", None) for y in wys]
+        assert [int(y) for y in ys] == [int(y) for y in wys]
 
 
 @pytest.mark.parametrize("kind", ["imagefolder", "csv"])
