@@ -275,10 +275,131 @@ class _AppliesCheck:
         seen = (fn, found, repr(transform) if processor else None)
         if self.seen is not None and self.seen[0] is fn and self.seen[1] is found and self.seen[2] == seen[2]:
             return
-        self._check(fn, transform, 1e-5 if processor else 0.0)
+        within = 1e-5 if processor else 0.0
+        self._check(fn, transform, within)
         if processor and getattr(found, "do_convert_rgb", None):
             self._check_transparency(fn, found, transform)
+        self._check_modes(fn, transform, within)
         self.seen = seen
+
+    def _check_modes(self, fn, transform, within: float) -> None:
+        """hpuload decodes every image to RGB, as `convert("RGB")` does; a function that hands
+        the transform each image in its own mode gives a grey image one channel and an RGBA
+        one four. Shown by handing the function a batch of one row whose image is grey,
+        a palette, RGBA (opaque) and CMYK in turn: where every result is the transform of the
+        image in RGB, the function converts; else every image the dataset reads must be RGB
+        (`_first_not_rgb`), or the loader goes to torch's."""
+        import random
+
+        import numpy as np
+
+        raw = self.dataset.with_format(None)
+        if not len(raw):
+            return
+        first = rgb = None
+        for row in _rows_to_check(len(raw)):
+            try:
+                first = raw[row]
+                rgb = first[self.image_column].convert("RGB").resize((64, 48))
+                break
+            except Exception:  # a damaged row: the loader names and skips it when read
+                continue
+        states = (torch.get_rng_state(), random.getstate(), np.random.get_state())
+
+        def draws_from(seed: int):
+            torch.manual_seed(seed)
+            random.seed(seed)
+            np.random.seed(seed)
+
+        converts = rgb is not None
+        try:
+            for seed, mode in enumerate(("L", "P", "RGBA", "CMYK")) if converts else ():
+                image = rgb.convert(mode)
+                batch = {k: [v] for k, v in first.items()}
+                batch[self.image_column] = [image]
+                try:
+                    draws_from(seed)
+                    got = fn(batch)[self.keys[0]][0]
+                    draws_from(seed)
+                    want = transform(image.convert("RGB"))
+                except Exception:
+                    converts = False
+                    break
+                if not (
+                    isinstance(got, torch.Tensor)
+                    and isinstance(want, torch.Tensor)
+                    and got.shape == want.shape
+                    and got.dtype == want.dtype
+                    and bool(((got - want).abs() <= within).all())
+                ):
+                    converts = False
+                    break
+        finally:
+            torch.set_rng_state(states[0])
+            random.setstate(states[1])
+            np.random.set_state(states[2])
+        if converts:
+            return
+        odd = self._first_not_rgb()
+        if odd is not None:
+            name = getattr(fn, "__name__", type(fn).__name__)
+            raise Unfit(
+                f"{name} (the dataset's transform) hands it each image in its own mode, and row {odd[0]} is "
+                f"in mode {odd[1]}, while hpuload decodes every image to RGB (convert the images to RGB in "
+                "it to run natively)",
+                FallbackReason.TRANSFORM,
+            )
+
+    def _first_not_rgb(self) -> tuple[int, str] | None:
+        """The first row the dataset reads whose image is not RGB, with its mode, read from the
+        image's header in the table (its bytes where they are embedded, else its file):
+        about 5 µs a row with the bytes embedded."""
+        import bisect
+
+        import numpy as np
+        import pyarrow as pa
+
+        from ._probe import mode_of
+
+        column = self.dataset.data.column(self.image_column)
+        chunks = [c for c in column.chunks if len(c)]
+        starts, at = [], 0
+        for c in chunks:
+            starts.append(at)
+            at += len(c)
+        indices = self.dataset._indices
+        rows = indices.column(0).to_pylist() if indices is not None else range(at)
+        opened: dict[int, tuple] = {}
+
+        def chunk(k: int) -> tuple:
+            """A chunk's bytes (offsets, data, validity) and paths, without a Python object per row."""
+            if k not in opened:
+                c = chunks[k]
+                fields = {c.type.field(i).name: a for i, a in enumerate(c.flatten())}
+                b = fields["bytes"]
+                data = b.buffers()[2]
+                opened.clear()  # rows come mostly in order: one chunk's arrays at a time
+                opened[k] = (
+                    np.frombuffer(b.buffers()[1], dtype=np.int64 if pa.types.is_large_binary(b.type) else np.int32)[b.offset : b.offset + len(b) + 1],
+                    memoryview(data) if data is not None else None,
+                    b.is_valid().to_numpy(zero_copy_only=False),
+                    fields["path"],
+                )
+            return opened[k]
+
+        for row, global_row in enumerate(rows):
+            k = bisect.bisect_right(starts, global_row) - 1
+            j = global_row - starts[k]
+            offsets, data, valid, paths = chunk(k)
+            if valid[j] and data is not None:
+                mode = mode_of(data=data[offsets[j] : offsets[j + 1]])
+            elif paths[j].is_valid:
+                mode = mode_of(paths[j].as_py())
+            else:
+                continue
+            if mode is not None and mode != "RGB":
+                return row, mode
+        return None
 
     def _check_transparency(self, fn, processor, transform) -> None:
         """A processor that converts to RGB itself (`do_convert_rgb`) lays transparent pixels

@@ -285,6 +285,56 @@ def test_a_dataset_function_changed_to_do_more_sends_the_next_epoch_to_torch(hf)
     assert all(torch.allclose(b, a * 2 - 1) for (a, _), (b, _) in zip(first, second))
 
 
+def _as_opened(batch):
+    """A function that hands the transform each image as the table holds it, unconverted."""
+    batch["pixel_values"] = [EVAL(im) for im in batch["image"]]
+    return batch
+
+
+def test_a_function_that_does_not_convert_to_rgb_runs_natively_where_every_row_is_rgb(hf):
+    ds, _ = hf
+    _, collate = example_transforms(EVAL)
+    ds.set_transform(_as_opened)
+    want = [(b["pixel_values"], b["labels"]) for b in torch.utils.data.DataLoader(ds, batch_size=8, collate_fn=collate)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(ds, batch_size=8, collate_fn=collate, backend="cpu")
+    assert_same([(b["pixel_values"], b["labels"]) for b in loader], want)
+
+
+@pytest.mark.parametrize("mode", ["L", "RGBA"])
+@pytest.mark.parametrize("embedded", [False, True])
+def test_a_function_that_does_not_convert_to_rgb_goes_to_torch_where_a_row_is_not_rgb(jpeg_folder, tmp_path, mode, embedded):
+    """hpuload decodes every image to RGB; torch's loader hands such a function a grey image
+    as one channel and an RGBA one as four. A row outside the five the function is checked
+    on shows it, read from the image's header (a file's, or the bytes the table embeds)."""
+    import shutil
+
+    from PIL import Image
+
+    root = tmp_path / "images"
+    shutil.copytree(jpeg_folder, root)
+    files = sorted(root.rglob("*.jpg"))
+    odd = files[3]
+    Image.open(odd).convert(mode).save(odd.with_suffix(".png"))
+    odd.unlink()
+    ds = datasets.load_dataset("imagefolder", data_dir=str(root), split="train", cache_dir=str(tmp_path / "cache"))
+    if embedded:
+        ds.save_to_disk(str(tmp_path / "saved"))
+        ds = datasets.load_from_disk(str(tmp_path / "saved"))
+    _, collate = example_transforms(EVAL)
+    ds.set_transform(_as_opened)
+    with pytest.warns(FallbackWarning, match=f"_as_opened .* hands it each image in its own mode, and row \\d+ is in mode {mode}"):
+        loader = DataLoader(ds, batch_size=4, collate_fn=collate)
+    assert not isinstance(loader, DataLoader)
+    # The same function converting first runs natively.
+    fn, collate = example_transforms(EVAL)
+    ds.set_transform(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        assert isinstance(DataLoader(ds, batch_size=4, collate_fn=collate), DataLoader)
+
+
 def processor_transforms(processor, convert=True):
     """The Hugging Face fine-tuning recipes' function: the image processor over the batch's
     images (converted to RGB first, or as they are), the labels renamed as the model takes
