@@ -397,7 +397,8 @@ def translate_detection(transform) -> tuple[str, str, bool]:
         elif _is(t, "ToPureTensor"):
             pure = True
         else:
-            op = _pixel_op(t)
+            # On a PIL image torchvision runs Pillow's own arithmetic (ImageEnhance, byte HSV).
+            op = _pixel_op(t, pil=image_type is PIL.Image.Image)
             if op is None:
                 raise Unsupported(f"transform {type(t).__module__}.{name} is not one hpuload implements for detection")
             if resize is None and not (geometry or flip):

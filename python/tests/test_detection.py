@@ -336,6 +336,16 @@ def test_a_fixed_resize_without_antialiasing_gives_the_datasets_own_samples_exac
     _gives_the_datasets_own_samples(coco_png, steps)
 
 
+@pytest.mark.parametrize(
+    "op", [T.ColorJitter(hue=(0.1, 0.1)), T.ColorJitter(brightness=(1.3, 1.3)), T.RandomAutocontrast(1.0), T.RandomGrayscale(1.0)]
+)
+def test_pixel_ops_on_a_pil_image_run_pillows_arithmetic_in_a_detection_pipeline(coco_png, op):
+    """After a resize of the PIL image (the reference's PIL backend), torchvision runs a pixel
+    op with Pillow (the hue through its byte HSV, ImageEnhance): hpuload ran its tensor
+    arithmetic there, up to 9 levels off for the hue (session 65's detection sweep)."""
+    _gives_the_datasets_own_samples(coco_png, [T.Resize((72, 96)), op, T.ToImage()])
+
+
 @pytest.mark.parametrize("flip", [False, True])
 def test_a_resize_alone_moves_the_boxes_with_the_image(coco_png, flip):
     """No detection op but the resize (and a flip): the boxes are scaled (and mirrored) as
