@@ -21,8 +21,8 @@ from torchvision.transforms import v2
 from torchvision.transforms import InterpolationMode as IM
 from hpuload.torch import DataLoader
 torch.manual_seed(0)
-ROOT = sys.argv[1]
-only = sys.argv[2] if len(sys.argv) > 2 else None
+ROOT = sys.argv[1] if __name__ == "__main__" else None
+only = sys.argv[2] if __name__ == "__main__" and len(sys.argv) > 2 else None
 N, B, L = IM.NEAREST, IM.BILINEAR, IM.BICUBIC
 
 def cases():
@@ -131,11 +131,16 @@ def run(name, tf):
     flag = "BAD " if worst > 1.0 else "ok  "
     return f"{flag}max {worst:.2f} (sample {where}), >1: {npx}/{tot}, off: {100 * off / max(tot, 1):.2f}% {ws}"
 
-for name, tf in cases():
-    if only and only not in name:
-        continue
-    try:
-        r = run(name, tf)
-    except Exception as e:
-        r = f"REF-ERROR {type(e).__name__}: {str(e)[:150]}"
-    print(f"{name:55s} {r}", flush=True)
+def main():
+    for name, tf in cases():
+        if only and only not in name:
+            continue
+        try:
+            r = run(name, tf)
+        except Exception as e:
+            r = f"REF-ERROR {type(e).__name__}: {str(e)[:150]}"
+        print(f"{name:55s} {r}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
