@@ -347,7 +347,6 @@ def _listed_source(dataset, pipeline):
     if len(forms) > 1:
         raise _Unfit("the ConcatDataset's parts hold their images in different forms (PIL images, tensors)", D)
     tensor, rgb = forms.pop() if forms else (False, True)
-    label_types = set()
     watch = None
     if pipeline is not None:
         pipe, dtype = _pipeline(pipeline), "f32"
@@ -368,44 +367,85 @@ def _listed_source(dataset, pipeline):
 
         watch = _TransformWatch(lambda: bases[0].transform, translate_now)
         pipe, dtype, _ = watch.translated
-    each, keys = [], None
-    for k, (base, plain) in enumerate(zip(bases, plains)):
-        if plain:
-            each.append([(p, int(t)) for p, t in base.samples])
-            label_types.add(None)
-            continue
-        wanted = None if used[k] is None else sorted(used[k])
-        samples, base_keys, form, label_type = probed(k, wanted)
-        label_types.add(label_type)
-        if form != (tensor, rgb):
-            raise _Unfit(f"{type(base).__name__}.__getitem__ holds its images in different forms for different indices", D)
-        if k and base_keys != keys:
-            raise _Unfit(f"the ConcatDataset's parts return samples of other shapes ({keys} and {base_keys})", D)
-        keys = base_keys
-        each.append(samples if wanted is None else dict(zip(wanted, samples)))
-    samples = each[0] if picks is None else [each[k][j] for k, j in picks]
-    _check_decodable(samples)
-    if not rgb:
-        # Opened without `.convert("RGB")` (or read in UNCHANGED mode): torch's loader gives
-        # each image in its file's own mode, which hpuload's RGB decode equals only for RGB
-        # files.
-        odd = _probe.not_rgb(p for p, _ in samples)
-        if odd is not None:
-            how = "torchvision's reader in its UNCHANGED mode" if tensor else 'Image.open without .convert("RGB")'
-            fix = "read it in ImageReadMode.RGB" if tensor else 'add .convert("RGB")'
-            raise _Unfit(
-                f"{odd[0]} is in mode {odd[1]}, which {how} keeps, while hpuload decodes every image to RGB "
-                f"({fix} in __getitem__ to run natively)",
-                D,
-            )
+    def collect():
+        """`(samples, keys, label type)` of the dataset as it is now: its parts' samples, read
+        again (an ImageFolder's list, a class's `__getitem__` probed), under its Subsets'
+        indices now. At the build, and at each epoch's start (`_SamplesWatch`)."""
+        now_bases, now_picks = _parts(dataset)
+        if len(now_bases) != len(bases) or any(a is not b for a, b in zip(now_bases, bases)):
+            raise _Unfit("the datasets the loader reads from were replaced inside its Subsets or ConcatDataset", D)
+        now_used: list[set[int] | None] = [None] * len(bases)
+        if now_picks is not None:
+            now_used = [set() for _ in bases]
+            for k, j in now_picks:
+                now_used[k].add(j)
+        each, keys, label_types = [], None, set()
+        for k, (base, plain) in enumerate(zip(bases, plains)):
+            if plain:
+                each.append([(p, int(t)) for p, t in base.samples])
+                label_types.add(None)
+                continue
+            wanted = None if now_used[k] is None else sorted(now_used[k])
+            samples, base_keys, form, label_type = probed(k, wanted)
+            label_types.add(label_type)
+            if form != (tensor, rgb):
+                raise _Unfit(f"{type(base).__name__}.__getitem__ holds its images in different forms for different indices", D)
+            if k and base_keys != keys:
+                raise _Unfit(f"the ConcatDataset's parts return samples of other shapes ({keys} and {base_keys})", D)
+            keys = base_keys
+            each.append(samples if wanted is None else dict(zip(wanted, samples)))
+        samples = each[0] if now_picks is None else [each[k][j] for k, j in now_picks]
+        _check_decodable(samples)
+        if not rgb:
+            # Opened without `.convert("RGB")` (or read in UNCHANGED mode): torch's loader gives
+            # each image in its file's own mode, which hpuload's RGB decode equals only for RGB
+            # files.
+            odd = _probe.not_rgb(p for p, _ in samples)
+            if odd is not None:
+                how = "torchvision's reader in its UNCHANGED mode" if tensor else 'Image.open without .convert("RGB")'
+                fix = "read it in ImageReadMode.RGB" if tensor else 'add .convert("RGB")'
+                raise _Unfit(
+                    f"{odd[0]} is in mode {odd[1]}, which {how} keeps, while hpuload decodes every image to RGB "
+                    f"({fix} in __getitem__ to run natively)",
+                    D,
+                )
+        if len(label_types) > 1:
+            raise _Unfit("the ConcatDataset's parts give labels of different types", D)
+        return samples, keys, label_types.pop()
+
+    samples, keys, label_type = collect()
     named = [getattr(b, "classes", None) for b in bases]
     classes = named[0] if all(c == named[0] for c in named) else None
     classes = list(classes) if isinstance(classes, (list, tuple)) and all(isinstance(c, str) for c in classes) else []
-    if len(label_types) > 1:
-        raise _Unfit("the ConcatDataset's parts give labels of different types", D)
     source = {"source": _options.SamplesSource(samples, classes), "sample_keys": keys, "watch": watch}
-    source["labels_as"] = _LabelsAs.of(label_types.pop())
+    source["labels_as"] = _LabelsAs.of(label_type)
+    source["samples_watch"] = _SamplesWatch(collect, samples, keys, label_type, classes)
     return source, pipe, dtype, classes or None
+
+
+class _SamplesWatch:
+    """A Dataset's files and labels, read again at each epoch's start: torch's loader starts
+    its worker processes anew each epoch (unless `persistent_workers`), so a script that
+    relabels its samples (pseudo-labels, a cleaned label list), swaps their files or changes a
+    Subset's indices between epochs gets the new ones from the next epoch; with hpuload too.
+    `changed()` gives the new `SamplesSource` when they differ, None when not; `_Unfit`
+    where the dataset can no longer run natively."""
+
+    def __init__(self, collect, samples, keys, label_type, classes):
+        self.collect, self.samples, self.shape, self.classes = collect, samples, (keys, label_type), classes
+
+    def changed(self):
+        samples, keys, label_type = self.collect()
+        if (keys, label_type) != self.shape:
+            raise _Unfit("the dataset's samples now have another shape or label type", FallbackReason.DATASET)
+        if samples == self.samples:
+            return None
+        if len(samples) != len(self.samples):
+            raise _Unfit(
+                f"the dataset now holds {len(samples)} samples, not {len(self.samples)}", FallbackReason.DATASET
+            )
+        self.samples = samples
+        return _options.SamplesSource(samples, self.classes)
 
 
 class _LabelsAs:
@@ -483,20 +523,29 @@ def _array_source(dataset, pipeline):
     channels (every op hpuload runs treats the channels alike, as Pillow's on an "L" image)
     and handed out as their first. `None` for any other dataset."""
     base, indices = _detection._unwrap_subsets(dataset)
-    found = _arrays.images_of(base)
-    if found is None:
+    if _arrays.images_of(base) is None:
         return None
-    data, labels = found
     D = FallbackReason.DATASET
     name = type(base).__name__
-    if indices is not None:
-        data, labels = data[indices], [labels[i] for i in indices]
-    if len(labels) == 0:
-        raise _Unfit(f"the {name} has no images", D)
-    if base.target_transform is not None:
-        labels = [base.target_transform(y) for y in labels]
-    if not all(isinstance(y, int) for y in labels):
-        raise _Unfit(f"the {name}'s labels are not integers (its target_transform)", D)
+
+    def collect():
+        """The images and labels the dataset holds now, under its Subsets' indices now."""
+        now_base, indices = _detection._unwrap_subsets(dataset)
+        found = _arrays.images_of(now_base) if now_base is base else None
+        if found is None:
+            raise _Unfit(f"the {name} the loader reads from was replaced, or no longer holds its images", D)
+        data, labels = found
+        if indices is not None:
+            data, labels = data[indices], [labels[i] for i in indices]
+        if len(labels) == 0:
+            raise _Unfit(f"the {name} has no images", D)
+        if base.target_transform is not None:
+            labels = [base.target_transform(y) for y in labels]
+        if not all(isinstance(y, int) for y in labels):
+            raise _Unfit(f"the {name}'s labels are not integers (its target_transform)", D)
+        return data, labels
+
+    data, labels = collect()
     height, width, channels = (int(v) for v in data.shape[1:])
     grey = channels == 1
     watch = None
@@ -515,7 +564,42 @@ def _array_source(dataset, pipeline):
     classes = getattr(base, "classes", None)
     classes = list(classes) if isinstance(classes, (list, tuple)) and all(isinstance(c, str) for c in classes) else []
     source = _options.ArraySource(name, data.tobytes(), (height, width, channels), labels, classes)
-    return {"source": source, "sample_keys": None, "watch": watch, "grey": grey}, pipe, dtype, classes or None
+    found = {"source": source, "sample_keys": None, "watch": watch, "grey": grey}
+    found["samples_watch"] = _ArraysWatch(collect, source, data)
+    return found, pipe, dtype, classes or None
+
+
+class _ArraysWatch:
+    """An in-memory dataset's images and labels, read again at each epoch's start, as
+    `_SamplesWatch` reads a listed one's: labels compared whole, images by a CRC-32 of the
+    array (about 0.1 s for CIFAR's 150 MB)."""
+
+    def __init__(self, collect, source, data):
+        self.collect, self.source, self.crc = collect, source, self._crc(data)
+
+    @staticmethod
+    def _crc(data) -> int:
+        import zlib
+
+        import numpy as np
+
+        return zlib.crc32(memoryview(np.ascontiguousarray(data)).cast("B"))
+
+    def changed(self):
+        data, labels = self.collect()
+        old = self.source
+        if len(labels) != len(old.labels) or tuple(int(v) for v in data.shape[1:]) != old.shape:
+            raise _Unfit(
+                f"the {old.name} now holds {len(labels)} images of {tuple(data.shape[1:])}, not {len(old.labels)} "
+                f"of {old.shape}",
+                FallbackReason.DATASET,
+            )
+        crc = self._crc(data)
+        if labels == old.labels and crc == self.crc:
+            return None
+        self.crc = crc
+        self.source = dataclasses.replace(old, pixels=data.tobytes(), labels=labels)
+        return self.source
 
 
 def _coco_source(dataset, pipeline, max_boxes):
@@ -603,8 +687,13 @@ class _Loader:
         fallback_args=((), {}),
         grey=False,
         labels_as=None,
+        samples_watch=None,
     ):
         self.dataset = dataset
+        #: The dataset's files and labels, read again at each epoch's start (`_SamplesWatch`);
+        #: None: nothing to read again (hpuload's own sources, or torch's worker processes
+        #: kept, which see the dataset as it was).
+        self._samples_watch = samples_watch
         #: The Dataset's labels are not Python ints (`_LabelsAs`); None: they are.
         self._labels_as = labels_as
         #: The images are grey (MNIST's): the batch's first channel of the three hpuload
@@ -737,6 +826,7 @@ class _Loader:
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         self._follow_transform()
+        self._follow_samples()
         if self._torch is not None:
             return iter(self._torch)
         return self._iterate(self._current_epoch())
@@ -856,6 +946,30 @@ class _Loader:
         except _hpuload.PipelineError as e:
             self._to_torch(f"the dataset's transform is now {_describe(now)}, which hpuload cannot run: {e}")
             return
+        self._core.stop()
+        self._core = core
+        self._options = options
+
+    def _follow_samples(self) -> None:
+        """At an epoch's start after the first: the dataset's files and labels as they are now
+        (`_SamplesWatch`); changed ones rebuild the Rust loader, and a dataset hpuload can no
+        longer run (another length, a sample that needs pixels) goes to torch's DataLoader with
+        a `FallbackWarning` naming why."""
+        w = self._samples_watch
+        if w is None or self._torch is not None:
+            return
+        if not getattr(w, "started", False):
+            w.started = True  # the first epoch reads what the build read
+            return
+        try:
+            source = w.changed()
+        except _Unfit as e:
+            self._to_torch(f"the dataset changed after the loader was built: {e}")
+            return
+        if source is None:
+            return
+        options = dataclasses.replace(self._options, source=source)
+        core = _hpuload.Loader(dataclasses.replace(options, resume=self._pending_resume))
         self._core.stop()
         self._core = core
         self._options = options
@@ -1275,9 +1389,11 @@ class DataLoader(_Loader):
 
     Torch's arguments: `shuffle`, a `RandomSampler`, `SequentialSampler` or `DistributedSampler`
     as `sampler`, `drop_last`, `generator` (seeds shuffle and augmentation), `num_workers`
-    (threads; 0 means one per core), `prefetch_factor` (batches ahead), `timeout`. `pin_memory`,
-    `persistent_workers`, `worker_init_fn` and `multiprocessing_context` have nothing to act on
-    (buffers are always page-locked when the OS allows; there are no worker processes).
+    (threads; 0 means one per core), `prefetch_factor` (batches ahead), `timeout`,
+    `persistent_workers` (with workers, the dataset's files and labels are read once, as
+    torch's kept workers keep them; else again at each epoch's start). `pin_memory`,
+    `worker_init_fn` and `multiprocessing_context` have nothing to act on (buffers are always
+    page-locked when the OS allows; there are no worker processes).
     A `collate_fn` is called on each batch as a list of `(image, label)` pairs whose images are
     views of the pinned batch (no copy before the user's code), so `lambda b:
     mixupcutmix(*default_collate(b))` works unchanged. Any other sampler (torchvision's
@@ -1340,6 +1456,10 @@ def _common(dataset, a: dict, own: dict):
     clips_expected = source.pop("clips_expected", None)
     grey = source.pop("grey", False)
     labels_as = source.pop("labels_as", None)
+    samples_watch = source.pop("samples_watch", None)
+    if a.get("persistent_workers") and a.get("num_workers"):
+        # torch's workers, started once, keep the dataset as it was then.
+        samples_watch = None
     output = own.get("output", "dict")
     if output not in ("dict", "pair"):
         raise ValueError(f"output={output!r}: give 'dict' or 'pair'")
@@ -1389,6 +1509,7 @@ def _common(dataset, a: dict, own: dict):
         clips_expected=clips_expected,
         grey=grey,
         labels_as=labels_as,
+        samples_watch=samples_watch,
     )
 
 

@@ -233,3 +233,19 @@ def test_pixel_ops_before_any_crop_run_natively_on_the_images_whole(flavour):
     ds = in_memory(datasets.CIFAR10, 20, tf, seed=6)
     x, _ = next(iter(native(ds, batch_size=20)))
     assert torch.equal(x, torch.stack([ds[i][0] for i in range(20)]))
+
+
+def test_labels_and_images_changed_between_epochs_are_read_from_the_next_epoch():
+    """Noisy-label methods relabel CIFAR between epochs (`dataset.targets = corrected`), and
+    some change its images: torch's loader, starting its workers anew each epoch, reads them;
+    so does hpuload (it copied them once at the build, and kept them, before)."""
+    ds = in_memory(datasets.CIFAR10, 12, T.PILToTensor(), seed=4)
+    loader = native(ds, batch_size=4, num_workers=2)
+    first = [(x.clone(), y.clone()) for x, y in loader]
+    ds.targets = [(t + 1) % 10 for t in ds.targets]
+    ds.data[3] = 255 - ds.data[3]
+    second = [(x.clone(), y.clone()) for x, y in loader]
+    want = list(torch.utils.data.DataLoader(ds, batch_size=4))
+    assert not torch.equal(first[0][1], want[0][1])
+    for (x, y), (wx, wy) in zip(second, want):
+        assert torch.equal(x, wx) and torch.equal(y, wy)

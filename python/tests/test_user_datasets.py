@@ -349,6 +349,66 @@ def test_labels_keep_the_type_the_dataset_gives_them_in_batches_and_in_a_collate
         assert [int(y) for y in ys] == [int(y) for y in wys]
 
 
+def _epoch(loader):
+    return [(x.clone(), y.clone()) for x, y in loader]
+
+
+def _equal_epochs(a, b):
+    assert len(a) == len(b)
+    for (x, y), (wx, wy) in zip(a, b):
+        assert torch.equal(y, wy) and torch.equal(x, wx)
+
+
+@pytest.mark.parametrize("kind", ["imagefolder", "csv", "subset"])
+def test_files_and_labels_changed_between_epochs_are_read_from_the_next_epoch(jpeg_folder, tmp_path, kind):
+    """Pseudo-labelling, a cleaned label list, a Subset's indices redrawn: torch's loader
+    starts its workers anew each epoch and reads the dataset as it is then; so does hpuload
+    (it read the files and labels once at the build, and kept them, before)."""
+    tf = T.Compose([T.CenterCrop(32), T.PILToTensor()])
+    folder = write_csv(jpeg_folder, tmp_path / "train.csv")
+    if kind == "imagefolder":
+        ds = datasets.ImageFolder(jpeg_folder, tf)
+    else:
+        ds = CsvImageDataset(tmp_path / "train.csv", tf)
+    if kind == "subset":
+        ds = tud.Subset(ds, list(range(0, 30, 2)))
+    loader = no_fallback(lambda: DataLoader(ds, batch_size=4, backend="cpu", num_workers=2))
+    _equal_epochs(_epoch(loader), _epoch(tud.DataLoader(ds, batch_size=4)))
+    if kind == "imagefolder":
+        ds.samples = [(p, (t + 1) % 3) for p, t in ds.samples]
+        ds.samples[0] = (ds.samples[5][0], ds.samples[0][1])  # another file too
+    elif kind == "csv":
+        ds.rows = [(p, t + 7) for p, t in ds.rows]
+        ds.rows[0] = ds.rows[5]
+    else:
+        ds.indices = list(range(1, 31, 2))
+    _equal_epochs(_epoch(loader), _epoch(tud.DataLoader(ds, batch_size=4, num_workers=2)))
+    assert isinstance(loader, DataLoader) and loader._torch is None, "still native"
+    del folder
+
+
+def test_a_dataset_grown_between_epochs_goes_to_torch_naming_it(jpeg_folder, tmp_path):
+    write_csv(jpeg_folder, tmp_path / "train.csv")
+    ds = CsvImageDataset(tmp_path / "train.csv", T.Compose([T.CenterCrop(32), T.PILToTensor()]))
+    loader = no_fallback(lambda: DataLoader(ds, batch_size=4, backend="cpu"))
+    _epoch(loader)
+    ds.rows = ds.rows + ds.rows[:6]
+    with pytest.warns(FallbackWarning, match=rf"now holds {len(ds.rows)} samples, not {len(ds.rows) - 6}"):
+        again = _epoch(loader)
+    _equal_epochs(again, _epoch(tud.DataLoader(ds, batch_size=4)))
+
+
+def test_with_persistent_workers_the_dataset_is_kept_as_torchs_workers_keep_it(jpeg_folder, tmp_path):
+    write_csv(jpeg_folder, tmp_path / "train.csv")
+    ds = CsvImageDataset(tmp_path / "train.csv", T.Compose([T.CenterCrop(32), T.PILToTensor()]))
+    theirs = tud.DataLoader(ds, batch_size=4, num_workers=2, persistent_workers=True)
+    ours = no_fallback(lambda: DataLoader(ds, batch_size=4, backend="cpu", num_workers=2, persistent_workers=True))
+    _equal_epochs(_epoch(ours), _epoch(theirs))
+    ds.rows = [(p, t + 7) for p, t in ds.rows]
+    _equal_epochs(_epoch(ours), _epoch(theirs))
+    assert _epoch(theirs)[0][1].max() < 7, "torch's kept workers read the rows as they were"
+
+
 @pytest.mark.parametrize("kind", ["imagefolder", "csv"])
 def test_random_split_subsets_run_natively_over_the_chosen_indices(png_folder, tmp_path, kind):
     if kind == "csv":
