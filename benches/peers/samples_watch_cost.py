@@ -83,7 +83,7 @@ def main():
             csv.writer(f).writerows(folder.samples)
         out = {
             "images": len(folder),
-            "ImageFolder changed() s": round(watch_seconds(folder), 4),
+            "ImageFolder changed() s": round(watch_seconds(folder), 6),
             "CSV class changed() s": round(watch_seconds(CsvDataset(path, TRAIN)), 4),
             "CIFAR-10 epoch s": cifar_epochs(),
         }

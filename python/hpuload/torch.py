@@ -367,6 +367,8 @@ def _listed_source(dataset, pipeline):
 
         watch = _TransformWatch(lambda: bases[0].transform, translate_now)
         pipe, dtype, _ = watch.translated
+    folder_lists: dict = {}  # part -> (its list as read, as samples); "checked" -> samples
+
     def collect():
         """`(samples, keys, label type)` of the dataset as it is now: its parts' samples, read
         again (an ImageFolder's list, a class's `__getitem__` probed), under its Subsets'
@@ -382,7 +384,14 @@ def _listed_source(dataset, pipeline):
         each, keys, label_types = [], None, set()
         for k, (base, plain) in enumerate(zip(bases, plains)):
             if plain:
-                each.append([(p, int(t)) for p, t in base.samples])
+                # An ImageFolder's list as it was last time (a shallow copy: its tuples
+                # compare by identity first) keeps its samples' list, and the comparison of
+                # the whole with the last one is one of the same objects.
+                raw, listed = folder_lists.get(k, (None, None))
+                if raw is None or base.samples != raw:
+                    raw, listed = list(base.samples), [(p, int(t)) for p, t in base.samples]
+                    folder_lists[k] = (raw, listed)
+                each.append(listed)
                 label_types.add(None)
                 continue
             wanted = None if now_used[k] is None else sorted(now_used[k])
@@ -395,7 +404,12 @@ def _listed_source(dataset, pipeline):
             keys = base_keys
             each.append(samples if wanted is None else dict(zip(wanted, samples)))
         samples = each[0] if now_picks is None else [each[k][j] for k, j in now_picks]
+        if len(bases) == 1 and plains[0] and samples is folder_lists.get("checked"):
+            # The same ImageFolder list as checked last time: nothing to check again.
+            return samples, keys, label_types.pop()
         _check_decodable(samples)
+        if plains == [True]:
+            folder_lists["checked"] = samples
         if not rgb:
             # Opened without `.convert("RGB")` (or read in UNCHANGED mode): torch's loader gives
             # each image in its file's own mode, which hpuload's RGB decode equals only for RGB
