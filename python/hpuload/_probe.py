@@ -193,7 +193,7 @@ def header_mode(read) -> str | None:
         if k + 10 > len(head):  # the next segment's header lies past what was read
             base, k = base + k, 0
             head = read(base)
-            if len(head) < 4:
+            if len(head) < 10:  # no room left for a frame header
                 return None
         if head[k] != 0xFF:
             return None

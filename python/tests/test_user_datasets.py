@@ -220,6 +220,39 @@ class ReadsTensors(CsvImageDataset):
         return self.transform(torchvision.io.decode_image(torchvision.io.read_file(path), mode=self.mode)), label
 
 
+def test_the_header_mode_reader_answers_every_damaged_header_without_raising_or_looping(jpeg_folder):
+    """`_probe.header_mode` reads untrusted bytes: a real JPEG's and PNG's first bytes cut at
+    every length, and 3000 seeded mutations of them (bytes flipped, segment lengths made 0,
+    1 or huge), each give a mode or None, never an exception or an endless loop."""
+    import itertools
+
+    from PIL import Image
+
+    jpeg = next(iter(sorted(jpeg_folder.rglob("*.jpg")))).read_bytes()
+    buf = io.BytesIO()
+    Image.open(io.BytesIO(jpeg)).convert("RGBA").save(buf, "PNG")
+    rng = random.Random(7)
+    heads = [jpeg[:700], buf.getvalue()[:100]]
+    cases = [h[:n] for h in heads for n in range(len(h) + 1)]
+    for _ in range(3000):
+        data = bytearray(rng.choice(heads))
+        for _ in range(rng.randint(1, 4)):
+            at = rng.randrange(len(data))
+            data[at] = rng.choice([0, 1, 2, 0xFF, 0xD8, 0xC0, 0xDA, rng.randrange(256)])
+        cases.append(bytes(data[: rng.randint(0, len(data))]))
+    for data in itertools.chain(cases):
+        reads = 0
+
+        def read(offset, data=data):
+            nonlocal reads
+            reads += 1
+            assert reads < 1000, "no progress"
+            return data[offset : offset + 16]  # small reads: every refill path
+
+        assert _probe.header_mode(read) in (None, "1", "L", "I;16", "RGB", "P", "LA", "RGBA", "CMYK")
+    assert _probe.mode_of(data=jpeg) == "RGB" and _probe.mode_of(data=buf.getvalue()) == "RGBA"
+
+
 def _with_one_file_not_rgb(jpeg_folder, tmp_path, mode):
     """The CSV of `jpeg_folder` with its second file replaced by a copy in `mode` (a grey
     JPEG, an RGBA or palette PNG)."""
