@@ -25,6 +25,9 @@ drop-in (only the import differs), timed over full passes.
                blur (p 1.0, 0.1, 0.5) and solarize (0.2, second global crop), Normalize; the
                batch is a list of 10 tensors. Written here after DINO's main_dino.py and
                utils.py (its own GaussianBlur and Solarization classes).
+  open_clip    open_clip's training transform (`image_transform(224, is_train=True)`:
+               bicubic RandomResizedCrop with scale 0.9-1, its MaybeConvertMode and
+               MaybeToTensor classes, CLIP's Normalize), as CLIP fine-tuning scripts use it.
 
 usage: python recipes.py --loader torch|hpuload --recipe RECIPE --data DIR
        [--workers 2] [--batch 256] [--epochs 2]
@@ -246,6 +249,12 @@ def dino(root):
     return datasets.ImageFolder(root, DinoMultiCrop()), dict(shuffle=True)
 
 
+def open_clip_train(root):
+    from open_clip.transform import image_transform
+
+    return datasets.ImageFolder(root, image_transform(224, is_train=True)), dict(shuffle=True)
+
+
 RECIPES = {
     "resnet50_v2": resnet50_v2,
     "reference_tensor": reference_tensor,
@@ -257,6 +266,7 @@ RECIPES = {
     "timm_3a": timm_policy("3a"),
     "dino": dino,
     "deit3": deit3,
+    "open_clip": open_clip_train,
 }
 
 

@@ -139,3 +139,72 @@ def user_pixel_op(t: Any) -> dict | None:
         torch.set_rng_state(saved[1])
         if np is not None:
             np.random.set_state(saved[2])
+
+
+def _watched(t: Any, check: Callable) -> bool:
+    """Whether `t`, a step of the user's own, passes `check(image, result)` on RGB test images
+    up to the size of a photo, drawing nothing from Python's, torch's or NumPy's generators
+    (which are left as they were)."""
+    import torch
+
+    if not callable(t) or isinstance(t, type):
+        return False
+    module = type(t).__module__ or ""
+    if module.startswith(("torchvision", "timm", "hpuload")) and type(t).__name__ != "Lambda":
+        return False
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover
+        np = None
+    images = _images()
+    images.append(images[-1].resize((500, 375)))
+    saved = (random.getstate(), torch.get_rng_state(), np.random.get_state() if np is not None else None)
+    try:
+        for img in images:
+            before = (random.getstate(), torch.get_rng_state(), np.random.get_state()[1].copy() if np is not None else None)
+            try:
+                got = t(img.copy())
+            except Exception:
+                return False
+            if random.getstate() != before[0] or not torch.equal(torch.get_rng_state(), before[1]):
+                return False
+            if np is not None and not np.array_equal(np.random.get_state()[1], before[2]):
+                return False
+            if not check(img, got):
+                return False
+        return True
+    finally:
+        random.setstate(saved[0])
+        torch.set_rng_state(saved[1])
+        if np is not None:
+            np.random.set_state(saved[2])
+
+
+def keeps_rgb_images(t: Any) -> bool:
+    """Whether `t`, a step of the user's own (a function, a `Lambda`, a class), gives each RGB
+    PIL image back unchanged: open_clip's `MaybeConvertMode` and `_convert_to_rgb`, the
+    `Lambda(lambda im: im.convert("RGB"))` of many scripts, a placeholder `lambda x: x`.
+    Inside the part of a transform hpuload runs, images are RGB at every step (decoded so, as
+    the Dataset's own `convert("RGB")` or the check of its files' modes ensures, and no step
+    there makes another mode), so such a step changes nothing. Each result must equal the
+    image, byte for byte (`_watched`)."""
+    from PIL import Image
+
+    def same(img, got) -> bool:
+        return isinstance(got, Image.Image) and got.mode == "RGB" and got.size == img.size and got.tobytes() == img.tobytes()
+
+    return _watched(t, same)
+
+
+def acts_as_to_tensor(t: Any) -> bool:
+    """Whether `t`, a step of the user's own, gives what torchvision's `ToTensor` gives each
+    RGB PIL image (a float32 `[3, H, W]` tensor of the bytes over 255): open_clip's
+    `MaybeToTensor`, a subclass of `ToTensor` with a `__call__` of its own (`_watched`)."""
+    import torch
+    from torchvision.transforms import functional as F
+
+    def same(img, got) -> bool:
+        want = F.to_tensor(img)
+        return type(got) is torch.Tensor and got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
+
+    return _watched(t, same)

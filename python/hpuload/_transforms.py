@@ -651,6 +651,15 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
                 if _is(seen, "Resize") and dtype is None:
                     raise Unsupported(f"{name} resizes a uint8 clip (recognised on float clips only)")
                 t = seen
+        if not video and dtype is None and not image_tensor and (_is(t, "Lambda") or not _known(t)):
+            from ._behaviour import acts_as_to_tensor, keeps_rgb_images
+
+            if keeps_rgb_images(t):
+                continue  # a conversion to RGB (or nothing) on an RGB image: nothing to run
+            if acts_as_to_tensor(t):
+                from torchvision import transforms as tv_transforms
+
+                t, name = tv_transforms.ToTensor(), "ToTensor"
         if layout != "TCHW":
             raise Unsupported(f"{name} after the permute to [C, T, H, W]")
         # Video: flips, the float conversion and Normalize commute with a crop.

@@ -65,7 +65,7 @@ def test_a_transform_hpuload_cannot_run_sends_the_loader_to_torch_naming_it(jpeg
     next(iter(loader))
     # Nothing translates before the Lambda (a tail after a native crop would stay on hpuload:
     # test_python_tail.py).
-    marked = T.Compose([T.Lambda(lambda im: im), T.RandomResizedCrop(32), T.ToTensor(), T.Lambda(lambda x: x * 0 + 0.25)])
+    marked = T.Compose([T.Lambda(lambda im: im.rotate(90)), T.RandomResizedCrop(32), T.ToTensor(), T.Lambda(lambda x: x * 0 + 0.25)])
     loader.dataset.transform = marked
     with pytest.warns(FallbackWarning, match=r"Compose\(\[Lambda, RandomResizedCrop, ToTensor, Lambda\]\)") as record:
         batches = list(loader)

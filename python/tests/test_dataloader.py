@@ -205,7 +205,7 @@ def test_habana_loader_pads_the_last_batch_only_when_asked_and_marks_the_padding
     [
         # Translated whole but for handing the PIL image over: no Python step to name.
         (T.Resize(20), None),
-        (T.Compose([T.Resize(20), T.Lambda(lambda x: x)]), "runs natively only up to its Lambda"),
+        (T.Compose([T.Resize(20), T.Lambda(lambda x: x.rotate(90))]), "runs natively only up to its Lambda"),
     ],
 )
 def test_a_transform_of_varying_shape_falls_back_saying_why_and_what_kept_it_short(jpeg_folder, transform, names):

@@ -194,7 +194,7 @@ def test_recognising_a_multi_crop_transform_draws_nothing_and_refuses_one_that_r
 
 def test_a_view_hpuload_cannot_run_falls_back_naming_the_view(jpeg_folder):
     t = MultiCrop(local=1)
-    t.small = T.Compose([T.RandomResizedCrop(LOCAL), T.Lambda(lambda x: x), T.ToTensor()])
+    t.small = T.Compose([T.RandomResizedCrop(LOCAL), T.Lambda(lambda x: x.rotate(90)), T.ToTensor()])
     with pytest.warns(FallbackWarning, match="view 2 of MultiCrop"):
         loader = DataLoader(datasets.ImageFolder(jpeg_folder, t), batch_size=4)
     assert not isinstance(loader, ht.DataLoader)

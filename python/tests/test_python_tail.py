@@ -158,7 +158,7 @@ def test_a_transform_reassigned_to_one_with_a_tail_keeps_the_loader_and_runs_it(
 
 
 def test_a_transform_without_a_translatable_crop_or_resize_first_still_falls_back_naming_it(jpeg_folder):
-    transform = T.Compose([T.Lambda(lambda im: im), T.RandomResizedCrop(32), T.ToTensor()])
+    transform = T.Compose([T.Lambda(lambda im: im.rotate(90)), T.RandomResizedCrop(32), T.ToTensor()])
     with pytest.warns(FallbackWarning, match="Lambda"):
         loader = DataLoader(datasets.ImageFolder(jpeg_folder, transform), batch_size=8)
     assert isinstance(loader, tud.DataLoader) and not isinstance(loader, DataLoader)
@@ -346,3 +346,90 @@ def test_outputs_over_the_native_batch_are_copied_before_the_loader_writes_it_ag
         for (x, _), w in zip(batch, want):
             assert torch.equal(torch.as_tensor(x), w)
     assert tailed.report()["extra_buffers"] == 0
+
+
+def _convert_to_rgb(image):
+    """open_clip's step, between its crop and `ToTensor`."""
+    return image.convert("RGB")
+
+
+class ToRGB:
+    def __call__(self, image):
+        return image.convert("RGB")
+
+
+class MaybeConvertMode:
+    """open_clip 3's mode conversion (its `image_transform` since 2024)."""
+
+    def __call__(self, pic):
+        if isinstance(pic, (np.ndarray, torch.Tensor)):
+            return pic
+        return pic.convert("RGB")
+
+
+class MaybeToTensor(T.ToTensor):
+    """open_clip 3's conversion: a subclass of `ToTensor` with a `__call__` of its own."""
+
+    def __call__(self, pic):
+        if isinstance(pic, torch.Tensor):
+            return pic
+        return T.functional.to_tensor(pic)
+
+
+class ToTensorHalved(MaybeToTensor):
+    def __call__(self, pic):
+        return super().__call__(pic) / 2
+
+
+def _turned_when_large(image):
+    return image.transpose(Image.Transpose.FLIP_LEFT_RIGHT) if image.width > 300 else image
+
+
+def _exact_natively(folder, transform):
+    ds = datasets.ImageFolder(folder, transform)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        warnings.simplefilter("error", PythonTailWarning)
+        loader = DataLoader(ds, batch_size=4, backend="cpu")
+    got = torch.cat([x for x, _ in loader])
+    assert torch.equal(got, torch.stack([ds[i][0] for i in range(len(ds))]))
+
+
+@pytest.mark.parametrize(
+    "transform",
+    [
+        # open_clip's training and evaluation transforms
+        T.Compose([T.RandomResizedCrop(48, scale=(1, 1), ratio=(1, 1), interpolation=T.InterpolationMode.BICUBIC),
+                   _convert_to_rgb, T.ToTensor(), T.Normalize((0.48, 0.46, 0.41), (0.27, 0.26, 0.28))]),
+        T.Compose([T.Resize(48, interpolation=T.InterpolationMode.BICUBIC), T.CenterCrop(48), _convert_to_rgb,
+                   T.ToTensor(), T.Normalize((0.48, 0.46, 0.41), (0.27, 0.26, 0.28))]),
+        T.Compose([T.Lambda(lambda im: im.convert("RGB")), T.Resize(40), T.CenterCrop(40), T.ToTensor()]),
+        v2.Compose([v2.Lambda(lambda im: im.convert("RGB")), v2.CenterCrop(40), v2.PILToTensor()]),
+        T.Compose([ToRGB(), T.CenterCrop(40), T.Lambda(lambda x: x), T.PILToTensor()]),
+        T.Compose([T.Resize(48, interpolation=T.InterpolationMode.BICUBIC), T.CenterCrop(48), MaybeConvertMode(),
+                   MaybeToTensor(), T.Normalize((0.48, 0.46, 0.41), (0.27, 0.26, 0.28))]),
+    ],
+    ids=["open_clip_train", "open_clip_eval", "lambda_first", "v2_lambda", "class_and_identity", "open_clip_3_eval"],
+)
+def test_a_step_that_converts_rgb_images_to_rgb_runs_as_nothing_natively(png_folder, transform):
+    """A conversion to RGB of the user's own (a function, a Lambda, a class) on images that
+    are RGB there changes nothing, and a class that gives what `ToTensor` gives is one: they
+    used to run the rest in Python (open_clip's transforms) or send a Lambda placed first to
+    torch's loader."""
+    _exact_natively(png_folder, transform)
+
+
+def test_a_users_step_that_changes_some_rgb_images_still_runs_in_python(png_folder):
+    """Watched on images up to a photo's size: a step that turns only large images is no
+    conversion, and runs as the user's own code."""
+    ds = datasets.ImageFolder(png_folder, T.Compose([T.Resize((320, 340)), _turned_when_large, T.CenterCrop(40), T.PILToTensor()]))
+    with pytest.warns(PythonTailWarning, match="function"):
+        loader = DataLoader(ds, batch_size=4, backend="cpu")
+    assert torch.equal(torch.cat([x for x, _ in loader]), torch.stack([ds[i][0] for i in range(len(ds))]))
+
+
+def test_a_users_conversion_to_a_tensor_that_scales_otherwise_still_runs_in_python(png_folder):
+    ds = datasets.ImageFolder(png_folder, T.Compose([T.CenterCrop(40), ToTensorHalved()]))
+    with pytest.warns(PythonTailWarning, match="ToTensorHalved"):
+        loader = DataLoader(ds, batch_size=4, backend="cpu")
+    assert torch.equal(torch.cat([x for x, _ in loader]), torch.stack([ds[i][0] for i in range(len(ds))]))
