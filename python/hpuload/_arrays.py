@@ -93,11 +93,22 @@ def _every_op(value):
             yield from _every_op(inner)
 
 
-def translate(transform, height: int, width: int):
+def translate(transform, height: int, width: int, grey: bool = False):
     """`translate_split` of the dataset's transform, every image being `height x width`: as
     it is when it starts with a crop or resize; else (an evaluation `ToTensor`, `Normalize`;
     pixel ops before any crop) after a `CenterCrop` to that size, which keeps each image whole
-    and fixes the batch's shape."""
+    and fixes the batch's shape. `grey`: the images are grey ("L"), which steps of the user's
+    own are watched on (`_transforms.GREY_IMAGES`)."""
+    from ._transforms import GREY_IMAGES
+
+    token = GREY_IMAGES.set(grey)
+    try:
+        return _translate_whole(transform, height, width)
+    finally:
+        GREY_IMAGES.reset(token)
+
+
+def _translate_whole(transform, height: int, width: int):
     from torchvision import transforms as v1
     from torchvision.transforms import v2
 

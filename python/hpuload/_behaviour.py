@@ -141,10 +141,11 @@ def user_pixel_op(t: Any) -> dict | None:
             np.random.set_state(saved[2])
 
 
-def _watched(t: Any, check: Callable) -> bool:
+def _watched(t: Any, check: Callable, grey: bool = False) -> bool:
     """Whether `t`, a step of the user's own, passes `check(image, result)` on RGB test images
-    up to the size of a photo, drawing nothing from Python's, torch's or NumPy's generators
-    (which are left as they were)."""
+    up to the size of a photo (grey ones with `grey`: the images of MNIST and its kin),
+    drawing nothing from Python's, torch's or NumPy's generators (which are left as they
+    were)."""
     import torch
 
     if not callable(t) or isinstance(t, type):
@@ -158,6 +159,8 @@ def _watched(t: Any, check: Callable) -> bool:
         np = None
     images = _images()
     images.append(images[-1].resize((500, 375)))
+    if grey:
+        images = [img.convert("L") for img in images]
     saved = (random.getstate(), torch.get_rng_state(), np.random.get_state() if np is not None else None)
     try:
         for img in images:
@@ -180,23 +183,24 @@ def _watched(t: Any, check: Callable) -> bool:
             np.random.set_state(saved[2])
 
 
-def keeps_rgb_images(t: Any) -> bool:
+def keeps_rgb_images(t: Any, grey: bool = False) -> bool:
     """Whether `t`, a step of the user's own (a function, a `Lambda`, a class), gives each RGB
     PIL image back unchanged: open_clip's `MaybeConvertMode` and `_convert_to_rgb`, the
     `Lambda(lambda im: im.convert("RGB"))` of many scripts, a placeholder `lambda x: x`.
     Inside the part of a transform hpuload runs, images are RGB at every step (decoded so, as
     the Dataset's own `convert("RGB")` or the check of its files' modes ensures, and no step
     there makes another mode), so such a step changes nothing. Each result must equal the
-    image, byte for byte (`_watched`)."""
+    image, byte for byte (`_watched`). With `grey` (the images are grey there, as MNIST's) it
+    must give each grey image back unchanged, which a conversion to RGB does not."""
     from PIL import Image
 
     def same(img, got) -> bool:
-        return isinstance(got, Image.Image) and got.mode == "RGB" and got.size == img.size and got.tobytes() == img.tobytes()
+        return isinstance(got, Image.Image) and got.mode == img.mode and got.size == img.size and got.tobytes() == img.tobytes()
 
-    return _watched(t, same)
+    return _watched(t, same, grey)
 
 
-def acts_as_to_tensor(t: Any) -> bool:
+def acts_as_to_tensor(t: Any, grey: bool = False) -> bool:
     """Whether `t`, a step of the user's own, gives what torchvision's `ToTensor` gives each
     RGB PIL image (a float32 `[3, H, W]` tensor of the bytes over 255): open_clip's
     `MaybeToTensor`, a subclass of `ToTensor` with a `__call__` of its own (`_watched`)."""
@@ -207,4 +211,4 @@ def acts_as_to_tensor(t: Any) -> bool:
         want = F.to_tensor(img)
         return type(got) is torch.Tensor and got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
 
-    return _watched(t, same)
+    return _watched(t, same, grey)

@@ -19,6 +19,7 @@ Normalize; then RandomErasing.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import math
 from typing import Any
@@ -626,6 +627,11 @@ def translate(transform: Any, video: bool = False, clip_format: str = "TCHW"):
     return (pipeline, dtype, layout) if video else (pipeline, dtype)
 
 
+#: Set while a transform of grey images (MNIST's, `_arrays.translate`) is translated: a step
+#: of the user's own is then watched on grey images (`_behaviour`).
+GREY_IMAGES: contextvars.ContextVar[bool] = contextvars.ContextVar("GREY_IMAGES", default=False)
+
+
 def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, str, str, str]:
     """`(pipeline JSON, dtype, clip layout, what the last step gives)` for `all_steps`, or
     `Unsupported`. What the last step gives: "pil" (a PIL image: only with `open_end`, where
@@ -654,9 +660,10 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
         if not video and dtype is None and not image_tensor and (_is(t, "Lambda") or not _known(t)):
             from ._behaviour import acts_as_to_tensor, keeps_rgb_images
 
-            if keeps_rgb_images(t):
+            grey = GREY_IMAGES.get()
+            if keeps_rgb_images(t, grey):
                 continue  # a conversion to RGB (or nothing) on an RGB image: nothing to run
-            if acts_as_to_tensor(t):
+            if acts_as_to_tensor(t, grey):
                 from torchvision import transforms as tv_transforms
 
                 t, name = tv_transforms.ToTensor(), "ToTensor"

@@ -568,7 +568,7 @@ def _array_source(dataset, pipeline):
     else:
 
         def translate_now():
-            pipe, dtype, tail = _arrays.translate(base.transform, height, width)
+            pipe, dtype, tail = _arrays.translate(base.transform, height, width, grey)
             if grey:
                 _arrays.check_grey(pipe, tail, name)
             return pipe, dtype, tail

@@ -256,3 +256,20 @@ def test_labels_and_images_changed_between_epochs_are_read_from_the_next_epoch()
     assert not torch.equal(second[1][0], want[1][0])
     for (x, y), (wx, wy) in zip(third, want):
         assert torch.equal(x, wx) and torch.equal(y, wy)
+
+
+def _convert_to_rgb(image):
+    return image.convert("RGB")
+
+
+def test_a_conversion_to_rgb_of_mnists_grey_images_is_not_taken_for_nothing():
+    """On RGB images a step that converts to RGB changes nothing and runs as nothing; on
+    MNIST's grey images it makes three channels, so there it goes to torch's loader, which
+    gives them, while a step that changes nothing at all still runs natively."""
+    ds = mnist_like(datasets.MNIST, 8, T.Compose([_convert_to_rgb, T.ToTensor()]))
+    with pytest.warns(FallbackWarning, match="grey"):
+        loader = DataLoader(ds, batch_size=4)
+    assert next(iter(loader))[0].shape == (4, 3, 28, 28)
+    ds = mnist_like(datasets.MNIST, 8, T.Compose([T.CenterCrop(20), T.Lambda(lambda x: x), T.ToTensor()]))
+    x, _ = next(iter(native(ds, batch_size=8)))
+    assert torch.equal(x, torch.stack([ds[i][0] for i in range(8)]))
