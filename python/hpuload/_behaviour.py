@@ -13,6 +13,7 @@ restored afterwards.
 
 from __future__ import annotations
 
+import contextlib
 import random
 from typing import Any, Callable
 
@@ -113,8 +114,6 @@ def _behaves_as(t: Any, model: Callable, images: list) -> bool:
 
 def user_pixel_op(t: Any) -> dict | None:
     """The pipeline op a user's pixel transform on PIL images behaves as, or None."""
-    import torch
-
     if not callable(t) or isinstance(t, type):
         return None
     module = type(t).__module__ or ""
@@ -123,17 +122,26 @@ def user_pixel_op(t: Any) -> dict | None:
     candidates = _candidates(t)
     if not candidates:
         return None
+    with _generators_kept():
+        images = _images()
+        for op, model in candidates:
+            if _behaves_as(t, model, images):
+                return op
+        return None
+
+
+@contextlib.contextmanager
+def _generators_kept():
+    """Python's, torch's and NumPy's global generators, as they were before, after the block."""
+    import torch
+
     try:
         import numpy as np
     except ImportError:  # pragma: no cover
         np = None
     saved = (random.getstate(), torch.get_rng_state(), np.random.get_state() if np is not None else None)
     try:
-        images = _images()
-        for op, model in candidates:
-            if _behaves_as(t, model, images):
-                return op
-        return None
+        yield
     finally:
         random.setstate(saved[0])
         torch.set_rng_state(saved[1])
@@ -161,8 +169,7 @@ def _watched(t: Any, check: Callable, grey: bool = False) -> bool:
     images.append(images[-1].resize((500, 375)))
     if grey:
         images = [img.convert("L") for img in images]
-    saved = (random.getstate(), torch.get_rng_state(), np.random.get_state() if np is not None else None)
-    try:
+    with _generators_kept():
         for img in images:
             before = (random.getstate(), torch.get_rng_state(), np.random.get_state()[1].copy() if np is not None else None)
             try:
@@ -176,11 +183,6 @@ def _watched(t: Any, check: Callable, grey: bool = False) -> bool:
             if not check(img, got):
                 return False
         return True
-    finally:
-        random.setstate(saved[0])
-        torch.set_rng_state(saved[1])
-        if np is not None:
-            np.random.set_state(saved[2])
 
 
 def keeps_rgb_images(t: Any, grey: bool = False) -> bool:
