@@ -859,7 +859,7 @@ class _Loader:
             return n // b if self.drop_last else -(-n // b)
         return len(self._core)
 
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def __iter__(self) -> Iterator[list[torch.Tensor]]:
         self._follow_transform()
         self._follow_samples()
         if self._torch is not None:
@@ -1167,7 +1167,7 @@ class _Loader:
             # stack, without the copy; a collate_fn gets its rows.
             if collate is None:
                 labels = self._label_batch(torch.tensor(targets))
-                return (outs, labels) if keys is None else {keys[0]: outs, keys[1]: labels}
+                return [outs, labels] if keys is None else {keys[0]: outs, keys[1]: labels}
             outs = list(outs.unbind(0))
         targets = self._label_items(targets)
         if self._clip_samples is not None:
@@ -1316,7 +1316,7 @@ class _Loader:
                     per_view = split(images)
                     if collate is None:
                         labels = self._label_batch(labels)
-                        yield (per_view, labels) if keys is None else {keys[0]: per_view, keys[1]: labels}
+                        yield [per_view, labels] if keys is None else {keys[0]: per_view, keys[1]: labels}
                     else:
                         targets = self._label_items(labels.tolist())
                         crops = [list(c) for c in zip(*(v.unbind(0) for v in per_view))]
@@ -1361,7 +1361,7 @@ class _Loader:
                     # What default_collate makes of the samples.
                     _collate.mark(images)
                     labels = self._label_batch(labels)
-                    yield (images, labels) if keys is None else {keys[0]: images, keys[1]: labels}
+                    yield [images, labels] if keys is None else {keys[0]: images, keys[1]: labels}
                 else:
                     # Views of the pinned batch, one per sample: nothing is copied before the
                     # user's code runs, and default_collate's stack of them is the batch.

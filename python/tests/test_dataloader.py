@@ -551,3 +551,16 @@ def test_webdataset_shards_made_by_make_shards_feed_the_drop_in(jpeg_folder, tmp
     loader = DataLoader(hpuload.WebDataset(pattern, pipeline="resnet50_eval"), batch_size=8, shuffle=True, seed=1)
     labels = sorted(torch.cat([y for _, y in loader]).tolist())
     assert labels == sorted(t for _, t in folder(jpeg_folder).samples), "every sample once, same labels"
+
+
+def test_a_batch_of_pairs_is_a_list_as_default_collate_makes_it(jpeg_folder):
+    """torch's default_collate turns a batch of `(image, label)` tuples into a list, which
+    training loops index into and assign to (`batch[0] = batch[0].half()`)."""
+    from torchvision import datasets as tv_datasets
+
+    ds = tv_datasets.ImageFolder(jpeg_folder, T.Compose([T.CenterCrop(32), T.ToTensor()]))
+    want = next(iter(torch.utils.data.DataLoader(ds, batch_size=4)))
+    for kw in ({}, {"num_workers": 2}):
+        batch = next(iter(DataLoader(ds, batch_size=4, **kw)))
+        assert type(batch) is type(want) is list
+        batch[0] = batch[0].half()
