@@ -505,25 +505,43 @@ def label_type(value) -> Any:
     return type(value)
 
 
-def _shape(out) -> tuple[Any, Any, int]:
-    """`(layout, keys, label)` of what `__getitem__` returned: `("pair", None, label)` for an
-    `(image, label)` pair, `("dict", (image key, label key), label)` for a dict of the two."""
-    if isinstance(out, (tuple, list)) and len(out) == 2 and isinstance(out[0], Recorded):
+def _plain(value) -> bool:
+    """A value after the label that hpuload hands out as the Dataset gave it: a number, a
+    string, a NumPy scalar or a 0-d tensor (what `default_collate` makes a tensor or a list
+    of)."""
+    if isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, torch.Tensor):
+        return value.dim() == 0 and not value.requires_grad
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(value, (np.integer, np.floating, np.bool_))
+
+
+def _shape(out) -> tuple[Any, Any, int, tuple]:
+    """`(layout, keys, label, extras)` of what `__getitem__` returned: `("pair", None, label,
+    ())` for an `(image, label)` pair, with the plain values after the label as `extras` for
+    an `(image, label, index, ...)` tuple (what noisy-label and semi-supervised code returns),
+    `("dict", (image key, label key), label, ())` for a dict of the two."""
+    if isinstance(out, (tuple, list)) and len(out) >= 2 and isinstance(out[0], Recorded):
         label = _label(out[1])
-        if label is not None:
-            return "pair", None, label
+        if label is not None and all(_plain(v) for v in out[2:]):
+            return "pair", None, label, tuple(out[2:])
     if isinstance(out, dict) and len(out) == 2:
         images = [k for k, v in out.items() if isinstance(v, Recorded)]
         others = [k for k in out if k not in images]
         if len(images) == 1 and _label(out[others[0]]) is not None:
-            return "dict", (images[0], others[0]), _label(out[others[0]])
+            return "dict", (images[0], others[0]), _label(out[others[0]]), ()
     kinds = (
         [type(v).__name__ if not isinstance(v, Recorded) else "image" for v in out]
         if isinstance(out, (tuple, list))
         else type(out).__name__
     )
     raise NeedsPixels(
-        f"__getitem__ returns {kinds}; hpuload gives (image, integer label) pairs or a dict of the two"
+        f"__getitem__ returns {kinds}; hpuload gives (image, integer label) pairs (plain values after "
+        "them too) or a dict of the two"
     )
 
 
@@ -564,6 +582,8 @@ class Probed(NamedTuple):
     form: tuple[bool, bool]
     #: What its labels are (`label_type`): None for Python ints.
     label: Any
+    #: The plain values after the label, per index probed (None: it returns pairs).
+    extras: list[tuple] | None = None
 
 
 def probe(dataset, indices: list[int] | None = None) -> Probed:
@@ -580,6 +600,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
     transform = dataset.transform
     states = (torch.get_rng_state(), random.getstate())
     samples: list[tuple[str, int]] = []
+    extras: list[tuple] = []
     layout = keys = form = None
     labels = set()
     _probing.on = True
@@ -587,11 +608,12 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
     try:
         for i in order:
             out = probed_item(dataset, i)
-            shape, k, label = _shape(out)
+            shape, k, label, after = _shape(out)
             if layout is None:
-                layout, keys = shape, k
-            elif (shape, k) != (layout, keys):
-                raise NeedsPixels(f"__getitem__({i}) returns another shape than __getitem__(0)")
+                layout, keys = (shape, len(after)), k
+            elif ((shape, len(after)), k) != (layout, keys):
+                raise NeedsPixels(f"__getitem__({i}) returns another shape than __getitem__({order[0]})")
+            extras.append(after)
             image = out[0].image if shape == "pair" else out[k[0]].image
             if form is None:
                 form = image.form
@@ -607,10 +629,14 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
         for k in range(min(n, 3)):
             i = order[k]
             again = dataset[i]
-            opened = again[0] if layout == "pair" else again[keys[0]]
+            opened = again[0] if layout[0] == "pair" else again[keys[0]]
             if opened.image.path != samples[k][0]:
                 raise NeedsPixels(
                     f"{type(dataset).__name__}.__getitem__({i}) opened two different files on two calls"
+                )
+            if layout[1] and not _same_values(tuple(again[2:]), extras[k]):
+                raise NeedsPixels(
+                    f"{type(dataset).__name__}.__getitem__({i}) returns other values after the label on two calls"
                 )
     finally:
         dataset.transform = transform
@@ -619,7 +645,22 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
         random.setstate(states[1])
     if len(labels) > 1:
         raise NeedsPixels(f"__getitem__ gives labels of several types ({', '.join(sorted(map(str, labels)))})")
-    return Probed(samples, keys, form, labels.pop())
+    return Probed(samples, keys, form, labels.pop(), extras if layout[1] else None)
+
+
+def _same_values(a: tuple, b: tuple) -> bool:
+    """Plain values equal, type for type (0-d tensors by value and dtype)."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if type(x) is not type(y):
+            return False
+        if isinstance(x, torch.Tensor):
+            if x.dtype != y.dtype or not torch.equal(x, y):
+                return False
+        elif not x == y:
+            return False
+    return True
 
 
 def answer_on_this_thread() -> None:

@@ -382,6 +382,7 @@ def _listed_source(dataset, pipeline):
             for k, j in now_picks:
                 now_used[k].add(j)
         each, keys, label_types = [], None, set()
+        afters: list = []  # per part, its extras (as `each`); None where it returns pairs
         for k, (base, plain) in enumerate(zip(bases, plains)):
             if plain:
                 # An ImageFolder's list as it was last time (a shallow copy: its tuples
@@ -392,11 +393,13 @@ def _listed_source(dataset, pipeline):
                     raw, listed = list(base.samples), [(p, int(t)) for p, t in base.samples]
                     folder_lists[k] = (raw, listed)
                 each.append(listed)
+                afters.append(None)
                 label_types.add(None)
                 continue
             wanted = None if now_used[k] is None else sorted(now_used[k])
-            samples, base_keys, form, label_type = probed(k, wanted)
+            samples, base_keys, form, label_type, extras = probed(k, wanted)
             label_types.add(label_type)
+            afters.append(extras if wanted is None or extras is None else dict(zip(wanted, extras)))
             if form != (tensor, rgb):
                 raise _Unfit(f"{type(base).__name__}.__getitem__ holds its images in different forms for different indices", D)
             if k and base_keys != keys:
@@ -404,9 +407,15 @@ def _listed_source(dataset, pipeline):
             keys = base_keys
             each.append(samples if wanted is None else dict(zip(wanted, samples)))
         samples = each[0] if now_picks is None else [each[k][j] for k, j in now_picks]
+        widths = {None if a is None else len(next(iter(a.values() if isinstance(a, dict) else a), ())) for a in afters}
+        if len(widths) > 1:
+            raise _Unfit("the ConcatDataset's parts return other numbers of values after the label", D)
+        extras = None
+        if afters[0] is not None:
+            extras = afters[0] if now_picks is None else [afters[k][j] for k, j in now_picks]
         if len(bases) == 1 and plains[0] and samples is folder_lists.get("checked"):
             # The same ImageFolder list as checked last time: nothing to check again.
-            return samples, keys, label_types.pop()
+            return samples, keys, label_types.pop(), None
         _check_decodable(samples)
         if plains == [True]:
             folder_lists["checked"] = samples
@@ -425,15 +434,16 @@ def _listed_source(dataset, pipeline):
                 )
         if len(label_types) > 1:
             raise _Unfit("the ConcatDataset's parts give labels of different types", D)
-        return samples, keys, label_types.pop()
+        return samples, keys, label_types.pop(), extras
 
-    samples, keys, label_type = collect()
+    samples, keys, label_type, extras = collect()
     named = [getattr(b, "classes", None) for b in bases]
     classes = named[0] if all(c == named[0] for c in named) else None
     classes = list(classes) if isinstance(classes, (list, tuple)) and all(isinstance(c, str) for c in classes) else []
     source = {"source": _options.SamplesSource(samples, classes), "sample_keys": keys, "watch": watch}
     source["labels_as"] = _LabelsAs.of(label_type)
-    source["samples_watch"] = _SamplesWatch(collect, samples, keys, label_type, classes)
+    source["sample_extras"] = extras
+    source["samples_watch"] = _SamplesWatch(collect, samples, keys, label_type, classes, extras)
     return source, pipe, dtype, classes or None
 
 
@@ -445,13 +455,21 @@ class _SamplesWatch:
     `changed()` gives the new `SamplesSource` when they differ, None when not; `_Unfit`
     where the dataset can no longer run natively."""
 
-    def __init__(self, collect, samples, keys, label_type, classes):
+    def __init__(self, collect, samples, keys, label_type, classes, extras):
         self.collect, self.samples, self.shape, self.classes = collect, samples, (keys, label_type), classes
+        #: The plain values after each sample's label (None: pairs), read again with them;
+        #: the loader hands out the list this holds (`_Loader._extras`).
+        self.extras = extras
 
     def changed(self):
-        samples, keys, label_type = self.collect()
-        if (keys, label_type) != self.shape:
+        samples, keys, label_type, extras = self.collect()
+        if (keys, label_type) != self.shape or (extras is None) != (self.extras is None):
             raise _Unfit("the dataset's samples now have another shape or label type", FallbackReason.DATASET)
+        if extras is not None and (
+            len(extras) != len(self.extras) or not all(map(_probe._same_values, extras, self.extras))
+        ):
+            if len(extras) == len(self.extras):
+                self.extras[:] = extras  # in place: the loader holds this list
         if samples == self.samples:
             return None
         if len(samples) != len(self.samples):
@@ -723,8 +741,12 @@ class _Loader:
         grey=False,
         labels_as=None,
         samples_watch=None,
+        sample_extras=None,
     ):
         self.dataset = dataset
+        #: Per dataset index, the plain values its `__getitem__` returns after the label
+        #: (`(image, label, index)`); None: it returns pairs.
+        self._extras = sample_extras
         #: The dataset's files and labels, read again at each epoch's start (`_SamplesWatch`);
         #: None: nothing to read again (hpuload's own sources, or torch's worker processes
         #: kept, which see the dataset as it was).
@@ -1167,19 +1189,34 @@ class _Loader:
             # stack, without the copy; a collate_fn gets its rows.
             if collate is None:
                 labels = self._label_batch(torch.tensor(targets))
-                return [outs, labels] if keys is None else {keys[0]: outs, keys[1]: labels}
+                return [outs, labels, *self._extra_columns(indices)] if keys is None else {keys[0]: outs, keys[1]: labels}
             outs = list(outs.unbind(0))
         targets = self._label_items(targets)
         if self._clip_samples is not None:
             samples = self._clip_samples.tuples(outs, targets, indices)
         elif keys is None:
-            samples = list(zip(outs, targets))
+            samples = self._pairs(outs, targets, indices)
         else:
             samples = [{keys[0]: x, keys[1]: t} for x, t in zip(outs, targets)]
         if collate is None:
             return tud.default_collate(samples)
         with self._seeded(epoch, step):
             return collate(samples)
+
+    def _pairs(self, images: list, labels: list, indices: list) -> list[tuple]:
+        """A batch's samples as the Dataset returns them: `(image, label)`, and the plain
+        values after the label where it returns more."""
+        if self._extras is None:
+            return list(zip(images, labels))
+        return [(x, t, *self._extras[i]) for x, t, i in zip(images, labels, indices)]
+
+    def _extra_columns(self, indices: list) -> list:
+        """What default_collate makes of the values after a batch's labels, one per position."""
+        if self._extras is None:
+            return []
+        rows = [self._extras[i] for i in indices]
+        # A column as default_collate's transposition gives it: a tuple (kept as such for strings).
+        return [tud.default_collate(tuple(r[k] for r in rows)) for k in range(len(rows[0]))]
 
     def _label_batch(self, labels: torch.Tensor) -> torch.Tensor:
         """A batch's labels in the dtype default_collate gives the Dataset's labels."""
@@ -1316,12 +1353,13 @@ class _Loader:
                     per_view = split(images)
                     if collate is None:
                         labels = self._label_batch(labels)
-                        yield [per_view, labels] if keys is None else {keys[0]: per_view, keys[1]: labels}
+                        extra = self._extra_columns(self.last_indices)
+                        yield [per_view, labels, *extra] if keys is None else {keys[0]: per_view, keys[1]: labels}
                     else:
                         targets = self._label_items(labels.tolist())
                         crops = [list(c) for c in zip(*(v.unbind(0) for v in per_view))]
                         if keys is None:
-                            samples = list(zip(crops, targets))
+                            samples = self._pairs(crops, targets, self.last_indices)
                         else:
                             samples = [{keys[0]: c, keys[1]: t} for c, t in zip(crops, targets)]
                         with self._seeded(epoch, batch.step):
@@ -1361,7 +1399,8 @@ class _Loader:
                     # What default_collate makes of the samples.
                     _collate.mark(images)
                     labels = self._label_batch(labels)
-                    yield [images, labels] if keys is None else {keys[0]: images, keys[1]: labels}
+                    extra = self._extra_columns(self.last_indices)
+                    yield [images, labels, *extra] if keys is None else {keys[0]: images, keys[1]: labels}
                 else:
                     # Views of the pinned batch, one per sample: nothing is copied before the
                     # user's code runs, and default_collate's stack of them is the batch.
@@ -1370,7 +1409,8 @@ class _Loader:
                         clips, indices = self._clip_samples, self.last_indices
                         samples = lambda views: clips.tuples(views, targets, indices)  # noqa: E731
                     elif keys is None:
-                        samples = lambda views: list(zip(views, targets))  # noqa: E731
+                        indices = self.last_indices
+                        samples = lambda views: self._pairs(views, targets, indices)  # noqa: E731
                     else:
                         k0, k1 = keys
                         samples = lambda views: [{k0: v, k1: t} for v, t in zip(views, targets)]  # noqa: E731
@@ -1501,6 +1541,7 @@ def _common(dataset, a: dict, own: dict):
     clips_expected = source.pop("clips_expected", None)
     grey = source.pop("grey", False)
     labels_as = source.pop("labels_as", None)
+    sample_extras = source.pop("sample_extras", None)
     samples_watch = source.pop("samples_watch", None)
     if a.get("persistent_workers") and a.get("num_workers"):
         # torch's workers, started once, keep the dataset as it was then.
@@ -1555,6 +1596,7 @@ def _common(dataset, a: dict, own: dict):
         grey=grey,
         labels_as=labels_as,
         samples_watch=samples_watch,
+        sample_extras=sample_extras,
     )
 
 

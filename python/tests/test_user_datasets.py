@@ -137,9 +137,9 @@ def test_random_augmentation_of_a_users_dataset_is_drawn_natively_per_sample(jpe
     tf = T.Compose([T.RandomResizedCrop(48), T.RandomHorizontalFlip(), T.ToTensor()])
     ds = CsvImageDataset(tmp_path / "train.csv", tf)
     state, py_state = torch.get_rng_state(), random.getstate()
-    samples, keys, form, label = _probe.probe(ds)
+    samples, keys, form, label, extras = _probe.probe(ds)
     assert torch.equal(state, torch.get_rng_state()) and py_state == random.getstate(), "probing drew nothing"
-    assert samples == ds.rows and keys is None and form == (False, True) and label is None and ds.transform is tf
+    assert samples == ds.rows and keys is None and form == (False, True) and label is None and extras is None and ds.transform is tf
     loader = no_fallback(lambda: DataLoader(ds, batch_size=8, shuffle=True, seed=3))
     seen = []
     for x, y in loader:
@@ -440,6 +440,45 @@ def test_with_persistent_workers_the_dataset_is_kept_as_torchs_workers_keep_it(j
     ds.rows = [(p, t + 7) for p, t in ds.rows]
     _equal_epochs(_epoch(ours), _epoch(theirs))
     assert _epoch(theirs)[0][1].max() < 7, "torch's kept workers read the rows as they were"
+
+
+class WithIndex(CsvImageDataset):
+    """`(image, label, index, ...)`: what noisy-label and semi-supervised code returns, so that
+    its loop can update per-sample state."""
+
+    def __getitem__(self, i):
+        path, label = self.rows[i]
+        return self.transform(Image.open(path).convert("RGB")), label, i, f"id{i}", np.int16(i % 5), i / 4
+
+
+def _same_structure(a, b) -> bool:
+    if isinstance(b, torch.Tensor):  # (a collate_fn gets views of the pinned batch: a Tensor subclass)
+        return isinstance(a, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(b, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same_structure(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+@pytest.mark.parametrize("tail", [False, True])
+@pytest.mark.parametrize("collate", [None, "identity"])
+def test_values_after_the_label_come_as_the_dataset_returns_them(jpeg_folder, tmp_path, tail, collate):
+    write_csv(jpeg_folder, tmp_path / "train.csv")
+    steps = [T.CenterCrop(32), T.PILToTensor()] + ([T.Lambda(lambda x: x + 1)] if tail else [])
+    ds = tud.Subset(WithIndex(tmp_path / "train.csv", T.Compose(steps)), list(range(3, 30)))
+    kw = {"collate_fn": (lambda b: b)} if collate else {}
+    got = list(no_fallback(lambda: DataLoader(ds, batch_size=4, backend="cpu", **kw)))
+    assert _same_structure(got, list(tud.DataLoader(ds, batch_size=4, **kw)))
+
+
+def test_values_after_the_label_that_differ_between_calls_go_to_torch(jpeg_folder, tmp_path):
+    class Drawn(CsvImageDataset):
+        def __getitem__(self, i):
+            path, label = self.rows[i]
+            return self.transform(Image.open(path).convert("RGB")), label, random.random()
+
+    write_csv(jpeg_folder, tmp_path / "train.csv")
+    with pytest.warns(FallbackWarning, match="other values after the label on two calls"):
+        DataLoader(Drawn(tmp_path / "train.csv", EXACT), batch_size=4)
 
 
 @pytest.mark.parametrize("kind", ["imagefolder", "csv"])
