@@ -367,12 +367,14 @@ def _listed_source(dataset, pipeline):
 
         watch = _TransformWatch(lambda: bases[0].transform, translate_now)
         pipe, dtype, _ = watch.translated
-    folder_lists: dict = {}  # part -> (its list as read, as samples); "checked" -> samples
+    # Part -> (its list as read, as samples); "checked" -> samples; "rgb files" -> paths.
+    folder_lists: dict = {}
 
     def collect():
-        """`(samples, keys, label type)` of the dataset as it is now: its parts' samples, read
-        again (an ImageFolder's list, a class's `__getitem__` probed), under its Subsets'
-        indices now. At the build, and at each epoch's start (`_SamplesWatch`)."""
+        """`(samples, keys, label type, extras)` of the dataset as it is now: its parts'
+        samples, read again (an ImageFolder's list, a class's `__getitem__` probed), under its
+        Subsets' indices now, and the plain values after each label (None: pairs). At the
+        build, and at each epoch's start (`_SamplesWatch`)."""
         now_bases, now_picks = _parts(dataset)
         if len(now_bases) != len(bases) or any(a is not b for a, b in zip(now_bases, bases)):
             raise _Unfit("the datasets the loader reads from were replaced inside its Subsets or ConcatDataset", D)
@@ -423,7 +425,12 @@ def _listed_source(dataset, pipeline):
             # Opened without `.convert("RGB")` (or read in UNCHANGED mode): torch's loader gives
             # each image in its file's own mode, which hpuload's RGB decode equals only for RGB
             # files.
-            odd = _probe.not_rgb(p for p, _ in samples)
+            # (Each file's header is read once: the files found RGB are not read again.)
+            rgb_files = folder_lists.setdefault("rgb files", set())
+            fresh = list(dict.fromkeys(p for p, _ in samples if p not in rgb_files))
+            odd = _probe.not_rgb(fresh)
+            if odd is None:
+                rgb_files.update(fresh)
             if odd is not None:
                 how = "torchvision's reader in its UNCHANGED mode" if tensor else 'Image.open without .convert("RGB")'
                 fix = "read it in ImageReadMode.RGB" if tensor else 'add .convert("RGB")'
