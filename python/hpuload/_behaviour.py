@@ -122,7 +122,7 @@ def user_pixel_op(t: Any) -> dict | None:
     candidates = _candidates(t)
     if not candidates:
         return None
-    with _generators_kept():
+    with generators_kept():
         images = _images()
         for op, model in candidates:
             if _behaves_as(t, model, images):
@@ -131,7 +131,7 @@ def user_pixel_op(t: Any) -> dict | None:
 
 
 @contextlib.contextmanager
-def _generators_kept():
+def generators_kept():
     """Python's, torch's and NumPy's global generators, as they were before, after the block."""
     import torch
 
@@ -169,7 +169,7 @@ def _watched(t: Any, check: Callable, grey: bool = False) -> bool:
     images.append(images[-1].resize((500, 375)))
     if grey:
         images = [img.convert("L") for img in images]
-    with _generators_kept():
+    with generators_kept():
         for img in images:
             before = (random.getstate(), torch.get_rng_state(), np.random.get_state()[1].copy() if np is not None else None)
             try:

@@ -289,9 +289,7 @@ class _AppliesCheck:
         a palette, RGBA (opaque) and CMYK in turn: where every result is the transform of the
         image in RGB, the function converts; else every image the dataset reads must be RGB
         (`_first_not_rgb`), or the loader goes to torch's."""
-        import random
-
-        import numpy as np
+        from ._behaviour import generators_kept
 
         raw = self.dataset.with_format(None)
         if not len(raw):
@@ -304,40 +302,23 @@ class _AppliesCheck:
                 break
             except Exception:  # a damaged row: the loader names and skips it when read
                 continue
-        states = (torch.get_rng_state(), random.getstate(), np.random.get_state())
-
-        def draws_from(seed: int):
-            torch.manual_seed(seed)
-            random.seed(seed)
-            np.random.seed(seed)
-
         converts = rgb is not None
-        try:
+        with generators_kept():
             for seed, mode in enumerate(("L", "P", "RGBA", "CMYK")) if converts else ():
                 image = rgb.convert(mode)
                 batch = {k: [v] for k, v in first.items()}
                 batch[self.image_column] = [image]
                 try:
-                    draws_from(seed)
+                    _draws_from(seed)
                     got = fn(batch)[self.keys[0]][0]
-                    draws_from(seed)
+                    _draws_from(seed)
                     want = transform(image.convert("RGB"))
                 except Exception:
                     converts = False
                     break
-                if not (
-                    isinstance(got, torch.Tensor)
-                    and isinstance(want, torch.Tensor)
-                    and got.shape == want.shape
-                    and got.dtype == want.dtype
-                    and bool(((got - want).abs() <= within).all())
-                ):
+                if not _alike(got, want, within):
                     converts = False
                     break
-        finally:
-            torch.set_rng_state(states[0])
-            random.setstate(states[1])
-            np.random.set_state(states[2])
         if converts:
             return
         odd = self._first_not_rgb()
@@ -353,7 +334,7 @@ class _AppliesCheck:
     def _first_not_rgb(self) -> tuple[int, str] | None:
         """The first row the dataset reads whose image is not RGB, with its mode, read from the
         image's header in the table (its bytes where they are embedded, else its file):
-        about 5 µs a row with the bytes embedded."""
+        about 8 µs a row with the bytes embedded."""
         import bisect
 
         import numpy as np
@@ -435,10 +416,7 @@ class _AppliesCheck:
             )
 
     def _check(self, fn, transform, within: float) -> None:
-        import random
-
-        import numpy as np
-
+        from ._behaviour import generators_kept
         from ._watch import describe
 
         T = FallbackReason.TRANSFORM
@@ -446,28 +424,16 @@ class _AppliesCheck:
         key, label = self.keys
         raw = self.dataset.with_format(None)
         n = len(self.dataset)
-        states = (torch.get_rng_state(), random.getstate(), np.random.get_state())
-
-        def draws_as_before():
-            torch.set_rng_state(states[0])
-            random.setstate(states[1])
-            np.random.set_state(states[2])
-
-        def draws_from(seed: int):
-            torch.manual_seed(seed)
-            random.seed(seed)
-            np.random.seed(seed)
-
-        try:
+        with generators_kept():
             # Each row under other draws: a step the function takes only on some draws shows
             # on some rows.
             ran, failure = 0, None
             for row in _rows_to_check(n):
                 try:
-                    draws_from(row + 1)
+                    _draws_from(row + 1)
                     got = self.dataset[row]
                     original = raw[row]
-                    draws_from(row + 1)
+                    _draws_from(row + 1)
                     want = transform(original[self.image_column].convert("RGB"))
                 except Exception as e:  # a damaged row: the loader names and skips it when read
                     failure = failure or f"row {row}: {type(e).__name__}: {e}"
@@ -479,15 +445,7 @@ class _AppliesCheck:
                         f"the table {original.get(self.label_column)!r}: hpuload reads the label column as it is",
                         T,
                     )
-                image = got.get(key)
-                alike = (
-                    isinstance(want, torch.Tensor)
-                    and isinstance(image, torch.Tensor)
-                    and want.shape == image.shape
-                    and want.dtype == image.dtype
-                    and (torch.equal(want, image) if not within else bool(((want - image).abs() <= within).all()))
-                )
-                if not alike:
+                if not _alike(got.get(key), want, within):
                     raise Unfit(
                         f"{name} (the dataset's transform) gives row {row} another {key!r} than "
                         f"{describe(transform)} of its image in RGB: it does more than apply that transform, "
@@ -496,8 +454,28 @@ class _AppliesCheck:
                     )
             if n and not ran:
                 raise Unfit(f"{name} (the dataset's transform) could not be checked on any row ({failure})", T)
-        finally:
-            draws_as_before()
+
+
+def _draws_from(seed: int) -> None:
+    """Python's, torch's and NumPy's global generators seeded alike (a row's draws)."""
+    import random
+
+    import numpy as np
+
+    torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed)
+
+
+def _alike(got, want, within: float) -> bool:
+    """Two tensors of one shape and dtype, equal (or within `within`, for a processor's floats)."""
+    return (
+        isinstance(got, torch.Tensor)
+        and isinstance(want, torch.Tensor)
+        and got.shape == want.shape
+        and got.dtype == want.dtype
+        and (torch.equal(got, want) if not within else bool(((got - want).abs() <= within).all()))
+    )
 
 
 def _rows_to_check(n: int) -> list[int]:
