@@ -25,6 +25,15 @@ drop-in (only the import differs), timed over full passes.
                blur (p 1.0, 0.1, 0.5) and solarize (0.2, second global crop), Normalize; the
                batch is a list of 10 tensors. Written here after DINO's main_dino.py and
                utils.py (its own GaussianBlur and Solarization classes).
+  moco_v3      MoCo v3's two views (its main_moco.py and moco/loader.py, written here after
+               them): bilinear RandomResizedCrop(224, scale 0.08-1), ColorJitter(0.4, 0.4,
+               0.2, 0.1) with p 0.8, grayscale 0.2, its own GaussianBlur class (sigma=[.1, 2.],
+               no probability of its own) in a RandomApply (p 1.0 and 0.1) and its own
+               Solarize class in a RandomApply (p 0.2, second view), flip, Normalize.
+  vicreg       VICReg's two views (its augmentations.py): bicubic RandomResizedCrop(224),
+               flip, ColorJitter p 0.8, grayscale 0.2, its own GaussianBlur and Solarization
+               classes, which draw from NumPy's generator (blur p 1.0 and 0.1, solarize 0.0
+               and 0.2), Normalize. Barlow Twins' views are the same with Python's `random`.
   open_clip    open_clip's training transform (`image_transform(224, is_train=True)`:
                bicubic RandomResizedCrop with scale 0.9-1, its MaybeConvertMode and
                MaybeToTensor classes, CLIP's Normalize), as CLIP fine-tuning scripts use it.
@@ -249,6 +258,109 @@ def dino(root):
     return datasets.ImageFolder(root, DinoMultiCrop()), dict(shuffle=True)
 
 
+class MocoBlur:
+    """MoCo's GaussianBlur (SimCLR's): a Pillow blur of a radius drawn from `sigma`, always;
+    the recipe wraps it in a RandomApply."""
+
+    def __init__(self, sigma=(0.1, 2.0)):
+        self.sigma = list(sigma)
+
+    def __call__(self, x):
+        import random
+
+        from PIL import ImageFilter
+
+        return x.filter(ImageFilter.GaussianBlur(radius=random.uniform(self.sigma[0], self.sigma[1])))
+
+
+class MocoSolarize:
+    """MoCo v3's Solarize: Pillow's solarize, always (in a RandomApply)."""
+
+    def __call__(self, x):
+        from PIL import ImageOps
+
+        return ImageOps.solarize(x)
+
+
+class TwoViews:
+    """MoCo v3's TwoCropsTransform (Barlow Twins' and VICReg's Transform): one view of each."""
+
+    def __init__(self, first, second):
+        self.first, self.second = first, second
+
+    def __call__(self, x):
+        return [self.first(x), self.second(x)]
+
+
+def moco_v3(root):
+    from torchvision import transforms as T
+
+    def view(blur, solarize):
+        return T.Compose(
+            [
+                T.RandomResizedCrop(224, scale=(0.08, 1.0)),
+                T.RandomApply([T.ColorJitter(0.4, 0.4, 0.2, 0.1)], p=0.8),
+                T.RandomGrayscale(p=0.2),
+                T.RandomApply([MocoBlur([0.1, 2.0])], p=blur),
+                T.RandomApply([MocoSolarize()], p=solarize),
+                T.RandomHorizontalFlip(),
+                T.ToTensor(),
+                T.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]),
+            ]
+        )
+
+    return datasets.ImageFolder(root, TwoViews(view(1.0, 0.0), view(0.1, 0.2))), dict(shuffle=True)
+
+
+class VicregBlur:
+    """VICReg's GaussianBlur: with probability p (NumPy's generator), a Pillow blur of a
+    radius in [0.1, 2.0]."""
+
+    def __init__(self, p):
+        self.p = p
+
+    def __call__(self, img):
+        import numpy as np
+        from PIL import ImageFilter
+
+        if np.random.rand() < self.p:
+            return img.filter(ImageFilter.GaussianBlur(np.random.rand() * 1.9 + 0.1))
+        return img
+
+
+class VicregSolarization:
+    """VICReg's Solarization: Pillow's solarize with probability p (NumPy's generator)."""
+
+    def __init__(self, p):
+        self.p = p
+
+    def __call__(self, img):
+        import numpy as np
+        from PIL import ImageOps
+
+        return ImageOps.solarize(img) if np.random.rand() < self.p else img
+
+
+def vicreg(root):
+    from torchvision import transforms as T
+
+    def view(blur, solarize):
+        return T.Compose(
+            [
+                T.RandomResizedCrop(224, interpolation=T.InterpolationMode.BICUBIC),
+                T.RandomHorizontalFlip(p=0.5),
+                T.RandomApply([T.ColorJitter(brightness=0.4, contrast=0.4, saturation=0.2, hue=0.1)], p=0.8),
+                T.RandomGrayscale(p=0.2),
+                VicregBlur(p=blur),
+                VicregSolarization(p=solarize),
+                T.ToTensor(),
+                T.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]),
+            ]
+        )
+
+    return datasets.ImageFolder(root, TwoViews(view(1.0, 0.0), view(0.1, 0.2))), dict(shuffle=True)
+
+
 def open_clip_train(root):
     from open_clip.transform import image_transform
 
@@ -267,6 +379,8 @@ RECIPES = {
     "dino": dino,
     "deit3": deit3,
     "open_clip": open_clip_train,
+    "moco_v3": moco_v3,
+    "vicreg": vicreg,
 }
 
 

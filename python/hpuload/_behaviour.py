@@ -1,13 +1,14 @@
 """A pixel transform of the user's own, recognised by what it does, not by its name.
 
-DeiT III's ThreeAugment and DINO's recipes hold small classes of their own (a grey, a
-solarize, a Pillow Gaussian blur, each applied with a probability drawn from Python's
-`random`). hpuload cannot know such a class from its name or its source, but it can watch it:
-given a few test images and seeds of Python's `random`, the class must give, byte for byte,
-what one of hpuload's Pillow ops gives with the parameters its attributes name, drawing the
-same numbers from `random` and none from torch's or NumPy's generators. A class that does is
-run natively as that op (its draws become hpuload's, per sample, with the same distribution);
-any other is not recognised (it then runs in Python, `_tail.py`). The global generators are
+DeiT III's ThreeAugment, DINO's, MoCo's, SimSiam's, Barlow Twins' and VICReg's recipes hold
+small classes of their own (a grey, a solarize, a Pillow Gaussian blur, each applied with a
+probability drawn from Python's `random` or NumPy's generator, or always, inside torchvision's
+`RandomApply`). hpuload cannot know such a class from its name or its source, but it can
+watch it: given a few test images and seeds of the generator, the class must give, byte for
+byte, what one of hpuload's Pillow ops gives with the parameters its attributes name, drawing
+the same numbers from that generator and none from the others. A class that does is run
+natively as that op (its draws become hpuload's, per sample, with the same distribution); any
+other is not recognised (it then runs in Python, `_tail.py`). The global generators are
 restored afterwards.
 """
 
@@ -17,8 +18,13 @@ import contextlib
 import random
 from typing import Any, Callable
 
-#: Seeds of Python's `random` each candidate is watched under (with p < 1, both branches).
+#: Seeds each candidate is watched under when it draws no coin; a class that draws one is
+#: watched under seeds that take each branch (`_seeds`).
 _SEEDS = range(12)
+
+#: How many seeds of each branch of a class's coin it is watched under, and how many seeds are
+#: searched for them (a probability under about 1/3,000 finds too few: not recognised).
+_PER_BRANCH, _SEARCHED = 6, 20_000
 
 
 def _images() -> list:
@@ -51,61 +57,121 @@ def _number(t: Any, name: str) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def _candidates(t: Any) -> list[tuple[dict, Callable]]:
-    """`(op, model)` pairs to watch `t` against: the model does, with Python's `random`, what
-    the op does with hpuload's generator."""
+#: The generators a class of the user's may draw its numbers from: Python's `random`, or
+#: NumPy's global one (VICReg's classes).
+_SOURCES = ("random", "numpy")
+
+
+def _source(name: str) -> tuple[Callable, Callable, Callable]:
+    """`(seed(n), state(), uniform [0, 1) draw)` of the generator `name` (`_SOURCES`)."""
+    if name == "random":
+        return random.seed, random.getstate, random.random
+    import numpy as np
+
+    return np.random.seed, lambda: _numpy_state(np), np.random.random_sample
+
+
+def _numpy_state(np) -> tuple:
+    key, position, *rest = np.random.get_state()[1:]
+    return key.tobytes(), position, *rest
+
+
+def _blur_range(t: Any) -> tuple[float, float]:
+    """The range a blur class draws its radius from, by the attributes that name one:
+    DINO's and DeiT III's `radius_min` and `radius_max`, MoCo's and SimSiam's `sigma=[lo,
+    hi]`; else the range of the recipes whose class names none (Barlow Twins' and VICReg's
+    `random() * 1.9 + 0.1`), which the watching confirms or not."""
+    lo, hi = _number(t, "radius_min"), _number(t, "radius_max")
+    if lo is None or hi is None:
+        lo, hi = _number(t, "sigma_min"), _number(t, "sigma_max")
+    if lo is None or hi is None:
+        sigma = getattr(t, "sigma", None)
+        if isinstance(sigma, (list, tuple)) and len(sigma) == 2 and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in sigma
+        ):
+            lo, hi = float(sigma[0]), float(sigma[1])
+    if lo is None or hi is None:
+        lo, hi = 0.1, 2.0
+    return lo, hi
+
+
+def _candidates(t: Any) -> list[tuple[dict, Callable, str]]:
+    """`(op, model, source)` triples to watch `t` against: the model does, drawing from the
+    generator `source` (`_SOURCES`), what the op does with hpuload's generator. A class with
+    a probability attribute (`p`, `prob`) draws a coin first (DeiT III's, DINO's, Barlow
+    Twins' classes); one without is applied whenever it is called (MoCo's `GaussianBlur` and
+    `Solarize`, which the recipe wraps in a `RandomApply`)."""
     from PIL import ImageFilter, ImageOps
 
     p = _probability(t)
-    if p is None:
-        return []
+    lo, hi = _blur_range(t)
+    out = []
+    for name in _SOURCES:
+        draw = _source(name)[2]
 
-    def coin() -> bool:
-        return random.random() < p
+        def coin(draw=draw) -> bool:
+            return p is None or draw() < p
 
-    def grey(img):
-        return img.convert("L").convert("RGB") if coin() else img
+        def grey(img, coin=coin):
+            return img.convert("L").convert("RGB") if coin() else img
 
-    def solarize(img):
-        return ImageOps.solarize(img, 128) if coin() else img
+        def solarize(img, coin=coin):
+            return ImageOps.solarize(img, 128) if coin() else img
 
-    out = [({"op": "pil_grayscale", "p": p}, grey), ({"op": "random_solarize", "threshold": 128.0, "p": p}, solarize)]
-    lo, hi = _number(t, "radius_min"), _number(t, "radius_max")
-    if lo is not None and hi is not None and 0.0 <= lo <= hi:
-
-        def blur(img):
+        def blur(img, coin=coin, draw=draw):
             if not coin():
                 return img
-            return img.filter(ImageFilter.GaussianBlur(radius=random.uniform(lo, hi)))
+            return img.filter(ImageFilter.GaussianBlur(radius=lo + (hi - lo) * draw()))
 
-        out.append(({"op": "pil_gaussian_blur", "radius": [lo, hi], "p": p}, blur))
+        chance = 1.0 if p is None else p
+        out += [
+            ({"op": "pil_grayscale", "p": chance}, grey, name),
+            ({"op": "random_solarize", "threshold": 128.0, "p": chance}, solarize, name),
+            ({"op": "pil_gaussian_blur", "radius": [lo, hi], "p": chance}, blur, name),
+        ]
     return out
 
 
-def _behaves_as(t: Any, model: Callable, images: list) -> bool:
+def _seeds(source: str, p: float | None) -> list[int] | None:
+    """The seeds of `source` to watch a class under: `_SEEDS` when it draws no coin (p None);
+    else `_PER_BRANCH` seeds whose first draw falls under p (it applies) and as many whose
+    first draw does not (it leaves the image), so that neither branch goes unwatched: a
+    class applied with p 0.1 is not taken for another whose effect never showed. None when
+    the applying seeds are too rare to find (`_SEARCHED`)."""
+    if p is None:
+        return list(_SEEDS)
+    seed, _, draw = _source(source)
+    applies, leaves = [], []
+    for n in range(_SEARCHED):
+        seed(n)
+        (applies if draw() < p else leaves).append(n)
+        if (len(applies) >= _PER_BRANCH or p <= 0.0) and (len(leaves) >= _PER_BRANCH or p >= 1.0):
+            return applies[:_PER_BRANCH] + leaves[:_PER_BRANCH]
+    return None
+
+
+def _behaves_as(t: Any, model: Callable, images: list, source: str, seeds: list[int]) -> bool:
+    """Whether `t` gives, byte for byte, what `model` gives on each image under each of
+    `seeds` of `source`, drawing the same numbers from it and none from the other global
+    generators."""
     import torch
 
-    try:
-        import numpy as np
-    except ImportError:  # pragma: no cover
-        np = None
-    for seed in _SEEDS:
+    seed, state, _ = _source(source)
+    others = [_source(name)[1] for name in _SOURCES if name != source]
+    for n in seeds:
         for img in images:
-            torch_before = torch.get_rng_state()
-            np_before = np.random.get_state()[1].copy() if np is not None else None
-            random.seed(seed)
+            before = [s() for s in others], torch.get_rng_state()
+            seed(n)
             try:
                 got = t(img.copy())
             except Exception:
                 return False
-            drawn = random.getstate()
-            if not torch.equal(torch.get_rng_state(), torch_before):
+            drawn = state()
+            if [s() for s in others] != before[0] or not torch.equal(torch.get_rng_state(), before[1]):
                 return False
-            if np is not None and not np.array_equal(np.random.get_state()[1], np_before):
-                return False
-            random.seed(seed)
+            seed(n)
             want = model(img.copy())
-            if random.getstate() != drawn:
+            if state() != drawn:
                 return False
             if getattr(got, "mode", None) != "RGB" or got.size != img.size or got.tobytes() != want.tobytes():
                 return False
@@ -120,12 +186,12 @@ def user_pixel_op(t: Any) -> dict | None:
     if module.startswith(("torchvision", "timm", "hpuload")):
         return None
     candidates = _candidates(t)
-    if not candidates:
-        return None
+    p = _probability(t)
     with generators_kept():
         images = _images()
-        for op, model in candidates:
-            if _behaves_as(t, model, images):
+        seeds = {name: _seeds(name, p) for name in _SOURCES}
+        for op, model, source in candidates:
+            if seeds[source] is not None and _behaves_as(t, model, images, source, seeds[source]):
                 return op
         return None
 

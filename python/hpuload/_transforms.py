@@ -801,8 +801,9 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
             layout = "CTHW"
         else:
             # Before the conversion to a tensor the image is a PIL image, and torchvision runs
-            # Pillow's arithmetic on it; after it, its tensor kernels.
-            op = _pixel_op(t, pil=not image_tensor)
+            # Pillow's arithmetic on it; after it, its tensor kernels (and a class of the
+            # user's, watched on PIL images, is not one of hpuload's ops there).
+            op = _pixel_op(t, pil=not image_tensor and dtype is None)
             if op is None:
                 raise Unsupported(f"transform {_unsupported_name(t)} is not one hpuload implements")
             flip = op["op"] in ("random_horizontal_flip", "random_vertical_flip")

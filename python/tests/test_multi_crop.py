@@ -12,6 +12,7 @@ import torch
 from PIL import Image
 from test_recipes import DeitBlur as Blur
 from test_recipes import DeitSolarize as Solarize
+from test_recipes import MocoBlur, MocoSolarize, VicregBlur, VicregSolarization
 from test_recipes import tv_apply
 from torchvision import datasets
 from torchvision import transforms as T
@@ -73,6 +74,62 @@ def native(dataset, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("error", FallbackWarning)
         return DataLoader(dataset, **kw)
+
+
+class TwoViews:
+    """MoCo v3's `TwoCropsTransform` (Barlow Twins' and VICReg's `Transform` return a tuple)."""
+
+    def __init__(self, first, second, pair=list):
+        self.first, self.second, self.pair = first, second, pair
+
+    def __call__(self, x):
+        return self.pair([self.first(x), self.second(x)])
+
+
+def moco_v3_view(blur, solarize):
+    return T.Compose(
+        [
+            T.RandomResizedCrop(GLOBAL, scale=(0.08, 1.0)),
+            T.RandomApply([T.ColorJitter(0.4, 0.4, 0.2, 0.1)], p=0.8),
+            T.RandomGrayscale(p=0.2),
+            T.RandomApply([MocoBlur([0.1, 2.0])], p=blur),
+            T.RandomApply([MocoSolarize()], p=solarize),
+            T.RandomHorizontalFlip(),
+            T.ToTensor(),
+            T.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]),
+        ]
+    )
+
+
+def vicreg_view(blur, solarize):
+    return T.Compose(
+        [
+            T.RandomResizedCrop(GLOBAL, interpolation=T.InterpolationMode.BICUBIC),
+            T.RandomHorizontalFlip(p=0.5),
+            T.RandomApply([T.ColorJitter(brightness=0.4, contrast=0.4, saturation=0.2, hue=0.1)], p=0.8),
+            T.RandomGrayscale(p=0.2),
+            VicregBlur(p=blur),
+            VicregSolarization(p=solarize),
+            T.ToTensor(),
+            T.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]),
+        ]
+    )
+
+
+@pytest.mark.parametrize("recipe", ["moco_v3", "vicreg"])
+def test_self_supervised_two_view_recipes_run_natively_whole(jpeg_folder, recipe):
+    """MoCo v3's and VICReg's loaders (their own blur and solarize classes, in a RandomApply
+    or drawing from NumPy) run every step natively: no fallback, no Python tail."""
+    view, pair = {"moco_v3": (moco_v3_view, list), "vicreg": (vicreg_view, tuple)}[recipe]
+    dataset = datasets.ImageFolder(jpeg_folder, TwoViews(view(1.0, 0.0), view(0.1, 0.2), pair))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        warnings.simplefilter("error", ht.PythonTailWarning)
+        loader = DataLoader(dataset, batch_size=8, shuffle=True, num_workers=2, drop_last=True)
+    for views, labels in loader:
+        assert isinstance(views, list) and [tuple(v.shape) for v in views] == [(8, 3, GLOBAL, GLOBAL)] * 2
+        assert labels.tolist() == [dataset.targets[i] for i in loader.last_indices]
+        assert not torch.equal(views[0], views[1])
 
 
 def test_a_multi_crop_transform_gives_one_fixed_shape_batch_per_view(jpeg_folder):

@@ -954,6 +954,150 @@ class BlursOnlySmallImages(DeitBlur):
         return super().__call__(img) if img.size[0] < 100 else img
 
 
+class MocoBlur:
+    """MoCo's and SimSiam's `GaussianBlur`, in this project's words: always a Pillow blur of a
+    radius drawn from `sigma` (the recipe wraps it in a RandomApply)."""
+
+    def __init__(self, sigma=(0.1, 2.0)):
+        self.sigma = list(sigma)
+
+    def __call__(self, x):
+        import random
+
+        from PIL import ImageFilter
+
+        return x.filter(ImageFilter.GaussianBlur(radius=random.uniform(self.sigma[0], self.sigma[1])))
+
+
+class MocoSolarize:
+    """MoCo v3's `Solarize`: Pillow's solarize, always, no attributes at all."""
+
+    def __call__(self, x):
+        from PIL import ImageOps
+
+        return ImageOps.solarize(x)
+
+
+class BarlowBlur:
+    """Barlow Twins' `GaussianBlur`: with probability p, a blur whose radius no attribute
+    names (`random() * 1.9 + 0.1`)."""
+
+    def __init__(self, p):
+        self.p = p
+
+    def __call__(self, img):
+        import random
+
+        from PIL import ImageFilter
+
+        if random.random() < self.p:
+            return img.filter(ImageFilter.GaussianBlur(random.random() * 1.9 + 0.1))
+        return img
+
+
+class VicregBlur(BarlowBlur):
+    """VICReg's `GaussianBlur`: Barlow Twins' drawing from NumPy's generator."""
+
+    def __call__(self, img):
+        from PIL import ImageFilter
+
+        if np.random.rand() < self.p:
+            return img.filter(ImageFilter.GaussianBlur(np.random.rand() * 1.9 + 0.1))
+        return img
+
+
+class VicregSolarization:
+    """VICReg's `Solarization`: Pillow's solarize with probability p, from NumPy's generator."""
+
+    def __init__(self, p):
+        self.p = p
+
+    def __call__(self, img):
+        from PIL import ImageOps
+
+        return ImageOps.solarize(img) if np.random.rand() < self.p else img
+
+
+class WiderBlur(BarlowBlur):
+    """A blur whose hidden range is not the recipes' [0.1, 2.0]: nothing names it, so it
+    cannot be taken for an op."""
+
+    def __call__(self, img):
+        from PIL import ImageFilter
+
+        if np.random.rand() < self.p:
+            return img.filter(ImageFilter.GaussianBlur(np.random.rand() * 2.9 + 0.1))
+        return img
+
+
+class TorchDrawnBlur(MocoBlur):
+    """MoCo's blur drawing its radius from torch's generator: hpuload would not know to
+    draw its radius per call the same way, and does not take it."""
+
+    def __call__(self, x):
+        from PIL import ImageFilter
+
+        r = float(torch.empty(1).uniform_(self.sigma[0], self.sigma[1]))
+        return x.filter(ImageFilter.GaussianBlur(radius=r))
+
+
+def test_a_class_applied_rarely_is_watched_applying_so_it_is_not_taken_for_another():
+    """DINO's second global view blurs with p 0.1 and its solarize has p 0.2: under seeds
+    whose first draw never fell under 0.1, a blur that never showed was taken for a grey
+    with the same probability. Each branch of the coin is now watched."""
+    from hpuload._behaviour import user_pixel_op
+
+    assert user_pixel_op(DeitBlur(p=0.1)) == {"op": "pil_gaussian_blur", "radius": [0.1, 2.0], "p": 0.1}
+    assert user_pixel_op(DeitSolarize(p=0.1)) == {"op": "random_solarize", "threshold": 128.0, "p": 0.1}
+    assert user_pixel_op(DeitGrey(p=0.05)) == {"op": "pil_grayscale", "p": 0.05}
+    assert user_pixel_op(DeitBlur(p=0.01)) == {"op": "pil_gaussian_blur", "radius": [0.1, 2.0], "p": 0.01}
+    # Too rare to watch applying: not taken for anything (it runs in Python).
+    assert user_pixel_op(DeitBlur(p=1e-6)) is None
+
+
+def test_self_supervised_recipes_blur_and_solarize_classes_are_recognised_from_either_generator():
+    """MoCo's and SimSiam's classes have no probability (a RandomApply holds it); Barlow
+    Twins' and VICReg's name no radius range; VICReg's draw from NumPy's generator."""
+    from hpuload._behaviour import user_pixel_op
+
+    blur = {"op": "pil_gaussian_blur", "radius": [0.1, 2.0]}
+    assert user_pixel_op(MocoBlur([0.1, 2.0])) == {**blur, "p": 1.0}
+    assert user_pixel_op(MocoBlur([0.5, 1.5])) == {**blur, "radius": [0.5, 1.5], "p": 1.0}
+    assert user_pixel_op(MocoSolarize()) == {"op": "random_solarize", "threshold": 128.0, "p": 1.0}
+    assert user_pixel_op(BarlowBlur(p=0.1)) == {**blur, "p": 0.1}
+    assert user_pixel_op(VicregBlur(p=1.0)) == {**blur, "p": 1.0}
+    assert user_pixel_op(VicregSolarization(p=0.2)) == {"op": "random_solarize", "threshold": 128.0, "p": 0.2}
+    assert user_pixel_op(WiderBlur(p=0.5)) is None
+    assert user_pixel_op(TorchDrawnBlur()) is None
+    state = np.random.get_state()[1].copy()
+    user_pixel_op(VicregBlur(p=0.5))
+    assert np.array_equal(np.random.get_state()[1], state)
+
+
+@pytest.mark.parametrize("recipe", ["moco", "vicreg"])
+def test_self_supervised_recipes_blur_and_solarize_run_natively_as_pillow_computes_them(png_folder, recipe):
+    middle = {
+        "moco": [T.RandomApply([MocoBlur([0.1, 2.0])], p=0.5), T.RandomApply([MocoSolarize()], p=0.5)],
+        "vicreg": [VicregBlur(p=0.5), VicregSolarization(p=0.5)],
+    }[recipe]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ht.PythonTailWarning)
+        augmented = u8_loader(png_folder, middle)
+    seen = matches_pillow_given_drawn_ops(png_folder, augmented, epochs=3)
+    assert set(seen) == {"solarize", "pil_gaussian_blur"}, seen
+
+
+def test_a_recognised_blurs_radius_is_uniform_over_its_range(png_folder):
+    loader = u8_loader(png_folder, [T.RandomApply([MocoBlur([0.5, 1.5])], p=1.0)])
+    radii = []
+    for i in range(3000):
+        radii += [o["arg"] for o in json.loads(loader._core.sample_plan(0, i, 500, 400))["ops"]]
+    assert len(radii) == 3000 and 0.5 <= min(radii) and max(radii) <= 1.5
+    assert sum(radii) / len(radii) == pytest.approx(1.0, abs=0.02)
+    # Uniform on [0.5, 1.5]: variance 1 / 12.
+    assert sum((r - 1.0) ** 2 for r in radii) / len(radii) == pytest.approx(1 / 12, abs=0.005)
+
+
 def test_deit3_three_augment_classes_run_natively_as_pillow_computes_them(png_folder):
     """DeiT III's ThreeAugment: its own grey, solarize and blur classes in a RandomChoice are
     recognised by what they do and run natively; each sample's result is Pillow's for the op
