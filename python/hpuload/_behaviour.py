@@ -15,6 +15,7 @@ restored afterwards.
 from __future__ import annotations
 
 import contextlib
+import functools
 import random
 from typing import Any, Callable
 
@@ -30,7 +31,8 @@ _PER_BRANCH, _SEARCHED = 6, 20_000
 def _images() -> list:
     """RGB test images: a small gradient with texture, small noise (odd sizes, so that a
     transpose or an off-by-one shows), and a larger one of both, as wide as a thumbnail (a
-    class that acts only on images above some size shows there)."""
+    class that acts only on images above some size shows there). Each carries an EXIF
+    orientation (`_oriented`)."""
     from PIL import Image
 
     def textured(w: int, h: int) -> bytes:
@@ -41,7 +43,27 @@ def _images() -> list:
     noise = bytes(rng.randrange(256) for _ in range(16 * 19 * 3))
     large = Image.frombytes("RGB", (131, 97), textured(131, 97))
     large.paste(Image.frombytes("RGB", (16, 19), noise), (40, 30))
-    return [Image.frombytes("RGB", (23, 17), textured(23, 17)), Image.frombytes("RGB", (16, 19), noise), large]
+    images = [Image.frombytes("RGB", (23, 17), textured(23, 17)), Image.frombytes("RGB", (16, 19), noise), large]
+    return [_oriented(img, k) for k, img in enumerate(images)]
+
+
+#: EXIF orientations the test images carry in turn: rotated 90 degrees (a phone held upright),
+#: mirrored, rotated 180 degrees.
+_ORIENTATIONS = (6, 2, 3)
+
+
+def _oriented(img, k: int):
+    """`img` with the EXIF orientation `_ORIENTATIONS[k]` in its metadata, as a photo from
+    a phone carries one (a decoded image keeps it through `convert("RGB")`): a step that
+    transposes by it (`ImageOps.exif_transpose`) changes such an image, so it is not taken
+    for one that keeps images as they are, which hpuload's decode (like Pillow's and
+    torchvision's) does not apply."""
+    from PIL import Image
+
+    exif = Image.Exif()
+    exif[0x0112] = _ORIENTATIONS[k % len(_ORIENTATIONS)]
+    img.info["exif"] = exif.tobytes()
+    return img
 
 
 def _probability(t: Any) -> float | None:
@@ -215,11 +237,25 @@ def generators_kept():
             np.random.set_state(saved[2])
 
 
-def _watched(t: Any, check: Callable, grey: bool = False) -> bool:
+#: The size of the largest image a step that should keep images as they are is watched on:
+#: a 12-megapixel photo (a step that shrinks only large images shows there).
+_LARGEST = (4032, 3024)
+
+
+@functools.lru_cache(maxsize=1)
+def _large():
+    """The 12-megapixel test image (`_LARGEST`): the largest of `_images`, scaled up by pixel
+    repetition (made once; each watch hands the step a copy)."""
+    from PIL import Image
+
+    return _oriented(_images()[-1].resize(_LARGEST, Image.NEAREST), 1)
+
+
+def _watched(t: Any, check: Callable, grey: bool = False, large: bool = False) -> bool:
     """Whether `t`, a step of the user's own, passes `check(image, result)` on RGB test images
-    up to the size of a photo (grey ones with `grey`: the images of MNIST and its kin),
-    drawing nothing from Python's, torch's or NumPy's generators (which are left as they
-    were)."""
+    up to the size of a photo (grey ones with `grey`: the images of MNIST and its kin), and
+    with `large` one of a 12-megapixel photo's size last, drawing nothing from Python's,
+    torch's or NumPy's generators (which are left as they were)."""
     import torch
 
     if not callable(t) or isinstance(t, type):
@@ -232,9 +268,11 @@ def _watched(t: Any, check: Callable, grey: bool = False) -> bool:
     except ImportError:  # pragma: no cover
         np = None
     images = _images()
-    images.append(images[-1].resize((500, 375)))
+    images.append(_oriented(images[-1].resize((500, 375)), 0))
+    if large:
+        images.append(_large())
     if grey:
-        images = [img.convert("L") for img in images]
+        images = [_oriented(img.convert("L"), k) for k, img in enumerate(images)]
     with generators_kept():
         for img in images:
             before = (random.getstate(), torch.get_rng_state(), np.random.get_state()[1].copy() if np is not None else None)
@@ -258,14 +296,19 @@ def keeps_rgb_images(t: Any, grey: bool = False) -> bool:
     Inside the part of a transform hpuload runs, images are RGB at every step (decoded so, as
     the Dataset's own `convert("RGB")` or the check of its files' modes ensures, and no step
     there makes another mode), so such a step changes nothing. Each result must equal the
-    image, byte for byte (`_watched`). With `grey` (the images are grey there, as MNIST's) it
-    must give each grey image back unchanged, which a conversion to RGB does not."""
-    from PIL import Image
+    image, byte for byte (`_watched`), on images that carry an EXIF orientation (which a
+    step turning photos upright applies) and up to a 12-megapixel photo's size (which one
+    shrinking only large photos changes). With `grey` (the images are grey there, as
+    MNIST's) it must give each grey image back unchanged, which a conversion to RGB does
+    not."""
+    from PIL import Image, ImageChops
 
     def same(img, got) -> bool:
-        return isinstance(got, Image.Image) and got.mode == img.mode and got.size == img.size and got.tobytes() == img.tobytes()
+        if not (isinstance(got, Image.Image) and got.mode == img.mode and got.size == img.size):
+            return False
+        return ImageChops.difference(got, img).getbbox() is None
 
-    return _watched(t, same, grey)
+    return _watched(t, same, grey, large=True)
 
 
 def acts_as_to_tensor(t: Any, grey: bool = False) -> bool:

@@ -4,6 +4,8 @@ indices mapping, its image and label columns, and the torchvision transform its
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from ._fallback import FallbackReason, Unfit
@@ -280,7 +282,53 @@ class _AppliesCheck:
         if processor and getattr(found, "do_convert_rgb", None):
             self._check_transparency(fn, found, transform)
         self._check_modes(fn, transform, within)
+        self._check_orientation(fn, transform, within)
         self.seen = seen
+
+    def _small_row(self) -> tuple[dict | None, Any]:
+        """The first of the rows checked that decodes, as the dataset gives it without its
+        transform, and its image in RGB at 64x48 without metadata (an image to hand the
+        function in other forms); `(None, None)` when none decodes."""
+        raw = self.dataset.with_format(None)
+        for row in _rows_to_check(len(raw)):
+            try:
+                first = raw[row]
+                small = first[self.image_column].convert("RGB").resize((64, 48))
+            except Exception:  # a damaged row: the loader names and skips it when read
+                continue
+            small.info.clear()
+            return first, small
+        return None, None
+
+    def _check_orientation(self, fn, transform, within: float) -> None:
+        """hpuload decodes each image as it is stored, as Pillow opens it; a function that
+        turns it by its EXIF orientation first (`ImageOps.exif_transpose`, as code for
+        phone photos does) would give other pixels for every photo that carries one. Shown
+        by handing the function an image that carries one: its result must be the transform
+        of the image as stored, or the loader goes to torch's."""
+        from ._behaviour import _oriented, generators_kept
+
+        first, stored = self._small_row()
+        if stored is None:
+            return
+        batch = {k: [v] for k, v in first.items()}
+        batch[self.image_column] = [_oriented(stored.copy(), 0)]
+        with generators_kept():
+            try:
+                _draws_from(0)
+                got = fn(batch)[self.keys[0]][0]
+                _draws_from(0)
+                want = transform(stored)
+            except Exception:
+                return  # what `_check` ran on the table's own rows stands
+        if not _alike(got, want, within):
+            name = getattr(fn, "__name__", type(fn).__name__)
+            raise Unfit(
+                f"{name} (the dataset's transform) gives an image that carries an EXIF orientation other "
+                "pixels than the transform of the image as stored (it turns it by its orientation?), "
+                "while hpuload decodes each image as it is stored",
+                FallbackReason.TRANSFORM,
+            )
 
     def _check_modes(self, fn, transform, within: float) -> None:
         """hpuload decodes every image to RGB, as `convert("RGB")` does; a function that hands
@@ -291,17 +339,7 @@ class _AppliesCheck:
         (`_first_not_rgb`), or the loader goes to torch's."""
         from ._behaviour import generators_kept
 
-        raw = self.dataset.with_format(None)
-        if not len(raw):
-            return
-        first = rgb = None
-        for row in _rows_to_check(len(raw)):
-            try:
-                first = raw[row]
-                rgb = first[self.image_column].convert("RGB").resize((64, 48))
-                break
-            except Exception:  # a damaged row: the loader names and skips it when read
-                continue
+        first, rgb = self._small_row()
         converts = rgb is not None
         with generators_kept():
             for seed, mode in enumerate(("L", "P", "RGBA", "CMYK")) if converts else ():

@@ -335,6 +335,27 @@ def test_a_function_that_does_not_convert_to_rgb_goes_to_torch_where_a_row_is_no
         assert isinstance(DataLoader(ds, batch_size=4, collate_fn=collate), DataLoader)
 
 
+def _upright(batch):
+    """A function that turns each image by its EXIF orientation first, as code for phone
+    photos does."""
+    from PIL import ImageOps
+
+    batch["pixel_values"] = [EVAL(ImageOps.exif_transpose(im.convert("RGB"))) for im in batch["image"]]
+    return batch
+
+
+def test_a_function_that_turns_images_by_their_exif_orientation_goes_to_torch_saying_so(hf):
+    """The table's photos carry no orientation, so the function's results on them say
+    nothing; hpuload decodes each image as stored, and a photo that carries one would come
+    out turned in torch's loader only."""
+    ds, _ = hf
+    _, collate = example_transforms(EVAL)
+    ds.set_transform(_upright)
+    with pytest.warns(FallbackWarning, match="_upright .* carries an EXIF orientation"):
+        loader = DataLoader(ds, batch_size=8, collate_fn=collate)
+    assert not isinstance(loader, DataLoader)
+
+
 def processor_transforms(processor, convert=True):
     """The Hugging Face fine-tuning recipes' function: the image processor over the batch's
     images (converted to RGB first, or as they are), the labels renamed as the model takes

@@ -1041,6 +1041,45 @@ class TorchDrawnBlur(MocoBlur):
         return x.filter(ImageFilter.GaussianBlur(radius=r))
 
 
+def test_a_step_that_turns_images_by_their_exif_orientation_is_not_run_as_nothing(tmp_path):
+    """`Lambda(ImageOps.exif_transpose)` gives the test images back unchanged unless they
+    carry an orientation; photos from phones do, and torch's loader turns them. The step is
+    watched on images that carry one, so the loader goes to torch's (naming it) rather than
+    skipping it."""
+    src = Image.new("RGB", (40, 30))
+    src.paste((200, 30, 30), (0, 0, 20, 30))
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    (tmp_path / "a").mkdir()
+    src.save(tmp_path / "a" / "phone.jpg", exif=exif.tobytes(), quality=95)
+    t = T.Compose([T.Lambda(ImageOps.exif_transpose), T.Resize((24, 32)), T.PILToTensor()])
+    dataset = datasets.ImageFolder(str(tmp_path), t)
+    with pytest.warns(FallbackWarning, match="Lambda"):
+        loader = DataLoader(dataset, batch_size=1)
+    (image,), _ = next(iter(loader))
+    assert image.shape == (3, 24, 32) and torch.equal(image, dataset[0][0])
+    # A conversion to RGB is still nothing to run.
+    t = T.Compose([T.Lambda(lambda im: im.convert("RGB")), T.Resize((24, 32)), T.PILToTensor()])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        DataLoader(datasets.ImageFolder(str(tmp_path), t), batch_size=1)
+
+
+def test_a_step_that_shrinks_only_large_photos_is_not_run_as_nothing(jpeg_folder):
+    """A step that keeps every image of a thumbnail's size but shrinks a 12-megapixel photo
+    (as scripts over phone photos cap the size) is watched on one that large."""
+    from hpuload._behaviour import keeps_rgb_images
+
+    def cap(im):
+        return im.resize((im.width // 2, im.height // 2)) if max(im.size) > 3000 else im
+
+    assert not keeps_rgb_images(cap)
+    assert keeps_rgb_images(lambda im: im.convert("RGB")) and keeps_rgb_images(lambda im: im)
+    t = T.Compose([T.Lambda(cap), T.RandomResizedCrop(SIDE), T.PILToTensor()])
+    with pytest.warns(FallbackWarning, match="Lambda"):
+        DataLoader(datasets.ImageFolder(jpeg_folder, t), batch_size=4)
+
+
 def test_a_class_applied_rarely_is_watched_applying_so_it_is_not_taken_for_another():
     """DINO's second global view blurs with p 0.1 and its solarize has p 0.2: under seeds
     whose first draw never fell under 0.1, a blur that never showed was taken for a grey
