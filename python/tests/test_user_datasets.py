@@ -83,6 +83,25 @@ class PicksAtRandom(CsvImageDataset):
         return self.transform(Image.open(path).convert("RGB")), label
 
 
+class NoisyLabels(CsvImageDataset):
+    """Label noise drawn per call, as noisy-label studies inject it: one call in ten gives a
+    random class."""
+
+    def __getitem__(self, i):
+        path, label = self.rows[i]
+        if random.random() < 0.1:
+            label = random.randrange(10)
+        return self.transform(Image.open(path).convert("RGB")), label
+
+
+class SwapsNowAndThen(CsvImageDataset):
+    """One call in ten reads another sample than the one asked for."""
+
+    def __getitem__(self, i):
+        path, label = self.rows[random.randrange(len(self.rows)) if random.random() < 0.1 else i]
+        return self.transform(Image.open(path).convert("RGB")), label
+
+
 class FoodLike(datasets.VisionDataset):
     """Shaped like torchvision's Food101 / Flowers102 / StanfordCars: VisionDataset, file lists
     kept privately, `PIL.Image.open(file).convert("RGB")`, `transform` and `target_transform`."""
@@ -174,11 +193,14 @@ def test_torchvision_datasets_on_visiondataset_run_natively_with_their_target_tr
         (ReadsTheSize, r"ReadsTheSize.__getitem__ needs pixels at test_user_datasets.py:\d+ \(`if image.size\[0\] < 10:`\): the image's .size"),
         (OpensBytes, r"BytesIO"),
         (PicksAtRandom, r"two different files"),
+        (NoisyLabels, r"two different labels"),
+        (SwapsNowAndThen, r"two different (files|labels)"),
     ],
 )
 def test_a_dataset_that_needs_pixels_itself_runs_on_torchs_loader_naming_the_line(jpeg_folder, tmp_path, cls, said):
     write_csv(jpeg_folder, tmp_path / "train.csv")
     ds = cls(tmp_path / "train.csv", T.Compose([T.CenterCrop(32), T.ToTensor()]))
+    random.seed(0)  # the draws of the Datasets that now and then pick at random
     with pytest.warns(FallbackWarning, match=said) as record:
         loader = DataLoader(ds, batch_size=4)
     assert record[0].message.reason is FallbackReason.DATASET
