@@ -883,6 +883,8 @@ class _Loader:
     def __len__(self) -> int:
         if self._torch is not None:
             return len(self._torch)
+        if self.batch_sampler is not None:
+            return len(self.batch_sampler)  # it counts batches, as torch's loader asks it
         if self._order is not None:
             n, b = len(self._order), self.batch_size
             return n // b if self.drop_last else -(-n // b)
@@ -893,7 +895,14 @@ class _Loader:
         self._follow_samples()
         if self._torch is not None:
             return iter(self._torch)
-        return self._iterate(self._current_epoch())
+        epoch = self._current_epoch()
+        try:
+            order = self._epoch_order()
+        except _Unfit as e:
+            # Before this epoch's first batch: torch's loader runs it, and the rest.
+            self._to_torch(str(e), e.reason)
+            return iter(self._torch)
+        return self._iterate(epoch, order)
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch the next iteration runs (its shuffle and augmentation), as
@@ -1248,11 +1257,11 @@ class _Loader:
             out = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in out]
         return out
 
-    def _to_torch(self, why: str) -> None:
+    def _to_torch(self, why: str, reason: FallbackReason = FallbackReason.TRANSFORM) -> None:
         self._core.stop()
         self._close_tail_pool()
         args, kwargs = self._fallback_args
-        self._torch = _fallback(_Unfit(why, FallbackReason.TRANSFORM), self.dataset, args, kwargs, stacklevel=4)
+        self._torch = _fallback(_Unfit(why, reason), self.dataset, args, kwargs, stacklevel=4)
 
     def _current_epoch(self) -> int:
         if self._resumed_epoch is not None:
@@ -1273,7 +1282,9 @@ class _Loader:
         return self._order is not None and isinstance(epoch, int)
 
     def _epoch_order(self) -> list[int] | None:
-        """The indices the user's sampler (or batch sampler) gives for this epoch."""
+        """The indices the user's sampler (or batch sampler) gives for this epoch. `_Unfit`
+        for a batch sampler whose batches this epoch are not all of its `batch_size` (but
+        the last, which may be short): hpuload's batches are."""
         if self._order is None:
             return None
         if self.batch_sampler is not None:
@@ -1281,20 +1292,20 @@ class _Loader:
             b = self.batch_size
             for k, batch in enumerate(batches):
                 if len(batch) != b and not (k == len(batches) - 1 and len(batch) < b):
-                    raise ValueError(
-                        f"hpuload: batch {k} of the batch_sampler has {len(batch)} samples, not {b}: "
-                        "hpuload honours batch samplers whose batches all have one size"
+                    raise _Unfit(
+                        f"batch {k} of the {type(self.batch_sampler).__name__} has {len(batch)} samples, not its "
+                        f"batch_size {b} (hpuload honours batch samplers whose batches all have one size)",
+                        FallbackReason.BATCH_SAMPLER,
                     )
             return [int(i) for batch in batches for i in batch]
         return [int(i) for i in self._order]
 
-    def _iterate(self, epoch: int):
+    def _iterate(self, epoch: int, order: list[int] | None):
         # One epoch runs at a time: a newer iter(loader) takes over, and an older iterator that
         # is resumed or finalized later must neither read nor stop the newer one's epoch.
         token = object()
         self._active = token
         core = self._core
-        order = self._epoch_order()
         core.start_epoch(epoch, order)
         settle = getattr(self._samples_watch, "settle", None)
         source = settle() if settle is not None else None

@@ -564,3 +564,84 @@ def test_a_batch_of_pairs_is_a_list_as_default_collate_makes_it(jpeg_folder):
         batch = next(iter(DataLoader(ds, batch_size=4, **kw)))
         assert type(batch) is type(want) is list
         batch[0] = batch[0].half()
+
+
+def _seeded(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+#: What training scripts hand torch's DataLoader to order and batch a dataset, each made
+#: anew for each loader (a sampler's generator is consumed as it is iterated).
+SAMPLING = {
+    "batch_size_7": lambda ds: dict(batch_size=7),
+    "drop_last": lambda ds: dict(batch_size=7, drop_last=True),
+    "batch_size_1": lambda ds: dict(batch_size=1),
+    "one_batch_larger_than_the_dataset": lambda ds: dict(batch_size=1000),
+    "a_list_of_indices_as_sampler": lambda ds: dict(batch_size=5, sampler=[3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5]),
+    "subset_random_sampler": lambda ds: dict(
+        batch_size=4, sampler=tud.SubsetRandomSampler(list(range(0, len(ds), 2)), generator=_seeded(1))
+    ),
+    "weighted_random_sampler": lambda ds: dict(
+        batch_size=4, sampler=tud.WeightedRandomSampler([1.0 + i % 3 for i in range(len(ds))], 20, generator=_seeded(2))
+    ),
+    "random_sampler_with_replacement": lambda ds: dict(
+        batch_size=4, sampler=tud.RandomSampler(ds, replacement=True, num_samples=10, generator=_seeded(3))
+    ),
+    "random_sampler_of_more_samples_than_the_dataset": lambda ds: dict(
+        batch_size=4, sampler=tud.RandomSampler(ds, num_samples=len(ds) + 6, generator=_seeded(4))
+    ),
+    "batch_sampler": lambda ds: dict(batch_sampler=tud.BatchSampler(tud.SequentialSampler(ds), 5, drop_last=False)),
+    "collate_fn_keeping_the_samples": lambda ds: dict(batch_size=6, collate_fn=lambda b: b),
+}
+
+
+@pytest.mark.parametrize("how", sorted(SAMPLING))
+def test_each_way_of_sampling_and_batching_gives_torchs_batches_and_length(jpeg_folder, how):
+    """The same batches, in the same structure, as torch's loader (the CPU path: Pillow's
+    pixels exactly), and the same `len(loader)`."""
+    ds = datasets.ImageFolder(jpeg_folder, T.Compose([T.Resize((24, 24)), T.PILToTensor()]))
+    theirs = tud.DataLoader(ds, **SAMPLING[how](ds))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        ours = DataLoader(ds, backend="cpu", **SAMPLING[how](ds))
+    assert len(ours) == len(theirs)
+
+    def same(a, b):
+        if isinstance(a, torch.Tensor):
+            return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+        if isinstance(a, (list, tuple)):
+            return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return type(a) is type(b) and a == b
+
+    got, want = list(ours), list(theirs)
+    assert len(got) == len(want) == len(theirs)
+    assert all(same(a, b) for a, b in zip(got, want))
+
+
+class Buckets:
+    """A bucketing batch sampler, as sequence models' scripts write one: a `batch_size`
+    attribute, but batches of several sizes."""
+
+    batch_size = 4
+    drop_last = False
+
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        yield from ([0, 1, 2, 3], [4, 5], [6, 7, 8, 9], [10])
+
+    def __len__(self):
+        return 4
+
+
+def test_a_batch_sampler_with_batches_of_several_sizes_goes_to_torchs_loader_at_the_epochs_start(jpeg_folder):
+    """Not an error in the middle of the run: the epoch's order is read before its first
+    batch, and torch's loader runs that epoch and the rest, the warning naming the batch."""
+    ds = datasets.ImageFolder(jpeg_folder, T.Compose([T.Resize((24, 24)), T.PILToTensor()]))
+    loader = DataLoader(ds, batch_sampler=Buckets(len(ds)), backend="cpu")
+    assert len(loader) == 4
+    with pytest.warns(FallbackWarning, match="batch 1 of the Buckets has 2 samples, not its batch_size 4"):
+        sizes = [len(y) for _, y in loader]
+    assert sizes == [4, 2, 4, 1]
+    assert [len(y) for _, y in loader] == sizes
