@@ -493,11 +493,18 @@ def _label(value) -> int | None:
     return None
 
 
+#: The label type (`label_type`) of a Dataset whose labels are not integers (a multi-hot
+#: vector, a regression target, a string): hpuload hands out each as the Dataset gave it.
+OBJECT = "object"
+
+
 def label_type(value) -> Any:
     """What a Dataset's label is, beyond its value (which `_label` reads): None for a Python
-    `int`, else the NumPy integer type or the 0-d tensor's dtype, which torch's
+    `int`, the NumPy integer type or the 0-d tensor's dtype, which torch's
     `default_collate` keeps (a batch of `np.int32` labels is an int32 tensor) and a
-    `collate_fn` sees."""
+    `collate_fn` sees; `OBJECT` for a label that is no integer (`_label` None)."""
+    if _label(value) is None:
+        return OBJECT
     if isinstance(value, int):
         return None
     if isinstance(value, torch.Tensor):
@@ -520,15 +527,39 @@ def _plain(value) -> bool:
     return isinstance(value, (np.integer, np.floating, np.bool_))
 
 
+#: The most elements a label that is no integer may have (a multi-hot vector over a few
+#: thousand classes): hpuload keeps every sample's in memory, which a mask or a feature map
+#: loaded per sample would fill.
+_MOST_LABEL_ELEMENTS = 4096
+
+
+def _label_object(value) -> bool:
+    """A label that is no integer and that hpuload hands out as the Dataset gave it: a plain
+    value (a float, a string, ...), or a tensor or NumPy array of at most
+    `_MOST_LABEL_ELEMENTS` (a multi-hot vector, box coordinates, a regression target)."""
+    if _plain(value):
+        return True
+    if isinstance(value, torch.Tensor):
+        return not value.requires_grad and value.numel() <= _MOST_LABEL_ELEMENTS
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(value, np.ndarray) and value.dtype.kind in "biuf" and value.size <= _MOST_LABEL_ELEMENTS
+
+
 def _shape(out) -> tuple[Any, Any, int, tuple]:
     """`(layout, keys, label, extras)` of what `__getitem__` returned: `("pair", None, label,
     ())` for an `(image, label)` pair, with the plain values after the label as `extras` for
     an `(image, label, index, ...)` tuple (what noisy-label and semi-supervised code returns),
-    `("dict", (image key, label key), label, ())` for a dict of the two."""
+    `("dict", (image key, label key), label, ())` for a dict of the two. A label that is no
+    integer (`_label_object`) comes first among the extras, and `label` is 0."""
     if isinstance(out, (tuple, list)) and len(out) >= 2 and isinstance(out[0], Recorded):
         label = _label(out[1])
         if label is not None and all(_plain(v) for v in out[2:]):
             return "pair", None, label, tuple(out[2:])
+        if label is None and _label_object(out[1]) and all(_plain(v) for v in out[2:]):
+            return "pair", None, 0, tuple(out[1:])
     if isinstance(out, dict) and len(out) == 2:
         images = [k for k, v in out.items() if isinstance(v, Recorded)]
         others = [k for k in out if k not in images]
@@ -580,9 +611,11 @@ class Probed(NamedTuple):
     keys: Any
     #: How its code holds the images it gives the transform (`LazyImage.form`).
     form: tuple[bool, bool]
-    #: What its labels are (`label_type`): None for Python ints.
+    #: What its labels are (`label_type`): None for Python ints, `OBJECT` for labels that
+    #: are no integers.
     label: Any
-    #: The plain values after the label, per index probed (None: it returns pairs).
+    #: The plain values after the label, per index probed (None: it returns pairs); with
+    #: `OBJECT` labels, the label itself first.
     extras: list[tuple] | None = None
 
 
@@ -626,6 +659,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
             samples.append((image.path, label))
         # Indices again: a __getitem__ that picks its file or its label at random (even now
         # and then: a noisy label, a swapped sample) cannot be learnt once.
+        objects = OBJECT in labels
         for k in _again(n):
             i = order[k]
             again = dataset[i]
@@ -634,9 +668,10 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
                 raise NeedsPixels(
                     f"{type(dataset).__name__}.__getitem__({i}) opened two different files on two calls"
                 )
-            if _label(again[1] if layout[0] == "pair" else again[keys[1]]) != samples[k][1]:
+            label = again[1] if layout[0] == "pair" else again[keys[1]]
+            if (not _same_values((label,), extras[k][:1])) if objects else _label(label) != samples[k][1]:
                 raise NeedsPixels(f"{type(dataset).__name__}.__getitem__({i}) gave two different labels on two calls")
-            if layout[1] and not _same_values(tuple(again[2:]), extras[k]):
+            if layout[1] and not _same_values(tuple(again[2:]), extras[k][objects:]):
                 raise NeedsPixels(
                     f"{type(dataset).__name__}.__getitem__({i}) returns other values after the label on two calls"
                 )
@@ -664,14 +699,20 @@ def _again(n: int) -> list[int]:
 
 
 def _same_values(a: tuple, b: tuple) -> bool:
-    """Plain values equal, type for type (0-d tensors by value and dtype)."""
+    """Plain values equal, type for type (tensors and NumPy arrays by value, shape and
+    dtype)."""
     if len(a) != len(b):
         return False
     for x, y in zip(a, b):
         if type(x) is not type(y):
             return False
         if isinstance(x, torch.Tensor):
-            if x.dtype != y.dtype or not torch.equal(x, y):
+            if x.dtype != y.dtype or x.shape != y.shape or not torch.equal(x, y):
+                return False
+        elif type(x).__name__ == "ndarray":
+            import numpy as np
+
+            if x.dtype != y.dtype or x.shape != y.shape or not np.array_equal(x, y):
                 return False
         elif not x == y:
             return False

@@ -491,25 +491,34 @@ class _LabelsAs:
     """Labels as a Dataset gives them, where not as Python ints: `batch` is the labels'
     tensor in the dtype torch's `default_collate` gives them (int32 for `np.int32` labels,
     the tensors' own dtype for 0-d tensors), `items` each label as the Dataset's own type for
-    a `collate_fn`."""
+    a `collate_fn`. Labels that are no integers (`objects`: a multi-hot vector, a float
+    target, a string) are the first of each sample's extras, handed out as the Dataset gave
+    them (`default_collate` of them for a batch)."""
 
-    def __init__(self, make, dtype: torch.dtype):
-        self.make, self.dtype = make, dtype
+    def __init__(self, make, dtype: torch.dtype | None, objects: bool = False):
+        self.make, self.dtype, self.objects = make, dtype, objects
 
     @classmethod
     def of(cls, kind) -> "_LabelsAs | None":
         if kind is None:
             return None
+        if kind == _probe.OBJECT:
+            return cls(None, None, objects=True)
         if isinstance(kind, torch.dtype):
             return cls(lambda v: torch.tensor(v, dtype=kind), kind)
         import numpy as np
 
         return cls(kind, torch.from_numpy(np.zeros(0, dtype=kind)).dtype)
 
-    def batch(self, labels: torch.Tensor) -> torch.Tensor:
+    def batch(self, labels: torch.Tensor, extras: list | None, indices: list):
+        if self.objects:
+            # A column of default_collate's transposition: a tuple (kept as such for strings).
+            return tud.default_collate(tuple(extras[i][0] for i in indices))
         return labels if labels.dtype == self.dtype else labels.to(self.dtype)
 
-    def items(self, values: list) -> list:
+    def items(self, values: list, extras: list | None, indices: list) -> list:
+        if self.objects:
+            return [extras[i][0] for i in indices]
         return [self.make(v) for v in values]
 
 
@@ -1204,10 +1213,10 @@ class _Loader:
             # Every sample's output written into one shared batch: what default_collate would
             # stack, without the copy; a collate_fn gets its rows.
             if collate is None:
-                labels = self._label_batch(torch.tensor(targets))
+                labels = self._label_batch(torch.tensor(targets), indices)
                 return [outs, labels, *self._extra_columns(indices)] if keys is None else {keys[0]: outs, keys[1]: labels}
             outs = list(outs.unbind(0))
-        targets = self._label_items(targets)
+        targets = self._label_items(targets, indices)
         if self._clip_samples is not None:
             samples = self._clip_samples.tuples(outs, targets, indices)
         elif keys is None:
@@ -1224,23 +1233,29 @@ class _Loader:
         values after the label where it returns more."""
         if self._extras is None:
             return list(zip(images, labels))
-        return [(x, t, *self._extras[i]) for x, t, i in zip(images, labels, indices)]
+        skip = self._label_objects()
+        return [(x, t, *self._extras[i][skip:]) for x, t, i in zip(images, labels, indices)]
 
     def _extra_columns(self, indices: list) -> list:
         """What default_collate makes of the values after a batch's labels, one per position."""
         if self._extras is None:
             return []
-        rows = [self._extras[i] for i in indices]
+        skip = self._label_objects()
+        rows = [self._extras[i][skip:] for i in indices]
         # A column as default_collate's transposition gives it: a tuple (kept as such for strings).
         return [tud.default_collate(tuple(r[k] for r in rows)) for k in range(len(rows[0]))]
 
-    def _label_batch(self, labels: torch.Tensor) -> torch.Tensor:
-        """A batch's labels in the dtype default_collate gives the Dataset's labels."""
-        return labels if self._labels_as is None else self._labels_as.batch(labels)
+    def _label_objects(self) -> int:
+        """1 where the labels are no integers (the first of each sample's extras), else 0."""
+        return int(self._labels_as is not None and self._labels_as.objects)
 
-    def _label_items(self, labels: list) -> list:
+    def _label_batch(self, labels: torch.Tensor, indices: list):
+        """A batch's labels as default_collate gives the Dataset's labels."""
+        return labels if self._labels_as is None else self._labels_as.batch(labels, self._extras, indices)
+
+    def _label_items(self, labels: list, indices: list) -> list:
         """A batch's labels as the Dataset gives them, for a collate_fn."""
-        return labels if self._labels_as is None else self._labels_as.items(labels)
+        return labels if self._labels_as is None else self._labels_as.items(labels, self._extras, indices)
 
     def _seeded(self, epoch: int, step: int):
         """Where a collate_fn runs: the global generators seeded from (seed, epoch, step)."""
@@ -1370,11 +1385,11 @@ class _Loader:
                     # Several views of each image: a list of batches, one per view.
                     per_view = split(images)
                     if collate is None:
-                        labels = self._label_batch(labels)
+                        labels = self._label_batch(labels, self.last_indices)
                         extra = self._extra_columns(self.last_indices)
                         yield [per_view, labels, *extra] if keys is None else {keys[0]: per_view, keys[1]: labels}
                     else:
-                        targets = self._label_items(labels.tolist())
+                        targets = self._label_items(labels.tolist(), self.last_indices)
                         crops = [list(c) for c in zip(*(v.unbind(0) for v in per_view))]
                         if keys is None:
                             samples = self._pairs(crops, targets, self.last_indices)
@@ -1416,13 +1431,13 @@ class _Loader:
                 elif collate is None:
                     # What default_collate makes of the samples.
                     _collate.mark(images)
-                    labels = self._label_batch(labels)
+                    labels = self._label_batch(labels, self.last_indices)
                     extra = self._extra_columns(self.last_indices)
                     yield [images, labels, *extra] if keys is None else {keys[0]: images, keys[1]: labels}
                 else:
                     # Views of the pinned batch, one per sample: nothing is copied before the
                     # user's code runs, and default_collate's stack of them is the batch.
-                    targets = self._label_items(labels.tolist())
+                    targets = self._label_items(labels.tolist(), self.last_indices)
                     if self._clip_samples is not None:
                         clips, indices = self._clip_samples, self.last_indices
                         samples = lambda views: clips.tuples(views, targets, indices)  # noqa: E731
@@ -1559,6 +1574,12 @@ def _common(dataset, a: dict, own: dict):
     clips_expected = source.pop("clips_expected", None)
     grey = source.pop("grey", False)
     labels_as = source.pop("labels_as", None)
+    if labels_as is not None and labels_as.objects and own.get("pad_last_batch"):
+        raise _Unfit(
+            "pad_last_batch=True marks the padding rows with the label -100, and the Dataset's labels are "
+            "not integers",
+            FallbackReason.ARGUMENT,
+        )
     sample_extras = source.pop("sample_extras", None)
     samples_watch = source.pop("samples_watch", None)
     if a.get("persistent_workers") and a.get("num_workers"):

@@ -476,6 +476,8 @@ class WithIndex(CsvImageDataset):
 def _same_structure(a, b) -> bool:
     if isinstance(b, torch.Tensor):  # (a collate_fn gets views of the pinned batch: a Tensor subclass)
         return isinstance(a, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(b, np.ndarray):
+        return isinstance(a, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b)
     if isinstance(b, (list, tuple)):
         return type(a) is type(b) and len(a) == len(b) and all(_same_structure(x, y) for x, y in zip(a, b))
     return type(a) is type(b) and a == b
@@ -490,6 +492,68 @@ def test_values_after_the_label_come_as_the_dataset_returns_them(jpeg_folder, tm
     kw = {"collate_fn": (lambda b: b)} if collate else {}
     got = list(no_fallback(lambda: DataLoader(ds, batch_size=4, backend="cpu", **kw)))
     assert _same_structure(got, list(tud.DataLoader(ds, batch_size=4, **kw)))
+
+
+class OtherTargets(CsvImageDataset):
+    """Targets that are no class index, as multi-label (a multi-hot vector), regression (a
+    float), attribute (a NumPy array) and caption-keyed (a string) datasets give them; each
+    read from a table the script may replace."""
+
+    def __init__(self, csv_path, transform, kind):
+        super().__init__(csv_path, transform)
+        n = len(self.rows)
+        self.targets = {
+            "multi_hot": [torch.tensor([i % 2, i % 3 == 0, 1, 0], dtype=torch.float32) for i in range(n)],
+            "float": [i / 7 for i in range(n)],
+            "array": [np.array([i, 2 * i], dtype=np.float32) for i in range(n)],
+            "string": [f"class {i % 3}" for i in range(n)],
+            "vector_then_index": [torch.tensor([1.0, i]) for i in range(n)],
+        }[kind]
+        self.kind = kind
+
+    def __getitem__(self, i):
+        image = self.transform(Image.open(self.rows[i][0]).convert("RGB"))
+        if self.kind == "vector_then_index":
+            return image, self.targets[i], i
+        return image, self.targets[i]
+
+
+@pytest.mark.parametrize("tail", [False, True])
+@pytest.mark.parametrize("collate", [None, "identity"])
+@pytest.mark.parametrize("kind", ["multi_hot", "float", "array", "string", "vector_then_index"])
+def test_targets_that_are_no_class_index_come_as_torchs_loader_gives_them(jpeg_folder, tmp_path, kind, collate, tail):
+    """They went to torch's loader; now the images run natively and each target is handed
+    out as the Dataset gave it (default_collate's batch of them, or each one to a
+    collate_fn)."""
+    write_csv(jpeg_folder, tmp_path / "train.csv")
+    steps = [T.CenterCrop(32), T.PILToTensor()] + ([T.Lambda(lambda x: x + 1)] if tail else [])
+    ds = OtherTargets(tmp_path / "train.csv", T.Compose(steps), kind)
+    kw = {"collate_fn": (lambda b: b)} if collate else {}
+    loader = no_fallback(lambda: DataLoader(ds, batch_size=4, backend="cpu", num_workers=2, **kw))
+    assert _same_structure(list(loader), list(tud.DataLoader(ds, batch_size=4, **kw)))
+
+
+def test_targets_that_are_no_class_index_changed_between_epochs_are_read_from_the_next_epoch(jpeg_folder, tmp_path):
+    """Soft pseudo-labels rewritten after an epoch, as self-training scripts do."""
+    write_csv(jpeg_folder, tmp_path / "train.csv")
+    ds = OtherTargets(tmp_path / "train.csv", T.Compose([T.CenterCrop(32), T.PILToTensor()]), "multi_hot")
+    loader = no_fallback(lambda: DataLoader(ds, batch_size=4, backend="cpu"))
+    assert _same_structure(list(loader), list(tud.DataLoader(ds, batch_size=4)))
+    ds.targets = [t * 0.5 + 0.25 for t in ds.targets]
+    assert _same_structure(list(loader), list(tud.DataLoader(ds, batch_size=4)))
+
+
+def test_a_target_too_large_to_keep_for_every_sample_goes_to_torch(jpeg_folder, tmp_path):
+    """A mask or a feature map per sample: hpuload would hold every one in memory."""
+
+    class WithMask(CsvImageDataset):
+        def __getitem__(self, i):
+            return self.transform(Image.open(self.rows[i][0]).convert("RGB")), torch.zeros(128, 128)
+
+    write_csv(jpeg_folder, tmp_path / "train.csv")
+    with pytest.warns(FallbackWarning, match="Tensor"):
+        loader = DataLoader(WithMask(tmp_path / "train.csv", T.Compose([T.CenterCrop(32), T.ToTensor()])), batch_size=4)
+    assert not isinstance(loader, DataLoader)
 
 
 def test_values_after_the_label_that_differ_between_calls_go_to_torch(jpeg_folder, tmp_path):
