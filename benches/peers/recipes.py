@@ -34,6 +34,11 @@ drop-in (only the import differs), timed over full passes.
                flip, ColorJitter p 0.8, grayscale 0.2, its own GaussianBlur and Solarization
                classes, which draw from NumPy's generator (blur p 1.0 and 0.1, solarize 0.0
                and 0.2), Normalize. Barlow Twins' views are the same with Python's `random`.
+  lightly_simclr
+               Lightly 1.6's `SimCLRTransform()` at its defaults (two views: RandomResizedCrop
+               224, flip, ColorJitter p 0.8, grayscale 0.2, its own GaussianBlur class drawing
+               from NumPy's generator, its own ToTensor, which computes as v2's ToDtype), as
+               Lightly's examples train with it.
   open_clip    open_clip's training transform (`image_transform(224, is_train=True)`:
                bicubic RandomResizedCrop with scale 0.9-1, its MaybeConvertMode and
                MaybeToTensor classes, CLIP's Normalize), as CLIP fine-tuning scripts use it.
@@ -361,6 +366,12 @@ def vicreg(root):
     return datasets.ImageFolder(root, TwoViews(view(1.0, 0.0), view(0.1, 0.2))), dict(shuffle=True)
 
 
+def lightly_simclr(root):
+    from lightly.transforms import SimCLRTransform
+
+    return datasets.ImageFolder(root, SimCLRTransform()), dict(shuffle=True)
+
+
 def open_clip_train(root):
     from open_clip.transform import image_transform
 
@@ -381,6 +392,7 @@ RECIPES = {
     "open_clip": open_clip_train,
     "moco_v3": moco_v3,
     "vicreg": vicreg,
+    "lightly_simclr": lightly_simclr,
 }
 
 

@@ -101,14 +101,14 @@ def _numpy_state(np) -> tuple:
 def _blur_range(t: Any) -> tuple[float, float]:
     """The range a blur class draws its radius from, by the attributes that name one:
     DINO's and DeiT III's `radius_min` and `radius_max`, MoCo's and SimSiam's `sigma=[lo,
-    hi]`; else the range of the recipes whose class names none (Barlow Twins' and VICReg's
-    `random() * 1.9 + 0.1`), which the watching confirms or not."""
+    hi]`, Lightly's `sigmas`; else the range of the recipes whose class names none (Barlow
+    Twins' and VICReg's `random() * 1.9 + 0.1`), which the watching confirms or not."""
     lo, hi = _number(t, "radius_min"), _number(t, "radius_max")
     if lo is None or hi is None:
         lo, hi = _number(t, "sigma_min"), _number(t, "sigma_max")
-    if lo is None or hi is None:
-        sigma = getattr(t, "sigma", None)
-        if isinstance(sigma, (list, tuple)) and len(sigma) == 2 and all(
+    for name in ("sigma", "sigmas"):
+        sigma = getattr(t, name, None)
+        if (lo is None or hi is None) and isinstance(sigma, (list, tuple)) and len(sigma) == 2 and all(
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in sigma
         ):
             lo, hi = float(sigma[0]), float(sigma[1])
@@ -127,6 +127,9 @@ def _candidates(t: Any) -> list[tuple[dict, Callable, str]]:
 
     p = _probability(t)
     lo, hi = _blur_range(t)
+    # Lightly's `RandomSolarization(threshold=...)`; else Pillow's default, 128.
+    threshold = _number(t, "threshold")
+    threshold = 128.0 if threshold is None or not 0 <= threshold <= 255 else threshold
     out = []
     for name in _SOURCES:
         draw = _source(name)[2]
@@ -138,7 +141,7 @@ def _candidates(t: Any) -> list[tuple[dict, Callable, str]]:
             return img.convert("L").convert("RGB") if coin() else img
 
         def solarize(img, coin=coin):
-            return ImageOps.solarize(img, 128) if coin() else img
+            return ImageOps.solarize(img, threshold) if coin() else img
 
         def blur(img, coin=coin, draw=draw):
             if not coin():
@@ -148,7 +151,7 @@ def _candidates(t: Any) -> list[tuple[dict, Callable, str]]:
         chance = 1.0 if p is None else p
         out += [
             ({"op": "pil_grayscale", "p": chance}, grey, name),
-            ({"op": "random_solarize", "threshold": 128.0, "p": chance}, solarize, name),
+            ({"op": "random_solarize", "threshold": threshold, "p": chance}, solarize, name),
             ({"op": "pil_gaussian_blur", "radius": [lo, hi], "p": chance}, blur, name),
         ]
     return out
@@ -311,15 +314,29 @@ def keeps_rgb_images(t: Any, grey: bool = False) -> bool:
     return _watched(t, same, grey, large=True)
 
 
-def acts_as_to_tensor(t: Any, grey: bool = False) -> bool:
-    """Whether `t`, a step of the user's own, gives what torchvision's `ToTensor` gives each
-    RGB PIL image (a float32 `[3, H, W]` tensor of the bytes over 255): open_clip's
-    `MaybeToTensor`, a subclass of `ToTensor` with a `__call__` of its own (`_watched`)."""
+def acts_as_to_tensor(t: Any, grey: bool = False) -> str | None:
+    """How `t`, a step of the user's own, turns each RGB PIL image into a float32 `[3, H, W]`
+    tensor of its bytes scaled to [0, 1], or None where it does not (`_watched`): "divide"
+    where it gives what torchvision's `ToTensor` gives (the bytes over 255: open_clip's
+    `MaybeToTensor`, a subclass of `ToTensor` with a `__call__` of its own), "multiply" where
+    it gives what v2's `ToImage` then `ToDtype(torch.float32, scale=True)` give (a
+    `tv_tensors.Image` of the bytes times 1/255: Lightly's `ToTensor`)."""
     import torch
+    from torchvision import tv_tensors
     from torchvision.transforms import functional as F
+    from torchvision.transforms import v2
 
-    def same(img, got) -> bool:
-        want = F.to_tensor(img)
-        return type(got) is torch.Tensor and got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
+    def same_as(reference, kind):
+        def same(img, got) -> bool:
+            want = reference(img)
+            return (
+                type(got) is kind and got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
+            )
 
-    return _watched(t, same, grey)
+        return same
+
+    v2_float = v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32, scale=True)])
+    for form, reference, kind in (("divide", F.to_tensor, torch.Tensor), ("multiply", v2_float, tv_tensors.Image)):
+        if _watched(t, same_as(reference, kind), grey):
+            return form
+    return None

@@ -663,10 +663,14 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
             grey = GREY_IMAGES.get()
             if keeps_rgb_images(t, grey):
                 continue  # a conversion to RGB (or nothing) on an RGB image: nothing to run
-            if acts_as_to_tensor(t, grey):
+            form = acts_as_to_tensor(t, grey)
+            if form == "divide":
                 from torchvision import transforms as tv_transforms
 
                 t, name = tv_transforms.ToTensor(), "ToTensor"
+            elif form == "multiply":  # as v2's ToImage then ToDtype(torch.float32, scale=True)
+                dtype, to_float, tagged = "f32", "multiply", True
+                continue
         if layout != "TCHW":
             raise Unsupported(f"{name} after the permute to [C, T, H, W]")
         # Video: flips, the float conversion and Normalize commute with a crop.

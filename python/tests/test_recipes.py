@@ -1113,11 +1113,75 @@ def test_self_supervised_recipes_blur_and_solarize_classes_are_recognised_from_e
     assert np.array_equal(np.random.get_state()[1], state)
 
 
-@pytest.mark.parametrize("recipe", ["moco", "vicreg"])
+class LightlyBlur:
+    """Lightly's `GaussianBlur`, in this project's words: a coin from NumPy's generator
+    against `prob`, then a Pillow blur of a radius drawn from `sigmas`."""
+
+    def __init__(self, prob=0.5, sigmas=(0.2, 2)):
+        self.prob, self.sigmas = prob, sigmas
+
+    def __call__(self, sample):
+        from PIL import ImageFilter
+
+        if np.random.random_sample() < self.prob:
+            sample = sample.filter(ImageFilter.GaussianBlur(radius=np.random.uniform(self.sigmas[0], self.sigmas[1])))
+        return sample
+
+
+class LightlySolarization:
+    """Lightly's `RandomSolarization`: Pillow's solarize at its own threshold."""
+
+    def __init__(self, prob=0.5, threshold=128):
+        self.prob, self.threshold = prob, threshold
+
+    def __call__(self, sample):
+        return ImageOps.solarize(sample, threshold=self.threshold) if np.random.random_sample() < self.prob else sample
+
+
+class LightlyToTensor:
+    """Lightly's `ToTensor`: v2's `ToImage` then `ToDtype(torch.float32, scale=True)` (the
+    bytes times 1/255, a `tv_tensors.Image`), not v1's division."""
+
+    def __init__(self):
+        self.transform = v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32, scale=True)])
+
+    def __call__(self, *args, **kwargs):
+        return self.transform(*args, **kwargs)
+
+
+def test_lightlys_blur_solarize_and_to_tensor_classes_are_recognised():
+    from hpuload._behaviour import acts_as_to_tensor, user_pixel_op
+
+    assert user_pixel_op(LightlyBlur(prob=0.5)) == {"op": "pil_gaussian_blur", "radius": [0.2, 2.0], "p": 0.5}
+    assert user_pixel_op(LightlySolarization(prob=0.2, threshold=100)) == {
+        "op": "random_solarize",
+        "threshold": 100.0,
+        "p": 0.2,
+    }
+    assert acts_as_to_tensor(LightlyToTensor()) == "multiply"
+    assert acts_as_to_tensor(lambda im: T.functional.to_tensor(im) * 2) is None
+    assert acts_as_to_tensor(lambda im: T.functional.to_tensor(im)) == "divide"
+
+
+def test_a_to_tensor_class_of_v2s_arithmetic_gives_torchs_floats_bit_for_bit(png_folder):
+    """The bytes times 1/255 and v1's bytes over 255 differ in the last bit of some values:
+    the class is run as the steps it behaves as, not as ToTensor."""
+    t = v2.Compose([v2.CenterCrop(SIDE), LightlyToTensor(), v2.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
+    ds = datasets.ImageFolder(png_folder, t)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        warnings.simplefilter("error", ht.PythonTailWarning)
+        ours = list(DataLoader(ds, batch_size=6, backend="cpu"))
+    theirs = list(tud.DataLoader(ds, batch_size=6))
+    assert all(torch.equal(a, b) and torch.equal(la, lb) for (a, la), (b, lb) in zip(ours, theirs))
+
+
+@pytest.mark.parametrize("recipe", ["moco", "vicreg", "lightly"])
 def test_self_supervised_recipes_blur_and_solarize_run_natively_as_pillow_computes_them(png_folder, recipe):
     middle = {
         "moco": [T.RandomApply([MocoBlur([0.1, 2.0])], p=0.5), T.RandomApply([MocoSolarize()], p=0.5)],
         "vicreg": [VicregBlur(p=0.5), VicregSolarization(p=0.5)],
+        "lightly": [LightlyBlur(prob=0.5), LightlySolarization(prob=0.5, threshold=100)],
     }[recipe]
     with warnings.catch_warnings():
         warnings.simplefilter("error", ht.PythonTailWarning)
