@@ -98,6 +98,20 @@ def _numpy_state(np) -> tuple:
     return key.tobytes(), position, *rest
 
 
+def _states(names) -> tuple:
+    """The states of the generators `names` (`_SOURCES`) and of torch's."""
+    import torch
+
+    return [_source(name)[1]() for name in names], torch.get_rng_state()
+
+
+def _same_states(a: tuple, b: tuple) -> bool:
+    """Two `_states` alike: nothing drew from those generators in between."""
+    import torch
+
+    return a[0] == b[0] and torch.equal(a[1], b[1])
+
+
 def _blur_range(t: Any) -> tuple[float, float]:
     """The range a blur class draws its radius from, by the attributes that name one:
     DINO's and DeiT III's `radius_min` and `radius_max`, MoCo's and SimSiam's `sigma=[lo,
@@ -179,20 +193,18 @@ def _behaves_as(t: Any, model: Callable, images: list, source: str, seeds: list[
     """Whether `t` gives, byte for byte, what `model` gives on each image under each of
     `seeds` of `source`, drawing the same numbers from it and none from the other global
     generators."""
-    import torch
-
     seed, state, _ = _source(source)
-    others = [_source(name)[1] for name in _SOURCES if name != source]
+    others = [name for name in _SOURCES if name != source]
     for n in seeds:
         for img in images:
-            before = [s() for s in others], torch.get_rng_state()
+            before = _states(others)
             seed(n)
             try:
                 got = t(img.copy())
             except Exception:
                 return False
             drawn = state()
-            if [s() for s in others] != before[0] or not torch.equal(torch.get_rng_state(), before[1]):
+            if not _same_states(_states(others), before):
                 return False
             seed(n)
             want = model(img.copy())
@@ -259,17 +271,11 @@ def _watched(t: Any, check: Callable, grey: bool = False, large: bool = False) -
     up to the size of a photo (grey ones with `grey`: the images of MNIST and its kin), and
     with `large` one of a 12-megapixel photo's size last, drawing nothing from Python's,
     torch's or NumPy's generators (which are left as they were)."""
-    import torch
-
     if not callable(t) or isinstance(t, type):
         return False
     module = type(t).__module__ or ""
     if module.startswith(("torchvision", "timm", "hpuload")) and type(t).__name__ != "Lambda":
         return False
-    try:
-        import numpy as np
-    except ImportError:  # pragma: no cover
-        np = None
     images = _images()
     images.append(_oriented(images[-1].resize((500, 375)), 0))
     if large:
@@ -278,16 +284,12 @@ def _watched(t: Any, check: Callable, grey: bool = False, large: bool = False) -
         images = [_oriented(img.convert("L"), k) for k, img in enumerate(images)]
     with generators_kept():
         for img in images:
-            before = (random.getstate(), torch.get_rng_state(), np.random.get_state()[1].copy() if np is not None else None)
+            before = _states(_SOURCES)
             try:
                 got = t(img.copy())
             except Exception:
                 return False
-            if random.getstate() != before[0] or not torch.equal(torch.get_rng_state(), before[1]):
-                return False
-            if np is not None and not np.array_equal(np.random.get_state()[1], before[2]):
-                return False
-            if not check(img, got):
+            if not _same_states(_states(_SOURCES), before) or not check(img, got):
                 return False
         return True
 

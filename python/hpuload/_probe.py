@@ -669,7 +669,8 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
                     f"{type(dataset).__name__}.__getitem__({i}) opened two different files on two calls"
                 )
             label = again[1] if layout[0] == "pair" else again[keys[1]]
-            if (not _same_values((label,), extras[k][:1])) if objects else _label(label) != samples[k][1]:
+            same_label = _same_values((label,), extras[k][:1]) if objects else _label(label) == samples[k][1]
+            if not same_label:
                 raise NeedsPixels(f"{type(dataset).__name__}.__getitem__({i}) gave two different labels on two calls")
             if layout[1] and not _same_values(tuple(again[2:]), extras[k][objects:]):
                 raise NeedsPixels(
