@@ -217,6 +217,14 @@ def hf_source(dataset, pipeline, transform):
         rows = table_rows
     if len(rows) != len(dataset):
         raise Unfit(f"{len(rows)} rows found for a dataset of {len(dataset)}", D)
+    turned = _first_turned(dataset, image_column)
+    if turned is not None:
+        # `datasets` turns each image by its orientation as it decodes it (`exif_transpose`).
+        raise Unfit(
+            f"row {turned[0]}'s image carries the EXIF orientation {turned[1]}, by which datasets turns it as it "
+            "decodes it, while hpuload decodes each image as it is stored",
+            D,
+        )
     keys = (image_column, label_column)
     watch = None
     if pipeline is not None:
@@ -282,7 +290,6 @@ class _AppliesCheck:
         if processor and getattr(found, "do_convert_rgb", None):
             self._check_transparency(fn, found, transform)
         self._check_modes(fn, transform, within)
-        self._check_orientation(fn, transform, within)
         self.seen = seen
 
     def _small_row(self) -> tuple[dict | None, Any]:
@@ -299,36 +306,6 @@ class _AppliesCheck:
             small.info.clear()
             return first, small
         return None, None
-
-    def _check_orientation(self, fn, transform, within: float) -> None:
-        """hpuload decodes each image as it is stored, as Pillow opens it; a function that
-        turns it by its EXIF orientation first (`ImageOps.exif_transpose`, as code for
-        phone photos does) would give other pixels for every photo that carries one. Shown
-        by handing the function an image that carries one: its result must be the transform
-        of the image as stored, or the loader goes to torch's."""
-        from ._behaviour import _oriented, generators_kept
-
-        first, stored = self._small_row()
-        if stored is None:
-            return
-        batch = {k: [v] for k, v in first.items()}
-        batch[self.image_column] = [_oriented(stored.copy(), 0)]
-        with generators_kept():
-            try:
-                _draws_from(0)
-                got = fn(batch)[self.keys[0]][0]
-                _draws_from(0)
-                want = transform(stored)
-            except Exception:
-                return  # what `_check` ran on the table's own rows stands
-        if not _alike(got, want, within):
-            name = getattr(fn, "__name__", type(fn).__name__)
-            raise Unfit(
-                f"{name} (the dataset's transform) gives an image that carries an EXIF orientation other "
-                "pixels than the transform of the image as stored (it turns it by its orientation?), "
-                "while hpuload decodes each image as it is stored",
-                FallbackReason.TRANSFORM,
-            )
 
     def _check_modes(self, fn, transform, within: float) -> None:
         """hpuload decodes every image to RGB, as `convert("RGB")` does; a function that hands
@@ -370,55 +347,8 @@ class _AppliesCheck:
             )
 
     def _first_not_rgb(self) -> tuple[int, str] | None:
-        """The first row the dataset reads whose image is not RGB, with its mode, read from the
-        image's header in the table (its bytes where they are embedded, else its file):
-        about 8 µs a row with the bytes embedded."""
-        import bisect
-
-        import numpy as np
-        import pyarrow as pa
-
-        from ._probe import mode_of
-
-        column = self.dataset.data.column(self.image_column)
-        chunks = [c for c in column.chunks if len(c)]
-        starts, at = [], 0
-        for c in chunks:
-            starts.append(at)
-            at += len(c)
-        indices = self.dataset._indices
-        rows = indices.column(0).to_pylist() if indices is not None else range(at)
-        opened: dict[int, tuple] = {}
-
-        def chunk(k: int) -> tuple:
-            """A chunk's bytes (offsets, data, validity) and paths, without a Python object per row."""
-            if k not in opened:
-                c = chunks[k]
-                fields = {c.type.field(i).name: a for i, a in enumerate(c.flatten())}
-                b = fields["bytes"]
-                data = b.buffers()[2]
-                opened.clear()  # rows come mostly in order: one chunk's arrays at a time
-                opened[k] = (
-                    np.frombuffer(b.buffers()[1], dtype=np.int64 if pa.types.is_large_binary(b.type) else np.int32)[b.offset : b.offset + len(b) + 1],
-                    memoryview(data) if data is not None else None,
-                    b.is_valid().to_numpy(zero_copy_only=False),
-                    fields["path"],
-                )
-            return opened[k]
-
-        for row, global_row in enumerate(rows):
-            k = bisect.bisect_right(starts, global_row) - 1
-            j = global_row - starts[k]
-            offsets, data, valid, paths = chunk(k)
-            if valid[j] and data is not None:
-                mode = mode_of(data=data[offsets[j] : offsets[j + 1]])
-            elif paths[j].is_valid:
-                mode = mode_of(paths[j].as_py())
-            else:
-                continue
-            if mode is not None and mode != "RGB":
-                return row, mode
-        return None
+        """The first row the dataset reads whose image is not RGB, with its mode (`_first_row`)."""
+        return _first_row(self.dataset, self.image_column, lambda mode, _: mode if mode not in (None, "RGB") else None)
 
     def _check_transparency(self, fn, processor, transform) -> None:
         """A processor that converts to RGB itself (`do_convert_rgb`) lays transparent pixels
@@ -514,6 +444,76 @@ def _alike(got, want, within: float) -> bool:
         and got.dtype == want.dtype
         and (torch.equal(got, want) if not within else bool(((got - want).abs() <= within).all()))
     )
+
+
+def _first_row(dataset, image_column: str, test) -> tuple[int, Any] | None:
+    """The first row `dataset` reads for which `test(mode, orientation)` (`_probe.facts_of`
+    of its image, read from the image's header in the table: its bytes where they are
+    embedded, else its file; about 8 µs a row embedded) gives something, with that; None
+    where it gives None for every row."""
+    import bisect
+
+    import numpy as np
+    import pyarrow as pa
+
+    from ._probe import facts_of
+
+    column = dataset.data.column(image_column)
+    chunks = [c for c in column.chunks if len(c)]
+    starts, at = [], 0
+    for c in chunks:
+        starts.append(at)
+        at += len(c)
+    indices = dataset._indices
+    rows = indices.column(0).to_pylist() if indices is not None else range(at)
+    opened: dict[int, tuple] = {}
+
+    def chunk(k: int) -> tuple:
+        """A chunk's bytes (offsets, data, validity) and paths, without a Python object per row."""
+        if k not in opened:
+            c = chunks[k]
+            fields = {c.type.field(i).name: a for i, a in enumerate(c.flatten())}
+            b = fields["bytes"]
+            data = b.buffers()[2]
+            opened.clear()  # rows come mostly in order: one chunk's arrays at a time
+            opened[k] = (
+                np.frombuffer(b.buffers()[1], dtype=np.int64 if pa.types.is_large_binary(b.type) else np.int32)[b.offset : b.offset + len(b) + 1],
+                memoryview(data) if data is not None else None,
+                b.is_valid().to_numpy(zero_copy_only=False),
+                fields["path"],
+            )
+        return opened[k]
+
+    for row, global_row in enumerate(rows):
+        k = bisect.bisect_right(starts, global_row) - 1
+        j = global_row - starts[k]
+        offsets, data, valid, paths = chunk(k)
+        if valid[j] and data is not None:
+            facts = facts_of(data=data[offsets[j] : offsets[j + 1]])
+        elif paths[j].is_valid:
+            facts = facts_of(paths[j].as_py())
+        else:
+            continue
+        found = test(*facts)
+        if found is not None:
+            return row, found
+    return None
+
+
+#: `_first_turned` per dataset fingerprint and image column: a table does not change.
+_TURNED: dict = {}
+
+
+def _first_turned(dataset, image_column: str) -> tuple[int, int] | None:
+    """The first row `dataset` reads whose image carries an EXIF orientation other than 1,
+    with it (`_first_row`); read once per dataset (by its fingerprint)."""
+    key = (getattr(dataset, "_fingerprint", None), image_column)
+    if key[0] is None or key not in _TURNED:
+        found = _first_row(dataset, image_column, lambda _, orientation: orientation if orientation not in (None, 1) else None)
+        if key[0] is None:
+            return found
+        _TURNED[key] = found
+    return _TURNED[key]
 
 
 def _rows_to_check(n: int) -> list[int]:

@@ -159,8 +159,8 @@ def _rgb_mode(mode) -> bool:
     return name == "RGB"
 
 
-def _sniffed_mode(path: str) -> str | None:
-    """The mode Pillow opens a JPEG or PNG file in (`header_mode`), from its header alone."""
+def _sniffed(path: str) -> tuple[str | None, int | None]:
+    """`header_facts` of a JPEG or PNG file, from its headers alone."""
     try:
         with open(path, "rb") as f:
 
@@ -168,35 +168,45 @@ def _sniffed_mode(path: str) -> str | None:
                 f.seek(offset)
                 return f.read(4096)
 
-            return header_mode(read)
+            return header_facts(read)
     except OSError:
-        return None
+        return None, None
 
 
 def header_mode(read) -> str | None:
-    """The mode Pillow opens a JPEG or PNG image in ("L", "RGB", "CMYK", "P", ...), from its
-    header, without Pillow: a JPEG's frame header gives its number of components, a PNG's
-    IHDR its colour type. None for any other image, or one this cannot read. `read(offset)`
+    """The mode Pillow opens a JPEG or PNG image in (`header_facts`)."""
+    return header_facts(read)[0]
+
+
+def header_facts(read) -> tuple[str | None, int | None]:
+    """`(mode, orientation)` of a JPEG or PNG image, from its headers, without Pillow: the
+    mode Pillow opens it in ("L", "RGB", "CMYK", "P", ...: a JPEG's frame header gives its
+    number of components, a PNG's IHDR its colour type), and the EXIF orientation it carries
+    (1-8, from a JPEG's APP1 Exif segment or a PNG's eXIf chunk; None without one). `(None,
+    None)` for any other image, a mode of None for one this cannot read. `read(offset)`
     gives the image's bytes from `offset` on (a few KiB, or fewer at its end): the first
-    read, and past the segments before the frame header (an EXIF thumbnail) only reads of
-    the next segment headers."""
+    read, then only reads of the next segment (or chunk) headers and of an Exif segment's
+    start."""
     head = read(0)
     if head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR" and len(head) >= 26:
         depth, colour = head[24], head[25]
         if colour == 0:
-            return {1: "1", 16: "I;16"}.get(depth, "L")
-        return {2: "RGB", 3: "P", 4: "LA", 6: "RGBA"}.get(colour)
+            mode = {1: "1", 16: "I;16"}.get(depth, "L")
+        else:
+            mode = {2: "RGB", 3: "P", 4: "LA", 6: "RGBA"}.get(colour)
+        return mode, _png_orientation(read)
     if head[:2] != b"\xff\xd8":
-        return None
+        return None, None
+    orientation = None
     base, k = 0, 2  # `head` holds the image's bytes from `base`; `k` is relative to it
     while True:
         if k + 10 > len(head):  # the next segment's header lies past what was read
             base, k = base + k, 0
             head = read(base)
             if len(head) < 10:  # no room left for a frame header
-                return None
+                return None, orientation
         if head[k] != 0xFF:
-            return None
+            return None, orientation
         marker = head[k + 1]
         if marker == 0xFF:  # fill byte
             k += 1
@@ -206,35 +216,84 @@ def header_mode(read) -> str | None:
             continue
         if marker in (0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF):
             if k + 10 > len(head):
-                return None
-            return {1: "L", 3: "RGB", 4: "CMYK"}.get(head[k + 9])
+                return None, orientation
+            return {1: "L", 3: "RGB", 4: "CMYK"}.get(head[k + 9]), orientation
         length = int.from_bytes(head[k + 2 : k + 4], "big")
         if marker in (0xD9, 0xDA) or length < 2:
-            return None
+            return None, orientation
+        if marker == 0xE1 and orientation is None:
+            segment = read(base + k + 4)[: length - 2]
+            if segment[:6] == b"Exif\x00\x00":
+                orientation = _tiff_orientation(segment[6:])
         k += 2 + length
+
+
+def _tiff_orientation(tiff: bytes) -> int | None:
+    """The Orientation tag (0x0112) of the first image directory of Exif data (a TIFF
+    header and its IFD0, as a JPEG's APP1 segment or a PNG's eXIf chunk holds them), where
+    it is a value from 1 to 8 within `tiff`; None otherwise."""
+    if len(tiff) < 8 or tiff[:2] not in (b"II", b"MM"):
+        return None
+    order = "little" if tiff[:2] == b"II" else "big"
+    first = int.from_bytes(tiff[4:8], order)
+    if first + 2 > len(tiff):
+        return None
+    count = int.from_bytes(tiff[first : first + 2], order)
+    for e in range(first + 2, min(first + 2 + 12 * count, len(tiff) - 11), 12):
+        if int.from_bytes(tiff[e : e + 2], order) == 0x0112:
+            value = int.from_bytes(tiff[e + 8 : e + 10], order)  # a SHORT, left-justified
+            return value if 1 <= value <= 8 else None
+    return None
+
+
+def _png_orientation(read) -> int | None:
+    """The EXIF orientation of a PNG's eXIf chunk, walking its chunk headers (at most 10,000)
+    until IEND; None without one."""
+    offset = 8
+    for _ in range(10_000):
+        head = read(offset)
+        if len(head) < 8:
+            return None
+        length, kind = int.from_bytes(head[:4], "big"), head[4:8]
+        if kind == b"eXIf":
+            tiff = read(offset + 8)[:length]
+            return _tiff_orientation(tiff[6:] if tiff[:6] == b"Exif\x00\x00" else tiff)
+        if kind == b"IEND":
+            return None
+        offset += 12 + length
+    return None
 
 
 def mode_of(path: str | None = None, data=None) -> str | None:
     """The mode Pillow opens an image in, from the file at `path` or the bytes `data` (any
-    buffer): its header where `header_mode` reads it, else Pillow's lazy open. None where
+    buffer): its header where `header_facts` reads it, else Pillow's lazy open. None where
     neither can read it (the loader names such an image when it reads it)."""
+    return facts_of(path, data)[0]
+
+
+def facts_of(path: str | None = None, data=None) -> tuple[str | None, int | None]:
+    """`(mode, EXIF orientation)` of an image (`header_facts`), from the file at `path` or the
+    bytes `data` (any buffer); for a format other than JPEG and PNG (WebP, TIFF, ...), by
+    Pillow's lazy open (which reads headers, not pixels). The mode None where neither can
+    read it (the loader names such an image when it reads it)."""
     import io
 
     from PIL import Image
 
     if data is not None:
         view = memoryview(data)
-        mode = header_mode(lambda offset: bytes(view[offset : offset + 4096]))
+        facts = header_facts(lambda offset: bytes(view[offset : offset + 4096]))
     else:
-        mode = _sniffed_mode(path)
-    if mode is None:
+        facts = _sniffed(path)
+    if facts[0] is None:
         try:
             # Pillow's own open: this thread is not probing.
             with Image.open(io.BytesIO(bytes(data)) if data is not None else path) as im:
-                mode = im.mode
+                orientation = im.getexif().get(0x0112) if im.format not in ("PNG", "JPEG", "MPO") else facts[1]
+                facts = im.mode, orientation if orientation in range(1, 9) else None
         except Exception:
-            return None
-    return mode
+            return None, None
+    return facts
 
 
 def not_rgb(paths) -> tuple[str, str] | None:

@@ -344,16 +344,46 @@ def _upright(batch):
     return batch
 
 
-def test_a_function_that_turns_images_by_their_exif_orientation_goes_to_torch_saying_so(hf):
-    """The table's photos carry no orientation, so the function's results on them say
-    nothing; hpuload decodes each image as stored, and a photo that carries one would come
-    out turned in torch's loader only."""
+def test_a_function_that_turns_images_by_their_exif_orientation_runs_natively_where_no_row_carries_one(hf):
+    """No image of the table carries an orientation, so turning by it changes nothing."""
     ds, _ = hf
     _, collate = example_transforms(EVAL)
     ds.set_transform(_upright)
-    with pytest.warns(FallbackWarning, match="_upright .* carries an EXIF orientation"):
-        loader = DataLoader(ds, batch_size=8, collate_fn=collate)
+    want = [(b["pixel_values"], b["labels"]) for b in torch.utils.data.DataLoader(ds, batch_size=8, collate_fn=collate)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(ds, batch_size=8, collate_fn=collate, backend="cpu")
+    assert_same([(b["pixel_values"], b["labels"]) for b in loader], want)
+
+
+@pytest.mark.parametrize("embedded", [False, True])
+def test_a_table_with_an_image_that_carries_an_exif_orientation_goes_to_torch_naming_the_row(
+    jpeg_folder, tmp_path, embedded
+):
+    """`datasets` turns each image by its EXIF orientation as it decodes it (a phone photo
+    held upright); hpuload decodes images as stored, so such a table goes to torch's loader,
+    the row named, whatever the function does."""
+    import shutil
+
+    from PIL import Image
+
+    root = tmp_path / "images"
+    shutil.copytree(jpeg_folder, root)
+    files = sorted(root.rglob("*.jpg"))
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    Image.open(files[5]).save(files[5], exif=exif.tobytes(), quality=95)
+    ds = datasets.load_dataset("imagefolder", data_dir=str(root), split="train", cache_dir=str(tmp_path / "cache"))
+    if embedded:
+        ds.save_to_disk(str(tmp_path / "saved"))
+        ds = datasets.load_from_disk(str(tmp_path / "saved"))
+    fn, collate = example_transforms(EVAL)
+    ds.set_transform(fn)
+    with pytest.warns(FallbackWarning, match=r"row \d+'s image carries the EXIF orientation 6"):
+        loader = DataLoader(ds, batch_size=4, collate_fn=collate)
     assert not isinstance(loader, DataLoader)
+    turned = [b["pixel_values"] for b in loader]
+    assert sum(len(x) for x in turned) == len(ds)
 
 
 def processor_transforms(processor, convert=True):

@@ -253,8 +253,13 @@ def test_the_header_mode_reader_answers_every_damaged_header_without_raising_or_
     jpeg = next(iter(sorted(jpeg_folder.rglob("*.jpg")))).read_bytes()
     buf = io.BytesIO()
     Image.open(io.BytesIO(jpeg)).convert("RGBA").save(buf, "PNG")
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    turned, turned_png = io.BytesIO(), io.BytesIO()
+    Image.open(io.BytesIO(jpeg)).save(turned, "JPEG", exif=exif.tobytes())
+    Image.open(io.BytesIO(jpeg)).resize((8, 8)).save(turned_png, "PNG", exif=exif.tobytes())
     rng = random.Random(7)
-    heads = [jpeg[:700], buf.getvalue()[:100]]
+    heads = [jpeg[:700], buf.getvalue()[:100], turned.getvalue()[:200], turned_png.getvalue()]
     cases = [h[:n] for h in heads for n in range(len(h) + 1)]
     for _ in range(3000):
         data = bytearray(rng.choice(heads))
@@ -271,8 +276,48 @@ def test_the_header_mode_reader_answers_every_damaged_header_without_raising_or_
             assert reads < 1000, "no progress"
             return data[offset : offset + 16]  # small reads: every refill path
 
-        assert _probe.header_mode(read) in (None, "1", "L", "I;16", "RGB", "P", "LA", "RGBA", "CMYK")
+        mode, orientation = _probe.header_facts(read)
+        assert mode in (None, "1", "L", "I;16", "RGB", "P", "LA", "RGBA", "CMYK")
+        assert orientation is None or 1 <= orientation <= 8
     assert _probe.mode_of(data=jpeg) == "RGB" and _probe.mode_of(data=buf.getvalue()) == "RGBA"
+
+
+@pytest.mark.parametrize("fmt", ["JPEG", "PNG", "WEBP"])
+def test_the_exif_orientation_read_from_headers_is_pillows(jpeg_folder, tmp_path, fmt):
+    """`_probe.facts_of` gives the orientation Pillow's `getexif()` gives (what `datasets`
+    turns each decoded image by), from embedded bytes and from files, with either byte order
+    and none at all."""
+    from PIL import Image
+
+    src = Image.open(next(iter(sorted(jpeg_folder.rglob("*.jpg"))))).convert("RGB").resize((40, 30))
+    for value in [None, *range(1, 9)]:
+        for order in ("big", "little"):
+            buf = io.BytesIO()
+            kw = {}
+            if value is not None:
+                exif = Image.Exif()
+                exif[0x0112] = value
+                exif[0x010F] = "camera"  # another tag before it
+                kw["exif"] = exif.tobytes() if order == "big" else _little_endian_exif(exif)
+            src.save(buf, fmt, **kw)
+            want = Image.open(io.BytesIO(buf.getvalue())).getexif().get(0x0112)
+            path = tmp_path / f"x.{fmt.lower()}"
+            path.write_bytes(buf.getvalue())
+            assert _probe.facts_of(data=buf.getvalue()) == ("RGB", want)
+            assert _probe.facts_of(str(path)) == ("RGB", want)
+            assert want == value
+
+
+def _little_endian_exif(exif) -> bytes:
+    """`exif` as Exif data in Intel byte order (Pillow writes Motorola's)."""
+    from PIL import TiffImagePlugin
+
+    ifd = TiffImagePlugin.ImageFileDirectory_v2(prefix=b"II")
+    for tag, value in exif.items():
+        ifd[tag] = value
+    data = b"Exif\x00\x00II*\x00" + (8).to_bytes(4, "little") + ifd.tobytes(8)
+    assert data[6:8] == b"II"
+    return data
 
 
 def _with_one_file_not_rgb(jpeg_folder, tmp_path, mode):
