@@ -292,21 +292,6 @@ class _AppliesCheck:
         self._check_modes(fn, transform, within)
         self.seen = seen
 
-    def _small_row(self) -> tuple[dict | None, Any]:
-        """The first of the rows checked that decodes, as the dataset gives it without its
-        transform, and its image in RGB at 64x48 without metadata (an image to hand the
-        function in other forms); `(None, None)` when none decodes."""
-        raw = self.dataset.with_format(None)
-        for row in _rows_to_check(len(raw)):
-            try:
-                first = raw[row]
-                small = first[self.image_column].convert("RGB").resize((64, 48))
-            except Exception:  # a damaged row: the loader names and skips it when read
-                continue
-            small.info.clear()
-            return first, small
-        return None, None
-
     def _check_modes(self, fn, transform, within: float) -> None:
         """hpuload decodes every image to RGB, as `convert("RGB")` does; a function that hands
         the transform each image in its own mode gives a grey image one channel and an RGBA
@@ -316,7 +301,17 @@ class _AppliesCheck:
         (`_first_not_rgb`), or the loader goes to torch's."""
         from ._behaviour import generators_kept
 
-        first, rgb = self._small_row()
+        raw = self.dataset.with_format(None)
+        if not len(raw):
+            return
+        first = rgb = None
+        for row in _rows_to_check(len(raw)):
+            try:
+                first = raw[row]
+                rgb = first[self.image_column].convert("RGB").resize((64, 48))
+                break
+            except Exception:  # a damaged row: the loader names and skips it when read
+                continue
         converts = rgb is not None
         with generators_kept():
             for seed, mode in enumerate(("L", "P", "RGBA", "CMYK")) if converts else ():

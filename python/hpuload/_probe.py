@@ -173,11 +173,6 @@ def _sniffed(path: str) -> tuple[str | None, int | None]:
         return None, None
 
 
-def header_mode(read) -> str | None:
-    """The mode Pillow opens a JPEG or PNG image in (`header_facts`)."""
-    return header_facts(read)[0]
-
-
 def header_facts(read) -> tuple[str | None, int | None]:
     """`(mode, orientation)` of a JPEG or PNG image, from its headers, without Pillow: the
     mode Pillow opens it in ("L", "RGB", "CMYK", "P", ...: a JPEG's frame header gives its

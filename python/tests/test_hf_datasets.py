@@ -291,15 +291,19 @@ def _as_opened(batch):
     return batch
 
 
-def test_a_function_that_does_not_convert_to_rgb_runs_natively_where_every_row_is_rgb(hf):
-    ds, _ = hf
-    _, collate = example_transforms(EVAL)
-    ds.set_transform(_as_opened)
-    want = [(b["pixel_values"], b["labels"]) for b in torch.utils.data.DataLoader(ds, batch_size=8, collate_fn=collate)]
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", FallbackWarning)
-        loader = DataLoader(ds, batch_size=8, collate_fn=collate, backend="cpu")
-    assert_same([(b["pixel_values"], b["labels"]) for b in loader], want)
+def table_with_one_file_changed(jpeg_folder, tmp_path, k, change, embedded):
+    """A `datasets` imagefolder table over a copy of `jpeg_folder` whose `k`-th file
+    `change(path)` rewrote, with the paths only or (`embedded`) the bytes in the table."""
+    import shutil
+
+    root = tmp_path / "images"
+    shutil.copytree(jpeg_folder, root)
+    change(sorted(root.rglob("*.jpg"))[k])
+    ds = datasets.load_dataset("imagefolder", data_dir=str(root), split="train", cache_dir=str(tmp_path / "cache"))
+    if embedded:
+        ds.save_to_disk(str(tmp_path / "saved"))
+        ds = datasets.load_from_disk(str(tmp_path / "saved"))
+    return ds
 
 
 @pytest.mark.parametrize("mode", ["L", "RGBA"])
@@ -308,20 +312,13 @@ def test_a_function_that_does_not_convert_to_rgb_goes_to_torch_where_a_row_is_no
     """hpuload decodes every image to RGB; torch's loader hands such a function a grey image
     as one channel and an RGBA one as four. A row outside the five the function is checked
     on shows it, read from the image's header (a file's, or the bytes the table embeds)."""
-    import shutil
-
     from PIL import Image
 
-    root = tmp_path / "images"
-    shutil.copytree(jpeg_folder, root)
-    files = sorted(root.rglob("*.jpg"))
-    odd = files[3]
-    Image.open(odd).convert(mode).save(odd.with_suffix(".png"))
-    odd.unlink()
-    ds = datasets.load_dataset("imagefolder", data_dir=str(root), split="train", cache_dir=str(tmp_path / "cache"))
-    if embedded:
-        ds.save_to_disk(str(tmp_path / "saved"))
-        ds = datasets.load_from_disk(str(tmp_path / "saved"))
+    def to_mode(odd):
+        Image.open(odd).convert(mode).save(odd.with_suffix(".png"))
+        odd.unlink()
+
+    ds = table_with_one_file_changed(jpeg_folder, tmp_path, 3, to_mode, embedded)
     _, collate = example_transforms(EVAL)
     ds.set_transform(_as_opened)
     with pytest.warns(FallbackWarning, match=f"_as_opened .* hands it each image in its own mode, and row \\d+ is in mode {mode}"):
@@ -344,11 +341,14 @@ def _upright(batch):
     return batch
 
 
-def test_a_function_that_turns_images_by_their_exif_orientation_runs_natively_where_no_row_carries_one(hf):
-    """No image of the table carries an orientation, so turning by it changes nothing."""
+@pytest.mark.parametrize("fn", [_as_opened, _upright], ids=["unconverted", "upright"])
+def test_a_function_that_would_differ_on_other_images_runs_natively_where_no_row_is_one(hf, fn):
+    """A function that does not convert to RGB, over a table whose every row is RGB; one
+    that turns images by their EXIF orientation, over a table where no image carries one:
+    neither changes anything there, and both run natively with torch's batches."""
     ds, _ = hf
     _, collate = example_transforms(EVAL)
-    ds.set_transform(_upright)
+    ds.set_transform(fn)
     want = [(b["pixel_values"], b["labels"]) for b in torch.utils.data.DataLoader(ds, batch_size=8, collate_fn=collate)]
     with warnings.catch_warnings():
         warnings.simplefilter("error", FallbackWarning)
@@ -363,20 +363,14 @@ def test_a_table_with_an_image_that_carries_an_exif_orientation_goes_to_torch_na
     """`datasets` turns each image by its EXIF orientation as it decodes it (a phone photo
     held upright); hpuload decodes images as stored, so such a table goes to torch's loader,
     the row named, whatever the function does."""
-    import shutil
-
     from PIL import Image
 
-    root = tmp_path / "images"
-    shutil.copytree(jpeg_folder, root)
-    files = sorted(root.rglob("*.jpg"))
-    exif = Image.Exif()
-    exif[0x0112] = 6
-    Image.open(files[5]).save(files[5], exif=exif.tobytes(), quality=95)
-    ds = datasets.load_dataset("imagefolder", data_dir=str(root), split="train", cache_dir=str(tmp_path / "cache"))
-    if embedded:
-        ds.save_to_disk(str(tmp_path / "saved"))
-        ds = datasets.load_from_disk(str(tmp_path / "saved"))
+    def upright_by_exif(odd):
+        exif = Image.Exif()
+        exif[0x0112] = 6
+        Image.open(odd).save(odd, exif=exif.tobytes(), quality=95)
+
+    ds = table_with_one_file_changed(jpeg_folder, tmp_path, 5, upright_by_exif, embedded)
     fn, collate = example_transforms(EVAL)
     ds.set_transform(fn)
     with pytest.warns(FallbackWarning, match=r"row \d+'s image carries the EXIF orientation 6"):

@@ -242,10 +242,11 @@ class ReadsTensors(CsvImageDataset):
         return self.transform(torchvision.io.decode_image(torchvision.io.read_file(path), mode=self.mode)), label
 
 
-def test_the_header_mode_reader_answers_every_damaged_header_without_raising_or_looping(jpeg_folder):
-    """`_probe.header_mode` reads untrusted bytes: a real JPEG's and PNG's first bytes cut at
-    every length, and 3000 seeded mutations of them (bytes flipped, segment lengths made 0,
-    1 or huge), each give a mode or None, never an exception or an endless loop."""
+def test_the_header_reader_answers_every_damaged_header_without_raising_or_looping(jpeg_folder):
+    """`_probe.header_facts` reads untrusted bytes: a real JPEG's and PNG's first bytes (with
+    and without an EXIF orientation) cut at every length, and 3000 seeded mutations of them
+    (bytes flipped, segment lengths made 0, 1 or huge), each give a mode and an orientation
+    or None, never an exception or an endless loop."""
     import itertools
 
     from PIL import Image
