@@ -26,6 +26,7 @@ mod error;
 pub mod jpeg;
 pub mod jpeg_markers;
 mod netpbm;
+pub mod orientation;
 #[doc(hidden)]
 pub mod testing;
 

@@ -198,6 +198,11 @@ pub struct Pipeline {
     pub name: String,
     /// The ops, applied in order.
     pub ops: Vec<Op>,
+    /// Turn each image upright by the EXIF orientation it carries before the ops, as Pillow's
+    /// `ImageOps.exif_transpose` does (what Hugging Face `datasets` does as it decodes an
+    /// image). Off by default: torchvision's loaders show images as stored. Images only.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub exif_orientation: bool,
 }
 
 impl Pipeline {
@@ -206,6 +211,7 @@ impl Pipeline {
         Self {
             name: name.into(),
             ops: Vec::new(),
+            exif_orientation: false,
         }
     }
 

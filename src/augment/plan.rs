@@ -97,6 +97,9 @@ pub(crate) struct Plan {
     pad: Option<Pad>,
     /// A detection pipeline's box-aware geometry (`None`: classification).
     pub detect: Option<DetectSpec>,
+    /// Images are turned upright by their EXIF orientation before anything else
+    /// ([`Pipeline::exif_orientation`]).
+    pub exif_orientation: bool,
 }
 
 /// Every random choice for one sample: a pure function of `(seed, epoch, index)` and the
@@ -441,6 +444,9 @@ impl Pipeline {
             if let Some(mover) = pixel.iter().find_map(|(_, op)| op.moving_part()) {
                 return Err(PipelineError::MovesPixelsWithoutBoxes { mover });
             }
+            if self.exif_orientation {
+                return Err(PipelineError::Shape("exif_orientation turns images, which would leave a detection dataset's boxes (given for the images as stored) behind".into()));
+            }
             Some(det)
         } else if det.flip.is_some() || !det.pre.is_empty() {
             return Err(PipelineError::Order("ops before the crop or resize are for detection pipelines (with random_zoom_out, random_iou_crop or sanitize_bounding_boxes); put them after it".into()));
@@ -478,6 +484,7 @@ impl Pipeline {
             erase,
             pad,
             detect,
+            exif_orientation: self.exif_orientation,
         })
     }
 }

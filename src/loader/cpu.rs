@@ -2,6 +2,7 @@
 //! flip, normalize, cast and erase into the slot of the pinned batch buffer.
 
 use hpuload_decoders::jpeg::Region;
+use hpuload_decoders::orientation::{orientation, Orientation};
 use hpuload_decoders::{CpuDecoder, Decode, DecodeError, ImageInfo, JpegDecoder};
 
 use super::Shared;
@@ -28,6 +29,8 @@ pub(super) struct Scratch {
 /// memory.
 pub(super) struct CpuScratch {
     rgb: Vec<u8>,
+    /// An image turned upright by its EXIF orientation, before it takes `rgb`'s place.
+    turned: Vec<u8>,
     decoder: CpuDecoder,
     resampler: Resampler,
     ops: augment::Scratch,
@@ -45,6 +48,7 @@ impl Scratch {
             engine_probe: JpegDecoder::with_limits(shared.limits),
             cpu: CpuScratch {
                 rgb: Vec::new(),
+                turned: Vec::new(),
                 decoder: CpuDecoder::with_limits(shared.limits),
                 resampler: Resampler::new(h, w),
                 ops: augment::Scratch::default(),
@@ -175,7 +179,8 @@ fn plan_for(
 /// pixels the plan's crop reads when nothing else reads the image (no ops before the
 /// geometry, no detection canvas, no extra views): the rows after the crop's last are never
 /// entropy-decoded and the blocks beside it never transformed. Every other file is decoded
-/// whole.
+/// whole, and so is an image the pipeline turns upright by its EXIF orientation: the turned
+/// image is what the plan is drawn for (the router sends such an image here without a plan).
 fn decode_image(
     shared: &Shared,
     s: &mut CpuScratch,
@@ -184,6 +189,31 @@ fn decode_image(
     bytes: &[u8],
     plan: Option<SamplePlan>,
 ) -> Result<(ImageInfo, SamplePlan), SampleErrorKind> {
+    let turn = if shared.plan.exif_orientation {
+        orientation(bytes)
+    } else {
+        Orientation::Upright
+    };
+    if turn != Orientation::Upright {
+        let stored = decode_whole(s, bytes)?;
+        let len = stored.rgb_len();
+        if s.turned.len() < len {
+            s.turned.resize(len, 0);
+        }
+        let (w, h) = (stored.width as usize, stored.height as usize);
+        turn.turn(&s.rgb, w, h, 3, &mut s.turned);
+        std::mem::swap(&mut s.rgb, &mut s.turned);
+        let (width, height) = turn.turned_size(stored.width, stored.height);
+        let info = ImageInfo {
+            width,
+            height,
+            ..stored
+        };
+        let plan = plan_for(shared, index, epoch, (width, height), None)?;
+        let (oh, ow) = plan.pixels.resampled();
+        s.resampler.set_size(oh, ow);
+        return Ok((info, plan));
+    }
     if let Some((info, parsed)) = s.decoder.probe_region(bytes) {
         let size = (info.width, info.height);
         let plan = plan_for(shared, index, epoch, size, plan)?;

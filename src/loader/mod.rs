@@ -363,6 +363,25 @@ impl Loader {
                 "a detection pipeline reads boxes from a COCO dataset, not video",
             ));
         }
+        if b.video.is_some() && plan.exif_orientation {
+            return Err(Error::config(
+                "pipeline",
+                "exif_orientation turns images; a video's frames carry no EXIF orientation",
+            ));
+        }
+        if let Some(view) = b
+            .views
+            .iter()
+            .find(|v| v.exif_orientation != plan.exif_orientation)
+        {
+            return Err(Error::config(
+                "views",
+                format!(
+                    "view {:?} sets exif_orientation otherwise than the pipeline: every view is made from the one decode, which the pipeline's setting turns or not",
+                    view.name
+                ),
+            ));
+        }
         let sampler = Sampler {
             len: video
                 .as_ref()

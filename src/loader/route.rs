@@ -5,6 +5,7 @@
 use std::sync::atomic::Ordering;
 
 use hpuload_decoders::jpeg::{choose_scale, Filter, Parsed, Region, Scale};
+use hpuload_decoders::orientation::{orientation, Orientation};
 use hpuload_decoders::{DecodeError, JpegDecoder};
 
 use super::{lock, Backend, Shared};
@@ -56,6 +57,16 @@ pub(super) fn route(
     let bytes = match &bitstream {
         Bitstream::InSlot(bytes) | Bitstream::Buffered { bytes, .. } => *bytes,
     };
+    if shared.plan.exif_orientation && orientation(bytes) != Orientation::Upright {
+        // Rare (phone photos): the CPU path turns the decoded image, then draws its plan.
+        let reason = "an image turned by its EXIF orientation is decoded on the CPU path";
+        if only_engine {
+            return Err(SampleErrorKind::Augment(AugmentError::NotOnEngine(reason)));
+        }
+        c.add(Stage::Route, t1.elapsed());
+        count_fallback(shared, reason);
+        return Ok(Route::Cpu(None));
+    }
     match probe.probe_parsed(bytes) {
         Ok((info, parsed)) => {
             let objects = shared.source.objects(index).map(|o| o.boxes);

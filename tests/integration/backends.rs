@@ -98,6 +98,7 @@ fn engine_and_cpu_agree_without_dct_scaling() {
         Pipeline {
             name: "eval".into(),
             ops: eval,
+            exif_orientation: false,
         },
         Dtype::U8,
         224 * 224,
@@ -155,6 +156,7 @@ fn engine_and_cpu_agree_on_real_photographs() {
     let eval = Pipeline {
         name: "eval".into(),
         ops: pipelines::resnet50_eval().ops[..2].to_vec(),
+        exif_orientation: false,
     };
     let pixels = 224 * 224 * 3;
     for pipeline in [flip_only(224), eval] {

@@ -14,6 +14,7 @@ mod engine_fallback;
 mod hf_tables;
 mod host_placement;
 mod loader;
+mod orientation;
 mod remote;
 mod resume;
 mod shards;

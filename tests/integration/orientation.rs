@@ -1,0 +1,166 @@
+//! A pipeline with `exif_orientation` turns each image upright by the EXIF orientation it
+//! carries before anything else: the loader gives, byte for byte, what it gives for the same
+//! images stored already turned (lossless PNGs of the turned pixels), on either backend.
+
+use std::path::{Path, PathBuf};
+
+use crate::common::{self, epoch_bytes, TempDir};
+use hpuload::decoders::orientation::Orientation;
+use hpuload::decoders::{CpuDecoder, Decode};
+use hpuload::{Backend, Dtype, ImageFolder, Layout, Loader, Pipeline, Source};
+
+/// Exif data (`Exif\0\0`, a little-endian TIFF header, one directory) whose one entry is the
+/// Orientation `value`, as an APP1 segment.
+fn exif_segment(value: u16) -> Vec<u8> {
+    let mut body = b"Exif\0\0II\x2a\x00".to_vec();
+    body.extend(8u32.to_le_bytes());
+    body.extend(1u16.to_le_bytes());
+    body.extend(0x0112u16.to_le_bytes());
+    body.extend(3u16.to_le_bytes()); // SHORT
+    body.extend(1u32.to_le_bytes());
+    body.extend(value.to_le_bytes());
+    body.extend([0, 0, 0, 0, 0, 0]);
+    let mut segment = vec![0xFF, 0xE1];
+    segment.extend(((body.len() + 2) as u16).to_be_bytes());
+    segment.extend(body);
+    segment
+}
+
+/// The JPEGs of `dir`, in the loader's order.
+fn jpegs(dir: &Path) -> Vec<PathBuf> {
+    ImageFolder::open(dir)
+        .unwrap()
+        .entries()
+        .iter()
+        .map(|e| e.path.clone())
+        .collect()
+}
+
+/// A folder of 16 JPEGs, file `k` carrying orientation `k % 8 + 1`, and a folder of the same
+/// images decoded, turned upright and stored as PNGs (the same names, so the same order).
+fn oriented_and_turned() -> (TempDir, TempDir) {
+    let oriented = common::dataset("orient", 16);
+    let turned = TempDir::new("turned");
+    let mut decoder = CpuDecoder::default();
+    for (k, path) in jpegs(oriented.path()).iter().enumerate() {
+        let bytes = std::fs::read(path).unwrap();
+        let value = (k % 8 + 1) as u16;
+        let mut tagged = bytes[..2].to_vec();
+        tagged.extend(exif_segment(value));
+        tagged.extend(&bytes[2..]);
+        std::fs::write(path, &tagged).unwrap();
+
+        let mut rgb = Vec::new();
+        let info = decoder.decode(&bytes, &mut rgb).unwrap();
+        let turn = Orientation::from_tag(value.into());
+        let (w, h) = turn.turned_size(info.width, info.height);
+        let mut upright = vec![0; rgb.len()];
+        turn.turn(
+            &rgb,
+            info.width as usize,
+            info.height as usize,
+            3,
+            &mut upright,
+        );
+        let rel = path
+            .strip_prefix(oriented.path())
+            .unwrap()
+            .with_extension("png");
+        let out = turned.path().join(rel);
+        std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+        image::RgbImage::from_raw(w, h, upright)
+            .unwrap()
+            .save(&out)
+            .unwrap();
+    }
+    (oriented, turned)
+}
+
+fn run(dir: &Path, exif: bool, backend: Backend) -> (Vec<common::HostBatch>, hpuload::Report) {
+    let pipeline = Pipeline {
+        exif_orientation: exif,
+        ..common::train_at(48)
+    };
+    let mut l = Loader::builder(ImageFolder::open(dir).unwrap())
+        .batch_size(4)
+        .shuffle(5)
+        .workers(2)
+        .backend(backend)
+        .pipeline(pipeline)
+        .output(Dtype::F32, Layout::Nchw)
+        .build()
+        .unwrap();
+    let batches = [epoch_bytes(&mut l, 0), epoch_bytes(&mut l, 1)].concat();
+    (batches, l.report())
+}
+
+/// f32 values in [0, 1] (or normalized: any f32) as bytes, for a PSNR.
+fn pixels(f32s: &[u8]) -> Vec<u8> {
+    f32s.chunks(4)
+        .map(|c| (f32::from_ne_bytes(c.try_into().unwrap()) * 60.0 + 128.0).clamp(0.0, 255.0) as u8)
+        .collect()
+}
+
+#[test]
+fn images_are_turned_by_their_exif_orientation_before_the_crop_on_both_backends() {
+    let (oriented, turned) = oriented_and_turned();
+    let (want, _) = run(turned.path(), false, Backend::Cpu);
+    let (cpu, _) = run(oriented.path(), true, Backend::Cpu);
+    assert!(cpu == want, "the CPU path's turned samples differ");
+    // On the engine path, the turned images are the CPU path's, byte for byte; the upright
+    // ones the engine decodes (within its usual distance of the CPU path).
+    let (auto, report) = run(oriented.path(), true, Backend::Auto);
+    let sample = 3 * 48 * 48 * 4;
+    for (a, w) in auto.iter().zip(&want) {
+        assert_eq!(a.2, w.2);
+        for ((k, x), y) in a.2.iter().zip(a.0.chunks(sample)).zip(w.0.chunks(sample)) {
+            if k % 8 == 0 {
+                let (x, y) = (pixels(x), pixels(y));
+                let db = hpuload::decoders::testing::psnr(&x, &y);
+                assert!(db > 30.0, "sample {k}: {db:.1} dB");
+            } else {
+                assert!(x == y, "sample {k} (orientation {}) differs", k % 8 + 1);
+            }
+        }
+    }
+    // Orientation 1 (2 files an epoch) stays on the engine; the 14 others are turned on the
+    // CPU path, counted under the reason.
+    let reason = "an image turned by its EXIF orientation is decoded on the CPU path";
+    assert_eq!(
+        report.fallbacks.get(reason).copied(),
+        Some(28),
+        "{:?}",
+        report.fallbacks
+    );
+    // Without the setting, the same files are read as stored.
+    let (stored, _) = run(oriented.path(), false, Backend::Cpu);
+    assert!(stored != want);
+}
+
+#[test]
+fn exif_orientation_is_refused_where_it_cannot_hold() {
+    let (oriented, _turned) = oriented_and_turned();
+    let turned = Pipeline {
+        exif_orientation: true,
+        ..common::train_at(48)
+    };
+    let err = Loader::builder(ImageFolder::open(oriented.path()).unwrap())
+        .batch_size(4)
+        .backend(Backend::Hw)
+        .pipeline(turned.clone())
+        .output(Dtype::F32, Layout::Nchw)
+        .build()
+        .unwrap()
+        .epoch(0)
+        .find_map(Result::err)
+        .expect("the engine alone cannot turn images");
+    assert!(err.to_string().contains("EXIF orientation"), "{err}");
+    let err = Loader::builder(ImageFolder::open(oriented.path()).unwrap())
+        .batch_size(4)
+        .pipeline(turned)
+        .views(vec![common::train_at(32)])
+        .build()
+        .err()
+        .expect("a view that does not turn");
+    assert!(err.to_string().contains("exif_orientation"), "{err}");
+}
