@@ -167,8 +167,9 @@ enum Tag {
 
 /// The Orientation entry (0x0112) of Exif data's first directory, as Pillow's
 /// `ImageFileDirectory_v2` loads it: a leading `Exif\0\0` (once or twice) skipped, the
-/// entries read until the data ends, the first entry for the tag that Pillow keeps (one of a
-/// type it knows, with a value, which lies within the data) giving its first value.
+/// entries read until the directory is cut short or an entry's values lie past the data's
+/// end, the first entry for the tag that Pillow keeps (one of a type it knows, with a value)
+/// giving its first value.
 fn tiff_orientation(data: &[u8]) -> Tag {
     let mut tiff = data;
     for _ in 0..2 {
@@ -201,6 +202,9 @@ fn tiff_orientation(data: &[u8]) -> Tag {
     let Some(count) = u16_at(first) else {
         return Tag::Absent;
     };
+    // Bytes of the values held by offset so far: Pillow skips an entry that takes the sum
+    // past the data's length, and stops at one whose values lie past its end.
+    let mut held: u64 = 0;
     for k in 0..count as usize {
         let e = first + 2 + 12 * k;
         if e + 12 > tiff.len() {
@@ -209,9 +213,6 @@ fn tiff_orientation(data: &[u8]) -> Tag {
         let (Some(tag), Some(kind), Some(n)) = (u16_at(e), u16_at(e + 2), u32_at(e + 4)) else {
             break;
         };
-        if tag != 0x0112 {
-            continue;
-        }
         // TIFF's types Pillow reads, by unit size; it skips an entry of any other.
         let unit: u64 = match kind {
             1 | 2 | 6 | 7 => 1,
@@ -220,18 +221,22 @@ fn tiff_orientation(data: &[u8]) -> Tag {
             5 | 10 | 12 | 16 => 8,
             _ => continue,
         };
-        let size = u64::from(n as u32) * unit;
-        if size == 0 {
-            continue; // no value: Pillow keeps no entry
-        }
+        let size = n * unit;
         let at = if size > 4 {
+            held += size;
+            if held > tiff.len() as u64 {
+                continue;
+            }
             match u32_at(e + 8).and_then(|o| usize::try_from(o).ok()) {
                 Some(o) if o as u64 + size <= tiff.len() as u64 => o,
-                _ => continue, // Pillow: "possibly corrupt EXIF data", the entry skipped
+                _ => break, // a read past the end: Pillow keeps the entries before
             }
         } else {
             e + 8
         };
+        if tag != 0x0112 || size == 0 {
+            continue; // another tag, or no value (Pillow keeps no entry)
+        }
         // The first value, as Python compares it with the orientations' integer keys.
         let bytes = |len: usize| -> u64 {
             let b = &tiff[at..at + len];

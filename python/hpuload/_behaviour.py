@@ -316,6 +316,22 @@ def keeps_rgb_images(t: Any, grey: bool = False) -> bool:
     return _watched(t, same, grey, large=True)
 
 
+def turns_upright(t: Any, grey: bool = False) -> bool:
+    """Whether `t`, a step of the user's own (`Lambda(ImageOps.exif_transpose)`, a function
+    calling it), gives each PIL image turned upright by the EXIF orientation it carries, as
+    `ImageOps.exif_transpose` does: its result equals Pillow's, byte for byte, on test images
+    that carry orientations (`_watched`). hpuload then turns each image as it decodes it."""
+    from PIL import Image, ImageChops, ImageOps
+
+    def same(img, got) -> bool:
+        want = ImageOps.exif_transpose.__wrapped__(img) if hasattr(ImageOps.exif_transpose, "__wrapped__") else ImageOps.exif_transpose(img)
+        if not (isinstance(got, Image.Image) and got.mode == want.mode and got.size == want.size):
+            return False
+        return ImageChops.difference(got, want).getbbox() is None
+
+    return _watched(t, same, grey)
+
+
 def acts_as_to_tensor(t: Any, grey: bool = False) -> str | None:
     """How `t`, a step of the user's own, turns each RGB PIL image into a float32 `[3, H, W]`
     tensor of its bytes scaled to [0, 1], or None where it does not (`_watched`): "divide"

@@ -217,14 +217,6 @@ def hf_source(dataset, pipeline, transform):
         rows = table_rows
     if len(rows) != len(dataset):
         raise Unfit(f"{len(rows)} rows found for a dataset of {len(dataset)}", D)
-    turned = _first_turned(dataset, image_column)
-    if turned is not None:
-        # `datasets` turns each image by its orientation as it decodes it (`exif_transpose`).
-        raise Unfit(
-            f"row {turned[0]}'s image carries the EXIF orientation {turned[1]}, by which datasets turns it as it "
-            "decodes it, while hpuload decodes each image as it is stored",
-            D,
-        )
     keys = (image_column, label_column)
     watch = None
     if pipeline is not None:
@@ -251,7 +243,21 @@ def hf_source(dataset, pipeline, transform):
     all_rows = None if rows == list(range(offset)) else rows
     table = ArrowSource(files=files, rows=all_rows, image_column=image_column, label_column=label_column)
     classes = list(features[label_column].names) if isinstance(features[label_column], ClassLabel) else None
-    return {"source": table, "sample_keys": keys, "watch": watch}, pipe, dtype, classes
+    # `datasets` turns each image by its EXIF orientation as it decodes it; so does the loader.
+    source = {"source": table, "sample_keys": keys, "watch": watch, "exif_orientation": _datasets_turns()}
+    return source, pipe, dtype, classes
+
+
+def _datasets_turns() -> bool:
+    """Whether the installed `datasets` turns each image upright by the EXIF orientation it
+    carries as it decodes it (`ImageOps.exif_transpose` in `Image.decode_example`: from 2.19)."""
+    import datasets
+
+    try:
+        version = tuple(int(part) for part in datasets.__version__.split(".")[:2])
+    except ValueError:  # a development version: a current one
+        return True
+    return version >= (2, 19)
 
 
 def _arrow_rows(path: str) -> int:
@@ -343,7 +349,7 @@ class _AppliesCheck:
 
     def _first_not_rgb(self) -> tuple[int, str] | None:
         """The first row the dataset reads whose image is not RGB, with its mode (`_first_row`)."""
-        return _first_row(self.dataset, self.image_column, lambda mode, _: mode if mode not in (None, "RGB") else None)
+        return _first_row(self.dataset, self.image_column, lambda mode: mode if mode not in (None, "RGB") else None)
 
     def _check_transparency(self, fn, processor, transform) -> None:
         """A processor that converts to RGB itself (`do_convert_rgb`) lays transparent pixels
@@ -442,7 +448,7 @@ def _alike(got, want, within: float) -> bool:
 
 
 def _first_row(dataset, image_column: str, test) -> tuple[int, Any] | None:
-    """The first row `dataset` reads for which `test(mode, orientation)` (`_probe.facts_of`
+    """The first row `dataset` reads for which `test(mode)` (`_probe.mode_of`
     of its image, read from the image's header in the table: its bytes where they are
     embedded, else its file; about 8 µs a row embedded) gives something, with that; None
     where it gives None for every row."""
@@ -451,7 +457,7 @@ def _first_row(dataset, image_column: str, test) -> tuple[int, Any] | None:
     import numpy as np
     import pyarrow as pa
 
-    from ._probe import facts_of
+    from ._probe import mode_of
 
     column = dataset.data.column(image_column)
     chunks = [c for c in column.chunks if len(c)]
@@ -484,31 +490,15 @@ def _first_row(dataset, image_column: str, test) -> tuple[int, Any] | None:
         j = global_row - starts[k]
         offsets, data, valid, paths = chunk(k)
         if valid[j] and data is not None:
-            facts = facts_of(data=data[offsets[j] : offsets[j + 1]])
+            mode = mode_of(data=data[offsets[j] : offsets[j + 1]])
         elif paths[j].is_valid:
-            facts = facts_of(paths[j].as_py())
+            mode = mode_of(paths[j].as_py())
         else:
             continue
-        found = test(*facts)
+        found = test(mode)
         if found is not None:
             return row, found
     return None
-
-
-#: `_first_turned` per dataset fingerprint and image column: a table does not change.
-_TURNED: dict = {}
-
-
-def _first_turned(dataset, image_column: str) -> tuple[int, int] | None:
-    """The first row `dataset` reads whose image carries an EXIF orientation other than 1,
-    with it (`_first_row`); read once per dataset (by its fingerprint)."""
-    key = (getattr(dataset, "_fingerprint", None), image_column)
-    if key[0] is None or key not in _TURNED:
-        found = _first_row(dataset, image_column, lambda _, orientation: orientation if orientation not in (None, 1) else None)
-        if key[0] is None:
-            return found
-        _TURNED[key] = found
-    return _TURNED[key]
 
 
 def _rows_to_check(n: int) -> list[int]:

@@ -229,3 +229,6 @@ class LoaderOptions:
     resume: str | None = None
     #: A video loader's clips (the source is then a video source); None: images.
     video: VideoOptions | None = None
+    #: Turn each image upright by the EXIF orientation it carries before the pipeline, as
+    #: Pillow's `ImageOps.exif_transpose` does (what `datasets` does as it decodes an image).
+    exif_orientation: bool = False

@@ -36,30 +36,34 @@ class NeedsPixels(Exception):
 
 class LazyImage:
     """What `PIL.Image.open(path)` (or torchvision's `read_image`) gives while a Dataset is
-    probed: the file, no pixels. `.convert("RGB")` (what hpuload decodes to) and a `with` block
-    are answered; anything else needs pixels. `tensor`: what the code holds is the uint8
-    `[C, H, W]` tensor torchvision's readers give, not a PIL image; `rgb`: it is in RGB
-    whatever the file holds (converted, or read in RGB mode), rather than in the file's own
-    mode, which the loader then checks."""
+    probed: the file, no pixels. `.convert("RGB")` (what hpuload decodes to), Pillow's
+    `ImageOps.exif_transpose` and a `with` block are answered; anything else needs pixels.
+    `tensor`: what the code holds is the uint8 `[C, H, W]` tensor torchvision's readers give,
+    not a PIL image; `rgb`: it is in RGB whatever the file holds (converted, or read in RGB
+    mode), rather than in the file's own mode, which the loader then checks; `turned`: turned
+    upright by the EXIF orientation the file carries (`exif_transpose`), as the loader then
+    turns each image."""
 
-    __slots__ = ("path", "tensor", "rgb")
+    __slots__ = ("path", "tensor", "rgb", "turned")
 
-    def __init__(self, path: str, *, tensor: bool = False, rgb: bool = False):
+    def __init__(self, path: str, *, tensor: bool = False, rgb: bool = False, turned: bool = False):
         self.path = path
         self.tensor = tensor
         self.rgb = rgb
+        self.turned = turned
 
     @property
-    def form(self) -> tuple[bool, bool]:
-        """`(tensor, rgb)`: how the Dataset's code holds its images."""
-        return self.tensor, self.rgb
+    def form(self) -> tuple[bool, bool, bool]:
+        """`(tensor, rgb, turned)`: how the Dataset's code holds its images."""
+        return self.tensor, self.rgb, self.turned
 
     def convert(self, mode=None, *args, **kwargs):
         if self.tensor:
             raise NeedsPixels("the image read as a tensor has no .convert")
         if mode != "RGB" or args or kwargs:
             raise NeedsPixels(f"convert({mode!r}) on the image (hpuload decodes to RGB)")
-        return LazyImage(self.path, rgb=True)
+        # Pillow's conversion keeps the image's metadata, its EXIF orientation included.
+        return LazyImage(self.path, rgb=True, turned=self.turned)
 
     def __enter__(self):
         return self
@@ -132,6 +136,22 @@ def _pil_open(fp, mode="r", formats=None):
     return LazyImage(_path_of(fp))
 
 
+def _exif_transpose(image, *, in_place: bool = False):
+    """`ImageOps.exif_transpose` of an opened image: the same image, turned upright by its EXIF
+    orientation (Pillow removes the orientation it turned by, so a second call turns
+    nothing). Any other image is the original function's."""
+    from PIL import ImageOps
+
+    if not isinstance(image, LazyImage):
+        return ImageOps.exif_transpose.__wrapped__(image, in_place=in_place)
+    if image.tensor:
+        raise NeedsPixels("exif_transpose of the image read as a tensor")
+    if in_place:
+        image.turned = True
+        return None
+    return LazyImage(image.path, rgb=image.rgb, turned=True)
+
+
 def _read_file(path):
     return _FileBytes(_path_of(path))
 
@@ -159,8 +179,8 @@ def _rgb_mode(mode) -> bool:
     return name == "RGB"
 
 
-def _sniffed(path: str) -> tuple[str | None, int | None]:
-    """`header_facts` of a JPEG or PNG file, from its headers alone."""
+def _sniffed(path: str) -> str | None:
+    """`header_mode` of a JPEG or PNG file, from its headers alone."""
     try:
         with open(path, "rb") as f:
 
@@ -168,40 +188,34 @@ def _sniffed(path: str) -> tuple[str | None, int | None]:
                 f.seek(offset)
                 return f.read(4096)
 
-            return header_facts(read)
+            return header_mode(read)
     except OSError:
-        return None, None
+        return None
 
 
-def header_facts(read) -> tuple[str | None, int | None]:
-    """`(mode, orientation)` of a JPEG or PNG image, from its headers, without Pillow: the
-    mode Pillow opens it in ("L", "RGB", "CMYK", "P", ...: a JPEG's frame header gives its
-    number of components, a PNG's IHDR its colour type), and the EXIF orientation it carries
-    (1-8, from a JPEG's APP1 Exif segment or a PNG's eXIf chunk; None without one). `(None,
-    None)` for any other image, a mode of None for one this cannot read. `read(offset)`
-    gives the image's bytes from `offset` on (a few KiB, or fewer at its end): the first
-    read, then only reads of the next segment (or chunk) headers and of an Exif segment's
-    start."""
+def header_mode(read) -> str | None:
+    """The mode Pillow opens a JPEG or PNG image in ("L", "RGB", "CMYK", "P", ...: a JPEG's
+    frame header gives its number of components, a PNG's IHDR its colour type), from its
+    headers, without Pillow; None for any other image and for one this cannot read.
+    `read(offset)` gives the image's bytes from `offset` on (a few KiB, or fewer at its
+    end): the first read, then only reads of the next segment headers."""
     head = read(0)
     if head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR" and len(head) >= 26:
         depth, colour = head[24], head[25]
         if colour == 0:
-            mode = {1: "1", 16: "I;16"}.get(depth, "L")
-        else:
-            mode = {2: "RGB", 3: "P", 4: "LA", 6: "RGBA"}.get(colour)
-        return mode, _png_orientation(read)
+            return {1: "1", 16: "I;16"}.get(depth, "L")
+        return {2: "RGB", 3: "P", 4: "LA", 6: "RGBA"}.get(colour)
     if head[:2] != b"\xff\xd8":
-        return None, None
-    orientation = None
+        return None
     base, k = 0, 2  # `head` holds the image's bytes from `base`; `k` is relative to it
     while True:
         if k + 10 > len(head):  # the next segment's header lies past what was read
             base, k = base + k, 0
             head = read(base)
             if len(head) < 10:  # no room left for a frame header
-                return None, orientation
+                return None
         if head[k] != 0xFF:
-            return None, orientation
+            return None
         marker = head[k + 1]
         if marker == 0xFF:  # fill byte
             k += 1
@@ -211,84 +225,36 @@ def header_facts(read) -> tuple[str | None, int | None]:
             continue
         if marker in (0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF):
             if k + 10 > len(head):
-                return None, orientation
-            return {1: "L", 3: "RGB", 4: "CMYK"}.get(head[k + 9]), orientation
+                return None
+            return {1: "L", 3: "RGB", 4: "CMYK"}.get(head[k + 9])
         length = int.from_bytes(head[k + 2 : k + 4], "big")
         if marker in (0xD9, 0xDA) or length < 2:
-            return None, orientation
-        if marker == 0xE1 and orientation is None:
-            segment = read(base + k + 4)[: length - 2]
-            if segment[:6] == b"Exif\x00\x00":
-                orientation = _tiff_orientation(segment[6:])
+            return None
         k += 2 + length
-
-
-def _tiff_orientation(tiff: bytes) -> int | None:
-    """The Orientation tag (0x0112) of the first image directory of Exif data (a TIFF
-    header and its IFD0, as a JPEG's APP1 segment or a PNG's eXIf chunk holds them), where
-    it is a value from 1 to 8 within `tiff`; None otherwise."""
-    if len(tiff) < 8 or tiff[:2] not in (b"II", b"MM"):
-        return None
-    order = "little" if tiff[:2] == b"II" else "big"
-    first = int.from_bytes(tiff[4:8], order)
-    if first + 2 > len(tiff):
-        return None
-    count = int.from_bytes(tiff[first : first + 2], order)
-    for e in range(first + 2, min(first + 2 + 12 * count, len(tiff) - 11), 12):
-        if int.from_bytes(tiff[e : e + 2], order) == 0x0112:
-            value = int.from_bytes(tiff[e + 8 : e + 10], order)  # a SHORT, left-justified
-            return value if 1 <= value <= 8 else None
-    return None
-
-
-def _png_orientation(read) -> int | None:
-    """The EXIF orientation of a PNG's eXIf chunk, walking its chunk headers (at most 10,000)
-    until IEND; None without one."""
-    offset = 8
-    for _ in range(10_000):
-        head = read(offset)
-        if len(head) < 8:
-            return None
-        length, kind = int.from_bytes(head[:4], "big"), head[4:8]
-        if kind == b"eXIf":
-            tiff = read(offset + 8)[:length]
-            return _tiff_orientation(tiff[6:] if tiff[:6] == b"Exif\x00\x00" else tiff)
-        if kind == b"IEND":
-            return None
-        offset += 12 + length
-    return None
 
 
 def mode_of(path: str | None = None, data=None) -> str | None:
     """The mode Pillow opens an image in, from the file at `path` or the bytes `data` (any
-    buffer): its header where `header_facts` reads it, else Pillow's lazy open. None where
-    neither can read it (the loader names such an image when it reads it)."""
-    return facts_of(path, data)[0]
-
-
-def facts_of(path: str | None = None, data=None) -> tuple[str | None, int | None]:
-    """`(mode, EXIF orientation)` of an image (`header_facts`), from the file at `path` or the
-    bytes `data` (any buffer); for a format other than JPEG and PNG (WebP, TIFF, ...), by
-    Pillow's lazy open (which reads headers, not pixels). The mode None where neither can
-    read it (the loader names such an image when it reads it)."""
+    buffer): its header where `header_mode` reads it (JPEG, PNG), else Pillow's lazy open
+    (which reads headers, not pixels: WebP, TIFF, ...). None where neither can read it (the
+    loader names such an image when it reads it)."""
     import io
 
     from PIL import Image
 
     if data is not None:
         view = memoryview(data)
-        facts = header_facts(lambda offset: bytes(view[offset : offset + 4096]))
+        mode = header_mode(lambda offset: bytes(view[offset : offset + 4096]))
     else:
-        facts = _sniffed(path)
-    if facts[0] is None:
+        mode = _sniffed(path)
+    if mode is None:
         try:
             # Pillow's own open: this thread is not probing.
             with Image.open(io.BytesIO(bytes(data)) if data is not None else path) as im:
-                orientation = im.getexif().get(0x0112) if im.format not in ("PNG", "JPEG", "MPO") else facts[1]
-                facts = im.mode, orientation if orientation in range(1, 9) else None
+                mode = im.mode
         except Exception:
-            return None, None
-    return facts
+            return None
+    return mode
 
 
 def not_rgb(paths) -> tuple[str, str] | None:
@@ -491,6 +457,10 @@ def install() -> None:
 
         if getattr(Image.open, "__wrapped__", None) is None:
             Image.open = _patched(Image.open, _pil_open)
+        from PIL import ImageOps
+
+        if getattr(ImageOps.exif_transpose, "__wrapped__", None) is None:
+            ImageOps.exif_transpose = _patched(ImageOps.exif_transpose, _exif_transpose)
         try:
             import torchvision.io as tio
         except ImportError:  # pragma: no cover - torchvision comes with the fast path
@@ -651,9 +621,10 @@ def video_reader_in(dataset, index: int) -> ReadsVideo | None:
     return None
 
 
-def _form_name(form: tuple[bool, bool]) -> str:
-    tensor, rgb = form
-    return ("a tensor" if tensor else "a PIL image") + (" in RGB" if rgb else " in the file's own mode")
+def _form_name(form: tuple[bool, bool, bool]) -> str:
+    tensor, rgb, turned = form
+    name = ("a tensor" if tensor else "a PIL image") + (" in RGB" if rgb else " in the file's own mode")
+    return name + (" turned upright by its EXIF orientation" if turned else "")
 
 
 class Probed(NamedTuple):
@@ -664,7 +635,7 @@ class Probed(NamedTuple):
     #: `(image key, label key)` of the dicts `__getitem__` returns; None for pairs.
     keys: Any
     #: How its code holds the images it gives the transform (`LazyImage.form`).
-    form: tuple[bool, bool]
+    form: tuple[bool, bool, bool]
     #: What its labels are (`label_type`): None for Python ints, `OBJECT` for labels that
     #: are no integers.
     label: Any

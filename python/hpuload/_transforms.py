@@ -646,6 +646,7 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
     layout = "TCHW"
     tagged = False  # after v2's ToImage: the tensor is a tv_tensors.Image
     to_float = "divide"  # how the bytes became floats: `x / 255`, or v2's `x * (1 / 255)`
+    upright = False  # a first step turns each image upright by its EXIF orientation
     for t in all_steps:
         name = type(t).__name__
         # What a resize at this step gets: a tensor (torch's nearest; antialias=False
@@ -658,11 +659,18 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
                     raise Unsupported(f"{name} resizes a uint8 clip (recognised on float clips only)")
                 t = seen
         if not video and dtype is None and not image_tensor and (_is(t, "Lambda") or not _known(t)):
-            from ._behaviour import acts_as_to_tensor, keeps_rgb_images
+            from ._behaviour import acts_as_to_tensor, keeps_rgb_images, turns_upright
 
             grey = GREY_IMAGES.get()
             if keeps_rgb_images(t, grey):
                 continue  # a conversion to RGB (or nothing) on an RGB image: nothing to run
+            if turns_upright(t, grey):
+                if geometry or pixel:
+                    # Pillow keeps an image's metadata through a crop or resize, and turns
+                    # what they made; hpuload turns images as it decodes them.
+                    raise Unsupported(f"{name} turns images by their EXIF orientation after a crop, resize or pixel op")
+                upright = True  # as the decode turns each image (`exif_orientation`)
+                continue
             form = acts_as_to_tensor(t, grey)
             if form == "divide":
                 from torchvision import transforms as tv_transforms
@@ -848,8 +856,10 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
         # identity normalization carries the conversion (exact: `x - 0`, then `/ 1`).
         normalize = {"op": "normalize", "mean": [0.0] * 3, "std": [1.0] * 3, "to_float": to_float}
     ops = geometry + pixel + ([normalize] if normalize else []) + erasing
-    pipeline = json.dumps({"name": "torchvision", "ops": ops})
-    return pipeline, dtype, layout, gives
+    spec: dict = {"name": "torchvision", "ops": ops}
+    if upright:
+        spec["exif_orientation"] = True
+    return json.dumps(spec), dtype, layout, gives
 
 
 class Tail:
@@ -971,6 +981,8 @@ def translate_views(transform: Any, views: list) -> tuple[str, str]:
         dtypes.add(dtype)
     if len(dtypes) > 1:
         raise Unsupported(f"the views of {type(transform).__name__} give different dtypes ({sorted(dtypes)})")
+    if len({p.get("exif_orientation", False) for p in pipelines}) > 1:
+        raise Unsupported(f"some views of {type(transform).__name__} turn images by their EXIF orientation and others do not")
     return json.dumps({"views": pipelines}), dtypes.pop()
 
 
@@ -996,8 +1008,20 @@ def translate_split(transform: Any) -> tuple[str, str, Tail | None]:
             pipeline, dtype, _, gives = _translate(all_steps[:k], video=False, open_end=True)
         except Unsupported:
             continue
+        if gives == "pil" and any(_turns_in_tail(t) for t in all_steps[k:]):
+            # Pillow keeps a photo's EXIF orientation through the native part's crop or
+            # resize and turns what they made; the tail's images, made from hpuload's
+            # bytes, carry none.
+            raise Unsupported(f"{whole}; and a later step turns images by their EXIF orientation after the crop")
         return pipeline, dtype, Tail(all_steps[k:], gives, str(whole), all_steps[:k])
     raise whole
+
+
+def _turns_in_tail(t: Any) -> bool:
+    """Whether `t`, a step of the user's own in a tail, turns images by their EXIF orientation."""
+    from ._behaviour import turns_upright
+
+    return (_is(t, "Lambda") or not _known(t)) and turns_upright(t, GREY_IMAGES.get())
 
 
 #: An empty pipeline: the clip's frames as decoded, uint8.

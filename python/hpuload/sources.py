@@ -102,13 +102,16 @@ class HFDataset(_WithPipeline):
     `save_to_disk` folder, one `.arrow` file, or a list of them in order. The image column
     (an `Image` feature: embedded bytes, or a path for rows whose bytes are null) and the label
     column (a `ClassLabel`) come from the table's metadata unless named. `rows` is an indices
-    mapping (the table's rows to use, in order)."""
+    mapping (the table's rows to use, in order). Each image is turned upright by the EXIF
+    orientation it carries, as `datasets` turns it as it decodes it (`exif_orientation=False`:
+    as stored)."""
 
     path: Any
     pipeline: Any = "resnet50_train"
     image_column: str | None = None
     label_column: str | None = None
     rows: Any = None
+    exif_orientation: bool = True
 
     def _source(self) -> ArrowSource:
         if isinstance(self.path, (list, tuple)):
@@ -133,7 +136,10 @@ class Parquet(_WithPipeline):
 
     The spec may be a URL (`s3://`, `gs://`, `az://`, `http(s)://`), read as `WebDataset`'s
     are: the same storage settings, each row group one ranged request until the whole file
-    has landed in `cache_dir` (downloaded in the background), then from local disk."""
+    has landed in `cache_dir` (downloaded in the background), then from local disk.
+
+    Each image is turned upright by the EXIF orientation it carries, as `datasets` turns it as
+    it decodes it (`exif_orientation=False`: as stored)."""
 
     spec: str | os.PathLike
     pipeline: Any = "resnet50_train"
@@ -145,6 +151,7 @@ class Parquet(_WithPipeline):
     max_requests: int = 64
     timeout: float = 60.0
     retries: int = 5
+    exif_orientation: bool = True
 
     def _source(self) -> ParquetSource:
         return ParquetSource(

@@ -251,7 +251,8 @@ def _dataset_source(dataset, pipeline, transform=None, max_boxes=200):
         pipeline_json, dtype = dataset._pipeline_and_dtype()
         return {"source": dataset._source(), "video": dataset._video()}, pipeline_json, dtype, None
     if isinstance(dataset, _HPU_SOURCES):
-        return {"source": dataset._source()}, dataset._pipeline_json(), "f32", None
+        source = {"source": dataset._source(), "exif_orientation": getattr(dataset, "exif_orientation", False)}
+        return source, dataset._pipeline_json(), "f32", None
     if _hf.is_hf_dataset(dataset):
         return _hf.hf_source(dataset, pipeline, transform)
     if _detection.is_coco(dataset):
@@ -340,13 +341,13 @@ def _listed_source(dataset, pipeline):
     # first index: an ImageFolder a PIL image in RGB; a class of the user's may read a uint8
     # tensor (torchvision's `read_image`), whose transform then runs as after `PILToTensor`.
     forms = {
-        (False, True) if plain else probed(k, [min(used[k]) if used[k] else 0])[2]
+        (False, True, False) if plain else probed(k, [min(used[k]) if used[k] else 0])[2]
         for k, plain in enumerate(plains)
         if plain or used[k] is None or used[k]
     }
     if len(forms) > 1:
         raise _Unfit("the ConcatDataset's parts hold their images in different forms (PIL images, tensors)", D)
-    tensor, rgb = forms.pop() if forms else (False, True)
+    tensor, rgb, turned = forms.pop() if forms else (False, True, False)
     watch = None
     if pipeline is not None:
         pipe, dtype = _pipeline(pipeline), "f32"
@@ -402,7 +403,7 @@ def _listed_source(dataset, pipeline):
             samples, base_keys, form, label_type, extras = probed(k, wanted)
             label_types.add(label_type)
             afters.append(extras if wanted is None or extras is None else dict(zip(wanted, extras)))
-            if form != (tensor, rgb):
+            if form != (tensor, rgb, turned):
                 raise _Unfit(f"{type(base).__name__}.__getitem__ holds its images in different forms for different indices", D)
             if k and base_keys != keys:
                 raise _Unfit(f"the ConcatDataset's parts return samples of other shapes ({keys} and {base_keys})", D)
@@ -448,6 +449,8 @@ def _listed_source(dataset, pipeline):
     classes = named[0] if all(c == named[0] for c in named) else None
     classes = list(classes) if isinstance(classes, (list, tuple)) and all(isinstance(c, str) for c in classes) else []
     source = {"source": _options.SamplesSource(samples, classes), "sample_keys": keys, "watch": watch}
+    # A class that turns its images upright by their EXIF orientation: so does the loader.
+    source["exif_orientation"] = turned
     source["labels_as"] = _LabelsAs.of(label_type)
     source["sample_extras"] = extras
     source["samples_watch"] = _SamplesWatch(collect, samples, keys, label_type, classes, extras)

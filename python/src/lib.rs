@@ -111,6 +111,7 @@ impl Loader {
             backend,
             resume,
             video,
+            exif_orientation,
         } = options;
         if batch_size == 0 {
             return Err(PyValueError::new_err("batch_size must be at least 1"));
@@ -130,7 +131,13 @@ impl Loader {
         let last_batch: LastBatch = setting("last_batch", &last_batch, "pad, drop, partial")?;
         let on_error: OnError = setting("on_error", &on_error, "skip, fail")?;
         let backend: Backend = setting("backend", &backend, "auto, hw, cpu")?;
-        let (pipeline, views) = parse_views(&pipeline)?;
+        let (mut pipeline, mut views) = parse_views(&pipeline)?;
+        if exif_orientation {
+            pipeline.exif_orientation = true;
+            for view in &mut views {
+                view.exif_orientation = true;
+            }
+        }
         let resume = resume
             .map(|text| {
                 serde_json::from_str::<LoaderState>(&text).map_err(|e| {
@@ -591,6 +598,14 @@ fn image_extensions() -> Vec<&'static str> {
     hpuload::IMAGE_EXTENSIONS.to_vec()
 }
 
+/// The EXIF orientation (1-8) an image file's bytes carry, as Pillow reads it (what
+/// `ImageOps.exif_transpose` turns the image by; 1 for none): what a loader with
+/// `exif_orientation` turns each image by.
+#[pyfunction]
+fn exif_orientation(bytes: &[u8]) -> u8 {
+    hpuload::decoders::orientation::orientation(bytes).tag()
+}
+
 /// Frames of the video at `path` at presentation `positions`, decoded to RGB and shown
 /// upright (turned by the display matrix, as torchcodec turns them): `(bytes, height, width)`,
 /// the frames one after the other, each `height x width x 3`.
@@ -687,6 +702,7 @@ fn _hpuload(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(op_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(pillow_pass_order, m)?)?;
     m.add_function(wrap_pyfunction!(image_extensions, m)?)?;
+    m.add_function(wrap_pyfunction!(exif_orientation, m)?)?;
     m.add_function(wrap_pyfunction!(read_video_frames, m)?)?;
     m.add_function(wrap_pyfunction!(video_outline, m)?)?;
     m.add_function(wrap_pyfunction!(video_frame_times, m)?)?;

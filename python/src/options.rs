@@ -38,6 +38,7 @@ pub(crate) struct Options<'py> {
     pub backend: String,
     pub resume: Option<String>,
     pub video: Option<Video>,
+    pub exif_orientation: bool,
 }
 
 /// `VideoOptions`: torchcodec's sampler parameters.

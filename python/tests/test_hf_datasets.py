@@ -356,28 +356,58 @@ def test_a_function_that_would_differ_on_other_images_runs_natively_where_no_row
     assert_same([(b["pixel_values"], b["labels"]) for b in loader], want)
 
 
-@pytest.mark.parametrize("embedded", [False, True])
-def test_a_table_with_an_image_that_carries_an_exif_orientation_goes_to_torch_naming_the_row(
-    jpeg_folder, tmp_path, embedded
-):
-    """`datasets` turns each image by its EXIF orientation as it decodes it (a phone photo
-    held upright); hpuload decodes images as stored, so such a table goes to torch's loader,
-    the row named, whatever the function does."""
+def oriented_table(jpeg_folder, tmp_path, embedded):
+    """A `datasets` imagefolder table over a copy of `jpeg_folder` whose first nine images
+    carry EXIF orientations (phone photos): 1 to 8 in their Exif data, and one with only an
+    XMP packet saying 6 (which Pillow reads too)."""
     from PIL import Image
 
-    def upright_by_exif(odd):
-        exif = Image.Exif()
-        exif[0x0112] = 6
-        Image.open(odd).save(odd, exif=exif.tobytes(), quality=95)
+    def oriented(k):
+        def change(path):
+            im = Image.open(path)
+            if k < 8:
+                exif = Image.Exif()
+                exif[0x0112] = k + 1
+                im.save(path, exif=exif.tobytes(), quality=95)
+            else:
+                xmp = b'<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:Description tiff:Orientation="6"/></x:xmpmeta>'
+                im.save(path, xmp=xmp, quality=95)
 
-    ds = table_with_one_file_changed(jpeg_folder, tmp_path, 5, upright_by_exif, embedded)
-    fn, collate = example_transforms(EVAL)
-    ds.set_transform(fn)
-    with pytest.warns(FallbackWarning, match=r"row \d+'s image carries the EXIF orientation 6"):
-        loader = DataLoader(ds, batch_size=4, collate_fn=collate)
-    assert not isinstance(loader, DataLoader)
-    turned = [b["pixel_values"] for b in loader]
-    assert sum(len(x) for x in turned) == len(ds)
+        return change
+
+    import shutil
+
+    root = tmp_path / "images"
+    shutil.copytree(jpeg_folder, root)
+    for k, path in enumerate(sorted(root.rglob("*.jpg"))[:9]):
+        oriented(k)(path)
+    ds = datasets.load_dataset("imagefolder", data_dir=str(root), split="train", cache_dir=str(tmp_path / "cache"))
+    if embedded:
+        ds.save_to_disk(str(tmp_path / "saved"))
+        ds = datasets.load_from_disk(str(tmp_path / "saved"))
+    return ds
+
+
+@pytest.mark.parametrize("embedded", [False, True])
+def test_images_with_exif_orientations_are_turned_as_datasets_turns_them(jpeg_folder, tmp_path, embedded):
+    """`datasets` turns each image by the EXIF orientation it carries as it decodes it (a phone
+    photo held upright); hpuload turns it the same way, natively, with torch's batches."""
+    ds = oriented_table(jpeg_folder, tmp_path, embedded)
+    import io
+
+    from PIL import Image
+
+    stored = ds.cast_column("image", datasets.Image(decode=False))
+    sizes = [Image.open(io.BytesIO(r["bytes"]) if r["bytes"] else r["path"]).size for r in stored["image"][:9]]
+    assert [ds[k]["image"].size for k in range(9)] != sizes  # turned: width and height swap
+    want = torch_batches(ds, EVAL, batch_size=4)
+    assert_same(hpu_batches(ds, EVAL, batch_size=4), want)
+    # hpuload's own reader of the saved table turns them too.
+    if embedded:
+        pipeline = {"name": "eval", "ops": [{"op": "resize", "size": 64}, {"op": "center_crop", "size": 56}]}
+        own = DataLoader(hpuload.HFDataset(str(tmp_path / "saved"), pipeline=pipeline), batch_size=4, backend="cpu")
+        for (ours, _), theirs in zip(own, want):
+            assert (ours - theirs[0]).abs().max().item() <= 1.5 / 255
 
 
 def processor_transforms(processor, convert=True):

@@ -1041,23 +1041,31 @@ class TorchDrawnBlur(MocoBlur):
         return x.filter(ImageFilter.GaussianBlur(radius=r))
 
 
-def test_a_step_that_turns_images_by_their_exif_orientation_is_not_run_as_nothing(tmp_path):
-    """`Lambda(ImageOps.exif_transpose)` gives the test images back unchanged unless they
-    carry an orientation; photos from phones do, and torch's loader turns them. The step is
-    watched on images that carry one, so the loader goes to torch's (naming it) rather than
-    skipping it."""
+def test_a_first_step_that_turns_images_by_their_exif_orientation_runs_natively(tmp_path):
+    """`Lambda(ImageOps.exif_transpose)` first (scripts over phone photos): watched on test
+    images that carry orientations, it is recognised, and the loader turns each image as it
+    decodes it, with torch's pixels. After a crop or resize (Pillow keeps the orientation
+    through them and turns what they made) it goes to torch's loader, named."""
     src = Image.new("RGB", (40, 30))
     src.paste((200, 30, 30), (0, 0, 20, 30))
-    exif = Image.Exif()
-    exif[0x0112] = 6
     (tmp_path / "a").mkdir()
-    src.save(tmp_path / "a" / "phone.jpg", exif=exif.tobytes(), quality=95)
+    for k in range(1, 9):
+        exif = Image.Exif()
+        exif[0x0112] = k
+        src.save(tmp_path / "a" / f"phone{k}.jpg", exif=exif.tobytes(), quality=95)
     t = T.Compose([T.Lambda(ImageOps.exif_transpose), T.Resize((24, 32)), T.PILToTensor()])
     dataset = datasets.ImageFolder(str(tmp_path), t)
-    with pytest.warns(FallbackWarning, match="Lambda"):
-        loader = DataLoader(dataset, batch_size=1)
-    (image,), _ = next(iter(loader))
-    assert image.shape == (3, 24, 32) and torch.equal(image, dataset[0][0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(dataset, batch_size=4, backend="cpu")
+    images = torch.cat([x for x, _ in loader])
+    assert torch.equal(images, torch.stack([dataset[i][0] for i in range(8)]))
+    # The same photos turn differently, so the check above compares turned images.
+    assert len({tuple(x[0, :, 0].tolist()) for x in images}) > 2
+    # After the resize: torch's loader.
+    t = T.Compose([T.Resize((24, 32)), T.Lambda(ImageOps.exif_transpose), T.PILToTensor()])
+    with pytest.warns(FallbackWarning, match="EXIF orientation"):
+        loader = DataLoader(datasets.ImageFolder(str(tmp_path), t), batch_size=4)
     # A conversion to RGB is still nothing to run.
     t = T.Compose([T.Lambda(lambda im: im.convert("RGB")), T.Resize((24, 32)), T.PILToTensor()])
     with warnings.catch_warnings():

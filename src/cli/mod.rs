@@ -164,6 +164,11 @@ pub struct DataArgs {
     /// ssd300), ssd300_habana, lsj_train) or a pipeline TOML file.
     #[arg(long, default_value = "resnet50_train")]
     pub pipeline: String,
+    /// Turn each image upright by the EXIF orientation it carries before the pipeline, as
+    /// Pillow's `ImageOps.exif_transpose` does: `auto` does for a Hugging Face table (as
+    /// `datasets` decodes its images) and as the pipeline file says otherwise.
+    #[arg(long, value_enum, default_value = "auto", value_name = "WHEN")]
+    pub exif_orientation: ExifArg,
     /// Where samples are decoded: the emulated media engine when it can take the file (auto),
     /// only the engine (hw), or only the host CPU (cpu).
     #[arg(long, value_enum, default_value = "auto")]
@@ -243,6 +248,17 @@ impl StorageArgs {
     }
 }
 
+/// `--exif-orientation`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum ExifArg {
+    /// For Hugging Face tables (Arrow, Parquet); otherwise as the pipeline says.
+    Auto,
+    /// Always.
+    On,
+    /// Never.
+    Off,
+}
+
 /// `--backend`.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub enum BackendArg {
@@ -276,7 +292,7 @@ impl DataArgs {
     /// The pipeline, and a builder over the chosen source with the backend and seed set;
     /// also the dataset's path for the report.
     pub fn open(&self) -> Result<(Pipeline, LoaderBuilder, PathBuf), Error> {
-        let pipeline = pipelines::resolve(&self.pipeline)?;
+        let mut pipeline = pipelines::resolve(&self.pipeline)?;
         let (builder, origin) = if let Some(m) = &self.manifest {
             (hpuload::Loader::builder(Manifest::open(m)?), m.clone())
         } else if let Some(annotations) = &self.coco {
@@ -323,9 +339,23 @@ impl DataArgs {
                 },
                 ..Default::default()
             };
-            let source = hpuload::source::open(&dir.to_string_lossy(), &options)?;
+            let spec = dir.to_string_lossy();
+            if matches!(self.exif_orientation, ExifArg::Auto)
+                && matches!(
+                    hpuload::source::data_kind(&spec),
+                    hpuload::source::DataKind::Arrow | hpuload::source::DataKind::Parquet
+                )
+            {
+                pipeline.exif_orientation = true;
+            }
+            let source = hpuload::source::open(&spec, &options)?;
             (hpuload::Loader::builder_boxed(source), dir)
         };
+        match self.exif_orientation {
+            ExifArg::Auto => {}
+            ExifArg::On => pipeline.exif_orientation = true,
+            ExifArg::Off => pipeline.exif_orientation = false,
+        }
         let builder = builder
             .shuffle(self.seed)
             .backend(self.backend.backend())
