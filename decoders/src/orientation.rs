@@ -314,7 +314,7 @@ fn raw_profile(text: &[u8]) -> Option<Vec<u8>> {
         .copied()
         .filter(|b| !b.is_ascii_whitespace())
         .collect();
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return None;
     }
     let hex = |d: u8| (d as char).to_digit(16).map(|v| v as u8);
@@ -339,7 +339,7 @@ fn jpeg(bytes: &[u8]) -> Found {
         pos += 2;
         match code {
             0x01 | 0xD0..=0xD7 => continue,
-            0xD8 | 0xD9 | 0xDA => return found,
+            0xD8..=0xDA => return found,
             _ => {}
         }
         let Some(len) = bytes.get(pos..pos + 2) else {
