@@ -201,6 +201,11 @@ def hf_source(dataset, pipeline, transform):
     image_column, label_column = images[0], labels[0]
     if features[image_column].decode is False:
         raise Unfit("the Image column has decode=False (the transform gets bytes, not images)", D)
+    mode = getattr(features[image_column], "mode", None)
+    if mode not in (None, "RGB"):
+        # `Image(mode="L")`: datasets converts each image as it decodes it, and a function's
+        # own `.convert("RGB")` then gives the grey image's RGB.
+        raise Unfit(f"the Image feature converts each image to mode {mode} as datasets decodes it, while hpuload decodes to RGB", D)
     pieces = _hf_table_files(dataset.data)
     files = [p for p, _, _ in pieces]
     if len(set(files)) != len(files):

@@ -664,12 +664,10 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
             grey = GREY_IMAGES.get()
             if keeps_rgb_images(t, grey):
                 continue  # a conversion to RGB (or nothing) on an RGB image: nothing to run
-            if turns_upright(t, grey):
-                if geometry or pixel:
-                    # Pillow keeps an image's metadata through a crop or resize, and turns
-                    # what they made; hpuload turns images as it decodes them.
-                    raise Unsupported(f"{name} turns images by their EXIF orientation after a crop, resize or pixel op")
-                upright = True  # as the decode turns each image (`exif_orientation`)
+            if not geometry and not pixel and turns_upright(t, grey):
+                # As the decode turns each image (`exif_orientation`). Later, after a crop or
+                # resize, Pillow turns what they made: a tail, which `translate_split` refuses.
+                upright = True
                 continue
             form = acts_as_to_tensor(t, grey)
             if form == "divide":

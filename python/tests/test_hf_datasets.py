@@ -486,6 +486,20 @@ def test_an_in_memory_dataset_falls_back_with_the_reason(hf):
     del ds
 
 
+def test_an_image_feature_that_converts_to_grey_goes_to_torch_with_torchs_grey_batches(hf):
+    """`Image(mode="L")`: datasets converts each image to grey as it decodes it, and the
+    example's `.convert("RGB")` then gives the grey image's RGB; hpuload decodes colour, so
+    such a table goes to torch's loader, naming the mode."""
+    ds, _ = hf
+    grey = ds.cast_column("image", datasets.Image(mode="L"))
+    fn, collate = example_transforms(EVAL)
+    grey.set_transform(fn)
+    with pytest.warns(FallbackWarning, match="converts each image to mode L"):
+        loader = DataLoader(grey, batch_size=8, collate_fn=collate)
+    batch = next(iter(loader))["pixel_values"]
+    assert torch.equal(batch[:, 0], batch[:, 1]) and torch.equal(batch[:, 1], batch[:, 2])
+
+
 def test_the_cli_benches_a_save_to_disk_folder_and_parquet_files(hf, tmp_path):
     _, root = hf
     from hpuload._hpuload import cli

@@ -70,6 +70,15 @@ pub enum TableError {
         /// Its Arrow type.
         found: String,
     },
+    /// The image column's `Image` feature converts each image to another mode than RGB as
+    /// `datasets` decodes it (`Image(mode="L")`), while the loader decodes every image to RGB.
+    #[error("column {name:?} is an Image feature that converts each image to mode {mode} as datasets decodes it, while hpuload decodes images to RGB (cast the column to Image() to read them in colour)")]
+    ImageMode {
+        /// The column.
+        name: String,
+        /// The feature's mode.
+        mode: String,
+    },
     /// The label column does not hold integers.
     #[error("column {name:?} holds {found}, not integer labels")]
     LabelType {
@@ -137,6 +146,18 @@ pub fn find_columns(schema: &Schema, choice: &ColumnChoice) -> Result<HfColumns,
                 })
         };
     let image = find(&choice.image, "Image", IMAGE_NAMES, "image")?;
+    let mode = features
+        .as_ref()
+        .and_then(|f| f.get(names[image]))
+        .filter(|f| f.get("_type").and_then(|t| t.as_str()) == Some("Image"))
+        .and_then(|f| f.get("mode"))
+        .and_then(|m| m.as_str());
+    if let Some(mode) = mode.filter(|&m| m != "RGB") {
+        return Err(TableError::ImageMode {
+            name: names[image].into(),
+            mode: mode.into(),
+        });
+    }
     let label = find(&choice.label, "ClassLabel", LABEL_NAMES, "label")?;
     image_kind(schema.field(image).data_type()).ok_or_else(|| TableError::ImageType {
         name: names[image].into(),
@@ -341,6 +362,32 @@ mod tests {
         let found = find_columns(&schema, &ColumnChoice::default()).unwrap();
         assert_eq!((found.image, found.label), (1, 2));
         assert_eq!(found.classes, ["cat", "dog"]);
+    }
+
+    #[test]
+    fn an_image_feature_converting_to_another_mode_than_rgb_is_refused_naming_it() {
+        let table = |mode: &str| {
+            let meta = format!(
+                r#"{{"info": {{"features": {{"pic": {{"_type": "Image"{mode}}},
+                "y": {{"_type": "ClassLabel", "names": ["a"]}}}}}}}}"#
+            );
+            Schema::new(vec![
+                Field::new("pic", image_type(), true),
+                Field::new("y", DataType::Int64, true),
+            ])
+            .with_metadata(HashMap::from([("huggingface".into(), meta)]))
+        };
+        let refused = find_columns(&table(r#", "mode": "L""#), &ColumnChoice::default());
+        let Err(e @ TableError::ImageMode { .. }) = refused else {
+            panic!("{refused:?}");
+        };
+        assert!(e.to_string().contains("\"pic\"") && e.to_string().contains("mode L"));
+        for fine in ["", r#", "mode": "RGB""#, r#", "mode": null"#] {
+            assert!(
+                find_columns(&table(fine), &ColumnChoice::default()).is_ok(),
+                "{fine}"
+            );
+        }
     }
 
     #[test]
