@@ -332,6 +332,48 @@ def turns_upright(t: Any, grey: bool = False) -> bool:
     return _watched(t, same, grey)
 
 
+def minds_orientation(t: Any, grey: bool = False) -> bool:
+    """Whether `t`, a step of the user's own, gives an image that carries an EXIF orientation
+    something other than what it gives the same pixels without one (under the same draws of
+    every generator): `ImageOps.exif_transpose`, or a class that calls it among other things.
+    Pillow keeps an image's metadata through crops and resizes, so such a step after them
+    turns what torch's loader made, while the images hpuload hands a Python tail carry no
+    metadata. A step that fails on the test images is taken not to mind (as before)."""
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    def alike(a, b) -> bool:
+        if isinstance(a, Image.Image) and isinstance(b, Image.Image):
+            return a.mode == b.mode and a.size == b.size and a.tobytes() == b.tobytes()
+        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+            return a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
+        if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+            return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b)
+        return type(a) is type(b) and not isinstance(a, (Image.Image, torch.Tensor, np.ndarray))
+
+    if not callable(t) or isinstance(t, type):
+        return False
+    with generators_kept():
+        for img in _images():
+            if grey:
+                img = _oriented(img.convert("L"), 0)
+            plain = img.copy()
+            plain.info.pop("exif", None)
+            results = []
+            for image in (img.copy(), plain):
+                random.seed(11)
+                np.random.seed(11)
+                torch.manual_seed(11)
+                try:
+                    results.append(t(image))
+                except Exception:
+                    return False
+            if not alike(*results):
+                return True
+    return False
+
+
 def acts_as_to_tensor(t: Any, grey: bool = False) -> str | None:
     """How `t`, a step of the user's own, turns each RGB PIL image into a float32 `[3, H, W]`
     tensor of its bytes scaled to [0, 1], or None where it does not (`_watched`): "divide"

@@ -1006,20 +1006,20 @@ def translate_split(transform: Any) -> tuple[str, str, Tail | None]:
             pipeline, dtype, _, gives = _translate(all_steps[:k], video=False, open_end=True)
         except Unsupported:
             continue
-        if gives == "pil" and any(_turns_in_tail(t) for t in all_steps[k:]):
+        if gives == "pil" and any(_minds_orientation(t) for t in all_steps[k:]):
             # Pillow keeps a photo's EXIF orientation through the native part's crop or
-            # resize and turns what they made; the tail's images, made from hpuload's
-            # bytes, carry none.
+            # resize, and such a step turns what they made; the tail's images, made from
+            # hpuload's bytes, carry none.
             raise Unsupported(f"{whole}; and a later step turns images by their EXIF orientation after the crop")
         return pipeline, dtype, Tail(all_steps[k:], gives, str(whole), all_steps[:k])
     raise whole
 
 
-def _turns_in_tail(t: Any) -> bool:
-    """Whether `t`, a step of the user's own in a tail, turns images by their EXIF orientation."""
-    from ._behaviour import turns_upright
+def _minds_orientation(t: Any) -> bool:
+    """Whether `t`, a step of the user's own in a tail, acts on an image's EXIF orientation."""
+    from ._behaviour import minds_orientation
 
-    return (_is(t, "Lambda") or not _known(t)) and turns_upright(t, GREY_IMAGES.get())
+    return (_is(t, "Lambda") or not _known(t)) and minds_orientation(t, GREY_IMAGES.get())
 
 
 #: An empty pipeline: the clip's frames as decoded, uint8.

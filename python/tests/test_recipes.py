@@ -1041,6 +1041,13 @@ class TorchDrawnBlur(MocoBlur):
         return x.filter(ImageFilter.GaussianBlur(radius=r))
 
 
+class _UprightAndEqualized:
+    """A step of a user's own that turns the image upright among other things."""
+
+    def __call__(self, im):
+        return ImageOps.equalize(ImageOps.exif_transpose(im))
+
+
 def test_a_first_step_that_turns_images_by_their_exif_orientation_runs_natively(tmp_path):
     """`Lambda(ImageOps.exif_transpose)` first (scripts over phone photos): watched on test
     images that carry orientations, it is recognised, and the loader turns each image as it
@@ -1062,10 +1069,11 @@ def test_a_first_step_that_turns_images_by_their_exif_orientation_runs_natively(
     assert torch.equal(images, torch.stack([dataset[i][0] for i in range(8)]))
     # The same photos turn differently, so the check above compares turned images.
     assert len({tuple(x[0, :, 0].tolist()) for x in images}) > 2
-    # After the resize: torch's loader.
-    t = T.Compose([T.Resize((24, 32)), T.Lambda(ImageOps.exif_transpose), T.PILToTensor()])
-    with pytest.warns(FallbackWarning, match="EXIF orientation"):
-        loader = DataLoader(datasets.ImageFolder(str(tmp_path), t), batch_size=4)
+    # After the resize, alone or inside a class of the user's: torch's loader.
+    for late in (T.Lambda(ImageOps.exif_transpose), _UprightAndEqualized()):
+        t = T.Compose([T.Resize((24, 32)), late, T.PILToTensor()])
+        with pytest.warns(FallbackWarning, match="EXIF orientation"):
+            loader = DataLoader(datasets.ImageFolder(str(tmp_path), t), batch_size=4)
     # A conversion to RGB is still nothing to run.
     t = T.Compose([T.Lambda(lambda im: im.convert("RGB")), T.Resize((24, 32)), T.PILToTensor()])
     with warnings.catch_warnings():
