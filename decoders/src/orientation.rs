@@ -105,11 +105,33 @@ impl Orientation {
             Self::RotateAnticlockwise => |x, y, w, _| (w - 1 - y, x),
         };
         let out_w = if self.swaps_axes() { h } else { w };
-        for (i, px) in dst.chunks_exact_mut(c).enumerate() {
-            let (sx, sy) = from(i % out_w, i / out_w, w, h);
-            let at = (sy * w + sx) * c;
-            px.copy_from_slice(&src[at..at + c]);
+        // Along an output row the stored pixel moves by a fixed step: walk it.
+        let at = |x: usize, y: usize| {
+            let (sx, sy) = from(x, y, w, h);
+            (sy * w + sx) as isize
+        };
+        for (y, row) in dst.chunks_exact_mut(out_w * c).enumerate() {
+            let start = at(0, y);
+            let step = if out_w > 1 { at(1, y) - start } else { 0 };
+            if c == 3 {
+                walk::<3>(src, row, start, step);
+            } else {
+                for (x, px) in row.chunks_exact_mut(c).enumerate() {
+                    let k = (start + step * x as isize) as usize * c;
+                    px.copy_from_slice(&src[k..k + c]);
+                }
+            }
         }
+    }
+}
+
+/// Copies `C`-byte pixels of `src` into `row`, the `x`-th from pixel `start + step * x`.
+fn walk<const C: usize>(src: &[u8], row: &mut [u8], start: isize, step: isize) {
+    let mut k = start;
+    for px in row.chunks_exact_mut(C) {
+        let at = k as usize * C;
+        px.copy_from_slice(&src[at..at + C]);
+        k += step;
     }
 }
 
@@ -531,6 +553,22 @@ mod tests {
         assert_eq!(turned(Orientation::RotateAnticlockwise), [2, 5, 1, 4, 0, 3]);
         for v in 1..=8 {
             assert_eq!(Orientation::from_tag(v).tag() as u64, v);
+        }
+        // Three channels move together, and an image one pixel wide or high turns too.
+        for (w, h) in [(3, 2), (1, 3), (3, 1), (5, 4)] {
+            let grey: Vec<u8> = (0..w * h).map(|i| i as u8).collect();
+            let rgb: Vec<u8> = grey.iter().flat_map(|&v| [v, v + 100, v + 200]).collect();
+            for v in 1..=8 {
+                let o = Orientation::from_tag(v);
+                let (mut one, mut three) = (vec![0; w * h], vec![0; w * h * 3]);
+                o.turn(&grey, w, h, 1, &mut one);
+                o.turn(&rgb, w, h, 3, &mut three);
+                let want: Vec<u8> = one.iter().flat_map(|&v| [v, v + 100, v + 200]).collect();
+                assert_eq!(three, want, "{w}x{h} orientation {v}");
+                let mut sorted = one.clone();
+                sorted.sort_unstable();
+                assert_eq!(sorted, grey, "{w}x{h} orientation {v}: every pixel once");
+            }
         }
     }
 

@@ -324,7 +324,7 @@ def turns_upright(t: Any, grey: bool = False) -> bool:
     from PIL import Image, ImageChops, ImageOps
 
     def same(img, got) -> bool:
-        want = ImageOps.exif_transpose.__wrapped__(img) if hasattr(ImageOps.exif_transpose, "__wrapped__") else ImageOps.exif_transpose(img)
+        want = getattr(ImageOps.exif_transpose, "__wrapped__", ImageOps.exif_transpose)(img)  # Pillow's own
         if not (isinstance(got, Image.Image) and got.mode == want.mode and got.size == want.size):
             return False
         return ImageChops.difference(got, want).getbbox() is None
