@@ -886,6 +886,10 @@ fn fingerprint(
             .unwrap_or_default()
             .as_bytes(),
     );
+    if pipeline.exif_orientation {
+        // Turned images are other pixels (off adds nothing: earlier states still match).
+        h.write(b"exif_orientation");
+    }
     for view in views {
         h.write(b"view");
         h.write(

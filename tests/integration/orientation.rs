@@ -138,6 +138,28 @@ fn images_are_turned_by_their_exif_orientation_before_the_crop_on_both_backends(
 }
 
 #[test]
+fn a_state_saved_without_turning_images_does_not_resume_a_loader_that_turns_them() {
+    let (oriented, _turned) = oriented_and_turned();
+    let build = |exif: bool| {
+        Loader::builder(ImageFolder::open(oriented.path()).unwrap())
+            .batch_size(4)
+            .pipeline(Pipeline {
+                exif_orientation: exif,
+                ..common::train_at(48)
+            })
+            .output(Dtype::F32, Layout::Nchw)
+    };
+    let mut plain = build(false).build().unwrap();
+    plain.epoch(0).next().unwrap().unwrap();
+    let state = plain.state();
+    assert!(build(false).resume(state.clone()).build().is_ok());
+    let Err(err) = build(true).resume(state).build() else {
+        panic!("a loader that turns images resumed a state of one that does not");
+    };
+    assert!(err.to_string().contains("fingerprint"), "{err}");
+}
+
+#[test]
 fn exif_orientation_is_refused_where_it_cannot_hold() {
     let (oriented, _turned) = oriented_and_turned();
     let turned = Pipeline {
