@@ -7,7 +7,9 @@ swapped in: the image-opening calls (`PIL.Image.open`, `torchvision.io.read_file
 `decode_image` / `read_image`) return a `LazyImage` that records which file was opened and
 holds no pixels, and `self.transform` is a stand-in that records what it was given. The user's
 own code so supplies each sample's path and label without decoding anything; hpuload then
-reads, decodes and augments those files natively with the translated transform.
+reads, decodes and augments those files natively with the translated transform. A reader the
+user's module imported by name (`from torchvision.io import decode_image`) is rebound there
+to the patched call (`_bind_in_user_code`).
 
 Whatever the handle cannot answer without pixels (the code reads `.size`, crops, converts to
 numpy, opens bytes from memory) raises `NeedsPixels` naming the line of the user's code, and
@@ -20,6 +22,7 @@ import random
 import sys
 import threading
 import traceback
+import types
 from typing import Any, NamedTuple
 
 import torch
@@ -157,6 +160,9 @@ def _read_file(path):
 
 
 def _decode_image(data, mode=None, *args, **kwargs):
+    # torchvision's `decode_image` takes the file's bytes (`read_file`) or its path.
+    if isinstance(data, (str, os.PathLike)):
+        data = _FileBytes(os.fspath(data))
     if not isinstance(data, _FileBytes):
         raise NeedsPixels(f"decode_image of a {type(data).__name__} (hpuload reads files by path)")
     if args or kwargs.get("apply_exif_orientation"):
@@ -174,6 +180,8 @@ def _rgb_mode(mode) -> bool:
     """Whether torchvision's reader in `mode` gives RGB whatever the file holds (`RGB`);
     `UNCHANGED` (the default) gives the file's own channels."""
     name = getattr(mode, "name", mode)
+    if isinstance(name, str):
+        name = name.upper()  # torchvision takes a mode's name in any case
     if name not in (None, "RGB", "UNCHANGED"):
         raise NeedsPixels(f"an image read in mode {name} (hpuload decodes to RGB)")
     return name == "RGB"
@@ -265,6 +273,22 @@ def not_rgb(paths) -> tuple[str, str] | None:
         mode = mode_of(path)
         if mode is not None and mode != "RGB":
             return path, mode
+    return None
+
+
+def sixteen_bit_png(paths) -> str | None:
+    """The first of `paths` that is a PNG of 16 bits a sample (which torchvision's readers
+    give as a uint16 tensor of [0, 65535], while Pillow opens it at 8 bits or in its own
+    `I;16` mode); None when there is none. Reads each file's first 26 bytes (the signature
+    and IHDR)."""
+    for path in paths:
+        try:
+            with open(path, "rb") as f:
+                head = f.read(26)
+        except OSError:
+            continue  # the loader names a file it cannot read when it reads it
+        if len(head) == 26 and head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR" and head[24] == 16:
+            return path
     return None
 
 
@@ -471,6 +495,90 @@ def install() -> None:
                 setattr(tio, name, _patched(original, lazy))
 
 
+#: Packages whose modules keep the original opening calls (their own code calls them the
+#: same way either way; only the user's code is rebound).
+_LIBRARIES = ("torch", "torchvision", "PIL", "numpy", "builtins", "typing", "functools", "hpuload")
+
+
+def _bind_in_user_code(dataset) -> None:
+    """Rebinds, in the user's code that `dataset.__getitem__` can reach, the names bound to
+    the opening calls `install` patched (`from torchvision.io import read_image`, as the
+    PyTorch tutorial's Dataset does, or `from PIL.Image import open`): such a name holds the
+    function itself, not the module's attribute the patch replaced. The rebound name holds
+    the patched call, which is the original on every thread that is not probing. Reached:
+    the module globals of the functions of the dataset's classes and of the functions held
+    by the dataset, and one step further, of the functions those name."""
+    patched = {}
+    for fn in _installed():
+        original = getattr(fn, "__wrapped__", None)
+        if original is not None:
+            patched[id(original)] = (original, fn)
+    if not patched:
+        return
+
+    def functions_of(value):
+        if isinstance(value, (staticmethod, classmethod)):
+            value = value.__func__
+        elif isinstance(value, property):
+            return [f for f in (value.fget, value.fset) if f is not None]
+        if isinstance(value, types.MethodType):
+            value = value.__func__
+        return [value] if isinstance(value, types.FunctionType) else []
+
+    found: list = []
+    for cls in type(dataset).__mro__:
+        if cls.__module__.split(".")[0] in _LIBRARIES:
+            continue
+        for value in vars(cls).values():
+            found += functions_of(value)
+    for value in list(getattr(dataset, "__dict__", {}).values()):
+        found += functions_of(value)
+    seen: dict[int, dict] = {}
+    for depth in range(2):
+        named = []
+        for fn in found:
+            g = fn.__globals__
+            if g.get("__name__", "").split(".")[0] in _LIBRARIES:
+                continue
+            seen.setdefault(id(g), g)
+            if depth == 0:
+                # What the function's code names: a global, a closure's cell, or an
+                # attribute of either (`helpers.load`).
+                names = fn.__code__.co_names
+                held = [g.get(name) for name in names] + [c.cell_contents for c in fn.__closure__ or () if _full(c)]
+                for value in held:
+                    named += functions_of(value)
+                    if isinstance(value, types.ModuleType):
+                        named += [f for name in names for f in functions_of(getattr(value, name, None))]
+        found = named
+    with _patch_lock:
+        for g in seen.values():
+            for name, value in list(g.items()):
+                hit = patched.get(id(value))
+                if hit is not None and hit[0] is value:
+                    g[name] = hit[1]
+
+
+def _full(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:  # a cell not yet filled
+        return False
+    return True
+
+
+def _installed() -> list:
+    """The patched opening calls `install` put in place."""
+    from PIL import Image, ImageOps
+
+    calls = [Image.open, ImageOps.exif_transpose]
+    try:
+        import torchvision.io as tio
+    except ImportError:  # pragma: no cover - torchvision comes with the fast path
+        return calls
+    return calls + [getattr(tio, name, None) for name in ("read_file", "decode_image", "read_image")]
+
+
 def _user_line(error: BaseException) -> str:
     """`file:line (code)` of the innermost frame outside this module where `error` rose."""
     here = os.path.abspath(__file__)
@@ -651,6 +759,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
     index. Raises `NeedsPixels` naming the user's line for code that needs pixels. The
     global random generators are left as they were."""
     install()
+    _bind_in_user_code(dataset)
     order = range(len(dataset)) if indices is None else indices
     n = len(order)
     if n == 0:

@@ -270,6 +270,10 @@ def _dataset_source(dataset, pipeline, transform=None, max_boxes=200):
     return _listed_source(dataset, pipeline)
 
 
+#: File names taken for JPEGs without reading them.
+_JPEG_NAMES = (".jpg", ".jpeg", ".jpe", ".jfif")
+
+
 def _check_decodable(samples) -> None:
     odd = [p for p, _ in samples if not p.lower().endswith(_DECODABLE)]
     if odd:
@@ -422,6 +426,26 @@ def _listed_source(dataset, pipeline):
         _check_decodable(samples)
         if plains == [True]:
             folder_lists["checked"] = samples
+        if tensor:
+            # torchvision's readers give a 16-bit PNG's samples whole, as uint16, in either
+            # mode; hpuload decodes 8-bit pixels. Each file's first bytes are read once: in
+            # UNCHANGED mode every file's (its header is read for its mode below anyway), in
+            # RGB mode those not named as JPEGs (a first read of a whole folder's files from
+            # disk costs about 0.2 ms each).
+            depth_checked = folder_lists.setdefault("depth checked", set())
+            fresh = list(
+                dict.fromkeys(
+                    p for p, _ in samples if p not in depth_checked and not (rgb and p.lower().endswith(_JPEG_NAMES))
+                )
+            )
+            deep = _probe.sixteen_bit_png(fresh)
+            if deep is not None:
+                raise _Unfit(
+                    f"{deep} is a 16-bit PNG, which torchvision's reader gives as a uint16 tensor of [0, 65535], "
+                    "while hpuload decodes 8-bit images",
+                    D,
+                )
+            depth_checked.update(fresh)
         if not rgb:
             # Opened without `.convert("RGB")` (or read in UNCHANGED mode): torch's loader gives
             # each image in its file's own mode, which hpuload's RGB decode equals only for RGB

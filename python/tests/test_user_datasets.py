@@ -390,6 +390,137 @@ def test_a_dataset_reading_tensors_in_their_own_mode_goes_to_torch_where_a_file_
     assert not isinstance(loader, DataLoader)
 
 
+#: The PyTorch tutorial's Dataset ("Datasets & DataLoaders"), as its readers write it: the
+#: reader imported by name at the top of their module, a pandas table of file names and
+#: labels, the path given to `decode_image`.
+_TUTORIAL = """
+import os
+import pandas as pd
+from torchvision.io import decode_image
+from torch.utils.data import Dataset
+
+
+class CustomImageDataset(Dataset):
+    def __init__(self, annotations_file, img_dir, transform=None, target_transform=None):
+        self.img_labels = pd.read_csv(annotations_file)
+        self.img_dir = img_dir
+        self.transform = transform
+        self.target_transform = target_transform
+
+    def __len__(self):
+        return len(self.img_labels)
+
+    def __getitem__(self, idx):
+        img_path = os.path.join(self.img_dir, self.img_labels.iloc[idx, 0])
+        image = decode_image(img_path)
+        label = self.img_labels.iloc[idx, 1]
+        if self.transform:
+            image = self.transform(image)
+        if self.target_transform:
+            label = self.target_transform(label)
+        return image, label
+"""
+
+
+def _module_from(source: str, name: str, **originals):
+    """A module made from `source` whose names in `originals` hold torchvision's own
+    functions, as a module imported before hpuload patched anything holds them."""
+    module = types.ModuleType(name)
+    sys.modules[name] = module
+    exec(compile(source, f"{name}.py", "exec"), module.__dict__)
+    for key, fn in originals.items():
+        module.__dict__[key] = getattr(fn, "__wrapped__", fn)
+    return module
+
+
+def test_the_pytorch_tutorials_dataset_with_its_reader_imported_by_name_runs_natively(jpeg_folder, tmp_path):
+    """`from torchvision.io import decode_image` binds the function itself in the user's
+    module, which patching `torchvision.io` does not reach: the names the Dataset's code can
+    reach are rebound while probing (and give the original everywhere else)."""
+    import torchvision.io
+    from torchvision.transforms import v2
+
+    pytest.importorskip("pandas")
+    folder = datasets.ImageFolder(jpeg_folder)
+    with open(tmp_path / "labels.csv", "w", newline="") as f:
+        csv.writer(f).writerows((Path(p).relative_to(jpeg_folder), t) for p, t in folder.samples)
+    tutorial = _module_from(_TUTORIAL, "hpuload_test_tutorial", decode_image=torchvision.io.decode_image)
+    assert tutorial.decode_image is getattr(torchvision.io.decode_image, "__wrapped__", torchvision.io.decode_image)
+    tf = v2.Compose([v2.Resize((40, 52)), v2.ToDtype(torch.float32, scale=True)])
+    ds = tutorial.CustomImageDataset(tmp_path / "labels.csv", str(jpeg_folder), transform=tf)
+    # pandas' header row: the tutorial's file has none, so its first row is the header.
+    ds.img_labels = __import__("pandas").read_csv(tmp_path / "labels.csv", header=None)
+    _same_batches(ds)
+
+
+_HELPERS = """
+from torchvision.io import read_image, ImageReadMode
+
+
+def load(path):
+    return read_image(path, "rgb")
+"""
+
+
+def test_a_reader_imported_by_name_in_a_helper_module_the_dataset_calls_is_rebound_too(jpeg_folder, tmp_path):
+    import torchvision.io
+    from torchvision.transforms import v2
+
+    helpers = _module_from(_HELPERS, "hpuload_test_helpers", read_image=torchvision.io.read_image)
+    write_csv(jpeg_folder, tmp_path / "train.csv")
+
+    class ThroughAHelper(CsvImageDataset):
+        def __getitem__(self, i):
+            path, label = self.rows[i]
+            return self.transform(helpers.load(path)), label
+
+    ds = ThroughAHelper(tmp_path / "train.csv", v2.Compose([v2.CenterCrop(40), v2.ToDtype(torch.float32, scale=True)]))
+    _same_batches(ds)
+
+
+def _sixteen_bit_png(path, like):
+    """`like`'s pixels as a 16-bit RGB PNG whose low bytes vary (Pillow keeps only the high
+    ones; torchvision's reader gives both)."""
+    import struct
+    import zlib
+
+    a = np.asarray(Image.open(like).convert("RGB")).astype(np.uint16) * 256
+    a += np.random.RandomState(3).randint(0, 256, a.shape).astype(np.uint16)
+    h, w, _ = a.shape
+    raw = b"".join(b"\0" + a[y].astype(">u2").tobytes() for y in range(h))
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", w, h, 16, 2, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+@pytest.mark.parametrize("mode", [None, "RGB"])
+def test_a_dataset_reading_a_16_bit_png_as_a_tensor_goes_to_torch_naming_it(jpeg_folder, tmp_path, mode):
+    """torchvision's readers give a 16-bit PNG as uint16 [0, 65535] in either mode (Pillow,
+    and hpuload with it, at 8 bits): natively its values would be up to two levels off after
+    `ToDtype(scale=True)`, and its dtype another without."""
+    from torchvision.io import ImageReadMode
+    from torchvision.transforms import v2
+
+    folder = write_csv(jpeg_folder, tmp_path / "train.csv")
+    rows = [list(r) for r in folder.samples]
+    deep = tmp_path / "deep.png"
+    _sixteen_bit_png(deep, rows[2][0])
+    rows[2][0] = str(deep)
+    with open(tmp_path / "train.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["file", "label"])
+        w.writerows(rows)
+    ds = ReadsTensors(tmp_path / "train.csv", v2.Compose([v2.CenterCrop(32), v2.ToDtype(torch.float32, scale=True)]))
+    ds.mode = mode and ImageReadMode.RGB
+    with pytest.warns(FallbackWarning, match=rf"{deep} is a 16-bit PNG, which torchvision's reader gives as a uint16"):
+        loader = DataLoader(ds, batch_size=4)
+    want = next(iter(tud.DataLoader(ds, batch_size=4)))[0]
+    assert torch.equal(next(iter(loader))[0], want)
+
+
 def test_a_dataset_holding_pil_images_for_some_indices_and_tensors_for_others_goes_to_torch(jpeg_folder, tmp_path):
     class Mixed(ReadsTensors):
         def __getitem__(self, i):
