@@ -51,7 +51,7 @@ pub mod stage;
 pub mod tensor;
 pub mod video;
 
-pub use augment::{Op, OpKind, Pipeline, Size};
+pub use augment::{ExifReader, Op, OpKind, Pipeline, Size};
 pub use error::{Error, SampleError, SampleErrorKind};
 pub use hpu::{DeviceTensor, Dtype, Hpu, HpuConfig, HpuError, Layout};
 pub use hpuload_decoders as decoders;

@@ -16,6 +16,9 @@
 //! `6.0` and the rational `6/1` included); an entry of another type, or another value,
 //! is an orientation that turns nothing (and, being there, keeps the XMP one from counting, as
 //! in Pillow). Damaged data reads as no orientation: this never fails.
+//!
+//! torchvision's readers read orientations elsewhere and otherwise:
+//! [`torchvision_orientation`].
 
 use crate::ImageFormat;
 
@@ -479,6 +482,135 @@ fn webp(bytes: &[u8]) -> Found {
     found
 }
 
+/// The orientation `bytes` carries as torchvision's readers read it
+/// (`decode_image(..., apply_exif_orientation=True)`), which is not where Pillow reads it:
+/// - JPEG: the first APP1 segment before the first scan, whatever it holds, its bytes from
+///   the seventh on taken for a TIFF header (an XMP segment first hides a later Exif one; an
+///   appended Exif segment, XMP and any other format are not read);
+/// - PNG: the first `eXIf` chunk before the image data whose byte order is `II` or `MM` and
+///   whose CRC holds (as libpng keeps it); text chunks are not read;
+/// - any other format: none.
+///
+/// In the TIFF data, the first directory's entries are read in turn for tag 0x0112, whose
+/// two bytes at the entry's value field give the orientation whatever the entry's type
+/// (values outside 1-8 turn nothing). Offsets wrap at 32 bits, as torchvision's do; a read
+/// past the data's end gives 0xFFFF, which as a tag ends the walk.
+pub fn torchvision_orientation(bytes: &[u8]) -> Orientation {
+    let exif = match ImageFormat::sniff(bytes) {
+        Some(ImageFormat::Jpeg) if bytes.get(2) == Some(&0xFF) => {
+            first_app1(bytes).and_then(|s| s.get(6..))
+        }
+        Some(ImageFormat::Png) => png_exif_chunk(bytes),
+        _ => None,
+    };
+    exif.map_or(Orientation::Upright, torchvision_tiff_orientation)
+}
+
+/// The first APP1 segment's data (cut at the file's end) among the markers libjpeg reads
+/// before the first scan; `None` where there is none, or libjpeg would stop with an error
+/// before it (a marker it does not know, a length under 2, a second SOI).
+fn first_app1(bytes: &[u8]) -> Option<&[u8]> {
+    let mut pos = 2;
+    loop {
+        // libjpeg's search for the next marker: bytes other than 0xFF are skipped, then the
+        // fill bytes; 0xFF 0x00 is skipped as well.
+        let code = loop {
+            pos += memchr::memchr(0xFF, bytes.get(pos..)?)?;
+            while bytes.get(pos) == Some(&0xFF) {
+                pos += 1;
+            }
+            let code = *bytes.get(pos)?;
+            pos += 1;
+            if code != 0 {
+                break code;
+            }
+        };
+        match code {
+            0x01 | 0xD0..=0xD7 => continue,
+            0xC0..=0xCF | 0xDB..=0xDF | 0xE0..=0xEF | 0xFE => {}
+            _ => return None, // SOS, EOI, a second SOI, or a marker libjpeg rejects
+        }
+        let len = bytes.get(pos..pos + 2)?;
+        let len = usize::from(u16::from_be_bytes([len[0], len[1]]));
+        if len < 2 {
+            return None;
+        }
+        if code == 0xE1 {
+            return Some(&bytes[pos + 2..(pos + len).min(bytes.len())]);
+        }
+        pos += len;
+    }
+}
+
+/// The data of the first `eXIf` chunk libpng keeps before the image data.
+fn png_exif_chunk(bytes: &[u8]) -> Option<&[u8]> {
+    let mut pos = 8;
+    loop {
+        let head = bytes.get(pos..pos + 8)?;
+        let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
+        let kind = &head[4..8];
+        let end = (pos + 8).checked_add(len)?;
+        match kind {
+            b"IDAT" | b"IEND" => return None,
+            b"eXIf" => {
+                let data = bytes.get(pos + 8..end)?;
+                let crc = bytes.get(end..end + 4)?;
+                let sound = crc32fast::hash(&bytes[pos + 4..end])
+                    == u32::from_be_bytes([crc[0], crc[1], crc[2], crc[3]]);
+                if sound && data.len() >= 2 && data[0] == data[1] && matches!(data[0], b'I' | b'M')
+                {
+                    return Some(data);
+                }
+            }
+            _ => {}
+        }
+        pos = end + 4;
+    }
+}
+
+/// torchvision's walk of Exif data's first directory for the orientation (see
+/// [`torchvision_orientation`]).
+fn torchvision_tiff_orientation(data: &[u8]) -> Orientation {
+    // Little-endian only for `II` (or a lone `I`); anything else reads big-endian.
+    let little = data.first() == Some(&b'I') && (data.len() == 1 || data[1] == b'I');
+    let u16_at = |at: u64| -> u16 {
+        match usize::try_from(at)
+            .ok()
+            .and_then(|at| data.get(at..at.checked_add(2)?))
+        {
+            Some(b) if little => u16::from_le_bytes([b[0], b[1]]),
+            Some(b) => u16::from_be_bytes([b[0], b[1]]),
+            None => 0xFFFF,
+        }
+    };
+    let u32_at = |at: u64| -> u32 {
+        match usize::try_from(at)
+            .ok()
+            .and_then(|at| data.get(at..at.checked_add(4)?))
+        {
+            Some(b) if little => u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+            Some(b) => u32::from_be_bytes([b[0], b[1], b[2], b[3]]),
+            None => 0xFFFF,
+        }
+    };
+    if u16_at(2) != 0x2A {
+        return Orientation::Upright;
+    }
+    let mut offset = u32_at(4);
+    let entries = u16_at(u64::from(offset));
+    offset = offset.wrapping_add(2);
+    for _ in 0..entries {
+        match u16_at(u64::from(offset)) {
+            0xFFFF => break,
+            0x0112 => {
+                return Orientation::from_tag(u64::from(u16_at(u64::from(offset.wrapping_add(8)))))
+            }
+            _ => offset = offset.wrapping_add(12),
+        }
+    }
+    Orientation::Upright
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -706,5 +838,33 @@ mod tests {
         assert_eq!(Orientation::from_tag(9), Orientation::Upright);
         assert_eq!(tiff_orientation(&exif(false, 2, 6)), Tag::Other);
         assert_eq!(tiff_orientation(b"garbage"), Tag::Absent);
+    }
+
+    #[test]
+    fn torchvisions_walk_wraps_its_offsets_at_32_bits_and_reads_any_type_as_two_bytes() {
+        // The directory offset 0xFFFFFFFF: its entry count reads past the end (0xFFFF
+        // entries), and the first entry's offset wraps to 1, from where entries are read
+        // every 12 bytes: the one at 13 is the orientation.
+        let mut data = b"MM\x00\x2a\xff\xff\xff\xff".to_vec();
+        data.resize(32, 0x20);
+        data[13..15].copy_from_slice(&0x0112u16.to_be_bytes());
+        data[21..23].copy_from_slice(&6u16.to_be_bytes());
+        assert_eq!(
+            torchvision_tiff_orientation(&data),
+            Orientation::RotateClockwise
+        );
+        // A LONG 6 little-endian reads 6 from its first two bytes, big-endian 0.
+        let le = exif(false, 4, 6);
+        let be = exif(true, 4, 6);
+        assert_eq!(
+            torchvision_tiff_orientation(&le),
+            Orientation::RotateClockwise
+        );
+        assert_eq!(torchvision_tiff_orientation(&be), Orientation::Upright);
+        // A lone `I` reads little-endian; `IM` big-endian.
+        assert_eq!(torchvision_tiff_orientation(b"I"), Orientation::Upright);
+        let mut mixed = le.clone();
+        mixed[1] = b'M';
+        assert_eq!(torchvision_tiff_orientation(&mixed), Orientation::Upright);
     }
 }

@@ -31,7 +31,10 @@ fuzz_target!(|data: &[u8]| {
         (resized.0 - at.0).min(usize::from(c & 0x0f) + 1),
         (resized.1 - at.1).min(usize::from(c >> 4) + 1),
     );
-    let size = (content.0 + usize::from(c & 3), content.1 + usize::from(c >> 6));
+    let size = (
+        content.0 + usize::from(c & 3),
+        content.1 + usize::from(c >> 6),
+    );
     let placement = rle::Placement {
         resized,
         at,

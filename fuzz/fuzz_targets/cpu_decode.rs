@@ -17,7 +17,9 @@ fuzz_target!(|file: &[u8]| {
     let one_call = decoder.decode(file, &mut once);
     let two_step = decoder.probe(file).and_then(|info| {
         let mut out = vec![0u8; info.rgb_len()];
-        decoder.decode_into(file, &info, &mut out).map(|()| (info, out))
+        decoder
+            .decode_into(file, &info, &mut out)
+            .map(|()| (info, out))
     });
     match (one_call, two_step) {
         (Ok(info), Ok((probed, pixels))) => {

@@ -8,7 +8,7 @@
 //! also a fractional window inside the region and the output size; the rest is the file.
 #![no_main]
 
-use hpuload_decoders::jpeg::{scaled_region, Filter, Region, ResizeRequest, Window, Scale};
+use hpuload_decoders::jpeg::{scaled_region, Filter, Region, ResizeRequest, Scale, Window};
 use hpuload_decoders::{JpegDecoder, Limits};
 use libfuzzer_sys::fuzz_target;
 

@@ -7,7 +7,7 @@
 //! decode differently.)
 #![no_main]
 
-use hpuload::video::{libavcodec, DecodePlan, VideoDecoder, Picture, VideoIndex};
+use hpuload::video::{libavcodec, DecodePlan, Picture, VideoDecoder, VideoIndex};
 use libfuzzer_sys::fuzz_target;
 
 /// Each picture's frame and a hash of its planes, in the order they came out; `None` for an

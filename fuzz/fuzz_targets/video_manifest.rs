@@ -13,7 +13,10 @@ fuzz_target!(|data: &[u8]| {
             assert!(classes <= rows, "more classes than rows");
         }
         Err((line, reason)) => {
-            assert!(line >= 1 && line <= lines, "error on line {line} of {lines}");
+            assert!(
+                line >= 1 && line <= lines,
+                "error on line {line} of {lines}"
+            );
             assert!(!reason.is_empty());
         }
     }

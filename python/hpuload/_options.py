@@ -232,3 +232,6 @@ class LoaderOptions:
     #: Turn each image upright by the EXIF orientation it carries before the pipeline, as
     #: Pillow's `ImageOps.exif_transpose` does (what `datasets` does as it decodes an image).
     exif_orientation: bool = False
+    #: Whose reading of the orientation that is: "pillow", or "torchvision" (its readers'
+    #: `apply_exif_orientation=True`, which read it from other places in the file).
+    exif_reader: str = "pillow"

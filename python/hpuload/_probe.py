@@ -44,19 +44,20 @@ class LazyImage:
     `tensor`: what the code holds is the uint8 `[C, H, W]` tensor torchvision's readers give,
     not a PIL image; `rgb`: it is in RGB whatever the file holds (converted, or read in RGB
     mode), rather than in the file's own mode, which the loader then checks; `turned`: turned
-    upright by the EXIF orientation the file carries (`exif_transpose`), as the loader then
-    turns each image."""
+    upright by the EXIF orientation the file carries, as the loader then turns each image
+    (True: as Pillow's `exif_transpose` reads it; "torchvision": as torchvision's readers
+    do)."""
 
     __slots__ = ("path", "tensor", "rgb", "turned")
 
-    def __init__(self, path: str, *, tensor: bool = False, rgb: bool = False, turned: bool = False):
+    def __init__(self, path: str, *, tensor: bool = False, rgb: bool = False, turned: bool | str = False):
         self.path = path
         self.tensor = tensor
         self.rgb = rgb
         self.turned = turned
 
     @property
-    def form(self) -> tuple[bool, bool, bool]:
+    def form(self) -> tuple[bool, bool, bool | str]:
         """`(tensor, rgb, turned)`: how the Dataset's code holds its images."""
         return self.tensor, self.rgb, self.turned
 
@@ -159,21 +160,26 @@ def _read_file(path):
     return _FileBytes(_path_of(path))
 
 
-def _decode_image(data, mode=None, *args, **kwargs):
+def _decode_image(data, mode=None, apply_exif_orientation=False):
     # torchvision's `decode_image` takes the file's bytes (`read_file`) or its path.
     if isinstance(data, (str, os.PathLike)):
         data = _FileBytes(os.fspath(data))
     if not isinstance(data, _FileBytes):
         raise NeedsPixels(f"decode_image of a {type(data).__name__} (hpuload reads files by path)")
-    if args or kwargs.get("apply_exif_orientation"):
-        raise NeedsPixels("decode_image options other than the mode")
-    return LazyImage(data.path, tensor=True, rgb=_rgb_mode(mode))
+    return _read_as_tensor(data.path, mode, apply_exif_orientation)
 
 
-def _read_image(path, mode=None, *args, **kwargs):
-    if args or kwargs.get("apply_exif_orientation"):
-        raise NeedsPixels("read_image options other than the mode")
-    return LazyImage(_path_of(path), tensor=True, rgb=_rgb_mode(mode))
+def _read_image(path, mode=None, apply_exif_orientation=False):
+    return _read_as_tensor(_path_of(path), mode, apply_exif_orientation)
+
+
+def _read_as_tensor(path: str, mode, apply_exif_orientation) -> LazyImage:
+    """What torchvision's reader gives: the file as a uint8 tensor, in `mode`, turned upright
+    by the orientation torchvision reads when told to (`turned="torchvision"`: it reads it
+    from other places than Pillow)."""
+    if not isinstance(apply_exif_orientation, bool):
+        raise NeedsPixels(f"apply_exif_orientation={apply_exif_orientation!r}")
+    return LazyImage(path, tensor=True, rgb=_rgb_mode(mode), turned="torchvision" if apply_exif_orientation else False)
 
 
 def _rgb_mode(mode) -> bool:

@@ -473,8 +473,11 @@ def _listed_source(dataset, pipeline):
     classes = named[0] if all(c == named[0] for c in named) else None
     classes = list(classes) if isinstance(classes, (list, tuple)) and all(isinstance(c, str) for c in classes) else []
     source = {"source": _options.SamplesSource(samples, classes), "sample_keys": keys, "watch": watch}
-    # A class that turns its images upright by their EXIF orientation: so does the loader.
-    source["exif_orientation"] = turned
+    # A class that turns its images upright by their EXIF orientation (Pillow's
+    # `exif_transpose`, or torchvision's reader told to): so does the loader, reading it as
+    # that code does.
+    source["exif_orientation"] = bool(turned)
+    source["exif_reader"] = "torchvision" if turned == "torchvision" else "pillow"
     source["labels_as"] = _LabelsAs.of(label_type)
     source["sample_extras"] = extras
     source["samples_watch"] = _SamplesWatch(collect, samples, keys, label_type, classes, extras)

@@ -17,8 +17,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use hpuload::{
-    Backend, Dtype, EpochOf, LastBatch, Layout, Loader as CoreLoader, LoaderState, OnError,
-    Pipeline, Placement,
+    Backend, Dtype, EpochOf, ExifReader, LastBatch, Layout, Loader as CoreLoader, LoaderState,
+    OnError, Pipeline, Placement,
 };
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -112,6 +112,7 @@ impl Loader {
             resume,
             video,
             exif_orientation,
+            exif_reader,
         } = options;
         if batch_size == 0 {
             return Err(PyValueError::new_err("batch_size must be at least 1"));
@@ -132,10 +133,16 @@ impl Loader {
         let on_error: OnError = setting("on_error", &on_error, "skip, fail")?;
         let backend: Backend = setting("backend", &backend, "auto, hw, cpu")?;
         let (mut pipeline, mut views) = parse_views(&pipeline)?;
+        let exif_reader: ExifReader = setting("exif_reader", &exif_reader, "pillow, torchvision")?;
         if exif_orientation {
-            pipeline.exif_orientation = true;
-            for view in &mut views {
-                view.exif_orientation = true;
+            if pipeline.exif_orientation && pipeline.exif_reader != exif_reader {
+                return Err(PyValueError::new_err(
+                    "the transform turns images by Pillow's reading of their EXIF orientation and the dataset by torchvision's",
+                ));
+            }
+            for p in std::iter::once(&mut pipeline).chain(&mut views) {
+                p.exif_orientation = true;
+                p.exif_reader = exif_reader;
             }
         }
         let resume = resume
@@ -598,12 +605,15 @@ fn image_extensions() -> Vec<&'static str> {
     hpuload::IMAGE_EXTENSIONS.to_vec()
 }
 
-/// The EXIF orientation (1-8) an image file's bytes carry, as Pillow reads it (what
-/// `ImageOps.exif_transpose` turns the image by; 1 for none): what a loader with
-/// `exif_orientation` turns each image by.
+/// The EXIF orientation (1-8) an image file's bytes carry, as `reader` reads it: "pillow"
+/// (what `ImageOps.exif_transpose` turns the image by) or "torchvision" (what its readers'
+/// `apply_exif_orientation=True` turns it by); 1 for none. What a loader with
+/// `exif_orientation` and that `exif_reader` turns each image by.
 #[pyfunction]
-fn exif_orientation(bytes: &[u8]) -> u8 {
-    hpuload::decoders::orientation::orientation(bytes).tag()
+#[pyo3(signature = (bytes, reader = "pillow"))]
+fn exif_orientation(bytes: &[u8], reader: &str) -> PyResult<u8> {
+    let reader: ExifReader = setting("reader", reader, "pillow, torchvision")?;
+    Ok(reader.read(bytes).tag())
 }
 
 /// Frames of the video at `path` at presentation `positions`, decoded to RGB and shown

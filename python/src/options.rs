@@ -39,6 +39,7 @@ pub(crate) struct Options<'py> {
     pub resume: Option<String>,
     pub video: Option<Video>,
     pub exif_orientation: bool,
+    pub exif_reader: String,
 }
 
 /// `VideoOptions`: torchcodec's sampler parameters.

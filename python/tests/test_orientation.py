@@ -122,3 +122,154 @@ def test_damaged_exif_data_reads_as_pillow_reads_it_where_pillow_reads_it():
             assert got == want, bytes(damaged).hex()
             compared += 1
     assert compared > 300
+
+
+# torchvision's readers (`decode_image(..., apply_exif_orientation=True)`) read the
+# orientation elsewhere: the first APP1 segment whatever it holds, a PNG's eXIf chunk before
+# the image data, nothing else (`exif_reader="torchvision"`).
+
+#: The eight turns as torchvision's reader makes them of a `[C, H, W]` tensor, by orientation.
+TURNS = {
+    1: lambda t: t,
+    2: lambda t: t.flip(-1),
+    3: lambda t: t.flip(-2, -1),
+    4: lambda t: t.flip(-2),
+    5: lambda t: t.transpose(-1, -2),
+    6: lambda t: t.transpose(-1, -2).flip(-1),
+    7: lambda t: t.transpose(-1, -2).flip(-2, -1),
+    8: lambda t: t.transpose(-1, -2).flip(-2),
+}
+
+
+def torchvisions(data: bytes) -> int | None:
+    """The orientation torchvision's reader turned `data` by: the one of the eight turns of
+    the image read as stored that gives the image it reads when told to turn it (the test
+    images are noise, so exactly one does); None where torchvision fails."""
+    import warnings
+
+    import torch
+    import torchvision.io as tio
+
+    decode = getattr(tio.decode_image, "__wrapped__", tio.decode_image)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            raw = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+            stored, turned = decode(raw), decode(raw, apply_exif_orientation=True)
+        except Exception:
+            return None
+    hits = [k for k, turn in TURNS.items() if turn(stored).shape == turned.shape and torch.equal(turn(stored), turned)]
+    assert len(hits) == 1, hits
+    return hits[0]
+
+
+def noise_bytes(fmt: str, **save) -> bytes:
+    """A 24x16 image of seeded noise (no two of its turns alike), encoded as `fmt`."""
+    rng = random.Random(5)
+    im = Image.frombytes("RGB", (24, 16), bytes(rng.randrange(256) for _ in range(24 * 16 * 3)))
+    out = io.BytesIO()
+    im.save(out, format=fmt, **save)
+    return out.getvalue()
+
+
+def segment(code: int, body: bytes) -> bytes:
+    return bytes([0xFF, code]) + struct.pack(">H", len(body) + 2) + body
+
+
+def chunk(kind: bytes, body: bytes, crc: int | None = None) -> bytes:
+    import zlib
+
+    crc = zlib.crc32(kind + body) if crc is None else crc
+    return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", crc)
+
+
+def with_segments(jpeg: bytes, *segments: bytes, at: int = 2) -> bytes:
+    return jpeg[:at] + b"".join(segments) + jpeg[at:]
+
+
+def png_with(chunks: bytes, after_idat: bytes = b"") -> bytes:
+    """The noise PNG with `chunks` right after its IHDR, and `after_idat` before its IEND."""
+    png = noise_bytes("PNG")
+    ihdr_end = 8 + 25
+    iend = png.rindex(b"IEND") - 4
+    return png[:ihdr_end] + chunks + png[ihdr_end:iend] + after_idat + png[iend:]
+
+
+def torchvision_cases() -> list[tuple[str, bytes]]:
+    made = []
+    for v in range(0, 10):
+        for big in (False, True):
+            exif = b"Exif\0\0" + tiff([(ORIENTATION, 3, 1, short(v, big))], big)
+            made.append((f"jpeg short {v} big={big}", noise_bytes("JPEG", exif=exif)))
+            made.append((f"png eXIf {v} big={big}", png_with(chunk(b"eXIf", exif[6:]))))
+    six = b"Exif\0\0" + tiff([(ORIENTATION, 3, 1, short(6))])
+    three = b"Exif\0\0" + tiff([(ORIENTATION, 3, 1, short(3))])
+    xmp = b"http://ns.adobe.com/xap/1.0/\0" + XMP.format('tiff:Orientation="6"').encode()
+    plain = noise_bytes("JPEG")
+    for name, entry in [
+        ("long", (ORIENTATION, 4, 1, struct.pack("<I", 6))),
+        ("long big-endian", None),
+        ("byte", (ORIENTATION, 1, 1, b"\x06")),
+        ("ascii", (ORIENTATION, 2, 2, b"6\0")),
+        ("unknown type", (ORIENTATION, 99, 1, short(6))),
+        ("no values", (ORIENTATION, 3, 0, short(6))),
+    ]:
+        exif = tiff([entry]) if entry else tiff([(ORIENTATION, 4, 1, struct.pack(">I", 6))], big=True)
+        made.append((f"jpeg {name}", noise_bytes("JPEG", exif=b"Exif\0\0" + exif)))
+    made += [
+        ("jpeg two entries", noise_bytes("JPEG", exif=b"Exif\0\0" + tiff([(ORIENTATION, 3, 1, short(3)), (ORIENTATION, 3, 1, short(6))]))),
+        ("jpeg another tag first", noise_bytes("JPEG", exif=b"Exif\0\0" + tiff([(0x010F, 2, 4, b"abc\0"), (ORIENTATION, 3, 1, short(8))]))),
+        ("jpeg xmp only", with_segments(plain, segment(0xE1, xmp))),
+        ("jpeg xmp before exif", with_segments(plain, segment(0xE1, xmp), segment(0xE1, six))),
+        ("jpeg exif before xmp", with_segments(plain, segment(0xE1, six), segment(0xE1, xmp))),
+        ("jpeg two exif segments", with_segments(plain, segment(0xE1, three), segment(0xE1, six))),
+        ("jpeg exif under another name", with_segments(plain, segment(0xE1, b"Other\0" + six[6:]))),
+        ("jpeg exif after a comment and a table", with_segments(plain, segment(0xFE, b"hello"), segment(0xE1, six), at=plain.index(b"\xff\xdb"))),
+        ("jpeg a short app1", with_segments(plain, segment(0xE1, b"Exif"), segment(0xE1, six))),
+        ("jpeg junk before the exif marker", with_segments(plain, b"\x00\x17junk\xff\x00", segment(0xE1, six), at=plain.index(b"\xff\xdb"))),
+        ("jpeg exif after the scan", plain[:-2] + segment(0xE1, six) + plain[-2:]),
+        ("png no exif", png_with(b"")),
+        ("png two eXIf", png_with(chunk(b"eXIf", three[6:]) + chunk(b"eXIf", six[6:]))),
+        ("png an eXIf of another byte order first", png_with(chunk(b"eXIf", b"XX" + three[8:]) + chunk(b"eXIf", six[6:]))),
+        ("png an eXIf with a bad crc first", png_with(chunk(b"eXIf", three[6:], crc=1) + chunk(b"eXIf", six[6:]))),
+        ("png eXIf after the image data", png_with(b"", after_idat=chunk(b"eXIf", six[6:]))),
+        ("png a one-byte eXIf", png_with(chunk(b"eXIf", b"M") + chunk(b"eXIf", six[6:]))),
+        ("png the text chunk Pillow reads", noise_bytes("PNG", pnginfo=_text("exif", six))),
+        ("webp exif", noise_bytes("WEBP", exif=six, lossless=True)),
+    ]
+    return made
+
+
+def _text(key: str, value: bytes):
+    info = PngImagePlugin.PngInfo()
+    info.add_text(key, value.decode("latin-1"))
+    return info
+
+
+@pytest.mark.parametrize("name,data", torchvision_cases(), ids=[n for n, _ in torchvision_cases()])
+def test_the_orientation_read_for_torchvisions_reader_is_the_one_it_turns_by(name, data):
+    want = torchvisions(data)
+    assert want is not None, "torchvision reads every case"
+    assert _hpuload.exif_orientation(data, "torchvision") == want
+
+
+def test_damaged_exif_data_reads_as_torchvisions_reader_reads_it():
+    """Bytes of a JPEG's Exif segment and of a PNG's eXIf chunk changed at random (offsets
+    and counts thrown far, byte orders broken): the orientation is the one torchvision
+    turns by wherever it decodes the image."""
+    rng = random.Random(8)
+    exif = tiff([(0x010F, 2, 4, b"abc\0"), (ORIENTATION, 3, 1, short(6)), (0x0110, 3, 1, short(2))])
+    compared = 0
+    for k in range(300):
+        damaged = bytearray(exif)
+        for _ in range(rng.randint(1, 3)):
+            damaged[rng.randrange(len(damaged))] = rng.choice([0, 1, 3, 6, 0x12, 0xFF, rng.randrange(256)])
+        if k % 2:
+            data = with_segments(noise_bytes("JPEG"), segment(0xE1, b"Exif\0\0" + bytes(damaged)))
+        else:
+            data = png_with(chunk(b"eXIf", bytes(damaged)))
+        want = torchvisions(data)
+        if want is not None:
+            assert _hpuload.exif_orientation(data, "torchvision") == want, (k, bytes(damaged).hex())
+            compared += 1
+    assert compared > 250

@@ -309,6 +309,58 @@ def test_a_dataset_turning_its_images_by_their_exif_orientation_runs_natively_wi
     assert torch.equal(ours, theirs)
 
 
+def test_a_dataset_reading_with_torchvisions_exif_orientation_runs_natively_turned_as_torchvision_turns(jpeg_folder, tmp_path):
+    """`read_image(..., apply_exif_orientation=True)` turns images by the orientation
+    torchvision reads, which is not always Pillow's: a JPEG whose XMP segment comes before
+    its Exif one, and one with a short APP1 segment before its Exif one, are turned by
+    Pillow's `exif_transpose` and not by torchvision; a PNG's eXIf chunk before the image data turns
+    both. The loader turns each image as torchvision does, natively."""
+    from torchvision.io import ImageReadMode
+    from torchvision.transforms import v2
+
+    folder = write_csv(jpeg_folder, tmp_path / "train.csv")
+    xmp = b"http://ns.adobe.com/xap/1.0/\0" + b'<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:Description tiff:Orientation="8"/></x:xmpmeta>'
+
+    def app1(body):
+        return b"\xff\xe1" + (len(body) + 2).to_bytes(2, "big") + body
+
+    rows = []
+    for k, (path, t) in enumerate(folder.samples[:10]):
+        exif = Image.Exif()
+        exif[0x0112] = 3 if k == 8 else k % 8 + 1
+        out = tmp_path / f"{k}.{'png' if k == 9 else 'jpg'}"
+        Image.open(path).save(out, exif=exif.tobytes())
+        if k == 8:  # XMP first: Pillow turns by the Exif segment, torchvision by neither
+            data = out.read_bytes()
+            out.write_bytes(data[:2] + app1(xmp) + data[2:])
+        rows.append((out, t))
+    # A short APP1 segment before the Exif one: torchvision reads only the first.
+    rows.append((tmp_path / "short_app1.jpg", 0))
+    data = (tmp_path / "6.jpg").read_bytes()
+    rows[-1][0].write_bytes(data[:2] + app1(b"Exif") + data[2:])
+    with open(tmp_path / "train.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["file", "label"])
+        w.writerows(rows)
+
+    class TurnsAsTorchvision(CsvImageDataset):
+        def __getitem__(self, i):
+            import torchvision.io
+
+            path, label = self.rows[i]
+            return self.transform(torchvision.io.read_image(path, ImageReadMode.RGB, apply_exif_orientation=True)), label
+
+    ds = TurnsAsTorchvision(tmp_path / "train.csv", v2.Compose([v2.Resize((40, 56)), v2.ToDtype(torch.float32, scale=True)]))
+    assert _probe.probe(ds).form == (True, True, "torchvision")
+    _same_batches(ds)
+    # Not Pillow's turns: the XMP-first JPEG and the short APP1 segment are where they differ.
+    from hpuload import _hpuload
+
+    for path, _ in rows[8:9] + rows[10:]:
+        data = Path(path).read_bytes()
+        assert _hpuload.exif_orientation(data, "torchvision") == 1 != _hpuload.exif_orientation(data)
+
+
 def _with_one_file_not_rgb(jpeg_folder, tmp_path, mode):
     """The CSV of `jpeg_folder` with its second file replaced by a copy in `mode` (a grey
     JPEG, an RGBA or palette PNG)."""

@@ -10,6 +10,7 @@
 
 use std::path::Path;
 
+use hpuload_decoders::orientation::{orientation, torchvision_orientation, Orientation};
 use serde::{Deserialize, Serialize};
 
 use super::autoaugment::{AugMix, AutoAugment, RandAugment, TrivialAugmentWide};
@@ -203,6 +204,38 @@ pub struct Pipeline {
     /// image). Off by default: torchvision's loaders show images as stored. Images only.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub exif_orientation: bool,
+    /// Whose reading of the orientation `exif_orientation` turns by: Pillow's (the default)
+    /// or torchvision's (`decode_image(..., apply_exif_orientation=True)`), which read it
+    /// from other places in the file.
+    #[serde(default, skip_serializing_if = "ExifReader::is_pillow")]
+    pub exif_reader: ExifReader,
+}
+
+/// Whose reading of an image's EXIF orientation a pipeline turns it by.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExifReader {
+    /// Pillow's (`ImageOps.exif_transpose`, Hugging Face `datasets`):
+    /// [`orientation`](hpuload_decoders::orientation::orientation).
+    #[default]
+    Pillow,
+    /// torchvision's readers':
+    /// [`torchvision_orientation`](hpuload_decoders::orientation::torchvision_orientation).
+    Torchvision,
+}
+
+impl ExifReader {
+    /// The orientation `bytes` (a whole image file) carries, read this way.
+    pub fn read(self, bytes: &[u8]) -> Orientation {
+        match self {
+            Self::Pillow => orientation(bytes),
+            Self::Torchvision => torchvision_orientation(bytes),
+        }
+    }
+
+    fn is_pillow(&self) -> bool {
+        *self == Self::Pillow
+    }
 }
 
 impl Pipeline {
@@ -212,6 +245,7 @@ impl Pipeline {
             name: name.into(),
             ops: Vec::new(),
             exif_orientation: false,
+            exif_reader: ExifReader::Pillow,
         }
     }
 

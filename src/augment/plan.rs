@@ -16,7 +16,7 @@ use super::geometry::{
     RandomResizedCrop, Resize, Size,
 };
 use super::kernel::Normalize;
-use super::op::{Op, Pipeline};
+use super::op::{ExifReader, Op, Pipeline};
 use super::pixel::PixelOp;
 use super::run::{PixelPlan, Placed};
 use crate::dtype::Dtype;
@@ -97,9 +97,9 @@ pub(crate) struct Plan {
     pad: Option<Pad>,
     /// A detection pipeline's box-aware geometry (`None`: classification).
     pub detect: Option<DetectSpec>,
-    /// Images are turned upright by their EXIF orientation before anything else
-    /// ([`Pipeline::exif_orientation`]).
-    pub exif_orientation: bool,
+    /// Images are turned upright by their EXIF orientation, read this way, before anything
+    /// else ([`Pipeline::exif_orientation`]).
+    pub exif_orientation: Option<ExifReader>,
 }
 
 /// Every random choice for one sample: a pure function of `(seed, epoch, index)` and the
@@ -484,7 +484,7 @@ impl Pipeline {
             erase,
             pad,
             detect,
-            exif_orientation: self.exif_orientation,
+            exif_orientation: self.exif_orientation.then_some(self.exif_reader),
         })
     }
 }

@@ -2,7 +2,7 @@
 //! flip, normalize, cast and erase into the slot of the pinned batch buffer.
 
 use hpuload_decoders::jpeg::Region;
-use hpuload_decoders::orientation::{orientation, Orientation};
+use hpuload_decoders::orientation::Orientation;
 use hpuload_decoders::{CpuDecoder, Decode, DecodeError, ImageInfo, JpegDecoder};
 
 use super::Shared;
@@ -189,11 +189,10 @@ fn decode_image(
     bytes: &[u8],
     plan: Option<SamplePlan>,
 ) -> Result<(ImageInfo, SamplePlan), SampleErrorKind> {
-    let turn = if shared.plan.exif_orientation {
-        orientation(bytes)
-    } else {
-        Orientation::Upright
-    };
+    let turn = shared
+        .plan
+        .exif_orientation
+        .map_or(Orientation::Upright, |reader| reader.read(bytes));
     if turn != Orientation::Upright {
         let stored = decode_whole(s, bytes)?;
         let len = stored.rgb_len();

@@ -33,7 +33,7 @@ pub use video::VideoSpec;
 use crate::stage::{Stage, StageTimes};
 pub use state::{LoaderState, StateConfig};
 
-use crate::augment::{PixelStage, Plan};
+use crate::augment::{ExifReader, PixelStage, Plan};
 use crate::hpu::{Dtype, Hpu, Layout};
 use crate::pinned::PinnedPool;
 use crate::sampler::{Sampler, Shard};
@@ -363,7 +363,7 @@ impl Loader {
                 "a detection pipeline reads boxes from a COCO dataset, not video",
             ));
         }
-        if b.video.is_some() && plan.exif_orientation {
+        if b.video.is_some() && plan.exif_orientation.is_some() {
             return Err(Error::config(
                 "pipeline",
                 "exif_orientation turns images; a video's frames carry no EXIF orientation",
@@ -372,7 +372,7 @@ impl Loader {
         if let Some(view) = b
             .views
             .iter()
-            .find(|v| v.exif_orientation != plan.exif_orientation)
+            .find(|v| v.exif_orientation.then_some(v.exif_reader) != plan.exif_orientation)
         {
             return Err(Error::config(
                 "views",
@@ -889,6 +889,9 @@ fn fingerprint(
     if pipeline.exif_orientation {
         // Turned images are other pixels (off adds nothing: earlier states still match).
         h.write(b"exif_orientation");
+        if pipeline.exif_reader != ExifReader::Pillow {
+            h.write(b"torchvision");
+        }
     }
     for view in views {
         h.write(b"view");

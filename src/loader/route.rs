@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering;
 
 use hpuload_decoders::jpeg::{choose_scale, Filter, Parsed, Region, Scale};
-use hpuload_decoders::orientation::{orientation, Orientation};
+use hpuload_decoders::orientation::Orientation;
 use hpuload_decoders::{DecodeError, JpegDecoder};
 
 use super::{lock, Backend, Shared};
@@ -57,7 +57,11 @@ pub(super) fn route(
     let bytes = match &bitstream {
         Bitstream::InSlot(bytes) | Bitstream::Buffered { bytes, .. } => *bytes,
     };
-    if shared.plan.exif_orientation && orientation(bytes) != Orientation::Upright {
+    if shared
+        .plan
+        .exif_orientation
+        .is_some_and(|reader| reader.read(bytes) != Orientation::Upright)
+    {
         // Rare (phone photos): the CPU path turns the decoded image, then draws its plan.
         let reason = "an image turned by its EXIF orientation is decoded on the CPU path";
         if only_engine {

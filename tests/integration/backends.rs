@@ -96,9 +96,8 @@ fn engine_and_cpu_agree_without_dct_scaling() {
     let (_, report) = assert_backends_agree(
         dir.path(),
         Pipeline {
-            name: "eval".into(),
             ops: eval,
-            exif_orientation: false,
+            ..Pipeline::new("eval")
         },
         Dtype::U8,
         224 * 224,
@@ -154,9 +153,8 @@ fn engine_and_cpu_agree_on_real_photographs() {
     let dir = std::path::Path::new(&dir);
     let entries = ImageFolder::open(dir).unwrap().entries().to_vec();
     let eval = Pipeline {
-        name: "eval".into(),
         ops: pipelines::resnet50_eval().ops[..2].to_vec(),
-        exif_orientation: false,
+        ..Pipeline::new("eval")
     };
     let pixels = 224 * 224 * 3;
     for pipeline in [flip_only(224), eval] {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::common::{self, epoch_bytes, TempDir};
 use hpuload::decoders::orientation::Orientation;
 use hpuload::decoders::{CpuDecoder, Decode};
-use hpuload::{Backend, Dtype, ImageFolder, Layout, Loader, Pipeline, Source};
+use hpuload::{Backend, Dtype, ExifReader, ImageFolder, Layout, Loader, Pipeline, Source};
 
 /// Exif data (`Exif\0\0`, a little-endian TIFF header, one directory) whose one entry is the
 /// Orientation `value`, as an APP1 segment.
@@ -81,6 +81,14 @@ fn run(dir: &Path, exif: bool, backend: Backend) -> (Vec<common::HostBatch>, hpu
         exif_orientation: exif,
         ..common::train_at(48)
     };
+    run_pipeline(dir, pipeline, backend)
+}
+
+fn run_pipeline(
+    dir: &Path,
+    pipeline: Pipeline,
+    backend: Backend,
+) -> (Vec<common::HostBatch>, hpuload::Report) {
     let mut l = Loader::builder(ImageFolder::open(dir).unwrap())
         .batch_size(4)
         .shuffle(5)
@@ -186,4 +194,62 @@ fn exif_orientation_is_refused_where_it_cannot_hold() {
         panic!("a view that does not turn was taken");
     };
     assert!(err.to_string().contains("exif_orientation"), "{err}");
+}
+
+#[test]
+fn torchvisions_reading_turns_by_the_first_app1_segment_only() {
+    let (oriented, turned) = oriented_and_turned();
+    let reading = |reader| Pipeline {
+        exif_orientation: true,
+        exif_reader: reader,
+        ..common::train_at(48)
+    };
+    let (want, _) = run(turned.path(), false, Backend::Cpu);
+    let (stored, _) = run(oriented.path(), false, Backend::Cpu);
+    // An Exif segment first: both readings turn by it.
+    let (tv, _) = run_pipeline(
+        oriented.path(),
+        reading(ExifReader::Torchvision),
+        Backend::Cpu,
+    );
+    assert!(
+        tv == want,
+        "torchvision's reading of a plain Exif segment differs from Pillow's"
+    );
+    // A short APP1 segment before it: torchvision reads that one alone (and finds nothing),
+    // Pillow reads on to the Exif segment.
+    for path in jpegs(oriented.path()) {
+        let bytes = std::fs::read(&path).unwrap();
+        let mut shadowed = bytes[..2].to_vec();
+        shadowed.extend([0xFF, 0xE1, 0x00, 0x06, b'E', b'x', b'i', b'f']);
+        shadowed.extend(&bytes[2..]);
+        std::fs::write(&path, shadowed).unwrap();
+    }
+    let (tv, _) = run_pipeline(
+        oriented.path(),
+        reading(ExifReader::Torchvision),
+        Backend::Cpu,
+    );
+    assert!(
+        tv == stored,
+        "torchvision's reading turned images by a later segment"
+    );
+    let (pillow, _) = run_pipeline(oriented.path(), reading(ExifReader::Pillow), Backend::Cpu);
+    assert!(
+        pillow == want,
+        "Pillow's reading stopped at the short segment"
+    );
+    // A state saved by one reading does not resume a loader of the other.
+    let build = |reader| {
+        Loader::builder(ImageFolder::open(oriented.path()).unwrap())
+            .batch_size(4)
+            .pipeline(reading(reader))
+            .output(Dtype::F32, Layout::Nchw)
+    };
+    let mut first = build(ExifReader::Pillow).build().unwrap();
+    first.epoch(0).next().unwrap().unwrap();
+    assert!(build(ExifReader::Torchvision)
+        .resume(first.state())
+        .build()
+        .is_err());
 }
