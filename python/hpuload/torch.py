@@ -273,6 +273,9 @@ def _dataset_source(dataset, pipeline, transform=None, max_boxes=200):
 #: File names taken for JPEGs without reading them.
 _JPEG_NAMES = (".jpg", ".jpeg", ".jpe", ".jfif")
 
+#: The files of hpuload's that torchvision's `decode_image` reads too (by name).
+_TORCHVISION_READS = _JPEG_NAMES + (".png", ".webp")
+
 
 def _check_decodable(samples) -> None:
     odd = [p for p, _ in samples if not p.lower().endswith(_DECODABLE)]
@@ -424,6 +427,12 @@ def _listed_source(dataset, pipeline):
             # The same ImageFolder list as checked last time: nothing to check again.
             return samples, keys, label_types.pop(), None
         _check_decodable(samples)
+        if tensor:
+            # torchvision's readers decode JPEG, PNG, GIF and WebP only: torch's loader stops
+            # at a BMP or PGM file, which hpuload would decode.
+            odd = next((p for p, _ in samples if not p.lower().endswith(_TORCHVISION_READS)), None)
+            if odd is not None:
+                raise _Unfit(f"{odd} is not a JPEG, PNG or WebP file, which torchvision's reader would refuse", D)
         if plains == [True]:
             folder_lists["checked"] = samples
         if tensor:

@@ -573,6 +573,27 @@ def test_a_dataset_reading_a_16_bit_png_as_a_tensor_goes_to_torch_naming_it(jpeg
     assert torch.equal(next(iter(loader))[0], want)
 
 
+def test_a_dataset_reading_a_bmp_file_as_a_tensor_goes_to_torch_which_refuses_it_as_torchvision_does(jpeg_folder, tmp_path):
+    """torchvision's readers decode JPEG, PNG, GIF and WebP: hpuload, which decodes BMP too,
+    would train where the user's own loader stops."""
+    from torchvision.transforms import v2
+
+    folder = write_csv(jpeg_folder, tmp_path / "train.csv")
+    rows = [list(r) for r in folder.samples]
+    bmp = tmp_path / "odd.bmp"
+    Image.open(rows[1][0]).convert("RGB").save(bmp)
+    rows[1][0] = str(bmp)
+    with open(tmp_path / "train.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["file", "label"])
+        w.writerows(rows)
+    ds = ReadsTensors(tmp_path / "train.csv", v2.Compose([v2.CenterCrop(32), v2.ToDtype(torch.float32, scale=True)]))
+    with pytest.warns(FallbackWarning, match=rf"{bmp} is not a JPEG, PNG or WebP file, which torchvision's reader would refuse"):
+        loader = DataLoader(ds, batch_size=4)
+    with pytest.raises(RuntimeError):
+        next(iter(loader))
+
+
 def test_a_dataset_holding_pil_images_for_some_indices_and_tensors_for_others_goes_to_torch(jpeg_folder, tmp_path):
     class Mixed(ReadsTensors):
         def __getitem__(self, i):
