@@ -513,7 +513,8 @@ def _bind_in_user_code(dataset) -> None:
     function itself, not the module's attribute the patch replaced. The rebound name holds
     the patched call, which is the original on every thread that is not probing. Reached:
     the module globals of the functions of the dataset's classes and of the functions held
-    by the dataset, and one step further, of the functions those name."""
+    by the dataset, and one step further, of the functions their code names (a global, a
+    closure's, or an attribute of either: `helpers.load`)."""
     patched = {}
     for fn in _installed():
         original = getattr(fn, "__wrapped__", None)
