@@ -213,12 +213,20 @@ def header_mode(read) -> str | None:
     headers, without Pillow; None for any other image and for one this cannot read.
     `read(offset)` gives the image's bytes from `offset` on (a few KiB, or fewer at its
     end): the first read, then only reads of the next segment headers."""
+    facts = header_facts(read)
+    return facts and facts[0]
+
+
+def header_facts(read) -> tuple[str | None, int, int] | None:
+    """`(mode, width, height)` of a JPEG or PNG image from its headers (the mode as
+    `header_mode`); None for any other image and for one this cannot read."""
     head = read(0)
     if head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR" and len(head) >= 26:
+        width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
         depth, colour = head[24], head[25]
         if colour == 0:
-            return {1: "1", 16: "I;16"}.get(depth, "L")
-        return {2: "RGB", 3: "P", 4: "LA", 6: "RGBA"}.get(colour)
+            return {1: "1", 16: "I;16"}.get(depth, "L"), width, height
+        return {2: "RGB", 3: "P", 4: "LA", 6: "RGBA"}.get(colour), width, height
     if head[:2] != b"\xff\xd8":
         return None
     base, k = 0, 2  # `head` holds the image's bytes from `base`; `k` is relative to it
@@ -240,7 +248,8 @@ def header_mode(read) -> str | None:
         if marker in (0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF):
             if k + 10 > len(head):
                 return None
-            return {1: "L", 3: "RGB", 4: "CMYK"}.get(head[k + 9])
+            height, width = int.from_bytes(head[k + 5 : k + 7], "big"), int.from_bytes(head[k + 7 : k + 9], "big")
+            return {1: "L", 3: "RGB", 4: "CMYK"}.get(head[k + 9]), width, height
         length = int.from_bytes(head[k + 2 : k + 4], "big")
         if marker in (0xD9, 0xDA) or length < 2:
             return None
@@ -269,6 +278,31 @@ def mode_of(path: str | None = None, data=None) -> str | None:
         except Exception:
             return None
     return mode
+
+
+def size_of(path: str) -> tuple[int, int] | None:
+    """`(width, height)` of the image at `path` as stored: from its headers where
+    `header_facts` reads them (JPEG, PNG), else by Pillow's lazy open; None where neither
+    can read it (the loader names such an image when it reads it)."""
+    from PIL import Image
+
+    try:
+        with open(path, "rb") as f:
+
+            def read(offset: int) -> bytes:
+                f.seek(offset)
+                return f.read(4096)
+
+            facts = header_facts(read)
+    except OSError:
+        return None
+    if facts is not None and facts[1] and facts[2]:
+        return facts[1], facts[2]
+    try:
+        with Image.open(path) as im:  # this thread is not probing: Pillow's own open
+            return im.size
+    except Exception:
+        return None
 
 
 def not_rgb(paths) -> tuple[str, str] | None:

@@ -285,6 +285,74 @@ def _check_decodable(samples) -> None:
         )
 
 
+def _sized_translation(transform, common: dict, find_size=None):
+    """`translate_split(transform)`, or, for a transform that sets no output size (no crop or
+    resize to a fixed size: `ToTensor` and `Normalize` alone, or pixel ops before any crop),
+    its translation after a `CenterCrop` to the size every image has, which keeps each image
+    whole and fixes the batch's shape, when hpuload runs all of it (no Python tail). `common`
+    says which: `"wanted"` is true while the transform sets no size, and `"size"` (`(height,
+    width)`) is the images' size once `_check_common_size` has found it (`find_size()` finds
+    it now where the samples are known; before the first listing a stand-in size is used, the
+    translation not depending on it). `"why"`: what made the transform untranslatable on its
+    own (a pixel op before the crop), told when the images turn out not to be one size."""
+    from ._arrays import _GEOMETRY
+
+    try:
+        translated = translate_split(transform)
+        spec = json.loads(translated[0])
+        if "views" in spec or any(op.get("op") in _GEOMETRY for op in spec["ops"]):
+            common["wanted"] = False
+            return translated
+        first = None
+    except Unsupported as e:
+        first = e
+    if type(transform).__module__.startswith("torchvision.transforms.v2"):
+        from torchvision.transforms import v2 as flavour
+    else:
+        from torchvision import transforms as flavour
+    try:
+        cropped = translate_split(flavour.Compose([flavour.CenterCrop((1, 1)), transform]))
+    except Unsupported:
+        cropped = None
+    if cropped is None or cropped[2] is not None:
+        # Not all of it natively even so: as it stands.
+        if first is not None:
+            raise first
+        return translated
+    common["wanted"], common["why"] = True, first
+    if common.get("size") is None and find_size is not None:
+        find_size()
+    return translate_split(flavour.Compose([flavour.CenterCrop(common.get("size", (1, 1))), transform]))
+
+
+def _check_common_size(samples, common: dict, turned, sizes: dict) -> None:
+    """Finds the one size every sample's image has (for a transform that sets none:
+    `_sized_translation`), reading each file's headers once (`sizes`: path -> `(width,
+    height)`), or hands the loader to torch's, which gives each image its own size."""
+    D = FallbackReason.DATASET
+    if turned:
+        raise _Unfit("the images are turned by their EXIF orientation and the transform sets no output size", D)
+    want, first = common.get("size"), "the images before"
+    for path, _ in samples:
+        size = sizes.get(path)
+        if size is None:
+            size = _probe.size_of(path)
+            if size is None:
+                raise _Unfit(f"{path}'s size cannot be read from its headers, and the transform sets no output size", D)
+            sizes[path] = size
+        if want is None:
+            want, first = (size[1], size[0]), path
+        elif (size[1], size[0]) != want:
+            if common.get("why") is not None:
+                raise _Unfit(str(common["why"]), FallbackReason.TRANSFORM)
+            raise _Unfit(
+                f"the transform sets no output size (no crop or resize) and the images differ in size "
+                f"({path} is {size[0]}x{size[1]}, {first} {want[1]}x{want[0]}): torch's loader gives each its own",
+                D,
+            )
+    common["size"] = want
+
+
 def _plain_image_folder(dataset) -> bool:
     """A torchvision ImageFolder whose samples are what it lists: its own `__getitem__`, the
     default loader, no target_transform."""
@@ -356,6 +424,10 @@ def _listed_source(dataset, pipeline):
         raise _Unfit("the ConcatDataset's parts hold their images in different forms (PIL images, tensors)", D)
     tensor, rgb, turned = forms.pop() if forms else (False, True, False)
     watch = None
+    # A transform without a crop or resize (`ToTensor` alone over a folder of images made
+    # one size) keeps each image's size: it runs after a centre crop to the size every image
+    # has (the whole image), which `collect` finds from the files' headers.
+    common: dict = {}
     if pipeline is not None:
         pipe, dtype = _pipeline(pipeline), "f32"
     else:
@@ -371,7 +443,11 @@ def _listed_source(dataset, pipeline):
                 from torchvision import transforms as tv_transforms
 
                 transform = tv_transforms.Compose([tv_transforms.PILToTensor(), *steps(transform)])
-            return translate_split(transform)
+            def find_size():
+                if "samples" in common:
+                    _check_common_size(common["samples"], common, turned, folder_lists.setdefault("sizes", {}))
+
+            return _sized_translation(transform, common, find_size)
 
         watch = _TransformWatch(lambda: bases[0].transform, translate_now)
         pipe, dtype, _ = watch.translated
@@ -435,6 +511,9 @@ def _listed_source(dataset, pipeline):
                 raise _Unfit(f"{odd} is not a JPEG, PNG or WebP file, which torchvision's reader would refuse", D)
         if plains == [True]:
             folder_lists["checked"] = samples
+        common["samples"] = samples
+        if common.get("wanted"):
+            _check_common_size(samples, common, turned, folder_lists.setdefault("sizes", {}))
         if tensor:
             # torchvision's readers give a 16-bit PNG's samples whole, as uint16, in either
             # mode; hpuload decodes 8-bit pixels. Each file's first bytes are read once: in
@@ -478,6 +557,10 @@ def _listed_source(dataset, pipeline):
         return samples, keys, label_types.pop(), extras
 
     samples, keys, label_type, extras = collect()
+    if watch is not None and common.get("wanted"):
+        # The size found: the transform translated again, after a centre crop to it.
+        watch.translated = watch.translate()
+        pipe, dtype, _ = watch.translated
     named = [getattr(b, "classes", None) for b in bases]
     classes = named[0] if all(c == named[0] for c in named) else None
     classes = list(classes) if isinstance(classes, (list, tuple)) and all(isinstance(c, str) for c in classes) else []

@@ -1203,3 +1203,76 @@ def test_decords_own_reader_made_for_one_answer_leaves_the_frames_to_hpuload(mon
     os.utime(path, ns=(0, 0))
     ((fps, _, _), _), = next(iter(loader))
     assert fps == 25.0 and _StandInVideoReader.made == 2, "asked again once the file changed"
+
+
+@pytest.fixture
+def one_size_folder(jpeg_folder, tmp_path):
+    """An ImageFolder of 12 JPEGs and PNGs all 48x40 (a folder made one size beforehand, as
+    Tiny ImageNet's is)."""
+    root = tmp_path / "one_size"
+    for k, jpg in enumerate(sorted(jpeg_folder.rglob("*.jpg"))[:12]):
+        out = root / jpg.parent.name / f"{k}.{'png' if k % 3 == 0 else 'jpg'}"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        Image.open(jpg).convert("RGB").resize((48, 40)).save(out)
+    return root
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["ToTensor", "PILToTensor", "ToTensor+Normalize", "v2 ToImage+ToDtype", "ColorJitter+ToTensor"],
+)
+def test_a_transform_without_a_crop_or_resize_over_images_of_one_size_runs_natively_on_the_whole_images(one_size_folder, name):
+    """Such a transform keeps each image's size: torch's loader batches them because they
+    are all one size. hpuload reads that size from the files' headers and runs the transform
+    after a centre crop to it (the whole image): the same batches. It raised a ValueError
+    before (a pipeline without a crop or resize)."""
+    from torchvision.transforms import v2
+
+    tf = {
+        "ToTensor": T.ToTensor(),
+        "PILToTensor": T.PILToTensor(),
+        "ToTensor+Normalize": T.Compose([T.ToTensor(), T.Normalize([0.5] * 3, [0.2] * 3)]),
+        "v2 ToImage+ToDtype": v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32, scale=True)]),
+        "ColorJitter+ToTensor": T.Compose([T.ColorJitter(brightness=(1.4, 1.4)), T.ToTensor()]),
+    }[name]
+    _same_batches(datasets.ImageFolder(one_size_folder, tf))
+
+
+def test_a_tensor_dataset_without_a_transform_over_images_of_one_size_runs_natively(one_size_folder, tmp_path):
+    write_csv(one_size_folder, tmp_path / "train.csv")
+
+    class NoTransform(ReadsTensors):
+        def __getitem__(self, i):
+            import torchvision.io
+
+            path, label = self.rows[i]
+            image = torchvision.io.read_image(path, torchvision.io.ImageReadMode.RGB)
+            if self.transform:
+                image = self.transform(image)
+            return image, label
+
+    _same_batches(NoTransform(tmp_path / "train.csv", None))
+
+
+def test_a_transform_without_a_crop_or_resize_over_images_of_different_sizes_goes_to_torch_naming_two(one_size_folder):
+    odd = sorted(one_size_folder.rglob("*.jpg"))[1]
+    Image.open(odd).resize((50, 40)).save(odd)
+    ds = datasets.ImageFolder(one_size_folder, T.ToTensor())
+    with pytest.warns(FallbackWarning, match=rf"the images differ in size \({odd} is 50x40, .* 48x40\)"):
+        loader = DataLoader(ds, batch_size=1)
+    assert next(iter(loader))[0].shape[2:] in ((40, 48), (40, 50))
+
+
+def test_a_transform_reassigned_to_one_without_a_crop_runs_on_the_whole_images_from_the_next_epoch(one_size_folder):
+    """The images' size is found when the new transform needs it (the loader was built with a
+    crop, so nothing had read it): the next epoch's batches are torch's, not images cropped to
+    a size the loader never checked."""
+    ds = datasets.ImageFolder(one_size_folder, T.Compose([T.CenterCrop(24), T.PILToTensor()]))
+    loader = no_fallback(lambda: DataLoader(ds, batch_size=4, backend="cpu"))
+    assert next(iter(loader))[0].shape == (4, 3, 24, 24)
+    ds.transform = T.PILToTensor()
+    got = no_fallback(lambda: list(loader))
+    want = list(tud.DataLoader(ds, batch_size=4))
+    assert len(got) == len(want)
+    for (x, y), (wx, wy) in zip(got, want):
+        assert x.shape == wx.shape == (4, 3, 40, 48) and torch.equal(x, wx) and torch.equal(y, wy)
