@@ -233,12 +233,14 @@ def hf_source(dataset, pipeline, transform):
             keys = _hf_sample_keys(dataset, label_column)
         checked = _AppliesCheck(dataset, image_column, label_column, keys) if transform is None else None
 
+        common: dict = {}
+
         def translate_now():
             found = _hf_transform(dataset, transform)
             runs = _runs_as(found)
             if checked is not None:
                 checked(found, runs)
-            return translate(runs)
+            return _sized(runs, common, lambda: _common_size(dataset, image_column, _datasets_turns()))
 
         watch = TransformWatch(
             lambda: dataset._format_kwargs.get("transform") if transform is None else transform,
@@ -251,6 +253,94 @@ def hf_source(dataset, pipeline, transform):
     # `datasets` turns each image by its EXIF orientation as it decodes it; so does the loader.
     source = {"source": table, "sample_keys": keys, "watch": watch, "exif_orientation": _datasets_turns()}
     return source, pipe, dtype, classes
+
+
+def _sized(transform, common: dict, find_size):
+    """`translate(transform)`, or, for a transform that sets no output size (`ToTensor` and
+    `Normalize` alone over a table of images made one size, CIFAR's), its translation after a
+    `CenterCrop` to the size every row's image has (`find_size()`, once: `common["size"]`),
+    which keeps each image whole and fixes the batch's shape."""
+    import json
+
+    from ._arrays import _GEOMETRY
+    from ._transforms import Unsupported
+
+    try:
+        pipeline, dtype = translate(transform)
+        spec = json.loads(pipeline)
+        if "views" in spec or any(op.get("op") in _GEOMETRY for op in spec["ops"]):
+            return pipeline, dtype
+        first = None
+    except Unsupported as e:
+        first = e
+    if type(transform).__module__.startswith("torchvision.transforms.v2"):
+        from torchvision.transforms import v2 as flavour
+    else:
+        from torchvision import transforms as flavour
+    try:
+        translate(flavour.Compose([flavour.CenterCrop((1, 1)), transform]))
+    except Unsupported:
+        if first is not None:
+            raise first from None
+        raise
+    if "size" not in common:
+        common["size"] = find_size()
+    if common["size"] is None:
+        if first is not None:
+            raise first
+        raise Unfit(
+            "the transform sets no output size (no crop or resize) and the table's images differ in size, or one's "
+            "size cannot be read: torch's loader gives each its own",
+            FallbackReason.DATASET,
+        )
+    return translate(flavour.Compose([flavour.CenterCrop(common["size"]), transform]))
+
+
+def _common_size(dataset, image_column: str, turned: bool) -> tuple[int, int] | None:
+    """`(height, width)` every row's image has, as `datasets` gives it (turned by its EXIF
+    orientation when `turned`), read from the images' headers; None where two differ or one
+    cannot be read."""
+    from . import _hpuload
+    from ._probe import header_facts, size_of
+
+    def read(path=None, data=None):
+        if data is not None:
+            view = memoryview(data)
+            facts = header_facts(lambda offset: bytes(view[offset : offset + 4096]))
+            size = facts[1:] if facts is not None and facts[1] and facts[2] else None
+            if size is None:
+                import io
+
+                from PIL import Image
+
+                try:
+                    with Image.open(io.BytesIO(bytes(view))) as im:
+                        size = im.size
+                except Exception:
+                    return "unreadable"
+            whole = bytes(view) if turned else None
+        else:
+            size = size_of(path)
+            if size is None:
+                return "unreadable"
+            whole = open(path, "rb").read() if turned else None
+        if whole is not None and _hpuload.exif_orientation(whole) >= 5:
+            size = (size[1], size[0])
+        return size
+
+    sizes: list = []
+
+    def differs(size):
+        if size == "unreadable" or (sizes and size != sizes[0]):
+            return True
+        if not sizes:
+            sizes.append(size)
+        return None
+
+    if _first_row(dataset, image_column, differs, read) is not None or not sizes:
+        return None
+    width, height = sizes[0]
+    return height, width
 
 
 def _datasets_turns() -> bool:
@@ -452,11 +542,12 @@ def _alike(got, want, within: float) -> bool:
     )
 
 
-def _first_row(dataset, image_column: str, test) -> tuple[int, Any] | None:
+def _first_row(dataset, image_column: str, test, read=None) -> tuple[int, Any] | None:
     """The first row `dataset` reads for which `test(mode)` (`_probe.mode_of`
     of its image, read from the image's header in the table: its bytes where they are
     embedded, else its file; about 8 µs a row embedded) gives something, with that; None
-    where it gives None for every row."""
+    where it gives None for every row. `read(path=..., data=...)` reads something else of
+    the image than its mode."""
     import bisect
 
     import numpy as np
@@ -464,6 +555,7 @@ def _first_row(dataset, image_column: str, test) -> tuple[int, Any] | None:
 
     from ._probe import mode_of
 
+    read = read or mode_of
     column = dataset.data.column(image_column)
     chunks = [c for c in column.chunks if len(c)]
     starts, at = [], 0
@@ -495,9 +587,9 @@ def _first_row(dataset, image_column: str, test) -> tuple[int, Any] | None:
         j = global_row - starts[k]
         offsets, data, valid, paths = chunk(k)
         if valid[j] and data is not None:
-            mode = mode_of(data=data[offsets[j] : offsets[j + 1]])
+            mode = read(data=data[offsets[j] : offsets[j + 1]])
         elif paths[j].is_valid:
-            mode = mode_of(paths[j].as_py())
+            mode = read(path=paths[j].as_py())
         else:
             continue
         found = test(mode)

@@ -655,3 +655,52 @@ def test_learning_the_transforms_output_keys_leaves_the_global_generators_as_the
     # Found (runs the transform on the first sample) against named (runs nothing).
     found, named = draws_after(), draws_after(transform=crop)
     assert torch.equal(found[0], named[0]) and found[1] == named[1]
+
+
+def one_size_table(jpeg_folder, tmp_path, embedded, odd=None, turn=None):
+    """A `datasets` imagefolder table of 12 images all 48x40 (CIFAR's kind: made one size),
+    but for the file `odd` (resized to 50x40) and `turn` (saved 40x48 with orientation 6, so
+    that `datasets` gives it 48x40 like the rest)."""
+    from PIL import Image
+
+    root = tmp_path / "images"
+    for k, jpg in enumerate(sorted(jpeg_folder.rglob("*.jpg"))[:12]):
+        out = root / jpg.parent.name / f"{k}.jpg"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        im = Image.open(jpg).convert("RGB").resize((50 if k == odd else 48, 40))
+        if k == turn:
+            exif = Image.Exif()
+            exif[0x0112] = 6
+            im.transpose(Image.Transpose.ROTATE_90).save(out, exif=exif.tobytes(), quality=95)
+        else:
+            im.save(out, quality=95)
+    ds = datasets.load_dataset("imagefolder", data_dir=str(root), split="train", cache_dir=str(tmp_path / "cache"))
+    if embedded:
+        ds.save_to_disk(str(tmp_path / "saved"))
+        ds = datasets.load_from_disk(str(tmp_path / "saved"))
+    return ds
+
+
+@pytest.mark.parametrize("embedded", [False, True])
+def test_a_transform_without_a_crop_or_resize_over_a_table_of_one_size_runs_natively(jpeg_folder, tmp_path, embedded):
+    """`ToTensor` and `Normalize` alone (CIFAR in `datasets`' format): hpuload reads every
+    row's size from its image's headers (turned as `datasets` turns it) and runs the
+    transform after a centre crop to that size: torch's batches. It went to torch's loader
+    before, with a message about detection pipelines."""
+    ds = one_size_table(jpeg_folder, tmp_path, embedded, turn=3)
+    tf = T.Compose([T.ToTensor(), T.Normalize([0.5] * 3, [0.25] * 3)])
+    want = torch_batches(ds, tf, batch_size=4)
+    assert want[0][0].shape == (4, 3, 40, 48)
+    ours = hpu_batches(ds, tf, batch_size=4)
+    assert len(ours) == len(want)
+    for (a, la), (b, lb) in zip(ours, want):
+        assert torch.equal(la, lb) and torch.equal(a, b)
+
+
+def test_a_transform_without_a_crop_or_resize_over_a_table_of_several_sizes_goes_to_torch(jpeg_folder, tmp_path):
+    ds = one_size_table(jpeg_folder, tmp_path, True, odd=5)
+    fn, collate = example_transforms(T.ToTensor())
+    ds.set_transform(fn)
+    with pytest.warns(FallbackWarning, match="the table's images differ in size"):
+        loader = DataLoader(ds, collate_fn=collate, batch_size=1)
+    assert next(iter(loader))["pixel_values"].shape[1:] in ((3, 40, 48), (3, 40, 50))

@@ -445,7 +445,13 @@ impl Pipeline {
                 return Err(PipelineError::MovesPixelsWithoutBoxes { mover });
             }
             if self.exif_orientation {
-                return Err(PipelineError::Shape("exif_orientation turns images, which would leave a detection dataset's boxes (given for the images as stored) behind".into()));
+                return Err(PipelineError::Shape(
+                    if natural && !det.is_detection() && !boxes {
+                        "a pipeline without a crop or resize gives each image its own size (a detection pipeline's), and exif_orientation is for classification pipelines: add a crop or resize".into()
+                    } else {
+                        "exif_orientation turns images, which would leave a detection dataset's boxes (given for the images as stored) behind".into()
+                    },
+                ));
             }
             Some(det)
         } else if det.flip.is_some() || !det.pre.is_empty() {
