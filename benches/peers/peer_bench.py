@@ -10,7 +10,8 @@ loader's arguments and torchvision transforms: what a user gets by changing the 
 batches (no bfloat16 cast).
 
 train: RandomResizedCrop(224) + random flip + normalize, 16-bit float CHW (hpuload's
-resnet50_train); eval: Resize(256) + CenterCrop(224) + normalize (resnet50_eval).
+resnet50_train); eval: Resize(256) + CenterCrop(224) + normalize (resnet50_eval); whole:
+ToTensor + Normalize alone, over a folder of images of one size (torch and hpuload only).
 One warm-up epoch, then --epochs measured ones. The last stdout line is one JSON object:
 {"loader", "pipeline", "images_per_sec" (median of measured epochs), "per_epoch", ...}.
 """
@@ -34,6 +35,8 @@ def torch_epochs(args, DataLoader=None):
 
     if args.pipeline == "train":
         ops = [T.RandomResizedCrop(224), T.RandomHorizontalFlip()]
+    elif args.pipeline == "whole":
+        ops = []  # the images as they are (a folder made one size beforehand)
     else:
         ops = [T.Resize(256), T.CenterCrop(224)]
     tf = T.Compose(ops + [T.ToTensor(), T.Normalize(MEAN, STD)])
@@ -134,7 +137,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--loader", choices=sorted(LOADERS), required=True)
     ap.add_argument("--data", required=True)
-    ap.add_argument("--pipeline", choices=["train", "eval"], default="train")
+    ap.add_argument("--pipeline", choices=["train", "eval", "whole"], default="train",
+                    help="whole: ToTensor + Normalize alone (torch and hpuload only)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--epochs", type=int, default=3)
