@@ -109,26 +109,68 @@ def translate(transform, height: int, width: int, grey: bool = False):
 
 
 def _translate_whole(transform, height: int, width: int):
+    from ._transforms import translate_split
+
+    return one_size(translate_split, transform, (height, width), tail_ok=True)[0]
+
+
+def one_size(translate, transform, size, tail_ok: bool = False):
+    """How `transform` runs over images that all have one `size` (`(height, width)`; None
+    while it is not known: the translation does not depend on it, and a stand-in is used):
+    `(translated, wanted, why)`, where `translated` is `translate(...)`'s result and
+    `wanted` says what the size was needed for:
+    - None: the transform sets its output size (a crop or resize to a fixed size);
+    - "crop": it sets none (`ToTensor` and `Normalize` alone, or pixel ops before any crop)
+      and runs after a `CenterCrop` to `size`, which keeps each image whole and fixes the
+      batch's shape (unless that leaves steps for Python and not `tail_ok`: then as it is);
+    - "resize": its one geometry step resizes the shorter side alone, which here is a resize
+      to the size torchvision computes for `size` (the same pixels).
+    `why`: what made the transform untranslatable on its own, for a "crop" (to tell where the
+    images turn out not to be one size). Raises `Unsupported` as `translate` does."""
     from torchvision import transforms as v1
     from torchvision.transforms import v2
 
-    from ._transforms import Unsupported, translate_split
+    from ._transforms import Unsupported
 
     try:
-        pipeline, dtype, tail = translate_split(transform)
-        spec = json.loads(pipeline)
-        if "views" in spec or any(op.get("op") in _GEOMETRY for op in spec["ops"]):
-            return pipeline, dtype, tail
+        translated = translate(transform)
+        spec = json.loads(translated[0])
+        geometry = [op for op in spec.get("ops", ()) if op.get("op") in _GEOMETRY]
+        if "views" in spec or (geometry and not _short_side(geometry)):
+            return translated, None, None
+        if geometry:
+            if size is not None:
+                geometry[0]["size"] = list(resized_size(size, geometry[0]["size"]))
+            return (json.dumps(spec), *translated[1:]), "resize", None
         first = None
     except Unsupported as e:
         first = e
     flavour = v2 if type(transform).__module__.startswith("torchvision.transforms.v2") else v1
     try:
-        return translate_split(flavour.Compose([flavour.CenterCrop((height, width)), transform]))
+        cropped = translate(flavour.Compose([flavour.CenterCrop(size or (1, 1)), transform]))
     except Unsupported:
         if first is not None:
             raise first from None
         raise
+    if not tail_ok and len(cropped) > 2 and cropped[2] is not None:
+        if first is not None:
+            raise first
+        return translated, None, None
+    return cropped, "crop", first
+
+
+def _short_side(geometry: list) -> bool:
+    """Whether a pipeline's only geometry step resizes the shorter side alone."""
+    return len(geometry) == 1 and geometry[0]["op"] == "resize" and isinstance(geometry[0].get("size"), int)
+
+
+def resized_size(size: tuple[int, int], short: int) -> tuple[int, int]:
+    """`(height, width)` torchvision's `Resize(short)` gives an image of `size`: the shorter
+    side `short`, the longer in proportion, truncated."""
+    height, width = size
+    if width <= height:
+        return int(short * height / width), short
+    return short, int(short * width / height)
 
 
 #: The ops that set a pipeline's output size.

@@ -256,44 +256,26 @@ def hf_source(dataset, pipeline, transform):
 
 
 def _sized(transform, common: dict, find_size):
-    """`translate(transform)`, or, for a transform that sets no output size (`ToTensor` and
-    `Normalize` alone over a table of images made one size, CIFAR's), its translation after a
-    `CenterCrop` to the size every row's image has (`find_size()`, once: `common["size"]`),
-    which keeps each image whole and fixes the batch's shape."""
-    import json
+    """`translate(transform)` for a table whose images may all have one size
+    (`_arrays.one_size`: `ToTensor` and `Normalize` alone over CIFAR in `datasets`' format,
+    or a resize of the shorter side alone), that size found by `find_size()` once
+    (`common["size"]`)."""
+    from ._arrays import one_size
 
-    from ._arrays import _GEOMETRY
-    from ._transforms import Unsupported
-
-    try:
-        pipeline, dtype = translate(transform)
-        spec = json.loads(pipeline)
-        if "views" in spec or any(op.get("op") in _GEOMETRY for op in spec["ops"]):
-            return pipeline, dtype
-        first = None
-    except Unsupported as e:
-        first = e
-    if type(transform).__module__.startswith("torchvision.transforms.v2"):
-        from torchvision.transforms import v2 as flavour
-    else:
-        from torchvision import transforms as flavour
-    try:
-        translate(flavour.Compose([flavour.CenterCrop((1, 1)), transform]))
-    except Unsupported:
-        if first is not None:
-            raise first from None
-        raise
+    translated, wanted, why = one_size(translate, transform, common.get("size"))
+    if wanted is None:
+        return translated
     if "size" not in common:
         common["size"] = find_size()
     if common["size"] is None:
-        if first is not None:
-            raise first
+        if why is not None:
+            raise why
         raise Unfit(
-            "the transform sets no output size (no crop or resize) and the table's images differ in size, or one's "
-            "size cannot be read: torch's loader gives each its own",
+            "the transform gives each image a size of its own (no crop, or a resize of the shorter side alone) and "
+            "the table's images differ in size, or one's size cannot be read: torch's loader gives each its own",
             FallbackReason.DATASET,
         )
-    return translate(flavour.Compose([flavour.CenterCrop(common["size"]), transform]))
+    return one_size(translate, transform, common["size"])[0]
 
 
 def _common_size(dataset, image_column: str, turned: bool) -> tuple[int, int] | None:

@@ -286,43 +286,21 @@ def _check_decodable(samples) -> None:
 
 
 def _sized_translation(transform, common: dict, find_size=None):
-    """`translate_split(transform)`, or, for a transform that sets no output size (no crop or
-    resize to a fixed size: `ToTensor` and `Normalize` alone, or pixel ops before any crop),
-    its translation after a `CenterCrop` to the size every image has, which keeps each image
-    whole and fixes the batch's shape, when hpuload runs all of it (no Python tail). `common`
-    says which: `"wanted"` is true while the transform sets no size, and `"size"` (`(height,
-    width)`) is the images' size once `_check_common_size` has found it (`find_size()` finds
-    it now where the samples are known; before the first listing a stand-in size is used, the
-    translation not depending on it). `"why"`: what made the transform untranslatable on its
-    own (a pixel op before the crop), told when the images turn out not to be one size."""
-    from ._arrays import _GEOMETRY
+    """`translate_split(transform)` for images that may all have one size
+    (`_arrays.one_size`): a transform that sets no output size runs after a centre crop to
+    that size, one that resizes the shorter side alone to the size that gives. `common`
+    carries what that needs: `"wanted"` (true while the transform needs the size), `"why"`
+    (`one_size`'s), and `"size"` (`(height, width)`), which `_check_common_size` finds once
+    the samples are listed (`find_size()` does it now where they are)."""
+    from ._arrays import one_size
 
-    try:
-        translated = translate_split(transform)
-        spec = json.loads(translated[0])
-        if "views" in spec or any(op.get("op") in _GEOMETRY for op in spec["ops"]):
-            common["wanted"] = False
-            return translated
-        first = None
-    except Unsupported as e:
-        first = e
-    if type(transform).__module__.startswith("torchvision.transforms.v2"):
-        from torchvision.transforms import v2 as flavour
-    else:
-        from torchvision import transforms as flavour
-    try:
-        cropped = translate_split(flavour.Compose([flavour.CenterCrop((1, 1)), transform]))
-    except Unsupported:
-        cropped = None
-    if cropped is None or cropped[2] is not None:
-        # Not all of it natively even so: as it stands.
-        if first is not None:
-            raise first
-        return translated
-    common["wanted"], common["why"] = True, first
-    if common.get("size") is None and find_size is not None:
+    translated, wanted, why = one_size(translate_split, transform, common.get("size"))
+    common["wanted"], common["why"] = wanted is not None, why
+    if wanted and common.get("size") is None and find_size is not None:
         find_size()
-    return translate_split(flavour.Compose([flavour.CenterCrop(common.get("size", (1, 1))), transform]))
+        if common.get("size") is not None:
+            translated = one_size(translate_split, transform, common["size"])[0]
+    return translated
 
 
 def _check_common_size(samples, common: dict, turned, sizes: dict) -> None:
@@ -331,14 +309,14 @@ def _check_common_size(samples, common: dict, turned, sizes: dict) -> None:
     height)`), or hands the loader to torch's, which gives each image its own size."""
     D = FallbackReason.DATASET
     if turned:
-        raise _Unfit("the images are turned by their EXIF orientation and the transform sets no output size", D)
+        raise _Unfit("the images are turned by their EXIF orientation and the transform gives each its own size", D)
     want, first = common.get("size"), "the images before"
     for path, _ in samples:
         size = sizes.get(path)
         if size is None:
             size = _probe.size_of(path)
             if size is None:
-                raise _Unfit(f"{path}'s size cannot be read from its headers, and the transform sets no output size", D)
+                raise _Unfit(f"{path}'s size cannot be read from its headers, and the transform gives each image its own", D)
             sizes[path] = size
         if want is None:
             want, first = (size[1], size[0]), path
@@ -346,8 +324,9 @@ def _check_common_size(samples, common: dict, turned, sizes: dict) -> None:
             if common.get("why") is not None:
                 raise _Unfit(str(common["why"]), FallbackReason.TRANSFORM)
             raise _Unfit(
-                f"the transform sets no output size (no crop or resize) and the images differ in size "
-                f"({path} is {size[0]}x{size[1]}, {first} {want[1]}x{want[0]}): torch's loader gives each its own",
+                f"the transform gives each image a size of its own (no crop, or a resize of the shorter side "
+                f"alone) and the images differ in size ({path} is {size[0]}x{size[1]}, {first} "
+                f"{want[1]}x{want[0]}): torch's loader gives each its own",
                 D,
             )
     common["size"] = want

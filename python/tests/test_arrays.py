@@ -72,6 +72,16 @@ def test_an_evaluation_transform_gives_the_datasets_own_samples_in_order(cls):
     assert y.tolist() == [w[1] for w in want]
 
 
+def test_a_cifar_resized_up_without_a_crop_runs_natively_at_the_size_torchvision_computes():
+    """`Resize(64)` alone (no crop) over CIFAR's 32x32 images is the resize to 64x64."""
+    tf = T.Compose([T.Resize(64), T.ToTensor()])
+    ds = in_memory(datasets.CIFAR10, 12, tf, seed=4)
+    x, _ = next(iter(native(ds, batch_size=12, backend="cpu")))
+    want = torch.stack([ds[i][0] for i in range(12)])
+    assert x.shape == (12, 3, 64, 64)
+    assert (x - want).abs().max().item() <= 1 / 255 + 1e-6
+
+
 @pytest.mark.parametrize("mode", ["constant", "reflect"])
 def test_cifars_training_recipe_is_torchvisions_at_the_offsets_and_flips_the_loader_drew(mode):
     """`RandomCrop(32, padding=4)`, the flip, `ToTensor`, `Normalize`: each sample is the

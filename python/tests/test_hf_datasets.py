@@ -701,6 +701,6 @@ def test_a_transform_without_a_crop_or_resize_over_a_table_of_several_sizes_goes
     ds = one_size_table(jpeg_folder, tmp_path, True, odd=5)
     fn, collate = example_transforms(T.ToTensor())
     ds.set_transform(fn)
-    with pytest.warns(FallbackWarning, match="the table's images differ in size"):
+    with pytest.warns(FallbackWarning, match="the table.s images differ in size"):
         loader = DataLoader(ds, collate_fn=collate, batch_size=1)
     assert next(iter(loader))["pixel_values"].shape[1:] in ((3, 40, 48), (3, 40, 50))

@@ -1276,3 +1276,17 @@ def test_a_transform_reassigned_to_one_without_a_crop_runs_on_the_whole_images_f
     assert len(got) == len(want)
     for (x, y), (wx, wy) in zip(got, want):
         assert x.shape == wx.shape == (4, 3, 40, 48) and torch.equal(x, wx) and torch.equal(y, wy)
+
+
+@pytest.mark.parametrize("short", [64, 40, 30])
+def test_a_resize_of_the_shorter_side_alone_over_images_of_one_size_runs_natively(one_size_folder, tmp_path, short):
+    """`Resize(64)` with no crop (a folder made 64x64, fine-tuned at 224): over images of one
+    size it is the resize to the size torchvision computes for them (40 is their shorter
+    side: torchvision then keeps the image as it is), on PIL images and on tensors."""
+    from torchvision.transforms import v2
+
+    _same_batches(datasets.ImageFolder(one_size_folder, T.Compose([T.Resize(short), T.ToTensor()])))
+    write_csv(one_size_folder, tmp_path / "train.csv")
+    ds = ReadsTensors(tmp_path / "train.csv", v2.Compose([v2.Resize(short), v2.ToDtype(torch.float32, scale=True)]))
+    ds.mode = __import__("torchvision").io.ImageReadMode.RGB
+    _same_batches(ds)
