@@ -381,6 +381,12 @@ def oriented_table(jpeg_folder, tmp_path, embedded):
     shutil.copytree(jpeg_folder, root)
     for k, path in enumerate(sorted(root.rglob("*.jpg"))[:9]):
         oriented(k)(path)
+    return imagefolder_table(root, tmp_path, embedded)
+
+
+def imagefolder_table(root, tmp_path, embedded):
+    """`datasets`' imagefolder table of `root` (the images' paths), or, `embedded`, saved
+    and loaded again (their bytes in the table)."""
     ds = datasets.load_dataset("imagefolder", data_dir=str(root), split="train", cache_dir=str(tmp_path / "cache"))
     if embedded:
         ds.save_to_disk(str(tmp_path / "saved"))
@@ -674,11 +680,7 @@ def one_size_table(jpeg_folder, tmp_path, embedded, odd=None, turn=None):
             im.transpose(Image.Transpose.ROTATE_90).save(out, exif=exif.tobytes(), quality=95)
         else:
             im.save(out, quality=95)
-    ds = datasets.load_dataset("imagefolder", data_dir=str(root), split="train", cache_dir=str(tmp_path / "cache"))
-    if embedded:
-        ds.save_to_disk(str(tmp_path / "saved"))
-        ds = datasets.load_from_disk(str(tmp_path / "saved"))
-    return ds
+    return imagefolder_table(root, tmp_path, embedded)
 
 
 @pytest.mark.parametrize("embedded", [False, True])

@@ -361,19 +361,25 @@ def test_a_dataset_reading_with_torchvisions_exif_orientation_runs_natively_turn
         assert _hpuload.exif_orientation(data, "torchvision") == 1 != _hpuload.exif_orientation(data)
 
 
-def _with_one_file_not_rgb(jpeg_folder, tmp_path, mode):
-    """The CSV of `jpeg_folder` with its second file replaced by a copy in `mode` (a grey
-    JPEG, an RGBA or palette PNG)."""
+def _csv_with_one_file_replaced(jpeg_folder, tmp_path, k, odd, make):
+    """`tmp_path / "train.csv"` over `jpeg_folder`'s files with the `k`-th replaced by `odd`,
+    which `make(odd, original)` writes."""
     folder = write_csv(jpeg_folder, tmp_path / "train.csv")
     rows = [list(r) for r in folder.samples]
-    odd = tmp_path / ("odd.jpg" if mode == "L" else "odd.png")
-    Image.open(rows[1][0]).convert(mode).save(odd)
-    rows[1][0] = str(odd)
+    make(odd, rows[k][0])
+    rows[k][0] = str(odd)
     with open(tmp_path / "train.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["file", "label"])
         w.writerows(rows)
     return str(odd)
+
+
+def _with_one_file_not_rgb(jpeg_folder, tmp_path, mode):
+    """The CSV of `jpeg_folder` with its second file replaced by a copy in `mode` (a grey
+    JPEG, an RGBA or palette PNG)."""
+    odd = tmp_path / ("odd.jpg" if mode == "L" else "odd.png")
+    return _csv_with_one_file_replaced(jpeg_folder, tmp_path, 1, odd, lambda out, src: Image.open(src).convert(mode).save(out))
 
 
 def _same_batches(ds, **kwargs):
@@ -556,15 +562,7 @@ def test_a_dataset_reading_a_16_bit_png_as_a_tensor_goes_to_torch_naming_it(jpeg
     from torchvision.io import ImageReadMode
     from torchvision.transforms import v2
 
-    folder = write_csv(jpeg_folder, tmp_path / "train.csv")
-    rows = [list(r) for r in folder.samples]
-    deep = tmp_path / "deep.png"
-    _sixteen_bit_png(deep, rows[2][0])
-    rows[2][0] = str(deep)
-    with open(tmp_path / "train.csv", "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["file", "label"])
-        w.writerows(rows)
+    deep = _csv_with_one_file_replaced(jpeg_folder, tmp_path, 2, tmp_path / "deep.png", _sixteen_bit_png)
     ds = ReadsTensors(tmp_path / "train.csv", v2.Compose([v2.CenterCrop(32), v2.ToDtype(torch.float32, scale=True)]))
     ds.mode = mode and ImageReadMode.RGB
     with pytest.warns(FallbackWarning, match=rf"{deep} is a 16-bit PNG, which torchvision's reader gives as a uint16"):
@@ -578,15 +576,9 @@ def test_a_dataset_reading_a_bmp_file_as_a_tensor_goes_to_torch_which_refuses_it
     would train where the user's own loader stops."""
     from torchvision.transforms import v2
 
-    folder = write_csv(jpeg_folder, tmp_path / "train.csv")
-    rows = [list(r) for r in folder.samples]
-    bmp = tmp_path / "odd.bmp"
-    Image.open(rows[1][0]).convert("RGB").save(bmp)
-    rows[1][0] = str(bmp)
-    with open(tmp_path / "train.csv", "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["file", "label"])
-        w.writerows(rows)
+    bmp = _csv_with_one_file_replaced(
+        jpeg_folder, tmp_path, 1, tmp_path / "odd.bmp", lambda out, src: Image.open(src).convert("RGB").save(out)
+    )
     ds = ReadsTensors(tmp_path / "train.csv", v2.Compose([v2.CenterCrop(32), v2.ToDtype(torch.float32, scale=True)]))
     with pytest.warns(FallbackWarning, match=rf"{bmp} is not a JPEG, PNG or WebP file, which torchvision's reader would refuse"):
         loader = DataLoader(ds, batch_size=4)
