@@ -122,9 +122,11 @@ def one_size(translate, transform, size, tail_ok: bool = False):
     - None: the transform sets its output size (a crop or resize to a fixed size);
     - "crop": it sets none (`ToTensor` and `Normalize` alone, or pixel ops before any crop)
       and runs after a `CenterCrop` to `size`, which keeps each image whole and fixes the
-      batch's shape (unless that leaves steps for Python and not `tail_ok`: then as it is);
+      batch's shape;
     - "resize": its one geometry step resizes the shorter side alone, which here is a resize
       to the size torchvision computes for `size` (the same pixels).
+    Either leaves the transform as it is (None) where it would leave steps for Python and
+    not `tail_ok`.
     `why`: what made the transform untranslatable on its own, for a "crop" (to tell where the
     images turn out not to be one size). Raises `Unsupported` as `translate` does."""
     from torchvision import transforms as v1
@@ -139,6 +141,8 @@ def one_size(translate, transform, size, tail_ok: bool = False):
         if "views" in spec or (geometry and not _short_side(geometry)):
             return translated, None, None
         if geometry:
+            if not tail_ok and len(translated) > 2 and translated[2] is not None:
+                return translated, None, None
             if size is not None:
                 geometry[0]["size"] = list(resized_size(size, geometry[0]["size"]))
             return (json.dumps(spec), *translated[1:]), "resize", None

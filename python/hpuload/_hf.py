@@ -272,8 +272,9 @@ def _sized(transform, common: dict, find_size):
             raise why
         raise Unfit(
             "the transform gives each image a size of its own (no crop, or a resize of the shorter side alone) and "
-            "the table's images differ in size, or one's size cannot be read: torch's loader gives each its own",
-            FallbackReason.DATASET,
+            "the table's images differ in size, or one's size cannot be read: a different shape per image, as torch's "
+            "loader gives them",
+            FallbackReason.TRANSFORM,
         )
     return one_size(translate, transform, common["size"])[0]
 

@@ -326,8 +326,8 @@ def _check_common_size(samples, common: dict, turned, sizes: dict) -> None:
             raise _Unfit(
                 f"the transform gives each image a size of its own (no crop, or a resize of the shorter side "
                 f"alone) and the images differ in size ({path} is {size[0]}x{size[1]}, {first} "
-                f"{want[1]}x{want[0]}): torch's loader gives each its own",
-                D,
+                f"{want[1]}x{want[0]}): a different shape per image, as torch's loader gives them",
+                FallbackReason.TRANSFORM,
             )
     common["size"] = want
 
