@@ -11,7 +11,8 @@ batches (no bfloat16 cast).
 
 train: RandomResizedCrop(224) + random flip + normalize, 16-bit float CHW (hpuload's
 resnet50_train); eval: Resize(256) + CenterCrop(224) + normalize (resnet50_eval); whole:
-ToTensor + Normalize alone, over a folder of images of one size (torch and hpuload only).
+ToTensor + Normalize alone, and short224: Resize(224) before them, over a folder of images of
+one size (torch and hpuload only).
 One warm-up epoch, then --epochs measured ones. The last stdout line is one JSON object:
 {"loader", "pipeline", "images_per_sec" (median of measured epochs), "per_epoch", ...}.
 """
@@ -37,6 +38,8 @@ def torch_epochs(args, DataLoader=None):
         ops = [T.RandomResizedCrop(224), T.RandomHorizontalFlip()]
     elif args.pipeline == "whole":
         ops = []  # the images as they are (a folder made one size beforehand)
+    elif args.pipeline == "short224":
+        ops = [T.Resize(224)]  # the shorter side to 224, no crop (a folder made one size)
     else:
         ops = [T.Resize(256), T.CenterCrop(224)]
     tf = T.Compose(ops + [T.ToTensor(), T.Normalize(MEAN, STD)])
@@ -137,8 +140,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--loader", choices=sorted(LOADERS), required=True)
     ap.add_argument("--data", required=True)
-    ap.add_argument("--pipeline", choices=["train", "eval", "whole"], default="train",
-                    help="whole: ToTensor + Normalize alone (torch and hpuload only)")
+    ap.add_argument("--pipeline", choices=["train", "eval", "whole", "short224"], default="train",
+                    help="whole: ToTensor + Normalize alone; short224: Resize(224) before them "
+                         "(torch and hpuload only, over a folder of one size)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--epochs", type=int, default=3)
