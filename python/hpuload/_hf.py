@@ -306,7 +306,10 @@ def _common_size(dataset, image_column: str, turned: bool) -> tuple[int, int] | 
             size = size_of(path)
             if size is None:
                 return "unreadable"
-            whole = open(path, "rb").read() if turned else None
+            whole = None
+            if turned:
+                with open(path, "rb") as f:
+                    whole = f.read()
         if whole is not None and _hpuload.exif_orientation(whole) >= 5:
             size = (size[1], size[0])
         return size
