@@ -195,6 +195,12 @@ def _rgb_mode(mode) -> bool:
 
 def _sniffed(path: str) -> str | None:
     """`header_mode` of a JPEG or PNG file, from its headers alone."""
+    facts = _file_facts(path)
+    return facts and facts[0]
+
+
+def _file_facts(path: str) -> tuple[str | None, int, int] | None:
+    """`header_facts` of the file at `path`; None where it cannot be read."""
     try:
         with open(path, "rb") as f:
 
@@ -202,7 +208,7 @@ def _sniffed(path: str) -> str | None:
                 f.seek(offset)
                 return f.read(4096)
 
-            return header_mode(read)
+            return header_facts(read)
     except OSError:
         return None
 
@@ -286,16 +292,7 @@ def size_of(path: str) -> tuple[int, int] | None:
     can read it (the loader names such an image when it reads it)."""
     from PIL import Image
 
-    try:
-        with open(path, "rb") as f:
-
-            def read(offset: int) -> bytes:
-                f.seek(offset)
-                return f.read(4096)
-
-            facts = header_facts(read)
-    except OSError:
-        return None
+    facts = _file_facts(path)
     if facts is not None and facts[1] and facts[2]:
         return facts[1], facts[2]
     try:
