@@ -20,6 +20,7 @@
 //! torchvision's readers read orientations elsewhere and otherwise:
 //! [`torchvision_orientation`].
 
+use crate::jpeg::Window;
 use crate::ImageFormat;
 
 /// How a stored image is turned to be seen upright: the EXIF orientation tag's eight values.
@@ -80,6 +81,48 @@ impl Orientation {
             (height, width)
         } else {
             (width, height)
+        }
+    }
+
+    /// The window of the stored `width`x`height` image that shows as `window` of the turned
+    /// one: the same pixels, so that a resize of it turned by `self` is the resize of
+    /// `window` of the turned image (a resampling filter is symmetric, and each output pixel's
+    /// centre maps to the mirrored one's).
+    pub fn stored_window(self, window: Window, width: u32, height: u32) -> Window {
+        let Window {
+            left,
+            top,
+            width: w,
+            height: h,
+        } = window;
+        // The stored axes' spans, before mirroring: columns come from the turned rows where
+        // the axes swap.
+        let ((x, sw), (y, sh)) = if self.swaps_axes() {
+            ((top, h), (left, w))
+        } else {
+            ((left, w), (top, h))
+        };
+        let mirrors_x = matches!(
+            self,
+            Self::FlipHorizontal | Self::Rotate180 | Self::Transverse | Self::RotateAnticlockwise
+        );
+        let mirrors_y = matches!(
+            self,
+            Self::Rotate180 | Self::FlipVertical | Self::RotateClockwise | Self::Transverse
+        );
+        Window {
+            left: if mirrors_x {
+                f64::from(width) - x - sw
+            } else {
+                x
+            },
+            top: if mirrors_y {
+                f64::from(height) - y - sh
+            } else {
+                y
+            },
+            width: sw,
+            height: sh,
         }
     }
 
@@ -661,6 +704,47 @@ mod tests {
         }
         j.extend([0xFF, 0xDA, 0, 2]);
         j
+    }
+
+    #[test]
+    fn a_window_of_the_turned_image_is_its_stored_window_turned() {
+        // A 7x4 image of distinct pixels; every integer window of its turned image, under
+        // each turn, against the stored window's pixels turned.
+        let (w, h) = (7usize, 4usize);
+        let src: Vec<u8> = (0..(w * h) as u8).collect();
+        let cut = |img: &[u8], iw: usize, win: Window| -> Vec<u8> {
+            let (l, t) = (win.left as usize, win.top as usize);
+            let (cw, ch) = (win.width as usize, win.height as usize);
+            (t..t + ch)
+                .flat_map(|y| img[y * iw + l..y * iw + l + cw].to_vec())
+                .collect()
+        };
+        for tag in 1..=8 {
+            let o = Orientation::from_tag(tag);
+            let (tw, th) = o.turned_size(w as u32, h as u32);
+            let mut turned = vec![0; w * h];
+            o.turn(&src, w, h, 1, &mut turned);
+            for (l, t) in (0..tw).flat_map(|l| (0..th).map(move |t| (l, t))) {
+                for (cw, ch) in (1..=tw - l).flat_map(|cw| (1..=th - t).map(move |ch| (cw, ch))) {
+                    let window = Window {
+                        left: l.into(),
+                        top: t.into(),
+                        width: cw.into(),
+                        height: ch.into(),
+                    };
+                    let stored = o.stored_window(window, w as u32, h as u32);
+                    let part = cut(&src, w, stored);
+                    let (sw, sh) = (stored.width as usize, stored.height as usize);
+                    let mut part_turned = vec![0; part.len()];
+                    o.turn(&part, sw, sh, 1, &mut part_turned);
+                    assert_eq!(
+                        part_turned,
+                        cut(&turned, tw as usize, window),
+                        "orientation {tag}, window {window:?} -> {stored:?}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

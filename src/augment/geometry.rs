@@ -583,6 +583,24 @@ impl CropBox {
         }
     }
 
+    /// The same window in the `width` x `height` image as stored, for an image shown turned by
+    /// `turn` (the crop was drawn on the turned image).
+    pub fn stored(
+        &self,
+        turn: hpuload_decoders::orientation::Orientation,
+        width: u32,
+        height: u32,
+    ) -> Self {
+        let w = turn.stored_window(self.window(), width, height);
+        Self {
+            left: w.left,
+            top: w.top,
+            width: w.width,
+            height: w.height,
+            view: self.view,
+        }
+    }
+
     /// The integer region of a `width` x `height` image that the engine must decode for this
     /// crop at `out_w` output columns with `filter`: the crop itself for an integer window;
     /// for a fractional window (resize-then-crop), the window plus the resampling filter's

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use crossbeam_channel::Sender;
 use hpuload_decoders::jpeg::{scaled_region, DecodePlan};
+use hpuload_decoders::orientation::Orientation;
 use hpuload_decoders::{DecodeError, ImageFormat, ImageInfo, JpegDecoder, Limits};
 
 use super::{DeviceBuffer, HpuError};
@@ -92,6 +93,10 @@ pub enum MediaWork {
         /// the image, the zoom-out's fill): the decode then gives the plan's region at its
         /// scale, and these steps make the output-size image from it.
         canvas: Option<CanvasJob>,
+        /// How the decoded image (the request's output size) is turned upright, before the
+        /// pixel plan: an image shown turned by its EXIF orientation, whose window of the
+        /// image as stored was decoded.
+        turn: Orientation,
         /// The sample's pixel plan, run by `op` after the decode.
         augment: PixelPlan,
         /// The device ops run on the decoded pixels into the destination.
@@ -219,24 +224,27 @@ impl Engine {
             done,
         } = job;
         let t0 = CpuClock::now();
-        let (decode, canvas, augment, op) = match work {
+        let (decode, canvas, turn, augment, op) = match work {
             MediaWork::Jpeg {
                 decode,
                 canvas: None,
+                turn,
                 augment,
                 op,
             } if within(&source, &destination) => {
                 let Destination::Device(slot) = &destination else {
                     unreachable!("`within` holds for a device slot only")
                 };
-                return done(self.run_in_slot(&source, slot, &decode, augment, &*op, t0));
+                let job = (&decode, turn, augment, &*op);
+                return done(self.run_in_slot(&source, slot, job, t0));
             }
             MediaWork::Jpeg {
                 decode,
                 canvas,
+                turn,
                 augment,
                 op,
-            } => (decode, canvas, augment, op),
+            } => (decode, canvas, turn, augment, op),
             MediaWork::Video { job, stage } => {
                 self.copy_out(&source);
                 return done(self.run_video(&job, &stage, &mut destination, t0));
@@ -262,7 +270,7 @@ impl Engine {
                 augment,
             }));
         }
-        self.transform(&augment, &*op);
+        self.transform(&decode, turn, &augment, &*op);
         let pixels = &self.pixels;
         match &mut destination {
             Destination::Device(d) => {
@@ -287,8 +295,21 @@ impl Engine {
     }
 
     /// The decoded sample's steps in the engine's own memory (at the output size, in RGB8),
-    /// before the write into its slot: its placement on a canvas, then `op`'s pixel ops.
-    fn transform(&mut self, augment: &PixelPlan, op: &dyn DeviceOp) {
+    /// before the write into its slot: its turn upright (`decode`'s output is the image as
+    /// stored), its placement on a canvas, then `op`'s pixel ops.
+    fn transform(
+        &mut self,
+        decode: &DecodePlan,
+        turn: Orientation,
+        augment: &PixelPlan,
+        op: &dyn DeviceOp,
+    ) {
+        if turn != Orientation::Upright {
+            let (w, h) = (decode.request.out_w as usize, decode.request.out_h as usize);
+            self.canvas.resize(self.pixels.len(), 0);
+            turn.turn(&self.pixels, w, h, 3, &mut self.canvas);
+            std::mem::swap(&mut self.pixels, &mut self.canvas);
+        }
         if let Some(placed) = &augment.placed {
             placed.place(&self.pixels, augment.size, &mut self.canvas);
             std::mem::swap(&mut self.pixels, &mut self.canvas);
@@ -312,9 +333,7 @@ impl Engine {
         &mut self,
         source: &DeviceSlice,
         slot: &DeviceSlice,
-        decode: &DecodePlan,
-        augment: PixelPlan,
-        op: &dyn DeviceOp,
+        (decode, turn, augment, op): (&DecodePlan, Orientation, PixelPlan, &dyn DeviceOp),
         t0: CpuClock,
     ) -> Result<EngineTimes, JobFailure> {
         self.size_pixels(decode);
@@ -331,7 +350,7 @@ impl Engine {
                 augment,
             });
         }
-        self.transform(&augment, op);
+        self.transform(decode, turn, &augment, op);
         op.write(&self.pixels, &augment, &mut out);
         Ok(EngineTimes {
             decode: t1 - t0,

@@ -91,17 +91,24 @@ pub(super) fn submit(guard: EngineJob, mut h: HwSlot) -> Result<(), HpuError> {
         HwWork::Jpeg {
             region,
             scale,
+            window,
+            turn,
             plan,
             parsed,
             canvas,
         } => {
             let (oh, ow) = plan.pixels.resampled();
+            let (oh, ow) = if turn.swaps_axes() {
+                (ow, oh)
+            } else {
+                (oh, ow)
+            };
             MediaWork::Jpeg {
                 decode: DecodePlan {
                     request: ResizeRequest {
                         region: *region,
                         scale: *scale,
-                        window: plan.crop.window(),
+                        window: *window,
                         out_w: ow,
                         out_h: oh,
                         filter: plan.interpolation.filter(),
@@ -110,6 +117,7 @@ pub(super) fn submit(guard: EngineJob, mut h: HwSlot) -> Result<(), HpuError> {
                     limits: shared.limits,
                 },
                 canvas: canvas.take().map(|c| *c),
+                turn: *turn,
                 augment: std::mem::take(&mut plan.pixels),
                 op: Arc::clone(&shared.stage) as _,
             }

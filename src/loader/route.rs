@@ -4,7 +4,7 @@
 
 use std::sync::atomic::Ordering;
 
-use hpuload_decoders::jpeg::{choose_scale, Filter, Parsed, Region, Scale};
+use hpuload_decoders::jpeg::{choose_scale, Filter, Parsed, Region, Scale, Window};
 use hpuload_decoders::orientation::Orientation;
 use hpuload_decoders::{DecodeError, JpegDecoder};
 
@@ -57,37 +57,30 @@ pub(super) fn route(
     let bytes = match &bitstream {
         Bitstream::InSlot(bytes) | Bitstream::Buffered { bytes, .. } => *bytes,
     };
-    if shared
+    // An image shown turned by its EXIF orientation: the plan is drawn for it turned, the
+    // engine decodes the crop's window of the image as stored and turns what it resampled.
+    let turn = shared
         .plan
         .exif_orientation
-        .is_some_and(|reader| reader.read(bytes) != Orientation::Upright)
-    {
-        // Rare (phone photos): the CPU path turns the decoded image, then draws its plan.
-        let reason = "an image turned by its EXIF orientation is decoded on the CPU path";
-        if only_engine {
-            return Err(SampleErrorKind::Augment(AugmentError::NotOnEngine(reason)));
-        }
-        c.add(Stage::Route, t1.elapsed());
-        count_fallback(shared, reason);
-        return Ok(Route::Cpu(None));
-    }
+        .map_or(Orientation::Upright, |reader| reader.read(bytes));
     match probe.probe_parsed(bytes) {
         Ok((info, parsed)) => {
             let objects = shared.source.objects(index).map(|o| o.boxes);
+            let shown = turn.turned_size(info.width, info.height);
             let plan = shared
                 .plan
-                .sample(
-                    shared.seed,
-                    epoch,
-                    index,
-                    (info.width, info.height),
-                    objects,
-                )
+                .sample(shared.seed, epoch, index, shown, objects)
                 .map_err(SampleErrorKind::Augment)?;
-            super::cpu::fits(shared, &plan, (info.width, info.height))?;
+            super::cpu::fits(shared, &plan, shown)?;
             let (oh, ow) = plan.pixels.resampled();
+            // The resize's output as stored: turned, it is the plan's.
+            let (oh, ow) = if turn.swaps_axes() {
+                (ow, oh)
+            } else {
+                (oh, ow)
+            };
             let filter = plan.interpolation.filter();
-            let canvas = match canvas_job(&plan, info.width, info.height) {
+            let canvas = match canvas_job(&plan, info.width, info.height, turn) {
                 Ok(canvas) => canvas,
                 Err(reason) if only_engine => {
                     return Err(SampleErrorKind::Augment(AugmentError::NotOnEngine(reason)));
@@ -103,6 +96,7 @@ pub(super) fn route(
                 None => (
                     None,
                     plan.crop
+                        .stored(turn, info.width, info.height)
                         .covering_region(info.width, info.height, ow, filter),
                 ),
             };
@@ -141,6 +135,8 @@ pub(super) fn route(
                         work: HwWork::Jpeg {
                             region,
                             scale,
+                            window: plan.crop.stored(turn, info.width, info.height).window(),
+                            turn,
                             plan,
                             parsed: Some(parsed),
                             canvas: canvas.map(Box::new),
@@ -180,12 +176,18 @@ fn canvas_job(
     plan: &SamplePlan,
     width: u32,
     height: u32,
+    turn: Orientation,
 ) -> Result<Option<(CanvasJob, Region)>, &'static str> {
     if plan.interpolation.no_antialias() {
         return Err("a resize without antialiasing runs on the CPU path");
     }
     if plan.padding.is_some() {
         return Err("a crop padded past the image runs on the CPU path");
+    }
+    if turn != Orientation::Upright && (plan.detect.is_some() || plan.pixels.placed.is_some()) {
+        // Pipelines that turn images have neither (`Pipeline::validate`); kept off the engine's
+        // turn, which knows the plain resize alone.
+        return Err("an image turned by its EXIF orientation with a canvas runs on the CPU path");
     }
     let Some(d) = &plan.detect else {
         return Ok(None);
@@ -244,6 +246,11 @@ pub(super) enum HwWork {
         region: Region,
         /// The DCT-domain scale of the decode.
         scale: Scale,
+        /// The crop's window in the image as stored.
+        window: Window,
+        /// How the resized image is turned upright (its EXIF orientation): the plan was drawn
+        /// for the turned image, the decode reads the stored one.
+        turn: Orientation,
         /// The sample's plan (crop, filter, pixel ops, erase boxes), drawn by the router.
         plan: SamplePlan,
         /// The headers the router's probe parsed, handed to the engine so it does not parse
