@@ -133,15 +133,40 @@ impl Orientation {
     /// # Panics
     /// If `src` or `dst` is shorter than `width * height * channels` bytes.
     pub fn turn(self, src: &[u8], width: usize, height: usize, channels: usize, dst: &mut [u8]) {
+        let (tw, th) = self.turned_size(width as u32, height as u32);
+        let whole = [0, 0, tw as usize, th as usize];
+        self.turn_part(src, width, height, channels, whole, dst);
+    }
+
+    /// [`Orientation::turn`] of only the turned image's pixels in `part` (`[x0, y0, x1, y1]`,
+    /// in the turned image): `dst` is laid out as the whole turned image, and nothing outside
+    /// `part` is written nor anything read from `src` but the pixels it shows (the stored
+    /// window [`Orientation::stored_window`] gives).
+    ///
+    /// # Panics
+    /// If `src` or `dst` is shorter than `width * height * channels` bytes, or `part` reaches
+    /// past the turned image.
+    pub fn turn_part(
+        self,
+        src: &[u8],
+        width: usize,
+        height: usize,
+        channels: usize,
+        part: [usize; 4],
+        dst: &mut [u8],
+    ) {
         let (w, h, c) = (width, height, channels);
         let len = w * h * c;
         let (src, dst) = (&src[..len], &mut dst[..len]);
+        let (out_w, out_h) = if self.swaps_axes() { (h, w) } else { (w, h) };
+        let [x0, y0, x1, y1] = part;
+        assert!(
+            x0 <= x1 && x1 <= out_w && y0 <= y1 && y1 <= out_h,
+            "{part:?}"
+        );
         // The stored pixel each output pixel (x, y) comes from, as (column, row).
         let from: fn(usize, usize, usize, usize) -> (usize, usize) = match self {
-            Self::Upright => {
-                dst.copy_from_slice(src);
-                return;
-            }
+            Self::Upright => |x, y, _, _| (x, y),
             Self::FlipHorizontal => |x, y, w, _| (w - 1 - x, y),
             Self::Rotate180 => |x, y, w, h| (w - 1 - x, h - 1 - y),
             Self::FlipVertical => |x, y, _, h| (x, h - 1 - y),
@@ -150,15 +175,27 @@ impl Orientation {
             Self::Transverse => |x, y, w, h| (w - 1 - y, h - 1 - x),
             Self::RotateAnticlockwise => |x, y, w, _| (w - 1 - y, x),
         };
-        let out_w = if self.swaps_axes() { h } else { w };
+        if x0 == x1 {
+            return;
+        }
         // Along an output row the stored pixel moves by a fixed step: walk it.
         let at = |x: usize, y: usize| {
             let (sx, sy) = from(x, y, w, h);
             (sy * w + sx) as isize
         };
-        for (y, row) in dst.chunks_exact_mut(out_w * c).enumerate() {
-            let start = at(0, y);
-            let step = if out_w > 1 { at(1, y) - start } else { 0 };
+        for y in y0..y1 {
+            let row = &mut dst[(y * out_w + x0) * c..(y * out_w + x1) * c];
+            let start = at(x0, y);
+            if self == Self::Upright {
+                let at = start as usize * c;
+                row.copy_from_slice(&src[at..at + row.len()]);
+                continue;
+            }
+            let step = if x1 - x0 > 1 {
+                at(x0 + 1, y) - start
+            } else {
+                0
+            };
             if c == 3 {
                 walk::<3>(src, row, start, step);
             } else {
@@ -742,6 +779,55 @@ mod tests {
                         cut(&turned, tw as usize, window),
                         "orientation {tag}, window {window:?} -> {stored:?}"
                     );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_part_of_the_turn_is_the_whole_turns_pixels_there_and_reads_only_its_stored_window() {
+        let (w, h) = (9usize, 5usize);
+        let src: Vec<u8> = (0..(w * h * 3) as u32)
+            .map(|v| (v * 7 % 251) as u8)
+            .collect();
+        for tag in 1..=8 {
+            let o = Orientation::from_tag(tag);
+            let (tw, th) = o.turned_size(w as u32, h as u32);
+            let mut whole = vec![0; src.len()];
+            o.turn(&src, w, h, 3, &mut whole);
+            for part in [
+                [0, 0, 1, 1],
+                [2, 1, 5, 4],
+                [1, 0, tw as usize, 3],
+                [0, 2, 3, th as usize],
+            ] {
+                // Only the stored window's pixels kept; the rest scrambled.
+                let window = Window {
+                    left: part[0] as f64,
+                    top: part[1] as f64,
+                    width: (part[2] - part[0]) as f64,
+                    height: (part[3] - part[1]) as f64,
+                };
+                let s = o.stored_window(window, w as u32, h as u32);
+                let inside = |x: usize, y: usize| {
+                    (s.left as usize..(s.left + s.width) as usize).contains(&x)
+                        && (s.top as usize..(s.top + s.height) as usize).contains(&y)
+                };
+                let mut masked = src.clone();
+                for (k, px) in masked.chunks_exact_mut(3).enumerate() {
+                    if !inside(k % w, k / w) {
+                        px.copy_from_slice(&[1, 2, 3]);
+                    }
+                }
+                let mut dst = vec![9; src.len()];
+                o.turn_part(&masked, w, h, 3, part, &mut dst);
+                for (k, (got, want)) in dst.chunks(3).zip(whole.chunks(3)).enumerate() {
+                    let (x, y) = (k % tw as usize, k / tw as usize);
+                    if (part[0]..part[2]).contains(&x) && (part[1]..part[3]).contains(&y) {
+                        assert_eq!(got, want, "orientation {tag}, {part:?}, ({x}, {y})");
+                    } else {
+                        assert_eq!(got, [9, 9, 9], "orientation {tag}, {part:?}, ({x}, {y})");
+                    }
                 }
             }
         }

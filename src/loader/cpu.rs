@@ -1,7 +1,7 @@
 //! The CPU path: decode on the host, crop and resize (Pillow-exact), the sample's pixel ops, then
 //! flip, normalize, cast and erase into the slot of the pinned batch buffer.
 
-use hpuload_decoders::jpeg::Region;
+use hpuload_decoders::jpeg::{Region, Window};
 use hpuload_decoders::orientation::Orientation;
 use hpuload_decoders::{CpuDecoder, Decode, DecodeError, ImageInfo, JpegDecoder};
 
@@ -172,15 +172,16 @@ fn plan_for(
     Ok(plan)
 }
 
-/// Decodes `bytes` into `s.rgb` (laid out as the whole image) and returns the image's size
-/// and the sample's plan, the resampler set to its output size.
+/// Decodes `bytes` into `s.rgb` (laid out as the whole image, turned upright when the pipeline
+/// turns images by their EXIF orientation) and returns the image's size as shown and the
+/// sample's plan, the resampler set to its output size.
 ///
 /// A baseline JPEG (libjpeg-turbo's pixels, see [`CpuDecoder`]) is decoded only over the
 /// pixels the plan's crop reads when nothing else reads the image (no ops before the
 /// geometry, no detection canvas, no extra views): the rows after the crop's last are never
-/// entropy-decoded and the blocks beside it never transformed. Every other file is decoded
-/// whole, and so is an image the pipeline turns upright by its EXIF orientation: the turned
-/// image is what the plan is drawn for (the router sends such an image here without a plan).
+/// entropy-decoded and the blocks beside it never transformed. For an image shown turned,
+/// that is the crop's window of the image as stored, and only those pixels are turned. Every
+/// other file is decoded whole (and turned whole).
 fn decode_image(
     shared: &Shared,
     s: &mut CpuScratch,
@@ -193,69 +194,80 @@ fn decode_image(
         .plan
         .exif_orientation
         .map_or(Orientation::Upright, |reader| reader.read(bytes));
-    if turn != Orientation::Upright {
-        let stored = decode_whole(s, bytes)?;
-        let len = stored.rgb_len();
-        if s.turned.len() < len {
-            s.turned.resize(len, 0);
-        }
-        let (w, h) = (stored.width as usize, stored.height as usize);
-        turn.turn(&s.rgb, w, h, 3, &mut s.turned);
-        std::mem::swap(&mut s.rgb, &mut s.turned);
-        let (width, height) = turn.turned_size(stored.width, stored.height);
-        let info = ImageInfo {
-            width,
-            height,
-            ..stored
-        };
-        let plan = plan_for(shared, index, epoch, (width, height), None)?;
+    if let Some((stored, parsed)) = s.decoder.probe_region(bytes) {
+        let shown = turn.turned_size(stored.width, stored.height);
+        let plan = plan_for(shared, index, epoch, shown, plan)?;
         let (oh, ow) = plan.pixels.resampled();
         s.resampler.set_size(oh, ow);
-        return Ok((info, plan));
-    }
-    if let Some((info, parsed)) = s.decoder.probe_region(bytes) {
-        let size = (info.width, info.height);
-        let plan = plan_for(shared, index, epoch, size, plan)?;
-        let (oh, ow) = plan.pixels.resampled();
-        s.resampler.set_size(oh, ow);
-        let region = if plan.pre.is_empty() && plan.detect.is_none() && shared.views.is_empty() {
-            let (x0, y0, x1, y1) =
-                s.resampler
-                    .footprint(info.width, info.height, &plan.crop, plan.interpolation);
-            Region {
-                x: x0,
-                y: y0,
-                width: x1 - x0,
-                height: y1 - y0,
-            }
+        let part = if plan.pre.is_empty() && plan.detect.is_none() && shared.views.is_empty() {
+            s.resampler
+                .footprint(shown.0, shown.1, &plan.crop, plan.interpolation)
         } else {
-            Region::full(info.width, info.height)
+            (0, 0, shown.0, shown.1)
         };
-        let len = info.rgb_len();
+        let window = Window {
+            left: part.0.into(),
+            top: part.1.into(),
+            width: (part.2 - part.0).into(),
+            height: (part.3 - part.1).into(),
+        };
+        let w = turn.stored_window(window, stored.width, stored.height);
+        let region = Region {
+            x: w.left as u32,
+            y: w.top as u32,
+            width: w.width as u32,
+            height: w.height as u32,
+        };
+        let len = stored.rgb_len();
         if s.rgb.len() < len {
             s.rgb.resize(len, 0);
         }
         let image = &mut s.rgb[..len];
+        let mut part = [part.0, part.1, part.2, part.3].map(|v| v as usize);
         if (s.decoder)
             .decode_region_in_place(bytes, &parsed, region, image)
             .is_err()
         {
             // Damaged data: zune-jpeg, more lenient, decides (and names the damage if it
             // cannot decode either).
-            if decode_whole(s, bytes)? != info {
+            if decode_whole(s, bytes)? != stored {
                 return Err(SampleErrorKind::Decode(DecodeError::corrupt(
-                    info.format,
+                    stored.format,
                     "image differs from the probed one",
                 )));
             }
+            part = [0, 0, shown.0 as usize, shown.1 as usize];
         }
-        return Ok((info, plan));
+        return Ok((turned(s, stored, turn, part), plan));
     }
-    let info = decode_whole(s, bytes)?;
-    let plan = plan_for(shared, index, epoch, (info.width, info.height), plan)?;
+    let stored = decode_whole(s, bytes)?;
+    let (width, height) = turn.turned_size(stored.width, stored.height);
+    let info = turned(s, stored, turn, [0, 0, width as usize, height as usize]);
+    let plan = plan_for(shared, index, epoch, (width, height), plan)?;
     let (oh, ow) = plan.pixels.resampled();
     s.resampler.set_size(oh, ow);
     Ok((info, plan))
+}
+
+/// The `stored` image decoded in `s.rgb`, turned upright by `turn` over `part` of the turned
+/// image (`[x0, y0, x1, y1]`: the pixels decoded), in `s.rgb`; its size as shown.
+fn turned(s: &mut CpuScratch, stored: ImageInfo, turn: Orientation, part: [usize; 4]) -> ImageInfo {
+    if turn == Orientation::Upright {
+        return stored;
+    }
+    let len = stored.rgb_len();
+    if s.turned.len() < len {
+        s.turned.resize(len, 0);
+    }
+    let (w, h) = (stored.width as usize, stored.height as usize);
+    turn.turn_part(&s.rgb, w, h, 3, part, &mut s.turned);
+    std::mem::swap(&mut s.rgb, &mut s.turned);
+    let (width, height) = turn.turned_size(stored.width, stored.height);
+    ImageInfo {
+        width,
+        height,
+        ..stored
+    }
 }
 
 /// The whole image by the CPU decoder. One call: the headers are parsed once, limits and
