@@ -79,6 +79,10 @@ pub enum Interpolation {
     /// point, the pass across rounded to bytes before the pass down, byte for byte. The CPU
     /// path only.
     TorchBilinearNoAntialias,
+    /// OpenCV's `cv2.resize(..., interpolation=cv2.INTER_LINEAR)` of an 8-bit image (what
+    /// albumentations' resizes run by default): two taps per axis with 11-bit weights, no
+    /// antialiasing, byte for byte ([`cv2_linear`](super::cv2_linear)). The CPU path only.
+    Cv2Linear,
 }
 
 impl Interpolation {
@@ -87,7 +91,7 @@ impl Interpolation {
     pub fn no_antialias(self) -> bool {
         matches!(
             self,
-            Self::BilinearNoAntialias | Self::TorchBilinearNoAntialias
+            Self::BilinearNoAntialias | Self::TorchBilinearNoAntialias | Self::Cv2Linear
         )
     }
 
@@ -102,7 +106,8 @@ impl Interpolation {
             Self::Bilinear
             | Self::Random
             | Self::BilinearNoAntialias
-            | Self::TorchBilinearNoAntialias => Filter::Bilinear,
+            | Self::TorchBilinearNoAntialias
+            | Self::Cv2Linear => Filter::Bilinear,
         }
     }
 }

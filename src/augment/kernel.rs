@@ -14,7 +14,7 @@ use super::geometry::{CropBox, Interpolation};
 use super::pil;
 use super::pixel::PixelOp;
 use super::spec::{OpKind, OpSpec};
-use super::two_tap;
+use super::{cv2_linear, two_tap};
 use crate::dtype::{Dtype, Layout};
 use crate::rng::CounterRng;
 
@@ -113,6 +113,8 @@ impl OpSpec for Normalize {
 pub struct Resampler {
     resizer: Resizer,
     two_tap: two_tap::TwoTap,
+    /// OpenCV's linear resize's rows.
+    cv2: cv2_linear::Cv2Linear,
     /// Pillow's own resize's lines.
     pil: pil::resample::Scratch,
     /// torch's float resize's taps and rows.
@@ -135,6 +137,7 @@ impl Resampler {
         Self {
             resizer: Resizer::new(),
             two_tap: two_tap::TwoTap::default(),
+            cv2: cv2_linear::Cv2Linear::default(),
             pil: pil::resample::Scratch::default(),
             float: float_resample::Scratch::default(),
             across: Vec::new(),
@@ -202,6 +205,14 @@ impl Resampler {
             }
             Interpolation::BilinearNoAntialias => {
                 self.two_tap(src, width, height, crop)?;
+                return Ok(&mut self.out);
+            }
+            Interpolation::Cv2Linear => {
+                window_inside(src, width, height, crop)?;
+                let xs = self.cv2_taps(crop, width, true);
+                let ys = self.cv2_taps(crop, height, false);
+                let stride = width as usize * 3;
+                self.cv2.run(src, stride, &xs, &ys, &mut self.out);
                 return Ok(&mut self.out);
             }
             Interpolation::Nearest => {
@@ -378,6 +389,21 @@ impl Resampler {
                     _ => whole,
                 };
             }
+            Interpolation::Cv2Linear => {
+                // Exactly the pixels OpenCV's two taps read.
+                let extent = |taps: Vec<cv2_linear::Tap>| {
+                    let lo = taps.iter().map(|t| t.lo.min(t.hi)).min()?;
+                    let hi = taps.iter().map(|t| t.lo.max(t.hi)).max()?;
+                    Some((lo as u32, hi as u32 + 1))
+                };
+                return match (
+                    extent(self.cv2_taps(crop, width, true)),
+                    extent(self.cv2_taps(crop, height, false)),
+                ) {
+                    (Some((x0, x1)), Some((y0, y1))) => (x0, y0, x1, y1),
+                    _ => whole,
+                };
+            }
             _ => return whole,
         };
         // A view is cut out before resampling: nothing outside it is read. Otherwise the
@@ -468,6 +494,17 @@ impl Resampler {
         self.two_tap
             .run(src, width as usize * 3, &xs, &ys, &mut self.out);
         Ok(())
+    }
+
+    /// OpenCV's linear taps of `crop` across (`across`: its columns of an image `limit` wide)
+    /// or down (its rows of an image `limit` high), at the output size.
+    fn cv2_taps(&self, crop: &CropBox, limit: u32, across: bool) -> Vec<cv2_linear::Tap> {
+        let (out, start, len) = if across {
+            (self.out_w, crop.left, crop.width)
+        } else {
+            (self.out_h, crop.top, crop.height)
+        };
+        cv2_linear::taps(out, start, len, limit, crop.view, across)
     }
 
     /// Nearest neighbour of the window: torch's `interpolate(mode="nearest")` (output pixel
@@ -1150,6 +1187,56 @@ fn interleaved_row<'a, T: Copy>(
 mod tests {
     use super::*;
 
+    /// `cv2_linear` gives OpenCV's own bytes (`tests/fixtures/cv2_linear`, written by OpenCV's
+    /// `cv2.resize(..., INTER_LINEAR)`): whole resizes down and up, exact halves and doubles,
+    /// crops resized (a view), and crops of a whole resize (a window resampled in place).
+    #[test]
+    fn cv2_linear_gives_opencvs_bytes() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cv2_linear");
+        let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
+        let cases: serde_json::Value = serde_json::from_slice(&read("cases.json")).unwrap();
+        let (src, expected) = (read("src.rgb"), read("expected.rgb"));
+        let at = |v: &serde_json::Value, k: usize| v[k].as_u64().unwrap() as u32;
+        let dim = |k: &str| cases[k].as_u64().unwrap() as u32;
+        let (w, h) = (dim("width"), dim("height"));
+        let all = cases["cases"].as_array().unwrap();
+        assert_eq!(all.len(), 15);
+        for case in all {
+            let (win, size) = (&case["window"], &case["size"]);
+            let (ow, oh) = (at(size, 0), at(size, 1));
+            let crop = match case["kind"].as_str().unwrap() {
+                "view" => CropBox {
+                    left: at(win, 0).into(),
+                    top: at(win, 1).into(),
+                    width: at(win, 2).into(),
+                    height: at(win, 3).into(),
+                    view: true,
+                },
+                // A `fw`x`fh` resize of the whole image, cut at (`ox`, `oy`): the window
+                // in source pixels.
+                _ => {
+                    let (fw, fh, ox, oy) = (at(win, 0), at(win, 1), at(win, 2), at(win, 3));
+                    let (sx, sy) = (f64::from(w) / f64::from(fw), f64::from(h) / f64::from(fh));
+                    CropBox {
+                        left: f64::from(ox) * sx,
+                        top: f64::from(oy) * sy,
+                        width: f64::from(ow) * sx,
+                        height: f64::from(oh) * sy,
+                        view: false,
+                    }
+                }
+            };
+            let start = case["offset"].as_u64().unwrap() as usize;
+            let want = &expected[start..start + case["len"].as_u64().unwrap() as usize];
+            let mut r = Resampler::new(oh, ow);
+            let got = r
+                .run_with(&src, w, h, &crop, Interpolation::Cv2Linear)
+                .unwrap();
+            assert!(got == want, "{case}");
+        }
+    }
+
     /// The CPU path decodes only `footprint`'s pixels of a baseline JPEG into a buffer laid
     /// out as the whole image (the rest holds whatever the previous sample left): the
     /// resampled output must be exactly that of the whole image, for every filter that has a
@@ -1202,7 +1289,8 @@ mod tests {
                     Interpolation::Bilinear,
                     Interpolation::Bicubic,
                     Interpolation::BilinearNoAntialias,
-                ][(round / 3) % 3];
+                    Interpolation::Cv2Linear,
+                ][(round / 3) % 4];
                 let (ow, oh) = (
                     [224, 17, cw][next(3) as usize],
                     [224, 9, ch][next(3) as usize],

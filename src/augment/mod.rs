@@ -20,6 +20,7 @@
 mod autoaugment;
 mod blur;
 mod colour;
+mod cv2_linear;
 pub(crate) mod detect;
 mod erase;
 mod error;
