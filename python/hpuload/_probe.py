@@ -42,7 +42,8 @@ class LazyImage:
     probed: the file, no pixels. `.convert("RGB")` (what hpuload decodes to), Pillow's
     `ImageOps.exif_transpose` and a `with` block are answered; anything else needs pixels.
     `tensor`: what the code holds is the uint8 `[C, H, W]` tensor torchvision's readers give,
-    not a PIL image; `rgb`: it is in RGB whatever the file holds (converted, or read in RGB
+    not a PIL image (`"cv2"`: the uint8 `[H, W, C]` array `cv2.imread` gives, in BGR order
+    unless `cv2.cvtColor(..., cv2.COLOR_BGR2RGB)` made it RGB); `rgb`: it is in RGB whatever the file holds (converted, or read in RGB
     mode), rather than in the file's own mode, which the loader then checks; `turned`: turned
     upright by the EXIF orientation the file carries, as the loader then turns each image
     (True: as Pillow's `exif_transpose` reads it; "torchvision": as torchvision's readers
@@ -50,7 +51,7 @@ class LazyImage:
 
     __slots__ = ("path", "tensor", "rgb", "turned")
 
-    def __init__(self, path: str, *, tensor: bool = False, rgb: bool = False, turned: bool | str = False):
+    def __init__(self, path: str, *, tensor: bool | str = False, rgb: bool = False, turned: bool | str = False):
         self.path = path
         self.tensor = tensor
         self.rgb = rgb
@@ -112,7 +113,35 @@ class TransformStandIn:
     def __call__(self, image, *rest):
         if rest or not isinstance(image, LazyImage):
             raise NeedsPixels(f"the transform was given a {type(image).__name__}, not the opened image")
+        if image.tensor == "cv2":
+            raise NeedsPixels("a torchvision transform was given the array cv2.imread read")
         return Recorded(image)
+
+
+class AlbumentationsStandIn:
+    """Takes the place of an albumentations `Compose` while probing: called as
+    `transform(image=image)`, it gives `{"image": ...}` recording the image."""
+
+    def __call__(self, *args, **kwargs):
+        if args or set(kwargs) != {"image"}:
+            given = ", ".join([type(a).__name__ for a in args] + [f"{k}=" for k in kwargs])
+            raise NeedsPixels(f"the albumentations transform was called with {given} (hpuload gives it image= alone)")
+        image = kwargs["image"]
+        if not isinstance(image, LazyImage) or image.tensor != "cv2":
+            raise NeedsPixels(f"the albumentations transform was given a {type(image).__name__}, not what cv2.imread read")
+        return {"image": Recorded(image)}
+
+
+def transform_attribute(dataset) -> str | None:
+    """The name of the attribute that holds `dataset`'s transform: `transform`, else the one
+    attribute holding an albumentations `Compose` (`transforms`, `augmentations`, `aug`, ...,
+    as Kaggle-style Datasets name it); None for neither."""
+    if hasattr(dataset, "transform"):
+        return "transform"
+    from ._albumentations import is_compose
+
+    found = [k for k, v in getattr(dataset, "__dict__", {}).items() if is_compose(v)]
+    return found[0] if len(found) == 1 else None
 
 
 def _path_of(fp) -> str:
@@ -154,6 +183,31 @@ def _exif_transpose(image, *, in_place: bool = False):
         image.turned = True
         return None
     return LazyImage(image.path, rgb=image.rgb, turned=True)
+
+
+#: OpenCV's flags and conversion codes (`cv2.IMREAD_COLOR`, `cv2.COLOR_BGR2RGB`).
+_IMREAD_COLOR = 1
+_COLOR_BGR2RGB = 4
+
+
+def _cv2_imread(filename, flags=_IMREAD_COLOR):
+    """`cv2.imread` of a path in colour (its default): the file, as OpenCV's BGR array."""
+    if flags != _IMREAD_COLOR:
+        raise NeedsPixels(f"cv2.imread(..., {flags}) (hpuload reads colour images, cv2.IMREAD_COLOR)")
+    if not isinstance(filename, (str, os.PathLike)):
+        raise NeedsPixels(f"cv2.imread of a {type(filename).__name__}")
+    return LazyImage(os.fspath(filename), tensor="cv2")
+
+
+def _cv2_cvt_color(src, code, *args, **kwargs):
+    """`cv2.cvtColor` of what `cv2.imread` read: `COLOR_BGR2RGB` alone is answered."""
+    if not isinstance(src, LazyImage):
+        import cv2
+
+        return cv2.cvtColor.__wrapped__(src, code, *args, **kwargs)
+    if src.tensor != "cv2" or src.rgb or code != _COLOR_BGR2RGB or args or kwargs:
+        raise NeedsPixels(f"cv2.cvtColor(..., {code}) of the image (hpuload answers COLOR_BGR2RGB of what cv2.imread read)")
+    return LazyImage(src.path, tensor="cv2", rgb=True)
 
 
 def _read_file(path):
@@ -522,6 +576,11 @@ def install() -> None:
 
         if getattr(ImageOps.exif_transpose, "__wrapped__", None) is None:
             ImageOps.exif_transpose = _patched(ImageOps.exif_transpose, _exif_transpose)
+        cv2 = sys.modules.get("cv2")
+        # OpenCV, when the user's code has imported it (hpuload does not import it itself).
+        if cv2 is not None and hasattr(cv2, "imread") and getattr(cv2.imread, "__wrapped__", None) is None:
+            cv2.imread = _patched(cv2.imread, _cv2_imread)
+            cv2.cvtColor = _patched(cv2.cvtColor, _cv2_cvt_color)
         try:
             import torchvision.io as tio
         except ImportError:  # pragma: no cover - torchvision comes with the fast path
@@ -610,6 +669,9 @@ def _installed() -> list:
     from PIL import Image, ImageOps
 
     calls = [Image.open, ImageOps.exif_transpose]
+    cv2 = sys.modules.get("cv2")
+    if cv2 is not None:
+        calls += [getattr(cv2, "imread", None), getattr(cv2, "cvtColor", None)]
     try:
         import torchvision.io as tio
     except ImportError:  # pragma: no cover - torchvision comes with the fast path
@@ -769,7 +831,8 @@ def video_reader_in(dataset, index: int) -> ReadsVideo | None:
 
 def _form_name(form: tuple[bool, bool, bool]) -> str:
     tensor, rgb, turned = form
-    name = ("a tensor" if tensor else "a PIL image") + (" in RGB" if rgb else " in the file's own mode")
+    kind = "OpenCV's array" if tensor == "cv2" else "a tensor" if tensor else "a PIL image"
+    name = kind + (" in RGB" if rgb else " in the file's own mode")
     return name + (" turned upright by its EXIF orientation" if turned else "")
 
 
@@ -802,14 +865,18 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
     n = len(order)
     if n == 0:
         raise NeedsPixels("the dataset is empty")
-    transform = dataset.transform
+    attribute = transform_attribute(dataset) or "transform"
+    transform = getattr(dataset, attribute)
+    from ._albumentations import is_compose
+
+    stand_in = AlbumentationsStandIn() if is_compose(transform) else TransformStandIn()
     states = (torch.get_rng_state(), random.getstate())
     samples: list[tuple[str, int]] = []
     extras: list[tuple] = []
     layout = keys = form = None
     labels = set()
     _probing.on = True
-    dataset.transform = TransformStandIn()
+    setattr(dataset, attribute, stand_in)
     try:
         for i in order:
             out = probed_item(dataset, i)
@@ -849,7 +916,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
                     f"{type(dataset).__name__}.__getitem__({i}) returns other values after the label on two calls"
                 )
     finally:
-        dataset.transform = transform
+        setattr(dataset, attribute, transform)
         _probing.on = False
         torch.set_rng_state(states[0])
         random.setstate(states[1])

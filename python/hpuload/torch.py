@@ -40,7 +40,7 @@ import torch.utils.data as tud
 # reach torch's.
 from torch.utils.data.dataloader import DataLoader as _TorchDataLoader
 
-from . import _arrays, _collate, _copy_paste, _detection, _hf, _hpuload, _malloc, _options, _probe, _tail, _video
+from . import _albumentations, _arrays, _collate, _copy_paste, _detection, _hf, _hpuload, _malloc, _options, _probe, _tail, _video
 from ._fallback import FallbackReason, FallbackWarning
 from ._fallback import Unfit as _Unfit
 from ._transforms import Unsupported, steps, translate_split
@@ -285,6 +285,39 @@ def _check_decodable(samples) -> None:
         )
 
 
+#: How much of a file `_check_opencv_reads` reads for its EXIF orientation (a JPEG's Exif
+#: segment comes before its image data, and is at most 64 KiB).
+_EXIF_HEAD = 1 << 17
+
+
+def _check_opencv_reads(samples, rgb: bool, checked: set) -> None:
+    """`_Unfit` unless `cv2.imread` (and `cv2.cvtColor(..., COLOR_BGR2RGB)`) gives each file
+    what hpuload decodes: an 8-bit JPEG or PNG in RGB or grey, that carries no EXIF
+    orientation (OpenCV turns images by its own reading of it). Each file is read once."""
+    D = FallbackReason.DATASET
+    if not rgb:
+        raise _Unfit(
+            "cv2.imread gives BGR arrays and the Dataset gives them on as they are, while hpuload's batches are RGB "
+            "(cv2.cvtColor(image, cv2.COLOR_BGR2RGB) in __getitem__ runs natively)",
+            D,
+        )
+    fresh = [p for p in dict.fromkeys(p for p, _ in samples) if p not in checked]
+    for path in fresh:
+        png = path.lower().endswith(".png")
+        if not (png or path.lower().endswith(_JPEG_NAMES)):
+            raise _Unfit(f"{path} is neither a JPEG nor a PNG file (hpuload runs cv2.imread's reading of those)", D)
+        mode = _probe.mode_of(path)
+        if mode not in ("RGB", "L"):
+            raise _Unfit(f"{path} is in mode {mode}, which cv2.imread reads otherwise than hpuload decodes it", D)
+        with open(path, "rb") as f:
+            head = f.read() if png else f.read(_EXIF_HEAD)
+        if png and head[24:25] == b"\x10":
+            raise _Unfit(f"{path} is a 16-bit PNG, which cv2.imread scales to 8 bits otherwise than hpuload", D)
+        if any(_hpuload.exif_orientation(head, reader) != 1 for reader in ("pillow", "torchvision")):
+            raise _Unfit(f"{path} carries an EXIF orientation, which cv2.imread turns the image by as OpenCV reads it", D)
+    checked.update(fresh)
+
+
 def _sized_translation(transform, common: dict, find_size=None):
     """`translate_split(transform)` for images that may all have one size
     (`_arrays.one_size`): a transform that sets no output size runs after a centre crop to
@@ -370,13 +403,23 @@ def _listed_source(dataset, pipeline):
         name = type(base).__name__
         if not (hasattr(type(base), "__getitem__") and hasattr(type(base), "__len__")):
             raise _Unfit(f"dataset is a {name}, not a map-style Dataset (no __getitem__ and __len__)", D)
-        if not hasattr(base, "transform"):
+        if _probe.transform_attribute(base) is None:
             wanted = used[bases.index(base)]
             video = _probe.video_reader_in(base, min(wanted) if wanted else 0) if len(base) else None
             if video is not None:
                 raise _reads_video(video)
             raise _Unfit(f"dataset is a {name} without a `transform` attribute for hpuload to run", D)
-    if len({id(b.transform) for b in bases}) > 1:
+    # The attribute holding each part's transform: `transform`, or an albumentations
+    # `Compose` under the name a Kaggle-style Dataset gives it (`transforms`, `aug`, ...).
+    attributes = [None if plain else _probe.transform_attribute(b) for b, plain in zip(bases, plains)]
+    attribute = next((a for a in attributes if a is not None), "transform")
+    if any(a not in (None, attribute) for a in attributes) or (attribute != "transform" and any(plains)):
+        raise _Unfit("the ConcatDataset's parts hold their transforms under different names", FallbackReason.TRANSFORM)
+
+    def transform_of(b):
+        return getattr(b, attribute)
+
+    if len({id(transform_of(b)) for b in bases}) > 1:
         raise _Unfit(
             "the ConcatDataset's parts hold different transform objects (hpuload runs one)", FallbackReason.TRANSFORM
         )
@@ -415,9 +458,14 @@ def _listed_source(dataset, pipeline):
         def translate_now():
             if any(plain and b.target_transform is not None for b, plain in zip(bases, plains)):
                 raise Unsupported("the ImageFolder has a target_transform now")
-            if any(b.transform is not bases[0].transform for b in bases):
+            if any(transform_of(b) is not transform_of(bases[0]) for b in bases):
                 raise Unsupported("the ConcatDataset's parts hold different transform objects now")
-            transform = bases[0].transform
+            transform = transform_of(bases[0])
+            if tensor == "cv2" or _albumentations.is_compose(transform):
+                if tensor != "cv2" or not _albumentations.is_compose(transform):
+                    raise Unsupported("an albumentations transform runs natively on what cv2.imread read")
+                pipe, dtype = _albumentations.translate(transform)
+                return pipe, dtype, None
             if tensor:
                 from torchvision import transforms as tv_transforms
 
@@ -428,7 +476,7 @@ def _listed_source(dataset, pipeline):
 
             return _sized_translation(transform, common, find_size)
 
-        watch = _TransformWatch(lambda: bases[0].transform, translate_now)
+        watch = _TransformWatch(lambda: transform_of(bases[0]), translate_now)
         pipe, dtype, _ = watch.translated
     # Part -> (its list as read, as samples); "checked" -> samples; "rgb files" -> paths.
     folder_lists: dict = {}
@@ -482,7 +530,9 @@ def _listed_source(dataset, pipeline):
             # The same ImageFolder list as checked last time: nothing to check again.
             return samples, keys, label_types.pop(), None
         _check_decodable(samples)
-        if tensor:
+        if tensor == "cv2":
+            _check_opencv_reads(samples, rgb, folder_lists.setdefault("opencv checked", set()))
+        if tensor is True:
             # torchvision's readers decode JPEG, PNG, GIF and WebP only: torch's loader stops
             # at a BMP or PGM file, which hpuload would decode.
             odd = next((p for p, _ in samples if not p.lower().endswith(_TORCHVISION_READS)), None)
@@ -493,7 +543,7 @@ def _listed_source(dataset, pipeline):
         common["samples"] = samples
         if common.get("wanted"):
             _check_common_size(samples, common, turned, folder_lists.setdefault("sizes", {}))
-        if tensor:
+        if tensor is True:
             # torchvision's readers give a 16-bit PNG's samples whole, as uint16, in either
             # mode; hpuload decodes 8-bit pixels. Each file's first bytes are read once: in
             # UNCHANGED mode every file's (its header is read for its mode below anyway), in
@@ -513,7 +563,7 @@ def _listed_source(dataset, pipeline):
                     D,
                 )
             depth_checked.update(fresh)
-        if not rgb:
+        if not rgb and tensor != "cv2":
             # Opened without `.convert("RGB")` (or read in UNCHANGED mode): torch's loader gives
             # each image in its file's own mode, which hpuload's RGB decode equals only for RGB
             # files.

@@ -47,6 +47,10 @@ pub enum ToFloat {
     Divide,
     /// `x * (1 / 255)`, the reciprocal rounded to f32 (v2's `ToDtype(dtype, scale=True)`).
     Multiply,
+    /// The bytes as they are, the mean and std scaled to them instead: `(x - mean * 255) *
+    /// (1 / (std * 255))`, each step in f32 (albumentations' `Normalize` of a uint8 image,
+    /// whose lookup table is computed so).
+    ScaledStats,
 }
 
 impl Normalize {
@@ -73,6 +77,10 @@ impl Normalize {
             Dtype::Bf16 if self.in_output_dtype => half::bf16::from_f32(x).to_f32(),
             _ => x,
         };
+        if self.to_float == ToFloat::ScaledStats {
+            let (mean, scale) = (self.mean[c] * 255.0, 1.0 / (self.std[c] * 255.0));
+            return round((f32::from(v) - mean) * scale);
+        }
         let x = round(to_float(v, self.to_float));
         round(round(x - round(self.mean[c])) / round(self.std[c]))
     }
@@ -83,6 +91,7 @@ fn to_float(v: u8, how: ToFloat) -> f32 {
     match how {
         ToFloat::Divide => f32::from(v) / 255.0,
         ToFloat::Multiply => f32::from(v) * (1.0f64 / 255.0) as f32,
+        ToFloat::ScaledStats => f32::from(v),
     }
 }
 

@@ -1,0 +1,172 @@
+"""A Kaggle-style Dataset: `cv2.imread`, `cv2.cvtColor(..., COLOR_BGR2RGB)`, then an
+albumentations `Compose` held under a name of its own (`self.transforms`) and called as
+`self.transforms(image=image)["image"]`. hpuload learns it as it learns a Dataset that opens
+images with Pillow and runs it natively, with OpenCV's and albumentations' own bytes, or sends
+it to torch's DataLoader naming why. Never different output."""
+
+import json
+import os
+import warnings
+
+import numpy as np
+import pytest
+import torch
+import torch.utils.data as tud
+from PIL import Image
+
+cv2 = pytest.importorskip("cv2")
+A = pytest.importorskip("albumentations")
+from albumentations.pytorch import ToTensorV2  # noqa: E402
+
+from hpuload.torch import DataLoader, FallbackWarning  # noqa: E402
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+class LeafDataset(tud.Dataset):
+    """The shape of the Kaggle notebooks' Datasets."""
+
+    def __init__(self, files, labels, transforms=None, to_rgb=True):
+        self.files, self.labels, self.transforms, self.to_rgb = files, labels, transforms, to_rgb
+
+    def __len__(self):
+        return len(self.files)
+
+    def __getitem__(self, idx):
+        image = cv2.imread(self.files[idx])
+        if self.to_rgb:
+            image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+        if self.transforms:
+            image = self.transforms(image=image)["image"]
+        return image, torch.tensor(self.labels[idx])
+
+
+def files_of(folder):
+    files = sorted(str(p) for p in folder.rglob("*.jpg"))
+    classes = sorted({os.path.basename(os.path.dirname(f)) for f in files})
+    return files, [classes.index(os.path.basename(os.path.dirname(f))) for f in files]
+
+
+def native(make):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = make()
+    assert type(loader) is DataLoader
+    return loader
+
+
+def theirs(ds, batch_size):
+    return list(tud.DataLoader(ds, batch_size=batch_size))
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_a_resize_gives_opencvs_and_albumentations_bytes_batch_for_batch(jpeg_folder, normalize):
+    """The evaluation transform: `Resize`, `Normalize`, `ToTensorV2`: every value is the
+    Dataset's own, bit for bit (float32 after Normalize, uint8 without), shrinking and
+    enlarging."""
+    files, labels = files_of(jpeg_folder)
+    for size in ((48, 40), (300, 260)):
+        steps = [A.Resize(*size)] + ([A.Normalize(mean=MEAN, std=STD)] if normalize else []) + [ToTensorV2()]
+        ds = LeafDataset(files, labels, A.Compose(steps))
+        ours = list(native(lambda: DataLoader(ds, batch_size=8, num_workers=2, backend="cpu")))
+        want = theirs(ds, 8)
+        assert len(ours) == len(want)
+        for (x, y), (xw, yw) in zip(ours, want):
+            assert x.dtype == xw.dtype == (torch.float32 if normalize else torch.uint8)
+            assert torch.equal(x, xw) and torch.equal(y, yw)
+
+
+def test_a_random_resized_crop_and_flip_give_albumentations_pixels_for_the_window_drawn(jpeg_folder):
+    """The training transform: the window and the flip hpuload draws (its plan), put through
+    albumentations' own crop, resize, flip and normalization, give the sample hpuload made,
+    bit for bit, over windows that shrink and enlarge."""
+    files, labels = files_of(jpeg_folder)
+    rrc = A.RandomResizedCrop(size=(160, 144))
+    flip, norm = A.HorizontalFlip(p=0.5), A.Normalize(mean=MEAN, std=STD)
+    ds = LeafDataset(files, labels, A.Compose([rrc, flip, norm, ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu"))
+    flips, scales = set(), []
+    for epoch in (0, 1):
+        loader_iter = iter(loader)
+        for b, (x, _) in enumerate(loader_iter):
+            for k in range(x.shape[0]):
+                index = b * 8 + k
+                image = cv2.cvtColor(cv2.imread(files[index]), cv2.COLOR_BGR2RGB)
+                h, w = image.shape[:2]
+                plan = json.loads(loader._core.sample_plan(epoch, index, w, h))
+                c = plan["crop"]
+                box = (int(c["left"]), int(c["top"]), int(c["left"] + c["width"]), int(c["top"] + c["height"]))
+                assert c["view"] and all(float(v).is_integer() for v in (c["left"], c["top"], c["width"], c["height"]))
+                want = rrc.apply(image, crop_coords=box)
+                if plan["flip"]:
+                    want = flip.apply(want)
+                want = ToTensorV2()(image=norm.apply(want))["image"]
+                assert torch.equal(x[k], want), f"epoch {epoch}, index {index}, window {box}"
+                flips.add(plan["flip"])
+                scales.append(c["width"] / 144)
+    assert flips == {True, False}
+    assert min(scales) < 1 < max(scales)  # windows enlarged and shrunk
+
+
+def test_the_window_is_drawn_as_albumentations_draws_it(tmp_path):
+    """The same distribution of windows as albumentations' own draw (area fraction and
+    aspect ratio), over many draws on one image."""
+    path = tmp_path / "a.jpg"
+    Image.new("RGB", (200, 150), (90, 120, 30)).save(path)
+    rrc = A.RandomResizedCrop(size=(32, 32))
+    ds = LeafDataset([str(path)] * 400, [0] * 400, A.Compose([rrc, ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=400, backend="cpu"))
+    ours = []
+    for index in range(400):
+        c = json.loads(loader._core.sample_plan(0, index, 200, 150))["crop"]
+        ours.append((c["width"] * c["height"] / 30000, c["width"] / c["height"]))
+    rrc.set_random_seed(5)
+    want = []
+    for _ in range(400):
+        x0, y0, x1, y1 = rrc.get_params_dependent_on_data({"shape": (150, 200)}, {})["crop_coords"]
+        want.append(((x1 - x0) * (y1 - y0) / 30000, (x1 - x0) / (y1 - y0)))
+    for k in (0, 1):
+        a, b = np.array([o[k] for o in ours]), np.array([w[k] for w in want])
+        assert abs(np.median(a) - np.median(b)) < 0.08 * np.median(b), (k, np.median(a), np.median(b))
+        assert abs(np.mean(a) - np.mean(b)) < 0.08 * np.mean(b), (k, np.mean(a), np.mean(b))
+
+
+def test_what_opencv_reads_otherwise_goes_to_torchs_loader_named(jpeg_folder, tmp_path):
+    """BGR arrays given on as they are, a photo with an EXIF orientation (which cv2.imread
+    turns by OpenCV's reading), a file with transparency, an op hpuload does not run, and
+    albumentations given another target: torch's DataLoader, the reason named."""
+    files, labels = files_of(jpeg_folder)
+    tf = A.Compose([A.Resize(32, 32), ToTensorV2()])
+    cases = [(LeafDataset(files, labels, tf, to_rgb=False), "BGR")]
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    turned = tmp_path / "turned.jpg"
+    Image.open(files[0]).save(turned, exif=exif.tobytes())
+    cases.append((LeafDataset(files[:3] + [str(turned)], labels[:4], tf), "EXIF orientation"))
+    rgba = tmp_path / "rgba.png"
+    Image.open(files[0]).convert("RGBA").save(rgba)
+    cases.append((LeafDataset([str(rgba)] + files[:3], labels[:4], tf), "mode RGBA"))
+    jitter = A.Compose([A.Resize(32, 32), A.ColorJitter(), ToTensorV2()])
+    cases.append((LeafDataset(files, labels, jitter), "ColorJitter"))
+    no_tensor = A.Compose([A.Resize(32, 32)])
+    cases.append((LeafDataset(files, labels, no_tensor), "ToTensorV2"))
+    for ds, reason in cases:
+        with pytest.warns(FallbackWarning, match=reason):
+            loader = DataLoader(ds, batch_size=4)
+        assert type(loader) is not DataLoader
+        x, _ = next(iter(loader))  # torch's loader gives the Dataset's own samples
+        if reason != "ColorJitter":  # which draws its own
+            assert torch.equal(x[0], torch.as_tensor(ds[0][0])), reason
+
+
+def test_a_transform_replaced_by_one_hpuload_cannot_run_goes_to_torchs_loader_next_epoch(jpeg_folder):
+    """The transform is watched under its own name, as `transform` is: a Compose reassigned
+    after the loader is built is honoured from the next epoch."""
+    files, labels = files_of(jpeg_folder)
+    ds = LeafDataset(files, labels, A.Compose([A.Resize(32, 32), ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu"))
+    first = torch.cat([x for x, _ in loader])
+    ds.transforms = A.Compose([A.Resize(24, 24), ToTensorV2()])
+    second = torch.cat([x for x, _ in loader])
+    assert first.shape[-1] == 32 and second.shape[-1] == 24
+    assert torch.equal(second, torch.cat([x for x, _ in theirs(ds, 8)]))
