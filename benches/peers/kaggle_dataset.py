@@ -1,0 +1,81 @@
+"""The Dataset of the Kaggle image-classification notebooks: `cv2.imread`, `cv2.cvtColor` to
+RGB, an albumentations `Compose` held in `self.transforms` and called as
+`self.transforms(image=image)["image"]`, through torch's DataLoader or hpuload's drop-in (only
+the import differs). `--split train`: RandomResizedCrop 224, HorizontalFlip, VerticalFlip,
+Normalize, ToTensorV2, shuffled; `--split eval`: Resize 224x224, Normalize, ToTensorV2, in
+order. Prints one JSON line per run: construction time (hpuload's includes its probe of
+`__getitem__` and its read of each file's header), the loader's type, and images/s over the
+measured epochs.
+
+usage: python kaggle_dataset.py --data DIR --loader hpuload|torch [--split train|eval]
+       [--epochs 2] [--workers 2] [--batch 64]
+"""
+
+import argparse
+import json
+import os
+import time
+
+import albumentations as A
+import cv2
+import torch
+from albumentations.pytorch import ToTensorV2
+from torch.utils.data import Dataset
+
+
+class LeafDataset(Dataset):
+    def __init__(self, files, labels, transforms=None):
+        self.files, self.labels, self.transforms = files, labels, transforms
+
+    def __len__(self):
+        return len(self.files)
+
+    def __getitem__(self, idx):
+        image = cv2.imread(self.files[idx])
+        image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+        if self.transforms:
+            image = self.transforms(image=image)["image"]
+        return image, torch.tensor(self.labels[idx])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--loader", choices=["hpuload", "torch"], required=True)
+    ap.add_argument("--split", choices=["train", "eval"], default="train")
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=64)
+    a = ap.parse_args()
+    if a.loader == "hpuload":
+        from hpuload.torch import DataLoader
+    else:
+        from torch.utils.data import DataLoader
+    norm = A.Normalize(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+    if a.split == "train":
+        tf = A.Compose([A.RandomResizedCrop(size=(224, 224)), A.HorizontalFlip(p=0.5), A.VerticalFlip(p=0.5), norm,
+                        ToTensorV2()])
+    else:
+        tf = A.Compose([A.Resize(224, 224), norm, ToTensorV2()])
+    classes = sorted(os.listdir(a.data))
+    files = sorted(os.path.join(a.data, c, f) for c in classes for f in os.listdir(os.path.join(a.data, c)))
+    labels = [classes.index(os.path.basename(os.path.dirname(f))) for f in files]
+    t0 = time.perf_counter()
+    ds = LeafDataset(files, labels, tf)
+    train = a.split == "train"
+    loader = DataLoader(ds, batch_size=a.batch, shuffle=train, num_workers=a.workers, drop_last=train,
+                        persistent_workers=a.workers > 0)
+    built = time.perf_counter() - t0
+    n, t1 = 0, None
+    for epoch in range(a.epochs + 1):  # the first epoch warms up
+        if epoch == 1:
+            n, t1 = 0, time.perf_counter()
+        for x, y in loader:
+            n += x.shape[0]
+    rate = n / (time.perf_counter() - t1)
+    print(json.dumps({"loader": a.loader, "split": a.split, "type": type(loader).__module__,
+                      "built_s": round(built, 2), "images_per_s": round(rate, 1)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
