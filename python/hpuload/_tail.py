@@ -109,6 +109,9 @@ def _input(view: torch.Tensor, gives: str, own: bool = False) -> Any:
 
         # The batch is NHWC uint8 for a PIL tail: one row is the image's bytes in PIL's order.
         return Image.fromarray(view.numpy())
+    if gives == "array":
+        # An albumentations tail: the `[H, W, C]` uint8 NumPy array cv2.imread's image is.
+        return view.numpy().copy()
     x = view if own else view.clone()  # the tail may work in place; the loader's buffer is reused
     if gives == "image":
         from torchvision import tv_tensors

@@ -894,7 +894,7 @@ class Tail:
         """The native batch's layout for this tail: NHWC rows for PIL images (each is the
         image's bytes in PIL's order) and for `[T, H, W, C]` clips, NCHW for the rest (CHW
         images, `[T, C, H, W]` clips)."""
-        return "nhwc" if self.gives in ("pil", "thwc") else "nchw"
+        return "nhwc" if self.gives in ("pil", "thwc", "array") else "nchw"
 
     def describe(self) -> str:
         ran = ", ".join(self.names) or "nothing more"

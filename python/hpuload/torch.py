@@ -285,9 +285,34 @@ def _check_decodable(samples) -> None:
         )
 
 
-#: How much of a file `_check_opencv_reads` reads for its EXIF orientation (a JPEG's Exif
-#: segment comes before its image data, and is at most 64 KiB).
+#: How much of a JPEG `_jpeg_head` reads when its segments cannot be walked (an Exif
+#: segment is at most 64 KiB).
 _EXIF_HEAD = 1 << 17
+
+
+def _jpeg_head(f) -> bytes:
+    """A JPEG file's bytes up to its first scan (its headers: the frame, the Exif and XMP
+    segments where Pillow and torchvision read an orientation), read segment by segment; the
+    first `_EXIF_HEAD` bytes when its markers cannot be walked."""
+    data = f.read(4096)
+    k = 2
+    while True:
+        while k + 4 > len(data):
+            more = f.read(65536)
+            if not more:
+                return data
+            data += more
+        if data[k] != 0xFF:
+            return data + f.read(max(0, _EXIF_HEAD - len(data)))
+        marker = data[k + 1]
+        if marker == 0xFF:  # a fill byte before the marker
+            k += 1
+        elif marker in (0xDA, 0xD9):
+            return data[:k]
+        elif 0xD0 <= marker <= 0xD8 or marker == 0x01:
+            k += 2
+        else:
+            k += 2 + int.from_bytes(data[k + 2 : k + 4], "big")
 
 
 def _check_opencv_reads(samples, rgb: bool, checked: set) -> None:
@@ -306,11 +331,11 @@ def _check_opencv_reads(samples, rgb: bool, checked: set) -> None:
         png = path.lower().endswith(".png")
         if not (png or path.lower().endswith(_JPEG_NAMES)):
             raise _Unfit(f"{path} is neither a JPEG nor a PNG file (hpuload runs cv2.imread's reading of those)", D)
-        mode = _probe.mode_of(path)
+        with open(path, "rb") as f:
+            head = f.read() if png else _jpeg_head(f)
+        mode = _probe.mode_of(data=head)
         if mode not in ("RGB", "L"):
             raise _Unfit(f"{path} is in mode {mode}, which cv2.imread reads otherwise than hpuload decodes it", D)
-        with open(path, "rb") as f:
-            head = f.read() if png else f.read(_EXIF_HEAD)
         if png and head[24:25] == b"\x10":
             raise _Unfit(f"{path} is a 16-bit PNG, which cv2.imread scales to 8 bits otherwise than hpuload", D)
         if any(_hpuload.exif_orientation(head, reader) != 1 for reader in ("pillow", "torchvision")):
@@ -464,8 +489,7 @@ def _listed_source(dataset, pipeline):
             if tensor == "cv2" or _albumentations.is_compose(transform):
                 if tensor != "cv2" or not _albumentations.is_compose(transform):
                     raise Unsupported("an albumentations transform runs natively on what cv2.imread read")
-                pipe, dtype = _albumentations.translate(transform)
-                return pipe, dtype, None
+                return _albumentations.translate_split(transform)
             if tensor:
                 from torchvision import transforms as tv_transforms
 

@@ -133,8 +133,8 @@ def test_the_window_is_drawn_as_albumentations_draws_it(tmp_path):
 
 def test_what_opencv_reads_otherwise_goes_to_torchs_loader_named(jpeg_folder, tmp_path):
     """BGR arrays given on as they are, a photo with an EXIF orientation (which cv2.imread
-    turns by OpenCV's reading), a file with transparency, an op hpuload does not run, and
-    albumentations given another target: torch's DataLoader, the reason named."""
+    turns by OpenCV's reading), a file with transparency, an op hpuload does not run before
+    any resize, and a Compose that gives NumPy arrays: torch's DataLoader, the reason named."""
     files, labels = files_of(jpeg_folder)
     tf = A.Compose([A.Resize(32, 32), ToTensorV2()])
     cases = [(LeafDataset(files, labels, tf, to_rgb=False), "BGR")]
@@ -146,7 +146,7 @@ def test_what_opencv_reads_otherwise_goes_to_torchs_loader_named(jpeg_folder, tm
     rgba = tmp_path / "rgba.png"
     Image.open(files[0]).convert("RGBA").save(rgba)
     cases.append((LeafDataset([str(rgba)] + files[:3], labels[:4], tf), "mode RGBA"))
-    jitter = A.Compose([A.Resize(32, 32), A.ColorJitter(), ToTensorV2()])
+    jitter = A.Compose([A.ColorJitter(), A.Resize(32, 32), ToTensorV2()])
     cases.append((LeafDataset(files, labels, jitter), "ColorJitter"))
     no_tensor = A.Compose([A.Resize(32, 32)])
     cases.append((LeafDataset(files, labels, no_tensor), "ToTensorV2"))
@@ -170,3 +170,36 @@ def test_a_transform_replaced_by_one_hpuload_cannot_run_goes_to_torchs_loader_ne
     second = torch.cat([x for x, _ in loader])
     assert first.shape[-1] == 32 and second.shape[-1] == 24
     assert torch.equal(second, torch.cat([x for x, _ in theirs(ds, 8)]))
+
+
+def test_steps_after_the_native_resize_run_in_python_as_albumentations_runs_them(jpeg_folder):
+    """A Kaggle training transform: `RandomResizedCrop` natively, then albumentations' own
+    steps (a colour shift, Normalize, ToTensorV2) in Python on each uint8 image, from
+    generators made per sample from (seed, epoch, index): each sample is the user's steps run
+    on hpuload's crop with those generators, and a run repeats."""
+    import random
+
+    from hpuload import _tail
+    from hpuload.torch import PythonTailWarning
+
+    files, labels = files_of(jpeg_folder)
+    rrc, hsv, norm = A.RandomResizedCrop(size=(48, 40)), A.HueSaturationValue(p=1.0), A.Normalize(mean=MEAN, std=STD)
+    ds = LeafDataset(files, labels, A.Compose([rrc, hsv, norm, ToTensorV2()]))
+    for workers in (0, 2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FallbackWarning)
+            with pytest.warns(PythonTailWarning, match="HueSaturationValue, Normalize, ToTensorV2 in Python"):
+                loader = DataLoader(ds, batch_size=8, num_workers=workers, seed=11, backend="cpu")
+        assert type(loader) is DataLoader
+        got = torch.cat([x for x, _ in loader])
+        assert torch.equal(got, torch.cat([x for x, _ in loader.__class__(ds, batch_size=8, num_workers=workers, seed=11, backend="cpu")]))
+        rest = A.Compose([hsv, norm, ToTensorV2()])
+        for index in range(len(files)):
+            image = cv2.cvtColor(cv2.imread(files[index]), cv2.COLOR_BGR2RGB)
+            c = json.loads(loader._core.sample_plan(0, index, image.shape[1], image.shape[0]))["crop"]
+            box = (int(c["left"]), int(c["top"]), int(c["left"] + c["width"]), int(c["top"] + c["height"]))
+            random.seed(_tail.sample_seed(11, 0, index))
+            s = random.getrandbits(64)
+            rest.set_random_state(np.random.default_rng(s), random.Random(s))
+            want = rest(image=rrc.apply(image, crop_coords=box))["image"]
+            assert torch.equal(got[index], want), (workers, index)

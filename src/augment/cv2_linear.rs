@@ -98,9 +98,10 @@ impl Cv2Linear {
         for (y, line) in ys.iter().zip(out.chunks_exact_mut(width)) {
             let lo = self.summed(src, stride, xs, y.lo, y.hi);
             let hi = self.summed(src, stride, xs, y.hi, y.lo);
-            let (a, b) = (&self.rows[lo].1, &self.rows[hi].1);
+            let (a, b) = (&self.rows[lo].1[..width], &self.rows[hi].1[..width]);
+            let (w0, w1) = (y.w0, y.w1);
             for ((o, &s0), &s1) in line.iter_mut().zip(a).zip(b) {
-                let v = ((y.w0 * (s0 >> 4)) >> 16) + ((y.w1 * (s1 >> 4)) >> 16) + 2;
+                let v = ((w0 * (s0 >> 4)) >> 16) + ((w1 * (s1 >> 4)) >> 16) + 2;
                 *o = (v >> 2).clamp(0, 255) as u8;
             }
         }
@@ -113,13 +114,17 @@ impl Cv2Linear {
             return k;
         }
         let k = usize::from(self.rows[0].0 == Some(keep) && keep != row);
-        let line = &src[row * stride..];
+        let line = &src[row * stride..(row + 1) * stride];
         let sums = &mut self.rows[k].1;
         for (tap, px) in xs.iter().zip(sums.chunks_exact_mut(3)) {
-            let (l, h) = (tap.lo * 3, tap.hi * 3);
-            for c in 0..3 {
-                px[c] = i32::from(line[l + c]) * tap.w0 + i32::from(line[h + c]) * tap.w1;
-            }
+            let (a, b) = (
+                &line[tap.lo * 3..tap.lo * 3 + 3],
+                &line[tap.hi * 3..tap.hi * 3 + 3],
+            );
+            let (w0, w1) = (tap.w0, tap.w1);
+            px[0] = i32::from(a[0]) * w0 + i32::from(b[0]) * w1;
+            px[1] = i32::from(a[1]) * w0 + i32::from(b[1]) * w1;
+            px[2] = i32::from(a[2]) * w0 + i32::from(b[2]) * w1;
         }
         self.rows[k].0 = Some(row);
         k
