@@ -3,11 +3,14 @@ RGB, an albumentations `Compose` held in `self.transforms` and called as
 `self.transforms(image=image)["image"]`, through torch's DataLoader or hpuload's drop-in (only
 the import differs). `--split train`: RandomResizedCrop 224, HorizontalFlip, VerticalFlip,
 Normalize, ToTensorV2, shuffled; `--split eval`: Resize 224x224, Normalize, ToTensorV2, in
-order. Prints one JSON line per run: construction time (hpuload's includes its probe of
+order; `--split cassava`: a Cassava Leaf Disease notebook's training transform
+(RandomResizedCrop, Transpose, the flips, ShiftScaleRotate, HueSaturationValue,
+RandomBrightnessContrast, Normalize, CoarseDropout, ToTensorV2), whose steps after the crop
+hpuload runs in Python. Prints one JSON line per run: construction time (hpuload's includes its probe of
 `__getitem__` and its read of each file's header), the loader's type, and images/s over the
 measured epochs.
 
-usage: python kaggle_dataset.py --data DIR --loader hpuload|torch [--split train|eval]
+usage: python kaggle_dataset.py --data DIR --loader hpuload|torch [--split train|eval|cassava]
        [--epochs 2] [--workers 2] [--batch 64]
 """
 
@@ -42,7 +45,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
     ap.add_argument("--loader", choices=["hpuload", "torch"], required=True)
-    ap.add_argument("--split", choices=["train", "eval"], default="train")
+    ap.add_argument("--split", choices=["train", "eval", "cassava"], default="train")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
@@ -55,6 +58,12 @@ def main():
     if a.split == "train":
         tf = A.Compose([A.RandomResizedCrop(size=(224, 224)), A.HorizontalFlip(p=0.5), A.VerticalFlip(p=0.5), norm,
                         ToTensorV2()])
+    elif a.split == "cassava":
+        tf = A.Compose([
+            A.RandomResizedCrop(size=(224, 224)), A.Transpose(p=0.5), A.HorizontalFlip(p=0.5), A.VerticalFlip(p=0.5),
+            A.ShiftScaleRotate(p=0.5), A.HueSaturationValue(p=0.5), A.RandomBrightnessContrast(p=0.5), norm,
+            A.CoarseDropout(p=0.5), ToTensorV2(),
+        ])
     else:
         tf = A.Compose([A.Resize(224, 224), norm, ToTensorV2()])
     classes = sorted(os.listdir(a.data))
@@ -62,7 +71,7 @@ def main():
     labels = [classes.index(os.path.basename(os.path.dirname(f))) for f in files]
     t0 = time.perf_counter()
     ds = LeafDataset(files, labels, tf)
-    train = a.split == "train"
+    train = a.split != "eval"
     loader = DataLoader(ds, batch_size=a.batch, shuffle=train, num_workers=a.workers, drop_last=train,
                         persistent_workers=a.workers > 0)
     built = time.perf_counter() - t0
