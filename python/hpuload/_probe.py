@@ -185,29 +185,32 @@ def _exif_transpose(image, *, in_place: bool = False):
     return LazyImage(image.path, rgb=image.rgb, turned=True)
 
 
-#: OpenCV's flags and conversion codes (`cv2.IMREAD_COLOR`, `cv2.COLOR_BGR2RGB`).
+#: OpenCV's flags and conversion codes: `cv2.IMREAD_COLOR` (BGR, the default),
+#: `cv2.IMREAD_COLOR_RGB` (OpenCV 4.10 on), `cv2.COLOR_BGR2RGB` (which is `COLOR_RGB2BGR`).
 _IMREAD_COLOR = 1
+_IMREAD_COLOR_RGB = 256
 _COLOR_BGR2RGB = 4
 
 
 def _cv2_imread(filename, flags=_IMREAD_COLOR):
-    """`cv2.imread` of a path in colour (its default): the file, as OpenCV's BGR array."""
-    if flags != _IMREAD_COLOR:
+    """`cv2.imread` of a path in colour: the file, as OpenCV's BGR (or RGB) array."""
+    if flags not in (_IMREAD_COLOR, _IMREAD_COLOR_RGB):
         raise NeedsPixels(f"cv2.imread(..., {flags}) (hpuload reads colour images, cv2.IMREAD_COLOR)")
     if not isinstance(filename, (str, os.PathLike)):
         raise NeedsPixels(f"cv2.imread of a {type(filename).__name__}")
-    return LazyImage(os.fspath(filename), tensor="cv2")
+    return LazyImage(os.fspath(filename), tensor="cv2", rgb=flags == _IMREAD_COLOR_RGB)
 
 
 def _cv2_cvt_color(src, code, *args, **kwargs):
-    """`cv2.cvtColor` of what `cv2.imread` read: `COLOR_BGR2RGB` alone is answered."""
+    """`cv2.cvtColor` of what `cv2.imread` read: `COLOR_BGR2RGB` (the same code as
+    `COLOR_RGB2BGR`: it swaps the first and third channels) alone is answered."""
     if not isinstance(src, LazyImage):
         import cv2
 
         return cv2.cvtColor.__wrapped__(src, code, *args, **kwargs)
-    if src.tensor != "cv2" or src.rgb or code != _COLOR_BGR2RGB or args or kwargs:
+    if src.tensor != "cv2" or code != _COLOR_BGR2RGB or args or kwargs:
         raise NeedsPixels(f"cv2.cvtColor(..., {code}) of the image (hpuload answers COLOR_BGR2RGB of what cv2.imread read)")
-    return LazyImage(src.path, tensor="cv2", rgb=True)
+    return LazyImage(src.path, tensor="cv2", rgb=not src.rgb)
 
 
 def _read_file(path):

@@ -26,14 +26,15 @@ MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 class LeafDataset(tud.Dataset):
     """The shape of the Kaggle notebooks' Datasets."""
 
-    def __init__(self, files, labels, transforms=None, to_rgb=True):
+    def __init__(self, files, labels, transforms=None, to_rgb=True, flags=None):
         self.files, self.labels, self.transforms, self.to_rgb = files, labels, transforms, to_rgb
+        self.flags = flags
 
     def __len__(self):
         return len(self.files)
 
     def __getitem__(self, idx):
-        image = cv2.imread(self.files[idx])
+        image = cv2.imread(self.files[idx]) if self.flags is None else cv2.imread(self.files[idx], self.flags)
         if self.to_rgb:
             image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
         if self.transforms:
@@ -63,11 +64,11 @@ def theirs(ds, batch_size):
 def test_a_resize_gives_opencvs_and_albumentations_bytes_batch_for_batch(jpeg_folder, normalize):
     """The evaluation transform: `Resize`, `Normalize`, `ToTensorV2`: every value is the
     Dataset's own, bit for bit (float32 after Normalize, uint8 without), shrinking and
-    enlarging."""
+    enlarging; the RGB read in one call (`cv2.IMREAD_COLOR_RGB`) too."""
     files, labels = files_of(jpeg_folder)
-    for size in ((48, 40), (300, 260)):
+    for size, flags in (((48, 40), None), ((300, 260), None), ((48, 40), getattr(cv2, "IMREAD_COLOR_RGB", None))):
         steps = [A.Resize(*size)] + ([A.Normalize(mean=MEAN, std=STD)] if normalize else []) + [ToTensorV2()]
-        ds = LeafDataset(files, labels, A.Compose(steps))
+        ds = LeafDataset(files, labels, A.Compose(steps), to_rgb=flags is None, flags=flags)
         ours = list(native(lambda: DataLoader(ds, batch_size=8, num_workers=2, backend="cpu")))
         want = theirs(ds, 8)
         assert len(ours) == len(want)
