@@ -133,15 +133,17 @@ class AlbumentationsStandIn:
 
 
 def transform_attribute(dataset) -> str | None:
-    """The name of the attribute that holds `dataset`'s transform: `transform`, else the one
-    attribute holding an albumentations `Compose` (`transforms`, `augmentations`, `aug`, ...,
-    as Kaggle-style Datasets name it); None for neither."""
-    if hasattr(dataset, "transform"):
-        return "transform"
-    from ._albumentations import is_compose
+    """The name of the attribute that holds `dataset`'s transform: the one attribute holding
+    an albumentations `Compose` (`transforms`, `augmentations`, `aug`, ..., as Kaggle-style
+    Datasets name it) when `transform` is missing or None, else `transform`; None for
+    neither."""
+    if getattr(dataset, "transform", None) is None:
+        from ._albumentations import is_compose
 
-    found = [k for k, v in getattr(dataset, "__dict__", {}).items() if is_compose(v)]
-    return found[0] if len(found) == 1 else None
+        found = [k for k, v in getattr(dataset, "__dict__", {}).items() if is_compose(v)]
+        if len(found) == 1:
+            return found[0]
+    return "transform" if hasattr(dataset, "transform") else None
 
 
 def _path_of(fp) -> str:

@@ -160,6 +160,16 @@ def test_what_opencv_reads_otherwise_goes_to_torchs_loader_named(jpeg_folder, tm
             assert torch.equal(x[0], torch.as_tensor(ds[0][0])), reason
 
 
+def test_the_compose_is_found_beside_an_unused_transform_attribute(jpeg_folder):
+    """A Dataset that keeps torchvision's `transform = None` beside its albumentations
+    `Compose` (code ported from a torchvision script) is learnt by the `Compose`."""
+    files, labels = files_of(jpeg_folder)
+    ds = LeafDataset(files, labels, A.Compose([A.Resize(40, 32), ToTensorV2()]))
+    ds.transform = None
+    ours = torch.cat([x for x, _ in native(lambda: DataLoader(ds, batch_size=8, backend="cpu"))])
+    assert torch.equal(ours, torch.cat([x for x, _ in theirs(ds, 8)]))
+
+
 def test_a_transform_replaced_by_one_hpuload_cannot_run_goes_to_torchs_loader_next_epoch(jpeg_folder):
     """The transform is watched under its own name, as `transform` is: a Compose reassigned
     after the loader is built is honoured from the next epoch."""
