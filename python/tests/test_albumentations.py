@@ -111,25 +111,25 @@ def test_a_random_resized_crop_and_flip_give_albumentations_pixels_for_the_windo
 
 def test_the_window_is_drawn_as_albumentations_draws_it(tmp_path):
     """The same distribution of windows as albumentations' own draw (area fraction and
-    aspect ratio), over many draws on one image."""
+    aspect ratio), over 2000 draws on one image: medians and means within 5%."""
     path = tmp_path / "a.jpg"
     Image.new("RGB", (200, 150), (90, 120, 30)).save(path)
     rrc = A.RandomResizedCrop(size=(32, 32))
-    ds = LeafDataset([str(path)] * 400, [0] * 400, A.Compose([rrc, ToTensorV2()]))
-    loader = native(lambda: DataLoader(ds, batch_size=400, backend="cpu"))
+    ds = LeafDataset([str(path)] * 2000, [0] * 2000, A.Compose([rrc, ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=2000, backend="cpu", seed=7))
     ours = []
-    for index in range(400):
+    for index in range(2000):
         c = json.loads(loader._core.sample_plan(0, index, 200, 150))["crop"]
         ours.append((c["width"] * c["height"] / 30000, c["width"] / c["height"]))
     rrc.set_random_seed(5)
     want = []
-    for _ in range(400):
+    for _ in range(2000):
         x0, y0, x1, y1 = rrc.get_params_dependent_on_data({"shape": (150, 200)}, {})["crop_coords"]
         want.append(((x1 - x0) * (y1 - y0) / 30000, (x1 - x0) / (y1 - y0)))
     for k in (0, 1):
         a, b = np.array([o[k] for o in ours]), np.array([w[k] for w in want])
-        assert abs(np.median(a) - np.median(b)) < 0.08 * np.median(b), (k, np.median(a), np.median(b))
-        assert abs(np.mean(a) - np.mean(b)) < 0.08 * np.mean(b), (k, np.mean(a), np.mean(b))
+        assert abs(np.median(a) - np.median(b)) < 0.05 * np.median(b), (k, np.median(a), np.median(b))
+        assert abs(np.mean(a) - np.mean(b)) < 0.05 * np.mean(b), (k, np.mean(a), np.mean(b))
 
 
 def test_what_opencv_reads_otherwise_goes_to_torchs_loader_named(jpeg_folder, tmp_path):
