@@ -383,9 +383,14 @@ def sixteen_bit_png(paths) -> str | None:
                 head = f.read(26)
         except OSError:
             continue  # the loader names a file it cannot read when it reads it
-        if len(head) == 26 and head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR" and head[24] == 16:
+        if sixteen_bit(head):
             return path
     return None
+
+
+def sixteen_bit(head: bytes) -> bool:
+    """Whether `head`, a file's first bytes (26 at least), is a PNG of 16 bits a sample."""
+    return len(head) >= 26 and head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR" and head[24] == 16
 
 
 #: Video readers a Dataset class may open, by module and name: while probing, opening one

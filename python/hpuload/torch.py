@@ -331,12 +331,15 @@ def _check_opencv_reads(samples, rgb: bool, checked: set) -> None:
         png = path.lower().endswith(".png")
         if not (png or path.lower().endswith(_JPEG_NAMES)):
             raise _Unfit(f"{path} is neither a JPEG nor a PNG file (hpuload runs cv2.imread's reading of those)", D)
-        with open(path, "rb") as f:
-            head = f.read() if png else _jpeg_head(f)
+        try:
+            with open(path, "rb") as f:
+                head = f.read() if png else _jpeg_head(f)
+        except OSError:
+            continue  # the loader names a file it cannot read when it reads it
         mode = _probe.mode_of(data=head)
         if mode not in ("RGB", "L"):
             raise _Unfit(f"{path} is in mode {mode}, which cv2.imread reads otherwise than hpuload decodes it", D)
-        if png and head[24:25] == b"\x10":
+        if _probe.sixteen_bit(head):
             raise _Unfit(f"{path} is a 16-bit PNG, which cv2.imread scales to 8 bits otherwise than hpuload", D)
         if any(_hpuload.exif_orientation(head, reader) != 1 for reader in ("pillow", "torchvision")):
             raise _Unfit(f"{path} carries an EXIF orientation, which cv2.imread turns the image by as OpenCV reads it", D)

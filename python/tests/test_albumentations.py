@@ -160,6 +160,18 @@ def test_what_opencv_reads_otherwise_goes_to_torchs_loader_named(jpeg_folder, tm
             assert torch.equal(x[0], torch.as_tensor(ds[0][0])), reason
 
 
+def test_a_missing_file_is_named_when_read_not_when_the_loader_is_built(jpeg_folder, tmp_path):
+    """A file listed but gone (`cv2.imread` would give None, and `cvtColor` fail): the loader
+    is built natively and names the file when it reads it, as for any other Dataset."""
+    files, labels = files_of(jpeg_folder)
+    missing = str(tmp_path / "gone.jpg")
+    ds = LeafDataset(files[:7] + [missing], labels[:8], A.Compose([A.Resize(32, 32), ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu"))
+    with pytest.warns(UserWarning, match="gone.jpg"):
+        (x, _), = list(loader)
+    assert x.shape == (8, 3, 32, 32)
+
+
 def test_the_compose_is_found_beside_an_unused_transform_attribute(jpeg_folder):
     """A Dataset that keeps torchvision's `transform = None` beside its albumentations
     `Compose` (code ported from a torchvision script) is learnt by the `Compose`."""
