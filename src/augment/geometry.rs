@@ -81,7 +81,7 @@ pub enum Interpolation {
     TorchBilinearNoAntialias,
     /// OpenCV's `cv2.resize(..., interpolation=cv2.INTER_LINEAR)` of an 8-bit image (what
     /// albumentations' resizes run by default): two taps per axis with 11-bit weights, no
-    /// antialiasing, byte for byte ([`cv2_linear`](super::cv2_linear)). The CPU path only.
+    /// antialiasing, byte for byte (the resampler's `cv2_linear` kernel). The CPU path only.
     Cv2Linear,
 }
 
