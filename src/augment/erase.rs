@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::albu::CoarseDropout;
 use super::error::PipelineError;
 use super::geometry::round_half_even;
 use super::pixel::PixelOp;
@@ -168,6 +169,31 @@ impl Normals {
         let (s, c) = (std::f64::consts::TAU * u2).sin_cos();
         self.spare = Some((r * s) as f32);
         (r * c) as f32
+    }
+}
+
+/// A step that erases boxes of the written output: torchvision's (and timm's) random erasing,
+/// or albumentations' coarse dropout.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Eraser {
+    /// `random_erasing`.
+    Boxes(RandomErasing),
+    /// `coarse_dropout`.
+    Holes(CoarseDropout),
+}
+
+impl Eraser {
+    /// Whether the boxes get random values (which a u8 output cannot hold).
+    pub(crate) fn fills_randomly(&self) -> bool {
+        matches!(self, Self::Boxes(e) if e.fills_randomly())
+    }
+
+    /// Draws the step's boxes for an `h`x`w` output into `out`.
+    pub(crate) fn draw_boxes(&self, rng: &mut CounterRng, h: u32, w: u32, out: &mut Vec<EraseBox>) {
+        match self {
+            Self::Boxes(e) => e.draw_boxes(rng, h, w, out),
+            Self::Holes(d) => d.draw_boxes(rng, h, w, out),
+        }
     }
 }
 

@@ -1028,6 +1028,14 @@ fn rot90(src: &[u8], n: usize, k: u32, out: &mut [u8]) {
     }
 }
 
+/// [`rot90`] of the square RGB8 image `rgb` (`n`x`n`) in place, through `scratch`
+/// (`np.rot90`'s turns are `torch.rot90`'s).
+pub(crate) fn rot90_in_place(rgb: &mut [u8], n: usize, k: u32, scratch: &mut Vec<u8>) {
+    scratch.clear();
+    scratch.extend_from_slice(&rgb[..n * n * 3]);
+    rot90(scratch, n, k, rgb);
+}
+
 /// Applies `warp` to the `h`x`w` RGB8 image in place, as torchvision's tensor kernels do: the
 /// inverse matrix in f64, the sampling grid and `grid_sample` (align_corners=False, zero
 /// padding) in f32, then the fill, rounding half to even.

@@ -17,6 +17,7 @@
 //! (MixUp and CutMix, on whole batches), `paste.rs` (the detection reference's copy-paste of
 //! objects between a batch's images).
 
+mod albu;
 mod autoaugment;
 mod blur;
 mod colour;
@@ -38,6 +39,10 @@ mod spec;
 mod timm;
 mod two_tap;
 
+pub use albu::{
+    AlbuBrightnessContrast, AlbuHueSaturationValue, AlbuRandomRotate90, AlbuTranspose,
+    CoarseDropout,
+};
 pub use autoaugment::{AugMix, AutoAugment, AutoAugmentPolicy, RandAugment, TrivialAugmentWide};
 pub use blur::{GaussianBlur, RandomAdjustSharpness};
 pub use colour::{

@@ -13,6 +13,10 @@ use std::path::Path;
 use hpuload_decoders::orientation::{orientation, torchvision_orientation, Orientation};
 use serde::{Deserialize, Serialize};
 
+use super::albu::{
+    AlbuBrightnessContrast, AlbuHueSaturationValue, AlbuRandomRotate90, AlbuTranspose,
+    CoarseDropout,
+};
 use super::autoaugment::{AugMix, AutoAugment, RandAugment, TrivialAugmentWide};
 use super::blur::{GaussianBlur, RandomAdjustSharpness};
 use super::colour::{
@@ -157,6 +161,18 @@ ops! {
     Normalize(Normalize) = "normalize",
     /// `RandomErasing(p, scale, ratio, value)` after normalize (timm's with `count` boxes).
     RandomErasing(RandomErasing) = "random_erasing",
+    /// albumentations' `Transpose(p)` of a square output.
+    AlbuTranspose(AlbuTranspose) = "albu_transpose",
+    /// albumentations' `RandomRotate90(p)` of a square output.
+    AlbuRandomRotate90(AlbuRandomRotate90) = "albu_random_rotate90",
+    /// albumentations' `RandomBrightnessContrast(brightness_limit, contrast_limit, p)`.
+    AlbuBrightnessContrast(AlbuBrightnessContrast) = "albu_brightness_contrast",
+    /// albumentations' `HueSaturationValue(hue_shift_limit, sat_shift_limit,
+    /// val_shift_limit, p)`.
+    AlbuHueSaturationValue(AlbuHueSaturationValue) = "albu_hue_saturation_value",
+    /// albumentations' `CoarseDropout(num_holes_range, hole_height_range, hole_width_range,
+    /// fill, p)`, erased in the output as `random_erasing` is.
+    CoarseDropout(CoarseDropout) = "coarse_dropout",
 }
 
 impl Op {
@@ -182,6 +198,11 @@ impl Op {
     /// Checks the op's parameters (see [`OpSpec::check`]).
     pub(crate) fn check(&self) -> Result<(), PipelineError> {
         self.spec().check()
+    }
+
+    /// Whether the op needs a square image (see [`OpSpec::needs_square`]).
+    pub(crate) fn needs_square(&self) -> bool {
+        self.spec().needs_square()
     }
 
     /// Draws a pixel op's choices (see [`OpSpec::draw`]).
@@ -365,6 +386,9 @@ impl OpSpec for RandomApply {
     fn moving_inner(&self) -> Option<String> {
         wrapped_mover(&self.ops)
     }
+    fn needs_square(&self) -> bool {
+        self.ops.iter().any(Op::needs_square)
+    }
 }
 
 impl OpSpec for RandomChoice {
@@ -409,6 +433,9 @@ impl OpSpec for RandomChoice {
     fn moving_inner(&self) -> Option<String> {
         wrapped_mover(&self.ops)
     }
+    fn needs_square(&self) -> bool {
+        self.ops.iter().any(Op::needs_square)
+    }
 }
 
 impl OpSpec for RandomOrder {
@@ -427,6 +454,9 @@ impl OpSpec for RandomOrder {
     }
     fn moving_inner(&self) -> Option<String> {
         wrapped_mover(&self.ops)
+    }
+    fn needs_square(&self) -> bool {
+        self.ops.iter().any(Op::needs_square)
     }
 }
 

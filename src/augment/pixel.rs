@@ -84,6 +84,27 @@ pub enum PixelOp {
         /// Where the source point falls outside the image.
         fill: [u8; 3],
     },
+    /// albumentations' `Transpose`: `image.transpose(1, 0, 2)` of a square image.
+    Transpose,
+    /// `np.rot90(image, k)` of a square image: `k` counter-clockwise quarter turns (1-3).
+    Rot90(u8),
+    /// albumentations' `RandomBrightnessContrast`: `x * alpha + beta` through albucore's
+    /// float32 lookup table.
+    MultiplyAdd {
+        /// The factor (1 + the contrast drawn).
+        alpha: f64,
+        /// The shift, in levels (255 times the brightness drawn).
+        beta: f64,
+    },
+    /// albumentations' `HueSaturationValue`: shifts in OpenCV's byte HSV.
+    HsvShift {
+        /// Added to the hue (180 a turn), modulo 180.
+        hue: f64,
+        /// Its whole part added to the saturation.
+        sat: f64,
+        /// Its whole part added to the value.
+        val: f64,
+    },
 }
 
 /// How a pixel op's result depends on the image around each pixel, which decides where it may
@@ -105,7 +126,9 @@ impl PixelOp {
     /// can move into the output writer).
     pub(crate) fn commutes_with_hflip(&self) -> bool {
         match self {
-            Self::Warp(_) | Self::PilAffine { .. } => false,
+            Self::Warp(_) | Self::PilAffine { .. } | Self::Transpose | Self::Rot90(_) => false,
+            // OpenCV computes a row's last `w % 32` pixels otherwise than the rest.
+            Self::HsvShift { .. } => false,
             Self::AugMix(m) => m.chains.iter().flatten().all(Self::commutes_with_hflip),
             // Mirror-symmetric: kernels and statistics are the same mirrored.
             Self::Hflip
@@ -129,7 +152,8 @@ impl PixelOp {
             | Self::PilEnhance { .. }
             | Self::PilAutoContrast
             | Self::PilGaussianBlur(_)
-            | Self::SolarizeAdd { .. } => true,
+            | Self::SolarizeAdd { .. }
+            | Self::MultiplyAdd { .. } => true,
         }
     }
 
@@ -146,7 +170,8 @@ impl PixelOp {
             | Self::Solarize(_)
             | Self::Posterize(_)
             | Self::Invert
-            | Self::SolarizeAdd { .. } => Reach::Pointwise,
+            | Self::SolarizeAdd { .. }
+            | Self::MultiplyAdd { .. } => Reach::Pointwise,
             Self::Contrast(_)
             | Self::AutoContrast
             | Self::AutoContrastV1
@@ -165,7 +190,11 @@ impl PixelOp {
             | Self::Warp(_)
             | Self::AugMix(_)
             | Self::PilGaussianBlur(_)
-            | Self::PilAffine { .. } => Reach::Neighbourhood,
+            | Self::PilAffine { .. }
+            | Self::Transpose
+            | Self::Rot90(_)
+            // Pointwise but for its place in the row (OpenCV's vector blocks and the rest).
+            | Self::HsvShift { .. } => Reach::Neighbourhood,
         }
     }
 
@@ -198,7 +227,11 @@ impl PixelOp {
             | Self::PilAutoContrast
             | Self::PilGaussianBlur(_)
             | Self::SolarizeAdd { .. }
-            | Self::PilAffine { .. } => false,
+            | Self::PilAffine { .. }
+            | Self::Transpose
+            | Self::Rot90(_)
+            | Self::MultiplyAdd { .. }
+            | Self::HsvShift { .. } => false,
         }
     }
 

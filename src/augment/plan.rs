@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::detect::{
     self, DetectPlan, DrawnResize, FixedSizeCrop, RandomIoUCrop, RandomZoomOut, SanitizeSpec,
 };
-use super::erase::RandomErasing;
+use super::erase::Eraser;
 use super::error::{AugmentError, PipelineError};
 use super::geometry::{
     self, CenterCrop, CropBox, Interpolation, Pad, Padding, Prescale, RandomCrop, RandomResize,
@@ -91,7 +91,7 @@ pub(crate) struct Plan {
     /// Pixel ops with their positions in the pipeline.
     pixel: Vec<(usize, Op)>,
     pub normalize: Option<Normalize>,
-    erase: Vec<(usize, RandomErasing)>,
+    erase: Vec<(usize, Eraser)>,
     /// The padding before a crop without a resize (torchvision's `RandomCrop(padding=...)`,
     /// `pad_if_needed`, a `CenterCrop` larger than the image).
     pad: Option<Pad>,
@@ -135,7 +135,7 @@ struct Phases {
     resize_short: Option<(Prescale, Interpolation)>,
     pixel: Vec<(usize, Op)>,
     normalize: Option<Normalize>,
-    erase: Vec<(usize, RandomErasing)>,
+    erase: Vec<(usize, Eraser)>,
     pad: Option<Pad>,
     det: DetectSpec,
 }
@@ -298,7 +298,8 @@ impl Phases {
                 self.late("normalize")?;
                 self.normalize = Some(*n);
             }
-            Op::RandomErasing(e) => self.erase.push((at, *e)),
+            Op::RandomErasing(e) => self.erase.push((at, Eraser::Boxes(*e))),
+            Op::CoarseDropout(d) => self.erase.push((at, Eraser::Holes(*d))),
             Op::RandomZoomOut(z) => {
                 if self.geometry_done() || self.det.iou.is_some() || self.det.flip.is_some() {
                     return Err(PipelineError::Order(
@@ -481,7 +482,7 @@ impl Pipeline {
                     | Geometry::RandomCrop { resize: None, .. }
             )
         });
-        Ok(Plan {
+        let plan = Plan {
             geometry,
             interpolation,
             geometry_at,
@@ -491,7 +492,17 @@ impl Pipeline {
             pad,
             detect,
             exif_orientation: self.exif_orientation.then_some(self.exif_reader),
-        })
+        };
+        // A transpose or quarter turn of a non-square image changes its shape per sample.
+        if let Some((_, op)) = plan.pixel.iter().find(|(_, op)| op.needs_square()) {
+            if !matches!(plan.fixed_out(), Some((h, w)) if h == w) {
+                return Err(PipelineError::Shape(format!(
+                    "{} turns rows into columns: the output must be square (batch shapes must be static)",
+                    op.name()
+                )));
+            }
+        }
+        Ok(plan)
     }
 }
 

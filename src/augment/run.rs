@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::erase::{self, EraseBox};
 use super::kernel::{Normalize, OutputWriter};
 use super::pixel::{AugMixPlan, PixelOp, Scratch};
-use super::{blur, colour, geometry, pil};
+use super::{albu, blur, colour, geometry, pil};
 use crate::dtype::{Dtype, Layout};
 
 /// What a sample's pixels go through after the decode: the pixel ops on the RGB8 image, the
@@ -127,6 +127,10 @@ pub fn apply(ops: &[PixelOp], rgb: &mut [u8], h: usize, w: usize, s: &mut Scratc
                 };
                 pil::affine(rgb, h, w, &t, &mut s.bytes)
             }
+            PixelOp::Transpose => albu::transpose(rgb, w),
+            PixelOp::Rot90(k) => geometry::rot90_in_place(rgb, w, u32::from(*k), &mut s.bytes),
+            PixelOp::MultiplyAdd { alpha, beta } => albu::multiply_add(rgb, *alpha, *beta),
+            PixelOp::HsvShift { hue, sat, val } => albu::hsv_shift(rgb, w, *hue, *sat, *val),
         }
     }
 }
@@ -285,7 +289,11 @@ fn adjustment(op: &PixelOp) -> Option<colour::Adjust> {
         | PixelOp::PilAutoContrast
         | PixelOp::PilGaussianBlur(_)
         | PixelOp::SolarizeAdd { .. }
-        | PixelOp::PilAffine { .. } => None,
+        | PixelOp::PilAffine { .. }
+        | PixelOp::Transpose
+        | PixelOp::Rot90(_)
+        | PixelOp::MultiplyAdd { .. }
+        | PixelOp::HsvShift { .. } => None,
     }
 }
 

@@ -57,6 +57,12 @@ pub(crate) trait OpSpec {
     fn moving_inner(&self) -> Option<String> {
         None
     }
+
+    /// Whether the op needs a square image (it swaps rows and columns). By default `false`;
+    /// a wrapper answers for what it holds.
+    fn needs_square(&self) -> bool {
+        false
+    }
 }
 
 /// Serde's default for every probability that defaults to a half.
