@@ -6,15 +6,21 @@ hpuload's pipeline ops, each computed as albumentations computes it on a uint8 R
   albumentations draws it, which is torchvision's draw: ten tries of a log-uniform aspect
   ratio and a uniform area, then the centre fallback), with `interpolation=cv2.INTER_LINEAR`
   (their default): OpenCV's `cv2.resize`, byte for byte (`cv2_linear`);
-- `HorizontalFlip(p)`, `VerticalFlip(p)`;
+- after it, `HorizontalFlip(p)`, `VerticalFlip(p)`, `Transpose(p)` and `RandomRotate90(p)`
+  (of a square image), `RandomBrightnessContrast` (brightness by the maximum, albucore's
+  float32 table) and `HueSaturationValue` (OpenCV's byte HSV, as its x86-64 wheels compute
+  it), each drawn with albumentations' distributions and computed byte for byte;
 - `Normalize(mean, std, max_pixel_value=255)`: `(x - mean * 255) * (1 / (std * 255))` in
   float32, as its lookup table computes it (bit for bit);
+- `CoarseDropout` with a constant fill, last (before or after `Normalize`): its holes drawn as
+  albumentations draws them and erased in the output, the fill normalized as the user's own
+  `Normalize` would normalize those bytes;
 - `ToTensorV2()` last: the `[C, H, W]` tensor, float32 after `Normalize`, else uint8.
 
-`translate_split` runs the longest prefix of such resizes and flips natively and the steps
-after it (any other albumentations op) in Python, as a `Tail`. A `Compose` with no such prefix,
-or that does not end in `ToTensorV2`, or with bounding boxes or masks, is `Unsupported`,
-naming why: the loader then falls back to torch's DataLoader."""
+`translate_split` runs the longest prefix of such uint8 steps natively and the steps after it
+(any other albumentations op) in Python, as a `Tail`. A `Compose` with no such prefix, or
+that does not end in `ToTensorV2`, or with bounding boxes or masks, is `Unsupported`, naming
+why: the loader then falls back to torch's DataLoader."""
 
 from __future__ import annotations
 
@@ -92,8 +98,8 @@ def translate(compose: Any) -> tuple[str, str]:
 
 def translate_split(compose: Any) -> tuple[str, str, "Tail | None"]:
     """`(pipeline JSON, dtype, tail)`: the whole `Compose` when hpuload translates it (tail
-    None); else its longest prefix that starts with a resize and holds only resizes and flips,
-    run natively to uint8 `[H, W, C]` images, and a `Tail` running the rest of its steps in
+    None); else its longest prefix that starts with a resize and holds only uint8 steps hpuload
+    runs, run natively to uint8 `[H, W, C]` images, and a `Tail` running the rest of its steps in
     Python on each of them, as albumentations runs them. `Unsupported` when not even a prefix
     translates."""
     try:
@@ -116,37 +122,37 @@ def translate_split(compose: Any) -> tuple[str, str, "Tail | None"]:
 def _translate(steps: list, *, open_end: bool) -> tuple[str, str]:
     """The ops of `steps` (a `Compose`'s, without its closing `ToTensorV2`). `open_end`:
     they are the prefix of a longer `Compose`, whose steps after them run in Python on the
-    uint8 image they make, so no `Normalize` among them."""
+    uint8 image they make, so no `Normalize` or `CoarseDropout` among them."""
     ops: list[dict] = []
-    geometry = False
+    size: list[int] | None = None  # the output's [h, w], once a resize is read
     dtype = "u8"
+    norm = None
+    holes: list[tuple[dict, bool]] = []  # each CoarseDropout's op, and whether Normalize follows it
     for t in steps:
         name = _name(t)
-        if dtype == "f32":
+        if holes and name not in ("CoarseDropout", "Normalize"):
+            raise Unsupported(f"albumentations' {name} after CoarseDropout (hpuload erases the holes last)")
+        if dtype == "f32" and name != "CoarseDropout":
             raise Unsupported(f"albumentations' {name} after Normalize (hpuload normalizes last)")
-        if name == "Resize":
+        if name in ("Resize", "RandomResizedCrop"):
             _always(t)
-            ops.append({"op": "resize", "size": _size(t), "interpolation": _linear(t)})
-        elif name == "RandomResizedCrop":
-            _always(t)
-            ops.append(
-                {
-                    "op": "random_resized_crop",
-                    "size": _size(t),
-                    "scale": [float(v) for v in t.scale],
-                    "ratio": [float(v) for v in t.ratio],
-                    "interpolation": _linear(t),
-                }
-            )
-        elif name in ("HorizontalFlip", "VerticalFlip"):
-            if not geometry:
-                raise Unsupported(f"albumentations' {name} before a resize (hpuload's batches need one size)")
-            kind = "random_horizontal_flip" if name == "HorizontalFlip" else "random_vertical_flip"
-            ops.append({"op": kind, "p": _p(t)})
+            if size is not None:
+                raise Unsupported(f"albumentations' {name} after another resize")
+            size = _size(t)
+            op = {"op": "resize" if name == "Resize" else "random_resized_crop", "size": size, "interpolation": _linear(t)}
+            if name == "RandomResizedCrop":
+                op.update({"scale": [float(v) for v in t.scale], "ratio": [float(v) for v in t.ratio]})
+            ops.append(op)
             continue
+        if size is None:
+            raise Unsupported(f"albumentations' {name} before a resize (hpuload's batches need one size)")
+        if name in _PIXEL_OPS:
+            if name in ("Transpose", "RandomRotate90") and size[0] != size[1]:
+                raise Unsupported(f"albumentations' {name} of a {size[0]}x{size[1]} image (a shape per sample)")
+            ops.append(_PIXEL_OPS[name](t))
         elif name == "Normalize" and not open_end:
             _always(t)
-            if getattr(t, "normalization", "standard") != "standard" or float(t.max_pixel_value) != 255.0:
+            if getattr(t, "normalization", "standard") != "standard" or getattr(t, "max_pixel_value", None) != 255:
                 raise Unsupported("albumentations' Normalize other than the standard one of 8-bit values")
             ops.append(
                 {
@@ -156,16 +162,91 @@ def _translate(steps: list, *, open_end: bool) -> tuple[str, str]:
                     "to_float": "scaled_stats",
                 }
             )
-            dtype = "f32"
-            continue
+            dtype, norm = "f32", t
+        elif name == "CoarseDropout" and not open_end:
+            op = _coarse_dropout(t, size, after_normalize=dtype == "f32")
+            holes.append((op, dtype == "u8"))
         else:
             raise Unsupported(f"albumentations' {name}")
-        if geometry:
-            raise Unsupported(f"albumentations' {name} after another resize")
-        geometry = True
-    if not geometry:
+    for op, before_normalize in holes:
+        # A hole's bytes made before Normalize are normalized with the image: its fill is
+        # given in the output's units, as the user's own Normalize computes them.
+        if before_normalize and norm is not None:
+            import numpy as np
+
+            fill = np.full((1, 1, 3), op["fill"], dtype=np.uint8)
+            op["fill"] = [float(v) for v in norm.apply(fill).reshape(3)]
+        ops.append(op)
+    if size is None:
         raise Unsupported("an albumentations Compose without a resize (a different shape per image)")
     return json.dumps({"name": "albumentations", "ops": ops}), dtype
+
+
+def _limits(t: Any, *names: str) -> dict:
+    """Each of `names`' `(lo, hi)` range (albumentations keeps them as pairs) as a list."""
+    out = {}
+    for n in names:
+        lo, hi = getattr(t, n)
+        out[n] = [float(lo), float(hi)]
+    return out
+
+
+def _brightness_contrast(t: Any) -> dict:
+    if not getattr(t, "brightness_by_max", True) or getattr(t, "ensure_safe_range", False):
+        raise Unsupported("albumentations' RandomBrightnessContrast with brightness_by_max=False or ensure_safe_range=True")
+    return {"op": "albu_brightness_contrast", "p": _p(t), **_limits(t, "brightness_limit", "contrast_limit")}
+
+
+def _hue_saturation_value(t: Any) -> dict:
+    limits = _limits(t, "hue_shift_limit", "sat_shift_limit", "val_shift_limit")
+    return {"op": "albu_hue_saturation_value", "p": _p(t), **limits}
+
+
+#: albumentations' pixel ops hpuload runs after the resize, each as its op.
+_PIXEL_OPS = {
+    "HorizontalFlip": lambda t: {"op": "random_horizontal_flip", "p": _p(t)},
+    "VerticalFlip": lambda t: {"op": "random_vertical_flip", "p": _p(t)},
+    "Transpose": lambda t: {"op": "albu_transpose", "p": _p(t)},
+    "RandomRotate90": lambda t: {"op": "albu_random_rotate90", "p": _p(t)},
+    "RandomBrightnessContrast": _brightness_contrast,
+    "HueSaturationValue": _hue_saturation_value,
+}
+
+
+def _coarse_dropout(t: Any, size: list[int], *, after_normalize: bool) -> dict:
+    """`CoarseDropout` with a constant fill, its holes erased in the output: `fill` in the
+    image's units where it stands (float32 after Normalize, a byte before). Hole ranges that
+    albumentations itself cannot draw from on an image of `size` are `Unsupported` (it raises
+    when it draws: the user's own error, from the steps run in Python)."""
+    heights, widths = [float(v) for v in t.hole_height_range], [float(v) for v in t.hole_width_range]
+    if heights[1] >= 1:  # pixels, both ranges: randint(lo, min(hi, side))
+        drawable = all(int(r[0]) <= int(min(r[1], side)) for r, side in ((heights, size[0]), (widths, size[1])))
+    else:  # fractions, both ranges
+        drawable = widths[1] <= 1
+    if not drawable:
+        raise Unsupported(f"albumentations' CoarseDropout with hole ranges {heights} and {widths} on a {size[0]}x{size[1]} image")
+    fill = getattr(t, "fill", 0)
+    values = list(fill) if isinstance(fill, (list, tuple)) else [fill]
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values) or len(values) not in (1, 3):
+        raise Unsupported(f"albumentations' CoarseDropout with fill={fill!r}")
+    values = [float(v) for v in values] * (3 // len(values))
+    if not after_normalize:
+        if not all(0 <= v <= 255 for v in values):
+            raise Unsupported(f"albumentations' CoarseDropout of a uint8 image with fill={fill!r}")
+        values = [float(int(v)) for v in values]  # np.array(fill, dtype=np.uint8) truncates
+    else:
+        import numpy as np
+
+        values = [float(v) for v in np.asarray(values, dtype=np.float32)]
+    lo, hi = t.num_holes_range
+    return {
+        "op": "coarse_dropout",
+        "num_holes_range": [int(lo), int(hi)],
+        "hole_height_range": heights,
+        "hole_width_range": widths,
+        "fill": values,
+        "p": _p(t),
+    }
 
 
 class Tail(_Tail):

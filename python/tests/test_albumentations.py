@@ -206,12 +206,12 @@ def test_steps_after_the_native_resize_run_in_python_as_albumentations_runs_them
     from hpuload.torch import PythonTailWarning
 
     files, labels = files_of(jpeg_folder)
-    rrc, hsv, norm = A.RandomResizedCrop(size=(48, 40)), A.HueSaturationValue(p=1.0), A.Normalize(mean=MEAN, std=STD)
+    rrc, hsv, norm = A.RandomResizedCrop(size=(48, 40)), A.ColorJitter(p=1.0), A.Normalize(mean=MEAN, std=STD)
     ds = LeafDataset(files, labels, A.Compose([rrc, hsv, norm, ToTensorV2()]))
     for workers in (0, 2):
         with warnings.catch_warnings():
             warnings.simplefilter("error", FallbackWarning)
-            with pytest.warns(PythonTailWarning, match="HueSaturationValue, Normalize, ToTensorV2 in Python"):
+            with pytest.warns(PythonTailWarning, match="ColorJitter, Normalize, ToTensorV2 in Python"):
                 loader = DataLoader(ds, batch_size=8, num_workers=workers, seed=11, backend="cpu")
         assert type(loader) is DataLoader
         got = torch.cat([x for x, _ in loader])
@@ -226,3 +226,132 @@ def test_steps_after_the_native_resize_run_in_python_as_albumentations_runs_them
             rest.set_random_state(np.random.default_rng(s), random.Random(s))
             want = rest(image=rrc.apply(image, crop_coords=box))["image"]
             assert torch.equal(got[index], want), (workers, index)
+
+
+def by_plan(image, plan, rrc, steps, norm=None):
+    """albumentations' own functions run on `image` with the parameters of hpuload's `plan`:
+    the crop, each pixel op drawn (in order), the flip moved into the writer, Normalize, the
+    holes; `steps` maps each albumentations class to the user's instance."""
+    c = plan["crop"]
+    box = (int(c["left"]), int(c["top"]), int(c["left"] + c["width"]), int(c["top"] + c["height"]))
+    x = rrc.apply(image, crop_coords=box)
+    for op in plan.get("ops", []):
+        kind, arg = op["op"], op.get("arg")
+        if kind == "hflip":
+            x = A.HorizontalFlip().apply(x)
+        elif kind == "vflip":
+            x = A.VerticalFlip().apply(x)
+        elif kind == "transpose":
+            x = steps["Transpose"].apply(x)
+        elif kind == "rot90":
+            x = steps["RandomRotate90"].apply(x, factor=arg)
+        elif kind == "multiply_add":
+            x = steps["RandomBrightnessContrast"].apply(x, alpha=arg["alpha"], beta=arg["beta"])
+        elif kind == "hsv_shift":
+            x = steps["HueSaturationValue"].apply(x, hue_shift=arg["hue"], sat_shift=arg["sat"], val_shift=arg["val"])
+        else:
+            raise AssertionError(kind)
+    if plan["flip"]:
+        x = A.HorizontalFlip().apply(x)
+    x = np.ascontiguousarray(x)
+    drop = steps.get("CoarseDropout")
+    holes = np.array([[b["left"], b["top"], b["left"] + b["width"], b["top"] + b["height"]] for b in plan.get("erase", [])])
+    if drop is not None and len(holes) and "before" in steps:
+        x = drop.apply(x, holes=holes, seed=0)
+    if norm is not None:
+        x = norm.apply(x)
+    if drop is not None and len(holes) and "before" not in steps:
+        x = drop.apply(x, holes=holes, seed=0)
+    return ToTensorV2()(image=x)["image"]
+
+
+@pytest.mark.parametrize("dropout_before_normalize", [False, True])
+def test_albumentations_pixel_ops_give_its_pixels_for_the_parameters_hpuload_draws(jpeg_folder, dropout_before_normalize):
+    """A Kaggle training Compose of albumentations' own pixel ops (Transpose, flips,
+    RandomRotate90, HueSaturationValue, RandomBrightnessContrast, Normalize, CoarseDropout)
+    runs natively, and each sample is albumentations' own functions run with the crop,
+    choices and parameters hpuload drew for it (its plan), bit for bit, over two epochs;
+    the holes' fill normalized as the user's Normalize would, when they come before it."""
+    files, labels = files_of(jpeg_folder)
+    rrc = A.RandomResizedCrop(size=(64, 64))
+    steps = {
+        "Transpose": A.Transpose(p=0.5),
+        "RandomRotate90": A.RandomRotate90(p=0.5),
+        "HueSaturationValue": A.HueSaturationValue(p=0.7),
+        "RandomBrightnessContrast": A.RandomBrightnessContrast(p=0.7),
+        "CoarseDropout": A.CoarseDropout(num_holes_range=(1, 3), fill=(10, 200, 90) if dropout_before_normalize else 0, p=0.7),
+    }
+    norm = A.Normalize(mean=MEAN, std=STD)
+    order = [rrc, steps["Transpose"], A.HorizontalFlip(), A.VerticalFlip(), steps["RandomRotate90"],
+             steps["HueSaturationValue"], steps["RandomBrightnessContrast"]]
+    order += [steps["CoarseDropout"], norm] if dropout_before_normalize else [norm, steps["CoarseDropout"]]
+    if dropout_before_normalize:
+        steps["before"] = True
+    ds = LeafDataset(files, labels, A.Compose(order + [ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=3))
+    seen = set()
+    for epoch in (0, 1):
+        got = torch.cat([x for x, _ in loader])
+        for index in range(len(files)):
+            image = cv2.cvtColor(cv2.imread(files[index]), cv2.COLOR_BGR2RGB)
+            plan = json.loads(loader._core.sample_plan(epoch, index, image.shape[1], image.shape[0]))
+            seen.update(op["op"] for op in plan.get("ops", []))
+            seen.update(["holes"] if plan.get("erase") else [])
+            want = by_plan(image, plan, rrc, steps, norm)
+            assert torch.equal(got[index], want), (epoch, index, plan.get("ops"), plan.get("erase"))
+    assert seen >= {"transpose", "rot90", "vflip", "hsv_shift", "multiply_add", "holes"}, seen
+
+
+@pytest.mark.parametrize("hole_ranges", [((0.1, 0.3), (0.05, 0.15)), ((3, 9), (2, 12))])
+def test_albumentations_pixel_ops_draw_albumentations_distributions(tmp_path, hole_ranges):
+    """Over 3000 samples, each op's parameters as albumentations draws them: how often it runs,
+    the mean and range of each shift and factor, RandomRotate90's four factors equally often,
+    CoarseDropout's hole counts and sizes (given as fractions of the image, or pixels)."""
+    path = tmp_path / "a.jpg"
+    Image.new("RGB", (64, 64), (90, 120, 30)).save(path)
+    hsv = A.HueSaturationValue(hue_shift_limit=(-10, 30), sat_shift_limit=25, val_shift_limit=(0, 40), p=0.6)
+    rbc = A.RandomBrightnessContrast(brightness_limit=(-0.1, 0.3), contrast_limit=0.25, p=0.4)
+    rot, drop = A.RandomRotate90(p=1.0), A.CoarseDropout(num_holes_range=(1, 4), hole_height_range=hole_ranges[0], hole_width_range=hole_ranges[1], p=1.0)
+    n = 3000
+    ds = LeafDataset([str(path)] * n, [0] * n, A.Compose([A.Resize(64, 64), hsv, rbc, rot, drop, ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=n, backend="cpu", seed=9))
+    draws = {"hsv_shift": [], "multiply_add": [], "rot90": [], "holes": [], "sizes": []}
+    for index in range(n):
+        plan = json.loads(loader._core.sample_plan(0, index, 64, 64))
+        ops = {op["op"]: op.get("arg") for op in plan.get("ops", [])}
+        for k in ("hsv_shift", "multiply_add"):
+            if k in ops:
+                draws[k].append(list(ops[k].values()))
+        draws["rot90"].append(ops.get("rot90", 0))
+        draws["holes"].append(len(plan["erase"]))
+        draws["sizes"] += [(b["height"], b["width"]) for b in plan["erase"]]
+    assert abs(len(draws["hsv_shift"]) / n - 0.6) < 0.04 and abs(len(draws["multiply_add"]) / n - 0.4) < 0.04
+    h, s_, v = np.array(draws["hsv_shift"]).T
+    for values, (lo, hi) in ((h, (-10, 30)), (s_, (-25, 25)), (v, (0, 40))):
+        assert lo <= values.min() and values.max() < hi and abs(values.mean() - (lo + hi) / 2) < 0.05 * (hi - lo)
+    alpha, beta = np.array(draws["multiply_add"]).T
+    assert 0.75 <= alpha.min() and alpha.max() < 1.25 and abs(alpha.mean() - 1) < 0.02
+    assert -25.5 <= beta.min() and beta.max() < 76.5 and abs(beta.mean() - 25.5) < 3
+    counts = np.bincount(draws["rot90"], minlength=4) / n
+    assert np.all(np.abs(counts - 0.25) < 0.03), counts
+    holes = np.bincount(draws["holes"], minlength=5)[1:] / n
+    assert np.all(np.abs(holes - 0.25) < 0.03), holes
+    heights, widths = np.array(draws["sizes"]).T
+    ref = A.Compose([drop])
+    ref.set_random_seed(4)
+    want = np.concatenate([ref.transforms[0].get_params_dependent_on_data({"shape": (64, 64)}, {})["holes"] for _ in range(n)])
+    for ours, theirs_ in ((heights, want[:, 3] - want[:, 1]), (widths, want[:, 2] - want[:, 0])):
+        assert ours.min() == theirs_.min() and ours.max() == theirs_.max(), (ours.min(), theirs_.min(), ours.max(), theirs_.max())
+        assert abs(ours.mean() - theirs_.mean()) < 0.05 * theirs_.mean()
+
+
+def test_a_transpose_of_a_non_square_image_runs_in_python(jpeg_folder):
+    """`Transpose` of a 48x40 image gives a shape per sample: hpuload runs it (and what
+    follows) in Python, as albumentations does, rather than natively."""
+    from hpuload.torch import PythonTailWarning
+
+    files, labels = files_of(jpeg_folder)
+    ds = LeafDataset(files, labels, A.Compose([A.Resize(48, 40), A.Transpose(p=1.0), ToTensorV2()]))
+    with pytest.warns(PythonTailWarning, match="Transpose"):
+        loader = DataLoader(ds, batch_size=8, backend="cpu")
+    assert torch.equal(torch.cat([x for x, _ in loader]), torch.cat([x for x, _ in theirs(ds, 8)]))
