@@ -309,6 +309,335 @@ impl CoarseDropout {
     }
 }
 
+/// What OpenCV's `warpAffine` reads where the source point falls outside the image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cv2Border {
+    /// `BORDER_CONSTANT`: the fill.
+    Constant,
+    /// `BORDER_REPLICATE`: the nearest edge pixel.
+    Replicate,
+    /// `BORDER_REFLECT`: mirrored, the edge repeated (`fedcba|abcdef`).
+    Reflect,
+    /// `BORDER_REFLECT_101`: mirrored about the edge pixel (`gfedcb|abcdef`).
+    Reflect101,
+}
+
+/// albumentations' `Affine` (and `ShiftScaleRotate`, which is one) with `INTER_LINEAR`:
+/// a scale per axis, a translation (a fraction of the size, truncated to whole pixels, or
+/// pixels), a rotation in degrees and a shear, about the image's centre, composed as
+/// albumentations composes them and warped by OpenCV's `warpAffine` (see [`warp_affine`]).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlbuAffine {
+    /// The scale ranges of `x` and `y`. Default `[[1, 1], [1, 1]]`.
+    #[serde(default = "unit_scale")]
+    pub scale: [[f64; 2]; 2],
+    /// `y`'s scale is `x`'s. Default false.
+    #[serde(default)]
+    pub keep_ratio: bool,
+    /// The translation ranges of `x` and `y` as fractions of the width and height (the
+    /// pixels truncated toward zero), or `None`.
+    #[serde(default)]
+    pub translate_percent: Option<[[f64; 2]; 2]>,
+    /// The translation ranges in pixels (inclusive), when `translate_percent` is `None`.
+    #[serde(default)]
+    pub translate_px: Option<[[i64; 2]; 2]>,
+    /// The rotation range, degrees. Default `[0, 0]`.
+    #[serde(default)]
+    pub rotate: [f64; 2],
+    /// The shear ranges of `x` and `y`, degrees. Default `[[0, 0], [0, 0]]`.
+    #[serde(default)]
+    pub shear: [[f64; 2]; 2],
+    /// Default `constant`.
+    #[serde(default = "constant")]
+    pub border: Cv2Border,
+    /// The constant border's colour. Default black.
+    #[serde(default)]
+    pub fill: [u8; 3],
+    /// Probability. Default 0.5.
+    #[serde(default = "half")]
+    pub p: f64,
+}
+
+fn unit_scale() -> [[f64; 2]; 2] {
+    [[1.0, 1.0]; 2]
+}
+
+fn constant() -> Cv2Border {
+    Cv2Border::Constant
+}
+
+impl OpSpec for AlbuAffine {
+    fn kind(&self) -> OpKind {
+        OpKind::MovingPixel
+    }
+    fn check(&self) -> Result<(), PipelineError> {
+        probability(self.p, "albu_affine")?;
+        let [sx, sy] = self.scale;
+        let [hx, hy] = self.shear;
+        let mut named = vec![
+            ("scale x", sx),
+            ("scale y", sy),
+            ("rotate", self.rotate),
+            ("shear x", hx),
+            ("shear y", hy),
+        ];
+        if let Some([tx, ty]) = self.translate_percent {
+            named.extend([("translate_percent x", tx), ("translate_percent y", ty)]);
+        }
+        ranges("albu_affine", &named)?;
+        if let Some(px) = self.translate_px {
+            if px.iter().any(|[lo, hi]| lo > hi) {
+                return Err(PipelineError::Parameter(format!(
+                    "albu_affine translate_px {px:?} must have min <= max"
+                )));
+            }
+        }
+        if sx[0] <= 0.0 || sy[0] <= 0.0 {
+            return Err(PipelineError::Parameter(
+                "albu_affine scales must be positive".into(),
+            ));
+        }
+        Ok(())
+    }
+    fn draw(&self, rng: &mut CounterRng, (h, w): (u32, u32), out: &mut Vec<PixelOp>) {
+        if !coin(rng, self.p) {
+            return;
+        }
+        let mut uniform = |[lo, hi]: [f64; 2]| rng.uniform_in(lo, hi);
+        let (tx, ty) = match (self.translate_percent, self.translate_px) {
+            // `int(U * size)`: truncated toward zero.
+            (Some([x, y]), _) => (
+                (uniform(x) * f64::from(w)).trunc(),
+                (uniform(y) * f64::from(h)).trunc(),
+            ),
+            (None, Some(px)) => {
+                let mut pick =
+                    |[lo, hi]: [i64; 2]| (lo + rng.below((hi - lo) as u64 + 1) as i64) as f64;
+                (pick(px[0]), pick(px[1]))
+            }
+            (None, None) => (0.0, 0.0),
+        };
+        let mut uniform = |[lo, hi]: [f64; 2]| rng.uniform_in(lo, hi);
+        let shear = [-uniform(self.shear[0]), -uniform(self.shear[1])];
+        let sx = uniform(self.scale[0]);
+        let sy = if self.keep_ratio {
+            sx
+        } else {
+            uniform(self.scale[1])
+        };
+        let angle = uniform(self.rotate);
+        let centre = [f64::from(w) / 2.0 - 0.5, f64::from(h) / 2.0 - 0.5];
+        let m = albumentations_affine([tx, ty], shear, [sx, sy], angle, centre);
+        if is_identity(&m) {
+            return; // albumentations returns the image as it is
+        }
+        out.push(PixelOp::Cv2Affine {
+            inverse: opencv_inverse(&m),
+            border: self.border,
+            fill: self.fill,
+        });
+    }
+}
+
+type Mat3 = [[f64; 3]; 3];
+
+fn matmul(a: &Mat3, b: &Mat3) -> Mat3 {
+    std::array::from_fn(|i| {
+        std::array::from_fn(|j| a[i][0] * b[0][j] + a[i][1] * b[1][j] + a[i][2] * b[2][j])
+    })
+}
+
+/// albumentations' `create_affine_transformation_matrix`: about `centre`, scale, then
+/// rotate (`rotate % 360` degrees), shear, translate, composed left to right as its
+/// `m_shift_center @ m_translate @ m_shear @ m_rotate @ m_scale @ m_shift_topleft`.
+fn albumentations_affine(
+    t: [f64; 2],
+    shear: [f64; 2],
+    scale: [f64; 2],
+    angle: f64,
+    centre: [f64; 2],
+) -> Mat3 {
+    let r = angle.rem_euclid(360.0).to_radians();
+    let (sin, cos) = (r.sin(), r.cos());
+    let steps: [Mat3; 6] = [
+        [
+            [1.0, 0.0, centre[0]],
+            [0.0, 1.0, centre[1]],
+            [0.0, 0.0, 1.0],
+        ],
+        [[1.0, 0.0, t[0]], [0.0, 1.0, t[1]], [0.0, 0.0, 1.0]],
+        [
+            [1.0, shear[0].to_radians().tan(), 0.0],
+            [shear[1].to_radians().tan(), 1.0, 0.0],
+            [0.0, 0.0, 1.0],
+        ],
+        [[cos, sin, 0.0], [-sin, cos, 0.0], [0.0, 0.0, 1.0]],
+        [[scale[0], 0.0, 0.0], [0.0, scale[1], 0.0], [0.0, 0.0, 1.0]],
+        [
+            [1.0, 0.0, -centre[0]],
+            [0.0, 1.0, -centre[1]],
+            [0.0, 0.0, 1.0],
+        ],
+    ];
+    let mut m = steps[0];
+    for s in &steps[1..] {
+        m = matmul(&m, s);
+    }
+    m[2] = [0.0, 0.0, 1.0];
+    m
+}
+
+/// `np.allclose(m, np.eye(3))`.
+fn is_identity(m: &Mat3) -> bool {
+    (0..3).all(|i| {
+        (0..3).all(|j| {
+            let eye = f64::from(u8::from(i == j));
+            (m[i][j] - eye).abs() <= 1e-8 + 1e-5 * eye.abs()
+        })
+    })
+}
+
+/// The output-to-source map `warpAffine` computes from the forward matrix `m` (its inversion,
+/// in double), as the float32 values its kernel uses.
+fn opencv_inverse(m: &Mat3) -> [f32; 6] {
+    let [a, b, c] = m[0];
+    let [d, e, f] = m[1];
+    let det = a * e - b * d;
+    let det = if det != 0.0 { 1.0 / det } else { 0.0 };
+    let (a2, b2, d2, e2) = (e * det, b * -det, d * -det, a * det);
+    let c2 = -a2 * c - b2 * f;
+    let f2 = -d2 * c - e2 * f;
+    [a2, b2, c2, d2, e2, f2].map(|v| v as f32)
+}
+
+/// Where OpenCV's `warpAffine` kernel starts each row's scalar code: its AVX2 build takes
+/// blocks of 16 pixels.
+const WARP_BLOCK: usize = 16;
+
+/// OpenCV's `warpAffine(..., INTER_LINEAR)` of an `h`x`w` RGB8 image in place, as its
+/// x86-64 wheels (5.0) compute it, `inverse` mapping output to source in float32: each
+/// output pixel's source point (`fma(m0, x, y * m1 + m2)` in its vector blocks of 16, `fma(x,
+/// m0, y * m1) + m2` after them), its four neighbours (outside the image: `border`), two
+/// fused interpolations across and one down, rounded half to even.
+pub(crate) fn warp_affine(
+    rgb: &mut [u8],
+    h: usize,
+    w: usize,
+    inverse: &[f32; 6],
+    border: Cv2Border,
+    fill: [u8; 3],
+    scratch: &mut Vec<u8>,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has FMA (detected just above).
+        return unsafe { warp_affine_fma(rgb, h, w, inverse, border, fill, scratch) };
+    }
+    warp_affine_any(rgb, h, w, inverse, border, fill, scratch);
+}
+
+/// [`warp_affine`] built with FMA, so each `mul_add` is one instruction (the same value).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma")]
+fn warp_affine_fma(
+    rgb: &mut [u8],
+    h: usize,
+    w: usize,
+    inverse: &[f32; 6],
+    border: Cv2Border,
+    fill: [u8; 3],
+    scratch: &mut Vec<u8>,
+) {
+    warp_affine_any(rgb, h, w, inverse, border, fill, scratch);
+}
+
+#[inline(always)]
+fn warp_affine_any(
+    rgb: &mut [u8],
+    h: usize,
+    w: usize,
+    m: &[f32; 6],
+    border: Cv2Border,
+    fill: [u8; 3],
+    scratch: &mut Vec<u8>,
+) {
+    scratch.clear();
+    scratch.extend_from_slice(&rgb[..h * w * 3]);
+    let src = &scratch[..];
+    let fill = fill.map(f32::from);
+    // The source index along an axis of `n` pixels, or `None` for the fill.
+    let place = |p: i64, n: usize| -> Option<usize> {
+        let n = n as i64;
+        if (0..n).contains(&p) {
+            return Some(p as usize);
+        }
+        match border {
+            Cv2Border::Constant => None,
+            Cv2Border::Replicate => Some(p.clamp(0, n - 1) as usize),
+            Cv2Border::Reflect | Cv2Border::Reflect101 => {
+                if n == 1 {
+                    return Some(0);
+                }
+                let delta = i64::from(border == Cv2Border::Reflect101);
+                let mut p = p;
+                while !(0..n).contains(&p) {
+                    p = if p < 0 {
+                        -p - 1 + delta
+                    } else {
+                        n - 1 - (p - n) - delta
+                    };
+                }
+                Some(p as usize)
+            }
+        }
+    };
+    let tap = |y: i64, x: i64| -> [f32; 3] {
+        match (place(y, h), place(x, w)) {
+            (Some(y), Some(x)) => {
+                let at = (y * w + x) * 3;
+                [
+                    f32::from(src[at]),
+                    f32::from(src[at + 1]),
+                    f32::from(src[at + 2]),
+                ]
+            }
+            _ => fill,
+        }
+    };
+    let vector = w - w % WARP_BLOCK;
+    for (y, row) in rgb.chunks_exact_mut(w * 3).take(h).enumerate() {
+        let yf = y as f32;
+        let (ym1, ym4) = (yf * m[1], yf * m[4]);
+        let (row_x, row_y) = (ym1 + m[2], ym4 + m[5]);
+        for (x, px) in row.chunks_exact_mut(3).enumerate() {
+            let xf = x as f32;
+            let (sx, sy) = if x < vector {
+                (m[0].mul_add(xf, row_x), m[3].mul_add(xf, row_y))
+            } else {
+                (xf.mul_add(m[0], ym1) + m[2], xf.mul_add(m[3], ym4) + m[5])
+            };
+            // Far outside: any index there reads the border.
+            let (fx, fy) = (sx.floor().clamp(-1e9, 1e9), sy.floor().clamp(-1e9, 1e9));
+            let (ax, ay) = (sx - fx, sy - fy);
+            let (ix, iy) = (fx as i64, fy as i64);
+            let (p00, p01, p10, p11) = (
+                tap(iy, ix),
+                tap(iy, ix + 1),
+                tap(iy + 1, ix),
+                tap(iy + 1, ix + 1),
+            );
+            for c in 0..3 {
+                let top = ax.mul_add(p01[c] - p00[c], p00[c]);
+                let bottom = ax.mul_add(p11[c] - p10[c], p10[c]);
+                let v = ay.mul_add(bottom - top, top);
+                px[c] = v.round_ties_even().clamp(0.0, 255.0) as u8;
+            }
+        }
+    }
+}
+
 /// `image.transpose(1, 0, 2)` of an `n`x`n` RGB8 image, in place.
 pub(crate) fn transpose(rgb: &mut [u8], n: usize) {
     for y in 0..n {
@@ -438,6 +767,23 @@ fn sectors(sector: usize, h: f32, s: f32, v: f32) -> [f32; 3] {
 /// 180 (then truncated), `sat` and `val` truncated to whole levels and added with
 /// saturation, pixels without saturation kept so.
 pub(crate) fn hsv_shift(rgb: &mut [u8], w: usize, hue: f64, sat: f64, val: f64) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has FMA (detected just above).
+        return unsafe { hsv_shift_fma(rgb, w, hue, sat, val) };
+    }
+    hsv_shift_any(rgb, w, hue, sat, val);
+}
+
+/// [`hsv_shift`] built with FMA, so each `mul_add` is one instruction (the same value).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma")]
+fn hsv_shift_fma(rgb: &mut [u8], w: usize, hue: f64, sat: f64, val: f64) {
+    hsv_shift_any(rgb, w, hue, sat, val);
+}
+
+#[inline(always)]
+fn hsv_shift_any(rgb: &mut [u8], w: usize, hue: f64, sat: f64, val: f64) {
     let tables = hsv_tables();
     // numpy's `mod(arange(256) + hue, 180)` (fmod, then + 180 when negative), as uint8.
     let hue_lut: [u8; 256] = std::array::from_fn(|x| {
@@ -493,15 +839,13 @@ mod tests {
         let dim = |k: &str| cases[k].as_u64().unwrap() as usize;
         let (w, h) = (dim("width"), dim("height"));
         let all = cases["cases"].as_array().unwrap();
-        assert_eq!(all.len(), 15);
+        assert_eq!(all.len(), 25);
         let mut scratch = Vec::new();
         for case in all {
             let p: Vec<f64> = case["params"]
                 .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_f64().unwrap())
-                .collect();
+                .map(|a| a.iter().map(|v| v.as_f64().unwrap()).collect())
+                .unwrap_or_default();
             let start = case["offset"].as_u64().unwrap() as usize;
             let want = &expected[start..start + case["len"].as_u64().unwrap() as usize];
             // The square cases take the image's first `h` columns.
@@ -526,10 +870,70 @@ mod tests {
                     got = square;
                     super::super::geometry::rot90_in_place(&mut got, h, p[0] as u32, &mut scratch);
                 }
+                "affine" => {
+                    let q = &case["params"];
+                    let m: Mat3 = std::array::from_fn(|i| {
+                        std::array::from_fn(|j| q["matrix"][i][j].as_f64().unwrap())
+                    });
+                    let border = match q["border"].as_u64().unwrap() {
+                        0 => Cv2Border::Constant,
+                        1 => Cv2Border::Replicate,
+                        2 => Cv2Border::Reflect,
+                        4 => Cv2Border::Reflect101,
+                        b => panic!("border {b}"),
+                    };
+                    let fill = std::array::from_fn(|c| q["fill"][c].as_u64().unwrap() as u8);
+                    warp_affine(
+                        &mut got,
+                        h,
+                        w,
+                        &opencv_inverse(&m),
+                        border,
+                        fill,
+                        &mut scratch,
+                    );
+                }
                 other => panic!("unknown case {other}"),
             }
             let wrong = got.iter().zip(want).filter(|(a, b)| a != b).count();
             assert_eq!(wrong, 0, "{case}: {wrong} bytes differ");
+        }
+    }
+
+    /// albumentations' matrix for given translation, shear, scale and rotation: the same
+    /// float32 map after OpenCV's inversion (the doubles within rounding of numpy's products).
+    #[test]
+    fn affine_matrix_is_composed_as_albumentations_composes_it() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/albu");
+        let cases: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("cases.json")).unwrap()).unwrap();
+        let (w, h) = (
+            cases["width"].as_f64().unwrap(),
+            cases["height"].as_f64().unwrap(),
+        );
+        let all = cases["compose"].as_array().unwrap();
+        assert_eq!(all.len(), 3);
+        for case in all {
+            let pair = |k: &str| [case[k][0].as_f64().unwrap(), case[k][1].as_f64().unwrap()];
+            let want: Mat3 = std::array::from_fn(|i| {
+                std::array::from_fn(|j| case["matrix"][i][j].as_f64().unwrap())
+            });
+            let got = albumentations_affine(
+                pair("translate"),
+                pair("shear"),
+                pair("scale"),
+                case["rotate"].as_f64().unwrap(),
+                [w / 2.0 - 0.5, h / 2.0 - 0.5],
+            );
+            for i in 0..3 {
+                for j in 0..3 {
+                    assert!(
+                        (got[i][j] - want[i][j]).abs() <= 1e-12 * want[i][j].abs().max(1.0),
+                        "{case}"
+                    );
+                }
+            }
+            assert_eq!(opencv_inverse(&got), opencv_inverse(&want), "{case}");
         }
     }
 

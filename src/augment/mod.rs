@@ -40,8 +40,8 @@ mod timm;
 mod two_tap;
 
 pub use albu::{
-    AlbuBrightnessContrast, AlbuHueSaturationValue, AlbuRandomRotate90, AlbuTranspose,
-    CoarseDropout,
+    AlbuAffine, AlbuBrightnessContrast, AlbuHueSaturationValue, AlbuRandomRotate90, AlbuTranspose,
+    CoarseDropout, Cv2Border,
 };
 pub use autoaugment::{AugMix, AutoAugment, AutoAugmentPolicy, RandAugment, TrivialAugmentWide};
 pub use blur::{GaussianBlur, RandomAdjustSharpness};

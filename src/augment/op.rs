@@ -14,7 +14,7 @@ use hpuload_decoders::orientation::{orientation, torchvision_orientation, Orient
 use serde::{Deserialize, Serialize};
 
 use super::albu::{
-    AlbuBrightnessContrast, AlbuHueSaturationValue, AlbuRandomRotate90, AlbuTranspose,
+    AlbuAffine, AlbuBrightnessContrast, AlbuHueSaturationValue, AlbuRandomRotate90, AlbuTranspose,
     CoarseDropout,
 };
 use super::autoaugment::{AugMix, AutoAugment, RandAugment, TrivialAugmentWide};
@@ -165,6 +165,8 @@ ops! {
     AlbuTranspose(AlbuTranspose) = "albu_transpose",
     /// albumentations' `RandomRotate90(p)` of a square output.
     AlbuRandomRotate90(AlbuRandomRotate90) = "albu_random_rotate90",
+    /// albumentations' `Affine` and `ShiftScaleRotate` with `INTER_LINEAR`.
+    AlbuAffine(AlbuAffine) = "albu_affine",
     /// albumentations' `RandomBrightnessContrast(brightness_limit, contrast_limit, p)`.
     AlbuBrightnessContrast(AlbuBrightnessContrast) = "albu_brightness_contrast",
     /// albumentations' `HueSaturationValue(hue_shift_limit, sat_shift_limit,

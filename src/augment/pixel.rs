@@ -5,6 +5,8 @@
 
 use serde::Serialize;
 
+use super::albu::Cv2Border;
+
 /// One resolved pixel op of one sample, on the RGB8 image at the output size.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "op", content = "arg", rename_all = "snake_case")]
@@ -96,6 +98,15 @@ pub enum PixelOp {
         /// The shift, in levels (255 times the brightness drawn).
         beta: f64,
     },
+    /// OpenCV's `warpAffine` with `INTER_LINEAR` (albumentations' `Affine`).
+    Cv2Affine {
+        /// Output pixel to source point, float32 `(m0, m1, m2, m3, m4, m5)`.
+        inverse: [f32; 6],
+        /// What is read outside the image.
+        border: Cv2Border,
+        /// The constant border's colour.
+        fill: [u8; 3],
+    },
     /// albumentations' `HueSaturationValue`: shifts in OpenCV's byte HSV.
     HsvShift {
         /// Added to the hue (180 a turn), modulo 180.
@@ -126,7 +137,11 @@ impl PixelOp {
     /// can move into the output writer).
     pub(crate) fn commutes_with_hflip(&self) -> bool {
         match self {
-            Self::Warp(_) | Self::PilAffine { .. } | Self::Transpose | Self::Rot90(_) => false,
+            Self::Warp(_)
+            | Self::PilAffine { .. }
+            | Self::Transpose
+            | Self::Rot90(_)
+            | Self::Cv2Affine { .. } => false,
             // OpenCV computes a row's last `w % 32` pixels otherwise than the rest.
             Self::HsvShift { .. } => false,
             Self::AugMix(m) => m.chains.iter().flatten().all(Self::commutes_with_hflip),
@@ -193,6 +208,7 @@ impl PixelOp {
             | Self::PilAffine { .. }
             | Self::Transpose
             | Self::Rot90(_)
+            | Self::Cv2Affine { .. }
             // Pointwise but for its place in the row (OpenCV's vector blocks and the rest).
             | Self::HsvShift { .. } => Reach::Neighbourhood,
         }
@@ -230,6 +246,7 @@ impl PixelOp {
             | Self::PilAffine { .. }
             | Self::Transpose
             | Self::Rot90(_)
+            | Self::Cv2Affine { .. }
             | Self::MultiplyAdd { .. }
             | Self::HsvShift { .. } => false,
         }

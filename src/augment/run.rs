@@ -129,6 +129,11 @@ pub fn apply(ops: &[PixelOp], rgb: &mut [u8], h: usize, w: usize, s: &mut Scratc
             }
             PixelOp::Transpose => albu::transpose(rgb, w),
             PixelOp::Rot90(k) => geometry::rot90_in_place(rgb, w, u32::from(*k), &mut s.bytes),
+            PixelOp::Cv2Affine {
+                inverse,
+                border,
+                fill,
+            } => albu::warp_affine(rgb, h, w, inverse, *border, *fill, &mut s.bytes),
             PixelOp::MultiplyAdd { alpha, beta } => albu::multiply_add(rgb, *alpha, *beta),
             PixelOp::HsvShift { hue, sat, val } => albu::hsv_shift(rgb, w, *hue, *sat, *val),
         }
@@ -292,6 +297,7 @@ fn adjustment(op: &PixelOp) -> Option<colour::Adjust> {
         | PixelOp::PilAffine { .. }
         | PixelOp::Transpose
         | PixelOp::Rot90(_)
+        | PixelOp::Cv2Affine { .. }
         | PixelOp::MultiplyAdd { .. }
         | PixelOp::HsvShift { .. } => None,
     }
