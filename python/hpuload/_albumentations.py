@@ -7,7 +7,8 @@ hpuload's pipeline ops, each computed as albumentations computes it on a uint8 R
   ratio and a uniform area, then the centre fallback), with `interpolation=cv2.INTER_LINEAR`
   (their default): OpenCV's `cv2.resize`, byte for byte (`cv2_linear`);
 - after it, `HorizontalFlip(p)`, `VerticalFlip(p)`, `Transpose(p)` and `RandomRotate90(p)`
-  (of a square image), `RandomBrightnessContrast` (brightness by the maximum, albucore's
+  (of a square image), `Affine` and `ShiftScaleRotate` (bilinear: OpenCV 5's `warpAffine`,
+  each border mode but wrap), `RandomBrightnessContrast` (brightness by the maximum, albucore's
   float32 table) and `HueSaturationValue` (OpenCV's byte HSV, as its x86-64 wheels compute
   it), each drawn with albumentations' distributions and computed byte for byte;
 - `Normalize(mean, std, max_pixel_value=255)`: `(x - mean * 255) * (1 / (std * 255))` in
@@ -202,6 +203,50 @@ def _hue_saturation_value(t: Any) -> dict:
     return {"op": "albu_hue_saturation_value", "p": _p(t), **limits}
 
 
+#: OpenCV's border modes hpuload's warp reads as OpenCV does (not BORDER_WRAP).
+_BORDERS = {0: "constant", 1: "replicate", 2: "reflect", 4: "reflect101"}
+
+
+def _pair(value: Any) -> list[float]:
+    """A range albumentations keeps as a number or a `(lo, hi)` pair."""
+    if isinstance(value, (int, float)):
+        return [float(value), float(value)]
+    lo, hi = value
+    return [float(lo), float(hi)]
+
+
+def _affine(t: Any) -> dict:
+    """`Affine` or `ShiftScaleRotate` (one of them): its ranges, and OpenCV's border."""
+    name = _name(t)
+    if getattr(t, "interpolation", _INTER_LINEAR) != _INTER_LINEAR:
+        raise Unsupported(f"albumentations' {name} with interpolation {t.interpolation} (hpuload runs cv2.INTER_LINEAR)")
+    if getattr(t, "fit_output", False) or getattr(t, "balanced_scale", False):
+        raise Unsupported(f"albumentations' {name} with fit_output or balanced_scale")
+    border = _BORDERS.get(int(getattr(t, "border_mode", 0)))
+    if border is None:
+        raise Unsupported(f"albumentations' {name} with border_mode={t.border_mode}")
+    fill = getattr(t, "fill", 0)
+    fills = list(fill) if isinstance(fill, (list, tuple)) else [fill] * 3
+    if len(fills) != 3 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in fills):
+        raise Unsupported(f"albumentations' {name} with fill={fill!r}")
+    op = {
+        "op": "albu_affine",
+        "p": _p(t),
+        "scale": [_pair(t.scale["x"]), _pair(t.scale["y"])],
+        "keep_ratio": bool(t.keep_ratio),
+        "rotate": _pair(t.rotate),
+        "shear": [_pair(t.shear["x"]), _pair(t.shear["y"])],
+        "border": border,
+        # OpenCV's saturate_cast<uchar> of each value: rounded half to even, clamped.
+        "fill": [min(255, max(0, round(float(v)))) for v in fills],
+    }
+    if t.translate_percent is not None:
+        op["translate_percent"] = [_pair(t.translate_percent["x"]), _pair(t.translate_percent["y"])]
+    elif t.translate_px is not None:
+        op["translate_px"] = [[int(v) for v in _pair(t.translate_px[k])] for k in ("x", "y")]
+    return op
+
+
 #: albumentations' pixel ops hpuload runs after the resize, each as its op.
 _PIXEL_OPS = {
     "HorizontalFlip": lambda t: {"op": "random_horizontal_flip", "p": _p(t)},
@@ -210,6 +255,8 @@ _PIXEL_OPS = {
     "RandomRotate90": lambda t: {"op": "albu_random_rotate90", "p": _p(t)},
     "RandomBrightnessContrast": _brightness_contrast,
     "HueSaturationValue": _hue_saturation_value,
+    "Affine": _affine,
+    "ShiftScaleRotate": _affine,
 }
 
 

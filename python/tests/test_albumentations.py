@@ -247,6 +247,13 @@ def by_plan(image, plan, rrc, steps, norm=None):
             x = steps["RandomRotate90"].apply(x, factor=arg)
         elif kind == "multiply_add":
             x = steps["RandomBrightnessContrast"].apply(x, alpha=arg["alpha"], beta=arg["beta"])
+        elif kind == "cv2_affine":
+            # OpenCV's own warp by the map hpuload drew (its output-to-source matrix).
+            border = {"constant": cv2.BORDER_CONSTANT, "replicate": cv2.BORDER_REPLICATE,
+                      "reflect": cv2.BORDER_REFLECT, "reflect101": cv2.BORDER_REFLECT_101}[arg["border"]]
+            inverse = np.array(arg["inverse"], dtype=np.float64).reshape(2, 3)
+            x = cv2.warpAffine(np.ascontiguousarray(x), inverse, (x.shape[1], x.shape[0]),
+                               flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP, borderMode=border, borderValue=tuple(arg["fill"]))
         elif kind == "hsv_shift":
             x = steps["HueSaturationValue"].apply(x, hue_shift=arg["hue"], sat_shift=arg["sat"], val_shift=arg["val"])
         else:
@@ -268,7 +275,7 @@ def by_plan(image, plan, rrc, steps, norm=None):
 @pytest.mark.parametrize("dropout_before_normalize", [False, True])
 def test_albumentations_pixel_ops_give_its_pixels_for_the_parameters_hpuload_draws(jpeg_folder, dropout_before_normalize):
     """A Kaggle training Compose of albumentations' own pixel ops (Transpose, flips,
-    RandomRotate90, HueSaturationValue, RandomBrightnessContrast, Normalize, CoarseDropout)
+    RandomRotate90, ShiftScaleRotate, Affine, HueSaturationValue, RandomBrightnessContrast, Normalize, CoarseDropout)
     runs natively, and each sample is albumentations' own functions run with the crop,
     choices and parameters hpuload drew for it (its plan), bit for bit, over two epochs;
     the holes' fill normalized as the user's Normalize would, when they come before it."""
@@ -283,6 +290,7 @@ def test_albumentations_pixel_ops_give_its_pixels_for_the_parameters_hpuload_dra
     }
     norm = A.Normalize(mean=MEAN, std=STD)
     order = [rrc, steps["Transpose"], A.HorizontalFlip(), A.VerticalFlip(), steps["RandomRotate90"],
+             A.ShiftScaleRotate(p=0.5), A.Affine(shear=(-10, 10), border_mode=cv2.BORDER_REFLECT_101, p=0.5),
              steps["HueSaturationValue"], steps["RandomBrightnessContrast"]]
     order += [steps["CoarseDropout"], norm] if dropout_before_normalize else [norm, steps["CoarseDropout"]]
     if dropout_before_normalize:
@@ -299,7 +307,7 @@ def test_albumentations_pixel_ops_give_its_pixels_for_the_parameters_hpuload_dra
             seen.update(["holes"] if plan.get("erase") else [])
             want = by_plan(image, plan, rrc, steps, norm)
             assert torch.equal(got[index], want), (epoch, index, plan.get("ops"), plan.get("erase"))
-    assert seen >= {"transpose", "rot90", "vflip", "hsv_shift", "multiply_add", "holes"}, seen
+    assert seen >= {"transpose", "rot90", "vflip", "cv2_affine", "hsv_shift", "multiply_add", "holes"}, seen
 
 
 @pytest.mark.parametrize("hole_ranges", [((0.1, 0.3), (0.05, 0.15)), ((3, 9), (2, 12))])
@@ -355,3 +363,39 @@ def test_a_transpose_of_a_non_square_image_runs_in_python(jpeg_folder):
     with pytest.warns(PythonTailWarning, match="Transpose"):
         loader = DataLoader(ds, batch_size=8, backend="cpu")
     assert torch.equal(torch.cat([x for x, _ in loader]), torch.cat([x for x, _ in theirs(ds, 8)]))
+
+
+def test_shift_scale_rotate_draws_albumentations_distributions(tmp_path):
+    """ShiftScaleRotate's warps over 3000 samples, read back from each plan's matrix: the
+    angle, each axis's scale and the whole-pixel shift distributed as albumentations draws
+    them (means, spreads, percentiles), and the shifts whole pixels."""
+    path = tmp_path / "a.jpg"
+    Image.new("RGB", (80, 60), (90, 120, 30)).save(path)
+    ssr = A.ShiftScaleRotate(shift_limit=0.2, scale_limit=0.3, rotate_limit=60, p=1.0)
+    n = 3000
+    ds = LeafDataset([str(path)] * n, [0] * n, A.Compose([A.Resize(60, 80), ssr, ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=n, backend="cpu", seed=5))
+    centre = np.array([80 / 2 - 0.5, 60 / 2 - 0.5])
+
+    def parts(forward):
+        lin = forward[:2, :2]
+        sx, sy = np.hypot(*lin[:, 0]), np.hypot(*lin[:, 1])
+        angle = np.degrees(np.arctan2(lin[0, 1], lin[0, 0]))
+        shift = forward[:2, 2] - centre + lin @ centre
+        return angle, sx, sy, shift[0], shift[1]
+
+    ours = []
+    for index in range(n):
+        plan = json.loads(loader._core.sample_plan(0, index, 80, 60))
+        (op,) = [o for o in plan["ops"] if o["op"] == "cv2_affine"]
+        inverse = np.vstack([np.array(op["arg"]["inverse"], dtype=np.float64).reshape(2, 3), [0, 0, 1]])
+        ours.append(parts(np.linalg.inv(inverse)))
+    ssr.set_random_seed(2)
+    want = [parts(ssr.get_params_dependent_on_data({"shape": (60, 80)}, {})["matrix"]) for _ in range(n)]
+    ours, want = np.array(ours), np.array(want)
+    for k, spread in enumerate((120, 0.6, 0.6, 32, 24)):
+        a, b = ours[:, k], want[:, k]
+        assert abs(a.mean() - b.mean()) < 0.03 * spread and abs(a.std() - b.std()) < 0.05 * b.std(), (k, a.mean(), b.mean(), a.std(), b.std())
+        for q in (1, 25, 50, 75, 99):
+            assert abs(np.percentile(a, q) - np.percentile(b, q)) < 0.03 * spread, (k, q)
+    assert np.allclose(ours[:, 3:], np.round(ours[:, 3:]), atol=1e-3)  # whole pixels
