@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use hpuload::augment::{
-    apply, CropBox, Interpolation, Normalize, OutputWriter, PilEnhance, PilFilter, PixelOp,
-    Resampler, Scratch, Warp,
+    apply, CropBox, Cv2Border, Interpolation, Normalize, OutputWriter, PilEnhance, PilFilter,
+    PixelOp, Resampler, Scratch, Warp,
 };
 use hpuload::decoders::jpeg::{choose_scale, scaled_region, Filter, Region, ResizeRequest, Window};
 use hpuload::decoders::{CpuDecoder, Decode, JpegDecoder};
@@ -334,6 +334,31 @@ fn stages(c: &mut Criterion) {
         ("equalize", PixelOp::Equalize),
         ("pil_auto_contrast", PixelOp::PilAutoContrast),
         ("solarize", PixelOp::Solarize(100.0)),
+        (
+            // albumentations' ShiftScaleRotate: 1.05 and 0.95, 27 degrees, shifted (5, -8).
+            "cv2_affine",
+            PixelOp::Cv2Affine {
+                inverse: [0.847, -0.432, 52.9, 0.406, 0.934, -29.6],
+                border: Cv2Border::Constant,
+                fill: [0, 0, 0],
+            },
+        ),
+        (
+            "hsv_shift",
+            PixelOp::HsvShift {
+                hue: 7.3,
+                sat: -12.6,
+                val: 9.1,
+            },
+        ),
+        (
+            "multiply_add",
+            PixelOp::MultiplyAdd {
+                alpha: 1.1,
+                beta: -12.3,
+            },
+        ),
+        ("transpose", PixelOp::Transpose),
     ] {
         g.bench_function(format!("pixel_ops/cpu/{name}_224"), |b| {
             b.iter(|| {

@@ -5,8 +5,8 @@ the import differs). `--split train`: RandomResizedCrop 224, HorizontalFlip, Ver
 Normalize, ToTensorV2, shuffled; `--split eval`: Resize 224x224, Normalize, ToTensorV2, in
 order; `--split cassava`: a Cassava Leaf Disease notebook's training transform
 (RandomResizedCrop, Transpose, the flips, ShiftScaleRotate, HueSaturationValue,
-RandomBrightnessContrast, Normalize, CoarseDropout, ToTensorV2), whose steps after the crop
-hpuload runs in Python. Prints one JSON line per run: construction time (hpuload's includes its probe of
+RandomBrightnessContrast, Normalize, CoarseDropout, ToTensorV2), which hpuload runs natively
+since session 70 (its steps after the crop ran in Python before). Prints one JSON line per run: construction time (hpuload's includes its probe of
 `__getitem__` and its read of each file's header), the loader's type, and images/s over the
 measured epochs.
 

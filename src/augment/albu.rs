@@ -531,16 +531,17 @@ pub(crate) fn warp_affine(
     scratch: &mut Vec<u8>,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("fma") {
-        // SAFETY: the CPU has FMA (detected just above).
+    if std::arch::is_x86_feature_detected!("fma") && std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has FMA and AVX2 (detected just above).
         return unsafe { warp_affine_fma(rgb, h, w, inverse, border, fill, scratch) };
     }
     warp_affine_any(rgb, h, w, inverse, border, fill, scratch);
 }
 
-/// [`warp_affine`] built with FMA, so each `mul_add` is one instruction (the same value).
+/// [`warp_affine`] built with FMA and AVX2, so each `mul_add` is one instruction and each
+/// rounding another (not libm's calls; the same values).
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "fma")]
+#[target_feature(enable = "avx2,fma")]
 fn warp_affine_fma(
     rgb: &mut [u8],
     h: usize,
@@ -593,7 +594,10 @@ fn warp_affine_any(
             }
         }
     };
-    let tap = |y: i64, x: i64| -> [f32; 3] {
+    // Each neighbour as four lanes (the fourth unused), so a pixel's three channels
+    // interpolate together.
+    let fill = [fill[0], fill[1], fill[2], 0.0];
+    let tap = |y: i64, x: i64| -> [f32; 4] {
         match (place(y, h), place(x, w)) {
             (Some(y), Some(x)) => {
                 let at = (y * w + x) * 3;
@@ -601,12 +605,14 @@ fn warp_affine_any(
                     f32::from(src[at]),
                     f32::from(src[at + 1]),
                     f32::from(src[at + 2]),
+                    0.0,
                 ]
             }
             _ => fill,
         }
     };
     let vector = w - w % WARP_BLOCK;
+    let (w1, h1) = (w as i64 - 1, h as i64 - 1);
     for (y, row) in rgb.chunks_exact_mut(w * 3).take(h).enumerate() {
         let yf = y as f32;
         let (ym1, ym4) = (yf * m[1], yf * m[4]);
@@ -622,18 +628,35 @@ fn warp_affine_any(
             let (fx, fy) = (sx.floor().clamp(-1e9, 1e9), sy.floor().clamp(-1e9, 1e9));
             let (ax, ay) = (sx - fx, sy - fy);
             let (ix, iy) = (fx as i64, fy as i64);
-            let (p00, p01, p10, p11) = (
-                tap(iy, ix),
-                tap(iy, ix + 1),
-                tap(iy + 1, ix),
-                tap(iy + 1, ix + 1),
-            );
-            for c in 0..3 {
+            let (p00, p01, p10, p11) = if ix >= 0 && iy >= 0 && ix < w1 && iy < h1 {
+                // All four inside (most pixels): read them directly.
+                let at = (iy as usize * w + ix as usize) * 3;
+                let read = |k: usize| {
+                    let p = &src[k..k + 3];
+                    [f32::from(p[0]), f32::from(p[1]), f32::from(p[2]), 0.0]
+                };
+                (
+                    read(at),
+                    read(at + 3),
+                    read(at + w * 3),
+                    read(at + w * 3 + 3),
+                )
+            } else {
+                (
+                    tap(iy, ix),
+                    tap(iy, ix + 1),
+                    tap(iy + 1, ix),
+                    tap(iy + 1, ix + 1),
+                )
+            };
+            let mut v = [0f32; 4];
+            for c in 0..4 {
                 let top = ax.mul_add(p01[c] - p00[c], p00[c]);
                 let bottom = ax.mul_add(p11[c] - p10[c], p10[c]);
-                let v = ay.mul_add(bottom - top, top);
-                px[c] = v.round_ties_even().clamp(0.0, 255.0) as u8;
+                v[c] = ay.mul_add(bottom - top, top).round_ties_even();
             }
+            // `as` saturates to [0, 255], as OpenCV's pack does.
+            px.copy_from_slice(&[v[0] as u8, v[1] as u8, v[2] as u8]);
         }
     }
 }
@@ -708,21 +731,8 @@ fn rgb_to_hsv(t: &HsvTables, [r, g, b]: [u8; 3]) -> [u8; 3] {
 /// rest of the row goes through its scalar code.
 const HSV_BLOCK: usize = 32;
 
-/// The float32 RGB (in `[0, 1]`) of an HSV byte pixel as OpenCV's AVX2 kernel computes it.
-#[inline(always)]
-fn hsv_to_rgb_vector(hsv: [u8; 3]) -> [f32; 3] {
-    let hscale = 6.0f32 / 180.0;
-    let inv = 1.0f32 / 255.0;
-    let (s, v) = (f32::from(hsv[1]) * inv, f32::from(hsv[2]) * inv);
-    let scaled = f32::from(hsv[0]) * hscale;
-    let pre = scaled.trunc();
-    let h = scaled - pre;
-    let sector = (pre - (pre * (1.0 / 6.0)).trunc() * 6.0) as usize;
-    sectors(sector, h, s, v)
-}
-
-/// The same from OpenCV's scalar code (`HSV2RGB_native`), for the pixels after a row's last
-/// block.
+/// The float32 RGB (in `[0, 1]`) of an HSV byte pixel as OpenCV's scalar code
+/// (`HSV2RGB_native`) computes it, for the pixels after a row's last block.
 #[inline(always)]
 fn hsv_to_rgb_scalar(hsv: [u8; 3]) -> [f32; 3] {
     let inv = 1.0f32 / 255.0;
@@ -768,16 +778,17 @@ fn sectors(sector: usize, h: f32, s: f32, v: f32) -> [f32; 3] {
 /// saturation, pixels without saturation kept so.
 pub(crate) fn hsv_shift(rgb: &mut [u8], w: usize, hue: f64, sat: f64, val: f64) {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("fma") {
-        // SAFETY: the CPU has FMA (detected just above).
+    if std::arch::is_x86_feature_detected!("fma") && std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has FMA and AVX2 (detected just above).
         return unsafe { hsv_shift_fma(rgb, w, hue, sat, val) };
     }
     hsv_shift_any(rgb, w, hue, sat, val);
 }
 
-/// [`hsv_shift`] built with FMA, so each `mul_add` is one instruction (the same value).
+/// [`hsv_shift`] built with FMA and AVX2, so each `mul_add` is one instruction and each
+/// rounding another (not libm's calls; the same values).
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "fma")]
+#[target_feature(enable = "avx2,fma")]
 fn hsv_shift_fma(rgb: &mut [u8], w: usize, hue: f64, sat: f64, val: f64) {
     hsv_shift_any(rgb, w, hue, sat, val);
 }
@@ -803,26 +814,91 @@ fn hsv_shift_any(rgb: &mut [u8], w: usize, hue: f64, sat: f64, val: f64) {
     };
     let (sat_lut, val_lut) = (add(sat), add(val));
     let vector = w - w % HSV_BLOCK;
+    let shifted = |px: &[u8]| -> [u8; 3] {
+        let [h0, s0, v0] = rgb_to_hsv(tables, [px[0], px[1], px[2]]);
+        let s1 = if s0 == 0 { 0 } else { sat_lut[s0 as usize] };
+        [hue_lut[h0 as usize], s1, val_lut[v0 as usize]]
+    };
     for row in rgb.chunks_exact_mut(w * 3) {
-        for (x, px) in row.chunks_exact_mut(3).enumerate() {
-            let [h0, s0, v0] = rgb_to_hsv(tables, [px[0], px[1], px[2]]);
-            let s1 = if s0 == 0 { 0 } else { sat_lut[s0 as usize] };
-            let hsv = [hue_lut[h0 as usize], s1, val_lut[v0 as usize]];
-            if x < vector {
-                let f = hsv_to_rgb_vector(hsv);
-                for c in 0..3 {
-                    // `v_trunc` of x * 255, then packed with unsigned saturation.
-                    px[c] = (f[c] * 255.0).trunc().clamp(0.0, 255.0) as u8;
-                }
-            } else {
-                let f = hsv_to_rgb_scalar(hsv);
-                for c in 0..3 {
-                    // `saturate_cast<uchar>`: rounded half to even.
-                    px[c] = (f[c] * 255.0).round_ties_even().clamp(0.0, 255.0) as u8;
-                }
+        let (blocks, rest) = row.split_at_mut(vector * 3);
+        // OpenCV's vector code, 8 pixels at a time in lanes (the compiler's vectors).
+        for block in blocks.chunks_exact_mut(LANES * 3) {
+            let mut hsv = [[0f32; LANES]; 3];
+            for (i, px) in block.chunks_exact(3).enumerate() {
+                let [h, s, v] = shifted(px);
+                hsv[0][i] = f32::from(h);
+                hsv[1][i] = f32::from(s);
+                hsv[2][i] = f32::from(v);
+            }
+            let rgb8 = hsv_to_rgb_lanes(&hsv);
+            for (i, px) in block.chunks_exact_mut(3).enumerate() {
+                px.copy_from_slice(&[rgb8[0][i], rgb8[1][i], rgb8[2][i]]);
+            }
+        }
+        for px in rest.chunks_exact_mut(3) {
+            let f = hsv_to_rgb_scalar(shifted(px));
+            for c in 0..3 {
+                // `saturate_cast<uchar>`: rounded half to even.
+                px[c] = (f[c] * 255.0).round_ties_even().clamp(0.0, 255.0) as u8;
             }
         }
     }
+}
+
+/// The pixels [`hsv_to_rgb_lanes`] converts at once.
+const LANES: usize = 8;
+
+/// OpenCV's vector `COLOR_HSV2RGB` of `LANES` pixels (`[h, s, v]` planes of byte values):
+/// its selects by sector, fused products and `v_trunc` of each value times 255.
+#[inline(always)]
+fn hsv_to_rgb_lanes(hsv: &[[f32; LANES]; 3]) -> [[u8; LANES]; 3] {
+    let mut out = [[0u8; LANES]; 3];
+    for i in 0..LANES {
+        let inv = 1.0f32 / 255.0;
+        let (s, v) = (hsv[1][i] * inv, hsv[2][i] * inv);
+        let scaled = hsv[0][i] * (6.0f32 / 180.0);
+        let pre = scaled.trunc();
+        let h = scaled - pre;
+        let sector = pre - (pre * (1.0 / 6.0)).trunc() * 6.0;
+        let t0 = v;
+        let t1 = v * (1.0 - s);
+        let t2 = v * (-s).mul_add(h, 1.0);
+        let t3 = v * (-s).mul_add(1.0 - h, 1.0);
+        // OpenCV's masks: (b, g, r) per sector 0-5 are (1,3,0) (1,0,2) (3,0,1) (0,2,1)
+        // (0,1,3) (2,1,0) of the four values.
+        let b = if sector < 2.0 {
+            t1
+        } else if sector == 2.0 {
+            t3
+        } else if sector <= 4.0 {
+            t0
+        } else {
+            t2
+        };
+        let g = if sector < 1.0 {
+            t3
+        } else if sector <= 2.0 {
+            t0
+        } else if sector == 3.0 {
+            t2
+        } else {
+            t1
+        };
+        let r = if sector < 1.0 || sector > 4.0 {
+            t0
+        } else if sector == 1.0 {
+            t2
+        } else if sector <= 3.0 {
+            t1
+        } else {
+            t3
+        };
+        for (c, x) in [r, g, b].into_iter().enumerate() {
+            // `v_trunc` of x * 255, then packed with unsigned saturation.
+            out[c][i] = (x * 255.0).trunc().clamp(0.0, 255.0) as u8;
+        }
+    }
+    out
 }
 
 #[cfg(test)]

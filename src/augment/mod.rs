@@ -15,7 +15,8 @@
 //! `erase.rs`, `kernel.rs` (normalize, the resampler and the output writer), `two_tap.rs`
 //! (torch's bilinear resize without antialias), `mix.rs`
 //! (MixUp and CutMix, on whole batches), `paste.rs` (the detection reference's copy-paste of
-//! objects between a batch's images).
+//! objects between a batch's images), `albu.rs` (albumentations' own ops, with OpenCV's
+//! warp and byte HSV).
 
 mod albu;
 mod autoaugment;
