@@ -535,7 +535,7 @@ pub(crate) fn warp_affine(
         // SAFETY: the CPU has FMA and AVX2 (detected just above).
         return unsafe { warp_affine_fma(rgb, h, w, inverse, border, fill, scratch) };
     }
-    warp_affine_any(rgb, h, w, inverse, border, fill, scratch);
+    warp_affine_any(rgb, h, w, inverse, border, fill, scratch, false);
 }
 
 /// [`warp_affine`] built with FMA and AVX2, so each `mul_add` is one instruction and each
@@ -551,10 +551,11 @@ fn warp_affine_fma(
     fill: [u8; 3],
     scratch: &mut Vec<u8>,
 ) {
-    warp_affine_any(rgb, h, w, inverse, border, fill, scratch);
+    warp_affine_any(rgb, h, w, inverse, border, fill, scratch, true);
 }
 
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn warp_affine_any(
     rgb: &mut [u8],
     h: usize,
@@ -563,9 +564,12 @@ fn warp_affine_any(
     border: Cv2Border,
     fill: [u8; 3],
     scratch: &mut Vec<u8>,
+    avx2: bool,
 ) {
     scratch.clear();
     scratch.extend_from_slice(&rgb[..h * w * 3]);
+    // One byte past the image, for the four-byte reads of `warp8_inside`.
+    scratch.push(0);
     let src = &scratch[..];
     let fill = fill.map(f32::from);
     // The source index along an axis of `n` pixels, or `None` for the fill.
@@ -617,7 +621,20 @@ fn warp_affine_any(
         let yf = y as f32;
         let (ym1, ym4) = (yf * m[1], yf * m[4]);
         let (row_x, row_y) = (ym1 + m[2], ym4 + m[5]);
-        for (x, px) in row.chunks_exact_mut(3).enumerate() {
+        let mut x = 0;
+        while x < w {
+            // Eight pixels at a time in vector lanes, where all their neighbours are inside.
+            #[cfg(target_arch = "x86_64")]
+            if avx2 && x % 8 == 0 && x + 8 <= vector && w >= 2 && h >= 2 {
+                let out = &mut row[x * 3..(x + 8) * 3];
+                // SAFETY: AVX2 and FMA are present (`avx2` is set only then); `src` holds the
+                // image and one byte more; `out` holds the eight pixels.
+                if unsafe { warp8_inside(src, w, h, m, [row_x, row_y], x, out) } {
+                    x += 8;
+                    continue;
+                }
+            }
+            let px = &mut row[x * 3..x * 3 + 3];
             let xf = x as f32;
             let (sx, sy) = if x < vector {
                 (m[0].mul_add(xf, row_x), m[3].mul_add(xf, row_y))
@@ -657,8 +674,100 @@ fn warp_affine_any(
             }
             // `as` saturates to [0, 255], as OpenCV's pack does.
             px.copy_from_slice(&[v[0] as u8, v[1] as u8, v[2] as u8]);
+            x += 1;
         }
     }
+}
+
+/// The output pixels `x..x + 8` of a row whose source points start from `row` (`y * m1 + m2`,
+/// `y * m4 + m5`), in AVX2 lanes with OpenCV's arithmetic (its vector formula), written to
+/// `out`; `false`, writing nothing, unless every one's four neighbours lie inside the image.
+///
+/// # Safety
+/// The CPU has AVX2 and FMA; `src` holds the `h`x`w` RGB8 image and at least one byte more
+/// (each neighbour is read as four bytes).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn warp8_inside(
+    src: &[u8],
+    w: usize,
+    h: usize,
+    m: &[f32; 6],
+    row: [f32; 2],
+    x: usize,
+    out: &mut [u8],
+) -> bool {
+    use std::arch::x86_64::*;
+    debug_assert!(src.len() > h * w * 3 && out.len() >= 24);
+    let xs = _mm256_add_ps(
+        _mm256_set1_ps(x as f32),
+        _mm256_setr_ps(0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0),
+    );
+    let sx = _mm256_fmadd_ps(_mm256_set1_ps(m[0]), xs, _mm256_set1_ps(row[0]));
+    let sy = _mm256_fmadd_ps(_mm256_set1_ps(m[3]), xs, _mm256_set1_ps(row[1]));
+    let (fx, fy) = (_mm256_floor_ps(sx), _mm256_floor_ps(sy));
+    // 0 <= floor < side - 1 on both axes (NaN compares false), exact in f32 for any image.
+    let zero = _mm256_setzero_ps();
+    let inside = _mm256_and_ps(
+        _mm256_and_ps(
+            _mm256_cmp_ps::<_CMP_GE_OQ>(fx, zero),
+            _mm256_cmp_ps::<_CMP_LT_OQ>(fx, _mm256_set1_ps((w - 1) as f32)),
+        ),
+        _mm256_and_ps(
+            _mm256_cmp_ps::<_CMP_GE_OQ>(fy, zero),
+            _mm256_cmp_ps::<_CMP_LT_OQ>(fy, _mm256_set1_ps((h - 1) as f32)),
+        ),
+    );
+    if _mm256_movemask_ps(inside) != 0xff {
+        return false;
+    }
+    let (ax, ay) = (_mm256_sub_ps(sx, fx), _mm256_sub_ps(sy, fy));
+    let stride = (w * 3) as i32;
+    let at = _mm256_add_epi32(
+        _mm256_mullo_epi32(_mm256_cvttps_epi32(fy), _mm256_set1_epi32(stride)),
+        _mm256_mullo_epi32(_mm256_cvttps_epi32(fx), _mm256_set1_epi32(3)),
+    );
+    let base = src.as_ptr() as *const i32;
+    let gather = |offset: i32| {
+        // SAFETY: each lane's neighbour starts at most at the image's last pixel (its top-left
+        // is inside, below and left of the last row and column), so its four bytes end within
+        // `src`, which holds one byte past the image.
+        unsafe {
+            _mm256_i32gather_epi32::<1>(base, _mm256_add_epi32(at, _mm256_set1_epi32(offset)))
+        }
+    };
+    let (p00, p01, p10, p11) = (gather(0), gather(3), gather(stride), gather(stride + 3));
+    let byte = _mm256_set1_epi32(0xff);
+    let mut packed = _mm256_setzero_si256();
+    for c in 0..3 {
+        let channel = |p: __m256i| {
+            let shifted = match c {
+                0 => p,
+                1 => _mm256_srli_epi32::<8>(p),
+                _ => _mm256_srli_epi32::<16>(p),
+            };
+            _mm256_cvtepi32_ps(_mm256_and_si256(shifted, byte))
+        };
+        let (q00, q01, q10, q11) = (channel(p00), channel(p01), channel(p10), channel(p11));
+        let top = _mm256_fmadd_ps(ax, _mm256_sub_ps(q01, q00), q00);
+        let bottom = _mm256_fmadd_ps(ax, _mm256_sub_ps(q11, q10), q10);
+        let v = _mm256_fmadd_ps(ay, _mm256_sub_ps(bottom, top), top);
+        // Rounded half to even (the default rounding), within [0, 255].
+        let v = _mm256_cvtps_epi32(v);
+        let v = match c {
+            0 => v,
+            1 => _mm256_slli_epi32::<8>(v),
+            _ => _mm256_slli_epi32::<16>(v),
+        };
+        packed = _mm256_or_si256(packed, v);
+    }
+    let mut lanes = [0u32; 8];
+    // SAFETY: `lanes` is 32 bytes, written unaligned.
+    unsafe { _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, packed) };
+    for (px, lane) in out.chunks_exact_mut(3).zip(lanes) {
+        px.copy_from_slice(&lane.to_le_bytes()[..3]);
+    }
+    true
 }
 
 /// `image.transpose(1, 0, 2)` of an `n`x`n` RGB8 image, in place.
@@ -884,7 +993,7 @@ fn hsv_to_rgb_lanes(hsv: &[[f32; LANES]; 3]) -> [[u8; LANES]; 3] {
         } else {
             t1
         };
-        let r = if sector < 1.0 || sector > 4.0 {
+        let r = if !(1.0..=4.0).contains(&sector) {
             t0
         } else if sector == 1.0 {
             t2
