@@ -192,6 +192,29 @@ def _limits(t: Any, *names: str) -> dict:
     return out
 
 
+#: The OpenCV whose `warpAffine` and byte HSV hpuload computes as it does (its x86-64 wheels,
+#: whose kernels run in AVX2 with fused multiply-adds), checked against its output.
+_OPENCV_VERIFIED = "5.0."
+
+
+def _opencv_arithmetic(name: str) -> None:
+    """`Unsupported` unless the OpenCV here computes `name`'s kernel as hpuload does: another
+    version, or a CPU it runs other kernels on, could differ by a level in some pixels, so
+    the op runs in Python, as the user's own loader runs it."""
+    import platform
+
+    import cv2
+
+    version = getattr(cv2, "__version__", "?")
+    if not version.startswith(_OPENCV_VERIFIED):
+        raise Unsupported(f"albumentations' {name} with OpenCV {version} (hpuload computes OpenCV {_OPENCV_VERIFIED}x's kernels)")
+    machine = platform.machine().lower()
+    has = getattr(cv2, "checkHardwareSupport", lambda _: False)
+    # OpenCV's feature numbers: 11 is AVX2, 12 FMA3 (`cv2.getHardwareFeatureName`).
+    if machine not in ("x86_64", "amd64") or not (has(11) and has(12)):
+        raise Unsupported(f"albumentations' {name} on a {machine} CPU without OpenCV's AVX2 kernels")
+
+
 def _brightness_contrast(t: Any) -> dict:
     if not getattr(t, "brightness_by_max", True) or getattr(t, "ensure_safe_range", False):
         raise Unsupported("albumentations' RandomBrightnessContrast with brightness_by_max=False or ensure_safe_range=True")
@@ -199,6 +222,7 @@ def _brightness_contrast(t: Any) -> dict:
 
 
 def _hue_saturation_value(t: Any) -> dict:
+    _opencv_arithmetic("HueSaturationValue")
     limits = _limits(t, "hue_shift_limit", "sat_shift_limit", "val_shift_limit")
     return {"op": "albu_hue_saturation_value", "p": _p(t), **limits}
 
@@ -218,6 +242,7 @@ def _pair(value: Any) -> list[float]:
 def _affine(t: Any) -> dict:
     """`Affine` or `ShiftScaleRotate` (one of them): its ranges, and OpenCV's border."""
     name = _name(t)
+    _opencv_arithmetic(name)
     if getattr(t, "interpolation", _INTER_LINEAR) != _INTER_LINEAR:
         raise Unsupported(f"albumentations' {name} with interpolation {t.interpolation} (hpuload runs cv2.INTER_LINEAR)")
     if getattr(t, "fit_output", False) or getattr(t, "balanced_scale", False):

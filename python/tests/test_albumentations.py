@@ -399,3 +399,18 @@ def test_shift_scale_rotate_draws_albumentations_distributions(tmp_path):
         for q in (1, 25, 50, 75, 99):
             assert abs(np.percentile(a, q) - np.percentile(b, q)) < 0.03 * spread, (k, q)
     assert np.allclose(ours[:, 3:], np.round(ours[:, 3:]), atol=1e-3)  # whole pixels
+
+
+def test_opencvs_kernels_run_in_python_with_an_opencv_hpuload_has_not_matched(jpeg_folder, monkeypatch):
+    """HueSaturationValue and ShiftScaleRotate compute with OpenCV's kernels, which hpuload
+    matches for OpenCV 5.0's x86-64 builds: under another version they run in Python (the
+    user's own), named, and give the Dataset's own samples."""
+    from hpuload.torch import PythonTailWarning
+
+    monkeypatch.setattr(cv2, "__version__", "4.10.0")
+    files, labels = files_of(jpeg_folder)
+    ds = LeafDataset(files, labels, A.Compose([A.Resize(40, 40), A.HorizontalFlip(p=1.0), A.HueSaturationValue(p=1.0), ToTensorV2()]))
+    with pytest.warns(PythonTailWarning, match="HueSaturationValue, ToTensorV2 in Python"):
+        loader = DataLoader(ds, batch_size=8, backend="cpu", seed=1)
+    assert type(loader) is DataLoader
+    assert next(iter(loader))[0].shape == (8, 3, 40, 40)
