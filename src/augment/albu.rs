@@ -3,6 +3,11 @@
 //!
 //! - `Transpose(p)` and `RandomRotate90(p)` (`np.rot90` by a factor drawn from 0-3) of a square
 //!   image;
+//! - `Affine` and `ShiftScaleRotate` with `INTER_LINEAR`: albumentations' matrix (composed about
+//!   the centre in f64), inverted as OpenCV inverts it, and OpenCV 5.0's float `warpAffine`
+//!   kernel as its x86-64 wheels run it (`fma(m0, x, y * m1 + m2)` in each row's blocks of 16,
+//!   `fma(x, m0, y * m1) + m2` after them, three fused interpolations, rounded half to even;
+//!   blocks of 8 whose neighbours are all inside run in AVX2 lanes here);
 //! - `RandomBrightnessContrast(brightness_limit, contrast_limit, p)`: `x * alpha + beta * 255`
 //!   through albucore's float32 lookup table, clipped and truncated to bytes;
 //! - `HueSaturationValue(hue_shift_limit, sat_shift_limit, val_shift_limit, p)`: OpenCV's byte
@@ -326,7 +331,8 @@ pub enum Cv2Border {
 /// albumentations' `Affine` (and `ShiftScaleRotate`, which is one) with `INTER_LINEAR`:
 /// a scale per axis, a translation (a fraction of the size, truncated to whole pixels, or
 /// pixels), a rotation in degrees and a shear, about the image's centre, composed as
-/// albumentations composes them and warped by OpenCV's `warpAffine` (see [`warp_affine`]).
+/// albumentations composes them and warped by OpenCV's `warpAffine` (OpenCV 5.0's float
+/// kernel; see the module).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AlbuAffine {
