@@ -1,7 +1,7 @@
 //! The skip/replace policy around loading one sample: a sample that cannot be read or decoded
 //! fails its batch (`OnError::Fail`), or is skipped, named, and replaced by a deterministic
-//! draw from the counter-based generator keyed by (seed, epoch, original index), tried up to
-//! `MAX_REPLACEMENTS` times. The workers load through it, and so does the media engine's
+//! draw from the counter-based generator keyed by (seed, epoch, original index), never a
+//! sample that already failed in that slot, tried up to `MAX_REPLACEMENTS` times. The workers load through it, and so does the media engine's
 //! fallback to the CPU.
 
 use std::sync::atomic::Ordering;
@@ -57,7 +57,10 @@ pub(super) fn fill(
     let n = shared.samples() as u64;
     let mut replace = CounterRng::new(shared.seed, epoch, original as u64, Stream::Replace);
     let mut index = original;
-    for _ in 0..=MAX_REPLACEMENTS {
+    // The samples that failed in this slot: a replacement is never one of them (each would
+    // fail again, and count again against the epoch's error budget).
+    let mut failed = [usize::MAX; MAX_REPLACEMENTS + 1];
+    for attempt in 0..=MAX_REPLACEMENTS {
         match load_sample(shared, scratch, index, epoch, slot, engine, given.take()) {
             Ok(filled) => return Ok(filled),
             Err(SampleError {
@@ -69,7 +72,8 @@ pub(super) fn fill(
             }
             Err(e) => {
                 skips.skip(&e);
-                index = replace.below(n) as usize;
+                failed[attempt] = index;
+                index = replacement(&mut replace, n, &failed[..=attempt]);
             }
         }
     }
@@ -81,6 +85,19 @@ pub(super) fn fill(
             tried: MAX_REPLACEMENTS,
         },
     }))
+}
+
+/// A replacement drawn from `rng`, uniform over the `n` samples but those in `failed` (as
+/// long as any other is left; a bounded number of draws, deterministic).
+fn replacement(rng: &mut CounterRng, n: u64, failed: &[usize]) -> usize {
+    let mut index = rng.below(n) as usize;
+    for _ in 0..64 {
+        if !failed.contains(&index) || failed.len() as u64 >= n {
+            break;
+        }
+        index = rng.below(n) as usize;
+    }
+    index
 }
 
 /// With `Backend::Hw`, a file the engine cannot take is an error whatever the skip policy.

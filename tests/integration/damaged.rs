@@ -390,3 +390,33 @@ fn a_symlink_loop_in_the_folder_is_listed_once_without_hanging() {
         before
     );
 }
+
+#[test]
+fn a_failed_sample_is_never_drawn_again_as_its_own_replacement() {
+    // Eight images, one gone: under the default budget (one failure per epoch here) every seed
+    // replaces it with a readable sample, so it fails once and the epoch completes. A
+    // replacement drawn over all eight would be the missing file itself for about one seed in
+    // eight, failing twice.
+    let dir = dataset("replacement-excludes", 8);
+    let p = prepare(dir.path());
+    std::fs::remove_file(&p.victim).unwrap();
+    for seed in 0..48 {
+        let mut l = Loader::builder(p.source())
+            .batch_size(8)
+            .workers(1)
+            .backend(Backend::Cpu)
+            .shuffle(seed)
+            .pipeline(small_train())
+            .build()
+            .unwrap();
+        let batches: Vec<_> = l.epoch(0).collect();
+        assert_eq!(batches.len(), 1, "seed {seed}");
+        let batch = batches
+            .into_iter()
+            .next()
+            .unwrap()
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        assert_eq!(batch.skipped.len(), 1, "seed {seed}");
+        assert!(!batch.indices.contains(&VICTIM), "seed {seed}");
+    }
+}
