@@ -183,13 +183,17 @@ def _translate(steps: list, *, open_end: bool) -> tuple[str, str]:
     return json.dumps({"name": "albumentations", "ops": ops}), dtype
 
 
+def _pair(value: Any) -> list[float]:
+    """A range albumentations keeps as a number or a `(lo, hi)` pair."""
+    if isinstance(value, (int, float)):
+        return [float(value), float(value)]
+    lo, hi = value
+    return [float(lo), float(hi)]
+
+
 def _limits(t: Any, *names: str) -> dict:
-    """Each of `names`' `(lo, hi)` range (albumentations keeps them as pairs) as a list."""
-    out = {}
-    for n in names:
-        lo, hi = getattr(t, n)
-        out[n] = [float(lo), float(hi)]
-    return out
+    """Each of `names`' range as `[lo, hi]`."""
+    return {n: _pair(getattr(t, n)) for n in names}
 
 
 #: The OpenCV whose `warpAffine` and byte HSV hpuload computes as it does (its x86-64 wheels,
@@ -229,14 +233,6 @@ def _hue_saturation_value(t: Any) -> dict:
 
 #: OpenCV's border modes hpuload's warp reads as OpenCV does (not BORDER_WRAP).
 _BORDERS = {0: "constant", 1: "replicate", 2: "reflect", 4: "reflect101"}
-
-
-def _pair(value: Any) -> list[float]:
-    """A range albumentations keeps as a number or a `(lo, hi)` pair."""
-    if isinstance(value, (int, float)):
-        return [float(value), float(value)]
-    lo, hi = value
-    return [float(lo), float(hi)]
 
 
 def _affine(t: Any) -> dict:
