@@ -133,6 +133,7 @@ mod tests {
                 Op::CenterCrop(CenterCrop {
                     size: Size::Square(224),
                     pad: false,
+                    floor: false,
                 })
             ]
         );

@@ -6,6 +6,10 @@ hpuload's pipeline ops, each computed as albumentations computes it on a uint8 R
   albumentations draws it, which is torchvision's draw: ten tries of a log-uniform aspect
   ratio and a uniform area, then the centre fallback), with `interpolation=cv2.INTER_LINEAR`
   (their default): OpenCV's `cv2.resize`, byte for byte (`cv2_linear`);
+- `SmallestMaxSize(max_size)` (the shorter side to `max_size`, the other scaled and rounded
+  as albumentations rounds it) followed by `CenterCrop` or `RandomCrop`, and those crops of
+  the image itself or after a `Resize`: a window of `cv2.resize`'s output at albumentations'
+  offset (`(size - crop) // 2` for the centre; uniform for the random crop), byte for byte;
 - after it, `HorizontalFlip(p)`, `VerticalFlip(p)`, `Transpose(p)` and `RandomRotate90(p)`
   (of a square image), `Affine` and `ShiftScaleRotate` (bilinear: OpenCV 5's `warpAffine`,
   each border mode but wrap), `RandomBrightnessContrast` (brightness by the maximum, albucore's
@@ -19,7 +23,8 @@ hpuload's pipeline ops, each computed as albumentations computes it on a uint8 R
 - `ToTensorV2()` last: the `[C, H, W]` tensor, float32 after `Normalize`, else uint8.
 
 `translate_split` runs the longest prefix of such uint8 steps natively and the steps after it
-(any other albumentations op) in Python, as a `Tail`. A `Compose` with no such prefix, or
+(any other albumentations op) in Python, as a `Tail`. A `Compose` with no such prefix (one
+size for every image: a resize or a crop), or
 that does not end in `ToTensorV2`, or with bounding boxes or masks, is `Unsupported`, naming
 why: the loader then falls back to torch's DataLoader."""
 
@@ -125,7 +130,8 @@ def _translate(steps: list, *, open_end: bool) -> tuple[str, str]:
     they are the prefix of a longer `Compose`, whose steps after them run in Python on the
     uint8 image they make, so no `Normalize` or `CoarseDropout` among them."""
     ops: list[dict] = []
-    size: list[int] | None = None  # the output's [h, w], once a resize is read
+    size: list[int] | None = None  # the output's [h, w], once a resize or crop is read
+    geometry: str | None = None  # the last geometric step's name while nothing else follows it
     dtype = "u8"
     norm = None
     holes: list[tuple[dict, bool]] = []  # each CoarseDropout's op, and whether Normalize follows it
@@ -135,18 +141,33 @@ def _translate(steps: list, *, open_end: bool) -> tuple[str, str]:
             raise Unsupported(f"albumentations' {name} after CoarseDropout (hpuload erases the holes last)")
         if dtype == "f32" and name != "CoarseDropout":
             raise Unsupported(f"albumentations' {name} after Normalize (hpuload normalizes last)")
-        if name in ("Resize", "RandomResizedCrop"):
+        if name in ("Resize", "RandomResizedCrop", "SmallestMaxSize"):
             _always(t)
-            if size is not None:
+            if geometry is not None or size is not None:
                 raise Unsupported(f"albumentations' {name} after another resize")
-            size = _size(t)
-            op = {"op": "resize" if name == "Resize" else "random_resized_crop", "size": size, "interpolation": _linear(t)}
-            if name == "RandomResizedCrop":
-                op.update({"scale": [float(v) for v in t.scale], "ratio": [float(v) for v in t.ratio]})
-            ops.append(op)
+            if name == "SmallestMaxSize":
+                ops.append({"op": "albu_smallest_max_size", "max_size": _max_size(t), "interpolation": _linear(t)})
+            else:
+                size = _size(t)
+                op = {"op": "resize" if name == "Resize" else "random_resized_crop", "size": size, "interpolation": _linear(t)}
+                if name == "RandomResizedCrop":
+                    op.update({"scale": [float(v) for v in t.scale], "ratio": [float(v) for v in t.ratio]})
+                ops.append(op)
+            geometry = name
+            continue
+        if name in ("CenterCrop", "RandomCrop"):
+            ops.append(_crop(t, geometry, size))
+            if geometry == "SmallestMaxSize" and max(ops[-1]["size"]) > ops[-2]["max_size"]:
+                raise Unsupported(f"albumentations' {name} {ops[-1]['size']} larger than SmallestMaxSize's {ops[-2]['max_size']}")
+            size, geometry = _size(t), name
             continue
         if size is None:
-            raise Unsupported(f"albumentations' {name} before a resize (hpuload's batches need one size)")
+            raise Unsupported(
+                f"albumentations' {name} between SmallestMaxSize and its crop (hpuload crops the resize first)"
+                if geometry
+                else f"albumentations' {name} before a resize or crop (hpuload's batches need one size)"
+            )
+        geometry = None
         if name in _PIXEL_OPS:
             if name in ("Transpose", "RandomRotate90") and size[0] != size[1]:
                 raise Unsupported(f"albumentations' {name} of a {size[0]}x{size[1]} image (a shape per sample)")
@@ -179,8 +200,37 @@ def _translate(steps: list, *, open_end: bool) -> tuple[str, str]:
             op["fill"] = [float(v) for v in norm.apply(fill).reshape(3)]
         ops.append(op)
     if size is None:
-        raise Unsupported("an albumentations Compose without a resize (a different shape per image)")
+        raise Unsupported(
+            "an albumentations Compose without a resize or crop"
+            + (" after its SmallestMaxSize" if geometry else "")
+            + " (a different shape per image)"
+        )
     return json.dumps({"name": "albumentations", "ops": ops}), dtype
+
+
+def _max_size(t: Any) -> int:
+    """`SmallestMaxSize`'s one size (a list draws one per image; `max_size_hw` scales to fit)."""
+    if getattr(t, "max_size_hw", None) is not None or not isinstance(t.max_size, int):
+        raise Unsupported(f"albumentations' SmallestMaxSize with max_size={t.max_size!r} (hpuload takes one size)")
+    return int(t.max_size)
+
+
+def _crop(t: Any, geometry: str | None, size: list[int] | None) -> dict:
+    """`CenterCrop` or `RandomCrop` (of the image, or right after a `Resize` or
+    `SmallestMaxSize`): albumentations' centre is `(size - crop) // 2`, its random offset
+    uniform over every one that keeps the crop inside."""
+    name = _name(t)
+    _always(t)
+    if getattr(t, "pad_if_needed", False):
+        raise Unsupported(f"albumentations' {name} with pad_if_needed")
+    if size is not None and geometry != "Resize":
+        raise Unsupported(f"albumentations' {name} after {geometry or 'a pixel op'} (hpuload crops the image or its resize)")
+    crop = _size(t)
+    if size is not None and (crop[0] > size[0] or crop[1] > size[1]):
+        raise Unsupported(f"albumentations' {name} {crop} larger than the {size} resize (albumentations refuses it)")
+    if name == "CenterCrop":
+        return {"op": "center_crop", "size": crop, "floor": True}
+    return {"op": "random_crop", "size": crop}
 
 
 def _pair(value: Any) -> list[float]:

@@ -77,6 +77,105 @@ def test_a_resize_gives_opencvs_and_albumentations_bytes_batch_for_batch(jpeg_fo
             assert torch.equal(x, xw) and torch.equal(y, yw)
 
 
+@pytest.mark.parametrize(
+    "steps",
+    [
+        lambda: [A.SmallestMaxSize(max_size=160), A.CenterCrop(height=128, width=128)],
+        lambda: [A.SmallestMaxSize(max_size=41), A.CenterCrop(height=40, width=33)],  # shrinks past half
+        lambda: [A.SmallestMaxSize(max_size=333), A.CenterCrop(height=301, width=330)],  # enlarges
+        lambda: [A.Resize(87, 95), A.CenterCrop(height=40, width=32)],
+        lambda: [A.CenterCrop(height=33, width=47)],
+    ],
+    ids=["smallest-160-crop-128", "smallest-41", "smallest-333", "resize-then-crop", "crop-alone"],
+)
+def test_the_evaluation_crops_give_albumentations_bytes_batch_for_batch(jpeg_folder, steps):
+    """albumentations' evaluation transforms (its classification example's `SmallestMaxSize`
+    then `CenterCrop`, a `Resize` then a `CenterCrop`, a crop alone), then `Normalize`: every
+    value is the Dataset's own, bit for bit, with albumentations' centre (`(size - crop) // 2`,
+    not torchvision's rounding) and its rounded longer side, shrinking and enlarging."""
+    files, labels = files_of(jpeg_folder)
+    ds = LeafDataset(files, labels, A.Compose(steps() + [A.Normalize(mean=MEAN, std=STD), ToTensorV2()]))
+    ours = list(native(lambda: DataLoader(ds, batch_size=8, num_workers=2, backend="cpu")))
+    want = theirs(ds, 8)
+    assert len(ours) == len(want)
+    for (x, y), (xw, yw) in zip(ours, want):
+        assert torch.equal(x, xw) and torch.equal(y, yw)
+
+
+def test_albumentations_centre_is_its_own_not_torchvisions(jpeg_folder):
+    """Where `(size - crop) / 2` ends in a half, albumentations' centre is the floor and
+    torchvision's the even neighbour: the set has images where the two differ, and hpuload
+    gives albumentations' there."""
+    files, labels = files_of(jpeg_folder)
+    crop = A.CenterCrop(height=31, width=31)
+    differs = 0
+    for f in files:
+        h, w = cv2.imread(f).shape[:2]
+        differs += any((n - 31) % 4 == 3 for n in (h, w))  # k.5 with k odd: floor k, even k + 1
+    assert differs > 0
+    ds = LeafDataset(files, labels, A.Compose([crop, ToTensorV2()]))
+    ours = torch.cat([x for x, _ in native(lambda: DataLoader(ds, batch_size=8, backend="cpu"))])
+    assert torch.equal(ours, torch.cat([x for x, _ in theirs(ds, 8)]))
+
+
+def test_a_random_crop_of_the_smallest_max_size_gives_albumentations_pixels_for_the_offset_drawn(jpeg_folder):
+    """The training transform of albumentations' classification example, without its warp:
+    `SmallestMaxSize`, `RandomCrop`, a flip and `Normalize`: each sample is albumentations'
+    own resize, crop (at the offset hpuload drew), flip and normalization, bit for bit; the
+    offsets drawn cover the whole range albumentations draws from."""
+    files, labels = files_of(jpeg_folder)
+    smallest, rcrop = A.SmallestMaxSize(max_size=60), A.RandomCrop(height=48, width=40)
+    flip, norm = A.HorizontalFlip(p=0.5), A.Normalize(mean=MEAN, std=STD)
+    ds = LeafDataset(files, labels, A.Compose([smallest, rcrop, flip, norm, ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=3))
+    tops = []
+    for epoch in (0, 1):
+        for b, (x, _) in enumerate(loader):
+            for k in range(x.shape[0]):
+                index = b * 8 + k
+                image = cv2.cvtColor(cv2.imread(files[index]), cv2.COLOR_BGR2RGB)
+                h, w = image.shape[:2]
+                resized = smallest.apply(image, scale=60 / min(h, w))
+                rh, rw = resized.shape[:2]
+                plan = json.loads(loader._core.sample_plan(epoch, index, w, h))
+                c = plan["crop"]
+                top, left = round(c["top"] * rh / h), round(c["left"] * rw / w)
+                want = resized[top : top + 48, left : left + 40]
+                if plan["flip"]:
+                    want = flip.apply(want)
+                want = ToTensorV2()(image=norm.apply(want))["image"]
+                assert torch.equal(x[k], want), f"epoch {epoch}, index {index}, offset {(top, left)}"
+                tops.append((top / (rh - 48) if rh > 48 else 0.5, left / (rw - 40)))
+    for axis in (0, 1):
+        values = [t[axis] for t in tops]
+        assert min(values) < 0.2 and max(values) > 0.8
+
+
+def test_a_random_crop_draws_albumentations_offsets(tmp_path):
+    """The same distribution of offsets as albumentations' own `RandomCrop` draw (uniform over
+    every offset that keeps the crop inside, both ends included): means, spreads and ends over
+    3000 draws on one image."""
+    path = tmp_path / "a.jpg"
+    Image.new("RGB", (90, 70), (90, 120, 30)).save(path)
+    rcrop = A.RandomCrop(height=40, width=50)
+    ds = LeafDataset([str(path)] * 3000, [0] * 3000, A.Compose([rcrop, ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=3000, backend="cpu", seed=7))
+    ours = []
+    for index in range(3000):
+        c = json.loads(loader._core.sample_plan(0, index, 90, 70))["crop"]
+        assert c["width"] == 50 and c["height"] == 40
+        ours.append((c["top"], c["left"]))
+    rcrop.set_random_seed(5)
+    want = []
+    for _ in range(3000):
+        x0, y0, _, _ = rcrop.get_params_dependent_on_data({"shape": (70, 90)}, {})["crop_coords"]
+        want.append((y0, x0))
+    for k, top in ((0, 30), (1, 40)):
+        a, b = np.array([o[k] for o in ours]), np.array([w[k] for w in want])
+        assert set(a) == set(b) == set(range(top + 1))
+        assert abs(a.mean() - b.mean()) < 0.05 * top and abs(a.std() - b.std()) < 0.05 * b.std()
+
+
 def test_a_random_resized_crop_and_flip_give_albumentations_pixels_for_the_window_drawn(jpeg_folder):
     """The training transform: the window and the flip hpuload draws (its plan), put through
     albumentations' own crop, resize, flip and normalization, give the sample hpuload made,

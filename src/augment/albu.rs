@@ -20,6 +20,11 @@
 //!   drawn as albumentations draws them, erased in the written output as `random_erasing`'s
 //!   boxes are.
 //!
+//! - `SmallestMaxSize(max_size)`: the shorter side to `max_size`, the other scaled by the same
+//!   factor and rounded (half to even), before a `center_crop` (with `floor`, albumentations'
+//!   centre) or a `random_crop`: a window of that resize, resampled as `cv2.resize` resamples
+//!   the whole image.
+//!
 //! Every draw is the same distribution as albumentations', from hpuload's counter-based
 //! generator (so runs repeat and resume); the pixels are albumentations' for the same
 //! parameters, byte for byte (tested against a fixture it wrote, `tests/fixtures/albu`).
@@ -28,9 +33,40 @@ use serde::{Deserialize, Serialize};
 
 use super::erase::EraseBox;
 use super::error::PipelineError;
+use super::geometry::Interpolation;
 use super::pixel::PixelOp;
 use super::spec::{coin, half, probability, OpKind, OpSpec};
 use crate::rng::CounterRng;
+
+/// albumentations' `SmallestMaxSize(max_size, interpolation)`: the shorter side becomes
+/// `max_size`, the longer one `round(long * max_size / short)` (half to even; torchvision's
+/// `Resize(short)` truncates it instead). A `center_crop` or `random_crop` must follow (batch
+/// shapes are static).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlbuSmallestMaxSize {
+    /// The shorter side's length after the resize.
+    pub max_size: u32,
+    /// Default bilinear (albumentations' own is `cv2_linear`).
+    #[serde(default)]
+    pub interpolation: Interpolation,
+}
+
+impl OpSpec for AlbuSmallestMaxSize {
+    fn kind(&self) -> OpKind {
+        OpKind::Geometry
+    }
+    fn check(&self) -> Result<(), PipelineError> {
+        if self.max_size == 0 {
+            return Err(PipelineError::Parameter(
+                "albu_smallest_max_size max_size must be at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
+    /// Geometry: the plan computes the window.
+    fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
+}
 
 /// albumentations' `Transpose(p)`: rows become columns, of a square output. Default p 0.5.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

@@ -253,6 +253,10 @@ pub struct CenterCrop {
     /// such an image is that sample's error.
     #[serde(default)]
     pub pad: bool,
+    /// The offset is `(size - crop) // 2` on each axis (albumentations' `CenterCrop`) instead
+    /// of torchvision's `round((size - crop) / 2)` (rounded half to even). Default false.
+    #[serde(default)]
+    pub floor: bool,
 }
 
 impl OpSpec for CenterCrop {
@@ -732,27 +736,44 @@ pub(crate) fn resized_size(width: u32, height: u32, short: u32) -> (u32, u32) {
     }
 }
 
+/// albumentations' `SmallestMaxSize(max_size)` output size: both sides scaled by
+/// `max_size / shorter side` (in f64) and rounded half to even, at least 1.
+pub(crate) fn albu_smallest_size(width: u32, height: u32, max_size: u32) -> (u32, u32) {
+    let scale = f64::from(max_size) / f64::from(width.min(height));
+    let side = |v: u32| (f64::from(v) * scale).round_ties_even().max(1.0) as u32;
+    (side(width), side(height))
+}
+
 /// The resize before a center crop: torchvision's `Resize(short)` (the shorter side to `short`,
 /// the other in proportion) or `Resize((h, w))` (both sides given).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Prescale {
     /// The shorter side to this many pixels.
     Short(u32),
+    /// The shorter side to this many pixels, the other rounded (albumentations'
+    /// `SmallestMaxSize`).
+    ShortRounded(u32),
     /// The shorter side to a size drawn from `min..max` (`RandomResize`).
     ShortIn(u32, u32),
     /// Exactly `(height, width)`.
     Exact(u32, u32),
 }
 
-/// A resize (optional) then `CenterCrop(out)`, as a window of the original image.
+/// A resize (optional) then `CenterCrop(out)`, as a window of the original image; `floor`:
+/// albumentations' offset (`(size - crop) // 2`) rather than torchvision's.
 pub(crate) fn resize_center_crop(
     width: u32,
     height: u32,
     resize: Option<Prescale>,
     out: (u32, u32),
+    floor: bool,
     rng: &mut CounterRng,
 ) -> Result<CropBox, AugmentError> {
-    resize_crop(width, height, resize, out, false, rng)
+    let offset = match floor {
+        true => Offset::Floor,
+        false => Offset::Centred,
+    };
+    resize_crop(width, height, resize, out, offset, rng)
 }
 
 /// A resize (optional) then `RandomCrop(out)`: the offset drawn as torchvision's
@@ -764,7 +785,7 @@ pub(crate) fn resize_random_crop(
     out: (u32, u32),
     rng: &mut CounterRng,
 ) -> Result<CropBox, AugmentError> {
-    resize_crop(width, height, resize, out, true, rng)
+    resize_crop(width, height, resize, out, Offset::Drawn, rng)
 }
 
 /// `out` cut from the image padded as `pad` says (no resize before it): the window in the
@@ -877,6 +898,17 @@ pub(crate) fn compose_padded(
     CropBox::full(cw as u32, ch as u32)
 }
 
+/// Where a crop's window sits in the (resized) image.
+#[derive(Clone, Copy)]
+enum Offset {
+    /// torchvision's centre: `round((size - crop) / 2)`, half to even.
+    Centred,
+    /// albumentations' centre: `(size - crop) // 2`.
+    Floor,
+    /// Drawn uniformly over every offset that keeps the window inside.
+    Drawn,
+}
+
 /// A window of `out` in the (optionally resized) image: centred, or at a drawn offset. A
 /// random resize's size is drawn first, from the same `rng`.
 fn resize_crop(
@@ -884,11 +916,12 @@ fn resize_crop(
     height: u32,
     resize: Option<Prescale>,
     out: (u32, u32),
-    random_offset: bool,
+    offset: Offset,
     rng: &mut CounterRng,
 ) -> Result<CropBox, AugmentError> {
     let (rw, rh) = match resize {
         Some(Prescale::Short(s)) => resized_size(width, height, s),
+        Some(Prescale::ShortRounded(s)) => albu_smallest_size(width, height, s),
         Some(Prescale::ShortIn(lo, hi)) => {
             let s = lo + rng.below(u64::from(hi - lo)) as u32;
             resized_size(width, height, s)
@@ -898,12 +931,13 @@ fn resize_crop(
     };
     holds((rw, rh), out)?;
     let (oh, ow) = out;
-    let (top, left) = match random_offset {
-        false => (
+    let (top, left) = match offset {
+        Offset::Centred => (
             round_half_even(f64::from(rh - oh) / 2.0),
             round_half_even(f64::from(rw - ow) / 2.0),
         ),
-        true => {
+        Offset::Floor => (f64::from((rh - oh) / 2), f64::from((rw - ow) / 2)),
+        Offset::Drawn => {
             let top = rng.below(u64::from(rh - oh) + 1);
             let left = rng.below(u64::from(rw - ow) + 1);
             (top as f64, left as f64)
@@ -1415,15 +1449,53 @@ mod tests {
         // left = round((341-224)/2) = round(58.5) = 58 (half to even), top = round(16) = 16.
         assert_eq!(resized_size(500, 375, 256), (341, 256));
         let mut rng = CounterRng::new(0, 0, 0, Stream::Crop);
-        let b =
-            resize_center_crop(500, 375, Some(Prescale::Short(256)), (224, 224), &mut rng).unwrap();
+        let b = resize_center_crop(
+            500,
+            375,
+            Some(Prescale::Short(256)),
+            (224, 224),
+            false,
+            &mut rng,
+        )
+        .unwrap();
         let (sx, sy) = (500.0 / 341.0, 375.0 / 256.0);
         assert!(!b.view);
         assert_eq!(
             (b.left, b.top, b.width, b.height),
             (58.0 * sx, 16.0 * sy, 224.0 * sx, 224.0 * sy)
         );
-        assert!(resize_center_crop(100, 100, None, (224, 224), &mut rng).is_err());
+        assert!(resize_center_crop(100, 100, None, (224, 224), false, &mut rng).is_err());
+    }
+
+    #[test]
+    fn albumentations_smallest_max_size_rounds_the_longer_side_and_its_centre_is_floored() {
+        // 500x375 -> SmallestMaxSize(256): 500 * 256/375 = 341.33 -> 341; 400x300 -> 160:
+        // 213.33 -> 213; 499x300 -> 160: 266.13 -> 266 (torchvision: 266); 301x200 -> 160:
+        // 240.8 -> 241 (torchvision truncates: 240).
+        assert_eq!(albu_smallest_size(500, 375, 256), (341, 256));
+        assert_eq!(albu_smallest_size(300, 400, 160), (160, 213));
+        assert_eq!(albu_smallest_size(301, 200, 160), (241, 160));
+        assert_eq!(resized_size(301, 200, 160), (240, 160));
+        assert_eq!(albu_smallest_size(4000, 3, 1), (1333, 1));
+        // 241x160 cropped to 128: (241 - 128) / 2 = 56.5 and (160 - 128) / 2 = 16; to 127
+        // high and 125 wide: 16.5 (16 floored and to even) and 58.
+        let crop = |out: (u32, u32), floor: bool| {
+            let mut rng = CounterRng::new(0, 0, 0, Stream::Crop);
+            let resize = Some(Prescale::ShortRounded(160));
+            let b = resize_center_crop(301, 200, resize, out, floor, &mut rng).unwrap();
+            // The window's corner on the 241x160 grid.
+            (
+                (b.left * 241.0 / 301.0).round() as u32,
+                (b.top * 160.0 / 200.0).round() as u32,
+            )
+        };
+        assert_eq!(crop((128, 128), true), (56, 16));
+        assert_eq!(crop((127, 125), true), (58, 16));
+        assert_eq!(crop((127, 125), false), (58, 16));
+        // 33 wide: (241 - 33) / 2 = 104 either way; 35 high: (160 - 35) / 2 = 62.5, 62 by
+        // both; 37 high: 61.5, floored 61, to even 62.
+        assert_eq!(crop((37, 33), true), (104, 61));
+        assert_eq!(crop((37, 33), false), (104, 62));
     }
 
     #[test]

@@ -14,8 +14,8 @@ use hpuload_decoders::orientation::{orientation, torchvision_orientation, Orient
 use serde::{Deserialize, Serialize};
 
 use super::albu::{
-    AlbuAffine, AlbuBrightnessContrast, AlbuHueSaturationValue, AlbuRandomRotate90, AlbuTranspose,
-    CoarseDropout,
+    AlbuAffine, AlbuBrightnessContrast, AlbuHueSaturationValue, AlbuRandomRotate90,
+    AlbuSmallestMaxSize, AlbuTranspose, CoarseDropout,
 };
 use super::autoaugment::{AugMix, AutoAugment, RandAugment, TrivialAugmentWide};
 use super::blur::{GaussianBlur, RandomAdjustSharpness};
@@ -161,6 +161,8 @@ ops! {
     Normalize(Normalize) = "normalize",
     /// `RandomErasing(p, scale, ratio, value)` after normalize (timm's with `count` boxes).
     RandomErasing(RandomErasing) = "random_erasing",
+    /// albumentations' `SmallestMaxSize(max_size)`, before a crop.
+    AlbuSmallestMaxSize(AlbuSmallestMaxSize) = "albu_smallest_max_size",
     /// albumentations' `Transpose(p)` of a square output.
     AlbuTranspose(AlbuTranspose) = "albu_transpose",
     /// albumentations' `RandomRotate90(p)` of a square output.

@@ -6,6 +6,7 @@
 
 use serde::Serialize;
 
+use super::albu::AlbuSmallestMaxSize;
 use super::detect::{
     self, DetectPlan, DrawnResize, FixedSizeCrop, RandomIoUCrop, RandomZoomOut, SanitizeSpec,
 };
@@ -63,10 +64,12 @@ pub(crate) enum Geometry {
         scale: [f64; 2],
         ratio: [f64; 2],
     },
-    /// An optional resize, then a center crop of `out` (no larger than the resize).
+    /// An optional resize, then a center crop of `out` (no larger than the resize), at
+    /// albumentations' offset when `floor`.
     CenterCrop {
         resize: Option<Prescale>,
         out: (u32, u32),
+        floor: bool,
     },
     /// An optional resize, then a crop of `out` at a drawn offset (no larger than the resize).
     RandomCrop {
@@ -199,6 +202,13 @@ impl Phases {
                 self.late("resize")?;
                 self.resize_short = Some((Prescale::Short(s), interpolation));
             }
+            &Op::AlbuSmallestMaxSize(AlbuSmallestMaxSize {
+                max_size,
+                interpolation,
+            }) if !self.geometry_done() && self.resize_short.is_none() && self.pixel.is_empty() => {
+                self.late("albu_smallest_max_size")?;
+                self.resize_short = Some((Prescale::ShortRounded(max_size), interpolation));
+            }
             &Op::RandomResize(RandomResize {
                 min_size,
                 max_size,
@@ -233,7 +243,11 @@ impl Phases {
                     return Err(padding_after_resize(name));
                 }
                 let out = size.hw();
-                if let Some((Prescale::Short(s) | Prescale::ShortIn(s, _), _)) = self.resize_short {
+                if let Some((
+                    Prescale::Short(s) | Prescale::ShortRounded(s) | Prescale::ShortIn(s, _),
+                    _,
+                )) = self.resize_short
+                {
                     if out.0 > s || out.1 > s {
                         return Err(PipelineError::Shape(format!(
                             "{name} {out:?} is larger than the resized shorter side {s}"
@@ -244,10 +258,13 @@ impl Phases {
                     Some((s, i)) => (Some(s), i),
                     None => (None, Interpolation::Bilinear),
                 };
-                let geometry = if matches!(op, Op::RandomCrop(_)) {
-                    Geometry::RandomCrop { resize, out }
-                } else {
-                    Geometry::CenterCrop { resize, out }
+                let geometry = match op {
+                    Op::CenterCrop(c) => Geometry::CenterCrop {
+                        resize,
+                        out,
+                        floor: c.floor,
+                    },
+                    _ => Geometry::RandomCrop { resize, out },
                 };
                 self.geometry = Some((geometry, interpolation, at));
             }
@@ -277,10 +294,13 @@ impl Phases {
                 }
                 if out != (h, w) {
                     let resize = Some(Prescale::Exact(h, w));
-                    let geometry = if matches!(op, Op::RandomCrop(_)) {
-                        Geometry::RandomCrop { resize, out }
-                    } else {
-                        Geometry::CenterCrop { resize, out }
+                    let geometry = match op {
+                        Op::CenterCrop(c) => Geometry::CenterCrop {
+                            resize,
+                            out,
+                            floor: c.floor,
+                        },
+                        _ => Geometry::RandomCrop { resize, out },
                     };
                     // The crop's random stream is its own position in the pipeline.
                     let at = if matches!(op, Op::RandomCrop(_)) {
@@ -291,7 +311,11 @@ impl Phases {
                     self.geometry = Some((geometry, interpolation, at));
                 }
             }
-            Op::Resize(_) | Op::RandomResize(_) | Op::CenterCrop(_) | Op::RandomCrop(_) => {
+            Op::Resize(_)
+            | Op::RandomResize(_)
+            | Op::AlbuSmallestMaxSize(_)
+            | Op::CenterCrop(_)
+            | Op::RandomCrop(_) => {
                 return Err(PipelineError::Order("supported geometry: random_resized_crop, or resize or random_resize then center_crop or random_crop, or resize to [h, w] (then a center_crop or random_crop), before any pixel op".into()));
             }
             Op::Normalize(n) => {
@@ -633,13 +657,15 @@ impl Plan {
                     let mut rng = CounterRng::new(seed, epoch, index as u64, Stream::Crop);
                     geometry::random_resized_crop(width, height, scale, ratio, &mut rng)
                 }
-                Geometry::CenterCrop { resize, out } => {
+                Geometry::CenterCrop { resize, out, floor } => {
                     let mut rng = CounterRng::new(seed, epoch, index as u64, Stream::Crop);
                     match self.pad {
                         Some(pad) => {
                             geometry::padded_crop(width, height, out, pad, false, &mut rng)?
                         }
-                        None => geometry::resize_center_crop(width, height, resize, out, &mut rng)?,
+                        None => geometry::resize_center_crop(
+                            width, height, resize, out, floor, &mut rng,
+                        )?,
                     }
                 }
                 Geometry::RandomCrop { resize, out } => {
@@ -756,12 +782,14 @@ mod tests {
             .then(Op::CenterCrop(CenterCrop {
                 size: Size::Square(224),
                 pad: false,
+                floor: false,
             }));
         assert_eq!(
             eval.plan(Dtype::U8).unwrap().geometry,
             Geometry::CenterCrop {
                 resize: Some(Prescale::Short(256)),
-                out: (224, 224)
+                out: (224, 224),
+                floor: false
             }
         );
     }
@@ -868,6 +896,7 @@ mod tests {
                 .then(Op::CenterCrop(CenterCrop {
                     size: crop,
                     pad: false,
+                    floor: false,
                 }))
                 .plan(Dtype::F32)
         };
@@ -876,7 +905,8 @@ mod tests {
             p.geometry,
             Geometry::CenterCrop {
                 resize: Some(Prescale::Exact(256, 240)),
-                out: (224, 224)
+                out: (224, 224),
+                floor: false
             }
         );
         assert_eq!(p.interpolation, Interpolation::Bicubic);
@@ -970,6 +1000,7 @@ mod tests {
             .then(Op::CenterCrop(CenterCrop {
                 size: Size::Square(8),
                 pad: false,
+                floor: false,
             }))
             .then(Op::Normalize(Normalize::imagenet()));
         assert!(p.plan(Dtype::U8).is_err());
@@ -997,6 +1028,7 @@ mod tests {
             .then(Op::CenterCrop(CenterCrop {
                 size: Size::Square(8),
                 pad: false,
+                floor: false,
             }))
             .then(Op::RandomHorizontalFlip(RandomHorizontalFlip { p: 0.5 }))
             .plan(Dtype::U8)
@@ -1009,6 +1041,7 @@ mod tests {
             .then(Op::CenterCrop(CenterCrop {
                 size: Size::Square(8),
                 pad: false,
+                floor: false,
             }))
             .then(Op::RandomHorizontalFlip(RandomHorizontalFlip { p: 0.0 }))
             .plan(Dtype::U8)

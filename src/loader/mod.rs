@@ -331,6 +331,7 @@ impl Loader {
                         crate::augment::Op::CenterCrop(crate::augment::CenterCrop {
                             size: crate::augment::Size::HeightWidth([height, width]),
                             pad: false,
+                            floor: false,
                         }),
                     );
                     plan = pipeline.plan(b.dtype)?;

@@ -148,6 +148,7 @@ fn eval_pipeline_matches_torchvision_within_one_level() {
         .then(Op::CenterCrop(hpuload::augment::CenterCrop {
             size: Size::Square(56),
             pad: false,
+            floor: false,
         }));
     let mut l = Loader::builder(Manifest::open(&manifest).unwrap())
         .batch_size(1)
