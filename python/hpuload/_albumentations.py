@@ -10,6 +10,9 @@ hpuload's pipeline ops, each computed as albumentations computes it on a uint8 R
   as albumentations rounds it) followed by `CenterCrop` or `RandomCrop`, and those crops of
   the image itself or after a `Resize`: a window of `cv2.resize`'s output at albumentations'
   offset (`(size - crop) // 2` for the centre; uniform for the random crop), byte for byte;
+  an `Affine` or `ShiftScaleRotate` between `SmallestMaxSize` and its crop (albumentations'
+  classification example) warps the whole resize, drawn on its size, and only the crop's
+  part of the warp is computed;
 - after it, `HorizontalFlip(p)`, `VerticalFlip(p)`, `Transpose(p)` and `RandomRotate90(p)`
   (of a square image), `Affine` and `ShiftScaleRotate` (bilinear: OpenCV 5's `warpAffine`,
   each border mode but wrap), `RandomBrightnessContrast` (brightness by the maximum, albucore's
@@ -146,7 +149,8 @@ def _translate(steps: list, *, open_end: bool) -> tuple[str, str]:
             if geometry is not None or size is not None:
                 raise Unsupported(f"albumentations' {name} after another resize")
             if name == "SmallestMaxSize":
-                ops.append({"op": "albu_smallest_max_size", "max_size": _max_size(t), "interpolation": _linear(t)})
+                shortest = _max_size(t)
+                ops.append({"op": "albu_smallest_max_size", "max_size": shortest, "interpolation": _linear(t)})
             else:
                 size = _size(t)
                 op = {"op": "resize" if name == "Resize" else "random_resized_crop", "size": size, "interpolation": _linear(t)}
@@ -157,9 +161,14 @@ def _translate(steps: list, *, open_end: bool) -> tuple[str, str]:
             continue
         if name in ("CenterCrop", "RandomCrop"):
             ops.append(_crop(t, geometry, size))
-            if geometry == "SmallestMaxSize" and max(ops[-1]["size"]) > ops[-2]["max_size"]:
-                raise Unsupported(f"albumentations' {name} {ops[-1]['size']} larger than SmallestMaxSize's {ops[-2]['max_size']}")
+            if geometry in ("SmallestMaxSize", "SmallestMaxSize+warp") and max(ops[-1]["size"]) > shortest:
+                raise Unsupported(f"albumentations' {name} {ops[-1]['size']} larger than SmallestMaxSize's {shortest}")
             size, geometry = _size(t), name
+            continue
+        if name in ("Affine", "ShiftScaleRotate") and geometry == "SmallestMaxSize":
+            # Warped whole, at the size SmallestMaxSize gives each image, then cropped.
+            ops.append(_affine(t))
+            geometry = "SmallestMaxSize+warp"
             continue
         if size is None:
             raise Unsupported(

@@ -151,6 +151,66 @@ def test_a_random_crop_of_the_smallest_max_size_gives_albumentations_pixels_for_
         assert min(values) < 0.2 and max(values) > 0.8
 
 
+@pytest.mark.parametrize("crop", ["random", "centre"])
+def test_a_warp_between_the_smallest_max_size_and_its_crop_gives_albumentations_pixels(jpeg_folder, crop):
+    """albumentations' classification example's training transform (`SmallestMaxSize`,
+    `ShiftScaleRotate`, `RandomCrop`, then colour and `Normalize`): the warp is of the whole
+    resize, drawn on its size, then cut: each sample is albumentations' resize, OpenCV's own
+    `warpAffine` of it by the map hpuload drew, the crop at hpuload's offset and the rest
+    (bit for bit), over two epochs with warps and without; each rotation turns about the
+    centre of the resize, not of the crop."""
+    files, labels = files_of(jpeg_folder)
+    smallest = A.SmallestMaxSize(max_size=72)
+    ssr = A.ShiftScaleRotate(shift_limit=0.05, scale_limit=0.05, rotate_limit=15, p=0.5)
+    cut = A.RandomCrop(height=64, width=56) if crop == "random" else A.CenterCrop(height=64, width=56)
+    bc, norm = A.RandomBrightnessContrast(p=0.5), A.Normalize(mean=MEAN, std=STD)
+    ds = LeafDataset(files, labels, A.Compose([smallest, ssr, cut, bc, norm, ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=5))
+    borders = {"constant": cv2.BORDER_CONSTANT, "replicate": cv2.BORDER_REPLICATE,
+               "reflect": cv2.BORDER_REFLECT, "reflect101": cv2.BORDER_REFLECT_101}
+    warped = 0
+    for epoch in (0, 1):
+        for b, (x, _) in enumerate(loader):
+            for k in range(x.shape[0]):
+                index = b * 8 + k
+                image = cv2.cvtColor(cv2.imread(files[index]), cv2.COLOR_BGR2RGB)
+                h, w = image.shape[:2]
+                resized = smallest.apply(image, scale=72 / min(h, w))
+                rh, rw = resized.shape[:2]
+                plan = json.loads(loader._core.sample_plan(epoch, index, w, h))
+                if "warped" in plan:
+                    wp = plan["warped"]
+                    assert wp["content"] == [rh, rw]
+                    inverse = np.array(wp["inverse"], dtype=np.float64).reshape(2, 3)
+                    resized = cv2.warpAffine(resized, inverse, (rw, rh), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+                                             borderMode=borders[wp["border"]], borderValue=tuple(wp["fill"]))
+                    top, left = wp["at"]
+                    warped += 1
+                else:
+                    c = plan["crop"]
+                    top, left = round(c["top"] * rh / h), round(c["left"] * rw / w)
+                if crop == "centre":
+                    assert (top, left) == ((rh - 64) // 2, (rw - 56) // 2)
+                want = resized[top : top + 64, left : left + 56]
+                for op in plan.get("ops", []):
+                    assert op["op"] == "multiply_add"
+                    want = bc.apply(want, alpha=op["arg"]["alpha"], beta=op["arg"]["beta"])
+                want = ToTensorV2()(image=norm.apply(want))["image"]
+                assert torch.equal(x[k], want), f"epoch {epoch}, index {index}"
+    assert 0.3 * 82 < warped < 0.7 * 82
+    # Rotation alone: the centre of the resize is where it turns.
+    turn = A.ShiftScaleRotate(shift_limit=0, scale_limit=0, rotate_limit=(10, 20), p=1)
+    ds = LeafDataset(files, labels, A.Compose([smallest, turn, cut, ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu"))
+    for index in range(len(files)):
+        h, w = cv2.imread(files[index]).shape[:2]
+        wp = json.loads(loader._core.sample_plan(0, index, w, h))["warped"]
+        rh, rw = wp["content"]
+        inverse = np.array(wp["inverse"]).reshape(2, 3)
+        centre = np.array([rw / 2 - 0.5, rh / 2 - 0.5])
+        assert np.allclose(inverse[:, :2] @ centre + inverse[:, 2], centre, atol=1e-3), (index, wp)
+
+
 def test_a_random_crop_draws_albumentations_offsets(tmp_path):
     """The same distribution of offsets as albumentations' own `RandomCrop` draw (uniform over
     every offset that keeps the crop inside, both ends included): means, spreads and ends over

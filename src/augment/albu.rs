@@ -572,151 +572,210 @@ pub(crate) fn warp_affine(
     fill: [u8; 3],
     scratch: &mut Vec<u8>,
 ) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("fma") && std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has FMA and AVX2 (detected just above).
-        return unsafe { warp_affine_fma(rgb, h, w, inverse, border, fill, scratch) };
-    }
-    warp_affine_any(rgb, h, w, inverse, border, fill, scratch, false);
+    copy_with_slack(&rgb[..h * w * 3], scratch);
+    let warp = Warp {
+        src: scratch,
+        w,
+        h,
+        m: inverse,
+        border,
+        fill,
+    };
+    warp.run((0, 0), (h, w), rgb);
 }
 
-/// [`warp_affine`] built with FMA and AVX2, so each `mul_add` is one instruction and each
-/// rounding another (not libm's calls; the same values).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn warp_affine_fma(
-    rgb: &mut [u8],
-    h: usize,
-    w: usize,
+/// [`warp_affine`] of the `h`x`w` RGB8 image `src` (at its own size, as albumentations warps)
+/// computed only over its `out` `(height, width)` part at `at` `(top, left)`, written to
+/// `out_rgb`: the same bytes as the warp then that crop (each output pixel at its place in the
+/// whole warp, so in the same vector block or scalar rest of its row).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn warp_affine_crop(
+    src: &[u8],
+    (h, w): (usize, usize),
     inverse: &[f32; 6],
     border: Cv2Border,
     fill: [u8; 3],
+    at: (usize, usize),
+    out: (usize, usize),
+    out_rgb: &mut [u8],
     scratch: &mut Vec<u8>,
 ) {
-    warp_affine_any(rgb, h, w, inverse, border, fill, scratch, true);
+    assert!(
+        at.0 + out.0 <= h && at.1 + out.1 <= w,
+        "{out:?} at {at:?} of {h}x{w}"
+    );
+    copy_with_slack(&src[..h * w * 3], scratch);
+    let warp = Warp {
+        src: scratch,
+        w,
+        h,
+        m: inverse,
+        border,
+        fill,
+    };
+    warp.run(at, out, out_rgb);
 }
 
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn warp_affine_any(
-    rgb: &mut [u8],
-    h: usize,
+/// `src` copied into `scratch` with one byte more, for the four-byte reads of `warp8_inside`.
+fn copy_with_slack(src: &[u8], scratch: &mut Vec<u8>) {
+    scratch.clear();
+    scratch.extend_from_slice(src);
+    scratch.push(0);
+}
+
+/// One warp: its `h`x`w` source (with one byte of slack), map, border and fill.
+struct Warp<'a> {
+    src: &'a [u8],
     w: usize,
-    m: &[f32; 6],
+    h: usize,
+    m: &'a [f32; 6],
     border: Cv2Border,
     fill: [u8; 3],
-    scratch: &mut Vec<u8>,
-    avx2: bool,
-) {
-    scratch.clear();
-    scratch.extend_from_slice(&rgb[..h * w * 3]);
-    // One byte past the image, for the four-byte reads of `warp8_inside`.
-    scratch.push(0);
-    let src = &scratch[..];
-    let fill = fill.map(f32::from);
-    // The source index along an axis of `n` pixels, or `None` for the fill.
-    let place = |p: i64, n: usize| -> Option<usize> {
-        let n = n as i64;
-        if (0..n).contains(&p) {
-            return Some(p as usize);
+}
+
+impl Warp<'_> {
+    /// The output's `size` `(height, width)` part at `at` `(top, left)`, into `out`.
+    fn run(&self, at: (usize, usize), size: (usize, usize), out: &mut [u8]) {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("fma") && std::arch::is_x86_feature_detected!("avx2")
+        {
+            // SAFETY: the CPU has FMA and AVX2 (detected just above).
+            return unsafe { self.run_fma(at, size, out) };
         }
-        match border {
-            Cv2Border::Constant => None,
-            Cv2Border::Replicate => Some(p.clamp(0, n - 1) as usize),
-            Cv2Border::Reflect | Cv2Border::Reflect101 => {
-                if n == 1 {
-                    return Some(0);
-                }
-                let delta = i64::from(border == Cv2Border::Reflect101);
-                let mut p = p;
-                while !(0..n).contains(&p) {
-                    p = if p < 0 {
-                        -p - 1 + delta
-                    } else {
-                        n - 1 - (p - n) - delta
-                    };
-                }
-                Some(p as usize)
+        self.run_any(at, size, out, false);
+    }
+
+    /// [`Warp::run`] built with FMA and AVX2, so each `mul_add` is one instruction and each
+    /// rounding another (not libm's calls; the same values).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    fn run_fma(&self, at: (usize, usize), size: (usize, usize), out: &mut [u8]) {
+        self.run_any(at, size, out, true);
+    }
+
+    #[inline(always)]
+    fn run_any(
+        &self,
+        (y0, x0): (usize, usize),
+        (oh, ow): (usize, usize),
+        out: &mut [u8],
+        avx2: bool,
+    ) {
+        let Warp {
+            src,
+            w,
+            h,
+            m,
+            border,
+            fill,
+        } = *self;
+        let fill = fill.map(f32::from);
+        // The source index along an axis of `n` pixels, or `None` for the fill.
+        let place = |p: i64, n: usize| -> Option<usize> {
+            let n = n as i64;
+            if (0..n).contains(&p) {
+                return Some(p as usize);
             }
-        }
-    };
-    // Each neighbour as four lanes (the fourth unused), so a pixel's three channels
-    // interpolate together.
-    let fill = [fill[0], fill[1], fill[2], 0.0];
-    let tap = |y: i64, x: i64| -> [f32; 4] {
-        match (place(y, h), place(x, w)) {
-            (Some(y), Some(x)) => {
-                let at = (y * w + x) * 3;
-                [
-                    f32::from(src[at]),
-                    f32::from(src[at + 1]),
-                    f32::from(src[at + 2]),
-                    0.0,
-                ]
-            }
-            _ => fill,
-        }
-    };
-    let vector = w - w % WARP_BLOCK;
-    let (w1, h1) = (w as i64 - 1, h as i64 - 1);
-    for (y, row) in rgb.chunks_exact_mut(w * 3).take(h).enumerate() {
-        let yf = y as f32;
-        let (ym1, ym4) = (yf * m[1], yf * m[4]);
-        let (row_x, row_y) = (ym1 + m[2], ym4 + m[5]);
-        let mut x = 0;
-        while x < w {
-            // Eight pixels at a time in vector lanes, where all their neighbours are inside.
-            #[cfg(target_arch = "x86_64")]
-            if avx2 && x % 8 == 0 && x + 8 <= vector && w >= 2 && h >= 2 {
-                let out = &mut row[x * 3..(x + 8) * 3];
-                // SAFETY: AVX2 and FMA are present (`avx2` is set only then); `src` holds the
-                // image and one byte more; `out` holds the eight pixels.
-                if unsafe { warp8_inside(src, w, h, m, [row_x, row_y], x, out) } {
-                    x += 8;
-                    continue;
+            match border {
+                Cv2Border::Constant => None,
+                Cv2Border::Replicate => Some(p.clamp(0, n - 1) as usize),
+                Cv2Border::Reflect | Cv2Border::Reflect101 => {
+                    if n == 1 {
+                        return Some(0);
+                    }
+                    let delta = i64::from(border == Cv2Border::Reflect101);
+                    let mut p = p;
+                    while !(0..n).contains(&p) {
+                        p = if p < 0 {
+                            -p - 1 + delta
+                        } else {
+                            n - 1 - (p - n) - delta
+                        };
+                    }
+                    Some(p as usize)
                 }
             }
-            let px = &mut row[x * 3..x * 3 + 3];
-            let xf = x as f32;
-            let (sx, sy) = if x < vector {
-                (m[0].mul_add(xf, row_x), m[3].mul_add(xf, row_y))
-            } else {
-                (xf.mul_add(m[0], ym1) + m[2], xf.mul_add(m[3], ym4) + m[5])
-            };
-            // Far outside: any index there reads the border.
-            let (fx, fy) = (sx.floor().clamp(-1e9, 1e9), sy.floor().clamp(-1e9, 1e9));
-            let (ax, ay) = (sx - fx, sy - fy);
-            let (ix, iy) = (fx as i64, fy as i64);
-            let (p00, p01, p10, p11) = if ix >= 0 && iy >= 0 && ix < w1 && iy < h1 {
-                // All four inside (most pixels): read them directly.
-                let at = (iy as usize * w + ix as usize) * 3;
-                let read = |k: usize| {
-                    let p = &src[k..k + 3];
-                    [f32::from(p[0]), f32::from(p[1]), f32::from(p[2]), 0.0]
+        };
+        // Each neighbour as four lanes (the fourth unused), so a pixel's three channels
+        // interpolate together.
+        let fill = [fill[0], fill[1], fill[2], 0.0];
+        let tap = |y: i64, x: i64| -> [f32; 4] {
+            match (place(y, h), place(x, w)) {
+                (Some(y), Some(x)) => {
+                    let at = (y * w + x) * 3;
+                    [
+                        f32::from(src[at]),
+                        f32::from(src[at + 1]),
+                        f32::from(src[at + 2]),
+                        0.0,
+                    ]
+                }
+                _ => fill,
+            }
+        };
+        let vector = w - w % WARP_BLOCK;
+        let (w1, h1) = (w as i64 - 1, h as i64 - 1);
+        for (y, row) in out.chunks_exact_mut(ow * 3).take(oh).enumerate() {
+            // `y` and `x` are the pixel's place in the whole warp; `row` holds `x0..x0 + ow`.
+            let y = y0 + y;
+            let yf = y as f32;
+            let (ym1, ym4) = (yf * m[1], yf * m[4]);
+            let (row_x, row_y) = (ym1 + m[2], ym4 + m[5]);
+            let mut x = x0;
+            while x < x0 + ow {
+                // Eight pixels at a time in vector lanes, where all their neighbours are inside.
+                #[cfg(target_arch = "x86_64")]
+                if avx2 && x + 8 <= vector && x + 8 <= x0 + ow && w >= 2 && h >= 2 {
+                    let out = &mut row[(x - x0) * 3..(x - x0 + 8) * 3];
+                    // SAFETY: AVX2 and FMA are present (`avx2` is set only then); `src` holds the
+                    // image and one byte more; `out` holds the eight pixels.
+                    if unsafe { warp8_inside(src, w, h, m, [row_x, row_y], x, out) } {
+                        x += 8;
+                        continue;
+                    }
+                }
+                let px = &mut row[(x - x0) * 3..(x - x0) * 3 + 3];
+                let xf = x as f32;
+                let (sx, sy) = if x < vector {
+                    (m[0].mul_add(xf, row_x), m[3].mul_add(xf, row_y))
+                } else {
+                    (xf.mul_add(m[0], ym1) + m[2], xf.mul_add(m[3], ym4) + m[5])
                 };
-                (
-                    read(at),
-                    read(at + 3),
-                    read(at + w * 3),
-                    read(at + w * 3 + 3),
-                )
-            } else {
-                (
-                    tap(iy, ix),
-                    tap(iy, ix + 1),
-                    tap(iy + 1, ix),
-                    tap(iy + 1, ix + 1),
-                )
-            };
-            let mut v = [0f32; 4];
-            for c in 0..4 {
-                let top = ax.mul_add(p01[c] - p00[c], p00[c]);
-                let bottom = ax.mul_add(p11[c] - p10[c], p10[c]);
-                v[c] = ay.mul_add(bottom - top, top).round_ties_even();
+                // Far outside: any index there reads the border.
+                let (fx, fy) = (sx.floor().clamp(-1e9, 1e9), sy.floor().clamp(-1e9, 1e9));
+                let (ax, ay) = (sx - fx, sy - fy);
+                let (ix, iy) = (fx as i64, fy as i64);
+                let (p00, p01, p10, p11) = if ix >= 0 && iy >= 0 && ix < w1 && iy < h1 {
+                    // All four inside (most pixels): read them directly.
+                    let at = (iy as usize * w + ix as usize) * 3;
+                    let read = |k: usize| {
+                        let p = &src[k..k + 3];
+                        [f32::from(p[0]), f32::from(p[1]), f32::from(p[2]), 0.0]
+                    };
+                    (
+                        read(at),
+                        read(at + 3),
+                        read(at + w * 3),
+                        read(at + w * 3 + 3),
+                    )
+                } else {
+                    (
+                        tap(iy, ix),
+                        tap(iy, ix + 1),
+                        tap(iy + 1, ix),
+                        tap(iy + 1, ix + 1),
+                    )
+                };
+                let mut v = [0f32; 4];
+                for c in 0..4 {
+                    let top = ax.mul_add(p01[c] - p00[c], p00[c]);
+                    let bottom = ax.mul_add(p11[c] - p10[c], p10[c]);
+                    v[c] = ay.mul_add(bottom - top, top).round_ties_even();
+                }
+                // `as` saturates to [0, 255], as OpenCV's pack does.
+                px.copy_from_slice(&[v[0] as u8, v[1] as u8, v[2] as u8]);
+                x += 1;
             }
-            // `as` saturates to [0, 255], as OpenCV's pack does.
-            px.copy_from_slice(&[v[0] as u8, v[1] as u8, v[2] as u8]);
-            x += 1;
         }
     }
 }
@@ -1055,6 +1114,54 @@ fn hsv_to_rgb_lanes(hsv: &[[f32; LANES]; 3]) -> [[u8; LANES]; 3] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_warp_computed_over_a_crop_is_that_crop_of_the_whole_warp() {
+        // A 37x70 image (its rows' vector blocks end at 64), every border, a rotation that
+        // reads past the edges; crops straddling the blocks' end, at odd offsets, whole.
+        let (h, w) = (37, 70);
+        let src: Vec<u8> = (0..h * w * 3).map(|i| (i * 7 % 251) as u8).collect();
+        let m = albumentations_affine([3.0, -2.0], [4.0, 0.0], [1.1, 0.9], 17.0, [34.5, 18.0]);
+        let inverse = opencv_inverse(&m);
+        let mut scratch = Vec::new();
+        for border in [
+            Cv2Border::Constant,
+            Cv2Border::Replicate,
+            Cv2Border::Reflect,
+            Cv2Border::Reflect101,
+        ] {
+            let mut whole = src.clone();
+            warp_affine(&mut whole, h, w, &inverse, border, [9, 8, 7], &mut scratch);
+            for (at, size) in [
+                ((0, 0), (h, w)),
+                ((3, 5), (20, 61)),
+                ((1, 59), (30, 11)),
+                ((17, 0), (20, 9)),
+            ] {
+                let mut got = vec![0; size.0 * size.1 * 3];
+                let crop = (at, size, &mut got[..]);
+                warp_affine_crop(
+                    &src,
+                    (h, w),
+                    &inverse,
+                    border,
+                    [9, 8, 7],
+                    crop.0,
+                    crop.1,
+                    crop.2,
+                    &mut scratch,
+                );
+                let want: Vec<u8> = whole
+                    .chunks(w * 3)
+                    .skip(at.0)
+                    .take(size.0)
+                    .flat_map(|row| &row[at.1 * 3..(at.1 + size.1) * 3])
+                    .copied()
+                    .collect();
+                assert!(got == want, "{border:?}, {size:?} at {at:?}");
+            }
+        }
+    }
 
     /// albumentations' own bytes for the fixture's cases (`tests/fixtures/albu`).
     #[test]

@@ -899,8 +899,8 @@ pub(crate) fn compose_padded(
 }
 
 /// Where a crop's window sits in the (resized) image.
-#[derive(Clone, Copy)]
-enum Offset {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Offset {
     /// torchvision's centre: `round((size - crop) / 2)`, half to even.
     Centred,
     /// albumentations' centre: `(size - crop) // 2`.
@@ -919,6 +919,40 @@ fn resize_crop(
     offset: Offset,
     rng: &mut CounterRng,
 ) -> Result<CropBox, AugmentError> {
+    let CropOfResize {
+        resized: (rw, rh),
+        at: (top, left),
+    } = crop_of_resize(width, height, resize, out, offset, rng)?;
+    let (oh, ow) = out;
+    if resize.is_none() {
+        return Ok(CropBox::rect(left, top, ow, oh));
+    }
+    Ok(window_of_resize(
+        (width, height),
+        (rh, rw),
+        (top, left),
+        out,
+    ))
+}
+
+/// Where a crop is cut from the resized image.
+pub(crate) struct CropOfResize {
+    /// The `(width, height)` the image is resized to (its own without a resize).
+    pub resized: (u32, u32),
+    /// The crop's `(top, left)` in it.
+    pub at: (u32, u32),
+}
+
+/// Where the `out` crop is cut from the image resized as `resize` says. A random resize's
+/// size is drawn first, from `rng`.
+pub(crate) fn crop_of_resize(
+    width: u32,
+    height: u32,
+    resize: Option<Prescale>,
+    out: (u32, u32),
+    offset: Offset,
+    rng: &mut CounterRng,
+) -> Result<CropOfResize, AugmentError> {
     let (rw, rh) = match resize {
         Some(Prescale::Short(s)) => resized_size(width, height, s),
         Some(Prescale::ShortRounded(s)) => albu_smallest_size(width, height, s),
@@ -943,15 +977,10 @@ fn resize_crop(
             (top as f64, left as f64)
         }
     };
-    if resize.is_none() {
-        return Ok(CropBox::rect(left as u32, top as u32, ow, oh));
-    }
-    Ok(window_of_resize(
-        (width, height),
-        (rh, rw),
-        (top as u32, left as u32),
-        out,
-    ))
+    Ok(CropOfResize {
+        resized: (rw, rh),
+        at: (top as u32, left as u32),
+    })
 }
 
 /// The `out` `(height, width)` cut at `(top, left)` of a `(width, height)` image resized to

@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use super::albu::AlbuSmallestMaxSize;
+use super::albu::{AlbuAffine, AlbuSmallestMaxSize};
 use super::detect::{
     self, DetectPlan, DrawnResize, FixedSizeCrop, RandomIoUCrop, RandomZoomOut, SanitizeSpec,
 };
@@ -19,7 +19,8 @@ use super::geometry::{
 use super::kernel::Normalize;
 use super::op::{ExifReader, Op, Pipeline};
 use super::pixel::PixelOp;
-use super::run::{PixelPlan, Placed};
+use super::run::{PixelPlan, Placed, Warped};
+use super::spec::OpSpec;
 use crate::dtype::Dtype;
 use crate::rng::{CounterRng, Stream};
 use crate::Error;
@@ -93,6 +94,9 @@ pub(crate) struct Plan {
     geometry_at: usize,
     /// Pixel ops with their positions in the pipeline.
     pixel: Vec<(usize, Op)>,
+    /// A warp of the whole resize before its crop, with its position (albumentations'
+    /// `ShiftScaleRotate` between `SmallestMaxSize` and the crop).
+    pre_crop: Option<(usize, AlbuAffine)>,
     pub normalize: Option<Normalize>,
     erase: Vec<(usize, Eraser)>,
     /// The padding before a crop without a resize (torchvision's `RandomCrop(padding=...)`,
@@ -136,6 +140,8 @@ struct Phases {
     geometry: Option<(Geometry, Interpolation, usize)>,
     /// A resize of the shorter side (fixed, or drawn by `random_resize`) waiting for its crop.
     resize_short: Option<(Prescale, Interpolation)>,
+    /// A warp read between `albu_smallest_max_size` and its crop.
+    pre_crop: Option<(usize, AlbuAffine)>,
     pixel: Vec<(usize, Op)>,
     normalize: Option<Normalize>,
     erase: Vec<(usize, Eraser)>,
@@ -391,6 +397,14 @@ impl Phases {
                 self.det.flip = Some((at, f.p));
                 self.det.flip_after_resize = true;
             }
+            // albumentations warps the whole `SmallestMaxSize` output before its crop.
+            Op::AlbuAffine(affine)
+                if matches!(self.resize_short, Some((Prescale::ShortRounded(_), _)))
+                    && self.pre_crop.is_none() =>
+            {
+                self.late("albu_affine")?;
+                self.pre_crop = Some((at, *affine));
+            }
             Op::RandomPhotometricDistort(_) if !self.geometry_done() && !self.boxes_moved() => {
                 self.det.pre.push((at, op.clone()));
             }
@@ -444,6 +458,7 @@ impl Pipeline {
         let Phases {
             geometry,
             resize_short,
+            pre_crop,
             pixel,
             normalize,
             erase,
@@ -511,6 +526,7 @@ impl Pipeline {
             interpolation,
             geometry_at,
             pixel,
+            pre_crop,
             normalize,
             erase,
             pad,
@@ -547,6 +563,11 @@ impl Plan {
         }
     }
 
+    /// Whether the resize is warped whole before its crop ([`Warped`]).
+    pub fn warps_before_crop(&self) -> bool {
+        self.pre_crop.is_some()
+    }
+
     /// The most pixels an output can have for a `width`x`height` image.
     pub fn max_pixels(&self, width: u32, height: u32) -> u64 {
         let (h, w) = match self.fixed_out() {
@@ -563,6 +584,47 @@ impl Plan {
             }
         };
         u64::from(h) * u64::from(w)
+    }
+
+    /// The warp drawn before the crop, if the pipeline has one and it comes up (its size and
+    /// place are the crop's, filled in by the caller). Drawn on the resize of a
+    /// `width`x`height` image, as albumentations draws it on the image its step is given.
+    fn pre_crop_warp(
+        &self,
+        seed: u64,
+        epoch: u64,
+        index: usize,
+        (width, height): (u32, u32),
+    ) -> Result<Option<Warped>, AugmentError> {
+        let Some((at, affine)) = &self.pre_crop else {
+            return Ok(None);
+        };
+        let (Geometry::CenterCrop { resize, .. } | Geometry::RandomCrop { resize, .. }) =
+            self.geometry
+        else {
+            return Ok(None);
+        };
+        let (rw, rh) = match resize {
+            Some(Prescale::ShortRounded(s)) => geometry::albu_smallest_size(width, height, s),
+            _ => return Ok(None),
+        };
+        let mut rng = CounterRng::for_op(seed, epoch, index as u64, *at);
+        let mut drawn = Vec::new();
+        affine.draw(&mut rng, (rh, rw), &mut drawn);
+        Ok(match drawn.pop() {
+            Some(PixelOp::Cv2Affine {
+                inverse,
+                border,
+                fill,
+            }) => Some(Warped {
+                content: (rh, rw),
+                at: (0, 0),
+                inverse,
+                border,
+                fill,
+            }),
+            _ => None,
+        })
     }
 
     /// Draws the sample's plan for a `width`x`height` image, and its boxes (`objects`) when
@@ -626,6 +688,7 @@ impl Plan {
                 d.sanitize,
             ));
         }
+        let mut warped = self.pre_crop_warp(seed, epoch, index, (width, height))?;
         let crop = match (&detected, &self.geometry) {
             (Some(d), _) => {
                 let [wl, wt, ww, wh] = d.window;
@@ -651,6 +714,27 @@ impl Plan {
                     }
                     _ => CropBox::rect(x, y, ww, wh),
                 }
+            }
+            (
+                None,
+                &Geometry::CenterCrop { resize, out, .. } | &Geometry::RandomCrop { resize, out },
+            ) if warped.is_some() => {
+                // The whole resize, warped, then cut: the crop's place is the warp's part.
+                let offset = match self.geometry {
+                    Geometry::CenterCrop { floor: true, .. } => geometry::Offset::Floor,
+                    Geometry::CenterCrop { .. } => geometry::Offset::Centred,
+                    _ => geometry::Offset::Drawn,
+                };
+                let mut rng = CounterRng::new(seed, epoch, index as u64, Stream::Crop);
+                let geometry::CropOfResize {
+                    resized: (rw, rh),
+                    at,
+                } = geometry::crop_of_resize(width, height, resize, out, offset, &mut rng)?;
+                if let Some(w) = &mut warped {
+                    w.content = (rh, rw);
+                    w.at = at;
+                }
+                geometry::window_of_resize((width, height), (rh, rw), (0, 0), (rh, rw))
             }
             (None, geometry) => match *geometry {
                 Geometry::RandomResizedCrop { scale, ratio, .. } => {
@@ -741,6 +825,7 @@ impl Plan {
                         content: f.content,
                         fill: f.fill,
                     }),
+                warped,
             },
             pre,
             detect: detected,
@@ -1047,6 +1132,46 @@ mod tests {
             .plan(Dtype::U8)
             .unwrap();
         assert!((0..100).all(|i| !never.sample(1, 0, i, (10, 10), None).unwrap().pixels.flip));
+    }
+
+    #[test]
+    fn a_warp_between_the_smallest_max_size_and_its_crop_is_drawn_on_the_whole_resize() {
+        let text = "name = 'albu'\n\
+            [[ops]]\nop = 'albu_smallest_max_size'\nmax_size = 160\ninterpolation = 'cv2_linear'\n\
+            [[ops]]\nop = 'albu_affine'\nrotate = [10.0, 20.0]\np = 1.0\n\
+            [[ops]]\nop = 'random_crop'\nsize = 128\n";
+        let plan = Pipeline::from_toml(text, "a.toml")
+            .unwrap()
+            .plan(Dtype::U8)
+            .unwrap();
+        assert!(plan.warps_before_crop());
+        for index in 0..50 {
+            // 500x375 resized to 213x160: the whole resize is resampled, then warped, and the
+            // output is the warp's 128x128 part at the drawn offset.
+            let s = plan.sample(1, 0, index, (500, 375), None).unwrap();
+            let w = s.pixels.warped.unwrap();
+            assert_eq!((w.content, s.pixels.size), ((160, 213), (128, 128)));
+            assert!(w.at.0 <= 160 - 128 && w.at.1 <= 213 - 128);
+            assert_eq!(
+                (s.crop.left, s.crop.top, s.crop.width, s.crop.height),
+                (0.0, 0.0, 500.0, 375.0)
+            );
+            assert_eq!(s.pixels.resampled(), (160, 213));
+            // It turns about the resize's centre.
+            let m = w.inverse;
+            let (cx, cy) = (213.0f32 / 2.0 - 0.5, 160.0f32 / 2.0 - 0.5);
+            assert!((m[0] * cx + m[1] * cy + m[2] - cx).abs() < 1e-3);
+            assert!((m[3] * cx + m[4] * cy + m[5] - cy).abs() < 1e-3);
+        }
+        // Only between albumentations' resize and its crop.
+        let after_resize = text.replace(
+            "albu_smallest_max_size'\nmax_size = 160",
+            "resize'\nsize = 160",
+        );
+        assert!(Pipeline::from_toml(&after_resize, "b.toml")
+            .unwrap()
+            .plan(Dtype::U8)
+            .is_err());
     }
 }
 

@@ -27,12 +27,73 @@ pub struct PixelPlan {
     /// padding); `None`: it is the whole output.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub placed: Option<Placed>,
+    /// The resize is warped whole before the output is cut from it (albumentations'
+    /// `ShiftScaleRotate` between `SmallestMaxSize` and the crop); `None`: it is the output.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warped: Option<Warped>,
 }
 
 impl PixelPlan {
-    /// The `(height, width)` the resize gives: the output's, or the placed image's.
+    /// The `(height, width)` the resize gives: the output's, or the placed or warped image's.
     pub fn resampled(&self) -> (u32, u32) {
-        self.placed.map_or(self.size, |p| p.content)
+        match (self.placed, self.warped) {
+            (Some(p), _) => p.content,
+            (None, Some(w)) => w.content,
+            (None, None) => self.size,
+        }
+    }
+
+    /// The output-sized image made from the resampled one (`resampled()` in size) into `out`,
+    /// when it is placed on a canvas or warped before its crop; `false`, touching nothing,
+    /// when the resampled image is already the output.
+    pub fn reshape(&self, resampled: &[u8], out: &mut Vec<u8>, scratch: &mut Vec<u8>) -> bool {
+        if let Some(placed) = &self.placed {
+            placed.place(resampled, self.size, out);
+        } else if let Some(warped) = &self.warped {
+            warped.warp(resampled, self.size, out, scratch);
+        } else {
+            return false;
+        }
+        true
+    }
+}
+
+/// A resized image of `content` `(height, width)` warped whole by OpenCV's `warpAffine` (at
+/// its own size, `inverse` mapping output to source), of which the output is the part at
+/// `at` `(top, left)`: only that part is computed.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Warped {
+    /// The resized image's `(height, width)`.
+    pub content: (u32, u32),
+    /// The output's `(top, left)` in the warped image.
+    pub at: (u32, u32),
+    /// The warp's output-to-source map (float32, as OpenCV's kernel takes it).
+    pub inverse: [f32; 6],
+    /// What the warp reads past the image.
+    pub border: albu::Cv2Border,
+    /// The constant border's colour.
+    pub fill: [u8; 3],
+}
+
+impl Warped {
+    /// The `size` `(height, width)` output of the `content`-sized RGB8 image `rgb`, into `out`.
+    pub fn warp(&self, rgb: &[u8], size: (u32, u32), out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
+        let (h, w) = (self.content.0 as usize, self.content.1 as usize);
+        let size = (size.0 as usize, size.1 as usize);
+        out.clear();
+        out.resize(size.0 * size.1 * 3, 0);
+        let at = (self.at.0 as usize, self.at.1 as usize);
+        albu::warp_affine_crop(
+            rgb,
+            (h, w),
+            &self.inverse,
+            self.border,
+            self.fill,
+            at,
+            size,
+            out,
+            scratch,
+        );
     }
 }
 

@@ -36,7 +36,8 @@ pub(super) struct CpuScratch {
     ops: augment::Scratch,
     /// A detection sample's window of the canvas, when the fill shows in it.
     window: Vec<u8>,
-    /// A resampled image placed on the output's fill (a `FixedSizeCrop`'s padding).
+    /// A resampled image placed on the output's fill (a `FixedSizeCrop`'s padding), or warped
+    /// before its crop.
     placed: Vec<u8>,
 }
 
@@ -122,8 +123,7 @@ pub(super) fn decode_into(
         .resampler
         .run_with(source, sw, sh, &crop, plan.interpolation)
         .map_err(SampleErrorKind::Augment)?;
-    if let Some(placed) = &plan.pixels.placed {
-        placed.place(resized, plan.pixels.size, &mut s.placed);
+    if plan.pixels.reshape(resized, &mut s.placed, &mut s.window) {
         resized = &mut s.placed[..];
     }
     shared.stage.ops(resized, &plan.pixels, &mut s.ops);

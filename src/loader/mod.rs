@@ -364,6 +364,12 @@ impl Loader {
                 "a detection pipeline reads boxes from a COCO dataset, not video",
             ));
         }
+        if b.video.is_some() && plan.warps_before_crop() {
+            return Err(Error::config(
+                "pipeline",
+                "albu_affine between albu_smallest_max_size and its crop is for images; put it after the crop for video",
+            ));
+        }
         if b.video.is_some() && plan.exif_orientation.is_some() {
             return Err(Error::config(
                 "pipeline",

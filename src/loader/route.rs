@@ -184,6 +184,9 @@ fn canvas_job(
     if plan.padding.is_some() {
         return Err("a crop padded past the image runs on the CPU path");
     }
+    if plan.pixels.warped.is_some() {
+        return Err("a warp before the crop runs on the CPU path");
+    }
     if turn != Orientation::Upright && (plan.detect.is_some() || plan.pixels.placed.is_some()) {
         // Pipelines that turn images have neither (`Pipeline::validate`); kept off the engine's
         // turn, which knows the plain resize alone.

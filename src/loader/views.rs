@@ -101,7 +101,7 @@ impl View {
         slot: &mut [u8],
     ) -> Result<(), AugmentError> {
         let plan = self.sample(epoch, index, (width, height))?;
-        let (oh, ow) = plan.pixels.size;
+        let (oh, ow) = plan.pixels.resampled();
         resampler.set_size(oh, ow);
         let mut padded = Vec::new();
         let resized = match &plan.padding {
@@ -111,6 +111,11 @@ impl View {
                 resampler.run_with(&padded, w, h, &crop, plan.interpolation)?
             }
             None => resampler.run_with(rgb, width, height, &plan.crop, plan.interpolation)?,
+        };
+        let (mut reshaped, mut scratch) = (Vec::new(), Vec::new());
+        let resized = match plan.pixels.reshape(resized, &mut reshaped, &mut scratch) {
+            true => &mut reshaped[..],
+            false => resized,
         };
         self.stage.ops(resized, &plan.pixels, ops);
         self.stage
