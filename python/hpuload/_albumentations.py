@@ -16,7 +16,7 @@ hpuload's pipeline ops, each computed as albumentations computes it on a uint8 R
 - after it, `HorizontalFlip(p)`, `VerticalFlip(p)`, `Transpose(p)` and `RandomRotate90(p)`
   (of a square image), `Affine` and `ShiftScaleRotate` (bilinear: OpenCV 5's `warpAffine`,
   each border mode but wrap), `RandomBrightnessContrast` (brightness by the maximum, albucore's
-  float32 table) and `HueSaturationValue` (OpenCV's byte HSV, as its x86-64 wheels compute
+  float32 table), `RGBShift` (whole levels per channel, saturating) and `HueSaturationValue` (OpenCV's byte HSV, as its x86-64 wheels compute
   it), each drawn with albumentations' distributions and computed byte for byte;
 - `Normalize(mean, std, max_pixel_value=255)`: `(x - mean * 255) * (1 / (std * 255))` in
   float32, as its lookup table computes it (bit for bit);
@@ -327,6 +327,14 @@ def _affine(t: Any) -> dict:
     return op
 
 
+def _rgb_shift(t: Any) -> dict:
+    """`RGBShift`: its three ranges (kept as fractions of 255) in levels."""
+    ranges = (getattr(t, "noise_params", None) or {}).get("ranges")
+    if getattr(t, "noise_type", None) != "uniform" or getattr(t, "spatial_mode", None) != "constant" or len(ranges or ()) != 3:
+        raise Unsupported("albumentations' RGBShift other than its uniform shift per channel")
+    return {"op": "albu_rgb_shift", "p": _p(t), "ranges": [[float(lo) * 255, float(hi) * 255] for lo, hi in ranges]}
+
+
 #: albumentations' pixel ops hpuload runs after the resize, each as its op.
 _PIXEL_OPS = {
     "HorizontalFlip": lambda t: {"op": "random_horizontal_flip", "p": _p(t)},
@@ -334,6 +342,7 @@ _PIXEL_OPS = {
     "Transpose": lambda t: {"op": "albu_transpose", "p": _p(t)},
     "RandomRotate90": lambda t: {"op": "albu_random_rotate90", "p": _p(t)},
     "RandomBrightnessContrast": _brightness_contrast,
+    "RGBShift": _rgb_shift,
     "HueSaturationValue": _hue_saturation_value,
     "Affine": _affine,
     "ShiftScaleRotate": _affine,

@@ -154,7 +154,8 @@ def test_a_random_crop_of_the_smallest_max_size_gives_albumentations_pixels_for_
 @pytest.mark.parametrize("crop", ["random", "centre"])
 def test_a_warp_between_the_smallest_max_size_and_its_crop_gives_albumentations_pixels(jpeg_folder, crop):
     """albumentations' classification example's training transform (`SmallestMaxSize`,
-    `ShiftScaleRotate`, `RandomCrop`, then colour and `Normalize`): the warp is of the whole
+    `ShiftScaleRotate`, `RandomCrop`, `RGBShift`, `RandomBrightnessContrast`, `Normalize`),
+    wholly native (and with a `CenterCrop` instead): the warp is of the whole
     resize, drawn on its size, then cut: each sample is albumentations' resize, OpenCV's own
     `warpAffine` of it by the map hpuload drew, the crop at hpuload's offset and the rest
     (bit for bit), over two epochs with warps and without; each rotation turns about the
@@ -163,8 +164,9 @@ def test_a_warp_between_the_smallest_max_size_and_its_crop_gives_albumentations_
     smallest = A.SmallestMaxSize(max_size=72)
     ssr = A.ShiftScaleRotate(shift_limit=0.05, scale_limit=0.05, rotate_limit=15, p=0.5)
     cut = A.RandomCrop(height=64, width=56) if crop == "random" else A.CenterCrop(height=64, width=56)
+    shift = A.RGBShift(r_shift_limit=15, g_shift_limit=15, b_shift_limit=15, p=0.5)
     bc, norm = A.RandomBrightnessContrast(p=0.5), A.Normalize(mean=MEAN, std=STD)
-    ds = LeafDataset(files, labels, A.Compose([smallest, ssr, cut, bc, norm, ToTensorV2()]))
+    ds = LeafDataset(files, labels, A.Compose([smallest, ssr, cut, shift, bc, norm, ToTensorV2()]))
     loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=5))
     borders = {"constant": cv2.BORDER_CONSTANT, "replicate": cv2.BORDER_REPLICATE,
                "reflect": cv2.BORDER_REFLECT, "reflect101": cv2.BORDER_REFLECT_101}
@@ -193,8 +195,10 @@ def test_a_warp_between_the_smallest_max_size_and_its_crop_gives_albumentations_
                     assert (top, left) == ((rh - 64) // 2, (rw - 56) // 2)
                 want = resized[top : top + 64, left : left + 56]
                 for op in plan.get("ops", []):
-                    assert op["op"] == "multiply_add"
-                    want = bc.apply(want, alpha=op["arg"]["alpha"], beta=op["arg"]["beta"])
+                    if op["op"] == "channel_shift":
+                        want = shift.apply(want, noise_map=np.array(op["arg"], dtype=np.float64))
+                    else:
+                        want = bc.apply(want, alpha=op["arg"]["alpha"], beta=op["arg"]["beta"])
                 want = ToTensorV2()(image=norm.apply(want))["image"]
                 assert torch.equal(x[k], want), f"epoch {epoch}, index {index}"
     assert 0.3 * 82 < warped < 0.7 * 82
@@ -413,6 +417,8 @@ def by_plan(image, plan, rrc, steps, norm=None):
             inverse = np.array(arg["inverse"], dtype=np.float64).reshape(2, 3)
             x = cv2.warpAffine(np.ascontiguousarray(x), inverse, (x.shape[1], x.shape[0]),
                                flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP, borderMode=border, borderValue=tuple(arg["fill"]))
+        elif kind == "channel_shift":
+            x = steps["RGBShift"].apply(x, noise_map=np.array(arg, dtype=np.float64))
         elif kind == "hsv_shift":
             x = steps["HueSaturationValue"].apply(x, hue_shift=arg["hue"], sat_shift=arg["sat"], val_shift=arg["val"])
         else:
@@ -434,7 +440,8 @@ def by_plan(image, plan, rrc, steps, norm=None):
 @pytest.mark.parametrize("dropout_before_normalize", [False, True])
 def test_albumentations_pixel_ops_give_its_pixels_for_the_parameters_hpuload_draws(jpeg_folder, dropout_before_normalize):
     """A Kaggle training Compose of albumentations' own pixel ops (Transpose, flips,
-    RandomRotate90, ShiftScaleRotate, Affine, HueSaturationValue, RandomBrightnessContrast, Normalize, CoarseDropout)
+    RandomRotate90, ShiftScaleRotate, Affine, HueSaturationValue, RGBShift, RandomBrightnessContrast, Normalize,
+    CoarseDropout)
     runs natively, and each sample is albumentations' own functions run with the crop,
     choices and parameters hpuload drew for it (its plan), bit for bit, over two epochs;
     the holes' fill normalized as the user's Normalize would, when they come before it."""
@@ -444,13 +451,14 @@ def test_albumentations_pixel_ops_give_its_pixels_for_the_parameters_hpuload_dra
         "Transpose": A.Transpose(p=0.5),
         "RandomRotate90": A.RandomRotate90(p=0.5),
         "HueSaturationValue": A.HueSaturationValue(p=0.7),
+        "RGBShift": A.RGBShift(r_shift_limit=(-60, 40), g_shift_limit=15, b_shift_limit=0.9, p=0.7),
         "RandomBrightnessContrast": A.RandomBrightnessContrast(p=0.7),
         "CoarseDropout": A.CoarseDropout(num_holes_range=(1, 3), fill=(10, 200, 90) if dropout_before_normalize else 0, p=0.7),
     }
     norm = A.Normalize(mean=MEAN, std=STD)
     order = [rrc, steps["Transpose"], A.HorizontalFlip(), A.VerticalFlip(), steps["RandomRotate90"],
              A.ShiftScaleRotate(p=0.5), A.Affine(shear=(-10, 10), border_mode=cv2.BORDER_REFLECT_101, p=0.5),
-             steps["HueSaturationValue"], steps["RandomBrightnessContrast"]]
+             steps["HueSaturationValue"], steps["RGBShift"], steps["RandomBrightnessContrast"]]
     order += [steps["CoarseDropout"], norm] if dropout_before_normalize else [norm, steps["CoarseDropout"]]
     if dropout_before_normalize:
         steps["before"] = True
@@ -466,7 +474,7 @@ def test_albumentations_pixel_ops_give_its_pixels_for_the_parameters_hpuload_dra
             seen.update(["holes"] if plan.get("erase") else [])
             want = by_plan(image, plan, rrc, steps, norm)
             assert torch.equal(got[index], want), (epoch, index, plan.get("ops"), plan.get("erase"))
-    assert seen >= {"transpose", "rot90", "vflip", "cv2_affine", "hsv_shift", "multiply_add", "holes"}, seen
+    assert seen >= {"transpose", "rot90", "vflip", "cv2_affine", "hsv_shift", "channel_shift", "multiply_add", "holes"}, seen
 
 
 @pytest.mark.parametrize("hole_ranges", [((0.1, 0.3), (0.05, 0.15)), ((3, 9), (2, 12))])
@@ -478,17 +486,20 @@ def test_albumentations_pixel_ops_draw_albumentations_distributions(tmp_path, ho
     Image.new("RGB", (64, 64), (90, 120, 30)).save(path)
     hsv = A.HueSaturationValue(hue_shift_limit=(-10, 30), sat_shift_limit=25, val_shift_limit=(0, 40), p=0.6)
     rbc = A.RandomBrightnessContrast(brightness_limit=(-0.1, 0.3), contrast_limit=0.25, p=0.4)
+    rgb = A.RGBShift(r_shift_limit=(-30, 10), g_shift_limit=20, b_shift_limit=(0.1, 0.5), p=0.5)
     rot, drop = A.RandomRotate90(p=1.0), A.CoarseDropout(num_holes_range=(1, 4), hole_height_range=hole_ranges[0], hole_width_range=hole_ranges[1], p=1.0)
     n = 3000
-    ds = LeafDataset([str(path)] * n, [0] * n, A.Compose([A.Resize(64, 64), hsv, rbc, rot, drop, ToTensorV2()]))
+    ds = LeafDataset([str(path)] * n, [0] * n, A.Compose([A.Resize(64, 64), hsv, rbc, rgb, rot, drop, ToTensorV2()]))
     loader = native(lambda: DataLoader(ds, batch_size=n, backend="cpu", seed=9))
-    draws = {"hsv_shift": [], "multiply_add": [], "rot90": [], "holes": [], "sizes": []}
+    draws = {"hsv_shift": [], "multiply_add": [], "channel_shift": [], "rot90": [], "holes": [], "sizes": []}
     for index in range(n):
         plan = json.loads(loader._core.sample_plan(0, index, 64, 64))
         ops = {op["op"]: op.get("arg") for op in plan.get("ops", [])}
         for k in ("hsv_shift", "multiply_add"):
             if k in ops:
                 draws[k].append(list(ops[k].values()))
+        if "channel_shift" in ops:
+            draws["channel_shift"].append(ops["channel_shift"])
         draws["rot90"].append(ops.get("rot90", 0))
         draws["holes"].append(len(plan["erase"]))
         draws["sizes"] += [(b["height"], b["width"]) for b in plan["erase"]]
@@ -499,6 +510,15 @@ def test_albumentations_pixel_ops_draw_albumentations_distributions(tmp_path, ho
     alpha, beta = np.array(draws["multiply_add"]).T
     assert 0.75 <= alpha.min() and alpha.max() < 1.25 and abs(alpha.mean() - 1) < 0.02
     assert -25.5 <= beta.min() and beta.max() < 76.5 and abs(beta.mean() - 25.5) < 3
+    # RGBShift: the shift albumentations adds is its draw truncated toward zero.
+    assert abs(len(draws["channel_shift"]) / n - 0.5) < 0.04
+    rgb.set_random_seed(2)
+    image = np.zeros((4, 4, 3), np.uint8)
+    want = np.trunc([rgb.get_params_dependent_on_data({"shape": (4, 4, 3)}, {"image": image})["noise_map"] for _ in range(n)])
+    ours = np.array(draws["channel_shift"])
+    for c in range(3):
+        assert ours[:, c].min() == want[:, c].min() and ours[:, c].max() == want[:, c].max(), c
+        assert abs(ours[:, c].mean() - want[:, c].mean()) < 1.0 and abs(ours[:, c].std() - want[:, c].std()) < 1.0
     counts = np.bincount(draws["rot90"], minlength=4) / n
     assert np.all(np.abs(counts - 0.25) < 0.03), counts
     holes = np.bincount(draws["holes"], minlength=5)[1:] / n

@@ -10,6 +10,8 @@
 //!   blocks of 8 whose neighbours are all inside run in AVX2 lanes here);
 //! - `RandomBrightnessContrast(brightness_limit, contrast_limit, p)`: `x * alpha + beta * 255`
 //!   through albucore's float32 lookup table, clipped and truncated to bytes;
+//! - `RGBShift(r_shift_limit, g_shift_limit, b_shift_limit, p)`: a shift per channel, truncated
+//!   to whole levels and added with saturation (albucore's tables);
 //! - `HueSaturationValue(hue_shift_limit, sat_shift_limit, val_shift_limit, p)`: OpenCV's byte
 //!   HSV (`COLOR_RGB2HSV`, hue in `[0, 180)`), the hue shifted modulo 180, saturation and value
 //!   shifted by whole levels with saturation (grey pixels kept grey), and back with
@@ -167,6 +169,48 @@ impl OpSpec for AlbuBrightnessContrast {
             let alpha = 1.0 + rng.uniform_in(c0, c1);
             let beta = rng.uniform_in(b0, b1) * 255.0;
             out.push(PixelOp::MultiplyAdd { alpha, beta });
+        }
+    }
+}
+
+/// albumentations' `RGBShift(r_shift_limit, g_shift_limit, b_shift_limit, p)`: a shift drawn
+/// per channel uniformly from its range (in levels: albumentations' ranges, in fractions of
+/// 255, times 255), truncated toward zero and added with saturation (albucore's table).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlbuRgbShift {
+    /// Each channel's range, in levels.
+    pub ranges: [[f64; 2]; 3],
+    /// Probability. Default 0.5.
+    #[serde(default = "half")]
+    pub p: f64,
+}
+
+impl OpSpec for AlbuRgbShift {
+    fn kind(&self) -> OpKind {
+        OpKind::Pixel
+    }
+    fn check(&self) -> Result<(), PipelineError> {
+        probability(self.p, "albu_rgb_shift")?;
+        ranges(
+            "albu_rgb_shift",
+            &[
+                ("r", self.ranges[0]),
+                ("g", self.ranges[1]),
+                ("b", self.ranges[2]),
+            ],
+        )
+    }
+    fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
+        if !coin(rng, self.p) {
+            return;
+        }
+        let shift = self.ranges.map(|[lo, hi]| {
+            // Past a whole image's range it saturates the same.
+            rng.uniform_in(lo, hi).trunc().clamp(-256.0, 256.0) as i16
+        });
+        if shift != [0; 3] {
+            out.push(PixelOp::ChannelShift(shift));
         }
     }
 }
@@ -882,6 +926,18 @@ pub(crate) fn transpose(rgb: &mut [u8], n: usize) {
     }
 }
 
+/// albucore's `add_vector` of whole levels to a uint8 RGB image (one lookup table per
+/// channel): each value plus its channel's shift, clipped to `[0, 255]`.
+pub(crate) fn shift_channels(rgb: &mut [u8], shift: [i16; 3]) {
+    let luts: [[u8; 256]; 3] =
+        shift.map(|d| std::array::from_fn(|v| (v as i32 + i32::from(d)).clamp(0, 255) as u8));
+    for px in rgb.chunks_exact_mut(3) {
+        for (c, v) in px.iter_mut().enumerate() {
+            *v = luts[c][usize::from(*v)];
+        }
+    }
+}
+
 /// albucore's `multiply_add` of a uint8 image: the lookup table `clip(arange(256, float32) *
 /// float32(alpha) + float32(beta), 0, 255)` truncated to bytes.
 pub(crate) fn multiply_add(rgb: &mut [u8], alpha: f64, beta: f64) {
@@ -1114,6 +1170,22 @@ fn hsv_to_rgb_lanes(hsv: &[[f32; LANES]; 3]) -> [[u8; LANES]; 3] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_rgb_shift_adds_each_channels_levels_saturating() {
+        let mut rgb = vec![0, 128, 255, 10, 250, 3];
+        shift_channels(&mut rgb, [-5, 7, 256]);
+        assert_eq!(rgb, [0, 135, 255, 5, 255, 255]);
+        // Drawn shifts are truncated toward zero: draws in (-0.9, -0.5) and (0.2, 0.7) add
+        // nothing.
+        let spec = AlbuRgbShift {
+            ranges: [[-0.9, -0.5], [0.2, 0.7], [3.0, 3.5]],
+            p: 1.0,
+        };
+        let mut out = Vec::new();
+        spec.draw(&mut CounterRng::for_op(1, 0, 0, 0), (8, 8), &mut out);
+        assert_eq!(out, [PixelOp::ChannelShift([0, 0, 3])]);
+    }
 
     #[test]
     fn a_warp_computed_over_a_crop_is_that_crop_of_the_whole_warp() {

@@ -41,7 +41,7 @@ mod timm;
 mod two_tap;
 
 pub use albu::{
-    AlbuAffine, AlbuBrightnessContrast, AlbuHueSaturationValue, AlbuRandomRotate90,
+    AlbuAffine, AlbuBrightnessContrast, AlbuHueSaturationValue, AlbuRandomRotate90, AlbuRgbShift,
     AlbuSmallestMaxSize, AlbuTranspose, CoarseDropout, Cv2Border,
 };
 pub use autoaugment::{AugMix, AutoAugment, AutoAugmentPolicy, RandAugment, TrivialAugmentWide};

@@ -14,7 +14,7 @@ use hpuload_decoders::orientation::{orientation, torchvision_orientation, Orient
 use serde::{Deserialize, Serialize};
 
 use super::albu::{
-    AlbuAffine, AlbuBrightnessContrast, AlbuHueSaturationValue, AlbuRandomRotate90,
+    AlbuAffine, AlbuBrightnessContrast, AlbuHueSaturationValue, AlbuRandomRotate90, AlbuRgbShift,
     AlbuSmallestMaxSize, AlbuTranspose, CoarseDropout,
 };
 use super::autoaugment::{AugMix, AutoAugment, RandAugment, TrivialAugmentWide};
@@ -171,6 +171,8 @@ ops! {
     AlbuAffine(AlbuAffine) = "albu_affine",
     /// albumentations' `RandomBrightnessContrast(brightness_limit, contrast_limit, p)`.
     AlbuBrightnessContrast(AlbuBrightnessContrast) = "albu_brightness_contrast",
+    /// albumentations' `RGBShift(r_shift_limit, g_shift_limit, b_shift_limit, p)`.
+    AlbuRgbShift(AlbuRgbShift) = "albu_rgb_shift",
     /// albumentations' `HueSaturationValue(hue_shift_limit, sat_shift_limit,
     /// val_shift_limit, p)`.
     AlbuHueSaturationValue(AlbuHueSaturationValue) = "albu_hue_saturation_value",

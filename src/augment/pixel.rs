@@ -98,6 +98,8 @@ pub enum PixelOp {
         /// The shift, in levels (255 times the brightness drawn).
         beta: f64,
     },
+    /// albumentations' `RGBShift`: each channel's whole levels added, saturating.
+    ChannelShift([i16; 3]),
     /// OpenCV's `warpAffine` with `INTER_LINEAR` (albumentations' `Affine`).
     Cv2Affine {
         /// Output pixel to source point, float32 `(m0, m1, m2, m3, m4, m5)`.
@@ -168,7 +170,8 @@ impl PixelOp {
             | Self::PilAutoContrast
             | Self::PilGaussianBlur(_)
             | Self::SolarizeAdd { .. }
-            | Self::MultiplyAdd { .. } => true,
+            | Self::MultiplyAdd { .. }
+            | Self::ChannelShift(_) => true,
         }
     }
 
@@ -186,7 +189,8 @@ impl PixelOp {
             | Self::Posterize(_)
             | Self::Invert
             | Self::SolarizeAdd { .. }
-            | Self::MultiplyAdd { .. } => Reach::Pointwise,
+            | Self::MultiplyAdd { .. }
+            | Self::ChannelShift(_) => Reach::Pointwise,
             Self::Contrast(_)
             | Self::AutoContrast
             | Self::AutoContrastV1
@@ -248,6 +252,7 @@ impl PixelOp {
             | Self::Rot90(_)
             | Self::Cv2Affine { .. }
             | Self::MultiplyAdd { .. }
+            | Self::ChannelShift(_)
             | Self::HsvShift { .. } => false,
         }
     }

@@ -196,6 +196,7 @@ pub fn apply(ops: &[PixelOp], rgb: &mut [u8], h: usize, w: usize, s: &mut Scratc
                 fill,
             } => albu::warp_affine(rgb, h, w, inverse, *border, *fill, &mut s.bytes),
             PixelOp::MultiplyAdd { alpha, beta } => albu::multiply_add(rgb, *alpha, *beta),
+            PixelOp::ChannelShift(shift) => albu::shift_channels(rgb, *shift),
             PixelOp::HsvShift { hue, sat, val } => albu::hsv_shift(rgb, w, *hue, *sat, *val),
         }
     }
@@ -360,6 +361,7 @@ fn adjustment(op: &PixelOp) -> Option<colour::Adjust> {
         | PixelOp::Rot90(_)
         | PixelOp::Cv2Affine { .. }
         | PixelOp::MultiplyAdd { .. }
+        | PixelOp::ChannelShift(_)
         | PixelOp::HsvShift { .. } => None,
     }
 }
