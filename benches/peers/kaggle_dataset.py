@@ -6,11 +6,15 @@ Normalize, ToTensorV2, shuffled; `--split eval`: Resize 224x224, Normalize, ToTe
 order; `--split cassava`: a Cassava Leaf Disease notebook's training transform
 (RandomResizedCrop, Transpose, the flips, ShiftScaleRotate, HueSaturationValue,
 RandomBrightnessContrast, Normalize, CoarseDropout, ToTensorV2), which hpuload runs natively
-since session 70 (its steps after the crop ran in Python before). Prints one JSON line per run: construction time (hpuload's includes its probe of
+since session 70 (its steps after the crop ran in Python before); `--split example` and
+`--split example_eval`: albumentations' own classification example (SmallestMaxSize 160,
+ShiftScaleRotate, RandomCrop 128, RGBShift, RandomBrightnessContrast, Normalize; and
+SmallestMaxSize 160, CenterCrop 128, Normalize), which hpuload runs natively since session 71
+(they went to torch's DataLoader before). Prints one JSON line per run: construction time (hpuload's includes its probe of
 `__getitem__` and its read of each file's header), the loader's type, and images/s over the
 measured epochs.
 
-usage: python kaggle_dataset.py --data DIR --loader hpuload|torch [--split train|eval|cassava]
+usage: python kaggle_dataset.py --data DIR --loader hpuload|torch [--split train|eval|cassava|example|example_eval]
        [--epochs 2] [--workers 2] [--batch 64]
 """
 
@@ -45,7 +49,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
     ap.add_argument("--loader", choices=["hpuload", "torch"], required=True)
-    ap.add_argument("--split", choices=["train", "eval", "cassava"], default="train")
+    ap.add_argument("--split", choices=["train", "eval", "cassava", "example", "example_eval"], default="train")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
@@ -64,6 +68,14 @@ def main():
             A.ShiftScaleRotate(p=0.5), A.HueSaturationValue(p=0.5), A.RandomBrightnessContrast(p=0.5), norm,
             A.CoarseDropout(p=0.5), ToTensorV2(),
         ])
+    elif a.split == "example":
+        tf = A.Compose([
+            A.SmallestMaxSize(max_size=160), A.ShiftScaleRotate(shift_limit=0.05, scale_limit=0.05, rotate_limit=15, p=0.5),
+            A.RandomCrop(height=128, width=128), A.RGBShift(r_shift_limit=15, g_shift_limit=15, b_shift_limit=15, p=0.5),
+            A.RandomBrightnessContrast(p=0.5), norm, ToTensorV2(),
+        ])
+    elif a.split == "example_eval":
+        tf = A.Compose([A.SmallestMaxSize(max_size=160), A.CenterCrop(height=128, width=128), norm, ToTensorV2()])
     else:
         tf = A.Compose([A.Resize(224, 224), norm, ToTensorV2()])
     classes = sorted(os.listdir(a.data))
@@ -71,7 +83,7 @@ def main():
     labels = [classes.index(os.path.basename(os.path.dirname(f))) for f in files]
     t0 = time.perf_counter()
     ds = LeafDataset(files, labels, tf)
-    train = a.split != "eval"
+    train = a.split not in ("eval", "example_eval")
     loader = DataLoader(ds, batch_size=a.batch, shuffle=train, num_workers=a.workers, drop_last=train,
                         persistent_workers=a.workers > 0)
     built = time.perf_counter() - t0

@@ -16,8 +16,9 @@ hpuload's pipeline ops, each computed as albumentations computes it on a uint8 R
 - after it, `HorizontalFlip(p)`, `VerticalFlip(p)`, `Transpose(p)` and `RandomRotate90(p)`
   (of a square image), `Affine` and `ShiftScaleRotate` (bilinear: OpenCV 5's `warpAffine`,
   each border mode but wrap), `RandomBrightnessContrast` (brightness by the maximum, albucore's
-  float32 table), `RGBShift` (whole levels per channel, saturating) and `HueSaturationValue` (OpenCV's byte HSV, as its x86-64 wheels compute
-  it), each drawn with albumentations' distributions and computed byte for byte;
+  float32 table), `RGBShift` (whole levels per channel, saturating), `HueSaturationValue`
+  (OpenCV's byte HSV, as its x86-64 wheels compute it), and a `OneOf` of them, each drawn
+  with albumentations' distributions and computed byte for byte;
 - `Normalize(mean, std, max_pixel_value=255)`: `(x - mean * 255) * (1 / (std * 255))` in
   float32, as its lookup table computes it (bit for bit);
 - `CoarseDropout` with a constant fill, last (before or after `Normalize`): its holes drawn as
@@ -177,10 +178,8 @@ def _translate(steps: list, *, open_end: bool) -> tuple[str, str]:
                 else f"albumentations' {name} before a resize or crop (hpuload's batches need one size)"
             )
         geometry = None
-        if name in _PIXEL_OPS:
-            if name in ("Transpose", "RandomRotate90") and size[0] != size[1]:
-                raise Unsupported(f"albumentations' {name} of a {size[0]}x{size[1]} image (a shape per sample)")
-            ops.append(_PIXEL_OPS[name](t))
+        if name in _PIXEL_OPS or name == "OneOf":
+            ops.append(_pixel_op(t, size))
         elif name == "Normalize" and not open_end:
             _always(t)
             if getattr(t, "normalization", "standard") != "standard" or getattr(t, "max_pixel_value", None) != 255:
@@ -347,6 +346,26 @@ _PIXEL_OPS = {
     "Affine": _affine,
     "ShiftScaleRotate": _affine,
 }
+
+
+def _pixel_op(t: Any, size: list[int]) -> dict:
+    """The op of a pixel step after the geometry (of a `size` image): one of `_PIXEL_OPS`, or
+    a `OneOf` of them (with probability `p`, one of its steps chosen with weights their own
+    `p`s, then applied for certain)."""
+    name = _name(t)
+    if name == "OneOf":
+        inner = [_pixel_op(s, size) for s in t.transforms]
+        if not inner or any(op["op"] == "random_apply" for op in inner):
+            raise Unsupported("albumentations' OneOf of no steps, or of another OneOf")
+        for op in inner:
+            op["p"] = 1.0  # the chosen step is applied with force_apply
+        weights = [float(v) for v in t.transforms_ps]
+        return {"op": "random_apply", "p": _p(t), "ops": [{"op": "random_choice", "p": weights, "ops": inner}]}
+    if name not in _PIXEL_OPS:
+        raise Unsupported(f"albumentations' {name}")
+    if name in ("Transpose", "RandomRotate90") and size[0] != size[1]:
+        raise Unsupported(f"albumentations' {name} of a {size[0]}x{size[1]} image (a shape per sample)")
+    return _PIXEL_OPS[name](t)
 
 
 def _coarse_dropout(t: Any, size: list[int], *, after_normalize: bool) -> dict:

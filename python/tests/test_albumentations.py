@@ -60,6 +60,18 @@ def theirs(ds, batch_size):
     return list(tud.DataLoader(ds, batch_size=batch_size))
 
 
+def samples_with_plans(loader, files, epochs=(0, 1), batch_size=8):
+    """Each sample `loader` gives over `epochs` (its batches in order), with its image as the
+    Dataset reads it and hpuload's plan for it."""
+    for epoch in epochs:
+        for b, (x, _) in enumerate(loader):
+            for k in range(x.shape[0]):
+                index = b * batch_size + k
+                image = cv2.cvtColor(cv2.imread(files[index]), cv2.COLOR_BGR2RGB)
+                plan = json.loads(loader._core.sample_plan(epoch, index, image.shape[1], image.shape[0]))
+                yield epoch, index, x[k], image, plan
+
+
 @pytest.mark.parametrize("normalize", [True, False])
 def test_a_resize_gives_opencvs_and_albumentations_bytes_batch_for_batch(jpeg_folder, normalize):
     """The evaluation transform: `Resize`, `Normalize`, `ToTensorV2`: every value is the
@@ -129,23 +141,18 @@ def test_a_random_crop_of_the_smallest_max_size_gives_albumentations_pixels_for_
     ds = LeafDataset(files, labels, A.Compose([smallest, rcrop, flip, norm, ToTensorV2()]))
     loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=3))
     tops = []
-    for epoch in (0, 1):
-        for b, (x, _) in enumerate(loader):
-            for k in range(x.shape[0]):
-                index = b * 8 + k
-                image = cv2.cvtColor(cv2.imread(files[index]), cv2.COLOR_BGR2RGB)
-                h, w = image.shape[:2]
-                resized = smallest.apply(image, scale=60 / min(h, w))
-                rh, rw = resized.shape[:2]
-                plan = json.loads(loader._core.sample_plan(epoch, index, w, h))
-                c = plan["crop"]
-                top, left = round(c["top"] * rh / h), round(c["left"] * rw / w)
-                want = resized[top : top + 48, left : left + 40]
-                if plan["flip"]:
-                    want = flip.apply(want)
-                want = ToTensorV2()(image=norm.apply(want))["image"]
-                assert torch.equal(x[k], want), f"epoch {epoch}, index {index}, offset {(top, left)}"
-                tops.append((top / (rh - 48) if rh > 48 else 0.5, left / (rw - 40)))
+    for epoch, index, got, image, plan in samples_with_plans(loader, files):
+        h, w = image.shape[:2]
+        resized = smallest.apply(image, scale=60 / min(h, w))
+        rh, rw = resized.shape[:2]
+        c = plan["crop"]
+        top, left = round(c["top"] * rh / h), round(c["left"] * rw / w)
+        want = resized[top : top + 48, left : left + 40]
+        if plan["flip"]:
+            want = flip.apply(want)
+        want = ToTensorV2()(image=norm.apply(want))["image"]
+        assert torch.equal(got, want), f"epoch {epoch}, index {index}, offset {(top, left)}"
+        tops.append((top / (rh - 48) if rh > 48 else 0.5, left / (rw - 40)))
     for axis in (0, 1):
         values = [t[axis] for t in tops]
         assert min(values) < 0.2 and max(values) > 0.8
@@ -171,36 +178,31 @@ def test_a_warp_between_the_smallest_max_size_and_its_crop_gives_albumentations_
     borders = {"constant": cv2.BORDER_CONSTANT, "replicate": cv2.BORDER_REPLICATE,
                "reflect": cv2.BORDER_REFLECT, "reflect101": cv2.BORDER_REFLECT_101}
     warped = 0
-    for epoch in (0, 1):
-        for b, (x, _) in enumerate(loader):
-            for k in range(x.shape[0]):
-                index = b * 8 + k
-                image = cv2.cvtColor(cv2.imread(files[index]), cv2.COLOR_BGR2RGB)
-                h, w = image.shape[:2]
-                resized = smallest.apply(image, scale=72 / min(h, w))
-                rh, rw = resized.shape[:2]
-                plan = json.loads(loader._core.sample_plan(epoch, index, w, h))
-                if "warped" in plan:
-                    wp = plan["warped"]
-                    assert wp["content"] == [rh, rw]
-                    inverse = np.array(wp["inverse"], dtype=np.float64).reshape(2, 3)
-                    resized = cv2.warpAffine(resized, inverse, (rw, rh), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
-                                             borderMode=borders[wp["border"]], borderValue=tuple(wp["fill"]))
-                    top, left = wp["at"]
-                    warped += 1
-                else:
-                    c = plan["crop"]
-                    top, left = round(c["top"] * rh / h), round(c["left"] * rw / w)
-                if crop == "centre":
-                    assert (top, left) == ((rh - 64) // 2, (rw - 56) // 2)
-                want = resized[top : top + 64, left : left + 56]
-                for op in plan.get("ops", []):
-                    if op["op"] == "channel_shift":
-                        want = shift.apply(want, noise_map=np.array(op["arg"], dtype=np.float64))
-                    else:
-                        want = bc.apply(want, alpha=op["arg"]["alpha"], beta=op["arg"]["beta"])
-                want = ToTensorV2()(image=norm.apply(want))["image"]
-                assert torch.equal(x[k], want), f"epoch {epoch}, index {index}"
+    for epoch, index, got, image, plan in samples_with_plans(loader, files):
+        h, w = image.shape[:2]
+        resized = smallest.apply(image, scale=72 / min(h, w))
+        rh, rw = resized.shape[:2]
+        if "warped" in plan:
+            wp = plan["warped"]
+            assert wp["content"] == [rh, rw]
+            inverse = np.array(wp["inverse"], dtype=np.float64).reshape(2, 3)
+            resized = cv2.warpAffine(resized, inverse, (rw, rh), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+                                     borderMode=borders[wp["border"]], borderValue=tuple(wp["fill"]))
+            top, left = wp["at"]
+            warped += 1
+        else:
+            c = plan["crop"]
+            top, left = round(c["top"] * rh / h), round(c["left"] * rw / w)
+        if crop == "centre":
+            assert (top, left) == ((rh - 64) // 2, (rw - 56) // 2)
+        want = resized[top : top + 64, left : left + 56]
+        for op in plan.get("ops", []):
+            if op["op"] == "channel_shift":
+                want = shift.apply(want, noise_map=np.array(op["arg"], dtype=np.float64))
+            else:
+                want = bc.apply(want, alpha=op["arg"]["alpha"], beta=op["arg"]["beta"])
+        want = ToTensorV2()(image=norm.apply(want))["image"]
+        assert torch.equal(got, want), f"epoch {epoch}, index {index}"
     assert 0.3 * 82 < warped < 0.7 * 82
     # Rotation alone: the centre of the resize is where it turns.
     turn = A.ShiftScaleRotate(shift_limit=0, scale_limit=0, rotate_limit=(10, 20), p=1)
@@ -530,6 +532,38 @@ def test_albumentations_pixel_ops_draw_albumentations_distributions(tmp_path, ho
     for ours, theirs_ in ((heights, want[:, 3] - want[:, 1]), (widths, want[:, 2] - want[:, 0])):
         assert ours.min() == theirs_.min() and ours.max() == theirs_.max(), (ours.min(), theirs_.min(), ours.max(), theirs_.max())
         assert abs(ours.mean() - theirs_.mean()) < 0.05 * theirs_.mean()
+
+
+def test_one_of_applies_one_step_chosen_by_their_ps_as_albumentations_does(jpeg_folder, tmp_path):
+    """`OneOf([...], p)`: with probability `p`, one of its steps, chosen with weights their
+    own `p`s and then applied for certain: over 3000 samples each step's share is
+    albumentations' (`p * p_i / sum(p)`); through the drop-in each sample is albumentations'
+    own functions run with the step and parameters hpuload drew (bit for bit)."""
+    path = tmp_path / "a.jpg"
+    Image.new("RGB", (64, 64), (90, 120, 30)).save(path)
+    one = A.OneOf([A.RGBShift(p=0.1), A.RandomBrightnessContrast(p=0.3), A.VerticalFlip(p=0.0), A.HueSaturationValue(p=0.4)], p=0.8)
+    n = 3000
+    ds = LeafDataset([str(path)] * n, [0] * n, A.Compose([A.Resize(64, 64), one, ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=n, backend="cpu", seed=9))
+    counts = {"channel_shift": 0, "multiply_add": 0, "vflip": 0, "hsv_shift": 0, "none": 0}
+    for index in range(n):
+        ops = json.loads(loader._core.sample_plan(0, index, 64, 64)).get("ops", [])
+        assert len(ops) <= 1
+        counts[ops[0]["op"] if ops else "none"] += 1
+    # A drawn shift of zero (RGBShift's, HSV's) adds no op: counted with "none", rarely.
+    for k, share in (("channel_shift", 0.8 / 8), ("multiply_add", 0.8 * 3 / 8), ("hsv_shift", 0.8 * 4 / 8)):
+        assert abs(counts[k] / n - share) < 0.03, (k, counts)
+    assert counts["vflip"] == 0 and abs(counts["none"] / n - 0.2) < 0.03, counts
+    files, labels = files_of(jpeg_folder)
+    steps = {"RGBShift": one.transforms[0], "RandomBrightnessContrast": one.transforms[1], "HueSaturationValue": one.transforms[3]}
+    rrc = A.RandomResizedCrop(size=(48, 48))
+    ds = LeafDataset(files, labels, A.Compose([rrc, one, ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=4))
+    seen = set()
+    for epoch, index, got, image, plan in samples_with_plans(loader, files):
+        seen.update(op["op"] for op in plan.get("ops", []))
+        assert torch.equal(got, by_plan(image, plan, rrc, steps)), (epoch, index, plan.get("ops"))
+    assert seen == {"channel_shift", "multiply_add", "hsv_shift"}, seen
 
 
 def test_a_transpose_of_a_non_square_image_runs_in_python(jpeg_folder):

@@ -264,15 +264,7 @@ impl Phases {
                     Some((s, i)) => (Some(s), i),
                     None => (None, Interpolation::Bilinear),
                 };
-                let geometry = match op {
-                    Op::CenterCrop(c) => Geometry::CenterCrop {
-                        resize,
-                        out,
-                        floor: c.floor,
-                    },
-                    _ => Geometry::RandomCrop { resize, out },
-                };
-                self.geometry = Some((geometry, interpolation, at));
+                self.geometry = Some((crop_geometry(op, resize, out), interpolation, at));
             }
             // torchvision's `Resize((h, w))` then `CenterCrop(c)` (what the Hugging Face image
             // processors' sizes give): a window of the resized image.
@@ -300,14 +292,7 @@ impl Phases {
                 }
                 if out != (h, w) {
                     let resize = Some(Prescale::Exact(h, w));
-                    let geometry = match op {
-                        Op::CenterCrop(c) => Geometry::CenterCrop {
-                            resize,
-                            out,
-                            floor: c.floor,
-                        },
-                        _ => Geometry::RandomCrop { resize, out },
-                    };
+                    let geometry = crop_geometry(op, resize, out);
                     // The crop's random stream is its own position in the pipeline.
                     let at = if matches!(op, Op::RandomCrop(_)) {
                         at
@@ -322,7 +307,7 @@ impl Phases {
             | Op::AlbuSmallestMaxSize(_)
             | Op::CenterCrop(_)
             | Op::RandomCrop(_) => {
-                return Err(PipelineError::Order("supported geometry: random_resized_crop, or resize or random_resize then center_crop or random_crop, or resize to [h, w] (then a center_crop or random_crop), before any pixel op".into()));
+                return Err(PipelineError::Order("supported geometry: random_resized_crop, or resize, random_resize or albu_smallest_max_size then center_crop or random_crop (albu_affine may come between albu_smallest_max_size and its crop), or resize to [h, w] (then a center_crop or random_crop), before any pixel op".into()));
             }
             Op::Normalize(n) => {
                 self.late("normalize")?;
@@ -422,6 +407,18 @@ impl Phases {
             }
         }
         Ok(())
+    }
+}
+
+/// The geometry of a `center_crop` or `random_crop` (`op`) of `out` after `resize`.
+fn crop_geometry(op: &Op, resize: Option<Prescale>, out: (u32, u32)) -> Geometry {
+    match op {
+        Op::CenterCrop(c) => Geometry::CenterCrop {
+            resize,
+            out,
+            floor: c.floor,
+        },
+        _ => Geometry::RandomCrop { resize, out },
     }
 }
 
