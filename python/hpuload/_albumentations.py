@@ -12,7 +12,8 @@ hpuload's pipeline ops, each computed as albumentations computes it on a uint8 R
   offset (`(size - crop) // 2` for the centre; uniform for the random crop), byte for byte;
   an `Affine` or `ShiftScaleRotate` between `SmallestMaxSize` and its crop (albumentations'
   classification example) warps the whole resize, drawn on its size, and only the crop's
-  part of the warp is computed;
+  part of the warp is computed; `LongestMaxSize(max_size)` then `PadIfNeeded` (centred, a
+  constant fill, to at least `max_size` on both sides): the resize centred on the fill;
 - after it, `HorizontalFlip(p)`, `VerticalFlip(p)`, `Transpose(p)` and `RandomRotate90(p)`
   (of a square image), `Affine` and `ShiftScaleRotate` (bilinear: OpenCV 5's `warpAffine`,
   each border mode but wrap), `RandomBrightnessContrast` (brightness by the maximum, albucore's
@@ -145,13 +146,14 @@ def _translate(steps: list, *, open_end: bool) -> tuple[str, str]:
             raise Unsupported(f"albumentations' {name} after CoarseDropout (hpuload erases the holes last)")
         if dtype == "f32" and name != "CoarseDropout":
             raise Unsupported(f"albumentations' {name} after Normalize (hpuload normalizes last)")
-        if name in ("Resize", "RandomResizedCrop", "SmallestMaxSize"):
+        if name in ("Resize", "RandomResizedCrop", "SmallestMaxSize", "LongestMaxSize"):
             _always(t)
             if geometry is not None or size is not None:
                 raise Unsupported(f"albumentations' {name} after another resize")
-            if name == "SmallestMaxSize":
-                shortest = _max_size(t)
-                ops.append({"op": "albu_smallest_max_size", "max_size": shortest, "interpolation": _linear(t)})
+            if name in ("SmallestMaxSize", "LongestMaxSize"):
+                side = _max_size(t)
+                op = "albu_smallest_max_size" if name == "SmallestMaxSize" else "albu_longest_max_size"
+                ops.append({"op": op, "max_size": side, "interpolation": _linear(t)})
             else:
                 size = _size(t)
                 op = {"op": "resize" if name == "Resize" else "random_resized_crop", "size": size, "interpolation": _linear(t)}
@@ -162,9 +164,13 @@ def _translate(steps: list, *, open_end: bool) -> tuple[str, str]:
             continue
         if name in ("CenterCrop", "RandomCrop"):
             ops.append(_crop(t, geometry, size))
-            if geometry in ("SmallestMaxSize", "SmallestMaxSize+warp") and max(ops[-1]["size"]) > shortest:
-                raise Unsupported(f"albumentations' {name} {ops[-1]['size']} larger than SmallestMaxSize's {shortest}")
+            if geometry in ("SmallestMaxSize", "SmallestMaxSize+warp") and max(ops[-1]["size"]) > side:
+                raise Unsupported(f"albumentations' {name} {ops[-1]['size']} larger than SmallestMaxSize's {side}")
             size, geometry = _size(t), name
+            continue
+        if name == "PadIfNeeded" and geometry == "LongestMaxSize":
+            ops.append(_pad_if_needed(t, side))
+            size, geometry = [ops[-1]["min_height"], ops[-1]["min_width"]], name
             continue
         if name in ("Affine", "ShiftScaleRotate") and geometry == "SmallestMaxSize":
             # Warped whole, at the size SmallestMaxSize gives each image, then cropped.
@@ -173,7 +179,7 @@ def _translate(steps: list, *, open_end: bool) -> tuple[str, str]:
             continue
         if size is None:
             raise Unsupported(
-                f"albumentations' {name} between SmallestMaxSize and its crop (hpuload crops the resize first)"
+                f"albumentations' {name} between {geometry.split('+')[0]} and its {'pad' if geometry == 'LongestMaxSize' else 'crop'} (one size for every image)"
                 if geometry
                 else f"albumentations' {name} before a resize or crop (hpuload's batches need one size)"
             )
@@ -210,16 +216,17 @@ def _translate(steps: list, *, open_end: bool) -> tuple[str, str]:
     if size is None:
         raise Unsupported(
             "an albumentations Compose without a resize or crop"
-            + (" after its SmallestMaxSize" if geometry else "")
+            + (f" after its {geometry.split('+')[0]}" if geometry else "")
             + " (a different shape per image)"
         )
     return json.dumps({"name": "albumentations", "ops": ops}), dtype
 
 
 def _max_size(t: Any) -> int:
-    """`SmallestMaxSize`'s one size (a list draws one per image; `max_size_hw` scales to fit)."""
+    """`SmallestMaxSize`'s or `LongestMaxSize`'s one size (a list draws one per image;
+    `max_size_hw` scales to fit)."""
     if getattr(t, "max_size_hw", None) is not None or not isinstance(t.max_size, int):
-        raise Unsupported(f"albumentations' SmallestMaxSize with max_size={t.max_size!r} (hpuload takes one size)")
+        raise Unsupported(f"albumentations' {_name(t)} with max_size={t.max_size!r} (hpuload takes one size)")
     return int(t.max_size)
 
 
@@ -231,7 +238,7 @@ def _crop(t: Any, geometry: str | None, size: list[int] | None) -> dict:
     _always(t)
     if getattr(t, "pad_if_needed", False):
         raise Unsupported(f"albumentations' {name} with pad_if_needed")
-    if size is not None and geometry != "Resize":
+    if (size is not None and geometry != "Resize") or geometry == "LongestMaxSize":
         raise Unsupported(f"albumentations' {name} after {geometry or 'a pixel op'} (hpuload crops the image or its resize)")
     crop = _size(t)
     if size is not None and (crop[0] > size[0] or crop[1] > size[1]):
@@ -293,6 +300,34 @@ def _hue_saturation_value(t: Any) -> dict:
 _BORDERS = {0: "constant", 1: "replicate", 2: "reflect", 4: "reflect101"}
 
 
+def _fill_bytes(t: Any) -> list[int]:
+    """A step's `fill` as OpenCV gives it to a uint8 image: each value `saturate_cast<uchar>`
+    (rounded half to even, clamped)."""
+    fill = getattr(t, "fill", 0)
+    fills = list(fill) if isinstance(fill, (list, tuple)) else [fill] * 3
+    if len(fills) != 3 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in fills):
+        raise Unsupported(f"albumentations' {_name(t)} with fill={fill!r}")
+    return [min(255, max(0, round(float(v)))) for v in fills]
+
+
+def _pad_if_needed(t: Any, longest: int) -> dict:
+    """`PadIfNeeded` after `LongestMaxSize(longest)`: centred, constant, to a size no image
+    exceeds (so every output is that size)."""
+    _always(t)
+    h, w = t.min_height, t.min_width
+    if (
+        getattr(t, "position", "center") != "center"
+        or int(getattr(t, "border_mode", 0)) != 0
+        or h is None
+        or w is None
+        or min(h, w) < longest
+    ):
+        raise Unsupported(
+            f"albumentations' PadIfNeeded other than centred with a constant fill to at least LongestMaxSize's {longest} (one size for every image)"
+        )
+    return {"op": "albu_pad_if_needed", "min_height": int(h), "min_width": int(w), "fill": _fill_bytes(t)}
+
+
 def _affine(t: Any) -> dict:
     """`Affine` or `ShiftScaleRotate` (one of them): its ranges, and OpenCV's border."""
     name = _name(t)
@@ -304,10 +339,6 @@ def _affine(t: Any) -> dict:
     border = _BORDERS.get(int(getattr(t, "border_mode", 0)))
     if border is None:
         raise Unsupported(f"albumentations' {name} with border_mode={t.border_mode}")
-    fill = getattr(t, "fill", 0)
-    fills = list(fill) if isinstance(fill, (list, tuple)) else [fill] * 3
-    if len(fills) != 3 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in fills):
-        raise Unsupported(f"albumentations' {name} with fill={fill!r}")
     op = {
         "op": "albu_affine",
         "p": _p(t),
@@ -316,8 +347,7 @@ def _affine(t: Any) -> dict:
         "rotate": _pair(t.rotate),
         "shear": [_pair(t.shear["x"]), _pair(t.shear["y"])],
         "border": border,
-        # OpenCV's saturate_cast<uchar> of each value: rounded half to even, clamped.
-        "fill": [min(255, max(0, round(float(v)))) for v in fills],
+        "fill": _fill_bytes(t),
     }
     if t.translate_percent is not None:
         op["translate_percent"] = [_pair(t.translate_percent["x"]), _pair(t.translate_percent["y"])]

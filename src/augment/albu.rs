@@ -70,6 +70,68 @@ impl OpSpec for AlbuSmallestMaxSize {
     fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
 }
 
+/// albumentations' `LongestMaxSize(max_size, interpolation)`: the longer side becomes
+/// `max_size`, the shorter one `round(short * max_size / long)` (half to even). An
+/// `albu_pad_if_needed` to at least `max_size` on both sides must follow (batch shapes are
+/// static).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlbuLongestMaxSize {
+    /// The longer side's length after the resize.
+    pub max_size: u32,
+    /// Default bilinear (albumentations' own is `cv2_linear`).
+    #[serde(default)]
+    pub interpolation: Interpolation,
+}
+
+impl OpSpec for AlbuLongestMaxSize {
+    fn kind(&self) -> OpKind {
+        OpKind::Geometry
+    }
+    fn check(&self) -> Result<(), PipelineError> {
+        if self.max_size == 0 {
+            return Err(PipelineError::Parameter(
+                "albu_longest_max_size max_size must be at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
+    /// Geometry: the plan computes the window.
+    fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
+}
+
+/// albumentations' `PadIfNeeded(min_height, min_width, position="center",
+/// border_mode=BORDER_CONSTANT, fill)` after `albu_longest_max_size`: the resized image
+/// centred (`int((min - size) / 2)` before it on each axis) on a `min_height`x`min_width`
+/// canvas of `fill`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlbuPadIfNeeded {
+    /// The output's height.
+    pub min_height: u32,
+    /// The output's width.
+    pub min_width: u32,
+    /// The padding's colour. Default black.
+    #[serde(default)]
+    pub fill: [u8; 3],
+}
+
+impl OpSpec for AlbuPadIfNeeded {
+    fn kind(&self) -> OpKind {
+        OpKind::Geometry
+    }
+    fn check(&self) -> Result<(), PipelineError> {
+        if self.min_height == 0 || self.min_width == 0 {
+            return Err(PipelineError::Parameter(
+                "albu_pad_if_needed min_height and min_width must be at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
+    /// Geometry: the plan computes the window and the placement.
+    fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
+}
+
 /// albumentations' `Transpose(p)`: rows become columns, of a square output. Default p 0.5.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

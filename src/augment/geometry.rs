@@ -744,6 +744,14 @@ pub(crate) fn albu_smallest_size(width: u32, height: u32, max_size: u32) -> (u32
     (side(width), side(height))
 }
 
+/// albumentations' `LongestMaxSize(max_size)` output size: both sides scaled by
+/// `max_size / longer side` (in f64) and rounded half to even, at least 1.
+pub(crate) fn albu_longest_size(width: u32, height: u32, max_size: u32) -> (u32, u32) {
+    let scale = f64::from(max_size) / f64::from(width.max(height));
+    let side = |v: u32| (f64::from(v) * scale).round_ties_even().max(1.0) as u32;
+    (side(width), side(height))
+}
+
 /// The resize before a center crop: torchvision's `Resize(short)` (the shorter side to `short`,
 /// the other in proportion) or `Resize((h, w))` (both sides given).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -753,6 +761,9 @@ pub(crate) enum Prescale {
     /// The shorter side to this many pixels, the other rounded (albumentations'
     /// `SmallestMaxSize`).
     ShortRounded(u32),
+    /// The longer side to this many pixels, the other rounded (albumentations'
+    /// `LongestMaxSize`): only before `albu_pad_if_needed`.
+    LongRounded(u32),
     /// The shorter side to a size drawn from `min..max` (`RandomResize`).
     ShortIn(u32, u32),
     /// Exactly `(height, width)`.
@@ -956,6 +967,7 @@ pub(crate) fn crop_of_resize(
     let (rw, rh) = match resize {
         Some(Prescale::Short(s)) => resized_size(width, height, s),
         Some(Prescale::ShortRounded(s)) => albu_smallest_size(width, height, s),
+        Some(Prescale::LongRounded(s)) => albu_longest_size(width, height, s),
         Some(Prescale::ShortIn(lo, hi)) => {
             let s = lo + rng.below(u64::from(hi - lo)) as u32;
             resized_size(width, height, s)

@@ -41,8 +41,9 @@ mod timm;
 mod two_tap;
 
 pub use albu::{
-    AlbuAffine, AlbuBrightnessContrast, AlbuHueSaturationValue, AlbuRandomRotate90, AlbuRgbShift,
-    AlbuSmallestMaxSize, AlbuTranspose, CoarseDropout, Cv2Border,
+    AlbuAffine, AlbuBrightnessContrast, AlbuHueSaturationValue, AlbuLongestMaxSize,
+    AlbuPadIfNeeded, AlbuRandomRotate90, AlbuRgbShift, AlbuSmallestMaxSize, AlbuTranspose,
+    CoarseDropout, Cv2Border,
 };
 pub use autoaugment::{AugMix, AutoAugment, AutoAugmentPolicy, RandAugment, TrivialAugmentWide};
 pub use blur::{GaussianBlur, RandomAdjustSharpness};

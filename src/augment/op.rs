@@ -14,8 +14,9 @@ use hpuload_decoders::orientation::{orientation, torchvision_orientation, Orient
 use serde::{Deserialize, Serialize};
 
 use super::albu::{
-    AlbuAffine, AlbuBrightnessContrast, AlbuHueSaturationValue, AlbuRandomRotate90, AlbuRgbShift,
-    AlbuSmallestMaxSize, AlbuTranspose, CoarseDropout,
+    AlbuAffine, AlbuBrightnessContrast, AlbuHueSaturationValue, AlbuLongestMaxSize,
+    AlbuPadIfNeeded, AlbuRandomRotate90, AlbuRgbShift, AlbuSmallestMaxSize, AlbuTranspose,
+    CoarseDropout,
 };
 use super::autoaugment::{AugMix, AutoAugment, RandAugment, TrivialAugmentWide};
 use super::blur::{GaussianBlur, RandomAdjustSharpness};
@@ -163,6 +164,11 @@ ops! {
     RandomErasing(RandomErasing) = "random_erasing",
     /// albumentations' `SmallestMaxSize(max_size)`, before a crop.
     AlbuSmallestMaxSize(AlbuSmallestMaxSize) = "albu_smallest_max_size",
+    /// albumentations' `LongestMaxSize(max_size)`, before `albu_pad_if_needed`.
+    AlbuLongestMaxSize(AlbuLongestMaxSize) = "albu_longest_max_size",
+    /// albumentations' `PadIfNeeded(min_height, min_width)` (centred, a constant fill) after
+    /// `albu_longest_max_size`.
+    AlbuPadIfNeeded(AlbuPadIfNeeded) = "albu_pad_if_needed",
     /// albumentations' `Transpose(p)` of a square output.
     AlbuTranspose(AlbuTranspose) = "albu_transpose",
     /// albumentations' `RandomRotate90(p)` of a square output.

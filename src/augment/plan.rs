@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use super::albu::{AlbuAffine, AlbuSmallestMaxSize};
+use super::albu::{AlbuAffine, AlbuLongestMaxSize, AlbuPadIfNeeded, AlbuSmallestMaxSize};
 use super::detect::{
     self, DetectPlan, DrawnResize, FixedSizeCrop, RandomIoUCrop, RandomZoomOut, SanitizeSpec,
 };
@@ -79,6 +79,13 @@ pub(crate) enum Geometry {
     },
     Resize {
         out: (u32, u32),
+    },
+    /// albumentations' `LongestMaxSize(max_size)` then `PadIfNeeded` to `out`: the resize
+    /// centred on a canvas of `fill`.
+    Letterbox {
+        max_size: u32,
+        out: (u32, u32),
+        fill: [u8; 3],
     },
     /// No crop or resize (a detection pipeline): each output is its sample's window at its
     /// own size.
@@ -215,6 +222,38 @@ impl Phases {
                 self.late("albu_smallest_max_size")?;
                 self.resize_short = Some((Prescale::ShortRounded(max_size), interpolation));
             }
+            &Op::AlbuLongestMaxSize(AlbuLongestMaxSize {
+                max_size,
+                interpolation,
+            }) if !self.geometry_done() && self.resize_short.is_none() && self.pixel.is_empty() => {
+                self.late("albu_longest_max_size")?;
+                self.resize_short = Some((Prescale::LongRounded(max_size), interpolation));
+            }
+            &Op::AlbuPadIfNeeded(AlbuPadIfNeeded {
+                min_height,
+                min_width,
+                fill,
+            }) => {
+                let Some((Prescale::LongRounded(s), interpolation)) = self.resize_short else {
+                    return Err(PipelineError::Order(
+                        "albu_pad_if_needed follows albu_longest_max_size (one size for every image)"
+                            .into(),
+                    ));
+                };
+                if min_height < s || min_width < s {
+                    return Err(PipelineError::Shape(format!(
+                        "albu_pad_if_needed to {min_height}x{min_width} leaves images whose longer side albu_longest_max_size made {s} larger (batch shapes must be static)"
+                    )));
+                }
+                self.late("albu_pad_if_needed")?;
+                self.resize_short = None;
+                let geometry = Geometry::Letterbox {
+                    max_size: s,
+                    out: (min_height, min_width),
+                    fill,
+                };
+                self.geometry = Some((geometry, interpolation, at));
+            }
             &Op::RandomResize(RandomResize {
                 min_size,
                 max_size,
@@ -237,6 +276,11 @@ impl Phases {
             {
                 let name = op.name();
                 self.late(name)?;
+                if let Some((Prescale::LongRounded(_), _)) = self.resize_short {
+                    return Err(PipelineError::Order(format!(
+                        "{name} after albu_longest_max_size (albu_pad_if_needed follows it)"
+                    )));
+                }
                 self.pad = match op {
                     Op::RandomCrop(c) => c.pad(),
                     Op::CenterCrop(c) if c.pad => Some(Pad::default()),
@@ -305,6 +349,7 @@ impl Phases {
             Op::Resize(_)
             | Op::RandomResize(_)
             | Op::AlbuSmallestMaxSize(_)
+            | Op::AlbuLongestMaxSize(_)
             | Op::CenterCrop(_)
             | Op::RandomCrop(_) => {
                 return Err(PipelineError::Order("supported geometry: random_resized_crop, or resize, random_resize or albu_smallest_max_size then center_crop or random_crop (albu_affine may come between albu_smallest_max_size and its crop), or resize to [h, w] (then a center_crop or random_crop), before any pixel op".into()));
@@ -462,8 +507,10 @@ impl Pipeline {
             pad,
             det,
         } = phases;
-        if resize_short.is_some() {
-            return Err(PipelineError::Shape("resize of the shorter side alone gives a different shape per image; add center_crop (batch shapes must be static)".into()));
+        match resize_short {
+            Some((Prescale::LongRounded(_), _)) => return Err(PipelineError::Shape("albu_longest_max_size alone gives a different shape per image; add albu_pad_if_needed (batch shapes must be static)".into())),
+            Some(_) => return Err(PipelineError::Shape("resize of the shorter side alone gives a different shape per image; add center_crop (batch shapes must be static)".into())),
+            None => {}
         }
         // No crop or resize: each image keeps its (detection) window's size, or the size
         // drawn for it.
@@ -551,6 +598,7 @@ impl Plan {
             Geometry::RandomResizedCrop { out, .. }
             | Geometry::CenterCrop { out, .. }
             | Geometry::RandomCrop { out, .. }
+            | Geometry::Letterbox { out, .. }
             | Geometry::Resize { out } => Some(out),
             Geometry::Window => self
                 .detect
@@ -560,9 +608,11 @@ impl Plan {
         }
     }
 
-    /// Whether the resize is warped whole before its crop ([`Warped`]).
-    pub fn warps_before_crop(&self) -> bool {
-        self.pre_crop.is_some()
+    /// Whether the resize is reshaped into the output: warped whole before its crop
+    /// ([`Warped`]) or placed on a canvas ([`Placed`], albumentations' `PadIfNeeded`). The
+    /// image paths do it; the video paths resample each frame to the output directly.
+    pub fn reshapes_resize(&self) -> bool {
+        self.pre_crop.is_some() || matches!(self.geometry, Geometry::Letterbox { .. })
     }
 
     /// The most pixels an output can have for a `width`x`height` image.
@@ -686,6 +736,7 @@ impl Plan {
             ));
         }
         let mut warped = self.pre_crop_warp(seed, epoch, index, (width, height))?;
+        let mut letterbox = None;
         let crop = match (&detected, &self.geometry) {
             (Some(d), _) => {
                 let [wl, wt, ww, wh] = d.window;
@@ -758,6 +809,20 @@ impl Plan {
                         None => geometry::resize_random_crop(width, height, resize, out, &mut rng)?,
                     }
                 }
+                Geometry::Letterbox {
+                    max_size,
+                    out: (oh, ow),
+                    fill,
+                } => {
+                    // PadIfNeeded's `int((min - size) / 2.0)` before the image on each axis.
+                    let (rw, rh) = geometry::albu_longest_size(width, height, max_size);
+                    letterbox = Some(Placed {
+                        content: (rh, rw),
+                        at: ((oh - rh) / 2, (ow - rw) / 2),
+                        fill,
+                    });
+                    geometry::window_of_resize((width, height), (rh, rw), (0, 0), (rh, rw))
+                }
                 Geometry::Resize { .. } | Geometry::Window => CropBox::full(width, height),
             },
         };
@@ -820,8 +885,10 @@ impl Plan {
                     .filter(|f| f.content != f.size)
                     .map(|f| Placed {
                         content: f.content,
+                        at: (0, 0),
                         fill: f.fill,
-                    }),
+                    })
+                    .or(letterbox),
                 warped,
             },
             pre,
@@ -1132,7 +1199,7 @@ mod tests {
     }
 
     #[test]
-    fn a_warp_between_the_smallest_max_size_and_its_crop_is_drawn_on_the_whole_resize() {
+    fn albumentations_warp_before_its_crop_and_its_letterbox_reshape_the_whole_resize() {
         let text = "name = 'albu'\n\
             [[ops]]\nop = 'albu_smallest_max_size'\nmax_size = 160\ninterpolation = 'cv2_linear'\n\
             [[ops]]\nop = 'albu_affine'\nrotate = [10.0, 20.0]\np = 1.0\n\
@@ -1141,7 +1208,7 @@ mod tests {
             .unwrap()
             .plan(Dtype::U8)
             .unwrap();
-        assert!(plan.warps_before_crop());
+        assert!(plan.reshapes_resize());
         for index in 0..50 {
             // 500x375 resized to 213x160: the whole resize is resampled, then warped, and the
             // output is the warp's 128x128 part at the drawn offset.
@@ -1161,6 +1228,30 @@ mod tests {
             assert!((m[3] * cx + m[4] * cy + m[5] - cy).abs() < 1e-3);
         }
         // Only between albumentations' resize and its crop.
+        let letterbox = "name = 'l'\n\
+            [[ops]]\nop = 'albu_longest_max_size'\nmax_size = 160\n\
+            [[ops]]\nop = 'albu_pad_if_needed'\nmin_height = 161\nmin_width = 170\nfill = [1, 2, 3]\n";
+        let plan = Pipeline::from_toml(letterbox, "l.toml")
+            .unwrap()
+            .plan(Dtype::U8)
+            .unwrap();
+        assert!(plan.reshapes_resize());
+        // 500x375 -> 160x120, centred on 170x161: int(41 / 2) = 20 above, int(10 / 2) = 5 left.
+        let s = plan.sample(1, 0, 0, (500, 375), None).unwrap();
+        let placed = s.pixels.placed.unwrap();
+        assert_eq!(
+            (placed.content, placed.at, placed.fill),
+            ((120, 160), (20, 5), [1, 2, 3])
+        );
+        assert_eq!(
+            (s.pixels.size, s.pixels.resampled()),
+            ((161, 170), (120, 160))
+        );
+        let smaller = letterbox.replace("min_height = 161", "min_height = 150");
+        assert!(Pipeline::from_toml(&smaller, "s.toml")
+            .unwrap()
+            .plan(Dtype::U8)
+            .is_err());
         let after_resize = text.replace(
             "albu_smallest_max_size'\nmax_size = 160",
             "resize'\nsize = 160",

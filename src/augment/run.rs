@@ -97,12 +97,15 @@ impl Warped {
     }
 }
 
-/// A resampled image of `content` `(height, width)` at the output's top-left corner, `fill`
-/// below and to the right of it (torchvision's constant padding after a crop).
+/// A resampled image of `content` `(height, width)` at `at` `(top, left)` in the output,
+/// `fill` around it (torchvision's constant padding after a crop, at the top-left corner;
+/// albumentations' `PadIfNeeded`, centred).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Placed {
     /// The resampled image's `(height, width)`.
     pub content: (u32, u32),
+    /// Its `(top, left)` corner in the output.
+    pub at: (u32, u32),
     /// The colour around it.
     pub fill: [u8; 3],
 }
@@ -111,20 +114,30 @@ impl Placed {
     /// The `content`-sized RGB8 image `rgb` placed on a `size` canvas of the fill, in `out`.
     ///
     /// # Panics
-    /// `rgb` is shorter than `content`, or `content` larger than `size`.
+    /// `rgb` is shorter than `content`, or `content` at `at` reaches past `size`.
     pub fn place(&self, rgb: &[u8], size: (u32, u32), out: &mut Vec<u8>) {
         let (ch, cw) = (self.content.0 as usize, self.content.1 as usize);
+        let (top, left) = (self.at.0 as usize, self.at.1 as usize);
         let (h, w) = (size.0 as usize, size.1 as usize);
-        assert!(ch <= h && cw <= w, "{:?} placed in {size:?}", self.content);
+        assert!(
+            top + ch <= h && left + cw <= w,
+            "{:?} at {:?} placed in {size:?}",
+            self.content,
+            self.at
+        );
         // One row of the fill, copied whole where it shows (not a pixel at a time).
         let fill = self.fill.repeat(w);
         out.clear();
         out.reserve(h * w * 3);
-        for row in rgb[..ch * cw * 3].chunks_exact(cw * 3) {
-            out.extend_from_slice(row);
-            out.extend_from_slice(&fill[..(w - cw) * 3]);
+        for _ in 0..top {
+            out.extend_from_slice(&fill);
         }
-        for _ in ch..h {
+        for row in rgb[..ch * cw * 3].chunks_exact(cw * 3) {
+            out.extend_from_slice(&fill[..left * 3]);
+            out.extend_from_slice(row);
+            out.extend_from_slice(&fill[..(w - cw - left) * 3]);
+        }
+        for _ in top + ch..h {
             out.extend_from_slice(&fill);
         }
     }
@@ -374,10 +387,30 @@ mod placed_tests {
     fn a_placed_image_sits_at_the_top_left_with_the_fill_below_and_right() {
         let placed = Placed {
             content: (2, 1),
+            at: (0, 0),
             fill: [9, 8, 7],
         };
         let mut out = Vec::new();
         placed.place(&[1, 1, 1, 2, 2, 2], (3, 2), &mut out);
         assert_eq!(out, [1, 1, 1, 9, 8, 7, 2, 2, 2, 9, 8, 7, 9, 8, 7, 9, 8, 7]);
+    }
+
+    #[test]
+    fn a_placed_image_sits_at_its_corner_with_the_fill_around_it() {
+        let placed = Placed {
+            content: (1, 2),
+            at: (1, 1),
+            fill: [9, 8, 7],
+        };
+        let mut out = Vec::new();
+        placed.place(&[1, 1, 1, 2, 2, 2], (3, 4), &mut out);
+        let f = [9, 8, 7];
+        let want: Vec<u8> = [f; 5]
+            .into_iter()
+            .chain([[1, 1, 1], [2, 2, 2]])
+            .chain([f; 5])
+            .flatten()
+            .collect();
+        assert_eq!(out, want);
     }
 }

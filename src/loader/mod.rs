@@ -364,10 +364,10 @@ impl Loader {
                 "a detection pipeline reads boxes from a COCO dataset, not video",
             ));
         }
-        if b.video.is_some() && plan.warps_before_crop() {
+        if b.video.is_some() && plan.reshapes_resize() {
             return Err(Error::config(
                 "pipeline",
-                "albu_affine between albu_smallest_max_size and its crop is for images; put it after the crop for video",
+                "albu_affine between albu_smallest_max_size and its crop, and albu_pad_if_needed, are for images",
             ));
         }
         if b.video.is_some() && plan.exif_orientation.is_some() {
