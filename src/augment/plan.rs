@@ -1227,7 +1227,7 @@ mod tests {
             assert!((m[0] * cx + m[1] * cy + m[2] - cx).abs() < 1e-3);
             assert!((m[3] * cx + m[4] * cy + m[5] - cy).abs() < 1e-3);
         }
-        // Only between albumentations' resize and its crop.
+        // LongestMaxSize then PadIfNeeded: the resize on a canvas of the fill.
         let letterbox = "name = 'l'\n\
             [[ops]]\nop = 'albu_longest_max_size'\nmax_size = 160\n\
             [[ops]]\nop = 'albu_pad_if_needed'\nmin_height = 161\nmin_width = 170\nfill = [1, 2, 3]\n";
@@ -1252,6 +1252,7 @@ mod tests {
             .unwrap()
             .plan(Dtype::U8)
             .is_err());
+        // The warp only between albumentations' resize and its crop.
         let after_resize = text.replace(
             "albu_smallest_max_size'\nmax_size = 160",
             "resize'\nsize = 160",
