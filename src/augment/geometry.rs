@@ -739,15 +739,25 @@ pub(crate) fn resized_size(width: u32, height: u32, short: u32) -> (u32, u32) {
 /// albumentations' `SmallestMaxSize(max_size)` output size: both sides scaled by
 /// `max_size / shorter side` (in f64) and rounded half to even, at least 1.
 pub(crate) fn albu_smallest_size(width: u32, height: u32, max_size: u32) -> (u32, u32) {
-    let scale = f64::from(max_size) / f64::from(width.min(height));
-    let side = |v: u32| (f64::from(v) * scale).round_ties_even().max(1.0) as u32;
-    (side(width), side(height))
+    albu_scaled(
+        width,
+        height,
+        f64::from(max_size) / f64::from(width.min(height)),
+    )
 }
 
 /// albumentations' `LongestMaxSize(max_size)` output size: both sides scaled by
 /// `max_size / longer side` (in f64) and rounded half to even, at least 1.
 pub(crate) fn albu_longest_size(width: u32, height: u32, max_size: u32) -> (u32, u32) {
-    let scale = f64::from(max_size) / f64::from(width.max(height));
+    albu_scaled(
+        width,
+        height,
+        f64::from(max_size) / f64::from(width.max(height)),
+    )
+}
+
+/// Both sides times `scale`, rounded half to even, at least 1 (`max(1, round(side * scale))`).
+fn albu_scaled(width: u32, height: u32, scale: f64) -> (u32, u32) {
     let side = |v: u32| (f64::from(v) * scale).round_ties_even().max(1.0) as u32;
     (side(width), side(height))
 }
