@@ -633,45 +633,58 @@ impl Plan {
         u64::from(h) * u64::from(w)
     }
 
-    /// The warp drawn before the crop, if the pipeline has one and it comes up (its size and
-    /// place are the crop's, filled in by the caller). Drawn on the resize of a
-    /// `width`x`height` image, as albumentations draws it on the image its step is given.
-    fn pre_crop_warp(
+    /// albumentations' warp of the whole resize before its crop, when the pipeline has one
+    /// and it comes up: the window that resamples the whole resize of a `width`x`height`
+    /// image, and the warp (drawn on the resize's size, as albumentations draws it on the image
+    /// its step is given) with the crop's place in it.
+    fn warp_then_crop(
         &self,
         seed: u64,
         epoch: u64,
         index: usize,
         (width, height): (u32, u32),
-    ) -> Result<Option<Warped>, AugmentError> {
+    ) -> Result<Option<(CropBox, Warped)>, AugmentError> {
         let Some((at, affine)) = &self.pre_crop else {
             return Ok(None);
         };
-        let (Geometry::CenterCrop { resize, .. } | Geometry::RandomCrop { resize, .. }) =
-            self.geometry
+        let (resize, out, offset) = match self.geometry {
+            Geometry::CenterCrop { resize, out, floor } => (
+                resize,
+                out,
+                if floor {
+                    geometry::Offset::Floor
+                } else {
+                    geometry::Offset::Centred
+                },
+            ),
+            Geometry::RandomCrop { resize, out } => (resize, out, geometry::Offset::Drawn),
+            _ => return Ok(None),
+        };
+        let mut rng = CounterRng::new(seed, epoch, index as u64, Stream::Crop);
+        let geometry::CropOfResize {
+            resized: (rw, rh),
+            at: corner,
+        } = geometry::crop_of_resize(width, height, resize, out, offset, &mut rng)?;
+        let mut drawn = Vec::new();
+        let mut rng = CounterRng::for_op(seed, epoch, index as u64, *at);
+        affine.draw(&mut rng, (rh, rw), &mut drawn);
+        let Some(PixelOp::Cv2Affine {
+            inverse,
+            border,
+            fill,
+        }) = drawn.pop()
         else {
             return Ok(None);
         };
-        let (rw, rh) = match resize {
-            Some(Prescale::ShortRounded(s)) => geometry::albu_smallest_size(width, height, s),
-            _ => return Ok(None),
+        let whole = geometry::window_of_resize((width, height), (rh, rw), (0, 0), (rh, rw));
+        let warped = Warped {
+            content: (rh, rw),
+            at: corner,
+            inverse,
+            border,
+            fill,
         };
-        let mut rng = CounterRng::for_op(seed, epoch, index as u64, *at);
-        let mut drawn = Vec::new();
-        affine.draw(&mut rng, (rh, rw), &mut drawn);
-        Ok(match drawn.pop() {
-            Some(PixelOp::Cv2Affine {
-                inverse,
-                border,
-                fill,
-            }) => Some(Warped {
-                content: (rh, rw),
-                at: (0, 0),
-                inverse,
-                border,
-                fill,
-            }),
-            _ => None,
-        })
+        Ok(Some((whole, warped)))
     }
 
     /// Draws the sample's plan for a `width`x`height` image, and its boxes (`objects`) when
@@ -735,10 +748,11 @@ impl Plan {
                 d.sanitize,
             ));
         }
-        let mut warped = self.pre_crop_warp(seed, epoch, index, (width, height))?;
+        let warp = self.warp_then_crop(seed, epoch, index, (width, height))?;
         let mut letterbox = None;
-        let crop = match (&detected, &self.geometry) {
-            (Some(d), _) => {
+        let crop = match (&detected, &self.geometry, &warp) {
+            (_, _, Some((whole, _))) => *whole,
+            (Some(d), _, None) => {
                 let [wl, wt, ww, wh] = d.window;
                 // The window's corner in what is resampled: the image, or the window composed
                 // on the fill (the CPU path composes it first when the fill shows).
@@ -763,28 +777,7 @@ impl Plan {
                     _ => CropBox::rect(x, y, ww, wh),
                 }
             }
-            (
-                None,
-                &Geometry::CenterCrop { resize, out, .. } | &Geometry::RandomCrop { resize, out },
-            ) if warped.is_some() => {
-                // The whole resize, warped, then cut: the crop's place is the warp's part.
-                let offset = match self.geometry {
-                    Geometry::CenterCrop { floor: true, .. } => geometry::Offset::Floor,
-                    Geometry::CenterCrop { .. } => geometry::Offset::Centred,
-                    _ => geometry::Offset::Drawn,
-                };
-                let mut rng = CounterRng::new(seed, epoch, index as u64, Stream::Crop);
-                let geometry::CropOfResize {
-                    resized: (rw, rh),
-                    at,
-                } = geometry::crop_of_resize(width, height, resize, out, offset, &mut rng)?;
-                if let Some(w) = &mut warped {
-                    w.content = (rh, rw);
-                    w.at = at;
-                }
-                geometry::window_of_resize((width, height), (rh, rw), (0, 0), (rh, rw))
-            }
-            (None, geometry) => match *geometry {
+            (None, geometry, None) => match *geometry {
                 Geometry::RandomResizedCrop { scale, ratio, .. } => {
                     let mut rng = CounterRng::new(seed, epoch, index as u64, Stream::Crop);
                     geometry::random_resized_crop(width, height, scale, ratio, &mut rng)
@@ -889,7 +882,7 @@ impl Plan {
                         fill: f.fill,
                     })
                     .or(letterbox),
-                warped,
+                warped: warp.map(|(_, w)| w),
             },
             pre,
             detect: detected,
