@@ -17,7 +17,8 @@ hpuload's pipeline ops, each computed as albumentations computes it on a uint8 R
 - after it, `HorizontalFlip(p)`, `VerticalFlip(p)`, `Transpose(p)` and `RandomRotate90(p)`
   (of a square image), `Affine` and `ShiftScaleRotate` (bilinear: OpenCV 5's `warpAffine`,
   each border mode but wrap), `RandomBrightnessContrast` (brightness by the maximum, albucore's
-  float32 table), `RGBShift` (whole levels per channel, saturating), `HueSaturationValue`
+  float32 table), `RGBShift` (whole levels per channel, saturating), `ToGray` (OpenCV's
+  fixed-point grey in each channel), `HueSaturationValue`
   (OpenCV's byte HSV, as its x86-64 wheels compute it), and a `OneOf` of them, each drawn
   with albumentations' distributions and computed byte for byte;
 - `Normalize(mean, std, max_pixel_value=255)`: `(x - mean * 255) * (1 / (std * 255))` in
@@ -364,6 +365,14 @@ def _rgb_shift(t: Any) -> dict:
     return {"op": "albu_rgb_shift", "p": _p(t), "ranges": [[float(lo) * 255, float(hi) * 255] for lo, hi in ranges]}
 
 
+def _to_gray(t: Any) -> dict:
+    """`ToGray` to three channels by OpenCV's weighted average (its default)."""
+    _opencv_arithmetic("ToGray")
+    if getattr(t, "num_output_channels", 3) != 3 or getattr(t, "method", "weighted_average") != "weighted_average":
+        raise Unsupported(f"albumentations' ToGray with {t.num_output_channels} channels by {t.method!r}")
+    return {"op": "albu_to_gray", "p": _p(t)}
+
+
 #: albumentations' pixel ops hpuload runs after the resize, each as its op.
 _PIXEL_OPS = {
     "HorizontalFlip": lambda t: {"op": "random_horizontal_flip", "p": _p(t)},
@@ -372,6 +381,7 @@ _PIXEL_OPS = {
     "RandomRotate90": lambda t: {"op": "albu_random_rotate90", "p": _p(t)},
     "RandomBrightnessContrast": _brightness_contrast,
     "RGBShift": _rgb_shift,
+    "ToGray": _to_gray,
     "HueSaturationValue": _hue_saturation_value,
     "Affine": _affine,
     "ShiftScaleRotate": _affine,

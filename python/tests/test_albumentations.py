@@ -424,6 +424,8 @@ def by_plan(image, plan, rrc, steps, norm=None):
             inverse = np.array(arg["inverse"], dtype=np.float64).reshape(2, 3)
             x = cv2.warpAffine(np.ascontiguousarray(x), inverse, (x.shape[1], x.shape[0]),
                                flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP, borderMode=border, borderValue=tuple(arg["fill"]))
+        elif kind == "cv2_gray":
+            x = steps["ToGray"].apply(x)
         elif kind == "channel_shift":
             x = steps["RGBShift"].apply(x, noise_map=np.array(arg, dtype=np.float64))
         elif kind == "hsv_shift":
@@ -447,8 +449,8 @@ def by_plan(image, plan, rrc, steps, norm=None):
 @pytest.mark.parametrize("dropout_before_normalize", [False, True])
 def test_albumentations_pixel_ops_give_its_pixels_for_the_parameters_hpuload_draws(jpeg_folder, dropout_before_normalize):
     """A Kaggle training Compose of albumentations' own pixel ops (Transpose, flips,
-    RandomRotate90, ShiftScaleRotate, Affine, HueSaturationValue, RGBShift, RandomBrightnessContrast, Normalize,
-    CoarseDropout)
+    RandomRotate90, ShiftScaleRotate, Affine, HueSaturationValue, RGBShift, ToGray, RandomBrightnessContrast,
+    Normalize, CoarseDropout)
     runs natively, and each sample is albumentations' own functions run with the crop,
     choices and parameters hpuload drew for it (its plan), bit for bit, over two epochs;
     the holes' fill normalized as the user's Normalize would, when they come before it."""
@@ -459,13 +461,14 @@ def test_albumentations_pixel_ops_give_its_pixels_for_the_parameters_hpuload_dra
         "RandomRotate90": A.RandomRotate90(p=0.5),
         "HueSaturationValue": A.HueSaturationValue(p=0.7),
         "RGBShift": A.RGBShift(r_shift_limit=(-60, 40), g_shift_limit=15, b_shift_limit=0.9, p=0.7),
+        "ToGray": A.ToGray(p=0.3),
         "RandomBrightnessContrast": A.RandomBrightnessContrast(p=0.7),
         "CoarseDropout": A.CoarseDropout(num_holes_range=(1, 3), fill=(10, 200, 90) if dropout_before_normalize else 0, p=0.7),
     }
     norm = A.Normalize(mean=MEAN, std=STD)
     order = [rrc, steps["Transpose"], A.HorizontalFlip(), A.VerticalFlip(), steps["RandomRotate90"],
              A.ShiftScaleRotate(p=0.5), A.Affine(shear=(-10, 10), border_mode=cv2.BORDER_REFLECT_101, p=0.5),
-             steps["HueSaturationValue"], steps["RGBShift"], steps["RandomBrightnessContrast"]]
+             steps["HueSaturationValue"], steps["RGBShift"], steps["ToGray"], steps["RandomBrightnessContrast"]]
     order += [steps["CoarseDropout"], norm] if dropout_before_normalize else [norm, steps["CoarseDropout"]]
     if dropout_before_normalize:
         steps["before"] = True
@@ -481,7 +484,7 @@ def test_albumentations_pixel_ops_give_its_pixels_for_the_parameters_hpuload_dra
             seen.update(["holes"] if plan.get("erase") else [])
             want = by_plan(image, plan, rrc, steps, norm)
             assert torch.equal(got[index], want), (epoch, index, plan.get("ops"), plan.get("erase"))
-    assert seen >= {"transpose", "rot90", "vflip", "cv2_affine", "hsv_shift", "channel_shift", "multiply_add", "holes"}, seen
+    assert seen >= {"transpose", "rot90", "vflip", "cv2_affine", "hsv_shift", "channel_shift", "cv2_gray", "multiply_add", "holes"}, seen
 
 
 @pytest.mark.parametrize("hole_ranges", [((0.1, 0.3), (0.05, 0.15)), ((3, 9), (2, 12))])
@@ -569,6 +572,18 @@ def test_one_of_applies_one_step_chosen_by_their_ps_as_albumentations_does(jpeg_
         seen.update(op["op"] for op in plan.get("ops", []))
         assert torch.equal(got, by_plan(image, plan, rrc, steps)), (epoch, index, plan.get("ops"))
     assert seen == {"channel_shift", "multiply_add", "hsv_shift"}, seen
+
+
+def test_to_gray_gives_opencvs_grey_for_every_colour_of_a_random_image(tmp_path):
+    """`ToGray(p=1)` through the drop-in on a lossless image of 65,536 random colours (its
+    `Resize` to its own size copies it): every value is the Dataset's own, `cv2.cvtColor(...,
+    COLOR_RGB2GRAY)` in each channel."""
+    path = tmp_path / "colours.png"
+    rng = np.random.default_rng(0)
+    Image.fromarray(rng.integers(0, 256, (256, 256, 3), dtype=np.uint8)).save(path)
+    ds = LeafDataset([str(path)], [0], A.Compose([A.Resize(256, 256), A.ToGray(p=1.0), ToTensorV2()]))
+    ours = next(iter(native(lambda: DataLoader(ds, batch_size=1, backend="cpu"))))[0]
+    assert torch.equal(ours, theirs(ds, 1)[0][0])
 
 
 def test_a_transpose_of_a_non_square_image_runs_in_python(jpeg_folder):

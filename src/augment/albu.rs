@@ -277,6 +277,30 @@ impl OpSpec for AlbuRgbShift {
     }
 }
 
+/// albumentations' `ToGray(num_output_channels=3, method="weighted_average", p)`: OpenCV's
+/// grey in each channel, with probability `p`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlbuToGray {
+    /// Probability. Default 0.5.
+    #[serde(default = "half")]
+    pub p: f64,
+}
+
+impl OpSpec for AlbuToGray {
+    fn kind(&self) -> OpKind {
+        OpKind::Pixel
+    }
+    fn check(&self) -> Result<(), PipelineError> {
+        probability(self.p, "albu_to_gray")
+    }
+    fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
+        if coin(rng, self.p) {
+            out.push(PixelOp::Cv2Gray);
+        }
+    }
+}
+
 /// albumentations' `HueSaturationValue(hue_shift_limit, sat_shift_limit, val_shift_limit,
 /// p)`: each shift drawn uniform in its range, applied in OpenCV's byte HSV (see the module).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -1000,6 +1024,18 @@ pub(crate) fn shift_channels(rgb: &mut [u8], shift: [i16; 3]) {
     }
 }
 
+/// OpenCV 5's `cvtColor(img, COLOR_RGB2GRAY)` of 8-bit pixels (`(9798 r + 19235 g + 3735 b
+/// + 16384) >> 15`, its 15-bit fixed-point weights: equal to `cv2.cvtColor` for every 24-bit
+/// colour, checked), written to all three channels (albumentations' `ToGray` with three
+/// output channels).
+pub(crate) fn cv2_gray(rgb: &mut [u8]) {
+    for px in rgb.chunks_exact_mut(3) {
+        let [r, g, b] = [px[0], px[1], px[2]].map(u32::from);
+        let y = ((9798 * r + 19235 * g + 3735 * b + 16384) >> 15) as u8;
+        px.fill(y);
+    }
+}
+
 /// albucore's `multiply_add` of a uint8 image: the lookup table `clip(arange(256, float32) *
 /// float32(alpha) + float32(beta), 0, 255)` truncated to bytes.
 pub(crate) fn multiply_add(rgb: &mut [u8], alpha: f64, beta: f64) {
@@ -1232,6 +1268,20 @@ fn hsv_to_rgb_lanes(hsv: &[[f32; LANES]; 3]) -> [[u8; LANES]; 3] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn opencvs_grey_weighs_with_its_fixed_point_weights_and_rounds_half_up() {
+        // 255s stay 255 (9798 + 19235 + 3735 = 32768); red alone: 9798 * 255 / 32768 = 76.2;
+        // 4899/9617/1868 >> 14 (OpenCV 4's weights) gives another grey for 186 of 65,536
+        // random colours.
+        let mut rgb = vec![255, 255, 255, 255, 0, 0, 0, 255, 0, 0, 0, 255, 10, 20, 30];
+        cv2_gray(&mut rgb);
+        // 10, 20, 30: (97980 + 384700 + 112050 + 16384) >> 15 = 18.65 -> 18.
+        assert_eq!(
+            rgb,
+            [255, 255, 255, 76, 76, 76, 150, 150, 150, 29, 29, 29, 18, 18, 18]
+        );
+    }
 
     #[test]
     fn an_rgb_shift_adds_each_channels_levels_saturating() {

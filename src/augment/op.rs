@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use super::albu::{
     AlbuAffine, AlbuBrightnessContrast, AlbuHueSaturationValue, AlbuLongestMaxSize,
-    AlbuPadIfNeeded, AlbuRandomRotate90, AlbuRgbShift, AlbuSmallestMaxSize, AlbuTranspose,
-    CoarseDropout,
+    AlbuPadIfNeeded, AlbuRandomRotate90, AlbuRgbShift, AlbuSmallestMaxSize, AlbuToGray,
+    AlbuTranspose, CoarseDropout,
 };
 use super::autoaugment::{AugMix, AutoAugment, RandAugment, TrivialAugmentWide};
 use super::blur::{GaussianBlur, RandomAdjustSharpness};
@@ -179,6 +179,8 @@ ops! {
     AlbuBrightnessContrast(AlbuBrightnessContrast) = "albu_brightness_contrast",
     /// albumentations' `RGBShift(r_shift_limit, g_shift_limit, b_shift_limit, p)`.
     AlbuRgbShift(AlbuRgbShift) = "albu_rgb_shift",
+    /// albumentations' `ToGray(p)` (three channels, `weighted_average`).
+    AlbuToGray(AlbuToGray) = "albu_to_gray",
     /// albumentations' `HueSaturationValue(hue_shift_limit, sat_shift_limit,
     /// val_shift_limit, p)`.
     AlbuHueSaturationValue(AlbuHueSaturationValue) = "albu_hue_saturation_value",

@@ -100,6 +100,9 @@ pub enum PixelOp {
     },
     /// albumentations' `RGBShift`: each channel's whole levels added, saturating.
     ChannelShift([i16; 3]),
+    /// albumentations' `ToGray` (`weighted_average`): OpenCV's `COLOR_RGB2GRAY` of 8-bit
+    /// pixels, in each channel.
+    Cv2Gray,
     /// OpenCV's `warpAffine` with `INTER_LINEAR` (albumentations' `Affine`).
     Cv2Affine {
         /// Output pixel to source point, float32 `(m0, m1, m2, m3, m4, m5)`.
@@ -171,7 +174,8 @@ impl PixelOp {
             | Self::PilGaussianBlur(_)
             | Self::SolarizeAdd { .. }
             | Self::MultiplyAdd { .. }
-            | Self::ChannelShift(_) => true,
+            | Self::ChannelShift(_)
+            | Self::Cv2Gray => true,
         }
     }
 
@@ -190,7 +194,8 @@ impl PixelOp {
             | Self::Invert
             | Self::SolarizeAdd { .. }
             | Self::MultiplyAdd { .. }
-            | Self::ChannelShift(_) => Reach::Pointwise,
+            | Self::ChannelShift(_)
+            | Self::Cv2Gray => Reach::Pointwise,
             Self::Contrast(_)
             | Self::AutoContrast
             | Self::AutoContrastV1
@@ -253,6 +258,7 @@ impl PixelOp {
             | Self::Cv2Affine { .. }
             | Self::MultiplyAdd { .. }
             | Self::ChannelShift(_)
+            | Self::Cv2Gray
             | Self::HsvShift { .. } => false,
         }
     }

@@ -210,6 +210,7 @@ pub fn apply(ops: &[PixelOp], rgb: &mut [u8], h: usize, w: usize, s: &mut Scratc
             } => albu::warp_affine(rgb, h, w, inverse, *border, *fill, &mut s.bytes),
             PixelOp::MultiplyAdd { alpha, beta } => albu::multiply_add(rgb, *alpha, *beta),
             PixelOp::ChannelShift(shift) => albu::shift_channels(rgb, *shift),
+            PixelOp::Cv2Gray => albu::cv2_gray(rgb),
             PixelOp::HsvShift { hue, sat, val } => albu::hsv_shift(rgb, w, *hue, *sat, *val),
         }
     }
@@ -375,6 +376,7 @@ fn adjustment(op: &PixelOp) -> Option<colour::Adjust> {
         | PixelOp::Cv2Affine { .. }
         | PixelOp::MultiplyAdd { .. }
         | PixelOp::ChannelShift(_)
+        | PixelOp::Cv2Gray
         | PixelOp::HsvShift { .. } => None,
     }
 }
