@@ -1024,10 +1024,10 @@ pub(crate) fn shift_channels(rgb: &mut [u8], shift: [i16; 3]) {
     }
 }
 
-/// OpenCV 5's `cvtColor(img, COLOR_RGB2GRAY)` of 8-bit pixels (`(9798 r + 19235 g + 3735 b
-/// + 16384) >> 15`, its 15-bit fixed-point weights: equal to `cv2.cvtColor` for every 24-bit
-/// colour, checked), written to all three channels (albumentations' `ToGray` with three
-/// output channels).
+/// OpenCV 5's `cvtColor(img, COLOR_RGB2GRAY)` of 8-bit pixels, with its 15-bit fixed-point
+/// weights (`(9798 r + 19235 g + 3735 b + 16384) >> 15`: equal to `cv2.cvtColor` for every
+/// 24-bit colour, checked), written to all three channels (albumentations' `ToGray` with
+/// three output channels).
 pub(crate) fn cv2_gray(rgb: &mut [u8]) {
     for px in rgb.chunks_exact_mut(3) {
         let [r, g, b] = [px[0], px[1], px[2]].map(u32::from);
