@@ -19,8 +19,11 @@ hpuload's pipeline ops, each computed as albumentations computes it on a uint8 R
   each border mode but wrap), `RandomBrightnessContrast` (brightness by the maximum, albucore's
   float32 table), `RGBShift` (whole levels per channel, saturating), `ToGray` (OpenCV's
   fixed-point grey in each channel), `HueSaturationValue`
-  (OpenCV's byte HSV, as its x86-64 wheels compute it), and a `OneOf` of them, each drawn
-  with albumentations' distributions and computed byte for byte;
+  (OpenCV's byte HSV, as its x86-64 wheels compute it), `Blur` and `MedianBlur` (`cv2.blur`,
+  `cv2.medianBlur`), `MotionBlur` (albumentations' line kernel through `cv2.filter2D`, up to
+  9x9), and a `OneOf` of them, each drawn with albumentations' distributions and computed
+  byte for byte; `GaussNoise` (a value per pixel), drawn from the same distributions as
+  albumentations' (not OpenCV's generator's values), truncated and added as albucore adds;
 - `Normalize(mean, std, max_pixel_value=255)`: `(x - mean * 255) * (1 / (std * 255))` in
   float32, as its lookup table computes it (bit for bit);
 - `CoarseDropout` with a constant fill, last (before or after `Normalize`): its holes drawn as
@@ -373,6 +376,47 @@ def _to_gray(t: Any) -> dict:
     return {"op": "albu_to_gray", "p": _p(t)}
 
 
+def _blur_limit(t: Any, largest: int) -> list[int]:
+    """A blur's `blur_limit` as `[lo, hi]` (albumentations keeps it as a pair of odd sizes of
+    at least 3), `Unsupported` past `largest` (once made odd, as albumentations makes it)."""
+    lo, hi = (int(v) for v in t.blur_limit)
+    if hi + (hi % 2 == 0) > largest:
+        raise Unsupported(f"albumentations' {_name(t)} with blur_limit={t.blur_limit!r} (hpuload runs kernels up to {largest})")
+    return [lo, hi]
+
+
+def _blur(t: Any) -> dict:
+    """`Blur`: `cv2.blur`, the window's mean rounded (checked against OpenCV 5's)."""
+    _opencv_arithmetic("Blur")
+    return {"op": "albu_blur", "p": _p(t), "blur_limit": _blur_limit(t, 255)}
+
+
+def _median_blur(t: Any) -> dict:
+    """`MedianBlur`: the window's median, the same from any OpenCV."""
+    return {"op": "albu_median_blur", "p": _p(t), "blur_limit": _blur_limit(t, 255)}
+
+
+def _motion_blur(t: Any) -> dict:
+    """`MotionBlur`: albumentations' line kernel through OpenCV 5's `filter2D` (its direct
+    kernel, which it runs up to 9x9)."""
+    _opencv_arithmetic("MotionBlur")
+    return {
+        "op": "albu_motion_blur",
+        "p": _p(t),
+        "blur_limit": _blur_limit(t, 9),
+        "allow_shifted": bool(t.allow_shifted),
+        **_limits(t, "angle_range", "direction_range"),
+    }
+
+
+def _gauss_noise(t: Any) -> dict:
+    """`GaussNoise` with a value drawn for every pixel (`noise_scale_factor=1`): the same
+    distribution as albumentations' (whose values come from OpenCV's generator)."""
+    if getattr(t, "noise_scale_factor", 1) != 1 or not hasattr(t, "std_range"):
+        raise Unsupported(f"albumentations' GaussNoise with noise_scale_factor={getattr(t, 'noise_scale_factor', None)!r}")
+    return {"op": "albu_gauss_noise", "p": _p(t), "per_channel": bool(t.per_channel), **_limits(t, "std_range", "mean_range")}
+
+
 #: albumentations' pixel ops hpuload runs after the resize, each as its op.
 _PIXEL_OPS = {
     "HorizontalFlip": lambda t: {"op": "random_horizontal_flip", "p": _p(t)},
@@ -382,6 +426,10 @@ _PIXEL_OPS = {
     "RandomBrightnessContrast": _brightness_contrast,
     "RGBShift": _rgb_shift,
     "ToGray": _to_gray,
+    "Blur": _blur,
+    "MedianBlur": _median_blur,
+    "MotionBlur": _motion_blur,
+    "GaussNoise": _gauss_noise,
     "HueSaturationValue": _hue_saturation_value,
     "Affine": _affine,
     "ShiftScaleRotate": _affine,

@@ -430,6 +430,12 @@ def by_plan(image, plan, rrc, steps, norm=None):
             x = steps["RGBShift"].apply(x, noise_map=np.array(arg, dtype=np.float64))
         elif kind == "hsv_shift":
             x = steps["HueSaturationValue"].apply(x, hue_shift=arg["hue"], sat_shift=arg["sat"], val_shift=arg["val"])
+        elif kind == "box_blur":
+            x = A.Blur().apply(x, kernel=arg)
+        elif kind == "median_blur":
+            x = A.MedianBlur().apply(x, kernel=arg)
+        elif kind == "motion_blur":
+            x = A.MotionBlur().apply(x, kernel=motion_kernel(arg))
         else:
             raise AssertionError(kind)
     if plan["flip"]:
@@ -444,6 +450,117 @@ def by_plan(image, plan, rrc, steps, norm=None):
     if drop is not None and len(holes) and "before" not in steps:
         x = drop.apply(x, holes=holes, seed=0)
     return ToTensorV2()(image=x)["image"]
+
+
+def motion_kernel(arg):
+    """albumentations' own `create_motion_kernel` for the size, angle, direction and shift
+    draws of a plan's motion blur, normalized as `MotionBlur.get_params` normalizes it."""
+    import albumentations.augmentations.blur.functional as fblur
+
+    class Draws:  # albumentations' random_state, answering with hpuload's draws
+        def __init__(self, values):
+            self.values = list(values)
+
+        def uniform(self, lo, hi):
+            assert (lo, hi) == (-1, 1)
+            return self.values.pop(0)
+
+    kernel = fblur.create_motion_kernel(arg["size"], arg["angle"], arg["direction"], True, Draws(arg["shift"]))
+    assert [list(p) for p in np.argwhere(kernel)] == arg["points"]
+    return kernel.astype(np.float32) / np.sum(kernel)
+
+
+@pytest.mark.parametrize("size", [(64, 64), (61, 97)])
+def test_albumentations_blurs_give_opencvs_pixels_for_the_kernels_hpuload_draws(jpeg_folder, size):
+    """Blur, MedianBlur and MotionBlur (alone and in a OneOf, the albumentations docs'
+    `strong_aug` shape) run natively, and each sample is albumentations' own functions
+    (`cv2.blur`, `cv2.medianBlur`, `cv2.filter2D` of albumentations' own motion kernel for
+    the size, angle, direction and shift hpuload drew) bit for bit, over two epochs; 97
+    pixels a row leave `filter2D` a scalar rest."""
+    files, labels = files_of(jpeg_folder)
+    rrc = A.RandomResizedCrop(size=size)
+    strong = A.OneOf([A.MotionBlur(p=0.2), A.MedianBlur(blur_limit=3, p=0.1), A.Blur(blur_limit=3, p=0.1)], p=0.5)
+    order = [rrc, A.Blur(blur_limit=(3, 9), p=0.3), A.MedianBlur(blur_limit=(3, 11), p=0.3),
+             A.MotionBlur(blur_limit=(3, 9), p=0.3), strong, A.HorizontalFlip()]
+    ds = LeafDataset(files, labels, A.Compose(order + [ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=6))
+    seen, sizes = set(), set()
+    for epoch, index, got, image, plan in samples_with_plans(loader, files):
+        ops = plan.get("ops", [])
+        seen.update(op["op"] for op in ops)
+        sizes.update((op["op"], op["arg"]["size"] if op["op"] == "motion_blur" else op["arg"]) for op in ops)
+        assert torch.equal(got, by_plan(image, plan, rrc, {})), (epoch, index, ops)
+    assert seen == {"box_blur", "median_blur", "motion_blur"}, seen
+    assert {("median_blur", 9), ("motion_blur", 9), ("box_blur", 3)} <= sizes, sizes
+
+
+def test_blur_sizes_and_motion_lines_are_drawn_as_albumentations_draws_them(tmp_path):
+    """Over 3000 samples: each odd size equally often (albumentations' `sample_odd_from_range`,
+    an even bound made odd), the motion blur's angle, direction and shifts uniform over their
+    ranges, each blur as often as its p."""
+    path = tmp_path / "a.jpg"
+    Image.new("RGB", (32, 32), (90, 120, 30)).save(path)
+    n = 3000
+    steps = [A.Blur(blur_limit=(4, 8), p=0.5), A.MedianBlur(blur_limit=5, p=0.3),
+             A.MotionBlur(blur_limit=(3, 7), angle_range=(10, 100), direction_range=(-0.5, 1.0), p=0.6)]
+    ds = LeafDataset([str(path)] * n, [0] * n, A.Compose([A.Resize(32, 32), *steps, ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=n, backend="cpu", seed=2))
+    draws = {"box_blur": [], "median_blur": [], "motion_blur": []}
+    for index in range(n):
+        for op in json.loads(loader._core.sample_plan(0, index, 32, 32)).get("ops", []):
+            draws[op["op"]].append(op["arg"])
+    for kind, share, sizes in (("box_blur", 0.5, (5, 7, 9)), ("median_blur", 0.3, (3, 5)), ("motion_blur", 0.6, (3, 5, 7))):
+        got = [a["size"] if kind == "motion_blur" else a for a in draws[kind]]
+        assert abs(len(got) / n - share) < 0.03, kind
+        counts = np.array([got.count(k) for k in sizes]) / len(got)
+        assert set(got) == set(sizes) and np.all(np.abs(counts - 1 / len(sizes)) < 0.04), (kind, counts)
+    # albumentations' own draws for the same transform, from its generator.
+    theirs_ = A.Compose([steps[0]])
+    theirs_.set_random_seed(1)
+    want = [steps[0].get_params()["kernel"] for _ in range(n)]
+    assert set(want) == {5, 7, 9}
+    motion = np.array([[a["angle"], a["direction"], *a["shift"]] for a in draws["motion_blur"]])
+    for values, (lo, hi) in zip(motion.T, ((10, 100), (-0.5, 1.0), (-1, 1), (-1, 1))):
+        assert lo <= values.min() and values.max() <= hi and abs(values.mean() - (lo + hi) / 2) < 0.05 * (hi - lo)
+        assert abs(values.std() - (hi - lo) / 12**0.5) < 0.05 * (hi - lo)
+
+
+@pytest.mark.parametrize("per_channel", [True, False])
+def test_gauss_noise_has_albumentations_distribution_truncated_and_saturating(tmp_path, per_channel):
+    """GaussNoise through the drop-in against albumentations' own through torch's loader, on a
+    flat grey image: the noise added (output minus the grey) has the same mean, spread and
+    percentiles, whole levels, one value per pixel for all channels unless per channel; each
+    sample's noise spread is the sigma its plan drew, and the draws cover the range
+    uniformly; the same seed gives the same noise."""
+    path = tmp_path / "grey.png"
+    Image.new("RGB", (48, 48), (128, 128, 128)).save(path)
+    n = 400
+    noise = A.GaussNoise(std_range=(0.05, 0.15), mean_range=(-0.04, 0.06), per_channel=per_channel, p=0.8)
+    ds = LeafDataset([str(path)] * n, [0] * n, A.Compose([A.Resize(48, 48), noise, ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=50, backend="cpu", seed=8))
+    ours = torch.cat([x for x, _ in loader]).numpy().astype(np.int64) - 128
+    again = native(lambda: DataLoader(ds, batch_size=50, backend="cpu", seed=8))
+    again = torch.cat([x for x, _ in again]).numpy().astype(np.int64) - 128
+    theirs_ = torch.cat([x for x, _ in theirs(ds, 50)]).numpy().astype(np.int64) - 128
+    noisy = [bool(json.loads(loader._core.sample_plan(0, i, 48, 48)).get("ops")) for i in range(n)]
+    assert abs(np.mean(noisy) - 0.8) < 0.06
+    for i in range(n):
+        d = ours[i]
+        if not noisy[i]:
+            assert not d.any()
+            continue
+        arg = json.loads(loader._core.sample_plan(0, i, 48, 48))["ops"][0]["arg"]
+        assert 0.05 <= arg["std"] <= 0.15 and -0.04 <= arg["mean"] <= 0.06
+        assert abs(d.std() - arg["std"] * 255) < 0.1 * arg["std"] * 255, (i, d.std(), arg)
+        assert abs(d.mean() - arg["mean"] * 255) < 0.6 + 0.15 * arg["std"] * 255, (i, d.mean(), arg)
+        assert per_channel or (d[0] == d[1]).all() and (d[1] == d[2]).all()
+    mine, want = ours[np.array(noisy)], theirs_[np.abs(theirs_).sum(axis=(1, 2, 3)) > 0]
+    # Each set's mean and spread vary with its ~320 samples' drawn means and sigmas (the mean's
+    # standard error is about 0.4 levels, the spread's 2%): four standard errors apart at most.
+    assert abs(mine.mean() - want.mean()) < 2.4 and abs(mine.std() / want.std() - 1) < 0.1, (mine.mean(), want.mean(), mine.std(), want.std())
+    for q in (1, 10, 25, 50, 75, 90, 99):
+        assert abs(np.percentile(mine, q) - np.percentile(want, q)) <= 4, q
+    assert np.array_equal(ours, again)
 
 
 @pytest.mark.parametrize("dropout_before_normalize", [False, True])

@@ -16,9 +16,10 @@
 //! (torch's bilinear resize without antialias), `mix.rs`
 //! (MixUp and CutMix, on whole batches), `paste.rs` (the detection reference's copy-paste of
 //! objects between a batch's images), `albu.rs` (albumentations' own ops, with OpenCV's
-//! warp and byte HSV).
+//! warp and byte HSV), `albu_filter.rs` (albumentations' blurs and Gaussian noise).
 
 mod albu;
+mod albu_filter;
 mod autoaugment;
 mod blur;
 mod colour;
@@ -44,6 +45,10 @@ pub use albu::{
     AlbuAffine, AlbuBrightnessContrast, AlbuHueSaturationValue, AlbuLongestMaxSize,
     AlbuPadIfNeeded, AlbuRandomRotate90, AlbuRgbShift, AlbuSmallestMaxSize, AlbuToGray,
     AlbuTranspose, CoarseDropout, Cv2Border,
+};
+pub use albu_filter::{
+    AlbuBlur, AlbuGaussNoise, AlbuMedianBlur, AlbuMotionBlur, MotionKernel, Noise,
+    MOTION_MAX_KERNEL,
 };
 pub use autoaugment::{AugMix, AutoAugment, AutoAugmentPolicy, RandAugment, TrivialAugmentWide};
 pub use blur::{GaussianBlur, RandomAdjustSharpness};

@@ -18,6 +18,7 @@ use super::albu::{
     AlbuPadIfNeeded, AlbuRandomRotate90, AlbuRgbShift, AlbuSmallestMaxSize, AlbuToGray,
     AlbuTranspose, CoarseDropout,
 };
+use super::albu_filter::{AlbuBlur, AlbuGaussNoise, AlbuMedianBlur, AlbuMotionBlur};
 use super::autoaugment::{AugMix, AutoAugment, RandAugment, TrivialAugmentWide};
 use super::blur::{GaussianBlur, RandomAdjustSharpness};
 use super::colour::{
@@ -184,6 +185,15 @@ ops! {
     /// albumentations' `HueSaturationValue(hue_shift_limit, sat_shift_limit,
     /// val_shift_limit, p)`.
     AlbuHueSaturationValue(AlbuHueSaturationValue) = "albu_hue_saturation_value",
+    /// albumentations' `Blur(blur_limit, p)`: `cv2.blur`.
+    AlbuBlur(AlbuBlur) = "albu_blur",
+    /// albumentations' `MedianBlur(blur_limit, p)`: `cv2.medianBlur`.
+    AlbuMedianBlur(AlbuMedianBlur) = "albu_median_blur",
+    /// albumentations' `MotionBlur(blur_limit, allow_shifted, angle_range, direction_range,
+    /// p)`: its line kernel through `cv2.filter2D`.
+    AlbuMotionBlur(AlbuMotionBlur) = "albu_motion_blur",
+    /// albumentations' `GaussNoise(std_range, mean_range, per_channel, p)`.
+    AlbuGaussNoise(AlbuGaussNoise) = "albu_gauss_noise",
     /// albumentations' `CoarseDropout(num_holes_range, hole_height_range, hole_width_range,
     /// fill, p)`, erased in the output as `random_erasing` is.
     CoarseDropout(CoarseDropout) = "coarse_dropout",

@@ -6,6 +6,7 @@
 use serde::Serialize;
 
 use super::albu::Cv2Border;
+use super::albu_filter::{MotionKernel, Noise};
 
 /// One resolved pixel op of one sample, on the RGB8 image at the output size.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -103,6 +104,14 @@ pub enum PixelOp {
     /// albumentations' `ToGray` (`weighted_average`): OpenCV's `COLOR_RGB2GRAY` of 8-bit
     /// pixels, in each channel.
     Cv2Gray,
+    /// `cv2.blur` with a `k` x `k` kernel (albumentations' `Blur`).
+    BoxBlur(u8),
+    /// `cv2.medianBlur` with a `k` x `k` kernel (albumentations' `MedianBlur`).
+    MedianBlur(u8),
+    /// albumentations' `MotionBlur`: its line kernel through `cv2.filter2D`.
+    MotionBlur(Box<MotionKernel>),
+    /// albumentations' `GaussNoise`: normal values, truncated, added with saturation.
+    GaussNoise(Noise),
     /// OpenCV's `warpAffine` with `INTER_LINEAR` (albumentations' `Affine`).
     Cv2Affine {
         /// Output pixel to source point, float32 `(m0, m1, m2, m3, m4, m5)`.
@@ -146,7 +155,10 @@ impl PixelOp {
             | Self::PilAffine { .. }
             | Self::Transpose
             | Self::Rot90(_)
-            | Self::Cv2Affine { .. } => false,
+            | Self::Cv2Affine { .. }
+            // A line at an angle; noise tied to each place.
+            | Self::MotionBlur(_)
+            | Self::GaussNoise(_) => false,
             // OpenCV computes a row's last `w % 32` pixels otherwise than the rest.
             Self::HsvShift { .. } => false,
             Self::AugMix(m) => m.chains.iter().flatten().all(Self::commutes_with_hflip),
@@ -175,7 +187,9 @@ impl PixelOp {
             | Self::SolarizeAdd { .. }
             | Self::MultiplyAdd { .. }
             | Self::ChannelShift(_)
-            | Self::Cv2Gray => true,
+            | Self::Cv2Gray
+            | Self::BoxBlur(_)
+            | Self::MedianBlur(_) => true,
         }
     }
 
@@ -218,8 +232,13 @@ impl PixelOp {
             | Self::Transpose
             | Self::Rot90(_)
             | Self::Cv2Affine { .. }
-            // Pointwise but for its place in the row (OpenCV's vector blocks and the rest).
-            | Self::HsvShift { .. } => Reach::Neighbourhood,
+            | Self::BoxBlur(_)
+            | Self::MedianBlur(_)
+            | Self::MotionBlur(_)
+            // Pointwise but for its place in the row (OpenCV's vector blocks and the rest, the
+            // noise generator's sequence).
+            | Self::HsvShift { .. }
+            | Self::GaussNoise(_) => Reach::Neighbourhood,
         }
     }
 
@@ -259,6 +278,10 @@ impl PixelOp {
             | Self::MultiplyAdd { .. }
             | Self::ChannelShift(_)
             | Self::Cv2Gray
+            | Self::BoxBlur(_)
+            | Self::MedianBlur(_)
+            | Self::MotionBlur(_)
+            | Self::GaussNoise(_)
             | Self::HsvShift { .. } => false,
         }
     }
@@ -280,6 +303,7 @@ pub struct Scratch {
     pub(super) original: Vec<u8>,
     pub(super) chain: Vec<u8>,
     pub(super) mix: Vec<f32>,
+    pub(super) sums: Vec<u32>,
 }
 
 /// A resolved affine warp with torchvision's parameters: `affine(angle, translate, scale,

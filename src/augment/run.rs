@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::erase::{self, EraseBox};
 use super::kernel::{Normalize, OutputWriter};
 use super::pixel::{AugMixPlan, PixelOp, Scratch};
-use super::{albu, blur, colour, geometry, pil};
+use super::{albu, albu_filter, blur, colour, geometry, pil};
 use crate::dtype::{Dtype, Layout};
 
 /// What a sample's pixels go through after the decode: the pixel ops on the RGB8 image, the
@@ -211,6 +211,14 @@ pub fn apply(ops: &[PixelOp], rgb: &mut [u8], h: usize, w: usize, s: &mut Scratc
             PixelOp::MultiplyAdd { alpha, beta } => albu::multiply_add(rgb, *alpha, *beta),
             PixelOp::ChannelShift(shift) => albu::shift_channels(rgb, *shift),
             PixelOp::Cv2Gray => albu::cv2_gray(rgb),
+            PixelOp::BoxBlur(k) => albu_filter::box_blur(rgb, h, w, usize::from(*k), &mut s.sums),
+            PixelOp::MedianBlur(k) => {
+                albu_filter::median_blur(rgb, h, w, usize::from(*k), &mut s.bytes)
+            }
+            PixelOp::MotionBlur(kernel) => {
+                albu_filter::motion_blur(rgb, h, w, kernel, &mut s.bytes)
+            }
+            PixelOp::GaussNoise(noise) => albu_filter::gauss_noise(rgb, noise),
             PixelOp::HsvShift { hue, sat, val } => albu::hsv_shift(rgb, w, *hue, *sat, *val),
         }
     }
@@ -377,6 +385,10 @@ fn adjustment(op: &PixelOp) -> Option<colour::Adjust> {
         | PixelOp::MultiplyAdd { .. }
         | PixelOp::ChannelShift(_)
         | PixelOp::Cv2Gray
+        | PixelOp::BoxBlur(_)
+        | PixelOp::MedianBlur(_)
+        | PixelOp::MotionBlur(_)
+        | PixelOp::GaussNoise(_)
         | PixelOp::HsvShift { .. } => None,
     }
 }

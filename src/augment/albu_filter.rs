@@ -1,0 +1,722 @@
+//! albumentations' blurs and Gaussian noise, as albumentations 2 draws them and as OpenCV 5
+//! computes them on a uint8 RGB image:
+//!
+//! - `Blur(blur_limit, p)`: `cv2.blur` with an odd square kernel drawn from `blur_limit`
+//!   (albumentations' `sample_odd_from_range`), the mean of the window rounded to the nearest
+//!   level (an odd `k * k` never leaves a half), the image reflected at its edges without
+//!   repeating the edge pixel (`BORDER_REFLECT_101`);
+//! - `MedianBlur(blur_limit, p)`: `cv2.medianBlur`, the window's median, the edge pixel
+//!   repeated outside the image (`BORDER_REPLICATE`);
+//! - `MotionBlur(blur_limit, allow_shifted, angle_range, direction_range, p)`: albumentations'
+//!   line kernel (`create_motion_kernel`: points along a line at the angle drawn, biased by
+//!   the direction drawn, shifted, rounded half to even), each point weighted by the float32
+//!   `1 / n`, run by `cv2.filter2D` as its AVX2 kernel runs it: a fused multiply-add per point
+//!   in the order of the kernel's rows, and two roundings per point for a row's last `len % 4`
+//!   values (its scalar code), the sum rounded half to even (reflect-101 edges);
+//! - `GaussNoise(std_range, mean_range, per_channel, p)`: a standard deviation and mean drawn
+//!   uniform in their ranges (fractions of 255), then a normal value for each pixel and channel
+//!   (or each pixel, shared by its channels), truncated toward zero and added with saturation
+//!   (albucore's `add`). albumentations takes its noise from OpenCV's generator; hpuload draws
+//!   the same distribution from a generator keyed by the sample (so runs repeat and resume),
+//!   not OpenCV's values.
+//!
+//! Box and median filtering are exact arithmetic (the same bytes from any OpenCV); the motion
+//! blur's bytes are OpenCV 5's x86-64 kernel's (checked against `cv2.filter2D`).
+
+use rand_distr::{Distribution, StandardNormal};
+use rand_pcg::rand_core::SeedableRng;
+use serde::{Deserialize, Serialize};
+
+use super::error::PipelineError;
+use super::pixel::PixelOp;
+use super::spec::{coin, half, probability, OpKind, OpSpec};
+use crate::rng::CounterRng;
+
+/// The largest motion kernel hpuload runs: OpenCV's `filter2D` takes another algorithm (a
+/// DFT) for kernels of 11x11 and more.
+pub const MOTION_MAX_KERNEL: u32 = 9;
+
+fn three_seven() -> [u32; 2] {
+    [3, 7]
+}
+
+fn full_turn() -> [f64; 2] {
+    [0.0, 360.0]
+}
+
+fn both_ways() -> [f64; 2] {
+    [-1.0, 1.0]
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_std() -> [f64; 2] {
+    [0.2, 0.44]
+}
+
+/// albumentations' `sample_odd_from_range`: each bound made odd (an even one rounded up) and
+/// at least 3, then an odd size uniform between them.
+fn odd_kernel(rng: &mut CounterRng, [lo, hi]: [u32; 2]) -> u32 {
+    let lo = (lo + u32::from(lo % 2 == 0)).max(3);
+    let hi = (hi + u32::from(hi % 2 == 0)).max(3).max(lo);
+    lo + 2 * rng.below(u64::from((hi - lo) / 2 + 1)) as u32
+}
+
+fn blur_limit(op: &str, [lo, hi]: [u32; 2], largest: u32) -> Result<(), PipelineError> {
+    if lo > hi || hi > largest {
+        return Err(PipelineError::Parameter(format!(
+            "{op} blur_limit [{lo}, {hi}] must be ordered, at most {largest}"
+        )));
+    }
+    Ok(())
+}
+
+fn finite_range(op: &str, name: &str, [lo, hi]: [f64; 2]) -> Result<(), PipelineError> {
+    if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
+        return Err(PipelineError::Parameter(format!(
+            "{op} {name} [{lo}, {hi}] must be finite with min <= max"
+        )));
+    }
+    Ok(())
+}
+
+/// albumentations' `Blur(blur_limit, p)`: `cv2.blur` with an odd kernel drawn from
+/// `blur_limit`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlbuBlur {
+    /// Smallest and largest kernel (made odd, at least 3). Default `[3, 7]`.
+    #[serde(default = "three_seven")]
+    pub blur_limit: [u32; 2],
+    /// Probability. Default 0.5.
+    #[serde(default = "half")]
+    pub p: f64,
+}
+
+impl OpSpec for AlbuBlur {
+    fn kind(&self) -> OpKind {
+        OpKind::Pixel
+    }
+    fn check(&self) -> Result<(), PipelineError> {
+        probability(self.p, "albu_blur")?;
+        blur_limit("albu_blur", self.blur_limit, 255)
+    }
+    fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
+        if coin(rng, self.p) {
+            out.push(PixelOp::BoxBlur(odd_kernel(rng, self.blur_limit) as u8));
+        }
+    }
+}
+
+/// albumentations' `MedianBlur(blur_limit, p)`: `cv2.medianBlur` with an odd kernel drawn
+/// from `blur_limit`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlbuMedianBlur {
+    /// Smallest and largest kernel (made odd, at least 3). Default `[3, 7]`.
+    #[serde(default = "three_seven")]
+    pub blur_limit: [u32; 2],
+    /// Probability. Default 0.5.
+    #[serde(default = "half")]
+    pub p: f64,
+}
+
+impl OpSpec for AlbuMedianBlur {
+    fn kind(&self) -> OpKind {
+        OpKind::Pixel
+    }
+    fn check(&self) -> Result<(), PipelineError> {
+        probability(self.p, "albu_median_blur")?;
+        // A window's count must fit the histogram's u16 bins.
+        blur_limit("albu_median_blur", self.blur_limit, 255)
+    }
+    fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
+        if coin(rng, self.p) {
+            out.push(PixelOp::MedianBlur(odd_kernel(rng, self.blur_limit) as u8));
+        }
+    }
+}
+
+/// albumentations' `MotionBlur(blur_limit, allow_shifted, angle_range, direction_range, p)`:
+/// a line kernel (see the module) run by OpenCV's `filter2D`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlbuMotionBlur {
+    /// Smallest and largest kernel (made odd, at least 3; at most 9). Default `[3, 7]`.
+    #[serde(default = "three_seven")]
+    pub blur_limit: [u32; 2],
+    /// Whether the line is shifted off the kernel's centre (by up to a quarter of its size
+    /// each way). Default true.
+    #[serde(default = "yes")]
+    pub allow_shifted: bool,
+    /// The line's angle range, degrees. Default `[0, 360]`.
+    #[serde(default = "full_turn")]
+    pub angle_range: [f64; 2],
+    /// The direction's range: -1 the line behind the centre only, 0 both sides, 1 ahead only.
+    /// Default `[-1, 1]`.
+    #[serde(default = "both_ways")]
+    pub direction_range: [f64; 2],
+    /// Probability. Default 0.5.
+    #[serde(default = "half")]
+    pub p: f64,
+}
+
+impl OpSpec for AlbuMotionBlur {
+    fn kind(&self) -> OpKind {
+        OpKind::Pixel
+    }
+    fn check(&self) -> Result<(), PipelineError> {
+        const OP: &str = "albu_motion_blur";
+        probability(self.p, OP)?;
+        blur_limit(OP, self.blur_limit, MOTION_MAX_KERNEL)?;
+        finite_range(OP, "angle_range", self.angle_range)?;
+        finite_range(OP, "direction_range", self.direction_range)
+    }
+    fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
+        if !coin(rng, self.p) {
+            return;
+        }
+        let size = odd_kernel(rng, self.blur_limit) as u8;
+        let [a0, a1] = self.angle_range;
+        let angle = rng.uniform_in(a0, a1);
+        let [d0, d1] = self.direction_range;
+        let direction = rng.uniform_in(d0, d1);
+        let shift = if self.allow_shifted {
+            [rng.uniform_in(-1.0, 1.0), rng.uniform_in(-1.0, 1.0)]
+        } else {
+            [0.0; 2]
+        };
+        out.push(PixelOp::MotionBlur(Box::new(MotionKernel::new(
+            size, angle, direction, shift,
+        ))));
+    }
+}
+
+/// albumentations' `GaussNoise(std_range, mean_range, per_channel, noise_scale_factor=1, p)`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlbuGaussNoise {
+    /// The standard deviation's range, a fraction of 255. Default `[0.2, 0.44]`.
+    #[serde(default = "default_std")]
+    pub std_range: [f64; 2],
+    /// The mean's range, a fraction of 255. Default `[0, 0]`.
+    #[serde(default)]
+    pub mean_range: [f64; 2],
+    /// A value per channel (true) or one per pixel for all three. Default true.
+    #[serde(default = "yes")]
+    pub per_channel: bool,
+    /// Probability. Default 0.5.
+    #[serde(default = "half")]
+    pub p: f64,
+}
+
+impl OpSpec for AlbuGaussNoise {
+    fn kind(&self) -> OpKind {
+        OpKind::Pixel
+    }
+    fn check(&self) -> Result<(), PipelineError> {
+        const OP: &str = "albu_gauss_noise";
+        probability(self.p, OP)?;
+        finite_range(OP, "std_range", self.std_range)?;
+        finite_range(OP, "mean_range", self.mean_range)?;
+        if self.std_range[0] < 0.0 {
+            return Err(PipelineError::Parameter(format!(
+                "{OP} std_range {:?} must not be negative",
+                self.std_range
+            )));
+        }
+        Ok(())
+    }
+    fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
+        if !coin(rng, self.p) {
+            return;
+        }
+        let [s0, s1] = self.std_range;
+        let std = rng.uniform_in(s0, s1);
+        let [m0, m1] = self.mean_range;
+        let mean = rng.uniform_in(m0, m1);
+        out.push(PixelOp::GaussNoise(Noise {
+            key: rng.next_u64(),
+            mean,
+            std,
+            per_channel: self.per_channel,
+        }));
+    }
+}
+
+/// A drawn `MotionBlur` kernel: its parameters and the kernel's cells.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MotionKernel {
+    /// The kernel's side (odd).
+    pub size: u8,
+    /// The line's angle, degrees.
+    pub angle: f64,
+    /// Its direction, -1 to 1.
+    pub direction: f64,
+    /// The two uniform draws in `[-1, 1]` that shift the line (x, then y), times a quarter of
+    /// the size (zeros when not shifted).
+    pub shift: [f64; 2],
+    /// The kernel's cells set to one, `[row, column]`, in row-major order (the order
+    /// `filter2D` sums them in).
+    pub points: Vec<[u8; 2]>,
+}
+
+impl MotionKernel {
+    /// albumentations' `create_motion_kernel(size, angle, direction, allow_shifted)`, with
+    /// its shifts' uniform draws given.
+    pub(crate) fn new(size: u8, angle: f64, direction: f64, shift: [f64; 2]) -> Self {
+        let k = usize::from(size);
+        let centre = (k / 2) as f64;
+        let reach = (k / 2) as f64;
+        let direction = direction.clamp(-1.0, 1.0);
+        let (start, end) = if direction < 0.0 {
+            (-reach, reach * (1.0 - direction.abs()))
+        } else if direction > 0.0 {
+            (-reach * (1.0 - direction), reach)
+        } else {
+            (-reach, reach)
+        };
+        // numpy's deg2rad: degrees times pi / 180.
+        let rad = angle * (std::f64::consts::PI / 180.0);
+        let (dx, dy) = (rad.cos(), rad.sin());
+        let (sx, sy) = (shift[0] * reach / 2.0, shift[1] * reach / 2.0);
+        let mut cells = vec![false; k * k];
+        for t in linspace(start, end, k) {
+            let cell = |d: f64, s: f64| {
+                ((centre + d * t) + s)
+                    .round_ties_even()
+                    .clamp(0.0, (k - 1) as f64) as usize
+            };
+            cells[cell(dy, sy) * k + cell(dx, sx)] = true;
+        }
+        let points = (0..k * k)
+            .filter(|&i| cells[i])
+            .map(|i| [(i / k) as u8, (i % k) as u8])
+            .collect();
+        Self {
+            size,
+            angle,
+            direction,
+            shift,
+            points,
+        }
+    }
+}
+
+/// numpy's `linspace(start, end, n)` in f64: `i * step + start`, the last exactly `end`.
+fn linspace(start: f64, end: f64, n: usize) -> impl Iterator<Item = f64> {
+    let step = (end - start) / (n - 1) as f64;
+    (0..n).map(move |i| {
+        if i + 1 == n {
+            end
+        } else if step == 0.0 {
+            (i as f64 / (n - 1) as f64) * (end - start) + start
+        } else {
+            i as f64 * step + start
+        }
+    })
+}
+
+/// A drawn `GaussNoise`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Noise {
+    /// The sample's noise generator's seed.
+    pub key: u64,
+    /// The mean, a fraction of 255.
+    pub mean: f64,
+    /// The standard deviation, a fraction of 255.
+    pub std: f64,
+    /// A value per channel, or one per pixel for its three channels.
+    pub per_channel: bool,
+}
+
+/// OpenCV's `BORDER_REFLECT_101` index of `i` in `0..n` (`-1` reads 1, `n` reads `n - 2`).
+fn reflect101(mut i: isize, n: usize) -> usize {
+    if n == 1 {
+        return 0;
+    }
+    let last = n as isize - 1;
+    loop {
+        if i < 0 {
+            i = -i;
+        } else if i > last {
+            i = 2 * last - i;
+        } else {
+            return i as usize;
+        }
+    }
+}
+
+/// `cv2.blur(rgb, (k, k))` in place: each value the mean of its `k` x `k` window (reflect-101
+/// edges) rounded to the nearest level, summed along rows, then down columns.
+pub(crate) fn box_blur(rgb: &mut [u8], h: usize, w: usize, k: usize, sums: &mut Vec<u32>) {
+    let (r, row) = ((k / 2) as isize, w * 3);
+    let cols: Vec<usize> = (0..w + k - 1)
+        .map(|i| reflect101(i as isize - r, w))
+        .collect();
+    let rows: Vec<usize> = (0..h + k - 1)
+        .map(|i| reflect101(i as isize - r, h))
+        .collect();
+    sums.clear();
+    sums.resize(h * row + row, 0);
+    let (across, down) = sums.split_at_mut(h * row);
+    for (src, dst) in rgb.chunks_exact(row).zip(across.chunks_exact_mut(row)) {
+        for c in 0..3 {
+            let at = |x: usize| u32::from(src[cols[x] * 3 + c]);
+            let mut s: u32 = (0..k).map(at).sum();
+            dst[c] = s;
+            for x in 1..w {
+                s = s + at(x + k - 1) - at(x - 1);
+                dst[x * 3 + c] = s;
+            }
+        }
+    }
+    for &y in &rows[..k] {
+        for (d, a) in down.iter_mut().zip(&across[y * row..][..row]) {
+            *d += a;
+        }
+    }
+    let area = (k * k) as u32;
+    for y in 0..h {
+        for (out, &s) in rgb[y * row..][..row].iter_mut().zip(down.iter()) {
+            // round(s / area): an odd area never leaves a half.
+            *out = ((2 * s + area) / (2 * area)) as u8;
+        }
+        if y + 1 < h {
+            let (add, sub) = (rows[y + k], rows[y]);
+            for (i, d) in down.iter_mut().enumerate() {
+                *d = *d + across[add * row + i] - across[sub * row + i];
+            }
+        }
+    }
+}
+
+/// `cv2.medianBlur(rgb, k)` in place: each value the median of its `k` x `k` window, the
+/// edge pixels repeated outside the image. A histogram per row and channel slides along the
+/// row, its median pointer moved by the values that enter and leave.
+pub(crate) fn median_blur(rgb: &mut [u8], h: usize, w: usize, k: usize, copy: &mut Vec<u8>) {
+    copy.clear();
+    copy.extend_from_slice(rgb);
+    let r = (k / 2) as isize;
+    let clamp = |i: isize, n: usize| i.clamp(0, n as isize - 1) as usize;
+    let cols: Vec<usize> = (0..w + k - 1).map(|i| clamp(i as isize - r, w)).collect();
+    let rows: Vec<usize> = (0..h + k - 1).map(|i| clamp(i as isize - r, h)).collect();
+    let half = k * k / 2;
+    for y in 0..h {
+        let window = &rows[y..y + k];
+        for c in 0..3 {
+            let at = |sy: usize, x: usize| copy[(sy * w + x) * 3 + c];
+            let mut hist = [0u16; 256];
+            for &sy in window {
+                for &x in &cols[..k] {
+                    hist[usize::from(at(sy, x))] += 1;
+                }
+            }
+            // `below`: how many values of the window are below `m`.
+            let (mut m, mut below) = (0usize, 0usize);
+            for x in 0..w {
+                if x > 0 {
+                    let (gone, new) = (cols[x - 1], cols[x + k - 1]);
+                    for &sy in window {
+                        let (g, n) = (usize::from(at(sy, gone)), usize::from(at(sy, new)));
+                        hist[g] -= 1;
+                        hist[n] += 1;
+                        below = below + usize::from(n < m) - usize::from(g < m);
+                    }
+                }
+                while below + usize::from(hist[m]) <= half {
+                    below += usize::from(hist[m]);
+                    m += 1;
+                }
+                while below > half {
+                    m -= 1;
+                    below -= usize::from(hist[m]);
+                }
+                rgb[(y * w + x) * 3 + c] = m as u8;
+            }
+        }
+    }
+}
+
+/// `cv2.filter2D(rgb, -1, kernel)` in place for a motion kernel (its `points` each weighted
+/// by the float32 `1 / n`), as OpenCV 5's AVX2 kernel computes it: the sum over the points
+/// in order, fused multiply-adds for each row's first `len - len % 4` values and a product
+/// then a sum for the rest, rounded half to even (reflect-101 edges).
+pub(crate) fn motion_blur(
+    rgb: &mut [u8],
+    h: usize,
+    w: usize,
+    kernel: &MotionKernel,
+    padded: &mut Vec<u8>,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has FMA (detected just above).
+        return unsafe { motion_blur_fma(rgb, h, w, kernel, padded) };
+    }
+    motion_blur_any(rgb, h, w, kernel, padded);
+}
+
+/// [`motion_blur`] compiled with FMA: `mul_add` is one instruction (the same result as
+/// without, where it is a library call).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma")]
+fn motion_blur_fma(
+    rgb: &mut [u8],
+    h: usize,
+    w: usize,
+    kernel: &MotionKernel,
+    padded: &mut Vec<u8>,
+) {
+    motion_blur_any(rgb, h, w, kernel, padded);
+}
+
+#[inline(always)]
+fn motion_blur_any(
+    rgb: &mut [u8],
+    h: usize,
+    w: usize,
+    kernel: &MotionKernel,
+    padded: &mut Vec<u8>,
+) {
+    let k = usize::from(kernel.size);
+    let r = (k / 2) as isize;
+    let (pw, row) = (w + k - 1, w * 3);
+    padded.clear();
+    for py in 0..h + k - 1 {
+        let y = reflect101(py as isize - r, h);
+        for px in 0..pw {
+            let x = reflect101(px as isize - r, w);
+            padded.extend_from_slice(&rgb[(y * w + x) * 3..][..3]);
+        }
+    }
+    let weight = 1.0f32 / kernel.points.len() as f32;
+    let offsets: Vec<usize> = kernel
+        .points
+        .iter()
+        .map(|&[dy, dx]| (usize::from(dy) * pw + usize::from(dx)) * 3)
+        .collect();
+    let fused = row - row % 4;
+    let mut sum = vec![0f32; row];
+    for y in 0..h {
+        sum.fill(0.0);
+        let base = y * pw * 3;
+        for &o in &offsets {
+            let src = &padded[base + o..][..row];
+            let (head, tail) = sum.split_at_mut(fused);
+            for (s, &v) in head.iter_mut().zip(src) {
+                *s = weight.mul_add(f32::from(v), *s);
+            }
+            for (s, &v) in tail.iter_mut().zip(&src[fused..]) {
+                *s += weight * f32::from(v);
+            }
+        }
+        for (out, s) in rgb[y * row..][..row].iter_mut().zip(&sum) {
+            *out = s.round_ties_even().clamp(0.0, 255.0) as u8;
+        }
+    }
+}
+
+/// albumentations' `GaussNoise` of a drawn standard deviation and mean: for each value (or
+/// each pixel, its three channels alike) `float32(mean + std * z) * 255` with `z` standard
+/// normal, truncated toward zero and added with saturation.
+pub(crate) fn gauss_noise(rgb: &mut [u8], noise: &Noise) {
+    let mut g = rand_pcg::Pcg64Mcg::seed_from_u64(noise.key);
+    let mut draw = || {
+        let z: f64 = StandardNormal.sample(&mut g);
+        ((noise.mean + noise.std * z) as f32 * 255.0).trunc()
+    };
+    let add = |v: &mut u8, n: f32| *v = (f32::from(*v) + n).clamp(0.0, 255.0) as u8;
+    if noise.per_channel {
+        for v in rgb.iter_mut() {
+            add(v, draw());
+        }
+    } else {
+        for px in rgb.chunks_exact_mut(3) {
+            let n = draw();
+            px.iter_mut().for_each(|v| add(v, n));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(h: usize, w: usize, seed: u64) -> Vec<u8> {
+        let mut rng = CounterRng::from_key(seed);
+        (0..h * w * 3).map(|_| rng.below(256) as u8).collect()
+    }
+
+    /// The window sums of `rgb` at every value, with `edge` mapping an index outside the
+    /// image inside it, by brute force.
+    fn windows(
+        rgb: &[u8],
+        h: usize,
+        w: usize,
+        k: usize,
+        edge: fn(isize, usize) -> usize,
+    ) -> Vec<Vec<u8>> {
+        let r = (k / 2) as isize;
+        let mut out = Vec::new();
+        for y in 0..h as isize {
+            for x in 0..w as isize {
+                for c in 0..3 {
+                    let mut v = Vec::new();
+                    for dy in -r..=r {
+                        for dx in -r..=r {
+                            v.push(rgb[(edge(y + dy, h) * w + edge(x + dx, w)) * 3 + c]);
+                        }
+                    }
+                    out.push(v);
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_box_blur_is_each_reflected_windows_mean_rounded() {
+        for (h, w, k) in [(9, 13, 3), (20, 7, 5), (16, 16, 7), (5, 4, 3), (8, 11, 9)] {
+            let rgb = image(h, w, (h * w * k) as u64);
+            let mut ours = rgb.clone();
+            box_blur(&mut ours, h, w, k, &mut Vec::new());
+            let want: Vec<u8> = windows(&rgb, h, w, k, reflect101)
+                .iter()
+                .map(|v| {
+                    let s: u32 = v.iter().map(|&x| u32::from(x)).sum();
+                    (f64::from(s) / (k * k) as f64).round() as u8
+                })
+                .collect();
+            assert_eq!(ours, want, "{h}x{w}, k {k}");
+        }
+    }
+
+    #[test]
+    fn a_median_blur_is_each_replicated_windows_median() {
+        for (h, w, k) in [(9, 13, 3), (20, 7, 5), (16, 16, 7), (3, 2, 5), (12, 30, 9)] {
+            let mut rgb = image(h, w, (h + w + k) as u64);
+            // Few levels too: many ties.
+            rgb.iter_mut().skip(h * w).for_each(|v| *v %= 4);
+            let mut ours = rgb.clone();
+            median_blur(&mut ours, h, w, k, &mut Vec::new());
+            let edge = |i: isize, n: usize| i.clamp(0, n as isize - 1) as usize;
+            let want: Vec<u8> = windows(&rgb, h, w, k, edge)
+                .into_iter()
+                .map(|mut v| {
+                    v.sort_unstable();
+                    v[v.len() / 2]
+                })
+                .collect();
+            assert_eq!(ours, want, "{h}x{w}, k {k}");
+        }
+    }
+
+    #[test]
+    fn albumentations_motion_kernels_have_its_cells() {
+        // albumentations 2.0.8's create_motion_kernel for these parameters (its random shift
+        // given as the two uniform draws).
+        // (size, angle, direction, shift draws, albumentations' cells)
+        type Case = (u8, f64, f64, [f64; 2], &'static [[u8; 2]]);
+        let cases: [Case; 5] = [
+            (3, 0.0, 0.0, [0.0, 0.0], &[[1, 0], [1, 1], [1, 2]]),
+            (5, 90.0, 1.0, [0.0, 0.0], &[[2, 2], [3, 2], [4, 2]]),
+            (
+                5,
+                45.0,
+                -0.5,
+                [0.5, -1.0],
+                &[[0, 1], [0, 2], [1, 2], [1, 3], [2, 3]],
+            ),
+            (
+                7,
+                200.0,
+                0.25,
+                [-0.3, 0.8],
+                &[[3, 0], [3, 1], [4, 1], [4, 2], [4, 3], [5, 4], [5, 5]],
+            ),
+            (
+                9,
+                33.3,
+                0.7,
+                [0.9, 0.2],
+                &[[4, 5], [4, 6], [5, 6], [5, 7], [6, 8], [7, 8]],
+            ),
+        ];
+        for (size, angle, direction, shift, points) in cases {
+            let k = MotionKernel::new(size, angle, direction, shift);
+            assert_eq!(k.points, points, "{size} {angle} {direction} {shift:?}");
+        }
+    }
+
+    #[test]
+    fn a_motion_blur_sums_fused_then_plain_at_each_rows_end_and_rounds_half_to_even() {
+        // One point: the image itself (weight 1, exact). Two points: the mean of a pixel and
+        // its right neighbour, a half rounded to even.
+        let (h, w) = (3, 3);
+        let rgb: Vec<u8> = (0..27).map(|i| (i * 7 % 256) as u8).collect();
+        let one = MotionKernel {
+            size: 3,
+            angle: 0.0,
+            direction: 0.0,
+            shift: [0.0; 2],
+            points: vec![[1, 1]],
+        };
+        let mut ours = rgb.clone();
+        motion_blur(&mut ours, h, w, &one, &mut Vec::new());
+        assert_eq!(ours, rgb);
+        let two = MotionKernel {
+            points: vec![[1, 1], [1, 2]],
+            ..one
+        };
+        let mut row = vec![1, 2, 3, 4, 5, 6, 9, 9, 9];
+        motion_blur(&mut row, 1, 3, &two, &mut Vec::new());
+        // (1 + 4) / 2 = 2.5 -> 2, (2 + 5) / 2 = 3.5 -> 4, (3 + 6) / 2 = 4.5 -> 4; the last
+        // pixel's right neighbour is the one before it (reflect-101): (9 + 4) / 2 = 6.5 -> 6.
+        assert_eq!(row, [2, 4, 4, 6, 7, 8, 6, 7, 8]);
+    }
+
+    #[test]
+    fn gauss_noise_adds_truncated_normal_values_saturating() {
+        let flat = vec![128u8; 3 * 4096];
+        let noise = Noise {
+            key: 7,
+            mean: 0.1,
+            std: 0.05,
+            per_channel: true,
+        };
+        let mut ours = flat.clone();
+        gauss_noise(&mut ours, &noise);
+        let d: Vec<f64> = ours.iter().map(|&v| f64::from(v) - 128.0).collect();
+        let mean = d.iter().sum::<f64>() / d.len() as f64;
+        let sd = (d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / d.len() as f64).sqrt();
+        // trunc(N(25.5, 12.75)): mean about 25.0, spread about 12.8.
+        assert!(
+            (mean - 25.0).abs() < 0.6 && (sd - 12.76).abs() < 0.6,
+            "{mean} {sd}"
+        );
+        assert!(d.iter().all(|x| x.fract() == 0.0));
+        // Saturates at both ends; shared noise moves the three channels alike.
+        for (mean, end) in [(2.0, 255), (-2.0, 0)] {
+            let mut ends = vec![0u8, 255, 7, 128, 250, 3];
+            gauss_noise(&mut ends, &Noise { mean, ..noise });
+            assert_eq!(ends, [end; 6]);
+        }
+        let mut shared = flat.clone();
+        gauss_noise(
+            &mut shared,
+            &Noise {
+                per_channel: false,
+                ..noise
+            },
+        );
+        assert!(shared.chunks_exact(3).all(|p| p[0] == p[1] && p[1] == p[2]));
+        assert!(shared.chunks_exact(3).any(|p| p[0] != 128));
+        // The same key, the same noise.
+        let mut again = flat;
+        gauss_noise(&mut again, &noise);
+        assert_eq!(again, ours);
+    }
+}
