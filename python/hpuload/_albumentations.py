@@ -21,7 +21,7 @@ hpuload's pipeline ops, each computed as albumentations computes it on a uint8 R
   fixed-point grey in each channel), `HueSaturationValue`
   (OpenCV's byte HSV, as its x86-64 wheels compute it), `Blur` and `MedianBlur` (`cv2.blur`,
   `cv2.medianBlur`), `MotionBlur` (albumentations' line kernel through `cv2.filter2D`, up to
-  9x9), and a `OneOf` of them, each drawn with albumentations' distributions and computed
+  9x9), `GaussianBlur` (its own kernel through `cv2.sepFilter2D`), and a `OneOf` of them, each drawn with albumentations' distributions and computed
   byte for byte; `GaussNoise` (a value per pixel), drawn from the same distributions as
   albumentations' (not OpenCV's generator's values), truncated and added as albucore adds;
 - `Normalize(mean, std, max_pixel_value=255)`: `(x - mean * 255) * (1 / (std * 255))` in
@@ -409,6 +409,17 @@ def _motion_blur(t: Any) -> dict:
     }
 
 
+def _gaussian_blur(t: Any) -> dict:
+    """`GaussianBlur`: albumentations' own kernel through OpenCV 5's `sepFilter2D`."""
+    _opencv_arithmetic("GaussianBlur")
+    lo, hi = (int(v) for v in t.blur_limit)
+    sigma = _pair(t.sigma_limit)
+    largest = max(hi + (hi % 2 == 0), int(sigma[1] * 3.5) * 2 + 1)
+    if sigma[0] <= 0 or largest > 255:
+        raise Unsupported(f"albumentations' GaussianBlur with sigma_limit={t.sigma_limit!r}, blur_limit={t.blur_limit!r}")
+    return {"op": "albu_gaussian_blur", "p": _p(t), "blur_limit": [lo, hi], "sigma_limit": sigma}
+
+
 def _gauss_noise(t: Any) -> dict:
     """`GaussNoise` with a value drawn for every pixel (`noise_scale_factor=1`): the same
     distribution as albumentations' (whose values come from OpenCV's generator)."""
@@ -429,6 +440,7 @@ _PIXEL_OPS = {
     "Blur": _blur,
     "MedianBlur": _median_blur,
     "MotionBlur": _motion_blur,
+    "GaussianBlur": _gaussian_blur,
     "GaussNoise": _gauss_noise,
     "HueSaturationValue": _hue_saturation_value,
     "Affine": _affine,

@@ -436,6 +436,10 @@ def by_plan(image, plan, rrc, steps, norm=None):
             x = A.MedianBlur().apply(x, kernel=arg)
         elif kind == "motion_blur":
             x = A.MotionBlur().apply(x, kernel=motion_kernel(arg))
+        elif kind == "sep_gaussian":
+            import albumentations.augmentations.blur.functional as fblur
+
+            x = A.GaussianBlur().apply(x, kernel=fblur.create_gaussian_kernel_1d(arg["sigma"], arg["size"]))
         else:
             raise AssertionError(kind)
     if plan["flip"]:
@@ -472,26 +476,28 @@ def motion_kernel(arg):
 
 @pytest.mark.parametrize("size", [(64, 64), (61, 97)])
 def test_albumentations_blurs_give_opencvs_pixels_for_the_kernels_hpuload_draws(jpeg_folder, size):
-    """Blur, MedianBlur and MotionBlur (alone and in a OneOf, the albumentations docs'
-    `strong_aug` shape) run natively, and each sample is albumentations' own functions
+    """Blur, MedianBlur, MotionBlur and GaussianBlur (alone and in a OneOf, the albumentations
+    docs' `strong_aug` shape) run natively, and each sample is albumentations' own functions
     (`cv2.blur`, `cv2.medianBlur`, `cv2.filter2D` of albumentations' own motion kernel for
-    the size, angle, direction and shift hpuload drew) bit for bit, over two epochs; 97
-    pixels a row leave `filter2D` a scalar rest."""
+    the size, angle, direction and shift hpuload drew, `cv2.sepFilter2D` of its Gaussian
+    kernel for the size and sigma drawn) bit for bit, over two epochs; 97 pixels a row leave
+    `filter2D` and `sepFilter2D` a scalar rest."""
     files, labels = files_of(jpeg_folder)
     rrc = A.RandomResizedCrop(size=size)
-    strong = A.OneOf([A.MotionBlur(p=0.2), A.MedianBlur(blur_limit=3, p=0.1), A.Blur(blur_limit=3, p=0.1)], p=0.5)
+    strong = A.OneOf([A.MotionBlur(p=0.2), A.MedianBlur(blur_limit=3, p=0.1), A.Blur(blur_limit=3, p=0.1),
+                      A.GaussianBlur(blur_limit=5, p=0.2)], p=0.5)
     order = [rrc, A.Blur(blur_limit=(3, 9), p=0.3), A.MedianBlur(blur_limit=(3, 11), p=0.3),
-             A.MotionBlur(blur_limit=(3, 9), p=0.3), strong, A.HorizontalFlip()]
+             A.MotionBlur(blur_limit=(3, 9), p=0.3), A.GaussianBlur(sigma_limit=(0.3, 2.5), p=0.3), strong, A.HorizontalFlip()]
     ds = LeafDataset(files, labels, A.Compose(order + [ToTensorV2()]))
     loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=6))
     seen, sizes = set(), set()
     for epoch, index, got, image, plan in samples_with_plans(loader, files):
         ops = plan.get("ops", [])
         seen.update(op["op"] for op in ops)
-        sizes.update((op["op"], op["arg"]["size"] if op["op"] == "motion_blur" else op["arg"]) for op in ops)
+        sizes.update((op["op"], op["arg"]["size"] if isinstance(op["arg"], dict) else op["arg"]) for op in ops)
         assert torch.equal(got, by_plan(image, plan, rrc, {})), (epoch, index, ops)
-    assert seen == {"box_blur", "median_blur", "motion_blur"}, seen
-    assert {("median_blur", 9), ("motion_blur", 9), ("box_blur", 3)} <= sizes, sizes
+    assert seen == {"box_blur", "median_blur", "motion_blur", "sep_gaussian"}, seen
+    assert {("median_blur", 9), ("motion_blur", 9), ("box_blur", 3), ("sep_gaussian", 1), ("sep_gaussian", 11)} <= sizes, sizes
 
 
 def test_blur_sizes_and_motion_lines_are_drawn_as_albumentations_draws_them(tmp_path):

@@ -13,6 +13,14 @@
 //!   `1 / n`, run by `cv2.filter2D` as its AVX2 kernel runs it: a fused multiply-add per point
 //!   in the order of the kernel's rows, and two roundings per point for a row's last `len % 4`
 //!   values (its scalar code), the sum rounded half to even (reflect-101 edges);
+//! - `GaussianBlur(blur_limit, sigma_limit, p)`: albumentations' own kernel (a sigma drawn
+//!   uniform, a size drawn from `blur_limit` or, for 0, `int(3.5 sigma) * 2 + 1`; the Gaussian
+//!   at whole offsets, divided by its numpy sum, then float32) through `cv2.sepFilter2D`, as
+//!   OpenCV 5's AVX2 kernels run it: along rows a fused multiply-add per tap for each row's
+//!   first `len - len % 32` values, then down columns the centre tap times its row and a fused
+//!   multiply-add per pair of rows the same distance away for the first `len - len % 4`
+//!   values; the rest of each row a product then a sum per tap (their scalar code), rounded
+//!   half to even (reflect-101 edges);
 //! - `GaussNoise(std_range, mean_range, per_channel, p)`: a standard deviation and mean drawn
 //!   uniform in their ranges (fractions of 255), then a normal value for each pixel and channel
 //!   (or each pixel, shared by its channels), truncated toward zero and added with saturation
@@ -21,7 +29,8 @@
 //!   not OpenCV's values.
 //!
 //! Box and median filtering are exact arithmetic (the same bytes from any OpenCV); the motion
-//! blur's bytes are OpenCV 5's x86-64 kernel's (checked against `cv2.filter2D`).
+//! and Gaussian blurs' bytes are OpenCV 5's x86-64 kernels' (checked against `cv2.filter2D`
+//! and `cv2.sepFilter2D`).
 
 use rand_distr::{Distribution, StandardNormal};
 use rand_pcg::rand_core::SeedableRng;
@@ -191,6 +200,73 @@ impl OpSpec for AlbuMotionBlur {
         out.push(PixelOp::MotionBlur(Box::new(MotionKernel::new(
             size, angle, direction, shift,
         ))));
+    }
+}
+
+/// albumentations' `GaussianBlur(blur_limit, sigma_limit, p)`: its own Gaussian kernel
+/// through `cv2.sepFilter2D` (see the module).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlbuGaussianBlur {
+    /// The size's range, drawn whole and inclusive: 0 sizes the kernel from the sigma, an even
+    /// size is made odd. Default `[0, 0]`.
+    #[serde(default)]
+    pub blur_limit: [u32; 2],
+    /// The sigma's range. Default `[0.5, 3.0]`.
+    #[serde(default = "half_to_three")]
+    pub sigma_limit: [f64; 2],
+    /// Probability. Default 0.5.
+    #[serde(default = "half")]
+    pub p: f64,
+}
+
+fn half_to_three() -> [f64; 2] {
+    [0.5, 3.0]
+}
+
+impl AlbuGaussianBlur {
+    /// The largest kernel this op can draw.
+    fn largest(&self) -> u32 {
+        let from_sigma = (self.sigma_limit[1] * 3.5) as u32 * 2 + 1;
+        let hi = self.blur_limit[1];
+        (hi + u32::from(hi % 2 == 0)).max(from_sigma)
+    }
+}
+
+impl OpSpec for AlbuGaussianBlur {
+    fn kind(&self) -> OpKind {
+        OpKind::Pixel
+    }
+    fn check(&self) -> Result<(), PipelineError> {
+        const OP: &str = "albu_gaussian_blur";
+        probability(self.p, OP)?;
+        blur_limit(OP, self.blur_limit, 255)?;
+        finite_range(OP, "sigma_limit", self.sigma_limit)?;
+        if self.sigma_limit[0] <= 0.0 || self.largest() > 255 {
+            return Err(PipelineError::Parameter(format!(
+                "{OP} sigma_limit {:?} must be positive, its kernels at most 255 wide",
+                self.sigma_limit
+            )));
+        }
+        Ok(())
+    }
+    fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
+        if !coin(rng, self.p) {
+            return;
+        }
+        let [s0, s1] = self.sigma_limit;
+        let sigma = rng.uniform_in(s0, s1);
+        let [lo, hi] = self.blur_limit;
+        let drawn = lo + rng.below(u64::from(hi - lo + 1)) as u32;
+        let size = if drawn == 0 {
+            (sigma * 3.5) as u32 * 2 + 1
+        } else {
+            drawn + u32::from(drawn % 2 == 0)
+        };
+        out.push(PixelOp::SepGaussian {
+            size: size as u8,
+            sigma,
+        });
     }
 }
 
@@ -482,16 +558,8 @@ fn motion_blur_any(
     padded: &mut Vec<u8>,
 ) {
     let k = usize::from(kernel.size);
-    let r = (k / 2) as isize;
     let (pw, row) = (w + k - 1, w * 3);
-    padded.clear();
-    for py in 0..h + k - 1 {
-        let y = reflect101(py as isize - r, h);
-        for px in 0..pw {
-            let x = reflect101(px as isize - r, w);
-            padded.extend_from_slice(&rgb[(y * w + x) * 3..][..3]);
-        }
-    }
+    pad_reflect101(rgb, h, w, k / 2, padded);
     let weight = 1.0f32 / kernel.points.len() as f32;
     let offsets: Vec<usize> = kernel
         .points
@@ -515,6 +583,145 @@ fn motion_blur_any(
         }
         for (out, s) in rgb[y * row..][..row].iter_mut().zip(&sum) {
             *out = s.round_ties_even().clamp(0.0, 255.0) as u8;
+        }
+    }
+}
+
+/// albumentations' `create_gaussian_kernel_1d(sigma, size)`: `exp(-0.5 (x / sigma)^2)` at
+/// the whole offsets `x` of an odd `size`, divided by its sum as numpy sums it (pairwise in
+/// eights), then float32 (`sepFilter2D`'s float kernel).
+pub(crate) fn gaussian_kernel(size: usize, sigma: f64) -> Vec<f32> {
+    let r = (size / 2) as i64;
+    let k: Vec<f64> = (-r..=r)
+        .map(|x| (-0.5 * (x as f64 / sigma).powi(2)).exp())
+        .collect();
+    let sum = numpy_sum(&k);
+    k.iter().map(|v| (v / sum) as f32).collect()
+}
+
+/// numpy's sum of a short contiguous f64 array (its pairwise sum below 128 values): a plain
+/// loop under 8 values, else eight running sums combined in pairs, then the rest.
+fn numpy_sum(a: &[f64]) -> f64 {
+    assert!(a.len() <= 128, "numpy sums longer arrays in blocks of 128");
+    if a.len() < 8 {
+        return a.iter().fold(-0.0, |s, v| s + v);
+    }
+    let mut r = [0.0; 8];
+    r.copy_from_slice(&a[..8]);
+    let whole = a.len() - a.len() % 8;
+    for block in a[8..whole].chunks_exact(8) {
+        for (s, v) in r.iter_mut().zip(block) {
+            *s += v;
+        }
+    }
+    let mut sum = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for v in &a[whole..] {
+        sum += v;
+    }
+    sum
+}
+
+/// `cv2.sepFilter2D(rgb, -1, kernel, kernel)` in place for a symmetric float32 kernel, as
+/// OpenCV 5's AVX2 kernels compute it (see the module): rows into float32 sums, then
+/// columns, rounded half to even; reflect-101 edges.
+pub(crate) fn sep_gaussian(
+    rgb: &mut [u8],
+    h: usize,
+    w: usize,
+    size: usize,
+    sigma: f64,
+    s: &mut super::pixel::Scratch,
+) {
+    let kernel = gaussian_kernel(size, sigma);
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has FMA (detected just above).
+        return unsafe { sep_filter_fma(rgb, h, w, &kernel, &mut s.bytes, &mut s.floats) };
+    }
+    sep_filter_any(rgb, h, w, &kernel, &mut s.bytes, &mut s.floats);
+}
+
+/// [`sep_filter_any`] compiled with FMA (one instruction per `mul_add`, the same result).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma")]
+fn sep_filter_fma(
+    rgb: &mut [u8],
+    h: usize,
+    w: usize,
+    kernel: &[f32],
+    padded: &mut Vec<u8>,
+    rows: &mut Vec<f32>,
+) {
+    sep_filter_any(rgb, h, w, kernel, padded, rows);
+}
+
+#[inline(always)]
+fn sep_filter_any(
+    rgb: &mut [u8],
+    h: usize,
+    w: usize,
+    kernel: &[f32],
+    padded: &mut Vec<u8>,
+    rows: &mut Vec<f32>,
+) {
+    let n = kernel.len();
+    let r = n / 2;
+    let (pw, row) = (w + n - 1, w * 3);
+    pad_reflect101(rgb, h, w, r, padded);
+    // Along rows: every padded row's `row` sums.
+    rows.clear();
+    rows.resize((h + n - 1) * row, 0.0);
+    let fused = row - row % 32;
+    for (src, sums) in padded.chunks_exact(pw * 3).zip(rows.chunks_exact_mut(row)) {
+        let (head, tail) = sums.split_at_mut(fused);
+        for (j, &k) in kernel.iter().enumerate() {
+            let taps = &src[j * 3..][..row];
+            for (s, &v) in head.iter_mut().zip(taps) {
+                *s = k.mul_add(f32::from(v), *s);
+            }
+            for (s, &v) in tail.iter_mut().zip(&taps[fused..]) {
+                *s = if j == 0 {
+                    k * f32::from(v)
+                } else {
+                    *s + k * f32::from(v)
+                };
+            }
+        }
+    }
+    // Down columns: the centre tap, then each pair of rows the same distance away.
+    let fused = row - row % 4;
+    let mut sum = vec![0f32; row];
+    for y in 0..h {
+        let at = |dy: usize| &rows[(y + dy) * row..][..row];
+        for (s, &v) in sum.iter_mut().zip(at(r)) {
+            *s = kernel[r] * v;
+        }
+        for m in 1..=r {
+            let k = kernel[r + m];
+            let (below, above) = (at(r + m), at(r - m));
+            for i in 0..row {
+                let pair = below[i] + above[i];
+                sum[i] = if i < fused {
+                    k.mul_add(pair, sum[i])
+                } else {
+                    sum[i] + k * pair
+                };
+            }
+        }
+        for (out, v) in rgb[y * row..][..row].iter_mut().zip(&sum) {
+            *out = v.round_ties_even().clamp(0.0, 255.0) as u8;
+        }
+    }
+}
+
+/// `rgb` with `r` pixels of OpenCV's reflect-101 border on every side, into `padded`.
+fn pad_reflect101(rgb: &[u8], h: usize, w: usize, r: usize, padded: &mut Vec<u8>) {
+    padded.clear();
+    for py in 0..h + 2 * r {
+        let y = reflect101(py as isize - r as isize, h);
+        for px in 0..w + 2 * r {
+            let x = reflect101(px as isize - r as isize, w);
+            padded.extend_from_slice(&rgb[(y * w + x) * 3..][..3]);
         }
     }
 }
@@ -676,6 +883,64 @@ mod tests {
         // (1 + 4) / 2 = 2.5 -> 2, (2 + 5) / 2 = 3.5 -> 4, (3 + 6) / 2 = 4.5 -> 4; the last
         // pixel's right neighbour is the one before it (reflect-101): (9 + 4) / 2 = 6.5 -> 6.
         assert_eq!(row, [2, 4, 4, 6, 7, 8, 6, 7, 8]);
+    }
+
+    #[test]
+    fn gaussian_kernels_are_albumentations_float32_kernels() {
+        // albumentations 2.0.8's create_gaussian_kernel_1d(sigma, size).astype(float32), bits.
+        let cases: [(usize, f64, &[u32]); 3] = [
+            (
+                5,
+                1.3,
+                &[0x3dca4a8a, 0x3e75b4b0, 0x3ea5260b, 0x3e75b4b0, 0x3dca4a8a],
+            ),
+            (
+                15,
+                2.2,
+                &[
+                    0x3a969cb7, 0x3b903a22, 0x3c60a9f4, 0x3d0e5160, 0x3d92a6b0, 0x3df5d107,
+                    0x3e278ff6, 0x3e39cc59, 0x3e278ff6, 0x3df5d107, 0x3d92a6b0, 0x3d0e5160,
+                    0x3c60a9f4, 0x3b903a22, 0x3a969cb7,
+                ],
+            ),
+            (3, 0.5, &[0x3dda2055, 0x3f4977eb, 0x3dda2055]),
+        ];
+        for (size, sigma, bits) in cases {
+            let k: Vec<u32> = gaussian_kernel(size, sigma)
+                .iter()
+                .map(|v| v.to_bits())
+                .collect();
+            assert_eq!(k, bits, "{size} {sigma}");
+        }
+    }
+
+    #[test]
+    fn a_separable_gaussian_of_a_flat_image_keeps_it_and_of_one_dot_spreads_its_kernel() {
+        let mut s = super::super::pixel::Scratch::default();
+        let (h, w) = (11, 40);
+        let mut flat = vec![200u8; h * w * 3];
+        sep_gaussian(&mut flat, h, w, 7, 1.5, &mut s);
+        assert!(flat.iter().all(|&v| v == 200));
+        // One bright pixel far from the edges: each output is 255 * k[dy] * k[dx], rounded.
+        let mut dot = vec![0u8; h * w * 3];
+        dot[(5 * w + 20) * 3] = 255;
+        sep_gaussian(&mut dot, h, w, 5, 1.0, &mut s);
+        let k = gaussian_kernel(5, 1.0);
+        for dy in 0..5 {
+            for dx in 0..5 {
+                let want = (255.0 * k[dx] * k[dy]).round_ties_even();
+                let got = dot[((3 + dy) * w + 18 + dx) * 3];
+                assert!(
+                    (f32::from(got) - want).abs() <= 1.0,
+                    "{dy} {dx}: {got} {want}"
+                );
+            }
+        }
+        // Nothing outside the kernel's square.
+        let inside = (0..25)
+            .filter(|i| (255.0 * k[i / 5] * k[i % 5]).round_ties_even() > 0.0)
+            .count();
+        assert_eq!(dot.iter().filter(|&&v| v > 0).count(), inside);
     }
 
     #[test]

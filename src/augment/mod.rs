@@ -47,8 +47,8 @@ pub use albu::{
     AlbuTranspose, CoarseDropout, Cv2Border,
 };
 pub use albu_filter::{
-    AlbuBlur, AlbuGaussNoise, AlbuMedianBlur, AlbuMotionBlur, MotionKernel, Noise,
-    MOTION_MAX_KERNEL,
+    AlbuBlur, AlbuGaussNoise, AlbuGaussianBlur, AlbuMedianBlur, AlbuMotionBlur, MotionKernel,
+    Noise, MOTION_MAX_KERNEL,
 };
 pub use autoaugment::{AugMix, AutoAugment, AutoAugmentPolicy, RandAugment, TrivialAugmentWide};
 pub use blur::{GaussianBlur, RandomAdjustSharpness};

@@ -18,7 +18,9 @@ use super::albu::{
     AlbuPadIfNeeded, AlbuRandomRotate90, AlbuRgbShift, AlbuSmallestMaxSize, AlbuToGray,
     AlbuTranspose, CoarseDropout,
 };
-use super::albu_filter::{AlbuBlur, AlbuGaussNoise, AlbuMedianBlur, AlbuMotionBlur};
+use super::albu_filter::{
+    AlbuBlur, AlbuGaussNoise, AlbuGaussianBlur, AlbuMedianBlur, AlbuMotionBlur,
+};
 use super::autoaugment::{AugMix, AutoAugment, RandAugment, TrivialAugmentWide};
 use super::blur::{GaussianBlur, RandomAdjustSharpness};
 use super::colour::{
@@ -192,6 +194,9 @@ ops! {
     /// albumentations' `MotionBlur(blur_limit, allow_shifted, angle_range, direction_range,
     /// p)`: its line kernel through `cv2.filter2D`.
     AlbuMotionBlur(AlbuMotionBlur) = "albu_motion_blur",
+    /// albumentations' `GaussianBlur(blur_limit, sigma_limit, p)`: its kernel through
+    /// `cv2.sepFilter2D`.
+    AlbuGaussianBlur(AlbuGaussianBlur) = "albu_gaussian_blur",
     /// albumentations' `GaussNoise(std_range, mean_range, per_channel, p)`.
     AlbuGaussNoise(AlbuGaussNoise) = "albu_gauss_noise",
     /// albumentations' `CoarseDropout(num_holes_range, hole_height_range, hole_width_range,

@@ -110,6 +110,14 @@ pub enum PixelOp {
     MedianBlur(u8),
     /// albumentations' `MotionBlur`: its line kernel through `cv2.filter2D`.
     MotionBlur(Box<MotionKernel>),
+    /// albumentations' `GaussianBlur`: its kernel of `size` and `sigma` through
+    /// `cv2.sepFilter2D`.
+    SepGaussian {
+        /// The kernel's side (odd).
+        size: u8,
+        /// Its sigma.
+        sigma: f64,
+    },
     /// albumentations' `GaussNoise`: normal values, truncated, added with saturation.
     GaussNoise(Noise),
     /// OpenCV's `warpAffine` with `INTER_LINEAR` (albumentations' `Affine`).
@@ -190,6 +198,8 @@ impl PixelOp {
             | Self::Cv2Gray
             | Self::BoxBlur(_)
             | Self::MedianBlur(_) => true,
+            // Symmetric, but the scalar rest of each row is computed otherwise.
+            Self::SepGaussian { .. } => false,
         }
     }
 
@@ -235,6 +245,7 @@ impl PixelOp {
             | Self::BoxBlur(_)
             | Self::MedianBlur(_)
             | Self::MotionBlur(_)
+            | Self::SepGaussian { .. }
             // Pointwise but for its place in the row (OpenCV's vector blocks and the rest, the
             // noise generator's sequence).
             | Self::HsvShift { .. }
@@ -281,6 +292,7 @@ impl PixelOp {
             | Self::BoxBlur(_)
             | Self::MedianBlur(_)
             | Self::MotionBlur(_)
+            | Self::SepGaussian { .. }
             | Self::GaussNoise(_)
             | Self::HsvShift { .. } => false,
         }

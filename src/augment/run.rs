@@ -218,6 +218,9 @@ pub fn apply(ops: &[PixelOp], rgb: &mut [u8], h: usize, w: usize, s: &mut Scratc
             PixelOp::MotionBlur(kernel) => {
                 albu_filter::motion_blur(rgb, h, w, kernel, &mut s.bytes)
             }
+            PixelOp::SepGaussian { size, sigma } => {
+                albu_filter::sep_gaussian(rgb, h, w, usize::from(*size), *sigma, s)
+            }
             PixelOp::GaussNoise(noise) => albu_filter::gauss_noise(rgb, noise),
             PixelOp::HsvShift { hue, sat, val } => albu::hsv_shift(rgb, w, *hue, *sat, *val),
         }
@@ -388,6 +391,7 @@ fn adjustment(op: &PixelOp) -> Option<colour::Adjust> {
         | PixelOp::BoxBlur(_)
         | PixelOp::MedianBlur(_)
         | PixelOp::MotionBlur(_)
+        | PixelOp::SepGaussian { .. }
         | PixelOp::GaussNoise(_)
         | PixelOp::HsvShift { .. } => None,
     }
