@@ -65,11 +65,16 @@ fn default_std() -> [f64; 2] {
     [0.2, 0.44]
 }
 
+/// `n`, or the next odd number when it is even (albumentations' kernel sizes).
+fn odd(n: u32) -> u32 {
+    n + u32::from(n.is_multiple_of(2))
+}
+
 /// albumentations' `sample_odd_from_range`: each bound made odd (an even one rounded up) and
 /// at least 3, then an odd size uniform between them.
 fn odd_kernel(rng: &mut CounterRng, [lo, hi]: [u32; 2]) -> u32 {
-    let lo = (lo + u32::from(lo % 2 == 0)).max(3);
-    let hi = (hi + u32::from(hi % 2 == 0)).max(3).max(lo);
+    let lo = odd(lo).max(3);
+    let hi = odd(hi).max(3).max(lo);
     lo + 2 * rng.below(u64::from((hi - lo) / 2 + 1)) as u32
 }
 
@@ -229,7 +234,7 @@ impl AlbuGaussianBlur {
     fn largest(&self) -> u32 {
         let from_sigma = (self.sigma_limit[1] * 3.5) as u32 * 2 + 1;
         let hi = self.blur_limit[1];
-        (hi + u32::from(hi % 2 == 0)).max(from_sigma)
+        odd(hi).max(from_sigma)
     }
 }
 
@@ -261,7 +266,7 @@ impl OpSpec for AlbuGaussianBlur {
         let size = if drawn == 0 {
             (sigma * 3.5) as u32 * 2 + 1
         } else {
-            drawn + u32::from(drawn % 2 == 0)
+            odd(drawn)
         };
         out.push(PixelOp::SepGaussian {
             size: size as u8,
