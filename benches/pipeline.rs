@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use hpuload::augment::{
-    apply, CropBox, Cv2Border, Interpolation, Normalize, OutputWriter, PilEnhance, PilFilter,
-    PixelOp, Resampler, Scratch, Warp,
+    apply, CropBox, Cv2Border, Interpolation, MotionKernel, Noise, Normalize, OutputWriter,
+    PilEnhance, PilFilter, PixelOp, Resampler, Scratch, Warp,
 };
 use hpuload::decoders::jpeg::{choose_scale, scaled_region, Filter, Region, ResizeRequest, Window};
 use hpuload::decoders::{CpuDecoder, Decode, JpegDecoder};
@@ -359,6 +359,35 @@ fn stages(c: &mut Criterion) {
             },
         ),
         ("transpose", PixelOp::Transpose),
+        // albumentations' blurs and noise (the melanoma-style OneOf's sizes).
+        ("box_blur_5", PixelOp::BoxBlur(5)),
+        ("median_blur_5", PixelOp::MedianBlur(5)),
+        (
+            "motion_blur_5",
+            PixelOp::MotionBlur(Box::new(MotionKernel {
+                size: 5,
+                angle: 30.0,
+                direction: 0.0,
+                shift: [0.0; 2],
+                points: vec![[1, 0], [1, 1], [2, 2], [3, 3], [3, 4]],
+            })),
+        ),
+        (
+            "sep_gaussian_7",
+            PixelOp::SepGaussian {
+                size: 7,
+                sigma: 1.5,
+            },
+        ),
+        (
+            "gauss_noise",
+            PixelOp::GaussNoise(Noise {
+                key: 11,
+                mean: 0.0,
+                std: 0.06,
+                per_channel: true,
+            }),
+        ),
     ] {
         g.bench_function(format!("pixel_ops/cpu/{name}_224"), |b| {
             b.iter(|| {

@@ -10,11 +10,15 @@ since session 70 (its steps after the crop ran in Python before); `--split examp
 `--split example_eval`: albumentations' own classification example (SmallestMaxSize 160,
 ShiftScaleRotate, RandomCrop 128, RGBShift, RandomBrightnessContrast, Normalize; and
 SmallestMaxSize 160, CenterCrop 128, Normalize), which hpuload runs natively since session 71
-(they went to torch's DataLoader before). Prints one JSON line per run: construction time (hpuload's includes its probe of
+(they went to torch's DataLoader before); `--split blur_noise`: a melanoma-competition-style
+training transform (RandomResizedCrop, Transpose, the flips, RandomBrightnessContrast, a
+OneOf of MotionBlur, MedianBlur, GaussianBlur and GaussNoise, HueSaturationValue,
+ShiftScaleRotate, Normalize, CoarseDropout), natively since session 72 (from the OneOf on it
+ran in Python before). Prints one JSON line per run: construction time (hpuload's includes its probe of
 `__getitem__` and its read of each file's header), the loader's type, and images/s over the
 measured epochs.
 
-usage: python kaggle_dataset.py --data DIR --loader hpuload|torch [--split train|eval|cassava|example|example_eval]
+usage: python kaggle_dataset.py --data DIR --loader hpuload|torch [--split train|eval|cassava|example|example_eval|blur_noise]
        [--epochs 2] [--workers 2] [--batch 64]
 """
 
@@ -49,7 +53,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
     ap.add_argument("--loader", choices=["hpuload", "torch"], required=True)
-    ap.add_argument("--split", choices=["train", "eval", "cassava", "example", "example_eval"], default="train")
+    ap.add_argument("--split", choices=["train", "eval", "cassava", "example", "example_eval", "blur_noise"], default="train")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
@@ -73,6 +77,17 @@ def main():
             A.SmallestMaxSize(max_size=160), A.ShiftScaleRotate(shift_limit=0.05, scale_limit=0.05, rotate_limit=15, p=0.5),
             A.RandomCrop(height=128, width=128), A.RGBShift(r_shift_limit=15, g_shift_limit=15, b_shift_limit=15, p=0.5),
             A.RandomBrightnessContrast(p=0.5), norm, ToTensorV2(),
+        ])
+    elif a.split == "blur_noise":
+        tf = A.Compose([
+            A.RandomResizedCrop(size=(224, 224)), A.Transpose(p=0.5), A.VerticalFlip(p=0.5), A.HorizontalFlip(p=0.5),
+            A.RandomBrightnessContrast(brightness_limit=0.2, contrast_limit=0.2, p=0.75),
+            A.OneOf([A.MotionBlur(blur_limit=5), A.MedianBlur(blur_limit=5), A.GaussianBlur(blur_limit=5),
+                     A.GaussNoise(std_range=(0.02, 0.09))], p=0.7),
+            A.HueSaturationValue(hue_shift_limit=10, sat_shift_limit=20, val_shift_limit=10, p=0.5),
+            A.ShiftScaleRotate(shift_limit=0.1, scale_limit=0.1, rotate_limit=15, border_mode=cv2.BORDER_CONSTANT, p=0.85),
+            norm, A.CoarseDropout(num_holes_range=(1, 1), hole_height_range=(0.375, 0.375), hole_width_range=(0.375, 0.375), p=0.7),
+            ToTensorV2(),
         ])
     elif a.split == "example_eval":
         tf = A.Compose([A.SmallestMaxSize(max_size=160), A.CenterCrop(height=128, width=128), norm, ToTensorV2()])

@@ -413,6 +413,15 @@ pub struct Noise {
     pub per_channel: bool,
 }
 
+/// A float32 in `[0, 255]` (clamped there) rounded half to even, as a byte: adding 1.5 * 2^23,
+/// whose ulp is 1, rounds it to a whole number (ties to even) in the low bits, without the
+/// checks of a saturating `as`, so loops of it run in vector lanes.
+#[inline(always)]
+fn round_byte(x: f32) -> u8 {
+    const WHOLE: f32 = 12_582_912.0;
+    (x.clamp(0.0, 255.0) + WHOLE).to_bits() as u8
+}
+
 /// OpenCV's `BORDER_REFLECT_101` index of `i` in `0..n` (`-1` reads 1, `n` reads `n - 2`).
 fn reflect101(mut i: isize, n: usize) -> usize {
     if n == 1 {
@@ -433,24 +442,41 @@ fn reflect101(mut i: isize, n: usize) -> usize {
 /// `cv2.blur(rgb, (k, k))` in place: each value the mean of its `k` x `k` window (reflect-101
 /// edges) rounded to the nearest level, summed along rows, then down columns.
 pub(crate) fn box_blur(rgb: &mut [u8], h: usize, w: usize, k: usize, sums: &mut Vec<u32>) {
-    let (r, row) = ((k / 2) as isize, w * 3);
-    let cols: Vec<usize> = (0..w + k - 1)
-        .map(|i| reflect101(i as isize - r, w))
-        .collect();
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (detected just above).
+        return unsafe { box_blur_avx2(rgb, h, w, k, sums) };
+    }
+    box_blur_any(rgb, h, w, k, sums);
+}
+
+/// [`box_blur`] compiled for AVX2 (its sums eight lanes wide).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn box_blur_avx2(rgb: &mut [u8], h: usize, w: usize, k: usize, sums: &mut Vec<u32>) {
+    box_blur_any(rgb, h, w, k, sums);
+}
+
+#[inline(always)]
+fn box_blur_any(rgb: &mut [u8], h: usize, w: usize, k: usize, sums: &mut Vec<u32>) {
+    let (r, row) = (k / 2, w * 3);
     let rows: Vec<usize> = (0..h + k - 1)
-        .map(|i| reflect101(i as isize - r, h))
+        .map(|i| reflect101(i as isize - r as isize, h))
         .collect();
     sums.clear();
     sums.resize(h * row + row, 0);
     let (across, down) = sums.split_at_mut(h * row);
+    // Along each row: its reflected copy's `k` shifted slices summed.
+    let mut line = Vec::with_capacity((w + k - 1) * 3);
     for (src, dst) in rgb.chunks_exact(row).zip(across.chunks_exact_mut(row)) {
-        for c in 0..3 {
-            let at = |x: usize| u32::from(src[cols[x] * 3 + c]);
-            let mut s: u32 = (0..k).map(at).sum();
-            dst[c] = s;
-            for x in 1..w {
-                s = s + at(x + k - 1) - at(x - 1);
-                dst[x * 3 + c] = s;
+        line.clear();
+        for px in 0..w + k - 1 {
+            let x = reflect101(px as isize - r as isize, w);
+            line.extend_from_slice(&src[x * 3..][..3]);
+        }
+        for j in 0..k {
+            for (d, &v) in dst.iter_mut().zip(&line[j * 3..][..row]) {
+                *d += u32::from(v);
             }
         }
     }
@@ -459,25 +485,147 @@ pub(crate) fn box_blur(rgb: &mut [u8], h: usize, w: usize, k: usize, sums: &mut 
             *d += a;
         }
     }
+    // round(s / area): an odd area never leaves a half, and s / area is a multiple of
+    // 1 / area, at least 1 / (2 area) from one; up to 31x31 the float32 product (s under
+    // 2^18) is within 2^-15 of it, beyond that integers divide.
     let area = (k * k) as u32;
+    let inv = 1.0 / area as f32;
     for y in 0..h {
-        for (out, &s) in rgb[y * row..][..row].iter_mut().zip(down.iter()) {
-            // round(s / area): an odd area never leaves a half.
-            *out = ((2 * s + area) / (2 * area)) as u8;
+        let out = &mut rgb[y * row..][..row];
+        if k <= 31 {
+            for (out, &s) in out.iter_mut().zip(down.iter()) {
+                *out = round_byte(s as f32 * inv);
+            }
+        } else {
+            for (out, &s) in out.iter_mut().zip(down.iter()) {
+                *out = ((2 * s + area) / (2 * area)) as u8;
+            }
         }
         if y + 1 < h {
-            let (add, sub) = (rows[y + k], rows[y]);
-            for (i, d) in down.iter_mut().enumerate() {
-                *d = *d + across[add * row + i] - across[sub * row + i];
+            let add = &across[rows[y + k] * row..][..row];
+            let sub = &across[rows[y] * row..][..row];
+            for ((d, a), s) in down.iter_mut().zip(add).zip(sub) {
+                *d = *d + a - s;
             }
         }
     }
 }
 
 /// `cv2.medianBlur(rgb, k)` in place: each value the median of its `k` x `k` window, the
-/// edge pixels repeated outside the image. A histogram per row and channel slides along the
-/// row, its median pointer moved by the values that enter and leave.
+/// edge pixels repeated outside the image. Windows of up to 7x7 go through a selection
+/// network, 32 values at a time in vector lanes; larger ones through a sliding histogram.
 pub(crate) fn median_blur(rgb: &mut [u8], h: usize, w: usize, k: usize, copy: &mut Vec<u8>) {
+    if k * k <= NETWORK_INPUTS {
+        median_by_network(rgb, h, w, k, copy);
+    } else {
+        median_by_histogram(rgb, h, w, k, copy);
+    }
+}
+
+/// The most values a median network takes (a 7x7 window's 49, padded).
+const NETWORK_INPUTS: usize = 64;
+
+/// Lanes of a median network's pass.
+const LANES: usize = 32;
+
+/// The compare-exchanges that leave the median of `n` values at index `n / 2`: Batcher's
+/// odd-even merge sort of the next power of two (the inputs past `n` are 255s, which sort
+/// last), kept only where they can reach that index.
+fn median_network(n: usize) -> Vec<(u8, u8)> {
+    let size = n.next_power_of_two();
+    let mut pairs = Vec::new();
+    let mut p = 1;
+    while p < size {
+        let mut k = p;
+        while k >= 1 {
+            let mut j = k % p;
+            while j + k < size {
+                for i in 0..k.min(size - j - k) {
+                    if (i + j) / (2 * p) == (i + j + k) / (2 * p) {
+                        pairs.push((i + j, i + j + k));
+                    }
+                }
+                j += 2 * k;
+            }
+            k /= 2;
+        }
+        p *= 2;
+    }
+    // Backwards from the median's place: a compare-exchange matters when it writes a place
+    // that a later kept one reads.
+    let mut needed = vec![false; size];
+    needed[n / 2] = true;
+    let mut kept: Vec<(u8, u8)> = Vec::new();
+    for &(a, b) in pairs.iter().rev() {
+        if needed[a] || needed[b] {
+            needed[a] = true;
+            needed[b] = true;
+            kept.push((a as u8, b as u8));
+        }
+    }
+    kept.reverse();
+    kept
+}
+
+/// [`median_blur`] through [`median_network`]: each output row's `k * k` shifted rows of the
+/// replicated image, 32 values at a time.
+fn median_by_network(rgb: &mut [u8], h: usize, w: usize, k: usize, padded: &mut Vec<u8>) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (detected just above).
+        return unsafe { median_by_network_avx2(rgb, h, w, k, padded) };
+    }
+    median_by_network_any(rgb, h, w, k, padded);
+}
+
+/// [`median_by_network`] compiled for AVX2: a compare-exchange of 32 lanes is two
+/// instructions.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn median_by_network_avx2(rgb: &mut [u8], h: usize, w: usize, k: usize, padded: &mut Vec<u8>) {
+    median_by_network_any(rgb, h, w, k, padded);
+}
+
+#[inline(always)]
+fn median_by_network_any(rgb: &mut [u8], h: usize, w: usize, k: usize, padded: &mut Vec<u8>) {
+    let n = k * k;
+    let network = median_network(n);
+    let r = k / 2;
+    let (pw, row) = (w + 2 * r, w * 3);
+    padded.clear();
+    for py in 0..h + 2 * r {
+        let y = py.saturating_sub(r).min(h - 1);
+        for px in 0..pw {
+            let x = px.saturating_sub(r).min(w - 1);
+            padded.extend_from_slice(&rgb[(y * w + x) * 3..][..3]);
+        }
+    }
+    let taps: Vec<usize> = (0..n).map(|t| ((t / k) * pw + t % k) * 3).collect();
+    let mut v = [[255u8; LANES]; NETWORK_INPUTS];
+    for y in 0..h {
+        let base = y * pw * 3;
+        for start in (0..row).step_by(LANES) {
+            let len = LANES.min(row - start);
+            for (lanes, &t) in v.iter_mut().zip(&taps) {
+                lanes[..len].copy_from_slice(&padded[base + t + start..][..len]);
+            }
+            for &(a, b) in &network {
+                let (lo, hi) = v.split_at_mut(usize::from(b));
+                let (x, y) = (&mut lo[usize::from(a)], &mut hi[0]);
+                for (x, y) in x.iter_mut().zip(y.iter_mut()) {
+                    let (small, big) = ((*x).min(*y), (*x).max(*y));
+                    *x = small;
+                    *y = big;
+                }
+            }
+            rgb[y * row + start..][..len].copy_from_slice(&v[n / 2][..len]);
+        }
+    }
+}
+
+/// [`median_blur`] for large windows: a histogram per row and channel slides along the row,
+/// its median pointer moved by the values that enter and leave.
+fn median_by_histogram(rgb: &mut [u8], h: usize, w: usize, k: usize, copy: &mut Vec<u8>) {
     copy.clear();
     copy.extend_from_slice(rgb);
     let r = (k / 2) as isize;
@@ -587,7 +735,7 @@ fn motion_blur_any(
             }
         }
         for (out, s) in rgb[y * row..][..row].iter_mut().zip(&sum) {
-            *out = s.round_ties_even().clamp(0.0, 255.0) as u8;
+            *out = round_byte(*s);
         }
     }
 }
@@ -704,17 +852,16 @@ fn sep_filter_any(
         for m in 1..=r {
             let k = kernel[r + m];
             let (below, above) = (at(r + m), at(r - m));
-            for i in 0..row {
-                let pair = below[i] + above[i];
-                sum[i] = if i < fused {
-                    k.mul_add(pair, sum[i])
-                } else {
-                    sum[i] + k * pair
-                };
+            let (head, tail) = sum.split_at_mut(fused);
+            for ((s, b), a) in head.iter_mut().zip(below).zip(above) {
+                *s = k.mul_add(b + a, *s);
+            }
+            for ((s, b), a) in tail.iter_mut().zip(&below[fused..]).zip(&above[fused..]) {
+                *s += k * (b + a);
             }
         }
         for (out, v) in rgb[y * row..][..row].iter_mut().zip(&sum) {
-            *out = v.round_ties_even().clamp(0.0, 255.0) as u8;
+            *out = round_byte(*v);
         }
     }
 }
@@ -807,8 +954,38 @@ mod tests {
     }
 
     #[test]
+    fn the_median_networks_leave_the_median_in_the_middle() {
+        for n in [9, 25, 49] {
+            let network = median_network(n);
+            let mut rng = CounterRng::from_key(n as u64);
+            for _ in 0..2000 {
+                let mut v = [255u8; NETWORK_INPUTS];
+                for x in &mut v[..n] {
+                    *x = rng.below(if n == 9 { 4 } else { 256 }) as u8;
+                }
+                let mut sorted = v[..n].to_vec();
+                sorted.sort_unstable();
+                for &(a, b) in &network {
+                    let (a, b) = (usize::from(a), usize::from(b));
+                    let (x, y) = (v[a].min(v[b]), v[a].max(v[b]));
+                    v[a] = x;
+                    v[b] = y;
+                }
+                assert_eq!(v[n / 2], sorted[n / 2], "{n}");
+            }
+        }
+    }
+
+    #[test]
     fn a_median_blur_is_each_replicated_windows_median() {
-        for (h, w, k) in [(9, 13, 3), (20, 7, 5), (16, 16, 7), (3, 2, 5), (12, 30, 9)] {
+        for (h, w, k) in [
+            (9, 13, 3),
+            (20, 7, 5),
+            (16, 16, 7),
+            (3, 2, 5),
+            (12, 30, 9),
+            (40, 50, 5),
+        ] {
             let mut rgb = image(h, w, (h + w + k) as u64);
             // Few levels too: many ties.
             rgb.iter_mut().skip(h * w).for_each(|v| *v %= 4);
