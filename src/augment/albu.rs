@@ -358,7 +358,7 @@ impl OpSpec for AlbuHueSaturationValue {
 }
 
 /// Every range `[lo, hi]` finite and ordered.
-fn ranges(op: &str, named: &[(&str, [f64; 2])]) -> Result<(), PipelineError> {
+pub(super) fn ranges(op: &str, named: &[(&str, [f64; 2])]) -> Result<(), PipelineError> {
     for (name, [lo, hi]) in named {
         if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
             return Err(PipelineError::Parameter(format!(

@@ -36,6 +36,7 @@ use rand_distr::{Distribution, StandardNormal};
 use rand_pcg::rand_core::SeedableRng;
 use serde::{Deserialize, Serialize};
 
+use super::albu::ranges;
 use super::error::PipelineError;
 use super::pixel::PixelOp;
 use super::spec::{coin, half, probability, OpKind, OpSpec};
@@ -87,71 +88,55 @@ fn blur_limit(op: &str, [lo, hi]: [u32; 2], largest: u32) -> Result<(), Pipeline
     Ok(())
 }
 
-fn finite_range(op: &str, name: &str, [lo, hi]: [f64; 2]) -> Result<(), PipelineError> {
-    if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
-        return Err(PipelineError::Parameter(format!(
-            "{op} {name} [{lo}, {hi}] must be finite with min <= max"
-        )));
-    }
-    Ok(())
-}
-
-/// albumentations' `Blur(blur_limit, p)`: `cv2.blur` with an odd kernel drawn from
-/// `blur_limit`.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AlbuBlur {
-    /// Smallest and largest kernel (made odd, at least 3). Default `[3, 7]`.
-    #[serde(default = "three_seven")]
-    pub blur_limit: [u32; 2],
-    /// Probability. Default 0.5.
-    #[serde(default = "half")]
-    pub p: f64,
-}
-
-impl OpSpec for AlbuBlur {
-    fn kind(&self) -> OpKind {
-        OpKind::Pixel
-    }
-    fn check(&self) -> Result<(), PipelineError> {
-        probability(self.p, "albu_blur")?;
-        blur_limit("albu_blur", self.blur_limit, 255)
-    }
-    fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
-        if coin(rng, self.p) {
-            out.push(PixelOp::BoxBlur(odd_kernel(rng, self.blur_limit) as u8));
+/// An albumentations blur of a square kernel, its odd size drawn from `blur_limit`: its spec
+/// struct and its draw of `$pixel(size)`.
+macro_rules! square_blur {
+    ($(#[$doc:meta])* $name:ident, $op:literal, $pixel:path) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            /// Smallest and largest kernel (made odd, at least 3). Default `[3, 7]`.
+            #[serde(default = "three_seven")]
+            pub blur_limit: [u32; 2],
+            /// Probability. Default 0.5.
+            #[serde(default = "half")]
+            pub p: f64,
         }
-    }
-}
 
-/// albumentations' `MedianBlur(blur_limit, p)`: `cv2.medianBlur` with an odd kernel drawn
-/// from `blur_limit`.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AlbuMedianBlur {
-    /// Smallest and largest kernel (made odd, at least 3). Default `[3, 7]`.
-    #[serde(default = "three_seven")]
-    pub blur_limit: [u32; 2],
-    /// Probability. Default 0.5.
-    #[serde(default = "half")]
-    pub p: f64,
-}
-
-impl OpSpec for AlbuMedianBlur {
-    fn kind(&self) -> OpKind {
-        OpKind::Pixel
-    }
-    fn check(&self) -> Result<(), PipelineError> {
-        probability(self.p, "albu_median_blur")?;
-        // A window's count must fit the histogram's u16 bins.
-        blur_limit("albu_median_blur", self.blur_limit, 255)
-    }
-    fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
-        if coin(rng, self.p) {
-            out.push(PixelOp::MedianBlur(odd_kernel(rng, self.blur_limit) as u8));
+        impl OpSpec for $name {
+            fn kind(&self) -> OpKind {
+                OpKind::Pixel
+            }
+            fn check(&self) -> Result<(), PipelineError> {
+                probability(self.p, $op)?;
+                // The median's histogram counts a window in u16 bins.
+                blur_limit($op, self.blur_limit, 255)
+            }
+            fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
+                if coin(rng, self.p) {
+                    out.push($pixel(odd_kernel(rng, self.blur_limit) as u8));
+                }
+            }
         }
-    }
+    };
 }
+
+square_blur!(
+    /// albumentations' `Blur(blur_limit, p)`: `cv2.blur` with an odd kernel drawn from
+    /// `blur_limit`.
+    AlbuBlur,
+    "albu_blur",
+    PixelOp::BoxBlur
+);
+
+square_blur!(
+    /// albumentations' `MedianBlur(blur_limit, p)`: `cv2.medianBlur` with an odd kernel drawn
+    /// from `blur_limit`.
+    AlbuMedianBlur,
+    "albu_median_blur",
+    PixelOp::MedianBlur
+);
 
 /// albumentations' `MotionBlur(blur_limit, allow_shifted, angle_range, direction_range, p)`:
 /// a line kernel (see the module) run by OpenCV's `filter2D`.
@@ -185,8 +170,13 @@ impl OpSpec for AlbuMotionBlur {
         const OP: &str = "albu_motion_blur";
         probability(self.p, OP)?;
         blur_limit(OP, self.blur_limit, MOTION_MAX_KERNEL)?;
-        finite_range(OP, "angle_range", self.angle_range)?;
-        finite_range(OP, "direction_range", self.direction_range)
+        ranges(
+            OP,
+            &[
+                ("angle_range", self.angle_range),
+                ("direction_range", self.direction_range),
+            ],
+        )
     }
     fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
         if !coin(rng, self.p) {
@@ -246,7 +236,7 @@ impl OpSpec for AlbuGaussianBlur {
         const OP: &str = "albu_gaussian_blur";
         probability(self.p, OP)?;
         blur_limit(OP, self.blur_limit, 255)?;
-        finite_range(OP, "sigma_limit", self.sigma_limit)?;
+        ranges(OP, &[("sigma_limit", self.sigma_limit)])?;
         if self.sigma_limit[0] <= 0.0 || self.largest() > 255 {
             return Err(PipelineError::Parameter(format!(
                 "{OP} sigma_limit {:?} must be positive, its kernels at most 255 wide",
@@ -300,8 +290,13 @@ impl OpSpec for AlbuGaussNoise {
     fn check(&self) -> Result<(), PipelineError> {
         const OP: &str = "albu_gauss_noise";
         probability(self.p, OP)?;
-        finite_range(OP, "std_range", self.std_range)?;
-        finite_range(OP, "mean_range", self.mean_range)?;
+        ranges(
+            OP,
+            &[
+                ("std_range", self.std_range),
+                ("mean_range", self.mean_range),
+            ],
+        )?;
         if self.std_range[0] < 0.0 {
             return Err(PipelineError::Parameter(format!(
                 "{OP} std_range {:?} must not be negative",
