@@ -17,7 +17,8 @@ hpuload's pipeline ops, each computed as albumentations computes it on a uint8 R
 - after it, `HorizontalFlip(p)`, `VerticalFlip(p)`, `Transpose(p)` and `RandomRotate90(p)`
   (of a square image), `Affine` and `ShiftScaleRotate` (bilinear: OpenCV 5's `warpAffine`,
   each border mode but wrap), `RandomBrightnessContrast` (brightness by the maximum, albucore's
-  float32 table), `RGBShift` (whole levels per channel, saturating), `ToGray` (OpenCV's
+  float32 table), `RGBShift` (whole levels per channel, saturating), `RandomGamma` (its
+  truncated table), `ChannelShuffle`, `InvertImg`, `ToGray` (OpenCV's
   fixed-point grey in each channel), `HueSaturationValue`
   (OpenCV's byte HSV, as its x86-64 wheels compute it), `Blur` and `MedianBlur` (`cv2.blur`,
   `cv2.medianBlur`), `MotionBlur` (albumentations' line kernel through `cv2.filter2D`, up to
@@ -437,6 +438,9 @@ _PIXEL_OPS = {
     "RandomBrightnessContrast": _brightness_contrast,
     "RGBShift": _rgb_shift,
     "ToGray": _to_gray,
+    "RandomGamma": lambda t: {"op": "albu_random_gamma", "p": _p(t), "gamma_limit": _pair(t.gamma_limit)},
+    "ChannelShuffle": lambda t: {"op": "albu_channel_shuffle", "p": _p(t)},
+    "InvertImg": lambda t: {"op": "random_invert", "p": _p(t)},
     "Blur": _blur,
     "MedianBlur": _median_blur,
     "MotionBlur": _motion_blur,

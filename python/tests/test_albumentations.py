@@ -430,6 +430,12 @@ def by_plan(image, plan, rrc, steps, norm=None):
             x = steps["RGBShift"].apply(x, noise_map=np.array(arg, dtype=np.float64))
         elif kind == "hsv_shift":
             x = steps["HueSaturationValue"].apply(x, hue_shift=arg["hue"], sat_shift=arg["sat"], val_shift=arg["val"])
+        elif kind == "gamma":
+            x = A.RandomGamma().apply(x, gamma=arg)
+        elif kind == "permute_channels":
+            x = A.ChannelShuffle().apply(x, channels_shuffled=arg)
+        elif kind == "invert":
+            x = A.InvertImg().apply(x)
         elif kind == "box_blur":
             x = A.Blur().apply(x, kernel=arg)
         elif kind == "median_blur":
@@ -498,6 +504,38 @@ def test_albumentations_blurs_give_opencvs_pixels_for_the_kernels_hpuload_draws(
         assert torch.equal(got, by_plan(image, plan, rrc, {})), (epoch, index, ops)
     assert seen == {"box_blur", "median_blur", "motion_blur", "sep_gaussian"}, seen
     assert {("median_blur", 9), ("motion_blur", 9), ("box_blur", 3), ("sep_gaussian", 1), ("sep_gaussian", 11)} <= sizes, sizes
+
+
+def test_gamma_channel_shuffle_and_invert_give_albumentations_pixels_and_draws(jpeg_folder, tmp_path):
+    """RandomGamma (its truncated table), ChannelShuffle and InvertImg run natively: each
+    sample is albumentations' own functions for the gamma, order and choice hpuload drew, bit
+    for bit, over two epochs; over 3000 draws the gamma is uniform over its range and the six
+    orders equally likely."""
+    files, labels = files_of(jpeg_folder)
+    rrc = A.RandomResizedCrop(size=(48, 48))
+    steps = [A.RandomGamma(gamma_limit=(60, 150), p=0.6), A.ChannelShuffle(p=0.5), A.InvertImg(p=0.3)]
+    ds = LeafDataset(files, labels, A.Compose([rrc, *steps, ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=7))
+    seen = set()
+    for epoch, index, got, image, plan in samples_with_plans(loader, files):
+        seen.update(op["op"] for op in plan.get("ops", []))
+        assert torch.equal(got, by_plan(image, plan, rrc, {})), (epoch, index, plan.get("ops"))
+    assert seen == {"gamma", "permute_channels", "invert"}, seen
+    path = tmp_path / "a.jpg"
+    Image.new("RGB", (16, 16), (90, 120, 30)).save(path)
+    n = 3000
+    ds = LeafDataset([str(path)] * n, [0] * n, A.Compose([A.Resize(16, 16), *steps[:2], ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=n, backend="cpu", seed=2))
+    gammas, orders = [], []
+    for index in range(n):
+        for op in json.loads(loader._core.sample_plan(0, index, 16, 16)).get("ops", []):
+            (gammas if op["op"] == "gamma" else orders).append(op["arg"] if op["op"] == "gamma" else tuple(op["arg"]))
+    gammas = np.array(gammas)
+    assert abs(len(gammas) / n - 0.6) < 0.03 and abs(len(orders) / n - 0.5) < 0.03
+    assert 0.6 <= gammas.min() and gammas.max() <= 1.5 and abs(gammas.mean() - 1.05) < 0.02
+    assert abs(gammas.std() - 0.9 / 12**0.5) < 0.02
+    counts = np.array([orders.count(o) for o in set(orders)]) / len(orders)
+    assert len(counts) == 6 and np.all(np.abs(counts - 1 / 6) < 0.03), counts
 
 
 def test_blur_sizes_and_motion_lines_are_drawn_as_albumentations_draws_them(tmp_path):

@@ -37,7 +37,7 @@ use super::erase::EraseBox;
 use super::error::PipelineError;
 use super::geometry::Interpolation;
 use super::pixel::PixelOp;
-use super::spec::{coin, half, probability, OpKind, OpSpec};
+use super::spec::{coin, half, probability, shuffle, OpKind, OpSpec};
 use crate::rng::CounterRng;
 
 /// albumentations' `SmallestMaxSize(max_size, interpolation)`: the shorter side becomes
@@ -273,6 +273,72 @@ impl OpSpec for AlbuRgbShift {
         });
         if shift != [0; 3] {
             out.push(PixelOp::ChannelShift(shift));
+        }
+    }
+}
+
+/// albumentations' `RandomGamma(gamma_limit, p)`: a gamma of `U(gamma_limit) / 100` through
+/// its table `trunc((i * (1 / 255)) ** gamma * 255)` (numpy's arange and power, in f64).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlbuRandomGamma {
+    /// The gamma's range, in hundredths. Default `[80, 120]`.
+    #[serde(default = "eighty_to_120")]
+    pub gamma_limit: [f64; 2],
+    /// Probability. Default 0.5.
+    #[serde(default = "half")]
+    pub p: f64,
+}
+
+fn eighty_to_120() -> [f64; 2] {
+    [80.0, 120.0]
+}
+
+impl OpSpec for AlbuRandomGamma {
+    fn kind(&self) -> OpKind {
+        OpKind::Pixel
+    }
+    fn check(&self) -> Result<(), PipelineError> {
+        probability(self.p, "albu_random_gamma")?;
+        ranges("albu_random_gamma", &[("gamma_limit", self.gamma_limit)])?;
+        if self.gamma_limit[0] <= 0.0 {
+            return Err(PipelineError::Parameter(format!(
+                "albu_random_gamma gamma_limit {:?} must be positive",
+                self.gamma_limit
+            )));
+        }
+        Ok(())
+    }
+    fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
+        if coin(rng, self.p) {
+            let [lo, hi] = self.gamma_limit;
+            out.push(PixelOp::Gamma(rng.uniform_in(lo, hi) / 100.0));
+        }
+    }
+}
+
+/// albumentations' `ChannelShuffle(p)`: the three channels in an order drawn uniformly (the
+/// same order possibly).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlbuChannelShuffle {
+    /// Probability. Default 0.5.
+    #[serde(default = "half")]
+    pub p: f64,
+}
+
+impl OpSpec for AlbuChannelShuffle {
+    fn kind(&self) -> OpKind {
+        OpKind::Pixel
+    }
+    fn check(&self) -> Result<(), PipelineError> {
+        probability(self.p, "albu_channel_shuffle")
+    }
+    fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
+        if coin(rng, self.p) {
+            let mut order = [0u8, 1, 2];
+            shuffle(rng, &mut order);
+            out.push(PixelOp::PermuteChannels(order));
         }
     }
 }
@@ -1033,6 +1099,18 @@ pub(crate) fn cv2_gray(rgb: &mut [u8]) {
         let [r, g, b] = [px[0], px[1], px[2]].map(u32::from);
         let y = ((9798 * r + 19235 * g + 3735 * b + 16384) >> 15) as u8;
         px.fill(y);
+    }
+}
+
+/// albumentations' `gamma_transform` of a uint8 image: the table `(i * (1 / 255)) ** gamma *
+/// 255` truncated to bytes (numpy's `arange(0, 256 / 255, 1 / 255)` is `i` times its step).
+pub(crate) fn gamma(rgb: &mut [u8], gamma: f64) {
+    let step = 1.0 / 255.0;
+    let table: Vec<u8> = (0..256)
+        .map(|i| ((f64::from(i) * step).powf(gamma) * 255.0) as u8)
+        .collect();
+    for v in rgb {
+        *v = table[usize::from(*v)];
     }
 }
 

@@ -14,9 +14,9 @@ use hpuload_decoders::orientation::{orientation, torchvision_orientation, Orient
 use serde::{Deserialize, Serialize};
 
 use super::albu::{
-    AlbuAffine, AlbuBrightnessContrast, AlbuHueSaturationValue, AlbuLongestMaxSize,
-    AlbuPadIfNeeded, AlbuRandomRotate90, AlbuRgbShift, AlbuSmallestMaxSize, AlbuToGray,
-    AlbuTranspose, CoarseDropout,
+    AlbuAffine, AlbuBrightnessContrast, AlbuChannelShuffle, AlbuHueSaturationValue,
+    AlbuLongestMaxSize, AlbuPadIfNeeded, AlbuRandomGamma, AlbuRandomRotate90, AlbuRgbShift,
+    AlbuSmallestMaxSize, AlbuToGray, AlbuTranspose, CoarseDropout,
 };
 use super::albu_filter::{
     AlbuBlur, AlbuGaussNoise, AlbuGaussianBlur, AlbuMedianBlur, AlbuMotionBlur,
@@ -182,6 +182,10 @@ ops! {
     AlbuBrightnessContrast(AlbuBrightnessContrast) = "albu_brightness_contrast",
     /// albumentations' `RGBShift(r_shift_limit, g_shift_limit, b_shift_limit, p)`.
     AlbuRgbShift(AlbuRgbShift) = "albu_rgb_shift",
+    /// albumentations' `RandomGamma(gamma_limit, p)`.
+    AlbuRandomGamma(AlbuRandomGamma) = "albu_random_gamma",
+    /// albumentations' `ChannelShuffle(p)`.
+    AlbuChannelShuffle(AlbuChannelShuffle) = "albu_channel_shuffle",
     /// albumentations' `ToGray(p)` (three channels, `weighted_average`).
     AlbuToGray(AlbuToGray) = "albu_to_gray",
     /// albumentations' `HueSaturationValue(hue_shift_limit, sat_shift_limit,

@@ -99,6 +99,8 @@ pub enum PixelOp {
         /// The shift, in levels (255 times the brightness drawn).
         beta: f64,
     },
+    /// albumentations' `RandomGamma`: its table of `x ** gamma`, truncated.
+    Gamma(f64),
     /// albumentations' `RGBShift`: each channel's whole levels added, saturating.
     ChannelShift([i16; 3]),
     /// albumentations' `ToGray` (`weighted_average`): OpenCV's `COLOR_RGB2GRAY` of 8-bit
@@ -195,6 +197,7 @@ impl PixelOp {
             | Self::SolarizeAdd { .. }
             | Self::MultiplyAdd { .. }
             | Self::ChannelShift(_)
+            | Self::Gamma(_)
             | Self::Cv2Gray
             | Self::BoxBlur(_)
             | Self::MedianBlur(_) => true,
@@ -219,6 +222,7 @@ impl PixelOp {
             | Self::SolarizeAdd { .. }
             | Self::MultiplyAdd { .. }
             | Self::ChannelShift(_)
+            | Self::Gamma(_)
             | Self::Cv2Gray => Reach::Pointwise,
             Self::Contrast(_)
             | Self::AutoContrast
@@ -288,6 +292,7 @@ impl PixelOp {
             | Self::Cv2Affine { .. }
             | Self::MultiplyAdd { .. }
             | Self::ChannelShift(_)
+            | Self::Gamma(_)
             | Self::Cv2Gray
             | Self::BoxBlur(_)
             | Self::MedianBlur(_)

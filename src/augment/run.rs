@@ -211,6 +211,7 @@ pub fn apply(ops: &[PixelOp], rgb: &mut [u8], h: usize, w: usize, s: &mut Scratc
             PixelOp::MultiplyAdd { alpha, beta } => albu::multiply_add(rgb, *alpha, *beta),
             PixelOp::ChannelShift(shift) => albu::shift_channels(rgb, *shift),
             PixelOp::Cv2Gray => albu::cv2_gray(rgb),
+            PixelOp::Gamma(g) => albu::gamma(rgb, *g),
             PixelOp::BoxBlur(k) => albu_filter::box_blur(rgb, h, w, usize::from(*k), &mut s.sums),
             PixelOp::MedianBlur(k) => {
                 albu_filter::median_blur(rgb, h, w, usize::from(*k), &mut s.bytes)
@@ -388,6 +389,7 @@ fn adjustment(op: &PixelOp) -> Option<colour::Adjust> {
         | PixelOp::MultiplyAdd { .. }
         | PixelOp::ChannelShift(_)
         | PixelOp::Cv2Gray
+        | PixelOp::Gamma(_)
         | PixelOp::BoxBlur(_)
         | PixelOp::MedianBlur(_)
         | PixelOp::MotionBlur(_)
