@@ -417,6 +417,11 @@ fn round_byte(x: f32) -> u8 {
     (x.clamp(0.0, 255.0) + WHOLE).to_bits() as u8
 }
 
+/// OpenCV's `BORDER_REPLICATE` index of `i` in `0..n`: the nearest edge.
+fn replicate(i: isize, n: usize) -> usize {
+    i.clamp(0, n as isize - 1) as usize
+}
+
 /// OpenCV's `BORDER_REFLECT_101` index of `i` in `0..n` (`-1` reads 1, `n` reads `n - 2`).
 fn reflect101(mut i: isize, n: usize) -> usize {
     if n == 1 {
@@ -527,6 +532,7 @@ const LANES: usize = 32;
 /// odd-even merge sort of the next power of two (the inputs past `n` are 255s, which sort
 /// last), kept only where they can reach that index.
 fn median_network(n: usize) -> Vec<(u8, u8)> {
+    debug_assert!(n <= NETWORK_INPUTS);
     let size = n.next_power_of_two();
     let mut pairs = Vec::new();
     let mut p = 1;
@@ -562,6 +568,13 @@ fn median_network(n: usize) -> Vec<(u8, u8)> {
     kept
 }
 
+/// The median network of a `k` x `k` window (3, 5 or 7), built once per process.
+fn network_of(k: usize) -> &'static [(u8, u8)] {
+    static NETWORKS: [std::sync::OnceLock<Vec<(u8, u8)>>; 3] =
+        [const { std::sync::OnceLock::new() }; 3];
+    NETWORKS[k / 2 - 1].get_or_init(|| median_network(k * k))
+}
+
 /// [`median_blur`] through [`median_network`]: each output row's `k * k` shifted rows of the
 /// replicated image, 32 values at a time.
 fn median_by_network(rgb: &mut [u8], h: usize, w: usize, k: usize, padded: &mut Vec<u8>) {
@@ -584,17 +597,10 @@ fn median_by_network_avx2(rgb: &mut [u8], h: usize, w: usize, k: usize, padded: 
 #[inline(always)]
 fn median_by_network_any(rgb: &mut [u8], h: usize, w: usize, k: usize, padded: &mut Vec<u8>) {
     let n = k * k;
-    let network = median_network(n);
+    let network = network_of(k);
     let r = k / 2;
     let (pw, row) = (w + 2 * r, w * 3);
-    padded.clear();
-    for py in 0..h + 2 * r {
-        let y = py.saturating_sub(r).min(h - 1);
-        for px in 0..pw {
-            let x = px.saturating_sub(r).min(w - 1);
-            padded.extend_from_slice(&rgb[(y * w + x) * 3..][..3]);
-        }
-    }
+    pad(rgb, h, w, r, replicate, padded);
     let taps: Vec<usize> = (0..n).map(|t| ((t / k) * pw + t % k) * 3).collect();
     let mut v = [[255u8; LANES]; NETWORK_INPUTS];
     for y in 0..h {
@@ -604,7 +610,7 @@ fn median_by_network_any(rgb: &mut [u8], h: usize, w: usize, k: usize, padded: &
             for (lanes, &t) in v.iter_mut().zip(&taps) {
                 lanes[..len].copy_from_slice(&padded[base + t + start..][..len]);
             }
-            for &(a, b) in &network {
+            for &(a, b) in network {
                 let (lo, hi) = v.split_at_mut(usize::from(b));
                 let (x, y) = (&mut lo[usize::from(a)], &mut hi[0]);
                 for (x, y) in x.iter_mut().zip(y.iter_mut()) {
@@ -624,9 +630,12 @@ fn median_by_histogram(rgb: &mut [u8], h: usize, w: usize, k: usize, copy: &mut 
     copy.clear();
     copy.extend_from_slice(rgb);
     let r = (k / 2) as isize;
-    let clamp = |i: isize, n: usize| i.clamp(0, n as isize - 1) as usize;
-    let cols: Vec<usize> = (0..w + k - 1).map(|i| clamp(i as isize - r, w)).collect();
-    let rows: Vec<usize> = (0..h + k - 1).map(|i| clamp(i as isize - r, h)).collect();
+    let cols: Vec<usize> = (0..w + k - 1)
+        .map(|i| replicate(i as isize - r, w))
+        .collect();
+    let rows: Vec<usize> = (0..h + k - 1)
+        .map(|i| replicate(i as isize - r, h))
+        .collect();
     let half = k * k / 2;
     for y in 0..h {
         let window = &rows[y..y + k];
@@ -707,7 +716,7 @@ fn motion_blur_any(
 ) {
     let k = usize::from(kernel.size);
     let (pw, row) = (w + k - 1, w * 3);
-    pad_reflect101(rgb, h, w, k / 2, padded);
+    pad(rgb, h, w, k / 2, reflect101, padded);
     let weight = 1.0f32 / kernel.points.len() as f32;
     let offsets: Vec<usize> = kernel
         .points
@@ -815,7 +824,7 @@ fn sep_filter_any(
     let n = kernel.len();
     let r = n / 2;
     let (pw, row) = (w + n - 1, w * 3);
-    pad_reflect101(rgb, h, w, r, padded);
+    pad(rgb, h, w, r, reflect101, padded);
     // Along rows: every padded row's `row` sums.
     rows.clear();
     rows.resize((h + n - 1) * row, 0.0);
@@ -861,13 +870,21 @@ fn sep_filter_any(
     }
 }
 
-/// `rgb` with `r` pixels of OpenCV's reflect-101 border on every side, into `padded`.
-fn pad_reflect101(rgb: &[u8], h: usize, w: usize, r: usize, padded: &mut Vec<u8>) {
+/// `rgb` with `r` pixels of border on every side, each read where `edge` maps it, into
+/// `padded`.
+fn pad(
+    rgb: &[u8],
+    h: usize,
+    w: usize,
+    r: usize,
+    edge: fn(isize, usize) -> usize,
+    padded: &mut Vec<u8>,
+) {
     padded.clear();
     for py in 0..h + 2 * r {
-        let y = reflect101(py as isize - r as isize, h);
+        let y = edge(py as isize - r as isize, h);
         for px in 0..w + 2 * r {
-            let x = reflect101(px as isize - r as isize, w);
+            let x = edge(px as isize - r as isize, w);
             padded.extend_from_slice(&rgb[(y * w + x) * 3..][..3]);
         }
     }
@@ -986,8 +1003,7 @@ mod tests {
             rgb.iter_mut().skip(h * w).for_each(|v| *v %= 4);
             let mut ours = rgb.clone();
             median_blur(&mut ours, h, w, k, &mut Vec::new());
-            let edge = |i: isize, n: usize| i.clamp(0, n as isize - 1) as usize;
-            let want: Vec<u8> = windows(&rgb, h, w, k, edge)
+            let want: Vec<u8> = windows(&rgb, h, w, k, replicate)
                 .into_iter()
                 .map(|mut v| {
                     v.sort_unstable();
