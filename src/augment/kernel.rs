@@ -17,6 +17,9 @@ use super::spec::{OpKind, OpSpec};
 use super::{cv2_linear, two_tap};
 use crate::dtype::{Dtype, Layout};
 use crate::rng::CounterRng;
+#[cfg(target_arch = "x86_64")]
+use hpuload_decoders::jpeg::ycc16;
+use hpuload_decoders::jpeg::{ycc_to_rgb, Planes};
 
 /// `ToTensor()` then `Normalize(mean, std)`: `(x / 255 - mean) / std` per channel, fused into
 /// the output writer.
@@ -685,6 +688,93 @@ impl OutputWriter {
         stream_fence();
     }
 
+    /// Writes an `h`x`w` image given as a JPEG decode's resampled planes, before their colour
+    /// conversion, into `slot` (as [`OutputWriter::write`] takes it): the bytes that converting
+    /// them to RGB ([`Resampled::to_rgb`](hpuload_decoders::jpeg::Resampled::to_rgb)) and
+    /// writing that would give, in one pass instead of two (no RGB image in between). Only for
+    /// bf16 in NCHW on a CPU with AVX-512 BF16, where [`Bf16Affine::row_avx512`] serves the
+    /// two-pass write; `false`, writing nothing, elsewhere.
+    ///
+    /// # Panics
+    /// When a plane holds fewer than `h * w` bytes, or `slot` is not `h * w * 3` bf16 values.
+    pub fn write_resampled(
+        &self,
+        planes: Planes<'_>,
+        h: usize,
+        w: usize,
+        flip: bool,
+        slot: &mut [u8],
+    ) -> bool {
+        let Some(affine) = self
+            .affine
+            .filter(|a| a.convert && self.layout == Layout::Nchw)
+        else {
+            return false;
+        };
+        let (ycc, grey) = match planes {
+            Planes::Ycc(ycc) => (ycc, false),
+            Planes::Grey(y) => ([y; 3], true),
+        };
+        assert!(
+            ycc.iter().all(|p| p.len() >= h * w),
+            "planes smaller than the image"
+        );
+        let t = self.narrowed::<u16>();
+        let out: &mut [u16] = bytemuck::cast_slice_mut(slot);
+        assert_eq!(out.len(), h * w * 3, "slot size does not match the image");
+        let (r, rest) = out.split_at_mut(h * w);
+        let (g, b) = rest.split_at_mut(h * w);
+        let rows = r
+            .chunks_exact_mut(w)
+            .zip(g.chunks_exact_mut(w))
+            .zip(b.chunks_exact_mut(w));
+        for (i, ((r, g), b)) in rows.enumerate() {
+            let row = ycc.map(|p| &p[i * w..(i + 1) * w]);
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `convert` is set only when AVX-512 F, BW, VL and BF16 and AVX2 were
+            // detected at run time.
+            let done = unsafe { affine.ycc_row_avx512(row, grey, flip, r, g, b) };
+            #[cfg(not(target_arch = "x86_64"))]
+            let done = 0;
+            // The rest (fewer than 16 pixels; when flipping, those at the row's start) as RGB
+            // bytes, then through the tables.
+            let rest = w - done;
+            if rest > 0 {
+                let at = if flip { 0 } else { done };
+                let mut rgb = [[0u8; 3]; 16];
+                let tail = &mut rgb[..rest];
+                let [y, cb, cr] = row.map(|p| &p[at..at + rest]);
+                if grey {
+                    for (px, &v) in tail.iter_mut().zip(y) {
+                        *px = [v; 3];
+                    }
+                } else {
+                    ycc_to_rgb(y, cb, cr, bytemuck::cast_slice_mut(tail));
+                }
+                let (r, g, b) = (&mut r[done..], &mut g[done..], &mut b[done..]);
+                if flip {
+                    planar_row(&t, tail.iter().rev(), r, g, b);
+                } else {
+                    planar_row(&t, tail.iter(), r, g, b);
+                }
+            }
+        }
+        stream_fence();
+        true
+    }
+
+    /// The tables narrowed to the output type (3 KiB at most, once per sample), so the inner
+    /// loops index a native type.
+    fn narrowed<T: bytemuck::Pod + TryFrom<u32>>(&self) -> [[T; 256]; 3] {
+        std::array::from_fn(|c| {
+            std::array::from_fn(|v| {
+                T::try_from(self.table[c][v])
+                    .ok()
+                    .expect("table entries fit the dtype")
+            })
+        })
+    }
+
     /// `lead` may write the first outputs of each planar row (a vector kernel) and returns how
     /// many it wrote; the tables do the rest.
     fn write_typed<T: bytemuck::Pod + TryFrom<u32>>(
@@ -696,14 +786,7 @@ impl OutputWriter {
         target: Target<'_>,
         lead: impl Fn(&[[u8; 3]], bool, &mut [T], &mut [T], &mut [T]) -> usize,
     ) {
-        // Narrow the tables once per sample (3 KiB), so the inner loops index a native type.
-        let t: [[T; 256]; 3] = std::array::from_fn(|c| {
-            std::array::from_fn(|v| {
-                T::try_from(self.table[c][v])
-                    .ok()
-                    .expect("table entries fit the dtype")
-            })
-        });
+        let t = self.narrowed::<T>();
         let pixels: &[[u8; 3]] = bytemuck::cast_slice(&rgb[..h * w * 3]);
         // Each arm hands rows of pixels (reversed when flipping) to a loop with no bounds
         // checks, over zipped iterators.
@@ -878,7 +961,62 @@ impl Bf16Affine {
             unsafe { std::mem::transmute::<__m256bh, __m256i>(_mm512_cvtneps_pbh(x)) }
         };
         let w = src.len() / 3;
-        sixteens(w, flip, [r, g, b], sixteen)
+        sixteens(w, flip, [r, g, b], |s| {
+            std::array::from_fn(|c| sixteen(s, c))
+        })
+    }
+
+    /// [`Self::row_avx512`]'s outputs for a row given as planes before colour conversion
+    /// (`row`: Y, Cb and Cr, or with `grey` one plane three times): each 16 pixels' R, G and
+    /// B computed as the decoders compute them ([`ycc16`]), clamped to bytes as their
+    /// saturating pack clamps, then the same product, sum and conversion to bf16. Returns
+    /// the pixels written, in whole groups of 16 (the caller writes the rest).
+    /// Safe: only calling it needs these features (`unsafe` at the call, where the CPU was
+    /// checked); its loads read checked slices of the planes, and its stores are bounded by
+    /// `sixteens`' assert on the planes' lengths.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl,avx512bf16")]
+    fn ycc_row_avx512(
+        &self,
+        row: [&[u8]; 3],
+        grey: bool,
+        flip: bool,
+        r: &mut [u16],
+        g: &mut [u16],
+        b: &mut [u16],
+    ) -> usize {
+        use std::arch::x86_64::*;
+        let scale = self.scale.map(|s| _mm512_set1_ps(s));
+        let bias = self.bias.map(|s| _mm512_set1_ps(s));
+        let reverse = _mm_setr_epi8(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+        let (zero, max) = (_mm256_setzero_si256(), _mm256_set1_epi16(255));
+        // The 16 source pixels from `s` of a plane, in output order.
+        let load = |plane: &[u8], s: usize| {
+            let p = &plane[s..s + 16];
+            // SAFETY: a 16-byte load of the 16 bytes sliced above.
+            let v = unsafe { _mm_loadu_si128(p.as_ptr().cast()) };
+            if flip {
+                _mm_shuffle_epi8(v, reverse)
+            } else {
+                v
+            }
+        };
+        let sixteen = |s: usize| {
+            let rgb = if grey {
+                let y = _mm256_cvtepu8_epi16(load(row[0], s));
+                [y; 3]
+            } else {
+                ycc16(load(row[0], s), load(row[1], s), load(row[2], s))
+            };
+            std::array::from_fn(|c| {
+                let v = _mm256_min_epi16(_mm256_max_epi16(rgb[c], zero), max);
+                let x = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(v));
+                let x = _mm512_add_ps(_mm512_mul_ps(x, scale[c]), bias[c]);
+                // SAFETY: `__m256bh` and `__m256i` are both 256 bits of plain data.
+                unsafe { std::mem::transmute::<__m256bh, __m256i>(_mm512_cvtneps_pbh(x)) }
+            })
+        };
+        sixteens(row[0].len(), flip, [r, g, b], sixteen)
     }
 
     /// The outputs of one row in whole groups of 16; returns how many it wrote (the table
@@ -941,7 +1079,9 @@ impl Bf16Affine {
             let odd = rounded(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(dealt, dealt)), c);
             _mm256_blend_epi16(_mm256_srli_epi32(even, 16), odd, 0xAA)
         };
-        sixteens(w, flip, [r, g, b], sixteen)
+        sixteens(w, flip, [r, g, b], |s| {
+            std::array::from_fn(|c| sixteen(s, c))
+        })
     }
 }
 
@@ -1005,8 +1145,8 @@ fn gather8(
     _mm_or_si128(_mm_shuffle_epi8(lo, pick.0), _mm_shuffle_epi8(hi, pick.1))
 }
 
-/// The bf16 writers' whole steps: 32 output pixels a step, then 16, each plane's 16 values of
-/// a group from `sixteen(first source pixel, channel)` (in output order); returns the pixels
+/// The bf16 writers' whole steps: 32 output pixels a step, then 16, the three planes' 16
+/// values of a group from `sixteen(first source pixel)` (in output order); returns the pixels
 /// written. Each plane gets 64 consecutive bytes a step, a whole cache line when the rows
 /// are aligned to it, so a streamed line leaves the write-combining buffer whole; the stores
 /// stream when the three rows start on 32 bytes.
@@ -1017,7 +1157,7 @@ fn sixteens(
     w: usize,
     flip: bool,
     planes: [&mut [u16]; 3],
-    sixteen: impl Fn(usize, usize) -> std::arch::x86_64::__m256i,
+    sixteen: impl Fn(usize) -> [std::arch::x86_64::__m256i; 3],
 ) -> usize {
     use std::arch::x86_64::{__m256i, _mm256_storeu_si256, _mm256_stream_si256};
     assert!(planes.iter().all(|p| p.len() >= w));
@@ -1043,19 +1183,19 @@ fn sixteens(
     while at + 32 <= w {
         let s = first(at, 32);
         let (x, y) = if flip { (s + 16, s) } else { (s, s + 16) };
+        let (v0, v1) = (sixteen(x), sixteen(y));
         for (c, plane) in [&mut *r, &mut *g, &mut *b].into_iter().enumerate() {
-            let (v0, v1) = (sixteen(x, c), sixteen(y, c));
             let p = plane[at..at + 32].as_mut_ptr();
-            store(p, v0);
+            store(p, v0[c]);
             // SAFETY: 16 of the 32 u16s sliced above.
-            store(unsafe { p.add(16) }, v1);
+            store(unsafe { p.add(16) }, v1[c]);
         }
         at += 32;
     }
     if at + 16 <= w {
-        let s = first(at, 16);
+        let v = sixteen(first(at, 16));
         for (c, plane) in [&mut *r, &mut *g, &mut *b].into_iter().enumerate() {
-            store(plane[at..at + 16].as_mut_ptr(), sixteen(s, c));
+            store(plane[at..at + 16].as_mut_ptr(), v[c]);
         }
         at += 16;
     }
@@ -1512,6 +1652,75 @@ mod tests {
             fast.write(&rgb, 1, 256, false, &mut a);
             table_only.write(&rgb, 1, 256, false, &mut b);
             assert_eq!(a, b);
+        }
+    }
+
+    #[test]
+    fn resampled_planes_write_the_bits_of_their_rgb_written_for_every_width_flip_and_grey() {
+        let fast = OutputWriter::new(Dtype::Bf16, Layout::Nchw, Some(Normalize::imagenet()));
+        let table_only = OutputWriter {
+            affine: None,
+            ..fast.clone()
+        };
+        // Two-pass reference: the decoders' RGB bytes, then the tables.
+        let two_pass = |planes: Planes<'_>, h: usize, w: usize, flip: bool| {
+            let mut rgb = vec![0u8; h * w * 3];
+            match planes {
+                Planes::Ycc([y, cb, cr]) => ycc_to_rgb(y, cb, cr, &mut rgb),
+                Planes::Grey(y) => {
+                    for (px, &v) in rgb.chunks_exact_mut(3).zip(y) {
+                        px.fill(v);
+                    }
+                }
+            }
+            let mut out = vec![0u8; h * w * 6];
+            table_only.write(&rgb, h, w, flip, &mut out);
+            out
+        };
+        let fused = |planes: Planes<'_>, h: usize, w: usize, flip: bool, shift: usize| {
+            let mut a = AlignedSlot::new(h * w * 6, shift);
+            let written = fast.write_resampled(planes, h, w, flip, a.bytes());
+            written.then(|| a.bytes().to_vec())
+        };
+        if fused(Planes::Grey(&[0]), 1, 1, false, 0).is_none() {
+            assert!(
+                !avx512_bf16(),
+                "the one-pass write is there wherever AVX-512 BF16 is"
+            );
+            return;
+        }
+        // Widths that take each step (32 and 16 pixels, then the tables), aligned slots (the
+        // streamed stores) and unaligned ones, colour and grey.
+        for w in [1, 7, 15, 16, 17, 31, 32, 33, 47, 48, 57, 64, 224] {
+            let h = 3;
+            let plane = |k: usize| -> Vec<u8> {
+                (0..h * w)
+                    .map(|i| ((i * (97 + 60 * k) + 31 * k) % 256) as u8)
+                    .collect()
+            };
+            let (y, cb, cr) = (plane(0), plane(1), plane(2));
+            for planes in [Planes::Ycc([&y, &cb, &cr]), Planes::Grey(&y)] {
+                for (flip, shift) in [(false, 0), (true, 0), (false, 2), (true, 2)] {
+                    assert_eq!(
+                        fused(planes, h, w, flip, shift).expect("written above"),
+                        two_pass(planes, h, w, flip),
+                        "width {w}, flip {flip}, shift {shift}, {planes:?}"
+                    );
+                }
+            }
+        }
+        // Every chroma pair at luma levels that take R, G and B past both ends of a byte.
+        let (cb, cr): (Vec<u8>, Vec<u8>) = (0..=255u8)
+            .flat_map(|b| (0..=255u8).map(move |r| (b, r)))
+            .unzip();
+        for level in [0u8, 1, 40, 128, 220, 255] {
+            let y = vec![level; 256 * 256];
+            let planes = Planes::Ycc([&y, &cb, &cr]);
+            assert_eq!(
+                fused(planes, 256, 256, false, 0).expect("written above"),
+                two_pass(planes, 256, 256, false),
+                "luma {level}"
+            );
         }
     }
 

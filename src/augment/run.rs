@@ -10,6 +10,7 @@ use super::kernel::{Normalize, OutputWriter};
 use super::pixel::{AugMixPlan, PixelOp, Scratch};
 use super::{albu, albu_filter, blur, colour, geometry, pil};
 use crate::dtype::{Dtype, Layout};
+use hpuload_decoders::jpeg::Planes;
 
 /// What a sample's pixels go through after the decode: the pixel ops on the RGB8 image, the
 /// horizontal flip fused into the output writer, and the erase boxes on the written slot.
@@ -331,6 +332,29 @@ impl PixelStage {
         for b in &plan.erase {
             erase::erase(slot, self.dtype, self.layout, h, w, b);
         }
+    }
+
+    /// [`PixelStage::write`] of an image given as a JPEG decode's resampled planes before
+    /// their colour conversion, in one pass ([`OutputWriter::write_resampled`]), when that
+    /// gives the same bytes: `plan` has no pixel ops and no placement, and the writer has
+    /// such a pass. `false`, writing nothing, otherwise (convert the planes to RGB and
+    /// [`PixelStage::run`] instead).
+    ///
+    /// # Panics
+    /// As [`PixelStage::write`]; a plane smaller than the plan's size.
+    pub fn write_resampled(&self, planes: Planes<'_>, plan: &PixelPlan, slot: &mut [u8]) -> bool {
+        if !plan.ops.is_empty() || plan.placed.is_some() {
+            return false;
+        }
+        let (h, w) = (plan.size.0 as usize, plan.size.1 as usize);
+        let slot = &mut slot[..self.bytes(plan)];
+        if !self.writer.write_resampled(planes, h, w, plan.flip, slot) {
+            return false;
+        }
+        for b in &plan.erase {
+            erase::erase(slot, self.dtype, self.layout, h, w, b);
+        }
+        true
     }
 
     /// [`PixelStage::write`] into three channel planes that need not be adjacent (a frame of a

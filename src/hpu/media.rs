@@ -14,7 +14,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
-use hpuload_decoders::jpeg::{scaled_region, DecodePlan};
+use hpuload_decoders::jpeg::{scaled_region, DecodePlan, Planes};
 use hpuload_decoders::orientation::Orientation;
 use hpuload_decoders::{DecodeError, ImageFormat, ImageInfo, JpegDecoder, Limits};
 
@@ -56,6 +56,11 @@ pub trait DeviceOp: Send + Sync {
     fn transform(&self, rgb: &mut [u8], plan: &PixelPlan, scratch: &mut Scratch);
     /// Writes `rgb` into `out` as `plan` says (flip, erase boxes).
     fn write(&self, rgb: &[u8], plan: &PixelPlan, out: &mut [u8]);
+    /// [`DeviceOp::transform`] then [`DeviceOp::write`] of the decode's output given as its
+    /// resampled planes, before their conversion to RGB, when the op can do it in one pass
+    /// with the same result; `false`, writing nothing, when it cannot (the engine then
+    /// converts them and runs the two).
+    fn write_resampled(&self, planes: Planes<'_>, plan: &PixelPlan, out: &mut [u8]) -> bool;
 }
 
 impl DeviceOp for PixelStage {
@@ -65,6 +70,10 @@ impl DeviceOp for PixelStage {
 
     fn write(&self, rgb: &[u8], plan: &PixelPlan, out: &mut [u8]) {
         PixelStage::write(self, rgb, plan, out);
+    }
+
+    fn write_resampled(&self, planes: Planes<'_>, plan: &PixelPlan, out: &mut [u8]) -> bool {
+        PixelStage::write_resampled(self, planes, plan, out)
     }
 }
 
@@ -149,6 +158,14 @@ fn write_out<T, E>(
             write(&mut d.buffer.lease(d.offset, len))
         }
     }
+}
+
+/// Whether a JPEG job's output may go from the decoder's resampled planes straight into its
+/// destination ([`DeviceOp::write_resampled`]): nothing between the decode and the device op
+/// (the image needs no turn upright), and the plan's size is the decode's output size.
+fn fuses(decode: &DecodePlan, turn: Orientation, augment: &PixelPlan) -> bool {
+    let request = &decode.request;
+    turn == Orientation::Upright && augment.size == (request.out_h, request.out_w)
 }
 
 /// Whether `source` lies inside the device slot `destination` (the loader's JPEG jobs: the
@@ -257,9 +274,39 @@ impl Engine {
         self.copy_out(&source);
         self.size_pixels(&decode);
         let decoded = match &canvas {
-            None => self
-                .decoder
-                .decode_planned(&self.bitstream, &decode, &mut self.pixels),
+            None => {
+                let fused = fuses(&decode, turn, &augment);
+                match self.decoder.decode_planned_planes(&self.bitstream, &decode) {
+                    Ok(planes) => {
+                        let t1 = CpuClock::now();
+                        let written = fused
+                            && match &mut destination {
+                                Destination::Device(d) => {
+                                    d.buffer.prefault(d.offset, d.len);
+                                    let mut out = d.buffer.lease(d.offset, d.len);
+                                    op.write_resampled(planes.planes, &augment, &mut out)
+                                }
+                                Destination::Host(slot) => {
+                                    let mut written = false;
+                                    slot.write(&mut |out| {
+                                        written = op.write_resampled(planes.planes, &augment, out);
+                                    });
+                                    written
+                                }
+                            };
+                        if written {
+                            return done(Ok(EngineTimes {
+                                decode: t1 - t0,
+                                op: t1.elapsed(),
+                                frames: None,
+                            }));
+                        }
+                        planes.to_rgb(&mut self.pixels);
+                        Ok(())
+                    }
+                    Err(error) => Err(error),
+                }
+            }
             Some(canvas) => self.decode_canvas(&decode, canvas),
         };
         let t1 = CpuClock::now();
@@ -339,17 +386,33 @@ impl Engine {
         self.size_pixels(decode);
         let mut out = slot.buffer.lease(slot.offset, slot.len);
         let bytes = source.offset - slot.offset..source.offset - slot.offset + source.len;
-        let decoded = self
+        let t1 = match self
             .decoder
-            .decode_planned(&out[bytes.clone()], decode, &mut self.pixels);
-        let t1 = CpuClock::now();
-        if let Err(error) = decoded {
-            return Err(JobFailure {
-                error: error.into(),
-                bitstream: out[bytes].to_vec(),
-                augment,
-            });
-        }
+            .decode_planned_planes(&out[bytes.clone()], decode)
+        {
+            Ok(planes) => {
+                // The bitstream has been read: the output may overwrite it now.
+                let t1 = CpuClock::now();
+                if fuses(decode, turn, &augment)
+                    && op.write_resampled(planes.planes, &augment, &mut out)
+                {
+                    return Ok(EngineTimes {
+                        decode: t1 - t0,
+                        op: t1.elapsed(),
+                        frames: None,
+                    });
+                }
+                planes.to_rgb(&mut self.pixels);
+                CpuClock::now()
+            }
+            Err(error) => {
+                return Err(JobFailure {
+                    error: error.into(),
+                    bitstream: out[bytes].to_vec(),
+                    augment,
+                })
+            }
+        };
         self.transform(decode, turn, &augment, op);
         op.write(&self.pixels, &augment, &mut out);
         Ok(EngineTimes {

@@ -314,3 +314,51 @@ fn a_batch_sent_to_the_device_in_parts_holds_the_bytes_of_batches_sent_whole() {
     assert_eq!(parts.1, whole.1, "same labels");
     assert!(parts.0 == whole.0, "same bytes");
 }
+
+/// On the engine, a bf16 NCHW batch is written from the decoder's resampled planes in one
+/// pass, colour conversion and normalization together (where the CPU has AVX-512 BF16; the
+/// two-pass write elsewhere), and an f32 batch through an RGB image then the tables. Both must
+/// hold the same values: each bf16 is the f32 rounded to bf16, for colour and greyscale
+/// JPEGs, flipped or not, in device and host batches.
+#[test]
+fn engine_bf16_batches_are_its_f32_batches_rounded_for_colour_and_grey_jpegs() {
+    use hpuload::Placement;
+    let data = common::dataset("bf16-f32", 20);
+    let folder = ImageFolder::open(data.path()).unwrap();
+    for entry in folder.entries().iter().step_by(4) {
+        let grey = image::open(&entry.path).unwrap().to_luma8();
+        grey.save(&entry.path).unwrap();
+    }
+    let run = |dtype: Dtype, placement: Placement| {
+        let mut l = Loader::builder(ImageFolder::open(data.path()).unwrap())
+            .batch_size(5)
+            .shuffle(9)
+            .workers(2)
+            .backend(Backend::Hw)
+            .pipeline(common::train_at(224))
+            .output(dtype, Layout::Nchw)
+            .placement(placement)
+            .build()
+            .unwrap();
+        let batches = epoch_bytes(&mut l, 0);
+        assert_eq!(l.report().hw_samples, 20, "every image on the engine");
+        batches
+    };
+    for placement in [Placement::Device, Placement::Host] {
+        let (wide, narrow) = (run(Dtype::F32, placement), run(Dtype::Bf16, placement));
+        assert_eq!(wide.len(), narrow.len());
+        for (f, b) in wide.iter().zip(&narrow) {
+            assert_eq!(f.2, b.2, "same samples");
+            let rounded: Vec<u16> = f
+                .0
+                .chunks(4)
+                .map(|c| half::bf16::from_f32(f32::from_ne_bytes(c.try_into().unwrap())).to_bits())
+                .collect();
+            let got: Vec<u16> =
+                b.0.chunks(2)
+                    .map(|c| u16::from_ne_bytes(c.try_into().unwrap()))
+                    .collect();
+            assert!(rounded == got, "{placement:?}: bf16 is not the f32 rounded");
+        }
+    }
+}

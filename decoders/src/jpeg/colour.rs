@@ -3,6 +3,7 @@
 
 /// libjpeg's YCbCr -> RGB in 16-bit fixed point: R, G and B are computed as planes in chunks
 /// (vectorized; an AVX2 or AVX-512 VBMI kernel is chosen at run time) and then interleaved.
+#[derive(Clone, Copy, Debug)]
 pub(super) struct YccTables {
     /// AVX2 was detected at run time.
     pub avx2: bool,
@@ -82,19 +83,37 @@ fn ycc16_avx2(y: &[u8; 16], cb: &[u8; 16], cr: &[u8; 16], out: &mut [u8; 48]) {
 #[target_feature(enable = "avx2")]
 #[inline]
 fn ycc16_planes(y: &[u8; 16], cb: &[u8; 16], cr: &[u8; 16]) -> [std::arch::x86_64::__m256i; 3] {
-    use std::arch::x86_64::{
-        __m128i, __m256i, _mm256_add_epi16, _mm256_add_epi32, _mm256_cvtepu8_epi16,
-        _mm256_madd_epi16, _mm256_packs_epi32, _mm256_set1_epi16, _mm256_set1_epi32,
-        _mm256_srai_epi32, _mm256_sub_epi16, _mm256_unpackhi_epi16, _mm256_unpacklo_epi16,
-        _mm_loadu_si128,
-    };
+    use std::arch::x86_64::{__m128i, _mm_loadu_si128};
     // SAFETY: 16-byte loads of 16-byte arrays; unaligned loads are allowed.
     let load = |p: &[u8; 16]| unsafe { _mm_loadu_si128(p.as_ptr().cast::<__m128i>()) };
+    ycc16(load(y), load(cb), load(cr))
+}
+
+/// libjpeg's conversion of the 16 pixels whose Y, Cb and Cr bytes are `y`, `cb` and `cr`
+/// (lane `i` of each): their R, G and B in i16 lanes, in order and not yet saturated (a
+/// saturating pack to bytes, or a clamp to 0..=255, gives the decoders' bytes).
+///
+/// # Safety
+/// Safe to call from code compiled for AVX2; anywhere else the CPU must support AVX2, which
+/// the caller checks first.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+pub fn ycc16(
+    y: std::arch::x86_64::__m128i,
+    cb: std::arch::x86_64::__m128i,
+    cr: std::arch::x86_64::__m128i,
+) -> [std::arch::x86_64::__m256i; 3] {
+    use std::arch::x86_64::{
+        __m256i, _mm256_add_epi16, _mm256_add_epi32, _mm256_cvtepu8_epi16, _mm256_madd_epi16,
+        _mm256_packs_epi32, _mm256_set1_epi16, _mm256_set1_epi32, _mm256_srai_epi32,
+        _mm256_sub_epi16, _mm256_unpackhi_epi16, _mm256_unpacklo_epi16,
+    };
     let pair = |a: i16, b: i16| _mm256_set1_epi32((i32::from(b) << 16) | i32::from(a as u16));
     let mid = _mm256_set1_epi16(128);
-    let yv = _mm256_cvtepu8_epi16(load(y));
-    let cbv = _mm256_sub_epi16(_mm256_cvtepu8_epi16(load(cb)), mid);
-    let crv = _mm256_sub_epi16(_mm256_cvtepu8_epi16(load(cr)), mid);
+    let yv = _mm256_cvtepu8_epi16(y);
+    let cbv = _mm256_sub_epi16(_mm256_cvtepu8_epi16(cb), mid);
+    let crv = _mm256_sub_epi16(_mm256_cvtepu8_epi16(cr), mid);
     // `(a * wa + b * wb) >> 16` for the 16 lanes of `a` and `b`: unpacking and packing both work
     // within 128-bit halves, so the lanes come back in order.
     let term = |a: __m256i, b: __m256i, wa: i16, wb: i16| {

@@ -33,9 +33,9 @@ mod upsample;
 
 use crate::jpeg_markers;
 use crate::{Decode, DecodeError, ImageFormat, ImageInfo, Limits};
-#[cfg(target_arch = "x86_64")]
-pub use colour::store_rgb16;
 use colour::YccTables;
+#[cfg(target_arch = "x86_64")]
+pub use colour::{store_rgb16, ycc16};
 use header::{Coding, Header};
 use huffman::{BitReader, HuffmanTable, Unstuffed, EOB_RUN};
 use idct::Idct;
@@ -114,6 +114,46 @@ pub struct ResizeRequest {
     pub out_h: u32,
     /// The resampling filter.
     pub filter: Filter,
+}
+
+/// A resampled decode's output before its colour conversion ([`JpegDecoder::decode_planned_planes`]):
+/// each plane `out_w` x `out_h` bytes, row after row.
+#[derive(Clone, Copy, Debug)]
+pub enum Planes<'a> {
+    /// A colour JPEG's Y, Cb and Cr, to be converted as libjpeg converts them ([`ycc_to_rgb`]).
+    Ycc([&'a [u8]; 3]),
+    /// A greyscale JPEG's one plane: R, G and B are each its value.
+    Grey(&'a [u8]),
+}
+
+/// The planes of a resampled decode, and the conversion to RGB that
+/// [`JpegDecoder::decode_resized`] would end with.
+#[derive(Clone, Copy, Debug)]
+pub struct Resampled<'a> {
+    /// The planes.
+    pub planes: Planes<'a>,
+    ycc: YccTables,
+}
+
+impl Resampled<'_> {
+    /// Writes the planes as interleaved RGB8 into `out` (three bytes per pixel, its first
+    /// `3 * pixels` bytes): the bytes [`JpegDecoder::decode_resized`] gives.
+    pub fn to_rgb(&self, out: &mut [u8]) {
+        match self.planes {
+            Planes::Grey(y) => {
+                for (px, &v) in out.chunks_exact_mut(3).zip(y) {
+                    px.fill(v);
+                }
+            }
+            Planes::Ycc([y, cb, cr]) => self.ycc.convert(y, cb, cr, out),
+        }
+    }
+}
+
+/// Converts Y, Cb and Cr samples to interleaved RGB8 with libjpeg's fixed-point arithmetic,
+/// as the decoders do (`min(len)` pixels of the three, into `out`'s first bytes).
+pub fn ycc_to_rgb(y: &[u8], cb: &[u8], cr: &[u8], out: &mut [u8]) {
+    YccTables::new().convert(y, cb, cr, out);
 }
 
 /// One bitstream's decode on the media engine, as whoever routed it planned it: the request,
@@ -458,6 +498,38 @@ impl JpegDecoder {
         }
     }
 
+    /// [`JpegDecoder::decode_planned`] up to its last step: the output's planes, resampled to
+    /// the output size but not yet converted to RGB, for a consumer that converts them as it
+    /// writes them elsewhere (the media engine's device op, into a batch slot). They are the
+    /// decoder's own and stay valid until its next decode.
+    ///
+    /// # Errors
+    /// As [`JpegDecoder::decode_planned`] (but for an output buffer's size: there is none).
+    pub fn decode_planned_planes(
+        &mut self,
+        bytes: &[u8],
+        plan: &DecodePlan,
+    ) -> Result<Resampled<'_>, DecodeError> {
+        self.set_limits(plan.limits);
+        let components = match &plan.parsed {
+            Some(parsed) => {
+                if parsed.len != bytes.len() {
+                    return Err(DecodeError::Parameter(
+                        "the parsed headers are of other bytes",
+                    ));
+                }
+                self.resample(bytes, &parsed.header, &plan.request)?;
+                parsed.header.components.len()
+            }
+            None => {
+                let h = header::parse(bytes, &self.limits, self.host)?;
+                self.resample(bytes, &h, &plan.request)?;
+                h.components.len()
+            }
+        };
+        Ok(self.planes_out(components))
+    }
+
     /// Like [`Decode::probe`], and keeps the parsed headers for
     /// [`JpegDecoder::decode_resized_parsed`].
     ///
@@ -503,6 +575,26 @@ impl JpegDecoder {
         request: &ResizeRequest,
         out: &mut [u8],
     ) -> Result<(), DecodeError> {
+        let expected = request.out_w as usize * request.out_h as usize * 3;
+        if out.len() != expected {
+            return Err(DecodeError::BufferSize {
+                expected,
+                got: out.len(),
+            });
+        }
+        self.resample(bytes, h, request)?;
+        self.planes_out(h.components.len()).to_rgb(out);
+        Ok(())
+    }
+
+    /// [`Self::resized`] up to the colour conversion: the output planes are left in the
+    /// resampler.
+    fn resample(
+        &mut self,
+        bytes: &[u8],
+        h: &Header,
+        request: &ResizeRequest,
+    ) -> Result<(), DecodeError> {
         let ResizeRequest {
             region,
             scale,
@@ -519,13 +611,6 @@ impl JpegDecoder {
         let sr = Self::check_request(h, region, scale)?;
         if out_w == 0 || out_h == 0 {
             return Err(DecodeError::Parameter("output size must be at least 1x1"));
-        }
-        let expected = out_w as usize * out_h as usize * 3;
-        if out.len() != expected {
-            return Err(DecodeError::BufferSize {
-                expected,
-                got: out.len(),
-            });
         }
         let inside = |lo: f64, len: f64, r0: u32, rlen: u32| {
             // A little slack for windows computed in floating point from integer ones.
@@ -561,16 +646,21 @@ impl JpegDecoder {
             self.resampler
                 .plane(k, &self.planes[k], &g, &target, k == 2)?;
         }
-        let y = self.resampler.out(0);
-        if h.components.len() == 1 {
-            for (px, &v) in out.chunks_exact_mut(3).zip(y) {
-                px.fill(v);
-            }
-        } else {
-            let (cb, cr) = (self.resampler.out(1), self.resampler.out(2));
-            self.ycc.convert(y, cb, cr, out);
-        }
         Ok(())
+    }
+
+    /// The resampler's output planes after a resampled decode of an image of `components`.
+    fn planes_out(&self, components: usize) -> Resampled<'_> {
+        let y = self.resampler.out(0);
+        let planes = if components == 1 {
+            Planes::Grey(y)
+        } else {
+            Planes::Ycc([y, self.resampler.out(1), self.resampler.out(2)])
+        };
+        Resampled {
+            planes,
+            ycc: self.ycc,
+        }
     }
 
     /// Parses the header and checks a decode's parameters; returns the header and the scaled
