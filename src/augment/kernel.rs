@@ -962,7 +962,7 @@ impl Bf16Affine {
         };
         let w = src.len() / 3;
         sixteens(w, flip, [r, g, b], |s| {
-            std::array::from_fn(|c| sixteen(s, c))
+            [sixteen(s, 0), sixteen(s, 1), sixteen(s, 2)]
         })
     }
 
@@ -1008,13 +1008,14 @@ impl Bf16Affine {
             } else {
                 ycc16(load(row[0], s), load(row[1], s), load(row[2], s))
             };
-            std::array::from_fn(|c| {
+            let channel = |c: usize| {
                 let v = _mm256_min_epi16(_mm256_max_epi16(rgb[c], zero), max);
                 let x = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(v));
                 let x = _mm512_add_ps(_mm512_mul_ps(x, scale[c]), bias[c]);
                 // SAFETY: `__m256bh` and `__m256i` are both 256 bits of plain data.
                 unsafe { std::mem::transmute::<__m256bh, __m256i>(_mm512_cvtneps_pbh(x)) }
-            })
+            };
+            [channel(0), channel(1), channel(2)]
         };
         sixteens(row[0].len(), flip, [r, g, b], sixteen)
     }
@@ -1080,7 +1081,7 @@ impl Bf16Affine {
             _mm256_blend_epi16(_mm256_srli_epi32(even, 16), odd, 0xAA)
         };
         sixteens(w, flip, [r, g, b], |s| {
-            std::array::from_fn(|c| sixteen(s, c))
+            [sixteen(s, 0), sixteen(s, 1), sixteen(s, 2)]
         })
     }
 }
@@ -1149,7 +1150,9 @@ fn gather8(
 /// values of a group from `sixteen(first source pixel)` (in output order); returns the pixels
 /// written. Each plane gets 64 consecutive bytes a step, a whole cache line when the rows
 /// are aligned to it, so a streamed line leaves the write-combining buffer whole; the stores
-/// stream when the three rows start on 32 bytes.
+/// stream when the three rows start on 32 bytes. (A caller's `sixteen` lists its three
+/// channels as an array literal: `array::from_fn`, compiled without AVX, cannot inline a
+/// closure compiled with it, and each channel's vector would go through memory.)
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[inline]
