@@ -604,6 +604,9 @@ pub struct OutputWriter {
     /// For bf16 NCHW on a CPU with AVX2, when it reproduces `table` exactly: the same values
     /// computed 8 pixels at a time.
     affine: Option<Bf16Affine>,
+    /// For f32 NCHW on a CPU with AVX-512 F and BW, when they reproduce `table` exactly: the
+    /// float steps of the normalization, for the one-pass write from a decode's planes.
+    f32_steps: Option<F32Steps>,
 }
 
 impl OutputWriter {
@@ -633,11 +636,15 @@ impl OutputWriter {
         let affine = (dtype == Dtype::Bf16 && layout == Layout::Nchw)
             .then(|| Bf16Affine::exact_for(&table, normalize))
             .flatten();
+        let f32_steps = (dtype == Dtype::F32 && layout == Layout::Nchw && avx512())
+            .then(|| F32Steps::exact_for(&table, normalize))
+            .flatten();
         Self {
             dtype,
             layout,
             table,
             affine,
+            f32_steps,
         }
     }
 
@@ -692,8 +699,9 @@ impl OutputWriter {
     /// conversion, into `slot` (as [`OutputWriter::write`] takes it): the bytes that converting
     /// them to RGB ([`Resampled::to_rgb`](hpuload_decoders::jpeg::Resampled::to_rgb)) and
     /// writing that would give, in one pass instead of two (no RGB image in between). Only for
-    /// bf16 in NCHW on a CPU with AVX-512 BF16, where [`Bf16Affine::row_avx512`] serves the
-    /// two-pass write; `false`, writing nothing, elsewhere.
+    /// NCHW: bf16 on a CPU with AVX-512 BF16, where [`Bf16Affine::row_avx512`] serves the
+    /// two-pass write, and f32 on one with AVX-512 F and BW, where the normalization's float
+    /// steps give the tables' bits ([`F32Steps`]); `false`, writing nothing, elsewhere.
     ///
     /// # Panics
     /// When a plane holds fewer than `h * w` bytes, or `slot` is not `h * w * 3` bf16 values.
@@ -705,15 +713,23 @@ impl OutputWriter {
         flip: bool,
         slot: &mut [u8],
     ) -> bool {
+        let (ycc, grey) = match planes {
+            Planes::Ycc(ycc) => (ycc, false),
+            Planes::Grey(y) => ([y; 3], true),
+        };
+        if let Some(steps) = self.f32_steps {
+            assert!(
+                ycc.iter().all(|p| p.len() >= h * w),
+                "planes smaller than the image"
+            );
+            self.write_resampled_f32(steps, ycc, grey, h, w, flip, slot);
+            return true;
+        }
         let Some(affine) = self
             .affine
             .filter(|a| a.convert && self.layout == Layout::Nchw)
         else {
             return false;
-        };
-        let (ycc, grey) = match planes {
-            Planes::Ycc(ycc) => (ycc, false),
-            Planes::Grey(y) => ([y; 3], true),
         };
         assert!(
             ycc.iter().all(|p| p.len() >= h * w),
@@ -736,31 +752,80 @@ impl OutputWriter {
             let done = unsafe { affine.ycc_row_avx512(row, grey, flip, r, g, b) };
             #[cfg(not(target_arch = "x86_64"))]
             let done = 0;
-            // The rest (fewer than 16 pixels; when flipping, those at the row's start) as RGB
-            // bytes, then through the tables.
-            let rest = w - done;
-            if rest > 0 {
-                let at = if flip { 0 } else { done };
-                let mut rgb = [[0u8; 3]; 16];
-                let tail = &mut rgb[..rest];
-                let [y, cb, cr] = row.map(|p| &p[at..at + rest]);
-                if grey {
-                    for (px, &v) in tail.iter_mut().zip(y) {
-                        *px = [v; 3];
-                    }
-                } else {
-                    ycc_to_rgb(y, cb, cr, bytemuck::cast_slice_mut(tail));
-                }
-                let (r, g, b) = (&mut r[done..], &mut g[done..], &mut b[done..]);
-                if flip {
-                    planar_row(&t, tail.iter().rev(), r, g, b);
-                } else {
-                    planar_row(&t, tail.iter(), r, g, b);
-                }
-            }
+            self.tail_from_planes(&t, row, grey, flip, done, [r, g, b]);
         }
         stream_fence();
         true
+    }
+
+    /// [`OutputWriter::write_resampled`] for f32: each 16 pixels' R, G and B as the decoders
+    /// compute them, then the normalization's float steps (`steps`), 16 values a store.
+    #[allow(clippy::too_many_arguments)]
+    fn write_resampled_f32(
+        &self,
+        steps: F32Steps,
+        ycc: [&[u8]; 3],
+        grey: bool,
+        h: usize,
+        w: usize,
+        flip: bool,
+        slot: &mut [u8],
+    ) {
+        let t = self.narrowed::<u32>();
+        let out: &mut [u32] = bytemuck::cast_slice_mut(slot);
+        assert_eq!(out.len(), h * w * 3, "slot size does not match the image");
+        let (r, rest) = out.split_at_mut(h * w);
+        let (g, b) = rest.split_at_mut(h * w);
+        let rows = r
+            .chunks_exact_mut(w)
+            .zip(g.chunks_exact_mut(w))
+            .zip(b.chunks_exact_mut(w));
+        for (i, ((r, g), b)) in rows.enumerate() {
+            let row = ycc.map(|p| &p[i * w..(i + 1) * w]);
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `f32_steps` is set only when AVX-512 F and BW and AVX2 were detected at
+            // run time.
+            let done = unsafe { steps.ycc_row_avx512(row, grey, flip, [r, g, b]) };
+            #[cfg(not(target_arch = "x86_64"))]
+            let done = 0;
+            self.tail_from_planes(&t, row, grey, flip, done, [r, g, b]);
+        }
+        stream_fence();
+    }
+
+    /// The last `w - done` outputs of a row written from its planes (fewer than 16; when
+    /// flipping, from the source pixels at the row's start): converted to RGB bytes as the
+    /// decoders convert them, then through the tables `t`.
+    fn tail_from_planes<T: bytemuck::Pod>(
+        &self,
+        t: &[[T; 256]; 3],
+        row: [&[u8]; 3],
+        grey: bool,
+        flip: bool,
+        done: usize,
+        [r, g, b]: [&mut [T]; 3],
+    ) {
+        let rest = row[0].len() - done;
+        if rest == 0 {
+            return;
+        }
+        let at = if flip { 0 } else { done };
+        let mut rgb = [[0u8; 3]; 16];
+        let tail = &mut rgb[..rest];
+        let [y, cb, cr] = row.map(|p| &p[at..at + rest]);
+        if grey {
+            for (px, &v) in tail.iter_mut().zip(y) {
+                *px = [v; 3];
+            }
+        } else {
+            ycc_to_rgb(y, cb, cr, bytemuck::cast_slice_mut(tail));
+        }
+        let (r, g, b) = (&mut r[done..], &mut g[done..], &mut b[done..]);
+        if flip {
+            planar_row(t, tail.iter().rev(), r, g, b);
+        } else {
+            planar_row(t, tail.iter(), r, g, b);
+        }
     }
 
     /// The tables narrowed to the output type (3 KiB at most, once per sample), so the inner
@@ -832,6 +897,160 @@ impl OutputWriter {
 enum Target<'a> {
     Planes([&'a mut [u8]; 3]),
     Interleaved(&'a mut [u8]),
+}
+
+/// f32 output as the normalization's own float steps, per channel: the byte to a float
+/// (`x / 255`, `x * k`, or as it is), then `(x - mean) / std` or `(x - mean) * k`, each an
+/// IEEE operation on every lane, so 16 values are computed as the table's one is. Used only
+/// where that gives the table's bits for all 256 values of every channel (checked when the
+/// writer is made).
+#[derive(Clone, Copy, Debug)]
+struct F32Steps {
+    to_float: [F32Step; 3],
+    normalize: [[F32Step; 2]; 3],
+}
+
+/// One float step of [`F32Steps`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum F32Step {
+    Keep,
+    Sub(f32),
+    Mul(f32),
+    Div(f32),
+}
+
+impl F32Step {
+    fn apply(self, x: f32) -> f32 {
+        match self {
+            Self::Keep => x,
+            Self::Sub(v) => x - v,
+            Self::Mul(v) => x * v,
+            Self::Div(v) => x / v,
+        }
+    }
+
+    /// The step on 16 lanes.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn apply16(self, x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
+        use std::arch::x86_64::{_mm512_div_ps, _mm512_mul_ps, _mm512_set1_ps, _mm512_sub_ps};
+        // SAFETY: the caller promises AVX-512 F.
+        unsafe {
+            match self {
+                Self::Keep => x,
+                Self::Sub(v) => _mm512_sub_ps(x, _mm512_set1_ps(v)),
+                Self::Mul(v) => _mm512_mul_ps(x, _mm512_set1_ps(v)),
+                Self::Div(v) => _mm512_div_ps(x, _mm512_set1_ps(v)),
+            }
+        }
+    }
+}
+
+impl F32Steps {
+    fn exact_for(table: &[[u32; 256]; 3], normalize: Option<Normalize>) -> Option<Self> {
+        let steps = match normalize {
+            None => Self {
+                to_float: [F32Step::Div(255.0); 3],
+                normalize: [[F32Step::Keep; 2]; 3],
+            },
+            Some(n) => {
+                let to_float = match n.to_float {
+                    ToFloat::Divide => F32Step::Div(255.0),
+                    ToFloat::Multiply => F32Step::Mul((1.0f64 / 255.0) as f32),
+                    ToFloat::ScaledStats => F32Step::Keep,
+                };
+                Self {
+                    to_float: [to_float; 3],
+                    normalize: std::array::from_fn(|c| match n.to_float {
+                        ToFloat::ScaledStats => [
+                            F32Step::Sub(n.mean[c] * 255.0),
+                            F32Step::Mul(1.0 / (n.std[c] * 255.0)),
+                        ],
+                        _ => [F32Step::Sub(n.mean[c]), F32Step::Div(n.std[c])],
+                    }),
+                }
+            }
+        };
+        let exact = (0..3).all(|c| {
+            (0..256).all(|v| {
+                let x = steps.to_float[c].apply(v as f32);
+                let x = steps.normalize[c][1].apply(steps.normalize[c][0].apply(x));
+                x.to_bits() == table[c][v]
+            })
+        });
+        exact.then_some(steps)
+    }
+
+    /// The f32 outputs of one NCHW row given as planes before colour conversion (`row`: Y, Cb
+    /// and Cr, or with `grey` one plane three times), 16 pixels a step: their R, G and B
+    /// computed as the decoders compute them ([`ycc16`]), clamped to bytes as their pack
+    /// clamps, then the steps; each plane gets a whole 64-byte line a step, streamed when the
+    /// rows start on 64 bytes. Returns how many it wrote (the caller writes the rest).
+    /// Safe: only calling it needs these features (`unsafe` at the call, where the CPU was
+    /// checked); its loads read checked slices of the planes and its stores checked slices of
+    /// the output rows.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,avx512f,avx512bw")]
+    fn ycc_row_avx512(
+        &self,
+        row: [&[u8]; 3],
+        grey: bool,
+        flip: bool,
+        planes: [&mut [u32]; 3],
+    ) -> usize {
+        use std::arch::x86_64::*;
+        let w = row[0].len();
+        assert!(planes.iter().all(|p| p.len() >= w));
+        let stream = planes
+            .iter()
+            .all(|p| (p.as_ptr() as usize).is_multiple_of(64));
+        let reverse = _mm_setr_epi8(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+        let (zero, max) = (_mm256_setzero_si256(), _mm256_set1_epi16(255));
+        let load = |plane: &[u8], s: usize| {
+            let p = &plane[s..s + 16];
+            // SAFETY: a 16-byte load of the 16 bytes sliced above.
+            let v = unsafe { _mm_loadu_si128(p.as_ptr().cast()) };
+            if flip {
+                _mm_shuffle_epi8(v, reverse)
+            } else {
+                v
+            }
+        };
+        let [r, g, b] = planes;
+        let mut at = 0;
+        while at + 16 <= w {
+            let s = if flip { w - at - 16 } else { at };
+            let rgb = if grey {
+                [_mm256_cvtepu8_epi16(load(row[0], s)); 3]
+            } else {
+                ycc16(load(row[0], s), load(row[1], s), load(row[2], s))
+            };
+            for (c, plane) in [&mut *r, &mut *g, &mut *b].into_iter().enumerate() {
+                let v = _mm256_min_epi16(_mm256_max_epi16(rgb[c], zero), max);
+                let x = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(v));
+                // SAFETY: AVX-512 F is enabled in this function.
+                let x = unsafe {
+                    let [sub, then] = self.normalize[c];
+                    then.apply16(sub.apply16(self.to_float[c].apply16(x)))
+                };
+                let p = plane[at..at + 16].as_mut_ptr();
+                // SAFETY: a 64-byte store of the 16 u32s sliced above; when `stream`, the row
+                // starts on 64 bytes and `at` is a multiple of 16, so the store is aligned.
+                unsafe {
+                    if stream {
+                        _mm512_stream_ps(p.cast(), x);
+                    } else {
+                        _mm512_storeu_ps(p.cast(), x);
+                    }
+                }
+            }
+            at += 16;
+        }
+        at
+    }
 }
 
 /// bf16 output as `x * scale + bias` in f32 per channel, rounded to nearest even: two vector
@@ -1222,6 +1441,16 @@ fn avx512_bf16() -> bool {
         && std::arch::is_x86_feature_detected!("avx512vl")
         && std::arch::is_x86_feature_detected!("avx512bw")
         && std::arch::is_x86_feature_detected!("avx512f")
+        && avx2();
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// AVX-512 F and BW, and AVX2.
+fn avx512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512bw")
         && avx2();
     #[cfg(not(target_arch = "x86_64"))]
     false
@@ -1660,9 +1889,31 @@ mod tests {
 
     #[test]
     fn resampled_planes_write_the_bits_of_their_rgb_written_for_every_width_flip_and_grey() {
-        let fast = OutputWriter::new(Dtype::Bf16, Layout::Nchw, Some(Normalize::imagenet()));
+        let imagenet = Normalize::imagenet();
+        let with = |to_float| {
+            Some(Normalize {
+                to_float,
+                ..imagenet
+            })
+        };
+        for (dtype, normalize) in [
+            (Dtype::Bf16, Some(imagenet)),
+            (Dtype::F32, Some(imagenet)),
+            (Dtype::F32, None),
+            (Dtype::F32, with(ToFloat::Multiply)),
+            (Dtype::F32, with(ToFloat::ScaledStats)),
+        ] {
+            let fast = OutputWriter::new(dtype, Layout::Nchw, normalize);
+            resampled_planes_write_their_rgb_written(&fast, dtype);
+        }
+    }
+
+    /// The one-pass write from planes against the decoders' RGB bytes written by the tables.
+    fn resampled_planes_write_their_rgb_written(fast: &OutputWriter, dtype: Dtype) {
+        let size = dtype.size();
         let table_only = OutputWriter {
             affine: None,
+            f32_steps: None,
             ..fast.clone()
         };
         // Two-pass reference: the decoders' RGB bytes, then the tables.
@@ -1676,19 +1927,23 @@ mod tests {
                     }
                 }
             }
-            let mut out = vec![0u8; h * w * 6];
+            let mut out = vec![0u8; h * w * 3 * size];
             table_only.write(&rgb, h, w, flip, &mut out);
             out
         };
         let fused = |planes: Planes<'_>, h: usize, w: usize, flip: bool, shift: usize| {
-            let mut a = AlignedSlot::new(h * w * 6, shift);
+            let mut a = AlignedSlot::new(h * w * 3 * size, shift);
             let written = fast.write_resampled(planes, h, w, flip, a.bytes());
             written.then(|| a.bytes().to_vec())
         };
         if fused(Planes::Grey(&[0]), 1, 1, false, 0).is_none() {
+            let wanted = match dtype {
+                Dtype::Bf16 => avx512_bf16(),
+                _ => avx512(),
+            };
             assert!(
-                !avx512_bf16(),
-                "the one-pass write is there wherever AVX-512 BF16 is"
+                !wanted,
+                "{dtype:?}: the one-pass write is there wherever its CPU is"
             );
             return;
         }
@@ -1703,11 +1958,11 @@ mod tests {
             };
             let (y, cb, cr) = (plane(0), plane(1), plane(2));
             for planes in [Planes::Ycc([&y, &cb, &cr]), Planes::Grey(&y)] {
-                for (flip, shift) in [(false, 0), (true, 0), (false, 2), (true, 2)] {
+                for (flip, shift) in [(false, 0), (true, 0), (false, size), (true, size)] {
                     assert_eq!(
                         fused(planes, h, w, flip, shift).expect("written above"),
                         two_pass(planes, h, w, flip),
-                        "width {w}, flip {flip}, shift {shift}, {planes:?}"
+                        "{dtype:?}, width {w}, flip {flip}, shift {shift}, {planes:?}"
                     );
                 }
             }
@@ -1722,7 +1977,7 @@ mod tests {
             assert_eq!(
                 fused(planes, 256, 256, false, 0).expect("written above"),
                 two_pass(planes, 256, 256, false),
-                "luma {level}"
+                "{dtype:?}, luma {level}"
             );
         }
     }

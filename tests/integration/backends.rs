@@ -315,28 +315,29 @@ fn a_batch_sent_to_the_device_in_parts_holds_the_bytes_of_batches_sent_whole() {
     assert!(parts.0 == whole.0, "same bytes");
 }
 
-/// On the engine, a bf16 NCHW batch is written from the decoder's resampled planes in one
-/// pass, colour conversion and normalization together (where the CPU has AVX-512 BF16; the
-/// two-pass write elsewhere), and an f32 batch through an RGB image then the tables. Both must
-/// hold the same values: each bf16 is the f32 rounded to bf16, for colour and greyscale
-/// JPEGs, flipped or not, in device and host batches.
+/// On the engine, bf16 and f32 NCHW batches are written from the decoder's resampled planes
+/// in one pass, colour conversion and normalization together (where the CPU has AVX-512 BF16,
+/// or F and BW, for each; the two-pass write elsewhere), and NHWC batches through an RGB image
+/// then the tables. They must hold the same values: the f32 NCHW batch is the NHWC one with
+/// its axes swapped, and each bf16 the f32 rounded, for colour and greyscale JPEGs, flipped
+/// or not, in device and host batches.
 #[test]
-fn engine_bf16_batches_are_its_f32_batches_rounded_for_colour_and_grey_jpegs() {
+fn engine_nchw_batches_written_from_planes_hold_the_values_of_nhwc_batches() {
     use hpuload::Placement;
-    let data = common::dataset("bf16-f32", 20);
+    let data = common::dataset("planes-nhwc", 20);
     let folder = ImageFolder::open(data.path()).unwrap();
     for entry in folder.entries().iter().step_by(4) {
         let grey = image::open(&entry.path).unwrap().to_luma8();
         grey.save(&entry.path).unwrap();
     }
-    let run = |dtype: Dtype, placement: Placement| {
+    let run = |dtype: Dtype, layout: Layout, placement: Placement| {
         let mut l = Loader::builder(ImageFolder::open(data.path()).unwrap())
             .batch_size(5)
             .shuffle(9)
             .workers(2)
             .backend(Backend::Hw)
             .pipeline(common::train_at(224))
-            .output(dtype, Layout::Nchw)
+            .output(dtype, layout)
             .placement(placement)
             .build()
             .unwrap();
@@ -344,15 +345,36 @@ fn engine_bf16_batches_are_its_f32_batches_rounded_for_colour_and_grey_jpegs() {
         assert_eq!(l.report().hw_samples, 20, "every image on the engine");
         batches
     };
+    let floats = |bytes: &[u8]| -> Vec<f32> {
+        bytes
+            .chunks(4)
+            .map(|c| f32::from_ne_bytes(c.try_into().unwrap()))
+            .collect()
+    };
+    let plane = 224 * 224;
     for placement in [Placement::Device, Placement::Host] {
-        let (wide, narrow) = (run(Dtype::F32, placement), run(Dtype::Bf16, placement));
-        assert_eq!(wide.len(), narrow.len());
-        for (f, b) in wide.iter().zip(&narrow) {
-            assert_eq!(f.2, b.2, "same samples");
-            let rounded: Vec<u16> = f
-                .0
-                .chunks(4)
-                .map(|c| half::bf16::from_f32(f32::from_ne_bytes(c.try_into().unwrap())).to_bits())
+        let nhwc = run(Dtype::F32, Layout::Nhwc, placement);
+        let nchw = run(Dtype::F32, Layout::Nchw, placement);
+        let narrow = run(Dtype::Bf16, Layout::Nchw, placement);
+        assert_eq!((nhwc.len(), nchw.len()), (narrow.len(), narrow.len()));
+        for ((hwc, chw), b) in nhwc.iter().zip(&nchw).zip(&narrow) {
+            assert_eq!((&hwc.2, &chw.2), (&b.2, &b.2), "same samples");
+            let (hwc, chw) = (floats(&hwc.0), floats(&chw.0));
+            for (s, (hwc, chw)) in hwc.chunks(3 * plane).zip(chw.chunks(3 * plane)).enumerate() {
+                let swapped: Vec<f32> = (0..3)
+                    .flat_map(|c| hwc.iter().skip(c).step_by(3).copied())
+                    .collect();
+                assert!(
+                    swapped
+                        .iter()
+                        .map(|v| v.to_bits())
+                        .eq(chw.iter().map(|v| v.to_bits())),
+                    "{placement:?}: sample {s}: f32 NCHW is not NHWC's values"
+                );
+            }
+            let rounded: Vec<u16> = chw
+                .iter()
+                .map(|&v| half::bf16::from_f32(v).to_bits())
                 .collect();
             let got: Vec<u16> =
                 b.0.chunks(2)
