@@ -704,7 +704,8 @@ impl OutputWriter {
     /// steps give the tables' bits ([`F32Steps`]); `false`, writing nothing, elsewhere.
     ///
     /// # Panics
-    /// When a plane holds fewer than `h * w` bytes, or `slot` is not `h * w * 3` bf16 values.
+    /// When a plane holds fewer than `h * w` bytes, or `slot` is not `h * w * 3` values of the
+    /// dtype.
     pub fn write_resampled(
         &self,
         planes: Planes<'_>,
@@ -718,11 +719,14 @@ impl OutputWriter {
             Planes::Grey(y) => ([y; 3], true),
         };
         if let Some(steps) = self.f32_steps {
-            assert!(
-                ycc.iter().all(|p| p.len() >= h * w),
-                "planes smaller than the image"
-            );
-            self.write_resampled_f32(steps, ycc, grey, h, w, flip, slot);
+            self.rows_from_planes::<u32>(ycc, grey, (h, w), flip, slot, |row, planes| {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: `f32_steps` is set only when AVX-512 F and BW and AVX2 were
+                // detected at run time.
+                return unsafe { steps.ycc_row_avx512(row, grey, flip, planes) };
+                #[cfg(not(target_arch = "x86_64"))]
+                0
+            });
             return true;
         }
         let Some(affine) = self
@@ -731,12 +735,35 @@ impl OutputWriter {
         else {
             return false;
         };
+        self.rows_from_planes::<u16>(ycc, grey, (h, w), flip, slot, |row, [r, g, b]| {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `convert` is set only when AVX-512 F, BW, VL and BF16 and AVX2 were
+            // detected at run time.
+            return unsafe { affine.ycc_row_avx512(row, grey, flip, r, g, b) };
+            #[cfg(not(target_arch = "x86_64"))]
+            0
+        });
+        true
+    }
+
+    /// [`OutputWriter::write_resampled`]'s rows: `lead` writes the first outputs of each row
+    /// from its planes (a vector kernel) and returns how many, [`Self::tail_from_planes`]
+    /// the rest.
+    fn rows_from_planes<T: bytemuck::Pod + TryFrom<u32>>(
+        &self,
+        ycc: [&[u8]; 3],
+        grey: bool,
+        (h, w): (usize, usize),
+        flip: bool,
+        slot: &mut [u8],
+        lead: impl Fn([&[u8]; 3], [&mut [T]; 3]) -> usize,
+    ) {
         assert!(
             ycc.iter().all(|p| p.len() >= h * w),
             "planes smaller than the image"
         );
-        let t = self.narrowed::<u16>();
-        let out: &mut [u16] = bytemuck::cast_slice_mut(slot);
+        let t = self.narrowed::<T>();
+        let out: &mut [T] = bytemuck::cast_slice_mut(slot);
         assert_eq!(out.len(), h * w * 3, "slot size does not match the image");
         let (r, rest) = out.split_at_mut(h * w);
         let (g, b) = rest.split_at_mut(h * w);
@@ -746,48 +773,7 @@ impl OutputWriter {
             .zip(b.chunks_exact_mut(w));
         for (i, ((r, g), b)) in rows.enumerate() {
             let row = ycc.map(|p| &p[i * w..(i + 1) * w]);
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: `convert` is set only when AVX-512 F, BW, VL and BF16 and AVX2 were
-            // detected at run time.
-            let done = unsafe { affine.ycc_row_avx512(row, grey, flip, r, g, b) };
-            #[cfg(not(target_arch = "x86_64"))]
-            let done = 0;
-            self.tail_from_planes(&t, row, grey, flip, done, [r, g, b]);
-        }
-        stream_fence();
-        true
-    }
-
-    /// [`OutputWriter::write_resampled`] for f32: each 16 pixels' R, G and B as the decoders
-    /// compute them, then the normalization's float steps (`steps`), 16 values a store.
-    #[allow(clippy::too_many_arguments)]
-    fn write_resampled_f32(
-        &self,
-        steps: F32Steps,
-        ycc: [&[u8]; 3],
-        grey: bool,
-        h: usize,
-        w: usize,
-        flip: bool,
-        slot: &mut [u8],
-    ) {
-        let t = self.narrowed::<u32>();
-        let out: &mut [u32] = bytemuck::cast_slice_mut(slot);
-        assert_eq!(out.len(), h * w * 3, "slot size does not match the image");
-        let (r, rest) = out.split_at_mut(h * w);
-        let (g, b) = rest.split_at_mut(h * w);
-        let rows = r
-            .chunks_exact_mut(w)
-            .zip(g.chunks_exact_mut(w))
-            .zip(b.chunks_exact_mut(w));
-        for (i, ((r, g), b)) in rows.enumerate() {
-            let row = ycc.map(|p| &p[i * w..(i + 1) * w]);
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: `f32_steps` is set only when AVX-512 F and BW and AVX2 were detected at
-            // run time.
-            let done = unsafe { steps.ycc_row_avx512(row, grey, flip, [r, g, b]) };
-            #[cfg(not(target_arch = "x86_64"))]
-            let done = 0;
+            let done = lead(row, [&mut *r, &mut *g, &mut *b]);
             self.tail_from_planes(&t, row, grey, flip, done, [r, g, b]);
         }
         stream_fence();
@@ -899,6 +885,46 @@ enum Target<'a> {
     Interleaved(&'a mut [u8]),
 }
 
+/// The R, G and B of the 16 pixels of a row's planes from source pixel `s` (`row`: Y, Cb and
+/// Cr, or with `grey` one plane three times), in output order (reversed when `flip`), as the
+/// decoders compute them ([`ycc16`]) and clamp them to bytes (their saturating pack), in i16
+/// lanes: what the one-pass writers convert.
+///
+/// # Safety
+/// The CPU must support AVX2 (the callers are compiled for it).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn rgb16(
+    row: [&[u8]; 3],
+    s: usize,
+    grey: bool,
+    flip: bool,
+) -> [std::arch::x86_64::__m256i; 3] {
+    use std::arch::x86_64::*;
+    // SAFETY: the caller promises AVX2; each load reads the 16 bytes sliced before it.
+    unsafe {
+        let reverse = _mm_setr_epi8(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+        let load = |plane: &[u8]| {
+            let p = &plane[s..s + 16];
+            let v = _mm_loadu_si128(p.as_ptr().cast());
+            if flip {
+                _mm_shuffle_epi8(v, reverse)
+            } else {
+                v
+            }
+        };
+        let rgb = if grey {
+            [_mm256_cvtepu8_epi16(load(row[0])); 3]
+        } else {
+            ycc16(load(row[0]), load(row[1]), load(row[2]))
+        };
+        let (zero, max) = (_mm256_setzero_si256(), _mm256_set1_epi16(255));
+        // Not `array::map`, compiled without AVX (see `sixteens`).
+        let clamp = |v| _mm256_min_epi16(_mm256_max_epi16(v, zero), max);
+        [clamp(rgb[0]), clamp(rgb[1]), clamp(rgb[2])]
+    }
+}
+
 /// f32 output as the normalization's own float steps, per channel: the byte to a float
 /// (`x / 255`, `x * k`, or as it is), then `(x - mean) / std` or `(x - mean) * k`, each an
 /// IEEE operation on every lane, so 16 values are computed as the table's one is. Used only
@@ -1007,30 +1033,14 @@ impl F32Steps {
         let stream = planes
             .iter()
             .all(|p| (p.as_ptr() as usize).is_multiple_of(64));
-        let reverse = _mm_setr_epi8(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-        let (zero, max) = (_mm256_setzero_si256(), _mm256_set1_epi16(255));
-        let load = |plane: &[u8], s: usize| {
-            let p = &plane[s..s + 16];
-            // SAFETY: a 16-byte load of the 16 bytes sliced above.
-            let v = unsafe { _mm_loadu_si128(p.as_ptr().cast()) };
-            if flip {
-                _mm_shuffle_epi8(v, reverse)
-            } else {
-                v
-            }
-        };
         let [r, g, b] = planes;
         let mut at = 0;
         while at + 16 <= w {
             let s = if flip { w - at - 16 } else { at };
-            let rgb = if grey {
-                [_mm256_cvtepu8_epi16(load(row[0], s)); 3]
-            } else {
-                ycc16(load(row[0], s), load(row[1], s), load(row[2], s))
-            };
+            // SAFETY: AVX2 is enabled in this function.
+            let rgb = unsafe { rgb16(row, s, grey, flip) };
             for (c, plane) in [&mut *r, &mut *g, &mut *b].into_iter().enumerate() {
-                let v = _mm256_min_epi16(_mm256_max_epi16(rgb[c], zero), max);
-                let x = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(v));
+                let x = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(rgb[c]));
                 // SAFETY: AVX-512 F is enabled in this function.
                 let x = unsafe {
                     let [sub, then] = self.normalize[c];
@@ -1207,29 +1217,11 @@ impl Bf16Affine {
         use std::arch::x86_64::*;
         let scale = self.scale.map(|s| _mm512_set1_ps(s));
         let bias = self.bias.map(|s| _mm512_set1_ps(s));
-        let reverse = _mm_setr_epi8(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-        let (zero, max) = (_mm256_setzero_si256(), _mm256_set1_epi16(255));
-        // The 16 source pixels from `s` of a plane, in output order.
-        let load = |plane: &[u8], s: usize| {
-            let p = &plane[s..s + 16];
-            // SAFETY: a 16-byte load of the 16 bytes sliced above.
-            let v = unsafe { _mm_loadu_si128(p.as_ptr().cast()) };
-            if flip {
-                _mm_shuffle_epi8(v, reverse)
-            } else {
-                v
-            }
-        };
         let sixteen = |s: usize| {
-            let rgb = if grey {
-                let y = _mm256_cvtepu8_epi16(load(row[0], s));
-                [y; 3]
-            } else {
-                ycc16(load(row[0], s), load(row[1], s), load(row[2], s))
-            };
+            // SAFETY: AVX2 is enabled in this function.
+            let rgb = unsafe { rgb16(row, s, grey, flip) };
             let channel = |c: usize| {
-                let v = _mm256_min_epi16(_mm256_max_epi16(rgb[c], zero), max);
-                let x = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(v));
+                let x = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(rgb[c]));
                 let x = _mm512_add_ps(_mm512_mul_ps(x, scale[c]), bias[c]);
                 // SAFETY: `__m256bh` and `__m256i` are both 256 bits of plain data.
                 unsafe { std::mem::transmute::<__m256bh, __m256i>(_mm512_cvtneps_pbh(x)) }
