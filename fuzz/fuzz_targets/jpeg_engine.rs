@@ -1,14 +1,17 @@
 //! The media engine's JPEG decoder on arbitrary bytes and crop rectangles: probe, then decode a
 //! region at a scale (at full scale also in place in a whole-image buffer, as the CPU path
 //! does, which must write the same pixels), and decode it again resampled to an output size,
-//! both parsing the headers again and from the probe's parse (which must agree). It must never panic, read out of bounds
-//! or use unbounded memory.
+//! parsing the headers again, from the probe's parse, and as the media engine runs it (its
+//! planes before colour, converted after), which must all agree. It must never panic, read out
+//! of bounds or use unbounded memory.
 //!
 //! The input's first 5 bytes choose the region (as fractions of the image) and the scale, and
 //! also a fractional window inside the region and the output size; the rest is the file.
 #![no_main]
 
-use hpuload_decoders::jpeg::{scaled_region, Filter, Region, ResizeRequest, Scale, Window};
+use hpuload_decoders::jpeg::{
+    scaled_region, DecodePlan, Filter, Region, ResizeRequest, Scale, Window,
+};
 use hpuload_decoders::{JpegDecoder, Limits};
 use libfuzzer_sys::fuzz_target;
 
@@ -78,7 +81,21 @@ fuzz_target!(|data: &[u8]| {
         .decode_resized_parsed(file, &parsed, &request, &mut once)
         .map(|()| once);
     assert_eq!(again.is_ok(), parsed_decode.is_ok());
-    if let (Ok(a), Ok(b)) = (again, parsed_decode) {
+    // The engine's own call: the planes before colour, converted to RGB afterwards. Same
+    // outcome and the same bytes.
+    let plan = DecodePlan {
+        request,
+        parsed: Some(parsed),
+        limits,
+    };
+    let planes = decoder.decode_planned_planes(file, &plan).map(|p| {
+        let mut rgb = vec![0u8; out.len()];
+        p.to_rgb(&mut rgb);
+        rgb
+    });
+    assert_eq!(again.is_ok(), planes.is_ok());
+    if let (Ok(a), Ok(b), Ok(c)) = (again, parsed_decode, planes) {
         assert_eq!(a, b);
+        assert_eq!(a, c);
     }
 });
