@@ -699,9 +699,9 @@ impl OutputWriter {
     /// conversion, into `slot` (as [`OutputWriter::write`] takes it): the bytes that converting
     /// them to RGB ([`Resampled::to_rgb`](hpuload_decoders::jpeg::Resampled::to_rgb)) and
     /// writing that would give, in one pass instead of two (no RGB image in between). Only for
-    /// NCHW: bf16 on a CPU with AVX-512 BF16, where [`Bf16Affine::row_avx512`] serves the
+    /// NCHW: bf16 on a CPU with AVX-512 BF16, where `Bf16Affine::row_avx512` serves the
     /// two-pass write, and f32 on one with AVX-512 F and BW, where the normalization's float
-    /// steps give the tables' bits ([`F32Steps`]); `false`, writing nothing, elsewhere.
+    /// steps give the tables' bits (`F32Steps`); `false`, writing nothing, elsewhere.
     ///
     /// # Panics
     /// When a plane holds fewer than `h * w` bytes, or `slot` is not `h * w * 3` values of the
