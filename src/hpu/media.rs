@@ -143,19 +143,27 @@ fn write_out<T, E>(
     destination: &mut Destination,
     write: impl FnOnce(&mut [u8]) -> Result<T, E>,
 ) -> Result<T, E> {
+    lend(destination, Some(len), write)
+}
+
+/// Runs `f` on the destination's first `len` bytes (all of it for `None`): a host slot's, or
+/// a device slot's under a lease on those bytes alone, their pages brought in first.
+fn lend<R>(destination: &mut Destination, len: Option<usize>, f: impl FnOnce(&mut [u8]) -> R) -> R {
     match destination {
         Destination::Host(slot) => {
-            let (mut write, mut result) = (Some(write), None);
+            let (mut f, mut result) = (Some(f), None);
             slot.write(&mut |out| {
-                if let Some(write) = write.take() {
-                    result = Some(write(&mut out[..len]));
+                if let Some(f) = f.take() {
+                    let len = len.unwrap_or(out.len());
+                    result = Some(f(&mut out[..len]));
                 }
             });
             result.expect("a host slot calls back with its bytes")
         }
         Destination::Device(d) => {
+            let len = len.unwrap_or(d.len);
             d.buffer.prefault(d.offset, len);
-            write(&mut d.buffer.lease(d.offset, len))
+            f(&mut d.buffer.lease(d.offset, len))
         }
     }
 }
@@ -279,22 +287,11 @@ impl Engine {
                 match self.decoder.decode_planned_planes(&self.bitstream, &decode) {
                     Ok(planes) => {
                         let t1 = CpuClock::now();
-                        let written = fused
-                            && match &mut destination {
-                                Destination::Device(d) => {
-                                    d.buffer.prefault(d.offset, d.len);
-                                    let mut out = d.buffer.lease(d.offset, d.len);
-                                    op.write_resampled(planes.planes, &augment, &mut out)
-                                }
-                                Destination::Host(slot) => {
-                                    let mut written = false;
-                                    slot.write(&mut |out| {
-                                        written = op.write_resampled(planes.planes, &augment, out);
-                                    });
-                                    written
-                                }
-                            };
-                        if written {
+                        if fused
+                            && lend(&mut destination, None, |out| {
+                                op.write_resampled(planes.planes, &augment, out)
+                            })
+                        {
                             return done(Ok(EngineTimes {
                                 decode: t1 - t0,
                                 op: t1.elapsed(),
@@ -319,13 +316,9 @@ impl Engine {
         }
         self.transform(&decode, turn, &augment, &*op);
         let pixels = &self.pixels;
-        match &mut destination {
-            Destination::Device(d) => {
-                d.buffer.prefault(d.offset, d.len);
-                op.write(pixels, &augment, &mut d.buffer.lease(d.offset, d.len))
-            }
-            Destination::Host(slot) => slot.write(&mut |out| op.write(pixels, &augment, out)),
-        }
+        lend(&mut destination, None, |out| {
+            op.write(pixels, &augment, out)
+        });
         done(Ok(EngineTimes {
             decode: t1 - t0,
             op: t1.elapsed(),

@@ -85,6 +85,18 @@ pub struct Parsed {
     len: usize,
 }
 
+impl Parsed {
+    /// Refuses `bytes` that are not the ones these headers were parsed from (by length).
+    fn check_of(&self, bytes: &[u8]) -> Result<(), DecodeError> {
+        if self.len != bytes.len() {
+            return Err(DecodeError::Parameter(
+                "the parsed headers are of other bytes",
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// The engine's resampling filter.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Filter {
@@ -345,11 +357,7 @@ impl JpegDecoder {
         region: Region,
         image: &mut [u8],
     ) -> Result<(), DecodeError> {
-        if parsed.len != bytes.len() {
-            return Err(DecodeError::Parameter(
-                "the parsed headers are of other bytes",
-            ));
-        }
+        parsed.check_of(bytes)?;
         let h = &parsed.header;
         let sr = Self::check_request(h, region, Scale::FULL)?;
         let stride = h.width as usize * 3;
@@ -471,11 +479,7 @@ impl JpegDecoder {
         request: &ResizeRequest,
         out: &mut [u8],
     ) -> Result<(), DecodeError> {
-        if parsed.len != bytes.len() {
-            return Err(DecodeError::Parameter(
-                "the parsed headers are of other bytes",
-            ));
-        }
+        parsed.check_of(bytes)?;
         self.resized(bytes, &parsed.header, request, out)
     }
 
@@ -491,11 +495,15 @@ impl JpegDecoder {
         plan: &DecodePlan,
         out: &mut [u8],
     ) -> Result<(), DecodeError> {
-        self.set_limits(plan.limits);
-        match &plan.parsed {
-            Some(parsed) => self.decode_resized_parsed(bytes, parsed, &plan.request, out),
-            None => self.decode_resized(bytes, &plan.request, out),
+        let expected = plan.request.out_w as usize * plan.request.out_h as usize * 3;
+        if out.len() != expected {
+            return Err(DecodeError::BufferSize {
+                expected,
+                got: out.len(),
+            });
         }
+        self.decode_planned_planes(bytes, plan)?.to_rgb(out);
+        Ok(())
     }
 
     /// [`JpegDecoder::decode_planned`] up to its last step: the output's planes, resampled to
@@ -513,11 +521,7 @@ impl JpegDecoder {
         self.set_limits(plan.limits);
         let components = match &plan.parsed {
             Some(parsed) => {
-                if parsed.len != bytes.len() {
-                    return Err(DecodeError::Parameter(
-                        "the parsed headers are of other bytes",
-                    ));
-                }
+                parsed.check_of(bytes)?;
                 self.resample(bytes, &parsed.header, &plan.request)?;
                 parsed.header.components.len()
             }
