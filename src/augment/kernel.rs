@@ -19,7 +19,7 @@ use crate::dtype::{Dtype, Layout};
 use crate::rng::CounterRng;
 #[cfg(target_arch = "x86_64")]
 use hpuload_decoders::jpeg::ycc16;
-use hpuload_decoders::jpeg::{ycc_to_rgb, Planes};
+use hpuload_decoders::jpeg::Planes;
 
 /// `ToTensor()` then `Normalize(mean, std)`: `(x / 255 - mean) / std` per channel, fused into
 /// the output writer.
@@ -697,7 +697,7 @@ impl OutputWriter {
 
     /// Writes an `h`x`w` image given as a JPEG decode's resampled planes, before their colour
     /// conversion, into `slot` (as [`OutputWriter::write`] takes it): the bytes that converting
-    /// them to RGB ([`Resampled::to_rgb`](hpuload_decoders::jpeg::Resampled::to_rgb)) and
+    /// them to RGB ([`Planes::to_rgb`]) and
     /// writing that would give, in one pass instead of two (no RGB image in between). Only for
     /// NCHW: bf16 on a CPU with AVX-512 BF16, where `Bf16Affine::row_avx512` serves the
     /// two-pass write, and f32 on one with AVX-512 F and BW, where the normalization's float
@@ -714,16 +714,12 @@ impl OutputWriter {
         flip: bool,
         slot: &mut [u8],
     ) -> bool {
-        let (ycc, grey) = match planes {
-            Planes::Ycc(ycc) => (ycc, false),
-            Planes::Grey(y) => ([y; 3], true),
-        };
         if let Some(steps) = self.f32_steps {
-            self.rows_from_planes::<u32>(ycc, grey, (h, w), flip, slot, |row, planes| {
+            self.rows_from_planes::<u32>(planes, (h, w), flip, slot, |row, grey, out| {
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: `f32_steps` is set only when AVX-512 F and BW and AVX2 were
                 // detected at run time.
-                return unsafe { steps.ycc_row_avx512(row, grey, flip, planes) };
+                return unsafe { steps.ycc_row_avx512(row, grey, flip, out) };
                 #[cfg(not(target_arch = "x86_64"))]
                 0
             });
@@ -735,7 +731,7 @@ impl OutputWriter {
         else {
             return false;
         };
-        self.rows_from_planes::<u16>(ycc, grey, (h, w), flip, slot, |row, [r, g, b]| {
+        self.rows_from_planes::<u16>(planes, (h, w), flip, slot, |row, grey, [r, g, b]| {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `convert` is set only when AVX-512 F, BW, VL and BF16 and AVX2 were
             // detected at run time.
@@ -747,17 +743,20 @@ impl OutputWriter {
     }
 
     /// [`OutputWriter::write_resampled`]'s rows: `lead` writes the first outputs of each row
-    /// from its planes (a vector kernel) and returns how many, [`Self::tail_from_planes`]
-    /// the rest.
+    /// from its planes (a vector kernel, given Y, Cb and Cr, or with `grey` one plane three
+    /// times) and returns how many, [`Self::tail_from_planes`] the rest.
     fn rows_from_planes<T: bytemuck::Pod + TryFrom<u32>>(
         &self,
-        ycc: [&[u8]; 3],
-        grey: bool,
+        planes: Planes<'_>,
         (h, w): (usize, usize),
         flip: bool,
         slot: &mut [u8],
-        lead: impl Fn([&[u8]; 3], [&mut [T]; 3]) -> usize,
+        lead: impl Fn([&[u8]; 3], bool, [&mut [T]; 3]) -> usize,
     ) {
+        let (ycc, grey) = match planes {
+            Planes::Ycc(ycc) => (ycc, false),
+            Planes::Grey(y) => ([y; 3], true),
+        };
         assert!(
             ycc.iter().all(|p| p.len() >= h * w),
             "planes smaller than the image"
@@ -772,46 +771,15 @@ impl OutputWriter {
             .zip(g.chunks_exact_mut(w))
             .zip(b.chunks_exact_mut(w));
         for (i, ((r, g), b)) in rows.enumerate() {
-            let row = ycc.map(|p| &p[i * w..(i + 1) * w]);
-            let done = lead(row, [&mut *r, &mut *g, &mut *b]);
-            self.tail_from_planes(&t, row, grey, flip, done, [r, g, b]);
+            let at = i * w..(i + 1) * w;
+            let done = lead(
+                ycc.map(|p| &p[at.clone()]),
+                grey,
+                [&mut *r, &mut *g, &mut *b],
+            );
+            tail_from_planes(&t, planes.slice(at), flip, done, [r, g, b]);
         }
         stream_fence();
-    }
-
-    /// The last `w - done` outputs of a row written from its planes (fewer than 16; when
-    /// flipping, from the source pixels at the row's start): converted to RGB bytes as the
-    /// decoders convert them, then through the tables `t`.
-    fn tail_from_planes<T: bytemuck::Pod>(
-        &self,
-        t: &[[T; 256]; 3],
-        row: [&[u8]; 3],
-        grey: bool,
-        flip: bool,
-        done: usize,
-        [r, g, b]: [&mut [T]; 3],
-    ) {
-        let rest = row[0].len() - done;
-        if rest == 0 {
-            return;
-        }
-        let at = if flip { 0 } else { done };
-        let mut rgb = [[0u8; 3]; 16];
-        let tail = &mut rgb[..rest];
-        let [y, cb, cr] = row.map(|p| &p[at..at + rest]);
-        if grey {
-            for (px, &v) in tail.iter_mut().zip(y) {
-                *px = [v; 3];
-            }
-        } else {
-            ycc_to_rgb(y, cb, cr, bytemuck::cast_slice_mut(tail));
-        }
-        let (r, g, b) = (&mut r[done..], &mut g[done..], &mut b[done..]);
-        if flip {
-            planar_row(t, tail.iter().rev(), r, g, b);
-        } else {
-            planar_row(t, tail.iter(), r, g, b);
-        }
     }
 
     /// The tables narrowed to the output type (3 KiB at most, once per sample), so the inner
@@ -885,6 +853,33 @@ enum Target<'a> {
     Interleaved(&'a mut [u8]),
 }
 
+/// The last `w - done` outputs of a row `row` written from its planes (fewer than 16; when
+/// flipping, from the source pixels at the row's start): converted to RGB bytes as the
+/// decoders convert them, then through the tables `t`.
+fn tail_from_planes<T: bytemuck::Pod>(
+    t: &[[T; 256]; 3],
+    row: Planes<'_>,
+    flip: bool,
+    done: usize,
+    [r, g, b]: [&mut [T]; 3],
+) {
+    let rest = r.len() - done;
+    if rest == 0 {
+        return;
+    }
+    let at = if flip { 0 } else { done };
+    let mut rgb = [[0u8; 3]; 16];
+    let tail = &mut rgb[..rest];
+    row.slice(at..at + rest)
+        .to_rgb(bytemuck::cast_slice_mut(tail));
+    let (r, g, b) = (&mut r[done..], &mut g[done..], &mut b[done..]);
+    if flip {
+        planar_row(t, tail.iter().rev(), r, g, b);
+    } else {
+        planar_row(t, tail.iter(), r, g, b);
+    }
+}
+
 /// The R, G and B of the 16 pixels of a row's planes from source pixel `s` (`row`: Y, Cb and
 /// Cr, or with `grey` one plane three times), in output order (reversed when `flip`), as the
 /// decoders compute them ([`ycc16`]) and clamp them to bytes (their saturating pack), in i16
@@ -932,7 +927,7 @@ unsafe fn rgb16(
 /// writer is made).
 #[derive(Clone, Copy, Debug)]
 struct F32Steps {
-    to_float: [F32Step; 3],
+    to_float: F32Step,
     normalize: [[F32Step; 2]; 3],
 }
 
@@ -979,7 +974,7 @@ impl F32Steps {
     fn exact_for(table: &[[u32; 256]; 3], normalize: Option<Normalize>) -> Option<Self> {
         let steps = match normalize {
             None => Self {
-                to_float: [F32Step::Div(255.0); 3],
+                to_float: F32Step::Div(255.0),
                 normalize: [[F32Step::Keep; 2]; 3],
             },
             Some(n) => {
@@ -989,7 +984,7 @@ impl F32Steps {
                     ToFloat::ScaledStats => F32Step::Keep,
                 };
                 Self {
-                    to_float: [to_float; 3],
+                    to_float,
                     normalize: std::array::from_fn(|c| match n.to_float {
                         ToFloat::ScaledStats => [
                             F32Step::Sub(n.mean[c] * 255.0),
@@ -1002,7 +997,7 @@ impl F32Steps {
         };
         let exact = (0..3).all(|c| {
             (0..256).all(|v| {
-                let x = steps.to_float[c].apply(v as f32);
+                let x = steps.to_float.apply(v as f32);
                 let x = steps.normalize[c][1].apply(steps.normalize[c][0].apply(x));
                 x.to_bits() == table[c][v]
             })
@@ -1044,7 +1039,7 @@ impl F32Steps {
                 // SAFETY: AVX-512 F is enabled in this function.
                 let x = unsafe {
                     let [sub, then] = self.normalize[c];
-                    then.apply16(sub.apply16(self.to_float[c].apply16(x)))
+                    then.apply16(sub.apply16(self.to_float.apply16(x)))
                 };
                 let p = plane[at..at + 16].as_mut_ptr();
                 // SAFETY: a 64-byte store of the 16 u32s sliced above; when `stream`, the row
@@ -1911,14 +1906,7 @@ mod tests {
         // Two-pass reference: the decoders' RGB bytes, then the tables.
         let two_pass = |planes: Planes<'_>, h: usize, w: usize, flip: bool| {
             let mut rgb = vec![0u8; h * w * 3];
-            match planes {
-                Planes::Ycc([y, cb, cr]) => ycc_to_rgb(y, cb, cr, &mut rgb),
-                Planes::Grey(y) => {
-                    for (px, &v) in rgb.chunks_exact_mut(3).zip(y) {
-                        px.fill(v);
-                    }
-                }
-            }
+            planes.to_rgb(&mut rgb);
             let mut out = vec![0u8; h * w * 3 * size];
             table_only.write(&rgb, h, w, flip, &mut out);
             out

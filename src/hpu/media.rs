@@ -289,7 +289,7 @@ impl Engine {
                         let t1 = CpuClock::now();
                         if fused
                             && lend(&mut destination, None, |out| {
-                                op.write_resampled(planes.planes, &augment, out)
+                                op.write_resampled(planes, &augment, out)
                             })
                         {
                             return done(Ok(EngineTimes {
@@ -386,9 +386,7 @@ impl Engine {
             Ok(planes) => {
                 // The bitstream has been read: the output may overwrite it now.
                 let t1 = CpuClock::now();
-                if fuses(decode, turn, &augment)
-                    && op.write_resampled(planes.planes, &augment, &mut out)
-                {
+                if fuses(decode, turn, &augment) && op.write_resampled(planes, &augment, &mut out) {
                     return Ok(EngineTimes {
                         decode: t1 - t0,
                         op: t1.elapsed(),

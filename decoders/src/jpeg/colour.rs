@@ -3,7 +3,6 @@
 
 /// libjpeg's YCbCr -> RGB in 16-bit fixed point: R, G and B are computed as planes in chunks
 /// (vectorized; an AVX2 or AVX-512 VBMI kernel is chosen at run time) and then interleaved.
-#[derive(Clone, Copy, Debug)]
 pub(super) struct YccTables {
     /// AVX2 was detected at run time.
     pub avx2: bool,

@@ -138,26 +138,25 @@ pub enum Planes<'a> {
     Grey(&'a [u8]),
 }
 
-/// The planes of a resampled decode, and the conversion to RGB that
-/// [`JpegDecoder::decode_resized`] would end with.
-#[derive(Clone, Copy, Debug)]
-pub struct Resampled<'a> {
-    /// The planes.
-    pub planes: Planes<'a>,
-    ycc: YccTables,
-}
-
-impl Resampled<'_> {
+impl<'a> Planes<'a> {
     /// Writes the planes as interleaved RGB8 into `out` (three bytes per pixel, its first
-    /// `3 * pixels` bytes): the bytes [`JpegDecoder::decode_resized`] gives.
+    /// `3 * pixels` bytes): the conversion [`JpegDecoder::decode_resized`] ends with.
     pub fn to_rgb(&self, out: &mut [u8]) {
-        match self.planes {
+        match *self {
             Planes::Grey(y) => {
                 for (px, &v) in out.chunks_exact_mut(3).zip(y) {
                     px.fill(v);
                 }
             }
-            Planes::Ycc([y, cb, cr]) => self.ycc.convert(y, cb, cr, out),
+            Planes::Ycc([y, cb, cr]) => ycc_to_rgb(y, cb, cr, out),
+        }
+    }
+
+    /// The same samples `range` of each plane (a row, or part of one).
+    pub fn slice(&self, range: std::ops::Range<usize>) -> Planes<'a> {
+        match *self {
+            Planes::Grey(y) => Planes::Grey(&y[range]),
+            Planes::Ycc(p) => Planes::Ycc(p.map(|p| &p[range.clone()])),
         }
     }
 }
@@ -517,7 +516,7 @@ impl JpegDecoder {
         &mut self,
         bytes: &[u8],
         plan: &DecodePlan,
-    ) -> Result<Resampled<'_>, DecodeError> {
+    ) -> Result<Planes<'_>, DecodeError> {
         self.set_limits(plan.limits);
         let components = match &plan.parsed {
             Some(parsed) => {
@@ -654,16 +653,12 @@ impl JpegDecoder {
     }
 
     /// The resampler's output planes after a resampled decode of an image of `components`.
-    fn planes_out(&self, components: usize) -> Resampled<'_> {
+    fn planes_out(&self, components: usize) -> Planes<'_> {
         let y = self.resampler.out(0);
-        let planes = if components == 1 {
+        if components == 1 {
             Planes::Grey(y)
         } else {
             Planes::Ycc([y, self.resampler.out(1), self.resampler.out(2)])
-        };
-        Resampled {
-            planes,
-            ycc: self.ycc,
         }
     }
 
