@@ -17,9 +17,9 @@ use super::spec::{OpKind, OpSpec};
 use super::{cv2_linear, two_tap};
 use crate::dtype::{Dtype, Layout};
 use crate::rng::CounterRng;
-#[cfg(target_arch = "x86_64")]
-use hpuload_decoders::jpeg::ycc16;
 use hpuload_decoders::jpeg::Planes;
+#[cfg(target_arch = "x86_64")]
+use hpuload_decoders::jpeg::{ycc16, ycc32};
 
 /// `ToTensor()` then `Normalize(mean, std)`: `(x / 255 - mean) / std` per channel, fused into
 /// the output writer.
@@ -920,6 +920,49 @@ unsafe fn rgb16(
     }
 }
 
+/// [`rgb16`] for the 32 pixels from source pixel `s`, in AVX-512's 32 i16 lanes
+/// ([`ycc32`]): the same values, in output order.
+///
+/// # Safety
+/// The CPU must support AVX-512 BW (the callers are compiled for it).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn rgb32(
+    row: [&[u8]; 3],
+    s: usize,
+    grey: bool,
+    flip: bool,
+) -> [std::arch::x86_64::__m512i; 3] {
+    use std::arch::x86_64::*;
+    // SAFETY: the caller promises AVX-512 BW (and with it AVX2); each load reads the 32 bytes
+    // sliced before it.
+    unsafe {
+        let reverse = _mm256_setr_epi8(
+            15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8, 7,
+            6, 5, 4, 3, 2, 1, 0,
+        );
+        let load = |plane: &[u8]| {
+            let p = &plane[s..s + 32];
+            let v = _mm256_loadu_si256(p.as_ptr().cast());
+            if flip {
+                // Each 16-byte half reversed, then the halves swapped.
+                _mm256_permute4x64_epi64::<0x4E>(_mm256_shuffle_epi8(v, reverse))
+            } else {
+                v
+            }
+        };
+        let rgb = if grey {
+            [_mm512_cvtepu8_epi16(load(row[0])); 3]
+        } else {
+            ycc32(load(row[0]), load(row[1]), load(row[2]))
+        };
+        let (zero, max) = (_mm512_setzero_si512(), _mm512_set1_epi16(255));
+        // Not `array::map`, compiled without AVX (see `sixteens`).
+        let clamp = |v| _mm512_min_epi16(_mm512_max_epi16(v, zero), max);
+        [clamp(rgb[0]), clamp(rgb[1]), clamp(rgb[2])]
+    }
+}
+
 /// f32 output as the normalization's own float steps, per channel: the byte to a float
 /// (`x / 255`, `x * k`, or as it is), then `(x - mean) / std` or `(x - mean) * k`, each an
 /// IEEE operation on every lane, so 16 values are computed as the table's one is. Used only
@@ -1212,18 +1255,31 @@ impl Bf16Affine {
         use std::arch::x86_64::*;
         let scale = self.scale.map(|s| _mm512_set1_ps(s));
         let bias = self.bias.map(|s| _mm512_set1_ps(s));
-        let sixteen = |s: usize| {
-            // SAFETY: AVX2 is enabled in this function.
-            let rgb = unsafe { rgb16(row, s, grey, flip) };
+        // Channel `c`'s 16 values in i16 lanes to bf16.
+        let convert = |v: __m256i, c: usize| {
+            let x = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(v));
+            let x = _mm512_add_ps(_mm512_mul_ps(x, scale[c]), bias[c]);
+            // SAFETY: `__m256bh` and `__m256i` are both 256 bits of plain data.
+            unsafe { std::mem::transmute::<__m256bh, __m256i>(_mm512_cvtneps_pbh(x)) }
+        };
+        let thirty_two = |s: usize| {
+            // SAFETY: AVX-512 BW is enabled in this function.
+            let rgb = unsafe { rgb32(row, s, grey, flip) };
             let channel = |c: usize| {
-                let x = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(rgb[c]));
-                let x = _mm512_add_ps(_mm512_mul_ps(x, scale[c]), bias[c]);
-                // SAFETY: `__m256bh` and `__m256i` are both 256 bits of plain data.
-                unsafe { std::mem::transmute::<__m256bh, __m256i>(_mm512_cvtneps_pbh(x)) }
+                let v = rgb[c];
+                [
+                    convert(_mm512_castsi512_si256(v), c),
+                    convert(_mm512_extracti64x4_epi64::<1>(v), c),
+                ]
             };
             [channel(0), channel(1), channel(2)]
         };
-        sixteens(row[0].len(), flip, [r, g, b], sixteen)
+        let sixteen = |s: usize| {
+            // SAFETY: AVX2 is enabled in this function.
+            let rgb = unsafe { rgb16(row, s, grey, flip) };
+            [convert(rgb[0], 0), convert(rgb[1], 1), convert(rgb[2], 2)]
+        };
+        groups(row[0].len(), flip, [r, g, b], thirty_two, sixteen)
     }
 
     /// The outputs of one row in whole groups of 16; returns how many it wrote (the table
@@ -1354,11 +1410,7 @@ fn gather8(
 
 /// The bf16 writers' whole steps: 32 output pixels a step, then 16, the three planes' 16
 /// values of a group from `sixteen(first source pixel)` (in output order); returns the pixels
-/// written. Each plane gets 64 consecutive bytes a step, a whole cache line when the rows
-/// are aligned to it, so a streamed line leaves the write-combining buffer whole; the stores
-/// stream when the three rows start on 32 bytes. (A caller's `sixteen` lists its three
-/// channels as an array literal: `array::from_fn`, compiled without AVX, cannot inline a
-/// closure compiled with it, and each channel's vector would go through memory.)
+/// written. See [`groups`], which this runs with each 32 as two 16s.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[inline]
@@ -1366,6 +1418,31 @@ fn sixteens(
     w: usize,
     flip: bool,
     planes: [&mut [u16]; 3],
+    sixteen: impl Fn(usize) -> [std::arch::x86_64::__m256i; 3],
+) -> usize {
+    let thirty_two = |s: usize| {
+        let (x, y) = if flip { (s + 16, s) } else { (s, s + 16) };
+        let (v0, v1) = (sixteen(x), sixteen(y));
+        [[v0[0], v1[0]], [v0[1], v1[1]], [v0[2], v1[2]]]
+    };
+    groups(w, flip, planes, thirty_two, &sixteen)
+}
+
+/// The bf16 writers' whole steps: 32 output pixels a step, each plane's two groups of 16 from
+/// `thirty_two(first source pixel)` (in output order), then 16 from `sixteen`; returns the
+/// pixels written. Each plane gets 64 consecutive bytes a step, a whole cache line when the
+/// rows are aligned to it, so a streamed line leaves the write-combining buffer whole; the
+/// stores stream when the three rows start on 32 bytes. (A caller's closures list the three
+/// channels as an array literal: `array::from_fn`, compiled without AVX, cannot inline a
+/// closure compiled with it, and each channel's vector would go through memory.)
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+fn groups(
+    w: usize,
+    flip: bool,
+    planes: [&mut [u16]; 3],
+    thirty_two: impl Fn(usize) -> [[std::arch::x86_64::__m256i; 2]; 3],
     sixteen: impl Fn(usize) -> [std::arch::x86_64::__m256i; 3],
 ) -> usize {
     use std::arch::x86_64::{__m256i, _mm256_storeu_si256, _mm256_stream_si256};
@@ -1390,14 +1467,12 @@ fn sixteens(
     let mut at = 0;
     let [r, g, b] = planes;
     while at + 32 <= w {
-        let s = first(at, 32);
-        let (x, y) = if flip { (s + 16, s) } else { (s, s + 16) };
-        let (v0, v1) = (sixteen(x), sixteen(y));
+        let v = thirty_two(first(at, 32));
         for (c, plane) in [&mut *r, &mut *g, &mut *b].into_iter().enumerate() {
             let p = plane[at..at + 32].as_mut_ptr();
-            store(p, v0[c]);
+            store(p, v[c][0]);
             // SAFETY: 16 of the 32 u16s sliced above.
-            store(unsafe { p.add(16) }, v1[c]);
+            store(unsafe { p.add(16) }, v[c][1]);
         }
         at += 32;
     }

@@ -35,7 +35,7 @@ use crate::jpeg_markers;
 use crate::{Decode, DecodeError, ImageFormat, ImageInfo, Limits};
 use colour::YccTables;
 #[cfg(target_arch = "x86_64")]
-pub use colour::{store_rgb16, ycc16};
+pub use colour::{store_rgb16, ycc16, ycc32};
 use header::{Coding, Header};
 use huffman::{BitReader, HuffmanTable, Unstuffed, EOB_RUN};
 use idct::Idct;
