@@ -20,7 +20,9 @@ hpuload's pipeline ops, each computed as albumentations computes it on a uint8 R
   float32 table), `RGBShift` (whole levels per channel, saturating), `RandomGamma` (its
   truncated table), `ChannelShuffle`, `InvertImg`, `ToGray` (OpenCV's
   fixed-point grey in each channel), `HueSaturationValue`
-  (OpenCV's byte HSV, as its x86-64 wheels compute it), `Blur` and `MedianBlur` (`cv2.blur`,
+  (OpenCV's byte HSV, as its x86-64 wheels compute it), `ColorJitter` (its four steps in its
+  drawn order: albucore's tables for brightness and contrast around OpenCV's mean grey,
+  OpenCV's fused `addWeighted` with the grey for saturation, the byte-HSV hue shift), `Blur` and `MedianBlur` (`cv2.blur`,
   `cv2.medianBlur`), `MotionBlur` (albumentations' line kernel through `cv2.filter2D`, up to
   9x9), `GaussianBlur` (its own kernel through `cv2.sepFilter2D`), and a `OneOf` of them, each drawn with albumentations' distributions and computed
   byte for byte; `GaussNoise` (a value per pixel), drawn from the same distributions as
@@ -295,6 +297,13 @@ def _brightness_contrast(t: Any) -> dict:
     return {"op": "albu_brightness_contrast", "p": _p(t), **_limits(t, "brightness_limit", "contrast_limit")}
 
 
+def _color_jitter(t: Any) -> dict:
+    # Its saturation is OpenCV's `addWeighted`, its hue a trip through OpenCV's byte HSV.
+    _opencv_arithmetic("ColorJitter")
+    limits = _limits(t, "brightness", "contrast", "saturation", "hue")
+    return {"op": "albu_color_jitter", "p": _p(t), **limits}
+
+
 def _hue_saturation_value(t: Any) -> dict:
     _opencv_arithmetic("HueSaturationValue")
     limits = _limits(t, "hue_shift_limit", "sat_shift_limit", "val_shift_limit")
@@ -447,6 +456,7 @@ _PIXEL_OPS = {
     "GaussianBlur": _gaussian_blur,
     "GaussNoise": _gauss_noise,
     "HueSaturationValue": _hue_saturation_value,
+    "ColorJitter": _color_jitter,
     "Affine": _affine,
     "ShiftScaleRotate": _affine,
 }

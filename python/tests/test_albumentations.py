@@ -367,7 +367,7 @@ def test_a_transform_replaced_by_one_hpuload_cannot_run_goes_to_torchs_loader_ne
 
 def test_steps_after_the_native_resize_run_in_python_as_albumentations_runs_them(jpeg_folder):
     """A Kaggle training transform: `RandomResizedCrop` natively, then albumentations' own
-    steps (a colour shift, Normalize, ToTensorV2) in Python on each uint8 image, from
+    steps (a local contrast equalization, Normalize, ToTensorV2) in Python on each uint8 image, from
     generators made per sample from (seed, epoch, index): each sample is the user's steps run
     on hpuload's crop with those generators, and a run repeats."""
     import random
@@ -376,12 +376,12 @@ def test_steps_after_the_native_resize_run_in_python_as_albumentations_runs_them
     from hpuload.torch import PythonTailWarning
 
     files, labels = files_of(jpeg_folder)
-    rrc, hsv, norm = A.RandomResizedCrop(size=(48, 40)), A.ColorJitter(p=1.0), A.Normalize(mean=MEAN, std=STD)
+    rrc, hsv, norm = A.RandomResizedCrop(size=(48, 40)), A.CLAHE(p=1.0), A.Normalize(mean=MEAN, std=STD)
     ds = LeafDataset(files, labels, A.Compose([rrc, hsv, norm, ToTensorV2()]))
     for workers in (0, 2):
         with warnings.catch_warnings():
             warnings.simplefilter("error", FallbackWarning)
-            with pytest.warns(PythonTailWarning, match="ColorJitter, Normalize, ToTensorV2 in Python"):
+            with pytest.warns(PythonTailWarning, match="CLAHE, Normalize, ToTensorV2 in Python"):
                 loader = DataLoader(ds, batch_size=8, num_workers=workers, seed=11, backend="cpu")
         assert type(loader) is DataLoader
         got = torch.cat([x for x, _ in loader])
@@ -646,6 +646,109 @@ def test_albumentations_pixel_ops_give_its_pixels_for_the_parameters_hpuload_dra
             want = by_plan(image, plan, rrc, steps, norm)
             assert torch.equal(got[index], want), (epoch, index, plan.get("ops"), plan.get("erase"))
     assert seen >= {"transpose", "rot90", "vflip", "cv2_affine", "hsv_shift", "channel_shift", "cv2_gray", "multiply_add", "holes"}, seen
+
+
+def color_jitter_params(ops):
+    """albumentations' `ColorJitter.apply` parameters for the steps hpuload drew: each
+    factor from its op, the order from the ops' order (a hue of 0 is drawn as no step)."""
+    kinds = {"multiply_add": 0, "cv2_contrast": 1, "cv2_saturation": 2, "hsv_shift": 3}
+    steps = [(kinds[op["op"]], op["arg"]) for op in ops]
+    params = {"brightness": None, "contrast": None, "saturation": None, "hue": 0.0}
+    for k, arg in steps:
+        if k == 0:
+            assert arg["beta"] == 0.0
+            params["brightness"] = arg["alpha"]
+        elif k == 1:
+            params["contrast"] = arg
+        elif k == 2:
+            params["saturation"] = arg
+        else:
+            assert arg["sat"] == 0.0 and arg["val"] == 0.0
+            params["hue"] = arg["hue"] / 180
+    order = [k for k, _ in steps]
+    order += [3] if 3 not in order else []
+    return {**params, "order": order}
+
+
+def test_color_jitter_gives_albumentations_pixels_for_the_parameters_hpuload_draws(jpeg_folder, tmp_path):
+    """albumentations' `ColorJitter` runs natively (no Python tail): each sample is
+    albumentations' own `ColorJitter.apply` run on the resized image with the factors and the
+    order hpuload drew, bit for bit, over photos and a PNG of random pixels (every kind of
+    byte and grey pair, where OpenCV's fused multiply-adds round)."""
+    files, labels = files_of(jpeg_folder)
+    noise = tmp_path / "noise.png"
+    Image.fromarray(np.random.default_rng(5).integers(0, 256, (64, 64, 3), dtype=np.uint8)).save(noise)
+    files, labels = files[:15] + [str(noise)], labels[:15] + [0]
+    resize = A.Resize(64, 64)
+    jitter = A.ColorJitter(brightness=(0.5, 1.5), contrast=(0.0, 1.7), saturation=(0.0, 2.0), hue=(-0.3, 0.3), p=0.9)
+    ds = LeafDataset(files, labels, A.Compose([resize, jitter, ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=5))
+    jittered = 0
+    for epoch in (0, 1, 2):
+        got = torch.cat([x for x, _ in loader])
+        for index in range(len(files)):
+            image = cv2.cvtColor(cv2.imread(files[index]), cv2.COLOR_BGR2RGB)
+            plan = json.loads(loader._core.sample_plan(epoch, index, image.shape[1], image.shape[0]))
+            want = resize(image=image)["image"]
+            if plan.get("ops"):
+                jittered += 1
+                want = jitter.apply(want, **color_jitter_params(plan["ops"]))
+            assert torch.equal(got[index], ToTensorV2()(image=want)["image"]), (epoch, index, plan.get("ops"))
+    assert jittered > 30
+
+
+@pytest.mark.parametrize(
+    "factors",
+    [
+        {"brightness": 0.3},
+        {"brightness": 1.21},
+        {"contrast": 0.0},
+        {"contrast": 0.77},
+        {"contrast": 1.21},
+        {"saturation": 0.3},
+        {"saturation": 1.21},
+        {"hue": 0.1},
+        {"hue": -0.25},
+    ],
+)
+def test_color_jitter_with_fixed_factors_gives_its_own_output(jpeg_folder, tmp_path, factors):
+    """Each of `ColorJitter`'s steps alone at a factor where float32 rounding decides some
+    bytes (0.3 against 0.7 lands on halves): the drop-in's batches equal the Dataset's own
+    samples through torch's DataLoader, over a photo and a PNG of random pixels (OpenCV's
+    saturation fuses its multiply-adds; done otherwise, about one byte in a thousand
+    differs)."""
+    files, labels = files_of(jpeg_folder)
+    noise = tmp_path / "noise.png"
+    Image.fromarray(np.random.default_rng(6).integers(0, 256, (128, 128, 3), dtype=np.uint8)).save(noise)
+    ranges = {"brightness": (1.0, 1.0), "contrast": (1.0, 1.0), "saturation": (1.0, 1.0), "hue": (0.0, 0.0)}
+    ranges.update({k: (v, v) for k, v in factors.items()})
+    tf = A.Compose([A.Resize(128, 128), A.ColorJitter(**ranges, p=1.0), ToTensorV2()])
+    ds = LeafDataset([str(noise), files[0]], [0, labels[0]], tf)
+    loader = native(lambda: DataLoader(ds, batch_size=2, backend="cpu"))
+    (got, _), (want, _) = next(iter(loader)), theirs(ds, 2)[0]
+    assert torch.equal(got, want), (got != want).sum().item()
+
+
+def test_color_jitter_draws_albumentations_distributions(tmp_path):
+    """Over 3000 samples: `ColorJitter` runs with probability `p`, each factor is uniform in
+    its range, and its four steps come in each of the 24 orders equally often."""
+    path = tmp_path / "a.jpg"
+    Image.new("RGB", (16, 16), (90, 120, 30)).save(path)
+    jitter = A.ColorJitter(brightness=0.4, contrast=(0.5, 1.0), saturation=(1.0, 3.0), hue=0.2, p=0.7)
+    n = 3000
+    ds = LeafDataset([str(path)] * n, [0] * n, A.Compose([A.Resize(16, 16), jitter, ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=n, backend="cpu", seed=9))
+    drawn = [color_jitter_params(ops) for ops in (json.loads(loader._core.sample_plan(0, i, 16, 16)).get("ops") for i in range(n)) if ops]
+    assert abs(len(drawn) / n - 0.7) < 0.04
+    for name, (lo, hi) in (("brightness", (0.6, 1.4)), ("contrast", (0.5, 1.0)), ("saturation", (1.0, 3.0)), ("hue", (-0.2, 0.2))):
+        values = np.array([d[name] for d in drawn])
+        assert lo <= values.min() and values.max() <= hi, name
+        assert abs(values.mean() - (lo + hi) / 2) < 0.03 * (hi - lo), name
+        assert abs(values.std() - (hi - lo) / 12**0.5) < 0.03 * (hi - lo), name
+    orders = {}
+    for d in drawn:
+        orders[tuple(d["order"])] = orders.get(tuple(d["order"]), 0) + 1
+    assert len(orders) == 24 and all(abs(c / len(drawn) - 1 / 24) < 0.015 for c in orders.values()), orders
 
 
 @pytest.mark.parametrize("hole_ranges", [((0.1, 0.3), (0.05, 0.15)), ((3, 9), (2, 12))])

@@ -423,6 +423,107 @@ impl OpSpec for AlbuHueSaturationValue {
     }
 }
 
+/// albumentations' `ColorJitter(brightness, contrast, saturation, hue, p)` of a uint8 image:
+/// with probability `p`, four factors drawn uniform in their ranges (in this order), then
+/// applied in an order drawn uniformly: brightness as albucore's table of `x * factor`
+/// (`multiply_add` with no shift), contrast as that table of `x * factor + mean * (1 -
+/// factor)` around OpenCV's mean grey ([`cv2_contrast`]), saturation as OpenCV's
+/// `addWeighted` of the image and its grey ([`cv2_saturation`]), hue as a shift of
+/// `180 * factor` in OpenCV's byte HSV (the table `HueSaturationValue` uses; none for a
+/// factor of 0).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlbuColorJitter {
+    /// Brightness factor's range. Default `[0.8, 1.2]`.
+    #[serde(default = "jitter_range")]
+    pub brightness: [f64; 2],
+    /// Contrast factor's range. Default `[0.8, 1.2]`.
+    #[serde(default = "jitter_range")]
+    pub contrast: [f64; 2],
+    /// Saturation factor's range. Default `[0.8, 1.2]`.
+    #[serde(default = "jitter_range")]
+    pub saturation: [f64; 2],
+    /// Hue shift's range, in turns, within `[-0.5, 0.5]`. Default `[-0.5, 0.5]`.
+    #[serde(default = "half_turn")]
+    pub hue: [f64; 2],
+    /// Probability. Default 0.5.
+    #[serde(default = "half")]
+    pub p: f64,
+}
+
+fn jitter_range() -> [f64; 2] {
+    [0.8, 1.2]
+}
+
+fn half_turn() -> [f64; 2] {
+    [-0.5, 0.5]
+}
+
+impl OpSpec for AlbuColorJitter {
+    fn kind(&self) -> OpKind {
+        OpKind::Pixel
+    }
+    fn check(&self) -> Result<(), PipelineError> {
+        const OP: &str = "albu_color_jitter";
+        probability(self.p, OP)?;
+        ranges(
+            OP,
+            &[
+                ("brightness", self.brightness),
+                ("contrast", self.contrast),
+                ("saturation", self.saturation),
+                ("hue", self.hue),
+            ],
+        )?;
+        for (name, [lo, _]) in [
+            ("brightness", self.brightness),
+            ("contrast", self.contrast),
+            ("saturation", self.saturation),
+        ] {
+            if lo < 0.0 {
+                return Err(PipelineError::Parameter(format!(
+                    "{OP} {name} must not be negative"
+                )));
+            }
+        }
+        let [lo, hi] = self.hue;
+        if lo < -0.5 || hi > 0.5 {
+            return Err(PipelineError::Parameter(format!(
+                "{OP} hue [{lo}, {hi}] must lie within [-0.5, 0.5]"
+            )));
+        }
+        Ok(())
+    }
+    fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
+        if coin(rng, self.p) {
+            let mut factor = |[lo, hi]: [f64; 2]| rng.uniform_in(lo, hi);
+            let brightness = factor(self.brightness);
+            let contrast = factor(self.contrast);
+            let saturation = factor(self.saturation);
+            let hue = factor(self.hue);
+            let mut order = [0u8, 1, 2, 3];
+            shuffle(rng, &mut order);
+            for step in order {
+                out.push(match step {
+                    0 => PixelOp::MultiplyAdd {
+                        alpha: brightness,
+                        beta: 0.0,
+                    },
+                    1 => PixelOp::Cv2Contrast(contrast),
+                    2 => PixelOp::Cv2Saturation(saturation),
+                    // albumentations leaves the image as it is (no trip through HSV).
+                    _ if hue == 0.0 => continue,
+                    _ => PixelOp::HsvShift {
+                        hue: 180.0 * hue,
+                        sat: 0.0,
+                        val: 0.0,
+                    },
+                });
+            }
+        }
+    }
+}
+
 /// Every range `[lo, hi]` finite and ordered.
 pub(super) fn ranges(op: &str, named: &[(&str, [f64; 2])]) -> Result<(), PipelineError> {
     for (name, [lo, hi]) in named {
@@ -1124,6 +1225,58 @@ pub(crate) fn multiply_add(rgb: &mut [u8], alpha: f64, beta: f64) {
     }
 }
 
+/// The mean of OpenCV's grey of 8-bit RGB pixels ([`cv2_gray`]'s value for each), as numpy
+/// computes `mean()` of that image: the exact sum over the count, in f64.
+fn cv2_gray_mean(rgb: &[u8]) -> f64 {
+    let n = rgb.len() / 3;
+    if n == 0 {
+        return 0.0;
+    }
+    let sum: u64 = rgb
+        .chunks_exact(3)
+        .map(|px| {
+            let [r, g, b] = [px[0], px[1], px[2]].map(u32::from);
+            u64::from((9798 * r + 19235 * g + 3735 * b + 16384) >> 15)
+        })
+        .sum();
+    sum as f64 / n as f64
+}
+
+/// albumentations' `adjust_contrast_torchvision` of a uint8 RGB image: around the mean of
+/// OpenCV's grey, `multiply_add(img, factor, mean * (1 - factor))` through albucore's float32
+/// table, or for a factor of 0 the mean rounded half up in every byte.
+pub(crate) fn cv2_contrast(rgb: &mut [u8], factor: f64) {
+    if factor == 1.0 {
+        return;
+    }
+    let mean = cv2_gray_mean(rgb);
+    if factor == 0.0 {
+        rgb.fill((mean + 0.5) as u8);
+        return;
+    }
+    multiply_add(rgb, factor, mean * (1.0 - factor));
+}
+
+/// albumentations' `adjust_saturation_torchvision` of a uint8 RGB image: OpenCV's
+/// `addWeighted(img, factor, grey, 1 - factor, 0)` with the grey of [`cv2_gray`], each byte
+/// `saturate_cast<uchar>(fma(x, alpha, grey * beta))` in float32 (OpenCV's AVX2 kernel fuses
+/// the multiply-adds, its scalar rest as well; checked against it for every byte pair), rounded
+/// half to even.
+pub(crate) fn cv2_saturation(rgb: &mut [u8], factor: f64) {
+    if factor == 1.0 {
+        return;
+    }
+    let (alpha, beta) = (factor as f32, (1.0 - factor) as f32);
+    for px in rgb.chunks_exact_mut(3) {
+        let [r, g, b] = [px[0], px[1], px[2]].map(u32::from);
+        let grey = ((9798 * r + 19235 * g + 3735 * b + 16384) >> 15) as f32 * beta;
+        for v in px.iter_mut() {
+            let t = f32::from(*v).mul_add(alpha, grey);
+            *v = t.round_ties_even().clamp(0.0, 255.0) as u8;
+        }
+    }
+}
+
 /// OpenCV's `(255 << 12) / v` and `(180 << 12) / (6 * d)` tables of its byte RGB to HSV,
 /// rounded as `saturate_cast<int>` rounds (half to even).
 struct HsvTables {
@@ -1590,6 +1743,76 @@ mod tests {
         assert_eq!(rgb_to_hsv(t, [0, 255, 0]), [60, 255, 255]);
         assert_eq!(rgb_to_hsv(t, [0, 0, 255]), [120, 255, 255]);
         assert_eq!(rgb_to_hsv(t, [77, 77, 77]), [0, 0, 77]);
+    }
+
+    #[test]
+    fn color_jitter_refuses_negative_factors_and_hue_past_half_a_turn_and_draws_four_steps() {
+        let spec = AlbuColorJitter {
+            brightness: [0.5, 1.5],
+            contrast: [0.8, 1.2],
+            saturation: [0.0, 2.0],
+            hue: [-0.1, 0.2],
+            p: 1.0,
+        };
+        assert!(spec.check().is_ok());
+        let bad = [
+            AlbuColorJitter {
+                contrast: [-0.1, 1.0],
+                ..spec
+            },
+            AlbuColorJitter {
+                hue: [-0.6, 0.1],
+                ..spec
+            },
+            AlbuColorJitter {
+                saturation: [1.2, 0.8],
+                ..spec
+            },
+        ];
+        assert!(bad.iter().all(|b| b.check().is_err()));
+        let mut firsts = [0usize; 4];
+        for i in 0..400 {
+            let mut ops = Vec::new();
+            spec.draw(&mut CounterRng::for_op(1, 0, i, 0), (8, 8), &mut ops);
+            assert_eq!(ops.len(), 4, "{ops:?}");
+            let step = |op: &PixelOp| match op {
+                PixelOp::MultiplyAdd { alpha, beta } => {
+                    assert!((0.5..1.5).contains(alpha) && *beta == 0.0);
+                    0
+                }
+                PixelOp::Cv2Contrast(c) => {
+                    assert!((0.8..1.2).contains(c));
+                    1
+                }
+                PixelOp::Cv2Saturation(s) => {
+                    assert!((0.0..2.0).contains(s));
+                    2
+                }
+                PixelOp::HsvShift { hue, sat, val } => {
+                    assert!((-18.0..36.0).contains(hue) && *sat == 0.0 && *val == 0.0);
+                    3
+                }
+                other => panic!("{other:?}"),
+            };
+            let mut order: Vec<usize> = ops.iter().map(step).collect();
+            firsts[order[0]] += 1;
+            order.sort_unstable();
+            assert_eq!(order, [0, 1, 2, 3]);
+        }
+        assert!(firsts.iter().all(|&n| n > 60), "{firsts:?}");
+    }
+
+    #[test]
+    fn contrast_at_zero_fills_the_mean_grey_rounded_and_saturation_at_zero_is_the_grey() {
+        // Greys 50 and 101 (OpenCV's weights): mean 75.5, rounded half up to 76.
+        let mut rgb = vec![50, 50, 50, 101, 101, 101];
+        cv2_contrast(&mut rgb, 0.0);
+        assert_eq!(rgb, [76; 6]);
+        let mut rgb = vec![200, 10, 30, 0, 255, 0];
+        let mut grey = rgb.clone();
+        cv2_gray(&mut grey);
+        cv2_saturation(&mut rgb, 0.0);
+        assert_eq!(rgb, grey);
     }
 
     #[test]

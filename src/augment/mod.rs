@@ -42,9 +42,10 @@ mod timm;
 mod two_tap;
 
 pub use albu::{
-    AlbuAffine, AlbuBrightnessContrast, AlbuChannelShuffle, AlbuHueSaturationValue,
-    AlbuLongestMaxSize, AlbuPadIfNeeded, AlbuRandomGamma, AlbuRandomRotate90, AlbuRgbShift,
-    AlbuSmallestMaxSize, AlbuToGray, AlbuTranspose, CoarseDropout, Cv2Border,
+    AlbuAffine, AlbuBrightnessContrast, AlbuChannelShuffle, AlbuColorJitter,
+    AlbuHueSaturationValue, AlbuLongestMaxSize, AlbuPadIfNeeded, AlbuRandomGamma,
+    AlbuRandomRotate90, AlbuRgbShift, AlbuSmallestMaxSize, AlbuToGray, AlbuTranspose,
+    CoarseDropout, Cv2Border,
 };
 pub use albu_filter::{
     AlbuBlur, AlbuGaussNoise, AlbuGaussianBlur, AlbuMedianBlur, AlbuMotionBlur, MotionKernel,

@@ -14,9 +14,10 @@ use hpuload_decoders::orientation::{orientation, torchvision_orientation, Orient
 use serde::{Deserialize, Serialize};
 
 use super::albu::{
-    AlbuAffine, AlbuBrightnessContrast, AlbuChannelShuffle, AlbuHueSaturationValue,
-    AlbuLongestMaxSize, AlbuPadIfNeeded, AlbuRandomGamma, AlbuRandomRotate90, AlbuRgbShift,
-    AlbuSmallestMaxSize, AlbuToGray, AlbuTranspose, CoarseDropout,
+    AlbuAffine, AlbuBrightnessContrast, AlbuChannelShuffle, AlbuColorJitter,
+    AlbuHueSaturationValue, AlbuLongestMaxSize, AlbuPadIfNeeded, AlbuRandomGamma,
+    AlbuRandomRotate90, AlbuRgbShift, AlbuSmallestMaxSize, AlbuToGray, AlbuTranspose,
+    CoarseDropout,
 };
 use super::albu_filter::{
     AlbuBlur, AlbuGaussNoise, AlbuGaussianBlur, AlbuMedianBlur, AlbuMotionBlur,
@@ -191,6 +192,9 @@ ops! {
     /// albumentations' `HueSaturationValue(hue_shift_limit, sat_shift_limit,
     /// val_shift_limit, p)`.
     AlbuHueSaturationValue(AlbuHueSaturationValue) = "albu_hue_saturation_value",
+    /// albumentations' `ColorJitter(brightness, contrast, saturation, hue, p)` of a uint8
+    /// image.
+    AlbuColorJitter(AlbuColorJitter) = "albu_color_jitter",
     /// albumentations' `Blur(blur_limit, p)`: `cv2.blur`.
     AlbuBlur(AlbuBlur) = "albu_blur",
     /// albumentations' `MedianBlur(blur_limit, p)`: `cv2.medianBlur`.

@@ -106,6 +106,12 @@ pub enum PixelOp {
     /// albumentations' `ToGray` (`weighted_average`): OpenCV's `COLOR_RGB2GRAY` of 8-bit
     /// pixels, in each channel.
     Cv2Gray,
+    /// albumentations' `ColorJitter` contrast: the table of `x * factor + mean * (1 -
+    /// factor)` around the mean of OpenCV's grey.
+    Cv2Contrast(f64),
+    /// albumentations' `ColorJitter` saturation: OpenCV's `addWeighted` of the image and its
+    /// grey.
+    Cv2Saturation(f64),
     /// `cv2.blur` with a `k` x `k` kernel (albumentations' `Blur`).
     BoxBlur(u8),
     /// `cv2.medianBlur` with a `k` x `k` kernel (albumentations' `MedianBlur`).
@@ -199,6 +205,8 @@ impl PixelOp {
             | Self::ChannelShift(_)
             | Self::Gamma(_)
             | Self::Cv2Gray
+            | Self::Cv2Contrast(_)
+            | Self::Cv2Saturation(_)
             | Self::BoxBlur(_)
             | Self::MedianBlur(_) => true,
             // Symmetric, but the scalar rest of each row is computed otherwise.
@@ -223,8 +231,10 @@ impl PixelOp {
             | Self::MultiplyAdd { .. }
             | Self::ChannelShift(_)
             | Self::Gamma(_)
-            | Self::Cv2Gray => Reach::Pointwise,
+            | Self::Cv2Gray
+            | Self::Cv2Saturation(_) => Reach::Pointwise,
             Self::Contrast(_)
+            | Self::Cv2Contrast(_)
             | Self::AutoContrast
             | Self::AutoContrastV1
             | Self::Equalize
@@ -294,6 +304,8 @@ impl PixelOp {
             | Self::ChannelShift(_)
             | Self::Gamma(_)
             | Self::Cv2Gray
+            | Self::Cv2Contrast(_)
+            | Self::Cv2Saturation(_)
             | Self::BoxBlur(_)
             | Self::MedianBlur(_)
             | Self::MotionBlur(_)

@@ -212,6 +212,8 @@ pub fn apply(ops: &[PixelOp], rgb: &mut [u8], h: usize, w: usize, s: &mut Scratc
             PixelOp::MultiplyAdd { alpha, beta } => albu::multiply_add(rgb, *alpha, *beta),
             PixelOp::ChannelShift(shift) => albu::shift_channels(rgb, *shift),
             PixelOp::Cv2Gray => albu::cv2_gray(rgb),
+            PixelOp::Cv2Contrast(factor) => albu::cv2_contrast(rgb, *factor),
+            PixelOp::Cv2Saturation(factor) => albu::cv2_saturation(rgb, *factor),
             PixelOp::Gamma(g) => albu::gamma(rgb, *g),
             PixelOp::BoxBlur(k) => albu_filter::box_blur(rgb, h, w, usize::from(*k), &mut s.sums),
             PixelOp::MedianBlur(k) => {
@@ -413,6 +415,8 @@ fn adjustment(op: &PixelOp) -> Option<colour::Adjust> {
         | PixelOp::MultiplyAdd { .. }
         | PixelOp::ChannelShift(_)
         | PixelOp::Cv2Gray
+        | PixelOp::Cv2Contrast(_)
+        | PixelOp::Cv2Saturation(_)
         | PixelOp::Gamma(_)
         | PixelOp::BoxBlur(_)
         | PixelOp::MedianBlur(_)
