@@ -412,7 +412,7 @@ pub struct Noise {
 /// whose ulp is 1, rounds it to a whole number (ties to even) in the low bits, without the
 /// checks of a saturating `as`, so loops of it run in vector lanes.
 #[inline(always)]
-fn round_byte(x: f32) -> u8 {
+pub(super) fn round_byte(x: f32) -> u8 {
     const WHOLE: f32 = 12_582_912.0;
     (x.clamp(0.0, 255.0) + WHOLE).to_bits() as u8
 }
