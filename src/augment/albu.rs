@@ -1345,6 +1345,78 @@ fn rgb_to_hsv(t: &HsvTables, [r, g, b]: [u8; 3]) -> [u8; 3] {
     [h as u8, s as u8, v as u8]
 }
 
+/// [`rgb_to_hsv`] of `LANES` pixels (`px`: their RGB bytes), as integers.
+#[inline(always)]
+fn rgb_to_hsv_lanes(t: &HsvTables, px: &[u8]) -> [[i32; LANES]; 3] {
+    let mut out = [[0i32; LANES]; 3];
+    for (i, p) in px[..LANES * 3].chunks_exact(3).enumerate() {
+        let hsv = rgb_to_hsv(t, [p[0], p[1], p[2]]);
+        for c in 0..3 {
+            out[c][i] = i32::from(hsv[c]);
+        }
+    }
+    out
+}
+
+/// [`rgb_to_hsv_lanes`] and the lookups in `luts` (hue, saturation, value, as floats) in
+/// AVX2's eight i32 lanes: each lane computed as [`rgb_to_hsv`] computes one pixel, its
+/// branches as blends, its tables read by gathers.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn shifted_avx2(t: &HsvTables, luts: &[[f32; 256]; 3], px: &[u8]) -> [[f32; LANES]; 3] {
+    use std::arch::x86_64::*;
+    let px = &px[..LANES * 3];
+    let channel = |c: usize| {
+        let at = |i: usize| i32::from(px[3 * i + c]);
+        _mm256_setr_epi32(at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7))
+    };
+    let (r, g, b) = (channel(0), channel(1), channel(2));
+    let byte = _mm256_set1_epi32(255);
+    let round = _mm256_set1_epi32(1 << (HSV_SHIFT - 1));
+    let v = _mm256_max_epi32(_mm256_max_epi32(r, g), b);
+    let diff = _mm256_sub_epi32(v, _mm256_min_epi32(_mm256_min_epi32(r, g), b));
+    // SAFETY (the gathers here and below): every index is masked to 0..=255 (the values lie
+    // there already), inside the 256-entry tables read.
+    let (sdiv, hdiv) = unsafe {
+        (
+            _mm256_i32gather_epi32::<4>(t.sdiv.as_ptr(), _mm256_and_si256(v, byte)),
+            _mm256_i32gather_epi32::<4>(t.hdiv.as_ptr(), _mm256_and_si256(diff, byte)),
+        )
+    };
+    let s = _mm256_srai_epi32::<{ HSV_SHIFT as i32 }>(_mm256_add_epi32(
+        _mm256_mullo_epi32(diff, sdiv),
+        round,
+    ));
+    let two = _mm256_add_epi32(diff, diff);
+    let from_r = _mm256_sub_epi32(g, b);
+    let from_g = _mm256_add_epi32(_mm256_sub_epi32(b, r), two);
+    let from_b = _mm256_add_epi32(_mm256_sub_epi32(r, g), _mm256_add_epi32(two, two));
+    // `v == r` first, then `v == g`, else blue's.
+    let h = _mm256_blendv_epi8(
+        _mm256_blendv_epi8(from_b, from_g, _mm256_cmpeq_epi32(v, g)),
+        from_r,
+        _mm256_cmpeq_epi32(v, r),
+    );
+    let h = _mm256_srai_epi32::<{ HSV_SHIFT as i32 }>(_mm256_add_epi32(
+        _mm256_mullo_epi32(h, hdiv),
+        round,
+    ));
+    let negative = _mm256_cmpgt_epi32(_mm256_setzero_si256(), h);
+    let h = _mm256_add_epi32(h, _mm256_and_si256(negative, _mm256_set1_epi32(180)));
+    let mut out = [[0f32; LANES]; 3];
+    for (c, idx) in [h, s, v].into_iter().enumerate() {
+        // SAFETY: as above for the gather; the store writes the 8 floats of `out[c]`.
+        unsafe {
+            let x = _mm256_i32gather_ps::<4>(luts[c].as_ptr(), _mm256_and_si256(idx, byte));
+            _mm256_storeu_ps(out[c].as_mut_ptr(), x);
+        }
+    }
+    out
+}
+
 /// The pixels of each row that OpenCV's vector `COLOR_HSV2RGB` takes (blocks of 32); the
 /// rest of the row goes through its scalar code.
 const HSV_BLOCK: usize = 32;
@@ -1432,6 +1504,28 @@ fn hsv_shift_any(rgb: &mut [u8], w: usize, hue: f64, sat: f64, val: f64) {
     };
     let (sat_lut, val_lut) = (add(sat), add(val));
     let vector = w - w % HSV_BLOCK;
+    // The three tables as floats for the vector blocks, saturation's 0 kept 0 as `shifted`
+    // keeps it: the lookups gather floats in lanes.
+    let mut luts = [hue_lut, sat_lut, val_lut].map(|t| t.map(f32::from));
+    luts[1][0] = 0.0;
+    #[cfg(target_arch = "x86_64")]
+    let avx2 = std::arch::is_x86_feature_detected!("avx2");
+    // Each of `LANES` pixels' shifted H, S and V (`px`: their RGB bytes), as floats.
+    let shifted_lanes = |px: &[u8]| -> [[f32; LANES]; 3] {
+        #[cfg(target_arch = "x86_64")]
+        if avx2 {
+            // SAFETY: AVX2 was detected above.
+            return unsafe { shifted_avx2(tables, &luts, px) };
+        }
+        let [h, s, v] = rgb_to_hsv_lanes(tables, px);
+        let mut hsv = [[0f32; LANES]; 3];
+        for i in 0..LANES {
+            hsv[0][i] = luts[0][h[i] as usize];
+            hsv[1][i] = luts[1][s[i] as usize];
+            hsv[2][i] = luts[2][v[i] as usize];
+        }
+        hsv
+    };
     let shifted = |px: &[u8]| -> [u8; 3] {
         let [h0, s0, v0] = rgb_to_hsv(tables, [px[0], px[1], px[2]]);
         let s1 = if s0 == 0 { 0 } else { sat_lut[s0 as usize] };
@@ -1441,13 +1535,7 @@ fn hsv_shift_any(rgb: &mut [u8], w: usize, hue: f64, sat: f64, val: f64) {
         let (blocks, rest) = row.split_at_mut(vector * 3);
         // OpenCV's vector code, 8 pixels at a time in lanes (the compiler's vectors).
         for block in blocks.chunks_exact_mut(LANES * 3) {
-            let mut hsv = [[0f32; LANES]; 3];
-            for (i, px) in block.chunks_exact(3).enumerate() {
-                let [h, s, v] = shifted(px);
-                hsv[0][i] = f32::from(h);
-                hsv[1][i] = f32::from(s);
-                hsv[2][i] = f32::from(v);
-            }
+            let hsv = shifted_lanes(block);
             let rgb8 = hsv_to_rgb_lanes(&hsv);
             for (i, px) in block.chunks_exact_mut(3).enumerate() {
                 px.copy_from_slice(&[rgb8[0][i], rgb8[1][i], rgb8[2][i]]);
