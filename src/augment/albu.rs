@@ -1378,8 +1378,8 @@ unsafe fn shifted_avx2(t: &HsvTables, luts: &[[f32; 256]; 3], px: &[u8]) -> [[f3
     let round = _mm256_set1_epi32(1 << (HSV_SHIFT - 1));
     let v = _mm256_max_epi32(_mm256_max_epi32(r, g), b);
     let diff = _mm256_sub_epi32(v, _mm256_min_epi32(_mm256_min_epi32(r, g), b));
-    // SAFETY (the gathers here and below): every index is masked to 0..=255 (the values lie
-    // there already), inside the 256-entry tables read.
+    // Every gather's index is masked to 0..=255 (the values lie there already).
+    // SAFETY: the indices lie inside the 256-entry tables read.
     let (sdiv, hdiv) = unsafe {
         (
             _mm256_i32gather_epi32::<4>(t.sdiv.as_ptr(), _mm256_and_si256(v, byte)),
@@ -1408,7 +1408,8 @@ unsafe fn shifted_avx2(t: &HsvTables, luts: &[[f32; 256]; 3], px: &[u8]) -> [[f3
     let h = _mm256_add_epi32(h, _mm256_and_si256(negative, _mm256_set1_epi32(180)));
     let mut out = [[0f32; LANES]; 3];
     for (c, idx) in [h, s, v].into_iter().enumerate() {
-        // SAFETY: as above for the gather; the store writes the 8 floats of `out[c]`.
+        // SAFETY: the masked indices lie inside the 256-entry table; the store writes the 8
+        // floats of `out[c]`.
         unsafe {
             let x = _mm256_i32gather_ps::<4>(luts[c].as_ptr(), _mm256_and_si256(idx, byte));
             _mm256_storeu_ps(out[c].as_mut_ptr(), x);
