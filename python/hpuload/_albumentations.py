@@ -22,7 +22,9 @@ hpuload's pipeline ops, each computed as albumentations computes it on a uint8 R
   fixed-point grey in each channel), `HueSaturationValue`
   (OpenCV's byte HSV, as its x86-64 wheels compute it), `ColorJitter` (its four steps in its
   drawn order: albucore's tables for brightness and contrast around OpenCV's mean grey,
-  OpenCV's fused `addWeighted` with the grey for saturation, the byte-HSV hue shift), `Blur` and `MedianBlur` (`cv2.blur`,
+  OpenCV's fused `addWeighted` with the grey for saturation, the byte-HSV hue shift),
+  `Sharpen` (its kernel method) and `Emboss` (their 3x3 float32 kernels, as numpy makes them,
+  through `cv2.filter2D`), `Blur` and `MedianBlur` (`cv2.blur`,
   `cv2.medianBlur`), `MotionBlur` (albumentations' line kernel through `cv2.filter2D`, up to
   9x9), `GaussianBlur` (its own kernel through `cv2.sepFilter2D`), and a `OneOf` of them, each drawn with albumentations' distributions and computed
   byte for byte; `GaussNoise` (a value per pixel), drawn from the same distributions as
@@ -304,6 +306,18 @@ def _color_jitter(t: Any) -> dict:
     return {"op": "albu_color_jitter", "p": _p(t), **limits}
 
 
+def _sharpen(t: Any) -> dict:
+    if getattr(t, "method", "kernel") != "kernel":
+        raise Unsupported(f"albumentations' Sharpen with method={t.method!r}")
+    _opencv_arithmetic("Sharpen")  # its kernel through cv2.filter2D
+    return {"op": "albu_sharpen", "p": _p(t), **_limits(t, "alpha", "lightness")}
+
+
+def _emboss(t: Any) -> dict:
+    _opencv_arithmetic("Emboss")  # its kernel through cv2.filter2D
+    return {"op": "albu_emboss", "p": _p(t), **_limits(t, "alpha", "strength")}
+
+
 def _hue_saturation_value(t: Any) -> dict:
     _opencv_arithmetic("HueSaturationValue")
     limits = _limits(t, "hue_shift_limit", "sat_shift_limit", "val_shift_limit")
@@ -457,6 +471,8 @@ _PIXEL_OPS = {
     "GaussNoise": _gauss_noise,
     "HueSaturationValue": _hue_saturation_value,
     "ColorJitter": _color_jitter,
+    "Sharpen": _sharpen,
+    "Emboss": _emboss,
     "Affine": _affine,
     "ShiftScaleRotate": _affine,
 }

@@ -729,6 +729,58 @@ def test_color_jitter_with_fixed_factors_gives_its_own_output(jpeg_folder, tmp_p
     assert torch.equal(got, want), (got != want).sum().item()
 
 
+@pytest.mark.parametrize(
+    "step",
+    [
+        lambda: A.Sharpen(alpha=(0.3, 0.3), lightness=(0.7, 0.7), p=1.0),
+        lambda: A.Sharpen(alpha=(1.0, 1.0), lightness=(0.5, 0.5), p=1.0),
+        lambda: A.Emboss(alpha=(0.35, 0.35), strength=(0.6, 0.6), p=1.0),
+        lambda: A.Emboss(alpha=(0.77, 0.77), strength=(0.2, 0.2), p=1.0),
+    ],
+)
+def test_sharpen_and_emboss_with_fixed_parameters_give_their_own_output(jpeg_folder, tmp_path, step):
+    """`Sharpen` and `Emboss` at fixed parameters: the drop-in's batches equal the Dataset's
+    own samples through torch's DataLoader (their kernels built in float32 as numpy builds
+    them, `cv2.filter2D`'s sums fused as its kernels fuse them), over photos and a PNG of
+    random pixels, at widths whose rows end in a scalar rest."""
+    files, labels = files_of(jpeg_folder)
+    noise = tmp_path / "noise.png"
+    Image.fromarray(np.random.default_rng(7).integers(0, 256, (61, 67, 3), dtype=np.uint8)).save(noise)
+    tf = A.Compose([A.Resize(61, 67), step(), ToTensorV2()])
+    ds = LeafDataset([str(noise)] + files[:3], [0] + labels[:3], tf)
+    loader = native(lambda: DataLoader(ds, batch_size=4, backend="cpu"))
+    (got, _), (want, _) = next(iter(loader)), theirs(ds, 4)[0]
+    assert torch.equal(got, want), (got != want).sum().item()
+
+
+def test_sharpen_and_emboss_draw_albumentations_parameters(jpeg_folder):
+    """Drawn: each sample is albumentations' own `apply` with the kernel hpuload drew (two
+    epochs), and the kernels' parameters spread over their ranges as albumentations draws
+    them."""
+    files, labels = files_of(jpeg_folder)
+    sharpen, emboss = A.Sharpen(alpha=(0.1, 0.6), lightness=(0.2, 1.5), p=0.6), A.Emboss(p=0.6)
+    resize = A.Resize(48, 48)
+    ds = LeafDataset(files, labels, A.Compose([resize, sharpen, emboss, ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=4))
+    kernels = []
+    for epoch in (0, 1):
+        got = torch.cat([x for x, _ in loader])
+        for index in range(len(files)):
+            image = cv2.cvtColor(cv2.imread(files[index]), cv2.COLOR_BGR2RGB)
+            plan = json.loads(loader._core.sample_plan(epoch, index, image.shape[1], image.shape[0]))
+            want = resize(image=image)["image"]
+            for op in plan.get("ops", []):
+                assert op["op"] == "filter3x3", op
+                kernel = np.array(op["arg"], dtype=np.float32).reshape(3, 3)
+                kernels.append(kernel)
+                want = sharpen.apply(want, alpha=0.0, sharpening_matrix=kernel) if kernel[0, 2] != 0 else emboss.apply(want, emboss_matrix=kernel)
+            assert torch.equal(got[index], ToTensorV2()(image=want)["image"]), (epoch, index)
+    sharp = [k for k in kernels if k[0, 2] != 0]
+    alphas = np.array([-k[0, 0] for k in sharp])
+    assert len(sharp) > 20 and 0.1 <= alphas.min() and alphas.max() <= 0.6
+    assert len(kernels) - len(sharp) > 20
+
+
 def test_color_jitter_draws_albumentations_distributions(tmp_path):
     """Over 3000 samples: `ColorJitter` runs with probability `p`, each factor is uniform in
     its range, and its four steps come in each of the 24 orders equally often."""

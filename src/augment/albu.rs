@@ -504,7 +504,7 @@ impl OpSpec for AlbuColorJitter {
             let mut order = [0u8, 1, 2, 3];
             shuffle(rng, &mut order);
             for step in order {
-                out.push(match step {
+                let op = match step {
                     0 => PixelOp::MultiplyAdd {
                         alpha: brightness,
                         beta: 0.0,
@@ -518,7 +518,8 @@ impl OpSpec for AlbuColorJitter {
                         sat: 0.0,
                         val: 0.0,
                     },
-                });
+                };
+                out.push(op);
             }
         }
     }
@@ -1197,10 +1198,15 @@ pub(crate) fn shift_channels(rgb: &mut [u8], shift: [i16; 3]) {
 /// three output channels).
 pub(crate) fn cv2_gray(rgb: &mut [u8]) {
     for px in rgb.chunks_exact_mut(3) {
-        let [r, g, b] = [px[0], px[1], px[2]].map(u32::from);
-        let y = ((9798 * r + 19235 * g + 3735 * b + 16384) >> 15) as u8;
-        px.fill(y);
+        px.fill(cv2_grey_of(px));
     }
+}
+
+/// OpenCV 5's `COLOR_RGB2GRAY` of one 8-bit pixel (`px`: its R, G and B).
+#[inline(always)]
+fn cv2_grey_of(px: &[u8]) -> u8 {
+    let [r, g, b] = [px[0], px[1], px[2]].map(u32::from);
+    ((9798 * r + 19235 * g + 3735 * b + 16384) >> 15) as u8
 }
 
 /// albumentations' `gamma_transform` of a uint8 image: the table `(i * (1 / 255)) ** gamma *
@@ -1234,10 +1240,7 @@ fn cv2_gray_mean(rgb: &[u8]) -> f64 {
     }
     let sum: u64 = rgb
         .chunks_exact(3)
-        .map(|px| {
-            let [r, g, b] = [px[0], px[1], px[2]].map(u32::from);
-            u64::from((9798 * r + 19235 * g + 3735 * b + 16384) >> 15)
-        })
+        .map(|px| u64::from(cv2_grey_of(px)))
         .sum();
     sum as f64 / n as f64
 }
@@ -1290,9 +1293,7 @@ fn cv2_saturation_any(rgb: &mut [u8], factor: f64) {
     let mut grey = [0f32; 192];
     for block in rgb.chunks_mut(192) {
         for (px, g) in block.chunks_exact(3).zip(grey.chunks_exact_mut(3)) {
-            let [r, gr, b] = [px[0], px[1], px[2]].map(u32::from);
-            let y = ((9798 * r + 19235 * gr + 3735 * b + 16384) >> 15) as f32 * beta;
-            g.copy_from_slice(&[y; 3]);
+            g.copy_from_slice(&[f32::from(cv2_grey_of(px)) * beta; 3]);
         }
         for (v, &g) in block.iter_mut().zip(&grey) {
             *v = super::albu_filter::round_byte(f32::from(*v).mul_add(alpha, g));

@@ -714,21 +714,37 @@ fn motion_blur_any(
     kernel: &MotionKernel,
     padded: &mut Vec<u8>,
 ) {
-    let k = usize::from(kernel.size);
+    let weight = 1.0f32 / kernel.points.len() as f32;
+    let taps: Vec<([u8; 2], f32)> = kernel.points.iter().map(|&p| (p, weight)).collect();
+    filter_points(rgb, h, w, usize::from(kernel.size), &taps, padded);
+}
+
+/// `cv2.filter2D(rgb, -1, kernel)` in place for a `k` x `k` float32 kernel given as its
+/// non-zero cells (`[row, column]` and weight) in row-major order, as OpenCV 5's AVX2 kernel
+/// computes it: the sum over the cells in that order, a fused multiply-add per cell for each
+/// row's first `len - len % 4` values and a product then a sum for the rest, rounded half to
+/// even (reflect-101 edges). Inlined into builds with FMA, where `mul_add` is one instruction.
+#[inline(always)]
+fn filter_points(
+    rgb: &mut [u8],
+    h: usize,
+    w: usize,
+    k: usize,
+    taps: &[([u8; 2], f32)],
+    padded: &mut Vec<u8>,
+) {
     let (pw, row) = (w + k - 1, w * 3);
     pad(rgb, h, w, k / 2, reflect101, padded);
-    let weight = 1.0f32 / kernel.points.len() as f32;
-    let offsets: Vec<usize> = kernel
-        .points
+    let taps: Vec<(usize, f32)> = taps
         .iter()
-        .map(|&[dy, dx]| (usize::from(dy) * pw + usize::from(dx)) * 3)
+        .map(|&([dy, dx], weight)| ((usize::from(dy) * pw + usize::from(dx)) * 3, weight))
         .collect();
     let fused = row - row % 4;
     let mut sum = vec![0f32; row];
     for y in 0..h {
         sum.fill(0.0);
         let base = y * pw * 3;
-        for &o in &offsets {
+        for &(o, weight) in &taps {
             let src = &padded[base + o..][..row];
             let (head, tail) = sum.split_at_mut(fused);
             for (s, &v) in head.iter_mut().zip(src) {
@@ -740,6 +756,157 @@ fn motion_blur_any(
         }
         for (out, s) in rgb[y * row..][..row].iter_mut().zip(&sum) {
             *out = round_byte(*s);
+        }
+    }
+}
+
+/// `cv2.filter2D(rgb, -1, kernel)` in place for a 3x3 float32 kernel (albumentations'
+/// `Sharpen` and `Emboss`): its non-zero cells (the ones OpenCV sums) through
+/// [`filter_points`].
+pub(crate) fn filter3x3(
+    rgb: &mut [u8],
+    h: usize,
+    w: usize,
+    kernel: &[f32; 9],
+    padded: &mut Vec<u8>,
+) {
+    let taps: Vec<([u8; 2], f32)> = (0..9u8)
+        .filter(|&i| kernel[usize::from(i)] != 0.0)
+        .map(|i| ([i / 3, i % 3], kernel[usize::from(i)]))
+        .collect();
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has FMA (detected just above).
+        return unsafe { filter3x3_fma(rgb, h, w, &taps, padded) };
+    }
+    filter_points(rgb, h, w, 3, &taps, padded);
+}
+
+/// [`filter3x3`]'s sums compiled with FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma")]
+fn filter3x3_fma(
+    rgb: &mut [u8],
+    h: usize,
+    w: usize,
+    taps: &[([u8; 2], f32)],
+    padded: &mut Vec<u8>,
+) {
+    filter_points(rgb, h, w, 3, taps, padded);
+}
+
+/// albumentations' `Sharpen(alpha, lightness, method="kernel", p)`: `alpha` and `lightness`
+/// drawn uniform, the kernel `(1 - alpha) * identity + alpha * [[-1, -1, -1], [-1, 8 +
+/// lightness, -1], [-1, -1, -1]]` in float32 as numpy computes it, through `cv2.filter2D`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlbuSharpen {
+    /// The effect's weight, within `[0, 1]`. Default `[0.2, 0.5]`.
+    #[serde(default = "fifth_half")]
+    pub alpha: [f64; 2],
+    /// The centre's lightness. Default `[0.5, 1.0]`.
+    #[serde(default = "half_one")]
+    pub lightness: [f64; 2],
+    /// Probability. Default 0.5.
+    #[serde(default = "half")]
+    pub p: f64,
+}
+
+fn fifth_half() -> [f64; 2] {
+    [0.2, 0.5]
+}
+
+fn half_one() -> [f64; 2] {
+    [0.5, 1.0]
+}
+
+/// albumentations' `Emboss(alpha, strength, p)`: `alpha` and `strength` drawn uniform, the
+/// kernel `(1 - alpha) * identity + alpha * [[-1 - s, -s, 0], [-s, 1, s], [0, s, 1 + s]]` in
+/// float32 as numpy computes it, through `cv2.filter2D`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlbuEmboss {
+    /// The effect's weight, within `[0, 1]`. Default `[0.2, 0.5]`.
+    #[serde(default = "fifth_half")]
+    pub alpha: [f64; 2],
+    /// The relief's strength. Default `[0.2, 0.7]`.
+    #[serde(default = "fifth_seven_tenths")]
+    pub strength: [f64; 2],
+    /// Probability. Default 0.5.
+    #[serde(default = "half")]
+    pub p: f64,
+}
+
+fn fifth_seven_tenths() -> [f64; 2] {
+    [0.2, 0.7]
+}
+
+/// `(1 - alpha) * identity + alpha * effect` in float32 as numpy computes it: both Python
+/// floats taken to float32 first, each product and the sum rounded to float32.
+fn blended_kernel(alpha: f64, effect: [f64; 9]) -> [f32; 9] {
+    let (keep, a) = ((1.0 - alpha) as f32, alpha as f32);
+    std::array::from_fn(|i| keep * if i == 4 { 1.0 } else { 0.0 } + a * effect[i] as f32)
+}
+
+/// The checks both 3x3 filters share: `alpha` within `[0, 1]`, the other range not negative.
+fn check_filter3x3(
+    op: &str,
+    p: f64,
+    alpha: [f64; 2],
+    other: (&str, [f64; 2]),
+) -> Result<(), PipelineError> {
+    probability(p, op)?;
+    ranges(op, &[("alpha", alpha), other])?;
+    if alpha[0] < 0.0 || alpha[1] > 1.0 || other.1[0] < 0.0 {
+        return Err(PipelineError::Parameter(format!(
+            "{op} alpha must lie within [0, 1] and {} must not be negative",
+            other.0
+        )));
+    }
+    Ok(())
+}
+
+impl OpSpec for AlbuSharpen {
+    fn kind(&self) -> OpKind {
+        OpKind::Pixel
+    }
+    fn check(&self) -> Result<(), PipelineError> {
+        check_filter3x3(
+            "albu_sharpen",
+            self.p,
+            self.alpha,
+            ("lightness", self.lightness),
+        )
+    }
+    fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
+        if coin(rng, self.p) {
+            let alpha = rng.uniform_in(self.alpha[0], self.alpha[1]);
+            let lightness = rng.uniform_in(self.lightness[0], self.lightness[1]);
+            let mut effect = [-1.0; 9];
+            effect[4] = 8.0 + lightness;
+            out.push(PixelOp::Filter3x3(blended_kernel(alpha, effect)));
+        }
+    }
+}
+
+impl OpSpec for AlbuEmboss {
+    fn kind(&self) -> OpKind {
+        OpKind::Pixel
+    }
+    fn check(&self) -> Result<(), PipelineError> {
+        check_filter3x3(
+            "albu_emboss",
+            self.p,
+            self.alpha,
+            ("strength", self.strength),
+        )
+    }
+    fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
+        if coin(rng, self.p) {
+            let alpha = rng.uniform_in(self.alpha[0], self.alpha[1]);
+            let s = rng.uniform_in(self.strength[0], self.strength[1]);
+            let effect = [-1.0 - s, -s, 0.0, -s, 1.0, s, 0.0, s, 1.0 + s];
+            out.push(PixelOp::Filter3x3(blended_kernel(alpha, effect)));
         }
     }
 }

@@ -1234,10 +1234,11 @@ impl Bf16Affine {
     }
 
     /// [`Self::row_avx512`]'s outputs for a row given as planes before colour conversion
-    /// (`row`: Y, Cb and Cr, or with `grey` one plane three times): each 16 pixels' R, G and
-    /// B computed as the decoders compute them ([`ycc16`]), clamped to bytes as their
-    /// saturating pack clamps, then the same product, sum and conversion to bf16. Returns
-    /// the pixels written, in whole groups of 16 (the caller writes the rest).
+    /// (`row`: Y, Cb and Cr, or with `grey` one plane three times): 32 pixels a step (then
+    /// 16), their R, G and B computed as the decoders compute them ([`ycc32`], [`ycc16`]),
+    /// clamped to bytes as their saturating pack clamps, then the same product, sum and
+    /// conversion to bf16. Returns the pixels written, in whole groups of 16 (the caller
+    /// writes the rest).
     /// Safe: only calling it needs these features (`unsafe` at the call, where the CPU was
     /// checked); its loads read checked slices of the planes, and its stores are bounded by
     /// `sixteens`' assert on the planes' lengths.

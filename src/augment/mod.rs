@@ -48,8 +48,8 @@ pub use albu::{
     CoarseDropout, Cv2Border,
 };
 pub use albu_filter::{
-    AlbuBlur, AlbuGaussNoise, AlbuGaussianBlur, AlbuMedianBlur, AlbuMotionBlur, MotionKernel,
-    Noise, MOTION_MAX_KERNEL,
+    AlbuBlur, AlbuEmboss, AlbuGaussNoise, AlbuGaussianBlur, AlbuMedianBlur, AlbuMotionBlur,
+    AlbuSharpen, MotionKernel, Noise, MOTION_MAX_KERNEL,
 };
 pub use autoaugment::{AugMix, AutoAugment, AutoAugmentPolicy, RandAugment, TrivialAugmentWide};
 pub use blur::{GaussianBlur, RandomAdjustSharpness};

@@ -20,7 +20,8 @@ use super::albu::{
     CoarseDropout,
 };
 use super::albu_filter::{
-    AlbuBlur, AlbuGaussNoise, AlbuGaussianBlur, AlbuMedianBlur, AlbuMotionBlur,
+    AlbuBlur, AlbuEmboss, AlbuGaussNoise, AlbuGaussianBlur, AlbuMedianBlur, AlbuMotionBlur,
+    AlbuSharpen,
 };
 use super::autoaugment::{AugMix, AutoAugment, RandAugment, TrivialAugmentWide};
 use super::blur::{GaussianBlur, RandomAdjustSharpness};
@@ -205,6 +206,11 @@ ops! {
     /// albumentations' `GaussianBlur(blur_limit, sigma_limit, p)`: its kernel through
     /// `cv2.sepFilter2D`.
     AlbuGaussianBlur(AlbuGaussianBlur) = "albu_gaussian_blur",
+    /// albumentations' `Sharpen(alpha, lightness, method="kernel", p)`: its 3x3 kernel
+    /// through `cv2.filter2D`.
+    AlbuSharpen(AlbuSharpen) = "albu_sharpen",
+    /// albumentations' `Emboss(alpha, strength, p)`: its 3x3 kernel through `cv2.filter2D`.
+    AlbuEmboss(AlbuEmboss) = "albu_emboss",
     /// albumentations' `GaussNoise(std_range, mean_range, per_channel, p)`.
     AlbuGaussNoise(AlbuGaussNoise) = "albu_gauss_noise",
     /// albumentations' `CoarseDropout(num_holes_range, hole_height_range, hole_width_range,

@@ -112,6 +112,9 @@ pub enum PixelOp {
     /// albumentations' `ColorJitter` saturation: OpenCV's `addWeighted` of the image and its
     /// grey.
     Cv2Saturation(f64),
+    /// `cv2.filter2D` with a 3x3 float32 kernel, row-major (albumentations' `Sharpen` and
+    /// `Emboss`).
+    Filter3x3([f32; 9]),
     /// `cv2.blur` with a `k` x `k` kernel (albumentations' `Blur`).
     BoxBlur(u8),
     /// `cv2.medianBlur` with a `k` x `k` kernel (albumentations' `MedianBlur`).
@@ -174,6 +177,7 @@ impl PixelOp {
             | Self::Cv2Affine { .. }
             // A line at an angle; noise tied to each place.
             | Self::MotionBlur(_)
+            | Self::Filter3x3(_)
             | Self::GaussNoise(_) => false,
             // OpenCV computes a row's last `w % 32` pixels otherwise than the rest.
             Self::HsvShift { .. } => false,
@@ -259,6 +263,7 @@ impl PixelOp {
             | Self::BoxBlur(_)
             | Self::MedianBlur(_)
             | Self::MotionBlur(_)
+            | Self::Filter3x3(_)
             | Self::SepGaussian { .. }
             // Pointwise but for its place in the row (OpenCV's vector blocks and the rest, the
             // noise generator's sequence).
@@ -309,6 +314,7 @@ impl PixelOp {
             | Self::BoxBlur(_)
             | Self::MedianBlur(_)
             | Self::MotionBlur(_)
+            | Self::Filter3x3(_)
             | Self::SepGaussian { .. }
             | Self::GaussNoise(_)
             | Self::HsvShift { .. } => false,

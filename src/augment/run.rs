@@ -222,6 +222,7 @@ pub fn apply(ops: &[PixelOp], rgb: &mut [u8], h: usize, w: usize, s: &mut Scratc
             PixelOp::MotionBlur(kernel) => {
                 albu_filter::motion_blur(rgb, h, w, kernel, &mut s.bytes)
             }
+            PixelOp::Filter3x3(kernel) => albu_filter::filter3x3(rgb, h, w, kernel, &mut s.bytes),
             PixelOp::SepGaussian { size, sigma } => {
                 albu_filter::sep_gaussian(rgb, h, w, usize::from(*size), *sigma, s)
             }
@@ -421,6 +422,7 @@ fn adjustment(op: &PixelOp) -> Option<colour::Adjust> {
         | PixelOp::BoxBlur(_)
         | PixelOp::MedianBlur(_)
         | PixelOp::MotionBlur(_)
+        | PixelOp::Filter3x3(_)
         | PixelOp::SepGaussian { .. }
         | PixelOp::GaussNoise(_)
         | PixelOp::HsvShift { .. } => None,
