@@ -427,10 +427,9 @@ impl OpSpec for AlbuHueSaturationValue {
 /// with probability `p`, four factors drawn uniform in their ranges (in this order), then
 /// applied in an order drawn uniformly: brightness as albucore's table of `x * factor`
 /// (`multiply_add` with no shift), contrast as that table of `x * factor + mean * (1 -
-/// factor)` around OpenCV's mean grey ([`cv2_contrast`]), saturation as OpenCV's
-/// `addWeighted` of the image and its grey ([`cv2_saturation`]), hue as a shift of
-/// `180 * factor` in OpenCV's byte HSV (the table `HueSaturationValue` uses; none for a
-/// factor of 0).
+/// factor)` around the mean of OpenCV's grey, saturation as OpenCV's `addWeighted` of the
+/// image and its grey, hue as a shift of `180 * factor` in OpenCV's byte HSV (the table
+/// `HueSaturationValue` uses; none for a factor of 0).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AlbuColorJitter {
