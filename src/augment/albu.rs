@@ -1345,22 +1345,9 @@ fn rgb_to_hsv(t: &HsvTables, [r, g, b]: [u8; 3]) -> [u8; 3] {
     [h as u8, s as u8, v as u8]
 }
 
-/// [`rgb_to_hsv`] of `LANES` pixels (`px`: their RGB bytes), as integers.
-#[inline(always)]
-fn rgb_to_hsv_lanes(t: &HsvTables, px: &[u8]) -> [[i32; LANES]; 3] {
-    let mut out = [[0i32; LANES]; 3];
-    for (i, p) in px[..LANES * 3].chunks_exact(3).enumerate() {
-        let hsv = rgb_to_hsv(t, [p[0], p[1], p[2]]);
-        for c in 0..3 {
-            out[c][i] = i32::from(hsv[c]);
-        }
-    }
-    out
-}
-
-/// [`rgb_to_hsv_lanes`] and the lookups in `luts` (hue, saturation, value, as floats) in
-/// AVX2's eight i32 lanes: each lane computed as [`rgb_to_hsv`] computes one pixel, its
-/// branches as blends, its tables read by gathers.
+/// [`rgb_to_hsv`] of `LANES` pixels (`px`: their RGB bytes) and the lookups in `luts` (hue,
+/// saturation, value, as floats) in AVX2's eight i32 lanes: each lane computed as
+/// [`rgb_to_hsv`] computes one pixel, its branches as blends, its tables read by gathers.
 ///
 /// # Safety
 /// The CPU must support AVX2.
@@ -1505,6 +1492,11 @@ fn hsv_shift_any(rgb: &mut [u8], w: usize, hue: f64, sat: f64, val: f64) {
     };
     let (sat_lut, val_lut) = (add(sat), add(val));
     let vector = w - w % HSV_BLOCK;
+    let shifted = |px: &[u8]| -> [u8; 3] {
+        let [h0, s0, v0] = rgb_to_hsv(tables, [px[0], px[1], px[2]]);
+        let s1 = if s0 == 0 { 0 } else { sat_lut[s0 as usize] };
+        [hue_lut[h0 as usize], s1, val_lut[v0 as usize]]
+    };
     // The three tables as floats for the vector blocks, saturation's 0 kept 0 as `shifted`
     // keeps it: the lookups gather floats in lanes.
     let mut luts = [hue_lut, sat_lut, val_lut].map(|t| t.map(f32::from));
@@ -1518,23 +1510,17 @@ fn hsv_shift_any(rgb: &mut [u8], w: usize, hue: f64, sat: f64, val: f64) {
             // SAFETY: AVX2 was detected above.
             return unsafe { shifted_avx2(tables, &luts, px) };
         }
-        let [h, s, v] = rgb_to_hsv_lanes(tables, px);
         let mut hsv = [[0f32; LANES]; 3];
-        for i in 0..LANES {
-            hsv[0][i] = luts[0][h[i] as usize];
-            hsv[1][i] = luts[1][s[i] as usize];
-            hsv[2][i] = luts[2][v[i] as usize];
+        for (i, p) in px[..LANES * 3].chunks_exact(3).enumerate() {
+            for (c, v) in shifted(p).into_iter().enumerate() {
+                hsv[c][i] = f32::from(v);
+            }
         }
         hsv
     };
-    let shifted = |px: &[u8]| -> [u8; 3] {
-        let [h0, s0, v0] = rgb_to_hsv(tables, [px[0], px[1], px[2]]);
-        let s1 = if s0 == 0 { 0 } else { sat_lut[s0 as usize] };
-        [hue_lut[h0 as usize], s1, val_lut[v0 as usize]]
-    };
     for row in rgb.chunks_exact_mut(w * 3) {
         let (blocks, rest) = row.split_at_mut(vector * 3);
-        // OpenCV's vector code, 8 pixels at a time in lanes (the compiler's vectors).
+        // OpenCV's vector code, 8 pixels at a time in lanes.
         for block in blocks.chunks_exact_mut(LANES * 3) {
             let hsv = shifted_lanes(block);
             let rgb8 = hsv_to_rgb_lanes(&hsv);
