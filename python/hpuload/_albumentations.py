@@ -26,8 +26,9 @@ hpuload's pipeline ops, each computed as albumentations computes it on a uint8 R
   `Sharpen` (its kernel method) and `Emboss` (their 3x3 float32 kernels, as numpy makes them,
   through `cv2.filter2D`), `Blur` and `MedianBlur` (`cv2.blur`,
   `cv2.medianBlur`), `MotionBlur` (albumentations' line kernel through `cv2.filter2D`, up to
-  9x9), `GaussianBlur` (its own kernel through `cv2.sepFilter2D`), and a `OneOf` of them, each drawn with albumentations' distributions and computed
-  byte for byte; `GaussNoise` (a value per pixel), drawn from the same distributions as
+  9x9), `GaussianBlur` (its own kernel through `cv2.sepFilter2D`), and albumentations' compositions
+  of them (`OneOf`, `SomeOf`, `RandomOrder`, `OneOrOther`, `Sequential`, nested), each drawn
+  with albumentations' distributions and computed byte for byte; `GaussNoise` (a value per pixel), drawn from the same distributions as
   albumentations' (not OpenCV's generator's values), truncated and added as albucore adds;
 - `Normalize(mean, std, max_pixel_value=255)`: `(x - mean * 255) * (1 / (std * 255))` in
   float32, as its lookup table computes it (bit for bit);
@@ -193,7 +194,7 @@ def _translate(steps: list, *, open_end: bool) -> tuple[str, str]:
                 else f"albumentations' {name} before a resize or crop (hpuload's batches need one size)"
             )
         geometry = None
-        if name in _PIXEL_OPS or name == "OneOf":
+        if name in _PIXEL_OPS or name in _COMPOSITIONS:
             ops.append(_pixel_op(t, size))
         elif name == "Normalize" and not open_end:
             _always(t)
@@ -478,24 +479,98 @@ _PIXEL_OPS = {
 }
 
 
-def _pixel_op(t: Any, size: list[int]) -> dict:
+#: albumentations' compositions hpuload draws natively inside a `Compose`, after its geometry.
+_COMPOSITIONS = ("OneOf", "SomeOf", "RandomOrder", "OneOrOther", "Sequential")
+
+#: The most ways a `SomeOf` or `RandomOrder` can pick its steps that hpuload lists as the
+#: choices of one `random_choice` (8 steps, 3 at a time, in any order, are 336).
+_MOST_PICKS = 512
+
+#: The first albumentations whose `SomeOf` picks its `n` steps uniformly and applies each by
+#: its own `p` (earlier ones weighted the pick by the `p`s and forced the steps picked).
+_SOME_OF_SINCE = (2, 0, 8)
+
+
+def _albumentations_version() -> tuple[int, ...]:
+    import albumentations
+
+    parts = []
+    for part in str(getattr(albumentations, "__version__", "0")).split(".")[:3]:
+        digits = "".join(ch for ch in part if ch.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)
+
+
+def _picks(t: Any) -> list[tuple[tuple[int, ...], float]]:
+    """The ways `SomeOf(transforms, n, replace)` or `RandomOrder(...)` picks its steps, each
+    with its weight: `SomeOf` draws `n` indices uniformly (numpy's `choice`, with or without
+    replacement) and applies them sorted, `RandomOrder` in the order drawn. Sorted draws with
+    replacement are multisets, weighted by the orders that give each."""
+    import itertools
+    import math
+
+    name, k, n, replace = _name(t), len(t.transforms), int(t.n), bool(t.replace)
+    if name == "SomeOf" and _albumentations_version() < _SOME_OF_SINCE:
+        raise Unsupported(f"albumentations' SomeOf of albumentations before {'.'.join(map(str, _SOME_OF_SINCE))} (it picks by the steps' p)")
+    if k == 0 or n <= 0:
+        raise Unsupported(f"albumentations' {name} of no steps")
+    if name == "SomeOf":
+        ways = math.comb(k + n - 1, n) if replace else math.comb(k, n)
+    else:
+        ways = k**n if replace else math.perm(k, n)
+    if ways > _MOST_PICKS:
+        raise Unsupported(f"albumentations' {name} of {k} steps {n} at a time ({ways} ways to pick them)")
+    if name == "RandomOrder":
+        picks = itertools.product(range(k), repeat=n) if replace else itertools.permutations(range(k), n)
+        return [(pick, 1.0) for pick in picks]
+    if not replace:
+        return [(pick, 1.0) for pick in itertools.combinations(range(k), n)]
+
+    def orders(pick: tuple[int, ...]) -> float:
+        return math.factorial(n) / math.prod(math.factorial(pick.count(i)) for i in set(pick))
+
+    return [(pick, orders(pick)) for pick in itertools.combinations_with_replacement(range(k), n)]
+
+
+def _pixel_op(t: Any, size: list[int], forced: bool = False) -> dict:
     """The op of a pixel step after the geometry (of a `size` image): one of `_PIXEL_OPS`, or
-    a `OneOf` of them (with probability `p`, one of its steps chosen with weights their own
-    `p`s, then applied for certain)."""
+    one of albumentations' compositions of them, nested as the user nests them, each drawn as
+    albumentations draws it. `forced`: the step runs whatever its `p` (albumentations'
+    `force_apply`, which `OneOf` and `OneOrOther` pass to the step they choose; `OneOf` and
+    `Sequential` honour it for their own `p`, `SomeOf`, `RandomOrder` and `OneOrOther` do not,
+    and none passes it on to its own steps but those two)."""
     name = _name(t)
-    if name == "OneOf":
-        inner = [_pixel_op(s, size) for s in t.transforms]
-        if not inner or any(op["op"] == "random_apply" for op in inner):
-            raise Unsupported("albumentations' OneOf of no steps, or of another OneOf")
-        for op in inner:
-            op["p"] = 1.0  # the chosen step is applied with force_apply
-        weights = [float(v) for v in t.transforms_ps]
-        return {"op": "random_apply", "p": _p(t), "ops": [{"op": "random_choice", "p": weights, "ops": inner}]}
+    if name in _COMPOSITIONS:
+        steps = list(t.transforms)
+        if not steps:
+            raise Unsupported(f"albumentations' {name} of no steps")
+        p = _p(t)
+        if name == "OneOf":
+            # Applied with probability `p` (certainly when forced), one step chosen with
+            # weights their own `p`s and applied for certain.
+            inner = [_pixel_op(s, size, forced=True) for s in steps]
+            weights = [float(v) for v in t.transforms_ps]
+            return {"op": "random_apply", "p": 1.0 if forced else p, "ops": [{"op": "random_choice", "p": weights, "ops": inner}]}
+        if name == "Sequential":
+            return {"op": "random_apply", "p": 1.0 if forced else p, "ops": [_pixel_op(s, size) for s in steps]}
+        if name == "OneOrOther":
+            # The first (forced) with probability `p`, else the last.
+            inner = [_pixel_op(steps[0], size, forced=True), _pixel_op(steps[-1], size, forced=True)]
+            return {"op": "random_choice", "p": [p, 1.0 - p], "ops": inner}
+        # SomeOf and RandomOrder: with probability `p`, `n` steps picked uniformly, each then
+        # applied by its own `p`: one choice among every way of picking them.
+        picks = _picks(t)
+        choices = [{"op": "random_apply", "p": 1.0, "ops": [_pixel_op(steps[i], size) for i in pick]} for pick, _ in picks]
+        weights = [w for _, w in picks]
+        return {"op": "random_apply", "p": p, "ops": [{"op": "random_choice", "p": weights, "ops": choices}]}
     if name not in _PIXEL_OPS:
         raise Unsupported(f"albumentations' {name}")
     if name in ("Transpose", "RandomRotate90") and size[0] != size[1]:
         raise Unsupported(f"albumentations' {name} of a {size[0]}x{size[1]} image (a shape per sample)")
-    return _PIXEL_OPS[name](t)
+    op = _PIXEL_OPS[name](t)
+    if forced:
+        op["p"] = 1.0
+    return op
 
 
 def _coarse_dropout(t: Any, size: list[int], *, after_normalize: bool) -> dict:
