@@ -16,12 +16,14 @@ OneOf of MotionBlur, MedianBlur, GaussianBlur and GaussNoise, HueSaturationValue
 ShiftScaleRotate, Normalize, CoarseDropout), natively since session 72 (from the OneOf on it
 ran in Python before); `--split color_jitter`: RandomResizedCrop 224, HorizontalFlip,
 ColorJitter(0.2, 0.2, 0.2, 0.1, p=0.8), Normalize, ToTensorV2, natively since session 74 (its
-ColorJitter on ran in Python before). Prints one JSON line per run: construction time (hpuload's includes its probe of
+ColorJitter on ran in Python before); `--split distort`: RandomResizedCrop 224, the flips, a
+SomeOf two of GridDistortion, RandomBrightnessContrast and HueSaturationValue (p=0.8),
+Normalize, ToTensorV2, natively since session 75 (from the SomeOf on it ran in Python before). Prints one JSON line per run: construction time (hpuload's includes its probe of
 `__getitem__` and its read of each file's header), the loader's type, and images/s over the
 measured epochs.
 
 usage: python kaggle_dataset.py --data DIR --loader hpuload|torch
-       [--split train|eval|cassava|example|example_eval|blur_noise|color_jitter]
+       [--split train|eval|cassava|example|example_eval|blur_noise|color_jitter|distort]
        [--epochs 2] [--workers 2] [--batch 64]
 """
 
@@ -56,7 +58,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
     ap.add_argument("--loader", choices=["hpuload", "torch"], required=True)
-    ap.add_argument("--split", choices=["train", "eval", "cassava", "example", "example_eval", "blur_noise", "color_jitter"], default="train")
+    ap.add_argument("--split", choices=["train", "eval", "cassava", "example", "example_eval", "blur_noise", "color_jitter", "distort"], default="train")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
@@ -96,6 +98,12 @@ def main():
         tf = A.Compose([
             A.RandomResizedCrop(size=(224, 224)), A.HorizontalFlip(p=0.5),
             A.ColorJitter(brightness=0.2, contrast=0.2, saturation=0.2, hue=0.1, p=0.8), norm, ToTensorV2(),
+        ])
+    elif a.split == "distort":
+        tf = A.Compose([
+            A.RandomResizedCrop(size=(224, 224)), A.HorizontalFlip(p=0.5), A.VerticalFlip(p=0.5),
+            A.SomeOf([A.GridDistortion(p=1.0), A.RandomBrightnessContrast(p=1.0), A.HueSaturationValue(p=1.0)], n=2, p=0.8),
+            norm, ToTensorV2(),
         ])
     elif a.split == "example_eval":
         tf = A.Compose([A.SmallestMaxSize(max_size=160), A.CenterCrop(height=128, width=128), norm, ToTensorV2()])

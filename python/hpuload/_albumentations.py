@@ -26,7 +26,8 @@ hpuload's pipeline ops, each computed as albumentations computes it on a uint8 R
   `Sharpen` (its kernel method) and `Emboss` (their 3x3 float32 kernels, as numpy makes them,
   through `cv2.filter2D`), `Blur` and `MedianBlur` (`cv2.blur`,
   `cv2.medianBlur`), `MotionBlur` (albumentations' line kernel through `cv2.filter2D`, up to
-  9x9), `GaussianBlur` (its own kernel through `cv2.sepFilter2D`), and albumentations' compositions
+  9x9), `GaussianBlur` (its own kernel through `cv2.sepFilter2D`), `GridDistortion` (its grid drawn
+  and normalized as albumentations does, through OpenCV 5's `remap`), and albumentations' compositions
   of them (`OneOf`, `SomeOf`, `RandomOrder`, `OneOrOther`, `Sequential`, nested), each drawn
   with albumentations' distributions and computed byte for byte; `GaussNoise` (a value per pixel), drawn from the same distributions as
   albumentations' (not OpenCV's generator's values), truncated and added as albucore adds;
@@ -385,6 +386,28 @@ def _affine(t: Any) -> dict:
     return op
 
 
+def _grid_distortion(t: Any) -> dict:
+    """`GridDistortion` with `INTER_LINEAR`: its grid's cells drawn and normalized as
+    albumentations draws them, the image through OpenCV's `remap` with its border."""
+    _opencv_arithmetic("GridDistortion")
+    if _albumentations_version() < (2, 0, 0):
+        raise Unsupported("albumentations' GridDistortion of albumentations 1 (its own grid and fill)")
+    if getattr(t, "interpolation", _INTER_LINEAR) != _INTER_LINEAR:
+        raise Unsupported(f"albumentations' GridDistortion with interpolation {t.interpolation} (hpuload runs cv2.INTER_LINEAR)")
+    border = _BORDERS.get(int(getattr(t, "border_mode", 0)))
+    if border is None:
+        raise Unsupported(f"albumentations' GridDistortion with border_mode={t.border_mode}")
+    return {
+        "op": "albu_grid_distortion",
+        "p": _p(t),
+        "num_steps": int(t.num_steps),
+        "distort_limit": _pair(t.distort_limit),
+        "normalized": bool(getattr(t, "normalized", False)),
+        "border": border,
+        "fill": _fill_bytes(t),
+    }
+
+
 def _rgb_shift(t: Any) -> dict:
     """`RGBShift`: its three ranges (kept as fractions of 255) in levels."""
     ranges = (getattr(t, "noise_params", None) or {}).get("ranges")
@@ -476,6 +499,7 @@ _PIXEL_OPS = {
     "Emboss": _emboss,
     "Affine": _affine,
     "ShiftScaleRotate": _affine,
+    "GridDistortion": _grid_distortion,
 }
 
 
@@ -567,6 +591,8 @@ def _pixel_op(t: Any, size: list[int], forced: bool = False) -> dict:
         raise Unsupported(f"albumentations' {name}")
     if name in ("Transpose", "RandomRotate90") and size[0] != size[1]:
         raise Unsupported(f"albumentations' {name} of a {size[0]}x{size[1]} image (a shape per sample)")
+    if name == "GridDistortion" and min(size) < int(t.num_steps):
+        raise Unsupported(f"albumentations' GridDistortion of {t.num_steps} steps on a {size[0]}x{size[1]} image (it divides by zero)")
     op = _PIXEL_OPS[name](t)
     if forced:
         op["p"] = 1.0

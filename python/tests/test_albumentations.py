@@ -431,6 +431,12 @@ def by_plan(image, plan, rrc, steps, norm=None):
             x = steps["RGBShift"].apply(x, noise_map=np.array(arg, dtype=np.float64))
         elif kind == "hsv_shift":
             x = steps["HueSaturationValue"].apply(x, hue_shift=arg["hue"], sat_shift=arg["sat"], val_shift=arg["val"])
+        elif kind == "grid_distortion":
+            # albumentations' own grid from the cells hpuload drew, through the user's step.
+            import albumentations.augmentations.geometric.functional as fgeometric
+
+            map_x, map_y = fgeometric.generate_grid(x.shape[:2], arg["steps_x"], arg["steps_y"], arg["num_steps"])
+            x = steps["GridDistortion"].apply(x, map_x=map_x, map_y=map_y)
         elif kind == "gamma":
             x = A.RandomGamma().apply(x, gamma=arg)
         elif kind == "permute_channels":
@@ -983,6 +989,68 @@ def test_nested_compositions_give_albumentations_pixels_for_the_parameters_hpulo
         seen.update(op["op"] for op in plan.get("ops", []))
         assert torch.equal(got, by_plan(image, plan, rrc, steps)), (epoch, index, plan.get("ops"))
     assert {"channel_shift", "multiply_add", "hsv_shift"} <= seen, seen
+
+
+GRID_DISTORTIONS = {
+    "default": dict(),
+    "reflect101_seven_steps": dict(num_steps=7, distort_limit=0.5, border_mode=cv2.BORDER_REFLECT_101),
+    "constant_fill_not_normalized": dict(num_steps=4, distort_limit=(-0.4, 0.2), normalized=False, fill=(200, 30, 90)),
+    "replicate": dict(num_steps=3, border_mode=cv2.BORDER_REPLICATE),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(GRID_DISTORTIONS))
+def test_grid_distortion_gives_albumentations_pixels_for_the_grid_hpuload_draws(jpeg_folder, kind):
+    """`GridDistortion` after a RandomResizedCrop (its default and other steps, borders and
+    fills, normalized or not): each sample is albumentations' own `generate_grid` and `apply`
+    (OpenCV's `remap`) run with the cells hpuload drew, bit for bit, natively."""
+    files, labels = files_of(jpeg_folder)
+    grid = A.GridDistortion(p=0.7, **GRID_DISTORTIONS[kind])
+    rrc = A.RandomResizedCrop(size=(44, 52))
+    ds = LeafDataset(files, labels, A.Compose([rrc, grid, A.HorizontalFlip(), ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=2))
+    drawn = 0
+    for epoch, index, got, image, plan in samples_with_plans(loader, files):
+        drawn += any(op["op"] == "grid_distortion" for op in plan.get("ops", []))
+        assert torch.equal(got, by_plan(image, plan, rrc, {"GridDistortion": grid})), (epoch, index, plan.get("ops"))
+    assert drawn > 0
+
+
+def test_grid_distortion_draws_albumentations_grids(tmp_path):
+    """Over 2000 samples of `GridDistortion(num_steps=5, distort_limit=0.4)` on a 60x70
+    image, the source coordinate of each sixth column and row is distributed as in
+    albumentations' own grids (normalized: their mean, spread and deciles), and the op is
+    drawn with probability p."""
+    import albumentations.augmentations.geometric.functional as fgeometric
+
+    path = tmp_path / "a.jpg"
+    Image.new("RGB", (70, 60), (90, 120, 30)).save(path)
+    grid = A.GridDistortion(num_steps=5, distort_limit=0.4, p=0.6)
+    n = 2000
+    ds = LeafDataset([str(path)] * n, [0] * n, A.Compose([A.Resize(60, 70), grid, ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=n, backend="cpu", seed=8))
+    ours_x, ours_y = [], []
+    for index in range(n):
+        ops = json.loads(loader._core.sample_plan(0, index, 70, 60)).get("ops", [])
+        for op in ops:
+            arg = op["arg"]
+            map_x, map_y = fgeometric.generate_grid((60, 70), arg["steps_x"], arg["steps_y"], arg["num_steps"])
+            ours_x.append(map_x[0, ::6])
+            ours_y.append(map_y[::6, 0])
+    assert abs(len(ours_x) / n - 0.6) < 0.035, len(ours_x)
+    ref = A.Compose([grid])
+    ref.set_random_seed(3)
+    theirs_x, theirs_y = [], []
+    for _ in range(len(ours_x)):
+        params = ref.transforms[0].get_params_dependent_on_data({"shape": (60, 70)}, {})
+        theirs_x.append(params["map_x"][0, ::6])
+        theirs_y.append(params["map_y"][::6, 0])
+    for ours, theirs_ in ((np.array(ours_x), np.array(theirs_x)), (np.array(ours_y), np.array(theirs_y))):
+        spread = theirs_.std(axis=0) + 1e-3
+        assert np.all(np.abs(ours.mean(axis=0) - theirs_.mean(axis=0)) < 0.15 * spread + 1e-4)
+        assert np.all(np.abs(ours.std(axis=0) - theirs_.std(axis=0)) < 0.15 * spread + 1e-4)
+        for q in (0.1, 0.5, 0.9):
+            assert np.all(np.abs(np.quantile(ours, q, axis=0) - np.quantile(theirs_, q, axis=0)) < 0.2 * spread + 1e-4), q
 
 
 def test_to_gray_gives_opencvs_grey_for_every_colour_of_a_random_image(tmp_path):

@@ -874,7 +874,7 @@ pub(crate) fn warp_affine(
         src: scratch,
         w,
         h,
-        m: inverse,
+        map: WarpMap::Affine(inverse),
         border,
         fill,
     };
@@ -906,18 +906,61 @@ pub(crate) fn warp_affine_crop(
         src: scratch,
         w,
         h,
-        m: inverse,
+        map: WarpMap::Affine(inverse),
         border,
         fill,
     };
     warp.run(at, out, out_rgb);
 }
 
-/// `src` copied into `scratch` with one byte more, for the four-byte reads of `warp8_inside`.
+/// OpenCV's `remap(..., INTER_LINEAR)` of an `h`x`w` RGB8 image in place by a separable map
+/// (output pixel `(x, y)` reads source point `(xs[x], ys[y])`, float32), as its x86-64 wheels
+/// (5.0) compute it: the source point's four neighbours (outside the image: `border`), two
+/// fused interpolations across and one down, rounded half to even, as [`warp_affine`] does
+/// from the points its matrix gives.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn remap_separable(
+    rgb: &mut [u8],
+    h: usize,
+    w: usize,
+    xs: &[f32],
+    ys: &[f32],
+    border: Cv2Border,
+    fill: [u8; 3],
+    scratch: &mut Vec<u8>,
+) {
+    assert!(
+        xs.len() == w && ys.len() == h,
+        "a map of {}x{} for {w}x{h}",
+        xs.len(),
+        ys.len()
+    );
+    copy_with_slack(&rgb[..h * w * 3], scratch);
+    let warp = Warp {
+        src: scratch,
+        w,
+        h,
+        map: WarpMap::Separable { xs, ys },
+        border,
+        fill,
+    };
+    warp.run((0, 0), (h, w), rgb);
+}
+
+/// `src` copied into `scratch` with one byte more, for the four-byte reads of `interp8_inside`.
 fn copy_with_slack(src: &[u8], scratch: &mut Vec<u8>) {
     scratch.clear();
     scratch.extend_from_slice(src);
     scratch.push(0);
+}
+
+/// Where each output pixel reads the source.
+#[derive(Clone, Copy)]
+enum WarpMap<'a> {
+    /// `warpAffine`'s output-to-source matrix, float32 `(m0, m1, m2, m3, m4, m5)`.
+    Affine(&'a [f32; 6]),
+    /// `remap`'s map of a grid: column `x` reads `xs[x]`, row `y` reads `ys[y]`.
+    Separable { xs: &'a [f32], ys: &'a [f32] },
 }
 
 /// One warp: its `h`x`w` source (with one byte of slack), map, border and fill.
@@ -925,7 +968,7 @@ struct Warp<'a> {
     src: &'a [u8],
     w: usize,
     h: usize,
-    m: &'a [f32; 6],
+    map: WarpMap<'a>,
     border: Cv2Border,
     fill: [u8; 3],
 }
@@ -962,7 +1005,7 @@ impl Warp<'_> {
             src,
             w,
             h,
-            m,
+            map,
             border,
             fill,
         } = *self;
@@ -1016,8 +1059,14 @@ impl Warp<'_> {
             // `y` and `x` are the pixel's place in the whole warp; `row` holds `x0..x0 + ow`.
             let y = y0 + y;
             let yf = y as f32;
-            let (ym1, ym4) = (yf * m[1], yf * m[4]);
-            let (row_x, row_y) = (ym1 + m[2], ym4 + m[5]);
+            // The row's terms of the matrix's points, or the map's row.
+            let (ym1, ym4, row_x, row_y) = match map {
+                WarpMap::Affine(m) => {
+                    let (ym1, ym4) = (yf * m[1], yf * m[4]);
+                    (ym1, ym4, ym1 + m[2], ym4 + m[5])
+                }
+                WarpMap::Separable { ys, .. } => (0.0, 0.0, 0.0, ys[y]),
+            };
             let mut x = x0;
             while x < x0 + ow {
                 // Eight pixels at a time in vector lanes, where all their neighbours are inside.
@@ -1025,18 +1074,33 @@ impl Warp<'_> {
                 if avx2 && x + 8 <= vector && x + 8 <= x0 + ow && w >= 2 && h >= 2 {
                     let out = &mut row[(x - x0) * 3..(x - x0 + 8) * 3];
                     // SAFETY: AVX2 and FMA are present (`avx2` is set only then); `src` holds the
-                    // image and one byte more; `out` holds the eight pixels.
-                    if unsafe { warp8_inside(src, w, h, m, [row_x, row_y], x, out) } {
+                    // image and one byte more; `out` holds the eight pixels (and `xs` the map's
+                    // eight columns from `x`, `x + 8 <= w`).
+                    let done = unsafe {
+                        match map {
+                            WarpMap::Affine(m) => {
+                                warp8_inside(src, w, h, m, [row_x, row_y], x, out)
+                            }
+                            WarpMap::Separable { xs, .. } => {
+                                remap8_inside(src, w, h, &xs[x..x + 8], row_y, out)
+                            }
+                        }
+                    };
+                    if done {
                         x += 8;
                         continue;
                     }
                 }
                 let px = &mut row[(x - x0) * 3..(x - x0) * 3 + 3];
                 let xf = x as f32;
-                let (sx, sy) = if x < vector {
-                    (m[0].mul_add(xf, row_x), m[3].mul_add(xf, row_y))
-                } else {
-                    (xf.mul_add(m[0], ym1) + m[2], xf.mul_add(m[3], ym4) + m[5])
+                let (sx, sy) = match map {
+                    WarpMap::Affine(m) if x < vector => {
+                        (m[0].mul_add(xf, row_x), m[3].mul_add(xf, row_y))
+                    }
+                    WarpMap::Affine(m) => {
+                        (xf.mul_add(m[0], ym1) + m[2], xf.mul_add(m[3], ym4) + m[5])
+                    }
+                    WarpMap::Separable { xs, .. } => (xs[x], row_y),
                 };
                 // Far outside: any index there reads the border.
                 let (fx, fy) = (sx.floor().clamp(-1e9, 1e9), sy.floor().clamp(-1e9, 1e9));
@@ -1103,6 +1167,53 @@ unsafe fn warp8_inside(
     );
     let sx = _mm256_fmadd_ps(_mm256_set1_ps(m[0]), xs, _mm256_set1_ps(row[0]));
     let sy = _mm256_fmadd_ps(_mm256_set1_ps(m[3]), xs, _mm256_set1_ps(row[1]));
+    // SAFETY: as this function's own contract.
+    unsafe { interp8_inside(src, w, h, sx, sy, out) }
+}
+
+/// The output pixels of a row of [`remap_separable`] whose source columns are `xs` (eight)
+/// and source row `sy`, in AVX2 lanes as [`interp8_inside`] computes them; `false`, writing
+/// nothing, unless every one's four neighbours lie inside the image.
+///
+/// # Safety
+/// As [`warp8_inside`]'s.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn remap8_inside(
+    src: &[u8],
+    w: usize,
+    h: usize,
+    xs: &[f32],
+    sy: f32,
+    out: &mut [u8],
+) -> bool {
+    use std::arch::x86_64::*;
+    assert!(xs.len() >= 8);
+    // SAFETY: `xs` holds eight floats (asserted), read unaligned.
+    let sx = unsafe { _mm256_loadu_ps(xs.as_ptr()) };
+    // SAFETY: as this function's own contract.
+    unsafe { interp8_inside(src, w, h, sx, _mm256_set1_ps(sy), out) }
+}
+
+/// Eight output pixels from their source points `(sx, sy)`, with OpenCV's arithmetic (its
+/// vector formula), written to `out`; `false`, writing nothing, unless every one's four
+/// neighbours lie inside the image.
+///
+/// # Safety
+/// As [`warp8_inside`]'s.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn interp8_inside(
+    src: &[u8],
+    w: usize,
+    h: usize,
+    sx: std::arch::x86_64::__m256,
+    sy: std::arch::x86_64::__m256,
+    out: &mut [u8],
+) -> bool {
+    use std::arch::x86_64::*;
+    debug_assert!(src.len() > h * w * 3 && out.len() >= 24);
     let (fx, fy) = (_mm256_floor_ps(sx), _mm256_floor_ps(sy));
     // 0 <= floor < side - 1 on both axes (NaN compares false), exact in f32 for any image.
     let zero = _mm256_setzero_ps();

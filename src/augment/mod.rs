@@ -19,6 +19,7 @@
 //! warp and byte HSV), `albu_filter.rs` (albumentations' blurs and Gaussian noise).
 
 mod albu;
+mod albu_distort;
 mod albu_filter;
 mod autoaugment;
 mod blur;
@@ -47,6 +48,7 @@ pub use albu::{
     AlbuRandomRotate90, AlbuRgbShift, AlbuSmallestMaxSize, AlbuToGray, AlbuTranspose,
     CoarseDropout, Cv2Border,
 };
+pub use albu_distort::{AlbuGridDistortion, GridMap};
 pub use albu_filter::{
     AlbuBlur, AlbuEmboss, AlbuGaussNoise, AlbuGaussianBlur, AlbuMedianBlur, AlbuMotionBlur,
     AlbuSharpen, MotionKernel, Noise, MOTION_MAX_KERNEL,

@@ -19,6 +19,7 @@ use super::albu::{
     AlbuRandomRotate90, AlbuRgbShift, AlbuSmallestMaxSize, AlbuToGray, AlbuTranspose,
     CoarseDropout,
 };
+use super::albu_distort::AlbuGridDistortion;
 use super::albu_filter::{
     AlbuBlur, AlbuEmboss, AlbuGaussNoise, AlbuGaussianBlur, AlbuMedianBlur, AlbuMotionBlur,
     AlbuSharpen,
@@ -211,6 +212,9 @@ ops! {
     AlbuSharpen(AlbuSharpen) = "albu_sharpen",
     /// albumentations' `Emboss(alpha, strength, p)`: its 3x3 kernel through `cv2.filter2D`.
     AlbuEmboss(AlbuEmboss) = "albu_emboss",
+    /// albumentations' `GridDistortion(num_steps, distort_limit, normalized, border_mode,
+    /// fill, p)` with `INTER_LINEAR`: its grid's map through OpenCV's `remap`.
+    AlbuGridDistortion(AlbuGridDistortion) = "albu_grid_distortion",
     /// albumentations' `GaussNoise(std_range, mean_range, per_channel, p)`.
     AlbuGaussNoise(AlbuGaussNoise) = "albu_gauss_noise",
     /// albumentations' `CoarseDropout(num_holes_range, hole_height_range, hole_width_range,

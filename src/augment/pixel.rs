@@ -6,6 +6,7 @@
 use serde::Serialize;
 
 use super::albu::Cv2Border;
+use super::albu_distort::GridMap;
 use super::albu_filter::{MotionKernel, Noise};
 
 /// One resolved pixel op of one sample, on the RGB8 image at the output size.
@@ -140,6 +141,8 @@ pub enum PixelOp {
         /// The constant border's colour.
         fill: [u8; 3],
     },
+    /// albumentations' `GridDistortion`: its grid's map through OpenCV's `remap`.
+    GridDistortion(Box<GridMap>),
     /// albumentations' `HueSaturationValue`: shifts in OpenCV's byte HSV.
     HsvShift {
         /// Added to the hue (180 a turn), modulo 180.
@@ -175,6 +178,7 @@ impl PixelOp {
             | Self::Transpose
             | Self::Rot90(_)
             | Self::Cv2Affine { .. }
+            | Self::GridDistortion(_)
             // A line at an angle; noise tied to each place.
             | Self::MotionBlur(_)
             | Self::Filter3x3(_)
@@ -260,6 +264,7 @@ impl PixelOp {
             | Self::Transpose
             | Self::Rot90(_)
             | Self::Cv2Affine { .. }
+            | Self::GridDistortion(_)
             | Self::BoxBlur(_)
             | Self::MedianBlur(_)
             | Self::MotionBlur(_)
@@ -305,6 +310,7 @@ impl PixelOp {
             | Self::Transpose
             | Self::Rot90(_)
             | Self::Cv2Affine { .. }
+            | Self::GridDistortion(_)
             | Self::MultiplyAdd { .. }
             | Self::ChannelShift(_)
             | Self::Gamma(_)

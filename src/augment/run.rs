@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::erase::{self, EraseBox};
 use super::kernel::{Normalize, OutputWriter};
 use super::pixel::{AugMixPlan, PixelOp, Scratch};
-use super::{albu, albu_filter, blur, colour, geometry, pil};
+use super::{albu, albu_distort, albu_filter, blur, colour, geometry, pil};
 use crate::dtype::{Dtype, Layout};
 use hpuload_decoders::jpeg::Planes;
 
@@ -209,6 +209,9 @@ pub fn apply(ops: &[PixelOp], rgb: &mut [u8], h: usize, w: usize, s: &mut Scratc
                 border,
                 fill,
             } => albu::warp_affine(rgb, h, w, inverse, *border, *fill, &mut s.bytes),
+            PixelOp::GridDistortion(grid) => {
+                albu_distort::grid_distortion(rgb, h, w, grid, &mut s.bytes)
+            }
             PixelOp::MultiplyAdd { alpha, beta } => albu::multiply_add(rgb, *alpha, *beta),
             PixelOp::ChannelShift(shift) => albu::shift_channels(rgb, *shift),
             PixelOp::Cv2Gray => albu::cv2_gray(rgb),
@@ -413,6 +416,7 @@ fn adjustment(op: &PixelOp) -> Option<colour::Adjust> {
         | PixelOp::Transpose
         | PixelOp::Rot90(_)
         | PixelOp::Cv2Affine { .. }
+        | PixelOp::GridDistortion(_)
         | PixelOp::MultiplyAdd { .. }
         | PixelOp::ChannelShift(_)
         | PixelOp::Cv2Gray
