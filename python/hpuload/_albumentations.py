@@ -27,7 +27,8 @@ hpuload's pipeline ops, each computed as albumentations computes it on a uint8 R
   through `cv2.filter2D`), `Blur` and `MedianBlur` (`cv2.blur`,
   `cv2.medianBlur`), `MotionBlur` (albumentations' line kernel through `cv2.filter2D`, up to
   9x9), `GaussianBlur` (its own kernel through `cv2.sepFilter2D`), `GridDistortion` (its grid drawn
-  and normalized as albumentations does, through OpenCV 5's `remap`), and albumentations' compositions
+  and normalized as albumentations does) and `OpticalDistortion` (camera mode: OpenCV's
+  undistortion map of its camera), through OpenCV 5's `remap`, and albumentations' compositions
   of them (`OneOf`, `SomeOf`, `RandomOrder`, `OneOrOther`, `Sequential`, nested), each drawn
   with albumentations' distributions and computed byte for byte; `GaussNoise` (a value per pixel), drawn from the same distributions as
   albumentations' (not OpenCV's generator's values), truncated and added as albucore adds;
@@ -408,6 +409,28 @@ def _grid_distortion(t: Any) -> dict:
     }
 
 
+def _optical_distortion(t: Any) -> dict:
+    """`OpticalDistortion` in its camera mode with `INTER_LINEAR`: `k` drawn from its range,
+    OpenCV's undistortion map of albumentations' camera, then `remap` with its border."""
+    _opencv_arithmetic("OpticalDistortion")
+    if _albumentations_version() < (2, 0, 0):
+        raise Unsupported("albumentations' OpticalDistortion of albumentations 1 (its own camera and shift)")
+    if getattr(t, "mode", "camera") != "camera":
+        raise Unsupported(f"albumentations' OpticalDistortion with mode={t.mode!r}")
+    if getattr(t, "interpolation", _INTER_LINEAR) != _INTER_LINEAR:
+        raise Unsupported(f"albumentations' OpticalDistortion with interpolation {t.interpolation} (hpuload runs cv2.INTER_LINEAR)")
+    border = _BORDERS.get(int(getattr(t, "border_mode", 0)))
+    if border is None:
+        raise Unsupported(f"albumentations' OpticalDistortion with border_mode={t.border_mode}")
+    return {
+        "op": "albu_optical_distortion",
+        "p": _p(t),
+        "distort_limit": _pair(t.distort_limit),
+        "border": border,
+        "fill": _fill_bytes(t),
+    }
+
+
 def _rgb_shift(t: Any) -> dict:
     """`RGBShift`: its three ranges (kept as fractions of 255) in levels."""
     ranges = (getattr(t, "noise_params", None) or {}).get("ranges")
@@ -500,6 +523,7 @@ _PIXEL_OPS = {
     "Affine": _affine,
     "ShiftScaleRotate": _affine,
     "GridDistortion": _grid_distortion,
+    "OpticalDistortion": _optical_distortion,
 }
 
 

@@ -437,6 +437,11 @@ def by_plan(image, plan, rrc, steps, norm=None):
 
             map_x, map_y = fgeometric.generate_grid(x.shape[:2], arg["steps_x"], arg["steps_y"], arg["num_steps"])
             x = steps["GridDistortion"].apply(x, map_x=map_x, map_y=map_y)
+        elif kind == "optical_distortion":
+            import albumentations.augmentations.geometric.functional as fgeometric
+
+            map_x, map_y = fgeometric.get_camera_matrix_distortion_maps(x.shape[:2], arg["k"])
+            x = steps["OpticalDistortion"].apply(x, map_x=map_x, map_y=map_y)
         elif kind == "gamma":
             x = A.RandomGamma().apply(x, gamma=arg)
         elif kind == "permute_channels":
@@ -1014,6 +1019,42 @@ def test_grid_distortion_gives_albumentations_pixels_for_the_grid_hpuload_draws(
         drawn += any(op["op"] == "grid_distortion" for op in plan.get("ops", []))
         assert torch.equal(got, by_plan(image, plan, rrc, {"GridDistortion": grid})), (epoch, index, plan.get("ops"))
     assert drawn > 0
+
+
+OPTICAL_DISTORTIONS = {
+    "default": dict(),
+    "strong_reflect101": dict(distort_limit=(-0.6, 0.9), border_mode=cv2.BORDER_REFLECT_101),
+    "constant_fill": dict(distort_limit=0.4, fill=(15, 250, 99)),
+    "replicate": dict(distort_limit=0.3, border_mode=cv2.BORDER_REPLICATE),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(OPTICAL_DISTORTIONS))
+@pytest.mark.parametrize("size", [(44, 52), (57, 31)])
+def test_optical_distortion_gives_albumentations_pixels_for_the_k_hpuload_draws(jpeg_folder, kind, size):
+    """`OpticalDistortion` (camera mode) after a RandomResizedCrop: each sample is
+    albumentations' own map (OpenCV's `initUndistortRectifyMap` of its camera) and `apply`
+    (`remap`) with the coefficient hpuload drew, bit for bit, natively; its k uniform in the
+    range."""
+    files, labels = files_of(jpeg_folder)
+    optical = A.OpticalDistortion(p=0.8, **OPTICAL_DISTORTIONS[kind])
+    rrc = A.RandomResizedCrop(size=size)
+    ds = LeafDataset(files, labels, A.Compose([rrc, optical, ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=4))
+    ks = []
+    for epoch, index, got, image, plan in samples_with_plans(loader, files):
+        ks += [op["arg"]["k"] for op in plan.get("ops", []) if op["op"] == "optical_distortion"]
+        assert torch.equal(got, by_plan(image, plan, rrc, {"OpticalDistortion": optical})), (epoch, index, plan.get("ops"))
+    lo, hi = optical.distort_limit
+    assert ks and all(lo <= k <= hi for k in ks)
+    n = 4000
+    path = files[0]
+    ds = LeafDataset([path] * n, [0] * n, A.Compose([A.Resize(*size), optical, ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=n, backend="cpu", seed=6))
+    ks = [op["arg"]["k"] for index in range(n) for op in json.loads(loader._core.sample_plan(0, index, 40, 30)).get("ops", [])]
+    assert abs(len(ks) / n - 0.8) < 0.03
+    for q in (0.1, 0.5, 0.9):
+        assert abs(np.quantile(ks, q) - (lo + q * (hi - lo))) < 0.03 * (hi - lo), q
 
 
 def test_grid_distortion_draws_albumentations_grids(tmp_path):

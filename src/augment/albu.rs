@@ -913,34 +913,34 @@ pub(crate) fn warp_affine_crop(
     warp.run(at, out, out_rgb);
 }
 
-/// OpenCV's `remap(..., INTER_LINEAR)` of an `h`x`w` RGB8 image in place by a separable map
-/// (output pixel `(x, y)` reads source point `(xs[x], ys[y])`, float32), as its x86-64 wheels
-/// (5.0) compute it: the source point's four neighbours (outside the image: `border`), two
+/// OpenCV's `remap(..., INTER_LINEAR)` of an `h`x`w` RGB8 image in place by `map` (a
+/// separable or a whole float32 map, not the matrix), as its x86-64 wheels (5.0) compute it:
+/// each output pixel's source point, its four neighbours (outside the image: `border`), two
 /// fused interpolations across and one down, rounded half to even, as [`warp_affine`] does
 /// from the points its matrix gives.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn remap_separable(
+///
+/// # Panics
+/// When the map is not of the image's size.
+pub(crate) fn remap(
     rgb: &mut [u8],
-    h: usize,
-    w: usize,
-    xs: &[f32],
-    ys: &[f32],
+    (h, w): (usize, usize),
+    map: WarpMap<'_>,
     border: Cv2Border,
     fill: [u8; 3],
     scratch: &mut Vec<u8>,
 ) {
-    assert!(
-        xs.len() == w && ys.len() == h,
-        "a map of {}x{} for {w}x{h}",
-        xs.len(),
-        ys.len()
-    );
+    let fits = match map {
+        WarpMap::Affine(_) => false,
+        WarpMap::Separable { xs, ys } => xs.len() == w && ys.len() == h,
+        WarpMap::Whole { xs, ys } => xs.len() == h * w && ys.len() == h * w,
+    };
+    assert!(fits, "a remap's map of another size than {w}x{h}");
     copy_with_slack(&rgb[..h * w * 3], scratch);
     let warp = Warp {
         src: scratch,
         w,
         h,
-        map: WarpMap::Separable { xs, ys },
+        map,
         border,
         fill,
     };
@@ -956,11 +956,14 @@ fn copy_with_slack(src: &[u8], scratch: &mut Vec<u8>) {
 
 /// Where each output pixel reads the source.
 #[derive(Clone, Copy)]
-enum WarpMap<'a> {
+pub(crate) enum WarpMap<'a> {
     /// `warpAffine`'s output-to-source matrix, float32 `(m0, m1, m2, m3, m4, m5)`.
     Affine(&'a [f32; 6]),
     /// `remap`'s map of a grid: column `x` reads `xs[x]`, row `y` reads `ys[y]`.
     Separable { xs: &'a [f32], ys: &'a [f32] },
+    /// `remap`'s map of each pixel, row by row: pixel `(x, y)` reads `(xs[i], ys[i])`, `i =
+    /// y * w + x`.
+    Whole { xs: &'a [f32], ys: &'a [f32] },
 }
 
 /// One warp: its `h`x`w` source (with one byte of slack), map, border and fill.
@@ -1066,6 +1069,7 @@ impl Warp<'_> {
                     (ym1, ym4, ym1 + m[2], ym4 + m[5])
                 }
                 WarpMap::Separable { ys, .. } => (0.0, 0.0, 0.0, ys[y]),
+                WarpMap::Whole { .. } => (0.0, 0.0, 0.0, 0.0),
             };
             let mut x = x0;
             while x < x0 + ow {
@@ -1082,7 +1086,11 @@ impl Warp<'_> {
                                 warp8_inside(src, w, h, m, [row_x, row_y], x, out)
                             }
                             WarpMap::Separable { xs, .. } => {
-                                remap8_inside(src, w, h, &xs[x..x + 8], row_y, out)
+                                remap8_inside(src, w, h, &xs[x..x + 8], &[row_y; 8], out)
+                            }
+                            WarpMap::Whole { xs, ys } => {
+                                let at = y * w + x;
+                                remap8_inside(src, w, h, &xs[at..at + 8], &ys[at..at + 8], out)
                             }
                         }
                     };
@@ -1101,6 +1109,7 @@ impl Warp<'_> {
                         (xf.mul_add(m[0], ym1) + m[2], xf.mul_add(m[3], ym4) + m[5])
                     }
                     WarpMap::Separable { xs, .. } => (xs[x], row_y),
+                    WarpMap::Whole { xs, ys } => (xs[y * w + x], ys[y * w + x]),
                 };
                 // Far outside: any index there reads the border.
                 let (fx, fy) = (sx.floor().clamp(-1e9, 1e9), sy.floor().clamp(-1e9, 1e9));
@@ -1171,9 +1180,9 @@ unsafe fn warp8_inside(
     unsafe { interp8_inside(src, w, h, sx, sy, out) }
 }
 
-/// The output pixels of a row of [`remap_separable`] whose source columns are `xs` (eight)
-/// and source row `sy`, in AVX2 lanes as [`interp8_inside`] computes them; `false`, writing
-/// nothing, unless every one's four neighbours lie inside the image.
+/// Eight output pixels of a [`remap`] whose source points are `(xs[k], ys[k])`, in AVX2 lanes
+/// as [`interp8_inside`] computes them; `false`, writing nothing, unless every one's four
+/// neighbours lie inside the image.
 ///
 /// # Safety
 /// As [`warp8_inside`]'s.
@@ -1184,15 +1193,15 @@ unsafe fn remap8_inside(
     w: usize,
     h: usize,
     xs: &[f32],
-    sy: f32,
+    ys: &[f32],
     out: &mut [u8],
 ) -> bool {
     use std::arch::x86_64::*;
-    assert!(xs.len() >= 8);
-    // SAFETY: `xs` holds eight floats (asserted), read unaligned.
-    let sx = unsafe { _mm256_loadu_ps(xs.as_ptr()) };
+    assert!(xs.len() >= 8 && ys.len() >= 8);
+    // SAFETY: `xs` and `ys` hold eight floats each (asserted), read unaligned.
+    let (sx, sy) = unsafe { (_mm256_loadu_ps(xs.as_ptr()), _mm256_loadu_ps(ys.as_ptr())) };
     // SAFETY: as this function's own contract.
-    unsafe { interp8_inside(src, w, h, sx, _mm256_set1_ps(sy), out) }
+    unsafe { interp8_inside(src, w, h, sx, sy, out) }
 }
 
 /// Eight output pixels from their source points `(sx, sy)`, with OpenCV's arithmetic (its

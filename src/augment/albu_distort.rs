@@ -1,15 +1,23 @@
-//! albumentations' `GridDistortion(num_steps, distort_limit, normalized, border_mode, fill,
-//! p)` with `INTER_LINEAR`, as albumentations 2 draws it and computes it on a uint8 RGB image:
-//! `num_steps + 1` relative cell sizes drawn per axis (`1 + U(distort_limit)`, all the
-//! columns' then all the rows'), normalized (the last cell scaled to its real width, then all
-//! of them so that the grid spans the image: `normalize_grid_distortion_steps`, its sum as
-//! numpy sums), each cell's source coordinates spread over its pixels as `np.linspace` spreads
-//! them (in f64, stored as float32), and the image remapped by that separable map with
-//! OpenCV 5.0's `remap` ([`albu::remap_separable`]).
+//! albumentations' distortions with `INTER_LINEAR`, as albumentations 2 draws them and
+//! computes them on a uint8 RGB image, each a map of source points then OpenCV 5.0's `remap`
+//! ([`albu::remap`]):
+//!
+//! - `GridDistortion(num_steps, distort_limit, normalized, border_mode, fill, p)`:
+//!   `num_steps + 1` relative cell sizes drawn per axis (`1 + U(distort_limit)`, all the
+//!   columns' then all the rows'), normalized (the last cell scaled to its real width, then
+//!   all of them so that the grid spans the image: `normalize_grid_distortion_steps`, its sum
+//!   as numpy sums), each cell's source coordinates spread over its pixels as `np.linspace`
+//!   spreads them (in f64, stored as float32): a separable map;
+//! - `OpticalDistortion(distort_limit, mode="camera", border_mode, fill, p)`: a coefficient
+//!   `k` drawn from `distort_limit`, and the map OpenCV's `initUndistortRectifyMap` makes for
+//!   albumentations' camera (focal lengths the image's width and height, its centre the
+//!   principal point; distortion `[k, k, 0, 0, 0]` in float32; the default new camera matrix
+//!   centred at `(size - 1) / 2`): its arithmetic in f64, the 3x3 inverse by cofactors over
+//!   the determinant as `cv::invert` computes a small one, each point rounded to float32.
 
 use serde::{Deserialize, Serialize};
 
-use super::albu::{self, Cv2Border};
+use super::albu::{self, Cv2Border, WarpMap};
 use super::error::PipelineError;
 use super::pixel::PixelOp;
 use super::spec::{coin, half, probability, OpKind, OpSpec};
@@ -218,12 +226,122 @@ pub(crate) fn grid_distortion(
     scratch: &mut Vec<u8>,
 ) {
     let (xs, ys) = grid_map(grid, h, w);
-    albu::remap_separable(rgb, h, w, &xs, &ys, grid.border, grid.fill, scratch);
+    let map = WarpMap::Separable { xs: &xs, ys: &ys };
+    albu::remap(rgb, (h, w), map, grid.border, grid.fill, scratch);
+}
+
+/// albumentations' `OpticalDistortion` in its `camera` mode with `INTER_LINEAR`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlbuOpticalDistortion {
+    /// The range of the distortion coefficient `k`. Default `[-0.05, 0.05]`.
+    #[serde(default = "five_hundredths")]
+    pub distort_limit: [f64; 2],
+    /// Default `constant`.
+    #[serde(default = "constant")]
+    pub border: Cv2Border,
+    /// The constant border's colour. Default black.
+    #[serde(default)]
+    pub fill: [u8; 3],
+    /// Probability. Default 0.5.
+    #[serde(default = "half")]
+    pub p: f64,
+}
+
+fn five_hundredths() -> [f64; 2] {
+    [-0.05, 0.05]
+}
+
+impl OpSpec for AlbuOpticalDistortion {
+    fn kind(&self) -> OpKind {
+        OpKind::MovingPixel
+    }
+    fn check(&self) -> Result<(), PipelineError> {
+        probability(self.p, "albu_optical_distortion")?;
+        albu::ranges(
+            "albu_optical_distortion",
+            &[("distort_limit", self.distort_limit)],
+        )
+    }
+    fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
+        if !coin(rng, self.p) {
+            return;
+        }
+        let [lo, hi] = self.distort_limit;
+        out.push(PixelOp::OpticalDistortion {
+            k: rng.uniform_in(lo, hi),
+            border: self.border,
+            fill: self.fill,
+        });
+    }
+}
+
+/// The map `initUndistortRectifyMap` makes for albumentations' camera of an `h`x`w` image and
+/// distortion `k` (see the module's text): each pixel's source point, row by row.
+pub(crate) fn camera_map(h: usize, w: usize, k: f64) -> (Vec<f32>, Vec<f32>) {
+    // The distortion coefficients are float32; the camera's centre (`size / 2`) is exact.
+    let k = f64::from(k as f32);
+    let (fx, fy) = (w as f64, h as f64);
+    let (u0, v0) = (fx / 2.0, fy / 2.0);
+    // The default new camera matrix: the same focal lengths, centred at `(size - 1) / 2`.
+    let (cx, cy) = ((w - 1) as f64 * 0.5, (h - 1) as f64 * 0.5);
+    // Its inverse by cofactors over the determinant (`fx * fy`), as `cv::invert` computes a
+    // 3x3 one: the products with the zeros drop out exactly.
+    let d = 1.0 / (fx * fy);
+    let (ir0, ir2) = (fy * d, -(cx * fy) * d);
+    let (ir4, ir5) = (fx * d, -(fx * cy) * d);
+    let ir8 = (fx * fy) * d;
+    let (mut xs, mut ys) = (Vec::with_capacity(h * w), Vec::with_capacity(h * w));
+    let inv_w = 1.0 / ir8;
+    for i in 0..h {
+        let y = (i as f64 * ir4 + ir5) * inv_w;
+        for j in 0..w {
+            let x = (j as f64 * ir0 + ir2) * inv_w;
+            let r2 = x * x + y * y;
+            // `(1 + ((k3 r2 + k2) r2 + k1) r2) / (1 + ...)` with k1 = k2 = k and the rest 0.
+            let kr = 1.0 + (k * r2 + k) * r2;
+            xs.push((fx * (x * kr) + u0) as f32);
+            ys.push((fy * (y * kr) + v0) as f32);
+        }
+    }
+    (xs, ys)
+}
+
+/// The drawn optical distortion of an `h`x`w` RGB8 image, in place.
+pub(crate) fn optical_distortion(
+    rgb: &mut [u8],
+    h: usize,
+    w: usize,
+    k: f64,
+    border: Cv2Border,
+    fill: [u8; 3],
+    scratch: &mut Vec<u8>,
+) {
+    let (xs, ys) = camera_map(h, w, k);
+    let map = WarpMap::Whole { xs: &xs, ys: &ys };
+    albu::remap(rgb, (h, w), map, border, fill, scratch);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_undistorted_camera_maps_each_pixel_near_itself() {
+        // k = 0: each point is the pixel's own, moved by the half pixel between the camera's
+        // centre (`size / 2`) and the new camera's (`(size - 1) / 2`).
+        let (xs, ys) = camera_map(4, 6, 0.0);
+        for i in 0..4 {
+            for j in 0..6 {
+                assert!((f64::from(xs[i * 6 + j]) - (j as f64 + 0.5)).abs() < 1e-5);
+                assert!((f64::from(ys[i * 6 + j]) - (i as f64 + 0.5)).abs() < 1e-5);
+            }
+        }
+        // Barrel (k > 0): corners read from farther out, the centre stays.
+        let (xs, _) = camera_map(101, 101, 0.3);
+        assert!(xs[0] < 0.0 && xs[100] > 101.0);
+        assert!((xs[50 * 101 + 50] - 50.5).abs() < 1e-4);
+    }
 
     #[test]
     fn numpy_sum_adds_pairwise_as_numpy_does() {

@@ -48,7 +48,7 @@ pub use albu::{
     AlbuRandomRotate90, AlbuRgbShift, AlbuSmallestMaxSize, AlbuToGray, AlbuTranspose,
     CoarseDropout, Cv2Border,
 };
-pub use albu_distort::{AlbuGridDistortion, GridMap};
+pub use albu_distort::{AlbuGridDistortion, AlbuOpticalDistortion, GridMap};
 pub use albu_filter::{
     AlbuBlur, AlbuEmboss, AlbuGaussNoise, AlbuGaussianBlur, AlbuMedianBlur, AlbuMotionBlur,
     AlbuSharpen, MotionKernel, Noise, MOTION_MAX_KERNEL,

@@ -19,7 +19,7 @@ use super::albu::{
     AlbuRandomRotate90, AlbuRgbShift, AlbuSmallestMaxSize, AlbuToGray, AlbuTranspose,
     CoarseDropout,
 };
-use super::albu_distort::AlbuGridDistortion;
+use super::albu_distort::{AlbuGridDistortion, AlbuOpticalDistortion};
 use super::albu_filter::{
     AlbuBlur, AlbuEmboss, AlbuGaussNoise, AlbuGaussianBlur, AlbuMedianBlur, AlbuMotionBlur,
     AlbuSharpen,
@@ -215,6 +215,9 @@ ops! {
     /// albumentations' `GridDistortion(num_steps, distort_limit, normalized, border_mode,
     /// fill, p)` with `INTER_LINEAR`: its grid's map through OpenCV's `remap`.
     AlbuGridDistortion(AlbuGridDistortion) = "albu_grid_distortion",
+    /// albumentations' `OpticalDistortion(distort_limit, mode="camera", border_mode, fill,
+    /// p)` with `INTER_LINEAR`: OpenCV's undistortion map of its camera through `remap`.
+    AlbuOpticalDistortion(AlbuOpticalDistortion) = "albu_optical_distortion",
     /// albumentations' `GaussNoise(std_range, mean_range, per_channel, p)`.
     AlbuGaussNoise(AlbuGaussNoise) = "albu_gauss_noise",
     /// albumentations' `CoarseDropout(num_holes_range, hole_height_range, hole_width_range,

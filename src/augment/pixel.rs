@@ -143,6 +143,16 @@ pub enum PixelOp {
     },
     /// albumentations' `GridDistortion`: its grid's map through OpenCV's `remap`.
     GridDistortion(Box<GridMap>),
+    /// albumentations' `OpticalDistortion` (camera): OpenCV's undistortion map through
+    /// `remap`.
+    OpticalDistortion {
+        /// The distortion coefficient (`k1 = k2 = k`, as float32).
+        k: f64,
+        /// What is read outside the image.
+        border: Cv2Border,
+        /// The constant border's colour.
+        fill: [u8; 3],
+    },
     /// albumentations' `HueSaturationValue`: shifts in OpenCV's byte HSV.
     HsvShift {
         /// Added to the hue (180 a turn), modulo 180.
@@ -179,6 +189,7 @@ impl PixelOp {
             | Self::Rot90(_)
             | Self::Cv2Affine { .. }
             | Self::GridDistortion(_)
+            | Self::OpticalDistortion { .. }
             // A line at an angle; noise tied to each place.
             | Self::MotionBlur(_)
             | Self::Filter3x3(_)
@@ -265,6 +276,7 @@ impl PixelOp {
             | Self::Rot90(_)
             | Self::Cv2Affine { .. }
             | Self::GridDistortion(_)
+            | Self::OpticalDistortion { .. }
             | Self::BoxBlur(_)
             | Self::MedianBlur(_)
             | Self::MotionBlur(_)
@@ -311,6 +323,7 @@ impl PixelOp {
             | Self::Rot90(_)
             | Self::Cv2Affine { .. }
             | Self::GridDistortion(_)
+            | Self::OpticalDistortion { .. }
             | Self::MultiplyAdd { .. }
             | Self::ChannelShift(_)
             | Self::Gamma(_)

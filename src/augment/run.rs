@@ -212,6 +212,9 @@ pub fn apply(ops: &[PixelOp], rgb: &mut [u8], h: usize, w: usize, s: &mut Scratc
             PixelOp::GridDistortion(grid) => {
                 albu_distort::grid_distortion(rgb, h, w, grid, &mut s.bytes)
             }
+            PixelOp::OpticalDistortion { k, border, fill } => {
+                albu_distort::optical_distortion(rgb, h, w, *k, *border, *fill, &mut s.bytes)
+            }
             PixelOp::MultiplyAdd { alpha, beta } => albu::multiply_add(rgb, *alpha, *beta),
             PixelOp::ChannelShift(shift) => albu::shift_channels(rgb, *shift),
             PixelOp::Cv2Gray => albu::cv2_gray(rgb),
@@ -417,6 +420,7 @@ fn adjustment(op: &PixelOp) -> Option<colour::Adjust> {
         | PixelOp::Rot90(_)
         | PixelOp::Cv2Affine { .. }
         | PixelOp::GridDistortion(_)
+        | PixelOp::OpticalDistortion { .. }
         | PixelOp::MultiplyAdd { .. }
         | PixelOp::ChannelShift(_)
         | PixelOp::Cv2Gray
