@@ -17,8 +17,9 @@ ShiftScaleRotate, Normalize, CoarseDropout), natively since session 72 (from the
 ran in Python before); `--split color_jitter`: RandomResizedCrop 224, HorizontalFlip,
 ColorJitter(0.2, 0.2, 0.2, 0.1, p=0.8), Normalize, ToTensorV2, natively since session 74 (its
 ColorJitter on ran in Python before); `--split distort`: RandomResizedCrop 224, the flips, a
-SomeOf two of GridDistortion, RandomBrightnessContrast and HueSaturationValue (p=0.8),
-Normalize, ToTensorV2, natively since session 75 (from the SomeOf on it ran in Python before). Prints one JSON line per run: construction time (hpuload's includes its probe of
+SomeOf two of a OneOf(GridDistortion, OpticalDistortion), RandomBrightnessContrast and
+HueSaturationValue (p=0.8), Normalize, ToTensorV2, natively since session 75 (from the SomeOf
+on it ran in Python before). Prints one JSON line per run: construction time (hpuload's includes its probe of
 `__getitem__` and its read of each file's header), the loader's type, and images/s over the
 measured epochs.
 
@@ -102,7 +103,8 @@ def main():
     elif a.split == "distort":
         tf = A.Compose([
             A.RandomResizedCrop(size=(224, 224)), A.HorizontalFlip(p=0.5), A.VerticalFlip(p=0.5),
-            A.SomeOf([A.GridDistortion(p=1.0), A.RandomBrightnessContrast(p=1.0), A.HueSaturationValue(p=1.0)], n=2, p=0.8),
+            A.SomeOf([A.OneOf([A.GridDistortion(p=1.0), A.OpticalDistortion(distort_limit=0.3, p=1.0)]),
+                      A.RandomBrightnessContrast(p=1.0), A.HueSaturationValue(p=1.0)], n=2, p=0.8),
             norm, ToTensorV2(),
         ])
     elif a.split == "example_eval":
