@@ -359,17 +359,24 @@ def _pad_if_needed(t: Any, longest: int) -> dict:
     return {"op": "albu_pad_if_needed", "min_height": int(h), "min_width": int(w), "fill": _fill_bytes(t)}
 
 
-def _affine(t: Any) -> dict:
-    """`Affine` or `ShiftScaleRotate` (one of them): its ranges, and OpenCV's border."""
+def _warp_settings(t: Any) -> dict:
+    """A warp's or remap's `INTER_LINEAR` (the only one hpuload runs) and OpenCV border, as
+    the op's `border` and `fill`; OpenCV's arithmetic checked (see `_opencv_arithmetic`)."""
     name = _name(t)
     _opencv_arithmetic(name)
     if getattr(t, "interpolation", _INTER_LINEAR) != _INTER_LINEAR:
         raise Unsupported(f"albumentations' {name} with interpolation {t.interpolation} (hpuload runs cv2.INTER_LINEAR)")
-    if getattr(t, "fit_output", False) or getattr(t, "balanced_scale", False):
-        raise Unsupported(f"albumentations' {name} with fit_output or balanced_scale")
     border = _BORDERS.get(int(getattr(t, "border_mode", 0)))
     if border is None:
         raise Unsupported(f"albumentations' {name} with border_mode={t.border_mode}")
+    return {"border": border, "fill": _fill_bytes(t)}
+
+
+def _affine(t: Any) -> dict:
+    """`Affine` or `ShiftScaleRotate` (one of them): its ranges, and OpenCV's border."""
+    settings = _warp_settings(t)
+    if getattr(t, "fit_output", False) or getattr(t, "balanced_scale", False):
+        raise Unsupported(f"albumentations' {_name(t)} with fit_output or balanced_scale")
     op = {
         "op": "albu_affine",
         "p": _p(t),
@@ -377,8 +384,7 @@ def _affine(t: Any) -> dict:
         "keep_ratio": bool(t.keep_ratio),
         "rotate": _pair(t.rotate),
         "shear": [_pair(t.shear["x"]), _pair(t.shear["y"])],
-        "border": border,
-        "fill": _fill_bytes(t),
+        **settings,
     }
     if t.translate_percent is not None:
         op["translate_percent"] = [_pair(t.translate_percent["x"]), _pair(t.translate_percent["y"])]
@@ -390,45 +396,28 @@ def _affine(t: Any) -> dict:
 def _grid_distortion(t: Any) -> dict:
     """`GridDistortion` with `INTER_LINEAR`: its grid's cells drawn and normalized as
     albumentations draws them, the image through OpenCV's `remap` with its border."""
-    _opencv_arithmetic("GridDistortion")
     if _albumentations_version() < (2, 0, 0):
         raise Unsupported("albumentations' GridDistortion of albumentations 1 (its own grid and fill)")
-    if getattr(t, "interpolation", _INTER_LINEAR) != _INTER_LINEAR:
-        raise Unsupported(f"albumentations' GridDistortion with interpolation {t.interpolation} (hpuload runs cv2.INTER_LINEAR)")
-    border = _BORDERS.get(int(getattr(t, "border_mode", 0)))
-    if border is None:
-        raise Unsupported(f"albumentations' GridDistortion with border_mode={t.border_mode}")
+    if not 1 <= int(t.num_steps) <= 1024:
+        raise Unsupported(f"albumentations' GridDistortion with num_steps={t.num_steps} (hpuload takes 1 to 1024)")
     return {
         "op": "albu_grid_distortion",
         "p": _p(t),
         "num_steps": int(t.num_steps),
         "distort_limit": _pair(t.distort_limit),
         "normalized": bool(getattr(t, "normalized", False)),
-        "border": border,
-        "fill": _fill_bytes(t),
+        **_warp_settings(t),
     }
 
 
 def _optical_distortion(t: Any) -> dict:
     """`OpticalDistortion` in its camera mode with `INTER_LINEAR`: `k` drawn from its range,
     OpenCV's undistortion map of albumentations' camera, then `remap` with its border."""
-    _opencv_arithmetic("OpticalDistortion")
     if _albumentations_version() < (2, 0, 0):
         raise Unsupported("albumentations' OpticalDistortion of albumentations 1 (its own camera and shift)")
     if getattr(t, "mode", "camera") != "camera":
         raise Unsupported(f"albumentations' OpticalDistortion with mode={t.mode!r}")
-    if getattr(t, "interpolation", _INTER_LINEAR) != _INTER_LINEAR:
-        raise Unsupported(f"albumentations' OpticalDistortion with interpolation {t.interpolation} (hpuload runs cv2.INTER_LINEAR)")
-    border = _BORDERS.get(int(getattr(t, "border_mode", 0)))
-    if border is None:
-        raise Unsupported(f"albumentations' OpticalDistortion with border_mode={t.border_mode}")
-    return {
-        "op": "albu_optical_distortion",
-        "p": _p(t),
-        "distort_limit": _pair(t.distort_limit),
-        "border": border,
-        "fill": _fill_bytes(t),
-    }
+    return {"op": "albu_optical_distortion", "p": _p(t), "distort_limit": _pair(t.distort_limit), **_warp_settings(t)}
 
 
 def _rgb_shift(t: Any) -> dict:

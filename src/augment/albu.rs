@@ -703,7 +703,7 @@ fn unit_scale() -> [[f64; 2]; 2] {
     [[1.0, 1.0]; 2]
 }
 
-fn constant() -> Cv2Border {
+pub(super) fn constant() -> Cv2Border {
     Cv2Border::Constant
 }
 

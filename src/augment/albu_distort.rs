@@ -17,13 +17,15 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::albu::{self, Cv2Border, WarpMap};
+use super::albu::{self, constant, Cv2Border, WarpMap};
 use super::error::PipelineError;
 use super::pixel::PixelOp;
 use super::spec::{coin, half, probability, OpKind, OpSpec};
 use crate::rng::CounterRng;
 
-/// albumentations' `GridDistortion` with `INTER_LINEAR`.
+/// albumentations' `GridDistortion` with `INTER_LINEAR`. An output with fewer pixels a side
+/// than `num_steps` is left as it is (albumentations raises there: its cells would be
+/// empty; the drop-in runs such a step in Python).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AlbuGridDistortion {
@@ -59,8 +61,10 @@ fn yes() -> bool {
     true
 }
 
-fn constant() -> Cv2Border {
-    Cv2Border::Constant
+/// The checks both distortions share: the probability and the range of `distort_limit`.
+fn check_limit(op: &str, p: f64, limit: [f64; 2]) -> Result<(), PipelineError> {
+    probability(p, op)?;
+    albu::ranges(op, &[("distort_limit", limit)])
 }
 
 /// The most cells [`AlbuGridDistortion`] takes along an axis.
@@ -71,11 +75,7 @@ impl OpSpec for AlbuGridDistortion {
         OpKind::MovingPixel
     }
     fn check(&self) -> Result<(), PipelineError> {
-        probability(self.p, "albu_grid_distortion")?;
-        albu::ranges(
-            "albu_grid_distortion",
-            &[("distort_limit", self.distort_limit)],
-        )?;
+        check_limit("albu_grid_distortion", self.p, self.distort_limit)?;
         if !(1..=MOST_STEPS).contains(&self.num_steps) {
             return Err(PipelineError::Parameter(format!(
                 "albu_grid_distortion num_steps {} must be 1 to {MOST_STEPS}",
@@ -94,7 +94,7 @@ impl OpSpec for AlbuGridDistortion {
         let mut xs: Vec<f64> = (0..=n).map(&mut steps).collect();
         let mut ys: Vec<f64> = (0..=n).map(&mut steps).collect();
         // albumentations divides by the cell's size, which an image narrower than the grid
-        // does not have (it raises there; the translation refuses such a size).
+        // does not have (it raises there; the drop-in's translation refuses such a size).
         if (w as usize) < n || (h as usize) < n {
             return;
         }
@@ -257,11 +257,7 @@ impl OpSpec for AlbuOpticalDistortion {
         OpKind::MovingPixel
     }
     fn check(&self) -> Result<(), PipelineError> {
-        probability(self.p, "albu_optical_distortion")?;
-        albu::ranges(
-            "albu_optical_distortion",
-            &[("distort_limit", self.distort_limit)],
-        )
+        check_limit("albu_optical_distortion", self.p, self.distort_limit)
     }
     fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
         if !coin(rng, self.p) {
@@ -372,18 +368,22 @@ mod tests {
         assert_eq!(flat, [3.0; 3]);
     }
 
+    /// A grid of `n` cells a side, each of its own size (not normalized).
+    fn unit_grid(n: u32) -> GridMap {
+        GridMap {
+            num_steps: n,
+            steps_x: vec![1.0; n as usize + 1],
+            steps_y: vec![1.0; n as usize + 1],
+            border: Cv2Border::Constant,
+            fill: [0; 3],
+        }
+    }
+
     #[test]
     fn an_undistorted_grid_maps_each_pixel_to_itself_where_the_cells_reach() {
         // Unit steps, not normalized: a cell of `side // n` pixels spans `cell` source pixels
         // over `cell` output pixels, so pixel i reads i * cell / (cell - 1) within each cell.
-        let grid = GridMap {
-            num_steps: 4,
-            steps_x: vec![1.0; 5],
-            steps_y: vec![1.0; 5],
-            border: Cv2Border::Constant,
-            fill: [0; 3],
-        };
-        let (xs, ys) = grid_map(&grid, 9, 10);
+        let (xs, ys) = grid_map(&unit_grid(4), 9, 10);
         assert_eq!(xs, [0.0, 2.0, 2.0, 4.0, 4.0, 6.0, 6.0, 8.0, 8.0, 10.0]);
         // 9 rows in cells of 2: the fifth cell has one row, which reads its start.
         assert_eq!(ys, [0.0, 2.0, 2.0, 4.0, 4.0, 6.0, 6.0, 8.0, 8.0]);
@@ -392,14 +392,7 @@ mod tests {
     #[test]
     fn pixels_past_the_last_cell_read_zero_as_albumentations_leaves_them() {
         // 9 pixels in 5 cells of 1: six cells cover six pixels, the rest keep 0.
-        let grid = GridMap {
-            num_steps: 5,
-            steps_x: vec![1.0; 6],
-            steps_y: vec![1.0; 6],
-            border: Cv2Border::Constant,
-            fill: [0; 3],
-        };
-        let (xs, _) = grid_map(&grid, 9, 9);
+        let (xs, _) = grid_map(&unit_grid(5), 9, 9);
         assert_eq!(xs, [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 0.0, 0.0, 0.0]);
     }
 
