@@ -18,7 +18,8 @@ hpuload's pipeline ops, each computed as albumentations computes it on a uint8 R
   (of a square image), `Affine` and `ShiftScaleRotate` (bilinear: OpenCV 5's `warpAffine`,
   each border mode but wrap), `RandomBrightnessContrast` (brightness by the maximum, albucore's
   float32 table), `RGBShift` (whole levels per channel, saturating), `RandomGamma` (its
-  truncated table), `ChannelShuffle`, `InvertImg`, `ToGray` (OpenCV's
+  truncated table), `ChannelShuffle`, `InvertImg`, `Solarize`, `Posterize` (one range of
+  bits), `Equalize` (by channels: OpenCV's or its `pil` table), `ToGray` (OpenCV's
   fixed-point grey in each channel), `HueSaturationValue`
   (OpenCV's byte HSV, as its x86-64 wheels compute it), `ColorJitter` (its four steps in its
   drawn order: albucore's tables for brightness and contrast around OpenCV's mean grey,
@@ -420,6 +421,32 @@ def _optical_distortion(t: Any) -> dict:
     return {"op": "albu_optical_distortion", "p": _p(t), "distort_limit": _pair(t.distort_limit), **_warp_settings(t)}
 
 
+def _solarize(t: Any) -> dict:
+    """`Solarize`: its threshold drawn from `threshold_range` (fractions of 255)."""
+    return {"op": "albu_solarize", "p": _p(t), "threshold_range": _pair(t.threshold_range)}
+
+
+def _posterize(t: Any) -> dict:
+    """`Posterize` with one range of bits for every channel."""
+    bits = t.num_bits
+    if isinstance(bits, list):
+        raise Unsupported(f"albumentations' Posterize with a range per channel ({bits!r})")
+    lo, hi = (int(v) for v in (bits if isinstance(bits, tuple) else (bits, bits)))
+    return {"op": "albu_posterize", "p": _p(t), "num_bits": [lo, hi]}
+
+
+def _equalize(t: Any) -> dict:
+    """`Equalize` of each channel, by OpenCV's `equalizeHist` or albumentations' `pil` table."""
+    if not getattr(t, "by_channels", True):
+        raise Unsupported("albumentations' Equalize with by_channels=False (its Y in YCrCb)")
+    if getattr(t, "mask", None) is not None:
+        raise Unsupported("albumentations' Equalize with a mask")
+    mode = getattr(t, "mode", "cv")
+    if mode not in ("cv", "pil") or (mode == "pil" and _albumentations_version() < (2, 0, 0)):
+        raise Unsupported(f"albumentations' Equalize with mode={mode!r}")
+    return {"op": "albu_equalize", "p": _p(t), "mode": mode}
+
+
 def _rgb_shift(t: Any) -> dict:
     """`RGBShift`: its three ranges (kept as fractions of 255) in levels."""
     ranges = (getattr(t, "noise_params", None) or {}).get("ranges")
@@ -513,6 +540,9 @@ _PIXEL_OPS = {
     "ShiftScaleRotate": _affine,
     "GridDistortion": _grid_distortion,
     "OpticalDistortion": _optical_distortion,
+    "Solarize": _solarize,
+    "Posterize": _posterize,
+    "Equalize": _equalize,
 }
 
 

@@ -442,6 +442,13 @@ def by_plan(image, plan, rrc, steps, norm=None):
 
             map_x, map_y = fgeometric.get_camera_matrix_distortion_maps(x.shape[:2], arg["k"])
             x = steps["OpticalDistortion"].apply(x, map_x=map_x, map_y=map_y)
+        elif kind == "solarize":
+            # hpuload carries the first level inverted; a threshold half a level below it.
+            x = A.Solarize().apply(x, threshold=(arg - 0.5) / 255)
+        elif kind == "posterize":
+            x = A.Posterize().apply(x, num_bits=arg)
+        elif kind == "albu_equalize":
+            x = A.Equalize(mode=arg).apply(x, mask=None)
         elif kind == "gamma":
             x = A.RandomGamma().apply(x, gamma=arg)
         elif kind == "permute_channels":
@@ -1055,6 +1062,48 @@ def test_optical_distortion_gives_albumentations_pixels_for_the_k_hpuload_draws(
     assert abs(len(ks) / n - 0.8) < 0.03
     for q in (0.1, 0.5, 0.9):
         assert abs(np.quantile(ks, q) - (lo + q * (hi - lo))) < 0.03 * (hi - lo), q
+
+
+@pytest.mark.parametrize("mode", ["cv", "pil"])
+def test_solarize_posterize_and_equalize_give_albumentations_pixels_and_draws(jpeg_folder, tmp_path, mode):
+    """`Solarize`, `Posterize` and `Equalize` (OpenCV's `equalizeHist` by channel, or
+    albumentations' `pil` table) after a RandomResizedCrop: each sample is albumentations' own
+    `apply` with hpuload's parameters, bit for bit, natively; over 4000 samples the first
+    level inverted is distributed as `ceil(255 * U(range))` of albumentations' thresholds, the
+    bits as its `randint`, and each op drawn with its p."""
+    files, labels = files_of(jpeg_folder)
+    solarize = A.Solarize(threshold_range=(0.3, 0.8), p=0.6)
+    posterize = A.Posterize(num_bits=(2, 6), p=0.6)
+    equalize = A.Equalize(mode=mode, p=0.5)
+    rrc = A.RandomResizedCrop(size=(40, 36))
+    ds = LeafDataset(files, labels, A.Compose([rrc, solarize, posterize, equalize, ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=7))
+    seen = set()
+    for epoch, index, got, image, plan in samples_with_plans(loader, files):
+        seen.update(op["op"] for op in plan.get("ops", []))
+        assert torch.equal(got, by_plan(image, plan, rrc, {})), (epoch, index, plan.get("ops"))
+    assert seen == {"solarize", "posterize", "albu_equalize"}, seen
+    n = 4000
+    path = tmp_path / "a.jpg"
+    Image.new("RGB", (8, 8), (90, 120, 30)).save(path)
+    ds = LeafDataset([str(path)] * n, [0] * n, A.Compose([A.Resize(8, 8), solarize, posterize, equalize, ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=n, backend="cpu", seed=1))
+    drawn = collections.defaultdict(list)
+    for index in range(n):
+        for op in json.loads(loader._core.sample_plan(0, index, 8, 8)).get("ops", []):
+            drawn[op["op"]].append(op.get("arg"))
+    for kind, p in (("solarize", 0.6), ("posterize", 0.6), ("albu_equalize", 0.5)):
+        assert abs(len(drawn[kind]) / n - p) < 0.03, (kind, len(drawn[kind]))
+    ref = A.Compose([solarize, posterize])
+    ref.set_random_seed(2)
+    levels = np.ceil(255 * np.array([solarize.get_params()["threshold"] for _ in range(n)]))
+    ours = np.array(drawn["solarize"])
+    assert ours.min() >= levels.min() and ours.max() <= levels.max()
+    for q in (0.1, 0.5, 0.9):
+        assert abs(np.quantile(ours, q) - np.quantile(levels, q)) <= 3, q
+    bits = np.bincount([posterize.get_params()["num_bits"] for _ in range(n)], minlength=9) / n
+    ours = np.bincount(drawn["posterize"], minlength=9) / len(drawn["posterize"])
+    assert np.all(np.abs(ours - bits) < 0.035), (ours, bits)
 
 
 def test_grid_distortion_draws_albumentations_grids(tmp_path):

@@ -740,6 +740,36 @@ pub(crate) fn autocontrast(rgb: &mut [u8], v1: bool) {
 /// torchvision's tensor kernel reproduces); a channel whose non-maximal pixels are fewer than
 /// 255 is left as it is.
 pub(crate) fn equalize(rgb: &mut [u8]) {
+    equalize_by(rgb, |h, pixels| pil_table(h, pixels, false));
+}
+
+/// Pillow's equalization table of a channel's histogram `h` over `pixels`: the last non-empty
+/// bin's pixels aside, a step of a 255th of the rest, each value mapped to the pixels below it
+/// (`inclusive`: below and at it, as albumentations' own `pil` mode counts) over the step,
+/// rounded. None (the channel left as it is) when the step is zero.
+pub(crate) fn pil_table(h: &[u32; 256], pixels: u32, inclusive: bool) -> Option<[u8; 256]> {
+    // The last non-empty bin holds the channel's largest value.
+    let last = h.iter().rposition(|&n| n > 0)?;
+    let step = (pixels - h[last]) / 255;
+    if step == 0 {
+        return None;
+    }
+    let mut lut = [0u8; 256];
+    let mut cum = 0u32;
+    for v in 0..256 {
+        if inclusive {
+            cum += h[v];
+        } else if v > 0 {
+            cum += h[v - 1];
+        }
+        lut[v] = ((cum + step / 2) / step).min(255) as u8;
+    }
+    Some(lut)
+}
+
+/// Each channel of `rgb` through the table `table` makes of its histogram and pixel count (a
+/// channel without one is left as it is).
+pub(crate) fn equalize_by(rgb: &mut [u8], table: impl Fn(&[u32; 256], u32) -> Option<[u8; 256]>) {
     let mut hist = [[0u32; 256]; 3];
     for p in rgb.chunks_exact(3) {
         for c in 0..3 {
@@ -747,22 +777,7 @@ pub(crate) fn equalize(rgb: &mut [u8]) {
         }
     }
     let pixels = (rgb.len() / 3) as u32;
-    let tables: [Option<[u8; 256]>; 3] = std::array::from_fn(|c| {
-        let h = &hist[c];
-        // The last non-empty bin holds the channel's largest value.
-        let last = h.iter().rposition(|&n| n > 0)?;
-        let step = (pixels - h[last]) / 255;
-        if step == 0 {
-            return None;
-        }
-        let mut lut = [0u8; 256];
-        let mut cum = 0u32;
-        for v in 1..256 {
-            cum += h[v - 1];
-            lut[v] = ((cum + step / 2) / step).min(255) as u8;
-        }
-        Some(lut)
-    });
+    let tables: [Option<[u8; 256]>; 3] = std::array::from_fn(|c| table(&hist[c], pixels));
     for p in rgb.chunks_exact_mut(3) {
         for (c, table) in tables.iter().enumerate() {
             if let Some(t) = table {

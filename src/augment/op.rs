@@ -24,6 +24,7 @@ use super::albu_filter::{
     AlbuBlur, AlbuEmboss, AlbuGaussNoise, AlbuGaussianBlur, AlbuMedianBlur, AlbuMotionBlur,
     AlbuSharpen,
 };
+use super::albu_tone::{AlbuEqualize, AlbuPosterize, AlbuSolarize};
 use super::autoaugment::{AugMix, AutoAugment, RandAugment, TrivialAugmentWide};
 use super::blur::{GaussianBlur, RandomAdjustSharpness};
 use super::colour::{
@@ -218,6 +219,12 @@ ops! {
     /// albumentations' `OpticalDistortion(distort_limit, mode="camera", border_mode, fill,
     /// p)` with `INTER_LINEAR`: OpenCV's undistortion map of its camera through `remap`.
     AlbuOpticalDistortion(AlbuOpticalDistortion) = "albu_optical_distortion",
+    /// albumentations' `Solarize(threshold_range, p)` of a uint8 image.
+    AlbuSolarize(AlbuSolarize) = "albu_solarize",
+    /// albumentations' `Posterize(num_bits, p)` with one range for every channel.
+    AlbuPosterize(AlbuPosterize) = "albu_posterize",
+    /// albumentations' `Equalize(mode, by_channels=True, p)` without a mask.
+    AlbuEqualize(AlbuEqualize) = "albu_equalize",
     /// albumentations' `GaussNoise(std_range, mean_range, per_channel, p)`.
     AlbuGaussNoise(AlbuGaussNoise) = "albu_gauss_noise",
     /// albumentations' `CoarseDropout(num_holes_range, hole_height_range, hole_width_range,

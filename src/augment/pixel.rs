@@ -8,6 +8,7 @@ use serde::Serialize;
 use super::albu::Cv2Border;
 use super::albu_distort::GridMap;
 use super::albu_filter::{MotionKernel, Noise};
+use super::albu_tone::EqualizeMode;
 
 /// One resolved pixel op of one sample, on the RGB8 image at the output size.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -141,6 +142,9 @@ pub enum PixelOp {
         /// The constant border's colour.
         fill: [u8; 3],
     },
+    /// albumentations' `Equalize`: each channel through OpenCV's `equalizeHist` or
+    /// albumentations' Pillow-like table.
+    AlbuEqualize(EqualizeMode),
     /// albumentations' `GridDistortion`: its grid's map through OpenCV's `remap`.
     GridDistortion(Box<GridMap>),
     /// albumentations' `OpticalDistortion` (camera): OpenCV's undistortion map through
@@ -213,6 +217,7 @@ impl PixelOp {
             | Self::AutoContrast
             | Self::AutoContrastV1
             | Self::Equalize
+            | Self::AlbuEqualize(_)
             | Self::Invert
             | Self::Sharpness(_)
             | Self::GaussianBlur { .. }
@@ -257,6 +262,7 @@ impl PixelOp {
             | Self::AutoContrast
             | Self::AutoContrastV1
             | Self::Equalize
+            | Self::AlbuEqualize(_)
             | Self::PilAutoContrast => Reach::WholeImage,
             // Pillow's enhancers: `Contrast` needs the mean, `Sharpness` a neighbourhood.
             Self::PilEnhance { kind, .. } => match kind {
@@ -310,6 +316,7 @@ impl PixelOp {
             | Self::AutoContrast
             | Self::AutoContrastV1
             | Self::Equalize
+            | Self::AlbuEqualize(_)
             | Self::Sharpness(_)
             | Self::GaussianBlur { .. }
             | Self::Warp(_)

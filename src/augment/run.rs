@@ -5,10 +5,11 @@
 
 use serde::Serialize;
 
+use super::albu_tone::EqualizeMode;
 use super::erase::{self, EraseBox};
 use super::kernel::{Normalize, OutputWriter};
 use super::pixel::{AugMixPlan, PixelOp, Scratch};
-use super::{albu, albu_distort, albu_filter, blur, colour, geometry, pil};
+use super::{albu, albu_distort, albu_filter, albu_tone, blur, colour, geometry, pil};
 use crate::dtype::{Dtype, Layout};
 use hpuload_decoders::jpeg::Planes;
 
@@ -174,6 +175,12 @@ pub fn apply(ops: &[PixelOp], rgb: &mut [u8], h: usize, w: usize, s: &mut Scratc
             PixelOp::AutoContrast => colour::autocontrast(rgb, false),
             PixelOp::AutoContrastV1 => colour::autocontrast(rgb, true),
             PixelOp::Equalize => colour::equalize(rgb),
+            PixelOp::AlbuEqualize(EqualizeMode::Cv) => {
+                colour::equalize_by(rgb, albu_tone::cv2_table)
+            }
+            PixelOp::AlbuEqualize(EqualizeMode::Pil) => {
+                colour::equalize_by(rgb, |h, pixels| colour::pil_table(h, pixels, true))
+            }
             PixelOp::Invert => colour::invert(rgb),
             PixelOp::Sharpness(f) => blur::sharpness(rgb, h, w, *f, s),
             PixelOp::GaussianBlur { kernel, sigma } => {
@@ -405,6 +412,7 @@ fn adjustment(op: &PixelOp) -> Option<colour::Adjust> {
         | PixelOp::AutoContrast
         | PixelOp::AutoContrastV1
         | PixelOp::Equalize
+        | PixelOp::AlbuEqualize(_)
         | PixelOp::Invert
         | PixelOp::Sharpness(_)
         | PixelOp::GaussianBlur { .. }
