@@ -18,7 +18,7 @@ hpuload's pipeline ops, each computed as albumentations computes it on a uint8 R
   (of a square image), `Affine` and `ShiftScaleRotate` (bilinear: OpenCV 5's `warpAffine`,
   each border mode but wrap), `RandomBrightnessContrast` (brightness by the maximum, albucore's
   float32 table), `RGBShift` (whole levels per channel, saturating), `RandomGamma` (its
-  truncated table), `ChannelShuffle`, `InvertImg`, `Solarize`, `Posterize` (one range of
+  truncated table), `ChannelShuffle`, `ChannelDropout` (a whole-level fill), `InvertImg`, `Solarize`, `Posterize` (one range of
   bits), `Equalize` (by channels: OpenCV's or its `pil` table), `ToGray` (OpenCV's
   fixed-point grey in each channel), `HueSaturationValue`
   (OpenCV's byte HSV, as its x86-64 wheels compute it), `ColorJitter` (its four steps in its
@@ -435,6 +435,17 @@ def _posterize(t: Any) -> dict:
     return {"op": "albu_posterize", "p": _p(t), "num_bits": [lo, hi]}
 
 
+def _channel_dropout(t: Any) -> dict:
+    """`ChannelDropout` of an RGB image with a whole-level fill."""
+    lo, hi = (int(v) for v in t.channel_drop_range)
+    fill = t.fill
+    if isinstance(fill, bool) or not isinstance(fill, (int, float)) or fill != int(fill) or not 0 <= fill <= 255:
+        raise Unsupported(f"albumentations' ChannelDropout with fill={fill!r}")
+    if not 0 <= lo <= hi <= 2:
+        raise Unsupported(f"albumentations' ChannelDropout with channel_drop_range={t.channel_drop_range!r}")
+    return {"op": "albu_channel_dropout", "p": _p(t), "channel_drop_range": [lo, hi], "fill": int(fill)}
+
+
 def _equalize(t: Any) -> dict:
     """`Equalize` of each channel, by OpenCV's `equalizeHist` or albumentations' `pil` table."""
     if not getattr(t, "by_channels", True):
@@ -543,6 +554,7 @@ _PIXEL_OPS = {
     "Solarize": _solarize,
     "Posterize": _posterize,
     "Equalize": _equalize,
+    "ChannelDropout": _channel_dropout,
 }
 
 

@@ -447,6 +447,8 @@ def by_plan(image, plan, rrc, steps, norm=None):
             x = A.Solarize().apply(x, threshold=(arg - 0.5) / 255)
         elif kind == "posterize":
             x = A.Posterize().apply(x, num_bits=arg)
+        elif kind == "drop_channels":
+            x = A.ChannelDropout(fill=arg["fill"]).apply(x, channels_to_drop=[c for c in range(3) if arg["drop"][c]])
         elif kind == "albu_equalize":
             x = A.Equalize(mode=arg).apply(x, mask=None)
         elif kind == "gamma":
@@ -1104,6 +1106,37 @@ def test_solarize_posterize_and_equalize_give_albumentations_pixels_and_draws(jp
     bits = np.bincount([posterize.get_params()["num_bits"] for _ in range(n)], minlength=9) / n
     ours = np.bincount(drawn["posterize"], minlength=9) / len(drawn["posterize"])
     assert np.all(np.abs(ours - bits) < 0.035), (ours, bits)
+
+
+def test_channel_dropout_gives_albumentations_pixels_and_draws(jpeg_folder, tmp_path):
+    """`ChannelDropout(channel_drop_range=(1, 2), fill=40)` after a RandomResizedCrop: each
+    sample is albumentations' own `apply` with the channels hpuload drew, natively; over 3000
+    samples the number dropped is `randint(1, 2)` and each channel is dropped as often as
+    albumentations drops it."""
+    files, labels = files_of(jpeg_folder)
+    drop = A.ChannelDropout(channel_drop_range=(1, 2), fill=40, p=0.7)
+    rrc = A.RandomResizedCrop(size=(30, 34))
+    ds = LeafDataset(files, labels, A.Compose([rrc, drop, ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=3))
+    for epoch, index, got, image, plan in samples_with_plans(loader, files):
+        assert torch.equal(got, by_plan(image, plan, rrc, {})), (epoch, index, plan.get("ops"))
+    n = 3000
+    path = tmp_path / "a.jpg"
+    Image.new("RGB", (8, 8), (90, 120, 30)).save(path)
+    ds = LeafDataset([str(path)] * n, [0] * n, A.Compose([A.Resize(8, 8), drop, ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=n, backend="cpu", seed=1))
+    ours = [op["arg"]["drop"] for index in range(n) for op in json.loads(loader._core.sample_plan(0, index, 8, 8)).get("ops", [])]
+    assert abs(len(ours) / n - 0.7) < 0.03
+    ref = A.Compose([drop])
+    ref.set_random_seed(2)
+    image = np.zeros((8, 8, 3), np.uint8)
+    theirs_ = [drop.get_params_dependent_on_data({}, {"image": image})["channels_to_drop"] for _ in range(len(ours))]
+    for count in (1, 2):
+        share = sum(sum(d) == count for d in ours) / len(ours)
+        assert abs(share - sum(len(c) == count for c in theirs_) / len(theirs_)) < 0.04, count
+    for c in range(3):
+        share = sum(d[c] for d in ours) / len(ours)
+        assert abs(share - sum(c in t for t in theirs_) / len(theirs_)) < 0.04, c
 
 
 def test_grid_distortion_draws_albumentations_grids(tmp_path):

@@ -343,6 +343,74 @@ impl OpSpec for AlbuChannelShuffle {
     }
 }
 
+/// albumentations' `ChannelDropout(channel_drop_range, fill, p)` of an RGB image: `randint`
+/// channels (from the range, fewer than three) drawn without repeats, each set to `fill`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlbuChannelDropout {
+    /// How many channels are dropped (inclusive), at most 2. Default `[1, 1]`.
+    #[serde(default = "one_one")]
+    pub channel_drop_range: [u8; 2],
+    /// The dropped channels' value. Default 0.
+    #[serde(default)]
+    pub fill: u8,
+    /// Probability. Default 0.5.
+    #[serde(default = "half")]
+    pub p: f64,
+}
+
+fn one_one() -> [u8; 2] {
+    [1, 1]
+}
+
+impl OpSpec for AlbuChannelDropout {
+    fn kind(&self) -> OpKind {
+        OpKind::Pixel
+    }
+    fn check(&self) -> Result<(), PipelineError> {
+        probability(self.p, "albu_channel_dropout")?;
+        let [lo, hi] = self.channel_drop_range;
+        if lo > hi || hi > 2 {
+            return Err(PipelineError::Parameter(format!(
+                "albu_channel_dropout channel_drop_range {:?} must be a range within 0..=2 (not every channel)",
+                self.channel_drop_range
+            )));
+        }
+        Ok(())
+    }
+    fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
+        if !coin(rng, self.p) {
+            return;
+        }
+        let [lo, hi] = self.channel_drop_range;
+        let count = lo + rng.below(u64::from(hi - lo) + 1) as u8;
+        // `random.sample(range(3), k)`: the first `k` of a uniform order.
+        let mut order = [0usize, 1, 2];
+        shuffle(rng, &mut order);
+        let mut drop = [false; 3];
+        for &c in &order[..usize::from(count)] {
+            drop[c] = true;
+        }
+        if count > 0 {
+            out.push(PixelOp::DropChannels {
+                drop,
+                fill: self.fill,
+            });
+        }
+    }
+}
+
+/// The channels `drop` marks set to `fill` in every pixel of `rgb`.
+pub(crate) fn drop_channels(rgb: &mut [u8], drop: [bool; 3], fill: u8) {
+    for px in rgb.chunks_exact_mut(3) {
+        for (v, &d) in px.iter_mut().zip(&drop) {
+            if d {
+                *v = fill;
+            }
+        }
+    }
+}
+
 /// albumentations' `ToGray(num_output_channels=3, method="weighted_average", p)`: OpenCV's
 /// grey in each channel, with probability `p`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -1936,6 +2004,34 @@ mod tests {
             .filter(|(a, b)| a != b)
             .count();
         assert_eq!(wrong, 0, "250 wide: {wrong} colours differ");
+    }
+
+    #[test]
+    fn channel_dropout_sets_the_drawn_channels_and_never_all_three() {
+        let mut px = vec![10u8, 20, 30, 40, 50, 60];
+        drop_channels(&mut px, [true, false, true], 7);
+        assert_eq!(px, [7, 20, 7, 7, 50, 7]);
+        let op = AlbuChannelDropout {
+            channel_drop_range: [1, 2],
+            fill: 0,
+            p: 1.0,
+        };
+        op.check().unwrap();
+        let mut counts = [0usize; 4];
+        for i in 0..300 {
+            let mut out = Vec::new();
+            op.draw(&mut CounterRng::from_key(i), (4, 4), &mut out);
+            let [PixelOp::DropChannels { drop, .. }] = out.as_slice() else {
+                panic!("{out:?}")
+            };
+            counts[drop.iter().filter(|&&d| d).count()] += 1;
+        }
+        assert!(counts[0] == 0 && counts[3] == 0 && counts[1] > 100 && counts[2] > 100);
+        let all = AlbuChannelDropout {
+            channel_drop_range: [1, 3],
+            ..op
+        };
+        assert!(all.check().is_err());
     }
 
     #[test]

@@ -44,7 +44,7 @@ mod timm;
 mod two_tap;
 
 pub use albu::{
-    AlbuAffine, AlbuBrightnessContrast, AlbuChannelShuffle, AlbuColorJitter,
+    AlbuAffine, AlbuBrightnessContrast, AlbuChannelDropout, AlbuChannelShuffle, AlbuColorJitter,
     AlbuHueSaturationValue, AlbuLongestMaxSize, AlbuPadIfNeeded, AlbuRandomGamma,
     AlbuRandomRotate90, AlbuRgbShift, AlbuSmallestMaxSize, AlbuToGray, AlbuTranspose,
     CoarseDropout, Cv2Border,

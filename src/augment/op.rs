@@ -14,7 +14,7 @@ use hpuload_decoders::orientation::{orientation, torchvision_orientation, Orient
 use serde::{Deserialize, Serialize};
 
 use super::albu::{
-    AlbuAffine, AlbuBrightnessContrast, AlbuChannelShuffle, AlbuColorJitter,
+    AlbuAffine, AlbuBrightnessContrast, AlbuChannelDropout, AlbuChannelShuffle, AlbuColorJitter,
     AlbuHueSaturationValue, AlbuLongestMaxSize, AlbuPadIfNeeded, AlbuRandomGamma,
     AlbuRandomRotate90, AlbuRgbShift, AlbuSmallestMaxSize, AlbuToGray, AlbuTranspose,
     CoarseDropout,
@@ -190,6 +190,8 @@ ops! {
     AlbuRandomGamma(AlbuRandomGamma) = "albu_random_gamma",
     /// albumentations' `ChannelShuffle(p)`.
     AlbuChannelShuffle(AlbuChannelShuffle) = "albu_channel_shuffle",
+    /// albumentations' `ChannelDropout(channel_drop_range, fill, p)`.
+    AlbuChannelDropout(AlbuChannelDropout) = "albu_channel_dropout",
     /// albumentations' `ToGray(p)` (three channels, `weighted_average`).
     AlbuToGray(AlbuToGray) = "albu_to_gray",
     /// albumentations' `HueSaturationValue(hue_shift_limit, sat_shift_limit,

@@ -142,6 +142,13 @@ pub enum PixelOp {
         /// The constant border's colour.
         fill: [u8; 3],
     },
+    /// albumentations' `ChannelDropout`: the channels marked set to `fill`.
+    DropChannels {
+        /// Which channels.
+        drop: [bool; 3],
+        /// Their value.
+        fill: u8,
+    },
     /// albumentations' `Equalize`: each channel through OpenCV's `equalizeHist` or
     /// albumentations' Pillow-like table.
     AlbuEqualize(EqualizeMode),
@@ -218,6 +225,7 @@ impl PixelOp {
             | Self::AutoContrastV1
             | Self::Equalize
             | Self::AlbuEqualize(_)
+            | Self::DropChannels { .. }
             | Self::Invert
             | Self::Sharpness(_)
             | Self::GaussianBlur { .. }
@@ -256,6 +264,7 @@ impl PixelOp {
             | Self::ChannelShift(_)
             | Self::Gamma(_)
             | Self::Cv2Gray
+            | Self::DropChannels { .. }
             | Self::Cv2Saturation(_) => Reach::Pointwise,
             Self::Contrast(_)
             | Self::Cv2Contrast(_)
@@ -317,6 +326,7 @@ impl PixelOp {
             | Self::AutoContrastV1
             | Self::Equalize
             | Self::AlbuEqualize(_)
+            | Self::DropChannels { .. }
             | Self::Sharpness(_)
             | Self::GaussianBlur { .. }
             | Self::Warp(_)

@@ -175,6 +175,7 @@ pub fn apply(ops: &[PixelOp], rgb: &mut [u8], h: usize, w: usize, s: &mut Scratc
             PixelOp::AutoContrast => colour::autocontrast(rgb, false),
             PixelOp::AutoContrastV1 => colour::autocontrast(rgb, true),
             PixelOp::Equalize => colour::equalize(rgb),
+            PixelOp::DropChannels { drop, fill } => albu::drop_channels(rgb, *drop, *fill),
             PixelOp::AlbuEqualize(EqualizeMode::Cv) => {
                 colour::equalize_by(rgb, albu_tone::cv2_table)
             }
@@ -413,6 +414,7 @@ fn adjustment(op: &PixelOp) -> Option<colour::Adjust> {
         | PixelOp::AutoContrastV1
         | PixelOp::Equalize
         | PixelOp::AlbuEqualize(_)
+        | PixelOp::DropChannels { .. }
         | PixelOp::Invert
         | PixelOp::Sharpness(_)
         | PixelOp::GaussianBlur { .. }
