@@ -18,7 +18,8 @@ hpuload's pipeline ops, each computed as albumentations computes it on a uint8 R
   (of a square image), `Affine` and `ShiftScaleRotate` (bilinear: OpenCV 5's `warpAffine`,
   each border mode but wrap), `RandomBrightnessContrast` (brightness by the maximum, albucore's
   float32 table), `RGBShift` (whole levels per channel, saturating), `RandomGamma` (its
-  truncated table), `ChannelShuffle`, `ChannelDropout` (a whole-level fill), `InvertImg`, `Solarize`, `Posterize` (one range of
+  truncated table), `ChannelShuffle`, `ChannelDropout` (a whole-level fill), `Downscale` (nearest both ways),
+  `InvertImg`, `Solarize`, `Posterize` (one range of
   bits), `Equalize` (by channels: OpenCV's or its `pil` table), `ToGray` (OpenCV's
   fixed-point grey in each channel), `HueSaturationValue`
   (OpenCV's byte HSV, as its x86-64 wheels compute it), `ColorJitter` (its four steps in its
@@ -435,6 +436,16 @@ def _posterize(t: Any) -> dict:
     return {"op": "albu_posterize", "p": _p(t), "num_bits": [lo, hi]}
 
 
+def _downscale(t: Any) -> dict:
+    """`Downscale` with `INTER_NEAREST` both ways (its default)."""
+    if _albumentations_version() < (2, 0, 0):
+        raise Unsupported("albumentations' Downscale of albumentations 1 (its own scale and interpolation)")
+    pair = dict(getattr(t, "interpolation_pair", {}))
+    if pair != {"downscale": 0, "upscale": 0}:
+        raise Unsupported(f"albumentations' Downscale with interpolation_pair={pair!r} (hpuload runs cv2.INTER_NEAREST both ways)")
+    return {"op": "albu_downscale", "p": _p(t), "scale_range": _pair(t.scale_range)}
+
+
 def _channel_dropout(t: Any) -> dict:
     """`ChannelDropout` of an RGB image with a whole-level fill."""
     lo, hi = (int(v) for v in t.channel_drop_range)
@@ -555,6 +566,7 @@ _PIXEL_OPS = {
     "Posterize": _posterize,
     "Equalize": _equalize,
     "ChannelDropout": _channel_dropout,
+    "Downscale": _downscale,
 }
 
 
@@ -646,6 +658,8 @@ def _pixel_op(t: Any, size: list[int], forced: bool = False) -> dict:
         raise Unsupported(f"albumentations' {name}")
     if name in ("Transpose", "RandomRotate90") and size[0] != size[1]:
         raise Unsupported(f"albumentations' {name} of a {size[0]}x{size[1]} image (a shape per sample)")
+    if name == "Downscale" and round(min(size) * min(_pair(t.scale_range))) == 0:
+        raise Unsupported(f"albumentations' Downscale of a {size[0]}x{size[1]} image to nothing")
     if name == "GridDistortion" and min(size) < int(t.num_steps):
         raise Unsupported(f"albumentations' GridDistortion of {t.num_steps} steps on a {size[0]}x{size[1]} image (it divides by zero)")
     op = _PIXEL_OPS[name](t)

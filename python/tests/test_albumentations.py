@@ -447,6 +447,8 @@ def by_plan(image, plan, rrc, steps, norm=None):
             x = A.Solarize().apply(x, threshold=(arg - 0.5) / 255)
         elif kind == "posterize":
             x = A.Posterize().apply(x, num_bits=arg)
+        elif kind == "downscale":
+            x = A.Downscale().apply(x, scale=arg)
         elif kind == "drop_channels":
             x = A.ChannelDropout(fill=arg["fill"]).apply(x, channels_to_drop=[c for c in range(3) if arg["drop"][c]])
         elif kind == "albu_equalize":
@@ -1137,6 +1139,23 @@ def test_channel_dropout_gives_albumentations_pixels_and_draws(jpeg_folder, tmp_
     for c in range(3):
         share = sum(d[c] for d in ours) / len(ours)
         assert abs(share - sum(c in t for t in theirs_) / len(theirs_)) < 0.04, c
+
+
+@pytest.mark.parametrize("size", [(48, 40), (37, 53)])
+def test_downscale_gives_albumentations_pixels_for_the_scale_hpuload_draws(jpeg_folder, size):
+    """`Downscale(scale_range=(0.2, 0.7))` (nearest both ways) after a RandomResizedCrop: each
+    sample is albumentations' own `apply` (two `cv2.resize`) with the scale hpuload drew,
+    natively, and the scales lie in the range."""
+    files, labels = files_of(jpeg_folder)
+    down = A.Downscale(scale_range=(0.2, 0.7), p=0.8)
+    rrc = A.RandomResizedCrop(size=size)
+    ds = LeafDataset(files, labels, A.Compose([rrc, down, ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=5))
+    scales = []
+    for epoch, index, got, image, plan in samples_with_plans(loader, files):
+        scales += [op["arg"] for op in plan.get("ops", []) if op["op"] == "downscale"]
+        assert torch.equal(got, by_plan(image, plan, rrc, {})), (epoch, index, plan.get("ops"))
+    assert scales and all(0.2 <= s <= 0.7 for s in scales)
 
 
 def test_grid_distortion_draws_albumentations_grids(tmp_path):

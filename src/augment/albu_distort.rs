@@ -13,7 +13,11 @@
 //!   albumentations' camera (focal lengths the image's width and height, its centre the
 //!   principal point; distortion `[k, k, 0, 0, 0]` in float32; the default new camera matrix
 //!   centred at `(size - 1) / 2`): its arithmetic in f64, the 3x3 inverse by cofactors over
-//!   the determinant as `cv::invert` computes a small one, each point rounded to float32.
+//!   the determinant as `cv::invert` computes a small one, each point rounded to float32;
+//! - `Downscale(scale_range, interpolation_pair=nearest both ways, p)`: a scale drawn uniform,
+//!   `cv2.resize` by it (`fx = fy = scale`: the size `cvRound(side * scale)`, each sample from
+//!   `floor(i / scale)`) and back to the image's size (each from `floor(i / (side / small))`),
+//!   both nearest: a map of whole pixels, composed.
 
 use serde::{Deserialize, Serialize};
 
@@ -318,9 +322,104 @@ pub(crate) fn optical_distortion(
     albu::remap(rgb, (h, w), map, border, fill, scratch);
 }
 
+/// albumentations' `Downscale` with `INTER_NEAREST` both ways (its default). An output whose
+/// scaled size rounds to nothing is left as it is (`cv2.resize` refuses it; the drop-in runs
+/// such a step in Python).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlbuDownscale {
+    /// The scale's range, in `(0, 1)`. Default `[0.25, 0.25]`.
+    #[serde(default = "quarters")]
+    pub scale_range: [f64; 2],
+    /// Probability. Default 0.5.
+    #[serde(default = "half")]
+    pub p: f64,
+}
+
+fn quarters() -> [f64; 2] {
+    [0.25, 0.25]
+}
+
+impl OpSpec for AlbuDownscale {
+    fn kind(&self) -> OpKind {
+        OpKind::Pixel
+    }
+    fn check(&self) -> Result<(), PipelineError> {
+        probability(self.p, "albu_downscale")?;
+        albu::ranges("albu_downscale", &[("scale_range", self.scale_range)])?;
+        let [lo, hi] = self.scale_range;
+        if lo <= 0.0 || hi >= 1.0 {
+            return Err(PipelineError::Parameter(format!(
+                "albu_downscale scale_range {:?} must lie in (0, 1)",
+                self.scale_range
+            )));
+        }
+        Ok(())
+    }
+    fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
+        if !coin(rng, self.p) {
+            return;
+        }
+        let [lo, hi] = self.scale_range;
+        out.push(PixelOp::Downscale(rng.uniform_in(lo, hi)));
+    }
+}
+
+/// `cv2.resize`'s `INTER_NEAREST` source index of each of `dst` samples taken from `src` at
+/// `inv_scale` (`dst / src`, or the `fx` given): `min(floor(i * (1 / inv_scale)), src - 1)`.
+fn nearest(src: usize, dst: usize, inv_scale: f64) -> impl Iterator<Item = usize> {
+    let step = 1.0 / inv_scale;
+    (0..dst).map(move |i| ((i as f64 * step).floor() as usize).min(src - 1))
+}
+
+/// One axis of `Downscale`: for each of `side` output samples, the input sample it shows
+/// after the resize to `cvRound(side * scale)` and back (None when that size is zero).
+fn down_and_up(side: usize, scale: f64) -> Option<Vec<usize>> {
+    let small = (side as f64 * scale).round_ties_even() as usize;
+    if small == 0 {
+        return None;
+    }
+    let down: Vec<usize> = nearest(side, small, scale).collect();
+    Some(
+        nearest(small, side, side as f64 / small as f64)
+            .map(|i| down[i])
+            .collect(),
+    )
+}
+
+/// albumentations' `Downscale` of an `h`x`w` RGB8 image by `scale`, nearest both ways, in
+/// place.
+pub(crate) fn downscale(rgb: &mut [u8], h: usize, w: usize, scale: f64, copy: &mut Vec<u8>) {
+    let (Some(xs), Some(ys)) = (down_and_up(w, scale), down_and_up(h, scale)) else {
+        return;
+    };
+    copy.clear();
+    copy.extend_from_slice(&rgb[..h * w * 3]);
+    for (row, &sy) in rgb.chunks_exact_mut(w * 3).zip(&ys) {
+        let src = &copy[sy * w * 3..][..w * 3];
+        for (px, &sx) in row.chunks_exact_mut(3).zip(&xs) {
+            px.copy_from_slice(&src[sx * 3..sx * 3 + 3]);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn downscale_shows_the_nearest_kept_sample() {
+        // 8 samples at 0.25: 2 kept (0 and 4), each shown over its half.
+        assert_eq!(down_and_up(8, 0.25).unwrap(), [0, 0, 0, 0, 4, 4, 4, 4]);
+        // 5 at 0.5: cvRound(2.5) = 2 (half to even), samples 0 and 2.
+        assert_eq!(down_and_up(5, 0.5).unwrap(), [0, 0, 0, 2, 2]);
+        assert_eq!(down_and_up(3, 0.1), None);
+        let mut rgb: Vec<u8> = (0..2 * 4 * 3).map(|v| v as u8).collect();
+        downscale(&mut rgb, 2, 4, 0.5, &mut Vec::new());
+        // Rows: 2 -> 1 -> 2 (both show row 0); columns: 4 -> 2 (0, 2) -> 4.
+        assert_eq!(&rgb[..12], &[0, 1, 2, 0, 1, 2, 6, 7, 8, 6, 7, 8]);
+        assert_eq!(&rgb[12..], &rgb[..12].to_vec()[..]);
+    }
 
     #[test]
     fn an_undistorted_camera_maps_each_pixel_near_itself() {

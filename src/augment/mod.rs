@@ -49,7 +49,7 @@ pub use albu::{
     AlbuRandomRotate90, AlbuRgbShift, AlbuSmallestMaxSize, AlbuToGray, AlbuTranspose,
     CoarseDropout, Cv2Border,
 };
-pub use albu_distort::{AlbuGridDistortion, AlbuOpticalDistortion, GridMap};
+pub use albu_distort::{AlbuDownscale, AlbuGridDistortion, AlbuOpticalDistortion, GridMap};
 pub use albu_filter::{
     AlbuBlur, AlbuEmboss, AlbuGaussNoise, AlbuGaussianBlur, AlbuMedianBlur, AlbuMotionBlur,
     AlbuSharpen, MotionKernel, Noise, MOTION_MAX_KERNEL,

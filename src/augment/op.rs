@@ -19,7 +19,7 @@ use super::albu::{
     AlbuRandomRotate90, AlbuRgbShift, AlbuSmallestMaxSize, AlbuToGray, AlbuTranspose,
     CoarseDropout,
 };
-use super::albu_distort::{AlbuGridDistortion, AlbuOpticalDistortion};
+use super::albu_distort::{AlbuDownscale, AlbuGridDistortion, AlbuOpticalDistortion};
 use super::albu_filter::{
     AlbuBlur, AlbuEmboss, AlbuGaussNoise, AlbuGaussianBlur, AlbuMedianBlur, AlbuMotionBlur,
     AlbuSharpen,
@@ -221,6 +221,8 @@ ops! {
     /// albumentations' `OpticalDistortion(distort_limit, mode="camera", border_mode, fill,
     /// p)` with `INTER_LINEAR`: OpenCV's undistortion map of its camera through `remap`.
     AlbuOpticalDistortion(AlbuOpticalDistortion) = "albu_optical_distortion",
+    /// albumentations' `Downscale(scale_range, p)` with `INTER_NEAREST` both ways.
+    AlbuDownscale(AlbuDownscale) = "albu_downscale",
     /// albumentations' `Solarize(threshold_range, p)` of a uint8 image.
     AlbuSolarize(AlbuSolarize) = "albu_solarize",
     /// albumentations' `Posterize(num_bits, p)` with one range for every channel.

@@ -152,6 +152,8 @@ pub enum PixelOp {
     /// albumentations' `Equalize`: each channel through OpenCV's `equalizeHist` or
     /// albumentations' Pillow-like table.
     AlbuEqualize(EqualizeMode),
+    /// albumentations' `Downscale` by this scale, nearest both ways.
+    Downscale(f64),
     /// albumentations' `GridDistortion`: its grid's map through OpenCV's `remap`.
     GridDistortion(Box<GridMap>),
     /// albumentations' `OpticalDistortion` (camera): OpenCV's undistortion map through
@@ -200,6 +202,7 @@ impl PixelOp {
             | Self::Rot90(_)
             | Self::Cv2Affine { .. }
             | Self::GridDistortion(_)
+            | Self::Downscale(_)
             | Self::OpticalDistortion { .. }
             // A line at an angle; noise tied to each place.
             | Self::MotionBlur(_)
@@ -291,6 +294,7 @@ impl PixelOp {
             | Self::Rot90(_)
             | Self::Cv2Affine { .. }
             | Self::GridDistortion(_)
+            | Self::Downscale(_)
             | Self::OpticalDistortion { .. }
             | Self::BoxBlur(_)
             | Self::MedianBlur(_)
@@ -340,6 +344,7 @@ impl PixelOp {
             | Self::Rot90(_)
             | Self::Cv2Affine { .. }
             | Self::GridDistortion(_)
+            | Self::Downscale(_)
             | Self::OpticalDistortion { .. }
             | Self::MultiplyAdd { .. }
             | Self::ChannelShift(_)

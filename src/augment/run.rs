@@ -220,6 +220,7 @@ pub fn apply(ops: &[PixelOp], rgb: &mut [u8], h: usize, w: usize, s: &mut Scratc
             PixelOp::GridDistortion(grid) => {
                 albu_distort::grid_distortion(rgb, h, w, grid, &mut s.bytes)
             }
+            PixelOp::Downscale(scale) => albu_distort::downscale(rgb, h, w, *scale, &mut s.bytes),
             PixelOp::OpticalDistortion { k, border, fill } => {
                 albu_distort::optical_distortion(rgb, h, w, *k, *border, *fill, &mut s.bytes)
             }
@@ -430,6 +431,7 @@ fn adjustment(op: &PixelOp) -> Option<colour::Adjust> {
         | PixelOp::Rot90(_)
         | PixelOp::Cv2Affine { .. }
         | PixelOp::GridDistortion(_)
+        | PixelOp::Downscale(_)
         | PixelOp::OpticalDistortion { .. }
         | PixelOp::MultiplyAdd { .. }
         | PixelOp::ChannelShift(_)
