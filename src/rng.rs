@@ -92,6 +92,11 @@ impl CounterRng {
     pub(crate) fn below(&mut self, n: u64) -> u64 {
         ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
     }
+
+    /// Uniform integer in `[lo, hi]` (`lo <= hi`): Python's `random.randint(lo, hi)`.
+    pub(crate) fn int_in(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + self.below((hi - lo) as u64 + 1) as i64
+    }
 }
 
 #[cfg(test)]

@@ -383,7 +383,7 @@ impl OpSpec for AlbuChannelDropout {
             return;
         }
         let [lo, hi] = self.channel_drop_range;
-        let count = lo + rng.below(u64::from(hi - lo) + 1) as u8;
+        let count = rng.int_in(i64::from(lo), i64::from(hi)) as u8;
         // `random.sample(range(3), k)`: the first `k` of a uniform order.
         let mut order = [0usize, 1, 2];
         shuffle(rng, &mut order);
@@ -686,7 +686,7 @@ impl CoarseDropout {
                 if hi < lo {
                     return lo.min(full);
                 }
-                lo + rng.below(u64::from(hi - lo) + 1) as u32
+                rng.int_in(i64::from(lo), i64::from(hi)) as u32
             } else {
                 // `int(full * U(lo, hi))`.
                 (f64::from(full) * rng.uniform_in(range[0], range[1])) as u32
@@ -820,8 +820,7 @@ impl OpSpec for AlbuAffine {
                 (uniform(y) * f64::from(h)).trunc(),
             ),
             (None, Some(px)) => {
-                let mut pick =
-                    |[lo, hi]: [i64; 2]| (lo + rng.below((hi - lo) as u64 + 1) as i64) as f64;
+                let mut pick = |[lo, hi]: [i64; 2]| rng.int_in(lo, hi) as f64;
                 (pick(px[0]), pick(px[1]))
             }
             (None, None) => (0.0, 0.0),

@@ -198,12 +198,12 @@ fn linspace(start: f64, stop: f64, out: &mut [f32]) {
     out[num - 1] = stop as f32;
 }
 
-/// One axis of albumentations' `generate_grid`: for `side` pixels in cells of `side // n`,
-/// each cell's pixels read from the end of the previous cell's span to that plus its size
-/// times the cell's, evenly (`np.linspace`); pixels past the cells read 0.
-fn axis(steps: &[f64], side: usize, n: usize) -> Vec<f32> {
+/// One axis of albumentations' `generate_grid` into `out` (its `side` pixels, zeroed): in
+/// cells of `side // n`, each cell's pixels read from the end of the previous cell's span to
+/// that plus its size times the cell's, evenly (`np.linspace`); pixels past the cells read 0.
+fn axis(steps: &[f64], n: usize, out: &mut [f32]) {
+    let side = out.len();
     let cell = side / n;
-    let mut out = vec![0f32; side];
     let mut prev = 0.0;
     for (i, &step) in steps.iter().enumerate() {
         let start = (i * cell).min(side);
@@ -212,25 +212,31 @@ fn axis(steps: &[f64], side: usize, n: usize) -> Vec<f32> {
         linspace(prev, cur, &mut out[start..end]);
         prev = cur;
     }
-    out
 }
 
-/// The grid's map over an `h`x`w` image: each column's source `x` and each row's source `y`.
-pub(crate) fn grid_map(grid: &GridMap, h: usize, w: usize) -> (Vec<f32>, Vec<f32>) {
+/// The grid's map over an `h`x`w` image into `map`: each column's source `x` (the first
+/// `w`), then each row's source `y` (the next `h`).
+fn grid_map(grid: &GridMap, h: usize, w: usize, map: &mut Vec<f32>) {
     let n = grid.num_steps as usize;
-    (axis(&grid.steps_x, w, n), axis(&grid.steps_y, h, n))
+    map.clear();
+    map.resize(w + h, 0.0);
+    let (xs, ys) = map.split_at_mut(w);
+    axis(&grid.steps_x, n, xs);
+    axis(&grid.steps_y, n, ys);
 }
 
-/// The drawn grid distortion of an `h`x`w` RGB8 image, in place.
+/// The drawn grid distortion of an `h`x`w` RGB8 image, in place (`map` and `scratch` its
+/// working memory).
 pub(crate) fn grid_distortion(
     rgb: &mut [u8],
-    h: usize,
-    w: usize,
+    (h, w): (usize, usize),
     grid: &GridMap,
+    map: &mut Vec<f32>,
     scratch: &mut Vec<u8>,
 ) {
-    let (xs, ys) = grid_map(grid, h, w);
-    let map = WarpMap::Separable { xs: &xs, ys: &ys };
+    grid_map(grid, h, w, map);
+    let (xs, ys) = map.split_at(w);
+    let map = WarpMap::Separable { xs, ys };
     albu::remap(rgb, (h, w), map, grid.border, grid.fill, scratch);
 }
 
@@ -277,8 +283,9 @@ impl OpSpec for AlbuOpticalDistortion {
 }
 
 /// The map `initUndistortRectifyMap` makes for albumentations' camera of an `h`x`w` image and
-/// distortion `k` (see the module's text): each pixel's source point, row by row.
-pub(crate) fn camera_map(h: usize, w: usize, k: f64) -> (Vec<f32>, Vec<f32>) {
+/// distortion `k` (see the module's text) into `map`: each pixel's source `x`, row by row (the
+/// first `h * w`), then each one's source `y`.
+fn camera_map(h: usize, w: usize, k: f64, map: &mut Vec<f32>) {
     // The distortion coefficients are float32; the camera's centre (`size / 2`) is exact.
     let k = f64::from(k as f32);
     let (fx, fy) = (w as f64, h as f64);
@@ -291,34 +298,36 @@ pub(crate) fn camera_map(h: usize, w: usize, k: f64) -> (Vec<f32>, Vec<f32>) {
     let (ir0, ir2) = (fy * d, -(cx * fy) * d);
     let (ir4, ir5) = (fx * d, -(fx * cy) * d);
     let ir8 = (fx * fy) * d;
-    let (mut xs, mut ys) = (Vec::with_capacity(h * w), Vec::with_capacity(h * w));
+    map.clear();
+    map.resize(2 * h * w, 0.0);
+    let (xs, ys) = map.split_at_mut(h * w);
     let inv_w = 1.0 / ir8;
     for i in 0..h {
         let y = (i as f64 * ir4 + ir5) * inv_w;
-        for j in 0..w {
+        let row = i * w..(i + 1) * w;
+        for ((j, sx), sy) in xs[row.clone()].iter_mut().enumerate().zip(&mut ys[row]) {
             let x = (j as f64 * ir0 + ir2) * inv_w;
             let r2 = x * x + y * y;
             // `(1 + ((k3 r2 + k2) r2 + k1) r2) / (1 + ...)` with k1 = k2 = k and the rest 0.
             let kr = 1.0 + (k * r2 + k) * r2;
-            xs.push((fx * (x * kr) + u0) as f32);
-            ys.push((fy * (y * kr) + v0) as f32);
+            *sx = (fx * (x * kr) + u0) as f32;
+            *sy = (fy * (y * kr) + v0) as f32;
         }
     }
-    (xs, ys)
 }
 
-/// The drawn optical distortion of an `h`x`w` RGB8 image, in place.
+/// The drawn optical distortion of an `h`x`w` RGB8 image, in place (`map` and `scratch` its
+/// working memory).
 pub(crate) fn optical_distortion(
     rgb: &mut [u8],
-    h: usize,
-    w: usize,
-    k: f64,
-    border: Cv2Border,
-    fill: [u8; 3],
+    (h, w): (usize, usize),
+    (k, border, fill): (f64, Cv2Border, [u8; 3]),
+    map: &mut Vec<f32>,
     scratch: &mut Vec<u8>,
 ) {
-    let (xs, ys) = camera_map(h, w, k);
-    let map = WarpMap::Whole { xs: &xs, ys: &ys };
+    camera_map(h, w, k, map);
+    let (xs, ys) = map.split_at(h * w);
+    let map = WarpMap::Whole { xs, ys };
     albu::remap(rgb, (h, w), map, border, fill, scratch);
 }
 
@@ -425,7 +434,9 @@ mod tests {
     fn an_undistorted_camera_maps_each_pixel_near_itself() {
         // k = 0: each point is the pixel's own, moved by the half pixel between the camera's
         // centre (`size / 2`) and the new camera's (`(size - 1) / 2`).
-        let (xs, ys) = camera_map(4, 6, 0.0);
+        let mut map = Vec::new();
+        camera_map(4, 6, 0.0, &mut map);
+        let (xs, ys) = map.split_at(24);
         for i in 0..4 {
             for j in 0..6 {
                 assert!((f64::from(xs[i * 6 + j]) - (j as f64 + 0.5)).abs() < 1e-5);
@@ -433,7 +444,8 @@ mod tests {
             }
         }
         // Barrel (k > 0): corners read from farther out, the centre stays.
-        let (xs, _) = camera_map(101, 101, 0.3);
+        camera_map(101, 101, 0.3, &mut map);
+        let xs = &map[..101 * 101];
         assert!(xs[0] < 0.0 && xs[100] > 101.0);
         assert!((xs[50 * 101 + 50] - 50.5).abs() < 1e-4);
     }
@@ -482,7 +494,9 @@ mod tests {
     fn an_undistorted_grid_maps_each_pixel_to_itself_where_the_cells_reach() {
         // Unit steps, not normalized: a cell of `side // n` pixels spans `cell` source pixels
         // over `cell` output pixels, so pixel i reads i * cell / (cell - 1) within each cell.
-        let (xs, ys) = grid_map(&unit_grid(4), 9, 10);
+        let mut map = Vec::new();
+        grid_map(&unit_grid(4), 9, 10, &mut map);
+        let (xs, ys) = map.split_at(10);
         assert_eq!(xs, [0.0, 2.0, 2.0, 4.0, 4.0, 6.0, 6.0, 8.0, 8.0, 10.0]);
         // 9 rows in cells of 2: the fifth cell has one row, which reads its start.
         assert_eq!(ys, [0.0, 2.0, 2.0, 4.0, 4.0, 6.0, 6.0, 8.0, 8.0]);
@@ -491,7 +505,9 @@ mod tests {
     #[test]
     fn pixels_past_the_last_cell_read_zero_as_albumentations_leaves_them() {
         // 9 pixels in 5 cells of 1: six cells cover six pixels, the rest keep 0.
-        let (xs, _) = grid_map(&unit_grid(5), 9, 9);
+        let mut map = Vec::new();
+        grid_map(&unit_grid(5), 9, 9, &mut map);
+        let xs = &map[..9];
         assert_eq!(xs, [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 0.0, 0.0, 0.0]);
     }
 
@@ -545,17 +561,14 @@ mod tests {
         // 224 = 5 * 44 + 4: the last cell is 4/44 of one; the cells then sum to 224 / 44.
         let total: f64 = steps.iter().sum();
         assert!((total - 224.0 / 44.0).abs() < 1e-12, "{total}");
-        let (xs, _) = grid_map(
-            &GridMap {
-                num_steps: 5,
-                steps_x: steps.clone(),
-                steps_y: steps,
-                border: Cv2Border::Constant,
-                fill: [0; 3],
-            },
-            224,
-            224,
-        );
+        let grid = GridMap {
+            steps_x: steps.clone(),
+            steps_y: steps,
+            ..unit_grid(5)
+        };
+        let mut map = Vec::new();
+        grid_map(&grid, 224, 224, &mut map);
+        let xs = &map[..224];
         assert_eq!(xs[0], 0.0);
         assert!((f64::from(xs[223]) - 224.0).abs() < 1e-3, "{}", xs[223]);
     }

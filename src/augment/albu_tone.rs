@@ -104,7 +104,7 @@ impl OpSpec for AlbuPosterize {
             return;
         }
         let [lo, hi] = self.num_bits;
-        let bits = lo + rng.below(u64::from(hi - lo) + 1) as u8;
+        let bits = rng.int_in(i64::from(lo), i64::from(hi)) as u8;
         out.push(PixelOp::Posterize(bits));
     }
 }

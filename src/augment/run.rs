@@ -218,11 +218,12 @@ pub fn apply(ops: &[PixelOp], rgb: &mut [u8], h: usize, w: usize, s: &mut Scratc
                 fill,
             } => albu::warp_affine(rgb, h, w, inverse, *border, *fill, &mut s.bytes),
             PixelOp::GridDistortion(grid) => {
-                albu_distort::grid_distortion(rgb, h, w, grid, &mut s.bytes)
+                albu_distort::grid_distortion(rgb, (h, w), grid, &mut s.floats, &mut s.bytes)
             }
             PixelOp::Downscale(scale) => albu_distort::downscale(rgb, h, w, *scale, &mut s.bytes),
             PixelOp::OpticalDistortion { k, border, fill } => {
-                albu_distort::optical_distortion(rgb, h, w, *k, *border, *fill, &mut s.bytes)
+                let drawn = (*k, *border, *fill);
+                albu_distort::optical_distortion(rgb, (h, w), drawn, &mut s.floats, &mut s.bytes)
             }
             PixelOp::MultiplyAdd { alpha, beta } => albu::multiply_add(rgb, *alpha, *beta),
             PixelOp::ChannelShift(shift) => albu::shift_channels(rgb, *shift),
