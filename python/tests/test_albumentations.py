@@ -1158,6 +1158,25 @@ def test_downscale_gives_albumentations_pixels_for_the_scale_hpuload_draws(jpeg_
     assert scales and all(0.2 <= s <= 0.7 for s in scales)
 
 
+@pytest.mark.parametrize("mode", ["cv", "pil"])
+def test_fixed_tone_and_distortion_steps_give_the_datasets_own_batches(jpeg_folder, mode):
+    """Steps whose parameters are fixed (`p=1`, one-value ranges): `Equalize`, `Posterize`,
+    `Solarize`, `Downscale`, `OpticalDistortion` and an undistorted `GridDistortion` after a
+    Resize give torch's DataLoader's batches over the Dataset itself, byte for byte."""
+    files, labels = files_of(jpeg_folder)
+    steps = [
+        A.Resize(44, 52), A.Equalize(mode=mode, p=1.0), A.Posterize(num_bits=5, p=1.0),
+        A.Solarize(threshold_range=(0.6, 0.6), p=1.0), A.Downscale(scale_range=(0.5, 0.5), p=1.0),
+        A.OpticalDistortion(distort_limit=(0.2, 0.2), p=1.0), A.GridDistortion(distort_limit=(0.0, 0.0), p=1.0),
+        ToTensorV2(),
+    ]
+    ds = LeafDataset(files, labels, A.Compose(steps))
+    ours, want = list(native(lambda: DataLoader(ds, batch_size=8, backend="cpu"))), theirs(ds, 8)
+    assert len(ours) == len(want)
+    for (x, y), (want_x, want_y) in zip(ours, want):
+        assert torch.equal(x, want_x) and torch.equal(y, want_y)
+
+
 def test_grid_distortion_draws_albumentations_grids(tmp_path):
     """Over 2000 samples of `GridDistortion(num_steps=5, distort_limit=0.4)` on a 60x70
     image, the source coordinate of each sixth column and row is distributed as in
