@@ -73,6 +73,16 @@ def samples_with_plans(loader, files, epochs=(0, 1), batch_size=8):
                 yield epoch, index, x[k], image, plan
 
 
+def drawn_ops(loader, files, rrc, steps, epochs=(0, 1)):
+    """Every pixel op `loader` drew over `epochs`, after checking each sample is `by_plan` of
+    its plan: albumentations' own functions with hpuload's parameters, bit for bit."""
+    ops = []
+    for epoch, index, got, image, plan in samples_with_plans(loader, files, epochs):
+        assert torch.equal(got, by_plan(image, plan, rrc, steps)), (epoch, index, plan.get("ops"))
+        ops += plan.get("ops", [])
+    return ops
+
+
 @pytest.mark.parametrize("normalize", [True, False])
 def test_a_resize_gives_opencvs_and_albumentations_bytes_batch_for_batch(jpeg_folder, normalize):
     """The evaluation transform: `Resize`, `Normalize`, `ToTensorV2`: every value is the
@@ -519,12 +529,9 @@ def test_albumentations_blurs_give_opencvs_pixels_for_the_kernels_hpuload_draws(
              A.MotionBlur(blur_limit=(3, 9), p=0.3), A.GaussianBlur(sigma_limit=(0.3, 2.5), p=0.3), strong, A.HorizontalFlip()]
     ds = LeafDataset(files, labels, A.Compose(order + [ToTensorV2()]))
     loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=6))
-    seen, sizes = set(), set()
-    for epoch, index, got, image, plan in samples_with_plans(loader, files):
-        ops = plan.get("ops", [])
-        seen.update(op["op"] for op in ops)
-        sizes.update((op["op"], op["arg"]["size"] if isinstance(op["arg"], dict) else op["arg"]) for op in ops)
-        assert torch.equal(got, by_plan(image, plan, rrc, {})), (epoch, index, ops)
+    ops = drawn_ops(loader, files, rrc, {})
+    seen = {op["op"] for op in ops}
+    sizes = {(op["op"], op["arg"]["size"] if isinstance(op["arg"], dict) else op["arg"]) for op in ops}
     assert seen == {"box_blur", "median_blur", "motion_blur", "sep_gaussian"}, seen
     assert {("median_blur", 9), ("motion_blur", 9), ("box_blur", 3), ("sep_gaussian", 1), ("sep_gaussian", 11)} <= sizes, sizes
 
@@ -539,10 +546,7 @@ def test_gamma_channel_shuffle_and_invert_give_albumentations_pixels_and_draws(j
     steps = [A.RandomGamma(gamma_limit=(60, 150), p=0.6), A.ChannelShuffle(p=0.5), A.InvertImg(p=0.3)]
     ds = LeafDataset(files, labels, A.Compose([rrc, *steps, ToTensorV2()]))
     loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=7))
-    seen = set()
-    for epoch, index, got, image, plan in samples_with_plans(loader, files):
-        seen.update(op["op"] for op in plan.get("ops", []))
-        assert torch.equal(got, by_plan(image, plan, rrc, {})), (epoch, index, plan.get("ops"))
+    seen = {op["op"] for op in drawn_ops(loader, files, rrc, {})}
     assert seen == {"gamma", "permute_channels", "invert"}, seen
     path = tmp_path / "a.jpg"
     Image.new("RGB", (16, 16), (90, 120, 30)).save(path)
@@ -906,10 +910,7 @@ def test_one_of_applies_one_step_chosen_by_their_ps_as_albumentations_does(jpeg_
     rrc = A.RandomResizedCrop(size=(48, 48))
     ds = LeafDataset(files, labels, A.Compose([rrc, one, ToTensorV2()]))
     loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=4))
-    seen = set()
-    for epoch, index, got, image, plan in samples_with_plans(loader, files):
-        seen.update(op["op"] for op in plan.get("ops", []))
-        assert torch.equal(got, by_plan(image, plan, rrc, steps)), (epoch, index, plan.get("ops"))
+    seen = {op["op"] for op in drawn_ops(loader, files, rrc, steps)}
     assert seen == {"channel_shift", "multiply_add", "hsv_shift"}, seen
 
 
@@ -1000,10 +1001,7 @@ def test_nested_compositions_give_albumentations_pixels_for_the_parameters_hpulo
                    A.OneOf([steps["ToGray"], A.RandomGamma(p=1.0)])], p=0.8)
     ds = LeafDataset(files, labels, A.Compose([rrc, some, one, ToTensorV2()]))
     loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=6))
-    seen = set()
-    for epoch, index, got, image, plan in samples_with_plans(loader, files, epochs=(0, 1, 2)):
-        seen.update(op["op"] for op in plan.get("ops", []))
-        assert torch.equal(got, by_plan(image, plan, rrc, steps)), (epoch, index, plan.get("ops"))
+    seen = {op["op"] for op in drawn_ops(loader, files, rrc, steps, epochs=(0, 1, 2))}
     assert {"channel_shift", "multiply_add", "hsv_shift"} <= seen, seen
 
 
@@ -1025,11 +1023,7 @@ def test_grid_distortion_gives_albumentations_pixels_for_the_grid_hpuload_draws(
     rrc = A.RandomResizedCrop(size=(44, 52))
     ds = LeafDataset(files, labels, A.Compose([rrc, grid, A.HorizontalFlip(), ToTensorV2()]))
     loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=2))
-    drawn = 0
-    for epoch, index, got, image, plan in samples_with_plans(loader, files):
-        drawn += any(op["op"] == "grid_distortion" for op in plan.get("ops", []))
-        assert torch.equal(got, by_plan(image, plan, rrc, {"GridDistortion": grid})), (epoch, index, plan.get("ops"))
-    assert drawn > 0
+    assert any(op["op"] == "grid_distortion" for op in drawn_ops(loader, files, rrc, {"GridDistortion": grid}))
 
 
 OPTICAL_DISTORTIONS = {
@@ -1052,10 +1046,8 @@ def test_optical_distortion_gives_albumentations_pixels_for_the_k_hpuload_draws(
     rrc = A.RandomResizedCrop(size=size)
     ds = LeafDataset(files, labels, A.Compose([rrc, optical, ToTensorV2()]))
     loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=4))
-    ks = []
-    for epoch, index, got, image, plan in samples_with_plans(loader, files):
-        ks += [op["arg"]["k"] for op in plan.get("ops", []) if op["op"] == "optical_distortion"]
-        assert torch.equal(got, by_plan(image, plan, rrc, {"OpticalDistortion": optical})), (epoch, index, plan.get("ops"))
+    ops = drawn_ops(loader, files, rrc, {"OpticalDistortion": optical})
+    ks = [op["arg"]["k"] for op in ops if op["op"] == "optical_distortion"]
     lo, hi = optical.distort_limit
     assert ks and all(lo <= k <= hi for k in ks)
     n = 4000
@@ -1082,10 +1074,7 @@ def test_solarize_posterize_and_equalize_give_albumentations_pixels_and_draws(jp
     rrc = A.RandomResizedCrop(size=(40, 36))
     ds = LeafDataset(files, labels, A.Compose([rrc, solarize, posterize, equalize, ToTensorV2()]))
     loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=7))
-    seen = set()
-    for epoch, index, got, image, plan in samples_with_plans(loader, files):
-        seen.update(op["op"] for op in plan.get("ops", []))
-        assert torch.equal(got, by_plan(image, plan, rrc, {})), (epoch, index, plan.get("ops"))
+    seen = {op["op"] for op in drawn_ops(loader, files, rrc, {})}
     assert seen == {"solarize", "posterize", "albu_equalize"}, seen
     n = 4000
     path = tmp_path / "a.jpg"
@@ -1120,8 +1109,7 @@ def test_channel_dropout_gives_albumentations_pixels_and_draws(jpeg_folder, tmp_
     rrc = A.RandomResizedCrop(size=(30, 34))
     ds = LeafDataset(files, labels, A.Compose([rrc, drop, ToTensorV2()]))
     loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=3))
-    for epoch, index, got, image, plan in samples_with_plans(loader, files):
-        assert torch.equal(got, by_plan(image, plan, rrc, {})), (epoch, index, plan.get("ops"))
+    assert any(op["op"] == "drop_channels" for op in drawn_ops(loader, files, rrc, {}))
     n = 3000
     path = tmp_path / "a.jpg"
     Image.new("RGB", (8, 8), (90, 120, 30)).save(path)
@@ -1151,10 +1139,7 @@ def test_downscale_gives_albumentations_pixels_for_the_scale_hpuload_draws(jpeg_
     rrc = A.RandomResizedCrop(size=size)
     ds = LeafDataset(files, labels, A.Compose([rrc, down, ToTensorV2()]))
     loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=5))
-    scales = []
-    for epoch, index, got, image, plan in samples_with_plans(loader, files):
-        scales += [op["arg"] for op in plan.get("ops", []) if op["op"] == "downscale"]
-        assert torch.equal(got, by_plan(image, plan, rrc, {})), (epoch, index, plan.get("ops"))
+    scales = [op["arg"] for op in drawn_ops(loader, files, rrc, {}) if op["op"] == "downscale"]
     assert scales and all(0.2 <= s <= 0.7 for s in scales)
 
 
