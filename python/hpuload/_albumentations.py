@@ -19,7 +19,7 @@ hpuload's pipeline ops, each computed as albumentations computes it on a uint8 R
   each border mode but wrap), `RandomBrightnessContrast` (brightness by the maximum, albucore's
   float32 table), `RGBShift` (whole levels per channel, saturating), `RandomGamma` (its
   truncated table), `ChannelShuffle`, `ChannelDropout` (a whole-level fill), `Downscale` (nearest both ways),
-  `InvertImg`, `Solarize`, `Posterize` (one range of
+  `ImageCompression` to JPEG (OpenCV's libjpeg-turbo encoding and decoding, reproduced), `InvertImg`, `Solarize`, `Posterize` (one range of
   bits), `Equalize` (by channels: OpenCV's or its `pil` table), `ToGray` (OpenCV's
   fixed-point grey in each channel), `HueSaturationValue`
   (OpenCV's byte HSV, as its x86-64 wheels compute it), `ColorJitter` (its four steps in its
@@ -446,6 +446,16 @@ def _downscale(t: Any) -> dict:
     return {"op": "albu_downscale", "p": _p(t), "scale_range": _pair(t.scale_range)}
 
 
+def _image_compression(t: Any) -> dict:
+    """`ImageCompression` to JPEG: OpenCV's `imencode(".jpg")` and `imdecode`, reproduced."""
+    if _albumentations_version() < (2, 0, 0):
+        raise Unsupported("albumentations' ImageCompression of albumentations 1 (its own quality bounds)")
+    if t.compression_type != "jpeg":
+        raise Unsupported(f"albumentations' ImageCompression to {t.compression_type!r} (hpuload reproduces JPEG's)")
+    lo, hi = (int(v) for v in t.quality_range)
+    return {"op": "albu_image_compression", "p": _p(t), "quality_range": [lo, hi]}
+
+
 def _channel_dropout(t: Any) -> dict:
     """`ChannelDropout` of an RGB image with a whole-level fill."""
     lo, hi = (int(v) for v in t.channel_drop_range)
@@ -567,6 +577,7 @@ _PIXEL_OPS = {
     "Equalize": _equalize,
     "ChannelDropout": _channel_dropout,
     "Downscale": _downscale,
+    "ImageCompression": _image_compression,
 }
 
 

@@ -459,6 +459,8 @@ def by_plan(image, plan, rrc, steps, norm=None):
             x = A.Posterize().apply(x, num_bits=arg)
         elif kind == "downscale":
             x = A.Downscale().apply(x, scale=arg)
+        elif kind == "jpeg_round_trip":
+            x = A.ImageCompression().apply(x, quality=arg, image_type=".jpg")
         elif kind == "drop_channels":
             x = A.ChannelDropout(fill=arg["fill"]).apply(x, channels_to_drop=[c for c in range(3) if arg["drop"][c]])
         elif kind == "albu_equalize":
@@ -1143,17 +1145,55 @@ def test_downscale_gives_albumentations_pixels_for_the_scale_hpuload_draws(jpeg_
     assert scales and all(0.2 <= s <= 0.7 for s in scales)
 
 
+@pytest.mark.parametrize("size", [(48, 40), (37, 53)])
+def test_image_compression_gives_albumentations_pixels_and_draws(jpeg_folder, tmp_path, size):
+    """`ImageCompression` (JPEG, qualities 5 to 95) after a RandomResizedCrop, sizes a whole
+    number of MCUs or not: each sample is albumentations' own `apply` (`cv2.imencode` and
+    `cv2.imdecode`) at the quality hpuload drew, bit for bit, natively; over 4000 samples the
+    op is drawn with its p and the quality as its `randint` (each value's share, the deciles)."""
+    files, labels = files_of(jpeg_folder)
+    compress = A.ImageCompression(quality_range=(5, 95), p=0.7)
+    rrc = A.RandomResizedCrop(size=size)
+    ds = LeafDataset(files, labels, A.Compose([rrc, compress, ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=4))
+    assert any(op["op"] == "jpeg_round_trip" for op in drawn_ops(loader, files, rrc, {}))
+    n = 4000
+    path = tmp_path / "a.jpg"
+    Image.new("RGB", (8, 8), (90, 120, 30)).save(path)
+    ds = LeafDataset([str(path)] * n, [0] * n, A.Compose([A.Resize(8, 8), compress, ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=n, backend="cpu", seed=1))
+    ours = [op["arg"] for index in range(n) for op in json.loads(loader._core.sample_plan(0, index, 8, 8)).get("ops", [])]
+    assert abs(len(ours) / n - 0.7) < 0.03
+    ref = A.Compose([compress])
+    ref.set_random_seed(2)
+    theirs_ = [compress.get_params()["quality"] for _ in range(n)]
+    assert min(ours) == min(theirs_) == 5 and max(ours) == max(theirs_) == 95
+    for q in (0.1, 0.3, 0.5, 0.7, 0.9):
+        assert abs(np.quantile(ours, q) - np.quantile(theirs_, q)) <= 3, q
+
+
+def test_image_compression_to_webp_is_left_to_albumentations():
+    """`ImageCompression(compression_type="webp")` is not reproduced: the translation says
+    so, naming it (the step then runs in Python)."""
+    from hpuload import _albumentations
+    from hpuload._transforms import Unsupported
+
+    with pytest.raises(Unsupported, match="webp"):
+        _albumentations._image_compression(A.ImageCompression(compression_type="webp"))
+
+
 @pytest.mark.parametrize("mode", ["cv", "pil"])
 def test_fixed_tone_and_distortion_steps_give_the_datasets_own_batches(jpeg_folder, mode):
     """Steps whose parameters are fixed (`p=1`, one-value ranges): `Equalize`, `Posterize`,
-    `Solarize`, `Downscale`, `OpticalDistortion` and an undistorted `GridDistortion` after a
-    Resize give torch's DataLoader's batches over the Dataset itself, byte for byte."""
+    `Solarize`, `Downscale`, `OpticalDistortion`, an undistorted `GridDistortion` and
+    `ImageCompression` at one quality after a Resize give torch's DataLoader's batches over the
+    Dataset itself, byte for byte."""
     files, labels = files_of(jpeg_folder)
     steps = [
         A.Resize(44, 52), A.Equalize(mode=mode, p=1.0), A.Posterize(num_bits=5, p=1.0),
         A.Solarize(threshold_range=(0.6, 0.6), p=1.0), A.Downscale(scale_range=(0.5, 0.5), p=1.0),
         A.OpticalDistortion(distort_limit=(0.2, 0.2), p=1.0), A.GridDistortion(distort_limit=(0.0, 0.0), p=1.0),
-        ToTensorV2(),
+        A.ImageCompression(quality_range=(60, 60), p=1.0), ToTensorV2(),
     ]
     ds = LeafDataset(files, labels, A.Compose(steps))
     ours, want = list(native(lambda: DataLoader(ds, batch_size=8, backend="cpu"))), theirs(ds, 8)

@@ -21,6 +21,7 @@
 mod albu;
 mod albu_distort;
 mod albu_filter;
+mod albu_jpeg;
 mod albu_tone;
 mod autoaugment;
 mod blur;
@@ -54,6 +55,7 @@ pub use albu_filter::{
     AlbuBlur, AlbuEmboss, AlbuGaussNoise, AlbuGaussianBlur, AlbuMedianBlur, AlbuMotionBlur,
     AlbuSharpen, MotionKernel, Noise, MOTION_MAX_KERNEL,
 };
+pub use albu_jpeg::AlbuImageCompression;
 pub use albu_tone::{AlbuEqualize, AlbuPosterize, AlbuSolarize, EqualizeMode};
 pub use autoaugment::{AugMix, AutoAugment, AutoAugmentPolicy, RandAugment, TrivialAugmentWide};
 pub use blur::{GaussianBlur, RandomAdjustSharpness};

@@ -24,6 +24,7 @@ use super::albu_filter::{
     AlbuBlur, AlbuEmboss, AlbuGaussNoise, AlbuGaussianBlur, AlbuMedianBlur, AlbuMotionBlur,
     AlbuSharpen,
 };
+use super::albu_jpeg::AlbuImageCompression;
 use super::albu_tone::{AlbuEqualize, AlbuPosterize, AlbuSolarize};
 use super::autoaugment::{AugMix, AutoAugment, RandAugment, TrivialAugmentWide};
 use super::blur::{GaussianBlur, RandomAdjustSharpness};
@@ -227,6 +228,8 @@ ops! {
     AlbuSolarize(AlbuSolarize) = "albu_solarize",
     /// albumentations' `Posterize(num_bits, p)` with one range for every channel.
     AlbuPosterize(AlbuPosterize) = "albu_posterize",
+    /// albumentations' `ImageCompression(compression_type="jpeg", quality_range, p)`.
+    AlbuImageCompression(AlbuImageCompression) = "albu_image_compression",
     /// albumentations' `Equalize(mode, by_channels=True, p)` without a mask.
     AlbuEqualize(AlbuEqualize) = "albu_equalize",
     /// albumentations' `GaussNoise(std_range, mean_range, per_channel, p)`.

@@ -8,6 +8,7 @@ use serde::Serialize;
 use super::albu::Cv2Border;
 use super::albu_distort::GridMap;
 use super::albu_filter::{MotionKernel, Noise};
+use super::albu_jpeg::JpegScratch;
 use super::albu_tone::EqualizeMode;
 
 /// One resolved pixel op of one sample, on the RGB8 image at the output size.
@@ -154,6 +155,8 @@ pub enum PixelOp {
     AlbuEqualize(EqualizeMode),
     /// albumentations' `Downscale` by this scale, nearest both ways.
     Downscale(f64),
+    /// albumentations' `ImageCompression`: OpenCV's JPEG encoding at this quality and back.
+    JpegRoundTrip(u8),
     /// albumentations' `GridDistortion`: its grid's map through OpenCV's `remap`.
     GridDistortion(Box<GridMap>),
     /// albumentations' `OpticalDistortion` (camera): OpenCV's undistortion map through
@@ -204,6 +207,8 @@ impl PixelOp {
             | Self::GridDistortion(_)
             | Self::Downscale(_)
             | Self::OpticalDistortion { .. }
+            // 8x8 blocks from the left edge, chroma rounded by column parity.
+            | Self::JpegRoundTrip(_)
             // A line at an angle; noise tied to each place.
             | Self::MotionBlur(_)
             | Self::Filter3x3(_)
@@ -296,6 +301,7 @@ impl PixelOp {
             | Self::GridDistortion(_)
             | Self::Downscale(_)
             | Self::OpticalDistortion { .. }
+            | Self::JpegRoundTrip(_)
             | Self::BoxBlur(_)
             | Self::MedianBlur(_)
             | Self::MotionBlur(_)
@@ -346,6 +352,7 @@ impl PixelOp {
             | Self::GridDistortion(_)
             | Self::Downscale(_)
             | Self::OpticalDistortion { .. }
+            | Self::JpegRoundTrip(_)
             | Self::MultiplyAdd { .. }
             | Self::ChannelShift(_)
             | Self::Gamma(_)
@@ -380,6 +387,7 @@ pub struct Scratch {
     pub(super) chain: Vec<u8>,
     pub(super) mix: Vec<f32>,
     pub(super) sums: Vec<u32>,
+    pub(super) jpeg: JpegScratch,
 }
 
 /// A resolved affine warp with torchvision's parameters: `affine(angle, translate, scale,

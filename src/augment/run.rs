@@ -9,7 +9,7 @@ use super::albu_tone::EqualizeMode;
 use super::erase::{self, EraseBox};
 use super::kernel::{Normalize, OutputWriter};
 use super::pixel::{AugMixPlan, PixelOp, Scratch};
-use super::{albu, albu_distort, albu_filter, albu_tone, blur, colour, geometry, pil};
+use super::{albu, albu_distort, albu_filter, albu_jpeg, albu_tone, blur, colour, geometry, pil};
 use crate::dtype::{Dtype, Layout};
 use hpuload_decoders::jpeg::Planes;
 
@@ -221,6 +221,9 @@ pub fn apply(ops: &[PixelOp], rgb: &mut [u8], h: usize, w: usize, s: &mut Scratc
                 albu_distort::grid_distortion(rgb, (h, w), grid, &mut s.floats, &mut s.bytes)
             }
             PixelOp::Downscale(scale) => albu_distort::downscale(rgb, h, w, *scale, &mut s.bytes),
+            PixelOp::JpegRoundTrip(quality) => {
+                albu_jpeg::round_trip(rgb, h, w, *quality, &mut s.jpeg)
+            }
             PixelOp::OpticalDistortion { k, border, fill } => {
                 let drawn = (*k, *border, *fill);
                 albu_distort::optical_distortion(rgb, (h, w), drawn, &mut s.floats, &mut s.bytes)
@@ -434,6 +437,7 @@ fn adjustment(op: &PixelOp) -> Option<colour::Adjust> {
         | PixelOp::GridDistortion(_)
         | PixelOp::Downscale(_)
         | PixelOp::OpticalDistortion { .. }
+        | PixelOp::JpegRoundTrip(_)
         | PixelOp::MultiplyAdd { .. }
         | PixelOp::ChannelShift(_)
         | PixelOp::Cv2Gray
