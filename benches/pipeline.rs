@@ -359,6 +359,8 @@ fn stages(c: &mut Criterion) {
             },
         ),
         ("transpose", PixelOp::Transpose),
+        // albumentations' ImageCompression: OpenCV's JPEG encoding and decoding.
+        ("jpeg_round_trip_q80", PixelOp::JpegRoundTrip(80)),
         // albumentations' blurs and noise (the melanoma-style OneOf's sizes).
         ("box_blur_5", PixelOp::BoxBlur(5)),
         ("median_blur_5", PixelOp::MedianBlur(5)),

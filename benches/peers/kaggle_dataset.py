@@ -19,12 +19,15 @@ ColorJitter(0.2, 0.2, 0.2, 0.1, p=0.8), Normalize, ToTensorV2, natively since se
 ColorJitter on ran in Python before); `--split distort`: RandomResizedCrop 224, the flips, a
 SomeOf two of a OneOf(GridDistortion, OpticalDistortion), RandomBrightnessContrast and
 HueSaturationValue (p=0.8), Normalize, ToTensorV2, natively since session 75 (from the SomeOf
-on it ran in Python before). Prints one JSON line per run: construction time (hpuload's includes its probe of
+on it ran in Python before); `--split compress`: RandomResizedCrop 224, HorizontalFlip,
+ImageCompression(quality_range=(60, 100), p=0.5), RandomBrightnessContrast, Normalize,
+ToTensorV2 (a deepfake-detection-style transform), natively since session 76 (from the
+ImageCompression on it ran in Python before). Prints one JSON line per run: construction time (hpuload's includes its probe of
 `__getitem__` and its read of each file's header), the loader's type, and images/s over the
 measured epochs.
 
 usage: python kaggle_dataset.py --data DIR --loader hpuload|torch
-       [--split train|eval|cassava|example|example_eval|blur_noise|color_jitter|distort]
+       [--split train|eval|cassava|example|example_eval|blur_noise|color_jitter|distort|compress]
        [--epochs 2] [--workers 2] [--batch 64]
 """
 
@@ -59,7 +62,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
     ap.add_argument("--loader", choices=["hpuload", "torch"], required=True)
-    ap.add_argument("--split", choices=["train", "eval", "cassava", "example", "example_eval", "blur_noise", "color_jitter", "distort"], default="train")
+    ap.add_argument("--split", choices=["train", "eval", "cassava", "example", "example_eval", "blur_noise", "color_jitter", "distort", "compress"], default="train")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
@@ -105,6 +108,12 @@ def main():
             A.RandomResizedCrop(size=(224, 224)), A.HorizontalFlip(p=0.5), A.VerticalFlip(p=0.5),
             A.SomeOf([A.OneOf([A.GridDistortion(p=1.0), A.OpticalDistortion(distort_limit=0.3, p=1.0)]),
                       A.RandomBrightnessContrast(p=1.0), A.HueSaturationValue(p=1.0)], n=2, p=0.8),
+            norm, ToTensorV2(),
+        ])
+    elif a.split == "compress":
+        tf = A.Compose([
+            A.RandomResizedCrop(size=(224, 224)), A.HorizontalFlip(p=0.5),
+            A.ImageCompression(quality_range=(60, 100), p=0.5), A.RandomBrightnessContrast(p=0.5),
             norm, ToTensorV2(),
         ])
     elif a.split == "example_eval":
