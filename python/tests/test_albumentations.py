@@ -83,6 +83,16 @@ def drawn_ops(loader, files, rrc, steps, epochs=(0, 1)):
     return ops
 
 
+def ops_on_a_constant_image(tmp_path, steps, n, seed=1):
+    """hpuload's plans for `n` samples of one 8x8 photo through `Resize(8, 8)` then `steps`:
+    the pixel ops drawn for each, in order (the draws alone, no pixels)."""
+    path = tmp_path / "constant.jpg"
+    Image.new("RGB", (8, 8), (90, 120, 30)).save(path)
+    ds = LeafDataset([str(path)] * n, [0] * n, A.Compose([A.Resize(8, 8), *steps, ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=n, backend="cpu", seed=seed))
+    return [json.loads(loader._core.sample_plan(0, index, 8, 8)).get("ops", []) for index in range(n)]
+
+
 @pytest.mark.parametrize("normalize", [True, False])
 def test_a_resize_gives_opencvs_and_albumentations_bytes_batch_for_batch(jpeg_folder, normalize):
     """The evaluation transform: `Resize`, `Normalize`, `ToTensorV2`: every value is the
@@ -1079,13 +1089,9 @@ def test_solarize_posterize_and_equalize_give_albumentations_pixels_and_draws(jp
     seen = {op["op"] for op in drawn_ops(loader, files, rrc, {})}
     assert seen == {"solarize", "posterize", "albu_equalize"}, seen
     n = 4000
-    path = tmp_path / "a.jpg"
-    Image.new("RGB", (8, 8), (90, 120, 30)).save(path)
-    ds = LeafDataset([str(path)] * n, [0] * n, A.Compose([A.Resize(8, 8), solarize, posterize, equalize, ToTensorV2()]))
-    loader = native(lambda: DataLoader(ds, batch_size=n, backend="cpu", seed=1))
     drawn = collections.defaultdict(list)
-    for index in range(n):
-        for op in json.loads(loader._core.sample_plan(0, index, 8, 8)).get("ops", []):
+    for ops in ops_on_a_constant_image(tmp_path, [solarize, posterize, equalize], n):
+        for op in ops:
             drawn[op["op"]].append(op.get("arg"))
     for kind, p in (("solarize", 0.6), ("posterize", 0.6), ("albu_equalize", 0.5)):
         assert abs(len(drawn[kind]) / n - p) < 0.03, (kind, len(drawn[kind]))
@@ -1113,11 +1119,7 @@ def test_channel_dropout_gives_albumentations_pixels_and_draws(jpeg_folder, tmp_
     loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=3))
     assert any(op["op"] == "drop_channels" for op in drawn_ops(loader, files, rrc, {}))
     n = 3000
-    path = tmp_path / "a.jpg"
-    Image.new("RGB", (8, 8), (90, 120, 30)).save(path)
-    ds = LeafDataset([str(path)] * n, [0] * n, A.Compose([A.Resize(8, 8), drop, ToTensorV2()]))
-    loader = native(lambda: DataLoader(ds, batch_size=n, backend="cpu", seed=1))
-    ours = [op["arg"]["drop"] for index in range(n) for op in json.loads(loader._core.sample_plan(0, index, 8, 8)).get("ops", [])]
+    ours = [op["arg"]["drop"] for ops in ops_on_a_constant_image(tmp_path, [drop], n) for op in ops]
     assert abs(len(ours) / n - 0.7) < 0.03
     ref = A.Compose([drop])
     ref.set_random_seed(2)
@@ -1150,7 +1152,7 @@ def test_image_compression_gives_albumentations_pixels_and_draws(jpeg_folder, tm
     """`ImageCompression` (JPEG, qualities 5 to 95) after a RandomResizedCrop, sizes a whole
     number of MCUs or not: each sample is albumentations' own `apply` (`cv2.imencode` and
     `cv2.imdecode`) at the quality hpuload drew, bit for bit, natively; over 4000 samples the
-    op is drawn with its p and the quality as its `randint` (each value's share, the deciles)."""
+    op is drawn with its p and the quality as its `randint` (the extremes and the deciles)."""
     files, labels = files_of(jpeg_folder)
     compress = A.ImageCompression(quality_range=(5, 95), p=0.7)
     rrc = A.RandomResizedCrop(size=size)
@@ -1158,11 +1160,7 @@ def test_image_compression_gives_albumentations_pixels_and_draws(jpeg_folder, tm
     loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=4))
     assert any(op["op"] == "jpeg_round_trip" for op in drawn_ops(loader, files, rrc, {}))
     n = 4000
-    path = tmp_path / "a.jpg"
-    Image.new("RGB", (8, 8), (90, 120, 30)).save(path)
-    ds = LeafDataset([str(path)] * n, [0] * n, A.Compose([A.Resize(8, 8), compress, ToTensorV2()]))
-    loader = native(lambda: DataLoader(ds, batch_size=n, backend="cpu", seed=1))
-    ours = [op["arg"] for index in range(n) for op in json.loads(loader._core.sample_plan(0, index, 8, 8)).get("ops", [])]
+    ours = [op["arg"] for ops in ops_on_a_constant_image(tmp_path, [compress], n) for op in ops]
     assert abs(len(ours) / n - 0.7) < 0.03
     ref = A.Compose([compress])
     ref.set_random_seed(2)
