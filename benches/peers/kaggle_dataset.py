@@ -22,12 +22,15 @@ HueSaturationValue (p=0.8), Normalize, ToTensorV2, natively since session 75 (fr
 on it ran in Python before); `--split compress`: RandomResizedCrop 224, HorizontalFlip,
 ImageCompression(quality_range=(60, 100), p=0.5), RandomBrightnessContrast, Normalize,
 ToTensorV2 (a deepfake-detection-style transform), natively since session 76 (from the
-ImageCompression on it ran in Python before). Prints one JSON line per run: construction time (hpuload's includes its probe of
+ImageCompression on it ran in Python before); `--split before`: HorizontalFlip,
+ShiftScaleRotate, RandomBrightnessContrast (steps before the resize, on the whole image),
+Resize 224x224, Normalize, ToTensorV2, natively since session 76 (it went to torch's
+DataLoader before). Prints one JSON line per run: construction time (hpuload's includes its probe of
 `__getitem__` and its read of each file's header), the loader's type, and images/s over the
 measured epochs.
 
 usage: python kaggle_dataset.py --data DIR --loader hpuload|torch
-       [--split train|eval|cassava|example|example_eval|blur_noise|color_jitter|distort|compress]
+       [--split train|eval|cassava|example|example_eval|blur_noise|color_jitter|distort|compress|before]
        [--epochs 2] [--workers 2] [--batch 64]
 """
 
@@ -62,7 +65,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
     ap.add_argument("--loader", choices=["hpuload", "torch"], required=True)
-    ap.add_argument("--split", choices=["train", "eval", "cassava", "example", "example_eval", "blur_noise", "color_jitter", "distort", "compress"], default="train")
+    ap.add_argument("--split", choices=["train", "eval", "cassava", "example", "example_eval", "blur_noise", "color_jitter", "distort", "compress", "before"], default="train")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
@@ -115,6 +118,11 @@ def main():
             A.RandomResizedCrop(size=(224, 224)), A.HorizontalFlip(p=0.5),
             A.ImageCompression(quality_range=(60, 100), p=0.5), A.RandomBrightnessContrast(p=0.5),
             norm, ToTensorV2(),
+        ])
+    elif a.split == "before":
+        tf = A.Compose([
+            A.HorizontalFlip(p=0.5), A.ShiftScaleRotate(p=0.5), A.RandomBrightnessContrast(p=0.5),
+            A.Resize(224, 224), norm, ToTensorV2(),
         ])
     elif a.split == "example_eval":
         tf = A.Compose([A.SmallestMaxSize(max_size=160), A.CenterCrop(height=128, width=128), norm, ToTensorV2()])

@@ -41,6 +41,10 @@ hpuload's pipeline ops, each computed as albumentations computes it on a uint8 R
   `Normalize` would normalize those bytes;
 - `ToTensorV2()` last: the `[C, H, W]` tensor, float32 after `Normalize`, else uint8.
 
+The pixel steps above may also come before the resize or crop (all but `Transpose`,
+`RandomRotate90`, `Downscale` and `GridDistortion`, which hpuload runs at the output's size):
+hpuload then runs them on the whole decoded image, drawn on its size, as albumentations does.
+
 `translate_split` runs the longest prefix of such uint8 steps natively and the steps after it
 (any other albumentations op) in Python, as a `Tail`. A `Compose` with no such prefix (one
 size for every image: a resize or a crop), or
@@ -190,6 +194,10 @@ def _translate(steps: list, *, open_end: bool) -> tuple[str, str]:
             # Warped whole, at the size SmallestMaxSize gives each image, then cropped.
             ops.append(_affine(t))
             geometry = "SmallestMaxSize+warp"
+            continue
+        if size is None and geometry is None and (name in _PIXEL_OPS or name in _COMPOSITIONS):
+            # Before any resize or crop: on the whole image, as albumentations runs it.
+            ops.append(_before_geometry(t))
             continue
         if size is None:
             raise Unsupported(
@@ -634,8 +642,19 @@ def _picks(t: Any) -> list[tuple[tuple[int, ...], float]]:
     return [(pick, orders(pick)) for pick in itertools.combinations_with_replacement(range(k), n)]
 
 
-def _pixel_op(t: Any, size: list[int], forced: bool = False) -> dict:
-    """The op of a pixel step after the geometry (of a `size` image): one of `_PIXEL_OPS`, or
+def _before_geometry(t: Any) -> dict:
+    """The op of a pixel step read before the `Compose`'s resize or crop, which hpuload runs on
+    the whole decoded image. A flip there is drawn inside a `random_apply` (hpuload's pipeline
+    reads a bare flip before the geometry as a detection pipeline's, which moves boxes)."""
+    op = _pixel_op(t, None)
+    if op["op"] == "random_horizontal_flip":
+        return {"op": "random_apply", "p": op["p"], "ops": [{"op": "random_horizontal_flip", "p": 1.0}]}
+    return op
+
+
+def _pixel_op(t: Any, size: list[int] | None, forced: bool = False) -> dict:
+    """The op of a pixel step after the geometry (of a `size` image; `None`: before it, on the
+    whole image): one of `_PIXEL_OPS`, or
     one of albumentations' compositions of them, nested as the user nests them, each drawn as
     albumentations draws it. `forced`: the step runs whatever its `p` (albumentations'
     `force_apply`, which `OneOf` and `OneOrOther` pass to the step they choose; `OneOf` and
@@ -667,6 +686,11 @@ def _pixel_op(t: Any, size: list[int], forced: bool = False) -> dict:
         return {"op": "random_apply", "p": p, "ops": [{"op": "random_choice", "p": weights, "ops": choices}]}
     if name not in _PIXEL_OPS:
         raise Unsupported(f"albumentations' {name}")
+    if size is None and name in ("Transpose", "RandomRotate90", "Downscale", "GridDistortion"):
+        raise Unsupported(
+            f"albumentations' {name} before a resize or crop (hpuload runs it on the output: "
+            + ("each image would get its own shape)" if name in ("Transpose", "RandomRotate90") else "its image size must be known)")
+        )
     if name in ("Transpose", "RandomRotate90") and size[0] != size[1]:
         raise Unsupported(f"albumentations' {name} of a {size[0]}x{size[1]} image (a shape per sample)")
     if name == "Downscale" and round(min(size) * min(_pair(t.scale_range))) == 0:

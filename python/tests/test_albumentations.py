@@ -338,8 +338,8 @@ def test_what_opencv_reads_otherwise_goes_to_torchs_loader_named(jpeg_folder, tm
     rgba = tmp_path / "rgba.png"
     Image.open(files[0]).convert("RGBA").save(rgba)
     cases.append((LeafDataset([str(rgba)] + files[:3], labels[:4], tf), "mode RGBA"))
-    jitter = A.Compose([A.ColorJitter(), A.Resize(32, 32), ToTensorV2()])
-    cases.append((LeafDataset(files, labels, jitter), "ColorJitter"))
+    clahe = A.Compose([A.CLAHE(), A.Resize(32, 32), ToTensorV2()])
+    cases.append((LeafDataset(files, labels, clahe), "CLAHE"))
     no_tensor = A.Compose([A.Resize(32, 32)])
     cases.append((LeafDataset(files, labels, no_tensor), "ToTensorV2"))
     for ds, reason in cases:
@@ -347,7 +347,7 @@ def test_what_opencv_reads_otherwise_goes_to_torchs_loader_named(jpeg_folder, tm
             loader = DataLoader(ds, batch_size=4)
         assert type(loader) is not DataLoader
         x, _ = next(iter(loader))  # torch's loader gives the Dataset's own samples
-        if reason != "ColorJitter":  # which draws its own
+        if reason != "CLAHE":  # which draws its own coin
             assert torch.equal(x[0], torch.as_tensor(ds[0][0])), reason
 
 
@@ -421,78 +421,86 @@ def test_steps_after_the_native_resize_run_in_python_as_albumentations_runs_them
 
 def by_plan(image, plan, rrc, steps, norm=None):
     """albumentations' own functions run on `image` with the parameters of hpuload's `plan`:
-    the crop, each pixel op drawn (in order), the flip moved into the writer, Normalize, the
-    holes; `steps` maps each albumentations class to the user's instance."""
+    the steps drawn before the crop (on the whole image), the crop, each pixel op drawn (in
+    order), the flip moved into the writer, Normalize, the holes; `steps` maps each
+    albumentations class to the user's instance."""
+
+    def drawn(x, ops):
+        for op in ops:
+            kind, arg = op["op"], op.get("arg")
+            if kind == "hflip":
+                x = A.HorizontalFlip().apply(x)
+            elif kind == "vflip":
+                x = A.VerticalFlip().apply(x)
+            elif kind == "transpose":
+                x = steps["Transpose"].apply(x)
+            elif kind == "rot90":
+                x = steps["RandomRotate90"].apply(x, factor=arg)
+            elif kind == "multiply_add":
+                x = steps["RandomBrightnessContrast"].apply(x, alpha=arg["alpha"], beta=arg["beta"])
+            elif kind == "cv2_affine":
+                # OpenCV's own warp by the map hpuload drew (its output-to-source matrix).
+                border = {"constant": cv2.BORDER_CONSTANT, "replicate": cv2.BORDER_REPLICATE,
+                          "reflect": cv2.BORDER_REFLECT, "reflect101": cv2.BORDER_REFLECT_101}[arg["border"]]
+                inverse = np.array(arg["inverse"], dtype=np.float64).reshape(2, 3)
+                x = cv2.warpAffine(np.ascontiguousarray(x), inverse, (x.shape[1], x.shape[0]),
+                                   flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP, borderMode=border, borderValue=tuple(arg["fill"]))
+            elif kind == "cv2_gray":
+                x = steps["ToGray"].apply(x)
+            elif kind == "channel_shift":
+                x = steps["RGBShift"].apply(x, noise_map=np.array(arg, dtype=np.float64))
+            elif kind == "hsv_shift":
+                x = steps["HueSaturationValue"].apply(x, hue_shift=arg["hue"], sat_shift=arg["sat"], val_shift=arg["val"])
+            elif kind == "grid_distortion":
+                # albumentations' own grid from the cells hpuload drew, through the user's step.
+                import albumentations.augmentations.geometric.functional as fgeometric
+
+                map_x, map_y = fgeometric.generate_grid(x.shape[:2], arg["steps_x"], arg["steps_y"], arg["num_steps"])
+                x = steps["GridDistortion"].apply(x, map_x=map_x, map_y=map_y)
+            elif kind == "optical_distortion":
+                import albumentations.augmentations.geometric.functional as fgeometric
+
+                map_x, map_y = fgeometric.get_camera_matrix_distortion_maps(x.shape[:2], arg["k"])
+                x = steps["OpticalDistortion"].apply(x, map_x=map_x, map_y=map_y)
+            elif kind == "solarize":
+                # hpuload carries the first level inverted; a threshold half a level below it.
+                x = A.Solarize().apply(x, threshold=(arg - 0.5) / 255)
+            elif kind == "posterize":
+                x = A.Posterize().apply(x, num_bits=arg)
+            elif kind == "downscale":
+                x = A.Downscale().apply(x, scale=arg)
+            elif kind == "jpeg_round_trip":
+                x = A.ImageCompression().apply(x, quality=arg, image_type=".jpg")
+            elif kind == "drop_channels":
+                x = A.ChannelDropout(fill=arg["fill"]).apply(x, channels_to_drop=[c for c in range(3) if arg["drop"][c]])
+            elif kind == "albu_equalize":
+                x = A.Equalize(mode=arg).apply(x, mask=None)
+            elif kind == "gamma":
+                x = A.RandomGamma().apply(x, gamma=arg)
+            elif kind == "permute_channels":
+                x = A.ChannelShuffle().apply(x, channels_shuffled=arg)
+            elif kind == "invert":
+                x = A.InvertImg().apply(x)
+            elif kind == "box_blur":
+                x = A.Blur().apply(x, kernel=arg)
+            elif kind == "median_blur":
+                x = A.MedianBlur().apply(x, kernel=arg)
+            elif kind == "motion_blur":
+                x = A.MotionBlur().apply(x, kernel=motion_kernel(arg))
+            elif kind == "sep_gaussian":
+                import albumentations.augmentations.blur.functional as fblur
+
+                x = A.GaussianBlur().apply(x, kernel=fblur.create_gaussian_kernel_1d(arg["sigma"], arg["size"]))
+            else:
+                raise AssertionError(kind)
+        return x
+
+    # Steps before the resize or crop ran on the whole image.
+    image = drawn(image, plan.get("pre", []))
     c = plan["crop"]
     box = (int(c["left"]), int(c["top"]), int(c["left"] + c["width"]), int(c["top"] + c["height"]))
     x = rrc.apply(image, crop_coords=box)
-    for op in plan.get("ops", []):
-        kind, arg = op["op"], op.get("arg")
-        if kind == "hflip":
-            x = A.HorizontalFlip().apply(x)
-        elif kind == "vflip":
-            x = A.VerticalFlip().apply(x)
-        elif kind == "transpose":
-            x = steps["Transpose"].apply(x)
-        elif kind == "rot90":
-            x = steps["RandomRotate90"].apply(x, factor=arg)
-        elif kind == "multiply_add":
-            x = steps["RandomBrightnessContrast"].apply(x, alpha=arg["alpha"], beta=arg["beta"])
-        elif kind == "cv2_affine":
-            # OpenCV's own warp by the map hpuload drew (its output-to-source matrix).
-            border = {"constant": cv2.BORDER_CONSTANT, "replicate": cv2.BORDER_REPLICATE,
-                      "reflect": cv2.BORDER_REFLECT, "reflect101": cv2.BORDER_REFLECT_101}[arg["border"]]
-            inverse = np.array(arg["inverse"], dtype=np.float64).reshape(2, 3)
-            x = cv2.warpAffine(np.ascontiguousarray(x), inverse, (x.shape[1], x.shape[0]),
-                               flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP, borderMode=border, borderValue=tuple(arg["fill"]))
-        elif kind == "cv2_gray":
-            x = steps["ToGray"].apply(x)
-        elif kind == "channel_shift":
-            x = steps["RGBShift"].apply(x, noise_map=np.array(arg, dtype=np.float64))
-        elif kind == "hsv_shift":
-            x = steps["HueSaturationValue"].apply(x, hue_shift=arg["hue"], sat_shift=arg["sat"], val_shift=arg["val"])
-        elif kind == "grid_distortion":
-            # albumentations' own grid from the cells hpuload drew, through the user's step.
-            import albumentations.augmentations.geometric.functional as fgeometric
-
-            map_x, map_y = fgeometric.generate_grid(x.shape[:2], arg["steps_x"], arg["steps_y"], arg["num_steps"])
-            x = steps["GridDistortion"].apply(x, map_x=map_x, map_y=map_y)
-        elif kind == "optical_distortion":
-            import albumentations.augmentations.geometric.functional as fgeometric
-
-            map_x, map_y = fgeometric.get_camera_matrix_distortion_maps(x.shape[:2], arg["k"])
-            x = steps["OpticalDistortion"].apply(x, map_x=map_x, map_y=map_y)
-        elif kind == "solarize":
-            # hpuload carries the first level inverted; a threshold half a level below it.
-            x = A.Solarize().apply(x, threshold=(arg - 0.5) / 255)
-        elif kind == "posterize":
-            x = A.Posterize().apply(x, num_bits=arg)
-        elif kind == "downscale":
-            x = A.Downscale().apply(x, scale=arg)
-        elif kind == "jpeg_round_trip":
-            x = A.ImageCompression().apply(x, quality=arg, image_type=".jpg")
-        elif kind == "drop_channels":
-            x = A.ChannelDropout(fill=arg["fill"]).apply(x, channels_to_drop=[c for c in range(3) if arg["drop"][c]])
-        elif kind == "albu_equalize":
-            x = A.Equalize(mode=arg).apply(x, mask=None)
-        elif kind == "gamma":
-            x = A.RandomGamma().apply(x, gamma=arg)
-        elif kind == "permute_channels":
-            x = A.ChannelShuffle().apply(x, channels_shuffled=arg)
-        elif kind == "invert":
-            x = A.InvertImg().apply(x)
-        elif kind == "box_blur":
-            x = A.Blur().apply(x, kernel=arg)
-        elif kind == "median_blur":
-            x = A.MedianBlur().apply(x, kernel=arg)
-        elif kind == "motion_blur":
-            x = A.MotionBlur().apply(x, kernel=motion_kernel(arg))
-        elif kind == "sep_gaussian":
-            import albumentations.augmentations.blur.functional as fblur
-
-            x = A.GaussianBlur().apply(x, kernel=fblur.create_gaussian_kernel_1d(arg["sigma"], arg["size"]))
-        else:
-            raise AssertionError(kind)
+    x = drawn(x, plan.get("ops", []))
     if plan["flip"]:
         x = A.HorizontalFlip().apply(x)
     x = np.ascontiguousarray(x)
@@ -1178,6 +1186,57 @@ def test_image_compression_to_webp_is_left_to_albumentations():
 
     with pytest.raises(Unsupported, match="webp"):
         _albumentations._image_compression(A.ImageCompression(compression_type="webp"))
+
+
+def test_steps_before_the_crop_run_natively_on_the_whole_image_with_albumentations_pixels(jpeg_folder):
+    """Steps before the RandomResizedCrop (a flip, brightness and contrast, a shift-scale-rotate
+    and a JPEG compression, each by its p): hpuload runs them on the whole decoded image, drawn
+    on its size, natively; each sample is albumentations' own functions on the whole image with
+    hpuload's parameters, then the crop, bit for bit."""
+    files, labels = files_of(jpeg_folder)
+    steps = {
+        "RandomBrightnessContrast": A.RandomBrightnessContrast(p=0.6),
+        "ShiftScaleRotate": A.ShiftScaleRotate(p=0.5),
+        "ImageCompression": A.ImageCompression(quality_range=(40, 90), p=0.5),
+    }
+    rrc = A.RandomResizedCrop(size=(36, 44))
+    compose = A.Compose([A.HorizontalFlip(p=0.5), *steps.values(), rrc, ToTensorV2()])
+    ds = LeafDataset(files, labels, compose)
+    loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=6))
+    pre = []
+    for epoch, index, got, image, plan in samples_with_plans(loader, files):
+        assert torch.equal(got, by_plan(image, plan, rrc, steps)), (epoch, index, plan.get("pre"))
+        assert not plan.get("ops")
+        pre += [op["op"] for op in plan.get("pre", [])]
+    assert set(pre) == {"hflip", "multiply_add", "cv2_affine", "jpeg_round_trip"}, set(pre)
+
+
+def test_steps_before_a_resize_give_the_datasets_own_batches(jpeg_folder):
+    """Fixed steps (`p=1`) before a `Resize`: a flip, `ToGray`, `Posterize`, `ImageCompression`
+    at one quality, on the whole image: torch's DataLoader's batches over the Dataset itself,
+    byte for byte; on the engine backend too (such samples take the CPU path)."""
+    files, labels = files_of(jpeg_folder)
+    steps = [A.HorizontalFlip(p=1.0), A.ToGray(p=1.0), A.Posterize(num_bits=5, p=1.0),
+             A.ImageCompression(quality_range=(55, 55), p=1.0), A.Resize(40, 52), A.Normalize(mean=MEAN, std=STD), ToTensorV2()]
+    ds = LeafDataset(files, labels, A.Compose(steps))
+    want = theirs(ds, 8)
+    for backend in ("cpu", "auto"):
+        ours = list(native(lambda: DataLoader(ds, batch_size=8, backend=backend)))
+        assert len(ours) == len(want)
+        for (x, y), (want_x, want_y) in zip(ours, want):
+            assert torch.equal(x, want_x) and torch.equal(y, want_y), backend
+
+
+def test_a_turn_before_the_resize_is_left_to_torchs_loader(jpeg_folder):
+    """`Transpose` before the `Resize` (each image's shape would change) is not taken: the
+    loader falls back to torch's, saying so, and gives the Dataset's own batches."""
+    files, labels = files_of(jpeg_folder)
+    ds = LeafDataset(files, labels, A.Compose([A.Transpose(p=1.0), A.Resize(40, 52), ToTensorV2()]))
+    with pytest.warns(FallbackWarning, match="Transpose before a resize or crop"):
+        loader = DataLoader(ds, batch_size=8)
+        ours = list(loader)
+    for (x, y), (want_x, want_y) in zip(ours, theirs(ds, 8)):
+        assert torch.equal(x, want_x) and torch.equal(y, want_y)
 
 
 @pytest.mark.parametrize("mode", ["cv", "pil"])

@@ -101,6 +101,8 @@ pub(crate) struct Plan {
     geometry_at: usize,
     /// Pixel ops with their positions in the pipeline.
     pixel: Vec<(usize, Op)>,
+    /// A classification pipeline's pixel ops before its geometry, on the whole decoded image.
+    pre: Vec<(usize, Op)>,
     /// A warp of the whole resize before its crop, with its position (albumentations'
     /// `ShiftScaleRotate` between `SmallestMaxSize` and the crop).
     pre_crop: Option<(usize, AlbuAffine)>,
@@ -128,7 +130,8 @@ pub struct SamplePlan {
     /// The rest.
     #[serde(flatten)]
     pub pixels: PixelPlan,
-    /// Pixel ops on the whole decoded image before the geometry (detection pipelines).
+    /// Pixel ops on the whole decoded image before the geometry (a detection pipeline's
+    /// photometric steps, a classification pipeline's steps before its crop or resize).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pre: Vec<PixelOp>,
     /// A detection pipeline's canvas, window and boxes. When the window shows the canvas's
@@ -150,6 +153,9 @@ struct Phases {
     /// A warp read between `albu_smallest_max_size` and its crop.
     pre_crop: Option<(usize, AlbuAffine)>,
     pixel: Vec<(usize, Op)>,
+    /// Pixel ops read before any crop, resize or box-moving op: a classification pipeline
+    /// runs them on the whole decoded image (albumentations' steps before its resize).
+    before: Vec<(usize, Op)>,
     normalize: Option<Normalize>,
     erase: Vec<(usize, Eraser)>,
     pad: Option<Pad>,
@@ -440,13 +446,26 @@ impl Phases {
             }
             pixel_op => {
                 debug_assert!(pixel_op.kind().is_pixel(), "{pixel_op:?}");
-                // A detection pipeline without a resize runs its pixel ops on the window.
+                // Before the geometry: on the whole decoded image (a classification
+                // pipeline's), unless it turns rows into columns (a shape per image). Between
+                // a resize of the shorter side and its crop, nothing.
                 if !self.geometry_done() && !self.boxes_moved() {
-                    return Err(PipelineError::Order(format!(
-                        "{} must follow the crop or resize that sets the output size",
-                        pixel_op.name()
-                    )));
+                    if self.resize_short.is_some() {
+                        return Err(PipelineError::Order(format!(
+                            "{} must follow the crop or resize that sets the output size",
+                            pixel_op.name()
+                        )));
+                    }
+                    if pixel_op.needs_square() {
+                        return Err(PipelineError::Shape(format!(
+                            "{} before the crop or resize turns rows into columns: each image would get its own shape; put it after",
+                            pixel_op.name()
+                        )));
+                    }
+                    self.before.push((at, pixel_op.clone()));
+                    return Ok(());
                 }
+                // A detection pipeline without a resize runs its pixel ops on the window.
                 self.late(pixel_op.name())?;
                 self.pixel.push((at, pixel_op.clone()));
             }
@@ -502,6 +521,7 @@ impl Pipeline {
             resize_short,
             pre_crop,
             pixel,
+            before,
             normalize,
             erase,
             pad,
@@ -527,6 +547,12 @@ impl Pipeline {
             // deeply they are nested.
             if let Some(mover) = pixel.iter().find_map(|(_, op)| op.moving_part()) {
                 return Err(PipelineError::MovesPixelsWithoutBoxes { mover });
+            }
+            if let Some((_, op)) = before.first() {
+                return Err(PipelineError::Order(format!(
+                    "{} must follow the crop or resize that sets the output size",
+                    op.name()
+                )));
             }
             if self.exif_orientation {
                 return Err(PipelineError::Shape(
@@ -570,6 +596,7 @@ impl Pipeline {
             interpolation,
             geometry_at,
             pixel,
+            pre: before,
             pre_crop,
             normalize,
             erase,
@@ -591,6 +618,12 @@ impl Pipeline {
 }
 
 impl Plan {
+    /// Whether a classification pipeline has pixel ops before its geometry (run on the whole
+    /// decoded image).
+    pub fn has_pre_ops(&self) -> bool {
+        !self.pre.is_empty()
+    }
+
     /// Output `(height, width)`, the same for every sample; `None` when each sample keeps its
     /// window's size.
     pub fn fixed_out(&self) -> Option<(u32, u32)> {
@@ -701,6 +734,10 @@ impl Plan {
         objects: Option<&[[f32; 4]]>,
     ) -> Result<SamplePlan, AugmentError> {
         let mut pre = Vec::new();
+        for (at, op) in &self.pre {
+            let mut rng = CounterRng::for_op(seed, epoch, index as u64, *at);
+            op.draw(&mut rng, (height, width), &mut pre);
+        }
         let mut detected = None;
         if let Some(d) = &self.detect {
             let rng = |at: usize| CounterRng::for_op(seed, epoch, index as u64, at);
@@ -1189,6 +1226,52 @@ mod tests {
             .plan(Dtype::U8)
             .unwrap();
         assert!((0..100).all(|i| !never.sample(1, 0, i, (10, 10), None).unwrap().pixels.flip));
+    }
+
+    #[test]
+    fn pixel_ops_before_the_resize_are_drawn_on_the_whole_image_and_turns_there_are_refused() {
+        let text = "name = 'before'\n\
+            [[ops]]\nop = 'albu_image_compression'\nquality_range = [30, 30]\np = 1.0\n\
+            [[ops]]\nop = 'albu_affine'\nrotate = [10.0, 20.0]\np = 1.0\n\
+            [[ops]]\nop = 'resize'\nsize = [40, 48]\ninterpolation = 'cv2_linear'\n\
+            [[ops]]\nop = 'albu_posterize'\nnum_bits = [3, 3]\np = 1.0\n";
+        let plan = Pipeline::from_toml(text, "b.toml")
+            .unwrap()
+            .plan(Dtype::U8)
+            .unwrap();
+        assert!(plan.has_pre_ops() && plan.detect.is_none());
+        let s = plan.sample(1, 0, 3, (500, 375), None).unwrap();
+        // In pipeline order, on the 500x375 image: the warp turns about its centre.
+        let [PixelOp::JpegRoundTrip(30), PixelOp::Cv2Affine { inverse: m, .. }] = &s.pre[..] else {
+            panic!("{:?}", s.pre)
+        };
+        let (cx, cy) = (500.0f32 / 2.0 - 0.5, 375.0f32 / 2.0 - 0.5);
+        assert!((m[0] * cx + m[1] * cy + m[2] - cx).abs() < 1e-3);
+        assert_eq!(s.pixels.ops, [PixelOp::Posterize(3)]);
+        assert_eq!(s.pixels.size, (40, 48));
+        // A turn before the resize would give each image its own shape; with no crop or
+        // resize at all, pixel ops are still refused (such a pipeline is a detection one).
+        let turned = text.replace(
+            "'albu_image_compression'\nquality_range = [30, 30]",
+            "'albu_transpose'",
+        );
+        let err = Pipeline::from_toml(&turned, "t.toml")
+            .unwrap()
+            .plan(Dtype::U8);
+        let err = err.unwrap_err().to_string();
+        assert!(
+            err.contains("albu_transpose before the crop or resize"),
+            "{err}"
+        );
+        let alone = "name = 'a'\n[[ops]]\nop = 'albu_posterize'\nnum_bits = [3, 3]\n";
+        let err = Pipeline::from_toml(alone, "a.toml")
+            .unwrap()
+            .plan(Dtype::U8);
+        let err = err.unwrap_err().to_string();
+        assert!(
+            err.contains("albu_posterize must follow the crop or resize"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -193,6 +193,9 @@ fn canvas_job(
         return Err("an image turned by its EXIF orientation with a canvas runs on the CPU path");
     }
     let Some(d) = &plan.detect else {
+        if !plan.pre.is_empty() {
+            return Err("pixel ops before the crop or resize run on the CPU path");
+        }
         return Ok(None);
     };
     if plan.pre.is_empty() && d.window_inside_image(width, height) {

@@ -45,6 +45,12 @@ fn fixed(plan: &Plan, which: usize) -> Result<(u32, u32), Error> {
             format!("view {which} is a detection pipeline: views are for images with labels"),
         ));
     }
+    if plan.has_pre_ops() {
+        return Err(Error::config(
+            "views",
+            format!("view {which} has pixel ops before its crop or resize: the views share one decoded image, so put them after it"),
+        ));
+    }
     Ok(size)
 }
 
