@@ -456,6 +456,8 @@ impl Phases {
                             pixel_op.name()
                         )));
                     }
+                    // Not after `normalize` or erasing: hpuload runs them last.
+                    self.late(pixel_op.name())?;
                     if pixel_op.needs_square() {
                         return Err(PipelineError::Shape(format!(
                             "{} before the crop or resize turns rows into columns: each image would get its own shape; put it after",
@@ -1261,6 +1263,19 @@ mod tests {
         let err = err.unwrap_err().to_string();
         assert!(
             err.contains("albu_transpose before the crop or resize"),
+            "{err}"
+        );
+        // Written after `normalize`, it cannot run before it: refused, not reordered.
+        let normalized_first = text.replace(
+            "name = 'before'\n",
+            "name = 'before'\n[[ops]]\nop = 'normalize'\nmean = [0.5, 0.5, 0.5]\nstd = [0.5, 0.5, 0.5]\n",
+        );
+        let err = Pipeline::from_toml(&normalized_first, "n.toml")
+            .unwrap()
+            .plan(Dtype::F32);
+        let err = err.unwrap_err().to_string();
+        assert!(
+            err.contains("albu_image_compression after normalize"),
             "{err}"
         );
         let alone = "name = 'a'\n[[ops]]\nop = 'albu_posterize'\nnum_bits = [3, 3]\n";
