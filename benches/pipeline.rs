@@ -361,6 +361,14 @@ fn stages(c: &mut Criterion) {
         ("transpose", PixelOp::Transpose),
         // albumentations' ImageCompression: OpenCV's JPEG encoding and decoding.
         ("jpeg_round_trip_q80", PixelOp::JpegRoundTrip(80)),
+        // albumentations' CLAHE: OpenCV's Lab both ways and its CLAHE of L.
+        (
+            "clahe_clip4",
+            PixelOp::Clahe {
+                clip_limit: 4.0,
+                tiles: [8, 8],
+            },
+        ),
         // albumentations' blurs and noise (the melanoma-style OneOf's sizes).
         ("box_blur_5", PixelOp::BoxBlur(5)),
         ("median_blur_5", PixelOp::MedianBlur(5)),

@@ -25,12 +25,14 @@ ToTensorV2 (a deepfake-detection-style transform), natively since session 76 (fr
 ImageCompression on it ran in Python before); `--split before`: HorizontalFlip,
 ShiftScaleRotate, RandomBrightnessContrast (steps before the resize, on the whole image),
 Resize 224x224, Normalize, ToTensorV2, natively since session 76 (it went to torch's
-DataLoader before). Prints one JSON line per run: construction time (hpuload's includes its probe of
+DataLoader before); `--split clahe`: RandomResizedCrop 224, HorizontalFlip, CLAHE(p=0.5),
+RandomBrightnessContrast, Normalize, ToTensorV2 (a medical-imaging-style transform), natively
+since session 77 (from the CLAHE on it ran in Python before). Prints one JSON line per run: construction time (hpuload's includes its probe of
 `__getitem__` and its read of each file's header), the loader's type, and images/s over the
 measured epochs.
 
 usage: python kaggle_dataset.py --data DIR --loader hpuload|torch
-       [--split train|eval|cassava|example|example_eval|blur_noise|color_jitter|distort|compress|before]
+       [--split train|eval|cassava|example|example_eval|blur_noise|color_jitter|distort|compress|before|clahe]
        [--epochs 2] [--workers 2] [--batch 64]
 """
 
@@ -65,7 +67,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
     ap.add_argument("--loader", choices=["hpuload", "torch"], required=True)
-    ap.add_argument("--split", choices=["train", "eval", "cassava", "example", "example_eval", "blur_noise", "color_jitter", "distort", "compress", "before"], default="train")
+    ap.add_argument("--split", choices=["train", "eval", "cassava", "example", "example_eval", "blur_noise", "color_jitter", "distort", "compress", "before", "clahe"], default="train")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
@@ -123,6 +125,11 @@ def main():
         tf = A.Compose([
             A.HorizontalFlip(p=0.5), A.ShiftScaleRotate(p=0.5), A.RandomBrightnessContrast(p=0.5),
             A.Resize(224, 224), norm, ToTensorV2(),
+        ])
+    elif a.split == "clahe":
+        tf = A.Compose([
+            A.RandomResizedCrop(size=(224, 224)), A.HorizontalFlip(p=0.5), A.CLAHE(p=0.5),
+            A.RandomBrightnessContrast(p=0.5), norm, ToTensorV2(),
         ])
     elif a.split == "example_eval":
         tf = A.Compose([A.SmallestMaxSize(max_size=160), A.CenterCrop(height=128, width=128), norm, ToTensorV2()])

@@ -19,7 +19,8 @@ hpuload's pipeline ops, each computed as albumentations computes it on a uint8 R
   each border mode but wrap), `RandomBrightnessContrast` (brightness by the maximum, albucore's
   float32 table), `RGBShift` (whole levels per channel, saturating), `RandomGamma` (its
   truncated table), `ChannelShuffle`, `ChannelDropout` (a whole-level fill), `Downscale` (nearest both ways),
-  `ImageCompression` to JPEG (OpenCV's libjpeg-turbo encoding and decoding, reproduced), `InvertImg`, `Solarize`, `Posterize` (one range of
+  `ImageCompression` to JPEG (OpenCV's libjpeg-turbo encoding and decoding, reproduced),
+  `CLAHE` (OpenCV's 8-bit Lab and CLAHE of L, reproduced), `InvertImg`, `Solarize`, `Posterize` (one range of
   bits), `Equalize` (by channels: OpenCV's or its `pil` table), `ToGray` (OpenCV's
   fixed-point grey in each channel), `HueSaturationValue`
   (OpenCV's byte HSV, as its x86-64 wheels compute it), `ColorJitter` (its four steps in its
@@ -464,6 +465,13 @@ def _image_compression(t: Any) -> dict:
     return {"op": "albu_image_compression", "p": _p(t), "quality_range": [lo, hi]}
 
 
+def _clahe(t: Any) -> dict:
+    """`CLAHE` of an RGB image: OpenCV's 8-bit Lab, its CLAHE of L, and back, reproduced."""
+    lo, hi = (float(v) for v in t.clip_limit)
+    across, down = (int(v) for v in t.tile_grid_size)
+    return {"op": "albu_clahe", "p": _p(t), "clip_limit": [lo, hi], "tile_grid_size": [across, down]}
+
+
 def _channel_dropout(t: Any) -> dict:
     """`ChannelDropout` of an RGB image with a whole-level fill."""
     lo, hi = (int(v) for v in t.channel_drop_range)
@@ -586,6 +594,7 @@ _PIXEL_OPS = {
     "ChannelDropout": _channel_dropout,
     "Downscale": _downscale,
     "ImageCompression": _image_compression,
+    "CLAHE": _clahe,
 }
 
 

@@ -338,8 +338,8 @@ def test_what_opencv_reads_otherwise_goes_to_torchs_loader_named(jpeg_folder, tm
     rgba = tmp_path / "rgba.png"
     Image.open(files[0]).convert("RGBA").save(rgba)
     cases.append((LeafDataset([str(rgba)] + files[:3], labels[:4], tf), "mode RGBA"))
-    clahe = A.Compose([A.CLAHE(), A.Resize(32, 32), ToTensorV2()])
-    cases.append((LeafDataset(files, labels, clahe), "CLAHE"))
+    elastic = A.Compose([A.ElasticTransform(), A.Resize(32, 32), ToTensorV2()])
+    cases.append((LeafDataset(files, labels, elastic), "ElasticTransform"))
     no_tensor = A.Compose([A.Resize(32, 32)])
     cases.append((LeafDataset(files, labels, no_tensor), "ToTensorV2"))
     for ds, reason in cases:
@@ -347,7 +347,7 @@ def test_what_opencv_reads_otherwise_goes_to_torchs_loader_named(jpeg_folder, tm
             loader = DataLoader(ds, batch_size=4)
         assert type(loader) is not DataLoader
         x, _ = next(iter(loader))  # torch's loader gives the Dataset's own samples
-        if reason != "CLAHE":  # which draws its own coin
+        if reason != "ElasticTransform":  # which draws its own coin
             assert torch.equal(x[0], torch.as_tensor(ds[0][0])), reason
 
 
@@ -388,7 +388,7 @@ def test_a_transform_replaced_by_one_hpuload_cannot_run_goes_to_torchs_loader_ne
 
 def test_steps_after_the_native_resize_run_in_python_as_albumentations_runs_them(jpeg_folder):
     """A Kaggle training transform: `RandomResizedCrop` natively, then albumentations' own
-    steps (a local contrast equalization, Normalize, ToTensorV2) in Python on each uint8 image, from
+    steps (an elastic warp, Normalize, ToTensorV2) in Python on each uint8 image, from
     generators made per sample from (seed, epoch, index): each sample is the user's steps run
     on hpuload's crop with those generators, and a run repeats."""
     import random
@@ -397,12 +397,12 @@ def test_steps_after_the_native_resize_run_in_python_as_albumentations_runs_them
     from hpuload.torch import PythonTailWarning
 
     files, labels = files_of(jpeg_folder)
-    rrc, hsv, norm = A.RandomResizedCrop(size=(48, 40)), A.CLAHE(p=1.0), A.Normalize(mean=MEAN, std=STD)
+    rrc, hsv, norm = A.RandomResizedCrop(size=(48, 40)), A.ElasticTransform(p=1.0), A.Normalize(mean=MEAN, std=STD)
     ds = LeafDataset(files, labels, A.Compose([rrc, hsv, norm, ToTensorV2()]))
     for workers in (0, 2):
         with warnings.catch_warnings():
             warnings.simplefilter("error", FallbackWarning)
-            with pytest.warns(PythonTailWarning, match="CLAHE, Normalize, ToTensorV2 in Python"):
+            with pytest.warns(PythonTailWarning, match="ElasticTransform, Normalize, ToTensorV2 in Python"):
                 loader = DataLoader(ds, batch_size=8, num_workers=workers, seed=11, backend="cpu")
         assert type(loader) is DataLoader
         got = torch.cat([x for x, _ in loader])
@@ -471,6 +471,8 @@ def by_plan(image, plan, rrc, steps, norm=None):
                 x = A.Downscale().apply(x, scale=arg)
             elif kind == "jpeg_round_trip":
                 x = A.ImageCompression().apply(x, quality=arg, image_type=".jpg")
+            elif kind == "clahe":
+                x = A.CLAHE(tile_grid_size=tuple(arg["tiles"])).apply(x, clip_limit=arg["clip_limit"])
             elif kind == "drop_channels":
                 x = A.ChannelDropout(fill=arg["fill"]).apply(x, channels_to_drop=[c for c in range(3) if arg["drop"][c]])
             elif kind == "albu_equalize":
@@ -1176,6 +1178,51 @@ def test_image_compression_gives_albumentations_pixels_and_draws(jpeg_folder, tm
     assert min(ours) == min(theirs_) == 5 and max(ours) == max(theirs_) == 95
     for q in (0.1, 0.3, 0.5, 0.7, 0.9):
         assert abs(np.quantile(ours, q) - np.quantile(theirs_, q)) <= 3, q
+
+
+@pytest.mark.parametrize(("size", "grid"), [((48, 40), (8, 8)), ((37, 53), (8, 8)), ((64, 64), (3, 5))])
+def test_clahe_gives_albumentations_pixels_and_draws(jpeg_folder, tmp_path, size, grid):
+    """`CLAHE` after a RandomResizedCrop, sides whole multiples of the grid or not (OpenCV then
+    mirrors the plane out to them), over photos and a PNG of random pixels (colours all over
+    OpenCV's Lab tables): each sample is albumentations' own `apply` (`cv2.cvtColor` to Lab,
+    `cv2.createCLAHE(...).apply` of L, back to RGB) with the clip limit hpuload drew, bit for
+    bit, natively; over 4000 samples the op is drawn with its p and the clip limit as its
+    `uniform` (extremes and deciles)."""
+    files, labels = files_of(jpeg_folder)
+    noise = tmp_path / "noise.png"
+    Image.fromarray(np.random.default_rng(8).integers(0, 256, (90, 70, 3), dtype=np.uint8)).save(noise)
+    files, labels = files[:15] + [str(noise)], labels[:15] + [0]
+    clahe = A.CLAHE(clip_limit=(1.0, 6.0), tile_grid_size=grid, p=0.8)
+    rrc = A.RandomResizedCrop(size=size)
+    ds = LeafDataset(files, labels, A.Compose([rrc, clahe, ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=5))
+    drawn = [op for op in drawn_ops(loader, files, rrc, {}) if op["op"] == "clahe"]
+    assert drawn and all(op["arg"]["tiles"] == list(grid) for op in drawn)
+    n = 4000
+    ours = [op["arg"]["clip_limit"] for ops in ops_on_a_constant_image(tmp_path, [clahe], n) for op in ops]
+    assert abs(len(ours) / n - 0.8) < 0.03
+    ref = A.Compose([clahe])
+    ref.set_random_seed(3)
+    theirs_ = [clahe.get_params()["clip_limit"] for _ in range(n)]
+    assert 1.0 <= min(ours) < 1.01 and 5.99 < max(ours) < 6.0
+    for q in (0.1, 0.3, 0.5, 0.7, 0.9):
+        assert abs(np.quantile(ours, q) - np.quantile(theirs_, q)) < 0.15, q
+
+
+def test_a_fixed_clahe_before_a_resize_gives_the_datasets_own_batches(jpeg_folder):
+    """`CLAHE(p=1)` with one clip limit before the `Resize` (a medical-imaging habit): run on
+    the whole decoded image natively, the batches are torch's DataLoader's over the Dataset,
+    byte for byte, on the CPU backend and on the engine's (which hands such samples to the CPU
+    path)."""
+    files, labels = files_of(jpeg_folder)
+    tf = A.Compose([A.CLAHE(clip_limit=(2.5, 2.5), p=1.0), A.Resize(40, 52), ToTensorV2()])
+    ds = LeafDataset(files, labels, tf)
+    want = theirs(ds, 8)
+    for backend in ("cpu", "auto"):
+        ours = list(native(lambda: DataLoader(ds, batch_size=8, backend=backend)))
+        assert len(ours) == len(want)
+        for (x, y), (xw, yw) in zip(ours, want):
+            assert torch.equal(x, xw) and torch.equal(y, yw), backend
 
 
 def test_image_compression_to_webp_is_left_to_albumentations():

@@ -19,6 +19,7 @@
 //! warp and byte HSV), `albu_filter.rs` (albumentations' blurs and Gaussian noise).
 
 mod albu;
+mod albu_clahe;
 mod albu_distort;
 mod albu_filter;
 mod albu_jpeg;
@@ -50,6 +51,7 @@ pub use albu::{
     AlbuRandomRotate90, AlbuRgbShift, AlbuSmallestMaxSize, AlbuToGray, AlbuTranspose,
     CoarseDropout, Cv2Border,
 };
+pub use albu_clahe::AlbuClahe;
 pub use albu_distort::{AlbuDownscale, AlbuGridDistortion, AlbuOpticalDistortion, GridMap};
 pub use albu_filter::{
     AlbuBlur, AlbuEmboss, AlbuGaussNoise, AlbuGaussianBlur, AlbuMedianBlur, AlbuMotionBlur,

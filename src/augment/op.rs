@@ -19,6 +19,7 @@ use super::albu::{
     AlbuRandomRotate90, AlbuRgbShift, AlbuSmallestMaxSize, AlbuToGray, AlbuTranspose,
     CoarseDropout,
 };
+use super::albu_clahe::AlbuClahe;
 use super::albu_distort::{AlbuDownscale, AlbuGridDistortion, AlbuOpticalDistortion};
 use super::albu_filter::{
     AlbuBlur, AlbuEmboss, AlbuGaussNoise, AlbuGaussianBlur, AlbuMedianBlur, AlbuMotionBlur,
@@ -230,6 +231,9 @@ ops! {
     AlbuPosterize(AlbuPosterize) = "albu_posterize",
     /// albumentations' `ImageCompression(compression_type="jpeg", quality_range, p)`.
     AlbuImageCompression(AlbuImageCompression) = "albu_image_compression",
+    /// albumentations' `CLAHE(clip_limit, tile_grid_size, p)` of an RGB image: L of OpenCV's
+    /// Lab through OpenCV's CLAHE.
+    AlbuClahe(AlbuClahe) = "albu_clahe",
     /// albumentations' `Equalize(mode, by_channels=True, p)` without a mask.
     AlbuEqualize(AlbuEqualize) = "albu_equalize",
     /// albumentations' `GaussNoise(std_range, mean_range, per_channel, p)`.

@@ -6,6 +6,7 @@
 use serde::Serialize;
 
 use super::albu::Cv2Border;
+use super::albu_clahe::ClaheScratch;
 use super::albu_distort::GridMap;
 use super::albu_filter::{MotionKernel, Noise};
 use super::albu_jpeg::JpegScratch;
@@ -157,6 +158,13 @@ pub enum PixelOp {
     Downscale(f64),
     /// albumentations' `ImageCompression`: OpenCV's JPEG encoding at this quality and back.
     JpegRoundTrip(u8),
+    /// albumentations' `CLAHE`: L of OpenCV's 8-bit Lab equalized by OpenCV's CLAHE.
+    Clahe {
+        /// The drawn clip limit.
+        clip_limit: f64,
+        /// The grid: tiles across, tiles down.
+        tiles: [u16; 2],
+    },
     /// albumentations' `GridDistortion`: its grid's map through OpenCV's `remap`.
     GridDistortion(Box<GridMap>),
     /// albumentations' `OpticalDistortion` (camera): OpenCV's undistortion map through
@@ -209,6 +217,8 @@ impl PixelOp {
             | Self::OpticalDistortion { .. }
             // 8x8 blocks from the left edge, chroma rounded by column parity.
             | Self::JpegRoundTrip(_)
+            // Tiles from the left edge, the border extended on the right.
+            | Self::Clahe { .. }
             // A line at an angle; noise tied to each place.
             | Self::MotionBlur(_)
             | Self::Filter3x3(_)
@@ -280,6 +290,8 @@ impl PixelOp {
             | Self::AutoContrastV1
             | Self::Equalize
             | Self::AlbuEqualize(_)
+            // Tiles' histograms laid over the whole image.
+            | Self::Clahe { .. }
             | Self::PilAutoContrast => Reach::WholeImage,
             // Pillow's enhancers: `Contrast` needs the mean, `Sharpness` a neighbourhood.
             Self::PilEnhance { kind, .. } => match kind {
@@ -353,6 +365,7 @@ impl PixelOp {
             | Self::Downscale(_)
             | Self::OpticalDistortion { .. }
             | Self::JpegRoundTrip(_)
+            | Self::Clahe { .. }
             | Self::MultiplyAdd { .. }
             | Self::ChannelShift(_)
             | Self::Gamma(_)
@@ -388,6 +401,7 @@ pub struct Scratch {
     pub(super) mix: Vec<f32>,
     pub(super) sums: Vec<u32>,
     pub(super) jpeg: JpegScratch,
+    pub(super) clahe: ClaheScratch,
 }
 
 /// A resolved affine warp with torchvision's parameters: `affine(angle, translate, scale,

@@ -9,7 +9,9 @@ use super::albu_tone::EqualizeMode;
 use super::erase::{self, EraseBox};
 use super::kernel::{Normalize, OutputWriter};
 use super::pixel::{AugMixPlan, PixelOp, Scratch};
-use super::{albu, albu_distort, albu_filter, albu_jpeg, albu_tone, blur, colour, geometry, pil};
+use super::{
+    albu, albu_clahe, albu_distort, albu_filter, albu_jpeg, albu_tone, blur, colour, geometry, pil,
+};
 use crate::dtype::{Dtype, Layout};
 use hpuload_decoders::jpeg::Planes;
 
@@ -223,6 +225,9 @@ pub fn apply(ops: &[PixelOp], rgb: &mut [u8], h: usize, w: usize, s: &mut Scratc
             PixelOp::Downscale(scale) => albu_distort::downscale(rgb, h, w, *scale, &mut s.bytes),
             PixelOp::JpegRoundTrip(quality) => {
                 albu_jpeg::round_trip(rgb, h, w, *quality, &mut s.jpeg)
+            }
+            PixelOp::Clahe { clip_limit, tiles } => {
+                albu_clahe::clahe(rgb, h, w, *clip_limit, *tiles, &mut s.clahe)
             }
             PixelOp::OpticalDistortion { k, border, fill } => {
                 let drawn = (*k, *border, *fill);
@@ -438,6 +443,7 @@ fn adjustment(op: &PixelOp) -> Option<colour::Adjust> {
         | PixelOp::Downscale(_)
         | PixelOp::OpticalDistortion { .. }
         | PixelOp::JpegRoundTrip(_)
+        | PixelOp::Clahe { .. }
         | PixelOp::MultiplyAdd { .. }
         | PixelOp::ChannelShift(_)
         | PixelOp::Cv2Gray
