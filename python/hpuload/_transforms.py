@@ -638,6 +638,7 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
     the steps are the prefix of a longer transform), "image" (a tensor that torchvision v2
     tags as an image: `ToImage` came before) or "tensor"."""
     geometry: list[dict] = []
+    before: list[dict] = []  # pixel ops before any crop or resize: run on the whole image
     pixel: list[dict] = []
     dtype: str | None = None  # None: still a PIL image (or a uint8 image tensor after ToImage)
     image_tensor = video  # after PILToTensor / ToImage (or a video's clip): a uint8 tensor
@@ -664,7 +665,7 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
             grey = GREY_IMAGES.get()
             if keeps_rgb_images(t, grey):
                 continue  # a conversion to RGB (or nothing) on an RGB image: nothing to run
-            if not geometry and not pixel and turns_upright(t, grey):
+            if not geometry and not pixel and not before and turns_upright(t, grey):
                 # As the decode turns each image (`exif_orientation`). Later, after a crop or
                 # resize, Pillow turns what they made: a tail, which `translate_split` refuses.
                 upright = True
@@ -818,7 +819,16 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
                 raise Unsupported(f"transform {_unsupported_name(t)} is not one hpuload implements")
             flip = op["op"] in ("random_horizontal_flip", "random_vertical_flip")
             if not geometry:
-                raise Unsupported(f"{name} before the crop or resize (hpuload runs pixel ops at the output size)")
+                if video or image_tensor or dtype is not None:
+                    raise Unsupported(f"{name} before the crop or resize, on a tensor")
+                # On the PIL image before its crop or resize: run on the whole decoded image,
+                # drawn on its size, as torchvision runs it (on the CPU path). A flip is drawn
+                # inside a `random_apply`: hpuload reads a bare flip before the geometry as a
+                # detection pipeline's, which moves boxes.
+                if flip:
+                    op = {"op": "random_apply", "p": op["p"], "ops": [{**op, "p": 1.0}]}
+                before.append(op)
+                continue
             if flip and not erasing:
                 # After the conversion to a tensor too (a uint8 or float clip, the classification
                 # reference's tensor backend): a flip moves values, whatever their type, so it
@@ -853,7 +863,7 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
         # v2's reciprocal differs from `x / 255` in the last bit of some f32 values: the
         # identity normalization carries the conversion (exact: `x - 0`, then `/ 1`).
         normalize = {"op": "normalize", "mean": [0.0] * 3, "std": [1.0] * 3, "to_float": to_float}
-    ops = geometry + pixel + ([normalize] if normalize else []) + erasing
+    ops = before + geometry + pixel + ([normalize] if normalize else []) + erasing
     spec: dict = {"name": "torchvision", "ops": ops}
     if upright:
         spec["exif_orientation"] = True

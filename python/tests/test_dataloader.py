@@ -144,8 +144,8 @@ class NoSizeBatches:
             "TRANSFORM",
         ),
         (
-            lambda root: (folder(root, T.Compose([T.ColorJitter(0.2), T.CenterCrop(32), T.ToTensor()])), {}),
-            "ColorJitter before the crop",
+            lambda root: (folder(root, T.Compose([T.PILToTensor(), T.ColorJitter(0.2), T.CenterCrop(32)])), {}),
+            "ColorJitter before the crop or resize, on a tensor",
             "TRANSFORM",
         ),
         (lambda root: (folder(root), {"batch_sampler": NoSizeBatches()}), "batch_size", "BATCH_SAMPLER"),

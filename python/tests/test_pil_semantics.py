@@ -47,12 +47,12 @@ def cases(M):
     }
 
 
-def outputs(folder, middle, M):
+def outputs(folder, middle, M, backend="cpu"):
     ds = datasets.ImageFolder(folder, M.Compose([*middle, M.PILToTensor()]))
     with warnings.catch_warnings():
         warnings.simplefilter("error", FallbackWarning)
         warnings.simplefilter("error", PythonTailWarning)
-        got = torch.cat([x for x, _ in DataLoader(ds, batch_size=4, backend="cpu")])
+        got = torch.cat([x for x, _ in DataLoader(ds, batch_size=4, backend=backend)])
     want = torch.stack([ds[i][0] for i in range(len(ds))])
     return got, want
 
@@ -65,6 +65,60 @@ def test_a_pinned_transform_of_pil_images_gives_torchvisions_bytes(png_folder, c
     assert got.shape == want.shape and got.dtype == want.dtype == torch.uint8
     diff = (got.int() - want.int()).abs()
     assert diff.max().item() == 0, f"{case}: {int((diff > 0).sum())} values differ, by up to {diff.max().item()}"
+
+
+@pytest.mark.parametrize("flavour", ["v1", "v2"])
+@pytest.mark.parametrize("case", sorted(k for k, steps in cases(T).items() if isinstance(steps[0], T.CenterCrop) and len(steps) == 2))
+def test_a_pinned_pixel_op_before_the_crop_runs_on_the_whole_image_with_torchvisions_bytes(png_folder, case, flavour):
+    """The same pinned ops written before the crop: torchvision runs them on the whole PIL
+    image, and so does hpuload (drawn on the whole image's size: a rotation's centre, the
+    contrast's mean grey, autocontrast's extremes), natively; the bytes are torchvision's."""
+    M = T if flavour == "v1" else v2
+    crop, op = cases(M)[case]
+    got, want = outputs(png_folder, [op, crop], M)
+    assert got.shape == want.shape
+    diff = (got.int() - want.int()).abs()
+    assert diff.max().item() == 0, f"{case}: {int((diff > 0).sum())} values differ, by up to {diff.max().item()}"
+
+
+def test_steps_before_a_resize_take_the_cpu_path_on_the_engine_backend_with_the_same_bytes(png_folder):
+    """A flip, grey, a contrast and a rotation before a `Resize` (a beginner script's order) on
+    the engine backend: such samples go to the CPU path, and the batches are torchvision's."""
+    steps = [T.RandomHorizontalFlip(1.0), T.Grayscale(3), T.ColorJitter(contrast=(0.6, 0.6)),
+             T.RandomRotation((12, 12)), T.Resize((48, 56))]
+    got, want = outputs(png_folder, steps, T, backend="auto")
+    assert torch.equal(got, want)
+
+
+def test_a_random_flip_before_random_resized_crop_is_drawn_on_the_whole_image(png_folder):
+    """`RandomHorizontalFlip()` then `RandomResizedCrop` (flip first, as many scripts write it):
+    each sample is torchvision's own functions with hpuload's draws (the flip of the whole
+    image, then the crop drawn on it), byte for byte, natively; about half are flipped."""
+    import json
+
+    from PIL import Image
+    from torchvision.transforms import functional as F
+
+    rrc = T.RandomResizedCrop(48)
+    ds = datasets.ImageFolder(png_folder, T.Compose([T.RandomHorizontalFlip(), rrc, T.PILToTensor()]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(ds, batch_size=4, backend="cpu", seed=9)
+    flipped = 0
+    for epoch in range(3):
+        got = torch.cat([x for x, _ in loader])
+        for index, (path, _) in enumerate(ds.samples):
+            image = Image.open(path).convert("RGB")
+            plan = json.loads(loader._core.sample_plan(epoch, index, image.width, image.height))
+            pre = [op["op"] for op in plan.get("pre", [])]
+            assert pre in ([], ["hflip"]) and not plan["ops"], plan
+            if pre:
+                image, flipped = F.hflip(image), flipped + 1
+            c = plan["crop"]
+            box = [int(c["top"]), int(c["left"]), int(c["height"]), int(c["width"])]
+            want = F.pil_to_tensor(F.resized_crop(image, *box, [48, 48], interpolation=rrc.interpolation))
+            assert torch.equal(got[index], want), (epoch, index, plan)
+    assert 0.25 < flipped / (3 * len(ds)) < 0.75
 
 
 def test_bicubic_resizes_are_within_two_levels_and_rarely_beyond_one(png_folder):
