@@ -1,0 +1,52 @@
+"""A beginner script's torchvision transform with pixel steps before the resize
+(`RandomHorizontalFlip`, `RandomRotation(10)`, `ColorJitter(0.2, 0.2, 0.2)`, then `Resize((224,
+224))`, `ToTensor`, `Normalize`) over an ImageFolder, through torch's DataLoader or hpuload's
+drop-in (only the import differs). Until session 77 hpuload handed such a transform to torch's
+loader (a FallbackWarning); it now runs the steps natively on each whole decoded image. Prints
+one JSON line: the loader's type and images/s over the measured epochs (the first warms up).
+
+usage: python before_geometry.py --data DIR --loader hpuload|torch [--epochs 1] [--workers 2]
+       [--batch 64]
+"""
+
+import argparse
+import json
+import time
+
+import torch
+from torchvision import datasets
+from torchvision import transforms as T
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--loader", choices=["hpuload", "torch"], required=True)
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=64)
+    a = ap.parse_args()
+    if a.loader == "hpuload":
+        from hpuload.torch import DataLoader
+    else:
+        from torch.utils.data import DataLoader
+    tf = T.Compose([
+        T.RandomHorizontalFlip(), T.RandomRotation(10), T.ColorJitter(0.2, 0.2, 0.2), T.Resize((224, 224)),
+        T.ToTensor(), T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
+    ])
+    ds = datasets.ImageFolder(a.data, tf)
+    loader = DataLoader(ds, batch_size=a.batch, shuffle=True, num_workers=a.workers, drop_last=True,
+                        persistent_workers=a.workers > 0)
+    n, t1 = 0, None
+    for epoch in range(a.epochs + 1):
+        if epoch == 1:
+            n, t1 = 0, time.perf_counter()
+        for x, _ in loader:
+            assert x.dtype == torch.float32
+            n += x.shape[0]
+    print(json.dumps({"loader": a.loader, "type": type(loader).__module__,
+                      "images_per_s": round(n / (time.perf_counter() - t1), 1)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
