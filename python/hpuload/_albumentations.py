@@ -9,7 +9,9 @@ hpuload's pipeline ops, each computed as albumentations computes it on a uint8 R
 - `SmallestMaxSize(max_size)` (the shorter side to `max_size`, the other scaled and rounded
   as albumentations rounds it) followed by `CenterCrop` or `RandomCrop`, and those crops of
   the image itself or after a `Resize`: a window of `cv2.resize`'s output at albumentations'
-  offset (`(size - crop) // 2` for the centre; uniform for the random crop), byte for byte;
+  offset (`(size - crop) // 2` for the centre; uniform for the random crop), byte for byte
+  (a `HorizontalFlip` or `VerticalFlip` between the resize and its crop: the crop cut at the
+  mirrored offset where the flip falls, then flipped, which is the crop of the flipped resize);
   an `Affine` or `ShiftScaleRotate` between `SmallestMaxSize` and its crop (albumentations'
   classification example) warps the whole resize, drawn on its size, and only the crop's
   part of the warp is computed; `LongestMaxSize(max_size)` then `PadIfNeeded` (centred, a
@@ -181,9 +183,15 @@ def _translate(steps: list, *, open_end: bool) -> tuple[str, str]:
                 ops.append(op)
             geometry = name
             continue
+        if name in ("HorizontalFlip", "VerticalFlip") and geometry in ("SmallestMaxSize", "Resize", "SmallestMaxSize+flip", "Resize+flip"):
+            # A flip of the resize before its crop (if one follows): hpuload cuts the crop
+            # at the mirrored offset where it falls, then flips the crop.
+            ops.append(_PIXEL_OPS[name](t))
+            geometry = geometry.split("+")[0] + "+flip"
+            continue
         if name in ("CenterCrop", "RandomCrop"):
             ops.append(_crop(t, geometry, size))
-            if geometry in ("SmallestMaxSize", "SmallestMaxSize+warp") and max(ops[-1]["size"]) > side:
+            if geometry in ("SmallestMaxSize", "SmallestMaxSize+warp", "SmallestMaxSize+flip") and max(ops[-1]["size"]) > side:
                 raise Unsupported(f"albumentations' {name} {ops[-1]['size']} larger than SmallestMaxSize's {side}")
             size, geometry = _size(t), name
             continue
@@ -261,7 +269,7 @@ def _crop(t: Any, geometry: str | None, size: list[int] | None) -> dict:
     _always(t)
     if getattr(t, "pad_if_needed", False):
         raise Unsupported(f"albumentations' {name} with pad_if_needed")
-    if (size is not None and geometry != "Resize") or geometry == "LongestMaxSize":
+    if (size is not None and geometry not in ("Resize", "Resize+flip")) or geometry == "LongestMaxSize":
         raise Unsupported(f"albumentations' {name} after {geometry or 'a pixel op'} (hpuload crops the image or its resize)")
     crop = _size(t)
     if size is not None and (crop[0] > size[0] or crop[1] > size[1]):

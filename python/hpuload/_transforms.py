@@ -601,9 +601,9 @@ def translate(transform: Any, video: bool = False, clip_format: str = "TCHW"):
       frames and converts after: the same values but for the rounding, under one level);
     - `Resize(antialias=False)` resizes from the two nearest pixels per axis, as torch's
       tensor resize does without antialiasing;
-    - flips and `Normalize` may come before `RandomCrop`/`CenterCrop`, since they commute with
-      cropping (a flip before a crop at offset `x` is the crop at the mirrored offset, flipped:
-      the same distribution of outputs);
+    - flips and `Normalize` may come before `RandomCrop`/`CenterCrop` (a flip before a crop at
+      offset `x` is the crop at the mirrored offset, flipped, which hpuload cuts: exact for a
+      centre crop with an odd margin too);
     - pixel ops (`ColorJitter`, `Grayscale`, `GaussianBlur`, the auto-augment policies, ...)
       on the uint8 clip after its crop or resize run hpuload's kernels, which are torchvision's
       tensor kernels on uint8, one draw per clip for all its frames (on a float clip they are
@@ -680,8 +680,11 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
                 continue
         if layout != "TCHW":
             raise Unsupported(f"{name} after the permute to [C, T, H, W]")
-        # Video: flips, the float conversion and Normalize commute with a crop.
-        commuting = video and all(op["op"] in ("random_horizontal_flip", "random_vertical_flip") for op in pixel) and not erasing
+        # Flips since the resize may come before its crop (hpuload cuts the crop at the
+        # mirrored offset where one falls, then flips it); on a video, the float conversion
+        # and Normalize may too (they commute with a crop).
+        flips_only = all(op["op"] in ("random_horizontal_flip", "random_vertical_flip") for op in pixel) and not erasing
+        croppable = flips_only and (video or dtype is None)
         if _is(t, "RandomResizedCrop") or _is_timm(t, "RandomResizedCropAndInterpolation"):
             if dtype is not None or geometry or pixel:
                 raise Unsupported(f"{name} must come first, before any pixel op or tensor conversion")
@@ -736,14 +739,18 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
                 }
             )
         elif _is(t, "CenterCrop"):
-            if (dtype is not None or pixel) and not commuting:
+            if not croppable:
                 raise Unsupported("CenterCrop after a pixel op or the conversion to float")
+            geometry += pixel
+            pixel = []
             # An image smaller than the crop is padded with black, as torchvision pads it
             # (a clip's frames share one size, checked when the loader is built).
             geometry.append({"op": "center_crop", "size": _hw(t.size, name), "pad": not video})
         elif _is(t, "RandomCrop"):
-            if (dtype is not None or pixel) and not commuting:
+            if not croppable:
                 raise Unsupported("RandomCrop after a pixel op or the conversion to float")
+            geometry += pixel
+            pixel = []
             op = {"op": "random_crop", "size": _hw(t.size, name)}
             if getattr(t, "padding", None) or getattr(t, "pad_if_needed", False):
                 op.update(_crop_padding(t, name, after_resize=bool(geometry) or video))

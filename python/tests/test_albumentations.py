@@ -121,14 +121,18 @@ def test_a_resize_gives_opencvs_and_albumentations_bytes_batch_for_batch(jpeg_fo
         lambda: [A.LongestMaxSize(max_size=64), A.PadIfNeeded(min_height=64, min_width=64, border_mode=cv2.BORDER_CONSTANT)],
         lambda: [A.LongestMaxSize(max_size=61), A.PadIfNeeded(min_height=70, min_width=67, fill=(10, 20.5, 300))],
         lambda: [A.LongestMaxSize(max_size=600), A.PadIfNeeded(min_height=600, min_width=601, fill=7)],  # enlarges
+        # The resize flipped before its crop: odd margins, where the crop of the flipped
+        # resize is not the flipped crop.
+        lambda: [A.SmallestMaxSize(max_size=41), A.HorizontalFlip(p=1.0), A.CenterCrop(height=40, width=33)],
+        lambda: [A.Resize(87, 95), A.VerticalFlip(p=1.0), A.HorizontalFlip(p=1.0), A.CenterCrop(height=40, width=32)],
     ],
     ids=["smallest-160-crop-128", "smallest-41", "smallest-333", "resize-then-crop", "crop-alone",
-         "longest-64-pad", "longest-61-pad-odd", "longest-600"],
+         "longest-64-pad", "longest-61-pad-odd", "longest-600", "smallest-flip-crop", "resize-flips-crop"],
 )
 def test_the_evaluation_crops_give_albumentations_bytes_batch_for_batch(jpeg_folder, steps):
     """albumentations' evaluation transforms (its classification example's `SmallestMaxSize`
-    then `CenterCrop`, a `Resize` then a `CenterCrop`, a crop alone, `LongestMaxSize` then
-    `PadIfNeeded`), then `Normalize`: every value is the Dataset's own, bit for bit, with
+    then `CenterCrop`, a `Resize` then a `CenterCrop`, flips between a resize and its crop, a
+    crop alone, `LongestMaxSize` then `PadIfNeeded`), then `Normalize`: every value is the Dataset's own, bit for bit, with
     albumentations' centre (`(size - crop) // 2`, not torchvision's rounding), its rounded
     sides and its padding (centred, the fill as OpenCV rounds it), shrinking and enlarging."""
     files, labels = files_of(jpeg_folder)

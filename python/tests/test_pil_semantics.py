@@ -121,6 +121,48 @@ def test_a_random_flip_before_random_resized_crop_is_drawn_on_the_whole_image(pn
     assert 0.25 < flipped / (3 * len(ds)) < 0.75
 
 
+@pytest.mark.parametrize("flavour", ["v1", "v2"])
+@pytest.mark.parametrize("resize", [61, (61, 75)])
+@pytest.mark.parametrize("flip", ["RandomHorizontalFlip", "RandomVerticalFlip"])
+def test_a_flip_between_the_resize_and_its_centre_crop_gives_torchvisions_bytes_at_odd_margins(png_folder, flavour, resize, flip):
+    """`Resize`, a flip, `CenterCrop` (the flip of the whole resize, then its centre): with an
+    odd margin the centre rounds to the same side whichever way the image faces, so the crop of
+    the flipped image is not the flipped crop. hpuload cuts the mirrored window, natively."""
+    M = T if flavour == "v1" else v2
+    got, want = outputs(png_folder, [M.Resize(resize), getattr(M, flip)(1.0), M.CenterCrop((40, 52))], M)
+    assert got.shape == want.shape
+    assert torch.equal(got, want)
+
+
+def test_a_random_flip_between_the_resize_and_a_random_crop_gives_a_crop_torchvision_could_draw(png_folder):
+    """`Resize(61), RandomHorizontalFlip(), RandomCrop(40)`, natively: each sample is
+    torchvision's flipped or unflipped resize cut at an offset `RandomCrop` can draw, and
+    about half are flipped."""
+    from PIL import Image
+    from torchvision.transforms import functional as F
+
+    ds = datasets.ImageFolder(png_folder, T.Compose([T.Resize(61), T.RandomHorizontalFlip(), T.RandomCrop(40), T.PILToTensor()]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(ds, batch_size=4, backend="cpu", seed=3)
+    flipped = 0
+    for _ in range(2):
+        got = torch.cat([x for x, _ in loader])
+        for index, (path, _) in enumerate(ds.samples):
+            whole = F.pil_to_tensor(F.resize(Image.open(path).convert("RGB"), 61))
+            h, w = whole.shape[-2:]
+            found = [
+                flip
+                for flip in (False, True)
+                for top in range(h - 40 + 1)
+                for left in range(w - 40 + 1)
+                if torch.equal(got[index], (whole.flip(-1) if flip else whole)[:, top : top + 40, left : left + 40])
+            ]
+            assert found, f"sample {index} is no crop of torchvision's resize, flipped or not"
+            flipped += found[0]
+    assert 0.2 < flipped / (2 * len(ds)) < 0.8
+
+
 def test_bicubic_resizes_are_within_two_levels_and_rarely_beyond_one(png_folder):
     """Bicubic resamples across, then down, as Pillow does (the other order clips its
     overshoot between the passes and differed by up to 6 levels at hard edges); what remains is

@@ -96,11 +96,19 @@ impl OpSpec for AlbuClahe {
 pub struct ClaheScratch {
     /// The L plane, equalized in place.
     plane: Vec<u8>,
+    equalize: EqualizeScratch,
+}
+
+/// What `equalize` keeps between planes.
+#[derive(Default)]
+struct EqualizeScratch {
     /// Each tile's table, 256 entries a tile, row by row.
     tables: Vec<u8>,
     /// For each row and column of the extended plane, the plane's row or column it mirrors.
     rows: Vec<usize>,
     cols: Vec<usize>,
+    /// For each column of the plane, its two tiles and their weights.
+    columns: Vec<(usize, usize, f32, f32)>,
 }
 
 /// albumentations' `clahe` of the `h`x`w` RGB8 image, in place: L of OpenCV's Lab equalized
@@ -124,33 +132,27 @@ pub fn clahe(
         px.copy_from_slice(&lab);
         s.plane.push(lab[0]);
     }
-    equalize(
-        &mut s.plane,
-        h,
-        w,
-        clip_limit,
-        tiles,
-        &mut s.tables,
-        &mut s.rows,
-        &mut s.cols,
-    );
+    equalize(&mut s.plane, h, w, clip_limit, tiles, &mut s.equalize);
     for (px, &l) in rgb.chunks_exact_mut(3).zip(&s.plane) {
         px.copy_from_slice(&t.lab_to_rgb([l, px[1], px[2]]));
     }
 }
 
 /// OpenCV's `CLAHE::apply` of the `h`x`w` plane, in place.
-#[allow(clippy::too_many_arguments)]
 fn equalize(
     plane: &mut [u8],
     h: usize,
     w: usize,
     clip_limit: f64,
     tiles: [u16; 2],
-    tables: &mut Vec<u8>,
-    rows: &mut Vec<usize>,
-    cols: &mut Vec<usize>,
+    scratch: &mut EqualizeScratch,
 ) {
+    let EqualizeScratch {
+        tables,
+        rows,
+        cols,
+        columns,
+    } = scratch;
     let (nx, ny) = (usize::from(tiles[0]), usize::from(tiles[1]));
     // OpenCV extends both sides unless both divide.
     let (ext_h, ext_w) = if h.is_multiple_of(ny) && w.is_multiple_of(nx) {
@@ -210,16 +212,15 @@ fn equalize(
     // Each column's two tiles and weights, as OpenCV computes them once per image.
     let inv_tw = 1.0f32 / tw as f32;
     let inv_th = 1.0f32 / th as f32;
-    let columns: Vec<(usize, usize, f32, f32)> = (0..w)
-        .map(|x| {
-            let txf = x as f32 * inv_tw - 0.5;
-            let tx1 = txf.floor();
-            let xa = txf - tx1;
-            let tx1 = tx1 as isize;
-            let tx2 = (tx1 + 1).min(nx as isize - 1) as usize;
-            (tx1.max(0) as usize, tx2, xa, 1.0 - xa)
-        })
-        .collect();
+    columns.clear();
+    columns.extend((0..w).map(|x| {
+        let txf = x as f32 * inv_tw - 0.5;
+        let tx1 = txf.floor();
+        let xa = txf - tx1;
+        let tx1 = tx1 as isize;
+        let tx2 = (tx1 + 1).min(nx as isize - 1) as usize;
+        (tx1.max(0) as usize, tx2, xa, 1.0 - xa)
+    }));
     for y in 0..h {
         let tyf = y as f32 * inv_th - 0.5;
         let ty1 = tyf.floor();
@@ -230,7 +231,7 @@ fn equalize(
         let ty1 = ty1.max(0) as usize;
         let top = &tables[ty1 * nx * 256..(ty1 + 1) * nx * 256];
         let bottom = &tables[ty2 * nx * 256..(ty2 + 1) * nx * 256];
-        for (v, &(tx1, tx2, xa, xa1)) in plane[y * w..(y + 1) * w].iter_mut().zip(&columns) {
+        for (v, &(tx1, tx2, xa, xa1)) in plane[y * w..(y + 1) * w].iter_mut().zip(columns.iter()) {
             let (i1, i2) = (tx1 * 256 + usize::from(*v), tx2 * 256 + usize::from(*v));
             let up = f32::from(top[i1]) * xa1 + f32::from(top[i2]) * xa;
             let down = f32::from(bottom[i1]) * xa1 + f32::from(bottom[i2]) * xa;
@@ -515,16 +516,7 @@ mod tests {
         let (h, w) = (20, 36);
         let mut s = ClaheScratch::default();
         let mut plane = vec![90u8; h * w];
-        equalize(
-            &mut plane,
-            h,
-            w,
-            1.0,
-            [8, 8],
-            &mut s.tables,
-            &mut s.rows,
-            &mut s.cols,
-        );
+        equalize(&mut plane, h, w, 1.0, [8, 8], &mut s.equalize);
         assert!(plane.iter().all(|&v| v == plane[0]));
     }
 

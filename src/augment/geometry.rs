@@ -780,33 +780,46 @@ pub(crate) enum Prescale {
     Exact(u32, u32),
 }
 
+/// Flips of the resized image before its crop: the crop at `(top, left)` of the flipped
+/// image is the crop at the mirrored offset of the image itself, flipped after (so the crop
+/// is cut there, and the flips run on its output).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Mirror {
+    pub horizontal: bool,
+    pub vertical: bool,
+}
+
 /// A resize (optional) then `CenterCrop(out)`, as a window of the original image; `floor`:
-/// albumentations' offset (`(size - crop) // 2`) rather than torchvision's.
+/// albumentations' offset (`(size - crop) // 2`) rather than torchvision's; `mirror`: the
+/// resize was flipped before the crop.
 pub(crate) fn resize_center_crop(
     width: u32,
     height: u32,
     resize: Option<Prescale>,
     out: (u32, u32),
     floor: bool,
+    mirror: Mirror,
     rng: &mut CounterRng,
 ) -> Result<CropBox, AugmentError> {
     let offset = match floor {
         true => Offset::Floor,
         false => Offset::Centred,
     };
-    resize_crop(width, height, resize, out, offset, rng)
+    resize_crop(width, height, resize, out, offset, mirror, rng)
 }
 
 /// A resize (optional) then `RandomCrop(out)`: the offset drawn as torchvision's
-/// `RandomCrop.get_params` (`randint(0, h - th + 1)` for the top, then the left), from `rng`.
+/// `RandomCrop.get_params` (`randint(0, h - th + 1)` for the top, then the left), from `rng`;
+/// `mirror` as for [`resize_center_crop`].
 pub(crate) fn resize_random_crop(
     width: u32,
     height: u32,
     resize: Option<Prescale>,
     out: (u32, u32),
+    mirror: Mirror,
     rng: &mut CounterRng,
 ) -> Result<CropBox, AugmentError> {
-    resize_crop(width, height, resize, out, Offset::Drawn, rng)
+    resize_crop(width, height, resize, out, Offset::Drawn, mirror, rng)
 }
 
 /// `out` cut from the image padded as `pad` says (no resize before it): the window in the
@@ -930,14 +943,16 @@ pub(crate) enum Offset {
     Drawn,
 }
 
-/// A window of `out` in the (optionally resized) image: centred, or at a drawn offset. A
-/// random resize's size is drawn first, from the same `rng`.
+/// A window of `out` in the (optionally resized) image: centred, or at a drawn offset,
+/// mirrored in the resize as `mirror` says. A random resize's size is drawn first, from the
+/// same `rng`.
 fn resize_crop(
     width: u32,
     height: u32,
     resize: Option<Prescale>,
     out: (u32, u32),
     offset: Offset,
+    mirror: Mirror,
     rng: &mut CounterRng,
 ) -> Result<CropBox, AugmentError> {
     let CropOfResize {
@@ -945,6 +960,13 @@ fn resize_crop(
         at: (top, left),
     } = crop_of_resize(width, height, resize, out, offset, rng)?;
     let (oh, ow) = out;
+    // `holds` checked that the crop fits: the margins are not negative.
+    let top = if mirror.vertical { rh - oh - top } else { top };
+    let left = if mirror.horizontal {
+        rw - ow - left
+    } else {
+        left
+    };
     if resize.is_none() {
         return Ok(CropBox::rect(left, top, ow, oh));
     }
@@ -1506,6 +1528,7 @@ mod tests {
             Some(Prescale::Short(256)),
             (224, 224),
             false,
+            Mirror::default(),
             &mut rng,
         )
         .unwrap();
@@ -1515,7 +1538,16 @@ mod tests {
             (b.left, b.top, b.width, b.height),
             (58.0 * sx, 16.0 * sy, 224.0 * sx, 224.0 * sy)
         );
-        assert!(resize_center_crop(100, 100, None, (224, 224), false, &mut rng).is_err());
+        assert!(resize_center_crop(
+            100,
+            100,
+            None,
+            (224, 224),
+            false,
+            Mirror::default(),
+            &mut rng
+        )
+        .is_err());
     }
 
     #[test]
@@ -1533,7 +1565,8 @@ mod tests {
         let crop = |out: (u32, u32), floor: bool| {
             let mut rng = CounterRng::new(0, 0, 0, Stream::Crop);
             let resize = Some(Prescale::ShortRounded(160));
-            let b = resize_center_crop(301, 200, resize, out, floor, &mut rng).unwrap();
+            let b = resize_center_crop(301, 200, resize, out, floor, Mirror::default(), &mut rng)
+                .unwrap();
             // The window's corner on the 241x160 grid.
             (
                 (b.left * 241.0 / 301.0).round() as u32,
@@ -1561,6 +1594,7 @@ mod tests {
                 300,
                 Some(Prescale::ShortIn(256, 320)),
                 (224, 224),
+                Mirror::default(),
                 &mut rng,
             )
             .unwrap();
@@ -1590,8 +1624,15 @@ mod tests {
                 for seed in 0..4 {
                     let mut rng = CounterRng::new(seed, 0, u64::from(width), Stream::Crop);
                     let resize = Some(Prescale::Exact(250, 300));
-                    let b =
-                        resize_random_crop(width, height, resize, (200, 180), &mut rng).unwrap();
+                    let b = resize_random_crop(
+                        width,
+                        height,
+                        resize,
+                        (200, 180),
+                        Mirror::default(),
+                        &mut rng,
+                    )
+                    .unwrap();
                     assert!(
                         b.left >= 0.0 && b.left + b.width <= f64::from(width),
                         "{width}x{height}: {b:?}"
@@ -1610,6 +1651,7 @@ mod tests {
                         height,
                         Some(Prescale::Exact(250, 300)),
                         (200, 180),
+                        Mirror::default(),
                         &mut rng,
                     )
                     .unwrap();
@@ -1633,7 +1675,8 @@ mod tests {
         let mut lefts = [0u32; 9];
         for i in 0..6300u64 {
             let mut rng = CounterRng::new(3, 0, i, Stream::Crop);
-            let b = resize_random_crop(40, 30, None, (24, 32), &mut rng).unwrap();
+            let b =
+                resize_random_crop(40, 30, None, (24, 32), Mirror::default(), &mut rng).unwrap();
             assert!(b.view && b.width == 32.0 && b.height == 24.0);
             assert_eq!((b.left.fract(), b.top.fract()), (0.0, 0.0));
             tops[b.top as usize] += 1;
@@ -1643,11 +1686,18 @@ mod tests {
         assert!(lefts.iter().all(|&n| (550..850).contains(&n)), "{lefts:?}");
         // After a resize to [h, w], the window is the resized image's, in source pixels.
         let mut rng = CounterRng::new(3, 0, 0, Stream::Crop);
-        let b = resize_random_crop(200, 100, Some(Prescale::Exact(50, 100)), (40, 80), &mut rng)
-            .unwrap();
+        let b = resize_random_crop(
+            200,
+            100,
+            Some(Prescale::Exact(50, 100)),
+            (40, 80),
+            Mirror::default(),
+            &mut rng,
+        )
+        .unwrap();
         assert!(!b.view && b.width == 160.0 && b.height == 80.0);
         assert!(b.left <= 40.0 && b.top <= 20.0);
         let mut rng = CounterRng::new(3, 0, 0, Stream::Crop);
-        assert!(resize_random_crop(20, 20, None, (24, 32), &mut rng).is_err());
+        assert!(resize_random_crop(20, 20, None, (24, 32), Mirror::default(), &mut rng).is_err());
     }
 }

@@ -273,6 +273,14 @@ impl Op {
         self.spec().needs_square()
     }
 
+    /// Whether the op is a random horizontal or vertical flip.
+    pub(crate) fn is_flip(&self) -> bool {
+        matches!(
+            self,
+            Op::RandomHorizontalFlip(_) | Op::RandomVerticalFlip(_)
+        )
+    }
+
     /// Draws a pixel op's choices (see [`OpSpec::draw`]).
     pub(crate) fn draw(&self, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>) {
         self.spec().draw(rng, size, out)

@@ -13,8 +13,8 @@ use super::detect::{
 use super::erase::Eraser;
 use super::error::{AugmentError, PipelineError};
 use super::geometry::{
-    self, CenterCrop, CropBox, Interpolation, Pad, Padding, Prescale, RandomCrop, RandomResize,
-    RandomResizedCrop, Resize, Size,
+    self, CenterCrop, CropBox, Interpolation, Mirror, Pad, Padding, Prescale, RandomCrop,
+    RandomResize, RandomResizedCrop, Resize, Size,
 };
 use super::kernel::Normalize;
 use super::op::{ExifReader, Op, Pipeline};
@@ -103,6 +103,10 @@ pub(crate) struct Plan {
     pixel: Vec<(usize, Op)>,
     /// A classification pipeline's pixel ops before its geometry, on the whole decoded image.
     pre: Vec<(usize, Op)>,
+    /// Flips of the resized image before its crop (torchvision's `Resize(256),
+    /// RandomHorizontalFlip(), CenterCrop(224)`): each sample's crop is cut at the offset
+    /// mirrored as they fell, and they run on the crop, first of the pixel ops.
+    crop_flips: Vec<(usize, Op)>,
     /// A warp of the whole resize before its crop, with its position (albumentations'
     /// `ShiftScaleRotate` between `SmallestMaxSize` and the crop).
     pre_crop: Option<(usize, AlbuAffine)>,
@@ -153,6 +157,8 @@ struct Phases {
     /// A warp read between `albu_smallest_max_size` and its crop.
     pre_crop: Option<(usize, AlbuAffine)>,
     pixel: Vec<(usize, Op)>,
+    /// Flips read between a resize and its crop.
+    crop_flips: Vec<(usize, Op)>,
     /// Pixel ops read before any crop, resize or box-moving op: a classification pipeline
     /// runs them on the whole decoded image (albumentations' steps before its resize).
     before: Vec<(usize, Op)>,
@@ -320,7 +326,7 @@ impl Phases {
             // processors' sizes give): a window of the resized image.
             &(Op::CenterCrop(CenterCrop { size, .. })
             | Op::RandomCrop(RandomCrop { size, .. }))
-                if self.pixel.is_empty()
+                if self.pixel.iter().all(|(_, op)| op.is_flip())
                     && matches!(self.geometry, Some((Geometry::Resize { .. }, _, _))) =>
             {
                 let name = op.name();
@@ -341,6 +347,8 @@ impl Phases {
                     )));
                 }
                 if out != (h, w) {
+                    // Flips read since the resize come before the crop.
+                    self.crop_flips = std::mem::take(&mut self.pixel);
                     let resize = Some(Prescale::Exact(h, w));
                     let geometry = crop_geometry(op, resize, out);
                     // The crop's random stream is its own position in the pipeline.
@@ -419,6 +427,13 @@ impl Phases {
                     before_resize: !self.geometry_done(),
                 });
             }
+            // A flip of the resized image before its crop: the crop is mirrored.
+            Op::RandomHorizontalFlip(_) | Op::RandomVerticalFlip(_)
+                if self.resize_short.is_some() && self.pre_crop.is_none() =>
+            {
+                self.late(op.name())?;
+                self.crop_flips.push((at, op.clone()));
+            }
             Op::RandomHorizontalFlip(f) if !self.geometry_done() && self.pixel.is_empty() => {
                 self.det.flip = Some((at, f.p));
             }
@@ -436,7 +451,8 @@ impl Phases {
             // albumentations warps the whole `SmallestMaxSize` output before its crop.
             Op::AlbuAffine(affine)
                 if matches!(self.resize_short, Some((Prescale::ShortRounded(_), _)))
-                    && self.pre_crop.is_none() =>
+                    && self.pre_crop.is_none()
+                    && self.crop_flips.is_empty() =>
             {
                 self.late("albu_affine")?;
                 self.pre_crop = Some((at, *affine));
@@ -523,6 +539,7 @@ impl Pipeline {
             resize_short,
             pre_crop,
             pixel,
+            crop_flips,
             before,
             normalize,
             erase,
@@ -599,6 +616,7 @@ impl Pipeline {
             geometry_at,
             pixel,
             pre: before,
+            crop_flips,
             pre_crop,
             normalize,
             erase,
@@ -787,6 +805,28 @@ impl Plan {
                 d.sanitize,
             ));
         }
+        let mut first_flip = true;
+        let mut draw = |at: usize, op: &Op, size, ops: &mut Vec<PixelOp>| {
+            // The first horizontal flip keeps the stream it has always had, so pipelines
+            // without other ops give the batches they gave before.
+            let mut rng = if first_flip && matches!(op, Op::RandomHorizontalFlip(_)) {
+                first_flip = false;
+                CounterRng::new(seed, epoch, index as u64, Stream::Flip)
+            } else {
+                CounterRng::for_op(seed, epoch, index as u64, at)
+            };
+            op.draw(&mut rng, size, ops);
+        };
+        // Flips before the crop come first of the pixel ops; the crop mirrors as they fell.
+        let mut ops = Vec::new();
+        for (at, op) in &self.crop_flips {
+            draw(*at, op, (height, width), &mut ops);
+        }
+        let odd = |flip: PixelOp| ops.iter().filter(|o| **o == flip).count() % 2 == 1;
+        let mirror = Mirror {
+            horizontal: odd(PixelOp::Hflip),
+            vertical: odd(PixelOp::Vflip),
+        };
         let warp = self.warp_then_crop(seed, epoch, index, (width, height))?;
         let mut letterbox = None;
         let crop = match (&detected, &self.geometry, &warp) {
@@ -828,7 +868,7 @@ impl Plan {
                             geometry::padded_crop(width, height, out, pad, false, &mut rng)?
                         }
                         None => geometry::resize_center_crop(
-                            width, height, resize, out, floor, &mut rng,
+                            width, height, resize, out, floor, mirror, &mut rng,
                         )?,
                     }
                 }
@@ -838,7 +878,9 @@ impl Plan {
                         Some(pad) => {
                             geometry::padded_crop(width, height, out, pad, true, &mut rng)?
                         }
-                        None => geometry::resize_random_crop(width, height, resize, out, &mut rng)?,
+                        None => geometry::resize_random_crop(
+                            width, height, resize, out, mirror, &mut rng,
+                        )?,
                     }
                 }
                 Geometry::Letterbox {
@@ -874,18 +916,8 @@ impl Plan {
             (Some(d), None) => d.size,
             (None, None) => (height, width),
         };
-        let mut ops = Vec::new();
-        let mut first_flip = true;
         for (at, op) in &self.pixel {
-            // The first horizontal flip keeps the stream it has always had, so pipelines
-            // without other ops give the batches they gave before.
-            let mut rng = if first_flip && matches!(op, Op::RandomHorizontalFlip(_)) {
-                first_flip = false;
-                CounterRng::new(seed, epoch, index as u64, Stream::Flip)
-            } else {
-                CounterRng::for_op(seed, epoch, index as u64, *at)
-            };
-            op.draw(&mut rng, size, &mut ops);
+            draw(*at, op, size, &mut ops);
         }
         if detected.as_ref().is_some_and(|d| d.flip) {
             ops.insert(0, PixelOp::Hflip);
@@ -1228,6 +1260,56 @@ mod tests {
             .plan(Dtype::U8)
             .unwrap();
         assert!((0..100).all(|i| !never.sample(1, 0, i, (10, 10), None).unwrap().pixels.flip));
+    }
+
+    #[test]
+    fn a_flip_between_the_resize_and_its_crop_cuts_the_crop_at_the_mirrored_offset() {
+        // torchvision flips the resize, then crops it: for an odd margin the centre crop of
+        // the flipped image is not the flipped centre crop (round(4.5) = 4 from either side).
+        let plan = |resize: &str, flip: &str, p: f64, crop: &str| {
+            let size = if resize.starts_with('[') {
+                "[32, 40]"
+            } else {
+                "[32, 34]"
+            };
+            let text = format!(
+                "name = 'f'\n[[ops]]\nop = 'resize'\nsize = {resize}\n\
+                 [[ops]]\nop = '{flip}'\np = {p}\n[[ops]]\nop = '{crop}'\nsize = {size}\n"
+            );
+            Pipeline::from_toml(&text, "f.toml")
+                .unwrap()
+                .plan(Dtype::U8)
+                .unwrap()
+        };
+        // 49x36 resized to its own size (shorter side 36): a 15-column margin, 8 before the
+        // centre crop (half to even), 7 before that of the flipped image.
+        let s = plan("36", "random_horizontal_flip", 1.0, "center_crop")
+            .sample(0, 0, 0, (49, 36), None)
+            .unwrap();
+        assert_eq!((s.crop.left, s.crop.top), (7.0, 2.0));
+        assert!(s.pixels.flip && s.pixels.ops.is_empty());
+        let s = plan("36", "random_horizontal_flip", 0.0, "center_crop")
+            .sample(0, 0, 0, (49, 36), None)
+            .unwrap();
+        assert_eq!((s.crop.left, s.crop.top), (8.0, 2.0));
+        assert!(!s.pixels.flip);
+        // A resize to [h, w], a vertical flip: the 5-row margin mirrors (2 before, then 3),
+        // the columns stay.
+        let s = plan("[37, 48]", "random_vertical_flip", 1.0, "center_crop")
+            .sample(0, 0, 0, (48, 37), None)
+            .unwrap();
+        assert_eq!((s.crop.left, s.crop.top), (4.0, 3.0));
+        assert_eq!(s.pixels.ops, [PixelOp::Vflip]);
+        // A random crop: the flipped samples' offsets mirror the unflipped draw.
+        let (flipped, kept) = (
+            plan("36", "random_horizontal_flip", 1.0, "random_crop"),
+            plan("36", "random_horizontal_flip", 0.0, "random_crop"),
+        );
+        for i in 0..50 {
+            let a = flipped.sample(3, 0, i, (49, 36), None).unwrap().crop;
+            let b = kept.sample(3, 0, i, (49, 36), None).unwrap().crop;
+            assert_eq!((a.left, a.top), (15.0 - b.left, b.top));
+        }
     }
 
     #[test]
