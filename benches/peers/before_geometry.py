@@ -1,12 +1,18 @@
-"""A beginner script's torchvision transform with pixel steps before the resize
-(`RandomHorizontalFlip`, `RandomRotation(10)`, `ColorJitter(0.2, 0.2, 0.2)`, then `Resize((224,
-224))`, `ToTensor`, `Normalize`) over an ImageFolder, through torch's DataLoader or hpuload's
-drop-in (only the import differs). Until session 77 hpuload handed such a transform to torch's
-loader (a FallbackWarning); it now runs the steps natively on each whole decoded image. Prints
-one JSON line: the loader's type and images/s over the measured epochs (the first warms up).
+"""Beginner scripts' torchvision transforms over an ImageFolder, through torch's DataLoader or
+hpuload's drop-in (only the import differs), each of which hpuload once handed to torch's
+loader (a FallbackWarning):
+- `before` (the default): pixel steps before the resize (`RandomHorizontalFlip`,
+  `RandomRotation(10)`, `ColorJitter(0.2, 0.2, 0.2)`, then `Resize((224, 224))`, `ToTensor`,
+  `Normalize`); native since session 77, on each whole decoded image;
+- `grey`: an X-ray script's one grey channel (`Grayscale()`, `Resize((224, 224))`,
+  `RandomHorizontalFlip()`, `ToTensor()`, `Normalize((0.5,), (0.5,))`); native since session 78;
+- `flip_crop`: a flip between the resize and its crop (`Resize(256)`,
+  `RandomHorizontalFlip()`, `CenterCrop(224)`, `ToTensor`, `Normalize`); native since session 78.
+Prints one JSON line: the loader's type and images/s over the measured epochs (the first warms
+up).
 
-usage: python before_geometry.py --data DIR --loader hpuload|torch [--epochs 1] [--workers 2]
-       [--batch 64]
+usage: python before_geometry.py --data DIR --loader hpuload|torch [--script before|grey|flip_crop]
+       [--epochs 1] [--workers 2] [--batch 64]
 """
 
 import argparse
@@ -25,15 +31,19 @@ def main():
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--script", choices=["before", "grey", "flip_crop"], default="before")
     a = ap.parse_args()
     if a.loader == "hpuload":
         from hpuload.torch import DataLoader
     else:
         from torch.utils.data import DataLoader
-    tf = T.Compose([
-        T.RandomHorizontalFlip(), T.RandomRotation(10), T.ColorJitter(0.2, 0.2, 0.2), T.Resize((224, 224)),
-        T.ToTensor(), T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
-    ])
+    norm = T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
+    tf = T.Compose({
+        "before": [T.RandomHorizontalFlip(), T.RandomRotation(10), T.ColorJitter(0.2, 0.2, 0.2), T.Resize((224, 224)),
+                   T.ToTensor(), norm],
+        "grey": [T.Grayscale(), T.Resize((224, 224)), T.RandomHorizontalFlip(), T.ToTensor(), T.Normalize((0.5,), (0.5,))],
+        "flip_crop": [T.Resize(256), T.RandomHorizontalFlip(), T.CenterCrop(224), T.ToTensor(), norm],
+    }[a.script])
     ds = datasets.ImageFolder(a.data, tf)
     loader = DataLoader(ds, batch_size=a.batch, shuffle=True, num_workers=a.workers, drop_last=True,
                         persistent_workers=a.workers > 0)
@@ -44,7 +54,7 @@ def main():
         for x, _ in loader:
             assert x.dtype == torch.float32
             n += x.shape[0]
-    print(json.dumps({"loader": a.loader, "type": type(loader).__module__,
+    print(json.dumps({"loader": a.loader, "script": a.script, "type": type(loader).__module__,
                       "images_per_s": round(n / (time.perf_counter() - t1), 1)}), flush=True)
 
 

@@ -72,7 +72,7 @@ def check_grey(pipeline: str, tail, name: str) -> None:
     spec = json.loads(pipeline)
     if tail is not None or "views" in spec:
         raise Unsupported(f"the {name}'s grey images through steps that run in Python, or in several views")
-    for op in _every_op(spec.get("ops", [])):
+    for op in every_op(spec.get("ops", [])):
         kind = op.get("op")
         if kind in ("random_grayscale", "pil_grayscale"):
             raise Unsupported(f"a grey conversion of the {name}'s grey images")
@@ -80,17 +80,17 @@ def check_grey(pipeline: str, tail, name: str) -> None:
             raise Unsupported(f"Normalize with three channels of the {name}'s grey images")
 
 
-def _every_op(value):
+def every_op(value):
     """Every op of a pipeline's JSON, those inside `random_apply`, `random_choice` and
     `random_order` too."""
     if isinstance(value, dict):
         if "op" in value:
             yield value
         for inner in value.values():
-            yield from _every_op(inner)
+            yield from every_op(inner)
     elif isinstance(value, list):
         for inner in value:
-            yield from _every_op(inner)
+            yield from every_op(inner)
 
 
 def translate(transform, height: int, width: int, grey: bool = False):

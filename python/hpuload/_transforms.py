@@ -14,7 +14,9 @@ ColorJitter, the auto-augment family, blur, ...) with the arithmetic torchvision
 the image is at that step: Pillow's on a PIL image (its nearest resize, its warps, its byte HSV
 for the hue; the other colour ops agree with the tensor kernels within a level), the v2 tensor
 kernels on a uint8 tensor (after PILToTensor or ToImage); then the conversion to float and
-Normalize; then RandomErasing.
+Normalize; then RandomErasing. Flips may come between a resize and its crop (the crop is cut
+at the mirrored offset). `Grayscale()` with one output channel (Pillow's "L" image) makes the
+pipeline `single_channel`: three equal channels, of which the loader hands out the first.
 """
 
 from __future__ import annotations
@@ -356,7 +358,11 @@ def _pixel_op(t: Any, pil: bool = False) -> dict | None:
         return {"op": grey, "p": _p(t)}
     if _is(t, "Grayscale"):
         if t.num_output_channels != 3:
-            raise Unsupported("Grayscale(num_output_channels=1) (hpuload's batches have 3 channels)")
+            if not pil:
+                raise Unsupported("Grayscale(num_output_channels=1) of a tensor (hpuload's batches have 3 channels)")
+            # Pillow's "L" image: hpuload makes it as three equal channels and hands out one
+            # (`_translate` marks the pipeline `single_channel`).
+            return {"op": grey, "p": 1.0, "single_channel": True}
         return {"op": grey, "p": 1.0}
     if _is(t, "GaussianBlur"):
         return {"op": "gaussian_blur", "kernel_size": [int(k) for k in t.kernel_size], "sigma": _range(t.sigma)}
@@ -648,6 +654,8 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
     tagged = False  # after v2's ToImage: the tensor is a tv_tensors.Image
     to_float = "divide"  # how the bytes became floats: `x / 255`, or v2's `x * (1 / 255)`
     upright = False  # a first step turns each image upright by its EXIF orientation
+    single = False  # after `Grayscale(num_output_channels=1)`: one channel, made as three
+    pad = None  # a `Pad` waiting for the `RandomCrop` after it
     for t in all_steps:
         name = type(t).__name__
         # What a resize at this step gets: a tensor (torch's nearest; antialias=False
@@ -680,6 +688,13 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
                 continue
         if layout != "TCHW":
             raise Unsupported(f"{name} after the permute to [C, T, H, W]")
+        if pad is not None and not _is(t, "RandomCrop"):
+            raise Unsupported("Pad followed by another step than RandomCrop (hpuload pads an image for its crop)")
+        if _is(t, "Pad"):
+            if geometry or pixel or before or video or dtype is not None or image_tensor:
+                raise Unsupported("Pad after another step (hpuload pads the PIL image for the RandomCrop after it)")
+            pad = t
+            continue
         # Flips since the resize may come before its crop (hpuload cuts the crop at the
         # mirrored offset where one falls, then flips it); on a video, the float conversion
         # and Normalize may too (they commute with a crop).
@@ -752,7 +767,17 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
             geometry += pixel
             pixel = []
             op = {"op": "random_crop", "size": _hw(t.size, name)}
-            if getattr(t, "padding", None) or getattr(t, "pad_if_needed", False):
+            if pad is not None:
+                if getattr(t, "padding", None) or getattr(t, "pad_if_needed", False):
+                    raise Unsupported("RandomCrop with padding of its own after Pad")
+                # `Pad` then `RandomCrop` is `RandomCrop` with that padding: its crop is drawn
+                # on the padded image either way.
+                import types
+
+                shim = types.SimpleNamespace(padding=pad.padding, fill=pad.fill, padding_mode=pad.padding_mode, pad_if_needed=False)
+                op.update(_crop_padding(shim, "Pad", after_resize=False))
+                pad = None
+            elif getattr(t, "padding", None) or getattr(t, "pad_if_needed", False):
                 op.update(_crop_padding(t, name, after_resize=bool(geometry) or video))
             geometry.append(op)
         elif _is(t, "ToTensor") or _is_timm(t, "MaybeToTensor") or _is_timm(t, "ToTensor"):
@@ -790,6 +815,8 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
             if erasing:
                 raise Unsupported("Normalize after RandomErasing")
             mean, std = list(t.mean), list(t.std)
+            if single and (len(mean) != 1 or len(std) != 1):
+                raise Unsupported("Normalize with three channels after Grayscale(num_output_channels=1) (torch refuses it on one)")
             if len(mean) == 1:
                 mean = mean * 3
             if len(std) == 1:
@@ -808,6 +835,8 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
         elif _is(t, "RandomErasing"):
             if dtype is None and not image_tensor:
                 raise Unsupported("RandomErasing on a PIL image (it takes tensors)")
+            if single and isinstance(t.value, (list, tuple)) and len(t.value) != 1:
+                raise Unsupported("RandomErasing with three values after Grayscale(num_output_channels=1) (torchvision refuses them on one channel)")
             erasing.append(_erasing_tv(t, dtype))
         elif _is_timm(t, "RandomErasing"):
             if dtype is None:
@@ -825,6 +854,11 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
             if op is None:
                 raise Unsupported(f"transform {_unsupported_name(t)} is not one hpuload implements")
             flip = op["op"] in ("random_horizontal_flip", "random_vertical_flip")
+            _one_channel_step(t, op, name, single, pil=not image_tensor and dtype is None, flip=flip)
+            if op.pop("single_channel", False):
+                if video:
+                    raise Unsupported("Grayscale(num_output_channels=1) of a video's clip")
+                single = True
             if not geometry:
                 if video or image_tensor or dtype is not None:
                     raise Unsupported(f"{name} before the crop or resize, on a tensor")
@@ -857,6 +891,8 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
             if erasing or normalize:
                 raise Unsupported(f"{name} after Normalize or RandomErasing")
             pixel.append(op)
+    if pad is not None:
+        raise Unsupported("Pad without a RandomCrop after it (each image would be its own size padded)")
     gives = "image" if tagged else "tensor"
     if dtype is None and not image_tensor:
         if not open_end:
@@ -874,7 +910,37 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
     spec: dict = {"name": "torchvision", "ops": ops}
     if upright:
         spec["exif_orientation"] = True
+    if single:
+        from ._arrays import every_op
+
+        if any(isinstance(o.get("fill"), list) and len(set(o["fill"])) > 1 for o in every_op(ops)):
+            raise Unsupported("a colour fill with Grayscale(num_output_channels=1) (torchvision refuses it on one channel)")
+        spec["single_channel"] = True
     return json.dumps(spec), dtype, layout, gives
+
+
+def _one_channel_step(t: Any, op: dict, name: str, single: bool, *, pil: bool, flip: bool) -> None:
+    """Refuses (`Unsupported`) a pixel op that would not give what torchvision gives around
+    `Grayscale(num_output_channels=1)`, whose one channel hpuload makes as three equal ones:
+    one inside a random choice (some samples would have one channel, others three), or after
+    it (`single`) one of torchvision's tensor kernels, which leave one channel as it is where
+    they mix three (saturation, hue, grey, contrast's mean). Pillow's arithmetic gives an "L"
+    image what it gives each of three equal channels, but `Grayscale(3)` gives it three."""
+    from ._arrays import every_op
+
+    if any(o.get("single_channel") for o in list(every_op(op))[1:]):
+        raise Unsupported(f"{name}: Grayscale(num_output_channels=1) applied at random (a channel count per sample)")
+    if single and any(_is(s, "Grayscale") and s.num_output_channels == 3 for s in _within(t)):
+        raise Unsupported("Grayscale(num_output_channels=3) after Grayscale(num_output_channels=1) (three channels again)")
+    if single and not pil and not flip:
+        raise Unsupported(f"{name} on a tensor after Grayscale(num_output_channels=1)")
+
+
+def _within(t: Any):
+    """`t` and the transforms inside it (`RandomApply`'s, `RandomChoice`'s, ...), depth first."""
+    yield t
+    for inner in getattr(t, "transforms", None) or ():
+        yield from _within(inner)
 
 
 class Tail:
@@ -994,6 +1060,8 @@ def translate_views(transform: Any, views: list) -> tuple[str, str]:
             raise Unsupported(f"view {k} of {type(transform).__name__}: {e}") from e
         pipelines.append(json.loads(pipeline))
         dtypes.add(dtype)
+        if pipelines[-1].get("single_channel"):
+            raise Unsupported(f"view {k} of {type(transform).__name__} makes one grey channel (Grayscale(num_output_channels=1))")
     if len(dtypes) > 1:
         raise Unsupported(f"the views of {type(transform).__name__} give different dtypes ({sorted(dtypes)})")
     if len({p.get("exif_orientation", False) for p in pipelines}) > 1:
@@ -1023,6 +1091,8 @@ def translate_split(transform: Any) -> tuple[str, str, Tail | None]:
             pipeline, dtype, _, gives = _translate(all_steps[:k], video=False, open_end=True)
         except Unsupported:
             continue
+        if json.loads(pipeline).get("single_channel"):
+            continue  # the tail's steps would get RGB images, not torchvision's "L" ones
         if gives == "pil" and any(_minds_orientation(t) for t in all_steps[k:]):
             # Pillow keeps a photo's EXIF orientation through the native part's crop or
             # resize, and such a step turns what they made; the tail's images, made from

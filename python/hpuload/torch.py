@@ -25,6 +25,7 @@ import bisect
 import collections
 import contextlib
 import dataclasses
+import functools
 import inspect
 import itertools
 import json
@@ -1548,7 +1549,7 @@ class _Loader:
                         stacklevel=2,
                     )
                 images, labels = torch.from_dlpack(batch.images), torch.from_dlpack(batch.labels)
-                if self._grey:
+                if self._grey or _one_channel(self._options.pipeline):
                     # A view: each grey image is made as three equal channels.
                     images = images[:, :1] if core.output[1] == "nchw" else images[..., :1]
                 if batch.valid < labels.shape[0] and self._targets is None and self.last_batch_policy == "pad":
@@ -1815,6 +1816,21 @@ def _common(dataset, a: dict, own: dict):
         samples_watch=samples_watch,
         sample_extras=sample_extras,
     )
+
+
+@functools.lru_cache(maxsize=16)
+def _one_channel(pipeline: str) -> bool:
+    """Whether a pipeline's images are grey with one channel (torchvision's
+    `Grayscale(num_output_channels=1)`), which hpuload makes as three equal channels."""
+    try:
+        if os.path.exists(pipeline):  # a TOML file of the user's
+            import tomllib
+
+            with open(pipeline, "rb") as f:
+                return bool(tomllib.load(f).get("single_channel"))
+        return bool(json.loads(pipeline).get("single_channel"))
+    except (ValueError, AttributeError, OSError, ImportError):  # tomllib: Python 3.11
+        return False
 
 
 def _layout(layout: str, tail) -> str:

@@ -72,6 +72,15 @@ def test_an_evaluation_transform_gives_the_datasets_own_samples_in_order(cls):
     assert y.tolist() == [w[1] for w in want]
 
 
+def test_cifar_made_grey_with_one_channel_gives_the_datasets_own_samples():
+    """`Grayscale()` (one channel) of CIFAR's colour images, then `ToTensor` and a
+    one-value `Normalize`: `[B, 1, 32, 32]`, the dataset's own values."""
+    ds = in_memory(datasets.CIFAR10, 40, T.Compose([T.Grayscale(), T.ToTensor(), T.Normalize((0.5,), (0.25,))]))
+    x = torch.cat([x for x, _ in native(ds, batch_size=16)])
+    assert x.shape == (40, 1, 32, 32)
+    assert torch.equal(x, torch.stack([ds[i][0] for i in range(len(ds))]))
+
+
 def test_a_cifar_resized_up_without_a_crop_runs_natively_at_the_size_torchvision_computes():
     """`Resize(64)` alone (no crop) over CIFAR's 32x32 images is the resize to 64x64."""
     tf = T.Compose([T.Resize(64), T.ToTensor()])
@@ -82,11 +91,14 @@ def test_a_cifar_resized_up_without_a_crop_runs_natively_at_the_size_torchvision
     assert (x - want).abs().max().item() <= 1 / 255 + 1e-6
 
 
+@pytest.mark.parametrize("pad_first", [False, True])
 @pytest.mark.parametrize("mode", ["constant", "reflect"])
-def test_cifars_training_recipe_is_torchvisions_at_the_offsets_and_flips_the_loader_drew(mode):
-    """`RandomCrop(32, padding=4)`, the flip, `ToTensor`, `Normalize`: each sample is the
-    dataset's image padded and cut at the loader's window, flipped where it drew a flip."""
-    tf = T.Compose([T.RandomCrop(32, padding=4, padding_mode=mode), T.RandomHorizontalFlip(), T.PILToTensor()])
+def test_cifars_training_recipe_is_torchvisions_at_the_offsets_and_flips_the_loader_drew(mode, pad_first):
+    """`RandomCrop(32, padding=4)` (or `Pad(4)` then `RandomCrop(32)`, the same), the flip,
+    `ToTensor`, `Normalize`: each sample is the dataset's image padded and cut at the loader's
+    window, flipped where it drew a flip."""
+    crop = [T.Pad(4, padding_mode=mode), T.RandomCrop(32)] if pad_first else [T.RandomCrop(32, padding=4, padding_mode=mode)]
+    tf = T.Compose([*crop, T.RandomHorizontalFlip(), T.PILToTensor()])
     ds = in_memory(datasets.CIFAR10, 64, tf, seed=1)
     loader = native(ds, batch_size=64, shuffle=True, seed=5)
     x, y, indices = first_batch(loader)

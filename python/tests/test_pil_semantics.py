@@ -163,6 +163,70 @@ def test_a_random_flip_between_the_resize_and_a_random_crop_gives_a_crop_torchvi
     assert 0.2 < flipped / (2 * len(ds)) < 0.8
 
 
+def grey_cases(M):
+    """Transforms of module `M` with `Grayscale(num_output_channels=1)` (Pillow's "L" image)
+    and Pillow's steps around it."""
+    grey = M.Grayscale()  # one channel by default
+    return {
+        "grey_first": [grey, M.Resize((48, 40))],
+        "grey_after_the_resize": [M.Resize(61), M.CenterCrop(40), grey],
+        "grey_then_pil_ops": [
+            M.Resize((48, 40)),
+            M.Grayscale(num_output_channels=1),
+            # One factor each (ColorJitter draws the order of several).
+            M.ColorJitter(brightness=(0.8, 0.8)),
+            M.ColorJitter(contrast=(0.6, 0.6)),
+            M.ColorJitter(saturation=(1.4, 1.4)),
+            M.ColorJitter(hue=(0.1, 0.1)),
+            M.RandomRotation((12, 12), fill=40),
+            M.RandomAutocontrast(1.0),
+            M.RandomAdjustSharpness(2.5, 1.0),
+        ],
+        "colour_ops_then_grey": [M.ColorJitter(hue=(0.2, 0.2)), M.Grayscale(1), M.Resize((48, 40)), M.RandomEqualize(1.0)],
+        "grey_then_grey_at_random": [M.Resize((48, 40)), M.Grayscale(1), M.RandomGrayscale(0.5)],
+    }
+
+
+@pytest.mark.parametrize("flavour", ["v1", "v2"])
+@pytest.mark.parametrize("case", sorted(grey_cases(T)))
+def test_one_grey_channel_gives_torchvisions_bytes_in_one_channel(png_folder, case, flavour):
+    """`Grayscale()` (one output channel, an "L" image) natively: hpuload makes three equal
+    channels and hands out the first, shaped `[N, 1, H, W]` as torchvision's; Pillow's steps
+    after it give an "L" image what they give each equal channel, byte for byte."""
+    M = T if flavour == "v1" else v2
+    got, want = outputs(png_folder, grey_cases(M)[case], M)
+    assert got.shape == want.shape and want.shape[1] == 1
+    assert torch.equal(got, want)
+
+
+def test_one_grey_channel_normalized_once_gives_torchvisions_floats(png_folder):
+    """The beginner's grey pipeline: `Grayscale(), Resize, ToTensor, Normalize((0.5,), (0.5,))`."""
+    ds = datasets.ImageFolder(png_folder, T.Compose([T.Grayscale(), T.Resize((32, 32)), T.ToTensor(), T.Normalize((0.5,), (0.5,))]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        warnings.simplefilter("error", PythonTailWarning)
+        got = torch.cat([x for x, _ in DataLoader(ds, batch_size=5, num_workers=2)])
+    want = torch.stack([ds[i][0] for i in range(len(ds))])
+    assert got.shape == want.shape == (len(ds), 1, 32, 32) and got.dtype == torch.float32
+    assert torch.equal(got, want)
+
+
+def test_what_one_grey_channel_makes_otherwise_runs_in_python_or_goes_to_torch(png_folder):
+    """A tensor kernel after `Grayscale()` (torch leaves one channel as it is where it mixes
+    three) runs in Python after the native resize; a three-channel `Normalize` after it (torch
+    refuses it on one channel) sends the loader to torch's, which raises torch's error."""
+    ds = datasets.ImageFolder(png_folder, T.Compose([T.Resize((40, 40)), T.Grayscale(), T.PILToTensor(), T.ColorJitter(saturation=(0.5, 0.5))]))
+    with pytest.warns(PythonTailWarning):
+        loader = DataLoader(ds, batch_size=4)
+    got = torch.cat([x for x, _ in loader])
+    assert torch.equal(got, torch.stack([ds[i][0] for i in range(len(ds))]))
+    ds.transform = T.Compose([T.Grayscale(), T.Resize((40, 40)), T.ToTensor(), T.Normalize((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))])
+    with pytest.warns(FallbackWarning, match="Normalize with three channels"):
+        loader = DataLoader(ds, batch_size=4)
+    with pytest.raises(RuntimeError):
+        next(iter(loader))
+
+
 def test_bicubic_resizes_are_within_two_levels_and_rarely_beyond_one(png_folder):
     """Bicubic resamples across, then down, as Pillow does (the other order clips its
     overshoot between the passes and differed by up to 6 levels at hard edges); what remains is

@@ -306,6 +306,12 @@ pub struct Pipeline {
     /// from other places in the file.
     #[serde(default, skip_serializing_if = "ExifReader::is_pillow")]
     pub exif_reader: ExifReader,
+    /// The user's transform gives grey images of one channel (torchvision's
+    /// `Grayscale(num_output_channels=1)`, a `pil_grayscale` op at the top level, always
+    /// applied): the batch keeps three channels, all equal, and the Python package hands out
+    /// the first. The ops after the grey conversion must treat channels alike (it checks).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub single_channel: bool,
 }
 
 /// Whose reading of an image's EXIF orientation a pipeline turns it by.
@@ -343,6 +349,7 @@ impl Pipeline {
             ops: Vec::new(),
             exif_orientation: false,
             exif_reader: ExifReader::Pillow,
+            single_channel: false,
         }
     }
 

@@ -529,6 +529,16 @@ impl Pipeline {
     }
 
     fn validate(&self, dtype: Dtype, boxes: bool) -> Result<Plan, PipelineError> {
+        if self.single_channel
+            && !self
+                .ops
+                .iter()
+                .any(|op| matches!(op, Op::PilGrayscale(g) if g.p >= 1.0))
+        {
+            return Err(PipelineError::Shape(
+                "single_channel needs a pil_grayscale op with p = 1 (the images made grey)".into(),
+            ));
+        }
         let mut phases = Phases::default();
         for (at, op) in self.ops.iter().enumerate() {
             op.check()?;
@@ -1309,6 +1319,21 @@ mod tests {
             let a = flipped.sample(3, 0, i, (49, 36), None).unwrap().crop;
             let b = kept.sample(3, 0, i, (49, 36), None).unwrap().crop;
             assert_eq!((a.left, a.top), (15.0 - b.left, b.top));
+        }
+    }
+
+    #[test]
+    fn a_single_channel_pipeline_must_make_its_images_grey() {
+        let text = |grey: &str| {
+            format!(
+                "name = 'g'\nsingle_channel = true\n[[ops]]\nop = 'resize'\nsize = [8, 8]\n{grey}"
+            )
+        };
+        let plan = |t: &str| Pipeline::from_toml(t, "g.toml").unwrap().plan(Dtype::U8);
+        assert!(plan(&text("[[ops]]\nop = 'pil_grayscale'\n")).is_ok());
+        for refused in ["", "[[ops]]\nop = 'pil_grayscale'\np = 0.5\n"] {
+            let err = plan(&text(refused)).unwrap_err().to_string();
+            assert!(err.contains("single_channel"), "{err}");
         }
     }
 
