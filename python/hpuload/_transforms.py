@@ -15,7 +15,7 @@ the image is at that step: Pillow's on a PIL image (its nearest resize, its warp
 for the hue; the other colour ops agree with the tensor kernels within a level), the v2 tensor
 kernels on a uint8 tensor (after PILToTensor or ToImage); then the conversion to float and
 Normalize; then RandomErasing. Flips may come between a resize and its crop (the crop is cut
-at the mirrored offset). `Grayscale()` with one output channel (Pillow's "L" image) makes the
+at the mirrored offset), and so may ops that change each pixel alone (run on the crop). `Grayscale()` with one output channel (Pillow's "L" image) makes the
 pipeline `single_channel`: three equal channels, of which the loader hands out the first.
 """
 
@@ -607,9 +607,11 @@ def translate(transform: Any, video: bool = False, clip_format: str = "TCHW"):
       frames and converts after: the same values but for the rounding, under one level);
     - `Resize(antialias=False)` resizes from the two nearest pixels per axis, as torch's
       tensor resize does without antialiasing;
-    - flips and `Normalize` may come before `RandomCrop`/`CenterCrop` (a flip before a crop at
-      offset `x` is the crop at the mirrored offset, flipped, which hpuload cuts: exact for a
-      centre crop with an odd margin too);
+    - flips, `Normalize` and pixel ops that change each pixel alone (`ColorJitter` without
+      contrast, grey, invert, posterize, solarize) may come before `RandomCrop`/`CenterCrop`
+      (a flip before a crop at offset `x` is the crop at the mirrored offset, flipped, which
+      hpuload cuts: exact for a centre crop with an odd margin too; the others run on the
+      crop);
     - pixel ops (`ColorJitter`, `Grayscale`, `GaussianBlur`, the auto-augment policies, ...)
       on the uint8 clip after its crop or resize run hpuload's kernels, which are torchvision's
       tensor kernels on uint8, one draw per clip for all its frames (on a float clip they are
@@ -696,10 +698,10 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
             pad = t
             continue
         # Flips since the resize may come before its crop (hpuload cuts the crop at the
-        # mirrored offset where one falls, then flips it); on a video, the float conversion
-        # and Normalize may too (they commute with a crop).
-        flips_only = all(op["op"] in ("random_horizontal_flip", "random_vertical_flip") for op in pixel) and not erasing
-        croppable = flips_only and (video or dtype is None)
+        # mirrored offset where one falls, then flips it), and ops that change each pixel on
+        # its own (they run on the crop instead, the same bytes); on a video, the float
+        # conversion and Normalize may too (they commute with a crop).
+        croppable = all(_is_flip(op) or _pointwise(op) for op in pixel) and not erasing and (video or dtype is None)
         if _is(t, "RandomResizedCrop") or _is_timm(t, "RandomResizedCropAndInterpolation"):
             if dtype is not None or geometry or pixel:
                 raise Unsupported(f"{name} must come first, before any pixel op or tensor conversion")
@@ -756,16 +758,16 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
         elif _is(t, "CenterCrop"):
             if not croppable:
                 raise Unsupported("CenterCrop after a pixel op or the conversion to float")
-            geometry += pixel
-            pixel = []
+            geometry += [op for op in pixel if _is_flip(op)]
+            pixel = [op for op in pixel if not _is_flip(op)]
             # An image smaller than the crop is padded with black, as torchvision pads it
             # (a clip's frames share one size, checked when the loader is built).
             geometry.append({"op": "center_crop", "size": _hw(t.size, name), "pad": not video})
         elif _is(t, "RandomCrop"):
             if not croppable:
                 raise Unsupported("RandomCrop after a pixel op or the conversion to float")
-            geometry += pixel
-            pixel = []
+            geometry += [op for op in pixel if _is_flip(op)]
+            pixel = [op for op in pixel if not _is_flip(op)]
             op = {"op": "random_crop", "size": _hw(t.size, name)}
             if pad is not None:
                 if getattr(t, "padding", None) or getattr(t, "pad_if_needed", False):
@@ -934,6 +936,26 @@ def _one_channel_step(t: Any, op: dict, name: str, single: bool, *, pil: bool, f
         raise Unsupported("Grayscale(num_output_channels=3) after Grayscale(num_output_channels=1) (three channels again)")
     if single and not pil and not flip:
         raise Unsupported(f"{name} on a tensor after Grayscale(num_output_channels=1)")
+
+
+def _is_flip(op: dict) -> bool:
+    return op["op"] in ("random_horizontal_flip", "random_vertical_flip")
+
+
+#: Ops that compute each output pixel from the same input pixel alone, whatever they draw.
+_POINTWISE = {"random_grayscale", "pil_grayscale", "random_invert", "random_posterize", "random_solarize"}
+
+
+def _pointwise(op: dict) -> bool:
+    """Whether `op` changes each pixel on its own (so it gives the same bytes before a crop
+    or after it): `ColorJitter` without contrast (whose mean grey is the whole image's), grey,
+    invert, posterize, solarize, and random choices of them."""
+    kind = op["op"]
+    if kind in ("random_apply", "random_choice", "random_order"):
+        return all(_pointwise(inner) for inner in op["ops"])
+    if kind == "color_jitter":
+        return "contrast" not in op
+    return kind in _POINTWISE
 
 
 def _within(t: Any):

@@ -134,6 +134,34 @@ def test_a_flip_between_the_resize_and_its_centre_crop_gives_torchvisions_bytes_
     assert torch.equal(got, want)
 
 
+@pytest.mark.parametrize("flavour", ["v1", "v2"])
+def test_pixel_ops_that_change_each_pixel_alone_between_the_resize_and_its_crop_give_torchvisions_bytes(png_folder, flavour):
+    """A resize, then brightness, saturation, hue, invert and solarize (each pixel on its own,
+    so the same before the crop or after it), then the crop: natively, torchvision's bytes."""
+    M = T if flavour == "v1" else v2
+    steps = [
+        M.Resize(61),
+        M.ColorJitter(brightness=(0.7, 0.7)),
+        M.RandomHorizontalFlip(1.0),
+        M.ColorJitter(saturation=(1.3, 1.3)),
+        M.ColorJitter(hue=(-0.1, -0.1)),
+        M.RandomInvert(1.0),
+        M.RandomSolarize(100, 1.0),
+        M.CenterCrop((40, 52)),
+    ]
+    got, want = outputs(png_folder, steps, M)
+    assert torch.equal(got, want)
+
+
+def test_a_contrast_between_the_resize_and_its_crop_goes_to_torchs_loader_named(png_folder):
+    """Contrast's mean grey is the whole resized image's, not the crop's, and the resize
+    alone gives each image its own shape: torch's loader runs it, the message naming why."""
+    ds = datasets.ImageFolder(png_folder, T.Compose([T.Resize(61), T.ColorJitter(contrast=(0.6, 0.6)), T.CenterCrop(40), T.PILToTensor()]))
+    with pytest.warns(FallbackWarning, match="color_jitter must follow the crop"):
+        loader = DataLoader(ds, batch_size=4)
+    assert torch.equal(torch.cat([x for x, _ in loader]), torch.stack([ds[i][0] for i in range(len(ds))]))
+
+
 def test_a_random_flip_between_the_resize_and_a_random_crop_gives_a_crop_torchvision_could_draw(png_folder):
     """`Resize(61), RandomHorizontalFlip(), RandomCrop(40)`, natively: each sample is
     torchvision's flipped or unflipped resize cut at an offset `RandomCrop` can draw, and

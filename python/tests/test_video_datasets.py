@@ -934,6 +934,27 @@ def test_a_flip_before_a_centre_crop_with_an_odd_margin_gives_torchs_clips(decod
         assert within_rounding(x, wx, decoder)
 
 
+def test_pixel_ops_that_change_each_pixel_alone_before_the_crop_give_torchs_clips(same_frames, kinetics_root):
+    """A uint8 clip resized, then brightness and saturation (each pixel on its own) and a flip
+    before the crop: natively, torchvision's pixels within one level (the resize's)."""
+    transform = v2.Compose(
+        [
+            v2.Resize((36, 49)),
+            v2.ColorJitter(brightness=(0.7, 0.7)),
+            v2.RandomHorizontalFlip(1.0),
+            v2.ColorJitter(saturation=(1.3, 1.3)),
+            v2.CenterCrop((32, 40)),
+            v2.ToDtype(torch.float32, scale=True),
+            ConvertBCHWtoCBHW(),
+        ]
+    )
+    data = kinetics(kinetics_root, transform)
+    got, want = torch_and_hpuload(data, UniformClipSampler(data.video_clips, 1), more_than=0)
+    for (x, y), (wx, wy) in zip(got, want):
+        assert x.shape == wx.shape and torch.equal(y, wy)
+        assert ((x - wx).abs() * 255).round().max() <= 1
+
+
 def test_a_clip_sampler_s_order_is_followed_each_epoch(decoder, kinetics_root):
     data = kinetics(kinetics_root, preset_eval())
     sampler = RandomClipSampler(data.video_clips, 3)
