@@ -83,6 +83,17 @@ def drawn_ops(loader, files, rrc, steps, epochs=(0, 1)):
     return ops
 
 
+def same_batches_on_both_backends(ds, batch_size=8):
+    """Checks that hpuload's batches over `ds`, natively on the CPU backend and on the
+    engine's, are torch's DataLoader's, byte for byte."""
+    want = theirs(ds, batch_size)
+    for backend in ("cpu", "auto"):
+        ours = list(native(lambda: DataLoader(ds, batch_size=batch_size, backend=backend)))
+        assert len(ours) == len(want)
+        for (x, y), (want_x, want_y) in zip(ours, want):
+            assert torch.equal(x, want_x) and torch.equal(y, want_y), backend
+
+
 def ops_on_a_constant_image(tmp_path, steps, n, seed=1):
     """hpuload's plans for `n` samples of one 8x8 photo through `Resize(8, 8)` then `steps`:
     the pixel ops drawn for each, in order (the draws alone, no pixels)."""
@@ -1220,13 +1231,7 @@ def test_a_fixed_clahe_before_a_resize_gives_the_datasets_own_batches(jpeg_folde
     path)."""
     files, labels = files_of(jpeg_folder)
     tf = A.Compose([A.CLAHE(clip_limit=(2.5, 2.5), p=1.0), A.Resize(40, 52), ToTensorV2()])
-    ds = LeafDataset(files, labels, tf)
-    want = theirs(ds, 8)
-    for backend in ("cpu", "auto"):
-        ours = list(native(lambda: DataLoader(ds, batch_size=8, backend=backend)))
-        assert len(ours) == len(want)
-        for (x, y), (xw, yw) in zip(ours, want):
-            assert torch.equal(x, xw) and torch.equal(y, yw), backend
+    same_batches_on_both_backends(LeafDataset(files, labels, tf))
 
 
 def test_image_compression_to_webp_is_left_to_albumentations():
@@ -1269,13 +1274,7 @@ def test_steps_before_a_resize_give_the_datasets_own_batches(jpeg_folder):
     files, labels = files_of(jpeg_folder)
     steps = [A.HorizontalFlip(p=1.0), A.ToGray(p=1.0), A.Posterize(num_bits=5, p=1.0),
              A.ImageCompression(quality_range=(55, 55), p=1.0), A.Resize(40, 52), A.Normalize(mean=MEAN, std=STD), ToTensorV2()]
-    ds = LeafDataset(files, labels, A.Compose(steps))
-    want = theirs(ds, 8)
-    for backend in ("cpu", "auto"):
-        ours = list(native(lambda: DataLoader(ds, batch_size=8, backend=backend)))
-        assert len(ours) == len(want)
-        for (x, y), (want_x, want_y) in zip(ours, want):
-            assert torch.equal(x, want_x) and torch.equal(y, want_y), backend
+    same_batches_on_both_backends(LeafDataset(files, labels, A.Compose(steps)))
 
 
 def test_a_turn_before_the_resize_is_left_to_torchs_loader(jpeg_folder):
