@@ -15,8 +15,9 @@ the image is at that step: Pillow's on a PIL image (its nearest resize, its warp
 for the hue; the other colour ops agree with the tensor kernels within a level), the v2 tensor
 kernels on a uint8 tensor (after PILToTensor or ToImage); then the conversion to float and
 Normalize; then RandomErasing. Flips may come between a resize and its crop (the crop is cut
-at the mirrored offset), and so may ops that change each pixel alone (run on the crop). `Grayscale()` with one output channel (Pillow's "L" image) makes the
-pipeline `single_channel`: three equal channels, of which the loader hands out the first.
+at the mirrored offset), and so may ops that change each pixel alone (run on the crop).
+`Grayscale()` with one output channel (Pillow's "L" image) makes the pipeline
+`single_channel`: three equal channels, of which the loader hands out the first.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import contextvars
 import json
 import math
+import types
 from typing import Any
 
 
@@ -774,8 +776,6 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
                     raise Unsupported("RandomCrop with padding of its own after Pad")
                 # `Pad` then `RandomCrop` is `RandomCrop` with that padding: its crop is drawn
                 # on the padded image either way.
-                import types
-
                 shim = types.SimpleNamespace(padding=pad.padding, fill=pad.fill, padding_mode=pad.padding_mode, pad_if_needed=False)
                 op.update(_crop_padding(shim, "Pad", after_resize=False))
                 pad = None
@@ -855,12 +855,10 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
             op = _pixel_op(t, pil=not image_tensor and dtype is None)
             if op is None:
                 raise Unsupported(f"transform {_unsupported_name(t)} is not one hpuload implements")
-            flip = op["op"] in ("random_horizontal_flip", "random_vertical_flip")
+            flip = _is_flip(op)
             _one_channel_step(t, op, name, single, pil=not image_tensor and dtype is None, flip=flip)
-            if op.pop("single_channel", False):
-                if video:
-                    raise Unsupported("Grayscale(num_output_channels=1) of a video's clip")
-                single = True
+            # Only a PIL image's grey makes one channel (`_pixel_op`): never a video's clip.
+            single = op.pop("single_channel", False) or single
             if not geometry:
                 if video or image_tensor or dtype is not None:
                     raise Unsupported(f"{name} before the crop or resize, on a tensor")
