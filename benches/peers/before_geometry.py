@@ -7,11 +7,14 @@ loader (a FallbackWarning):
 - `grey`: an X-ray script's one grey channel (`Grayscale()`, `Resize((224, 224))`,
   `RandomHorizontalFlip()`, `ToTensor()`, `Normalize((0.5,), (0.5,))`); native since session 78;
 - `flip_crop`: a flip between the resize and its crop (`Resize(256)`,
-  `RandomHorizontalFlip()`, `CenterCrop(224)`, `ToTensor`, `Normalize`); native since session 78.
+  `RandomHorizontalFlip()`, `CenterCrop(224)`, `ToTensor`, `Normalize`); native since session 78;
+- `rot_between`: a rotation and a colour jitter between the resize and its crop (`Resize(256)`,
+  `RandomRotation(15)`, `ColorJitter(0.4, 0.4, 0.4)`, `CenterCrop(224)`, `ToTensor`,
+  `Normalize`); native since session 79, on each whole resize.
 Prints one JSON line: the loader's type and images/s over the measured epochs (the first warms
 up).
 
-usage: python before_geometry.py --data DIR --loader hpuload|torch [--script before|grey|flip_crop]
+usage: python before_geometry.py --data DIR --loader hpuload|torch [--script before|grey|flip_crop|rot_between]
        [--epochs 1] [--workers 2] [--batch 64]
 """
 
@@ -31,7 +34,7 @@ def main():
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--script", choices=["before", "grey", "flip_crop"], default="before")
+    ap.add_argument("--script", choices=["before", "grey", "flip_crop", "rot_between"], default="before")
     a = ap.parse_args()
     if a.loader == "hpuload":
         from hpuload.torch import DataLoader
@@ -43,6 +46,8 @@ def main():
                    T.ToTensor(), norm],
         "grey": [T.Grayscale(), T.Resize((224, 224)), T.RandomHorizontalFlip(), T.ToTensor(), T.Normalize((0.5,), (0.5,))],
         "flip_crop": [T.Resize(256), T.RandomHorizontalFlip(), T.CenterCrop(224), T.ToTensor(), norm],
+        "rot_between": [T.Resize(256), T.RandomRotation(15), T.ColorJitter(0.4, 0.4, 0.4), T.CenterCrop(224), T.ToTensor(),
+                        norm],
     }[a.script])
     ds = datasets.ImageFolder(a.data, tf)
     loader = DataLoader(ds, batch_size=a.batch, shuffle=True, num_workers=a.workers, drop_last=True,

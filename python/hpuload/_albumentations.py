@@ -14,7 +14,8 @@ hpuload's pipeline ops, each computed as albumentations computes it on a uint8 R
   mirrored offset where the flip falls, then flipped, which is the crop of the flipped resize);
   an `Affine` or `ShiftScaleRotate` between `SmallestMaxSize` and its crop (albumentations'
   classification example) warps the whole resize, drawn on its size, and only the crop's
-  part of the warp is computed; `LongestMaxSize(max_size)` then `PadIfNeeded` (centred, a
+  part of the warp is computed; any other pixel step there runs on each whole resize, drawn
+  on its size, before the crop is cut; `LongestMaxSize(max_size)` then `PadIfNeeded` (centred, a
   constant fill, to at least `max_size` on both sides): the resize centred on the fill;
 - after it, `HorizontalFlip(p)`, `VerticalFlip(p)`, `Transpose(p)` and `RandomRotate90(p)`
   (of a square image), `Affine` and `ShiftScaleRotate` (bilinear: OpenCV 5's `warpAffine`,
@@ -191,7 +192,7 @@ def _translate(steps: list, *, open_end: bool) -> tuple[str, str]:
             continue
         if name in ("CenterCrop", "RandomCrop"):
             ops.append(_crop(t, geometry, size))
-            if geometry in ("SmallestMaxSize", "SmallestMaxSize+warp", "SmallestMaxSize+flip") and max(ops[-1]["size"]) > side:
+            if geometry in ("SmallestMaxSize", "SmallestMaxSize+warp", "SmallestMaxSize+flip", "SmallestMaxSize+ops") and max(ops[-1]["size"]) > side:
                 raise Unsupported(f"albumentations' {name} {ops[-1]['size']} larger than SmallestMaxSize's {side}")
             size, geometry = _size(t), name
             continue
@@ -203,6 +204,12 @@ def _translate(steps: list, *, open_end: bool) -> tuple[str, str]:
             # Warped whole, at the size SmallestMaxSize gives each image, then cropped.
             ops.append(_affine(t))
             geometry = "SmallestMaxSize+warp"
+            continue
+        if geometry in ("SmallestMaxSize", "SmallestMaxSize+flip", "SmallestMaxSize+ops") and (name in _PIXEL_OPS or name in _COMPOSITIONS):
+            # Between the resize and its crop: hpuload runs it (and the flips before it) on
+            # each whole resize, drawn on its size, then cuts the crop, as albumentations does.
+            ops.append(_pixel_op(t, None))
+            geometry = "SmallestMaxSize+ops"
             continue
         if size is None and geometry is None and (name in _PIXEL_OPS or name in _COMPOSITIONS):
             # Before any resize or crop: on the whole image, as albumentations runs it.

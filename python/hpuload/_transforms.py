@@ -758,18 +758,12 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
                 }
             )
         elif _is(t, "CenterCrop"):
-            if not croppable:
-                raise Unsupported("CenterCrop after a pixel op or the conversion to float")
-            geometry += [op for op in pixel if _is_flip(op)]
-            pixel = [op for op in pixel if not _is_flip(op)]
+            pixel = _before_crop(pixel, geometry, croppable, "CenterCrop", video=video, on_float=dtype is not None or bool(erasing))
             # An image smaller than the crop is padded with black, as torchvision pads it
             # (a clip's frames share one size, checked when the loader is built).
             geometry.append({"op": "center_crop", "size": _hw(t.size, name), "pad": not video})
         elif _is(t, "RandomCrop"):
-            if not croppable:
-                raise Unsupported("RandomCrop after a pixel op or the conversion to float")
-            geometry += [op for op in pixel if _is_flip(op)]
-            pixel = [op for op in pixel if not _is_flip(op)]
+            pixel = _before_crop(pixel, geometry, croppable, "RandomCrop", video=video, on_float=dtype is not None or bool(erasing))
             op = {"op": "random_crop", "size": _hw(t.size, name)}
             if pad is not None:
                 if getattr(t, "padding", None) or getattr(t, "pad_if_needed", False):
@@ -934,6 +928,24 @@ def _one_channel_step(t: Any, op: dict, name: str, single: bool, *, pil: bool, f
         raise Unsupported("Grayscale(num_output_channels=3) after Grayscale(num_output_channels=1) (three channels again)")
     if single and not pil and not flip:
         raise Unsupported(f"{name} on a tensor after Grayscale(num_output_channels=1)")
+
+
+def _before_crop(pixel: list[dict], geometry: list[dict], croppable: bool, name: str, *, video: bool, on_float: bool) -> list[dict]:
+    """Places the pixel ops read between a resize and its crop (`name`): the flips go into
+    `geometry` before the crop (hpuload cuts the crop at the mirrored offset where one falls),
+    and the ops that change each pixel on its own stay pixel ops, run on the crop (returned);
+    when any other is among them (a rotation, a blur, a contrast), all of them go into
+    `geometry` in order, and hpuload runs them on each whole resize, then cuts the crop, as
+    torchvision does (on images, on the CPU path). `Unsupported` where that cannot be: on a
+    video (whose frames are resampled to the output directly), on a float image, or without
+    a resize before the crop."""
+    if croppable:
+        geometry += [op for op in pixel if _is_flip(op)]
+        return [op for op in pixel if not _is_flip(op)]
+    if video or on_float or not geometry or geometry[-1]["op"] not in ("resize", "random_resize"):
+        raise Unsupported(f"{name} after a pixel op or the conversion to float")
+    geometry += pixel
+    return []
 
 
 def _is_flip(op: dict) -> bool:

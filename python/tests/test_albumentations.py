@@ -136,13 +136,21 @@ def test_a_resize_gives_opencvs_and_albumentations_bytes_batch_for_batch(jpeg_fo
         # resize is not the flipped crop.
         lambda: [A.SmallestMaxSize(max_size=41), A.HorizontalFlip(p=1.0), A.CenterCrop(height=40, width=33)],
         lambda: [A.Resize(87, 95), A.VerticalFlip(p=1.0), A.HorizontalFlip(p=1.0), A.CenterCrop(height=40, width=32)],
+        # Pixel steps between the resize and its crop: on the whole resize (a contrast around
+        # its mean grey, a blur to its edges), then the crop.
+        lambda: [A.SmallestMaxSize(max_size=41), A.HorizontalFlip(p=1.0),
+                 A.RandomBrightnessContrast(brightness_limit=(0.1, 0.1), contrast_limit=(-0.3, -0.3), p=1.0),
+                 A.Blur(blur_limit=(5, 5), p=1.0), A.VerticalFlip(p=1.0), A.CenterCrop(height=40, width=33)],
+        lambda: [A.SmallestMaxSize(max_size=64), A.CLAHE(p=1.0), A.CenterCrop(height=48, width=48)],
     ],
     ids=["smallest-160-crop-128", "smallest-41", "smallest-333", "resize-then-crop", "crop-alone",
-         "longest-64-pad", "longest-61-pad-odd", "longest-600", "smallest-flip-crop", "resize-flips-crop"],
+         "longest-64-pad", "longest-61-pad-odd", "longest-600", "smallest-flip-crop", "resize-flips-crop",
+         "smallest-ops-crop", "smallest-clahe-crop"],
 )
 def test_the_evaluation_crops_give_albumentations_bytes_batch_for_batch(jpeg_folder, steps):
     """albumentations' evaluation transforms (its classification example's `SmallestMaxSize`
-    then `CenterCrop`, a `Resize` then a `CenterCrop`, flips between a resize and its crop, a
+    then `CenterCrop`, a `Resize` then a `CenterCrop`, flips and pixel steps between a
+    resize and its crop, a
     crop alone, `LongestMaxSize` then `PadIfNeeded`), then `Normalize`: every value is the Dataset's own, bit for bit, with
     albumentations' centre (`(size - crop) // 2`, not torchvision's rounding), its rounded
     sides and its padding (centred, the fill as OpenCV rounds it), shrinking and enlarging."""

@@ -153,13 +153,58 @@ def test_pixel_ops_that_change_each_pixel_alone_between_the_resize_and_its_crop_
     assert torch.equal(got, want)
 
 
-def test_a_contrast_between_the_resize_and_its_crop_goes_to_torchs_loader_named(png_folder):
-    """Contrast's mean grey is the whole resized image's, not the crop's, and the resize
-    alone gives each image its own shape: torch's loader runs it, the message naming why."""
-    ds = datasets.ImageFolder(png_folder, T.Compose([T.Resize(61), T.ColorJitter(contrast=(0.6, 0.6)), T.CenterCrop(40), T.PILToTensor()]))
-    with pytest.warns(FallbackWarning, match="color_jitter must follow the crop"):
-        loader = DataLoader(ds, batch_size=4)
-    assert torch.equal(torch.cat([x for x, _ in loader]), torch.stack([ds[i][0] for i in range(len(ds))]))
+@pytest.mark.parametrize("flavour", ["v1", "v2"])
+@pytest.mark.parametrize("resize", [61, (61, 75)])
+@pytest.mark.parametrize("between", ["contrast", "rotation", "blur", "autocontrast_sharpness"])
+def test_pixel_ops_between_the_resize_and_its_crop_run_on_the_whole_resize_with_torchvisions_bytes(png_folder, flavour, resize, between):
+    """A contrast (its mean grey the whole resize's), a rotation (about the resize's centre), a
+    blur (its edges the resize's), autocontrast and sharpness between a resize and its centre
+    crop, among flips: hpuload runs them on each whole resize, then cuts the crop, natively;
+    the bytes are torchvision's, the engine backend's too (such samples take the CPU path),
+    but for the blur's float rounding (a level, in a few values, as after the crop)."""
+    M = T if flavour == "v1" else v2
+    op = {
+        "contrast": [M.ColorJitter(contrast=(0.6, 0.6))],
+        "rotation": [M.RandomRotation((12, 12))],
+        "blur": [M.GaussianBlur(5, sigma=(1.3, 1.3))],
+        "autocontrast_sharpness": [M.RandomAutocontrast(1.0), M.RandomAdjustSharpness(2.5, 1.0)],
+    }[between]
+    steps = [M.Resize(resize), M.RandomVerticalFlip(1.0), *op, M.RandomHorizontalFlip(1.0), M.CenterCrop((40, 52))]
+    for backend in ("cpu", "auto"):
+        got, want = outputs(png_folder, steps, M, backend=backend)
+        assert got.shape == want.shape
+        diff = (got.int() - want.int()).abs()
+        levels, share = (1, 1e-3) if between == "blur" else (0, 0)
+        assert diff.max().item() <= levels and (diff > 0).float().mean().item() <= share, (
+            f"{backend}: {int((diff > 0).sum())} values differ, by up to {diff.max().item()}"
+        )
+
+
+def test_a_rotation_between_the_resize_and_a_random_crop_gives_a_crop_of_torchvisions_rotated_resize(png_folder):
+    """`Resize(61), RandomRotation((12, 12)), RandomCrop(40)`, natively: each sample is
+    torchvision's rotated resize cut at an offset `RandomCrop` can draw, and the offsets vary."""
+    from PIL import Image
+    from torchvision.transforms import functional as F
+
+    ds = datasets.ImageFolder(png_folder, T.Compose([T.Resize(61), T.RandomRotation((12, 12)), T.RandomCrop(40), T.PILToTensor()]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(ds, batch_size=4, backend="cpu", seed=3)
+    offsets = set()
+    for _ in range(2):
+        got = torch.cat([x for x, _ in loader])
+        for index, (path, _) in enumerate(ds.samples):
+            whole = F.pil_to_tensor(F.rotate(F.resize(Image.open(path).convert("RGB"), 61), 12.0))
+            h, w = whole.shape[-2:]
+            found = [
+                (top, left)
+                for top in range(h - 40 + 1)
+                for left in range(w - 40 + 1)
+                if torch.equal(got[index], whole[:, top : top + 40, left : left + 40])
+            ]
+            assert found, f"sample {index} is no crop of torchvision's rotated resize"
+            offsets.add(found[0])
+    assert len(offsets) > 4
 
 
 def test_a_random_flip_between_the_resize_and_a_random_crop_gives_a_crop_torchvision_could_draw(png_folder):

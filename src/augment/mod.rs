@@ -83,7 +83,7 @@ pub use pil::resample::{set_pass_order as set_pillow_pass_order, PassOrder as Pi
 pub use pixel::{AugMixPlan, PilEnhance, PilFilter, PixelOp, Scratch, Warp};
 pub(crate) use plan::Plan;
 pub use plan::SamplePlan;
-pub use run::{apply, PixelPlan, PixelStage, Placed, Warped};
+pub use run::{apply, Cut, PixelPlan, PixelStage, Placed, Warped};
 pub use spec::OpKind;
 pub use timm::{
     Hparams as TimmHparams, PolicyOp as TimmPolicyOp, TimmAugMix, TimmAutoAugment, TimmOp,

@@ -19,7 +19,7 @@ use super::geometry::{
 use super::kernel::Normalize;
 use super::op::{ExifReader, Op, Pipeline};
 use super::pixel::PixelOp;
-use super::run::{PixelPlan, Placed, Warped};
+use super::run::{Cut, PixelPlan, Placed, Warped};
 use super::spec::OpSpec;
 use crate::dtype::Dtype;
 use crate::rng::{CounterRng, Stream};
@@ -107,6 +107,10 @@ pub(crate) struct Plan {
     /// RandomHorizontalFlip(), CenterCrop(224)`): each sample's crop is cut at the offset
     /// mirrored as they fell, and they run on the crop, first of the pixel ops.
     crop_flips: Vec<(usize, Op)>,
+    /// Pixel ops between a resize and its crop that are not flips (torchvision's
+    /// `Resize(256), RandomRotation(15), CenterCrop(224)`): each sample's whole resize is made,
+    /// they run on it (the flips read before them too), and the crop is cut from it.
+    mid: Vec<(usize, Op)>,
     /// A warp of the whole resize before its crop, with its position (albumentations'
     /// `ShiftScaleRotate` between `SmallestMaxSize` and the crop).
     pre_crop: Option<(usize, AlbuAffine)>,
@@ -159,6 +163,8 @@ struct Phases {
     pixel: Vec<(usize, Op)>,
     /// Flips read between a resize and its crop.
     crop_flips: Vec<(usize, Op)>,
+    /// Pixel ops read between a resize and its crop, from the first that is not a flip on.
+    mid: Vec<(usize, Op)>,
     /// Pixel ops read before any crop, resize or box-moving op: a classification pipeline
     /// runs them on the whole decoded image (albumentations' steps before its resize).
     before: Vec<(usize, Op)>,
@@ -326,8 +332,7 @@ impl Phases {
             // processors' sizes give): a window of the resized image.
             &(Op::CenterCrop(CenterCrop { size, .. })
             | Op::RandomCrop(RandomCrop { size, .. }))
-                if self.pixel.iter().all(|(_, op)| op.is_flip())
-                    && matches!(self.geometry, Some((Geometry::Resize { .. }, _, _))) =>
+                if matches!(self.geometry, Some((Geometry::Resize { .. }, _, _))) =>
             {
                 let name = op.name();
                 self.late(name)?;
@@ -347,8 +352,16 @@ impl Phases {
                     )));
                 }
                 if out != (h, w) {
-                    // Flips read since the resize come before the crop.
-                    self.crop_flips = std::mem::take(&mut self.pixel);
+                    // Flips read since the resize come before the crop; other pixel ops run
+                    // on the whole resize, then the crop is cut.
+                    if self.pixel.iter().all(|(_, op)| op.is_flip()) {
+                        self.crop_flips = std::mem::take(&mut self.pixel);
+                    } else {
+                        self.mid = std::mem::take(&mut self.pixel);
+                        if let Some((_, op)) = self.mid.iter().find(|(_, op)| op.needs_square()) {
+                            return Err(between_resize_and_crop(op.name()));
+                        }
+                    }
                     let resize = Some(Prescale::Exact(h, w));
                     let geometry = crop_geometry(op, resize, out);
                     // The crop's random stream is its own position in the pipeline.
@@ -432,7 +445,10 @@ impl Phases {
                 if self.resize_short.is_some() && self.pre_crop.is_none() =>
             {
                 self.late(op.name())?;
-                self.crop_flips.push((at, op.clone()));
+                match self.mid.is_empty() {
+                    true => self.crop_flips.push((at, op.clone())),
+                    false => self.mid.push((at, op.clone())),
+                }
             }
             Op::RandomHorizontalFlip(f) if !self.geometry_done() && self.pixel.is_empty() => {
                 self.det.flip = Some((at, f.p));
@@ -452,7 +468,8 @@ impl Phases {
             Op::AlbuAffine(affine)
                 if matches!(self.resize_short, Some((Prescale::ShortRounded(_), _)))
                     && self.pre_crop.is_none()
-                    && self.crop_flips.is_empty() =>
+                    && self.crop_flips.is_empty()
+                    && self.mid.is_empty() =>
             {
                 self.late("albu_affine")?;
                 self.pre_crop = Some((at, *affine));
@@ -464,13 +481,23 @@ impl Phases {
                 debug_assert!(pixel_op.kind().is_pixel(), "{pixel_op:?}");
                 // Before the geometry: on the whole decoded image (a classification
                 // pipeline's), unless it turns rows into columns (a shape per image). Between
-                // a resize of the shorter side and its crop, nothing.
+                // a resize of the shorter side and its crop, on the whole resize.
                 if !self.geometry_done() && !self.boxes_moved() {
                     if self.resize_short.is_some() {
-                        return Err(PipelineError::Order(format!(
-                            "{} must follow the crop or resize that sets the output size",
-                            pixel_op.name()
-                        )));
+                        let name = pixel_op.name();
+                        if self.pre_crop.is_some() {
+                            return Err(PipelineError::Order(format!(
+                                "{name} between albu_affine and its crop (hpuload warps the resize, then cuts the crop)"
+                            )));
+                        }
+                        self.late(name)?;
+                        if pixel_op.needs_square() {
+                            return Err(between_resize_and_crop(name));
+                        }
+                        // The flips read before it run on the whole resize too, in order.
+                        self.mid.append(&mut self.crop_flips);
+                        self.mid.push((at, pixel_op.clone()));
+                        return Ok(());
                     }
                     // Not after `normalize` or erasing: hpuload runs them last.
                     self.late(pixel_op.name())?;
@@ -490,6 +517,13 @@ impl Phases {
         }
         Ok(())
     }
+}
+
+/// The error for an op between a resize and its crop that turns rows into columns.
+fn between_resize_and_crop(name: &str) -> PipelineError {
+    PipelineError::Shape(format!(
+        "{name} between a resize and its crop turns rows into columns: each image would get its own shape; put it after the crop"
+    ))
 }
 
 /// The geometry of a `center_crop` or `random_crop` (`op`) of `out` after `resize`.
@@ -550,6 +584,7 @@ impl Pipeline {
             pre_crop,
             pixel,
             crop_flips,
+            mid,
             before,
             normalize,
             erase,
@@ -627,6 +662,7 @@ impl Pipeline {
             pixel,
             pre: before,
             crop_flips,
+            mid,
             pre_crop,
             normalize,
             erase,
@@ -672,10 +708,13 @@ impl Plan {
     }
 
     /// Whether the resize is reshaped into the output: warped whole before its crop
-    /// ([`Warped`]) or placed on a canvas ([`Placed`], albumentations' `PadIfNeeded`). The
+    /// ([`Warped`]), changed whole by pixel ops before its crop ([`Cut`]) or placed on a
+    /// canvas ([`Placed`], albumentations' `PadIfNeeded`). The
     /// image paths do it; the video paths resample each frame to the output directly.
     pub fn reshapes_resize(&self) -> bool {
-        self.pre_crop.is_some() || matches!(self.geometry, Geometry::Letterbox { .. })
+        self.pre_crop.is_some()
+            || !self.mid.is_empty()
+            || matches!(self.geometry, Geometry::Letterbox { .. })
     }
 
     /// The most pixels an output can have for a `width`x`height` image.
@@ -710,24 +749,13 @@ impl Plan {
         let Some((at, affine)) = &self.pre_crop else {
             return Ok(None);
         };
-        let (resize, out, offset) = match self.geometry {
-            Geometry::CenterCrop { resize, out, floor } => (
-                resize,
-                out,
-                if floor {
-                    geometry::Offset::Floor
-                } else {
-                    geometry::Offset::Centred
-                },
-            ),
-            Geometry::RandomCrop { resize, out } => (resize, out, geometry::Offset::Drawn),
-            _ => return Ok(None),
-        };
-        let mut rng = CounterRng::new(seed, epoch, index as u64, Stream::Crop);
-        let geometry::CropOfResize {
+        let Some(geometry::CropOfResize {
             resized: (rw, rh),
             at: corner,
-        } = geometry::crop_of_resize(width, height, resize, out, offset, &mut rng)?;
+        }) = self.crop_of_resize(seed, epoch, index, (width, height))?
+        else {
+            return Ok(None);
+        };
         let mut drawn = Vec::new();
         let mut rng = CounterRng::for_op(seed, epoch, index as u64, *at);
         affine.draw(&mut rng, (rh, rw), &mut drawn);
@@ -748,6 +776,63 @@ impl Plan {
             fill,
         };
         Ok(Some((whole, warped)))
+    }
+
+    /// Where the crop after a resize is cut for a `width`x`height` image, drawn from the
+    /// crop's stream; `None` when the geometry is no crop of a resize.
+    fn crop_of_resize(
+        &self,
+        seed: u64,
+        epoch: u64,
+        index: usize,
+        (width, height): (u32, u32),
+    ) -> Result<Option<geometry::CropOfResize>, AugmentError> {
+        let (resize, out, offset) = match self.geometry {
+            Geometry::CenterCrop { resize, out, floor } => (
+                resize,
+                out,
+                if floor {
+                    geometry::Offset::Floor
+                } else {
+                    geometry::Offset::Centred
+                },
+            ),
+            Geometry::RandomCrop { resize, out } => (resize, out, geometry::Offset::Drawn),
+            _ => return Ok(None),
+        };
+        let mut rng = CounterRng::new(seed, epoch, index as u64, Stream::Crop);
+        geometry::crop_of_resize(width, height, resize, out, offset, &mut rng).map(Some)
+    }
+
+    /// The pixel ops between a resize and its crop, when the pipeline has them: the window
+    /// that resamples the whole resize of a `width`x`height` image, and the ops (drawn by
+    /// `draw` on the resize's size, as torchvision draws them on the image their step is
+    /// given) with the crop's place in the resize.
+    fn ops_then_crop(
+        &self,
+        seed: u64,
+        epoch: u64,
+        index: usize,
+        (width, height): (u32, u32),
+        mut draw: impl FnMut(usize, &Op, (u32, u32), &mut Vec<PixelOp>),
+    ) -> Result<Option<(CropBox, Cut)>, AugmentError> {
+        if self.mid.is_empty() {
+            return Ok(None);
+        }
+        let Some(geometry::CropOfResize {
+            resized: (rw, rh),
+            at,
+        }) = self.crop_of_resize(seed, epoch, index, (width, height))?
+        else {
+            return Ok(None);
+        };
+        let mut ops = Vec::new();
+        for (op_at, op) in &self.mid {
+            draw(*op_at, op, (rh, rw), &mut ops);
+        }
+        let whole = geometry::window_of_resize((width, height), (rh, rw), (0, 0), (rh, rw));
+        let content = (rh, rw);
+        Ok(Some((whole, Cut { content, at, ops })))
     }
 
     /// Draws the sample's plan for a `width`x`height` image, and its boxes (`objects`) when
@@ -838,9 +923,14 @@ impl Plan {
             vertical: odd(PixelOp::Vflip),
         };
         let warp = self.warp_then_crop(seed, epoch, index, (width, height))?;
+        let cut = self.ops_then_crop(seed, epoch, index, (width, height), &mut draw)?;
+        let whole = warp
+            .as_ref()
+            .map(|(w, _)| *w)
+            .or(cut.as_ref().map(|(w, _)| *w));
         let mut letterbox = None;
-        let crop = match (&detected, &self.geometry, &warp) {
-            (_, _, Some((whole, _))) => *whole,
+        let crop = match (&detected, &self.geometry, &whole) {
+            (_, _, Some(whole)) => *whole,
             (Some(d), _, None) => {
                 let [wl, wt, ww, wh] = d.window;
                 // The window's corner in what is resampled: the image, or the window composed
@@ -964,6 +1054,7 @@ impl Plan {
                     })
                     .or(letterbox),
                 warped: warp.map(|(_, w)| w),
+                cut: cut.map(|(_, c)| c),
             },
             pre,
             detect: detected,
@@ -1323,6 +1414,56 @@ mod tests {
     }
 
     #[test]
+    fn pixel_ops_between_the_resize_and_its_crop_run_on_the_whole_resize_then_it_is_cut() {
+        let plan = |text: &str| Pipeline::from_toml(text, "m.toml").unwrap().plan(Dtype::U8);
+        // A flip, a rotation drawn on the 49x36 resize, another flip, then the centre crop:
+        // all on the whole resize, in order; the crop at the unmirrored centre (8 columns).
+        let text = "name = 'm'\n[[ops]]\nop = 'resize'\nsize = 36\n\
+            [[ops]]\nop = 'random_vertical_flip'\np = 1.0\n\
+            [[ops]]\nop = 'random_rotation'\ndegrees = [10.0, 10.0]\n\
+            [[ops]]\nop = 'random_horizontal_flip'\np = 1.0\n\
+            [[ops]]\nop = 'center_crop'\nsize = [32, 34]\n";
+        let p = plan(text).unwrap();
+        assert!(p.reshapes_resize());
+        let s = p.sample(0, 0, 0, (49, 36), None).unwrap();
+        let c = s.crop;
+        assert_eq!((c.left, c.top, c.width, c.height), (0.0, 0.0, 49.0, 36.0));
+        let cut = s.pixels.cut.as_ref().unwrap();
+        assert_eq!(
+            (cut.content, cut.at, s.pixels.resampled()),
+            ((36, 49), (2, 8), (36, 49))
+        );
+        let [PixelOp::Vflip, PixelOp::Warp(_), PixelOp::Hflip] = &cut.ops[..] else {
+            panic!("{:?}", cut.ops)
+        };
+        assert!(s.pixels.ops.is_empty() && !s.pixels.flip && s.pixels.size == (32, 34));
+        // A resize to [h, w] and a blur before a random crop: the offsets are the crop's
+        // draws, as without the blur.
+        let blurred = "name = 'b'\n[[ops]]\nop = 'resize'\nsize = [40, 50]\n\
+            [[ops]]\nop = 'gaussian_blur'\nkernel_size = [3, 3]\n\
+            [[ops]]\nop = 'random_crop'\nsize = [32, 32]\n";
+        let plain = blurred.replace("[[ops]]\nop = 'gaussian_blur'\nkernel_size = [3, 3]\n", "");
+        let (blurred, plain) = (plan(blurred).unwrap(), plan(&plain).unwrap());
+        for i in 0..20 {
+            let s = blurred.sample(5, 1, i, (80, 60), None).unwrap();
+            let c = plain.sample(5, 1, i, (80, 60), None).unwrap().crop;
+            let cut = s.pixels.cut.unwrap();
+            assert_eq!(cut.content, (40, 50));
+            let at = (f64::from(cut.at.0), f64::from(cut.at.1));
+            let window = geometry::window_of_resize((80, 60), (40, 50), cut.at, (32, 32));
+            assert_eq!((window.top, window.left), (c.top, c.left), "{at:?}");
+            assert!(matches!(cut.ops[..], [PixelOp::GaussianBlur { .. }]));
+        }
+        // A quarter turn there would give each image its own shape.
+        let turned = text.replace(
+            "op = 'random_rotation'\ndegrees = [10.0, 10.0]",
+            "op = 'albu_transpose'\np = 1.0",
+        );
+        let err = plan(&turned).unwrap_err().to_string();
+        assert!(err.contains("between a resize and its crop"), "{err}");
+    }
+
+    #[test]
     fn a_single_channel_pipeline_must_make_its_images_grey() {
         let text = |grey: &str| {
             format!(
@@ -1450,15 +1591,21 @@ mod tests {
             .unwrap()
             .plan(Dtype::U8)
             .is_err());
-        // The warp only between albumentations' resize and its crop.
+        // After torchvision's resize the warp is one of the pixel ops run on the whole
+        // resize before the cut (the whole warp computed, not only the crop's part).
         let after_resize = text.replace(
             "albu_smallest_max_size'\nmax_size = 160",
             "resize'\nsize = 160",
         );
-        assert!(Pipeline::from_toml(&after_resize, "b.toml")
+        let plan = Pipeline::from_toml(&after_resize, "b.toml")
             .unwrap()
             .plan(Dtype::U8)
-            .is_err());
+            .unwrap();
+        let s = plan.sample(1, 0, 0, (500, 375), None).unwrap();
+        assert!(s.pixels.warped.is_none());
+        let cut = s.pixels.cut.unwrap();
+        assert_eq!(cut.content, (160, 213));
+        assert!(matches!(cut.ops[..], [PixelOp::Cv2Affine { .. }] | []));
     }
 }
 

@@ -35,26 +35,40 @@ pub struct PixelPlan {
     /// `ShiftScaleRotate` between `SmallestMaxSize` and the crop); `None`: it is the output.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warped: Option<Warped>,
+    /// Pixel ops run on the whole resize before the output is cut from it (torchvision's
+    /// `Resize(256), RandomRotation(15), CenterCrop(224)`); `None`: the resize is the output.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut: Option<Cut>,
 }
 
 impl PixelPlan {
     /// The `(height, width)` the resize gives: the output's, or the placed or warped image's.
     pub fn resampled(&self) -> (u32, u32) {
-        match (self.placed, self.warped) {
-            (Some(p), _) => p.content,
-            (None, Some(w)) => w.content,
-            (None, None) => self.size,
+        match (self.placed, self.warped, &self.cut) {
+            (Some(p), _, _) => p.content,
+            (None, Some(w), _) => w.content,
+            (None, None, Some(c)) => c.content,
+            (None, None, None) => self.size,
         }
     }
 
     /// The output-sized image made from the resampled one (`resampled()` in size) into `out`,
-    /// when it is placed on a canvas or warped before its crop; `false`, touching nothing,
-    /// when the resampled image is already the output.
-    pub fn reshape(&self, resampled: &[u8], out: &mut Vec<u8>, scratch: &mut Vec<u8>) -> bool {
+    /// when it is placed on a canvas, or warped or changed by pixel ops before its crop (which
+    /// run in place on `resampled`); `false`, touching nothing, when the resampled image is
+    /// already the output.
+    pub fn reshape(
+        &self,
+        resampled: &mut [u8],
+        out: &mut Vec<u8>,
+        scratch: &mut Vec<u8>,
+        ops: &mut Scratch,
+    ) -> bool {
         if let Some(placed) = &self.placed {
             placed.place(resampled, self.size, out);
         } else if let Some(warped) = &self.warped {
             warped.warp(resampled, self.size, out, scratch);
+        } else if let Some(cut) = &self.cut {
+            cut.cut(resampled, self.size, out, ops);
         } else {
             return false;
         }
@@ -98,6 +112,44 @@ impl Warped {
             out,
             scratch,
         );
+    }
+}
+
+/// A resized image of `content` `(height, width)` changed whole by pixel ops (drawn for its
+/// size), of which the output is the part at `at` `(top, left)`: what torchvision does with
+/// a rotation, blur or colour change between a resize and its crop.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Cut {
+    /// The resized image's `(height, width)`.
+    pub content: (u32, u32),
+    /// The output's `(top, left)` in it.
+    pub at: (u32, u32),
+    /// The ops run on the whole resized image, in order.
+    pub ops: Vec<PixelOp>,
+}
+
+impl Cut {
+    /// Runs the ops on the `content`-sized RGB8 image `rgb` in place, then copies the `size`
+    /// `(height, width)` output at `at` into `out`.
+    ///
+    /// # Panics
+    /// `rgb` is shorter than `content`, or the output at `at` reaches past `content`.
+    pub fn cut(&self, rgb: &mut [u8], size: (u32, u32), out: &mut Vec<u8>, s: &mut Scratch) {
+        let (ch, cw) = (self.content.0 as usize, self.content.1 as usize);
+        let (top, left) = (self.at.0 as usize, self.at.1 as usize);
+        let (h, w) = (size.0 as usize, size.1 as usize);
+        assert!(
+            top + h <= ch && left + w <= cw,
+            "{size:?} at {:?} cut from {:?}",
+            self.at,
+            self.content
+        );
+        apply(&self.ops, rgb, ch, cw, s);
+        out.clear();
+        out.reserve(h * w * 3);
+        for row in rgb[top * cw * 3..(top + h) * cw * 3].chunks_exact(cw * 3) {
+            out.extend_from_slice(&row[left * 3..(left + w) * 3]);
+        }
     }
 }
 

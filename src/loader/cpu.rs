@@ -123,7 +123,10 @@ pub(super) fn decode_into(
         .resampler
         .run_with(source, sw, sh, &crop, plan.interpolation)
         .map_err(SampleErrorKind::Augment)?;
-    if plan.pixels.reshape(resized, &mut s.placed, &mut s.window) {
+    if plan
+        .pixels
+        .reshape(resized, &mut s.placed, &mut s.window, &mut s.ops)
+    {
         resized = &mut s.placed[..];
     }
     shared.stage.ops(resized, &plan.pixels, &mut s.ops);

@@ -367,7 +367,7 @@ impl Loader {
         if b.video.is_some() && plan.reshapes_resize() {
             return Err(Error::config(
                 "pipeline",
-                "albu_affine between albu_smallest_max_size and its crop, and albu_pad_if_needed, are for images",
+                "pixel ops between a resize and its crop (albu_affine after albu_smallest_max_size among them), and albu_pad_if_needed, are for images",
             ));
         }
         if b.video.is_some() && plan.exif_orientation.is_some() {

@@ -119,7 +119,10 @@ impl View {
             None => resampler.run_with(rgb, width, height, &plan.crop, plan.interpolation)?,
         };
         let (mut reshaped, mut scratch) = (Vec::new(), Vec::new());
-        let resized = match plan.pixels.reshape(resized, &mut reshaped, &mut scratch) {
+        let resized = match plan
+            .pixels
+            .reshape(resized, &mut reshaped, &mut scratch, ops)
+        {
             true => &mut reshaped[..],
             false => resized,
         };
