@@ -273,6 +273,21 @@ def _resize_filter(t: Any, what: str, on_tensor: bool) -> str:
     raise Unsupported(f"{what}(antialias=False) with {interp} interpolation")
 
 
+def _float_filter(t: Any, what: str) -> str:
+    """A resize's interpolation on a float image tensor (`ToTensor()` came first): torch's
+    float kernel, whose values hpuload keeps unrounded (`float_bilinear`, `float_bicubic`;
+    nearest copies pixels). `Unsupported` without antialiasing (torch's two-tap float kernel,
+    which hpuload has only rounded) and for the other filters."""
+    interp = _interp(t.interpolation, what)
+    if interp == "nearest":
+        return interp
+    if interp not in ("bilinear", "bicubic"):
+        raise Unsupported(f"{what} with {interp} interpolation of a float image")
+    if getattr(t, "antialias", True) is False:
+        raise Unsupported(f"{what}(antialias=False) of a float image")
+    return "float_" + interp
+
+
 def _v1(t: Any) -> bool:
     """Whether `t` is not one of torchvision v2's transforms (v1's, or a class built on v1's
     functions: on a tensor their arithmetic is v1's)."""
@@ -660,6 +675,7 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
     upright = False  # a first step turns each image upright by its EXIF orientation
     single = False  # after `Grayscale(num_output_channels=1)`: one channel, made as three
     pad = None  # a `Pad` waiting for the `RandomCrop` after it
+    resize_floats = False  # an image's resize ran on the floats `ToTensor()` made
     for t in all_steps:
         name = type(t).__name__
         # What a resize at this step gets: a tensor (torch's nearest; antialias=False
@@ -703,19 +719,37 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
         # mirrored offset where one falls, then flips it), and ops that change each pixel on
         # its own (they run on the crop instead, the same bytes); on a video, the float
         # conversion and Normalize may too (they commute with a crop).
-        croppable = all(_is_flip(op) or _pointwise(op) for op in pixel) and not erasing and (video or dtype is None)
+        # On a float image only flips come after the geometry (other pixel ops refuse).
+        croppable = (
+            all(_is_flip(op) or _pointwise(op) for op in pixel)
+            and not erasing
+            and (video or dtype is None or all(_is_flip(op) for op in pixel))
+        )
+        # An image made floats (`ToTensor()`) before its resize: hpuload resizes the floats
+        # with torch's float kernel, unrounded (`resize_floats`).
+        floats = not video and dtype is not None and not pixel and normalize is None and not erasing
         if _is(t, "RandomResizedCrop") or _is_timm(t, "RandomResizedCropAndInterpolation"):
-            if dtype is not None or geometry or pixel:
+            if (dtype is not None and not floats) or geometry or pixel:
                 raise Unsupported(f"{name} must come first, before any pixel op or tensor conversion")
+            if floats:
+                resize_floats = True
             geometry.append(
                 {
                     "op": "random_resized_crop",
                     "size": _hw(t.size, name),
                     "scale": [float(t.scale[0]), float(t.scale[1])],
                     "ratio": [float(t.ratio[0]), float(t.ratio[1])],
-                    "interpolation": _resize_filter(t, name, on_tensor),
+                    "interpolation": _float_filter(t, name) if floats else _resize_filter(t, name, on_tensor),
                 }
             )
+        elif _is(t, "Resize") and floats:
+            if getattr(t, "max_size", None) is not None:
+                raise Unsupported("Resize with max_size")
+            resize_floats = True
+            size = t.size
+            if isinstance(size, (list, tuple)) and len(size) == 1:
+                size = size[0]
+            geometry.append({"op": "resize", "size": size if isinstance(size, int) else _hw(size, name), "interpolation": _float_filter(t, name)})
         elif _is(t, "Resize"):
             float_first = video and not pixel and normalize is None and not erasing
             if pixel or (dtype is not None and not float_first):
@@ -904,6 +938,8 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
     spec: dict = {"name": "torchvision", "ops": ops}
     if upright:
         spec["exif_orientation"] = True
+    if resize_floats:
+        spec["resize_floats"] = True
     if single:
         from ._arrays import every_op
 

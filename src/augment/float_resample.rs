@@ -110,15 +110,89 @@ struct Buffers {
 /// `src` or `out` is short, or the window reaches outside the image.
 pub(crate) fn resize(
     src: &[u8],
-    (width, height): (u32, u32),
+    size: (u32, u32),
     crop: &CropBox,
-    (out_w, out_h): (u32, u32),
+    out_size: (u32, u32),
     kernel: Kernel,
     scratch: &mut Scratch,
     out: &mut [u8],
 ) -> Result<Option<()>, AugmentError> {
+    let bytes: [f32; 256] = std::array::from_fn(|v| v as f32);
+    let len = out.len();
+    resize_into(
+        (src, size, &bytes),
+        crop,
+        out_size,
+        kernel,
+        scratch,
+        Out::Bytes(out),
+        len,
+    )
+}
+
+/// torch's float resize as [`resize`] computes it, of the image's bytes taken as the floats
+/// `values[byte]` (`x / 255`: what `ToTensor()` made before the resize), unrounded, into `out`
+/// (`out_w * out_h * 3` f32s): the values torch's kernel gives a float image tensor, bit for
+/// bit.
+///
+/// # Errors
+/// As [`resize`].
+pub(crate) fn resize_values(
+    src: &[u8],
+    size: (u32, u32),
+    values: &[f32; 256],
+    crop: &CropBox,
+    out_size: (u32, u32),
+    kernel: Kernel,
+    scratch: &mut Scratch,
+    out: &mut [f32],
+) -> Result<Option<()>, AugmentError> {
+    let len = out.len();
+    resize_into(
+        (src, size, values),
+        crop,
+        out_size,
+        kernel,
+        scratch,
+        Out::Floats(out),
+        len,
+    )
+}
+
+/// Where a resize's output lines go: rounded to bytes, or as they are.
+enum Out<'a> {
+    Bytes(&'a mut [u8]),
+    Floats(&'a mut [f32]),
+}
+
+impl Out<'_> {
+    /// Output line `j` (`line.len()` values) from the pass's f32 `line`.
+    #[inline(always)]
+    fn put(&mut self, j: usize, line: &[f32]) {
+        let len = line.len();
+        match self {
+            Out::Bytes(out) => {
+                for (o, &v) in out[j * len..][..len].iter_mut().zip(line) {
+                    *o = round_to_byte(v);
+                }
+            }
+            Out::Floats(out) => out[j * len..][..len].copy_from_slice(line),
+        }
+    }
+}
+
+/// [`resize`] and [`resize_values`]: `src` with its size and the float each byte stands for.
+fn resize_into(
+    (src, (width, height), values): (&[u8], (u32, u32), &[f32; 256]),
+    crop: &CropBox,
+    (out_w, out_h): (u32, u32),
+    kernel: Kernel,
+    scratch: &mut Scratch,
+    out: Out<'_>,
+    out_len: usize,
+) -> Result<Option<()>, AugmentError> {
     let (ow, oh) = (out_w as usize, out_h as usize);
-    let Some((xs, ys)) = window_axes(src, (width, height), crop, (out_w, out_h), out)? else {
+    let Some((xs, ys)) = window_axes(src, (width, height), crop, (out_w, out_h), out_len)? else {
         return Ok(None);
     };
     let Scratch {
@@ -130,6 +204,7 @@ pub(crate) fn resize(
     down.fill(kernel, (ys.0, ys.1, ys.2, oh));
     let place = Place {
         src,
+        values,
         stride: width as usize * 3,
         left: xs.3,
         top: ys.3,
@@ -137,18 +212,20 @@ pub(crate) fn resize(
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("fma") {
         // SAFETY: the CPU has FMA (detected just above).
-        unsafe { passes_fma(place, across, down, buffers, &mut out[..oh * ow * 3]) };
+        unsafe { passes_fma(place, across, down, buffers, out) };
         return Ok(Some(()));
     }
-    passes(place, across, down, buffers, &mut out[..oh * ow * 3]);
+    passes(place, across, down, buffers, out);
     Ok(Some(()))
 }
 
 /// Where the resized part of the image lies: rows `stride` bytes apart, the part starting at
-/// column `left` of row `top` (the taps' positions count from there).
+/// column `left` of row `top` (the taps' positions count from there), and the float each
+/// byte stands for.
 #[derive(Clone, Copy)]
 struct Place<'a> {
     src: &'a [u8],
+    values: &'a [f32; 256],
     stride: usize,
     left: usize,
     top: usize,
@@ -157,17 +234,18 @@ struct Place<'a> {
 /// [`passes`] compiled with FMA, which `mul_add` then is (a library call without it).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-fn passes_fma(place: Place<'_>, across: &Axis, down: &Axis, buffers: &mut Buffers, out: &mut [u8]) {
+fn passes_fma(place: Place<'_>, across: &Axis, down: &Axis, buffers: &mut Buffers, out: Out<'_>) {
     passes(place, across, down, buffers, out);
 }
 
 /// The pass across the rows the pass down reads, into `rows`, then the pass down a whole
-/// output line at a time (into `line`), rounded into `out`. The pass across runs on a
+/// output line at a time (into `line`), into `out` (rounded there, for bytes). The pass across
+/// runs on a
 /// transposed copy of the region the taps read (`columns`: each line a column of it, as f32),
 /// so that it too sums whole lines with one weight each, in vector lanes, into `swept`, which
 /// is transposed back; each value's sum is the same sequence of operations either way.
 #[inline(always)]
-fn passes(place: Place<'_>, across: &Axis, down: &Axis, buffers: &mut Buffers, out: &mut [u8]) {
+fn passes(place: Place<'_>, across: &Axis, down: &Axis, buffers: &mut Buffers, mut out: Out<'_>) {
     let Buffers {
         columns,
         swept,
@@ -175,6 +253,7 @@ fn passes(place: Place<'_>, across: &Axis, down: &Axis, buffers: &mut Buffers, o
         line,
     } = buffers;
     let ow = across.first.len();
+    let oh = down.first.len();
     let len = ow * 3;
     let (y0, y1) = down.span();
     let (x0, x1) = across.span();
@@ -186,7 +265,7 @@ fn passes(place: Place<'_>, across: &Axis, down: &Axis, buffers: &mut Buffers, o
         for (i, px) in to.chunks_exact_mut(3).enumerate() {
             let from = &place.src[region + i * place.stride + x * 3..][..3];
             for (v, &b) in px.iter_mut().zip(from) {
-                *v = f32::from(b);
+                *v = place.values[usize::from(b)];
             }
         }
     }
@@ -202,12 +281,10 @@ fn passes(place: Place<'_>, across: &Axis, down: &Axis, buffers: &mut Buffers, o
         }
     }
     sized(line, len);
-    for (j, to) in out.chunks_exact_mut(len).enumerate() {
+    for j in 0..oh {
         let weights = &down.weights[j * down.ksize..][..down.count[j]];
         sum_down(rows, len, down.first[j] - y0, weights, line);
-        for (o, &v) in to.iter_mut().zip(line.iter()) {
-            *o = round_to_byte(v);
-        }
+        out.put(j, line);
     }
 }
 
@@ -321,6 +398,71 @@ mod tests {
             assert!(done.is_some());
             assert_eq!(out, src);
         }
+    }
+
+    #[test]
+    fn the_unrounded_values_of_the_bytes_round_to_the_byte_resize_and_scale_with_their_table() {
+        let (w, h) = (29u32, 17u32);
+        let src: Vec<u8> = (0..w * h * 3).map(|v| (v * 53 % 256) as u8).collect();
+        let crop = CropBox::full(w, h);
+        let bytes: [f32; 256] = std::array::from_fn(|v| v as f32);
+        let divided: [f32; 256] = std::array::from_fn(|v| v as f32 / 255.0);
+        let (ow, oh) = (11u32, 23u32);
+        let n = (ow * oh * 3) as usize;
+        for kernel in [Kernel::Bilinear, Kernel::Bicubic] {
+            let mut s = Scratch::default();
+            let mut rounded = vec![0u8; n];
+            resize(&src, (w, h), &crop, (ow, oh), kernel, &mut s, &mut rounded).unwrap();
+            let mut values = vec![0f32; n];
+            resize_values(
+                &src,
+                (w, h),
+                &bytes,
+                &crop,
+                (ow, oh),
+                kernel,
+                &mut s,
+                &mut values,
+            )
+            .unwrap();
+            let again: Vec<u8> = values.iter().map(|&v| round_to_byte(v)).collect();
+            assert_eq!(again, rounded);
+            // Unrounded: some values fall between whole numbers (and bicubic's past the ends).
+            assert!(values.iter().any(|v| v.fract() != 0.0));
+            let mut scaled = vec![0f32; n];
+            resize_values(
+                &src,
+                (w, h),
+                &divided,
+                &crop,
+                (ow, oh),
+                kernel,
+                &mut s,
+                &mut scaled,
+            )
+            .unwrap();
+            for (a, b) in scaled.iter().zip(&values) {
+                assert!((a * 255.0 - b).abs() <= 1e-3, "{a} * 255 against {b}");
+            }
+        }
+        // At its own size the values are the table's, exactly.
+        let mut same = vec![0f32; src.len()];
+        let mut s = Scratch::default();
+        resize_values(
+            &src,
+            (w, h),
+            &divided,
+            &crop,
+            (w, h),
+            Kernel::Bicubic,
+            &mut s,
+            &mut same,
+        )
+        .unwrap();
+        assert!(same
+            .iter()
+            .zip(&src)
+            .all(|(&v, &b)| v == divided[usize::from(b)]));
     }
 
     #[test]

@@ -84,7 +84,19 @@ impl Normalize {
             let (mean, scale) = (self.mean[c] * 255.0, 1.0 / (self.std[c] * 255.0));
             return round((f32::from(v) - mean) * scale);
         }
-        let x = round(to_float(v, self.to_float));
+        self.of_float(c, to_float(v, self.to_float), dtype)
+    }
+
+    /// Channel `c`'s output for the float `x` (a byte already made a float, and perhaps
+    /// resized as one): `(x - mean) / std` as torch computes it, as [`Normalize::value`]
+    /// does (not for `ScaledStats`, whose steps start from the byte).
+    fn of_float(&self, c: usize, x: f32, dtype: Dtype) -> f32 {
+        let round = |x: f32| match dtype {
+            Dtype::F16 if self.in_output_dtype => half::f16::from_f32(x).to_f32(),
+            Dtype::Bf16 if self.in_output_dtype => half::bf16::from_f32(x).to_f32(),
+            _ => x,
+        };
+        let x = round(x);
         round(round(x - round(self.mean[c])) / round(self.std[c]))
     }
 }
@@ -134,6 +146,8 @@ pub struct Resampler {
     /// The horizontal pass's rows, for the filters run one axis after the other.
     across: Vec<u8>,
     out: Vec<u8>,
+    /// A float resize's unrounded output ([`Resampler::run_values`]).
+    floats: Vec<f32>,
     out_w: u32,
     out_h: u32,
 }
@@ -154,6 +168,7 @@ impl Resampler {
             float: float_resample::Scratch::default(),
             across: Vec::new(),
             out: vec![0; out_w as usize * out_h as usize * 3],
+            floats: Vec::new(),
             out_w,
             out_h,
         }
@@ -180,6 +195,49 @@ impl Resampler {
     ) -> Result<&[u8], AugmentError> {
         self.run_with(src, width, height, crop, Interpolation::Bilinear)
             .map(|out| &*out)
+    }
+
+    /// torch's float resize (`FloatBilinear` or `FloatBicubic`) of `crop` of the
+    /// `width`x`height` RGB8 image `src`, its bytes taken as the floats `values[byte]` (what
+    /// `ToTensor()` made of them before the resize), to the output size: the unrounded f32
+    /// values torch gives a float image tensor, interleaved RGB, row-major. `None` for any
+    /// other filter (one that copies pixels gives the bytes' floats: [`Resampler::run_with`]).
+    ///
+    /// # Errors
+    /// The crop lies outside the image, `src` is short, or the window is no part of a resize
+    /// of the whole image (none of torchvision's geometry makes one).
+    pub fn run_values(
+        &mut self,
+        src: &[u8],
+        (width, height): (u32, u32),
+        values: &[f32; 256],
+        crop: &CropBox,
+        interpolation: Interpolation,
+    ) -> Result<Option<&mut [f32]>, AugmentError> {
+        let kernel = match interpolation {
+            Interpolation::FloatBilinear => pil::resample::Kernel::Bilinear,
+            Interpolation::FloatBicubic => pil::resample::Kernel::Bicubic,
+            _ => return Ok(None),
+        };
+        window_inside(src, width, height, crop)?;
+        let (w, h) = (self.out_w, self.out_h);
+        self.floats.resize(w as usize * h as usize * 3, 0.0);
+        let done = float_resample::resize_values(
+            src,
+            (width, height),
+            values,
+            crop,
+            (w, h),
+            kernel,
+            &mut self.float,
+            &mut self.floats,
+        )?;
+        if done.is_none() {
+            return Err(AugmentError::Resize(
+                "a float resize of a window that is no part of a resize of the whole image".into(),
+            ));
+        }
+        Ok(Some(&mut self.floats))
     }
 
     /// [`Resampler::run`] with a chosen filter: antialiased bilinear or bicubic (Pillow's
@@ -607,6 +665,8 @@ pub struct OutputWriter {
     /// For f32 NCHW on a CPU with AVX-512 F and BW, when they reproduce `table` exactly: the
     /// float steps of the normalization, for the one-pass write from a decode's planes.
     f32_steps: Option<F32Steps>,
+    /// The normalization, for values written as floats ([`OutputWriter::write_values`]).
+    normalize: Option<Normalize>,
 }
 
 impl OutputWriter {
@@ -645,6 +705,72 @@ impl OutputWriter {
             table,
             affine,
             f32_steps,
+            normalize,
+        }
+    }
+
+    /// The float each byte becomes before a resize of float values (`ToTensor()` first):
+    /// `x / 255`, or `x * (1 / 255)` when the normalization says the bytes were scaled so.
+    pub fn byte_values(&self) -> [f32; 256] {
+        let how = match self.normalize.map(|n| n.to_float) {
+            Some(ToFloat::Multiply) => ToFloat::Multiply,
+            _ => ToFloat::Divide,
+        };
+        std::array::from_fn(|v| to_float(v as u8, how))
+    }
+
+    /// Writes the `h`x`w` image `values` (interleaved RGB floats: a resize's unrounded
+    /// output, [`Resampler::run_values`]) into `slot` as [`OutputWriter::write`] writes bytes:
+    /// normalized as torch normalizes a float tensor, cast to the dtype, flipped on request.
+    ///
+    /// # Panics
+    /// When `slot` or `values` has the wrong size, or the dtype is u8 or i64 (a float image
+    /// is not written as bytes: `Pipeline::validate` refuses it).
+    pub fn write_values(
+        &self,
+        values: &[f32],
+        (h, w): (usize, usize),
+        flip: bool,
+        slot: &mut [u8],
+    ) {
+        match self.dtype {
+            Dtype::F32 => self.values_typed(values, (h, w), flip, slot, f32::to_bits),
+            Dtype::F16 => self.values_typed(values, (h, w), flip, slot, |x| {
+                half::f16::from_f32(x).to_bits()
+            }),
+            Dtype::Bf16 => self.values_typed(values, (h, w), flip, slot, |x| {
+                half::bf16::from_f32(x).to_bits()
+            }),
+            Dtype::U8 | Dtype::I64 => panic!("float values are written as a float dtype"),
+        }
+    }
+
+    fn values_typed<T: bytemuck::Pod>(
+        &self,
+        values: &[f32],
+        (h, w): (usize, usize),
+        flip: bool,
+        slot: &mut [u8],
+        bits: impl Fn(f32) -> T,
+    ) {
+        let out: &mut [T] = bytemuck::cast_slice_mut(slot);
+        assert_eq!(out.len(), h * w * 3, "slot size does not match the image");
+        let value =
+            |c: usize, x: f32| bits(self.normalize.map_or(x, |n| n.of_float(c, x, self.dtype)));
+        let plane = h * w;
+        for (y, row) in values[..plane * 3].chunks_exact(w * 3).enumerate() {
+            for x in 0..w {
+                let from = if flip { w - 1 - x } else { x };
+                let px = &row[from * 3..][..3];
+                let at = y * w + x;
+                for (c, &v) in px.iter().enumerate() {
+                    let i = match self.layout {
+                        Layout::Nchw => c * plane + at,
+                        Layout::Nhwc => at * 3 + c,
+                    };
+                    out[i] = value(c, v);
+                }
+            }
         }
     }
 

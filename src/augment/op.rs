@@ -312,6 +312,14 @@ pub struct Pipeline {
     /// the first. The ops after the grey conversion must treat channels alike (it checks).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub single_channel: bool,
+    /// The image is made floats before its geometry (torchvision's `ToTensor()` then a
+    /// `Resize` or `RandomResizedCrop`): the resize runs torch's float kernel
+    /// (`float_bilinear`, `float_bicubic`) on the floats the bytes become (`x / 255`, or the
+    /// `to_float` of `normalize`) and its values stay unrounded into the output, bit for bit
+    /// torch's. The only pixel ops after the geometry are flips, the output dtype is a float
+    /// one, a constant padding fills with zero. Images only, on the CPU path.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resize_floats: bool,
 }
 
 /// Whose reading of an image's EXIF orientation a pipeline turns it by.
@@ -350,6 +358,7 @@ impl Pipeline {
             exif_orientation: false,
             exif_reader: ExifReader::Pillow,
             single_channel: false,
+            resize_floats: false,
         }
     }
 

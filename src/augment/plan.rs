@@ -13,10 +13,10 @@ use super::detect::{
 use super::erase::Eraser;
 use super::error::{AugmentError, PipelineError};
 use super::geometry::{
-    self, CenterCrop, CropBox, Interpolation, Mirror, Pad, Padding, Prescale, RandomCrop,
-    RandomResize, RandomResizedCrop, Resize, Size,
+    self, CenterCrop, CropBox, Interpolation, Mirror, Pad, Padding, PaddingMode, Prescale,
+    RandomCrop, RandomResize, RandomResizedCrop, Resize, Size,
 };
-use super::kernel::Normalize;
+use super::kernel::{Normalize, ToFloat};
 use super::op::{ExifReader, Op, Pipeline};
 use super::pixel::PixelOp;
 use super::run::{Cut, PixelPlan, Placed, Warped};
@@ -124,6 +124,8 @@ pub(crate) struct Plan {
     /// Images are turned upright by their EXIF orientation, read this way, before anything
     /// else ([`Pipeline::exif_orientation`]).
     pub exif_orientation: Option<ExifReader>,
+    /// The resize runs on float values, unrounded ([`Pipeline::resize_floats`]).
+    pub resize_floats: bool,
 }
 
 /// Every random choice for one sample: a pure function of `(seed, epoch, index)` and the
@@ -150,6 +152,11 @@ pub struct SamplePlan {
     /// the image's pixels, partly outside it; the CPU path composes it first).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub padding: Option<Padding>,
+    /// The resize runs torch's float kernel on the floats the bytes become and its values
+    /// are written unrounded ([`Pipeline::resize_floats`], with a float filter): the CPU path
+    /// only.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub float_values: bool,
 }
 
 /// The phase rules' state while the ops are read in order.
@@ -669,7 +676,11 @@ impl Pipeline {
             pad,
             detect,
             exif_orientation: self.exif_orientation.then_some(self.exif_reader),
+            resize_floats: self.resize_floats,
         };
+        if self.resize_floats {
+            plan.check_resize_floats(dtype)?;
+        }
         // A transpose or quarter turn of a non-square image changes its shape per sample.
         if let Some((_, op)) = plan.pixel.iter().find(|(_, op)| op.needs_square()) {
             if !matches!(plan.fixed_out(), Some((h, w)) if h == w) {
@@ -684,6 +695,62 @@ impl Pipeline {
 }
 
 impl Plan {
+    /// Refuses what a resize of float values ([`Pipeline::resize_floats`]) cannot hold: a
+    /// detection pipeline, a filter that is not torch's float kernel (or nearest, which
+    /// copies), pixel ops after the geometry other than flips (torch's float kernels do not
+    /// round; hpuload's pixel ops are byte ones), a byte output, a padding filled with
+    /// another value than zero (torch pads the floats with the fill as it is).
+    fn check_resize_floats(&self, dtype: Dtype) -> Result<(), PipelineError> {
+        let refuse = |what: &str| Err(PipelineError::Shape(format!("resize_floats: {what}")));
+        let crops_only = matches!(
+            self.geometry,
+            Geometry::CenterCrop { resize: None, .. } | Geometry::RandomCrop { resize: None, .. }
+        );
+        if self.detect.is_some() {
+            return refuse("detection pipelines resize bytes");
+        }
+        if !crops_only
+            && !matches!(
+                self.interpolation,
+                Interpolation::FloatBilinear | Interpolation::FloatBicubic | Interpolation::Nearest
+            )
+        {
+            return refuse(
+                "the resize's interpolation must be float_bilinear, float_bicubic or nearest",
+            );
+        }
+        if let Some((_, op)) = self
+            .pixel
+            .iter()
+            .chain(&self.mid)
+            .find(|(_, op)| !op.is_flip())
+        {
+            return refuse(&format!(
+                "{} after the resize of float values (only flips run there)",
+                op.name()
+            ));
+        }
+        if self.pre_crop.is_some() {
+            return refuse("a warp before the crop runs on bytes");
+        }
+        if dtype == Dtype::U8 {
+            return refuse("the output dtype must be a float one");
+        }
+        if self
+            .normalize
+            .is_some_and(|n| n.to_float == ToFloat::ScaledStats)
+        {
+            return refuse("normalize's scaled_stats starts from the bytes");
+        }
+        if self
+            .pad
+            .is_some_and(|p| p.mode == PaddingMode::Constant && p.fill != [0; 3])
+        {
+            return refuse("a padding filled with another value than zero");
+        }
+        Ok(())
+    }
+
     /// Whether a classification pipeline has pixel ops before its geometry (run on the whole
     /// decoded image).
     pub fn has_pre_ops(&self) -> bool {
@@ -1067,6 +1134,11 @@ impl Plan {
                     // In one step, every position past the image mirrors the image itself.
                     sides: if p.at_once { [0; 4] } else { p.sides },
                 }),
+            float_values: self.resize_floats
+                && matches!(
+                    interpolation,
+                    Interpolation::FloatBilinear | Interpolation::FloatBicubic
+                ),
         })
     }
 }
@@ -1461,6 +1533,38 @@ mod tests {
         );
         let err = plan(&turned).unwrap_err().to_string();
         assert!(err.contains("between a resize and its crop"), "{err}");
+    }
+
+    #[test]
+    fn a_resize_of_floats_takes_float_filters_flips_and_a_float_dtype_only() {
+        let text = |interp: &str, after: &str| {
+            format!(
+                "name = 'f'\nresize_floats = true\n[[ops]]\nop = 'resize'\nsize = 40\ninterpolation = '{interp}'\n\
+                 [[ops]]\nop = 'random_horizontal_flip'\n[[ops]]\nop = 'center_crop'\nsize = [32, 32]\n{after}"
+            )
+        };
+        let plan = |t: &str, dtype| Pipeline::from_toml(t, "f.toml").unwrap().plan(dtype);
+        let p = plan(&text("float_bicubic", ""), Dtype::F32).unwrap();
+        assert!(p.sample(0, 0, 0, (60, 50), None).unwrap().float_values);
+        // Nearest copies pixels: the bytes' floats are torch's, on either path.
+        let p = plan(&text("nearest", ""), Dtype::F32).unwrap();
+        assert!(!p.sample(0, 0, 0, (60, 50), None).unwrap().float_values);
+        for (interp, after, dtype, refused) in [
+            ("bilinear", "", Dtype::F32, "interpolation"),
+            ("float_bilinear", "", Dtype::U8, "dtype"),
+            (
+                "float_bilinear",
+                "[[ops]]\nop = 'color_jitter'\nbrightness = [0.5, 0.5]\n",
+                Dtype::F32,
+                "color_jitter",
+            ),
+        ] {
+            let err = plan(&text(interp, after), dtype).unwrap_err().to_string();
+            assert!(
+                err.contains("resize_floats") && err.contains(refused),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -413,6 +413,39 @@ impl PixelStage {
         }
     }
 
+    /// The float each byte becomes before a resize of float values
+    /// ([`OutputWriter::byte_values`]).
+    pub fn byte_values(&self) -> [f32; 256] {
+        self.writer.byte_values()
+    }
+
+    /// [`PixelStage::write`] of an image of float values (a float resize's unrounded output,
+    /// `ToTensor()` before the resize): `plan`'s flips (its only pixel ops then:
+    /// `Pipeline::validate`) run on them, then they are normalized and cast into the slot,
+    /// and the boxes erased.
+    ///
+    /// # Panics
+    /// As [`PixelStage::write`]; `plan` has a pixel op other than a flip.
+    pub fn write_values(&self, values: &mut [f32], plan: &PixelPlan, slot: &mut [u8]) {
+        let (h, w) = (plan.size.0 as usize, plan.size.1 as usize);
+        for op in &plan.ops {
+            match op {
+                PixelOp::Hflip => {
+                    for row in values.chunks_exact_mut(w * 3) {
+                        mirror(row);
+                    }
+                }
+                PixelOp::Vflip => mirror_rows(&mut values[..h * w * 3], w * 3),
+                other => panic!("{other:?} on float values (only flips run there)"),
+            }
+        }
+        let slot = &mut slot[..self.bytes(plan)];
+        self.writer.write_values(values, (h, w), plan.flip, slot);
+        for b in &plan.erase {
+            erase::erase(slot, self.dtype, self.layout, h, w, b);
+        }
+    }
+
     /// [`PixelStage::write`] of an image given as a JPEG decode's resampled planes before
     /// their colour conversion, in one pass ([`OutputWriter::write_resampled`]), when that
     /// gives the same bytes: `plan` has no pixel ops and no placement, and the writer has
@@ -455,6 +488,21 @@ impl PixelStage {
     pub fn run(&self, rgb: &mut [u8], plan: &PixelPlan, scratch: &mut Scratch, slot: &mut [u8]) {
         self.ops(rgb, plan, scratch);
         self.write(rgb, plan, slot);
+    }
+}
+
+/// A row of RGB values mirrored, pixel by pixel.
+fn mirror(row: &mut [f32]) {
+    let pixels: &mut [[f32; 3]] = bytemuck::cast_slice_mut(row);
+    pixels.reverse();
+}
+
+/// An image's rows (`len` values each) in reverse order.
+fn mirror_rows(values: &mut [f32], len: usize) {
+    let rows = values.len() / len;
+    for i in 0..rows / 2 {
+        let (top, bottom) = values.split_at_mut((rows - 1 - i) * len);
+        top[i * len..][..len].swap_with_slice(&mut bottom[..len]);
     }
 }
 
@@ -545,5 +593,70 @@ mod placed_tests {
             .flatten()
             .collect();
         assert_eq!(out, want);
+    }
+}
+
+#[cfg(test)]
+mod float_tests {
+    use super::{PixelOp, PixelPlan, PixelStage};
+    use crate::augment::kernel::Normalize;
+    use crate::dtype::{Dtype, Layout};
+
+    /// A 2x3 image of float values, each distinct: `r, g, b = 10 * pixel + (0, 1, 2)`, over
+    /// 100.
+    fn image() -> Vec<f32> {
+        (0..6)
+            .flat_map(|p| (0..3).map(move |c| (10 * p + c) as f32 / 100.0))
+            .collect()
+    }
+
+    #[test]
+    fn float_values_are_flipped_normalized_as_torch_does_and_laid_out_in_planes() {
+        let n = Normalize::new([0.5, 0.25, 0.125], [2.0, 0.5, 0.25]);
+        let stage = PixelStage::new(Dtype::F32, Layout::Nchw, Some(n));
+        let plan = PixelPlan {
+            size: (2, 3),
+            ops: vec![PixelOp::Vflip],
+            flip: true,
+            ..PixelPlan::default()
+        };
+        let mut values = image();
+        let mut slot = vec![0u8; 2 * 3 * 3 * 4];
+        stage.write_values(&mut values, &plan, &mut slot);
+        let out: &[f32] = bytemuck::cast_slice(&slot);
+        let source = image();
+        for c in 0..3 {
+            for y in 0..2 {
+                for x in 0..3 {
+                    // Upside down and mirrored: output (y, x) is source (1 - y, 2 - x).
+                    let v = source[((1 - y) * 3 + (2 - x)) * 3 + c];
+                    let want = (v - n.mean[c]) / n.std[c];
+                    assert_eq!(out[c * 6 + y * 3 + x].to_bits(), want.to_bits());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn float_values_without_normalize_are_written_as_they_are_interleaved_in_bf16() {
+        let stage = PixelStage::new(Dtype::Bf16, Layout::Nhwc, None);
+        let plan = PixelPlan {
+            size: (2, 3),
+            ops: vec![PixelOp::Hflip],
+            ..PixelPlan::default()
+        };
+        let mut values = image();
+        let mut slot = vec![0u8; 2 * 3 * 3 * 2];
+        stage.write_values(&mut values, &plan, &mut slot);
+        let out: &[u16] = bytemuck::cast_slice(&slot);
+        let source = image();
+        for y in 0..2 {
+            for x in 0..3 {
+                for c in 0..3 {
+                    let v = source[(y * 3 + (2 - x)) * 3 + c];
+                    assert_eq!(out[(y * 3 + x) * 3 + c], half::bf16::from_f32(v).to_bits());
+                }
+            }
+        }
     }
 }

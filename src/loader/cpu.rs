@@ -119,21 +119,37 @@ pub(super) fn decode_into(
         }
         _ => (&s.rgb[..len], info.width, info.height),
     };
-    let mut resized = s
-        .resampler
-        .run_with(source, sw, sh, &crop, plan.interpolation)
-        .map_err(SampleErrorKind::Augment)?;
-    if plan
-        .pixels
-        .reshape(resized, &mut s.placed, &mut s.window, &mut s.ops)
-    {
-        resized = &mut s.placed[..];
+    let floats = if plan.float_values {
+        let values = shared.stage.byte_values();
+        s.resampler
+            .run_values(source, (sw, sh), &values, &crop, plan.interpolation)
+            .map_err(SampleErrorKind::Augment)?
+    } else {
+        None
+    };
+    if let Some(values) = floats {
+        // `ToTensor()` before the resize: its floats, unrounded, into the slot.
+        let t3 = CpuClock::now();
+        c.add(Stage::Augment, t3 - t2);
+        shared.stage.write_values(values, &plan.pixels, slot);
+        c.add(Stage::Collate, t3.elapsed());
+    } else {
+        let mut resized = s
+            .resampler
+            .run_with(source, sw, sh, &crop, plan.interpolation)
+            .map_err(SampleErrorKind::Augment)?;
+        if plan
+            .pixels
+            .reshape(resized, &mut s.placed, &mut s.window, &mut s.ops)
+        {
+            resized = &mut s.placed[..];
+        }
+        shared.stage.ops(resized, &plan.pixels, &mut s.ops);
+        let t3 = CpuClock::now();
+        c.add(Stage::Augment, t3 - t2);
+        shared.stage.write(resized, &plan.pixels, slot);
+        c.add(Stage::Collate, t3.elapsed());
     }
-    shared.stage.ops(resized, &plan.pixels, &mut s.ops);
-    let t3 = CpuClock::now();
-    c.add(Stage::Augment, t3 - t2);
-    shared.stage.write(resized, &plan.pixels, slot);
-    c.add(Stage::Collate, t3.elapsed());
     if !shared.views.is_empty() {
         let t4 = CpuClock::now();
         let size = (info.width, info.height);

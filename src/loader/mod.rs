@@ -370,6 +370,21 @@ impl Loader {
                 "pixel ops between a resize and its crop (albu_affine after albu_smallest_max_size among them), and albu_pad_if_needed, are for images",
             ));
         }
+        if b.video.is_some() && plan.resize_floats {
+            return Err(Error::config(
+                "pipeline",
+                "resize_floats is for images: a clip's frames are resized as bytes",
+            ));
+        }
+        if let Some(view) = b.views.iter().find(|v| v.resize_floats) {
+            return Err(Error::config(
+                "views",
+                format!(
+                    "view {:?} sets resize_floats: views are resized as bytes",
+                    view.name
+                ),
+            ));
+        }
         if b.video.is_some() && plan.exif_orientation.is_some() {
             return Err(Error::config(
                 "pipeline",
@@ -899,6 +914,9 @@ fn fingerprint(
         if pipeline.exif_reader != ExifReader::Pillow {
             h.write(b"torchvision");
         }
+    }
+    if pipeline.resize_floats {
+        h.write(b"resize_floats");
     }
     for view in views {
         h.write(b"view");

@@ -190,6 +190,9 @@ fn canvas_job(
     if plan.pixels.cut.is_some() {
         return Err("pixel ops between a resize and its crop run on the CPU path");
     }
+    if plan.float_values {
+        return Err("a resize of float values (ToTensor first) runs on the CPU path");
+    }
     if turn != Orientation::Upright && (plan.detect.is_some() || plan.pixels.placed.is_some()) {
         // Pipelines that turn images have neither (`Pipeline::validate`); kept off the engine's
         // turn, which knows the plain resize alone.

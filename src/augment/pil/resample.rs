@@ -211,7 +211,7 @@ pub(crate) fn axis_of(view: bool, start: f64, len: f64, out: u32, limit: u32) ->
 }
 
 /// Both axes of a window as [`axis_of`] maps them, `(x, y)`, once `src` (a `width`x`height`
-/// RGB image) and `out` (`out_w`x`out_h`) are checked long enough and the resize's source
+/// RGB image) and the output (`out_len` values for `out_w`x`out_h`) are checked long enough and the resize's source
 /// span inside the image; `None` for a window that is no part of a resize of the whole image.
 ///
 /// # Errors
@@ -221,10 +221,10 @@ pub(crate) fn window_axes(
     (width, height): (u32, u32),
     crop: &CropBox,
     (out_w, out_h): (u32, u32),
-    out: &[u8],
+    out_len: usize,
 ) -> Result<Option<(AxisMap, AxisMap)>, AugmentError> {
     let (ow, oh) = (out_w as usize, out_h as usize);
-    if src.len() < width as usize * height as usize * 3 || out.len() < ow * oh * 3 {
+    if src.len() < width as usize * height as usize * 3 || out_len < ow * oh * 3 {
         return Err(AugmentError::CropOutside);
     }
     let (Some(xs), Some(ys)) = (
@@ -291,7 +291,7 @@ pub(crate) fn resize(
     out: &mut [u8],
 ) -> Result<Option<()>, AugmentError> {
     let (ow, oh) = (out_w as usize, out_h as usize);
-    let Some((xs, ys)) = window_axes(src, (width, height), crop, (out_w, out_h), out)? else {
+    let Some((xs, ys)) = window_axes(src, (width, height), crop, (out_w, out_h), out.len())? else {
         return Ok(None);
     };
     let Scratch {
