@@ -10,11 +10,14 @@ loader (a FallbackWarning):
   `RandomHorizontalFlip()`, `CenterCrop(224)`, `ToTensor`, `Normalize`); native since session 78;
 - `rot_between`: a rotation and a colour jitter between the resize and its crop (`Resize(256)`,
   `RandomRotation(15)`, `ColorJitter(0.4, 0.4, 0.4)`, `CenterCrop(224)`, `ToTensor`,
-  `Normalize`); native since session 79, on each whole resize.
+  `Normalize`); native since session 79, on each whole resize;
+- `float_first`: `ToTensor()` first, then `Resize((224, 224))`, `RandomHorizontalFlip()`,
+  `Normalize` (torchvision resizes the float tensor with torch's float kernel); native since
+  session 80, torch's floats unrounded.
 Prints one JSON line: the loader's type and images/s over the measured epochs (the first warms
 up).
 
-usage: python before_geometry.py --data DIR --loader hpuload|torch [--script before|grey|flip_crop|rot_between]
+usage: python before_geometry.py --data DIR --loader hpuload|torch [--script before|grey|flip_crop|rot_between|float_first]
        [--epochs 1] [--workers 2] [--batch 64]
 """
 
@@ -34,7 +37,7 @@ def main():
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--script", choices=["before", "grey", "flip_crop", "rot_between"], default="before")
+    ap.add_argument("--script", choices=["before", "grey", "flip_crop", "rot_between", "float_first"], default="before")
     a = ap.parse_args()
     if a.loader == "hpuload":
         from hpuload.torch import DataLoader
@@ -48,6 +51,7 @@ def main():
         "flip_crop": [T.Resize(256), T.RandomHorizontalFlip(), T.CenterCrop(224), T.ToTensor(), norm],
         "rot_between": [T.Resize(256), T.RandomRotation(15), T.ColorJitter(0.4, 0.4, 0.4), T.CenterCrop(224), T.ToTensor(),
                         norm],
+        "float_first": [T.ToTensor(), T.Resize((224, 224)), T.RandomHorizontalFlip(), norm],
     }[a.script])
     ds = datasets.ImageFolder(a.data, tf)
     loader = DataLoader(ds, batch_size=a.batch, shuffle=True, num_workers=a.workers, drop_last=True,

@@ -15,7 +15,11 @@ the image is at that step: Pillow's on a PIL image (its nearest resize, its warp
 for the hue; the other colour ops agree with the tensor kernels within a level), the v2 tensor
 kernels on a uint8 tensor (after PILToTensor or ToImage); then the conversion to float and
 Normalize; then RandomErasing. Flips may come between a resize and its crop (the crop is cut
-at the mirrored offset), and so may ops that change each pixel alone (run on the crop).
+at the mirrored offset), and so may ops that change each pixel alone (run on the crop); any
+other pixel op there runs on the whole resize before the crop is cut (`_before_crop`). The
+conversion to float may come before the geometry of an image (`ToTensor()` then `Resize`):
+the pipeline is then `resize_floats`, which resizes the bytes' floats with torch's float
+kernel, unrounded, and only flips, crops and `Normalize` may follow.
 `Grayscale()` with one output channel (Pillow's "L" image) makes the pipeline
 `single_channel`: three equal channels, of which the loader hands out the first.
 """

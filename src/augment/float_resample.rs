@@ -130,17 +130,15 @@ pub(crate) fn resize(
     )
 }
 
-/// torch's float resize as [`resize`] computes it, of the image's bytes taken as the floats
-/// `values[byte]` (`x / 255`: what `ToTensor()` made before the resize), unrounded, into `out`
+/// torch's float resize as [`resize`] computes it, of `image` (`src`, its size, and `values`:
+/// the float each byte stands for) taken as the floats `values[byte]` (`x / 255`: what `ToTensor()` made before the resize), unrounded, into `out`
 /// (`out_w * out_h * 3` f32s): the values torch's kernel gives a float image tensor, bit for
 /// bit.
 ///
 /// # Errors
 /// As [`resize`].
 pub(crate) fn resize_values(
-    src: &[u8],
-    size: (u32, u32),
-    values: &[f32; 256],
+    image: (&[u8], (u32, u32), &[f32; 256]),
     crop: &CropBox,
     out_size: (u32, u32),
     kernel: Kernel,
@@ -149,7 +147,7 @@ pub(crate) fn resize_values(
 ) -> Result<Option<()>, AugmentError> {
     let len = out.len();
     resize_into(
-        (src, size, values),
+        image,
         crop,
         out_size,
         kernel,
@@ -415,9 +413,7 @@ mod tests {
             resize(&src, (w, h), &crop, (ow, oh), kernel, &mut s, &mut rounded).unwrap();
             let mut values = vec![0f32; n];
             resize_values(
-                &src,
-                (w, h),
-                &bytes,
+                (&src, (w, h), &bytes),
                 &crop,
                 (ow, oh),
                 kernel,
@@ -431,9 +427,7 @@ mod tests {
             assert!(values.iter().any(|v| v.fract() != 0.0));
             let mut scaled = vec![0f32; n];
             resize_values(
-                &src,
-                (w, h),
-                &divided,
+                (&src, (w, h), &divided),
                 &crop,
                 (ow, oh),
                 kernel,
@@ -449,9 +443,7 @@ mod tests {
         let mut same = vec![0f32; src.len()];
         let mut s = Scratch::default();
         resize_values(
-            &src,
-            (w, h),
-            &divided,
+            (&src, (w, h), &divided),
             &crop,
             (w, h),
             Kernel::Bicubic,

@@ -223,9 +223,7 @@ impl Resampler {
         let (w, h) = (self.out_w, self.out_h);
         self.floats.resize(w as usize * h as usize * 3, 0.0);
         let done = float_resample::resize_values(
-            src,
-            (width, height),
-            values,
+            (src, (width, height), values),
             crop,
             (w, h),
             kernel,
