@@ -148,6 +148,15 @@ def test_a_cifar_resized_for_an_imagenet_model_runs_natively():
     assert (x - want).abs().max().item() <= 1 / 255 + 1e-6
 
 
+@pytest.mark.parametrize("after", [[T.Resize((224, 224)), T.Normalize(CIFAR_MEAN, CIFAR_STD)], [T.Resize(64), T.CenterCrop(56)]])
+def test_a_cifar_made_floats_before_its_resize_gives_torchs_floats(after):
+    """Fine-tuning scripts often convert first (`ToTensor(), Resize((224, 224))`): torch then
+    resizes the floats unrounded, and so does hpuload, natively, bit for bit."""
+    ds = in_memory(datasets.CIFAR10, 12, T.Compose([T.ToTensor(), *after]), seed=3)
+    x, _ = next(iter(native(ds, batch_size=12)))
+    assert torch.equal(x, torch.stack([ds[i][0] for i in range(12)]))
+
+
 def mnist_like(cls, n, transform=None, seed=0):
     """A torchvision `cls` of the MNIST family holding `n` random 28x28 grey images."""
     g = torch.Generator().manual_seed(seed)
