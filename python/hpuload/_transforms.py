@@ -277,6 +277,14 @@ def _resize_filter(t: Any, what: str, on_tensor: bool) -> str:
     raise Unsupported(f"{what}(antialias=False) with {interp} interpolation")
 
 
+def _resizes_floats(normalize: dict | None) -> bool:
+    """Marks a resize of float values: a `Normalize` read before it (`ToTensor(),
+    Normalize(...), Resize(...)`) then normalizes the floats before they are resized."""
+    if normalize is not None:
+        normalize["before_resize"] = True
+    return True
+
+
 def _float_filter(t: Any, what: str) -> str:
     """A resize's interpolation on a float image tensor (`ToTensor()` came first): torch's
     float kernel, whose values hpuload keeps unrounded (`float_bilinear`, `float_bicubic`;
@@ -731,12 +739,12 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
         )
         # An image made floats (`ToTensor()`) before its resize: hpuload resizes the floats
         # with torch's float kernel, unrounded (`resize_floats`).
-        floats = not video and dtype is not None and not pixel and normalize is None and not erasing
+        floats = not video and dtype is not None and not pixel and (normalize is None or not geometry) and not erasing
         if _is(t, "RandomResizedCrop") or _is_timm(t, "RandomResizedCropAndInterpolation"):
             if (dtype is not None and not floats) or geometry or pixel:
                 raise Unsupported(f"{name} must come first, before any pixel op or tensor conversion")
             if floats:
-                resize_floats = True
+                resize_floats = _resizes_floats(normalize)
             geometry.append(
                 {
                     "op": "random_resized_crop",
@@ -749,7 +757,7 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
         elif _is(t, "Resize") and floats:
             if getattr(t, "max_size", None) is not None:
                 raise Unsupported("Resize with max_size")
-            resize_floats = True
+            resize_floats = _resizes_floats(normalize)
             size = t.size
             if isinstance(size, (list, tuple)) and len(size) == 1:
                 size = size[0]
@@ -892,7 +900,9 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
             # Only a PIL image's grey makes one channel (`_pixel_op`): never a video's clip.
             single = op.pop("single_channel", False) or single
             if not geometry:
-                if video or image_tensor or dtype is not None:
+                # A flip moves values whatever their type: on an image tensor (uint8 or float,
+                # normalized or not) it is the flip of the bytes before their conversion.
+                if video or ((image_tensor or dtype is not None) and not flip) or erasing:
                     raise Unsupported(f"{name} before the crop or resize, on a tensor")
                 # On the PIL image before its crop or resize: run on the whole decoded image,
                 # drawn on its size, as torchvision runs it (on the CPU path). A flip is drawn

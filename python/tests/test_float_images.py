@@ -35,6 +35,9 @@ def cases(M):
         "flips_after_the_resize": [M.Resize((45, 45)), M.RandomHorizontalFlip(1.0), M.RandomVerticalFlip(1.0), M.Normalize(MEAN, STD)],
         "flip_between_the_resize_and_its_crop": [M.Resize(61), M.RandomHorizontalFlip(1.0), M.CenterCrop(41)],
         "centre_crop_alone": [M.CenterCrop((40, 52)), M.Normalize(MEAN, STD)],
+        "normalize_before_the_resize": [M.Normalize(MEAN, STD), M.Resize(61), M.CenterCrop(44)],
+        "normalize_before_a_bicubic_resize": [M.Normalize(MEAN, STD), M.Resize((45, 40), interpolation=C)],
+        "flips_before_the_resize": [M.RandomHorizontalFlip(1.0), M.RandomVerticalFlip(1.0), M.Resize((37, 53)), M.Normalize(MEAN, STD)],
     }
 
 
@@ -99,7 +102,7 @@ def test_a_random_resized_crop_of_floats_is_torchs_resized_crop_at_the_drawn_box
     "steps, reason",
     [
         ([T.ToTensor(), T.Resize(40, antialias=False), T.CenterCrop(32)], "antialias"),
-        ([T.ToTensor(), T.Normalize(MEAN, STD), T.Resize((32, 32))], "Resize"),
+        ([T.ToTensor(), T.RandomRotation(10), T.Resize((32, 32))], "RandomRotation before the crop or resize, on a tensor"),
     ],
 )
 def test_what_a_float_image_does_beyond_a_resize_and_flips_goes_to_torch_with_its_reason(png_folder, steps, reason):

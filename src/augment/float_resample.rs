@@ -117,7 +117,7 @@ pub(crate) fn resize(
     scratch: &mut Scratch,
     out: &mut [u8],
 ) -> Result<Option<()>, AugmentError> {
-    let bytes: [f32; 256] = std::array::from_fn(|v| v as f32);
+    let bytes = [std::array::from_fn(|v| v as f32); 3];
     let len = out.len();
     resize_into(
         (src, size, &bytes),
@@ -130,15 +130,16 @@ pub(crate) fn resize(
     )
 }
 
-/// torch's float resize as [`resize`] computes it, of `image` (`src`, its size, and `values`:
-/// the float each byte stands for) taken as the floats `values[byte]` (`x / 255`: what `ToTensor()` made before the resize), unrounded, into `out`
+/// torch's float resize as [`resize`] computes it of `image`: `src`, its size, and `values`,
+/// the float each byte of each channel stands for (`x / 255`, perhaps normalized: what
+/// `ToTensor()` and `Normalize` made before the resize), unrounded, into `out`
 /// (`out_w * out_h * 3` f32s): the values torch's kernel gives a float image tensor, bit for
 /// bit.
 ///
 /// # Errors
 /// As [`resize`].
 pub(crate) fn resize_values(
-    image: (&[u8], (u32, u32), &[f32; 256]),
+    image: (&[u8], (u32, u32), &[[f32; 256]; 3]),
     crop: &CropBox,
     out_size: (u32, u32),
     kernel: Kernel,
@@ -181,7 +182,7 @@ impl Out<'_> {
 
 /// [`resize`] and [`resize_values`]: `src` with its size and the float each byte stands for.
 fn resize_into(
-    (src, (width, height), values): (&[u8], (u32, u32), &[f32; 256]),
+    (src, (width, height), values): (&[u8], (u32, u32), &[[f32; 256]; 3]),
     crop: &CropBox,
     (out_w, out_h): (u32, u32),
     kernel: Kernel,
@@ -223,7 +224,7 @@ fn resize_into(
 #[derive(Clone, Copy)]
 struct Place<'a> {
     src: &'a [u8],
-    values: &'a [f32; 256],
+    values: &'a [[f32; 256]; 3],
     stride: usize,
     left: usize,
     top: usize,
@@ -262,8 +263,8 @@ fn passes(place: Place<'_>, across: &Axis, down: &Axis, buffers: &mut Buffers, m
     for (x, to) in columns.chunks_exact_mut(column).enumerate() {
         for (i, px) in to.chunks_exact_mut(3).enumerate() {
             let from = &place.src[region + i * place.stride + x * 3..][..3];
-            for (v, &b) in px.iter_mut().zip(from) {
-                *v = place.values[usize::from(b)];
+            for ((v, &b), values) in px.iter_mut().zip(from).zip(place.values) {
+                *v = values[usize::from(b)];
             }
         }
     }
@@ -403,8 +404,8 @@ mod tests {
         let (w, h) = (29u32, 17u32);
         let src: Vec<u8> = (0..w * h * 3).map(|v| (v * 53 % 256) as u8).collect();
         let crop = CropBox::full(w, h);
-        let bytes: [f32; 256] = std::array::from_fn(|v| v as f32);
-        let divided: [f32; 256] = std::array::from_fn(|v| v as f32 / 255.0);
+        let bytes = [std::array::from_fn(|v| v as f32); 3];
+        let divided: [[f32; 256]; 3] = [std::array::from_fn(|v| v as f32 / 255.0); 3];
         let (ow, oh) = (11u32, 23u32);
         let n = (ow * oh * 3) as usize;
         for kernel in [Kernel::Bilinear, Kernel::Bicubic] {
@@ -454,7 +455,7 @@ mod tests {
         assert!(same
             .iter()
             .zip(&src)
-            .all(|(&v, &b)| v == divided[usize::from(b)]));
+            .all(|(&v, &b)| v == divided[0][usize::from(b)]));
     }
 
     #[test]

@@ -39,6 +39,11 @@ pub struct Normalize {
     /// once, when written.
     #[serde(default)]
     pub in_output_dtype: bool,
+    /// Whether it came before a resize of float values (`ToTensor(), Normalize(...),
+    /// Resize(...)`, with `Pipeline::resize_floats`): the resize then takes the normalized
+    /// floats, and nothing is normalized after it. Default false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub before_resize: bool,
 }
 
 /// How a transform turns bytes into floats in `[0, 1]`.
@@ -69,6 +74,7 @@ impl Normalize {
             std,
             to_float: ToFloat::Divide,
             in_output_dtype: false,
+            before_resize: false,
         }
     }
 
@@ -198,8 +204,9 @@ impl Resampler {
     }
 
     /// torch's float resize (`FloatBilinear` or `FloatBicubic`) of `crop` of the
-    /// `width`x`height` RGB8 image `src`, its bytes taken as the floats `values[byte]` (what
-    /// `ToTensor()` made of them before the resize), to the output size: the unrounded f32
+    /// `width`x`height` RGB8 image `src`, its bytes taken as the floats
+    /// `values[channel][byte]` (what `ToTensor()`, and perhaps `Normalize`, made of them
+    /// before the resize), to the output size: the unrounded f32
     /// values torch gives a float image tensor, interleaved RGB, row-major. `None` for any
     /// other filter (one that copies pixels gives the bytes' floats: [`Resampler::run_with`]).
     ///
@@ -210,7 +217,7 @@ impl Resampler {
         &mut self,
         src: &[u8],
         (width, height): (u32, u32),
-        values: &[f32; 256],
+        values: &[[f32; 256]; 3],
         crop: &CropBox,
         interpolation: Interpolation,
     ) -> Result<Option<&mut [f32]>, AugmentError> {
@@ -707,14 +714,23 @@ impl OutputWriter {
         }
     }
 
-    /// The float each byte becomes before a resize of float values (`ToTensor()` first):
-    /// `x / 255`, or `x * (1 / 255)` when the normalization says the bytes were scaled so.
-    pub fn byte_values(&self) -> [f32; 256] {
+    /// The float each byte of each channel becomes before a resize of float values
+    /// (`ToTensor()` first): `x / 255`, or `x * (1 / 255)` when the normalization says the
+    /// bytes were scaled so; normalized too when the normalization came before the resize.
+    pub fn byte_values(&self) -> [[f32; 256]; 3] {
         let how = match self.normalize.map(|n| n.to_float) {
             Some(ToFloat::Multiply) => ToFloat::Multiply,
             _ => ToFloat::Divide,
         };
-        std::array::from_fn(|v| to_float(v as u8, how))
+        std::array::from_fn(|c| {
+            std::array::from_fn(|v| {
+                let x = to_float(v as u8, how);
+                match self.normalize {
+                    Some(n) if n.before_resize => n.of_float(c, x, self.dtype),
+                    _ => x,
+                }
+            })
+        })
     }
 
     /// Writes the `h`x`w` image `values` (interleaved RGB floats: a resize's unrounded
@@ -753,8 +769,10 @@ impl OutputWriter {
     ) {
         let out: &mut [T] = bytemuck::cast_slice_mut(slot);
         assert_eq!(out.len(), h * w * 3, "slot size does not match the image");
-        let value =
-            |c: usize, x: f32| bits(self.normalize.map_or(x, |n| n.of_float(c, x, self.dtype)));
+        let value = |c: usize, x: f32| match self.normalize {
+            Some(n) if !n.before_resize => bits(n.of_float(c, x, self.dtype)),
+            _ => bits(x),
+        };
         let plane = h * w;
         for (y, row) in values[..plane * 3].chunks_exact(w * 3).enumerate() {
             for x in 0..w {

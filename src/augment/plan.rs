@@ -680,6 +680,10 @@ impl Pipeline {
         };
         if self.resize_floats {
             plan.check_resize_floats(dtype)?;
+        } else if plan.normalize.is_some_and(|n| n.before_resize) {
+            return Err(PipelineError::Order(
+                "normalize's before_resize is for a resize of float values (resize_floats)".into(),
+            ));
         }
         // A transpose or quarter turn of a non-square image changes its shape per sample.
         if let Some((_, op)) = plan.pixel.iter().find(|(_, op)| op.needs_square()) {
@@ -1565,6 +1569,12 @@ mod tests {
                 "{err}"
             );
         }
+        // A normalization before the resize belongs to a resize of floats.
+        let early = "[[ops]]\nop = 'normalize'\nmean = [0.5, 0.5, 0.5]\nstd = [0.5, 0.5, 0.5]\nbefore_resize = true\n";
+        assert!(plan(&text("float_bilinear", early), Dtype::F32).is_ok());
+        let bytes = text("float_bilinear", early).replace("resize_floats = true\n", "");
+        let err = plan(&bytes, Dtype::F32).unwrap_err().to_string();
+        assert!(err.contains("before_resize"), "{err}");
     }
 
     #[test]

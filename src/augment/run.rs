@@ -415,7 +415,7 @@ impl PixelStage {
 
     /// The float each byte becomes before a resize of float values
     /// ([`OutputWriter::byte_values`]).
-    pub fn byte_values(&self) -> [f32; 256] {
+    pub fn byte_values(&self) -> [[f32; 256]; 3] {
         self.writer.byte_values()
     }
 
@@ -635,6 +635,28 @@ mod float_tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn floats_normalized_before_their_resize_are_written_as_they_are_and_tabled_normalized() {
+        let n = Normalize {
+            before_resize: true,
+            ..Normalize::new([0.5, 0.25, 0.125], [2.0, 0.5, 0.25])
+        };
+        let stage = PixelStage::new(Dtype::F32, Layout::Nhwc, Some(n));
+        let tables = stage.byte_values();
+        for c in 0..3 {
+            let want = (51.0f32 / 255.0 - n.mean[c]) / n.std[c];
+            assert_eq!(tables[c][51].to_bits(), want.to_bits());
+        }
+        let plan = PixelPlan {
+            size: (2, 3),
+            ..PixelPlan::default()
+        };
+        let mut values = image();
+        let mut slot = vec![0u8; 2 * 3 * 3 * 4];
+        stage.write_values(&mut values, &plan, &mut slot);
+        assert_eq!(bytemuck::cast_slice::<u8, f32>(&slot), &image()[..]);
     }
 
     #[test]
