@@ -19,7 +19,9 @@ at the mirrored offset), and so may ops that change each pixel alone (run on the
 other pixel op there runs on the whole resize before the crop is cut (`_before_crop`). The
 conversion to float may come before the geometry of an image (`ToTensor()` then `Resize`):
 the pipeline is then `resize_floats`, which resizes the bytes' floats with torch's float
-kernel, unrounded, and only flips, crops and `Normalize` may follow.
+kernel, unrounded (normalized first where `Normalize` came before it: `before_resize`), and
+only flips, crops and `Normalize` may follow. Flips before the geometry run on the decoded
+bytes whatever the image is then (PIL image, uint8 or float tensor).
 `Grayscale()` with one output channel (Pillow's "L" image) makes the pipeline
 `single_channel`: three equal channels, of which the loader hands out the first.
 """

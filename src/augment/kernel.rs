@@ -748,7 +748,7 @@ impl OutputWriter {
         slot: &mut [u8],
     ) {
         match self.dtype {
-            Dtype::F32 => self.values_typed(values, (h, w), flip, slot, f32::to_bits),
+            Dtype::F32 => self.values_typed(values, (h, w), flip, slot, |x| x),
             Dtype::F16 => self.values_typed(values, (h, w), flip, slot, |x| {
                 half::f16::from_f32(x).to_bits()
             }),
@@ -759,32 +759,76 @@ impl OutputWriter {
         }
     }
 
+    /// [`OutputWriter::write_values`] for the dtype's `bits`: the normalization picked once
+    /// (none, `(x - mean) / std` in f32, or each step rounded to the dtype), then one loop
+    /// over the pixels for it.
     fn values_typed<T: bytemuck::Pod>(
+        &self,
+        values: &[f32],
+        size: (usize, usize),
+        flip: bool,
+        slot: &mut [u8],
+        bits: impl Fn(f32) -> T + Copy,
+    ) {
+        match self.normalize {
+            Some(n) if !n.before_resize && n.in_output_dtype => {
+                let dtype = self.dtype;
+                self.pixels_typed(values, size, flip, slot, move |c, x| {
+                    bits(n.of_float(c, x, dtype))
+                });
+            }
+            Some(n) if !n.before_resize => {
+                let (mean, std) = (n.mean, n.std);
+                self.pixels_typed(values, size, flip, slot, move |c, x| {
+                    bits((x - mean[c]) / std[c])
+                });
+            }
+            _ => self.pixels_typed(values, size, flip, slot, move |_, x| bits(x)),
+        }
+    }
+
+    /// Each pixel of `values` (rows reversed when `flip`) through `value(channel, x)` into
+    /// `slot` in the writer's layout.
+    fn pixels_typed<T: bytemuck::Pod>(
         &self,
         values: &[f32],
         (h, w): (usize, usize),
         flip: bool,
         slot: &mut [u8],
-        bits: impl Fn(f32) -> T,
+        value: impl Fn(usize, f32) -> T + Copy,
     ) {
         let out: &mut [T] = bytemuck::cast_slice_mut(slot);
         assert_eq!(out.len(), h * w * 3, "slot size does not match the image");
-        let value = |c: usize, x: f32| match self.normalize {
-            Some(n) if !n.before_resize => bits(n.of_float(c, x, self.dtype)),
-            _ => bits(x),
-        };
-        let plane = h * w;
-        for (y, row) in values[..plane * 3].chunks_exact(w * 3).enumerate() {
-            for x in 0..w {
-                let from = if flip { w - 1 - x } else { x };
-                let px = &row[from * 3..][..3];
-                let at = y * w + x;
-                for (c, &v) in px.iter().enumerate() {
-                    let i = match self.layout {
-                        Layout::Nchw => c * plane + at,
-                        Layout::Nhwc => at * 3 + c,
+        let pixels: &[[f32; 3]] = bytemuck::cast_slice(&values[..h * w * 3]);
+        let px = |p: &[f32; 3]| [value(0, p[0]), value(1, p[1]), value(2, p[2])];
+        match self.layout {
+            Layout::Nchw => {
+                let (r, rest) = out.split_at_mut(h * w);
+                let (g, b) = rest.split_at_mut(h * w);
+                let rows = pixels
+                    .chunks_exact(w)
+                    .zip(r.chunks_exact_mut(w))
+                    .zip(g.chunks_exact_mut(w))
+                    .zip(b.chunks_exact_mut(w));
+                for (((src, r), g), b) in rows {
+                    let mut put = |(((p, r), g), b): (((&[f32; 3], &mut T), &mut T), &mut T)| {
+                        [*r, *g, *b] = px(p);
                     };
-                    out[i] = value(c, v);
+                    if flip {
+                        src.iter().rev().zip(r).zip(g).zip(b).for_each(&mut put);
+                    } else {
+                        src.iter().zip(r).zip(g).zip(b).for_each(&mut put);
+                    }
+                }
+            }
+            Layout::Nhwc => {
+                let dst: &mut [[T; 3]] = bytemuck::cast_slice_mut(out);
+                for (src, dst) in pixels.chunks_exact(w).zip(dst.chunks_exact_mut(w)) {
+                    if flip {
+                        src.iter().rev().zip(dst).for_each(|(p, d)| *d = px(p));
+                    } else {
+                        src.iter().zip(dst).for_each(|(p, d)| *d = px(p));
+                    }
                 }
             }
         }
