@@ -645,9 +645,9 @@ mod float_tests {
         };
         let stage = PixelStage::new(Dtype::F32, Layout::Nhwc, Some(n));
         let tables = stage.byte_values();
-        for c in 0..3 {
+        for (c, table) in tables.iter().enumerate() {
             let want = (51.0f32 / 255.0 - n.mean[c]) / n.std[c];
-            assert_eq!(tables[c][51].to_bits(), want.to_bits());
+            assert_eq!(table[51].to_bits(), want.to_bits());
         }
         let plan = PixelPlan {
             size: (2, 3),
