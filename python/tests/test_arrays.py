@@ -167,6 +167,16 @@ def mnist_like(cls, n, transform=None, seed=0):
     return ds
 
 
+def test_mnist_made_floats_before_its_resize_gives_torchs_floats_in_one_channel():
+    """`ToTensor(), Resize([32, 32]), Normalize([0.5], [0.5])` (LeNet scripts' order): the grey
+    floats resized unrounded, natively, bit for bit, `[N, 1, 32, 32]`."""
+    tf = T.Compose([T.ToTensor(), T.Resize([32, 32]), T.Normalize([0.5], [0.5])])
+    ds = mnist_like(datasets.MNIST, 12, tf)
+    x, _ = next(iter(native(ds, batch_size=12)))
+    assert x.shape == (12, 1, 32, 32)
+    assert torch.equal(x, torch.stack([ds[i][0] for i in range(12)]))
+
+
 @pytest.mark.parametrize("cls", [datasets.MNIST, datasets.FashionMNIST, datasets.KMNIST])
 def test_mnists_grey_images_come_out_with_one_channel_as_the_dataset_gives_them(cls):
     # pytorch/examples' MNIST transform.
