@@ -272,11 +272,11 @@ def _resize_filter(t: Any, what: str, on_tensor: bool) -> str:
     that kernel (bilinear, the CPU's uint8 path); `Unsupported` elsewhere (v1 and bicubic
     interpolate in float, and hpuload's two-tap float kernel is within a bit of torch's)."""
     interp = _resize_interp(t, what, on_tensor)
-    if getattr(t, "antialias", True) is not False or not on_tensor or interp in ("nearest", "pil_nearest"):
+    if not _antialias_off(t) or not on_tensor or interp in ("nearest", "pil_nearest"):
         return interp
     if interp == "bilinear" and not _v1(t):
         return "torch_bilinear_no_antialias"
-    raise Unsupported(f"{what}(antialias=False) with {interp} interpolation")
+    raise Unsupported(f"{what}(antialias={t.antialias}) with {interp} interpolation")
 
 
 def _resizes_floats(normalize: dict | None) -> bool:
@@ -285,6 +285,13 @@ def _resizes_floats(normalize: dict | None) -> bool:
     if normalize is not None:
         normalize["before_resize"] = True
     return True
+
+
+def _antialias_off(t: Any) -> bool:
+    """Whether a resize `t` of a tensor does not antialias: `antialias=False`, and `None`
+    (torchvision's functionals read it as False on tensors; on PIL images it is ignored),
+    and older torchvision's default `"warn"`, which was False on tensors too."""
+    return getattr(t, "antialias", True) in (False, None, "warn")
 
 
 def _float_filter(t: Any, what: str) -> str:
@@ -297,8 +304,8 @@ def _float_filter(t: Any, what: str) -> str:
         return interp
     if interp not in ("bilinear", "bicubic"):
         raise Unsupported(f"{what} with {interp} interpolation of a float image")
-    if getattr(t, "antialias", True) is False:
-        raise Unsupported(f"{what}(antialias=False) of a float image")
+    if _antialias_off(t):
+        raise Unsupported(f"{what}(antialias={t.antialias}) of a float image")
     return "float_" + interp
 
 
@@ -768,10 +775,10 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
             float_first = video and not pixel and normalize is None and not erasing
             if pixel or (dtype is not None and not float_first):
                 raise Unsupported("Resize after a pixel op or the conversion to float")
-            if video and getattr(t, "antialias", True) is False and getattr(t, "max_size", None) is None:
+            if video and _antialias_off(t) and getattr(t, "max_size", None) is None:
                 interp = _resize_interp(t, name, on_tensor)
                 if interp not in ("nearest", "bilinear", "float_bilinear"):
-                    raise Unsupported(f"Resize(antialias=False) with {interp} interpolation")
+                    raise Unsupported(f"Resize(antialias={t.antialias}) with {interp} interpolation")
                 if interp != "nearest":  # nearest takes one pixel: antialias changes nothing
                     # v2 resizes a uint8 clip with torch's uint8 kernel (byte for byte); a
                     # float clip, and v1's uint8 one, in float (two taps, rounded once).

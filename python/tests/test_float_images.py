@@ -122,3 +122,23 @@ def test_a_pixel_op_after_the_float_resize_runs_in_python_on_the_native_floats(p
         loader = DataLoader(ds, batch_size=4, backend="cpu")
     got = torch.cat([x for x, _ in loader])
     assert torch.equal(got, torch.stack([ds[i][0] for i in range(len(ds))]))
+
+
+@pytest.mark.parametrize("flavour", ["v1", "v2"])
+def test_antialias_none_on_a_tensor_is_no_antialiasing_as_torchvision_reads_it(png_folder, flavour):
+    """torchvision's functionals read `antialias=None` as False on tensors (and ignore it on
+    PIL images): on a uint8 tensor the resize is torch's non-antialiased one (natively where
+    hpuload has its kernel, else torch's loader), on a float one torch's loader; on a PIL
+    image the antialiased one, natively. Never the antialiased resize on a tensor."""
+    M = T if flavour == "v1" else v2
+    for steps in (
+        [M.PILToTensor(), M.Resize((37, 29), antialias=None)],
+        [*to_float(M), M.Resize((37, 29), antialias=None)],
+        [M.Resize((37, 29), antialias=None), M.PILToTensor()],
+    ):
+        ds = datasets.ImageFolder(png_folder, M.Compose(steps))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FallbackWarning)
+            got = torch.cat([x for x, _ in DataLoader(ds, batch_size=4, backend="cpu")])
+        want = torch.stack([ds[i][0] for i in range(len(ds))])
+        assert torch.equal(got, want), f"{[type(s).__name__ for s in steps]}: {(got != want).float().mean():.2%} differ"
