@@ -294,11 +294,13 @@ def _antialias_off(t: Any) -> bool:
     return getattr(t, "antialias", True) in (False, None, "warn")
 
 
-def _float_filter(t: Any, what: str) -> str:
-    """A resize's interpolation on a float image tensor (`ToTensor()` came first): torch's
-    float kernel, whose values hpuload keeps unrounded (`float_bilinear`, `float_bicubic`;
-    nearest copies pixels). `Unsupported` without antialiasing (torch's two-tap float kernel,
-    which hpuload has only rounded) and for the other filters."""
+def _float_filter(t: Any, what: str, dtype: str) -> str:
+    """A resize's interpolation on a float image tensor of `dtype` (`ToTensor()` came first):
+    torch's float kernel, whose values hpuload keeps unrounded (`float_bilinear`,
+    `float_bicubic`; nearest copies pixels). `Unsupported` without antialiasing (torch's
+    two-tap float kernel, which hpuload has only rounded), for the other filters, and on half
+    floats (torch resamples a float16 or bfloat16 tensor in that type, rounding between its
+    two passes: a unit in the last place off, where hpuload's passes run in f32)."""
     interp = _interp(t.interpolation, what)
     if interp == "nearest":
         return interp
@@ -306,6 +308,9 @@ def _float_filter(t: Any, what: str) -> str:
         raise Unsupported(f"{what} with {interp} interpolation of a float image")
     if _antialias_off(t):
         raise Unsupported(f"{what}(antialias={t.antialias}) of a float image")
+    if dtype != "f32":
+        kind = {"f16": "float16", "bf16": "bfloat16"}.get(dtype, dtype)
+        raise Unsupported(f"{what} of a {kind} image (torch resamples half floats in half precision)")
     return "float_" + interp
 
 
@@ -760,7 +765,7 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
                     "size": _hw(t.size, name),
                     "scale": [float(t.scale[0]), float(t.scale[1])],
                     "ratio": [float(t.ratio[0]), float(t.ratio[1])],
-                    "interpolation": _float_filter(t, name) if floats else _resize_filter(t, name, on_tensor),
+                    "interpolation": _float_filter(t, name, dtype) if floats else _resize_filter(t, name, on_tensor),
                 }
             )
         elif _is(t, "Resize") and floats:
@@ -770,7 +775,7 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
             size = t.size
             if isinstance(size, (list, tuple)) and len(size) == 1:
                 size = size[0]
-            geometry.append({"op": "resize", "size": size if isinstance(size, int) else _hw(size, name), "interpolation": _float_filter(t, name)})
+            geometry.append({"op": "resize", "size": size if isinstance(size, int) else _hw(size, name), "interpolation": _float_filter(t, name, dtype)})
         elif _is(t, "Resize"):
             float_first = video and not pixel and normalize is None and not erasing
             if pixel or (dtype is not None and not float_first):

@@ -31,6 +31,9 @@ def cases(M):
         "rotate_bilinear_with_fill": [crop, M.RandomRotation((45, 45), interpolation=B, fill=(10, 200, 30))],
         "affine_nearest": [crop, M.RandomAffine(degrees=(10, 10), scale=(1.25, 1.25), shear=(5, 5, -3, -3))],
         "affine_bilinear_with_fill": [crop, M.RandomAffine(degrees=(-7, -7), scale=(0.75, 0.75), interpolation=B, fill=128)],
+        # torchvision draws the scale in float32 (1.100000023841858), and Pillow's scale-only
+        # route steps positions in f64 from it: with the f64 1.1 whole columns moved.
+        "affine_scale_only_as_drawn_in_float32": [crop, M.RandomAffine(degrees=0, scale=(1.1, 1.1))],
         "hue": [crop, M.ColorJitter(hue=(0.1, 0.1))],
         "hue_negative": [crop, M.ColorJitter(hue=(-0.45, -0.45))],
         # Pillow's ImageEnhance (torch's arithmetic is a level off in a sixth of the values).

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::PipelineError;
 use super::pixel::{PilEnhance, PixelOp, Scratch};
-use super::spec::{coin, half, linspace_f32, probability, range, OpKind, OpSpec};
+use super::spec::{coin, half, linspace_f32, probability, torch_uniform, OpKind, OpSpec};
 use crate::rng::CounterRng;
 
 /// `GaussianBlur(kernel_size, sigma)`: sigma drawn uniformly from the range per sample.
@@ -44,7 +44,7 @@ impl OpSpec for GaussianBlur {
         Ok(())
     }
     fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
-        let s = range(rng, self.sigma);
+        let s = torch_uniform(rng, self.sigma);
         out.push(PixelOp::GaussianBlur {
             kernel: self.kernel_size,
             sigma: [s, s],

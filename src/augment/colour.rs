@@ -7,15 +7,15 @@ use serde::{Deserialize, Serialize};
 
 use super::error::PipelineError;
 use super::pixel::{PilEnhance, PixelOp};
-use super::spec::{coin, coin_op, half, probability, range, shuffle, OpKind, OpSpec};
+use super::spec::{coin, coin_op, half, probability, shuffle, torch_uniform, OpKind, OpSpec};
 use crate::rng::CounterRng;
 
-/// `ColorJitter`: factors drawn uniformly from each range, applied in a random order. `None`
+/// `ColorJitter`: factors drawn uniformly from each torch_uniform, applied in a random order. `None`
 /// leaves that adjustment out (torchvision's 0).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ColorJitter {
-    /// Brightness factor range, e.g. `[0.6, 1.4]` for `brightness=0.4`.
+    /// Brightness factor torch_uniform, e.g. `[0.6, 1.4]` for `brightness=0.4`.
     #[serde(default)]
     pub brightness: Option<[f64; 2]>,
     /// Contrast factor range.
@@ -24,7 +24,7 @@ pub struct ColorJitter {
     /// Saturation factor range.
     #[serde(default)]
     pub saturation: Option<[f64; 2]>,
-    /// Hue shift range, within `[-0.5, 0.5]`.
+    /// Hue shift torch_uniform, within `[-0.5, 0.5]`.
     #[serde(default)]
     pub hue: Option<[f64; 2]>,
     /// The image is a PIL image: torchvision adjusts its contrast and saturation with
@@ -72,10 +72,10 @@ impl OpSpec for ColorJitter {
     fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
         let mut order = [0usize, 1, 2, 3];
         shuffle(rng, &mut order);
-        let b = self.brightness.map(|r| range(rng, r));
-        let c = self.contrast.map(|r| range(rng, r));
-        let s = self.saturation.map(|r| range(rng, r));
-        let h = self.hue.map(|r| range(rng, r));
+        let b = self.brightness.map(|r| torch_uniform(rng, r));
+        let c = self.contrast.map(|r| torch_uniform(rng, r));
+        let s = self.saturation.map(|r| torch_uniform(rng, r));
+        let h = self.hue.map(|r| torch_uniform(rng, r));
         let ops = Adjustments::new(self.pil, self.v1);
         for k in order {
             out.extend(match k {
@@ -192,7 +192,7 @@ impl OpSpec for RandomPhotometricDistort {
         // torchvision v2's draws, in its order: a coin and a factor for each adjustment, the
         // contrast's place, then a coin and a permutation.
         let p = self.p;
-        let mut factor = |r: [f64; 2]| coin(rng, p).then(|| range(rng, r));
+        let mut factor = |r: [f64; 2]| coin(rng, p).then(|| torch_uniform(rng, r));
         let b = factor(self.brightness);
         let c = factor(self.contrast);
         let s = factor(self.saturation);

@@ -8,7 +8,7 @@ use super::error::AugmentError;
 use super::error::PipelineError;
 use super::pil;
 use super::pixel::{PixelOp, Scratch, Warp};
-use super::spec::{coin, coin_op, half, linspace_f32, probability, range, OpKind, OpSpec};
+use super::spec::{coin, coin_op, half, linspace_f32, probability, torch_uniform, OpKind, OpSpec};
 use crate::rng::CounterRng;
 
 /// An output size: one number for a square, or `[height, width]`.
@@ -457,7 +457,7 @@ impl OpSpec for RandomRotation {
     fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
         out.push(PixelOp::Warp(Warp {
             rotate: true,
-            angle: range(rng, self.degrees),
+            angle: torch_uniform(rng, self.degrees),
             translate: [0.0; 2],
             scale: 1.0,
             shear: [0.0; 2],
@@ -530,20 +530,20 @@ impl OpSpec for RandomAffine {
         warp_interpolation(self.interpolation, name)
     }
     fn draw(&self, rng: &mut CounterRng, size: (u32, u32), out: &mut Vec<PixelOp>) {
-        let angle = range(rng, self.degrees);
+        let angle = torch_uniform(rng, self.degrees);
         let translate = self.translate.map_or([0.0; 2], |[fx, fy]| {
             let (mx, my) = (fx * f64::from(size.1), fy * f64::from(size.0));
-            let tx = round_half_even(rng.uniform_in(-mx, mx));
-            let ty = round_half_even(rng.uniform_in(-my, my));
+            let tx = round_half_even(torch_uniform(rng, [-mx, mx]));
+            let ty = round_half_even(torch_uniform(rng, [-my, my]));
             [tx, ty]
         });
-        let scale = self.scale.map_or(1.0, |s| range(rng, s));
+        let scale = self.scale.map_or(1.0, |s| torch_uniform(rng, s));
         let shear = self.shear.map_or([0.0; 2], |s| {
-            let x = range(rng, [s[0], s[1]]);
+            let x = torch_uniform(rng, [s[0], s[1]]);
             let y = if s[2] == 0.0 && s[3] == 0.0 {
                 0.0
             } else {
-                range(rng, [s[2], s[3]])
+                torch_uniform(rng, [s[2], s[3]])
             };
             [x, y]
         });

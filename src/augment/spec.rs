@@ -90,9 +90,12 @@ pub(super) fn coin(rng: &mut CounterRng, p: f64) -> bool {
     rng.uniform() < p
 }
 
-/// A uniform draw in `[r[0], r[1])`.
-pub(super) fn range(rng: &mut CounterRng, r: [f64; 2]) -> f64 {
-    rng.uniform_in(r[0], r[1])
+/// A uniform draw in `[r[0], r[1]]` as torchvision draws its factors, angles and sigmas
+/// (`torch.empty(1).uniform_(lo, hi)`): a float32 value. A range of one value gives that value
+/// rounded to f32 (`ColorJitter(brightness=(1.3, 1.3))` blends with 1.2999999523), which can
+/// move a pixel: Pillow steps a scale-only affine's positions in f64 from it.
+pub(super) fn torch_uniform(rng: &mut CounterRng, r: [f64; 2]) -> f64 {
+    f64::from(rng.uniform_in(r[0], r[1]) as f32)
 }
 
 /// `torch.randperm`-like: a uniform permutation (Fisher–Yates).

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::PipelineError;
 use super::pixel::PixelOp;
-use super::spec::{coin, probability, range, OpKind, OpSpec};
+use super::spec::{coin, probability, OpKind, OpSpec};
 use crate::rng::CounterRng;
 
 pub use super::pixel::{PilEnhance as Enhance, PilFilter as Filter};
@@ -85,7 +85,10 @@ impl OpSpec for PilGaussianBlur {
     }
     fn draw(&self, rng: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
         if coin(rng, self.p) {
-            out.push(PixelOp::PilGaussianBlur(range(rng, self.radius)));
+            // Python's `random.uniform`, in f64.
+            out.push(PixelOp::PilGaussianBlur(
+                rng.uniform_in(self.radius[0], self.radius[1]),
+            ));
         }
     }
 }
