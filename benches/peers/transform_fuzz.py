@@ -93,6 +93,7 @@ def pixel(M, rng, on):
         ("sat", lambda: M.ColorJitter(saturation=(1.5, 1.5))),
         ("hue", lambda: M.ColorJitter(hue=(0.1, 0.1))),
         ("gray3", lambda: M.Grayscale(3)),
+        ("gray1", lambda: M.Grayscale(1)),
         ("rgray1", lambda: M.RandomGrayscale(1.0)),
         ("rgray0", lambda: M.RandomGrayscale(0.0)),
         ("sharp", lambda: M.RandomAdjustSharpness(2.0, 1.0)),
@@ -102,6 +103,20 @@ def pixel(M, rng, on):
         ("autocontrast", lambda: M.RandomAutocontrast(1.0)),
         ("invert", lambda: M.RandomInvert(1.0)),
         ("noapply", lambda: M.RandomApply([M.ColorJitter(0.4, 0.4, 0.4)], p=0.0)),
+    ]
+    if on == "pil":
+        ops += [
+            ("topil_roundtrip", lambda: M.Compose([M.PILToTensor(), M.ToPILImage()])),
+            ("rgb", lambda: v2.RGB() if M is v2 else M.Lambda(lambda im: im.convert("RGB"))),
+        ]
+    if M is v2 and on != "float":
+        ops += [("jpeg75", lambda: v2.JPEG((75, 75)))]
+    ops += [
+        ("apply1", lambda: M.RandomApply([M.ColorJitter(brightness=(0.7, 0.7))], p=1.0)),
+        ("choice1", lambda: M.RandomChoice([M.RandomVerticalFlip(1.0)])),
+        ("order1", lambda: M.RandomOrder([M.ColorJitter(contrast=(1.2, 1.2))])),
+        ("jitter_identity", lambda: M.ColorJitter(brightness=(1, 1), contrast=0, saturation=(1, 1), hue=0)),
+        ("identity", lambda: M.Lambda(lambda x: x)),
     ]
     if on != "float":
         ops += [
@@ -170,8 +185,18 @@ def composition(rng):
         dt = rng.choice(FLOATS)
         add(f"ToDtype/ConvertImageDtype({dt})", v2.ToDtype(dt, scale=True) if M is v2 else T.ConvertImageDtype(dt))
         state = "float"
+    if state == "u8" and M is v2 and rng.random() < 0.1:
+        add("ToDtype(uint8, scale)", v2.ToDtype(torch.uint8, scale=True))
     if state == "float" and rng.random() < 0.6:
-        add("Normalize", M.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]))
+        r = rng.random()
+        if r < 0.15:
+            add("Normalize([0.5], [0.25])", M.Normalize([0.5], [0.25]))
+        elif r < 0.3:
+            add("Normalize(inplace)", M.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225], inplace=True))
+        else:
+            add("Normalize", M.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]))
+    if state == "float" and M is v2 and rng.random() < 0.1:
+        add("ToDtype(uint8, scale)", v2.ToDtype(torch.uint8, scale=True))
     if state != "pil" and rng.random() < 0.2:
         add("RandomErasing(p=0)", M.RandomErasing(p=0.0))
     return f"{'v1' if M is T else 'v2'}: " + ", ".join(names), M.Compose(steps)

@@ -99,11 +99,12 @@ def _seed_all(s: int) -> None:
         _np.random.seed(s & 0xFFFFFFFF)
 
 
-def _input(view: torch.Tensor, gives: str, own: bool = False) -> Any:
+def _input(view: torch.Tensor, gives: str, own: bool = False, channels_last: bool = False) -> Any:
     """One sample of the prefix's batch as the tail's first step gets it from the user's code.
     `own`: the view is of a buffer this tail alone reads (a pool's shared input, or the native
     batch once `_run` writes its outputs into a batch), which it may change in place, so a
-    tensor is not copied first."""
+    tensor is not copied first. `channels_last`: a CHW tensor is handed in channels-last
+    memory, as the user's steps would hand it (`Tail.channels_last`)."""
     if gives == "pil":
         from PIL import Image
 
@@ -112,7 +113,10 @@ def _input(view: torch.Tensor, gives: str, own: bool = False) -> Any:
     if gives == "array":
         # An albumentations tail: the `[H, W, C]` uint8 NumPy array cv2.imread's image is.
         return view.numpy().copy()
-    x = view if own else view.clone()  # the tail may work in place; the loader's buffer is reused
+    if channels_last:
+        x = view.permute(1, 2, 0).contiguous().permute(2, 0, 1)  # a copy: the tail may change it
+    else:
+        x = view if own else view.clone()  # the tail may work in place; the loader's buffer is reused
     if gives == "image":
         from torchvision import tv_tensors
 
@@ -159,7 +163,7 @@ def _run(tail, images: torch.Tensor, indices: list[int], seed: int, epoch: int, 
             # Once the outputs go into a batch (copied there), a sample's tensor is the native
             # batch's row itself, not a copy: only this tail reads that row, so a step that
             # works in place changes bytes no one else reads, and its output then replaces them.
-            y = tail(_input(view, tail.gives, own=batch is not None))
+            y = tail(_input(view, tail.gives, own=batch is not None, channels_last=getattr(tail, "channels_last", False)))
             if row == 0 and type(y) is torch.Tensor:
                 if y.shape == images.shape[1:] and y.dtype == images.dtype:
                     # The outputs take the rows they came from: the native batch is handed
@@ -285,7 +289,7 @@ def _chunk(key: int, images: torch.Tensor, rows: range, seeds: list[int], out) -
     results = []
     for row, s in zip(rows, seeds):
         _seed_all(s)
-        results.append(tail(_input(images[row], tail.gives, own=True)))
+        results.append(tail(_input(images[row], tail.gives, own=True, channels_last=getattr(tail, "channels_last", False))))
     if out is not None and all(_fits(y, out) for y in results):
         for row, y in zip(rows, results):
             out[row].copy_(y)

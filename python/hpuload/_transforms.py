@@ -1053,6 +1053,9 @@ class Tail:
         #: The type names of the steps hpuload runs natively, and of the tail's.
         self.prefix_names = [type(t).__name__ for t in prefix]
         self.names = [type(t).__name__ for t in steps]
+        #: The user's steps would hand the tail a tensor in channels-last memory
+        #: (`_gives_channels_last`): its input takes that layout.
+        self.channels_last = False
 
     def __call__(self, x):
         for t in self.steps:
@@ -1194,8 +1197,35 @@ def translate_split(transform: Any) -> tuple[str, str, Tail | None]:
             # resize, and such a step turns what they made; the tail's images, made from
             # hpuload's bytes, carry none.
             raise Unsupported(f"{whole}; and a later step turns images by their EXIF orientation after the crop")
-        return pipeline, dtype, Tail(all_steps[k:], gives, str(whole), all_steps[:k])
+        tail = Tail(all_steps[k:], gives, str(whole), all_steps[:k])
+        tail.channels_last = dtype in ("f16", "bf16") and _gives_channels_last(all_steps[:k])
+        return pipeline, dtype, tail
     raise whole
+
+
+def _gives_channels_last(prefix: list) -> bool:
+    """Whether torchvision's `prefix` steps hand the next step a CHW tensor in channels-last
+    memory (`PILToTensor` and `ToImage` make a permuted view of the image's bytes, which
+    `ToDtype` and `ConvertImageDtype` keep). torch's half-float arithmetic of grey (`Grayscale`,
+    a saturation) rounds differently on such a tensor than on a contiguous one: the tail then
+    gets its input in that layout. Found by running the steps on a blank image, the random
+    states kept as they were."""
+    import random
+
+    import torch
+    from PIL import Image
+
+    state = random.getstate()
+    try:
+        with torch.random.fork_rng(devices=[]):
+            x = Image.new("RGB", (640, 480), (90, 120, 150))
+            for t in prefix:
+                x = t(x)
+    except Exception:
+        return False
+    finally:
+        random.setstate(state)
+    return isinstance(x, torch.Tensor) and x.dim() == 3 and x.shape[0] > 1 and x.stride()[0] == 1
 
 
 def _minds_orientation(t: Any) -> bool:

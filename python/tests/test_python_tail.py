@@ -279,6 +279,28 @@ def test_a_tail_gives_the_same_batches_whether_it_runs_in_the_thread_or_the_proc
     assert runs_in["where"] in ("thread", "2 processes") and runs_in["native_in_parallel"] >= 1
 
 
+@pytest.mark.parametrize("processes", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_tail_on_half_floats_gets_them_in_the_memory_layout_torchvisions_conversion_gives(png_folder, dtype, processes):
+    """`ToImage` and `PILToTensor` hand on a channels-last view of the image's bytes, which
+    `ToDtype` keeps, and torch's half-float grey (`Grayscale`, saturation) rounds otherwise on
+    it than on a contiguous tensor: a tail after them gets its input in that layout, and its
+    output is the Dataset's bit for bit (before, 2 of 255 off in 20-40% of values)."""
+    for transform in (
+        v2.Compose([v2.Resize((40, 52)), v2.ToImage(), v2.ToDtype(dtype, scale=True), v2.Grayscale(3)]),
+        T.Compose([T.Resize((40, 52)), T.PILToTensor(), T.ConvertImageDtype(dtype), T.ColorJitter(saturation=(1.5, 1.5))]),
+    ):
+        ds = datasets.ImageFolder(png_folder, transform)
+        with pytest.warns(PythonTailWarning):
+            loader = DataLoader(ds, batch_size=4, shuffle=False, backend="cpu")
+        if processes:
+            in_processes(loader)
+        got = torch.cat([x for x, _ in loader])
+        want = torch.stack([ds[i][0] for i in range(len(ds))])
+        assert got.dtype == want.dtype == dtype
+        assert torch.equal(got, want), f"{(got != want).float().mean():.1%} of values differ"
+
+
 def _hash_for(seconds: float) -> None:
     """Spends about `seconds` of this thread's CPU (hashing releases the GIL)."""
     import hashlib
