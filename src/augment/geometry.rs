@@ -1266,6 +1266,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_affines_pinned_draws_are_torchs_float32_values() {
+        // torchvision draws with `torch.empty(1).uniform_(a, a)`: `a` rounded to f32.
+        let spec: RandomAffine = serde_json::from_str(
+            r#"{"degrees": [0.3, 0.3], "scale": [1.1, 1.1], "shear": [2.2, 2.2, 0, 0]}"#,
+        )
+        .unwrap();
+        let mut ops = Vec::new();
+        spec.draw(
+            &mut CounterRng::new(0, 0, 0, crate::rng::Stream::Crop),
+            (64, 64),
+            &mut ops,
+        );
+        let [PixelOp::Warp(w)] = ops.as_slice() else {
+            panic!("one warp: {ops:?}")
+        };
+        assert_eq!(w.scale, f64::from(1.1f32));
+        assert_eq!(w.angle, f64::from(0.3f32));
+        assert_eq!(w.shear, [f64::from(2.2f32), 0.0]);
+    }
+
+    #[test]
     fn a_center_crop_larger_than_the_image_pads_half_before_as_torchvision() {
         let mut rng = CounterRng::new(0, 0, 0, crate::rng::Stream::Crop);
         let pad = Pad::default();
