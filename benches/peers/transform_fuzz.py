@@ -21,6 +21,8 @@ a tally:
   ERROR     hpuload raised where torchvision did not
   torch varies  the dataset itself gave other values the second time (not compared)
 env ONLY=N: run case N alone and print each sample's largest difference.
+env BACKEND=auto: the media engine's path (FOLDER of JPEGs); a case is then SILENT when its
+  mean difference passes 4 levels (the engine is within PSNR floors, not bytes).
 """
 import os
 import random
@@ -36,6 +38,7 @@ from torchvision.transforms import v2
 from hpuload.torch import DataLoader
 
 ROOT = sys.argv[1] if __name__ == "__main__" else None
+BACKEND = os.environ.get("BACKEND", "cpu")
 FLOATS = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
 INTERPS = [IM.NEAREST, IM.BILINEAR, IM.BICUBIC, IM.NEAREST_EXACT, IM.BOX, IM.LANCZOS]
 
@@ -202,6 +205,11 @@ def composition(rng):
     return f"{'v1' if M is T else 'v2'}: " + ", ".join(names), M.Compose(steps)
 
 
+def _levels(a, b, normalized):
+    d = (a.double().nan_to_num() - b.double().nan_to_num()).abs()
+    return d * 255 * (0.225 if normalized else 1) if a.dtype.is_floating_point else d
+
+
 def _equal(a, b):
     return a.shape == b.shape and a.dtype == b.dtype and torch.equal(a.nan_to_num(), b.nan_to_num())
 
@@ -220,7 +228,7 @@ def run(tf, normalized, show=False):
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         try:
-            got = [x[0] for x, _ in DataLoader(ds, batch_size=1, shuffle=False, backend="cpu")]
+            got = [x[0] for x, _ in DataLoader(ds, batch_size=1, shuffle=False, backend=BACKEND)]
         except Exception as e:
             return "ERROR", f"{type(e).__name__}: {str(e)[:200]}"
     kinds = {type(x.message).__name__ for x in w}
@@ -240,9 +248,15 @@ def run(tf, normalized, show=False):
     # Half floats round differently in their last bit: a level is 1/255, their ulp near 1 is
     # 1/1024 (f16) and 1/128 (bf16).
     tol = {torch.bfloat16: 2.5, torch.float16: 1.01}.get(got[0].dtype, 1.01)
+    if BACKEND != "cpu":
+        # The media engine decodes a JPEG scaled in the DCT and resamples in YCbCr: within its
+        # PSNR floors, not bytes. A geometry or an op misread is tens of levels off on average.
+        mean = sum(_levels(a, b, normalized).mean().item() for a, b in zip(got, ref)) / len(got)
+        worst, tol = mean, 4.0
+    what = "max" if BACKEND == "cpu" else "mean"
     if worst <= tol:
-        return ("fallback" if fell else ("tail" if "PythonTailWarning" in kinds else "same")), f"max {worst:.3f} {notes}"
-    return ("fallback-BAD" if fell else "SILENT"), f"max {worst:.2f} {notes}"
+        return ("fallback" if fell else ("tail" if "PythonTailWarning" in kinds else "same")), f"{what} {worst:.3f} {notes}"
+    return ("fallback-BAD" if fell else "SILENT"), f"{what} {worst:.2f} {notes}"
 
 
 def main():

@@ -93,6 +93,22 @@ def test_steps_before_a_resize_take_the_cpu_path_on_the_engine_backend_with_the_
     assert torch.equal(got, want)
 
 
+@pytest.mark.parametrize("flavour", ["v1", "v2"])
+def test_pillows_nearest_resize_of_jpegs_takes_the_cpu_path_on_the_engine_backend(jpeg_folder, flavour):
+    """The engine's nearest is torch's (`floor(i * scale)`); Pillow's, what a PIL image gets,
+    samples under each output pixel's centre: on the engine it took other source pixels
+    (22 dB from torchvision's output on corpus photos). Such samples take the CPU path, named
+    in the report, and the bytes are torchvision's."""
+    M = T if flavour == "v1" else v2
+    ds = datasets.ImageFolder(jpeg_folder, M.Compose([M.Resize((37, 53), interpolation=N), M.CenterCrop(32), M.PILToTensor()]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(ds, batch_size=8, shuffle=False, backend="auto")
+    got = torch.cat([x for x, _ in loader])
+    assert torch.equal(got, torch.stack([ds[i][0] for i in range(len(ds))]))
+    assert sum(n for reason, n in loader.report()["fallbacks"].items() if "Pillow's nearest" in reason) == len(ds)
+
+
 def test_a_random_flip_before_random_resized_crop_is_drawn_on_the_whole_image(png_folder):
     """`RandomHorizontalFlip()` then `RandomResizedCrop` (flip first, as many scripts write it):
     each sample is torchvision's own functions with hpuload's draws (the flip of the whole

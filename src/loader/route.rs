@@ -9,7 +9,7 @@ use hpuload_decoders::orientation::Orientation;
 use hpuload_decoders::{DecodeError, JpegDecoder};
 
 use super::{lock, Backend, Shared};
-use crate::augment::{AugmentError, CanvasJob, PixelOp, SamplePlan};
+use crate::augment::{AugmentError, CanvasJob, Interpolation, PixelOp, SamplePlan};
 use crate::cpu_time::CpuClock;
 use crate::hpu::{DeviceBuffer, Hpu, HpuError};
 use crate::stage::Stage;
@@ -180,6 +180,11 @@ fn canvas_job(
 ) -> Result<Option<(CanvasJob, Region)>, &'static str> {
     if plan.interpolation.no_antialias() {
         return Err("a resize without antialiasing runs on the CPU path");
+    }
+    if plan.interpolation == Interpolation::PilNearest {
+        // The engine's nearest is torch's (`floor(i * scale)`); Pillow's samples under each
+        // output pixel's centre, another source pixel in about half the rows and columns.
+        return Err("Pillow's nearest resize (of a PIL image) runs on the CPU path");
     }
     if plan.padding.is_some() {
         return Err("a crop padded past the image runs on the CPU path");
