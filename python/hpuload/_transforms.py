@@ -717,7 +717,7 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
             from ._behaviour import acts_as_to_tensor, keeps_rgb_images, turns_upright
 
             grey = GREY_IMAGES.get()
-            if keeps_rgb_images(t, grey):
+            if not single and keeps_rgb_images(t, grey):
                 continue  # a conversion to RGB (or nothing) on an RGB image: nothing to run
             if not geometry and not pixel and not before and turns_upright(t, grey):
                 # As the decode turns each image (`exif_orientation`). Later, after a crop or

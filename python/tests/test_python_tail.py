@@ -441,6 +441,28 @@ def test_a_step_that_converts_rgb_images_to_rgb_runs_as_nothing_natively(png_fol
     _exact_natively(png_folder, transform)
 
 
+@pytest.mark.parametrize(
+    "transform",
+    [
+        T.Compose([T.Grayscale(1), T.Lambda(lambda im: im.convert("RGB")), T.CenterCrop(32), T.PILToTensor()]),
+        T.Compose([T.RandomInvert(1.0), T.Grayscale(1), T.Resize((30, 34)), T.ColorJitter(brightness=(1.2, 1.2)),
+                   T.Lambda(lambda im: im.convert("RGB")), T.PILToTensor()]),
+    ],
+)
+def test_a_conversion_to_rgb_after_grayscale_to_one_channel_makes_three_as_torchvision(png_folder, transform):
+    """`convert("RGB")` does nothing to an RGB image, but after `Grayscale(1)` the image is
+    "L" and it makes three channels again: not skipped as nothing (hpuload handed out one
+    channel where torchvision's batches have three); it runs in Python or falls back, and the
+    batches are the Dataset's."""
+    ds = datasets.ImageFolder(png_folder, transform)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FallbackWarning)
+        warnings.simplefilter("ignore", PythonTailWarning)
+        got = torch.cat([x for x, _ in DataLoader(ds, batch_size=4, backend="cpu")])
+    want = torch.stack([ds[i][0] for i in range(len(ds))])
+    assert got.shape == want.shape and torch.equal(got, want)
+
+
 def test_a_users_step_that_changes_some_rgb_images_still_runs_in_python(png_folder):
     """Watched on images up to a photo's size: a step that turns only large images is no
     conversion, and runs as the user's own code."""
