@@ -10,12 +10,12 @@ use super::pixel::{PilEnhance, PixelOp};
 use super::spec::{coin, coin_op, half, probability, shuffle, torch_uniform, OpKind, OpSpec};
 use crate::rng::CounterRng;
 
-/// `ColorJitter`: factors drawn uniformly from each torch_uniform, applied in a random order. `None`
+/// `ColorJitter`: factors drawn uniformly from each range, applied in a random order. `None`
 /// leaves that adjustment out (torchvision's 0).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ColorJitter {
-    /// Brightness factor torch_uniform, e.g. `[0.6, 1.4]` for `brightness=0.4`.
+    /// Brightness factor range, e.g. `[0.6, 1.4]` for `brightness=0.4`.
     #[serde(default)]
     pub brightness: Option<[f64; 2]>,
     /// Contrast factor range.
@@ -24,7 +24,7 @@ pub struct ColorJitter {
     /// Saturation factor range.
     #[serde(default)]
     pub saturation: Option<[f64; 2]>,
-    /// Hue shift torch_uniform, within `[-0.5, 0.5]`.
+    /// Hue shift range, within `[-0.5, 0.5]`.
     #[serde(default)]
     pub hue: Option<[f64; 2]>,
     /// The image is a PIL image: torchvision adjusts its contrast and saturation with
