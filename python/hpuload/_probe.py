@@ -43,7 +43,9 @@ class LazyImage:
     `ImageOps.exif_transpose` and a `with` block are answered; anything else needs pixels.
     `tensor`: what the code holds is the uint8 `[C, H, W]` tensor torchvision's readers give,
     not a PIL image (`"cv2"`: the uint8 `[H, W, C]` array `cv2.imread` gives, in BGR order
-    unless `cv2.cvtColor(..., cv2.COLOR_BGR2RGB)` made it RGB); `rgb`: it is in RGB whatever the file holds (converted, or read in RGB
+    unless `cv2.cvtColor(..., cv2.COLOR_BGR2RGB)` made it RGB; `"array"`: the NumPy array of
+    the PIL image, `np.array(image)` or `np.asarray(image)`, in RGB order); `rgb`: it is in
+    RGB whatever the file holds (converted, or read in RGB
     mode), rather than in the file's own mode, which the loader then checks; `turned`: turned
     upright by the EXIF orientation the file carries, as the loader then turns each image
     (True: as Pillow's `exif_transpose` reads it; "torchvision": as torchvision's readers
@@ -113,8 +115,8 @@ class TransformStandIn:
     def __call__(self, image, *rest):
         if rest or not isinstance(image, LazyImage):
             raise NeedsPixels(f"the transform was given a {type(image).__name__}, not the opened image")
-        if image.tensor == "cv2":
-            raise NeedsPixels("a torchvision transform was given the array cv2.imread read")
+        if image.tensor == "cv2" or image.tensor == "array":
+            raise NeedsPixels("a torchvision transform was given a NumPy array of the image")
         return Recorded(image)
 
 
@@ -127,8 +129,11 @@ class AlbumentationsStandIn:
             given = ", ".join([type(a).__name__ for a in args] + [f"{k}=" for k in kwargs])
             raise NeedsPixels(f"the albumentations transform was called with {given} (hpuload gives it image= alone)")
         image = kwargs["image"]
-        if not isinstance(image, LazyImage) or image.tensor != "cv2":
-            raise NeedsPixels(f"the albumentations transform was given a {type(image).__name__}, not what cv2.imread read")
+        if not isinstance(image, LazyImage) or image.tensor not in ("cv2", "array"):
+            raise NeedsPixels(
+                f"the albumentations transform was given a {type(image).__name__}, not what cv2.imread read "
+                "or the NumPy array of an opened image"
+            )
         return {"image": Recorded(image)}
 
 
@@ -213,6 +218,67 @@ def _cv2_cvt_color(src, code, *args, **kwargs):
     if src.tensor != "cv2" or code != _COLOR_BGR2RGB or args or kwargs:
         raise NeedsPixels(f"cv2.cvtColor(..., {code}) of the image (hpuload answers COLOR_BGR2RGB of what cv2.imread read)")
     return LazyImage(src.path, tensor="cv2", rgb=not src.rgb)
+
+
+def _numpy_array_of(image: LazyImage, args: tuple, kwargs: dict) -> LazyImage:
+    """`np.array(image)` or `np.asarray(image)` of an opened image: the uint8 `[H, W, C]`
+    array of Pillow's pixels (`"array"`), or of what cv2.imread read (the same handle: a copy
+    of it holds the same values). A dtype other than uint8, or any other argument that
+    changes the values, needs pixels."""
+    import numpy as np
+
+    dtype = args[0] if args else kwargs.pop("dtype", None)
+    if len(args) > 1 or set(kwargs) - {"copy", "order"} or (dtype is not None and np.dtype(dtype) != np.uint8):
+        raise NeedsPixels("a NumPy array of the image with arguments other than a uint8 dtype, copy or order")
+    if image.tensor == "cv2" or image.tensor == "array":
+        return image
+    if image.tensor:
+        raise NeedsPixels("a NumPy array of the image read as a tensor")
+    return LazyImage(image.path, tensor="array", rgb=image.rgb, turned=image.turned)
+
+
+class _NumpyArrays:
+    """While entered (by any thread; counted): `numpy.array` and `numpy.asarray` answer an
+    opened image (`_numpy_array_of`) on a probing thread, and are NumPy's own otherwise.
+    Patched only while a Dataset is probed, so that no other call of them pays for the
+    check; code that bound them by name (`from numpy import asarray`) meets the handle, which
+    needs pixels."""
+
+    _depth = 0
+    _originals: dict = {}
+
+    def __enter__(self):
+        import numpy as np
+
+        with _patch_lock:
+            if _NumpyArrays._depth == 0:
+                for name in ("array", "asarray"):
+                    original = getattr(np, name)
+                    _NumpyArrays._originals[name] = original
+                    setattr(np, name, _numpy_call(original))
+            _NumpyArrays._depth += 1
+        return self
+
+    def __exit__(self, *exc):
+        import numpy as np
+
+        with _patch_lock:
+            _NumpyArrays._depth -= 1
+            if _NumpyArrays._depth == 0:
+                for name, original in _NumpyArrays._originals.items():
+                    setattr(np, name, original)
+                _NumpyArrays._originals.clear()
+        return False
+
+
+def _numpy_call(original):
+    def call(*args, **kwargs):
+        if args and isinstance(args[0], LazyImage) and getattr(_probing, "on", False):
+            return _numpy_array_of(args[0], args[1:], kwargs)
+        return original(*args, **kwargs)
+
+    call.__wrapped__ = original
+    return call
 
 
 def _read_file(path):
@@ -841,7 +907,8 @@ def video_reader_in(dataset, index: int) -> ReadsVideo | None:
 
 def _form_name(form: tuple[bool, bool, bool]) -> str:
     tensor, rgb, turned = form
-    kind = "OpenCV's array" if tensor == "cv2" else "a tensor" if tensor else "a PIL image"
+    kinds = {"cv2": "OpenCV's array", "array": "a NumPy array of a PIL image", True: "a tensor"}
+    kind = kinds.get(tensor, "a PIL image")
     name = kind + (" in RGB" if rgb else " in the file's own mode")
     return name + (" turned upright by its EXIF orientation" if turned else "")
 
@@ -885,6 +952,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
     extras: list[tuple] = []
     layout = keys = form = None
     labels = set()
+    arrays = _NumpyArrays().__enter__()
     _probing.on = True
     setattr(dataset, attribute, stand_in)
     try:
@@ -928,6 +996,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
     finally:
         setattr(dataset, attribute, transform)
         _probing.on = False
+        arrays.__exit__()
         torch.set_rng_state(states[0])
         random.setstate(states[1])
     if len(labels) > 1:

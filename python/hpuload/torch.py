@@ -490,9 +490,13 @@ def _listed_source(dataset, pipeline):
             if any(transform_of(b) is not transform_of(bases[0]) for b in bases):
                 raise Unsupported("the ConcatDataset's parts hold different transform objects now")
             transform = transform_of(bases[0])
-            if tensor == "cv2" or _albumentations.is_compose(transform):
-                if tensor != "cv2" or not _albumentations.is_compose(transform):
-                    raise Unsupported("an albumentations transform runs natively on what cv2.imread read")
+            arrays = tensor == "cv2" or tensor == "array"
+            if arrays or _albumentations.is_compose(transform):
+                if not arrays or not _albumentations.is_compose(transform):
+                    raise Unsupported(
+                        "an albumentations transform runs natively on what cv2.imread read or on the NumPy "
+                        "array of an opened image"
+                    )
                 return _albumentations.translate_split(transform)
             if tensor:
                 from torchvision import transforms as tv_transforms
@@ -602,8 +606,8 @@ def _listed_source(dataset, pipeline):
             if odd is None:
                 rgb_files.update(fresh)
             if odd is not None:
-                how = "torchvision's reader in its UNCHANGED mode" if tensor else 'Image.open without .convert("RGB")'
-                fix = "read it in ImageReadMode.RGB" if tensor else 'add .convert("RGB")'
+                how = "torchvision's reader in its UNCHANGED mode" if tensor is True else 'Image.open without .convert("RGB")'
+                fix = "read it in ImageReadMode.RGB" if tensor is True else 'add .convert("RGB")'
                 raise _Unfit(
                     f"{odd[0]} is in mode {odd[1]}, which {how} keeps, while hpuload decodes every image to RGB "
                     f"({fix} in __getitem__ to run natively)",

@@ -1427,3 +1427,70 @@ def test_opencvs_kernels_run_in_python_with_an_opencv_hpuload_has_not_matched(jp
         loader = DataLoader(ds, batch_size=8, backend="cpu", seed=1)
     assert type(loader) is DataLoader
     assert next(iter(loader))[0].shape == (8, 3, 40, 40)
+
+
+class PillowArrayDataset(tud.Dataset):
+    """The other Kaggle shape: Pillow reads, NumPy makes the array albumentations takes."""
+
+    def __init__(self, files, labels, transforms, read="convert"):
+        self.files, self.labels, self.transforms, self.read = files, labels, transforms, read
+
+    def __len__(self):
+        return len(self.files)
+
+    def __getitem__(self, idx):
+        if self.read == "convert":
+            image = np.array(Image.open(self.files[idx]).convert("RGB"))
+        elif self.read == "asarray":  # no conversion: the file's own mode
+            image = np.asarray(Image.open(self.files[idx]))
+        elif self.read == "upright":
+            from PIL import ImageOps
+
+            with open(self.files[idx], "rb") as f:
+                image = np.array(ImageOps.exif_transpose(Image.open(f)).convert("RGB"), dtype=np.uint8)
+        elif self.read == "floats":
+            image = np.array(Image.open(self.files[idx]).convert("RGB"), dtype=np.float32)
+        else:  # "flipped": the array changed before the transform
+            image = np.array(Image.open(self.files[idx]).convert("RGB"))[:, ::-1]
+        return self.transforms(image=image)["image"], self.labels[idx]
+
+
+@pytest.mark.parametrize("read", ["convert", "asarray", "upright"])
+def test_a_numpy_array_of_a_pillow_image_runs_albumentations_natively_with_the_datasets_values(jpeg_folder, tmp_path, read):
+    """`np.array(Image.open(path).convert("RGB"))` (or `np.asarray` of the opened image, or
+    of it turned upright by its EXIF orientation) given to an albumentations `Compose`: no
+    fallback, and every value is the Dataset's own, on both backends."""
+    files, labels = files_of(jpeg_folder)
+    files, labels = files[:11], labels[:11]
+    if read == "upright":
+        exif = Image.Exif()
+        exif[0x0112] = 6
+        turned = tmp_path / "turned.jpg"
+        Image.open(files[0]).save(turned, exif=exif.tobytes())
+        files = [str(turned)] + files[1:]
+    tf = A.Compose([A.SmallestMaxSize(max_size=41), A.HorizontalFlip(p=1.0), A.CenterCrop(40, 33), A.Normalize(), ToTensorV2()])
+    same_batches_on_both_backends(PillowArrayDataset(files, labels, tf, read), batch_size=4)
+
+
+def test_a_numpy_array_hpuload_would_not_give_goes_to_torchs_loader_named(jpeg_folder, tmp_path):
+    """The array of a grey file opened without `.convert("RGB")` (one channel where hpuload
+    decodes three), an array of float32 values, and an array flipped by the Dataset's own
+    code before the transform: torch's DataLoader, the reason named, and NumPy's own
+    `array` and `asarray` back in place after the probe."""
+    files, labels = files_of(jpeg_folder)
+    grey = tmp_path / "grey.png"
+    Image.open(files[0]).convert("L").save(grey)
+    tf = A.Compose([A.Resize(32, 32), ToTensorV2()])
+    array, asarray = np.array, np.asarray
+    cases = [
+        (PillowArrayDataset(files[:3] + [str(grey)], labels[:4], tf, "asarray"), "mode L"),
+        (PillowArrayDataset(files[:4], labels[:4], tf, "floats"), "uint8 dtype"),
+        (PillowArrayDataset(files[:4], labels[:4], tf, "flipped"), "subscriptable"),
+    ]
+    for ds, reason in cases:
+        with pytest.warns(FallbackWarning, match=reason):
+            loader = DataLoader(ds, batch_size=1)
+        assert type(loader) is not DataLoader
+        assert np.array is array and np.asarray is asarray
+        *_, (x, _) = loader  # the grey file last: one channel, as the Dataset gives it
+        assert torch.equal(x[0], torch.as_tensor(ds[3][0])), reason
