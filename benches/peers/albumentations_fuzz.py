@@ -17,6 +17,8 @@ The outcomes are those of transform_fuzz.py: same, tail, fallback, SILENT (diffe
 FallbackWarning), fallback-BAD, ERROR (hpuload raised where the Dataset did not), torch raises,
 torch varies.
 env ONLY=N: run case N alone and print each sample's largest difference.
+env BACKEND=auto: the media engine's backend (byte for byte too: albumentations' resizes are
+  OpenCV's, which hpuload runs on the CPU path).
 """
 import os
 import random
@@ -34,6 +36,7 @@ from PIL import Image
 from hpuload.torch import DataLoader
 
 ROOT = sys.argv[1] if __name__ == "__main__" else None
+BACKEND = os.environ.get("BACKEND", "cpu")
 INTERPS = [cv2.INTER_LINEAR] * 6 + [cv2.INTER_NEAREST, cv2.INTER_CUBIC, cv2.INTER_AREA, cv2.INTER_LANCZOS4, cv2.INTER_LINEAR_EXACT, cv2.INTER_NEAREST_EXACT]
 
 
@@ -210,7 +213,7 @@ def run(tf, read, normalized, show=False):
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         try:
-            got = [x[0] for x, _ in DataLoader(ds, batch_size=1, shuffle=False)]
+            got = [x[0] for x, _ in DataLoader(ds, batch_size=1, shuffle=False, backend=BACKEND)]
         except Exception as e:
             return "ERROR", f"{type(e).__name__}: {str(e)[:200]}"
     kinds = {type(x.message).__name__ for x in w}

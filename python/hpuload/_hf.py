@@ -222,7 +222,7 @@ def hf_source(dataset, pipeline, transform):
         rows = table_rows
     if len(rows) != len(dataset):
         raise Unfit(f"{len(rows)} rows found for a dataset of {len(dataset)}", D)
-    keys = (image_column, label_column)
+    keys = (image_column, label_column, False)
     watch = None
     if pipeline is not None:
         pipe, dtype = _pipeline(pipeline), "f32"
@@ -471,7 +471,7 @@ class _AppliesCheck:
 
         T = FallbackReason.TRANSFORM
         name = getattr(fn, "__name__", type(fn).__name__)
-        key, label = self.keys
+        key, label = self.keys[:2]
         raw = self.dataset.with_format(None)
         n = len(self.dataset)
         with generators_kept():
@@ -597,9 +597,10 @@ def _same_label(a, b) -> bool:
         return a == b
 
 
-def _hf_sample_keys(dataset, label_column: str) -> tuple[str, str]:
+def _hf_sample_keys(dataset, label_column: str) -> tuple[str, str, bool]:
     """The keys of the image tensor and the label in what the dataset's transform returns,
-    learnt from its first sample (or the first of `_rows_to_check` it can run on: a damaged
+    and whether the label's comes first (the order the loader's dicts keep), learnt from its
+    first sample (or the first of `_rows_to_check` it can run on: a damaged
     row is the loader's to name and skip)."""
     T = FallbackReason.TRANSFORM
     # The transform draws from the global generators; leave them as they were, so that a
@@ -632,4 +633,5 @@ def _hf_sample_keys(dataset, label_column: str) -> tuple[str, str]:
             f"{label_column!r}",
             T,
         )
-    return tensors[0], label
+    order = list(first)
+    return tensors[0], label, order.index(label) < order.index(tensors[0])

@@ -860,7 +860,9 @@ def _shape(out) -> tuple[Any, Any, int, tuple]:
     """`(layout, keys, label, extras)` of what `__getitem__` returned: `("pair", None, label,
     ())` for an `(image, label)` pair, with the plain values after the label as `extras` for
     an `(image, label, index, ...)` tuple (what noisy-label and semi-supervised code returns),
-    `("dict", (image key, label key), label, ())` for a dict of the two. A label that is no
+    `("dict", (image key, label key, label first), label, ())` for a dict of the two (`label
+    first`: the label's key comes first in the dict, whose order the loader's dicts keep). A
+    label that is no
     integer (`_label_object`) comes first among the extras, and `label` is 0."""
     if isinstance(out, (tuple, list)) and len(out) >= 2 and isinstance(out[0], Recorded):
         label = _label(out[1])
@@ -872,7 +874,7 @@ def _shape(out) -> tuple[Any, Any, int, tuple]:
         images = [k for k, v in out.items() if isinstance(v, Recorded)]
         others = [k for k in out if k not in images]
         if len(images) == 1 and _label(out[others[0]]) is not None:
-            return "dict", (images[0], others[0]), _label(out[others[0]]), ()
+            return "dict", (images[0], others[0], next(iter(out)) == others[0]), _label(out[others[0]]), ()
     kinds = (
         [type(v).__name__ if not isinstance(v, Recorded) else "image" for v in out]
         if isinstance(out, (tuple, list))

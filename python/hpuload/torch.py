@@ -316,6 +316,15 @@ def _jpeg_head(f) -> bytes:
             k += 2 + int.from_bytes(data[k + 2 : k + 4], "big")
 
 
+def _keyed(keys: tuple, image, label) -> dict:
+    """A sample or batch as the Dataset's dicts hold it: `keys` is `(image key, label key,
+    label first)`, and the keys come in the Dataset's order (code that unpacks
+    `batch.values()` or walks `items()` sees what torch's loader gives it)."""
+    if len(keys) > 2 and keys[2]:
+        return {keys[1]: label, keys[0]: image}
+    return {keys[0]: image, keys[1]: label}
+
+
 def _check_opencv_reads(samples, rgb: bool, checked: set) -> None:
     """`_Unfit` unless `cv2.imread` (and `cv2.cvtColor(..., COLOR_BGR2RGB)`) gives each file
     what hpuload decodes: an 8-bit JPEG or PNG in RGB or grey, that carries no EXIF
@@ -1397,7 +1406,7 @@ class _Loader:
             # stack, without the copy; a collate_fn gets its rows.
             if collate is None:
                 labels = self._label_batch(torch.tensor(targets), indices)
-                return [outs, labels, *self._extra_columns(indices)] if keys is None else {keys[0]: outs, keys[1]: labels}
+                return [outs, labels, *self._extra_columns(indices)] if keys is None else _keyed(keys, outs, labels)
             outs = list(outs.unbind(0))
         targets = self._label_items(targets, indices)
         if self._clip_samples is not None:
@@ -1405,7 +1414,7 @@ class _Loader:
         elif keys is None:
             samples = self._pairs(outs, targets, indices)
         else:
-            samples = [{keys[0]: x, keys[1]: t} for x, t in zip(outs, targets)]
+            samples = [_keyed(keys, x, t) for x, t in zip(outs, targets)]
         if collate is None:
             return tud.default_collate(samples)
         with self._seeded(epoch, step):
@@ -1570,14 +1579,14 @@ class _Loader:
                     if collate is None:
                         labels = self._label_batch(labels, self.last_indices)
                         extra = self._extra_columns(self.last_indices)
-                        yield [per_view, labels, *extra] if keys is None else {keys[0]: per_view, keys[1]: labels}
+                        yield [per_view, labels, *extra] if keys is None else _keyed(keys, per_view, labels)
                     else:
                         targets = self._label_items(labels.tolist(), self.last_indices)
                         crops = [list(c) for c in zip(*(v.unbind(0) for v in per_view))]
                         if keys is None:
                             samples = self._pairs(crops, targets, self.last_indices)
                         else:
-                            samples = [{keys[0]: c, keys[1]: t} for c, t in zip(crops, targets)]
+                            samples = [_keyed(keys, c, t) for c, t in zip(crops, targets)]
                         with self._seeded(epoch, batch.step):
                             out = collate(samples)
                         yield out
@@ -1616,7 +1625,7 @@ class _Loader:
                     _collate.mark(images)
                     labels = self._label_batch(labels, self.last_indices)
                     extra = self._extra_columns(self.last_indices)
-                    yield [images, labels, *extra] if keys is None else {keys[0]: images, keys[1]: labels}
+                    yield [images, labels, *extra] if keys is None else _keyed(keys, images, labels)
                 else:
                     # Views of the pinned batch, one per sample: nothing is copied before the
                     # user's code runs, and default_collate's stack of them is the batch.
@@ -1628,8 +1637,7 @@ class _Loader:
                         indices = self.last_indices
                         samples = lambda views: self._pairs(views, targets, indices)  # noqa: E731
                     else:
-                        k0, k1 = keys
-                        samples = lambda views: [{k0: v, k1: t} for v, t in zip(views, targets)]  # noqa: E731
+                        samples = lambda views: [_keyed(keys, v, t) for v, t in zip(views, targets)]  # noqa: E731
                     with self._seeded(epoch, batch.step):
                         out = _collate.call(collate, images, samples)
                     yield out

@@ -114,6 +114,25 @@ def test_without_a_collate_fn_batches_are_default_collates_dict(hf):
     assert batch["label"].tolist() == ds["label"][:5]
 
 
+def test_a_batchs_keys_come_in_the_order_the_function_leaves_them(hf):
+    """A function that deletes the image column leaves the label's key before the pixels':
+    the batch's keys come in that order, as torch's `default_collate` keeps them."""
+    ds, _ = hf
+
+    def fn(batch):
+        batch["pixel_values"] = [EVAL(im.convert("RGB")) for im in batch["image"]]
+        del batch["image"]
+        return batch
+
+    ds.set_transform(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        ours = next(iter(DataLoader(ds, batch_size=5, backend="cpu")))
+    want = next(iter(torch.utils.data.DataLoader(ds, batch_size=5)))
+    assert list(ours) == list(want) == ["label", "pixel_values"]
+    assert torch.equal(ours["label"], want["label"])
+
+
 def test_a_shuffled_training_epoch_covers_every_row_once_and_is_deterministic(hf):
     ds, _ = hf
     train = T.Compose([T.RandomResizedCrop(48), T.RandomHorizontalFlip(), T.ToTensor(), T.Normalize([0.5] * 3, [0.5] * 3)])

@@ -168,12 +168,24 @@ def test_random_augmentation_of_a_users_dataset_is_drawn_natively_per_sample(jpe
     assert all(label == ds.rows[i][1] for i, label in seen)
 
 
-def test_a_dataset_returning_dicts_keeps_its_keys(png_folder, tmp_path):
+class LabelFirstDict(CsvImageDataset):
+    def __getitem__(self, i):
+        path, label = self.rows[i]
+        return {"labels": label, "pixel_values": self.transform(Image.open(path).convert("RGB"))}
+
+
+@pytest.mark.parametrize("cls", [DictDataset, LabelFirstDict])
+def test_a_dataset_returning_dicts_keeps_its_keys_in_their_order(png_folder, tmp_path, cls):
+    """The batch's keys, and each sample's a collate_fn gets, come in the order the Dataset's
+    dicts hold them (code that unpacks `batch.values()` gets what it gets from torch's
+    loader)."""
     write_csv(png_folder, tmp_path / "train.csv")
-    ds = DictDataset(tmp_path / "train.csv", EXACT)
+    ds = cls(tmp_path / "train.csv", EXACT)
     batch = next(iter(no_fallback(lambda: DataLoader(ds, batch_size=3, backend="cpu"))))
     want = next(iter(tud.DataLoader(ds, batch_size=3)))
-    assert set(batch) == {"pixel_values", "labels"}
+    assert list(batch) == list(want) == list(ds[0])
+    orders = next(iter(no_fallback(lambda: DataLoader(ds, batch_size=3, backend="cpu", collate_fn=lambda b: [list(x) for x in b]))))
+    assert orders == [list(ds[0])] * 3
     assert batch["labels"].tolist() == want["labels"].tolist()
     assert (batch["pixel_values"].int() - want["pixel_values"].int()).abs().max().item() <= 1
 

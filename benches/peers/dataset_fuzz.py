@@ -1,0 +1,229 @@
+"""Random Dataset classes of the user's own (how `__getitem__` opens the image, where the path
+and label come from, what type the label is, how the transform is held and called, what it
+returns), each with a random torchvision composition of transform_fuzz.py's grammar (every
+draw pinned), run through hpuload.torch.DataLoader (CPU path) and through the Dataset itself
+with torch's `default_collate`, compared value by value: the search of transform_fuzz.py
+(session 81) for the probe of users' classes (session 82).
+
+usage: python dataset_fuzz.py FOLDER [CASES=300] [SEED=0]
+  FOLDER  transform_sweep_images.py's set (class folders of PNGs), as for transform_fuzz.py
+Outcomes as transform_fuzz.py's (same, tail, fallback, SILENT, fallback-BAD, ERROR, torch
+raises, torch varies); every value of each batch is compared: the image (1 level), the label
+and whatever follows it (equal, type for type).
+env ONLY=N: run case N alone and print its class's source.
+"""
+import os
+import random
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import torch
+import torch.utils.data as tud
+from torch.utils.data import default_collate
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import transform_fuzz  # noqa: E402
+
+from hpuload.torch import DataLoader  # noqa: E402
+
+ROOT = sys.argv[1] if __name__ == "__main__" else None
+
+OPENS = {
+    "convert": 'image = Image.open(path).convert("RGB")',
+    "file": 'with open(path, "rb") as f:\n    image = Image.open(f).convert("RGB")',
+    "with": 'with Image.open(path) as im:\n    image = im.convert("RGB")',
+    "two_lines": 'image = Image.open(path)\nimage = image.convert("RGB")',
+    "upright": 'image = ImageOps.exif_transpose(Image.open(path)).convert("RGB")',
+    "default_loader": "image = default_loader(path)",
+    "unconverted": "image = Image.open(path)",
+    "grey": 'image = Image.open(path).convert("L")',
+    "read_image": "image = read_image(path)",
+    "read_rgb": "image = read_image(path, ImageReadMode.RGB)",
+    "decode": "image = decode_image(read_file(path))",
+    "size_check": 'image = Image.open(path).convert("RGB")\nif image.size[0] < 0:\n    label = 0',
+}
+PATHS = {
+    "rows": "path, label = self.rows[i]",
+    "columns": "path = self.paths[i]\nlabel = self.labels[i]",
+    "joined": "path = os.path.join(self.root, self.names[i])\nlabel = self.labels[i]",
+    "from_path": "path = self.paths[i]\nlabel = self.classes.index(os.path.basename(os.path.dirname(path)))",
+}
+LABELS = {
+    "int": "label = int(label)",
+    "np": "label = np.int64(label)",
+    "tensor": "label = torch.tensor(label)",
+    "float": "label = float(label)",
+    "onehot": "hot = torch.zeros(len(self.classes))\nhot[label] = 1.0\nlabel = hot",
+    "name": "label = self.classes[label]",
+}
+CALLS = {
+    "if_not_none": "if self.transform is not None:\n    image = self.transform(image)",
+    "always": "image = self.transform(image)",
+    "if_truthy": "if self.transform:\n    image = self.transform(image)",
+    "other_name": "image = self.tf(image)",
+    "target": "image = self.transform(image)\nif self.target_transform is not None:\n    label = self.target_transform(label)",
+}
+RETURNS = {
+    "pair": "return image, label",
+    "list": "return [image, label]",
+    "dict": 'return {"image": image, "label": label}',
+    "dict_label_first": 'return {"label": label, "image": image}',
+    "index": "return image, label, i",
+    "path": "return image, label, path",
+    "reversed": "return label, image",
+}
+
+
+def dataset_class(rng):
+    """(name, source) of a random Dataset class."""
+    parts = {
+        "open": rng.choice(list(OPENS) + ["convert"] * 4),
+        "paths": rng.choice(list(PATHS)),
+        "label": rng.choice(list(LABELS) + ["int"] * 3),
+        "call": rng.choice(list(CALLS) + ["if_not_none"] * 2),
+        "returns": rng.choice(list(RETURNS) + ["pair"] * 3),
+    }
+    body = "\n".join(
+        [PATHS[parts["paths"]], OPENS[parts["open"]], CALLS[parts["call"]], LABELS[parts["label"]], RETURNS[parts["returns"]]]
+    )
+    source = f"""
+class Fuzzed(tud.Dataset):
+    def __init__(self, samples, classes, root, transform, target_transform=None):
+        self.rows = [(p, t) for p, t in samples]
+        self.paths = [p for p, _ in samples]
+        self.labels = [t for _, t in samples]
+        self.root = root
+        self.names = [os.path.relpath(p, root) for p, _ in samples]
+        self.classes = classes
+        self.transform = transform
+        self.tf = transform
+        self.target_transform = target_transform
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, i):
+{textwrap.indent(body, "        ")}
+"""
+    return " ".join(f"{k}={v}" for k, v in parts.items()), source
+
+
+def make_class(source):
+    from PIL import Image, ImageOps
+    from torchvision.datasets.folder import default_loader
+    from torchvision.io import ImageReadMode, decode_image, read_file, read_image
+
+    scope = {
+        "tud": tud, "os": os, "np": np, "torch": torch, "Image": Image, "ImageOps": ImageOps,
+        "default_loader": default_loader, "read_image": read_image, "read_file": read_file,
+        "decode_image": decode_image, "ImageReadMode": ImageReadMode, "__name__": "fuzzed_dataset",
+    }
+    exec(compile(source, "<fuzzed dataset>", "exec"), scope)
+    return scope["Fuzzed"]
+
+
+def _same(a, b, normalized):
+    """Whether two collated values are the same (images within a level): (bool, worst)."""
+    if type(a) is not type(b):
+        return False, f"types {type(a).__name__} vs {type(b).__name__}"
+    if isinstance(a, torch.Tensor):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False, f"shape/dtype {tuple(a.shape)} {a.dtype} vs {tuple(b.shape)} {b.dtype}"
+        if a.dim() <= 2:  # labels, one-hot rows, indices: exactly
+            return torch.equal(a, b), "label values"
+        d = transform_fuzz._levels(a, b, normalized)
+        tol = {torch.bfloat16: 2.5, torch.float16: 1.01}.get(a.dtype, 1.01)
+        worst = d.max().item() if d.numel() else 0.0
+        return worst <= tol, f"max {worst:.2f}"
+    if isinstance(a, dict):
+        if list(a) != list(b):  # in order: code may unpack `batch.values()`
+            return False, f"keys {list(a)} vs {list(b)}"
+        return _all(list(a.values()), list(b.values()), normalized)
+    if isinstance(a, (list, tuple)):
+        if len(a) != len(b):
+            return False, f"lengths {len(a)} vs {len(b)}"
+        return _all(list(a), list(b), normalized)
+    return a == b, f"values {a!r} vs {b!r}"
+
+
+def _all(xs, ys, normalized):
+    for x, y in zip(xs, ys):
+        ok, why = _same(x, y, normalized)
+        if not ok:
+            return ok, why
+    return True, ""
+
+
+def run(cls, tf, normalized):
+    from torchvision import datasets
+
+    folder = datasets.ImageFolder(ROOT)
+    ds = cls(folder.samples, folder.classes, ROOT, tf, target_transform=lambda y: y + 1)
+    try:
+        ref = [default_collate([ds[i]]) for i in range(len(ds))]
+        again = [default_collate([ds[i]]) for i in range(len(ds))]
+    except Exception as e:
+        return "torch raises", f"{type(e).__name__}: {str(e)[:100]}"
+    if not all(_same(a, b, False)[0] and _exact(a, b) for a, b in zip(ref, again)):
+        return "torch varies", "the dataset gives other values the second time"
+    try:
+        default_collate([ds[i] for i in range(len(ds))])
+    except Exception:
+        return "torch raises", "torch's collate refuses the samples together"
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        try:
+            got = list(DataLoader(ds, batch_size=1, shuffle=False, backend="cpu"))
+        except Exception as e:
+            return "ERROR", f"{type(e).__name__}: {str(e)[:200]}"
+    kinds = {type(x.message).__name__ for x in w}
+    fell = "FallbackWarning" in kinds
+    notes = sorted(str(x.message)[:110] for x in w if type(x.message).__name__ in ("FallbackWarning", "PythonTailWarning"))
+    if len(got) != len(ref):
+        return ("fallback-BAD" if fell else "SILENT"), f"{len(got)} batches vs {len(ref)}"
+    for a, b in zip(got, ref):
+        ok, why = _same(a, b, normalized)
+        if not ok:
+            return ("fallback-BAD" if fell else "SILENT"), f"{why} {notes}"
+    return ("fallback" if fell else ("tail" if "PythonTailWarning" in kinds else "same")), str(notes)
+
+
+def _exact(a, b):
+    if isinstance(a, torch.Tensor):
+        return torch.equal(a.nan_to_num(), b.nan_to_num())
+    if isinstance(a, dict):
+        return all(_exact(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return all(_exact(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def main():
+    warnings.simplefilter("ignore")
+    transform_fuzz.ROOT = ROOT
+    cases = int(sys.argv[2]) if len(sys.argv) > 2 else 300
+    seed = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+    rng = random.Random(seed)
+    tally = {}
+    only = os.environ.get("ONLY")
+    for i in range(cases):
+        name, source = dataset_class(rng)
+        tname, tf = transform_fuzz.composition(rng)
+        if only is not None and i != int(only):
+            continue
+        if only is not None:
+            print(source)
+        try:
+            outcome, detail = run(make_class(source), tf, "Normalize" in tname)
+        except Exception as e:
+            outcome, detail = "HARNESS", f"{type(e).__name__}: {e}"
+        tally[outcome] = tally.get(outcome, 0) + 1
+        if outcome not in ("same", "torch raises", "torch varies", "fallback") or only is not None:
+            print(f"{i:4d} {outcome:12s} [{name}] {tname}  ->  {detail}", flush=True)
+    print(tally)
+
+
+if __name__ == "__main__":
+    main()
