@@ -5,7 +5,8 @@ hpuload's pipeline ops, each computed as albumentations computes it on a uint8 R
 - `Resize(height, width)`, and `RandomResizedCrop(size, scale, ratio)` (the window drawn as
   albumentations draws it, which is torchvision's draw: ten tries of a log-uniform aspect
   ratio and a uniform area, then the centre fallback), with `interpolation=cv2.INTER_LINEAR`
-  (their default): OpenCV's `cv2.resize`, byte for byte (`cv2_linear`);
+  (their default), `INTER_NEAREST` or `INTER_AREA`: OpenCV's `cv2.resize`, byte for byte
+  (`cv2_linear`, `cv2_nearest`, `cv2_area`);
 - `SmallestMaxSize(max_size)` (the shorter side to `max_size`, the other scaled and rounded
   as albumentations rounds it) followed by `CenterCrop` or `RandomCrop`, and those crops of
   the image itself or after a `Resize`: a window of `cv2.resize`'s output at albumentations'
@@ -65,6 +66,8 @@ from ._transforms import Unsupported
 
 #: OpenCV's interpolation flags (`cv2.INTER_LINEAR`), without importing cv2.
 _INTER_LINEAR = 1
+#: OpenCV's interpolations hpuload's resizes compute byte for byte, by their flags.
+_CV2_INTERPOLATIONS = {0: "cv2_nearest", 1: "cv2_linear", 3: "cv2_area"}
 
 
 def is_compose(obj: Any) -> bool:
@@ -86,12 +89,17 @@ def _always(t: Any) -> None:
         raise Unsupported(f"albumentations' {_name(t)} with p={_p(t)} (a size drawn per image)")
 
 
-def _linear(t: Any) -> str:
-    if getattr(t, "interpolation", _INTER_LINEAR) != _INTER_LINEAR:
-        raise Unsupported(f"albumentations' {_name(t)} with interpolation {t.interpolation} (hpuload runs cv2.INTER_LINEAR)")
+def _interpolation(t: Any) -> str:
+    """The resize's OpenCV interpolation as hpuload names it."""
+    flag = getattr(t, "interpolation", _INTER_LINEAR)
+    if flag not in _CV2_INTERPOLATIONS:
+        raise Unsupported(
+            f"albumentations' {_name(t)} with interpolation {flag} (hpuload runs cv2.INTER_LINEAR, "
+            "INTER_NEAREST and INTER_AREA)"
+        )
     if getattr(t, "area_for_downscale", None):
         raise Unsupported(f"albumentations' {_name(t)} with area_for_downscale={t.area_for_downscale!r}")
-    return "cv2_linear"
+    return _CV2_INTERPOLATIONS[flag]
 
 
 def _size(t: Any) -> list[int]:
@@ -175,10 +183,10 @@ def _translate(steps: list, *, open_end: bool) -> tuple[str, str]:
             if name in ("SmallestMaxSize", "LongestMaxSize"):
                 side = _max_size(t)
                 op = "albu_smallest_max_size" if name == "SmallestMaxSize" else "albu_longest_max_size"
-                ops.append({"op": op, "max_size": side, "interpolation": _linear(t)})
+                ops.append({"op": op, "max_size": side, "interpolation": _interpolation(t)})
             else:
                 size = _size(t)
-                op = {"op": "resize" if name == "Resize" else "random_resized_crop", "size": size, "interpolation": _linear(t)}
+                op = {"op": "resize" if name == "Resize" else "random_resized_crop", "size": size, "interpolation": _interpolation(t)}
                 if name == "RandomResizedCrop":
                     op.update({"scale": [float(v) for v in t.scale], "ratio": [float(v) for v in t.ratio]})
                 ops.append(op)

@@ -1494,3 +1494,44 @@ def test_a_numpy_array_hpuload_would_not_give_goes_to_torchs_loader_named(jpeg_f
         assert np.array is array and np.asarray is asarray
         *_, (x, _) = loader  # the grey file last: one channel, as the Dataset gives it
         assert torch.equal(x[0], torch.as_tensor(ds[3][0])), reason
+
+
+@pytest.fixture(scope="module")
+def sized_folder(jpeg_folder, tmp_path_factory):
+    """PNG photos of sizes that OpenCV's area resize takes each way: whole-number scales (2x2,
+    3x3, 2x3) for the resizes below, and others."""
+    root = tmp_path_factory.mktemp("sized")
+    files, _ = files_of(jpeg_folder)
+    for i, (w, h) in enumerate([(96, 64), (90, 60), (131, 97), (64, 48), (33, 257), (200, 150), (144, 96)]):
+        out = root / f"c{i % 2}" / f"{i:02}.png"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        Image.open(files[i]).convert("RGB").resize((w, h)).save(out)
+    return root
+
+
+@pytest.mark.parametrize("flag", ["INTER_AREA", "INTER_NEAREST"])
+@pytest.mark.parametrize(
+    "steps",
+    [
+        lambda i: [A.Resize(32, 48, interpolation=i)],  # halves 96x64, thirds 144x96
+        lambda i: [A.Resize(20, 30, interpolation=i)],  # thirds 90x60
+        lambda i: [A.Resize(37, 29, interpolation=i)],  # shrinks by no whole number
+        lambda i: [A.Resize(160, 100, interpolation=i)],  # enlarges one axis or both
+        lambda i: [A.Resize(300, 211, interpolation=i)],  # enlarges both
+        lambda i: [A.SmallestMaxSize(max_size=41, interpolation=i), A.CenterCrop(height=40, width=33)],
+        lambda i: [A.SmallestMaxSize(max_size=150, interpolation=i), A.CenterCrop(height=120, width=140)],
+        lambda i: [A.LongestMaxSize(max_size=61, interpolation=i), A.PadIfNeeded(min_height=64, min_width=64, border_mode=cv2.BORDER_CONSTANT)],
+        lambda i: [A.RandomResizedCrop((24, 24), scale=(1, 1), ratio=(1, 1), interpolation=i)],  # the centre square
+        lambda i: [A.RandomResizedCrop((120, 120), scale=(1, 1), ratio=(1, 1), interpolation=i)],
+    ],
+)
+def test_opencvs_area_and_nearest_resizes_give_opencvs_bytes(sized_folder, flag, steps):
+    """albumentations' resizes with `interpolation=cv2.INTER_AREA` (the mean of each cell
+    where both axes shrink, summed as integers where the scales are whole numbers; OpenCV's
+    two-tap area rule where either axis enlarges) and `cv2.INTER_NEAREST`, of the whole image,
+    of a window of it, and as part of a resize then a crop: natively, every byte the
+    Dataset's own."""
+    files = sorted(str(p) for p in sized_folder.rglob("*.png"))
+    labels = [int(os.path.basename(os.path.dirname(f))[1:]) for f in files]
+    tf = A.Compose([*steps(getattr(cv2, flag)), ToTensorV2()])
+    same_batches_on_both_backends(LeafDataset(files, labels, tf), batch_size=7)

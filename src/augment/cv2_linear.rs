@@ -1,17 +1,74 @@
-//! OpenCV's `cv2.resize(img, (w, h), interpolation=cv2.INTER_LINEAR)` of an 8-bit image (what
-//! albumentations' `Resize`, `RandomResizedCrop` and the other resizes run by default), byte
-//! for byte.
+//! OpenCV's `cv2.resize(img, (w, h), interpolation=...)` of an 8-bit image by two-tap rules
+//! (what albumentations' `Resize`, `RandomResizedCrop` and the other resizes run), byte for
+//! byte: `INTER_LINEAR` (their default), `INTER_NEAREST`, and `INTER_AREA` where it enlarges
+//! either axis (where it shrinks both, `cv2_area` computes it).
 //!
-//! OpenCV places output pixel `i` of an axis at `(i + 0.5) * scale - 0.5` (the scale in f64,
-//! the position rounded to f32), reads the two source pixels around it and weighs them with
-//! 11-bit fixed-point weights (`(1 - f) * 2048` and `f * 2048`, each rounded half to even).
-//! Across a row a position left of the first pixel or right of the last reads that pixel
-//! alone; down the columns the weights stay as computed and the two rows are clipped to the
-//! image (so the first and last output rows of an enlargement weigh one row twice, with the
-//! rounding that gives). The pass across keeps the 32-bit sums; the pass down takes each sum
-//! shifted down by 4, multiplies it by its weight keeping the high 16 bits, adds the two
-//! with 2 and shifts by 2 more (OpenCV's vector arithmetic, which its scalar tail matches).
-//! An exact halving on both axes is the same as OpenCV's 2x2 average, which it runs instead.
+//! For `INTER_LINEAR` OpenCV places output pixel `i` of an axis at `(i + 0.5) * scale - 0.5`
+//! (the scale in f64, the position rounded to f32), reads the two source pixels around it and
+//! weighs them with 11-bit fixed-point weights (`(1 - f) * 2048` and `f * 2048`, each rounded
+//! half to even). `INTER_AREA` that enlarges reads source pixel `floor(i * scale)` and the next,
+//! the second weighed by the fraction of the output pixel's cell past the source pixel's end
+//! (`(i + 1) - (s + 1) / scale`, 0 where negative, its fractional part otherwise).
+//! `INTER_NEAREST` reads `floor(i * scale)` alone, which the same arithmetic with weights 2048
+//! and 0 copies. Across a row a position left of the first pixel or right of the last reads
+//! that pixel alone; down the columns the weights stay as computed and the two rows are
+//! clipped to the image (so the first and last output rows of an enlargement weigh one row
+//! twice, with the rounding that gives). The pass across keeps the 32-bit sums; the pass down
+//! takes each sum shifted down by 4, multiplies it by its weight keeping the high 16 bits,
+//! adds the two with 2 and shifts by 2 more (OpenCV's vector arithmetic, which its scalar tail
+//! matches). An exact halving on both axes is the same as OpenCV's 2x2 average, which it runs
+//! instead.
+
+/// Which of OpenCV's rules places an axis's taps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Rule {
+    Linear,
+    Nearest,
+    /// `INTER_AREA` where it enlarges an axis (both axes take this rule then).
+    AreaEnlarging,
+}
+
+/// An axis of a resize as OpenCV sees it: the source it reads (`size` pixels from `first`),
+/// its whole output's size (`full`), and where the window's first output pixel is in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Axis {
+    pub first: usize,
+    pub size: usize,
+    pub full: usize,
+    pub offset: usize,
+}
+
+impl Axis {
+    /// The axis of `out` output pixels of a window `len` long from `start` on an axis `limit`
+    /// pixels long. A `view` window is cut out first (albumentations crops, then resizes the
+    /// crop), so its own edges bound the source; otherwise the window is part of a resize of
+    /// the whole axis (a resize, then a crop of it), whose size and the window's offset in
+    /// it are recovered from the window.
+    pub fn of(out: u32, start: f64, len: f64, limit: u32, view: bool) -> Self {
+        if view {
+            return Self {
+                first: start as usize,
+                size: len as usize,
+                full: out as usize,
+                offset: 0,
+            };
+        }
+        let full = (f64::from(limit) * f64::from(out) / len).round();
+        let offset = (start * full / f64::from(limit)).round() as usize;
+        Self {
+            first: 0,
+            size: limit as usize,
+            full: full as usize,
+            offset,
+        }
+    }
+
+    /// OpenCV's `inv_scale` (output over source, in f64) and `scale` (its reciprocal).
+    pub fn scales(&self) -> (f64, f64) {
+        let inv = self.full as f64 / self.size as f64;
+        (inv, 1.0 / inv)
+    }
+}
 
 /// One output pixel's taps on an axis: the two source positions and their 11-bit weights.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,13 +84,11 @@ fn weight(v: f32) -> i32 {
     v.round_ties_even() as i32
 }
 
-/// The taps of `out` output pixels of a window `len` long from `start` on an axis `limit`
-/// pixels long. A `view` window is cut out first (albumentations crops, then resizes the
-/// crop), so its own edges bound the taps; otherwise the window is part of a resize of the
-/// whole axis (a resize, then a crop of it), whose size and the window's offset in it are
-/// recovered from the window. `across` selects the rule of the pass along rows (positions
-/// outside the source clamped to the edge pixel with its whole weight) rather than the pass
-/// down the columns (the weights kept, the rows clipped).
+/// The linear taps of `out` output pixels of a window `len` long from `start` on an axis
+/// `limit` pixels long (`Axis::of`). `across` selects the rule of the pass along rows
+/// (positions outside the source clamped to the edge pixel with its whole weight) rather than
+/// the pass down the columns (the weights kept, the rows clipped).
+#[cfg(test)]
 pub(super) fn taps(
     out: u32,
     start: f64,
@@ -42,22 +97,37 @@ pub(super) fn taps(
     view: bool,
     across: bool,
 ) -> Vec<Tap> {
-    // The source the resize reads (`first`, `size` pixels), its output's size, and where the
-    // window's first output pixel is in that output.
-    let (first, size, full, offset) = if view {
-        (start as usize, len as usize, out as usize, 0)
-    } else {
-        let full = (f64::from(limit) * f64::from(out) / len).round();
-        let offset = (start * full / f64::from(limit)).round() as usize;
-        (0, limit as usize, full as usize, offset)
-    };
-    let scale = 1.0 / (full as f64 / size as f64);
-    let last = size.saturating_sub(1) as isize;
+    taps_by(
+        Rule::Linear,
+        &Axis::of(out, start, len, limit, view),
+        out,
+        across,
+    )
+}
+
+/// The taps of the window's `out` output pixels on `axis` by `rule`.
+pub(super) fn taps_by(rule: Rule, axis: &Axis, out: u32, across: bool) -> Vec<Tap> {
+    let (inv, scale) = axis.scales();
+    let last = axis.size.saturating_sub(1) as isize;
     (0..out as usize)
         .map(|i| {
-            let f = (((i + offset) as f64 + 0.5) * scale - 0.5) as f32;
-            let mut s = f.floor() as isize;
-            let mut f = f - s as f32;
+            let i = i + axis.offset;
+            let (mut s, mut f) = match rule {
+                Rule::Linear => {
+                    let f = ((i as f64 + 0.5) * scale - 0.5) as f32;
+                    let s = f.floor();
+                    (s as isize, f - s)
+                }
+                Rule::Nearest => (((i as f64) * scale).floor() as isize, 0.0),
+                Rule::AreaEnlarging => {
+                    let s = ((i as f64) * scale).floor() as isize;
+                    let f = ((i + 1) as f64 - (s + 1) as f64 * inv) as f32;
+                    (s, if f <= 0.0 { 0.0 } else { f - f.floor() })
+                }
+            };
+            if rule == Rule::Nearest {
+                s = s.min(last);
+            }
             if across {
                 if s < 0 {
                     (s, f) = (0, 0.0);
@@ -68,10 +138,11 @@ pub(super) fn taps(
             }
             let w0 = weight((1.0 - f) * 2048.0);
             let w1 = weight(f * 2048.0);
-            let clip = |v: isize| first + v.clamp(0, last) as usize;
+            let clip = |v: isize| axis.first + v.clamp(0, last) as usize;
+            let hi = if rule == Rule::Nearest { s } else { s + 1 };
             Tap {
                 lo: clip(s),
-                hi: clip(s + 1),
+                hi: clip(hi),
                 w0,
                 w1,
             }
@@ -207,6 +278,29 @@ mod tests {
                 w1: 512
             }
         );
+    }
+
+    #[test]
+    fn nearest_reads_the_pixel_at_the_floor_of_the_scaled_position_alone() {
+        // 5 pixels to 3: positions 0, 5/3 and 10/3 read pixels 0, 1 and 3.
+        let axis = Axis::of(3, 0.0, 5.0, 5, true);
+        let got: Vec<(usize, usize, i32, i32)> = taps_by(Rule::Nearest, &axis, 3, true)
+            .iter()
+            .map(|t| (t.lo, t.hi, t.w0, t.w1))
+            .collect();
+        assert_eq!(got, [(0, 0, 2048, 0), (1, 1, 2048, 0), (3, 3, 2048, 0)]);
+    }
+
+    #[test]
+    fn an_enlarging_area_resize_weighs_the_next_pixel_by_the_cells_part_past_the_first() {
+        // 2 pixels to 3 (scale 2/3): output 0 reads pixel 0 alone ((0 + 1) - (0 + 1) * 1.5
+        // is negative), output 1 weighs pixels 0 and 1 by half each ((1 + 1) - (0 + 1) * 1.5
+        // = 0.5), output 2 reads the last pixel alone (clamped across).
+        let axis = Axis::of(3, 0.0, 2.0, 2, true);
+        let across = taps_by(Rule::AreaEnlarging, &axis, 3, true);
+        let got: Vec<(usize, usize, i32, i32)> =
+            across.iter().map(|t| (t.lo, t.hi, t.w0, t.w1)).collect();
+        assert_eq!(got, [(0, 1, 2048, 0), (0, 1, 1024, 1024), (1, 1, 2048, 0)]);
     }
 
     #[test]

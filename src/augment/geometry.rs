@@ -83,6 +83,13 @@ pub enum Interpolation {
     /// albumentations' resizes run by default): two taps per axis with 11-bit weights, no
     /// antialiasing, byte for byte (the resampler's `cv2_linear` kernel). The CPU path only.
     Cv2Linear,
+    /// OpenCV's `cv2.INTER_NEAREST` of an 8-bit image: source pixel `floor(i * in / out)`,
+    /// the scale in f64, byte for byte. The CPU path only.
+    Cv2Nearest,
+    /// OpenCV's `cv2.INTER_AREA` of an 8-bit image: each output pixel the mean of the source
+    /// cell it covers where both axes shrink (`cv2_area`), OpenCV's two-tap area rule where
+    /// either enlarges (`cv2_linear`), byte for byte. The CPU path only.
+    Cv2Area,
 }
 
 impl Interpolation {
@@ -91,7 +98,11 @@ impl Interpolation {
     pub fn no_antialias(self) -> bool {
         matches!(
             self,
-            Self::BilinearNoAntialias | Self::TorchBilinearNoAntialias | Self::Cv2Linear
+            Self::BilinearNoAntialias
+                | Self::TorchBilinearNoAntialias
+                | Self::Cv2Linear
+                | Self::Cv2Nearest
+                | Self::Cv2Area
         )
     }
 
@@ -99,7 +110,7 @@ impl Interpolation {
     pub fn filter(self) -> hpuload_decoders::jpeg::Filter {
         use hpuload_decoders::jpeg::Filter;
         match self {
-            Self::Nearest | Self::PilNearest => Filter::Nearest,
+            Self::Nearest | Self::PilNearest | Self::Cv2Nearest => Filter::Nearest,
             Self::PilBilinear | Self::FloatBilinear => Filter::Bilinear,
             Self::PilBicubic | Self::FloatBicubic => Filter::Bicubic,
             Self::Bicubic => Filter::Bicubic,
@@ -107,7 +118,8 @@ impl Interpolation {
             | Self::Random
             | Self::BilinearNoAntialias
             | Self::TorchBilinearNoAntialias
-            | Self::Cv2Linear => Filter::Bilinear,
+            | Self::Cv2Linear
+            | Self::Cv2Area => Filter::Bilinear,
         }
     }
 }

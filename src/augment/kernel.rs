@@ -14,7 +14,7 @@ use super::geometry::{CropBox, Interpolation};
 use super::pil;
 use super::pixel::PixelOp;
 use super::spec::{OpKind, OpSpec};
-use super::{cv2_linear, two_tap};
+use super::{cv2_area, cv2_linear, two_tap};
 use crate::dtype::{Dtype, Layout};
 use crate::rng::CounterRng;
 use hpuload_decoders::jpeg::Planes;
@@ -145,6 +145,7 @@ pub struct Resampler {
     two_tap: two_tap::TwoTap,
     /// OpenCV's linear resize's rows.
     cv2: cv2_linear::Cv2Linear,
+    cv2_area: cv2_area::Cv2Area,
     /// Pillow's own resize's lines.
     pil: pil::resample::Scratch,
     /// torch's float resize's taps and rows.
@@ -170,6 +171,7 @@ impl Resampler {
             resizer: Resizer::new(),
             two_tap: two_tap::TwoTap::default(),
             cv2: cv2_linear::Cv2Linear::default(),
+            cv2_area: cv2_area::Cv2Area::default(),
             pil: pil::resample::Scratch::default(),
             float: float_resample::Scratch::default(),
             across: Vec::new(),
@@ -282,11 +284,19 @@ impl Resampler {
                 self.two_tap(src, width, height, crop)?;
                 return Ok(&mut self.out);
             }
-            Interpolation::Cv2Linear => {
+            Interpolation::Cv2Linear | Interpolation::Cv2Nearest | Interpolation::Cv2Area => {
                 window_inside(src, width, height, crop)?;
-                let xs = self.cv2_taps(crop, width, true);
-                let ys = self.cv2_taps(crop, height, false);
                 let stride = width as usize * 3;
+                let (x, y) = self.cv2_axes(crop, width, height);
+                if interpolation == Interpolation::Cv2Area && cv2_area::averages(&x, &y) {
+                    let (w, h) = (self.out_w as usize, self.out_h as usize);
+                    self.cv2_area
+                        .run(src, stride, (&x, w), (&y, h), &mut self.out);
+                    return Ok(&mut self.out);
+                }
+                let rule = cv2_rule(interpolation);
+                let xs = cv2_linear::taps_by(rule, &x, self.out_w, true);
+                let ys = cv2_linear::taps_by(rule, &y, self.out_h, false);
                 self.cv2.run(src, stride, &xs, &ys, &mut self.out);
                 return Ok(&mut self.out);
             }
@@ -464,16 +474,27 @@ impl Resampler {
                     _ => whole,
                 };
             }
-            Interpolation::Cv2Linear => {
-                // Exactly the pixels OpenCV's two taps read.
-                let extent = |taps: Vec<cv2_linear::Tap>| {
-                    let lo = taps.iter().map(|t| t.lo.min(t.hi)).min()?;
-                    let hi = taps.iter().map(|t| t.lo.max(t.hi)).max()?;
+            Interpolation::Cv2Linear | Interpolation::Cv2Nearest | Interpolation::Cv2Area => {
+                // Exactly the pixels OpenCV reads: its two taps' or its cells'.
+                let extent = |reads: Vec<(usize, usize)>| {
+                    let lo = reads.iter().map(|r| r.0).min()?;
+                    let hi = reads.iter().map(|r| r.1).max()?;
                     Some((lo as u32, hi as u32 + 1))
                 };
+                let (x, y) = self.cv2_axes(crop, width, height);
+                let reads = |axis: &cv2_linear::Axis, out: u32, across: bool| {
+                    if interpolation == Interpolation::Cv2Area && cv2_area::averages(&x, &y) {
+                        let parts = cv2_area::parts(axis, out as usize);
+                        return parts.iter().map(|p| (p.src, p.src)).collect();
+                    }
+                    let taps = cv2_linear::taps_by(cv2_rule(interpolation), axis, out, across);
+                    taps.iter()
+                        .map(|t| (t.lo.min(t.hi), t.lo.max(t.hi)))
+                        .collect()
+                };
                 return match (
-                    extent(self.cv2_taps(crop, width, true)),
-                    extent(self.cv2_taps(crop, height, false)),
+                    extent(reads(&x, self.out_w, true)),
+                    extent(reads(&y, self.out_h, false)),
                 ) {
                     (Some((x0, x1)), Some((y0, y1))) => (x0, y0, x1, y1),
                     _ => whole,
@@ -571,15 +592,17 @@ impl Resampler {
         Ok(())
     }
 
-    /// OpenCV's linear taps of `crop` across (`across`: its columns of an image `limit` wide)
-    /// or down (its rows of an image `limit` high), at the output size.
-    fn cv2_taps(&self, crop: &CropBox, limit: u32, across: bool) -> Vec<cv2_linear::Tap> {
-        let (out, start, len) = if across {
-            (self.out_w, crop.left, crop.width)
-        } else {
-            (self.out_h, crop.top, crop.height)
-        };
-        cv2_linear::taps(out, start, len, limit, crop.view, across)
+    /// OpenCV's axes of `crop` of a `width` x `height` image: across, then down, at the
+    /// output size.
+    fn cv2_axes(
+        &self,
+        crop: &CropBox,
+        width: u32,
+        height: u32,
+    ) -> (cv2_linear::Axis, cv2_linear::Axis) {
+        let x = cv2_linear::Axis::of(self.out_w, crop.left, crop.width, width, crop.view);
+        let y = cv2_linear::Axis::of(self.out_h, crop.top, crop.height, height, crop.view);
+        (x, y)
     }
 
     /// Nearest neighbour of the window: torch's `interpolate(mode="nearest")` (output pixel
@@ -654,6 +677,15 @@ fn window_inside(src: &[u8], width: u32, height: u32, crop: &CropBox) -> Result<
         return Err(AugmentError::CropOutside);
     }
     Ok(())
+}
+
+/// The two-tap rule of one of OpenCV's interpolations (`Cv2Area` where it enlarges).
+fn cv2_rule(interpolation: Interpolation) -> cv2_linear::Rule {
+    match interpolation {
+        Interpolation::Cv2Nearest => cv2_linear::Rule::Nearest,
+        Interpolation::Cv2Area => cv2_linear::Rule::AreaEnlarging,
+        _ => cv2_linear::Rule::Linear,
+    }
 }
 
 /// Writes an RGB8 image into a batch slot as the output dtype and layout, flipping

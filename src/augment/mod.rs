@@ -27,6 +27,7 @@ mod albu_tone;
 mod autoaugment;
 mod blur;
 mod colour;
+mod cv2_area;
 mod cv2_linear;
 pub(crate) mod detect;
 mod erase;
