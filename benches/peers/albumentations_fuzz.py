@@ -186,7 +186,7 @@ def composition(rng):
         add("ToFloat", A.ToFloat(max_value=255))
     if rng.random() < 0.9:
         add("ToTensorV2", ToTensorV2())
-    read = rng.choice(["rgb"] * 5 + ["bgr", "pil", "pil", "pil_asarray", "grey"])
+    read = rng.choice(["rgb"] * 4 + ["bgr", "bgr", "pil", "pil", "pil_asarray", "grey"])
     return f"[{read}] " + ", ".join(names), A.Compose(steps), read
 
 

@@ -137,6 +137,16 @@ def translate(compose: Any) -> tuple[str, str]:
     return _translate(steps[:-1], open_end=False)
 
 
+def in_bgr(pipeline: str) -> str:
+    """`pipeline` for the BGR arrays `cv2.imread` gives a Dataset that does not convert them:
+    the decoded image's channels reversed first, so that every step computes on the channels
+    as albumentations computes on those arrays (a `Normalize`'s first mean on blue, a grey's
+    weights, a fill's first value), and the batches are in BGR order as the Dataset's."""
+    spec = json.loads(pipeline)
+    spec["ops"].insert(0, {"op": "permute_channels", "order": [2, 1, 0]})
+    return json.dumps(spec)
+
+
 def translate_split(compose: Any) -> tuple[str, str, "Tail | None"]:
     """`(pipeline JSON, dtype, tail)`: the whole `Compose` when hpuload translates it (tail
     None); else its longest prefix that starts with a resize and holds only uint8 steps hpuload

@@ -325,17 +325,12 @@ def _keyed(keys: tuple, image, label) -> dict:
     return {keys[0]: image, keys[1]: label}
 
 
-def _check_opencv_reads(samples, rgb: bool, checked: set) -> None:
-    """`_Unfit` unless `cv2.imread` (and `cv2.cvtColor(..., COLOR_BGR2RGB)`) gives each file
-    what hpuload decodes: an 8-bit JPEG or PNG in RGB or grey, that carries no EXIF
-    orientation (OpenCV turns images by its own reading of it). Each file is read once."""
+def _check_opencv_reads(samples, checked: set) -> None:
+    """`_Unfit` unless `cv2.imread` gives each file what hpuload decodes (in BGR order, or
+    RGB after `cv2.cvtColor(..., COLOR_BGR2RGB)`): an 8-bit JPEG or PNG in RGB or grey, that
+    carries no EXIF orientation (OpenCV turns images by its own reading of it). Each file is
+    read once."""
     D = FallbackReason.DATASET
-    if not rgb:
-        raise _Unfit(
-            "cv2.imread gives BGR arrays and the Dataset gives them on as they are, while hpuload's batches are RGB "
-            "(cv2.cvtColor(image, cv2.COLOR_BGR2RGB) in __getitem__ runs natively)",
-            D,
-        )
     fresh = [p for p in dict.fromkeys(p for p, _ in samples) if p not in checked]
     for path in fresh:
         png = path.lower().endswith(".png")
@@ -506,7 +501,11 @@ def _listed_source(dataset, pipeline):
                         "an albumentations transform runs natively on what cv2.imread read or on the NumPy "
                         "array of an opened image"
                     )
-                return _albumentations.translate_split(transform)
+                translated = _albumentations.translate_split(transform)
+                if tensor == "cv2" and not rgb:
+                    # BGR arrays given on as they are: the steps compute on them as they are.
+                    translated = (_albumentations.in_bgr(translated[0]), *translated[1:])
+                return translated
             if tensor:
                 from torchvision import transforms as tv_transforms
 
@@ -572,7 +571,7 @@ def _listed_source(dataset, pipeline):
             return samples, keys, label_types.pop(), None
         _check_decodable(samples)
         if tensor == "cv2":
-            _check_opencv_reads(samples, rgb, folder_lists.setdefault("opencv checked", set()))
+            _check_opencv_reads(samples, folder_lists.setdefault("opencv checked", set()))
         if tensor is True:
             # torchvision's readers decode JPEG, PNG, GIF and WebP only: torch's loader stops
             # at a BMP or PGM file, which hpuload would decode.

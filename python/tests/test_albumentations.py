@@ -19,7 +19,7 @@ cv2 = pytest.importorskip("cv2")
 A = pytest.importorskip("albumentations")
 from albumentations.pytorch import ToTensorV2  # noqa: E402
 
-from hpuload.torch import DataLoader, FallbackWarning  # noqa: E402
+from hpuload.torch import DataLoader, FallbackWarning, PythonTailWarning  # noqa: E402
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
@@ -346,13 +346,56 @@ def test_the_window_is_drawn_as_albumentations_draws_it(tmp_path):
         assert abs(np.mean(a) - np.mean(b)) < 0.05 * np.mean(b), (k, np.mean(a), np.mean(b))
 
 
+@pytest.mark.parametrize(
+    "steps",
+    [
+        lambda: [A.Resize(40, 32), A.Normalize(mean=MEAN, std=STD)],
+        lambda: [
+            A.RandomBrightnessContrast(brightness_limit=(0.2, 0.2), contrast_limit=(0.1, 0.1), p=1.0),
+            A.SmallestMaxSize(max_size=41),
+            A.CenterCrop(40, 33),
+        ],
+        lambda: [
+            A.LongestMaxSize(max_size=61),
+            A.PadIfNeeded(min_height=64, min_width=64, border_mode=cv2.BORDER_CONSTANT, fill=(10, 120, 250)),
+        ],
+        lambda: [A.Resize(48, 48), A.HueSaturationValue((10, 10), (20, 20), (-5, -5), p=1.0), A.ToGray(p=1.0)],
+        lambda: [
+            A.Resize(48, 48),
+            # One factor other than 1: the order of its steps, drawn, does not matter.
+            A.ColorJitter(brightness=(1, 1), contrast=(1, 1), saturation=(0.6, 0.6), hue=(0, 0), p=1.0),
+            A.Normalize(mean=MEAN, std=STD),
+        ],
+        lambda: [A.Resize(48, 48), A.ToSepia(p=1.0)],  # a Python tail after the native resize
+    ],
+)
+def test_bgr_arrays_given_on_as_they_are_run_natively_as_albumentations_computes_on_them(jpeg_folder, steps):
+    """A Dataset that gives `cv2.imread`'s BGR arrays to albumentations without converting
+    them: hpuload reverses the decoded channels first, so that each step computes on them as
+    albumentations does (a Normalize's first mean on blue, the hue and grey of BGR, a fill's
+    first value in blue, a Python tail's sepia) and the batches are the Dataset's, in BGR
+    order, byte for byte, on both backends."""
+    files, labels = files_of(jpeg_folder)
+    ds = LeafDataset(files[:16], labels[:16], A.Compose([*steps(), ToTensorV2()]), to_rgb=False)
+    if type(ds.transforms.transforms[-2]).__name__ == "ToSepia":
+        with pytest.warns(PythonTailWarning, match="ToSepia"):
+            loader = DataLoader(ds, batch_size=8, backend="cpu")
+        assert type(loader) is DataLoader
+        ours, want = list(loader), theirs(ds, 8)
+        assert len(ours) == len(want)
+        for (x, y), (xw, yw) in zip(ours, want):
+            assert torch.equal(x, xw) and torch.equal(y, yw)
+        return
+    same_batches_on_both_backends(ds)
+
+
 def test_what_opencv_reads_otherwise_goes_to_torchs_loader_named(jpeg_folder, tmp_path):
-    """BGR arrays given on as they are, a photo with an EXIF orientation (which cv2.imread
-    turns by OpenCV's reading), a file with transparency, an op hpuload does not run before
-    any resize, and a Compose that gives NumPy arrays: torch's DataLoader, the reason named."""
+    """A photo with an EXIF orientation (which cv2.imread turns by OpenCV's reading), a file
+    with transparency, an op hpuload does not run before any resize, and a Compose that
+    gives NumPy arrays: torch's DataLoader, the reason named."""
     files, labels = files_of(jpeg_folder)
     tf = A.Compose([A.Resize(32, 32), ToTensorV2()])
-    cases = [(LeafDataset(files, labels, tf, to_rgb=False), "BGR")]
+    cases = []
     exif = Image.Exif()
     exif[0x0112] = 6
     turned = tmp_path / "turned.jpg"

@@ -343,6 +343,36 @@ impl OpSpec for AlbuChannelShuffle {
     }
 }
 
+/// The three channels in a fixed order (`order[c]`: the channel that becomes channel `c`):
+/// `[2, 1, 0]` is what `cv2.imread` gives a Dataset that does not convert its BGR arrays, so
+/// that every step after it computes on the channels as albumentations does on those arrays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PermuteChannels {
+    /// A permutation of `[0, 1, 2]`.
+    pub order: [u8; 3],
+}
+
+impl OpSpec for PermuteChannels {
+    fn kind(&self) -> OpKind {
+        OpKind::Pixel
+    }
+    fn check(&self) -> Result<(), PipelineError> {
+        let mut sorted = self.order;
+        sorted.sort_unstable();
+        if sorted != [0, 1, 2] {
+            return Err(PipelineError::Parameter(format!(
+                "permute_channels order {:?} is no permutation of [0, 1, 2]",
+                self.order
+            )));
+        }
+        Ok(())
+    }
+    fn draw(&self, _: &mut CounterRng, _: (u32, u32), out: &mut Vec<PixelOp>) {
+        out.push(PixelOp::PermuteChannels(self.order));
+    }
+}
+
 /// albumentations' `ChannelDropout(channel_drop_range, fill, p)` of an RGB image: `randint`
 /// channels (from the range, fewer than three) drawn without repeats, each set to `fill`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

@@ -50,7 +50,7 @@ pub use albu::{
     AlbuAffine, AlbuBrightnessContrast, AlbuChannelDropout, AlbuChannelShuffle, AlbuColorJitter,
     AlbuHueSaturationValue, AlbuLongestMaxSize, AlbuPadIfNeeded, AlbuRandomGamma,
     AlbuRandomRotate90, AlbuRgbShift, AlbuSmallestMaxSize, AlbuToGray, AlbuTranspose,
-    CoarseDropout, Cv2Border,
+    CoarseDropout, Cv2Border, PermuteChannels,
 };
 pub use albu_clahe::AlbuClahe;
 pub use albu_distort::{AlbuDownscale, AlbuGridDistortion, AlbuOpticalDistortion, GridMap};

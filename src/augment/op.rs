@@ -17,7 +17,7 @@ use super::albu::{
     AlbuAffine, AlbuBrightnessContrast, AlbuChannelDropout, AlbuChannelShuffle, AlbuColorJitter,
     AlbuHueSaturationValue, AlbuLongestMaxSize, AlbuPadIfNeeded, AlbuRandomGamma,
     AlbuRandomRotate90, AlbuRgbShift, AlbuSmallestMaxSize, AlbuToGray, AlbuTranspose,
-    CoarseDropout,
+    CoarseDropout, PermuteChannels,
 };
 use super::albu_clahe::AlbuClahe;
 use super::albu_distort::{AlbuDownscale, AlbuGridDistortion, AlbuOpticalDistortion};
@@ -192,6 +192,8 @@ ops! {
     AlbuRandomGamma(AlbuRandomGamma) = "albu_random_gamma",
     /// albumentations' `ChannelShuffle(p)`.
     AlbuChannelShuffle(AlbuChannelShuffle) = "albu_channel_shuffle",
+    /// The three channels in a fixed order (BGR arrays given on as they are).
+    PermuteChannels(PermuteChannels) = "permute_channels",
     /// albumentations' `ChannelDropout(channel_drop_range, fill, p)`.
     AlbuChannelDropout(AlbuChannelDropout) = "albu_channel_dropout",
     /// albumentations' `ToGray(p)` (three channels, `weighted_average`).
