@@ -33,7 +33,8 @@ import torch.utils.data as tud
 from albumentations.pytorch import ToTensorV2
 from PIL import Image
 
-from hpuload.torch import DataLoader
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import transform_fuzz  # noqa: E402
 
 ROOT = sys.argv[1] if __name__ == "__main__" else None
 BACKEND = os.environ.get("BACKEND", "cpu")
@@ -194,44 +195,10 @@ def _as_tensor(x):
     return torch.from_numpy(np.ascontiguousarray(x)) if isinstance(x, np.ndarray) else x
 
 
-def _equal(a, b):
-    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(a.nan_to_num(), b.nan_to_num())
-
-
 def run(tf, read, normalized, show=False):
     files, labels = files_of(ROOT)
     ds = LeafDataset(files, labels, tf, read)
-    try:
-        ref = [_as_tensor(ds[i][0]) for i in range(len(ds))]
-        again = [_as_tensor(ds[i][0]) for i in range(len(ds))]
-    except Exception as e:  # albumentations refuses the composition: nothing to compare
-        return "torch raises", f"{type(e).__name__}: {str(e)[:100]}"
-    if not all(_equal(a, b) for a, b in zip(ref, again)):
-        return "torch varies", "the dataset gives other values the second time"
-    if not all(isinstance(r, torch.Tensor) for r in ref) or len({tuple(r.shape) for r in ref}) != 1:
-        return "torch raises", "not one tensor shape (torch's collate would refuse it)"
-    with warnings.catch_warnings(record=True) as w:
-        warnings.simplefilter("always")
-        try:
-            got = [x[0] for x, _ in DataLoader(ds, batch_size=1, shuffle=False, backend=BACKEND)]
-        except Exception as e:
-            return "ERROR", f"{type(e).__name__}: {str(e)[:200]}"
-    kinds = {type(x.message).__name__ for x in w}
-    fell = "FallbackWarning" in kinds
-    notes = sorted(str(x.message)[:100] for x in w if type(x.message).__name__ in ("FallbackWarning", "PythonTailWarning"))
-    worst = 0.0
-    for i, (a, b) in enumerate(zip(got, ref)):
-        if a.shape != b.shape or a.dtype != b.dtype:
-            return ("fallback-BAD" if fell else "SILENT"), f"shape/dtype {tuple(a.shape)} {a.dtype} vs {tuple(b.shape)} {b.dtype} {notes}"
-        d = (a.double().nan_to_num() - b.double().nan_to_num()).abs()
-        if a.dtype.is_floating_point:
-            d = d * 255 * (0.225 if normalized else 1)
-        if show:
-            print(f"sample {i} {tuple(a.shape)}: max {d.max().item():.3f}, >1 level: {int((d > 1).sum())}, where {[int(x) for x in (d == d.max()).nonzero()[0]]}")
-        worst = max(worst, d.max().item())
-    if worst <= 1.01:
-        return ("fallback" if fell else ("tail" if "PythonTailWarning" in kinds else "same")), f"max {worst:.3f} {notes}"
-    return ("fallback-BAD" if fell else "SILENT"), f"max {worst:.2f} {notes}"
+    return transform_fuzz.run_on(ds, normalized, show, item=_as_tensor, backend=BACKEND, exact=True)
 
 
 def main():
@@ -249,9 +216,7 @@ def main():
             outcome, detail = run(tf, read, "Normalize" in name, show=only is not None)
         except Exception as e:
             outcome, detail = "HARNESS", f"{type(e).__name__}: {e}"
-        tally[outcome] = tally.get(outcome, 0) + 1
-        if outcome not in ("same", "torch raises", "torch varies") or only is not None:
-            print(f"{i:4d} {outcome:12s} {name}  ->  {detail}", flush=True)
+        transform_fuzz.count(tally, i, outcome, detail, name, show=only is not None)
     print(tally)
 
 

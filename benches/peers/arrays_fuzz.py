@@ -22,7 +22,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dataset_fuzz  # noqa: E402
 import transform_fuzz  # noqa: E402
 
-from hpuload.torch import DataLoader  # noqa: E402
 
 ROOT = sys.argv[1] if __name__ == "__main__" else None
 
@@ -56,42 +55,6 @@ def in_memory(kind, tf):
     return ds
 
 
-def run(ds, normalized):
-    try:
-        ref = [tud_collate([ds[i]]) for i in range(len(ds))]
-        again = [tud_collate([ds[i]]) for i in range(len(ds))]
-    except Exception as e:
-        return "torch raises", f"{type(e).__name__}: {str(e)[:100]}"
-    if not all(dataset_fuzz._exact(a, b) for a, b in zip(ref, again)):
-        return "torch varies", ""
-    try:
-        tud_collate([ds[i] for i in range(len(ds))])
-    except Exception:
-        return "torch raises", "torch's collate refuses the samples together"
-    with warnings.catch_warnings(record=True) as w:
-        warnings.simplefilter("always")
-        try:
-            got = list(DataLoader(ds, batch_size=1, shuffle=False, backend="cpu"))
-        except Exception as e:
-            return "ERROR", f"{type(e).__name__}: {str(e)[:200]}"
-    kinds = {type(x.message).__name__ for x in w}
-    fell = "FallbackWarning" in kinds
-    notes = sorted(str(x.message)[:110] for x in w if type(x.message).__name__ in ("FallbackWarning", "PythonTailWarning"))
-    if len(got) != len(ref):
-        return ("fallback-BAD" if fell else "SILENT"), f"{len(got)} batches vs {len(ref)}"
-    for a, b in zip(got, ref):
-        ok, why = dataset_fuzz._same(a, b, normalized)
-        if not ok:
-            return ("fallback-BAD" if fell else "SILENT"), f"{why} {notes}"
-    return ("fallback" if fell else ("tail" if "PythonTailWarning" in kinds else "same")), str(notes)
-
-
-def tud_collate(samples):
-    from torch.utils.data import default_collate
-
-    return default_collate(samples)
-
-
 def main():
     warnings.simplefilter("ignore")
     cases = int(sys.argv[2]) if len(sys.argv) > 2 else 300
@@ -102,12 +65,10 @@ def main():
         kind = rng.choice(["cifar", "cifar", "svhn", "mnist", "fashion"])
         tname, tf = transform_fuzz.composition(rng)
         try:
-            outcome, detail = run(in_memory(kind, tf), "Normalize" in tname)
+            outcome, detail = dataset_fuzz.run_dataset(in_memory(kind, tf), "Normalize" in tname)
         except Exception as e:
             outcome, detail = "HARNESS", f"{type(e).__name__}: {e}"
-        tally[outcome] = tally.get(outcome, 0) + 1
-        if outcome not in ("same", "torch raises", "torch varies", "fallback"):
-            print(f"{i:4d} {outcome:12s} [{kind}] {tname}  ->  {detail}", flush=True)
+        transform_fuzz.count(tally, i, outcome, detail, f"[{kind}] {tname}")
     print(tally)
 
 

@@ -160,7 +160,12 @@ def run(cls, tf, normalized):
     from torchvision import datasets
 
     folder = datasets.ImageFolder(ROOT)
-    ds = cls(folder.samples, folder.classes, ROOT, tf, target_transform=lambda y: y + 1)
+    return run_dataset(cls(folder.samples, folder.classes, ROOT, tf, target_transform=lambda y: y + 1), normalized)
+
+
+def run_dataset(ds, normalized):
+    """The outcome of `ds` through hpuload's loader against its items through
+    `default_collate`, one by one."""
     try:
         ref = [default_collate([ds[i]]) for i in range(len(ds))]
         again = [default_collate([ds[i]]) for i in range(len(ds))]
@@ -172,10 +177,16 @@ def run(cls, tf, normalized):
         default_collate([ds[i] for i in range(len(ds))])
     except Exception:
         return "torch raises", "torch's collate refuses the samples together"
+    return judged(lambda: list(DataLoader(ds, batch_size=1, shuffle=False, backend="cpu")), ref, normalized)
+
+
+def judged(ours, ref, normalized):
+    """The outcome of hpuload's batches (`ours()`, each of batch size 1) against the user's
+    own (`ref`): `(outcome, detail)`."""
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         try:
-            got = list(DataLoader(ds, batch_size=1, shuffle=False, backend="cpu"))
+            got = ours()
         except Exception as e:
             return "ERROR", f"{type(e).__name__}: {str(e)[:200]}"
     kinds = {type(x.message).__name__ for x in w}
@@ -219,9 +230,7 @@ def main():
             outcome, detail = run(make_class(source), tf, "Normalize" in tname)
         except Exception as e:
             outcome, detail = "HARNESS", f"{type(e).__name__}: {e}"
-        tally[outcome] = tally.get(outcome, 0) + 1
-        if outcome not in ("same", "torch raises", "torch varies", "fallback") or only is not None:
-            print(f"{i:4d} {outcome:12s} [{name}] {tname}  ->  {detail}", flush=True)
+        transform_fuzz.count(tally, i, outcome, detail, f"[{name}] {tname}", show=only is not None)
     print(tally)
 
 

@@ -98,22 +98,7 @@ def run(table, fn, collate, how, normalized):
         list(TorchLoader(ds, batch_size=len(ds), **kw))
     except Exception:
         return "torch raises", "torch's collate refuses the samples together"
-    with warnings.catch_warnings(record=True) as w:
-        warnings.simplefilter("always")
-        try:
-            got = list(DataLoader(ds, batch_size=1, shuffle=False, backend="cpu", **kw))
-        except Exception as e:
-            return "ERROR", f"{type(e).__name__}: {str(e)[:200]}"
-    kinds = {type(x.message).__name__ for x in w}
-    fell = "FallbackWarning" in kinds
-    notes = sorted(str(x.message)[:110] for x in w if type(x.message).__name__ in ("FallbackWarning", "PythonTailWarning"))
-    if len(got) != len(ref):
-        return ("fallback-BAD" if fell else "SILENT"), f"{len(got)} batches vs {len(ref)}"
-    for a, b in zip(got, ref):
-        ok, why = dataset_fuzz._same(a, b, normalized)
-        if not ok:
-            return ("fallback-BAD" if fell else "SILENT"), f"{why} {notes}"
-    return ("fallback" if fell else ("tail" if "PythonTailWarning" in kinds else "same")), str(notes)
+    return dataset_fuzz.judged(lambda: list(DataLoader(ds, batch_size=1, shuffle=False, backend="cpu", **kw)), ref, normalized)
 
 
 def main():
@@ -137,9 +122,7 @@ def main():
             outcome, detail = run(table, fn, collate, how, "Normalize" in tname)
         except Exception as e:
             outcome, detail = "HARNESS", f"{type(e).__name__}: {e}"
-        tally[outcome] = tally.get(outcome, 0) + 1
-        if outcome not in ("same", "torch raises", "torch varies", "fallback"):
-            print(f"{i:4d} {outcome:12s} {name}  ->  {detail}", flush=True)
+        transform_fuzz.count(tally, i, outcome, detail, name)
     print(tally)
 
 

@@ -215,11 +215,19 @@ def _equal(a, b):
 
 
 def run(tf, normalized, show=False):
-    ds = datasets.ImageFolder(ROOT, tf)
+    return run_on(datasets.ImageFolder(ROOT, tf), normalized, show)
+
+
+def run_on(ds, normalized, show=False, item=lambda x: x, backend=None, exact=None):
+    """The outcome of `ds`'s images (`item` of each: a tensor) through hpuload's loader
+    (`backend`, BACKEND's by default) against the dataset's own, value by value; `exact`:
+    within a level on every backend (the CPU backend's alone by default)."""
+    backend = backend or BACKEND
+    exact = backend == "cpu" if exact is None else exact
     try:
-        ref = [ds[i][0] for i in range(len(ds))]
-        again = [ds[i][0] for i in range(len(ds))]
-    except Exception as e:  # torchvision refuses the composition: nothing to compare
+        ref = [item(ds[i][0]) for i in range(len(ds))]
+        again = [item(ds[i][0]) for i in range(len(ds))]
+    except Exception as e:  # the transform refuses the composition: nothing to compare
         return "torch raises", f"{type(e).__name__}: {str(e)[:100]}"
     if not all(_equal(a, b) for a, b in zip(ref, again)):
         return "torch varies", "the dataset gives other values the second time"
@@ -228,7 +236,7 @@ def run(tf, normalized, show=False):
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         try:
-            got = [x[0] for x, _ in DataLoader(ds, batch_size=1, shuffle=False, backend=BACKEND)]
+            got = [x[0] for x, _ in DataLoader(ds, batch_size=1, shuffle=False, backend=backend)]
         except Exception as e:
             return "ERROR", f"{type(e).__name__}: {str(e)[:200]}"
     kinds = {type(x.message).__name__ for x in w}
@@ -248,15 +256,22 @@ def run(tf, normalized, show=False):
     # Half floats round differently in their last bit: a level is 1/255, their ulp near 1 is
     # 1/1024 (f16) and 1/128 (bf16).
     tol = {torch.bfloat16: 2.5, torch.float16: 1.01}.get(got[0].dtype, 1.01)
-    if BACKEND != "cpu":
+    if not exact:
         # The media engine decodes a JPEG scaled in the DCT and resamples in YCbCr: within its
         # PSNR floors, not bytes. A geometry or an op misread is tens of levels off on average.
         mean = sum(_levels(a, b, normalized).mean().item() for a, b in zip(got, ref)) / len(got)
         worst, tol = mean, 4.0
-    what = "max" if BACKEND == "cpu" else "mean"
+    what = "max" if exact else "mean"
     if worst <= tol:
         return ("fallback" if fell else ("tail" if "PythonTailWarning" in kinds else "same")), f"{what} {worst:.3f} {notes}"
     return ("fallback-BAD" if fell else "SILENT"), f"{what} {worst:.2f} {notes}"
+
+
+def count(tally, i, outcome, detail, name, show=False, quiet=("same", "torch raises", "torch varies", "fallback")):
+    """Adds `outcome` to `tally`, printing the case unless its outcome is a `quiet` one."""
+    tally[outcome] = tally.get(outcome, 0) + 1
+    if outcome not in quiet or show:
+        print(f"{i:4d} {outcome:12s} {name}  ->  {detail}", flush=True)
 
 
 def main():
@@ -274,9 +289,7 @@ def main():
             outcome, detail = run(tf, "Normalize" in name, show=only is not None)
         except Exception as e:
             outcome, detail = "HARNESS", f"{type(e).__name__}: {e}"
-        tally[outcome] = tally.get(outcome, 0) + 1
-        if outcome not in ("same", "torch raises", "torch varies") or only is not None:
-            print(f"{i:4d} {outcome:12s} {name}  ->  {detail}", flush=True)
+        count(tally, i, outcome, detail, name, show=only is not None, quiet=("same", "torch raises", "torch varies"))
     print(tally)
 
 
