@@ -386,21 +386,25 @@ def _fill_bytes(t: Any) -> list[int]:
 
 
 def _pad_if_needed(t: Any, longest: int) -> dict:
-    """`PadIfNeeded` after `LongestMaxSize(longest)`: centred, constant, to a size no image
-    exceeds (so every output is that size)."""
+    """`PadIfNeeded` after `LongestMaxSize(longest)`: centred, to a size no image exceeds (so
+    every output is that size), with a constant fill or the edge replicated or mirrored as
+    OpenCV's `copyMakeBorder` does."""
     _always(t)
     h, w = t.min_height, t.min_width
+    border = _BORDERS.get(int(getattr(t, "border_mode", 0)))
     if (
         getattr(t, "position", "center") != "center"
-        or int(getattr(t, "border_mode", 0)) != 0
+        or border is None
         or h is None
         or w is None
         or min(h, w) < longest
     ):
         raise Unsupported(
-            f"albumentations' PadIfNeeded other than centred with a constant fill to at least LongestMaxSize's {longest} (one size for every image)"
+            f"albumentations' PadIfNeeded other than centred, of a border OpenCV's warps have, to at least "
+            f"LongestMaxSize's {longest} (one size for every image)"
         )
-    return {"op": "albu_pad_if_needed", "min_height": int(h), "min_width": int(w), "fill": _fill_bytes(t)}
+    op = {"op": "albu_pad_if_needed", "min_height": int(h), "min_width": int(w), "border": border}
+    return op | ({"fill": _fill_bytes(t)} if border == "constant" else {})
 
 
 def _warp_settings(t: Any) -> dict:

@@ -1578,3 +1578,23 @@ def test_opencvs_area_and_nearest_resizes_give_opencvs_bytes(sized_folder, flag,
     labels = [int(os.path.basename(os.path.dirname(f))[1:]) for f in files]
     tf = A.Compose([*steps(getattr(cv2, flag)), ToTensorV2()])
     same_batches_on_both_backends(LeafDataset(files, labels, tf), batch_size=7)
+
+
+@pytest.mark.parametrize("border", ["BORDER_REFLECT_101", "BORDER_REFLECT", "BORDER_REPLICATE"])
+@pytest.mark.parametrize(
+    "steps",
+    [
+        lambda b: [A.LongestMaxSize(max_size=61), A.PadIfNeeded(min_height=70, min_width=67, border_mode=b)],
+        lambda b: [A.LongestMaxSize(max_size=64), A.PadIfNeeded(min_height=64, min_width=64, border_mode=b), A.HorizontalFlip(p=1.0)],
+        lambda b: [A.LongestMaxSize(max_size=24), A.PadIfNeeded(min_height=96, min_width=90, border_mode=b), A.Normalize()],
+    ],
+)
+def test_a_pad_of_mirrored_or_replicated_edges_gives_opencvs_bytes(sized_folder, border, steps):
+    """`LongestMaxSize` then `PadIfNeeded` with a `border_mode` other than constant: the
+    resize's edges replicated or mirrored as OpenCV's `copyMakeBorder` mirrors them, again and
+    again where the padding is wider than the image (a 33x257 photo made 3x24, padded to 90
+    wide), then the steps after it: every value the Dataset's own, on both backends."""
+    files = sorted(str(p) for p in sized_folder.rglob("*.png"))
+    labels = [int(os.path.basename(os.path.dirname(f))[1:]) for f in files]
+    tf = A.Compose([*steps(getattr(cv2, border)), ToTensorV2()])
+    same_batches_on_both_backends(LeafDataset(files, labels, tf), batch_size=7)

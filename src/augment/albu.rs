@@ -114,6 +114,10 @@ pub struct AlbuPadIfNeeded {
     /// The padding's colour. Default black.
     #[serde(default)]
     pub fill: [u8; 3],
+    /// What the padding is: the fill (the default), or the image's edge pixels replicated or
+    /// mirrored as OpenCV's `copyMakeBorder` mirrors them.
+    #[serde(default)]
+    pub border: Cv2Border,
 }
 
 impl OpSpec for AlbuPadIfNeeded {
@@ -745,11 +749,13 @@ impl CoarseDropout {
     }
 }
 
-/// What OpenCV's `warpAffine` reads where the source point falls outside the image.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// What OpenCV's `warpAffine` (or `copyMakeBorder`) reads where the source point falls
+/// outside the image.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Cv2Border {
     /// `BORDER_CONSTANT`: the fill.
+    #[default]
     Constant,
     /// `BORDER_REPLICATE`: the nearest edge pixel.
     Replicate,
@@ -757,6 +763,36 @@ pub enum Cv2Border {
     Reflect,
     /// `BORDER_REFLECT_101`: mirrored about the edge pixel (`gfedcb|abcdef`).
     Reflect101,
+}
+
+impl Cv2Border {
+    /// The source index OpenCV's `borderInterpolate` reads for position `p` on an axis of
+    /// `n` pixels (mirrored again as often as it takes), or `None` for the fill.
+    pub(crate) fn place(self, p: i64, n: usize) -> Option<usize> {
+        let n = n as i64;
+        if (0..n).contains(&p) {
+            return Some(p as usize);
+        }
+        match self {
+            Cv2Border::Constant => None,
+            Cv2Border::Replicate => Some(p.clamp(0, n - 1) as usize),
+            Cv2Border::Reflect | Cv2Border::Reflect101 => {
+                if n == 1 {
+                    return Some(0);
+                }
+                let delta = i64::from(self == Cv2Border::Reflect101);
+                let mut p = p;
+                while !(0..n).contains(&p) {
+                    p = if p < 0 {
+                        -p - 1 + delta
+                    } else {
+                        n - 1 - (p - n) - delta
+                    };
+                }
+                Some(p as usize)
+            }
+        }
+    }
 }
 
 /// albumentations' `Affine` (and `ShiftScaleRotate`, which is one) with `INTER_LINEAR`:
@@ -1111,31 +1147,7 @@ impl Warp<'_> {
         } = *self;
         let fill = fill.map(f32::from);
         // The source index along an axis of `n` pixels, or `None` for the fill.
-        let place = |p: i64, n: usize| -> Option<usize> {
-            let n = n as i64;
-            if (0..n).contains(&p) {
-                return Some(p as usize);
-            }
-            match border {
-                Cv2Border::Constant => None,
-                Cv2Border::Replicate => Some(p.clamp(0, n - 1) as usize),
-                Cv2Border::Reflect | Cv2Border::Reflect101 => {
-                    if n == 1 {
-                        return Some(0);
-                    }
-                    let delta = i64::from(border == Cv2Border::Reflect101);
-                    let mut p = p;
-                    while !(0..n).contains(&p) {
-                        p = if p < 0 {
-                            -p - 1 + delta
-                        } else {
-                            n - 1 - (p - n) - delta
-                        };
-                    }
-                    Some(p as usize)
-                }
-            }
-        };
+        let place = |p: i64, n: usize| border.place(p, n);
         // Each neighbour as four lanes (the fourth unused), so a pixel's three channels
         // interpolate together.
         let fill = [fill[0], fill[1], fill[2], 0.0];

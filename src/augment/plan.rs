@@ -6,7 +6,9 @@
 
 use serde::Serialize;
 
-use super::albu::{AlbuAffine, AlbuLongestMaxSize, AlbuPadIfNeeded, AlbuSmallestMaxSize};
+use super::albu::{
+    AlbuAffine, AlbuLongestMaxSize, AlbuPadIfNeeded, AlbuSmallestMaxSize, Cv2Border,
+};
 use super::detect::{
     self, DetectPlan, DrawnResize, FixedSizeCrop, RandomIoUCrop, RandomZoomOut, SanitizeSpec,
 };
@@ -86,6 +88,7 @@ pub(crate) enum Geometry {
         max_size: u32,
         out: (u32, u32),
         fill: [u8; 3],
+        border: Cv2Border,
     },
     /// No crop or resize (a detection pipeline): each output is its sample's window at its
     /// own size.
@@ -258,6 +261,7 @@ impl Phases {
                 min_height,
                 min_width,
                 fill,
+                border,
             }) => {
                 let Some((Prescale::LongRounded(s), interpolation)) = self.resize_short else {
                     return Err(PipelineError::Order(
@@ -276,6 +280,7 @@ impl Phases {
                     max_size: s,
                     out: (min_height, min_width),
                     fill,
+                    border,
                 };
                 self.geometry = Some((geometry, interpolation, at));
             }
@@ -1058,6 +1063,7 @@ impl Plan {
                     max_size,
                     out: (oh, ow),
                     fill,
+                    border,
                 } => {
                     // PadIfNeeded's `int((min - size) / 2.0)` before the image on each axis.
                     let (rw, rh) = geometry::albu_longest_size(width, height, max_size);
@@ -1065,6 +1071,7 @@ impl Plan {
                         content: (rh, rw),
                         at: ((oh - rh) / 2, (ow - rw) / 2),
                         fill,
+                        border,
                     });
                     geometry::window_of_resize((width, height), (rh, rw), (0, 0), (rh, rw))
                 }
@@ -1122,6 +1129,7 @@ impl Plan {
                         content: f.content,
                         at: (0, 0),
                         fill: f.fill,
+                        border: Cv2Border::Constant,
                     })
                     .or(letterbox),
                 warped: warp.map(|(_, w)| w),

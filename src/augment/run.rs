@@ -5,6 +5,7 @@
 
 use serde::Serialize;
 
+use super::albu::Cv2Border;
 use super::albu_tone::EqualizeMode;
 use super::erase::{self, EraseBox};
 use super::kernel::{Normalize, OutputWriter};
@@ -164,6 +165,9 @@ pub struct Placed {
     pub at: (u32, u32),
     /// The colour around it.
     pub fill: [u8; 3],
+    /// What is around it: the fill, or its edge pixels replicated or mirrored (OpenCV's
+    /// `copyMakeBorder`, albumentations' `PadIfNeeded` with a `border_mode`).
+    pub border: Cv2Border,
 }
 
 impl Placed {
@@ -181,6 +185,9 @@ impl Placed {
             self.content,
             self.at
         );
+        if self.border != Cv2Border::Constant {
+            return self.mirror(rgb, (h, w), out);
+        }
         // One row of the fill, copied whole where it shows (not a pixel at a time).
         let fill = self.fill.repeat(w);
         out.clear();
@@ -195,6 +202,25 @@ impl Placed {
         }
         for _ in top + ch..h {
             out.extend_from_slice(&fill);
+        }
+    }
+
+    /// [`Placed::place`] with the edge pixels replicated or mirrored around the image.
+    fn mirror(&self, rgb: &[u8], (h, w): (usize, usize), out: &mut Vec<u8>) {
+        let (ch, cw) = (self.content.0 as usize, self.content.1 as usize);
+        let (top, left) = (i64::from(self.at.0), i64::from(self.at.1));
+        let at = |p: usize, before: i64, n: usize| {
+            // Not `Constant`: every position has a source pixel.
+            self.border.place(p as i64 - before, n).unwrap_or(0)
+        };
+        let columns: Vec<usize> = (0..w).map(|x| at(x, left, cw) * 3).collect();
+        out.clear();
+        out.reserve(h * w * 3);
+        for y in 0..h {
+            let row = &rgb[at(y, top, ch) * cw * 3..][..cw * 3];
+            for &x in &columns {
+                out.extend_from_slice(&row[x..x + 3]);
+            }
         }
     }
 }
@@ -562,7 +588,29 @@ fn adjustment(op: &PixelOp) -> Option<colour::Adjust> {
 
 #[cfg(test)]
 mod placed_tests {
-    use super::Placed;
+    use super::{Cv2Border, Placed};
+
+    #[test]
+    fn a_placed_image_mirrored_past_its_own_width_reflects_again_as_opencv() {
+        // One row of three pixels 1, 2, 3 (grey) placed at column 4 of 10, reflect-101 and
+        // reflect: OpenCV's `borderInterpolate` folds positions back as often as it takes.
+        let rgb: Vec<u8> = [1u8, 2, 3].iter().flat_map(|&v| [v; 3]).collect();
+        let row = |border| {
+            let placed = Placed {
+                content: (1, 3),
+                at: (0, 4),
+                fill: [9; 3],
+                border,
+            };
+            let mut out = Vec::new();
+            placed.place(&rgb, (1, 10), &mut out);
+            out.chunks_exact(3).map(|p| p[0]).collect::<Vec<u8>>()
+        };
+        assert_eq!(row(Cv2Border::Reflect101), [1, 2, 3, 2, 1, 2, 3, 2, 1, 2]);
+        assert_eq!(row(Cv2Border::Reflect), [3, 3, 2, 1, 1, 2, 3, 3, 2, 1]);
+        assert_eq!(row(Cv2Border::Replicate), [1, 1, 1, 1, 1, 2, 3, 3, 3, 3]);
+        assert_eq!(row(Cv2Border::Constant), [9, 9, 9, 9, 1, 2, 3, 9, 9, 9]);
+    }
 
     #[test]
     fn a_placed_image_sits_at_the_top_left_with_the_fill_below_and_right() {
@@ -570,6 +618,7 @@ mod placed_tests {
             content: (2, 1),
             at: (0, 0),
             fill: [9, 8, 7],
+            border: Cv2Border::Constant,
         };
         let mut out = Vec::new();
         placed.place(&[1, 1, 1, 2, 2, 2], (3, 2), &mut out);
@@ -582,6 +631,7 @@ mod placed_tests {
             content: (1, 2),
             at: (1, 1),
             fill: [9, 8, 7],
+            border: Cv2Border::Constant,
         };
         let mut out = Vec::new();
         placed.place(&[1, 1, 1, 2, 2, 2], (3, 4), &mut out);
