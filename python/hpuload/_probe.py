@@ -11,9 +11,11 @@ reads, decodes and augments those files natively with the translated transform. 
 user's module imported by name (`from torchvision.io import decode_image`) is rebound there
 to the patched call (`_bind_in_user_code`).
 
-Whatever the handle cannot answer without pixels (the code reads `.size`, crops, converts to
-numpy, opens bytes from memory) raises `NeedsPixels` naming the line of the user's code, and
-the loader falls back to torch's DataLoader with that reason: never wrong pixels."""
+`np.array(image)` and `np.asarray(image)` are answered too (`_NumpyArrays`: the NumPy array of
+the image, for an albumentations `Compose`). Whatever the handle cannot answer without pixels
+(the code reads `.size`, crops, indexes or casts the array, opens bytes from memory) raises
+`NeedsPixels` naming the line of the user's code, and the loader falls back to torch's
+DataLoader with that reason: never wrong pixels."""
 
 from __future__ import annotations
 
