@@ -109,8 +109,12 @@ def main():
     cases = int(sys.argv[2]) if len(sys.argv) > 2 else 200
     seed = int(sys.argv[3]) if len(sys.argv) > 3 else 0
     rng = random.Random(seed)
-    cache = tempfile.mkdtemp(prefix="hf_fuzz")
-    table = datasets.load_dataset("imagefolder", data_dir=ROOT, split="train", cache_dir=cache)
+    with tempfile.TemporaryDirectory(prefix="hf_fuzz") as cache:
+        table = datasets.load_dataset("imagefolder", data_dir=ROOT, split="train", cache_dir=cache)
+        search(table, rng, cases)
+
+
+def search(table, rng, cases):
     tally = {}
     for i in range(cases):
         tname, tf = transform_fuzz.composition(rng)
