@@ -21,9 +21,7 @@ env BACKEND=auto: the media engine's backend (byte for byte too: albumentations'
   OpenCV's, which hpuload runs on the CPU path).
 """
 import os
-import random
 import sys
-import warnings
 
 import albumentations as A
 import cv2
@@ -202,10 +200,7 @@ def run(tf, read, normalized, show=False):
 
 
 def main():
-    warnings.simplefilter("ignore")
-    cases = int(sys.argv[2]) if len(sys.argv) > 2 else 300
-    seed = int(sys.argv[3]) if len(sys.argv) > 3 else 0
-    rng = random.Random(seed)
+    cases, rng = transform_fuzz.arguments(300)
     tally = {}
     only = os.environ.get("ONLY")
     for i in range(cases):

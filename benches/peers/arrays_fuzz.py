@@ -9,9 +9,7 @@ usage: python arrays_fuzz.py FOLDER [CASES=300] [SEED=0]
 Outcomes as transform_fuzz.py's.
 """
 import os
-import random
 import sys
-import warnings
 
 import numpy as np
 import torch
@@ -56,10 +54,7 @@ def in_memory(kind, tf):
 
 
 def main():
-    warnings.simplefilter("ignore")
-    cases = int(sys.argv[2]) if len(sys.argv) > 2 else 300
-    seed = int(sys.argv[3]) if len(sys.argv) > 3 else 0
-    rng = random.Random(seed)
+    cases, rng = transform_fuzz.arguments(300)
     tally = {}
     for i in range(cases):
         kind = rng.choice(["cifar", "cifar", "svhn", "mnist", "fashion"])

@@ -13,7 +13,6 @@ and whatever follows it (equal, type for type).
 env ONLY=N: run case N alone and print its class's source.
 """
 import os
-import random
 import sys
 import textwrap
 import warnings
@@ -212,11 +211,8 @@ def _exact(a, b):
 
 
 def main():
-    warnings.simplefilter("ignore")
+    cases, rng = transform_fuzz.arguments(300)
     transform_fuzz.ROOT = ROOT
-    cases = int(sys.argv[2]) if len(sys.argv) > 2 else 300
-    seed = int(sys.argv[3]) if len(sys.argv) > 3 else 0
-    rng = random.Random(seed)
     tally = {}
     only = os.environ.get("ONLY")
     for i in range(cases):

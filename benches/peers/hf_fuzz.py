@@ -11,10 +11,8 @@ Outcomes as transform_fuzz.py's; every value of each batch is compared (images w
 labels exactly).
 """
 import os
-import random
 import sys
 import tempfile
-import warnings
 
 import torch
 from torch.utils.data import DataLoader as TorchLoader
@@ -104,11 +102,8 @@ def run(table, fn, collate, how, normalized):
 def main():
     import datasets
 
-    warnings.simplefilter("ignore")
+    cases, rng = transform_fuzz.arguments(200)
     datasets.disable_progress_bars()
-    cases = int(sys.argv[2]) if len(sys.argv) > 2 else 200
-    seed = int(sys.argv[3]) if len(sys.argv) > 3 else 0
-    rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix="hf_fuzz") as cache:
         table = datasets.load_dataset("imagefolder", data_dir=ROOT, split="train", cache_dir=cache)
         search(table, rng, cases)

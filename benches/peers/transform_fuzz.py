@@ -267,6 +267,15 @@ def run_on(ds, normalized, show=False, item=lambda x: x, backend=None, exact=Non
     return ("fallback-BAD" if fell else "SILENT"), f"{what} {worst:.2f} {notes}"
 
 
+def arguments(default_cases):
+    """`(cases, rng)` from the command line (`FOLDER [CASES] [SEED]`), the library warnings
+    the searches meet silenced."""
+    warnings.simplefilter("ignore")
+    cases = int(sys.argv[2]) if len(sys.argv) > 2 else default_cases
+    seed = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+    return cases, random.Random(seed)
+
+
 def count(tally, i, outcome, detail, name, show=False, quiet=("same", "torch raises", "torch varies", "fallback")):
     """Adds `outcome` to `tally`, printing the case unless its outcome is a `quiet` one."""
     tally[outcome] = tally.get(outcome, 0) + 1
@@ -275,10 +284,7 @@ def count(tally, i, outcome, detail, name, show=False, quiet=("same", "torch rai
 
 
 def main():
-    warnings.simplefilter("ignore")  # torchvision's note that antialias is ignored on PIL images
-    cases = int(sys.argv[2]) if len(sys.argv) > 2 else 300
-    seed = int(sys.argv[3]) if len(sys.argv) > 3 else 0
-    rng = random.Random(seed)
+    cases, rng = arguments(300)  # silences torchvision's note that antialias is ignored on PIL images
     tally = {}
     only = os.environ.get("ONLY")
     for i in range(cases):
