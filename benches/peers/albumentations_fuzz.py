@@ -11,7 +11,8 @@ PadIfNeeded, CenterCrop after a Resize, a RandomResizedCrop whose window is pinn
 a random OpenCV interpolation, then pixel steps (about thirty albumentations ops with pinned
 draws, some of them inside OneOf / SomeOf / Sequential / RandomOrder of one, a few ops hpuload
 runs in Python), an optional Normalize of several kinds, an optional ToFloat, and ToTensorV2
-(mostly). The Dataset reads with cv2 (RGB or left BGR, colour or grey flags) or with Pillow and NumPy
+(mostly; else the Dataset hands out the array as it is, transposed, cast or divided by 255,
+or as a tensor of it). The Dataset reads with cv2 (RGB or left BGR, colour or grey flags) or with Pillow and NumPy
 (`np.array(Image.open(path).convert("RGB"))`, `np.asarray` of the opened file).
 The outcomes are those of transform_fuzz.py: same, tail, fallback, SILENT (different without a
 FallbackWarning), fallback-BAD, ERROR (hpuload raised where the Dataset did not), torch raises,
@@ -42,8 +43,9 @@ INTERPS = [cv2.INTER_LINEAR] * 6 + [cv2.INTER_NEAREST, cv2.INTER_CUBIC, cv2.INTE
 class LeafDataset(tud.Dataset):
     """The Kaggle notebooks' Dataset, reading as `read` says."""
 
-    def __init__(self, files, labels, transforms, read):
+    def __init__(self, files, labels, transforms, read, hand_out=None):
         self.files, self.labels, self.transforms, self.read = files, labels, transforms, read
+        self.hand_out = HAND_OUTS[hand_out] if hand_out else None
 
     def __len__(self):
         return len(self.files)
@@ -62,7 +64,22 @@ class LeafDataset(tud.Dataset):
             image = cv2.imread(self.files[idx])
             image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
         image = self.transforms(image=image)["image"]
+        if self.hand_out is not None:
+            image = self.hand_out(image)
         return image, torch.tensor(self.labels[idx])
+
+
+#: What a Dataset does with the array of a Compose without ToTensorV2 before returning it.
+HAND_OUTS = {
+    "as is": lambda x: x,
+    "transpose": lambda x: x.transpose(2, 0, 1),
+    "transpose float32": lambda x: np.transpose(x, (2, 0, 1)).astype(np.float32),
+    "/255 float32": lambda x: (x / 255.0).astype(np.float32).transpose(2, 0, 1),
+    "float32 /255": lambda x: x.astype(np.float32) / 255.0,
+    "torch.tensor float": lambda x: torch.tensor(x.transpose(2, 0, 1), dtype=torch.float),
+    "from_numpy permute float /255": lambda x: torch.from_numpy(x).permute(2, 0, 1).float() / 255,
+    "/255": lambda x: x / 255.0,
+}
 
 
 def files_of(folder):
@@ -183,19 +200,23 @@ def composition(rng):
         add("Normalize(image)", A.Normalize(normalization="image"))
     elif r < 0.6:
         add("ToFloat", A.ToFloat(max_value=255))
-    if rng.random() < 0.9:
+    hand_out = None
+    if rng.random() < 0.8:
         add("ToTensorV2", ToTensorV2())
+    else:
+        hand_out = rng.choice(sorted(HAND_OUTS))
+        names.append(f"then {hand_out}")
     read = rng.choice(["rgb"] * 4 + ["bgr", "bgr", "pil", "pil", "pil_asarray", "grey"])
-    return f"[{read}] " + ", ".join(names), A.Compose(steps), read
+    return f"[{read}] " + ", ".join(names), A.Compose(steps), read, hand_out
 
 
 def _as_tensor(x):
     return torch.from_numpy(np.ascontiguousarray(x)) if isinstance(x, np.ndarray) else x
 
 
-def run(tf, read, normalized, show=False):
+def run(tf, read, normalized, show=False, hand_out=None):
     files, labels = files_of(ROOT)
-    ds = LeafDataset(files, labels, tf, read)
+    ds = LeafDataset(files, labels, tf, read, hand_out)
     return transform_fuzz.run_on(ds, normalized, show, item=_as_tensor, backend=BACKEND, exact=True)
 
 
@@ -204,11 +225,11 @@ def main():
     tally = {}
     only = os.environ.get("ONLY")
     for i in range(cases):
-        name, tf, read = composition(rng)
+        name, tf, read, hand_out = composition(rng)
         if only is not None and i != int(only):
             continue
         try:
-            outcome, detail = run(tf, read, "Normalize" in name, show=only is not None)
+            outcome, detail = run(tf, read, "Normalize" in name, show=only is not None, hand_out=hand_out)
         except Exception as e:
             outcome, detail = "HARNESS", f"{type(e).__name__}: {e}"
         transform_fuzz.count(tally, i, outcome, detail, name, show=only is not None)

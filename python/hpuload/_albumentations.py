@@ -41,10 +41,13 @@ hpuload's pipeline ops, each computed as albumentations computes it on a uint8 R
   albumentations' (not OpenCV's generator's values), truncated and added as albucore adds;
 - `Normalize(mean, std, max_pixel_value=255)`: `(x - mean * 255) * (1 / (std * 255))` in
   float32, as its lookup table computes it (bit for bit);
+- `ToFloat()` (dividing by 255): albucore's f32 table of `x / 255`;
 - `CoarseDropout` with a constant fill, last (before or after `Normalize`): its holes drawn as
   albumentations draws them and erased in the output, the fill normalized as the user's own
   `Normalize` would normalize those bytes;
-- `ToTensorV2()` last: the `[C, H, W]` tensor, float32 after `Normalize`, else uint8.
+- `ToTensorV2()` last: the `[C, H, W]` tensor, float32 after `Normalize`, else uint8. Without
+  it, the `[H, W, C]` NumPy array, as the Dataset's code then hands it out (`_probe.Output`:
+  transposed, cast to float32, divided by 255, made a tensor; `_as_handed_out`).
 
 The pixel steps above may also come before the resize or crop (all but `Transpose`,
 `RandomRotate90`, `Downscale` and `GridDistortion`, which hpuload runs at the output's size):
@@ -53,8 +56,9 @@ hpuload then runs them on the whole decoded image, drawn on its size, as albumen
 `translate_split` runs the longest prefix of such uint8 steps natively and the steps after it
 (any other albumentations op) in Python, as a `Tail`. A `Compose` with no such prefix (one
 size for every image: a resize or a crop), or
-that does not end in `ToTensorV2`, or with bounding boxes or masks, is `Unsupported`, naming
-why: the loader then falls back to torch's DataLoader."""
+that does not end in `ToTensorV2` and whose array the Dataset's code changes otherwise, or with
+bounding boxes or masks, is `Unsupported`, naming why: the loader then falls back to torch's
+DataLoader."""
 
 from __future__ import annotations
 
@@ -126,12 +130,18 @@ def _checked_steps(compose: Any) -> list:
     return list(compose.transforms)
 
 
-def translate(compose: Any) -> tuple[str, str]:
+def translate(compose: Any, output=None) -> tuple[str, str]:
     """`(pipeline JSON, output dtype)` for an albumentations `Compose` applied to the RGB
-    image of a Dataset's `__getitem__`, or `Unsupported`."""
+    image of a Dataset's `__getitem__`, or `Unsupported`. `output` (`_probe.Output`): what
+    the Dataset hands out of a Compose that does not end in `ToTensorV2` (its array,
+    transposed, cast or divided by 255 as the Dataset's code does)."""
     steps = _checked_steps(compose)
     if not steps or _name(steps[-1]) != "ToTensorV2":
-        raise Unsupported("an albumentations Compose that does not end in ToTensorV2 (it gives NumPy arrays)")
+        if output is None:
+            raise Unsupported("an albumentations Compose that does not end in ToTensorV2 (it gives NumPy arrays)")
+        return _translate(steps, open_end=False, output=output)
+    if output is not None:
+        raise Unsupported("the albumentations Compose ends in ToTensorV2 now, and the Dataset's code was learnt on its arrays")
     if _p(steps[-1]) != 1.0:
         raise Unsupported("albumentations' ToTensorV2 with p below 1")
     return _translate(steps[:-1], open_end=False)
@@ -147,20 +157,22 @@ def in_bgr(pipeline: str) -> str:
     return json.dumps(spec)
 
 
-def translate_split(compose: Any) -> tuple[str, str, "Tail | None"]:
+def translate_split(compose: Any, output=None) -> tuple[str, str, "Tail | None"]:
     """`(pipeline JSON, dtype, tail)`: the whole `Compose` when hpuload translates it (tail
     None); else its longest prefix that starts with a resize and holds only uint8 steps hpuload
     runs, run natively to uint8 `[H, W, C]` images, and a `Tail` running the rest of its steps in
     Python on each of them, as albumentations runs them. `Unsupported` when not even a prefix
     translates."""
     try:
-        pipeline, dtype = translate(compose)
+        pipeline, dtype = translate(compose, output)
         return pipeline, dtype, None
     except Unsupported as e:
         whole = e
     steps = _checked_steps(compose)
-    if not steps or _name(steps[-1]) != "ToTensorV2":
-        raise whole  # the tail would give NumPy arrays, which the Dataset's loader collates otherwise
+    if not steps or _name(steps[-1]) != "ToTensorV2" or output is not None:
+        # The tail would give NumPy arrays, which the Dataset's loader collates otherwise; or
+        # the Dataset's code after the Compose was learnt on arrays, not on its tensors.
+        raise whole
     for k in range(len(steps) - 1, 0, -1):
         try:
             pipeline, _ = _translate(steps[:k], open_end=True)
@@ -170,10 +182,11 @@ def translate_split(compose: Any) -> tuple[str, str, "Tail | None"]:
     raise whole
 
 
-def _translate(steps: list, *, open_end: bool) -> tuple[str, str]:
+def _translate(steps: list, *, open_end: bool, output=None) -> tuple[str, str]:
     """The ops of `steps` (a `Compose`'s, without its closing `ToTensorV2`). `open_end`:
     they are the prefix of a longer `Compose`, whose steps after them run in Python on the
-    uint8 image they make, so no `Normalize` or `CoarseDropout` among them."""
+    uint8 image they make, so no `Normalize` or `CoarseDropout` among them. `output`: what
+    the Dataset makes of the array of a `Compose` without `ToTensorV2` (`translate`)."""
     ops: list[dict] = []
     size: list[int] | None = None  # the output's [h, w], once a resize or crop is read
     geometry: str | None = None  # the last geometric step's name while nothing else follows it
@@ -185,7 +198,7 @@ def _translate(steps: list, *, open_end: bool) -> tuple[str, str]:
         if holes and name not in ("CoarseDropout", "Normalize"):
             raise Unsupported(f"albumentations' {name} after CoarseDropout (hpuload erases the holes last)")
         if dtype == "f32" and name != "CoarseDropout":
-            raise Unsupported(f"albumentations' {name} after Normalize (hpuload normalizes last)")
+            raise Unsupported(f"albumentations' {name} after Normalize or ToFloat (hpuload normalizes last)")
         if name in ("Resize", "RandomResizedCrop", "SmallestMaxSize", "LongestMaxSize"):
             _always(t)
             if geometry is not None or size is not None:
@@ -255,11 +268,21 @@ def _translate(steps: list, *, open_end: bool) -> tuple[str, str]:
                 }
             )
             dtype, norm = "f32", t
+        elif name == "ToFloat" and not open_end:
+            # albucore's table of a uint8 image: `arange(256, float32) / max_value`, the f32
+            # division hpuload's `divide` computes.
+            _always(t)
+            if getattr(t, "max_value", None) not in (None, 255, 255.0):
+                raise Unsupported(f"albumentations' ToFloat with max_value={t.max_value} (hpuload divides by 255)")
+            ops.append({"op": "normalize", "mean": [0.0] * 3, "std": [1.0] * 3, "to_float": "divide"})
+            dtype, norm = "f32", _Scaled(True)
         elif name == "CoarseDropout" and not open_end:
             op = _coarse_dropout(t, size, after_normalize=dtype == "f32")
             holes.append((op, dtype == "u8"))
         else:
             raise Unsupported(f"albumentations' {name}")
+    if output is not None:
+        dtype, norm = _as_handed_out(output, dtype, ops, norm)
     for op, before_normalize in holes:
         # A hole's bytes made before Normalize are normalized with the image: its fill is
         # given in the output's units, as the user's own Normalize computes them.
@@ -276,6 +299,41 @@ def _translate(steps: list, *, open_end: bool) -> tuple[str, str]:
             + " (a different shape per image)"
         )
     return json.dumps({"name": "albumentations", "ops": ops}), dtype
+
+
+class _Scaled:
+    """The Dataset's own conversion of the Compose's bytes to floats (`x.astype(np.float32)`,
+    `/ 255`), as `Normalize.apply` gives it for a hole's fill."""
+
+    def __init__(self, scaled: bool):
+        self.scaled = scaled
+
+    def apply(self, image):
+        import numpy as np
+
+        floats = image.astype(np.float32)
+        return floats / np.float32(255) if self.scaled else floats
+
+
+def _as_handed_out(output, dtype: str, ops: list, norm) -> tuple[str, Any]:
+    """`(dtype, normalization)` of a Compose without `ToTensorV2` whose array the Dataset
+    hands out as `output` says (`_probe.Output`): its bytes or its `Normalize`'s floats, or
+    its bytes made floats by the Dataset's code (an identity normalization appended to `ops`:
+    `x / 255` exactly as the f32 or f64 division, checked for every byte, or the bytes
+    themselves: `(x - 0) * (1 / (s * 255))` with `s * 255` exactly 1 in f32)."""
+    if output.start != dtype:
+        raise Unsupported(
+            f"the albumentations Compose gives {dtype} arrays, and the Dataset's code was learnt on {output.start} ones"
+        )
+    if output.dtype == dtype:
+        return dtype, norm
+    if output.dtype != "f32" or dtype != "u8":
+        raise Unsupported(f"the Dataset hands out the Compose's {dtype} array as {output.dtype}")
+    if output.scaled:
+        ops.append({"op": "normalize", "mean": [0.0] * 3, "std": [1.0] * 3, "to_float": "divide"})
+    else:
+        ops.append({"op": "normalize", "mean": [0.0] * 3, "std": [1 / 255] * 3, "to_float": "scaled_stats"})
+    return "f32", _Scaled(output.scaled)
 
 
 def _max_size(t: Any) -> int:

@@ -122,9 +122,146 @@ class TransformStandIn:
         return Recorded(image)
 
 
+class Output(NamedTuple):
+    """What a Dataset hands out after an albumentations `Compose` without `ToTensorV2`
+    (`ArrayOut`): the Compose's NumPy array `[H, W, C]`, as the Dataset's own code then
+    changed it."""
+
+    #: "numpy" (an array, which torch's `default_collate` makes a tensor) or "tensor".
+    kind: str
+    #: "hwc" or "chw" (transposed).
+    layout: str
+    #: "u8", "f32" or "f64".
+    dtype: str
+    #: Divided by 255 (in f32 or f64: the same f32 values, checked for every byte).
+    scaled: bool
+    #: What the Compose gives: "u8", or "f32" after its `Normalize`.
+    start: str
+
+
+#: NumPy's and torch's dtypes by hpuload's names, for the casts `ArrayOut` follows.
+_NUMPY_DTYPES = {"uint8": "u8", "float32": "f32", "float64": "f64"}
+
+
+def _torch_dtype(dtype) -> str:
+    name = {torch.uint8: "u8", torch.float32: "f32", torch.float64: "f64"}.get(dtype)
+    if name is None:
+        raise NeedsPixels(f"the transformed image cast to {dtype} (hpuload gives uint8 or float32)")
+    return name
+
+
+class ArrayOut(Recorded):
+    """What an albumentations `Compose` that does not end in `ToTensorV2` gives while
+    probing: its uint8 (or, after `Normalize`, float32) `[H, W, C]` array, recording what the
+    Dataset's code does to it next, as Kaggle notebooks do before returning it: transposed to
+    `[C, H, W]` (`.transpose(2, 0, 1)`, `np.transpose`, a tensor's `.permute`), cast
+    (`.astype(np.float32)`, `.float()`, `torch.tensor(x, dtype=torch.float)`), divided by 255,
+    made a tensor (`torch.from_numpy`, `torch.tensor`, `torch.as_tensor`). Anything else (a
+    sum, a mean subtracted by hand, another axis order) needs pixels."""
+
+    __slots__ = ("output",)
+
+    def __init__(self, image: LazyImage, output: Output):
+        super().__init__(image)
+        self.output = output
+
+    def _with(self, **changes) -> "ArrayOut":
+        return ArrayOut(self.image, self.output._replace(**changes))
+
+    def _axes(self, axes: tuple, what: str) -> "ArrayOut":
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = tuple(axes[0])
+        swap = {"hwc": (2, 0, 1), "chw": (1, 2, 0)}[self.output.layout]
+        if tuple(int(a) for a in axes) != swap:
+            raise NeedsPixels(f"{what}{axes} of the transformed {self.output.layout.upper()} image")
+        return self._with(layout="chw" if self.output.layout == "hwc" else "hwc")
+
+    def _cast(self, to: str) -> "ArrayOut":
+        have = self.output.dtype
+        if to == "u8" and have != "u8":
+            raise NeedsPixels("the transformed float image cast to uint8")
+        return self._with(dtype=to)
+
+    def _divided(self, by, result: str) -> "ArrayOut":
+        if isinstance(by, bool) or not isinstance(by, (int, float)) or float(by) != 255.0:
+            raise NeedsPixels(f"the transformed image divided by {by!r} (hpuload scales by 255)")
+        if self.output.scaled or self.output.start != "u8":
+            raise NeedsPixels("the transformed image divided by 255 after Normalize or a first division")
+        return self._with(dtype=result, scaled=True)
+
+    # NumPy's methods.
+    def transpose(self, *axes):
+        if self.output.kind != "numpy":
+            raise NeedsPixels("the transformed tensor's .transpose")
+        return self._axes(axes, "transpose")
+
+    def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
+        import numpy as np
+
+        name = _NUMPY_DTYPES.get(np.dtype(dtype).name) if self.output.kind == "numpy" else None
+        if name is None:
+            raise NeedsPixels(f"the transformed image's .astype({dtype!r})")
+        return self._cast(name)
+
+    def copy(self, *args, **kwargs):
+        return self
+
+    # torch's methods.
+    def permute(self, *dims):
+        if self.output.kind != "tensor":
+            raise NeedsPixels("the transformed array's .permute")
+        return self._axes(dims, "permute")
+
+    def float(self):
+        if self.output.kind != "tensor":
+            raise NeedsPixels("the transformed array's .float()")
+        return self._cast("f32")
+
+    def to(self, *args, **kwargs):
+        dtype = kwargs.pop("dtype", args[0] if len(args) == 1 else None)
+        if self.output.kind != "tensor" or not isinstance(dtype, torch.dtype) or kwargs or len(args) > 1:
+            raise NeedsPixels("the transformed image's .to(...) other than to a dtype")
+        return self._cast(_torch_dtype(dtype))
+
+    def contiguous(self, *args, **kwargs):
+        return self
+
+    def div(self, other):
+        return self.__truediv__(other)
+
+    def __truediv__(self, other):
+        have = self.output.dtype
+        if self.output.kind == "numpy":
+            # NumPy: an integer array over a number is float64; a float array keeps its type.
+            return self._divided(other, "f64" if have == "u8" else have)
+        if torch.get_default_dtype() != torch.float32:
+            raise NeedsPixels(f"the transformed tensor divided with torch's default dtype {torch.get_default_dtype()}")
+        return self._divided(other, "f32" if have == "u8" else have)
+
+
+def _array_out_tensor(array: ArrayOut, dtype=None, device=None, requires_grad=False, **rest) -> ArrayOut:
+    """`torch.tensor`, `torch.as_tensor` or `torch.from_numpy` of the transformed array."""
+    if not isinstance(array, ArrayOut):
+        raise NeedsPixels("a tensor of the opened image's pixels")
+    if array.output.kind != "numpy" or device is not None or requires_grad or any(rest.values()):
+        raise NeedsPixels("a tensor of the transformed image with a device, requires_grad or pinned memory")
+    out = array._with(kind="tensor")
+    return out if dtype is None else out._cast(_torch_dtype(dtype))
+
+
 class AlbumentationsStandIn:
     """Takes the place of an albumentations `Compose` while probing: called as
-    `transform(image=image)`, it gives `{"image": ...}` recording the image."""
+    `transform(image=image)`, it gives `{"image": ...}` recording the image (an `ArrayOut`
+    where the Compose does not end in `ToTensorV2`)."""
+
+    def __init__(self, compose=None):
+        steps = list(getattr(compose, "transforms", ()))
+        names = [type(t).__name__ for t in steps]
+        #: The Output the Compose starts the Dataset's code with; None: a tensor (ToTensorV2).
+        self.array = None
+        if not names or names[-1] != "ToTensorV2":
+            start = "f32" if "Normalize" in names or "ToFloat" in names else "u8"
+            self.array = Output("numpy", "hwc", start, False, start)
 
     def __call__(self, *args, **kwargs):
         if args or set(kwargs) != {"image"}:
@@ -136,7 +273,7 @@ class AlbumentationsStandIn:
                 f"the albumentations transform was given a {type(image).__name__}, not what cv2.imread read "
                 "or the NumPy array of an opened image"
             )
-        return {"image": Recorded(image)}
+        return {"image": Recorded(image) if self.array is None else ArrayOut(image, self.array)}
 
 
 def transform_attribute(dataset) -> str | None:
@@ -241,42 +378,59 @@ def _numpy_array_of(image: LazyImage, args: tuple, kwargs: dict) -> LazyImage:
 
 class _NumpyArrays:
     """While entered (by any thread; counted): `numpy.array` and `numpy.asarray` answer an
-    opened image (`_numpy_array_of`) on a probing thread, and are NumPy's own otherwise.
-    Patched only while a Dataset is probed, so that no other call of them pays for the
-    check; code that bound them by name (`from numpy import asarray`) meets the handle, which
-    needs pixels."""
+    opened image (`_numpy_array_of`) on a probing thread, and are NumPy's own otherwise;
+    they, `numpy.ascontiguousarray` and torch's `tensor`, `as_tensor` and `from_numpy` answer
+    the transformed image (`ArrayOut`) there too. Patched only while a Dataset is probed, so
+    that no other call of them pays for the check; code that bound them by name (`from numpy
+    import asarray`) meets the handle, which needs pixels."""
 
     _depth = 0
-    _originals: dict = {}
+    _originals: list = []
 
     def __enter__(self):
         import numpy as np
 
         with _patch_lock:
             if _NumpyArrays._depth == 0:
-                for name in ("array", "asarray"):
-                    original = getattr(np, name)
-                    _NumpyArrays._originals[name] = original
-                    setattr(np, name, _numpy_call(original))
+                for owner, name, answer in (
+                    (np, "array", _numpy_answer),
+                    (np, "asarray", _numpy_answer),
+                    (np, "ascontiguousarray", _numpy_answer),
+                    (torch, "tensor", _array_out_tensor),
+                    (torch, "as_tensor", _array_out_tensor),
+                    (torch, "from_numpy", _array_out_tensor),
+                ):
+                    original = getattr(owner, name)
+                    _NumpyArrays._originals.append((owner, name, original))
+                    setattr(owner, name, _probed_call(original, answer))
             _NumpyArrays._depth += 1
         return self
 
     def __exit__(self, *exc):
-        import numpy as np
-
         with _patch_lock:
             _NumpyArrays._depth -= 1
             if _NumpyArrays._depth == 0:
-                for name, original in _NumpyArrays._originals.items():
-                    setattr(np, name, original)
+                for owner, name, original in _NumpyArrays._originals:
+                    setattr(owner, name, original)
                 _NumpyArrays._originals.clear()
         return False
 
 
-def _numpy_call(original):
+def _numpy_answer(image, *args, **kwargs):
+    """`np.array`, `np.asarray` or `np.ascontiguousarray` of an opened image or of the
+    transformed one (the same array, cast to a `dtype` given)."""
+    if not isinstance(image, ArrayOut):
+        return _numpy_array_of(image, args, kwargs)
+    dtype = args[0] if args else kwargs.pop("dtype", None)
+    if len(args) > 1 or set(kwargs) - {"copy", "order"}:
+        raise NeedsPixels("a NumPy array of the transformed image with arguments other than a dtype, copy or order")
+    return image if dtype is None else image.astype(dtype)
+
+
+def _probed_call(original, answer):
     def call(*args, **kwargs):
-        if args and isinstance(args[0], LazyImage) and getattr(_probing, "on", False):
-            return _numpy_array_of(args[0], args[1:], kwargs)
+        if args and isinstance(args[0], (LazyImage, ArrayOut)) and getattr(_probing, "on", False):
+            return answer(*args, **kwargs)
         return original(*args, **kwargs)
 
     call.__wrapped__ = original
@@ -932,6 +1086,9 @@ class Probed(NamedTuple):
     #: The plain values after the label, per index probed (None: it returns pairs); with
     #: `OBJECT` labels, the label itself first.
     extras: list[tuple] | None = None
+    #: What it hands out after an albumentations Compose without `ToTensorV2` (`Output`);
+    #: None: what its transform gives.
+    output: Output | None = None
 
 
 def probe(dataset, indices: list[int] | None = None) -> Probed:
@@ -950,11 +1107,11 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
     transform = getattr(dataset, attribute)
     from ._albumentations import is_compose
 
-    stand_in = AlbumentationsStandIn() if is_compose(transform) else TransformStandIn()
+    stand_in = AlbumentationsStandIn(transform) if is_compose(transform) else TransformStandIn()
     states = (torch.get_rng_state(), random.getstate())
     samples: list[tuple[str, int]] = []
     extras: list[tuple] = []
-    layout = keys = form = None
+    layout = keys = form = output = None
     labels = set()
     arrays = _NumpyArrays().__enter__()
     _probing.on = True
@@ -968,9 +1125,15 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
             elif ((shape, len(after)), k) != (layout, keys):
                 raise NeedsPixels(f"__getitem__({i}) returns another shape than __getitem__({order[0]})")
             extras.append(after)
-            image = out[0].image if shape == "pair" else out[k[0]].image
+            recorded = out[0] if shape == "pair" else out[k[0]]
+            image = recorded.image
+            given = recorded.output if isinstance(recorded, ArrayOut) else None
+            if given is not None and given.dtype == "f64":
+                raise NeedsPixels(f"__getitem__({i}) hands out its image in float64 (hpuload gives float32)")
             if form is None:
-                form = image.form
+                form, output = image.form, given
+            elif given != output:
+                raise NeedsPixels(f"__getitem__({i}) hands out its image otherwise than __getitem__({order[0]})")
             elif image.form != form:
                 raise NeedsPixels(
                     f"__getitem__({i}) holds its image as {_form_name(image.form)} and __getitem__({order[0]}) "
@@ -1005,7 +1168,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
         random.setstate(states[1])
     if len(labels) > 1:
         raise NeedsPixels(f"__getitem__ gives labels of several types ({', '.join(sorted(map(str, labels)))})")
-    return Probed(samples, keys, form, labels.pop(), extras if layout[1] else None)
+    return Probed(samples, keys, form, labels.pop(), extras if layout[1] else None, output)
 
 
 #: How many of the probed indices are probed again (`_again`).

@@ -470,14 +470,16 @@ def _listed_source(dataset, pipeline):
     # How each part's code holds the image it gives the transform (`LazyImage.form`), from its
     # first index: an ImageFolder a PIL image in RGB; a class of the user's may read a uint8
     # tensor (torchvision's `read_image`), whose transform then runs as after `PILToTensor`.
+    # With it, what the code hands out of an albumentations Compose without ToTensorV2
+    # (`_probe.Output`: its array, as the code changes it; None: what the transform gives).
     forms = {
-        (False, True, False) if plain else probed(k, [min(used[k]) if used[k] else 0])[2]
+        ((False, True, False), None) if plain else _form_and_output(probed(k, [min(used[k]) if used[k] else 0]))
         for k, plain in enumerate(plains)
         if plain or used[k] is None or used[k]
     }
     if len(forms) > 1:
-        raise _Unfit("the ConcatDataset's parts hold their images in different forms (PIL images, tensors)", D)
-    tensor, rgb, turned = forms.pop() if forms else (False, True, False)
+        raise _Unfit("the ConcatDataset's parts hold or hand out their images in different forms (PIL images, tensors)", D)
+    (tensor, rgb, turned), output = forms.pop() if forms else ((False, True, False), None)
     watch = None
     # A transform without a crop or resize (`ToTensor` alone over a folder of images made
     # one size) keeps each image's size: it runs after a centre crop to the size every image
@@ -501,7 +503,7 @@ def _listed_source(dataset, pipeline):
                         "an albumentations transform runs natively on what cv2.imread read or on the NumPy "
                         "array of an opened image"
                     )
-                translated = _albumentations.translate_split(transform)
+                translated = _albumentations.translate_split(transform, output)
                 if tensor == "cv2" and not rgb:
                     # BGR arrays given on as they are: the steps compute on them as they are.
                     translated = (_albumentations.in_bgr(translated[0]), *translated[1:])
@@ -550,11 +552,13 @@ def _listed_source(dataset, pipeline):
                 label_types.add(None)
                 continue
             wanted = None if now_used[k] is None else sorted(now_used[k])
-            samples, base_keys, form, label_type, extras = probed(k, wanted)
+            samples, base_keys, form, label_type, extras, handed = probed(k, wanted)
             label_types.add(label_type)
             afters.append(extras if wanted is None or extras is None else dict(zip(wanted, extras)))
             if form != (tensor, rgb, turned):
                 raise _Unfit(f"{type(base).__name__}.__getitem__ holds its images in different forms for different indices", D)
+            if handed != output:
+                raise _Unfit(f"{type(base).__name__}.__getitem__ hands out its images otherwise than when the loader was built", D)
             if k and base_keys != keys:
                 raise _Unfit(f"the ConcatDataset's parts return samples of other shapes ({keys} and {base_keys})", D)
             keys = base_keys
@@ -642,7 +646,18 @@ def _listed_source(dataset, pipeline):
     source["labels_as"] = _LabelsAs.of(label_type)
     source["sample_extras"] = extras
     source["samples_watch"] = _SamplesWatch(collect, samples, keys, label_type, classes, extras)
+    if output is not None:
+        # The Compose's arrays as the Dataset's code hands them out: `[H, W, C]` unless it
+        # transposed them; NumPy arrays (for a collate_fn) unless it made tensors of them.
+        source["native_layout"] = "nhwc" if output.layout == "hwc" else "nchw"
+        source["numpy_images"] = output.kind == "numpy"
     return source, pipe, dtype, classes or None
+
+
+def _form_and_output(probed: "_probe.Probed") -> tuple:
+    """`(form, output)` of a probed Dataset: how its code holds the image it gives the
+    transform, and what it hands out of an albumentations Compose without `ToTensorV2`."""
+    return probed.form, probed.output
 
 
 class _SamplesWatch:
@@ -946,6 +961,7 @@ class _Loader:
         tail_workers=0,
         fallback_args=((), {}),
         grey=False,
+        numpy_images=False,
         labels_as=None,
         samples_watch=None,
         sample_extras=None,
@@ -963,6 +979,9 @@ class _Loader:
         #: The images are grey (MNIST's): the batch's first channel of the three hpuload
         #: makes, as `[N, 1, H, W]` (or `[N, H, W, 1]`).
         self._grey = grey
+        #: The Dataset hands out NumPy arrays (an albumentations Compose's, without
+        #: ToTensorV2): a collate_fn receives each sample's as an array (a view of the batch).
+        self._numpy_images = numpy_images
         #: The steps of the user's transform that run in Python after the native prefix
         #: (`_transforms.Tail`), and the samples they ran on; None: all of it is native.
         self._tail = None
@@ -1637,6 +1656,9 @@ class _Loader:
                         samples = lambda views: self._pairs(views, targets, indices)  # noqa: E731
                     else:
                         samples = lambda views: [_keyed(keys, v, t) for v, t in zip(views, targets)]  # noqa: E731
+                    if self._numpy_images:
+                        as_tensors = samples
+                        samples = lambda views: as_tensors([v.numpy() for v in views])  # noqa: E731
                     with self._seeded(epoch, batch.step):
                         out = _collate.call(collate, images, samples)
                     yield out
@@ -1763,6 +1785,7 @@ def _common(dataset, a: dict, own: dict):
     clip_layout = source.pop("native_layout", None)
     clips_expected = source.pop("clips_expected", None)
     grey = source.pop("grey", False)
+    numpy_images = source.pop("numpy_images", False)
     labels_as = source.pop("labels_as", None)
     if labels_as is not None and labels_as.objects and own.get("pad_last_batch"):
         raise _Unfit(
@@ -1823,6 +1846,7 @@ def _common(dataset, a: dict, own: dict):
         clip_samples=clip_samples,
         clips_expected=clips_expected,
         grey=grey,
+        numpy_images=numpy_images,
         labels_as=labels_as,
         samples_watch=samples_watch,
         sample_extras=sample_extras,

@@ -391,8 +391,8 @@ def test_bgr_arrays_given_on_as_they_are_run_natively_as_albumentations_computes
 
 def test_what_opencv_reads_otherwise_goes_to_torchs_loader_named(jpeg_folder, tmp_path):
     """A photo with an EXIF orientation (which cv2.imread turns by OpenCV's reading), a file
-    with transparency, an op hpuload does not run before any resize, and a Compose that
-    gives NumPy arrays: torch's DataLoader, the reason named."""
+    with transparency, an op hpuload does not run before any resize, and a `ToFloat` that
+    does not divide by 255: torch's DataLoader, the reason named."""
     files, labels = files_of(jpeg_folder)
     tf = A.Compose([A.Resize(32, 32), ToTensorV2()])
     cases = []
@@ -406,8 +406,8 @@ def test_what_opencv_reads_otherwise_goes_to_torchs_loader_named(jpeg_folder, tm
     cases.append((LeafDataset([str(rgba)] + files[:3], labels[:4], tf), "mode RGBA"))
     elastic = A.Compose([A.ElasticTransform(), A.Resize(32, 32), ToTensorV2()])
     cases.append((LeafDataset(files, labels, elastic), "ElasticTransform"))
-    no_tensor = A.Compose([A.Resize(32, 32)])
-    cases.append((LeafDataset(files, labels, no_tensor), "ToTensorV2"))
+    to_float = A.Compose([A.Resize(32, 32), A.ToFloat(max_value=100)])
+    cases.append((LeafDataset(files, labels, to_float), "ToFloat with max_value=100"))
     for ds, reason in cases:
         with pytest.warns(FallbackWarning, match=reason):
             loader = DataLoader(ds, batch_size=4)
@@ -1598,3 +1598,147 @@ def test_a_pad_of_mirrored_or_replicated_edges_gives_opencvs_bytes(sized_folder,
     labels = [int(os.path.basename(os.path.dirname(f))[1:]) for f in files]
     tf = A.Compose([*steps(getattr(cv2, border)), ToTensorV2()])
     same_batches_on_both_backends(LeafDataset(files, labels, tf), batch_size=7)
+
+
+class HandingOutDataset(LeafDataset):
+    """A Kaggle-style Dataset whose Compose has no `ToTensorV2`: its own code makes what it
+    returns of the Compose's array (`hand_out`)."""
+
+    def __init__(self, files, labels, transforms, hand_out):
+        super().__init__(files, labels, transforms)
+        self.hand_out = hand_out
+
+    def __getitem__(self, idx):
+        image, label = super().__getitem__(idx)
+        return self.hand_out(image), label
+
+
+#: What Kaggle notebooks do with the array of a Compose without ToTensorV2, by name.
+HAND_OUTS = {
+    "as it is": lambda x: x,
+    "transposed": lambda x: x.transpose(2, 0, 1),
+    "np.transpose, astype": lambda x: np.transpose(x, (2, 0, 1)).astype(np.float32),
+    "contiguous float32": lambda x: np.ascontiguousarray(x.transpose((2, 0, 1)), dtype=np.float32),
+    "torch.tensor float": lambda x: torch.tensor(x.transpose(2, 0, 1), dtype=torch.float),
+    "from_numpy permute float": lambda x: torch.from_numpy(x).permute(2, 0, 1).float(),
+    "as_tensor": lambda x: torch.as_tensor(x).permute(2, 0, 1).contiguous(),
+}
+
+#: Those that divide the bytes by 255 themselves (in float64 first, or in float32).
+SCALING_HAND_OUTS = {
+    "/ 255.0 then float32": lambda x: (x / 255.0).astype(np.float32).transpose(2, 0, 1),
+    "float32 then / 255": lambda x: x.astype(np.float32) / 255.0,
+    "tensor / 255": lambda x: torch.from_numpy(x).permute(2, 0, 1).float().div(255),
+    "uint8 tensor / 255": lambda x: torch.tensor(x) / 255,
+}
+
+
+def same_values_handed_out(ds, batch_size=4):
+    """hpuload's batches over `ds`, natively on both backends, are torch's DataLoader's: shape,
+    dtype and every value."""
+    want = [x for x, _ in theirs(ds, batch_size)]
+    for backend in ("cpu", "auto"):
+        ours = [x for x, _ in native(lambda: DataLoader(ds, batch_size=batch_size, backend=backend))]
+        assert len(ours) == len(want)
+        for x, w in zip(ours, want):
+            assert (x.shape, x.dtype) == (w.shape, w.dtype), backend
+            assert torch.equal(x, w), backend
+
+
+@pytest.mark.parametrize(
+    ("last", "hand_out"),
+    [(last, h) for last in ("bytes", "Normalize", "ToFloat") for h in sorted(HAND_OUTS)]
+    + [("bytes", h) for h in sorted(SCALING_HAND_OUTS)],
+)
+def test_a_compose_without_to_tensor_gives_the_datasets_own_values_however_its_code_hands_them_out(
+    jpeg_folder, last, hand_out
+):
+    """A Compose without `ToTensorV2` gives NumPy arrays `[H, W, C]` (bytes, or floats after
+    `Normalize` or `ToFloat`), which the Dataset's own code returns as they are, transposed,
+    cast to float32, divided by 255 or made tensors: natively, every batch the Dataset's
+    own (shape, layout, dtype, each value bit for bit), on both backends."""
+    files, labels = files_of(jpeg_folder)
+    ends = {"bytes": [], "Normalize": [A.Normalize(mean=MEAN, std=STD)], "ToFloat": [A.ToFloat()]}[last]
+    make = {**HAND_OUTS, **SCALING_HAND_OUTS}[hand_out]
+    tf = A.Compose([A.SmallestMaxSize(max_size=41), A.HorizontalFlip(p=1.0), A.CenterCrop(40, 33), *ends])
+    same_values_handed_out(HandingOutDataset(files[:11], labels[:11], tf, make))
+
+
+@pytest.mark.parametrize(
+    ("hand_out", "normalize"),
+    [("as it is", False), ("np.transpose, astype", False), ("/ 255.0 then float32", False), ("tensor / 255", False)]
+    + [("as it is", True), ("np.transpose, astype", True)],
+)
+def test_a_holes_fill_is_handed_out_in_the_units_the_datasets_code_gives_it(jpeg_folder, hand_out, normalize):
+    """`CoarseDropout`'s fill (here one hole over the whole image, so nothing is drawn) in
+    the units the Dataset hands out: bytes, floats of them, divided by 255, or normalized."""
+    files, labels = files_of(jpeg_folder)
+    whole = A.CoarseDropout(num_holes_range=(1, 1), hole_height_range=(32, 32), hole_width_range=(24, 24), fill=(200, 30, 7), p=1.0)
+    tf = A.Compose([A.Resize(32, 24), whole, *([A.Normalize()] if normalize else [])])
+    make = {**HAND_OUTS, **SCALING_HAND_OUTS}[hand_out]
+    same_values_handed_out(HandingOutDataset(files[:6], labels[:6], tf, make))
+
+
+def test_a_collate_fn_receives_the_arrays_or_tensors_the_dataset_hands_out(jpeg_folder):
+    """A collate_fn gets each sample as the Dataset returns it: a NumPy array (of the same
+    dtype and values) where its code hands out the Compose's array, a tensor where it made
+    one."""
+    files, labels = files_of(jpeg_folder)
+    tf = A.Compose([A.Resize(24, 20), A.Normalize()])
+    for hand_out, kind in (("np.transpose, astype", np.ndarray), ("torch.tensor float", torch.Tensor)):
+        ds = HandingOutDataset(files[:6], labels[:6], tf, HAND_OUTS[hand_out])
+        loader = native(lambda: DataLoader(ds, batch_size=3, backend="cpu", collate_fn=lambda samples: samples))
+        for b, samples in enumerate(loader):
+            for k, (image, label) in enumerate(samples):
+                own, own_label = ds[b * 3 + k]
+                assert isinstance(image, kind) and image.dtype == own.dtype and image.shape == own.shape
+                assert np.array_equal(np.asarray(image), np.asarray(own)) and label == own_label
+
+
+@pytest.mark.parametrize(
+    ("hand_out", "reason"),
+    [
+        (lambda x: x / 255.0, "float64"),
+        (lambda x: x.astype(np.float32) * (1 / 255), "unsupported operand|__mul__"),
+        (lambda x: (x.astype(np.float32) - 127.5) / 127.5, "unsupported operand|__sub__"),
+        (lambda x: x.transpose(1, 0, 2), "transpose"),
+        (lambda x: x[:, :, ::-1].copy(), "subscriptable"),
+    ],
+)
+def test_what_hpuload_does_not_follow_in_the_datasets_code_goes_to_torchs_loader_named(jpeg_folder, hand_out, reason):
+    """float64 handed out, a multiplication, a mean subtracted by hand, another axis order,
+    an indexing: torch's DataLoader with the Dataset's own values, the reason named, and
+    NumPy's and torch's functions back in place after the probe."""
+    files, labels = files_of(jpeg_folder)
+    ds = HandingOutDataset(files[:4], labels[:4], A.Compose([A.Resize(24, 20)]), hand_out)
+    originals = (np.array, np.asarray, np.ascontiguousarray, torch.tensor, torch.as_tensor, torch.from_numpy)
+    with pytest.warns(FallbackWarning, match=reason):
+        loader = DataLoader(ds, batch_size=2)
+    assert type(loader) is not DataLoader
+    assert originals == (np.array, np.asarray, np.ascontiguousarray, torch.tensor, torch.as_tensor, torch.from_numpy)
+    x, _ = next(iter(loader))
+    assert torch.equal(x[0], torch.as_tensor(np.ascontiguousarray(ds[0][0])))
+
+
+def test_floats_divided_again_go_to_torchs_loader_named(jpeg_folder):
+    """A division by 255 of what `Normalize` gave: not what hpuload's divisions compute."""
+    files, labels = files_of(jpeg_folder)
+    tf = A.Compose([A.Resize(24, 20), A.Normalize()])
+    ds = HandingOutDataset(files[:4], labels[:4], tf, lambda x: x / 255.0)
+    with pytest.warns(FallbackWarning, match="divided by 255 after Normalize"):
+        assert type(DataLoader(ds, batch_size=2)) is not DataLoader
+
+
+def test_a_compose_given_to_tensor_later_goes_to_torchs_loader_next_epoch(jpeg_folder):
+    """The Dataset's code was learnt on the Compose's arrays: a Compose ending in
+    `ToTensorV2` assigned later (on which that code would do otherwise) sends the next epoch
+    to torch's loader."""
+    files, labels = files_of(jpeg_folder)
+    ds = HandingOutDataset(files[:8], labels[:8], A.Compose([A.Resize(24, 20)]), lambda x: x)
+    loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu"))
+    (first, _), = list(loader)
+    assert first.shape == (8, 24, 20, 3)
+    ds.transforms = A.Compose([A.Resize(24, 20), ToTensorV2()])
+    with pytest.warns(FallbackWarning, match="ends in ToTensorV2 now"):
+        (second, _), = list(loader)
+    assert second.shape == (8, 3, 24, 20)
