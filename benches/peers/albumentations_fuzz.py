@@ -13,7 +13,8 @@ draws, some of them inside OneOf / SomeOf / Sequential / RandomOrder of one, a f
 runs in Python), an optional Normalize of several kinds, an optional ToFloat, and ToTensorV2
 (mostly; else the Dataset hands out the array as it is, transposed, cast or divided by 255,
 or as a tensor of it). The Dataset reads with cv2 (RGB or left BGR, colour or grey flags) or with Pillow and NumPy
-(`np.array(Image.open(path).convert("RGB"))`, `np.asarray` of the opened file).
+(`np.array(Image.open(path).convert("RGB"))`, `np.asarray` of the opened file), and may
+resize with `cv2.resize` before the Compose (whose geometry is then sometimes left out).
 The outcomes are those of transform_fuzz.py: same, tail, fallback, SILENT (different without a
 FallbackWarning), fallback-BAD, ERROR (hpuload raised where the Dataset did not), torch raises,
 torch varies.
@@ -43,9 +44,10 @@ INTERPS = [cv2.INTER_LINEAR] * 6 + [cv2.INTER_NEAREST, cv2.INTER_CUBIC, cv2.INTE
 class LeafDataset(tud.Dataset):
     """The Kaggle notebooks' Dataset, reading as `read` says."""
 
-    def __init__(self, files, labels, transforms, read, hand_out=None):
+    def __init__(self, files, labels, transforms, read, hand_out=None, first=None):
         self.files, self.labels, self.transforms, self.read = files, labels, transforms, read
         self.hand_out = HAND_OUTS[hand_out] if hand_out else None
+        self.first = first  # (width, height, interpolation) of a cv2.resize before the Compose
 
     def __len__(self):
         return len(self.files)
@@ -63,6 +65,8 @@ class LeafDataset(tud.Dataset):
         else:
             image = cv2.imread(self.files[idx])
             image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+        if self.first is not None:
+            image = cv2.resize(image, self.first[:2], interpolation=self.first[2])
         image = self.transforms(image=image)["image"]
         if self.hand_out is not None:
             image = self.hand_out(image)
@@ -183,10 +187,18 @@ def composition(rng):
         names.append(name)
         steps.extend(step if isinstance(step, list) else [step])
 
+    first = None
+    if rng.random() < 0.2:
+        # The Dataset's own cv2.resize first; the Compose's geometry then kept or left out.
+        first = (rng.choice([40, 56]), rng.choice([40, 48]), interp(rng))
+        names.append(f"cv2.resize{first}")
     for _ in range(rng.choice([0, 0, 0, 1])):
         add(*pixel(rng, square=False))
     name, geo, square = geometry(rng)
-    add(name, geo)
+    if first is not None and rng.random() < 0.5:
+        square = first[0] == first[1]
+    else:
+        add(name, geo)
     for _ in range(rng.choice([0, 1, 1, 2])):
         add(*pixel(rng, square))
     r = rng.random()
@@ -207,16 +219,16 @@ def composition(rng):
         hand_out = rng.choice(sorted(HAND_OUTS))
         names.append(f"then {hand_out}")
     read = rng.choice(["rgb"] * 4 + ["bgr", "bgr", "pil", "pil", "pil_asarray", "grey"])
-    return f"[{read}] " + ", ".join(names), A.Compose(steps), read, hand_out
+    return f"[{read}] " + ", ".join(names), A.Compose(steps), read, hand_out, first
 
 
 def _as_tensor(x):
     return torch.from_numpy(np.ascontiguousarray(x)) if isinstance(x, np.ndarray) else x
 
 
-def run(tf, read, normalized, show=False, hand_out=None):
+def run(tf, read, normalized, show=False, hand_out=None, first=None):
     files, labels = files_of(ROOT)
-    ds = LeafDataset(files, labels, tf, read, hand_out)
+    ds = LeafDataset(files, labels, tf, read, hand_out, first)
     return transform_fuzz.run_on(ds, normalized, show, item=_as_tensor, backend=BACKEND, exact=True)
 
 
@@ -225,11 +237,11 @@ def main():
     tally = {}
     only = os.environ.get("ONLY")
     for i in range(cases):
-        name, tf, read, hand_out = composition(rng)
+        name, tf, read, hand_out, first = composition(rng)
         if only is not None and i != int(only):
             continue
         try:
-            outcome, detail = run(tf, read, "Normalize" in name, show=only is not None, hand_out=hand_out)
+            outcome, detail = run(tf, read, "Normalize" in name, show=only is not None, hand_out=hand_out, first=first)
         except Exception as e:
             outcome, detail = "HARNESS", f"{type(e).__name__}: {e}"
         transform_fuzz.count(tally, i, outcome, detail, name, show=only is not None)

@@ -121,21 +121,41 @@ def _channels(value: Any, what: str) -> list[float]:
     return values
 
 
-def _checked_steps(compose: Any) -> list:
+def _checked_steps(compose: Any, resized=None) -> list:
+    """The `Compose`'s steps, after a `Resize` standing for the `cv2.resize` the Dataset's
+    code runs before it (`resized`, a `_probe.Resized`)."""
     if _p(compose) != 1.0:
         raise Unsupported(f"albumentations' Compose with p={_p(compose)}")
     processors = getattr(compose, "processors", None)
     if processors:
         raise Unsupported(f"albumentations' Compose with {', '.join(processors)} targets (hpuload gives images)")
-    return list(compose.transforms)
+    if resized is None:
+        return list(compose.transforms)
+    if resized.by != "cv2":
+        raise Unsupported("an image Pillow resized given to an albumentations Compose")
+    if resized.filter not in _CV2_INTERPOLATIONS:
+        raise Unsupported(
+            f"cv2.resize with interpolation {resized.filter} before the Compose (hpuload runs cv2.INTER_LINEAR, "
+            "INTER_NEAREST and INTER_AREA)"
+        )
+    return [Resize(resized.height, resized.width, resized.filter), *compose.transforms]
 
 
-def translate(compose: Any, output=None) -> tuple[str, str]:
+class Resize:
+    """`cv2.resize(image, (width, height), interpolation=...)` in the Dataset's code before its
+    `Compose`: read as albumentations' own `Resize`, whose `cv2.resize` call it is."""
+
+    def __init__(self, height: int, width: int, interpolation: int):
+        self.size, self.interpolation, self.p = (height, width), interpolation, 1.0
+
+
+def translate(compose: Any, output=None, resized=None) -> tuple[str, str]:
     """`(pipeline JSON, output dtype)` for an albumentations `Compose` applied to the RGB
     image of a Dataset's `__getitem__`, or `Unsupported`. `output` (`_probe.Output`): what
     the Dataset hands out of a Compose that does not end in `ToTensorV2` (its array,
-    transposed, cast or divided by 255 as the Dataset's code does)."""
-    steps = _checked_steps(compose)
+    transposed, cast or divided by 255 as the Dataset's code does); `resized`
+    (`_probe.Resized`): the `cv2.resize` its code runs before the Compose."""
+    steps = _checked_steps(compose, resized)
     if not steps or _name(steps[-1]) != "ToTensorV2":
         if output is None:
             raise Unsupported("an albumentations Compose that does not end in ToTensorV2 (it gives NumPy arrays)")
@@ -157,18 +177,18 @@ def in_bgr(pipeline: str) -> str:
     return json.dumps(spec)
 
 
-def translate_split(compose: Any, output=None) -> tuple[str, str, "Tail | None"]:
+def translate_split(compose: Any, output=None, resized=None) -> tuple[str, str, "Tail | None"]:
     """`(pipeline JSON, dtype, tail)`: the whole `Compose` when hpuload translates it (tail
     None); else its longest prefix that starts with a resize and holds only uint8 steps hpuload
     runs, run natively to uint8 `[H, W, C]` images, and a `Tail` running the rest of its steps in
     Python on each of them, as albumentations runs them. `Unsupported` when not even a prefix
     translates."""
     try:
-        pipeline, dtype = translate(compose, output)
+        pipeline, dtype = translate(compose, output, resized)
         return pipeline, dtype, None
     except Unsupported as e:
         whole = e
-    steps = _checked_steps(compose)
+    steps = _checked_steps(compose, resized)
     if not steps or _name(steps[-1]) != "ToTensorV2" or output is not None:
         # The tail would give NumPy arrays, which the Dataset's loader collates otherwise; or
         # the Dataset's code after the Compose was learnt on arrays, not on its tensors.

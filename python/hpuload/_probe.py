@@ -53,13 +53,24 @@ class LazyImage:
     (True: as Pillow's `exif_transpose` reads it; "torchvision": as torchvision's readers
     do)."""
 
-    __slots__ = ("path", "tensor", "rgb", "turned")
+    __slots__ = ("path", "tensor", "rgb", "turned", "resized")
 
-    def __init__(self, path: str, *, tensor: bool | str = False, rgb: bool = False, turned: bool | str = False):
+    def __init__(
+        self,
+        path: str,
+        *,
+        tensor: bool | str = False,
+        rgb: bool = False,
+        turned: bool | str = False,
+        resized: tuple | None = None,
+    ):
         self.path = path
         self.tensor = tensor
         self.rgb = rgb
         self.turned = turned
+        #: A resize to one size the Dataset's code ran before the transform (`Resized`);
+        #: None: none.
+        self.resized = resized
 
     @property
     def form(self) -> tuple[bool, bool, bool | str]:
@@ -71,8 +82,21 @@ class LazyImage:
             raise NeedsPixels("the image read as a tensor has no .convert")
         if mode != "RGB" or args or kwargs:
             raise NeedsPixels(f"convert({mode!r}) on the image (hpuload decodes to RGB)")
-        # Pillow's conversion keeps the image's metadata, its EXIF orientation included.
-        return LazyImage(self.path, rgb=True, turned=self.turned)
+        # Pillow's conversion keeps the image's metadata, its EXIF orientation included. Of
+        # an image resized in its own mode it is the conversion of the resize, which is the
+        # resize of the conversion for RGB files alone: the loader checks them then.
+        return LazyImage(self.path, rgb=self.rgb or self.resized is None, turned=self.turned, resized=self.resized)
+
+    def resize(self, size, resample=None, box=None, reducing_gap=None):
+        """Pillow's `Image.resize` of the opened image to one `(width, height)` for every
+        image: recorded, to run first, as torchvision's `Resize((height, width))` with that
+        filter (which is this call on a PIL image) would."""
+        if self.tensor or box is not None or reducing_gap is not None or self.resized is not None:
+            raise NeedsPixels("the image's .resize with a box, a reducing gap, of an array or resized twice")
+        width, height = _fixed_size(size)
+        # Pillow's default filter for the modes hpuload reads (not "1" or "P").
+        filter = 3 if resample is None else int(resample)  # Image.Resampling.BICUBIC
+        return LazyImage(self.path, rgb=self.rgb, turned=self.turned, resized=Resized("pil", width, height, filter))
 
     def __enter__(self):
         return self
@@ -85,6 +109,28 @@ class LazyImage:
 
     def __getattr__(self, name: str):
         raise NeedsPixels(f"the image's .{name}")
+
+
+class Resized(NamedTuple):
+    """A resize of the image to one size in the Dataset's code, before its transform:
+    Pillow's `Image.resize` (`by="pil"`, `filter` one of Pillow's `Resampling` values) or
+    OpenCV's `cv2.resize` (`by="cv2"`, `filter` an OpenCV interpolation flag)."""
+
+    by: str
+    width: int
+    height: int
+    filter: int
+
+
+def _fixed_size(size) -> tuple[int, int]:
+    """`(width, height)` of a resize's size argument: two positive whole numbers."""
+    try:
+        width, height = size
+    except (TypeError, ValueError):
+        raise NeedsPixels(f"a resize to {size!r} (hpuload reads a (width, height) pair)") from None
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (width, height)):
+        raise NeedsPixels(f"a resize to {size!r} (hpuload reads two positive whole numbers)")
+    return width, height
 
 
 class _FileBytes:
@@ -325,6 +371,8 @@ def _exif_transpose(image, *, in_place: bool = False):
         return ImageOps.exif_transpose.__wrapped__(image, in_place=in_place)
     if image.tensor:
         raise NeedsPixels("exif_transpose of the image read as a tensor")
+    if image.resized is not None:
+        raise NeedsPixels("exif_transpose of the resized image (hpuload turns the file's image before resizing it)")
     if in_place:
         image.turned = True
         return None
@@ -356,7 +404,30 @@ def _cv2_cvt_color(src, code, *args, **kwargs):
         return cv2.cvtColor.__wrapped__(src, code, *args, **kwargs)
     if src.tensor != "cv2" or code != _COLOR_BGR2RGB or args or kwargs:
         raise NeedsPixels(f"cv2.cvtColor(..., {code}) of the image (hpuload answers COLOR_BGR2RGB of what cv2.imread read)")
-    return LazyImage(src.path, tensor="cv2", rgb=not src.rgb)
+    return LazyImage(src.path, tensor="cv2", rgb=not src.rgb, resized=src.resized)
+
+
+def _cv2_resize(src, *args, **kwargs):
+    """`cv2.resize` of what `cv2.imread` read (or of a NumPy array of an opened image) to one
+    `dsize`, `(width, height)`, for every image: recorded, to run first, as albumentations'
+    `Resize(height, width, interpolation)` (which is this call) would."""
+    import cv2
+
+    if not isinstance(src, LazyImage):
+        return cv2.resize.__wrapped__(src, *args, **kwargs)
+    given = dict(zip(("dsize", "dst", "fx", "fy", "interpolation"), args))
+    if len(args) > 5 or set(given) & set(kwargs):
+        raise NeedsPixels("cv2.resize of the image with arguments OpenCV would refuse")
+    given.update(kwargs)
+    unknown = set(given) - {"dsize", "dst", "fx", "fy", "interpolation"}
+    if src.tensor not in ("cv2", "array") or unknown or given.get("dst") is not None or given.get("fx") or given.get("fy"):
+        raise NeedsPixels("cv2.resize of the image by scale factors or into dst")
+    if src.resized is not None:
+        raise NeedsPixels("cv2.resize of the image resized already")
+    dsize = given.get("dsize")
+    width, height = _fixed_size(tuple(dsize) if isinstance(dsize, (tuple, list)) else dsize)
+    flag = int(given.get("interpolation", 1))  # cv2.INTER_LINEAR by default
+    return LazyImage(src.path, tensor=src.tensor, rgb=src.rgb, turned=src.turned, resized=Resized("cv2", width, height, flag))
 
 
 def _numpy_array_of(image: LazyImage, args: tuple, kwargs: dict) -> LazyImage:
@@ -373,6 +444,8 @@ def _numpy_array_of(image: LazyImage, args: tuple, kwargs: dict) -> LazyImage:
         return image
     if image.tensor:
         raise NeedsPixels("a NumPy array of the image read as a tensor")
+    if image.resized is not None:
+        raise NeedsPixels("a NumPy array of the image Pillow resized (hpuload runs OpenCV's resizes on arrays)")
     return LazyImage(image.path, tensor="array", rgb=image.rgb, turned=image.turned)
 
 
@@ -813,6 +886,7 @@ def install() -> None:
         if cv2 is not None and hasattr(cv2, "imread") and getattr(cv2.imread, "__wrapped__", None) is None:
             cv2.imread = _patched(cv2.imread, _cv2_imread)
             cv2.cvtColor = _patched(cv2.cvtColor, _cv2_cvt_color)
+            cv2.resize = _patched(cv2.resize, _cv2_resize)
         try:
             import torchvision.io as tio
         except ImportError:  # pragma: no cover - torchvision comes with the fast path
@@ -903,7 +977,7 @@ def _installed() -> list:
     calls = [Image.open, ImageOps.exif_transpose]
     cv2 = sys.modules.get("cv2")
     if cv2 is not None:
-        calls += [getattr(cv2, "imread", None), getattr(cv2, "cvtColor", None)]
+        calls += [getattr(cv2, "imread", None), getattr(cv2, "cvtColor", None), getattr(cv2, "resize", None)]
     try:
         import torchvision.io as tio
     except ImportError:  # pragma: no cover - torchvision comes with the fast path
@@ -1089,6 +1163,8 @@ class Probed(NamedTuple):
     #: What it hands out after an albumentations Compose without `ToTensorV2` (`Output`);
     #: None: what its transform gives.
     output: Output | None = None
+    #: The resize its code runs before the transform (`Resized`); None: none.
+    resized: Resized | None = None
 
 
 def probe(dataset, indices: list[int] | None = None) -> Probed:
@@ -1111,7 +1187,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
     states = (torch.get_rng_state(), random.getstate())
     samples: list[tuple[str, int]] = []
     extras: list[tuple] = []
-    layout = keys = form = output = None
+    layout = keys = form = output = resized = None
     labels = set()
     arrays = _NumpyArrays().__enter__()
     _probing.on = True
@@ -1131,9 +1207,11 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
             if given is not None and given.dtype == "f64":
                 raise NeedsPixels(f"__getitem__({i}) hands out its image in float64 (hpuload gives float32)")
             if form is None:
-                form, output = image.form, given
+                form, output, resized = image.form, given, image.resized
             elif given != output:
                 raise NeedsPixels(f"__getitem__({i}) hands out its image otherwise than __getitem__({order[0]})")
+            elif image.resized != resized:
+                raise NeedsPixels(f"__getitem__({i}) resizes its image otherwise than __getitem__({order[0]})")
             elif image.form != form:
                 raise NeedsPixels(
                     f"__getitem__({i}) holds its image as {_form_name(image.form)} and __getitem__({order[0]}) "
@@ -1168,7 +1246,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
         random.setstate(states[1])
     if len(labels) > 1:
         raise NeedsPixels(f"__getitem__ gives labels of several types ({', '.join(sorted(map(str, labels)))})")
-    return Probed(samples, keys, form, labels.pop(), extras if layout[1] else None, output)
+    return Probed(samples, keys, form, labels.pop(), extras if layout[1] else None, output, resized)
 
 
 #: How many of the probed indices are probed again (`_again`).

@@ -471,15 +471,16 @@ def _listed_source(dataset, pipeline):
     # first index: an ImageFolder a PIL image in RGB; a class of the user's may read a uint8
     # tensor (torchvision's `read_image`), whose transform then runs as after `PILToTensor`.
     # With it, what the code hands out of an albumentations Compose without ToTensorV2
-    # (`_probe.Output`: its array, as the code changes it; None: what the transform gives).
+    # (`_probe.Output`: its array, as the code changes it; None: what the transform gives),
+    # and the resize it runs before the transform (`_probe.Resized`; None: none).
     forms = {
-        ((False, True, False), None) if plain else _form_and_output(probed(k, [min(used[k]) if used[k] else 0]))
+        ((False, True, False), None, None) if plain else _form_and_output(probed(k, [min(used[k]) if used[k] else 0]))
         for k, plain in enumerate(plains)
         if plain or used[k] is None or used[k]
     }
     if len(forms) > 1:
-        raise _Unfit("the ConcatDataset's parts hold or hand out their images in different forms (PIL images, tensors)", D)
-    (tensor, rgb, turned), output = forms.pop() if forms else ((False, True, False), None)
+        raise _Unfit("the ConcatDataset's parts hold, resize or hand out their images in different forms", D)
+    (tensor, rgb, turned), output, resized = forms.pop() if forms else ((False, True, False), None, None)
     watch = None
     # A transform without a crop or resize (`ToTensor` alone over a folder of images made
     # one size) keeps each image's size: it runs after a centre crop to the size every image
@@ -503,7 +504,7 @@ def _listed_source(dataset, pipeline):
                         "an albumentations transform runs natively on what cv2.imread read or on the NumPy "
                         "array of an opened image"
                     )
-                translated = _albumentations.translate_split(transform, output)
+                translated = _albumentations.translate_split(transform, output, resized)
                 if tensor == "cv2" and not rgb:
                     # BGR arrays given on as they are: the steps compute on them as they are.
                     translated = (_albumentations.in_bgr(translated[0]), *translated[1:])
@@ -512,6 +513,9 @@ def _listed_source(dataset, pipeline):
                 from torchvision import transforms as tv_transforms
 
                 transform = tv_transforms.Compose([tv_transforms.PILToTensor(), *steps(transform)])
+            if resized is not None:
+                transform = _resized_first(resized, transform)
+
             def find_size():
                 if "samples" in common:
                     _check_common_size(common["samples"], common, turned, folder_lists.setdefault("sizes", {}))
@@ -552,13 +556,16 @@ def _listed_source(dataset, pipeline):
                 label_types.add(None)
                 continue
             wanted = None if now_used[k] is None else sorted(now_used[k])
-            samples, base_keys, form, label_type, extras, handed = probed(k, wanted)
+            samples, base_keys, form, label_type, extras, handed, now_resized = probed(k, wanted)
             label_types.add(label_type)
             afters.append(extras if wanted is None or extras is None else dict(zip(wanted, extras)))
             if form != (tensor, rgb, turned):
                 raise _Unfit(f"{type(base).__name__}.__getitem__ holds its images in different forms for different indices", D)
-            if handed != output:
-                raise _Unfit(f"{type(base).__name__}.__getitem__ hands out its images otherwise than when the loader was built", D)
+            if handed != output or now_resized != resized:
+                raise _Unfit(
+                    f"{type(base).__name__}.__getitem__ resizes or hands out its images otherwise than when the loader was built",
+                    D,
+                )
             if k and base_keys != keys:
                 raise _Unfit(f"the ConcatDataset's parts return samples of other shapes ({keys} and {base_keys})", D)
             keys = base_keys
@@ -655,9 +662,27 @@ def _listed_source(dataset, pipeline):
 
 
 def _form_and_output(probed: "_probe.Probed") -> tuple:
-    """`(form, output)` of a probed Dataset: how its code holds the image it gives the
-    transform, and what it hands out of an albumentations Compose without `ToTensorV2`."""
-    return probed.form, probed.output
+    """`(form, output, resized)` of a probed Dataset: how its code holds the image it gives
+    the transform, what it hands out of an albumentations Compose without `ToTensorV2`, and
+    the resize it runs before the transform."""
+    return probed.form, probed.output, probed.resized
+
+
+#: Pillow's resampling filters (`Image.Resampling`) by value, as torchvision names them.
+_PIL_FILTERS = {0: "NEAREST", 1: "LANCZOS", 2: "BILINEAR", 3: "BICUBIC", 4: "BOX", 5: "HAMMING"}
+
+
+def _resized_first(resized: "_probe.Resized", transform):
+    """The Dataset's transform after the Pillow resize its code runs first: torchvision's
+    `Resize((height, width))` with that filter, which is that `Image.resize` call on a PIL
+    image."""
+    from torchvision import transforms as tv_transforms
+
+    if resized.by != "pil" or resized.filter not in _PIL_FILTERS:
+        raise Unsupported(f"a resize by {resized.by} with filter {resized.filter} before a torchvision transform")
+    mode = getattr(tv_transforms.InterpolationMode, _PIL_FILTERS[resized.filter])
+    first = tv_transforms.Resize((resized.height, resized.width), interpolation=mode)
+    return tv_transforms.Compose([first, *steps(transform)])
 
 
 class _SamplesWatch:

@@ -1742,3 +1742,59 @@ def test_a_compose_given_to_tensor_later_goes_to_torchs_loader_next_epoch(jpeg_f
     with pytest.warns(FallbackWarning, match="ends in ToTensorV2 now"):
         (second, _), = list(loader)
     assert second.shape == (8, 3, 24, 20)
+
+
+class ResizingLeafDataset(LeafDataset):
+    """A Kaggle-style Dataset that resizes each image with OpenCV before its Compose."""
+
+    def __init__(self, files, labels, transforms, resize):
+        super().__init__(files, labels, transforms)
+        self.resize = resize
+
+    def __getitem__(self, idx):
+        image = cv2.cvtColor(cv2.imread(self.files[idx]), cv2.COLOR_BGR2RGB)
+        image = self.resize(image)
+        return self.transforms(image=image)["image"], torch.tensor(self.labels[idx])
+
+
+@pytest.mark.parametrize("flag", ["INTER_LINEAR", "INTER_AREA", "INTER_NEAREST", None])
+@pytest.mark.parametrize(
+    "steps",
+    [
+        [A.HorizontalFlip(p=1.0), A.Normalize(mean=MEAN, std=STD), ToTensorV2()],
+        [A.CenterCrop(40, 44), A.RandomBrightnessContrast(brightness_limit=(0.1, 0.1), contrast_limit=(0.2, 0.2), p=1.0), ToTensorV2()],
+        [A.Normalize()],
+    ],
+    ids=["flip-normalize", "crop-contrast", "arrays"],
+)
+def test_a_cv2_resize_before_the_compose_gives_the_datasets_own_batches(jpeg_folder, flag, steps):
+    """`cv2.resize(image, (w, h))` (OpenCV's default filter, or one named) in `__getitem__`
+    before a Compose with no size of its own or a crop: natively, as albumentations' own
+    `Resize` first (which is that call), every value the Dataset's own on both backends."""
+    files, labels = files_of(jpeg_folder)
+    kwargs = {} if flag is None else {"interpolation": getattr(cv2, flag)}
+    ds = ResizingLeafDataset(files[:12], labels[:12], A.Compose(steps), lambda x: cv2.resize(x, (52, 44), **kwargs))
+    same_values_handed_out(ds)
+
+
+def test_a_cv2_resize_hpuload_does_not_follow_goes_to_torchs_loader_named(jpeg_folder):
+    """`cv2.resize` with an interpolation hpuload does not run, by scale factors, and before a
+    Compose holding a second resize (which then runs in Python): named; none is taken for
+    an array the Dataset did not read."""
+    files, labels = files_of(jpeg_folder)
+    plain = A.Compose([ToTensorV2()])
+    cases = [
+        (lambda x: cv2.resize(x, (52, 44), interpolation=cv2.INTER_CUBIC), plain, "cv2.resize with interpolation 2"),
+        (lambda x: cv2.resize(x, None, fx=0.5, fy=0.5), plain, "scale factors"),
+    ]
+    for resize, tf, reason in cases:
+        ds = ResizingLeafDataset(files[:4], labels[:4], tf, resize)
+        with pytest.warns(FallbackWarning, match=reason):
+            assert type(DataLoader(ds, batch_size=2)) is not DataLoader
+    ds = ResizingLeafDataset(files[:4], labels[:4], A.Compose([A.Resize(24, 24), ToTensorV2()]), lambda x: cv2.resize(x, (52, 44)))
+    with pytest.warns(PythonTailWarning, match="after another resize"):
+        loader = DataLoader(ds, batch_size=4, backend="cpu")
+    (x, _), = list(loader)
+    assert torch.equal(x, theirs(ds, 4)[0][0])
+    mask = np.zeros((10, 10), np.uint8)
+    assert cv2.resize(mask, (5, 5)).shape == (5, 5)  # OpenCV's own call outside a probe

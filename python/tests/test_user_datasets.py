@@ -3,6 +3,7 @@ stand-in transform) and run natively, or sent to torch's DataLoader naming the l
 pixels. Never different output."""
 
 import csv
+import json
 import io
 import random
 import sys
@@ -156,9 +157,9 @@ def test_random_augmentation_of_a_users_dataset_is_drawn_natively_per_sample(jpe
     tf = T.Compose([T.RandomResizedCrop(48), T.RandomHorizontalFlip(), T.ToTensor()])
     ds = CsvImageDataset(tmp_path / "train.csv", tf)
     state, py_state = torch.get_rng_state(), random.getstate()
-    samples, keys, form, label, extras, output = _probe.probe(ds)
+    samples, keys, form, label, extras, output, resized = _probe.probe(ds)
     assert torch.equal(state, torch.get_rng_state()) and py_state == random.getstate(), "probing drew nothing"
-    assert samples == ds.rows and keys is None and form == (False, True, False) and label is None and extras is None and output is None and ds.transform is tf
+    assert samples == ds.rows and keys is None and form == (False, True, False) and label is None and extras is None and output is None and resized is None and ds.transform is tf
     loader = no_fallback(lambda: DataLoader(ds, batch_size=8, shuffle=True, seed=3))
     seen = []
     for x, y in loader:
@@ -1294,3 +1295,85 @@ def test_a_resize_of_the_shorter_side_alone_over_images_of_one_size_runs_nativel
     ds = ReadsTensors(tmp_path / "train.csv", v2.Compose([v2.Resize(short), v2.ToDtype(torch.float32, scale=True)]))
     ds.mode = __import__("torchvision").io.ImageReadMode.RGB
     _same_batches(ds)
+
+
+class ResizesFirst(CsvImageDataset):
+    """A Dataset that resizes every image with Pillow before its transform (`how`: what it
+    calls on the opened image)."""
+
+    def __init__(self, csv_path, transform, how):
+        super().__init__(csv_path, transform)
+        self.how = how
+
+    def __getitem__(self, i):
+        path, label = self.rows[i]
+        return self.transform(self.how(Image.open(path))), label
+
+
+#: The resizes such code runs, by name: Pillow's default filter (bicubic) or one named, before
+#: or after the conversion to RGB.
+PIL_RESIZES = {
+    "default": lambda im: im.convert("RGB").resize((52, 40)),
+    "bilinear": lambda im: im.convert("RGB").resize((52, 40), Image.BILINEAR),
+    "nearest": lambda im: im.convert("RGB").resize((52, 40), resample=Image.Resampling.NEAREST),
+    "then converted": lambda im: im.resize((52, 40)).convert("RGB"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(PIL_RESIZES))
+@pytest.mark.parametrize(
+    "steps",
+    [
+        [T.ToTensor(), T.Normalize([0.5] * 3, [0.25] * 3)],
+        [T.RandomHorizontalFlip(1.0), T.CenterCrop(36), T.ToTensor()],
+        [T.RandomCrop(32), T.PILToTensor()],
+    ],
+    ids=["tensor", "flip-centre", "random-crop"],
+)
+def test_a_pillow_resize_before_the_transform_runs_natively_with_the_datasets_pixels(png_folder, tmp_path, how, steps):
+    """`Image.open(p).convert("RGB").resize((w, h))` in `__getitem__`, then a transform
+    with no size of its own or a crop: natively (the resize as torchvision's `Resize((h, w))`
+    with that filter, which is that Pillow call), every value the Dataset's own; the random
+    crop's offsets drawn by hpuload, so compared by its plan."""
+    write_csv(png_folder, tmp_path / "train.csv")
+    ds = ResizesFirst(tmp_path / "train.csv", T.Compose(steps), PIL_RESIZES[how])
+    loader = no_fallback(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=5))
+    assert type(loader) is DataLoader
+    if isinstance(steps[0], T.RandomCrop):
+        for b, (x, _) in enumerate(loader):
+            for k in range(x.shape[0]):
+                index = b * 8 + k
+                # Planned for a 52x40 image, the crop's window is in the resize's pixels.
+                crop = json.loads(loader._core.sample_plan(0, index, 52, 40))["crop"]
+                top, left = int(crop["top"]), int(crop["left"])
+                own = T.functional.pil_to_tensor(PIL_RESIZES[how](Image.open(ds.rows[index][0])))
+                assert torch.equal(x[k], own[:, top : top + 32, left : left + 32]), index
+        return
+    ours = torch.cat([x for x, _ in loader])
+    assert torch.equal(ours, torch.cat([x for x, _ in tud.DataLoader(ds, batch_size=8)]))
+
+
+def test_a_pillow_resize_hpuload_does_not_follow_goes_to_torchs_loader_named(png_folder, tmp_path):
+    """A filter hpuload does not run, a grey file resized before its conversion (Pillow's
+    resize of its own mode), a box, the EXIF orientation turned after the resize, and a
+    second resize in the transform: torch's DataLoader, the reason named."""
+    write_csv(png_folder, tmp_path / "train.csv")
+    grey_rows = tmp_path / "grey.csv"
+    first = datasets.ImageFolder(png_folder).samples[0][0]
+    Image.open(first).convert("L").save(tmp_path / "grey.png")
+    with open(grey_rows, "w") as f:
+        f.write(f"file,label\n{tmp_path / 'grey.png'},0\n{first},1\n")
+    from PIL import ImageOps
+
+    cases = [
+        ("train.csv", lambda im: im.convert("RGB").resize((52, 40), Image.LANCZOS), [T.ToTensor()], "LANCZOS"),
+        ("grey.csv", PIL_RESIZES["then converted"], [T.ToTensor()], "mode L"),
+        ("train.csv", lambda im: im.convert("RGB").resize((52, 40), box=(0, 0, 20, 20)), [T.ToTensor()], "box"),
+        ("train.csv", lambda im: ImageOps.exif_transpose(im.resize((52, 40))), [T.ToTensor()], "exif_transpose"),
+        ("train.csv", PIL_RESIZES["default"], [T.Resize(32), T.CenterCrop(32), T.ToTensor()], "geometry"),
+    ]
+    for rows, how, steps, reason in cases:
+        ds = ResizesFirst(tmp_path / rows, T.Compose(steps), how)
+        with pytest.warns(FallbackWarning, match=reason):
+            loader = DataLoader(ds, batch_size=2)
+        assert type(loader) is not DataLoader, reason
