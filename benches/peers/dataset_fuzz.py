@@ -7,7 +7,8 @@ with torch's `default_collate`, compared value by value: the search of transform
 
 usage: python dataset_fuzz.py FOLDER [CASES=300] [SEED=0]
   FOLDER  transform_sweep_images.py's set (class folders of PNGs), as for transform_fuzz.py
-The ways of opening include a Pillow resize to one size before the transform.
+The ways of opening include a Pillow resize to one size and conversions to grey before the
+transform.
 Outcomes as transform_fuzz.py's (same, tail, fallback, SILENT, fallback-BAD, ERROR, torch
 raises, torch varies); every value of each batch is compared: the image (1 level), the label
 and whatever follows it (equal, type for type).
@@ -46,6 +47,8 @@ OPENS = {
     "resize": 'image = Image.open(path).convert("RGB").resize((56, 44))',
     "resize_bilinear": 'image = Image.open(path).convert("RGB").resize((48, 48), Image.BILINEAR)',
     "resize_unconverted": 'image = Image.open(path).resize((60, 40)).convert("RGB")',
+    "grey_resize": 'image = Image.open(path).convert("RGB").resize((40, 40)).convert("L")',
+    "grey_rgb": 'image = Image.open(path).convert("L").convert("RGB")',
 }
 PATHS = {
     "rows": "path, label = self.rows[i]",

@@ -121,16 +121,17 @@ def _channels(value: Any, what: str) -> list[float]:
     return values
 
 
-def _checked_steps(compose: Any, resized=None) -> list:
+def _checked_steps(compose: Any, before: tuple = ()) -> list:
     """The `Compose`'s steps, after a `Resize` standing for the `cv2.resize` the Dataset's
-    code runs before it (`resized`, a `_probe.Resized`)."""
+    code runs before it (`before`, as `_probe.LazyImage.before`)."""
     if _p(compose) != 1.0:
         raise Unsupported(f"albumentations' Compose with p={_p(compose)}")
     processors = getattr(compose, "processors", None)
     if processors:
         raise Unsupported(f"albumentations' Compose with {', '.join(processors)} targets (hpuload gives images)")
-    if resized is None:
+    if not before:
         return list(compose.transforms)
+    (resized,) = before  # a cv2.resize alone: a NumPy array of any other is refused
     if resized.by != "cv2":
         raise Unsupported("an image Pillow resized given to an albumentations Compose")
     if resized.filter not in _CV2_INTERPOLATIONS:
@@ -149,13 +150,13 @@ class Resize:
         self.size, self.interpolation, self.p = (height, width), interpolation, 1.0
 
 
-def translate(compose: Any, output=None, resized=None) -> tuple[str, str]:
+def translate(compose: Any, output=None, before: tuple = ()) -> tuple[str, str]:
     """`(pipeline JSON, output dtype)` for an albumentations `Compose` applied to the RGB
     image of a Dataset's `__getitem__`, or `Unsupported`. `output` (`_probe.Output`): what
     the Dataset hands out of a Compose that does not end in `ToTensorV2` (its array,
-    transposed, cast or divided by 255 as the Dataset's code does); `resized`
-    (`_probe.Resized`): the `cv2.resize` its code runs before the Compose."""
-    steps = _checked_steps(compose, resized)
+    transposed, cast or divided by 255 as the Dataset's code does); `before`
+    (`_probe.LazyImage.before`): the `cv2.resize` its code runs before the Compose."""
+    steps = _checked_steps(compose, before)
     if not steps or _name(steps[-1]) != "ToTensorV2":
         if output is None:
             raise Unsupported("an albumentations Compose that does not end in ToTensorV2 (it gives NumPy arrays)")
@@ -177,18 +178,18 @@ def in_bgr(pipeline: str) -> str:
     return json.dumps(spec)
 
 
-def translate_split(compose: Any, output=None, resized=None) -> tuple[str, str, "Tail | None"]:
+def translate_split(compose: Any, output=None, before: tuple = ()) -> tuple[str, str, "Tail | None"]:
     """`(pipeline JSON, dtype, tail)`: the whole `Compose` when hpuload translates it (tail
     None); else its longest prefix that starts with a resize and holds only uint8 steps hpuload
     runs, run natively to uint8 `[H, W, C]` images, and a `Tail` running the rest of its steps in
     Python on each of them, as albumentations runs them. `Unsupported` when not even a prefix
     translates."""
     try:
-        pipeline, dtype = translate(compose, output, resized)
+        pipeline, dtype = translate(compose, output, before)
         return pipeline, dtype, None
     except Unsupported as e:
         whole = e
-    steps = _checked_steps(compose, resized)
+    steps = _checked_steps(compose, before)
     if not steps or _name(steps[-1]) != "ToTensorV2" or output is not None:
         # The tail would give NumPy arrays, which the Dataset's loader collates otherwise; or
         # the Dataset's code after the Compose was learnt on arrays, not on its tensors.

@@ -53,7 +53,7 @@ class LazyImage:
     (True: as Pillow's `exif_transpose` reads it; "torchvision": as torchvision's readers
     do)."""
 
-    __slots__ = ("path", "tensor", "rgb", "turned", "resized")
+    __slots__ = ("path", "tensor", "rgb", "turned", "before")
 
     def __init__(
         self,
@@ -62,15 +62,16 @@ class LazyImage:
         tensor: bool | str = False,
         rgb: bool = False,
         turned: bool | str = False,
-        resized: tuple | None = None,
+        before: tuple = (),
     ):
         self.path = path
         self.tensor = tensor
         self.rgb = rgb
         self.turned = turned
-        #: A resize to one size the Dataset's code ran before the transform (`Resized`);
-        #: None: none.
-        self.resized = resized
+        #: What the Dataset's code did to the image before the transform, in order: a resize
+        #: to one size (`Resized`), Pillow's conversion to grey (`GREY`) and back to RGB
+        #: (`GREY_RGB`).
+        self.before = before
 
     @property
     def form(self) -> tuple[bool, bool, bool | str]:
@@ -80,23 +81,36 @@ class LazyImage:
     def convert(self, mode=None, *args, **kwargs):
         if self.tensor:
             raise NeedsPixels("the image read as a tensor has no .convert")
-        if mode != "RGB" or args or kwargs:
-            raise NeedsPixels(f"convert({mode!r}) on the image (hpuload decodes to RGB)")
+        if mode not in ("RGB", "L") or args or kwargs:
+            raise NeedsPixels(f"convert({mode!r}) on the image (hpuload decodes to RGB, or to Pillow's grey)")
+        before = self.before
+        if mode == "L":
+            # Pillow's grey of the image (of an RGB or grey file, which the loader checks
+            # unless it was made RGB first): torchvision's `Grayscale()`, which is this call.
+            if GREY in before or GREY_RGB in before:
+                raise NeedsPixels("convert('L') of an image made grey already")
+            return LazyImage(self.path, rgb=self.rgb, turned=self.turned, before=(*before, GREY))
+        if GREY in before:
+            # Grey made RGB again: three equal channels, `Grayscale(num_output_channels=3)`
+            # where the grey was made (a resize in between resizes each channel alike).
+            again = tuple(GREY_RGB if step == GREY else step for step in before)
+            return LazyImage(self.path, rgb=self.rgb, turned=self.turned, before=again)
         # Pillow's conversion keeps the image's metadata, its EXIF orientation included. Of
         # an image resized in its own mode it is the conversion of the resize, which is the
         # resize of the conversion for RGB files alone: the loader checks them then.
-        return LazyImage(self.path, rgb=self.rgb or self.resized is None, turned=self.turned, resized=self.resized)
+        return LazyImage(self.path, rgb=self.rgb or not before, turned=self.turned, before=before)
 
     def resize(self, size, resample=None, box=None, reducing_gap=None):
         """Pillow's `Image.resize` of the opened image to one `(width, height)` for every
         image: recorded, to run first, as torchvision's `Resize((height, width))` with that
         filter (which is this call on a PIL image) would."""
-        if self.tensor or box is not None or reducing_gap is not None or self.resized is not None:
+        if self.tensor or box is not None or reducing_gap is not None or _resizes(self.before):
             raise NeedsPixels("the image's .resize with a box, a reducing gap, of an array or resized twice")
         width, height = _fixed_size(size)
         # Pillow's default filter for the modes hpuload reads (not "1" or "P").
         filter = 3 if resample is None else int(resample)  # Image.Resampling.BICUBIC
-        return LazyImage(self.path, rgb=self.rgb, turned=self.turned, resized=Resized("pil", width, height, filter))
+        resized = Resized("pil", width, height, filter)
+        return LazyImage(self.path, rgb=self.rgb, turned=self.turned, before=(*self.before, resized))
 
     def __enter__(self):
         return self
@@ -120,6 +134,16 @@ class Resized(NamedTuple):
     width: int
     height: int
     filter: int
+
+
+#: Pillow's conversion of the image to grey (`convert("L")`), and of that back to RGB, in
+#: `LazyImage.before`.
+GREY = "grey"
+GREY_RGB = "grey_rgb"
+
+
+def _resizes(before: tuple) -> bool:
+    return any(isinstance(step, Resized) for step in before)
 
 
 def _fixed_size(size) -> tuple[int, int]:
@@ -371,12 +395,12 @@ def _exif_transpose(image, *, in_place: bool = False):
         return ImageOps.exif_transpose.__wrapped__(image, in_place=in_place)
     if image.tensor:
         raise NeedsPixels("exif_transpose of the image read as a tensor")
-    if image.resized is not None:
+    if _resizes(image.before):
         raise NeedsPixels("exif_transpose of the resized image (hpuload turns the file's image before resizing it)")
     if in_place:
         image.turned = True
         return None
-    return LazyImage(image.path, rgb=image.rgb, turned=True)
+    return LazyImage(image.path, rgb=image.rgb, turned=True, before=image.before)
 
 
 #: OpenCV's flags and conversion codes: `cv2.IMREAD_COLOR` (BGR, the default),
@@ -404,7 +428,7 @@ def _cv2_cvt_color(src, code, *args, **kwargs):
         return cv2.cvtColor.__wrapped__(src, code, *args, **kwargs)
     if src.tensor != "cv2" or code != _COLOR_BGR2RGB or args or kwargs:
         raise NeedsPixels(f"cv2.cvtColor(..., {code}) of the image (hpuload answers COLOR_BGR2RGB of what cv2.imread read)")
-    return LazyImage(src.path, tensor="cv2", rgb=not src.rgb, resized=src.resized)
+    return LazyImage(src.path, tensor="cv2", rgb=not src.rgb, before=src.before)
 
 
 def _cv2_resize(src, *args, **kwargs):
@@ -422,12 +446,13 @@ def _cv2_resize(src, *args, **kwargs):
     unknown = set(given) - {"dsize", "dst", "fx", "fy", "interpolation"}
     if src.tensor not in ("cv2", "array") or unknown or given.get("dst") is not None or given.get("fx") or given.get("fy"):
         raise NeedsPixels("cv2.resize of the image by scale factors or into dst")
-    if src.resized is not None:
+    if src.before:
         raise NeedsPixels("cv2.resize of the image resized already")
     dsize = given.get("dsize")
     width, height = _fixed_size(tuple(dsize) if isinstance(dsize, (tuple, list)) else dsize)
     flag = int(given.get("interpolation", 1))  # cv2.INTER_LINEAR by default
-    return LazyImage(src.path, tensor=src.tensor, rgb=src.rgb, turned=src.turned, resized=Resized("cv2", width, height, flag))
+    resized = Resized("cv2", width, height, flag)
+    return LazyImage(src.path, tensor=src.tensor, rgb=src.rgb, turned=src.turned, before=(resized,))
 
 
 def _numpy_array_of(image: LazyImage, args: tuple, kwargs: dict) -> LazyImage:
@@ -444,8 +469,8 @@ def _numpy_array_of(image: LazyImage, args: tuple, kwargs: dict) -> LazyImage:
         return image
     if image.tensor:
         raise NeedsPixels("a NumPy array of the image read as a tensor")
-    if image.resized is not None:
-        raise NeedsPixels("a NumPy array of the image Pillow resized (hpuload runs OpenCV's resizes on arrays)")
+    if image.before:
+        raise NeedsPixels("a NumPy array of the image Pillow resized or made grey (hpuload runs albumentations on RGB arrays)")
     return LazyImage(image.path, tensor="array", rgb=image.rgb, turned=image.turned)
 
 
@@ -656,13 +681,14 @@ def size_of(path: str) -> tuple[int, int] | None:
         return None
 
 
-def not_rgb(paths) -> tuple[str, str] | None:
+def not_rgb(paths, also: tuple = ()) -> tuple[str, str] | None:
     """The first of `paths` that Pillow opens in another mode than RGB (a grey, CMYK, palette
-    or transparent image), with that mode; None when every one is RGB. JPEG and PNG headers
-    are read directly (about 15 µs a file), anything else by Pillow's lazy open."""
+    or transparent image) or those `also` names, with that mode; None when every one is. JPEG
+    and PNG headers are read directly (about 15 µs a file), anything else by Pillow's lazy
+    open."""
     for path in paths:
         mode = mode_of(path)
-        if mode is not None and mode != "RGB":
+        if mode is not None and mode != "RGB" and mode not in also:
             return path, mode
     return None
 
@@ -1163,8 +1189,8 @@ class Probed(NamedTuple):
     #: What it hands out after an albumentations Compose without `ToTensorV2` (`Output`);
     #: None: what its transform gives.
     output: Output | None = None
-    #: The resize its code runs before the transform (`Resized`); None: none.
-    resized: Resized | None = None
+    #: What its code does to the image before the transform (`LazyImage.before`).
+    before: tuple = ()
 
 
 def probe(dataset, indices: list[int] | None = None) -> Probed:
@@ -1187,7 +1213,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
     states = (torch.get_rng_state(), random.getstate())
     samples: list[tuple[str, int]] = []
     extras: list[tuple] = []
-    layout = keys = form = output = resized = None
+    layout = keys = form = output = before = None
     labels = set()
     arrays = _NumpyArrays().__enter__()
     _probing.on = True
@@ -1207,11 +1233,11 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
             if given is not None and given.dtype == "f64":
                 raise NeedsPixels(f"__getitem__({i}) hands out its image in float64 (hpuload gives float32)")
             if form is None:
-                form, output, resized = image.form, given, image.resized
+                form, output, before = image.form, given, image.before
             elif given != output:
                 raise NeedsPixels(f"__getitem__({i}) hands out its image otherwise than __getitem__({order[0]})")
-            elif image.resized != resized:
-                raise NeedsPixels(f"__getitem__({i}) resizes its image otherwise than __getitem__({order[0]})")
+            elif image.before != before:
+                raise NeedsPixels(f"__getitem__({i}) resizes or converts its image otherwise than __getitem__({order[0]})")
             elif image.form != form:
                 raise NeedsPixels(
                     f"__getitem__({i}) holds its image as {_form_name(image.form)} and __getitem__({order[0]}) "
@@ -1246,7 +1272,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
         random.setstate(states[1])
     if len(labels) > 1:
         raise NeedsPixels(f"__getitem__ gives labels of several types ({', '.join(sorted(map(str, labels)))})")
-    return Probed(samples, keys, form, labels.pop(), extras if layout[1] else None, output, resized)
+    return Probed(samples, keys, form, labels.pop(), extras if layout[1] else None, output, before)
 
 
 #: How many of the probed indices are probed again (`_again`).

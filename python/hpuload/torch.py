@@ -472,15 +472,16 @@ def _listed_source(dataset, pipeline):
     # tensor (torchvision's `read_image`), whose transform then runs as after `PILToTensor`.
     # With it, what the code hands out of an albumentations Compose without ToTensorV2
     # (`_probe.Output`: its array, as the code changes it; None: what the transform gives),
-    # and the resize it runs before the transform (`_probe.Resized`; None: none).
+    # and what it does to the image before the transform (`LazyImage.before`: a resize to one
+    # size, a conversion to grey).
     forms = {
-        ((False, True, False), None, None) if plain else _form_and_output(probed(k, [min(used[k]) if used[k] else 0]))
+        ((False, True, False), None, ()) if plain else _form_and_output(probed(k, [min(used[k]) if used[k] else 0]))
         for k, plain in enumerate(plains)
         if plain or used[k] is None or used[k]
     }
     if len(forms) > 1:
         raise _Unfit("the ConcatDataset's parts hold, resize or hand out their images in different forms", D)
-    (tensor, rgb, turned), output, resized = forms.pop() if forms else ((False, True, False), None, None)
+    (tensor, rgb, turned), output, before = forms.pop() if forms else ((False, True, False), None, ())
     watch = None
     # A transform without a crop or resize (`ToTensor` alone over a folder of images made
     # one size) keeps each image's size: it runs after a centre crop to the size every image
@@ -504,7 +505,7 @@ def _listed_source(dataset, pipeline):
                         "an albumentations transform runs natively on what cv2.imread read or on the NumPy "
                         "array of an opened image"
                     )
-                translated = _albumentations.translate_split(transform, output, resized)
+                translated = _albumentations.translate_split(transform, output, before)
                 if tensor == "cv2" and not rgb:
                     # BGR arrays given on as they are: the steps compute on them as they are.
                     translated = (_albumentations.in_bgr(translated[0]), *translated[1:])
@@ -513,8 +514,8 @@ def _listed_source(dataset, pipeline):
                 from torchvision import transforms as tv_transforms
 
                 transform = tv_transforms.Compose([tv_transforms.PILToTensor(), *steps(transform)])
-            if resized is not None:
-                transform = _resized_first(resized, transform)
+            if before:
+                transform = _before_first(before, transform)
 
             def find_size():
                 if "samples" in common:
@@ -556,12 +557,12 @@ def _listed_source(dataset, pipeline):
                 label_types.add(None)
                 continue
             wanted = None if now_used[k] is None else sorted(now_used[k])
-            samples, base_keys, form, label_type, extras, handed, now_resized = probed(k, wanted)
+            samples, base_keys, form, label_type, extras, handed, now_before = probed(k, wanted)
             label_types.add(label_type)
             afters.append(extras if wanted is None or extras is None else dict(zip(wanted, extras)))
             if form != (tensor, rgb, turned):
                 raise _Unfit(f"{type(base).__name__}.__getitem__ holds its images in different forms for different indices", D)
-            if handed != output or now_resized != resized:
+            if handed != output or now_before != before:
                 raise _Unfit(
                     f"{type(base).__name__}.__getitem__ resizes or hands out its images otherwise than when the loader was built",
                     D,
@@ -619,11 +620,20 @@ def _listed_source(dataset, pipeline):
             # each image in its file's own mode, which hpuload's RGB decode equals only for RGB
             # files.
             # (Each file's header is read once: the files found RGB are not read again.)
+            # Made grey from the file's own mode (`convert("L")`): Pillow's grey of an RGB or
+            # grey file is hpuload's of the decoded RGB.
+            grey = any(step in (_probe.GREY, _probe.GREY_RGB) for step in before)
             rgb_files = folder_lists.setdefault("rgb files", set())
             fresh = list(dict.fromkeys(p for p, _ in samples if p not in rgb_files))
-            odd = _probe.not_rgb(fresh)
+            odd = _probe.not_rgb(fresh, also=("L",) if grey else ())
             if odd is None:
                 rgb_files.update(fresh)
+            if grey and odd is not None:
+                raise _Unfit(
+                    f"{odd[0]} is in mode {odd[1]}, which your code makes grey from its own mode, while hpuload "
+                    'makes grey of RGB and grey images (add .convert("RGB") before .convert("L") to run natively)',
+                    D,
+                )
             if odd is not None:
                 how = "torchvision's reader in its UNCHANGED mode" if tensor is True else 'Image.open without .convert("RGB")'
                 fix = "read it in ImageReadMode.RGB" if tensor is True else 'add .convert("RGB")'
@@ -662,27 +672,33 @@ def _listed_source(dataset, pipeline):
 
 
 def _form_and_output(probed: "_probe.Probed") -> tuple:
-    """`(form, output, resized)` of a probed Dataset: how its code holds the image it gives
+    """`(form, output, before)` of a probed Dataset: how its code holds the image it gives
     the transform, what it hands out of an albumentations Compose without `ToTensorV2`, and
-    the resize it runs before the transform."""
-    return probed.form, probed.output, probed.resized
+    what it does to the image before the transform."""
+    return probed.form, probed.output, probed.before
 
 
 #: Pillow's resampling filters (`Image.Resampling`) by value, as torchvision names them.
 _PIL_FILTERS = {0: "NEAREST", 1: "LANCZOS", 2: "BILINEAR", 3: "BICUBIC", 4: "BOX", 5: "HAMMING"}
 
 
-def _resized_first(resized: "_probe.Resized", transform):
-    """The Dataset's transform after the Pillow resize its code runs first: torchvision's
-    `Resize((height, width))` with that filter, which is that `Image.resize` call on a PIL
-    image."""
+def _before_first(before: tuple, transform):
+    """The Dataset's transform after what its code does to the PIL image first, each as the
+    torchvision step that is that call on a PIL image: a Pillow resize to one size as
+    `Resize((height, width))` with that filter, `convert("L")` as `Grayscale()`, and that
+    made RGB again as `Grayscale(num_output_channels=3)`."""
     from torchvision import transforms as tv_transforms
 
-    if resized.by != "pil" or resized.filter not in _PIL_FILTERS:
-        raise Unsupported(f"a resize by {resized.by} with filter {resized.filter} before a torchvision transform")
-    mode = getattr(tv_transforms.InterpolationMode, _PIL_FILTERS[resized.filter])
-    first = tv_transforms.Resize((resized.height, resized.width), interpolation=mode)
-    return tv_transforms.Compose([first, *steps(transform)])
+    first = []
+    for step in before:
+        if step == _probe.GREY or step == _probe.GREY_RGB:
+            first.append(tv_transforms.Grayscale(num_output_channels=1 if step == _probe.GREY else 3))
+            continue
+        if step.by != "pil" or step.filter not in _PIL_FILTERS:
+            raise Unsupported(f"a resize by {step.by} with filter {step.filter} before a torchvision transform")
+        mode = getattr(tv_transforms.InterpolationMode, _PIL_FILTERS[step.filter])
+        first.append(tv_transforms.Resize((step.height, step.width), interpolation=mode))
+    return tv_transforms.Compose([*first, *steps(transform)])
 
 
 class _SamplesWatch:

@@ -157,9 +157,9 @@ def test_random_augmentation_of_a_users_dataset_is_drawn_natively_per_sample(jpe
     tf = T.Compose([T.RandomResizedCrop(48), T.RandomHorizontalFlip(), T.ToTensor()])
     ds = CsvImageDataset(tmp_path / "train.csv", tf)
     state, py_state = torch.get_rng_state(), random.getstate()
-    samples, keys, form, label, extras, output, resized = _probe.probe(ds)
+    samples, keys, form, label, extras, output, before = _probe.probe(ds)
     assert torch.equal(state, torch.get_rng_state()) and py_state == random.getstate(), "probing drew nothing"
-    assert samples == ds.rows and keys is None and form == (False, True, False) and label is None and extras is None and output is None and resized is None and ds.transform is tf
+    assert samples == ds.rows and keys is None and form == (False, True, False) and label is None and extras is None and output is None and before == () and ds.transform is tf
     loader = no_fallback(lambda: DataLoader(ds, batch_size=8, shuffle=True, seed=3))
     seen = []
     for x, y in loader:
@@ -1377,3 +1377,52 @@ def test_a_pillow_resize_hpuload_does_not_follow_goes_to_torchs_loader_named(png
         with pytest.warns(FallbackWarning, match=reason):
             loader = DataLoader(ds, batch_size=2)
         assert type(loader) is not DataLoader, reason
+
+
+#: Conversions to grey such code runs, by name (with a resize, before or after; made RGB again).
+GREY_OPENS = {
+    "grey": lambda im: im.convert("L"),
+    "grey of RGB": lambda im: im.convert("RGB").convert("L"),
+    "grey, resized": lambda im: im.convert("L").resize((52, 40)),
+    "resized, grey": lambda im: im.convert("RGB").resize((52, 40), Image.BILINEAR).convert("L"),
+    "grey, RGB": lambda im: im.convert("L").convert("RGB"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(GREY_OPENS))
+@pytest.mark.parametrize("backend", ["cpu", "auto"])
+def test_pillows_grey_before_the_transform_runs_natively_with_the_datasets_pixels(png_folder, tmp_path, how, backend):
+    """`Image.open(p).convert("L")` in `__getitem__` (of RGB files and a grey one; resized
+    before or after; made RGB again) then the transform: natively, as torchvision's
+    `Grayscale()` first (`num_output_channels=3` for the grey made RGB), every value the
+    Dataset's own, one channel or three."""
+    write_csv(png_folder, tmp_path / "train.csv")
+    rows = list(csv.reader(open(tmp_path / "train.csv")))
+    Image.open(rows[1][0]).convert("L").save(tmp_path / "grey.png")
+    rows[1][0] = str(tmp_path / "grey.png")
+    with open(tmp_path / "train.csv", "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    tf = T.Compose([T.CenterCrop(36), T.RandomHorizontalFlip(1.0), T.ToTensor(), T.Normalize([0.5], [0.25])])
+    ds = ResizesFirst(tmp_path / "train.csv", tf, GREY_OPENS[how])
+    loader = no_fallback(lambda: DataLoader(ds, batch_size=8, backend=backend))
+    ours = torch.cat([x for x, _ in loader])
+    want = torch.cat([x for x, _ in tud.DataLoader(ds, batch_size=8)])
+    assert ours.shape == want.shape and ours.shape[1] == (3 if how == "grey, RGB" else 1)
+    assert torch.equal(ours, want)
+
+
+def test_a_grey_of_a_palette_or_transparent_file_goes_to_torchs_loader_named(png_folder, tmp_path):
+    """`convert("L")` of a palette or RGBA file straight from its own mode (Pillow's grey of
+    those modes is not made from hpuload's RGB decode in every case): torch's loader, the
+    file and mode named; made RGB first, it runs natively."""
+    first = datasets.ImageFolder(png_folder).samples[0][0]
+    for mode in ("P", "RGBA"):
+        Image.open(first).convert(mode).save(tmp_path / f"{mode}.png")
+        with open(tmp_path / "odd.csv", "w") as f:
+            f.write(f"file,label\n{first},0\n{tmp_path / mode}.png,1\n")
+        ds = ResizesFirst(tmp_path / "odd.csv", T.Compose([T.Resize((20, 20)), T.ToTensor()]), GREY_OPENS["grey"])
+        with pytest.warns(FallbackWarning, match=f"mode {mode}, which your code makes grey"):
+            assert type(DataLoader(ds, batch_size=2)) is not DataLoader
+        ds.how = GREY_OPENS["grey of RGB"]
+        (ours, _), = list(no_fallback(lambda: DataLoader(ds, batch_size=2, backend="cpu")))
+        assert torch.equal(ours, next(iter(tud.DataLoader(ds, batch_size=2)))[0]), mode
