@@ -14,7 +14,8 @@ runs in Python), an optional Normalize of several kinds, an optional ToFloat, an
 (mostly; else the Dataset hands out the array as it is, transposed, cast or divided by 255,
 or as a tensor of it). The Dataset reads with cv2 (RGB or left BGR, colour or grey flags) or with Pillow and NumPy
 (`np.array(Image.open(path).convert("RGB"))`, `np.asarray` of the opened file), and may
-resize with `cv2.resize` before the Compose (whose geometry is then sometimes left out).
+resize with `cv2.resize` before the Compose (whose geometry is then sometimes left out, or
+the Compose itself: a Dataset with no transform).
 The outcomes are those of transform_fuzz.py: same, tail, fallback, SILENT (different without a
 FallbackWarning), fallback-BAD, ERROR (hpuload raised where the Dataset did not), torch raises,
 torch varies.
@@ -67,7 +68,8 @@ class LeafDataset(tud.Dataset):
             image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
         if self.first is not None:
             image = cv2.resize(image, self.first[:2], interpolation=self.first[2])
-        image = self.transforms(image=image)["image"]
+        if self.transforms is not None:
+            image = self.transforms(image=image)["image"]
         if self.hand_out is not None:
             image = self.hand_out(image)
         return image, torch.tensor(self.labels[idx])
@@ -219,6 +221,10 @@ def composition(rng):
         hand_out = rng.choice(sorted(HAND_OUTS))
         names.append(f"then {hand_out}")
     read = rng.choice(["rgb"] * 4 + ["bgr", "bgr", "pil", "pil", "pil_asarray", "grey"])
+    if first is not None and rng.random() < 0.3:
+        # No transform at all: the Dataset's own resize, and what it hands out.
+        hand_out = rng.choice(sorted(HAND_OUTS))
+        return f"[{read}] cv2.resize{first}, no transform, then {hand_out}", None, read, hand_out, first
     return f"[{read}] " + ", ".join(names), A.Compose(steps), read, hand_out, first
 
 

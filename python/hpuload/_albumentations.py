@@ -94,7 +94,10 @@ def _always(t: Any) -> None:
 
 
 def _interpolation(t: Any) -> str:
-    """The resize's OpenCV interpolation as hpuload names it."""
+    """The resize's OpenCV interpolation as hpuload names it (Pillow's, for the `Resize`
+    standing for a Pillow resize in the Dataset's code)."""
+    if getattr(t, "filter", None) is not None and isinstance(t, Resize):
+        return t.filter
     flag = getattr(t, "interpolation", _INTER_LINEAR)
     if flag not in _CV2_INTERPOLATIONS:
         raise Unsupported(
@@ -122,32 +125,53 @@ def _channels(value: Any, what: str) -> list[float]:
 
 
 def _checked_steps(compose: Any, before: tuple = ()) -> list:
-    """The `Compose`'s steps, after a `Resize` standing for the `cv2.resize` the Dataset's
-    code runs before it (`before`, as `_probe.LazyImage.before`)."""
-    if _p(compose) != 1.0:
-        raise Unsupported(f"albumentations' Compose with p={_p(compose)}")
-    processors = getattr(compose, "processors", None)
-    if processors:
-        raise Unsupported(f"albumentations' Compose with {', '.join(processors)} targets (hpuload gives images)")
+    """The `Compose`'s steps (none for no `Compose`: a Dataset without a transform), after a
+    `Resize` standing for the resize the Dataset's code runs before it (`before`, as
+    `_probe.LazyImage.before`: OpenCV's `cv2.resize`, or Pillow's `Image.resize` of the image
+    the array was made of)."""
+    steps = []
+    if compose is not None:
+        if _p(compose) != 1.0:
+            raise Unsupported(f"albumentations' Compose with p={_p(compose)}")
+        processors = getattr(compose, "processors", None)
+        if processors:
+            raise Unsupported(f"albumentations' Compose with {', '.join(processors)} targets (hpuload gives images)")
+        steps = list(compose.transforms)
     if not before:
-        return list(compose.transforms)
-    (resized,) = before  # a cv2.resize alone: a NumPy array of any other is refused
-    if resized.by != "cv2":
-        raise Unsupported("an image Pillow resized given to an albumentations Compose")
+        return steps
+    (resized,) = before  # one resize: an array of a grey image, or one resized twice, is refused
+    if resized.by == "pil":
+        return [Resize.by_pillow(resized), *steps]
     if resized.filter not in _CV2_INTERPOLATIONS:
         raise Unsupported(
             f"cv2.resize with interpolation {resized.filter} before the Compose (hpuload runs cv2.INTER_LINEAR, "
             "INTER_NEAREST and INTER_AREA)"
         )
-    return [Resize(resized.height, resized.width, resized.filter), *compose.transforms]
+    return [Resize(resized.height, resized.width, resized.filter), *steps]
 
 
 class Resize:
     """`cv2.resize(image, (width, height), interpolation=...)` in the Dataset's code before its
-    `Compose`: read as albumentations' own `Resize`, whose `cv2.resize` call it is."""
+    `Compose`: read as albumentations' own `Resize`, whose `cv2.resize` call it is. `by_pillow`:
+    Pillow's `Image.resize` of the PIL image the Dataset made its array of (`filter`: the
+    interpolation as torchvision's `Resize` of a PIL image names it, which is that call)."""
 
-    def __init__(self, height: int, width: int, interpolation: int):
+    def __init__(self, height: int, width: int, interpolation: int, filter: str | None = None):
         self.size, self.interpolation, self.p = (height, width), interpolation, 1.0
+        self.filter = filter
+
+    @classmethod
+    def by_pillow(cls, resized) -> "Resize":
+        from torchvision import transforms as tv_transforms
+
+        from ._transforms import _resize_interp
+
+        names = {0: "NEAREST", 2: "BILINEAR", 3: "BICUBIC"}
+        if resized.filter not in names:
+            raise Unsupported(f"Pillow's resize with filter {resized.filter} before the array (hpuload runs nearest, bilinear, bicubic)")
+        mode = getattr(tv_transforms.InterpolationMode, names[resized.filter])
+        step = tv_transforms.Resize((resized.height, resized.width), interpolation=mode)
+        return cls(resized.height, resized.width, _INTER_LINEAR, _resize_interp(step, "Resize", on_tensor=False))
 
 
 def translate(compose: Any, output=None, before: tuple = ()) -> tuple[str, str]:

@@ -124,6 +124,20 @@ class LazyImage:
     def __getattr__(self, name: str):
         raise NeedsPixels(f"the image's .{name}")
 
+    # The array an opened image is (what cv2.imread read, a NumPy array of a PIL image), as
+    # code without a transform changes it itself (`ArrayOut`).
+    def transpose(self, *axes):
+        return ArrayOut.of(self).transpose(*axes)
+
+    def astype(self, *args, **kwargs):
+        return ArrayOut.of(self).astype(*args, **kwargs)
+
+    def copy(self, *args, **kwargs):
+        return ArrayOut.of(self).copy(*args, **kwargs)
+
+    def __truediv__(self, other):
+        return ArrayOut.of(self) / other
+
 
 class Resized(NamedTuple):
     """A resize of the image to one size in the Dataset's code, before its transform:
@@ -207,6 +221,8 @@ class Output(NamedTuple):
     scaled: bool
     #: What the Compose gives: "u8", or "f32" after its `Normalize`.
     start: str
+    #: The array came out of the Compose (False: the opened image's own, no transform).
+    composed: bool = True
 
 
 #: NumPy's and torch's dtypes by hpuload's names, for the casts `ArrayOut` follows.
@@ -234,6 +250,16 @@ class ArrayOut(Recorded):
     def __init__(self, image: LazyImage, output: Output):
         super().__init__(image)
         self.output = output
+
+    @staticmethod
+    def of(image) -> "ArrayOut":
+        """`image` itself, or the array an opened image is (what `cv2.imread` read, or the
+        NumPy array of a PIL image) as no transform changed it; needs pixels for any other."""
+        if isinstance(image, ArrayOut):
+            return image
+        if isinstance(image, LazyImage) and image.tensor in ("cv2", "array") and GREY not in image.before:
+            return ArrayOut(image, Output("numpy", "hwc", "u8", False, "u8", composed=False))
+        raise NeedsPixels(f"a tensor or array computed from the opened image ({_form_name(image.form)})")
 
     def _with(self, **changes) -> "ArrayOut":
         return ArrayOut(self.image, self.output._replace(**changes))
@@ -309,10 +335,10 @@ class ArrayOut(Recorded):
         return self._divided(other, "f32" if have == "u8" else have)
 
 
-def _array_out_tensor(array: ArrayOut, dtype=None, device=None, requires_grad=False, **rest) -> ArrayOut:
-    """`torch.tensor`, `torch.as_tensor` or `torch.from_numpy` of the transformed array."""
-    if not isinstance(array, ArrayOut):
-        raise NeedsPixels("a tensor of the opened image's pixels")
+def _array_out_tensor(array, dtype=None, device=None, requires_grad=False, **rest) -> ArrayOut:
+    """`torch.tensor`, `torch.as_tensor` or `torch.from_numpy` of the transformed array (or
+    of the opened one, `ArrayOut.of`)."""
+    array = ArrayOut.of(array)
     if array.output.kind != "numpy" or device is not None or requires_grad or any(rest.values()):
         raise NeedsPixels("a tensor of the transformed image with a device, requires_grad or pinned memory")
     out = array._with(kind="tensor")
@@ -338,6 +364,13 @@ class AlbumentationsStandIn:
             given = ", ".join([type(a).__name__ for a in args] + [f"{k}=" for k in kwargs])
             raise NeedsPixels(f"the albumentations transform was called with {given} (hpuload gives it image= alone)")
         image = kwargs["image"]
+        if isinstance(image, ArrayOut):
+            o = image.output
+            what = f"{o.dtype}{', divided by 255' if o.scaled else ''}{', transposed' if o.layout != 'hwc' else ''}"
+            raise NeedsPixels(
+                f"the albumentations transform was given the image's array as the code changed it ({what}), "
+                "not in the uint8 dtype and layout hpuload reads"
+            )
         if not isinstance(image, LazyImage) or image.tensor not in ("cv2", "array"):
             raise NeedsPixels(
                 f"the albumentations transform was given a {type(image).__name__}, not what cv2.imread read "
@@ -469,9 +502,9 @@ def _numpy_array_of(image: LazyImage, args: tuple, kwargs: dict) -> LazyImage:
         return image
     if image.tensor:
         raise NeedsPixels("a NumPy array of the image read as a tensor")
-    if image.before:
-        raise NeedsPixels("a NumPy array of the image Pillow resized or made grey (hpuload runs albumentations on RGB arrays)")
-    return LazyImage(image.path, tensor="array", rgb=image.rgb, turned=image.turned)
+    if GREY in image.before or GREY_RGB in image.before:
+        raise NeedsPixels("a NumPy array of the image Pillow made grey (hpuload's arrays are RGB)")
+    return LazyImage(image.path, tensor="array", rgb=image.rgb, turned=image.turned, before=image.before)
 
 
 class _NumpyArrays:
@@ -518,6 +551,13 @@ def _numpy_answer(image, *args, **kwargs):
     """`np.array`, `np.asarray` or `np.ascontiguousarray` of an opened image or of the
     transformed one (the same array, cast to a `dtype` given)."""
     if not isinstance(image, ArrayOut):
+        import numpy as np
+
+        dtype = args[0] if args else kwargs.get("dtype")
+        if len(args) <= 1 and dtype is not None and image.tensor is not True and np.dtype(dtype) != np.uint8:
+            # The image's uint8 array, cast as NumPy casts it.
+            rest = {k: v for k, v in kwargs.items() if k != "dtype"}
+            return ArrayOut.of(_numpy_array_of(image, (), rest)).astype(dtype)
         return _numpy_array_of(image, args, kwargs)
     dtype = args[0] if args else kwargs.pop("dtype", None)
     if len(args) > 1 or set(kwargs) - {"copy", "order"}:
@@ -1206,10 +1246,15 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
     if n == 0:
         raise NeedsPixels("the dataset is empty")
     attribute = transform_attribute(dataset) or "transform"
-    transform = getattr(dataset, attribute)
+    transform = getattr(dataset, attribute, None)
     from ._albumentations import is_compose
 
-    stand_in = AlbumentationsStandIn(transform) if is_compose(transform) else TransformStandIn()
+    # No transform (None, or no attribute): none stood in, so that the code takes the path it
+    # takes without one (`if self.transform: ... else: ...`), and the image it returns is
+    # the opened one as the code changed it.
+    stand_in = None
+    if transform is not None:
+        stand_in = AlbumentationsStandIn(transform) if is_compose(transform) else TransformStandIn()
     states = (torch.get_rng_state(), random.getstate())
     samples: list[tuple[str, int]] = []
     extras: list[tuple] = []
@@ -1217,10 +1262,13 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
     labels = set()
     arrays = _NumpyArrays().__enter__()
     _probing.on = True
-    setattr(dataset, attribute, stand_in)
+    if stand_in is not None:
+        setattr(dataset, attribute, stand_in)
     try:
         for i in order:
             out = probed_item(dataset, i)
+            if stand_in is None:
+                out = _untransformed(out)
             shape, k, label, after = _shape(out)
             if layout is None:
                 layout, keys = (shape, len(after)), k
@@ -1230,6 +1278,8 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
             recorded = out[0] if shape == "pair" else out[k[0]]
             image = recorded.image
             given = recorded.output if isinstance(recorded, ArrayOut) else None
+            if stand_in is not None and given is not None and not given.composed:
+                raise NeedsPixels(f"__getitem__({i}) returns an array of the image its transform was not given")
             if given is not None and given.dtype == "f64":
                 raise NeedsPixels(f"__getitem__({i}) hands out its image in float64 (hpuload gives float32)")
             if form is None:
@@ -1250,7 +1300,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
         objects = OBJECT in labels
         for k in _again(n):
             i = order[k]
-            again = dataset[i]
+            again = dataset[i] if stand_in is not None else _untransformed(dataset[i])
             opened = again[0] if layout[0] == "pair" else again[keys[0]]
             if opened.image.path != samples[k][0]:
                 raise NeedsPixels(
@@ -1265,7 +1315,8 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
                     f"{type(dataset).__name__}.__getitem__({i}) returns other values after the label on two calls"
                 )
     finally:
-        setattr(dataset, attribute, transform)
+        if stand_in is not None:
+            setattr(dataset, attribute, transform)
         _probing.on = False
         arrays.__exit__()
         torch.set_rng_state(states[0])
@@ -1273,6 +1324,25 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
     if len(labels) > 1:
         raise NeedsPixels(f"__getitem__ gives labels of several types ({', '.join(sorted(map(str, labels)))})")
     return Probed(samples, keys, form, labels.pop(), extras if layout[1] else None, output, before)
+
+
+def _untransformed(out):
+    """What `__getitem__` returned when the dataset has no transform, with the opened image
+    in it (as the code left it: a PIL image, a tensor, an array) as a stand-in transform
+    would have recorded it."""
+
+    def one(value):
+        if isinstance(value, LazyImage):
+            return ArrayOut.of(value) if value.tensor in ("cv2", "array") else Recorded(value)
+        return value
+
+    if isinstance(out, tuple):
+        return tuple(one(v) for v in out)
+    if isinstance(out, list):
+        return [one(v) for v in out]
+    if isinstance(out, dict):
+        return {k: one(v) for k, v in out.items()}
+    return out
 
 
 #: How many of the probed indices are probed again (`_again`).

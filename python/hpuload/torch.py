@@ -437,11 +437,11 @@ def _listed_source(dataset, pipeline):
         if not (hasattr(type(base), "__getitem__") and hasattr(type(base), "__len__")):
             raise _Unfit(f"dataset is a {name}, not a map-style Dataset (no __getitem__ and __len__)", D)
         if _probe.transform_attribute(base) is None:
+            # No transform: probed as one whose transform is None (its code does the rest).
             wanted = used[bases.index(base)]
             video = _probe.video_reader_in(base, min(wanted) if wanted else 0) if len(base) else None
             if video is not None:
                 raise _reads_video(video)
-            raise _Unfit(f"dataset is a {name} without a `transform` attribute for hpuload to run", D)
     # The attribute holding each part's transform: `transform`, or an albumentations
     # `Compose` under the name a Kaggle-style Dataset gives it (`transforms`, `aug`, ...).
     attributes = [None if plain else _probe.transform_attribute(b) for b, plain in zip(bases, plains)]
@@ -450,7 +450,7 @@ def _listed_source(dataset, pipeline):
         raise _Unfit("the ConcatDataset's parts hold their transforms under different names", FallbackReason.TRANSFORM)
 
     def transform_of(b):
-        return getattr(b, attribute)
+        return getattr(b, attribute, None)
 
     if len({id(transform_of(b)) for b in bases}) > 1:
         raise _Unfit(
@@ -463,6 +463,9 @@ def _listed_source(dataset, pipeline):
         except _probe.ReadsVideo as e:
             raise _reads_video(e) from e
         except _probe.NeedsPixels as e:
+            if transform_of(bases[k]) is None:
+                # No transform stood in: the code's own path needed what hpuload does not follow.
+                raise _Unfit(f"dataset is a {type(bases[k]).__name__} without a transform, and {e}", D) from e
             raise _Unfit(str(e), D) from e
         except AttributeError as e:
             raise _Unfit(f"{type(bases[k]).__name__}'s transform cannot be stood in for while probing ({e})", D) from e
@@ -500,7 +503,8 @@ def _listed_source(dataset, pipeline):
             transform = transform_of(bases[0])
             arrays = tensor == "cv2" or tensor == "array"
             if arrays or _albumentations.is_compose(transform):
-                if not arrays or not _albumentations.is_compose(transform):
+                # An array with no transform: the Dataset's code alone makes what it returns.
+                if not arrays or not (transform is None or _albumentations.is_compose(transform)):
                     raise Unsupported(
                         "an albumentations transform runs natively on what cv2.imread read or on the NumPy "
                         "array of an opened image"

@@ -1798,3 +1798,73 @@ def test_a_cv2_resize_hpuload_does_not_follow_goes_to_torchs_loader_named(jpeg_f
     assert torch.equal(x, theirs(ds, 4)[0][0])
     mask = np.zeros((10, 10), np.uint8)
     assert cv2.resize(mask, (5, 5)).shape == (5, 5)  # OpenCV's own call outside a probe
+
+
+class InlineDataset(tud.Dataset):
+    """A Dataset with no transform at all: its own code reads, resizes and makes the tensor
+    (`make`, of the file's path), as beginners' notebooks write it; `transform = None` kept or
+    no such attribute."""
+
+    def __init__(self, files, labels, make, attribute=True):
+        self.files, self.labels, self.make = files, labels, make
+        if attribute:
+            self.transform = None
+
+    def __len__(self):
+        return len(self.files)
+
+    def __getitem__(self, idx):
+        return self.make(self.files[idx]), self.labels[idx]
+
+
+def _rgb(path):
+    return cv2.cvtColor(cv2.imread(path), cv2.COLOR_BGR2RGB)
+
+
+#: What such code does, by name.
+INLINE = {
+    "cv2 resize, / 255, transpose, tensor": lambda p: torch.tensor(
+        np.transpose(cv2.resize(_rgb(p), (52, 44)) / 255.0, (2, 0, 1)), dtype=torch.float32
+    ),
+    "cv2 resize area, float32 / 255": lambda p: cv2.resize(_rgb(p), (52, 44), interpolation=cv2.INTER_AREA).astype(np.float32) / 255.0,
+    "BGR resized, as it is": lambda p: cv2.resize(cv2.imread(p), (52, 44)),
+    "Pillow resize, float32 array / 255": lambda p: np.array(Image.open(p).convert("RGB").resize((52, 44)), dtype=np.float32) / 255.0,
+    "Pillow resize, array, permuted tensor": lambda p: torch.from_numpy(
+        np.array(Image.open(p).convert("RGB").resize((52, 44), Image.BILINEAR))
+    ).permute(2, 0, 1),
+}
+
+
+@pytest.mark.parametrize("attribute", [True, False], ids=["transform None", "no transform"])
+@pytest.mark.parametrize("make", sorted(INLINE))
+def test_a_dataset_without_a_transform_whose_code_resizes_and_scales_runs_natively(jpeg_folder, make, attribute):
+    """No transform: the code's own `cv2.resize` or Pillow `resize` to one size, division by
+    255, transpose and tensor are followed; natively, every batch the Dataset's own (shape,
+    dtype, each value). Pillow's resize on the CPU path (the engine's is within its PSNR
+    floors, as for torchvision's transforms)."""
+    files, labels = files_of(jpeg_folder)
+    ds = InlineDataset(files[:10], labels[:10], INLINE[make], attribute)
+    want = [x for x, _ in theirs(ds, 4)]
+    backends = ("cpu",) if "Pillow" in make else ("cpu", "auto")
+    for backend in backends:
+        ours = [x for x, _ in native(lambda: DataLoader(ds, batch_size=4, backend=backend))]
+        assert len(ours) == len(want)
+        for x, w in zip(ours, want):
+            assert (x.shape, x.dtype) == (w.shape, w.dtype) and torch.equal(x, w), backend
+    assert hasattr(ds, "transform") == attribute
+
+
+def test_a_pillow_resized_array_given_to_a_compose_gives_the_datasets_own_batches(jpeg_folder):
+    """`np.array(Image.open(p).convert("RGB").resize((w, h)))` then albumentations' steps:
+    Pillow's resize first, then the Compose, as the Dataset runs them (CPU path)."""
+    files, labels = files_of(jpeg_folder)
+    tf = A.Compose([A.HorizontalFlip(p=1.0), A.CenterCrop(40, 36), A.Normalize(), ToTensorV2()])
+
+    class PillowResized(LeafDataset):
+        def __getitem__(self, idx):
+            image = np.array(Image.open(self.files[idx]).convert("RGB").resize((52, 44)))
+            return self.transforms(image=image)["image"], self.labels[idx]
+
+    ds = PillowResized(files[:10], labels[:10], tf)
+    ours = [x for x, _ in native(lambda: DataLoader(ds, batch_size=4, backend="cpu"))]
+    assert all(torch.equal(x, w) for x, w in zip(ours, [x for x, _ in theirs(ds, 4)]))

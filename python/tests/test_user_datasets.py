@@ -1259,6 +1259,36 @@ def test_a_tensor_dataset_without_a_transform_over_images_of_one_size_runs_nativ
     _same_batches(NoTransform(tmp_path / "train.csv", None))
 
 
+@pytest.mark.parametrize("transform", [None, "no attribute"])
+def test_a_dataset_whose_code_takes_another_path_without_a_transform_is_read_as_it_runs(one_size_folder, tmp_path, transform):
+    """`if self.transform: ... else: image = image.float() / 255`: with no transform (None, or
+    no attribute at all) nothing is stood in for it, so the code takes its own path, and
+    what that path needs (here the pixels, `.float()`) sends the loader to torch's, named. A
+    truthy stand-in took the transform's path before: uint8 batches where the Dataset gives
+    float ones."""
+    write_csv(one_size_folder, tmp_path / "train.csv")
+
+    class OwnPath(ReadsTensors):
+        def __getitem__(self, i):
+            import torchvision.io
+
+            path, label = self.rows[i]
+            image = torchvision.io.read_image(path, torchvision.io.ImageReadMode.RGB)
+            if getattr(self, "transform", None):
+                image = self.transform(image)
+            else:
+                image = image.float() / 255
+            return image, label
+
+    ds = OwnPath(tmp_path / "train.csv", None)
+    if transform == "no attribute":
+        del ds.transform
+    with pytest.warns(FallbackWarning, match=r"image\.float\(\) / 255"):
+        loader = DataLoader(ds, batch_size=4)
+    assert type(loader) is not DataLoader and hasattr(ds, "transform") == (transform is None)
+    assert next(iter(loader))[0].dtype == torch.float32
+
+
 def test_a_transform_without_a_crop_or_resize_over_images_of_different_sizes_goes_to_torch_naming_two(one_size_folder):
     odd = sorted(one_size_folder.rglob("*.jpg"))[1]
     Image.open(odd).resize((50, 40)).save(odd)
