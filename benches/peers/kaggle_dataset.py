@@ -27,12 +27,17 @@ ShiftScaleRotate, RandomBrightnessContrast (steps before the resize, on the whol
 Resize 224x224, Normalize, ToTensorV2, natively since session 76 (it went to torch's
 DataLoader before); `--split clahe`: RandomResizedCrop 224, HorizontalFlip, CLAHE(p=0.5),
 RandomBrightnessContrast, Normalize, ToTensorV2 (a medical-imaging-style transform), natively
-since session 77 (from the CLAHE on it ran in Python before). Prints one JSON line per run: construction time (hpuload's includes its probe of
+since session 77 (from the CLAHE on it ran in Python before); `--split resized`: the Dataset
+resizes each image to 256x256 with `cv2.resize` before its Compose (HorizontalFlip, RandomCrop
+224, Normalize, no ToTensorV2) and returns `torch.tensor(image.transpose(2, 0, 1))`;
+`--split inline`: no transform at all, the Dataset's own `cv2.resize` to 224x224, `/ 255.0`,
+`np.transpose` and `torch.tensor(..., dtype=torch.float)`; both natively since session 83
+(they went to torch's DataLoader before). Prints one JSON line per run: construction time (hpuload's includes its probe of
 `__getitem__` and its read of each file's header), the loader's type, and images/s over the
 measured epochs.
 
 usage: python kaggle_dataset.py --data DIR --loader hpuload|torch
-       [--split train|eval|cassava|example|example_eval|blur_noise|color_jitter|distort|compress|before|clahe]
+       [--split train|eval|cassava|example|example_eval|blur_noise|color_jitter|distort|compress|before|clahe|resized|inline]
        [--epochs 2] [--workers 2] [--batch 64]
 """
 
@@ -43,6 +48,7 @@ import time
 
 import albumentations as A
 import cv2
+import numpy as np
 import torch
 from albumentations.pytorch import ToTensorV2
 from torch.utils.data import Dataset
@@ -63,11 +69,31 @@ class LeafDataset(Dataset):
         return image, torch.tensor(self.labels[idx])
 
 
+class ResizingDataset(LeafDataset):
+    """A notebook's Dataset that resizes with OpenCV itself before its Compose (if any), and
+    makes the tensor itself after it."""
+
+    def __init__(self, files, labels, transforms, size, scale):
+        super().__init__(files, labels, transforms)
+        self.size, self.scale = size, scale
+
+    def __getitem__(self, idx):
+        image = cv2.imread(self.files[idx])
+        image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+        image = cv2.resize(image, self.size)
+        if self.transforms:
+            image = self.transforms(image=image)["image"]
+        if self.scale:
+            image = image / 255.0
+        image = np.transpose(image, (2, 0, 1))
+        return torch.tensor(image, dtype=torch.float), torch.tensor(self.labels[idx])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
     ap.add_argument("--loader", choices=["hpuload", "torch"], required=True)
-    ap.add_argument("--split", choices=["train", "eval", "cassava", "example", "example_eval", "blur_noise", "color_jitter", "distort", "compress", "before", "clahe"], default="train")
+    ap.add_argument("--split", choices=["train", "eval", "cassava", "example", "example_eval", "blur_noise", "color_jitter", "distort", "compress", "before", "clahe", "resized", "inline"], default="train")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
@@ -131,6 +157,10 @@ def main():
             A.RandomResizedCrop(size=(224, 224)), A.HorizontalFlip(p=0.5), A.CLAHE(p=0.5),
             A.RandomBrightnessContrast(p=0.5), norm, ToTensorV2(),
         ])
+    elif a.split == "resized":
+        tf = A.Compose([A.HorizontalFlip(p=0.5), A.RandomCrop(224, 224), norm])
+    elif a.split == "inline":
+        tf = None
     elif a.split == "example_eval":
         tf = A.Compose([A.SmallestMaxSize(max_size=160), A.CenterCrop(height=128, width=128), norm, ToTensorV2()])
     else:
@@ -139,8 +169,12 @@ def main():
     files = sorted(os.path.join(a.data, c, f) for c in classes for f in os.listdir(os.path.join(a.data, c)))
     labels = [classes.index(os.path.basename(os.path.dirname(f))) for f in files]
     t0 = time.perf_counter()
-    ds = LeafDataset(files, labels, tf)
-    train = a.split not in ("eval", "example_eval")
+    if a.split in ("resized", "inline"):
+        size = (256, 256) if a.split == "resized" else (224, 224)
+        ds = ResizingDataset(files, labels, tf, size, scale=a.split == "inline")
+    else:
+        ds = LeafDataset(files, labels, tf)
+    train = a.split not in ("eval", "example_eval", "inline")
     loader = DataLoader(ds, batch_size=a.batch, shuffle=train, num_workers=a.workers, drop_last=train,
                         persistent_workers=a.workers > 0)
     built = time.perf_counter() - t0
