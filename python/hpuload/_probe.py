@@ -12,10 +12,14 @@ user's module imported by name (`from torchvision.io import decode_image`) is re
 to the patched call (`_bind_in_user_code`).
 
 `np.array(image)` and `np.asarray(image)` are answered too (`_NumpyArrays`: the NumPy array of
-the image, for an albumentations `Compose`). Whatever the handle cannot answer without pixels
-(the code reads `.size`, crops, indexes or casts the array, opens bytes from memory) raises
-`NeedsPixels` naming the line of the user's code, and the loader falls back to torch's
-DataLoader with that reason: never wrong pixels."""
+the image, for an albumentations `Compose`), and so is what the code does with an array after
+the transform, or with no transform at all (`ArrayOut`: transposes, casts to float, a division
+by 255, tensors of it); a resize to one size and Pillow's grey before the transform are
+recorded (`LazyImage.before`). A transform that is None is not stood in for. Whatever the
+handle cannot answer without pixels (the code reads `.size`, crops, indexes the array,
+computes on it otherwise, opens bytes from memory) raises `NeedsPixels` naming the line of
+the user's code, and the loader falls back to torch's DataLoader with that reason: never
+wrong pixels."""
 
 from __future__ import annotations
 
@@ -41,8 +45,10 @@ class NeedsPixels(Exception):
 
 class LazyImage:
     """What `PIL.Image.open(path)` (or torchvision's `read_image`) gives while a Dataset is
-    probed: the file, no pixels. `.convert("RGB")` (what hpuload decodes to), Pillow's
-    `ImageOps.exif_transpose` and a `with` block are answered; anything else needs pixels.
+    probed: the file, no pixels. `.convert("RGB")` (what hpuload decodes to), `.convert("L")`,
+    `.resize` to one size, `.copy()`, Pillow's `ImageOps.exif_transpose` and a `with` block
+    are answered (and an array's transposes, casts and division by 255: `ArrayOut`);
+    anything else needs pixels.
     `tensor`: what the code holds is the uint8 `[C, H, W]` tensor torchvision's readers give,
     not a PIL image (`"cv2"`: the uint8 `[H, W, C]` array `cv2.imread` gives, in BGR order
     unless `cv2.cvtColor(..., cv2.COLOR_BGR2RGB)` made it RGB; `"array"`: the NumPy array of
@@ -133,6 +139,8 @@ class LazyImage:
         return ArrayOut.of(self).astype(*args, **kwargs)
 
     def copy(self, *args, **kwargs):
+        if self.tensor is False and not args and not kwargs:
+            return self  # Pillow's `Image.copy()`: the same pixels, mode and metadata
         return ArrayOut.of(self).copy(*args, **kwargs)
 
     def __truediv__(self, other):
@@ -229,8 +237,11 @@ class Output(NamedTuple):
 _NUMPY_DTYPES = {"uint8": "u8", "float32": "f32", "float64": "f64"}
 
 
+_TORCH_DTYPES = {torch.uint8: "u8", torch.float32: "f32", torch.float64: "f64"}
+
+
 def _torch_dtype(dtype) -> str:
-    name = {torch.uint8: "u8", torch.float32: "f32", torch.float64: "f64"}.get(dtype)
+    name = _TORCH_DTYPES.get(dtype)
     if name is None:
         raise NeedsPixels(f"the transformed image cast to {dtype} (hpuload gives uint8 or float32)")
     return name
@@ -278,12 +289,14 @@ class ArrayOut(Recorded):
             raise NeedsPixels("the transformed float image cast to uint8")
         return self._with(dtype=to)
 
-    def _divided(self, by, result: str) -> "ArrayOut":
-        if isinstance(by, bool) or not isinstance(by, (int, float)) or float(by) != 255.0:
-            raise NeedsPixels(f"the transformed image divided by {by!r} (hpuload scales by 255)")
-        if self.output.scaled or self.output.start != "u8":
-            raise NeedsPixels("the transformed image divided by 255 after Normalize or a first division")
-        return self._with(dtype=result, scaled=True)
+    def _zero(self):
+        """A one-element array (or tensor) of the handle's kind and dtype, for NumPy's or
+        torch's own promotion rules to say what an operation on the image gives."""
+        import numpy as np
+
+        if self.output.kind == "numpy":
+            return np.zeros(1, dtype={"u8": np.uint8, "f32": np.float32, "f64": np.float64}[self.output.dtype])
+        return torch.zeros(1, dtype={"u8": torch.uint8, "f32": torch.float32, "f64": torch.float64}[self.output.dtype])
 
     # NumPy's methods.
     def transpose(self, *axes):
@@ -326,13 +339,20 @@ class ArrayOut(Recorded):
         return self.__truediv__(other)
 
     def __truediv__(self, other):
-        have = self.output.dtype
-        if self.output.kind == "numpy":
-            # NumPy: an integer array over a number is float64; a float array keeps its type.
-            return self._divided(other, "f64" if have == "u8" else have)
-        if torch.get_default_dtype() != torch.float32:
-            raise NeedsPixels(f"the transformed tensor divided with torch's default dtype {torch.get_default_dtype()}")
-        return self._divided(other, "f32" if have == "u8" else have)
+        import numpy as np
+
+        if isinstance(other, bool) or not isinstance(other, (int, float, np.integer, np.floating)) or float(other) != 255.0:
+            raise NeedsPixels(f"the transformed image divided by {other!r} (hpuload scales by 255)")
+        if self.output.scaled or self.output.start != "u8":
+            raise NeedsPixels("the transformed image divided by 255 after Normalize or a first division")
+        # The quotient's dtype as NumPy or torch gives it (an integer array over a number is
+        # float64 in NumPy, the default dtype in torch; a NumPy scalar may widen a float32
+        # array): in float32 or float64 its values, cast to float32, are `x / 255`'s.
+        given = (self._zero() / other).dtype
+        name = _NUMPY_DTYPES.get(given.name) if self.output.kind == "numpy" else _TORCH_DTYPES.get(given)
+        if name is None:
+            raise NeedsPixels(f"the transformed image divided by 255 in {given}")
+        return self._with(dtype=name, scaled=True)
 
 
 def _array_out_tensor(array, dtype=None, device=None, requires_grad=False, **rest) -> ArrayOut:

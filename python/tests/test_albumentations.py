@@ -1630,6 +1630,7 @@ SCALING_HAND_OUTS = {
     "float32 then / 255": lambda x: x.astype(np.float32) / 255.0,
     "tensor / 255": lambda x: torch.from_numpy(x).permute(2, 0, 1).float().div(255),
     "uint8 tensor / 255": lambda x: torch.tensor(x) / 255,
+    "float32 / np.float32(255)": lambda x: x.astype(np.float32) / np.float32(255),
 }
 
 
@@ -1699,6 +1700,7 @@ def test_a_collate_fn_receives_the_arrays_or_tensors_the_dataset_hands_out(jpeg_
     ("hand_out", "reason"),
     [
         (lambda x: x / 255.0, "float64"),
+        (lambda x: x.astype(np.float32) / np.float64(255), "float64"),  # NumPy 2 widens to the scalar's type
         (lambda x: x.astype(np.float32) * (1 / 255), "unsupported operand|__mul__"),
         (lambda x: (x.astype(np.float32) - 127.5) / 127.5, "unsupported operand|__sub__"),
         (lambda x: x.transpose(1, 0, 2), "transpose"),

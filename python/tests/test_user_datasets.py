@@ -1347,6 +1347,7 @@ PIL_RESIZES = {
     "bilinear": lambda im: im.convert("RGB").resize((52, 40), Image.BILINEAR),
     "nearest": lambda im: im.convert("RGB").resize((52, 40), resample=Image.Resampling.NEAREST),
     "then converted": lambda im: im.resize((52, 40)).convert("RGB"),
+    "copied": lambda im: im.convert("RGB").copy().resize((52, 40)),
 }
 
 
