@@ -162,15 +162,9 @@ class Resize:
 
     @classmethod
     def by_pillow(cls, resized) -> "Resize":
-        from torchvision import transforms as tv_transforms
+        from ._transforms import _resize_interp, pillow_resize
 
-        from ._transforms import _resize_interp
-
-        names = {0: "NEAREST", 2: "BILINEAR", 3: "BICUBIC"}
-        if resized.filter not in names:
-            raise Unsupported(f"Pillow's resize with filter {resized.filter} before the array (hpuload runs nearest, bilinear, bicubic)")
-        mode = getattr(tv_transforms.InterpolationMode, names[resized.filter])
-        step = tv_transforms.Resize((resized.height, resized.width), interpolation=mode)
+        step = pillow_resize(resized.height, resized.width, resized.filter)
         return cls(resized.height, resized.width, _INTER_LINEAR, _resize_interp(step, "Resize", on_tensor=False))
 
 

@@ -82,6 +82,23 @@ def _hw(size: Any, what: str) -> list[int]:
 _MODES = {"nearest": "nearest", "bilinear": "bilinear", "bicubic": "bicubic", 0: "nearest", 2: "bilinear", 3: "bicubic"}
 
 
+#: Pillow's resampling filters (`Image.Resampling`) by value, as torchvision's
+#: `InterpolationMode` names them.
+_PIL_FILTERS = {0: "NEAREST", 1: "LANCZOS", 2: "BILINEAR", 3: "BICUBIC", 4: "BOX", 5: "HAMMING"}
+
+
+def pillow_resize(height: int, width: int, filter: int) -> Any:
+    """torchvision's `Resize((height, width))` with Pillow's `filter`, which is Pillow's
+    `Image.resize((width, height), filter)` on a PIL image: how hpuload reads that call in a
+    Dataset's own code."""
+    from torchvision import transforms as tv_transforms
+
+    name = _PIL_FILTERS.get(filter)
+    if name is None:
+        raise Unsupported(f"Pillow's resize with filter {filter}")
+    return tv_transforms.Resize((height, width), interpolation=getattr(tv_transforms.InterpolationMode, name))
+
+
 def _interp(mode: Any, what: str, allowed=("nearest", "bilinear", "bicubic")) -> str:
     """An InterpolationMode (v1), its value (v2 may keep the string), or PIL's code."""
     if isinstance(mode, (tuple, list)):

@@ -44,7 +44,7 @@ from torch.utils.data.dataloader import DataLoader as _TorchDataLoader
 from . import _albumentations, _arrays, _collate, _copy_paste, _detection, _hf, _hpuload, _malloc, _options, _probe, _tail, _video
 from ._fallback import FallbackReason, FallbackWarning
 from ._fallback import Unfit as _Unfit
-from ._transforms import Unsupported, steps, translate_split
+from ._transforms import Unsupported, pillow_resize, steps, translate_split
 from ._watch import TransformWatch as _TransformWatch
 from ._watch import describe as _describe
 from .sources import ImageFolder as _HpuFolder
@@ -682,10 +682,6 @@ def _form_and_output(probed: "_probe.Probed") -> tuple:
     return probed.form, probed.output, probed.before
 
 
-#: Pillow's resampling filters (`Image.Resampling`) by value, as torchvision names them.
-_PIL_FILTERS = {0: "NEAREST", 1: "LANCZOS", 2: "BILINEAR", 3: "BICUBIC", 4: "BOX", 5: "HAMMING"}
-
-
 def _before_first(before: tuple, transform):
     """The Dataset's transform after what its code does to the PIL image first, each as the
     torchvision step that is that call on a PIL image: a Pillow resize to one size as
@@ -698,10 +694,9 @@ def _before_first(before: tuple, transform):
         if step == _probe.GREY or step == _probe.GREY_RGB:
             first.append(tv_transforms.Grayscale(num_output_channels=1 if step == _probe.GREY else 3))
             continue
-        if step.by != "pil" or step.filter not in _PIL_FILTERS:
-            raise Unsupported(f"a resize by {step.by} with filter {step.filter} before a torchvision transform")
-        mode = getattr(tv_transforms.InterpolationMode, _PIL_FILTERS[step.filter])
-        first.append(tv_transforms.Resize((step.height, step.width), interpolation=mode))
+        if step.by != "pil":
+            raise Unsupported(f"a resize by {step.by} before a torchvision transform")
+        first.append(pillow_resize(step.height, step.width, step.filter))
     return tv_transforms.Compose([*first, *steps(transform)])
 
 
@@ -1702,8 +1697,8 @@ class _Loader:
                     else:
                         samples = lambda views: [_keyed(keys, v, t) for v, t in zip(views, targets)]  # noqa: E731
                     if self._numpy_images:
-                        as_tensors = samples
-                        samples = lambda views: as_tensors([v.numpy() for v in views])  # noqa: E731
+                        of_tensors = samples
+                        samples = lambda views: of_tensors([v.numpy() for v in views])  # noqa: E731
                     with self._seeded(epoch, batch.step):
                         out = _collate.call(collate, images, samples)
                     yield out
