@@ -108,6 +108,18 @@ impl PinnedBuffer {
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 
+    /// Bytes `offset..offset + len`, or `None` when they do not lie in the buffer. Only those
+    /// bytes are borrowed: the DMA engine reads a batch's filled slots this way while workers
+    /// still write its other slots (through [`Self::as_mut_ptr`]).
+    pub(crate) fn range(&self, offset: usize, len: usize) -> Option<&[u8]> {
+        let end = offset.checked_add(len)?;
+        (end <= self.len).then(|| {
+            // SAFETY: `offset..end` lies inside the mapping, which `self` owns for its whole
+            // lifetime; no slice of the rest of the buffer is made.
+            unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(offset), len) }
+        })
+    }
+
     /// The bytes, mutably.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: as in `as_slice`, and `&mut self` guarantees exclusive access.

@@ -114,7 +114,8 @@ impl DmaEngine {
     }
 
     /// Queues copies out of `src`; `done` runs on the DMA thread when they finish and gets `src`
-    /// back, whether the copies succeeded or not.
+    /// back, whether the copies succeeded or not. Only the regions' bytes are read, and they
+    /// must not be written until `done` runs; the rest of `src` may be (a batch's later slots).
     pub fn host_to_device(
         &self,
         src: PinnedBuffer,
@@ -226,17 +227,13 @@ fn copy_regions(
     staging: &mut Option<PinnedBuffer>,
     counters: &Counters,
 ) -> Result<(), HpuError> {
-    let host = src.as_slice();
     for r in regions {
-        let Some(from) = r
-            .host_offset
-            .checked_add(r.len)
-            .and_then(|end| host.get(r.host_offset..end))
-        else {
+        // The region's bytes alone: the loader's workers may be writing other slots of a batch.
+        let Some(from) = src.range(r.host_offset, r.len) else {
             return Err(HpuError::OutOfBounds {
                 offset: r.host_offset,
                 len: r.len,
-                size: host.len(),
+                size: src.len(),
             });
         };
         let size = r.device.len();
@@ -250,7 +247,6 @@ fn copy_regions(
                 size,
             });
         }
-        r.device.prefault(r.device_offset, r.len);
         // The region's bytes alone: engines keep writing other slots of the batch meanwhile.
         let mut dst = r.device.lease(r.device_offset, r.len);
         if src.is_locked() {

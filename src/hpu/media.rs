@@ -147,7 +147,7 @@ fn write_out<T, E>(
 }
 
 /// Runs `f` on the destination's first `len` bytes (all of it for `None`): a host slot's, or
-/// a device slot's under a lease on those bytes alone, their pages brought in first.
+/// a device slot's under a lease on those bytes alone.
 fn lend<R>(destination: &mut Destination, len: Option<usize>, f: impl FnOnce(&mut [u8]) -> R) -> R {
     match destination {
         Destination::Host(slot) => {
@@ -162,7 +162,6 @@ fn lend<R>(destination: &mut Destination, len: Option<usize>, f: impl FnOnce(&mu
         }
         Destination::Device(d) => {
             let len = len.unwrap_or(d.len);
-            d.buffer.prefault(d.offset, len);
             f(&mut d.buffer.lease(d.offset, len))
         }
     }

@@ -6,13 +6,10 @@
 
 use std::collections::HashMap;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use super::{HpuError, HpuInner};
-
-/// A size class's free blocks, each with whether the host has backed it (it was written).
-type FreeBlocks = Vec<(Block, bool)>;
 
 /// Free blocks kept per size. Enough for a loader's prefetch depth plus batches in use.
 const CACHED_PER_SIZE: usize = 8;
@@ -20,7 +17,7 @@ const CACHED_PER_SIZE: usize = 8;
 pub(crate) struct DeviceMemory {
     capacity: u64,
     used: AtomicU64,
-    free: Mutex<HashMap<usize, FreeBlocks>>,
+    free: Mutex<HashMap<usize, Vec<Block>>>,
 }
 
 impl DeviceMemory {
@@ -68,11 +65,9 @@ impl DeviceMemory {
             .unwrap_or_else(|p| p.into_inner())
             .get_mut(&bytes)
             .and_then(Vec::pop);
-        // A fresh block is zeroed lazily by the OS; a reused one keeps old contents, as on a device.
-        let (cached, fresh) = match cached {
-            Some((block, backed)) => (Some(block), !backed),
-            None => (None, true),
-        };
+        // A fresh block is zeroed lazily by the OS; a reused one keeps old contents, as on a
+        // device. A fresh block's pages fault in as its writers (the DMA engine, the engines)
+        // first write them, each under its own lease, so no writer waits on another's faults.
         let Some(block) = cached.or_else(|| Block::zeroed(bytes)) else {
             mem.used.fetch_sub(requested, Ordering::Relaxed);
             return Err(HpuError::HostBacking { requested });
@@ -84,20 +79,18 @@ impl DeviceMemory {
                 len: bytes,
                 leases: Mutex::new(Vec::new()),
                 returned: Condvar::new(),
-                fresh,
-                written: AtomicBool::new(false),
                 hpu: Arc::clone(hpu),
             }),
         })
     }
 
-    fn release(&self, block: Block, backed: bool) {
+    fn release(&self, block: Block) {
         let len = block.len;
         self.used.fetch_sub(len as u64, Ordering::Relaxed);
         let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
         let list = free.entry(len).or_default();
         if list.len() < CACHED_PER_SIZE {
-            list.push((block, backed));
+            list.push(block);
         }
     }
 }
@@ -110,8 +103,7 @@ pub struct DeviceBuffer {
 }
 
 struct BufferInner {
-    /// The block's first byte (`block`'s), read and written only through [`Lease`]s (and
-    /// [`DeviceBuffer::prefault`], which changes no byte).
+    /// The block's first byte (`block`'s), read and written only through [`Lease`]s.
     host: NonNull<u8>,
     /// The block, given back to the cache when the buffer is dropped.
     block: Option<Block>,
@@ -120,16 +112,12 @@ struct BufferInner {
     leases: Mutex<Vec<(usize, usize)>>,
     /// Signalled whenever a lease ends.
     returned: Condvar,
-    /// A block whose pages the host has not backed yet: new, or never written before.
-    fresh: bool,
-    /// Whether the DMA engine or an engine has had access to it.
-    written: AtomicBool,
     hpu: Arc<HpuInner>,
 }
 
 // SAFETY: the block is plain bytes owned by the buffer; threads reach them only through
 // leases, which the lease list keeps from overlapping (so no byte is borrowed mutably by two
-// threads, or mutably and shared at once), or through `prefault`, which changes no byte.
+// threads, or mutably and shared at once).
 unsafe impl Send for BufferInner {}
 // SAFETY: as for `Send`: every shared access to the bytes goes through the lease list's lock.
 unsafe impl Sync for BufferInner {}
@@ -139,8 +127,7 @@ impl Drop for BufferInner {
         let Some(block) = self.block.take() else {
             return;
         };
-        let backed = !self.fresh || *self.written.get_mut();
-        self.hpu.memory.release(block, backed);
+        self.hpu.memory.release(block);
     }
 }
 
@@ -208,49 +195,11 @@ impl DeviceBuffer {
             leases.push((offset, end));
         }
         drop(leases);
-        inner.written.store(true, Ordering::Relaxed);
         Lease {
             inner,
             start: offset,
             len,
         }
-    }
-
-    /// In a fresh block, brings in the host pages that back `offset..offset + len` (those
-    /// wholly inside it) without writing them and without holding the buffer's lock. A fresh
-    /// block is backed lazily, and a writer that faulted its pages in under the lock (about
-    /// 2 us a page here) would keep the other engines from writing for that long. A device's
-    /// own memory is there before use: this only keeps the emulation's cost off the lock.
-    /// A block that was written before (by a batch, whole) is left alone.
-    pub(crate) fn prefault(&self, offset: usize, len: usize) {
-        #[cfg(target_os = "linux")]
-        if self.inner.fresh {
-            let page = crate::pinned::page_size();
-            let base = self.inner.host.as_ptr() as usize;
-            let Some(end) = offset.checked_add(len).filter(|&e| e <= self.inner.len) else {
-                return;
-            };
-            let (start, end) = (
-                (base + offset).next_multiple_of(page),
-                (base + end) / page * page,
-            );
-            if end > start {
-                // SAFETY: `start..end` lies inside this buffer's block, which stays allocated
-                // while `self` lives. MADV_POPULATE_WRITE faults absent pages in as zeroed ones,
-                // as a first write would, and changes no byte, so it cannot race with a writer
-                // that holds the lock. Its failure (e.g. an older kernel) only leaves the pages
-                // to be faulted in by the write.
-                unsafe {
-                    libc::madvise(
-                        start as *mut libc::c_void,
-                        end - start,
-                        libc::MADV_POPULATE_WRITE,
-                    )
-                };
-            }
-        }
-        #[cfg(not(target_os = "linux"))]
-        let _ = (offset, len);
     }
 }
 
@@ -428,48 +377,5 @@ mod lease_tests {
         let hpu = Hpu::emulated(HpuConfig::default()).unwrap();
         let buffer = hpu.alloc(64).unwrap();
         let _ = buffer.lease(60, 8);
-    }
-}
-
-#[cfg(all(test, target_os = "linux"))]
-mod tests {
-    use crate::hpu::{Hpu, HpuConfig};
-    use crate::pinned::{page_size, resident_pages_in};
-
-    /// Of the pages inside the buffer (not its first and last, which may hold the
-    /// allocator's bookkeeping or other data): how many are in memory, and how many there are.
-    fn resident(buffer: &super::DeviceBuffer) -> (usize, usize) {
-        let pages = resident_pages_in(buffer.inner.host.as_ptr(), buffer.len());
-        let inside = &pages[1..pages.len() - 1];
-        (inside.iter().filter(|&&r| r).count(), inside.len())
-    }
-
-    #[test]
-    fn prefaulting_a_fresh_block_brings_its_pages_in_and_leaves_it_zeroed() {
-        let hpu = Hpu::emulated(HpuConfig::default()).unwrap();
-        // Above glibc's largest mmap threshold (32 MiB), so that the block is a new mapping, not
-        // heap memory that calloc has zeroed (as the loader's batches of 74 MiB are).
-        let len = 40 << 20;
-        let buffer = hpu.alloc(len).unwrap();
-        assert!(resident(&buffer).0 < 16, "a new block is backed lazily");
-        buffer.prefault(0, len);
-        let (resident, inside) = resident(&buffer);
-        assert!(inside >= len / page_size() - 1);
-        assert_eq!(resident, inside, "every page inside is in");
-        assert!(buffer.lock().iter().all(|&b| b == 0), "and nothing written");
-    }
-
-    #[test]
-    fn only_a_block_never_written_counts_as_fresh_when_it_comes_back_from_the_cache() {
-        let hpu = Hpu::emulated(HpuConfig::default()).unwrap();
-        let len = 64 * page_size();
-        // Allocated and freed unwritten (as the loader's reserve check does): still fresh.
-        drop(hpu.alloc(len).unwrap());
-        let again = hpu.alloc(len).unwrap();
-        assert!(again.inner.fresh);
-        again.lock()[0] = 1;
-        drop(again);
-        // Written, then freed: backed, so prefault leaves it alone.
-        assert!(!hpu.alloc(len).unwrap().inner.fresh);
     }
 }

@@ -1,7 +1,9 @@
-//! A batch being filled: its slots in the pinned buffer, the samples routed to the media
-//! engine, its skips and failure; completed, it goes to the epoch (as device tensors, or host
-//! tensors lent from the pool), after the DMA engine sends its slots and the engine's jobs end.
+//! A batch being filled: its slots in the pinned buffer, in parts that cross to the device as
+//! soon as their slots are filled, the samples routed to the media engine, its skips and
+//! failure; completed, it goes to the epoch (as device tensors, or host tensors lent from the
+//! pool), after the DMA engine sends its parts and the engine's jobs end.
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -38,18 +40,23 @@ pub(crate) struct BatchSpec {
     pub placement: Placement,
 }
 
-/// A batch being filled. Workers write slots through `base`; the worker that fills the last
-/// slot takes the buffer out and submits it to the DMA engine.
+/// A batch being filled. Workers write slots through `slots`; the worker that fills a part's
+/// last slot sends the part to the DMA engine (when the parts before it have gone), whose
+/// completion starts the part's engine jobs and sends the next part if it is filled.
 pub(crate) struct BatchWork {
     pub(super) seq: usize,
     pub(super) epoch: u64,
     pub(super) valid: usize,
     pub(super) indices: Vec<AtomicUsize>,
     pub(super) slots: Slots,
+    /// A host batch's buffer once its parts have crossed (lent out with its tensors).
     pub(super) buffer: Mutex<Option<PinnedBuffer>>,
-    pub(super) remaining: AtomicUsize,
-    pub(super) hw: Mutex<Vec<HwSlot>>,
-    pub(super) hw_remaining: AtomicUsize,
+    pub(super) parts: Vec<PartWork>,
+    pub(super) sending: Mutex<Sending>,
+    /// Parts not yet through the DMA engine plus engine jobs not yet ended: the batch is
+    /// complete when it reaches 0. A part adds its jobs before it counts itself down, so the
+    /// count cannot reach 0 while a part's jobs are still to start.
+    pub(super) outstanding: AtomicUsize,
     pub(super) skips: Mutex<Vec<Skip>>,
     pub(super) failure: Mutex<Option<Error>>,
     pub(super) images: DeviceTensor,
@@ -59,6 +66,21 @@ pub(crate) struct BatchWork {
     pub(super) pool: Sender<PinnedBuffer>,
     pub(super) hpu: Hpu,
     pub(super) placement: Placement,
+}
+
+/// A run of a batch's slots that crosses to the device in one DMA transfer.
+pub(crate) struct PartWork {
+    slots: Range<usize>,
+    /// Slots of the part not filled yet.
+    remaining: AtomicUsize,
+    /// The part's samples routed to the media engine.
+    hw: Mutex<Vec<HwSlot>>,
+}
+
+/// Which part goes next, and the pinned buffer while no part is with the DMA engine.
+pub(crate) struct Sending {
+    buffer: Option<PinnedBuffer>,
+    next: usize,
 }
 
 impl Skips for BatchWork {
@@ -77,8 +99,27 @@ impl BatchWork {
     pub fn new(mut spec: BatchSpec, layout: BatchLayout) -> Arc<Self> {
         let n = spec.plan.indices.len();
         // The slots point into the buffer's mapping, which stays in place when `spec.buffer`
-        // moves into `buffer` below, for as long as the batch lives.
+        // moves into `sending` below, for as long as the batch lives.
         let slots = Slots::new(&mut spec.buffer, layout, n);
+        // A device batch crosses in parts of PART_SLOTS, each sent as soon as its slots are
+        // filled and the parts before it have gone, its engine jobs started when it is on the
+        // device: the engines start on a batch while the workers still read and route its
+        // later samples (the first batch's time, and a batch's after an idle spell). A host
+        // batch crosses whole: its engine jobs write into the buffer the DMA engine reads.
+        let part = match spec.placement {
+            Placement::Device => PART_SLOTS,
+            Placement::Host => n.max(1),
+        };
+        let parts: Vec<PartWork> = (0..n.div_ceil(part).max(1))
+            .map(|p| {
+                let slots = p * part..((p + 1) * part).min(n);
+                PartWork {
+                    remaining: AtomicUsize::new(slots.len()),
+                    slots,
+                    hw: Mutex::new(Vec::new()),
+                }
+            })
+            .collect();
         Arc::new(Self {
             seq: spec.seq,
             epoch: spec.epoch,
@@ -90,10 +131,13 @@ impl BatchWork {
                 .map(|&i| AtomicUsize::new(i))
                 .collect(),
             slots,
-            buffer: Mutex::new(Some(spec.buffer)),
-            remaining: AtomicUsize::new(n),
-            hw: Mutex::new(Vec::new()),
-            hw_remaining: AtomicUsize::new(0),
+            buffer: Mutex::new(None),
+            outstanding: AtomicUsize::new(parts.len()),
+            parts,
+            sending: Mutex::new(Sending {
+                buffer: Some(spec.buffer),
+                next: 0,
+            }),
             skips: Mutex::new(Vec::new()),
             failure: Mutex::new(None),
             images: spec.images,
@@ -171,133 +215,139 @@ impl BatchWork {
         });
     }
 
-    /// Called once, by the worker that completed the last slot: DMA the slots (decoded samples
-    /// whole, bitstreams only as long as they are) and the labels, then start the engine jobs.
-    pub(super) fn finish(self: Arc<Self>, shared: &Arc<Shared>) {
-        let buffer = lock(&self.buffer).take().expect("finish runs once");
-        if self.cancel.load(Ordering::Relaxed) && lock(&self.failure).is_none() {
-            self.fail(Error::Cancelled);
+    /// Counts down a part that went through the DMA engine (or was passed over) or an engine
+    /// job that ended; the last one completes the batch.
+    pub(super) fn count_down(&self, shared: &Shared) {
+        if self.outstanding.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.complete(shared);
         }
-        if lock(&self.failure).is_some() {
-            PinnedPool::give_back(&self.pool, buffer);
-            return self.complete(shared);
+    }
+
+    /// Slot `slot` is filled (its sample decoded, or its bitstream routed to the engine as
+    /// `hw`). The worker that fills a part's last slot sends it, if the parts before it have
+    /// gone.
+    pub(super) fn filled(self: &Arc<Self>, shared: &Arc<Shared>, slot: usize, hw: Option<HwSlot>) {
+        let part = &self.parts[self.part_of(slot)];
+        if let Some(hw) = hw {
+            lock(&part.hw).push(hw);
         }
-        let mut hw = std::mem::take(&mut *lock(&self.hw));
-        hw.sort_by_key(|h| h.slot);
-        let host = self.placement == Placement::Host;
-        if host && hw.is_empty() {
-            // Every sample was decoded into the buffer on the host: nothing crosses to the device.
-            *lock(&self.buffer) = Some(buffer);
-            return self.complete(shared);
+        // AcqRel: the last decrement sees every other worker's writes to the part's slots.
+        if part.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+            send_ready(Arc::clone(self), Arc::clone(shared), None);
         }
+    }
+
+    /// What part `part` sends to the device: a device batch's slots (host-decoded samples
+    /// whole, bitstreams as long as they are) and labels; a host batch's bitstreams alone.
+    fn regions(&self, part: &PartWork, hw: &[HwSlot]) -> Vec<CopyRegion> {
         let layout = self.slots.layout();
-        let n = self.indices.len();
         let images = self.images.buffer();
-        let engine_slot = |h: &HwSlot| EngineSlot {
-            slot: h.slot,
-            in_slot: h.own.is_none().then_some(h.len),
-        };
-        // A device batch crosses in parts of ENGINE_CHUNK engine samples, each part's jobs
-        // started as soon as it is on the device, so that the engines are not idle while the
-        // DMA engine sends the rest (the first batch's time, and a batch's after an idle
-        // spell). A host batch crosses whole: its engine jobs write into the buffer the DMA
-        // engine reads.
-        let part = if host { hw.len().max(1) } else { ENGINE_CHUNK };
-        let mut parts = Vec::with_capacity(hw.len().div_ceil(part).max(1));
-        let mut hw = hw.into_iter().peekable();
-        let mut from = 0;
-        loop {
-            let jobs: Vec<HwSlot> = hw.by_ref().take(part).collect();
-            let to = hw.peek().map_or(n, |h| h.slot);
-            let engine: Vec<EngineSlot> = jobs.iter().map(engine_slot).collect();
-            let regions = if host {
-                layout.bitstream_regions(&engine, images)
-            } else {
-                let labels = (to == n).then(|| (self.labels.buffer(), n));
-                layout.upload_regions(from..to, &engine, images, labels)
-            };
-            parts.push(Part { regions, jobs });
-            if to == n {
-                break;
+        let engine: Vec<EngineSlot> = hw
+            .iter()
+            .map(|h| EngineSlot {
+                slot: h.slot,
+                in_slot: h.own.is_none().then_some(h.len),
+            })
+            .collect();
+        match self.placement {
+            Placement::Host => layout.bitstream_regions(&engine, images),
+            Placement::Device => {
+                layout.upload_regions(part.slots.clone(), &engine, images, self.labels.buffer())
             }
-            from = to;
         }
-        let jobs = parts.iter().map(|p| p.jobs.len()).sum();
-        if jobs > 0 {
-            // Set before any job can end, so that the count reaches 0 only after the last part.
-            self.hw_remaining.store(jobs, Ordering::Release);
-        }
-        send(self, Arc::clone(shared), buffer, parts.into_iter());
+    }
+
+    fn part_of(&self, slot: usize) -> usize {
+        slot / self.parts[0].slots.len().max(1)
     }
 }
 
-/// Engine samples per part of a device batch sent by the DMA engine (see [`BatchWork::finish`]).
-const ENGINE_CHUNK: usize = 32;
+/// Slots per part of a device batch sent by the DMA engine (see [`BatchWork::new`]).
+const PART_SLOTS: usize = 32;
 
-/// A part of a batch for the DMA engine: its regions, and the engine jobs that read them.
-struct Part {
-    regions: Vec<CopyRegion>,
-    jobs: Vec<HwSlot>,
+/// Sends the batch's next part if its slots are filled and the buffer is not with the DMA
+/// engine (`returned`: the buffer, back from the engine). The parts of a failed or cancelled
+/// batch are passed over, their engine samples dropped unrun; a host batch's part with nothing
+/// to send starts its jobs at once. After the last part the buffer is handed on.
+fn send_ready(work: Arc<BatchWork>, shared: Arc<Shared>, returned: Option<PinnedBuffer>) {
+    let mut sending = lock(&work.sending);
+    if returned.is_some() {
+        sending.buffer = returned;
+    }
+    loop {
+        let Some(part) = work.parts.get(sending.next) else {
+            return;
+        };
+        if sending.buffer.is_none() || part.remaining.load(Ordering::Acquire) != 0 {
+            return;
+        }
+        sending.next += 1;
+        let last = sending.next == work.parts.len();
+        let mut hw = std::mem::take(&mut *lock(&part.hw));
+        hw.sort_by_key(|h| h.slot);
+        if work.cancel.load(Ordering::Relaxed) && lock(&work.failure).is_none() {
+            work.fail(Error::Cancelled);
+        }
+        let failed = lock(&work.failure).is_some();
+        let regions = if failed {
+            Vec::new()
+        } else {
+            work.regions(part, &hw)
+        };
+        if regions.is_empty() {
+            if !failed {
+                start_jobs(&work, &shared, hw);
+            }
+            if last {
+                hand_on(&work, sending.buffer.take().expect("checked above"));
+            }
+            work.count_down(&shared);
+            continue;
+        }
+        let buffer = sending.buffer.take().expect("checked above");
+        drop(sending);
+        let (w, s) = (Arc::clone(&work), Arc::clone(&shared));
+        return work
+            .hpu
+            .dma()
+            .host_to_device(buffer, regions, move |buffer, result| {
+                match result {
+                    Ok(()) => start_jobs(&w, &s, hw),
+                    // The part's engine samples never start; the batch fails with the DMA's error.
+                    Err(e) => w.fail(e.into()),
+                }
+                if last {
+                    hand_on(&w, buffer);
+                } else {
+                    send_ready(Arc::clone(&w), Arc::clone(&s), Some(buffer));
+                }
+                w.count_down(&s);
+            });
+    }
 }
 
-/// Sends the batch's next part, and on its arrival starts its engine jobs and sends the part
-/// after it. The buffer goes back (to the pool, or to a host batch) after the last part, or
-/// after a failed copy, whose part's and later parts' jobs are then counted down unrun.
-fn send(
-    work: Arc<BatchWork>,
-    shared: Arc<Shared>,
-    buffer: PinnedBuffer,
-    mut parts: std::vec::IntoIter<Part>,
-) {
-    let Some(Part { regions, jobs }) = parts.next() else {
-        // finish() makes at least one part; this only returns the buffer if it did not.
-        PinnedPool::give_back(&work.pool, buffer);
-        return work.complete(&shared);
-    };
-    let hpu = work.hpu.clone();
-    hpu.dma()
-        .host_to_device(buffer, regions, move |buffer, result| {
-            let more = parts.len() > 0 && result.is_ok();
-            let buffer = if more {
-                Some(buffer)
-            } else {
-                if work.placement == Placement::Host {
-                    *lock(&work.buffer) = Some(buffer);
-                } else {
-                    PinnedPool::give_back(&work.pool, buffer);
-                }
-                None
-            };
-            let guard = |h: &HwSlot| EngineJob {
-                work: Arc::clone(&work),
-                shared: Arc::clone(&shared),
-                index: h.index,
-                ran: false,
-            };
-            if let Err(e) = result {
-                work.fail(e.into());
-                let unrun: Vec<HwSlot> =
-                    jobs.into_iter().chain(parts.flat_map(|p| p.jobs)).collect();
-                if unrun.is_empty() {
-                    return work.complete(&shared);
-                }
-                // Each guard counts the batch down as it drops; the last completes it.
-                for h in &unrun {
-                    drop(guard(h));
-                }
-                return;
-            }
-            if jobs.is_empty() && !more {
-                return work.complete(&shared);
-            }
-            for h in jobs {
-                if let Err(e) = engine::submit(guard(&h), h) {
-                    // The job was dropped unrun, and its guard counted it down.
-                    work.fail(e.into());
-                }
-            }
-            if let Some(buffer) = buffer {
-                send(Arc::clone(&work), Arc::clone(&shared), buffer, parts);
-            }
-        });
+/// Starts a part's engine jobs, counted in the batch's outstanding work.
+fn start_jobs(work: &Arc<BatchWork>, shared: &Arc<Shared>, hw: Vec<HwSlot>) {
+    work.outstanding.fetch_add(hw.len(), Ordering::AcqRel);
+    for h in hw {
+        let guard = EngineJob {
+            work: Arc::clone(work),
+            shared: Arc::clone(shared),
+            index: h.index,
+            ran: false,
+        };
+        if let Err(e) = engine::submit(guard, h) {
+            // The job was dropped unrun, and its guard counted it down.
+            work.fail(e.into());
+        }
+    }
+}
+
+/// The buffer after a batch's last part: back to the pool, or kept by a host batch, whose
+/// tensors lend it (a failed batch gives it back when it completes).
+fn hand_on(work: &BatchWork, buffer: PinnedBuffer) {
+    match work.placement {
+        Placement::Host => *lock(&work.buffer) = Some(buffer),
+        Placement::Device => PinnedPool::give_back(&work.pool, buffer),
+    }
 }

@@ -52,9 +52,7 @@ impl Drop for EngineJob {
                 ),
             }));
         }
-        if self.work.hw_remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.work.complete(&self.shared);
-        }
+        self.work.count_down(&self.shared);
     }
 }
 

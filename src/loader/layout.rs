@@ -70,16 +70,15 @@ impl BatchLayout {
         at..at + self.label_bytes
     }
 
-    /// Slots `slots` of a device batch (all of it, or a part sent on its own): the host-decoded
-    /// slots whole and the bitstreams only as long as they are; with `labels` (their buffer
-    /// and the batch's sample count), the labels too. `engine` is sorted by slot and lies in
-    /// `slots`.
+    /// Slots `slots` of a device batch (a part sent on its own): the host-decoded slots whole,
+    /// the bitstreams only as long as they are, and the slots' labels. `engine` is sorted by
+    /// slot and lies in `slots`.
     pub fn upload_regions(
         &self,
         slots: Range<usize>,
         engine: &[EngineSlot],
         images: &DeviceBuffer,
-        labels: Option<(&DeviceBuffer, usize)>,
+        labels: &DeviceBuffer,
     ) -> Vec<CopyRegion> {
         let sb = self.sample_bytes;
         let region = |host: usize, len: usize| CopyRegion {
@@ -102,14 +101,13 @@ impl BatchLayout {
         if slots.end > next_slot {
             regions.push(region(next_slot * sb, (slots.end - next_slot) * sb));
         }
-        if let Some((labels, n)) = labels {
-            regions.push(CopyRegion {
-                host_offset: self.labels_offset,
-                device_offset: 0,
-                len: n * self.label_bytes,
-                device: labels.clone(),
-            });
-        }
+        let lb = self.label_bytes;
+        regions.push(CopyRegion {
+            host_offset: self.labels_offset + slots.start * lb,
+            device_offset: slots.start * lb,
+            len: slots.len() * lb,
+            device: labels.clone(),
+        });
         regions
     }
 
@@ -143,7 +141,9 @@ pub(crate) struct Slots {
 
 // SAFETY: `base` points into a pinned buffer that the batch owns and keeps mapped (moving the
 // `PinnedBuffer` value does not move its mapping) for as long as the batch exists; every access
-// through it goes through `slot_mut`, which hands out each slot to one claimant at a time.
+// through it goes through `slot_mut`, which hands out each slot to one claimant at a time. The
+// DMA engine reads a part's slots (and only theirs, `PinnedBuffer::range`) once every job that
+// writes them has finished, while other parts' slots may still be written.
 unsafe impl Send for Slots {}
 // SAFETY: as above.
 unsafe impl Sync for Slots {}
@@ -163,8 +163,8 @@ impl Drop for SlotMut<'_> {
 }
 
 impl Slots {
-    /// The slots of `buffer`, which must outlive this value and not be read until every job
-    /// that writes a slot has finished (the batch's countdowns order that).
+    /// The slots of `buffer`, which must outlive this value; a slot must not be read until the
+    /// job that writes it has finished (the batch's part countdowns order that).
     pub fn new(buffer: &mut PinnedBuffer, layout: BatchLayout, slots: usize) -> Self {
         let len = buffer.as_mut_slice().len();
         assert!(

@@ -11,7 +11,6 @@ use crossbeam_channel::Receiver;
 
 use super::batch::BatchWork;
 use super::cpu::Scratch;
-use super::lock;
 use super::replace::{fill, write_label, Filled, Skips};
 use super::route::HwSlot;
 use super::{Backend, Shared};
@@ -78,28 +77,31 @@ pub(crate) struct Job {
 pub(crate) fn worker_main(shared: &Arc<Shared>, jobs: &Receiver<Job>) {
     let mut scratch = Scratch::new(shared);
     for job in jobs {
+        let mut hw = None;
         if !job.batch.cancel.load(Ordering::Relaxed) {
             let outcome = catch_unwind(AssertUnwindSafe(|| fill_slot(shared, &mut scratch, &job)));
-            if let Err(panic) = outcome {
-                let message = crate::hpu::panic_message(panic.as_ref());
-                let index = job.batch.indices[job.slot].load(Ordering::Relaxed);
-                let path = shared.entry(index).path.clone();
-                job.batch.fail(Error::Sample(SampleError {
-                    index,
-                    path,
-                    kind: SampleErrorKind::Panic(message),
-                }));
-                scratch = Scratch::new(shared);
+            match outcome {
+                Ok(routed) => hw = routed,
+                Err(panic) => {
+                    let message = crate::hpu::panic_message(panic.as_ref());
+                    let index = job.batch.indices[job.slot].load(Ordering::Relaxed);
+                    let path = shared.entry(index).path.clone();
+                    job.batch.fail(Error::Sample(SampleError {
+                        index,
+                        path,
+                        kind: SampleErrorKind::Panic(message),
+                    }));
+                    scratch = Scratch::new(shared);
+                }
             }
         }
-        // AcqRel: the last decrement sees every other worker's slot writes.
-        if job.batch.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-            Arc::clone(&job.batch).finish(shared);
-        }
+        job.batch.filled(shared, job.slot, hw);
     }
 }
 
-fn fill_slot(shared: &Shared, scratch: &mut Scratch, job: &Job) {
+/// Fills the job's slot; a sample routed to the media engine is returned, its bitstream in the
+/// slot (or uploaded).
+fn fill_slot(shared: &Shared, scratch: &mut Scratch, job: &Job) -> Option<HwSlot> {
     let batch = &job.batch;
     let original = batch.indices[job.slot].load(Ordering::Relaxed);
     let slot = batch.slots.slot_mut(job.slot);
@@ -119,13 +121,17 @@ fn fill_slot(shared: &Shared, scratch: &mut Scratch, job: &Job) {
             // The boxes are the plan's, whichever path decodes the pixels; the plan stays
             // whole with the sample, for a fallback.
             write_label(shared, index, label, h.detect(), slot.label);
-            lock(&batch.hw).push(HwSlot {
+            batch.indices[job.slot].store(index, Ordering::Relaxed);
+            return Some(HwSlot {
                 slot: job.slot,
                 ..h
             });
-            index
         }
-        Err(e) => return batch.fail(e),
+        Err(e) => {
+            batch.fail(e);
+            return None;
+        }
     };
     batch.indices[job.slot].store(index, Ordering::Relaxed);
+    None
 }

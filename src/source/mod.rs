@@ -298,6 +298,7 @@ pub fn read_file_into(path: &Path, dst: &mut [u8]) -> std::io::Result<Option<usi
     if meta.len() >= dst.len() as u64 {
         return Ok(None);
     }
+    fault_in(&mut dst[..meta.len() as usize]);
     // Read to the end, as `read_file` does, not just the length the metadata gave.
     let mut filled = 0;
     while filled < dst.len() {
@@ -309,6 +310,18 @@ pub fn read_file_into(path: &Path, dst: &mut [u8]) -> std::io::Result<Option<usi
         }
     }
     Ok(None)
+}
+
+/// Writes a byte of each page of `dst`, so that pages not in memory yet (a batch buffer's, in
+/// the first batch) fault in here, in user mode, and not inside `read(2)`: a fault the kernel's
+/// own copy takes holds the process's memory-map lock, which queues behind every allocator
+/// call that maps or protects memory (the other threads' first allocations), while a fault in
+/// user mode takes only its mapping's lock. About a nanosecond a page once the pages are in.
+fn fault_in(dst: &mut [u8]) {
+    for byte in dst.iter_mut().step_by(crate::pinned::page_size()) {
+        *byte = 0;
+    }
+    std::hint::black_box(dst);
 }
 
 fn open_regular(path: &Path) -> std::io::Result<(File, std::fs::Metadata)> {
