@@ -120,3 +120,63 @@ fn with_only_the_engine_a_decode_failure_fails_naming_the_file_instead_of_fallin
         );
     }
 }
+
+/// A device batch crosses in parts, and an engine fallback sends its sample and label on their
+/// own once the engine has failed. When the CPU cannot decode the file either, the fallback's
+/// label is its replacement's: it must not be overwritten by a later part's copy of the labels
+/// the router wrote (the replaced file's), as the labels crossing whole with the last part
+/// would do: parts cross as they fill, so the first part's fallbacks run while the workers
+/// still fill the last. Here such a file sits early in a batch of 96 (three parts); every
+/// slot's label must be the class of the sample the batch names there, in every epoch.
+#[test]
+fn a_sample_replaced_after_the_engine_failed_carries_its_replacements_label() {
+    let data = dataset("engine-fallback-label", 96);
+    let folder = ImageFolder::open(data.path()).unwrap();
+    let victim = folder.entries()[1].path.clone();
+    // A table marker (DHT) early in the scan: the router's probe reads the headers alone and
+    // accepts the file; the engine and the CPU decoder both refuse the scan, whatever the crop
+    // (the eval pipeline's centre crop reaches far below the marker).
+    let mut bytes = std::fs::read(&victim).unwrap();
+    let sos = bytes.windows(2).position(|w| w == [0xFF, 0xDA]).unwrap();
+    let start = sos + 2 + usize::from(u16::from_be_bytes([bytes[sos + 2], bytes[sos + 3]]));
+    let early = start + (bytes.len() - 2 - start) / 8;
+    bytes[early..early + 2].copy_from_slice(&[0xFF, 0xC4]);
+    std::fs::write(&victim, &bytes).unwrap();
+    let classes: Vec<i64> = folder.entries().iter().map(|e| e.label).collect();
+    assert!(
+        classes.iter().any(|&c| c != classes[1]),
+        "a replacement can come from another class"
+    );
+    let mut loader = Loader::builder(ImageFolder::open(data.path()).unwrap())
+        .batch_size(96)
+        .workers(2)
+        .backend(Backend::Auto)
+        .error_budget(0.5)
+        .pipeline(hpuload::pipelines::resnet50_eval())
+        .build()
+        .unwrap();
+    let mut other_class = 0;
+    for epoch in 0..8 {
+        let batches: Vec<_> = loader.epoch(epoch).map(|b| host(&b.unwrap())).collect();
+        let (_, labels, indices, _) = &batches[0];
+        // Unshuffled: the damaged file's slot is 1, its replacement there.
+        assert_ne!(
+            indices[1], 1,
+            "epoch {epoch}: the damaged file was replaced"
+        );
+        other_class += usize::from(classes[indices[1]] != classes[1]);
+        let want: Vec<i64> = indices.iter().map(|&i| classes[i]).collect();
+        assert_eq!(
+            labels, &want,
+            "epoch {epoch}: each slot's label is its sample's"
+        );
+    }
+    assert!(other_class > 0, "some replacement came from another class");
+    let report = loader.report();
+    assert_eq!(report.skipped, 8);
+    assert_eq!(
+        report.fallbacks.get("engine decode error"),
+        Some(&8),
+        "the engine took the file and failed on it: {report:?}"
+    );
+}
