@@ -125,7 +125,7 @@ fn with_only_the_engine_a_decode_failure_fails_naming_the_file_instead_of_fallin
 /// own once the engine has failed. When the CPU cannot decode the file either, the fallback's
 /// label is its replacement's: it must not be overwritten by a later part's copy of the labels
 /// the router wrote (the replaced file's), as the labels crossing whole with the last part
-/// would do: parts cross as they fill, so the first part's fallbacks run while the workers
+/// could: parts cross as they fill, so the first part's fallbacks run while the workers
 /// still fill the last. Here such a file sits early in a batch of 96 (three parts); every
 /// slot's label must be the class of the sample the batch names there, in every epoch.
 #[test]
