@@ -101,18 +101,15 @@ impl BatchWork {
         // The slots point into the buffer's mapping, which stays in place when `spec.buffer`
         // moves into `sending` below, for as long as the batch lives.
         let slots = Slots::new(&mut spec.buffer, layout, n);
-        // A device batch crosses in parts of PART_SLOTS, each sent as soon as its slots are
-        // filled and the parts before it have gone, its engine jobs started when it is on the
-        // device: the engines start on a batch while the workers still read and route its
-        // later samples (the first batch's time, and a batch's after an idle spell). A host
-        // batch crosses whole: its engine jobs write into the buffer the DMA engine reads.
-        let part = match spec.placement {
-            Placement::Device => PART_SLOTS,
-            Placement::Host => n.max(1),
-        };
-        let parts: Vec<PartWork> = (0..n.div_ceil(part).max(1))
+        // A batch crosses in parts of PART_SLOTS, each sent as soon as its slots are filled
+        // and the parts before it have gone, its engine jobs started when it is on the device:
+        // the engines start on a batch while the workers still read and route its later
+        // samples (the first batch's time, and a batch's after an idle spell). A host batch's
+        // engine jobs write their outputs into their own slots of the pinned buffer while the
+        // DMA engine reads a later part's bitstreams: other slots.
+        let parts: Vec<PartWork> = (0..n.div_ceil(PART_SLOTS).max(1))
             .map(|p| {
-                let slots = p * part..((p + 1) * part).min(n);
+                let slots = p * PART_SLOTS..((p + 1) * PART_SLOTS).min(n);
                 PartWork {
                     remaining: AtomicUsize::new(slots.len()),
                     slots,
@@ -258,11 +255,11 @@ impl BatchWork {
     }
 
     fn part_of(&self, slot: usize) -> usize {
-        slot / self.parts[0].slots.len().max(1)
+        slot / PART_SLOTS
     }
 }
 
-/// Slots per part of a device batch sent by the DMA engine (see [`BatchWork::new`]).
+/// Slots per part of a batch sent by the DMA engine (see [`BatchWork::new`]).
 const PART_SLOTS: usize = 32;
 
 /// Sends the batch's next part if its slots are filled and the buffer is not with the DMA

@@ -491,55 +491,61 @@ fn a_dma_failure_on_a_later_part_of_a_batch_fails_that_batch_and_ends_the_epoch(
     assert!(l.epoch(1).next().unwrap().is_err());
 }
 
-/// A device batch crosses to the device in parts of 32 slots, each as soon as its slots are
-/// filled: the engines start on a batch while the workers still read its later samples. Here
-/// the read of the batch's last sample waits until the first part has crossed (it would wait
-/// forever if the batch crossed only once all its samples were read), and the batch holds the
-/// bytes and labels of a loader whose reads never wait.
+/// A batch crosses to the device in parts of 32 slots, each as soon as its slots are filled:
+/// the engines start on a batch while the workers still read its later samples. Here the read
+/// of the batch's last sample waits until the first part has crossed (it would wait forever if
+/// the batch crossed only once all its samples were read), and the batch holds the bytes and
+/// labels of a loader whose reads never wait: device batches, and host batches, whose engine
+/// jobs write their slots of the pinned buffer while the DMA engine reads a later part's.
 #[test]
-fn a_device_batchs_first_part_crosses_before_its_last_sample_is_read() {
+fn a_batchs_first_part_crosses_before_its_last_sample_is_read_on_both_placements() {
+    use std::sync::atomic::{AtomicBool, Ordering};
     let data = dataset("early-part", 64);
-    let hpu = Hpu::emulated(HpuConfig::default()).unwrap();
-    let device = hpu.clone();
-    let crossed_first = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let seen = std::sync::Arc::clone(&crossed_first);
-    let source = HookedSource(ImageFolder::open(data.path()).unwrap(), move |index| {
-        if index == 63 {
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while device.dma_stats().host_to_device_bytes == 0 && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            seen.store(
-                device.dma_stats().host_to_device_bytes > 0,
-                std::sync::atomic::Ordering::SeqCst,
-            );
-        }
-    });
-    let run = |source: Box<dyn Source>, hpu: &Hpu| {
+    let run = |source: Box<dyn Source>, hpu: &Hpu, placement: hpuload::Placement| {
         let mut l = Loader::builder_boxed(source)
             .batch_size(64)
             .workers(2)
             .backend(Backend::Hw)
             // Slots large enough for every bitstream to ride in its slot, not cross on its own.
             .pipeline(train_at(224))
+            .placement(placement)
             .device(hpu)
             .build()
             .unwrap();
         let batch = l.epoch(0).next().unwrap().unwrap();
         host(&batch)
     };
-    let hooked = run(Box::new(source), &hpu);
-    assert!(
-        crossed_first.load(std::sync::atomic::Ordering::SeqCst),
-        "the first part was on the device before the last sample was read"
-    );
-    let plain = run(
-        Box::new(ImageFolder::open(data.path()).unwrap()),
-        &Hpu::emulated(HpuConfig::default()).unwrap(),
-    );
-    assert_eq!(hooked.2, plain.2, "same samples");
-    assert_eq!(hooked.1, plain.1, "same labels");
-    assert!(hooked.0 == plain.0, "same bytes");
+    for placement in [hpuload::Placement::Device, hpuload::Placement::Host] {
+        let hpu = Hpu::emulated(HpuConfig::default()).unwrap();
+        let device = hpu.clone();
+        let crossed_first = std::sync::Arc::new(AtomicBool::new(false));
+        let seen = std::sync::Arc::clone(&crossed_first);
+        let source = HookedSource(ImageFolder::open(data.path()).unwrap(), move |index| {
+            if index == 63 {
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while device.dma_stats().host_to_device_bytes == 0 && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                seen.store(
+                    device.dma_stats().host_to_device_bytes > 0,
+                    Ordering::SeqCst,
+                );
+            }
+        });
+        let hooked = run(Box::new(source), &hpu, placement);
+        assert!(
+            crossed_first.load(Ordering::SeqCst),
+            "{placement:?}: the first part was on the device before the last sample was read"
+        );
+        let plain = run(
+            Box::new(ImageFolder::open(data.path()).unwrap()),
+            &Hpu::emulated(HpuConfig::default()).unwrap(),
+            placement,
+        );
+        assert_eq!(hooked.2, plain.2, "{placement:?}: same samples");
+        assert_eq!(hooked.1, plain.1, "{placement:?}: same labels");
+        assert!(hooked.0 == plain.0, "{placement:?}: same bytes");
+    }
 }
 
 /// An epoch's first batch has the cores to itself: the batches after it start when it is
