@@ -107,25 +107,25 @@ fn fill_slot(shared: &Shared, scratch: &mut Scratch, job: &Job) -> Option<HwSlot
     let slot = batch.slots.slot_mut(job.slot);
     let engine = (shared.backend != Backend::Cpu).then_some(&batch.hpu);
     let skips = (batch.epoch, &**batch as &dyn Skips);
-    let index = match fill(shared, scratch, skips, original, slot.sample, engine, None) {
+    let (index, routed) = match fill(shared, scratch, skips, original, slot.sample, engine, None) {
         Ok(Filled::Cpu {
             index,
             label,
             detect,
         }) => {
             write_label(shared, index, label, detect.as_ref(), slot.label);
-            index
+            (index, None)
         }
         Ok(Filled::Hw(h)) => {
             let (index, label) = (h.index, shared.entry(h.index).label);
             // The boxes are the plan's, whichever path decodes the pixels; the plan stays
             // whole with the sample, for a fallback.
             write_label(shared, index, label, h.detect(), slot.label);
-            batch.indices[job.slot].store(index, Ordering::Relaxed);
-            return Some(HwSlot {
+            let routed = HwSlot {
                 slot: job.slot,
                 ..h
-            });
+            };
+            (index, Some(routed))
         }
         Err(e) => {
             batch.fail(e);
@@ -133,5 +133,5 @@ fn fill_slot(shared: &Shared, scratch: &mut Scratch, job: &Job) -> Option<HwSlot
         }
     };
     batch.indices[job.slot].store(index, Ordering::Relaxed);
-    None
+    routed
 }
