@@ -235,7 +235,17 @@ def _as_tensor(x):
 def run(tf, read, normalized, show=False, hand_out=None, first=None):
     files, labels = files_of(ROOT)
     ds = LeafDataset(files, labels, tf, read, hand_out, first)
-    return transform_fuzz.run_on(ds, normalized, show, item=_as_tensor, backend=BACKEND, exact=True)
+    # OpenCV's cubic is one level off in a few values in 100,000 (`cv2_cubic`); the ops
+    # after it may widen that level: such cases are "near" where few values differ.
+    cubic = any(getattr(t, "interpolation", None) == cv2.INTER_CUBIC for t in _steps(tf)) or (first and first[-1] == cv2.INTER_CUBIC)
+    return transform_fuzz.run_on(ds, normalized, show, item=_as_tensor, backend=BACKEND, exact=True, rare=0.005 if cubic else 0.0)
+
+
+def _steps(tf):
+    """Every step of a Compose, those inside its compositions too."""
+    for t in getattr(tf, "transforms", []) if tf is not None else []:
+        yield t
+        yield from _steps(t) if hasattr(t, "transforms") else ()
 
 
 def main():

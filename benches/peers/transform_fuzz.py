@@ -17,6 +17,8 @@ a tally:
   same      hpuload's batches equal the dataset's samples (1 level for bytes; floats scaled
             to levels by 255, tolerance 1)
   fallback  hpuload warned and ran torch's loader (equal too, or it would be BAD)
+  near      a few values past the tolerance where the case takes a geometry hpuload states
+            as one level off (albumentations_fuzz.py: OpenCV's cubic), none where not
   SILENT    different without a FallbackWarning: a bug
   ERROR     hpuload raised where torchvision did not
   torch varies  the dataset itself gave other values the second time (not compared)
@@ -218,10 +220,13 @@ def run(tf, normalized, show=False):
     return run_on(datasets.ImageFolder(ROOT, tf), normalized, show)
 
 
-def run_on(ds, normalized, show=False, item=lambda x: x, backend=None, exact=None):
+def run_on(ds, normalized, show=False, item=lambda x: x, backend=None, exact=None, rare=0.0):
     """The outcome of `ds`'s images (`item` of each: a tensor) through hpuload's loader
     (`backend`, BACKEND's by default) against the dataset's own, value by value; `exact`:
-    within a level on every backend (the CPU backend's alone by default)."""
+    within a level on every backend (the CPU backend's alone by default). `rare`: the
+    fraction of values that may pass the tolerance in a case whose geometry hpuload states
+    as one level off in a few values (OpenCV's cubic: the ops after it may widen that
+    level), reported as "near"."""
     backend = backend or BACKEND
     exact = backend == "cpu" if exact is None else exact
     try:
@@ -243,6 +248,7 @@ def run_on(ds, normalized, show=False, item=lambda x: x, backend=None, exact=Non
     fell = "FallbackWarning" in kinds
     notes = sorted(str(x.message)[:100] for x in w if type(x.message).__name__ in ("FallbackWarning", "PythonTailWarning"))
     worst = 0.0
+    beyond = total = 0
     for i, (a, b) in enumerate(zip(got, ref)):
         if a.shape != b.shape or a.dtype != b.dtype:
             return ("fallback-BAD" if fell else "SILENT"), f"shape/dtype {tuple(a.shape)} {a.dtype} vs {tuple(b.shape)} {b.dtype}"
@@ -253,6 +259,8 @@ def run_on(ds, normalized, show=False, item=lambda x: x, backend=None, exact=Non
         if show:
             print(f"sample {i} {tuple(a.shape)}: max {d.max().item():.3f}, >1 level: {int((d > 1).sum())}, where {[int(x) for x in (d == d.max()).nonzero()[0]]}")
         worst = max(worst, d.max().item())
+        beyond += int((d > 1.01).sum())
+        total += d.numel()
     # Half floats round differently in their last bit: a level is 1/255, their ulp near 1 is
     # 1/1024 (f16) and 1/128 (bf16).
     tol = {torch.bfloat16: 2.5, torch.float16: 1.01}.get(got[0].dtype, 1.01)
@@ -264,6 +272,8 @@ def run_on(ds, normalized, show=False, item=lambda x: x, backend=None, exact=Non
     what = "max" if exact else "mean"
     if worst <= tol:
         return ("fallback" if fell else ("tail" if "PythonTailWarning" in kinds else "same")), f"{what} {worst:.3f} {notes}"
+    if exact and not fell and beyond <= rare * total:
+        return "near", f"{what} {worst:.2f} in {beyond} of {total} values {notes}"
     return ("fallback-BAD" if fell else "SILENT"), f"{what} {worst:.2f} {notes}"
 
 

@@ -6,7 +6,9 @@ hpuload's pipeline ops, each computed as albumentations computes it on a uint8 R
   albumentations draws it, which is torchvision's draw: ten tries of a log-uniform aspect
   ratio and a uniform area, then the centre fallback), with `interpolation=cv2.INTER_LINEAR`
   (their default), `INTER_NEAREST` or `INTER_AREA`: OpenCV's `cv2.resize`, byte for byte
-  (`cv2_linear`, `cv2_nearest`, `cv2_area`);
+  (`cv2_linear`, `cv2_nearest`, `cv2_area`); `INTER_CUBIC` within one level (`cv2_cubic`:
+  opencv-python's wheels resize 8-bit images with IPP's cubic, whose own arithmetic the
+  continuous filter gives in 99.9% of values, one level off in the rest);
 - `SmallestMaxSize(max_size)` (the shorter side to `max_size`, the other scaled and rounded
   as albumentations rounds it) followed by `CenterCrop` or `RandomCrop`, and those crops of
   the image itself or after a `Resize`: a window of `cv2.resize`'s output at albumentations'
@@ -70,8 +72,9 @@ from ._transforms import Unsupported
 
 #: OpenCV's interpolation flags (`cv2.INTER_LINEAR`), without importing cv2.
 _INTER_LINEAR = 1
-#: OpenCV's interpolations hpuload's resizes compute byte for byte, by their flags.
-_CV2_INTERPOLATIONS = {0: "cv2_nearest", 1: "cv2_linear", 3: "cv2_area"}
+#: OpenCV's interpolations hpuload's resizes compute, by their flags: byte for byte but
+#: `INTER_CUBIC`, within one level.
+_CV2_INTERPOLATIONS = {0: "cv2_nearest", 1: "cv2_linear", 2: "cv2_cubic", 3: "cv2_area"}
 
 
 def is_compose(obj: Any) -> bool:
@@ -102,7 +105,7 @@ def _interpolation(t: Any) -> str:
     if flag not in _CV2_INTERPOLATIONS:
         raise Unsupported(
             f"albumentations' {_name(t)} with interpolation {flag} (hpuload runs cv2.INTER_LINEAR, "
-            "INTER_NEAREST and INTER_AREA)"
+            "INTER_NEAREST, INTER_AREA and INTER_CUBIC)"
         )
     if getattr(t, "area_for_downscale", None):
         raise Unsupported(f"albumentations' {_name(t)} with area_for_downscale={t.area_for_downscale!r}")
@@ -145,7 +148,7 @@ def _checked_steps(compose: Any, before: tuple = ()) -> list:
     if resized.filter not in _CV2_INTERPOLATIONS:
         raise Unsupported(
             f"cv2.resize with interpolation {resized.filter} before the Compose (hpuload runs cv2.INTER_LINEAR, "
-            "INTER_NEAREST and INTER_AREA)"
+            "INTER_NEAREST, INTER_AREA and INTER_CUBIC)"
         )
     return [Resize(resized.height, resized.width, resized.filter), *steps]
 

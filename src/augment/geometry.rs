@@ -90,6 +90,10 @@ pub enum Interpolation {
     /// cell it covers where both axes shrink (`cv2_area`), OpenCV's two-tap area rule where
     /// either enlarges (`cv2_linear`), byte for byte. The CPU path only.
     Cv2Area,
+    /// OpenCV's `cv2.INTER_CUBIC` of an 8-bit image: Keys' cubic (`a = -0.75`), four taps
+    /// per axis, no antialiasing, as opencv-python's wheels compute it (through Intel IPP)
+    /// within one level (`cv2_cubic`). The CPU path only.
+    Cv2Cubic,
 }
 
 impl Interpolation {
@@ -103,6 +107,7 @@ impl Interpolation {
                 | Self::Cv2Linear
                 | Self::Cv2Nearest
                 | Self::Cv2Area
+                | Self::Cv2Cubic
         )
     }
 
@@ -113,7 +118,7 @@ impl Interpolation {
             Self::Nearest | Self::PilNearest | Self::Cv2Nearest => Filter::Nearest,
             Self::PilBilinear | Self::FloatBilinear => Filter::Bilinear,
             Self::PilBicubic | Self::FloatBicubic => Filter::Bicubic,
-            Self::Bicubic => Filter::Bicubic,
+            Self::Bicubic | Self::Cv2Cubic => Filter::Bicubic,
             Self::Bilinear
             | Self::Random
             | Self::BilinearNoAntialias

@@ -14,7 +14,7 @@ use super::geometry::{CropBox, Interpolation};
 use super::pil;
 use super::pixel::PixelOp;
 use super::spec::{OpKind, OpSpec};
-use super::{cv2_area, cv2_linear, two_tap};
+use super::{cv2_area, cv2_cubic, cv2_linear, two_tap};
 use crate::dtype::{Dtype, Layout};
 use crate::rng::CounterRng;
 use hpuload_decoders::jpeg::Planes;
@@ -146,6 +146,7 @@ pub struct Resampler {
     /// OpenCV's linear resize's rows.
     cv2: cv2_linear::Cv2Linear,
     cv2_area: cv2_area::Cv2Area,
+    cv2_cubic: cv2_cubic::Cv2Cubic,
     /// Pillow's own resize's lines.
     pil: pil::resample::Scratch,
     /// torch's float resize's taps and rows.
@@ -172,6 +173,7 @@ impl Resampler {
             two_tap: two_tap::TwoTap::default(),
             cv2: cv2_linear::Cv2Linear::default(),
             cv2_area: cv2_area::Cv2Area::default(),
+            cv2_cubic: cv2_cubic::Cv2Cubic::default(),
             pil: pil::resample::Scratch::default(),
             float: float_resample::Scratch::default(),
             across: Vec::new(),
@@ -298,6 +300,15 @@ impl Resampler {
                 let xs = cv2_linear::taps_by(rule, &x, self.out_w, true);
                 let ys = cv2_linear::taps_by(rule, &y, self.out_h, false);
                 self.cv2.run(src, stride, &xs, &ys, &mut self.out);
+                return Ok(&mut self.out);
+            }
+            Interpolation::Cv2Cubic => {
+                window_inside(src, width, height, crop)?;
+                let (x, y) = self.cv2_axes(crop, width, height);
+                let xs = cv2_cubic::taps(&x, self.out_w);
+                let ys = cv2_cubic::taps(&y, self.out_h);
+                self.cv2_cubic
+                    .run(src, width as usize * 3, &xs, &ys, &mut self.out);
                 return Ok(&mut self.out);
             }
             Interpolation::Nearest => {
@@ -469,6 +480,22 @@ impl Resampler {
                 return match (
                     extent(self.out_w, crop.left, crop.width, width),
                     extent(self.out_h, crop.top, crop.height, height),
+                ) {
+                    (Some((x0, x1)), Some((y0, y1))) => (x0, y0, x1, y1),
+                    _ => whole,
+                };
+            }
+            Interpolation::Cv2Cubic => {
+                // Exactly the pixels the four taps read.
+                let (x, y) = self.cv2_axes(crop, width, height);
+                let extent = |taps: Vec<cv2_cubic::Tap>| {
+                    let reads = taps.iter().flat_map(|t| t.at);
+                    let lo = reads.clone().min()?;
+                    Some((lo as u32, reads.max()? as u32 + 1))
+                };
+                return match (
+                    extent(cv2_cubic::taps(&x, self.out_w)),
+                    extent(cv2_cubic::taps(&y, self.out_h)),
                 ) {
                     (Some((x0, x1)), Some((y0, y1))) => (x0, y0, x1, y1),
                     _ => whole,

@@ -28,6 +28,7 @@ mod autoaugment;
 mod blur;
 mod colour;
 mod cv2_area;
+mod cv2_cubic;
 mod cv2_linear;
 pub(crate) mod detect;
 mod erase;
