@@ -32,12 +32,14 @@ resizes each image to 256x256 with `cv2.resize` before its Compose (HorizontalFl
 224, Normalize, no ToTensorV2) and returns `torch.tensor(image.transpose(2, 0, 1))`;
 `--split inline`: no transform at all, the Dataset's own `cv2.resize` to 224x224, `/ 255.0`,
 `np.transpose` and `torch.tensor(..., dtype=torch.float)`; both natively since session 83
-(they went to torch's DataLoader before). Prints one JSON line per run: construction time (hpuload's includes its probe of
+(they went to torch's DataLoader before); `--split cubic`: RandomResizedCrop 224 with
+`interpolation=cv2.INTER_CUBIC`, HorizontalFlip, Normalize, ToTensorV2, natively since session
+85 (within one level of OpenCV's; it went to torch's DataLoader before). Prints one JSON line per run: construction time (hpuload's includes its probe of
 `__getitem__` and its read of each file's header), the loader's type, and images/s over the
 measured epochs.
 
 usage: python kaggle_dataset.py --data DIR --loader hpuload|torch
-       [--split train|eval|cassava|example|example_eval|blur_noise|color_jitter|distort|compress|before|clahe|resized|inline]
+       [--split train|eval|cassava|example|example_eval|blur_noise|color_jitter|distort|compress|before|clahe|resized|inline|cubic]
        [--epochs 2] [--workers 2] [--batch 64]
 """
 
@@ -93,7 +95,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
     ap.add_argument("--loader", choices=["hpuload", "torch"], required=True)
-    ap.add_argument("--split", choices=["train", "eval", "cassava", "example", "example_eval", "blur_noise", "color_jitter", "distort", "compress", "before", "clahe", "resized", "inline"], default="train")
+    ap.add_argument("--split", choices=["train", "eval", "cassava", "example", "example_eval", "blur_noise", "color_jitter", "distort", "compress", "before", "clahe", "resized", "inline", "cubic"], default="train")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
@@ -157,6 +159,9 @@ def main():
             A.RandomResizedCrop(size=(224, 224)), A.HorizontalFlip(p=0.5), A.CLAHE(p=0.5),
             A.RandomBrightnessContrast(p=0.5), norm, ToTensorV2(),
         ])
+    elif a.split == "cubic":
+        tf = A.Compose([A.RandomResizedCrop(size=(224, 224), interpolation=cv2.INTER_CUBIC), A.HorizontalFlip(p=0.5), norm,
+                        ToTensorV2()])
     elif a.split == "resized":
         tf = A.Compose([A.HorizontalFlip(p=0.5), A.RandomCrop(224, 224), norm])
     elif a.split == "inline":
