@@ -109,6 +109,44 @@ def test_pillows_nearest_resize_of_jpegs_takes_the_cpu_path_on_the_engine_backen
     assert sum(n for reason, n in loader.report()["fallbacks"].items() if "Pillow's nearest" in reason) == len(ds)
 
 
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda M: M.RandomEqualize(1.0),
+        lambda M: M.RandomAutocontrast(1.0),
+        lambda M: M.RandomPosterize(4, 1.0),
+        lambda M: M.RandomSolarize(200, 1.0),
+        lambda M: M.AugMix(severity=3, mixture_width=2, all_ops=False),
+    ],
+    ids=["equalize", "autocontrast", "posterize", "solarize", "augmix"],
+)
+def test_ops_that_remap_levels_by_the_images_own_take_the_cpu_path_on_the_engine_backend(jpeg_folder, op):
+    """Equalization, autocontrast, posterize and solarize map a level by the image's own
+    histogram, range or a threshold, so a level's difference before them can come out as many
+    (the engine's resize is within 42 dB of torchvision's; after an equalization it was 25 dB).
+    Samples with one take the CPU path, named in the report, with torchvision's bytes; the
+    same pipeline without it stays on the engine."""
+    M = v2
+    geometry = [M.Resize((37, 53)), M.CenterCrop(32)]
+    ds = datasets.ImageFolder(jpeg_folder, M.Compose([*geometry, op(M), M.PILToTensor()]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(ds, batch_size=8, shuffle=False, backend="auto")
+    got = torch.cat([x for x, _ in loader])
+    report = loader.report()
+    routed = sum(n for reason, n in report["fallbacks"].items() if "equalize, autocontrast" in reason)
+    if "AugMix" in type(op(M)).__name__:
+        # AugMix draws its chains' ops: the samples that drew one of those go to the CPU path.
+        assert 0 < routed < len(ds) and routed + report["hw_samples"] == len(ds)
+    else:
+        assert routed == len(ds)
+        assert torch.equal(got, torch.stack([ds[i][0] for i in range(len(ds))]))
+    plain = datasets.ImageFolder(jpeg_folder, M.Compose([*geometry, M.RandomInvert(1.0), M.PILToTensor()]))
+    loader = DataLoader(plain, batch_size=8, shuffle=False, backend="auto")
+    list(loader)
+    assert loader.report()["hw_samples"] == len(plain)
+
+
 def test_a_random_flip_before_random_resized_crop_is_drawn_on_the_whole_image(png_folder):
     """`RandomHorizontalFlip()` then `RandomResizedCrop` (flip first, as many scripts write it):
     each sample is torchvision's own functions with hpuload's draws (the flip of the whole

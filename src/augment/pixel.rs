@@ -382,6 +382,33 @@ impl PixelOp {
         }
     }
 
+    /// Whether the op maps levels by the image's own statistics or by thresholds
+    /// (equalization, CLAHE, autocontrast, posterize, solarize; in an AugMix chain too), so
+    /// that a level's difference in its input can come out as many: the media engine's
+    /// resize, within its PSNR floor of the CPU path's, is not within it after one (on corpus
+    /// cuts an equalization took 42 dB to 25). The router gives such samples to the CPU path.
+    pub(crate) fn amplifies_level_differences(&self) -> bool {
+        match self {
+            Self::AugMix(plan) => plan
+                .chains
+                .iter()
+                .flatten()
+                .any(Self::amplifies_level_differences),
+            op => matches!(
+                op,
+                Self::Equalize
+                    | Self::AlbuEqualize(_)
+                    | Self::Clahe { .. }
+                    | Self::AutoContrast
+                    | Self::AutoContrastV1
+                    | Self::PilAutoContrast
+                    | Self::Posterize(_)
+                    | Self::Solarize(_)
+                    | Self::SolarizeAdd { .. }
+            ),
+        }
+    }
+
     /// Whether the op, run before the geometry, needs the whole image decoded rather than the
     /// window's part of it (its result depends on a statistic of the whole image).
     pub(crate) fn needs_whole_image(&self) -> bool {

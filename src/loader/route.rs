@@ -79,6 +79,17 @@ pub(super) fn route(
             } else {
                 (oh, ow)
             };
+            if !only_engine
+                && plan
+                    .pixels
+                    .ops
+                    .iter()
+                    .any(PixelOp::amplifies_level_differences)
+            {
+                c.add(Stage::Route, t1.elapsed());
+                count_fallback(shared, LEVELS_REMAPPED);
+                return Ok(Route::Cpu(Some(plan)));
+            }
             let filter = plan.interpolation.filter();
             let canvas = match canvas_job(&plan, info.width, info.height, turn) {
                 Ok(canvas) => canvas,
@@ -165,6 +176,12 @@ pub(super) fn route(
         }
     }
 }
+
+/// The report's reason for a sample whose pixel ops remap its levels by the image's own
+/// ([`PixelOp::amplifies_level_differences`]); a backend of the engine alone runs them there.
+pub(crate) const LEVELS_REMAPPED: &str =
+    "equalize, autocontrast, posterize and solarize (which can turn a level's \
+     difference into many) run on the CPU path";
 
 /// A detection sample's steps before the resize for the engine: `None` when its window is a
 /// region of the image and nothing runs before the geometry (the engine's plain decode); a
