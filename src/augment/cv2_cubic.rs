@@ -71,13 +71,10 @@ impl Cv2Cubic {
     /// filtered across once, then the four rows of each output row summed down and rounded.
     pub fn run(&mut self, src: &[u8], stride: usize, xs: &[Tap], ys: &[Tap], out: &mut [u8]) {
         let width = xs.len() * 3;
-        let (lo, hi) = ys
-            .iter()
-            .flat_map(|t| t.at)
-            .fold((usize::MAX, 0), |(lo, hi), r| (lo.min(r), hi.max(r)));
-        if ys.is_empty() {
-            return;
-        }
+        let rows = ys.iter().flat_map(|t| t.at);
+        let (Some(lo), Some(hi)) = (rows.clone().min(), rows.max()) else {
+            return; // no output rows
+        };
         // The rows read, each once: a shrink by more than four passes over the others.
         const UNREAD: usize = usize::MAX;
         self.slot.clear();

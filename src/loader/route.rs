@@ -179,7 +179,7 @@ pub(super) fn route(
 
 /// The report's reason for a sample whose pixel ops remap its levels by the image's own
 /// ([`PixelOp::amplifies_level_differences`]); a backend of the engine alone runs them there.
-pub(crate) const LEVELS_REMAPPED: &str =
+const LEVELS_REMAPPED: &str =
     "equalize, autocontrast, posterize and solarize (which can turn a level's \
      difference into many) run on the CPU path";
 
