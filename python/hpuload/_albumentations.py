@@ -243,7 +243,10 @@ def _translate(steps: list, *, open_end: bool, output=None) -> tuple[str, str]:
             raise Unsupported(f"albumentations' {name} after Normalize or ToFloat (hpuload normalizes last)")
         if name in ("Resize", "RandomResizedCrop", "SmallestMaxSize", "LongestMaxSize"):
             _always(t)
-            if geometry is not None or size is not None:
+            # A crop of the image then its resize (`CenterCrop`, `Resize`): the crop is cut
+            # out first, and the resize sees only its pixels.
+            crop_first = name == "Resize" and geometry in ("CenterCrop", "RandomCrop") and ops[-1]["op"] in ("center_crop", "random_crop") and len(ops) == 1
+            if (geometry is not None or size is not None) and not crop_first:
                 raise Unsupported(f"albumentations' {name} after another resize")
             if name in ("SmallestMaxSize", "LongestMaxSize"):
                 side = _max_size(t)

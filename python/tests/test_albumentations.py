@@ -142,10 +142,13 @@ def test_a_resize_gives_opencvs_and_albumentations_bytes_batch_for_batch(jpeg_fo
                  A.RandomBrightnessContrast(brightness_limit=(0.1, 0.1), contrast_limit=(-0.3, -0.3), p=1.0),
                  A.Blur(blur_limit=(5, 5), p=1.0), A.VerticalFlip(p=1.0), A.CenterCrop(height=40, width=33)],
         lambda: [A.SmallestMaxSize(max_size=64), A.CLAHE(p=1.0), A.CenterCrop(height=48, width=48)],
+        # A crop of the image, then its resize (shrunk, and enlarged to another aspect).
+        lambda: [A.CenterCrop(height=31, width=31), A.Resize(24, 24)],
+        lambda: [A.CenterCrop(height=40, width=33), A.Resize(90, 71)],
     ],
     ids=["smallest-160-crop-128", "smallest-41", "smallest-333", "resize-then-crop", "crop-alone",
          "longest-64-pad", "longest-61-pad-odd", "longest-600", "smallest-flip-crop", "resize-flips-crop",
-         "smallest-ops-crop", "smallest-clahe-crop"],
+         "smallest-ops-crop", "smallest-clahe-crop", "crop-then-resize", "crop-then-enlarge"],
 )
 def test_the_evaluation_crops_give_albumentations_bytes_batch_for_batch(jpeg_folder, steps):
     """albumentations' evaluation transforms (its classification example's `SmallestMaxSize`
@@ -1935,3 +1938,19 @@ def test_a_pillow_resized_array_given_to_a_compose_gives_the_datasets_own_batche
     ds = PillowResized(files[:10], labels[:10], tf)
     ours = [x for x, _ in native(lambda: DataLoader(ds, batch_size=4, backend="cpu"))]
     assert all(torch.equal(x, w) for x, w in zip(ours, [x for x, _ in theirs(ds, 4)]))
+
+
+def test_a_random_crop_then_a_resize_gives_albumentations_pixels_for_the_offset_drawn(jpeg_folder):
+    """`RandomCrop(40, 36)` then `Resize(20, 24)`: each sample is OpenCV's resize of the crop
+    of the image at the offset hpuload drew, bit for bit, and the offsets drawn vary."""
+    files, labels = files_of(jpeg_folder)
+    ds = LeafDataset(files[:16], labels[:16], A.Compose([A.RandomCrop(height=40, width=36), A.Resize(20, 24), ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=4))
+    corners = set()
+    for epoch, index, got, image, plan in samples_with_plans(loader, files):
+        top, left = int(plan["crop"]["top"]), int(plan["crop"]["left"])
+        assert plan["crop"]["height"] == 40 and plan["crop"]["width"] == 36
+        corners.add((top, left))
+        want = cv2.resize(image[top : top + 40, left : left + 36], (24, 20), interpolation=cv2.INTER_LINEAR)
+        assert torch.equal(got, torch.from_numpy(want).permute(2, 0, 1)), (epoch, index, plan["crop"])
+    assert len(corners) > 16

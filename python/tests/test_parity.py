@@ -487,3 +487,21 @@ def test_a_v2_recipe_with_nested_compose_and_to_image_is_taken_and_matches(png_f
         # torchvision resizes the uint8 tensor itself here (not PIL): still within one level.
         levels = ((x[i] - ds[i][0]).abs() * std * 255).max().item()
         assert levels <= 1.0 + 1e-3, f"sample {i}: {levels:.3f} levels"
+
+
+def test_a_centre_crop_then_a_resize_runs_on_the_media_engine_close_to_torchvision(jpeg_folder):
+    """CelebA's `CenterCrop(148), Resize(64)` shape of pipeline: a window cut first, then
+    resized, which the media engine decodes, crops and resizes in one go, within its PSNR
+    floor of torchvision's bytes."""
+    tf = T.Compose([T.CenterCrop(120), T.Resize(64), T.PILToTensor()])
+    ds = datasets.ImageFolder(jpeg_folder, tf)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(ds, batch_size=16, backend="hw", seed=2)
+    x, _, indices = first_batch(loader)
+    assert x.shape == (16, 3, 64, 64)
+    assert loader.report()["hw_samples"] >= 16
+    for slot, index in enumerate(indices):
+        mse = ((x[slot].float() - ds[index][0].float()) ** 2).mean().item()
+        psnr = 10 * math.log10(255**2 / max(mse, 1e-9))
+        assert psnr >= 40, f"sample {index}: {psnr:.1f} dB"

@@ -192,6 +192,55 @@ def test_a_flip_between_the_resize_and_its_centre_crop_gives_torchvisions_bytes_
 
 
 @pytest.mark.parametrize("flavour", ["v1", "v2"])
+@pytest.mark.parametrize(
+    "crop, resize, interpolation",
+    [
+        (40, 24, B),  # a square crop shrunk (CelebA's CenterCrop(148), Resize(64))
+        ((40, 52), 30, B),  # the shorter side of a non-square crop to 30
+        ((40, 52), (33, 61), C),  # both sides given, bicubic
+        (37, 90, B),  # enlarged
+        (300, 64, B),  # a crop larger than the images: torchvision pads it black, then resizes
+    ],
+)
+def test_a_centre_crop_then_a_resize_gives_torchvisions_bytes(png_folder, flavour, crop, resize, interpolation):
+    """`CenterCrop` then `Resize` (the crop first, as the CelebA recipes write it): the resize
+    sees only the crop's pixels (and the black padding of a crop larger than the image), as
+    torchvision's resize of the cropped image does; byte for byte, natively."""
+    M = T if flavour == "v1" else v2
+    got, want = outputs(png_folder, [M.CenterCrop(crop), M.Resize(resize, interpolation=interpolation)], M)
+    assert got.shape == want.shape
+    assert torch.equal(got, want)
+
+
+def test_a_random_crop_then_a_resize_is_torchvisions_resize_of_the_crop_drawn(png_folder):
+    """`RandomCrop(36, padding=4)` then `Resize(20)`: each sample is torchvision's own pad,
+    crop and resize of the window hpuload drew, byte for byte, and the windows drawn cover
+    the offsets torchvision draws from."""
+    import json
+
+    from PIL import Image
+    from torchvision.transforms import functional as F
+
+    ds = datasets.ImageFolder(png_folder, T.Compose([T.RandomCrop(36, padding=4), T.Resize(20), T.PILToTensor()]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(ds, batch_size=4, backend="cpu", seed=5)
+    corners = set()
+    for epoch in range(3):
+        got = torch.cat([x for x, _ in loader])
+        assert got.shape[1:] == (3, 20, 20)
+        for index, (path, _) in enumerate(ds.samples):
+            image = F.pad(Image.open(path).convert("RGB"), 4)
+            c = json.loads(loader._core.sample_plan(epoch, index, image.width - 8, image.height - 8))["crop"]
+            top, left = int(c["top"]) + 4, int(c["left"]) + 4
+            assert 0 <= top <= image.height - 36 and 0 <= left <= image.width - 36, c
+            corners.add((top, left))
+            want = F.pil_to_tensor(F.resize(F.crop(image, top, left, 36, 36), 20))
+            assert torch.equal(got[index], want), (epoch, index, c)
+    assert len(corners) > 20
+
+
+@pytest.mark.parametrize("flavour", ["v1", "v2"])
 def test_pixel_ops_that_change_each_pixel_alone_between_the_resize_and_its_crop_give_torchvisions_bytes(png_folder, flavour):
     """A resize, then brightness, saturation, hue, invert and solarize (each pixel on its own,
     so the same before the crop or after it), then the crop: natively, torchvision's bytes."""

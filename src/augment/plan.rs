@@ -82,6 +82,15 @@ pub(crate) enum Geometry {
     Resize {
         out: (u32, u32),
     },
+    /// A crop of the image itself (`crop`, centred as `floor` says, or at a drawn offset when
+    /// `random`), then a resize of it to `out` (torchvision's `CenterCrop(148), Resize(64)`):
+    /// the crop is cut out first, so the resize sees only its pixels.
+    CropThenResize {
+        crop: (u32, u32),
+        out: (u32, u32),
+        random: bool,
+        floor: bool,
+    },
     /// albumentations' `LongestMaxSize(max_size)` then `PadIfNeeded` to `out`: the resize
     /// centred on a canvas of `fill`.
     Letterbox {
@@ -385,6 +394,41 @@ impl Phases {
                     self.geometry = Some((geometry, interpolation, at));
                 }
             }
+            &Op::Resize(Resize {
+                size,
+                interpolation,
+            }) if self.pixel.is_empty()
+                && matches!(
+                    self.geometry,
+                    Some((
+                        Geometry::CenterCrop { resize: None, .. }
+                            | Geometry::RandomCrop { resize: None, .. },
+                        _,
+                        _
+                    ))
+                ) =>
+            {
+                self.late("resize")?;
+                let (crop, random, floor) = match self.geometry {
+                    Some((Geometry::CenterCrop { out, floor, .. }, _, _)) => (out, false, floor),
+                    Some((Geometry::RandomCrop { out, .. }, _, _)) => (out, true, false),
+                    _ => unreachable!("matched above"),
+                };
+                let out = match size {
+                    Size::Square(s) => {
+                        let (w, h) = geometry::resized_size(crop.1, crop.0, s);
+                        (h, w)
+                    }
+                    Size::HeightWidth(_) => size.hw(),
+                };
+                let geometry = Geometry::CropThenResize {
+                    crop,
+                    out,
+                    random,
+                    floor,
+                };
+                self.geometry = Some((geometry, interpolation, at));
+            }
             Op::Resize(_)
             | Op::RandomResize(_)
             | Op::AlbuSmallestMaxSize(_)
@@ -665,6 +709,7 @@ impl Pipeline {
                 geometry,
                 Geometry::CenterCrop { resize: None, .. }
                     | Geometry::RandomCrop { resize: None, .. }
+                    | Geometry::CropThenResize { .. }
             )
         });
         let plan = Plan {
@@ -774,6 +819,7 @@ impl Plan {
             | Geometry::CenterCrop { out, .. }
             | Geometry::RandomCrop { out, .. }
             | Geometry::Letterbox { out, .. }
+            | Geometry::CropThenResize { out, .. }
             | Geometry::Resize { out } => Some(out),
             Geometry::Window => self
                 .detect
@@ -1056,6 +1102,26 @@ impl Plan {
                         }
                         None => geometry::resize_random_crop(
                             width, height, resize, out, mirror, &mut rng,
+                        )?,
+                    }
+                }
+                Geometry::CropThenResize {
+                    crop,
+                    random,
+                    floor,
+                    ..
+                } => {
+                    let mut rng = CounterRng::new(seed, epoch, index as u64, Stream::Crop);
+                    let none = Mirror::default();
+                    match (self.pad, random) {
+                        (Some(pad), _) => {
+                            geometry::padded_crop(width, height, crop, pad, random, &mut rng)?
+                        }
+                        (None, true) => {
+                            geometry::resize_random_crop(width, height, None, crop, none, &mut rng)?
+                        }
+                        (None, false) => geometry::resize_center_crop(
+                            width, height, None, crop, floor, none, &mut rng,
                         )?,
                     }
                 }
