@@ -86,6 +86,12 @@ struct Taps {
     /// Scratch for `compute` on a subsampled axis: each output sample's weights on the
     /// plane's samples before rounding.
     plane: Vec<f64>,
+    /// The output samples with a weight past Q15's range (bicubic enlargements near an edge,
+    /// where the taps dropped past it leave the nearest sample a weight above 1.0), each with
+    /// its weights unrounded (`width` of them, in `beyond_weights`): the passes compute
+    /// those samples again from these ([`Taps::beyond`]).
+    beyond: Vec<usize>,
+    beyond_weights: Vec<f64>,
 }
 
 /// Zeros before each output sample's luma weights in [`LumaWeights::luma`]: the chroma filter
@@ -203,6 +209,8 @@ impl Taps {
             return Ok(());
         }
         self.key = None;
+        self.beyond.clear();
+        self.beyond_weights.clear();
         let s = axis.scale;
         let len = s.of(window.1);
         // The region's luma samples at the decode scale, and the plane samples covering them
@@ -298,6 +306,14 @@ impl Taps {
             for (q, &wk) in row.iter_mut().zip(unrounded) {
                 *q = round_i16(wk * unit);
             }
+            if unrounded
+                .iter()
+                .any(|&wk| !(f64::from(i16::MIN)..=f64::from(i16::MAX)).contains(&(wk * unit)))
+            {
+                self.beyond.push(i);
+                self.beyond_weights
+                    .extend(unrounded.iter().map(|&wk| wk / sum));
+            }
         }
         for row in self.weights.chunks_exact_mut(width) {
             let (mut total, mut big, mut big_q) = (0i32, 0, 0);
@@ -318,6 +334,16 @@ impl Taps {
 }
 
 impl Taps {
+    /// The output samples whose weights Q15 cannot hold (see `beyond`), each as its index,
+    /// its first tap (counted from `covering.0`) and its unrounded weights.
+    fn beyond(&self) -> impl Iterator<Item = (usize, usize, &[f64])> {
+        let width = self.width;
+        self.beyond
+            .iter()
+            .zip(self.beyond_weights.chunks_exact(width))
+            .map(move |(&i, w)| (i, self.start[i], &w[..self.len[i].min(width)]))
+    }
+
     /// What output sample `i` of a pass reads, for `width` samples side by side: the plane's
     /// rows (or columns) from its first tap's on (`src`'s lines `stride` apart), checked to
     /// hold every sample its weights read, and those weights.
@@ -630,6 +656,21 @@ impl PlaneResampler {
                 &mut rows[..out_h * vw],
             );
         }
+        // The rows whose weights Q15 cannot hold, again, from their unrounded weights.
+        for (i, first, weights) in rows_taps.beyond() {
+            for (x, v) in rows[i * vw..][..vw].iter_mut().enumerate() {
+                let mut sum = 0.0;
+                for (k, w) in weights.iter().enumerate() {
+                    sum += w * f64::from(src[(first + k) * g.stride + x]);
+                }
+                *v = round_i16(sum * f64::from(1u32 << FRACTION));
+            }
+        }
+        if filter == Filter::Bicubic {
+            // Bicubic's negative lobes overshoot at sharp edges; Pillow rounds and clips its
+            // first pass to bytes, and the second reads the clipped values.
+            clip_to_levels(&mut rows[..out_h * vw]);
+        }
         #[cfg(target_arch = "x86_64")]
         if self.avx512 {
             let lanes = &mut self.lanes[across];
@@ -642,6 +683,7 @@ impl PlaneResampler {
                 // SAFETY: AVX-512 BW and VL were detected at run time (`avx512` is only set
                 // then).
                 unsafe { across_avx512(rows, vw, out_h, lanes, out_w, out) };
+                redo_columns(cols, rows, vw, out_w, out);
                 return Ok(());
             }
         }
@@ -654,12 +696,36 @@ impl PlaneResampler {
         let out = &mut self.out[k];
         out.resize(out_w * out_h, 0);
         transpose(avx2, tall, out_w, out_h, out);
+        redo_columns(cols, rows, vw, out_w, out);
         Ok(())
     }
 
     /// Output plane `k` of the last [`PlaneResampler::plane`] call for it.
     pub fn out(&self, k: usize) -> &[u8] {
         &self.out[k]
+    }
+}
+
+/// The output columns whose weights Q15 cannot hold, again, from their unrounded weights
+/// over the first pass's `rows` (`vw` samples each), into `out` (rows of `out_w` bytes).
+fn redo_columns(cols: &Taps, rows: &[i16], vw: usize, out_w: usize, out: &mut [u8]) {
+    for (j, first, weights) in cols.beyond() {
+        for (row, o) in rows.chunks_exact(vw).zip(out.chunks_exact_mut(out_w)) {
+            let mut sum = 0.0;
+            for (k, w) in weights.iter().enumerate() {
+                sum += w * f64::from(row[first + k]);
+            }
+            let level = (sum / f64::from(1u32 << FRACTION) + 0.5).floor();
+            o[j] = level.clamp(0.0, 255.0) as u8;
+        }
+    }
+}
+
+/// The first pass's sums clipped to the range of bytes (`0..=255` with `FRACTION` bits).
+fn clip_to_levels(rows: &mut [i16]) {
+    const TOP: i16 = 255 << FRACTION;
+    for v in rows {
+        *v = (*v).clamp(0, TOP);
     }
 }
 
@@ -1638,6 +1704,72 @@ mod tests {
             along.lanes.iter().any(|l| l.key.is_some()),
             "the pass along rows never ran"
         );
+    }
+
+    /// One axis of Pillow's resize in f64: output sample `i`'s taps and weights (the filter
+    /// centred at `(i + 0.5) * n / out`, its taps past the edges dropped and the rest
+    /// normalized).
+    fn pillow_taps(n: usize, out: usize, filter: Filter) -> Vec<(usize, Vec<f64>)> {
+        let scale = n as f64 / out as f64;
+        let fs = scale.max(1.0);
+        let support = fs * if filter == Filter::Bicubic { 2.0 } else { 1.0 };
+        (0..out)
+            .map(|i| {
+                let centre = (i as f64 + 0.5) * scale;
+                let lo = ((centre - support + 0.5).floor().max(0.0)) as usize;
+                let hi = ((centre + support + 0.5).floor() as usize).min(n);
+                let w: Vec<f64> = (lo..hi)
+                    .map(|x| {
+                        let t = (x as f64 + 0.5 - centre) / fs;
+                        match filter {
+                            Filter::Bicubic => bicubic(t),
+                            _ => (1.0 - t.abs()).max(0.0),
+                        }
+                    })
+                    .collect();
+                let sum: f64 = w.iter().sum();
+                (lo, w.into_iter().map(|v| v / sum).collect())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_bicubic_enlargement_gives_its_edge_samples_their_whole_weight() {
+        // Enlarging, the taps dropped past an edge leave the nearest sample a weight above 1.0,
+        // which Q15 cannot hold: those samples are computed again from the unrounded weights.
+        // A smooth plane (no overshoot to clip), every output within a level of Pillow's
+        // arithmetic in f64; saturated, the edges were 8% dark.
+        let (w, h) = (23, 17);
+        let plane: Vec<u8> = (0..w * h)
+            .map(|i| (60 + (i % w) * 4 + (i / w) * 3) as u8)
+            .collect();
+        for (out_w, out_h) in [(46, 34), (200, 150), (23, 60)] {
+            let (g, target) = whole_image(w, h, 1, 0.0, (out_w, out_h), Filter::Bicubic);
+            let mut r = PlaneResampler::new();
+            for avx512 in [false, r.avx512] {
+                r.avx512 = avx512;
+                r.plane(0, &plane, &g, &target, false).unwrap();
+                let (across, down) = (
+                    pillow_taps(w, out_w, Filter::Bicubic),
+                    pillow_taps(h, out_h, Filter::Bicubic),
+                );
+                for (y, (y0, wy)) in down.iter().enumerate() {
+                    for (x, (x0, wx)) in across.iter().enumerate() {
+                        let mut v = 0.0;
+                        for (j, a) in wy.iter().enumerate() {
+                            for (k, b) in wx.iter().enumerate() {
+                                v += a * b * f64::from(plane[(y0 + j) * w + x0 + k]);
+                            }
+                        }
+                        let got = f64::from(r.out(0)[y * out_w + x]);
+                        assert!(
+                            (got - v).abs() <= 1.0,
+                            "{out_w}x{out_h}, ({x}, {y}): {got} against {v:.2}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]
