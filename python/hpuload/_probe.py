@@ -400,17 +400,53 @@ class AlbumentationsStandIn:
 
 
 def transform_attribute(dataset) -> str | None:
-    """The name of the attribute that holds `dataset`'s transform: the one attribute holding
-    an albumentations `Compose` (`transforms`, `augmentations`, `aug`, ..., as Kaggle-style
-    Datasets name it) when `transform` is missing or None, else `transform`; None for
-    neither."""
+    """The name of the attribute that holds `dataset`'s transform: when `transform` is missing
+    or None, the one attribute holding an albumentations `Compose` (`transforms`,
+    `augmentations`, `aug`, ..., as Kaggle-style Datasets name it) or a torchvision transform
+    (`tfms`, `preprocess`, ...), else `transform`; None for neither."""
     if getattr(dataset, "transform", None) is None:
         from ._albumentations import is_compose
 
-        found = [k for k, v in getattr(dataset, "__dict__", {}).items() if is_compose(v)]
+        found = [k for k, v in getattr(dataset, "__dict__", {}).items() if is_compose(v) or is_torchvision_transform(v)]
         if len(found) == 1:
             return found[0]
     return "transform" if hasattr(dataset, "transform") else None
+
+
+def is_torchvision_transform(value) -> bool:
+    """Whether `value` is one of torchvision's transforms (v1 or v2, a `Compose` or a step)."""
+    return type(value).__module__.startswith("torchvision.transforms") and callable(value)
+
+
+def _v2_call(original):
+    """torchvision v2's `Transform.__call__` while probing: v2 passes inputs it does not know
+    through untouched, so a v2 transform the Dataset's code calls on the stand-in image (one
+    held where hpuload stands in for none: under a second name, in a global) would make the
+    image look untransformed. It needs the pixels instead."""
+
+    def call(self, *inputs, **kwargs):
+        if getattr(_probing, "on", False) and any(_holds_stand_in(x) for x in (*inputs, *kwargs.values())):
+            raise NeedsPixels(
+                f"torchvision's {type(self).__name__} is called on the image outside the Dataset's transform "
+                "attribute (hpuload stands in for one transform, found as `transform` or the one attribute "
+                "holding a transform)"
+            )
+        return original(self, *inputs, **kwargs)
+
+    call.__wrapped__ = original
+    return call
+
+
+def _holds_stand_in(x, depth: int = 0) -> bool:
+    """Whether `x` is, or holds (in a tuple, list or dict, two levels deep), an image the
+    probe stands in with."""
+    if isinstance(x, (LazyImage, Recorded, _FileBytes)):
+        return True
+    if depth < 2 and isinstance(x, (tuple, list)):
+        return any(_holds_stand_in(v, depth + 1) for v in x)
+    if depth < 2 and isinstance(x, dict):
+        return any(_holds_stand_in(v, depth + 1) for v in x.values())
+    return False
 
 
 def _path_of(fp) -> str:
@@ -975,8 +1011,11 @@ def install() -> None:
             cv2.resize = _patched(cv2.resize, _cv2_resize)
         try:
             import torchvision.io as tio
+            from torchvision.transforms import v2
         except ImportError:  # pragma: no cover - torchvision comes with the fast path
             return
+        if getattr(v2.Transform.__call__, "__wrapped__", None) is None:
+            v2.Transform.__call__ = _v2_call(v2.Transform.__call__)
         for name, lazy in (("read_file", _read_file), ("decode_image", _decode_image), ("read_image", _read_image)):
             original = getattr(tio, name, None)
             if original is not None and getattr(original, "__wrapped__", None) is None:

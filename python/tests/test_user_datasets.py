@@ -1457,3 +1457,63 @@ def test_a_grey_of_a_palette_or_transparent_file_goes_to_torchs_loader_named(png
         ds.how = GREY_OPENS["grey of RGB"]
         (ours, _), = list(no_fallback(lambda: DataLoader(ds, batch_size=2, backend="cpu")))
         assert torch.equal(ours, next(iter(tud.DataLoader(ds, batch_size=2)))[0]), mode
+
+
+class HoldsItsTransformAs(CsvImageDataset):
+    """A Dataset keeping its torchvision transform under a name of its own (`tfms`), reading
+    tensors or PIL images; `extra` another transform it also holds (a second name)."""
+
+    def __init__(self, csv_path, tfms, *, tensors, extra=None):
+        super().__init__(csv_path, None)
+        del self.transform
+        self.tfms, self.tensors = tfms, tensors
+        if extra is not None:
+            self.val_tfms = extra
+
+    def __getitem__(self, i):
+        from torchvision.io import ImageReadMode, read_image
+
+        path, label = self.rows[i]
+        image = read_image(path, ImageReadMode.RGB) if self.tensors else Image.open(path).convert("RGB")
+        return self.tfms(image), label
+
+
+@pytest.mark.parametrize("tensors", [True, False])
+def test_a_torchvision_transform_under_a_name_of_its_own_is_found_and_runs_natively(jpeg_folder, tmp_path, tensors):
+    """`self.tfms = v2.Compose([...])`: found as the one attribute holding a transform, and run
+    natively with the Dataset's own values. (torchvision v2 passes an input it does not know
+    through untouched, so before, over images of one size, the stand-in image came back as
+    if untransformed and the loader gave the raw images: uint8 at their own size.)"""
+    from torchvision.transforms import v2
+
+    write_csv(jpeg_folder, tmp_path / "train.csv")
+    tf = v2.Compose([v2.Resize((32, 32)), v2.ToDtype(torch.float32, scale=True), v2.Normalize([0.5] * 3, [0.25] * 3)])
+    if not tensors:
+        tf = v2.Compose([v2.PILToTensor(), *tf.transforms])
+    ds = HoldsItsTransformAs(tmp_path / "train.csv", tf, tensors=tensors)
+    want = list(tud.DataLoader(ds, batch_size=4))
+    got = list(no_fallback(lambda: DataLoader(ds, batch_size=4, backend="cpu")))
+    assert len(got) == len(want)
+    for (x, y), (wx, wy) in zip(got, want):
+        assert x.shape == wx.shape == (len(y), 3, 32, 32) and x.dtype == wx.dtype == torch.float32
+        assert torch.equal(y, wy)
+        assert (x - wx).abs().max().item() <= 1 / 255 / 0.25 + 1e-6
+
+
+def test_a_v2_transform_the_probe_did_not_stand_in_for_sends_the_dataset_to_torch_named(tmp_path):
+    """Two transforms held (`tfms` and `val_tfms`), so neither is the one stood in for: the v2
+    transform `__getitem__` calls on the stand-in image would pass it through untouched, so it
+    says it needs pixels, and the loader is torch's, with torch's values, over images all of
+    one size (where the untouched image once ran natively as the raw batches)."""
+    from torchvision.transforms import v2
+
+    for k in range(6):
+        Image.new("RGB", (40, 30), (40 * k, 90, 200 - 30 * k)).save(tmp_path / f"{k}.png")
+    with open(tmp_path / "rows.csv", "w") as f:
+        f.write("file,label\n" + "".join(f"{tmp_path / f'{k}.png'},{k % 2}\n" for k in range(6)))
+    tf = v2.Compose([v2.Resize((32, 32)), v2.ToDtype(torch.float32, scale=True)])
+    ds = HoldsItsTransformAs(tmp_path / "rows.csv", tf, tensors=True, extra=v2.Compose([v2.CenterCrop(24)]))
+    with pytest.warns(FallbackWarning, match="outside the Dataset's transform attribute"):
+        loader = DataLoader(ds, batch_size=3)
+    x, _ = next(iter(loader))
+    assert x.shape == (3, 3, 32, 32) and x.dtype == torch.float32
