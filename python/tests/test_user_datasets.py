@@ -1517,3 +1517,27 @@ def test_a_v2_transform_the_probe_did_not_stand_in_for_sends_the_dataset_to_torc
         loader = DataLoader(ds, batch_size=3)
     x, _ = next(iter(loader))
     assert x.shape == (3, 3, 32, 32) and x.dtype == torch.float32
+
+
+class ResizesFirst(CsvImageDataset):
+    """A Dataset that runs a v2 step of its own (`self.pre`) before its `transform`."""
+
+    def __getitem__(self, i):
+        path, label = self.rows[i]
+        image = self.pre(Image.open(path).convert("RGB"))
+        return self.transform(image), label
+
+
+def test_a_v2_step_called_before_the_transform_is_not_skipped(jpeg_folder, tmp_path):
+    """`image = self.pre(image)` (a `v2.Resize((40, 40))`), then `self.transform(image)`:
+    the stand-in image went through the v2 step untouched and the loader ran the transform
+    alone, on the image at its own size. Now the step needs pixels: torch's loader, named."""
+    from torchvision.transforms import v2
+
+    write_csv(jpeg_folder, tmp_path / "train.csv")
+    ds = ResizesFirst(tmp_path / "train.csv", T.Compose([T.CenterCrop(24), T.PILToTensor()]))
+    ds.pre = v2.Resize((40, 40))
+    with pytest.warns(FallbackWarning, match="Resize is called on the image outside"):
+        loader = DataLoader(ds, batch_size=4)
+    x, _ = next(iter(loader))
+    assert torch.equal(x, torch.stack([ds[i][0] for i in range(4)]))
