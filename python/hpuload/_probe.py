@@ -1320,9 +1320,15 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
     layout = keys = form = output = before = None
     labels = set()
     arrays = _NumpyArrays().__enter__()
+    # The transform stood in for under every name the Dataset holds it by (`self.tf =
+    # self.transform = transform`), so that whichever its code calls is answered.
+    names = [attribute]
+    if stand_in is not None:
+        names += [k for k, v in getattr(dataset, "__dict__", {}).items() if v is transform and k != attribute]
     _probing.on = True
     if stand_in is not None:
-        setattr(dataset, attribute, stand_in)
+        for name in names:
+            setattr(dataset, name, stand_in)
     try:
         for i in order:
             out = probed_item(dataset, i)
@@ -1375,7 +1381,8 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
                 )
     finally:
         if stand_in is not None:
-            setattr(dataset, attribute, transform)
+            for name in names:
+                setattr(dataset, name, transform)
         _probing.on = False
         arrays.__exit__()
         torch.set_rng_state(states[0])

@@ -1541,3 +1541,28 @@ def test_a_v2_step_called_before_the_transform_is_not_skipped(jpeg_folder, tmp_p
         loader = DataLoader(ds, batch_size=4)
     x, _ = next(iter(loader))
     assert torch.equal(x, torch.stack([ds[i][0] for i in range(4)]))
+
+
+class CallsItUnderASecondName(CsvImageDataset):
+    """`self.tf = self.transform = transform`, and `__getitem__` calls `self.tf`."""
+
+    def __init__(self, csv_path, transform):
+        super().__init__(csv_path, transform)
+        self.tf = transform
+
+    def __getitem__(self, i):
+        path, label = self.rows[i]
+        return self.tf(Image.open(path).convert("RGB")), label
+
+
+def test_a_transform_called_under_a_second_name_for_the_same_object_runs_natively(jpeg_folder, tmp_path):
+    """The probe stands in for the transform under every name the Dataset holds it by, so a
+    `__getitem__` calling `self.tf` (the same object as `self.transform`) runs natively with
+    torch's values, in v1 and v2 (whose pass-through once hid the call)."""
+    from torchvision.transforms import v2
+
+    write_csv(jpeg_folder, tmp_path / "train.csv")
+    for tf in (T.Compose([T.Resize((36, 30)), T.PILToTensor()]), v2.Compose([v2.PILToTensor(), v2.Resize((36, 30))])):
+        ds = CallsItUnderASecondName(tmp_path / "train.csv", tf)
+        _same_batches(ds)
+        assert ds.tf is tf and ds.transform is tf
