@@ -14,6 +14,7 @@ raises, torch varies); every value of each batch is compared: the image (1 level
 and whatever follows it (equal, type for type).
 env ONLY=N: run case N alone and print its class's source.
 """
+import copy
 import os
 import sys
 import textwrap
@@ -71,6 +72,13 @@ CALLS = {
     "other_name": "image = self.tf(image)",
     "target": "image = self.transform(image)\nif self.target_transform is not None:\n    label = self.target_transform(label)",
 }
+#: How the class holds its transform: as `transform` (and `tf`, the same object), under a
+#: name of its own alone, or under two names, another transform beside it.
+HOLDS = {
+    "transform": "self.transform = transform\nself.tf = transform",
+    "own_name": "self.tfms = transform",
+    "two": "self.tfms = transform\nself.val_tfms = copy.deepcopy(transform)",
+}
 RETURNS = {
     "pair": "return image, label",
     "list": "return [image, label]",
@@ -90,10 +98,10 @@ def dataset_class(rng):
         "label": rng.choice(list(LABELS) + ["int"] * 3),
         "call": rng.choice(list(CALLS) + ["if_not_none"] * 2),
         "returns": rng.choice(list(RETURNS) + ["pair"] * 3),
+        "holds": rng.choice(list(HOLDS) + ["transform"] * 4),
     }
-    body = "\n".join(
-        [PATHS[parts["paths"]], OPENS[parts["open"]], CALLS[parts["call"]], LABELS[parts["label"]], RETURNS[parts["returns"]]]
-    )
+    call = CALLS[parts["call"]] if parts["holds"] == "transform" else "image = self.tfms(image)"
+    body = "\n".join([PATHS[parts["paths"]], OPENS[parts["open"]], call, LABELS[parts["label"]], RETURNS[parts["returns"]]])
     source = f"""
 class Fuzzed(tud.Dataset):
     def __init__(self, samples, classes, root, transform, target_transform=None):
@@ -103,8 +111,7 @@ class Fuzzed(tud.Dataset):
         self.root = root
         self.names = [os.path.relpath(p, root) for p, _ in samples]
         self.classes = classes
-        self.transform = transform
-        self.tf = transform
+{textwrap.indent(HOLDS[parts["holds"]], "        ")}
         self.target_transform = target_transform
 
     def __len__(self):
@@ -122,7 +129,7 @@ def make_class(source):
     from torchvision.io import ImageReadMode, decode_image, read_file, read_image
 
     scope = {
-        "tud": tud, "os": os, "np": np, "torch": torch, "Image": Image, "ImageOps": ImageOps,
+        "tud": tud, "os": os, "copy": copy, "np": np, "torch": torch, "Image": Image, "ImageOps": ImageOps,
         "default_loader": default_loader, "read_image": read_image, "read_file": read_file,
         "decode_image": decode_image, "ImageReadMode": ImageReadMode, "__name__": "fuzzed_dataset",
     }
