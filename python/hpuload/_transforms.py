@@ -794,6 +794,10 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
                 size = size[0]
             geometry.append({"op": "resize", "size": size if isinstance(size, int) else _hw(size, name), "interpolation": _float_filter(t, name, dtype)})
         elif _is(t, "Resize"):
+            if video and geometry and geometry[-1]["op"] in ("center_crop", "random_crop"):
+                # hpuload resizes an image's crop (`CenterCrop` then `Resize`); a clip's frames
+                # are resampled to the output from the window directly, not checked for it.
+                raise Unsupported("Resize after a crop of a clip")
             float_first = video and not pixel and normalize is None and not erasing
             if pixel or (dtype is not None and not float_first):
                 raise Unsupported("Resize after a pixel op or the conversion to float")
