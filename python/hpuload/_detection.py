@@ -336,15 +336,26 @@ def translate_detection(transform) -> tuple[str, str, bool]:
                 raise Unsupported("two Resize steps")
             if pixel:
                 raise Unsupported("Resize after a pixel op")
-            if getattr(t, "max_size", None) is not None:
-                raise Unsupported("Resize with max_size")
-            size = t.size
-            if isinstance(size, int) or (isinstance(size, (list, tuple)) and len(size) == 1):
-                raise Unsupported(
-                    "Resize of the shorter side gives a different shape per image: give Resize((h, w))"
-                )
+            size, max_size = t.size, getattr(t, "max_size", None)
             on_tensor = image_type is not PIL.Image.Image
-            resize = {"op": "resize", "size": _hw(size, name), "interpolation": _resize_filter(t, name, on_tensor)}
+            if isinstance(size, int) or (isinstance(size, (list, tuple)) and len(size) == 1):
+                # The shorter side (capped by `max_size`): each image its own size, as
+                # RandomShortestSize gives it, by torchvision's Resize arithmetic.
+                if any(g["op"] == "random_iou_crop" for g in geometry):
+                    raise Unsupported("Resize of the shorter side after RandomIoUCrop")
+                _interp(t.interpolation, name, allowed=("bilinear", "bicubic"))  # refuses the others
+                short = size if isinstance(size, int) else size[0]
+                resize = {
+                    "op": "random_shortest_size",
+                    "min_size": [int(short)],
+                    "max_size": None if max_size is None else int(max_size),
+                    "as_resize": True,
+                    "interpolation": _resize_filter(t, name, on_tensor),
+                }
+            elif size is None or max_size is not None:
+                raise Unsupported(f"Resize(size={size!r}, max_size={max_size!r})")
+            else:
+                resize = {"op": "resize", "size": _hw(size, name), "interpolation": _resize_filter(t, name, on_tensor)}
         elif _is(t, "RandomShortestSize"):
             if resize is not None:
                 raise Unsupported("two Resize steps")

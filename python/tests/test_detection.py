@@ -529,3 +529,16 @@ def test_a_corrupt_image_is_named_skipped_and_replaced_with_its_own_targets(coco
         by_image[a["image_id"]].append(a["category_id"])
     for t in targets:
         assert set(t["labels"].tolist()) <= set(by_image[t["image_id"]])
+
+
+@pytest.mark.parametrize("size, max_size", [(64, None), (64, 80), ([72], 90)])
+@pytest.mark.parametrize("flip_first", [True, False])
+def test_a_resize_of_the_shorter_side_gives_each_image_torchvisions_size_boxes_and_pixels(coco_png, size, max_size, flip_first):
+    """`Resize(64)` or `Resize(64, max_size=80)` in a detection pipeline: each image its own
+    size, by torchvision's Resize arithmetic (the cap scales the truncated first result),
+    with the flip before or after it; every sample (pixels, boxes, labels) equals the
+    dataset's own. (It fell back: "a different shape per image".)"""
+    flip = [T.RandomHorizontalFlip(1.0)]
+    resize = [T.Resize(size, max_size=max_size)]
+    steps = [T.ToImage()] + (flip + resize if flip_first else resize + flip) + [T.SanitizeBoundingBoxes()]
+    _gives_the_datasets_own_samples(coco_png, steps)

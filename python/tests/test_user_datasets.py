@@ -1519,7 +1519,7 @@ def test_a_v2_transform_the_probe_did_not_stand_in_for_sends_the_dataset_to_torc
     assert x.shape == (3, 3, 32, 32) and x.dtype == torch.float32
 
 
-class ResizesFirst(CsvImageDataset):
+class RunsAStepOfItsOwnFirst(CsvImageDataset):
     """A Dataset that runs a v2 step of its own (`self.pre`) before its `transform`."""
 
     def __getitem__(self, i):
@@ -1535,7 +1535,7 @@ def test_a_v2_step_called_before_the_transform_is_not_skipped(jpeg_folder, tmp_p
     from torchvision.transforms import v2
 
     write_csv(jpeg_folder, tmp_path / "train.csv")
-    ds = ResizesFirst(tmp_path / "train.csv", T.Compose([T.CenterCrop(24), T.PILToTensor()]))
+    ds = RunsAStepOfItsOwnFirst(tmp_path / "train.csv", T.Compose([T.CenterCrop(24), T.PILToTensor()]))
     ds.pre = v2.Resize((40, 40))
     with pytest.warns(FallbackWarning, match="Resize is called on the image outside"):
         loader = DataLoader(ds, batch_size=4)

@@ -188,6 +188,12 @@ pub struct RandomShortestSize {
     /// Default bilinear.
     #[serde(default)]
     pub interpolation: Interpolation,
+    /// torchvision's `Resize(size, max_size)` arithmetic instead (one `min_size`): the
+    /// shorter side to it and the longer in proportion, truncated; then, when the longer
+    /// passes `max_size`, the longer to `max_size` and the shorter scaled from the first
+    /// result, truncated. Default false.
+    #[serde(default)]
+    pub as_resize: bool,
 }
 
 impl OpSpec for RandomShortestSize {
@@ -206,16 +212,45 @@ impl OpSpec for RandomShortestSize {
                 "random_shortest_size takes one interpolation, not random".into(),
             ));
         }
+        if self.as_resize
+            && (self.min_size.len() != 1 || self.max_size.is_some_and(|m| m <= self.min_size[0]))
+        {
+            return Err(PipelineError::Parameter(format!(
+                "random_shortest_size with as_resize takes one min_size below max_size (got {:?} and {:?})",
+                self.min_size, self.max_size
+            )));
+        }
         Ok(())
     }
     /// Box-aware: the plan draws the size.
     fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
 }
 
+/// torchvision's `_compute_resized_output_size` for `Resize(short, max_size)`: the output
+/// `(height, width)` of a `width`x`height` image, in Python floats, each side truncated.
+fn resize_output_size(short: u32, max_size: Option<u32>, width: u32, height: u32) -> (u32, u32) {
+    let (lo, hi) = (width.min(height), width.max(height));
+    let mut new_short = short;
+    let mut new_long = (f64::from(short) * f64::from(hi) / f64::from(lo)) as u32;
+    if let Some(max) = max_size.filter(|&m| new_long > m) {
+        new_short = (f64::from(max) * f64::from(new_short) / f64::from(new_long)) as u32;
+        new_long = max;
+    }
+    let (new_short, new_long) = (new_short.max(1), new_long.max(1));
+    if width <= height {
+        (new_long, new_short)
+    } else {
+        (new_short, new_long)
+    }
+}
+
 impl RandomShortestSize {
     /// The output `(height, width)` for a `width`x`height` input and the drawn shorter side:
     /// torchvision's ratio in Python floats, each side truncated.
     fn size_for(&self, short: u32, width: u32, height: u32) -> (u32, u32) {
+        if self.as_resize {
+            return resize_output_size(short, self.max_size, width, height);
+        }
         let (w, h) = (f64::from(width), f64::from(height));
         let mut r = f64::from(short) / w.min(h);
         if let Some(max) = self.max_size {
@@ -1236,6 +1271,35 @@ mod tests {
             min_size: (480..=800).step_by(32).collect(),
             max_size: Some(1333),
             interpolation: Interpolation::Bilinear,
+            as_resize: false,
+        }
+    }
+
+    #[test]
+    fn as_resize_gives_torchvisions_resize_sizes_with_and_without_max_size() {
+        // (height, width, size, max_size) -> torchvision 0.29's `_compute_resized_output_size`:
+        // the cap scales the truncated first result, not the image.
+        let cases = [
+            ((375, 500, 800, Some(1333)), (800, 1066)),
+            ((200, 1000, 800, Some(1333)), (266, 1333)),
+            ((1000, 200, 800, Some(1333)), (1333, 266)),
+            ((300, 300, 64, None), (64, 64)),
+            ((427, 640, 800, Some(1333)), (800, 1199)),
+            ((333, 1000, 512, Some(700)), (233, 700)),
+            ((701, 467, 480, None), (720, 480)),
+        ];
+        for ((h, w, size, max_size), want) in cases {
+            let r = RandomShortestSize {
+                min_size: vec![size],
+                max_size,
+                interpolation: Interpolation::Bilinear,
+                as_resize: true,
+            };
+            r.check().unwrap();
+            let mut rng = CounterRng::new(1, 0, 0, crate::rng::Stream::Crop);
+            assert_eq!(r.draw_size(w, h, &mut rng), want, "{h}x{w} to {size}, {max_size:?}");
+            let (lh, ll) = r.largest_on_canvas(w, h);
+            assert!(want.0.min(want.1) <= lh && want.0.max(want.1) <= ll);
         }
     }
 

@@ -1264,6 +1264,7 @@ mod tests {
             min_size: vec![480, 640, 800],
             max_size: Some(1333),
             interpolation: Interpolation::PilBilinear,
+            as_resize: false,
         };
         let multiscale = Pipeline::new("m")
             .then(Op::RandomShortestSize(shortest.clone()))
