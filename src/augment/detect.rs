@@ -1297,7 +1297,11 @@ mod tests {
             };
             r.check().unwrap();
             let mut rng = CounterRng::new(1, 0, 0, crate::rng::Stream::Crop);
-            assert_eq!(r.draw_size(w, h, &mut rng), want, "{h}x{w} to {size}, {max_size:?}");
+            assert_eq!(
+                r.draw_size(w, h, &mut rng),
+                want,
+                "{h}x{w} to {size}, {max_size:?}"
+            );
             let (lh, ll) = r.largest_on_canvas(w, h);
             assert!(want.0.min(want.1) <= lh && want.0.max(want.1) <= ll);
         }
