@@ -302,7 +302,8 @@ impl Taps {
             };
             let unit = f64::from(UNIT) / sum;
             // Bicubic's lobes are negative: round to nearest either way.
-            // Saturating: bicubic's largest weight can exceed the range (see below).
+            // Saturating: bicubic's largest weight can exceed the range; such samples are
+            // kept in `beyond` and computed again from their unrounded weights.
             for (q, &wk) in row.iter_mut().zip(unrounded) {
                 *q = round_i16(wk * unit);
             }
@@ -325,7 +326,7 @@ impl Taps {
             }
             // Rounding may leave the sum a little off: give the difference to the largest
             // weight, so flat areas stay exactly flat (bicubic's largest weight can sit at the
-            // top of the range already: it stays there).
+            // top of the range already: it stays there, and `beyond` has the sample).
             row[big] = (i32::from(row[big]) + UNIT - total).clamp(0, i32::from(i16::MAX)) as i16;
         }
         self.key = Some(key);
