@@ -245,7 +245,7 @@ def _translate(steps: list, *, open_end: bool, output=None) -> tuple[str, str]:
             _always(t)
             # A crop of the image then its resize (`CenterCrop`, `Resize`): the crop is cut
             # out first, and the resize sees only its pixels.
-            crop_first = name == "Resize" and geometry in ("CenterCrop", "RandomCrop") and ops[-1]["op"] in ("center_crop", "random_crop") and len(ops) == 1
+            crop_first = name == "Resize" and geometry in ("CenterCrop", "RandomCrop") and len(ops) == 1
             if (geometry is not None or size is not None) and not crop_first:
                 raise Unsupported(f"albumentations' {name} after another resize")
             if name in ("SmallestMaxSize", "LongestMaxSize"):

@@ -15,7 +15,7 @@ use super::detect::{
 use super::erase::Eraser;
 use super::error::{AugmentError, PipelineError};
 use super::geometry::{
-    self, CenterCrop, CropBox, Interpolation, Mirror, Pad, Padding, PaddingMode, Prescale,
+    self, CenterCrop, CropBox, Interpolation, Mirror, Offset, Pad, Padding, PaddingMode, Prescale,
     RandomCrop, RandomResize, RandomResizedCrop, Resize, Size,
 };
 use super::kernel::{Normalize, ToFloat};
@@ -914,12 +914,12 @@ impl Plan {
                 resize,
                 out,
                 if floor {
-                    geometry::Offset::Floor
+                    Offset::Floor
                 } else {
-                    geometry::Offset::Centred
+                    Offset::Centred
                 },
             ),
-            Geometry::RandomCrop { resize, out } => (resize, out, geometry::Offset::Drawn),
+            Geometry::RandomCrop { resize, out } => (resize, out, Offset::Drawn),
             _ => return Ok(None),
         };
         let mut rng = CounterRng::new(seed, epoch, index as u64, Stream::Crop);
@@ -955,6 +955,28 @@ impl Plan {
         let whole = geometry::window_of_resize((width, height), (rh, rw), (0, 0), (rh, rw));
         let content = (rh, rw);
         Ok(Some((whole, Cut { content, at, ops })))
+    }
+
+    /// The window of a crop of `out` (of the image resized as `resize` says), at its offset:
+    /// in the image padded as the pipeline pads it, when it does.
+    fn cut_window(
+        &self,
+        (width, height): (u32, u32),
+        resize: Option<Prescale>,
+        out: (u32, u32),
+        offset: Offset,
+        mirror: Mirror,
+        rng: &mut CounterRng,
+    ) -> Result<CropBox, AugmentError> {
+        let drawn = offset == Offset::Drawn;
+        match self.pad {
+            Some(pad) => geometry::padded_crop(width, height, out, pad, drawn, rng),
+            None if drawn => geometry::resize_random_crop(width, height, resize, out, mirror, rng),
+            None => {
+                let floor = offset == Offset::Floor;
+                geometry::resize_center_crop(width, height, resize, out, floor, mirror, rng)
+            }
+        }
     }
 
     /// Draws the sample's plan for a `width`x`height` image, and its boxes (`objects`) when
@@ -1051,6 +1073,14 @@ impl Plan {
             .map(|(w, _)| *w)
             .or(cut.as_ref().map(|(w, _)| *w));
         let mut letterbox = None;
+        let crop_rng = || CounterRng::new(seed, epoch, index as u64, Stream::Crop);
+        let centre = |floor| {
+            if floor {
+                Offset::Floor
+            } else {
+                Offset::Centred
+            }
+        };
         let crop = match (&detected, &self.geometry, &whole) {
             (_, _, Some(whole)) => *whole,
             (Some(d), _, None) => {
@@ -1084,46 +1114,34 @@ impl Plan {
                     geometry::random_resized_crop(width, height, scale, ratio, &mut rng)
                 }
                 Geometry::CenterCrop { resize, out, floor } => {
-                    let mut rng = CounterRng::new(seed, epoch, index as u64, Stream::Crop);
-                    match self.pad {
-                        Some(pad) => {
-                            geometry::padded_crop(width, height, out, pad, false, &mut rng)?
-                        }
-                        None => geometry::resize_center_crop(
-                            width, height, resize, out, floor, mirror, &mut rng,
-                        )?,
-                    }
+                    let offset = centre(floor);
+                    self.cut_window(
+                        (width, height),
+                        resize,
+                        out,
+                        offset,
+                        mirror,
+                        &mut crop_rng(),
+                    )?
                 }
-                Geometry::RandomCrop { resize, out } => {
-                    let mut rng = CounterRng::new(seed, epoch, index as u64, Stream::Crop);
-                    match self.pad {
-                        Some(pad) => {
-                            geometry::padded_crop(width, height, out, pad, true, &mut rng)?
-                        }
-                        None => geometry::resize_random_crop(
-                            width, height, resize, out, mirror, &mut rng,
-                        )?,
-                    }
-                }
+                Geometry::RandomCrop { resize, out } => self.cut_window(
+                    (width, height),
+                    resize,
+                    out,
+                    Offset::Drawn,
+                    mirror,
+                    &mut crop_rng(),
+                )?,
                 Geometry::CropThenResize {
                     crop,
                     random,
                     floor,
                     ..
                 } => {
-                    let mut rng = CounterRng::new(seed, epoch, index as u64, Stream::Crop);
+                    // Cut from the image itself: no resize before it, nothing mirrored.
+                    let offset = if random { Offset::Drawn } else { centre(floor) };
                     let none = Mirror::default();
-                    match (self.pad, random) {
-                        (Some(pad), _) => {
-                            geometry::padded_crop(width, height, crop, pad, random, &mut rng)?
-                        }
-                        (None, true) => {
-                            geometry::resize_random_crop(width, height, None, crop, none, &mut rng)?
-                        }
-                        (None, false) => geometry::resize_center_crop(
-                            width, height, None, crop, floor, none, &mut rng,
-                        )?,
-                    }
+                    self.cut_window((width, height), None, crop, offset, none, &mut crop_rng())?
                 }
                 Geometry::Letterbox {
                     max_size,
