@@ -70,6 +70,14 @@ const UNIT: i32 = (1 << 15) - 1;
 /// Fractional bits of the intermediate between the two passes.
 const FRACTION: u32 = 7;
 
+/// Level 128 with `FRACTION` bits: each pass's sum starts at `-MID` and gets it back at the
+/// end (saturating), so its partial sums run centred on zero. Bicubic's positive weights come
+/// before its negative lobes subtract, and their partial sums reach about 1.3 times a sample:
+/// from zero, for levels near 255, that left the `i16` range and saturated, so bright
+/// textured areas came out up to 12 levels dark; centred, they stay within it. The products
+/// are the same, so every sum that never saturated is the same.
+const MID: i16 = 128 << FRACTION;
+
 /// The filter taps of one axis: for output sample `i`, source samples
 /// `start[i]..start[i] + len[i]` (counted from `covering.0`) with weights
 /// `weights[i * width..][..len[i]]`.
@@ -763,10 +771,10 @@ fn mulhrs(a: i16, b: i16) -> i16 {
     ((i32::from(a) * i32::from(b) + (1 << 14)) >> 15) as i16
 }
 
-/// First pass: bytes in, the weighted sum with `FRACTION` fractional bits out. Weights are
-/// non-negative and sum to under 1.0, so a sum leaves the `i16` range only by rounding
-/// accumulated over hundreds of taps (enormous downscales); additions saturate, so even then
-/// a white area stays white.
+/// First pass: bytes in, the weighted sum with `FRACTION` fractional bits out, accumulated
+/// from `-MID` (see [`MID`]). A bilinear sum leaves the `i16` range only by rounding
+/// accumulated over hundreds of taps (enormous downscales), a bicubic one by overshooting
+/// white; the last addition saturates, so a white area stays white.
 struct BytesToWide;
 
 impl Pass for BytesToWide {
@@ -774,9 +782,13 @@ impl Pass for BytesToWide {
     type Out = i16;
     #[inline]
     fn sample(rows: &[u8], stride: usize, weights: &[i16], x: usize) -> i16 {
-        weights.iter().enumerate().fold(0i16, |acc, (k, &w)| {
-            acc.saturating_add(mulhrs(i16::from(rows[k * stride + x]) << FRACTION, w))
-        })
+        weights
+            .iter()
+            .enumerate()
+            .fold(-MID, |acc, (k, &w)| {
+                acc.saturating_add(mulhrs(i16::from(rows[k * stride + x]) << FRACTION, w))
+            })
+            .saturating_add(MID)
     }
     /// # Safety
     /// [`Pass::blocks`]'s: the CPU supports AVX2 and `rows` holds every sample read.
@@ -795,11 +807,11 @@ impl Pass for WideToBytes {
     type Out = u8;
     #[inline]
     fn sample(rows: &[i16], stride: usize, weights: &[i16], x: usize) -> u8 {
-        let bias = 1i16 << (FRACTION - 1);
+        let bias = (1i16 << (FRACTION - 1)) - MID;
         let acc = weights.iter().enumerate().fold(bias, |acc, (k, &w)| {
             acc.saturating_add(mulhrs(rows[k * stride + x], w))
         });
-        (acc >> FRACTION).clamp(0, 255) as u8
+        (acc.saturating_add(MID) >> FRACTION).clamp(0, 255) as u8
     }
     /// # Safety
     /// [`Pass::blocks`]'s: the CPU supports AVX2 and `rows` holds every sample read.
@@ -852,20 +864,20 @@ fn filter_columns<P: Pass>(
 unsafe fn rows_u8_avx2(rows: &[u8], stride: usize, weights: &[i16], out: &mut [i16]) {
     use std::arch::x86_64::{
         __m128i, __m256i, _mm256_adds_epi16, _mm256_cvtepu8_epi16, _mm256_mulhrs_epi16,
-        _mm256_set1_epi16, _mm256_setzero_si256, _mm256_slli_epi16, _mm256_storeu_si256,
-        _mm_loadu_si128,
+        _mm256_set1_epi16, _mm256_slli_epi16, _mm256_storeu_si256, _mm_loadu_si128,
     };
     for x in (0..out.len() / 16).map(|b| b * 16) {
         // SAFETY: each load reads 16 bytes at `k * stride + x` for `k < weights.len()`,
         // inside `rows` by the contract as `x + 16 <= out.len()`; the store writes
         // `out[x..x + 16]`. Unaligned accesses are allowed.
         unsafe {
-            let mut acc = _mm256_setzero_si256();
+            let mut acc = _mm256_set1_epi16(-MID);
             for (k, &w) in weights.iter().enumerate() {
                 let v = _mm_loadu_si128(rows.as_ptr().add(k * stride + x).cast::<__m128i>());
                 let v = _mm256_slli_epi16(_mm256_cvtepu8_epi16(v), FRACTION as i32);
                 acc = _mm256_adds_epi16(acc, _mm256_mulhrs_epi16(v, _mm256_set1_epi16(w)));
             }
+            let acc = _mm256_adds_epi16(acc, _mm256_set1_epi16(MID));
             _mm256_storeu_si256(out.as_mut_ptr().add(x).cast::<__m256i>(), acc);
         }
     }
@@ -881,15 +893,14 @@ unsafe fn rows_u8_avx2(rows: &[u8], stride: usize, weights: &[i16], out: &mut [i
 fn down_avx512(src: &[u8], stride: usize, taps: &Taps, width: usize, dst: &mut [i16]) {
     use std::arch::x86_64::{
         __m256i, __m512i, _mm256_loadu_si256, _mm512_adds_epi16, _mm512_cvtepu8_epi16,
-        _mm512_mulhrs_epi16, _mm512_set1_epi16, _mm512_setzero_si512, _mm512_slli_epi16,
-        _mm512_storeu_si512,
+        _mm512_mulhrs_epi16, _mm512_set1_epi16, _mm512_slli_epi16, _mm512_storeu_si512,
     };
     assert!(width >= 32, "a row narrower than a step");
     for (i, out) in dst.chunks_exact_mut(width).enumerate() {
         let (rows, weights) = taps.source(i, src, stride, width);
         let steps = (0..width / 32).map(|b| b * 32);
         for x in steps.chain((!width.is_multiple_of(32)).then_some(width - 32)) {
-            let mut acc = _mm512_setzero_si512();
+            let mut acc = _mm512_set1_epi16(-MID);
             for (k, &w) in weights.iter().enumerate() {
                 // SAFETY: reads 32 bytes at `k * stride + x` with `k < weights.len()` and
                 // `x + 32 <= width`: inside `rows`, as `Taps::source` checked.
@@ -899,6 +910,7 @@ fn down_avx512(src: &[u8], stride: usize, taps: &Taps, width: usize, dst: &mut [
                 let v = _mm512_slli_epi16::<FRACTION>(_mm512_cvtepu8_epi16(v));
                 acc = _mm512_adds_epi16(acc, _mm512_mulhrs_epi16(v, _mm512_set1_epi16(w)));
             }
+            let acc = _mm512_adds_epi16(acc, _mm512_set1_epi16(MID));
             // SAFETY: writes `out[x..x + 32]`, inside the row (`x + 32 <= width`).
             unsafe { _mm512_storeu_si512(out.as_mut_ptr().add(x).cast::<__m512i>(), acc) };
         }
@@ -923,11 +935,12 @@ unsafe fn rows_i16_avx2(rows: &[i16], stride: usize, weights: &[i16], out: &mut 
         // inside `rows` by the contract as `x + 16 <= out.len()`; the store writes
         // `out[x..x + 16]`. Unaligned accesses are allowed.
         unsafe {
-            let mut acc = _mm256_set1_epi16(1 << (FRACTION - 1));
+            let mut acc = _mm256_set1_epi16((1 << (FRACTION - 1)) - MID);
             for (k, &w) in weights.iter().enumerate() {
                 let v = _mm256_loadu_si256(rows.as_ptr().add(k * stride + x).cast::<__m256i>());
                 acc = _mm256_adds_epi16(acc, _mm256_mulhrs_epi16(v, _mm256_set1_epi16(w)));
             }
+            let acc = _mm256_adds_epi16(acc, _mm256_set1_epi16(MID));
             let v = _mm256_srai_epi16(acc, FRACTION as i32);
             // Packing works within 128-bit lanes; gather the two low quarters.
             let bytes = _mm256_permute4x64_epi64(_mm256_packus_epi16(v, v), 0b00_00_10_00);
@@ -1094,7 +1107,7 @@ unsafe fn group<const T: usize>(
                 _mm512_loadu_si512(row.cast()),
                 _mm512_loadu_si512(row.add(32).cast()),
             );
-            let mut acc = _mm512_set1_epi16(1 << (FRACTION - 1));
+            let mut acc = _mm512_set1_epi16((1 << (FRACTION - 1)) - MID);
             let mut add = |(offset, weight): (__m512i, __m512i)| {
                 let v = _mm512_permutex2var_epi16(lo, offset, hi);
                 acc = _mm512_adds_epi16(acc, _mm512_mulhrs_epi16(v, weight));
@@ -1108,8 +1121,9 @@ unsafe fn group<const T: usize>(
                     add(tap);
                 }
             }
-            // `(acc >> FRACTION).clamp(0, 255)`: negatives to 0, then the narrowing
+            // `((acc + MID) >> FRACTION).clamp(0, 255)`: negatives to 0, then the narrowing
             // saturates above.
+            let acc = _mm512_adds_epi16(acc, _mm512_set1_epi16(MID));
             let v = _mm512_max_epi16(
                 _mm512_srai_epi16::<{ FRACTION }>(acc),
                 _mm512_setzero_si512(),
@@ -1794,6 +1808,37 @@ mod tests {
         let mut r = PlaneResampler::new();
         r.plane(0, &plane, &g, &target, false).unwrap();
         assert_eq!(r.out(0), [255; 16]);
+    }
+
+    #[test]
+    fn a_bright_plane_keeps_its_level_under_a_bicubic_downscale() {
+        // Bicubic's weights reach past 1.0 before its negative lobes subtract: summed from
+        // zero, a flat plane at 250 saturated the 16-bit sums and came out at 243. Both
+        // passes shrink (and the second runs along rows on AVX-512, across the transposed
+        // plane elsewhere).
+        let (w, h) = (303, 240);
+        for level in [128u8, 200, 243, 250, 255] {
+            let plane = vec![level; w * h];
+            let target = Target {
+                region: super::super::Region::full(w as u32, h as u32),
+                window: Window {
+                    left: 0.0,
+                    top: 0.0,
+                    width: w as f64,
+                    height: h as f64,
+                },
+                out: (224, 200),
+                filter: Filter::Bicubic,
+            };
+            let mut r = PlaneResampler::new();
+            r.plane(0, &plane, &whole_plane(w, h), &target, false)
+                .unwrap();
+            assert!(
+                r.out(0).iter().all(|&v| v == level),
+                "level {level}: {:?}",
+                &r.out(0)[..8]
+            );
+        }
     }
 
     #[test]
