@@ -11,7 +11,7 @@ use hpuload_decoders::DecodeError;
 use super::cpu::{self, CpuScratch, Scratch};
 use super::route::{route, Bitstream, HwSlot, Route};
 use super::{Backend, OnError, Shared};
-use crate::augment::{DetectPlan, SamplePlan};
+use crate::augment::{AugmentError, DetectPlan, SamplePlan};
 use crate::cpu_time::{self, CpuClock};
 use crate::hpu::Hpu;
 use crate::rng::{CounterRng, Stream};
@@ -100,12 +100,15 @@ fn replacement(rng: &mut CounterRng, n: u64, failed: &[usize]) -> usize {
     index
 }
 
-/// With `Backend::Hw`, a file the engine cannot take is an error whatever the skip policy.
+/// With `Backend::Hw`, a file the engine cannot take, or a step of the sample's plan it does
+/// not run, is an error whatever the skip policy: a replacement would be refused for the same
+/// reason, and the error would end up naming only the replacements' count.
 fn is_engine_refusal(shared: &Shared, e: &SampleError) -> bool {
     shared.backend == Backend::Hw
         && matches!(
             e.kind,
             SampleErrorKind::Decode(DecodeError::Unsupported { .. })
+                | SampleErrorKind::Augment(AugmentError::NotOnEngine(_))
         )
 }
 

@@ -121,6 +121,42 @@ fn with_only_the_engine_a_decode_failure_fails_naming_the_file_instead_of_fallin
     }
 }
 
+#[test]
+fn with_only_the_engine_a_step_it_does_not_run_fails_naming_the_file_and_the_step() {
+    // Pillow's nearest resize (of a PIL image) runs on the CPU path only. Under the skip
+    // policy each replacement was refused for the same reason and the error named only how
+    // many were tried.
+    let data = dataset("engine-refuses-step", 8);
+    let text = r#"
+        name = "pil-nearest"
+        [[ops]]
+        op = "resize"
+        size = [48, 48]
+        interpolation = "pil_nearest"
+    "#;
+    for policy in [OnError::Skip, OnError::Fail] {
+        let mut loader = Loader::builder(ImageFolder::open(data.path()).unwrap())
+            .batch_size(4)
+            .workers(2)
+            .backend(Backend::Hw)
+            .on_error(policy)
+            .pipeline(hpuload::Pipeline::from_toml(text, "test").unwrap())
+            .build()
+            .unwrap();
+        let err = loader
+            .epoch(0)
+            .find_map(Result::err)
+            .expect("the first batch fails")
+            .to_string();
+        assert!(err.contains(".jpg"), "{err}");
+        assert!(err.contains("Pillow's nearest resize"), "{policy:?}: {err}");
+        assert!(
+            loader.report().fallbacks.is_empty(),
+            "nothing went to the CPU"
+        );
+    }
+}
+
 /// A device batch crosses in parts, and an engine fallback sends its sample and label on their
 /// own once the engine has failed. When the CPU cannot decode the file either, the fallback's
 /// label is its replacement's: it must not be overwritten by a later part's copy of the labels
