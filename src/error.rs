@@ -179,9 +179,11 @@ pub enum SampleErrorKind {
     #[error("device: {0}")]
     Device(#[source] HpuError),
     /// Under `OnError::Skip`, the sample and every replacement tried for it failed.
-    #[error("it and {tried} replacements all failed")]
+    #[error("it and {tried} replacements all failed; the last, {last}")]
     ReplacementsExhausted {
         /// Replacements tried.
         tried: usize,
+        /// The last replacement's failure (each one's is in the batch's report).
+        last: Box<SampleError>,
     },
 }

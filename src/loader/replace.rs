@@ -60,6 +60,7 @@ pub(super) fn fill(
     // The samples that failed in this slot: a replacement is never one of them (each would
     // fail again, and count again against the epoch's error budget).
     let mut failed = [usize::MAX; MAX_REPLACEMENTS + 1];
+    let mut last = None;
     for attempt in 0..=MAX_REPLACEMENTS {
         match load_sample(shared, scratch, index, epoch, slot, engine, given.take()) {
             Ok(filled) => return Ok(filled),
@@ -74,6 +75,7 @@ pub(super) fn fill(
                 skips.skip(&e);
                 failed[attempt] = index;
                 index = replacement(&mut replace, n, &failed[..=attempt]);
+                last = Some(e);
             }
         }
     }
@@ -83,6 +85,7 @@ pub(super) fn fill(
         path,
         kind: SampleErrorKind::ReplacementsExhausted {
             tried: MAX_REPLACEMENTS,
+            last: Box::new(last.expect("every attempt failed")),
         },
     }))
 }

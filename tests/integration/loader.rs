@@ -455,11 +455,27 @@ fn a_sample_whose_replacements_all_fail_is_a_typed_error_naming_it() {
         Error::Sample(e) => {
             assert!(matches!(
                 e.kind,
-                hpuload::SampleErrorKind::ReplacementsExhausted { tried: 16 }
+                hpuload::SampleErrorKind::ReplacementsExhausted { tried: 16, .. }
             ));
             assert_eq!(e.reason(), "replacements-exhausted");
             assert!(e.path.starts_with(dir.path()));
+            // The message says why, from the last replacement tried: its file and reason.
+            let message = e.to_string();
+            assert!(
+                message.contains("replacements all failed; the last, sample ")
+                    && message.matches(".jpg").count() == 2
+                    && message.ends_with(&last_reason(&e)),
+                "{message}"
+            );
         }
+        other => panic!("{other}"),
+    }
+}
+
+/// The reason of the last replacement a `ReplacementsExhausted` error tried.
+fn last_reason(e: &hpuload::SampleError) -> String {
+    match &e.kind {
+        hpuload::SampleErrorKind::ReplacementsExhausted { last, .. } => last.kind.to_string(),
         other => panic!("{other}"),
     }
 }
