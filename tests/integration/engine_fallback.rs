@@ -100,25 +100,36 @@ fn with_only_the_engine_a_decode_failure_fails_naming_the_file_instead_of_fallin
     let data = dataset("engine-fallback-hw", 8);
     let victim = corrupt_scan(data.path());
     for policy in [OnError::Skip, OnError::Fail] {
-        let mut loader = Loader::builder(ImageFolder::open(data.path()).unwrap())
-            .batch_size(4)
-            .workers(2)
-            .backend(Backend::Hw)
-            .on_error(policy)
-            .pipeline(small_train())
-            .build()
-            .unwrap();
-        let err = loader
-            .epoch(0)
-            .find_map(Result::err)
-            .expect("the batch with the victim fails")
-            .to_string();
+        let err = engine_only_error(data.path(), policy, small_train());
         assert!(err.contains(&victim.display().to_string()), "{err}");
-        assert!(
-            loader.report().fallbacks.is_empty(),
-            "nothing went to the CPU"
-        );
     }
+}
+
+/// The first error of an epoch over `data` with only the engine and `policy`, after checking
+/// that no sample went to the CPU.
+fn engine_only_error(
+    data: &std::path::Path,
+    policy: OnError,
+    pipeline: hpuload::Pipeline,
+) -> String {
+    let mut loader = Loader::builder(ImageFolder::open(data).unwrap())
+        .batch_size(4)
+        .workers(2)
+        .backend(Backend::Hw)
+        .on_error(policy)
+        .pipeline(pipeline)
+        .build()
+        .unwrap();
+    let err = loader
+        .epoch(0)
+        .find_map(Result::err)
+        .expect("a batch fails")
+        .to_string();
+    assert!(
+        loader.report().fallbacks.is_empty(),
+        "nothing went to the CPU"
+    );
+    err
 }
 
 #[test]
@@ -135,25 +146,10 @@ fn with_only_the_engine_a_step_it_does_not_run_fails_naming_the_file_and_the_ste
         interpolation = "pil_nearest"
     "#;
     for policy in [OnError::Skip, OnError::Fail] {
-        let mut loader = Loader::builder(ImageFolder::open(data.path()).unwrap())
-            .batch_size(4)
-            .workers(2)
-            .backend(Backend::Hw)
-            .on_error(policy)
-            .pipeline(hpuload::Pipeline::from_toml(text, "test").unwrap())
-            .build()
-            .unwrap();
-        let err = loader
-            .epoch(0)
-            .find_map(Result::err)
-            .expect("the first batch fails")
-            .to_string();
+        let pipeline = hpuload::Pipeline::from_toml(text, "test").unwrap();
+        let err = engine_only_error(data.path(), policy, pipeline);
         assert!(err.contains(".jpg"), "{err}");
         assert!(err.contains("Pillow's nearest resize"), "{policy:?}: {err}");
-        assert!(
-            loader.report().fallbacks.is_empty(),
-            "nothing went to the CPU"
-        );
     }
 }
 

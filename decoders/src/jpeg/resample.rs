@@ -1520,6 +1520,21 @@ mod tests {
         }
     }
 
+    /// A resize of the whole of a `w`x`h` plane to `out` by `filter`.
+    fn whole_target(w: usize, h: usize, out: (usize, usize), filter: Filter) -> Target {
+        Target {
+            region: super::super::Region::full(w as u32, h as u32),
+            window: Window {
+                left: 0.0,
+                top: 0.0,
+                width: w as f64,
+                height: h as f64,
+            },
+            out,
+            filter,
+        }
+    }
+
     #[test]
     fn flat_planes_stay_flat_through_both_passes() {
         let (w, h) = (40, 30);
@@ -1793,20 +1808,10 @@ mod tests {
         // rows, so that the second pass runs the vector kernel).
         let (w, h) = (2000, 16);
         let plane = vec![255u8; w * h];
-        let g = whole_plane(w, h);
-        let target = Target {
-            region: super::super::Region::full(w as u32, h as u32),
-            window: Window {
-                left: 0.0,
-                top: 0.0,
-                width: w as f64,
-                height: h as f64,
-            },
-            out: (1, 16),
-            filter: Filter::Bilinear,
-        };
+        let target = whole_target(w, h, (1, 16), Filter::Bilinear);
         let mut r = PlaneResampler::new();
-        r.plane(0, &plane, &g, &target, false).unwrap();
+        r.plane(0, &plane, &whole_plane(w, h), &target, false)
+            .unwrap();
         assert_eq!(r.out(0), [255; 16]);
     }
 
@@ -1819,17 +1824,7 @@ mod tests {
         let (w, h) = (303, 240);
         for level in [128u8, 200, 243, 250, 255] {
             let plane = vec![level; w * h];
-            let target = Target {
-                region: super::super::Region::full(w as u32, h as u32),
-                window: Window {
-                    left: 0.0,
-                    top: 0.0,
-                    width: w as f64,
-                    height: h as f64,
-                },
-                out: (224, 200),
-                filter: Filter::Bicubic,
-            };
+            let target = whole_target(w, h, (224, 200), Filter::Bicubic);
             let mut r = PlaneResampler::new();
             r.plane(0, &plane, &whole_plane(w, h), &target, false)
                 .unwrap();
