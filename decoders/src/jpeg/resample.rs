@@ -1040,8 +1040,9 @@ unsafe fn across_avx512(
     );
     assert!(rows.len() >= height * width + Lanes::READ_PAST - 1 && out.len() >= height * out_w);
     // A group's offsets and weights stay in registers down all the rows when the taps are
-    // few: after the engine's choice of scale leaves a downscale under 2, bilinear has at
-    // most 5 and bicubic 9.
+    // few: in the downscales this pass takes (under about 2: a group's taps must read within
+    // 64 samples, wider ones take the transposing passes), bilinear has at most 5 and
+    // bicubic 9.
     for g in 0..groups {
         // SAFETY: the caller's promise, and the asserts above for `group`'s.
         unsafe {
