@@ -806,39 +806,6 @@ pub(crate) struct Mirror {
     pub vertical: bool,
 }
 
-/// A resize (optional) then `CenterCrop(out)`, as a window of the original image; `floor`:
-/// albumentations' offset (`(size - crop) // 2`) rather than torchvision's; `mirror`: the
-/// resize was flipped before the crop.
-pub(crate) fn resize_center_crop(
-    width: u32,
-    height: u32,
-    resize: Option<Prescale>,
-    out: (u32, u32),
-    floor: bool,
-    mirror: Mirror,
-    rng: &mut CounterRng,
-) -> Result<CropBox, AugmentError> {
-    let offset = match floor {
-        true => Offset::Floor,
-        false => Offset::Centred,
-    };
-    resize_crop(width, height, resize, out, offset, mirror, rng)
-}
-
-/// A resize (optional) then `RandomCrop(out)`: the offset drawn as torchvision's
-/// `RandomCrop.get_params` (`randint(0, h - th + 1)` for the top, then the left), from `rng`;
-/// `mirror` as for [`resize_center_crop`].
-pub(crate) fn resize_random_crop(
-    width: u32,
-    height: u32,
-    resize: Option<Prescale>,
-    out: (u32, u32),
-    mirror: Mirror,
-    rng: &mut CounterRng,
-) -> Result<CropBox, AugmentError> {
-    resize_crop(width, height, resize, out, Offset::Drawn, mirror, rng)
-}
-
 /// `out` cut from the image padded as `pad` says (no resize before it): the window in the
 /// image's pixels, reaching past its edges where it shows the padding (`CropBox::inside`
 /// tells; the sample's plan then carries the fill). Centred (`CenterCrop`: the padding is
@@ -960,10 +927,12 @@ pub(crate) enum Offset {
     Drawn,
 }
 
-/// A window of `out` in the (optionally resized) image: centred, or at a drawn offset,
-/// mirrored in the resize as `mirror` says. A random resize's size is drawn first, from the
-/// same `rng`.
-fn resize_crop(
+/// A resize (optional) then a crop of `out` (`CenterCrop` or `RandomCrop`), as a window of
+/// the original image: centred as torchvision or albumentations centre it, or at an offset
+/// drawn as torchvision's `RandomCrop.get_params` draws it (`randint(0, h - th + 1)` for the
+/// top, then the left), from `rng`; mirrored in the resize as `mirror` says (the resize was
+/// flipped before the crop). A random resize's size is drawn first, from the same `rng`.
+pub(crate) fn resize_crop(
     width: u32,
     height: u32,
     resize: Option<Prescale>,
@@ -1560,12 +1529,12 @@ mod tests {
         // left = round((341-224)/2) = round(58.5) = 58 (half to even), top = round(16) = 16.
         assert_eq!(resized_size(500, 375, 256), (341, 256));
         let mut rng = CounterRng::new(0, 0, 0, Stream::Crop);
-        let b = resize_center_crop(
+        let b = resize_crop(
             500,
             375,
             Some(Prescale::Short(256)),
             (224, 224),
-            false,
+            Offset::Centred,
             Mirror::default(),
             &mut rng,
         )
@@ -1576,12 +1545,12 @@ mod tests {
             (b.left, b.top, b.width, b.height),
             (58.0 * sx, 16.0 * sy, 224.0 * sx, 224.0 * sy)
         );
-        assert!(resize_center_crop(
+        assert!(resize_crop(
             100,
             100,
             None,
             (224, 224),
-            false,
+            Offset::Centred,
             Mirror::default(),
             &mut rng
         )
@@ -1603,8 +1572,13 @@ mod tests {
         let crop = |out: (u32, u32), floor: bool| {
             let mut rng = CounterRng::new(0, 0, 0, Stream::Crop);
             let resize = Some(Prescale::ShortRounded(160));
-            let b = resize_center_crop(301, 200, resize, out, floor, Mirror::default(), &mut rng)
-                .unwrap();
+            let offset = if floor {
+                Offset::Floor
+            } else {
+                Offset::Centred
+            };
+            let b =
+                resize_crop(301, 200, resize, out, offset, Mirror::default(), &mut rng).unwrap();
             // The window's corner on the 241x160 grid.
             (
                 (b.left * 241.0 / 301.0).round() as u32,
@@ -1627,11 +1601,12 @@ mod tests {
         let mut counts = [0u32; 64];
         for i in 0..12_800u64 {
             let mut rng = CounterRng::new(5, 1, i, Stream::Crop);
-            let b = resize_random_crop(
+            let b = resize_crop(
                 400,
                 300,
                 Some(Prescale::ShortIn(256, 320)),
                 (224, 224),
+                Offset::Drawn,
                 Mirror::default(),
                 &mut rng,
             )
@@ -1662,11 +1637,12 @@ mod tests {
                 for seed in 0..4 {
                     let mut rng = CounterRng::new(seed, 0, u64::from(width), Stream::Crop);
                     let resize = Some(Prescale::Exact(250, 300));
-                    let b = resize_random_crop(
+                    let b = resize_crop(
                         width,
                         height,
                         resize,
                         (200, 180),
+                        Offset::Drawn,
                         Mirror::default(),
                         &mut rng,
                     )
@@ -1684,11 +1660,12 @@ mod tests {
                 let mut b = None;
                 for i in 0..400 {
                     let mut rng = CounterRng::new(9, 0, i, Stream::Crop);
-                    let got = resize_random_crop(
+                    let got = resize_crop(
                         width,
                         height,
                         Some(Prescale::Exact(250, 300)),
                         (200, 180),
+                        Offset::Drawn,
                         Mirror::default(),
                         &mut rng,
                     )
@@ -1713,8 +1690,16 @@ mod tests {
         let mut lefts = [0u32; 9];
         for i in 0..6300u64 {
             let mut rng = CounterRng::new(3, 0, i, Stream::Crop);
-            let b =
-                resize_random_crop(40, 30, None, (24, 32), Mirror::default(), &mut rng).unwrap();
+            let b = resize_crop(
+                40,
+                30,
+                None,
+                (24, 32),
+                Offset::Drawn,
+                Mirror::default(),
+                &mut rng,
+            )
+            .unwrap();
             assert!(b.view && b.width == 32.0 && b.height == 24.0);
             assert_eq!((b.left.fract(), b.top.fract()), (0.0, 0.0));
             tops[b.top as usize] += 1;
@@ -1724,11 +1709,12 @@ mod tests {
         assert!(lefts.iter().all(|&n| (550..850).contains(&n)), "{lefts:?}");
         // After a resize to [h, w], the window is the resized image's, in source pixels.
         let mut rng = CounterRng::new(3, 0, 0, Stream::Crop);
-        let b = resize_random_crop(
+        let b = resize_crop(
             200,
             100,
             Some(Prescale::Exact(50, 100)),
             (40, 80),
+            Offset::Drawn,
             Mirror::default(),
             &mut rng,
         )
@@ -1736,6 +1722,15 @@ mod tests {
         assert!(!b.view && b.width == 160.0 && b.height == 80.0);
         assert!(b.left <= 40.0 && b.top <= 20.0);
         let mut rng = CounterRng::new(3, 0, 0, Stream::Crop);
-        assert!(resize_random_crop(20, 20, None, (24, 32), Mirror::default(), &mut rng).is_err());
+        assert!(resize_crop(
+            20,
+            20,
+            None,
+            (24, 32),
+            Offset::Drawn,
+            Mirror::default(),
+            &mut rng
+        )
+        .is_err());
     }
 }

@@ -968,14 +968,12 @@ impl Plan {
         mirror: Mirror,
         rng: &mut CounterRng,
     ) -> Result<CropBox, AugmentError> {
-        let drawn = offset == Offset::Drawn;
         match self.pad {
-            Some(pad) => geometry::padded_crop(width, height, out, pad, drawn, rng),
-            None if drawn => geometry::resize_random_crop(width, height, resize, out, mirror, rng),
-            None => {
-                let floor = offset == Offset::Floor;
-                geometry::resize_center_crop(width, height, resize, out, floor, mirror, rng)
+            Some(pad) => {
+                let drawn = offset == Offset::Drawn;
+                geometry::padded_crop(width, height, out, pad, drawn, rng)
             }
+            None => geometry::resize_crop(width, height, resize, out, offset, mirror, rng),
         }
     }
 
