@@ -12,6 +12,9 @@ of 480 to 800 capped at 1333, then the flip; each image its own size) in place o
 `--copypaste` (with `v1-lsj`): the reference's `--use-copypaste` collate_fn, its
 `SimpleCopyPaste` over each batch (restated in reference_v1.py).
 
+`--masks` (with a v2 preset): the target keys of the reference's Mask R-CNN with `--use-v2`
+(boxes, labels, image_id and masks), the annotations needing segmentation polygons.
+
 With `--preset v1-ssd`, `v1-hflip`, `v1-multiscale` or `v1-lsj`: the reference as it runs without `--use-v2` (its own
 `CocoDetection` subclass, `ConvertCocoPolysToMask` and v1 transforms, as written for the tests
 in python/tests/reference_v1.py; no Resize: each image keeps its window's size, but for
@@ -19,7 +22,7 @@ in python/tests/reference_v1.py; no Resize: each image keeps its window's size, 
 mean, the flip), the annotations needing segmentation polygons (`coco_make.py --polygons`).
 
 usage: python detection.py --loader torch|hpuload --data IMAGES --annotations JSON
-       [--preset v2-ssd|v2-multiscale|v1-ssd|v1-hflip|v1-multiscale|v1-lsj] [--copypaste] [--workers 2] [--batch 32] [--epochs 2]
+       [--preset v2-ssd|v2-multiscale|v1-ssd|v1-hflip|v1-multiscale|v1-lsj] [--copypaste] [--masks] [--workers 2] [--batch 32] [--epochs 2]
 Prints one JSON line: images/s and boxes/s over the epochs after the first (the first warms
 caches and worker pools, as in peer_bench.py), and the annotation load time.
 """
@@ -77,6 +80,7 @@ def main():
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--copypaste", action="store_true", help="the reference's --use-copypaste collate (v1-lsj)")
+    ap.add_argument("--masks", action="store_true", help="v2 presets: target keys with masks (Mask R-CNN with --use-v2)")
     ap.add_argument("--preset", choices=["v2-ssd", "v2-multiscale", "v1-ssd", "v1-hflip", "v1-multiscale", "v1-lsj"], default="v2-ssd")
     a = ap.parse_args()
     if a.loader == "torch":
@@ -88,7 +92,8 @@ def main():
     if a.preset.startswith("v2-"):
         preset = ssd_preset() if a.preset == "v2-ssd" else multiscale_preset()
         dataset = CocoDetection(a.data, a.annotations, transforms=preset)
-        dataset = wrap_dataset_for_transforms_v2(dataset, target_keys=["boxes", "labels", "image_id"])
+        keys = ["boxes", "labels", "image_id"] + (["masks"] if a.masks else [])
+        dataset = wrap_dataset_for_transforms_v2(dataset, target_keys=keys)
         keep = [i for i, image_id in enumerate(dataset.ids) if dataset.coco.getAnnIds(imgIds=image_id)]
         dataset = torch.utils.data.Subset(dataset, keep)
     else:

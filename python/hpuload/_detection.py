@@ -13,7 +13,7 @@ target dicts.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -36,8 +36,22 @@ def _moves_pixels(op: dict) -> bool:
     return _hpuload.op_kinds(json.dumps([op])) == ["moving_pixel"]
 
 
-# The target keys hpuload builds (torchvision's wrapper default); `masks`, `area`, ... are not.
+# The target keys hpuload builds in Rust (torchvision's wrapper default); the wrapper's other
+# keys (`masks`, `area`, `iscrowd`, the annotations' own fields) are made from the annotations
+# and the sample's drawn plan (`Targets`).
 _KEYS = ("image_id", "boxes", "labels")
+
+
+class MaskSteps(NamedTuple):
+    """How torchvision v2's detection transforms move a sample's masks, beyond what its drawn
+    plan says: masks are resized with the nearest pixel, which a mirror does not commute with,
+    so the flip's side of the resize counts; a zoom-out pads them with its fill for masks."""
+
+    #: The flip comes after the resize in the user's transforms.
+    flip_after_resize: bool
+    #: RandomZoomOut's fill for masks, or None where torchvision refuses to pad masks with it
+    #: (a sequence); 0 without a zoom-out.
+    zoom_fill: int | None
 
 
 def _unwrap_subsets(dataset) -> tuple[Any, list[int] | None]:
@@ -101,10 +115,12 @@ def coco_source(dataset, max_boxes: int, translate: bool = True) -> tuple[dict, 
         if any(b <= a for a, b in zip(indices, indices[1:])):
             raise Unfit("a Subset whose indices are not ascending (hpuload orders images by id, as CocoDetection)")
         chosen = [ids[i] for i in indices]
-    keys = _target_keys(wrapped._target_keys) if wrapped is not None else None
-    pipeline, dtype, pure, target_transform = None, "f32", True, None
+    pipeline, dtype, pure, target_transform, masks = None, "f32", True, None, None
     if translate:
-        pipeline, dtype, pure, target_transform = translate_transforms(dataset)
+        pipeline, dtype, pure, target_transform, masks = translate_transforms(dataset)
+    keys = None
+    if wrapped is not None:
+        keys = Wrapper(wrapped, inner, pipeline, masks) if translate else _target_keys(wrapped._target_keys)
     # The file's own records in its order (what pycocotools loaded), slimmed to the fields
     # hpuload reads, so an error names the record as the file numbers it.
     data = coco.dataset
@@ -160,21 +176,22 @@ def _is_reference(inner) -> bool:
     return type(inner) is not CocoDetection
 
 
-def translate_transforms(dataset) -> tuple[str, str, bool, Any]:
-    """`(pipeline JSON, dtype, pure, target transform)` of the transforms a (Subset of a)
-    CocoDetection applies now, or `Unsupported`."""
+def translate_transforms(dataset) -> tuple[str, str, bool, Any, MaskSteps | None]:
+    """`(pipeline JSON, dtype, pure, target transform, mask steps)` of the transforms a
+    (Subset of a) CocoDetection applies now, or `Unsupported`; mask steps for a dataset
+    wrapped for transforms v2 alone."""
     wrapped, inner = _wrapper_and_inner(dataset)
     if wrapped is None and _is_reference(inner):
         pipeline, dtype = translate_reference(current_transforms(dataset))
-        return pipeline, dtype, True, None
+        return pipeline, dtype, True, None, None
     image_transform, target_transform = _split(current_transforms(dataset), wrapped is not None)
     if wrapped is not None:
-        pipeline, dtype, pure = translate_detection(image_transform)
-        return pipeline, dtype, pure, target_transform
+        pipeline, dtype, pure, masks = translate_detection(image_transform)
+        return pipeline, dtype, pure, target_transform, masks
     from ._transforms import translate as translate_image
 
     pipeline, dtype = translate_image(image_transform)
-    return pipeline, dtype, True, target_transform
+    return pipeline, dtype, True, target_transform, None
 
 
 def _slim(record, fields) -> dict:
@@ -182,14 +199,167 @@ def _slim(record, fields) -> dict:
 
 
 def _target_keys(given) -> tuple[str, ...]:
+    """The keys of a wrapped dataset's targets under a pipeline the user names (which says
+    nothing of how masks move): image_id, boxes and labels alone."""
     if given is None:
         return _KEYS
     if given == "all":
-        raise Unfit("target_keys='all' (hpuload builds image_id, boxes and labels)")
+        raise Unfit("target_keys='all' with a pipeline of your own (hpuload builds image_id, boxes and labels)")
     extra = sorted(set(given) - set(_KEYS))
     if extra:
-        raise Unfit(f"target_keys {extra} (hpuload builds image_id, boxes and labels)")
+        raise Unfit(f"target_keys {extra} with a pipeline of your own (hpuload builds image_id, boxes and labels)")
     return tuple(k for k in _KEYS if k in set(given))
+
+
+class Wrapper:
+    """The targets torchvision's `wrap_dataset_for_transforms_v2` gives a CocoDetection, for
+    any `target_keys`: `image_id`, `boxes` and `labels` from the Rust records, `masks` (each
+    annotation's segmentation rasterized as pycocotools does, then moved by the sample's drawn
+    zoom-out, IoU crop, flip and resize as torchvision's mask kernels move them, and kept with
+    its box), and the annotations' own fields (`area`, `iscrowd`, `segmentation`, ...) as the
+    wrapper lists them, which no transform changes. The keys come in the wrapper's own order,
+    read once from the wrapper run on one image's annotations. An image without annotations
+    gets `{"image_id": id}` alone, as the wrapper gives it, or the error torchvision raises
+    where a step needs boxes."""
+
+    def __init__(self, wrapped, inner, pipeline: str | None, masks: MaskSteps | None):
+        coco = inner.coco
+        self.coco = coco
+        self.root = str(inner.root)
+        self.bare = frozenset(image_id for image_id in inner.ids if not coco.getAnnIds(image_id))
+        self.keys = self._order(wrapped, inner)
+        self.masks = masks if "masks" in self.keys else None
+        if self.masks is not None and self.masks.zoom_fill is None:
+            raise Unsupported("RandomZoomOut with a sequence as the fill of masks (torchvision refuses to pad masks with it)")
+        ops = [o["op"] for o in json.loads(pipeline)["ops"]] if pipeline else []
+        if "sanitize_bounding_boxes" in ops and "labels" not in self.keys:
+            raise Unsupported("SanitizeBoundingBoxes on targets without labels (torchvision cannot find them and raises)")
+        #: The step torchvision raises at for an image without annotations (no boxes to find).
+        self.needs_boxes = next(
+            (name for op, name in (("sanitize_bounding_boxes", "SanitizeBoundingBoxes"), ("random_iou_crop", "RandomIoUCrop")) if op in ops),
+            None,
+        )
+
+    @staticmethod
+    def _order(wrapped, inner) -> tuple[str, ...]:
+        """The keys of the wrapper's target for an image with annotations, in its order (the
+        keys beyond image_id, boxes, masks and labels come from a set): the wrapper run on a
+        blank 1x1 image with one annotation holding every field it may list."""
+        import PIL.Image
+
+        if not any(inner.coco.getAnnIds(image_id) for image_id in inner.ids):
+            return ()
+        probe = {"id": 1, "image_id": 0, "category_id": 1, "bbox": [0.0, 0.0, 1.0, 1.0], "area": 1.0, "iscrowd": 0,
+                 "segmentation": [[0.0, 0.0, 1.0, 0.0, 1.0, 1.0]]}  # fmt: skip
+        try:
+            _, target = wrapped._wrapper(0, (PIL.Image.new("1", (1, 1)), [probe]))
+        except Exception as e:
+            raise Unfit(f"the v2 wrapper does not run on an annotation of every COCO field ({type(e).__name__}: {e})") from e
+        if not isinstance(target, dict):
+            raise Unfit(f"the v2 wrapper gives a {type(target).__name__} as the target")
+        unknown = set(target) - {"image_id", "boxes", "masks", "labels"} - _ANNOTATION_FIELDS
+        if unknown:
+            raise Unfit(f"the v2 wrapper gives the keys {sorted(unknown)}, which hpuload does not make")
+        return tuple(target)
+
+    def target(self, image_id: int, boxes, labels, count: int, pure: bool, size, detects, index) -> dict:
+        """One sample's target: `boxes` and `labels` as the Rust loader kept them (`count`),
+        `size` the output's `(height, width)`, `detects(index, width, height)` the sample's
+        drawn plan (for the masks)."""
+        if image_id in self.bare:
+            if self.needs_boxes is not None:
+                raise ValueError(
+                    f"image {image_id} has no annotations, and {self.needs_boxes} needs boxes: torchvision "
+                    "raises at it for this sample too (drop such images, as the detection reference does)"
+                )
+            return {"image_id": image_id}
+        from torchvision import tv_tensors
+        from torchvision.tv_tensors._dataset_wrapper import list_of_dicts_to_dict_of_lists
+
+        anns = self.coco.loadAnns(self.coco.getAnnIds(image_id))
+        listed = None
+        target: dict[str, Any] = {}
+        for key in self.keys:
+            if key == "image_id":
+                target[key] = image_id
+            elif key == "boxes":
+                target[key] = boxes if pure else tv_tensors.BoundingBoxes(boxes, format="XYXY", canvas_size=tuple(size))
+            elif key == "labels":
+                target[key] = labels
+            elif key == "masks":
+                masks = self._masks(image_id, anns, detects, index, count)
+                target[key] = masks if pure else tv_tensors.Mask(masks)
+            else:
+                listed = listed if listed is not None else list_of_dicts_to_dict_of_lists(anns)
+                target[key] = listed[key]
+        return target
+
+    def _masks(self, image_id: int, anns: list, detects, index, count: int) -> torch.Tensor:
+        """`[count, H, W]` uint8: the kept boxes' masks at the output's size."""
+        import PIL.Image
+        from pycocotools import mask as coco_mask
+        from torchvision.transforms.v2 import functional as F
+
+        from . import _hpuload
+
+        path = f"{self.root}/{self.coco.imgs[image_id]['file_name']}"
+        with PIL.Image.open(path) as image:
+            width, height = image.size  # the wrapper's canvas: the image as loaded
+        objects = []
+        for k, a in enumerate(anns):
+            segmentation = a["segmentation"]
+            if isinstance(segmentation, dict):
+                if isinstance(segmentation["counts"], str):
+                    if list(segmentation.get("size", ())) != [height, width]:
+                        raise ValueError(
+                            f"image {image_id}'s annotation {k} is an RLE of size {segmentation.get('size')}, "
+                            f"not the image's {[height, width]} (torchvision cannot stack its masks)"
+                        )
+                    rles = [segmentation]
+                else:
+                    rles = [coco_mask.frPyObjects(segmentation, height, width)]
+            elif isinstance(segmentation, list):
+                rles = coco_mask.frPyObjects(segmentation, height, width)
+            else:
+                raise ValueError(f"COCO segmentation expected to be a dict or a list, got {type(segmentation)}")
+            objects.append([r["counts"] if isinstance(r["counts"], bytes) else str(r["counts"]).encode() for r in rles])
+        d = detects(index, width, height)
+        steps = self.masks
+        # Only the masks that stay are drawn: each is moved on its own.
+        objects = [objects[k] for k in d["kept"][:count]]
+        (cw, ch), (left, top) = d["canvas"], d["image_at"]
+        wl, wt, ww, wh = d["window"]
+        size = tuple(d["size"])
+        whole = (cw, ch) == (width, height) and [wl, wt, ww, wh] == [0, 0, cw, ch]
+        if whole and (steps.flip_after_resize or not d["flip"]):
+            # The reference's hflip and multiscale augmentations: resized as torch's nearest
+            # resize does, then mirrored, in the Rust decode of the RLEs.
+            resize = size if size != (height, width) else None
+            planes = _hpuload.coco_masks(objects, height, width, d["flip"], resize)
+            return _planes(planes, len(objects), size)
+        masks = _planes(_hpuload.coco_masks(objects, height, width), len(objects), (height, width))
+        if (cw, ch) != (width, height):
+            masks = F.pad_mask(masks, [left, top, cw - width - left, ch - height - top], fill=steps.zoom_fill)
+        if not whole:
+            masks = F.crop_mask(masks, wt, wl, wh, ww)
+        if d["flip"] and not steps.flip_after_resize:
+            masks = F.horizontal_flip_mask(masks)
+        if size != (wh, ww):
+            masks = F.resize_mask(masks, list(size))
+        if d["flip"] and steps.flip_after_resize:
+            masks = F.horizontal_flip_mask(masks)
+        return masks
+
+
+def _planes(planes: bytearray, n: int, size: tuple[int, int]) -> torch.Tensor:
+    """`[n, height, width]` uint8 over `planes` (no copy)."""
+    if not planes:
+        return torch.zeros((n, *size), dtype=torch.uint8)
+    return torch.frombuffer(planes, dtype=torch.uint8).view(n, *size)
+
+
+#: The annotation fields the v2 wrapper may list as they are.
+_ANNOTATION_FIELDS = frozenset({"segmentation", "area", "iscrowd", "bbox", "category_id"})
 
 
 def _split(transforms, wrapped: bool) -> tuple[Any, Any]:
@@ -228,6 +398,21 @@ def _image_fill(t, image_type) -> list[int]:
     return [int(v) for v in values]
 
 
+def _mask_fill(t) -> int | None:
+    """The value `RandomZoomOut` pads masks with, looked up as `_image_fill` looks up the
+    image's (no entry: 0); None for a sequence, which torchvision's `pad_mask` refuses, or a
+    value a uint8 mask cannot hold."""
+    from torchvision import tv_tensors
+
+    fills = t._fill
+    fill = fills[tv_tensors.Mask] if tv_tensors.Mask in fills else fills.get("others")
+    if fill is None:
+        return 0
+    if isinstance(fill, (list, tuple)) or float(fill) != int(fill) or not 0 <= fill <= 255:
+        return None
+    return int(fill)
+
+
 def _bbox_format(t) -> str:
     return str(getattr(t.format, "name", t.format)).upper()
 
@@ -262,11 +447,11 @@ def shortest_size(t, name: str, on_tensor: bool) -> dict:
     }
 
 
-def translate_detection(transform) -> tuple[str, str, bool]:
-    """`(pipeline JSON, dtype, pure)` for torchvision v2 detection transforms on `(image,
-    target)`: photometric distortion on the whole image, then zoom-out, IoU crop, flip and a
-    fixed `Resize((h, w))` or a `RandomShortestSize` (each image its own size; the flip before
-    or after it), pixel ops at the output size, the conversion to float, and
+def translate_detection(transform) -> tuple[str, str, bool, MaskSteps]:
+    """`(pipeline JSON, dtype, pure, mask steps)` for torchvision v2 detection transforms on
+    `(image, target)`: photometric distortion on the whole image, then zoom-out, IoU crop, flip
+    and a fixed `Resize((h, w))` or a `RandomShortestSize` (each image its own size; the flip
+    before or after it), pixel ops at the output size, the conversion to float, and
     SanitizeBoundingBoxes where it stands. `pure`: the image and boxes leave as plain tensors
     (ToPureTensor), not `tv_tensors`."""
     import PIL.Image
@@ -278,6 +463,8 @@ def translate_detection(transform) -> tuple[str, str, bool]:
     geometry: list[dict] = []
     flip: dict | None = None
     flip_after_shortest = False
+    flip_after_resize = False
+    zoom_fill: int | None = 0
     resize: dict | None = None
     pixel: list[dict] = []
     sanitize: dict | None = None
@@ -311,6 +498,7 @@ def translate_detection(transform) -> tuple[str, str, bool]:
                 raise Unsupported("RandomZoomOut after another geometric transform")
             if dtype is not None:
                 raise Unsupported("RandomZoomOut after the conversion to float")
+            zoom_fill = _mask_fill(t)
             geometry.append(
                 {
                     "op": "random_zoom_out",
@@ -331,6 +519,7 @@ def translate_detection(transform) -> tuple[str, str, bool]:
             # that the boxes are mirrored in the resized width, as torchvision's arithmetic is.
             flip = {"op": "random_horizontal_flip", "p": float(t.p)}
             flip_after_shortest = resize is not None and resize["op"] == "random_shortest_size"
+            flip_after_resize = resize is not None
         elif _is(t, "Resize"):
             if resize is not None:
                 raise Unsupported("two Resize steps")
@@ -438,7 +627,8 @@ def translate_detection(transform) -> tuple[str, str, bool]:
     if sanitize is not None and sanitize_after_resize:
         ops.append(sanitize)
     ops += pixel + ([normalize] if normalize else [])
-    return json.dumps({"name": "torchvision-detection", "ops": ops}), dtype or "u8", pure
+    masks = MaskSteps(flip_after_resize, zoom_fill)
+    return json.dumps({"name": "torchvision-detection", "ops": ops}), dtype or "u8", pure, masks
 
 
 class Targets:
@@ -449,12 +639,18 @@ class Targets:
         #: The detection reference's own CocoDetection (its v1 path): targets as its
         #: ConvertCocoPolysToMask and v1 transforms make them.
         self.reference = reference
-        #: The wrapped dataset's target keys (None: a raw CocoDetection).
+        #: The wrapped dataset's targets: a `Wrapper`, or the keys of the Rust fields alone
+        #: (under a pipeline the user names); None: a raw CocoDetection.
         self.keys = keys
         #: Plain tensors (after ToPureTensor), else `tv_tensors.Image` / `BoundingBoxes`.
         self.pure = pure
         #: A raw CocoDetection: `(COCO, target_transform, image ids by dataset index)`.
         self.raw = raw
+
+    @property
+    def moves_masks(self) -> bool:
+        """Whether a wrapped dataset's targets hold masks, which the sample's drawn plan moves."""
+        return isinstance(self.keys, Wrapper) and self.keys.masks is not None
 
     def fields(self, records: torch.Tensor) -> dict[str, torch.Tensor]:
         """The padded fields of `[N, record bytes]` uint8 records, as views (no copy):
@@ -525,6 +721,11 @@ class Targets:
             h, w = sizes[i]
             target: dict[str, Any] = {}
             c = counts[i]
+            if isinstance(self.keys, Wrapper):
+                boxes, labels = f["boxes"][i, :c], f["labels"][i, :c]
+                target = self.keys.target(ids[i], boxes, labels, c, self.pure, (h, w), detects, indices[i])
+                out.append((image if self.pure else tv_tensors.Image(image), target))
+                continue
             if "image_id" in self.keys:
                 target["image_id"] = ids[i]
             if "boxes" in self.keys:

@@ -936,9 +936,11 @@ def _coco_source(dataset, pipeline, max_boxes):
         first = _detection.translate_transforms(dataset)
 
         def translate_now():
-            pipe_now, dtype_now, pure, target_transform = _detection.translate_transforms(dataset)
-            if (pure, target_transform) != first[2:]:
-                raise Unsupported("the new transforms change the targets' form or target transform")
+            pipe_now, dtype_now, *form = _detection.translate_transforms(dataset)
+            if tuple(form) != first[2:]:
+                raise Unsupported(
+                    "the new transforms change the targets' form, target transform or how the masks move"
+                )
             return pipe_now, dtype_now
 
         source["watch"] = _TransformWatch(lambda: _detection.current_transforms(dataset), translate_now)
@@ -1666,8 +1668,9 @@ class _Loader:
                     held = started
                 elif self._targets is not None:
                     detects = None
-                    if self._targets.reference is not None:
-                        # The reference's v1 steps move the masks too: each sample's own draws.
+                    if self._targets.reference is not None or self._targets.moves_masks:
+                        # The reference's v1 steps (or the v2 wrapper's transforms) move the
+                        # masks too: each sample's own draws.
                         def detects(index, width, height, core=core, epoch=epoch):
                             return json.loads(core.sample_plan(epoch, index, width, height))["detect"]
 

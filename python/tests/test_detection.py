@@ -431,7 +431,14 @@ def test_habana_dataloader_takes_the_same_coco_pipeline(coco_png):
 @pytest.mark.parametrize(
     "make, reason",
     [
-        (lambda f, a: wrap_dataset_for_transforms_v2(CocoDetection(str(f), str(a), transforms=ssd_transforms()), target_keys=["boxes", "masks"]), "masks"),
+        (lambda f, a: wrap_dataset_for_transforms_v2(CocoDetection(str(f), str(a), transforms=ssd_transforms()), target_keys=["boxes", "masks"]), "without labels"),
+        (
+            lambda f, a: wrap_dataset_for_transforms_v2(
+                CocoDetection(str(f), str(a), transforms=T.Compose([T.RandomZoomOut(fill=MEAN), T.Resize((64, 64)), *reference_tail(False)])),
+                target_keys=["boxes", "labels", "masks"],
+            ),
+            "fill of masks",
+        ),
         (lambda f, a: wrapped(f, a, T.Compose([T.RandomIoUCrop(), T.Resize((30, 30)), T.ToImage(), T.RandomRotation(10)])), "RandomRotation"),
     ],
 )
@@ -542,3 +549,120 @@ def test_a_resize_of_the_shorter_side_gives_each_image_torchvisions_size_boxes_a
     resize = [T.Resize(size, max_size=max_size)]
     steps = [T.ToImage()] + (flip + resize if flip_first else resize + flip) + [T.SanitizeBoundingBoxes()]
     _gives_the_datasets_own_samples(coco_png, steps)
+
+
+def with_crowds_and_bare_images(folder: Path, ann: Path, out: Path) -> Path:
+    """`ann` with two crowd annotations as COCO writes them (an uncompressed RLE and a
+    compressed one) and the images at positions 2 and 6 left without annotations."""
+    import numpy as np
+    from pycocotools import mask as coco_mask
+
+    data = json.loads(ann.read_text())
+    bare = {data["images"][2]["id"], data["images"][6]["id"]}
+    data["annotations"] = [a for a in data["annotations"] if a["image_id"] not in bare]
+    for k, image in enumerate(data["images"][:2]):
+        h, w = image["height"], image["width"]
+        plane = np.zeros((h, w), dtype=np.uint8, order="F")
+        plane[h // 4 : h // 2, w // 3 : w - 5] = 1
+        rle = coco_mask.encode(plane)
+        if k == 0:  # uncompressed: run lengths down the columns
+            flat = plane.flatten(order="F")
+            edges = np.flatnonzero(np.diff(flat)) + 1
+            runs = np.diff(np.concatenate([[0], edges, [flat.size]])).tolist()
+            segmentation = {"size": [h, w], "counts": ([0] if flat[0] else []) + runs}
+        else:
+            segmentation = {"size": [h, w], "counts": rle["counts"].decode()}
+        x, y, bw, bh = (float(v) for v in coco_mask.toBbox(rle))
+        data["annotations"].append(
+            {"id": 900 + k, "image_id": image["id"], "category_id": 1, "bbox": [x, y, bw, bh],
+             "area": float(coco_mask.area(rle)), "iscrowd": 1, "segmentation": segmentation}
+        )
+    out.write_text(json.dumps(data))
+    return out
+
+
+@pytest.mark.parametrize("resize, keys", [((300, 300), ["boxes", "labels", "masks"]), (None, "all")])
+def test_masks_and_annotation_fields_are_the_wrappers_moved_by_the_drawn_plan(coco_png, tmp_path, resize, keys):
+    """The detection reference's Mask R-CNN with `--use-v2` (target keys with masks) and
+    `target_keys="all"`: each target has the wrapper's keys in its order, its masks (crowds'
+    RLEs too) are the untransformed wrapper's moved by torchvision's kernels with hpuload's drawn
+    zoom-out, IoU crop, flip and resize, kept with their boxes, and the annotations' own fields
+    as the wrapper lists them."""
+    folder, ann = coco_png
+    ann = with_crowds_and_bare_images(folder, ann, tmp_path / "crowds.json")
+    transforms = ssd_transforms(resize=resize, tensor_first=True, p_distort=0.0)
+    keep = [k for k in range(12) if k not in (2, 6)]  # SanitizeBoundingBoxes needs boxes
+    base = CocoDetection(str(folder), str(ann), transforms=transforms)
+    ds = torch.utils.data.Subset(wrap_dataset_for_transforms_v2(base, target_keys=keys), keep)
+    plain = wrap_dataset_for_transforms_v2(CocoDetection(str(folder), str(ann)), target_keys=keys)
+    with no_fallback():
+        loader = ht.DataLoader(ds, batch_size=4, num_workers=2, collate_fn=reference_collate, seed=4)
+    masks_seen = moved = 0
+    for images, targets in loader:
+        for image, target, index in zip(images, targets, loader.last_indices):
+            src, raw = plain[keep[index]]
+            assert list(target) == list(transforms(src, raw)[1])  # the wrapper's keys, in its order
+            d = json.loads(loader._core.sample_plan(0, index, src.width, src.height))["detect"]
+            boxes, masks, labels = raw["boxes"], raw["masks"], raw["labels"]
+            (cw, ch), (left, top) = d["canvas"], d["image_at"]
+            if (cw, ch) != (src.width, src.height):
+                padding = [left, top, cw - src.width - left, ch - src.height - top]
+                boxes, masks = F.pad(boxes, padding), F.pad(masks, padding, fill=0)
+            wl, wt, ww, wh = d["window"]
+            cx, cy = 0.5 * (boxes[:, 0] + boxes[:, 2]), 0.5 * (boxes[:, 1] + boxes[:, 3])
+            within = (wl < cx) & (cx < wl + ww) & (wt < cy) & (cy < wt + wh)
+            if [wl, wt, ww, wh] != [0, 0, cw, ch]:
+                boxes, masks = F.crop(boxes, wt, wl, wh, ww), F.crop(masks, wt, wl, wh, ww)
+                boxes[~within] = 0
+            if d["flip"]:
+                boxes, masks = F.horizontal_flip(boxes), F.horizontal_flip(masks)
+            if resize is not None:
+                boxes, masks = F.resize(boxes, list(resize)), F.resize(masks, list(resize))
+            _, ref = T.SanitizeBoundingBoxes()(image, {"boxes": boxes, "masks": masks, "labels": labels})
+            assert target["labels"].tolist() == ref["labels"].tolist()
+            assert target["masks"].dtype == torch.uint8 and torch.equal(target["masks"], ref["masks"].as_subclass(torch.Tensor))
+            for key in set(target) - {"image_id", "boxes", "masks", "labels"}:
+                assert target[key] == raw[key], key
+            masks_seen += len(target["masks"])
+            moved += d["flip"] or [wl, wt, ww, wh] != [0, 0, cw, ch]
+    assert masks_seen > 0 and moved > 0
+
+
+@pytest.mark.parametrize("tensor_first", [False, True])
+def test_pinned_masks_and_keys_equal_the_datasets_own_samples(coco_png, tmp_path, tensor_first):
+    """Nothing drawn (the flip at 1 after a resize of the shorter side, which a mirror does not
+    commute with for the nearest pixel): every target, masks of crowds' RLEs included, equals
+    the dataset's own, key by key and in order, and an image without annotations gets the
+    wrapper's `{"image_id": id}` alone."""
+    folder, ann = coco_png
+    ann = with_crowds_and_bare_images(folder, ann, tmp_path / "crowds.json")
+    steps = [T.ToImage()] if tensor_first else []
+    steps += [T.Resize(57), T.RandomHorizontalFlip(1.0)] + ([] if tensor_first else [T.ToImage()])
+    ds = wrap_dataset_for_transforms_v2(CocoDetection(str(folder), str(ann), transforms=T.Compose(steps)), target_keys="all")
+    with no_fallback():
+        got = [s for b in ht.DataLoader(ds, batch_size=5, num_workers=2, collate_fn=reference_collate) for s in zip(*b)]
+    assert len(got) == len(ds)
+    for k, (image, target) in enumerate(got):
+        want_image, want = ds[k]
+        assert torch.equal(image, want_image)
+        assert list(target) == list(want)
+        for key, value in want.items():
+            if isinstance(value, torch.Tensor):
+                assert type(target[key]) is type(value) and torch.equal(target[key], value), (k, key)
+            else:
+                assert target[key] == value, (k, key)
+    assert [t for _, t in got if len(t) == 1] == [{"image_id": ds.ids[2]}, {"image_id": ds.ids[6]}]
+
+
+def test_an_image_without_annotations_raises_where_torchvision_needs_its_boxes(coco_png, tmp_path):
+    """SanitizeBoundingBoxes finds nothing in `{"image_id": id}`: torchvision raises for that
+    sample, and so does hpuload, naming the image (the reference drops such images first)."""
+    folder, ann = coco_png
+    ann = with_crowds_and_bare_images(folder, ann, tmp_path / "crowds.json")
+    ds = wrapped(folder, ann, T.Compose([T.Resize((40, 40)), *reference_tail(False)]))
+    with pytest.raises(ValueError):
+        ds[2]
+    with no_fallback():
+        loader = ht.DataLoader(ds, batch_size=2, collate_fn=reference_collate)
+    with pytest.raises(ValueError, match=f"image {ds.ids[2]} has no annotations, and SanitizeBoundingBoxes needs boxes"):
+        list(loader)
