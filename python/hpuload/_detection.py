@@ -601,13 +601,15 @@ def translate_detection(transform) -> tuple[str, str, bool, MaskSteps]:
             op = _pixel_op(t, pil=image_type is PIL.Image.Image)
             if op is None:
                 raise Unsupported(f"transform {type(t).__module__}.{name} is not one hpuload implements for detection")
-            if resize is None and not (geometry or flip):
-                raise Unsupported(f"{name} before the geometry (hpuload runs pixel ops on the output window)")
             if dtype is not None:
                 raise Unsupported(f"{name} after the conversion to float")
             if _moves_pixels(op):
                 raise Unsupported(f"{name} in a detection pipeline (it would have to move the boxes)")
-            pixel.append(op)
+            if resize is None and not (geometry or flip or sanitize):
+                # Before the geometry: on the whole image, among the photometric distortions.
+                pre.append(op)
+            else:
+                pixel.append(op)
     if dtype is None and image_type is PIL.Image.Image:
         raise Unsupported("the transforms yield PIL images, not tensors (add ToImage and ToDtype)")
     if normalize is not None:

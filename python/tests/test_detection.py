@@ -666,3 +666,23 @@ def test_an_image_without_annotations_raises_where_torchvision_needs_its_boxes(c
         loader = ht.DataLoader(ds, batch_size=2, collate_fn=reference_collate)
     with pytest.raises(ValueError, match=f"image {ds.ids[2]} has no annotations, and SanitizeBoundingBoxes needs boxes"):
         list(loader)
+
+
+@pytest.mark.parametrize("tensor_first", [False, True])
+def test_pixel_ops_before_the_geometry_run_on_the_whole_image_as_torchvision_runs_them(coco_png, tensor_first):
+    """A user's detection transforms with colour steps first (autocontrast reads the whole
+    image's range, which a crop or resize would change): natively, every sample the dataset's
+    own (one level for the rounding of the resize)."""
+    folder, ann = coco_png
+    steps = [T.ToImage()] if tensor_first else []
+    steps += [T.RandomAutocontrast(1.0), T.ColorJitter(brightness=(1.2, 1.2)), T.RandomHorizontalFlip(1.0), T.Resize((64, 80))]
+    transforms = T.Compose(steps + reference_tail(tensor_first))
+    ds = wrap_dataset_for_transforms_v2(CocoDetection(str(folder), str(ann), transforms=transforms), target_keys=["boxes", "labels", "masks"])
+    with no_fallback():
+        got = [s for b in ht.DataLoader(ds, batch_size=4, num_workers=2, collate_fn=reference_collate) for s in zip(*b)]
+    for k, (image, target) in enumerate(got):
+        want_image, want = ds[k]
+        assert ((image - want_image).abs().max() * 255).item() <= 1.0 + 1e-3
+        assert target["labels"].tolist() == want["labels"].tolist()
+        torch.testing.assert_close(target["boxes"], want["boxes"], rtol=0, atol=0)
+        assert torch.equal(target["masks"], want["masks"])

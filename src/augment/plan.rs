@@ -645,8 +645,9 @@ impl Pipeline {
             normalize,
             erase,
             pad,
-            det,
+            mut det,
         } = phases;
+        let mut before = before;
         match resize_short {
             Some((Prescale::LongRounded(_), _)) => return Err(PipelineError::Shape("albu_longest_max_size alone gives a different shape per image; add albu_pad_if_needed (batch shapes must be static)".into())),
             Some(_) => return Err(PipelineError::Shape("resize of the shorter side alone gives a different shape per image; add center_crop (batch shapes must be static)".into())),
@@ -663,17 +664,26 @@ impl Pipeline {
             if !matches!(geometry.0, Geometry::Resize { .. } | Geometry::Window) {
                 return Err(PipelineError::Shape("a detection pipeline ends its geometry with resize [h, w] (one size per batch), or has no resize (each image keeps its window's size)".into()));
             }
-            // Ops that move pixels after the resize would leave the boxes behind, however
-            // deeply they are nested.
-            if let Some(mover) = pixel.iter().find_map(|(_, op)| op.moving_part()) {
+            // Ops that move pixels would leave the boxes behind, however deeply they are
+            // nested.
+            if let Some(mover) = pixel
+                .iter()
+                .chain(&before)
+                .find_map(|(_, op)| op.moving_part())
+            {
                 return Err(PipelineError::MovesPixelsWithoutBoxes { mover });
             }
-            if let Some((_, op)) = before.first() {
+            // Pixel ops before the geometry run on the whole decoded image, in their order
+            // among the photometric distortions there (a detection dataset's; a pipeline
+            // without a crop or resize for images alone keeps its refusal).
+            if let Some((_, op)) = before.first().filter(|_| !det.is_detection() && !boxes) {
                 return Err(PipelineError::Order(format!(
                     "{} must follow the crop or resize that sets the output size",
                     op.name()
                 )));
             }
+            det.pre.append(&mut before);
+            det.pre.sort_by_key(|(at, _)| *at);
             if self.exif_orientation {
                 return Err(PipelineError::Shape(
                     if natural && !det.is_detection() && !boxes {
@@ -1874,6 +1884,38 @@ mod kind_tests {
             "[[ops]]\nop = 'timm_rand_augment'\nops = ['Equalize', 'Color', 'SolarizeAdd']\nmagnitude = 9.0\n",
         ] {
             detection(op).unwrap_or_else(|e| panic!("{op}: {e}"));
+        }
+    }
+
+    #[test]
+    fn detection_pixel_ops_before_the_geometry_run_first_in_their_order_and_movers_are_refused() {
+        let text = "name = 'd'\n\
+            [[ops]]\nop = 'random_invert'\np = 1.0\n\
+            [[ops]]\nop = 'random_photometric_distort'\np = 0.0\n\
+            [[ops]]\nop = 'random_posterize'\nbits = 3\np = 1.0\n\
+            [[ops]]\nop = 'random_iou_crop'\n[[ops]]\nop = 'resize'\nsize = [300, 300]\n";
+        let plan = Pipeline::from_toml(text, "d.toml")
+            .unwrap()
+            .plan(Dtype::U8)
+            .unwrap();
+        assert!(plan.pre.is_empty(), "a detection plan draws them with its own");
+        let det = plan.detect.as_ref().expect("a detection plan");
+        let order: Vec<_> = det.pre.iter().map(|(at, op)| (*at, op.name())).collect();
+        assert_eq!(
+            order,
+            [
+                (0, "random_invert"),
+                (1, "random_photometric_distort"),
+                (2, "random_posterize")
+            ]
+        );
+        let moved = text.replace("op = 'random_invert'\np = 1.0", "op = 'random_rotation'\ndegrees = [-5.0, 5.0]");
+        match Pipeline::from_toml(&moved, "m.toml").unwrap().plan(Dtype::U8) {
+            Err(Error::Pipeline {
+                reason: PipelineError::MovesPixelsWithoutBoxes { mover },
+                ..
+            }) => assert_eq!(mover, "random_rotation"),
+            other => panic!("{other:?}"),
         }
     }
 
