@@ -1898,7 +1898,10 @@ mod kind_tests {
             .unwrap()
             .plan(Dtype::U8)
             .unwrap();
-        assert!(plan.pre.is_empty(), "a detection plan draws them with its own");
+        assert!(
+            plan.pre.is_empty(),
+            "a detection plan draws them with its own"
+        );
         let det = plan.detect.as_ref().expect("a detection plan");
         let order: Vec<_> = det.pre.iter().map(|(at, op)| (*at, op.name())).collect();
         assert_eq!(
@@ -1909,8 +1912,14 @@ mod kind_tests {
                 (2, "random_posterize")
             ]
         );
-        let moved = text.replace("op = 'random_invert'\np = 1.0", "op = 'random_rotation'\ndegrees = [-5.0, 5.0]");
-        match Pipeline::from_toml(&moved, "m.toml").unwrap().plan(Dtype::U8) {
+        let moved = text.replace(
+            "op = 'random_invert'\np = 1.0",
+            "op = 'random_rotation'\ndegrees = [-5.0, 5.0]",
+        );
+        match Pipeline::from_toml(&moved, "m.toml")
+            .unwrap()
+            .plan(Dtype::U8)
+        {
             Err(Error::Pipeline {
                 reason: PipelineError::MovesPixelsWithoutBoxes { mover },
                 ..
