@@ -294,35 +294,45 @@ class Wrapper:
                 target[key] = listed[key]
         return target
 
+    @staticmethod
+    def _rles(segmentation, height: int, width: int) -> list[bytes]:
+        """One annotation's compressed RLE strings as the wrapper's `segmentation_to_mask`
+        reads its segmentation: polygons (their union) or an RLE, compressed or not."""
+        from pycocotools import mask as coco_mask
+
+        if isinstance(segmentation, dict):
+            if isinstance(segmentation["counts"], str):
+                if list(segmentation.get("size", ())) != [height, width]:
+                    raise ValueError(
+                        f"an RLE of size {segmentation.get('size')}, not the image's {[height, width]} "
+                        "(torchvision cannot stack its masks)"
+                    )
+                rles = [segmentation]
+            else:
+                rles = [coco_mask.frPyObjects(segmentation, height, width)]
+        elif isinstance(segmentation, list):
+            rles = coco_mask.frPyObjects(segmentation, height, width)
+        else:
+            raise ValueError(f"COCO segmentation expected to be a dict or a list, got {type(segmentation)}")
+        return [r["counts"] if isinstance(r["counts"], bytes) else str(r["counts"]).encode() for r in rles]
+
     def _masks(self, image_id: int, anns: list, detects, index, count: int) -> torch.Tensor:
         """`[count, H, W]` uint8: the kept boxes' masks at the output's size."""
         import PIL.Image
-        from pycocotools import mask as coco_mask
         from torchvision.transforms.v2 import functional as F
-
-        from . import _hpuload
 
         path = f"{self.root}/{self.coco.imgs[image_id]['file_name']}"
         with PIL.Image.open(path) as image:
             width, height = image.size  # the wrapper's canvas: the image as loaded
         objects = []
         for k, a in enumerate(anns):
-            segmentation = a["segmentation"]
-            if isinstance(segmentation, dict):
-                if isinstance(segmentation["counts"], str):
-                    if list(segmentation.get("size", ())) != [height, width]:
-                        raise ValueError(
-                            f"image {image_id}'s annotation {k} is an RLE of size {segmentation.get('size')}, "
-                            f"not the image's {[height, width]} (torchvision cannot stack its masks)"
-                        )
-                    rles = [segmentation]
-                else:
-                    rles = [coco_mask.frPyObjects(segmentation, height, width)]
-            elif isinstance(segmentation, list):
-                rles = coco_mask.frPyObjects(segmentation, height, width)
-            else:
-                raise ValueError(f"COCO segmentation expected to be a dict or a list, got {type(segmentation)}")
-            objects.append([r["counts"] if isinstance(r["counts"], bytes) else str(r["counts"]).encode() for r in rles])
+            try:
+                objects.append(self._rles(a["segmentation"], height, width))
+            except Exception as e:
+                raise ValueError(
+                    f"image {image_id} ({path}): annotation {k} (id {a.get('id')}) has a segmentation "
+                    f"its mask cannot be made from ({type(e).__name__}: {e})"
+                ) from e
         d = detects(index, width, height)
         steps = self.masks
         # Only the masks that stay are drawn: each is moved on its own.
@@ -335,9 +345,8 @@ class Wrapper:
             # The reference's hflip and multiscale augmentations: resized as torch's nearest
             # resize does, then mirrored, in the Rust decode of the RLEs.
             resize = size if size != (height, width) else None
-            planes = _hpuload.coco_masks(objects, height, width, d["flip"], resize)
-            return _planes(planes, len(objects), size)
-        masks = _planes(_hpuload.coco_masks(objects, height, width), len(objects), (height, width))
+            return _planes(self._decode(path, image_id, objects, height, width, d["flip"], resize), len(objects), size)
+        masks = _planes(self._decode(path, image_id, objects, height, width), len(objects), (height, width))
         if (cw, ch) != (width, height):
             masks = F.pad_mask(masks, [left, top, cw - width - left, ch - height - top], fill=steps.zoom_fill)
         if not whole:
@@ -349,6 +358,16 @@ class Wrapper:
         if d["flip"] and steps.flip_after_resize:
             masks = F.horizontal_flip_mask(masks)
         return masks
+
+    @staticmethod
+    def _decode(path: str, image_id: int, objects: list, *args) -> bytearray:
+        """`_hpuload.coco_masks(objects, *args)`, its error naming the image."""
+        from . import _hpuload
+
+        try:
+            return _hpuload.coco_masks(objects, *args)
+        except ValueError as e:
+            raise ValueError(f"image {image_id} ({path}): the masks of its kept objects: {e}") from e
 
 
 def _planes(planes: bytearray, n: int, size: tuple[int, int]) -> torch.Tensor:

@@ -686,3 +686,18 @@ def test_pixel_ops_before_the_geometry_run_on_the_whole_image_as_torchvision_run
         assert target["labels"].tolist() == want["labels"].tolist()
         torch.testing.assert_close(target["boxes"], want["boxes"], rtol=0, atol=0)
         assert torch.equal(target["masks"], want["masks"])
+
+
+def test_a_segmentation_no_mask_can_be_made_from_is_named_by_its_image_and_annotation(coco_png, tmp_path):
+    folder, ann = coco_png
+    data = json.loads(Path(ann).read_text())
+    data["annotations"][3]["segmentation"] = [[1.0, 2.0, 3.0]]  # pycocotools refuses it, as torchvision's loader shows
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    image_id = data["annotations"][3]["image_id"]
+    transforms = T.Compose([T.Resize((40, 40)), *reference_tail(False)])
+    ds = wrap_dataset_for_transforms_v2(CocoDetection(str(folder), str(bad), transforms=transforms), target_keys=["boxes", "labels", "masks"])
+    with no_fallback():
+        loader = ht.DataLoader(ds, batch_size=4, collate_fn=reference_collate)
+    with pytest.raises(ValueError, match=rf"image {image_id} \(.*\): annotation \d \(id {data['annotations'][3]['id']}\) has a segmentation"):
+        list(loader)
