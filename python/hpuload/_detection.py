@@ -42,16 +42,23 @@ def _moves_pixels(op: dict) -> bool:
 _KEYS = ("image_id", "boxes", "labels")
 
 
-class MaskSteps(NamedTuple):
-    """How torchvision v2's detection transforms move a sample's masks, beyond what its drawn
-    plan says: masks are resized with the nearest pixel, which a mirror does not commute with,
-    so the flip's side of the resize counts; a zoom-out pads them with its fill for masks."""
+class TargetSteps(NamedTuple):
+    """What torchvision v2's detection transforms do to a wrapped dataset's targets beyond
+    what a sample's drawn plan says (part of what a change of transforms is checked against):
+    masks are resized with the nearest pixel, which a mirror does not commute with, so the
+    flip's side of the resize counts; a zoom-out pads them with its fill for masks; some steps
+    need boxes and labels to find."""
 
     #: The flip comes after the resize in the user's transforms.
     flip_after_resize: bool
     #: RandomZoomOut's fill for masks, or None where torchvision refuses to pad masks with it
     #: (a sequence); 0 without a zoom-out.
     zoom_fill: int | None
+    #: The first step torchvision raises at for a target without boxes (an image without
+    #: annotations): `SanitizeBoundingBoxes` or `RandomIoUCrop`; None.
+    needs_boxes: str | None
+    #: A `SanitizeBoundingBoxes` is there (it needs labels in the target).
+    sanitizes: bool
 
 
 def _unwrap_subsets(dataset) -> tuple[Any, list[int] | None]:
@@ -115,12 +122,12 @@ def coco_source(dataset, max_boxes: int, translate: bool = True) -> tuple[dict, 
         if any(b <= a for a, b in zip(indices, indices[1:])):
             raise Unfit("a Subset whose indices are not ascending (hpuload orders images by id, as CocoDetection)")
         chosen = [ids[i] for i in indices]
-    pipeline, dtype, pure, target_transform, masks = None, "f32", True, None, None
+    pipeline, dtype, pure, target_transform, steps = None, "f32", True, None, None
     if translate:
-        pipeline, dtype, pure, target_transform, masks = translate_transforms(dataset)
+        pipeline, dtype, pure, target_transform, steps = translate_transforms(dataset)
     keys = None
     if wrapped is not None:
-        keys = Wrapper(wrapped, inner, pipeline, masks) if translate else _target_keys(wrapped._target_keys)
+        keys = Wrapper(wrapped, inner, steps) if translate else _target_keys(wrapped._target_keys)
     # The file's own records in its order (what pycocotools loaded), slimmed to the fields
     # hpuload reads, so an error names the record as the file numbers it.
     data = coco.dataset
@@ -176,9 +183,9 @@ def _is_reference(inner) -> bool:
     return type(inner) is not CocoDetection
 
 
-def translate_transforms(dataset) -> tuple[str, str, bool, Any, MaskSteps | None]:
-    """`(pipeline JSON, dtype, pure, target transform, mask steps)` of the transforms a
-    (Subset of a) CocoDetection applies now, or `Unsupported`; mask steps for a dataset
+def translate_transforms(dataset) -> tuple[str, str, bool, Any, TargetSteps | None]:
+    """`(pipeline JSON, dtype, pure, target transform, target steps)` of the transforms a
+    (Subset of a) CocoDetection applies now, or `Unsupported`; target steps for a dataset
     wrapped for transforms v2 alone."""
     wrapped, inner = _wrapper_and_inner(dataset)
     if wrapped is None and _is_reference(inner):
@@ -186,8 +193,8 @@ def translate_transforms(dataset) -> tuple[str, str, bool, Any, MaskSteps | None
         return pipeline, dtype, True, None, None
     image_transform, target_transform = _split(current_transforms(dataset), wrapped is not None)
     if wrapped is not None:
-        pipeline, dtype, pure, masks = translate_detection(image_transform)
-        return pipeline, dtype, pure, target_transform, masks
+        pipeline, dtype, pure, on_targets = translate_detection(image_transform)
+        return pipeline, dtype, pure, target_transform, on_targets
     from ._transforms import translate as translate_image
 
     pipeline, dtype = translate_image(image_transform)
@@ -222,23 +229,19 @@ class Wrapper:
     gets `{"image_id": id}` alone, as the wrapper gives it, or the error torchvision raises
     where a step needs boxes."""
 
-    def __init__(self, wrapped, inner, pipeline: str | None, masks: MaskSteps | None):
+    def __init__(self, wrapped, inner, steps: TargetSteps):
         coco = inner.coco
         self.coco = coco
         self.root = str(inner.root)
         self.bare = frozenset(image_id for image_id in inner.ids if not coco.getAnnIds(image_id))
         self.keys = self._order(wrapped, inner)
-        self.masks = masks if "masks" in self.keys else None
-        if self.masks is not None and self.masks.zoom_fill is None:
+        self.steps = steps
+        #: The target holds masks, which each sample's drawn plan moves.
+        self.masks = "masks" in self.keys
+        if self.masks and steps.zoom_fill is None:
             raise Unsupported("RandomZoomOut with a sequence as the fill of masks (torchvision refuses to pad masks with it)")
-        ops = [o["op"] for o in json.loads(pipeline)["ops"]] if pipeline else []
-        if "sanitize_bounding_boxes" in ops and "labels" not in self.keys:
+        if steps.sanitizes and "labels" not in self.keys:
             raise Unsupported("SanitizeBoundingBoxes on targets without labels (torchvision cannot find them and raises)")
-        #: The step torchvision raises at for an image without annotations (no boxes to find).
-        self.needs_boxes = next(
-            (name for op, name in (("sanitize_bounding_boxes", "SanitizeBoundingBoxes"), ("random_iou_crop", "RandomIoUCrop")) if op in ops),
-            None,
-        )
 
     @staticmethod
     def _order(wrapped, inner) -> tuple[str, ...]:
@@ -267,9 +270,9 @@ class Wrapper:
         `size` the output's `(height, width)`, `detects(index, width, height)` the sample's
         drawn plan (for the masks)."""
         if image_id in self.bare:
-            if self.needs_boxes is not None:
+            if self.steps.needs_boxes is not None:
                 raise ValueError(
-                    f"image {image_id} has no annotations, and {self.needs_boxes} needs boxes: torchvision "
+                    f"image {image_id} has no annotations, and {self.steps.needs_boxes} needs boxes: torchvision "
                     "raises at it for this sample too (drop such images, as the detection reference does)"
                 )
             return {"image_id": image_id}
@@ -334,7 +337,7 @@ class Wrapper:
                     f"its mask cannot be made from ({type(e).__name__}: {e})"
                 ) from e
         d = detects(index, width, height)
-        steps = self.masks
+        steps = self.steps
         # Only the masks that stay are drawn: each is moved on its own.
         objects = [objects[k] for k in d["kept"][:count]]
         (cw, ch), (left, top) = d["canvas"], d["image_at"]
@@ -466,8 +469,12 @@ def shortest_size(t, name: str, on_tensor: bool) -> dict:
     }
 
 
-def translate_detection(transform) -> tuple[str, str, bool, MaskSteps]:
-    """`(pipeline JSON, dtype, pure, mask steps)` for torchvision v2 detection transforms on
+#: The steps torchvision raises at for a target without boxes, by their ops' names.
+_NEEDS_BOXES = {"random_iou_crop": "RandomIoUCrop", "sanitize_bounding_boxes": "SanitizeBoundingBoxes"}
+
+
+def translate_detection(transform) -> tuple[str, str, bool, TargetSteps]:
+    """`(pipeline JSON, dtype, pure, target steps)` for torchvision v2 detection transforms on
     `(image, target)`: photometric distortion on the whole image, then zoom-out, IoU crop, flip
     and a fixed `Resize((h, w))` or a `RandomShortestSize` (each image its own size; the flip
     before or after it), pixel ops at the output size, the conversion to float, and
@@ -648,8 +655,9 @@ def translate_detection(transform) -> tuple[str, str, bool, MaskSteps]:
     if sanitize is not None and sanitize_after_resize:
         ops.append(sanitize)
     ops += pixel + ([normalize] if normalize else [])
-    masks = MaskSteps(flip_after_resize, zoom_fill)
-    return json.dumps({"name": "torchvision-detection", "ops": ops}), dtype or "u8", pure, masks
+    needs_boxes = next((_NEEDS_BOXES[o["op"]] for o in ops if o["op"] in _NEEDS_BOXES), None)
+    on_targets = TargetSteps(flip_after_resize, zoom_fill, needs_boxes, sanitize is not None)
+    return json.dumps({"name": "torchvision-detection", "ops": ops}), dtype or "u8", pure, on_targets
 
 
 class Targets:
@@ -671,7 +679,7 @@ class Targets:
     @property
     def moves_masks(self) -> bool:
         """Whether a wrapped dataset's targets hold masks, which the sample's drawn plan moves."""
-        return isinstance(self.keys, Wrapper) and self.keys.masks is not None
+        return isinstance(self.keys, Wrapper) and self.keys.masks
 
     def fields(self, records: torch.Tensor) -> dict[str, torch.Tensor]:
         """The padded fields of `[N, record bytes]` uint8 records, as views (no copy):
