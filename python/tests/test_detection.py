@@ -701,3 +701,21 @@ def test_a_segmentation_no_mask_can_be_made_from_is_named_by_its_image_and_annot
         loader = ht.DataLoader(ds, batch_size=4, collate_fn=reference_collate)
     with pytest.raises(ValueError, match=rf"image {image_id} \(.*\): annotation \d \(id {data['annotations'][3]['id']}\) has a segmentation"):
         list(loader)
+
+
+def test_new_transforms_that_need_boxes_of_an_image_without_annotations_go_to_torch(coco_png, tmp_path):
+    """The steps that need boxes are part of what a change of transforms is checked against:
+    the dataset's transforms reassigned to ones with SanitizeBoundingBoxes after the loader was
+    built are run by torch's loader (which then raises at the image without annotations, as
+    the dataset itself does), never by hpuload's `{"image_id"}` for it."""
+    folder, ann = coco_png
+    ann = with_crowds_and_bare_images(folder, ann, tmp_path / "crowds.json")
+    plain = T.Compose([T.Resize((40, 40)), T.ToImage(), T.ToDtype(torch.float32, scale=True), T.ToPureTensor()])
+    ds = wrapped(folder, ann, plain)
+    with no_fallback():
+        loader = ht.DataLoader(ds, batch_size=4, collate_fn=reference_collate)
+    targets = [t for _, ts in loader for t in ts]
+    assert targets[2] == {"image_id": ds.ids[2]}
+    ds.transforms = T.Compose([T.Resize((40, 40)), *reference_tail(False)])
+    with pytest.warns(ht.FallbackWarning, match="change the targets"), pytest.raises(ValueError):
+        list(loader)
