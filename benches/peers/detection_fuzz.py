@@ -10,7 +10,7 @@ A composition: the PIL image or a tensor (ToImage) at a random place, one to fou
 from geometry (resizes, crops, pads, flips, zoom-out, rotations and affines pinned), box steps
 (format conversion, clamping, sanitizing) and pixel steps, then the sweep's tail (a float
 dtype or not, pure tensors or not), the dataset wrapped with random target keys; every other
-case with two images that have no annotations. Prints one
+case with two images that have no annotations, every third with boxes written as integers. Prints one
 line per case that is not "same", "fallback" or "torch raises", and a tally:
   same      hpuload's samples equal torch's (1 level for the image; boxes 1e-4 relative)
   fallback  hpuload warned and ran torch's loader (equal too, or it is fallback-BAD)
@@ -184,6 +184,12 @@ def main():
     bare["annotations"] = [a for a in bare["annotations"] if a["image_id"] not in gone]
     bare_ann = ann.with_name("bare.json")
     bare_ann.write_text(json.dumps(bare))
+    # Every third case: boxes written as integers, which the wrapper holds as int64.
+    whole = json.loads(ann.read_text())
+    for a in whole["annotations"]:
+        a["bbox"] = [int(round(v)) for v in a["bbox"]]
+    int_ann = ann.with_name("integers.json")
+    int_ann.write_text(json.dumps(whole))
     tally = {}
     only = os.environ.get("ONLY")
     for i in range(cases):
@@ -191,7 +197,8 @@ def main():
         if only is not None and i != int(only):
             continue
         try:
-            outcome, detail = run(sweep.dataset(bare_ann if i % 2 else ann, transforms, keys), show=only is not None)
+            chosen = int_ann if i % 3 == 2 else bare_ann if i % 2 else ann
+            outcome, detail = run(sweep.dataset(chosen, transforms, keys), show=only is not None)
         except Exception as e:
             outcome, detail = "HARNESS", f"{type(e).__name__}: {e}"
         quiet = ("same", "torch raises") + (() if os.environ.get("FALLBACKS") else ("fallback",))

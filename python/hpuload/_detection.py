@@ -280,6 +280,10 @@ class Wrapper:
         from torchvision.tv_tensors._dataset_wrapper import list_of_dicts_to_dict_of_lists
 
         anns = self.coco.loadAnns(self.coco.getAnnIds(image_id))
+        if all(type(v) is int for a in anns for v in a["bbox"]):
+            # The wrapper's `torch.tensor` of whole numbers is int64 (the Rust plan truncated
+            # what the resize scaled, as torchvision's kernel does for int64 boxes).
+            boxes = boxes.to(torch.int64)
         listed = None
         target: dict[str, Any] = {}
         for key in self.keys:

@@ -719,3 +719,34 @@ def test_new_transforms_that_need_boxes_of_an_image_without_annotations_go_to_to
     ds.transforms = T.Compose([T.Resize((40, 40)), *reference_tail(False)])
     with pytest.warns(ht.FallbackWarning, match="change the targets"), pytest.raises(ValueError):
         list(loader)
+
+
+@pytest.mark.parametrize("tensor_first", [False, True])
+def test_boxes_written_as_integers_are_int64_moved_as_torchvisions_int64_kernels(coco_png, tmp_path, tensor_first):
+    """An annotation file that writes boxes as integers (as many exporters do): the wrapper
+    holds an image's boxes as int64 when all of them are, and torchvision's resize truncates
+    what it scales; the flip after the resize and SanitizeBoundingBoxes then see those whole
+    numbers. Every sample equals the dataset's own, dtype and values."""
+    folder, ann = coco_png
+    data = json.loads(Path(ann).read_text())
+    for k, a in enumerate(data["annotations"]):
+        # The images' boxes all integers but the second image's first (that image: float32).
+        first_of_second = a["image_id"] == data["images"][1]["id"] and k == next(
+            i for i, b in enumerate(data["annotations"]) if b["image_id"] == a["image_id"]
+        )
+        a["bbox"] = [float(v) for v in a["bbox"]] if first_of_second else [int(v) for v in a["bbox"]]
+    whole = tmp_path / "integers.json"
+    whole.write_text(json.dumps(data))
+    steps = [T.ToImage()] if tensor_first else []
+    steps += [T.RandomShortestSize(61, 90), T.RandomHorizontalFlip(1.0)]
+    ds = wrapped(folder, whole, T.Compose(steps + reference_tail(tensor_first)))
+    with no_fallback():
+        got = [s for b in ht.DataLoader(ds, batch_size=4, num_workers=2, collate_fn=reference_collate) for s in zip(*b)]
+    dtypes = set()
+    for k, (_, target) in enumerate(got):
+        want = ds[k][1]
+        assert target["boxes"].dtype == want["boxes"].dtype
+        assert torch.equal(target["boxes"], want["boxes"]), k
+        assert torch.equal(target["labels"], want["labels"]), k
+        dtypes.add(want["boxes"].dtype)
+    assert dtypes == {torch.int64, torch.float32}

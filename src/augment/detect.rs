@@ -484,6 +484,28 @@ pub(crate) fn fixed_crop(
     }
 }
 
+/// A sample's boxes for its plan: `[x1, y1, x2, y2]` each, in the image's pixels, and whether
+/// torchvision holds them as integers (the v2 wrapper's int64 boxes of an annotation file that
+/// writes every box of the image as integers: its resize then truncates the scaled
+/// coordinates; every other step keeps whole numbers whole in float32 too).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SampleBoxes<'a> {
+    /// `[x1, y1, x2, y2]` per object.
+    pub boxes: &'a [[f32; 4]],
+    /// Held as int64.
+    pub integer: bool,
+}
+
+impl<'a> SampleBoxes<'a> {
+    /// Boxes held in float32.
+    pub fn floats(boxes: &'a [[f32; 4]]) -> Self {
+        Self {
+            boxes,
+            integer: false,
+        }
+    }
+}
+
 /// `SanitizeBoundingBoxes(min_size, min_area)`: drops boxes smaller than `min_size` on a side
 /// or `min_area` in area, or reaching outside the image, with their labels.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -752,11 +774,11 @@ pub(crate) fn transform_boxes(
     fill: [u8; 3],
     width: u32,
     height: u32,
-    boxes: &[[f32; 4]],
+    boxes: SampleBoxes<'_>,
     out: Option<(u32, u32)>,
     sanitize: Option<SanitizeSpec>,
 ) -> DetectPlan {
-    let ((cw, ch), mut b) = on_canvas(boxes, drawn.zoom, width, height);
+    let ((cw, ch), mut b) = on_canvas(boxes.boxes, drawn.zoom, width, height);
     let image_at = drawn.zoom.map_or((0, 0), |(_, at)| at);
     let mut window = [0, 0, cw, ch];
     let mut kept: Vec<u32> = (0..b.len() as u32).collect();
@@ -803,6 +825,10 @@ pub(crate) fn transform_boxes(
         let ry = (f64::from(oh) / f64::from(wh)) as f32;
         for x in &mut b {
             *x = [x[0] * rx, x[1] * ry, x[2] * rx, x[3] * ry];
+            if boxes.integer {
+                // int64 boxes: the float32 products cast back, toward zero.
+                *x = x.map(f32::trunc);
+            }
         }
     }
     let (oh, ow) = match &drawn.fixed {
@@ -1044,7 +1070,45 @@ mod tests {
     }
 
     fn no_sanitize(drawn: &Drawn, boxes: &[[f32; 4]], out: (u32, u32)) -> DetectPlan {
-        transform_boxes(drawn, [0; 3], 100, 80, boxes, Some(out), None)
+        transform_boxes(
+            drawn,
+            [0; 3],
+            100,
+            80,
+            SampleBoxes::floats(boxes),
+            Some(out),
+            None,
+        )
+    }
+
+    #[test]
+    fn integer_boxes_are_truncated_where_the_resize_scales_them_and_mirrored_after() {
+        let drawn = Drawn {
+            zoom: None,
+            crop: None,
+            flip: true,
+            flip_after_resize: true,
+            drop_outside: false,
+            fixed: None,
+        };
+        let boxes = [[10.0, 21.0, 33.0, 47.0], [-7.0, -3.0, 5.0, 9.0]];
+        let integer = SampleBoxes {
+            boxes: &boxes,
+            integer: true,
+        };
+        let p = transform_boxes(&drawn, [0; 3], 100, 80, integer, Some((37, 53)), None);
+        // x * 0.53, y * 0.4625 in float32, toward zero (int64's cast), then 53 - x.
+        assert_eq!(p.boxes, [[36.0, 9.0, 48.0, 21.0], [51.0, -1.0, 56.0, 4.0]]);
+        let floats = transform_boxes(
+            &drawn,
+            [0; 3],
+            100,
+            80,
+            SampleBoxes::floats(&boxes),
+            Some((37, 53)),
+            None,
+        );
+        assert!(floats.boxes[0].iter().any(|v| v.fract() != 0.0));
     }
 
     #[test]
@@ -1085,7 +1149,7 @@ mod tests {
             [0; 3],
             100,
             80,
-            &boxes,
+            SampleBoxes::floats(&boxes),
             Some((40, 50)),
             Some(SanitizeSpec {
                 spec: SanitizeBoundingBoxes::default(),
@@ -1141,7 +1205,7 @@ mod tests {
             [0; 3],
             100,
             100,
-            &boxes,
+            SampleBoxes::floats(&boxes),
             Some((300, 300)),
             spec(true),
         );
@@ -1150,7 +1214,7 @@ mod tests {
             [0; 3],
             100,
             100,
-            &boxes,
+            SampleBoxes::floats(&boxes),
             Some((300, 300)),
             spec(false),
         );
@@ -1189,7 +1253,7 @@ mod tests {
             [0; 3],
             100,
             80,
-            &[[10.0, 20.0, 50.0, 60.0]],
+            SampleBoxes::floats(&[[10.0, 20.0, 50.0, 60.0]]),
             None,
             None,
         );
@@ -1454,7 +1518,15 @@ mod tests {
             [130.0, 140.0, 149.0, 170.0],
             [10.0, 5.0, 40.0, 45.0],
         ];
-        let p = transform_boxes(&drawn, [0; 3], 150, 300, &boxes, None, None);
+        let p = transform_boxes(
+            &drawn,
+            [0; 3],
+            150,
+            300,
+            SampleBoxes::floats(&boxes),
+            None,
+            None,
+        );
         assert_eq!(p.size, (100, 200));
         assert_eq!(p.kept, [0, 1]);
         // Cut: [10, 10, 30, 30] and [110, 90, 120, 100]; mirrored in the padded width 200.
@@ -1477,7 +1549,15 @@ mod tests {
             ..drawn
         };
         let past = [[-1.0, 0.0, 0.0, 5.0]];
-        let p = transform_boxes(&drawn, [0; 3], 90, 80, &past, None, None);
+        let p = transform_boxes(
+            &drawn,
+            [0; 3],
+            90,
+            80,
+            SampleBoxes::floats(&past),
+            None,
+            None,
+        );
         assert_eq!((p.boxes.as_slice(), p.size), (&past[..], (100, 120)));
     }
 }

@@ -69,7 +69,7 @@ pub use colour::{
 };
 pub use detect::{
     CanvasJob, DetectPlan, FixedCrop, FixedSizeCrop, RandomIoUCrop, RandomShortestSize,
-    RandomZoomOut, SanitizeBoundingBoxes, ScaleJitter,
+    RandomZoomOut, SampleBoxes, SanitizeBoundingBoxes, ScaleJitter,
 };
 pub use erase::{EraseBox, EraseValue, RandomErasing, RandomFill};
 pub use error::{AugmentError, PipelineError};

@@ -10,7 +10,8 @@ use super::albu::{
     AlbuAffine, AlbuLongestMaxSize, AlbuPadIfNeeded, AlbuSmallestMaxSize, Cv2Border,
 };
 use super::detect::{
-    self, DetectPlan, DrawnResize, FixedSizeCrop, RandomIoUCrop, RandomZoomOut, SanitizeSpec,
+    self, DetectPlan, DrawnResize, FixedSizeCrop, RandomIoUCrop, RandomZoomOut, SampleBoxes,
+    SanitizeSpec,
 };
 use super::erase::Eraser;
 use super::error::{AugmentError, PipelineError};
@@ -998,7 +999,7 @@ impl Plan {
         epoch: u64,
         index: usize,
         (width, height): (u32, u32),
-        objects: Option<&[[f32; 4]]>,
+        objects: Option<SampleBoxes<'_>>,
     ) -> Result<SamplePlan, AugmentError> {
         let mut pre = Vec::new();
         for (at, op) in &self.pre {
@@ -1011,12 +1012,12 @@ impl Plan {
             for (at, op) in &d.pre {
                 op.draw(&mut rng(*at), (height, width), &mut pre);
             }
-            let boxes = objects.unwrap_or(&[]);
+            let boxes = objects.unwrap_or_default();
             let zoom = d
                 .zoom
                 .as_ref()
                 .and_then(|(at, z)| detect::zoom_out(z, width, height, &mut rng(*at)));
-            let ((cw, ch), on_canvas) = detect::on_canvas(boxes, zoom, width, height);
+            let ((cw, ch), on_canvas) = detect::on_canvas(boxes.boxes, zoom, width, height);
             let crop = d
                 .iou
                 .as_ref()
@@ -1302,7 +1303,9 @@ mod tests {
         let boxes = [[10.0f32, 20.0, 110.0, 220.0]];
         let (mut sizes, mut flips) = (std::collections::BTreeSet::new(), 0);
         for index in 0..64 {
-            let s = plan.sample(1, 0, index, (500, 375), Some(&boxes)).unwrap();
+            let s = plan
+                .sample(1, 0, index, (500, 375), Some(SampleBoxes::floats(&boxes)))
+                .unwrap();
             let d = s.detect.as_ref().unwrap();
             assert_eq!(s.pixels.size, d.size);
             let (h, w) = d.size;
@@ -1349,7 +1352,9 @@ mod tests {
         let boxes = [[10.0f32, 20.0, 110.0, 220.0]];
         let (mut cut, mut padded, mut flips) = (0, 0, 0);
         for index in 0..200 {
-            let s = plan.sample(1, 0, index, (500, 375), Some(&boxes)).unwrap();
+            let s = plan
+                .sample(1, 0, index, (500, 375), Some(SampleBoxes::floats(&boxes)))
+                .unwrap();
             let d = s.detect.as_ref().unwrap();
             let f = d.fixed.unwrap();
             assert_eq!((s.pixels.size, d.size), ((200, 200), (200, 200)));

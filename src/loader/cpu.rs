@@ -8,7 +8,7 @@ use hpuload_decoders::{CpuDecoder, Decode, DecodeError, ImageInfo, JpegDecoder};
 use super::Shared;
 use crate::augment::compose_padded;
 use crate::augment::detect::compose_window;
-use crate::augment::{self, AugmentError, DetectPlan, Resampler, SamplePlan};
+use crate::augment::{self, AugmentError, DetectPlan, Resampler, SampleBoxes, SamplePlan};
 use crate::cpu_time::CpuClock;
 use crate::stage::Stage;
 use crate::SampleErrorKind;
@@ -183,7 +183,7 @@ fn plan_for(
     if let Some(plan) = plan {
         return Ok(plan);
     }
-    let objects = shared.source.objects(index).map(|o| o.boxes);
+    let objects = shared.source.objects(index).map(SampleBoxes::from);
     let plan = (shared.plan)
         .sample(shared.seed, epoch, index, size, objects)
         .map_err(SampleErrorKind::Augment)?;

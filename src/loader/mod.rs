@@ -33,7 +33,7 @@ pub use video::VideoSpec;
 use crate::stage::{Stage, StageTimes};
 pub use state::{LoaderState, StateConfig};
 
-use crate::augment::{ExifReader, PixelStage, Plan};
+use crate::augment::{ExifReader, PixelStage, Plan, SampleBoxes};
 use crate::hpu::{Dtype, Hpu, Layout};
 use crate::pinned::PinnedPool;
 use crate::sampler::{Sampler, Shard};
@@ -787,7 +787,7 @@ impl Loader {
                 epoch,
                 index,
                 (width, height),
-                self.shared.source.objects(index).map(|o| o.boxes),
+                self.shared.source.objects(index).map(SampleBoxes::from),
             )
             .map_err(|e| Error::Pipeline {
                 name: "sample_plan".into(),

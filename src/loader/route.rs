@@ -9,7 +9,7 @@ use hpuload_decoders::orientation::Orientation;
 use hpuload_decoders::{DecodeError, JpegDecoder};
 
 use super::{lock, Backend, Shared};
-use crate::augment::{AugmentError, CanvasJob, Interpolation, PixelOp, SamplePlan};
+use crate::augment::{AugmentError, CanvasJob, Interpolation, PixelOp, SampleBoxes, SamplePlan};
 use crate::cpu_time::CpuClock;
 use crate::hpu::{DeviceBuffer, Hpu, HpuError};
 use crate::stage::Stage;
@@ -65,7 +65,7 @@ pub(super) fn route(
         .map_or(Orientation::Upright, |reader| reader.read(bytes));
     match probe.probe_parsed(bytes) {
         Ok((info, parsed)) => {
-            let objects = shared.source.objects(index).map(|o| o.boxes);
+            let objects = shared.source.objects(index).map(SampleBoxes::from);
             let shown = turn.turned_size(info.width, info.height);
             let plan = shared
                 .plan

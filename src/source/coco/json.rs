@@ -23,6 +23,10 @@ pub(super) struct AnnotationRecord {
     pub(super) image_id: i64,
     pub(super) category_id: i64,
     pub(super) bbox: [f32; 4],
+    /// The file writes all four numbers of `bbox` as integers (`[10, 20, 30, 40]`, not
+    /// `[10.0, ...]`): Python's `json` then loads ints, and torchvision's v2 wrapper makes the
+    /// boxes of an image whose every box is so an int64 tensor.
+    pub(super) integer_bbox: bool,
     pub(super) iscrowd: u8,
     pub(super) area: f32,
 }
@@ -289,6 +293,44 @@ fn value<'de, A: MapAccess<'de>, T: de::Deserialize<'de>>(
     map.next_value()
 }
 
+/// A JSON number, and whether the file wrote it as an integer (no fraction, no exponent).
+#[derive(Clone, Copy)]
+struct Number {
+    value: f64,
+    integer: bool,
+}
+
+impl<'de> de::Deserialize<'de> for Number {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl de::Visitor<'_> for V {
+            type Value = Number;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a number")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Number, E> {
+                Ok(Number {
+                    value: v as f64,
+                    integer: true,
+                })
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Number, E> {
+                Ok(Number {
+                    value: v as f64,
+                    integer: true,
+                })
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Number, E> {
+                Ok(Number {
+                    value: v,
+                    integer: false,
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 fn missing<E: de::Error>(at: &Cell<At>, field: &'static str) -> E {
     let mut now = at.get();
     now.field = "";
@@ -348,20 +390,23 @@ impl<'de> RecordFn<'de> for AnnotationFn {
         index: usize,
     ) -> Result<AnnotationRecord, A::Error> {
         let (mut image_id, mut category_id, mut bbox) = (None, None, None);
+        let mut integer_bbox = false;
         let (mut iscrowd, mut area) = (0u8, 0f32);
         while let Some(key) = map.next_key::<Key<'de>>()? {
             match key.as_str() {
                 "image_id" => image_id = Some(value::<A, i64>(map, at, "image_id")?),
                 "category_id" => category_id = Some(value::<A, i64>(map, at, "category_id")?),
                 "bbox" => {
-                    let b = value::<A, [f64; 4]>(map, at, "bbox")?;
-                    if b.iter().any(|v| !v.is_finite()) {
+                    let b = value::<A, [Number; 4]>(map, at, "bbox")?;
+                    let b4 = b.map(|n| n.value);
+                    if b4.iter().any(|v| !v.is_finite()) {
                         return Err(de::Error::custom(format_args!(
-                            "{b:?} is not four finite numbers"
+                            "{b4:?} is not four finite numbers"
                         )));
                     }
-                    // torchvision holds boxes in float32.
-                    bbox = Some(b.map(|v| v as f32));
+                    integer_bbox = b.iter().all(|n| n.integer);
+                    // torchvision holds boxes in float32 (or int64, for integers).
+                    bbox = Some(b4.map(|v| v as f32));
                 }
                 "iscrowd" => iscrowd = value::<A, u8>(map, at, "iscrowd")?,
                 "area" => area = value::<A, f64>(map, at, "area")? as f32,
@@ -375,6 +420,7 @@ impl<'de> RecordFn<'de> for AnnotationFn {
             image_id: image_id.ok_or_else(|| missing(at, "image_id"))?,
             category_id: category_id.ok_or_else(|| missing(at, "category_id"))?,
             bbox: bbox.ok_or_else(|| missing(at, "bbox"))?,
+            integer_bbox,
             iscrowd,
             area,
         })

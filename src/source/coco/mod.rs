@@ -21,6 +21,7 @@ use json::{parse, Category, Parsed};
 use members::{locate_members, member, names_shards};
 
 use super::{Entry, Listing, Source};
+use crate::augment::SampleBoxes;
 use crate::Error;
 
 /// Which images a [`CocoDataset`] keeps.
@@ -81,6 +82,18 @@ pub struct Objects<'a> {
     pub iscrowd: &'a [u8],
     /// COCO's `area` per object (0 when the file leaves it out).
     pub area: &'a [f32],
+    /// Every box of the image is written as four integers in the file: torchvision's v2
+    /// wrapper then holds them as int64, and its resize truncates the scaled coordinates.
+    pub integer: bool,
+}
+
+impl<'a> From<Objects<'a>> for SampleBoxes<'a> {
+    fn from(o: Objects<'a>) -> Self {
+        SampleBoxes {
+            boxes: o.boxes,
+            integer: o.integer,
+        }
+    }
 }
 
 /// What is wrong with an annotation that the dataset keeps or drops instead of refusing the
@@ -140,6 +153,8 @@ pub struct CocoDataset {
     labels: Vec<i64>,
     iscrowd: Vec<u8>,
     area: Vec<f32>,
+    /// Per sample: it has objects, and every box is written as integers ([`Objects::integer`]).
+    integer: Vec<bool>,
     issues: AnnotationIssues,
     /// Where the images are.
     images: Images,
@@ -304,6 +319,7 @@ impl CocoDataset {
         let mut labels = vec![0i64; total];
         let mut iscrowd = vec![0u8; total];
         let mut area = vec![0f32; total];
+        let mut integer = vec![false; total];
         for (a, k) in annotations.iter().zip(&owner) {
             let Some(k) = *k else { continue };
             let [x, y, w, h] = a.bbox;
@@ -347,6 +363,7 @@ impl CocoDataset {
             };
             iscrowd[at] = a.iscrowd;
             area[at] = a.area;
+            integer[at] = a.integer_bbox;
         }
         let chosen = options.images.as_ref().map(|ids| {
             let mut ids = ids.clone();
@@ -382,6 +399,7 @@ impl CocoDataset {
             labels: Vec::new(),
             iscrowd: Vec::new(),
             area: Vec::new(),
+            integer: Vec::new(),
             issues,
             images: Images::Folder,
         };
@@ -401,6 +419,8 @@ impl CocoDataset {
             set.boxes.extend_from_slice(&boxes[objects.clone()]);
             set.labels.extend_from_slice(&labels[objects.clone()]);
             set.iscrowd.extend_from_slice(&iscrowd[objects.clone()]);
+            set.integer
+                .push(!objects.is_empty() && integer[objects.clone()].iter().all(|&i| i));
             set.area.extend_from_slice(&area[objects]);
             set.starts.push(set.boxes.len());
         }
@@ -477,6 +497,7 @@ impl CocoDataset {
             labels: &self.labels[r.clone()],
             iscrowd: &self.iscrowd[r.clone()],
             area: &self.area[r],
+            integer: self.integer[index],
         }
     }
 
@@ -611,6 +632,20 @@ mod tests {
 
     fn error(json: &str) -> String {
         open(json, &CocoOptions::default()).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn an_image_whose_every_box_is_written_as_integers_is_marked_integer() {
+        let set = open(FILE, &CocoOptions::default()).unwrap();
+        // Image 30: `[10, 20, 30, 40]` and `[1, 1, 5, 5]`; 10 and 20 have fractions; 40 none.
+        let integer: Vec<bool> = (0..4).map(|i| set.objects(i).integer).collect();
+        assert_eq!(integer, [false, false, true, false]);
+        let written = FILE.replace("[10, 20, 30, 40]", "[10, 20, 30, 40.0]");
+        let set = open(&written, &CocoOptions::default()).unwrap();
+        assert!(
+            !set.objects(2).integer,
+            "one number with a fraction makes the image's float32"
+        );
     }
 
     #[test]
