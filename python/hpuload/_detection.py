@@ -499,6 +499,8 @@ def translate_detection(transform) -> tuple[str, str, bool, TargetSteps]:
     pixel: list[dict] = []
     sanitize: dict | None = None
     sanitize_after_resize = False
+    clamp: dict | None = None
+    clamp_after_resize = False
     normalize: dict | None = None
     image_type: Any = PIL.Image.Image
     dtype: str | None = None
@@ -526,6 +528,8 @@ def translate_detection(transform) -> tuple[str, str, bool, TargetSteps]:
         elif _is(t, "RandomZoomOut"):
             if geometry or flip or resize:
                 raise Unsupported("RandomZoomOut after another geometric transform")
+            if clamp is not None:
+                raise Unsupported("RandomZoomOut after ClampBoundingBoxes (hpuload clamps after the zoom-out)")
             if dtype is not None:
                 raise Unsupported("RandomZoomOut after the conversion to float")
             zoom_fill = _mask_fill(t)
@@ -540,6 +544,8 @@ def translate_detection(transform) -> tuple[str, str, bool, TargetSteps]:
         elif _is(t, "RandomIoUCrop"):
             if flip or resize or any(g["op"] == "random_iou_crop" for g in geometry):
                 raise Unsupported("RandomIoUCrop after the flip, the resize or another RandomIoUCrop")
+            if clamp is not None:
+                raise Unsupported("RandomIoUCrop after ClampBoundingBoxes (hpuload clamps after the crop)")
             geometry.append(_iou_crop(t))
         elif _is(t, "RandomHorizontalFlip"):
             if flip is not None:
@@ -605,6 +611,13 @@ def translate_detection(transform) -> tuple[str, str, bool, TargetSteps]:
         elif _is(t, "ConvertBoundingBoxFormat"):
             if _bbox_format(t) != "XYXY":
                 raise Unsupported(f"ConvertBoundingBoxFormat({_bbox_format(t)}) (hpuload gives XYXY boxes)")
+        elif _is(t, "ClampBoundingBoxes"):
+            if getattr(t, "clamping_mode", "auto") is None:
+                continue  # clamps nothing
+            if sanitize is not None or clamp is not None:
+                raise Unsupported("ClampBoundingBoxes after SanitizeBoundingBoxes or twice (hpuload clamps once, before sanitizing)")
+            clamp = {"op": "clamp_bounding_boxes"}
+            clamp_after_resize = resize is not None
         elif _is(t, "SanitizeBoundingBoxes"):
             if t.labels_getter != "default":
                 raise Unsupported("SanitizeBoundingBoxes with a labels_getter of its own")
@@ -650,12 +663,17 @@ def translate_detection(transform) -> tuple[str, str, bool, TargetSteps]:
         # a third of the f32 values: the identity normalization carries that conversion.
         normalize = {"op": "normalize", "mean": [0.0] * 3, "std": [1.0] * 3, "to_float": "multiply"}
     ops = pre + geometry + ([flip] if flip and not flip_after_shortest else [])
+    # A clamp commutes with a flip (mirrored boxes inside the canvas stay inside).
+    if clamp is not None and not clamp_after_resize:
+        ops.append(clamp)
     if sanitize is not None and not sanitize_after_resize:
         ops.append(sanitize)
     if resize is not None:
         ops.append(resize)
     if flip and flip_after_shortest:
         ops.append(flip)
+    if clamp is not None and clamp_after_resize:
+        ops.append(clamp)
     if sanitize is not None and sanitize_after_resize:
         ops.append(sanitize)
     ops += pixel + ([normalize] if normalize else [])

@@ -368,7 +368,9 @@ def test_iou_crop_and_zoom_out_parameters_are_distributed_as_torchvisions(png_fo
     tf = T.Compose([T.RandomZoomOut(), T.RandomIoUCrop(), T.Resize((64, 64)), T.ToImage(), T.ToDtype(torch.float32, scale=True)])
     ds = wrapped(png_folder, ann, tf)
     with no_fallback():
-        loader = ht.DataLoader(ds, batch_size=8, num_workers=1, collate_fn=reference_collate)
+        # A fixed seed: the check compares two samples of 600 draws, and the loader's seed
+        # otherwise comes from torch's generator as the tests before this one left it.
+        loader = ht.DataLoader(ds, batch_size=8, num_workers=1, collate_fn=reference_collate, seed=0)
     w, h = one["width"], one["height"]
     ours = []
     for i in range(n):
@@ -750,3 +752,36 @@ def test_boxes_written_as_integers_are_int64_moved_as_torchvisions_int64_kernels
         assert torch.equal(target["labels"], want["labels"]), k
         dtypes.add(want["boxes"].dtype)
     assert dtypes == {torch.int64, torch.float32}
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        [T.ClampBoundingBoxes(), T.Resize((64, 80)), T.SanitizeBoundingBoxes()],
+        [T.RandomShortestSize(61, 90), T.RandomHorizontalFlip(1.0), T.ClampBoundingBoxes(), T.SanitizeBoundingBoxes(min_size=3)],
+    ],
+    ids=["before-the-resize", "after-the-flip-after-the-resize"],
+)
+def test_clamp_bounding_boxes_clamps_where_it_stands_before_sanitizing(coco_png, tmp_path, steps):
+    """Boxes reaching past the image (annotations do): ClampBoundingBoxes clamps them to the
+    canvas where it stands, so SanitizeBoundingBoxes after it keeps what torchvision keeps;
+    every sample the dataset's own."""
+    folder, ann = coco_png
+    data = json.loads(Path(ann).read_text())
+    sizes = {im["id"]: (im["width"], im["height"]) for im in data["images"]}
+    for k, a in enumerate(data["annotations"]):
+        w, h = sizes[a["image_id"]]
+        x, y, bw, bh = a["bbox"]
+        a["bbox"] = [x - 40, y, bw + 20, bh] if k % 2 else [x, y, w - x + 25.5, h - y + 13]
+    past = tmp_path / "past.json"
+    past.write_text(json.dumps(data))
+    ds = wrapped(folder, past, T.Compose([T.ToImage(), *steps, T.ToDtype(torch.float32, scale=True), T.ToPureTensor()]))
+    with no_fallback():
+        got = [s for b in ht.DataLoader(ds, batch_size=4, num_workers=2, collate_fn=reference_collate) for s in zip(*b)]
+    clamped = 0
+    for k, (_, target) in enumerate(got):
+        want = ds[k][1]
+        assert torch.equal(target["labels"], want["labels"]), k
+        torch.testing.assert_close(target["boxes"], want["boxes"], rtol=0, atol=0)
+        clamped += int((want["boxes"] == 0).sum())
+    assert clamped > 0

@@ -544,6 +544,32 @@ impl OpSpec for SanitizeBoundingBoxes {
     fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
 }
 
+/// `ClampBoundingBoxes()`: each box's corners clamped to the canvas where it stands (the
+/// window before the resize, or the output after it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClampBoundingBoxes {}
+
+impl OpSpec for ClampBoundingBoxes {
+    fn kind(&self) -> OpKind {
+        OpKind::BoxAware
+    }
+    fn check(&self) -> Result<(), PipelineError> {
+        Ok(())
+    }
+    /// Box-aware: the plan clamps the boxes.
+    fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
+}
+
+/// What a detection pipeline does to the boxes beyond moving them, where it stands.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct BoxSteps {
+    /// `ClampBoundingBoxes`, and whether it stands before the resize (it comes before any
+    /// `SanitizeBoundingBoxes`, and after the zoom-out and IoU crop).
+    pub clamp_before_resize: Option<bool>,
+    pub sanitize: Option<SanitizeSpec>,
+}
+
 /// `SanitizeBoundingBoxes` where it stands.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct SanitizeSpec {
@@ -776,8 +802,12 @@ pub(crate) fn transform_boxes(
     height: u32,
     boxes: SampleBoxes<'_>,
     out: Option<(u32, u32)>,
-    sanitize: Option<SanitizeSpec>,
+    steps: BoxSteps,
 ) -> DetectPlan {
+    let BoxSteps {
+        clamp_before_resize,
+        sanitize,
+    } = steps;
     let ((cw, ch), mut b) = on_canvas(boxes.boxes, drawn.zoom, width, height);
     let image_at = drawn.zoom.map_or((0, 0), |(_, at)| at);
     let mut window = [0, 0, cw, ch];
@@ -815,6 +845,10 @@ pub(crate) fn transform_boxes(
     if drawn.flip && !drawn.flip_after_resize {
         mirror(&mut b, ww);
     }
+    // (A mirror keeps boxes inside the canvas inside: the clamp commutes with the flip.)
+    if clamp_before_resize == Some(true) {
+        b.iter_mut().for_each(|x| clamp(x, ww, wh));
+    }
     if let Some(s) = sanitize.filter(|s| s.before_resize) {
         s.retain(&mut b, &mut kept, ww, wh);
     }
@@ -850,6 +884,9 @@ pub(crate) fn transform_boxes(
     };
     if drawn.flip && drawn.flip_after_resize {
         mirror(&mut b, ow);
+    }
+    if clamp_before_resize == Some(false) {
+        b.iter_mut().for_each(|x| clamp(x, ow, oh));
     }
     if let Some(s) = sanitize.filter(|s| !s.before_resize) {
         s.retain(&mut b, &mut kept, ow, oh);
@@ -1077,8 +1114,57 @@ mod tests {
             80,
             SampleBoxes::floats(boxes),
             Some(out),
-            None,
+            BoxSteps::default(),
         )
+    }
+
+    #[test]
+    fn a_clamp_holds_boxes_to_the_canvas_where_it_stands() {
+        let drawn = Drawn {
+            zoom: None,
+            crop: None,
+            flip: false,
+            flip_after_resize: false,
+            drop_outside: false,
+            fixed: None,
+        };
+        let boxes = [[-10.0, 5.0, 120.0, 90.0]];
+        let at = |before| BoxSteps {
+            clamp_before_resize: Some(before),
+            sanitize: None,
+        };
+        // 100x80 to 40x50 (height, width): clamped to the image, then scaled by 0.5,
+        let before = transform_boxes(
+            &drawn,
+            [0; 3],
+            100,
+            80,
+            SampleBoxes::floats(&boxes),
+            Some((40, 50)),
+            at(true),
+        );
+        assert_eq!(before.boxes, [[0.0, 2.5, 50.0, 40.0]]);
+        // or scaled, then clamped to the output.
+        let after = transform_boxes(
+            &drawn,
+            [0; 3],
+            100,
+            80,
+            SampleBoxes::floats(&boxes),
+            Some((40, 50)),
+            at(false),
+        );
+        assert_eq!(after.boxes, [[0.0, 2.5, 50.0, 40.0]]);
+        let none = transform_boxes(
+            &drawn,
+            [0; 3],
+            100,
+            80,
+            SampleBoxes::floats(&boxes),
+            Some((40, 50)),
+            BoxSteps::default(),
+        );
+        assert_eq!(none.boxes, [[-5.0, 2.5, 60.0, 45.0]]);
     }
 
     #[test]
@@ -1096,7 +1182,15 @@ mod tests {
             boxes: &boxes,
             integer: true,
         };
-        let p = transform_boxes(&drawn, [0; 3], 100, 80, integer, Some((37, 53)), None);
+        let p = transform_boxes(
+            &drawn,
+            [0; 3],
+            100,
+            80,
+            integer,
+            Some((37, 53)),
+            BoxSteps::default(),
+        );
         // x * 0.53, y * 0.4625 in float32, toward zero (int64's cast), then 53 - x.
         assert_eq!(p.boxes, [[36.0, 9.0, 48.0, 21.0], [51.0, -1.0, 56.0, 4.0]]);
         let floats = transform_boxes(
@@ -1106,7 +1200,7 @@ mod tests {
             80,
             SampleBoxes::floats(&boxes),
             Some((37, 53)),
-            None,
+            BoxSteps::default(),
         );
         assert!(floats.boxes[0].iter().any(|v| v.fract() != 0.0));
     }
@@ -1151,10 +1245,13 @@ mod tests {
             80,
             SampleBoxes::floats(&boxes),
             Some((40, 50)),
-            Some(SanitizeSpec {
-                spec: SanitizeBoundingBoxes::default(),
-                before_resize: false,
-            }),
+            BoxSteps {
+                clamp_before_resize: None,
+                sanitize: Some(SanitizeSpec {
+                    spec: SanitizeBoundingBoxes::default(),
+                    before_resize: false,
+                }),
+            },
         );
         assert_eq!(sanitized.kept, [0]);
         assert_eq!(sanitized.boxes, [[0.0, 0.0, 20.0, 20.0]]);
@@ -1194,11 +1291,12 @@ mod tests {
         // 0.8 pixels wide in the 100-wide image, 2.4 wide at 300: kept only when sanitized
         // after the resize.
         let boxes = [[10.0, 10.0, 10.8, 40.0], [20.0, 20.0, 60.0, 60.0]];
-        let spec = |before_resize| {
-            Some(SanitizeSpec {
+        let spec = |before_resize| BoxSteps {
+            clamp_before_resize: None,
+            sanitize: Some(SanitizeSpec {
                 spec: SanitizeBoundingBoxes::default(),
                 before_resize,
-            })
+            }),
         };
         let before = transform_boxes(
             &drawn,
@@ -1255,7 +1353,7 @@ mod tests {
             80,
             SampleBoxes::floats(&[[10.0, 20.0, 50.0, 60.0]]),
             None,
-            None,
+            BoxSteps::default(),
         );
         assert_eq!(p.size, (90, 120));
         // On the canvas [40, 60, 80, 100]; in the window [20, 30, 60, 70]; mirrored in 120.
@@ -1525,7 +1623,7 @@ mod tests {
             300,
             SampleBoxes::floats(&boxes),
             None,
-            None,
+            BoxSteps::default(),
         );
         assert_eq!(p.size, (100, 200));
         assert_eq!(p.kept, [0, 1]);
@@ -1556,7 +1654,7 @@ mod tests {
             80,
             SampleBoxes::floats(&past),
             None,
-            None,
+            BoxSteps::default(),
         );
         assert_eq!((p.boxes.as_slice(), p.size), (&past[..], (100, 120)));
     }

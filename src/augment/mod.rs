@@ -68,8 +68,8 @@ pub use colour::{
     RandomPhotometricDistort, RandomPosterize, RandomSolarize,
 };
 pub use detect::{
-    CanvasJob, DetectPlan, FixedCrop, FixedSizeCrop, RandomIoUCrop, RandomShortestSize,
-    RandomZoomOut, SampleBoxes, SanitizeBoundingBoxes, ScaleJitter,
+    CanvasJob, ClampBoundingBoxes, DetectPlan, FixedCrop, FixedSizeCrop, RandomIoUCrop,
+    RandomShortestSize, RandomZoomOut, SampleBoxes, SanitizeBoundingBoxes, ScaleJitter,
 };
 pub use erase::{EraseBox, EraseValue, RandomErasing, RandomFill};
 pub use error::{AugmentError, PipelineError};

@@ -34,8 +34,8 @@ use super::colour::{
     RandomPhotometricDistort, RandomPosterize, RandomSolarize,
 };
 use super::detect::{
-    FixedSizeCrop, RandomIoUCrop, RandomShortestSize, RandomZoomOut, SanitizeBoundingBoxes,
-    ScaleJitter,
+    ClampBoundingBoxes, FixedSizeCrop, RandomIoUCrop, RandomShortestSize, RandomZoomOut,
+    SanitizeBoundingBoxes, ScaleJitter,
 };
 use super::erase::RandomErasing;
 use super::error::PipelineError;
@@ -167,6 +167,8 @@ ops! {
     FixedSizeCrop(FixedSizeCrop) = "fixed_size_crop",
     /// `SanitizeBoundingBoxes(min_size, min_area)`.
     SanitizeBoundingBoxes(SanitizeBoundingBoxes) = "sanitize_bounding_boxes",
+    /// `ClampBoundingBoxes()`: boxes clamped to the canvas where it stands.
+    ClampBoundingBoxes(ClampBoundingBoxes) = "clamp_bounding_boxes",
     /// `ToTensor()` then `Normalize(mean, std)`.
     Normalize(Normalize) = "normalize",
     /// `RandomErasing(p, scale, ratio, value)` after normalize (timm's with `count` boxes).

@@ -47,6 +47,8 @@ pub(crate) struct DetectSpec {
     /// A `fixed_size_crop` after the resize: every output its size.
     pub fixed: Option<(usize, FixedSizeCrop)>,
     pub sanitize: Option<SanitizeSpec>,
+    /// `ClampBoundingBoxes` (its position), and whether it stands before the resize.
+    pub clamp: Option<(usize, bool)>,
 }
 
 impl DetectSpec {
@@ -57,6 +59,7 @@ impl DetectSpec {
             || self.resize.is_some()
             || self.fixed.is_some()
             || self.sanitize.is_some()
+            || self.clamp.is_some()
     }
 }
 
@@ -445,18 +448,23 @@ impl Phases {
             Op::RandomErasing(e) => self.erase.push((at, Eraser::Boxes(*e))),
             Op::CoarseDropout(d) => self.erase.push((at, Eraser::Holes(*d))),
             Op::RandomZoomOut(z) => {
-                if self.geometry_done() || self.det.iou.is_some() || self.det.flip.is_some() {
+                if self.geometry_done()
+                    || self.det.iou.is_some()
+                    || self.det.flip.is_some()
+                    || self.det.clamp.is_some()
+                {
                     return Err(PipelineError::Order(
-                        "random_zoom_out comes before random_iou_crop, the flip and the resize"
+                        "random_zoom_out comes before random_iou_crop, the flip, clamp_bounding_boxes and the resize"
                             .into(),
                     ));
                 }
                 self.det.zoom = Some((at, *z));
             }
             Op::RandomIoUCrop(c) => {
-                if self.geometry_done() || self.det.flip.is_some() {
+                if self.geometry_done() || self.det.flip.is_some() || self.det.clamp.is_some() {
                     return Err(PipelineError::Order(
-                        "random_iou_crop comes before the flip and the resize".into(),
+                        "random_iou_crop comes before the flip, clamp_bounding_boxes and the resize"
+                            .into(),
                     ));
                 }
                 self.det.iou = Some((at, c.clone()));
@@ -490,6 +498,14 @@ impl Phases {
                 }
                 self.late("fixed_size_crop")?;
                 self.det.fixed = Some((at, f));
+            }
+            Op::ClampBoundingBoxes(_) => {
+                if self.det.sanitize.is_some() || self.det.clamp.is_some() {
+                    return Err(PipelineError::Order(
+                        "clamp_bounding_boxes comes once, before sanitize_bounding_boxes".into(),
+                    ));
+                }
+                self.det.clamp = Some((at, !self.geometry_done()));
             }
             &Op::SanitizeBoundingBoxes(spec) => {
                 self.det.sanitize = Some(SanitizeSpec {
@@ -1050,7 +1066,10 @@ impl Plan {
                 height,
                 boxes,
                 out,
-                d.sanitize,
+                detect::BoxSteps {
+                    clamp_before_resize: d.clamp.map(|(_, before)| before),
+                    sanitize: d.sanitize,
+                },
             ));
         }
         let mut first_flip = true;
@@ -1930,6 +1949,31 @@ mod kind_tests {
                 ..
             }) => assert_eq!(mover, "random_rotation"),
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn clamp_bounding_boxes_stands_after_the_zoom_out_and_crop_and_before_sanitizing() {
+        let plan = |ops: &str| {
+            Pipeline::from_toml(&format!("name = 'd'\n{ops}"), "d.toml")
+                .unwrap()
+                .plan(Dtype::U8)
+        };
+        let clamp = "[[ops]]\nop = 'clamp_bounding_boxes'\n";
+        let iou = "[[ops]]\nop = 'random_iou_crop'\n";
+        let resize = "[[ops]]\nop = 'resize'\nsize = [30, 30]\n";
+        let sanitize = "[[ops]]\nop = 'sanitize_bounding_boxes'\n";
+        let p = plan(&format!("{iou}{clamp}{resize}{sanitize}")).unwrap();
+        assert_eq!(p.detect.as_ref().unwrap().clamp, Some((1, true)));
+        let p = plan(&format!("{iou}{resize}{clamp}{sanitize}")).unwrap();
+        assert_eq!(p.detect.as_ref().unwrap().clamp, Some((2, false)));
+        for refused in [
+            format!("{clamp}{iou}{resize}"),
+            format!("{sanitize}{clamp}{resize}"),
+            format!("{clamp}{clamp}{resize}"),
+        ] {
+            let err = plan(&refused).unwrap_err().to_string();
+            assert!(err.contains("clamp_bounding_boxes"), "{err}");
         }
     }
 
