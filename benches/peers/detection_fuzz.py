@@ -10,7 +10,8 @@ A composition: the PIL image or a tensor (ToImage) at a random place, one to fou
 from geometry (resizes, crops, pads, flips, zoom-out, rotations and affines pinned), box steps
 (format conversion, clamping, sanitizing) and pixel steps, then the sweep's tail (a float
 dtype or not, pure tensors or not), the dataset wrapped with random target keys; every other
-case with two images that have no annotations, every third with boxes written as integers. Prints one
+case with two images that have no annotations, every third with boxes written as integers,
+every fifth with boxes reaching past the images' edges. Prints one
 line per case that is not "same", "fallback" or "torch raises", and a tally:
   same      hpuload's samples equal torch's (1 level for the image; boxes 1e-4 relative)
   fallback  hpuload warned and ran torch's loader (equal too, or it is fallback-BAD)
@@ -190,6 +191,15 @@ def main():
         a["bbox"] = [int(round(v)) for v in a["bbox"]]
     int_ann = ann.with_name("integers.json")
     int_ann.write_text(json.dumps(whole))
+    # Every fifth case: boxes reaching past the images' edges (annotations do).
+    past = json.loads(ann.read_text())
+    sizes = {im["id"]: (im["width"], im["height"]) for im in past["images"]}
+    for k, a in enumerate(past["annotations"]):
+        w, h = sizes[a["image_id"]]
+        x, y, bw, bh = a["bbox"]
+        a["bbox"] = [x - 40, y, bw + 20, bh] if k % 2 else [x, y, w - x + 25.5, h - y + 13]
+    past_ann = ann.with_name("past.json")
+    past_ann.write_text(json.dumps(past))
     tally = {}
     only = os.environ.get("ONLY")
     for i in range(cases):
@@ -197,7 +207,7 @@ def main():
         if only is not None and i != int(only):
             continue
         try:
-            chosen = int_ann if i % 3 == 2 else bare_ann if i % 2 else ann
+            chosen = past_ann if i % 5 == 4 else int_ann if i % 3 == 2 else bare_ann if i % 2 else ann
             outcome, detail = run(sweep.dataset(chosen, transforms, keys), show=only is not None)
         except Exception as e:
             outcome, detail = "HARNESS", f"{type(e).__name__}: {e}"
