@@ -32,7 +32,7 @@ from torchvision.transforms import InterpolationMode as IM
 from torchvision.transforms import v2 as T
 
 import detection_transform_sweep as sweep
-from hpuload.torch import DataLoader, FallbackWarning, PythonTailWarning
+from hpuload.torch import DataLoader
 from transform_fuzz import arguments, count
 
 XYXY, CXCYWH, XYWH = sweep.XYXY, sweep.CXCYWH, sweep.XYWH
@@ -142,12 +142,7 @@ def run(data, show=False):
             got = [s for b in loader for s in zip(*b)]
         except Exception as e:
             return "ERROR", f"{type(e).__name__}: {str(e)[:200]}"
-    how = "native"
-    for w in caught:
-        if issubclass(w.category, FallbackWarning):
-            how = "fallback: " + str(w.message).split("\n")[0][:110]
-        elif issubclass(w.category, PythonTailWarning) and how == "native":
-            how = "tail"
+    how = sweep.how_it_ran(caught)
     if show:
         print(how)
     worst, diff = 0.0, None

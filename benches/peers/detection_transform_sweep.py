@@ -187,6 +187,18 @@ def same_target(got, want, path="target"):
     return None if got == want else f"{path}: {got!r} vs {want!r}"
 
 
+def how_it_ran(caught, fell="fallback: "):
+    """"native", "tail" (a Python tail ran), or `fell` and the FallbackWarning's first line,
+    from the warnings the loader gave."""
+    how = "native"
+    for w in caught:
+        if issubclass(w.category, FallbackWarning):
+            how = fell + str(w.message).split("\n")[0][:110]
+        elif issubclass(w.category, PythonTailWarning) and how == "native":
+            how = "tail"
+    return how
+
+
 def main():
     files = sorted(IMAGES.rglob("*.jpg"))[:12]
     tmp = Path(tempfile.mkdtemp())
@@ -211,12 +223,7 @@ def main():
                 print(f"BAD   {name}: hpuload raised {type(e).__name__}: {str(e)[:200]}")
                 bad += 1
                 continue
-        how = "native"
-        for w in caught:
-            if issubclass(w.category, FallbackWarning):
-                how = "torch: " + str(w.message).split("\n")[0][:110]
-            elif issubclass(w.category, PythonTailWarning) and how == "native":
-                how = "tail"
+        how = how_it_ran(caught, fell="torch: ")
         worst, diff = 0.0, None
         if len(got) != len(want):
             diff = f"{len(got)} samples vs {len(want)}"

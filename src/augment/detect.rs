@@ -1129,42 +1129,19 @@ mod tests {
             fixed: None,
         };
         let boxes = [[-10.0, 5.0, 120.0, 90.0]];
-        let at = |before| BoxSteps {
-            clamp_before_resize: Some(before),
-            sanitize: None,
+        let resized = |clamp_before_resize| {
+            let steps = BoxSteps {
+                clamp_before_resize,
+                sanitize: None,
+            };
+            let floats = SampleBoxes::floats(&boxes);
+            transform_boxes(&drawn, [0; 3], 100, 80, floats, Some((40, 50)), steps).boxes
         };
-        // 100x80 to 40x50 (height, width): clamped to the image, then scaled by 0.5,
-        let before = transform_boxes(
-            &drawn,
-            [0; 3],
-            100,
-            80,
-            SampleBoxes::floats(&boxes),
-            Some((40, 50)),
-            at(true),
-        );
-        assert_eq!(before.boxes, [[0.0, 2.5, 50.0, 40.0]]);
-        // or scaled, then clamped to the output.
-        let after = transform_boxes(
-            &drawn,
-            [0; 3],
-            100,
-            80,
-            SampleBoxes::floats(&boxes),
-            Some((40, 50)),
-            at(false),
-        );
-        assert_eq!(after.boxes, [[0.0, 2.5, 50.0, 40.0]]);
-        let none = transform_boxes(
-            &drawn,
-            [0; 3],
-            100,
-            80,
-            SampleBoxes::floats(&boxes),
-            Some((40, 50)),
-            BoxSteps::default(),
-        );
-        assert_eq!(none.boxes, [[-5.0, 2.5, 60.0, 45.0]]);
+        // 100x80 to 40x50 (height, width): clamped to the image, then scaled by 0.5, or
+        // scaled, then clamped to the output; not clamped.
+        assert_eq!(resized(Some(true)), [[0.0, 2.5, 50.0, 40.0]]);
+        assert_eq!(resized(Some(false)), [[0.0, 2.5, 50.0, 40.0]]);
+        assert_eq!(resized(None), [[-5.0, 2.5, 60.0, 45.0]]);
     }
 
     #[test]
