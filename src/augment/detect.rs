@@ -779,6 +779,7 @@ fn clamp(b: &mut [f32; 4], width: u32, height: u32) {
 }
 
 /// What a sample's detection geometry is made of, drawn.
+#[derive(Default)]
 pub(crate) struct Drawn {
     pub zoom: Option<((u32, u32), (u32, u32))>,
     pub crop: Option<[u32; 4]>,
@@ -1120,14 +1121,7 @@ mod tests {
 
     #[test]
     fn a_clamp_holds_boxes_to_the_canvas_where_it_stands() {
-        let drawn = Drawn {
-            zoom: None,
-            crop: None,
-            flip: false,
-            flip_after_resize: false,
-            drop_outside: false,
-            fixed: None,
-        };
+        let drawn = Drawn::default();
         let boxes = [[-10.0, 5.0, 120.0, 90.0]];
         let resized = |clamp_before_resize| {
             let steps = BoxSteps {
@@ -1147,12 +1141,9 @@ mod tests {
     #[test]
     fn integer_boxes_are_truncated_where_the_resize_scales_them_and_mirrored_after() {
         let drawn = Drawn {
-            zoom: None,
-            crop: None,
             flip: true,
             flip_after_resize: true,
-            drop_outside: false,
-            fixed: None,
+            ..Drawn::default()
         };
         let boxes = [[10.0, 21.0, 33.0, 47.0], [-7.0, -3.0, 5.0, 9.0]];
         let integer = SampleBoxes {
