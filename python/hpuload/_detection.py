@@ -13,6 +13,7 @@ target dicts.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, NamedTuple
 
 import torch
@@ -328,9 +329,15 @@ class Wrapper:
         import PIL.Image
         from torchvision.transforms.v2 import functional as F
 
-        path = f"{self.root}/{self.coco.imgs[image_id]['file_name']}"
-        with PIL.Image.open(path) as image:
-            width, height = image.size  # the wrapper's canvas: the image as loaded
+        record = self.coco.imgs[image_id]
+        path = f"{self.root}/{record['file_name']}"
+        if os.path.isfile(path):
+            with PIL.Image.open(path) as image:
+                width, height = image.size  # the wrapper's canvas: the image as loaded
+        else:
+            # On object storage or in tar shards (which torch's loader cannot read): the size
+            # the annotation file gives, which the Rust reader holds the image to.
+            width, height = int(record["width"]), int(record["height"])
         objects = []
         for k, a in enumerate(anns):
             try:
