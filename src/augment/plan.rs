@@ -47,8 +47,8 @@ pub(crate) struct DetectSpec {
     /// A `fixed_size_crop` after the resize: every output its size.
     pub fixed: Option<(usize, FixedSizeCrop)>,
     pub sanitize: Option<SanitizeSpec>,
-    /// `ClampBoundingBoxes` (its position), and whether it stands before the resize.
-    pub clamp: Option<(usize, bool)>,
+    /// `ClampBoundingBoxes`, and whether it stands before the resize.
+    pub clamp_before_resize: Option<bool>,
 }
 
 impl DetectSpec {
@@ -59,7 +59,7 @@ impl DetectSpec {
             || self.resize.is_some()
             || self.fixed.is_some()
             || self.sanitize.is_some()
-            || self.clamp.is_some()
+            || self.clamp_before_resize.is_some()
     }
 }
 
@@ -451,7 +451,7 @@ impl Phases {
                 if self.geometry_done()
                     || self.det.iou.is_some()
                     || self.det.flip.is_some()
-                    || self.det.clamp.is_some()
+                    || self.det.clamp_before_resize.is_some()
                 {
                     return Err(PipelineError::Order(
                         "random_zoom_out comes before random_iou_crop, the flip, clamp_bounding_boxes and the resize"
@@ -461,7 +461,10 @@ impl Phases {
                 self.det.zoom = Some((at, *z));
             }
             Op::RandomIoUCrop(c) => {
-                if self.geometry_done() || self.det.flip.is_some() || self.det.clamp.is_some() {
+                if self.geometry_done()
+                    || self.det.flip.is_some()
+                    || self.det.clamp_before_resize.is_some()
+                {
                     return Err(PipelineError::Order(
                         "random_iou_crop comes before the flip, clamp_bounding_boxes and the resize"
                             .into(),
@@ -500,12 +503,12 @@ impl Phases {
                 self.det.fixed = Some((at, f));
             }
             Op::ClampBoundingBoxes(_) => {
-                if self.det.sanitize.is_some() || self.det.clamp.is_some() {
+                if self.det.sanitize.is_some() || self.det.clamp_before_resize.is_some() {
                     return Err(PipelineError::Order(
                         "clamp_bounding_boxes comes once, before sanitize_bounding_boxes".into(),
                     ));
                 }
-                self.det.clamp = Some((at, !self.geometry_done()));
+                self.det.clamp_before_resize = Some(!self.geometry_done());
             }
             &Op::SanitizeBoundingBoxes(spec) => {
                 self.det.sanitize = Some(SanitizeSpec {
@@ -658,13 +661,12 @@ impl Pipeline {
             pixel,
             crop_flips,
             mid,
-            before,
+            mut before,
             normalize,
             erase,
             pad,
             mut det,
         } = phases;
-        let mut before = before;
         match resize_short {
             Some((Prescale::LongRounded(_), _)) => return Err(PipelineError::Shape("albu_longest_max_size alone gives a different shape per image; add albu_pad_if_needed (batch shapes must be static)".into())),
             Some(_) => return Err(PipelineError::Shape("resize of the shorter side alone gives a different shape per image; add center_crop (batch shapes must be static)".into())),
@@ -1067,7 +1069,7 @@ impl Plan {
                 boxes,
                 out,
                 detect::BoxSteps {
-                    clamp_before_resize: d.clamp.map(|(_, before)| before),
+                    clamp_before_resize: d.clamp_before_resize,
                     sanitize: d.sanitize,
                 },
             ));
@@ -1964,9 +1966,9 @@ mod kind_tests {
         let resize = "[[ops]]\nop = 'resize'\nsize = [30, 30]\n";
         let sanitize = "[[ops]]\nop = 'sanitize_bounding_boxes'\n";
         let p = plan(&format!("{iou}{clamp}{resize}{sanitize}")).unwrap();
-        assert_eq!(p.detect.as_ref().unwrap().clamp, Some((1, true)));
+        assert_eq!(p.detect.as_ref().unwrap().clamp_before_resize, Some(true));
         let p = plan(&format!("{iou}{resize}{clamp}{sanitize}")).unwrap();
-        assert_eq!(p.detect.as_ref().unwrap().clamp, Some((2, false)));
+        assert_eq!(p.detect.as_ref().unwrap().clamp_before_resize, Some(false));
         for refused in [
             format!("{clamp}{iou}{resize}"),
             format!("{sanitize}{clamp}{resize}"),
