@@ -32,6 +32,8 @@ pub struct CpuDecoder {
     /// Baseline JPEGs. Boxed: its tables make it 170 KB, too much to move around on the
     /// stacks of the threads that make a decoder.
     exact: Box<JpegDecoder>,
+    /// Grey reads ([`CpuDecoder::set_luma`]).
+    luma: bool,
 }
 
 impl Default for CpuDecoder {
@@ -46,7 +48,19 @@ impl CpuDecoder {
         Self {
             limits,
             exact: Box::new(JpegDecoder::for_host(limits)),
+            luma: false,
         }
+    }
+
+    /// Reads every image grey, as OpenCV's `cv2.imread(path, cv2.IMREAD_GRAYSCALE)` reads
+    /// it, each pixel's grey in all three channels: a JPEG's luma ([`JpegDecoder::set_luma`];
+    /// a damaged one's by zune-jpeg, as for colour), a grey PNG (8 bits a sample at most, with
+    /// or without alpha) as stored. Any other file is refused
+    /// ([`DecodeError::Unsupported`], naming why): OpenCV makes the grey of a colour PNG
+    /// with libpng's own weights, and hpuload does not reproduce those.
+    pub fn set_luma(&mut self, luma: bool) {
+        self.luma = luma;
+        self.exact.set_luma(luma);
     }
 
     /// A JPEG's size and headers, parsed (completeness and limits checked) by the exact decoder for
@@ -205,8 +219,11 @@ impl Opened<'_> {
 impl CpuDecoder {
     /// Identifies `bytes`, parses their headers and checks the size against the limits (and,
     /// for a JPEG, that its marker structure is complete), before any pixel memory is touched.
-    fn open<'a>(&self, bytes: &'a [u8]) -> Result<Opened<'a>, DecodeError> {
+    fn open<'a>(&mut self, bytes: &'a [u8]) -> Result<Opened<'a>, DecodeError> {
         let format = ImageFormat::identify(bytes)?;
+        if self.luma {
+            self.check_grey_read(format, bytes)?;
+        }
         let info = |(width, height)| ImageInfo {
             format,
             width,
@@ -267,6 +284,32 @@ impl CpuDecoder {
         Ok(opened)
     }
 
+    /// Refuses, for a grey read, a file whose grey [`CpuDecoder::set_luma`] does not give. A
+    /// JPEG the exact decoder refuses for it is refused; one it cannot parse (damaged) goes
+    /// on to zune-jpeg's luma.
+    fn check_grey_read(&mut self, format: ImageFormat, bytes: &[u8]) -> Result<(), DecodeError> {
+        let refuse = |reason| Err(DecodeError::Unsupported { format, reason });
+        match format {
+            ImageFormat::Jpeg => match self.exact.probe_parsed(bytes) {
+                Err(e @ DecodeError::Unsupported { .. }) => Err(e),
+                _ => Ok(()),
+            },
+            ImageFormat::Png => {
+                // IHDR, the first chunk, holds the bit depth and colour type at 24 and 25.
+                match (bytes.get(24), bytes.get(25)) {
+                    (Some(&depth), Some(0 | 4)) if depth <= 8 => Ok(()),
+                    (Some(_), Some(0 | 4)) => {
+                        refuse("a grey read of a 16-bit PNG (OpenCV scales it to 8 bits otherwise)")
+                    }
+                    _ => refuse(
+                        "a grey read of a colour PNG (OpenCV makes its grey with libpng's weights)",
+                    ),
+                }
+            }
+            _ => refuse("a grey read of a file other than a JPEG or PNG"),
+        }
+    }
+
     /// Decodes an opened image into `out`, exactly its `rgb_len()` bytes.
     fn finish(&self, opened: Opened<'_>, out: &mut [u8]) -> Result<(), DecodeError> {
         match opened {
@@ -287,10 +330,11 @@ impl CpuDecoder {
         info: &ImageInfo,
         out: &mut [u8],
     ) -> Result<(), DecodeError> {
-        let gray = matches!(
-            d.input_colorspace(),
-            Some(ColorSpace::Luma | ColorSpace::LumaA)
-        );
+        let gray = self.luma
+            || matches!(
+                d.input_colorspace(),
+                Some(ColorSpace::Luma | ColorSpace::LumaA)
+            );
         let out_space = if gray {
             ColorSpace::Luma
         } else {
@@ -375,6 +419,53 @@ mod tests {
         let mut out = vec![0; info.rgb_len()];
         d.decode_into(bytes, &info, &mut out)?;
         Ok((info, out))
+    }
+
+    fn png(pixels: &[u8], width: u32, colour: image::ExtendedColorType) -> Vec<u8> {
+        let mut out = Vec::new();
+        let height = pixels.len() as u32 / width / u32::from(colour.bits_per_pixel() / 8);
+        image::ImageEncoder::write_image(
+            image::codecs::png::PngEncoder::new(&mut out),
+            pixels,
+            width,
+            height,
+            colour,
+        )
+        .unwrap();
+        out
+    }
+
+    #[test]
+    fn a_grey_read_takes_grey_pngs_as_stored_and_refuses_colour_pngs_and_other_formats() {
+        let mut d = CpuDecoder::default();
+        d.set_luma(true);
+        let mut read = |bytes: &[u8]| {
+            let mut out = Vec::new();
+            d.decode(bytes, &mut out).map(|_| out)
+        };
+        let grey = read(&png(&[0, 90, 200, 255], 2, image::ExtendedColorType::L8)).unwrap();
+        assert_eq!(grey, [0, 0, 0, 90, 90, 90, 200, 200, 200, 255, 255, 255]);
+        let with_alpha = png(&[7, 0, 9, 255], 2, image::ExtendedColorType::La8);
+        assert_eq!(read(&with_alpha).unwrap(), [7, 7, 7, 9, 9, 9]);
+        let refusals = [
+            (
+                png(&[1, 2, 3, 4, 5, 6], 2, image::ExtendedColorType::Rgb8),
+                "colour PNG",
+            ),
+            (
+                png(&[1, 0, 2, 0], 2, image::ExtendedColorType::L16),
+                "16-bit PNG",
+            ),
+            (b"P5 1 1 255 \x07".to_vec(), "other than a JPEG or PNG"),
+        ];
+        for (bytes, why) in refusals {
+            match read(&bytes) {
+                Err(DecodeError::Unsupported { reason, .. }) => {
+                    assert!(reason.contains(why), "{reason}")
+                }
+                other => panic!("{why}: {other:?}"),
+            }
+        }
     }
 
     fn encode(img: image::DynamicImage, format: image::ImageFormat) -> Vec<u8> {

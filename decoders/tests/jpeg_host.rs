@@ -204,3 +204,79 @@ fn damaged_multi_scan_files_never_panic() {
         }
     }
 }
+
+/// A grey read (`CpuDecoder::set_luma`, OpenCV's `IMREAD_GRAYSCALE`) of every fixture whose
+/// luma is at full resolution gives libjpeg-turbo's grey output exactly (its Y samples: Pillow's
+/// `draft("L")`, which is what `cv2.imread` gives), each in three channels, by the exact
+/// decoder, whole and by regions; RGB-coded, CMYK and YCCK files (whose grey libjpeg converts
+/// from colours) are refused, naming why, and zune-jpeg never stands in for them.
+#[test]
+fn a_grey_read_gives_libjpegs_luma_and_refuses_what_libjpeg_converts_to_grey() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let table = std::fs::read_to_string(root.join("libjpeg_turbo_grey.txt")).unwrap();
+    let mut taken = 0;
+    let mut refused = Vec::new();
+    for line in table.lines().filter(|l| !l.starts_with('#')) {
+        let [name, w, h, hash] = line.split(' ').collect::<Vec<_>>()[..] else {
+            panic!("bad line {line:?}");
+        };
+        let bytes = std::fs::read(root.join(name)).unwrap();
+        let mut d = CpuDecoder::with_limits(Limits::default());
+        d.set_luma(true);
+        match decode(&mut d, &bytes) {
+            Ok((width, height, grey)) => {
+                assert_eq!(
+                    (width.to_string(), height.to_string()),
+                    (w.into(), h.into())
+                );
+                assert_eq!(fnv1a64(&grey), hash, "{name}: grey bytes differ");
+                // The exact decoder's region decode, over the bottom-right quarter.
+                let mut exact = JpegDecoder::for_host(Limits::default());
+                exact.set_luma(true);
+                let (info, parsed) = exact.probe_parsed(&bytes).unwrap();
+                let region = Region {
+                    x: info.width / 2,
+                    y: info.height / 2,
+                    width: info.width - info.width / 2,
+                    height: info.height - info.height / 2,
+                };
+                let mut image = vec![0; info.rgb_len()];
+                exact
+                    .decode_region_in_place(&bytes, &parsed, region, &mut image)
+                    .unwrap();
+                let row = info.width as usize * 3;
+                for y in region.y as usize..info.height as usize {
+                    let at = y * row + region.x as usize * 3;
+                    assert_eq!(image[at..(y + 1) * row], grey[at..(y + 1) * row], "{name}");
+                }
+                taken += 1;
+            }
+            Err(DecodeError::Unsupported { reason, .. }) => {
+                assert!(reason.starts_with("a grey read of"), "{name}: {reason}");
+                refused.push(name);
+            }
+            Err(e) => panic!("{name}: {e}"),
+        }
+    }
+    refused.sort_unstable();
+    assert_eq!(
+        refused,
+        [
+            "host/rgb_61x47.jpg",
+            "host/rgb_by_ids_61x47.jpg",
+            "host/rgb_s420_61x47.jpg",
+            "unsupported_rgb.jpg"
+        ]
+    );
+    assert!(taken >= 55, "{taken} fixtures read grey");
+    for name in ["cmyk_61x47.jpg", "ycck_61x47.jpg"] {
+        let mut d = CpuDecoder::with_limits(Limits::default());
+        d.set_luma(true);
+        let err = decode(&mut d, &read(name)).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("a grey read of an RGB, CMYK or YCCK JPEG"),
+            "{name}: {err}"
+        );
+    }
+}

@@ -316,6 +316,14 @@ pub struct Pipeline {
     /// the first. The ops after the grey conversion must treat channels alike (it checks).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub single_channel: bool,
+    /// Each image is read grey, as OpenCV's `cv2.imread(path, cv2.IMREAD_GRAYSCALE)` reads
+    /// it: a JPEG's luma as libjpeg decodes it to grey (its Y samples, the chroma unused), a
+    /// grey PNG as stored; any other file (an RGB-coded, CMYK or YCCK JPEG, a colour or
+    /// 16-bit PNG, another format) is refused, named. Three equal channels, as after a
+    /// `pil_grayscale` (with `single_channel`, the Python package hands out the first). Images
+    /// only, on the CPU path.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub grey_read: bool,
     /// The image is made floats before its geometry (torchvision's `ToTensor()` then a
     /// `Resize` or `RandomResizedCrop`): the resize runs torch's float kernel
     /// (`float_bilinear`, `float_bicubic`) on the floats the bytes become (`x / 255`, or the
@@ -362,6 +370,7 @@ impl Pipeline {
             exif_orientation: false,
             exif_reader: ExifReader::Pillow,
             single_channel: false,
+            grey_read: false,
             resize_floats: false,
         }
     }

@@ -142,6 +142,8 @@ pub(crate) struct Plan {
     pub exif_orientation: Option<ExifReader>,
     /// The resize runs on float values, unrounded ([`Pipeline::resize_floats`]).
     pub resize_floats: bool,
+    /// Images are read grey, as OpenCV reads them ([`Pipeline::grey_read`]): on the CPU path.
+    pub grey_read: bool,
 }
 
 /// Every random choice for one sample: a pure function of `(seed, epoch, index)` and the
@@ -640,13 +642,14 @@ impl Pipeline {
 
     fn validate(&self, dtype: Dtype, boxes: bool) -> Result<Plan, PipelineError> {
         if self.single_channel
+            && !self.grey_read
             && !self
                 .ops
                 .iter()
                 .any(|op| matches!(op, Op::PilGrayscale(g) if g.p >= 1.0))
         {
             return Err(PipelineError::Shape(
-                "single_channel needs a pil_grayscale op with p = 1 (the images made grey)".into(),
+                "single_channel needs grey_read or a pil_grayscale op with p = 1 (the images made grey)".into(),
             ));
         }
         let mut phases = Phases::default();
@@ -703,6 +706,11 @@ impl Pipeline {
             }
             det.pre.append(&mut before);
             det.pre.sort_by_key(|(at, _)| *at);
+            if self.grey_read {
+                return Err(PipelineError::Shape(
+                    "grey_read is for classification pipelines (images read grey as OpenCV reads them)".into(),
+                ));
+            }
             if self.exif_orientation {
                 return Err(PipelineError::Shape(
                     if natural && !det.is_detection() && !boxes {
@@ -756,6 +764,7 @@ impl Pipeline {
             detect,
             exif_orientation: self.exif_orientation.then_some(self.exif_reader),
             resize_floats: self.resize_floats,
+            grey_read: self.grey_read,
         };
         if self.resize_floats {
             plan.check_resize_floats(dtype)?;
@@ -1717,6 +1726,12 @@ mod tests {
             let err = plan(&text(refused)).unwrap_err().to_string();
             assert!(err.contains("single_channel"), "{err}");
         }
+        // Images read grey are grey from the start; a detection pipeline's are not read so.
+        assert!(plan(&format!("grey_read = true\n{}", text(""))).is_ok());
+        let detection = "name = 'd'\ngrey_read = true\n[[ops]]\nop = 'random_horizontal_flip'\n\
+            [[ops]]\nop = 'sanitize_bounding_boxes'\n";
+        let err = plan(detection).unwrap_err().to_string();
+        assert!(err.contains("grey_read is for classification"), "{err}");
     }
 
     #[test]

@@ -44,13 +44,15 @@ pub(super) struct CpuScratch {
 impl Scratch {
     pub fn new(shared: &Shared) -> Self {
         let (h, w) = shared.plan.fixed_out().unwrap_or((0, 0));
+        let mut decoder = CpuDecoder::with_limits(shared.limits);
+        decoder.set_luma(shared.plan.grey_read);
         Self {
             file: Vec::new(),
             engine_probe: JpegDecoder::with_limits(shared.limits),
             cpu: CpuScratch {
                 rgb: Vec::new(),
                 turned: Vec::new(),
-                decoder: CpuDecoder::with_limits(shared.limits),
+                decoder,
                 resampler: Resampler::new(h, w),
                 ops: augment::Scratch::default(),
                 window: Vec::new(),

@@ -385,6 +385,12 @@ impl Loader {
                 ),
             ));
         }
+        if b.video.is_some() && plan.grey_read {
+            return Err(Error::config(
+                "pipeline",
+                "grey_read reads image files grey; a video's frames are decoded in colour",
+            ));
+        }
         if b.video.is_some() && plan.exif_orientation.is_some() {
             return Err(Error::config(
                 "pipeline",
@@ -917,6 +923,9 @@ fn fingerprint(
     }
     if pipeline.resize_floats {
         h.write(b"resize_floats");
+    }
+    if pipeline.grey_read {
+        h.write(b"grey_read");
     }
     for view in views {
         h.write(b"view");

@@ -11,6 +11,7 @@ mod cli;
 mod damaged;
 mod detection;
 mod engine_fallback;
+mod grey_read;
 mod hf_tables;
 mod host_placement;
 mod loader;

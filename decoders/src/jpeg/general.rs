@@ -141,10 +141,12 @@ fn pillow_cmyk_to_rgb(cmy: [u8; 3], k: u8) -> [u8; 3] {
 
 /// Writes the RGB8 pixels of `sr` (full scale) into rows of `out`, `out_stride` bytes apart,
 /// from the planes a multi-scan decode of whole MCU rows from `r0` wrote (`mcus_across` MCUs
-/// a row).
+/// a row). `luma`: the first component's samples alone, in all three channels (a grey read
+/// of a YCbCr JPEG whose luma is at full resolution, `JpegDecoder::set_luma`).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn convert(
     h: &Header,
+    luma: bool,
     planes: &[Vec<u8>; 4],
     (mcus_across, r0): (usize, usize),
     sr: &Region,
@@ -184,13 +186,15 @@ pub(super) fn convert(
     rows.rgb.resize(3 * w, 0);
     for j in 0..sr.height as usize {
         let y = sr.y as usize + j;
-        for (plane, row) in planes.iter().zip(&mut rows.comps) {
+        let used = if luma { 1 } else { planes.len() };
+        for (plane, row) in planes[..used].iter().zip(&mut rows.comps) {
             plane.upsample(y, x0, &mut rows.sums, &mut row[..w]);
         }
         let out_row = &mut out[j * out_stride..][..w * 3];
         let [a, b, c, k] = &rows.comps;
         let (a, b, c, k) = (&a[..w], &b[..w], &c[..w], &k[..w]);
-        match h.colour {
+        let colour = if luma { Colour::Grey } else { h.colour };
+        match colour {
             Colour::Grey => {
                 for (px, &v) in out_row.chunks_exact_mut(3).zip(a) {
                     px.fill(v);

@@ -273,6 +273,8 @@ pub struct JpegDecoder {
     /// Whether the CPU has BMI1 and BMI2, for the scans' builds that use them.
     #[cfg(target_arch = "x86_64")]
     bmi2: bool,
+    /// Decode the luma alone ([`JpegDecoder::set_luma`]).
+    luma: bool,
 }
 
 impl Default for JpegDecoder {
@@ -315,7 +317,20 @@ impl JpegDecoder {
             #[cfg(target_arch = "x86_64")]
             bmi2: std::arch::is_x86_feature_detected!("bmi1")
                 && std::arch::is_x86_feature_detected!("bmi2"),
+            luma: false,
         }
+    }
+
+    /// Decode each JPEG's luma alone, written to all three channels of each pixel: what
+    /// libjpeg gives when asked for grey output of a YCbCr or grey JPEG (`JCS_GRAYSCALE`: the
+    /// Y samples as its inverse DCT makes them, the chroma never used), which is how OpenCV's
+    /// `cv2.imread(path, cv2.IMREAD_GRAYSCALE)` and torchvision's `ImageReadMode.GRAY` read
+    /// a JPEG. [`JpegDecoder::probe_parsed`] then refuses JPEGs whose grey libjpeg computes
+    /// otherwise: RGB, CMYK and YCCK ones (a conversion of colours), and those whose luma is
+    /// sampled below another component (luma upsampled). For the region decodes ([`JpegDecoder::decode_region`],
+    /// [`JpegDecoder::decode_region_in_place`]), not the resampling ones.
+    pub fn set_luma(&mut self, luma: bool) {
+        self.luma = luma;
     }
 
     /// The host's decoder: also takes what the media engine refuses and libjpeg-turbo decodes
@@ -374,6 +389,9 @@ impl JpegDecoder {
     ) -> Result<(), DecodeError> {
         parsed.check_of(bytes)?;
         let h = &parsed.header;
+        if self.luma {
+            Self::check_luma(h)?;
+        }
         let sr = Self::check_request(h, region, Scale::FULL)?;
         let stride = h.width as usize * 3;
         let expected = stride * h.height as usize;
@@ -556,6 +574,9 @@ impl JpegDecoder {
     /// As [`Decode::probe`].
     pub fn probe_parsed(&mut self, bytes: &[u8]) -> Result<(ImageInfo, Parsed), DecodeError> {
         let (info, h) = self.parse_checked(bytes)?;
+        if self.luma {
+            Self::check_luma(&h)?;
+        }
         let parsed = Parsed {
             header: Box::new(h),
             len: bytes.len(),
@@ -687,8 +708,28 @@ impl JpegDecoder {
         scale: Scale,
     ) -> Result<(Header, Region), DecodeError> {
         let h = header::parse(bytes, &self.limits, self.host)?;
+        if self.luma {
+            Self::check_luma(&h)?;
+        }
         let sr = Self::check_request(&h, region, scale)?;
         Ok((h, sr))
+    }
+
+    /// Refuses, for a decode of the luma alone, a JPEG whose grey libjpeg does not take from
+    /// its first component's samples as they are (see [`JpegDecoder::set_luma`]).
+    fn check_luma(h: &Header) -> Result<(), DecodeError> {
+        if !matches!(h.colour, header::Colour::Grey | header::Colour::YCbCr) {
+            return Err(header::unsupported(
+                "a grey read of an RGB, CMYK or YCCK JPEG (libjpeg converts its colours to grey)",
+            ));
+        }
+        let luma = &h.components[0];
+        if (luma.h, luma.v) != (h.hmax, h.vmax) {
+            return Err(header::unsupported(
+                "a grey read of a JPEG whose luma is sampled below another component",
+            ));
+        }
+        Ok(())
     }
 
     /// Checks a decode's region and scale against the header; returns the scaled region.
@@ -893,6 +934,7 @@ impl JpegDecoder {
             debug_assert!(scale.is_full(), "refused by check_request");
             general::convert(
                 h,
+                self.luma,
                 &self.planes,
                 (c1 - c0, r0),
                 sr,
@@ -922,7 +964,7 @@ impl JpegDecoder {
             let out_row = &mut out[j * out_stride..][..w * 3];
             let y = sr.y as usize + j;
             let yrow = &self.planes[0][(y - ly0) * luma_stride + (sr.x as usize - lx0)..][..w];
-            if h.components.len() == 1 {
+            if h.components.len() == 1 || self.luma {
                 for (px, &v) in out_row.chunks_exact_mut(3).zip(yrow) {
                     px.fill(v);
                 }
