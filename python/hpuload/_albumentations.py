@@ -55,6 +55,15 @@ The pixel steps above may also come before the resize or crop (all but `Transpos
 `RandomRotate90`, `Downscale` and `GridDistortion`, which hpuload runs at the output's size):
 hpuload then runs them on the whole decoded image, drawn on its size, as albumentations does.
 
+A grey read (`cv2.imread(path, cv2.IMREAD_GRAYSCALE)`, `_probe.CV2_GREY`) is decoded grey
+(the pipeline's `grey_read`: a JPEG's luma as libjpeg decodes it to grey) and runs as three
+equal channels, of which the loader hands out the first: its `Compose` must end in `ToTensorV2`
+(the `[1, H, W]` tensor) and hold only steps that albumentations computes on a grey image as on
+each channel of three equal ones (`GREY_ALIKE`: the geometry, brightness and contrast, gamma,
+blurs, sharpening, ...; a `Normalize` takes its first mean and deviation, as albumentations
+does on one channel); a grey read made three channels (`cv2.COLOR_GRAY2RGB`, `CV2_GREY_RGB`)
+runs every step, as any RGB array.
+
 `translate_split` runs the longest prefix of such uint8 steps natively and the steps after it
 (any other albumentations op) in Python, as a `Tail`. A `Compose` with no such prefix (one
 size for every image: a resize or a crop), or
@@ -120,11 +129,68 @@ def _size(t: Any) -> list[int]:
     return [int(h), int(w)]
 
 
-def _channels(value: Any, what: str) -> list[float]:
+def _channels(value: Any, what: str, grey: bool = False) -> list[float]:
     values = [float(v) for v in value] if isinstance(value, (list, tuple)) else [float(value)] * 3
+    if grey:
+        # On one channel albumentations normalizes with the first value.
+        return values[:1] * 3
     if len(values) != 3:
         raise Unsupported(f"albumentations' Normalize with {len(values)} {what} values (hpuload's images are RGB)")
     return values
+
+
+#: The steps albumentations computes on a grey `[H, W]` image as it computes them on each
+#: channel of three equal ones (a test checks each against albumentations, drawn alike), with
+#: the compositions of them: what the Compose of a grey read may hold (`Normalize` apart: it
+#: takes its first mean and deviation on one channel).
+GREY_ALIKE = frozenset(
+    {
+        "Resize", "RandomResizedCrop", "SmallestMaxSize", "LongestMaxSize", "CenterCrop", "RandomCrop",
+        "PadIfNeeded", "HorizontalFlip", "VerticalFlip", "Transpose", "RandomRotate90", "Affine",
+        "ShiftScaleRotate", "GridDistortion", "OpticalDistortion", "RandomBrightnessContrast", "RandomGamma",
+        "InvertImg", "Solarize", "Posterize", "Blur", "MedianBlur", "GaussianBlur", "MotionBlur", "Sharpen",
+        "Emboss", "Downscale", "CoarseDropout", "ToFloat", "Normalize", "ToTensorV2",
+    }
+)
+
+
+def _alike_on_grey(steps: list) -> None:
+    """Refuses (`Unsupported`) a step of a grey read's Compose outside `GREY_ALIKE`, looking
+    inside compositions, or one with a fill of several values (a colour, on one channel)."""
+    for t in steps:
+        name = _name(t)
+        if name in _COMPOSITIONS:
+            _alike_on_grey(list(t.transforms))
+            continue
+        if name not in GREY_ALIKE:
+            raise Unsupported(
+                f"albumentations' {name} on a grey read (cv2.IMREAD_GRAYSCALE), which hpuload runs as three equal "
+                "channels: it runs such steps natively only where albumentations computes a grey image as each of those"
+            )
+        fill = getattr(t, "fill", None)
+        if isinstance(fill, (list, tuple)) and len({float(v) for v in fill}) > 1:
+            raise Unsupported(f"albumentations' {name} with a colour fill on a grey read")
+
+
+def _grey(before: tuple) -> str | None:
+    from ._probe import grey_read
+
+    return grey_read(before)
+
+
+def _read_grey(pipeline: str, before: tuple) -> str:
+    """`pipeline` with the grey read the Dataset's code makes (`before`): each image decoded
+    grey, and one channel handed out unless the code made three of it."""
+    from ._probe import CV2_GREY
+
+    grey = _grey(before)
+    if grey is None:
+        return pipeline
+    spec = json.loads(pipeline)
+    spec["grey_read"] = True
+    if grey == CV2_GREY:
+        spec["single_channel"] = True
+    return json.dumps(spec)
 
 
 def _checked_steps(compose: Any, before: tuple = ()) -> list:
@@ -140,6 +206,8 @@ def _checked_steps(compose: Any, before: tuple = ()) -> list:
         if processors:
             raise Unsupported(f"albumentations' Compose with {', '.join(processors)} targets (hpuload gives images)")
         steps = list(compose.transforms)
+    # The grey read itself is the pipeline's (`_read_grey`).
+    before = tuple(step for step in before if _grey((step,)) is None)
     if not before:
         return steps
     (resized,) = before  # one resize: an array of a grey image, or one resized twice, is refused
@@ -177,16 +245,28 @@ def translate(compose: Any, output=None, before: tuple = ()) -> tuple[str, str]:
     the Dataset hands out of a Compose that does not end in `ToTensorV2` (its array,
     transposed, cast or divided by 255 as the Dataset's code does); `before`
     (`_probe.LazyImage.before`): the `cv2.resize` its code runs before the Compose."""
+    from ._probe import CV2_GREY
+
     steps = _checked_steps(compose, before)
+    one = _grey(before) == CV2_GREY
+    if one:
+        if not steps or _name(steps[-1]) != "ToTensorV2" or output is not None:
+            raise Unsupported(
+                "a grey read (cv2.IMREAD_GRAYSCALE) whose Compose gives NumPy arrays (hpuload gives a grey read "
+                "natively as ToTensorV2's [1, H, W] tensors)"
+            )
+        _alike_on_grey(steps)
     if not steps or _name(steps[-1]) != "ToTensorV2":
         if output is None:
             raise Unsupported("an albumentations Compose that does not end in ToTensorV2 (it gives NumPy arrays)")
-        return _translate(steps, open_end=False, output=output)
+        pipeline, dtype = _translate(steps, open_end=False, output=output)
+        return _read_grey(pipeline, before), dtype
     if output is not None:
         raise Unsupported("the albumentations Compose ends in ToTensorV2 now, and the Dataset's code was learnt on its arrays")
     if _p(steps[-1]) != 1.0:
         raise Unsupported("albumentations' ToTensorV2 with p below 1")
-    return _translate(steps[:-1], open_end=False)
+    pipeline, dtype = _translate(steps[:-1], open_end=False, grey=one)
+    return _read_grey(pipeline, before), dtype
 
 
 def in_bgr(pipeline: str) -> str:
@@ -210,25 +290,29 @@ def translate_split(compose: Any, output=None, before: tuple = ()) -> tuple[str,
         return pipeline, dtype, None
     except Unsupported as e:
         whole = e
+    from ._probe import CV2_GREY
+
     steps = _checked_steps(compose, before)
-    if not steps or _name(steps[-1]) != "ToTensorV2" or output is not None:
+    if not steps or _name(steps[-1]) != "ToTensorV2" or output is not None or _grey(before) == CV2_GREY:
         # The tail would give NumPy arrays, which the Dataset's loader collates otherwise; or
-        # the Dataset's code after the Compose was learnt on arrays, not on its tensors.
+        # the Dataset's code after the Compose was learnt on arrays, not on its tensors; or
+        # it would get three channels where albumentations gets a grey read's one.
         raise whole
     for k in range(len(steps) - 1, 0, -1):
         try:
             pipeline, _ = _translate(steps[:k], open_end=True)
         except Unsupported:
             continue
-        return pipeline, "u8", Tail(steps[k:], str(whole), steps[:k])
+        return _read_grey(pipeline, before), "u8", Tail(steps[k:], str(whole), steps[:k])
     raise whole
 
 
-def _translate(steps: list, *, open_end: bool, output=None) -> tuple[str, str]:
+def _translate(steps: list, *, open_end: bool, output=None, grey: bool = False) -> tuple[str, str]:
     """The ops of `steps` (a `Compose`'s, without its closing `ToTensorV2`). `open_end`:
     they are the prefix of a longer `Compose`, whose steps after them run in Python on the
     uint8 image they make, so no `Normalize` or `CoarseDropout` among them. `output`: what
-    the Dataset makes of the array of a `Compose` without `ToTensorV2` (`translate`)."""
+    the Dataset makes of the array of a `Compose` without `ToTensorV2` (`translate`). `grey`:
+    on a grey read's one channel, where `Normalize` takes its first mean and deviation."""
     ops: list[dict] = []
     size: list[int] | None = None  # the output's [h, w], once a resize or crop is read
     geometry: str | None = None  # the last geometric step's name while nothing else follows it
@@ -307,8 +391,8 @@ def _translate(steps: list, *, open_end: bool, output=None) -> tuple[str, str]:
             ops.append(
                 {
                     "op": "normalize",
-                    "mean": _channels(t.mean, "mean"),
-                    "std": _channels(t.std, "std"),
+                    "mean": _channels(t.mean, "mean", grey),
+                    "std": _channels(t.std, "std", grey),
                     "to_float": "scaled_stats",
                 }
             )
@@ -334,8 +418,13 @@ def _translate(steps: list, *, open_end: bool, output=None) -> tuple[str, str]:
         if before_normalize and norm is not None:
             import numpy as np
 
-            fill = np.full((1, 1, 3), op["fill"], dtype=np.uint8)
-            op["fill"] = [float(v) for v in norm.apply(fill).reshape(3)]
+            if grey:
+                # One channel: normalized as the grey image's values are.
+                fill = np.full((1, 1), op["fill"][0], dtype=np.uint8)
+                op["fill"] = [float(norm.apply(fill).reshape(1)[0])] * 3
+            else:
+                fill = np.full((1, 1, 3), op["fill"], dtype=np.uint8)
+                op["fill"] = [float(v) for v in norm.apply(fill).reshape(3)]
         ops.append(op)
     if size is None:
         raise Unsupported(

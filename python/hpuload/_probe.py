@@ -162,6 +162,16 @@ class Resized(NamedTuple):
 #: `LazyImage.before`.
 GREY = "grey"
 GREY_RGB = "grey_rgb"
+#: OpenCV's grey read (`cv2.imread(path, cv2.IMREAD_GRAYSCALE)`: a JPEG's luma as libjpeg
+#: decodes it to grey, a grey PNG as stored; a `[H, W]` array), first in `LazyImage.before`,
+#: and that made three equal channels (`cv2.cvtColor(..., cv2.COLOR_GRAY2RGB)`).
+CV2_GREY = "cv2_grey"
+CV2_GREY_RGB = "cv2_grey_rgb"
+
+
+def grey_read(before: tuple) -> str | None:
+    """`CV2_GREY` or `CV2_GREY_RGB` when the image was read grey by OpenCV, else None."""
+    return next((step for step in before if step in (CV2_GREY, CV2_GREY_RGB)), None)
 
 
 def _resizes(before: tuple) -> bool:
@@ -268,7 +278,9 @@ class ArrayOut(Recorded):
         NumPy array of a PIL image) as no transform changed it; needs pixels for any other."""
         if isinstance(image, ArrayOut):
             return image
-        if isinstance(image, LazyImage) and image.tensor in ("cv2", "array") and GREY not in image.before:
+        if isinstance(image, LazyImage) and image.tensor in ("cv2", "array") and not (
+            GREY in image.before or grey_read(image.before)
+        ):
             return ArrayOut(image, Output("numpy", "hwc", "u8", False, "u8", composed=False))
         raise NeedsPixels(f"a tensor or array computed from the opened image ({_form_name(image.form)})")
 
@@ -493,29 +505,41 @@ def _exif_transpose(image, *, in_place: bool = False):
 
 
 #: OpenCV's flags and conversion codes: `cv2.IMREAD_COLOR` (BGR, the default),
-#: `cv2.IMREAD_COLOR_RGB` (OpenCV 4.10 on), `cv2.COLOR_BGR2RGB` (which is `COLOR_RGB2BGR`).
+#: `cv2.IMREAD_COLOR_RGB` (OpenCV 4.10 on), `cv2.IMREAD_GRAYSCALE`, `cv2.COLOR_BGR2RGB`
+#: (which is `COLOR_RGB2BGR`), `cv2.COLOR_GRAY2RGB` (which is `COLOR_GRAY2BGR`).
 _IMREAD_COLOR = 1
 _IMREAD_COLOR_RGB = 256
+_IMREAD_GRAYSCALE = 0
 _COLOR_BGR2RGB = 4
+_COLOR_GRAY2RGB = 8
 
 
 def _cv2_imread(filename, flags=_IMREAD_COLOR):
-    """`cv2.imread` of a path in colour: the file, as OpenCV's BGR (or RGB) array."""
-    if flags not in (_IMREAD_COLOR, _IMREAD_COLOR_RGB):
-        raise NeedsPixels(f"cv2.imread(..., {flags}) (hpuload reads colour images, cv2.IMREAD_COLOR)")
+    """`cv2.imread` of a path in colour (the file, as OpenCV's BGR or RGB array) or grey
+    (`CV2_GREY`: its `[H, W]` array; no channel order to keep)."""
+    if flags not in (_IMREAD_COLOR, _IMREAD_COLOR_RGB, _IMREAD_GRAYSCALE):
+        raise NeedsPixels(
+            f"cv2.imread(..., {flags}) (hpuload reads as cv2.IMREAD_COLOR, IMREAD_COLOR_RGB and IMREAD_GRAYSCALE)"
+        )
     if not isinstance(filename, (str, os.PathLike)):
         raise NeedsPixels(f"cv2.imread of a {type(filename).__name__}")
+    if flags == _IMREAD_GRAYSCALE:
+        return LazyImage(os.fspath(filename), tensor="cv2", rgb=True, before=(CV2_GREY,))
     return LazyImage(os.fspath(filename), tensor="cv2", rgb=flags == _IMREAD_COLOR_RGB)
 
 
 def _cv2_cvt_color(src, code, *args, **kwargs):
     """`cv2.cvtColor` of what `cv2.imread` read: `COLOR_BGR2RGB` (the same code as
-    `COLOR_RGB2BGR`: it swaps the first and third channels) alone is answered."""
+    `COLOR_RGB2BGR`: it swaps the first and third channels) alone is answered, and
+    `COLOR_GRAY2RGB` (`COLOR_GRAY2BGR`) of a grey read: its three equal channels."""
     if not isinstance(src, LazyImage):
         import cv2
 
         return cv2.cvtColor.__wrapped__(src, code, *args, **kwargs)
-    if src.tensor != "cv2" or code != _COLOR_BGR2RGB or args or kwargs:
+    if src.tensor == "cv2" and grey_read(src.before) == CV2_GREY and code == _COLOR_GRAY2RGB and not (args or kwargs):
+        again = tuple(CV2_GREY_RGB if step == CV2_GREY else step for step in src.before)
+        return LazyImage(src.path, tensor="cv2", rgb=True, before=again)
+    if src.tensor != "cv2" or code != _COLOR_BGR2RGB or args or kwargs or grey_read(src.before):
         raise NeedsPixels(f"cv2.cvtColor(..., {code}) of the image (hpuload answers COLOR_BGR2RGB of what cv2.imread read)")
     return LazyImage(src.path, tensor="cv2", rgb=not src.rgb, before=src.before)
 
@@ -535,13 +559,14 @@ def _cv2_resize(src, *args, **kwargs):
     unknown = set(given) - {"dsize", "dst", "fx", "fy", "interpolation"}
     if src.tensor not in ("cv2", "array") or unknown or given.get("dst") is not None or given.get("fx") or given.get("fy"):
         raise NeedsPixels("cv2.resize of the image by scale factors or into dst")
-    if src.before:
+    grey = grey_read(src.before)
+    if src.before != ((grey,) if grey else ()):
         raise NeedsPixels("cv2.resize of the image resized already")
     dsize = given.get("dsize")
     width, height = _fixed_size(tuple(dsize) if isinstance(dsize, (tuple, list)) else dsize)
     flag = int(given.get("interpolation", 1))  # cv2.INTER_LINEAR by default
     resized = Resized("cv2", width, height, flag)
-    return LazyImage(src.path, tensor=src.tensor, rgb=src.rgb, turned=src.turned, before=(resized,))
+    return LazyImage(src.path, tensor=src.tensor, rgb=src.rgb, turned=src.turned, before=(*src.before, resized))
 
 
 def _numpy_array_of(image: LazyImage, args: tuple, kwargs: dict) -> LazyImage:

@@ -325,11 +325,13 @@ def _keyed(keys: tuple, image, label) -> dict:
     return {keys[0]: image, keys[1]: label}
 
 
-def _check_opencv_reads(samples, checked: set) -> None:
+def _check_opencv_reads(samples, checked: set, grey: bool = False) -> None:
     """`_Unfit` unless `cv2.imread` gives each file what hpuload decodes (in BGR order, or
     RGB after `cv2.cvtColor(..., COLOR_BGR2RGB)`): an 8-bit JPEG or PNG in RGB or grey, that
-    carries no EXIF orientation (OpenCV turns images by its own reading of it). Each file is
-    read once."""
+    carries no EXIF orientation (OpenCV turns images by its own reading of it). `grey`: read
+    with `cv2.IMREAD_GRAYSCALE`, whose grey of a colour PNG libpng computes (hpuload takes a
+    JPEG's luma and a grey PNG; a JPEG coded in RGB, CMYK or YCCK is named when read). Each
+    file is read once."""
     D = FallbackReason.DATASET
     fresh = [p for p in dict.fromkeys(p for p, _ in samples) if p not in checked]
     for path in fresh:
@@ -344,6 +346,12 @@ def _check_opencv_reads(samples, checked: set) -> None:
         mode = _probe.mode_of(data=head)
         if mode not in ("RGB", "L"):
             raise _Unfit(f"{path} is in mode {mode}, which cv2.imread reads otherwise than hpuload decodes it", D)
+        if grey and png and mode != "L":
+            raise _Unfit(
+                f"{path} is a colour PNG, whose grey cv2.imread(..., cv2.IMREAD_GRAYSCALE) makes with libpng's "
+                "weights (hpuload reads JPEGs and grey PNGs grey)",
+                D,
+            )
         if _probe.sixteen_bit(head):
             raise _Unfit(f"{path} is a 16-bit PNG, which cv2.imread scales to 8 bits otherwise than hpuload", D)
         if any(_hpuload.exif_orientation(head, reader) != 1 for reader in ("pillow", "torchvision")):
@@ -587,7 +595,8 @@ def _listed_source(dataset, pipeline):
             return samples, keys, label_types.pop(), None
         _check_decodable(samples)
         if tensor == "cv2":
-            _check_opencv_reads(samples, folder_lists.setdefault("opencv checked", set()))
+            grey = _probe.grey_read(before) is not None
+            _check_opencv_reads(samples, folder_lists.setdefault("opencv checked" + " grey" * grey, set()), grey)
         if tensor is True:
             # torchvision's readers decode JPEG, PNG, GIF and WebP only: torch's loader stops
             # at a BMP or PGM file, which hpuload would decode.
