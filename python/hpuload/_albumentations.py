@@ -55,13 +55,13 @@ The pixel steps above may also come before the resize or crop (all but `Transpos
 `RandomRotate90`, `Downscale` and `GridDistortion`, which hpuload runs at the output's size):
 hpuload then runs them on the whole decoded image, drawn on its size, as albumentations does.
 
-A grey read (`cv2.imread(path, cv2.IMREAD_GRAYSCALE)`, `_probe.CV2_GREY`) is decoded grey
+A grey read (`cv2.imread(path, cv2.IMREAD_GRAYSCALE)`, `_probe.READ_GREY`) is decoded grey
 (the pipeline's `grey_read`: a JPEG's luma as libjpeg decodes it to grey) and runs as three
 equal channels, of which the loader hands out the first: its `Compose` must end in `ToTensorV2`
 (the `[1, H, W]` tensor) and hold only steps that albumentations computes on a grey image as on
 each channel of three equal ones (`GREY_ALIKE`: the geometry, brightness and contrast, gamma,
 blurs, sharpening, ...; a `Normalize` takes its first mean and deviation, as albumentations
-does on one channel); a grey read made three channels (`cv2.COLOR_GRAY2RGB`, `CV2_GREY_RGB`)
+does on one channel); a grey read made three channels (`cv2.COLOR_GRAY2RGB`, `READ_GREY_RGB`)
 runs every step, as any RGB array.
 
 `translate_split` runs the longest prefix of such uint8 steps natively and the steps after it
@@ -181,14 +181,14 @@ def _grey(before: tuple) -> str | None:
 def _read_grey(pipeline: str, before: tuple) -> str:
     """`pipeline` with the grey read the Dataset's code makes (`before`): each image decoded
     grey, and one channel handed out unless the code made three of it."""
-    from ._probe import CV2_GREY
+    from ._probe import READ_GREY
 
     grey = _grey(before)
     if grey is None:
         return pipeline
     spec = json.loads(pipeline)
     spec["grey_read"] = True
-    if grey == CV2_GREY:
+    if grey == READ_GREY:
         spec["single_channel"] = True
     return json.dumps(spec)
 
@@ -245,10 +245,10 @@ def translate(compose: Any, output=None, before: tuple = ()) -> tuple[str, str]:
     the Dataset hands out of a Compose that does not end in `ToTensorV2` (its array,
     transposed, cast or divided by 255 as the Dataset's code does); `before`
     (`_probe.LazyImage.before`): the `cv2.resize` its code runs before the Compose."""
-    from ._probe import CV2_GREY
+    from ._probe import READ_GREY
 
     steps = _checked_steps(compose, before)
-    one = _grey(before) == CV2_GREY
+    one = _grey(before) == READ_GREY
     if one:
         if not steps or _name(steps[-1]) != "ToTensorV2" or output is not None:
             raise Unsupported(
@@ -290,10 +290,10 @@ def translate_split(compose: Any, output=None, before: tuple = ()) -> tuple[str,
         return pipeline, dtype, None
     except Unsupported as e:
         whole = e
-    from ._probe import CV2_GREY
+    from ._probe import READ_GREY
 
     steps = _checked_steps(compose, before)
-    if not steps or _name(steps[-1]) != "ToTensorV2" or output is not None or _grey(before) == CV2_GREY:
+    if not steps or _name(steps[-1]) != "ToTensorV2" or output is not None or _grey(before) == READ_GREY:
         # The tail would give NumPy arrays, which the Dataset's loader collates otherwise; or
         # the Dataset's code after the Compose was learnt on arrays, not on its tensors; or
         # it would get three channels where albumentations gets a grey read's one.

@@ -162,16 +162,17 @@ class Resized(NamedTuple):
 #: `LazyImage.before`.
 GREY = "grey"
 GREY_RGB = "grey_rgb"
-#: OpenCV's grey read (`cv2.imread(path, cv2.IMREAD_GRAYSCALE)`: a JPEG's luma as libjpeg
-#: decodes it to grey, a grey PNG as stored; a `[H, W]` array), first in `LazyImage.before`,
-#: and that made three equal channels (`cv2.cvtColor(..., cv2.COLOR_GRAY2RGB)`).
-CV2_GREY = "cv2_grey"
-CV2_GREY_RGB = "cv2_grey_rgb"
+#: A grey read, first in `LazyImage.before`: OpenCV's `cv2.imread(path, cv2.IMREAD_GRAYSCALE)`
+#: (a `[H, W]` array) or torchvision's reader in `ImageReadMode.GRAY` (a `[1, H, W]` tensor),
+#: each a JPEG's luma as libjpeg decodes it to grey (a grey PNG as stored); and OpenCV's made
+#: three equal channels (`cv2.cvtColor(..., cv2.COLOR_GRAY2RGB)`).
+READ_GREY = "read_grey"
+READ_GREY_RGB = "read_grey_rgb"
 
 
 def grey_read(before: tuple) -> str | None:
-    """`CV2_GREY` or `CV2_GREY_RGB` when the image was read grey by OpenCV, else None."""
-    return next((step for step in before if step in (CV2_GREY, CV2_GREY_RGB)), None)
+    """`READ_GREY` or `READ_GREY_RGB` when the image was read grey, else None."""
+    return next((step for step in before if step in (READ_GREY, READ_GREY_RGB)), None)
 
 
 def _resizes(before: tuple) -> bool:
@@ -516,7 +517,7 @@ _COLOR_GRAY2RGB = 8
 
 def _cv2_imread(filename, flags=_IMREAD_COLOR):
     """`cv2.imread` of a path in colour (the file, as OpenCV's BGR or RGB array) or grey
-    (`CV2_GREY`: its `[H, W]` array; no channel order to keep)."""
+    (`READ_GREY`: its `[H, W]` array; no channel order to keep)."""
     if flags not in (_IMREAD_COLOR, _IMREAD_COLOR_RGB, _IMREAD_GRAYSCALE):
         raise NeedsPixels(
             f"cv2.imread(..., {flags}) (hpuload reads as cv2.IMREAD_COLOR, IMREAD_COLOR_RGB and IMREAD_GRAYSCALE)"
@@ -524,7 +525,7 @@ def _cv2_imread(filename, flags=_IMREAD_COLOR):
     if not isinstance(filename, (str, os.PathLike)):
         raise NeedsPixels(f"cv2.imread of a {type(filename).__name__}")
     if flags == _IMREAD_GRAYSCALE:
-        return LazyImage(os.fspath(filename), tensor="cv2", rgb=True, before=(CV2_GREY,))
+        return LazyImage(os.fspath(filename), tensor="cv2", rgb=True, before=(READ_GREY,))
     return LazyImage(os.fspath(filename), tensor="cv2", rgb=flags == _IMREAD_COLOR_RGB)
 
 
@@ -536,8 +537,8 @@ def _cv2_cvt_color(src, code, *args, **kwargs):
         import cv2
 
         return cv2.cvtColor.__wrapped__(src, code, *args, **kwargs)
-    if src.tensor == "cv2" and grey_read(src.before) == CV2_GREY and code == _COLOR_GRAY2RGB and not (args or kwargs):
-        again = tuple(CV2_GREY_RGB if step == CV2_GREY else step for step in src.before)
+    if src.tensor == "cv2" and grey_read(src.before) == READ_GREY and code == _COLOR_GRAY2RGB and not (args or kwargs):
+        again = tuple(READ_GREY_RGB if step == READ_GREY else step for step in src.before)
         return LazyImage(src.path, tensor="cv2", rgb=True, before=again)
     if src.tensor != "cv2" or code != _COLOR_BGR2RGB or args or kwargs or grey_read(src.before):
         raise NeedsPixels(f"cv2.cvtColor(..., {code}) of the image (hpuload answers COLOR_BGR2RGB of what cv2.imread read)")
@@ -679,18 +680,27 @@ def _read_as_tensor(path: str, mode, apply_exif_orientation) -> LazyImage:
     from other places than Pillow)."""
     if not isinstance(apply_exif_orientation, bool):
         raise NeedsPixels(f"apply_exif_orientation={apply_exif_orientation!r}")
-    return LazyImage(path, tensor=True, rgb=_rgb_mode(mode), turned="torchvision" if apply_exif_orientation else False)
+    turned = "torchvision" if apply_exif_orientation else False
+    if _mode_name(mode) == "GRAY":
+        return LazyImage(path, tensor=True, rgb=True, turned=turned, before=(READ_GREY,))
+    return LazyImage(path, tensor=True, rgb=_rgb_mode(mode), turned=turned)
 
 
 def _rgb_mode(mode) -> bool:
     """Whether torchvision's reader in `mode` gives RGB whatever the file holds (`RGB`);
     `UNCHANGED` (the default) gives the file's own channels."""
+    name = _mode_name(mode)
+    if name not in (None, "RGB", "UNCHANGED"):
+        raise NeedsPixels(f"an image read in mode {name} (hpuload reads in RGB, UNCHANGED and GRAY modes)")
+    return name == "RGB"
+
+
+def _mode_name(mode) -> str | None:
+    """The name of a torchvision `ImageReadMode` (or of the string naming one)."""
     name = getattr(mode, "name", mode)
     if isinstance(name, str):
         name = name.upper()  # torchvision takes a mode's name in any case
-    if name not in (None, "RGB", "UNCHANGED"):
-        raise NeedsPixels(f"an image read in mode {name} (hpuload decodes to RGB)")
-    return name == "RGB"
+    return name
 
 
 def _sniffed(path: str) -> str | None:

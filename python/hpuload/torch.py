@@ -325,19 +325,20 @@ def _keyed(keys: tuple, image, label) -> dict:
     return {keys[0]: image, keys[1]: label}
 
 
-def _check_opencv_reads(samples, checked: set, grey: bool = False) -> None:
+def _check_opencv_reads(samples, checked: set, grey: bool = False, reader: str = "cv2.imread") -> None:
     """`_Unfit` unless `cv2.imread` gives each file what hpuload decodes (in BGR order, or
     RGB after `cv2.cvtColor(..., COLOR_BGR2RGB)`): an 8-bit JPEG or PNG in RGB or grey, that
     carries no EXIF orientation (OpenCV turns images by its own reading of it). `grey`: read
-    with `cv2.IMREAD_GRAYSCALE`, whose grey of a colour PNG libpng computes (hpuload takes a
-    JPEG's luma and a grey PNG; a JPEG coded in RGB, CMYK or YCCK is named when read). Each
-    file is read once."""
+    grey (`cv2.IMREAD_GRAYSCALE`, or by torchvision's reader, `reader`, in `ImageReadMode.GRAY`,
+    which turns no image unless told to), whose grey of a colour PNG libpng computes (hpuload
+    takes a JPEG's luma and a grey PNG; a JPEG coded in RGB, CMYK or YCCK is named when read).
+    Each file is read once."""
     D = FallbackReason.DATASET
     fresh = [p for p in dict.fromkeys(p for p, _ in samples) if p not in checked]
     for path in fresh:
         png = path.lower().endswith(".png")
         if not (png or path.lower().endswith(_JPEG_NAMES)):
-            raise _Unfit(f"{path} is neither a JPEG nor a PNG file (hpuload runs cv2.imread's reading of those)", D)
+            raise _Unfit(f"{path} is neither a JPEG nor a PNG file (hpuload runs {reader}'s reading of those)", D)
         try:
             with open(path, "rb") as f:
                 head = f.read() if png else _jpeg_head(f)
@@ -345,16 +346,16 @@ def _check_opencv_reads(samples, checked: set, grey: bool = False) -> None:
             continue  # the loader names a file it cannot read when it reads it
         mode = _probe.mode_of(data=head)
         if mode not in ("RGB", "L"):
-            raise _Unfit(f"{path} is in mode {mode}, which cv2.imread reads otherwise than hpuload decodes it", D)
+            raise _Unfit(f"{path} is in mode {mode}, which {reader} reads otherwise than hpuload decodes it", D)
         if grey and png and mode != "L":
             raise _Unfit(
-                f"{path} is a colour PNG, whose grey cv2.imread(..., cv2.IMREAD_GRAYSCALE) makes with libpng's "
-                "weights (hpuload reads JPEGs and grey PNGs grey)",
+                f"{path} is a colour PNG, whose grey {reader} makes with libpng's weights (hpuload reads JPEGs "
+                "and grey PNGs grey)",
                 D,
             )
         if _probe.sixteen_bit(head):
-            raise _Unfit(f"{path} is a 16-bit PNG, which cv2.imread scales to 8 bits otherwise than hpuload", D)
-        if any(_hpuload.exif_orientation(head, reader) != 1 for reader in ("pillow", "torchvision")):
+            raise _Unfit(f"{path} is a 16-bit PNG, which {reader} scales to 8 bits otherwise than hpuload", D)
+        if reader == "cv2.imread" and any(_hpuload.exif_orientation(head, reader) != 1 for reader in ("pillow", "torchvision")):
             raise _Unfit(f"{path} carries an EXIF orientation, which cv2.imread turns the image by as OpenCV reads it", D)
     checked.update(fresh)
 
@@ -522,18 +523,23 @@ def _listed_source(dataset, pipeline):
                     # BGR arrays given on as they are: the steps compute on them as they are.
                     translated = (_albumentations.in_bgr(translated[0]), *translated[1:])
                 return translated
+            grey = _probe.grey_read(before)
             if tensor:
                 from torchvision import transforms as tv_transforms
 
-                transform = tv_transforms.Compose([tv_transforms.PILToTensor(), *steps(transform)])
-            if before:
+                # Read grey (`ImageReadMode.GRAY`): one channel from the start, as after
+                # Pillow's grey, which stands for the read in the translation (`_read_grey`).
+                first = [tv_transforms.Grayscale(num_output_channels=1)] if grey else []
+                transform = tv_transforms.Compose([*first, tv_transforms.PILToTensor(), *steps(transform)])
+            if before and not grey:
                 transform = _before_first(before, transform)
 
             def find_size():
                 if "samples" in common:
                     _check_common_size(common["samples"], common, turned, folder_lists.setdefault("sizes", {}))
 
-            return _sized_translation(transform, common, find_size)
+            translated = _sized_translation(transform, common, find_size)
+            return (_read_grey(translated[0]), *translated[1:]) if grey else translated
 
         watch = _TransformWatch(lambda: transform_of(bases[0]), translate_now)
         pipe, dtype, _ = watch.translated
@@ -597,6 +603,9 @@ def _listed_source(dataset, pipeline):
         if tensor == "cv2":
             grey = _probe.grey_read(before) is not None
             _check_opencv_reads(samples, folder_lists.setdefault("opencv checked" + " grey" * grey, set()), grey)
+        elif tensor is True and _probe.grey_read(before):
+            reader = "torchvision's reader in ImageReadMode.GRAY"
+            _check_opencv_reads(samples, folder_lists.setdefault("grey checked", set()), True, reader)
         if tensor is True:
             # torchvision's readers decode JPEG, PNG, GIF and WebP only: torch's loader stops
             # at a BMP or PGM file, which hpuload would decode.
@@ -689,6 +698,20 @@ def _form_and_output(probed: "_probe.Probed") -> tuple:
     the transform, what it hands out of an albumentations Compose without `ToTensorV2`, and
     what it does to the image before the transform."""
     return probed.form, probed.output, probed.before
+
+
+def _read_grey(pipeline: str) -> str:
+    """The pipeline of torchvision's transform of images read grey (`ImageReadMode.GRAY`),
+    translated after a `Grayscale()` standing for the read: that step's op, first, replaced
+    by the pipeline's own grey read (a JPEG's luma, as torchvision's reader gives it)."""
+    spec = json.loads(pipeline)
+    if "ops" not in spec:
+        raise Unsupported("a multi-crop transform of images read in ImageReadMode.GRAY")
+    first = spec["ops"][0] if spec["ops"] else {}
+    if first.get("op") != "pil_grayscale" or first.get("p") != 1.0 or not spec.get("single_channel"):
+        raise Unsupported("a transform of images read in ImageReadMode.GRAY that hpuload does not run on one channel")
+    spec["ops"], spec["grey_read"] = spec["ops"][1:], True
+    return json.dumps(spec)
 
 
 def _before_first(before: tuple, transform):

@@ -1954,3 +1954,154 @@ def test_a_random_crop_then_a_resize_gives_albumentations_pixels_for_the_offset_
         want = cv2.resize(image[top : top + 40, left : left + 36], (24, 20), interpolation=cv2.INTER_LINEAR)
         assert torch.equal(got, torch.from_numpy(want).permute(2, 0, 1)), (epoch, index, plan["crop"])
     assert len(corners) > 16
+
+
+class GreyDataset(LeafDataset):
+    """The grey Kaggle Dataset: `cv2.imread(path, cv2.IMREAD_GRAYSCALE)` (X-rays, scans,
+    handwriting), made three channels (`COLOR_GRAY2RGB`) for an ImageNet model or not, and
+    resized by OpenCV before the Compose or not."""
+
+    def __init__(self, files, labels, transforms, three=False, resize=None):
+        super().__init__(files, labels, transforms)
+        self.three, self.resize = three, resize
+
+    def __getitem__(self, idx):
+        image = cv2.imread(self.files[idx], cv2.IMREAD_GRAYSCALE)
+        if self.resize is not None:
+            image = cv2.resize(image, self.resize)
+        if self.three:
+            image = cv2.cvtColor(image, cv2.COLOR_GRAY2RGB)
+        return self.transforms(image=image)["image"], torch.tensor(self.labels[idx])
+
+
+@pytest.mark.parametrize(
+    "steps, resize",
+    [
+        (lambda: [A.Resize(40, 32), A.Normalize(mean=MEAN, std=STD)], None),
+        (
+            lambda: [
+                A.CenterCrop(48, 40),
+                A.HorizontalFlip(p=1.0),
+                A.RandomBrightnessContrast(brightness_limit=(0.1, 0.1), contrast_limit=(0.2, 0.2), p=1.0),
+                A.Normalize(mean=0.5, std=0.25),
+            ],
+            None,
+        ),
+        (
+            lambda: [
+                A.Affine(rotate=(12, 12), scale=(1.1, 1.1), fill=30, p=1.0),
+                A.Blur(blur_limit=(5, 5), p=1.0),
+                A.RandomGamma(gamma_limit=(90, 90), p=1.0),
+                A.Normalize(mean=MEAN, std=STD),
+            ],
+            (64, 56),
+        ),
+        (lambda: [A.LongestMaxSize(max_size=61), A.PadIfNeeded(64, 64, border_mode=cv2.BORDER_CONSTANT, fill=9)], None),
+    ],
+)
+@pytest.mark.parametrize("three", [False, True])
+def test_a_grey_read_gives_opencvs_luma_and_albumentations_bytes_batch_for_batch(jpeg_folder, steps, resize, three):
+    """`cv2.imread(path, cv2.IMREAD_GRAYSCALE)` (a JPEG's luma as libjpeg decodes it to grey),
+    an OpenCV resize or not, then an albumentations Compose on the `[H, W]` array (its
+    `Normalize` taking its first mean, a fill of one value) or on its three equal channels
+    (`COLOR_GRAY2RGB`: every mean, and a colour fill): torch's DataLoader's batches,
+    `[B, 1, H, W]` or `[B, 3, H, W]`, byte for byte, on both backends. (Steps drawn at random
+    draw as for colour images, which the tests above check: these are fixed.)"""
+    files, labels = files_of(jpeg_folder)
+    composed = steps()
+    if three and resize:
+        colour = A.Affine(translate_percent=(0.1, 0.1), rotate=(5, 5), fill=(10, 120, 250), p=1.0)
+        composed = composed[:-1] + [colour] + composed[-1:]
+    ds = GreyDataset(files[:24], labels[:24], A.Compose([*composed, ToTensorV2()]), three=three, resize=resize)
+    same_batches_on_both_backends(ds)
+    x, _ = next(iter(native(lambda: DataLoader(ds, batch_size=8, backend="cpu"))))
+    assert x.shape[1] == (3 if three else 1)
+
+
+#: Each step hpuload runs on a grey read, as the test below makes it.
+GREY_STEPS = {
+    "Resize": lambda: A.Resize(40, 50),
+    "RandomResizedCrop": lambda: A.RandomResizedCrop((40, 50)),
+    "SmallestMaxSize": lambda: A.SmallestMaxSize(60),
+    "LongestMaxSize": lambda: A.LongestMaxSize(60),
+    "CenterCrop": lambda: A.CenterCrop(40, 40),
+    "RandomCrop": lambda: A.RandomCrop(40, 40),
+    "PadIfNeeded": lambda: A.PadIfNeeded(120, 120, border_mode=cv2.BORDER_CONSTANT, fill=17),
+    "HorizontalFlip": lambda: A.HorizontalFlip(p=1),
+    "VerticalFlip": lambda: A.VerticalFlip(p=1),
+    "Transpose": lambda: A.Transpose(p=1),
+    "RandomRotate90": lambda: A.RandomRotate90(p=1),
+    "Affine": lambda: A.Affine(rotate=(-20, 20), scale=(0.8, 1.2), fill=9, p=1),
+    "ShiftScaleRotate": lambda: A.ShiftScaleRotate(border_mode=cv2.BORDER_CONSTANT, fill=5, p=1),
+    "GridDistortion": lambda: A.GridDistortion(p=1),
+    "OpticalDistortion": lambda: A.OpticalDistortion(p=1),
+    "RandomBrightnessContrast": lambda: A.RandomBrightnessContrast(brightness_by_max=False, p=1),
+    "RandomGamma": lambda: A.RandomGamma(p=1),
+    "InvertImg": lambda: A.InvertImg(p=1),
+    "Solarize": lambda: A.Solarize(p=1),
+    "Posterize": lambda: A.Posterize(p=1),
+    "Blur": lambda: A.Blur(p=1),
+    "MedianBlur": lambda: A.MedianBlur(p=1),
+    "GaussianBlur": lambda: A.GaussianBlur(p=1),
+    "MotionBlur": lambda: A.MotionBlur(p=1),
+    "Sharpen": lambda: A.Sharpen(p=1),
+    "Emboss": lambda: A.Emboss(p=1),
+    "Downscale": lambda: A.Downscale(p=1),
+    "CoarseDropout": lambda: A.CoarseDropout(fill=3, p=1),
+    "ToFloat": lambda: A.ToFloat(),
+}
+
+
+def test_every_step_hpuload_runs_on_a_grey_read_is_one_albumentations_computes_as_each_of_three_channels(jpeg_folder):
+    """What lets hpuload run a grey read as three equal channels: albumentations computes each
+    step of `GREY_ALIKE` on the `[H, W]` array as on each channel of its `COLOR_GRAY2RGB`,
+    drawn alike (six seeds each); `Normalize` on one channel takes the first mean and
+    deviation; and a step outside it (CLAHE) computes otherwise."""
+    from hpuload._albumentations import GREY_ALIKE
+
+    assert set(GREY_STEPS) | {"Normalize", "ToTensorV2"} == GREY_ALIKE
+    files, _ = files_of(jpeg_folder)
+    grey = cv2.resize(cv2.imread(files[0], cv2.IMREAD_GRAYSCALE), (97, 71))
+    three = cv2.cvtColor(grey, cv2.COLOR_GRAY2RGB)
+
+    def alike(step):
+        for seed in range(6):
+            one = A.Compose([step], seed=seed)(image=grey)["image"]
+            each = A.Compose([step], seed=seed)(image=three)["image"]
+            if one.shape != each.shape[:2] or not all(np.array_equal(one, each[..., c]) for c in range(3)):
+                return False
+        return True
+
+    for name, make in GREY_STEPS.items():
+        assert alike(make()), name
+    assert not alike(A.CLAHE(p=1))
+    normalize = A.Normalize(mean=(0.3, 0.4, 0.5), std=(0.2, 0.3, 0.4))
+    first = A.Normalize(mean=0.3, std=0.2)
+    assert np.array_equal(normalize(image=grey)["image"], first(image=grey)["image"])
+
+
+def test_a_grey_read_hpuload_does_not_run_goes_to_torchs_loader_named(jpeg_folder, tmp_path):
+    """A colour PNG read grey (libpng's weights), a step albumentations computes otherwise on one
+    channel, a Compose giving NumPy arrays of one channel, and another OpenCV grey flag: torch's
+    DataLoader, the reason named; a JPEG coded in RGB (PIL's mode RGB too, libjpeg's grey of
+    colours) is named when read."""
+    files, labels = files_of(jpeg_folder)
+    tf = A.Compose([A.Resize(32, 32), ToTensorV2()])
+    colour_png = tmp_path / "colour.png"
+    Image.open(files[0]).save(colour_png)
+    cases = [
+        (GreyDataset([str(colour_png)] + files[:3], labels[:4], tf), "colour PNG"),
+        (GreyDataset(files, labels, A.Compose([A.Resize(32, 32), A.CLAHE(p=1), ToTensorV2()])), "CLAHE on a grey read"),
+        (GreyDataset(files, labels, A.Compose([A.Resize(32, 32)])), "whose Compose gives NumPy arrays"),
+        (LeafDataset(files, labels, tf, to_rgb=False, flags=cv2.IMREAD_REDUCED_GRAYSCALE_2), "cv2.imread"),
+    ]
+    for ds, reason in cases:
+        with pytest.warns(FallbackWarning, match=reason):
+            loader = DataLoader(ds, batch_size=4)
+        assert type(loader) is not DataLoader
+    rgb_coded = tmp_path / "rgb.jpg"
+    Image.open(files[0]).save(rgb_coded, keep_rgb=True)
+    ds = GreyDataset([str(rgb_coded)] + files[:3], labels[:4], tf)
+    loader = native(lambda: DataLoader(ds, batch_size=4, backend="cpu", on_error="fail"))
+    with pytest.raises(Exception, match="rgb.jpg.*a grey read of an RGB, CMYK or YCCK JPEG"):
+        next(iter(loader))

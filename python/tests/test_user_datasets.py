@@ -1566,3 +1566,65 @@ def test_a_transform_called_under_a_second_name_for_the_same_object_runs_nativel
         ds = CallsItUnderASecondName(tmp_path / "train.csv", tf)
         _same_batches(ds)
         assert ds.tf is tf and ds.transform is tf
+
+
+@pytest.mark.parametrize(
+    "transform",
+    [
+        lambda: T.Compose([T.Resize((40, 36), antialias=True), T.ConvertImageDtype(torch.float), T.Normalize([0.5], [0.25])]),
+        lambda: __import__("torchvision").transforms.v2.Compose(
+            [
+                __import__("torchvision").transforms.v2.CenterCrop(40),
+                __import__("torchvision").transforms.v2.RandomHorizontalFlip(p=1.0),
+                __import__("torchvision").transforms.v2.ToDtype(torch.float32, scale=True),
+            ]
+        ),
+    ],
+)
+@pytest.mark.parametrize("through", ["read_image", "decode_image"])
+def test_images_read_grey_by_torchvision_are_each_jpegs_luma_in_one_channel(jpeg_folder, tmp_path, transform, through):
+    """torchvision's reader in `ImageReadMode.GRAY` gives a JPEG's luma as libjpeg decodes it
+    to grey (and a grey PNG as stored), a `[1, H, W]` tensor: natively, torch's DataLoader's
+    batches byte for byte, on both backends; a colour PNG (libpng's grey of its colours), a
+    tensor kernel that mixes channels, and three means on the one channel go to torch's
+    loader, named."""
+    from torchvision.io import ImageReadMode
+
+    grey_png = _csv_with_one_file_replaced(
+        jpeg_folder, tmp_path, 3, tmp_path / "grey.png", lambda out, src: Image.open(src).convert("L").save(out)
+    )
+    ds = ReadsTensors(tmp_path / "train.csv", transform())
+    ds.mode = ImageReadMode.GRAY
+    if through == "read_image":
+        ds.__class__ = type("ReadsGrey", (ReadsTensors,), {"__getitem__": _read_grey_item})
+    _same_batches(ds)
+    loader = no_fallback(lambda: DataLoader(ds, batch_size=4, backend="auto"))
+    want = list(tud.DataLoader(ds, batch_size=4))
+    for (x, _), (wx, _) in zip(loader, want):
+        assert x.shape[1] == 1 and torch.equal(x, wx)
+    assert grey_png in {p for p, _ in ds.rows}
+
+    colour = _csv_with_one_file_replaced(
+        jpeg_folder, tmp_path, 2, tmp_path / "colour.png", lambda out, src: Image.open(src).convert("RGB").save(out)
+    )
+    ds = ReadsTensors(tmp_path / "train.csv", transform())
+    ds.mode = ImageReadMode.GRAY
+    with pytest.warns(FallbackWarning, match=rf"{colour} is a colour PNG, whose grey torchvision's reader"):
+        DataLoader(ds, batch_size=4)
+    write_csv(jpeg_folder, tmp_path / "train.csv")
+    refused = [
+        (T.Compose([T.CenterCrop(40), T.ConvertImageDtype(torch.float), T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])]), "three channels"),
+        (T.Compose([T.CenterCrop(40), T.ColorJitter(contrast=0.5), T.ConvertImageDtype(torch.float)]), "ColorJitter"),
+    ]
+    for tf, reason in refused:
+        ds = ReadsTensors(tmp_path / "train.csv", tf)
+        ds.mode = ImageReadMode.GRAY
+        with pytest.warns(FallbackWarning, match=reason):
+            DataLoader(ds, batch_size=4)
+
+
+def _read_grey_item(self, i):
+    from torchvision.io import ImageReadMode, read_image
+
+    path, label = self.rows[i]
+    return self.transform(read_image(path, ImageReadMode.GRAY)), label
