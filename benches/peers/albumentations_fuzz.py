@@ -12,7 +12,7 @@ a random OpenCV interpolation, then pixel steps (about thirty albumentations ops
 draws, some of them inside OneOf / SomeOf / Sequential / RandomOrder of one, a few ops hpuload
 runs in Python), an optional Normalize of several kinds, an optional ToFloat, and ToTensorV2
 (mostly; else the Dataset hands out the array as it is, transposed, cast or divided by 255,
-or as a tensor of it). The Dataset reads with cv2 (RGB or left BGR, colour or grey flags) or with Pillow and NumPy
+or as a tensor of it). The Dataset reads with cv2 (RGB or left BGR, colour or grey flags, grey made RGB) or with Pillow and NumPy
 (`np.array(Image.open(path).convert("RGB"))`, `np.asarray` of the opened file), and may
 resize with `cv2.resize` before the Compose (whose geometry is then sometimes left out, or
 the Compose itself: a Dataset with no transform).
@@ -63,6 +63,8 @@ class LeafDataset(tud.Dataset):
             image = cv2.imread(self.files[idx])
         elif self.read == "grey":
             image = cv2.imread(self.files[idx], cv2.IMREAD_GRAYSCALE)
+        elif self.read == "grey_rgb":
+            image = cv2.cvtColor(cv2.imread(self.files[idx], cv2.IMREAD_GRAYSCALE), cv2.COLOR_GRAY2RGB)
         else:
             image = cv2.imread(self.files[idx])
             image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
@@ -220,7 +222,7 @@ def composition(rng):
     else:
         hand_out = rng.choice(sorted(HAND_OUTS))
         names.append(f"then {hand_out}")
-    read = rng.choice(["rgb"] * 4 + ["bgr", "bgr", "pil", "pil", "pil_asarray", "grey"])
+    read = rng.choice(["rgb"] * 4 + ["bgr", "bgr", "pil", "pil", "pil_asarray", "grey", "grey", "grey_rgb"])
     if first is not None and rng.random() < 0.3:
         # No transform at all: the Dataset's own resize, and what it hands out.
         hand_out = rng.choice(sorted(HAND_OUTS))

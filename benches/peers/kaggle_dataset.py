@@ -34,12 +34,18 @@ resizes each image to 256x256 with `cv2.resize` before its Compose (HorizontalFl
 `np.transpose` and `torch.tensor(..., dtype=torch.float)`; both natively since session 83
 (they went to torch's DataLoader before); `--split cubic`: RandomResizedCrop 224 with
 `interpolation=cv2.INTER_CUBIC`, HorizontalFlip, Normalize, ToTensorV2, natively since session
-85 (within one level of OpenCV's; it went to torch's DataLoader before). Prints one JSON line per run: construction time (hpuload's includes its probe of
+85 (within one level of OpenCV's; it went to torch's DataLoader before); `--split grey`: a
+chest-X-ray-style Dataset reading each image with `cv2.imread(path, cv2.IMREAD_GRAYSCALE)`,
+RandomResizedCrop 224, HorizontalFlip, RandomBrightnessContrast, Normalize(0.5, 0.5),
+ToTensorV2 (one-channel batches); `--split grey_rgb`: the same grey read made three channels by
+`cv2.cvtColor(image, cv2.COLOR_GRAY2RGB)` for an ImageNet-pretrained model, then the `train`
+transform; both natively since session 89 (they went to torch's DataLoader before). Prints one JSON line per run: construction time (hpuload's includes its probe of
 `__getitem__` and its read of each file's header), the loader's type, and images/s over the
 measured epochs.
 
 usage: python kaggle_dataset.py --data DIR --loader hpuload|torch
-       [--split train|eval|cassava|example|example_eval|blur_noise|color_jitter|distort|compress|before|clahe|resized|inline|cubic]
+       [--split train|eval|cassava|example|example_eval|blur_noise|color_jitter|distort|compress|before|clahe|resized|inline|cubic
+                |grey|grey_rgb]
        [--epochs 2] [--workers 2] [--batch 64]
 """
 
@@ -71,6 +77,22 @@ class LeafDataset(Dataset):
         return image, torch.tensor(self.labels[idx])
 
 
+class GreyDataset(LeafDataset):
+    """A chest-X-ray notebook's Dataset: each image read grey, made three channels for an
+    ImageNet-pretrained model when `rgb`."""
+
+    def __init__(self, files, labels, transforms, rgb):
+        super().__init__(files, labels, transforms)
+        self.rgb = rgb
+
+    def __getitem__(self, idx):
+        image = cv2.imread(self.files[idx], cv2.IMREAD_GRAYSCALE)
+        if self.rgb:
+            image = cv2.cvtColor(image, cv2.COLOR_GRAY2RGB)
+        image = self.transforms(image=image)["image"]
+        return image, torch.tensor(self.labels[idx])
+
+
 class ResizingDataset(LeafDataset):
     """A notebook's Dataset that resizes with OpenCV itself before its Compose (if any), and
     makes the tensor itself after it."""
@@ -95,7 +117,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
     ap.add_argument("--loader", choices=["hpuload", "torch"], required=True)
-    ap.add_argument("--split", choices=["train", "eval", "cassava", "example", "example_eval", "blur_noise", "color_jitter", "distort", "compress", "before", "clahe", "resized", "inline", "cubic"], default="train")
+    ap.add_argument("--split", choices=["train", "eval", "cassava", "example", "example_eval", "blur_noise", "color_jitter", "distort", "compress", "before", "clahe", "resized", "inline", "cubic", "grey", "grey_rgb"], default="train")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
@@ -105,7 +127,7 @@ def main():
     else:
         from torch.utils.data import DataLoader
     norm = A.Normalize(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
-    if a.split == "train":
+    if a.split in ("train", "grey_rgb"):
         tf = A.Compose([A.RandomResizedCrop(size=(224, 224)), A.HorizontalFlip(p=0.5), A.VerticalFlip(p=0.5), norm,
                         ToTensorV2()])
     elif a.split == "cassava":
@@ -162,6 +184,9 @@ def main():
     elif a.split == "cubic":
         tf = A.Compose([A.RandomResizedCrop(size=(224, 224), interpolation=cv2.INTER_CUBIC), A.HorizontalFlip(p=0.5), norm,
                         ToTensorV2()])
+    elif a.split == "grey":
+        tf = A.Compose([A.RandomResizedCrop(size=(224, 224)), A.HorizontalFlip(p=0.5), A.RandomBrightnessContrast(p=0.5),
+                        A.Normalize(mean=0.5, std=0.5), ToTensorV2()])
     elif a.split == "resized":
         tf = A.Compose([A.HorizontalFlip(p=0.5), A.RandomCrop(224, 224), norm])
     elif a.split == "inline":
@@ -177,6 +202,8 @@ def main():
     if a.split in ("resized", "inline"):
         size = (256, 256) if a.split == "resized" else (224, 224)
         ds = ResizingDataset(files, labels, tf, size, scale=a.split == "inline")
+    elif a.split in ("grey", "grey_rgb"):
+        ds = GreyDataset(files, labels, tf, rgb=a.split == "grey_rgb")
     else:
         ds = LeafDataset(files, labels, tf)
     train = a.split not in ("eval", "example_eval", "inline")

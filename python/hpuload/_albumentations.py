@@ -81,6 +81,7 @@ from ._transforms import Unsupported
 
 #: OpenCV's interpolation flags (`cv2.INTER_LINEAR`), without importing cv2.
 _INTER_LINEAR = 1
+_INTER_CUBIC = 2
 #: OpenCV's interpolations hpuload's resizes compute, by their flags: byte for byte but
 #: `INTER_CUBIC`, within one level.
 _CV2_INTERPOLATIONS = {0: "cv2_nearest", 1: "cv2_linear", 2: "cv2_cubic", 3: "cv2_area"}
@@ -208,17 +209,52 @@ def _checked_steps(compose: Any, before: tuple = ()) -> list:
         steps = list(compose.transforms)
     # The grey read itself is the pipeline's (`_read_grey`).
     before = tuple(step for step in before if _grey((step,)) is None)
-    if not before:
-        return steps
-    (resized,) = before  # one resize: an array of a grey image, or one resized twice, is refused
-    if resized.by == "pil":
-        return [Resize.by_pillow(resized), *steps]
-    if resized.filter not in _CV2_INTERPOLATIONS:
-        raise Unsupported(
-            f"cv2.resize with interpolation {resized.filter} before the Compose (hpuload runs cv2.INTER_LINEAR, "
-            "INTER_NEAREST, INTER_AREA and INTER_CUBIC)"
-        )
-    return [Resize(resized.height, resized.width, resized.filter), *steps]
+    if before:
+        (resized,) = before  # one resize: an array of a grey image, or one resized twice, is refused
+        if resized.by == "pil":
+            steps = [Resize.by_pillow(resized), *steps]
+        elif resized.filter not in _CV2_INTERPOLATIONS:
+            raise Unsupported(
+                f"cv2.resize with interpolation {resized.filter} before the Compose (hpuload runs cv2.INTER_LINEAR, "
+                "INTER_NEAREST, INTER_AREA and INTER_CUBIC)"
+            )
+        else:
+            steps = [Resize(resized.height, resized.width, resized.filter), *steps]
+    _no_remap_after_cubic(steps)
+    return steps
+
+
+#: Steps that map levels by the image's own histogram or by thresholds, so that one level of
+#: difference in what they are given can come out as many (`PixelOp::amplifies_level_differences`).
+_REMAP_LEVELS = frozenset({"CLAHE", "Equalize", "Posterize", "Solarize"})
+
+
+def _flattened(steps: list):
+    """The steps in the order they run, those inside compositions in their place."""
+    for t in steps:
+        if _name(t) in _COMPOSITIONS:
+            yield from _flattened(list(getattr(t, "transforms", [])))
+        else:
+            yield t
+
+
+def _no_remap_after_cubic(steps: list) -> None:
+    """Refuses (`Unsupported`) a step of `_REMAP_LEVELS` after an `INTER_CUBIC` resize: hpuload's
+    cubic is within one level of OpenCV's (`cv2_cubic`), which such a step can make many (a
+    64x64 image resized to 64x16, then CLAHE: 7% of values more than a level apart), whether
+    hpuload or albumentations runs the step."""
+    cubic = None
+    for t in _flattened(steps):
+        name = _name(t)
+        if cubic is not None and name in _REMAP_LEVELS:
+            raise Unsupported(
+                f"albumentations' {name} after {cubic} with cv2.INTER_CUBIC (hpuload's cubic is within one level "
+                f"of OpenCV's, and {name} can make that level many)"
+            )
+        if name in ("Resize", "RandomResizedCrop", "SmallestMaxSize", "LongestMaxSize") and getattr(
+            t, "filter", None
+        ) is None and getattr(t, "interpolation", _INTER_LINEAR) == _INTER_CUBIC:
+            cubic = "cv2.resize" if isinstance(t, Resize) else name
 
 
 class Resize:

@@ -1648,6 +1648,29 @@ def test_a_random_resized_crop_with_cubic_gives_albumentations_pixels_for_the_wi
     within_a_level_of(x, theirs(resized, 12)[0][0], "cv2.resize before the Compose")
 
 
+def test_a_level_remapping_step_after_a_cubic_resize_goes_to_torchs_loader_named(jpeg_folder):
+    """hpuload's cubic is within a level of OpenCV's; `CLAHE`, `Equalize`, `Posterize` or
+    `Solarize` after it (inside a `OneOf` too, or after the Dataset's own cubic `cv2.resize`)
+    could make that level many, and would in Python as natively: the whole Compose goes to
+    torch's loader, named. Before the resize, or after a linear one, they run natively."""
+    files, labels = files_of(jpeg_folder)
+    cubic = cv2.INTER_CUBIC
+    cases = [
+        (A.Compose([A.Resize(16, 64, interpolation=cubic), A.CLAHE(p=1.0), ToTensorV2()]), None, "CLAHE after Resize"),
+        (A.Compose([A.RandomResizedCrop((48, 48), interpolation=cubic), A.OneOf([A.Blur(), A.Equalize()]), ToTensorV2()]),
+         None, "Equalize after RandomResizedCrop"),
+        (A.Compose([A.Posterize(p=1.0), ToTensorV2()]), lambda x: cv2.resize(x, (52, 44), interpolation=cubic),
+         "Posterize after cv2.resize"),
+    ]
+    for tf, resize, reason in cases:
+        ds = ResizingLeafDataset(files[:4], labels[:4], tf, resize) if resize else LeafDataset(files[:4], labels[:4], tf)
+        with pytest.warns(FallbackWarning, match=reason):
+            assert type(DataLoader(ds, batch_size=2)) is not DataLoader
+    for steps in ([A.Solarize(p=1.0), A.Resize(40, 40, interpolation=cubic)], [A.Resize(40, 40), A.CLAHE(p=1.0)]):
+        ds = LeafDataset(files[:4], labels[:4], A.Compose([*steps, ToTensorV2()]))
+        native(lambda: DataLoader(ds, batch_size=2, backend="cpu"))
+
+
 @pytest.mark.parametrize("border", ["BORDER_REFLECT_101", "BORDER_REFLECT", "BORDER_REPLICATE"])
 @pytest.mark.parametrize(
     "steps",
