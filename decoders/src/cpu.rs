@@ -330,22 +330,36 @@ impl CpuDecoder {
         info: &ImageInfo,
         out: &mut [u8],
     ) -> Result<(), DecodeError> {
-        let gray = self.luma
-            || matches!(
-                d.input_colorspace(),
-                Some(ColorSpace::Luma | ColorSpace::LumaA)
-            );
-        let out_space = if gray {
-            ColorSpace::Luma
-        } else {
-            ColorSpace::RGB
-        };
-        d.set_options(self.zune_options().jpeg_set_out_colorspace(out_space));
         let pixels = info.width as usize * info.height as usize;
-        if gray {
+        let input = d.input_colorspace();
+        if matches!(input, Some(ColorSpace::Luma | ColorSpace::LumaA)) {
+            d.set_options(
+                self.zune_options()
+                    .jpeg_set_out_colorspace(ColorSpace::Luma),
+            );
             d.decode_into(&mut out[..pixels]).map_err(jpeg_err)?;
             expand_gray_in_place(out, pixels);
+        } else if self.luma {
+            // The luma of a colour JPEG: decoded as YCbCr (zune-jpeg's own grey output of a
+            // colour JPEG panics on some damaged files), each pixel's Y then copied over its
+            // chroma.
+            if input != Some(ColorSpace::YCbCr) {
+                return Err(DecodeError::Unsupported {
+                    format: ImageFormat::Jpeg,
+                    reason: "a grey read of a JPEG coded in neither YCbCr nor grey",
+                });
+            }
+            d.set_options(
+                self.zune_options()
+                    .jpeg_set_out_colorspace(ColorSpace::YCbCr),
+            );
+            d.decode_into(out).map_err(jpeg_err)?;
+            for px in out.chunks_exact_mut(3) {
+                px[1] = px[0];
+                px[2] = px[0];
+            }
         } else {
+            d.set_options(self.zune_options().jpeg_set_out_colorspace(ColorSpace::RGB));
             d.decode_into(out).map_err(jpeg_err)?;
         }
         Ok(())
@@ -433,6 +447,28 @@ mod tests {
         )
         .unwrap();
         out
+    }
+
+    #[test]
+    fn a_grey_read_of_a_damaged_colour_jpeg_gives_its_luma_or_an_error_never_a_panic() {
+        // A fuzz find: zune-jpeg's own grey output of this damaged JPEG indexes past a row.
+        let bytes = include_bytes!("../tests/fixtures/damaged_s420_luma_panic.jpg");
+        let mut colour = CpuDecoder::default();
+        let mut grey = CpuDecoder::default();
+        grey.set_luma(true);
+        let (mut rgb, mut luma) = (Vec::new(), Vec::new());
+        let got = (
+            colour.decode(bytes, &mut rgb),
+            grey.decode(bytes, &mut luma),
+        );
+        match got {
+            (Ok(a), Ok(b)) => {
+                assert_eq!(a, b);
+                assert!(luma.chunks_exact(3).all(|p| p[0] == p[1] && p[1] == p[2]));
+            }
+            (Err(a), Err(b)) => assert_eq!(a.reason(), b.reason(), "{a} / {b}"),
+            other => panic!("the colour and grey reads disagree: {other:?}"),
+        }
     }
 
     #[test]
