@@ -217,7 +217,7 @@ def main():
         for x, y in loader:
             n += x.shape[0]
     rate = n / (time.perf_counter() - t1)
-    print(json.dumps({"loader": a.loader, "split": a.split, "type": type(loader).__module__,
+    print(json.dumps({"loader": a.loader, "split": a.split, "type": type(loader).__qualname__,
                       "built_s": round(built, 2), "images_per_s": round(rate, 1)}), flush=True)
 
 
