@@ -452,7 +452,7 @@ mod tests {
     #[test]
     fn a_grey_read_of_a_damaged_colour_jpeg_gives_its_luma_or_an_error_never_a_panic() {
         // A fuzz find: zune-jpeg's own grey output of this damaged JPEG indexes past a row.
-        let bytes = include_bytes!("../tests/fixtures/damaged_s420_luma_panic.jpg");
+        let bytes = include_bytes!("../tests/fixtures/damaged/s420_luma_panic.jpg");
         let mut colour = CpuDecoder::default();
         let mut grey = CpuDecoder::default();
         grey.set_luma(true);
