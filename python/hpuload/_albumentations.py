@@ -158,11 +158,8 @@ GREY_ALIKE = frozenset(
 def _alike_on_grey(steps: list) -> None:
     """Refuses (`Unsupported`) a step of a grey read's Compose outside `GREY_ALIKE`, looking
     inside compositions, or one with a fill of several values (a colour, on one channel)."""
-    for t in steps:
+    for t in _flattened(steps):
         name = _name(t)
-        if name in _COMPOSITIONS:
-            _alike_on_grey(list(t.transforms))
-            continue
         if name not in GREY_ALIKE:
             raise Unsupported(
                 f"albumentations' {name} on a grey read (cv2.IMREAD_GRAYSCALE), which hpuload runs as three equal "
