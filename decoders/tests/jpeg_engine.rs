@@ -630,3 +630,54 @@ fn a_decode_from_the_probes_parsed_headers_equals_one_that_parses_them_again() {
         Err(DecodeError::Parameter(_))
     ));
 }
+
+#[test]
+fn a_grey_reads_resampled_decode_is_the_colour_decodes_luma_plane() {
+    use hpuload_decoders::jpeg::{DecodePlan, Planes};
+    let mut resampled = 0;
+    for (name, bytes) in supported() {
+        let mut d = JpegDecoder::default();
+        let Ok(info) = d.probe(&bytes) else { continue };
+        let (w, h) = (info.width, info.height);
+        for scale in [Scale::FULL, Scale::eighths(4).unwrap()] {
+            let region = Region::full(w, h);
+            let sr = scaled_region(&info, region, scale);
+            let request = ResizeRequest {
+                filter: Filter::Bilinear,
+                region,
+                scale,
+                window: Window {
+                    left: 0.0,
+                    top: 0.0,
+                    width: f64::from(w),
+                    height: f64::from(h),
+                },
+                out_w: sr.width.div_ceil(2).max(1),
+                out_h: sr.height.div_ceil(3).max(1),
+            };
+            let plan = DecodePlan {
+                request,
+                parsed: None,
+                limits: Default::default(),
+                luma: false,
+            };
+            let Ok(colour) = d.decode_planned_planes(&bytes, &plan) else {
+                continue;
+            };
+            let y = match colour {
+                Planes::Ycc([y, ..]) | Planes::Grey(y) => y.to_vec(),
+            };
+            let grey = DecodePlan { luma: true, ..plan };
+            match d.decode_planned_planes(&bytes, &grey) {
+                Ok(Planes::Grey(luma)) => {
+                    assert_eq!(luma, &y[..], "{name} at {scale:?}");
+                    resampled += 1;
+                }
+                Ok(Planes::Ycc(_)) => panic!("{name}: a grey read gave colour planes"),
+                // What libjpeg converts to grey (RGB-coded, luma sampled below chroma).
+                Err(e) => assert!(e.to_string().contains("a grey read of"), "{name}: {e}"),
+            }
+        }
+    }
+    assert!(resampled >= 20, "{resampled} decodes compared");
+}

@@ -2,7 +2,8 @@
 //! region at a scale (at full scale also in place in a whole-image buffer, as the CPU path
 //! does, which must write the same pixels), and decode it again resampled to an output size,
 //! parsing the headers again, from the probe's parse, and as the media engine runs it (its
-//! planes before colour, converted after), which must all agree. It must never panic, read out
+//! planes before colour, converted after), which must all agree; and resampled as a grey read
+//! (the luma alone, equal channels; a grey file's equal to its colour decode). It must never panic, read out
 //! of bounds or use unbounded memory.
 //!
 //! The input's first 5 bytes choose the region (as fractions of the image) and the scale, and
@@ -10,7 +11,7 @@
 #![no_main]
 
 use hpuload_decoders::jpeg::{
-    scaled_region, DecodePlan, Filter, Region, ResizeRequest, Scale, Window,
+    scaled_region, DecodePlan, Filter, Planes, Region, ResizeRequest, Scale, Window,
 };
 use hpuload_decoders::{JpegDecoder, Limits};
 use libfuzzer_sys::fuzz_target;
@@ -87,15 +88,33 @@ fuzz_target!(|data: &[u8]| {
         request,
         parsed: Some(parsed),
         limits,
+        luma: false,
     };
+    let grey = DecodePlan {
+        luma: true,
+        ..plan.clone()
+    };
+    let mut grey_file = false;
     let planes = decoder.decode_planned_planes(file, &plan).map(|p| {
+        grey_file = matches!(p, Planes::Grey(_));
         let mut rgb = vec![0u8; out.len()];
         p.to_rgb(&mut rgb);
         rgb
     });
     assert_eq!(again.is_ok(), planes.is_ok());
+    let colour = planes.as_ref().ok().cloned();
     if let (Ok(a), Ok(b), Ok(c)) = (again, parsed_decode, planes) {
         assert_eq!(a, b);
         assert_eq!(a, c);
+    }
+    // A grey read's resampled decode: the luma alone, in all three channels (a grey JPEG's
+    // equal to its colour decode).
+    if let Ok(p) = decoder.decode_planned_planes(file, &grey) {
+        let mut rgb = vec![0u8; out.len()];
+        p.to_rgb(&mut rgb);
+        assert!(rgb.chunks_exact(3).all(|px| px[0] == px[1] && px[1] == px[2]));
+        if let (Some(colour), true) = (colour, grey_file) {
+            assert_eq!(colour, rgb);
+        }
     }
 });

@@ -321,7 +321,9 @@ pub struct Pipeline {
     /// grey PNG as stored; any other file (an RGB-coded, CMYK or YCCK JPEG, a colour or
     /// 16-bit PNG, another format) is refused, named. Three equal channels, as after a
     /// `pil_grayscale` (with `single_channel`, the Python package hands out the first). Images
-    /// only, on the CPU path.
+    /// only. The media engine decodes and resamples the luma alone (within its floor of the
+    /// CPU path's exact grey); what its probe refuses (not a JPEG, or one whose grey is not its
+    /// luma) takes the CPU path.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub grey_read: bool,
     /// The image is made floats before its geometry (torchvision's `ToTensor()` then a

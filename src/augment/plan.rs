@@ -142,7 +142,7 @@ pub(crate) struct Plan {
     pub exif_orientation: Option<ExifReader>,
     /// The resize runs on float values, unrounded ([`Pipeline::resize_floats`]).
     pub resize_floats: bool,
-    /// Images are read grey, as OpenCV reads them ([`Pipeline::grey_read`]): on the CPU path.
+    /// Images are read grey, as OpenCV reads them ([`Pipeline::grey_read`]).
     pub grey_read: bool,
 }
 

@@ -46,9 +46,13 @@ impl Scratch {
         let (h, w) = shared.plan.fixed_out().unwrap_or((0, 0));
         let mut decoder = CpuDecoder::with_limits(shared.limits);
         decoder.set_luma(shared.plan.grey_read);
+        // A grey read's probe refuses what the luma alone does not give (the CPU decoder
+        // then names it).
+        let mut engine_probe = JpegDecoder::with_limits(shared.limits);
+        engine_probe.set_luma(shared.plan.grey_read);
         Self {
             file: Vec::new(),
-            engine_probe: JpegDecoder::with_limits(shared.limits),
+            engine_probe,
             cpu: CpuScratch {
                 rgb: Vec::new(),
                 turned: Vec::new(),

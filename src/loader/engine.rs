@@ -113,6 +113,7 @@ pub(super) fn submit(guard: EngineJob, mut h: HwSlot) -> Result<(), HpuError> {
                     },
                     parsed: parsed.take(),
                     limits: shared.limits,
+                    luma: shared.plan.grey_read,
                 },
                 canvas: canvas.take().map(|c| *c),
                 turn: *turn,

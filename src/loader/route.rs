@@ -53,16 +53,6 @@ pub(super) fn route(
         Backend::Hw => true,
     };
     let c = &shared.counters;
-    if shared.plan.grey_read {
-        // The engine decodes colour; OpenCV's grey reads are the CPU decoder's.
-        if only_engine {
-            return Err(SampleErrorKind::Augment(AugmentError::NotOnEngine(
-                GREY_READ,
-            )));
-        }
-        count_fallback(shared, GREY_READ);
-        return Ok(Route::Cpu(None));
-    }
     let t1 = CpuClock::now();
     let bytes = match &bitstream {
         Bitstream::InSlot(bytes) | Bitstream::Buffered { bytes, .. } => *bytes,
@@ -186,10 +176,6 @@ pub(super) fn route(
         }
     }
 }
-
-/// The report's reason for the samples of a pipeline that reads images grey
-/// ([`crate::augment::Pipeline::grey_read`]); a backend of the engine alone refuses them.
-const GREY_READ: &str = "images read grey (OpenCV's IMREAD_GRAYSCALE) decode on the CPU path";
 
 /// The report's reason for a sample whose pixel ops remap its levels by the image's own
 /// ([`PixelOp::amplifies_level_differences`]); a backend of the engine alone runs them there.

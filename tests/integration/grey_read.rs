@@ -1,7 +1,7 @@
 //! A pipeline with `grey_read` reads each image grey, as OpenCV's `IMREAD_GRAYSCALE` reads it:
-//! the loader gives, byte for byte, what it gives for the JPEGs' lumas stored as grey PNGs;
-//! the engine's backend routes such samples to the CPU path (naming why), or refuses them
-//! when it is the engine alone; a file a grey read does not take is named.
+//! on the CPU path the loader gives, byte for byte, what it gives for the JPEGs' lumas stored
+//! as grey PNGs; the media engine decodes and resamples the luma alone, within its floor of
+//! them; a file a grey read does not take is named on either path.
 
 use std::path::Path;
 
@@ -53,22 +53,17 @@ fn loader(dir: &Path, grey_read: bool, backend: Backend, policy: OnError) -> Loa
 }
 
 #[test]
-fn a_grey_read_gives_each_jpegs_luma_on_the_cpu_path_whatever_the_backend() {
+fn a_grey_read_gives_each_jpegs_luma_byte_for_byte_on_the_cpu_path() {
     let (jpegs, lumas) = jpegs_and_their_lumas();
     let want = epoch_bytes(
         &mut loader(lumas.path(), false, Backend::Cpu, OnError::Fail),
         0,
     );
-    for backend in [Backend::Cpu, Backend::Auto] {
-        let mut l = loader(jpegs.path(), true, backend, OnError::Fail);
-        let got = epoch_bytes(&mut l, 0);
-        assert!(
-            got == want,
-            "{backend:?}: the grey reads differ from the lumas"
-        );
-        let routed = l.report().fallbacks.values().sum::<u64>();
-        assert_eq!(routed, if backend == Backend::Auto { 12 } else { 0 });
-    }
+    let mut l = loader(jpegs.path(), true, Backend::Cpu, OnError::Fail);
+    assert!(
+        epoch_bytes(&mut l, 0) == want,
+        "the grey reads differ from the lumas"
+    );
     // Three equal channels in every pixel, and not the colour decode.
     let colour = epoch_bytes(
         &mut loader(jpegs.path(), false, Backend::Cpu, OnError::Fail),
@@ -82,27 +77,54 @@ fn a_grey_read_gives_each_jpegs_luma_on_the_cpu_path_whatever_the_backend() {
 }
 
 #[test]
-fn a_grey_read_is_refused_by_the_engine_alone_and_a_colour_png_is_named() {
+fn a_grey_read_runs_on_the_media_engine_within_its_floor_of_the_lumas() {
+    let (jpegs, lumas) = jpegs_and_their_lumas();
+    let want = epoch_bytes(
+        &mut loader(lumas.path(), false, Backend::Cpu, OnError::Fail),
+        0,
+    );
+    for backend in [Backend::Hw, Backend::Auto] {
+        let mut l = loader(jpegs.path(), true, backend, OnError::Fail);
+        let got = epoch_bytes(&mut l, 0);
+        let report = l.report();
+        assert_eq!(
+            report.hw_samples, 12,
+            "{backend:?}: every sample on the engine"
+        );
+        assert!(report.fallbacks.is_empty(), "{:?}", report.fallbacks);
+        let mut worst = f64::INFINITY;
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!((&g.1, &g.2), (&w.1, &w.2), "same labels and samples");
+            assert!(g
+                .0
+                .chunks_exact(3)
+                .all(|px| px[0] == px[1] && px[1] == px[2]));
+            for (a, b) in g.0.chunks(40 * 40 * 3).zip(w.0.chunks(40 * 40 * 3)) {
+                worst = worst.min(hpuload::decoders::testing::psnr(a, b));
+            }
+        }
+        assert!(worst >= 40.0, "{backend:?}: worst sample {worst:.1} dB");
+    }
+}
+
+#[test]
+fn a_file_a_grey_read_does_not_take_is_named_on_either_path() {
     let (jpegs, _) = jpegs_and_their_lumas();
-    let mut l = loader(jpegs.path(), true, Backend::Hw, OnError::Fail);
-    let err = l
-        .epoch(0)
-        .find_map(Result::err)
-        .expect("refused")
-        .to_string();
-    assert!(err.contains("read grey"), "{err}");
-    // A colour PNG among the JPEGs: named, with why, and replaced by the skip policy.
+    // A colour PNG among the JPEGs: named, with why, and replaced by the skip policy; the
+    // engine's backend routes it to the CPU path, which names it.
     let victim = ImageFolder::open(jpegs.path()).unwrap().entries()[5]
         .path
         .clone();
     image::RgbImage::from_pixel(30, 20, image::Rgb([200, 10, 10]))
         .save_with_format(&victim, image::ImageFormat::Png)
         .unwrap();
-    let mut l = loader(jpegs.path(), true, Backend::Cpu, OnError::Fail);
-    let err = l.epoch(0).find_map(Result::err).expect("named").to_string();
-    assert!(err.contains(&victim.display().to_string()), "{err}");
-    assert!(err.contains("a grey read of a colour PNG"), "{err}");
-    let mut l = loader(jpegs.path(), true, Backend::Cpu, OnError::Skip);
-    let samples: usize = epoch_bytes(&mut l, 0).iter().map(|b| b.1.len()).sum();
-    assert_eq!((samples, l.report().skipped), (12, 1));
+    for backend in [Backend::Cpu, Backend::Auto] {
+        let mut l = loader(jpegs.path(), true, backend, OnError::Fail);
+        let err = l.epoch(0).find_map(Result::err).expect("named").to_string();
+        assert!(err.contains(&victim.display().to_string()), "{err}");
+        assert!(err.contains("a grey read of a colour PNG"), "{err}");
+        let mut l = loader(jpegs.path(), true, backend, OnError::Skip);
+        let samples: usize = epoch_bytes(&mut l, 0).iter().map(|b| b.1.len()).sum();
+        assert_eq!((samples, l.report().skipped), (12, 1), "{backend:?}");
+    }
 }

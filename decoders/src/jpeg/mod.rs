@@ -178,6 +178,8 @@ pub struct DecodePlan {
     pub parsed: Option<Parsed>,
     /// The decoder's limits for this bitstream.
     pub limits: Limits,
+    /// Decode the luma alone (a grey read, [`JpegDecoder::set_luma`]).
+    pub luma: bool,
 }
 
 /// The scales [`choose_scale`] picks from: `1/8`, `1/4`, `1/2` and the full size.
@@ -327,8 +329,10 @@ impl JpegDecoder {
     /// `cv2.imread(path, cv2.IMREAD_GRAYSCALE)` and torchvision's `ImageReadMode.GRAY` read
     /// a JPEG. [`JpegDecoder::probe_parsed`] then refuses JPEGs whose grey libjpeg computes
     /// otherwise: RGB, CMYK and YCCK ones (a conversion of colours), and those whose luma is
-    /// sampled below another component (luma upsampled). For the region decodes ([`JpegDecoder::decode_region`],
-    /// [`JpegDecoder::decode_region_in_place`]), not the resampling ones.
+    /// sampled below another component (luma upsampled). The chroma is entropy-decoded (the
+    /// scan interleaves it) but never transformed. The resampling decodes
+    /// ([`JpegDecoder::decode_resized`], [`JpegDecoder::decode_planned`], whose plan says it
+    /// with [`DecodePlan::luma`]) resample the luma alone: [`Planes::Grey`].
     pub fn set_luma(&mut self, luma: bool) {
         self.luma = luma;
     }
@@ -552,6 +556,7 @@ impl JpegDecoder {
         plan: &DecodePlan,
     ) -> Result<Planes<'_>, DecodeError> {
         self.set_limits(plan.limits);
+        self.luma = plan.luma;
         let components = match &plan.parsed {
             Some(parsed) => {
                 parsed.check_of(bytes)?;
@@ -648,6 +653,9 @@ impl JpegDecoder {
                 "a resized decode of this sampling or colour space",
             ));
         }
+        if self.luma {
+            Self::check_luma(h)?;
+        }
         let sr = Self::check_request(h, region, scale)?;
         if out_w == 0 || out_h == 0 {
             return Err(DecodeError::Parameter("output size must be at least 1x1"));
@@ -669,7 +677,9 @@ impl JpegDecoder {
         };
         let n = scale.block();
         let (c0, c1, r0, r1) = self.entropy_decode(bytes, h, &sr, n)?;
-        for (k, c) in h.components.iter().enumerate() {
+        // A grey read resamples the luma alone (its one output plane, see `planes_out`).
+        let planes = if self.luma { 1 } else { h.components.len() };
+        for (k, c) in h.components.iter().enumerate().take(planes) {
             // `size`: the image's along the axis; `blocks`: the component's per MCU.
             let axis = |factor: usize, size: u32, mcu_lo: usize, mcus: usize, blocks| Axis {
                 scale,
@@ -689,10 +699,11 @@ impl JpegDecoder {
         Ok(())
     }
 
-    /// The resampler's output planes after a resampled decode of an image of `components`.
+    /// The resampler's output planes after a resampled decode of an image of `components`
+    /// (its luma alone for a grey read).
     fn planes_out(&self, components: usize) -> Planes<'_> {
         let y = self.resampler.out(0);
-        if components == 1 {
+        if components == 1 || self.luma {
             Planes::Grey(y)
         } else {
             Planes::Ycc([y, self.resampler.out(1), self.resampler.out(2)])
@@ -873,6 +884,8 @@ impl JpegDecoder {
                 let keep = my >= r0 && (c0..c1).contains(&mx);
                 for (ci, c) in h.components.iter().enumerate() {
                     let (dc, ac, q) = tables[ci];
+                    // A grey read uses the luma alone: the chroma is only entropy-decoded.
+                    let keep = keep && (ci == 0 || !self.luma);
                     for by in 0..c.v {
                         for bx in 0..c.h {
                             if keep {
