@@ -76,20 +76,24 @@ pub(super) struct Cv2Area {
 
 impl Cv2Area {
     /// Resamples `src` (RGB8 rows of `stride` bytes) on the axes `x` and `y` into `out`
-    /// (`out_h` rows of `out_w` pixels).
+    /// (`out_h` rows of `out_w` pixels). With `grey` (every pixel of `src` has three equal
+    /// channels) the first channel alone is computed and written to all three.
     pub fn run(
         &mut self,
         src: &[u8],
         stride: usize,
         (x, out_w): (&Axis, usize),
         (y, out_h): (&Axis, usize),
+        grey: bool,
         out: &mut [u8],
     ) {
+        let channels = if grey { 1 } else { 3 };
         if let (Some(sx), Some(sy)) = (whole_scale(x), whole_scale(y)) {
-            return cells(src, stride, (x, sx, out_w), (y, sy, out_h), out);
+            return cells(src, stride, (x, sx, out_w), (y, sy, out_h), channels, out);
         }
         let (xs, ys) = (parts(x, out_w), parts(y, out_h));
-        let width = out_w * 3;
+        let width = out_w * channels;
+        let line_out = out_w * 3;
         self.row.resize(width, 0.0);
         self.sums.clear();
         self.sums.resize(width, 0.0);
@@ -100,16 +104,17 @@ impl Cv2Area {
             self.row.fill(0.0);
             for p in &xs {
                 let (px, acc) = (
-                    &line[p.src * 3..p.src * 3 + 3],
-                    &mut self.row[p.dst * 3..p.dst * 3 + 3],
+                    &line[p.src * 3..p.src * 3 + channels],
+                    &mut self.row[p.dst * channels..(p.dst + 1) * channels],
                 );
-                for c in 0..3 {
-                    acc[c] += f32::from(px[c]) * p.alpha;
+                for (a, &v) in acc.iter_mut().zip(px) {
+                    *a += f32::from(v) * p.alpha;
                 }
             }
             let beta = part.alpha;
             if part.dst != current {
-                write_row(&self.sums, &mut out[current * width..(current + 1) * width]);
+                let o = &mut out[current * line_out..(current + 1) * line_out];
+                write_row(&self.sums, channels, o);
                 for (s, &r) in self.sums.iter_mut().zip(&self.row) {
                     *s = beta * r;
                 }
@@ -120,24 +125,34 @@ impl Cv2Area {
                 }
             }
         }
-        write_row(&self.sums, &mut out[current * width..(current + 1) * width]);
+        let o = &mut out[current * line_out..(current + 1) * line_out];
+        write_row(&self.sums, channels, o);
     }
 }
 
-/// OpenCV's `saturate_cast<uchar>(float)`: rounded half to even, clamped.
-fn write_row(sums: &[f32], out: &mut [u8]) {
-    for (o, &s) in out.iter_mut().zip(sums) {
-        *o = s.round_ties_even().clamp(0.0, 255.0) as u8;
+/// OpenCV's `saturate_cast<uchar>(float)`: rounded half to even, clamped; a row's sums
+/// (`channels` a pixel) into its RGB8 pixels, one channel's value written to all three.
+fn write_row(sums: &[f32], channels: usize, out: &mut [u8]) {
+    let level = |s: f32| s.round_ties_even().clamp(0.0, 255.0) as u8;
+    if channels == 1 {
+        for (px, &s) in out.chunks_exact_mut(3).zip(sums) {
+            px.fill(level(s));
+        }
+    } else {
+        for (o, &s) in out.iter_mut().zip(sums) {
+            *o = level(s);
+        }
     }
 }
 
 /// The whole-number cells: each `sx` x `sy` cell's bytes summed, then divided as OpenCV
-/// divides them.
+/// divides them; the first `channels` of each pixel (one: written to all three).
 fn cells(
     src: &[u8],
     stride: usize,
     (x, sx, out_w): (&Axis, usize, usize),
     (y, sy, out_h): (&Axis, usize, usize),
+    channels: usize,
     out: &mut [u8],
 ) {
     let inverse = 1.0f32 / (sx * sy) as f32;
@@ -145,7 +160,7 @@ fn cells(
         let top = y.first + (j + y.offset) * sy;
         for (i, px) in line.chunks_exact_mut(3).enumerate() {
             let left = x.first + (i + x.offset) * sx;
-            for (c, o) in px.iter_mut().enumerate() {
+            for c in 0..channels {
                 let mut sum = 0u32;
                 for r in top..top + sy {
                     let row = &src[r * stride..];
@@ -153,11 +168,14 @@ fn cells(
                         sum += u32::from(row[k * 3 + c]);
                     }
                 }
-                *o = if sx == 2 && sy == 2 {
+                px[c] = if sx == 2 && sy == 2 {
                     ((sum + 2) >> 2) as u8
                 } else {
                     (sum as f32 * inverse).round_ties_even().clamp(0.0, 255.0) as u8
                 };
+            }
+            if channels == 1 {
+                (px[1], px[2]) = (px[0], px[0]);
             }
         }
     }
@@ -199,13 +217,20 @@ mod tests {
         let values = [10u8, 11, 200, 201, 12, 11, 0, 1];
         let src: Vec<u8> = values.iter().flat_map(|&v| [v; 3]).collect();
         let mut out = vec![0; 6];
-        Cv2Area::default().run(&src, 12, (&axis(4, 2), 2), (&axis(2, 1), 1), &mut out);
+        Cv2Area::default().run(
+            &src,
+            12,
+            (&axis(4, 2), 2),
+            (&axis(2, 1), 1),
+            false,
+            &mut out,
+        );
         // (10 + 11 + 12 + 11) / 4 = 11; (200 + 201 + 0 + 1) / 4 = 100.5, up to 101.
         assert_eq!(out, [11, 11, 11, 101, 101, 101]);
         // A 3x1 cell of 1, 2, 2: 5 / 3 = 1.67, to 2; the mean is no halving's.
         let src: Vec<u8> = [1u8, 2, 2].iter().flat_map(|&v| [v; 3]).collect();
         let mut out = vec![0; 3];
-        Cv2Area::default().run(&src, 9, (&axis(3, 1), 1), (&axis(1, 1), 1), &mut out);
+        Cv2Area::default().run(&src, 9, (&axis(3, 1), 1), (&axis(1, 1), 1), false, &mut out);
         assert_eq!(out, [2, 2, 2]);
     }
 

@@ -69,8 +69,18 @@ impl Cv2Cubic {
     /// Resamples `src` (RGB8 rows of `stride` bytes) with the taps `xs` across and `ys` down
     /// into `out` (`ys.len()` rows of `xs.len()` pixels): each source row the pass down reads
     /// filtered across once, then the four rows of each output row summed down and rounded.
-    pub fn run(&mut self, src: &[u8], stride: usize, xs: &[Tap], ys: &[Tap], out: &mut [u8]) {
-        let width = xs.len() * 3;
+    /// With `grey` (every pixel of `src` has three equal channels) the first channel alone is
+    /// computed and written to all three.
+    pub fn run(
+        &mut self,
+        src: &[u8],
+        stride: usize,
+        (xs, ys): (&[Tap], &[Tap]),
+        grey: bool,
+        out: &mut [u8],
+    ) {
+        let channels = if grey { 1 } else { 3 };
+        let width = xs.len() * channels;
         let rows = ys.iter().flat_map(|t| t.at);
         let (Some(lo), Some(hi)) = (rows.clone().min(), rows.max()) else {
             return; // no output rows
@@ -94,8 +104,18 @@ impl Cv2Cubic {
             // The row as floats once (a vector loop), then each output pixel's four taps.
             let line = &src[(lo + r) * stride..][..stride];
             self.line.clear();
-            self.line.extend(line.iter().map(|&v| f32::from(v)));
             let across = &mut self.rows[k * width..][..width];
+            if grey {
+                self.line
+                    .extend(line.iter().step_by(3).map(|&v| f32::from(v)));
+                for (tap, o) in xs.iter().zip(across.iter_mut()) {
+                    let p = |k: usize| self.line[tap.at[k]];
+                    let [w0, w1, w2, w3] = tap.w;
+                    *o = p(0) * w0 + p(1) * w1 + p(2) * w2 + p(3) * w3;
+                }
+                continue;
+            }
+            self.line.extend(line.iter().map(|&v| f32::from(v)));
             for (tap, px) in xs.iter().zip(across.chunks_exact_mut(3)) {
                 let p = |k: usize| -> &[f32; 3] {
                     self.line[tap.at[k] * 3..][..3]
@@ -109,15 +129,24 @@ impl Cv2Cubic {
                 }
             }
         }
-        for (tap, line) in ys.iter().zip(out.chunks_exact_mut(width)) {
+        for (tap, line) in ys.iter().zip(out.chunks_exact_mut(xs.len() * 3)) {
             let row = |k: usize| &self.rows[self.slot[tap.at[k] - lo] * width..][..width];
             let (r0, r1, r2, r3) = (row(0), row(1), row(2), row(3));
             let [w0, w1, w2, w3] = tap.w;
-            for (i, o) in line.iter_mut().enumerate() {
+            // Half up, saturated: clamped first, the cast's truncation is the floor (and
+            // compiles to vector code, where `floor` is a call per value without SSE4.1).
+            let level = |i: usize| {
                 let v = r0[i] * w0 + r1[i] * w1 + r2[i] * w2 + r3[i] * w3;
-                // Half up, saturated: clamped first, the cast's truncation is the floor (and
-                // compiles to vector code, where `floor` is a call per value without SSE4.1).
-                *o = (v + 0.5).clamp(0.0, 255.0) as u8;
+                (v + 0.5).clamp(0.0, 255.0) as u8
+            };
+            if grey {
+                for (i, px) in line.chunks_exact_mut(3).enumerate() {
+                    px.fill(level(i));
+                }
+            } else {
+                for (i, o) in line.iter_mut().enumerate() {
+                    *o = level(i);
+                }
             }
         }
     }
@@ -131,7 +160,7 @@ mod tests {
         let x = Axis::of(ow, 0.0, w as f64, w as u32, false);
         let y = Axis::of(oh, 0.0, h as f64, h as u32, false);
         let mut out = vec![0; ow as usize * oh as usize * 3];
-        Cv2Cubic::default().run(src, w * 3, &taps(&x, ow), &taps(&y, oh), &mut out);
+        Cv2Cubic::default().run(src, w * 3, (&taps(&x, ow), &taps(&y, oh)), false, &mut out);
         out
     }
 
@@ -180,7 +209,13 @@ mod tests {
         let x = Axis::of(20, 10.0 * 0.5, 20.0 * 0.5, w as u32, false);
         let y = Axis::of(20, 5.0 * 0.5, 20.0 * 0.5, h as u32, false);
         let mut part = vec![0; 20 * 20 * 3];
-        Cv2Cubic::default().run(&src, w * 3, &taps(&x, 20), &taps(&y, 20), &mut part);
+        Cv2Cubic::default().run(
+            &src,
+            w * 3,
+            (&taps(&x, 20), &taps(&y, 20)),
+            false,
+            &mut part,
+        );
         for r in 0..20 {
             assert_eq!(
                 &part[r * 60..][..60],

@@ -159,8 +159,20 @@ pub(super) struct Cv2Linear {
 
 impl Cv2Linear {
     /// Resamples `src` (RGB8 rows of `stride` bytes) with the taps `xs` across and `ys` down
-    /// into `out` (`ys.len()` rows of `xs.len()` pixels).
-    pub fn run(&mut self, src: &[u8], stride: usize, xs: &[Tap], ys: &[Tap], out: &mut [u8]) {
+    /// into `out` (`ys.len()` rows of `xs.len()` pixels). With `grey` (every pixel of `src`
+    /// has three equal channels) the first channel alone is computed and written to all three:
+    /// the same bytes, a third of the arithmetic.
+    pub fn run(
+        &mut self,
+        src: &[u8],
+        stride: usize,
+        (xs, ys): (&[Tap], &[Tap]),
+        grey: bool,
+        out: &mut [u8],
+    ) {
+        if grey {
+            return self.run_grey(src, stride, (xs, ys), out);
+        }
         let width = xs.len() * 3;
         for slot in &mut self.rows {
             slot.0 = None;
@@ -172,19 +184,48 @@ impl Cv2Linear {
             let (a, b) = (&self.rows[lo].1[..width], &self.rows[hi].1[..width]);
             let (w0, w1) = (y.w0, y.w1);
             for ((o, &s0), &s1) in line.iter_mut().zip(a).zip(b) {
-                let v = ((w0 * (s0 >> 4)) >> 16) + ((w1 * (s1 >> 4)) >> 16) + 2;
-                *o = (v >> 2).clamp(0, 255) as u8;
+                *o = down(w0, w1, s0, s1);
             }
+        }
+    }
+
+    /// [`Cv2Linear::run`] of a grey image: its first channel's sums alone.
+    fn run_grey(&mut self, src: &[u8], stride: usize, (xs, ys): (&[Tap], &[Tap]), out: &mut [u8]) {
+        let width = xs.len();
+        for slot in &mut self.rows {
+            slot.0 = None;
+            slot.1.resize(width, 0);
+        }
+        for (y, line) in ys.iter().zip(out.chunks_exact_mut(width * 3)) {
+            let lo = self.summed_grey(src, stride, xs, y.lo, y.hi);
+            let hi = self.summed_grey(src, stride, xs, y.hi, y.lo);
+            let (a, b) = (&self.rows[lo].1[..width], &self.rows[hi].1[..width]);
+            let (w0, w1) = (y.w0, y.w1);
+            for ((px, &s0), &s1) in line.chunks_exact_mut(3).zip(a).zip(b) {
+                px.fill(down(w0, w1, s0, s1));
+            }
+        }
+    }
+
+    /// The kept row to sum source row `row` into, and whether it holds that row's sums
+    /// already: the one that does not hold `keep` (the other row the output row reads).
+    fn row_for(&self, row: usize, keep: usize) -> (usize, bool) {
+        match self.rows.iter().position(|r| r.0 == Some(row)) {
+            Some(k) => (k, true),
+            None => (
+                usize::from(self.rows[0].0 == Some(keep) && keep != row),
+                false,
+            ),
         }
     }
 
     /// Which of the two kept rows holds the pass across's sums of source row `row`, summing
     /// it into the one that does not hold `keep` (the other row the output row reads).
     fn summed(&mut self, src: &[u8], stride: usize, xs: &[Tap], row: usize, keep: usize) -> usize {
-        if let Some(k) = self.rows.iter().position(|r| r.0 == Some(row)) {
+        let (k, held) = self.row_for(row, keep);
+        if held {
             return k;
         }
-        let k = usize::from(self.rows[0].0 == Some(keep) && keep != row);
         let line = &src[row * stride..(row + 1) * stride];
         let sums = &mut self.rows[k].1;
         for (tap, px) in xs.iter().zip(sums.chunks_exact_mut(3)) {
@@ -200,6 +241,35 @@ impl Cv2Linear {
         self.rows[k].0 = Some(row);
         k
     }
+
+    /// [`Cv2Linear::summed`] of a grey image's row: its first channel's sums alone.
+    fn summed_grey(
+        &mut self,
+        src: &[u8],
+        stride: usize,
+        xs: &[Tap],
+        row: usize,
+        keep: usize,
+    ) -> usize {
+        let (k, held) = self.row_for(row, keep);
+        if held {
+            return k;
+        }
+        let line = &src[row * stride..(row + 1) * stride];
+        for (tap, sum) in xs.iter().zip(self.rows[k].1.iter_mut()) {
+            *sum = i32::from(line[tap.lo * 3]) * tap.w0 + i32::from(line[tap.hi * 3]) * tap.w1;
+        }
+        self.rows[k].0 = Some(row);
+        k
+    }
+}
+
+/// The pass down of one value: the two rows' sums shifted down by 4, each times its weight
+/// keeping the high 16 bits, added with 2 and shifted by 2 more.
+#[inline(always)]
+fn down(w0: i32, w1: i32, s0: i32, s1: i32) -> u8 {
+    let v = ((w0 * (s0 >> 4)) >> 16) + ((w1 * (s1 >> 4)) >> 16) + 2;
+    (v >> 2).clamp(0, 255) as u8
 }
 
 #[cfg(test)]
@@ -232,7 +302,7 @@ mod tests {
         let src: Vec<u8> = values.iter().flat_map(|&v| [v; 3]).collect();
         let ys = taps(1, 0.0, 2.0, 2, true, false);
         let mut out = vec![0; 6];
-        Cv2Linear::default().run(&src, 12, &xs, &ys, &mut out);
+        Cv2Linear::default().run(&src, 12, (&xs, &ys), false, &mut out);
         assert_eq!(out, [11, 11, 11, 101, 101, 101]);
     }
 

@@ -107,6 +107,8 @@ pub(super) fn decode_into(
     let (w, h) = (info.width as usize, info.height as usize);
     augment::apply(&plan.pre, &mut s.rgb[..len], h, w, &mut s.ops);
     let mut crop = plan.crop;
+    // Whether the resize reads the decoded image itself (not one composed on a fill).
+    let mut decoded = false;
     let (source, sw, sh) = match (&plan.detect, &plan.padding) {
         (Some(d), _) if !d.window_inside_image(info.width, info.height) => {
             compose_window(d, &s.rgb[..len], info.width, info.height, &mut s.window);
@@ -123,8 +125,14 @@ pub(super) fn decode_into(
             );
             (&s.window[..], crop.width as u32, crop.height as u32)
         }
-        _ => (&s.rgb[..len], info.width, info.height),
+        _ => {
+            decoded = true;
+            (&s.rgb[..len], info.width, info.height)
+        }
     };
+    // A grey read's decode is grey until a step before the geometry or a padding's fill
+    // could colour it.
+    (s.resampler).set_grey(shared.plan.grey_read && plan.pre.is_empty() && decoded);
     let floats = if plan.float_values {
         let values = shared.stage.byte_values();
         s.resampler
