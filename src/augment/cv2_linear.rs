@@ -155,6 +155,8 @@ pub(super) fn taps_by(rule: Rule, axis: &Axis, out: u32, across: bool) -> Vec<Ta
 #[derive(Default)]
 pub(super) struct Cv2Linear {
     rows: [(Option<usize>, Vec<i32>); 2],
+    /// A grey image's output row, one value a pixel, before it is written to three channels.
+    grey_row: Vec<u8>,
 }
 
 impl Cv2Linear {
@@ -196,13 +198,18 @@ impl Cv2Linear {
             slot.0 = None;
             slot.1.resize(width, 0);
         }
+        self.grey_row.resize(width, 0);
         for (y, line) in ys.iter().zip(out.chunks_exact_mut(width * 3)) {
             let lo = self.summed_grey(src, stride, xs, y.lo, y.hi);
             let hi = self.summed_grey(src, stride, xs, y.hi, y.lo);
             let (a, b) = (&self.rows[lo].1[..width], &self.rows[hi].1[..width]);
             let (w0, w1) = (y.w0, y.w1);
-            for ((px, &s0), &s1) in line.chunks_exact_mut(3).zip(a).zip(b) {
-                px.fill(down(w0, w1, s0, s1));
+            // One value a pixel (a vector loop), then each to the pixel's three channels.
+            for ((o, &s0), &s1) in self.grey_row.iter_mut().zip(a).zip(b) {
+                *o = down(w0, w1, s0, s1);
+            }
+            for (px, &v) in line.chunks_exact_mut(3).zip(&self.grey_row) {
+                px.copy_from_slice(&[v; 3]);
             }
         }
     }

@@ -145,7 +145,7 @@ impl<'a> Planes<'a> {
         match *self {
             Planes::Grey(y) => {
                 for (px, &v) in out.chunks_exact_mut(3).zip(y) {
-                    px.fill(v);
+                    px.copy_from_slice(&[v; 3]);
                 }
             }
             Planes::Ycc([y, cb, cr]) => ycc_to_rgb(y, cb, cr, out),
@@ -979,7 +979,7 @@ impl JpegDecoder {
             let yrow = &self.planes[0][(y - ly0) * luma_stride + (sr.x as usize - lx0)..][..w];
             if h.components.len() == 1 || self.luma {
                 for (px, &v) in out_row.chunks_exact_mut(3).zip(yrow) {
-                    px.fill(v);
+                    px.copy_from_slice(&[v; 3]);
                 }
                 continue;
             }
