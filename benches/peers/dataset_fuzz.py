@@ -13,6 +13,9 @@ Outcomes as transform_fuzz.py's (same, tail, fallback, SILENT, fallback-BAD, ERR
 raises, torch varies); every value of each batch is compared: the image (1 level), the label
 and whatever follows it (equal, type for type).
 env ONLY=N: run case N alone and print its class's source.
+env OPEN=NAME: every class opens its image as OPENS[NAME] says (e.g. `read_grey` over JPEGs).
+env BACKEND=auto: hpuload's batches from the media engine's backend (images then compared
+within transform_fuzz.py's engine tolerance).
 """
 import copy
 import os
@@ -43,6 +46,7 @@ OPENS = {
     "grey": 'image = Image.open(path).convert("L")',
     "read_image": "image = read_image(path)",
     "read_rgb": "image = read_image(path, ImageReadMode.RGB)",
+    "read_grey": "image = read_image(path, ImageReadMode.GRAY)",
     "decode": "image = decode_image(read_file(path))",
     "size_check": 'image = Image.open(path).convert("RGB")\nif image.size[0] < 0:\n    label = 0',
     "resize": 'image = Image.open(path).convert("RGB").resize((56, 44))',
@@ -100,6 +104,8 @@ def dataset_class(rng):
         "returns": rng.choice(list(RETURNS) + ["pair"] * 3),
         "holds": rng.choice(list(HOLDS) + ["transform"] * 4),
     }
+    # env OPEN=NAME: every class opens its image that way (the other draws unchanged).
+    parts["open"] = os.environ.get("OPEN", parts["open"])
     call = CALLS[parts["call"]] if parts["holds"] == "transform" else "image = self.tfms(image)"
     body = "\n".join([PATHS[parts["paths"]], OPENS[parts["open"]], call, LABELS[parts["label"]], RETURNS[parts["returns"]]])
     source = f"""
@@ -147,6 +153,10 @@ def _same(a, b, normalized):
         if a.dim() <= 2:  # labels, one-hot rows, indices: exactly
             return torch.equal(a, b), "label values"
         d = transform_fuzz._levels(a, b, normalized)
+        if transform_fuzz.BACKEND != "cpu":
+            # The engine is within PSNR floors, not bytes: transform_fuzz.py's mean rule.
+            mean = d.mean().item() if d.numel() else 0.0
+            return mean <= 4.0, f"mean {mean:.2f}"
         tol = {torch.bfloat16: 2.5, torch.float16: 1.01}.get(a.dtype, 1.01)
         worst = d.max().item() if d.numel() else 0.0
         return worst <= tol, f"max {worst:.2f}"
@@ -190,7 +200,8 @@ def run_dataset(ds, normalized):
         default_collate([ds[i] for i in range(len(ds))])
     except Exception:
         return "torch raises", "torch's collate refuses the samples together"
-    return judged(lambda: list(DataLoader(ds, batch_size=1, shuffle=False, backend="cpu")), ref, normalized)
+    backend = transform_fuzz.BACKEND
+    return judged(lambda: list(DataLoader(ds, batch_size=1, shuffle=False, backend=backend)), ref, normalized)
 
 
 def judged(ours, ref, normalized):
