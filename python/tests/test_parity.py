@@ -446,6 +446,26 @@ def test_baseline_jpegs_decode_to_exactly_pillows_pixels(jpeg_folder, png_folder
     assert torch.equal(x_jpeg, x_png)
 
 
+def test_images_made_grey_before_the_crop_run_on_the_media_engine_close_to_torchvision(jpeg_folder):
+    """`Grayscale()` first (Pillow's `L`, one channel): the engine resizes in colour and makes
+    the output grey after, within its floor of torchvision's grey-then-resize."""
+    tf = T.Compose([T.Grayscale(), T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.PILToTensor()])
+    ds = datasets.ImageFolder(jpeg_folder, tf)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(ds, batch_size=16, shuffle=True, backend="hw", seed=4)
+    x, _, indices = first_batch(loader)
+    assert x.shape == (16, 1, 224, 224) and loader.report()["hw_samples"] >= 16
+    for slot, index in enumerate(indices):
+        img = Image.open(ds.samples[index][0]).convert("L")
+        (top, left, h, w), flip = loader._core.sample_params(0, index, img.width, img.height)
+        ref = F.resized_crop(img, int(top), int(left), int(h), int(w), [224, 224], antialias=True)
+        ref = F.pil_to_tensor(F.hflip(ref) if flip else ref).float()
+        mse = ((x[slot].float() - ref) ** 2).mean().item()
+        psnr = 10 * math.log10(255**2 / max(mse, 1e-9))
+        assert psnr >= 40, f"sample {index}: {psnr:.1f} dB"
+
+
 def test_media_engine_output_is_close_to_torchvision_with_the_same_crop_windows(jpeg_folder):
     tf = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.PILToTensor()])
     ds = datasets.ImageFolder(jpeg_folder, tf)

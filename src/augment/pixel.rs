@@ -414,6 +414,18 @@ impl PixelOp {
     pub(crate) fn needs_whole_image(&self) -> bool {
         self.reach() == Reach::WholeImage
     }
+
+    /// Whether the op makes each pixel its grey (Pillow's `L` conversion, torchvision's
+    /// tensor grey): a weighted sum of its channels whose weights add up to one, which a
+    /// resize's weighted sums of pixels commute with, but for rounding (the media engine
+    /// runs it after its resize: `route.rs`).
+    pub(crate) fn makes_grey(&self) -> bool {
+        match self {
+            Self::Grayscale => true,
+            Self::PilEnhance { kind, factor } => *kind == PilEnhance::Color && *factor == 0.0,
+            _ => false,
+        }
+    }
 }
 
 //END

@@ -67,11 +67,12 @@ pub(super) fn route(
         Ok((info, parsed)) => {
             let objects = shared.source.objects(index).map(SampleBoxes::from);
             let shown = turn.turned_size(info.width, info.height);
-            let plan = shared
+            let mut plan = shared
                 .plan
                 .sample(shared.seed, epoch, index, shown, objects)
                 .map_err(SampleErrorKind::Augment)?;
             super::cpu::fits(shared, &plan, shown)?;
+            grey_after_resize(&mut plan);
             let (oh, ow) = plan.pixels.resampled();
             // The resize's output as stored: turned, it is the plan's.
             let (oh, ow) = if turn.swaps_axes() {
@@ -174,6 +175,17 @@ pub(super) fn route(
             c.add(Stage::Route, t1.elapsed());
             Ok(Route::Cpu(None))
         }
+    }
+}
+
+/// A classification sample made grey before its geometry (`Image.convert("L")`, a first
+/// `Grayscale()`) and nothing else there: for the engine, made grey after its resize instead,
+/// first of the pixel ops there (a weighted sum of the channels commutes with the resize's
+/// weighted sums of pixels but for rounding, well within the engine's floor).
+fn grey_after_resize(plan: &mut SamplePlan) {
+    if plan.detect.is_none() && !plan.pre.is_empty() && plan.pre.iter().all(PixelOp::makes_grey) {
+        let pre = std::mem::take(&mut plan.pre);
+        plan.pixels.ops.splice(0..0, pre);
     }
 }
 

@@ -410,3 +410,25 @@ fn engine_nchw_batches_written_from_planes_hold_the_values_of_nhwc_batches() {
         }
     }
 }
+
+/// A classification pipeline that makes each image grey before its geometry (Pillow's `L`,
+/// torchvision's tensor grey): the engine takes it, making the image grey after its resize,
+/// within its floor of the CPU path (which makes it grey first), every pixel grey.
+#[test]
+fn a_grey_conversion_before_the_geometry_runs_on_the_engine_after_its_resize() {
+    let dir = TempDir::new("grey-first");
+    hpuload::dataset::make_dataset(dir.path(), 18, 3).unwrap();
+    for grey in ["pil_grayscale", "random_grayscale"] {
+        let text = format!("name = 'grey'\n[[ops]]\nop = '{grey}'\np = 1.0\n");
+        let mut pipeline = flip_only(96);
+        let first = Pipeline::from_toml(&text, "grey").unwrap().ops;
+        pipeline.ops.splice(0..0, first);
+        let (hw, _) = run(dir.path(), pipeline.clone(), Backend::Hw, Dtype::U8);
+        assert!(hw
+            .iter()
+            .all(|b| b.0.chunks_exact(3).all(|p| p[0] == p[1] && p[1] == p[2])));
+        let (worst, report) = assert_backends_agree(dir.path(), pipeline, Dtype::U8, 96 * 96, 40.0);
+        assert!(report.fallbacks.is_empty(), "{:?}", report.fallbacks);
+        assert!(worst < f64::INFINITY, "the engine's own resize");
+    }
+}
