@@ -72,7 +72,6 @@ pub(super) fn route(
                 .sample(shared.seed, epoch, index, shown, objects)
                 .map_err(SampleErrorKind::Augment)?;
             super::cpu::fits(shared, &plan, shown)?;
-            grey_after_resize(&mut plan);
             let (oh, ow) = plan.pixels.resampled();
             // The resize's output as stored: turned, it is the plan's.
             let (oh, ow) = if turn.swaps_axes() {
@@ -134,6 +133,8 @@ pub(super) fn route(
             c.add(Stage::Route, t1.elapsed());
             match own {
                 Ok(own) => {
+                    // Only now: a sample the CPU path takes keeps its grey before the resize.
+                    grey_after_resize(&mut plan);
                     c.samples.fetch_add(1, Ordering::Relaxed);
                     c.hw_samples.fetch_add(1, Ordering::Relaxed);
                     if !scale.is_full() {
@@ -183,7 +184,11 @@ pub(super) fn route(
 /// first of the pixel ops there (a weighted sum of the channels commutes with the resize's
 /// weighted sums of pixels but for rounding, well within the engine's floor).
 fn grey_after_resize(plan: &mut SamplePlan) {
-    if plan.detect.is_none() && !plan.pre.is_empty() && plan.pre.iter().all(PixelOp::makes_grey) {
+    if plan.detect.is_none() && !plan.pre.is_empty() {
+        debug_assert!(
+            plan.pre.iter().all(PixelOp::makes_grey),
+            "checked by canvas_job"
+        );
         let pre = std::mem::take(&mut plan.pre);
         plan.pixels.ops.splice(0..0, pre);
     }
@@ -233,7 +238,8 @@ fn canvas_job(
         return Err("an image turned by its EXIF orientation with a canvas runs on the CPU path");
     }
     let Some(d) = &plan.detect else {
-        if !plan.pre.is_empty() {
+        // Grey conversions alone the engine runs after its resize (`grey_after_resize`).
+        if !plan.pre.iter().all(PixelOp::makes_grey) {
             return Err("pixel ops before the crop or resize run on the CPU path");
         }
         return Ok(None);

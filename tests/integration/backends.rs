@@ -431,4 +431,14 @@ fn a_grey_conversion_before_the_geometry_runs_on_the_engine_after_its_resize() {
         assert!(report.fallbacks.is_empty(), "{:?}", report.fallbacks);
         assert!(worst < f64::INFINITY, "the engine's own resize");
     }
+    // With a step after that remaps levels (which would turn the rounding's difference into
+    // many), the CPU path takes the sample as it is: grey first, byte for byte.
+    let text =
+        "name = 'grey'\n[[ops]]\nop = 'pil_grayscale'\n[[ops]]\nop = 'random_resized_crop'\n\
+                size = 64\n[[ops]]\nop = 'random_equalize'\np = 1.0\n";
+    let pipeline = Pipeline::from_toml(text, "grey").unwrap();
+    let (auto, report) = run(dir.path(), pipeline.clone(), Backend::Auto, Dtype::U8);
+    let (cpu, _) = run(dir.path(), pipeline, Backend::Cpu, Dtype::U8);
+    assert_eq!(report.hw_samples, 0);
+    assert!(auto == cpu, "the CPU path's grey first");
 }
