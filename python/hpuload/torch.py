@@ -883,6 +883,8 @@ def _array_source(dataset, pipeline):
             pipe, dtype, tail = _arrays.translate(base.transform, height, width, grey)
             if grey:
                 _arrays.check_grey(pipe, tail, name)
+                # Written as one channel, as the images are.
+                pipe = json.dumps({**json.loads(pipe), "single_channel": True})
             return pipe, dtype, tail
 
         watch = _TransformWatch(lambda: base.transform, translate_now)
@@ -1050,8 +1052,8 @@ class _Loader:
         self._samples_watch = samples_watch
         #: The Dataset's labels are not Python ints (`_LabelsAs`); None: they are.
         self._labels_as = labels_as
-        #: The images are grey (MNIST's): the batch's first channel of the three hpuload
-        #: makes, as `[N, 1, H, W]` (or `[N, H, W, 1]`).
+        #: The images are grey (MNIST's): `[N, 1, H, W]` (or `[N, H, W, 1]`), written so by
+        #: a translated pipeline, a view of the first of three channels by one of the user's.
         self._grey = grey
         #: The Dataset hands out NumPy arrays (an albumentations Compose's, without
         #: ToTensorV2): a collate_fn receives each sample's as an array (a view of the batch).
@@ -1654,9 +1656,11 @@ class _Loader:
                         stacklevel=2,
                     )
                 images, labels = torch.from_dlpack(batch.images), torch.from_dlpack(batch.labels)
-                if self._grey or _one_channel(self._options.pipeline):
-                    # A view: each grey image is made as three equal channels.
-                    images = images[:, :1] if core.output[1] == "nchw" else images[..., :1]
+                nchw = core.output[1] == "nchw"
+                if (self._grey or _one_channel(self._options.pipeline)) and images.shape[1 if nchw else -1] == 3:
+                    # Grey images of a pipeline the user gave, made as three equal channels:
+                    # the first, a view (a translated one writes one channel).
+                    images = images[:, :1] if nchw else images[..., :1]
                 if batch.valid < labels.shape[0] and self._targets is None and self.last_batch_policy == "pad":
                     # Rows that only keep the shape static: the label every torch loss ignores
                     # by default (CrossEntropyLoss's and Hugging Face's ignore_index).

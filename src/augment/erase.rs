@@ -9,7 +9,7 @@ use super::error::PipelineError;
 use super::geometry::round_half_even;
 use super::pixel::PixelOp;
 use super::spec::{half, probability, OpKind, OpSpec};
-use crate::dtype::{Dtype, Layout};
+use crate::dtype::Dtype;
 use crate::rng::CounterRng;
 
 /// What an erased box is filled with.
@@ -255,11 +255,31 @@ impl RandomErasing {
     }
 }
 
+/// How an output slot holds its image's channels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SlotLayout {
+    /// Three planes (NCHW).
+    Planar,
+    /// Three values per pixel (NHWC).
+    Interleaved,
+    /// One plane: a grey image's single channel.
+    Grey,
+}
+
+impl SlotLayout {
+    fn channels(self) -> usize {
+        match self {
+            Self::Grey => 1,
+            Self::Planar | Self::Interleaved => 3,
+        }
+    }
+}
+
 /// Writes `b` into an output slot of `h`x`w` pixels in `dtype` and `layout`.
 pub(crate) fn erase(
     slot: &mut [u8],
     dtype: Dtype,
-    layout: Layout,
+    layout: SlotLayout,
     h: usize,
     w: usize,
     b: &EraseBox,
@@ -280,7 +300,7 @@ pub(crate) fn erase(
 
 fn fill_typed<T: bytemuck::Pod>(
     slot: &mut [u8],
-    layout: Layout,
+    layout: SlotLayout,
     h: usize,
     w: usize,
     b: &EraseBox,
@@ -291,7 +311,7 @@ fn fill_typed<T: bytemuck::Pod>(
     let (top, left) = (b.top as usize, b.left as usize);
     let (bh, bw) = (b.height as usize, b.width as usize);
     // Channel-major, as torchvision draws its `[c, h, w]` noise.
-    for c in 0..3 {
+    for c in 0..layout.channels() {
         let constant = cast(b.value[c]);
         for y in top..top + bh {
             for x in left..left + bw {
@@ -300,8 +320,8 @@ fn fill_typed<T: bytemuck::Pod>(
                     None => constant,
                 };
                 let at = match layout {
-                    Layout::Nchw => (c * h + y) * w + x,
-                    Layout::Nhwc => (y * w + x) * 3 + c,
+                    SlotLayout::Planar | SlotLayout::Grey => (c * h + y) * w + x,
+                    SlotLayout::Interleaved => (y * w + x) * 3 + c,
                 };
                 out[at] = v;
             }
@@ -356,12 +376,12 @@ mod tests {
             noise: None,
         };
         let mut slot = vec![0u8; 4 * 4 * 3 * 4];
-        erase(&mut slot, Dtype::F32, Layout::Nchw, 4, 4, &b);
+        erase(&mut slot, Dtype::F32, SlotLayout::Planar, 4, 4, &b);
         let f: &[f32] = bytemuck::cast_slice(&slot);
         assert_eq!((f[6], f[16 + 6], f[32 + 6]), (1.0, 2.0, 3.0));
         assert_eq!(f.iter().filter(|&&v| v != 0.0).count(), 3);
         let mut slot = vec![0u8; 4 * 4 * 3 * 4];
-        erase(&mut slot, Dtype::F32, Layout::Nhwc, 4, 4, &b);
+        erase(&mut slot, Dtype::F32, SlotLayout::Interleaved, 4, 4, &b);
         let f: &[f32] = bytemuck::cast_slice(&slot);
         assert_eq!(&f[18..21], &[1.0, 2.0, 3.0]);
     }

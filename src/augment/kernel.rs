@@ -729,10 +729,15 @@ fn cv2_rule(interpolation: Interpolation) -> cv2_linear::Rule {
 
 /// Writes an RGB8 image into a batch slot as the output dtype and layout, flipping
 /// horizontally on request. Normalization is folded into per-channel 256-entry tables.
+///
+/// A writer for grey images of one channel ([`OutputWriter::one_channel`]) writes the first
+/// channel alone: one `h`x`w` plane, the same in either layout.
 #[derive(Clone, Debug)]
 pub struct OutputWriter {
     dtype: Dtype,
     layout: Layout,
+    /// 3, or 1 for grey images handed out as one channel.
+    channels: usize,
     /// `table[c][v]`: the output bits for value `v` of channel `c` (u8/u16/u32 widened to u32).
     table: Box<[[u32; 256]; 3]>,
     /// For bf16 NCHW on a CPU with AVX2, when it reproduces `table` exactly: the same values
@@ -778,11 +783,26 @@ impl OutputWriter {
         Self {
             dtype,
             layout,
+            channels: 3,
             table,
             affine,
             f32_steps,
             normalize,
         }
+    }
+
+    /// This writer for grey images given as one channel (three equal ones in, the first out):
+    /// each writes one `h`x`w` plane of the first channel's values.
+    pub fn one_channel(self) -> Self {
+        Self {
+            channels: 1,
+            ..self
+        }
+    }
+
+    /// The channels each pixel is written as: 3, or 1 ([`OutputWriter::one_channel`]).
+    pub fn channels(&self) -> usize {
+        self.channels
     }
 
     /// The float each byte of each channel becomes before a resize of float values
@@ -869,9 +889,26 @@ impl OutputWriter {
         value: impl Fn(usize, f32) -> T + Copy,
     ) {
         let out: &mut [T] = bytemuck::cast_slice_mut(slot);
-        assert_eq!(out.len(), h * w * 3, "slot size does not match the image");
+        assert_eq!(
+            out.len(),
+            h * w * self.channels,
+            "slot size does not match the image"
+        );
         let pixels: &[[f32; 3]] = bytemuck::cast_slice(&values[..h * w * 3]);
         let px = |p: &[f32; 3]| [value(0, p[0]), value(1, p[1]), value(2, p[2])];
+        if self.channels == 1 {
+            for (src, dst) in pixels.chunks_exact(w).zip(out.chunks_exact_mut(w)) {
+                if flip {
+                    src.iter()
+                        .rev()
+                        .zip(dst)
+                        .for_each(|(p, d)| *d = value(0, p[0]));
+                } else {
+                    src.iter().zip(dst).for_each(|(p, d)| *d = value(0, p[0]));
+                }
+            }
+            return;
+        }
         match self.layout {
             Layout::Nchw => {
                 let (r, rest) = out.split_at_mut(h * w);
@@ -912,6 +949,7 @@ impl OutputWriter {
     /// When `slot` has the wrong size or alignment for the dtype.
     pub fn write(&self, rgb: &[u8], h: usize, w: usize, flip: bool, slot: &mut [u8]) {
         let target = match self.layout {
+            _ if self.channels == 1 => Target::Grey(slot),
             Layout::Nchw => {
                 let plane = slot.len() / 3;
                 let (r, rest) = slot.split_at_mut(plane);
@@ -930,12 +968,13 @@ impl OutputWriter {
     /// # Panics
     /// When a plane has the wrong size or alignment for the dtype.
     pub fn write_planes(&self, rgb: &[u8], h: usize, w: usize, flip: bool, planes: [&mut [u8]; 3]) {
+        assert_eq!(self.channels, 3, "three planes of a one-channel writer");
         self.write_to(rgb, h, w, flip, Target::Planes(planes));
     }
 
     fn write_to(&self, rgb: &[u8], h: usize, w: usize, flip: bool, target: Target<'_>) {
         match (self.dtype, &self.affine) {
-            (Dtype::Bf16, Some(a)) => {
+            (Dtype::Bf16, Some(a)) if self.channels == 3 => {
                 self.write_typed::<u16>(rgb, h, w, flip, target, |src, flip, r, g, b| {
                     a.lead(src, flip, r, g, b)
                 })
@@ -971,6 +1010,9 @@ impl OutputWriter {
         flip: bool,
         slot: &mut [u8],
     ) -> bool {
+        if self.channels == 1 {
+            return self.grey_from_planes(planes, (h, w), flip, slot);
+        }
         if let Some(steps) = self.f32_steps {
             self.rows_from_planes::<u32>(planes, (h, w), flip, slot, |row, grey, out| {
                 #[cfg(target_arch = "x86_64")]
@@ -996,6 +1038,29 @@ impl OutputWriter {
             #[cfg(not(target_arch = "x86_64"))]
             0
         });
+        true
+    }
+
+    /// [`OutputWriter::write_resampled`] of a one-channel writer: a grey decode's plane (its
+    /// bytes are the grey image's) through the first channel's table; `false` for a colour
+    /// decode's planes.
+    fn grey_from_planes(
+        &self,
+        planes: Planes<'_>,
+        (h, w): (usize, usize),
+        flip: bool,
+        slot: &mut [u8],
+    ) -> bool {
+        let Planes::Grey(y) = planes else {
+            return false;
+        };
+        assert!(y.len() >= h * w, "plane smaller than the image");
+        match self.dtype {
+            Dtype::U8 => grey_plane::<u8>(&self.narrowed(), y, (h, w), flip, slot),
+            Dtype::F16 | Dtype::Bf16 => grey_plane::<u16>(&self.narrowed(), y, (h, w), flip, slot),
+            Dtype::F32 => grey_plane::<u32>(&self.narrowed(), y, (h, w), flip, slot),
+            Dtype::I64 => panic!("i64 is a label type, not an image dtype"),
+        }
         true
     }
 
@@ -1088,6 +1153,19 @@ impl OutputWriter {
                     }
                 }
             }
+            Target::Grey(slot) => {
+                let out: &mut [T] = bytemuck::cast_slice_mut(slot);
+                assert_eq!(out.len(), h * w, "slot size does not match the image");
+                let grey = &t[0];
+                for (src, dst) in pixels.chunks_exact(w).zip(out.chunks_exact_mut(w)) {
+                    let put = |(p, d): (&[u8; 3], &mut T)| *d = grey[usize::from(p[0])];
+                    if flip {
+                        src.iter().rev().zip(dst).for_each(put);
+                    } else {
+                        src.iter().zip(dst).for_each(put);
+                    }
+                }
+            }
             Target::Interleaved(slot) => {
                 let out: &mut [T] = bytemuck::cast_slice_mut(slot);
                 assert_eq!(out.len(), h * w * 3, "slot size does not match the image");
@@ -1104,10 +1182,33 @@ impl OutputWriter {
     }
 }
 
-/// Where [`OutputWriter`] writes an image: three channel planes, or one interleaved buffer.
+/// Where [`OutputWriter`] writes an image: three channel planes, one interleaved buffer, or
+/// the one plane of a grey image's first channel.
 enum Target<'a> {
     Planes([&'a mut [u8]; 3]),
     Interleaved(&'a mut [u8]),
+    Grey(&'a mut [u8]),
+}
+
+/// The `h`x`w` grey plane `y` (rows mirrored when `flip`) through the table `t[0]` into `slot`.
+fn grey_plane<T: bytemuck::Pod>(
+    t: &[[T; 256]; 3],
+    y: &[u8],
+    (h, w): (usize, usize),
+    flip: bool,
+    slot: &mut [u8],
+) {
+    let out: &mut [T] = bytemuck::cast_slice_mut(slot);
+    assert_eq!(out.len(), h * w, "slot size does not match the image");
+    let grey = &t[0];
+    for (src, dst) in y[..h * w].chunks_exact(w).zip(out.chunks_exact_mut(w)) {
+        let put = |(&v, d): (&u8, &mut T)| *d = grey[usize::from(v)];
+        if flip {
+            src.iter().rev().zip(dst).for_each(put);
+        } else {
+            src.iter().zip(dst).for_each(put);
+        }
+    }
 }
 
 /// The last `w - done` outputs of a row `row` written from its planes (fewer than 16; when

@@ -312,15 +312,18 @@ pub struct Pipeline {
     pub exif_reader: ExifReader,
     /// The user's transform gives grey images of one channel (torchvision's
     /// `Grayscale(num_output_channels=1)`, a `pil_grayscale` op at the top level, always
-    /// applied): the batch keeps three channels, all equal, and the Python package hands out
-    /// the first. The ops after the grey conversion must treat channels alike (it checks).
+    /// applied; a grey read; a source of one channel, such as an array of grey images): the
+    /// images are made as three equal channels and the batch holds the first alone,
+    /// `[N, 1, H, W]` (or `[N, H, W, 1]`), normalized by the first mean and std. The ops after
+    /// the grey conversion must treat channels alike (the Python package checks). Images only,
+    /// one view.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub single_channel: bool,
     /// Each image is read grey, as OpenCV's `cv2.imread(path, cv2.IMREAD_GRAYSCALE)` reads
     /// it: a JPEG's luma as libjpeg decodes it to grey (its Y samples, the chroma unused), a
     /// grey PNG as stored; any other file (an RGB-coded, CMYK or YCCK JPEG, a colour or
     /// 16-bit PNG, another format) is refused, named. Three equal channels, as after a
-    /// `pil_grayscale` (with `single_channel`, the Python package hands out the first). Images
+    /// `pil_grayscale` (with `single_channel`, the first alone). Images
     /// only. The media engine decodes and resamples the luma alone (within its floor of the
     /// CPU path's exact grey); what its probe refuses (not a JPEG, or one whose grey is not its
     /// luma) takes the CPU path.

@@ -144,6 +144,29 @@ pub(crate) struct Plan {
     pub resize_floats: bool,
     /// Images are read grey, as OpenCV reads them ([`Pipeline::grey_read`]).
     pub grey_read: bool,
+    /// Images are grey and handed out as one channel ([`Pipeline::single_channel`]).
+    pub single_channel: bool,
+}
+
+impl Plan {
+    /// The channels of each output pixel: 1 for grey images handed out as one
+    /// ([`Plan::single_channel`]), else 3.
+    pub fn channels(&self) -> usize {
+        if self.single_channel {
+            1
+        } else {
+            3
+        }
+    }
+}
+
+/// What [`Pipeline::plan_over`] knows of a dataset's images.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Over {
+    /// They have boxes (a detection dataset).
+    pub boxes: bool,
+    /// They have one channel (an array of grey images).
+    pub grey: bool,
 }
 
 /// Every random choice for one sample: a pure function of `(seed, epoch, index)` and the
@@ -626,22 +649,24 @@ fn padding_after_resize(name: &str) -> PipelineError {
 impl Pipeline {
     /// Validates the ops and resolves them into a per-sample plan for `dtype`.
     pub(crate) fn plan(&self, dtype: Dtype) -> Result<Plan, Error> {
-        self.plan_over(dtype, false)
+        self.plan_over(dtype, Over::default())
     }
 
-    /// [`Pipeline::plan`] for a dataset whose images have boxes (`boxes`): the plan is then
-    /// a detection one whatever its ops, so that a resize or flip moves the boxes too (a
-    /// crop that would not is refused).
-    pub(crate) fn plan_over(&self, dtype: Dtype, boxes: bool) -> Result<Plan, Error> {
-        self.validate(dtype, boxes)
+    /// [`Pipeline::plan`] for the images of a dataset `over` describes: with boxes, the plan
+    /// is a detection one whatever its ops, so that a resize or flip moves the boxes too (a
+    /// crop that would not is refused); grey ones may be handed out as one channel without a
+    /// grey conversion.
+    pub(crate) fn plan_over(&self, dtype: Dtype, over: Over) -> Result<Plan, Error> {
+        self.validate(dtype, over)
             .map_err(|reason| Error::Pipeline {
                 name: self.name.clone(),
                 reason,
             })
     }
 
-    fn validate(&self, dtype: Dtype, boxes: bool) -> Result<Plan, PipelineError> {
+    fn validate(&self, dtype: Dtype, Over { boxes, grey }: Over) -> Result<Plan, PipelineError> {
         if self.single_channel
+            && !grey
             && !self.grey_read
             && !self
                 .ops
@@ -649,7 +674,7 @@ impl Pipeline {
                 .any(|op| matches!(op, Op::PilGrayscale(g) if g.p >= 1.0))
         {
             return Err(PipelineError::Shape(
-                "single_channel needs grey_read or a pil_grayscale op with p = 1 (the images made grey)".into(),
+                "single_channel needs grey images: grey_read, a pil_grayscale op with p = 1 or a source of one channel".into(),
             ));
         }
         let mut phases = Phases::default();
@@ -765,6 +790,7 @@ impl Pipeline {
             exif_orientation: self.exif_orientation.then_some(self.exif_reader),
             resize_floats: self.resize_floats,
             grey_read: self.grey_read,
+            single_channel: self.single_channel,
         };
         if self.resize_floats {
             plan.check_resize_floats(dtype)?;
@@ -1726,8 +1752,17 @@ mod tests {
             let err = plan(&text(refused)).unwrap_err().to_string();
             assert!(err.contains("single_channel"), "{err}");
         }
-        // Images read grey are grey from the start; a detection pipeline's are not read so.
+        // Images read grey are grey from the start, as are a source's of one channel; a
+        // detection pipeline's are not read so.
         assert!(plan(&format!("grey_read = true\n{}", text(""))).is_ok());
+        let grey = Over {
+            boxes: false,
+            grey: true,
+        };
+        let over = Pipeline::from_toml(&text(""), "g.toml")
+            .unwrap()
+            .plan_over(Dtype::U8, grey);
+        assert!(over.is_ok());
         let detection = "name = 'd'\ngrey_read = true\n[[ops]]\nop = 'random_horizontal_flip'\n\
             [[ops]]\nop = 'sanitize_bounding_boxes'\n";
         let err = plan(detection).unwrap_err().to_string();

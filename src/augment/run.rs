@@ -420,9 +420,38 @@ impl PixelStage {
         }
     }
 
+    /// This stage for grey images handed out as one channel
+    /// ([`OutputWriter::one_channel`]).
+    pub fn one_channel(self) -> Self {
+        Self {
+            writer: self.writer.one_channel(),
+            ..self
+        }
+    }
+
+    /// The channels of each output pixel: 3, or 1 ([`PixelStage::one_channel`]).
+    pub fn channels(&self) -> usize {
+        self.writer.channels()
+    }
+
     /// The bytes the output of `plan` takes at the start of its slot.
     pub fn bytes(&self, plan: &PixelPlan) -> usize {
-        plan.size.0 as usize * plan.size.1 as usize * 3 * self.dtype.size()
+        plan.size.0 as usize * plan.size.1 as usize * self.channels() * self.dtype.size()
+    }
+
+    /// `plan`'s boxes erased in the output `slot` holds.
+    fn erase(&self, slot: &mut [u8], plan: &PixelPlan) {
+        let (h, w) = (plan.size.0 as usize, plan.size.1 as usize);
+        let layout = match self.channels() {
+            1 => erase::SlotLayout::Grey,
+            _ => match self.layout {
+                Layout::Nchw => erase::SlotLayout::Planar,
+                Layout::Nhwc => erase::SlotLayout::Interleaved,
+            },
+        };
+        for b in &plan.erase {
+            erase::erase(slot, self.dtype, layout, h, w, b);
+        }
     }
 
     /// Writes `rgb` into the start of `slot` (flipped as `plan` says), then erases `plan`'s
@@ -434,9 +463,7 @@ impl PixelStage {
         let (h, w) = (plan.size.0 as usize, plan.size.1 as usize);
         let slot = &mut slot[..self.bytes(plan)];
         self.writer.write(rgb, h, w, plan.flip, slot);
-        for b in &plan.erase {
-            erase::erase(slot, self.dtype, self.layout, h, w, b);
-        }
+        self.erase(slot, plan);
     }
 
     /// The float each byte becomes before a resize of float values
@@ -467,9 +494,7 @@ impl PixelStage {
         }
         let slot = &mut slot[..self.bytes(plan)];
         self.writer.write_values(values, (h, w), plan.flip, slot);
-        for b in &plan.erase {
-            erase::erase(slot, self.dtype, self.layout, h, w, b);
-        }
+        self.erase(slot, plan);
     }
 
     /// [`PixelStage::write`] of an image given as a JPEG decode's resampled planes before
@@ -489,20 +514,19 @@ impl PixelStage {
         if !self.writer.write_resampled(planes, h, w, plan.flip, slot) {
             return false;
         }
-        for b in &plan.erase {
-            erase::erase(slot, self.dtype, self.layout, h, w, b);
-        }
+        self.erase(slot, plan);
         true
     }
 
     /// [`PixelStage::write`] into three channel planes that need not be adjacent (a frame of a
     /// `[C, T, H, W]` clip); `false`, writing nothing, when the stage cannot (an interleaved
-    /// layout, or boxes to erase, which [`PixelStage::write`] erases in a whole image).
+    /// layout, one channel, or boxes to erase, which [`PixelStage::write`] erases in a whole
+    /// image).
     ///
     /// # Panics
     /// A plane is not a third of [`PixelStage::bytes`].
     pub fn write_planes(&self, rgb: &[u8], plan: &PixelPlan, planes: [&mut [u8]; 3]) -> bool {
-        if self.layout != Layout::Nchw || !plan.erase.is_empty() {
+        if self.layout != Layout::Nchw || !plan.erase.is_empty() || self.channels() == 1 {
             return false;
         }
         let (h, w) = (plan.size.0 as usize, plan.size.1 as usize);
@@ -682,6 +706,31 @@ mod float_tests {
                     let v = source[((1 - y) * 3 + (2 - x)) * 3 + c];
                     let want = (v - n.mean[c]) / n.std[c];
                     assert_eq!(out[c * 6 + y * 3 + x].to_bits(), want.to_bits());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_one_channel_stage_writes_the_first_channels_values_in_one_plane_in_either_layout() {
+        let n = Normalize::new([0.5, 0.25, 0.125], [2.0, 0.5, 0.25]);
+        for layout in [Layout::Nchw, Layout::Nhwc] {
+            let stage = PixelStage::new(Dtype::F32, layout, Some(n)).one_channel();
+            let plan = PixelPlan {
+                size: (2, 3),
+                flip: true,
+                ..PixelPlan::default()
+            };
+            assert_eq!(stage.bytes(&plan), 2 * 3 * 4);
+            let mut values = image();
+            let mut slot = vec![0u8; 2 * 3 * 4];
+            stage.write_values(&mut values, &plan, &mut slot);
+            let out: &[f32] = bytemuck::cast_slice(&slot);
+            let source = image();
+            for y in 0..2 {
+                for x in 0..3 {
+                    let want = (source[(y * 3 + (2 - x)) * 3] - n.mean[0]) / n.std[0];
+                    assert_eq!(out[y * 3 + x].to_bits(), want.to_bits(), "{layout:?}");
                 }
             }
         }

@@ -53,6 +53,12 @@ pub fn run(args: &PreviewArgs) -> Result<(), Error> {
         .output(Dtype::F32, Layout::Nhwc)
         .build()?;
     let (_, _, size) = loader.output();
+    let channels = loader.channels();
+    // One channel is normalized by the first channel's mean and std.
+    let normalize = match channels {
+        1 => normalize.map(|(mean, std)| ([mean[0]; 3], [std[0]; 3])),
+        _ => normalize,
+    };
     let classes = loader.classes().to_vec();
     let (batch, pixels) = first_batch(&mut loader, args.epoch)?;
     let label_bytes = batch.labels.to_host()?;
@@ -74,7 +80,14 @@ pub fn run(args: &PreviewArgs) -> Result<(), Error> {
     // their own sizes are shrunk to at most MAX_SIDE, by nearest pixels).
     let placed: Vec<(usize, usize, usize, f32)> = match size {
         OutputSize::Fixed([h, w]) => (0..n)
-            .map(|i| (i * h as usize * w as usize * 3, h as usize, w as usize, 1.0))
+            .map(|i| {
+                (
+                    i * h as usize * w as usize * channels,
+                    h as usize,
+                    w as usize,
+                    1.0,
+                )
+            })
             .collect(),
         OutputSize::PerSample { .. } => {
             let row = pixels.len() / n.max(1);
@@ -112,15 +125,17 @@ pub fn run(args: &PreviewArgs) -> Result<(), Error> {
         let (x0, y0) = (GAP + (i % cols) * cell_w, GAP + (i / cols) * cell_h);
         let (at, ih, iw, scale) = placed[i];
         let (h, w) = drawn(&placed[i]);
-        let image = &pixels[at..at + ih * iw * 3];
+        let image = &pixels[at..at + ih * iw * channels];
         for y in 0..h {
             for x in 0..w {
                 let (sy, sx) = (
                     ((y as f32 / scale) as usize).min(ih - 1),
                     ((x as f32 / scale) as usize).min(iw - 1),
                 );
-                let px = &image[(sy * iw + sx) * 3..][..3];
-                let rgb = to_rgb8(px, normalize);
+                let px = &image[(sy * iw + sx) * channels..][..channels];
+                // A grey image's one channel, shown as three equal ones.
+                let px = [px[0], px[channels / 2], px[channels - 1]];
+                let rgb = to_rgb8(&px, normalize);
                 sheet.put_pixel((x0 + x) as u32, (y0 + y) as u32, rgb);
             }
         }

@@ -159,8 +159,12 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
             _ if !loader.shared.views.is_empty() => {
                 vec![loader.shared.layout.sample_bytes / loader.dtype.size()]
             }
-            (OutputSize::Fixed([h, w]), Layout::Nchw) => vec![3, h as usize, w as usize],
-            (OutputSize::Fixed([h, w]), Layout::Nhwc) => vec![h as usize, w as usize, 3],
+            (OutputSize::Fixed([h, w]), Layout::Nchw) => {
+                vec![loader.shared.stage.channels(), h as usize, w as usize]
+            }
+            (OutputSize::Fixed([h, w]), Layout::Nhwc) => {
+                vec![h as usize, w as usize, loader.shared.stage.channels()]
+            }
             (OutputSize::PerSample { .. }, _) => {
                 vec![loader.shared.layout.sample_bytes / loader.dtype.size()]
             }

@@ -82,7 +82,8 @@ pub enum Backend {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OutputSize {
-    /// Every image is `[height, width]`: images are `[N, 3, H, W]` (NCHW) or `[N, H, W, 3]`.
+    /// Every image is `[height, width]`: images are `[N, 3, H, W]` (NCHW) or `[N, H, W, 3]`
+    /// (one channel for [`crate::Pipeline::single_channel`]).
     Fixed([u32; 2]),
     /// Each image keeps its detection window's size (a detection pipeline without a resize).
     /// Images are `[N, E]`: sample `i`'s `3 * h * w` values come first in row `i` (as
@@ -296,7 +297,11 @@ impl Loader {
         let mut pipeline = b.pipeline.expect("checked by build");
         // Over images with boxes every pipeline moves them (a resize alone scales them).
         let boxes = !b.source.entries().is_empty() && b.source.objects(0).is_some();
-        let mut plan = pipeline.plan_over(b.dtype, boxes)?;
+        let over = crate::augment::Over {
+            boxes,
+            grey: b.source.grey(),
+        };
+        let mut plan = pipeline.plan_over(b.dtype, over)?;
         let shard = match b.shard {
             Some(s) => s,
             None => crate::sampler::Shard::from_env()?.unwrap_or_default(),
@@ -305,6 +310,12 @@ impl Loader {
         let (frames, video) = match b.video.clone() {
             None => (1, None),
             Some(spec) => {
+                if plan.single_channel {
+                    return Err(Error::config(
+                        "video",
+                        "single_channel is for images (a clip's frames keep three channels)",
+                    ));
+                }
                 if spec.channels_first && b.layout == Layout::Nhwc {
                     return Err(Error::config(
                         "video",
@@ -461,7 +472,7 @@ impl Loader {
         let sample_bytes = match views_bytes {
             0 => usize::try_from(output.max_pixels())
                 .ok()
-                .and_then(|p| p.checked_mul(3 * b.dtype.size() * frames))
+                .and_then(|p| p.checked_mul(plan.channels() * b.dtype.size() * frames))
                 .ok_or_else(|| {
                     Error::config("pipeline", "the largest output does not fit in memory")
                 })?,
@@ -531,7 +542,10 @@ impl Loader {
             }
         });
         let shared = Arc::new(Shared {
-            stage: Arc::new(PixelStage::new(b.dtype, b.layout, plan.normalize)),
+            stage: Arc::new(match plan.single_channel {
+                true => PixelStage::new(b.dtype, b.layout, plan.normalize).one_channel(),
+                false => PixelStage::new(b.dtype, b.layout, plan.normalize),
+            }),
             source: b.source,
             backend: b.backend,
             plan,
@@ -753,6 +767,12 @@ impl Loader {
     /// Output `(dtype, layout, size)`.
     pub fn output(&self) -> (Dtype, Layout, OutputSize) {
         (self.dtype, self.layout, self.output)
+    }
+
+    /// The channels of each output pixel: 3, or 1 for grey images handed out as one
+    /// ([`crate::Pipeline::single_channel`]): images `[N, 1, H, W]` (or `[N, H, W, 1]`).
+    pub fn channels(&self) -> usize {
+        self.shared.stage.channels()
     }
 
     /// The random choices for sample `index` of a `width`x`height` image in `epoch`: the crop

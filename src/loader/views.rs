@@ -64,10 +64,22 @@ pub(super) fn build(
     seed: u64,
 ) -> Result<(Vec<View>, usize), Error> {
     let pixels = |(h, w): (u32, u32)| (h as usize) * (w as usize) * 3 * dtype.size();
+    let one_channel = || {
+        Error::config(
+            "views",
+            "several views are of three channels (single_channel is for one view)",
+        )
+    };
+    if main.single_channel {
+        return Err(one_channel());
+    }
     let mut end = pixels(fixed(main, 0)?);
     let mut views = Vec::with_capacity(extra.len());
     for (k, pipeline) in extra.iter().enumerate() {
         let plan = pipeline.plan(dtype)?;
+        if plan.single_channel {
+            return Err(one_channel());
+        }
         let size = fixed(&plan, k + 1)?;
         let start = end;
         end += pixels(size);

@@ -98,6 +98,11 @@ impl Source for ImageArray {
         buf.extend_from_slice(pixels);
         Ok(SampleBytes::Buffer(buf))
     }
+
+    fn grey(&self) -> bool {
+        // A PGM's header (`P5`), for one channel.
+        self.header.starts_with(b"P5")
+    }
 }
 
 #[cfg(test)]

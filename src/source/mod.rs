@@ -142,6 +142,11 @@ pub trait Source: Send + Sync {
         let _ = index;
         None
     }
+    /// Whether every image has one channel (an array of grey images): a pipeline may then
+    /// hand them out as one ([`crate::Pipeline::single_channel`]) without making them grey.
+    fn grey(&self) -> bool {
+        false
+    }
     /// What object storage has done for this dataset so far (`None` for local data).
     fn storage(&self) -> Option<StorageReport> {
         None

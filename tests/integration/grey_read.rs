@@ -128,3 +128,135 @@ fn a_file_a_grey_read_does_not_take_is_named_on_either_path() {
         assert_eq!((samples, l.report().skipped), (12, 1), "{backend:?}");
     }
 }
+
+/// A pipeline of grey images (`grey` is `"grey_read = true"` or a first `pil_grayscale` op):
+/// the training crop and flip, then ImageNet's normalization and random erasing for a float
+/// dtype; handed out as one channel when `single_channel`.
+fn grey_pipeline(grey: &str, single_channel: bool, dtype: Dtype) -> Pipeline {
+    let (read, first) = match grey {
+        "read" => ("grey_read = true\n", ""),
+        _ => ("", "[[ops]]\nop = 'pil_grayscale'\n"),
+    };
+    let floats = match dtype {
+        Dtype::U8 => "",
+        _ => {
+            "[[ops]]\nop = 'normalize'\nmean = [0.485, 0.456, 0.406]\nstd = [0.229, 0.224, 0.225]\n\
+             [[ops]]\nop = 'random_erasing'\np = 0.5\nvalue = 'random'\n"
+        }
+    };
+    let text = format!(
+        "name = 'g'\nsingle_channel = {single_channel}\n{read}{first}\
+         [[ops]]\nop = 'random_resized_crop'\nsize = 40\n\
+         [[ops]]\nop = 'random_horizontal_flip'\n{floats}"
+    );
+    Pipeline::from_toml(&text, "g.toml").unwrap()
+}
+
+/// Each image's first channel of a batch of three-channel images (`size`-byte values, `pixels`
+/// a channel) in `layout`.
+fn first_channels(three: &[u8], layout: Layout, pixels: usize, size: usize) -> Vec<u8> {
+    match layout {
+        Layout::Nchw => three
+            .chunks_exact(3 * pixels * size)
+            .flat_map(|image| &image[..pixels * size])
+            .copied()
+            .collect(),
+        Layout::Nhwc => three
+            .chunks_exact(3 * size)
+            .flat_map(|pixel| &pixel[..size])
+            .copied()
+            .collect(),
+    }
+}
+
+#[test]
+fn a_one_channel_batch_holds_the_first_channel_of_the_three_in_one_plane_per_image() {
+    let (jpegs, _) = jpegs_and_their_lumas();
+    let build = |grey: &str, single: bool, backend, dtype, layout| {
+        Loader::builder(ImageFolder::open(jpegs.path()).unwrap())
+            .batch_size(5)
+            .shuffle(3)
+            .workers(2)
+            .backend(backend)
+            .pipeline(grey_pipeline(grey, single, dtype))
+            .output(dtype, layout)
+            .build()
+            .unwrap()
+    };
+    for grey in ["read", "pil"] {
+        for backend in [Backend::Cpu, Backend::Auto] {
+            for (dtype, layout) in [
+                (Dtype::U8, Layout::Nhwc),
+                (Dtype::U8, Layout::Nchw),
+                (Dtype::F32, Layout::Nchw),
+                (Dtype::F32, Layout::Nhwc),
+                (Dtype::Bf16, Layout::Nchw),
+                (Dtype::F16, Layout::Nhwc),
+            ] {
+                let case = format!("{grey} {backend:?} {dtype:?} {layout:?}");
+                let mut one = build(grey, true, backend, dtype, layout);
+                assert_eq!(one.channels(), 1, "{case}");
+                let shapes: Vec<Vec<usize>> = one
+                    .epoch(0)
+                    .map(|b| b.unwrap().images.shape().to_vec())
+                    .collect();
+                let want = match layout {
+                    Layout::Nchw => vec![5, 1, 40, 40],
+                    Layout::Nhwc => vec![5, 40, 40, 1],
+                };
+                assert_eq!(shapes[0], want, "{case}");
+                let got = epoch_bytes(&mut one, 1);
+                let three = epoch_bytes(&mut build(grey, false, backend, dtype, layout), 1);
+                assert_eq!(got.len(), three.len());
+                for (g, t) in got.iter().zip(&three) {
+                    assert_eq!((&g.1, &g.2), (&t.1, &t.2), "{case}: same samples");
+                    let first = first_channels(&t.0, layout, 40 * 40, dtype.size());
+                    assert!(g.0 == first, "{case}: not the first channel");
+                }
+                if backend == Backend::Auto {
+                    // Both epochs' samples.
+                    let samples: usize = got.iter().map(|b| b.1.len()).sum();
+                    assert_eq!(
+                        one.report().hw_samples,
+                        2 * samples as u64,
+                        "{case}: on the engine"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn grey_arrays_may_be_handed_out_as_one_channel_and_colour_ones_may_not() {
+    let grey: Vec<u8> = (0..2 * 6 * 8).map(|v| (v * 7 % 251) as u8).collect();
+    let array = |channels: u32, pixels: Vec<u8>| {
+        hpuload::ImageArray::new("mnist", pixels, (6, 8, channels), vec![3, 4], vec![]).unwrap()
+    };
+    let pipeline = Pipeline::from_toml(
+        "name = 'g'\nsingle_channel = true\n[[ops]]\nop = 'center_crop'\nsize = [4, 6]\n",
+        "g.toml",
+    )
+    .unwrap();
+    let mut l = Loader::builder(array(1, grey.clone()))
+        .batch_size(2)
+        .pipeline(pipeline.clone())
+        .output(Dtype::U8, Layout::Nchw)
+        .build()
+        .unwrap();
+    let batch = l.epoch(0).next().unwrap().unwrap();
+    assert_eq!(batch.images.shape(), &[2, 1, 4, 6]);
+    // The centre 4x6 of each 6x8 image, as stored.
+    let want: Vec<u8> = grey
+        .chunks_exact(48)
+        .flat_map(|image| image.chunks_exact(8).skip(1).take(4).flat_map(|r| &r[1..7]))
+        .copied()
+        .collect();
+    assert_eq!(batch.images.to_host().unwrap(), want);
+    let colour = Loader::builder(array(3, [grey.clone(), grey.clone(), grey].concat()))
+        .batch_size(2)
+        .pipeline(pipeline)
+        .build();
+    let err = colour.err().expect("refused").to_string();
+    assert!(err.contains("single_channel needs grey images"), "{err}");
+}
