@@ -2038,7 +2038,7 @@ def test_a_grey_read_gives_opencvs_luma_and_albumentations_bytes_batch_for_batch
     ds = GreyDataset(files[:24], labels[:24], A.Compose([*composed, ToTensorV2()]), three=three, resize=resize)
     same_batches_on_both_backends(ds)
     x, _ = next(iter(native(lambda: DataLoader(ds, batch_size=8, backend="cpu"))))
-    assert x.shape[1] == (3 if three else 1)
+    assert x.shape[1] == (3 if three else 1) and x.is_contiguous()
 
 
 #: Each step hpuload runs on a grey read, as the test below makes it.

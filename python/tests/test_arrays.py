@@ -184,6 +184,8 @@ def test_mnists_grey_images_come_out_with_one_channel_as_the_dataset_gives_them(
     ds = mnist_like(cls, 40, tf)
     loader = native(ds, batch_size=16, num_workers=2)
     xs, ys = zip(*loader)
+    # One channel written as one: contiguous, as torch's stacked batch (`view(-1)` works).
+    assert all(b.is_contiguous() and b.view(-1).numel() == b.numel() for b in xs)
     x, y = torch.cat(xs), torch.cat(ys)
     want = [ds[i] for i in range(len(ds))]
     assert x.shape == (40, 1, 28, 28)

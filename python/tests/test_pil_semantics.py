@@ -384,7 +384,10 @@ def test_one_grey_channel_normalized_once_gives_torchvisions_floats(png_folder):
     with warnings.catch_warnings():
         warnings.simplefilter("error", FallbackWarning)
         warnings.simplefilter("error", PythonTailWarning)
-        got = torch.cat([x for x, _ in DataLoader(ds, batch_size=5, num_workers=2)])
+        batches = [x for x, _ in DataLoader(ds, batch_size=5, num_workers=2)]
+    # One channel written as one: contiguous, as torch's stacked batch.
+    assert all(x.is_contiguous() for x in batches)
+    got = torch.cat(batches)
     want = torch.stack([ds[i][0] for i in range(len(ds))])
     assert got.shape == want.shape == (len(ds), 1, 32, 32) and got.dtype == torch.float32
     assert torch.equal(got, want)

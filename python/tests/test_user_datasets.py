@@ -1604,7 +1604,7 @@ def test_images_read_grey_by_torchvision_are_each_jpegs_luma_in_one_channel(jpeg
     loader = no_fallback(lambda: DataLoader(ds, batch_size=4, backend="auto"))
     want = list(tud.DataLoader(ds, batch_size=4))
     for (x, _), (wx, _) in zip(loader, want):
-        assert x.shape == wx.shape and x.shape[1] == 1 and x.dtype == wx.dtype
+        assert x.shape == wx.shape and x.shape[1] == 1 and x.dtype == wx.dtype and x.is_contiguous()
         peak = (wx.max() - wx.min()).item()
         psnr = 10 * math.log10(peak**2 / max(((x - wx) ** 2).mean().item(), 1e-12))
         assert psnr >= 40, psnr
