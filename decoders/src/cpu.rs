@@ -34,6 +34,8 @@ pub struct CpuDecoder {
     exact: Box<JpegDecoder>,
     /// Grey reads ([`CpuDecoder::set_luma`]).
     luma: bool,
+    /// The weights of a grey read's colour PNGs ([`CpuDecoder::set_png_grey`]).
+    png_grey: Option<[u16; 3]>,
 }
 
 impl Default for CpuDecoder {
@@ -49,15 +51,26 @@ impl CpuDecoder {
             limits,
             exact: Box::new(JpegDecoder::for_host(limits)),
             luma: false,
+            png_grey: None,
         }
+    }
+
+    /// A grey read's colour PNG (8-bit RGB, or RGBA whose alpha is dropped) made grey as
+    /// libpng's `png_set_rgb_to_gray` makes it when no gamma is known: `(r * weights[0] + g *
+    /// weights[1] + b * weights[2]) >> 15` (the weights add up to 32768; OpenCV's are
+    /// `[9797, 19234, 3737]`, torchvision's reader's `[9794, 19234, 3740]`). A PNG that
+    /// carries a gamma (`gAMA`, `sRGB`, `iCCP`), chromaticities (`cHRM`) or a transparent
+    /// colour (`tRNS`), with which libpng computes otherwise, is still refused, as is every
+    /// colour PNG without weights (`None`, the default).
+    pub fn set_png_grey(&mut self, weights: Option<[u16; 3]>) {
+        self.png_grey = weights;
     }
 
     /// Reads every image grey, as OpenCV's `cv2.imread(path, cv2.IMREAD_GRAYSCALE)` reads
     /// it, each pixel's grey in all three channels: a JPEG's luma ([`JpegDecoder::set_luma`];
     /// a damaged one's by zune-jpeg, as for colour), a grey PNG (8 bits a sample at most, with
-    /// or without alpha) as stored. Any other file is refused
-    /// ([`DecodeError::Unsupported`], naming why): OpenCV makes the grey of a colour PNG
-    /// with libpng's own weights, and hpuload does not reproduce those.
+    /// or without alpha) as stored, a colour PNG by the weights [`CpuDecoder::set_png_grey`]
+    /// gives. Any other file is refused ([`DecodeError::Unsupported`], naming why).
     pub fn set_luma(&mut self, luma: bool) {
         self.luma = luma;
         self.exact.set_luma(luma);
@@ -301,6 +314,17 @@ impl CpuDecoder {
                     (Some(_), Some(0 | 4)) => {
                         refuse("a grey read of a 16-bit PNG (OpenCV scales it to 8 bits otherwise)")
                     }
+                    (Some(8), Some(2 | 6)) if self.png_grey.is_some() => {
+                        match png_chunk_before_data(bytes, &[*b"gAMA", *b"sRGB", *b"iCCP", *b"cHRM", *b"tRNS"]) {
+                            Some(b"tRNS") => refuse(
+                                "a grey read of a colour PNG with a transparent colour (libpng's grey of it is not made here)",
+                            ),
+                            Some(_) => refuse(
+                                "a grey read of a colour PNG that carries a gamma or chromaticities (libpng makes its grey in linear light)",
+                            ),
+                            None => Ok(()),
+                        }
+                    }
                     _ => refuse(
                         "a grey read of a colour PNG (OpenCV makes its grey with libpng's weights)",
                     ),
@@ -314,7 +338,14 @@ impl CpuDecoder {
     fn finish(&self, opened: Opened<'_>, out: &mut [u8]) -> Result<(), DecodeError> {
         match opened {
             Opened::Jpeg(d, info) => self.decode_jpeg(d, &info, out),
-            Opened::Png(d, info, grey16) => decode_with_image(d, &info, out, grey16),
+            Opened::Png(d, info, grey16) => {
+                let colour = d.color_type().has_color();
+                decode_with_image(d, &info, out, grey16)?;
+                if let (true, true, Some(weights)) = (self.luma, colour, self.png_grey) {
+                    libpng_grey(out, weights);
+                }
+                Ok(())
+            }
             Opened::WebP(d, info) => decode_with_image(d, &info, out, false),
             Opened::Bmp(d, info, bytes) => match netpbm::bmp16(bytes, out) {
                 Some(done) => done,
@@ -392,6 +423,37 @@ fn decode_with_image(
         out.copy_from_slice(img.to_rgb8().as_raw());
     }
     Ok(())
+}
+
+/// The chunk among `names` a PNG carries before its first `IDAT` (where the chunks that change
+/// how libpng computes a grey stand), if any; `None` too for a PNG too short to tell, which its
+/// decode names.
+fn png_chunk_before_data<'a>(bytes: &[u8], names: &'a [[u8; 4]]) -> Option<&'a [u8; 4]> {
+    let mut at = 8; // the signature
+    while let Some(head) = bytes.get(at..at + 8) {
+        let len = u32::from_be_bytes(head[..4].try_into().expect("4 bytes")) as usize;
+        let name = &head[4..8];
+        if name == b"IDAT" {
+            return None;
+        }
+        if let Some(found) = names.iter().find(|n| n[..] == *name) {
+            return Some(found);
+        }
+        at = at.checked_add(12)?.checked_add(len)?;
+    }
+    None
+}
+
+/// An RGB image made grey in place as libpng's `png_do_rgb_to_gray` makes it without gamma
+/// (`(r * w[0] + g * w[1] + b * w[2]) >> 15`, truncated: with weights adding up to 32768 a
+/// pixel whose channels are equal keeps its value, as libpng keeps it), the grey in all
+/// three channels.
+fn libpng_grey(rgb: &mut [u8], [wr, wg, wb]: [u16; 3]) {
+    let (wr, wg, wb) = (u32::from(wr), u32::from(wg), u32::from(wb));
+    for px in rgb.chunks_exact_mut(3) {
+        let sum = u32::from(px[0]) * wr + u32::from(px[1]) * wg + u32::from(px[2]) * wb;
+        px.fill((sum >> 15) as u8);
+    }
 }
 
 /// `PIL.Image.open(f).convert("RGB")` of a 16-bit PNG, which is not a scaling: Pillow keeps a
@@ -502,6 +564,77 @@ mod tests {
                 other => panic!("{why}: {other:?}"),
             }
         }
+    }
+
+    /// `bytes` (a PNG) with a chunk `name` of `data` inserted after its `IHDR`.
+    fn with_chunk(bytes: &[u8], name: &[u8; 4], data: &[u8]) -> Vec<u8> {
+        let crc = |b: &[u8]| {
+            let mut c = !0u32;
+            for &x in b {
+                c ^= u32::from(x);
+                for _ in 0..8 {
+                    c = (c >> 1) ^ (0xEDB8_8320 & (c & 1).wrapping_neg());
+                }
+            }
+            !c
+        };
+        let body = [&name[..], data].concat();
+        let chunk = [
+            &(data.len() as u32).to_be_bytes()[..],
+            &body,
+            &crc(&body).to_be_bytes(),
+        ]
+        .concat();
+        [&bytes[..33], &chunk, &bytes[33..]].concat()
+    }
+
+    #[test]
+    fn a_grey_read_makes_a_colour_pngs_grey_by_the_weights_it_is_given_where_libpng_would() {
+        const OPENCV: [u16; 3] = [9797, 19234, 3737];
+        let rgb = [200, 10, 30, 7, 7, 7, 0, 255, 128, 255, 255, 254];
+        let grey: Vec<u8> = rgb
+            .chunks_exact(3)
+            .map(|p| {
+                let sum = 9797 * u32::from(p[0]) + 19234 * u32::from(p[1]) + 3737 * u32::from(p[2]);
+                (sum >> 15) as u8
+            })
+            .collect();
+        assert_eq!(grey, [69, 7, 164, 254]);
+        let rgba: Vec<u8> = rgb.chunks_exact(3).flat_map(|p| [p[0], p[1], p[2], 99]).collect();
+        let files = [
+            png(&rgb, 2, image::ExtendedColorType::Rgb8),
+            png(&rgba, 2, image::ExtendedColorType::Rgba8),
+        ];
+        let mut d = CpuDecoder::default();
+        d.set_luma(true);
+        d.set_png_grey(Some(OPENCV));
+        for file in &files {
+            let mut out = Vec::new();
+            d.decode(file, &mut out).unwrap();
+            let want: Vec<u8> = grey.iter().flat_map(|&g| [g; 3]).collect();
+            assert_eq!(out, want);
+            // Chunks libpng computes the grey otherwise with are refused, named; others not.
+            for (name, data, why) in [
+                (b"gAMA", &45455u32.to_be_bytes()[..], "gamma"),
+                (b"sRGB", &[0][..], "gamma"),
+                (b"tRNS", &[0, 7, 0, 7, 0, 7][..], "transparent colour"),
+            ] {
+                match d.decode(&with_chunk(file, name, data), &mut out) {
+                    Err(DecodeError::Unsupported { reason, .. }) => {
+                        assert!(reason.contains(why), "{reason}")
+                    }
+                    other => panic!("{name:?}: {other:?}"),
+                }
+            }
+            let physical = with_chunk(file, b"pHYs", &[0, 0, 11, 19, 0, 0, 11, 19, 1]);
+            assert!(d.decode(&physical, &mut out).is_ok());
+        }
+        // A colour read is unchanged by the weights.
+        let mut colour = CpuDecoder::default();
+        colour.set_png_grey(Some(OPENCV));
+        let mut out = Vec::new();
+        colour.decode(&files[0], &mut out).unwrap();
+        assert_eq!(out, rgb);
     }
 
     fn encode(img: image::DynamicImage, format: image::ImageFormat) -> Vec<u8> {

@@ -329,6 +329,14 @@ pub struct Pipeline {
     /// luma) takes the CPU path.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub grey_read: bool,
+    /// With `grey_read`, the weights of the grey of a colour PNG (8-bit RGB or RGBA, no
+    /// gamma, chromaticities or transparent colour), as libpng's `png_set_rgb_to_gray` makes it
+    /// without gamma: `(r * w[0] + g * w[1] + b * w[2]) >> 15`, the weights adding up to
+    /// 32768 (OpenCV's `[9797, 19234, 3737]`, torchvision's reader's `[9794, 19234, 3740]`;
+    /// the Python package finds which the installed reader uses). Without them a grey read
+    /// refuses colour PNGs, named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grey_png_weights: Option<[u16; 3]>,
     /// The image is made floats before its geometry (torchvision's `ToTensor()` then a
     /// `Resize` or `RandomResizedCrop`): the resize runs torch's float kernel
     /// (`float_bilinear`, `float_bicubic`) on the floats the bytes become (`x / 255`, or the
@@ -376,6 +384,7 @@ impl Pipeline {
             exif_reader: ExifReader::Pillow,
             single_channel: false,
             grey_read: false,
+            grey_png_weights: None,
             resize_floats: false,
         }
     }

@@ -144,6 +144,8 @@ pub(crate) struct Plan {
     pub resize_floats: bool,
     /// Images are read grey, as OpenCV reads them ([`Pipeline::grey_read`]).
     pub grey_read: bool,
+    /// The weights of a grey read's colour PNGs ([`Pipeline::grey_png_weights`]).
+    pub grey_png_weights: Option<[u16; 3]>,
     /// Images are grey and handed out as one channel ([`Pipeline::single_channel`]).
     pub single_channel: bool,
 }
@@ -677,6 +679,19 @@ impl Pipeline {
                 "single_channel needs grey images: grey_read, a pil_grayscale op with p = 1 or a source of one channel".into(),
             ));
         }
+        match self.grey_png_weights {
+            Some(_) if !self.grey_read => {
+                return Err(PipelineError::Shape(
+                    "grey_png_weights are for a grey read (grey_read)".into(),
+                ))
+            }
+            Some(w) if w.iter().map(|&w| u32::from(w)).sum::<u32>() != 32768 => {
+                return Err(PipelineError::Shape(format!(
+                    "grey_png_weights {w:?} must add up to 32768 (libpng's fixed point)"
+                )))
+            }
+            _ => {}
+        }
         let mut phases = Phases::default();
         for (at, op) in self.ops.iter().enumerate() {
             op.check()?;
@@ -790,6 +805,7 @@ impl Pipeline {
             exif_orientation: self.exif_orientation.then_some(self.exif_reader),
             resize_floats: self.resize_floats,
             grey_read: self.grey_read,
+            grey_png_weights: self.grey_png_weights,
             single_channel: self.single_channel,
         };
         if self.resize_floats {

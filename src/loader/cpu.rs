@@ -46,6 +46,7 @@ impl Scratch {
         let (h, w) = shared.plan.fixed_out().unwrap_or((0, 0));
         let mut decoder = CpuDecoder::with_limits(shared.limits);
         decoder.set_luma(shared.plan.grey_read);
+        decoder.set_png_grey(shared.plan.grey_png_weights);
         // A grey read's probe refuses what the luma alone does not give (the CPU decoder
         // then names it).
         let mut engine_probe = JpegDecoder::with_limits(shared.limits);

@@ -947,6 +947,12 @@ fn fingerprint(
     if pipeline.grey_read {
         h.write(b"grey_read");
     }
+    if let Some(weights) = pipeline.grey_png_weights {
+        h.write(b"grey_png_weights");
+        for w in weights {
+            h.write(&w.to_le_bytes());
+        }
+    }
     for view in views {
         h.write(b"view");
         h.write(
