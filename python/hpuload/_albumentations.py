@@ -179,13 +179,16 @@ def _grey(before: tuple) -> str | None:
 def _read_grey(pipeline: str, before: tuple) -> str:
     """`pipeline` with the grey read the Dataset's code makes (`before`): each image decoded
     grey, and one channel handed out unless the code made three of it."""
-    from ._probe import READ_GREY
+    from ._probe import READ_GREY, png_grey_weights
 
     grey = _grey(before)
     if grey is None:
         return pipeline
     spec = json.loads(pipeline)
     spec["grey_read"] = True
+    weights = png_grey_weights("cv2")
+    if weights is not None:
+        spec["grey_png_weights"] = list(weights)
     if grey == READ_GREY:
         spec["single_channel"] = True
     return json.dumps(spec)

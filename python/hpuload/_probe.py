@@ -23,6 +23,7 @@ wrong pixels."""
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import sys
@@ -837,6 +838,66 @@ def sixteen_bit_png(paths) -> str | None:
             continue  # the loader names a file it cannot read when it reads it
         if sixteen_bit(head):
             return path
+    return None
+
+
+#: The weights libpng's grey of a colour PNG is made with (`png_set_rgb_to_gray` without
+#: gamma, truncated), as readers set them: OpenCV's (`0.299, 0.587` in libpng's fixed
+#: point), torchvision's reader's (libpng's own for its build), and libpng's documented default.
+PNG_GREY_WEIGHTS = ((9797, 19234, 3737), (9794, 19234, 3740), (6968, 23434, 2366))
+
+#: The chunks before a PNG's data with which libpng computes a grey otherwise (in linear
+#: light for a gamma, from the primaries for chromaticities) or keeps a transparent colour.
+PNG_GREY_REFUSED = (b"gAMA", b"sRGB", b"iCCP", b"cHRM", b"tRNS")
+
+
+@functools.lru_cache(maxsize=None)
+def png_grey_weights(reader: str) -> tuple | None:
+    """The weights (`PNG_GREY_WEIGHTS`) the installed `reader` ("cv2": `cv2.imread(path,
+    IMREAD_GRAYSCALE)`; "torchvision": its `decode_image(..., ImageReadMode.GRAY)`) makes a
+    colour PNG's grey with, found by reading a random 8-bit RGB PNG once per process; None
+    when none of them gives its bytes (its colour PNGs then go to torch's loader, named)."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    rgb = np.random.default_rng(5).integers(0, 256, (23, 37, 3), dtype=np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(rgb, "RGB").save(buf, "PNG")
+    data = buf.getvalue()
+    try:
+        if reader == "cv2":
+            import cv2
+
+            got = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_GRAYSCALE)
+        else:
+            import torch
+            from torchvision.io import ImageReadMode, decode_image
+
+            tensor = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+            got = decode_image(tensor, ImageReadMode.GRAY)[0].numpy()
+    except Exception:  # a reader that cannot: no weights
+        return None
+    wide = rgb.astype(np.int64)
+    for weights in PNG_GREY_WEIGHTS:
+        grey = (wide @ np.array(weights, np.int64)) >> 15
+        if got is not None and got.shape == grey.shape and np.array_equal(got, grey):
+            return weights
+    return None
+
+
+def png_chunk_before_data(data: bytes, names) -> bytes | None:
+    """The first chunk among `names` a PNG's bytes `data` carry before their first `IDAT`,
+    or None."""
+    at = 8
+    while at + 8 <= len(data):
+        length, name = int.from_bytes(data[at : at + 4], "big"), bytes(data[at + 4 : at + 8])
+        if name == b"IDAT":
+            return None
+        if name in names:
+            return name
+        at += 12 + length
     return None
 
 

@@ -345,19 +345,32 @@ def _check_opencv_reads(samples, checked: set, grey: bool = False, reader: str =
         except OSError:
             continue  # the loader names a file it cannot read when it reads it
         mode = _probe.mode_of(data=head)
-        if mode not in ("RGB", "L"):
+        if mode not in ("RGB", "L") and not (grey and png and mode == "RGBA"):
             raise _Unfit(f"{path} is in mode {mode}, which {reader} reads otherwise than hpuload decodes it", D)
         if grey and png and mode != "L":
-            raise _Unfit(
-                f"{path} is a colour PNG, whose grey {reader} makes with libpng's weights (hpuload reads JPEGs "
-                "and grey PNGs grey)",
-                D,
-            )
+            if _probe.png_grey_weights(_grey_reader(reader)) is None:
+                raise _Unfit(
+                    f"{path} is a colour PNG, whose grey {reader} makes with weights hpuload did not find in it "
+                    "(hpuload reads JPEGs and grey PNGs grey)",
+                    D,
+                )
+            refused = _probe.png_chunk_before_data(head, _probe.PNG_GREY_REFUSED)
+            if refused is not None:
+                raise _Unfit(
+                    f"{path} is a colour PNG with a {refused.decode()} chunk, with which libpng makes the grey "
+                    f"{reader} gives otherwise than hpuload",
+                    D,
+                )
         if _probe.sixteen_bit(head):
             raise _Unfit(f"{path} is a 16-bit PNG, which {reader} scales to 8 bits otherwise than hpuload", D)
         if reader == "cv2.imread" and any(_hpuload.exif_orientation(head, reader) != 1 for reader in ("pillow", "torchvision")):
             raise _Unfit(f"{path} carries an EXIF orientation, which cv2.imread turns the image by as OpenCV reads it", D)
     checked.update(fresh)
+
+
+def _grey_reader(reader: str) -> str:
+    """`_probe.png_grey_weights`'s name of the reader `_check_opencv_reads` names."""
+    return "cv2" if reader == "cv2.imread" else "torchvision"
 
 
 def _sized_translation(transform, common: dict, find_size=None):
@@ -711,6 +724,9 @@ def _read_grey(pipeline: str) -> str:
     if first.get("op") != "pil_grayscale" or first.get("p") != 1.0 or not spec.get("single_channel"):
         raise Unsupported("a transform of images read in ImageReadMode.GRAY that hpuload does not run on one channel")
     spec["ops"], spec["grey_read"] = spec["ops"][1:], True
+    weights = _probe.png_grey_weights("torchvision")
+    if weights is not None:
+        spec["grey_png_weights"] = list(weights)
     return json.dumps(spec)
 
 

@@ -20,6 +20,7 @@ A = pytest.importorskip("albumentations")
 from albumentations.pytorch import ToTensorV2  # noqa: E402
 
 from hpuload.torch import DataLoader, FallbackWarning, PythonTailWarning  # noqa: E402
+from conftest import png_with_chunk  # noqa: E402
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
@@ -2103,17 +2104,36 @@ def test_every_step_hpuload_runs_on_a_grey_read_is_one_albumentations_computes_a
     assert np.array_equal(normalize(image=grey)["image"], first(image=grey)["image"])
 
 
+@pytest.mark.parametrize("mode", ["RGB", "RGBA"])
+def test_a_grey_read_of_a_colour_png_gives_opencvs_grey_of_its_colours(jpeg_folder, tmp_path, mode):
+    """`cv2.imread(path, IMREAD_GRAYSCALE)` of a colour PNG (RGB, or RGBA whose alpha libpng
+    drops) among JPEGs: libpng's grey of its colours by OpenCV's weights (found once per
+    process by reading a PNG with the installed OpenCV), torch's DataLoader's batches byte for
+    byte on both backends (the engine takes the JPEGs, the CPU path the PNG)."""
+    files, labels = files_of(jpeg_folder)
+    pngs = []
+    for k in range(3):
+        out = tmp_path / f"colour{k}.png"
+        Image.open(files[k]).convert(mode).save(out)
+        pngs.append(str(out))
+    tf = A.Compose([A.Resize(52, 60), A.CenterCrop(40, 48), A.HorizontalFlip(p=1.0), ToTensorV2()])
+    ds = GreyDataset(pngs + files[3:12], labels[:12], tf)
+    same_batches_on_both_backends(ds)
+    x, _ = next(iter(native(lambda: DataLoader(ds, batch_size=4, backend="cpu"))))
+    assert x.shape == (4, 1, 40, 48)
+
+
 def test_a_grey_read_hpuload_does_not_run_goes_to_torchs_loader_named(jpeg_folder, tmp_path):
-    """A colour PNG read grey (libpng's weights), a step albumentations computes otherwise on one
-    channel, a Compose giving NumPy arrays of one channel, and another OpenCV grey flag: torch's
-    DataLoader, the reason named; a JPEG coded in RGB (PIL's mode RGB too, libjpeg's grey of
-    colours) is named when read."""
+    """A colour PNG read grey that carries a gamma (libpng makes its grey in linear light), a
+    step albumentations computes otherwise on one channel, a Compose giving NumPy arrays of one
+    channel, and another OpenCV grey flag: torch's DataLoader, the reason named; a JPEG coded in
+    RGB (PIL's mode RGB too, libjpeg's grey of colours) is named when read."""
     files, labels = files_of(jpeg_folder)
     tf = A.Compose([A.Resize(32, 32), ToTensorV2()])
     colour_png = tmp_path / "colour.png"
-    Image.open(files[0]).save(colour_png)
+    png_with_chunk(Image.open(files[0]), colour_png, b"sRGB", b"\x00")
     cases = [
-        (GreyDataset([str(colour_png)] + files[:3], labels[:4], tf), "colour PNG"),
+        (GreyDataset([str(colour_png)] + files[:3], labels[:4], tf), "colour PNG with a sRGB chunk"),
         (GreyDataset(files, labels, A.Compose([A.Resize(32, 32), A.CLAHE(p=1), ToTensorV2()])), "CLAHE on a grey read"),
         (GreyDataset(files, labels, A.Compose([A.Resize(32, 32)])), "whose Compose gives NumPy arrays"),
         (LeafDataset(files, labels, tf, to_rgb=False, flags=cv2.IMREAD_REDUCED_GRAYSCALE_2), "cv2.imread"),

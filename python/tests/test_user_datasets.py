@@ -22,6 +22,7 @@ from torchvision import transforms as T
 
 from hpuload import _probe
 from hpuload.torch import DataLoader, FallbackReason, FallbackWarning
+from conftest import png_with_chunk
 
 
 def write_csv(root, path):
@@ -1611,12 +1612,19 @@ def test_images_read_grey_by_torchvision_are_each_jpegs_luma_in_one_channel(jpeg
     assert loader.report()["hw_samples"] == len(ds) - 1
     assert grey_png in {p for p, _ in ds.rows}
 
-    colour = _csv_with_one_file_replaced(
-        jpeg_folder, tmp_path, 2, tmp_path / "colour.png", lambda out, src: Image.open(src).convert("RGB").save(out)
+    # A colour PNG (RGB, or RGBA whose alpha libpng drops): libpng's grey of its colours, by
+    # the weights the installed reader was found to use; one carrying a gamma is named.
+    for mode in ("RGB", "RGBA"):
+        _csv_with_one_file_replaced(jpeg_folder, tmp_path, 2, tmp_path / "colour.png", lambda out, src: Image.open(src).convert(mode).save(out))
+        ds = ReadsTensors(tmp_path / "train.csv", transform())
+        ds.mode = ImageReadMode.GRAY
+        _same_batches(ds)
+    gamma = _csv_with_one_file_replaced(
+        jpeg_folder, tmp_path, 2, tmp_path / "gamma.png", lambda out, src: png_with_chunk(Image.open(src).convert("RGB"), out, b"gAMA", (45455).to_bytes(4, "big"))
     )
     ds = ReadsTensors(tmp_path / "train.csv", transform())
     ds.mode = ImageReadMode.GRAY
-    with pytest.warns(FallbackWarning, match=rf"{colour} is a colour PNG, whose grey torchvision's reader"):
+    with pytest.warns(FallbackWarning, match=rf"{gamma} is a colour PNG with a gAMA chunk, with which libpng"):
         DataLoader(ds, batch_size=4)
     write_csv(jpeg_folder, tmp_path / "train.csv")
     refused = [
