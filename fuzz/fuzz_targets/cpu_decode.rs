@@ -2,7 +2,8 @@
 //! `image` crate for PNG and WebP) on arbitrary bytes, reading colour and reading grey
 //! (`set_luma`): the one-call decode, which parses the headers once, must agree with probe then
 //! decode_into, which parse them twice: the same verdict, the same error reason, the same pixels.
-//! A grey read that succeeds gives equal channels. Neither may panic or use unbounded memory.
+//! A grey read (colour PNGs by OpenCV's weights) that succeeds gives equal channels. Neither
+//! may panic or use unbounded memory.
 #![no_main]
 
 use hpuload_decoders::{CpuDecoder, Decode, Limits};
@@ -44,6 +45,7 @@ fuzz_target!(|file: &[u8]| {
     agreed(&mut colour, file);
     let mut grey = CpuDecoder::with_limits(limits);
     grey.set_luma(true);
+    grey.set_png_grey(Some([9797, 19234, 3737]));
     if let Some(pixels) = agreed(&mut grey, file) {
         for px in pixels.chunks_exact(3) {
             assert!(px[0] == px[1] && px[1] == px[2], "a grey read gave colour");
