@@ -600,7 +600,10 @@ mod tests {
             })
             .collect();
         assert_eq!(grey, [69, 7, 164, 254]);
-        let rgba: Vec<u8> = rgb.chunks_exact(3).flat_map(|p| [p[0], p[1], p[2], 99]).collect();
+        let rgba: Vec<u8> = rgb
+            .chunks_exact(3)
+            .flat_map(|p| [p[0], p[1], p[2], 99])
+            .collect();
         let files = [
             png(&rgb, 2, image::ExtendedColorType::Rgb8),
             png(&rgba, 2, image::ExtendedColorType::Rgba8),
