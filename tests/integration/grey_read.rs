@@ -257,6 +257,9 @@ fn grey_arrays_may_be_handed_out_as_one_channel_and_colour_ones_may_not() {
         .batch_size(2)
         .pipeline(pipeline)
         .build();
-    let err = colour.err().expect("refused").to_string();
+    let err = match colour {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("a colour array handed out as one channel"),
+    };
     assert!(err.contains("single_channel needs grey images"), "{err}");
 }
