@@ -314,6 +314,13 @@ pub struct RandomCrop {
     /// padded image.
     #[serde(default)]
     pub pad_at_once: bool,
+    /// A side shorter than the crop (of the image, or of its resize after a `resize` or
+    /// `random_resize`) is padded at its end (below, to the right) with `fill` up to the
+    /// crop before the offset is drawn: the segmentation reference's `pad_if_smaller` then
+    /// `RandomCrop`. Flips between the resize and the crop mirror the image, not the
+    /// padding. Excludes `padding` and `pad_if_needed`. Default false.
+    #[serde(default)]
+    pub pad_end: bool,
 }
 
 impl RandomCrop {
@@ -417,6 +424,16 @@ impl OpSpec for RandomCrop {
         OpKind::Geometry
     }
     fn check(&self) -> Result<(), PipelineError> {
+        if self.pad_end && (self.padding.is_some() || self.pad_if_needed) {
+            return Err(PipelineError::Parameter(
+                "random_crop: pad_end excludes padding and pad_if_needed".into(),
+            ));
+        }
+        if self.pad_end && self.padding_mode != PaddingMode::Constant {
+            return Err(PipelineError::Parameter(
+                "random_crop: pad_end pads with the fill (padding_mode constant)".into(),
+            ));
+        }
         self.size.nonzero().map(drop)
     }
     /// Geometry: the plan draws the offset.
@@ -982,17 +999,7 @@ pub(crate) fn crop_of_resize(
     offset: Offset,
     rng: &mut CounterRng,
 ) -> Result<CropOfResize, AugmentError> {
-    let (rw, rh) = match resize {
-        Some(Prescale::Short(s)) => resized_size(width, height, s),
-        Some(Prescale::ShortRounded(s)) => albu_smallest_size(width, height, s),
-        Some(Prescale::LongRounded(s)) => albu_longest_size(width, height, s),
-        Some(Prescale::ShortIn(lo, hi)) => {
-            let s = lo + rng.below(u64::from(hi - lo)) as u32;
-            resized_size(width, height, s)
-        }
-        Some(Prescale::Exact(h, w)) => (w, h),
-        None => (width, height),
-    };
+    let (rw, rh) = resized_by(width, height, resize, rng);
     holds((rw, rh), out)?;
     let (oh, ow) = out;
     let (top, left) = match offset {
@@ -1011,6 +1018,81 @@ pub(crate) fn crop_of_resize(
         resized: (rw, rh),
         at: (top as u32, left as u32),
     })
+}
+
+/// A crop of `out` from the image resized as `resize` says, its sides shorter than the crop
+/// padded at their ends first ([`RandomCrop::pad_end`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct EndPadded {
+    /// The window of the image that is resampled: the part of the crop the image shows.
+    pub window: CropBox,
+    /// That part's `(height, width)`, at the output's top-left corner (the padding beyond).
+    pub content: (u32, u32),
+    /// The resize's `(height, width)`.
+    pub resized: (u32, u32),
+    /// The crop's `(top, left)` in the mirrored, padded resize, as drawn.
+    pub at: (u32, u32),
+}
+
+/// [`EndPadded`] for a `width`x`height` image: the random resize's size drawn first from `rng`, then the offset in the padded resize as
+/// `RandomCrop.get_params` draws it (the top, then the left), mirrored in the resize as
+/// `mirror` says.
+pub(crate) fn end_padded_crop(
+    width: u32,
+    height: u32,
+    resize: Option<Prescale>,
+    out: (u32, u32),
+    mirror: Mirror,
+    rng: &mut CounterRng,
+) -> EndPadded {
+    let (rw, rh) = resized_by(width, height, resize, rng);
+    let (oh, ow) = out;
+    // A padded side is as long as the crop: its offset is 0 and the image shows whole.
+    let top = rng.below(u64::from(rh.max(oh) - oh) + 1) as u32;
+    let left = rng.below(u64::from(rw.max(ow) - ow) + 1) as u32;
+    let drawn = (top, left);
+    let content = (oh.min(rh), ow.min(rw));
+    let top = if mirror.vertical {
+        rh - content.0 - top
+    } else {
+        top
+    };
+    let left = if mirror.horizontal {
+        rw - content.1 - left
+    } else {
+        left
+    };
+    let window = match resize {
+        Some(_) => window_of_resize((width, height), (rh, rw), (top, left), content),
+        None => CropBox::rect(left, top, content.1, content.0),
+    };
+    EndPadded {
+        window,
+        content,
+        resized: (rh, rw),
+        at: drawn,
+    }
+}
+
+/// The `(width, height)` a `width`x`height` image is resized to, a random size drawn from
+/// `rng`.
+fn resized_by(
+    width: u32,
+    height: u32,
+    resize: Option<Prescale>,
+    rng: &mut CounterRng,
+) -> (u32, u32) {
+    match resize {
+        Some(Prescale::Short(s)) => resized_size(width, height, s),
+        Some(Prescale::ShortRounded(s)) => albu_smallest_size(width, height, s),
+        Some(Prescale::LongRounded(s)) => albu_longest_size(width, height, s),
+        Some(Prescale::ShortIn(lo, hi)) => {
+            let s = lo + rng.below(u64::from(hi - lo)) as u32;
+            resized_size(width, height, s)
+        }
+        Some(Prescale::Exact(h, w)) => (w, h),
+        None => (width, height),
+    }
 }
 
 /// The `out` `(height, width)` cut at `(top, left)` of a `(width, height)` image resized to

@@ -1156,14 +1156,8 @@ impl OutputWriter {
             Target::Grey(slot) => {
                 let out: &mut [T] = bytemuck::cast_slice_mut(slot);
                 assert_eq!(out.len(), h * w, "slot size does not match the image");
-                let grey = &t[0];
                 for (src, dst) in pixels.chunks_exact(w).zip(out.chunks_exact_mut(w)) {
-                    let put = |(p, d): (&[u8; 3], &mut T)| *d = grey[usize::from(p[0])];
-                    if flip {
-                        src.iter().rev().zip(dst).for_each(put);
-                    } else {
-                        src.iter().zip(dst).for_each(put);
-                    }
+                    grey_row(&t[0], src.iter().map(|p| p[0]), flip, dst);
                 }
             }
             Target::Interleaved(slot) => {
@@ -1200,14 +1194,24 @@ fn grey_plane<T: bytemuck::Pod>(
 ) {
     let out: &mut [T] = bytemuck::cast_slice_mut(slot);
     assert_eq!(out.len(), h * w, "slot size does not match the image");
-    let grey = &t[0];
     for (src, dst) in y[..h * w].chunks_exact(w).zip(out.chunks_exact_mut(w)) {
-        let put = |(&v, d): (&u8, &mut T)| *d = grey[usize::from(v)];
-        if flip {
-            src.iter().rev().zip(dst).for_each(put);
-        } else {
-            src.iter().zip(dst).for_each(put);
-        }
+        grey_row(&t[0], src.iter().copied(), flip, dst);
+    }
+}
+
+/// One row of a one-channel output: each source byte through `grey`, the row mirrored when
+/// `flip`.
+fn grey_row<T: Copy>(
+    grey: &[T; 256],
+    src: impl DoubleEndedIterator<Item = u8>,
+    flip: bool,
+    dst: &mut [T],
+) {
+    let put = |(v, d): (u8, &mut T)| *d = grey[usize::from(v)];
+    if flip {
+        src.rev().zip(dst).for_each(put);
+    } else {
+        src.zip(dst).for_each(put);
     }
 }
 

@@ -83,8 +83,8 @@ pub use kernel::{Normalize, OutputWriter, Resampler, ToFloat, IMAGENET_MEAN, IMA
 pub use op::{ExifReader, Op, Pipeline, RandomApply, RandomChoice, RandomOrder};
 pub use pil::resample::{set_pass_order as set_pillow_pass_order, PassOrder as PillowPassOrder};
 pub use pixel::{AugMixPlan, PilEnhance, PilFilter, PixelOp, Scratch, Warp};
-pub use plan::SamplePlan;
 pub(crate) use plan::{Over, Plan};
+pub use plan::{ResizedCrop, SamplePlan};
 pub use run::{apply, Cut, PixelPlan, PixelStage, Placed, Warped};
 pub use spec::OpKind;
 pub use timm::{

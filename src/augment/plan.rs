@@ -78,10 +78,12 @@ pub(crate) enum Geometry {
         out: (u32, u32),
         floor: bool,
     },
-    /// An optional resize, then a crop of `out` at a drawn offset (no larger than the resize).
+    /// An optional resize, then a crop of `out` at a drawn offset (no larger than the resize,
+    /// unless `pad_end` gives the fill that pads a shorter side at its end first).
     RandomCrop {
         resize: Option<Prescale>,
         out: (u32, u32),
+        pad_end: Option<[u8; 3]>,
     },
     Resize {
         out: (u32, u32),
@@ -200,6 +202,25 @@ pub struct SamplePlan {
     /// only.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub float_values: bool,
+    /// A `random_crop` with `pad_end`'s drawn resize and crop, in integers, for what follows
+    /// the image through them (a segmentation mask).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resized_crop: Option<ResizedCrop>,
+}
+
+/// Where a sample's crop after its resize was drawn ([`SamplePlan::resized_crop`]): the image
+/// resized to `resized`, flipped as `hflip` and `vflip` say, padded at its ends to at least
+/// the crop, then cut at `at`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ResizedCrop {
+    /// The resize's `(height, width)`.
+    pub resized: (u32, u32),
+    /// The crop's `(top, left)` in the flipped, padded resize.
+    pub at: (u32, u32),
+    /// Mirrored left to right before the padding.
+    pub hflip: bool,
+    /// Mirrored top to bottom before the padding.
+    pub vflip: bool,
 }
 
 /// The phase rules' state while the ops are read in order.
@@ -362,11 +383,12 @@ impl Phases {
                 {
                     return Err(padding_after_resize(name));
                 }
+                let pad_end = matches!(op, Op::RandomCrop(c) if c.pad_end);
                 let out = size.hw();
                 if let Some((
                     Prescale::Short(s) | Prescale::ShortRounded(s) | Prescale::ShortIn(s, _),
                     _,
-                )) = self.resize_short
+                )) = self.resize_short.filter(|_| !pad_end)
                 {
                     if out.0 > s || out.1 > s {
                         return Err(PipelineError::Shape(format!(
@@ -388,7 +410,7 @@ impl Phases {
             {
                 let name = op.name();
                 self.late(name)?;
-                if matches!(op, Op::RandomCrop(c) if c.pad().is_some()) {
+                if matches!(op, Op::RandomCrop(c) if c.pad().is_some() || c.pad_end) {
                     return Err(padding_after_resize(name));
                 }
                 let Some((Geometry::Resize { out: (h, w) }, interpolation, resize_at)) =
@@ -433,7 +455,11 @@ impl Phases {
                     self.geometry,
                     Some((
                         Geometry::CenterCrop { resize: None, .. }
-                            | Geometry::RandomCrop { resize: None, .. },
+                            | Geometry::RandomCrop {
+                                resize: None,
+                                pad_end: None,
+                                ..
+                            },
                         _,
                         _
                     ))
@@ -637,7 +663,12 @@ fn crop_geometry(op: &Op, resize: Option<Prescale>, out: (u32, u32)) -> Geometry
             out,
             floor: c.floor,
         },
-        _ => Geometry::RandomCrop { resize, out },
+        Op::RandomCrop(c) => Geometry::RandomCrop {
+            resize,
+            out,
+            pad_end: c.pad_end.then_some(c.fill),
+        },
+        _ => unreachable!("crop_geometry of a crop"),
     }
 }
 
@@ -780,6 +811,19 @@ impl Pipeline {
                 "random_erasing with random values needs a float output dtype".into(),
             ));
         }
+        if matches!(
+            geometry,
+            Geometry::RandomCrop {
+                pad_end: Some(_),
+                ..
+            }
+        ) && (!mid.is_empty() || pre_crop.is_some())
+        {
+            return Err(PipelineError::Order(
+                "random_crop with pad_end: only flips may come between the resize and its crop"
+                    .into(),
+            ));
+        }
         // Padding applies to a crop of the image itself (no resize before it).
         let pad = pad.filter(|_| {
             matches!(
@@ -916,7 +960,14 @@ impl Plan {
     pub fn reshapes_resize(&self) -> bool {
         self.pre_crop.is_some()
             || !self.mid.is_empty()
-            || matches!(self.geometry, Geometry::Letterbox { .. })
+            || matches!(
+                self.geometry,
+                Geometry::Letterbox { .. }
+                    | Geometry::RandomCrop {
+                        pad_end: Some(_),
+                        ..
+                    }
+            )
     }
 
     /// The most pixels an output can have for a `width`x`height` image.
@@ -999,7 +1050,7 @@ impl Plan {
                     Offset::Centred
                 },
             ),
-            Geometry::RandomCrop { resize, out } => (resize, out, Offset::Drawn),
+            Geometry::RandomCrop { resize, out, .. } => (resize, out, Offset::Drawn),
             _ => return Ok(None),
         };
         let mut rng = CounterRng::new(seed, epoch, index as u64, Stream::Crop);
@@ -1142,6 +1193,7 @@ impl Plan {
         for (at, op) in &self.crop_flips {
             draw(*at, op, (height, width), &mut ops);
         }
+        let crop_flips = ops.len();
         let odd = |flip: PixelOp| ops.iter().filter(|o| **o == flip).count() % 2 == 1;
         let mirror = Mirror {
             horizontal: odd(PixelOp::Hflip),
@@ -1154,6 +1206,8 @@ impl Plan {
             .map(|(w, _)| *w)
             .or(cut.as_ref().map(|(w, _)| *w));
         let mut letterbox = None;
+        let mut end_padded = None;
+        let mut resized_crop = None;
         let crop_rng = || CounterRng::new(seed, epoch, index as u64, Stream::Crop);
         let centre = |floor| {
             if floor {
@@ -1205,7 +1259,40 @@ impl Plan {
                         &mut crop_rng(),
                     )?
                 }
-                Geometry::RandomCrop { resize, out } => self.cut_window(
+                Geometry::RandomCrop {
+                    resize,
+                    out,
+                    pad_end: Some(fill),
+                } => {
+                    let cut = geometry::end_padded_crop(
+                        width,
+                        height,
+                        resize,
+                        out,
+                        mirror,
+                        &mut crop_rng(),
+                    );
+                    resized_crop = Some(ResizedCrop {
+                        resized: cut.resized,
+                        at: cut.at,
+                        hflip: mirror.horizontal,
+                        vflip: mirror.vertical,
+                    });
+                    if cut.content != out {
+                        // The flips before the crop mirror the image, not the padding.
+                        ops.drain(..crop_flips);
+                        end_padded = Some(Placed {
+                            content: cut.content,
+                            at: (0, 0),
+                            fill,
+                            border: Cv2Border::Constant,
+                            hflip: mirror.horizontal,
+                            vflip: mirror.vertical,
+                        });
+                    }
+                    cut.window
+                }
+                Geometry::RandomCrop { resize, out, .. } => self.cut_window(
                     (width, height),
                     resize,
                     out,
@@ -1237,6 +1324,8 @@ impl Plan {
                         at: ((oh - rh) / 2, (ow - rw) / 2),
                         fill,
                         border,
+                        hflip: false,
+                        vflip: false,
                     });
                     geometry::window_of_resize((width, height), (rh, rw), (0, 0), (rh, rw))
                 }
@@ -1295,8 +1384,11 @@ impl Plan {
                         at: (0, 0),
                         fill: f.fill,
                         border: Cv2Border::Constant,
+                        hflip: false,
+                        vflip: false,
                     })
-                    .or(letterbox),
+                    .or(letterbox)
+                    .or(end_padded),
                 warped: warp.map(|(_, w)| w),
                 cut: cut.map(|(_, c)| c),
             },
@@ -1316,6 +1408,7 @@ impl Plan {
                     interpolation,
                     Interpolation::FloatBilinear | Interpolation::FloatBicubic
                 ),
+            resized_crop,
         })
     }
 }
@@ -1400,6 +1493,120 @@ mod tests {
             .then(Op::RandomIoUCrop(crate::augment::RandomIoUCrop::default()))
             .then(Op::RandomShortestSize(shortest));
         assert!(after_crop.plan(Dtype::F32).is_err());
+    }
+
+    /// The segmentation reference's training geometry: `RandomResize(lo, hi)`, a flip, then
+    /// `RandomCrop(out)` after `pad_if_smaller`.
+    fn end_padded(lo: u32, hi: u32, out: u32, fill: [u8; 3]) -> Pipeline {
+        Pipeline::new("seg")
+            .then(Op::RandomResize(crate::augment::RandomResize {
+                min_size: lo,
+                max_size: hi + 1,
+                interpolation: Interpolation::PilBilinear,
+            }))
+            .then(Op::RandomHorizontalFlip(RandomHorizontalFlip { p: 0.5 }))
+            .then(Op::RandomCrop(crate::augment::RandomCrop {
+                size: Size::Square(out),
+                padding: None,
+                pad_if_needed: false,
+                fill,
+                padding_mode: crate::augment::PaddingMode::Constant,
+                pad_at_once: false,
+                pad_end: true,
+            }))
+    }
+
+    #[test]
+    fn a_crop_padded_at_its_ends_shows_the_part_of_the_resize_it_covers_at_the_top_left() {
+        let plan = end_padded(20, 80, 48, [7, 8, 9]).plan(Dtype::U8).unwrap();
+        assert_eq!(plan.fixed_out(), Some((48, 48)));
+        let (w, h) = (90u32, 60u32);
+        let (mut padded, mut cut, mut flipped_padded, mut sizes) =
+            (0, 0, 0, std::collections::BTreeSet::new());
+        for index in 0..400 {
+            let s = plan.sample(3, 1, index, (w, h), None).unwrap();
+            let r = s.resized_crop.expect("drawn");
+            let (rh, rw) = r.resized;
+            // The short side drawn in [20, 80], the long one in proportion, truncated.
+            assert!((20..=80).contains(&rh), "{rh}");
+            assert_eq!(rw, rh * w / h);
+            sizes.insert(rh);
+            let content = (rh.min(48), rw.min(48));
+            // The offset lies in the padded resize; a padded side shows from its start.
+            assert!(r.at.0 + 48 <= rh.max(48) && r.at.1 + 48 <= rw.max(48));
+            assert_eq!(s.pixels.size, (48, 48));
+            assert_eq!(s.pixels.resampled(), content);
+            // The window is the content's part of the resize, mirrored when flipped.
+            let left = if r.hflip {
+                rw - content.1 - r.at.1
+            } else {
+                r.at.1
+            };
+            let sx = f64::from(w) / f64::from(rw);
+            let sy = f64::from(h) / f64::from(rh);
+            assert!((s.crop.left - f64::from(left) * sx).abs() < 1e-9);
+            assert!((s.crop.top - f64::from(r.at.0) * sy).abs() < 1e-9);
+            assert!((s.crop.width - f64::from(content.1) * sx).abs() < 1e-9);
+            assert!((s.crop.height - f64::from(content.0) * sy).abs() < 1e-9);
+            match s.pixels.placed {
+                Some(p) => {
+                    padded += 1;
+                    assert_eq!((p.content, p.at, p.fill), (content, (0, 0), [7, 8, 9]));
+                    // The flip mirrors the image as it is placed, not the padded output.
+                    assert_eq!(p.hflip, r.hflip);
+                    assert!(!s.pixels.flip && !s.pixels.ops.contains(&PixelOp::Hflip));
+                    flipped_padded += usize::from(r.hflip);
+                }
+                None => {
+                    cut += 1;
+                    assert_eq!(content, (48, 48));
+                    assert_eq!(s.pixels.flip, r.hflip);
+                }
+            }
+        }
+        assert!(
+            padded > 100 && cut > 100 && flipped_padded > 30,
+            "{padded} {cut} {flipped_padded}"
+        );
+        assert!(sizes.len() > 50, "{}", sizes.len());
+        // Without a resize the image itself is padded at its ends.
+        let p = Pipeline::new("p").then(Op::RandomCrop(crate::augment::RandomCrop {
+            size: Size::HeightWidth([64, 32]),
+            padding: None,
+            pad_if_needed: false,
+            fill: [0; 3],
+            padding_mode: crate::augment::PaddingMode::Constant,
+            pad_at_once: false,
+            pad_end: true,
+        }));
+        let s = p
+            .plan(Dtype::U8)
+            .unwrap()
+            .sample(0, 0, 5, (50, 40), None)
+            .unwrap();
+        let placed = s.pixels.placed.unwrap();
+        assert_eq!((placed.content, s.pixels.size), ((40, 32), (64, 32)));
+        assert_eq!((s.crop.top, s.crop.height, s.crop.width), (0.0, 40.0, 32.0));
+    }
+
+    #[test]
+    fn a_crop_padded_at_its_ends_refuses_ops_between_its_resize_and_it_and_other_padding() {
+        let mut p = end_padded(20, 80, 48, [0; 3]);
+        p.ops.insert(
+            2,
+            Op::ColorJitter(crate::augment::ColorJitter {
+                brightness: Some([0.5, 1.5]),
+                ..Default::default()
+            }),
+        );
+        let e = p.plan(Dtype::U8).unwrap_err().to_string();
+        assert!(e.contains("only flips"), "{e}");
+        let mut p = end_padded(20, 80, 48, [0; 3]);
+        if let Some(Op::RandomCrop(c)) = p.ops.last_mut() {
+            c.pad_if_needed = true;
+        }
+        let e = p.plan(Dtype::U8).unwrap_err().to_string();
+        assert!(e.contains("pad_end excludes"), "{e}");
     }
 
     #[test]
@@ -1512,6 +1719,7 @@ mod tests {
                     fill: [0; 3],
                     padding_mode: Default::default(),
                     pad_at_once: false,
+                    pad_end: false,
                 })),
                 None => p,
             }
@@ -1521,7 +1729,8 @@ mod tests {
             jitter(Some(224)).unwrap().geometry,
             Geometry::RandomCrop {
                 resize: Some(Prescale::ShortIn(256, 320)),
-                out: (224, 224)
+                out: (224, 224),
+                pad_end: None,
             }
         );
         let e = jitter(None).unwrap_err().to_string();

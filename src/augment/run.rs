@@ -168,6 +168,13 @@ pub struct Placed {
     /// What is around it: the fill, or its edge pixels replicated or mirrored (OpenCV's
     /// `copyMakeBorder`, albumentations' `PadIfNeeded` with a `border_mode`).
     pub border: Cv2Border,
+    /// The image is mirrored left to right as it is placed (a flip drawn before a padding it
+    /// does not move: [`crate::augment::RandomCrop::pad_end`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub hflip: bool,
+    /// Likewise top to bottom.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub vflip: bool,
 }
 
 impl Placed {
@@ -186,6 +193,21 @@ impl Placed {
             self.at
         );
         if self.border != Cv2Border::Constant {
+            if self.hflip || self.vflip {
+                let mut flipped = rgb[..ch * cw * 3].to_vec();
+                if self.hflip {
+                    geometry::hflip(&mut flipped, ch, cw);
+                }
+                if self.vflip {
+                    geometry::vflip(&mut flipped, ch, cw);
+                }
+                let unflipped = Placed {
+                    hflip: false,
+                    vflip: false,
+                    ..*self
+                };
+                return unflipped.mirror(&flipped, (h, w), out);
+            }
             return self.mirror(rgb, (h, w), out);
         }
         // One row of the fill, copied whole where it shows (not a pixel at a time).
@@ -195,9 +217,21 @@ impl Placed {
         for _ in 0..top {
             out.extend_from_slice(&fill);
         }
-        for row in rgb[..ch * cw * 3].chunks_exact(cw * 3) {
+        let rows = rgb[..ch * cw * 3].chunks_exact(cw * 3);
+        let rows: Box<dyn Iterator<Item = &[u8]>> = if self.vflip {
+            Box::new(rows.rev())
+        } else {
+            Box::new(rows)
+        };
+        for row in rows {
             out.extend_from_slice(&fill[..left * 3]);
-            out.extend_from_slice(row);
+            if self.hflip {
+                let at = out.len();
+                out.extend_from_slice(row);
+                geometry::hflip(&mut out[at..], 1, cw);
+            } else {
+                out.extend_from_slice(row);
+            }
             out.extend_from_slice(&fill[..(w - cw - left) * 3]);
         }
         for _ in top + ch..h {
@@ -625,6 +659,8 @@ mod placed_tests {
                 at: (0, 4),
                 fill: [9; 3],
                 border,
+                hflip: false,
+                vflip: false,
             };
             let mut out = Vec::new();
             placed.place(&rgb, (1, 10), &mut out);
@@ -643,10 +679,39 @@ mod placed_tests {
             at: (0, 0),
             fill: [9, 8, 7],
             border: Cv2Border::Constant,
+            hflip: false,
+            vflip: false,
         };
         let mut out = Vec::new();
         placed.place(&[1, 1, 1, 2, 2, 2], (3, 2), &mut out);
         assert_eq!(out, [1, 1, 1, 9, 8, 7, 2, 2, 2, 9, 8, 7, 9, 8, 7, 9, 8, 7]);
+    }
+
+    #[test]
+    fn a_placed_image_flipped_as_it_is_placed_leaves_the_fill_where_it_was() {
+        // A 2x3 image (values 1..6) at the top-left of 3x4, mirrored each way.
+        let rgb: Vec<u8> = (1..=6u8).flat_map(|v| [v; 3]).collect();
+        let grid = |hflip, vflip, border| {
+            let placed = Placed {
+                content: (2, 3),
+                at: (0, 0),
+                fill: [9; 3],
+                border,
+                hflip,
+                vflip,
+            };
+            let mut out = Vec::new();
+            placed.place(&rgb, (3, 4), &mut out);
+            out.chunks_exact(3).map(|p| p[0]).collect::<Vec<u8>>()
+        };
+        let c = Cv2Border::Constant;
+        assert_eq!(grid(false, false, c), [1, 2, 3, 9, 4, 5, 6, 9, 9, 9, 9, 9]);
+        assert_eq!(grid(true, false, c), [3, 2, 1, 9, 6, 5, 4, 9, 9, 9, 9, 9]);
+        assert_eq!(grid(false, true, c), [4, 5, 6, 9, 1, 2, 3, 9, 9, 9, 9, 9]);
+        assert_eq!(grid(true, true, c), [6, 5, 4, 9, 3, 2, 1, 9, 9, 9, 9, 9]);
+        // With a replicated border the edges replicated are the mirrored image's.
+        let r = Cv2Border::Replicate;
+        assert_eq!(grid(true, false, r), [3, 2, 1, 1, 6, 5, 4, 4, 6, 5, 4, 4]);
     }
 
     #[test]
@@ -656,6 +721,8 @@ mod placed_tests {
             at: (1, 1),
             fill: [9, 8, 7],
             border: Cv2Border::Constant,
+            hflip: false,
+            vflip: false,
         };
         let mut out = Vec::new();
         placed.place(&[1, 1, 1, 2, 2, 2], (3, 4), &mut out);
