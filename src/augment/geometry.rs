@@ -1034,9 +1034,9 @@ pub(crate) struct EndPadded {
     pub at: (u32, u32),
 }
 
-/// [`EndPadded`] for a `width`x`height` image: the random resize's size drawn first from `rng`, then the offset in the padded resize as
-/// `RandomCrop.get_params` draws it (the top, then the left), mirrored in the resize as
-/// `mirror` says.
+/// [`EndPadded`] for a `width`x`height` image: the random resize's size drawn first from
+/// `rng`, then the offset in the padded resize as `RandomCrop.get_params` draws it (the top,
+/// then the left), mirrored in the resize as `mirror` says.
 pub(crate) fn end_padded_crop(
     width: u32,
     height: u32,
