@@ -692,6 +692,9 @@ def translate_detection(transform) -> tuple[str, str, bool, TargetSteps]:
 class Targets:
     """How a batch's target records become what the user's script gets."""
 
+    #: The part of a sample's plan that moves its masks.
+    plan_key = "detect"
+
     def __init__(self, *, max_boxes: int, keys, pure: bool, raw, reference: "Reference | None" = None):
         self.max_boxes = max_boxes
         #: The detection reference's own CocoDetection (its v1 path): targets as its

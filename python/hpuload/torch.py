@@ -41,7 +41,7 @@ import torch.utils.data as tud
 # reach torch's.
 from torch.utils.data.dataloader import DataLoader as _TorchDataLoader
 
-from . import _albumentations, _arrays, _collate, _copy_paste, _detection, _hf, _hpuload, _malloc, _options, _probe, _tail, _video
+from . import _albumentations, _arrays, _collate, _copy_paste, _detection, _hf, _hpuload, _malloc, _options, _probe, _segmentation, _tail, _video
 from ._fallback import FallbackReason, FallbackWarning
 from ._fallback import Unfit as _Unfit
 from ._transforms import Unsupported, pillow_resize, steps, translate_split
@@ -258,6 +258,8 @@ def _dataset_source(dataset, pipeline, transform=None, max_boxes=200):
         return _hf.hf_source(dataset, pipeline, transform)
     if _detection.is_coco(dataset):
         return _coco_source(dataset, pipeline, max_boxes)
+    if _segmentation.is_segmentation(dataset):
+        return _segmentation_source(dataset, pipeline)
     if _video.video_clips_of(dataset) is not None:
         try:
             return _video.video_source(dataset, pipeline)
@@ -965,6 +967,28 @@ class _ArraysWatch:
         self.source = dataclasses.replace(self.source, pixels=data.tobytes(), labels=labels)
         return self.source
 
+
+
+def _segmentation_source(dataset, pipeline):
+    """A torchvision VOCSegmentation with the segmentation reference's training transforms."""
+    if pipeline is not None:
+        raise _Unfit("pipeline= for a segmentation dataset (hpuload runs its own transforms)", FallbackReason.ARGUMENT)
+    try:
+        source, pipe, dtype, masks = _segmentation.source(dataset)
+    except _segmentation.Unfit as e:
+        raise _Unfit(str(e), FallbackReason.DATASET) from e
+    except Unsupported as e:
+        raise _Unfit(str(e), FallbackReason.TRANSFORM) from e
+
+    def translate_now():
+        pipe_now, dtype_now, crop = _segmentation.translate(dataset.transforms)
+        if crop != masks.crop:
+            raise Unsupported(f"the new transforms crop {crop}, the masks were set up for {masks.crop}")
+        return pipe_now, dtype_now
+
+    source["watch"] = _TransformWatch(lambda: dataset.transforms, translate_now)
+    source["targets"] = masks
+    return source, pipe, dtype, None
 
 
 def _coco_source(dataset, pipeline, max_boxes):
@@ -1723,8 +1747,8 @@ class _Loader:
                     if self._targets.reference is not None or self._targets.moves_masks:
                         # The reference's v1 steps (or the v2 wrapper's transforms) move the
                         # masks too: each sample's own draws.
-                        def detects(index, width, height, core=core, epoch=epoch):
-                            return json.loads(core.sample_plan(epoch, index, width, height))["detect"]
+                        def detects(index, width, height, core=core, epoch=epoch, key=self._targets.plan_key):
+                            return json.loads(core.sample_plan(epoch, index, width, height))[key]
 
                     if collate is None:
                         yield self._targets.static(images, labels, self.last_indices, detects)

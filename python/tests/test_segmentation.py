@@ -83,3 +83,148 @@ def test_the_media_engine_pads_and_flips_a_crop_padded_at_its_ends_as_the_cpu_pa
         err = (a[:, :h, :w].double() - b[:, :h, :w].double()).pow(2).mean().item()
         assert 10 * np.log10(255**2 / max(err, 1e-9)) > 30, (index, drawn, err)
     assert padded >= 3
+
+
+# --- torchvision's VOCSegmentation with the segmentation reference's transforms -------------
+
+import random  # noqa: E402
+import warnings  # noqa: E402
+
+import pytest  # noqa: E402
+import torch.utils.data as tud  # noqa: E402
+import torchvision  # noqa: E402
+
+import reference_segmentation as ref  # noqa: E402
+from hpuload.torch import FallbackWarning  # noqa: E402
+
+BASE, SEG_CROP = 40, 48
+
+
+@pytest.fixture(scope="module")
+def voc_root(jpeg_folder, tmp_path_factory):
+    """A VOC 2012 tree of 24 of the test photos and palette masks of their size (blobs of
+    classes 0-20, an ignore border of 255)."""
+    root = tmp_path_factory.mktemp("voc")
+    voc = root / "VOCdevkit" / "VOC2012"
+    for d in ("JPEGImages", "SegmentationClass", "ImageSets/Segmentation"):
+        (voc / d).mkdir(parents=True)
+    rng = np.random.default_rng(4)
+    names = []
+    for k, jpg in enumerate(sorted(jpeg_folder.rglob("*.jpg"))[:24]):
+        name = f"2007_{k:06d}"
+        image = Image.open(jpg)
+        if k % 3 == 0:  # some small images, which the crop pads on any draw
+            image = image.resize((image.width // 6, image.height // 6))
+        image.convert("RGB").save(voc / "JPEGImages" / f"{name}.jpg", quality=90)
+        w, h = image.size
+        mask = np.zeros((h, w), np.uint8)
+        for _ in range(6):
+            y, x = rng.integers(0, h), rng.integers(0, w)
+            mask[y : y + rng.integers(1, h), x : x + rng.integers(1, w)] = rng.integers(1, 21)
+        mask[rng.integers(0, h), :] = 255
+        m = Image.fromarray(mask, mode="L").convert("P")
+        m.putpalette(list(rng.integers(0, 256, 768).astype(int)))
+        m.save(voc / "SegmentationClass" / f"{name}.png")
+        names.append(name)
+    (voc / "ImageSets" / "Segmentation" / "train.txt").write_text("\n".join(names) + "\n")
+    return root
+
+
+def voc(root, transforms):
+    return torchvision.datasets.VOCSegmentation(root, year="2012", image_set="train", transforms=transforms)
+
+
+def native(dataset, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(dataset, **kwargs)
+    assert type(loader) is DataLoader
+    return loader
+
+
+def moved(image, mask, drawn, crop):
+    """The reference's steps after RandomResize's draw, given hpuload's draws."""
+    (rh, rw), (top, left) = drawn["resized"], drawn["at"]
+    image = image.resize((rw, rh), Image.BILINEAR)
+    mask = mask.resize((rw, rh), Image.NEAREST)
+    if drawn.get("hflip"):
+        image, mask = image.transpose(Image.FLIP_LEFT_RIGHT), mask.transpose(Image.FLIP_LEFT_RIGHT)
+    image, mask = ref.pad_if_smaller(image, crop), ref.pad_if_smaller(mask, crop, fill=255)
+    image, mask = image.crop((left, top, left + crop, top + crop)), mask.crop((left, top, left + crop, top + crop))
+    x = torchvision.transforms.functional.pil_to_tensor(image)
+    x = torchvision.transforms.functional.convert_image_dtype(x, torch.float)
+    x = torchvision.transforms.functional.normalize(x, ref.MEAN, ref.STD)
+    return x, torch.as_tensor(np.array(mask), dtype=torch.int64)
+
+
+def test_the_segmentation_references_training_voc_runs_natively_with_its_masks_moved_as_its_images(voc_root):
+    dataset = voc(voc_root, ref.SegmentationPresetTrain(base_size=BASE, crop_size=SEG_CROP))
+    loader = native(dataset, batch_size=5, shuffle=True, seed=3, backend="cpu")
+    seen = Counter()
+    for epoch in range(2):
+        for images, masks in loader:
+            assert images.dtype == torch.float32 and images.shape[1:] == (3, SEG_CROP, SEG_CROP)
+            assert masks.dtype == torch.int64 and masks.shape == (images.shape[0], SEG_CROP, SEG_CROP)
+            for k, index in enumerate(loader.last_indices):
+                image = Image.open(dataset.images[index]).convert("RGB")
+                mask = Image.open(dataset.masks[index])
+                drawn = json.loads(loader._core.sample_plan(epoch, index, *image.size))["resized_crop"]
+                want_x, want_m = moved(image, mask, drawn, SEG_CROP)
+                assert torch.equal(masks[k], want_m), (epoch, index, drawn)
+                assert (images[k] - want_x).abs().max() < 1e-5, (epoch, index, drawn)
+                short = drawn["resized"][0] if image.height <= image.width else drawn["resized"][1]
+                seen[short] += 1
+                seen["flip"] += bool(drawn.get("hflip"))
+                seen["padded"] += (want_m == 255).all(dim=1).any().item()
+    sizes = [s for s in seen if isinstance(s, int)]
+    assert min(sizes) >= BASE // 2 and max(sizes) <= 2 * BASE, sizes
+    assert seen["flip"] > 10 and seen["padded"] > 10, seen
+
+
+def test_voc_with_the_references_collate_gives_torchs_shapes_and_dtypes(voc_root):
+    preset = ref.SegmentationPresetTrain(base_size=BASE, crop_size=SEG_CROP)
+    ours = native(voc(voc_root, preset), batch_size=4, collate_fn=ref.collate_fn, drop_last=True)
+    theirs = tud.DataLoader(voc(voc_root, preset), batch_size=4, collate_fn=ref.collate_fn, drop_last=True)
+    a, b = next(iter(ours)), next(iter(theirs))
+    assert [(t.shape, t.dtype) for t in a] == [(t.shape, t.dtype) for t in b]
+    assert len(ours) == len(theirs) == 6
+    # Masks hold the dataset's classes and the ignore index, as torch's loader gives them.
+    random.seed(0)
+    torch.manual_seed(0)
+    classes = set(torch.cat([m.flatten() for _, m in theirs]).tolist())
+    assert set(torch.cat([m.flatten() for _, m in ours]).tolist()) <= classes | {0, 255}
+
+
+def test_the_segmentation_eval_preset_and_the_tensor_backend_fall_back_naming_why(voc_root):
+    with pytest.warns(FallbackWarning, match="own size"):
+        DataLoader(voc(voc_root, ref.SegmentationPresetEval(base_size=BASE)), batch_size=1)
+    steps = [ref.PILToTensor(), ref.RandomResize(20, 80), ref.RandomCrop(SEG_CROP)]
+    with pytest.warns(FallbackWarning, match="tensor"):
+        DataLoader(voc(voc_root, ref.Compose(steps)), batch_size=2)
+
+
+def test_a_transform_reassigned_on_a_voc_dataset_is_followed_from_the_next_epoch(voc_root):
+    dataset = voc(voc_root, ref.SegmentationPresetTrain(base_size=BASE, crop_size=SEG_CROP))
+    loader = native(dataset, batch_size=4, backend="cpu")
+    next(iter(loader))
+    dataset.transforms = ref.SegmentationPresetTrain(base_size=BASE, crop_size=SEG_CROP, hflip_prob=0)
+    for _ in loader:
+        pass
+    flips = 0
+    for k, index in enumerate(range(len(dataset))):
+        w, h = Image.open(dataset.images[index]).size
+        flips += bool(json.loads(loader._core.sample_plan(1, index, w, h))["resized_crop"].get("hflip"))
+    assert flips == 0
+
+
+def test_voc_on_the_media_engine_gives_the_cpu_paths_masks_and_its_images_within_the_engines_floor(voc_root):
+    dataset = voc(voc_root, ref.SegmentationPresetTrain(base_size=BASE, crop_size=SEG_CROP))
+    cpu = list(native(dataset, batch_size=8, seed=1, backend="cpu"))
+    engine_loader = native(dataset, batch_size=8, seed=1, backend="auto")
+    engine = list(engine_loader)
+    assert engine_loader.report()["hw_samples"] > 0
+    for (xa, ma), (xb, mb) in zip(cpu, engine):
+        assert torch.equal(ma, mb)
+        # Normalized values: a level is about 1 / (255 * 0.225) apart.
+        err = ((xa - xb) * 0.225 * 255).pow(2).mean().item()
+        assert 10 * np.log10(255**2 / max(err, 1e-9)) > 30, err

@@ -43,6 +43,7 @@ mod pil;
 mod pixel;
 mod plan;
 mod run;
+pub mod segment;
 mod spec;
 mod timm;
 mod two_tap;

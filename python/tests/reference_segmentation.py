@@ -1,0 +1,127 @@
+"""The shape of torchvision's segmentation reference without `--use-v2` (PIL backend), written
+here for the tests to run on both loaders: its `transforms.py` classes on `(image, mask)`
+pairs, its training and evaluation presets, and its `collate_fn` (each batch padded to its
+largest image, masks with 255). Same draws from the same generators in the same order, same
+arithmetic; not imported from anywhere, since the reference is not part of the torchvision
+package."""
+
+import random
+
+import numpy as np
+import torch
+from torchvision import transforms as tv1
+from torchvision.transforms import functional as F
+
+
+def pad_if_smaller(img, size, fill=0):
+    """Pads a PIL image below and to the right up to `size` on each side shorter than it."""
+    if min(img.size) < size:
+        w, h = img.size
+        img = F.pad(img, (0, 0, max(size - w, 0), max(size - h, 0)), fill=fill)
+    return img
+
+
+class Compose:
+    def __init__(self, transforms):
+        self.transforms = transforms
+
+    def __call__(self, image, target):
+        for t in self.transforms:
+            image, target = t(image, target)
+        return image, target
+
+
+class RandomResize:
+    def __init__(self, min_size, max_size=None):
+        self.min_size = min_size
+        self.max_size = min_size if max_size is None else max_size
+
+    def __call__(self, image, target):
+        size = random.randint(self.min_size, self.max_size)
+        image = F.resize(image, size, antialias=True)
+        target = F.resize(target, size, interpolation=tv1.InterpolationMode.NEAREST)
+        return image, target
+
+
+class RandomHorizontalFlip:
+    def __init__(self, flip_prob):
+        self.flip_prob = flip_prob
+
+    def __call__(self, image, target):
+        if random.random() < self.flip_prob:
+            image, target = F.hflip(image), F.hflip(target)
+        return image, target
+
+
+class RandomCrop:
+    def __init__(self, size):
+        self.size = size
+
+    def __call__(self, image, target):
+        image = pad_if_smaller(image, self.size)
+        target = pad_if_smaller(target, self.size, fill=255)
+        top, left, h, w = tv1.RandomCrop.get_params(image, (self.size, self.size))
+        return F.crop(image, top, left, h, w), F.crop(target, top, left, h, w)
+
+
+class PILToTensor:
+    def __call__(self, image, target):
+        return F.pil_to_tensor(image), torch.as_tensor(np.array(target), dtype=torch.int64)
+
+
+class ToDtype:
+    def __init__(self, dtype, scale=False):
+        self.dtype = dtype
+        self.scale = scale
+
+    def __call__(self, image, target):
+        if not self.scale:
+            return image.to(dtype=self.dtype), target
+        return F.convert_image_dtype(image, self.dtype), target
+
+
+class Normalize:
+    def __init__(self, mean, std):
+        self.mean = mean
+        self.std = std
+
+    def __call__(self, image, target):
+        return F.normalize(image, mean=self.mean, std=self.std), target
+
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+class SegmentationPresetTrain:
+    def __init__(self, *, base_size, crop_size, hflip_prob=0.5, mean=MEAN, std=STD):
+        steps = [RandomResize(int(0.5 * base_size), int(2.0 * base_size))]
+        if hflip_prob > 0:
+            steps.append(RandomHorizontalFlip(hflip_prob))
+        steps += [RandomCrop(crop_size), PILToTensor(), ToDtype(torch.float, scale=True), Normalize(mean=mean, std=std)]
+        self.transforms = Compose(steps)
+
+    def __call__(self, img, target):
+        return self.transforms(img, target)
+
+
+class SegmentationPresetEval:
+    def __init__(self, *, base_size, mean=MEAN, std=STD):
+        self.transforms = Compose(
+            [RandomResize(base_size, base_size), PILToTensor(), ToDtype(torch.float, scale=True), Normalize(mean=mean, std=std)]
+        )
+
+    def __call__(self, img, target):
+        return self.transforms(img, target)
+
+
+def cat_list(images, fill_value=0):
+    max_size = tuple(max(s) for s in zip(*[img.shape for img in images]))
+    batched = images[0].new_full((len(images),) + max_size, fill_value)
+    for img, pad_img in zip(images, batched):
+        pad_img[..., : img.shape[-2], : img.shape[-1]].copy_(img)
+    return batched
+
+
+def collate_fn(batch):
+    images, targets = list(zip(*batch))
+    return cat_list(images, fill_value=0), cat_list(targets, fill_value=255)

@@ -1,0 +1,217 @@
+//! Segmentation masks that follow their image through its drawn resize and crop
+//! ([`SamplePlan::resized_crop`](super::SamplePlan::resized_crop)), as the segmentation
+//! reference moves a PIL mask: Pillow's nearest resize (`Image.resize` of a palette or grey
+//! image, whatever filter is asked for), the flips, the padding below and to the right with
+//! the ignore index, the crop. Each output value is the class index the mask file holds (a
+//! palette PNG's index, a grey PNG's level), as `np.array` of the PIL image gives it.
+
+use std::io::Cursor;
+
+use super::plan::ResizedCrop;
+
+/// A decoded mask: one value per pixel, row by row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mask {
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+    /// `width * height` values: palette indices or grey levels (16-bit for a 16-bit grey PNG).
+    pub values: Vec<u16>,
+}
+
+/// Decodes a mask PNG into the values Pillow reads from it: the indices of a palette image
+/// (of 1, 2, 4 or 8 bits), the levels of an 8-bit or 16-bit grey one.
+///
+/// # Errors
+/// The bytes are no PNG, are damaged, or hold a mask of another kind (colour, grey of fewer
+/// than 8 bits, grey with alpha), named.
+pub fn decode_mask(bytes: &[u8]) -> Result<Mask, String> {
+    let mut decoder = png::Decoder::new(Cursor::new(bytes));
+    decoder.set_transformations(png::Transformations::IDENTITY);
+    let mut reader = decoder.read_info().map_err(|e| e.to_string())?;
+    let size = reader
+        .output_buffer_size()
+        .ok_or("the PNG's size overflows memory")?;
+    let mut buf = vec![0; size];
+    let frame = reader.next_frame(&mut buf).map_err(|e| e.to_string())?;
+    let (width, height) = (frame.width, frame.height);
+    let (w, h) = (width as usize, height as usize);
+    let bits = frame.bit_depth as usize;
+    let values = match (frame.color_type, frame.bit_depth) {
+        (png::ColorType::Indexed, _) => {
+            // Samples packed most significant first, each row starting on a byte.
+            let per_byte = 8 / bits;
+            let mask = (1u16 << bits) - 1;
+            let mut values = Vec::with_capacity(w * h);
+            for row in buf.chunks_exact(frame.line_size).take(h) {
+                values.extend((0..w).map(|x| {
+                    let byte = u16::from(row[x / per_byte]);
+                    let shift = 8 - bits * (x % per_byte + 1);
+                    (byte >> shift) & mask
+                }));
+            }
+            values
+        }
+        (png::ColorType::Grayscale, png::BitDepth::Eight) => {
+            buf[..w * h].iter().map(|&v| u16::from(v)).collect()
+        }
+        (png::ColorType::Grayscale, png::BitDepth::Sixteen) => buf[..w * h * 2]
+            .chunks_exact(2)
+            .map(|b| u16::from_be_bytes([b[0], b[1]]))
+            .collect(),
+        (colour, depth) => {
+            return Err(format!(
+                "a {colour:?} PNG of {depth:?} bits is no mask hpuload reads (palette, or grey of 8 or 16 bits)"
+            ))
+        }
+    };
+    Ok(Mask {
+        width,
+        height,
+        values,
+    })
+}
+
+/// The source position of each of `out` positions when Pillow resizes `len` to `out` with its
+/// nearest filter: the centre's position summed step by step in f64 and truncated
+/// (`ImagingScaleAffine`), which a product of the index does not give in every case.
+fn pil_nearest(len: u32, out: u32) -> Vec<usize> {
+    let step = f64::from(len) / f64::from(out);
+    let mut at = step * 0.5;
+    (0..out)
+        .map(|_| {
+            let p = (at as usize).min(len as usize - 1);
+            at += step;
+            p
+        })
+        .collect()
+}
+
+/// The `(height, width)` `out` cut of `mask` as `drawn` moves its image, `fill` where the
+/// padding shows, into `dst` (row by row).
+///
+/// # Panics
+/// `dst` does not hold `out`'s values, or the mask is empty.
+pub fn cut_mask(mask: &Mask, drawn: &ResizedCrop, out: (u32, u32), fill: i64, dst: &mut [i64]) {
+    let (oh, ow) = (out.0 as usize, out.1 as usize);
+    assert_eq!(dst.len(), oh * ow, "the output holds {out:?}");
+    let (rh, rw) = drawn.resized;
+    let rows = pil_nearest(mask.height, rh);
+    let cols = pil_nearest(mask.width, rw);
+    let (top, left) = (drawn.at.0 as usize, drawn.at.1 as usize);
+    let (rh, rw) = (rh as usize, rw as usize);
+    // The source column of each output column, `None` past the resize (the padding).
+    let columns: Vec<Option<usize>> = (left..left + ow)
+        .map(|x| (x < rw).then(|| cols[if drawn.hflip { rw - 1 - x } else { x }]))
+        .collect();
+    let width = mask.width as usize;
+    for (y, out_row) in (top..top + oh).zip(dst.chunks_exact_mut(ow)) {
+        if y >= rh {
+            out_row.fill(fill);
+            continue;
+        }
+        let source = rows[if drawn.vflip { rh - 1 - y } else { y }];
+        let row = &mask.values[source * width..][..width];
+        for (o, c) in out_row.iter_mut().zip(&columns) {
+            *o = c.map_or(fill, |c| i64::from(row[c]));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn png(
+        colour: png::ColorType,
+        depth: png::BitDepth,
+        (w, h): (u32, u32),
+        data: &[u8],
+    ) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut e = png::Encoder::new(&mut out, w, h);
+        e.set_color(colour);
+        e.set_depth(depth);
+        if colour == png::ColorType::Indexed {
+            e.set_palette(vec![0u8; 3 * 256]);
+        }
+        e.write_header().unwrap().write_image_data(data).unwrap();
+        out
+    }
+
+    #[test]
+    fn a_palette_masks_indices_are_read_at_every_bit_depth_and_a_colour_mask_is_refused() {
+        use png::{BitDepth, ColorType};
+        // Three pixels a row, two rows: 4-bit indices 1, 2, 3 / 15, 0, 7 packed two a byte.
+        let m = decode_mask(&png(
+            ColorType::Indexed,
+            BitDepth::Four,
+            (3, 2),
+            &[0x12, 0x30, 0xF0, 0x70],
+        ))
+        .unwrap();
+        assert_eq!(
+            (m.width, m.height, m.values),
+            (3, 2, vec![1, 2, 3, 15, 0, 7])
+        );
+        let m = decode_mask(&png(
+            ColorType::Indexed,
+            BitDepth::One,
+            (3, 1),
+            &[0b1010_0000],
+        ))
+        .unwrap();
+        assert_eq!(m.values, [1, 0, 1]);
+        let m = decode_mask(&png(
+            ColorType::Indexed,
+            BitDepth::Eight,
+            (2, 1),
+            &[255, 21],
+        ))
+        .unwrap();
+        assert_eq!(m.values, [255, 21]);
+        let m = decode_mask(&png(
+            ColorType::Grayscale,
+            BitDepth::Sixteen,
+            (2, 1),
+            &[1, 2, 0, 9],
+        ))
+        .unwrap();
+        assert_eq!(m.values, [258, 9]);
+        let e = decode_mask(&png(ColorType::Rgb, BitDepth::Eight, (1, 1), &[1, 2, 3])).unwrap_err();
+        assert!(e.contains("no mask"), "{e}");
+        assert!(decode_mask(b"not a png").is_err());
+    }
+
+    #[test]
+    fn pillows_nearest_positions_are_its_summed_centres_not_a_product() {
+        // 7 to 3: centres 7/6, 7/2, 35/6.
+        assert_eq!(pil_nearest(7, 3), [1, 3, 5]);
+        assert_eq!(pil_nearest(2, 4), [0, 0, 1, 1]);
+        // 2 to 7: the fourth centre is 1 exactly as a product, just under it as Pillow sums
+        // (Pillow 13 resizes [0, 1] to [0, 0, 0, 0, 1, 1, 1]).
+        assert_eq!(pil_nearest(2, 7), [0, 0, 0, 0, 1, 1, 1]);
+        assert_eq!((3.5f64 * 2.0 / 7.0) as usize, 1);
+    }
+
+    #[test]
+    fn a_mask_is_resized_flipped_padded_with_the_fill_and_cut_as_its_image() {
+        // A 2x3 mask doubled to 4x6, flipped, padded to 5x8 and cut 3x4 at (2, 4).
+        let mask = Mask {
+            width: 3,
+            height: 2,
+            values: vec![1, 2, 3, 4, 5, 6],
+        };
+        let drawn = ResizedCrop {
+            resized: (4, 6),
+            at: (2, 4),
+            hflip: true,
+            vflip: false,
+        };
+        let mut dst = vec![0; 12];
+        cut_mask(&mask, &drawn, (3, 4), 255, &mut dst);
+        // The flipped resize's rows 2 and 3 are 6 6 5 5 4 4; columns 4 and 5 show 4 4.
+        assert_eq!(dst, [4, 4, 255, 255, 4, 4, 255, 255, 255, 255, 255, 255]);
+    }
+}
