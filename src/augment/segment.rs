@@ -7,6 +7,8 @@
 
 use std::io::Cursor;
 
+use hpuload_decoders::{ImageFormat, Limits};
+
 use super::plan::ResizedCrop;
 
 /// A decoded mask: one value per pixel, row by row.
@@ -25,11 +27,16 @@ pub struct Mask {
 ///
 /// # Errors
 /// The bytes are no PNG, are damaged, or hold a mask of another kind (colour, grey of fewer
-/// than 8 bits, grey with alpha), named.
+/// than 8 bits, grey with alpha), named; or its header claims a size past the images' default
+/// [`Limits`] (a decompression bomb), checked before anything that size is allocated.
 pub fn decode_mask(bytes: &[u8]) -> Result<Mask, String> {
     let mut decoder = png::Decoder::new(Cursor::new(bytes));
     decoder.set_transformations(png::Transformations::IDENTITY);
     let mut reader = decoder.read_info().map_err(|e| e.to_string())?;
+    let (width, height) = reader.info().size();
+    Limits::default()
+        .check(ImageFormat::Png, width, height)
+        .map_err(|e| e.to_string())?;
     let size = reader
         .output_buffer_size()
         .ok_or("the PNG's size overflows memory")?;
@@ -101,21 +108,32 @@ pub fn cut_mask(mask: &Mask, drawn: &ResizedCrop, out: (u32, u32), fill: i64, ds
     let cols = pil_nearest(mask.width, rw);
     let (top, left) = (drawn.at.0 as usize, drawn.at.1 as usize);
     let (rh, rw) = (rh as usize, rw as usize);
-    // The source column of each output column, `None` past the resize (the padding).
-    let columns: Vec<Option<usize>> = (left..left + ow)
-        .map(|x| (x < rw).then(|| cols[if drawn.hflip { rw - 1 - x } else { x }]))
+    // The source column of each output column the resize reaches; the padding after them.
+    let columns: Vec<usize> = (left..(left + ow).min(rw))
+        .map(|x| cols[if drawn.hflip { rw - 1 - x } else { x }])
         .collect();
+    let shown = columns.len();
     let width = mask.width as usize;
-    for (y, out_row) in (top..top + oh).zip(dst.chunks_exact_mut(ow)) {
+    let mut previous = None;
+    for (k, y) in (top..top + oh).enumerate() {
+        let (done, rest) = dst.split_at_mut(k * ow);
+        let out_row = &mut rest[..ow];
         if y >= rh {
             out_row.fill(fill);
             continue;
         }
         let source = rows[if drawn.vflip { rh - 1 - y } else { y }];
-        let row = &mask.values[source * width..][..width];
-        for (o, c) in out_row.iter_mut().zip(&columns) {
-            *o = c.map_or(fill, |c| i64::from(row[c]));
+        if previous == Some(source) {
+            // An enlarged mask repeats rows: the row above, copied.
+            out_row.copy_from_slice(&done[(k - 1) * ow..]);
+            continue;
         }
+        previous = Some(source);
+        let row = &mask.values[source * width..][..width];
+        for (o, &c) in out_row[..shown].iter_mut().zip(&columns) {
+            *o = i64::from(row[c]);
+        }
+        out_row[shown..].fill(fill);
     }
 }
 
@@ -182,6 +200,21 @@ mod tests {
         let e = decode_mask(&png(ColorType::Rgb, BitDepth::Eight, (1, 1), &[1, 2, 3])).unwrap_err();
         assert!(e.contains("no mask"), "{e}");
         assert!(decode_mask(b"not a png").is_err());
+    }
+
+    #[test]
+    fn a_mask_whose_header_claims_a_bomb_s_size_is_refused_before_it_is_allocated() {
+        // 30000 x 30000 16-bit grey: 1.8 GB claimed by a header of a few bytes.
+        let mut bytes = Vec::new();
+        let mut encoder = png::Encoder::new(&mut bytes, 30_000, 30_000);
+        encoder.set_color(png::ColorType::Grayscale);
+        encoder.set_depth(png::BitDepth::Sixteen);
+        let mut writer = encoder.write_header().unwrap();
+        // The start of a zlib stream: the data the header promises never comes.
+        writer.write_chunk(png::chunk::IDAT, &[0x78, 0x9c]).unwrap();
+        drop(writer);
+        let e = decode_mask(&bytes).unwrap_err();
+        assert!(e.contains("30000x30000"), "{e}");
     }
 
     #[test]
