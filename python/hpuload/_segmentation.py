@@ -156,8 +156,9 @@ class Masks:
             d = plans(i, *self.sizes[i])
             drawn.append((tuple(d["resized"]), tuple(d["at"]), bool(d.get("hflip")), bool(d.get("vflip"))))
         h, w = self.crop
-        data = _hpuload.segmentation_masks([self.masks[i] for i in indices], drawn, h, w, MASK_FILL)
-        return torch.frombuffer(data, dtype=torch.int64).view(len(indices), h, w)
+        out = torch.empty((len(indices), h, w), dtype=torch.int64)
+        _hpuload.segmentation_masks([self.masks[i] for i in indices], drawn, h, w, MASK_FILL, out.data_ptr())
+        return out
 
     def static(self, images: torch.Tensor, records: Any, indices: list[int], plans=None):
         """Without a collate_fn: `[images, masks]`, what `default_collate` makes of the pairs."""

@@ -96,60 +96,87 @@ pub fn coco_masks<'py>(
 /// A segmentation mask per sample, moved as its image was (`drawn`: each sample's
 /// `resized_crop` from its plan, `((height, width), (top, left), hflip, vflip)`): the mask
 /// files at `paths` (palette or grey PNGs) read, each resized by Pillow's nearest filter,
-/// flipped, padded below and to the right with `fill` and cut to `height`x`width`, as
-/// `len(paths)` row-major planes of int64 in one bytearray (`np.array` of each PIL mask, as
-/// the segmentation reference's `PILToTensor` makes it). Read and decoded without the GIL;
-/// an unreadable or unfit file raises `ValueError` naming it.
+/// flipped, padded below and to the right with `fill` and cut to `height`x`width`, written
+/// as `len(paths)` row-major planes of int64 at `out` (the data pointer of a contiguous int64
+/// CPU tensor of that many values, which `hpuload/_segmentation.py` makes for the call and
+/// holds through it): `np.array` of each PIL mask, as the segmentation reference's
+/// `PILToTensor` makes it. Read and decoded without the GIL, on up to two threads; an
+/// unreadable or unfit file raises `ValueError` naming it.
 #[pyfunction]
 #[allow(clippy::type_complexity)] // the pairs are Python's tuples
-pub fn segmentation_masks<'py>(
-    py: Python<'py>,
+pub fn segmentation_masks(
+    py: Python<'_>,
     paths: Vec<String>,
     drawn: Vec<((u32, u32), (u32, u32), bool, bool)>,
     height: u32,
     width: u32,
     fill: i64,
-) -> PyResult<Bound<'py, pyo3::types::PyByteArray>> {
+    out: usize,
+) -> PyResult<()> {
     use hpuload::augment::{segment, ResizedCrop};
     if paths.len() != drawn.len() {
         return Err(PyValueError::new_err("one drawn crop per mask"));
     }
     let plane = (height as usize) * (width as usize);
-    let bytes = plane
-        .checked_mul(8 * paths.len())
+    let values = plane
+        .checked_mul(paths.len())
+        .filter(|v| v.checked_mul(8).is_some())
         .ok_or_else(|| PyValueError::new_err("masks overflow"))?;
-    let fill_all = |out: &mut [u8]| -> Result<(), String> {
-        for ((path, &(resized, at, hflip, vflip)), dst) in paths
-            .iter()
-            .zip(&drawn)
-            .zip(out.chunks_exact_mut(plane * 8))
-        {
-            let named = |why: String| format!("{path}: {why}");
-            let bytes = std::fs::read(path).map_err(|e| named(e.to_string()))?;
-            let mask = segment::decode_mask(&bytes).map_err(named)?;
-            let drawn = ResizedCrop {
-                resized,
-                at,
-                hflip,
-                vflip,
-            };
-            let fits = resized.0 > 0
-                && resized.1 > 0
-                && at.0 + height <= resized.0.max(height)
-                && at.1 + width <= resized.1.max(width);
-            if !fits || mask.width == 0 || mask.height == 0 {
-                return Err(named(format!("cannot cut {height}x{width} as {drawn:?}")));
-            }
-            let mut values = vec![0i64; plane];
-            segment::cut_mask(&mask, &drawn, (height, width), fill, &mut values);
-            for (d, v) in dst.chunks_exact_mut(8).zip(values) {
-                d.copy_from_slice(&v.to_ne_bytes());
-            }
+    if values > 0 && (out == 0 || !out.is_multiple_of(std::mem::align_of::<i64>())) {
+        return Err(PyValueError::new_err(format!(
+            "{out:#x} is not the address of int64 values"
+        )));
+    }
+    let one = |path: &String,
+               &(resized, at, hflip, vflip): &((u32, u32), (u32, u32), bool, bool),
+               dst: &mut [i64]|
+     -> Result<(), String> {
+        let named = |why: String| format!("{path}: {why}");
+        let bytes = std::fs::read(path).map_err(|e| named(e.to_string()))?;
+        let mask = segment::decode_mask(&bytes).map_err(named)?;
+        let drawn = ResizedCrop {
+            resized,
+            at,
+            hflip,
+            vflip,
+        };
+        let fits = resized.0 > 0
+            && resized.1 > 0
+            && at.0 + height <= resized.0.max(height)
+            && at.1 + width <= resized.1.max(width);
+        if !fits {
+            return Err(named(format!("cannot cut {height}x{width} as {drawn:?}")));
         }
+        segment::cut_mask(&mask, &drawn, (height, width), fill, dst);
         Ok(())
     };
-    // Written straight into the bytearray, without the GIL (nothing else holds it yet).
-    pyo3::types::PyByteArray::new_with(py, bytes, |out| {
-        py.detach(|| fill_all(out)).map_err(PyValueError::new_err)
+    if values == 0 {
+        return Ok(());
+    }
+    // SAFETY: `_segmentation.py` passes the data pointer of a contiguous int64 CPU tensor of
+    // `len(paths) * height * width` values that it made for this call and holds through it
+    // (nothing else reads or writes it meanwhile); the address was checked to be aligned.
+    let dst = unsafe { std::slice::from_raw_parts_mut(out as *mut i64, values) };
+    py.detach(|| {
+        let half = paths.len().div_ceil(2);
+        let (first, second) = dst.split_at_mut(half * plane);
+        let run =
+            |paths: &[String], drawn: &[((u32, u32), (u32, u32), bool, bool)], dst: &mut [i64]| {
+                paths
+                    .iter()
+                    .zip(drawn)
+                    .zip(dst.chunks_exact_mut(plane))
+                    .try_for_each(|((p, d), dst)| one(p, d, dst))
+            };
+        std::thread::scope(|s| {
+            let other = s.spawn(|| run(&paths[half..], &drawn[half..], second));
+            let mine = run(&paths[..half], &drawn[..half], first);
+            mine.and(
+                other
+                    .join()
+                    .unwrap_or_else(|_| Err("a mask thread panicked".into())),
+            )
+        })
     })
+    .map_err(PyValueError::new_err)
 }
