@@ -195,11 +195,33 @@ def test_voc_with_the_references_collate_gives_torchs_shapes_and_dtypes(voc_root
     assert set(torch.cat([m.flatten() for _, m in ours]).tolist()) <= classes | {0, 255}
 
 
-def test_the_segmentation_eval_preset_and_the_tensor_backend_fall_back_naming_why(voc_root):
-    with pytest.warns(FallbackWarning, match="own size"):
-        DataLoader(voc(voc_root, ref.SegmentationPresetEval(base_size=BASE)), batch_size=1)
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_the_segmentation_eval_preset_runs_natively_each_image_its_own_size_as_torchs_loader_gives_it(voc_root, batch_size):
+    # Deterministic: torch's own loader of the same dataset is the reference, batch by batch
+    # (its collate pads a batch to its largest image, masks with 255).
+    dataset = voc(voc_root, ref.SegmentationPresetEval(base_size=BASE))
+    ours = native(dataset, batch_size=batch_size, collate_fn=ref.collate_fn, backend="cpu")
+    theirs = tud.DataLoader(dataset, batch_size=batch_size, collate_fn=ref.collate_fn)
+    shapes = set()
+    for (xa, ma), (xb, mb) in zip(ours, theirs, strict=True):
+        assert xa.shape == xb.shape and xa.dtype == xb.dtype and ma.dtype == mb.dtype
+        assert torch.equal(ma, mb)
+        assert (xa - xb).abs().max() < 1e-5
+        shapes.add(tuple(xa.shape[2:]))
+    assert len(shapes) > 1  # the sizes differ: the shorter side BASE, the longer in proportion
+    assert all(min(s) == BASE for s in shapes) or batch_size > 1
+    # Without a collate_fn, a batch of one is what default_collate makes of the sample.
+    x, m = next(iter(native(dataset, batch_size=1, backend="cpu")))
+    want_x, want_m = dataset[0]
+    assert torch.equal(m, want_m[None]) and (x - want_x[None]).abs().max() < 1e-5
+
+
+def test_a_segmentation_pipeline_on_tensors_falls_back_naming_why(voc_root):
     steps = [ref.PILToTensor(), ref.RandomResize(20, 80), ref.RandomCrop(SEG_CROP)]
     with pytest.warns(FallbackWarning, match="tensor"):
+        DataLoader(voc(voc_root, ref.Compose(steps)), batch_size=2)
+    steps = [ref.RandomResize(20, 80), ref.PILToTensor()]
+    with pytest.warns(FallbackWarning, match="drawn size"):
         DataLoader(voc(voc_root, ref.Compose(steps)), batch_size=2)
 
 
