@@ -10,7 +10,9 @@ mask a palette PNG of its size: rectangles of classes 1-20 on 0, a line of 255),
 
 usage: python segmentation.py --make VOCROOT --data PHOTOS [--images 2000]
        python segmentation.py --loader torch|hpuload --root VOCROOT [--workers 2] [--batch 8]
-           [--epochs 3] [--base 520] [--crop 480]
+           [--epochs 3] [--base 520] [--crop 480] [--preset train|eval]
+`--preset eval` runs the reference's evaluation preset instead (each image its own size;
+give `--batch 1`, as the reference's evaluation loader has).
 Prints one JSON line: images/s over the epochs after the first (the first warms caches and
 worker pools, as in peer_bench.py).
 """
@@ -58,6 +60,7 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--preset", choices=("train", "eval"), default="train")
     p.add_argument("--base", type=int, default=520)
     p.add_argument("--crop", type=int, default=480)
     a = p.parse_args()
@@ -80,10 +83,18 @@ def main() -> None:
     else:
         from torch.utils.data import DataLoader
 
-    preset = ref.SegmentationPresetTrain(base_size=a.base, crop_size=a.crop)
+    if a.preset == "train":
+        preset = ref.SegmentationPresetTrain(base_size=a.base, crop_size=a.crop)
+    else:  # the reference evaluates with batches of one, not shuffled
+        preset = ref.SegmentationPresetEval(base_size=a.base)
     dataset = torchvision.datasets.VOCSegmentation(a.root, year="2012", image_set="train", transforms=preset)
     loader = DataLoader(
-        dataset, batch_size=a.batch, shuffle=True, num_workers=a.workers, collate_fn=ref.collate_fn, drop_last=True
+        dataset,
+        batch_size=a.batch,
+        shuffle=a.preset == "train",
+        num_workers=a.workers,
+        collate_fn=ref.collate_fn,
+        drop_last=a.preset == "train",
     )
     rates = []
     for epoch in range(a.epochs):
