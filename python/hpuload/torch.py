@@ -970,7 +970,8 @@ class _ArraysWatch:
 
 
 def _segmentation_source(dataset, pipeline):
-    """A torchvision VOCSegmentation with the segmentation reference's training transforms."""
+    """A torchvision VOCSegmentation with the segmentation reference's training or evaluation
+    transforms (a switch between the two, which changes the source, falls back)."""
     if pipeline is not None:
         raise _Unfit("pipeline= for a segmentation dataset (hpuload runs its own transforms)", FallbackReason.ARGUMENT)
     try:
