@@ -5,12 +5,21 @@ passes: torchvision's `VOCSegmentation` with the reference's `SegmentationPreset
 RandomCrop after padding to `crop_size`, PILToTensor, ToDtype(float, scale=True), Normalize),
 as restated in python/tests/reference_segmentation.py, and its `collate_fn` (`cat_list`).
 
+`--dataset coco` runs the reference's default dataset instead: torchvision's `CocoDetection`
+of `ROOT/train2017` with the reference's `FilterAndRemapCocoCategories(CAT_LIST)` and
+`ConvertCocoPolysToMask` before the preset, the training set in the `Subset` of images with
+more than 1000 pixels of kept annotations (`get_coco` in reference_segmentation.py).
+
 `--make ROOT` first writes a VOC 2012 tree at ROOT from the photos in `--data` (each photo's
-mask a palette PNG of its size: rectangles of classes 1-20 on 0, a line of 255), then exits.
+mask a palette PNG of its size: rectangles of classes 1-20 on 0, a line of 255), then exits;
+`--make-coco ROOT` writes a COCO tree (`train2017/`, `annotations/instances_train2017.json`:
+2-12 objects a photo, each one or two polygons of 8-30 vertices, half of them people, the
+rest of COCO's 80 categories), then exits.
 
 usage: python segmentation.py --make VOCROOT --data PHOTOS [--images 2000]
-       python segmentation.py --loader torch|hpuload --root VOCROOT [--workers 2] [--batch 8]
-           [--epochs 3] [--base 520] [--crop 480] [--preset train|eval]
+       python segmentation.py --make-coco COCOROOT --data PHOTOS [--images 2000]
+       python segmentation.py --loader torch|hpuload --root ROOT [--dataset voc|coco]
+           [--workers 2] [--batch 8] [--epochs 3] [--base 520] [--crop 480] [--preset train|eval]
 `--preset eval` runs the reference's evaluation preset instead (each image its own size;
 give `--batch 1`, as the reference's evaluation loader has).
 Prints one JSON line: images/s over the epochs after the first (the first warms caches and
@@ -50,9 +59,52 @@ def make(root: pathlib.Path, photos: pathlib.Path, count: int) -> None:
     (voc / "ImageSets" / "Segmentation" / "train.txt").write_text("\n".join(names) + "\n")
 
 
+def make_coco(root: pathlib.Path, photos: pathlib.Path, count: int) -> None:
+    import math
+
+    import numpy as np
+    from PIL import Image
+
+    (root / "train2017").mkdir(parents=True, exist_ok=True)
+    (root / "annotations").mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    # COCO's 80 category ids (1-90 with gaps).
+    ids = [i for i in range(1, 91) if i not in (12, 26, 29, 30, 45, 66, 68, 69, 71, 83)]
+    images, anns = [], []
+    for k, photo in enumerate(sorted(photos.rglob("*.jpg"))[:count]):
+        name = f"{k:012d}.jpg"
+        (root / "train2017" / name).write_bytes(photo.read_bytes())
+        w, h = Image.open(photo).size
+        images.append({"id": k + 1, "file_name": name, "width": w, "height": h})
+        for _ in range(int(rng.integers(2, 13))):
+            cat = 1 if rng.random() < 0.5 else int(rng.choice(ids))
+            parts, area = [], 0.0
+            for _ in range(1 if rng.random() < 0.8 else 2):
+                cx, cy = rng.uniform(0, w), rng.uniform(0, h)
+                r = rng.uniform(0.03, 0.3) * min(w, h)
+                n = int(rng.integers(8, 31))
+                pts = []
+                for j in range(n):
+                    t = 2 * math.pi * j / n
+                    rr = r * rng.uniform(0.5, 1.0)
+                    pts += [float(np.clip(cx + rr * math.cos(t), 0, w)), float(np.clip(cy + rr * math.sin(t), 0, h))]
+                xs, ys = pts[0::2], pts[1::2]
+                area += abs(sum(xs[i] * ys[i - 1] - xs[i - 1] * ys[i] for i in range(n))) / 2
+                parts.append(pts)
+            x0, y0 = min(min(p[0::2]) for p in parts), min(min(p[1::2]) for p in parts)
+            x1, y1 = max(max(p[0::2]) for p in parts), max(max(p[1::2]) for p in parts)
+            anns.append({"id": len(anns) + 1, "image_id": k + 1, "category_id": cat, "iscrowd": 0,
+                         "segmentation": parts, "area": area, "bbox": [x0, y0, x1 - x0, y1 - y0]})
+    cats = [{"id": i, "name": str(i)} for i in ids]
+    text = json.dumps({"images": images, "annotations": anns, "categories": cats})
+    (root / "annotations" / "instances_train2017.json").write_text(text)
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--make", type=pathlib.Path)
+    p.add_argument("--make-coco", type=pathlib.Path)
+    p.add_argument("--dataset", choices=("voc", "coco"), default="voc")
     p.add_argument("--data", type=pathlib.Path)
     p.add_argument("--images", type=int, default=2000)
     p.add_argument("--loader", choices=("torch", "hpuload"))
@@ -66,6 +118,9 @@ def main() -> None:
     a = p.parse_args()
     if a.make is not None:
         make(a.make, a.data, a.images)
+        return
+    if a.make_coco is not None:
+        make_coco(a.make_coco, a.data, a.images)
         return
 
     import torch
@@ -87,7 +142,11 @@ def main() -> None:
         preset = ref.SegmentationPresetTrain(base_size=a.base, crop_size=a.crop)
     else:  # the reference evaluates with batches of one, not shuffled
         preset = ref.SegmentationPresetEval(base_size=a.base)
-    dataset = torchvision.datasets.VOCSegmentation(a.root, year="2012", image_set="train", transforms=preset)
+    if a.dataset == "voc":
+        dataset = torchvision.datasets.VOCSegmentation(a.root, year="2012", image_set="train", transforms=preset)
+    else:
+        annotations = a.root / "annotations" / "instances_train2017.json"
+        dataset = ref.get_coco(a.root / "train2017", annotations, preset, train=a.preset == "train")
     loader = DataLoader(
         dataset,
         batch_size=a.batch,

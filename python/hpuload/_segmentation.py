@@ -17,7 +17,16 @@ The evaluation preset (`RandomResize(base_size, base_size)` then the conversions
 gives each image its own size: the pipeline is `random_shortest_size` with torchvision's
 `Resize(size)` arithmetic (the shorter side to the size, the longer in proportion,
 truncated), Pillow's bilinear, and `normalize`; each mask is resized to its image's size
-(the plan's `detect.size`) by the same nearest positions, one tensor per sample."""
+(the plan's `detect.size`) by the same nearest positions, one tensor per sample.
+
+The reference's default dataset, COCO (its `coco_utils.get_coco` without `--use-v2`:
+torchvision's `CocoDetection` with `Compose([FilterAndRemapCocoCategories(CAT_LIST),
+ConvertCocoPolysToMask(), preset])`, the training set in the `Subset` of images whose kept
+annotations cover more than 1000 pixels), runs the same way: each image's semantic mask is made
+in Rust from its objects' RLEs (pycocotools' `frPyObjects`, the reference's own step, turns
+polygons into them; each pixel the largest remapped class covering it, 255 where objects
+overlap), then moved like a VOC mask. The user's two COCO steps are checked against it on
+real annotations before anything runs."""
 
 from __future__ import annotations
 
@@ -28,7 +37,7 @@ from typing import Any
 import torch
 
 from . import _hpuload, _probe
-from ._detection import _flatten, _own
+from ._detection import _flatten, _own, _unwrap_subsets
 from ._options import CocoSource, SamplesSource
 from ._transforms import Unsupported
 
@@ -48,16 +57,40 @@ def is_segmentation(dataset) -> bool:
     return type(dataset) is torchvision.datasets.VOCSegmentation
 
 
+def is_coco_segmentation(dataset) -> bool:
+    """(Subsets of) a `CocoDetection` whose transforms start as the segmentation reference's
+    COCO set's do: its `ConvertCocoPolysToMask`, after its `FilterAndRemapCocoCategories` or
+    alone (what they do is checked by `coco_source`)."""
+    from torchvision.datasets import CocoDetection
+
+    inner, _ = _unwrap_subsets(dataset)
+    if type(inner) is not CocoDetection:  # a subclass (the detection reference's) loads its own way
+        return False
+    steps = _flatten(inner.transforms) if inner.transforms is not None else []
+    return any(_own(t, "ConvertCocoPolysToMask") for t in steps[:2])
+
+
+def current_transforms(dataset):
+    """The transforms a segmentation dataset applies now (those of the COCO set in Subsets)."""
+    return _unwrap_subsets(dataset)[0].transforms
+
+
 def translate(transforms) -> tuple[str, str, tuple[int, int] | None]:
     """`(pipeline JSON, dtype, crop (height, width))` of the reference's v1 training
     transforms, or with `crop` None of its evaluation transforms (each image its own size);
-    `Unsupported` for anything else."""
+    `Unsupported` for anything else. A COCO set's first steps (its categories' filter and the
+    conversion to a mask) are left out: `coco_steps` reads them."""
     if transforms is None:
         raise Unsupported("no transforms: each sample is a PIL image and mask of its own size")
+    return translate_steps(coco_steps(transforms)[2])
+
+
+def translate_steps(steps: list) -> tuple[str, str, tuple[int, int] | None]:
+    """`translate` of the reference's steps after any COCO conversion."""
     ops: list[dict] = []
     crop = None
     tensor, dtype = False, None
-    for t in _flatten(transforms):
+    for t in steps:
         name = type(t).__name__
         if type(t).__module__.startswith("torchvision"):
             raise Unsupported(
@@ -126,20 +159,170 @@ def source(dataset) -> tuple[dict, str, str, "Masks"]:
         if why is not None:
             raise Unfit(f"{mask} is {why} (hpuload reads palette PNGs and 8-bit grey ones as masks)")
         sizes.append(size)
-    # The images are opened with `.convert("RGB")`, as hpuload decodes any of them.
+    name = f"{type(dataset).__name__}({dataset.root!r})"
+    return {"source": _image_source(images, sizes, crop, name)}, pipeline, dtype, Masks(masks, sizes, crop)
+
+
+def _image_source(images: list[str], sizes: list[tuple[int, int]], crop, name: str):
+    """The images, opened with `.convert("RGB")` as hpuload decodes any of them: a list of
+    samples for the training preset, a COCO set without objects for the evaluation preset
+    (the loader sizes each image's batch row from the sizes it gives, image `i` the
+    dataset's `i`)."""
     if crop is not None:
-        source = SamplesSource([(path, 0) for path in images], [])
-    else:
-        # Each image its own size: the loader sizes its batches from the sizes a COCO set
-        # gives (one without objects), image `i` the dataset's `i`.
-        folder = os.path.commonpath([os.path.dirname(os.path.abspath(p)) for p in images]) if images else "."
-        listed = [
-            {"id": i + 1, "file_name": os.path.relpath(os.path.abspath(p), folder), "width": w, "height": h}
-            for i, (p, (w, h)) in enumerate(zip(images, sizes))
-        ]
-        text = json.dumps({"images": listed, "annotations": [], "categories": []})
-        source = CocoSource(folder, annotations=f"{type(dataset).__name__}({dataset.root!r})", text=text)
-    return {"source": source}, pipeline, dtype, Masks(masks, sizes, crop)
+        return SamplesSource([(path, 0) for path in images], [])
+    folder = os.path.commonpath([os.path.dirname(os.path.abspath(p)) for p in images]) if images else "."
+    listed = [
+        {"id": i + 1, "file_name": os.path.relpath(os.path.abspath(p), folder), "width": w, "height": h}
+        for i, (p, (w, h)) in enumerate(zip(images, sizes))
+    ]
+    text = json.dumps({"images": listed, "annotations": [], "categories": []})
+    return CocoSource(folder, annotations=name, text=text)
+
+
+# --- The reference's COCO set ---------------------------------------------------------------
+
+
+def coco_steps(transforms) -> tuple[Any, Any, list]:
+    """`(FilterAndRemapCocoCategories or None, ConvertCocoPolysToMask or None, the steps
+    after them)` of a dataset's transforms."""
+    steps = _flatten(transforms)
+    filt = steps[0] if steps and _own(steps[0], "FilterAndRemapCocoCategories") else None
+    rest = steps[1:] if filt is not None else steps
+    convert = rest[0] if rest and _own(rest[0], "ConvertCocoPolysToMask") else None
+    if filt is not None and convert is None:
+        raise Unsupported("FilterAndRemapCocoCategories without the reference's ConvertCocoPolysToMask after it")
+    return filt, convert, rest[1:] if convert is not None else rest
+
+
+def coco_source(dataset) -> tuple[dict, str, str, "Masks"]:
+    """`(source kwargs, pipeline JSON, dtype, Masks)` for the segmentation reference's COCO
+    set (`is_coco_segmentation`); `Unfit` or `Unsupported` naming why it cannot run
+    natively."""
+    from torchvision.datasets import CocoDetection
+
+    inner, indices = _unwrap_subsets(dataset)
+    if type(inner) is not CocoDetection:
+        raise Unfit(f"{type(inner).__name__} is not torchvision's CocoDetection (a subclass may load differently)")
+    if getattr(inner, "transform", None) is not None or getattr(inner, "target_transform", None) is not None:
+        raise Unsupported("transform= or target_transform= beside the COCO set's transforms")
+    filt, convert, rest = coco_steps(inner.transforms)
+    pipeline, dtype, crop = translate_steps(rest)
+    categories = CocoCategories.of(filt)
+    ids = list(inner.ids) if indices is None else [inner.ids[i] for i in indices]
+    images = [os.path.join(inner.root, inner.coco.imgs[i]["file_name"]) for i in ids]
+    sizes = []
+    for path in images:
+        size = _probe.size_of(path)
+        if size is None:
+            raise Unfit(f"{path} is no image hpuload can size (its mask is made at its size)")
+        sizes.append(size)
+    masks = CocoMasks(inner.coco, ids, images, sizes, categories)
+    masks.check(convert, filt)
+    name = f"CocoDetection({inner.root!r})"
+    return {"source": _image_source(images, sizes, crop, name)}, pipeline, dtype, Masks(masks, sizes, crop)
+
+
+class CocoCategories:
+    """What `FilterAndRemapCocoCategories(categories, remap)` keeps of an image's
+    annotations and the class it gives each: the listed categories, as their place in the
+    list when remapped; every annotation as it is without the step."""
+
+    def __init__(self, listed: list[int] | None, remap: bool):
+        self.listed = listed
+        self.remap = remap
+        self._class = {c: k for k, c in reversed(list(enumerate(listed)))} if listed is not None else None
+
+    @classmethod
+    def of(cls, filt) -> "CocoCategories":
+        if filt is None:
+            return cls(None, False)
+        listed, remap = getattr(filt, "categories", None), getattr(filt, "remap", None)
+        if not isinstance(listed, (list, tuple)) or not all(isinstance(c, int) for c in listed) or not isinstance(remap, bool):
+            raise Unsupported(f"FilterAndRemapCocoCategories({listed!r}, remap={remap!r}) (hpuload takes a list of ids)")
+        return cls(list(listed), remap)
+
+    def classes(self, anns: list[dict]) -> list[tuple[dict, Any]]:
+        """`(annotation, class)` of those kept, in their order."""
+        if self._class is None:
+            return [(a, a["category_id"]) for a in anns]
+        kept = [a for a in anns if a["category_id"] in self._class]
+        return [(a, self._class[a["category_id"]] if self.remap else a["category_id"]) for a in kept]
+
+    def same(self, other: "CocoCategories") -> bool:
+        return (self.listed, self.remap) == (other.listed, other.remap)
+
+
+class CocoMasks:
+    """The reference's semantic mask of each image of a COCO set (indexable like the
+    dataset), as `_hpuload.segmentation_masks` takes it: `(name, (height, width), [(class,
+    [RLE counts, ...]), ...])`, the objects the categories' filter keeps."""
+
+    def __init__(self, coco, ids: list[int], images: list[str], sizes: list[tuple[int, int]], categories: CocoCategories):
+        self.coco = coco
+        self.ids = ids
+        self.images = images
+        self.sizes = sizes
+        self.categories = categories
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, index: int):
+        from pycocotools import mask as coco_mask
+
+        image_id, path = self.ids[index], self.images[index]
+        width, height = self.sizes[index]
+        name = f"{path} (image {image_id})"
+        objects = []
+        anns = self.coco.loadAnns(self.coco.getAnnIds(image_id))
+        for k, (a, value) in enumerate(self.categories.classes(anns)):
+            try:
+                segmentation = a["segmentation"]
+                if isinstance(segmentation, dict) and list(segmentation.get("size", ())) != [height, width]:
+                    raise ValueError(f"an RLE of size {segmentation.get('size')}, not the image's {[height, width]}")
+                if not isinstance(value, int) or not 0 <= value <= 255:
+                    raise ValueError(f"class {value!r} is no uint8 (the reference's masks are)")
+                rles = coco_mask.frPyObjects(segmentation, height, width)
+            except Exception as e:
+                raise ValueError(
+                    f"{name}: annotation {k} (id {a.get('id')}) gives no mask ({type(e).__name__}: {e})"
+                ) from e
+            rles = rles if isinstance(rles, list) else [rles]
+            objects.append((value, [r["counts"] if isinstance(r["counts"], bytes) else str(r["counts"]).encode() for r in rles]))
+        return name, (height, width), objects
+
+    def mask(self, index: int) -> torch.Tensor:
+        """`[h, w]` int64: the image's semantic mask as made here."""
+        width, height = self.sizes[index]
+        out = torch.empty((height, width), dtype=torch.int64)
+        _hpuload.segmentation_masks([self[index]], [((height, width), (0, 0), False, False)], height, width, MASK_FILL, out.data_ptr())
+        return out
+
+    def check(self, convert, filt, count: int = 3) -> None:
+        """The user's steps give, on the images with the most kept objects (up to `count`),
+        this set's masks; else `Unsupported` (their code is not the reference's)."""
+        import numpy as np
+        import PIL.Image
+
+        if convert is None:
+            raise Unsupported("the COCO set's transforms do not start with the reference's ConvertCocoPolysToMask")
+        kept = sorted(
+            range(len(self.ids)),
+            key=lambda i: -len(self.categories.classes(self.coco.loadAnns(self.coco.getAnnIds(self.ids[i])))),
+        )[:count]
+        for i in kept:
+            anns = self.coco.loadAnns(self.coco.getAnnIds(self.ids[i]))
+            image = PIL.Image.new("RGB", self.sizes[i])
+            try:
+                if filt is not None:
+                    image, anns = filt(image, anns)
+                _, got = convert(image, anns)
+            except Exception as e:
+                raise Unsupported(f"the COCO steps fail on image {self.ids[i]} ({type(e).__name__}: {e})") from e
+            if not isinstance(got, PIL.Image.Image) or got.mode not in ("L", "P"):
+                raise Unsupported(f"{type(convert).__name__} gives {type(got).__name__}, not the reference's PIL mask")
+            if not torch.equal(torch.as_tensor(np.array(got), dtype=torch.int64), self.mask(i)):
+                raise Unsupported(f"{type(convert).__name__} does not give the reference's mask of image {self.ids[i]}")
 
 
 def _unfit_mask(path: str) -> str | None:
@@ -167,7 +350,9 @@ class Masks:
     #: The masks move with the image: the loader hands each sample's plan over.
     moves_masks = True
 
-    def __init__(self, masks: list[str], sizes: list[tuple[int, int]], crop: tuple[int, int] | None):
+    def __init__(self, masks, sizes: list[tuple[int, int]], crop: tuple[int, int] | None):
+        #: Each sample's mask as `_hpuload.segmentation_masks` takes it: a PNG's path, or a
+        #: COCO image's objects (`CocoMasks`).
         self.masks = masks
         #: Each image's `(width, height)`, which its plan is drawn for.
         self.sizes = sizes

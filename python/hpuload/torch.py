@@ -256,6 +256,8 @@ def _dataset_source(dataset, pipeline, transform=None, max_boxes=200):
         return source, dataset._pipeline_json(), "f32", None
     if _hf.is_hf_dataset(dataset):
         return _hf.hf_source(dataset, pipeline, transform)
+    if _segmentation.is_coco_segmentation(dataset):
+        return _segmentation_source(dataset, pipeline)
     if _detection.is_coco(dataset):
         return _coco_source(dataset, pipeline, max_boxes)
     if _segmentation.is_segmentation(dataset):
@@ -970,24 +972,33 @@ class _ArraysWatch:
 
 
 def _segmentation_source(dataset, pipeline):
-    """A torchvision VOCSegmentation with the segmentation reference's training or evaluation
-    transforms (a switch between the two, which changes the source, falls back)."""
+    """A torchvision VOCSegmentation, or the segmentation reference's COCO set (Subsets of a
+    CocoDetection), with the segmentation reference's training or evaluation transforms (a
+    switch between the two, which changes the source, or a change of the COCO set's
+    categories falls back)."""
     if pipeline is not None:
         raise _Unfit("pipeline= for a segmentation dataset (hpuload runs its own transforms)", FallbackReason.ARGUMENT)
+    coco = _segmentation.is_coco_segmentation(dataset)
     try:
-        source, pipe, dtype, masks = _segmentation.source(dataset)
+        source, pipe, dtype, masks = (_segmentation.coco_source if coco else _segmentation.source)(dataset)
     except _segmentation.Unfit as e:
         raise _Unfit(str(e), FallbackReason.DATASET) from e
     except Unsupported as e:
         raise _Unfit(str(e), FallbackReason.TRANSFORM) from e
 
     def translate_now():
-        pipe_now, dtype_now, crop = _segmentation.translate(dataset.transforms)
+        transforms = _segmentation.current_transforms(dataset)
+        if coco:
+            filt, convert, _ = _segmentation.coco_steps(transforms)
+            if convert is None or not _segmentation.CocoCategories.of(filt).same(masks.masks.categories):
+                raise Unsupported("the new transforms change how the COCO set's masks are made")
+            masks.masks.check(convert, filt)
+        pipe_now, dtype_now, crop = _segmentation.translate(transforms)
         if crop != masks.crop:
             raise Unsupported(f"the new transforms crop {crop}, the masks were set up for {masks.crop}")
         return pipe_now, dtype_now
 
-    source["watch"] = _TransformWatch(lambda: dataset.transforms, translate_now)
+    source["watch"] = _TransformWatch(lambda: _segmentation.current_transforms(dataset), translate_now)
     source["targets"] = masks
     return source, pipe, dtype, None
 

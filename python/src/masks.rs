@@ -93,20 +93,57 @@ pub fn coco_masks<'py>(
     })
 }
 
+/// Where a sample's segmentation mask comes from: a mask file (a palette or grey PNG), or a
+/// COCO image's objects (`(name, (height, width), [(class, [counts, ...]), ...])`: what names
+/// it in errors, the image's size, each object's class and compressed RLE strings), made into
+/// the segmentation reference's semantic mask.
+#[derive(FromPyObject)]
+pub enum MaskSource {
+    /// The path of a mask PNG.
+    File(String),
+    /// A COCO image's objects.
+    Coco((String, (u32, u32), Vec<(u8, Vec<Vec<u8>>)>)),
+}
+
+impl MaskSource {
+    /// The mask, or why not, named.
+    fn mask(&self) -> Result<hpuload::augment::segment::Mask, String> {
+        use hpuload::augment::segment;
+        match self {
+            Self::File(path) => {
+                let named = |why: String| format!("{path}: {why}");
+                let bytes = std::fs::read(path).map_err(|e| named(e.to_string()))?;
+                segment::decode_mask(&bytes).map_err(named)
+            }
+            Self::Coco((name, (height, width), objects)) => {
+                segment::coco_semantic_mask(*height, *width, objects)
+                    .map_err(|why| format!("{name}: {why}"))
+            }
+        }
+    }
+
+    fn name(&self) -> &str {
+        match self {
+            Self::File(path) => path,
+            Self::Coco((name, ..)) => name,
+        }
+    }
+}
+
 /// A segmentation mask per sample, moved as its image was (`drawn`: each sample's
-/// `resized_crop` from its plan, `((height, width), (top, left), hflip, vflip)`): the mask
-/// files at `paths` (palette or grey PNGs) read, each resized by Pillow's nearest filter,
-/// flipped, padded below and to the right with `fill` and cut to `height`x`width`, written
-/// as `len(paths)` row-major planes of int64 at `out` (the data pointer of a contiguous int64
+/// `resized_crop` from its plan, `((height, width), (top, left), hflip, vflip)`): each of
+/// `sources` (see [`MaskSource`]) read or made, resized by Pillow's nearest filter, flipped,
+/// padded below and to the right with `fill` and cut to `height`x`width`, written as
+/// `len(sources)` row-major planes of int64 at `out` (the data pointer of a contiguous int64
 /// CPU tensor of that many values, which `hpuload/_segmentation.py` makes for the call and
 /// holds through it): `np.array` of each PIL mask, as the segmentation reference's
-/// `PILToTensor` makes it. Read and decoded without the GIL, on up to two threads; an
-/// unreadable or unfit file raises `ValueError` naming it.
+/// `PILToTensor` makes it. Read and made without the GIL, on up to two threads; an
+/// unreadable or unfit mask raises `ValueError` naming it.
 #[pyfunction]
 #[allow(clippy::type_complexity)] // the pairs are Python's tuples
 pub fn segmentation_masks(
     py: Python<'_>,
-    paths: Vec<String>,
+    sources: Vec<MaskSource>,
     drawn: Vec<((u32, u32), (u32, u32), bool, bool)>,
     height: u32,
     width: u32,
@@ -114,12 +151,12 @@ pub fn segmentation_masks(
     out: usize,
 ) -> PyResult<()> {
     use hpuload::augment::{segment, ResizedCrop};
-    if paths.len() != drawn.len() {
+    if sources.len() != drawn.len() {
         return Err(PyValueError::new_err("one drawn crop per mask"));
     }
     let plane = (height as usize) * (width as usize);
     let values = plane
-        .checked_mul(paths.len())
+        .checked_mul(sources.len())
         .filter(|v| v.checked_mul(8).is_some())
         .ok_or_else(|| PyValueError::new_err("masks overflow"))?;
     if values > 0 && (out == 0 || !out.is_multiple_of(std::mem::align_of::<i64>())) {
@@ -127,13 +164,11 @@ pub fn segmentation_masks(
             "{out:#x} is not the address of int64 values"
         )));
     }
-    let one = |path: &String,
+    let one = |source: &MaskSource,
                &(resized, at, hflip, vflip): &((u32, u32), (u32, u32), bool, bool),
                dst: &mut [i64]|
      -> Result<(), String> {
-        let named = |why: String| format!("{path}: {why}");
-        let bytes = std::fs::read(path).map_err(|e| named(e.to_string()))?;
-        let mask = segment::decode_mask(&bytes).map_err(named)?;
+        let mask = source.mask()?;
         let drawn = ResizedCrop {
             resized,
             at,
@@ -145,7 +180,10 @@ pub fn segmentation_masks(
             && at.0 + height <= resized.0.max(height)
             && at.1 + width <= resized.1.max(width);
         if !fits {
-            return Err(named(format!("cannot cut {height}x{width} as {drawn:?}")));
+            return Err(format!(
+                "{}: cannot cut {height}x{width} as {drawn:?}",
+                source.name()
+            ));
         }
         segment::cut_mask(&mask, &drawn, (height, width), fill, dst);
         Ok(())
@@ -154,23 +192,28 @@ pub fn segmentation_masks(
         return Ok(());
     }
     // SAFETY: `_segmentation.py` passes the data pointer of a contiguous int64 CPU tensor of
-    // `len(paths) * height * width` values that it made for this call and holds through it
+    // `len(sources) * height * width` values that it made for this call and holds through it
     // (nothing else reads or writes it meanwhile); the address was checked to be aligned.
     let dst = unsafe { std::slice::from_raw_parts_mut(out as *mut i64, values) };
     py.detach(|| {
-        let half = paths.len().div_ceil(2);
+        let half = sources.len().div_ceil(2);
         let (first, second) = dst.split_at_mut(half * plane);
-        let run =
-            |paths: &[String], drawn: &[((u32, u32), (u32, u32), bool, bool)], dst: &mut [i64]| {
-                paths
-                    .iter()
-                    .zip(drawn)
-                    .zip(dst.chunks_exact_mut(plane))
-                    .try_for_each(|((p, d), dst)| one(p, d, dst))
-            };
+        let run = |sources: &[MaskSource],
+                   drawn: &[((u32, u32), (u32, u32), bool, bool)],
+                   dst: &mut [i64]| {
+            sources
+                .iter()
+                .zip(drawn)
+                .zip(dst.chunks_exact_mut(plane))
+                .try_for_each(|((p, d), dst)| one(p, d, dst))
+        };
+        if sources.len() < 2 {
+            // One mask (the evaluation preset's batches): no second thread to start.
+            return run(&sources, &drawn, dst);
+        }
         std::thread::scope(|s| {
-            let other = s.spawn(|| run(&paths[half..], &drawn[half..], second));
-            let mine = run(&paths[..half], &drawn[..half], first);
+            let other = s.spawn(|| run(&sources[half..], &drawn[half..], second));
+            let mine = run(&sources[..half], &drawn[..half], first);
             mine.and(
                 other
                     .join()

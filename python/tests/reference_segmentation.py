@@ -9,6 +9,8 @@ import random
 
 import numpy as np
 import torch
+import torch.utils.data
+from PIL import Image
 from torchvision import transforms as tv1
 from torchvision.transforms import functional as F
 
@@ -118,3 +120,72 @@ def cat_list(images, fill_value=0):
 def collate_fn(batch):
     images, targets = list(zip(*batch))
     return cat_list(images, fill_value=0), cat_list(targets, fill_value=255)
+
+
+# --- The reference's COCO set (its `coco_utils.py` without `--use-v2`) ----------------------
+
+#: The COCO categories the reference keeps, in the order of VOC's 21 classes (0: none).
+CAT_LIST = [0, 5, 2, 16, 9, 44, 6, 3, 17, 62, 21, 67, 18, 19, 4, 1, 64, 20, 63, 7, 72]
+
+
+class FilterAndRemapCocoCategories:
+    """Keeps the annotations of the listed categories; with `remap`, each one's category
+    becomes its place in the list (on copies)."""
+
+    def __init__(self, categories, remap=True):
+        self.categories = categories
+        self.remap = remap
+
+    def __call__(self, image, anno):
+        kept = [a for a in anno if a["category_id"] in self.categories]
+        if self.remap:
+            kept = [dict(a, category_id=self.categories.index(a["category_id"])) for a in kept]
+        return image, kept
+
+
+class ConvertCocoPolysToMask:
+    """One semantic mask (a PIL image of mode L) of the annotations: each object's mask the
+    union of its polygons (or its RLE), each pixel the largest category covering it, 255
+    where two objects overlap."""
+
+    def __call__(self, image, anno):
+        from pycocotools import mask as coco_mask
+
+        w, h = image.size
+        if not anno:
+            return image, Image.fromarray(np.zeros((h, w), np.uint8))
+        planes = []
+        for a in anno:
+            decoded = coco_mask.decode(coco_mask.frPyObjects(a["segmentation"], h, w))
+            if decoded.ndim < 3:
+                decoded = decoded[..., None]
+            # torch's `any` of uint8 stays uint8.
+            planes.append(torch.as_tensor(decoded, dtype=torch.uint8).any(dim=2))
+        masks = torch.stack(planes)
+        cats = torch.as_tensor([a["category_id"] for a in anno], dtype=masks.dtype)
+        target = (masks * cats[:, None, None]).max(dim=0).values
+        target[masks.sum(0) > 1] = 255
+        return image, Image.fromarray(target.numpy())
+
+
+def remove_images_without_annotations(dataset, cat_list=None):
+    """A Subset of the images whose annotations (of the listed categories) cover more than
+    1000 pixels in all."""
+    keep = []
+    for k, image_id in enumerate(dataset.ids):
+        anns = dataset.coco.loadAnns(dataset.coco.getAnnIds(imgIds=image_id, iscrowd=None))
+        if cat_list:
+            anns = [a for a in anns if a["category_id"] in cat_list]
+        if anns and sum(a["area"] for a in anns) > 1000:
+            keep.append(k)
+    return torch.utils.data.Subset(dataset, keep)
+
+
+def get_coco(images, annotations, transforms, train, cat_list=CAT_LIST):
+    """The reference's COCO set: `CocoDetection` with the two COCO steps before
+    `transforms`, the training set without its images of little or no annotation."""
+    import torchvision
+
+    steps = Compose([FilterAndRemapCocoCategories(cat_list, remap=True), ConvertCocoPolysToMask(), transforms])
+    dataset = torchvision.datasets.CocoDetection(str(images), str(annotations), transforms=steps)
+    return remove_images_without_annotations(dataset, cat_list) if train else dataset

@@ -250,3 +250,119 @@ def test_voc_on_the_media_engine_gives_the_cpu_paths_masks_and_its_images_within
         # Normalized values: a level is about 1 / (255 * 0.225) apart.
         err = ((xa - xb) * 0.225 * 255).pow(2).mean().item()
         assert 10 * np.log10(255**2 / max(err, 1e-9)) > 30, err
+
+
+# --- The segmentation reference's COCO set ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def coco_seg(jpeg_folder, tmp_path_factory):
+    """12 test photos with COCO annotations of what the reference's COCO steps must handle:
+    objects of two polygons, objects overlapping, categories it keeps (remapped) and others
+    it drops, a crowd's uncompressed RLE, an image whose kept objects cover under 1000
+    pixels and one with none (both out of the training set, zeros in the evaluation one)."""
+    pytest.importorskip("pycocotools")
+    root = tmp_path_factory.mktemp("coco-seg")
+    rng = np.random.default_rng(7)
+    images, anns = [], []
+    for k, jpg in enumerate(sorted(jpeg_folder.rglob("*.jpg"))[:12]):
+        image = Image.open(jpg).convert("RGB")
+        if k % 4 == 1:  # small images, which the crop pads on any draw
+            image = image.resize((image.width // 5, image.height // 5))
+        name = f"{k:012d}.jpg"
+        image.save(root / name, quality=90)
+        w, h = image.size
+        image_id = 3 * k + 2
+        images.append({"id": image_id, "file_name": name, "width": w, "height": h})
+
+        def polygon():
+            x, y = rng.uniform(0, w * 0.7), rng.uniform(0, h * 0.7)
+            bw, bh = rng.uniform(0.1, 0.5) * w, rng.uniform(0.1, 0.5) * h
+            return [float(v) for v in (x, y, x + bw, y + rng.uniform(0, bh), x + bw * 0.6, y + bh, x, y + bh * 0.8)]
+
+        count = {5: 0, 9: 1}.get(k, int(rng.integers(2, 6)))
+        for j in range(count):
+            cat = int(rng.choice([5, 2, 16, 44, 72, 1, 90, 13]))  # 90 and 13 are not in CAT_LIST
+            segmentation = [polygon()] + ([polygon()] if j % 2 else [])
+            anns.append({"id": len(anns) + 1, "image_id": image_id, "category_id": cat, "iscrowd": 0,
+                         "segmentation": segmentation, "area": float(w * h) / 8, "bbox": [0, 0, 1, 1]})
+        if k == 9:  # one small object: under 1000 pixels kept
+            anns[-1].update(category_id=5, area=300.0)
+        if k == 3:  # a crowd, as COCO writes one: an uncompressed RLE of the image's size
+            runs = [w * h // 3, w * h // 4]
+            runs.append(w * h - sum(runs))
+            anns.append({"id": len(anns) + 1, "image_id": image_id, "category_id": 1, "iscrowd": 1,
+                         "segmentation": {"counts": runs, "size": [h, w]}, "area": float(runs[1]), "bbox": [0, 0, 1, 1]})
+    cats = [{"id": c, "name": str(c)} for c in sorted({a["category_id"] for a in anns})]
+    ann_file = root / "instances.json"
+    ann_file.write_text(json.dumps({"images": images, "annotations": anns, "categories": cats}))
+    return root, ann_file
+
+
+def test_the_segmentation_references_coco_training_set_runs_natively_with_its_semantic_masks_moved_as_its_images(coco_seg):
+    root, ann = coco_seg
+    dataset = ref.get_coco(root, ann, ref.SegmentationPresetTrain(base_size=BASE, crop_size=SEG_CROP), train=True)
+    assert len(dataset) == 10  # the image without kept objects and the one under 1000 pixels are out
+    loader = native(dataset, batch_size=4, shuffle=True, seed=5, backend="cpu")
+    inner = dataset.dataset
+    convert = [ref.FilterAndRemapCocoCategories(ref.CAT_LIST), ref.ConvertCocoPolysToMask()]
+    seen = Counter()
+    for epoch in range(2):
+        for images, masks in loader:
+            assert images.shape[1:] == (3, SEG_CROP, SEG_CROP) and masks.dtype == torch.int64
+            for k, index in enumerate(loader.last_indices):
+                image, anns = inner._load_image(inner.ids[dataset.indices[index]]), inner._load_target(inner.ids[dataset.indices[index]])
+                mask = ref.Compose(convert)(image, anns)[1]
+                drawn = json.loads(loader._core.sample_plan(epoch, index, *image.size))["resized_crop"]
+                want_x, want_m = moved(image, mask, drawn, SEG_CROP)
+                assert torch.equal(masks[k], want_m), (epoch, index, drawn)
+                assert (images[k] - want_x).abs().max() < 1e-5, (epoch, index, drawn)
+                seen.update(torch.unique(want_m).tolist())
+    # Remapped classes (CAT_LIST's places), overlaps and padding marked 255, background 0.
+    assert {0, 255} <= set(seen) and max(c for c in seen if c != 255) <= 20 and len(seen) > 4, seen
+
+
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_the_segmentation_references_coco_evaluation_set_gives_torchs_batches(coco_seg, batch_size):
+    root, ann = coco_seg
+    dataset = ref.get_coco(root, ann, ref.SegmentationPresetEval(base_size=BASE), train=False)
+    ours = native(dataset, batch_size=batch_size, collate_fn=ref.collate_fn, backend="cpu")
+    theirs = tud.DataLoader(dataset, batch_size=batch_size, collate_fn=ref.collate_fn)
+    n, overlaps, empty = 0, 0, 0
+    for (xa, ma), (xb, mb) in zip(ours, theirs, strict=True):
+        assert xa.shape == xb.shape and ma.dtype == mb.dtype
+        assert torch.equal(ma, mb)
+        assert (xa - xb).abs().max() < 1e-5
+        n += len(xa)
+        overlaps += (ma == 255).any().item()
+        empty += (ma == 0).all().item()
+    assert n == len(dataset) == 12
+    # Overlapping objects marked (at batch 1 no padding shows), the image without objects zeros.
+    assert batch_size > 1 or (overlaps > 2 and empty == 1)
+
+
+def test_a_coco_conversion_that_is_not_the_references_falls_back_naming_it(coco_seg):
+    root, ann = coco_seg
+
+    class ConvertCocoPolysToMask(ref.ConvertCocoPolysToMask):
+        """Keeps overlaps as the larger class rather than the ignore index."""
+
+        def __call__(self, image, anno):
+            anno = [dict(a, category_id=min(a["category_id"], 3)) for a in anno]
+            return super().__call__(image, anno)
+
+    dataset = ref.get_coco(root, ann, ref.SegmentationPresetEval(base_size=BASE), train=False)
+    dataset.transforms.transforms[1] = ConvertCocoPolysToMask()
+    with pytest.warns(FallbackWarning, match="ConvertCocoPolysToMask does not give the reference's mask"):
+        DataLoader(dataset, batch_size=2)
+
+
+def test_a_coco_sets_categories_changed_between_epochs_sends_the_next_epoch_to_torch(coco_seg):
+    root, ann = coco_seg
+    dataset = ref.get_coco(root, ann, ref.SegmentationPresetTrain(base_size=BASE, crop_size=SEG_CROP), train=True)
+    loader = native(dataset, batch_size=4, backend="cpu")
+    next(iter(loader))
+    dataset.dataset.transforms.transforms[0] = ref.FilterAndRemapCocoCategories([0, 5, 2])
+    with pytest.warns(FallbackWarning, match="COCO set's masks"):
+        batches = list(loader)
+    assert max(int(m[m != 255].max()) for _, m in batches) <= 2

@@ -80,6 +80,71 @@ pub fn decode_mask(bytes: &[u8]) -> Result<Mask, String> {
     })
 }
 
+/// The value [`coco_semantic_mask`] gives a pixel that two or more objects cover (the loss's
+/// ignore index, as the segmentation reference writes it).
+pub const OVERLAP: u16 = 255;
+
+/// The semantic mask of a COCO image, as the segmentation reference's
+/// `ConvertCocoPolysToMask` makes it of its (filtered, remapped) annotations: each object's
+/// mask the union of its compressed RLE `counts` strings (one per polygon, as pycocotools'
+/// `frPyObjects` gives them for a `height` x `width` image), each pixel the largest class of
+/// the objects covering it, [`OVERLAP`] where two or more do, 0 where none does. `objects`
+/// holds each object's class and strings.
+///
+/// # Errors
+/// A string is no RLE of a mask that size (named by its object's position).
+pub fn coco_semantic_mask(
+    height: u32,
+    width: u32,
+    objects: &[(u8, Vec<Vec<u8>>)],
+) -> Result<Mask, String> {
+    use crate::source::coco::rle;
+    let (h, w) = (height as usize, width as usize);
+    let pixels = h.checked_mul(w).ok_or("the mask's size overflows memory")?;
+    let mut class = vec![0u8; if objects.is_empty() { 0 } else { pixels }];
+    let mut covers = vec![0u8; class.len()];
+    let mut union = Vec::new();
+    for (k, (value, strings)) in objects.iter().enumerate() {
+        let named = |e: rle::RleError| format!("object {k}: {e}");
+        let mut cover = |i: usize| {
+            let (c, n): (&mut u8, &mut u8) = (&mut class[i], &mut covers[i]);
+            *c = (*c).max(*value);
+            *n = n.saturating_add(1);
+        };
+        if let [one] = strings.as_slice() {
+            // One string's runs never meet: each pixel is covered once.
+            rle::for_each_one(&rle::counts(one).map_err(named)?, h, w, false, cover)
+                .map_err(named)?;
+        } else {
+            union.clear();
+            union.resize(pixels, 0u8);
+            for s in strings {
+                rle::union_into(&rle::counts(s).map_err(named)?, h, w, false, &mut union)
+                    .map_err(named)?;
+            }
+            union
+                .iter()
+                .enumerate()
+                .filter(|(_, &m)| m != 0)
+                .for_each(|(i, _)| cover(i));
+        }
+    }
+    let values = if objects.is_empty() {
+        vec![0; pixels]
+    } else {
+        class
+            .iter()
+            .zip(&covers)
+            .map(|(&c, &n)| if n > 1 { OVERLAP } else { u16::from(c) })
+            .collect()
+    };
+    Ok(Mask {
+        width,
+        height,
+        values,
+    })
+}
+
 /// The source position of each of `out` positions when Pillow resizes `len` to `out` with its
 /// nearest filter: the centre's position summed step by step in f64 and truncated
 /// (`ImagingScaleAffine`), which a product of the index does not give in every case.
@@ -215,6 +280,30 @@ mod tests {
         drop(writer);
         let e = decode_mask(&bytes).unwrap_err();
         assert!(e.contains("30000x30000"), "{e}");
+    }
+
+    #[test]
+    fn a_coco_semantic_mask_takes_each_pixels_largest_class_and_marks_overlaps_of_objects_not_of_polygons(
+    ) {
+        // 2 rows, 3 columns; runs column-major, zeros first.
+        // Object A (class 4): two polygons, (0, 0)-(1, 0) and (1, 0)-(0, 1): they meet at
+        // (1, 0), which stays A's alone.
+        // Object B (class 2): (0, 1)-(1, 1), meeting A at (0, 1): an overlap.
+        let rle = |counts: &[u64]| {
+            // The compressed string of `counts` (each a single 5-bit group, no deltas: the
+            // counts here are small and the third's delta encoding is avoided by using two).
+            counts.iter().map(|&c| 48 + c as u8).collect::<Vec<u8>>()
+        };
+        let objects = vec![
+            (4u8, vec![rle(&[0, 2]), rle(&[1, 2])]),
+            (2u8, vec![rle(&[2, 2])]),
+        ];
+        let m = coco_semantic_mask(2, 3, &objects).unwrap();
+        assert_eq!(m.values, [4, OVERLAP, 0, 4, 2, 0]);
+        assert_eq!((m.width, m.height), (3, 2));
+        assert_eq!(coco_semantic_mask(2, 3, &[]).unwrap().values, [0; 6]);
+        let e = coco_semantic_mask(2, 3, &[(1, vec![rle(&[2, 9])])]).unwrap_err();
+        assert!(e.starts_with("object 0:"), "{e}");
     }
 
     #[test]

@@ -75,19 +75,22 @@ pub fn counts(s: &[u8]) -> Result<Vec<u64>, RleError> {
     Ok(out)
 }
 
-/// Sets to 1 every pixel of `mask` (row-major, `height` x `width`; mirrored left to right
-/// when `flip`) that the runs of ones of `counts` cover; pixels already 1 stay 1 (the union
-/// of several masks).
-pub fn union_into(
+/// Calls `one` with the row-major index (mirrored left to right when `flip`) of every pixel
+/// the runs of ones of `counts` cover in a `height` x `width` mask, in the runs' column-major
+/// order.
+///
+/// # Errors
+/// The runs cover more pixels than the mask has.
+pub fn for_each_one(
     counts: &[u64],
     height: usize,
     width: usize,
     flip: bool,
-    mask: &mut [u8],
+    mut one: impl FnMut(usize),
 ) -> Result<(), RleError> {
     let pixels = (height * width) as u64;
     let covered: u64 = counts.iter().sum();
-    if covered > pixels || mask.len() < height * width {
+    if covered > pixels {
         return Err(RleError::TooLong { covered, pixels });
     }
     let mut at = 0usize;
@@ -98,12 +101,30 @@ pub fn union_into(
             for p in at..at + n {
                 let (column, row) = (p / height, p % height);
                 let column = if flip { width - 1 - column } else { column };
-                mask[row * width + column] = 1;
+                one(row * width + column);
             }
         }
         at += n;
     }
     Ok(())
+}
+
+/// Sets to 1 every pixel of `mask` (row-major, `height` x `width`; mirrored left to right
+/// when `flip`) that the runs of ones of `counts` cover; pixels already 1 stay 1 (the union
+/// of several masks).
+pub fn union_into(
+    counts: &[u64],
+    height: usize,
+    width: usize,
+    flip: bool,
+    mask: &mut [u8],
+) -> Result<(), RleError> {
+    if mask.len() < height * width {
+        let covered = counts.iter().sum();
+        let pixels = mask.len() as u64;
+        return Err(RleError::TooLong { covered, pixels });
+    }
+    for_each_one(counts, height, width, flip, |i| mask[i] = 1)
 }
 
 /// A mask's way through a resize, a cut of it and its padding (the detection reference's
