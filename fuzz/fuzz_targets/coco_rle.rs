@@ -1,7 +1,10 @@
 //! COCO's compressed RLE `counts` strings (a segmentation in an annotation file, or what
 //! pycocotools writes) on arbitrary bytes: decoding never panics, and a mask is only written
 //! when the runs fit it, with nothing but 0 and 1; the mask resized, cut and placed as the
-//! lsj augmentation moves masks keeps only 0 and 1, and zeros outside the cut.
+//! lsj augmentation moves masks keeps only 0 and 1, and zeros outside the cut. The strings
+//! split at `,` into objects (`;` closing one, classes from the header bytes) make a
+//! segmentation reference's semantic mask that holds only 0, their classes and 255, or an
+//! error.
 #![no_main]
 
 use hpuload::source::coco::rle;
@@ -12,6 +15,24 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let (height, width) = (usize::from(side & 0x0f) + 1, usize::from(side >> 4) + 1);
+    let objects: Vec<(u8, Vec<Vec<u8>>)> = counts
+        .split(|&b| b == b';')
+        .enumerate()
+        .map(|(k, object)| {
+            let class = [a, b, c][k % 3];
+            (
+                class,
+                object.split(|&b| b == b',').map(<[u8]>::to_vec).collect(),
+            )
+        })
+        .collect();
+    if let Ok(m) =
+        hpuload::augment::segment::coco_semantic_mask(height as u32, width as u32, &objects)
+    {
+        assert_eq!(m.values.len(), height * width);
+        let classes = [0, 255, u16::from(a), u16::from(b), u16::from(c)];
+        assert!(m.values.iter().all(|v| classes.contains(v)));
+    }
     let Ok(runs) = rle::counts(counts) else {
         return;
     };

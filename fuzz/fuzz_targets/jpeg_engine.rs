@@ -112,7 +112,9 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(p) = decoder.decode_planned_planes(file, &grey) {
         let mut rgb = vec![0u8; out.len()];
         p.to_rgb(&mut rgb);
-        assert!(rgb.chunks_exact(3).all(|px| px[0] == px[1] && px[1] == px[2]));
+        assert!(rgb
+            .chunks_exact(3)
+            .all(|px| px[0] == px[1] && px[1] == px[2]));
         if let (Some(colour), true) = (colour, grey_file) {
             assert_eq!(colour, rgb);
         }

@@ -3,7 +3,9 @@ reference's own training transforms (its `transforms.py` classes as its `presets
 them without `--use-v2`, the PIL backend): `RandomResize(min_size, max_size)`,
 `RandomHorizontalFlip(flip_prob)`, `RandomCrop(size)` (after its `pad_if_smaller`: the image
 padded below and to the right with 0, the mask with 255), `PILToTensor`, `ToDtype(float,
-scale=True)`, `Normalize(mean, std)`.
+scale=True)`, `Normalize(mean, std)` (or the reference's earlier `ConvertImageDtype(float)`
+for `ToDtype`, or its earlier `ToTensor` for both conversions; each conversion is checked on a
+small image and mask to do what the reference's does).
 
 The image runs as the pipeline `random_resize` (Pillow's bilinear), `random_horizontal_flip`,
 `random_crop` with `pad_end`, `normalize`; each sample's mask is moved by the same drawn plan
@@ -113,18 +115,23 @@ def translate_steps(steps: list) -> tuple[str, str, tuple[int, int] | None]:
                 raise Unsupported(f"RandomCrop({size!r}) (hpuload takes one, after RandomResize, on the PIL image)")
             crop = (size, size)
             ops.append({"op": "random_crop", "size": size, "pad_end": True, "fill": [0, 0, 0]})
-        elif _own(t, "PILToTensor"):
+        elif _own(t, "PILToTensor") or _own(t, "ToTensor"):
             if not ops or tensor or (crop is None and len(ops) != 1):
-                raise Unsupported("PILToTensor before the resize and crop (the tensor backend resizes otherwise than Pillow)")
+                raise Unsupported(f"{name} before the resize and crop (the tensor backend resizes otherwise than Pillow)")
+            _check_conversion(t, name)
             tensor = True
-        elif _own(t, "ToDtype"):
-            if not tensor or dtype is not None or t.dtype not in (torch.float32, torch.float) or not getattr(t, "scale", False):
-                raise Unsupported(f"ToDtype({t.dtype}, scale={getattr(t, 'scale', None)}) (hpuload scales to float32 in [0, 1])")
+            if name == "ToTensor":  # the reference's before PILToTensor and ToDtype were its steps
+                dtype = "f32"
+        elif _own(t, "ToDtype") or _own(t, "ConvertImageDtype"):
+            if not tensor or dtype is not None:
+                raise Unsupported(f"{name} away from after PILToTensor (hpuload scales uint8 images to float32 in [0, 1])")
+            _check_conversion(t, name)
             dtype = "f32"
         elif _own(t, "Normalize"):
             mean, std = list(getattr(t, "mean", ())), list(getattr(t, "std", ()))
             if dtype is None or len(mean) != 3 or len(std) != 3 or any(s == 0 for s in std):
                 raise Unsupported(f"Normalize({mean}, {std}) (hpuload takes three channels after ToDtype)")
+            _check_conversion(t, name)
             ops.append({"op": "normalize", "mean": [float(v) for v in mean], "std": [float(v) for v in std]})
         else:
             raise Unsupported(f"{type(t).__module__}.{name} is not one of the segmentation reference's transforms hpuload runs")
@@ -143,6 +150,42 @@ def translate_steps(steps: list) -> tuple[str, str, tuple[int, int] | None]:
             "interpolation": "pil_bilinear",
         }
     return json.dumps({"name": "segmentation-reference", "ops": ops}), dtype or "u8", crop
+
+
+def _check_conversion(t, name: str) -> None:
+    """The user's conversion step `t` (the reference's `PILToTensor`, `ToTensor`, `ToDtype`,
+    `ConvertImageDtype` or `Normalize`, by name) does what the reference's does to a small
+    image and mask of each level's extremes; else `Unsupported`."""
+    import numpy as np
+    import PIL.Image
+    from torchvision.transforms import functional as F
+
+    image = PIL.Image.fromarray(np.array([[[0, 128, 255], [1, 2, 3]], [[250, 9, 77], [30, 60, 90]]], np.uint8))
+    mask = PIL.Image.fromarray(np.array([[0, 255], [7, 1]], np.uint8))
+    as_int64 = torch.as_tensor(np.array(mask), dtype=torch.int64)
+    raw = F.pil_to_tensor(image)
+    scaled = F.convert_image_dtype(raw, torch.float32)
+    if name in ("PILToTensor", "ToTensor"):
+        given, want = (image, mask), (raw if name == "PILToTensor" else scaled, as_int64)
+    elif name in ("ToDtype", "ConvertImageDtype"):
+        given, want = (raw, as_int64), (scaled, as_int64)
+    else:
+        given = (scaled, as_int64)
+        want = (F.normalize(scaled, mean=list(t.mean), std=list(t.std)), as_int64)
+    try:
+        got = t(*given)
+    except Exception as e:
+        raise Unsupported(f"{name} fails on an image and mask ({type(e).__name__}: {e})") from e
+    same = (
+        isinstance(got, tuple)
+        and len(got) == 2
+        and all(isinstance(g, torch.Tensor) for g in got)
+        and all(g.dtype == w.dtype and g.shape == w.shape for g, w in zip(got, want))
+        and torch.equal(got[1], want[1])
+        and (got[0] - want[0]).abs().max().item() <= 1e-6
+    )
+    if not same:
+        raise Unsupported(f"{name} does not do what the segmentation reference's does (to the image or the mask)")
 
 
 def source(dataset) -> tuple[dict, str, str, "Masks"]:

@@ -84,6 +84,24 @@ class Normalize:
         return F.normalize(image, mean=self.mean, std=self.std), target
 
 
+class ConvertImageDtype:
+    """The reference's step before `ToDtype` (2021-2023): the image scaled to `dtype`."""
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+    def __call__(self, image, target):
+        return F.convert_image_dtype(image, self.dtype), target
+
+
+class ToTensor:
+    """The reference's conversion before `PILToTensor` (to 2021): the image to float in [0, 1],
+    the mask to int64."""
+
+    def __call__(self, image, target):
+        return F.to_tensor(image), torch.as_tensor(np.array(target), dtype=torch.int64)
+
+
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 

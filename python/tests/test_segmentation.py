@@ -366,3 +366,28 @@ def test_a_coco_sets_categories_changed_between_epochs_sends_the_next_epoch_to_t
     with pytest.warns(FallbackWarning, match="COCO set's masks"):
         batches = list(loader)
     assert max(int(m[m != 255].max()) for _, m in batches) <= 2
+
+
+@pytest.mark.parametrize("conversions", ["ConvertImageDtype", "ToTensor"])
+def test_the_references_earlier_conversions_run_natively_with_the_same_samples(voc_root, conversions):
+    # The reference's presets before `ToDtype` (as forks of it still write them): the same
+    # samples, draw for draw, as today's preset with the same seed.
+    if conversions == "ToTensor":
+        tail = [ref.ToTensor()]
+    else:
+        tail = [ref.PILToTensor(), ref.ConvertImageDtype(torch.float)]
+    steps = [ref.RandomResize(BASE // 2, 2 * BASE), ref.RandomHorizontalFlip(0.5), ref.RandomCrop(SEG_CROP)]
+    earlier = voc(voc_root, ref.Compose(steps + tail + [ref.Normalize(ref.MEAN, ref.STD)]))
+    today = voc(voc_root, ref.SegmentationPresetTrain(base_size=BASE, crop_size=SEG_CROP))
+    for (xa, ma), (xb, mb) in zip(native(earlier, batch_size=6, seed=2, backend="cpu"), native(today, batch_size=6, seed=2, backend="cpu")):
+        assert torch.equal(xa, xb) and torch.equal(ma, mb)
+
+
+def test_a_conversion_that_leaves_the_mask_as_uint8_falls_back_naming_it(voc_root):
+    class ToTensor:
+        def __call__(self, image, target):
+            return torchvision.transforms.functional.to_tensor(image), torch.as_tensor(np.array(target))
+
+    steps = [ref.RandomResize(BASE // 2, 2 * BASE), ref.RandomCrop(SEG_CROP), ToTensor()]
+    with pytest.warns(FallbackWarning, match="ToTensor does not do what the segmentation reference's does"):
+        DataLoader(voc(voc_root, ref.Compose(steps)), batch_size=2)
