@@ -1,6 +1,7 @@
 //! Segmentation mask PNGs on arbitrary bytes: decoding never panics, and a decoded mask has
 //! one value per pixel; cut as a drawn resize, flips, padding and crop move it (parameters
-//! from the first bytes), every output value is one of the mask's or the fill.
+//! from the first bytes, Pillow's or torch's nearest positions), every output value is one of
+//! the mask's or the fill.
 #![no_main]
 
 use hpuload::augment::{segment, ResizedCrop};
@@ -27,7 +28,12 @@ fuzz_target!(|data: &[u8]| {
         vflip: b & 0x40 != 0,
     };
     let mut dst = vec![0i64; (out.0 * out.1) as usize];
-    segment::cut_mask(&mask, &drawn, out, -1, &mut dst);
+    let nearest = if a & 0x80 != 0 {
+        segment::Nearest::Torch
+    } else {
+        segment::Nearest::Pillow
+    };
+    segment::cut_mask(&mask, &drawn, nearest, out, -1, &mut dst);
     let held: std::collections::HashSet<i64> = mask.values.iter().map(|&v| i64::from(v)).collect();
     assert!(dst.iter().all(|v| *v == -1 || held.contains(v)));
 });

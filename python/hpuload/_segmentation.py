@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -59,22 +59,44 @@ def is_segmentation(dataset) -> bool:
     return type(dataset) is torchvision.datasets.VOCSegmentation
 
 
-def is_coco_segmentation(dataset) -> bool:
-    """(Subsets of) a `CocoDetection` whose transforms start as the segmentation reference's
-    COCO set's do: its `ConvertCocoPolysToMask`, after its `FilterAndRemapCocoCategories` or
-    alone (what they do is checked by `coco_source`)."""
+def _coco_parts(dataset) -> tuple[Any, Any, Any] | None:
+    """`(CocoDetection, its v2 wrapper or None, the transforms that run)` of (Subsets of)
+    torchvision's own `CocoDetection`, raw or wrapped with `wrap_dataset_for_transforms_v2`;
+    None for anything else (a subclass, like the detection reference's, loads its own way)."""
     from torchvision.datasets import CocoDetection
 
+    try:
+        from torchvision.tv_tensors._dataset_wrapper import VisionDatasetTVTensorWrapper
+    except ImportError:  # pragma: no cover - torchvision < 0.16
+        VisionDatasetTVTensorWrapper = ()
     inner, _ = _unwrap_subsets(dataset)
-    if type(inner) is not CocoDetection:  # a subclass (the detection reference's) loads its own way
+    wrapper = None
+    if isinstance(inner, VisionDatasetTVTensorWrapper):
+        wrapper, inner = inner, inner._dataset
+    if type(inner) is not CocoDetection:
+        return None
+    return inner, wrapper, (wrapper if wrapper is not None else inner).transforms
+
+
+def is_coco_segmentation(dataset) -> bool:
+    """(Subsets of) a `CocoDetection` whose transforms start as the segmentation reference's
+    COCO set's do: without `--use-v2` its `ConvertCocoPolysToMask`, after its
+    `FilterAndRemapCocoCategories` or alone; with it, wrapped for transforms v2, its
+    `CocoDetectionToVOCSegmentation` (what they do is checked by `coco_source`)."""
+    parts = _coco_parts(dataset)
+    if parts is None or parts[2] is None:
         return False
-    steps = _flatten(inner.transforms) if inner.transforms is not None else []
-    return any(_own(t, "ConvertCocoPolysToMask") for t in steps[:2])
+    first = _flatten(parts[2])[:2]
+    if parts[1] is not None:
+        return bool(first) and _own(first[0], "CocoDetectionToVOCSegmentation")
+    return any(_own(t, "ConvertCocoPolysToMask") for t in first)
 
 
 def current_transforms(dataset):
-    """The transforms a segmentation dataset applies now (those of the COCO set in Subsets)."""
-    return _unwrap_subsets(dataset)[0].transforms
+    """The transforms a segmentation dataset applies now (those of the COCO set, or of its v2
+    wrapper, in Subsets)."""
+    parts = _coco_parts(dataset)
+    return parts[2] if parts is not None else dataset.transforms
 
 
 def translate(transforms) -> tuple[str, str, tuple[int, int] | None]:
@@ -226,9 +248,11 @@ def _image_source(images: list[str], sizes: list[tuple[int, int]], crop, name: s
 
 
 def coco_steps(transforms) -> tuple[Any, Any, list]:
-    """`(FilterAndRemapCocoCategories or None, ConvertCocoPolysToMask or None, the steps
-    after them)` of a dataset's transforms."""
+    """`(FilterAndRemapCocoCategories or None, ConvertCocoPolysToMask or
+    CocoDetectionToVOCSegmentation or None, the steps after them)` of a dataset's transforms."""
     steps = _flatten(transforms)
+    if steps and _own(steps[0], "CocoDetectionToVOCSegmentation"):
+        return None, steps[0], steps[1:]
     filt = steps[0] if steps and _own(steps[0], "FilterAndRemapCocoCategories") else None
     rest = steps[1:] if filt is not None else steps
     convert = rest[0] if rest and _own(rest[0], "ConvertCocoPolysToMask") else None
@@ -241,71 +265,226 @@ def coco_source(dataset) -> tuple[dict, str, str, "Masks"]:
     """`(source kwargs, pipeline JSON, dtype, Masks)` for the segmentation reference's COCO
     set (`is_coco_segmentation`); `Unfit` or `Unsupported` naming why it cannot run
     natively."""
-    from torchvision.datasets import CocoDetection
-
-    inner, indices = _unwrap_subsets(dataset)
-    if type(inner) is not CocoDetection:
-        raise Unfit(f"{type(inner).__name__} is not torchvision's CocoDetection (a subclass may load differently)")
-    if getattr(inner, "transform", None) is not None or getattr(inner, "target_transform", None) is not None:
+    inner, wrapper, transforms = _coco_parts(dataset)
+    _, indices = _unwrap_subsets(dataset)
+    holder = wrapper if wrapper is not None else inner
+    if getattr(holder, "transform", None) is not None or getattr(holder, "target_transform", None) is not None:
         raise Unsupported("transform= or target_transform= beside the COCO set's transforms")
-    filt, convert, rest = coco_steps(inner.transforms)
-    pipeline, dtype, crop = translate_steps(rest)
-    categories = CocoCategories.of(filt)
-    ids = list(inner.ids) if indices is None else [inner.ids[i] for i in indices]
-    images = [os.path.join(inner.root, inner.coco.imgs[i]["file_name"]) for i in ids]
+    filt, convert, rest = coco_steps(transforms)
+    if wrapper is not None:
+        keys = set(getattr(wrapper, "_target_keys", ()))
+        if not {"masks", "labels"} <= keys:
+            raise Unsupported(f"the v2 wrapper's target_keys {sorted(keys)} lack masks or labels")
+        pipeline, dtype, crop, form = translate_v2_steps(rest)
+    else:
+        pipeline, dtype, crop = translate_steps(rest)
+        form = MaskForm()
+    categories = CocoCategories.of(filt if wrapper is None else convert)
+    positions = list(range(len(inner.ids))) if indices is None else list(indices)
+    images = [os.path.join(inner.root, inner.coco.imgs[inner.ids[i]]["file_name"]) for i in positions]
     sizes = []
     for path in images:
         size = _probe.size_of(path)
         if size is None:
             raise Unfit(f"{path} is no image hpuload can size (its mask is made at its size)")
         sizes.append(size)
-    masks = CocoMasks(inner.coco, ids, images, sizes, categories)
+    masks = CocoMasks(inner, positions, images, sizes, categories, wrapper)
     masks.check(convert, filt)
     name = f"CocoDetection({inner.root!r})"
-    return {"source": _image_source(images, sizes, crop, name)}, pipeline, dtype, Masks(masks, sizes, crop)
+    source = _image_source(images, sizes, crop, name)
+    return {"source": source}, pipeline, dtype, Masks(masks, sizes, crop, form)
+
+
+def retranslate_coco(dataset, masks: "Masks") -> tuple[str, str]:
+    """`(pipeline JSON, dtype)` of a COCO set's transforms now, for the loader set up with
+    `masks`; `Unsupported` when they make or move the masks otherwise."""
+    _, wrapper, transforms = _coco_parts(dataset)
+    filt, convert, rest = coco_steps(transforms)
+    categories = CocoCategories.of(filt if wrapper is None else convert)
+    if convert is None or not categories.same(masks.masks.categories):
+        raise Unsupported("the new transforms change how the COCO set's masks are made")
+    masks.masks.check(convert, filt)
+    if wrapper is not None:
+        pipeline, dtype, crop, form = translate_v2_steps(rest)
+    else:
+        (pipeline, dtype, crop), form = translate_steps(rest), MaskForm()
+    if crop != masks.crop or form != masks.form:
+        raise Unsupported(f"the new transforms crop {crop} ({form}), the masks were set up for {masks.crop} ({masks.form})")
+    return pipeline, dtype
+
+
+class MaskForm(NamedTuple):
+    """How a path's transforms resize and hand out masks."""
+
+    #: torch's nearest positions (v2's resize of a `tv_tensors.Mask`), else Pillow's.
+    torch_nearest: bool = False
+    #: The masks' dtype (v2's evaluation preset leaves them uint8).
+    dtype: torch.dtype = torch.int64
+    #: A resize to one `(height, width)` for every image (v2's `Resize((h, w))`), which no
+    #: draw moves; None: the sample's drawn `resized_crop`.
+    fixed: tuple[int, int] | None = None
+
+
+def translate_v2_steps(steps: list) -> tuple[str, str, tuple[int, int], MaskForm]:
+    """`(pipeline JSON, dtype, crop, MaskForm)` of the reference's `--use-v2` presets after
+    `CocoDetectionToVOCSegmentation` (the PIL backend): training `RandomResize`,
+    `RandomHorizontalFlip`, its `PadIfSmaller`, `RandomCrop`, `PILToTensor`, `ToDtype`,
+    `Normalize`, `ToPureTensor`; evaluation `Resize((h, w))`, `ToImage`, `ToDtype`,
+    `Normalize`, `ToPureTensor`. `Unsupported` for anything else."""
+    from torchvision.transforms import InterpolationMode
+
+    ops: list[dict] = []
+    crop = pad = fixed = image_kind = None
+    dtype, mask_dtype, pure = None, torch.uint8, False
+
+    def v2(t, name):
+        return type(t).__name__ == name and type(t).__module__.startswith("torchvision.transforms.v2")
+
+    def pil_bilinear(t):
+        # v2 may keep the mode as its string.
+        mode = getattr(getattr(t, "interpolation", None), "value", getattr(t, "interpolation", None))
+        return mode == InterpolationMode.BILINEAR.value and getattr(t, "antialias", None) is not False
+
+    for t in steps:
+        name = type(t).__name__
+        if pure:
+            raise Unsupported(f"{name} after ToPureTensor")
+        if v2(t, "RandomResize") and not ops and pil_bilinear(t):
+            lo, hi = t.min_size, t.max_size
+            if not (isinstance(lo, int) and isinstance(hi, int) and 0 < lo < hi):
+                raise Unsupported(f"RandomResize({lo!r}, {hi!r})")
+            ops.append({"op": "random_resize", "min_size": lo, "max_size": hi, "interpolation": "pil_bilinear"})
+        elif v2(t, "Resize") and not ops and pil_bilinear(t) and getattr(t, "max_size", None) is None:
+            size = list(t.size) if isinstance(t.size, (list, tuple)) else None
+            if size is None or len(size) != 2 or not all(isinstance(v, int) and v > 0 for v in size):
+                raise Unsupported(f"Resize({t.size!r}) (hpuload takes the evaluation preset's (height, width))")
+            fixed = crop = (size[0], size[1])
+            ops.append({"op": "resize", "size": size, "interpolation": "pil_bilinear"})
+        elif v2(t, "RandomHorizontalFlip") and len(ops) == 1 and ops[0]["op"] == "random_resize" and pad is None:
+            ops.append({"op": "random_horizontal_flip", "p": float(t.p)})
+        elif _own(t, "PadIfSmaller") and ops and ops[0]["op"] == "random_resize" and pad is None and crop is None:
+            pad = (t.size, _v2_fill(t))
+        elif v2(t, "RandomCrop") and pad is not None and crop is None:
+            size = list(t.size)
+            if size != [pad[0], pad[0]] or t.padding is not None or t.pad_if_needed:
+                raise Unsupported(f"RandomCrop({t.size}) after PadIfSmaller({pad[0]})")
+            crop = (pad[0], pad[0])
+            image_fill, mask_fill = pad[1]
+            if mask_fill != MASK_FILL:
+                raise Unsupported(f"PadIfSmaller pads masks with {mask_fill}, not the reference's {MASK_FILL}")
+            ops.append({"op": "random_crop", "size": pad[0], "pad_end": True, "fill": [image_fill] * 3})
+        elif (v2(t, "PILToTensor") or v2(t, "ToImage")) and crop is not None and image_kind is None:
+            image_kind = name
+        elif v2(t, "ToDtype") and image_kind is not None and dtype is None:
+            mask_dtype = _check_v2_to_dtype(t, image_kind)
+            dtype = "f32"
+        elif v2(t, "Normalize") and dtype is not None:
+            mean, std = list(t.mean), list(t.std)
+            if len(mean) != 3 or len(std) != 3 or any(v == 0 for v in std) or t.inplace:
+                raise Unsupported(f"Normalize({mean}, {std})")
+            ops.append({"op": "normalize", "mean": [float(v) for v in mean], "std": [float(v) for v in std]})
+        elif v2(t, "ToPureTensor") and dtype is not None:
+            pure = True
+        else:
+            raise Unsupported(
+                f"{type(t).__module__}.{name} where it stands is not a step of the segmentation reference's "
+                "--use-v2 presets hpuload runs"
+            )
+    if not pure:
+        raise Unsupported("the v2 transforms do not end with ToPureTensor (tv_tensors would leave them)")
+    if crop is None:
+        raise Unsupported("v2 transforms without a RandomCrop or a Resize to (height, width)")
+    pipeline = json.dumps({"name": "segmentation-reference-v2", "ops": ops})
+    return pipeline, dtype, crop, MaskForm(torch_nearest=True, dtype=mask_dtype, fixed=fixed)
+
+
+def _v2_fill(t) -> tuple[int, int]:
+    """`(fill of a PIL image, fill of a Mask)` of the reference's v2 `PadIfSmaller`."""
+    import PIL.Image
+    from torchvision import tv_tensors
+    from torchvision.transforms.v2._utils import _get_fill
+
+    fills = []
+    for kind in (PIL.Image.Image, tv_tensors.Mask):
+        f = _get_fill(t.fill, kind)
+        f = f[0] if isinstance(f, (list, tuple)) and len(set(f)) == 1 else f
+        if not isinstance(f, (int, float)) or f != int(f) or not 0 <= f <= 255:
+            raise Unsupported(f"PadIfSmaller's fill {f!r} for {kind.__name__} (hpuload pads with one level)")
+        fills.append(int(f))
+    return fills[0], fills[1]
+
+
+def _check_v2_to_dtype(t, image_kind: str) -> torch.dtype:
+    """The masks' dtype after the user's v2 `ToDtype` `t`, checked to scale the image (a plain
+    tensor after `PILToTensor`, a `tv_tensors.Image` after `ToImage`) to float32 in [0, 1] and
+    leave a mask's values; else `Unsupported`."""
+    from torchvision import tv_tensors
+
+    raw = torch.tensor([[[0, 128], [255, 3]]] * 3, dtype=torch.uint8)
+    image = tv_tensors.Image(raw) if image_kind == "ToImage" else raw
+    mask = tv_tensors.Mask(torch.tensor([[0, 255], [7, 1]], dtype=torch.uint8))
+    try:
+        got_image, got_mask = t(image, mask)
+    except Exception as e:
+        raise Unsupported(f"ToDtype fails on an image and mask ({type(e).__name__}: {e})") from e
+    scaled = raw.to(torch.float32) / 255
+    if got_image.dtype != torch.float32 or (got_image.as_subclass(torch.Tensor) - scaled).abs().max() > 1e-6:
+        raise Unsupported(f"ToDtype({t.dtype}) does not scale the image to float32 in [0, 1]")
+    if got_mask.dtype not in (torch.uint8, torch.int64) or not torch.equal(got_mask.as_subclass(torch.Tensor).long(), mask.long()):
+        raise Unsupported(f"ToDtype({t.dtype}) gives masks of {got_mask.dtype}")
+    return got_mask.dtype
 
 
 class CocoCategories:
-    """What `FilterAndRemapCocoCategories(categories, remap)` keeps of an image's
-    annotations and the class it gives each: the listed categories, as their place in the
-    list when remapped; every annotation as it is without the step."""
+    """Which of an image's annotations make its mask and the class each gives: those of the
+    categories `FilterAndRemapCocoCategories(categories, remap)` keeps (as their place in
+    its list when remapped), or `CocoDetectionToVOCSegmentation`'s map; every annotation as
+    it is without either."""
 
-    def __init__(self, listed: list[int] | None, remap: bool):
-        self.listed = listed
-        self.remap = remap
-        self._class = {c: k for k, c in reversed(list(enumerate(listed)))} if listed is not None else None
+    def __init__(self, classes: dict[int, int] | None):
+        self._class = classes
 
     @classmethod
-    def of(cls, filt) -> "CocoCategories":
-        if filt is None:
-            return cls(None, False)
-        listed, remap = getattr(filt, "categories", None), getattr(filt, "remap", None)
+    def of(cls, step) -> "CocoCategories":
+        if step is None:
+            return cls(None)
+        if _own(step, "CocoDetectionToVOCSegmentation"):
+            mapping = getattr(step, "COCO_TO_VOC_LABEL_MAP", None)
+            if not isinstance(mapping, dict) or not all(isinstance(k, int) and isinstance(v, int) for k, v in mapping.items()):
+                raise Unsupported("CocoDetectionToVOCSegmentation without the reference's COCO_TO_VOC_LABEL_MAP")
+            return cls(dict(mapping))
+        listed, remap = getattr(step, "categories", None), getattr(step, "remap", None)
         if not isinstance(listed, (list, tuple)) or not all(isinstance(c, int) for c in listed) or not isinstance(remap, bool):
             raise Unsupported(f"FilterAndRemapCocoCategories({listed!r}, remap={remap!r}) (hpuload takes a list of ids)")
-        return cls(list(listed), remap)
+        return cls({c: (k if remap else c) for k, c in reversed(list(enumerate(listed)))})
 
     def classes(self, anns: list[dict]) -> list[tuple[dict, Any]]:
         """`(annotation, class)` of those kept, in their order."""
         if self._class is None:
             return [(a, a["category_id"]) for a in anns]
-        kept = [a for a in anns if a["category_id"] in self._class]
-        return [(a, self._class[a["category_id"]] if self.remap else a["category_id"]) for a in kept]
+        return [(a, self._class[a["category_id"]]) for a in anns if a["category_id"] in self._class]
 
     def same(self, other: "CocoCategories") -> bool:
-        return (self.listed, self.remap) == (other.listed, other.remap)
+        return self._class == other._class
 
 
 class CocoMasks:
     """The reference's semantic mask of each image of a COCO set (indexable like the
     dataset), as `_hpuload.segmentation_masks` takes it: `(name, (height, width), [(class,
-    [RLE counts, ...]), ...])`, the objects the categories' filter keeps."""
+    [RLE counts, ...]), ...])`, the objects the categories keep. Without `--use-v2` an
+    annotation's segmentation is what pycocotools' `frPyObjects` takes; with it (`wrapper`),
+    also a compressed RLE string as it is, as the v2 wrapper reads it."""
 
-    def __init__(self, coco, ids: list[int], images: list[str], sizes: list[tuple[int, int]], categories: CocoCategories):
-        self.coco = coco
-        self.ids = ids
+    def __init__(self, inner, positions: list[int], images: list[str], sizes: list[tuple[int, int]], categories: CocoCategories, wrapper=None):
+        self.inner = inner
+        self.coco = inner.coco
+        #: Each sample's place in the CocoDetection.
+        self.positions = positions
+        self.ids = [inner.ids[i] for i in positions]
         self.images = images
         self.sizes = sizes
         self.categories = categories
+        self.wrapper = wrapper
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -325,7 +504,10 @@ class CocoMasks:
                     raise ValueError(f"an RLE of size {segmentation.get('size')}, not the image's {[height, width]}")
                 if not isinstance(value, int) or not 0 <= value <= 255:
                     raise ValueError(f"class {value!r} is no uint8 (the reference's masks are)")
-                rles = coco_mask.frPyObjects(segmentation, height, width)
+                if self.wrapper is not None and isinstance(segmentation, dict) and isinstance(segmentation["counts"], str):
+                    rles = [segmentation]
+                else:
+                    rles = coco_mask.frPyObjects(segmentation, height, width)
             except Exception as e:
                 raise ValueError(
                     f"{name}: annotation {k} (id {a.get('id')}) gives no mask ({type(e).__name__}: {e})"
@@ -341,12 +523,29 @@ class CocoMasks:
         _hpuload.segmentation_masks([self[index]], [((height, width), (0, 0), False, False)], height, width, MASK_FILL, out.data_ptr())
         return out
 
+    def _theirs(self, index: int, convert, filt):
+        """The user's COCO steps' mask of a blank image of the sample's size, as a tensor."""
+        import numpy as np
+        import PIL.Image
+        from torchvision import tv_tensors
+
+        anns = self.coco.loadAnns(self.coco.getAnnIds(self.ids[index]))
+        image = PIL.Image.new("RGB", self.sizes[index])
+        if self.wrapper is not None:
+            _, got = convert(*self.wrapper._wrapper(self.positions[index], (image, anns)))
+            if not isinstance(got, tv_tensors.Mask) or got.dtype != torch.uint8:
+                raise Unsupported(f"{type(convert).__name__} gives {type(got).__name__}, not the reference's uint8 Mask")
+            return got.as_subclass(torch.Tensor).long()
+        if filt is not None:
+            image, anns = filt(image, anns)
+        _, got = convert(image, anns)
+        if not isinstance(got, PIL.Image.Image) or got.mode not in ("L", "P"):
+            raise Unsupported(f"{type(convert).__name__} gives {type(got).__name__}, not the reference's PIL mask")
+        return torch.as_tensor(np.array(got), dtype=torch.int64)
+
     def check(self, convert, filt, count: int = 3) -> None:
         """The user's steps give, on the images with the most kept objects (up to `count`),
         this set's masks; else `Unsupported` (their code is not the reference's)."""
-        import numpy as np
-        import PIL.Image
-
         if convert is None:
             raise Unsupported("the COCO set's transforms do not start with the reference's ConvertCocoPolysToMask")
         kept = sorted(
@@ -354,17 +553,13 @@ class CocoMasks:
             key=lambda i: -len(self.categories.classes(self.coco.loadAnns(self.coco.getAnnIds(self.ids[i])))),
         )[:count]
         for i in kept:
-            anns = self.coco.loadAnns(self.coco.getAnnIds(self.ids[i]))
-            image = PIL.Image.new("RGB", self.sizes[i])
             try:
-                if filt is not None:
-                    image, anns = filt(image, anns)
-                _, got = convert(image, anns)
+                theirs = self._theirs(i, convert, filt)
+            except Unsupported:
+                raise
             except Exception as e:
                 raise Unsupported(f"the COCO steps fail on image {self.ids[i]} ({type(e).__name__}: {e})") from e
-            if not isinstance(got, PIL.Image.Image) or got.mode not in ("L", "P"):
-                raise Unsupported(f"{type(convert).__name__} gives {type(got).__name__}, not the reference's PIL mask")
-            if not torch.equal(torch.as_tensor(np.array(got), dtype=torch.int64), self.mask(i)):
+            if not torch.equal(theirs, self.mask(i)):
                 raise Unsupported(f"{type(convert).__name__} does not give the reference's mask of image {self.ids[i]}")
 
 
@@ -393,15 +588,16 @@ class Masks:
     #: The masks move with the image: the loader hands each sample's plan over.
     moves_masks = True
 
-    def __init__(self, masks, sizes: list[tuple[int, int]], crop: tuple[int, int] | None):
+    def __init__(self, masks, sizes: list[tuple[int, int]], crop: tuple[int, int] | None, form: "MaskForm | None" = None):
         #: Each sample's mask as `_hpuload.segmentation_masks` takes it: a PNG's path, or a
         #: COCO image's objects (`CocoMasks`).
         self.masks = masks
         #: Each image's `(width, height)`, which its plan is drawn for.
         self.sizes = sizes
-        #: The training preset's crop `(height, width)`; None: the evaluation preset, each
-        #: image and mask its own size.
+        #: The training preset's crop `(height, width)` (or v2's evaluation resize); None: the
+        #: evaluation preset, each image and mask its own size.
         self.crop = crop
+        self.form = form if form is not None else MaskForm()
         #: The part of a sample's plan that moves its mask: the drawn resize and crop, or the
         #: evaluation resize's size.
         self.plan_key = "resized_crop" if crop is not None else "detect"
@@ -422,15 +618,20 @@ class Masks:
         return [images[k, : 3 * m.numel()].view(3, *m.shape) for k, m in enumerate(masks)]
 
     def _batch(self, indices: list[int], plans) -> torch.Tensor:
-        """`[N, H, W]` int64: each sample's mask as the reference's transforms make it."""
+        """`[N, H, W]` masks (int64, or the form's dtype): each sample's mask as the
+        reference's transforms make it."""
         drawn = []
         for i in indices:
+            if self.form.fixed is not None:
+                drawn.append((self.form.fixed, (0, 0), False, False))
+                continue
             d = plans(i, *self.sizes[i])
             drawn.append((tuple(d["resized"]), tuple(d["at"]), bool(d.get("hflip")), bool(d.get("vflip"))))
         h, w = self.crop
         out = torch.empty((len(indices), h, w), dtype=torch.int64)
-        _hpuload.segmentation_masks([self.masks[i] for i in indices], drawn, h, w, MASK_FILL, out.data_ptr())
-        return out
+        sources = [self.masks[i] for i in indices]
+        _hpuload.segmentation_masks(sources, drawn, h, w, MASK_FILL, out.data_ptr(), torch_nearest=self.form.torch_nearest)
+        return out if self.form.dtype == torch.int64 else out.to(self.form.dtype)
 
     def static(self, images: torch.Tensor, records: Any, indices: list[int], plans=None):
         """Without a collate_fn: `[images, masks]`, what `default_collate` makes of the pairs

@@ -987,13 +987,9 @@ def _segmentation_source(dataset, pipeline):
         raise _Unfit(str(e), FallbackReason.TRANSFORM) from e
 
     def translate_now():
-        transforms = _segmentation.current_transforms(dataset)
         if coco:
-            filt, convert, _ = _segmentation.coco_steps(transforms)
-            if convert is None or not _segmentation.CocoCategories.of(filt).same(masks.masks.categories):
-                raise Unsupported("the new transforms change how the COCO set's masks are made")
-            masks.masks.check(convert, filt)
-        pipe_now, dtype_now, crop = _segmentation.translate(transforms)
+            return _segmentation.retranslate_coco(dataset, masks)
+        pipe_now, dtype_now, crop = _segmentation.translate(dataset.transforms)
         if crop != masks.crop:
             raise Unsupported(f"the new transforms crop {crop}, the masks were set up for {masks.crop}")
         return pipe_now, dtype_now

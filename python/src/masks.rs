@@ -138,9 +138,12 @@ impl MaskSource {
 /// CPU tensor of that many values, which `hpuload/_segmentation.py` makes for the call and
 /// holds through it): `np.array` of each PIL mask, as the segmentation reference's
 /// `PILToTensor` makes it. Read and made without the GIL, on up to two threads; an
-/// unreadable or unfit mask raises `ValueError` naming it.
+/// unreadable or unfit mask raises `ValueError` naming it. With `torch_nearest` the resize
+/// takes torch's nearest positions instead of Pillow's (torchvision v2's resize of a
+/// `tv_tensors.Mask`).
 #[pyfunction]
-#[allow(clippy::type_complexity)] // the pairs are Python's tuples
+#[pyo3(signature = (sources, drawn, height, width, fill, out, torch_nearest=false))]
+#[allow(clippy::type_complexity, clippy::too_many_arguments)] // the pairs are Python's tuples
 pub fn segmentation_masks(
     py: Python<'_>,
     sources: Vec<MaskSource>,
@@ -149,8 +152,14 @@ pub fn segmentation_masks(
     width: u32,
     fill: i64,
     out: usize,
+    torch_nearest: bool,
 ) -> PyResult<()> {
     use hpuload::augment::{segment, ResizedCrop};
+    let nearest = if torch_nearest {
+        segment::Nearest::Torch
+    } else {
+        segment::Nearest::Pillow
+    };
     if sources.len() != drawn.len() {
         return Err(PyValueError::new_err("one drawn crop per mask"));
     }
@@ -185,7 +194,7 @@ pub fn segmentation_masks(
                 source.name()
             ));
         }
-        segment::cut_mask(&mask, &drawn, (height, width), fill, dst);
+        segment::cut_mask(&mask, &drawn, nearest, (height, width), fill, dst);
         Ok(())
     };
     if values == 0 {

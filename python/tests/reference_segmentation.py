@@ -207,3 +207,96 @@ def get_coco(images, annotations, transforms, train, cat_list=CAT_LIST):
     steps = Compose([FilterAndRemapCocoCategories(cat_list, remap=True), ConvertCocoPolysToMask(), transforms])
     dataset = torchvision.datasets.CocoDetection(str(images), str(annotations), transforms=steps)
     return remove_images_without_annotations(dataset, cat_list) if train else dataset
+
+
+# --- The reference with `--use-v2` (its `v2_extras.py` and presets on the v2 wrapper) -------
+
+
+def _v2():
+    from torchvision import tv_tensors
+    from torchvision.transforms import v2
+
+    return v2, tv_tensors
+
+
+class PadIfSmaller(_v2()[0].Transform):
+    """Pads each input below and to the right up to `size` on each side shorter than it, with
+    its type's fill (`fill` may map types to fills)."""
+
+    def __init__(self, size, fill=0):
+        super().__init__()
+        self.size = size
+        self.fill = _v2()[0]._utils._setup_fill_arg(fill)
+
+    def make_params(self, flat_inputs):
+        _, height, width = _v2()[0]._utils.query_chw(flat_inputs)
+        return {"padding": [0, 0, max(self.size - width, 0), max(self.size - height, 0)]}
+
+    def transform(self, inpt, params):
+        if not any(params["padding"]):
+            return inpt
+        v2 = _v2()[0]
+        fill = v2._utils._convert_fill_arg(v2._utils._get_fill(self.fill, type(inpt)))
+        return v2.functional.pad(inpt, padding=params["padding"], fill=fill)
+
+
+class CocoDetectionToVOCSegmentation(_v2()[0].Transform):
+    """The v2 wrapper's COCO target (`masks`, `labels`) as one semantic `Mask`: the objects
+    of VOC's categories, each pixel the largest VOC class covering it, 255 where two do."""
+
+    COCO_TO_VOC_LABEL_MAP = {c: k for k, c in enumerate(CAT_LIST)}
+
+    def forward(self, image, target):
+        v2, tv_tensors = _v2()
+        mask = None
+        if "masks" in target:
+            kept = [(k, self.COCO_TO_VOC_LABEL_MAP[c]) for k, c in enumerate(target["labels"].tolist()) if c in self.COCO_TO_VOC_LABEL_MAP]
+            if kept:
+                rows, classes = zip(*kept)
+                masks = target["masks"][list(rows)].to(torch.uint8)
+                mask = (masks * torch.tensor(classes, dtype=torch.uint8).reshape(-1, 1, 1)).max(dim=0).values
+                mask[masks.sum(dim=0) > 1] = 255
+        if mask is None:
+            mask = torch.zeros(v2.functional.get_size(image), dtype=torch.uint8)
+        return image, tv_tensors.Mask(mask)
+
+
+def preset_train_v2(base_size, crop_size, hflip_prob=0.5, mean=MEAN, std=STD):
+    v2, tv_tensors = _v2()
+    steps = [v2.RandomResize(min_size=int(0.5 * base_size), max_size=int(2.0 * base_size))]
+    if hflip_prob > 0:
+        steps.append(v2.RandomHorizontalFlip(hflip_prob))
+    steps += [
+        PadIfSmaller(crop_size, fill={tv_tensors.Mask: 255, "others": 0}),
+        v2.RandomCrop(crop_size),
+        v2.PILToTensor(),
+        v2.ToDtype(dtype={torch.Tensor: torch.float32, tv_tensors.Mask: torch.int64, "others": None}, scale=True),
+        v2.Normalize(mean=mean, std=std),
+        v2.ToPureTensor(),
+    ]
+    return v2.Compose(steps)
+
+
+def preset_eval_v2(base_size, mean=MEAN, std=STD):
+    v2, _ = _v2()
+    return v2.Compose(
+        [
+            v2.Resize(size=(base_size, base_size)),
+            v2.ToImage(),
+            v2.ToDtype(torch.float, scale=True),
+            v2.Normalize(mean=mean, std=std),
+            v2.ToPureTensor(),
+        ]
+    )
+
+
+def get_coco_v2(images, annotations, transforms, train):
+    """The reference's COCO set with `--use-v2`: `CocoDetection` wrapped for transforms v2
+    (masks and labels), `CocoDetectionToVOCSegmentation` before `transforms`."""
+    import torchvision
+    from torchvision.datasets import wrap_dataset_for_transforms_v2
+
+    steps = Compose([CocoDetectionToVOCSegmentation(), transforms])
+    dataset = torchvision.datasets.CocoDetection(str(images), str(annotations), transforms=steps)
+    dataset = wrap_dataset_for_transforms_v2(dataset, target_keys={"masks", "labels"})
+    return remove_images_without_annotations(dataset, CAT_LIST) if train else dataset

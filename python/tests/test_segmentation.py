@@ -391,3 +391,76 @@ def test_a_conversion_that_leaves_the_mask_as_uint8_falls_back_naming_it(voc_roo
     steps = [ref.RandomResize(BASE // 2, 2 * BASE), ref.RandomCrop(SEG_CROP), ToTensor()]
     with pytest.warns(FallbackWarning, match="ToTensor does not do what the segmentation reference's does"):
         DataLoader(voc(voc_root, ref.Compose(steps)), batch_size=2)
+
+
+# --- The same COCO set with the reference's `--use-v2` ---------------------------------------
+
+
+def moved_v2(image, mask, drawn, crop):
+    """v2's steps after RandomResize's draw, given hpuload's draws: the image by Pillow, the
+    `Mask` by torch's nearest resize."""
+    from torchvision import tv_tensors
+    from torchvision.transforms.v2 import functional as F2
+
+    (rh, rw), (top, left) = drawn["resized"], drawn["at"]
+    image, mask = F2.resize(image, [rh, rw]), F2.resize(mask, [rh, rw])
+    if drawn.get("hflip"):
+        image, mask = F2.horizontal_flip(image), F2.horizontal_flip(mask)
+    padding = [0, 0, max(crop - rw, 0), max(crop - rh, 0)]
+    image, mask = F2.pad(image, padding, fill=0), F2.pad(mask, padding, fill=255)
+    image, mask = F2.crop(image, top, left, crop, crop), F2.crop(mask, top, left, crop, crop)
+    x = torchvision.transforms.functional.convert_image_dtype(F2.pil_to_tensor(image), torch.float)
+    assert isinstance(mask, tv_tensors.Mask)
+    return torchvision.transforms.functional.normalize(x, ref.MEAN, ref.STD), mask.as_subclass(torch.Tensor).long()
+
+
+def test_the_references_v2_coco_training_set_runs_natively_with_v2s_mask_resize(coco_seg):
+    root, ann = coco_seg
+    dataset = ref.get_coco_v2(root, ann, ref.preset_train_v2(BASE, SEG_CROP), train=True)
+    assert len(dataset) == 10
+    loader = native(dataset, batch_size=4, shuffle=True, seed=6, backend="cpu")
+    wrapper = dataset.dataset
+    to_voc = ref.CocoDetectionToVOCSegmentation()
+    sizes, differs = set(), 0
+    for epoch in range(2):
+        for images, masks in loader:
+            assert images.shape[1:] == (3, SEG_CROP, SEG_CROP) and masks.dtype == torch.int64
+            for k, index in enumerate(loader.last_indices):
+                position = dataset.indices[index]
+                image, target = wrapper._wrapper(position, wrapper._dataset[position])
+                mask = to_voc(image, target)[1]
+                drawn = json.loads(loader._core.sample_plan(epoch, index, *image.size))["resized_crop"]
+                want_x, want_m = moved_v2(image, mask, drawn, SEG_CROP)
+                assert torch.equal(masks[k], want_m), (epoch, index, drawn)
+                assert (images[k] - want_x).abs().max() < 1e-5, (epoch, index, drawn)
+                sizes.add(min(drawn["resized"]) if image.width != image.height else drawn["resized"][0])
+                # Pillow's nearest positions would give another mask for most draws.
+                pil = moved(image, Image.fromarray(mask.numpy()), drawn, SEG_CROP)[1]
+                differs += not torch.equal(pil, want_m)
+    # v2's RandomResize draws its size below max_size (torch.randint).
+    assert min(sizes) >= BASE // 2 and max(sizes) < 2 * BASE and differs > 5, (sizes, differs)
+
+
+def test_the_references_v2_coco_evaluation_set_gives_torchs_batches(coco_seg):
+    root, ann = coco_seg
+    dataset = ref.get_coco_v2(root, ann, ref.preset_eval_v2(BASE), train=False)
+    ours = native(dataset, batch_size=3, backend="cpu")
+    theirs = tud.DataLoader(dataset, batch_size=3)
+    n = 0
+    for (xa, ma), (xb, mb) in zip(ours, theirs, strict=True):
+        assert xa.shape == xb.shape == (len(xa), 3, BASE, BASE)
+        assert ma.dtype == mb.dtype == torch.uint8 and type(ma) is type(mb) is torch.Tensor
+        assert torch.equal(ma, mb)
+        assert (xa - xb).abs().max() < 1e-5
+        n += len(xa)
+    assert n == 12
+
+
+def test_a_v2_preset_with_a_step_hpuload_does_not_run_falls_back_naming_it(coco_seg):
+    from torchvision.transforms import v2
+
+    root, ann = coco_seg
+    preset = ref.preset_train_v2(BASE, SEG_CROP)
+    preset.transforms.insert(4, v2.ColorJitter(0.2))
+    with pytest.warns(FallbackWarning, match="ColorJitter"):
+        DataLoader(ref.get_coco_v2(root, ann, preset, train=True), batch_size=2)

@@ -145,6 +145,32 @@ pub fn coco_semantic_mask(
     })
 }
 
+/// Whose nearest-neighbour positions a mask's resize takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Nearest {
+    /// Pillow's `Image.resize` of a PIL mask (the segmentation reference's v1 transforms).
+    Pillow,
+    /// torch's `interpolate(mode="nearest")`, as torchvision v2 resizes a `tv_tensors.Mask`
+    /// (the reference's `--use-v2` transforms).
+    Torch,
+}
+
+impl Nearest {
+    /// The source position of each of `out` positions when `len` is resized to `out`.
+    fn positions(self, len: u32, out: u32) -> Vec<usize> {
+        match self {
+            Self::Pillow => pil_nearest(len, out),
+            Self::Torch => {
+                // `floor(i * (len / out))`, the scale and the product in f32, at most len - 1.
+                let scale = len as f32 / out as f32;
+                (0..out)
+                    .map(|i| ((i as f32 * scale).floor() as usize).min(len as usize - 1))
+                    .collect()
+            }
+        }
+    }
+}
+
 /// The source position of each of `out` positions when Pillow resizes `len` to `out` with its
 /// nearest filter: the centre's position summed step by step in f64 and truncated
 /// (`ImagingScaleAffine`), which a product of the index does not give in every case.
@@ -160,17 +186,24 @@ fn pil_nearest(len: u32, out: u32) -> Vec<usize> {
         .collect()
 }
 
-/// The `(height, width)` `out` cut of `mask` as `drawn` moves its image, `fill` where the
-/// padding shows, into `dst` (row by row).
+/// The `(height, width)` `out` cut of `mask` as `drawn` moves its image (resized with
+/// `nearest`'s positions), `fill` where the padding shows, into `dst` (row by row).
 ///
 /// # Panics
 /// `dst` does not hold `out`'s values, or the mask is empty.
-pub fn cut_mask(mask: &Mask, drawn: &ResizedCrop, out: (u32, u32), fill: i64, dst: &mut [i64]) {
+pub fn cut_mask(
+    mask: &Mask,
+    drawn: &ResizedCrop,
+    nearest: Nearest,
+    out: (u32, u32),
+    fill: i64,
+    dst: &mut [i64],
+) {
     let (oh, ow) = (out.0 as usize, out.1 as usize);
     assert_eq!(dst.len(), oh * ow, "the output holds {out:?}");
     let (rh, rw) = drawn.resized;
-    let rows = pil_nearest(mask.height, rh);
-    let cols = pil_nearest(mask.width, rw);
+    let rows = nearest.positions(mask.height, rh);
+    let cols = nearest.positions(mask.width, rw);
     let (top, left) = (drawn.at.0 as usize, drawn.at.1 as usize);
     let (rh, rw) = (rh as usize, rw as usize);
     // The source column of each output column the resize reaches; the padding after them.
@@ -318,6 +351,15 @@ mod tests {
     }
 
     #[test]
+    fn torchs_nearest_positions_are_the_floor_of_the_index_times_the_scale() {
+        // 7 to 3: floor(0, 7/3, 14/3); 2 to 7: floor(i * 2/7) is 1 from i = 4 on.
+        assert_eq!(Nearest::Torch.positions(7, 3), [0, 2, 4]);
+        assert_eq!(Nearest::Torch.positions(2, 7), [0, 0, 0, 0, 1, 1, 1]);
+        assert_eq!(Nearest::Torch.positions(3, 2), [0, 1]);
+        assert_eq!(Nearest::Pillow.positions(3, 2), [0, 2]);
+    }
+
+    #[test]
     fn a_mask_is_resized_flipped_padded_with_the_fill_and_cut_as_its_image() {
         // A 2x3 mask doubled to 4x6, flipped, padded to 5x8 and cut 3x4 at (2, 4).
         let mask = Mask {
@@ -332,7 +374,7 @@ mod tests {
             vflip: false,
         };
         let mut dst = vec![0; 12];
-        cut_mask(&mask, &drawn, (3, 4), 255, &mut dst);
+        cut_mask(&mask, &drawn, Nearest::Pillow, (3, 4), 255, &mut dst);
         // The flipped resize's rows 2 and 3 are 6 6 5 5 4 4; columns 4 and 5 show 4 4.
         assert_eq!(dst, [4, 4, 255, 255, 4, 4, 255, 255, 255, 255, 255, 255]);
     }
