@@ -1,4 +1,4 @@
-"""torchvision's segmentation reference data pipeline (`--dataset voc`, without `--use-v2`), run
+"""torchvision's segmentation reference data pipeline (`--dataset voc` or `coco`), run
 with torch's DataLoader or with hpuload's drop-in (only the import differs), timed over full
 passes: torchvision's `VOCSegmentation` with the reference's `SegmentationPresetTrain`
 (RandomResize of the shorter side from half to twice `base_size`, RandomHorizontalFlip(0.5),
@@ -8,7 +8,9 @@ as restated in python/tests/reference_segmentation.py, and its `collate_fn` (`ca
 `--dataset coco` runs the reference's default dataset instead: torchvision's `CocoDetection`
 of `ROOT/train2017` with the reference's `FilterAndRemapCocoCategories(CAT_LIST)` and
 `ConvertCocoPolysToMask` before the preset, the training set in the `Subset` of images with
-more than 1000 pixels of kept annotations (`get_coco` in reference_segmentation.py).
+more than 1000 pixels of kept annotations (`get_coco` in reference_segmentation.py); with
+`--use-v2`, the reference's `--use-v2` path (the set wrapped for transforms v2,
+`CocoDetectionToVOCSegmentation`, the v2 presets: `get_coco_v2`).
 
 `--make ROOT` first writes a VOC 2012 tree at ROOT from the photos in `--data` (each photo's
 mask a palette PNG of its size: rectangles of classes 1-20 on 0, a line of 255), then exits;
@@ -19,7 +21,8 @@ rest of COCO's 80 categories), then exits.
 usage: python segmentation.py --make VOCROOT --data PHOTOS [--images 2000]
        python segmentation.py --make-coco COCOROOT --data PHOTOS [--images 2000]
        python segmentation.py --loader torch|hpuload --root ROOT [--dataset voc|coco]
-           [--workers 2] [--batch 8] [--epochs 3] [--base 520] [--crop 480] [--preset train|eval]
+           [--use-v2] [--workers 2] [--batch 8] [--epochs 3] [--base 520] [--crop 480]
+           [--preset train|eval]
 `--preset eval` runs the reference's evaluation preset instead (each image its own size;
 give `--batch 1`, as the reference's evaluation loader has).
 Prints one JSON line: images/s over the epochs after the first (the first warms caches and
@@ -105,6 +108,7 @@ def main() -> None:
     p.add_argument("--make", type=pathlib.Path)
     p.add_argument("--make-coco", type=pathlib.Path)
     p.add_argument("--dataset", choices=("voc", "coco"), default="voc")
+    p.add_argument("--use-v2", action="store_true")
     p.add_argument("--data", type=pathlib.Path)
     p.add_argument("--images", type=int, default=2000)
     p.add_argument("--loader", choices=("torch", "hpuload"))
@@ -138,7 +142,10 @@ def main() -> None:
     else:
         from torch.utils.data import DataLoader
 
-    if a.preset == "train":
+    if a.use_v2:
+        train = a.preset == "train"
+        preset = ref.preset_train_v2(a.base, a.crop) if train else ref.preset_eval_v2(a.base)
+    elif a.preset == "train":
         preset = ref.SegmentationPresetTrain(base_size=a.base, crop_size=a.crop)
     else:  # the reference evaluates with batches of one, not shuffled
         preset = ref.SegmentationPresetEval(base_size=a.base)
@@ -146,7 +153,8 @@ def main() -> None:
         dataset = torchvision.datasets.VOCSegmentation(a.root, year="2012", image_set="train", transforms=preset)
     else:
         annotations = a.root / "annotations" / "instances_train2017.json"
-        dataset = ref.get_coco(a.root / "train2017", annotations, preset, train=a.preset == "train")
+        get = ref.get_coco_v2 if a.use_v2 else ref.get_coco
+        dataset = get(a.root / "train2017", annotations, preset, train=a.preset == "train")
     loader = DataLoader(
         dataset,
         batch_size=a.batch,

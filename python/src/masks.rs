@@ -93,6 +93,9 @@ pub fn coco_masks<'py>(
     })
 }
 
+/// One COCO object: its class and its compressed RLE strings.
+pub type CocoObject = (u8, Vec<Vec<u8>>);
+
 /// Where a sample's segmentation mask comes from: a mask file (a palette or grey PNG), or a
 /// COCO image's objects (`(name, (height, width), [(class, [counts, ...]), ...])`: what names
 /// it in errors, the image's size, each object's class and compressed RLE strings), made into
@@ -102,7 +105,7 @@ pub enum MaskSource {
     /// The path of a mask PNG.
     File(String),
     /// A COCO image's objects.
-    Coco((String, (u32, u32), Vec<(u8, Vec<Vec<u8>>)>)),
+    Coco((String, (u32, u32), Vec<CocoObject>)),
 }
 
 impl MaskSource {
