@@ -14,13 +14,15 @@ more than 1000 pixels of kept annotations (`get_coco` in reference_segmentation.
 
 `--make ROOT` first writes a VOC 2012 tree at ROOT from the photos in `--data` (each photo's
 mask a palette PNG of its size: rectangles of classes 1-20 on 0, a line of 255), then exits;
-`--make-coco ROOT` writes a COCO tree (`train2017/`, `annotations/instances_train2017.json`:
+`--make-sbd ROOT` writes an SBD tree (`img/`, `cls/*.mat`, `train.txt`: the reference's
+`--dataset voc_aug`, read by `--dataset sbd`), then exits; `--make-coco ROOT` writes a COCO tree (`train2017/`, `annotations/instances_train2017.json`:
 2-12 objects a photo, each one or two polygons of 8-30 vertices, half of them people, the
 rest of COCO's 80 categories), then exits.
 
 usage: python segmentation.py --make VOCROOT --data PHOTOS [--images 2000]
        python segmentation.py --make-coco COCOROOT --data PHOTOS [--images 2000]
-       python segmentation.py --loader torch|hpuload --root ROOT [--dataset voc|coco]
+       python segmentation.py --make-sbd SBDROOT --data PHOTOS [--images 2000]
+       python segmentation.py --loader torch|hpuload --root ROOT [--dataset voc|coco|sbd]
            [--use-v2] [--workers 2] [--batch 8] [--epochs 3] [--base 520] [--crop 480]
            [--preset train|eval]
 `--preset eval` runs the reference's evaluation preset instead (each image its own size;
@@ -60,6 +62,35 @@ def make(root: pathlib.Path, photos: pathlib.Path, count: int) -> None:
         m.save(voc / "SegmentationClass" / f"{name}.png")
         names.append(name)
     (voc / "ImageSets" / "Segmentation" / "train.txt").write_text("\n".join(names) + "\n")
+
+
+def make_sbd(root: pathlib.Path, photos: pathlib.Path, count: int) -> None:
+    """An SBD tree (`img/*.jpg`, `cls/*.mat` with each mask in `GTcls.Segmentation`,
+    `train.txt`) of the photos, masks as `make` draws them (without the 255 line)."""
+    import numpy as np
+    import scipy.io
+    from PIL import Image
+
+    for d in ("img", "cls"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    names = []
+    for k, photo in enumerate(sorted(photos.rglob("*.jpg"))[:count]):
+        name = f"2008_{k:06d}"
+        (root / "img" / f"{name}.jpg").write_bytes(photo.read_bytes())
+        w, h = Image.open(photo).size
+        mask = np.zeros((h, w), np.uint8)
+        for _ in range(5):
+            y, x = rng.integers(0, h), rng.integers(0, w)
+            mask[y : y + rng.integers(1, h), x : x + rng.integers(1, w)] = rng.integers(1, 21)
+        gt = np.empty((1, 1), dtype=[("Boundaries", "O"), ("Segmentation", "O"), ("CategoriesPresent", "O")])
+        boundaries = np.empty((20, 1), dtype=object)
+        for c in range(20):
+            boundaries[c, 0] = np.zeros((1, 1), np.uint8)
+        gt[0, 0] = (boundaries, mask, np.unique(mask[mask > 0]).astype(np.uint8).reshape(-1, 1))
+        scipy.io.savemat(root / "cls" / f"{name}.mat", {"GTcls": gt}, do_compression=True)
+        names.append(name)
+    (root / "train.txt").write_text("\n".join(names) + "\n")
 
 
 def make_coco(root: pathlib.Path, photos: pathlib.Path, count: int) -> None:
@@ -107,7 +138,8 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--make", type=pathlib.Path)
     p.add_argument("--make-coco", type=pathlib.Path)
-    p.add_argument("--dataset", choices=("voc", "coco"), default="voc")
+    p.add_argument("--make-sbd", type=pathlib.Path)
+    p.add_argument("--dataset", choices=("voc", "coco", "sbd"), default="voc")
     p.add_argument("--use-v2", action="store_true")
     p.add_argument("--data", type=pathlib.Path)
     p.add_argument("--images", type=int, default=2000)
@@ -125,6 +157,9 @@ def main() -> None:
         return
     if a.make_coco is not None:
         make_coco(a.make_coco, a.data, a.images)
+        return
+    if a.make_sbd is not None:
+        make_sbd(a.make_sbd, a.data, a.images)
         return
 
     import torch
@@ -151,6 +186,8 @@ def main() -> None:
         preset = ref.SegmentationPresetEval(base_size=a.base)
     if a.dataset == "voc":
         dataset = torchvision.datasets.VOCSegmentation(a.root, year="2012", image_set="train", transforms=preset)
+    elif a.dataset == "sbd":
+        dataset = torchvision.datasets.SBDataset(a.root, image_set="train", mode="segmentation", transforms=preset)
     else:
         annotations = a.root / "annotations" / "instances_train2017.json"
         get = ref.get_coco_v2 if a.use_v2 else ref.get_coco

@@ -53,9 +53,12 @@ class Unfit(Exception):
 
 
 def is_segmentation(dataset) -> bool:
-    """torchvision's own `VOCSegmentation` (a subclass may load differently)."""
+    """torchvision's own `VOCSegmentation`, or its `SBDataset` in `mode="segmentation"` (the
+    reference's `--dataset voc_aug`); a subclass may load differently."""
     import torchvision
 
+    if type(dataset) is torchvision.datasets.SBDataset:
+        return getattr(dataset, "mode", None) == "segmentation"
     return type(dataset) is torchvision.datasets.VOCSegmentation
 
 
@@ -215,6 +218,21 @@ def source(dataset) -> tuple[dict, str, str, "Masks"]:
     `Unsupported` naming why it cannot run natively."""
     pipeline, dtype, crop = translate(dataset.transforms)
     images, masks = list(dataset.images), list(dataset.masks)
+    name = f"{type(dataset).__name__}({dataset.root!r})"
+    if type(dataset).__name__ == "SBDataset":
+        sizes = []
+        for image in images:
+            size = _probe.size_of(image)
+            if size is None:
+                raise Unfit(f"{image} is no image hpuload can size (its mask is cut as it is)")
+            sizes.append(size)
+        read = ReadMasks(dataset, masks, sizes)
+        try:
+            if read.masks:
+                read[0]  # the first mask read as the dataset reads it: an unfit kind falls back now
+        except ValueError as e:
+            raise Unfit(str(e)) from e
+        return {"source": _image_source(images, sizes, crop, name)}, pipeline, dtype, Masks(read, sizes, crop)
     sizes = []
     for image, mask in zip(images, masks):
         size = _probe.size_of(image)
@@ -224,8 +242,37 @@ def source(dataset) -> tuple[dict, str, str, "Masks"]:
         if why is not None:
             raise Unfit(f"{mask} is {why} (hpuload reads palette PNGs and 8-bit grey ones as masks)")
         sizes.append(size)
-    name = f"{type(dataset).__name__}({dataset.root!r})"
     return {"source": _image_source(images, sizes, crop, name)}, pipeline, dtype, Masks(masks, sizes, crop)
+
+
+class ReadMasks:
+    """Masks that the dataset's own code reads (`SBDataset._get_target`: the `Segmentation`
+    of a MATLAB file's `GTcls`, through scipy), indexable like the dataset, as
+    `_hpuload.segmentation_masks` takes them: `(path, (height, width), bytes)`."""
+
+    def __init__(self, dataset, masks: list[str], sizes: list[tuple[int, int]]):
+        self.dataset = dataset
+        self.masks = masks
+        self.sizes = sizes
+
+    def __len__(self) -> int:
+        return len(self.masks)
+
+    def __getitem__(self, index: int):
+        import numpy as np
+        import PIL.Image
+
+        path = self.masks[index]
+        try:
+            mask = self.dataset._get_target(path)
+        except Exception as e:
+            raise ValueError(f"{path}: the dataset cannot read this mask ({type(e).__name__}: {e})") from e
+        if not isinstance(mask, PIL.Image.Image) or mask.mode not in ("L", "P"):
+            raise ValueError(f"{path}: a mask of {getattr(mask, 'mode', type(mask).__name__)} (hpuload takes 8-bit masks)")
+        if mask.size != tuple(self.sizes[index]):
+            raise ValueError(f"{path}: a mask of {mask.size}, its image is {tuple(self.sizes[index])}")
+        width, height = mask.size
+        return path, (height, width), np.asarray(mask, dtype=np.uint8).tobytes()
 
 
 def _image_source(images: list[str], sizes: list[tuple[int, int]], crop, name: str):

@@ -96,16 +96,20 @@ pub fn coco_masks<'py>(
 /// One COCO object: its class and its compressed RLE strings.
 pub type CocoObject = (u8, Vec<Vec<u8>>);
 
-/// Where a sample's segmentation mask comes from: a mask file (a palette or grey PNG), or a
-/// COCO image's objects (`(name, (height, width), [(class, [counts, ...]), ...])`: what names
-/// it in errors, the image's size, each object's class and compressed RLE strings), made into
-/// the segmentation reference's semantic mask.
+/// Where a sample's segmentation mask comes from: a mask file (a palette or grey PNG), a COCO
+/// image's objects (`(name, (height, width), [(class, [counts, ...]), ...])`: what names it
+/// in errors, the image's size, each object's class and compressed RLE strings), made into the
+/// segmentation reference's semantic mask, or a mask already read (`(name, (height, width),
+/// values)`: one byte a pixel, row by row; `SBDataset`'s masks, which its own code reads from
+/// MATLAB files).
 #[derive(FromPyObject)]
 pub enum MaskSource {
     /// The path of a mask PNG.
     File(String),
     /// A COCO image's objects.
     Coco((String, (u32, u32), Vec<CocoObject>)),
+    /// A mask's values, read.
+    Plane((String, (u32, u32), Vec<u8>)),
 }
 
 impl MaskSource {
@@ -122,13 +126,27 @@ impl MaskSource {
                 segment::coco_semantic_mask(*height, *width, objects)
                     .map_err(|why| format!("{name}: {why}"))
             }
+            Self::Plane((name, (height, width), values)) => {
+                let pixels = (*height as usize) * (*width as usize);
+                if values.len() != pixels || pixels == 0 {
+                    return Err(format!(
+                        "{name}: {} values for a {height}x{width} mask",
+                        values.len()
+                    ));
+                }
+                Ok(segment::Mask {
+                    width: *width,
+                    height: *height,
+                    values: values.iter().map(|&v| u16::from(v)).collect(),
+                })
+            }
         }
     }
 
     fn name(&self) -> &str {
         match self {
             Self::File(path) => path,
-            Self::Coco((name, ..)) => name,
+            Self::Coco((name, ..)) | Self::Plane((name, ..)) => name,
         }
     }
 }

@@ -464,3 +464,65 @@ def test_a_v2_preset_with_a_step_hpuload_does_not_run_falls_back_naming_it(coco_
     preset.transforms.insert(4, v2.ColorJitter(0.2))
     with pytest.warns(FallbackWarning, match="ColorJitter"):
         DataLoader(ref.get_coco_v2(root, ann, preset, train=True), batch_size=2)
+
+
+# --- torchvision's SBDataset (the reference's `--dataset voc_aug`) ----------------------------
+
+
+@pytest.fixture(scope="module")
+def sbd_root(voc_root, tmp_path_factory):
+    """The VOC tree's photos and masks as an SBD tree: `img/*.jpg`, `cls/*.mat` (each mask in
+    `GTcls.Segmentation`, beside boundaries and the classes present, as SBD writes them),
+    `train.txt`."""
+    scipy_io = pytest.importorskip("scipy.io")
+    root = tmp_path_factory.mktemp("sbd")
+    (root / "img").mkdir()
+    (root / "cls").mkdir()
+    voc = voc_root / "VOCdevkit" / "VOC2012"
+    names = (voc / "ImageSets" / "Segmentation" / "train.txt").read_text().split()
+    for name in names:
+        (root / "img" / f"{name}.jpg").write_bytes((voc / "JPEGImages" / f"{name}.jpg").read_bytes())
+        mask = np.array(Image.open(voc / "SegmentationClass" / f"{name}.png"))
+        mask[mask == 255] = 0  # SBD has no border class
+        gt = np.empty((1, 1), dtype=[("Boundaries", "O"), ("Segmentation", "O"), ("CategoriesPresent", "O")])
+        present = np.unique(mask[mask > 0]).astype(np.uint8).reshape(-1, 1)
+        gt[0, 0] = (np.empty((20, 1), dtype=object), mask, present)
+        for k in range(20):
+            gt[0, 0]["Boundaries"][k, 0] = np.zeros((1, 1), np.uint8)
+        scipy_io.savemat(root / "cls" / f"{name}.mat", {"GTcls": gt}, do_compression=True)
+    (root / "train.txt").write_text("\n".join(names) + "\n")
+    return root
+
+
+def sbd(root, transforms):
+    return torchvision.datasets.SBDataset(root, image_set="train", mode="segmentation", transforms=transforms)
+
+
+def test_sbd_segmentation_runs_natively_with_the_masks_its_own_code_reads_moved_as_its_images(sbd_root):
+    dataset = sbd(sbd_root, ref.SegmentationPresetTrain(base_size=BASE, crop_size=SEG_CROP))
+    loader = native(dataset, batch_size=5, shuffle=True, seed=8, backend="cpu")
+    classes = set()
+    for images, masks in loader:
+        assert images.shape[1:] == (3, SEG_CROP, SEG_CROP) and masks.dtype == torch.int64
+        for k, index in enumerate(loader.last_indices):
+            image = Image.open(dataset.images[index]).convert("RGB")
+            mask = dataset._get_target(dataset.masks[index])
+            drawn = json.loads(loader._core.sample_plan(0, index, *image.size))["resized_crop"]
+            want_x, want_m = moved(image, mask, drawn, SEG_CROP)
+            assert torch.equal(masks[k], want_m), (index, drawn)
+            assert (images[k] - want_x).abs().max() < 1e-5, (index, drawn)
+            classes.update(torch.unique(want_m).tolist())
+    assert len(classes - {0, 255}) > 5
+
+
+def test_sbd_evaluation_gives_torchs_batches(sbd_root):
+    dataset = sbd(sbd_root, ref.SegmentationPresetEval(base_size=BASE))
+    ours = native(dataset, batch_size=2, collate_fn=ref.collate_fn, backend="cpu")
+    theirs = tud.DataLoader(dataset, batch_size=2, collate_fn=ref.collate_fn)
+    for (xa, ma), (xb, mb) in zip(ours, theirs, strict=True):
+        assert torch.equal(ma, mb) and (xa - xb).abs().max() < 1e-5
+
+
+def test_sbd_in_boundaries_mode_is_not_taken_for_segmentation(sbd_root):
+    dataset = torchvision.datasets.SBDataset(sbd_root, image_set="train", mode="boundaries")
+    assert not hpuload._segmentation.is_segmentation(dataset)
