@@ -449,8 +449,11 @@ def _v2_fill(t) -> tuple[int, int]:
     """`(fill of a PIL image, fill of a Mask)` of the reference's v2 `PadIfSmaller`."""
     import PIL.Image
     from torchvision import tv_tensors
-    from torchvision.transforms.v2._utils import _get_fill
 
+    try:
+        from torchvision.transforms.v2._utils import _get_fill
+    except ImportError as e:  # pragma: no cover - another torchvision's layout
+        raise Unsupported(f"PadIfSmaller's fills cannot be read with this torchvision ({e})") from e
     fills = []
     for kind in (PIL.Image.Image, tv_tensors.Mask):
         f = _get_fill(t.fill, kind)
