@@ -38,6 +38,17 @@ import sys
 import time
 
 
+def _rectangles(rng, w: int, h: int):
+    """A `[h, w]` uint8 mask of five rectangles of classes 1-20 on 0."""
+    import numpy as np
+
+    mask = np.zeros((h, w), np.uint8)
+    for _ in range(5):
+        y, x = rng.integers(0, h), rng.integers(0, w)
+        mask[y : y + rng.integers(1, h), x : x + rng.integers(1, w)] = rng.integers(1, 21)
+    return mask
+
+
 def make(root: pathlib.Path, photos: pathlib.Path, count: int) -> None:
     import numpy as np
     from PIL import Image
@@ -52,10 +63,7 @@ def make(root: pathlib.Path, photos: pathlib.Path, count: int) -> None:
         name = f"2008_{k:06d}"
         (voc / "JPEGImages" / f"{name}.jpg").write_bytes(photo.read_bytes())
         w, h = Image.open(photo).size
-        mask = np.zeros((h, w), np.uint8)
-        for _ in range(5):
-            y, x = rng.integers(0, h), rng.integers(0, w)
-            mask[y : y + rng.integers(1, h), x : x + rng.integers(1, w)] = rng.integers(1, 21)
+        mask = _rectangles(rng, w, h)
         mask[rng.integers(0, h), :] = 255
         m = Image.fromarray(mask, mode="L").convert("P")
         m.putpalette(palette)
@@ -79,10 +87,7 @@ def make_sbd(root: pathlib.Path, photos: pathlib.Path, count: int) -> None:
         name = f"2008_{k:06d}"
         (root / "img" / f"{name}.jpg").write_bytes(photo.read_bytes())
         w, h = Image.open(photo).size
-        mask = np.zeros((h, w), np.uint8)
-        for _ in range(5):
-            y, x = rng.integers(0, h), rng.integers(0, w)
-            mask[y : y + rng.integers(1, h), x : x + rng.integers(1, w)] = rng.integers(1, 21)
+        mask = _rectangles(rng, w, h)
         gt = np.empty((1, 1), dtype=[("Boundaries", "O"), ("Segmentation", "O"), ("CategoriesPresent", "O")])
         boundaries = np.empty((20, 1), dtype=object)
         for c in range(20):
