@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import torch
 
 from ._options import CocoSource
+from ._reference_steps import check_detection
 from ._transforms import (
     Unsupported,
     _hw,
@@ -1138,6 +1139,8 @@ def translate_reference(transform) -> tuple[str, str]:
             dtype = "f32"
         else:
             raise Unsupported(f"{type(t).__module__}.{name} is not one of the reference's v1 transforms hpuload runs")
+        # What the step was read as, checked by behaviour (on the image as it is at the step).
+        check_detection(t, name, tensor and name != "PILToTensor")
     if not tensor:
         raise Unsupported("the reference's transforms yield PIL images, not tensors")
     return json.dumps({"name": "detection-reference-v1", "ops": ops}), dtype or "u8"

@@ -41,6 +41,7 @@ import torch
 from . import _hpuload, _probe
 from ._detection import _flatten, _own, _unwrap_subsets
 from ._options import CocoSource, SamplesSource
+from ._reference_steps import check_pad_if_smaller, check_segmentation
 from ._transforms import Unsupported
 
 #: What the reference's `RandomCrop` pads a mask with (its `pad_if_smaller(target, size,
@@ -128,16 +129,19 @@ def translate_steps(steps: list) -> tuple[str, str, tuple[int, int] | None]:
             lo, hi = getattr(t, "min_size", None), getattr(t, "max_size", None)
             if ops or not all(isinstance(v, int) and v > 0 for v in (lo, hi)) or lo > hi:
                 raise Unsupported(f"RandomResize({lo!r}, {hi!r}) (hpuload takes one, first, of sizes min <= max)")
+            check_segmentation(t, name)
             ops.append({"op": "random_resize", "min_size": lo, "max_size": hi + 1, "interpolation": "pil_bilinear"})
         elif _own(t, "RandomHorizontalFlip"):
             p = getattr(t, "flip_prob", None)
             if len(ops) != 1 or crop is not None or not isinstance(p, (int, float)):
                 raise Unsupported("RandomHorizontalFlip away from between RandomResize and RandomCrop")
+            check_segmentation(t, name)
             ops.append({"op": "random_horizontal_flip", "p": float(p)})
         elif _own(t, "RandomCrop"):
             size = getattr(t, "size", None)
             if not ops or crop is not None or tensor or not isinstance(size, int) or size <= 0:
                 raise Unsupported(f"RandomCrop({size!r}) (hpuload takes one, after RandomResize, on the PIL image)")
+            check_segmentation(t, name)
             crop = (size, size)
             ops.append({"op": "random_crop", "size": size, "pad_end": True, "fill": [0, 0, 0]})
         elif _own(t, "PILToTensor") or _own(t, "ToTensor"):
@@ -411,6 +415,7 @@ def translate_v2_steps(steps: list) -> tuple[str, str, tuple[int, int], MaskForm
             ops.append({"op": "random_horizontal_flip", "p": float(t.p)})
         elif _own(t, "PadIfSmaller") and ops and ops[0]["op"] == "random_resize" and pad is None and crop is None:
             pad = (t.size, _v2_fill(t))
+            check_pad_if_smaller(t)
         elif v2(t, "RandomCrop") and pad is not None and crop is None:
             size = list(t.size)
             if size != [pad[0], pad[0]] or t.padding is not None or t.pad_if_needed:

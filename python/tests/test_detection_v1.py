@@ -5,6 +5,7 @@ iscrowd, in that order), and boxes, masks and pixels as the reference computes t
 parameters hpuload drew."""
 
 import json
+import random
 import warnings
 
 import pytest
@@ -476,3 +477,82 @@ def test_the_references_grouped_batch_sampler_is_honoured_batch_for_batch(coco_v
             assert [t["image_id"] for t in targets] == [ids[i] for i in ours.last_indices]
             assert len({groups[i] for i in ours.last_indices}) == 1
         assert got == want and len(got) == len(dataset) // 3
+
+
+class MasksLeftUnflipped(ref.RandomHorizontalFlip):
+    """A fork's flip that moves the boxes but leaves the masks as they were."""
+
+    def forward(self, image, target=None):
+        if torch.rand(1) < self.p:
+            image = F.horizontal_flip(image)
+            width = F.get_size(image)[1]
+            target["boxes"][:, [0, 2]] = width - target["boxes"][:, [2, 0]]
+        return image, target
+
+
+class ScaleDrawnByPython(ref.ScaleJitter):
+    """A fork's ScaleJitter drawing its scale from Python's generator."""
+
+    def forward(self, image, target=None):
+        height, width = F.get_size(image)
+        scale = random.uniform(*self.scale_range)
+        r = min(self.target_size[1] / height, self.target_size[0] / width) * scale
+        new_height, new_width = int(height * r), int(width * r)
+        image = F.resize(image, [new_height, new_width], antialias=True)
+        target["boxes"][:, 0::2] *= new_width / width
+        target["boxes"][:, 1::2] *= new_height / height
+        target["masks"] = F.resize(target["masks"], [new_height, new_width], interpolation=F.InterpolationMode.NEAREST)
+        return image, target
+
+
+class CutAtTwoOffsets(ref.FixedSizeCrop):
+    """A fork's FixedSizeCrop drawing the top and the left offsets apart (the reference draws
+    one fraction for both)."""
+
+    def forward(self, image, target=None):
+        height, width = F.get_size(image)
+        new_height, new_width = min(height, self.crop_height), min(width, self.crop_width)
+        if new_height != height or new_width != width:
+            r = torch.rand(2)
+            top, left = int(max(height - self.crop_height, 0) * r[0]), int(max(width - self.crop_width, 0) * r[1])
+            image, target = self._crop(image, target, top, left, new_height, new_width)
+        bottom, right = max(self.crop_height - new_height, 0), max(self.crop_width - new_width, 0)
+        if bottom or right:
+            image, target = self._pad(image, target, [0, 0, right, bottom])
+        return image, target
+
+
+class ZoomOutOnBlack(ref.RandomZoomOut):
+    """A fork's RandomZoomOut padding with black whatever its fill says."""
+
+    def forward(self, image, target=None):
+        fill, self.fill = self.fill, [0, 0, 0]
+        try:
+            return super().forward(image, target)
+        finally:
+            self.fill = fill
+
+
+@pytest.mark.parametrize(
+    "augmentation, fork",
+    [
+        ("hflip", MasksLeftUnflipped(0.5)),
+        ("lsj", ScaleDrawnByPython(target_size=(96, 96), scale_range=(0.5, 1.5))),
+        ("lsj", CutAtTwoOffsets(size=(96, 96), fill=MEAN)),
+        ("ssd", ZoomOutOnBlack(fill=MEAN)),
+    ],
+    ids=lambda v: type(v).__name__ if not isinstance(v, str) else v,
+)
+def test_a_fork_of_a_reference_step_that_does_otherwise_falls_back_naming_it(coco_v1, augmentation, fork):
+    folder, ann = coco_v1
+    preset = ref.DetectionPresetTrain(data_augmentation=augmentation, lsj_size=(96, 96), scale_range=(0.5, 1.5))
+    steps = preset.transforms.transforms
+    at = next(k for k, step in enumerate(steps) if isinstance(fork, type(step)))
+    name = type(steps[at]).__name__
+    fork.__class__ = type(name, (type(fork),), {})  # the fork carries the reference's class name
+    steps[at] = fork
+    before = torch.get_rng_state()
+    with pytest.warns(ht.FallbackWarning, match=f"{name} does not do what the detection reference's {name} does"):
+        loader = ht.DataLoader(ref.get_coco(folder, ann, preset), batch_size=2, collate_fn=reference_collate)
+    assert not isinstance(loader, ht.DataLoader)
+    assert torch.equal(torch.get_rng_state(), before)  # the check's draws are put back

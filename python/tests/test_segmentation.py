@@ -93,6 +93,8 @@ import warnings  # noqa: E402
 import pytest  # noqa: E402
 import torch.utils.data as tud  # noqa: E402
 import torchvision  # noqa: E402
+from torchvision import tv_tensors  # noqa: E402
+from torchvision.transforms import functional as F  # noqa: E402
 
 import reference_segmentation as ref  # noqa: E402
 from hpuload.torch import FallbackWarning  # noqa: E402
@@ -391,6 +393,78 @@ def test_a_conversion_that_leaves_the_mask_as_uint8_falls_back_naming_it(voc_roo
     steps = [ref.RandomResize(BASE // 2, 2 * BASE), ref.RandomCrop(SEG_CROP), ToTensor()]
     with pytest.warns(FallbackWarning, match="ToTensor does not do what the segmentation reference's does"):
         DataLoader(voc(voc_root, ref.Compose(steps)), batch_size=2)
+
+
+class MaskPaddedWithZero(ref.RandomCrop):
+    """A fork's RandomCrop: the mask padded with the background class, not the ignore index."""
+
+    def __call__(self, image, target):
+        image, target = ref.pad_if_smaller(image, self.size), ref.pad_if_smaller(target, self.size, fill=0)
+        top, left, h, w = torchvision.transforms.RandomCrop.get_params(image, (self.size, self.size))
+        return F.crop(image, top, left, h, w), F.crop(target, top, left, h, w)
+
+
+class BicubicResize(ref.RandomResize):
+    """A fork's RandomResize: the image resized bicubic."""
+
+    def __call__(self, image, target):
+        size = random.randint(self.min_size, self.max_size)
+        image = F.resize(image, size, interpolation=torchvision.transforms.InterpolationMode.BICUBIC)
+        return image, F.resize(target, size, interpolation=torchvision.transforms.InterpolationMode.NEAREST)
+
+
+class ImageOnlyFlip(ref.RandomHorizontalFlip):
+    """A fork's RandomHorizontalFlip that leaves the mask as it was."""
+
+    def __call__(self, image, target):
+        return (F.hflip(image) if random.random() < self.flip_prob else image), target
+
+
+class TorchDrawnFlip(ref.RandomHorizontalFlip):
+    """A fork's RandomHorizontalFlip drawing from torch's generator: hpuload cannot know it
+    draws with the same probability, so it is not taken."""
+
+    def __call__(self, image, target):
+        if torch.rand(1).item() < self.flip_prob:
+            return F.hflip(image), F.hflip(target)
+        return image, target
+
+
+@pytest.mark.parametrize(
+    "fork",
+    [MaskPaddedWithZero(SEG_CROP), BicubicResize(BASE // 2, 2 * BASE), ImageOnlyFlip(0.5), TorchDrawnFlip(0.5)],
+    ids=lambda fork: type(fork).__name__,
+)
+def test_a_fork_of_a_reference_step_that_does_otherwise_falls_back_naming_it(voc_root, fork):
+    steps = [ref.RandomResize(BASE // 2, 2 * BASE), ref.RandomHorizontalFlip(0.5), ref.RandomCrop(SEG_CROP)]
+    at = next(k for k, step in enumerate(steps) if isinstance(fork, type(step)))
+    steps[at] = fork
+    steps += [ref.PILToTensor(), ref.ToDtype(torch.float, scale=True), ref.Normalize(ref.MEAN, ref.STD)]
+    name = type(steps[at]).__mro__[1].__name__
+    rename = type(name, (type(fork),), {})  # the fork carries the reference's class name
+    steps[at].__class__ = rename
+    before = random.getstate(), torch.get_rng_state()
+    with pytest.warns(FallbackWarning, match=f"{name} does not do what the segmentation reference's {name} does"):
+        loader = DataLoader(voc(voc_root, ref.Compose(steps)), batch_size=2)
+    assert not isinstance(loader, DataLoader)
+    assert (random.getstate(), torch.get_rng_state().tolist()) == (before[0], before[1].tolist())  # draws left as they were
+
+
+def test_a_v2_pad_if_smaller_that_pads_masks_otherwise_falls_back_naming_it(coco_seg):
+    class PadIfSmaller(ref.PadIfSmaller):
+        """A fork's: the fill read as 255 for masks, every input padded with 0."""
+
+        def transform(self, inpt, params):
+            if not any(params["padding"]):
+                return inpt
+            return torchvision.transforms.v2.functional.pad(inpt, padding=params["padding"], fill=0)
+
+    root, ann = coco_seg
+    preset = ref.preset_train_v2(BASE, SEG_CROP)
+    at = next(k for k, step in enumerate(preset.transforms) if isinstance(step, ref.PadIfSmaller))
+    preset.transforms[at] = PadIfSmaller(SEG_CROP, fill={tv_tensors.Mask: 255, "others": 0})
+    with pytest.warns(FallbackWarning, match="PadIfSmaller does not do what the segmentation reference's PadIfSmaller does"):
+        DataLoader(ref.get_coco_v2(root, ann, preset, train=True), batch_size=2)
 
 
 # --- The same COCO set with the reference's `--use-v2` ---------------------------------------
