@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import torch
 
 from ._options import CocoSource
-from ._reference_steps import check_detection
+from ._reference_steps import check_detection, check_sequential
 from ._transforms import (
     Unsupported,
     _hw,
@@ -822,6 +822,13 @@ def _flatten(transform) -> list:
     return [transform]
 
 
+def _steps(transform) -> list:
+    """`_flatten` of a transform whose compositions are checked to run their steps in
+    sequence (`check_sequential`); `Unsupported` where one does not."""
+    check_sequential(transform)
+    return _flatten(transform)
+
+
 def _own(t, name: str) -> bool:
     """`t` is a class named `name` of the user's code (the reference's `transforms.py`), not
     torchvision's."""
@@ -914,7 +921,7 @@ class Reference:
             raise Unfit(f"{name}.__getitem__ does not hand a PIL image to its transforms once")
         if seen[0][1] != {"image_id": image_id, "annotations": anns}:
             raise Unfit(f"{name}.__getitem__ hands its transforms another target than {{image_id, annotations}}")
-        steps = _flatten(saved)
+        steps = _steps(saved)
         if not steps or not _own(steps[0], "ConvertCocoPolysToMask"):
             first = type(steps[0]).__name__ if steps else "nothing"
             raise Unsupported(f"{name}'s transforms start with {first}, not the reference's ConvertCocoPolysToMask")
@@ -1073,7 +1080,7 @@ def translate_reference(transform) -> tuple[str, str]:
     resized, cut and padded with them), `RandomHorizontalFlip`, `PILToTensor`, `ToDtype` /
     `ConvertImageDtype` to float. `Unsupported` for anything else (the reference's copy-paste
     is in its collate_fn, which runs as any collate_fn does)."""
-    steps = _flatten(transform)
+    steps = _steps(transform)
     if steps and _own(steps[0], "ConvertCocoPolysToMask"):
         steps = steps[1:]
     ops: list[dict] = []

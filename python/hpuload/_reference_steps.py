@@ -478,3 +478,52 @@ def check_detection(step, name: str, tensor: bool) -> None:
         count = len(step.min_size) if isinstance(step.min_size, (list, tuple)) else 1
         step = _shrunk(step, min_size=[20 + 3 * k for k in range(count)], max_size=max_size)
     check(step, _DETECTION[name], [_sample(w, h, 11 + k, tensor) for k, (w, h) in enumerate(shapes)], "detection", name)
+
+
+# --- The references' compositions -----------------------------------------------------------
+
+
+def check_sequential(container) -> None:
+    """`container` (a `Compose`, or a preset holding one in `.transforms`), and every such
+    container inside it, runs its steps one after another on `(image, target)` and returns
+    what the last gives, as the references' do; `Unsupported` otherwise (a container that
+    applies its steps with a probability, in a drawn order, or changes the target between
+    them would be misread as a sequence). Checked on a copy whose steps are recorders passing
+    numbered stand-ins along, under several seeds."""
+    import copy
+
+    inner = getattr(container, "transforms", None)
+    if not callable(container) or inner is None:
+        return
+    if isinstance(inner, (list, tuple)):
+        for t in inner:
+            check_sequential(t)
+        count = len(inner)
+    elif callable(inner):
+        check_sequential(inner)
+        count = 1
+    else:
+        return
+    for seed in SEEDS[:3]:
+        calls: list[tuple] = []
+
+        def recorder(k: int):
+            def run(image, target):
+                calls.append((k, image, target))
+                return ("image", k + 1), ("target", k + 1)
+
+            return run
+
+        steps = [recorder(k) for k in range(count)]
+        try:
+            probe = copy.copy(container)
+            probe.transforms = steps if isinstance(inner, (list, tuple)) else steps[0]
+        except Exception as e:
+            raise Unsupported(f"{type(container).__name__} cannot be copied to be checked ({type(e).__name__}: {e})") from e
+        got = _under_seed(probe, (("image", 0), ("target", 0)), seed)
+        want = [(k, ("image", k), ("target", k)) for k in range(count)]
+        if calls != want or got != (("image", count), ("target", count)):
+            raise Unsupported(
+                f"{type(container).__module__}.{type(container).__name__} does not run its steps one after another "
+                "on the image and target and return what the last gives (hpuload reads it as such a sequence)"
+            )

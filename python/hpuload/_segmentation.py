@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 import torch
 
 from . import _hpuload, _probe
-from ._detection import _flatten, _own, _unwrap_subsets
+from ._detection import _flatten, _own, _steps, _unwrap_subsets
 from ._options import CocoSource, SamplesSource
 from ._reference_steps import check_pad_if_smaller, check_segmentation
 from ._transforms import Unsupported
@@ -301,7 +301,7 @@ def _image_source(images: list[str], sizes: list[tuple[int, int]], crop, name: s
 def coco_steps(transforms) -> tuple[Any, Any, list]:
     """`(FilterAndRemapCocoCategories or None, ConvertCocoPolysToMask or
     CocoDetectionToVOCSegmentation or None, the steps after them)` of a dataset's transforms."""
-    steps = _flatten(transforms)
+    steps = _steps(transforms)
     if steps and _own(steps[0], "CocoDetectionToVOCSegmentation"):
         return None, steps[0], steps[1:]
     filt = steps[0] if steps and _own(steps[0], "FilterAndRemapCocoCategories") else None

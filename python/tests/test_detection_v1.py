@@ -556,3 +556,19 @@ def test_a_fork_of_a_reference_step_that_does_otherwise_falls_back_naming_it(coc
         loader = ht.DataLoader(ref.get_coco(folder, ann, preset), batch_size=2, collate_fn=reference_collate)
     assert not isinstance(loader, ht.DataLoader)
     assert torch.equal(torch.get_rng_state(), before)  # the check's draws are put back
+
+
+def test_a_preset_that_changes_the_target_after_its_steps_falls_back_naming_it(coco_v1):
+    class DetectionPresetTrain(ref.DetectionPresetTrain):
+        """A fork's preset: the boxes scaled to [0, 1] after the steps (as DETR-style code does)."""
+
+        def __call__(self, image, target):
+            image, target = self.transforms(image, target)
+            target["boxes"] = target["boxes"] / torch.tensor([image.shape[-1], image.shape[-2]] * 2)
+            return image, target
+
+    folder, ann = coco_v1
+    preset = DetectionPresetTrain(data_augmentation="hflip")
+    with pytest.warns(ht.FallbackWarning, match="DetectionPresetTrain does not run its steps one after another"):
+        loader = ht.DataLoader(ref.get_coco(folder, ann, preset), batch_size=2, collate_fn=reference_collate)
+    assert not isinstance(loader, ht.DataLoader)

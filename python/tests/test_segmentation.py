@@ -450,6 +450,27 @@ def test_a_fork_of_a_reference_step_that_does_otherwise_falls_back_naming_it(voc
     assert (random.getstate(), torch.get_rng_state().tolist()) == (before[0], before[1].tolist())  # draws left as they were
 
 
+class RandomApply:
+    """A fork's container: its steps, all or none, with a probability."""
+
+    def __init__(self, transforms, p=0.5):
+        self.transforms, self.p = transforms, p
+
+    def __call__(self, image, target):
+        if random.random() < self.p:
+            for t in self.transforms:
+                image, target = t(image, target)
+        return image, target
+
+
+def test_a_container_that_does_not_run_its_steps_in_sequence_falls_back_naming_it(voc_root):
+    steps = [ref.RandomResize(BASE // 2, 2 * BASE), RandomApply([ref.RandomHorizontalFlip(1.0)]), ref.RandomCrop(SEG_CROP)]
+    steps += [ref.PILToTensor(), ref.ToDtype(torch.float, scale=True), ref.Normalize(ref.MEAN, ref.STD)]
+    with pytest.warns(FallbackWarning, match="RandomApply does not run its steps one after another"):
+        loader = DataLoader(voc(voc_root, ref.Compose(steps)), batch_size=2)
+    assert not isinstance(loader, DataLoader)
+
+
 def test_a_v2_pad_if_smaller_that_pads_masks_otherwise_falls_back_naming_it(coco_seg):
     class PadIfSmaller(ref.PadIfSmaller):
         """A fork's: the fill read as 255 for masks, every input padded with 0."""
