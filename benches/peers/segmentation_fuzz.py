@@ -9,13 +9,15 @@ usage: python segmentation_fuzz.py IMAGES [CASES=100] [SEED=0]
           saved as JPEG or PNG
 A case: VOC (palette or grey masks) or the COCO set (random polygons, overlaps, crowds,
 categories kept and dropped); the training preset (random base and crop sizes, flip
-probability 0, 0.5 or 1) or the evaluation preset; a random batch size, shuffle and worker
+probability 0, 0.5 or 1; in a third of them one step replaced by a fork of it, from forks that
+do what the reference's step does and forks that do not) or the evaluation preset; a random batch size, shuffle and worker
 count. Training samples are checked against the user's own steps run with their draws forced
 to hpuload's drawn plan (`random.randint`, `random.random`, `RandomCrop.get_params` patched
 for the call), evaluation batches against torch's DataLoader with the reference's collate_fn.
 Prints one line per case that is not "same" or "fallback", and a tally:
   same      every mask equal, every image within 1e-5
   fallback  hpuload warned and ran torch's loader
+  FALSE-FALLBACK  it did so for a fork of a step that does what the reference's does
   SILENT    different without a FallbackWarning: a bug
   ERROR     hpuload raised
 env ONLY=N: run case N alone and print how it ran.
@@ -168,18 +170,86 @@ def forced_v2(dataset, index: int, drawn: dict, size: int):
                 setattr(t, name, value)
 
 
+# Forks of the reference's steps, as users' copies of its transforms.py edit them: some do
+# what the reference's do (hpuload must take them), the others must fall back.
+def _named(name: str, call):
+    return type(name, (), {"__call__": call})
+
+
+def _fork_resize(interpolation, mask_interpolation):
+    from torchvision.transforms import InterpolationMode as IM
+    from torchvision.transforms import functional as F
+
+    def call(self, image, target):
+        size = random.randint(self.min_size, self.max_size)
+        return F.resize(image, size, interpolation=getattr(IM, interpolation)), F.resize(target, size, interpolation=getattr(IM, mask_interpolation))
+
+    return call
+
+
+def _fork_crop(mask_fill):
+    from torchvision.transforms import functional as F
+
+    def call(self, image, target):
+        w, h = image.size
+        pad = [0, 0, max(self.size - w, 0), max(self.size - h, 0)]
+        if any(pad):
+            image, target = F.pad(image, pad, fill=0), F.pad(target, pad, fill=mask_fill)
+        top, left, hh, ww = torchvision.transforms.RandomCrop.get_params(image, (self.size, self.size))
+        return F.crop(image, top, left, hh, ww), F.crop(target, top, left, hh, ww)
+
+    return call
+
+
+def _fork_flip(mask_too):
+    from torchvision.transforms import functional as F
+
+    def call(self, image, target):
+        if random.random() < self.flip_prob:
+            return F.hflip(image), (F.hflip(target) if mask_too else target)
+        return image, target
+
+    return call
+
+
+#: (step name, fork's name, its __call__, whether it does what the reference's does)
+FORKS = [
+    ("RandomResize", "bilinear", _fork_resize("BILINEAR", "NEAREST"), True),
+    ("RandomResize", "bicubic", _fork_resize("BICUBIC", "NEAREST"), False),
+    ("RandomResize", "mask-bilinear", _fork_resize("BILINEAR", "BILINEAR"), False),
+    ("RandomCrop", "padded-rewritten", _fork_crop(255), True),
+    ("RandomCrop", "mask-fill-0", _fork_crop(0), False),
+    ("RandomHorizontalFlip", "rewritten", _fork_flip(True), True),
+    ("RandomHorizontalFlip", "image-only", _fork_flip(False), False),
+]
+
+
+def fork(rng, transforms) -> str:
+    """One step of the (v1) preset replaced by a random fork of it; its description."""
+    steps = transforms.transforms.transforms
+    name, label, call, same = FORKS[int(rng.integers(len(FORKS)))]
+    at = next((k for k, t in enumerate(steps) if type(t).__name__ == name), None)
+    if at is None:
+        return ""
+    forked = _named(name, call)()
+    forked.__dict__.update(vars(steps[at]))
+    steps[at] = forked
+    return f" fork {name}:{label} ({'same' if same else 'differs'})"
+
+
 def run_case(n: int, rng, photos, tmp: Path) -> tuple[str, str]:
     crop = int(rng.choice([8, 17, 32, 48, 63]))
     base = int(rng.choice([4, 9, 20, 40, 64]))
     train = rng.random() < 0.7
     hflip = float(rng.choice([0.0, 0.5, 1.0]))
     preset = ref.SegmentationPresetTrain(base_size=base, crop_size=crop, hflip_prob=hflip) if train else ref.SegmentationPresetEval(base_size=base)
+    forked = fork(rng, preset) if train and rng.random() < 0.3 else ""
     root = tmp / f"case{n}"
     root.mkdir()
     coco = rng.random() < 0.6
     USE_V2[0] = coco and rng.random() < 0.5
     if USE_V2[0]:
-        preset = ref.preset_train_v2(base, crop, hflip_prob=hflip) if train else ref.preset_eval_v2(base)
+        preset, forked = (ref.preset_train_v2(base, crop, hflip_prob=hflip) if train else ref.preset_eval_v2(base)), ""
         dataset = coco_tree(rng, photos, root, crop)(preset, train, v2=True)
     elif coco:
         make = coco_tree(rng, photos, root, crop)
@@ -188,7 +258,7 @@ def run_case(n: int, rng, photos, tmp: Path) -> tuple[str, str]:
         dataset = voc_tree(rng, photos, root, crop)(preset)
     batch = int(rng.integers(1, 5))
     kwargs = dict(batch_size=batch, shuffle=bool(rng.random() < 0.5), num_workers=int(rng.choice([0, 2])), backend="cpu", seed=int(rng.integers(1000)))
-    what = f"{'coco' if coco else 'voc'}{' v2' if USE_V2[0] else ''} {'train' if train else 'eval'} base={base} crop={crop} hflip={hflip} {kwargs}"
+    what = f"{'coco' if coco else 'voc'}{' v2' if USE_V2[0] else ''}{forked} {'train' if train else 'eval'} base={base} crop={crop} hflip={hflip} {kwargs}"
     if len(dataset) == 0:
         return "same", what
     with warnings.catch_warnings(record=True) as caught:
@@ -198,7 +268,8 @@ def run_case(n: int, rng, photos, tmp: Path) -> tuple[str, str]:
         except Exception as e:
             return "ERROR", f"{what}: {type(e).__name__}: {e}"
     if any(issubclass(w.category, FallbackWarning) for w in caught):
-        return "fallback", f"{what}: {[str(w.message) for w in caught][0]}"
+        verdict = "FALSE-FALLBACK" if "(same)" in forked else "fallback"
+        return verdict, f"{what}: {[str(w.message) for w in caught][0]}"
     checked = 0
     try:
         if train:
