@@ -20,7 +20,7 @@ Prints one line per case that is not "same" or "fallback", and a tally:
   FALSE-FALLBACK  it did so for a fork of a step that does what the reference's does
   SILENT    different without a FallbackWarning: a bug
   ERROR     hpuload raised
-env ONLY=N: run case N alone and print how it ran.
+env ONLY=N: run case N alone and print how it ran; FALLBACKS=1: print the fallbacks too.
 """
 
 import json
@@ -309,7 +309,7 @@ def main() -> None:
                 continue
             verdict, what = run_case(n, rng, photos, Path(tmp))
             tally[verdict] += 1
-            if verdict not in ("same", "fallback") or only is not None:
+            if verdict not in ("same", "fallback") or only is not None or (verdict == "fallback" and os.environ.get("FALLBACKS")):
                 print(f"case {n}: {verdict}: {what}", flush=True)
     print(dict(tally))
 

@@ -156,9 +156,14 @@ def _torch_dtype_name(dtype: Any) -> str | None:
 
 def _wrapped_compose(transform: Any) -> Any | None:
     """The Compose inside an object that only wraps one (torchvision's reference presets,
-    `ClassificationPresetTrain`/`Eval`, keep it in `.transforms` and call it), else None."""
+    `ClassificationPresetTrain`/`Eval`, keep it in `.transforms` and call it), else None. The
+    object is checked to do nothing but call it and return what it gives (a wrapper that
+    returns two views of the image, or scales what the Compose gives, is not looked
+    through)."""
+    from ._reference_steps import passes_along
+
     inner = getattr(transform, "transforms", None)
-    if inner is not None and _is(inner, "Compose") and callable(transform):
+    if inner is not None and _is(inner, "Compose") and callable(transform) and passes_along(transform, 1):
         return inner
     return None
 
