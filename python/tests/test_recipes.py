@@ -341,6 +341,38 @@ class Preset:
         return self.transforms(img)
 
 
+class Scaled(Preset):
+    """A preset's shape whose call does more than its Compose: what it gives, doubled."""
+
+    def __call__(self, img):
+        return self.transforms(img) * 2
+
+
+class TwoViews(Preset):
+    """A preset's shape whose call gives two views of the image (contrastive learning)."""
+
+    def __call__(self, img):
+        return [self.transforms(img), self.transforms(img)]
+
+
+def test_a_wrapper_that_does_more_than_call_its_compose_is_not_read_as_the_compose(png_folder):
+    # It used to be looked through: the batch was the Compose's alone (undoubled, one view).
+    with pytest.warns(FallbackWarning, match="Scaled"):
+        loader = DataLoader(datasets.ImageFolder(png_folder, Scaled(32)), batch_size=4)
+    assert not isinstance(loader, DataLoader)
+    wrapper = TwoViews(32)
+    wrapper.transforms = T.Compose([T.Resize(36), T.CenterCrop(32), T.ToTensor()])  # nothing drawn
+    dataset = datasets.ImageFolder(png_folder, wrapper)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        ours = DataLoader(dataset, batch_size=4, backend="cpu")
+    theirs = tud.DataLoader(dataset, batch_size=4)
+    for (views, labels), (want, want_labels) in zip(ours, theirs, strict=True):
+        assert isinstance(views, list) and len(views) == 2 and torch.equal(labels, want_labels)
+        for got, expected in zip(views, want):
+            assert got.shape == expected.shape and (got - expected).abs().max() < 1e-6
+
+
 def mixup_cutmix_collate(num_classes):
     choice = v2.RandomChoice([v2.MixUp(alpha=0.2, num_classes=num_classes), v2.CutMix(alpha=1.0, num_classes=num_classes)])
     return lambda batch: choice(*tud.default_collate(batch))
