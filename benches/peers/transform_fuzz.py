@@ -1,6 +1,8 @@
 """Random compositions of torchvision transforms, each random parameter pinned, run through
 hpuload.torch.DataLoader (CPU path) and through the dataset itself, compared value by value:
 a search for silent differences that no hand-written case list thought of (session 81).
+One case in four is inside a user's wrapper of the Compose (one that only calls it, one that
+draws whether to call it with a probability of 1, one that mirrors what it gives: session 95).
 
 usage: python transform_fuzz.py FOLDER [CASES=300] [SEED=0]
   FOLDER  an ImageFolder: transform_sweep_images.py's small set without its 150x151 image
@@ -207,6 +209,39 @@ def composition(rng):
     return f"{'v1' if M is T else 'v2'}: " + ", ".join(names), M.Compose(steps)
 
 
+class Preset:
+    """A user's wrapper of a Compose, as torchvision's classification reference writes its
+    presets: `.transforms` held and called."""
+
+    def __init__(self, transforms):
+        self.transforms = transforms
+
+    def __call__(self, img):
+        return self.transforms(img)
+
+
+class Mirrored(Preset):
+    """A wrapper that does more than call its Compose (it must not be looked through)."""
+
+    def __call__(self, img):
+        return self.transforms(img).flip(-1)
+
+
+class Always(Preset):
+    """A wrapper that draws whether to call its Compose, with a probability of 1."""
+
+    def __call__(self, img):
+        return self.transforms(img) if random.random() < 1.0 else img
+
+
+def wrapped(rng, name, tf):
+    """The composition, one case in four inside a user's wrapper of it."""
+    if rng.random() >= 0.25:
+        return name, tf
+    kind = rng.choice([Preset, Mirrored, Always])
+    return f"{kind.__name__}({name})", kind(tf)
+
+
 def _levels(a, b, normalized):
     d = (a.double().nan_to_num() - b.double().nan_to_num()).abs()
     return d * 255 * (0.225 if normalized else 1) if a.dtype.is_floating_point else d
@@ -298,7 +333,7 @@ def main():
     tally = {}
     only = os.environ.get("ONLY")
     for i in range(cases):
-        name, tf = composition(rng)
+        name, tf = wrapped(rng, *composition(rng))
         if only is not None and i != int(only):
             continue
         try:
