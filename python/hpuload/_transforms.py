@@ -163,7 +163,10 @@ def _wrapped_compose(transform: Any) -> Any | None:
     from ._reference_steps import passes_along
 
     inner = getattr(transform, "transforms", None)
-    if inner is not None and _is(inner, "Compose") and callable(transform) and passes_along(transform, 1):
+    if inner is None or not _is(inner, "Compose") or not callable(transform):
+        return None
+    # On an image, or on (image, target) as the detection reference's v2 presets are called.
+    if passes_along(transform, 1) or passes_along(transform, 2):
         return inner
     return None
 

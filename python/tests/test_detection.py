@@ -785,3 +785,38 @@ def test_clamp_bounding_boxes_clamps_where_it_stands_before_sanitizing(coco_png,
         torch.testing.assert_close(target["boxes"], want["boxes"], rtol=0, atol=0)
         clamped += int((want["boxes"] == 0).sum())
     assert clamped > 0
+
+
+class DetectionPreset:
+    """Shaped like the detection reference's `DetectionPresetTrain` with `--use-v2`: its
+    Compose kept in `.transforms`, called on the image and target."""
+
+    def __init__(self, transforms):
+        self.transforms = transforms
+
+    def __call__(self, img, target):
+        return self.transforms(img, target)
+
+
+class NormalizedBoxes(DetectionPreset):
+    """A preset that scales the boxes to [0, 1] after its Compose (as DETR-style code does)."""
+
+    def __call__(self, img, target):
+        img, target = self.transforms(img, target)
+        target["boxes"] = target["boxes"] / 40
+        return img, target
+
+
+def test_the_references_v2_preset_is_looked_through_and_one_that_does_more_is_not(coco_png):
+    folder, ann = coco_png
+    steps = T.Compose([T.Resize((40, 40)), T.ToImage(), T.ToDtype(torch.float32, scale=True), T.ToPureTensor()])
+    ds = wrapped(folder, ann, DetectionPreset(steps))
+    with no_fallback():
+        loader = ht.DataLoader(ds, batch_size=4, collate_fn=reference_collate)
+    for images, targets in loader:
+        for image, target, index in zip(images, targets, loader.last_indices):
+            want_image, want = ds[index]
+            assert torch.equal(image, want_image) and torch.equal(target["boxes"], want["boxes"]), index
+    with pytest.warns(ht.FallbackWarning, match="NormalizedBoxes"):
+        loader = ht.DataLoader(wrapped(folder, ann, NormalizedBoxes(steps)), batch_size=4, collate_fn=reference_collate)
+    assert not isinstance(loader, ht.DataLoader)
