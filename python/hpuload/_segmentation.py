@@ -54,13 +54,24 @@ class Unfit(Exception):
 
 
 def is_segmentation(dataset) -> bool:
-    """torchvision's own `VOCSegmentation`, or its `SBDataset` in `mode="segmentation"` (the
-    reference's `--dataset voc_aug`); a subclass may load differently."""
+    """torchvision's own `VOCSegmentation`, its `SBDataset` in `mode="segmentation"` (the
+    reference's `--dataset voc_aug`), or its `Cityscapes` with the one target type
+    `"semantic"` (each image's labelIds PNG); a subclass may load differently."""
     import torchvision
 
     if type(dataset) is torchvision.datasets.SBDataset:
         return getattr(dataset, "mode", None) == "segmentation"
+    if type(dataset) is torchvision.datasets.Cityscapes:
+        return list(getattr(dataset, "target_type", ())) == ["semantic"]
     return type(dataset) is torchvision.datasets.VOCSegmentation
+
+
+def _mask_files(dataset) -> list[str]:
+    """The mask file of each of `dataset.images` (a Cityscapes set lists its targets' files
+    per image, one per target type)."""
+    if type(dataset).__name__ == "Cityscapes":
+        return [files[0] for files in dataset.targets]
+    return list(dataset.masks)
 
 
 def _coco_parts(dataset) -> tuple[Any, Any, Any] | None:
@@ -221,7 +232,7 @@ def source(dataset) -> tuple[dict, str, str, "Masks"]:
     """`(source kwargs, pipeline JSON, dtype, Masks)` for a `VOCSegmentation`; `Unfit` or
     `Unsupported` naming why it cannot run natively."""
     pipeline, dtype, crop = translate(dataset.transforms)
-    images, masks = list(dataset.images), list(dataset.masks)
+    images, masks = list(dataset.images), _mask_files(dataset)
     name = f"{type(dataset).__name__}({dataset.root!r})"
     if type(dataset).__name__ == "SBDataset":
         sizes = []
@@ -362,6 +373,14 @@ def retranslate_coco(dataset, masks: "Masks") -> tuple[str, str]:
     if crop != masks.crop or form != masks.form:
         raise Unsupported(f"the new transforms crop {crop} ({form}), the masks were set up for {masks.crop} ({masks.form})")
     return pipeline, dtype
+
+
+def _whole_mask(source, height: int, width: int) -> torch.Tensor:
+    """`[height, width]` int64: the mask `source` (as `segmentation_masks` takes one) resized
+    whole to that size by Pillow's nearest positions, unflipped."""
+    out = torch.empty((height, width), dtype=torch.int64)
+    _hpuload.segmentation_masks([source], [((height, width), (0, 0), False, False)], height, width, MASK_FILL, out.data_ptr())
+    return out
 
 
 class MaskForm(NamedTuple):
@@ -574,9 +593,7 @@ class CocoMasks:
     def mask(self, index: int) -> torch.Tensor:
         """`[h, w]` int64: the image's semantic mask as made here."""
         width, height = self.sizes[index]
-        out = torch.empty((height, width), dtype=torch.int64)
-        _hpuload.segmentation_masks([self[index]], [((height, width), (0, 0), False, False)], height, width, MASK_FILL, out.data_ptr())
-        return out
+        return _whole_mask(self[index], height, width)
 
     def _theirs(self, index: int, convert, filt):
         """The user's COCO steps' mask of a blank image of the sample's size, as a tensor."""
@@ -659,13 +676,7 @@ class Masks:
 
     def _own_sizes(self, indices: list[int], plans) -> list[torch.Tensor]:
         """The evaluation preset's masks, `[h, w]` int64 each at its image's resized size."""
-        out = []
-        for i in indices:
-            h, w = plans(i, *self.sizes[i])["size"]
-            mask = torch.empty((h, w), dtype=torch.int64)
-            _hpuload.segmentation_masks([self.masks[i]], [((h, w), (0, 0), False, False)], h, w, MASK_FILL, mask.data_ptr())
-            out.append(mask)
-        return out
+        return [_whole_mask(self.masks[i], *plans(i, *self.sizes[i])["size"]) for i in indices]
 
     @staticmethod
     def _images(images: torch.Tensor, masks: list[torch.Tensor]) -> list[torch.Tensor]:

@@ -621,3 +621,59 @@ def test_sbd_evaluation_gives_torchs_batches(sbd_root):
 def test_sbd_in_boundaries_mode_is_not_taken_for_segmentation(sbd_root):
     dataset = torchvision.datasets.SBDataset(sbd_root, image_set="train", mode="boundaries")
     assert not hpuload._segmentation.is_segmentation(dataset)
+
+
+# --- torchvision's Cityscapes (semantic targets) ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cityscapes_root(voc_root, tmp_path_factory):
+    """A Cityscapes tree (`leftImg8bit/train/CITY`, `gtFine/train/CITY`) of the VOC tree's
+    images as PNGs and grey labelIds masks of their size (classes 0-33)."""
+    root = tmp_path_factory.mktemp("cityscapes")
+    tree = voc(voc_root, None)
+    rng = np.random.default_rng(9)
+    for k, (image, mask) in enumerate(zip(tree.images, tree.masks)):
+        city = ("aachen", "bremen")[k % 2]
+        name = f"{city}_{k:06d}_000019"
+        (root / "leftImg8bit" / "train" / city).mkdir(parents=True, exist_ok=True)
+        (root / "gtFine" / "train" / city).mkdir(parents=True, exist_ok=True)
+        Image.open(image).save(root / "leftImg8bit" / "train" / city / f"{name}_leftImg8bit.png")
+        labels = np.array(Image.open(mask), dtype=np.uint8) % 34
+        labels[: max(1, labels.shape[0] // 9)] = rng.integers(0, 34)  # the ego vehicle's band
+        Image.fromarray(labels, mode="L").save(root / "gtFine" / "train" / city / f"{name}_gtFine_labelIds.png")
+    return root
+
+
+def cityscapes(root, transforms, target_type="semantic"):
+    return torchvision.datasets.Cityscapes(root, split="train", mode="fine", target_type=target_type, transforms=transforms)
+
+
+def test_cityscapes_semantic_runs_natively_with_its_label_masks_moved_as_its_images(cityscapes_root):
+    dataset = cityscapes(cityscapes_root, ref.SegmentationPresetTrain(base_size=BASE, crop_size=SEG_CROP))
+    loader = native(dataset, batch_size=5, shuffle=True, seed=4, backend="cpu")
+    n = 0
+    for epoch in range(2):
+        for images, masks in loader:
+            assert images.shape[1:] == (3, SEG_CROP, SEG_CROP) and masks.dtype == torch.int64
+            for k, index in enumerate(loader.last_indices):
+                image = Image.open(dataset.images[index]).convert("RGB")
+                mask = Image.open(dataset.targets[index][0])
+                drawn = json.loads(loader._core.sample_plan(epoch, index, *image.size))["resized_crop"]
+                want_x, want_m = moved(image, mask, drawn, SEG_CROP)
+                assert torch.equal(masks[k], want_m), (epoch, index, drawn)
+                assert (images[k] - want_x).abs().max() < 1e-5, (epoch, index, drawn)
+                n += 1
+    assert n == 2 * len(dataset)
+
+
+def test_cityscapes_evaluation_gives_torchs_batches_and_other_target_types_are_not_taken(cityscapes_root):
+    dataset = cityscapes(cityscapes_root, ref.SegmentationPresetEval(base_size=BASE))
+    ours = native(dataset, batch_size=3, collate_fn=ref.collate_fn, backend="cpu")
+    theirs = tud.DataLoader(dataset, batch_size=3, collate_fn=ref.collate_fn)
+    for (xa, ma), (xb, mb) in zip(ours, theirs, strict=True):
+        assert xa.shape == xb.shape and torch.equal(ma, mb) and (xa - xb).abs().max() < 1e-5
+    from hpuload import _segmentation
+
+    two = cityscapes(cityscapes_root, None, target_type=["semantic", "instance"])
+    assert not _segmentation.is_segmentation(two)
