@@ -1206,14 +1206,32 @@ def _installed() -> list:
     return calls + [getattr(tio, name, None) for name in ("read_file", "decode_image", "read_image")]
 
 
-def _user_line(error: BaseException) -> str:
-    """`file:line (code)` of the innermost frame outside this module where `error` rose."""
+def _user_line(error: BaseException, own: str | None = None) -> str:
+    """`file:line (code)` of the innermost frame outside this module where `error` rose;
+    where that is in a library, the innermost line of the file `own` (the Dataset class's)
+    first, then `in` the library's."""
     here = os.path.abspath(__file__)
     frames = [f for f in traceback.extract_tb(error.__traceback__) if os.path.abspath(f.filename) != here]
     if not frames:
         return "?"
-    f = frames[-1]
-    return f"{os.path.basename(f.filename)}:{f.lineno} (`{(f.line or '').strip()}`)"
+
+    def line(f) -> str:
+        return f"{os.path.basename(f.filename)}:{f.lineno} (`{(f.line or '').strip()}`)"
+
+    mine = [f for f in frames if own is not None and os.path.abspath(f.filename) == own]
+    if mine and mine[-1] is not frames[-1]:
+        return f"{line(mine[-1])}, in {line(frames[-1])}"
+    return line(frames[-1])
+
+
+def _source_file(dataset) -> str | None:
+    """The file that defines the Dataset's class (None where Python cannot tell)."""
+    import inspect
+
+    try:
+        return os.path.abspath(inspect.getsourcefile(type(dataset)) or "")
+    except (TypeError, OSError):
+        return None
 
 
 def probed_item(dataset, index: int):
@@ -1227,11 +1245,18 @@ def probed_item(dataset, index: int):
         raise NeedsPixels(f"{type(dataset).__name__}.__getitem__ needs pixels at {_user_line(e)}: {e}") from None
     except Exception as e:
         # Code that met the handle where it expected pixels (a transform it calls by another
-        # name, a library that checks the image's type), or an error of its own that torch's
-        # loader will show as it is.
+        # name, a library that checks the image's type, a second file read as an image that
+        # the code computes on, such as an instance mask), or an error of its own that
+        # torch's loader will show as it is.
+        why = ""
+        if "LazyImage" in str(e):
+            why = (
+                " (the code computes on what it opened as an image before any transform, or on a second "
+                "image it reads, such as a mask: hpuload decodes only the image the transform is given)"
+            )
         raise NeedsPixels(
             f"{type(dataset).__name__}.__getitem__({index}) raised {type(e).__name__} while probed, "
-            f"at {_user_line(e)}: {e}"
+            f"at {_user_line(e, _source_file(dataset))}: {e}{why}"
         ) from None
 
 

@@ -1643,3 +1643,33 @@ def _read_grey_item(self, i):
 
     path, label = self.rows[i]
     return self.transform(read_image(path, ImageReadMode.GRAY)), label
+
+
+class InstanceMasks(tud.Dataset):
+    """Shaped like the PyTorch detection tutorial's `PennFudanDataset`: each image's target is
+    computed from a second file read as an image (an instance mask)."""
+
+    def __init__(self, files, transforms):
+        self.files, self.transforms = files, transforms
+
+    def __len__(self):
+        return len(self.files)
+
+    def __getitem__(self, idx):
+        from torchvision.io import read_image
+
+        img = read_image(str(self.files[idx]))
+        mask = read_image(str(self.files[(idx + 1) % len(self.files)]))
+        obj_ids = torch.unique(mask)[1:]
+        target = {"labels": torch.ones(len(obj_ids), dtype=torch.int64)}
+        return self.transforms(img, target)
+
+
+def test_a_dataset_computing_on_a_second_image_it_reads_falls_back_naming_its_own_line(png_folder):
+    from torchvision.transforms import v2
+
+    files = sorted(png_folder.rglob("*.png"))[:4]
+    transforms = v2.Compose([v2.RandomHorizontalFlip(0.5), v2.ToDtype(torch.float, scale=True)])
+    with pytest.warns(FallbackWarning, match=r"at test_user_datasets\.py:\d+ \(`obj_ids = torch\.unique\(mask\)\[1:\]`\), in .*such as a mask"):
+        loader = DataLoader(InstanceMasks(files, transforms), batch_size=2, collate_fn=lambda b: tuple(zip(*b)))
+    assert len(next(iter(loader))[0]) == 2  # torch's loader runs it
