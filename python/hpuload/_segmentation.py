@@ -674,18 +674,73 @@ class Masks:
         #: evaluation resize's size.
         self.plan_key = "resized_crop" if crop is not None else "detect"
 
-    def _own_sizes(self, indices: list[int], plans) -> list[torch.Tensor]:
+    #: The loader's `on_error` ("skip": a sample whose mask cannot be made is replaced, named;
+    #: "fail": `hpuload.SampleError`), set by the loader before each batch.
+    on_error = "skip"
+
+    def _own_sizes(self, indices: list[int], plans, images: torch.Tensor) -> list[torch.Tensor]:
         """The evaluation preset's masks, `[h, w]` int64 each at its image's resized size."""
-        return [_whole_mask(self.masks[i], *plans(i, *self.sizes[i])["size"]) for i in indices]
+        masks: list = []
+        failed = []
+        for k, i in enumerate(indices):
+            try:
+                masks.append(_whole_mask(self.masks[i], *plans(i, *self.sizes[i])["size"]))
+            except Exception as e:  # a damaged mask file, an annotation that gives no mask
+                masks.append(None)
+                failed.append((k, e))
+        for k, j in self._replacements(indices, failed):
+            images[k] = images[j]
+            masks[k] = masks[j].clone()
+        return masks
+
+    def _replacements(self, indices: list[int], failed: list[tuple[int, Exception]]) -> list[tuple[int, int]]:
+        """`(k, j)`: the batch's sample `k`, whose mask could not be made, is replaced by its
+        sample `j` (the next one after it whose mask was made), as a bad image is, under
+        `on_error="skip"`; each named in a `SkippedSampleWarning`, and `indices[k]` becomes
+        `indices[j]` (the loader's `last_indices`). `SampleError` under `on_error="fail"`, or
+        when no sample of the batch has a mask."""
+        import warnings
+
+        from . import SampleError
+        from .torch import SkippedSampleWarning
+
+        if not failed:
+            return []
+        bad = {k for k, _ in failed}
+        good = [k for k in range(len(indices)) if k not in bad]
+        pairs = []
+        for k, e in failed:
+            what = f"{indices[k]} ({self._mask_name(indices[k])})"
+            if self.on_error != "skip" or not good:
+                why = "" if self.on_error != "skip" else " (no sample of its batch has a mask to replace it with)"
+                raise SampleError(f"sample {what}: its mask cannot be made{why}: {e}", self._mask_name(indices[k]), "mask")
+            j = next((g for g in good if g > k), good[0])
+            warnings.warn(
+                f"hpuload: skipped sample {what}: its mask cannot be made; replaced by sample {indices[j]} of its batch. {e}",
+                SkippedSampleWarning,
+                stacklevel=4,
+            )
+            pairs.append((k, j))
+        for k, j in pairs:
+            indices[k] = indices[j]
+        return pairs
+
+    def _mask_name(self, index: int) -> str:
+        """The file (or COCO image) sample `index`'s mask comes from."""
+        source = self.masks.masks if isinstance(self.masks, ReadMasks) else self.masks
+        if isinstance(source, list):
+            return str(source[index])
+        return str(getattr(source, "images", [None] * (index + 1))[index])
 
     @staticmethod
     def _images(images: torch.Tensor, masks: list[torch.Tensor]) -> list[torch.Tensor]:
         """Each image of a batch at its own size (rows `[N, E]`) as a `[3, h, w]` view."""
         return [images[k, : 3 * m.numel()].view(3, *m.shape) for k, m in enumerate(masks)]
 
-    def _batch(self, indices: list[int], plans) -> torch.Tensor:
+    def _batch(self, indices: list[int], plans, images: torch.Tensor) -> torch.Tensor:
         """`[N, H, W]` masks (int64, or the form's dtype): each sample's mask as the
-        reference's transforms make it."""
+        reference's transforms make it (a sample whose mask cannot be made replaced in
+        `images` and `indices`, `_replacements`)."""
         drawn = []
         for i in indices:
             if self.form.fixed is not None:
@@ -695,8 +750,27 @@ class Masks:
             drawn.append((tuple(d["resized"]), tuple(d["at"]), bool(d.get("hflip")), bool(d.get("vflip"))))
         h, w = self.crop
         out = torch.empty((len(indices), h, w), dtype=torch.int64)
-        sources = [self.masks[i] for i in indices]
-        _hpuload.segmentation_masks(sources, drawn, h, w, MASK_FILL, out.data_ptr(), torch_nearest=self.form.torch_nearest)
+
+        def make(ks: list[int], into: torch.Tensor) -> None:
+            sources = [self.masks[indices[k]] for k in ks]
+            _hpuload.segmentation_masks(
+                sources, [drawn[k] for k in ks], h, w, MASK_FILL, into.data_ptr(), torch_nearest=self.form.torch_nearest
+            )
+
+        try:
+            make(list(range(len(indices))), out)
+        except Exception:
+            # A mask that cannot be made (a damaged file, an annotation that gives none):
+            # each sample's alone, to name it and replace it.
+            failed = []
+            for k in range(len(indices)):
+                try:
+                    make([k], out[k])
+                except Exception as e:
+                    failed.append((k, e))
+            for k, j in self._replacements(indices, failed):
+                images[k] = images[j]
+                out[k] = out[j]
         return out if self.form.dtype == torch.int64 else out.to(self.form.dtype)
 
     def static(self, images: torch.Tensor, records: Any, indices: list[int], plans=None):
@@ -706,12 +780,13 @@ class Masks:
             import torch.utils.data as tud
 
             return tud.default_collate(self.samples(images, records, indices, plans))
-        return [images, self._batch(indices, plans)]
+        masks = self._batch(indices, plans, images)
+        return [images, masks]
 
     def samples(self, images: torch.Tensor, records: Any, indices: list[int], plans=None) -> list[tuple]:
         """Per sample `(image, mask)` as the dataset returns it, for the user's collate_fn."""
         if self.crop is None:
-            masks = self._own_sizes(indices, plans)
+            masks = self._own_sizes(indices, plans, images)
             return list(zip(self._images(images, masks), masks))
-        masks = self._batch(indices, plans)
+        masks = self._batch(indices, plans, images)
         return [(images[k], masks[k]) for k in range(len(indices))]

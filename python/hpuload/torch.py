@@ -1751,6 +1751,7 @@ class _Loader:
                         yield self._tail_batch(held, collate, timeout)
                     held = started
                 elif self._targets is not None:
+                    self._targets.on_error = self._options.on_error
                     detects = None
                     if self._targets.reference is not None or self._targets.moves_masks:
                         # The reference's v1 steps (or the v2 wrapper's transforms) move the

@@ -88,6 +88,7 @@ def test_the_media_engine_pads_and_flips_a_crop_padded_at_its_ends_as_the_cpu_pa
 # --- torchvision's VOCSegmentation with the segmentation reference's transforms -------------
 
 import random  # noqa: E402
+from pathlib import Path  # noqa: E402
 import warnings  # noqa: E402
 
 import pytest  # noqa: E402
@@ -677,3 +678,45 @@ def test_cityscapes_evaluation_gives_torchs_batches_and_other_target_types_are_n
 
     two = cityscapes(cityscapes_root, None, target_type=["semantic", "instance"])
     assert not _segmentation.is_segmentation(two)
+
+
+# --- A mask that cannot be read ---------------------------------------------------------------
+
+
+@pytest.fixture()
+def voc_damaged(voc_root, tmp_path):
+    """The VOC tree with its sixth mask cut short."""
+    import shutil
+
+    root = tmp_path / "voc"
+    shutil.copytree(voc_root, root)
+    dataset = voc(root, None)
+    path = Path(dataset.masks[5])
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    return root, str(path)
+
+
+@pytest.mark.parametrize("preset", ["train", "eval"])
+def test_a_damaged_mask_is_named_and_its_sample_replaced_as_a_damaged_image_is(voc_damaged, preset):
+    root, damaged = voc_damaged
+    train = preset == "train"
+    transforms = ref.SegmentationPresetTrain(base_size=BASE, crop_size=SEG_CROP) if train else ref.SegmentationPresetEval(base_size=BASE)
+    dataset = voc(root, transforms)
+    loader = native(dataset, batch_size=4, collate_fn=None if train else ref.collate_fn, backend="cpu")
+    with pytest.warns(hpuload.torch.SkippedSampleWarning, match=rf"skipped sample 5 \({damaged}\): its mask cannot be made; replaced by sample 6"):
+        batches = [(x, m, list(loader.last_indices)) for x, m in loader]
+    assert sum(len(x) for x, _, _ in batches) == len(dataset)  # nothing lost, the batch's size kept
+    x, m, indices = batches[1]
+    assert indices == [4, 6, 6, 7]
+    assert torch.equal(x[1], x[2]) and torch.equal(m[1], m[2])
+    if not train:  # deterministic: the replacement is the sample torch's loader gives for index 6
+        want_x, want_m = dataset[6]
+        h, w = want_m.shape
+        assert torch.equal(m[2, :h, :w], want_m) and (x[2, :, :h, :w] - want_x).abs().max() < 1e-5
+
+
+def test_a_damaged_mask_under_on_error_fail_raises_naming_it(voc_damaged):
+    root, damaged = voc_damaged
+    loader = native(voc(root, ref.SegmentationPresetTrain(base_size=BASE, crop_size=SEG_CROP)), batch_size=4, on_error="fail", backend="cpu")
+    with pytest.raises(hpuload.SampleError, match=rf"sample 5 \({damaged}\): its mask cannot be made"):
+        list(loader)
