@@ -364,7 +364,7 @@ def minds_orientation(t: Any, grey: bool = False) -> bool:
             for image in (img.copy(), plain):
                 random.seed(11)
                 np.random.seed(11)
-                torch.manual_seed(11)
+                torch.default_generator.manual_seed(11)  # the CPU generator alone: a device one is the user's
                 try:
                     results.append(t(image))
                 except Exception:

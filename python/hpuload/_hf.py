@@ -512,7 +512,7 @@ def _draws_from(seed: int) -> None:
 
     import numpy as np
 
-    torch.manual_seed(seed)
+    torch.default_generator.manual_seed(seed)  # the CPU generator alone: a device one is the user's
     random.seed(seed)
     np.random.seed(seed)
 

@@ -39,7 +39,7 @@ def _under_seed(fn: Callable, args: tuple, seed: int):
     states = random.getstate(), torch.get_rng_state(), np.random.get_state()
     try:
         random.seed(seed)
-        torch.manual_seed(seed)
+        torch.default_generator.manual_seed(seed)  # the CPU generator alone: a device one is the user's
         np.random.seed(seed)
         try:
             return fn(*args)

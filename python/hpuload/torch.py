@@ -2078,9 +2078,10 @@ def _plan_torch(dataset, a: dict, own: dict) -> dict:
         # Any other sampler (RASampler, RepeatAugSampler, a user's class, a RandomSampler with
         # replacement): its order, taken as it is each epoch.
         given = True
-    plan.setdefault("seed", _seed_from(a.get("generator")))
     if own.get("seed") is not None:
         plan["seed"] = int(own["seed"])
+    elif "seed" not in plan:  # drawn only when needed: a draw moves the user's generator
+        plan["seed"] = _seed_from(a.get("generator"))
     if given:
         return _user_order(sampler, batch_sampler, a, plan)
     if sampler is None and hasattr(dataset, "__len__"):

@@ -720,3 +720,15 @@ def test_a_damaged_mask_under_on_error_fail_raises_naming_it(voc_damaged):
     loader = native(voc(root, ref.SegmentationPresetTrain(base_size=BASE, crop_size=SEG_CROP)), batch_size=4, on_error="fail", backend="cpu")
     with pytest.raises(hpuload.SampleError, match=rf"sample 5 \({damaged}\): its mask cannot be made"):
         list(loader)
+
+
+def test_building_a_seeded_loader_checks_the_references_steps_leaving_every_torch_generator_as_it_was(voc_root, monkeypatch):
+    # torch.manual_seed also seeds (or queues a seed for) every device's generator: the
+    # checks seed the CPU generator alone, and put it back.
+    seeded = []
+    monkeypatch.setattr(torch, "manual_seed", lambda seed: seeded.append(seed))
+    monkeypatch.setattr(torch.cuda, "manual_seed_all", lambda seed: seeded.append(seed))
+    before = torch.get_rng_state()
+    # (Without a seed the loader draws its own from torch's generator, as torch's does.)
+    native(voc(voc_root, ref.SegmentationPresetTrain(base_size=BASE, crop_size=SEG_CROP)), batch_size=4, seed=1, backend="cpu")
+    assert seeded == [] and torch.equal(torch.get_rng_state(), before)
