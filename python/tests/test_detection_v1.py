@@ -572,3 +572,30 @@ def test_a_preset_that_changes_the_target_after_its_steps_falls_back_naming_it(c
     with pytest.warns(ht.FallbackWarning, match="DetectionPresetTrain does not run its steps one after another"):
         loader = ht.DataLoader(ref.get_coco(folder, ann, preset), batch_size=2, collate_fn=reference_collate)
     assert not isinstance(loader, ht.DataLoader)
+
+
+class FlipRewritten(ref.RandomHorizontalFlip):
+    """A fork's flip written otherwise (its own arithmetic) that does what the reference's does."""
+
+    def forward(self, image, target=None):
+        if torch.rand(1).item() < self.p:
+            image = F.horizontal_flip(image)
+            width = image.width if isinstance(image, Image.Image) else image.shape[-1]
+            x0, x1 = target["boxes"][:, 0].clone(), target["boxes"][:, 2].clone()
+            target["boxes"][:, 0], target["boxes"][:, 2] = width - x1, width - x0
+            target["masks"] = target["masks"].flip(-1)
+        return image, target
+
+
+def test_a_fork_written_otherwise_that_does_what_the_reference_does_runs_natively(coco_v1):
+    folder, ann = coco_v1
+    preset = ref.DetectionPresetTrain(data_augmentation="hflip", hflip_prob=1.0)
+    steps = preset.transforms.transforms
+    fork = FlipRewritten(1.0)
+    fork.__class__ = type("RandomHorizontalFlip", (FlipRewritten,), {})
+    steps[0] = fork
+    theirs, ours = loaders(folder, ann, preset)
+    for (want_images, want_targets), (images, targets) in zip(theirs, ours):
+        for want_image, want, image, got in zip(want_images, want_targets, images, targets):
+            assert torch.equal(image, want_image) and torch.equal(got["boxes"], want["boxes"])
+            assert torch.equal(got["masks"], want["masks"])
