@@ -247,7 +247,7 @@ def source(dataset) -> tuple[dict, str, str, "Masks"]:
                 read[0]  # the first mask read as the dataset reads it: an unfit kind falls back now
         except ValueError as e:
             raise Unfit(str(e)) from e
-        return {"source": _image_source(images, sizes, crop, name)}, pipeline, dtype, Masks(read, sizes, crop)
+        return {"source": _image_source(images, sizes, crop, name)}, pipeline, dtype, Masks(read, sizes, crop, dataset=dataset)
     sizes = []
     for image, mask in zip(images, masks):
         size = _probe.size_of(image)
@@ -257,7 +257,7 @@ def source(dataset) -> tuple[dict, str, str, "Masks"]:
         if why is not None:
             raise Unfit(f"{mask} is {why} (hpuload reads palette PNGs and 8-bit grey ones as masks)")
         sizes.append(size)
-    return {"source": _image_source(images, sizes, crop, name)}, pipeline, dtype, Masks(masks, sizes, crop)
+    return {"source": _image_source(images, sizes, crop, name)}, pipeline, dtype, Masks(masks, sizes, crop, dataset=dataset)
 
 
 class ReadMasks:
@@ -354,7 +354,7 @@ def coco_source(dataset) -> tuple[dict, str, str, "Masks"]:
     masks.check(convert, filt)
     name = f"CocoDetection({inner.root!r})"
     source = _image_source(images, sizes, crop, name)
-    return {"source": source}, pipeline, dtype, Masks(masks, sizes, crop, form)
+    return {"source": source}, pipeline, dtype, Masks(masks, sizes, crop, form, dataset=dataset)
 
 
 def retranslate_coco(dataset, masks: "Masks") -> tuple[str, str]:
@@ -660,7 +660,12 @@ class Masks:
     #: The masks move with the image: the loader hands each sample's plan over.
     moves_masks = True
 
-    def __init__(self, masks, sizes: list[tuple[int, int]], crop: tuple[int, int] | None, form: "MaskForm | None" = None):
+    def __init__(
+        self, masks, sizes: list[tuple[int, int]], crop: tuple[int, int] | None, form: "MaskForm | None" = None, dataset=None
+    ):
+        #: The dataset itself: a replacement for a sample whose mask cannot be made, when no
+        #: other sample of its batch has one, is the dataset's own sample.
+        self.dataset = dataset
         #: Each sample's mask as `_hpuload.segmentation_masks` takes it: a PNG's path, or a
         #: COCO image's objects (`CocoMasks`).
         self.masks = masks
@@ -678,8 +683,9 @@ class Masks:
     #: "fail": `hpuload.SampleError`), set by the loader before each batch.
     on_error = "skip"
 
-    def _own_sizes(self, indices: list[int], plans, images: torch.Tensor) -> list[torch.Tensor]:
-        """The evaluation preset's masks, `[h, w]` int64 each at its image's resized size."""
+    def _own_sizes(self, indices: list[int], plans, images: torch.Tensor) -> tuple[list[torch.Tensor], dict]:
+        """The evaluation preset's masks, `[h, w]` int64 each at its image's resized size, and
+        the images that replace a sample's own (`{k: [3, h, w]}`, `_replacements`)."""
         masks: list = []
         failed = []
         for k, i in enumerate(indices):
@@ -688,17 +694,23 @@ class Masks:
             except Exception as e:  # a damaged mask file, an annotation that gives no mask
                 masks.append(None)
                 failed.append((k, e))
+        own = {}
         for k, j in self._replacements(indices, failed):
-            images[k] = images[j]
-            masks[k] = masks[j].clone()
-        return masks
+            if isinstance(j, tuple):  # the dataset's own sample
+                own[k], masks[k] = j
+            else:
+                images[k] = images[j]
+                masks[k] = masks[j].clone()
+        return masks, own
 
-    def _replacements(self, indices: list[int], failed: list[tuple[int, Exception]]) -> list[tuple[int, int]]:
+    def _replacements(self, indices: list[int], failed: list[tuple[int, Exception]]) -> list[tuple[int, Any]]:
         """`(k, j)`: the batch's sample `k`, whose mask could not be made, is replaced by its
         sample `j` (the next one after it whose mask was made), as a bad image is, under
-        `on_error="skip"`; each named in a `SkippedSampleWarning`, and `indices[k]` becomes
-        `indices[j]` (the loader's `last_indices`). `SampleError` under `on_error="fail"`, or
-        when no sample of the batch has a mask."""
+        `on_error="skip"`; where no sample of the batch has a mask (a batch of one, as the
+        reference evaluates with), `j` is `(image, mask)`: the dataset's own sample of the
+        next index that gives one (`_own_sample`). Each is named in a `SkippedSampleWarning`,
+        and `indices[k]` becomes the replacement's index (the loader's `last_indices`).
+        `SampleError` under `on_error="fail"`."""
         import warnings
 
         from . import SampleError
@@ -711,19 +723,42 @@ class Masks:
         pairs = []
         for k, e in failed:
             what = f"{indices[k]} ({self._mask_name(indices[k])})"
-            if self.on_error != "skip" or not good:
-                why = "" if self.on_error != "skip" else " (no sample of its batch has a mask to replace it with)"
-                raise SampleError(f"sample {what}: its mask cannot be made{why}: {e}", self._mask_name(indices[k]), "mask")
-            j = next((g for g in good if g > k), good[0])
+            if self.on_error != "skip":
+                raise SampleError(f"sample {what}: its mask cannot be made: {e}", self._mask_name(indices[k]), "mask")
+            if good:
+                j = next((g for g in good if g > k), good[0])
+                index, by = indices[j], f"sample {indices[j]} of its batch"
+            else:
+                index, j = self._own_sample(indices[k], what, e)
+                by = f"the dataset's own sample {index}"
             warnings.warn(
-                f"hpuload: skipped sample {what}: its mask cannot be made; replaced by sample {indices[j]} of its batch. {e}",
+                f"hpuload: skipped sample {what}: its mask cannot be made; replaced by {by}. {e}",
                 SkippedSampleWarning,
                 stacklevel=4,
             )
-            pairs.append((k, j))
-        for k, j in pairs:
-            indices[k] = indices[j]
-        return pairs
+            pairs.append((k, j, index))
+        for k, _, index in pairs:
+            indices[k] = index
+        return [(k, j) for k, j, _ in pairs]
+
+    def _own_sample(self, index: int, what: str, error: Exception) -> tuple[int, tuple]:
+        """`(index, (image, mask))`: the dataset's own sample of the first index after
+        `index` that gives one (up to 16 tried), its draws seeded by that index (repeatable,
+        the caller's generators put back); `SampleError` when none does."""
+        from . import SampleError
+        from ._reference_steps import _under_seed
+
+        n = len(self.dataset) if self.dataset is not None else 0
+        for step in range(1, min(16, n)):
+            other = (index + step) % n
+            got = _under_seed(self.dataset.__getitem__, (other,), other)
+            if isinstance(got, tuple) and len(got) == 2 and all(isinstance(t, torch.Tensor) for t in got):
+                return other, got
+        raise SampleError(
+            f"sample {what}: its mask cannot be made, and no other sample could replace it: {error}",
+            self._mask_name(index),
+            "mask",
+        )
 
     def _mask_name(self, index: int) -> str:
         """The file (or COCO image) sample `index`'s mask comes from."""
@@ -769,8 +804,9 @@ class Masks:
                 except Exception as e:
                     failed.append((k, e))
             for k, j in self._replacements(indices, failed):
-                images[k] = images[j]
-                out[k] = out[j]
+                image, mask = (images[j], out[j]) if isinstance(j, int) else j
+                images[k] = image
+                out[k] = mask
         return out if self.form.dtype == torch.int64 else out.to(self.form.dtype)
 
     def static(self, images: torch.Tensor, records: Any, indices: list[int], plans=None):
@@ -786,7 +822,8 @@ class Masks:
     def samples(self, images: torch.Tensor, records: Any, indices: list[int], plans=None) -> list[tuple]:
         """Per sample `(image, mask)` as the dataset returns it, for the user's collate_fn."""
         if self.crop is None:
-            masks = self._own_sizes(indices, plans, images)
-            return list(zip(self._images(images, masks), masks))
+            masks, own = self._own_sizes(indices, plans, images)
+            views = self._images(images, [m if k not in own else m[:0] for k, m in enumerate(masks)])
+            return [(own.get(k, view), mask) for k, (view, mask) in enumerate(zip(views, masks))]
         masks = self._batch(indices, plans, images)
         return [(images[k], masks[k]) for k in range(len(indices))]

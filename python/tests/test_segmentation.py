@@ -703,7 +703,7 @@ def test_a_damaged_mask_is_named_and_its_sample_replaced_as_a_damaged_image_is(v
     transforms = ref.SegmentationPresetTrain(base_size=BASE, crop_size=SEG_CROP) if train else ref.SegmentationPresetEval(base_size=BASE)
     dataset = voc(root, transforms)
     loader = native(dataset, batch_size=4, collate_fn=None if train else ref.collate_fn, backend="cpu")
-    with pytest.warns(hpuload.torch.SkippedSampleWarning, match=rf"skipped sample 5 \({damaged}\): its mask cannot be made; replaced by sample 6"):
+    with pytest.warns(hpuload.torch.SkippedSampleWarning, match=rf"skipped sample 5 \({damaged}\): its mask cannot be made; replaced by sample 6 of its batch"):
         batches = [(x, m, list(loader.last_indices)) for x, m in loader]
     assert sum(len(x) for x, _, _ in batches) == len(dataset)  # nothing lost, the batch's size kept
     x, m, indices = batches[1]
@@ -713,6 +713,26 @@ def test_a_damaged_mask_is_named_and_its_sample_replaced_as_a_damaged_image_is(v
         want_x, want_m = dataset[6]
         h, w = want_m.shape
         assert torch.equal(m[2, :h, :w], want_m) and (x[2, :, :h, :w] - want_x).abs().max() < 1e-5
+
+
+@pytest.mark.parametrize("preset", ["train", "eval"])
+def test_a_damaged_mask_alone_in_its_batch_is_replaced_by_the_datasets_own_next_sample(voc_damaged, preset):
+    # The reference evaluates with batches of one: no other sample of the batch to take.
+    root, damaged = voc_damaged
+    train = preset == "train"
+    transforms = ref.SegmentationPresetTrain(base_size=BASE, crop_size=SEG_CROP) if train else ref.SegmentationPresetEval(base_size=BASE)
+    dataset = voc(root, transforms)
+    loader = native(dataset, batch_size=1, collate_fn=None if train else ref.collate_fn, backend="cpu")
+    with pytest.warns(hpuload.torch.SkippedSampleWarning, match=rf"skipped sample 5 \({damaged}\): .*replaced by the dataset's own sample 6"):
+        batches = [(x, m, list(loader.last_indices)) for x, m in loader]
+    assert [i for _, _, (i,) in batches] == [0, 1, 2, 3, 4, 6, 6, *range(7, len(dataset))]
+    x, m, _ = batches[5]
+    assert x.shape[0] == m.shape[0] == 1 and m.dtype == torch.int64
+    if train:
+        assert x.shape[1:] == (3, SEG_CROP, SEG_CROP) and m.shape[1:] == (SEG_CROP, SEG_CROP)
+    else:  # deterministic: the dataset's own sample 6
+        want_x, want_m = dataset[6]
+        assert torch.equal(m[0], want_m) and (x[0] - want_x).abs().max() < 1e-5
 
 
 def test_a_damaged_mask_under_on_error_fail_raises_naming_it(voc_damaged):
