@@ -7,11 +7,12 @@ usage: python segmentation_fuzz.py IMAGES [CASES=100] [SEED=0]
   IMAGES  a folder of JPEG photos (the reference corpus); each case takes 6 of them, each
           scaled to a random size (from 1 pixel a side to 3x the crop, aspect ratios to 1:9),
           saved as JPEG or PNG
-A case: VOC (palette or grey masks) or the COCO set (random polygons, overlaps, crowds,
+A case: VOC (palette or grey masks), Cityscapes (grey labelIds), or the COCO set (random polygons, overlaps, crowds,
 categories kept and dropped); the training preset (random base and crop sizes, flip
 probability 0, 0.5 or 1; in a third of them one step replaced by a fork of it, from forks that
 do what the reference's step does and forks that do not) or the evaluation preset; a random batch size, shuffle and worker
-count. Training samples are checked against the user's own steps run with their draws forced
+count; one training case in five of VOC or Cityscapes has a mask file cut short, which must
+be named in a SkippedSampleWarning and its sample replaced. Training samples are checked against the user's own steps run with their draws forced
 to hpuload's drawn plan (`random.randint`, `random.random`, `RandomCrop.get_params` patched
 for the call), evaluation batches against torch's DataLoader with the reference's collate_fn.
 Prints one line per case that is not "same" or "fallback", and a tally:
@@ -84,6 +85,27 @@ def voc_tree(rng, photos, root: Path, crop: int):
         names.append(path.stem)
     (voc / "ImageSets" / "Segmentation" / "train.txt").write_text("\n".join(names) + "\n")
     return lambda transforms: torchvision.datasets.VOCSegmentation(root, year="2012", image_set="train", transforms=transforms)
+
+
+def cityscapes_tree(rng, photos, root: Path, crop: int):
+    """A Cityscapes tree (`leftImg8bit`, `gtFine` labelIds) of random images and grey masks."""
+    images_dir, masks_dir = root / "leftImg8bit" / "train" / "city", root / "gtFine" / "train" / "city"
+    images_dir.mkdir(parents=True)
+    masks_dir.mkdir(parents=True)
+    for path, (w, h) in images(rng, photos, images_dir, crop, "png"):
+        stem = path.stem
+        path.rename(images_dir / f"city_{stem}_000019_leftImg8bit.png")
+        Image.fromarray(blobs(rng, w, h) % 34, mode="L").save(masks_dir / f"city_{stem}_000019_gtFine_labelIds.png")
+    return lambda transforms: torchvision.datasets.Cityscapes(root, split="train", target_type="semantic", transforms=transforms)
+
+
+def damage(rng, dataset) -> str:
+    """One mask file of a VOC or Cityscapes set cut short; its path."""
+    files = dataset.masks if hasattr(dataset, "masks") else [t[0] for t in dataset.targets]
+    path = Path(files[int(rng.integers(len(files)))])
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 3])
+    return str(path)
 
 
 def coco_tree(rng, photos, root: Path, crop: int):
@@ -247,6 +269,7 @@ def run_case(n: int, rng, photos, tmp: Path) -> tuple[str, str]:
     root = tmp / f"case{n}"
     root.mkdir()
     coco = rng.random() < 0.6
+    kind = "coco" if coco else "voc"
     USE_V2[0] = coco and rng.random() < 0.5
     if USE_V2[0]:
         preset, forked = (ref.preset_train_v2(base, crop, hflip_prob=hflip) if train else ref.preset_eval_v2(base)), ""
@@ -254,11 +277,14 @@ def run_case(n: int, rng, photos, tmp: Path) -> tuple[str, str]:
     elif coco:
         make = coco_tree(rng, photos, root, crop)
         dataset = make(preset, train)
+    elif rng.random() < 0.3:
+        dataset, kind = cityscapes_tree(rng, photos, root, crop)(preset), "cityscapes"
     else:
         dataset = voc_tree(rng, photos, root, crop)(preset)
+    damaged = damage(rng, dataset) if train and not coco and rng.random() < 0.2 else None
     batch = int(rng.integers(1, 5))
     kwargs = dict(batch_size=batch, shuffle=bool(rng.random() < 0.5), num_workers=int(rng.choice([0, 2])), backend="cpu", seed=int(rng.integers(1000)))
-    what = f"{'coco' if coco else 'voc'}{' v2' if USE_V2[0] else ''}{forked} {'train' if train else 'eval'} base={base} crop={crop} hflip={hflip} {kwargs}"
+    what = f"{kind}{' v2' if USE_V2[0] else ''}{forked}{' damaged' if damaged else ''} {'train' if train else 'eval'} base={base} crop={crop} hflip={hflip} {kwargs}"
     if len(dataset) == 0:
         return "same", what
     with warnings.catch_warnings(record=True) as caught:
@@ -271,11 +297,22 @@ def run_case(n: int, rng, photos, tmp: Path) -> tuple[str, str]:
         verdict = "FALSE-FALLBACK" if "(same)" in forked else "fallback"
         return verdict, f"{what}: {[str(w.message) for w in caught][0]}"
     checked = 0
+    skipped = []
     try:
         if train:
+            with warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("always")
+                batches = [[(x, m, list(loader.last_indices)) for x, m in loader] for _ in range(2)]
+            skipped = [str(w.message) for w in seen if type(w.message).__name__ == "SkippedSampleWarning"]
+            if damaged and not all(damaged in m for m in skipped) or bool(damaged) != bool(skipped):
+                return "SILENT", f"{what}: damaged {damaged}, warned {skipped[:2]}"
             for epoch in range(2):
-                for images_, masks in loader:
-                    for k, index in enumerate(loader.last_indices):
+                # A replacement by the dataset's own sample has its own draws: not compared.
+                own = {int(m.split("the dataset's own sample ")[1].split(".")[0]) for m in skipped if "dataset's own" in m}
+                for images_, masks, indices in batches[epoch]:
+                    for k, index in enumerate(indices):
+                        if index in own:
+                            continue
                         w, h = Image.open(image_path(dataset, index)).size
                         drawn = json.loads(loader._core.sample_plan(epoch, index, w, h))["resized_crop"]
                         want_x, want_m = forced(dataset, index, drawn)
