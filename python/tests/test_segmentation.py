@@ -696,15 +696,22 @@ def voc_damaged(voc_root, tmp_path):
     return root, str(path)
 
 
-@pytest.mark.parametrize("preset", ["train", "eval"])
-def test_a_damaged_mask_is_named_and_its_sample_replaced_as_a_damaged_image_is(voc_damaged, preset):
+def damaged_epoch(voc_damaged, preset: str, batch_size: int, replaced_by: str):
+    """`(dataset, [(images, masks, indices)])` of an epoch over the damaged tree with the
+    training or evaluation preset, warned of the damaged mask, replaced by `replaced_by`."""
     root, damaged = voc_damaged
     train = preset == "train"
     transforms = ref.SegmentationPresetTrain(base_size=BASE, crop_size=SEG_CROP) if train else ref.SegmentationPresetEval(base_size=BASE)
     dataset = voc(root, transforms)
-    loader = native(dataset, batch_size=4, collate_fn=None if train else ref.collate_fn, backend="cpu")
-    with pytest.warns(hpuload.torch.SkippedSampleWarning, match=rf"skipped sample 5 \({damaged}\): its mask cannot be made; replaced by sample 6 of its batch"):
-        batches = [(x, m, list(loader.last_indices)) for x, m in loader]
+    loader = native(dataset, batch_size=batch_size, collate_fn=None if train else ref.collate_fn, backend="cpu")
+    with pytest.warns(hpuload.torch.SkippedSampleWarning, match=rf"skipped sample 5 \({damaged}\): its mask cannot be made; replaced by {replaced_by}"):
+        return dataset, [(x, m, list(loader.last_indices)) for x, m in loader]
+
+
+@pytest.mark.parametrize("preset", ["train", "eval"])
+def test_a_damaged_mask_is_named_and_its_sample_replaced_as_a_damaged_image_is(voc_damaged, preset):
+    train = preset == "train"
+    dataset, batches = damaged_epoch(voc_damaged, preset, 4, "sample 6 of its batch")
     assert sum(len(x) for x, _, _ in batches) == len(dataset)  # nothing lost, the batch's size kept
     x, m, indices = batches[1]
     assert indices == [4, 6, 6, 7]
@@ -718,13 +725,8 @@ def test_a_damaged_mask_is_named_and_its_sample_replaced_as_a_damaged_image_is(v
 @pytest.mark.parametrize("preset", ["train", "eval"])
 def test_a_damaged_mask_alone_in_its_batch_is_replaced_by_the_datasets_own_next_sample(voc_damaged, preset):
     # The reference evaluates with batches of one: no other sample of the batch to take.
-    root, damaged = voc_damaged
     train = preset == "train"
-    transforms = ref.SegmentationPresetTrain(base_size=BASE, crop_size=SEG_CROP) if train else ref.SegmentationPresetEval(base_size=BASE)
-    dataset = voc(root, transforms)
-    loader = native(dataset, batch_size=1, collate_fn=None if train else ref.collate_fn, backend="cpu")
-    with pytest.warns(hpuload.torch.SkippedSampleWarning, match=rf"skipped sample 5 \({damaged}\): .*replaced by the dataset's own sample 6"):
-        batches = [(x, m, list(loader.last_indices)) for x, m in loader]
+    dataset, batches = damaged_epoch(voc_damaged, preset, 1, "the dataset's own sample 6")
     assert [i for _, _, (i,) in batches] == [0, 1, 2, 3, 4, 6, 6, *range(7, len(dataset))]
     x, m, _ = batches[5]
     assert x.shape[0] == m.shape[0] == 1 and m.dtype == torch.int64
