@@ -251,9 +251,14 @@ def source(dataset) -> tuple[dict, str, str, "Masks"]:
     sizes = []
     for image, mask in zip(images, masks):
         size = _probe.size_of(image)
-        if size is None or _probe.size_of(mask) != size:
+        if size is None:
+            raise Unfit(f"{image} is no image hpuload can size (its mask is cut as it is)")
+        # A mask whose size cannot be read (missing, or cut short) is a damaged one: it is
+        # named and its sample replaced when it is loaded, as a damaged image is.
+        own = _probe.size_of(mask)
+        if own is not None and own != size:
             raise Unfit(f"{mask} is not as large as its image {image} (each is resized to its own size)")
-        why = _unfit_mask(mask)
+        why = _unfit_mask(mask) if own is not None else None
         if why is not None:
             raise Unfit(f"{mask} is {why} (hpuload reads palette PNGs and 8-bit grey ones as masks)")
         sizes.append(size)

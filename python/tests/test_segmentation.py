@@ -754,3 +754,15 @@ def test_building_a_seeded_loader_checks_the_references_steps_leaving_every_torc
     # (Without a seed the loader draws its own from torch's generator, as torch's does.)
     native(voc(voc_root, ref.SegmentationPresetTrain(base_size=BASE, crop_size=SEG_CROP)), batch_size=4, seed=1, backend="cpu")
     assert seeded == [] and torch.equal(torch.get_rng_state(), before)
+
+
+def test_a_mask_whose_header_is_gone_is_a_damaged_mask_not_a_reason_to_fall_back(voc_root, tmp_path):
+    import shutil
+
+    root = tmp_path / "voc"
+    shutil.copytree(voc_root, root)
+    path = Path(voc(root, None).masks[2])
+    path.write_bytes(path.read_bytes()[:10])  # not even its size left
+    loader = native(voc(root, ref.SegmentationPresetTrain(base_size=BASE, crop_size=SEG_CROP)), batch_size=4, backend="cpu")
+    with pytest.warns(hpuload.torch.SkippedSampleWarning, match=rf"skipped sample 2 \({path}\): its mask cannot be made; replaced by sample 3"):
+        assert sum(len(x) for x, _ in loader) == len(loader.dataset)
