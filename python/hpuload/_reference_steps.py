@@ -113,6 +113,8 @@ def _shrunk(step, **sizes):
 
     try:
         small = copy.copy(step)
+        if small is step:  # never set on the user's own object
+            raise TypeError("it copies as itself")
         for name, value in sizes.items():
             setattr(small, name, value)
     except Exception as e:
@@ -533,6 +535,8 @@ def passes_along(container, arity: int) -> bool:
         steps = [recorder(k) for k in range(count)]
         try:
             probe = copy.copy(container)
+            if probe is container:  # a function or module copies as itself: never set on the user's
+                return False
             probe.transforms = steps if isinstance(inner, (list, tuple)) else steps[0]
         except Exception:
             return False

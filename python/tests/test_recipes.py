@@ -373,6 +373,21 @@ def test_a_wrapper_that_does_more_than_call_its_compose_is_not_read_as_the_compo
             assert got.shape == expected.shape and (got - expected).abs().max() < 1e-6
 
 
+def test_checking_a_function_that_holds_a_compose_leaves_it_as_it_was(png_folder):
+    # A function copies as itself: the recorder check must not set its `.transforms`.
+    compose = T.Compose([T.Resize(36), T.CenterCrop(32), T.ToTensor()])
+
+    def transform(img):
+        return transform.transforms(img)
+
+    transform.transforms = compose
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loader = DataLoader(datasets.ImageFolder(png_folder, transform), batch_size=4)
+    assert transform.transforms is compose
+    assert next(iter(loader))[0].shape == (4, 3, 32, 32)
+
+
 def mixup_cutmix_collate(num_classes):
     choice = v2.RandomChoice([v2.MixUp(alpha=0.2, num_classes=num_classes), v2.CutMix(alpha=1.0, num_classes=num_classes)])
     return lambda batch: choice(*tud.default_collate(batch))
