@@ -32,20 +32,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python" / "tests"))
 import reference_v1 as ref  # noqa: E402
 from test_detection import reference_collate, write_coco  # noqa: E402
+from test_detection_v1 import FlipRewritten  # noqa: E402
 from torchvision.transforms import functional as F  # noqa: E402
 
 import hpuload.torch as ht  # noqa: E402
-
-
-def _flip(self, image, target=None):
-    """The reference's flip, written otherwise (the boxes' two x swapped by hand)."""
-    if torch.rand(1).item() < self.p:
-        image = F.hflip(image)
-        width = F.get_dimensions(image)[2]
-        x0, x1 = target["boxes"][:, 0].clone(), target["boxes"][:, 2].clone()
-        target["boxes"][:, 0], target["boxes"][:, 2] = width - x1, width - x0
-        target["masks"] = target["masks"].flip(-1)
-    return image, target
 
 
 def _flip_boxes_only(self, image, target=None):
@@ -96,7 +86,7 @@ def _pad_masks_with(value: int):
 
 #: (step's name, fork's name, {method: function}, whether it does what the reference's does)
 FORKS = [
-    ("RandomHorizontalFlip", "rewritten", {"forward": _flip}, True),
+    ("RandomHorizontalFlip", "rewritten", {"forward": FlipRewritten.forward}, True),
     ("RandomHorizontalFlip", "boxes-only", {"forward": _flip_boxes_only}, False),
     ("RandomHorizontalFlip", "off-by-one", {"forward": _flip_off_by_one}, False),
     ("RandomShortestSize", "rewritten", {"forward": _shortest(True, False)}, True),

@@ -767,10 +767,11 @@ class Masks:
 
     def _mask_name(self, index: int) -> str:
         """The file (or COCO image) sample `index`'s mask comes from."""
-        source = self.masks.masks if isinstance(self.masks, ReadMasks) else self.masks
-        if isinstance(source, list):
-            return str(source[index])
-        return str(getattr(source, "images", [None] * (index + 1))[index])
+        if isinstance(self.masks, list):
+            return str(self.masks[index])
+        if isinstance(self.masks, ReadMasks):
+            return str(self.masks.masks[index])
+        return str(self.masks.images[index])  # CocoMasks: the image its mask is made for
 
     @staticmethod
     def _images(images: torch.Tensor, masks: list[torch.Tensor]) -> list[torch.Tensor]:
