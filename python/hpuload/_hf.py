@@ -281,8 +281,9 @@ def _sized(transform, common: dict, find_size):
 
 def _common_size(dataset, image_column: str, turned: bool) -> tuple[int, int] | None:
     """`(height, width)` every row's image has, as `datasets` gives it (turned by its EXIF
-    orientation when `turned`), read from the images' headers; None where two differ or one
-    cannot be read."""
+    orientation when `turned`), read from the images' headers (one that cannot be read is a
+    damaged image, which the loader names and replaces: it has no say); None where two differ
+    or none can be read."""
     from . import _hpuload
     from ._probe import header_facts, size_of
 
@@ -317,7 +318,9 @@ def _common_size(dataset, image_column: str, turned: bool) -> tuple[int, int] | 
     sizes: list = []
 
     def differs(size):
-        if size == "unreadable" or (sizes and size != sizes[0]):
+        if size == "unreadable":  # a damaged image: the loader names it and replaces its row
+            return None
+        if sizes and size != sizes[0]:
             return True
         if not sizes:
             sizes.append(size)

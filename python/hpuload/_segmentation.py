@@ -47,6 +47,9 @@ from ._transforms import Unsupported
 #: What the reference's `RandomCrop` pads a mask with (its `pad_if_smaller(target, size,
 #: fill=255)`): the loss's ignore index.
 MASK_FILL = 255
+#: The size given to an image whose size cannot be read (a damaged file): the loader names
+#: it and replaces its sample as it reads it, so no plan or mask is ever made at this size.
+DAMAGED_SIZE = (1, 1)
 
 
 class Unfit(Exception):
@@ -238,23 +241,23 @@ def source(dataset) -> tuple[dict, str, str, "Masks"]:
         sizes = []
         for image in images:
             size = _probe.size_of(image)
-            if size is None:
-                raise Unfit(f"{image} is no image hpuload can size (its mask is cut as it is)")
-            sizes.append(size)
+            sizes.append(size if size is not None else DAMAGED_SIZE)  # a damaged image: replaced as it is loaded
         read = ReadMasks(dataset, masks, sizes)
         try:
-            if read.masks:
-                read[0]  # the first mask read as the dataset reads it: an unfit kind falls back now
+            first = next((k for k, size in enumerate(sizes) if size != DAMAGED_SIZE), None)
+            if first is not None:
+                read[first]  # the first mask read as the dataset reads it: an unfit kind falls back now
         except ValueError as e:
             raise Unfit(str(e)) from e
         return {"source": _image_source(images, sizes, crop, name)}, pipeline, dtype, Masks(read, sizes, crop, dataset=dataset)
     sizes = []
     for image, mask in zip(images, masks):
-        size = _probe.size_of(image)
-        if size is None:
-            raise Unfit(f"{image} is no image hpuload can size (its mask is cut as it is)")
         # A mask whose size cannot be read (missing, or cut short) is a damaged one: it is
         # named and its sample replaced when it is loaded, as a damaged image is.
+        size = _probe.size_of(image)
+        if size is None:  # a damaged image: named and its sample replaced as it is loaded
+            sizes.append(DAMAGED_SIZE)
+            continue
         own = _probe.size_of(mask)
         if own is not None and own != size:
             raise Unfit(f"{mask} is not as large as its image {image} (each is resized to its own size)")
@@ -352,9 +355,7 @@ def coco_source(dataset) -> tuple[dict, str, str, "Masks"]:
     sizes = []
     for path in images:
         size = _probe.size_of(path)
-        if size is None:
-            raise Unfit(f"{path} is no image hpuload can size (its mask is made at its size)")
-        sizes.append(size)
+        sizes.append(size if size is not None else DAMAGED_SIZE)  # a damaged image: replaced as it is loaded
     masks = CocoMasks(inner, positions, images, sizes, categories, wrapper)
     masks.check(convert, filt)
     name = f"CocoDetection({inner.root!r})"

@@ -398,7 +398,9 @@ def _sized_translation(transform, common: dict, find_size=None):
 def _check_common_size(samples, common: dict, turned, sizes: dict) -> None:
     """Finds the one size every sample's image has (for a transform that sets none:
     `_sized_translation`), reading each file's headers once (`sizes`: path -> `(width,
-    height)`), or hands the loader to torch's, which gives each image its own size."""
+    height)`), or hands the loader to torch's, which gives each image its own size. An
+    image whose size cannot be read is a damaged one, which the loader names and replaces
+    as it reads it: it has no say in the size."""
     D = FallbackReason.DATASET
     if turned:
         raise _Unfit("the images are turned by their EXIF orientation and the transform gives each its own size", D)
@@ -407,8 +409,8 @@ def _check_common_size(samples, common: dict, turned, sizes: dict) -> None:
         size = sizes.get(path)
         if size is None:
             size = _probe.size_of(path)
-            if size is None:
-                raise _Unfit(f"{path}'s size cannot be read from its headers, and the transform gives each image its own", D)
+            if size is None:  # a damaged image: the loader names it and replaces its sample
+                continue
             sizes[path] = size
         if want is None:
             want, first = (size[1], size[0]), path
@@ -421,6 +423,8 @@ def _check_common_size(samples, common: dict, turned, sizes: dict) -> None:
                 f"{want[1]}x{want[0]}): a different shape per image, as torch's loader gives them",
                 FallbackReason.TRANSFORM,
             )
+    if want is None and samples:
+        raise _Unfit("no image's size can be read from its headers, and the transform gives each image its own", D)
     common["size"] = want
 
 

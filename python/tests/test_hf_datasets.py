@@ -725,3 +725,21 @@ def test_a_transform_without_a_crop_or_resize_over_a_table_of_several_sizes_goes
     with pytest.warns(FallbackWarning, match="the table.s images differ in size"):
         loader = DataLoader(ds, collate_fn=collate, batch_size=1)
     assert next(iter(loader))["pixel_values"].shape[1:] in ((3, 40, 48), (3, 40, 50))
+
+
+def test_an_image_whose_header_is_gone_in_a_table_of_one_size_is_named_and_replaced_not_a_reason_to_fall_back(jpeg_folder, tmp_path):
+    ds = one_size_table(jpeg_folder, tmp_path, False)
+    stored = ds.cast_column("image", datasets.Image(decode=False))
+    damaged = stored[3]["image"]["path"]
+    with open(damaged, "rb") as f:
+        head = f.read(10)
+    with open(damaged, "wb") as f:
+        f.write(head)
+    fn, collate = example_transforms(T.ToTensor())
+    ds.set_transform(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(ds, collate_fn=collate, batch_size=4, backend="cpu")
+    with pytest.warns(hpuload.torch.SkippedSampleWarning, match=rf"skipped sample 3 \({damaged}\)"):
+        batches = [b["pixel_values"] for b in loader]
+    assert sum(len(b) for b in batches) == len(ds) and all(b.shape[1:] == (3, 40, 48) for b in batches)

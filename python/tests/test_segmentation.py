@@ -88,6 +88,7 @@ def test_the_media_engine_pads_and_flips_a_crop_padded_at_its_ends_as_the_cpu_pa
 # --- torchvision's VOCSegmentation with the segmentation reference's transforms -------------
 
 import random  # noqa: E402
+import re  # noqa: E402
 from pathlib import Path  # noqa: E402
 import warnings  # noqa: E402
 
@@ -766,3 +767,71 @@ def test_a_mask_whose_header_is_gone_is_a_damaged_mask_not_a_reason_to_fall_back
     loader = native(voc(root, ref.SegmentationPresetTrain(base_size=BASE, crop_size=SEG_CROP)), batch_size=4, backend="cpu")
     with pytest.warns(hpuload.torch.SkippedSampleWarning, match=rf"skipped sample 2 \({path}\): its mask cannot be made; replaced by sample 3"):
         assert sum(len(x) for x, _ in loader) == len(loader.dataset)
+
+
+@pytest.fixture()
+def voc_image_damaged(voc_root, tmp_path):
+    """The VOC tree with its sixth image cut to 10 bytes: not even its size left."""
+    import shutil
+
+    root = tmp_path / "voc"
+    shutil.copytree(voc_root, root)
+    path = Path(voc(root, None).images[5])
+    path.write_bytes(path.read_bytes()[:10])
+    return root, str(path)
+
+
+@pytest.mark.parametrize("preset", ["train", "eval"])
+@pytest.mark.parametrize("batch_size", [4, 1])
+def test_an_image_whose_header_is_gone_is_named_and_its_sample_replaced_not_a_reason_to_fall_back(voc_image_damaged, preset, batch_size):
+    root, damaged = voc_image_damaged
+    train = preset == "train"
+    transforms = ref.SegmentationPresetTrain(base_size=BASE, crop_size=SEG_CROP) if train else ref.SegmentationPresetEval(base_size=BASE)
+    dataset = voc(root, transforms)
+    loader = native(dataset, batch_size=batch_size, collate_fn=None if train else ref.collate_fn, backend="cpu")
+    with pytest.warns(hpuload.torch.SkippedSampleWarning, match=re.escape(damaged)):
+        batches = [(x, m, list(loader.last_indices)) for x, m in loader]
+    indices = [i for _, _, b in batches for i in b]
+    assert len(indices) == len(dataset) and 5 not in indices  # nothing lost, the damaged one replaced
+    for x, m, b in batches:
+        for k, index in enumerate(b):
+            if not train:  # deterministic: each sample (the replacement too) is the dataset's own
+                want_x, want_m = voc(root, transforms)[index]
+                h, w = want_m.shape
+                assert torch.equal(m[k, :h, :w], want_m) and (x[k, :, :h, :w] - want_x).abs().max() < 1e-5, index
+
+
+@pytest.mark.parametrize("kind", ["coco", "sbd"])
+@pytest.mark.parametrize("preset", ["train", "eval"])
+def test_an_image_whose_header_is_gone_in_a_coco_or_sbd_set_is_named_and_its_sample_replaced(coco_seg, sbd_root, tmp_path, kind, preset):
+    import shutil
+
+    train = preset == "train"
+    transforms = ref.SegmentationPresetTrain(base_size=BASE, crop_size=SEG_CROP) if train else ref.SegmentationPresetEval(base_size=BASE)
+    if kind == "coco":
+        root, ann = coco_seg
+        shutil.copytree(root, tmp_path / "coco")
+        damaged = tmp_path / "coco" / f"{2:012d}.jpg"
+
+        def make():
+            return ref.get_coco(tmp_path / "coco", tmp_path / "coco" / ann.name, transforms, train=train)
+    else:
+        shutil.copytree(sbd_root, tmp_path / "sbd")
+        damaged = Path(sbd(tmp_path / "sbd", None).images[2])
+
+        def make():
+            return sbd(tmp_path / "sbd", transforms)
+
+    damaged.write_bytes(damaged.read_bytes()[:10])
+    dataset = make()
+    loader = native(dataset, batch_size=3, collate_fn=None if train else ref.collate_fn, backend="cpu")
+    with pytest.warns(hpuload.torch.SkippedSampleWarning, match=re.escape(str(damaged))):
+        batches = [(x, m, list(loader.last_indices)) for x, m in loader]
+    indices = [i for _, _, b in batches for i in b]
+    assert len(indices) == len(dataset) and 2 not in indices
+    if not train:  # deterministic: each sample (the replacement too) is the dataset's own
+        for x, m, b in batches:
+            for k, index in enumerate(b):
+                want_x, want_m = make()[index]
+                h, w = want_m.shape
+                assert torch.equal(m[k, :h, :w], want_m) and (x[k, :, :h, :w] - want_x).abs().max() < 1e-5, index

@@ -7,6 +7,7 @@ import json
 import io
 import math
 import random
+import re
 import sys
 import types
 import warnings
@@ -20,6 +21,7 @@ from PIL import Image
 from torchvision import datasets
 from torchvision import transforms as T
 
+import hpuload
 from hpuload import _probe
 from hpuload.torch import DataLoader, FallbackReason, FallbackWarning
 from conftest import png_with_chunk
@@ -1673,3 +1675,22 @@ def test_a_dataset_computing_on_a_second_image_it_reads_falls_back_naming_its_ow
     with pytest.warns(FallbackWarning, match=r"at test_user_datasets\.py:\d+ \(`obj_ids = torch\.unique\(mask\)\[1:\]`\), in .*such as a mask"):
         loader = DataLoader(InstanceMasks(files, transforms), batch_size=2, collate_fn=lambda b: tuple(zip(*b)))
     assert len(next(iter(loader))[0]) == 2  # torch's loader runs it
+
+
+def test_an_image_whose_header_is_gone_among_images_of_one_size_is_named_and_replaced_not_a_reason_to_fall_back(one_size_folder):
+    """With no crop or resize the images' common size is read from their headers; a file
+    cut before its size is a damaged image, which the loader names and replaces as it reads
+    it, not a reason to hand the whole dataset to torch's loader (which stops at it)."""
+    damaged = sorted(one_size_folder.rglob("*.jpg"))[2]
+    damaged.write_bytes(damaged.read_bytes()[:10])
+    ds = datasets.ImageFolder(one_size_folder, T.ToTensor())
+    loader = no_fallback(lambda: DataLoader(ds, batch_size=4, backend="cpu"))
+    with pytest.warns(hpuload.torch.SkippedSampleWarning, match=re.escape(str(damaged))):
+        batches = [(x, y, list(loader.last_indices)) for x, y in loader]
+    bad = [i for i, (path, _) in enumerate(ds.samples) if path == str(damaged)]
+    indices = [i for _, _, b in batches for i in b]
+    assert len(indices) == len(ds) and bad[0] not in indices
+    for x, y, b in batches:
+        for k, index in enumerate(b):
+            want_x, want_y = ds[index]
+            assert torch.equal(x[k], want_x) and y[k].item() == want_y
