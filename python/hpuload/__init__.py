@@ -11,7 +11,7 @@ from ._libav import use_pyav_libavcodec as _use_pyav_libavcodec
 # Before any video is decoded: FFmpeg's decoder from PyAV's wheel when PyAV is installed.
 _use_pyav_libavcodec()
 
-from ._hpuload import ErrorBudgetExceeded, LoaderError, SampleError  # noqa: E402
+from ._hpuload import ErrorBudgetExceeded, LoaderError, PipelineError, SampleError  # noqa: E402
 from ._hpuload import Loader as _CoreLoader  # noqa: E402
 from ._hpuload import video_decoder  # noqa: E402
 from ._reader import VideoReader  # noqa: E402
@@ -41,6 +41,7 @@ __all__ = [
     "LoaderError",
     "SampleError",
     "ErrorBudgetExceeded",
+    "PipelineError",
     "bench",
     "video_decoder",
 ]

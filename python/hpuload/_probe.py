@@ -30,6 +30,7 @@ import sys
 import threading
 import traceback
 import types
+import warnings
 from typing import Any, NamedTuple
 
 import torch
@@ -1173,7 +1174,10 @@ def _bind_in_user_code(dataset) -> None:
                 for value in held:
                     named += functions_of(value)
                     if isinstance(value, types.ModuleType):
-                        named += [f for name in names for f in functions_of(getattr(value, name, None))]
+                        with warnings.catch_warnings():  # a module's deprecated names (NumPy's `np.str`) warn when read
+                            warnings.simplefilter("ignore")
+                            attributes = [getattr(value, name, None) for name in names]
+                        named += [f for a in attributes for f in functions_of(a)]
         found = named
     with _patch_lock:
         for g in seen.values():

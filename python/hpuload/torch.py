@@ -41,7 +41,7 @@ import torch.utils.data as tud
 # reach torch's.
 from torch.utils.data.dataloader import DataLoader as _TorchDataLoader
 
-from . import _albumentations, _arrays, _collate, _copy_paste, _detection, _hf, _hpuload, _malloc, _options, _probe, _segmentation, _tail, _video
+from . import _albumentations, _arrays, _collate, _copy_paste, _detection, _guard, _hf, _hpuload, _malloc, _options, _probe, _segmentation, _tail, _video
 from ._fallback import FallbackReason, FallbackWarning
 from ._fallback import Unfit as _Unfit
 from ._transforms import Unsupported, pillow_resize, steps, translate_split
@@ -157,9 +157,26 @@ class _FallbackLoader(_TorchDataLoader):
     #: (`_probe.answering`).
     answers_video_reader: bool = False
 
+    #: The dataset under hpuload's bad-input policy (`_guard.Guarded`), which the loader's
+    #: iterators read in its place; `loader.dataset` stays the user's.
+    _hpuload_guard = None
+
+    def _get_iterator(self):
+        guarded, dataset = self._hpuload_guard, self.dataset
+        if guarded is None:
+            return super()._get_iterator()
+        # torch's loader refuses to set `dataset` once made: set it around the iterator's making.
+        object.__setattr__(self, "dataset", guarded)
+        try:
+            return super()._get_iterator()
+        finally:
+            object.__setattr__(self, "dataset", dataset)
+
     def __iter__(self):
         skip, self._hpuload_skip = getattr(self, "_hpuload_skip", 0), 0
         self._hpuload_yielded = 0
+        if self._hpuload_guard is not None:
+            self._hpuload_guard.failed.value = 0  # a new epoch's budget
         batches = super().__iter__()
         # Without workers the dataset runs here, in `next`: only there are its readers answered.
         answering = _probe.answering if self.answers_video_reader and self.num_workers == 0 else contextlib.nullcontext
@@ -224,12 +241,14 @@ def _fallback(unfit: _Unfit, dataset, args, kwargs, stacklevel: int = 3):
         )
     fallback_counts[unfit.reason] += 1
     warnings.warn(FallbackWarning(message, unfit.reason), stacklevel=stacklevel)
+    on_error, error_budget = kwargs.get("on_error", "skip"), float(kwargs.get("error_budget", 0.01))
     kwargs = {k: v for k, v in kwargs.items() if k not in _OWN}
     if answer:
         bound = _torch_signature().bind(None, dataset, *args, **kwargs)
         bound.arguments["worker_init_fn"] = _AnswerReaders(bound.arguments.get("worker_init_fn"))
         args, kwargs = bound.args[2:], bound.kwargs
     loader = _FallbackLoader(dataset, *args, **kwargs)
+    loader._hpuload_guard = _guard.guard(dataset, on_error, error_budget, loader.multiprocessing_context)
     loader.fallback_reason = unfit.reason
     loader.answers_video_reader = answer
     return loader

@@ -9,26 +9,26 @@ use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
 create_exception!(
-    _hpuload,
+    hpuload,
     LoaderError,
     PyRuntimeError,
     "The loader failed (device, thread or data error)."
 );
 create_exception!(
-    _hpuload,
+    hpuload,
     SampleError,
     LoaderError,
     "A sample could not be loaded; `args` = (message, path, reason)."
 );
 create_exception!(
-    _hpuload,
+    hpuload,
     ErrorBudgetExceeded,
     LoaderError,
     "More samples failed in an epoch than the error budget allows."
 );
 
 create_exception!(
-    _hpuload,
+    hpuload,
     PipelineError,
     PyValueError,
     "The pipeline cannot be run as given (an op, its parameters or their order)."

@@ -590,7 +590,9 @@ def test_a_dataset_reading_a_16_bit_png_as_a_tensor_goes_to_torch_naming_it(jpeg
 
 def test_a_dataset_reading_a_bmp_file_as_a_tensor_goes_to_torch_which_refuses_it_as_torchvision_does(jpeg_folder, tmp_path):
     """torchvision's readers decode JPEG, PNG, GIF and WebP: hpuload, which decodes BMP too,
-    would train where the user's own loader stops."""
+    would train where the user's own loader stops. On torch's loader the file torchvision
+    refuses is then a file that cannot be read, named and replaced under hpuload's policy (or
+    raised under `on_error="fail"`), never trained on."""
     from torchvision.transforms import v2
 
     bmp = _csv_with_one_file_replaced(
@@ -599,7 +601,12 @@ def test_a_dataset_reading_a_bmp_file_as_a_tensor_goes_to_torch_which_refuses_it
     ds = ReadsTensors(tmp_path / "train.csv", v2.Compose([v2.CenterCrop(32), v2.ToDtype(torch.float32, scale=True)]))
     with pytest.warns(FallbackWarning, match=rf"{bmp} is not a JPEG, PNG or WebP file, which torchvision's reader would refuse"):
         loader = DataLoader(ds, batch_size=4)
-    with pytest.raises(RuntimeError):
+    with pytest.warns(hpuload.torch.SkippedSampleWarning, match=rf"skipped sample 1 \({re.escape(str(bmp))}\)"):
+        images, _ = next(iter(loader))
+    assert torch.equal(images[1], images[2])  # the next sample in its place
+    with pytest.warns(FallbackWarning):
+        loader = DataLoader(ds, batch_size=4, on_error="fail")
+    with pytest.raises(hpuload.SampleError, match=re.escape(str(bmp))):
         next(iter(loader))
 
 
