@@ -86,7 +86,21 @@ def _file_in(error: BaseException) -> str | None:
 
 
 def _listed_file(dataset, index: int) -> str | None:
-    """The file a torchvision-style dataset lists for `index` (`samples`, `imgs`, `images`)."""
+    """The file a torchvision-style dataset lists for `index` (`samples`, `imgs`, `images`),
+    through `Subset`s and `ConcatDataset`s."""
+    import bisect
+
+    import torch.utils.data as tud
+
+    for _ in range(16):  # nested at most this deep
+        if isinstance(dataset, tud.Subset):
+            dataset, index = dataset.dataset, dataset.indices[index]
+        elif isinstance(dataset, tud.ConcatDataset):
+            part = bisect.bisect_right(dataset.cumulative_sizes, index)
+            index -= dataset.cumulative_sizes[part - 1] if part else 0
+            dataset = dataset.datasets[part]
+        else:
+            break
     for attribute in ("samples", "imgs", "images"):
         listed = getattr(dataset, attribute, None)
         try:

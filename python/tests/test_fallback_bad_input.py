@@ -137,3 +137,22 @@ def test_a_fallback_with_spawned_workers_keeps_the_policy(files):
     files[7].write_bytes(b"")
     loader = fallback(MeanCentred(files), num_workers=2, multiprocessing_context="spawn", timeout=120)
     assert torch.cat([y for _, y in loader]).tolist() == [0, 1, 2, 3, 4, 5, 6, 8, 8, 9]
+
+
+def test_a_damaged_file_under_subsets_and_concatenations_is_named_by_the_file_its_dataset_lists(files):
+    # An error that names no file (here torch's own decoder's), the path found through the
+    # Subset and ConcatDataset that hold it.
+    class Listed(MeanCentred):
+        def __init__(self, files):
+            super().__init__(files)
+            self.samples = [(str(f), 0) for f in files]
+
+        def __getitem__(self, i):
+            if i == 4:
+                raise OSError("a read failed somewhere")
+            return super().__getitem__(i)
+
+    dataset = tud.ConcatDataset([tud.Subset(Listed(files[:5]), [0, 1]), tud.Subset(Listed(files), [2, 3, 4, 5])])
+    loader = fallback(dataset)
+    with pytest.warns(SkippedSampleWarning, match=rf"skipped sample 4 \({re.escape(str(files[4]))}\): cannot be loaded; replaced by sample 5"):
+        assert torch.cat([y for _, y in loader]).tolist() == [0, 1, 2, 3, 5, 5]
