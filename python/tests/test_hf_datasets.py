@@ -743,3 +743,29 @@ def test_an_image_whose_header_is_gone_in_a_table_of_one_size_is_named_and_repla
     with pytest.warns(hpuload.torch.SkippedSampleWarning, match=rf"skipped sample 3 \({damaged}\)"):
         batches = [b["pixel_values"] for b in loader]
     assert sum(len(b) for b in batches) == len(ds) and all(b.shape[1:] == (3, 40, 48) for b in batches)
+
+
+def test_a_damaged_image_in_a_table_that_goes_to_torchs_loader_is_named_and_replaced(jpeg_folder, tmp_path):
+    """A text-to-image table (an image and a caption, diffusers' shape) goes to torch's loader;
+    hpuload's policy still holds there: the damaged image named, its row replaced by the next
+    (`datasets` fetches a batch at once, through `__getitems__`)."""
+    files = []
+    for k, jpg in enumerate(sorted(jpeg_folder.rglob("*.jpg"))[:8]):
+        files.append(str(tmp_path / f"{k}.jpg"))
+        (tmp_path / f"{k}.jpg").write_bytes(jpg.read_bytes())
+    (tmp_path / "3.jpg").write_bytes(b"\xff\xd8\xff\xe0")
+    ds = datasets.Dataset.from_dict({"image": files, "text": [f"caption {k}" for k in range(8)]}).cast_column("image", datasets.Image())
+    tf = T.Compose([T.Resize(16), T.CenterCrop(16), T.ToTensor()])
+
+    def preprocess(examples):
+        examples["pixel_values"] = [tf(image.convert("RGB")) for image in examples["image"]]
+        return examples
+
+    def collate(examples):
+        return {"pixel_values": torch.stack([e["pixel_values"] for e in examples]), "text": [e["text"] for e in examples]}
+
+    with pytest.warns(FallbackWarning, match="not one Image and a label column"):
+        loader = DataLoader(ds.with_transform(preprocess), batch_size=4, collate_fn=collate)
+    with pytest.warns(hpuload.torch.SkippedSampleWarning, match=rf"skipped sample 3 \({tmp_path / '3.jpg'}\): cannot be loaded; replaced by sample 4"):
+        texts = [t for b in loader for t in b["text"]]
+    assert texts == [f"caption {k}" for k in (0, 1, 2, 4, 4, 5, 6, 7)]
