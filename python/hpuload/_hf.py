@@ -196,9 +196,12 @@ def hf_source(dataset, pipeline, transform):
     images = [k for k, f in features.items() if isinstance(f, Image)]
     labels = [k for k, f in features.items() if isinstance(f, ClassLabel)]
     labels = labels or [k for k in ("label", "labels") if k in features]
-    if len(images) != 1 or not labels:
+    # Without a label (an image and its captions), the dataset's function runs itself on each
+    # batch's other columns (`_hf_rows`).
+    unlabelled = not labels and pipeline is None and transform is None and getattr(dataset, "_format_type", None) == "custom"
+    if len(images) != 1 or not (labels or unlabelled):
         raise Unfit(f"the dataset's features {list(features)} are not one Image and a label column", D)
-    image_column, label_column = images[0], labels[0]
+    image_column, label_column = images[0], (labels[0] if labels else None)
     if features[image_column].decode is False:
         raise Unfit("the Image column has decode=False (the transform gets bytes, not images)", D)
     mode = getattr(features[image_column], "mode", None)
@@ -224,7 +227,35 @@ def hf_source(dataset, pipeline, transform):
         raise Unfit(f"{len(rows)} rows found for a dataset of {len(dataset)}", D)
     keys = (image_column, label_column, False)
     watch = None
-    if pipeline is not None:
+    rows_now = None
+    if unlabelled:
+        from ._hf_rows import RowFunction
+
+        rows_now = Rows()
+
+        def translate_rows():
+            found = _hf_transform(dataset, None)
+            if _is_image_processor(found):
+                raise Unfit("an image processor beside the captions (hpuload runs a torchvision transform there)", FallbackReason.TRANSFORM)
+            function = RowFunction(dataset, image_column, found)
+            function.check(found, _rows_to_check(len(dataset)), _draws_from)
+            if function.unconverted:
+                odd = _first_row(dataset, image_column, lambda mode: mode if mode not in (None, "RGB") else None)
+                if odd is not None:
+                    raise Unfit(
+                        f"{function.name} (the dataset's transform) hands it each image in its own mode, and row "
+                        f"{odd[0]} is in mode {odd[1]}, while hpuload decodes every image to RGB (convert the images "
+                        "to RGB in it to run natively)",
+                        FallbackReason.TRANSFORM,
+                    )
+            rows_now.function = function
+            common: dict = {}
+            return _sized(found, common, lambda: _common_size(dataset, image_column, _datasets_turns()))
+
+        watch = TransformWatch(lambda: dataset._format_kwargs.get("transform"), translate_rows)
+        pipe, dtype = watch.translated
+        keys = None
+    elif pipeline is not None:
         pipe, dtype = _pipeline(pipeline), "f32"
     else:
         # `set_transform` again (or the one transform it reaches, replaced or edited) is
@@ -248,11 +279,21 @@ def hf_source(dataset, pipeline, transform):
         )
         pipe, dtype = watch.translated
     all_rows = None if rows == list(range(offset)) else rows
-    table = ArrowSource(files=files, rows=all_rows, image_column=image_column, label_column=label_column)
-    classes = list(features[label_column].names) if isinstance(features[label_column], ClassLabel) else None
+    table = ArrowSource(files=files, rows=all_rows, image_column=image_column, label_column=label_column, unlabelled=unlabelled)
+    classes = list(features[label_column].names) if label_column and isinstance(features[label_column], ClassLabel) else None
     # `datasets` turns each image by its EXIF orientation as it decodes it; so does the loader.
     source = {"source": table, "sample_keys": keys, "watch": watch, "exif_orientation": _datasets_turns()}
+    if rows_now is not None:
+        source["row_function"] = rows_now
     return source, pipe, dtype, classes
+
+
+class Rows:
+    """The `_hf_rows.RowFunction` a loader runs on each batch: the one the last translation of
+    the dataset's function made (the `TransformWatch` translates it again at each epoch's
+    start)."""
+
+    function = None
 
 
 def _sized(transform, common: dict, find_size):

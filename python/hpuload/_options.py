@@ -93,7 +93,8 @@ class ShardSource:
 @dataclass(frozen=True)
 class ArrowSource:
     """A `datasets` table in Arrow files: `files` in order, or `spec` (a `save_to_disk` folder
-    or one file); `rows`, an indices mapping; the columns as the metadata says unless named."""
+    or one file); `rows`, an indices mapping; the columns as the metadata says unless named;
+    `unlabelled`: read without labels (every row's is 0), a table of images and captions."""
 
     kind: ClassVar[str] = "arrow"
     files: list[str] = field(default_factory=list)
@@ -101,6 +102,7 @@ class ArrowSource:
     rows: list[int] | None = None
     image_column: str | None = None
     label_column: str | None = None
+    unlabelled: bool = False
 
 
 @dataclass(frozen=True)

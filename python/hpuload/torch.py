@@ -1112,8 +1112,13 @@ class _Loader:
         labels_as=None,
         samples_watch=None,
         sample_extras=None,
+        row_function=None,
     ):
         self.dataset = dataset
+        #: A table of images and captions: the dataset's function, run on each batch's other
+        #: columns with the native images (`_hf.Rows`, its `function` that of the last
+        #: translation); None: the samples are (image, label).
+        self._rows = row_function
         #: Per dataset index, the plain values its `__getitem__` returns after the label
         #: (`(image, label, index)`); None: it returns pairs.
         self._extras = sample_extras
@@ -1789,6 +1794,14 @@ class _Loader:
                         with self._seeded(epoch, batch.step):
                             out = collate(samples)
                         yield out
+                elif self._rows is not None:
+                    # The dataset's own function makes each sample from its other columns.
+                    function, indices = self._rows.function, self.last_indices
+                    with self._seeded(epoch, batch.step):
+                        out = _collate.call(
+                            collate or tud.default_collate, images, lambda views: function.samples(views, indices)
+                        )
+                    yield out
                 elif collate is None:
                     # What default_collate makes of the samples.
                     _collate.mark(images)
@@ -1945,6 +1958,7 @@ def _common(dataset, a: dict, own: dict):
             FallbackReason.ARGUMENT,
         )
     sample_extras = source.pop("sample_extras", None)
+    row_function = source.pop("row_function", None)
     samples_watch = source.pop("samples_watch", None)
     if a.get("persistent_workers") and a.get("num_workers"):
         # torch's workers, started once, keep the dataset as it was then.
@@ -2001,6 +2015,7 @@ def _common(dataset, a: dict, own: dict):
         labels_as=labels_as,
         samples_watch=samples_watch,
         sample_extras=sample_extras,
+        row_function=row_function,
     )
 
 

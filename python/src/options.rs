@@ -224,6 +224,7 @@ pub(crate) fn source(given: &Bound<'_, PyAny>) -> PyResult<Opener> {
                 columns: ColumnChoice {
                     image: p.image_column,
                     label: p.label_column,
+                    unlabelled: false,
                 },
                 window_rows: p.window_rows.max(1),
                 remote: p.storage.remote()?,
@@ -360,6 +361,7 @@ struct Arrow {
     rows: Option<Vec<u64>>,
     image_column: Option<String>,
     label_column: Option<String>,
+    unlabelled: bool,
 }
 
 impl Arrow {
@@ -368,6 +370,7 @@ impl Arrow {
             columns: ColumnChoice {
                 image: self.image_column,
                 label: self.label_column,
+                unlabelled: self.unlabelled,
             },
             rows: self.rows,
         };

@@ -745,16 +745,17 @@ def test_an_image_whose_header_is_gone_in_a_table_of_one_size_is_named_and_repla
     assert sum(len(b) for b in batches) == len(ds) and all(b.shape[1:] == (3, 40, 48) for b in batches)
 
 
-def test_a_damaged_image_in_a_table_that_goes_to_torchs_loader_is_named_and_replaced(jpeg_folder, tmp_path):
-    """A text-to-image table (an image and a caption, diffusers' shape) goes to torch's loader;
-    hpuload's policy still holds there: the damaged image named, its row replaced by the next
-    (`datasets` fetches a batch at once, through `__getitems__`)."""
+def test_a_damaged_image_in_a_table_of_images_and_captions_is_named_and_its_row_replaced(jpeg_folder, tmp_path):
+    """An image and a caption per row (diffusers' shape), the function's other keys made from
+    the row that replaces the damaged one, as the image is."""
     files = []
     for k, jpg in enumerate(sorted(jpeg_folder.rglob("*.jpg"))[:8]):
         files.append(str(tmp_path / f"{k}.jpg"))
         (tmp_path / f"{k}.jpg").write_bytes(jpg.read_bytes())
     (tmp_path / "3.jpg").write_bytes(b"\xff\xd8\xff\xe0")
     ds = datasets.Dataset.from_dict({"image": files, "text": [f"caption {k}" for k in range(8)]}).cast_column("image", datasets.Image())
+    ds.save_to_disk(str(tmp_path / "saved"))  # the bytes embedded, the damaged ones too
+    ds = datasets.load_from_disk(str(tmp_path / "saved"))
     tf = T.Compose([T.Resize(16), T.CenterCrop(16), T.ToTensor()])
 
     def preprocess(examples):
@@ -764,8 +765,170 @@ def test_a_damaged_image_in_a_table_that_goes_to_torchs_loader_is_named_and_repl
     def collate(examples):
         return {"pixel_values": torch.stack([e["pixel_values"] for e in examples]), "text": [e["text"] for e in examples]}
 
-    with pytest.warns(FallbackWarning, match="not one Image and a label column"):
-        loader = DataLoader(ds.with_transform(preprocess), batch_size=4, collate_fn=collate)
-    with pytest.warns(hpuload.torch.SkippedSampleWarning, match=rf"skipped sample 3 \({tmp_path / '3.jpg'}\): cannot be loaded; replaced by sample 4"):
-        texts = [t for b in loader for t in b["text"]]
-    assert texts == [f"caption {k}" for k in (0, 1, 2, 4, 4, 5, 6, 7)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(ds.with_transform(preprocess), batch_size=4, collate_fn=collate, backend="cpu")
+    with pytest.warns(hpuload.torch.SkippedSampleWarning, match=r"skipped sample 3 \(.*row 3\)"):
+        batches = [(b["text"], list(loader.last_indices)) for b in loader]
+    indices = [i for _, b in batches for i in b]
+    assert len(indices) == 8 and 3 not in indices
+    assert [t for b, _ in batches for t in b] == [f"caption {i}" for i in indices]
+
+
+# --- Images and captions: diffusers' text-to-image fine-tuning ----------------------------------
+
+
+def caption_table(jpeg_folder, tmp_path, n=12, captions_per_row=1):
+    """A `save_to_disk` table of an image and its caption (or several), as the text-to-image
+    datasets on the hub are."""
+    files = [str(p) for p in sorted(jpeg_folder.rglob("*.jpg"))[:n]]
+    text = [f"a photo number {k} of a thing" for k in range(n)]
+    if captions_per_row > 1:
+        text = [[f"take {j}: {t}" for j in range(captions_per_row)] for t in text]
+    ds = datasets.Dataset.from_dict({"image": files, "text": text}).cast_column("image", datasets.Image())
+    ds.save_to_disk(str(tmp_path / "captions"))
+    return datasets.load_from_disk(str(tmp_path / "captions"))
+
+
+def tokenizer(captions):
+    """A stand-in for CLIP's tokenizer (no vocabulary offline): 24 ids per caption, padded."""
+    ids = [[ord(c) % 97 for c in caption[:24]] + [0] * (24 - len(caption[:24])) for caption in captions]
+    return torch.tensor(ids)
+
+
+def diffusers_preprocess(train_transforms, image_column="image", caption_column="text"):
+    """`train_text_to_image.py`'s `preprocess_train`, as it is written there."""
+    import random
+
+    def tokenize_captions(examples, is_train=True):
+        captions = []
+        for caption in examples[caption_column]:
+            if isinstance(caption, str):
+                captions.append(caption)
+            elif isinstance(caption, (list, np.ndarray)):
+                captions.append(random.choice(caption) if is_train else caption[0])
+        return tokenizer(captions)
+
+    def preprocess_train(examples):
+        images = [image.convert("RGB") for image in examples[image_column]]
+        examples["pixel_values"] = [train_transforms(image) for image in images]
+        examples["input_ids"] = tokenize_captions(examples)
+        return examples
+
+    return preprocess_train
+
+
+def diffusers_collate(examples):
+    pixel_values = torch.stack([example["pixel_values"] for example in examples])
+    pixel_values = pixel_values.to(memory_format=torch.contiguous_format).float()
+    input_ids = torch.stack([example["input_ids"] for example in examples])
+    return {"pixel_values": pixel_values, "input_ids": input_ids}
+
+
+def diffusers_transforms(resolution, center_crop, random_flip):
+    return T.Compose(
+        [
+            T.Resize(resolution, interpolation=T.InterpolationMode.BILINEAR),
+            T.CenterCrop(resolution) if center_crop else T.RandomCrop(resolution),
+            T.RandomHorizontalFlip() if random_flip else T.Lambda(lambda x: x),
+            T.ToTensor(),
+            T.Normalize([0.5], [0.5]),
+        ]
+    )
+
+
+def test_diffusers_text_to_image_loader_runs_natively_with_torchs_batches(jpeg_folder, tmp_path):
+    ds = caption_table(jpeg_folder, tmp_path).with_transform(diffusers_preprocess(diffusers_transforms(32, True, False)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        ours = DataLoader(ds, shuffle=False, collate_fn=diffusers_collate, batch_size=4, num_workers=2, backend="cpu")
+    theirs = torch.utils.data.DataLoader(ds, shuffle=False, collate_fn=diffusers_collate, batch_size=4)
+    n = 0
+    for a, b in zip(ours, theirs, strict=True):
+        assert list(a) == ["pixel_values", "input_ids"] and a["pixel_values"].shape == (4, 3, 32, 32)
+        assert torch.equal(a["input_ids"], b["input_ids"])
+        assert (a["pixel_values"] - b["pixel_values"]).abs().max() <= 2 / 255 + 1e-6  # the CPU path's resize: 1 level
+        n += 1
+    assert n == 3
+
+
+def test_diffusers_random_crops_flips_and_caption_choices_run_natively_from_each_rows_own(jpeg_folder, tmp_path):
+    ds = caption_table(jpeg_folder, tmp_path, captions_per_row=3)
+    ds = ds.with_transform(diffusers_preprocess(diffusers_transforms(24, False, True)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(ds, shuffle=True, collate_fn=diffusers_collate, batch_size=4, seed=3, backend="cpu")
+    chosen = set()
+    for epoch in range(3):
+        for batch in loader:
+            assert batch["pixel_values"].shape == (4, 3, 24, 24) and batch["pixel_values"].dtype == torch.float32
+            for k, row in enumerate(loader.last_indices):
+                options = [tokenizer([f"take {j}: a photo number {row} of a thing"])[0] for j in range(3)]
+                which = [j for j, o in enumerate(options) if torch.equal(o, batch["input_ids"][k])]
+                assert which, (row, batch["input_ids"][k])
+                chosen.add((row, which[0]))
+    assert len(chosen) > 20  # each row's captions drawn, not one fixed
+
+
+def test_a_caption_function_that_reads_the_image_otherwise_goes_to_torch_naming_it(jpeg_folder, tmp_path):
+    transform = diffusers_transforms(24, True, False)
+
+    def preprocess(examples):
+        examples["original_sizes"] = [image.size for image in examples["image"]]  # SDXL's script does this
+        examples["pixel_values"] = [transform(image.convert("RGB")) for image in examples["image"]]
+        return examples
+
+    ds = caption_table(jpeg_folder, tmp_path).with_transform(preprocess)
+    with pytest.warns(FallbackWarning, match=r"preprocess .*reads the image's 'size'"):
+        DataLoader(ds, collate_fn=diffusers_collate, batch_size=4)
+
+
+def test_a_caption_function_drawing_from_torch_beside_the_transform_goes_to_torch(jpeg_folder, tmp_path):
+    transform = diffusers_transforms(24, False, True)
+
+    def preprocess(examples):
+        examples["pixel_values"] = [transform(image.convert("RGB")) for image in examples["image"]]
+        examples["noise"] = [torch.rand(()) for _ in examples["text"]]  # drawn from torch, after the transform's
+        return examples
+
+    ds = caption_table(jpeg_folder, tmp_path).with_transform(preprocess)
+    with pytest.warns(FallbackWarning, match=r"preprocess .*gives row \d+ another 'noise'"):
+        DataLoader(ds, batch_size=4)
+
+
+def test_a_caption_loader_resumed_mid_epoch_gives_the_batches_the_run_would_have(jpeg_folder, tmp_path):
+    from conftest import state_after
+
+    ds = caption_table(jpeg_folder, tmp_path, captions_per_row=3)
+    ds = ds.with_transform(diffusers_preprocess(diffusers_transforms(24, False, True)))
+
+    def make():
+        return DataLoader(ds, shuffle=True, collate_fn=diffusers_collate, batch_size=4, seed=9, backend="cpu")
+
+    whole = [{k: v.clone() for k, v in b.items()} for b in make()]
+    resumed = make()
+    resumed.load_state_dict(state_after(make(), 1))
+    rest = list(resumed)
+    assert len(rest) == 2
+    for a, b in zip(rest, whole[1:]):
+        assert torch.equal(a["input_ids"], b["input_ids"]) and torch.equal(a["pixel_values"], b["pixel_values"])
+
+
+def test_a_caption_function_handing_grey_images_unconverted_goes_to_torch_naming_the_row(jpeg_folder, tmp_path):
+    from PIL import Image
+
+    grey = tmp_path / "grey.jpg"
+    Image.open(sorted(jpeg_folder.rglob("*.jpg"))[0]).convert("L").save(grey)
+    files = [str(p) for p in sorted(jpeg_folder.rglob("*.jpg"))[1:12]]
+    files.insert(2, str(grey))  # not among the rows the function is checked on (0, 3, 6, 9, 11)
+    ds = datasets.Dataset.from_dict({"image": files, "text": ["a caption"] * 12}).cast_column("image", datasets.Image())
+    ds.save_to_disk(str(tmp_path / "saved"))
+    ds = datasets.load_from_disk(str(tmp_path / "saved"))
+    transform = T.Compose([T.Resize(16), T.CenterCrop(16), T.ToTensor()])
+
+    def preprocess(examples):  # no convert("RGB"): torch's loader gives the grey one channel
+        examples["pixel_values"] = [transform(image) for image in examples["image"]]
+        return examples
+
+    with pytest.warns(FallbackWarning, match=r"preprocess .*own mode, and row 2 is in mode L"):
+        DataLoader(ds.with_transform(preprocess), batch_size=2)

@@ -336,6 +336,7 @@ impl DataArgs {
                 columns: hpuload::source::hf::ColumnChoice {
                     image: self.image_column.clone(),
                     label: self.label_column.clone(),
+                    unlabelled: false,
                 },
                 ..Default::default()
             };

@@ -330,7 +330,10 @@ pub fn scan_bytes(
             batch: batch_no,
             source,
         })?;
-        let labels = hf::labels(&batch, found.label);
+        let labels = match found.label {
+            Some(column) => hf::labels(&batch, column),
+            None => vec![Ok(0); batch.num_rows()],
+        };
         for (r, label) in labels.into_iter().enumerate() {
             let image = match image.cell(r) {
                 ImageCell::Bytes(b) => {

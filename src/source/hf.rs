@@ -17,8 +17,9 @@ use arrow_schema::{DataType, Schema};
 pub struct HfColumns {
     /// The image column's position among the schema's fields.
     pub image: usize,
-    /// The label column's position.
-    pub label: usize,
+    /// The label column's position; None for a table read without labels
+    /// (`ColumnChoice::unlabelled`), whose rows all get label 0.
+    pub label: Option<usize>,
     /// Class names by label (from a `ClassLabel` feature), or empty.
     pub classes: Vec<String>,
 }
@@ -32,6 +33,9 @@ pub struct ColumnChoice {
     /// The label column (default: the `ClassLabel` feature, else a column named `label`,
     /// `labels` or `cls`).
     pub label: Option<String>,
+    /// Read the table without labels (a text-to-image table: an image and its captions):
+    /// every row's label is 0, and `label` is not looked for.
+    pub unlabelled: bool,
 }
 
 const IMAGE_NAMES: &[&str] = &["image", "img", "jpg", "jpeg", "png"];
@@ -158,11 +162,18 @@ pub fn find_columns(schema: &Schema, choice: &ColumnChoice) -> Result<HfColumns,
             mode: mode.into(),
         });
     }
-    let label = find(&choice.label, "ClassLabel", LABEL_NAMES, "label")?;
     image_kind(schema.field(image).data_type()).ok_or_else(|| TableError::ImageType {
         name: names[image].into(),
         found: schema.field(image).data_type().to_string(),
     })?;
+    if choice.unlabelled {
+        return Ok(HfColumns {
+            image,
+            label: None,
+            classes: Vec::new(),
+        });
+    }
+    let label = find(&choice.label, "ClassLabel", LABEL_NAMES, "label")?;
     if !schema.field(label).data_type().is_integer() {
         return Err(TableError::LabelType {
             name: names[label].into(),
@@ -182,7 +193,7 @@ pub fn find_columns(schema: &Schema, choice: &ColumnChoice) -> Result<HfColumns,
         .unwrap_or_default();
     Ok(HfColumns {
         image,
-        label,
+        label: Some(label),
         classes,
     })
 }
@@ -360,7 +371,7 @@ mod tests {
         ])
         .with_metadata(HashMap::from([("huggingface".into(), meta.into())]));
         let found = find_columns(&schema, &ColumnChoice::default()).unwrap();
-        assert_eq!((found.image, found.label), (1, 2));
+        assert_eq!((found.image, found.label), (1, Some(2)));
         assert_eq!(found.classes, ["cat", "dog"]);
     }
 
@@ -391,6 +402,24 @@ mod tests {
     }
 
     #[test]
+    fn an_unlabelled_table_needs_no_label_column() {
+        let schema = Schema::new(vec![
+            Field::new("image", image_type(), true),
+            Field::new("text", DataType::Utf8, true),
+        ]);
+        assert!(matches!(
+            find_columns(&schema, &ColumnChoice::default()),
+            Err(TableError::NoColumn { what: "label", .. })
+        ));
+        let choice = ColumnChoice {
+            unlabelled: true,
+            ..ColumnChoice::default()
+        };
+        let found = find_columns(&schema, &choice).unwrap();
+        assert_eq!((found.image, found.label), (0, None));
+    }
+
+    #[test]
     fn without_metadata_columns_are_found_by_name_or_named_by_the_user() {
         let schema = Schema::new(vec![
             Field::new("image", image_type(), true),
@@ -398,12 +427,12 @@ mod tests {
             Field::new("fine_label", DataType::Int32, true),
         ]);
         let found = find_columns(&schema, &ColumnChoice::default()).unwrap();
-        assert_eq!((found.image, found.label), (0, 1));
+        assert_eq!((found.image, found.label), (0, Some(1)));
         let choice = ColumnChoice {
             label: Some("fine_label".into()),
             ..ColumnChoice::default()
         };
-        assert_eq!(find_columns(&schema, &choice).unwrap().label, 2);
+        assert_eq!(find_columns(&schema, &choice).unwrap().label, Some(2));
         let missing = ColumnChoice {
             label: Some("coarse".into()),
             ..ColumnChoice::default()

@@ -174,6 +174,9 @@ impl ParquetDataset {
                     .map_err(|e| bad(&e))?;
             let found =
                 hf::find_columns(metadata.schema(), &options.columns).map_err(|why| bad(&why))?;
+            let label = found
+                .label
+                .ok_or_else(|| bad(&"a Parquet table is read with its labels"))?;
             match &columns {
                 None => columns = Some(found.clone()),
                 Some(c) if *c == found => {}
@@ -198,12 +201,12 @@ impl ParquetDataset {
                             group.num_rows()
                         ))
                     })?;
-                let range = chunk_range(&meta, g, &[found.image, found.label])
+                let range = chunk_range(&meta, g, &[found.image, label])
                     .map_err(|why| bad(&why.in_group(g)))?;
                 let first = entries.len();
-                let labels = chunk_range(&meta, g, &[found.label])
+                let labels = chunk_range(&meta, g, &[label])
                     .and_then(|range| file.span(range, store.as_ref()))
-                    .and_then(|span| hf::guarded(|| read_group(span, &metadata, g, found.label)))
+                    .and_then(|span| hf::guarded(|| read_group(span, &metadata, g, label)))
                     .map(|batch| hf::labels(&batch, 0))
                     .map_err(|why| bad(&why.in_group(g)))?;
                 let row0: usize = meta.row_groups()[..g]
