@@ -7,6 +7,9 @@ for the Hugging Face path (session 82).
 
 usage: python hf_fuzz.py FOLDER [CASES=200] [SEED=0]
   FOLDER  transform_sweep_images.py's set (class folders of PNGs), as for transform_fuzz.py
+  CAPTIONS=1 (environment): the table saved with a caption column instead of its labels (a
+  text-to-image table, session 96), the functions diffusers-shaped ones that tokenize the
+  captions beside the transform, some reading the images otherwise or drawing from torch.
 Outcomes as transform_fuzz.py's; every value of each batch is compared (images within a level,
 labels exactly).
 """
@@ -67,6 +70,81 @@ def function(rng, tf):
     return kind, fns[kind]
 
 
+def tokens(captions):
+    """Character ids of each caption, 12 a caption (a stand-in tokenizer)."""
+    return torch.tensor([[ord(c) % 97 for c in t[:12]] + [0] * (12 - len(t[:12])) for t in captions])
+
+
+def caption_function(rng, tf):
+    """(name, fn): a random diffusers-shaped function over a batch of images and captions."""
+    kind = rng.choice(["example", "example", "new_dict", "twice", "no_convert", "size", "torch_draw", "first_of"])
+
+    def example(batch):
+        batch["pixel_values"] = [tf(im.convert("RGB")) for im in batch["image"]]
+        batch["input_ids"] = tokens(batch["text"])
+        return batch
+
+    def new_dict(batch):
+        return {"input_ids": tokens(batch["text"]), "pixel_values": [tf(im.convert("RGB")) for im in batch["image"]]}
+
+    def twice(batch):
+        images = [im.convert("RGB") for im in batch["image"]]
+        batch["pixel_values"] = [tf(im) for im in images]
+        batch["again"] = [tf(im) for im in images]
+        batch["input_ids"] = tokens(batch["text"])
+        return batch
+
+    def no_convert(batch):
+        batch["pixel_values"] = [tf(im) for im in batch["image"]]
+        batch["input_ids"] = tokens(batch["text"])
+        return batch
+
+    def size(batch):
+        batch["sizes"] = [im.size for im in batch["image"]]
+        batch["pixel_values"] = [tf(im.convert("RGB")) for im in batch["image"]]
+        return batch
+
+    def torch_draw(batch):
+        batch["pixel_values"] = [tf(im.convert("RGB")) for im in batch["image"]]
+        batch["noise"] = [torch.rand(()) for _ in batch["text"]]
+        return batch
+
+    def first_of(batch):
+        batch["pixel_values"] = [tf(im.convert("RGB")) for im in batch["image"]]
+        batch["input_ids"] = tokens([t.split(",")[0] for t in batch["text"]])
+        return batch
+
+    fns = {"example": example, "new_dict": new_dict, "twice": twice, "no_convert": no_convert, "size": size,
+           "torch_draw": torch_draw, "first_of": first_of}
+    return kind, fns[kind]
+
+
+def caption_collate_of(kind, rng):
+    if kind in ("size", "torch_draw") or rng.random() < 0.3:
+        from torch.utils.data import default_collate
+
+        def every_key(examples):  # what default_collate makes of each key but the images
+            return {k: default_collate([e[k] for e in examples]) for k in examples[0] if k != "image"}
+
+        return "every_key", every_key
+
+    def collate_fn(examples):
+        return {"pixel_values": torch.stack([e["pixel_values"] for e in examples]), "input_ids": torch.stack([e["input_ids"] for e in examples])}
+
+    return "example", collate_fn
+
+
+def captioned(table, cache):
+    """`table` saved with a caption per row in place of its label."""
+    import datasets
+
+    words = ["a", "photo", "of", "red", "dog", "tree", "house", "at", "night"]
+    text = [", ".join(" ".join(words[(i * 7 + j) % len(words)] for j in range(3 + i % 4)) for _ in range(2)) for i in range(len(table))]
+    out = table.remove_columns("label").add_column("text", text)
+    out.save_to_disk(os.path.join(cache, "captions"))
+    return datasets.load_from_disk(os.path.join(cache, "captions"))
+
+
 def collate_of(kind, rng):
     image_key = "image" if kind == "key" else "pixel_values"
     label_key = "labels" if kind == "new_dict" else "label"
@@ -106,15 +184,20 @@ def main():
     datasets.disable_progress_bars()
     with tempfile.TemporaryDirectory(prefix="hf_fuzz") as cache:
         table = datasets.load_dataset("imagefolder", data_dir=ROOT, split="train", cache_dir=cache)
-        search(table, rng, cases)
+        captions = os.environ.get("CAPTIONS") == "1"
+        search(captioned(table, cache) if captions else table, rng, cases, captions)
 
 
-def search(table, rng, cases):
+def search(table, rng, cases, captions=False):
     tally = {}
     for i in range(cases):
         tname, tf = transform_fuzz.composition(rng)
-        kind, fn = function(rng, tf)
-        cname, collate = collate_of(kind, rng)
+        if captions:
+            kind, fn = caption_function(rng, tf)
+            cname, collate = caption_collate_of(kind, rng)
+        else:
+            kind, fn = function(rng, tf)
+            cname, collate = collate_of(kind, rng)
         how = rng.choice(["set", "with"])
         name = f"[fn={kind} collate={cname} {how}_transform] {tname}"
         try:
