@@ -196,12 +196,15 @@ def hf_source(dataset, pipeline, transform):
     images = [k for k, f in features.items() if isinstance(f, Image)]
     labels = [k for k, f in features.items() if isinstance(f, ClassLabel)]
     labels = labels or [k for k in ("label", "labels") if k in features]
-    # Without a label (an image and its captions), the dataset's function runs itself on each
-    # batch's other columns (`_hf_rows`).
-    unlabelled = not labels and pipeline is None and transform is None and getattr(dataset, "_format_type", None) == "custom"
+    # Without a label (an image and its captions), or where it makes more than the image
+    # tensor and the label, the dataset's function runs itself on each batch's other columns
+    # (`_hf_rows`).
+    function = pipeline is None and transform is None and getattr(dataset, "_format_type", None) == "custom"
+    unlabelled = not labels and function
     if len(images) != 1 or not (labels or unlabelled):
         raise Unfit(f"the dataset's features {list(features)} are not one Image and a label column", D)
     image_column, label_column = images[0], (labels[0] if labels else None)
+    by_rows = unlabelled or (function and _makes_more(dataset, image_column, label_column))
     if features[image_column].decode is False:
         raise Unfit("the Image column has decode=False (the transform gets bytes, not images)", D)
     mode = getattr(features[image_column], "mode", None)
@@ -228,7 +231,7 @@ def hf_source(dataset, pipeline, transform):
     keys = (image_column, label_column, False)
     watch = None
     rows_now = None
-    if unlabelled:
+    if by_rows:
         from ._hf_rows import RowFunction
 
         rows_now = Rows()
@@ -641,28 +644,46 @@ def _same_label(a, b) -> bool:
         return a == b
 
 
+def _first_sample(dataset) -> tuple[Any, str | None]:
+    """`(sample, failure)`: what the dataset gives for the first of `_rows_to_check` it can
+    run on (a damaged row is the loader's to name and skip), None if none, and the first
+    failure met. The global generators are left as they were, so that a script's later draws
+    (model initialisation) are those it gets with torch's loader."""
+    import random
+
+    states = (torch.get_rng_state(), random.getstate())
+    failure = None
+    try:
+        for row in _rows_to_check(len(dataset)):
+            try:
+                return dataset[row], failure
+            except Exception as e:
+                failure = failure or f"row {row}: {type(e).__name__}: {e}"
+    finally:
+        torch.set_rng_state(states[0])
+        random.setstate(states[1])
+    return None, failure
+
+
+def _makes_more(dataset, image_column: str, label_column: str) -> bool:
+    """Whether the dataset's function gives its samples keys beyond one image tensor, the
+    label (as the column's name, `labels` or `label`) and the image column: the token ids of
+    a caption, a table's other columns. Those come from the function itself (`_hf_rows`)."""
+    first, _ = _first_sample(dataset)
+    if not isinstance(first, dict):
+        return False
+    tensors = [k for k, v in first.items() if isinstance(v, torch.Tensor) and v.dim() == 3]
+    known = {*tensors[:1], image_column, label_column, "labels", "label"}
+    return len(tensors) == 1 and any(k not in known for k in first)
+
+
 def _hf_sample_keys(dataset, label_column: str) -> tuple[str, str, bool]:
     """The keys of the image tensor and the label in what the dataset's transform returns,
     and whether the label's comes first (the order the loader's dicts keep), learnt from its
     first sample (or the first of `_rows_to_check` it can run on: a damaged
     row is the loader's to name and skip)."""
     T = FallbackReason.TRANSFORM
-    # The transform draws from the global generators; leave them as they were, so that a
-    # script's later draws (model initialisation) are those it gets with torch's loader.
-    import random
-
-    states = (torch.get_rng_state(), random.getstate())
-    first, failure = None, None
-    try:
-        for row in _rows_to_check(len(dataset)):
-            try:
-                first = dataset[row]
-                break
-            except Exception as e:
-                failure = failure or f"row {row}: {type(e).__name__}: {e}"
-    finally:
-        torch.set_rng_state(states[0])
-        random.setstate(states[1])
+    first, failure = _first_sample(dataset)
     if failure is not None and first is None:
         raise Unfit(f"the dataset's transform could not be run on any row checked ({failure})", T)
     if not isinstance(first, dict):

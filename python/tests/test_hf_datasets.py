@@ -932,3 +932,32 @@ def test_a_caption_function_handing_grey_images_unconverted_goes_to_torch_naming
 
     with pytest.warns(FallbackWarning, match=r"preprocess .*own mode, and row 2 is in mode L"):
         DataLoader(ds.with_transform(preprocess), batch_size=2)
+
+
+def test_a_labelled_tables_function_that_adds_keys_runs_natively_with_every_key_torch_gives(jpeg_folder, tmp_path):
+    """A function that makes more than the image tensor and the label (here a caption's token
+    ids, beside the table's own file name column) gives every key, as torch's loader does; it
+    lost the others before."""
+    files = [str(p) for p in sorted(jpeg_folder.rglob("*.jpg"))[:8]]
+    ds = datasets.Dataset.from_dict(
+        {"image": files, "label": [k % 3 for k in range(8)], "name": [f"file {k}" for k in range(8)]}
+    ).cast_column("image", datasets.Image())
+    ds.save_to_disk(str(tmp_path / "saved"))
+    ds = datasets.load_from_disk(str(tmp_path / "saved"))
+    transform = T.Compose([T.Resize(16), T.CenterCrop(16), T.PILToTensor()])
+
+    def preprocess(examples):
+        examples["pixel_values"] = [transform(image.convert("RGB")) for image in examples["image"]]
+        examples["input_ids"] = tokenizer(examples["name"])
+        del examples["image"]
+        return examples
+
+    ds = ds.with_transform(preprocess)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        ours = list(DataLoader(ds, batch_size=4, backend="cpu"))
+    theirs = list(torch.utils.data.DataLoader(ds, batch_size=4))
+    for a, b in zip(ours, theirs, strict=True):
+        assert list(a) == list(b) == ["label", "name", "pixel_values", "input_ids"]
+        assert torch.equal(a["label"], b["label"]) and a["name"] == b["name"] and torch.equal(a["input_ids"], b["input_ids"])
+        assert (a["pixel_values"].int() - b["pixel_values"].int()).abs().max() <= 1
