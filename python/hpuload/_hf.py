@@ -235,11 +235,16 @@ def hf_source(dataset, pipeline, transform):
         from ._hf_rows import RowFunction
 
         rows_now = Rows()
+        common: dict = {}  # the images' one size, once found
 
         def translate_rows():
             found = _hf_transform(dataset, None)
             if _is_image_processor(found):
                 raise Unfit("an image processor beside the captions (hpuload runs a torchvision transform there)", FallbackReason.TRANSFORM)
+            fn, last = dataset._format_kwargs.get("transform"), rows_now.function
+            if last is not None and last.fn is fn and last.found is found:
+                # Checked already (at an earlier epoch's start): the same function and object.
+                return _sized(found, common, lambda: _common_size(dataset, image_column, _datasets_turns()))
             function = RowFunction(dataset, image_column, found)
             function.check(found, _rows_to_check(len(dataset)), _draws_from)
             if function.unconverted:
@@ -252,7 +257,6 @@ def hf_source(dataset, pipeline, transform):
                         FallbackReason.TRANSFORM,
                     )
             rows_now.function = function
-            common: dict = {}
             return _sized(found, common, lambda: _common_size(dataset, image_column, _datasets_turns()))
 
         watch = TransformWatch(lambda: dataset._format_kwargs.get("transform"), translate_rows)

@@ -961,3 +961,24 @@ def test_a_labelled_tables_function_that_adds_keys_runs_natively_with_every_key_
         assert list(a) == list(b) == ["label", "name", "pixel_values", "input_ids"]
         assert torch.equal(a["label"], b["label"]) and a["name"] == b["name"] and torch.equal(a["input_ids"], b["input_ids"])
         assert (a["pixel_values"].int() - b["pixel_values"].int()).abs().max() <= 1
+
+
+def test_a_caption_function_replaced_between_epochs_is_checked_again(jpeg_folder, tmp_path):
+    ds = caption_table(jpeg_folder, tmp_path).with_transform(diffusers_preprocess(diffusers_transforms(24, True, False)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(ds, collate_fn=diffusers_collate, batch_size=4, backend="cpu")
+        assert len(list(loader)) == 3
+        assert len(list(loader)) == 3  # the same function: not checked again, the same path
+    transform = diffusers_transforms(24, True, False)
+
+    def reads_size(examples):
+        examples["sizes"] = [image.size for image in examples["image"]]
+        examples["pixel_values"] = [transform(image.convert("RGB")) for image in examples["image"]]
+        examples["input_ids"] = tokenizer(examples["text"])
+        return examples
+
+    ds.set_transform(reads_size)
+    with pytest.warns(FallbackWarning, match=r"reads_size .*reads the image's 'size'"):
+        batches = list(loader)
+    assert len(batches) == 3 and batches[0]["pixel_values"].shape == (4, 3, 24, 24)
