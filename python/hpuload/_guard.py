@@ -218,7 +218,7 @@ def guard(dataset, on_error: str, error_budget: float, context=None) -> Guarded 
         return None
     try:
         len(dataset)
-    except TypeError:
+    except Exception:  # no length (TypeError, or a NotImplementedError of the class's own)
         return None
     kind = GuardedBatches if hasattr(dataset, "__getitems__") else Guarded
     return kind(dataset, on_error, error_budget, context)
