@@ -204,7 +204,9 @@ def hf_source(dataset, pipeline, transform):
     if len(images) != 1 or not (labels or unlabelled):
         raise Unfit(f"the dataset's features {list(features)} are not one Image and a label column", D)
     image_column, label_column = images[0], (labels[0] if labels else None)
-    by_rows = unlabelled or (function and _makes_more(dataset, image_column, label_column))
+    # The function's output on its first row (it decodes an image), learnt once.
+    sampled = _first_sample(dataset) if function and labels else None
+    by_rows = unlabelled or (sampled is not None and _makes_more(sampled[0], image_column, label_column))
     if features[image_column].decode is False:
         raise Unfit("the Image column has decode=False (the transform gets bytes, not images)", D)
     mode = getattr(features[image_column], "mode", None)
@@ -268,7 +270,7 @@ def hf_source(dataset, pipeline, transform):
         # `set_transform` again (or the one transform it reaches, replaced or edited) is
         # watched like an ImageFolder's.
         if transform is None:
-            keys = _hf_sample_keys(dataset, label_column)
+            keys = _hf_sample_keys(dataset, label_column, sampled)
         checked = _AppliesCheck(dataset, image_column, label_column, keys) if transform is None else None
 
         common: dict = {}
@@ -669,11 +671,11 @@ def _first_sample(dataset) -> tuple[Any, str | None]:
     return None, failure
 
 
-def _makes_more(dataset, image_column: str, label_column: str) -> bool:
-    """Whether the dataset's function gives its samples keys beyond one image tensor, the
-    label (as the column's name, `labels` or `label`) and the image column: the token ids of
-    a caption, a table's other columns. Those come from the function itself (`_hf_rows`)."""
-    first, _ = _first_sample(dataset)
+def _makes_more(first, image_column: str, label_column: str) -> bool:
+    """Whether the dataset's function gives its samples (`first`, one of them) keys beyond one
+    image tensor, the label (as the column's name, `labels` or `label`) and the image column:
+    the token ids of a caption, a table's other columns. Those come from the function itself
+    (`_hf_rows`)."""
     if not isinstance(first, dict):
         return False
     tensors = [k for k, v in first.items() if isinstance(v, torch.Tensor) and v.dim() == 3]
@@ -681,13 +683,13 @@ def _makes_more(dataset, image_column: str, label_column: str) -> bool:
     return len(tensors) == 1 and any(k not in known for k in first)
 
 
-def _hf_sample_keys(dataset, label_column: str) -> tuple[str, str, bool]:
+def _hf_sample_keys(dataset, label_column: str, sampled=None) -> tuple[str, str, bool]:
     """The keys of the image tensor and the label in what the dataset's transform returns,
     and whether the label's comes first (the order the loader's dicts keep), learnt from its
     first sample (or the first of `_rows_to_check` it can run on: a damaged
-    row is the loader's to name and skip)."""
+    row is the loader's to name and skip); `sampled`: `_first_sample`'s answer, when known."""
     T = FallbackReason.TRANSFORM
-    first, failure = _first_sample(dataset)
+    first, failure = sampled if sampled is not None else _first_sample(dataset)
     if failure is not None and first is None:
         raise Unfit(f"the dataset's transform could not be run on any row checked ({failure})", T)
     if not isinstance(first, dict):
