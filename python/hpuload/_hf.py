@@ -80,7 +80,10 @@ def _hf_transform(dataset, transform):
     for obj in reachable:
         module = type(obj).__module__
         if (
-            module.startswith("torchvision.transforms") or module.startswith("timm.data") or _is_image_processor(obj)
+            module.startswith("torchvision.transforms")
+            or module.startswith("timm.data")
+            or _is_image_processor(obj)
+            or _holds_transforms(obj)
         ) and all(obj is not f for f in found):
             found.append(obj)
     name = getattr(fn, "__name__", type(fn).__name__)
@@ -88,6 +91,20 @@ def _hf_transform(dataset, transform):
         what = "no torchvision transform" if not found else f"{len(found)} torchvision transforms"
         raise Unfit(f"{name} (the dataset's transform) reaches {what}; pass the one it applies as transform=", T)
     return found[0]
+
+
+def _holds_transforms(obj) -> bool:
+    """A `torch.nn.Module` of the user's holding torchvision transforms (as transformers'
+    `run_clip.py` holds a `torch.nn.Sequential` of them), compiled by `torch.jit.script` or
+    not: `_transforms.steps` looks through it."""
+    from ._transforms import _SCRIPTABLE
+
+    if not isinstance(obj, torch.nn.Module):
+        return False
+    return any(
+        type(m).__module__.startswith("torchvision.transforms") or getattr(m, "original_name", None) in _SCRIPTABLE
+        for m in obj.modules()
+    )
 
 
 def _is_image_processor(obj) -> bool:
@@ -200,6 +217,11 @@ def hf_source(dataset, pipeline, transform):
     # tensor and the label, the dataset's function runs itself on each batch's other columns
     # (`_hf_rows`).
     function = pipeline is None and transform is None and getattr(dataset, "_format_type", None) == "custom"
+    if not images and function:
+        # A table of the images' paths (transformers' `run_clip.py`), which the function reads.
+        column = _path_column(dataset)
+        if column is not None:
+            return _path_table_source(dataset, column)
     unlabelled = not labels and function
     if len(images) != 1 or not (labels or unlabelled):
         raise Unfit(f"the dataset's features {list(features)} are not one Image and a label column", D)
@@ -248,7 +270,7 @@ def hf_source(dataset, pipeline, transform):
                 # Checked already (at an earlier epoch's start): the same function and object.
                 return _sized(found, common, lambda: _common_size(dataset, image_column, _datasets_turns()))
             function = RowFunction(dataset, image_column, found)
-            function.check(found, _rows_to_check(len(dataset)), _draws_from)
+            function.check(_rows_to_check(len(dataset)), _draws_from)
             if function.unconverted:
                 odd = _first_row(dataset, image_column, lambda mode: mode if mode not in (None, "RGB") else None)
                 if odd is not None:
@@ -303,6 +325,115 @@ class Rows:
     start)."""
 
     function = None
+
+
+def _path_column(dataset) -> str | None:
+    """The string column of `dataset` whose values name image files (an image's header read
+    from the first of `_rows_to_check` that is not null), or None where no column does."""
+    import os
+
+    from datasets import Value
+
+    from ._probe import size_of
+
+    raw = dataset.with_format(None)
+    named = []
+    for key, feature in dataset.features.items():
+        if not (isinstance(feature, Value) and feature.dtype in ("string", "large_string")):
+            continue
+        values = raw.select_columns([key])
+        for row in _rows_to_check(len(raw)):
+            value = values[row][key]
+            if value is None:
+                continue
+            if isinstance(value, str) and os.path.isfile(value) and size_of(value) is not None:
+                named.append(key)
+            break
+    if len(named) > 1:
+        raise Unfit(f"the dataset's columns {named} all name image files (hpuload reads one image a row)", FallbackReason.DATASET)
+    return named[0] if named else None
+
+
+def _path_table_source(dataset, column: str):
+    """`hf_source` for a table whose column `column` holds the images' paths and whose
+    function reads them (torchvision's `read_image`/`decode_image` or Pillow's `Image.open`)
+    and applies a transform to each, making the rest of each sample from the other columns
+    (transformers' `run_clip.py`: token ids made beforehand by `map`). The files are read as
+    a list of paths in the dataset's order; the function runs on each batch with the reads
+    and the transform stood in for (`_hf_rows`), checked first on five rows. What the reader
+    hands the transform decides what the transform runs on: torchvision's uint8 tensor (as
+    after `PILToTensor`) or a PIL image, in RGB or, when every file is RGB, in its own mode.
+    Neither reader turns an image by its EXIF orientation: nor does the loader."""
+    import os
+
+    from torchvision import transforms as v1
+
+    from ._hf_rows import RowFunction
+    from ._options import SamplesSource
+    from ._transforms import steps
+
+    T = FallbackReason.TRANSFORM
+    raw = dataset.with_format(None).select_columns([column])
+    paths = [p if p is not None else "" for p in raw[column]]
+    rows_now = Rows()
+    common: dict = {}
+
+    def translate_rows():
+        found = _hf_transform(dataset, None)
+        fn, function = dataset._format_kwargs.get("transform"), rows_now.function
+        if function is None or function.fn is not fn or function.found is not found:
+            function = RowFunction(dataset, column, found, paths=True)
+            function.check(_rows_to_check(len(dataset)), _draws_from)
+            if function.unconverted:
+                odd = next(((k, m) for k, p in enumerate(paths) if (m := _file_mode(p)) not in (None, "RGB")), None)
+                if odd is not None:
+                    raise Unfit(
+                        f"{function.name} (the dataset's transform) hands it each image in its own mode, and row "
+                        f"{odd[0]} ({paths[odd[0]]}) is in mode {odd[1]}, while hpuload decodes every image to RGB "
+                        "(read the images in RGB in it to run natively)",
+                        T,
+                    )
+            rows_now.function = function
+        tensor, _ = function.form
+        runs = v1.Compose([v1.PILToTensor(), *steps(found)]) if tensor else found
+        return _sized(runs, common, lambda: _files_size(paths))
+
+    watch = TransformWatch(lambda: dataset._format_kwargs.get("transform"), translate_rows)
+    pipe, dtype = watch.translated
+    samples = [(os.path.abspath(p) if p else p, 0) for p in paths]
+    source = {"source": SamplesSource(samples, []), "sample_keys": None, "watch": watch, "exif_orientation": False}
+    source["row_function"] = rows_now
+    return source, pipe, dtype, None
+
+
+def _file_mode(path: str) -> str | None:
+    """The mode of the image at `path`, read from its header (None where it cannot be: a
+    damaged file, which the loader names and replaces)."""
+    from ._probe import mode_of
+
+    try:
+        return mode_of(path=path)
+    except Exception:  # noqa: BLE001 - unreadable: the loader's to name
+        return None
+
+
+def _files_size(paths: list[str]) -> tuple[int, int] | None:
+    """`(height, width)` every file of `paths` has, from the headers (an unreadable one has no
+    say), or None where two differ or none can be read."""
+    from ._probe import size_of
+
+    first = None
+    for path in paths:
+        size = size_of(path) if path else None
+        if size is None:
+            continue
+        if first is not None and size != first:
+            return None
+        first = first or size
+    if first is None:
+        return None
+    width, height = first
+    return height, width
 
 
 def _sized(transform, common: dict, find_size):

@@ -31,21 +31,53 @@ class NeedsImage(Exception):
     transform."""
 
 
+class _Path(str):
+    """A row's path in a table of paths (the column's own string), carrying the row, so that
+    the readers stood in for know which image it names."""
+
+    k: int
+
+
+def _path(value: str, k: int) -> _Path:
+    path = _Path(value)
+    path.k = k
+    return path
+
+
 class _Row:
-    """A batch row's image, stood in for: `convert("RGB")` gives itself (hpuload decodes to
-    RGB); anything else raises `NeedsImage`."""
+    """A batch row's image, stood in for. A PIL image (an Image column's, or `Image.open` of a
+    path): `convert("RGB")` gives it in RGB (hpuload decodes to RGB) and a `with` block holds
+    it; torchvision's reader's uint8 tensor (`tensor`): nothing. Anything else raises
+    `NeedsImage`. While checking, `real` is the image itself."""
 
-    __slots__ = ("k", "converted")
+    __slots__ = ("k", "converted", "tensor", "real")
 
-    def __init__(self, k: int):
+    def __init__(self, k: int, real=None, *, tensor: bool = False, converted: bool = False):
         self.k = k
-        self.converted = False
+        self.real = real
+        self.tensor = tensor
+        #: In RGB, whatever the file holds (converted, or read in RGB mode).
+        self.converted = converted
+
+    @property
+    def form(self) -> tuple[bool, bool]:
+        """`(tensor, rgb)`: how the function holds the image it hands its transform."""
+        return self.tensor, self.converted
 
     def convert(self, mode=None, *args, **kwargs):
+        if self.tensor:
+            raise NeedsImage("the function calls .convert on the tensor torchvision's reader gave")
         if mode == "RGB" and not args and not kwargs:
-            self.converted = True
-            return self
+            return _Row(self.k, None if self.real is None else self.real.convert("RGB"), converted=True)
         raise NeedsImage(f"the function converts the image with convert({mode!r}, ...), not convert('RGB')")
+
+    def __enter__(self):
+        if self.tensor:
+            raise NeedsImage("the function holds the tensor torchvision's reader gave in a with block")
+        return self
+
+    def __exit__(self, *exc):
+        return False
 
     def __getattr__(self, name: str):
         raise NeedsImage(f"the function reads the image's {name!r}")
@@ -53,18 +85,90 @@ class _Row:
 
 class _Transform:
     """The transform the function applies, stood in for: a row's image gives that row's
-    native tensor."""
+    native tensor (`views[k]`). While checking (`check`: the row's draws), it gives the
+    transform's output on the row's real image instead, drawn under `check(row + 1)` with the
+    generators as they were around it, as if the transform had drawn first."""
 
-    def __init__(self, views):
-        self.views = views
-        #: An image was handed over without `convert("RGB")` (in its own mode, with torch's).
-        self.unconverted = False
+    def __init__(self, views, found=None, check=None, rows=None, form=None):
+        self.views, self.found, self.check, self.rows = views, found, check, rows
+        #: The rows' `_Row.form`s seen; `form`: the one each row must have (set by the check).
+        self.forms: set = set()
+        self.form = form
+
+    @property
+    def unconverted(self) -> bool:
+        """An image was handed over without `convert("RGB")` (in its own mode)."""
+        return any(not rgb for _, rgb in self.forms)
 
     def __call__(self, image, *rest, **kwargs):
-        if isinstance(image, _Row) and not rest and not kwargs:
-            self.unconverted |= not image.converted
+        if not isinstance(image, _Row) or rest or kwargs:
+            raise NeedsImage(f"the function calls its transform on a {type(image).__name__}, not a row's image")
+        if self.form is not None and image.form != self.form:
+            raise NeedsImage(
+                f"the function hands its transform row {image.k}'s image as {_form_words(image.form)}, "
+                f"where it handed the rows checked as {_form_words(self.form)}"
+            )
+        self.forms.add(image.form)
+        if self.check is None:
             return self.views[image.k]
-        raise NeedsImage(f"the function calls its transform on a {type(image).__name__}, not a row's image")
+        from ._behaviour import generators_kept
+
+        with generators_kept():
+            self.check(self.rows[image.k] + 1)
+            return self.found(image.real)
+
+
+def _form_words(form: tuple[bool, bool]) -> str:
+    tensor, rgb = form
+    return ("torchvision's uint8 tensor" if tensor else "a PIL image") + (" in RGB" if rgb else " in its own mode")
+
+
+class _Readers:
+    """Stand-ins for the calls that read a row's path (torchvision's `read_image` and
+    `decode_image`, Pillow's `Image.open` through a stand-in of the `PIL.Image` module): each
+    gives the row's `_Row` (with the image itself while checking, `real`)."""
+
+    def __init__(self, real: bool):
+        self.real = real
+
+    def read_image(self, path, mode=None, apply_exif_orientation=False):
+        return self._tensor("read_image", path, mode, apply_exif_orientation)
+
+    def decode_image(self, input, mode=None, apply_exif_orientation=False):
+        return self._tensor("decode_image", input, mode, apply_exif_orientation)
+
+    def _tensor(self, name: str, path, mode, apply_exif_orientation) -> _Row:
+        from torchvision import io as tio
+
+        mode = tio.ImageReadMode.UNCHANGED if mode is None else mode
+        if not isinstance(path, _Path):
+            raise NeedsImage(f"the function's {name} reads a {type(path).__name__}, not the table's path")
+        if mode not in (tio.ImageReadMode.RGB, tio.ImageReadMode.UNCHANGED) or apply_exif_orientation:
+            raise NeedsImage(f"the function's {name} reads in mode {mode} (apply_exif_orientation={apply_exif_orientation})")
+        real = getattr(tio, name)(str(path), mode, apply_exif_orientation) if self.real else None
+        return _Row(path.k, real, tensor=True, converted=mode == tio.ImageReadMode.RGB)
+
+    def open(self, fp, mode="r", formats=None):
+        from PIL import Image
+
+        if not isinstance(fp, _Path) or mode != "r" or formats is not None:
+            raise NeedsImage(f"the function's Image.open reads a {type(fp).__name__}, not the table's path")
+        return _Row(fp.k, Image.open(str(fp)) if self.real else None)
+
+
+class _PILImage:
+    """`PIL.Image` as the function sees it: `open` is `_Readers.open`, the rest Pillow's."""
+
+    def __init__(self, readers: _Readers):
+        self._readers = readers
+
+    def open(self, fp, mode="r", formats=None):
+        return self._readers.open(fp, mode, formats)
+
+    def __getattr__(self, name: str):
+        from PIL import Image
+
+        return getattr(Image, name)
 
 
 def _stores_globals(code) -> bool:
@@ -75,18 +179,14 @@ def _stores_globals(code) -> bool:
     return any(_stores_globals(c) for c in code.co_consts if isinstance(c, types.CodeType))
 
 
-def _holds(cell, obj) -> bool:
-    try:
-        return cell.cell_contents is obj
-    except ValueError:  # an empty cell
-        return False
-
-
 class RowFunction:
     """The dataset's function, run on a batch's other columns with the images and the
-    transform (`found`) stood in for; see the module docstring."""
+    transform (`found`) stood in for; see the module docstring. `paths`: the image column
+    holds the images' paths, which the function reads (`_Readers`)."""
 
-    def __init__(self, dataset, image_column: str, found):
+    def __init__(self, dataset, image_column: str, found, paths: bool = False):
+        from ._hf import _is_image_processor
+
         T = FallbackReason.TRANSFORM
         fn = dataset._format_kwargs.get("transform")
         name = getattr(fn, "__name__", type(fn).__name__)
@@ -96,44 +196,69 @@ class RowFunction:
             raise Unfit(f"{name} (the dataset's transform) assigns global names", T)
         if getattr(dataset, "_format_columns", None) is not None:
             raise Unfit(f"{name} (the dataset's transform) is given only some columns (with_transform(columns=...))", T)
-        if not (type(found).__module__.startswith("torchvision.transforms") or type(found).__module__.startswith("timm.data")):
+        if _is_image_processor(found):
             raise Unfit(f"{name} applies {type(found).__name__} beside the captions (hpuload runs a torchvision transform there)", T)
-        self.dataset, self.fn, self.found, self.image_column = dataset, fn, found, image_column
+        self.dataset, self.fn, self.found, self.image_column, self.paths = dataset, fn, found, image_column, paths
         self.name = name
         self.order = list(dataset.features)
-        others = [k for k in self.order if k != image_column]
+        others = [k for k in self.order if k != image_column or paths]
         self.raw = dataset.with_format(None).select_columns(others) if others else None
-        #: The check saw the function hand an image to the transform without converting it
-        #: to RGB: then every image must be RGB (`_hf.hf_source` reads their modes).
-        self.unconverted = False
+        #: How the function holds the image it hands the transform (`_Row.form`), from the
+        #: check: every batch's rows must be held so.
+        self.form: tuple[bool, bool] | None = None
 
-    def _bound(self, stand: _Transform):
-        """The function with `stand` in place of the transform in its globals (a copy, made
-        per batch: the module's other names as they are now) and its closure."""
+    @property
+    def unconverted(self) -> bool:
+        """The check saw the function hand an image to the transform in its own mode, not in
+        RGB: then every image must be RGB (`_hf.hf_source` reads their modes)."""
+        return self.form is not None and not self.form[1]
+
+    def _bound(self, stand: _Transform, readers: _Readers | None):
+        """The function with `stand` in place of the transform (and `readers` in place of the
+        calls that read a path) in its globals (a copy, made per batch: the module's other
+        names as they are now) and its closure."""
         fn = self.fn
-        found = self.found
+        swaps = {id(self.found): stand}
+        if readers is not None:
+            from PIL import Image
+            from torchvision import io as tio
+
+            swaps[id(tio.read_image)] = readers.read_image
+            swaps[id(tio.decode_image)] = readers.decode_image
+            swaps[id(Image)] = _PILImage(readers)
+            swaps[id(Image.open)] = readers.open
         names = dict(fn.__globals__)
         for key, value in fn.__globals__.items():
-            if value is found:
-                names[key] = stand
+            if id(value) in swaps:
+                names[key] = swaps[id(value)]
         closure = fn.__closure__
         if closure is not None:
-            closure = tuple(types.CellType(stand) if _holds(c, found) else c for c in closure)
+            closure = tuple(types.CellType(swaps[id(c.cell_contents)]) if _swapped(c, swaps) else c for c in closure)
         bound = types.FunctionType(fn.__code__, names, fn.__name__, fn.__defaults__, closure)
         bound.__kwdefaults__ = fn.__kwdefaults__
         return bound
 
-    def samples(self, views, indices: list[int]) -> list[dict]:
+    def samples(self, views, indices: list[int], check=None) -> list[dict]:
         """Each sample of a batch as `datasets`' `__getitems__` gives it: `views` the batch's
         native image tensors, `indices` the dataset's rows. The key that held the images (the
         image column, when the function returns its input) is left out: its values are no
-        images here."""
+        images here (a table of paths keeps its paths). `check`: see `_Transform`."""
         n = len(indices)
         other = self.raw[list(indices)] if self.raw is not None else {}
-        batch = {k: ([_Row(i) for i in range(n)] if k == self.image_column else other[k]) for k in self.order}
-        stand = _Transform(views)
-        out = self._bound(stand)(batch)
-        self.unconverted |= stand.unconverted
+        if self.paths:
+            batch = {k: ([_path(v, i) for i, v in enumerate(other[k])] if k == self.image_column else other[k]) for k in self.order}
+        else:
+            if check is not None:
+                images = self.dataset.with_format(None).select_columns([self.image_column])[list(indices)][self.image_column]
+            else:
+                images = [None] * n
+            batch = {k: ([_Row(i, images[i]) for i in range(n)] if k == self.image_column else other[k]) for k in self.order}
+        stand = _Transform(views, self.found, check, list(indices), form=self.form if check is None else None)
+        out = self._bound(stand, _Readers(check is not None) if self.paths else None)(batch)
+        if check is not None and len(stand.forms) == 1:
+            (self.form,) = stand.forms
+        elif check is not None and stand.forms:
+            raise NeedsImage("the function hands its transform images in different forms")
         if not isinstance(out, Mapping):
             raise TypeError(f"{self.name} (the dataset's transform) returned a {type(out).__name__}, not a dict")
         samples: list[dict[str, Any]] = [{} for _ in range(n)]
@@ -143,35 +268,45 @@ class RowFunction:
             if n and isinstance(values[0], _Row):
                 continue
             for i in range(n):
-                samples[i][key] = values[i]
+                value = values[i]
+                samples[i][key] = str(value) if type(value) is _Path else value
         return samples
 
-    def check(self, transform, rows: list[int], draws_from) -> None:
+    def check(self, rows: list[int], draws_from) -> None:
         """`Unfit` unless, on each of `rows`, the dataset's own sample equals this function's
-        (the image key's tensor the transform's output on the row's RGB image), both under
-        `draws_from(row + 1)`."""
+        with the stand-ins, the transform's output the real one on the row's image (the
+        image key's left out, but for a table of paths), both under `draws_from(row + 1)`.
+        Learns how the function holds the images it hands the transform (`form`)."""
         from ._behaviour import generators_kept
 
         T = FallbackReason.TRANSFORM
-        raw = self.dataset.with_format(None)
         ran, failure = 0, None
+        self.form = None
         with generators_kept():
             for row in rows:
                 try:
                     draws_from(row + 1)
                     want = self.dataset[row]
-                    draws_from(row + 1)
-                    image = transform(raw[row][self.image_column].convert("RGB"))
                 except Exception as e:  # a damaged row: the loader names and skips it when read
                     failure = failure or f"row {row}: {type(e).__name__}: {e}"
                     continue
                 draws_from(row + 1)
+                form = self.form
+                self.form = None
                 try:
-                    (got,) = self.samples([image], [row])
+                    (got,) = self.samples(None, [row], check=draws_from)
                 except NeedsImage as e:
                     raise Unfit(f"{self.name} (the dataset's transform) on row {row}: {e} (hpuload hands it stand-ins)", T) from None
+                except Exception as e:  # noqa: BLE001 - what the stand-ins do not answer
+                    raise Unfit(
+                        f"{self.name} (the dataset's transform) on row {row} raised {type(e).__name__}: {e} with the "
+                        "images stood in for",
+                        T,
+                    ) from None
+                if form is not None and self.form != form:
+                    raise Unfit(f"{self.name} (the dataset's transform) holds the images of rows {rows} in different forms", T)
                 ran += 1
-                mine = {k: v for k, v in want.items() if k != self.image_column}
+                mine = {k: v for k, v in want.items() if k != self.image_column or self.paths}
                 if list(mine) != list(got) or not all(_same(mine[k], got[k]) for k in got):
                     which = next((k for k in got if k not in mine or not _same(mine[k], got[k])), None)
                     raise Unfit(
@@ -182,6 +317,15 @@ class RowFunction:
                     )
         if rows and not ran:
             raise Unfit(f"{self.name} (the dataset's transform) could not be checked on any row ({failure})", T)
+        if ran and self.form is None:
+            raise Unfit(f"{self.name} (the dataset's transform) hands its transform no row's image", T)
+
+
+def _swapped(cell, swaps: dict) -> bool:
+    try:
+        return id(cell.cell_contents) in swaps
+    except ValueError:  # an empty cell
+        return False
 
 
 def _same(a, b) -> bool:

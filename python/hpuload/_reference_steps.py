@@ -508,6 +508,17 @@ def check_sequential(container) -> None:
         )
 
 
+class _Recording(torch.nn.Module):
+    """A module that hands what it is called with to `run` (a `passes_along` recorder)."""
+
+    def __init__(self, run):
+        super().__init__()
+        self.run = run
+
+    def forward(self, *args):
+        return self.run(*args)
+
+
 def passes_along(container, arity: int) -> bool:
     """Whether `container` hands its `arity` arguments to the first of its `.transforms` (a
     list of steps, or one callable), each step's output to the next, and returns what the last
@@ -537,7 +548,12 @@ def passes_along(container, arity: int) -> bool:
             probe = copy.copy(container)
             if probe is container:  # a function or module copies as itself: never set on the user's
                 return False
-            probe.transforms = steps if isinstance(inner, (list, tuple)) else steps[0]
+            if isinstance(inner, torch.nn.Module):
+                # A module's child lives in its `_modules`, which a shallow copy shares with
+                # the user's: the probe gets a dict of its own, its child a module recording.
+                probe.__dict__["_modules"] = {**container._modules, "transforms": _Recording(steps[0])}
+            else:
+                probe.transforms = steps if isinstance(inner, (list, tuple)) else steps[0]
         except Exception:
             return False
         given = token(0)

@@ -163,7 +163,7 @@ def _wrapped_compose(transform: Any) -> Any | None:
     from ._reference_steps import passes_along
 
     inner = getattr(transform, "transforms", None)
-    if inner is None or not _is(inner, "Compose") or not callable(transform):
+    if inner is None or not (_is(inner, "Compose") or _is_sequential(inner)) or not callable(transform):
         return None
     # On an image, or on (image, target) as the detection reference's v2 presets are called.
     if passes_along(transform, 1) or passes_along(transform, 2):
@@ -178,6 +178,11 @@ def steps(transform: Any) -> list[Any]:
         return []
     if _is(transform, "Compose"):
         return [step for t in transform.transforms for step in steps(t)]
+    if _is_sequential(transform):
+        return [step for t in transform for step in steps(t)]
+    rebuilt = _unscripted(transform)
+    if rebuilt is not None:
+        return steps(rebuilt)
     preset = _preset_steps(transform)
     if preset is not None:
         return preset
@@ -185,6 +190,109 @@ def steps(transform: Any) -> list[Any]:
     if inner is not None and not _known(transform):
         return steps(inner)
     return [transform]
+
+
+def _is_sequential(obj: Any) -> bool:
+    """Whether `obj` is a `torch.nn.Sequential` itself (not a subclass, whose `forward` may do
+    otherwise): its modules called in order, each on what the last gave, as a Compose."""
+    import torch
+
+    return type(obj) is torch.nn.Sequential
+
+
+#: torchvision's transforms `torch.jit.script` compiles, as their classes in
+#: `torchvision.transforms` are named (a scripted module keeps the name as `original_name`).
+_SCRIPTABLE = (
+    "Resize", "CenterCrop", "RandomCrop", "RandomResizedCrop", "RandomHorizontalFlip", "RandomVerticalFlip",
+    "ConvertImageDtype", "Normalize", "ColorJitter", "Grayscale", "RandomGrayscale", "GaussianBlur", "Pad",
+    "RandomInvert", "RandomPosterize", "RandomSolarize", "RandomAdjustSharpness", "RandomAutocontrast",
+    "RandomEqualize", "RandomErasing",
+)
+
+#: `torch.dtype`s by the number a scripted module holds for one (its `ScalarType`).
+_SCALAR_TYPES = {0: "uint8", 5: "float16", 6: "float32", 7: "float64", 15: "bfloat16"}
+
+
+def _unscripted(t: Any) -> Any | None:
+    """The torchvision transforms a `torch.jit.script`-compiled module runs (transformers'
+    `run_clip.py` scripts a module holding a `torch.nn.Sequential` of them), rebuilt as Python
+    objects from the attributes the compiled ones keep, or None when `t` is not compiled or
+    holds something else. A module of the user's is looked through to its one child. What the
+    rebuilt steps do is checked against the compiled module on three textured images of other
+    sizes, each under one seed (`_runs_alike`): a module whose own code does more than hand
+    its input along (scales the output, draws otherwise) is not rebuilt."""
+    import torch
+
+    if not isinstance(t, torch.jit.RecursiveScriptModule):
+        return None
+    rebuilt = _rebuild_scripted(t)
+    if rebuilt is None or not _runs_alike(t, rebuilt):
+        return None
+    return rebuilt
+
+
+def _rebuild_scripted(t: Any) -> Any | None:
+    import inspect
+
+    import torch
+    from torchvision import transforms as v1
+
+    name = getattr(t, "original_name", None)
+    children = list(t.children())
+    if name == "Sequential":
+        parts = [_rebuild_scripted(c) for c in children]
+        return None if any(p is None for p in parts) else v1.Compose(parts)
+    if name in _SCRIPTABLE:
+        cls = getattr(v1, name, None)
+        if cls is None or children:
+            return None
+        kwargs = {}
+        for param in list(inspect.signature(cls.__init__).parameters)[1:]:
+            if not hasattr(t, param):
+                return None
+            value = getattr(t, param)
+            if param == "dtype" and isinstance(value, int):
+                if value not in _SCALAR_TYPES:
+                    return None
+                value = getattr(torch, _SCALAR_TYPES[value])
+            kwargs[param] = value
+        try:
+            return cls(**kwargs)
+        except Exception:  # noqa: BLE001 - attributes the constructor does not take back
+            return None
+    if len(children) == 1:
+        # A module of the user's holding one: what it does beyond calling it shows in `_runs_alike`.
+        return _rebuild_scripted(children[0])
+    return None
+
+
+def _runs_alike(scripted: Any, rebuilt: Any) -> bool:
+    """Whether `scripted` and `rebuilt` give equal tensors (or raise alike) for three textured
+    uint8 images of other sizes, each under one seed of torch's generator."""
+    import torch
+
+    from ._behaviour import generators_kept
+
+    ran = 0
+    with generators_kept():
+        for seed, (h, w) in enumerate(((301, 417), (480, 353), (256, 256))):
+            g = torch.Generator().manual_seed(seed)
+            image = torch.randint(0, 256, (3, h, w), dtype=torch.uint8, generator=g)
+            outcomes = []
+            for run in (scripted, rebuilt):
+                torch.manual_seed(1000 + seed)
+                try:
+                    outcomes.append(run(image))
+                except Exception as e:  # noqa: BLE001 - compared by kind
+                    outcomes.append(type(e))
+            a, b = outcomes
+            if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+                if a.dtype != b.dtype or a.shape != b.shape or not torch.equal(a, b):
+                    return False
+                ran += 1
+            elif isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+                return False
+    return ran > 0
 
 
 class ToCTHW:
