@@ -10,6 +10,11 @@ usage: python hf_fuzz.py FOLDER [CASES=200] [SEED=0]
   CAPTIONS=1 (environment): the table saved with a caption column instead of its labels (a
   text-to-image table, session 96), the functions diffusers-shaped ones that tokenize the
   captions beside the transform, some reading the images otherwise or drawing from torch.
+  PATHS=1 (environment): the table saved with each image's path (a string column) and its
+  label, the functions `run_clip.py`-shaped ones that read each path themselves (torchvision's
+  `read_image` or `decode_image` in RGB or in the file's own mode, Pillow's `Image.open` with
+  or without `.convert("RGB")`, in a `with` block), some reading paths they made or reading
+  another way (session 97).
 Outcomes as transform_fuzz.py's; every value of each batch is compared (images within a level,
 labels exactly).
 """
@@ -119,6 +124,69 @@ def caption_function(rng, tf):
     return kind, fns[kind]
 
 
+def path_function(rng, tf):
+    """(name, fn): a random function over a batch of image paths and labels that reads the files."""
+    import cv2
+    from PIL import Image
+    from torchvision.io import ImageReadMode, decode_image, read_image
+
+    kind = rng.choice(["read_rgb", "read_rgb", "read_own", "decode_rgb", "pil_rgb", "pil_rgb", "pil_own", "pil_with",
+                       "made_path", "cv2", "new_dict"])
+
+    def read_rgb(batch):
+        batch["pixel_values"] = [tf(read_image(p, mode=ImageReadMode.RGB)) for p in batch["path"]]
+        return batch
+
+    def read_own(batch):
+        batch["pixel_values"] = [tf(read_image(p)) for p in batch["path"]]
+        return batch
+
+    def decode_rgb(batch):
+        batch["pixel_values"] = [tf(decode_image(p, ImageReadMode.RGB)) for p in batch["path"]]
+        return batch
+
+    def pil_rgb(batch):
+        batch["pixel_values"] = [tf(Image.open(p).convert("RGB")) for p in batch["path"]]
+        return batch
+
+    def pil_own(batch):
+        batch["pixel_values"] = [tf(Image.open(p)) for p in batch["path"]]
+        return batch
+
+    def pil_with(batch):
+        out = []
+        for p in batch["path"]:
+            with Image.open(p) as im:
+                out.append(tf(im.convert("RGB")))
+        batch["pixel_values"] = out
+        return batch
+
+    def made_path(batch):
+        batch["pixel_values"] = [tf(Image.open(os.path.normpath(p)).convert("RGB")) for p in batch["path"]]
+        return batch
+
+    def cv2_read(batch):
+        batch["pixel_values"] = [tf(cv2.cvtColor(cv2.imread(p), cv2.COLOR_BGR2RGB)) for p in batch["path"]]
+        return batch
+
+    def new_dict(batch):
+        return {"labels": batch["label"], "pixel_values": [tf(read_image(p, mode=ImageReadMode.RGB)) for p in batch["path"]]}
+
+    fns = {"read_rgb": read_rgb, "read_own": read_own, "decode_rgb": decode_rgb, "pil_rgb": pil_rgb, "pil_own": pil_own,
+           "pil_with": pil_with, "made_path": made_path, "cv2": cv2_read, "new_dict": new_dict}
+    return kind, fns[kind]
+
+
+def with_paths(table, cache):
+    """`table` as a table of each image's path and its label (no Image column)."""
+    import datasets
+
+    paths = [row["path"] for row in table.cast_column("image", datasets.Image(decode=False))["image"]]
+    out = datasets.Dataset.from_dict({"path": paths, "label": list(table["label"])})
+    out.save_to_disk(os.path.join(cache, "paths"))
+    return datasets.load_from_disk(os.path.join(cache, "paths"))
+
+
 def caption_collate_of(kind, rng):
     if kind in ("size", "torch_draw") or rng.random() < 0.3:
         from torch.utils.data import default_collate
@@ -185,14 +253,20 @@ def main():
     with tempfile.TemporaryDirectory(prefix="hf_fuzz") as cache:
         table = datasets.load_dataset("imagefolder", data_dir=ROOT, split="train", cache_dir=cache)
         captions = os.environ.get("CAPTIONS") == "1"
-        search(captioned(table, cache) if captions else table, rng, cases, captions)
+        if os.environ.get("PATHS") == "1":
+            search(with_paths(table, cache), rng, cases, paths=True)
+        else:
+            search(captioned(table, cache) if captions else table, rng, cases, captions)
 
 
-def search(table, rng, cases, captions=False):
+def search(table, rng, cases, captions=False, paths=False):
     tally = {}
     for i in range(cases):
         tname, tf = transform_fuzz.composition(rng)
-        if captions:
+        if paths:
+            kind, fn = path_function(rng, tf)
+            cname, collate = collate_of("new_dict" if kind == "new_dict" else kind, rng)
+        elif captions:
             kind, fn = caption_function(rng, tf)
             cname, collate = caption_collate_of(kind, rng)
         else:

@@ -223,10 +223,13 @@ class RowFunction:
             from PIL import Image
             from torchvision import io as tio
 
-            swaps[id(tio.read_image)] = readers.read_image
-            swaps[id(tio.decode_image)] = readers.decode_image
             swaps[id(Image)] = _PILImage(readers)
-            swaps[id(Image.open)] = readers.open
+            for call, stand in ((tio.read_image, readers.read_image), (tio.decode_image, readers.decode_image), (Image.open, readers.open)):
+                # The call, and the original where hpuload's probe of a Dataset class patched it.
+                swaps[id(call)] = stand
+                original = getattr(call, "__wrapped__", None)
+                if original is not None:
+                    swaps[id(original)] = stand
         names = dict(fn.__globals__)
         for key, value in fn.__globals__.items():
             if id(value) in swaps:

@@ -548,7 +548,7 @@ def passes_along(container, arity: int) -> bool:
             probe = copy.copy(container)
             if probe is container:  # a function or module copies as itself: never set on the user's
                 return False
-            if isinstance(inner, torch.nn.Module):
+            if isinstance(container, torch.nn.Module) and "transforms" in container._modules:
                 # A module's child lives in its `_modules`, which a shallow copy shares with
                 # the user's: the probe gets a dict of its own, its child a module recording.
                 probe.__dict__["_modules"] = {**container._modules, "transforms": _Recording(steps[0])}
