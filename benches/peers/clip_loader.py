@@ -15,7 +15,9 @@ usage:
   python clip_loader.py make --corpus DIR --out FILE.json [--images 1000]
   python clip_loader.py run --loader torch|hpuload --data FILE.json [--no-script]
         [--size 224] [--epochs 3] [--workers 2] [--batch 16]
-`run` prints one JSON line: images/s (median of the epochs after a warm-up one)."""
+  python clip_loader.py parity --data FILE.json [--backend auto|cpu] [--rows 256]
+`run` prints one JSON line: images/s (median of the epochs after a warm-up one); `parity` one
+with the PSNR of hpuload's images against the dataset's own (lowest, median)."""
 
 import argparse
 import glob
@@ -133,6 +135,36 @@ def run(a):
                       "epochs": [round(r, 1) for r in rates], "kind": type(loader).__name__}))
 
 
+def parity(a):
+    """PSNR of hpuload's batches (`--backend`) against the dataset's own, per image, over the
+    first `--rows` rows: the lowest and the median, and the largest difference in levels."""
+    from hpuload.torch import DataLoader
+
+    ds = datasets.load_dataset("json", data_files={"train": a.data}, cache_dir=tempfile.mkdtemp(prefix="clip-cache-"))
+    ds = ds["train"].select(range(a.rows))
+    transform = torch.jit.script(Transform(a.size, MEAN, STD))
+
+    def transform_images(examples):
+        examples["pixel_values"] = [transform(read_image(p, mode=ImageReadMode.RGB)) for p in examples["image_path"]]
+        return examples
+
+    def stack(examples):
+        return torch.stack([e["pixel_values"] for e in examples])
+
+    ds.set_transform(transform_images)
+    std = torch.tensor(STD).view(1, 3, 1, 1)
+    psnr, largest = [], 0.0
+    theirs = torch.utils.data.DataLoader(ds, batch_size=64, collate_fn=stack)
+    for ours, want in zip(DataLoader(ds, batch_size=64, collate_fn=stack, backend=a.backend), theirs, strict=True):
+        levels = (ours - want) * std * 255
+        largest = max(largest, levels.abs().max().item())
+        mse = (levels**2).mean(dim=(1, 2, 3)).clamp_min(1e-12)
+        psnr += (10 * torch.log10(255**2 / mse)).tolist()
+    psnr.sort()
+    print(json.dumps({"backend": a.backend, "rows": a.rows, "psnr_min": round(psnr[0], 1),
+                      "psnr_median": round(psnr[len(psnr) // 2], 1), "largest_level_difference": round(largest, 2)}))
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="command", required=True)
@@ -148,8 +180,13 @@ def main():
     r.add_argument("--epochs", type=int, default=3)
     r.add_argument("--workers", type=int, default=2)
     r.add_argument("--batch", type=int, default=16)
+    q = sub.add_parser("parity")
+    q.add_argument("--data", required=True)
+    q.add_argument("--backend", choices=["auto", "cpu"], default="auto")
+    q.add_argument("--rows", type=int, default=256)
+    q.add_argument("--size", type=int, default=224)
     a = p.parse_args()
-    make(a) if a.command == "make" else run(a)
+    {"make": make, "run": run, "parity": parity}[a.command](a)
 
 
 if __name__ == "__main__":

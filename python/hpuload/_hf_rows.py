@@ -125,8 +125,9 @@ def _form_words(form: tuple[bool, bool]) -> str:
 
 class _Readers:
     """Stand-ins for the calls that read a row's path (torchvision's `read_image` and
-    `decode_image`, Pillow's `Image.open` through a stand-in of the `PIL.Image` module): each
-    gives the row's `_Row` (with the image itself while checking, `real`)."""
+    `decode_image`, also through a stand-in of the `torchvision.io` module, and Pillow's
+    `Image.open`, also through one of the `PIL.Image` module): each gives the row's `_Row`
+    (with the image itself while checking, `real`)."""
 
     def __init__(self, real: bool):
         self.real = real
@@ -154,6 +155,19 @@ class _Readers:
         if not isinstance(fp, _Path) or mode != "r" or formats is not None:
             raise NeedsImage(f"the function's Image.open reads a {type(fp).__name__}, not the table's path")
         return _Row(fp.k, Image.open(str(fp)) if self.real else None)
+
+
+class _TorchvisionIO:
+    """`torchvision.io` as the function sees it (`from torchvision import io`): `read_image`
+    and `decode_image` are `_Readers`', the rest torchvision's."""
+
+    def __init__(self, readers: _Readers):
+        self.read_image, self.decode_image = readers.read_image, readers.decode_image
+
+    def __getattr__(self, name: str):
+        from torchvision import io
+
+        return getattr(io, name)
 
 
 class _PILImage:
@@ -224,6 +238,7 @@ class RowFunction:
             from torchvision import io as tio
 
             swaps[id(Image)] = _PILImage(readers)
+            swaps[id(tio)] = _TorchvisionIO(readers)
             for call, stand in ((tio.read_image, readers.read_image), (tio.decode_image, readers.decode_image), (Image.open, readers.open)):
                 # The call, and the original where hpuload's probe of a Dataset class patched it.
                 swaps[id(call)] = stand

@@ -17,6 +17,7 @@ datasets = pytest.importorskip("datasets")
 import hpuload  # noqa: E402
 from hpuload.torch import DataLoader, FallbackWarning  # noqa: E402
 from PIL import Image  # noqa: E402
+from torchvision import io as tvio  # noqa: E402
 from torchvision import transforms as T  # noqa: E402
 from torchvision.io import ImageReadMode, read_image  # noqa: E402
 
@@ -153,6 +154,22 @@ def test_a_path_table_with_labels_read_by_pillow_runs_natively_and_resumes_exact
     resumed.load_state_dict(state)
     for a, b in zip(first[1:], resumed, strict=True):
         assert a["path"] == b["path"] and torch.equal(a["pixel_values"], b["pixel_values"])
+
+
+def test_a_path_table_read_through_the_torchvision_io_module_runs_natively(files, tmp_path):
+    transform = T.Compose([T.Resize(40), T.CenterCrop(32), T.ConvertImageDtype(torch.float)])
+    _, collate_fn = run_clip_functions(None)
+
+    def transform_images(examples):
+        examples["pixel_values"] = [transform(tvio.decode_image(p, tvio.ImageReadMode.RGB)) for p in examples["image_path"]]
+        return examples
+
+    ds = clip_table(files, tmp_path)
+    ds.set_transform(transform_images)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        ours = DataLoader(ds, batch_size=4, collate_fn=collate_fn, backend="cpu")
+    assert same_batches(ours, torch.utils.data.DataLoader(ds, batch_size=4, collate_fn=collate_fn)) == 3
 
 
 def test_a_path_table_read_in_each_files_own_mode_goes_to_torch_where_a_file_is_grey(files, tmp_path):
