@@ -229,3 +229,48 @@ def test_a_damaged_file_in_a_path_table_is_named_and_its_row_replaced(files, tmp
     for batch, rows in batches:
         ids = torch.tensor([tokenize({"caption": [f"a photo number {r} of a thing"]})["input_ids"][0] for r in rows])
         assert torch.equal(batch["input_ids"], ids)  # each sample's own row, the replacement's too
+
+
+def test_run_clip_trains_under_the_transformers_trainer_on_hpuload_after_install(files, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    import hpuload.transformers
+
+    transform_images, collate_fn = run_clip_functions(torch.jit.script(Transform(32, MEAN, STD)))
+    ds = clip_table(files, tmp_path)
+    ds.set_transform(transform_images)
+
+    class DualEncoder(torch.nn.Module):
+        """Two linear towers and CLIP's symmetric contrastive loss."""
+
+        def __init__(self):
+            super().__init__()
+            self.image = torch.nn.Linear(3 * 32 * 32, 8)
+            self.text = torch.nn.Embedding(97, 8)
+
+        def forward(self, input_ids, attention_mask, pixel_values, return_loss=True):
+            image = torch.nn.functional.normalize(self.image(pixel_values.flatten(1)), dim=-1)
+            mask = attention_mask.unsqueeze(-1).float()
+            text = torch.nn.functional.normalize((self.text(input_ids) * mask).sum(1) / mask.sum(1), dim=-1)
+            logits = image @ text.T
+            target = torch.arange(len(logits))
+            loss = (torch.nn.functional.cross_entropy(logits, target) + torch.nn.functional.cross_entropy(logits.T, target)) / 2
+            return {"loss": loss, "logits_per_image": logits}
+
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, max_steps=3, remove_unused_columns=False,
+        report_to=[], use_cpu=True, save_strategy="no", logging_strategy="no", seed=1,
+    )
+    hpuload.transformers.install()
+    try:
+        trainer = transformers.Trainer(model=DualEncoder(), args=args, train_dataset=ds, data_collator=collate_fn)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FallbackWarning)
+            loader = trainer.get_train_dataloader()
+            assert isinstance(loader, DataLoader)
+            batch = next(iter(loader))
+            assert batch["pixel_values"].shape == (4, 3, 32, 32) and batch["input_ids"].shape == (4, 16)
+            result = trainer.train()
+        assert result.global_step == 3 and torch.isfinite(torch.tensor(result.training_loss))
+    finally:
+        hpuload.transformers.uninstall()
