@@ -220,12 +220,53 @@ class RowFunction:
         #: How the function holds the image it hands the transform (`_Row.form`), from the
         #: check: every batch's rows must be held so.
         self.form: tuple[bool, bool] | None = None
+        self._converts = False
 
     @property
     def unconverted(self) -> bool:
         """The check saw the function hand an image to the transform in its own mode, not in
-        RGB: then every image must be RGB (`_hf.hf_source` reads their modes)."""
-        return self.form is not None and not self.form[1]
+        RGB, and the transform does not convert it to RGB itself (`_converts`): then every
+        image must be RGB (`_hf.hf_source` reads their modes)."""
+        return self.form is not None and not self.form[1] and not self._converts
+
+    def _learn_conversion(self, rows: list[int], draws_from) -> None:
+        """Whether the transform, handed a PIL image in its own mode, converts it to RGB itself
+        (transformers' `run_mae.py` starts its Compose with a `Lambda` that does): on the
+        first of `rows` whose image opens, shrunk to 64x48 and made grey, a palette, RGBA
+        (opaque) and CMYK in turn, the transform gives under each seed what it gives for the
+        image in RGB."""
+        from PIL import Image
+
+        from ._behaviour import generators_kept
+
+        self._converts = False
+        if self.form != (False, False):
+            return
+        rgb = None
+        raw = self.dataset.with_format(None).select_columns([self.image_column])
+        for row in rows:
+            try:
+                value = raw[row][self.image_column]
+                image = Image.open(value) if self.paths else value
+                rgb = image.convert("RGB").resize((64, 48))
+                break
+            except Exception:  # noqa: BLE001 - a damaged row: the loader names it when read
+                continue
+        if rgb is None:
+            return
+        with generators_kept():
+            for seed, mode in enumerate(("L", "P", "RGBA", "CMYK")):
+                image = rgb.convert(mode)
+                try:
+                    draws_from(seed)
+                    got = self.found(image)
+                    draws_from(seed)
+                    want = self.found(image.convert("RGB"))
+                except Exception:  # noqa: BLE001 - refuses some mode: it does not convert
+                    return
+                if not _same(got, want):
+                    return
+        self._converts = True
 
     def _bound(self, stand: _Transform, readers: _Readers | None):
         """The function with `stand` in place of the transform (and `readers` in place of the
@@ -337,6 +378,7 @@ class RowFunction:
             raise Unfit(f"{self.name} (the dataset's transform) could not be checked on any row ({failure})", T)
         if ran and self.form is None:
             raise Unfit(f"{self.name} (the dataset's transform) hands its transform no row's image", T)
+        self._learn_conversion(rows, draws_from)
 
 
 def _swapped(cell, swaps: dict) -> bool:

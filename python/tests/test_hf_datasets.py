@@ -934,6 +934,45 @@ def test_a_caption_function_handing_grey_images_unconverted_goes_to_torch_naming
         DataLoader(ds.with_transform(preprocess), batch_size=2)
 
 
+def test_run_maes_transform_converting_grey_images_itself_runs_natively_with_torchs_batches(jpeg_folder, tmp_path):
+    """transformers' `run_mae.py`: the function hands each image over in its own mode, and
+    the Compose's first step (a Lambda) converts it to RGB, so a grey row is no reason to go
+    to torch's loader."""
+    from PIL import Image
+
+    grey = tmp_path / "grey.jpg"
+    Image.open(sorted(jpeg_folder.rglob("*.jpg"))[0]).convert("L").save(grey)
+    files = [str(p) for p in sorted(jpeg_folder.rglob("*.jpg"))[1:12]]
+    files.insert(2, str(grey))
+    ds = datasets.Dataset.from_dict({"image": files}).cast_column("image", datasets.Image())
+    ds.save_to_disk(str(tmp_path / "saved"))
+    ds = datasets.load_from_disk(str(tmp_path / "saved"))
+    transforms = T.Compose(
+        [
+            T.Lambda(lambda img: img.convert("RGB") if img.mode != "RGB" else img),
+            T.Resize(24, interpolation=T.InterpolationMode.BICUBIC),
+            T.CenterCrop(24),
+            T.ToTensor(),
+        ]
+    )
+
+    def preprocess_images(examples):
+        examples["pixel_values"] = [transforms(image) for image in examples["image"]]
+        return examples
+
+    def collate_fn(examples):
+        return {"pixel_values": torch.stack([example["pixel_values"] for example in examples])}
+
+    ds.set_transform(preprocess_images)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        ours = DataLoader(ds, batch_size=4, collate_fn=collate_fn, backend="cpu")
+    theirs = torch.utils.data.DataLoader(ds, batch_size=4, collate_fn=collate_fn)
+    for a, b in zip(ours, theirs, strict=True):
+        assert a["pixel_values"].shape == b["pixel_values"].shape == (4, 3, 24, 24)
+        assert (a["pixel_values"] - b["pixel_values"]).abs().max() <= 1 / 255 + 1e-6  # the CPU path's resize: 1 level
+
+
 def test_a_labelled_tables_function_that_adds_keys_runs_natively_with_every_key_torch_gives(jpeg_folder, tmp_path):
     """A function that makes more than the image tensor and the label (here a caption's token
     ids, beside the table's own file name column) gives every key, as torch's loader does; it
