@@ -129,6 +129,26 @@ class LazyImage:
     def close(self) -> None:
         pass
 
+    @property
+    def mode(self) -> str:
+        """Pillow's mode of the image: "RGB" once converted to it, "L" once made grey, else
+        the file's, from its header (`mode_of`; a file that cannot be read answers "RGB":
+        the loader names it when it reads it). A file in RGB is then held as converted, so
+        that `if image.mode != "RGB": image = image.convert("RGB")` (diffusers' DreamBooth
+        script) holds every image alike, in RGB."""
+        if self.tensor:
+            raise NeedsPixels("the image's .mode (it was read as an array or a tensor)")
+        if self.before and self.before[-1] == GREY:
+            return "L"
+        if self.rgb or (self.before and self.before[-1] == GREY_RGB):
+            return "RGB"
+        if _resizes(self.before):
+            raise NeedsPixels("the resized image's .mode")
+        mode = mode_of(self.path) or "RGB"
+        if mode == "RGB":
+            self.rgb = True
+        return mode
+
     def __getattr__(self, name: str):
         raise NeedsPixels(f"the image's .{name}")
 
@@ -1336,6 +1356,42 @@ def _label_object(value) -> bool:
     return isinstance(value, np.ndarray) and value.dtype.kind in "biuf" and value.size <= _MOST_LABEL_ELEMENTS
 
 
+#: The most elements the values beside the image in one sample's dict may hold together
+#: (token ids and their mask, a caption, a few numbers): hpuload keeps every sample's.
+_MOST_DICT_ELEMENTS = 8192
+
+
+class DictSample(NamedTuple):
+    """The keys of the dicts a Dataset's `__getitem__` returns when they hold more than an
+    image and an integer label (diffusers' DreamBooth script: the image, a prompt's token ids
+    and its attention mask): `order` every key in the dict's order, `image` the image's. The
+    other values are each sample's extras, read while probing (`probe`), handed out as the
+    Dataset gave them."""
+
+    order: tuple
+    image: str
+
+    def sample(self, image, values: tuple) -> dict:
+        """One sample: the image (a view of the batch) among its values, in the dict's order."""
+        rest = iter(values)
+        return {k: image if k == self.image else next(rest) for k in self.order}
+
+    def batch(self, images, rows: list[tuple]) -> dict:
+        """What `default_collate` makes of a batch of samples: the images' batch, and each
+        other key's values collated."""
+        from torch.utils.data import default_collate
+
+        columns = iter(zip(*rows)) if rows and rows[0] else iter(())
+        return {k: images if k == self.image else default_collate(list(next(columns))) for k in self.order}
+
+
+def _elements(value) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.numel()
+    size = getattr(value, "size", None)
+    return size if isinstance(size, int) else 1
+
+
 def _shape(out) -> tuple[Any, Any, int, tuple]:
     """`(layout, keys, label, extras)` of what `__getitem__` returned: `("pair", None, label,
     ())` for an `(image, label)` pair, with the plain values after the label as `extras` for
@@ -1355,6 +1411,16 @@ def _shape(out) -> tuple[Any, Any, int, tuple]:
         others = [k for k in out if k not in images]
         if len(images) == 1 and _label(out[others[0]]) is not None:
             return "dict", (images[0], others[0], next(iter(out)) == others[0]), _label(out[others[0]]), ()
+    if isinstance(out, dict) and len(out) >= 2:
+        images = [k for k, v in out.items() if isinstance(v, Recorded)]
+        values = tuple(v for k, v in out.items() if k not in images)
+        if (
+            len(images) == 1
+            and all(isinstance(k, str) for k in out)
+            and all(_label_object(v) for v in values)
+            and sum(_elements(v) for v in values) <= _MOST_DICT_ELEMENTS
+        ):
+            return "dict", DictSample(tuple(out), images[0]), 0, values
     kinds = (
         [type(v).__name__ if not isinstance(v, Recorded) else "image" for v in out]
         if isinstance(out, (tuple, list))
@@ -1362,7 +1428,8 @@ def _shape(out) -> tuple[Any, Any, int, tuple]:
     )
     raise NeedsPixels(
         f"__getitem__ returns {kinds}; hpuload gives (image, integer label) pairs (plain values after "
-        "them too) or a dict of the two"
+        f"them too) or a dict of one image and small values ({_MOST_DICT_ELEMENTS} elements in all: numbers, "
+        "strings, token ids)"
     )
 
 
@@ -1465,7 +1532,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
             elif ((shape, len(after)), k) != (layout, keys):
                 raise NeedsPixels(f"__getitem__({i}) returns another shape than __getitem__({order[0]})")
             extras.append(after)
-            recorded = out[0] if shape == "pair" else out[k[0]]
+            recorded = out[0] if shape == "pair" else out[_image_key(k)]
             image = recorded.image
             given = recorded.output if isinstance(recorded, ArrayOut) else None
             if stand_in is not None and given is not None and not given.composed:
@@ -1483,7 +1550,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
                     f"__getitem__({i}) holds its image as {_form_name(image.form)} and __getitem__({order[0]}) "
                     f"as {_form_name(form)}"
                 )
-            labels.add(label_type(out[1] if shape == "pair" else out[k[1]]))
+            labels.add(label_type(out[1] if shape == "pair" else (0 if isinstance(k, DictSample) else out[k[1]])))
             samples.append((image.path, label))
         # Indices again: a __getitem__ that picks its file or its label at random (even now
         # and then: a noisy label, a swapped sample) cannot be learnt once.
@@ -1491,11 +1558,19 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
         for k in _again(n):
             i = order[k]
             again = dataset[i] if stand_in is not None else _untransformed(dataset[i])
-            opened = again[0] if layout[0] == "pair" else again[keys[0]]
+            opened = again[0] if layout[0] == "pair" else again[_image_key(keys)]
             if opened.image.path != samples[k][0]:
                 raise NeedsPixels(
                     f"{type(dataset).__name__}.__getitem__({i}) opened two different files on two calls"
                 )
+            if isinstance(keys, DictSample):
+                if tuple(again) != keys.order or not _same_values(
+                    tuple(v for key, v in again.items() if key != keys.image), extras[k]
+                ):
+                    raise NeedsPixels(
+                        f"{type(dataset).__name__}.__getitem__({i}) returns other values beside the image on two calls"
+                    )
+                continue
             label = again[1] if layout[0] == "pair" else again[keys[1]]
             same_label = _same_values((label,), extras[k][:1]) if objects else _label(label) == samples[k][1]
             if not same_label:
@@ -1515,6 +1590,11 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
     if len(labels) > 1:
         raise NeedsPixels(f"__getitem__ gives labels of several types ({', '.join(sorted(map(str, labels)))})")
     return Probed(samples, keys, form, labels.pop(), extras if layout[1] else None, output, before)
+
+
+def _image_key(keys):
+    """The image's key in the dicts `__getitem__` returns (`keys`: `_shape`'s)."""
+    return keys.image if isinstance(keys, DictSample) else keys[0]
 
 
 def _untransformed(out):

@@ -1576,7 +1576,7 @@ class _Loader:
             # stack, without the copy; a collate_fn gets its rows.
             if collate is None:
                 labels = self._label_batch(torch.tensor(targets), indices)
-                return [outs, labels, *self._extra_columns(indices)] if keys is None else _keyed(keys, outs, labels)
+                return [outs, labels, *self._extra_columns(indices)] if keys is None else self._keyed(outs, labels, indices)
             outs = list(outs.unbind(0))
         targets = self._label_items(targets, indices)
         if self._clip_samples is not None:
@@ -1584,7 +1584,7 @@ class _Loader:
         elif keys is None:
             samples = self._pairs(outs, targets, indices)
         else:
-            samples = [_keyed(keys, x, t) for x, t in zip(outs, targets)]
+            samples = self._keyed_samples(outs, targets, indices)
         if collate is None:
             return tud.default_collate(samples)
         with self._seeded(epoch, step):
@@ -1606,6 +1606,20 @@ class _Loader:
         rows = [self._extras[i][skip:] for i in indices]
         # A column as default_collate's transposition gives it: a tuple (kept as such for strings).
         return [tud.default_collate(tuple(r[k] for r in rows)) for k in range(len(rows[0]))]
+
+    def _keyed(self, images, labels, indices: list) -> dict:
+        """A batch as `default_collate` makes it of the Dataset's dicts."""
+        keys = self._sample_keys
+        if isinstance(keys, _probe.DictSample):
+            return keys.batch(images, [self._extras[i] for i in indices])
+        return _keyed(keys, images, labels)
+
+    def _keyed_samples(self, views: list, targets: list, indices: list) -> list[dict]:
+        """A batch's samples as the Dataset's dicts, for a collate_fn."""
+        keys = self._sample_keys
+        if isinstance(keys, _probe.DictSample):
+            return [keys.sample(v, self._extras[i]) for v, i in zip(views, indices)]
+        return [_keyed(keys, v, t) for v, t in zip(views, targets)]
 
     def _label_objects(self) -> int:
         """1 where the labels are no integers (the first of each sample's extras), else 0."""
@@ -1751,14 +1765,14 @@ class _Loader:
                     if collate is None:
                         labels = self._label_batch(labels, self.last_indices)
                         extra = self._extra_columns(self.last_indices)
-                        yield [per_view, labels, *extra] if keys is None else _keyed(keys, per_view, labels)
+                        yield [per_view, labels, *extra] if keys is None else self._keyed(per_view, labels, self.last_indices)
                     else:
                         targets = self._label_items(labels.tolist(), self.last_indices)
                         crops = [list(c) for c in zip(*(v.unbind(0) for v in per_view))]
                         if keys is None:
                             samples = self._pairs(crops, targets, self.last_indices)
                         else:
-                            samples = [_keyed(keys, c, t) for c, t in zip(crops, targets)]
+                            samples = self._keyed_samples(crops, targets, self.last_indices)
                         with self._seeded(epoch, batch.step):
                             out = collate(samples)
                         yield out
@@ -1807,7 +1821,7 @@ class _Loader:
                     _collate.mark(images)
                     labels = self._label_batch(labels, self.last_indices)
                     extra = self._extra_columns(self.last_indices)
-                    yield [images, labels, *extra] if keys is None else _keyed(keys, images, labels)
+                    yield [images, labels, *extra] if keys is None else self._keyed(images, labels, self.last_indices)
                 else:
                     # Views of the pinned batch, one per sample: nothing is copied before the
                     # user's code runs, and default_collate's stack of them is the batch.
@@ -1819,7 +1833,8 @@ class _Loader:
                         indices = self.last_indices
                         samples = lambda views: self._pairs(views, targets, indices)  # noqa: E731
                     else:
-                        samples = lambda views: [_keyed(keys, v, t) for v, t in zip(views, targets)]  # noqa: E731
+                        indices = self.last_indices
+                        samples = lambda views: self._keyed_samples(views, targets, indices)  # noqa: E731
                     if self._numpy_images:
                         of_tensors = samples
                         samples = lambda views: of_tensors([v.numpy() for v in views])  # noqa: E731
