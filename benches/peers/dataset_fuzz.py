@@ -14,6 +14,8 @@ raises, torch varies); every value of each batch is compared: the image (1 level
 and whatever follows it (equal, type for type).
 env ONLY=N: run case N alone and print its class's source.
 env OPEN=NAME: every class opens its image as OPENS[NAME] says (e.g. `read_grey` over JPEGs).
+env RETURNS=NAME: every class returns what RETURNS[NAME] says (e.g. `dict_extras`: a dict of
+the image and values beside it, session 97).
 env BACKEND=auto: hpuload's batches from the media engine's backend (images then compared
 within transform_fuzz.py's engine tolerance).
 """
@@ -54,6 +56,8 @@ OPENS = {
     "resize_unconverted": 'image = Image.open(path).resize((60, 40)).convert("RGB")',
     "grey_resize": 'image = Image.open(path).convert("RGB").resize((40, 40)).convert("L")',
     "grey_rgb": 'image = Image.open(path).convert("L").convert("RGB")',
+    "mode_check": 'image = Image.open(path)\nif not image.mode == "RGB":\n    image = image.convert("RGB")',
+    "mode_branch": 'image = Image.open(path)\nif image.mode == "L":\n    label = 0\nimage = image.convert("RGB")',
 }
 PATHS = {
     "rows": "path, label = self.rows[i]",
@@ -91,6 +95,8 @@ RETURNS = {
     "index": "return image, label, i",
     "path": "return image, label, path",
     "reversed": "return label, image",
+    "dict_extras": 'return {"pixel_values": image, "caption": f"photo {i}", "ids": torch.arange(4) + i, "label": label}',
+    "dict_path": 'return {"image": image, "path": path, "label": label}',
 }
 
 
@@ -106,6 +112,7 @@ def dataset_class(rng):
     }
     # env OPEN=NAME: every class opens its image that way (the other draws unchanged).
     parts["open"] = os.environ.get("OPEN", parts["open"])
+    parts["returns"] = os.environ.get("RETURNS", parts["returns"])
     call = CALLS[parts["call"]] if parts["holds"] == "transform" else "image = self.tfms(image)"
     body = "\n".join([PATHS[parts["paths"]], OPENS[parts["open"]], call, LABELS[parts["label"]], RETURNS[parts["returns"]]])
     source = f"""
