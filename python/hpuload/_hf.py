@@ -803,15 +803,17 @@ def _first_sample(dataset) -> tuple[Any, str | None]:
 
 
 def _makes_more(first, image_column: str, label_column: str) -> bool:
-    """Whether the dataset's function gives its samples (`first`, one of them) keys beyond one
-    image tensor, the label (as the column's name, `labels` or `label`) and the image column:
-    the token ids of a caption, a table's other columns. Those come from the function itself
-    (`_hf_rows`)."""
+    """Whether the dataset's function gives its samples (`first`, one of them) other keys than
+    one image tensor, the label (as the column's name, `labels` or `label`) and the image
+    column: the token ids of a caption, a table's other columns, or the image tensor alone
+    (diffusers' `train_unconditional.py` returns `{"input": images}` of a labelled folder).
+    Those come from the function itself (`_hf_rows`)."""
     if not isinstance(first, dict):
         return False
     tensors = [k for k, v in first.items() if isinstance(v, torch.Tensor) and v.dim() == 3]
-    known = {*tensors[:1], image_column, label_column, "labels", "label"}
-    return len(tensors) == 1 and any(k not in known for k in first)
+    labels = (label_column, "labels", "label")
+    known = {*tensors[:1], image_column, *labels}
+    return len(tensors) == 1 and (any(k not in known for k in first) or not any(k in first for k in labels))
 
 
 def _hf_sample_keys(dataset, label_column: str, sampled=None) -> tuple[str, str, bool]:

@@ -973,6 +973,30 @@ def test_run_maes_transform_converting_grey_images_itself_runs_natively_with_tor
         assert (a["pixel_values"] - b["pixel_values"]).abs().max() <= 1 / 255 + 1e-6  # the CPU path's resize: 1 level
 
 
+def test_diffusers_unconditional_function_leaving_the_label_out_runs_natively_with_torchs_batches(hf):
+    """diffusers' `train_unconditional.py` over a labelled folder: its function returns
+    `{"input": images}` alone, and no collate_fn is given."""
+    ds, _ = hf
+    augmentations = T.Compose(
+        [T.Resize(32, interpolation=T.InterpolationMode.BILINEAR), T.CenterCrop(32), T.ToTensor(), T.Normalize([0.5], [0.5])]
+    )
+
+    def transform_images(examples):
+        images = [augmentations(image.convert("RGB")) for image in examples["image"]]
+        return {"input": images}
+
+    ds = ds.with_transform(transform_images)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        ours = DataLoader(ds, batch_size=8, num_workers=2, backend="cpu")
+    n = 0
+    for a, b in zip(ours, torch.utils.data.DataLoader(ds, batch_size=8), strict=True):
+        assert list(a) == ["input"] and a["input"].shape == b["input"].shape
+        assert (a["input"] - b["input"]).abs().max() <= 2 / 255 + 1e-6  # the CPU path's resize: 1 level
+        n += 1
+    assert n == len(ds) // 8 + (len(ds) % 8 > 0)
+
+
 def test_a_labelled_tables_function_that_adds_keys_runs_natively_with_every_key_torch_gives(jpeg_folder, tmp_path):
     """A function that makes more than the image tensor and the label (here a caption's token
     ids, beside the table's own file name column) gives every key, as torch's loader does; it
