@@ -1359,6 +1359,9 @@ def _label_object(value) -> bool:
 #: The most elements the values beside the image in one sample's dict may hold together
 #: (token ids and their mask, a caption, a few numbers): hpuload keeps every sample's.
 _MOST_DICT_ELEMENTS = 8192
+#: And over all samples (128 MiB of 8-byte values): a dataset past it keeps torch's loader,
+#: which holds none of them.
+_MOST_HELD_ELEMENTS = 16 * 2**20
 
 
 class DictSample(NamedTuple):
@@ -1511,6 +1514,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
     extras: list[tuple] = []
     layout = keys = form = output = before = None
     labels = set()
+    held = 0  # the elements of the values beside the image held so far (`DictSample`)
     arrays = _NumpyArrays().__enter__()
     # The transform stood in for under every name the Dataset holds it by (`self.tf =
     # self.transform = transform`), so that whichever its code calls is answered.
@@ -1532,6 +1536,13 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
             elif ((shape, len(after)), k) != (layout, keys):
                 raise NeedsPixels(f"__getitem__({i}) returns another shape than __getitem__({order[0]})")
             extras.append(after)
+            if isinstance(k, DictSample):
+                held += sum(_elements(v) for v in after)
+                if held > _MOST_HELD_ELEMENTS:
+                    raise NeedsPixels(
+                        f"__getitem__ returns values beside the image that hpuload would hold for every sample: over "
+                        f"{_MOST_HELD_ELEMENTS:,} elements by __getitem__({i})"
+                    )
             recorded = out[0] if shape == "pair" else out[_image_key(k)]
             image = recorded.image
             given = recorded.output if isinstance(recorded, ArrayOut) else None

@@ -126,3 +126,13 @@ def test_a_dict_whose_values_beside_the_image_change_between_calls_goes_to_torch
     with pytest.warns(FallbackWarning, match=r"returns other values beside the image on two calls"):
         loader = DataLoader(ds, batch_size=4)
     assert not isinstance(loader, DataLoader)
+
+
+def test_a_dict_whose_values_would_fill_memory_for_every_sample_goes_to_torch(photos, monkeypatch):
+    from hpuload import _probe
+
+    monkeypatch.setattr(_probe, "_MOST_HELD_ELEMENTS", 20)  # the token ids of a few samples
+    ds = DreamBoothDataset(photos, "a photo of sks dog")
+    with pytest.warns(FallbackWarning, match=r"values beside the image that hpuload would hold for every sample"):
+        loader = DataLoader(ds, batch_size=3, collate_fn=dreambooth_collate)
+    assert not isinstance(loader, DataLoader)
