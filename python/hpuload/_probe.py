@@ -1405,9 +1405,11 @@ def _shape(out) -> tuple[Any, Any, int, tuple]:
     integer (`_label_object`) comes first among the extras, and `label` is 0."""
     if isinstance(out, (tuple, list)) and len(out) >= 2 and isinstance(out[0], Recorded):
         label = _label(out[1])
-        if label is not None and all(_plain(v) for v in out[2:]):
+        # After the label, plain values, or small ones (a caption's token ids and its mask).
+        small = all(_label_object(v) for v in out[2:]) and sum(_elements(v) for v in out[2:]) <= _MOST_DICT_ELEMENTS
+        if label is not None and small:
             return "pair", None, label, tuple(out[2:])
-        if label is None and _label_object(out[1]) and all(_plain(v) for v in out[2:]):
+        if label is None and _label_object(out[1]) and small:
             return "pair", None, 0, tuple(out[1:])
     if isinstance(out, dict) and len(out) == 2:
         images = [k for k, v in out.items() if isinstance(v, Recorded)]
@@ -1430,9 +1432,9 @@ def _shape(out) -> tuple[Any, Any, int, tuple]:
         else type(out).__name__
     )
     raise NeedsPixels(
-        f"__getitem__ returns {kinds}; hpuload gives (image, integer label) pairs (plain values after "
-        f"them too) or a dict of one image and small values ({_MOST_DICT_ELEMENTS} elements in all: numbers, "
-        "strings, token ids)"
+        f"__getitem__ returns {kinds}; hpuload gives (image, label) pairs (small values after them too) "
+        f"or a dict of one image and small values ({_MOST_DICT_ELEMENTS} elements in all: numbers, strings, "
+        "token ids)"
     )
 
 
@@ -1536,13 +1538,14 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
             elif ((shape, len(after)), k) != (layout, keys):
                 raise NeedsPixels(f"__getitem__({i}) returns another shape than __getitem__({order[0]})")
             extras.append(after)
-            if isinstance(k, DictSample):
-                held += sum(_elements(v) for v in after)
-                if held > _MOST_HELD_ELEMENTS:
-                    raise NeedsPixels(
-                        f"__getitem__ returns values beside the image that hpuload would hold for every sample: over "
-                        f"{_MOST_HELD_ELEMENTS:,} elements by __getitem__({i})"
-                    )
+            # A pair's label that is no integer rides first among the extras: not counted.
+            beside = after[1:] if shape == "pair" and after and _label(out[1]) is None else after
+            held += sum(_elements(v) for v in beside if not _plain(v))
+            if held > _MOST_HELD_ELEMENTS:
+                raise NeedsPixels(
+                    f"__getitem__ returns values beside the image that hpuload would hold for every sample: over "
+                    f"{_MOST_HELD_ELEMENTS:,} elements by __getitem__({i})"
+                )
             recorded = out[0] if shape == "pair" else out[_image_key(k)]
             image = recorded.image
             given = recorded.output if isinstance(recorded, ArrayOut) else None

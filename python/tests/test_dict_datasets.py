@@ -136,3 +136,35 @@ def test_a_dict_whose_values_would_fill_memory_for_every_sample_goes_to_torch(ph
     with pytest.warns(FallbackWarning, match=r"values beside the image that hpuload would hold for every sample"):
         loader = DataLoader(ds, batch_size=3, collate_fn=dreambooth_collate)
     assert not isinstance(loader, DataLoader)
+
+
+class Tokenized(tud.Dataset):
+    """A hand-written CLIP-style Dataset returning `(image, token ids, attention mask)`."""
+
+    def __init__(self, files, transform):
+        self.files, self.transform = files, transform
+
+    def __len__(self):
+        return len(self.files)
+
+    def __getitem__(self, i):
+        image = self.transform(Image.open(self.files[i]).convert("RGB"))
+        ids, mask = tokenize_prompt(f"a photo, number {i}", 12)
+        return image, ids[0], mask[0]
+
+
+@pytest.mark.parametrize("collate", [None, "own"])
+def test_a_tuple_of_the_image_and_token_tensors_runs_natively_as_torch_gives_it(photos, collate):
+    def own(batch):
+        images, ids, masks = zip(*batch)
+        return torch.stack(images), torch.stack(ids), torch.stack(masks)
+
+    ds = Tokenized(photos, T.Compose([T.Resize((24, 24)), T.PILToTensor()]))
+    kw = {} if collate is None else {"collate_fn": own}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        ours = DataLoader(ds, batch_size=4, backend="cpu", **kw)
+    for a, b in zip(ours, tud.DataLoader(ds, batch_size=4, **kw), strict=True):
+        assert type(a) is type(b) and len(a) == 3
+        assert torch.equal(a[1], b[1]) and torch.equal(a[2], b[2]) and a[1].shape == (len(a[1]), 12)
+        assert (a[0].int() - b[0].int()).abs().max() <= 1
