@@ -217,19 +217,24 @@ def hf_source(dataset, pipeline, transform):
     # tensor and the label, the dataset's function runs itself on each batch's other columns
     # (`_hf_rows`).
     function = pipeline is None and transform is None and getattr(dataset, "_format_type", None) == "custom"
+    encoded = False
     if not images and function:
         # A table of the images' paths (transformers' `run_clip.py`), which the function reads.
         column = _path_column(dataset)
         if column is not None:
             return _path_table_source(dataset, column)
+        # Or of their encoded bytes (img2dataset's Parquet: a `jpg` column), which it opens.
+        column = _bytes_column(dataset)
+        if column is not None:
+            images, encoded = [column], True
     unlabelled = not labels and function
     if len(images) != 1 or not (labels or unlabelled):
         raise Unfit(f"the dataset's features {list(features)} are not one Image and a label column", D)
     image_column, label_column = images[0], (labels[0] if labels else None)
     # The function's output on its first row (it decodes an image), learnt once.
-    sampled = _first_sample(dataset) if function and labels else None
-    by_rows = unlabelled or (sampled is not None and _makes_more(sampled[0], image_column, label_column))
-    if features[image_column].decode is False:
+    sampled = _first_sample(dataset) if function and labels and not encoded else None
+    by_rows = unlabelled or encoded or (sampled is not None and _makes_more(sampled[0], image_column, label_column))
+    if getattr(features[image_column], "decode", True) is False:
         raise Unfit("the Image column has decode=False (the transform gets bytes, not images)", D)
     mode = getattr(features[image_column], "mode", None)
     if mode not in (None, "RGB"):
@@ -268,8 +273,8 @@ def hf_source(dataset, pipeline, transform):
             fn, last = dataset._format_kwargs.get("transform"), rows_now.function
             if last is not None and last.fn is fn and last.found is found:
                 # Checked already (at an earlier epoch's start): the same function and object.
-                return _sized(found, common, lambda: _common_size(dataset, image_column, _datasets_turns()))
-            function = RowFunction(dataset, image_column, found)
+                return _sized(found, common, lambda: _common_size(dataset, image_column, _datasets_turns() and not encoded))
+            function = RowFunction(dataset, image_column, found, reads="bytes" if encoded else None)
             function.check(_rows_to_check(len(dataset)), _draws_from)
             if function.unconverted:
                 odd = _first_row(dataset, image_column, lambda mode: mode if mode not in (None, "RGB") else None)
@@ -281,7 +286,7 @@ def hf_source(dataset, pipeline, transform):
                         FallbackReason.TRANSFORM,
                     )
             rows_now.function = function
-            return _sized(found, common, lambda: _common_size(dataset, image_column, _datasets_turns()))
+            return _sized(found, common, lambda: _common_size(dataset, image_column, _datasets_turns() and not encoded))
 
         watch = TransformWatch(lambda: dataset._format_kwargs.get("transform"), translate_rows)
         pipe, dtype = watch.translated
@@ -310,10 +315,14 @@ def hf_source(dataset, pipeline, transform):
         )
         pipe, dtype = watch.translated
     all_rows = None if rows == list(range(offset)) else rows
-    table = ArrowSource(files=files, rows=all_rows, image_column=image_column, label_column=label_column, unlabelled=unlabelled)
+    table = ArrowSource(
+        files=files, rows=all_rows, image_column=image_column, label_column=label_column, unlabelled=unlabelled or encoded
+    )
     classes = list(features[label_column].names) if label_column and isinstance(features[label_column], ClassLabel) else None
-    # `datasets` turns each image by its EXIF orientation as it decodes it; so does the loader.
-    source = {"source": table, "sample_keys": keys, "watch": watch, "exif_orientation": _datasets_turns()}
+    # `datasets` turns each image by its EXIF orientation as it decodes it; so does the loader
+    # (not an image the function opens from its bytes: Pillow's open does not turn it).
+    turned = _datasets_turns() and not encoded
+    source = {"source": table, "sample_keys": keys, "watch": watch, "exif_orientation": turned}
     if rows_now is not None:
         source["row_function"] = rows_now
     return source, pipe, dtype, classes
@@ -354,6 +363,31 @@ def _path_column(dataset) -> str | None:
     return named[0] if named else None
 
 
+def _bytes_column(dataset) -> str | None:
+    """The binary column of `dataset` whose values are encoded images (a header read from the
+    first of `_rows_to_check` that is not null), or None where no column is."""
+    from datasets import Value
+
+    from ._probe import mode_of
+
+    raw = dataset.with_format(None)
+    named = []
+    for key, feature in dataset.features.items():
+        if not (isinstance(feature, Value) and feature.dtype in ("binary", "large_binary")):
+            continue
+        values = raw.select_columns([key])
+        for row in _rows_to_check(len(raw)):
+            value = values[row][key]
+            if value is None:
+                continue
+            if isinstance(value, bytes) and mode_of(data=value) is not None:
+                named.append(key)
+            break
+    if len(named) > 1:
+        raise Unfit(f"the dataset's columns {named} all hold encoded images (hpuload reads one image a row)", FallbackReason.DATASET)
+    return named[0] if named else None
+
+
 def _path_table_source(dataset, column: str):
     """`hf_source` for a table whose column `column` holds the images' paths and whose
     function reads them (torchvision's `read_image`/`decode_image` or Pillow's `Image.open`)
@@ -382,7 +416,7 @@ def _path_table_source(dataset, column: str):
         found = _hf_transform(dataset, None)
         fn, function = dataset._format_kwargs.get("transform"), rows_now.function
         if function is None or function.fn is not fn or function.found is not found:
-            function = RowFunction(dataset, column, found, paths=True)
+            function = RowFunction(dataset, column, found, reads="paths")
             function.check(_rows_to_check(len(dataset)), _draws_from)
             if function.unconverted:
                 odd = next(((k, m) for k, p in enumerate(paths) if (m := _file_mode(p)) not in (None, "RGB")), None)
@@ -740,7 +774,10 @@ def _first_row(dataset, image_column: str, test, read=None) -> tuple[int, Any] |
         """A chunk's bytes (offsets, data, validity) and paths, without a Python object per row."""
         if k not in opened:
             c = chunks[k]
-            fields = {c.type.field(i).name: a for i, a in enumerate(c.flatten())}
+            if pa.types.is_binary(c.type) or pa.types.is_large_binary(c.type):
+                fields = {"bytes": c, "path": None}  # a column of encoded images
+            else:
+                fields = {c.type.field(i).name: a for i, a in enumerate(c.flatten())}
             b = fields["bytes"]
             data = b.buffers()[2]
             opened.clear()  # rows come mostly in order: one chunk's arrays at a time
@@ -758,7 +795,7 @@ def _first_row(dataset, image_column: str, test, read=None) -> tuple[int, Any] |
         offsets, data, valid, paths = chunk(k)
         if valid[j] and data is not None:
             mode = read(data=data[offsets[j] : offsets[j + 1]])
-        elif paths[j].is_valid:
+        elif paths is not None and paths[j].is_valid:
             mode = read(path=paths[j].as_py())
         else:
             continue

@@ -8,6 +8,13 @@ only) and the transform it applies stood in for by one that gives each row's nat
 (`_Transform`). Everything else the function does (tokenizing, choosing one of several
 captions, adding keys) runs as written.
 
+A table may hold the images' paths (transformers' `run_clip.py`) or their encoded bytes
+(img2dataset's Parquet) instead of an Image column, which the function reads itself: the
+column's values are handed over as `_Path`s or `_Encoded`s (the strings or bytes themselves,
+carrying their row), and the reads of them (torchvision's `read_image`/`decode_image`,
+Pillow's `Image.open` of a path or of `io.BytesIO` of the bytes) are stood in for by
+`_Readers`, which give the row's `_Row`.
+
 `RowFunction.check` shows the function does only that to the images: on five rows, under the
 same seeded draws, what the dataset gives equals what the function gives with the stand-ins
 and the transform's output on the row's RGB image; a function that reads the image otherwise
@@ -17,6 +24,7 @@ would differ) is refused, named, and the dataset goes to torch's loader."""
 from __future__ import annotations
 
 import dis
+import io
 import types
 from collections.abc import Mapping
 from typing import Any
@@ -42,6 +50,44 @@ def _path(value: str, k: int) -> _Path:
     path = _Path(value)
     path.k = k
     return path
+
+
+class _Encoded(bytes):
+    """A row's encoded image in a table of them (the column's own bytes), carrying the row."""
+
+    k: int
+
+
+def _encoded(value: bytes, k: int) -> _Encoded:
+    data = _Encoded(value)
+    data.k = k
+    return data
+
+
+class _Stream:
+    """`io.BytesIO` of a row's `_Encoded` bytes, stood in for: what Pillow's `Image.open`
+    stand-in reads (`_Readers.open`)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: _Encoded):
+        self.data = data
+
+    def __getattr__(self, name: str):
+        raise NeedsImage(f"the function reads the image's bytes itself (.{name} of its BytesIO)")
+
+
+class _IOModule:
+    """`io` as the function sees it: `BytesIO` of a row's bytes is a `_Stream`, the rest the
+    module's own."""
+
+    def BytesIO(self, initial_bytes=b"", *args, **kwargs):  # noqa: N802 - the module's name
+        if isinstance(initial_bytes, _Encoded) and not args and not kwargs:
+            return _Stream(initial_bytes)
+        return io.BytesIO(initial_bytes, *args, **kwargs)
+
+    def __getattr__(self, name: str):
+        return getattr(io, name)
 
 
 class _Row:
@@ -152,8 +198,10 @@ class _Readers:
     def open(self, fp, mode="r", formats=None):
         from PIL import Image
 
-        if not isinstance(fp, _Path) or mode != "r" or formats is not None:
-            raise NeedsImage(f"the function's Image.open reads a {type(fp).__name__}, not the table's path")
+        if not isinstance(fp, (_Path, _Stream)) or mode != "r" or formats is not None:
+            raise NeedsImage(f"the function's Image.open reads a {type(fp).__name__}, not the table's path or bytes")
+        if isinstance(fp, _Stream):
+            return _Row(fp.data.k, Image.open(io.BytesIO(bytes(fp.data))) if self.real else None)
         return _Row(fp.k, Image.open(str(fp)) if self.real else None)
 
 
@@ -195,10 +243,11 @@ def _stores_globals(code) -> bool:
 
 class RowFunction:
     """The dataset's function, run on a batch's other columns with the images and the
-    transform (`found`) stood in for; see the module docstring. `paths`: the image column
-    holds the images' paths, which the function reads (`_Readers`)."""
+    transform (`found`) stood in for; see the module docstring. `reads`: the image column
+    holds what the function reads the images from itself, their paths ("paths") or their
+    encoded bytes ("bytes"; `_Readers`)."""
 
-    def __init__(self, dataset, image_column: str, found, paths: bool = False):
+    def __init__(self, dataset, image_column: str, found, reads: str | None = None):
         from ._hf import _is_image_processor
 
         T = FallbackReason.TRANSFORM
@@ -212,10 +261,13 @@ class RowFunction:
             raise Unfit(f"{name} (the dataset's transform) is given only some columns (with_transform(columns=...))", T)
         if _is_image_processor(found):
             raise Unfit(f"{name} applies {type(found).__name__} beside the captions (hpuload runs a torchvision transform there)", T)
-        self.dataset, self.fn, self.found, self.image_column, self.paths = dataset, fn, found, image_column, paths
+        self.dataset, self.fn, self.found, self.image_column = dataset, fn, found, image_column
+        #: The image column holds what the function reads itself: "paths" or "bytes" (None:
+        #: an Image column's images).
+        self.reads = reads
         self.name = name
         self.order = list(dataset.features)
-        others = [k for k in self.order if k != image_column or paths]
+        others = [k for k in self.order if k != image_column or self.reads]
         self.raw = dataset.with_format(None).select_columns(others) if others else None
         #: How the function holds the image it hands the transform (`_Row.form`), from the
         #: check: every batch's rows must be held so.
@@ -247,7 +299,7 @@ class RowFunction:
         for row in rows:
             try:
                 value = raw[row][self.image_column]
-                image = Image.open(value) if self.paths else value
+                image = Image.open(value if self.reads == "paths" else io.BytesIO(value)) if self.reads else value
                 rgb = image.convert("RGB").resize((64, 48))
                 break
             except Exception:  # noqa: BLE001 - a damaged row: the loader names it when read
@@ -280,6 +332,9 @@ class RowFunction:
 
             swaps[id(Image)] = _PILImage(readers)
             swaps[id(tio)] = _TorchvisionIO(readers)
+            stand_io = _IOModule()
+            swaps[id(io)] = stand_io
+            swaps[id(io.BytesIO)] = stand_io.BytesIO
             for call, stand in ((tio.read_image, readers.read_image), (tio.decode_image, readers.decode_image), (Image.open, readers.open)):
                 # The call, and the original where hpuload's probe of a Dataset class patched it.
                 swaps[id(call)] = stand
@@ -304,8 +359,9 @@ class RowFunction:
         images here (a table of paths keeps its paths). `check`: see `_Transform`."""
         n = len(indices)
         other = self.raw[list(indices)] if self.raw is not None else {}
-        if self.paths:
-            batch = {k: ([_path(v, i) for i, v in enumerate(other[k])] if k == self.image_column else other[k]) for k in self.order}
+        if self.reads:
+            wrap = _path if self.reads == "paths" else _encoded
+            batch = {k: ([wrap(v, i) for i, v in enumerate(other[k])] if k == self.image_column else other[k]) for k in self.order}
         else:
             if check is not None:
                 images = self.dataset.with_format(None).select_columns([self.image_column])[list(indices)][self.image_column]
@@ -313,7 +369,7 @@ class RowFunction:
                 images = [None] * n
             batch = {k: ([_Row(i, images[i]) for i in range(n)] if k == self.image_column else other[k]) for k in self.order}
         stand = _Transform(views, self.found, check, list(indices), form=self.form if check is None else None)
-        out = self._bound(stand, _Readers(check is not None) if self.paths else None)(batch)
+        out = self._bound(stand, _Readers(check is not None) if self.reads else None)(batch)
         if check is not None and len(stand.forms) == 1:
             (self.form,) = stand.forms
         elif check is not None and stand.forms:
@@ -328,7 +384,7 @@ class RowFunction:
                 continue
             for i in range(n):
                 value = values[i]
-                samples[i][key] = str(value) if type(value) is _Path else value
+                samples[i][key] = str(value) if type(value) is _Path else bytes(value) if type(value) is _Encoded else value
         return samples
 
     def check(self, rows: list[int], draws_from) -> None:
@@ -365,7 +421,7 @@ class RowFunction:
                 if form is not None and self.form != form:
                     raise Unfit(f"{self.name} (the dataset's transform) holds the images of rows {rows} in different forms", T)
                 ran += 1
-                mine = {k: v for k, v in want.items() if k != self.image_column or self.paths}
+                mine = {k: v for k, v in want.items() if k != self.image_column or self.reads}
                 if list(mine) != list(got) or not all(_same(mine[k], got[k]) for k in got):
                     which = next((k for k in got if k not in mine or not _same(mine[k], got[k])), None)
                     raise Unfit(

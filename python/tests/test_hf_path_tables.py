@@ -5,6 +5,7 @@ RGB and put through a `torch.nn.Module` holding a `torch.nn.Sequential` of trans
 compiled by `torch.jit.script` in transformers' copy), and the same shape with Pillow's
 `Image.open` and a label column."""
 
+import io
 import json
 import os
 import warnings
@@ -274,3 +275,63 @@ def test_run_clip_trains_under_the_transformers_trainer_on_hpuload_after_install
         assert result.global_step == 3 and torch.isfinite(torch.tensor(result.training_loss))
     finally:
         hpuload.transformers.uninstall()
+
+
+def img2dataset_parquet(files, tmp_path):
+    """A Parquet shard as img2dataset writes one (the encoded image in a binary `jpg` column,
+    its caption in `txt`), loaded by `load_dataset("parquet")`."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table(
+        {
+            "key": [f"{k:09}" for k in range(len(files))],
+            "jpg": pa.array([f.read_bytes() for f in files], pa.binary()),
+            "txt": [f"a photo number {k} of a thing" for k in range(len(files))],
+        }
+    )
+    pq.write_table(table, tmp_path / "00000.parquet", row_group_size=4)
+    return datasets.load_dataset("parquet", data_files=str(tmp_path / "00000.parquet"), split="train", cache_dir=str(tmp_path / "cache"))
+
+
+def test_a_table_of_encoded_images_the_function_opens_runs_natively_with_torchs_batches(files, tmp_path):
+    ds = img2dataset_parquet(files, tmp_path)
+    transform = T.Compose([T.Resize(36), T.CenterCrop(32), T.ToTensor()])
+
+    def preprocess(examples):
+        examples["pixel_values"] = [transform(Image.open(io.BytesIO(b)).convert("RGB")) for b in examples["jpg"]]
+        examples["input_ids"] = tokenize({"caption": examples["txt"]})["input_ids"]
+        return examples
+
+    def collate_fn(examples):
+        return {
+            "pixel_values": torch.stack([e["pixel_values"] for e in examples]),
+            "input_ids": torch.tensor([e["input_ids"] for e in examples]),
+            "key": [e["key"] for e in examples],
+        }
+
+    ds.set_transform(preprocess)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        ours = DataLoader(ds, batch_size=4, collate_fn=collate_fn, num_workers=2, backend="cpu")
+    n = 0
+    for a, b in zip(ours, torch.utils.data.DataLoader(ds, batch_size=4, collate_fn=collate_fn), strict=True):
+        assert a["key"] == b["key"] and torch.equal(a["input_ids"], b["input_ids"])
+        assert a["pixel_values"].shape == (4, 3, 32, 32)
+        assert (a["pixel_values"] - b["pixel_values"]).abs().max() <= 1 / 255 + 1e-6  # the CPU path's resize: 1 level
+        n += 1
+    assert n == 3
+
+
+def test_a_table_of_encoded_images_read_otherwise_goes_to_torch_naming_it(files, tmp_path):
+    ds = img2dataset_parquet(files, tmp_path)
+    transform = T.Compose([T.Resize(36), T.CenterCrop(32), T.ToTensor()])
+
+    def preprocess(examples):
+        streams = [io.BytesIO(b) for b in examples["jpg"]]
+        examples["pixel_values"] = [transform(Image.open(io.BytesIO(s.read())).convert("RGB")) for s in streams]
+        return examples
+
+    ds.set_transform(preprocess)
+    with pytest.warns(FallbackWarning, match=r"preprocess .*reads the image's bytes itself"):
+        DataLoader(ds, batch_size=4)
