@@ -15,6 +15,9 @@ usage: python hf_fuzz.py FOLDER [CASES=200] [SEED=0]
   `read_image` or `decode_image` in RGB or in the file's own mode, Pillow's `Image.open` with
   or without `.convert("RGB")`, in a `with` block), some reading paths they made or reading
   another way (session 97).
+  BYTES=1 (environment): the table saved with each image's encoded bytes (a binary `jpg`
+  column, as img2dataset's Parquet has it) and its label, the functions opening them with
+  Pillow through `io.BytesIO`, some reading the stream themselves (session 97).
 Outcomes as transform_fuzz.py's; every value of each batch is compared (images within a level,
 labels exactly).
 """
@@ -177,6 +180,52 @@ def path_function(rng, tf):
     return kind, fns[kind]
 
 
+def bytes_function(rng, tf):
+    """(name, fn): a random function over a batch of encoded images and labels that opens them."""
+    import io
+
+    from PIL import Image
+
+    kind = rng.choice(["rgb", "rgb", "own", "with", "read_twice", "new_dict"])
+
+    def rgb(batch):
+        batch["pixel_values"] = [tf(Image.open(io.BytesIO(b)).convert("RGB")) for b in batch["jpg"]]
+        return batch
+
+    def own(batch):
+        batch["pixel_values"] = [tf(Image.open(io.BytesIO(b))) for b in batch["jpg"]]
+        return batch
+
+    def with_block(batch):
+        out = []
+        for b in batch["jpg"]:
+            with Image.open(io.BytesIO(b)) as im:
+                out.append(tf(im.convert("RGB")))
+        batch["pixel_values"] = out
+        return batch
+
+    def read_twice(batch):
+        batch["pixel_values"] = [tf(Image.open(io.BytesIO(io.BytesIO(b).read())).convert("RGB")) for b in batch["jpg"]]
+        return batch
+
+    def new_dict(batch):
+        return {"labels": batch["label"], "pixel_values": [tf(Image.open(io.BytesIO(b)).convert("RGB")) for b in batch["jpg"]]}
+
+    fns = {"rgb": rgb, "own": own, "with": with_block, "read_twice": read_twice, "new_dict": new_dict}
+    return kind, fns[kind]
+
+
+def with_bytes(table, cache):
+    """`table` as a table of each image's encoded bytes and its label (no Image column)."""
+    import datasets
+
+    cells = table.cast_column("image", datasets.Image(decode=False))["image"]
+    data = [c["bytes"] if c["bytes"] is not None else open(c["path"], "rb").read() for c in cells]
+    out = datasets.Dataset.from_dict({"jpg": data, "label": list(table["label"])})
+    out.save_to_disk(os.path.join(cache, "bytes"))
+    return datasets.load_from_disk(os.path.join(cache, "bytes"))
+
+
 def with_paths(table, cache):
     """`table` as a table of each image's path and its label (no Image column)."""
     import datasets
@@ -255,6 +304,8 @@ def main():
         captions = os.environ.get("CAPTIONS") == "1"
         if os.environ.get("PATHS") == "1":
             search(with_paths(table, cache), rng, cases, paths=True)
+        elif os.environ.get("BYTES") == "1":
+            search(with_bytes(table, cache), rng, cases, paths="bytes")
         else:
             search(captioned(table, cache) if captions else table, rng, cases, captions)
 
@@ -264,7 +315,7 @@ def search(table, rng, cases, captions=False, paths=False):
     for i in range(cases):
         tname, tf = transform_fuzz.composition(rng)
         if paths:
-            kind, fn = path_function(rng, tf)
+            kind, fn = (bytes_function if paths == "bytes" else path_function)(rng, tf)
             cname, collate = collate_of("new_dict" if kind == "new_dict" else kind, rng)
         elif captions:
             kind, fn = caption_function(rng, tf)
