@@ -16,6 +16,11 @@ usage:
   python clip_loader.py run --loader torch|hpuload --data FILE.json [--no-script]
         [--size 224] [--epochs 3] [--workers 2] [--batch 16]
   python clip_loader.py parity --data FILE.json [--backend auto|cpu] [--rows 256]
+  python clip_loader.py make-parquet --corpus DIR --out FILE.parquet [--images 1000]
+  python clip_loader.py run-parquet --loader torch|hpuload --data FILE.parquet [--batch 64]
+`run-parquet`: the same loop over an img2dataset-style Parquet shard (the encoded images in a
+binary `jpg` column), the function opening each from its bytes (`Image.open(io.BytesIO(b))`)
+and tokenizing the captions itself.
 `run` prints one JSON line: images/s (median of the epochs after a warm-up one); `parity` one
 with the PSNR of hpuload's images against the dataset's own (lowest, median)."""
 
@@ -135,6 +140,67 @@ def run(a):
                       "epochs": [round(r, 1) for r in rates], "kind": type(loader).__name__}))
 
 
+def make_parquet(a):
+    """An img2dataset-style Parquet shard of the corpus: `key`, `jpg` (the encoded photo) and
+    `txt` (its caption)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    files = sorted(glob.glob(f"{a.corpus}/**/*.jpg", recursive=True))[: a.images]
+    rng = random.Random(0)
+    words = "a photo of the small large red blue dog cat tree house street by near at night in snow".split()
+    table = pa.table(
+        {
+            "key": [f"{k:09}" for k in range(len(files))],
+            "jpg": pa.array([open(f, "rb").read() for f in files], pa.binary()),
+            "txt": [" ".join(rng.choices(words, k=rng.randint(5, 14))) for _ in files],
+        }
+    )
+    pq.write_table(table, a.out, row_group_size=256)
+    print(f"wrote {len(files)} rows to {a.out}")
+
+
+def run_parquet(a):
+    """The same loop over the Parquet shard: the function opens each image from its bytes
+    (`Image.open(io.BytesIO(...))`), applies a CLIP training transform (RandomResizedCrop 224
+    bicubic, scale 0.9-1, ToTensor, Normalize) and tokenizes the captions."""
+    import io
+
+    from torchvision import transforms as T
+
+    if a.loader == "hpuload":
+        from hpuload.torch import DataLoader
+    else:
+        from torch.utils.data import DataLoader
+    torch.manual_seed(0)
+    ds = datasets.load_dataset("parquet", data_files=a.data, split="train", cache_dir=tempfile.mkdtemp(prefix="clip-cache-"))
+    tokenizer = tokenizer_for(ds["txt"])
+    train = T.Compose(
+        [
+            T.RandomResizedCrop(a.size, scale=(0.9, 1.0), interpolation=T.InterpolationMode.BICUBIC),
+            T.ToTensor(),
+            T.Normalize(MEAN, STD),
+        ]
+    )
+
+    def preprocess(examples):
+        examples["pixel_values"] = [train(Image.open(io.BytesIO(b)).convert("RGB")) for b in examples["jpg"]]
+        text = tokenizer(examples["txt"], max_length=77, padding="max_length", truncation=True)
+        examples["input_ids"], examples["attention_mask"] = text.input_ids, text.attention_mask
+        return examples
+
+    ds.set_transform(preprocess)
+    loader = DataLoader(ds, shuffle=True, collate_fn=collate_fn, batch_size=a.batch, num_workers=a.workers)
+    rates = []
+    for _ in range(a.epochs + 1):
+        start, n = time.perf_counter(), 0
+        for batch in loader:
+            n += batch["pixel_values"].shape[0]
+        rates.append(n / (time.perf_counter() - start))
+    print(json.dumps({"loader": a.loader, "table": "parquet bytes", "images_per_s": round(statistics.median(rates[1:]), 1),
+                      "epochs": [round(r, 1) for r in rates], "kind": type(loader).__name__}))
+
+
 def parity(a):
     """PSNR of hpuload's batches (`--backend`) against the dataset's own, per image, over the
     first `--rows` rows: the lowest and the median, and the largest difference in levels."""
@@ -180,13 +246,25 @@ def main():
     r.add_argument("--epochs", type=int, default=3)
     r.add_argument("--workers", type=int, default=2)
     r.add_argument("--batch", type=int, default=16)
+    mp = sub.add_parser("make-parquet")
+    mp.add_argument("--corpus", required=True)
+    mp.add_argument("--out", required=True)
+    mp.add_argument("--images", type=int, default=1000)
+    rp = sub.add_parser("run-parquet")
+    rp.add_argument("--loader", choices=["torch", "hpuload"], required=True)
+    rp.add_argument("--data", required=True)
+    rp.add_argument("--size", type=int, default=224)
+    rp.add_argument("--epochs", type=int, default=3)
+    rp.add_argument("--workers", type=int, default=2)
+    rp.add_argument("--batch", type=int, default=64)
     q = sub.add_parser("parity")
     q.add_argument("--data", required=True)
     q.add_argument("--backend", choices=["auto", "cpu"], default="auto")
     q.add_argument("--rows", type=int, default=256)
     q.add_argument("--size", type=int, default=224)
     a = p.parse_args()
-    {"make": make, "run": run, "parity": parity}[a.command](a)
+    commands = {"make": make, "run": run, "parity": parity, "make-parquet": make_parquet, "run-parquet": run_parquet}
+    commands[a.command](a)
 
 
 if __name__ == "__main__":
