@@ -1982,6 +1982,11 @@ def _common(dataset, a: dict, own: dict):
     if output not in ("dict", "pair"):
         raise ValueError(f"output={output!r}: give 'dict' or 'pair'")
     if output == "pair":
+        if isinstance(sample_keys, _probe.DictSample):
+            raise ValueError(
+                f"output='pair': the dataset's samples are dicts of {list(sample_keys.order)}, not an image and a "
+                "label; leave output as 'dict'"
+            )
         sample_keys = None
     if "output_dtype" in own:
         from ._transforms import _torch_dtype_name

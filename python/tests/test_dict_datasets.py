@@ -168,3 +168,9 @@ def test_a_tuple_of_the_image_and_token_tensors_runs_natively_as_torch_gives_it(
         assert type(a) is type(b) and len(a) == 3
         assert torch.equal(a[1], b[1]) and torch.equal(a[2], b[2]) and a[1].shape == (len(a[1]), 12)
         assert (a[0].int() - b[0].int()).abs().max() <= 1
+
+
+def test_output_pair_over_dicts_of_more_than_an_image_and_a_label_is_refused_naming_the_keys(photos):
+    ds = Captioned(photos, T.Compose([T.Resize((24, 24)), T.PILToTensor()]))
+    with pytest.raises(ValueError, match=r"output='pair': the dataset's samples are dicts of \['caption', 'pixel_values'"):
+        DataLoader(ds, batch_size=4, output="pair")

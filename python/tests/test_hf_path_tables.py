@@ -335,3 +335,45 @@ def test_a_table_of_encoded_images_read_otherwise_goes_to_torch_naming_it(files,
     ds.set_transform(preprocess)
     with pytest.warns(FallbackWarning, match=r"preprocess .*reads the image's bytes itself"):
         DataLoader(ds, batch_size=4)
+
+
+def test_a_path_table_opened_in_each_files_own_mode_runs_natively_where_every_file_is_rgb(files, tmp_path):
+    transform = T.Compose([T.Resize(36), T.CenterCrop(32), T.PILToTensor()])
+    ds = clip_table(files, tmp_path)
+
+    def transform_images(examples):
+        examples["pixel_values"] = [transform(Image.open(f)) for f in examples["image_path"]]
+        return examples
+
+    _, collate_fn = run_clip_functions(None)
+    ds.set_transform(transform_images)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        ours = DataLoader(ds, batch_size=4, collate_fn=collate_fn, backend="cpu")
+    n = 0
+    for a, b in zip(ours, torch.utils.data.DataLoader(ds, batch_size=4, collate_fn=collate_fn), strict=True):
+        assert torch.equal(a["input_ids"], b["input_ids"]) and a["pixel_values"].dtype == torch.uint8
+        assert (a["pixel_values"].int() - b["pixel_values"].int()).abs().max() <= 1  # the CPU path's resize
+        n += 1
+    assert n == 3
+
+
+def test_a_path_tables_function_replaced_between_epochs_is_checked_again(files, tmp_path):
+    transform_images, collate_fn = run_clip_functions(Transform(32, MEAN, STD))
+    ds = clip_table(files, tmp_path)
+    ds.set_transform(transform_images)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(ds, batch_size=4, collate_fn=collate_fn, backend="cpu")
+    assert len(list(loader)) == 3
+
+    def reads_made_paths(examples):
+        examples["pixel_values"] = [
+            Transform(32, MEAN, STD)(read_image(os.path.normpath(f), mode=ImageReadMode.RGB)) for f in examples["image_path"]
+        ]
+        return examples
+
+    ds.set_transform(reads_made_paths)
+    with pytest.warns(FallbackWarning, match="reads_made_paths"):
+        batches = list(loader)
+    assert len(batches) == 3 and batches[0]["pixel_values"].shape == (4, 3, 32, 32)
