@@ -337,54 +337,44 @@ class Rows:
 
 
 def _path_column(dataset) -> str | None:
-    """The string column of `dataset` whose values name image files (an image's header read
-    from the first of `_rows_to_check` that is not null), or None where no column does."""
+    """The string column of `dataset` whose values name image files, or None."""
     import os
-
-    from datasets import Value
 
     from ._probe import size_of
 
-    raw = dataset.with_format(None)
-    named = []
-    for key, feature in dataset.features.items():
-        if not (isinstance(feature, Value) and feature.dtype in ("string", "large_string")):
-            continue
-        values = raw.select_columns([key])
-        for row in _rows_to_check(len(raw)):
-            value = values[row][key]
-            if value is None:
-                continue
-            if isinstance(value, str) and os.path.isfile(value) and size_of(value) is not None:
-                named.append(key)
-            break
-    if len(named) > 1:
-        raise Unfit(f"the dataset's columns {named} all name image files (hpuload reads one image a row)", FallbackReason.DATASET)
-    return named[0] if named else None
+    def names_image(value) -> bool:
+        return isinstance(value, str) and os.path.isfile(value) and size_of(value) is not None
+
+    return _image_column_of(dataset, ("string", "large_string"), names_image, "name image files")
 
 
 def _bytes_column(dataset) -> str | None:
-    """The binary column of `dataset` whose values are encoded images (a header read from the
-    first of `_rows_to_check` that is not null), or None where no column is."""
-    from datasets import Value
-
+    """The binary column of `dataset` whose values are encoded images, or None."""
     from ._probe import mode_of
+
+    def encodes_image(value) -> bool:
+        return isinstance(value, bytes) and mode_of(data=value) is not None
+
+    return _image_column_of(dataset, ("binary", "large_binary"), encodes_image, "hold encoded images")
+
+
+def _image_column_of(dataset, dtypes: tuple, is_image, what: str) -> str | None:
+    """The one column of `dataset` of a `Value` type among `dtypes` whose first value that is
+    not null (of `_rows_to_check`'s rows) `is_image`; None where none is; `Unfit` where
+    several are (`what` they all do, for the message)."""
+    from datasets import Value
 
     raw = dataset.with_format(None)
     named = []
     for key, feature in dataset.features.items():
-        if not (isinstance(feature, Value) and feature.dtype in ("binary", "large_binary")):
+        if not (isinstance(feature, Value) and feature.dtype in dtypes):
             continue
         values = raw.select_columns([key])
-        for row in _rows_to_check(len(raw)):
-            value = values[row][key]
-            if value is None:
-                continue
-            if isinstance(value, bytes) and mode_of(data=value) is not None:
-                named.append(key)
-            break
+        first = next((v for v in (values[row][key] for row in _rows_to_check(len(raw))) if v is not None), None)
+        if first is not None and is_image(first):
+            named.append(key)
     if len(named) > 1:
-        raise Unfit(f"the dataset's columns {named} all hold encoded images (hpuload reads one image a row)", FallbackReason.DATASET)
+        raise Unfit(f"the dataset's columns {named} all {what} (hpuload reads one image a row)", FallbackReason.DATASET)
     return named[0] if named else None
 
 
