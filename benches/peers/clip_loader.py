@@ -66,6 +66,19 @@ def collate_fn(examples):
     return {"pixel_values": pixel_values, "input_ids": input_ids, "attention_mask": attention_mask, "return_loss": True}
 
 
+def timed_epochs(loader, epochs: int) -> dict:
+    """Images/s of `epochs` epochs after a warm-up one (their median), each epoch's, and the
+    loader's class (hpuload's, or torch's where it fell back)."""
+    rates = []
+    for _ in range(epochs + 1):
+        start, n = time.perf_counter(), 0
+        for batch in loader:
+            n += batch["pixel_values"].shape[0]
+        rates.append(n / (time.perf_counter() - start))
+    return {"images_per_s": round(statistics.median(rates[1:]), 1), "epochs": [round(r, 1) for r in rates],
+            "kind": type(loader).__name__}
+
+
 def make(a):
     files = sorted(glob.glob(f"{a.corpus}/**/*.jpg", recursive=True))[: a.images]
     rng = random.Random(0)
@@ -130,14 +143,7 @@ def run(a):
     )
     train_dataset.set_transform(transform_images)
     loader = DataLoader(train_dataset, shuffle=True, collate_fn=collate_fn, batch_size=a.batch, num_workers=a.workers)
-    rates = []
-    for _ in range(a.epochs + 1):
-        start, n = time.perf_counter(), 0
-        for batch in loader:
-            n += batch["pixel_values"].shape[0]
-        rates.append(n / (time.perf_counter() - start))
-    print(json.dumps({"loader": a.loader, "scripted": a.script, "images_per_s": round(statistics.median(rates[1:]), 1),
-                      "epochs": [round(r, 1) for r in rates], "kind": type(loader).__name__}))
+    print(json.dumps({"loader": a.loader, "scripted": a.script, **timed_epochs(loader, a.epochs)}))
 
 
 def make_parquet(a):
@@ -191,14 +197,7 @@ def run_parquet(a):
 
     ds.set_transform(preprocess)
     loader = DataLoader(ds, shuffle=True, collate_fn=collate_fn, batch_size=a.batch, num_workers=a.workers)
-    rates = []
-    for _ in range(a.epochs + 1):
-        start, n = time.perf_counter(), 0
-        for batch in loader:
-            n += batch["pixel_values"].shape[0]
-        rates.append(n / (time.perf_counter() - start))
-    print(json.dumps({"loader": a.loader, "table": "parquet bytes", "images_per_s": round(statistics.median(rates[1:]), 1),
-                      "epochs": [round(r, 1) for r in rates], "kind": type(loader).__name__}))
+    print(json.dumps({"loader": a.loader, "table": "parquet bytes", **timed_epochs(loader, a.epochs)}))
 
 
 def parity(a):

@@ -141,11 +141,6 @@ class _Transform:
         self.forms: set = set()
         self.form = form
 
-    @property
-    def unconverted(self) -> bool:
-        """An image was handed over without `convert("RGB")` (in its own mode)."""
-        return any(not rgb for _, rgb in self.forms)
-
     def __call__(self, image, *rest, **kwargs):
         if not isinstance(image, _Row) or rest or kwargs:
             raise NeedsImage(f"the function calls its transform on a {type(image).__name__}, not a row's image")

@@ -1764,8 +1764,10 @@ class _Loader:
                     per_view = split(images)
                     if collate is None:
                         labels = self._label_batch(labels, self.last_indices)
-                        extra = self._extra_columns(self.last_indices)
-                        yield [per_view, labels, *extra] if keys is None else self._keyed(per_view, labels, self.last_indices)
+                        if keys is None:
+                            yield [per_view, labels, *self._extra_columns(self.last_indices)]
+                        else:
+                            yield self._keyed(per_view, labels, self.last_indices)
                     else:
                         targets = self._label_items(labels.tolist(), self.last_indices)
                         crops = [list(c) for c in zip(*(v.unbind(0) for v in per_view))]
@@ -1820,8 +1822,10 @@ class _Loader:
                     # What default_collate makes of the samples.
                     _collate.mark(images)
                     labels = self._label_batch(labels, self.last_indices)
-                    extra = self._extra_columns(self.last_indices)
-                    yield [images, labels, *extra] if keys is None else self._keyed(images, labels, self.last_indices)
+                    if keys is None:
+                        yield [images, labels, *self._extra_columns(self.last_indices)]
+                    else:
+                        yield self._keyed(images, labels, self.last_indices)
                 else:
                     # Views of the pinned batch, one per sample: nothing is copied before the
                     # user's code runs, and default_collate's stack of them is the batch.
