@@ -594,8 +594,6 @@ class _AppliesCheck:
         a palette, RGBA (opaque) and CMYK in turn: where every result is the transform of the
         image in RGB, the function converts; else every image the dataset reads must be RGB
         (`_first_not_rgb`), or the loader goes to torch's."""
-        from ._behaviour import generators_kept
-
         raw = self.dataset.with_format(None)
         if not len(raw):
             return
@@ -607,24 +605,15 @@ class _AppliesCheck:
                 break
             except Exception:  # a damaged row: the loader names and skips it when read
                 continue
-        converts = rgb is not None
-        with generators_kept():
-            for seed, mode in enumerate(("L", "P", "RGBA", "CMYK")) if converts else ():
-                image = rgb.convert(mode)
-                batch = {k: [v] for k, v in first.items()}
-                batch[self.image_column] = [image]
-                try:
-                    _draws_from(seed)
-                    got = fn(batch)[self.keys[0]][0]
-                    _draws_from(seed)
-                    want = transform(image.convert("RGB"))
-                except Exception:
-                    converts = False
-                    break
-                if not _alike(got, want, within):
-                    converts = False
-                    break
-        if converts:
+
+        def through_function(image):
+            batch = {k: [v] for k, v in first.items()}
+            batch[self.image_column] = [image]
+            return fn(batch)[self.keys[0]][0]
+
+        if rgb is not None and alike_in_each_mode(
+            rgb, through_function, lambda image: transform(image.convert("RGB")), lambda a, b: _alike(a, b, within)
+        ):
             return
         odd = self._first_not_rgb()
         if odd is not None:
@@ -712,6 +701,27 @@ class _AppliesCheck:
                     )
             if n and not ran:
                 raise Unfit(f"{name} (the dataset's transform) could not be checked on any row ({failure})", T)
+
+
+def alike_in_each_mode(rgb, got_for, want_for, same) -> bool:
+    """Whether `got_for(image)` and `want_for(image)` are `same`, each under one seed, for
+    `rgb` (a small RGB PIL image) made grey, a palette, RGBA (opaque) and CMYK in turn: code
+    that converts each image to RGB itself. The global generators are left as they were."""
+    from ._behaviour import generators_kept
+
+    with generators_kept():
+        for seed, mode in enumerate(("L", "P", "RGBA", "CMYK")):
+            image = rgb.convert(mode)
+            try:
+                _draws_from(seed)
+                got = got_for(image)
+                _draws_from(seed)
+                want = want_for(image)
+            except Exception:  # noqa: BLE001 - refuses some mode: it does not convert
+                return False
+            if not same(got, want):
+                return False
+    return True
 
 
 def _draws_from(seed: int) -> None:

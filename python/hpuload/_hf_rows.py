@@ -276,7 +276,7 @@ class RowFunction:
         image must be RGB (`_hf.hf_source` reads their modes)."""
         return self.form is not None and not self.form[1] and not self._converts
 
-    def _learn_conversion(self, rows: list[int], draws_from) -> None:
+    def _learn_conversion(self, rows: list[int]) -> None:
         """Whether the transform, handed a PIL image in its own mode, converts it to RGB itself
         (transformers' `run_mae.py` starts its Compose with a `Lambda` that does): on the
         first of `rows` whose image opens, shrunk to 64x48 and made grey, a palette, RGBA
@@ -284,7 +284,7 @@ class RowFunction:
         image in RGB."""
         from PIL import Image
 
-        from ._behaviour import generators_kept
+        from ._hf import alike_in_each_mode
 
         self._converts = False
         if self.form != (False, False):
@@ -299,21 +299,9 @@ class RowFunction:
                 break
             except Exception:  # noqa: BLE001 - a damaged row: the loader names it when read
                 continue
-        if rgb is None:
-            return
-        with generators_kept():
-            for seed, mode in enumerate(("L", "P", "RGBA", "CMYK")):
-                image = rgb.convert(mode)
-                try:
-                    draws_from(seed)
-                    got = self.found(image)
-                    draws_from(seed)
-                    want = self.found(image.convert("RGB"))
-                except Exception:  # noqa: BLE001 - refuses some mode: it does not convert
-                    return
-                if not _same(got, want):
-                    return
-        self._converts = True
+        self._converts = rgb is not None and alike_in_each_mode(
+            rgb, self.found, lambda image: self.found(image.convert("RGB")), _same
+        )
 
     def _bound(self, stand: _Transform, readers: _Readers | None):
         """The function with `stand` in place of the transform (and `readers` in place of the
@@ -429,7 +417,7 @@ class RowFunction:
             raise Unfit(f"{self.name} (the dataset's transform) could not be checked on any row ({failure})", T)
         if ran and self.form is None:
             raise Unfit(f"{self.name} (the dataset's transform) hands its transform no row's image", T)
-        self._learn_conversion(rows, draws_from)
+        self._learn_conversion(rows)
 
 
 def _swapped(cell, swaps: dict) -> bool:
