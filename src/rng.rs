@@ -22,6 +22,21 @@ pub(crate) fn view_seed(seed: u64, view: usize) -> u64 {
     }
 }
 
+/// The seed image `image` of a sample draws its plans from, where each sample holds several
+/// images read by loaders of their own (a ControlNet table's image and its conditioning image):
+/// image 0 draws from the loader's own seed, every other image from one of its own, so that two
+/// images of one sample put through the same random transform get independent draws, as from
+/// one generator drawn in turn. The order and the replacements of skipped samples stay the
+/// seed's, so the loaders' batches hold the same samples.
+pub(crate) fn image_seed(seed: u64, image: usize) -> u64 {
+    const IMAGES: u64 = 0x494D_4147_4553_5F4B; // "IMAGES_K"
+    if image == 0 {
+        seed
+    } else {
+        mix(mix(seed ^ IMAGES).wrapping_add(image as u64))
+    }
+}
+
 /// Independent streams of random numbers for one sample, so that adding a new random choice
 /// to one op never changes the numbers another op sees.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -66,7 +66,7 @@ class SampleView(torch.Tensor):
 
 
 class _Batch:
-    """The batch whose views the running collate_fn holds."""
+    """A batch whose views the running collate_fn holds."""
 
     __slots__ = ("images", "views", "stacked")
 
@@ -77,43 +77,52 @@ class _Batch:
 
 
 def _whole_batch(args, kwargs) -> torch.Tensor | None:
-    """The batch tensor, when this stack is of all of the running collate's views in order
-    (the first such stack only: a second one gets a copy of its own, as from torch)."""
-    batch = getattr(_local, "batch", None)
-    if batch is None or batch.stacked:
+    """A batch tensor, when this stack is of all of one of the running collate's batches'
+    views in order (the first such stack only: a second one gets a copy of its own, as from
+    torch)."""
+    batches = getattr(_local, "batch", None)
+    if not batches:
         return None
     tensors = args[0] if args else kwargs.get("tensors")
     dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
     if kwargs.get("out") is not None or dim != 0 or not isinstance(tensors, (list, tuple)):
         return None
-    views = batch.views
-    if len(tensors) != len(views) or any(t is not v for t, v in zip(tensors, views)):
-        return None
-    batch.stacked = True
-    return batch.images
+    for batch in batches:
+        views = batch.views
+        if batch.stacked or len(tensors) != len(views) or any(t is not v for t, v in zip(tensors, views)):
+            continue
+        batch.stacked = True
+        return batch.images
+    return None
 
 
-def call(collate_fn, images: torch.Tensor, samples) -> object:
+def call(collate_fn, images: "torch.Tensor | list[torch.Tensor]", samples) -> object:
     """`collate_fn(samples(views))`, where `views` are `images`' samples (`SampleView`s) and
-    `samples` builds the list the user's function receives from them."""
+    `samples` builds the list the user's function receives from them. `images` may be a list
+    of batches (a sample's several images, one batch each): `views` is then a list of each
+    one's samples."""
     install()
     if "timm.data.mixup" in sys.modules:
         from . import _timm_mix
 
         _timm_mix.install()
-    batch = _Batch(images)
-    _remember(images)
+    several = isinstance(images, list)
+    batches = [_Batch(t) for t in (images if several else [images])]
+    for t in images if several else [images]:
+        _remember(t)
     previous = getattr(_local, "batch", None)
-    _local.batch = batch
+    _local.batch = batches
     try:
-        return collate_fn(samples(batch.views))
+        return collate_fn(samples([b.views for b in batches] if several else batches[0].views))
     finally:
         _local.batch = previous
 
 
 def running() -> "_Batch | None":
-    """The batch whose views the collate_fn running on this thread received, if any."""
-    return getattr(_local, "batch", None)
+    """The batch whose views the collate_fn running on this thread received, if any (the
+    first, where it received several)."""
+    batches = getattr(_local, "batch", None)
+    return batches[0] if batches else None
 
 
 def mark(images: torch.Tensor) -> torch.Tensor:

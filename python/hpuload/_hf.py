@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from ._fallback import FallbackReason, Unfit
-from ._options import ArrowSource
+from ._options import ArrowSource, MoreImages
 from ._transforms import translate
 from ._watch import TransformWatch
 from .sources import _pipeline
@@ -57,10 +57,12 @@ def _hf_table_files(table) -> list[tuple[str, int, int]]:
     return files
 
 
-def _hf_transform(dataset, transform):
+def _hf_transform(dataset, transform, several: bool = False):
     """The torchvision transform the dataset's `set_transform`/`with_transform` function
     applies: `transform=` when given, else the one torchvision (or timm) transform object the
-    function reaches through its closure or its module's globals."""
+    function reaches through its closure or its module's globals. `several`: a table of
+    several image columns, whose function may apply a transform of its own to each (a
+    ControlNet table's): the list of those it reaches, one or more."""
     if transform is not None:
         return transform
     T = FallbackReason.TRANSFORM
@@ -87,6 +89,8 @@ def _hf_transform(dataset, transform):
         ) and all(obj is not f for f in found):
             found.append(obj)
     name = getattr(fn, "__name__", type(fn).__name__)
+    if several and found:
+        return found
     if len(found) != 1:
         what = "no torchvision transform" if not found else f"{len(found)} torchvision transforms"
         raise Unfit(f"{name} (the dataset's transform) reaches {what}; pass the one it applies as transform=", T)
@@ -228,19 +232,28 @@ def hf_source(dataset, pipeline, transform):
         if column is not None:
             images, encoded = [column], True
     unlabelled = not labels and function
-    if len(images) != 1 or not (labels or unlabelled):
+    # Several Image columns without a label (diffusers' ControlNet table: an image, its
+    # conditioning image and a caption): each column the function hands a transform is made
+    # natively by a loader of its own (`_cores`).
+    several = unlabelled and len(images) > 1
+    if (len(images) != 1 and not several) or not (labels or unlabelled):
         raise Unfit(f"the dataset's features {list(features)} are not one Image and a label column", D)
     image_column, label_column = images[0], (labels[0] if labels else None)
     # The function's output on its first row (it decodes an image), learnt once.
     sampled = _first_sample(dataset) if function and labels and not encoded else None
     by_rows = unlabelled or encoded or (sampled is not None and _makes_more(sampled[0], image_column, label_column))
-    if getattr(features[image_column], "decode", True) is False:
-        raise Unfit("the Image column has decode=False (the transform gets bytes, not images)", D)
-    mode = getattr(features[image_column], "mode", None)
-    if mode not in (None, "RGB"):
-        # `Image(mode="L")`: datasets converts each image as it decodes it, and a function's
-        # own `.convert("RGB")` then gives the grey image's RGB.
-        raise Unfit(f"the Image feature converts each image to mode {mode} as datasets decodes it, while hpuload decodes to RGB", D)
+    for column in images:
+        if getattr(features[column], "decode", True) is False:
+            raise Unfit(f"the Image column {column!r} has decode=False (the transform gets bytes, not images)", D)
+        mode = getattr(features[column], "mode", None)
+        if mode not in (None, "RGB"):
+            # `Image(mode="L")`: datasets converts each image as it decodes it, and a
+            # function's own `.convert("RGB")` then gives the grey image's RGB.
+            raise Unfit(
+                f"the Image feature {column!r} converts each image to mode {mode} as datasets decodes it, while "
+                "hpuload decodes to RGB",
+                D,
+            )
     pieces = _hf_table_files(dataset.data)
     files = [p for p, _, _ in pieces]
     if len(set(files)) != len(files):
@@ -264,32 +277,54 @@ def hf_source(dataset, pipeline, transform):
         from ._hf_rows import RowFunction
 
         rows_now = Rows()
-        common: dict = {}  # the images' one size, once found
+        commons: dict = {c: {} for c in images}  # each column's images' one size, once found
+        turned = _datasets_turns() and not encoded
+        loaded: list = []  # the image columns the loaders read, as the first translation found
 
         def translate_rows():
-            found = _hf_transform(dataset, None)
-            if _is_image_processor(found):
-                raise Unfit("an image processor beside the captions (hpuload runs a torchvision transform there)", FallbackReason.TRANSFORM)
-            fn, last = dataset._format_kwargs.get("transform"), rows_now.function
-            if last is not None and last.fn is fn and last.found is found:
-                # Checked already (at an earlier epoch's start): the same function and object.
-                return _sized(found, common, lambda: _common_size(dataset, image_column, _datasets_turns() and not encoded))
-            function = RowFunction(dataset, image_column, found, reads="bytes" if encoded else None)
-            function.check(_rows_to_check(len(dataset)), _draws_from)
-            if function.unconverted:
-                odd = _first_row(dataset, image_column, lambda mode: mode if mode not in (None, "RGB") else None)
-                if odd is not None:
-                    raise Unfit(
-                        f"{function.name} (the dataset's transform) hands it each image in its own mode, and row "
-                        f"{odd[0]} is in mode {odd[1]}, while hpuload decodes every image to RGB (convert the images "
-                        "to RGB in it to run natively)",
-                        FallbackReason.TRANSFORM,
-                    )
-            rows_now.function = function
-            return _sized(found, common, lambda: _common_size(dataset, image_column, _datasets_turns() and not encoded))
+            T = FallbackReason.TRANSFORM
+            found = _hf_transform(dataset, None, several=several)
+            founds = found if isinstance(found, list) else [found]
+            if any(_is_image_processor(f) for f in founds):
+                raise Unfit("an image processor beside the captions (hpuload runs a torchvision transform there)", T)
+            fn, function = dataset._format_kwargs.get("transform"), rows_now.function
+            if not (
+                function is not None
+                and function.fn is fn
+                and len(function.founds) == len(founds)
+                and all(a is b for a, b in zip(function.founds, founds))
+            ):
+                # Not checked already (at an earlier epoch's start) with the same function and objects.
+                function = RowFunction(dataset, images, founds, reads="bytes" if encoded else None)
+                function.check(_rows_to_check(len(dataset)), _draws_from)
+                for column in function.unconverted:
+                    odd = _first_row(dataset, column, lambda mode: mode if mode not in (None, "RGB") else None)
+                    if odd is not None:
+                        of = f" of {column!r}" if several else ""
+                        raise Unfit(
+                            f"{function.name} (the dataset's transform) hands it each image in its own mode, and row "
+                            f"{odd[0]}{of} is in mode {odd[1]}, while hpuload decodes every image to RGB "
+                            "(convert the images to RGB in it to run natively)",
+                            T,
+                        )
+            used = function.used_columns
+            if loaded and used != loaded:
+                raise Unfit(f"{function.name} (the dataset's transform) now hands the transforms the images of {used}, not {loaded}", T)
+            translated = {
+                c: _sized(function.transform_for(c), commons[c], lambda c=c: _common_size(dataset, c, turned)) for c in used
+            }
+            more = []
+            for c in used[1:]:
+                if len(translated[c]) != 2:
+                    raise Unfit(f"the transform of the image column {c!r} runs natively only in part", T)
+                more.append(MoreImages(c, *translated[c]))
+            rows_now.function, rows_now.more = function, tuple(more)
+            loaded[:] = used
+            return translated[used[0]]
 
         watch = TransformWatch(lambda: dataset._format_kwargs.get("transform"), translate_rows)
         pipe, dtype = watch.translated
+        image_column = loaded[0]
         keys = None
     elif pipeline is not None:
         pipe, dtype = _pipeline(pipeline), "f32"
@@ -325,6 +360,8 @@ def hf_source(dataset, pipeline, transform):
     source = {"source": table, "sample_keys": keys, "watch": watch, "exif_orientation": turned}
     if rows_now is not None:
         source["row_function"] = rows_now
+        if rows_now.more:
+            source["more"] = rows_now.more
     return source, pipe, dtype, classes
 
 
@@ -334,6 +371,9 @@ class Rows:
     start)."""
 
     function = None
+    #: The table's other image columns the function hands a transform, each with its
+    #: pipeline (`_options.MoreImages`), made by loaders of their own (`_cores`).
+    more: tuple = ()
 
 
 def _path_column(dataset) -> str | None:
@@ -418,7 +458,7 @@ def _path_table_source(dataset, column: str):
                         T,
                     )
             rows_now.function = function
-        tensor, _ = function.form
+        tensor, _ = function.form[column]
         runs = v1.Compose([v1.PILToTensor(), *steps(found)]) if tensor else found
         return _sized(runs, common, lambda: _files_size(paths))
 

@@ -96,14 +96,16 @@ class _Row:
     it; torchvision's reader's uint8 tensor (`tensor`): nothing. Anything else raises
     `NeedsImage`. While checking, `real` is the image itself."""
 
-    __slots__ = ("k", "converted", "tensor", "real")
+    __slots__ = ("k", "converted", "tensor", "real", "column")
 
-    def __init__(self, k: int, real=None, *, tensor: bool = False, converted: bool = False):
+    def __init__(self, k: int, real=None, *, tensor: bool = False, converted: bool = False, column: str | None = None):
         self.k = k
         self.real = real
         self.tensor = tensor
         #: In RGB, whatever the file holds (converted, or read in RGB mode).
         self.converted = converted
+        #: The image column the image is of (None: the table's one).
+        self.column = column
 
     @property
     def form(self) -> tuple[bool, bool]:
@@ -114,7 +116,7 @@ class _Row:
         if self.tensor:
             raise NeedsImage("the function calls .convert on the tensor torchvision's reader gave")
         if mode == "RGB" and not args and not kwargs:
-            return _Row(self.k, None if self.real is None else self.real.convert("RGB"), converted=True)
+            return _Row(self.k, None if self.real is None else self.real.convert("RGB"), converted=True, column=self.column)
         raise NeedsImage(f"the function converts the image with convert({mode!r}, ...), not convert('RGB')")
 
     def __enter__(self):
@@ -129,37 +131,84 @@ class _Row:
         raise NeedsImage(f"the function reads the image's {name!r}")
 
 
-class _Transform:
-    """The transform the function applies, stood in for: a row's image gives that row's
-    native tensor (`views[k]`). While checking (`check`: the row's draws), it gives the
-    transform's output on the row's real image instead, drawn under `check(row + 1)` with the
-    generators as they were around it, as if the transform had drawn first."""
+class _Seen:
+    """What the stand-in transforms of one run of the function saw, shared between them: the
+    forms each image column's images were handed over in (`forms`), and which transform each
+    column's images went through (`transform_of`). Outside the check, `form` and
+    `transform_of` are what the check learnt, and every batch must do the same. While
+    checking, `drawn` holds each row's generator states after its last transform, so that a
+    row's transforms draw in turn from one stream, as torch's loader runs them."""
 
-    def __init__(self, views, found=None, check=None, rows=None, form=None):
-        self.views, self.found, self.check, self.rows = views, found, check, rows
-        #: The rows' `_Row.form`s seen; `form`: the one each row must have (set by the check).
-        self.forms: set = set()
+    def __init__(self, form: dict | None = None, transform_of: dict | None = None):
+        self.forms: dict = {}
         self.form = form
+        self.checking = form is None
+        self.transform_of: dict = dict(transform_of or {})
+        self.drawn: dict = {}
+
+
+class _Transform:
+    """A transform the function applies (`found`, the `which`-th it reaches), stood in for: a
+    row's image gives that row's native tensor (`views[column][k]`). While checking (`check`:
+    the row's draws), it gives the transform's output on the row's real image instead: a row's
+    first transform draws under `check(row + 1)`, its next ones on from there, with the
+    generators as they were around them, as if the transforms had drawn first."""
+
+    def __init__(self, views, found, which: int, seen: _Seen, check=None, rows=None):
+        self.views, self.found, self.which, self.seen, self.check, self.rows = views, found, which, seen, check, rows
 
     def __call__(self, image, *rest, **kwargs):
         if not isinstance(image, _Row) or rest or kwargs:
             raise NeedsImage(f"the function calls its transform on a {type(image).__name__}, not a row's image")
-        if self.form is not None and image.form != self.form:
+        seen, column = self.seen, image.column
+        named = "" if column is None else f" of column {column!r}"
+        if seen.form is not None and image.form != seen.form.get(column):
             raise NeedsImage(
-                f"the function hands its transform row {image.k}'s image as {_form_words(image.form)}, "
-                f"where it handed the rows checked as {_form_words(self.form)}"
+                f"the function hands its transform row {image.k}'s image{named} as {_form_words(image.form)}, "
+                f"where it handed the rows checked {_form_words(seen.form.get(column))}"
             )
-        self.forms.add(image.form)
+        seen.forms.setdefault(column, set()).add(image.form)
+        if seen.transform_of.setdefault(column, self.which) != self.which:
+            raise NeedsImage(
+                f"the function hands the images{named} to another transform than "
+                + ("on other rows" if seen.checking else "on the rows checked")
+            )
         if self.check is None:
-            return self.views[image.k]
+            return self.views[column][image.k]
         from ._behaviour import generators_kept
 
         with generators_kept():
-            self.check(self.rows[image.k] + 1)
-            return self.found(image.real)
+            drawn = seen.drawn.get(image.k)
+            if drawn is None:
+                self.check(self.rows[image.k] + 1)
+            else:
+                _set_generator_states(drawn)
+            out = self.found(image.real)
+            seen.drawn[image.k] = _generator_states()
+            return out
 
 
-def _form_words(form: tuple[bool, bool]) -> str:
+def _generator_states() -> tuple:
+    import random
+
+    import numpy as np
+
+    return random.getstate(), torch.get_rng_state(), np.random.get_state()
+
+
+def _set_generator_states(states: tuple) -> None:
+    import random
+
+    import numpy as np
+
+    random.setstate(states[0])
+    torch.set_rng_state(states[1])
+    np.random.set_state(states[2])
+
+
+def _form_words(form: tuple[bool, bool] | None) -> str:
+    if form is None:
+        return "no image"
     tensor, rgb = form
     return ("torchvision's uint8 tensor" if tensor else "a PIL image") + (" in RGB" if rgb else " in its own mode")
 
@@ -170,8 +219,9 @@ class _Readers:
     `Image.open`, also through one of the `PIL.Image` module): each gives the row's `_Row`
     (with the image itself while checking, `real`)."""
 
-    def __init__(self, real: bool):
+    def __init__(self, real: bool, column: str):
         self.real = real
+        self.column = column
 
     def read_image(self, path, mode=None, apply_exif_orientation=False):
         return self._tensor("read_image", path, mode, apply_exif_orientation)
@@ -188,7 +238,7 @@ class _Readers:
         if mode not in (tio.ImageReadMode.RGB, tio.ImageReadMode.UNCHANGED) or apply_exif_orientation:
             raise NeedsImage(f"the function's {name} reads in mode {mode} (apply_exif_orientation={apply_exif_orientation})")
         real = getattr(tio, name)(str(path), mode, apply_exif_orientation) if self.real else None
-        return _Row(path.k, real, tensor=True, converted=mode == tio.ImageReadMode.RGB)
+        return _Row(path.k, real, tensor=True, converted=mode == tio.ImageReadMode.RGB, column=self.column)
 
     def open(self, fp, mode="r", formats=None):
         from PIL import Image
@@ -196,8 +246,8 @@ class _Readers:
         if not isinstance(fp, (_Path, _Stream)) or mode != "r" or formats is not None:
             raise NeedsImage(f"the function's Image.open reads a {type(fp).__name__}, not the table's path or bytes")
         if isinstance(fp, _Stream):
-            return _Row(fp.data.k, Image.open(io.BytesIO(bytes(fp.data))) if self.real else None)
-        return _Row(fp.k, Image.open(str(fp)) if self.real else None)
+            return _Row(fp.data.k, Image.open(io.BytesIO(bytes(fp.data))) if self.real else None, column=self.column)
+        return _Row(fp.k, Image.open(str(fp)) if self.real else None, column=self.column)
 
 
 class _TorchvisionIO:
@@ -238,11 +288,13 @@ def _stores_globals(code) -> bool:
 
 class RowFunction:
     """The dataset's function, run on a batch's other columns with the images and the
-    transform (`found`) stood in for; see the module docstring. `reads`: the image column
-    holds what the function reads the images from itself, their paths ("paths") or their
-    encoded bytes ("bytes"; `_Readers`)."""
+    transforms it applies (`found`: one object, or one per image column) stood in for; see
+    the module docstring. `image_columns`: the table's image column, or its several (a
+    ControlNet table's image and conditioning image), each made natively by a loader of its
+    own. `reads`: the image column holds what the function reads the images from itself,
+    their paths ("paths") or their encoded bytes ("bytes"; `_Readers`)."""
 
-    def __init__(self, dataset, image_column: str, found, reads: str | None = None):
+    def __init__(self, dataset, image_columns, found, reads: str | None = None):
         from ._hf import _is_image_processor
 
         T = FallbackReason.TRANSFORM
@@ -254,61 +306,81 @@ class RowFunction:
             raise Unfit(f"{name} (the dataset's transform) assigns global names", T)
         if getattr(dataset, "_format_columns", None) is not None:
             raise Unfit(f"{name} (the dataset's transform) is given only some columns (with_transform(columns=...))", T)
-        if _is_image_processor(found):
-            raise Unfit(f"{name} applies {type(found).__name__} beside the captions (hpuload runs a torchvision transform there)", T)
-        self.dataset, self.fn, self.found, self.image_column = dataset, fn, found, image_column
+        found = list(found) if isinstance(found, (list, tuple)) else [found]
+        for f in found:
+            if _is_image_processor(f):
+                raise Unfit(f"{name} applies {type(f).__name__} beside the captions (hpuload runs a torchvision transform there)", T)
+        columns = [image_columns] if isinstance(image_columns, str) else list(image_columns)
+        self.dataset, self.fn, self.founds = dataset, fn, found
+        self.image_columns = columns
+        #: The first image column (the loader's own; the others are `more`'s).
+        self.image_column = columns[0]
         #: The image column holds what the function reads itself: "paths" or "bytes" (None:
         #: an Image column's images).
         self.reads = reads
         self.name = name
         self.order = list(dataset.features)
-        others = [k for k in self.order if k != image_column or self.reads]
+        others = [k for k in self.order if k not in columns or self.reads]
         self.raw = dataset.with_format(None).select_columns(others) if others else None
-        #: How the function holds the image it hands the transform (`_Row.form`), from the
-        #: check: every batch's rows must be held so.
-        self.form: tuple[bool, bool] | None = None
-        self._converts = False
+        #: Per image column, how the function holds the images it hands a transform
+        #: (`_Row.form`), from the check: every batch's rows must be held so.
+        self.form: dict | None = None
+        #: Per image column, the index in `founds` of the transform its images go through.
+        self.transform_of: dict = {}
+        self._converts: dict = {}
 
     @property
-    def unconverted(self) -> bool:
-        """The check saw the function hand an image to the transform in its own mode, not in
-        RGB, and the transform does not convert it to RGB itself (`_converts`): then every
-        image must be RGB (`_hf.hf_source` reads their modes)."""
-        return self.form is not None and not self.form[1] and not self._converts
+    def found(self):
+        """The transform the first image column's images go through."""
+        return self.founds[self.transform_of.get(self.image_column, 0)]
+
+    def transform_for(self, column: str):
+        """The transform `column`'s images go through (from the check)."""
+        return self.founds[self.transform_of[column]]
+
+    @property
+    def unconverted(self) -> list[str]:
+        """The image columns whose images the check saw the function hand a transform in their
+        own mode, not in RGB, where the transform does not convert them to RGB itself
+        (`_converts`): then every image of theirs must be RGB (`_hf.hf_source` reads their
+        modes)."""
+        return [c for c, form in (self.form or {}).items() if not form[1] and not self._converts.get(c)]
 
     def _learn_conversion(self, rows: list[int]) -> None:
-        """Whether the transform, handed a PIL image in its own mode, converts it to RGB itself
-        (transformers' `run_mae.py` starts its Compose with a `Lambda` that does): on the
-        first of `rows` whose image opens, shrunk to 64x48 and made grey, a palette, RGBA
+        """Whether each transform, handed a PIL image in its own mode, converts it to RGB
+        itself (transformers' `run_mae.py` starts its Compose with a `Lambda` that does): on
+        the first of `rows` whose image opens, shrunk to 64x48 and made grey, a palette, RGBA
         (opaque) and CMYK in turn, the transform gives under each seed what it gives for the
         image in RGB."""
         from PIL import Image
 
         from ._hf import alike_in_each_mode
 
-        self._converts = False
-        if self.form != (False, False):
-            return
-        rgb = None
-        raw = self.dataset.with_format(None).select_columns([self.image_column])
-        for row in rows:
-            try:
-                value = raw[row][self.image_column]
-                image = Image.open(value if self.reads == "paths" else io.BytesIO(value)) if self.reads else value
-                rgb = image.convert("RGB").resize((64, 48))
-                break
-            except Exception:  # noqa: BLE001 - a damaged row: the loader names it when read
+        self._converts = {}
+        for column, form in (self.form or {}).items():
+            if form != (False, False):
                 continue
-        self._converts = rgb is not None and alike_in_each_mode(
-            rgb, self.found, lambda image: self.found(image.convert("RGB")), _same
-        )
+            rgb = None
+            raw = self.dataset.with_format(None).select_columns([column])
+            for row in rows:
+                try:
+                    value = raw[row][column]
+                    image = Image.open(value if self.reads == "paths" else io.BytesIO(value)) if self.reads else value
+                    rgb = image.convert("RGB").resize((64, 48))
+                    break
+                except Exception:  # noqa: BLE001 - a damaged row: the loader names it when read
+                    continue
+            found = self.transform_for(column)
+            self._converts[column] = rgb is not None and alike_in_each_mode(
+                rgb, found, lambda image, found=found: found(image.convert("RGB")), _same
+            )
 
-    def _bound(self, stand: _Transform, readers: _Readers | None):
-        """The function with `stand` in place of the transform (and `readers` in place of the
-        calls that read a path) in its globals (a copy, made per batch: the module's other
+    def _bound(self, stands: list, readers: _Readers | None):
+        """The function with `stands` in place of the transforms (and `readers` in place of
+        the calls that read a path) in its globals (a copy, made per batch: the module's other
         names as they are now) and its closure."""
         fn = self.fn
-        swaps = {id(self.found): stand}
+        swaps = {id(found): stand for found, stand in zip(self.founds, stands)}
         if readers is not None:
             from PIL import Image
             from torchvision import io as tio
@@ -335,28 +407,43 @@ class RowFunction:
         bound.__kwdefaults__ = fn.__kwdefaults__
         return bound
 
-    def samples(self, views, indices: list[int], check=None) -> list[dict]:
+    def samples(self, views, indices: list[int], check=None, own=None) -> list[dict]:
         """Each sample of a batch as `datasets`' `__getitems__` gives it: `views` the batch's
-        native image tensors, `indices` the dataset's rows. The key that held the images (the
-        image column, when the function returns its input) is left out: its values are no
-        images here (a table of paths keeps its paths). `check`: see `_Transform`."""
+        native image tensors (one list per image column where there are several), `indices`
+        the dataset's rows. The keys that held the images (the image columns, when the
+        function returns its input) are left out: their values are no images here (a table of
+        paths keeps its paths). `check`: see `_Transform`. `own`: slot -> `(index, sample)`
+        of the samples the dataset made itself (`own_samples`), which replace the function's."""
         n = len(indices)
+        columns = self.image_columns
+        loaded = self.used_columns
+        if views is not None and len(loaded) == 1:
+            views = [views]
+        by_column = dict(zip(loaded, views)) if views is not None else {}
         other = self.raw[list(indices)] if self.raw is not None else {}
+        readers = None
         if self.reads:
             wrap = _path if self.reads == "paths" else _encoded
             batch = {k: ([wrap(v, i) for i, v in enumerate(other[k])] if k == self.image_column else other[k]) for k in self.order}
+            readers = _Readers(check is not None, self.image_column)
         else:
-            if check is not None:
-                images = self.dataset.with_format(None).select_columns([self.image_column])[list(indices)][self.image_column]
-            else:
-                images = [None] * n
-            batch = {k: ([_Row(i, images[i]) for i in range(n)] if k == self.image_column else other[k]) for k in self.order}
-        stand = _Transform(views, self.found, check, list(indices), form=self.form if check is None else None)
-        out = self._bound(stand, _Readers(check is not None) if self.reads else None)(batch)
-        if check is not None and len(stand.forms) == 1:
-            (self.form,) = stand.forms
-        elif check is not None and stand.forms:
-            raise NeedsImage("the function hands its transform images in different forms")
+            real = {}
+            for column in columns:
+                if check is not None:
+                    real[column] = self.dataset.with_format(None).select_columns([column])[list(indices)][column]
+                else:
+                    real[column] = [None] * n
+            batch = {
+                k: ([_Row(i, real[k][i], column=k) for i in range(n)] if k in real else other[k]) for k in self.order
+            }
+        seen = _Seen(self.form if check is None else None, self.transform_of if check is None else None)
+        stands = [_Transform(by_column, found, j, seen, check, list(indices)) for j, found in enumerate(self.founds)]
+        out = self._bound(stands, readers)(batch)
+        if check is not None:
+            if any(len(forms) > 1 for forms in seen.forms.values()):
+                raise NeedsImage("the function hands its transform images in different forms")
+            self.form = {column: next(iter(forms)) for column, forms in seen.forms.items()}
+            self.transform_of = dict(seen.transform_of)
         if not isinstance(out, Mapping):
             raise TypeError(f"{self.name} (the dataset's transform) returned a {type(out).__name__}, not a dict")
         samples: list[dict[str, Any]] = [{} for _ in range(n)]
@@ -368,18 +455,43 @@ class RowFunction:
             for i in range(n):
                 value = values[i]
                 samples[i][key] = str(value) if type(value) is _Path else bytes(value) if type(value) is _Encoded else value
+        for slot, (_, sample) in (own or {}).items():
+            samples[slot] = {k: sample[k] for k in samples[slot] if k in sample} if samples[slot] else sample
         return samples
+
+    def own_samples(self, own: dict[int, list[int]]) -> dict[int, tuple[int, dict]]:
+        """For each slot of `own` (slot -> candidate indices, from `_cores.Batch`), the first
+        candidate whose sample the dataset itself makes (`dataset[index]`: its images read by
+        `datasets`, the function run on them as written), with that sample. A slot none of
+        whose candidates can be made raises, naming them."""
+        made = {}
+        for slot, candidates in own.items():
+            errors = []
+            for index in candidates:
+                try:
+                    made[slot] = (index, self.dataset[index])
+                    break
+                except Exception as e:  # noqa: BLE001 - a damaged image: named below if all fail
+                    errors.append(f"row {index}: {type(e).__name__}: {e}")
+            else:
+                raise RuntimeError(
+                    f"hpuload: the image columns {self.image_columns} skipped different rows for one sample, and "
+                    f"the dataset could not make any of them itself ({'; '.join(errors)})"
+                )
+        return made
 
     def check(self, rows: list[int], draws_from) -> None:
         """`Unfit` unless, on each of `rows`, the dataset's own sample equals this function's
-        with the stand-ins, the transform's output the real one on the row's image (the
-        image key's left out, but for a table of paths), both under `draws_from(row + 1)`.
-        Learns how the function holds the images it hands the transform (`form`)."""
+        with the stand-ins, the transforms' outputs the real ones on the row's images (the
+        image keys left out, but for a table of paths), both under `draws_from(row + 1)`.
+        Learns how the function holds the images it hands the transforms (`form`) and which
+        transform each image column's images go through (`transform_of`)."""
         from ._behaviour import generators_kept
 
         T = FallbackReason.TRANSFORM
         ran, failure = 0, None
-        self.form = None
+        self.form, self.transform_of = None, {}
+        learnt = None
         with generators_kept():
             for row in rows:
                 try:
@@ -389,8 +501,6 @@ class RowFunction:
                     failure = failure or f"row {row}: {type(e).__name__}: {e}"
                     continue
                 draws_from(row + 1)
-                form = self.form
-                self.form = None
                 try:
                     (got,) = self.samples(None, [row], check=draws_from)
                 except NeedsImage as e:
@@ -401,10 +511,15 @@ class RowFunction:
                         "images stood in for",
                         T,
                     ) from None
-                if form is not None and self.form != form:
-                    raise Unfit(f"{self.name} (the dataset's transform) holds the images of rows {rows} in different forms", T)
+                if learnt is not None and (self.form, self.transform_of) != learnt:
+                    raise Unfit(
+                        f"{self.name} (the dataset's transform) holds the images of rows {rows} in different forms, "
+                        "or hands them to different transforms",
+                        T,
+                    )
+                learnt = self.form, self.transform_of
                 ran += 1
-                mine = {k: v for k, v in want.items() if k != self.image_column or self.reads}
+                mine = {k: v for k, v in want.items() if k not in self.image_columns or self.reads}
                 if list(mine) != list(got) or not all(_same(mine[k], got[k]) for k in got):
                     which = next((k for k in got if k not in mine or not _same(mine[k], got[k])), None)
                     raise Unfit(
@@ -415,9 +530,15 @@ class RowFunction:
                     )
         if rows and not ran:
             raise Unfit(f"{self.name} (the dataset's transform) could not be checked on any row ({failure})", T)
-        if ran and self.form is None:
+        if ran and not self.form:
             raise Unfit(f"{self.name} (the dataset's transform) hands its transform no row's image", T)
         self._learn_conversion(rows)
+
+    @property
+    def used_columns(self) -> list[str]:
+        """The image columns whose images the function hands a transform, the first column's
+        first (the others' loaders are `more`'s)."""
+        return [c for c in self.image_columns if c in self.transform_of]
 
 
 def _swapped(cell, swaps: dict) -> bool:

@@ -237,3 +237,20 @@ class LoaderOptions:
     #: Whose reading of the orientation that is: "pillow", or "torchvision" (its readers'
     #: `apply_exif_orientation=True`, which read it from other places in the file).
     exif_reader: str = "pillow"
+    #: Which image of each sample this loader makes, where a sample holds several (a table's
+    #: image columns, each read by a loader of its own in the same order): image `k` draws
+    #: its plans from a seed of its own (`more` builds them; 0: the loader's own seed).
+    image_of_sample: int = 0
+    #: The sample's other images (`MoreImages`), each made by a loader of its own that
+    #: `_cores.make` builds beside this one; empty: one image per sample.
+    more: tuple = ()
+
+
+@dataclass(frozen=True)
+class MoreImages:
+    """Another image of each sample (a ControlNet table's conditioning image): the table's
+    column that holds it and the pipeline and dtype that make it."""
+
+    image_column: str
+    pipeline: str
+    dtype: str

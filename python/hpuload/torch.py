@@ -41,7 +41,7 @@ import torch.utils.data as tud
 # reach torch's.
 from torch.utils.data.dataloader import DataLoader as _TorchDataLoader
 
-from . import _albumentations, _arrays, _collate, _copy_paste, _detection, _guard, _hf, _hpuload, _malloc, _options, _probe, _segmentation, _tail, _video
+from . import _albumentations, _arrays, _collate, _copy_paste, _cores, _detection, _guard, _hf, _hpuload, _malloc, _options, _probe, _segmentation, _tail, _video
 from ._fallback import FallbackReason, FallbackWarning
 from ._fallback import Unfit as _Unfit
 from ._transforms import Unsupported, pillow_resize, steps, translate_split
@@ -1198,7 +1198,7 @@ class _Loader:
             **source,
         )
         try:
-            self._core = _hpuload.Loader(self._options)
+            self._core = _cores.make(self._options)
         except ValueError as e:
             if clips_expected is None or isinstance(e, _hpuload.PipelineError):
                 raise
@@ -1307,7 +1307,7 @@ class _Loader:
             return self._torch.load_state_dict(state)
         options = dataclasses.replace(self._options, seed=int(saved["config"]["seed"]))
         self._core.stop()
-        self._core = _hpuload.Loader(dataclasses.replace(options, resume=state["hpuload_state"]))
+        self._core = _cores.make(dataclasses.replace(options, resume=state["hpuload_state"]))
         self._options = options
         self._pending_resume = state["hpuload_state"]
         self._epoch = int(saved["epoch"])
@@ -1379,14 +1379,16 @@ class _Loader:
             layout = tail.native_layout
         w.obj, w.warned = now, None
         self._set_tail(tail, stacklevel=4)
-        if (pipe, dtype, layout) == (self._options.pipeline, self._options.dtype, self._options.layout):
+        # A table's other image columns, each with its pipeline as translated now.
+        more = self._rows.more if self._rows is not None else self._options.more
+        if (pipe, dtype, layout, more) == (self._options.pipeline, self._options.dtype, self._options.layout, self._options.more):
             return
-        options = dataclasses.replace(self._options, pipeline=pipe, dtype=dtype, layout=layout)
+        options = dataclasses.replace(self._options, pipeline=pipe, dtype=dtype, layout=layout, more=more)
         if not rebuild:
             self._options = options
             return
         try:
-            core = _hpuload.Loader(dataclasses.replace(options, resume=self._pending_resume))
+            core = _cores.make(dataclasses.replace(options, resume=self._pending_resume))
         except _hpuload.PipelineError as e:
             self._to_torch(f"the dataset's transform is now {_describe(now)}, which hpuload cannot run: {e}")
             return
@@ -1413,7 +1415,7 @@ class _Loader:
         if source is None:
             return
         options = dataclasses.replace(self._options, source=source)
-        core = _hpuload.Loader(dataclasses.replace(options, resume=self._pending_resume))
+        core = _cores.make(dataclasses.replace(options, resume=self._pending_resume))
         self._core.stop()
         self._core = core
         self._options = options
@@ -1705,7 +1707,7 @@ class _Loader:
             # begins again from them.
             core.stop()
             self._options = dataclasses.replace(self._options, source=source)
-            self._core = core = _hpuload.Loader(dataclasses.replace(self._options, resume=self._pending_resume))
+            self._core = core = _cores.make(dataclasses.replace(self._options, resume=self._pending_resume))
             core.start_epoch(epoch, order)
         self._resumed_epoch = None
         self._pending_resume = None
@@ -1811,11 +1813,21 @@ class _Loader:
                             out = collate(samples)
                         yield out
                 elif self._rows is not None:
-                    # The dataset's own function makes each sample from its other columns.
+                    # The dataset's own function makes each sample from its other columns (and
+                    # from each image column's native images, where it has several).
                     function, indices = self._rows.function, self.last_indices
+                    more = getattr(batch, "more", None)
+                    own = getattr(batch, "own", None)
                     with self._seeded(epoch, batch.step):
+                        if own:
+                            # Samples whose columns' loaders skipped differently: the dataset's own.
+                            own = function.own_samples(own)
+                            for slot, (index, _) in own.items():
+                                indices[slot] = index
                         out = _collate.call(
-                            collate or tud.default_collate, images, lambda views: function.samples(views, indices)
+                            collate or tud.default_collate,
+                            [images, *more] if more else images,
+                            lambda views: function.samples(views, indices, own=own),
                         )
                     yield out
                 elif collate is None:

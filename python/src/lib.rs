@@ -113,6 +113,7 @@ impl Loader {
             video,
             exif_orientation,
             exif_reader,
+            image_of_sample,
         } = options;
         if batch_size == 0 {
             return Err(PyValueError::new_err("batch_size must be at least 1"));
@@ -169,6 +170,7 @@ impl Loader {
                 .on_error(on_error)
                 .error_budget(error_budget)
                 .backend(backend)
+                .image_of_sample(image_of_sample)
                 .placement(Placement::Host);
             let builder = if shuffle {
                 builder.shuffle(seed)

@@ -40,6 +40,7 @@ pub(crate) struct Options<'py> {
     pub video: Option<Video>,
     pub exif_orientation: bool,
     pub exif_reader: String,
+    pub image_of_sample: usize,
 }
 
 /// `VideoOptions`: torchcodec's sampler parameters.

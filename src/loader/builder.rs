@@ -37,6 +37,7 @@ pub struct LoaderBuilder {
     pub(super) max_boxes: usize,
     pub(super) video: Option<super::VideoSpec>,
     pub(super) video_index: crate::video::IndexCache,
+    pub(super) image: usize,
 }
 
 impl LoaderBuilder {
@@ -65,6 +66,7 @@ impl LoaderBuilder {
             max_boxes: 200,
             video: None,
             video_index: crate::video::IndexCache::default(),
+            image: 0,
         }
     }
 
@@ -134,6 +136,17 @@ impl LoaderBuilder {
     /// fallback to the host). Default: none.
     pub fn views(mut self, views: Vec<Pipeline>) -> Self {
         self.views = views;
+        self
+    }
+
+    /// Which image of each sample this loader makes, where each sample holds several images
+    /// that loaders of their own make from the same source in the same order (a ControlNet
+    /// table's image and its conditioning image, each column a loader): image `k` draws its
+    /// random plans from a seed of its own, so that the images' draws are independent. The
+    /// order and the replacements of skipped samples are the seed's alike. Not for video or
+    /// several views. Default: 0, the loader's own seed.
+    pub fn image_of_sample(mut self, image: usize) -> Self {
+        self.image = image;
         self
     }
 

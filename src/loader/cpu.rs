@@ -200,7 +200,7 @@ fn plan_for(
     }
     let objects = shared.source.objects(index).map(SampleBoxes::from);
     let plan = (shared.plan)
-        .sample(shared.seed, epoch, index, size, objects)
+        .sample(shared.draws, epoch, index, size, objects)
         .map_err(SampleErrorKind::Augment)?;
     fits(shared, &plan, size)?;
     Ok(plan)

@@ -226,7 +226,11 @@ pub(crate) struct Shared {
     stage: Arc<PixelStage>,
     read_mode: ReadMode,
     limits: hpuload_decoders::Limits,
+    /// The order's and the replacements' seed.
     seed: u64,
+    /// The seed the plans are drawn from: `seed`, or the image's own
+    /// ([`LoaderBuilder::image_of_sample`]).
+    draws: u64,
     on_error: OnError,
     layout: BatchLayout,
     /// A detection pipeline's target records (the label slots hold them).
@@ -463,6 +467,12 @@ impl Loader {
             }
             views::build(&plan, &b.views, b.dtype, b.layout, b.seed)?
         };
+        if b.image != 0 && (b.video.is_some() || !views.is_empty()) {
+            return Err(Error::config(
+                "image_of_sample",
+                "several images per sample are for images of one view, not video or several views",
+            ));
+        }
         let output = match plan.fixed_out() {
             Some((h, w)) => OutputSize::Fixed([h, w]),
             None => OutputSize::PerSample {
@@ -552,6 +562,7 @@ impl Loader {
             read_mode: b.read_mode,
             limits: b.limits,
             seed: b.seed,
+            draws: crate::rng::image_seed(b.seed, b.image),
             on_error: b.on_error,
             layout,
             targets,
@@ -809,7 +820,7 @@ impl Loader {
         self.shared
             .plan
             .sample(
-                self.shared.seed,
+                self.shared.draws,
                 epoch,
                 index,
                 (width, height),

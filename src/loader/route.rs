@@ -69,7 +69,7 @@ pub(super) fn route(
             let shown = turn.turned_size(info.width, info.height);
             let mut plan = shared
                 .plan
-                .sample(shared.seed, epoch, index, shown, objects)
+                .sample(shared.draws, epoch, index, shown, objects)
                 .map_err(SampleErrorKind::Augment)?;
             super::cpu::fits(shared, &plan, shown)?;
             let (oh, ow) = plan.pixels.resampled();
