@@ -18,6 +18,11 @@ usage: python hf_fuzz.py FOLDER [CASES=200] [SEED=0]
   BYTES=1 (environment): the table saved with each image's encoded bytes (a binary `jpg`
   column, as img2dataset's Parquet has it) and its label, the functions opening them with
   Pillow through `io.BytesIO`, some reading the stream themselves (session 97).
+  PAIRS=1 (environment): the table saved with a second Image column (`conditioning_image`, the
+  images in reverse order) and a caption, as diffusers' ControlNet table has them, the
+  functions ControlNet-shaped ones putting each column through a transform (a second random
+  composition, or the same one), some using one column only or handing one column to two
+  transforms (session 98).
 Outcomes as transform_fuzz.py's; every value of each batch is compared (images within a level,
 labels exactly).
 """
@@ -215,6 +220,93 @@ def bytes_function(rng, tf):
     return kind, fns[kind]
 
 
+def pair_function(rng, tf, tf2):
+    """(name, fn): a random ControlNet-shaped function over a table of two image columns."""
+    kind = rng.choice(["two", "two", "one_both", "only_cond", "zipped", "new_dict", "twice"])
+
+    def two(batch):
+        batch["pixel_values"] = [tf(im.convert("RGB")) for im in batch["image"]]
+        batch["conditioning_pixel_values"] = [tf2(im.convert("RGB")) for im in batch["conditioning_image"]]
+        batch["input_ids"] = tokens(batch["text"])
+        return batch
+
+    def one_both(batch):
+        batch["pixel_values"] = [tf(im.convert("RGB")) for im in batch["image"]]
+        batch["conditioning_pixel_values"] = [tf(im.convert("RGB")) for im in batch["conditioning_image"]]
+        batch["input_ids"] = tokens(batch["text"])
+        return batch
+
+    def only_cond(batch):
+        return {"conditioning_pixel_values": [tf2(im.convert("RGB")) for im in batch["conditioning_image"]],
+                "input_ids": tokens(batch["text"])}
+
+    def zipped(batch):
+        pixels, conds = [], []
+        for im, cond in zip(batch["image"], batch["conditioning_image"]):
+            pixels.append(tf(im.convert("RGB")))
+            conds.append(tf2(cond.convert("RGB")))
+        batch["pixel_values"], batch["conditioning_pixel_values"] = pixels, conds
+        batch["input_ids"] = tokens(batch["text"])
+        return batch
+
+    def new_dict(batch):
+        return {"pixel_values": [tf(im.convert("RGB")) for im in batch["image"]],
+                "conditioning_pixel_values": [tf2(im.convert("RGB")) for im in batch["conditioning_image"]]}
+
+    def twice(batch):  # one column through two transforms: torch's loader, named
+        batch["pixel_values"] = [tf(im.convert("RGB")) for im in batch["image"]]
+        batch["conditioning_pixel_values"] = [tf2(im.convert("RGB")) for im in batch["image"]]
+        return batch
+
+    fns = {"two": two, "one_both": one_both, "only_cond": only_cond, "zipped": zipped, "new_dict": new_dict, "twice": twice}
+    return kind, fns[kind]
+
+
+def sized_composition(rng, tries=20):
+    """transform_fuzz.py's `composition` drawn until one gives images of two sizes one
+    output shape (the last drawn, if none does)."""
+    from PIL import Image
+
+    images = [Image.new("RGB", (40, 30), (90, 20, 200)), Image.new("RGB", (70, 90), (10, 120, 30))]
+    for _ in range(tries):
+        name, tf = transform_fuzz.composition(rng)
+        try:
+            shapes = {tuple(getattr(tf(im), "shape", None) or getattr(tf(im), "size", ())) for im in images}
+        except Exception:  # noqa: BLE001 - refuses one of them: draw another
+            continue
+        if len(shapes) == 1:
+            return name, tf
+    return name, tf
+
+
+def paired(table, cache):
+    """`table` saved as ControlNet's: image, a caption, and a conditioning image (the images
+    in reverse order)."""
+    import datasets
+
+    paths = [row["path"] for row in table.cast_column("image", datasets.Image(decode=False))["image"]]
+    text = [f"a photo number {i}" for i in range(len(paths))]
+    out = datasets.Dataset.from_dict({"image": paths, "text": text, "conditioning_image": paths[::-1]})
+    out = out.cast_column("image", datasets.Image()).cast_column("conditioning_image", datasets.Image())
+    out.save_to_disk(os.path.join(cache, "pairs"))
+    return datasets.load_from_disk(os.path.join(cache, "pairs"))
+
+
+def pair_collate_of(rng):
+    if rng.random() < 0.5:
+        from torch.utils.data import default_collate
+
+        def every_key(examples):  # what default_collate makes of each key but the images
+            return {k: default_collate([e[k] for e in examples]) for k in examples[0] if k not in ("image", "conditioning_image")}
+
+        return "every_key", every_key
+
+    def collate_fn(examples):
+        return {k: torch.stack([e[k] for e in examples]) for k in ("pixel_values", "conditioning_pixel_values") if k in examples[0]}
+
+    return "stack", collate_fn
+
+
 def with_bytes(table, cache):
     """`table` as a table of each image's encoded bytes and its label (no Image column)."""
     import datasets
@@ -302,7 +394,9 @@ def main():
     with tempfile.TemporaryDirectory(prefix="hf_fuzz") as cache:
         table = datasets.load_dataset("imagefolder", data_dir=ROOT, split="train", cache_dir=cache)
         captions = os.environ.get("CAPTIONS") == "1"
-        if os.environ.get("PATHS") == "1":
+        if os.environ.get("PAIRS") == "1":
+            search(paired(table, cache), rng, cases, paths="pairs")
+        elif os.environ.get("PATHS") == "1":
             search(with_paths(table, cache), rng, cases, paths=True)
         elif os.environ.get("BYTES") == "1":
             search(with_bytes(table, cache), rng, cases, paths="bytes")
@@ -314,7 +408,14 @@ def search(table, rng, cases, captions=False, paths=False):
     tally = {}
     for i in range(cases):
         tname, tf = transform_fuzz.composition(rng)
-        if paths:
+        if paths == "pairs":
+            # Compositions of one output size (others make batches torch's collate refuses).
+            tname, tf = sized_composition(rng)
+            tname2, tf2 = sized_composition(rng)
+            kind, fn = pair_function(rng, tf, tf2)
+            tname = f"{tname} | {tname2}"
+            cname, collate = pair_collate_of(rng)
+        elif paths:
             kind, fn = (bytes_function if paths == "bytes" else path_function)(rng, tf)
             cname, collate = collate_of("new_dict" if kind == "new_dict" else kind, rng)
         elif captions:
@@ -329,7 +430,7 @@ def search(table, rng, cases, captions=False, paths=False):
             outcome, detail = run(table, fn, collate, how, "Normalize" in tname)
         except Exception as e:
             outcome, detail = "HARNESS", f"{type(e).__name__}: {e}"
-        transform_fuzz.count(tally, i, outcome, detail, name)
+        transform_fuzz.count(tally, i, outcome, detail, name, show=os.environ.get("SHOW") == "1")
     print(tally)
 
 

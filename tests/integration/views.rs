@@ -97,3 +97,62 @@ fn views_need_fixed_sizes_and_the_host() {
     let reason = refused(build(vec![free], Backend::Auto));
     assert!(reason.contains("view 1 has no crop or resize"), "{reason}");
 }
+
+/// A loader of one image of each sample (`image_of_sample`), shuffled with seed 5.
+fn image_loader(data: &TempDir, image: usize) -> Loader {
+    Loader::builder(ImageFolder::open(data.path()).unwrap())
+        .batch_size(4)
+        .shuffle(5)
+        .workers(2)
+        .pipeline(train_at(16))
+        .output(Dtype::F32, Layout::Nchw)
+        .backend(Backend::Cpu)
+        .image_of_sample(image)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn each_image_of_a_sample_draws_its_own_plans_over_the_same_order() {
+    let data = dataset("images-of-sample", 12);
+    let (mut first, mut second) = (image_loader(&data, 0), image_loader(&data, 1));
+    let crop = |loader: &Loader, index| {
+        format!("{:?}", loader.sample_plan(0, index, 320, 240).unwrap().crop)
+    };
+    // Image 0 draws what a loader of one image draws; image 1 from a seed of its own.
+    let plain = Loader::builder(ImageFolder::open(data.path()).unwrap())
+        .batch_size(4)
+        .shuffle(5)
+        .pipeline(train_at(16))
+        .backend(Backend::Cpu)
+        .build()
+        .unwrap();
+    assert_eq!(crop(&first, 3), crop(&plain, 3));
+    let differ = (0..12)
+        .filter(|&i| crop(&first, i) != crop(&second, i))
+        .count();
+    assert!(differ >= 10, "{differ} of 12 crops differ");
+    // The same samples in the same slots, each image through its own draws.
+    let orders = |loader: &mut Loader| -> Vec<Vec<usize>> {
+        loader
+            .epoch(0)
+            .map(|b| b.unwrap().indices.clone())
+            .collect()
+    };
+    assert_eq!(orders(&mut first), orders(&mut second));
+}
+
+#[test]
+fn several_images_per_sample_are_for_one_view_of_images() {
+    let data = dataset("images-of-sample-bad", 4);
+    let built = Loader::builder(ImageFolder::open(data.path()).unwrap())
+        .batch_size(2)
+        .pipeline(train_at(16))
+        .views(vec![train_at(16)])
+        .image_of_sample(1)
+        .build();
+    match built {
+        Err(Error::Config { setting, .. }) => assert_eq!(setting, "image_of_sample"),
+        other => panic!("expected a config error, got {other:?}"),
+    }
+}
