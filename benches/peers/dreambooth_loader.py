@@ -1,5 +1,7 @@
-"""The data path of diffusers' `train_dreambooth.py` without prior preservation, torch against
-hpuload: its `DreamBoothDataset` (each instance image opened, turned upright by
+"""The data path of diffusers' (and optimum-habana's) `train_dreambooth.py`, without prior
+preservation or with it (`--class-count N`: a class data root of N images, each sample also
+holding a class image and the class prompt's ids, the collate_fn putting the class images after
+the instance images), torch against hpuload: its `DreamBoothDataset` (each instance image opened, turned upright by
 `exif_transpose`, converted to RGB when its mode is not, put through Resize(resolution)
 bilinear, CenterCrop or RandomCrop, ToTensor, Normalize([0.5], [0.5]); the instance prompt
 tokenized in `__getitem__`), its `collate_fn`, shuffled, as the script builds its loader. Only
@@ -11,9 +13,10 @@ script's `tokenize_prompt` calls CLIP's (`max_length=77`, `padding="max_length"`
 `truncation=True`, `return_tensors="pt"`).
 
 usage:
-  python dreambooth_loader.py --loader torch|hpuload --images DIR [--count 100]
+  python dreambooth_loader.py --loader torch|hpuload --images DIR [--count 100] [--class-count 0]
         [--resolution 512] [--center-crop] [--steps 200] [--workers 2] [--batch 4]
-Prints one JSON line: images/s over `--steps` steps after 10 warm-up steps, epochs repeated
+The class images are the corpus's photos after the instance images. Prints one JSON line:
+images/s (instance and class images alike) over `--steps` steps after 10 warm-up steps, epochs repeated
 as the script's training loop repeats them (a set of a few images is many short epochs)."""
 
 import argparse
@@ -45,7 +48,8 @@ def tokenize_prompt(tokenizer, prompt, tokenizer_max_length=None):
 
 
 class DreamBoothDataset(Dataset):
-    def __init__(self, instance_images, instance_prompt, tokenizer, size=512, center_crop=False):
+    def __init__(self, instance_images, instance_prompt, tokenizer, class_images=None, class_prompt=None, size=512,
+                 center_crop=False):
         self.size = size
         self.center_crop = center_crop
         self.tokenizer = tokenizer
@@ -53,6 +57,13 @@ class DreamBoothDataset(Dataset):
         self.num_instance_images = len(self.instance_images_path)
         self.instance_prompt = instance_prompt
         self._length = self.num_instance_images
+        if class_images:
+            self.class_images_path = [Path(p) for p in class_images]
+            self.num_class_images = len(self.class_images_path)
+            self._length = max(self.num_class_images, self.num_instance_images)
+            self.class_prompt = class_prompt
+        else:
+            self.class_images_path = None
         self.image_transforms = transforms.Compose(
             [
                 transforms.Resize(size, interpolation=transforms.InterpolationMode.BILINEAR),
@@ -75,6 +86,15 @@ class DreamBoothDataset(Dataset):
         text_inputs = tokenize_prompt(self.tokenizer, self.instance_prompt)
         example["instance_prompt_ids"] = text_inputs.input_ids
         example["instance_attention_mask"] = text_inputs.attention_mask
+        if self.class_images_path:
+            class_image = Image.open(self.class_images_path[index % self.num_class_images])
+            class_image = exif_transpose(class_image)
+            if not class_image.mode == "RGB":
+                class_image = class_image.convert("RGB")
+            example["class_images"] = self.image_transforms(class_image)
+            class_text_inputs = tokenize_prompt(self.tokenizer, self.class_prompt)
+            example["class_prompt_ids"] = class_text_inputs.input_ids
+            example["class_attention_mask"] = class_text_inputs.attention_mask
         return example
 
 
@@ -84,6 +104,11 @@ def collate_fn(examples, with_prior_preservation=False):
     pixel_values = [example["instance_images"] for example in examples]
     if has_attention_mask:
         attention_mask = [example["instance_attention_mask"] for example in examples]
+    if with_prior_preservation:
+        input_ids += [example["class_prompt_ids"] for example in examples]
+        pixel_values += [example["class_images"] for example in examples]
+        if has_attention_mask:
+            attention_mask += [example["class_attention_mask"] for example in examples]
     pixel_values = torch.stack(pixel_values)
     pixel_values = pixel_values.to(memory_format=torch.contiguous_format).float()
     input_ids = torch.cat(input_ids, dim=0)
@@ -98,6 +123,7 @@ def main():
     p.add_argument("--loader", choices=["torch", "hpuload"], required=True)
     p.add_argument("--images", required=True)
     p.add_argument("--count", type=int, default=100)
+    p.add_argument("--class-count", type=int, default=0)
     p.add_argument("--resolution", type=int, default=512)
     p.add_argument("--center-crop", action="store_true")
     p.add_argument("--steps", type=int, default=200)
@@ -110,10 +136,13 @@ def main():
         from torch.utils.data import DataLoader
     torch.manual_seed(0)
     prompt = "a photo of sks dog"
-    files = sorted(glob.glob(f"{a.images}/**/*.jpg", recursive=True))[: a.count]
-    dataset = DreamBoothDataset(files, prompt, tokenizer_for(prompt), size=a.resolution, center_crop=a.center_crop)
+    every = sorted(glob.glob(f"{a.images}/**/*.jpg", recursive=True))
+    files, class_files = every[: a.count], every[a.count : a.count + a.class_count]
+    prior = bool(class_files)
+    dataset = DreamBoothDataset(files, prompt, tokenizer_for(prompt), class_files, "a photo of dog", size=a.resolution,
+                                center_crop=a.center_crop)
     loader = DataLoader(
-        dataset, batch_size=a.batch, shuffle=True, collate_fn=lambda examples: collate_fn(examples, False),
+        dataset, batch_size=a.batch, shuffle=True, collate_fn=lambda examples: collate_fn(examples, prior),
         num_workers=a.workers,
     )
     step, n, start = 0, 0, None
@@ -127,7 +156,8 @@ def main():
             if step >= a.steps + 10:
                 break
     rate = n / (time.perf_counter() - start)
-    print(json.dumps({"loader": a.loader, "count": len(files), "images_per_s": round(rate, 1), "kind": type(loader).__name__}))
+    print(json.dumps({"loader": a.loader, "count": len(files), "class_count": len(class_files), "images_per_s": round(rate, 1),
+                      "kind": type(loader).__name__}))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Samples of several images, each read from a column of its own (diffusers' ControlNet table:
-an image and its conditioning image, each through a transform of its own): one Rust loader per
-column, built from the same options but for the column, the pipeline and the dtype
+an image and its conditioning image, each through a transform of its own) or from files of its
+own (DreamBooth's instance and class images, a Dataset's dict of two opened files): one Rust
+loader per image, built from the same options but for the column, the pipeline and the dtype
 (`_options.MoreImages`), started with the same epoch and order and read batch by batch in step.
 
 The loaders share the seed, so their orders and their replacements of skipped samples are the
@@ -38,9 +39,9 @@ class Batch:
     def __init__(self, first, others: list, columns: list[str]):
         self.images, self.labels, self.valid, self.step = first.images, first.labels, first.valid, first.step
         self.indices = list(first.indices)
-        # Each skip names the column whose image it was.
+        # Each skip of a table's image names the column whose image it was.
         self.skipped = [
-            (index, f"{path}, column {column!r}", reason, message)
+            (index, path if column is None else f"{path}, column {column!r}", reason, message)
             for batch, column in zip([first, *others], columns)
             for index, path, reason, message in batch.skipped
         ]
@@ -70,12 +71,12 @@ class Cores:
                     f"where this loader reads {len(more)}"
                 )
             resume[1:] = [json.dumps(s) for s in saved]
-        self.columns = [options.source.image_column, *(m.image_column for m in more)]
+        self.columns = [getattr(options.source, "image_column", None), *(m.image_column for m in more)]
         self.first = _hpuload.Loader(dataclasses.replace(options, resume=resume[0]))
         self.others: list = []
         try:
             for k, m in enumerate(more, start=1):
-                column = dataclasses.replace(options.source, image_column=m.image_column)
+                column = m.source if m.source is not None else dataclasses.replace(options.source, image_column=m.image_column)
                 self.others.append(
                     _hpuload.Loader(
                         dataclasses.replace(

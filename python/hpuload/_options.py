@@ -248,9 +248,12 @@ class LoaderOptions:
 
 @dataclass(frozen=True)
 class MoreImages:
-    """Another image of each sample (a ControlNet table's conditioning image): the table's
-    column that holds it and the pipeline and dtype that make it."""
+    """Another image of each sample (a ControlNet table's conditioning image, DreamBooth's
+    class image): the table's column that holds it, or a source of its own (`source`: a
+    Dataset's files of that image, sample by sample), and the pipeline and dtype that make
+    it."""
 
-    image_column: str
+    image_column: str | None
     pipeline: str
     dtype: str
+    source: Source | None = None

@@ -1373,19 +1373,26 @@ class DictSample(NamedTuple):
 
     order: tuple
     image: str
+    #: The keys of the sample's other images (diffusers' DreamBooth with prior preservation:
+    #: `class_images` beside `instance_images`), each read from a file of its own and put
+    #: through the same transform; empty: one image.
+    more: tuple = ()
 
-    def sample(self, image, values: tuple) -> dict:
-        """One sample: the image (a view of the batch) among its values, in the dict's order."""
+    def sample(self, image, values: tuple, more: tuple = ()) -> dict:
+        """One sample: the image (a view of the batch) and its other images (`more`, in the
+        order of `self.more`) among its values, in the dict's order."""
         rest = iter(values)
-        return {k: image if k == self.image else next(rest) for k in self.order}
+        images = {self.image: image, **dict(zip(self.more, more))}
+        return {k: images[k] if k in images else next(rest) for k in self.order}
 
-    def batch(self, images, rows: list[tuple]) -> dict:
-        """What `default_collate` makes of a batch of samples: the images' batch, and each
-        other key's values collated."""
+    def batch(self, images, rows: list[tuple], more: tuple = ()) -> dict:
+        """What `default_collate` makes of a batch of samples: the images' batches (`more`:
+        the other images'), and each other key's values collated."""
         from torch.utils.data import default_collate
 
+        batches = {self.image: images, **dict(zip(self.more, more))}
         columns = iter(zip(*rows)) if rows and rows[0] else iter(())
-        return {k: images if k == self.image else default_collate(list(next(columns))) for k in self.order}
+        return {k: batches[k] if k in batches else default_collate(list(next(columns))) for k in self.order}
 
 
 def _elements(value) -> int:
@@ -1420,12 +1427,12 @@ def _shape(out) -> tuple[Any, Any, int, tuple]:
         images = [k for k, v in out.items() if isinstance(v, Recorded)]
         values = tuple(v for k, v in out.items() if k not in images)
         if (
-            len(images) == 1
+            images
             and all(isinstance(k, str) for k in out)
             and all(_label_object(v) for v in values)
             and sum(_elements(v) for v in values) <= _MOST_DICT_ELEMENTS
         ):
-            return "dict", DictSample(tuple(out), images[0]), 0, values
+            return "dict", DictSample(tuple(out), images[0], tuple(images[1:])), 0, values
     kinds = (
         [type(v).__name__ if not isinstance(v, Recorded) else "image" for v in out]
         if isinstance(out, (tuple, list))
@@ -1487,6 +1494,9 @@ class Probed(NamedTuple):
     output: Output | None = None
     #: What its code does to the image before the transform (`LazyImage.before`).
     before: tuple = ()
+    #: Per index probed, the files of its other images (`DictSample.more`); None: one image
+    #: a sample.
+    more: list[tuple[str, ...]] | None = None
 
 
 def probe(dataset, indices: list[int] | None = None) -> Probed:
@@ -1514,6 +1524,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
     states = (torch.get_rng_state(), random.getstate())
     samples: list[tuple[str, int]] = []
     extras: list[tuple] = []
+    more: list[tuple[str, ...]] = []  # the files of each index's other images
     layout = keys = form = output = before = None
     labels = set()
     held = 0  # the elements of the values beside the image held so far (`DictSample`)
@@ -1566,6 +1577,15 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
                 )
             labels.add(label_type(out[1] if shape == "pair" else (0 if isinstance(k, DictSample) else out[k[1]])))
             samples.append((image.path, label))
+            if isinstance(k, DictSample) and k.more:
+                others = [out[key] for key in k.more]
+                for key, other in zip(k.more, others):
+                    handed = other.output if isinstance(other, ArrayOut) else None
+                    if (other.image.form, other.image.before, handed) != (image.form, image.before, given):
+                        raise NeedsPixels(
+                            f"__getitem__({i}) holds, resizes or hands out its images {k.image!r} and {key!r} otherwise"
+                        )
+                more.append(tuple(other.image.path for other in others))
         # Indices again: a __getitem__ that picks its file or its label at random (even now
         # and then: a noisy label, a swapped sample) cannot be learnt once.
         objects = OBJECT in labels
@@ -1578,8 +1598,13 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
                     f"{type(dataset).__name__}.__getitem__({i}) opened two different files on two calls"
                 )
             if isinstance(keys, DictSample):
+                opened = tuple(getattr(getattr(again.get(key), "image", None), "path", None) for key in keys.more)
+                if keys.more and opened != more[k]:
+                    raise NeedsPixels(
+                        f"{type(dataset).__name__}.__getitem__({i}) opened two different files on two calls"
+                    )
                 if tuple(again) != keys.order or not _same_values(
-                    tuple(v for key, v in again.items() if key != keys.image), extras[k]
+                    tuple(v for key, v in again.items() if key != keys.image and key not in keys.more), extras[k]
                 ):
                     raise NeedsPixels(
                         f"{type(dataset).__name__}.__getitem__({i}) returns other values beside the image on two calls"
@@ -1603,7 +1628,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
         random.setstate(states[1])
     if len(labels) > 1:
         raise NeedsPixels(f"__getitem__ gives labels of several types ({', '.join(sorted(map(str, labels)))})")
-    return Probed(samples, keys, form, labels.pop(), extras if layout[1] else None, output, before)
+    return Probed(samples, keys, form, labels.pop(), extras if layout[1] else None, output, before, more or None)
 
 
 def _image_key(keys):

@@ -601,6 +601,7 @@ def _listed_source(dataset, pipeline):
                 now_used[k].add(j)
         each, keys, label_types = [], None, set()
         afters: list = []  # per part, its extras (as `each`); None where it returns pairs
+        more_files = None  # per other image of a sample (`DictSample.more`), its files
         for k, (base, plain) in enumerate(zip(bases, plains)):
             if plain:
                 # An ImageFolder's list as it was last time (a shallow copy: its tuples
@@ -615,7 +616,13 @@ def _listed_source(dataset, pipeline):
                 label_types.add(None)
                 continue
             wanted = None if now_used[k] is None else sorted(now_used[k])
-            samples, base_keys, form, label_type, extras, handed, now_before = probed(k, wanted)
+            samples, base_keys, form, label_type, extras, handed, now_before, more = probed(k, wanted)
+            if more is not None:
+                # Several images a sample (DreamBooth's instance and class images): one loader
+                # per image, each over its files in the dataset's order.
+                if len(bases) > 1 or now_picks is not None:
+                    raise _Unfit(f"a Subset or ConcatDataset of {type(base).__name__}, whose samples hold several images", D)
+                more_files = [[(path, 0) for path in files] for files in zip(*more)]
             label_types.add(label_type)
             afters.append(extras if wanted is None or extras is None else dict(zip(wanted, extras)))
             if form != (tensor, rgb, turned):
@@ -638,25 +645,27 @@ def _listed_source(dataset, pipeline):
             extras = afters[0] if now_picks is None else [afters[k][j] for k, j in now_picks]
         if len(bases) == 1 and plains[0] and samples is folder_lists.get("checked"):
             # The same ImageFolder list as checked last time: nothing to check again.
-            return samples, keys, label_types.pop(), None
-        _check_decodable(samples)
+            return samples, keys, label_types.pop(), None, None
+        # Every file the loaders read, checked alike: the samples' and their other images'.
+        listed = samples + [f for files in more_files or () for f in files]
+        _check_decodable(listed)
         if tensor == "cv2":
             grey = _probe.grey_read(before) is not None
-            _check_opencv_reads(samples, folder_lists.setdefault("opencv checked" + " grey" * grey, set()), grey)
+            _check_opencv_reads(listed, folder_lists.setdefault("opencv checked" + " grey" * grey, set()), grey)
         elif tensor is True and _probe.grey_read(before):
             reader = "torchvision's reader in ImageReadMode.GRAY"
-            _check_opencv_reads(samples, folder_lists.setdefault("grey checked", set()), True, reader)
+            _check_opencv_reads(listed, folder_lists.setdefault("grey checked", set()), True, reader)
         if tensor is True:
             # torchvision's readers decode JPEG, PNG, GIF and WebP only: torch's loader stops
             # at a BMP or PGM file, which hpuload would decode.
-            odd = next((p for p, _ in samples if not p.lower().endswith(_TORCHVISION_READS)), None)
+            odd = next((p for p, _ in listed if not p.lower().endswith(_TORCHVISION_READS)), None)
             if odd is not None:
                 raise _Unfit(f"{odd} is not a JPEG, PNG or WebP file, which torchvision's reader would refuse", D)
         if plains == [True]:
             folder_lists["checked"] = samples
-        common["samples"] = samples
+        common["samples"] = listed
         if common.get("wanted"):
-            _check_common_size(samples, common, turned, folder_lists.setdefault("sizes", {}))
+            _check_common_size(listed, common, turned, folder_lists.setdefault("sizes", {}))
         if tensor is True:
             # torchvision's readers give a 16-bit PNG's samples whole, as uint16, in either
             # mode; hpuload decodes 8-bit pixels. Each file's first bytes are read once: in
@@ -666,7 +675,7 @@ def _listed_source(dataset, pipeline):
             depth_checked = folder_lists.setdefault("depth checked", set())
             fresh = list(
                 dict.fromkeys(
-                    p for p, _ in samples if p not in depth_checked and not (rgb and p.lower().endswith(_JPEG_NAMES))
+                    p for p, _ in listed if p not in depth_checked and not (rgb and p.lower().endswith(_JPEG_NAMES))
                 )
             )
             deep = _probe.sixteen_bit_png(fresh)
@@ -686,7 +695,7 @@ def _listed_source(dataset, pipeline):
             # grey file is hpuload's of the decoded RGB.
             grey = any(step in (_probe.GREY, _probe.GREY_RGB) for step in before)
             rgb_files = folder_lists.setdefault("rgb files", set())
-            fresh = list(dict.fromkeys(p for p, _ in samples if p not in rgb_files))
+            fresh = list(dict.fromkeys(p for p, _ in listed if p not in rgb_files))
             odd = _probe.not_rgb(fresh, also=("L",) if grey else ())
             if odd is None:
                 rgb_files.update(fresh)
@@ -706,9 +715,9 @@ def _listed_source(dataset, pipeline):
                 )
         if len(label_types) > 1:
             raise _Unfit("the ConcatDataset's parts give labels of different types", D)
-        return samples, keys, label_types.pop(), extras
+        return samples, keys, label_types.pop(), extras, more_files
 
-    samples, keys, label_type, extras = collect()
+    samples, keys, label_type, extras, more_files = collect()
     if watch is not None and common.get("wanted"):
         # The size found: the transform translated again, after a centre crop to it.
         watch.translated = watch.translate()
@@ -724,7 +733,18 @@ def _listed_source(dataset, pipeline):
     source["exif_reader"] = "torchvision" if turned == "torchvision" else "pillow"
     source["labels_as"] = _LabelsAs.of(label_type)
     source["sample_extras"] = extras
-    source["samples_watch"] = _SamplesWatch(collect, samples, keys, label_type, classes, extras)
+    source["samples_watch"] = _SamplesWatch(collect, samples, keys, label_type, classes, extras, more_files)
+    if more_files:
+        if output is not None:
+            raise _Unfit("the Dataset's samples hold several images, handed out as arrays", D)
+        if watch is not None and len(watch.translated) > 2 and watch.translated[2] is not None:
+            raise _Unfit(
+                "the Dataset's samples hold several images and its transform runs natively only in part",
+                FallbackReason.TRANSFORM,
+            )
+        source["more"] = tuple(
+            _options.MoreImages(None, pipe, dtype, source=_options.SamplesSource(files, classes)) for files in more_files
+        )
     if output is not None:
         # The Compose's arrays as the Dataset's code hands them out: `[H, W, C]` unless it
         # transposed them; NumPy arrays (for a collate_fn) unless it made tensors of them.
@@ -783,16 +803,20 @@ class _SamplesWatch:
     `changed()` gives the new `SamplesSource` when they differ, None when not; `_Unfit`
     where the dataset can no longer run natively."""
 
-    def __init__(self, collect, samples, keys, label_type, classes, extras):
+    def __init__(self, collect, samples, keys, label_type, classes, extras, more=None):
         self.collect, self.samples, self.shape, self.classes = collect, samples, (keys, label_type), classes
+        #: The files of each sample's other images (`DictSample.more`), which must not change.
+        self.more = more
         #: The plain values after each sample's label (None: pairs), read again with them;
         #: the loader hands out the list this holds (`_Loader._extras`).
         self.extras = extras
 
     def changed(self):
-        samples, keys, label_type, extras = self.collect()
+        samples, keys, label_type, extras, more = self.collect()
         if (keys, label_type) != self.shape or (extras is None) != (self.extras is None):
             raise _Unfit("the dataset's samples now have another shape or label type", FallbackReason.DATASET)
+        if more != self.more:
+            raise _Unfit("the files of the dataset's samples' other images changed", FallbackReason.DATASET)
         if extras is not None and (
             len(extras) != len(self.extras) or not all(map(_probe._same_values, extras, self.extras))
         ):
@@ -1379,8 +1403,17 @@ class _Loader:
             layout = tail.native_layout
         w.obj, w.warned = now, None
         self._set_tail(tail, stacklevel=4)
-        # A table's other image columns, each with its pipeline as translated now.
+        # A table's other image columns, each with its pipeline as translated now; a Dataset's
+        # other images per sample, through the same transform.
         more = self._rows.more if self._rows is not None else self._options.more
+        if more and self._rows is None:
+            if tail is not None:
+                self._to_torch(
+                    f"the dataset's transform is now {_describe(now)}, which hpuload runs natively only in part, and "
+                    "the samples hold several images"
+                )
+                return
+            more = tuple(dataclasses.replace(m, pipeline=pipe, dtype=dtype) for m in more)
         if (pipe, dtype, layout, more) == (self._options.pipeline, self._options.dtype, self._options.layout, self._options.more):
             return
         options = dataclasses.replace(self._options, pipeline=pipe, dtype=dtype, layout=layout, more=more)
@@ -1609,19 +1642,52 @@ class _Loader:
         # A column as default_collate's transposition gives it: a tuple (kept as such for strings).
         return [tud.default_collate(tuple(r[k] for r in rows)) for k in range(len(rows[0]))]
 
-    def _keyed(self, images, labels, indices: list) -> dict:
-        """A batch as `default_collate` makes it of the Dataset's dicts."""
+    def _keyed(self, images, labels, indices: list, more: tuple = ()) -> dict:
+        """A batch as `default_collate` makes it of the Dataset's dicts (`more`: the batches of
+        its samples' other images)."""
         keys = self._sample_keys
         if isinstance(keys, _probe.DictSample):
-            return keys.batch(images, [self._extras[i] for i in indices])
+            return keys.batch(images, [self._extras[i] for i in indices], more)
         return _keyed(keys, images, labels)
 
-    def _keyed_samples(self, views: list, targets: list, indices: list) -> list[dict]:
-        """A batch's samples as the Dataset's dicts, for a collate_fn."""
+    def _keyed_samples(self, views: list, targets: list, indices: list, more: tuple = ()) -> list[dict]:
+        """A batch's samples as the Dataset's dicts, for a collate_fn (`more`: the views of its
+        samples' other images, per image)."""
         keys = self._sample_keys
         if isinstance(keys, _probe.DictSample):
-            return [keys.sample(v, self._extras[i]) for v, i in zip(views, indices)]
+            others = list(zip(*more)) if more else [()] * len(views)
+            return [keys.sample(v, self._extras[i], o) for v, i, o in zip(views, indices, others)]
         return [_keyed(keys, v, t) for v, t in zip(views, targets)]
+
+    def _own_samples(self, own: dict, images: torch.Tensor, more: list, indices: list) -> None:
+        """Slots whose images' loaders skipped differently (`_cores.Batch.own`: one image of a
+        sample was damaged, the other not): each slot gets the Dataset's own sample of the
+        first of its candidates the Dataset makes (`dataset[index]`, its transform as it
+        is), its images copied into the batches, so that a sample's images always come from
+        one index."""
+        keys = self._sample_keys
+        for slot, candidates in own.items():
+            errors = []
+            for index in candidates:
+                try:
+                    sample = self.dataset[index]
+                    made = [sample[key] for key in (keys.image, *keys.more)]
+                except Exception as e:  # noqa: BLE001 - a damaged image: named below if all fail
+                    errors.append(f"index {index}: {type(e).__name__}: {e}")
+                    continue
+                targets = [images[slot], *(m[slot] for m in more)]
+                if any(not isinstance(x, torch.Tensor) or x.shape != t.shape for x, t in zip(made, targets)):
+                    errors.append(f"index {index}: the Dataset's own images are not the batch's shape")
+                    continue
+                for x, t in zip(made, targets):
+                    t.copy_(x)
+                indices[slot] = index
+                break
+            else:
+                raise RuntimeError(
+                    f"hpuload: the loaders of the samples' images skipped different samples in one slot, and the "
+                    f"Dataset could not make any of them itself ({'; '.join(errors)})"
+                )
 
     def _label_objects(self) -> int:
         """1 where the labels are no integers (the first of each sample's extras), else 0."""
@@ -1753,6 +1819,14 @@ class _Loader:
                     # Grey images of a pipeline the user gave, made as three equal channels:
                     # the first, a view (a translated one writes one channel).
                     images = images[:, :1] if nchw else images[..., :1]
+                if getattr(batch, "more", None):
+                    # The other images alike, each by its own pipeline.
+                    batch.more = [
+                        (m[:, :1] if nchw else m[..., :1])
+                        if (self._grey or _one_channel(o.pipeline)) and m.shape[1 if nchw else -1] == 3
+                        else m
+                        for m, o in zip(batch.more, self._options.more)
+                    ]
                 if batch.valid < labels.shape[0] and self._targets is None and self.last_batch_policy == "pad":
                     # Rows that only keep the shape static: the label every torch loss ignores
                     # by default (CrossEntropyLoss's and Hugging Face's ignore_index).
@@ -1837,7 +1911,11 @@ class _Loader:
                     if keys is None:
                         yield [images, labels, *self._extra_columns(self.last_indices)]
                     else:
-                        yield self._keyed(images, labels, self.last_indices)
+                        more = getattr(batch, "more", None) or []
+                        if getattr(batch, "own", None):
+                            with self._seeded(epoch, batch.step):
+                                self._own_samples(batch.own, images, more, self.last_indices)
+                        yield self._keyed(images, labels, self.last_indices, tuple(more))
                 else:
                     # Views of the pinned batch, one per sample: nothing is copied before the
                     # user's code runs, and default_collate's stack of them is the batch.
@@ -1851,11 +1929,18 @@ class _Loader:
                     else:
                         indices = self.last_indices
                         samples = lambda views: self._keyed_samples(views, targets, indices)  # noqa: E731
+                    more = getattr(batch, "more", None)
+                    if more:
+                        # A Dataset's samples of several images: each image's batch, its views.
+                        indices = self.last_indices
+                        samples = lambda views: self._keyed_samples(views[0], targets, indices, tuple(views[1:]))  # noqa: E731
                     if self._numpy_images:
                         of_tensors = samples
                         samples = lambda views: of_tensors([v.numpy() for v in views])  # noqa: E731
                     with self._seeded(epoch, batch.step):
-                        out = _collate.call(collate, images, samples)
+                        if getattr(batch, "own", None):
+                            self._own_samples(batch.own, images, more, self.last_indices)
+                        out = _collate.call(collate, [images, *more] if more else images, samples)
                     yield out
         finally:
             if self._active is token and self._core is core:

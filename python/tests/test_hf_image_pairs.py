@@ -228,3 +228,14 @@ def test_a_function_handing_one_column_to_two_transforms_goes_to_torch_naming_it
     ds = table(files, tmp_path).with_transform(preprocess)
     with pytest.warns(FallbackWarning, match=r"column 'image'.* to another transform"):
         DataLoader(ds, batch_size=4)
+
+
+def test_a_grey_conditioning_transform_gives_one_channel_as_torch_does(files, tmp_path):
+    grey = transforms.Compose([transforms.Resize(24), transforms.CenterCrop(24), transforms.Grayscale(), transforms.ToTensor()])
+    preprocess_train, collate_fn = controlnet_functions(32, conditioning_image_transforms=grey)
+    ds = table(files, tmp_path).with_transform(preprocess_train)
+    ours = native(ds, batch_size=4, collate_fn=collate_fn, backend="cpu")
+    for a, b in zip(ours, torch.utils.data.DataLoader(ds, batch_size=4, collate_fn=collate_fn), strict=True):
+        assert a["pixel_values"].shape == (4, 3, 32, 32)
+        assert a["conditioning_pixel_values"].shape == b["conditioning_pixel_values"].shape == (4, 1, 24, 24)
+        assert (a["conditioning_pixel_values"] - b["conditioning_pixel_values"]).abs().max() <= 1 / 255 + 1e-6
