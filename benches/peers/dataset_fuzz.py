@@ -15,7 +15,8 @@ and whatever follows it (equal, type for type).
 env ONLY=N: run case N alone and print its class's source.
 env OPEN=NAME: every class opens its image as OPENS[NAME] says (e.g. `read_grey` over JPEGs).
 env RETURNS=NAME: every class returns what RETURNS[NAME] says (e.g. `dict_extras`: a dict of
-the image and values beside it, session 97).
+the image and values beside it, session 97; `dict_two`: a dict of two images from two files,
+session 98).
 env BACKEND=auto: hpuload's batches from the media engine's backend (images then compared
 within transform_fuzz.py's engine tolerance).
 """
@@ -97,6 +98,9 @@ RETURNS = {
     "reversed": "return label, image",
     "dict_extras": 'return {"pixel_values": image, "caption": f"photo {i}", "ids": torch.arange(4) + i, "label": label}',
     "dict_path": 'return {"image": image, "path": path, "label": label}',
+    # Two images from two files, opened and transformed alike (DreamBooth with prior
+    # preservation; session 98): `dataset_class` writes the other's lines.
+    "dict_two": 'return {"image": image, "ids": torch.arange(3) + i, "other": other}',
 }
 
 
@@ -114,7 +118,14 @@ def dataset_class(rng):
     parts["open"] = os.environ.get("OPEN", parts["open"])
     parts["returns"] = os.environ.get("RETURNS", parts["returns"])
     call = CALLS[parts["call"]] if parts["holds"] == "transform" else "image = self.tfms(image)"
-    body = "\n".join([PATHS[parts["paths"]], OPENS[parts["open"]], call, LABELS[parts["label"]], RETURNS[parts["returns"]]])
+    lines = [PATHS[parts["paths"]], OPENS[parts["open"]], call, LABELS[parts["label"]]]
+    if parts["returns"] == "dict_two":
+        # The other image: the file of the index before, opened and transformed as the first.
+        import re
+
+        other = re.sub(r"\bpath\b", "other_path", re.sub(r"\bimage\b", "other", "\n".join([OPENS[parts["open"]], call])))
+        lines += ["other_path = self.paths[i - 1]", other]
+    body = "\n".join([*lines, RETURNS[parts["returns"]]])
     source = f"""
 class Fuzzed(tud.Dataset):
     def __init__(self, samples, classes, root, transform, target_transform=None):
@@ -258,7 +269,7 @@ def main():
             outcome, detail = run(make_class(source), tf, "Normalize" in tname)
         except Exception as e:
             outcome, detail = "HARNESS", f"{type(e).__name__}: {e}"
-        transform_fuzz.count(tally, i, outcome, detail, f"[{name}] {tname}", show=only is not None)
+        transform_fuzz.count(tally, i, outcome, detail, f"[{name}] {tname}", show=only is not None or os.environ.get("SHOW") == "1")
     print(tally)
 
 

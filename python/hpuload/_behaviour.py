@@ -236,20 +236,34 @@ def user_pixel_op(t: Any) -> dict | None:
 @contextlib.contextmanager
 def generators_kept():
     """Python's, torch's and NumPy's global generators, as they were before, after the block."""
+    saved = generator_states()
+    try:
+        yield
+    finally:
+        set_generator_states(saved)
+
+
+def generator_states() -> tuple:
+    """The states of Python's, torch's and NumPy's global generators."""
     import torch
 
     try:
         import numpy as np
     except ImportError:  # pragma: no cover
         np = None
-    saved = (random.getstate(), torch.get_rng_state(), np.random.get_state() if np is not None else None)
-    try:
-        yield
-    finally:
-        random.setstate(saved[0])
-        torch.set_rng_state(saved[1])
-        if np is not None:
-            np.random.set_state(saved[2])
+    return random.getstate(), torch.get_rng_state(), np.random.get_state() if np is not None else None
+
+
+def set_generator_states(states: tuple) -> None:
+    """Python's, torch's and NumPy's global generators set to `states` (`generator_states`)."""
+    import torch
+
+    random.setstate(states[0])
+    torch.set_rng_state(states[1])
+    if states[2] is not None:
+        import numpy as np
+
+        np.random.set_state(states[2])
 
 
 #: The size of the largest image a step that should keep images as they are is watched on:

@@ -175,35 +175,17 @@ class _Transform:
             )
         if self.check is None:
             return self.views[column][image.k]
-        from ._behaviour import generators_kept
+        from ._behaviour import generator_states, generators_kept, set_generator_states
 
         with generators_kept():
             drawn = seen.drawn.get(image.k)
             if drawn is None:
                 self.check(self.rows[image.k] + 1)
             else:
-                _set_generator_states(drawn)
+                set_generator_states(drawn)
             out = self.found(image.real)
-            seen.drawn[image.k] = _generator_states()
+            seen.drawn[image.k] = generator_states()
             return out
-
-
-def _generator_states() -> tuple:
-    import random
-
-    import numpy as np
-
-    return random.getstate(), torch.get_rng_state(), np.random.get_state()
-
-
-def _set_generator_states(states: tuple) -> None:
-    import random
-
-    import numpy as np
-
-    random.setstate(states[0])
-    torch.set_rng_state(states[1])
-    np.random.set_state(states[2])
 
 
 def _form_words(form: tuple[bool, bool] | None) -> str:
