@@ -155,3 +155,14 @@ def test_a_dataset_whose_two_images_are_held_differently_goes_to_torch_naming_it
     ds = Unequal(images[0], "sks", images[1], "dog")
     with pytest.warns(FallbackWarning, match=r"images 'instance_images' and 'class_images' otherwise"):
         DataLoader(ds, batch_size=4)
+
+
+def test_a_transform_reassigned_between_epochs_applies_to_both_images(images):
+    ds = DreamBoothDataset(images[0], "sks", images[1], "dog")
+    loader = native(ds, batch_size=4, backend="cpu")
+    assert [tuple(b["class_images"].shape) for b in loader] == [(4, 3, 32, 32)] * 3
+    ds.image_transforms = T.Compose([T.Resize(20), T.CenterCrop(20), T.ToTensor()])
+    for a, b in zip(loader, tud.DataLoader(ds, batch_size=4), strict=True):
+        for key in ("instance_images", "class_images"):
+            assert a[key].shape == b[key].shape == (4, 3, 20, 20), key
+            assert (a[key] - b[key]).abs().max() <= 1 / 255 + 1e-6, key
