@@ -102,7 +102,8 @@ class Captioned(tud.Dataset):
 
     def __getitem__(self, i):
         image = self.transform(Image.open(self.files[i]).convert("RGB"))
-        caption = f"photo {i}" if not self.draw else random.choice([f"photo {i}", f"picture {i}"])
+        # Drawn from 1,000 captions: two calls agree on all nine indices about never.
+        caption = f"photo {i}" if not self.draw else f"picture {i} of {random.randrange(1000)}"
         ids, _ = tokenize_prompt(caption, 8)
         return {"caption": caption, "pixel_values": image, "score": i / 10, "ids": ids[0], "label": i % 2}
 
