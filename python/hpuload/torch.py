@@ -601,7 +601,7 @@ def _listed_source(dataset, pipeline):
                 now_used[k].add(j)
         each, keys, label_types = [], None, set()
         afters: list = []  # per part, its extras (as `each`); None where it returns pairs
-        more_files = None  # per other image of a sample (`DictSample.more`), its files
+        more_each: list = []  # per part, the files of each index's other images (as `each`)
         for k, (base, plain) in enumerate(zip(bases, plains)):
             if plain:
                 # An ImageFolder's list as it was last time (a shallow copy: its tuples
@@ -613,16 +613,12 @@ def _listed_source(dataset, pipeline):
                     folder_lists[k] = (raw, listed)
                 each.append(listed)
                 afters.append(None)
+                more_each.append(None)
                 label_types.add(None)
                 continue
             wanted = None if now_used[k] is None else sorted(now_used[k])
             samples, base_keys, form, label_type, extras, handed, now_before, more = probed(k, wanted)
-            if more is not None:
-                # Several images a sample (DreamBooth's instance and class images): one loader
-                # per image, each over its files in the dataset's order.
-                if len(bases) > 1 or now_picks is not None:
-                    raise _Unfit(f"a Subset or ConcatDataset of {type(base).__name__}, whose samples hold several images", D)
-                more_files = [[(path, 0) for path in files] for files in zip(*more)]
+            more_each.append(more if wanted is None or more is None else dict(zip(wanted, more)))
             label_types.add(label_type)
             afters.append(extras if wanted is None or extras is None else dict(zip(wanted, extras)))
             if form != (tensor, rgb, turned):
@@ -643,6 +639,14 @@ def _listed_source(dataset, pipeline):
         extras = None
         if afters[0] is not None:
             extras = afters[0] if now_picks is None else [afters[k][j] for k, j in now_picks]
+        more_files = None  # per other image of a sample (`DictSample.more`), its files
+        if any(m is not None for m in more_each):
+            # Several images a sample (DreamBooth's instance and class images): one loader per
+            # image, each over its files in the dataset's order.
+            if any(m is None for m in more_each):
+                raise _Unfit("the ConcatDataset's parts hold one image a sample and several", D)
+            rows = more_each[0] if now_picks is None else [more_each[k][j] for k, j in now_picks]
+            more_files = [[(path, 0) for path in files] for files in zip(*rows)]
         if len(bases) == 1 and plains[0] and samples is folder_lists.get("checked"):
             # The same ImageFolder list as checked last time: nothing to check again.
             return samples, keys, label_types.pop(), None, None

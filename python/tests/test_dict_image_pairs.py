@@ -166,3 +166,12 @@ def test_a_transform_reassigned_between_epochs_applies_to_both_images(images):
         for key in ("instance_images", "class_images"):
             assert a[key].shape == b[key].shape == (4, 3, 20, 20), key
             assert (a[key] - b[key]).abs().max() <= 1 / 255 + 1e-6, key
+
+
+def test_a_random_split_of_dreambooth_with_prior_preservation_runs_natively(images):
+    ds = DreamBoothDataset(images[0], "sks", images[1], "dog")
+    part, _ = tud.random_split(ds, [8, 4], generator=torch.Generator().manual_seed(1))
+    ours = native(part, batch_size=4, backend="cpu")
+    for a, b in zip(ours, tud.DataLoader(part, batch_size=4), strict=True):
+        for key in ("instance_images", "class_images"):
+            assert (a[key] - b[key]).abs().max() <= 2 / 255 + 1e-6, key
