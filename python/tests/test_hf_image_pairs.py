@@ -26,14 +26,15 @@ def edges_png(data: bytes) -> bytes:
     return out.getvalue()
 
 
-def table(files, where, conditioning=None, damaged=()):
+def table(files, where, conditioning=None, damaged=(), damaged_images=()):
     """A table as `train_controlnet.py`'s defaults read it: image, caption, conditioning image
     (each photo's edges, or `conditioning(bytes)`), saved under `where` and loaded back;
-    rows in `damaged` hold a damaged conditioning image."""
+    rows in `damaged` hold a damaged conditioning image, rows in `damaged_images` a damaged
+    image."""
     rows = {"image": [], "text": [], "conditioning_image": []}
     for k, path in enumerate(files):
         data = path.read_bytes()
-        rows["image"].append({"bytes": data, "path": path.name})
+        rows["image"].append({"bytes": b"\xff\xd8 damaged" if k in damaged_images else data, "path": path.name})
         rows["text"].append(f"a photo number {k} of a thing")
         cond = b"\xff\xd8 not a jpeg at all" if k in damaged else (conditioning or edges_png)(data)
         rows["conditioning_image"].append({"bytes": cond, "path": f"cond-{k}.png"})
@@ -239,3 +240,14 @@ def test_a_grey_conditioning_transform_gives_one_channel_as_torch_does(files, tm
         assert a["pixel_values"].shape == (4, 3, 32, 32)
         assert a["conditioning_pixel_values"].shape == b["conditioning_pixel_values"].shape == (4, 1, 24, 24)
         assert (a["conditioning_pixel_values"] - b["conditioning_pixel_values"]).abs().max() <= 1 / 255 + 1e-6
+
+
+def test_a_damaged_image_beside_a_sound_conditioning_image_is_replaced_whole(files, tmp_path):
+    same = transforms.Compose([transforms.Resize(24), transforms.CenterCrop(24), transforms.ToTensor()])
+    preprocess_train, collate_fn = controlnet_functions(24, same, same)
+    ds = table(files, tmp_path, conditioning=lambda data: data, damaged_images={2}).with_transform(preprocess_train)
+    with pytest.warns(SkippedSampleWarning, match=r"sample 2 \(.*row 2, column 'image'\)"):
+        batches = list(native(ds, batch_size=4, collate_fn=collate_fn, shuffle=True, backend="cpu"))
+    assert len(batches) == 3
+    for batch in batches:
+        assert torch.equal(batch["pixel_values"], batch["conditioning_pixel_values"])
