@@ -45,6 +45,15 @@ def sample_seed(seed: int, epoch: int, index: int) -> int:
     return int.from_bytes(digest, "little") & (2**63 - 1)
 
 
+def image_seed(seed: int, image: int) -> int:
+    """The seed the tail of image `image` of each sample draws from, where a sample holds
+    several (`_cores`): image 0 the loader's own, every other one of its own."""
+    if image == 0:
+        return seed
+    key = struct.pack("<QQ", seed & (2**64 - 1), image)
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8, person=b"hpuload-image").digest(), "little") >> 1
+
+
 def batch_seed(seed: int, epoch: int, step: int) -> int:
     """A 63-bit seed for the `collate_fn` of an epoch's batch `step`, apart from every sample's."""
     key = struct.pack("<QQQ", seed & (2**64 - 1), epoch & (2**64 - 1), step & (2**64 - 1))

@@ -741,11 +741,6 @@ def _listed_source(dataset, pipeline):
     if more_files:
         if output is not None:
             raise _Unfit("the Dataset's samples hold several images, handed out as arrays", D)
-        if watch is not None and len(watch.translated) > 2 and watch.translated[2] is not None:
-            raise _Unfit(
-                "the Dataset's samples hold several images and its transform runs natively only in part",
-                FallbackReason.TRANSFORM,
-            )
         source["more"] = tuple(
             _options.MoreImages(None, pipe, dtype, source=_options.SamplesSource(files, classes)) for files in more_files
         )
@@ -1411,12 +1406,6 @@ class _Loader:
         # other images per sample, through the same transform.
         more = self._rows.more if self._rows is not None else self._options.more
         if more and self._rows is None:
-            if tail is not None:
-                self._to_torch(
-                    f"the dataset's transform is now {_describe(now)}, which hpuload runs natively only in part, and "
-                    "the samples hold several images"
-                )
-                return
             more = tuple(dataclasses.replace(m, pipeline=pipe, dtype=dtype) for m in more)
         if (pipe, dtype, layout, more) == (self._options.pipeline, self._options.dtype, self._options.layout, self._options.more):
             return
@@ -1477,21 +1466,21 @@ class _Loader:
     def __del__(self):
         self._close_tail_pool()
 
-    def _tail_start(self, images: torch.Tensor, indices: list[int], epoch: int):
+    def _tail_start(self, images: torch.Tensor, indices: list[int], epoch: int, image: int = 0):
         """Starts the tail on a native batch: in the pool's processes (a `_tail.Pending`), or
         here and now (its outputs, `_tail.run`) without workers or where `_tail.Placement` finds
-        that cheaper."""
+        that cheaper. `image`: which image of each sample the batch holds (`_cores`): each
+        draws from a seed of its own."""
+        seed = _tail.image_seed(self._options.seed, image)
         if self._tail_workers <= 1:
-            return _tail.run(self._tail, images, indices, self._options.seed, epoch)
+            return _tail.run(self._tail, images, indices, seed, epoch)
 
         place = self._tail_place
         if place is None:
             place = self._tail_place = _tail.Placement(self.num_workers)
 
         def here():
-            return _tail.run(
-                self._tail, images, indices, self._options.seed, epoch, one_thread=True, batches=place.batches
-            )
+            return _tail.run(self._tail, images, indices, seed, epoch, one_thread=True, batches=place.batches)
 
         if place.where == "thread":
             return here()
@@ -1499,7 +1488,7 @@ class _Loader:
             return place.probe(here)
         if self._tail_pool is None:
             self._tail_pool = _tail.Pool(self._tail, self._tail_workers)
-        return self._tail_pool.submit(images, indices, self._options.seed, epoch)
+        return self._tail_pool.submit(images, indices, seed, epoch)
 
     def _leave_to_dataset(self, left: list, clips: int) -> None:
         """Has the dataset make the clips of the videos hpuload cannot read (`left`: index,
@@ -1596,8 +1585,18 @@ class _Loader:
 
     def _tail_batch(self, held: tuple, collate, timeout):
         """A batch whose tail `_tail_start` started, collated as the user's loader would."""
-        started, targets, indices, valid, epoch, step = held
+        started, targets, indices, valid, epoch, step, more_started, own = held
         outs = self._tail_finish(started, timeout)
+        more = [self._tail_finish(s, timeout) for s in more_started]
+        if more:
+            outs, more = list(outs), [list(m) for m in more]
+            if own:
+                with self._seeded(epoch, step):
+                    for slot, (index, made) in self._own_made(own).items():
+                        indices[slot] = index
+                        outs[slot] = made[0]
+                        for m, x in zip(more, made[1:]):
+                            m[slot] = x
         left = self._left_clips(indices, valid, epoch)
         if left and isinstance(outs, torch.Tensor):
             self._put_clips(outs, left, indices, targets)
@@ -1623,7 +1622,7 @@ class _Loader:
         elif keys is None:
             samples = self._pairs(outs, targets, indices)
         else:
-            samples = self._keyed_samples(outs, targets, indices)
+            samples = self._keyed_samples(outs, targets, indices, tuple(more))
         if collate is None:
             return tud.default_collate(samples)
         with self._seeded(epoch, step):
@@ -1663,35 +1662,45 @@ class _Loader:
             return [keys.sample(v, self._extras[i], o) for v, i, o in zip(views, indices, others)]
         return [_keyed(keys, v, t) for v, t in zip(views, targets)]
 
-    def _own_samples(self, own: dict, images: torch.Tensor, more: list, indices: list) -> None:
+    def _own_made(self, own: dict, fits=None) -> dict:
         """Slots whose images' loaders skipped differently (`_cores.Batch.own`: one image of a
-        sample was damaged, the other not): each slot gets the Dataset's own sample of the
-        first of its candidates the Dataset makes (`dataset[index]`, its transform as it
-        is), its images copied into the batches, so that a sample's images always come from
-        one index."""
-        keys = self._sample_keys
+        sample was damaged, the other not): for each, `(index, images)` of the first of its
+        candidates the Dataset makes itself (`dataset[index]`, its transform as it is; its
+        images in `DictSample` order, each passing `fits(slot, images)` where given), so that
+        a sample's images always come from one index."""
+        keys, made = self._sample_keys, {}
         for slot, candidates in own.items():
             errors = []
             for index in candidates:
                 try:
                     sample = self.dataset[index]
-                    made = [sample[key] for key in (keys.image, *keys.more)]
+                    images = [sample[key] for key in (keys.image, *keys.more)]
                 except Exception as e:  # noqa: BLE001 - a damaged image: named below if all fail
                     errors.append(f"index {index}: {type(e).__name__}: {e}")
                     continue
-                targets = [images[slot], *(m[slot] for m in more)]
-                if any(not isinstance(x, torch.Tensor) or x.shape != t.shape for x, t in zip(made, targets)):
+                if fits is not None and not fits(slot, images):
                     errors.append(f"index {index}: the Dataset's own images are not the batch's shape")
                     continue
-                for x, t in zip(made, targets):
-                    t.copy_(x)
-                indices[slot] = index
+                made[slot] = (index, images)
                 break
             else:
                 raise RuntimeError(
                     f"hpuload: the loaders of the samples' images skipped different samples in one slot, and the "
                     f"Dataset could not make any of them itself ({'; '.join(errors)})"
                 )
+        return made
+
+    def _own_samples(self, own: dict, images: torch.Tensor, more: list, indices: list) -> None:
+        """`_own_made`'s samples, their images copied into the native batches' slots."""
+
+        def fits(slot, made):
+            slots = [images[slot], *(m[slot] for m in more)]
+            return all(isinstance(x, torch.Tensor) and x.shape == t.shape for x, t in zip(made, slots))
+
+        for slot, (index, made) in self._own_made(own, fits).items():
+            for x, t in zip(made, [images[slot], *(m[slot] for m in more)]):
+                t.copy_(x)
+            indices[slot] = index
 
     def _label_objects(self) -> int:
         """1 where the labels are no integers (the first of each sample's extras), else 0."""
@@ -1859,6 +1868,7 @@ class _Loader:
                             out = collate(samples)
                         yield out
                 elif self._tail is not None:
+                    more = getattr(batch, "more", None) or []
                     started = (
                         self._tail_start(images, self.last_indices, epoch),
                         labels.tolist(),
@@ -1866,6 +1876,10 @@ class _Loader:
                         batch.valid,
                         epoch,
                         batch.step,
+                        # A Dataset's samples of several images: the tail on each one's batch,
+                        # and the slots the Dataset makes itself (`_cores.Batch.own`).
+                        [self._tail_start(m, self.last_indices, epoch, k) for k, m in enumerate(more, start=1)],
+                        getattr(batch, "own", None),
                     )
                     if not isinstance(started[0], _tail.Pending):  # run here and now
                         yield self._tail_batch(started, collate, timeout)

@@ -175,3 +175,24 @@ def test_a_random_split_of_dreambooth_with_prior_preservation_runs_natively(imag
     for a, b in zip(ours, tud.DataLoader(part, batch_size=4), strict=True):
         for key in ("instance_images", "class_images"):
             assert (a[key] - b[key]).abs().max() <= 2 / 255 + 1e-6, key
+
+
+def test_a_transform_ending_in_python_steps_runs_them_on_each_image(images):
+    """A Lambda after the native steps (a Python tail) runs on both images of each sample,
+    each image's draws its own."""
+    from hpuload.torch import PythonTailWarning
+
+    ds = DreamBoothDataset(images[0], "sks", images[1], "dog")
+    ds.image_transforms = T.Compose([T.Resize(24), T.CenterCrop(24), T.ToTensor(), T.Lambda(lambda x: x * 2 - 1)])
+    with pytest.warns(PythonTailWarning):
+        ours = native(ds, batch_size=4, collate_fn=lambda e: collate_fn(e, True), num_workers=2, backend="cpu")
+    for a, b in zip(ours, tud.DataLoader(ds, batch_size=4, collate_fn=lambda e: collate_fn(e, True)), strict=True):
+        assert a["pixel_values"].shape == (8, 3, 24, 24)
+        assert (a["pixel_values"] - b["pixel_values"]).abs().max() <= 2 / 255 + 1e-6
+    same = DreamBoothDataset(images[1], "sks", images[1], "dog")
+    same.image_transforms = T.Compose([T.Resize(24), T.CenterCrop(24), T.ToTensor(), T.Lambda(lambda x: x + torch.rand(1))])
+    with pytest.warns(PythonTailWarning):
+        batches = list(native(same, batch_size=4, backend="cpu"))
+    for batch in batches:
+        shift = batch["class_images"] - batch["instance_images"]  # each sample's two draws apart
+        assert all(s.abs().max() > 1e-4 for s in shift)
