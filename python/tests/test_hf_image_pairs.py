@@ -251,3 +251,20 @@ def test_a_damaged_image_beside_a_sound_conditioning_image_is_replaced_whole(fil
     assert len(batches) == 3
     for batch in batches:
         assert torch.equal(batch["pixel_values"], batch["conditioning_pixel_values"])
+
+
+def test_grey_conditioning_pngs_converted_by_the_function_give_torchs_batches(files, tmp_path):
+    """Edge maps saved grey (mode L), as Canny conditioning images often are: the script's
+    `.convert("RGB")` of them is hpuload's RGB decode of a grey PNG."""
+
+    def grey_edges(data):
+        with Image.open(io.BytesIO(edges_png(data))) as im:
+            out = io.BytesIO()
+            im.convert("L").save(out, format="PNG")
+            return out.getvalue()
+
+    preprocess_train, collate_fn = controlnet_functions(32)
+    ds = table(files, tmp_path, conditioning=grey_edges).with_transform(preprocess_train)
+    ours = native(ds, batch_size=4, collate_fn=collate_fn, backend="cpu")
+    for a, b in zip(ours, torch.utils.data.DataLoader(ds, batch_size=4, collate_fn=collate_fn), strict=True):
+        assert torch.equal(a["conditioning_pixel_values"], b["conditioning_pixel_values"])
