@@ -145,6 +145,9 @@ class _Seen:
         self.checking = form is None
         self.transform_of: dict = dict(transform_of or {})
         self.drawn: dict = {}
+        #: While checking, each (column, row)'s first output: a second call on the same image
+        #: gets the same native tensor, which is torch's only where the draws change nothing.
+        self.first: dict = {}
 
 
 class _Transform:
@@ -185,7 +188,10 @@ class _Transform:
                 set_generator_states(drawn)
             out = self.found(image.real)
             seen.drawn[image.k] = generator_states()
-            return out
+        first = seen.first.setdefault((column, image.k), out)
+        if first is not out and not _same(first, out):
+            raise NeedsImage(f"the function hands row {image.k}'s image{named} to a random transform twice")
+        return out
 
 
 def _form_words(form: tuple[bool, bool] | None) -> str:

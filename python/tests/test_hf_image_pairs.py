@@ -268,3 +268,25 @@ def test_grey_conditioning_pngs_converted_by_the_function_give_torchs_batches(fi
     ours = native(ds, batch_size=4, collate_fn=collate_fn, backend="cpu")
     for a, b in zip(ours, torch.utils.data.DataLoader(ds, batch_size=4, collate_fn=collate_fn), strict=True):
         assert torch.equal(a["conditioning_pixel_values"], b["conditioning_pixel_values"])
+
+
+@pytest.mark.parametrize("random_crop", [True, False], ids=["random", "deterministic"])
+def test_one_image_through_one_transform_twice_runs_natively_only_where_draws_change_nothing(files, tmp_path, random_crop):
+    """Two calls of a random transform on one image give torch two crops; hpuload has one
+    native tensor per image, so it goes to torch's loader, named. A deterministic one gives
+    the same twice, natively."""
+    tf = transforms.Compose([transforms.RandomResizedCrop(16) if random_crop else transforms.CenterCrop(16), transforms.ToTensor()])
+
+    def twice(examples):
+        images = [image.convert("RGB") for image in examples["image"]]
+        examples["pixel_values"] = [tf(image) for image in images]
+        examples["again"] = [tf(image) for image in images]
+        return examples
+
+    ds = table(files, tmp_path).with_transform(twice)
+    if random_crop:
+        with pytest.warns(FallbackWarning, match=r"row 0's image of column 'image' to a random transform twice"):
+            DataLoader(ds, batch_size=4)
+        return
+    batch = next(iter(native(ds, batch_size=4, collate_fn=lambda e: [torch.stack([x[k] for x in e]) for k in ("pixel_values", "again")], backend="cpu")))
+    assert torch.equal(batch[0], batch[1])
