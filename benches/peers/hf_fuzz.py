@@ -21,8 +21,8 @@ usage: python hf_fuzz.py FOLDER [CASES=200] [SEED=0]
   PAIRS=1 (environment): the table saved with a second Image column (`conditioning_image`, the
   images in reverse order) and a caption, as diffusers' ControlNet table has them, the
   functions ControlNet-shaped ones putting each column through a transform (a second random
-  composition, or the same one), some using one column only or handing one column to two
-  transforms (session 98).
+  composition, or the same one), some using one column only, handing one column to two
+  transforms, or one image to one transform twice (session 98).
 Outcomes as transform_fuzz.py's; every value of each batch is compared (images within a level,
 labels exactly).
 """
@@ -222,7 +222,7 @@ def bytes_function(rng, tf):
 
 def pair_function(rng, tf, tf2):
     """(name, fn): a random ControlNet-shaped function over a table of two image columns."""
-    kind = rng.choice(["two", "two", "one_both", "only_cond", "zipped", "new_dict", "twice"])
+    kind = rng.choice(["two", "two", "one_both", "only_cond", "zipped", "new_dict", "twice", "same_twice"])
 
     def two(batch):
         batch["pixel_values"] = [tf(im.convert("RGB")) for im in batch["image"]]
@@ -258,7 +258,13 @@ def pair_function(rng, tf, tf2):
         batch["conditioning_pixel_values"] = [tf2(im.convert("RGB")) for im in batch["image"]]
         return batch
 
-    fns = {"two": two, "one_both": one_both, "only_cond": only_cond, "zipped": zipped, "new_dict": new_dict, "twice": twice}
+    def same_twice(batch):  # one image through one transform twice: natively only where it draws nothing
+        batch["pixel_values"] = [tf(im.convert("RGB")) for im in batch["image"]]
+        batch["conditioning_pixel_values"] = [tf(im.convert("RGB")) for im in batch["image"]]
+        return batch
+
+    fns = {"two": two, "one_both": one_both, "only_cond": only_cond, "zipped": zipped, "new_dict": new_dict, "twice": twice,
+           "same_twice": same_twice}
     return kind, fns[kind]
 
 
