@@ -290,3 +290,20 @@ def test_one_image_through_one_transform_twice_runs_natively_only_where_draws_ch
         return
     batch = next(iter(native(ds, batch_size=4, collate_fn=lambda e: [torch.stack([x[k] for x in e]) for k in ("pixel_values", "again")], backend="cpu")))
     assert torch.equal(batch[0], batch[1])
+
+
+def test_habanas_drop_in_takes_a_controlnet_table_with_static_shapes(files, tmp_path):
+    """`HabanaDataLoader` (what Gaudi scripts build) over the ControlNet table: 11 rows in
+    batches of 4, the last padded to 4 with `pad_last_batch=True` (static shapes for the
+    graph), both image columns."""
+    from hpuload.torch import HabanaDataLoader
+
+    preprocess_train, collate_fn = controlnet_functions(32)
+    ds = table(files[:11], tmp_path).with_transform(preprocess_train)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = HabanaDataLoader(ds, batch_size=4, collate_fn=collate_fn, num_workers=2, pad_last_batch=True)
+    batches = list(loader)
+    assert [b["conditioning_pixel_values"].shape for b in batches] == [(4, 3, 32, 32)] * 3
+    assert [b["pixel_values"].shape for b in batches] == [(4, 3, 32, 32)] * 3
+    assert loader.last_valid == 3
