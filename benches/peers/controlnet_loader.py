@@ -27,13 +27,15 @@ import json
 import math
 import os
 import random
-import statistics
-import time
+import sys
 
 import datasets
 import numpy as np
 import torch
 from torchvision import transforms
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from clip_loader import timed_epochs  # noqa: E402
 
 
 def make(a):
@@ -139,14 +141,8 @@ def run(a):
         train_dataset(a.data, a.resolution, a.empty), shuffle=True, collate_fn=collate_fn, batch_size=a.batch,
         num_workers=a.workers,
     )
-    rates = []
-    for _ in range(a.epochs + 1):
-        start, n = time.perf_counter(), 0
-        for batch in loader:
-            n += batch["pixel_values"].shape[0]
-        rates.append(n / (time.perf_counter() - start))
-    print(json.dumps({"loader": a.loader, "pairs_per_s": round(statistics.median(rates[1:]), 1),
-                      "epochs": [round(r, 1) for r in rates], "kind": type(loader).__name__}))
+    timed = timed_epochs(loader, a.epochs)  # `pixel_values` rows: image pairs
+    print(json.dumps({"loader": a.loader, "pairs_per_s": timed.pop("images_per_s"), **timed}))
 
 
 def psnr(got: torch.Tensor, want: torch.Tensor, span: float) -> float:
