@@ -389,9 +389,10 @@ class Batches:
 
 
 class Pool:
-    """`workers` forked processes running one tail."""
+    """`workers` forked processes running one tail. `images`: the batches submitted per step
+    (a sample's several images, `_cores`: one batch each)."""
 
-    def __init__(self, tail, workers: int):
+    def __init__(self, tail, workers: int, images: int = 1):
         import torch.multiprocessing as tmp
 
         self.tail = tail
@@ -404,7 +405,9 @@ class Pool:
         # Stopped before the interpreter's teardown, which leaves multiprocessing's own
         # finalizer half gone ("Exception ignored in Pool.__del__").
         atexit.register(_close_if_alive, weakref.ref(self))
-        #: Two input buffers (a batch in flight while the previous one is handed out).
+        #: Two input buffers per image of a sample (a step's batches in flight while the
+        #: previous step's are handed out).
+        self._depth = 2 * images
         self._inputs: list[torch.Tensor] = []
         self._turn = 0
         #: Output batches in shared memory, kept for reuse.
@@ -415,9 +418,9 @@ class Pool:
     def _input_buffer(self, images: torch.Tensor) -> torch.Tensor:
         shape, dtype = tuple(images.shape), images.dtype
         if not self._inputs or self._inputs[0].shape[1:] != shape[1:] or self._inputs[0].dtype != dtype or self._inputs[0].shape[0] < shape[0]:
-            self._inputs = [_shared(shape, dtype) for _ in range(2)]
+            self._inputs = [_shared(shape, dtype) for _ in range(self._depth)]
         buffer = self._inputs[self._turn][: shape[0]]
-        self._turn ^= 1
+        self._turn = (self._turn + 1) % self._depth
         buffer.copy_(images)
         return buffer
 

@@ -1487,7 +1487,7 @@ class _Loader:
         if place.where is None:
             return place.probe(here)
         if self._tail_pool is None:
-            self._tail_pool = _tail.Pool(self._tail, self._tail_workers)
+            self._tail_pool = _tail.Pool(self._tail, self._tail_workers, images=1 + len(self._options.more))
         return self._tail_pool.submit(images, indices, seed, epoch)
 
     def _leave_to_dataset(self, left: list, clips: int) -> None:

@@ -177,18 +177,25 @@ def test_a_random_split_of_dreambooth_with_prior_preservation_runs_natively(imag
             assert (a[key] - b[key]).abs().max() <= 2 / 255 + 1e-6, key
 
 
-def test_a_transform_ending_in_python_steps_runs_them_on_each_image(images):
+@pytest.mark.parametrize("where", ["thread", "processes"])
+def test_a_transform_ending_in_python_steps_runs_them_on_each_image(images, where):
     """A Lambda after the native steps (a Python tail) runs on both images of each sample,
-    each image's draws its own."""
+    in the iterating thread or in the worker processes (each step's batches in flight at
+    once), each image's draws its own."""
+    from hpuload import _tail
     from hpuload.torch import PythonTailWarning
 
     ds = DreamBoothDataset(images[0], "sks", images[1], "dog")
     ds.image_transforms = T.Compose([T.Resize(24), T.CenterCrop(24), T.ToTensor(), T.Lambda(lambda x: x * 2 - 1)])
     with pytest.warns(PythonTailWarning):
         ours = native(ds, batch_size=4, collate_fn=lambda e: collate_fn(e, True), num_workers=2, backend="cpu")
-    for a, b in zip(ours, tud.DataLoader(ds, batch_size=4, collate_fn=lambda e: collate_fn(e, True)), strict=True):
-        assert a["pixel_values"].shape == (8, 3, 24, 24)
-        assert (a["pixel_values"] - b["pixel_values"]).abs().max() <= 2 / 255 + 1e-6
+    place = _tail.Placement(ours.num_workers)
+    place.where, place.measured = where, (0.0, 0.0)
+    ours._tail_place = place
+    for _ in range(2):  # the second epoch reuses the processes' buffers
+        for a, b in zip(ours, tud.DataLoader(ds, batch_size=4, collate_fn=lambda e: collate_fn(e, True)), strict=True):
+            assert a["pixel_values"].shape == (8, 3, 24, 24)
+            assert (a["pixel_values"] - b["pixel_values"]).abs().max() <= 2 / 255 + 1e-6
     same = DreamBoothDataset(images[1], "sks", images[1], "dog")
     same.image_transforms = T.Compose([T.Resize(24), T.CenterCrop(24), T.ToTensor(), T.Lambda(lambda x: x + torch.rand(1))])
     with pytest.warns(PythonTailWarning):
