@@ -55,6 +55,34 @@ class Batch:
                 self.own[slot] = [i for i in dict.fromkeys(held) if i not in failed] or held
 
 
+def made_by_dataset(own: dict[int, list[int]], make, what: str) -> dict:
+    """For each slot of `own` (`Batch.own`: slot -> candidate indices), `(index, made)` of the
+    first candidate for which `make(slot, index)` gives something (the dataset's own sample; it
+    raises for a damaged image, or returns None for one it cannot place); a slot none of
+    whose candidates can be made raises, naming each candidate's reason. `what` names the
+    images, for the message."""
+    made = {}
+    for slot, candidates in own.items():
+        errors = []
+        for index in candidates:
+            try:
+                out = make(slot, index)
+            except Exception as e:  # noqa: BLE001 - a damaged image: named below if all fail
+                errors.append(f"index {index}: {type(e).__name__}: {e}")
+                continue
+            if out is None:
+                errors.append(f"index {index}: the dataset's own images are not the batch's shape")
+                continue
+            made[slot] = (index, out)
+            break
+        else:
+            raise RuntimeError(
+                f"hpuload: the loaders of {what} skipped different samples in one slot, and the dataset could not "
+                f"make any of them itself ({'; '.join(errors)})"
+            )
+    return made
+
+
 class Cores:
     """The loaders of a sample's images, read in step; see the module docstring. Everything a
     single loader answers that this does not (`views`, `output`, `pinned`, `classes`, ...) is

@@ -452,21 +452,9 @@ class RowFunction:
         candidate whose sample the dataset itself makes (`dataset[index]`: its images read by
         `datasets`, the function run on them as written), with that sample. A slot none of
         whose candidates can be made raises, naming them."""
-        made = {}
-        for slot, candidates in own.items():
-            errors = []
-            for index in candidates:
-                try:
-                    made[slot] = (index, self.dataset[index])
-                    break
-                except Exception as e:  # noqa: BLE001 - a damaged image: named below if all fail
-                    errors.append(f"row {index}: {type(e).__name__}: {e}")
-            else:
-                raise RuntimeError(
-                    f"hpuload: the image columns {self.image_columns} skipped different rows for one sample, and "
-                    f"the dataset could not make any of them itself ({'; '.join(errors)})"
-                )
-        return made
+        from ._cores import made_by_dataset
+
+        return made_by_dataset(own, lambda _, index: self.dataset[index], f"the image columns {self.image_columns}")
 
     def check(self, rows: list[int], draws_from) -> None:
         """`Unfit` unless, on each of `rows`, the dataset's own sample equals this function's

@@ -1668,27 +1668,14 @@ class _Loader:
         candidates the Dataset makes itself (`dataset[index]`, its transform as it is; its
         images in `DictSample` order, each passing `fits(slot, images)` where given), so that
         a sample's images always come from one index."""
-        keys, made = self._sample_keys, {}
-        for slot, candidates in own.items():
-            errors = []
-            for index in candidates:
-                try:
-                    sample = self.dataset[index]
-                    images = [sample[key] for key in (keys.image, *keys.more)]
-                except Exception as e:  # noqa: BLE001 - a damaged image: named below if all fail
-                    errors.append(f"index {index}: {type(e).__name__}: {e}")
-                    continue
-                if fits is not None and not fits(slot, images):
-                    errors.append(f"index {index}: the Dataset's own images are not the batch's shape")
-                    continue
-                made[slot] = (index, images)
-                break
-            else:
-                raise RuntimeError(
-                    f"hpuload: the loaders of the samples' images skipped different samples in one slot, and the "
-                    f"Dataset could not make any of them itself ({'; '.join(errors)})"
-                )
-        return made
+        keys = self._sample_keys
+
+        def make(slot, index):
+            sample = self.dataset[index]
+            images = [sample[key] for key in (keys.image, *keys.more)]
+            return images if fits is None or fits(slot, images) else None
+
+        return _cores.made_by_dataset(own, make, "the samples' images")
 
     def _own_samples(self, own: dict, images: torch.Tensor, more: list, indices: list) -> None:
         """`_own_made`'s samples, their images copied into the native batches' slots."""
