@@ -786,10 +786,10 @@ class Masks:
         drawn = []
         for i in indices:
             if self.form.fixed is not None:
-                drawn.append((self.form.fixed, (0, 0), False, False))
+                drawn.append((self.form.fixed, (0, 0), False, False, (0, 0), (False, False)))
                 continue
             d = plans(i, *self.sizes[i])
-            drawn.append((tuple(d["resized"]), tuple(d["at"]), bool(d.get("hflip")), bool(d.get("vflip"))))
+            drawn.append((tuple(d["resized"]), tuple(d["at"]), bool(d.get("hflip")), bool(d.get("vflip")), tuple(d.get("before", (0, 0))), (False, False)))
         h, w = self.crop
         out = torch.empty((len(indices), h, w), dtype=torch.int64)
 

@@ -4,6 +4,7 @@
 use hpuload::source::coco::rle;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
 
 /// The masks of `objects` (each a list of COCO compressed RLE `counts` strings, one per
 /// polygon, as pycocotools' `frPyObjects` gives them), each the union of its strings' masks,
@@ -101,7 +102,8 @@ pub type CocoObject = (u8, Vec<Vec<u8>>);
 /// in errors, the image's size, each object's class and compressed RLE strings), made into the
 /// segmentation reference's semantic mask, or a mask already read (`(name, (height, width),
 /// values)`: one byte a pixel, row by row; `SBDataset`'s masks, which its own code reads from
-/// MATLAB files).
+/// MATLAB files), or a mask PNG's bytes (`(name, bytes)`: a `datasets` table's Image
+/// column of masks).
 #[derive(FromPyObject)]
 pub enum MaskSource {
     /// The path of a mask PNG.
@@ -110,6 +112,8 @@ pub enum MaskSource {
     Coco((String, (u32, u32), Vec<CocoObject>)),
     /// A mask's values, read.
     Plane((String, (u32, u32), Vec<u8>)),
+    /// A mask PNG's bytes.
+    Encoded((String, PyBackedBytes)),
 }
 
 impl MaskSource {
@@ -125,6 +129,9 @@ impl MaskSource {
             Self::Coco((name, (height, width), objects)) => {
                 segment::coco_semantic_mask(*height, *width, objects)
                     .map_err(|why| format!("{name}: {why}"))
+            }
+            Self::Encoded((name, bytes)) => {
+                segment::decode_mask(bytes).map_err(|why| format!("{name}: {why}"))
             }
             Self::Plane((name, (height, width), values)) => {
                 let pixels = (*height as usize) * (*width as usize);
@@ -146,15 +153,19 @@ impl MaskSource {
     fn name(&self) -> &str {
         match self {
             Self::File(path) => path,
-            Self::Coco((name, ..)) | Self::Plane((name, ..)) => name,
+            Self::Coco((name, ..)) | Self::Plane((name, ..)) | Self::Encoded((name, _)) => name,
         }
     }
 }
 
+/// One sample's `resized_crop` from its plan, `((height, width), (top, left), hflip, vflip,
+/// (padding above, padding to the left), (hflip, vflip) after the crop)`.
+type Drawn = ((u32, u32), (u32, u32), bool, bool, (u32, u32), (bool, bool));
+
 /// A segmentation mask per sample, moved as its image was (`drawn`: each sample's
-/// `resized_crop` from its plan, `((height, width), (top, left), hflip, vflip)`): each of
-/// `sources` (see [`MaskSource`]) read or made, resized by Pillow's nearest filter, flipped,
-/// padded below and to the right with `fill` and cut to `height`x`width`, written as
+/// [`Drawn`]): each of `sources` (see [`MaskSource`]) read or made, resized by Pillow's
+/// nearest filter, flipped, padded (below and to the right, or centred) with `fill`, cut to
+/// `height`x`width` and flipped as the flips after the crop fell, written as
 /// `len(sources)` row-major planes of int64 at `out` (the data pointer of a contiguous int64
 /// CPU tensor of that many values, which `hpuload/_segmentation.py` makes for the call and
 /// holds through it): `np.array` of each PIL mask, as the segmentation reference's
@@ -168,7 +179,7 @@ impl MaskSource {
 pub fn segmentation_masks(
     py: Python<'_>,
     sources: Vec<MaskSource>,
-    drawn: Vec<((u32, u32), (u32, u32), bool, bool)>,
+    drawn: Vec<Drawn>,
     height: u32,
     width: u32,
     fill: i64,
@@ -195,7 +206,7 @@ pub fn segmentation_masks(
         )));
     }
     let one = |source: &MaskSource,
-               &(resized, at, hflip, vflip): &((u32, u32), (u32, u32), bool, bool),
+               &(resized, at, hflip, vflip, before, after): &Drawn,
                dst: &mut [i64]|
      -> Result<(), String> {
         let mask = source.mask()?;
@@ -204,18 +215,23 @@ pub fn segmentation_masks(
             at,
             hflip,
             vflip,
+            before,
         };
+        // The padded resize: at its ends to the crop, or centred (as much after as before,
+        // or one more).
+        let padded =
+            |side: u32, before: u32, out: u32| (side + 2 * before + u32::from(before > 0)).max(out);
         let fits = resized.0 > 0
             && resized.1 > 0
-            && at.0 + height <= resized.0.max(height)
-            && at.1 + width <= resized.1.max(width);
+            && at.0 + height <= padded(resized.0, before.0, height)
+            && at.1 + width <= padded(resized.1, before.1, width);
         if !fits {
             return Err(format!(
                 "{}: cannot cut {height}x{width} as {drawn:?}",
                 source.name()
             ));
         }
-        segment::cut_mask(&mask, &drawn, nearest, (height, width), fill, dst);
+        segment::cut_mask(&mask, &drawn, nearest, (height, width), fill, after, dst);
         Ok(())
     };
     if values == 0 {
@@ -228,9 +244,7 @@ pub fn segmentation_masks(
     py.detach(|| {
         let half = sources.len().div_ceil(2);
         let (first, second) = dst.split_at_mut(half * plane);
-        let run = |sources: &[MaskSource],
-                   drawn: &[((u32, u32), (u32, u32), bool, bool)],
-                   dst: &mut [i64]| {
+        let run = |sources: &[MaskSource], drawn: &[Drawn], dst: &mut [i64]| {
             sources
                 .iter()
                 .zip(drawn)

@@ -321,6 +321,16 @@ pub struct RandomCrop {
     /// padding. Excludes `padding` and `pad_if_needed`. Default false.
     #[serde(default)]
     pub pad_end: bool,
+    /// albumentations' `PadIfNeeded(min_height, min_width)` before the crop, `[h, w]` (or
+    /// its `RandomCrop(pad_if_needed=True)`, to the crop): a side of the image shorter than
+    /// this is padded on both ends to it, `(min - side) // 2` before, with `fill`
+    /// (`padding_mode` constant) or the image's edge repeated or mirrored (`edge`, `reflect`
+    /// and `symmetric` as OpenCV's `BORDER_REPLICATE`, `BORDER_REFLECT_101` and
+    /// `BORDER_REFLECT`; then no larger than the crop), before the offset is drawn. At
+    /// least the crop; no resize before it. Excludes `padding`, `pad_if_needed` and
+    /// `pad_end`. Default none.
+    #[serde(default)]
+    pub pad_centred_to: Option<Size>,
 }
 
 impl RandomCrop {
@@ -352,6 +362,17 @@ pub enum PaddingMode {
 }
 
 impl PaddingMode {
+    /// OpenCV's border that pads as this mode does.
+    pub(crate) fn cv2(self) -> super::albu::Cv2Border {
+        use super::albu::Cv2Border;
+        match self {
+            Self::Constant => Cv2Border::Constant,
+            Self::Edge => Cv2Border::Replicate,
+            Self::Reflect => Cv2Border::Reflect101,
+            Self::Symmetric => Cv2Border::Reflect,
+        }
+    }
+
     /// The pixel that position `i` of an axis of `len` pixels padded this way shows (NumPy's
     /// `np.pad`, which torchvision pads PIL images with: periodic past one mirror image); `i`
     /// itself inside the axis. Constant padding shows no pixel: it is not asked.
@@ -433,6 +454,31 @@ impl OpSpec for RandomCrop {
             return Err(PipelineError::Parameter(
                 "random_crop: pad_end pads with the fill (padding_mode constant)".into(),
             ));
+        }
+        if let Some(to) = self.pad_centred_to {
+            if self.pad_end || self.padding.is_some() || self.pad_if_needed {
+                return Err(PipelineError::Parameter(
+                    "random_crop: pad_centred_to excludes padding, pad_if_needed and pad_end"
+                        .into(),
+                ));
+            }
+            let (out, to) = (self.size.hw(), to.hw());
+            if to.0 < out.0 || to.1 < out.1 {
+                return Err(PipelineError::Parameter(format!(
+                    "random_crop: pad_centred_to {to:?} is smaller than the crop {out:?}"
+                )));
+            }
+            if to.0 >= 2 * out.0 || to.1 >= 2 * out.1 {
+                // Past that, a crop of a small image could show none of it.
+                return Err(PipelineError::Parameter(format!(
+                    "random_crop: pad_centred_to {to:?} is twice the crop {out:?} or more"
+                )));
+            }
+            if self.padding_mode != PaddingMode::Constant && to != out {
+                return Err(PipelineError::Parameter(format!(
+                    "random_crop: pad_centred_to {to:?} larger than the crop {out:?} pads with the fill only"
+                )));
+            }
         }
         self.size.nonzero().map(drop)
     }
@@ -1032,6 +1078,10 @@ pub(crate) struct EndPadded {
     pub resized: (u32, u32),
     /// The crop's `(top, left)` in the mirrored, padded resize, as drawn.
     pub at: (u32, u32),
+    /// The content's `(top, left)` in the output (`(0, 0)` when padded at the ends).
+    pub placed_at: (u32, u32),
+    /// The padding before the resize on each axis, `(top, left)` (`(0, 0)` at the ends).
+    pub before: (u32, u32),
 }
 
 /// [`EndPadded`] for a `width`x`height` image: the random resize's size drawn first from
@@ -1071,6 +1121,47 @@ pub(crate) fn end_padded_crop(
         content,
         resized: (rh, rw),
         at: drawn,
+        placed_at: (0, 0),
+        before: (0, 0),
+    }
+}
+
+/// [`EndPadded`] for a `width`x`height` image padded centred to at least `to` `(height,
+/// width)` first ([`RandomCrop::pad_centred_to`]: albumentations' `PadIfNeeded` then
+/// `RandomCrop`): the offset drawn from `rng` uniformly over the padded image (the top, then
+/// the left), and the part of the crop the image shows.
+pub(crate) fn centred_padded_crop(
+    width: u32,
+    height: u32,
+    to: (u32, u32),
+    out: (u32, u32),
+    rng: &mut CounterRng,
+) -> EndPadded {
+    // One axis: the padding before the image, the drawn offset in the padded axis, and the
+    // image's part of the crop (its first pixel, how many, where in the output).
+    let axis = |side: u32, to: u32, out: u32, rng: &mut CounterRng| {
+        let before = to.saturating_sub(side) / 2;
+        let padded = side.max(to);
+        let at = rng.below(u64::from(padded - out) + 1) as u32;
+        let first = at.max(before);
+        let last = (at + out).min(before + side);
+        (
+            before,
+            at,
+            first - before,
+            last.saturating_sub(first),
+            first - at,
+        )
+    };
+    let (top_pad, top, y, h, y_out) = axis(height, to.0, out.0, rng);
+    let (left_pad, left, x, w, x_out) = axis(width, to.1, out.1, rng);
+    EndPadded {
+        window: CropBox::rect(x, y, w, h),
+        content: (h, w),
+        resized: (height, width),
+        at: (top, left),
+        placed_at: (y_out, x_out),
+        before: (top_pad, left_pad),
     }
 }
 

@@ -79,11 +79,11 @@ pub(crate) enum Geometry {
         floor: bool,
     },
     /// An optional resize, then a crop of `out` at a drawn offset (no larger than the resize,
-    /// unless `pad_end` gives the fill that pads a shorter side at its end first).
+    /// unless `padded` says how a shorter side is padded first).
     RandomCrop {
         resize: Option<Prescale>,
         out: (u32, u32),
-        pad_end: Option<[u8; 3]>,
+        padded: Option<CropPad>,
     },
     Resize {
         out: (u32, u32),
@@ -108,6 +108,18 @@ pub(crate) enum Geometry {
     /// No crop or resize (a detection pipeline): each output is its sample's window at its
     /// own size.
     Window,
+}
+
+/// How a `random_crop` pads a side of the image (or its resize) shorter than the crop before
+/// its offset is drawn: at its end to the crop ([`RandomCrop::pad_end`]), or on both ends to
+/// `centred_to` ([`RandomCrop::pad_centred_to`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct CropPad {
+    pub fill: [u8; 3],
+    /// The fill, or the edge repeated or mirrored.
+    pub border: Cv2Border,
+    /// Centred, to at least this `(height, width)`; None: at the ends, to the crop.
+    pub centred_to: Option<(u32, u32)>,
 }
 
 /// A validated pipeline: what every sample goes through.
@@ -202,15 +214,15 @@ pub struct SamplePlan {
     /// only.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub float_values: bool,
-    /// A `random_crop` with `pad_end`'s drawn resize and crop, in integers, for what follows
+    /// A padded `random_crop`'s drawn resize and crop, in integers, for what follows
     /// the image through them (a segmentation mask).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resized_crop: Option<ResizedCrop>,
 }
 
 /// Where a sample's crop after its resize was drawn ([`SamplePlan::resized_crop`]): the image
-/// resized to `resized`, flipped as `hflip` and `vflip` say, padded at its ends to at least
-/// the crop, then cut at `at`.
+/// resized to `resized`, flipped as `hflip` and `vflip` say, padded (`before` it on each
+/// axis, the rest at its ends) to at least the crop, then cut at `at`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct ResizedCrop {
     /// The resize's `(height, width)`.
@@ -221,6 +233,9 @@ pub struct ResizedCrop {
     pub hflip: bool,
     /// Mirrored top to bottom before the padding.
     pub vflip: bool,
+    /// The padding above and to the left of the resize, `(top, left)` (albumentations'
+    /// centred `PadIfNeeded`); `(0, 0)` where it is padded at its ends only.
+    pub before: (u32, u32),
 }
 
 /// The phase rules' state while the ops are read in order.
@@ -384,6 +399,11 @@ impl Phases {
                     return Err(padding_after_resize(name));
                 }
                 let pad_end = matches!(op, Op::RandomCrop(c) if c.pad_end);
+                if matches!(op, Op::RandomCrop(c) if c.pad_centred_to.is_some())
+                    && self.resize_short.is_some()
+                {
+                    return Err(padding_after_resize(name));
+                }
                 let out = size.hw();
                 if let Some((
                     Prescale::Short(s) | Prescale::ShortRounded(s) | Prescale::ShortIn(s, _),
@@ -410,7 +430,8 @@ impl Phases {
             {
                 let name = op.name();
                 self.late(name)?;
-                if matches!(op, Op::RandomCrop(c) if c.pad().is_some() || c.pad_end) {
+                if matches!(op, Op::RandomCrop(c) if c.pad().is_some() || c.pad_end || c.pad_centred_to.is_some())
+                {
                     return Err(padding_after_resize(name));
                 }
                 let Some((Geometry::Resize { out: (h, w) }, interpolation, resize_at)) =
@@ -457,7 +478,7 @@ impl Phases {
                         Geometry::CenterCrop { resize: None, .. }
                             | Geometry::RandomCrop {
                                 resize: None,
-                                pad_end: None,
+                                padded: None,
                                 ..
                             },
                         _,
@@ -666,7 +687,11 @@ fn crop_geometry(op: &Op, resize: Option<Prescale>, out: (u32, u32)) -> Geometry
         Op::RandomCrop(c) => Geometry::RandomCrop {
             resize,
             out,
-            pad_end: c.pad_end.then_some(c.fill),
+            padded: (c.pad_end || c.pad_centred_to.is_some()).then(|| CropPad {
+                fill: c.fill,
+                border: c.padding_mode.cv2(),
+                centred_to: c.pad_centred_to.map(|to| to.hw()),
+            }),
         },
         _ => unreachable!("crop_geometry of a crop"),
     }
@@ -814,13 +839,13 @@ impl Pipeline {
         if matches!(
             geometry,
             Geometry::RandomCrop {
-                pad_end: Some(_),
+                padded: Some(_),
                 ..
             }
         ) && (!mid.is_empty() || pre_crop.is_some())
         {
             return Err(PipelineError::Order(
-                "random_crop with pad_end: only flips may come between the resize and its crop"
+                "random_crop with padding: only flips may come between the resize and its crop"
                     .into(),
             ));
         }
@@ -964,7 +989,7 @@ impl Plan {
                 self.geometry,
                 Geometry::Letterbox { .. }
                     | Geometry::RandomCrop {
-                        pad_end: Some(_),
+                        padded: Some(_),
                         ..
                     }
             )
@@ -1262,30 +1287,37 @@ impl Plan {
                 Geometry::RandomCrop {
                     resize,
                     out,
-                    pad_end: Some(fill),
+                    padded: Some(pad),
                 } => {
-                    let cut = geometry::end_padded_crop(
-                        width,
-                        height,
-                        resize,
-                        out,
-                        mirror,
-                        &mut crop_rng(),
-                    );
+                    let cut = match pad.centred_to {
+                        // No resize before it, so no flips before the crop either.
+                        Some(to) => {
+                            geometry::centred_padded_crop(width, height, to, out, &mut crop_rng())
+                        }
+                        None => geometry::end_padded_crop(
+                            width,
+                            height,
+                            resize,
+                            out,
+                            mirror,
+                            &mut crop_rng(),
+                        ),
+                    };
                     resized_crop = Some(ResizedCrop {
                         resized: cut.resized,
                         at: cut.at,
                         hflip: mirror.horizontal,
                         vflip: mirror.vertical,
+                        before: cut.before,
                     });
                     if cut.content != out {
                         // The flips before the crop mirror the image, not the padding.
                         ops.drain(..crop_flips);
                         end_padded = Some(Placed {
                             content: cut.content,
-                            at: (0, 0),
-                            fill,
-                            border: Cv2Border::Constant,
+                            at: cut.placed_at,
+                            fill: pad.fill,
+                            border: pad.border,
                             hflip: mirror.horizontal,
                             vflip: mirror.vertical,
                         });
@@ -1513,6 +1545,7 @@ mod tests {
                 padding_mode: crate::augment::PaddingMode::Constant,
                 pad_at_once: false,
                 pad_end: true,
+                pad_centred_to: None,
             }))
     }
 
@@ -1578,6 +1611,7 @@ mod tests {
             padding_mode: crate::augment::PaddingMode::Constant,
             pad_at_once: false,
             pad_end: true,
+            pad_centred_to: None,
         }));
         let s = p
             .plan(Dtype::U8)
@@ -1587,6 +1621,73 @@ mod tests {
         let placed = s.pixels.placed.unwrap();
         assert_eq!((placed.content, s.pixels.size), ((40, 32), (64, 32)));
         assert_eq!((s.crop.top, s.crop.height, s.crop.width), (0.0, 40.0, 32.0));
+    }
+
+    /// albumentations' `PadIfNeeded(to)` then `RandomCrop(out)`.
+    fn centred(to: [u32; 2], out: [u32; 2], mode: crate::augment::PaddingMode) -> Pipeline {
+        Pipeline::new("albu").then(Op::RandomCrop(crate::augment::RandomCrop {
+            size: Size::HeightWidth(out),
+            padding: None,
+            pad_if_needed: false,
+            fill: [255; 3],
+            padding_mode: mode,
+            pad_at_once: false,
+            pad_end: false,
+            pad_centred_to: Some(Size::HeightWidth(to)),
+        }))
+    }
+
+    #[test]
+    fn a_crop_padded_centred_shows_the_image_where_albumentations_places_it() {
+        use crate::augment::PaddingMode;
+        let plan = centred([40, 40], [32, 32], PaddingMode::Constant)
+            .plan(Dtype::U8)
+            .unwrap();
+        // A 30x20 (wxh) image: padded 5 left, 10 above, to 40x40; the crop's offset uniform
+        // over 0..=8 on each axis.
+        let mut offsets = std::collections::BTreeSet::new();
+        for index in 0..1500 {
+            let s = plan.sample(1, 0, index, (30, 20), None).unwrap();
+            let r = s.resized_crop.expect("drawn");
+            assert_eq!((r.resized, r.before), ((20, 30), (10, 5)));
+            let (top, left) = r.at;
+            offsets.insert(r.at);
+            let placed = s.pixels.placed.expect("the padding shows");
+            // The image's rows 10..30 and columns 5..35 of the padded image, in the crop.
+            let rows = (top.max(10), (top + 32).min(30));
+            let cols = (left.max(5), (left + 32).min(35));
+            assert_eq!(placed.at, (rows.0 - top, cols.0 - left));
+            assert_eq!(placed.content, (rows.1 - rows.0, cols.1 - cols.0));
+            assert_eq!(
+                (s.crop.top, s.crop.left),
+                (f64::from(rows.0 - 10), f64::from(cols.0 - 5))
+            );
+            assert_eq!(placed.fill, [255; 3]);
+        }
+        assert_eq!(offsets.len(), 81);
+        // An image larger than the crop on both axes: no padding, a plain crop.
+        let s = plan.sample(1, 0, 3, (64, 48), None).unwrap();
+        assert!(s.pixels.placed.is_none());
+        assert_eq!(s.resized_crop.unwrap().before, (0, 0));
+        // A mirrored border pads only to the crop itself; twice the crop could miss the image.
+        let e = centred([40, 40], [32, 32], PaddingMode::Reflect)
+            .plan(Dtype::U8)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("fill only"), "{e}");
+        let e = centred([64, 40], [32, 32], PaddingMode::Constant)
+            .plan(Dtype::U8)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("twice"), "{e}");
+        let s = centred([32, 32], [32, 32], PaddingMode::Reflect)
+            .plan(Dtype::U8)
+            .unwrap()
+            .sample(1, 0, 3, (30, 20), None)
+            .unwrap();
+        let placed = s.pixels.placed.unwrap();
+        assert_eq!((placed.at, placed.content), ((6, 1), (20, 30)));
+        assert_eq!(placed.border, crate::augment::albu::Cv2Border::Reflect101);
     }
 
     #[test]
@@ -1720,6 +1821,7 @@ mod tests {
                     padding_mode: Default::default(),
                     pad_at_once: false,
                     pad_end: false,
+                    pad_centred_to: None,
                 })),
                 None => p,
             }
@@ -1730,7 +1832,7 @@ mod tests {
             Geometry::RandomCrop {
                 resize: Some(Prescale::ShortIn(256, 320)),
                 out: (224, 224),
-                pad_end: None,
+                padded: None,
             }
         );
         let e = jitter(None).unwrap_err().to_string();

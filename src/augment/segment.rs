@@ -187,7 +187,8 @@ fn pil_nearest(len: u32, out: u32) -> Vec<usize> {
 }
 
 /// The `(height, width)` `out` cut of `mask` as `drawn` moves its image (resized with
-/// `nearest`'s positions), `fill` where the padding shows, into `dst` (row by row).
+/// `nearest`'s positions), `fill` where the padding shows, then mirrored as `after` says
+/// (`(left to right, top to bottom)`: flips drawn after the crop), into `dst` (row by row).
 ///
 /// # Panics
 /// `dst` does not hold `out`'s values, or the mask is empty.
@@ -197,6 +198,7 @@ pub fn cut_mask(
     nearest: Nearest,
     out: (u32, u32),
     fill: i64,
+    after: (bool, bool),
     dst: &mut [i64],
 ) {
     let (oh, ow) = (out.0 as usize, out.1 as usize);
@@ -205,21 +207,27 @@ pub fn cut_mask(
     let rows = nearest.positions(mask.height, rh);
     let cols = nearest.positions(mask.width, rw);
     let (top, left) = (drawn.at.0 as usize, drawn.at.1 as usize);
+    let (before_y, before_x) = (drawn.before.0 as usize, drawn.before.1 as usize);
     let (rh, rw) = (rh as usize, rw as usize);
-    // The source column of each output column the resize reaches; the padding after them.
-    let columns: Vec<usize> = (left..(left + ow).min(rw))
+    // The output columns the resize shows, `start..start + columns.len()` (the padding
+    // around them), with each one's source column.
+    let start = before_x.saturating_sub(left).min(ow);
+    let columns: Vec<usize> = (left + start..(left + ow).min(before_x + rw))
+        .map(|x| x - before_x)
         .map(|x| cols[if drawn.hflip { rw - 1 - x } else { x }])
         .collect();
-    let shown = columns.len();
+    let shown = start..start + columns.len();
     let width = mask.width as usize;
     let mut previous = None;
     for (k, y) in (top..top + oh).enumerate() {
         let (done, rest) = dst.split_at_mut(k * ow);
         let out_row = &mut rest[..ow];
-        if y >= rh {
+        if y < before_y || y >= before_y + rh {
             out_row.fill(fill);
+            previous = None;
             continue;
         }
+        let y = y - before_y;
         let source = rows[if drawn.vflip { rh - 1 - y } else { y }];
         if previous == Some(source) {
             // An enlarged mask repeats rows: the row above, copied.
@@ -228,10 +236,20 @@ pub fn cut_mask(
         }
         previous = Some(source);
         let row = &mask.values[source * width..][..width];
-        for (o, &c) in out_row[..shown].iter_mut().zip(&columns) {
+        out_row[..shown.start].fill(fill);
+        for (o, &c) in out_row[shown.clone()].iter_mut().zip(&columns) {
             *o = i64::from(row[c]);
         }
-        out_row[shown..].fill(fill);
+        out_row[shown.end..].fill(fill);
+    }
+    if after.0 {
+        dst.chunks_exact_mut(ow).for_each(<[i64]>::reverse);
+    }
+    if after.1 {
+        for k in 0..oh / 2 {
+            let (upper, lower) = dst.split_at_mut((oh - 1 - k) * ow);
+            upper[k * ow..(k + 1) * ow].swap_with_slice(&mut lower[..ow]);
+        }
     }
 }
 
@@ -372,10 +390,73 @@ mod tests {
             at: (2, 4),
             hflip: true,
             vflip: false,
+            before: (0, 0),
         };
         let mut dst = vec![0; 12];
-        cut_mask(&mask, &drawn, Nearest::Pillow, (3, 4), 255, &mut dst);
+        cut_mask(
+            &mask,
+            &drawn,
+            Nearest::Pillow,
+            (3, 4),
+            255,
+            (false, false),
+            &mut dst,
+        );
         // The flipped resize's rows 2 and 3 are 6 6 5 5 4 4; columns 4 and 5 show 4 4.
         assert_eq!(dst, [4, 4, 255, 255, 4, 4, 255, 255, 255, 255, 255, 255]);
+    }
+
+    #[test]
+    fn a_mask_padded_centred_is_cut_then_flipped_as_albumentations_moves_it() {
+        // A 2x3 mask padded centred to 4x5 (one row above, one column to the left), cut 3x4
+        // at (1, 1), then mirrored both ways (flips drawn after the crop).
+        let mask = Mask {
+            width: 3,
+            height: 2,
+            values: vec![1, 2, 3, 4, 5, 6],
+        };
+        let drawn = ResizedCrop {
+            resized: (2, 3),
+            at: (1, 1),
+            hflip: false,
+            vflip: false,
+            before: (1, 1),
+        };
+        let mut dst = vec![0; 12];
+        cut_mask(
+            &mask,
+            &drawn,
+            Nearest::Pillow,
+            (3, 4),
+            9,
+            (false, false),
+            &mut dst,
+        );
+        assert_eq!(dst, [1, 2, 3, 9, 4, 5, 6, 9, 9, 9, 9, 9]);
+        cut_mask(
+            &mask,
+            &drawn,
+            Nearest::Pillow,
+            (3, 4),
+            9,
+            (true, true),
+            &mut dst,
+        );
+        assert_eq!(dst, [9, 9, 9, 9, 9, 6, 5, 4, 9, 3, 2, 1]);
+        // The crop's left edge in the padding: the first column is the fill.
+        let drawn = ResizedCrop {
+            at: (0, 0),
+            ..drawn
+        };
+        cut_mask(
+            &mask,
+            &drawn,
+            Nearest::Pillow,
+            (3, 4),
+            9,
+            (false, false),
+            &mut dst,
+        );
+        assert_eq!(dst, [9, 9, 9, 9, 9, 1, 2, 3, 9, 4, 5, 6]);
     }
 }
