@@ -18,7 +18,10 @@ hpuload's pipeline ops, each computed as albumentations computes it on a uint8 R
   an `Affine` or `ShiftScaleRotate` between `SmallestMaxSize` and its crop (albumentations'
   classification example) warps the whole resize, drawn on its size, and only the crop's
   part of the warp is computed; any other pixel step there runs on each whole resize, drawn
-  on its size, before the crop is cut; `LongestMaxSize(max_size)` then `PadIfNeeded` (centred, a
+  on its size, before the crop is cut; `PadIfNeeded(min_height, min_width)` then `RandomCrop`
+  (or `RandomCrop(pad_if_needed=True)`): the image padded centred, with a constant fill (to at
+  least the crop, less than twice it) or its edge replicated or mirrored (to the crop), and the
+  crop's offset uniform over the padded image; `LongestMaxSize(max_size)` then `PadIfNeeded` (centred, a
   constant fill, to at least `max_size` on both sides): the resize centred on the fill;
 - after it, `HorizontalFlip(p)`, `VerticalFlip(p)`, `Transpose(p)` and `RandomRotate90(p)`
   (of a square image), `Affine` and `ShiftScaleRotate` (bilinear: OpenCV 5's `warpAffine`,
@@ -354,6 +357,7 @@ def _translate(steps: list, *, open_end: bool, output=None, grey: bool = False) 
     geometry: str | None = None  # the last geometric step's name while nothing else follows it
     dtype = "u8"
     norm = None
+    padded = None  # a PadIfNeeded waiting for its RandomCrop
     holes: list[tuple[dict, bool]] = []  # each CoarseDropout's op, and whether Normalize follows it
     for t in steps:
         name = _name(t)
@@ -385,6 +389,15 @@ def _translate(steps: list, *, open_end: bool, output=None, grey: bool = False) 
             # at the mirrored offset where it falls, then flips the crop.
             ops.append(_PIXEL_OPS[name](t))
             geometry = geometry.split("+")[0] + "+flip"
+            continue
+        if name == "PadIfNeeded" and geometry is None and size is None:
+            # Padded centred to a least size, then (next) a random crop of it.
+            padded = t
+            geometry = name
+            continue
+        if name == "RandomCrop" and geometry == "PadIfNeeded":
+            ops.append(_padded_crop(t, padded))
+            size, geometry = _size(t), name
             continue
         if name in ("CenterCrop", "RandomCrop"):
             ops.append(_crop(t, geometry, size))
@@ -521,7 +534,9 @@ def _crop(t: Any, geometry: str | None, size: list[int] | None) -> dict:
     name = _name(t)
     _always(t)
     if getattr(t, "pad_if_needed", False):
-        raise Unsupported(f"albumentations' {name} with pad_if_needed")
+        if name == "RandomCrop" and geometry is None and size is None:
+            return _padded_crop(t, t)
+        raise Unsupported(f"albumentations' {name} with pad_if_needed (hpuload pads a random crop of the image itself)")
     if (size is not None and geometry not in ("Resize", "Resize+flip")) or geometry == "LongestMaxSize":
         raise Unsupported(f"albumentations' {name} after {geometry or 'a pixel op'} (hpuload crops the image or its resize)")
     crop = _size(t)
@@ -633,6 +648,38 @@ def _pad_if_needed(t: Any, longest: int) -> dict:
         )
     op = {"op": "albu_pad_if_needed", "min_height": int(h), "min_width": int(w), "border": border}
     return op | ({"fill": _fill_bytes(t)} if border == "constant" else {})
+
+
+#: OpenCV's border modes as the crop's padding modes (NumPy's names, as torchvision's).
+_PADDING_MODES = {"constant": "constant", "replicate": "edge", "reflect101": "reflect", "reflect": "symmetric"}
+
+
+def _padded_crop(crop: Any, pad: Any) -> dict:
+    """`RandomCrop` of the image padded by `pad` first: a `PadIfNeeded` (or the crop itself,
+    with `pad_if_needed`) centred, to at least `min_height`x`min_width` (the crop's size),
+    with a constant fill or the edge replicated or mirrored as OpenCV's `copyMakeBorder`
+    does; the offset uniform over the padded image. albumentations 2's names (`fill`,
+    `fill_mask`, `position` or `pad_position`)."""
+    _always(crop)
+    _always(pad)
+    if _albumentations_version() < (2, 0, 0):
+        raise Unsupported(f"albumentations {'.'.join(map(str, _albumentations_version()))}'s padding (hpuload reads albumentations 2's)")
+    out = _size(crop)
+    if pad is crop:
+        to, position = out, getattr(crop, "pad_position", "center")
+    else:
+        if getattr(pad, "pad_height_divisor", None) is not None or getattr(pad, "pad_width_divisor", None) is not None:
+            raise Unsupported("albumentations' PadIfNeeded to a divisor (a size per image)")
+        to, position = [pad.min_height, pad.min_width], getattr(pad, "position", "center")
+    border = _BORDERS.get(int(getattr(pad, "border_mode", 0)))
+    if position != "center" or border is None:
+        raise Unsupported(f"albumentations' {_name(pad)} at {position!r} with border mode {getattr(pad, 'border_mode', None)} (hpuload pads centred, with a fill or the edge repeated or mirrored)")
+    if None in to or to[0] < out[0] or to[1] < out[1] or to[0] >= 2 * out[0] or to[1] >= 2 * out[1]:
+        raise Unsupported(f"albumentations' PadIfNeeded to {to} before a {out} RandomCrop (hpuload pads to the crop, up to twice it)")
+    if border != "constant" and list(to) != out:
+        raise Unsupported(f"albumentations' PadIfNeeded to {to} with border {border} before a {out} RandomCrop (a mirrored border pads to the crop only)")
+    op = {"op": "random_crop", "size": out, "pad_centred_to": [int(v) for v in to], "padding_mode": _PADDING_MODES[border]}
+    return op | ({"fill": _fill_bytes(pad)} if border == "constant" else {})
 
 
 def _warp_settings(t: Any) -> dict:

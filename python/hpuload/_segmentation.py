@@ -385,7 +385,8 @@ def _whole_mask(source, height: int, width: int) -> torch.Tensor:
     """`[height, width]` int64: the mask `source` (as `segmentation_masks` takes one) resized
     whole to that size by Pillow's nearest positions, unflipped."""
     out = torch.empty((height, width), dtype=torch.int64)
-    _hpuload.segmentation_masks([source], [((height, width), (0, 0), False, False)], height, width, MASK_FILL, out.data_ptr())
+    drawn = ((height, width), (0, 0), False, False, (0, 0), (False, False))
+    _hpuload.segmentation_masks([source], [drawn], height, width, MASK_FILL, out.data_ptr())
     return out
 
 

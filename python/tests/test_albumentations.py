@@ -270,6 +270,51 @@ def test_a_warp_between_the_smallest_max_size_and_its_crop_gives_albumentations_
         assert np.allclose(inverse[:, :2] @ centre + inverse[:, 2], centre, atol=1e-3), (index, wp)
 
 
+@pytest.mark.parametrize("pad", ["fill", "reflect101", "crop_pads"])
+def test_a_random_crop_of_the_image_padded_centred_gives_albumentations_pixels(tmp_path, pad):
+    """albumentations' `PadIfNeeded` then `RandomCrop` (its segmentation examples' crop, the
+    CIFAR recipes' padded crop), or `RandomCrop(pad_if_needed=True)`: each sample is
+    albumentations' own centred padding of the image (a fill, beyond the crop too, or the
+    image mirrored about its edge), cut at the offset hpuload drew, flipped as drawn and
+    normalized, bit for bit, for images narrower, shorter or larger than the crop."""
+    rng = np.random.default_rng(0)
+    files = []
+    for k, (w, h) in enumerate([(40, 30), (70, 50), (30, 90), (100, 100), (57, 33), (64, 48)]):
+        path = tmp_path / f"{k}.png"
+        Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(path)
+        files.append(str(path))
+    if pad == "fill":
+        padding = A.PadIfNeeded(min_height=60, min_width=80, border_mode=cv2.BORDER_CONSTANT, fill=(10, 20, 30))
+        steps = [padding, A.RandomCrop(height=48, width=64)]
+    elif pad == "reflect101":
+        padding = A.PadIfNeeded(min_height=48, min_width=64, border_mode=cv2.BORDER_REFLECT_101)
+        steps = [padding, A.RandomCrop(height=48, width=64)]
+    else:
+        padding = A.PadIfNeeded(min_height=48, min_width=64, border_mode=cv2.BORDER_CONSTANT, fill=(10, 20, 30))
+        steps = [A.RandomCrop(height=48, width=64, pad_if_needed=True, fill=(10, 20, 30))]
+    flip, norm = A.HorizontalFlip(p=0.5), A.Normalize(mean=MEAN, std=STD)
+    n = 4 * len(files)
+    ds = LeafDataset(files * 4, [0] * n, A.Compose([*steps, flip, norm, ToTensorV2()]))
+    loader = native(lambda: DataLoader(ds, batch_size=8, backend="cpu", seed=3))
+    padded_ones = 0
+    for epoch in (0, 1):
+        for b, (x, _) in enumerate(loader):
+            for k in range(x.shape[0]):
+                index = b * 8 + k
+                image = cv2.cvtColor(cv2.imread(files[index % len(files)]), cv2.COLOR_BGR2RGB)
+                h, w = image.shape[:2]
+                plan = json.loads(loader._core.sample_plan(epoch, index, w, h))
+                top, left = plan["resized_crop"]["at"]
+                whole = A.Compose([padding])(image=image)["image"]
+                want = whole[top : top + 48, left : left + 64]
+                if plan.get("flip") or {"op": "hflip"} in plan.get("ops", []):
+                    want = flip.apply(want)
+                want = ToTensorV2()(image=norm.apply(want))["image"]
+                assert torch.equal(x[k], want), (epoch, index, (w, h), (top, left))
+                padded_ones += whole.shape[:2] != image.shape[:2]
+    assert padded_ones >= 20
+
+
 def test_a_random_crop_draws_albumentations_offsets(tmp_path):
     """The same distribution of offsets as albumentations' own `RandomCrop` draw (uniform over
     every offset that keeps the crop inside, both ends included): means, spreads and ends over
