@@ -77,7 +77,7 @@ DataLoader."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 from ._transforms import Tail as _Tail
 from ._transforms import Unsupported
@@ -306,6 +306,109 @@ def translate(compose: Any, output=None, before: tuple = ()) -> tuple[str, str]:
         raise Unsupported("albumentations' ToTensorV2 with p below 1")
     pipeline, dtype = _translate(steps[:-1], open_end=False, grey=one)
     return _read_grey(pipeline, before), dtype
+
+
+class MaskSteps(NamedTuple):
+    """What a `Compose` called with a mask (`compose(image=..., mask=...)`) does to the mask,
+    beside the image's pipeline (`translate_with_mask`): it is cut from the image's padded
+    crop (`fill` where the padding shows), flipped as the image's flips after the crop fell,
+    and its values first mapped by `table` (a leading `Lambda(mask=fn)`: `fn` of every byte)."""
+
+    #: The crop's `(height, width)`.
+    crop: tuple[int, int]
+    #: `fill_mask` of the padding.
+    fill: int
+    #: 256 bytes (a `torch.uint8` tensor), or None: the values as they are.
+    table: Any
+
+
+def translate_with_mask(compose: Any) -> tuple[str, str, MaskSteps]:
+    """`(pipeline JSON, dtype, MaskSteps)` for an albumentations `Compose` given an RGB image
+    and a mask of one byte a pixel (transformers' `run_semantic_segmentation.py`: a `Lambda`
+    on the mask, `PadIfNeeded`, `RandomCrop`, a flip, `Normalize`, `ToTensorV2`), or
+    `Unsupported`. The mask moves only by the padded random crop and the flips after it: a
+    step that would move it otherwise (or fill it, as `CoarseDropout` may) is refused."""
+    steps = _checked_steps(compose)
+    table = None
+    while steps and _name(steps[0]) == "Lambda":
+        table = _mask_table(steps.pop(0), table)
+    if not steps or _name(steps[-1]) != "ToTensorV2" or _p(steps[-1]) != 1.0 or getattr(steps[-1], "transpose_mask", False):
+        raise Unsupported("an albumentations Compose given a mask that does not end in ToTensorV2 (hpuload gives the mask's [H, W] tensor)")
+    if _name(steps[0]) == "PadIfNeeded" and len(steps) > 1 and _name(steps[1]) == "RandomCrop":
+        pad, crop, after = steps[0], steps[1], steps[2:-1]
+    elif _name(steps[0]) == "RandomCrop" and getattr(steps[0], "pad_if_needed", False):
+        pad, crop, after = steps[0], steps[0], steps[1:-1]
+    else:
+        raise Unsupported(
+            "an albumentations Compose given a mask whose geometry is not PadIfNeeded then RandomCrop (hpuload moves "
+            "masks by that crop and flips alone)"
+        )
+    if int(getattr(pad, "border_mode", 0)) != 0:
+        raise Unsupported(f"albumentations' {_name(pad)} of a mask with border mode {pad.border_mode} (hpuload fills a mask's padding)")
+    for t in after:
+        _leaves_mask(t)
+    pipeline, dtype = _translate(steps[:-1], open_end=False)
+    return pipeline, dtype, MaskSteps(tuple(_size(crop)), _mask_fill(pad), table)
+
+
+def _mask_fill(t: Any) -> int:
+    """`fill_mask` as OpenCV pads a uint8 mask with it."""
+    fill = getattr(t, "fill_mask", 0)
+    if isinstance(fill, (list, tuple)) and len(set(fill)) == 1:
+        fill = fill[0]
+    if not isinstance(fill, (int, float)) or isinstance(fill, bool):
+        raise Unsupported(f"albumentations' {_name(t)} with fill_mask={fill!r}")
+    return min(255, max(0, round(float(fill))))
+
+
+def _mask_table(t: Any, table):
+    """A leading `Lambda`: nothing on the image, and on the mask a function of each value alone
+    (checked on every byte, in three arrangements), as a table of 256 bytes composed after
+    `table`."""
+    import numpy as np
+    import torch
+
+    _always(t)
+    fns = getattr(t, "custom_apply_fns", {})
+    from albumentations.augmentations.pixel import functional as fpixel
+
+    if any(fns.get(k) is not fpixel.noop for k in ("image", "bboxes", "keypoints")):
+        raise Unsupported("albumentations' Lambda on the image (hpuload runs a Lambda on the mask alone)")
+    fn = fns.get("mask")
+    if fn is fpixel.noop or fn is None:
+        return table
+    values = np.arange(256, dtype=np.uint8)
+    arrangements = [values.reshape(16, 16), values[::-1].reshape(8, 32), np.random.default_rng(0).permutation(values).reshape(32, 8)]
+    got = None
+    for arranged in arrangements:
+        try:
+            out = fn(arranged.copy(), shape=arranged.shape)
+        except Exception as e:  # noqa: BLE001 - what it cannot do on its own
+            raise Unsupported(f"albumentations' Lambda on the mask raised {type(e).__name__}: {e} on a mask of every value") from None
+        if not isinstance(out, np.ndarray) or out.dtype != np.uint8 or out.shape != arranged.shape:
+            raise Unsupported("albumentations' Lambda on the mask gives other than a uint8 mask of its shape")
+        mapped = np.empty(256, dtype=np.uint8)
+        mapped[arranged.reshape(-1)] = out.reshape(-1)
+        if got is not None and not np.array_equal(got, mapped):
+            raise Unsupported("albumentations' Lambda on the mask is no function of each value alone")
+        got = mapped
+    mapped = torch.from_numpy(got)
+    return mapped if table is None else mapped[table.long()]
+
+
+def _leaves_mask(t: Any) -> None:
+    """A step after the crop of a Compose given a mask: an image-only step (a pixel op,
+    `Normalize`) or a flip, whose fall hpuload reads from the image's plan; compositions of
+    them."""
+    import albumentations as A
+
+    if _name(t) in ("HorizontalFlip", "VerticalFlip") or isinstance(t, A.ImageOnlyTransform):
+        return
+    if _name(t) in _COMPOSITIONS:
+        for inner in t.transforms:
+            _leaves_mask(inner)
+        return
+    raise Unsupported(f"albumentations' {_name(t)} on a mask (hpuload moves a mask by the crop and flips alone)")
 
 
 def in_bgr(pipeline: str) -> str:

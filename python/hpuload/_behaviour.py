@@ -15,6 +15,7 @@ restored afterwards.
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import random
 from typing import Any, Callable
@@ -241,6 +242,50 @@ def generators_kept():
         yield
     finally:
         set_generator_states(saved)
+
+
+@contextlib.contextmanager
+def albumentations_kept(composes: list):
+    """Each albumentations step's own generators (`random_generator`, `py_random`, `seed`,
+    objects shared between steps included) as they were before, after the block: seeding a
+    `Compose` for a check leaves the user's draws as they were."""
+    steps, seen = [], set()
+
+    def walk(t):
+        if id(t) in seen:
+            return
+        seen.add(id(t))
+        steps.append(t)
+        for inner in getattr(t, "transforms", None) or ():
+            walk(inner)
+
+    for compose in composes:
+        walk(compose)
+    saved = []
+    for t in steps:
+        gen, py = getattr(t, "random_generator", None), getattr(t, "py_random", None)
+        saved.append(
+            (
+                t,
+                gen,
+                py,
+                getattr(t, "seed", None),
+                copy.deepcopy(gen.bit_generator.state) if gen is not None else None,
+                py.getstate() if py is not None else None,
+            )
+        )
+    try:
+        yield
+    finally:
+        for t, gen, py, seed, gen_state, py_state in saved:
+            if gen is not None:
+                t.random_generator = gen
+                gen.bit_generator.state = gen_state
+            if py is not None:
+                t.py_random = py
+                py.setstate(py_state)
+            if hasattr(t, "seed"):
+                t.seed = seed
 
 
 def generator_states() -> tuple:

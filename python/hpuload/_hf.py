@@ -4,6 +4,7 @@ indices mapping, its image and label columns, and the torchvision transform its
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -73,8 +74,15 @@ def _hf_transform(dataset, transform, several: bool = False):
             f"(format {kind!r}); set one, or pass transform= or pipeline=",
             T,
         )
+    from ._albumentations import is_compose
+
     fn = dataset._format_kwargs.get("transform")
-    reachable = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ()) if c.cell_contents is not None]
+    reachable = []
+    if type(fn) is functools.partial:
+        # The arguments bound to it first (`partial(preprocess, transforms=train_transforms)`).
+        reachable += [*fn.args, *fn.keywords.values()]
+        fn = fn.func
+    reachable += [c.cell_contents for c in (getattr(fn, "__closure__", None) or ()) if c.cell_contents is not None]
     code = getattr(fn, "__code__", None)
     if code is not None:
         reachable += [fn.__globals__.get(n) for n in _global_names(code)]
@@ -86,6 +94,7 @@ def _hf_transform(dataset, transform, several: bool = False):
             or module.startswith("timm.data")
             or _is_image_processor(obj)
             or _holds_transforms(obj)
+            or is_compose(obj)
         ) and all(obj is not f for f in found):
             found.append(obj)
     name = getattr(fn, "__name__", type(fn).__name__)
@@ -216,7 +225,8 @@ def hf_source(dataset, pipeline, transform):
     features = dataset.features
     images = [k for k, f in features.items() if isinstance(f, Image)]
     labels = [k for k, f in features.items() if isinstance(f, ClassLabel)]
-    labels = labels or [k for k in ("label", "labels") if k in features]
+    # A column named so that holds images is no label: a segmentation table's masks.
+    labels = labels or [k for k in ("label", "labels") if k in features and not isinstance(features[k], Image)]
     # Without a label (an image and its captions), or where it makes more than the image
     # tensor and the label, the dataset's function runs itself on each batch's other columns
     # (`_hf_rows`).
@@ -274,7 +284,10 @@ def hf_source(dataset, pipeline, transform):
     watch = None
     rows_now = None
     if by_rows:
+        from . import _albumentations
+        from ._albumentations import is_compose
         from ._hf_rows import RowFunction
+        from ._segmentation import TableMasks
 
         rows_now = Rows()
         commons: dict = {c: {} for c in images}  # each column's images' one size, once found
@@ -310,15 +323,27 @@ def hf_source(dataset, pipeline, transform):
             used = function.used_columns
             if loaded and used != loaded:
                 raise Unfit(f"{function.name} (the dataset's transform) now hands the transforms the images of {used}, not {loaded}", T)
-            translated = {
-                c: _sized(function.transform_for(c), commons[c], lambda c=c: _common_size(dataset, c, turned)) for c in used
-            }
+            translated, masks = {}, None
+            for c in used:
+                found_c = function.transform_for(c)
+                if not is_compose(found_c):
+                    translated[c] = _sized(found_c, commons[c], lambda c=c: _common_size(dataset, c, turned))
+                elif c not in function.mask_of:
+                    translated[c] = _albumentations.translate(found_c)
+                else:
+                    # transformers' `run_semantic_segmentation.py`: the Compose is given each
+                    # image with its mask of another column, which moves with it.
+                    pipe_c, dtype_c, steps = _albumentations.translate_with_mask(found_c)
+                    if c != used[0] or len(used) > 1:
+                        raise Unfit(f"{function.name} (the dataset's transform) hands masks with several image columns", T)
+                    translated[c] = (pipe_c, dtype_c)
+                    masks = TableMasks(dataset, function.mask_of[c], c, steps, turned)
             more = []
             for c in used[1:]:
                 if len(translated[c]) != 2:
                     raise Unfit(f"the transform of the image column {c!r} runs natively only in part", T)
                 more.append(MoreImages(c, *translated[c]))
-            rows_now.function, rows_now.more = function, tuple(more)
+            rows_now.function, rows_now.more, rows_now.masks = function, tuple(more), masks
             loaded[:] = used
             return translated[used[0]]
 
@@ -374,6 +399,9 @@ class Rows:
     #: The table's other image columns the function hands a transform, each with its
     #: pipeline (`_options.MoreImages`), made by loaders of their own (`_cores`).
     more: tuple = ()
+    #: The column of masks an albumentations `Compose` is given with the images
+    #: (`_segmentation.TableMasks`), or None.
+    masks = None
 
 
 def _path_column(dataset) -> str | None:
@@ -458,7 +486,7 @@ def _path_table_source(dataset, column: str):
                         T,
                     )
             rows_now.function = function
-        tensor, _ = function.form[column]
+        tensor = function.form[column][0]
         runs = v1.Compose([v1.PILToTensor(), *steps(found)]) if tensor else found
         return _sized(runs, common, lambda: _files_size(paths))
 

@@ -24,6 +24,7 @@ would differ) is refused, named, and the dataset goes to torch's loader."""
 from __future__ import annotations
 
 import dis
+import functools
 import io
 import types
 from collections.abc import Mapping
@@ -96,9 +97,11 @@ class _Row:
     it; torchvision's reader's uint8 tensor (`tensor`): nothing. Anything else raises
     `NeedsImage`. While checking, `real` is the image itself."""
 
-    __slots__ = ("k", "converted", "tensor", "real", "column")
+    __slots__ = ("k", "converted", "tensor", "real", "column", "arrayed")
 
-    def __init__(self, k: int, real=None, *, tensor: bool = False, converted: bool = False, column: str | None = None):
+    def __init__(
+        self, k: int, real=None, *, tensor: bool = False, converted: bool = False, column: str | None = None, arrayed: bool = False
+    ):
         self.k = k
         self.real = real
         self.tensor = tensor
@@ -106,11 +109,24 @@ class _Row:
         self.converted = converted
         #: The image column the image is of (None: the table's one).
         self.column = column
+        #: Made a NumPy array (`np.array(image)`, for an albumentations `Compose`).
+        self.arrayed = arrayed
 
     @property
-    def form(self) -> tuple[bool, bool]:
-        """`(tensor, rgb)`: how the function holds the image it hands its transform."""
-        return self.tensor, self.converted
+    def form(self) -> tuple[bool, bool, bool]:
+        """`(tensor, rgb, array)`: how the function holds the image it hands its transform."""
+        return self.tensor, self.converted, self.arrayed
+
+    def __array__(self, dtype=None, copy=None):
+        """`np.array(image)`: a 0-d array of objects holding the image, arrayed (what an
+        albumentations stand-in unwraps, `_unwrapped`); its pixels are hpuload's."""
+        import numpy as np
+
+        if self.tensor or self.arrayed or dtype is not None:
+            raise NeedsImage("the function makes a NumPy array of the image otherwise than np.array(image)")
+        held = np.empty((), dtype=object)
+        held[()] = _Row(self.k, self.real, converted=self.converted, column=self.column, arrayed=True)
+        return held
 
     def convert(self, mode=None, *args, **kwargs):
         if self.tensor:
@@ -128,7 +144,18 @@ class _Row:
         return False
 
     def __getattr__(self, name: str):
+        if name.startswith("__array_"):  # NumPy's other ways in: `__array__` is the one
+            raise AttributeError(name)
         raise NeedsImage(f"the function reads the image's {name!r}")
+
+
+def _unwrapped(value):
+    """The arrayed `_Row` a 0-d array of `np.array(image)` holds, else `value` itself."""
+    import numpy as np
+
+    if isinstance(value, np.ndarray) and value.dtype == object and value.shape == () and isinstance(value[()], _Row):
+        return value[()]
+    return value
 
 
 class _Seen:
@@ -148,6 +175,9 @@ class _Seen:
         #: While checking, each (column, row)'s first output: a second call on the same image
         #: gets the same native tensor, which is torch's only where the draws change nothing.
         self.first: dict = {}
+        #: The column whose images an albumentations `Compose` is given as the mask of each
+        #: image column's images (`compose(image=..., mask=...)`).
+        self.mask_of: dict = {}
 
 
 class _Transform:
@@ -157,12 +187,59 @@ class _Transform:
     first transform draws under `check(row + 1)`, its next ones on from there, with the
     generators as they were around them, as if the transforms had drawn first."""
 
-    def __init__(self, views, found, which: int, seen: _Seen, check=None, rows=None):
+    def __init__(self, views, found, which: int, seen: _Seen, check=None, rows=None, masks=None):
         self.views, self.found, self.which, self.seen, self.check, self.rows = views, found, which, seen, check, rows
+        #: Per mask column, the batch's native masks (`_segmentation.TableMasks`).
+        self.masks = masks or {}
 
-    def __call__(self, image, *rest, **kwargs):
-        if not isinstance(image, _Row) or rest or kwargs:
+    def __call__(self, *args, **kwargs):
+        from ._albumentations import is_compose
+
+        if is_compose(self.found):
+            return self._albumentations(args, kwargs)
+        image = args[0] if args else None
+        if not isinstance(image, _Row) or len(args) != 1 or kwargs:
             raise NeedsImage(f"the function calls its transform on a {type(image).__name__}, not a row's image")
+        if image.arrayed:
+            raise NeedsImage("the function hands a torchvision transform a NumPy array of the image")
+        return self._one(image, lambda real: self.found(real))
+
+    def _albumentations(self, args, kwargs):
+        """An albumentations `Compose` called as `compose(image=np.array(image))`, or with
+        `mask=np.array(mask)` of another image column of the row (its mask, moved with it):
+        the dict it returns, of the row's native tensor (and mask)."""
+        image, mask = _unwrapped(kwargs.get("image")), _unwrapped(kwargs.get("mask"))
+        if args or set(kwargs) - {"image", "mask"} or not isinstance(image, _Row) or not image.arrayed:
+            given = ", ".join([type(a).__name__ for a in args] + [f"{k}=" for k in kwargs])
+            raise NeedsImage(f"the function calls its albumentations Compose with ({given}), not image=np.array(image)")
+        if not image.converted:
+            raise NeedsImage("the function hands its albumentations Compose an array of the image in its own mode, not in RGB")
+        seen, named = self.seen, "" if image.column is None else f" of column {image.column!r}"
+        if "mask" in kwargs:
+            if not isinstance(mask, _Row) or not mask.arrayed or mask.k != image.k or mask.column == image.column:
+                raise NeedsImage(f"the function hands its albumentations Compose a mask that is not np.array of the row's other image")
+            if mask.converted:
+                raise NeedsImage("the function converts the mask it hands its albumentations Compose")
+        want = mask.column if "mask" in kwargs else None
+        if seen.mask_of.setdefault(image.column, want) != want:
+            raise NeedsImage(f"the function hands the Compose a mask with the images{named} on some rows and not on others")
+        if self.check is None:
+            out = {"image": self.views[image.column][image.k]}
+            if want is not None:
+                out["mask"] = self.masks[want][image.k]
+            return {k: out[k] for k in kwargs}
+
+        def real(rgb):
+            import numpy as np
+
+            given = {"image": np.array(rgb)}
+            if want is not None:
+                given["mask"] = np.array(mask.real)
+            return self.found(**{k: given[k] for k in kwargs})
+
+        return self._one(image, real)
+
+    def _one(self, image: _Row, run):
         seen, column = self.seen, image.column
         named = "" if column is None else f" of column {column!r}"
         if seen.form is not None and image.form != seen.form.get(column):
@@ -186,7 +263,7 @@ class _Transform:
                 self.check(self.rows[image.k] + 1)
             else:
                 set_generator_states(drawn)
-            out = self.found(image.real)
+            out = run(image.real)
             seen.drawn[image.k] = generator_states()
         first = seen.first.setdefault((column, image.k), out)
         if first is not out and not _same(first, out):
@@ -194,11 +271,12 @@ class _Transform:
         return out
 
 
-def _form_words(form: tuple[bool, bool] | None) -> str:
+def _form_words(form: tuple[bool, bool, bool] | None) -> str:
     if form is None:
         return "no image"
-    tensor, rgb = form
-    return ("torchvision's uint8 tensor" if tensor else "a PIL image") + (" in RGB" if rgb else " in its own mode")
+    tensor, rgb, arrayed = form
+    held = "torchvision's uint8 tensor" if tensor else "a NumPy array of a PIL image" if arrayed else "a PIL image"
+    return held + (" in RGB" if rgb else " in its own mode")
 
 
 class _Readers:
@@ -287,10 +365,13 @@ class RowFunction:
 
         T = FallbackReason.TRANSFORM
         fn = dataset._format_kwargs.get("transform")
-        name = getattr(fn, "__name__", type(fn).__name__)
-        if not isinstance(fn, types.FunctionType):
+        # A function with some arguments bound (`functools.partial(preprocess, transforms=...)`,
+        # transformers' `run_semantic_segmentation.py`) runs with those stood in for too.
+        inner = fn.func if type(fn) is functools.partial else fn
+        name = getattr(inner, "__name__", type(inner).__name__)
+        if not isinstance(inner, types.FunctionType):
             raise Unfit(f"{name} (the dataset's transform) is no plain function, which hpuload runs with its images stood in for", T)
-        if _stores_globals(fn.__code__):
+        if _stores_globals(inner.__code__):
             raise Unfit(f"{name} (the dataset's transform) assigns global names", T)
         if getattr(dataset, "_format_columns", None) is not None:
             raise Unfit(f"{name} (the dataset's transform) is given only some columns (with_transform(columns=...))", T)
@@ -315,6 +396,9 @@ class RowFunction:
         self.form: dict | None = None
         #: Per image column, the index in `founds` of the transform its images go through.
         self.transform_of: dict = {}
+        #: Per image column, the column whose images an albumentations `Compose` is given as
+        #: their masks (from the check).
+        self.mask_of: dict = {}
         self._converts: dict = {}
 
     @property
@@ -346,7 +430,7 @@ class RowFunction:
 
         self._converts = {}
         for column, form in (self.form or {}).items():
-            if form != (False, False):
+            if form != (False, False, False):
                 continue
             rgb = None
             raw = self.dataset.with_format(None).select_columns([column])
@@ -367,7 +451,7 @@ class RowFunction:
         """The function with `stands` in place of the transforms (and `readers` in place of
         the calls that read a path) in its globals (a copy, made per batch: the module's other
         names as they are now) and its closure."""
-        fn = self.fn
+        fn = self.fn.func if type(self.fn) is functools.partial else self.fn
         swaps = {id(found): stand for found, stand in zip(self.founds, stands)}
         if readers is not None:
             from PIL import Image
@@ -393,15 +477,19 @@ class RowFunction:
             closure = tuple(types.CellType(swaps[id(c.cell_contents)]) if _swapped(c, swaps) else c for c in closure)
         bound = types.FunctionType(fn.__code__, names, fn.__name__, fn.__defaults__, closure)
         bound.__kwdefaults__ = fn.__kwdefaults__
+        if type(self.fn) is functools.partial:
+            args = [swaps.get(id(a), a) for a in self.fn.args]
+            return functools.partial(bound, *args, **{k: swaps.get(id(v), v) for k, v in self.fn.keywords.items()})
         return bound
 
-    def samples(self, views, indices: list[int], check=None, own=None) -> list[dict]:
+    def samples(self, views, indices: list[int], check=None, own=None, masks=None) -> list[dict]:
         """Each sample of a batch as `datasets`' `__getitems__` gives it: `views` the batch's
         native image tensors (one list per image column where there are several), `indices`
         the dataset's rows. The keys that held the images (the image columns, when the
         function returns its input) are left out: their values are no images here (a table of
         paths keeps its paths). `check`: see `_Transform`. `own`: slot -> `(index, sample)`
-        of the samples the dataset made itself (`own_samples`), which replace the function's."""
+        of the samples the dataset made itself (`own_samples`), which replace the function's.
+        `masks`: per mask column (`mask_of`), the batch's native masks."""
         n = len(indices)
         columns = self.image_columns
         loaded = self.used_columns
@@ -425,13 +513,16 @@ class RowFunction:
                 k: ([_Row(i, real[k][i], column=k) for i in range(n)] if k in real else other[k]) for k in self.order
             }
         seen = _Seen(self.form if check is None else None, self.transform_of if check is None else None)
-        stands = [_Transform(by_column, found, j, seen, check, list(indices)) for j, found in enumerate(self.founds)]
+        stands = [_Transform(by_column, found, j, seen, check, list(indices), masks) for j, found in enumerate(self.founds)]
         out = self._bound(stands, readers)(batch)
         if check is not None:
             if any(len(forms) > 1 for forms in seen.forms.values()):
                 raise NeedsImage("the function hands its transform images in different forms")
             self.form = {column: next(iter(forms)) for column, forms in seen.forms.items()}
             self.transform_of = dict(seen.transform_of)
+            self.mask_of = {c: m for c, m in seen.mask_of.items() if m is not None}
+        elif seen.mask_of != {c: self.mask_of.get(c) for c in seen.mask_of}:
+            raise NeedsImage("the function hands the Compose other masks than on the rows checked")
         if not isinstance(out, Mapping):
             raise TypeError(f"{self.name} (the dataset's transform) returned a {type(out).__name__}, not a dict")
         samples: list[dict[str, Any]] = [{} for _ in range(n)]
@@ -462,13 +553,23 @@ class RowFunction:
         image keys left out, but for a table of paths), both under `draws_from(row + 1)`.
         Learns how the function holds the images it hands the transforms (`form`) and which
         transform each image column's images go through (`transform_of`)."""
-        from ._behaviour import generators_kept
+        from ._albumentations import is_compose
+        from ._behaviour import albumentations_kept, generators_kept
 
         T = FallbackReason.TRANSFORM
         ran, failure = 0, None
-        self.form, self.transform_of = None, {}
+        self.form, self.transform_of, self.mask_of = None, {}, {}
         learnt = None
-        with generators_kept():
+        composes = [f for f in self.founds if is_compose(f)]
+        given = draws_from
+
+        def draws_from(seed: int) -> None:
+            # albumentations draws from each Compose's own generators: seeded alike too.
+            given(seed)
+            for compose in composes:
+                compose.set_random_seed(seed)
+
+        with generators_kept(), albumentations_kept(composes):
             for row in rows:
                 try:
                     draws_from(row + 1)
@@ -487,13 +588,13 @@ class RowFunction:
                         "images stood in for",
                         T,
                     ) from None
-                if learnt is not None and (self.form, self.transform_of) != learnt:
+                if learnt is not None and (self.form, self.transform_of, self.mask_of) != learnt:
                     raise Unfit(
                         f"{self.name} (the dataset's transform) holds the images of rows {rows} in different forms, "
                         "or hands them to different transforms",
                         T,
                     )
-                learnt = self.form, self.transform_of
+                learnt = self.form, self.transform_of, self.mask_of
                 ran += 1
                 mine = {k: v for k, v in want.items() if k not in self.image_columns or self.reads}
                 if list(mine) != list(got) or not all(_same(mine[k], got[k]) for k in got):

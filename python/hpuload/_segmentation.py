@@ -784,20 +784,14 @@ class Masks:
         """`[N, H, W]` masks (int64, or the form's dtype): each sample's mask as the
         reference's transforms make it (a sample whose mask cannot be made replaced in
         `images` and `indices`, `_replacements`)."""
-        drawn = []
-        for i in indices:
-            if self.form.fixed is not None:
-                drawn.append((self.form.fixed, (0, 0), False, False, (0, 0), (False, False)))
-                continue
-            d = plans(i, *self.sizes[i])
-            drawn.append((tuple(d["resized"]), tuple(d["at"]), bool(d.get("hflip")), bool(d.get("vflip")), tuple(d.get("before", (0, 0))), (False, False)))
+        drawn = [self._drawn(i, plans) for i in indices]
         h, w = self.crop
         out = torch.empty((len(indices), h, w), dtype=torch.int64)
 
         def make(ks: list[int], into: torch.Tensor) -> None:
             sources = [self.masks[indices[k]] for k in ks]
             _hpuload.segmentation_masks(
-                sources, [drawn[k] for k in ks], h, w, MASK_FILL, into.data_ptr(), torch_nearest=self.form.torch_nearest
+                sources, [drawn[k] for k in ks], h, w, self.fill, into.data_ptr(), torch_nearest=self.form.torch_nearest
             )
 
         try:
@@ -815,7 +809,22 @@ class Masks:
                 image, mask = (images[j], out[j]) if isinstance(j, int) else j
                 images[k] = image
                 out[k] = mask
+        out = self._values(out)
         return out if self.form.dtype == torch.int64 else out.to(self.form.dtype)
+
+    #: What a mask's padding shows.
+    fill = MASK_FILL
+
+    def _drawn(self, index: int, plans) -> tuple:
+        """Sample `index`'s move of its mask, as `_hpuload.segmentation_masks` takes it."""
+        if self.form.fixed is not None:
+            return (self.form.fixed, (0, 0), False, False, (0, 0), (False, False))
+        d = plans(index, *self.sizes[index])
+        return (tuple(d["resized"]), tuple(d["at"]), bool(d.get("hflip")), bool(d.get("vflip")), (0, 0), (False, False))
+
+    def _values(self, masks: torch.Tensor) -> torch.Tensor:
+        """The masks' values as the dataset's steps leave them (here: as read)."""
+        return masks
 
     def static(self, images: torch.Tensor, records: Any, indices: list[int], plans=None):
         """Without a collate_fn: `[images, masks]`, what `default_collate` makes of the pairs
@@ -835,3 +844,158 @@ class Masks:
             return [(own.get(k, view), mask) for k, (view, mask) in enumerate(zip(views, masks))]
         masks = self._batch(indices, plans, images)
         return [(images[k], masks[k]) for k in range(len(indices))]
+
+
+class TableMasks(Masks):
+    """A `datasets` table's column of masks (a PNG a row, of one byte a pixel: palette
+    indices or grey levels) that the table's function hands an albumentations `Compose` with
+    each image (`compose(image=np.array(image), mask=np.array(mask))`, transformers'
+    `run_semantic_segmentation.py`): each batch's masks cut from the image's padded crop
+    (`_albumentations.MaskSteps`: `fill_mask` where the padding shows), flipped as the
+    image's flips after the crop fell (read from its plan), their values mapped by the
+    Compose's leading `Lambda(mask=...)`, as `ToTensorV2` hands them out (uint8 `[H, W]`).
+
+    A mask is read from the table as the batch needs it. One that cannot be read, or whose
+    size is not its image's (albumentations refuses the pair), is named and its sample
+    replaced by another of the batch; where none has a mask, by the dataset's own sample of
+    a later row (`own`)."""
+
+    def __init__(self, dataset, column: str, image_column: str, steps, turned: bool):
+        from datasets import Image
+
+        raw = dataset.with_format(None)
+        self._raw = raw.cast_column(column, Image(decode=False)).cast_column(image_column, Image(decode=False))
+        self.column, self.image_column, self.steps, self.turned = column, image_column, steps, turned
+        super().__init__(_TableColumn(self), _TableSizes(self), tuple(steps.crop), MaskForm(dtype=torch.uint8), dataset=None)
+        self.plan_key = None
+        #: Sample -> `(image size or why not, mask name, mask bytes or why not)`, for the batch.
+        self._rows: dict = {}
+        #: Slots whose sample the dataset makes itself (slot -> candidate rows), for the batch.
+        self.own: dict = {}
+
+    #: Where the padding shows before `_values` maps the values (then `steps.fill`).
+    fill = -1
+
+    def read(self, indices: list[int]) -> None:
+        """Reads the batch's masks (and their images' sizes) from the table."""
+        from ._probe import header_facts
+
+        rows = self._raw.select_columns([self.image_column, self.column])[list(indices)]
+        self._rows = {}
+        self.own = {}
+        for i, image, mask in zip(indices, rows[self.image_column], rows[self.column]):
+            size = _size_of(image.get("bytes") if image else None, header_facts, self.turned)
+            name = f"row {i}, column {self.column!r}" + (f" ({mask['path']})" if mask and mask.get("path") else "")
+            data = mask.get("bytes") if mask else None
+            if data is None:
+                data = "no mask"
+            else:
+                facts = header_facts(lambda offset, data=data: bytes(data[offset : offset + 4096]))
+                if facts is None or facts[0] not in ("L", "P"):
+                    data = "no mask PNG of one byte a pixel"
+                elif isinstance(size, tuple) and tuple(facts[1:]) != size:
+                    data = f"a mask of {facts[1]}x{facts[2]} for an image of {size[0]}x{size[1]}"
+            self._rows[i] = (size, name, data)
+
+    def _drawn(self, index: int, plans) -> tuple:
+        size = self._rows[index][0]
+        if not isinstance(size, tuple):
+            return ((1, 1), (0, 0), False, False, (0, 0), (False, False))
+        d = plans(index, *size)
+        rc = d["resized_crop"]
+        ops = [op.get("op") for op in d.get("ops", [])]
+        after = ((ops.count("hflip") + bool(d.get("flip"))) % 2 == 1, ops.count("vflip") % 2 == 1)
+        return (tuple(rc["resized"]), tuple(rc["at"]), bool(rc["hflip"]), bool(rc["vflip"]), tuple(rc["before"]), after)
+
+    def _values(self, masks: torch.Tensor) -> torch.Tensor:
+        padding = masks < 0
+        # (A slot the dataset makes itself holds no values yet: clamped, then replaced.)
+        values = masks.clamp(0, 255)
+        if self.steps.table is not None:
+            values = self.steps.table[values].to(torch.int64)
+        return values.masked_fill_(padding, self.steps.fill)
+
+    def _mask_name(self, index: int) -> str:
+        return self._rows[index][1] if index in self._rows else f"row {index}, column {self.column!r}"
+
+    def _own_sample(self, index: int, what: str, error: Exception) -> tuple[int, tuple]:
+        raise _NoneInBatch(index)
+
+    def _replacements(self, indices: list[int], failed: list[tuple[int, Exception]]) -> list[tuple[int, Any]]:
+        """As `Masks._replacements`, but where no sample of the batch has a mask, the slot's
+        sample is the dataset's own of a later row (`own`, made by the table's function)."""
+        try:
+            return super()._replacements(indices, failed)
+        except _NoneInBatch:
+            pass
+        import warnings
+
+        from . import SampleError
+        from .torch import SkippedSampleWarning
+
+        n = len(self._raw)
+        for k, e in failed:
+            what = f"{indices[k]} ({self._mask_name(indices[k])})"
+            if self.on_error != "skip":
+                raise SampleError(f"sample {what}: its mask cannot be made: {e}", self._mask_name(indices[k]), "mask")
+            warnings.warn(
+                f"hpuload: skipped sample {what}: its mask cannot be made; replaced by the dataset's own sample of a "
+                f"later row. {e}",
+                SkippedSampleWarning,
+                stacklevel=4,
+            )
+            self.own[k] = [(indices[k] + step) % n for step in range(1, min(16, n))]
+        return []
+
+
+class _NoneInBatch(Exception):
+    """No sample of the batch has a mask to replace a sample's with."""
+
+
+def _size_of(data, header_facts, turned: bool):
+    """`(width, height)` of an image's bytes as `datasets` decodes it (turned by its EXIF
+    orientation when `turned`), or why not."""
+    if data is None:
+        return "no image"
+    facts = header_facts(lambda offset: bytes(data[offset : offset + 4096]))
+    if facts is None or not facts[1] or not facts[2]:
+        import io
+
+        from PIL import Image
+
+        try:
+            with Image.open(io.BytesIO(data)) as im:
+                size = im.size
+        except Exception:  # noqa: BLE001 - a damaged image: the loader names it and replaces its row
+            return "unreadable"
+    else:
+        size = (facts[1], facts[2])
+    if turned and _hpuload.exif_orientation(bytes(data)) >= 5:
+        size = (size[1], size[0])
+    return size
+
+
+class _TableColumn:
+    """`TableMasks.masks`: a batch row's mask as `_hpuload.segmentation_masks` takes it
+    (`(name, bytes)`), or `ValueError` naming why it cannot be made."""
+
+    def __init__(self, masks: TableMasks):
+        self.of = masks
+
+    def __getitem__(self, index: int):
+        size, name, data = self.of._rows[index]
+        if not isinstance(size, tuple):
+            raise ValueError(f"{name}: its image's size cannot be read ({size})")
+        if isinstance(data, str):
+            raise ValueError(f"{name}: {data}")
+        return (name, data)
+
+
+class _TableSizes:
+    """`TableMasks.sizes`: a batch row's image's `(width, height)`."""
+
+    def __init__(self, masks: TableMasks):
+        self.of = masks
+
+    def __getitem__(self, index: int):
+        return self.of._rows[index][0]

@@ -1897,6 +1897,17 @@ class _Loader:
                     function, indices = self._rows.function, self.last_indices
                     more = getattr(batch, "more", None)
                     own = getattr(batch, "own", None)
+                    masks, table_masks = None, self._rows.masks
+                    if table_masks is not None:
+                        # A column of masks moved with the images (`_segmentation.TableMasks`).
+                        def plans(index, width, height, core=core, epoch=epoch):
+                            return json.loads(core.sample_plan(epoch, index, width, height))
+
+                        table_masks.on_error = self._options.on_error
+                        table_masks.read(indices)
+                        masks = {table_masks.column: table_masks._batch(indices, plans, images)}
+                        if table_masks.own:
+                            own = {**(own or {}), **table_masks.own}
                     with self._seeded(epoch, batch.step):
                         if own:
                             # Samples whose columns' loaders skipped differently: the dataset's own.
@@ -1906,7 +1917,7 @@ class _Loader:
                         out = _collate.call(
                             collate or tud.default_collate,
                             [images, *more] if more else images,
-                            lambda views: function.samples(views, indices, own=own),
+                            lambda views: function.samples(views, indices, own=own, masks=masks),
                         )
                     yield out
                 elif collate is None:

@@ -1,0 +1,271 @@
+"""A `datasets` table of images and their segmentation masks (an Image column each), whose
+`set_transform` function hands an albumentations `Compose` each image with its mask:
+transformers' `run_semantic_segmentation.py` (`functools.partial(preprocess_batch,
+transforms=...)`; `Lambda` reducing the labels, `PadIfNeeded`, `RandomCrop`, a flip,
+`Normalize`, `ToTensorV2`). The images are made natively, each mask moved as its image was."""
+
+import io
+import warnings
+from functools import partial
+
+import numpy as np
+import pytest
+import torch
+
+datasets = pytest.importorskip("datasets")
+cv2 = pytest.importorskip("cv2")
+A = pytest.importorskip("albumentations")
+from albumentations.pytorch import ToTensorV2  # noqa: E402
+from PIL import Image  # noqa: E402
+
+from hpuload.torch import DataLoader, FallbackWarning, SkippedSampleWarning  # noqa: E402
+
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+
+
+def mask_png(data: bytes, palette: bool = False) -> bytes:
+    """A mask for a photo: its grey levels in 6 classes (0 the background), as an 8-bit grey
+    PNG (or a palette one)."""
+    with Image.open(io.BytesIO(data)) as im:
+        classes = (np.asarray(im.convert("L")) // 43).astype(np.uint8)
+    mask = Image.fromarray(classes, mode="L")
+    if palette:
+        mask = mask.convert("P")
+        mask.putpalette([v for k in range(256) for v in (k * 40 % 256, k * 90 % 256, k * 10 % 256)])
+    out = io.BytesIO()
+    mask.save(out, format="PNG")
+    return out.getvalue()
+
+
+def table(files, where, damaged_masks=(), wrong_size=(), palette=False):
+    """A table as the script reads `segments/sidewalk-semantic` after its renames: `image`
+    and `label`, both Image columns."""
+    rows = {"image": [], "label": []}
+    for k, path in enumerate(files):
+        data = path.read_bytes()
+        rows["image"].append({"bytes": data, "path": path.name})
+        if k in damaged_masks:
+            mask = b"\x89PNG\r\n\x1a\n damaged"
+        elif k in wrong_size:
+            mask = io.BytesIO()
+            Image.new("L", (7, 5)).save(mask, format="PNG")
+            mask = mask.getvalue()
+        else:
+            mask = mask_png(data, palette)
+        rows["label"].append({"bytes": mask, "path": f"mask-{k}.png"})
+    features = datasets.Features({"image": datasets.Image(), "label": datasets.Image()})
+    datasets.Dataset.from_dict(rows, features=features).save_to_disk(str(where / "table"))
+    return datasets.load_from_disk(str(where / "table"))
+
+
+def reduce_labels_transform(labels, **kwargs):
+    labels[labels == 0] = 255
+    labels = labels - 1
+    labels[labels == 254] = 255
+    return labels
+
+
+def script_transforms(height, width, do_reduce_labels=True):
+    """`run_semantic_segmentation.py`'s training `Compose` and its `preprocess_batch`, as
+    written there."""
+    train_transforms = A.Compose(
+        [
+            A.Lambda(name="reduce_labels", mask=reduce_labels_transform if do_reduce_labels else None, p=1.0),
+            # pad image with 255, because it is ignored by loss
+            A.PadIfNeeded(min_height=height, min_width=width, border_mode=0, value=255, p=1.0),
+            A.RandomCrop(height=height, width=width, p=1.0),
+            A.HorizontalFlip(p=0.5),
+            A.Normalize(mean=MEAN, std=STD, max_pixel_value=255.0, p=1.0),
+            ToTensorV2(),
+        ]
+    )
+
+    def preprocess_batch(example_batch, transforms):
+        pixel_values = []
+        labels = []
+        for image, target in zip(example_batch["image"], example_batch["label"]):
+            transformed = transforms(image=np.array(image.convert("RGB")), mask=np.array(target))
+            pixel_values.append(transformed["image"])
+            labels.append(transformed["mask"])
+        encoding = {}
+        encoding["pixel_values"] = torch.stack(pixel_values).to(torch.float)
+        encoding["labels"] = torch.stack(labels).to(torch.long)
+        return encoding
+
+    return train_transforms, preprocess_batch
+
+
+def default_data_collator(features):
+    """transformers' `default_data_collator` for dicts of tensors (what the Trainer hands)."""
+    return {k: torch.stack([f[k] for f in features]) for k in features[0]}
+
+
+@pytest.fixture
+def files(jpeg_folder):
+    return sorted(jpeg_folder.rglob("*.jpg"))[:12]
+
+
+def native(*args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        return DataLoader(*args, **kwargs)
+
+
+def albumentations_by_plan(image, mask, plan, steps):
+    """albumentations' own sample for the offset and flip hpuload drew: its `PadIfNeeded`
+    (and the mask's `Lambda`), the crop at the plan's offset, the flip where it fell, then
+    `Normalize` and `ToTensorV2`."""
+    lam, pad, _, flip, norm, to_tensor = steps
+    mask = lam.apply_to_mask(mask.copy())
+    padded = A.Compose([pad])(image=image, mask=mask)
+    top, left = plan["resized_crop"]["at"]
+    h, w = steps[2].height, steps[2].width
+    image, mask = padded["image"][top : top + h, left : left + w], padded["mask"][top : top + h, left : left + w]
+    if plan.get("flip") or {"op": "hflip"} in plan.get("ops", []):
+        image, mask = flip.apply(image), flip.apply_to_mask(mask)
+    out = to_tensor(image=norm.apply(image), mask=mask)
+    return out["image"].to(torch.float), out["mask"].to(torch.long)
+
+
+@pytest.mark.parametrize("crop", [(48, 64), (320, 400)])
+def test_the_segmentation_scripts_loader_runs_natively_with_albumentations_pixels_and_masks(files, tmp_path, crop):
+    """Each sample is albumentations' own padding, crop (at the offset hpuload drew), flip and
+    normalization of the image, and the same of its mask with the labels reduced (the
+    padding's `fill_mask`), bit for bit; images smaller and larger than the crop."""
+    ds = table(files, tmp_path)
+    train_transforms, preprocess_batch = script_transforms(*crop)
+    ds.set_transform(partial(preprocess_batch, transforms=train_transforms))
+    loader = native(ds, batch_size=4, collate_fn=default_data_collator, backend="cpu", seed=5)
+    raw = ds.with_format(None)
+    padded = flipped = 0
+    for epoch in (0, 1):
+        for b, batch in enumerate(loader):
+            assert set(batch) == {"pixel_values", "labels"}
+            assert batch["pixel_values"].shape == (4, 3, *crop) and batch["pixel_values"].dtype == torch.float32
+            assert batch["labels"].shape == (4, *crop) and batch["labels"].dtype == torch.int64
+            for k in range(4):
+                index = b * 4 + k
+                row = raw[index]
+                image, mask = np.array(row["image"].convert("RGB")), np.array(row["label"])
+                plan = loader._core.sample_plan(epoch, index, image.shape[1], image.shape[0])
+                import json
+
+                plan = json.loads(plan)
+                want_x, want_y = albumentations_by_plan(image, mask, plan, train_transforms.transforms)
+                assert torch.equal(batch["pixel_values"][k], want_x), (epoch, index)
+                assert torch.equal(batch["labels"][k], want_y), (epoch, index)
+                padded += image.shape[0] < crop[0] or image.shape[1] < crop[1]
+                flipped += bool(plan.get("flip") or {"op": "hflip"} in plan.get("ops", []))
+    assert flipped and (padded or crop == (48, 64))
+
+
+def test_the_loader_gives_torchs_batches_where_albumentations_draws_nothing(files, tmp_path):
+    """Every image smaller than the crop (padded, offset 0) and no flip: hpuload's batches
+    are torch's loader's over the same table, exactly, with a palette mask and without the
+    labels reduced."""
+    ds = table(files, tmp_path, palette=True)
+    train_transforms, preprocess_batch = script_transforms(600, 600, do_reduce_labels=False)
+    train_transforms.transforms[3].p = 0.0
+    ds.set_transform(partial(preprocess_batch, transforms=train_transforms))
+    ours = list(native(ds, batch_size=4, collate_fn=default_data_collator, num_workers=2, backend="cpu"))
+    theirs = list(torch.utils.data.DataLoader(ds, batch_size=4, collate_fn=default_data_collator))
+    assert len(ours) == len(theirs) == 3
+    for a, b in zip(ours, theirs):
+        assert torch.equal(a["pixel_values"], b["pixel_values"]) and torch.equal(a["labels"], b["labels"])
+
+
+def test_a_damaged_mask_and_a_mask_of_another_size_are_named_and_their_samples_replaced(files, tmp_path):
+    ds = table(files, tmp_path, damaged_masks=(2,), wrong_size=(5,))
+    train_transforms, preprocess_batch = script_transforms(48, 64)
+    ds.set_transform(partial(preprocess_batch, transforms=train_transforms))
+    loader = native(ds, batch_size=4, collate_fn=default_data_collator, backend="cpu")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        batches = list(loader)
+    skipped = [str(w.message) for w in caught if issubclass(w.category, SkippedSampleWarning)]
+    assert any("row 2, column 'label'" in m for m in skipped), skipped
+    assert any("row 5, column 'label'" in m and "7x5" in m for m in skipped), skipped
+    assert len(batches) == 3 and all(b["labels"].shape == (4, 48, 64) for b in batches)
+    # The replaced slots hold another sample of their batch, image and mask alike.
+    assert loader.last_indices is not None
+
+
+def test_the_users_compose_draws_on_as_before_after_the_check(files, tmp_path):
+    """hpuload seeds the Compose to check the function, then leaves its generators as they were."""
+    ds = table(files, tmp_path)
+    train_transforms, preprocess_batch = script_transforms(48, 64)
+    ds.set_transform(partial(preprocess_batch, transforms=train_transforms))
+    train_transforms.set_random_seed(11)
+    before = train_transforms.py_random.getstate(), train_transforms.transforms[2].py_random.getstate()
+    native(ds, batch_size=4, collate_fn=default_data_collator, backend="cpu")
+    assert (train_transforms.py_random.getstate(), train_transforms.transforms[2].py_random.getstate()) == before
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["affine", "mask_interp_lambda", "mask_converted"],
+)
+def test_what_would_move_or_read_the_mask_otherwise_goes_to_torchs_loader_named(files, tmp_path, change):
+    want = {
+        "affine": "Affine on a mask",
+        "mask_interp_lambda": "no function of each value alone",
+        "mask_converted": "convert",
+    }
+    ds = table(files, tmp_path)
+    train_transforms, preprocess_batch = script_transforms(48, 64)
+    fn = partial(preprocess_batch, transforms=train_transforms)
+    if change == "affine":
+        train_transforms = A.Compose([*train_transforms.transforms[:4], A.Affine(rotate=(-10, 10), p=1.0), *train_transforms.transforms[4:]])
+        fn = partial(preprocess_batch, transforms=train_transforms)
+    elif change == "mask_interp_lambda":
+        train_transforms = A.Compose([A.Lambda(mask=lambda m, **kw: np.roll(m, 1, axis=0)), *train_transforms.transforms[1:]])
+        fn = partial(preprocess_batch, transforms=train_transforms)
+    elif change == "mask_converted":
+
+        def fn(batch):
+            out = {"pixel_values": [], "labels": []}
+            for image, target in zip(batch["image"], batch["label"]):
+                t = train_transforms(image=np.array(image.convert("RGB")), mask=np.array(target.convert("L")))
+                out["pixel_values"].append(t["image"])
+                out["labels"].append(t["mask"])
+            return out
+
+    ds.set_transform(fn)
+    with pytest.warns(FallbackWarning, match=want[change]):
+        DataLoader(ds, batch_size=4, collate_fn=default_data_collator, backend="cpu")
+
+
+def test_a_function_that_hands_the_mask_on_some_rows_of_a_batch_only_stops_naming_it(files, tmp_path):
+    """Checked on one row at a time, it hands every row's mask; on a batch, not the second:
+    hpuload stops with an error saying so (never a batch without its masks)."""
+    ds = table(files, tmp_path)
+    train_transforms, _ = script_transforms(48, 64)
+
+    def fn(batch):
+        out = {"pixel_values": [], "labels": []}
+        for image, target in zip(batch["image"], batch["label"]):
+            given = {"mask": np.array(target)} if len(out["labels"]) % 2 == 0 else {}
+            t = train_transforms(image=np.array(image.convert("RGB")), **given)
+            out["pixel_values"].append(t["image"])
+            out["labels"].append(t.get("mask", torch.zeros(48, 64, dtype=torch.uint8)))
+        return out
+
+    ds.set_transform(fn)
+    loader = native(ds, batch_size=4, collate_fn=default_data_collator, backend="cpu")
+    with pytest.raises(Exception, match="mask with the images"):
+        next(iter(loader))
+
+
+def test_a_batch_of_one_whose_mask_is_damaged_takes_the_datasets_own_sample_of_a_later_row(files, tmp_path):
+    ds = table(files, tmp_path, damaged_masks=(2,))
+    train_transforms, preprocess_batch = script_transforms(48, 64)
+    ds.set_transform(partial(preprocess_batch, transforms=train_transforms))
+    loader = native(ds, batch_size=1, collate_fn=default_data_collator, backend="cpu")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        batches = list(loader)
+    skipped = [str(w.message) for w in caught if issubclass(w.category, SkippedSampleWarning)]
+    assert len(skipped) == 1 and "row 2, column 'label'" in skipped[0] and "dataset's own sample" in skipped[0], skipped
+    assert len(batches) == 12
+    assert batches[2]["labels"].shape == (1, 48, 64) and batches[2]["labels"].dtype == torch.int64
+    assert batches[2]["pixel_values"].shape == (1, 3, 48, 64)
