@@ -23,6 +23,13 @@ usage: python hf_fuzz.py FOLDER [CASES=200] [SEED=0]
   functions ControlNet-shaped ones putting each column through a transform (a second random
   composition, or the same one), some using one column only, handing one column to two
   transforms, or one image to one transform twice (session 98).
+  MASKS=1 (environment): the table saved with a second Image column of masks (`label`, a grey
+  PNG of classes made from each image), as transformers' `run_semantic_segmentation.py` reads
+  it, the functions handing a random albumentations `Compose` each image with its mask
+  (`mask_composition`: `Lambda`s on the mask, a centred padding to a crop larger than every
+  image so the crop draws nothing, pinned flips and pixel steps, and steps that would move
+  the mask otherwise), some converting the mask, leaving it out, or handing the image
+  unconverted (session 99).
 Outcomes as transform_fuzz.py's; every value of each batch is compared (images within a level,
 labels exactly).
 """
@@ -268,6 +275,151 @@ def pair_function(rng, tf, tf2):
     return kind, fns[kind]
 
 
+def reduce_labels(labels, **kwargs):
+    labels[labels == 0] = 255
+    labels = labels - 1
+    labels[labels == 254] = 255
+    return labels
+
+
+def mask_composition(rng):
+    """(name, Compose): a random albumentations `Compose` for an image and its mask whose
+    draws are all pinned (a crop as large as the padded image, flips and steps of p 0 or 1,
+    zero-width ranges)."""
+    import albumentations as A
+    import numpy as np
+    from albumentations.pytorch import ToTensorV2
+
+    names, steps = [], []
+    lam = rng.choice(["none", "reduce", "shift", "roll", "image", "twice"])
+    if lam == "reduce":
+        steps.append(A.Lambda(name="reduce_labels", mask=reduce_labels))
+    elif lam == "shift":
+        steps.append(A.Lambda(mask=lambda m, **kw: (m * 3 + 1).astype(np.uint8)))
+    elif lam == "roll":  # moves values: torch's loader, named
+        steps.append(A.Lambda(mask=lambda m, **kw: np.roll(m, 1, axis=1)))
+    elif lam == "image":  # on the image: torch's loader, named
+        steps.append(A.Lambda(image=lambda im, **kw: 255 - im))
+    elif lam == "twice":
+        steps += [A.Lambda(mask=reduce_labels), A.Lambda(mask=lambda m, **kw: m // 2)]
+    names.append(f"lambda={lam}")
+    size = rng.choice([96, 128])
+    fill, fill_mask = rng.choice([0, 7, 255]), rng.choice([0, 255, 3])
+    if rng.random() < 0.7:
+        steps += [A.PadIfNeeded(min_height=size, min_width=size, border_mode=0, fill=fill, fill_mask=fill_mask),
+                  A.RandomCrop(height=size, width=size)]
+        names.append(f"pad({size}, {fill}, {fill_mask})+crop")
+    else:
+        steps.append(A.RandomCrop(height=size, width=size, pad_if_needed=True, fill=fill, fill_mask=fill_mask))
+        names.append(f"crop_pads({size}, {fill}, {fill_mask})")
+    for _ in range(rng.randint(0, 3)):
+        kind = rng.choice(["hflip", "vflip", "bc", "gamma", "invert", "affine", "transpose", "dropout", "oneof"])
+        p = rng.choice([0.0, 1.0])
+        step = {
+            "hflip": lambda: A.HorizontalFlip(p=p),
+            "vflip": lambda: A.VerticalFlip(p=p),
+            "bc": lambda: A.RandomBrightnessContrast(brightness_limit=(0.1, 0.1), contrast_limit=(0.2, 0.2), p=p),
+            "gamma": lambda: A.RandomGamma(gamma_limit=(120, 120), p=p),
+            "invert": lambda: A.InvertImg(p=p),
+            "affine": lambda: A.Affine(rotate=(10, 10), p=p),
+            "transpose": lambda: A.Transpose(p=p),
+            "dropout": lambda: A.CoarseDropout(p=p),
+            "oneof": lambda: A.OneOf([A.HorizontalFlip(p=1.0)], p=p),
+        }[kind]()
+        steps.append(step)
+        names.append(f"{kind}(p={p})")
+    if rng.random() < 0.8:
+        steps.append(A.Normalize(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)))
+        names.append("Normalize")
+    if rng.random() < 0.9:
+        steps.append(ToTensorV2())
+        names.append("to_tensor")
+    return " ".join(names), A.Compose(steps)
+
+
+def mask_function(rng, compose):
+    """(name, fn): a random `run_semantic_segmentation.py`-shaped function over a table of an
+    image and a mask column, some as the script writes it (a `functools.partial`)."""
+    import functools
+
+    import numpy as np
+
+    kind = rng.choice(["script", "script", "closure", "no_convert", "mask_converted", "no_mask", "image_only", "dict_out"])
+
+    def preprocess_batch(example_batch, transforms):
+        pixel_values, labels = [], []
+        for image, target in zip(example_batch["image"], example_batch["label"]):
+            transformed = transforms(image=np.array(image.convert("RGB")), mask=np.array(target))
+            pixel_values.append(transformed["image"])
+            labels.append(transformed["mask"])
+        return {"pixel_values": torch.stack(pixel_values).to(torch.float), "labels": torch.stack(labels).to(torch.long)}
+
+    def closure(batch):
+        out = [compose(image=np.array(im.convert("RGB")), mask=np.array(m)) for im, m in zip(batch["image"], batch["label"])]
+        return {"pixel_values": [o["image"] for o in out], "labels": [o["mask"] for o in out]}
+
+    def no_convert(batch):
+        out = [compose(image=np.array(im), mask=np.array(m)) for im, m in zip(batch["image"], batch["label"])]
+        return {"pixel_values": [o["image"] for o in out], "labels": [o["mask"] for o in out]}
+
+    def mask_converted(batch):
+        out = [compose(image=np.array(im.convert("RGB")), mask=np.array(m.convert("L"))) for im, m in zip(batch["image"], batch["label"])]
+        return {"pixel_values": [o["image"] for o in out], "labels": [o["mask"] for o in out]}
+
+    def no_mask(batch):
+        return {"pixel_values": [compose(image=np.array(im.convert("RGB")))["image"] for im in batch["image"]]}
+
+    def image_only(batch):  # the mask column handed over as an image
+        return {"pixel_values": [compose(image=np.array(m.convert("RGB")))["image"] for m in batch["label"]]}
+
+    def dict_out(batch):
+        batch["pixel_values"], batch["labels"] = [], []
+        for image, target in zip(batch["image"], batch["label"]):
+            t = compose(image=np.array(image.convert("RGB")), mask=np.array(target))
+            batch["pixel_values"].append(t["image"])
+            batch["labels"].append(t["mask"])
+        return batch
+
+    fns = {"closure": closure, "no_convert": no_convert, "mask_converted": mask_converted, "no_mask": no_mask,
+           "image_only": image_only, "dict_out": dict_out}
+    if kind == "script":
+        return kind, functools.partial(preprocess_batch, transforms=compose)
+    return kind, fns[kind]
+
+
+def masked(table, cache):
+    """`table` saved as a segmentation table: `image` and `label` (a grey PNG of classes made
+    from each image's grey levels, of its size)."""
+    import io
+
+    import datasets
+    import numpy as np
+    from PIL import Image
+
+    paths = [row["path"] for row in table.cast_column("image", datasets.Image(decode=False))["image"]]
+    masks = []
+    for path in paths:
+        with Image.open(path) as im:
+            classes = (np.asarray(im.convert("L")) // 40).astype(np.uint8)
+        out = io.BytesIO()
+        Image.fromarray(classes, mode="L").save(out, format="PNG")
+        masks.append({"bytes": out.getvalue(), "path": os.path.basename(path) + ".mask.png"})
+    out = datasets.Dataset.from_dict({"image": paths, "label": masks})
+    out = out.cast_column("image", datasets.Image()).cast_column("label", datasets.Image())
+    out.save_to_disk(os.path.join(cache, "masks"))
+    return datasets.load_from_disk(os.path.join(cache, "masks"))
+
+
+def mask_collate_of(rng):
+    if rng.random() < 0.5:
+        return "none", None
+
+    def collate_fn(examples):
+        return {k: torch.stack([torch.as_tensor(e[k]) for e in examples]) for k in ("pixel_values", "labels") if k in examples[0]}
+
+    return "stack", collate_fn
+
+
 def sized_composition(rng, tries=20):
     """transform_fuzz.py's `composition` drawn until one gives images of two sizes one
     output shape (the last drawn, if none does)."""
@@ -400,7 +552,9 @@ def main():
     with tempfile.TemporaryDirectory(prefix="hf_fuzz") as cache:
         table = datasets.load_dataset("imagefolder", data_dir=ROOT, split="train", cache_dir=cache)
         captions = os.environ.get("CAPTIONS") == "1"
-        if os.environ.get("PAIRS") == "1":
+        if os.environ.get("MASKS") == "1":
+            search(masked(table, cache), rng, cases, paths="masks")
+        elif os.environ.get("PAIRS") == "1":
             search(paired(table, cache), rng, cases, paths="pairs")
         elif os.environ.get("PATHS") == "1":
             search(with_paths(table, cache), rng, cases, paths=True)
@@ -413,8 +567,15 @@ def main():
 def search(table, rng, cases, captions=False, paths=False):
     tally = {}
     for i in range(cases):
-        tname, tf = transform_fuzz.composition(rng)
-        if paths == "pairs":
+        if paths == "masks":
+            tname, tf = mask_composition(rng)
+            kind, fn = mask_function(rng, tf)
+            cname, collate = mask_collate_of(rng)
+        else:
+            tname, tf = transform_fuzz.composition(rng)
+        if paths == "masks":
+            pass
+        elif paths == "pairs":
             # Compositions of one output size (others make batches torch's collate refuses).
             tname, tf = sized_composition(rng)
             tname2, tf2 = sized_composition(rng)

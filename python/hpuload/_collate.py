@@ -96,6 +96,19 @@ def _whole_batch(args, kwargs) -> torch.Tensor | None:
     return None
 
 
+def rows_of(values: torch.Tensor) -> list:
+    """`values`' rows (a batch-first tensor a dataset's batched function made, split per
+    sample as `datasets` splits it), as views that a `collate_fn`'s stack of all of them, in
+    order, gives back as `values` itself, without a copy (inside `call` only; elsewhere the
+    plain rows)."""
+    batches = getattr(_local, "batch", None)
+    if batches is None or values.dim() == 0:
+        return list(values)
+    batch = _Batch(values)
+    batches.append(batch)
+    return batch.views
+
+
 def call(collate_fn, images: "torch.Tensor | list[torch.Tensor]", samples) -> object:
     """`collate_fn(samples(views))`, where `views` are `images`' samples (`SampleView`s) and
     `samples` builds the list the user's function receives from them. `images` may be a list

@@ -525,12 +525,17 @@ class RowFunction:
             raise NeedsImage("the function hands the Compose other masks than on the rows checked")
         if not isinstance(out, Mapping):
             raise TypeError(f"{self.name} (the dataset's transform) returned a {type(out).__name__}, not a dict")
+        from ._collate import rows_of
+
         samples: list[dict[str, Any]] = [{} for _ in range(n)]
         for key, values in out.items():
             if len(values) != n:
                 raise ValueError(f"{self.name} (the dataset's transform) returned {len(values)} values of {key!r} for {n} rows")
             if n and isinstance(values[0], _Row):
                 continue
+            if type(values) is torch.Tensor and check is None:
+                # A batch the function stacked: a collate_fn's stack of its rows is it again.
+                values = rows_of(values)
             for i in range(n):
                 value = values[i]
                 samples[i][key] = str(value) if type(value) is _Path else bytes(value) if type(value) is _Encoded else value

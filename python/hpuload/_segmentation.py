@@ -786,13 +786,10 @@ class Masks:
         `images` and `indices`, `_replacements`)."""
         drawn = [self._drawn(i, plans) for i in indices]
         h, w = self.crop
-        out = torch.empty((len(indices), h, w), dtype=torch.int64)
+        out = torch.empty((len(indices), h, w), dtype=self._made_as)
 
         def make(ks: list[int], into: torch.Tensor) -> None:
-            sources = [self.masks[indices[k]] for k in ks]
-            _hpuload.segmentation_masks(
-                sources, [drawn[k] for k in ks], h, w, self.fill, into.data_ptr(), torch_nearest=self.form.torch_nearest
-            )
+            self._make([self.masks[indices[k]] for k in ks], [drawn[k] for k in ks], into)
 
         try:
             make(list(range(len(indices))), out)
@@ -809,11 +806,17 @@ class Masks:
                 image, mask = (images[j], out[j]) if isinstance(j, int) else j
                 images[k] = image
                 out[k] = mask
-        out = self._values(out)
-        return out if self.form.dtype == torch.int64 else out.to(self.form.dtype)
+        return out if self.form.dtype == out.dtype else out.to(self.form.dtype)
 
     #: What a mask's padding shows.
     fill = MASK_FILL
+    #: The dtype `_make` writes.
+    _made_as = torch.int64
+
+    def _make(self, sources: list, drawn: list, into: torch.Tensor) -> None:
+        """`sources`' masks moved as `drawn` says, written into `into` (`[n, H, W]`)."""
+        h, w = self.crop
+        _hpuload.segmentation_masks(sources, drawn, h, w, self.fill, into.data_ptr(), torch_nearest=self.form.torch_nearest)
 
     def _drawn(self, index: int, plans) -> tuple:
         """Sample `index`'s move of its mask, as `_hpuload.segmentation_masks` takes it."""
@@ -821,10 +824,6 @@ class Masks:
             return (self.form.fixed, (0, 0), False, False, (0, 0), (False, False))
         d = plans(index, *self.sizes[index])
         return (tuple(d["resized"]), tuple(d["at"]), bool(d.get("hflip")), bool(d.get("vflip")), (0, 0), (False, False))
-
-    def _values(self, masks: torch.Tensor) -> torch.Tensor:
-        """The masks' values as the dataset's steps leave them (here: as read)."""
-        return masks
 
     def static(self, images: torch.Tensor, records: Any, indices: list[int], plans=None):
         """Without a collate_fn: `[images, masks]`, what `default_collate` makes of the pairs
@@ -863,7 +862,7 @@ class TableMasks(Masks):
     def __init__(self, dataset, column: str, image_column: str, steps, turned: bool):
         from datasets import Image
 
-        raw = dataset.with_format(None)
+        raw = dataset.with_format(None).select_columns([image_column, column])
         self._raw = raw.cast_column(column, Image(decode=False)).cast_column(image_column, Image(decode=False))
         self.column, self.image_column, self.steps, self.turned = column, image_column, steps, turned
         super().__init__(_TableColumn(self), _TableSizes(self), tuple(steps.crop), MaskForm(dtype=torch.uint8), dataset=None)
@@ -873,22 +872,23 @@ class TableMasks(Masks):
         #: Slots whose sample the dataset makes itself (slot -> candidate rows), for the batch.
         self.own: dict = {}
 
-    #: Where the padding shows before `_values` maps the values (then `steps.fill`).
-    fill = -1
+    _made_as = torch.uint8
 
     def read(self, indices: list[int]) -> None:
         """Reads the batch's masks (and their images' sizes) from the table."""
         from ._probe import header_facts
 
-        rows = self._raw.select_columns([self.image_column, self.column])[list(indices)]
+        rows = self._raw[list(indices)]
         self._rows = {}
         self.own = {}
         for i, image, mask in zip(indices, rows[self.image_column], rows[self.column]):
-            size = _size_of(image.get("bytes") if image else None, header_facts, self.turned)
+            size = _size_of(_cell_bytes(image), header_facts, self.turned)
             name = f"row {i}, column {self.column!r}" + (f" ({mask['path']})" if mask and mask.get("path") else "")
-            data = mask.get("bytes") if mask else None
+            data = _cell_bytes(mask)
             if data is None:
                 data = "no mask"
+            elif isinstance(data, str):
+                pass  # why it cannot be read
             else:
                 facts = header_facts(lambda offset, data=data: bytes(data[offset : offset + 4096]))
                 if facts is None or facts[0] not in ("L", "P"):
@@ -907,13 +907,10 @@ class TableMasks(Masks):
         after = ((ops.count("hflip") + bool(d.get("flip"))) % 2 == 1, ops.count("vflip") % 2 == 1)
         return (tuple(rc["resized"]), tuple(rc["at"]), bool(rc["hflip"]), bool(rc["vflip"]), tuple(rc["before"]), after)
 
-    def _values(self, masks: torch.Tensor) -> torch.Tensor:
-        padding = masks < 0
-        # (A slot the dataset makes itself holds no values yet: clamped, then replaced.)
-        values = masks.clamp(0, 255)
-        if self.steps.table is not None:
-            values = self.steps.table[values].to(torch.int64)
-        return values.masked_fill_(padding, self.steps.fill)
+    def _make(self, sources: list, drawn: list, into: torch.Tensor) -> None:
+        h, w = self.crop
+        table = None if self.steps.table is None else bytes(self.steps.table.tolist())
+        _hpuload.byte_masks(sources, drawn, h, w, self.steps.fill, into.data_ptr(), table)
 
     def _mask_name(self, index: int) -> str:
         return self._rows[index][1] if index in self._rows else f"row {index}, column {self.column!r}"
@@ -952,11 +949,29 @@ class _NoneInBatch(Exception):
     """No sample of the batch has a mask to replace a sample's with."""
 
 
+def _cell_bytes(cell):
+    """An `Image(decode=False)` cell's encoded bytes: held in the table, or read from the file
+    its `path` names (a table that keeps paths); None for no image, or why it cannot be read."""
+    if not cell:
+        return None
+    if cell.get("bytes") is not None:
+        return cell["bytes"]
+    if cell.get("path"):
+        try:
+            with open(cell["path"], "rb") as f:
+                return f.read()
+        except OSError as e:
+            return f"{cell['path']} cannot be read ({e.strerror})"
+    return None
+
+
 def _size_of(data, header_facts, turned: bool):
     """`(width, height)` of an image's bytes as `datasets` decodes it (turned by its EXIF
     orientation when `turned`), or why not."""
     if data is None:
         return "no image"
+    if isinstance(data, str):
+        return data
     facts = header_facts(lambda offset: bytes(data[offset : offset + 4096]))
     if facts is None or not facts[1] or not facts[2]:
         import io

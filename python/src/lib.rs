@@ -725,6 +725,7 @@ fn _hpuload(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mix::mix_u8, m)?)?;
     m.add_function(wrap_pyfunction!(masks::coco_masks, m)?)?;
     m.add_function(wrap_pyfunction!(masks::segmentation_masks, m)?)?;
+    m.add_function(wrap_pyfunction!(masks::byte_masks, m)?)?;
     m.add_function(wrap_pyfunction!(paste::copy_paste, m)?)?;
     errors::register(m)?;
     Ok(())

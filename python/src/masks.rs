@@ -186,7 +186,7 @@ pub fn segmentation_masks(
     out: usize,
     torch_nearest: bool,
 ) -> PyResult<()> {
-    use hpuload::augment::{segment, ResizedCrop};
+    use hpuload::augment::segment;
     let nearest = if torch_nearest {
         segment::Nearest::Torch
     } else {
@@ -205,35 +205,6 @@ pub fn segmentation_masks(
             "{out:#x} is not the address of int64 values"
         )));
     }
-    let one = |source: &MaskSource,
-               &(resized, at, hflip, vflip, before, after): &Drawn,
-               dst: &mut [i64]|
-     -> Result<(), String> {
-        let mask = source.mask()?;
-        let drawn = ResizedCrop {
-            resized,
-            at,
-            hflip,
-            vflip,
-            before,
-        };
-        // The padded resize: at its ends to the crop, or centred (as much after as before,
-        // or one more).
-        let padded =
-            |side: u32, before: u32, out: u32| (side + 2 * before + u32::from(before > 0)).max(out);
-        let fits = resized.0 > 0
-            && resized.1 > 0
-            && at.0 + height <= padded(resized.0, before.0, height)
-            && at.1 + width <= padded(resized.1, before.1, width);
-        if !fits {
-            return Err(format!(
-                "{}: cannot cut {height}x{width} as {drawn:?}",
-                source.name()
-            ));
-        }
-        segment::cut_mask(&mask, &drawn, nearest, (height, width), fill, after, dst);
-        Ok(())
-    };
     if values == 0 {
         return Ok(());
     }
@@ -242,27 +213,156 @@ pub fn segmentation_masks(
     // (nothing else reads or writes it meanwhile); the address was checked to be aligned.
     let dst = unsafe { std::slice::from_raw_parts_mut(out as *mut i64, values) };
     py.detach(|| {
-        let half = sources.len().div_ceil(2);
-        let (first, second) = dst.split_at_mut(half * plane);
-        let run = |sources: &[MaskSource], drawn: &[Drawn], dst: &mut [i64]| {
-            sources
-                .iter()
-                .zip(drawn)
-                .zip(dst.chunks_exact_mut(plane))
-                .try_for_each(|((p, d), dst)| one(p, d, dst))
-        };
-        if sources.len() < 2 {
-            // One mask (the evaluation preset's batches): no second thread to start.
-            return run(&sources, &drawn, dst);
-        }
-        std::thread::scope(|s| {
-            let other = s.spawn(|| run(&sources[half..], &drawn[half..], second));
-            let mine = run(&sources[..half], &drawn[..half], first);
-            mine.and(
-                other
-                    .join()
-                    .unwrap_or_else(|_| Err("a mask thread panicked".into())),
-            )
+        on_two_threads(&sources, &drawn, dst, plane, |source, drawn, dst| {
+            cut_one(source, drawn, nearest, (height, width), fill, dst)
+        })
+    })
+    .map_err(PyValueError::new_err)
+}
+
+/// One mask of [`segmentation_masks`], cut into `dst`, or why not, named.
+fn cut_one(
+    source: &MaskSource,
+    &(resized, at, hflip, vflip, before, after): &Drawn,
+    nearest: hpuload::augment::segment::Nearest,
+    (height, width): (u32, u32),
+    fill: i64,
+    dst: &mut [i64],
+) -> Result<(), String> {
+    use hpuload::augment::segment;
+    let mask = source.mask()?;
+    let drawn = fitting(source, (resized, at, hflip, vflip, before), (height, width))?;
+    segment::cut_mask(&mask, &drawn, nearest, (height, width), fill, after, dst);
+    Ok(())
+}
+
+/// The drawn move as a `ResizedCrop`, or why a `height`x`width` crop cannot be cut so.
+#[allow(clippy::type_complexity)] // Python's tuple
+fn fitting(
+    source: &MaskSource,
+    (resized, at, hflip, vflip, before): ((u32, u32), (u32, u32), bool, bool, (u32, u32)),
+    (height, width): (u32, u32),
+) -> Result<hpuload::augment::ResizedCrop, String> {
+    let drawn = hpuload::augment::ResizedCrop {
+        resized,
+        at,
+        hflip,
+        vflip,
+        before,
+    };
+    // The padded resize: at its ends to the crop, or centred (as much after as before, or
+    // one more).
+    let padded = |side: u32, before: u32, out: u32| {
+        (side + 2 * before + u32::from(before > 0)).max(out)
+    };
+    let fits = resized.0 > 0
+        && resized.1 > 0
+        && at.0 + height <= padded(resized.0, before.0, height)
+        && at.1 + width <= padded(resized.1, before.1, width);
+    if !fits {
+        return Err(format!(
+            "{}: cannot cut {height}x{width} as {drawn:?}",
+            source.name()
+        ));
+    }
+    Ok(drawn)
+}
+
+/// `make` of each of `sources` with its `drawn` into its `plane` values of `dst`, the masks
+/// split over two threads (one where there is one mask).
+fn on_two_threads<T: Send>(
+    sources: &[MaskSource],
+    drawn: &[Drawn],
+    dst: &mut [T],
+    plane: usize,
+    make: impl Fn(&MaskSource, &Drawn, &mut [T]) -> Result<(), String> + Sync,
+) -> Result<(), String> {
+    let run = |sources: &[MaskSource], drawn: &[Drawn], dst: &mut [T]| {
+        sources
+            .iter()
+            .zip(drawn)
+            .zip(dst.chunks_exact_mut(plane))
+            .try_for_each(|((p, d), dst)| make(p, d, dst))
+    };
+    if sources.len() < 2 {
+        // One mask (the evaluation preset's batches): no second thread to start.
+        return run(sources, drawn, dst);
+    }
+    let half = sources.len().div_ceil(2);
+    let (first, second) = dst.split_at_mut(half * plane);
+    std::thread::scope(|s| {
+        let other = s.spawn(|| run(&sources[half..], &drawn[half..], second));
+        let mine = run(&sources[..half], &drawn[..half], first);
+        mine.and(
+            other
+                .join()
+                .unwrap_or_else(|_| Err("a mask thread panicked".into())),
+        )
+    })
+}
+
+/// [`segmentation_masks`] of masks of one byte a pixel written as bytes (`uint8`, what
+/// albumentations' `ToTensorV2` hands out): each value mapped by `table` (256 bytes: a
+/// `Lambda` on the mask), `fill` where the padding shows, at `out` (the data pointer of a
+/// contiguous uint8 CPU tensor of `len(sources) * height * width` values that
+/// `hpuload/_segmentation.py` makes for the call and holds through it). A mask of values
+/// past 255 (a 16-bit grey PNG) raises `ValueError`, named. Pillow's nearest positions.
+#[pyfunction]
+#[pyo3(signature = (sources, drawn, height, width, fill, out, table=None))]
+#[allow(clippy::too_many_arguments)] // the pairs are Python's tuples
+pub fn byte_masks(
+    py: Python<'_>,
+    sources: Vec<MaskSource>,
+    drawn: Vec<Drawn>,
+    height: u32,
+    width: u32,
+    fill: u8,
+    out: usize,
+    table: Option<Vec<u8>>,
+) -> PyResult<()> {
+    use hpuload::augment::segment;
+    if sources.len() != drawn.len() {
+        return Err(PyValueError::new_err("one drawn crop per mask"));
+    }
+    let table: [u8; 256] = match table {
+        Some(t) => t
+            .try_into()
+            .map_err(|_| PyValueError::new_err("the table maps 256 values"))?,
+        None => std::array::from_fn(|v| v as u8),
+    };
+    let plane = (height as usize) * (width as usize);
+    let values = plane
+        .checked_mul(sources.len())
+        .ok_or_else(|| PyValueError::new_err("masks overflow"))?;
+    if values == 0 {
+        return Ok(());
+    }
+    if out == 0 {
+        return Err(PyValueError::new_err("no address for the masks"));
+    }
+    // SAFETY: `_segmentation.py` passes the data pointer of a contiguous uint8 CPU tensor of
+    // `len(sources) * height * width` values that it made for this call and holds through it
+    // (nothing else reads or writes it meanwhile); bytes need no alignment.
+    let dst = unsafe { std::slice::from_raw_parts_mut(out as *mut u8, values) };
+    py.detach(|| {
+        on_two_threads(&sources, &drawn, dst, plane, |source, drawn, dst| {
+            let mask = source.mask()?;
+            if let Some(v) = mask.values.iter().find(|&&v| v > 255) {
+                return Err(format!("{}: a mask value of {v}, past a byte", source.name()));
+            }
+            let (resized, at, hflip, vflip, before, after) = *drawn;
+            let cut = fitting(source, (resized, at, hflip, vflip, before), (height, width))?;
+            segment::cut_mask_as(
+                &mask,
+                &cut,
+                segment::Nearest::Pillow,
+                (height, width),
+                fill,
+                after,
+                dst,
+                |v| table[usize::from(v)],
+            );
+            Ok(())
         })
     })
     .map_err(PyValueError::new_err)

@@ -269,3 +269,35 @@ def test_a_batch_of_one_whose_mask_is_damaged_takes_the_datasets_own_sample_of_a
     assert len(batches) == 12
     assert batches[2]["labels"].shape == (1, 48, 64) and batches[2]["labels"].dtype == torch.int64
     assert batches[2]["pixel_values"].shape == (1, 3, 48, 64)
+
+
+def test_the_scripts_train_split_of_a_table_of_paths_reads_each_rows_own_mask(files, tmp_path):
+    """The script splits the table (`train_test_split(0.15)`: an indices mapping), and a table
+    made from files keeps their paths rather than their bytes: each sample's mask is still
+    its own row's, moved as its image was."""
+    import json
+
+    masks = []
+    for k, path in enumerate(files):
+        out = tmp_path / f"mask-{k}.png"
+        out.write_bytes(mask_png(path.read_bytes()))
+        masks.append(str(out))
+    ds = datasets.Dataset.from_dict({"image": [str(p) for p in files], "label": masks})
+    ds = ds.cast_column("image", datasets.Image()).cast_column("label", datasets.Image())
+    ds.save_to_disk(str(tmp_path / "paths"))
+    ds = datasets.load_from_disk(str(tmp_path / "paths")).train_test_split(0.25, seed=3)["train"]
+    train_transforms, preprocess_batch = script_transforms(48, 64)
+    ds.set_transform(partial(preprocess_batch, transforms=train_transforms))
+    loader = native(ds, batch_size=3, collate_fn=default_data_collator, backend="cpu", seed=2)
+    raw = ds.with_format(None)
+    seen = 0
+    for b, batch in enumerate(loader):
+        for k in range(batch["labels"].shape[0]):
+            index = b * 3 + k
+            row = raw[index]
+            image, mask = np.array(row["image"].convert("RGB")), np.array(row["label"])
+            plan = json.loads(loader._core.sample_plan(0, index, image.shape[1], image.shape[0]))
+            want_x, want_y = albumentations_by_plan(image, mask, plan, train_transforms.transforms)
+            assert torch.equal(batch["pixel_values"][k], want_x) and torch.equal(batch["labels"][k], want_y), index
+            seen += 1
+    assert seen == len(ds) == 9

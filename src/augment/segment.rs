@@ -201,6 +201,24 @@ pub fn cut_mask(
     after: (bool, bool),
     dst: &mut [i64],
 ) {
+    cut_mask_as(mask, drawn, nearest, out, fill, after, dst, i64::from);
+}
+
+/// [`cut_mask`] into any values: each mask value written as `value` gives it.
+///
+/// # Panics
+/// As [`cut_mask`].
+#[allow(clippy::too_many_arguments)] // cut_mask's, and the value's map
+pub fn cut_mask_as<T: Copy>(
+    mask: &Mask,
+    drawn: &ResizedCrop,
+    nearest: Nearest,
+    out: (u32, u32),
+    fill: T,
+    after: (bool, bool),
+    dst: &mut [T],
+    value: impl Fn(u16) -> T,
+) {
     let (oh, ow) = (out.0 as usize, out.1 as usize);
     assert_eq!(dst.len(), oh * ow, "the output holds {out:?}");
     let (rh, rw) = drawn.resized;
@@ -238,12 +256,12 @@ pub fn cut_mask(
         let row = &mask.values[source * width..][..width];
         out_row[..shown.start].fill(fill);
         for (o, &c) in out_row[shown.clone()].iter_mut().zip(&columns) {
-            *o = i64::from(row[c]);
+            *o = value(row[c]);
         }
         out_row[shown.end..].fill(fill);
     }
     if after.0 {
-        dst.chunks_exact_mut(ow).for_each(<[i64]>::reverse);
+        dst.chunks_exact_mut(ow).for_each(<[T]>::reverse);
     }
     if after.1 {
         for k in 0..oh / 2 {
