@@ -303,7 +303,7 @@ def mask_composition(rng):
     elif lam == "twice":
         steps += [A.Lambda(mask=reduce_labels), A.Lambda(mask=lambda m, **kw: m // 2)]
     names.append(f"lambda={lam}")
-    size = rng.choice([96, 128])
+    size = rng.choice([656, 704])  # past every image of the set: the crop draws nothing
     fill, fill_mask = rng.choice([0, 7, 255]), rng.choice([0, 255, 3])
     if rng.random() < 0.7:
         steps += [A.PadIfNeeded(min_height=size, min_width=size, border_mode=0, fill=fill, fill_mask=fill_mask),

@@ -286,7 +286,9 @@ def translate(compose: Any, output=None, before: tuple = ()) -> tuple[str, str]:
     (`_probe.LazyImage.before`): the `cv2.resize` its code runs before the Compose."""
     from ._probe import READ_GREY
 
-    steps = _checked_steps(compose, before)
+    # A `Lambda` of other targets only (a mask's, when the Compose is given none) does
+    # nothing to an image.
+    steps = [t for t in _checked_steps(compose, before) if not _leaves_image(t)]
     one = _grey(before) == READ_GREY
     if one:
         if not steps or _name(steps[-1]) != "ToTensorV2" or output is not None:
@@ -349,6 +351,15 @@ def translate_with_mask(compose: Any) -> tuple[str, str, MaskSteps]:
         _leaves_mask(t)
     pipeline, dtype = _translate(steps[:-1], open_end=False)
     return pipeline, dtype, MaskSteps(tuple(_size(crop)), _mask_fill(pad), table)
+
+
+def _leaves_image(t: Any) -> bool:
+    """A `Lambda` with no function of the image."""
+    if _name(t) != "Lambda":
+        return False
+    from albumentations.augmentations.pixel import functional as fpixel
+
+    return getattr(t, "custom_apply_fns", {}).get("image") is fpixel.noop
 
 
 def _mask_fill(t: Any) -> int:
@@ -434,7 +445,9 @@ def translate_split(compose: Any, output=None, before: tuple = ()) -> tuple[str,
         whole = e
     from ._probe import READ_GREY
 
-    steps = _checked_steps(compose, before)
+    # A `Lambda` of other targets only (a mask's, when the Compose is given none) does
+    # nothing to an image.
+    steps = [t for t in _checked_steps(compose, before) if not _leaves_image(t)]
     if not steps or _name(steps[-1]) != "ToTensorV2" or output is not None or _grey(before) == READ_GREY:
         # The tail would give NumPy arrays, which the Dataset's loader collates otherwise; or
         # the Dataset's code after the Compose was learnt on arrays, not on its tensors; or

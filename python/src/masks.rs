@@ -252,9 +252,8 @@ fn fitting(
     };
     // The padded resize: at its ends to the crop, or centred (as much after as before, or
     // one more).
-    let padded = |side: u32, before: u32, out: u32| {
-        (side + 2 * before + u32::from(before > 0)).max(out)
-    };
+    let padded =
+        |side: u32, before: u32, out: u32| (side + 2 * before + u32::from(before > 0)).max(out);
     let fits = resized.0 > 0
         && resized.1 > 0
         && at.0 + height <= padded(resized.0, before.0, height)
@@ -348,7 +347,10 @@ pub fn byte_masks(
         on_two_threads(&sources, &drawn, dst, plane, |source, drawn, dst| {
             let mask = source.mask()?;
             if let Some(v) = mask.values.iter().find(|&&v| v > 255) {
-                return Err(format!("{}: a mask value of {v}, past a byte", source.name()));
+                return Err(format!(
+                    "{}: a mask value of {v}, past a byte",
+                    source.name()
+                ));
             }
             let (resized, at, hflip, vflip, before, after) = *drawn;
             let cut = fitting(source, (resized, at, hflip, vflip, before), (height, width))?;
