@@ -127,6 +127,27 @@ def albumentations_by_plan(image, mask, plan, steps):
     return out["image"].to(torch.float), out["mask"].to(torch.long)
 
 
+def checked_samples(loader, ds, transforms, batch_size, epochs=(0,)):
+    """Checks each sample `loader` gives over `epochs` (unshuffled) against
+    `albumentations_by_plan` of its row, image and mask; yields each row's image and plan."""
+    import json
+
+    raw = ds.with_format(None)
+    for epoch in epochs:
+        for b, batch in enumerate(loader):
+            assert set(batch) == {"pixel_values", "labels"}
+            assert batch["pixel_values"].dtype == torch.float32 and batch["labels"].dtype == torch.int64
+            for k in range(batch["labels"].shape[0]):
+                index = b * batch_size + k
+                row = raw[index]
+                image, mask = np.array(row["image"].convert("RGB")), np.array(row["label"])
+                plan = json.loads(loader._core.sample_plan(epoch, index, image.shape[1], image.shape[0]))
+                want_x, want_y = albumentations_by_plan(image, mask, plan, transforms.transforms)
+                assert torch.equal(batch["pixel_values"][k], want_x), (epoch, index)
+                assert torch.equal(batch["labels"][k], want_y), (epoch, index)
+                yield image, plan
+
+
 @pytest.mark.parametrize("crop", [(48, 64), (320, 400)])
 def test_the_segmentation_scripts_loader_runs_natively_with_albumentations_pixels_and_masks(files, tmp_path, crop):
     """Each sample is albumentations' own padding, crop (at the offset hpuload drew), flip and
@@ -136,26 +157,10 @@ def test_the_segmentation_scripts_loader_runs_natively_with_albumentations_pixel
     train_transforms, preprocess_batch = script_transforms(*crop)
     ds.set_transform(partial(preprocess_batch, transforms=train_transforms))
     loader = native(ds, batch_size=4, collate_fn=default_data_collator, backend="cpu", seed=5)
-    raw = ds.with_format(None)
     padded = flipped = 0
-    for epoch in (0, 1):
-        for b, batch in enumerate(loader):
-            assert set(batch) == {"pixel_values", "labels"}
-            assert batch["pixel_values"].shape == (4, 3, *crop) and batch["pixel_values"].dtype == torch.float32
-            assert batch["labels"].shape == (4, *crop) and batch["labels"].dtype == torch.int64
-            for k in range(4):
-                index = b * 4 + k
-                row = raw[index]
-                image, mask = np.array(row["image"].convert("RGB")), np.array(row["label"])
-                plan = loader._core.sample_plan(epoch, index, image.shape[1], image.shape[0])
-                import json
-
-                plan = json.loads(plan)
-                want_x, want_y = albumentations_by_plan(image, mask, plan, train_transforms.transforms)
-                assert torch.equal(batch["pixel_values"][k], want_x), (epoch, index)
-                assert torch.equal(batch["labels"][k], want_y), (epoch, index)
-                padded += image.shape[0] < crop[0] or image.shape[1] < crop[1]
-                flipped += bool(plan.get("flip") or {"op": "hflip"} in plan.get("ops", []))
+    for image, plan in checked_samples(loader, ds, train_transforms, 4, epochs=(0, 1)):
+        padded += image.shape[0] < crop[0] or image.shape[1] < crop[1]
+        flipped += bool(plan.get("flip") or {"op": "hflip"} in plan.get("ops", []))
     assert flipped and (padded or crop == (48, 64))
 
 
@@ -186,8 +191,10 @@ def test_a_damaged_mask_and_a_mask_of_another_size_are_named_and_their_samples_r
     assert any("row 2, column 'label'" in m for m in skipped), skipped
     assert any("row 5, column 'label'" in m and "7x5" in m for m in skipped), skipped
     assert len(batches) == 3 and all(b["labels"].shape == (4, 48, 64) for b in batches)
-    # The replaced slots hold another sample of their batch, image and mask alike.
-    assert loader.last_indices is not None
+    # Each replaced slot holds the next sample of its batch, image and mask alike.
+    for b, k in ((0, 2), (1, 1)):
+        assert torch.equal(batches[b]["labels"][k], batches[b]["labels"][k + 1])
+        assert torch.equal(batches[b]["pixel_values"][k], batches[b]["pixel_values"][k + 1])
 
 
 def test_the_users_compose_draws_on_as_before_after_the_check(files, tmp_path):
@@ -275,8 +282,6 @@ def test_the_scripts_train_split_of_a_table_of_paths_reads_each_rows_own_mask(fi
     """The script splits the table (`train_test_split(0.15)`: an indices mapping), and a table
     made from files keeps their paths rather than their bytes: each sample's mask is still
     its own row's, moved as its image was."""
-    import json
-
     masks = []
     for k, path in enumerate(files):
         out = tmp_path / f"mask-{k}.png"
@@ -289,15 +294,4 @@ def test_the_scripts_train_split_of_a_table_of_paths_reads_each_rows_own_mask(fi
     train_transforms, preprocess_batch = script_transforms(48, 64)
     ds.set_transform(partial(preprocess_batch, transforms=train_transforms))
     loader = native(ds, batch_size=3, collate_fn=default_data_collator, backend="cpu", seed=2)
-    raw = ds.with_format(None)
-    seen = 0
-    for b, batch in enumerate(loader):
-        for k in range(batch["labels"].shape[0]):
-            index = b * 3 + k
-            row = raw[index]
-            image, mask = np.array(row["image"].convert("RGB")), np.array(row["label"])
-            plan = json.loads(loader._core.sample_plan(0, index, image.shape[1], image.shape[0]))
-            want_x, want_y = albumentations_by_plan(image, mask, plan, train_transforms.transforms)
-            assert torch.equal(batch["pixel_values"][k], want_x) and torch.equal(batch["labels"][k], want_y), index
-            seen += 1
-    assert seen == len(ds) == 9
+    assert len(list(checked_samples(loader, ds, train_transforms, 3))) == len(ds) == 9
