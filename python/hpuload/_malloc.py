@@ -6,6 +6,8 @@ import os
 
 #: Whether hpuload raised glibc's malloc thresholds in this process (see `_tune_malloc`).
 malloc_tuned = False
+#: glibc, once `tune_malloc` raised its thresholds (for `trim`).
+_libc = None
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 
@@ -35,3 +37,19 @@ def tune_malloc() -> None:
     except (OSError, AttributeError):
         return
     malloc_tuned = ok
+    global _libc
+    _libc = libc if ok else None
+
+
+def trim() -> None:
+    """At an epoch's end, where `tune_malloc` raised the thresholds: glibc's free heap pages
+    handed back (`malloc_trim(0)`). With batch-sized tensors on the heap, the holes freed
+    tensors leave between smaller blocks stay resident otherwise, and a loader whose
+    collate_fn makes a new batch-sized tensor per batch (`run_semantic_segmentation.py`'s
+    int64 masks, 16 MiB a batch) grew its RSS in steps, epoch after epoch (BENCHMARKS.md,
+    session 99); trimmed once an epoch, it stays flat. One walk of the heap an epoch."""
+    if _libc is not None:
+        try:
+            _libc.malloc_trim(0)
+        except (OSError, AttributeError):  # pragma: no cover - glibc has it since 2.0
+            pass

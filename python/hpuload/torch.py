@@ -1963,6 +1963,7 @@ class _Loader:
                 core.stop()
                 self._active = None
         # A complete pass: the next one is the next epoch (unless set_epoch says otherwise).
+        _malloc.trim()
         if not self._sampler_keeps_epoch():
             self._epoch = epoch + 1
 
