@@ -338,6 +338,9 @@ def hf_source(dataset, pipeline, transform):
                         raise Unfit(f"{function.name} (the dataset's transform) hands masks with several image columns", T)
                     translated[c] = (pipe_c, dtype_c)
                     masks = TableMasks(dataset, function.mask_of[c], c, steps, turned)
+                    odd = masks.unfit(_rows_to_check(len(dataset)))
+                    if odd is not None:
+                        raise Unfit(f"the masks of column {function.mask_of[c]!r} are not all PNGs of one byte a pixel ({odd})", T)
             more = []
             for c in used[1:]:
                 if len(translated[c]) != 2:

@@ -897,6 +897,24 @@ class TableMasks(Masks):
                     data = f"a mask of {facts[1]}x{facts[2]} for an image of {size[0]}x{size[1]}"
             self._rows[i] = (size, name, data)
 
+    def unfit(self, rows: list[int]) -> str | None:
+        """Why the masks of `rows` (the check's) are no PNGs of one byte a pixel (a colour
+        label map, a JPEG), naming the first such row, or None. One damaged mask among them
+        is the loader's to name and replace as it reads it."""
+        from ._probe import header_facts
+
+        for i, mask in zip(rows, self._raw.select_columns([self.column])[list(rows)][self.column]):
+            data = _cell_bytes(mask)
+            if not isinstance(data, bytes):
+                continue
+            facts = header_facts(lambda offset, data=data: bytes(data[offset : offset + 4096]))
+            if facts is None:
+                continue  # damaged: named as read
+            if not data.startswith(b"\x89PNG") or facts[0] not in ("L", "P"):
+                kind = "a PNG" if data.startswith(b"\x89PNG") else "a JPEG"
+                return f"row {i}'s is {kind} in mode {facts[0]}"
+        return None
+
     def _drawn(self, index: int, plans) -> tuple:
         size = self._rows[index][0]
         if not isinstance(size, tuple):

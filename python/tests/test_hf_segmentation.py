@@ -295,3 +295,21 @@ def test_the_scripts_train_split_of_a_table_of_paths_reads_each_rows_own_mask(fi
     ds.set_transform(partial(preprocess_batch, transforms=train_transforms))
     loader = native(ds, batch_size=3, collate_fn=default_data_collator, backend="cpu", seed=2)
     assert len(list(checked_samples(loader, ds, train_transforms, 3))) == len(ds) == 9
+
+
+def test_a_table_of_colour_label_maps_goes_to_torchs_loader_named(files, tmp_path):
+    """Masks that are RGB PNGs (colour-coded label maps): albumentations moves them as
+    `[H, W, 3]` arrays, hpuload cuts masks of one byte a pixel only."""
+    rows = {"image": [], "label": []}
+    for k, path in enumerate(files):
+        out = io.BytesIO()
+        Image.open(io.BytesIO(mask_png(path.read_bytes()))).convert("RGB").save(out, format="PNG")
+        rows["image"].append({"bytes": path.read_bytes(), "path": path.name})
+        rows["label"].append({"bytes": out.getvalue(), "path": f"mask-{k}.png"})
+    features = datasets.Features({"image": datasets.Image(), "label": datasets.Image()})
+    datasets.Dataset.from_dict(rows, features=features).save_to_disk(str(tmp_path / "rgb"))
+    ds = datasets.load_from_disk(str(tmp_path / "rgb"))
+    train_transforms, preprocess_batch = script_transforms(48, 64, do_reduce_labels=False)
+    ds.set_transform(partial(preprocess_batch, transforms=train_transforms))
+    with pytest.warns(FallbackWarning, match="not all PNGs of one byte a pixel"):
+        DataLoader(ds, batch_size=4, collate_fn=default_data_collator, backend="cpu")
