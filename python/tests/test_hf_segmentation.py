@@ -313,3 +313,21 @@ def test_a_table_of_colour_label_maps_goes_to_torchs_loader_named(files, tmp_pat
     ds.set_transform(partial(preprocess_batch, transforms=train_transforms))
     with pytest.warns(FallbackWarning, match="not all PNGs of one byte a pixel"):
         DataLoader(ds, batch_size=4, collate_fn=default_data_collator, backend="cpu")
+
+
+def test_a_compose_given_the_image_alone_runs_natively_with_torchs_batches(files, tmp_path):
+    """A table's function handing its albumentations Compose only the image (the mask's
+    `Lambda` left in it does nothing then): natively, torch's batches exactly."""
+    ds = table(files, tmp_path)
+    train_transforms, _ = script_transforms(600, 600)
+    train_transforms.transforms[3].p = 1.0  # the flip always falls: nothing is drawn
+
+    def preprocess(batch):
+        return {"pixel_values": [train_transforms(image=np.array(im.convert("RGB")))["image"] for im in batch["image"]]}
+
+    ds.set_transform(preprocess)
+    ours = list(native(ds, batch_size=4, collate_fn=default_data_collator, backend="cpu"))
+    theirs = list(torch.utils.data.DataLoader(ds, batch_size=4, collate_fn=default_data_collator))
+    assert len(ours) == len(theirs) == 3
+    for a, b in zip(ours, theirs):
+        assert list(a) == ["pixel_values"] and torch.equal(a["pixel_values"], b["pixel_values"])
