@@ -865,6 +865,8 @@ class TableMasks(Masks):
         raw = dataset.with_format(None).select_columns([image_column, column])
         self._raw = raw.cast_column(column, Image(decode=False)).cast_column(image_column, Image(decode=False))
         self.column, self.image_column, self.steps, self.turned = column, image_column, steps, turned
+        #: The `Lambda`s' table as `byte_masks` takes it (made once).
+        self._table = None if steps.table is None else bytes(steps.table.tolist())
         super().__init__(_TableColumn(self), _TableSizes(self), tuple(steps.crop), MaskForm(dtype=torch.uint8), dataset=None)
         self.plan_key = None
         #: Sample -> `(image size or why not, mask name, mask bytes or why not)`, for the batch.
@@ -927,8 +929,7 @@ class TableMasks(Masks):
 
     def _make(self, sources: list, drawn: list, into: torch.Tensor) -> None:
         h, w = self.crop
-        table = None if self.steps.table is None else bytes(self.steps.table.tolist())
-        _hpuload.byte_masks(sources, drawn, h, w, self.steps.fill, into.data_ptr(), table)
+        _hpuload.byte_masks(sources, drawn, h, w, self.steps.fill, into.data_ptr(), self._table)
 
     def _mask_name(self, index: int) -> str:
         return self._rows[index][1] if index in self._rows else f"row {index}, column {self.column!r}"

@@ -179,15 +179,20 @@ def test_the_loader_gives_torchs_batches_where_albumentations_draws_nothing(file
         assert torch.equal(a["pixel_values"], b["pixel_values"]) and torch.equal(a["labels"], b["labels"])
 
 
-def test_a_damaged_mask_and_a_mask_of_another_size_are_named_and_their_samples_replaced(files, tmp_path):
-    ds = table(files, tmp_path, damaged_masks=(2,), wrong_size=(5,))
+def batches_and_skips(ds, batch_size):
+    """The script's loader's batches over `ds` (one unshuffled epoch, natively) and the
+    messages of the `SkippedSampleWarning`s it gave."""
     train_transforms, preprocess_batch = script_transforms(48, 64)
     ds.set_transform(partial(preprocess_batch, transforms=train_transforms))
-    loader = native(ds, batch_size=4, collate_fn=default_data_collator, backend="cpu")
+    loader = native(ds, batch_size=batch_size, collate_fn=default_data_collator, backend="cpu")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         batches = list(loader)
-    skipped = [str(w.message) for w in caught if issubclass(w.category, SkippedSampleWarning)]
+    return batches, [str(w.message) for w in caught if issubclass(w.category, SkippedSampleWarning)]
+
+
+def test_a_damaged_mask_and_a_mask_of_another_size_are_named_and_their_samples_replaced(files, tmp_path):
+    batches, skipped = batches_and_skips(table(files, tmp_path, damaged_masks=(2,), wrong_size=(5,)), 4)
     assert any("row 2, column 'label'" in m for m in skipped), skipped
     assert any("row 5, column 'label'" in m and "7x5" in m for m in skipped), skipped
     assert len(batches) == 3 and all(b["labels"].shape == (4, 48, 64) for b in batches)
@@ -264,14 +269,7 @@ def test_a_function_that_hands_the_mask_on_some_rows_of_a_batch_only_stops_namin
 
 
 def test_a_batch_of_one_whose_mask_is_damaged_takes_the_datasets_own_sample_of_a_later_row(files, tmp_path):
-    ds = table(files, tmp_path, damaged_masks=(2,))
-    train_transforms, preprocess_batch = script_transforms(48, 64)
-    ds.set_transform(partial(preprocess_batch, transforms=train_transforms))
-    loader = native(ds, batch_size=1, collate_fn=default_data_collator, backend="cpu")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        batches = list(loader)
-    skipped = [str(w.message) for w in caught if issubclass(w.category, SkippedSampleWarning)]
+    batches, skipped = batches_and_skips(table(files, tmp_path, damaged_masks=(2,)), 1)
     assert len(skipped) == 1 and "row 2, column 'label'" in skipped[0] and "dataset's own sample" in skipped[0], skipped
     assert len(batches) == 12
     assert batches[2]["labels"].shape == (1, 48, 64) and batches[2]["labels"].dtype == torch.int64
