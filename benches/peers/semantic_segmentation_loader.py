@@ -14,10 +14,11 @@ masks have regions and edges as real label maps do.
 usage:
   python semantic_segmentation_loader.py make --corpus DIR --out SAVED_DIR [--images 800]
   python semantic_segmentation_loader.py run --loader torch|hpuload --data SAVED_DIR
-        [--size 512] [--epochs 3] [--workers 2] [--batch 8]
-  python semantic_segmentation_loader.py parity --data SAVED_DIR [--batches 4]
-`run` prints one JSON line: images/s (median of the epochs after a warm-up one). `parity`
-checks each of hpuload's samples against albumentations' own for the offset and flip hpuload
+        [--size 512] [--epochs 3] [--workers 2] [--batch 8] [--split train|eval]
+  python semantic_segmentation_loader.py parity --data SAVED_DIR [--batches 4] [--split train|eval]
+`--split eval` takes the script's evaluation transform (`Resize` of image and mask) and the
+Trainer's evaluation order. `run` prints one JSON line: images/s (median of the epochs after a
+warm-up one). `parity` checks each of hpuload's samples against albumentations' own for the offset and flip hpuload
 drew (image and mask), on the CPU path (exact) and on the media engine (PSNR)."""
 
 import argparse
@@ -68,9 +69,18 @@ def reduce_labels_transform(labels: np.ndarray, **kwargs) -> np.ndarray:
     return labels
 
 
-def train_dataset(data: str, size: int, do_reduce_labels: bool = True):
-    """The script's training transforms and `preprocess_batch` over the saved table."""
+def train_dataset(data: str, size: int, do_reduce_labels: bool = True, split: str = "train"):
+    """The script's training (or evaluation) transforms and `preprocess_batch` over the
+    saved table."""
     height, width = size, size
+    val_transforms = A.Compose(
+        [
+            A.Lambda(name="reduce_labels", mask=reduce_labels_transform if do_reduce_labels else None, p=1.0),
+            A.Resize(height=height, width=width, p=1.0),
+            A.Normalize(mean=MEAN, std=STD, max_pixel_value=255.0, p=1.0),
+            ToTensorV2(),
+        ]
+    )
     train_transforms = A.Compose(
         [
             A.Lambda(name="reduce_labels", mask=reduce_labels_transform if do_reduce_labels else None, p=1.0),
@@ -95,9 +105,10 @@ def train_dataset(data: str, size: int, do_reduce_labels: bool = True):
         encoding["labels"] = torch.stack(labels).to(torch.long)
         return encoding
 
+    transforms = train_transforms if split == "train" else val_transforms
     ds = datasets.load_from_disk(data)
-    ds.set_transform(partial(preprocess_batch, transforms=train_transforms))
-    return ds, train_transforms
+    ds.set_transform(partial(preprocess_batch, transforms=transforms))
+    return ds, transforms
 
 
 def run(a):
@@ -108,10 +119,12 @@ def run(a):
     else:
         from torch.utils.data import DataLoader
     torch.manual_seed(0)
-    ds, _ = train_dataset(a.data, a.size)
-    loader = DataLoader(ds, shuffle=True, collate_fn=default_data_collator, batch_size=a.batch, num_workers=a.workers)
+    ds, _ = train_dataset(a.data, a.size, split=a.split)
+    # The Trainer's evaluation loader keeps the table's order.
+    shuffle = a.split == "train"
+    loader = DataLoader(ds, shuffle=shuffle, collate_fn=default_data_collator, batch_size=a.batch, num_workers=a.workers)
     timed = timed_epochs(loader, a.epochs)
-    print(json.dumps({"loader": a.loader, **timed}))
+    print(json.dumps({"loader": a.loader, "split": a.split, **timed}))
 
 
 def psnr(got: torch.Tensor, want: torch.Tensor, span: float) -> float:
@@ -124,6 +137,21 @@ def parity(a):
 
     from hpuload.torch import DataLoader
 
+    if a.split == "eval":
+        # Nothing drawn: torch's loader's batches, which the CPU path gives exactly.
+        ds, _ = train_dataset(a.data, a.size, split="eval")
+        theirs = torch.utils.data.DataLoader(ds, batch_size=a.batch, collate_fn=default_data_collator)
+        span = float(max((1 - m) / s for m, s in zip(MEAN, STD)) - min((0 - m) / s for m, s in zip(MEAN, STD)))
+        for backend in ("cpu", "auto"):
+            ours = DataLoader(ds, batch_size=a.batch, collate_fn=default_data_collator, backend=backend)
+            exact = masks_exact = True
+            worst = math.inf
+            for _, x, y in zip(range(a.batches), ours, theirs):
+                exact = exact and torch.equal(x["pixel_values"], y["pixel_values"])
+                masks_exact = masks_exact and torch.equal(x["labels"], y["labels"])
+                worst = min(worst, psnr(x["pixel_values"], y["pixel_values"], span))
+            print(json.dumps({"split": "eval", "backend": backend, "images_exact": exact, "masks_exact": masks_exact, "lowest_psnr_db": round(worst, 1)}))
+        return
     ds, compose = train_dataset(a.data, a.size)
     lam, pad, crop, flip, norm, to_tensor = compose.transforms
     raw = ds.with_format(None)
@@ -162,6 +190,7 @@ def main():
         r.add_argument("--data", required=True)
         r.add_argument("--size", type=int, default=512)
         r.add_argument("--batch", type=int, default=8)
+        r.add_argument("--split", choices=["train", "eval"], default="train")
         if name == "run":
             r.add_argument("--loader", choices=["torch", "hpuload"], required=True)
             r.add_argument("--epochs", type=int, default=3)

@@ -71,8 +71,9 @@ runs every step, as any RGB array.
 (any other albumentations op) in Python, as a `Tail`. A `Compose` with no such prefix (one
 size for every image: a resize or a crop), or
 that does not end in `ToTensorV2` and whose array the Dataset's code changes otherwise, or with
-bounding boxes or masks, is `Unsupported`, naming why: the loader then falls back to torch's
-DataLoader."""
+bounding boxes, is `Unsupported`, naming why: the loader then falls back to torch's
+DataLoader. A `Compose` given a mask too is read by `translate_with_mask`: the mask moved by a
+padded random crop or a `Resize` and the flips after them."""
 
 from __future__ import annotations
 
@@ -83,6 +84,7 @@ from ._transforms import Tail as _Tail
 from ._transforms import Unsupported
 
 #: OpenCV's interpolation flags (`cv2.INTER_LINEAR`), without importing cv2.
+_INTER_NEAREST = 0
 _INTER_LINEAR = 1
 _INTER_CUBIC = 2
 #: OpenCV's interpolations hpuload's resizes compute, by their flags: byte for byte but
@@ -313,29 +315,45 @@ def translate(compose: Any, output=None, before: tuple = ()) -> tuple[str, str]:
 class MaskSteps(NamedTuple):
     """What a `Compose` called with a mask (`compose(image=..., mask=...)`) does to the mask,
     beside the image's pipeline (`translate_with_mask`): it is cut from the image's padded
-    crop (`fill` where the padding shows), flipped as the image's flips after the crop fell,
-    and its values first mapped by `table` (a leading `Lambda(mask=fn)`: `fn` of every byte)."""
+    crop (`fill` where the padding shows), or resized with the image (`resized`: OpenCV's
+    nearest positions), flipped as the image's flips after the crop or resize fell, and its
+    values first mapped by `table` (a leading `Lambda(mask=fn)`: `fn` of every byte)."""
 
-    #: The crop's `(height, width)`.
+    #: The crop's or the resize's `(height, width)`.
     crop: tuple[int, int]
     #: `fill_mask` of the padding.
     fill: int
     #: 256 bytes (a `torch.uint8` tensor), or None: the values as they are.
     table: Any
+    #: A `Resize` to `crop` (the evaluation transform), not a crop.
+    resized: bool = False
 
 
 def translate_with_mask(compose: Any) -> tuple[str, str, MaskSteps]:
     """`(pipeline JSON, dtype, MaskSteps)` for an albumentations `Compose` given an RGB image
     and a mask of one byte a pixel (transformers' `run_semantic_segmentation.py`: a `Lambda`
-    on the mask, `PadIfNeeded`, `RandomCrop`, a flip, `Normalize`, `ToTensorV2`), or
-    `Unsupported`. The mask moves only by the padded random crop and the flips after it: a
-    step that would move it otherwise (or fill it, as `CoarseDropout` may) is refused."""
+    on the mask, `PadIfNeeded`, `RandomCrop`, a flip, `Normalize`, `ToTensorV2` to train; a
+    `Lambda`, `Resize`, `Normalize`, `ToTensorV2` to evaluate), or `Unsupported`. The mask
+    moves only by the padded random crop or the resize, and the flips after them: a step that
+    would move it otherwise (or fill it, as `CoarseDropout` may) is refused."""
     steps = _checked_steps(compose)
     table = None
     while steps and _name(steps[0]) == "Lambda":
         table = _mask_table(steps.pop(0), table)
     if not steps or _name(steps[-1]) != "ToTensorV2" or _p(steps[-1]) != 1.0 or getattr(steps[-1], "transpose_mask", False):
         raise Unsupported("an albumentations Compose given a mask that does not end in ToTensorV2 (hpuload gives the mask's [H, W] tensor)")
+    if _name(steps[0]) == "Resize":
+        resize = steps[0]
+        _always(resize)
+        if getattr(resize, "mask_interpolation", _INTER_NEAREST) != _INTER_NEAREST:
+            raise Unsupported(
+                f"albumentations' Resize of a mask with mask_interpolation={resize.mask_interpolation} (hpuload resizes "
+                "masks with cv2.INTER_NEAREST)"
+            )
+        for t in steps[1:-1]:
+            _leaves_mask(t)
+        pipeline, dtype = _translate(steps[:-1], open_end=False)
+        return pipeline, dtype, MaskSteps(tuple(_size(resize)), 0, table, resized=True)
     if _name(steps[0]) == "PadIfNeeded" and len(steps) > 1 and _name(steps[1]) == "RandomCrop":
         pad, crop, after = steps[0], steps[1], steps[2:-1]
     elif _name(steps[0]) == "RandomCrop" and getattr(steps[0], "pad_if_needed", False):

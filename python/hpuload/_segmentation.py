@@ -850,9 +850,10 @@ class TableMasks(Masks):
     indices or grey levels) that the table's function hands an albumentations `Compose` with
     each image (`compose(image=np.array(image), mask=np.array(mask))`, transformers'
     `run_semantic_segmentation.py`): each batch's masks cut from the image's padded crop
-    (`_albumentations.MaskSteps`: `fill_mask` where the padding shows), flipped as the
-    image's flips after the crop fell (read from its plan), their values mapped by the
-    Compose's leading `Lambda(mask=...)`, as `ToTensorV2` hands them out (uint8 `[H, W]`).
+    (`_albumentations.MaskSteps`: `fill_mask` where the padding shows) or resized as it was
+    (OpenCV's nearest positions), flipped as the image's flips after the crop or resize fell
+    (read from its plan), their values mapped by the Compose's leading `Lambda(mask=...)`, as
+    `ToTensorV2` hands them out (uint8 `[H, W]`).
 
     A mask is read from the table as the batch needs it. One that cannot be read, or whose
     size is not its image's (albumentations refuses the pair), is named and its sample
@@ -922,14 +923,19 @@ class TableMasks(Masks):
         if not isinstance(size, tuple):
             return ((1, 1), (0, 0), False, False, (0, 0), (False, False))
         d = plans(index, *size)
-        rc = d["resized_crop"]
         ops = [op.get("op") for op in d.get("ops", [])]
         after = ((ops.count("hflip") + bool(d.get("flip"))) % 2 == 1, ops.count("vflip") % 2 == 1)
+        if self.steps.resized:
+            # The whole mask resized to the image's size, then flipped as the image was.
+            return (tuple(self.crop), (0, 0), False, False, (0, 0), after)
+        rc = d["resized_crop"]
         return (tuple(rc["resized"]), tuple(rc["at"]), bool(rc["hflip"]), bool(rc["vflip"]), tuple(rc["before"]), after)
 
     def _make(self, sources: list, drawn: list, into: torch.Tensor) -> None:
         h, w = self.crop
-        _hpuload.byte_masks(sources, drawn, h, w, self.steps.fill, into.data_ptr(), self._table)
+        _hpuload.byte_masks(
+            sources, drawn, h, w, self.steps.fill, into.data_ptr(), self._table, opencv_nearest=self.steps.resized
+        )
 
     def _mask_name(self, index: int) -> str:
         return self._rows[index][1] if index in self._rows else f"row {index}, column {self.column!r}"

@@ -305,9 +305,10 @@ fn on_two_threads<T: Send>(
 /// `Lambda` on the mask), `fill` where the padding shows, at `out` (the data pointer of a
 /// contiguous uint8 CPU tensor of `len(sources) * height * width` values that
 /// `hpuload/_segmentation.py` makes for the call and holds through it). A mask of values
-/// past 255 (a 16-bit grey PNG) raises `ValueError`, named. Pillow's nearest positions.
+/// past 255 (a 16-bit grey PNG) raises `ValueError`, named. A resize takes Pillow's nearest
+/// positions, or with `opencv_nearest` OpenCV's (albumentations' `Resize` of a mask).
 #[pyfunction]
-#[pyo3(signature = (sources, drawn, height, width, fill, out, table=None))]
+#[pyo3(signature = (sources, drawn, height, width, fill, out, table=None, opencv_nearest=false))]
 #[allow(clippy::too_many_arguments)] // the pairs are Python's tuples
 pub fn byte_masks(
     py: Python<'_>,
@@ -318,8 +319,14 @@ pub fn byte_masks(
     fill: u8,
     out: usize,
     table: Option<Vec<u8>>,
+    opencv_nearest: bool,
 ) -> PyResult<()> {
     use hpuload::augment::segment;
+    let nearest = if opencv_nearest {
+        segment::Nearest::OpenCv
+    } else {
+        segment::Nearest::Pillow
+    };
     if sources.len() != drawn.len() {
         return Err(PyValueError::new_err("one drawn crop per mask"));
     }
@@ -357,7 +364,7 @@ pub fn byte_masks(
             segment::cut_mask_as(
                 &mask,
                 &cut,
-                segment::Nearest::Pillow,
+                nearest,
                 (height, width),
                 fill,
                 after,

@@ -2,7 +2,7 @@
 `set_transform` function hands an albumentations `Compose` each image with its mask:
 transformers' `run_semantic_segmentation.py` (`functools.partial(preprocess_batch,
 transforms=...)`; `Lambda` reducing the labels, `PadIfNeeded`, `RandomCrop`, a flip,
-`Normalize`, `ToTensorV2`). The images are made natively, each mask moved as its image was."""
+`Normalize`, `ToTensorV2` to train; the same with `Resize` alone to evaluate). The images are made natively, each mask moved as its image was."""
 
 import io
 import warnings
@@ -93,6 +93,18 @@ def script_transforms(height, width, do_reduce_labels=True):
         return encoding
 
     return train_transforms, preprocess_batch
+
+
+def val_transforms(height, width, do_reduce_labels=True):
+    """`run_semantic_segmentation.py`'s evaluation `Compose`, as written there."""
+    return A.Compose(
+        [
+            A.Lambda(name="reduce_labels", mask=reduce_labels_transform if do_reduce_labels else None, p=1.0),
+            A.Resize(height=height, width=width, p=1.0),
+            A.Normalize(mean=MEAN, std=STD, max_pixel_value=255.0, p=1.0),
+            ToTensorV2(),
+        ]
+    )
 
 
 def default_data_collator(features):
@@ -213,20 +225,65 @@ def test_the_users_compose_draws_on_as_before_after_the_check(files, tmp_path):
     assert (train_transforms.py_random.getstate(), train_transforms.transforms[2].py_random.getstate()) == before
 
 
+@pytest.mark.parametrize("size", [(48, 64), (333, 517)])
+def test_the_scripts_evaluation_loader_gives_torchs_batches_exactly(files, tmp_path, size):
+    """The evaluation `Compose` (the labels reduced, `Resize` of image and mask, `Normalize`)
+    draws nothing: hpuload's batches are torch's loader's over the same table, images
+    (OpenCV's bilinear) and masks (OpenCV's nearest positions) exactly, shrunk and enlarged."""
+    ds = table(files, tmp_path)
+    _, preprocess_batch = script_transforms(*size)
+    ds.set_transform(partial(preprocess_batch, transforms=val_transforms(*size)))
+    ours = list(native(ds, batch_size=5, collate_fn=default_data_collator, backend="cpu"))
+    theirs = list(torch.utils.data.DataLoader(ds, batch_size=5, collate_fn=default_data_collator))
+    assert len(ours) == len(theirs) == 3 and ours[0]["labels"].shape == (5, *size)
+    for a, b in zip(ours, theirs):
+        assert torch.equal(a["pixel_values"], b["pixel_values"]) and torch.equal(a["labels"], b["labels"])
+
+
+def test_a_resize_then_flips_move_each_mask_as_its_image(files, tmp_path):
+    """`Resize`, then flips that fall per sample: each sample is albumentations' own for the
+    flips hpuload drew, image and mask, bit for bit; every pair of falls is seen."""
+    import json
+
+    ds = table(files, tmp_path)
+    _, preprocess_batch = script_transforms(48, 64)
+    resize, norm = A.Resize(40, 56), A.Normalize(mean=MEAN, std=STD)
+    transforms = A.Compose([resize, A.HorizontalFlip(p=0.5), A.VerticalFlip(p=0.5), norm, ToTensorV2()])
+    ds.set_transform(partial(preprocess_batch, transforms=transforms))
+    loader = native(ds, batch_size=4, collate_fn=default_data_collator, backend="cpu", seed=4)
+    raw, falls = ds.with_format(None), set()
+    for b, batch in enumerate(loader):
+        for k in range(4):
+            row = raw[b * 4 + k]
+            image, mask = np.array(row["image"].convert("RGB")), np.array(row["label"])
+            plan = json.loads(loader._core.sample_plan(0, b * 4 + k, image.shape[1], image.shape[0]))
+            ops = [op.get("op") for op in plan.get("ops", [])]
+            fell = ((ops.count("hflip") + bool(plan.get("flip"))) % 2 == 1, ops.count("vflip") % 2 == 1)
+            flips = [f for f, on in zip((A.HorizontalFlip(p=1.0), A.VerticalFlip(p=1.0)), fell) if on]
+            want = A.Compose([resize, *flips, norm, ToTensorV2()])(image=image, mask=mask)
+            assert torch.equal(batch["pixel_values"][k], want["image"]) and torch.equal(batch["labels"][k], want["mask"].long())
+            falls.add(fell)
+    assert len(falls) == 4
+
+
 @pytest.mark.parametrize(
     "change",
-    ["affine", "mask_interp_lambda", "mask_converted"],
+    ["affine", "mask_interp_lambda", "mask_converted", "mask_resized_bilinear"],
 )
 def test_what_would_move_or_read_the_mask_otherwise_goes_to_torchs_loader_named(files, tmp_path, change):
     want = {
         "affine": "Affine on a mask",
         "mask_interp_lambda": "no function of each value alone",
         "mask_converted": "convert",
+        "mask_resized_bilinear": "mask_interpolation=1",
     }
     ds = table(files, tmp_path)
     train_transforms, preprocess_batch = script_transforms(48, 64)
     fn = partial(preprocess_batch, transforms=train_transforms)
-    if change == "affine":
+    if change == "mask_resized_bilinear":
+        resize = A.Resize(48, 64, mask_interpolation=cv2.INTER_LINEAR)
+        fn = partial(preprocess_batch, transforms=A.Compose([resize, A.Normalize(mean=MEAN, std=STD), ToTensorV2()]))
+    elif change == "affine":
         train_transforms = A.Compose([*train_transforms.transforms[:4], A.Affine(rotate=(-10, 10), p=1.0), *train_transforms.transforms[4:]])
         fn = partial(preprocess_batch, transforms=train_transforms)
     elif change == "mask_interp_lambda":

@@ -153,6 +153,9 @@ pub enum Nearest {
     /// torch's `interpolate(mode="nearest")`, as torchvision v2 resizes a `tv_tensors.Mask`
     /// (the reference's `--use-v2` transforms).
     Torch,
+    /// OpenCV's `cv2.resize(..., interpolation=INTER_NEAREST)`, as albumentations' `Resize`
+    /// moves a mask.
+    OpenCv,
 }
 
 impl Nearest {
@@ -165,6 +168,14 @@ impl Nearest {
                 let scale = len as f32 / out as f32;
                 (0..out)
                     .map(|i| ((i as f32 * scale).floor() as usize).min(len as usize - 1))
+                    .collect()
+            }
+            Self::OpenCv => {
+                // `floor(i * (1 / (out / len)))` in f64 (`resizeNN`'s inverse of the inverse
+                // scale), at most len - 1.
+                let step = 1.0 / (f64::from(out) / f64::from(len));
+                (0..out)
+                    .map(|i| ((f64::from(i) * step).floor() as usize).min(len as usize - 1))
                     .collect()
             }
         }
@@ -393,6 +404,20 @@ mod tests {
         assert_eq!(Nearest::Torch.positions(2, 7), [0, 0, 0, 0, 1, 1, 1]);
         assert_eq!(Nearest::Torch.positions(3, 2), [0, 1]);
         assert_eq!(Nearest::Pillow.positions(3, 2), [0, 2]);
+    }
+
+    #[test]
+    fn opencvs_nearest_positions_take_the_inverse_of_the_inverse_scale_in_doubles() {
+        // cv2.resize of 2 columns to 82 and to 98 (INTER_NEAREST): position 41 of 82 reads
+        // column 1 where torch's f32 product reads 0, and position 49 of 98 the other way.
+        let (to_82, to_98) = (
+            Nearest::OpenCv.positions(2, 82),
+            Nearest::OpenCv.positions(2, 98),
+        );
+        assert_eq!((to_82[41], Nearest::Torch.positions(2, 82)[41]), (1, 0));
+        assert_eq!((to_98[49], Nearest::Torch.positions(2, 98)[49]), (0, 1));
+        assert_eq!(Nearest::OpenCv.positions(7, 3), [0, 2, 4]);
+        assert_eq!(Nearest::OpenCv.positions(5, 5), [0, 1, 2, 3, 4]);
     }
 
     #[test]
