@@ -284,8 +284,8 @@ def reduce_labels(labels, **kwargs):
 
 def mask_composition(rng):
     """(name, Compose): a random albumentations `Compose` for an image and its mask whose
-    draws are all pinned (a crop as large as the padded image, flips and steps of p 0 or 1,
-    zero-width ranges)."""
+    draws are all pinned (a crop as large as the padded image or a resize, flips and steps of
+    p 0 or 1, zero-width ranges)."""
     import albumentations as A
     import numpy as np
     from albumentations.pytorch import ToTensorV2
@@ -305,7 +305,13 @@ def mask_composition(rng):
     names.append(f"lambda={lam}")
     size = rng.choice([656, 704])  # past every image of the set: the crop draws nothing
     fill, fill_mask = rng.choice([0, 7, 255]), rng.choice([0, 255, 3])
-    if rng.random() < 0.7:
+    geometry = rng.random()
+    if geometry < 0.3:  # the evaluation transform's resize of both
+        h, w = rng.choice([96, 333, 512, 700]), rng.choice([128, 517, 512])
+        interpolation, mask_interpolation = rng.choice([0, 1, 1, 3]), rng.choice([0, 0, 0, 1])
+        steps.append(A.Resize(h, w, interpolation=interpolation, mask_interpolation=mask_interpolation))
+        names.append(f"resize({h}, {w}, {interpolation}, mask {mask_interpolation})")
+    elif geometry < 0.8:
         steps += [A.PadIfNeeded(min_height=size, min_width=size, border_mode=0, fill=fill, fill_mask=fill_mask),
                   A.RandomCrop(height=size, width=size)]
         names.append(f"pad({size}, {fill}, {fill_mask})+crop")
