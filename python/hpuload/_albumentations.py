@@ -312,30 +312,15 @@ def translate(compose: Any, output=None, before: tuple = ()) -> tuple[str, str]:
     return _read_grey(pipeline, before), dtype
 
 
-class MaskSteps(NamedTuple):
-    """What a `Compose` called with a mask (`compose(image=..., mask=...)`) does to the mask,
-    beside the image's pipeline (`translate_with_mask`): it is cut from the image's padded
-    crop (`fill` where the padding shows), or resized with the image (`resized`: OpenCV's
-    nearest positions), flipped as the image's flips after the crop or resize fell, and its
-    values first mapped by `table` (a leading `Lambda(mask=fn)`: `fn` of every byte)."""
-
-    #: The crop's or the resize's `(height, width)`.
-    crop: tuple[int, int]
-    #: `fill_mask` of the padding.
-    fill: int
-    #: 256 bytes (a `torch.uint8` tensor), or None: the values as they are.
-    table: Any
-    #: A `Resize` to `crop` (the evaluation transform), not a crop.
-    resized: bool = False
-
-
-def translate_with_mask(compose: Any) -> tuple[str, str, MaskSteps]:
+def translate_with_mask(compose: Any) -> tuple[str, str, "MaskSteps"]:
     """`(pipeline JSON, dtype, MaskSteps)` for an albumentations `Compose` given an RGB image
     and a mask of one byte a pixel (transformers' `run_semantic_segmentation.py`: a `Lambda`
     on the mask, `PadIfNeeded`, `RandomCrop`, a flip, `Normalize`, `ToTensorV2` to train; a
     `Lambda`, `Resize`, `Normalize`, `ToTensorV2` to evaluate), or `Unsupported`. The mask
     moves only by the padded random crop or the resize, and the flips after them: a step that
     would move it otherwise (or fill it, as `CoarseDropout` may) is refused."""
+    from ._segmentation import MaskSteps
+
     steps = _checked_steps(compose)
     table = None
     while steps and _name(steps[0]) == "Lambda":
@@ -353,7 +338,7 @@ def translate_with_mask(compose: Any) -> tuple[str, str, MaskSteps]:
         for t in steps[1:-1]:
             _leaves_mask(t)
         pipeline, dtype = _translate(steps[:-1], open_end=False)
-        return pipeline, dtype, MaskSteps(tuple(_size(resize)), 0, table, resized=True)
+        return pipeline, dtype, MaskSteps(tuple(_size(resize)), 0, table, resized=True, nearest="opencv")
     if _name(steps[0]) == "PadIfNeeded" and len(steps) > 1 and _name(steps[1]) == "RandomCrop":
         pad, crop, after = steps[0], steps[1], steps[2:-1]
     elif _name(steps[0]) == "RandomCrop" and getattr(steps[0], "pad_if_needed", False):

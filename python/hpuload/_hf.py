@@ -136,6 +136,27 @@ _BACKEND_METHODS = (
 )
 
 
+#: Segformer's own methods: images resized and normalized as the backend does them (no crop,
+#: no padding), segmentation maps resized by nearest-exact positions, reduced first where it
+#: says so (`_segformer_with_masks`).
+_SEGFORMER_METHODS = ("preprocess", "_preprocess_image_like_inputs", "_preprocess")
+
+
+def _is_segformer(processor) -> bool:
+    """transformers' `SegformerImageProcessor` (or a class of the user's keeping its methods),
+    whose other methods are the torchvision backend's."""
+    try:
+        from transformers import SegformerImageProcessor as Segformer
+        from transformers import image_processing_backends as backends
+    except ImportError:
+        return False
+    return (
+        isinstance(processor, Segformer)
+        and all(getattr(type(processor), m) is getattr(Segformer, m) for m in _BACKEND_METHODS)
+        and all(getattr(Segformer, m) is getattr(backends.TorchvisionBackend, m) for m in _BACKEND_METHODS if m not in _SEGFORMER_METHODS)
+    )
+
+
 def _processor_steps(processor):
     """torchvision v2 steps that compute, within float rounding, what a transformers image
     processor gives for an RGB PIL image: one on transformers 5's torchvision backend, whose
@@ -154,10 +175,14 @@ def _processor_steps(processor):
         raise Unfit(f"{name} (an image processor of transformers before 5, which hpuload does not map)", T) from None
     if not isinstance(processor, backends.TorchvisionBackend):
         raise Unfit(f"{name} does not run on transformers' torchvision backend (hpuload maps that one only)", T)
+    segformer = _is_segformer(processor)
     own = [m for m in _BACKEND_METHODS if getattr(type(processor), m) is not getattr(backends.TorchvisionBackend, m)]
-    if own:
+    if own and not segformer:
         raise Unfit(f"{name} has its own {', '.join(own)} (hpuload maps the torchvision backend's)", T)
     kw = processor._standardize_kwargs(**{n: getattr(processor, n, None) for n in processor._valid_kwargs_names})
+    if segformer:
+        # Segformer's own `_preprocess` neither crops nor pads, whatever it is told.
+        kw["do_center_crop"] = kw["do_pad"] = False
     steps = [v2.PILToTensor()]
     size = kw.get("size")
     other = ("shortest_edge", "longest_edge", "max_height", "max_width", "min_pixels", "max_pixels")
@@ -195,6 +220,33 @@ def _processor_steps(processor):
         std = [float(std)] * 3 if isinstance(std, (int, float)) else [float(x) for x in std]
         steps.append(v2.Normalize(mean, std))
     return v2.Compose(steps)
+
+
+def _segformer_with_masks(processor):
+    """`(pipeline JSON, dtype, MaskSteps)` for a Segformer image processor given segmentation
+    maps with the images (`processor(images, labels)`, transformers' semantic segmentation
+    guide): the images as `_processor_steps` maps them, each map (one byte a pixel) reduced
+    as `do_reduce_labels` says (a 256-byte table made by the processor's own `reduce_label`)
+    and resized to the images' size by torch's nearest-exact positions, as int64."""
+    from ._segmentation import MaskSteps
+
+    T = FallbackReason.TRANSFORM
+    name = type(processor).__name__
+    if not _is_segformer(processor):
+        raise Unfit(f"{name} given segmentation maps (hpuload moves the maps of Segformer's image processor)", T)
+    steps = _processor_steps(processor)
+    kw = processor._standardize_kwargs(**{n: getattr(processor, n, None) for n in processor._valid_kwargs_names})
+    size = kw.get("size")
+    if not kw.get("do_resize"):
+        raise Unfit(f"{name} given segmentation maps does not resize (each image and map its own size)", T)
+    table = None
+    if kw.get("do_reduce_labels"):
+        table = processor.reduce_label([torch.arange(256, dtype=torch.uint8)])[0]
+        if table.dtype != torch.uint8 or table.shape != (256,):
+            raise Unfit(f"{name}'s reduce_label gives other than a byte per value", T)
+    pipeline, dtype = translate(steps)
+    mask = MaskSteps((size.height, size.width), 0, table, resized=True, nearest="torch_exact", dtype=torch.int64, sized=False)
+    return pipeline, dtype, mask
 
 
 def _runs_as(found):
@@ -298,8 +350,6 @@ def hf_source(dataset, pipeline, transform):
             T = FallbackReason.TRANSFORM
             found = _hf_transform(dataset, None, several=several)
             founds = found if isinstance(found, list) else [found]
-            if any(_is_image_processor(f) for f in founds):
-                raise Unfit("an image processor beside the captions (hpuload runs a torchvision transform there)", T)
             fn, function = dataset._format_kwargs.get("transform"), rows_now.function
             if not (
                 function is not None
@@ -326,21 +376,27 @@ def hf_source(dataset, pipeline, transform):
             translated, masks = {}, None
             for c in used:
                 found_c = function.transform_for(c)
-                if not is_compose(found_c):
-                    translated[c] = _sized(found_c, commons[c], lambda c=c: _common_size(dataset, c, turned))
-                elif c not in function.mask_of:
-                    translated[c] = _albumentations.translate(found_c)
-                else:
+                if c not in function.mask_of:
+                    translate_c = _albumentations.translate if is_compose(found_c) else (
+                        lambda f, c=c: _sized(_runs_as(f), commons[c], lambda: _common_size(dataset, c, turned))
+                    )
+                    translated[c] = translate_c(found_c)
+                    continue
+                if c != used[0] or len(used) > 1:
+                    raise Unfit(f"{function.name} (the dataset's transform) hands masks with several image columns", T)
+                if is_compose(found_c):
                     # transformers' `run_semantic_segmentation.py`: the Compose is given each
                     # image with its mask of another column, which moves with it.
                     pipe_c, dtype_c, steps = _albumentations.translate_with_mask(found_c)
-                    if c != used[0] or len(used) > 1:
-                        raise Unfit(f"{function.name} (the dataset's transform) hands masks with several image columns", T)
-                    translated[c] = (pipe_c, dtype_c)
-                    masks = TableMasks(dataset, function.mask_of[c], c, steps, turned)
-                    odd = masks.unfit(_rows_to_check(len(dataset)))
-                    if odd is not None:
-                        raise Unfit(f"the masks of column {function.mask_of[c]!r} are not all PNGs of one byte a pixel ({odd})", T)
+                else:
+                    # Segformer's `processor(images, labels)` (transformers' segmentation
+                    # guide): the maps resized as it resizes them.
+                    pipe_c, dtype_c, steps = _segformer_with_masks(found_c)
+                translated[c] = (pipe_c, dtype_c)
+                masks = TableMasks(dataset, function.mask_of[c], c, steps, turned)
+                odd = masks.unfit(_rows_to_check(len(dataset)))
+                if odd is not None:
+                    raise Unfit(f"the masks of column {function.mask_of[c]!r} are not all PNGs of one byte a pixel ({odd})", T)
             more = []
             for c in used[1:]:
                 if len(translated[c]) != 2:

@@ -194,9 +194,12 @@ class _Transform:
 
     def __call__(self, *args, **kwargs):
         from ._albumentations import is_compose
+        from ._hf import _is_image_processor
 
         if is_compose(self.found):
             return self._albumentations(args, kwargs)
+        if _is_image_processor(self.found):
+            return self._processor(args, kwargs)
         image = args[0] if args else None
         if not isinstance(image, _Row) or len(args) != 1 or kwargs:
             raise NeedsImage(f"the function calls its transform on a {type(image).__name__}, not a row's image")
@@ -238,6 +241,59 @@ class _Transform:
             return self.found(**{k: given[k] for k in kwargs})
 
         return self._one(image, real)
+
+    def _processor(self, args, kwargs):
+        """A transformers image processor called on a batch's images (a list of rows, or one
+        row), and with `segmentation_maps` the same rows' images of another column (their
+        masks, moved with them: Segformer's `processor(images, labels)`): the `BatchFeature`
+        it returns, of the rows' native tensors (and masks)."""
+        from transformers import BatchFeature
+
+        def bound(images, segmentation_maps=None, return_tensors=None):
+            return images, segmentation_maps, return_tensors
+
+        try:
+            images, maps, return_tensors = bound(*args, **kwargs)
+        except TypeError:
+            given = ", ".join([type(a).__name__ for a in args] + [f"{k}=" for k in kwargs])
+            raise NeedsImage(
+                f"the function calls its image processor with ({given}), not the images, segmentation maps and return_tensors"
+            ) from None
+        one = isinstance(images, _Row)
+        rows = [images] if one else images
+        if not isinstance(rows, (list, tuple)) or not rows or not all(isinstance(r, _Row) and not r.arrayed and not r.tensor for r in rows):
+            raise NeedsImage("the function hands its image processor other than the PIL images of the batch's rows")
+        one_map = isinstance(maps, _Row)
+        if maps is not None:
+            maps = [maps] if one_map else maps
+            if (
+                not isinstance(maps, (list, tuple))
+                or len(maps) != len(rows)
+                or not all(
+                    isinstance(m, _Row) and not m.arrayed and not m.tensor and m.k == r.k and m.column != r.column
+                    for m, r in zip(maps, rows)
+                )
+            ):
+                raise NeedsImage("the function hands its image processor segmentation maps that are not the rows' other images")
+            if any(m.converted for m in maps):
+                raise NeedsImage("the function converts the segmentation maps it hands its image processor")
+            if len({m.column for m in maps}) != 1:
+                raise NeedsImage("the function hands its image processor segmentation maps of several columns")
+        want = None if maps is None else maps[0].column
+        for r in rows:
+            named = "" if r.column is None else f" of column {r.column!r}"
+            if self.seen.mask_of.setdefault(r.column, want) != want:
+                raise NeedsImage(f"the function hands its image processor segmentation maps with the images{named} on some rows and not on others")
+        if self.check is None:
+            data = {"pixel_values": [self._one(r, None) for r in rows]}
+            if want is not None:
+                data["labels"] = [self.masks[want][r.k] for r in rows]
+            return BatchFeature(data=data, tensor_type=return_tensors)
+        real = [self._one(r, lambda image: image) for r in rows]
+        real_maps = None if maps is None else [m.real for m in maps]
+        if one_map:
+            real_maps = real_maps[0]
+        return self.found(real[0] if one else real, segmentation_maps=real_maps, return_tensors=return_tensors)
 
     def _one(self, image: _Row, run):
         seen, column = self.seen, image.column
@@ -361,8 +417,6 @@ class RowFunction:
     their paths ("paths") or their encoded bytes ("bytes"; `_Readers`)."""
 
     def __init__(self, dataset, image_columns, found, reads: str | None = None):
-        from ._hf import _is_image_processor
-
         T = FallbackReason.TRANSFORM
         fn = dataset._format_kwargs.get("transform")
         # A function with some arguments bound (`functools.partial(preprocess, transforms=...)`,
@@ -376,9 +430,6 @@ class RowFunction:
         if getattr(dataset, "_format_columns", None) is not None:
             raise Unfit(f"{name} (the dataset's transform) is given only some columns (with_transform(columns=...))", T)
         found = list(found) if isinstance(found, (list, tuple)) else [found]
-        for f in found:
-            if _is_image_processor(f):
-                raise Unfit(f"{name} applies {type(f).__name__} beside the captions (hpuload runs a torchvision transform there)", T)
         columns = [image_columns] if isinstance(image_columns, str) else list(image_columns)
         self.dataset, self.fn, self.founds = dataset, fn, found
         self.image_columns = columns

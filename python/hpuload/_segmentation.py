@@ -845,15 +845,42 @@ class Masks:
         return [(images[k], masks[k]) for k in range(len(indices))]
 
 
+class MaskSteps(NamedTuple):
+    """How a table's mask moves with its image (`TableMasks`): an albumentations `Compose`
+    called with a mask (`compose(image=..., mask=...)`, `_albumentations.translate_with_mask`)
+    cuts it from the image's padded crop (`fill` where the padding shows), or resizes it with
+    the image (`resized`: OpenCV's nearest positions), and flips it as the image's flips after
+    the crop or resize fell; a Segformer image processor given segmentation maps
+    (`_hf._segformer_mask_steps`) resizes it to its size by torch's nearest-exact positions,
+    whatever the image's size. Its values are first mapped by `table` (a leading
+    `Lambda(mask=fn)`: `fn` of every byte; the processor's `do_reduce_labels`)."""
+
+    #: The crop's or the resize's `(height, width)`.
+    crop: tuple[int, int]
+    #: `fill_mask` of the padding.
+    fill: int
+    #: 256 bytes (a `torch.uint8` tensor), or None: the values as they are.
+    table: Any
+    #: A resize to `crop` (an evaluation transform, the processor's), not a crop.
+    resized: bool = False
+    #: The resize's nearest positions, as `_hpuload.byte_masks` names them.
+    nearest: str = "pillow"
+    #: The masks' dtype as handed out (`ToTensorV2`'s uint8, the processor's int64).
+    dtype: torch.dtype = torch.uint8
+    #: The mask must have its image's size (albumentations refuses other pairs).
+    sized: bool = True
+
+
 class TableMasks(Masks):
     """A `datasets` table's column of masks (a PNG a row, of one byte a pixel: palette
     indices or grey levels) that the table's function hands an albumentations `Compose` with
     each image (`compose(image=np.array(image), mask=np.array(mask))`, transformers'
     `run_semantic_segmentation.py`): each batch's masks cut from the image's padded crop
-    (`_albumentations.MaskSteps`: `fill_mask` where the padding shows) or resized as it was
-    (OpenCV's nearest positions), flipped as the image's flips after the crop or resize fell
-    (read from its plan), their values mapped by the Compose's leading `Lambda(mask=...)`, as
-    `ToTensorV2` hands them out (uint8 `[H, W]`).
+    (`MaskSteps`: `fill_mask` where the padding shows) or resized as it was (OpenCV's nearest
+    positions), flipped as the image's flips after the crop or resize fell (read from its
+    plan), their values mapped by the Compose's leading `Lambda(mask=...)`, as `ToTensorV2`
+    hands them out (uint8 `[H, W]`); or given a Segformer image processor with the images
+    (`processor(images, masks)`), resized as it resizes them, as int64 `[H, W]`.
 
     A mask is read from the table as the batch needs it. One that cannot be read, or whose
     size is not its image's (albumentations refuses the pair), is named and its sample
@@ -868,7 +895,7 @@ class TableMasks(Masks):
         self.column, self.image_column, self.steps, self.turned = column, image_column, steps, turned
         #: The `Lambda`s' table as `byte_masks` takes it (made once).
         self._table = None if steps.table is None else bytes(steps.table.tolist())
-        super().__init__(_TableColumn(self), _TableSizes(self), tuple(steps.crop), MaskForm(dtype=torch.uint8), dataset=None)
+        super().__init__(_TableColumn(self), _TableSizes(self), tuple(steps.crop), MaskForm(dtype=steps.dtype), dataset=None)
         self.plan_key = None
         #: Sample -> `(image size or why not, mask name, mask bytes or why not)`, for the batch.
         self._rows: dict = {}
@@ -896,7 +923,7 @@ class TableMasks(Masks):
                 facts = header_facts(lambda offset, data=data: bytes(data[offset : offset + 4096]))
                 if facts is None or facts[0] not in ("L", "P"):
                     data = "no mask PNG of one byte a pixel"
-                elif isinstance(size, tuple) and tuple(facts[1:]) != size:
+                elif self.steps.sized and isinstance(size, tuple) and tuple(facts[1:]) != size:
                     data = f"a mask of {facts[1]}x{facts[2]} for an image of {size[0]}x{size[1]}"
             self._rows[i] = (size, name, data)
 
@@ -934,7 +961,7 @@ class TableMasks(Masks):
     def _make(self, sources: list, drawn: list, into: torch.Tensor) -> None:
         h, w = self.crop
         _hpuload.byte_masks(
-            sources, drawn, h, w, self.steps.fill, into.data_ptr(), self._table, opencv_nearest=self.steps.resized
+            sources, drawn, h, w, self.steps.fill, into.data_ptr(), self._table, nearest=self.steps.nearest
         )
 
     def _mask_name(self, index: int) -> str:

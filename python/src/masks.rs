@@ -305,10 +305,11 @@ fn on_two_threads<T: Send>(
 /// `Lambda` on the mask), `fill` where the padding shows, at `out` (the data pointer of a
 /// contiguous uint8 CPU tensor of `len(sources) * height * width` values that
 /// `hpuload/_segmentation.py` makes for the call and holds through it). A mask of values
-/// past 255 (a 16-bit grey PNG) raises `ValueError`, named. A resize takes Pillow's nearest
-/// positions, or with `opencv_nearest` OpenCV's (albumentations' `Resize` of a mask).
+/// past 255 (a 16-bit grey PNG) raises `ValueError`, named. A resize takes `nearest`'s
+/// positions: `"pillow"`, `"opencv"` (albumentations' `Resize` of a mask) or
+/// `"torch_exact"` (torch's nearest-exact, transformers' Segformer image processor).
 #[pyfunction]
-#[pyo3(signature = (sources, drawn, height, width, fill, out, table=None, opencv_nearest=false))]
+#[pyo3(signature = (sources, drawn, height, width, fill, out, table=None, nearest="pillow"))]
 #[allow(clippy::too_many_arguments)] // the pairs are Python's tuples
 pub fn byte_masks(
     py: Python<'_>,
@@ -319,13 +320,18 @@ pub fn byte_masks(
     fill: u8,
     out: usize,
     table: Option<Vec<u8>>,
-    opencv_nearest: bool,
+    nearest: &str,
 ) -> PyResult<()> {
     use hpuload::augment::segment;
-    let nearest = if opencv_nearest {
-        segment::Nearest::OpenCv
-    } else {
-        segment::Nearest::Pillow
+    let nearest = match nearest {
+        "pillow" => segment::Nearest::Pillow,
+        "opencv" => segment::Nearest::OpenCv,
+        "torch_exact" => segment::Nearest::TorchExact,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "no nearest positions named {other:?}"
+            )))
+        }
     };
     if sources.len() != drawn.len() {
         return Err(PyValueError::new_err("one drawn crop per mask"));

@@ -37,9 +37,9 @@ def mask_png(data: bytes, palette: bool = False) -> bytes:
     return out.getvalue()
 
 
-def table(files, where, damaged_masks=(), wrong_size=(), palette=False):
+def table(files, where, damaged_masks=(), wrong_size=(), palette=False, masks="label"):
     """A table as the script reads `segments/sidewalk-semantic` after its renames: `image`
-    and `label`, both Image columns."""
+    and `label` (or `masks`), both Image columns."""
     rows = {"image": [], "label": []}
     for k, path in enumerate(files):
         data = path.read_bytes()
@@ -53,7 +53,8 @@ def table(files, where, damaged_masks=(), wrong_size=(), palette=False):
         else:
             mask = mask_png(data, palette)
         rows["label"].append({"bytes": mask, "path": f"mask-{k}.png"})
-    features = datasets.Features({"image": datasets.Image(), "label": datasets.Image()})
+    rows[masks] = rows.pop("label")
+    features = datasets.Features({"image": datasets.Image(), masks: datasets.Image()})
     datasets.Dataset.from_dict(rows, features=features).save_to_disk(str(where / "table"))
     return datasets.load_from_disk(str(where / "table"))
 
@@ -386,3 +387,84 @@ def test_a_compose_given_the_image_alone_runs_natively_with_torchs_batches(files
     assert len(ours) == len(theirs) == 3
     for a, b in zip(ours, theirs):
         assert list(a) == ["pixel_values"] and torch.equal(a["pixel_values"], b["pixel_values"])
+
+
+def guide_transforms(processor, jitter=None):
+    """transformers' semantic segmentation guide's functions (over `scene_parse_150`, whose
+    masks are its `annotation` column), as written there: the training one puts each image
+    through `jitter` first."""
+
+    def train_transforms(example_batch):
+        images = [jitter(x) for x in example_batch["image"]]
+        labels = [x for x in example_batch["annotation"]]
+        inputs = processor(images, labels)
+        return inputs
+
+    def val_transforms(example_batch):
+        images = [x for x in example_batch["image"]]
+        labels = [x for x in example_batch["annotation"]]
+        inputs = processor(images, labels)
+        return inputs
+
+    return train_transforms if jitter is not None else val_transforms
+
+
+def alike_to_the_processors(ours, theirs):
+    """Batches of the guide's loader: the masks exactly, the pixels within float rounding
+    (the processor fuses its rescale and normalize in one division)."""
+    assert len(ours) == len(theirs)
+    for a, b in zip(ours, theirs):
+        assert list(a) == list(b) == ["pixel_values", "labels"]
+        assert a["labels"].dtype == b["labels"].dtype == torch.int64 and torch.equal(a["labels"], b["labels"])
+        assert a["pixel_values"].shape == b["pixel_values"].shape
+        assert (a["pixel_values"] - b["pixel_values"]).abs().max() < 1e-5
+
+
+@pytest.mark.parametrize("size", [None, (48, 64)])
+def test_the_segmentation_guides_evaluation_loader_runs_natively_with_the_processors_maps(files, tmp_path, size):
+    """Segformer's image processor given each batch's images and their maps (the guide's
+    `val_transforms`): the images resized and normalized natively, each map reduced and
+    resized by torch's nearest-exact positions as the processor does; its default 512x512
+    and a smaller size, with the labels reduced."""
+    transformers = pytest.importorskip("transformers")
+    ds = table(files, tmp_path, masks="annotation", wrong_size=(3,))
+    kw = {} if size is None else {"size": {"height": size[0], "width": size[1]}, "do_reduce_labels": True}
+    ds.set_transform(guide_transforms(transformers.SegformerImageProcessor(**kw)))
+    ours = list(native(ds, batch_size=4, collate_fn=default_data_collator, backend="cpu"))
+    theirs = list(torch.utils.data.DataLoader(ds, batch_size=4, collate_fn=default_data_collator))
+    # A map of another size than its image (row 3's) is resized all the same.
+    assert ours[0]["labels"].shape == (4, *(size or (512, 512)))
+    alike_to_the_processors(ours, theirs)
+
+
+def test_a_processor_given_maps_otherwise_goes_to_torchs_loader_named(files, tmp_path):
+    """Maps that are not the rows' other images, and a processor other than Segformer's
+    given maps, go to torch's loader, named."""
+    transformers = pytest.importorskip("transformers")
+    ds = table(files, tmp_path, masks="annotation")
+    processor = transformers.SegformerImageProcessor(size={"height": 48, "width": 64})
+
+    def arrays(batch):
+        return processor(batch["image"], [np.array(m) for m in batch["annotation"]])
+
+    for fn, says in (
+        (arrays, "segmentation maps that are not the rows' other images"),
+        (guide_transforms(transformers.BeitImageProcessor(size={"height": 48, "width": 64})), "given segmentation maps"),
+    ):
+        ds.set_transform(fn)
+        with pytest.warns(FallbackWarning, match=says):
+            DataLoader(ds, batch_size=4, collate_fn=default_data_collator, backend="cpu")
+
+
+def test_a_damaged_map_given_the_processor_is_named_and_its_sample_replaced(files, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    ds = table(files, tmp_path, masks="annotation", damaged_masks=(2,))
+    ds.set_transform(guide_transforms(transformers.SegformerImageProcessor(size={"height": 48, "width": 64})))
+    loader = native(ds, batch_size=4, collate_fn=default_data_collator, backend="cpu")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        batches = list(loader)
+    skipped = [str(w.message) for w in caught if issubclass(w.category, SkippedSampleWarning)]
+    assert len(skipped) == 1 and "row 2, column 'annotation'" in skipped[0], skipped
+    assert torch.equal(batches[0]["labels"][2], batches[0]["labels"][3])
+    assert torch.equal(batches[0]["pixel_values"][2], batches[0]["pixel_values"][3])

@@ -156,6 +156,9 @@ pub enum Nearest {
     /// OpenCV's `cv2.resize(..., interpolation=INTER_NEAREST)`, as albumentations' `Resize`
     /// moves a mask.
     OpenCv,
+    /// torch's `interpolate(mode="nearest-exact")`, as transformers' Segformer image
+    /// processor resizes a segmentation map.
+    TorchExact,
 }
 
 impl Nearest {
@@ -176,6 +179,16 @@ impl Nearest {
                 let step = 1.0 / (f64::from(out) / f64::from(len));
                 (0..out)
                     .map(|i| ((f64::from(i) * step).floor() as usize).min(len as usize - 1))
+                    .collect()
+            }
+            Self::TorchExact => {
+                // `floorf((i + 0.5) * scale)`: the scale in f32, the product in f64 made f32.
+                let scale = f64::from(len as f32 / out as f32);
+                (0..out)
+                    .map(|i| {
+                        let at = ((f64::from(i) + 0.5) * scale) as f32;
+                        (at.floor() as usize).min(len as usize - 1)
+                    })
                     .collect()
             }
         }
@@ -418,6 +431,15 @@ mod tests {
         assert_eq!((to_98[49], Nearest::Torch.positions(2, 98)[49]), (0, 1));
         assert_eq!(Nearest::OpenCv.positions(7, 3), [0, 2, 4]);
         assert_eq!(Nearest::OpenCv.positions(5, 5), [0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn torchs_nearest_exact_positions_round_the_centres_product_to_f32_before_the_floor() {
+        // torch's nearest-exact of 2 columns to 25: 12.5 * 0.08f32 is just below 1 in f64,
+        // 1 once made f32, so position 12 reads column 1.
+        assert_eq!(Nearest::TorchExact.positions(2, 25)[12], 1);
+        assert_eq!(Nearest::TorchExact.positions(7, 3), [1, 3, 5]);
+        assert_eq!(Nearest::TorchExact.positions(2, 7), [0, 0, 0, 1, 1, 1, 1]);
     }
 
     #[test]
