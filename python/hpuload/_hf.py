@@ -225,16 +225,23 @@ def _processor_steps(processor):
 def _segformer_with_masks(processor):
     """`(pipeline JSON, dtype, MaskSteps)` for a Segformer image processor given segmentation
     maps with the images (`processor(images, labels)`, transformers' semantic segmentation
-    guide): the images as `_processor_steps` maps them, each map (one byte a pixel) reduced
+    guide; a `Chained` one: the images put through a torchvision transform first, the guide's
+    `ColorJitter`): the images as `_processor_steps` maps them, each map (one byte a pixel) reduced
     as `do_reduce_labels` says (a 256-byte table made by the processor's own `reduce_label`)
     and resized to the images' size by torch's nearest-exact positions, as int64."""
+    from ._hf_rows import Chained
     from ._segmentation import MaskSteps
 
     T = FallbackReason.TRANSFORM
+    found, processor = processor, processor.then if isinstance(processor, Chained) else processor
     name = type(processor).__name__
     if not _is_segformer(processor):
         raise Unfit(f"{name} given segmentation maps (hpuload moves the maps of Segformer's image processor)", T)
     steps = _processor_steps(processor)
+    if found is not processor:
+        # The guide's `jitter` of each image first; whatever it does, the maps are not given
+        # to it (a flip there flips the image alone).
+        steps = _chained(found, steps)
     kw = processor._standardize_kwargs(**{n: getattr(processor, n, None) for n in processor._valid_kwargs_names})
     size = kw.get("size")
     if not kw.get("do_resize"):
@@ -245,14 +252,36 @@ def _segformer_with_masks(processor):
         if table.dtype != torch.uint8 or table.shape != (256,):
             raise Unfit(f"{name}'s reduce_label gives other than a byte per value", T)
     pipeline, dtype = translate(steps)
-    mask = MaskSteps((size.height, size.width), 0, table, resized=True, nearest="torch_exact", dtype=torch.int64, sized=False)
+    mask = MaskSteps(
+        (size.height, size.width), 0, table, resized=True, nearest="torch_exact", dtype=torch.int64, sized=False, flipped=False
+    )
     return pipeline, dtype, mask
 
 
 def _runs_as(found):
     """What hpuload runs for the object the dataset's function reaches: a torchvision or timm
-    transform as it is, an image processor as `_processor_steps`."""
+    transform as it is, an image processor as `_processor_steps`; a torchvision transform
+    then an image processor (`_hf_rows.Chained`, the guide's `jitter` then the processor) as
+    the first then the processor's steps."""
+    from ._hf_rows import Chained
+
+    if isinstance(found, Chained):
+        return _chained(found, _runs_as(found.then))
     return _processor_steps(found) if _is_image_processor(found) else found
+
+
+def _chained(found, steps):
+    """`found.first` then `steps` (a v2 `Compose`, an image processor's), or `Unfit` where the
+    first is no torchvision transform of PIL images (the processor is handed what it gives)."""
+    from torchvision.transforms import v2
+
+    if not _is_image_processor(found.then) or not type(found.first).__module__.startswith("torchvision.transforms"):
+        raise Unfit(
+            f"the dataset's transform hands {type(found.then).__name__} what {type(found.first).__name__} gives "
+            "(hpuload runs a torchvision transform then an image processor)",
+            FallbackReason.TRANSFORM,
+        )
+    return v2.Compose([found.first, *steps.transforms])
 
 
 def _global_names(code) -> list[str]:

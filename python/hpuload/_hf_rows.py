@@ -166,7 +166,7 @@ class _Seen:
     checking, `drawn` holds each row's generator states after its last transform, so that a
     row's transforms draw in turn from one stream, as torch's loader runs them."""
 
-    def __init__(self, form: dict | None = None, transform_of: dict | None = None):
+    def __init__(self, form: dict | None = None, transform_of: dict | None = None, chained: dict | None = None):
         self.forms: dict = {}
         self.form = form
         self.checking = form is None
@@ -178,6 +178,15 @@ class _Seen:
         #: The column whose images an albumentations `Compose` is given as the mask of each
         #: image column's images (`compose(image=..., mask=...)`).
         self.mask_of: dict = {}
+        #: What each transform gave for a row's image, by its id: `(column, row, transform,
+        #: output)`, so that a transform handed another's outputs (an image processor given
+        #: the jittered images) knows whose they are.
+        self.made: dict = {}
+        #: Per image column, `(first, then)`: the transforms its images go through in turn,
+        #: or None where one transform makes them (`chain` outside the check: what it learnt).
+        self.chain: dict = {}
+        #: Outside the check, the chains the check learnt (`RowFunction.chain_of`).
+        self.chained = chained
 
 
 class _Transform:
@@ -259,10 +268,30 @@ class _Transform:
             raise NeedsImage(
                 f"the function calls its image processor with ({given}), not the images, segmentation maps and return_tensors"
             ) from None
-        one = isinstance(images, _Row)
-        rows = [images] if one else images
-        if not isinstance(rows, (list, tuple)) or not rows or not all(isinstance(r, _Row) and not r.arrayed and not r.tensor for r in rows):
+        one = isinstance(images, _Row) or id(images) in self.seen.made
+        given = [images] if one else images
+        if not isinstance(given, (list, tuple)) or not given:
             raise NeedsImage("the function hands its image processor other than the PIL images of the batch's rows")
+        made = [self.seen.made.get(id(g)) for g in given]
+        if all(m is not None for m in made):
+            # The outputs of another transform of the rows' images (the guide's `jitter(x)`):
+            # the processor after it.
+            befores = {m[2] for m in made}
+            if len(befores) != 1 or self.which in befores:
+                raise NeedsImage("the function hands its image processor the outputs of several transforms")
+            before = befores.pop()
+            rows = [_Row(k, column=column) for column, k, _, _ in made]
+        elif all(isinstance(g, _Row) and not g.arrayed and not g.tensor for g in given):
+            before, rows = None, given
+        else:
+            raise NeedsImage("the function hands its image processor other than the PIL images of the batch's rows")
+        for r in rows:
+            chain = None if before is None else (before, self.which)
+            named = "" if r.column is None else f" of column {r.column!r}"
+            if self.seen.chain.setdefault(r.column, chain) != chain or (
+                self.seen.chained is not None and self.seen.chained.get(r.column) != chain
+            ):
+                raise NeedsImage(f"the function hands its image processor the images{named} through another transform than on the rows checked")
         one_map = isinstance(maps, _Row)
         if maps is not None:
             maps = [maps] if one_map else maps
@@ -285,11 +314,11 @@ class _Transform:
             if self.seen.mask_of.setdefault(r.column, want) != want:
                 raise NeedsImage(f"the function hands its image processor segmentation maps with the images{named} on some rows and not on others")
         if self.check is None:
-            data = {"pixel_values": [self._one(r, None) for r in rows]}
+            data = {"pixel_values": [self._one(r, None) if before is None else self.views[r.column][r.k] for r in rows]}
             if want is not None:
                 data["labels"] = [self.masks[want][r.k] for r in rows]
             return BatchFeature(data=data, tensor_type=return_tensors)
-        real = [self._one(r, lambda image: image) for r in rows]
+        real = [self._one(r, lambda image: image) for r in rows] if before is None else list(given)
         real_maps = None if maps is None else [m.real for m in maps]
         if one_map:
             real_maps = real_maps[0]
@@ -310,7 +339,7 @@ class _Transform:
                 + ("on other rows" if seen.checking else "on the rows checked")
             )
         if self.check is None:
-            return self.views[column][image.k]
+            return self._made(column, image.k, self.views[column][image.k])
         from ._behaviour import generator_states, generators_kept, set_generator_states
 
         with generators_kept():
@@ -324,7 +353,23 @@ class _Transform:
         first = seen.first.setdefault((column, image.k), out)
         if first is not out and not _same(first, out):
             raise NeedsImage(f"the function hands row {image.k}'s image{named} to a random transform twice")
+        return self._made(column, image.k, out)
+
+    def _made(self, column, k: int, out):
+        """`out`, what this transform gave for row `k`'s image of `column`, noted as such."""
+        self.seen.made[id(out)] = (column, k, self.which, out)
         return out
+
+
+class Chained:
+    """Two transforms a column's images go through in turn (`RowFunction.chain_of`): the
+    segmentation guide's `jitter` of each image, then the image processor given them all."""
+
+    def __init__(self, first, then):
+        self.first, self.then = first, then
+
+    def __call__(self, image):
+        return self.then(self.first(image))
 
 
 def _form_words(form: tuple[bool, bool, bool] | None) -> str:
@@ -450,15 +495,22 @@ class RowFunction:
         #: Per image column, the column whose images an albumentations `Compose` is given as
         #: their masks (from the check).
         self.mask_of: dict = {}
+        #: Per image column, `(first, then)` where its images go through two transforms in
+        #: turn, the second an image processor (from the check).
+        self.chain_of: dict = {}
         self._converts: dict = {}
 
     @property
     def found(self):
         """The transform the first image column's images go through."""
-        return self.founds[self.transform_of.get(self.image_column, 0)]
+        return self.transform_for(self.image_column) if self.image_column in self.transform_of else self.founds[0]
 
     def transform_for(self, column: str):
-        """The transform `column`'s images go through (from the check)."""
+        """The transform `column`'s images go through (from the check): a `Chained` one where
+        they go through two in turn."""
+        if column in self.chain_of:
+            first, then = self.chain_of[column]
+            return Chained(self.founds[first], self.founds[then])
         return self.founds[self.transform_of[column]]
 
     @property
@@ -563,7 +615,11 @@ class RowFunction:
             batch = {
                 k: ([_Row(i, real[k][i], column=k) for i in range(n)] if k in real else other[k]) for k in self.order
             }
-        seen = _Seen(self.form if check is None else None, self.transform_of if check is None else None)
+        seen = _Seen(
+            self.form if check is None else None,
+            self.transform_of if check is None else None,
+            self.chain_of if check is None else None,
+        )
         stands = [_Transform(by_column, found, j, seen, check, list(indices), masks) for j, found in enumerate(self.founds)]
         out = self._bound(stands, readers)(batch)
         if check is not None:
@@ -572,6 +628,7 @@ class RowFunction:
             self.form = {column: next(iter(forms)) for column, forms in seen.forms.items()}
             self.transform_of = dict(seen.transform_of)
             self.mask_of = {c: m for c, m in seen.mask_of.items() if m is not None}
+            self.chain_of = {c: chain for c, chain in seen.chain.items() if chain is not None}
         elif seen.mask_of != {c: self.mask_of.get(c) for c in seen.mask_of}:
             raise NeedsImage("the function hands the Compose other masks than on the rows checked")
         if not isinstance(out, Mapping):
@@ -614,7 +671,7 @@ class RowFunction:
 
         T = FallbackReason.TRANSFORM
         ran, failure = 0, None
-        self.form, self.transform_of, self.mask_of = None, {}, {}
+        self.form, self.transform_of, self.mask_of, self.chain_of = None, {}, {}, {}
         learnt = None
         composes = [f for f in self.founds if is_compose(f)]
         given = draws_from
@@ -644,13 +701,13 @@ class RowFunction:
                         "images stood in for",
                         T,
                     ) from None
-                if learnt is not None and (self.form, self.transform_of, self.mask_of) != learnt:
+                if learnt is not None and (self.form, self.transform_of, self.mask_of, self.chain_of) != learnt:
                     raise Unfit(
                         f"{self.name} (the dataset's transform) holds the images of rows {rows} in different forms, "
                         "or hands them to different transforms",
                         T,
                     )
-                learnt = self.form, self.transform_of, self.mask_of
+                learnt = self.form, self.transform_of, self.mask_of, self.chain_of
                 ran += 1
                 mine = {k: v for k, v in want.items() if k not in self.image_columns or self.reads}
                 if list(mine) != list(got) or not all(_same(mine[k], got[k]) for k in got):

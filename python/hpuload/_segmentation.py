@@ -869,6 +869,9 @@ class MaskSteps(NamedTuple):
     dtype: torch.dtype = torch.uint8
     #: The mask must have its image's size (albumentations refuses other pairs).
     sized: bool = True
+    #: The image's flips after its crop or resize move the mask too (a `Compose`'s do; a
+    #: transform of the image alone before an image processor does not).
+    flipped: bool = True
 
 
 class TableMasks(Masks):
@@ -952,6 +955,8 @@ class TableMasks(Masks):
         d = plans(index, *size)
         ops = [op.get("op") for op in d.get("ops", [])]
         after = ((ops.count("hflip") + bool(d.get("flip"))) % 2 == 1, ops.count("vflip") % 2 == 1)
+        if not self.steps.flipped:
+            after = (False, False)
         if self.steps.resized:
             # The whole mask resized to the image's size, then flipped as the image was.
             return (tuple(self.crop), (0, 0), False, False, (0, 0), after)

@@ -437,6 +437,40 @@ def test_the_segmentation_guides_evaluation_loader_runs_natively_with_the_proces
     alike_to_the_processors(ours, theirs)
 
 
+@pytest.mark.parametrize("first", ["brightness", "flip"])
+def test_the_guides_training_loader_jitters_the_images_alone_before_the_processor(files, tmp_path, first):
+    """The guide's `train_transforms`: each image through a torchvision transform first, then
+    the processor given them all with the maps. Where that transform draws nothing (a fixed
+    brightness, a flip that always falls) the batches are torch's loader's: the maps are not
+    given to it, so a flip there leaves them as they are."""
+    transformers = pytest.importorskip("transformers")
+    from torchvision import transforms as T
+
+    ds = table(files, tmp_path, masks="annotation")
+    jitter = T.ColorJitter(brightness=(1.25, 1.25)) if first == "brightness" else T.RandomHorizontalFlip(p=1.0)
+    processor = transformers.SegformerImageProcessor(size={"height": 40, "width": 56}, do_reduce_labels=True)
+    ds.set_transform(guide_transforms(processor, jitter))
+    ours = list(native(ds, batch_size=4, collate_fn=default_data_collator, backend="cpu", num_workers=2))
+    theirs = list(torch.utils.data.DataLoader(ds, batch_size=4, collate_fn=default_data_collator))
+    alike_to_the_processors(ours, theirs)
+
+
+def test_the_guides_own_jitter_runs_natively_at_the_processors_shapes(files, tmp_path):
+    """The guide's `ColorJitter(brightness=0.25, contrast=0.25, saturation=0.25, hue=0.1)`:
+    checked under the same draws, then run natively, torch's shapes and dtypes."""
+    transformers = pytest.importorskip("transformers")
+    from torchvision.transforms import ColorJitter
+
+    ds = table(files, tmp_path, masks="annotation")
+    jitter = ColorJitter(brightness=0.25, contrast=0.25, saturation=0.25, hue=0.1)
+    ds.set_transform(guide_transforms(transformers.SegformerImageProcessor(size={"height": 48, "width": 64}), jitter))
+    batches = list(native(ds, batch_size=4, collate_fn=default_data_collator))
+    assert len(batches) == 3
+    for b in batches:
+        assert b["pixel_values"].shape == (4, 3, 48, 64) and b["pixel_values"].dtype == torch.float32
+        assert b["labels"].shape == (4, 48, 64) and b["labels"].dtype == torch.int64
+
+
 def test_a_processor_given_maps_otherwise_goes_to_torchs_loader_named(files, tmp_path):
     """Maps that are not the rows' other images, and a processor other than Segformer's
     given maps, go to torch's loader, named."""
