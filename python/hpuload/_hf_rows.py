@@ -319,10 +319,16 @@ class _Transform:
                 data["labels"] = [self.masks[want][r.k] for r in rows]
             return BatchFeature(data=data, tensor_type=return_tensors)
         real = [self._one(r, lambda image: image) for r in rows] if before is None else list(given)
-        real_maps = None if maps is None else [m.real for m in maps]
-        if one_map:
-            real_maps = real_maps[0]
-        return self.found(real[0] if one else real, segmentation_maps=real_maps, return_tensors=return_tensors)
+        given_too = {} if return_tensors is None else {"return_tensors": return_tensors}
+        if maps is not None:
+            real_maps = [m.real for m in maps]
+            given_too["segmentation_maps"] = real_maps[0] if one_map else real_maps
+        out = self.found(real[0] if one else real, **given_too)
+        keys = ["pixel_values"] + ([] if maps is None else ["labels"])
+        if not isinstance(out, Mapping) or list(out) != keys:
+            given = list(out) if isinstance(out, Mapping) else type(out).__name__
+            raise NeedsImage(f"the function's image processor gives {given}, where hpuload makes {keys}")
+        return out
 
     def _one(self, image: _Row, run):
         seen, column = self.seen, image.column

@@ -852,6 +852,29 @@ def test_diffusers_text_to_image_loader_runs_natively_with_torchs_batches(jpeg_f
     assert n == 3
 
 
+def test_an_image_processor_beside_the_captions_runs_natively_within_float_rounding(jpeg_folder, tmp_path):
+    """A function that hands the batch's images to ViT's image processor (stacked tensors)
+    and tokenizes the captions beside them: torch's batches, the pixels within float
+    rounding of the processor's."""
+    transformers = pytest.importorskip("transformers")
+    processor = transformers.ViTImageProcessor(size={"height": 32, "width": 40})
+
+    def preprocess(examples):
+        inputs = processor([image.convert("RGB") for image in examples["image"]], return_tensors="pt")
+        inputs["input_ids"] = tokenizer(examples["text"])
+        return inputs
+
+    ds = caption_table(jpeg_folder, tmp_path).with_transform(preprocess)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        ours = list(DataLoader(ds, collate_fn=diffusers_collate, batch_size=4, num_workers=2, backend="cpu"))
+    theirs = list(torch.utils.data.DataLoader(ds, collate_fn=diffusers_collate, batch_size=4))
+    assert len(ours) == len(theirs) == 3
+    for a, b in zip(ours, theirs):
+        assert a["pixel_values"].shape == (4, 3, 32, 40) and torch.equal(a["input_ids"], b["input_ids"])
+        assert (a["pixel_values"] - b["pixel_values"]).abs().max() < 1e-5
+
+
 def test_diffusers_random_crops_flips_and_caption_choices_run_natively_from_each_rows_own(jpeg_folder, tmp_path):
     ds = caption_table(jpeg_folder, tmp_path, captions_per_row=3)
     ds = ds.with_transform(diffusers_preprocess(diffusers_transforms(24, False, True)))
