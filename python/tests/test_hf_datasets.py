@@ -875,6 +875,21 @@ def test_an_image_processor_beside_the_captions_runs_natively_within_float_round
         assert (a["pixel_values"] - b["pixel_values"]).abs().max() < 1e-5
 
 
+def test_an_image_processor_that_gives_more_than_pixel_values_beside_captions_goes_to_torchs_loader(jpeg_folder, tmp_path):
+    """DETR's processor gives a `pixel_mask` too, which hpuload does not make: named."""
+    transformers = pytest.importorskip("transformers")
+    processor = transformers.DetrImageProcessor(size={"height": 32, "width": 40})
+
+    def preprocess(examples):
+        inputs = processor([image.convert("RGB") for image in examples["image"]])
+        inputs["input_ids"] = tokenizer(examples["text"])
+        return inputs
+
+    ds = caption_table(jpeg_folder, tmp_path).with_transform(preprocess)
+    with pytest.warns(FallbackWarning, match="gives \\['pixel_mask', 'pixel_values'\\]"):
+        DataLoader(ds, collate_fn=diffusers_collate, batch_size=4)
+
+
 def test_diffusers_random_crops_flips_and_caption_choices_run_natively_from_each_rows_own(jpeg_folder, tmp_path):
     ds = caption_table(jpeg_folder, tmp_path, captions_per_row=3)
     ds = ds.with_transform(diffusers_preprocess(diffusers_transforms(24, False, True)))
