@@ -170,6 +170,9 @@ def _same(a, b, normalized):
             return False, f"shape/dtype {tuple(a.shape)} {a.dtype} vs {tuple(b.shape)} {b.dtype}"
         if a.dim() <= 2:  # labels, one-hot rows, indices: exactly
             return torch.equal(a, b), "label values"
+        if (not a.is_floating_point() and a.dtype != torch.uint8) or (a.dim() == 3 and a.dtype == torch.uint8):
+            # Segmentation masks, `[N, H, W]` (int64, or ToTensorV2's uint8): exactly.
+            return torch.equal(a, b), "mask values"
         d = transform_fuzz._levels(a, b, normalized)
         if transform_fuzz.BACKEND != "cpu":
             # The engine is within PSNR floors, not bytes: transform_fuzz.py's mean rule.

@@ -29,7 +29,9 @@ usage: python hf_fuzz.py FOLDER [CASES=200] [SEED=0]
   (`mask_composition`: `Lambda`s on the mask, a centred padding to a crop larger than every
   image so the crop draws nothing, pinned flips and pixel steps, and steps that would move
   the mask otherwise), some converting the mask, leaving it out, or handing the image
-  unconverted (session 99).
+  unconverted (session 99). With PROCESSOR=1 too, the functions are the segmentation
+  guide's shape instead (`processor_case`: Segformer's image processor given the images and
+  maps, session 100).
 Outcomes as transform_fuzz.py's; every value of each batch is compared (images within a level,
 labels exactly).
 """
@@ -393,6 +395,58 @@ def mask_function(rng, compose):
     return kind, fns[kind]
 
 
+def processor_case(rng):
+    """(name, fn): a random function of transformers' segmentation guide's shape over the
+    masks table: Segformer's image processor (a random size, resample, reduction, rescale and
+    normalization) given the batch's images and maps, some through a pinned torchvision step
+    first, some handing the maps otherwise (as arrays, converted, the image's own column),
+    some calling it per image or with `return_tensors`, some with BEiT's processor."""
+    import numpy as np
+    from torchvision import transforms as T
+    from transformers import BeitImageProcessor, SegformerImageProcessor
+
+    size = {"height": rng.choice([32, 61, 96]), "width": rng.choice([40, 77, 96])}
+    kw = {"size": size, "do_reduce_labels": rng.random() < 0.5, "resample": rng.choice([0, 2, 2, 3])}
+    if rng.random() < 0.2:
+        kw["do_normalize"] = False
+    if rng.random() < 0.1:
+        kw["do_rescale"] = False
+    cls = BeitImageProcessor if rng.random() < 0.1 else SegformerImageProcessor
+    processor = cls(**kw)
+    first = rng.choice(["none", "none", "brightness", "flip", "grey", "crop"])
+    step = {
+        "none": None,
+        "brightness": T.ColorJitter(brightness=(1.3, 1.3)),
+        "flip": T.RandomHorizontalFlip(p=1.0),
+        "grey": T.Grayscale(3),
+        "crop": T.CenterCrop(24),
+    }[first]
+    kind = rng.choice(["guide", "guide", "guide", "pt", "keywords", "per_image", "arrays", "converted", "own_column", "no_maps"])
+
+    def fn(batch):
+        # The step is read here, where hpuload finds what the function reaches.
+        images = [x for x in batch["image"]] if step is None else [step(x) for x in batch["image"]]
+        labels = list(batch["label"])
+        if kind == "pt":
+            return processor(images, labels, return_tensors="pt")
+        if kind == "keywords":
+            return processor(images=images, segmentation_maps=labels)
+        if kind == "per_image":
+            outs = [processor(im, lab) for im, lab in zip(images, labels)]
+            return {"pixel_values": [o["pixel_values"][0] for o in outs], "labels": [o["labels"][0] for o in outs]}
+        if kind == "arrays":
+            return processor(images, [np.array(m) for m in labels])
+        if kind == "converted":
+            return processor(images, [m.convert("L") for m in labels])
+        if kind == "own_column":
+            return processor(images, list(batch["image"]))
+        if kind == "no_maps":
+            return processor(images)
+        return processor(images, labels)
+
+    return f"{cls.__name__}({kw}) first={first} kind={kind}", fn
+
+
 def masked(table, cache):
     """`table` saved as a segmentation table: `image` and `label` (a grey PNG of classes made
     from each image's grey levels, of its size)."""
@@ -573,7 +627,11 @@ def main():
 def search(table, rng, cases, captions=False, paths=False):
     tally = {}
     for i in range(cases):
-        if paths == "masks":
+        if paths == "masks" and os.environ.get("PROCESSOR") == "1":
+            tname, fn = processor_case(rng)
+            kind, tf = "processor", None
+            cname, collate = mask_collate_of(rng)
+        elif paths == "masks":
             tname, tf = mask_composition(rng)
             kind, fn = mask_function(rng, tf)
             cname, collate = mask_collate_of(rng)
