@@ -187,6 +187,8 @@ class _Seen:
         self.chain: dict = {}
         #: Outside the check, the chains the check learnt (`RowFunction.chain_of`).
         self.chained = chained
+        #: `(column, row)` of each image the processor of a chain was given.
+        self.processed: set = set()
 
 
 class _Transform:
@@ -314,6 +316,7 @@ class _Transform:
             if self.seen.mask_of.setdefault(r.column, want) != want:
                 raise NeedsImage(f"the function hands its image processor segmentation maps with the images{named} on some rows and not on others")
         if self.check is None:
+            self.seen.processed.update((r.column, r.k) for r in rows)
             data = {"pixel_values": [self._one(r, None) if before is None else self.views[r.column][r.k] for r in rows]}
             if want is not None:
                 data["labels"] = [self.masks[want][r.k] for r in rows]
@@ -637,6 +640,10 @@ class RowFunction:
             self.chain_of = {c: chain for c, chain in seen.chain.items() if chain is not None}
         elif seen.mask_of != {c: self.mask_of.get(c) for c in seen.mask_of}:
             raise NeedsImage("the function hands the Compose other masks than on the rows checked")
+        elif any((c, k) not in seen.processed for c in self.chain_of for k in range(n)):
+            # The first transform's stand-in gave the chain's output: every row must have
+            # gone on to the processor, as on the rows checked.
+            raise NeedsImage("the function hands its image processor some rows' images and not others, unlike the rows checked")
         if not isinstance(out, Mapping):
             raise TypeError(f"{self.name} (the dataset's transform) returned a {type(out).__name__}, not a dict")
         from ._collate import rows_of

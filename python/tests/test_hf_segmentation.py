@@ -471,6 +471,31 @@ def test_the_guides_own_jitter_runs_natively_at_the_processors_shapes(files, tmp
         assert b["labels"].shape == (4, 48, 64) and b["labels"].dtype == torch.int64
 
 
+def test_a_function_that_hands_the_processor_some_jittered_images_only_stops_naming_it(files, tmp_path):
+    """Checked one row at a time, every jittered image goes on to the processor; on a batch,
+    every other one is handed out as the jitter gave it: hpuload stops with an error saying
+    so (its stand-in for the jitter gives the processor's output)."""
+    transformers = pytest.importorskip("transformers")
+    from torchvision import transforms as T
+
+    ds = table(files, tmp_path, masks="annotation")
+    jitter = T.ColorJitter(brightness=(1.25, 1.25))
+    processor = transformers.SegformerImageProcessor(size={"height": 40, "width": 56})
+
+    def fn(batch):
+        images, out = [jitter(x) for x in batch["image"]], {"pixel_values": [], "labels": []}
+        for k, (image, label) in enumerate(zip(images, batch["annotation"])):
+            done = processor([image], [label]) if k % 2 == 0 else {"pixel_values": [image], "labels": [label]}
+            out["pixel_values"] += done["pixel_values"]
+            out["labels"] += done["labels"]
+        return out
+
+    ds.set_transform(fn)
+    loader = native(ds, batch_size=4, backend="cpu")
+    with pytest.raises(Exception, match="some rows' images and not others"):
+        next(iter(loader))
+
+
 def test_a_processor_given_maps_otherwise_goes_to_torchs_loader_named(files, tmp_path):
     """Maps that are not the rows' other images, and a processor other than Segformer's
     given maps, go to torch's loader, named."""
