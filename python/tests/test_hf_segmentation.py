@@ -527,3 +527,48 @@ def test_a_damaged_map_given_the_processor_is_named_and_its_sample_replaced(file
     assert len(skipped) == 1 and "row 2, column 'annotation'" in skipped[0], skipped
     assert torch.equal(batches[0]["labels"][2], batches[0]["labels"][3])
     assert torch.equal(batches[0]["pixel_values"][2], batches[0]["pixel_values"][3])
+
+
+@pytest.mark.parametrize("recipe", ["guide", "script"])
+def test_the_trainer_trains_and_evaluates_segformer_on_hpuload_after_install(files, tmp_path, recipe):
+    """The guide's and `run_semantic_segmentation.py`'s whole data paths under transformers'
+    `Trainer` (`remove_unused_columns=False`, as both set): a small Segformer trained three
+    steps on the training loader and evaluated on the evaluation loader, both hpuload's,
+    neither falling back."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    import hpuload.transformers
+    from torchvision.transforms import ColorJitter
+
+    masks = "annotation" if recipe == "guide" else "label"
+    train_ds = table(files, tmp_path, masks=masks)
+    test_ds = train_ds.select(range(8))
+    if recipe == "guide":
+        processor = transformers.SegformerImageProcessor(size={"height": 48, "width": 64}, do_reduce_labels=True)
+        jitter = ColorJitter(brightness=0.25, contrast=0.25, saturation=0.25, hue=0.1)
+        train_ds.set_transform(guide_transforms(processor, jitter))
+        test_ds.set_transform(guide_transforms(processor))
+    else:
+        train_transforms, preprocess_batch = script_transforms(48, 64)
+        train_ds.set_transform(partial(preprocess_batch, transforms=train_transforms))
+        test_ds.set_transform(partial(preprocess_batch, transforms=val_transforms(48, 64)))
+    config = transformers.SegformerConfig(
+        num_labels=6, hidden_sizes=[8, 16, 24, 32], depths=[1, 1, 1, 1], num_attention_heads=[1, 1, 1, 1], decoder_hidden_size=16
+    )
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, per_device_eval_batch_size=4, max_steps=3,
+        remove_unused_columns=False, report_to=[], use_cpu=True, save_strategy="no", logging_strategy="no", seed=1,
+    )
+    hpuload.transformers.install()
+    try:
+        model = transformers.SegformerForSemanticSegmentation(config)
+        trainer = transformers.Trainer(model=model, args=args, train_dataset=train_ds, eval_dataset=test_ds)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FallbackWarning)
+            assert isinstance(trainer.get_train_dataloader(), DataLoader)
+            result = trainer.train()
+            assert isinstance(trainer.get_eval_dataloader(), DataLoader)
+            metrics = trainer.evaluate()
+    finally:
+        hpuload.transformers.uninstall()
+    assert result.global_step == 3 and np.isfinite(result.training_loss) and np.isfinite(metrics["eval_loss"])
