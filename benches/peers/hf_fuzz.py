@@ -286,8 +286,8 @@ def reduce_labels(labels, **kwargs):
 
 def mask_composition(rng):
     """(name, Compose): a random albumentations `Compose` for an image and its mask whose
-    draws are all pinned (a crop as large as the padded image or a resize, flips and steps of
-    p 0 or 1, zero-width ranges)."""
+    draws are all pinned (a crop as large as the padded image, a resize or a letterbox, flips
+    and steps of p 0 or 1, zero-width ranges)."""
     import albumentations as A
     import numpy as np
     from albumentations.pytorch import ToTensorV2
@@ -313,6 +313,12 @@ def mask_composition(rng):
         interpolation, mask_interpolation = rng.choice([0, 1, 1, 3]), rng.choice([0, 0, 0, 1])
         steps.append(A.Resize(h, w, interpolation=interpolation, mask_interpolation=mask_interpolation))
         names.append(f"resize({h}, {w}, {interpolation}, mask {mask_interpolation})")
+    elif geometry < 0.45:  # the letterbox
+        longest = rng.choice([64, 200, 512])
+        mask_interpolation, border = rng.choice([0, 0, 0, 1]), rng.choice([0, 0, 0, 4])
+        steps += [A.LongestMaxSize(max_size=longest, mask_interpolation=mask_interpolation),
+                  A.PadIfNeeded(longest, longest + rng.choice([0, 9]), border_mode=border, fill=fill, fill_mask=fill_mask)]
+        names.append(f"letterbox({longest}, mask {mask_interpolation}, border {border}, {fill}, {fill_mask})")
     elif geometry < 0.8:
         steps += [A.PadIfNeeded(min_height=size, min_width=size, border_mode=0, fill=fill, fill_mask=fill_mask),
                   A.RandomCrop(height=size, width=size)]

@@ -73,7 +73,7 @@ size for every image: a resize or a crop), or
 that does not end in `ToTensorV2` and whose array the Dataset's code changes otherwise, or with
 bounding boxes, is `Unsupported`, naming why: the loader then falls back to torch's
 DataLoader. A `Compose` given a mask too is read by `translate_with_mask`: the mask moved by a
-padded random crop or a `Resize` and the flips after them."""
+padded random crop, a `Resize` or the letterbox, and the flips after them."""
 
 from __future__ import annotations
 
@@ -317,8 +317,9 @@ def translate_with_mask(compose: Any) -> tuple[str, str, "MaskSteps"]:
     and a mask of one byte a pixel (transformers' `run_semantic_segmentation.py`: a `Lambda`
     on the mask, `PadIfNeeded`, `RandomCrop`, a flip, `Normalize`, `ToTensorV2` to train; a
     `Lambda`, `Resize`, `Normalize`, `ToTensorV2` to evaluate), or `Unsupported`. The mask
-    moves only by the padded random crop or the resize, and the flips after them: a step that
-    would move it otherwise (or fill it, as `CoarseDropout` may) is refused."""
+    moves only by the padded random crop, the resize, or `LongestMaxSize` then `PadIfNeeded`
+    (the letterbox), and the flips after them: a step that would move it otherwise (or fill
+    it, as `CoarseDropout` may) is refused."""
     from ._segmentation import MaskSteps
 
     steps = _checked_steps(compose)
@@ -339,6 +340,21 @@ def translate_with_mask(compose: Any) -> tuple[str, str, "MaskSteps"]:
             _leaves_mask(t)
         pipeline, dtype = _translate(steps[:-1], open_end=False)
         return pipeline, dtype, MaskSteps(tuple(_size(resize)), 0, table, resized=True, nearest="opencv")
+    if _name(steps[0]) == "LongestMaxSize" and len(steps) > 1 and _name(steps[1]) == "PadIfNeeded":
+        # The letterbox: the mask resized as the image, then padded centred with `fill_mask`.
+        longest, pad = steps[0], steps[1]
+        if getattr(longest, "mask_interpolation", _INTER_NEAREST) != _INTER_NEAREST:
+            raise Unsupported(
+                f"albumentations' LongestMaxSize of a mask with mask_interpolation={longest.mask_interpolation} (hpuload "
+                "resizes masks with cv2.INTER_NEAREST)"
+            )
+        if int(getattr(pad, "border_mode", 0)) != 0:
+            raise Unsupported(f"albumentations' PadIfNeeded of a mask with border mode {pad.border_mode} (hpuload fills a mask's padding)")
+        for t in steps[2:-1]:
+            _leaves_mask(t)
+        pipeline, dtype = _translate(steps[:-1], open_end=False)
+        size = (int(pad.min_height), int(pad.min_width))
+        return pipeline, dtype, MaskSteps(size, _mask_fill(pad), table, nearest="opencv", placed=True)
     if _name(steps[0]) == "PadIfNeeded" and len(steps) > 1 and _name(steps[1]) == "RandomCrop":
         pad, crop, after = steps[0], steps[1], steps[2:-1]
     elif _name(steps[0]) == "RandomCrop" and getattr(steps[0], "pad_if_needed", False):

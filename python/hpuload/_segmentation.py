@@ -849,8 +849,8 @@ class MaskSteps(NamedTuple):
     """How a table's mask moves with its image (`TableMasks`): an albumentations `Compose`
     called with a mask (`compose(image=..., mask=...)`, `_albumentations.translate_with_mask`)
     cuts it from the image's padded crop (`fill` where the padding shows), or resizes it with
-    the image (`resized`: OpenCV's nearest positions), and flips it as the image's flips after
-    the crop or resize fell; a Segformer image processor given segmentation maps
+    the image (`resized`: OpenCV's nearest positions; `placed`: the letterbox, padded centred
+    after), and flips it as the image's flips after the crop or resize fell; a Segformer image processor given segmentation maps
     (`_hf._segformer_mask_steps`) resizes it to its size by torch's nearest-exact positions,
     whatever the image's size. Its values are first mapped by `table` (a leading
     `Lambda(mask=fn)`: `fn` of every byte; the processor's `do_reduce_labels`)."""
@@ -872,6 +872,9 @@ class MaskSteps(NamedTuple):
     #: The image's flips after its crop or resize move the mask too (a `Compose`'s do; a
     #: transform of the image alone before an image processor does not).
     flipped: bool = True
+    #: The letterbox (`LongestMaxSize` then `PadIfNeeded`): the mask resized as the image and
+    #: placed where the plan placed it (`placed`), `fill` around it; `crop` is the output.
+    placed: bool = False
 
 
 class TableMasks(Masks):
@@ -960,6 +963,11 @@ class TableMasks(Masks):
         if self.steps.resized:
             # The whole mask resized to the image's size, then flipped as the image was.
             return (tuple(self.crop), (0, 0), False, False, (0, 0), after)
+        if self.steps.placed:
+            # Resized to the letterbox's content, padded centred: the content's corner is the
+            # padding before it.
+            placed = d["placed"]
+            return (tuple(placed["content"]), (0, 0), False, False, tuple(placed["at"]), after)
         rc = d["resized_crop"]
         return (tuple(rc["resized"]), tuple(rc["at"]), bool(rc["hflip"]), bool(rc["vflip"]), tuple(rc["before"]), after)
 

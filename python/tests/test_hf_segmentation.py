@@ -267,6 +267,36 @@ def test_a_resize_then_flips_move_each_mask_as_its_image(files, tmp_path):
     assert len(falls) == 4
 
 
+def test_a_letterbox_then_a_flip_moves_each_mask_as_its_image(files, tmp_path):
+    """`LongestMaxSize` then `PadIfNeeded` (centred, the mask padded with `fill_mask`), then a
+    flip that falls per sample: each sample is albumentations' own for the flip hpuload drew,
+    image and mask, bit for bit, with the labels reduced first."""
+    import json
+
+    ds = table(files, tmp_path)
+    _, preprocess_batch = script_transforms(48, 64)
+    lam = A.Lambda(name="reduce_labels", mask=reduce_labels_transform, p=1.0)
+    longest, pad = A.LongestMaxSize(max_size=64), A.PadIfNeeded(64, 72, border_mode=0, fill=(9, 8, 7), fill_mask=200)
+    norm = A.Normalize(mean=MEAN, std=STD)
+    transforms = A.Compose([lam, longest, pad, A.HorizontalFlip(p=0.5), norm, ToTensorV2()])
+    ds.set_transform(partial(preprocess_batch, transforms=transforms))
+    loader = native(ds, batch_size=4, collate_fn=default_data_collator, backend="cpu", seed=4)
+    raw, falls = ds.with_format(None), set()
+    for b, batch in enumerate(loader):
+        assert batch["labels"].shape == (4, 64, 72)
+        for k in range(4):
+            row = raw[b * 4 + k]
+            image, mask = np.array(row["image"].convert("RGB")), np.array(row["label"])
+            plan = json.loads(loader._core.sample_plan(0, b * 4 + k, image.shape[1], image.shape[0]))
+            ops = [op.get("op") for op in plan.get("ops", [])]
+            fell = (ops.count("hflip") + bool(plan.get("flip"))) % 2 == 1
+            flips = [A.HorizontalFlip(p=1.0)] if fell else []
+            want = A.Compose([lam, longest, pad, *flips, norm, ToTensorV2()])(image=image, mask=mask)
+            assert torch.equal(batch["pixel_values"][k], want["image"]) and torch.equal(batch["labels"][k], want["mask"].long())
+            falls.add(fell)
+    assert falls == {False, True}
+
+
 @pytest.mark.parametrize(
     "change",
     ["affine", "mask_interp_lambda", "mask_converted", "mask_resized_bilinear"],
