@@ -73,7 +73,8 @@ size for every image: a resize or a crop), or
 that does not end in `ToTensorV2` and whose array the Dataset's code changes otherwise, or with
 bounding boxes, is `Unsupported`, naming why: the loader then falls back to torch's
 DataLoader. A `Compose` given a mask too is read by `translate_with_mask`: the mask moved by a
-padded random crop, a `Resize` or the letterbox, and the flips after them."""
+padded random crop, a `Resize`, the letterbox, or a crop of the image or of its resize, and
+the flips after them."""
 
 from __future__ import annotations
 
@@ -317,9 +318,10 @@ def translate_with_mask(compose: Any) -> tuple[str, str, "MaskSteps"]:
     and a mask of one byte a pixel (transformers' `run_semantic_segmentation.py`: a `Lambda`
     on the mask, `PadIfNeeded`, `RandomCrop`, a flip, `Normalize`, `ToTensorV2` to train; a
     `Lambda`, `Resize`, `Normalize`, `ToTensorV2` to evaluate), or `Unsupported`. The mask
-    moves only by the padded random crop, the resize, or `LongestMaxSize` then `PadIfNeeded`
-    (the letterbox), and the flips after them: a step that would move it otherwise (or fill
-    it, as `CoarseDropout` may) is refused."""
+    moves only by the padded random crop, the resize, `LongestMaxSize` then `PadIfNeeded`
+    (the letterbox), or a `CenterCrop` or `RandomCrop` (of the image, or of its `Resize` or
+    `SmallestMaxSize`, flips between them), and the flips after them: a step that would move
+    it otherwise (or fill it, as `CoarseDropout` may) is refused."""
     from ._segmentation import MaskSteps
 
     steps = _checked_steps(compose)
@@ -328,6 +330,26 @@ def translate_with_mask(compose: Any) -> tuple[str, str, "MaskSteps"]:
         table = _mask_table(steps.pop(0), table)
     if not steps or _name(steps[-1]) != "ToTensorV2" or _p(steps[-1]) != 1.0 or getattr(steps[-1], "transpose_mask", False):
         raise Unsupported("an albumentations Compose given a mask that does not end in ToTensorV2 (hpuload gives the mask's [H, W] tensor)")
+    crops = [k for k, t in enumerate(steps) if _name(t) in ("CenterCrop", "RandomCrop")]
+    if crops and not getattr(steps[crops[0]], "pad_if_needed", False) and _name(steps[0]) != "PadIfNeeded":
+        # A crop of the image, or of its `Resize` or `SmallestMaxSize` (flips between them):
+        # the mask resized so, flipped and cut at the same place.
+        k = crops[0]
+        before, between = (steps[0], steps[1:k]) if _name(steps[0]) in ("Resize", "SmallestMaxSize") else (None, steps[:k])
+        if any(_name(t) not in ("HorizontalFlip", "VerticalFlip") for t in between):
+            raise Unsupported(
+                f"albumentations' {', '.join(_name(t) for t in between)} before a crop of a mask (hpuload moves masks by a "
+                "resize, flips and the crop)"
+            )
+        if before is not None and getattr(before, "mask_interpolation", _INTER_NEAREST) != _INTER_NEAREST:
+            raise Unsupported(
+                f"albumentations' {_name(before)} of a mask with mask_interpolation={before.mask_interpolation} (hpuload "
+                "resizes masks with cv2.INTER_NEAREST)"
+            )
+        for t in steps[k + 1 : -1]:
+            _leaves_mask(t)
+        pipeline, dtype = _translate(steps[:-1], open_end=False)
+        return pipeline, dtype, MaskSteps(tuple(_size(steps[k])), 0, table, nearest="opencv")
     if _name(steps[0]) == "Resize":
         resize = steps[0]
         _always(resize)

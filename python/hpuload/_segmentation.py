@@ -848,7 +848,8 @@ class Masks:
 class MaskSteps(NamedTuple):
     """How a table's mask moves with its image (`TableMasks`): an albumentations `Compose`
     called with a mask (`compose(image=..., mask=...)`, `_albumentations.translate_with_mask`)
-    cuts it from the image's padded crop (`fill` where the padding shows), or resizes it with
+    cuts it from the image's padded crop (`fill` where the padding shows) or its crop of a
+    resize (OpenCV's nearest positions; flips between them), or resizes it with
     the image (`resized`: OpenCV's nearest positions; `placed`: the letterbox, padded centred
     after), and flips it as the image's flips after the crop or resize fell; a Segformer image processor given segmentation maps
     (`_hf._segformer_mask_steps`) resizes it to its size by torch's nearest-exact positions,
@@ -969,6 +970,9 @@ class TableMasks(Masks):
             placed = d["placed"]
             return (tuple(placed["content"]), (0, 0), False, False, tuple(placed["at"]), after)
         rc = d["resized_crop"]
+        # Flips between a resize and its crop mirror the crop (`hflip`, `vflip`) and are among
+        # the plan's ops too: the flips after the crop are the rest.
+        after = (after[0] != bool(rc["hflip"]), after[1] != bool(rc["vflip"]))
         return (tuple(rc["resized"]), tuple(rc["at"]), bool(rc["hflip"]), bool(rc["vflip"]), tuple(rc["before"]), after)
 
     def _make(self, sources: list, drawn: list, into: torch.Tensor) -> None:

@@ -267,6 +267,44 @@ def test_a_resize_then_flips_move_each_mask_as_its_image(files, tmp_path):
     assert len(falls) == 4
 
 
+@pytest.mark.parametrize("recipe", ["smallest_random", "resize_flips_centre", "crop_alone"])
+def test_a_crop_of_the_resize_with_flips_between_moves_each_mask_as_its_image(files, tmp_path, recipe):
+    """`SmallestMaxSize` or `Resize`, flips between it and a `RandomCrop` or `CenterCrop`, or a
+    crop of the image alone, then a flip: each sample is albumentations' own for the offset
+    and flips hpuload drew, image and mask, bit for bit (the mask resized by OpenCV's nearest
+    positions)."""
+    import json
+
+    ds = table(files, tmp_path)
+    _, preprocess_batch = script_transforms(48, 64)
+    norm = A.Normalize(mean=MEAN, std=STD)
+    resize = {"smallest_random": A.SmallestMaxSize(max_size=70), "resize_flips_centre": A.Resize(90, 120), "crop_alone": None}[recipe]
+    crop = A.CenterCrop(48, 64) if recipe == "resize_flips_centre" else A.RandomCrop(48, 64)
+    between = [A.HorizontalFlip(p=0.5), A.VerticalFlip(p=0.5)] if recipe == "resize_flips_centre" else []
+    steps = [resize] if resize is not None else []
+    transforms = A.Compose([*steps, *between, crop, A.HorizontalFlip(p=0.5), norm, ToTensorV2()])
+    ds.set_transform(partial(preprocess_batch, transforms=transforms))
+    loader = native(ds, batch_size=4, collate_fn=default_data_collator, backend="cpu", seed=6)
+    raw, falls = ds.with_format(None), set()
+    for b, batch in enumerate(loader):
+        for k in range(4):
+            row = raw[b * 4 + k]
+            image, mask = np.array(row["image"].convert("RGB")), np.array(row["label"])
+            plan = json.loads(loader._core.sample_plan(0, b * 4 + k, image.shape[1], image.shape[0]))
+            rc = plan["resized_crop"]
+            ops = [op.get("op") for op in plan.get("ops", [])]
+            flips_before = [f for f, on in ((A.HorizontalFlip(p=1.0), rc["hflip"]), (A.VerticalFlip(p=1.0), rc["vflip"])) if on]
+            after = ((ops.count("hflip") + bool(plan.get("flip"))) % 2 == 1) != rc["hflip"]
+            top, left = rc["at"]
+            at = A.Crop(x_min=left, y_min=top, x_max=left + 64, y_max=top + 48)
+            flips_after = [A.HorizontalFlip(p=1.0)] if after else []
+            want = A.Compose([*steps, *flips_before, at, *flips_after, norm, ToTensorV2()])(image=image, mask=mask)
+            assert torch.equal(batch["pixel_values"][k], want["image"]), (b, k)
+            assert torch.equal(batch["labels"][k], want["mask"].long()), (b, k)
+            falls.add((tuple(flips_before and [type(f).__name__ for f in flips_before]), after))
+    assert len(falls) >= 2
+
+
 def test_a_letterbox_then_a_flip_moves_each_mask_as_its_image(files, tmp_path):
     """`LongestMaxSize` then `PadIfNeeded` (centred, the mask padded with `fill_mask`), then a
     flip that falls per sample: each sample is albumentations' own for the flip hpuload drew,

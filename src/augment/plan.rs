@@ -214,8 +214,9 @@ pub struct SamplePlan {
     /// only.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub float_values: bool,
-    /// A padded `random_crop`'s drawn resize and crop, in integers, for what follows
-    /// the image through them (a segmentation mask).
+    /// A padded `random_crop`'s drawn resize and crop, or an unpadded `random_crop`'s or
+    /// `center_crop`'s of the resize, in integers, for what follows the image through them (a
+    /// segmentation mask).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resized_crop: Option<ResizedCrop>,
 }
@@ -1364,6 +1365,19 @@ impl Plan {
                 Geometry::Resize { .. } | Geometry::Window => CropBox::full(width, height),
             },
         };
+        if resized_crop.is_none() && self.pad.is_none() && detected.is_none() && whole.is_none() {
+            // An unpadded crop of the resize (or of the image): where it was cut, for a mask
+            // to follow, from the same draws.
+            if let Some(cut) = self.crop_of_resize(seed, epoch, index, (width, height))? {
+                resized_crop = Some(ResizedCrop {
+                    resized: (cut.resized.1, cut.resized.0),
+                    at: cut.at,
+                    hflip: mirror.horizontal,
+                    vflip: mirror.vertical,
+                    before: (0, 0),
+                });
+            }
+        }
         let interpolation = match self.interpolation {
             Interpolation::Random => {
                 let mut rng = CounterRng::for_op(seed, epoch, index as u64, self.geometry_at);
@@ -1635,6 +1649,32 @@ mod tests {
             pad_end: false,
             pad_centred_to: Some(Size::HeightWidth(to)),
         }))
+    }
+
+    #[test]
+    fn an_unpadded_crop_of_a_resize_carries_its_offset_in_the_resize_and_the_flips_before_it() {
+        // Resize 160x120 (wxh) to 80x60, a flip between, a random 40x30 crop: the crop's
+        // window in the image is the offset doubled, mirrored where the flip fell.
+        let toml = "name = 'c'\n\
+            [[ops]]\nop = 'resize'\nsize = [60, 80]\ninterpolation = 'cv2_linear'\n\
+            [[ops]]\nop = 'random_horizontal_flip'\np = 0.5\n\
+            [[ops]]\nop = 'random_crop'\nsize = [30, 40]\n";
+        let plan = Pipeline::from_toml(toml, "c.toml")
+            .unwrap()
+            .plan(Dtype::U8)
+            .unwrap();
+        let mut flipped = [0, 0];
+        for index in 0..64 {
+            let s = plan.sample(3, 0, index, (160, 120), None).unwrap();
+            let r = s.resized_crop.expect("an unpadded crop is carried too");
+            assert_eq!((r.resized, r.before, r.vflip), ((60, 80), (0, 0), false));
+            let (top, left) = r.at;
+            assert!(top <= 30 && left <= 40);
+            let left = if r.hflip { 80 - 40 - left } else { left };
+            assert_eq!((s.crop.left, s.crop.top), (f64::from(2 * left), f64::from(2 * top)));
+            flipped[usize::from(r.hflip)] += 1;
+        }
+        assert!(flipped[0] > 0 && flipped[1] > 0);
     }
 
     #[test]
