@@ -313,7 +313,16 @@ def mask_composition(rng):
         interpolation, mask_interpolation = rng.choice([0, 1, 1, 3]), rng.choice([0, 0, 0, 1])
         steps.append(A.Resize(h, w, interpolation=interpolation, mask_interpolation=mask_interpolation))
         names.append(f"resize({h}, {w}, {interpolation}, mask {mask_interpolation})")
-    elif geometry < 0.45:  # the letterbox
+    elif geometry < 0.4:  # a crop of the resize as large as it: nothing drawn
+        side = rng.choice([96, 333])
+        mask_interpolation = rng.choice([0, 0, 0, 1])
+        resize = rng.choice([A.Resize(side, side, mask_interpolation=mask_interpolation),
+                             A.SmallestMaxSize(max_size=side, mask_interpolation=mask_interpolation)])
+        between = [A.HorizontalFlip(p=rng.choice([0.0, 1.0]))] if rng.random() < 0.5 else []
+        crop = rng.choice([A.CenterCrop(side, side), A.RandomCrop(side, side)])
+        steps += [resize, *between, crop]
+        names.append(f"{type(resize).__name__}({side}, mask {mask_interpolation}) {len(between)} flips {type(crop).__name__}")
+    elif geometry < 0.5:  # the letterbox
         longest = rng.choice([64, 200, 512])
         mask_interpolation, border = rng.choice([0, 0, 0, 1]), rng.choice([0, 0, 0, 4])
         steps += [A.LongestMaxSize(max_size=longest, mask_interpolation=mask_interpolation),
