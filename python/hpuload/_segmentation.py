@@ -969,7 +969,11 @@ class TableMasks(Masks):
             # padding before it.
             placed = d["placed"]
             return (tuple(placed["content"]), (0, 0), False, False, tuple(placed["at"]), after)
-        rc = d["resized_crop"]
+        rc = d.get("resized_crop")
+        if rc is None:
+            # A crop the size of its resize, which the plan keeps as the resize alone (the
+            # flips before it plain flips of the output).
+            return (tuple(self.crop), (0, 0), False, False, (0, 0), after)
         # Flips between a resize and its crop mirror the crop (`hflip`, `vflip`) and are among
         # the plan's ops too: the flips after the crop are the rest.
         after = (after[0] != bool(rc["hflip"]), after[1] != bool(rc["vflip"]))

@@ -267,6 +267,22 @@ def test_a_resize_then_flips_move_each_mask_as_its_image(files, tmp_path):
     assert len(falls) == 4
 
 
+def test_a_crop_the_size_of_its_resize_with_flips_around_it_gives_torchs_batches(files, tmp_path):
+    """`Resize(48, 64)`, a flip, `RandomCrop(48, 64)` (which the plan keeps as the resize
+    alone), a flip, all falling: torch's batches exactly, images and masks."""
+    ds = table(files, tmp_path)
+    _, preprocess_batch = script_transforms(48, 64)
+    transforms = A.Compose(
+        [A.Resize(48, 64), A.HorizontalFlip(p=1.0), A.RandomCrop(48, 64), A.VerticalFlip(p=1.0), A.Normalize(mean=MEAN, std=STD), ToTensorV2()]
+    )
+    ds.set_transform(partial(preprocess_batch, transforms=transforms))
+    ours = list(native(ds, batch_size=4, collate_fn=default_data_collator, backend="cpu"))
+    theirs = list(torch.utils.data.DataLoader(ds, batch_size=4, collate_fn=default_data_collator))
+    assert len(ours) == len(theirs) == 3
+    for a, b in zip(ours, theirs):
+        assert torch.equal(a["pixel_values"], b["pixel_values"]) and torch.equal(a["labels"], b["labels"])
+
+
 @pytest.mark.parametrize("recipe", ["smallest_random", "resize_flips_centre", "crop_alone"])
 def test_a_crop_of_the_resize_with_flips_between_moves_each_mask_as_its_image(files, tmp_path, recipe):
     """`SmallestMaxSize` or `Resize`, flips between it and a `RandomCrop` or `CenterCrop`, or a
