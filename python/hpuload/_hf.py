@@ -323,16 +323,17 @@ def hf_source(dataset, pipeline, transform):
         if column is not None:
             images, encoded = [column], True
     unlabelled = not labels and function
-    # Several Image columns without a label (diffusers' ControlNet table: an image, its
-    # conditioning image and a caption): each column the function hands a transform is made
-    # natively by a loader of its own (`_cores`).
-    several = unlabelled and len(images) > 1
+    # Several Image columns (diffusers' ControlNet table: an image, its conditioning image and
+    # a caption; a segmentation table's images and maps, `scene_parse_150` with a class label
+    # beside them): each column the function hands a transform is made natively by a loader
+    # of its own (`_cores`), the label passed to the function as another column.
+    several = function and len(images) > 1
     if (len(images) != 1 and not several) or not (labels or unlabelled):
         raise Unfit(f"the dataset's features {list(features)} are not one Image and a label column", D)
     image_column, label_column = images[0], (labels[0] if labels else None)
     # The function's output on its first row (it decodes an image), learnt once.
-    sampled = _first_sample(dataset) if function and labels and not encoded else None
-    by_rows = unlabelled or encoded or (sampled is not None and _makes_more(sampled[0], image_column, label_column))
+    sampled = _first_sample(dataset) if function and labels and not encoded and not several else None
+    by_rows = unlabelled or encoded or several or (sampled is not None and _makes_more(sampled[0], image_column, label_column))
     for column in images:
         if getattr(features[column], "decode", True) is False:
             raise Unfit(f"the Image column {column!r} has decode=False (the transform gets bytes, not images)", D)

@@ -37,9 +37,10 @@ def mask_png(data: bytes, palette: bool = False) -> bytes:
     return out.getvalue()
 
 
-def table(files, where, damaged_masks=(), wrong_size=(), palette=False, masks="label"):
+def table(files, where, damaged_masks=(), wrong_size=(), palette=False, masks="label", scenes=False):
     """A table as the script reads `segments/sidewalk-semantic` after its renames: `image`
-    and `label` (or `masks`), both Image columns."""
+    and `label` (or `masks`), both Image columns; with `scenes`, a class label per row too
+    (`scene_parse_150`'s `scene_category`)."""
     rows = {"image": [], "label": []}
     for k, path in enumerate(files):
         data = path.read_bytes()
@@ -55,6 +56,9 @@ def table(files, where, damaged_masks=(), wrong_size=(), palette=False, masks="l
         rows["label"].append({"bytes": mask, "path": f"mask-{k}.png"})
     rows[masks] = rows.pop("label")
     features = datasets.Features({"image": datasets.Image(), masks: datasets.Image()})
+    if scenes:
+        rows["scene_category"] = [k % 3 for k in range(len(files))]
+        features["scene_category"] = datasets.ClassLabel(names=["street", "room", "field"])
     datasets.Dataset.from_dict(rows, features=features).save_to_disk(str(where / "table"))
     return datasets.load_from_disk(str(where / "table"))
 
@@ -502,6 +506,18 @@ def alike_to_the_processors(ours, theirs):
         assert a["labels"].dtype == b["labels"].dtype == torch.int64 and torch.equal(a["labels"], b["labels"])
         assert a["pixel_values"].shape == b["pixel_values"].shape
         assert (a["pixel_values"] - b["pixel_values"]).abs().max() < 1e-5
+
+
+def test_the_guides_table_with_a_scene_label_beside_the_maps_gives_torchs_batches(files, tmp_path):
+    """`scene_parse_150` has a class label per image beside its maps (`scene_category`), which
+    the guide's function leaves out: hpuload's batches are still torch's, its keys and no
+    other."""
+    transformers = pytest.importorskip("transformers")
+    ds = table(files, tmp_path, masks="annotation", scenes=True)
+    ds.set_transform(guide_transforms(transformers.SegformerImageProcessor(size={"height": 48, "width": 64})))
+    ours = list(native(ds, batch_size=4, collate_fn=default_data_collator, backend="cpu"))
+    theirs = list(torch.utils.data.DataLoader(ds, batch_size=4, collate_fn=default_data_collator))
+    alike_to_the_processors(ours, theirs)
 
 
 @pytest.mark.parametrize("size", [None, (48, 64)])
