@@ -31,7 +31,8 @@ usage: python hf_fuzz.py FOLDER [CASES=200] [SEED=0]
   the mask otherwise), some converting the mask, leaving it out, or handing the image
   unconverted (session 99). With PROCESSOR=1 too, the functions are the segmentation
   guide's shape instead (`processor_case`: Segformer's image processor given the images and
-  maps, session 100).
+  maps, session 100). LABELLED=1 adds a class label column beside them (`scene_parse_150`'s
+  `scene_category`).
 Outcomes as transform_fuzz.py's; every value of each batch is compared (images within a level,
 labels exactly).
 """
@@ -479,8 +480,13 @@ def masked(table, cache):
         out = io.BytesIO()
         Image.fromarray(classes, mode="L").save(out, format="PNG")
         masks.append({"bytes": out.getvalue(), "path": os.path.basename(path) + ".mask.png"})
-    out = datasets.Dataset.from_dict({"image": paths, "label": masks})
+    columns = {"image": paths, "label": masks}
+    if os.environ.get("LABELLED") == "1":  # a class label per row beside them (scene_parse_150's)
+        columns["scene"] = [k % 3 for k in range(len(paths))]
+    out = datasets.Dataset.from_dict(columns)
     out = out.cast_column("image", datasets.Image()).cast_column("label", datasets.Image())
+    if "scene" in columns:
+        out = out.cast_column("scene", datasets.ClassLabel(names=["a", "b", "c"]))
     out.save_to_disk(os.path.join(cache, "masks"))
     return datasets.load_from_disk(os.path.join(cache, "masks"))
 
