@@ -1671,7 +1671,10 @@ mod tests {
             let (top, left) = r.at;
             assert!(top <= 30 && left <= 40);
             let left = if r.hflip { 80 - 40 - left } else { left };
-            assert_eq!((s.crop.left, s.crop.top), (f64::from(2 * left), f64::from(2 * top)));
+            assert_eq!(
+                (s.crop.left, s.crop.top),
+                (f64::from(2 * left), f64::from(2 * top))
+            );
             flipped[usize::from(r.hflip)] += 1;
         }
         assert!(flipped[0] > 0 && flipped[1] > 0);
