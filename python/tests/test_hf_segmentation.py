@@ -245,29 +245,42 @@ def test_the_scripts_evaluation_loader_gives_torchs_batches_exactly(files, tmp_p
         assert torch.equal(a["pixel_values"], b["pixel_values"]) and torch.equal(a["labels"], b["labels"])
 
 
+def samples_with_plans(loader, ds, batch_size=4):
+    """Each sample `loader` gives over one unshuffled epoch of `ds`: `(image, mask, plan,
+    fell, pixel_values, labels)`, its row's image and mask as albumentations is given them,
+    its plan, and whether its plan's flips fell `(left to right, top to bottom)`; every row
+    once."""
+    import json
+
+    raw, seen = ds.with_format(None), 0
+    for b, batch in enumerate(loader):
+        assert batch["labels"].shape[0] == min(batch_size, len(ds) - b * batch_size)
+        for k in range(batch["labels"].shape[0]):
+            seen += 1
+            row = raw[b * batch_size + k]
+            image, mask = np.array(row["image"].convert("RGB")), np.array(row["label"])
+            plan = json.loads(loader._core.sample_plan(0, b * batch_size + k, image.shape[1], image.shape[0]))
+            ops = [op.get("op") for op in plan.get("ops", [])]
+            fell = ((ops.count("hflip") + bool(plan.get("flip"))) % 2 == 1, ops.count("vflip") % 2 == 1)
+            yield image, mask, plan, fell, batch["pixel_values"][k], batch["labels"][k]
+    assert seen == len(ds)
+
+
 def test_a_resize_then_flips_move_each_mask_as_its_image(files, tmp_path):
     """`Resize`, then flips that fall per sample: each sample is albumentations' own for the
     flips hpuload drew, image and mask, bit for bit; every pair of falls is seen."""
-    import json
-
     ds = table(files, tmp_path)
     _, preprocess_batch = script_transforms(48, 64)
     resize, norm = A.Resize(40, 56), A.Normalize(mean=MEAN, std=STD)
     transforms = A.Compose([resize, A.HorizontalFlip(p=0.5), A.VerticalFlip(p=0.5), norm, ToTensorV2()])
     ds.set_transform(partial(preprocess_batch, transforms=transforms))
     loader = native(ds, batch_size=4, collate_fn=default_data_collator, backend="cpu", seed=4)
-    raw, falls = ds.with_format(None), set()
-    for b, batch in enumerate(loader):
-        for k in range(4):
-            row = raw[b * 4 + k]
-            image, mask = np.array(row["image"].convert("RGB")), np.array(row["label"])
-            plan = json.loads(loader._core.sample_plan(0, b * 4 + k, image.shape[1], image.shape[0]))
-            ops = [op.get("op") for op in plan.get("ops", [])]
-            fell = ((ops.count("hflip") + bool(plan.get("flip"))) % 2 == 1, ops.count("vflip") % 2 == 1)
-            flips = [f for f, on in zip((A.HorizontalFlip(p=1.0), A.VerticalFlip(p=1.0)), fell) if on]
-            want = A.Compose([resize, *flips, norm, ToTensorV2()])(image=image, mask=mask)
-            assert torch.equal(batch["pixel_values"][k], want["image"]) and torch.equal(batch["labels"][k], want["mask"].long())
-            falls.add(fell)
+    falls = set()
+    for image, mask, _, fell, x, y in samples_with_plans(loader, ds):
+        flips = [f for f, on in zip((A.HorizontalFlip(p=1.0), A.VerticalFlip(p=1.0)), fell) if on]
+        want = A.Compose([resize, *flips, norm, ToTensorV2()])(image=image, mask=mask)
+        assert torch.equal(x, want["image"]) and torch.equal(y, want["mask"].long())
+        falls.add(fell)
     assert len(falls) == 4
 
 
@@ -293,8 +306,6 @@ def test_a_crop_of_the_resize_with_flips_between_moves_each_mask_as_its_image(fi
     crop of the image alone, then a flip: each sample is albumentations' own for the offset
     and flips hpuload drew, image and mask, bit for bit (the mask resized by OpenCV's nearest
     positions)."""
-    import json
-
     ds = table(files, tmp_path)
     _, preprocess_batch = script_transforms(48, 64)
     norm = A.Normalize(mean=MEAN, std=STD)
@@ -305,23 +316,18 @@ def test_a_crop_of_the_resize_with_flips_between_moves_each_mask_as_its_image(fi
     transforms = A.Compose([*steps, *between, crop, A.HorizontalFlip(p=0.5), norm, ToTensorV2()])
     ds.set_transform(partial(preprocess_batch, transforms=transforms))
     loader = native(ds, batch_size=4, collate_fn=default_data_collator, backend="cpu", seed=6)
-    raw, falls = ds.with_format(None), set()
-    for b, batch in enumerate(loader):
-        for k in range(4):
-            row = raw[b * 4 + k]
-            image, mask = np.array(row["image"].convert("RGB")), np.array(row["label"])
-            plan = json.loads(loader._core.sample_plan(0, b * 4 + k, image.shape[1], image.shape[0]))
-            rc = plan["resized_crop"]
-            ops = [op.get("op") for op in plan.get("ops", [])]
-            flips_before = [f for f, on in ((A.HorizontalFlip(p=1.0), rc["hflip"]), (A.VerticalFlip(p=1.0), rc["vflip"])) if on]
-            after = ((ops.count("hflip") + bool(plan.get("flip"))) % 2 == 1) != rc["hflip"]
-            top, left = rc["at"]
-            at = A.Crop(x_min=left, y_min=top, x_max=left + 64, y_max=top + 48)
-            flips_after = [A.HorizontalFlip(p=1.0)] if after else []
-            want = A.Compose([*steps, *flips_before, at, *flips_after, norm, ToTensorV2()])(image=image, mask=mask)
-            assert torch.equal(batch["pixel_values"][k], want["image"]), (b, k)
-            assert torch.equal(batch["labels"][k], want["mask"].long()), (b, k)
-            falls.add((tuple(flips_before and [type(f).__name__ for f in flips_before]), after))
+    falls = set()
+    for image, mask, plan, fell, x, y in samples_with_plans(loader, ds):
+        rc = plan["resized_crop"]
+        flips_before = [f for f, on in ((A.HorizontalFlip(p=1.0), rc["hflip"]), (A.VerticalFlip(p=1.0), rc["vflip"])) if on]
+        # The plan's flips are those before the crop and those after it.
+        after = fell[0] != rc["hflip"]
+        top, left = rc["at"]
+        at = A.Crop(x_min=left, y_min=top, x_max=left + 64, y_max=top + 48)
+        flips_after = [A.HorizontalFlip(p=1.0)] if after else []
+        want = A.Compose([*steps, *flips_before, at, *flips_after, norm, ToTensorV2()])(image=image, mask=mask)
+        assert torch.equal(x, want["image"]) and torch.equal(y, want["mask"].long())
+        falls.add((rc["hflip"], rc["vflip"], after))
     assert len(falls) >= 2
 
 
@@ -329,8 +335,6 @@ def test_a_letterbox_then_a_flip_moves_each_mask_as_its_image(files, tmp_path):
     """`LongestMaxSize` then `PadIfNeeded` (centred, the mask padded with `fill_mask`), then a
     flip that falls per sample: each sample is albumentations' own for the flip hpuload drew,
     image and mask, bit for bit, with the labels reduced first."""
-    import json
-
     ds = table(files, tmp_path)
     _, preprocess_batch = script_transforms(48, 64)
     lam = A.Lambda(name="reduce_labels", mask=reduce_labels_transform, p=1.0)
@@ -339,19 +343,13 @@ def test_a_letterbox_then_a_flip_moves_each_mask_as_its_image(files, tmp_path):
     transforms = A.Compose([lam, longest, pad, A.HorizontalFlip(p=0.5), norm, ToTensorV2()])
     ds.set_transform(partial(preprocess_batch, transforms=transforms))
     loader = native(ds, batch_size=4, collate_fn=default_data_collator, backend="cpu", seed=4)
-    raw, falls = ds.with_format(None), set()
-    for b, batch in enumerate(loader):
-        assert batch["labels"].shape == (4, 64, 72)
-        for k in range(4):
-            row = raw[b * 4 + k]
-            image, mask = np.array(row["image"].convert("RGB")), np.array(row["label"])
-            plan = json.loads(loader._core.sample_plan(0, b * 4 + k, image.shape[1], image.shape[0]))
-            ops = [op.get("op") for op in plan.get("ops", [])]
-            fell = (ops.count("hflip") + bool(plan.get("flip"))) % 2 == 1
-            flips = [A.HorizontalFlip(p=1.0)] if fell else []
-            want = A.Compose([lam, longest, pad, *flips, norm, ToTensorV2()])(image=image, mask=mask)
-            assert torch.equal(batch["pixel_values"][k], want["image"]) and torch.equal(batch["labels"][k], want["mask"].long())
-            falls.add(fell)
+    falls = set()
+    for image, mask, _, fell, x, y in samples_with_plans(loader, ds):
+        assert y.shape == (64, 72)
+        flips = [A.HorizontalFlip(p=1.0)] if fell[0] else []
+        want = A.Compose([lam, longest, pad, *flips, norm, ToTensorV2()])(image=image, mask=mask)
+        assert torch.equal(x, want["image"]) and torch.equal(y, want["mask"].long())
+        falls.add(fell[0])
     assert falls == {False, True}
 
 
