@@ -247,6 +247,20 @@ impl Engine {
             mut destination,
             done,
         } = job;
+        let outcome = self.execute(&source, work, &mut destination);
+        // The job's handles on device memory go before the batch learns it is done: the
+        // consumer may drop the last batch and the loader as soon as `done` runs, and must
+        // then find none of their memory still allocated.
+        drop((source, destination));
+        done(outcome)
+    }
+
+    fn execute(
+        &mut self,
+        source: &DeviceSlice,
+        work: MediaWork,
+        destination: &mut Destination,
+    ) -> Result<EngineTimes, JobFailure> {
         let t0 = CpuClock::now();
         let (decode, canvas, turn, augment, op) = match work {
             MediaWork::Jpeg {
@@ -255,12 +269,12 @@ impl Engine {
                 turn,
                 augment,
                 op,
-            } if within(&source, &destination) => {
-                let Destination::Device(slot) = &destination else {
+            } if within(source, destination) => {
+                let Destination::Device(slot) = &*destination else {
                     unreachable!("`within` holds for a device slot only")
                 };
                 let job = (&decode, turn, augment, &*op);
-                return done(self.run_in_slot(&source, slot, job, t0));
+                return self.run_in_slot(source, slot, job, t0);
             }
             MediaWork::Jpeg {
                 decode,
@@ -270,15 +284,15 @@ impl Engine {
                 op,
             } => (decode, canvas, turn, augment, op),
             MediaWork::Video { job, stage } => {
-                self.copy_out(&source);
-                return done(self.run_video(&job, &stage, &mut destination, t0));
+                self.copy_out(source);
+                return self.run_video(&job, &stage, destination, t0);
             }
             MediaWork::Frames { job, stage } => {
-                self.copy_out(&source);
-                return done(self.run_frames(&job, &stage, &mut destination, t0));
+                self.copy_out(source);
+                return self.run_frames(&job, &stage, destination, t0);
             }
         };
-        self.copy_out(&source);
+        self.copy_out(source);
         self.size_pixels(&decode);
         let decoded = match &canvas {
             None => {
@@ -287,15 +301,15 @@ impl Engine {
                     Ok(planes) => {
                         let t1 = CpuClock::now();
                         if fused
-                            && lend(&mut destination, None, |out| {
+                            && lend(destination, None, |out| {
                                 op.write_resampled(planes, &augment, out)
                             })
                         {
-                            return done(Ok(EngineTimes {
+                            return Ok(EngineTimes {
                                 decode: t1 - t0,
                                 op: t1.elapsed(),
                                 frames: None,
-                            }));
+                            });
                         }
                         planes.to_rgb(&mut self.pixels);
                         Ok(())
@@ -307,22 +321,20 @@ impl Engine {
         };
         let t1 = CpuClock::now();
         if let Err(error) = decoded {
-            return done(Err(JobFailure {
+            return Err(JobFailure {
                 error: error.into(),
                 bitstream: std::mem::take(&mut self.bitstream),
                 augment,
-            }));
+            });
         }
         self.transform(&decode, turn, &augment, &*op);
         let pixels = &self.pixels;
-        lend(&mut destination, None, |out| {
-            op.write(pixels, &augment, out)
-        });
-        done(Ok(EngineTimes {
+        lend(destination, None, |out| op.write(pixels, &augment, out));
+        Ok(EngineTimes {
             decode: t1 - t0,
             op: t1.elapsed(),
             frames: None,
-        }))
+        })
     }
 
     /// Copies the job's bitstream out of device memory into the engine's own: the output

@@ -34,6 +34,7 @@ pub(crate) struct BatchSpec {
     pub images: DeviceTensor,
     pub labels: DeviceTensor,
     pub cancel: Arc<AtomicBool>,
+    pub live: Arc<()>,
     pub done: Sender<Finished>,
     pub pool: Sender<PinnedBuffer>,
     pub hpu: Hpu,
@@ -66,6 +67,9 @@ pub(crate) struct BatchWork {
     pub(super) pool: Sender<PinnedBuffer>,
     pub(super) hpu: Hpu,
     pub(super) placement: Placement,
+    /// The epoch's count of batches still held anywhere. Declared last, so it drops after
+    /// the tensors: the epoch sees it fall only once their device memory is free.
+    _live: Arc<()>,
 }
 
 /// A run of a batch's slots that crosses to the device in one DMA transfer.
@@ -144,6 +148,7 @@ impl BatchWork {
             pool: spec.pool,
             hpu: spec.hpu,
             placement: spec.placement,
+            _live: spec.live,
         })
     }
 

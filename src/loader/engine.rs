@@ -149,6 +149,8 @@ pub(super) fn submit(guard: EngineJob, mut h: HwSlot) -> Result<(), HpuError> {
                     };
                     guard.shared.counters.add(stages.0, times.decode);
                     guard.shared.counters.add(stages.1, times.op);
+                    // The bitstream's own device copy goes before the batch can complete.
+                    drop(h);
                     guard.finished();
                 }
                 Err(failure) => fallback(guard, h, failure),

@@ -42,6 +42,8 @@ pub struct EpochOf<L: BorrowMut<Loader>> {
     done_tx: Sender<Finished>,
     done_rx: Receiver<Finished>,
     cancel: Arc<AtomicBool>,
+    /// Held by each of the epoch's batches while it is being filled (see [`BatchWork`]).
+    batches: Arc<()>,
     skipped: usize,
     budget: usize,
     finished: bool,
@@ -91,6 +93,7 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
             done_tx,
             done_rx,
             cancel: Arc::new(AtomicBool::new(false)),
+            batches: Arc::new(()),
             skipped: start.skipped,
             budget,
             finished: false,
@@ -185,6 +188,7 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
                     Some(_) => DeviceTensor::new(labels, vec![n, label_bytes], Dtype::U8),
                 },
                 cancel: Arc::clone(&self.cancel),
+                live: Arc::clone(&self.batches),
                 done: self.done_tx.clone(),
                 pool: loader.pool.returner(),
                 hpu: loader.hpu.clone(),
@@ -329,6 +333,8 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
 
 /// How often a wait for a batch checks worker liveness and the caller's stop request.
 const POLL: Duration = Duration::from_millis(25);
+/// How long an ended epoch waits for its batches' last handles to go.
+const SETTLE: Duration = Duration::from_secs(1);
 
 impl<L: BorrowMut<Loader>> Iterator for EpochOf<L> {
     type Item = Result<Batch, Error>;
@@ -362,6 +368,14 @@ impl<L: BorrowMut<Loader>> EpochOf<L> {
         }
         // Finished batches nobody will take give their buffers back now.
         self.ready.clear();
+        // A batch is sent from the thread that ends its last job, which lets go of its own
+        // handle on the batch's work (and so on the device tensors it holds) a moment later.
+        // Wait for that too, so that the device memory of every batch the user has dropped is
+        // free once the epoch is; bounded, for a thread that died holding one.
+        let deadline = Instant::now() + SETTLE;
+        while Arc::strong_count(&self.batches) > 1 && Instant::now() < deadline {
+            std::thread::yield_now();
+        }
     }
 }
 
