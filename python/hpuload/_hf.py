@@ -377,8 +377,17 @@ def hf_source(dataset, pipeline, transform):
         loaded: list = []  # the image columns the loaders read, as the first translation found
 
         def translate_rows():
+            from ._hf_steps import stepwise
+
             T = FallbackReason.TRANSFORM
-            found = _hf_transform(dataset, None, several=several)
+            try:
+                found = _hf_transform(dataset, None, several=several)
+            except Unfit:
+                # Several torchvision objects, which a function may apply in turn to each image
+                # (SDXL's script: a resize, a crop, a flip, then ToTensor and Normalize).
+                found = _hf_transform(dataset, None, several=True)
+                if not stepwise(found) or encoded:
+                    raise
             founds = found if isinstance(found, list) else [found]
             fn, function = dataset._format_kwargs.get("transform"), rows_now.function
             if not (
@@ -389,6 +398,7 @@ def hf_source(dataset, pipeline, transform):
             ):
                 # Not checked already (at an earlier epoch's start) with the same function and objects.
                 function = RowFunction(dataset, images, founds, reads="bytes" if encoded else None)
+                function.turned = turned
                 function.check(_rows_to_check(len(dataset)), _draws_from)
                 for column in function.unconverted:
                     odd = _first_row(dataset, column, lambda mode: mode if mode not in (None, "RGB") else None)

@@ -97,12 +97,25 @@ class _Row:
     it; torchvision's reader's uint8 tensor (`tensor`): nothing. Anything else raises
     `NeedsImage`. While checking, `real` is the image itself."""
 
-    __slots__ = ("k", "converted", "tensor", "real", "column", "arrayed")
+    __slots__ = ("k", "converted", "tensor", "real", "column", "arrayed", "shape", "log")
 
     def __init__(
-        self, k: int, real=None, *, tensor: bool = False, converted: bool = False, column: str | None = None, arrayed: bool = False
+        self,
+        k: int,
+        real=None,
+        *,
+        tensor: bool = False,
+        converted: bool = False,
+        column: str | None = None,
+        arrayed: bool = False,
+        shape: tuple[int, int] | None = None,
+        log: set | None = None,
     ):
         self.k = k
+        #: The image's `(width, height)` as `datasets` decodes it, where the loader knows it
+        #: (`RowFunction.facts`), answered as `size`, `width` and `height`; `log` notes that
+        #: the function read it.
+        self.shape, self.log = shape, log
         self.real = real
         self.tensor = tensor
         #: In RGB, whatever the file holds (converted, or read in RGB mode).
@@ -132,7 +145,8 @@ class _Row:
         if self.tensor:
             raise NeedsImage("the function calls .convert on the tensor torchvision's reader gave")
         if mode == "RGB" and not args and not kwargs:
-            return _Row(self.k, None if self.real is None else self.real.convert("RGB"), converted=True, column=self.column)
+            real = None if self.real is None else self.real.convert("RGB")
+            return _Row(self.k, real, converted=True, column=self.column, shape=self.shape, log=self.log)
         raise NeedsImage(f"the function converts the image with convert({mode!r}, ...), not convert('RGB')")
 
     def __enter__(self):
@@ -146,6 +160,10 @@ class _Row:
     def __getattr__(self, name: str):
         if name.startswith("__array_"):  # NumPy's other ways in: `__array__` is the one
             raise AttributeError(name)
+        if name in ("size", "width", "height") and self.shape is not None and not self.tensor and not self.arrayed:
+            if self.log is not None:
+                self.log.add("size")
+            return self.shape if name == "size" else self.shape[name == "height"]
         raise NeedsImage(f"the function reads the image's {name!r}")
 
 
@@ -508,6 +526,21 @@ class RowFunction:
         #: turn, the second an image processor (from the check).
         self.chain_of: dict = {}
         self._converts: dict = {}
+        from ._hf_steps import stepwise
+
+        #: The function may step each image through several torchvision objects itself
+        #: (`_hf_steps`): the check learns how (`steps`).
+        self.stepwise = reads is None and len(columns) == 1 and stepwise(found)
+        #: The steps it takes (`_hf_steps.StepChain`), from the check; None where it hands
+        #: each image to one transform.
+        self.steps = None
+        self._composed = None
+        #: The function reads the images' sizes (from the check): each batch's rows are read
+        #: for them (`facts`).
+        self.reads_size = False
+        #: `datasets` turns each image by its EXIF orientation as it decodes it (`_hf`).
+        self.turned = False
+        self._cells = None
 
     @property
     def found(self):
@@ -520,7 +553,44 @@ class RowFunction:
         if column in self.chain_of:
             first, then = self.chain_of[column]
             return Chained(self.founds[first], self.founds[then])
+        if self.steps is not None:
+            if self._composed is None:
+                self._composed = self.steps.compose()
+            return self._composed
         return self.founds[self.transform_of[column]]
+
+    @property
+    def needs_facts(self) -> bool:
+        """Each batch's rows must be read for their images' sizes and plans (`facts`)."""
+        return self.reads_size or self.steps is not None
+
+    def facts(self, indices: list[int], plans, own=None) -> dict:
+        """Slot -> `_hf_steps.Facts` of each row of a batch: its image's size (read from its
+        header, turned as `datasets` turns it) and, where the function steps the image
+        itself, what `plans(index, width, height)` (the sample's plan) says of its steps.
+        A row whose image cannot be read raises, naming it, but in a slot the dataset's own
+        sample replaces (`own`)."""
+        from datasets import Image
+
+        from ._hf_steps import Facts, facts_of
+        from ._probe import header_facts
+        from ._segmentation import _cell_bytes, _size_of
+
+        column = self.image_column
+        if self._cells is None:
+            self._cells = self.dataset.with_format(None).select_columns([column]).cast_column(column, Image(decode=False))
+        cells = self._cells[list(indices)][column]
+        out = {}
+        for k, (i, cell) in enumerate(zip(indices, cells)):
+            size = _size_of(_cell_bytes(cell), header_facts, self.turned)
+            if not isinstance(size, tuple):
+                if own and k in own:
+                    crop = self.steps.crop_size if self.steps is not None else None
+                    out[k] = Facts((0, 0), crop, (0, 0), False)
+                    continue
+                raise ValueError(f"row {i}, column {column!r}: its image's size cannot be read ({size})")
+            out[k] = facts_of(plans(i, *size), size, self.steps) if self.steps is not None else Facts(size, None, None, None)
+        return out
 
     @property
     def unconverted(self) -> list[str]:
@@ -559,7 +629,7 @@ class RowFunction:
                 rgb, found, lambda image, found=found: found(image.convert("RGB")), _same
             )
 
-    def _bound(self, stands: list, readers: _Readers | None):
+    def _bound(self, stands: list, readers: _Readers | None, steps=None):
         """The function with `stands` in place of the transforms (and `readers` in place of
         the calls that read a path) in its globals (a copy, made per batch: the module's other
         names as they are now) and its closure."""
@@ -580,6 +650,15 @@ class RowFunction:
                 original = getattr(call, "__wrapped__", None)
                 if original is not None:
                     swaps[id(original)] = stand
+        if steps is not None:
+            import random
+
+            from torchvision.transforms import functional as F
+
+            from ._hf_steps import RandomModule, bind_crop
+
+            swaps[id(random)] = RandomModule(steps)
+            swaps[id(F.crop)] = bind_crop(steps)
         names = dict(fn.__globals__)
         for key, value in fn.__globals__.items():
             if id(value) in swaps:
@@ -594,14 +673,16 @@ class RowFunction:
             return functools.partial(bound, *args, **{k: swaps.get(id(v), v) for k, v in self.fn.keywords.items()})
         return bound
 
-    def samples(self, views, indices: list[int], check=None, own=None, masks=None) -> list[dict]:
+    def samples(self, views, indices: list[int], check=None, own=None, masks=None, facts=None, probe=None) -> list[dict]:
         """Each sample of a batch as `datasets`' `__getitems__` gives it: `views` the batch's
         native image tensors (one list per image column where there are several), `indices`
         the dataset's rows. The keys that held the images (the image columns, when the
         function returns its input) are left out: their values are no images here (a table of
         paths keeps its paths). `check`: see `_Transform`. `own`: slot -> `(index, sample)`
         of the samples the dataset made itself (`own_samples`), which replace the function's.
-        `masks`: per mask column (`mask_of`), the batch's native masks."""
+        `masks`: per mask column (`mask_of`), the batch's native masks. `facts`: slot ->
+        `_hf_steps.Facts` (`facts`), where the function needs them. `probe`: while checking,
+        what `random.random()` answers the function's steps (`_hf_steps.StepChain.threshold`)."""
         n = len(indices)
         columns = self.image_columns
         loaded = self.used_columns
@@ -621,17 +702,36 @@ class RowFunction:
                     real[column] = self.dataset.with_format(None).select_columns([column])[list(indices)][column]
                 else:
                     real[column] = [None] * n
+            log: set = set()
+
+            def shape(k, i):
+                if check is not None:
+                    return getattr(real[k][i], "size", None)
+                return None if facts is None else facts[i].size
+
             batch = {
-                k: ([_Row(i, real[k][i], column=k) for i in range(n)] if k in real else other[k]) for k in self.order
+                k: ([_Row(i, real[k][i], column=k, shape=shape(k, i), log=log) for i in range(n)] if k in real else other[k])
+                for k in self.order
             }
         seen = _Seen(
             self.form if check is None else None,
             self.transform_of if check is None else None,
             self.chain_of if check is None else None,
         )
-        stands = [_Transform(by_column, found, j, seen, check, list(indices), masks) for j, found in enumerate(self.founds)]
-        out = self._bound(stands, readers)(batch)
+        steps = None
+        if self.stepwise:
+            from ._hf_steps import Steps, StepTransform
+
+            steps = self._last_steps = Steps(check is not None, facts, probe, self.steps)
+            stands = [StepTransform(found, j, steps, by_column) for j, found in enumerate(self.founds)]
+        else:
+            stands = [_Transform(by_column, found, j, seen, check, list(indices), masks) for j, found in enumerate(self.founds)]
+        out = self._bound(stands, readers, steps)(batch)
+        if steps is not None:
+            self._stepped(steps, n, check is not None, facts, seen, probe)
         if check is not None:
+            if not readers:
+                self.reads_size = self.reads_size or "size" in log
             if any(len(forms) > 1 for forms in seen.forms.values()):
                 raise NeedsImage("the function hands its transform images in different forms")
             self.form = {column: next(iter(forms)) for column, forms in seen.forms.items()}
@@ -664,6 +764,27 @@ class RowFunction:
             samples[slot] = {k: sample[k] for k in samples[slot] if k in sample} if samples[slot] else sample
         return samples
 
+    def _stepped(self, steps, n: int, checking: bool, facts, seen: _Seen, probe) -> None:
+        """After a run of a stepping function: while checking, learns its steps (into
+        `learning`) and notes that the column's images were handed over converted; else
+        checks that each row took the steps learnt, mirrored where its plan mirrors it."""
+        column = self.image_column
+        for k in range(n):
+            ops = steps.ops.get(k, [])
+            if not any(op[0] == "final" for op in ops):
+                raise NeedsImage(f"the function does not hand row {k}'s image to a transform that makes a tensor")
+            if checking:
+                if probe is None:
+                    self.learning.learn(ops)
+                chain = self.learning or self.steps
+                seen.forms.setdefault(column, set()).add((False, True, False))
+                seen.transform_of[column] = chain.final
+                continue
+            self.steps.learn(ops)
+            flipped = any(op[0] == "flip" for op in ops)
+            if flipped != (self.steps.gate is not None and facts[k].flip):
+                raise NeedsImage(f"the function mirrors row {k}'s image where its plan does not, unlike the rows checked")
+
     def own_samples(self, own: dict[int, list[int]]) -> dict[int, tuple[int, dict]]:
         """For each slot of `own` (slot -> candidate indices, from `_cores.Batch`), the first
         candidate whose sample the dataset itself makes (`dataset[index]`: its images read by
@@ -682,9 +803,13 @@ class RowFunction:
         from ._albumentations import is_compose
         from ._behaviour import albumentations_kept, generators_kept
 
+        from ._hf_steps import StepChain
+
         T = FallbackReason.TRANSFORM
-        ran, failure = 0, None
+        ran, failure, first = 0, None, None
         self.form, self.transform_of, self.mask_of, self.chain_of = None, {}, {}, {}
+        self.steps, self._composed, self.reads_size = None, None, False
+        self.learning = StepChain(self.founds) if self.stepwise else None
         learnt = None
         composes = [f for f in self.founds if is_compose(f)]
         given = draws_from
@@ -722,6 +847,7 @@ class RowFunction:
                     )
                 learnt = self.form, self.transform_of, self.mask_of, self.chain_of
                 ran += 1
+                first = row if first is None else first
                 mine = {k: v for k, v in want.items() if k not in self.image_columns or self.reads}
                 if list(mine) != list(got) or not all(_same(mine[k], got[k]) for k in got):
                     which = next((k for k in got if k not in mine or not _same(mine[k], got[k])), None)
@@ -735,7 +861,34 @@ class RowFunction:
             raise Unfit(f"{self.name} (the dataset's transform) could not be checked on any row ({failure})", T)
         if ran and not self.form:
             raise Unfit(f"{self.name} (the dataset's transform) hands its transform no row's image", T)
+        if self.learning is not None and first is not None:
+            self._learn_flip(first, draws_from)
         self._learn_conversion(rows)
+
+    def _learn_flip(self, row: int, draws_from) -> None:
+        """The steps learnt, with the flip's probability: on `row` (one the dataset makes),
+        whether its image is mirrored when `random.random()` answers each of a bisection's
+        values, under the row's draws."""
+        chain, self.learning = self.learning, None
+        if chain.final is None:
+            raise Unfit(f"{self.name} (the dataset's transform) hands no row's image to a transform that makes a tensor", FallbackReason.TRANSFORM)
+        self.steps = chain
+        if chain.gate is not None:
+            from ._behaviour import generators_kept
+
+            def flips(value: float) -> bool:
+                with generators_kept():
+                    draws_from(row + 1)
+                    try:
+                        self.samples(None, [row], check=draws_from, probe=value)
+                    except NeedsImage as e:
+                        raise Unfit(f"{self.name} (the dataset's transform) on row {row}: {e}", FallbackReason.TRANSFORM) from None
+                flipped = [op[1] for op in self._last_steps.ops.get(0, []) if op[0] == "flip"]
+                for which in flipped:
+                    chain._same("flip", which)  # a flip the rows checked did not draw
+                return bool(flipped)
+
+            chain.threshold(flips)
 
     @property
     def used_columns(self) -> list[str]:

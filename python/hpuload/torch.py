@@ -1897,12 +1897,13 @@ class _Loader:
                     function, indices = self._rows.function, self.last_indices
                     more = getattr(batch, "more", None)
                     own = getattr(batch, "own", None)
-                    masks, table_masks = None, self._rows.masks
+                    masks, table_masks, facts = None, self._rows.masks, None
+
+                    def plans(index, width, height, core=core, epoch=epoch):
+                        return json.loads(core.sample_plan(epoch, index, width, height))
+
                     if table_masks is not None:
                         # A column of masks moved with the images (`_segmentation.TableMasks`).
-                        def plans(index, width, height, core=core, epoch=epoch):
-                            return json.loads(core.sample_plan(epoch, index, width, height))
-
                         table_masks.on_error = self._options.on_error
                         table_masks.read(indices)
                         masks = {table_masks.column: table_masks._batch(indices, plans, images)}
@@ -1914,10 +1915,13 @@ class _Loader:
                             own = function.own_samples(own)
                             for slot, (index, _) in own.items():
                                 indices[slot] = index
+                        if function.needs_facts:
+                            # The images' sizes the function reads, and where their plans cut them.
+                            facts = function.facts(indices, plans, own)
                         out = _collate.call(
                             collate or tud.default_collate,
                             [images, *more] if more else images,
-                            lambda views: function.samples(views, indices, own=own, masks=masks),
+                            lambda views: function.samples(views, indices, own=own, masks=masks, facts=facts),
                         )
                     yield out
                 elif collate is None:

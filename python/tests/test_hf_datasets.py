@@ -908,19 +908,6 @@ def test_diffusers_random_crops_flips_and_caption_choices_run_natively_from_each
     assert len(chosen) > 20  # each row's captions drawn, not one fixed
 
 
-def test_a_caption_function_that_reads_the_image_otherwise_goes_to_torch_naming_it(jpeg_folder, tmp_path):
-    transform = diffusers_transforms(24, True, False)
-
-    def preprocess(examples):
-        examples["original_sizes"] = [image.size for image in examples["image"]]  # SDXL's script does this
-        examples["pixel_values"] = [transform(image.convert("RGB")) for image in examples["image"]]
-        return examples
-
-    ds = caption_table(jpeg_folder, tmp_path).with_transform(preprocess)
-    with pytest.warns(FallbackWarning, match=r"preprocess .*reads the image's 'size'"):
-        DataLoader(ds, collate_fn=diffusers_collate, batch_size=4)
-
-
 def test_a_caption_function_drawing_from_torch_beside_the_transform_goes_to_torch(jpeg_folder, tmp_path):
     transform = diffusers_transforms(24, False, True)
 
