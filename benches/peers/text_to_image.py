@@ -9,10 +9,19 @@ The tokenizer is a real fast tokenizer (`PreTrainedTokenizerFast`, a byte-level 
 on the captions, since CLIP's vocabulary cannot be downloaded offline), called as the script
 calls CLIP's: `max_length=77`, `padding="max_length"`, `truncation=True`, `return_tensors="pt"`.
 
+`--recipe sdxl`: `train_text_to_image_sdxl.py`'s data path instead: its `preprocess_train`
+notes each image's `(height, width)`, resizes it with `train_resize`, cuts it with
+`train_crop.get_params` and `crop` (or its `CenterCrop`), mirrors it with
+`RandomHorizontalFlip(p=1.0)` when `random.random() < 0.5` (noting the corner's column from
+the right), and notes the corner; its `collate_fn` stacks the images and lists the sizes and
+corners (the script's table also holds precomputed embeddings, left out here).
+`--interpolation lanczos`: the scripts' current default resize (`--image_interpolation_mode`).
+
 usage:
   python text_to_image.py make --corpus DIR --out SAVED_DIR [--images 1000]
-  python text_to_image.py run --loader torch|hpuload --data SAVED_DIR
-        [--resolution 512] [--center-crop] [--random-flip] [--epochs 3] [--workers 2] [--batch 16]
+  python text_to_image.py run --loader torch|hpuload --data SAVED_DIR [--recipe diffusers|sdxl]
+        [--resolution 512] [--interpolation bilinear|lanczos] [--center-crop] [--random-flip]
+        [--epochs 3] [--workers 2] [--batch 16]
 `run` prints one JSON line: images/s (median of the epochs after a warm-up one)."""
 
 import argparse
@@ -26,6 +35,7 @@ import datasets
 import numpy as np
 import torch
 from torchvision import transforms
+from torchvision.transforms.functional import crop
 
 
 def make(a):
@@ -69,9 +79,12 @@ def run(a):
         inputs = tokenizer(captions, max_length=77, padding="max_length", truncation=True, return_tensors="pt")
         return inputs.input_ids
 
+    interpolation = getattr(transforms.InterpolationMode, a.interpolation.upper())
+    if a.recipe == "sdxl":
+        return run_sdxl(a, ds, DataLoader, interpolation)
     train_transforms = transforms.Compose(
         [
-            transforms.Resize(a.resolution, interpolation=transforms.InterpolationMode.BILINEAR),
+            transforms.Resize(a.resolution, interpolation=interpolation),
             transforms.CenterCrop(a.resolution) if a.center_crop else transforms.RandomCrop(a.resolution),
             transforms.RandomHorizontalFlip() if a.random_flip else transforms.Lambda(lambda x: x),
             transforms.ToTensor(),
@@ -96,6 +109,52 @@ def run(a):
     loader = DataLoader(
         train_dataset, shuffle=True, collate_fn=collate_fn, batch_size=a.batch, num_workers=a.workers
     )
+    measure(a, loader)
+
+
+def run_sdxl(a, ds, DataLoader, interpolation):
+    train_resize = transforms.Resize(a.resolution, interpolation=interpolation)
+    train_crop = transforms.CenterCrop(a.resolution) if a.center_crop else transforms.RandomCrop(a.resolution)
+    train_flip = transforms.RandomHorizontalFlip(p=1.0)
+    train_transforms = transforms.Compose([transforms.ToTensor(), transforms.Normalize([0.5], [0.5])])
+
+    def preprocess_train(examples):
+        images = [image.convert("RGB") for image in examples["image"]]
+        original_sizes, all_images, crop_top_lefts = [], [], []
+        for image in images:
+            original_sizes.append((image.height, image.width))
+            image = train_resize(image)
+            if a.center_crop:
+                y1 = max(0, int(round((image.height - a.resolution) / 2.0)))
+                x1 = max(0, int(round((image.width - a.resolution) / 2.0)))
+                image = train_crop(image)
+            else:
+                y1, x1, h, w = train_crop.get_params(image, (a.resolution, a.resolution))
+                image = crop(image, y1, x1, h, w)
+            if a.random_flip and random.random() < 0.5:
+                x1 = image.width - x1
+                image = train_flip(image)
+            crop_top_lefts.append((y1, x1))
+            all_images.append(train_transforms(image))
+        examples["original_sizes"] = original_sizes
+        examples["crop_top_lefts"] = crop_top_lefts
+        examples["pixel_values"] = all_images
+        return examples
+
+    def collate_fn(examples):
+        return {
+            "pixel_values": torch.stack([example["pixel_values"] for example in examples]),
+            "original_sizes": [example["original_sizes"] for example in examples],
+            "crop_top_lefts": [example["crop_top_lefts"] for example in examples],
+        }
+
+    loader = DataLoader(
+        ds.with_transform(preprocess_train), shuffle=True, collate_fn=collate_fn, batch_size=a.batch, num_workers=a.workers
+    )
+    measure(a, loader)
+
+
+def measure(a, loader):
     rates = []
     for _ in range(a.epochs + 1):
         start, n = time.perf_counter(), 0
@@ -116,6 +175,8 @@ def main():
     r = sub.add_parser("run")
     r.add_argument("--loader", choices=["torch", "hpuload"], required=True)
     r.add_argument("--data", required=True)
+    r.add_argument("--recipe", choices=["diffusers", "sdxl"], default="diffusers")
+    r.add_argument("--interpolation", choices=["bilinear", "lanczos"], default="bilinear")
     r.add_argument("--resolution", type=int, default=512)
     r.add_argument("--center-crop", action="store_true")
     r.add_argument("--random-flip", action="store_true")

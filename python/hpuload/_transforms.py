@@ -79,7 +79,16 @@ def _hw(size: Any, what: str) -> list[int]:
     raise Unsupported(f"{what} size {size!r} is not an int or a pair")
 
 
-_MODES = {"nearest": "nearest", "bilinear": "bilinear", "bicubic": "bicubic", 0: "nearest", 2: "bilinear", 3: "bicubic"}
+_MODES = {
+    "nearest": "nearest",
+    "bilinear": "bilinear",
+    "bicubic": "bicubic",
+    "lanczos": "lanczos",
+    0: "nearest",
+    1: "lanczos",
+    2: "bilinear",
+    3: "bicubic",
+}
 
 
 #: Pillow's resampling filters (`Image.Resampling`) by value, as torchvision's
@@ -387,8 +396,13 @@ def _resize_interp(t: Any, what: str, on_tensor: bool) -> str:
     Pillow's order), on a uint8 tensor torch's (nearest: `floor(i * in / out)`; the
     antialiased filters with torch's uint8 kernel's 16-bit weights, or `float_bilinear`,
     `float_bicubic`: its float kernel, then rounded, where torchvision casts the tensor to
-    float first: `_float_resize`)."""
-    interp = _interp(t.interpolation, what)
+    float first: `_float_resize`). Lanczos (diffusers' scripts' default) is Pillow's alone
+    (`pil_lanczos`): torchvision refuses it on a tensor."""
+    interp = _interp(t.interpolation, what, ("nearest", "bilinear", "bicubic", "lanczos"))
+    if interp == "lanczos":
+        if on_tensor or not _pillow_pass_order():
+            raise Unsupported(f"{what} with interpolation=lanczos " + ("of a tensor" if on_tensor else "(an unknown Pillow)"))
+        return "pil_lanczos"
     if interp not in ("nearest", "bilinear", "bicubic"):
         return interp
     if on_tensor:

@@ -1060,13 +1060,13 @@ def test_a_caption_function_replaced_between_epochs_is_checked_again(jpeg_folder
         assert len(list(loader)) == 3  # the same function: not checked again, the same path
     transform = diffusers_transforms(24, True, False)
 
-    def reads_size(examples):
-        examples["sizes"] = [image.size for image in examples["image"]]
+    def reads_mode(examples):
+        examples["modes"] = [image.mode for image in examples["image"]]
         examples["pixel_values"] = [transform(image.convert("RGB")) for image in examples["image"]]
         examples["input_ids"] = tokenizer(examples["text"])
         return examples
 
-    ds.set_transform(reads_size)
-    with pytest.warns(FallbackWarning, match=r"reads_size .*reads the image's 'size'"):
+    ds.set_transform(reads_mode)
+    with pytest.warns(FallbackWarning, match=r"reads_mode .*reads the image's 'mode'"):
         batches = list(loader)
     assert len(batches) == 3 and batches[0]["pixel_values"].shape == (4, 3, 24, 24)

@@ -24,11 +24,14 @@ from test_hf_datasets import caption_table  # noqa: E402
 WITHIN = 2 / 255 + 1e-6
 
 
-def sdxl_preprocess(resolution, center_crop, random_flip, flip_first=False, image_column="image"):
+def sdxl_preprocess(resolution, center_crop, random_flip, flip_first=False, interpolation="bilinear"):
     """The script's `preprocess_train`, as it is written there: the current script crops,
     then flips (noting the corner's column from the right); its first release flipped the
-    resize before cutting it (`flip_first`)."""
-    train_resize = transforms.Resize(resolution, interpolation=transforms.InterpolationMode.BILINEAR)
+    resize before cutting it (`flip_first`). `interpolation`: `--image_interpolation_mode`
+    (the current script's default is lanczos)."""
+    image_column = "image"
+    interpolation = getattr(transforms.InterpolationMode, interpolation.upper())
+    train_resize = transforms.Resize(resolution, interpolation=interpolation)
     train_crop = transforms.CenterCrop(resolution) if center_crop else transforms.RandomCrop(resolution)
     train_flip = transforms.RandomHorizontalFlip(p=1.0)
     train_transforms = transforms.Compose([transforms.ToTensor(), transforms.Normalize([0.5], [0.5])])
@@ -112,8 +115,9 @@ def check_batches(loader, table, resolution, flip_first, epochs=3):
     return flips, corners
 
 
-def test_sdxl_loader_with_its_center_crop_gives_torchs_batches_natively(jpeg_folder, tmp_path):
-    ds = caption_table(jpeg_folder, tmp_path).with_transform(sdxl_preprocess(32, True, False))
+@pytest.mark.parametrize("interpolation", ["bilinear", "lanczos"])
+def test_sdxl_loader_with_its_center_crop_gives_torchs_batches_natively(jpeg_folder, tmp_path, interpolation):
+    ds = caption_table(jpeg_folder, tmp_path).with_transform(sdxl_preprocess(32, True, False, interpolation=interpolation))
     ours = native(ds, shuffle=False)
     theirs = torch.utils.data.DataLoader(ds, shuffle=False, collate_fn=sdxl_collate, batch_size=4)
     n = 0
@@ -143,6 +147,26 @@ def test_sdxl_loader_center_crop_with_flips_notes_the_mirrored_corner(jpeg_folde
     loader = native(table.with_transform(sdxl_preprocess(24, True, True)), shuffle=True, seed=2)
     flips, _ = check_batches(loader, table, 24, False)
     assert 0 < sum(flips) < len(flips)
+
+
+def test_diffusers_text_to_image_loader_with_its_default_lanczos_resize_gives_torchs_batches_natively(jpeg_folder, tmp_path):
+    from test_hf_datasets import diffusers_collate, diffusers_preprocess
+
+    steps = transforms.Compose(
+        [
+            transforms.Resize(32, interpolation=transforms.InterpolationMode.LANCZOS),
+            transforms.CenterCrop(32),
+            transforms.Lambda(lambda x: x),
+            transforms.ToTensor(),
+            transforms.Normalize([0.5], [0.5]),
+        ]
+    )
+    ds = caption_table(jpeg_folder, tmp_path).with_transform(diffusers_preprocess(steps))
+    ours = native(ds, diffusers_collate, shuffle=False)
+    theirs = torch.utils.data.DataLoader(ds, shuffle=False, collate_fn=diffusers_collate, batch_size=4)
+    for a, b in zip(ours, theirs, strict=True):
+        assert torch.equal(a["input_ids"], b["input_ids"])
+        assert torch.equal(a["pixel_values"], b["pixel_values"])  # Pillow's Lanczos, byte for byte
 
 
 def test_a_flip_gate_of_another_probability_is_learnt_and_drawn_so(jpeg_folder, tmp_path):

@@ -16,6 +16,7 @@ from torchvision.transforms import v2
 from hpuload.torch import DataLoader, FallbackWarning, PythonTailWarning
 
 N, B, C = T.InterpolationMode.NEAREST, T.InterpolationMode.BILINEAR, T.InterpolationMode.BICUBIC
+L = T.InterpolationMode.LANCZOS
 CROP = (40, 52)
 
 
@@ -26,6 +27,10 @@ def cases(M):
         "resize_nearest": [M.Resize((37, 53), interpolation=N)],
         "resize_short_side_nearest_then_crop": [M.Resize(61, interpolation=N), M.CenterCrop(40)],
         "resize_nearest_up": [M.Resize((130, 97), interpolation=N)],
+        # Pillow's Lanczos (diffusers' scripts' default), shrinking and enlarging.
+        "resize_lanczos": [M.Resize((37, 53), interpolation=L)],
+        "resize_short_side_lanczos_then_crop": [M.Resize(61, interpolation=L), M.CenterCrop(40)],
+        "resize_lanczos_up": [M.Resize((130, 97), interpolation=L)],
         "rotate_nearest_about_a_point": [crop, M.RandomRotation((20, 20), center=(5, 9))],
         "rotate_nearest": [crop, M.RandomRotation((-33, -33))],
         "rotate_bilinear_with_fill": [crop, M.RandomRotation((45, 45), interpolation=B, fill=(10, 200, 30))],
@@ -107,6 +112,18 @@ def test_pillows_nearest_resize_of_jpegs_takes_the_cpu_path_on_the_engine_backen
     got = torch.cat([x for x, _ in loader])
     assert torch.equal(got, torch.stack([ds[i][0] for i in range(len(ds))]))
     assert sum(n for reason, n in loader.report()["fallbacks"].items() if "Pillow's nearest" in reason) == len(ds)
+
+
+def test_pillows_lanczos_resize_of_jpegs_takes_the_cpu_path_on_the_engine_backend_with_its_bytes(jpeg_folder):
+    """The engine has no Lanczos filter: such samples take the CPU path, named in the
+    report, and the bytes are torchvision's."""
+    ds = datasets.ImageFolder(jpeg_folder, T.Compose([T.Resize(48, interpolation=L), T.CenterCrop(40), T.PILToTensor()]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        loader = DataLoader(ds, batch_size=8, shuffle=False, backend="auto")
+    got = torch.cat([x for x, _ in loader])
+    assert torch.equal(got, torch.stack([ds[i][0] for i in range(len(ds))]))
+    assert sum(n for reason, n in loader.report()["fallbacks"].items() if "Lanczos" in reason) == len(ds)
 
 
 @pytest.mark.parametrize(

@@ -62,6 +62,9 @@ pub enum Interpolation {
     PilBilinear,
     /// Pillow's bicubic likewise (`BICUBIC`).
     PilBicubic,
+    /// Pillow's Lanczos likewise (`LANCZOS`, diffusers' scripts' default resize). The CPU
+    /// path only: the engine has no Lanczos filter.
+    PilLanczos,
     /// Antialiased bilinear as torch computes it on a float image, then rounded (what
     /// torchvision's v1 resizes do to a uint8 tensor: cast to float, interpolate, round),
     /// byte for byte; the engine takes it as bilinear. Resizes only.
@@ -117,7 +120,7 @@ impl Interpolation {
         match self {
             Self::Nearest | Self::PilNearest | Self::Cv2Nearest => Filter::Nearest,
             Self::PilBilinear | Self::FloatBilinear => Filter::Bilinear,
-            Self::PilBicubic | Self::FloatBicubic => Filter::Bicubic,
+            Self::PilBicubic | Self::FloatBicubic | Self::PilLanczos => Filter::Bicubic,
             Self::Bicubic | Self::Cv2Cubic => Filter::Bicubic,
             Self::Bilinear
             | Self::Random

@@ -288,6 +288,7 @@ impl Resampler {
             Interpolation::Bicubic => (FilterType::CatmullRom, Kernel::Bicubic, Exact::Torch),
             Interpolation::PilBilinear => (FilterType::Bilinear, Kernel::Bilinear, Exact::Pillow),
             Interpolation::PilBicubic => (FilterType::CatmullRom, Kernel::Bicubic, Exact::Pillow),
+            Interpolation::PilLanczos => (FilterType::Lanczos3, Kernel::Lanczos, Exact::Pillow),
             Interpolation::FloatBilinear => (FilterType::Bilinear, Kernel::Bilinear, Exact::Float),
             Interpolation::FloatBicubic => (FilterType::CatmullRom, Kernel::Bicubic, Exact::Float),
             Interpolation::TorchBilinearNoAntialias => {
@@ -481,6 +482,7 @@ impl Resampler {
             | Interpolation::FloatBilinear
             | Interpolation::TorchBilinearNoAntialias => 1.0,
             Interpolation::Bicubic | Interpolation::PilBicubic | Interpolation::FloatBicubic => 2.0,
+            Interpolation::PilLanczos => 3.0,
             Interpolation::BilinearNoAntialias => {
                 // Exactly the pixels `two_tap` reads: the same taps, their extent.
                 let extent = |out, start, len, limit| {

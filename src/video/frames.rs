@@ -76,6 +76,9 @@ impl FramesJob {
             if plan.interpolation.no_antialias() {
                 return Err("a resize without antialiasing runs on the CPU path");
             }
+            if plan.interpolation == augment::Interpolation::PilLanczos {
+                return Err("Pillow's Lanczos resize runs on the CPU path");
+            }
         }
         Ok(())
     }

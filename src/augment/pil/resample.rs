@@ -1,5 +1,6 @@
-//! Pillow's antialiased resize of an RGB image (`Image.resize` with `BILINEAR` or `BICUBIC`,
-//! what torchvision's `Resize`, `RandomResizedCrop` and `RandomResize` do to a PIL image),
+//! Pillow's antialiased resize of an RGB image (`Image.resize` with `BILINEAR`, `BICUBIC` or
+//! `LANCZOS`, what torchvision's `Resize`, `RandomResizedCrop` and `RandomResize` do to a PIL
+//! image),
 //! byte for byte: each output pixel's taps and weights computed as Pillow's
 //! `precompute_coeffs` does (in f64, normalised, then rounded to 22-bit fixed point), a pass
 //! across the rows the second pass reads, rounded to bytes, then a pass down the columns.
@@ -18,13 +19,16 @@ use super::super::geometry::CropBox;
 /// Pillow's `PRECISION_BITS` for 8-bit images.
 const BITS: u32 = 22;
 
-/// Pillow's two antialiasing filters torchvision uses.
+/// Pillow's antialiasing filters torchvision uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kernel {
     /// `bilinear_filter`: a triangle of support 1.
     Bilinear,
     /// `bicubic_filter`: Keys' cubic with `a = -0.5`, support 2.
     Bicubic,
+    /// `lanczos_filter`: the sinc windowed by a sinc three times as wide, support 3 (Pillow's
+    /// only; torch's tensor resizes have no Lanczos).
+    Lanczos,
 }
 
 /// Whose fixed-point weights a resize takes.
@@ -48,6 +52,7 @@ impl Kernel {
         match self {
             Self::Bilinear => 1.0,
             Self::Bicubic => 2.0,
+            Self::Lanczos => 3.0,
         }
     }
 
@@ -55,6 +60,15 @@ impl Kernel {
     /// two groupings that can differ in the last bit).
     fn weight(self, weights: Weights, x: f64) -> f64 {
         const A: f64 = -0.5;
+        if self == Self::Lanczos {
+            // Pillow's window is `[-3, 3)`, asymmetric at its ends, where the sine of a
+            // multiple of pi is not quite 0 in f64.
+            return if (-3.0..3.0).contains(&x) {
+                sinc(x) * sinc(x / 3.0)
+            } else {
+                0.0
+            };
+        }
         let x = x.abs();
         match self {
             Self::Bilinear if x < 1.0 => 1.0 - x,
@@ -68,6 +82,15 @@ impl Kernel {
             _ => 0.0,
         }
     }
+}
+
+/// Pillow's `sinc_filter`: `sin(pi x) / (pi x)`, 1 at 0.
+fn sinc(x: f64) -> f64 {
+    if x == 0.0 {
+        return 1.0;
+    }
+    let x = x * std::f64::consts::PI;
+    x.sin() / x
 }
 
 /// One axis's taps: for each output position, its first source position and its weights
@@ -266,7 +289,7 @@ pub enum PassOrder {
 /// image with it; Pillow 13's by default).
 static DOWN_FIRST_WHEN_TALLER: AtomicBool = AtomicBool::new(true);
 
-/// Makes Pillow's resizes (`Interpolation::PilBilinear`, `PilBicubic`) run their passes in
+/// Makes Pillow's resizes (`Interpolation::PilBilinear`, `PilBicubic`, `PilLanczos`) run their passes in
 /// `order`, the installed Pillow's.
 pub fn set_pass_order(order: PassOrder) {
     DOWN_FIRST_WHEN_TALLER.store(order == PassOrder::DownFirstWhenTaller, Ordering::Relaxed);
@@ -530,7 +553,7 @@ mod tests {
 
     #[test]
     fn weights_sum_to_one_in_fixed_point_and_a_same_size_axis_is_the_identity() {
-        for kernel in [Kernel::Bilinear, Kernel::Bicubic] {
+        for kernel in [Kernel::Bilinear, Kernel::Bicubic, Kernel::Lanczos] {
             for (len, full) in [(500, 224), (224, 500), (37, 37), (3, 1)] {
                 let a = Axis::new(kernel, len, full, 0, full);
                 for j in 0..full {
@@ -554,6 +577,30 @@ mod tests {
                 assert_eq!(w.iter().filter(|&&v| v != 0).count(), 1);
             }
         }
+    }
+
+    #[test]
+    fn lanczos_weights_are_pillows_windowed_sinc_over_three_pixels_each_side() {
+        // Enlarging 4 to 8: output 3's centre is source 1.75 (`(3 + 0.5) / 2`), its taps the
+        // sources whose centres lie within 3 of it, weighted by sinc(d) sinc(d / 3).
+        let a = Axis::new(Kernel::Lanczos, 4, 8, 0, 8);
+        assert_eq!((a.first[3], a.count[3]), (0, 4));
+        let raw: Vec<f64> = (0..4)
+            .map(|x| Kernel::Lanczos.weight(Weights::Pillow, f64::from(x) - 1.75 + 0.5))
+            .collect();
+        let sum: f64 = raw.iter().sum();
+        for (x, w) in raw.iter().enumerate() {
+            let fixed = w / sum * f64::from(1u32 << BITS);
+            let want = if fixed < 0.0 {
+                fixed - 0.5
+            } else {
+                fixed + 0.5
+            } as i32;
+            assert_eq!(a.weights[3 * a.ksize + x], want, "tap {x}");
+        }
+        assert!(a.weights[3 * a.ksize] < 0, "the sinc's negative lobe");
+        assert_eq!(Kernel::Lanczos.weight(Weights::Pillow, 3.0), 0.0);
+        assert_ne!(Kernel::Lanczos.weight(Weights::Pillow, -3.0), 0.0); // Pillow's [-3, 3)
     }
 
     #[test]
@@ -597,7 +644,7 @@ mod tests {
         let (w, h) = (13u32, 7u32);
         let src: Vec<u8> = (0..w * h * 3).map(|v| (v * 37 % 251) as u8).collect();
         let mut out = vec![0; src.len()];
-        for kernel in [Kernel::Bilinear, Kernel::Bicubic] {
+        for kernel in [Kernel::Bilinear, Kernel::Bicubic, Kernel::Lanczos] {
             let done = resize(
                 &src,
                 w,
