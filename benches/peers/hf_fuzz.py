@@ -33,10 +33,18 @@ usage: python hf_fuzz.py FOLDER [CASES=200] [SEED=0]
   guide's shape instead (`processor_case`: Segformer's image processor given the images and
   maps, session 100). LABELLED=1 adds a class label column beside them (`scene_parse_150`'s
   `scene_category`).
+  STEPS=1 (environment): the caption table, the functions SDXL-shaped ones that cut each image
+  themselves (`steps_case`: a `Resize` in any of four filters, a `CenterCrop` or
+  `RandomCrop.get_params` and `crop` or a `RandomCrop` of a square resize, so that nothing
+  is drawn, a flip before or after the crop gated by `random.random() < 1.0` or `> 1.0`,
+  noting sizes and corners), some with a step hpuload does not follow (Pillow's own crop, a
+  `ColorJitter` on the way, a padded crop, a second `random()`, the image's mode, the
+  functional flip) (session 101).
 Outcomes as transform_fuzz.py's; every value of each batch is compared (images within a level,
 labels exactly).
 """
 import os
+import random
 import sys
 import tempfile
 
@@ -546,6 +554,78 @@ def pair_collate_of(rng):
     return "stack", collate_fn
 
 
+def steps_case(rng):
+    """(name, fn): a random SDXL-shaped function that cuts each image itself, every draw
+    pinned (see the module's STEPS)."""
+    from torchvision import transforms as T
+    from torchvision.transforms import functional as F
+    from torchvision.transforms.functional import crop
+
+    res = rng.choice([16, 24, 32])
+    filter_name = rng.choice(["BILINEAR", "BICUBIC", "LANCZOS", "NEAREST"])
+    square = rng.random() < 0.5  # Resize((res, res)): a random crop of it draws nothing
+    resize = T.Resize((res, res) if square else res, interpolation=getattr(T.InterpolationMode, filter_name))
+    cut = rng.choice(["center", "params", "call"] if square else ["center"])
+    gate = rng.choice(["none", "before", "after"])
+    always = rng.random() < 0.5
+    final = rng.choice(["ToTensor+Normalize", "ToTensor", "PILToTensor"])
+    order = rng.choice(["hw", "wh"])
+    odd = rng.choice([None] * 6 + ["pil_crop", "jitter", "padded", "two_randoms", "mode", "functional_flip"])
+    crop_t = T.CenterCrop(res) if cut == "center" else T.RandomCrop(res, padding=2 if odd == "padded" else None)
+    flip = T.RandomHorizontalFlip(p=1.0)
+    jitter = T.ColorJitter(brightness=(1.2, 1.2))
+    last = {
+        "ToTensor+Normalize": T.Compose([T.ToTensor(), T.Normalize([0.5], [0.5])]),
+        "ToTensor": T.ToTensor(),
+        "PILToTensor": T.PILToTensor(),
+    }[final]
+
+    # Written inline, as the script writes it: hpuload looks through the function's own
+    # names, not those of helpers it calls.
+    def fn(batch):
+        sizes, corners, out, modes = [], [], [], []
+        for image in batch["image"]:
+            image = image.convert("RGB")
+            sizes.append((image.height, image.width) if order == "hw" else image.size)
+            image = resize(image)
+            if odd == "jitter":
+                image = jitter(image)
+            if gate == "before" and (random.random() < 1.0 if always else random.random() > 1.0):
+                if odd == "two_randoms":
+                    random.random()
+                image = F.hflip(image) if odd == "functional_flip" else flip(image)
+            if cut == "params":
+                y, x, h, w = crop_t.get_params(image, (res, res))
+                image = crop(image, y, x, h, w)
+            else:
+                y = max(0, int(round((image.height - res) / 2.0)))
+                x = max(0, int(round((image.width - res) / 2.0)))
+                image = crop_t(image)
+            if gate == "after" and (random.random() < 1.0 if always else random.random() > 1.0):
+                if odd == "two_randoms":
+                    random.random()
+                x = image.width - x
+                image = F.hflip(image) if odd == "functional_flip" else flip(image)
+            if odd == "pil_crop":
+                image = image.crop((0, 0, res, res))
+            if odd == "mode":
+                modes.append(image.mode)
+            corners.append((y, x))
+            out.append(last(image))
+        batch["original_sizes"] = sizes
+        batch["crop_top_lefts"] = corners
+        batch["pixel_values"] = out
+        if modes:
+            batch["modes"] = modes
+        return batch
+
+    name = (
+        f"steps: Resize({'square' if square else 'short'} {res}, {filter_name}) cut={cut} gate={gate} "
+        f"{'always' if always else 'never'} sizes={order} odd={odd} {final}"
+    )
+    return name, fn
+
+
 def with_bytes(table, cache):
     """`table` as a table of each image's encoded bytes and its label (no Image column)."""
     import datasets
@@ -648,7 +728,11 @@ def main():
 def search(table, rng, cases, captions=False, paths=False):
     tally = {}
     for i in range(cases):
-        if paths == "masks" and os.environ.get("PROCESSOR") == "1":
+        if captions and os.environ.get("STEPS") == "1":
+            tname, fn = steps_case(rng)
+            kind, tf = "steps", None
+            cname, collate = caption_collate_of("size", rng)
+        elif paths == "masks" and os.environ.get("PROCESSOR") == "1":
             tname, fn = processor_case(rng)
             kind, tf = "processor", None
             cname, collate = mask_collate_of(rng)
@@ -670,6 +754,8 @@ def search(table, rng, cases, captions=False, paths=False):
         elif paths:
             kind, fn = (bytes_function if paths == "bytes" else path_function)(rng, tf)
             cname, collate = collate_of("new_dict" if kind == "new_dict" else kind, rng)
+        elif captions and os.environ.get("STEPS") == "1":
+            pass
         elif captions:
             kind, fn = caption_function(rng, tf)
             cname, collate = caption_collate_of(kind, rng)

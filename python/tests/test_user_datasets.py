@@ -1357,6 +1357,7 @@ PIL_RESIZES = {
     "default": lambda im: im.convert("RGB").resize((52, 40)),
     "bilinear": lambda im: im.convert("RGB").resize((52, 40), Image.BILINEAR),
     "nearest": lambda im: im.convert("RGB").resize((52, 40), resample=Image.Resampling.NEAREST),
+    "lanczos": lambda im: im.convert("RGB").resize((52, 40), Image.LANCZOS),
     "then converted": lambda im: im.resize((52, 40)).convert("RGB"),
     "copied": lambda im: im.convert("RGB").copy().resize((52, 40)),
 }
@@ -1408,7 +1409,7 @@ def test_a_pillow_resize_hpuload_does_not_follow_goes_to_torchs_loader_named(png
     from PIL import ImageOps
 
     cases = [
-        ("train.csv", lambda im: im.convert("RGB").resize((52, 40), Image.LANCZOS), [T.ToTensor()], "LANCZOS"),
+        ("train.csv", lambda im: im.convert("RGB").resize((52, 40), Image.HAMMING), [T.ToTensor()], "HAMMING"),
         ("grey.csv", PIL_RESIZES["then converted"], [T.ToTensor()], "mode L"),
         ("train.csv", lambda im: im.convert("RGB").resize((52, 40), box=(0, 0, 20, 20)), [T.ToTensor()], "box"),
         ("train.csv", lambda im: ImageOps.exif_transpose(im.resize((52, 40))), [T.ToTensor()], "exif_transpose"),
