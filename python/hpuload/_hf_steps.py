@@ -260,6 +260,9 @@ class StepChain:
                 raise NeedsImage("the function does not crop its resized image with a CenterCrop, a RandomCrop or RandomCrop.get_params and crop")
             self._same("crop", ("random", params[1]))
             self._same("crop_size", params[2][::-1])
+        w, h = self.crop_size
+        if resize[3][0] < w or resize[3][1] < h:
+            raise NeedsImage(f"the function crops {w}x{h} from a resize of {resize[3][0]}x{resize[3][1]}, past its edges")
         gate("after")
         final = take("final")
         if final is None or seen:
@@ -307,6 +310,8 @@ class StepChain:
 
 def facts_of(plan: dict, size: tuple[int, int], chain: StepChain) -> Facts:
     """A row's `Facts` from its sample plan (`core.sample_plan`'s) and its image's size."""
+    if plan.get("padding") is not None:
+        raise NeedsImage(f"the function crops an image of {size[0]}x{size[1]} past its resize's edges, unlike the rows checked")
     ops = [op.get("op") for op in plan.get("ops", [])]
     after = (ops.count("hflip") + bool(plan.get("flip"))) % 2 == 1
     rc = plan.get("resized_crop")

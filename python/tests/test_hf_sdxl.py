@@ -258,3 +258,22 @@ def test_a_function_reading_the_images_mode_goes_to_torch_naming_it(jpeg_folder,
     ds = caption_table(jpeg_folder, tmp_path).with_transform(preprocess)
     with pytest.warns(FallbackWarning, match=r"preprocess .*reads the image's 'mode'"):
         DataLoader(ds, batch_size=4)
+
+
+def test_a_function_cropping_past_its_resize_goes_to_torch_naming_it(jpeg_folder, tmp_path):
+    resize, cut, last = transforms.Resize(16), transforms.CenterCrop(24), transforms.ToTensor()
+    flip = transforms.RandomHorizontalFlip(p=1.0)
+
+    def preprocess(examples):
+        out = []
+        for image in examples["image"]:
+            image = cut(resize(image.convert("RGB")))  # torchvision pads the crop
+            if random.random() < 0.5:
+                image = flip(image)
+            out.append(last(image))
+        examples["pixel_values"] = out
+        return examples
+
+    ds = caption_table(jpeg_folder, tmp_path).with_transform(preprocess)
+    with pytest.warns(FallbackWarning, match=r"preprocess .*crops 24x24 from a resize of \d+x\d+, past its edges"):
+        DataLoader(ds, batch_size=4)
