@@ -22,7 +22,8 @@ usage:
   python text_to_image.py run --loader torch|hpuload --data SAVED_DIR [--recipe diffusers|sdxl]
         [--resolution 512] [--interpolation bilinear|lanczos] [--center-crop] [--random-flip]
         [--epochs 3] [--workers 2] [--batch 16]
-`run` prints one JSON line: images/s (median of the epochs after a warm-up one)."""
+`run` prints one JSON line: images/s (median of the epochs after a warm-up one), each epoch's,
+the process's resident memory after each epoch, and the loader's module."""
 
 import argparse
 import glob
@@ -155,14 +156,16 @@ def run_sdxl(a, ds, DataLoader, interpolation):
 
 
 def measure(a, loader):
-    rates = []
+    rates, rss = [], []
     for _ in range(a.epochs + 1):
         start, n = time.perf_counter(), 0
         for batch in loader:
             n += batch["pixel_values"].shape[0]
         rates.append(n / (time.perf_counter() - start))
+        with open("/proc/self/status") as f:  # this process's resident memory after the epoch
+            rss.append(int(f.read().split("VmRSS:")[1].split()[0]) // 1024)
     print(json.dumps({"loader": a.loader, "images_per_s": round(statistics.median(rates[1:]), 1),
-                      "epochs": [round(r, 1) for r in rates], "kind": type(loader).__name__}))
+                      "epochs": [round(r, 1) for r in rates], "rss_mib": rss, "module": type(loader).__module__}))
 
 
 def main():
