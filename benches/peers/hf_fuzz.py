@@ -36,7 +36,7 @@ usage: python hf_fuzz.py FOLDER [CASES=200] [SEED=0]
   STEPS=1 (environment): the caption table, the functions SDXL-shaped ones that cut each image
   themselves (`steps_case`: a `Resize` in any of four filters, a `CenterCrop` or
   `RandomCrop.get_params` and `crop` or a `RandomCrop` of a square resize, so that nothing
-  is drawn, a flip before or after the crop gated by `random.random() < 1.0` or `> 1.0`,
+  is drawn, or no crop, a flip before or after the crop gated by `random.random() < 1.0` or `> 1.0`,
   noting sizes and corners), some with a step hpuload does not follow (Pillow's own crop, a
   `ColorJitter` on the way, a padded crop, a second `random()`, the image's mode, the
   functional flip) (session 101).
@@ -565,7 +565,7 @@ def steps_case(rng):
     filter_name = rng.choice(["BILINEAR", "BICUBIC", "LANCZOS", "NEAREST"])
     square = rng.random() < 0.5  # Resize((res, res)): a random crop of it draws nothing
     resize = T.Resize((res, res) if square else res, interpolation=getattr(T.InterpolationMode, filter_name))
-    cut = rng.choice(["center", "params", "call"] if square else ["center"])
+    cut = rng.choice(["center", "params", "call", "none"] if square else ["center"])
     gate = rng.choice(["none", "before", "after"])
     always = rng.random() < 0.5
     final = rng.choice(["ToTensor+Normalize", "ToTensor", "PILToTensor"])
@@ -597,6 +597,8 @@ def steps_case(rng):
             if cut == "params":
                 y, x, h, w = crop_t.get_params(image, (res, res))
                 image = crop(image, y, x, h, w)
+            elif cut == "none":  # optimum-habana's copy at its default crop resolution
+                y, x = 0, 0
             else:
                 y = max(0, int(round((image.height - res) / 2.0)))
                 x = max(0, int(round((image.width - res) / 2.0)))

@@ -206,7 +206,8 @@ class StepChain:
     """The steps the function takes with each row's image, learnt from the check: `resize`
     (the index of its `Resize`), `crop` (`("center", index)` of a `CenterCrop`, `("cut",
     index)` of an unpadded `RandomCrop` it calls, `("random", index)` of the `RandomCrop` whose
-    `get_params` it calls) of `crop_size` `(width, height)`, the flip's
+    `get_params` it calls, `("none", None)` where it does not crop) of `crop_size` `(width,
+    height)`, the flip's
     gate (`gate`: `"before"` or `"after"` the crop, or None), its `flip` (the index of the
     `RandomHorizontalFlip(p=1.0)`) and probability (`p`; `low` whether `random()`'s low
     values flip), and `final`, the transform that makes the tensor."""
@@ -254,16 +255,20 @@ class StepChain:
         if center is not None:
             self._same("crop", (center[0], center[1]))
             self._same("crop_size", center[3])
-        else:
+        elif seen and seen[0][0] in ("params", "crop"):
             params, cut = take("params"), take("crop")
             if params is None or cut is None:
-                raise NeedsImage("the function does not crop its resized image with a CenterCrop, a RandomCrop or RandomCrop.get_params and crop")
+                raise NeedsImage("the function crops its resized image otherwise than by RandomCrop.get_params and crop")
             self._same("crop", ("random", params[1]))
             self._same("crop_size", params[2][::-1])
-        w, h = self.crop_size
-        if resize[3][0] < w or resize[3][1] < h:
-            raise NeedsImage(f"the function crops {w}x{h} from a resize of {resize[3][0]}x{resize[3][1]}, past its edges")
-        gate("after")
+        else:
+            # No crop (optimum-habana's copy where `--crop_resolution` is the resolution).
+            self._same("crop", ("none", None))
+        if self.crop[0] != "none":
+            w, h = self.crop_size
+            if resize[3][0] < w or resize[3][1] < h:
+                raise NeedsImage(f"the function crops {w}x{h} from a resize of {resize[3][0]}x{resize[3][1]}, past its edges")
+            gate("after")
         final = take("final")
         if final is None or seen:
             raise NeedsImage(f"the function steps an image as {[op[0] for op in ops]}, which hpuload does not follow")
@@ -300,10 +305,13 @@ class StepChain:
 
         resize, final = self.founds[self.resize], self.founds[self.final]
         kind, which = self.crop
-        w, h = self.crop_size
-        cut = T.RandomCrop((h, w)) if kind == "random" else self.founds[which]
+        w, h = self.crop_size or (0, 0)
         flip = [T.RandomHorizontalFlip(self.p)] if self.gate is not None and self.p > 0 else []
-        middle = [*flip, cut] if self.gate == "before" else [cut, *flip]
+        if kind == "none":
+            middle = flip
+        else:
+            cut = T.RandomCrop((h, w)) if kind == "random" else self.founds[which]
+            middle = [*flip, cut] if self.gate == "before" else [cut, *flip]
         last = list(final.transforms) if isinstance(final, T.Compose) else [final]
         return T.Compose([resize, *middle, *last])
 
@@ -314,6 +322,9 @@ def facts_of(plan: dict, size: tuple[int, int], chain: StepChain) -> Facts:
         raise NeedsImage(f"the function crops an image of {size[0]}x{size[1]} past its resize's edges, unlike the rows checked")
     ops = [op.get("op") for op in plan.get("ops", [])]
     after = (ops.count("hflip") + bool(plan.get("flip"))) % 2 == 1
+    if chain.crop[0] == "none":
+        # The resize alone: its size as torchvision computes it, every flip after it.
+        return Facts(tuple(size), _resized(chain.founds[chain.resize], size), (0, 0), after)
     rc = plan.get("resized_crop")
     if rc is None:
         # A crop the size of its resize: the plan keeps the resize alone, every flip after it.
@@ -322,6 +333,18 @@ def facts_of(plan: dict, size: tuple[int, int], chain: StepChain) -> Facts:
     rh, rw = rc["resized"]
     flip = bool(rc["hflip"]) if chain.gate == "before" else after != bool(rc["hflip"])
     return Facts(tuple(size), (rw, rh), tuple(rc["at"]), flip)
+
+
+def _resized(resize, size: tuple[int, int]) -> tuple[int, int]:
+    """`(width, height)` of a `Resize`'s output for an image of `size` `(width, height)`."""
+    from torchvision.transforms import functional as F
+
+    target = resize.size
+    if isinstance(target, (list, tuple)) and len(target) == 2:
+        h, w = target
+    else:
+        h, w = F._compute_resized_output_size([size[1], size[0]], list(target) if isinstance(target, (list, tuple)) else [target], resize.max_size)
+    return int(w), int(h)
 
 
 def _kind(found) -> str | None:
