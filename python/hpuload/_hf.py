@@ -237,11 +237,9 @@ def _segformer_with_masks(processor):
     name = type(processor).__name__
     if not _is_segformer(processor):
         raise Unfit(f"{name} given segmentation maps (hpuload moves the maps of Segformer's image processor)", T)
-    steps = _processor_steps(processor)
-    if found is not processor:
-        # The guide's `jitter` of each image first; whatever it does, the maps are not given
-        # to it (a flip there flips the image alone).
-        steps = _chained(found, steps)
+    # With the guide's `jitter` of each image first: whatever it does, the maps are not given
+    # to it (a flip there flips the image alone).
+    steps = _runs_as(found)
     kw = processor._standardize_kwargs(**{n: getattr(processor, n, None) for n in processor._valid_kwargs_names})
     size = kw.get("size")
     if not kw.get("do_resize"):
