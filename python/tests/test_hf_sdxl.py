@@ -24,11 +24,13 @@ from test_hf_datasets import caption_table  # noqa: E402
 WITHIN = 2 / 255 + 1e-6
 
 
-def sdxl_preprocess(resolution, center_crop, random_flip, flip_first=False, interpolation="bilinear"):
+def sdxl_preprocess(resolution, center_crop, random_flip, flip_first=False, interpolation="bilinear", crops=True):
     """The script's `preprocess_train`, as it is written there: the current script crops,
     then flips (noting the corner's column from the right); its first release flipped the
     resize before cutting it (`flip_first`). `interpolation`: `--image_interpolation_mode`
-    (the current script's default is lanczos)."""
+    (the current script's default is lanczos). `crops=False`: optimum-habana's copy, which
+    crops only where `--crop_resolution` is below the resolution (its default table's images
+    are square), at its default."""
     image_column = "image"
     interpolation = getattr(transforms.InterpolationMode, interpolation.upper())
     train_resize = transforms.Resize(resolution, interpolation=interpolation)
@@ -46,7 +48,10 @@ def sdxl_preprocess(resolution, center_crop, random_flip, flip_first=False, inte
             image = train_resize(image)
             if flip_first and random_flip and random.random() < 0.5:
                 image = train_flip(image)
-            if center_crop:
+            if not crops:
+                x1 = 0
+                y1 = 0
+            elif center_crop:
                 y1 = max(0, int(round((image.height - resolution) / 2.0)))
                 x1 = max(0, int(round((image.width - resolution) / 2.0)))
                 image = train_crop(image)
@@ -279,50 +284,6 @@ def test_a_function_cropping_past_its_resize_goes_to_torch_naming_it(jpeg_folder
         DataLoader(ds, batch_size=4)
 
 
-def habana_preprocess(resolution, crop_resolution, center_crop, random_flip):
-    """optimum-habana's copy of the script's `preprocess_train`: it crops only where
-    `--crop_resolution` is below the resolution (its default table's images are square)."""
-    train_resize = transforms.Resize(resolution, interpolation=transforms.InterpolationMode.BILINEAR)
-    train_crop = transforms.CenterCrop(resolution) if center_crop else transforms.RandomCrop(resolution)
-    train_flip = transforms.RandomHorizontalFlip(p=1.0)
-    train_transforms = transforms.Compose([transforms.ToTensor(), transforms.Normalize([0.5], [0.5])])
-
-    def preprocess_train(examples):
-        images = [image.convert("RGB") for image in examples["image"]]
-        original_sizes = []
-        all_images = []
-        crop_top_lefts = []
-        for image in images:
-            original_sizes.append((image.height, image.width))
-            image = train_resize(image)
-            if crop_resolution < resolution:
-                if center_crop:
-                    y1 = max(0, int(round((image.height - resolution) / 2.0)))
-                    x1 = max(0, int(round((image.width - resolution) / 2.0)))
-                    image = train_crop(image)
-                else:
-                    y1, x1, h, w = train_crop.get_params(image, (resolution, resolution))
-                    image = crop(image, y1, x1, h, w)
-            else:
-                x1 = 0
-                y1 = 0
-            if random_flip and random.random() < 0.5:
-                # flip
-                x1 = image.width - x1
-                image = train_flip(image)
-            crop_top_left = (y1, x1)
-            crop_top_lefts.append(crop_top_left)
-            image = train_transforms(image)
-            all_images.append(image)
-
-        examples["original_sizes"] = original_sizes
-        examples["crop_top_lefts"] = crop_top_lefts
-        examples["pixel_values"] = all_images
-        return examples
-
-    return preprocess_train
-
-
 def test_optimum_habanas_sdxl_loader_without_its_crop_runs_natively_and_notes_each_flip(jpeg_folder, tmp_path):
     from PIL import Image
 
@@ -334,7 +295,7 @@ def test_optimum_habanas_sdxl_loader_without_its_crop_runs_natively_and_notes_ea
     table = datasets.Dataset.from_dict({"image": files, "text": [f"t{k}" for k in range(len(files))]}).cast_column("image", datasets.Image())
     table.save_to_disk(str(tmp_path / "squares"))
     table = datasets.load_from_disk(str(tmp_path / "squares"))
-    loader = native(table.with_transform(habana_preprocess(32, 32, False, True)), shuffle=True, seed=4)
+    loader = native(table.with_transform(sdxl_preprocess(32, False, True, crops=False)), shuffle=True, seed=4)
     assert loader._rows.function.steps.crop == ("none", None)
     flips = []
     for _ in range(3):

@@ -99,31 +99,20 @@ def test_steps_before_a_resize_take_the_cpu_path_on_the_engine_backend_with_the_
 
 
 @pytest.mark.parametrize("flavour", ["v1", "v2"])
-def test_pillows_nearest_resize_of_jpegs_takes_the_cpu_path_on_the_engine_backend(jpeg_folder, flavour):
+@pytest.mark.parametrize("interpolation,named", [(N, "Pillow's nearest"), (L, "Pillow's Lanczos")], ids=["nearest", "lanczos"])
+def test_pillows_nearest_and_lanczos_resizes_of_jpegs_take_the_cpu_path_on_the_engine_backend(jpeg_folder, flavour, interpolation, named):
     """The engine's nearest is torch's (`floor(i * scale)`); Pillow's, what a PIL image gets,
     samples under each output pixel's centre: on the engine it took other source pixels
-    (22 dB from torchvision's output on corpus photos). Such samples take the CPU path, named
-    in the report, and the bytes are torchvision's."""
+    (22 dB from torchvision's output on corpus photos). The engine has no Lanczos filter.
+    Such samples take the CPU path, named in the report, and the bytes are torchvision's."""
     M = T if flavour == "v1" else v2
-    ds = datasets.ImageFolder(jpeg_folder, M.Compose([M.Resize((37, 53), interpolation=N), M.CenterCrop(32), M.PILToTensor()]))
+    ds = datasets.ImageFolder(jpeg_folder, M.Compose([M.Resize((37, 53), interpolation=interpolation), M.CenterCrop(32), M.PILToTensor()]))
     with warnings.catch_warnings():
         warnings.simplefilter("error", FallbackWarning)
         loader = DataLoader(ds, batch_size=8, shuffle=False, backend="auto")
     got = torch.cat([x for x, _ in loader])
     assert torch.equal(got, torch.stack([ds[i][0] for i in range(len(ds))]))
-    assert sum(n for reason, n in loader.report()["fallbacks"].items() if "Pillow's nearest" in reason) == len(ds)
-
-
-def test_pillows_lanczos_resize_of_jpegs_takes_the_cpu_path_on_the_engine_backend_with_its_bytes(jpeg_folder):
-    """The engine has no Lanczos filter: such samples take the CPU path, named in the
-    report, and the bytes are torchvision's."""
-    ds = datasets.ImageFolder(jpeg_folder, T.Compose([T.Resize(48, interpolation=L), T.CenterCrop(40), T.PILToTensor()]))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", FallbackWarning)
-        loader = DataLoader(ds, batch_size=8, shuffle=False, backend="auto")
-    got = torch.cat([x for x, _ in loader])
-    assert torch.equal(got, torch.stack([ds[i][0] for i in range(len(ds))]))
-    assert sum(n for reason, n in loader.report()["fallbacks"].items() if "Lanczos" in reason) == len(ds)
+    assert sum(n for reason, n in loader.report()["fallbacks"].items() if named in reason) == len(ds)
 
 
 @pytest.mark.parametrize(
