@@ -153,16 +153,18 @@ def test_ops_that_remap_levels_by_the_images_own_take_the_cpu_path_on_the_engine
     assert loader.report()["hw_samples"] == len(plain)
 
 
-def test_a_random_flip_before_random_resized_crop_is_drawn_on_the_whole_image(png_folder):
+@pytest.mark.parametrize("interpolation", [B, L], ids=["bilinear", "lanczos"])
+def test_a_random_flip_before_random_resized_crop_is_drawn_on_the_whole_image(png_folder, interpolation):
     """`RandomHorizontalFlip()` then `RandomResizedCrop` (flip first, as many scripts write it):
     each sample is torchvision's own functions with hpuload's draws (the flip of the whole
-    image, then the crop drawn on it), byte for byte, natively; about half are flipped."""
+    image, then the crop drawn on it), byte for byte, natively; about half are flipped. With
+    Pillow's Lanczos too."""
     import json
 
     from PIL import Image
     from torchvision.transforms import functional as F
 
-    rrc = T.RandomResizedCrop(48)
+    rrc = T.RandomResizedCrop(48, interpolation=interpolation)
     ds = datasets.ImageFolder(png_folder, T.Compose([T.RandomHorizontalFlip(), rrc, T.PILToTensor()]))
     with warnings.catch_warnings():
         warnings.simplefilter("error", FallbackWarning)
