@@ -806,7 +806,7 @@ class RowFunction:
         from ._hf_steps import StepChain
 
         T = FallbackReason.TRANSFORM
-        ran, failure, first = 0, None, None
+        ran, failure, made = 0, None, []
         self.form, self.transform_of, self.mask_of, self.chain_of = None, {}, {}, {}
         self.steps, self._composed, self.reads_size = None, None, False
         self.learning = StepChain(self.founds) if self.stepwise else None
@@ -847,7 +847,7 @@ class RowFunction:
                     )
                 learnt = self.form, self.transform_of, self.mask_of, self.chain_of
                 ran += 1
-                first = row if first is None else first
+                made.append(row)
                 mine = {k: v for k, v in want.items() if k not in self.image_columns or self.reads}
                 if list(mine) != list(got) or not all(_same(mine[k], got[k]) for k in got):
                     which = next((k for k in got if k not in mine or not _same(mine[k], got[k])), None)
@@ -861,14 +861,15 @@ class RowFunction:
             raise Unfit(f"{self.name} (the dataset's transform) could not be checked on any row ({failure})", T)
         if ran and not self.form:
             raise Unfit(f"{self.name} (the dataset's transform) hands its transform no row's image", T)
-        if self.learning is not None and first is not None:
-            self._learn_flip(first, draws_from)
+        if self.learning is not None and made:
+            self._learn_flip(made, draws_from)
         self._learn_conversion(rows)
 
-    def _learn_flip(self, row: int, draws_from) -> None:
-        """The steps learnt, with the flip's probability: on `row` (one the dataset makes),
-        whether its image is mirrored when `random.random()` answers each of a bisection's
-        values, under the row's draws."""
+    def _learn_flip(self, rows: list[int], draws_from) -> None:
+        """The steps learnt, with the flip's probability: on the first of `rows` (those the
+        dataset makes), whether its image is mirrored when `random.random()` answers each of a
+        bisection's values, under the row's draws; on the others, that the threshold is the
+        same (a function whose odds depend on the image falls back)."""
         chain, self.learning = self.learning, None
         if chain.final is None:
             raise Unfit(f"{self.name} (the dataset's transform) hands no row's image to a transform that makes a tensor", FallbackReason.TRANSFORM)
@@ -876,7 +877,7 @@ class RowFunction:
         if chain.gate is not None:
             from ._behaviour import generators_kept
 
-            def flips(value: float) -> bool:
+            def flips(value: float, row: int = rows[0]) -> bool:
                 with generators_kept():
                     draws_from(row + 1)
                     try:
@@ -889,6 +890,12 @@ class RowFunction:
                 return bool(flipped)
 
             chain.threshold(flips)
+            for row in rows[1:]:
+                if any(flips(value, row) != want for value, want in chain.edges()):
+                    raise Unfit(
+                        f"{self.name} (the dataset's transform) mirrors row {row}'s image at other odds than row {rows[0]}'s",
+                        FallbackReason.TRANSFORM,
+                    )
 
     @property
     def used_columns(self) -> list[str]:

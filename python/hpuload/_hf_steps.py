@@ -149,22 +149,22 @@ class StepTransform:
 
 
 def bind_crop(steps: Steps):
-    """torchvision's functional `crop` for this run: the real crop of the real image while
-    checking; else the plan's, which must be where `get_params` said."""
+    """torchvision's functional `crop` for this run, which must cut where `get_params` just
+    said: the real crop of the real image while checking, else the plan's."""
 
     def crop(img, top, left, height, width):
         if not isinstance(img, _Step):
             raise NeedsImage("the function crops other than a row's resized image")
         box = (int(top), int(left), int(height), int(width))
+        last = (steps.ops.get(img.k) or [None])[-1]
+        if last is None or last[0] != "params" or (*last[3], *last[2]) != box:
+            raise NeedsImage("the function crops elsewhere than get_params said")
         if steps.real:
             from torchvision.transforms import functional as F
 
             out = F.crop(img.real, *box)
             steps.note(img.k, ("crop", box))
             return _Step(img.k, img.column, out, tuple(out.size))
-        last = (steps.ops.get(img.k) or [None])[-1]
-        if last is None or last[0] != "params" or (*last[3], *last[2]) != box:
-            raise NeedsImage("the function crops elsewhere than get_params said")
         steps.note(img.k, ("crop", box))
         return _Step(img.k, img.column, None, (box[3], box[2]))
 
@@ -298,6 +298,15 @@ class StepChain:
         t = round(b, 9)
         self.low = low
         self.p = t if low else 1.0 - t
+
+    def edges(self) -> list[tuple[float, bool]]:
+        """`(value, mirrored)` pairs just either side of the learnt threshold (its ends for odds
+        of 0 or 1): what `random.random()` answering `value` must do to any row."""
+        if self.p in (0.0, 1.0):
+            return [(_LOW, self.p == 1.0), (_HIGH, self.p == 1.0)]
+        t = self.p if self.low else 1.0 - self.p
+        below, above = max(_LOW, t - 1e-6), min(_HIGH, t + 1e-6)
+        return [(below, self.low), (above, not self.low)]
 
     def compose(self):
         """The steps as one torchvision transform."""

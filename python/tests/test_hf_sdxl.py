@@ -309,3 +309,39 @@ def test_optimum_habanas_sdxl_loader_without_its_crop_runs_natively_and_notes_ea
                 assert (batch["pixel_values"][k] - want).abs().max() <= WITHIN
                 flips.append(left == 32)
     assert 0 < sum(flips) < len(flips)
+
+
+def test_a_function_whose_flip_odds_depend_on_the_image_goes_to_torch_naming_it(jpeg_folder, tmp_path):
+    resize, cut, last = transforms.Resize(24), transforms.CenterCrop(24), transforms.ToTensor()
+    flip = transforms.RandomHorizontalFlip(p=1.0)
+
+    def preprocess(examples):
+        out = []
+        for image in examples["image"]:
+            image = cut(resize(image.convert("RGB")))
+            if random.random() < (0.5 if examples["text"][len(out)].endswith(("0 of a thing", "2 of a thing")) else 0.2):
+                image = flip(image)
+            out.append(last(image))
+        examples["pixel_values"] = out
+        return examples
+
+    ds = caption_table(jpeg_folder, tmp_path).with_transform(preprocess)
+    with pytest.warns(FallbackWarning, match=r"preprocess .*mirrors row \d+'s image at other odds than row 0's"):
+        DataLoader(ds, batch_size=4)
+
+
+def test_a_function_cropping_elsewhere_than_get_params_said_goes_to_torch_naming_it(jpeg_folder, tmp_path):
+    resize, cut, last = transforms.Resize(32), transforms.RandomCrop(24), transforms.ToTensor()
+
+    def preprocess(examples):
+        out = []
+        for image in examples["image"]:
+            image = resize(image.convert("RGB"))
+            y1, x1, h, w = cut.get_params(image, (24, 24))
+            out.append(last(crop(image, y1 // 2, x1, h, w)))
+        examples["pixel_values"] = out
+        return examples
+
+    ds = caption_table(jpeg_folder, tmp_path).with_transform(preprocess)
+    with pytest.warns(FallbackWarning, match=r"preprocess .*crops elsewhere than get_params said"):
+        DataLoader(ds, batch_size=4)
