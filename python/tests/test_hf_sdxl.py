@@ -14,7 +14,7 @@ from torchvision import transforms
 from torchvision.transforms import functional as F
 from torchvision.transforms.functional import crop
 
-from hpuload.torch import DataLoader, FallbackWarning
+from hpuload.torch import DataLoader, FallbackWarning, SkippedSampleWarning
 
 datasets = pytest.importorskip("datasets")
 
@@ -345,3 +345,26 @@ def test_a_function_cropping_elsewhere_than_get_params_said_goes_to_torch_naming
     ds = caption_table(jpeg_folder, tmp_path).with_transform(preprocess)
     with pytest.warns(FallbackWarning, match=r"preprocess .*crops elsewhere than get_params said"):
         DataLoader(ds, batch_size=4)
+
+
+def test_a_damaged_image_in_the_sdxl_table_is_named_and_its_row_replaced_sizes_and_all(jpeg_folder, tmp_path):
+    """The row that replaces the damaged one gives its size and corner too, as its pixels."""
+    files = []
+    for k, jpg in enumerate(sorted(jpeg_folder.rglob("*.jpg"))[:8]):
+        files.append(str(tmp_path / f"{k}.jpg"))
+        (tmp_path / f"{k}.jpg").write_bytes(jpg.read_bytes())
+    (tmp_path / "3.jpg").write_bytes(b"\xff\xd8\xff\xe0")
+    table = datasets.Dataset.from_dict({"image": files, "text": [f"caption {k}" for k in range(8)]}).cast_column("image", datasets.Image())
+    table.save_to_disk(str(tmp_path / "saved"))  # the bytes embedded, the damaged ones too
+    table = datasets.load_from_disk(str(tmp_path / "saved"))
+    loader = native(table.with_transform(sdxl_preprocess(24, True, False)), shuffle=False)
+    with pytest.warns(SkippedSampleWarning, match=r"skipped sample 3 \(.*row 3\)"):
+        batches = [(b, list(loader.last_indices)) for b in loader]
+    indices = [i for _, rows in batches for i in rows]
+    assert len(indices) == 8 and 3 not in indices
+    for batch, rows in batches:
+        for k, row in enumerate(rows):
+            image = table[row]["image"]
+            assert batch["original_sizes"][k] == (image.height, image.width)
+            top, left = batch["crop_top_lefts"][k]
+            assert (batch["pixel_values"][k] - steps_of(image, 24, top, left, False, False)).abs().max() <= WITHIN
