@@ -273,6 +273,11 @@ class StepChain:
         if final is None or seen:
             raise NeedsImage(f"the function steps an image as {[op[0] for op in ops]}, which hpuload does not follow")
         self._same("final", final[1])
+        moving = _moves(self.founds[final[1]])
+        if moving:
+            # Its draws would be the plan's beside the steps', which the stand-ins answer from
+            # the plan: what the function notes would follow them too.
+            raise NeedsImage(f"the function's last transform moves the pixels too ({', '.join(moving)})")
 
     def _same(self, name: str, value) -> None:
         had = getattr(self, name)
@@ -354,6 +359,17 @@ def _resized(resize, size: tuple[int, int]) -> tuple[int, int]:
     else:
         h, w = F._compute_resized_output_size([size[1], size[0]], list(target) if isinstance(target, (list, tuple)) else [target], resize.max_size)
     return int(w), int(h)
+
+
+#: Words in the names of torchvision's transforms that move pixels (geometry).
+_MOVING = ("Flip", "Crop", "Resize", "Rotat", "Affine", "Perspective", "Pad", "Elastic", "Zoom")
+
+
+def _moves(final) -> list[str]:
+    """The steps of the last transform that move pixels (a flip, a crop, a resize...)."""
+    from ._transforms import steps
+
+    return [type(t).__name__ for t in steps(final) if any(w in type(t).__name__ for w in _MOVING)]
 
 
 def _kind(found) -> str | None:

@@ -368,3 +368,27 @@ def test_a_damaged_image_in_the_sdxl_table_is_named_and_its_row_replaced_sizes_a
             assert batch["original_sizes"][k] == (image.height, image.width)
             top, left = batch["crop_top_lefts"][k]
             assert (batch["pixel_values"][k] - steps_of(image, 24, top, left, False, False)).abs().max() <= WITHIN
+
+
+def test_a_function_whose_last_transform_flips_too_goes_to_torch_naming_it(jpeg_folder, tmp_path):
+    """Its own flip would be drawn beside the gate's, unnoted: what the function notes could
+    not follow the pixels as the user's loader has them."""
+    resize, cut = transforms.Resize(24), transforms.CenterCrop(24)
+    flip = transforms.RandomHorizontalFlip(p=1.0)
+    last = transforms.Compose([transforms.RandomHorizontalFlip(), transforms.ToTensor()])
+
+    def preprocess(examples):
+        out, flips = [], []
+        for image in examples["image"]:
+            image = cut(resize(image.convert("RGB")))
+            flips.append(random.random() < 0.5)
+            if flips[-1]:
+                image = flip(image)
+            out.append(last(image))
+        examples["pixel_values"] = out
+        examples["flipped"] = flips
+        return examples
+
+    ds = caption_table(jpeg_folder, tmp_path).with_transform(preprocess)
+    with pytest.warns(FallbackWarning, match=r"preprocess .*last transform moves the pixels too \(RandomHorizontalFlip\)"):
+        DataLoader(ds, batch_size=4)
