@@ -705,6 +705,9 @@ class RowFunction:
             log: set = set()
 
             def shape(k, i):
+                # The first image column's sizes alone are read for a batch (`facts`).
+                if k != self.image_column:
+                    return None
                 if check is not None:
                     return getattr(real[k][i], "size", None)
                 return None if facts is None else facts[i].size
