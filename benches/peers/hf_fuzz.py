@@ -37,9 +37,9 @@ usage: python hf_fuzz.py FOLDER [CASES=200] [SEED=0]
   themselves (`steps_case`: a `Resize` in any of four filters, a `CenterCrop` or
   `RandomCrop.get_params` and `crop` or a `RandomCrop` of a square resize, so that nothing
   is drawn, or no crop, a flip before or after the crop gated by `random.random() < 1.0` or `> 1.0`,
-  noting sizes and corners), some with a step hpuload does not follow (Pillow's own crop, a
-  `ColorJitter` on the way, a padded crop, a second `random()`, the image's mode, the
-  functional flip) (session 101).
+  noting sizes and corners; the flip the object or torchvision's functional `hflip`), some
+  with a step hpuload does not follow (Pillow's own crop, a `ColorJitter` on the way, a
+  padded crop, a second `random()`) or reading the cut's mode (session 101).
 Outcomes as transform_fuzz.py's; every value of each batch is compared (images within a level,
 labels exactly).
 """
@@ -570,7 +570,7 @@ def steps_case(rng):
     always = rng.random() < 0.5
     final = rng.choice(["ToTensor+Normalize", "ToTensor", "PILToTensor"])
     order = rng.choice(["hw", "wh"])
-    odd = rng.choice([None] * 6 + ["pil_crop", "jitter", "padded", "two_randoms", "mode", "functional_flip"])
+    odd = rng.choice([None] * 6 + ["pil_crop", "jitter", "padded", "two_randoms", "mode", "functional_flip"])  # the last runs natively
     crop_t = T.CenterCrop(res) if cut == "center" else T.RandomCrop(res, padding=2 if odd == "padded" else None)
     flip = T.RandomHorizontalFlip(p=1.0)
     jitter = T.ColorJitter(brightness=(1.2, 1.2))

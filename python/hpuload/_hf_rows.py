@@ -655,10 +655,12 @@ class RowFunction:
 
             from torchvision.transforms import functional as F
 
-            from ._hf_steps import RandomModule, bind_crop
+            from ._hf_steps import FunctionalModule, RandomModule, bind_crop, bind_hflip
 
             swaps[id(random)] = RandomModule(steps)
             swaps[id(F.crop)] = bind_crop(steps)
+            swaps[id(F.hflip)] = bind_hflip(steps)
+            swaps[id(F)] = FunctionalModule(steps)
         names = dict(fn.__globals__)
         for key, value in fn.__globals__.items():
             if id(value) in swaps:

@@ -26,6 +26,8 @@ from ._hf_rows import NeedsImage
 
 #: `random.random()`'s answers at the ends of its range, for the flip's threshold.
 _LOW, _HIGH = 0.0, 1.0 - 2.0**-40
+#: `StepChain.flip` of a function that mirrors with torchvision's functional `hflip`.
+FUNCTIONAL = -1
 
 
 class _Step:
@@ -171,6 +173,41 @@ def bind_crop(steps: Steps):
     return crop
 
 
+def bind_hflip(steps: Steps):
+    """torchvision's functional `hflip` for this run: a flip of a row's image as the flip
+    object's (`FUNCTIONAL` in place of its index), the real one while checking."""
+
+    def hflip(img):
+        if not isinstance(img, _Step):
+            raise NeedsImage("the function mirrors other than a row's resized image")
+        if steps.real:
+            from torchvision.transforms import functional as F
+
+            out = F.hflip(img.real)
+            steps.note(img.k, ("flip", FUNCTIONAL, img.shape, img.shape))
+            return _Step(img.k, img.column, out, img.shape)
+        if steps.chain is None or steps.chain.flip != FUNCTIONAL:
+            raise NeedsImage("the function mirrors the image unlike the rows checked")
+        steps.note(img.k, ("flip", FUNCTIONAL, img.shape, img.shape))
+        return _Step(img.k, img.column, None, img.shape)
+
+    return hflip
+
+
+class FunctionalModule:
+    """`torchvision.transforms.functional` as the function sees it (`TF.crop(...)`,
+    `TF.hflip(...)`): those two stood in for as `bind_crop` and `bind_hflip`, the rest the
+    module's own."""
+
+    def __init__(self, steps: Steps):
+        self.crop, self.hflip = bind_crop(steps), bind_hflip(steps)
+
+    def __getattr__(self, name: str):
+        from torchvision.transforms import functional as F
+
+        return getattr(F, name)
+
+
 class RandomModule:
     """Python's `random` as the function sees it: `random()` answers for the row last
     stepped (the flip's gate), the rest the module's own."""
@@ -209,7 +246,7 @@ class StepChain:
     `get_params` it calls, `("none", None)` where it does not crop) of `crop_size` `(width,
     height)`, the flip's
     gate (`gate`: `"before"` or `"after"` the crop, or None), its `flip` (the index of the
-    `RandomHorizontalFlip(p=1.0)`) and probability (`p`; `low` whether `random()`'s low
+    `RandomHorizontalFlip(p=1.0)`, or `FUNCTIONAL` for torchvision's `hflip`) and probability (`p`; `low` whether `random()`'s low
     values flip), and `final`, the transform that makes the tensor."""
 
     def __init__(self, founds: list):
@@ -220,7 +257,7 @@ class StepChain:
 
     @property
     def whiches(self) -> set:
-        return {w for w in (self.resize, self.flip, self.final, self.crop[1] if self.crop else None) if w is not None}
+        return {w for w in (self.resize, self.flip, self.final, self.crop[1] if self.crop else None) if w is not None and w >= 0}
 
     def answer(self, flip: bool) -> float:
         """What `random.random()` answers for a row the plan mirrors (or not)."""

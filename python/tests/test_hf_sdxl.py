@@ -90,10 +90,11 @@ def native(ds, collate_fn=sdxl_collate, **kwargs):
         return DataLoader(ds, collate_fn=collate_fn, batch_size=4, backend="cpu", **kwargs)
 
 
-def steps_of(image, resolution, top, left, flip, flip_first):
+def steps_of(image, resolution, top, left, flip, flip_first, resize=None):
     """The script's pixels for a row cut at `(top, left)` (as it notes it) and mirrored or
-    not, made by torchvision from the row's image."""
-    resized = F.resize(image.convert("RGB"), resolution, interpolation=transforms.InterpolationMode.BILINEAR)
+    not, made by torchvision from the row's image (resized to `resize`, else the
+    resolution)."""
+    resized = F.resize(image.convert("RGB"), resize or resolution, interpolation=transforms.InterpolationMode.BILINEAR)
     if flip_first:
         cut = F.crop(F.hflip(resized) if flip else resized, top, left, resolution, resolution)
     else:
@@ -102,7 +103,7 @@ def steps_of(image, resolution, top, left, flip, flip_first):
     return F.normalize(F.to_tensor(cut), [0.5], [0.5])
 
 
-def check_batches(loader, table, resolution, flip_first, epochs=3):
+def check_batches(loader, table, resolution, flip_first, epochs=3, resize=None):
     """Every sample's pixels are the script's steps at the corner it noted, mirrored or not,
     its size the image's; returns the flips and corners seen."""
     flips, corners = [], set()
@@ -113,7 +114,7 @@ def check_batches(loader, table, resolution, flip_first, epochs=3):
                 assert batch["original_sizes"][k] == (image.height, image.width)
                 top, left = batch["crop_top_lefts"][k]
                 got = batch["pixel_values"][k]
-                far = [(got - steps_of(image, resolution, top, left, f, flip_first)).abs().max().item() for f in (False, True)]
+                far = [(got - steps_of(image, resolution, top, left, f, flip_first, resize)).abs().max().item() for f in (False, True)]
                 assert min(far) <= WITHIN, (row, top, left, far)
                 flips.append(far[1] < far[0])
                 corners.add((row, top, left))
@@ -392,3 +393,33 @@ def test_a_function_whose_last_transform_flips_too_goes_to_torch_naming_it(jpeg_
     ds = caption_table(jpeg_folder, tmp_path).with_transform(preprocess)
     with pytest.warns(FallbackWarning, match=r"preprocess .*last transform moves the pixels too \(RandomHorizontalFlip\)"):
         DataLoader(ds, batch_size=4)
+
+
+def test_a_function_cropping_and_mirroring_with_torchvisions_functionals_runs_natively(jpeg_folder, tmp_path):
+    """`TF.crop` and `TF.hflip` through the functional module, as custom trainers write it."""
+    import torchvision.transforms.functional as TF
+
+    resize, cut = transforms.Resize(32), transforms.RandomCrop(24)
+    last = transforms.Compose([transforms.ToTensor(), transforms.Normalize([0.5], [0.5])])
+
+    def preprocess(examples):
+        sizes, corners, out = [], [], []
+        for image in examples["image"]:
+            image = image.convert("RGB")
+            sizes.append((image.height, image.width))
+            image = resize(image)
+            y1, x1, h, w = cut.get_params(image, (24, 24))
+            image = TF.crop(image, y1, x1, h, w)
+            if random.random() < 0.5:
+                x1 = image.width - x1
+                image = TF.hflip(image)
+            corners.append((y1, x1))
+            out.append(last(image))
+        examples["original_sizes"], examples["crop_top_lefts"], examples["pixel_values"] = sizes, corners, out
+        return examples
+
+    table = caption_table(jpeg_folder, tmp_path)
+    loader = native(table.with_transform(preprocess), shuffle=True, seed=3)
+    flips, corners = check_batches(loader, table, 24, False, resize=32)
+    # Resized to 32 on the shorter side: the crop of 24 draws on both axes.
+    assert 0 < sum(flips) < len(flips) and len(corners) > 10
