@@ -121,6 +121,13 @@ def check_batches(loader, table, resolution, flip_first, epochs=3, resize=None):
     return flips, corners
 
 
+def falls_back(jpeg_folder, tmp_path, preprocess, reason):
+    """The caption table with `preprocess` goes to torch's loader, `reason` named."""
+    ds = caption_table(jpeg_folder, tmp_path).with_transform(preprocess)
+    with pytest.warns(FallbackWarning, match=reason):
+        DataLoader(ds, collate_fn=sdxl_collate, batch_size=4)
+
+
 @pytest.mark.parametrize("interpolation", ["bilinear", "lanczos"])
 def test_sdxl_loader_with_its_center_crop_gives_torchs_batches_natively(jpeg_folder, tmp_path, interpolation):
     ds = caption_table(jpeg_folder, tmp_path).with_transform(sdxl_preprocess(32, True, False, interpolation=interpolation))
@@ -248,9 +255,7 @@ def test_a_function_cutting_its_images_otherwise_goes_to_torch_naming_it(jpeg_fo
         examples["pixel_values"] = [last(flip(resize(image.convert("RGB"))).crop((0, 0, 24, 24))) for image in examples["image"]]
         return examples
 
-    ds = caption_table(jpeg_folder, tmp_path).with_transform(preprocess)
-    with pytest.warns(FallbackWarning, match=r"preprocess .*reads the 'crop' of an image it cut"):
-        DataLoader(ds, collate_fn=sdxl_collate, batch_size=4)
+    falls_back(jpeg_folder, tmp_path, preprocess, r"preprocess .*reads the 'crop' of an image it cut")
 
 
 def test_a_function_reading_the_images_mode_goes_to_torch_naming_it(jpeg_folder, tmp_path):
@@ -261,9 +266,7 @@ def test_a_function_reading_the_images_mode_goes_to_torch_naming_it(jpeg_folder,
         examples["pixel_values"] = [transform(image.convert("RGB")) for image in examples["image"]]
         return examples
 
-    ds = caption_table(jpeg_folder, tmp_path).with_transform(preprocess)
-    with pytest.warns(FallbackWarning, match=r"preprocess .*reads the image's 'mode'"):
-        DataLoader(ds, batch_size=4)
+    falls_back(jpeg_folder, tmp_path, preprocess, r"preprocess .*reads the image's 'mode'")
 
 
 def test_a_function_cropping_past_its_resize_goes_to_torch_naming_it(jpeg_folder, tmp_path):
@@ -280,9 +283,7 @@ def test_a_function_cropping_past_its_resize_goes_to_torch_naming_it(jpeg_folder
         examples["pixel_values"] = out
         return examples
 
-    ds = caption_table(jpeg_folder, tmp_path).with_transform(preprocess)
-    with pytest.warns(FallbackWarning, match=r"preprocess .*crops 24x24 from a resize of \d+x\d+, past its edges"):
-        DataLoader(ds, batch_size=4)
+    falls_back(jpeg_folder, tmp_path, preprocess, r"preprocess .*crops 24x24 from a resize of \d+x\d+, past its edges")
 
 
 def test_optimum_habanas_sdxl_loader_without_its_crop_runs_natively_and_notes_each_flip(jpeg_folder, tmp_path):
@@ -326,9 +327,7 @@ def test_a_function_whose_flip_odds_depend_on_the_image_goes_to_torch_naming_it(
         examples["pixel_values"] = out
         return examples
 
-    ds = caption_table(jpeg_folder, tmp_path).with_transform(preprocess)
-    with pytest.warns(FallbackWarning, match=r"preprocess .*mirrors row \d+'s image at other odds than row 0's"):
-        DataLoader(ds, batch_size=4)
+    falls_back(jpeg_folder, tmp_path, preprocess, r"preprocess .*mirrors row \d+'s image at other odds than row 0's")
 
 
 def test_a_function_cropping_elsewhere_than_get_params_said_goes_to_torch_naming_it(jpeg_folder, tmp_path):
@@ -343,9 +342,7 @@ def test_a_function_cropping_elsewhere_than_get_params_said_goes_to_torch_naming
         examples["pixel_values"] = out
         return examples
 
-    ds = caption_table(jpeg_folder, tmp_path).with_transform(preprocess)
-    with pytest.warns(FallbackWarning, match=r"preprocess .*crops elsewhere than get_params said"):
-        DataLoader(ds, batch_size=4)
+    falls_back(jpeg_folder, tmp_path, preprocess, r"preprocess .*crops elsewhere than get_params said")
 
 
 def test_a_damaged_image_in_the_sdxl_table_is_named_and_its_row_replaced_sizes_and_all(jpeg_folder, tmp_path):
@@ -390,9 +387,7 @@ def test_a_function_whose_last_transform_flips_too_goes_to_torch_naming_it(jpeg_
         examples["flipped"] = flips
         return examples
 
-    ds = caption_table(jpeg_folder, tmp_path).with_transform(preprocess)
-    with pytest.warns(FallbackWarning, match=r"preprocess .*last transform moves the pixels too \(RandomHorizontalFlip\)"):
-        DataLoader(ds, batch_size=4)
+    falls_back(jpeg_folder, tmp_path, preprocess, r"preprocess .*last transform moves the pixels too \(RandomHorizontalFlip\)")
 
 
 def test_a_function_cropping_and_mirroring_with_torchvisions_functionals_runs_natively(jpeg_folder, tmp_path):
