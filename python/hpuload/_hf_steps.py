@@ -387,14 +387,15 @@ def facts_of(plan: dict, size: tuple[int, int], chain: StepChain) -> Facts:
 
 
 def _resized(resize, size: tuple[int, int]) -> tuple[int, int]:
-    """`(width, height)` of a `Resize`'s output for an image of `size` `(width, height)`."""
-    from torchvision.transforms import functional as F
+    """`(width, height)` of a `Resize`'s output for an image of `size` `(width, height)` (a
+    `max_size` is refused by its translation)."""
+    from ._arrays import resized_size
 
     target = resize.size
     if isinstance(target, (list, tuple)) and len(target) == 2:
         h, w = target
     else:
-        h, w = F._compute_resized_output_size([size[1], size[0]], list(target) if isinstance(target, (list, tuple)) else [target], resize.max_size)
+        h, w = resized_size((size[1], size[0]), target[0] if isinstance(target, (list, tuple)) else target)
     return int(w), int(h)
 
 
