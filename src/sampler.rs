@@ -157,6 +157,9 @@ pub(crate) struct BatchPlan {
     pub indices: Vec<usize>,
     /// How many leading slots are real (the rest are padding).
     pub valid: usize,
+    /// The global position of the batch's first slot in its epoch's order: the batch's key
+    /// where its samples share their draws ([`crate::loader::LoaderBuilder::draws_per_batch`]).
+    pub first: usize,
 }
 
 /// Plans batches for one rank.
@@ -233,6 +236,7 @@ impl Sampler {
         };
         let mut indices = Vec::with_capacity(slots);
         let mut valid = 0;
+        let key = start + first * w + self.shard.rank;
         for slot in first..first + slots {
             let global = start + slot * w + self.shard.rank;
             if slot < s && global < n {
@@ -240,7 +244,11 @@ impl Sampler {
             }
             indices.push(order[global % n] as usize);
         }
-        BatchPlan { indices, valid }
+        BatchPlan {
+            indices,
+            valid,
+            first: key,
+        }
     }
 }
 

@@ -7,7 +7,9 @@ loader per image, built from the same options but for the column, the pipeline a
 The loaders share the seed, so their orders and their replacements of skipped samples are the
 same; each image of a sample draws its random plans from a seed of its own
 (`image_of_sample`), so two images put through one random transform get independent draws, as
-torch's loader gives them (one generator drawn in turn). A sample one loader replaces and
+torch's loader gives them (one generator drawn in turn), except where every sample of a batch
+draws from the batch's key (`draws_per_batch`: a function that hands the stacked images of a
+batch to one random transform, `_hf_joint`): then its images share the batch's draws too. A sample one loader replaces and
 another does not (one column's image is damaged, the other's is not) is named by the loader
 that skipped it, and its slot is listed in `Batch.own`: its images cannot be paired from the
 loaders' batches, so the caller makes that sample with the dataset itself."""
@@ -112,7 +114,7 @@ class Cores:
                             source=column,
                             pipeline=m.pipeline,
                             dtype=m.dtype,
-                            image_of_sample=k,
+                            image_of_sample=0 if options.draws_per_batch else k,
                             more=(),
                             resume=resume[k],
                         )

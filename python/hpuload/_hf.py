@@ -74,28 +74,16 @@ def _hf_transform(dataset, transform, several: bool = False):
             f"(format {kind!r}); set one, or pass transform= or pipeline=",
             T,
         )
-    from ._albumentations import is_compose
-
     fn = dataset._format_kwargs.get("transform")
     reachable = []
     if type(fn) is functools.partial:
         # The arguments bound to it first (`partial(preprocess, transforms=train_transforms)`).
         reachable += [*fn.args, *fn.keywords.values()]
         fn = fn.func
-    reachable += [c.cell_contents for c in (getattr(fn, "__closure__", None) or ()) if c.cell_contents is not None]
-    code = getattr(fn, "__code__", None)
-    if code is not None:
-        reachable += [fn.__globals__.get(n) for n in _global_names(code)]
+    reachable += reachable_from(fn)
     found = []
     for obj in reachable:
-        module = type(obj).__module__
-        if (
-            module.startswith("torchvision.transforms")
-            or module.startswith("timm.data")
-            or _is_image_processor(obj)
-            or _holds_transforms(obj)
-            or is_compose(obj)
-        ) and all(obj is not f for f in found):
+        if _transform_like(obj) and all(obj is not f for f in found):
             found.append(obj)
     name = getattr(fn, "__name__", type(fn).__name__)
     if several and found:
@@ -104,6 +92,22 @@ def _hf_transform(dataset, transform, several: bool = False):
         what = "no torchvision transform" if not found else f"{len(found)} torchvision transforms"
         raise Unfit(f"{name} (the dataset's transform) reaches {what}; pass the one it applies as transform=", T)
     return found[0]
+
+
+def _transform_like(obj) -> bool:
+    """A torchvision (or timm) transform, an albumentations `Compose`, a transformers image
+    processor, or a module of the user's holding torchvision transforms: what a dataset's
+    function may hand its images to."""
+    from ._albumentations import is_compose
+
+    module = type(obj).__module__
+    return (
+        module.startswith("torchvision.transforms")
+        or module.startswith("timm.data")
+        or _is_image_processor(obj)
+        or _holds_transforms(obj)
+        or is_compose(obj)
+    )
 
 
 def _holds_transforms(obj) -> bool:
@@ -282,6 +286,23 @@ def _chained(found, steps):
     return v2.Compose([found.first, *steps.transforms])
 
 
+def reachable_from(fn) -> list:
+    """The objects a function reaches: its closure's, and the globals its code reads."""
+    reachable = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ()) if not _empty(c)]
+    code = getattr(fn, "__code__", None)
+    if code is not None:
+        reachable += [fn.__globals__.get(n) for n in _global_names(code)]
+    return [obj for obj in reachable if obj is not None]
+
+
+def _empty(cell) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - reading it is the test
+    except ValueError:
+        return True
+    return False
+
+
 def _global_names(code) -> list[str]:
     """The global names a function's code reads, its comprehensions' and inner functions'
     included (they are code objects of their own)."""
@@ -364,7 +385,7 @@ def hf_source(dataset, pipeline, transform):
     watch = None
     rows_now = None
     if by_rows:
-        from . import _albumentations
+        from . import _albumentations, _hf_joint
         from ._albumentations import is_compose
         from ._hf_rows import RowFunction
         from ._segmentation import TableMasks
@@ -378,24 +399,31 @@ def hf_source(dataset, pipeline, transform):
             from ._hf_steps import stepwise
 
             T = FallbackReason.TRANSFORM
-            try:
-                found = _hf_transform(dataset, None, several=several)
-            except Unfit:
-                # Several torchvision objects, which a function may apply in turn to each image
-                # (SDXL's script: a resize, a crop, a flip, then ToTensor and Normalize).
-                found = _hf_transform(dataset, None, several=True)
-                if not stepwise(found) or encoded:
-                    raise
+            # A function that makes its images' tensors itself, reaching a transform (if any)
+            # only through its helpers (InstructPix2Pix's script: `_hf_joint`).
+            joint = None if encoded else _hf_joint.reached(dataset)
+            if joint is not None:
+                found = joint
+            else:
+                try:
+                    found = _hf_transform(dataset, None, several=several)
+                except Unfit:
+                    # Several torchvision objects, which a function may apply in turn to each image
+                    # (SDXL's script: a resize, a crop, a flip, then ToTensor and Normalize).
+                    found = _hf_transform(dataset, None, several=True)
+                    if not stepwise(found) or encoded:
+                        raise
             founds = found if isinstance(found, list) else [found]
             fn, function = dataset._format_kwargs.get("transform"), rows_now.function
+            kind = RowFunction if joint is None else _hf_joint.JointFunction
             if not (
-                function is not None
+                type(function) is kind
                 and function.fn is fn
                 and len(function.founds) == len(founds)
                 and all(a is b for a, b in zip(function.founds, founds))
             ):
                 # Not checked already (at an earlier epoch's start) with the same function and objects.
-                function = RowFunction(dataset, images, founds, reads="bytes" if encoded else None)
+                function = kind(dataset, images, founds, reads="bytes" if encoded else None)
                 function.turned = turned
                 function.check(_rows_to_check(len(dataset)), _draws_from)
                 for column in function.unconverted:
@@ -441,6 +469,7 @@ def hf_source(dataset, pipeline, transform):
                     raise Unfit(f"the transform of the image column {c!r} runs natively only in part", T)
                 more.append(MoreImages(c, *translated[c]))
             rows_now.function, rows_now.more, rows_now.masks = function, tuple(more), masks
+            rows_now.per_batch = getattr(function, "per_batch", False)
             loaded[:] = used
             return translated[used[0]]
 
@@ -482,6 +511,7 @@ def hf_source(dataset, pipeline, transform):
     source = {"source": table, "sample_keys": keys, "watch": watch, "exif_orientation": turned}
     if rows_now is not None:
         source["row_function"] = rows_now
+        source["draws_per_batch"] = rows_now.per_batch
         if rows_now.more:
             source["more"] = rows_now.more
     return source, pipe, dtype, classes
@@ -499,6 +529,9 @@ class Rows:
     #: The column of masks an albumentations `Compose` is given with the images
     #: (`_segmentation.TableMasks`), or None.
     masks = None
+    #: The samples of a batch share their draws, and each sample's images too: the function
+    #: hands the stacked batch to one random transform (`_hf_joint`).
+    per_batch = False
 
 
 def _path_column(dataset) -> str | None:

@@ -241,6 +241,11 @@ class LoaderOptions:
     #: image columns, each read by a loader of its own in the same order): image `k` draws
     #: its plans from a seed of its own (`more` builds them; 0: the loader's own seed).
     image_of_sample: int = 0
+    #: Every sample of a batch draws its plan from the batch's key, not its own index: the
+    #: samples of a batch (and, with `image_of_sample` 0, each of its images) share their
+    #: draws, as a dataset function that hands the stacked batch to one random transform
+    #: gives them (`_hf_joint`).
+    draws_per_batch: bool = False
     #: The sample's other images (`MoreImages`), each made by a loader of its own that
     #: `_cores.make` builds beside this one; empty: one image per sample.
     more: tuple = ()

@@ -1407,9 +1407,13 @@ class _Loader:
         more = self._rows.more if self._rows is not None else self._options.more
         if more and self._rows is None:
             more = tuple(dataclasses.replace(m, pipeline=pipe, dtype=dtype) for m in more)
-        if (pipe, dtype, layout, more) == (self._options.pipeline, self._options.dtype, self._options.layout, self._options.more):
+        per_batch = self._rows.per_batch if self._rows is not None else self._options.draws_per_batch
+        o = self._options
+        if (pipe, dtype, layout, more, per_batch) == (o.pipeline, o.dtype, o.layout, o.more, o.draws_per_batch):
             return
-        options = dataclasses.replace(self._options, pipeline=pipe, dtype=dtype, layout=layout, more=more)
+        options = dataclasses.replace(
+            self._options, pipeline=pipe, dtype=dtype, layout=layout, more=more, draws_per_batch=per_batch
+        )
         if not rebuild:
             self._options = options
             return

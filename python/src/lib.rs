@@ -114,6 +114,7 @@ impl Loader {
             exif_orientation,
             exif_reader,
             image_of_sample,
+            draws_per_batch,
         } = options;
         if batch_size == 0 {
             return Err(PyValueError::new_err("batch_size must be at least 1"));
@@ -171,6 +172,7 @@ impl Loader {
                 .error_budget(error_budget)
                 .backend(backend)
                 .image_of_sample(image_of_sample)
+                .draws_per_batch(draws_per_batch)
                 .placement(Placement::Host);
             let builder = if shuffle {
                 builder.shuffle(seed)

@@ -41,6 +41,7 @@ pub(crate) struct Options<'py> {
     pub exif_orientation: bool,
     pub exif_reader: String,
     pub image_of_sample: usize,
+    pub draws_per_batch: bool,
 }
 
 /// `VideoOptions`: torchcodec's sampler parameters.

@@ -47,6 +47,8 @@ pub(crate) struct BatchSpec {
 pub(crate) struct BatchWork {
     pub(super) seq: usize,
     pub(super) epoch: u64,
+    /// The global position of the batch's first slot ([`crate::sampler::BatchPlan::first`]).
+    pub(super) first: usize,
     pub(super) valid: usize,
     pub(super) indices: Vec<AtomicUsize>,
     pub(super) slots: Slots,
@@ -124,6 +126,7 @@ impl BatchWork {
         Arc::new(Self {
             seq: spec.seq,
             epoch: spec.epoch,
+            first: spec.plan.first,
             valid: spec.plan.valid,
             indices: spec
                 .plan
@@ -150,6 +153,11 @@ impl BatchWork {
             placement: spec.placement,
             _live: spec.live,
         })
+    }
+
+    /// Where its samples' plans are drawn.
+    pub(super) fn at(&self, shared: &super::Shared) -> super::replace::At {
+        super::replace::At::new(shared, self.epoch, self.first)
     }
 
     pub(super) fn fail(&self, e: Error) {

@@ -38,6 +38,7 @@ pub struct LoaderBuilder {
     pub(super) video: Option<super::VideoSpec>,
     pub(super) video_index: crate::video::IndexCache,
     pub(super) image: usize,
+    pub(super) per_batch: bool,
 }
 
 impl LoaderBuilder {
@@ -67,6 +68,7 @@ impl LoaderBuilder {
             video: None,
             video_index: crate::video::IndexCache::default(),
             image: 0,
+            per_batch: false,
         }
     }
 
@@ -147,6 +149,16 @@ impl LoaderBuilder {
     /// several views. Default: 0, the loader's own seed.
     pub fn image_of_sample(mut self, image: usize) -> Self {
         self.image = image;
+        self
+    }
+
+    /// Every sample of a batch draws its random plan from the batch's key (the global position
+    /// of its first slot) instead of its own index, so that the samples of a batch share their
+    /// draws: one flip for the whole batch, as a dataset function that hands the stacked batch
+    /// to one random transform gives it (diffusers' InstructPix2Pix script). A replacement of
+    /// a skipped sample draws the batch's too. Not for video or several views. Default: false.
+    pub fn draws_per_batch(mut self, per_batch: bool) -> Self {
+        self.per_batch = per_batch;
         self
     }
 

@@ -5,6 +5,7 @@ use hpuload_decoders::jpeg::{Region, Window};
 use hpuload_decoders::orientation::Orientation;
 use hpuload_decoders::{CpuDecoder, Decode, DecodeError, ImageInfo, JpegDecoder};
 
+use super::replace::At;
 use super::Shared;
 use crate::augment::compose_padded;
 use crate::augment::detect::compose_window;
@@ -94,14 +95,14 @@ pub(super) fn decode_into(
     shared: &Shared,
     s: &mut CpuScratch,
     index: usize,
-    epoch: u64,
+    at: At,
     bytes: &[u8],
     plan: Option<SamplePlan>,
     slot: &mut [u8],
 ) -> Result<Option<DetectPlan>, SampleErrorKind> {
     let c = &shared.counters;
     let t1 = CpuClock::now();
-    let (info, mut plan) = decode_image(shared, s, index, epoch, bytes, plan)?;
+    let (info, mut plan) = decode_image(shared, s, index, at, bytes, plan)?;
     let len = info.rgb_len();
     let t2 = CpuClock::now();
     c.add(Stage::DecodeCpu, t2 - t1);
@@ -170,7 +171,7 @@ pub(super) fn decode_into(
         let size = (info.width, info.height);
         for view in &shared.views {
             view.render(
-                epoch,
+                at.epoch,
                 index,
                 &s.rgb[..len],
                 size,
@@ -191,7 +192,7 @@ pub(super) fn decode_into(
 fn plan_for(
     shared: &Shared,
     index: usize,
-    epoch: u64,
+    at: At,
     size: (u32, u32),
     plan: Option<SamplePlan>,
 ) -> Result<SamplePlan, SampleErrorKind> {
@@ -200,7 +201,7 @@ fn plan_for(
     }
     let objects = shared.source.objects(index).map(SampleBoxes::from);
     let plan = (shared.plan)
-        .sample(shared.draws, epoch, index, size, objects)
+        .sample(shared.draws, at.epoch, at.key(index), size, objects)
         .map_err(SampleErrorKind::Augment)?;
     fits(shared, &plan, size)?;
     Ok(plan)
@@ -220,7 +221,7 @@ fn decode_image(
     shared: &Shared,
     s: &mut CpuScratch,
     index: usize,
-    epoch: u64,
+    at: At,
     bytes: &[u8],
     plan: Option<SamplePlan>,
 ) -> Result<(ImageInfo, SamplePlan), SampleErrorKind> {
@@ -230,7 +231,7 @@ fn decode_image(
         .map_or(Orientation::Upright, |reader| reader.read(bytes));
     if let Some((stored, parsed)) = s.decoder.probe_region(bytes) {
         let shown = turn.turned_size(stored.width, stored.height);
-        let plan = plan_for(shared, index, epoch, shown, plan)?;
+        let plan = plan_for(shared, index, at, shown, plan)?;
         let (oh, ow) = plan.pixels.resampled();
         s.resampler.set_size(oh, ow);
         let part = if plan.pre.is_empty() && plan.detect.is_none() && shared.views.is_empty() {
@@ -277,7 +278,7 @@ fn decode_image(
     let stored = decode_whole(s, bytes)?;
     let (width, height) = turn.turned_size(stored.width, stored.height);
     let info = turned(s, stored, turn, [0, 0, width as usize, height as usize]);
-    let plan = plan_for(shared, index, epoch, (width, height), plan)?;
+    let plan = plan_for(shared, index, at, (width, height), plan)?;
     let (oh, ow) = plan.pixels.resampled();
     s.resampler.set_size(oh, ow);
     Ok((info, plan))

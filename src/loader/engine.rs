@@ -230,7 +230,7 @@ fn fallback(mut guard: EngineJob, h: HwSlot, failure: JobFailure) {
             match fill(
                 &shared,
                 &mut scratch,
-                (work.epoch, &*work),
+                (work.at(&shared), &*work),
                 h.index,
                 slot.sample,
                 None,
@@ -268,7 +268,7 @@ fn fallback(mut guard: EngineJob, h: HwSlot, failure: JobFailure) {
                 }
             };
             let (sample, label) = staging.as_mut_slice().split_at_mut(sb);
-            let skips = (work.epoch, &*work as &dyn Skips);
+            let skips = (work.at(&shared), &*work as &dyn Skips);
             let filled = fill(&shared, &mut scratch, skips, h.index, sample, None, given);
             lock(&shared.spare.scratch).push(scratch);
             let (index, label_value, detect) = match filled {

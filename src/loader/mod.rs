@@ -231,6 +231,8 @@ pub(crate) struct Shared {
     /// The seed the plans are drawn from: `seed`, or the image's own
     /// ([`LoaderBuilder::image_of_sample`]).
     draws: u64,
+    /// The samples of a batch draw from the batch's key ([`LoaderBuilder::draws_per_batch`]).
+    per_batch: bool,
     on_error: OnError,
     layout: BatchLayout,
     /// A detection pipeline's target records (the label slots hold them).
@@ -473,6 +475,12 @@ impl Loader {
                 "several images per sample are for images of one view, not video or several views",
             ));
         }
+        if b.per_batch && (b.video.is_some() || !views.is_empty()) {
+            return Err(Error::config(
+                "draws_per_batch",
+                "draws shared by a batch are for images of one view, not video or several views",
+            ));
+        }
         let output = match plan.fixed_out() {
             Some((h, w)) => OutputSize::Fixed([h, w]),
             None => OutputSize::PerSample {
@@ -563,6 +571,7 @@ impl Loader {
             limits: b.limits,
             seed: b.seed,
             draws: crate::rng::image_seed(b.seed, b.image),
+            per_batch: b.per_batch,
             on_error: b.on_error,
             layout,
             targets,

@@ -35,6 +35,29 @@ pub(super) enum Filled {
     Hw(HwSlot),
 }
 
+/// Where a sample's plan is drawn: its epoch, and the batch's key where the samples of a
+/// batch share their draws ([`super::LoaderBuilder::draws_per_batch`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct At {
+    pub epoch: u64,
+    batch: Option<usize>,
+}
+
+impl At {
+    /// A sample of the batch whose first slot is at global position `first` of epoch `epoch`.
+    pub fn new(shared: &Shared, epoch: u64, first: usize) -> Self {
+        Self {
+            epoch,
+            batch: shared.per_batch.then_some(first),
+        }
+    }
+
+    /// The key sample `index`'s plan is drawn from: its own index, or its batch's.
+    pub fn key(self, index: usize) -> usize {
+        self.batch.unwrap_or(index)
+    }
+}
+
 /// Where the policy reports a skipped sample (its batch, which names it in its report).
 pub(super) trait Skips {
     /// Sample `e.index` failed and is replaced.
@@ -48,21 +71,21 @@ pub(super) trait Skips {
 pub(super) fn fill(
     shared: &Shared,
     scratch: &mut Scratch,
-    (epoch, skips): (u64, &dyn Skips),
+    (at, skips): (At, &dyn Skips),
     original: usize,
     slot: &mut [u8],
     engine: Option<&Hpu>,
     mut given: Option<(&[u8], SamplePlan)>,
 ) -> Result<Filled, Error> {
     let n = shared.samples() as u64;
-    let mut replace = CounterRng::new(shared.seed, epoch, original as u64, Stream::Replace);
+    let mut replace = CounterRng::new(shared.seed, at.epoch, original as u64, Stream::Replace);
     let mut index = original;
     // The samples that failed in this slot: a replacement is never one of them (each would
     // fail again, and count again against the epoch's error budget).
     let mut failed = [usize::MAX; MAX_REPLACEMENTS + 1];
     let mut last = None;
     for attempt in 0..=MAX_REPLACEMENTS {
-        match load_sample(shared, scratch, index, epoch, slot, engine, given.take()) {
+        match load_sample(shared, scratch, index, at, slot, engine, given.take()) {
             Ok(filled) => return Ok(filled),
             Err(SampleError {
                 kind: SampleErrorKind::Device(e),
@@ -123,7 +146,7 @@ fn load_sample(
     shared: &Shared,
     s: &mut Scratch,
     index: usize,
-    epoch: u64,
+    at: At,
     slot: &mut [u8],
     engine: Option<&Hpu>,
     given: Option<(&[u8], SamplePlan)>,
@@ -135,7 +158,7 @@ fn load_sample(
             &mut s.video,
             &mut s.file,
             index,
-            epoch,
+            at.epoch,
             slot,
             engine,
         );
@@ -150,7 +173,7 @@ fn load_sample(
     };
     let c = &shared.counters;
     let cpu = |s: &mut CpuScratch, bytes: &[u8], slot: &mut [u8], plan: Option<SamplePlan>| {
-        cpu::decode_into(shared, s, index, epoch, bytes, plan, slot)
+        cpu::decode_into(shared, s, index, at, bytes, plan, slot)
             .map(|detect| Filled::Cpu {
                 index,
                 label: entry.label,
@@ -182,7 +205,7 @@ fn load_sample(
         c.bytes_read.fetch_add(len as u64, Ordering::Relaxed);
         let bitstream = Bitstream::InSlot(&slot[..len]);
         let plan =
-            match route(shared, &mut s.engine_probe, hpu, index, epoch, bitstream).map_err(err)? {
+            match route(shared, &mut s.engine_probe, hpu, index, at, bitstream).map_err(err)? {
                 Route::Engine(hw) => return Ok(Filled::Hw(hw)),
                 Route::Cpu(plan) => plan,
             };
@@ -210,7 +233,7 @@ fn load_sample(
                 bytes,
                 slot: &mut *slot,
             };
-            route(shared, &mut s.engine_probe, hpu, index, epoch, bitstream)
+            route(shared, &mut s.engine_probe, hpu, index, at, bitstream)
         }
         None => Ok(Route::Cpu(given_plan)),
     };

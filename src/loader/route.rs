@@ -8,6 +8,7 @@ use hpuload_decoders::jpeg::{choose_scale, Filter, Parsed, Region, Scale, Window
 use hpuload_decoders::orientation::Orientation;
 use hpuload_decoders::{DecodeError, JpegDecoder};
 
+use super::replace::At;
 use super::{lock, Backend, Shared};
 use crate::augment::{AugmentError, CanvasJob, Interpolation, PixelOp, SampleBoxes, SamplePlan};
 use crate::cpu_time::CpuClock;
@@ -44,7 +45,7 @@ pub(super) fn route(
     probe: &mut JpegDecoder,
     hpu: &Hpu,
     index: usize,
-    epoch: u64,
+    at: At,
     bitstream: Bitstream<'_>,
 ) -> Result<Route, SampleErrorKind> {
     let only_engine = match shared.backend {
@@ -69,7 +70,7 @@ pub(super) fn route(
             let shown = turn.turned_size(info.width, info.height);
             let mut plan = shared
                 .plan
-                .sample(shared.draws, epoch, index, shown, objects)
+                .sample(shared.draws, at.epoch, at.key(index), shown, objects)
                 .map_err(SampleErrorKind::Augment)?;
             super::cpu::fits(shared, &plan, shown)?;
             let (oh, ow) = plan.pixels.resampled();

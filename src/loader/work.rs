@@ -106,7 +106,7 @@ fn fill_slot(shared: &Shared, scratch: &mut Scratch, job: &Job) -> Option<HwSlot
     let original = batch.indices[job.slot].load(Ordering::Relaxed);
     let slot = batch.slots.slot_mut(job.slot);
     let engine = (shared.backend != Backend::Cpu).then_some(&batch.hpu);
-    let skips = (batch.epoch, &**batch as &dyn Skips);
+    let skips = (batch.at(shared), &**batch as &dyn Skips);
     let (index, routed) = match fill(shared, scratch, skips, original, slot.sample, engine, None) {
         Ok(Filled::Cpu {
             index,
