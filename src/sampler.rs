@@ -374,6 +374,24 @@ mod tests {
     }
 
     #[test]
+    fn a_batchs_key_is_its_first_slots_position_the_same_after_a_resume_at_it() {
+        for (w, rank) in [(1, 0), (3, 2)] {
+            let s = sampler(40, 4, rank, w, LastBatch::Pad);
+            let order = s.epoch_order(1);
+            let keys: Vec<usize> = (0..s.batches_per_epoch())
+                .map(|b| s.batch(&order, 0, b).first)
+                .collect();
+            let mut unique = keys.clone();
+            unique.dedup();
+            assert_eq!(unique.len(), keys.len(), "each batch its own key");
+            // Resumed at batch 2's first position, its batches keep their keys.
+            let start = 2 * 4 * w;
+            assert_eq!(s.batch(&order, start, 0).first, keys[2]);
+            assert_eq!(s.batch(&order, start, 1).first, keys[3]);
+        }
+    }
+
+    #[test]
     fn padding_comes_after_the_real_samples() {
         let s = sampler(10, 4, 0, 1, LastBatch::Pad);
         let order = s.epoch_order(0);

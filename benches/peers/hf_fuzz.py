@@ -40,6 +40,12 @@ usage: python hf_fuzz.py FOLDER [CASES=200] [SEED=0]
   noting sizes and corners; the flip the object or torchvision's functional `hflip`), some
   with a step hpuload does not follow (Pillow's own crop, a `ColorJitter` on the way, a
   padded crop, a second `random()`) or reading the cut's mode (session 101).
+  PAIRS=1 JOINT=1 (environment): the pairs table, the functions InstructPix2Pix-shaped ones
+  (`joint_case`: each image resized by Pillow itself in a random filter, arrays of one or both
+  columns stacked or concatenated, made a tensor by `2 * (x / 255) - 1`, `x / 255`, as uint8,
+  `x / 127.5 - 1` or in float64, then one `Compose` of a crop and pinned flips on the stack),
+  some with a step hpuload does not follow (a `ColorJitter`, a `Lambda` that scales, the
+  transform called per image, the image's size read, its pixels changed) (session 102).
 Outcomes as transform_fuzz.py's; every value of each batch is compared (images within a level,
 labels exactly).
 """
@@ -628,6 +634,72 @@ def steps_case(rng):
     return name, fn
 
 
+def joint_case(rng):
+    """(name, fn): a random InstructPix2Pix-shaped function over the pairs table (see the
+    module's JOINT), every draw pinned."""
+    import numpy as np
+    from PIL import Image
+    from torchvision import transforms as T
+
+    res = rng.choice([16, 24, 32])
+    out_size = rng.choice([res, res, res - 4])
+    resample = rng.choice([None, Image.NEAREST, Image.BILINEAR, Image.BICUBIC, Image.LANCZOS, Image.BOX])
+    crop = rng.choice(["center", "random", "none"]) if out_size == res else "center"
+    flip = rng.choice([None, 1.0, 0.0])
+    vflip = rng.random() < 0.2
+    tail = rng.choice(["signed", "signed", "unit", "uint8", "halves", "float64"])
+    join = rng.choice(["stack", "concatenate"])
+    columns = rng.choice([("image", "conditioning_image"), ("image",), ("conditioning_image",)])
+    convert = rng.random() < 0.8
+    odd = rng.choice([None] * 6 + ["per_image", "jitter", "size", "changing_lambda", "pixels"])
+    steps = []
+    if crop != "none":
+        steps.append(T.CenterCrop(out_size) if crop == "center" else T.RandomCrop(out_size))
+    steps.append(T.RandomHorizontalFlip(flip) if flip is not None else T.Lambda(lambda x: x))
+    if vflip:
+        steps.append(T.RandomVerticalFlip(1.0))
+    if odd == "jitter":
+        steps.append(T.ColorJitter(brightness=(1.2, 1.2)))
+    if odd == "changing_lambda":
+        steps.append(T.Lambda(lambda x: x * 0.5))
+    train_transforms = T.Compose(steps)
+
+    def convert_to_np(image):
+        image = image.convert("RGB") if convert else image
+        width = res + (image.size[0] % 2 if odd == "size" else 0)
+        kwargs = {} if resample is None else {"resample": resample}
+        array = np.array(image.resize((width, res), **kwargs)).transpose(2, 0, 1)
+        return array[:, :, :res] + (1 if odd == "pixels" else 0)
+
+    def make(examples):
+        parts = [np.concatenate([convert_to_np(im) for im in examples[c]]) for c in columns]
+        images = torch.tensor((np.stack if join == "stack" else np.concatenate)(parts))
+        if tail == "signed":
+            images = 2 * (images / 255) - 1
+        elif tail == "unit":
+            images = images / 255
+        elif tail == "halves":
+            images = images / 127.5 - 1
+        elif tail == "float64":
+            images = torch.tensor(np.stack(parts) / 255.0)
+        if odd == "per_image":
+            return torch.stack([train_transforms(x) for x in images.reshape(-1, 3, res, res)])
+        return train_transforms(images)
+
+    def fn(examples):
+        made = make(examples).reshape(len(columns), -1, 3, out_size, out_size)
+        for c, images in zip(columns, made):
+            examples["pixel_values" if c == "image" else "conditioning_pixel_values"] = images
+        examples["n"] = [len(t) for t in examples["text"]]
+        return examples
+
+    name = (
+        f"joint: resize {res} {resample} crop={crop} {out_size} flip={flip} vflip={vflip} tail={tail} join={join} "
+        f"columns={columns} convert={convert} odd={odd}"
+    )
+    return name, fn
+
+
 def with_bytes(table, cache):
     """`table` as a table of each image's encoded bytes and its label (no Image column)."""
     import datasets
@@ -742,9 +814,13 @@ def search(table, rng, cases, captions=False, paths=False):
             tname, tf = mask_composition(rng)
             kind, fn = mask_function(rng, tf)
             cname, collate = mask_collate_of(rng)
+        elif paths == "pairs" and os.environ.get("JOINT") == "1":
+            tname, fn = joint_case(rng)
+            kind, tf = "joint", None
+            cname, collate = pair_collate_of(rng)
         else:
             tname, tf = transform_fuzz.composition(rng)
-        if paths == "masks":
+        if paths == "masks" or (paths == "pairs" and os.environ.get("JOINT") == "1"):
             pass
         elif paths == "pairs":
             # Compositions of one output size (others make batches torch's collate refuses).

@@ -186,12 +186,13 @@ def _steps(found) -> list:
 
 class _Geometry:
     """The transform the function hands its stacked tensor to, stood in for: it draws as the
-    transform draws (running it on a grid of coordinates the size of the resized images) and
-    notes what that grid says it did (`(top, left, height, width, hflip, vflip)`), and gives
-    zeros of the output's shape (the images' tensors are hpuload's)."""
+    transform draws (running it on a tensor the size of the resized images) and gives zeros of
+    the output's shape (the images' tensors are hpuload's). While checking (`grids`), that
+    tensor is a grid of coordinates, and what it says the transform did is noted
+    (`(top, left, height, width, hflip, vflip)`); in a batch, a tensor of no channels, and the output's size must be the one the check learnt (`size`)."""
 
-    def __init__(self, found, run: _Run, grids: dict):
-        self.found, self.run, self.grids = found, run, grids
+    def __init__(self, found, run: _Run, grids: dict | None, size: tuple | None = None):
+        self.found, self.run, self.grids, self.size = found, run, grids, size
 
     def __call__(self, images, *args, **kwargs):
         if args or kwargs or not isinstance(images, torch.Tensor) or images.dim() < 3:
@@ -202,13 +203,27 @@ class _Geometry:
         (height, width) = sizes.pop()
         if tuple(images.shape[-2:]) != (1, 1) or images.numel() != 3 * len(self.run.resizes):
             raise NeedsImage("the function hands its transform a tensor that is not its resized images, each [3, h, w]")
-        grid = self.grids.get((height, width))
-        if grid is None:
-            ys, xs = torch.meshgrid(torch.arange(height, dtype=torch.float32), torch.arange(width, dtype=torch.float32), indexing="ij")
-            grid = self.grids[(height, width)] = torch.stack([ys, xs])
-        out = self.found(grid)
-        self.run.geometry.append(_read_grid(out, height, width))
+        if self.grids is None:
+            out = self.found(_zeros(height, width))
+            self.run.geometry.append(None)
+        else:
+            grid = self.grids.get((height, width))
+            if grid is None:
+                ys, xs = torch.meshgrid(
+                    torch.arange(height, dtype=torch.float32), torch.arange(width, dtype=torch.float32), indexing="ij"
+                )
+                grid = self.grids[(height, width)] = torch.stack([ys, xs])
+            out = self.found(grid)
+            self.run.geometry.append(_read_grid(out, height, width))
+        if not isinstance(out, torch.Tensor) or tuple(out.shape[-2:]) != tuple(self.size or out.shape[-2:]):
+            raise NeedsImage("the function's transform gives its tensor another size than on the rows checked")
         return images.new_zeros(()).expand(*images.shape[:-2], *out.shape[-2:])
+
+
+def _zeros(height: int, width: int) -> torch.Tensor:
+    """A tensor of no channels the size of the resized images: the transform draws on it as
+    on the images (its crops' draws read only the size), and cutting or flipping it is free."""
+    return torch.zeros(0, height, width)
 
 
 def _read_grid(out, height: int, width: int) -> tuple:
@@ -243,14 +258,13 @@ def _read_grid(out, height: int, width: int) -> tuple:
 _TAILS = ("uint8", "unit", "signed")
 
 
-def _made(image, resize: tuple, geometry: tuple | None, tail: str) -> torch.Tensor:
-    """What the native steps make of a row's image: `resize` (converted, (h, w), filter), the
-    geometry's crop and flips, then `tail` (torchvision's own functions)."""
+def _cut(image, resize: tuple, geometry: tuple | None):
+    """A row's image as the native steps make it before the tensor: `resize` (converted,
+    (h, w), filter), then the geometry's crop and flips."""
+    from PIL import Image
     from torchvision.transforms import functional as F
 
     converted, (height, width), resample = resize
-    from PIL import Image
-
     if converted:
         image = image.convert("RGB")
     image = image.resize((width, height), Image.Resampling(resample))
@@ -261,6 +275,13 @@ def _made(image, resize: tuple, geometry: tuple | None, tail: str) -> torch.Tens
             image = F.hflip(image)
         if vflip:
             image = F.vflip(image)
+    return image
+
+
+def _tensor(image, tail: str) -> torch.Tensor:
+    """`tail` of a cut image (torchvision's own functions)."""
+    from torchvision.transforms import functional as F
+
     if tail == "uint8":
         return F.pil_to_tensor(image)
     out = F.to_tensor(image)
@@ -344,11 +365,11 @@ class JointFunction:
             steps.append(v1.Normalize([0.5] * 3, [0.5] * 3))
         return v1.Compose(steps)
 
-    def _run(self, batch: dict) -> tuple[dict, _Run]:
+    def _run(self, batch: dict, checking: bool = False) -> tuple[dict, _Run]:
         """The function run once on `batch` (the images stood in for), with what it did."""
         run = _Run()
         held = {k: [_Held(k, run) for _ in values] if k in self.image_columns else values for k, values in batch.items()}
-        swaps = {id(f): _Geometry(f, run, self._grids) for f in self.founds}
+        swaps = {id(f): _Geometry(f, run, self._grids, None) if checking else _Geometry(f, run, None, self.size) for f in self.founds}
         out = _rebound(self.fn, swaps, {})(held)
         if self.founds and len(run.geometry) != 1:
             raise NeedsImage(
@@ -370,7 +391,7 @@ class JointFunction:
         from ._behaviour import generators_kept
 
         T = FallbackReason.TRANSFORM
-        self.keys, self.resize_of, self.size = {}, {}, None
+        self.keys, self.resize_of, self.size, self._matches = {}, {}, None, {}
         ran, failure = 0, None
         with generators_kept():
             for row in rows:
@@ -384,7 +405,7 @@ class JointFunction:
                         break
                     draws_from(seed)
                     try:
-                        out, run = self._run(self._rows([row]))
+                        out, run = self._run(self._rows([row]), checking=True)
                     except NeedsImage as e:
                         raise Unfit(f"{self.name} (the dataset's transform) on row {row}: {e} (hpuload hands it stand-ins)", T) from None
                     except Exception as e:  # noqa: BLE001 - what the stand-ins do not answer
@@ -395,10 +416,25 @@ class JointFunction:
                         ) from None
                     self._learn(row, want, out, run)
                     ran += 1
+            if len(rows) > 1 and ran:
+                # Rows in one call, as a batch gives them: the transform is called once for all.
+                try:
+                    self._run(self._rows(rows[:2]), checking=True)
+                except NeedsImage as e:
+                    raise Unfit(f"{self.name} (the dataset's transform) on rows {rows[:2]}: {e} (hpuload hands it stand-ins)", T) from None
         if rows and not ran:
             raise Unfit(f"{self.name} (the dataset's transform) could not be checked on any row ({failure})", T)
-        if ran and not self.keys:
+        if ran and not self._matches:
             raise Unfit(f"{self.name} (the dataset's transform) makes no image tensor hpuload makes natively", T)
+        for key, matches in self._matches.items():
+            columns = sorted({column for column, _ in matches})
+            if len(columns) > 1:
+                raise Unfit(
+                    f"{self.name} (the dataset's transform) makes {key!r} of an image that columns {columns} hold alike "
+                    "on every row checked (hpuload cannot tell which it reads)",
+                    T,
+                )
+            self.keys[key] = min(matches, key=lambda m: _TAILS.index(m[1]))
         self.per_batch = any(type(s).__name__.startswith("Random") for s in self.steps)
 
     def _learn(self, row: int, want: dict, out, run: _Run) -> None:
@@ -423,7 +459,7 @@ class JointFunction:
         for key in mine:
             value = want[key]
             held = got[key]
-            if isinstance(value, torch.Tensor) and value.dim() == 3 and isinstance(held, torch.Tensor) and held.shape == value.shape and 0 in held.stride():
+            if isinstance(value, torch.Tensor) and value.dim() == 3 and isinstance(held, torch.Tensor) and self._holds_image(value, held):
                 keys[key] = self._image_key(row, key, value, real, geometry)
                 if self.size is None:
                     self.size = tuple(value.shape[1:])
@@ -435,18 +471,31 @@ class JointFunction:
                     "the images stood in for (it reads the images otherwise, or draws beside its transform)",
                     T,
                 )
-        if self.keys and keys != self.keys:
-            raise Unfit(f"{self.name} (the dataset's transform) makes row {row}'s image tensors otherwise than row {self._first}'s", T)
-        self.keys = keys
+        if self._matches:
+            keys = {k: m & self._matches.get(k, set()) for k, m in keys.items()}
+            if set(keys) != set(self._matches) or not all(keys.values()):
+                raise Unfit(f"{self.name} (the dataset's transform) makes row {row}'s image tensors otherwise than row {self._first}'s", T)
+        self._matches = keys
 
-    def _image_key(self, row: int, key: str, value: torch.Tensor, real: dict, geometry) -> tuple[str, str]:
-        """The image column and tail whose native steps make `value` exactly."""
+    def _holds_image(self, value: torch.Tensor, held: torch.Tensor) -> bool:
+        """Whether a key's tensor with the images stood in for is what the stand-ins make of an
+        image: the transform's zeros (of the real tensor's shape), or, without a transform, a
+        resized 1x1 image's tensor (its channels, 1x1)."""
+        if self.founds:
+            return held.shape == value.shape and 0 in held.stride()
+        return held.dim() == 3 and held.shape[0] == value.shape[0] and tuple(held.shape[1:]) == (1, 1)
+
+    def _image_key(self, row: int, key: str, value: torch.Tensor, real: dict, geometry) -> set:
+        """The image columns and tails whose native steps make `value` exactly (several where
+        the row's images are alike)."""
+        matches = set()
         for column, resize in self.resize_of.items():
+            cut = _cut(real[column], resize, geometry)
             for tail in _TAILS:
-                if (value.dtype == torch.uint8) != (tail == "uint8"):
-                    continue
-                if _same(value, _made(real[column], resize, geometry, tail)):
-                    return column, tail
+                if (value.dtype == torch.uint8) == (tail == "uint8") and _same(value, _tensor(cut, tail)):
+                    matches.add((column, tail))
+        if matches:
+            return matches
         raise Unfit(
             f"{self.name} (the dataset's transform) gives row {row} a {key!r} that is none of its images as hpuload "
             "makes them (resized as the function resizes it, cut and flipped as its transform did, then made a tensor "

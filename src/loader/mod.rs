@@ -815,7 +815,9 @@ impl Loader {
     /// Every random choice for sample `index` of a `width`x`height` image in `epoch`: the crop
     /// window and interpolation, the pixel ops with their drawn parameters in order, the flip
     /// fused into the output writer, and the erase boxes. Both backends execute exactly this,
-    /// so a test can apply the same parameters with torchvision and compare pixels.
+    /// so a test can apply the same parameters with torchvision and compare pixels. A loader
+    /// whose batches share their draws ([`LoaderBuilder::draws_per_batch`]) draws each sample's
+    /// from its batch's key instead: give that key as `index`.
     ///
     /// # Errors
     /// The pipeline cannot process an image of that size (e.g. a crop larger than the image).

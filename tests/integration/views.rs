@@ -156,3 +156,86 @@ fn several_images_per_sample_are_for_one_view_of_images() {
         other => panic!("expected a config error, got {other:?}"),
     }
 }
+
+/// An ImageFolder of `n` copies of one photo: samples differ only by their draws.
+fn copies(tag: &str, n: usize) -> TempDir {
+    let one = dataset(tag, 1);
+    let photo = walk(one.path()).remove(0);
+    let dir = TempDir::new(tag);
+    std::fs::create_dir_all(dir.path().join("a")).unwrap();
+    for k in 0..n {
+        std::fs::copy(&photo, dir.path().join("a").join(format!("{k:02}.jpg"))).unwrap();
+    }
+    dir
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+/// Each batch's samples as bytes, over one epoch of a loader of `copies`.
+fn samples_of_batches(data: &TempDir, per_batch: bool, image: usize) -> Vec<Vec<Vec<u8>>> {
+    let mut loader = Loader::builder(ImageFolder::open(data.path()).unwrap())
+        .batch_size(4)
+        .shuffle(5)
+        .workers(2)
+        .pipeline(train_at(16))
+        .output(Dtype::F32, Layout::Nchw)
+        .backend(Backend::Cpu)
+        .image_of_sample(image)
+        .draws_per_batch(per_batch)
+        .build()
+        .unwrap();
+    loader
+        .epoch(0)
+        .map(|b| {
+            let bytes = b.unwrap().images.to_host().unwrap();
+            bytes.chunks(bytes.len() / 4).map(<[u8]>::to_vec).collect()
+        })
+        .collect()
+}
+
+#[test]
+fn draws_per_batch_give_every_sample_of_a_batch_its_batchs_plan() {
+    let data = copies("per-batch", 12);
+    let batches = samples_of_batches(&data, true, 0);
+    assert_eq!(batches.len(), 3);
+    for samples in &batches {
+        assert!(samples.iter().all(|s| s == &samples[0]), "one plan per batch");
+    }
+    assert!(
+        batches[0][0] != batches[1][0] || batches[1][0] != batches[2][0],
+        "batches draw their own plans"
+    );
+    // Another image of each sample (`image_of_sample` 1) draws from its own seed, still one
+    // plan per batch; per sample, each sample its own.
+    let other = samples_of_batches(&data, true, 1);
+    assert!(other.iter().all(|s| s.iter().all(|x| x == &s[0])));
+    assert_ne!(other, batches);
+    let per_sample = samples_of_batches(&data, false, 0);
+    assert!(per_sample.iter().any(|s| s.iter().any(|x| x != &s[0])));
+}
+
+#[test]
+fn draws_per_batch_are_for_one_view_of_images() {
+    let data = dataset("per-batch-views", 4);
+    let built = Loader::builder(ImageFolder::open(data.path()).unwrap())
+        .batch_size(2)
+        .pipeline(train_at(16))
+        .views(vec![train_at(16)])
+        .draws_per_batch(true)
+        .build();
+    match built {
+        Err(Error::Config { setting, .. }) => assert_eq!(setting, "draws_per_batch"),
+        other => panic!("expected a config error, got {:?}", other.map(|_| ())),
+    }
+}
