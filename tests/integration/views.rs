@@ -210,7 +210,10 @@ fn draws_per_batch_give_every_sample_of_a_batch_its_batchs_plan() {
     let batches = samples_of_batches(&data, true, 0);
     assert_eq!(batches.len(), 3);
     for samples in &batches {
-        assert!(samples.iter().all(|s| s == &samples[0]), "one plan per batch");
+        assert!(
+            samples.iter().all(|s| s == &samples[0]),
+            "one plan per batch"
+        );
     }
     assert!(
         batches[0][0] != batches[1][0] || batches[1][0] != batches[2][0],
