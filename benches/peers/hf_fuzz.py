@@ -43,7 +43,8 @@ usage: python hf_fuzz.py FOLDER [CASES=200] [SEED=0]
   PAIRS=1 JOINT=1 (environment): the pairs table, the functions InstructPix2Pix-shaped ones
   (`joint_case`: each image resized by Pillow itself in a random filter, arrays of one or both
   columns stacked or concatenated, made a tensor by `2 * (x / 255) - 1`, `x / 255`, as uint8,
-  `x / 127.5 - 1` or in float64, then one `Compose` of a crop and pinned flips on the stack),
+  `x / 127.5 - 1` or in float64, then one `Compose` of a crop and pinned flips on the stack,
+  called by a helper or by the function itself),
   some with a step hpuload does not follow (a `ColorJitter`, a `Lambda` that scales, the
   transform called per image, the image's size read, its pixels changed) (session 102).
 Outcomes as transform_fuzz.py's; every value of each batch is compared (images within a level,
@@ -652,6 +653,7 @@ def joint_case(rng):
     columns = rng.choice([("image", "conditioning_image"), ("image",), ("conditioning_image",)])
     convert = rng.random() < 0.8
     odd = rng.choice([None] * 6 + ["per_image", "jitter", "size", "changing_lambda", "pixels"])
+    inline = rng.random() < 0.5  # the function calls the transform itself, not a helper
     steps = []
     if crop != "none":
         steps.append(T.CenterCrop(out_size) if crop == "center" else T.RandomCrop(out_size))
@@ -684,10 +686,13 @@ def joint_case(rng):
             images = torch.tensor(np.stack(parts) / 255.0)
         if odd == "per_image":
             return torch.stack([train_transforms(x) for x in images.reshape(-1, 3, res, res)])
-        return train_transforms(images)
+        return images if inline else train_transforms(images)
 
     def fn(examples):
-        made = make(examples).reshape(len(columns), -1, 3, out_size, out_size)
+        made = make(examples)
+        if inline and odd != "per_image":
+            made = train_transforms(made)
+        made = made.reshape(len(columns), -1, 3, out_size, out_size)
         for c, images in zip(columns, made):
             examples["pixel_values" if c == "image" else "conditioning_pixel_values"] = images
         examples["n"] = [len(t) for t in examples["text"]]
@@ -695,7 +700,7 @@ def joint_case(rng):
 
     name = (
         f"joint: resize {res} {resample} crop={crop} {out_size} flip={flip} vflip={vflip} tail={tail} join={join} "
-        f"columns={columns} convert={convert} odd={odd}"
+        f"columns={columns} convert={convert} inline={inline} odd={odd}"
     )
     return name, fn
 

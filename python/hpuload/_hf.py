@@ -417,7 +417,7 @@ def hf_source(dataset, pipeline, transform):
             fn, function = dataset._format_kwargs.get("transform"), rows_now.function
             kind = RowFunction if joint is None else _hf_joint.JointFunction
             if not (
-                type(function) is kind
+                function is not None
                 and function.fn is fn
                 and len(function.founds) == len(founds)
                 and all(a is b for a, b in zip(function.founds, founds))
@@ -425,7 +425,18 @@ def hf_source(dataset, pipeline, transform):
                 # Not checked already (at an earlier epoch's start) with the same function and objects.
                 function = kind(dataset, images, founds, reads="bytes" if encoded else None)
                 function.turned = turned
-                function.check(_rows_to_check(len(dataset)), _draws_from)
+                try:
+                    function.check(_rows_to_check(len(dataset)), _draws_from)
+                except Unfit as refused:
+                    # A function that hands its one transform a tensor it made itself (the
+                    # InstructPix2Pix script written inline, no helper) may be a joint one.
+                    if kind is not RowFunction or encoded or len(founds) != 1:
+                        raise
+                    try:
+                        function = _hf_joint.JointFunction(dataset, images, founds)
+                        function.check(_rows_to_check(len(dataset)), _draws_from)
+                    except Unfit:
+                        raise refused from None
                 for column in function.unconverted:
                     odd = _first_row(dataset, column, lambda mode: mode if mode not in (None, "RGB") else None)
                     if odd is not None:

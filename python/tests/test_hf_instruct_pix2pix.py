@@ -160,6 +160,28 @@ def test_an_instruct_pix2pix_loader_resumes_exactly_mid_epoch(files, tmp_path):
             assert torch.equal(a[key], b[key]), key
 
 
+def test_the_script_written_inline_without_its_helper_runs_natively(files, tmp_path):
+    """The function itself resizes, stacks and hands the stack to the `Compose` (the forks
+    that inline `preprocess_images`): the same batches as torch's."""
+    flip = transforms.Compose([transforms.RandomCrop(24), transforms.RandomHorizontalFlip(1.0)])
+
+    def preprocess_train(examples):
+        original = np.concatenate([np.array(im.convert("RGB").resize((24, 24))).transpose(2, 0, 1) for im in examples["image"]])
+        edited = np.concatenate([np.array(im.convert("RGB").resize((24, 24))).transpose(2, 0, 1) for im in examples["conditioning_image"]])
+        images = flip(2 * (torch.tensor(np.stack([original, edited])) / 255) - 1)
+        examples["original_pixel_values"] = images[0].reshape(-1, 3, 24, 24)
+        examples["edited_pixel_values"] = images[1].reshape(-1, 3, 24, 24)
+        examples["input_ids"] = tokenize(list(examples["text"]))
+        return examples
+
+    _, collate_fn = pix2pix_functions(24)
+    ds = table(files, tmp_path).with_transform(preprocess_train)
+    ours = list(native(ds, batch_size=4, collate_fn=collate_fn, backend="cpu"))
+    for a, b in zip(ours, torchs(ds, collate_fn, batch_size=4), strict=True):
+        for key in KEYS:
+            assert torch.equal(a[key], b[key]), key
+
+
 def test_a_function_without_a_transform_that_makes_its_tensors_itself_runs_natively(files, tmp_path):
     """One image column, resized by Pillow with Lanczos and made a uint8 tensor by the function's own arithmetic, no torchvision object reached at all."""
     from PIL import Image
