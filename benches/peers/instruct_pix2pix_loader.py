@@ -37,7 +37,7 @@ import torch
 from torchvision import transforms
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from controlnet_loader import psnr  # noqa: E402
+from controlnet_loader import psnr, tokenizer_for  # noqa: E402
 
 
 def rss_mib() -> int:
@@ -71,16 +71,6 @@ def make(a):
     print(f"wrote {len(files)} rows to {a.out}")
 
 
-def tokenizer_for(ds):
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    bpe = Tokenizer(models.BPE(unk_token="<unk>"))
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel()
-    bpe.train_from_iterator(ds.with_format(None)["edit_prompt"], trainers.BpeTrainer(vocab_size=300, special_tokens=["<pad>", "<unk>"]))
-    return PreTrainedTokenizerFast(tokenizer_object=bpe, pad_token="<pad>", unk_token="<unk>", model_max_length=77)
-
-
 def convert_to_np(image, resolution):
     image = image.convert("RGB").resize((resolution, resolution))
     return np.array(image).transpose(2, 0, 1)
@@ -89,7 +79,7 @@ def convert_to_np(image, resolution):
 def train_dataset(data: str, resolution: int, center_crop: bool, random_flip: bool):
     """The script's data preparation over the saved table (its column defaults)."""
     ds = datasets.load_from_disk(data)
-    tokenizer = tokenizer_for(ds)
+    tokenizer = tokenizer_for(ds, "edit_prompt", 300)
     original_image_column, edit_prompt_column, edited_image_column = ds.column_names
 
     def tokenize_captions(captions):

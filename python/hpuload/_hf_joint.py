@@ -39,7 +39,7 @@ from typing import Any
 import torch
 
 from ._fallback import FallbackReason, Unfit
-from ._hf_rows import NeedsImage, _same, _stores_globals
+from ._hf_rows import NeedsImage, _same, _stores_globals, stood_in
 
 #: Pillow's resampling filters hpuload runs, by the number `Image.resize` takes.
 _FILTERS = {0: "NEAREST", 1: "LANCZOS", 2: "BILINEAR", 3: "BICUBIC"}
@@ -404,24 +404,12 @@ class JointFunction:
                         failure = failure or f"row {row}: {type(e).__name__}: {e}"
                         break
                     draws_from(seed)
-                    try:
-                        out, run = self._run(self._rows([row]), checking=True)
-                    except NeedsImage as e:
-                        raise Unfit(f"{self.name} (the dataset's transform) on row {row}: {e} (hpuload hands it stand-ins)", T) from None
-                    except Exception as e:  # noqa: BLE001 - what the stand-ins do not answer
-                        raise Unfit(
-                            f"{self.name} (the dataset's transform) on row {row} raised {type(e).__name__}: {e} with the "
-                            "images stood in for",
-                            T,
-                        ) from None
+                    out, run = stood_in(self.name, f"row {row}", lambda: self._run(self._rows([row]), checking=True))
                     self._learn(row, want, out, run)
                     ran += 1
             if len(rows) > 1 and ran:
                 # Rows in one call, as a batch gives them: the transform is called once for all.
-                try:
-                    self._run(self._rows(rows[:2]), checking=True)
-                except NeedsImage as e:
-                    raise Unfit(f"{self.name} (the dataset's transform) on rows {rows[:2]}: {e} (hpuload hands it stand-ins)", T) from None
+                stood_in(self.name, f"rows {rows[:2]}", lambda: self._run(self._rows(rows[:2]), checking=True))
         if rows and not ran:
             raise Unfit(f"{self.name} (the dataset's transform) could not be checked on any row ({failure})", T)
         if ran and not self._matches:

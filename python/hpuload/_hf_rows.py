@@ -834,16 +834,7 @@ class RowFunction:
                     failure = failure or f"row {row}: {type(e).__name__}: {e}"
                     continue
                 draws_from(row + 1)
-                try:
-                    (got,) = self.samples(None, [row], check=draws_from)
-                except NeedsImage as e:
-                    raise Unfit(f"{self.name} (the dataset's transform) on row {row}: {e} (hpuload hands it stand-ins)", T) from None
-                except Exception as e:  # noqa: BLE001 - what the stand-ins do not answer
-                    raise Unfit(
-                        f"{self.name} (the dataset's transform) on row {row} raised {type(e).__name__}: {e} with the "
-                        "images stood in for",
-                        T,
-                    ) from None
+                (got,) = stood_in(self.name, f"row {row}", lambda: self.samples(None, [row], check=draws_from))
                 if learnt is not None and (self.form, self.transform_of, self.mask_of, self.chain_of) != learnt:
                     raise Unfit(
                         f"{self.name} (the dataset's transform) holds the images of rows {rows} in different forms, "
@@ -907,6 +898,18 @@ class RowFunction:
         """The image columns whose images the function hands a transform, the first column's
         first (the others' loaders are `more`'s)."""
         return [c for c in self.image_columns if c in self.transform_of]
+
+
+def stood_in(name: str, where: str, run):
+    """`run()`, a check's run of the dataset's function `name` on `where` (its rows) with its
+    images stood in for; what the stand-ins refuse or do not answer made an `Unfit` naming it."""
+    T = FallbackReason.TRANSFORM
+    try:
+        return run()
+    except NeedsImage as e:
+        raise Unfit(f"{name} (the dataset's transform) on {where}: {e} (hpuload hands it stand-ins)", T) from None
+    except Exception as e:  # noqa: BLE001 - what the stand-ins do not answer
+        raise Unfit(f"{name} (the dataset's transform) on {where} raised {type(e).__name__}: {e} with the images stood in for", T) from None
 
 
 def _swapped(cell, swaps: dict) -> bool:

@@ -41,6 +41,15 @@ def state_after(loader, batches: int) -> dict:
     return state
 
 
+def resumed_after(make, batches: int) -> tuple[list, list]:
+    """`(rest, resumed)`: a fresh pass's batches after its first `batches`, and the batches of a
+    new loader given the state after them (`make()` builds each loader)."""
+    rest = list(make())[batches:]
+    resumed = make()
+    resumed.load_state_dict(state_after(make(), batches))
+    return rest, list(resumed)
+
+
 def rss_bytes() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")

@@ -166,7 +166,7 @@ def test_a_random_transform_per_column_passes_the_check_against_the_dataset(file
 
 
 def test_a_controlnet_loader_resumes_exactly_mid_epoch(files, tmp_path):
-    from conftest import state_after
+    from conftest import resumed_after
 
     crop = transforms.Compose([transforms.RandomResizedCrop(20), transforms.ToTensor()])
     preprocess_train, collate_fn = controlnet_functions(20, crop, crop)
@@ -175,11 +175,8 @@ def test_a_controlnet_loader_resumes_exactly_mid_epoch(files, tmp_path):
     def loader():
         return native(ds, batch_size=4, collate_fn=collate_fn, shuffle=True, seed=9, backend="cpu")
 
-    first = list(loader())
-    state = state_after(loader(), 1)
-    resumed = loader()
-    resumed.load_state_dict(state)
-    for a, b in zip(first[1:], resumed, strict=True):
+    rest, resumed = resumed_after(loader, 1)
+    for a, b in zip(rest, resumed, strict=True):
         for key in a:
             assert torch.equal(a[key], b[key]), key
 

@@ -143,7 +143,7 @@ def test_an_instruct_pix2pix_loader_on_the_media_engine_stays_close_to_torchs(fi
 
 
 def test_an_instruct_pix2pix_loader_resumes_exactly_mid_epoch(files, tmp_path):
-    from conftest import state_after
+    from conftest import resumed_after
 
     preprocess_train, collate_fn = pix2pix_functions(20, center_crop=False, random_flip=True)
     ds = table(files, tmp_path).with_transform(preprocess_train)
@@ -151,11 +151,8 @@ def test_an_instruct_pix2pix_loader_resumes_exactly_mid_epoch(files, tmp_path):
     def loader():
         return native(ds, batch_size=2, collate_fn=collate_fn, shuffle=True, seed=9, backend="cpu")
 
-    first = list(loader())
-    state = state_after(loader(), 2)
-    resumed = loader()
-    resumed.load_state_dict(state)
-    for a, b in zip(first[2:], resumed, strict=True):
+    rest, resumed = resumed_after(loader, 2)
+    for a, b in zip(rest, resumed, strict=True):
         for key in a:
             assert torch.equal(a[key], b[key]), key
 
