@@ -4,8 +4,6 @@ image with Pillow itself, stacks both columns' arrays, makes them `2 * (x / 255)
 the stack to one `Compose` of a crop and a flip, once per batch. hpuload makes each column
 natively (`_hf_joint`), every image of a batch cut and flipped alike, as the function does."""
 
-import warnings
-
 import numpy as np
 import pytest
 import torch
@@ -13,7 +11,7 @@ import torch
 datasets = pytest.importorskip("datasets")
 
 from hpuload.torch import DataLoader, FallbackWarning, SkippedSampleWarning  # noqa: E402
-from test_hf_image_pairs import table, tokenize  # noqa: E402
+from test_hf_image_pairs import files, native, table, tokenize  # noqa: E402,F401 - files: the fixture
 from torchvision import transforms  # noqa: E402
 
 KEYS = ["original_pixel_values", "edited_pixel_values", "input_ids"]
@@ -74,17 +72,6 @@ def pix2pix_functions(resolution, center_crop=True, random_flip=False, concatena
         }
 
     return preprocess_train, collate_fn
-
-
-@pytest.fixture
-def files(jpeg_folder):
-    return sorted(jpeg_folder.rglob("*.jpg"))[:12]
-
-
-def native(*args, **kwargs):
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", FallbackWarning)
-        return DataLoader(*args, **kwargs)
 
 
 def falls_back(ds, collate_fn, match):
