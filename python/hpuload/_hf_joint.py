@@ -48,7 +48,7 @@ _FILTERS = {0: "NEAREST", 1: "LANCZOS", 2: "BILINEAR", 3: "BICUBIC"}
 _LIBRARIES = ("torch", "torchvision", "numpy", "PIL", "datasets", "transformers", "hpuload", "timm", "albumentations")
 
 #: Each checked row is checked under this many seeds (a flip of one half is missed by all of
-#: them once in 2 ** 15 checks).
+#: them once in 2 ** 15 checks); once where the function's transform draws nothing.
 _SEEDS = 3
 
 
@@ -306,6 +306,9 @@ class JointFunction:
             raise Unfit(f"{name} (the dataset's transform) reaches {len(found)} torchvision transforms through its helpers", T)
         self.dataset, self.fn, self.founds, self.name = dataset, fn, list(found), name
         self.steps = _steps(found[0]) if found else []
+        #: The transform draws (a random crop or flip): checked under several seeds, and a
+        #: batch's samples share the draws (`per_batch`).
+        self._draws = any(type(step).__name__.startswith("Random") for step in self.steps)
         self.image_columns = [image_columns] if isinstance(image_columns, str) else list(image_columns)
         self.order = list(dataset.features)
         others = [k for k in self.order if k not in self.image_columns]
@@ -395,7 +398,7 @@ class JointFunction:
         ran, failure = 0, None
         with generators_kept():
             for row in rows:
-                for s in range(_SEEDS):
+                for s in range(_SEEDS if self._draws or not self.founds else 1):
                     seed = row + 1 + 7919 * s
                     try:
                         draws_from(seed)
@@ -423,7 +426,7 @@ class JointFunction:
                     T,
                 )
             self.keys[key] = min(matches, key=lambda m: _TAILS.index(m[1]))
-        self.per_batch = any(type(s).__name__.startswith("Random") for s in self.steps)
+        self.per_batch = self._draws
 
     def _learn(self, row: int, want: dict, out, run: _Run) -> None:
         T = FallbackReason.TRANSFORM
