@@ -306,9 +306,10 @@ class JointFunction:
             raise Unfit(f"{name} (the dataset's transform) reaches {len(found)} torchvision transforms through its helpers", T)
         self.dataset, self.fn, self.founds, self.name = dataset, fn, list(found), name
         self.steps = _steps(found[0]) if found else []
-        #: The transform draws (a random crop or flip): checked under several seeds, and a
-        #: batch's samples share the draws (`per_batch`).
-        self._draws = any(type(step).__name__.startswith("Random") for step in self.steps)
+        #: The transform draws (a random crop or flip): checked under several seeds, and, as
+        #: the function hands its stacked batch to it once per call, a batch's samples share
+        #: the draws (`draws_per_batch`).
+        self.per_batch = any(type(step).__name__.startswith("Random") for step in self.steps)
         self.image_columns = [image_columns] if isinstance(image_columns, str) else list(image_columns)
         self.order = list(dataset.features)
         others = [k for k in self.order if k not in self.image_columns]
@@ -319,9 +320,6 @@ class JointFunction:
         self.keys: dict = {}
         self.resize_of: dict = {}
         self.size: tuple | None = None
-        #: A batch shares its draws: the function hands its stacked batch to a random
-        #: transform once per call (`draws_per_batch`).
-        self.per_batch = False
         self._grids: dict = {}
         #: What `_hf.hf_source` and the loader ask of a row function besides: no masks, no
         #: facts of each row's image.
@@ -398,7 +396,7 @@ class JointFunction:
         ran, failure = 0, None
         with generators_kept():
             for row in rows:
-                for s in range(_SEEDS if self._draws or not self.founds else 1):
+                for s in range(_SEEDS if self.per_batch or not self.founds else 1):
                     seed = row + 1 + 7919 * s
                     try:
                         draws_from(seed)
@@ -426,7 +424,6 @@ class JointFunction:
                     T,
                 )
             self.keys[key] = min(matches, key=lambda m: _TAILS.index(m[1]))
-        self.per_batch = self._draws
 
     def _learn(self, row: int, want: dict, out, run: _Run) -> None:
         T = FallbackReason.TRANSFORM
