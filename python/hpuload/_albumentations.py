@@ -655,6 +655,31 @@ class _Scaled:
         return floats / np.float32(255) if self.scaled else floats
 
 
+class _Table:
+    """The Dataset's own arithmetic on the Compose's bytes (`_probe.byte_values`), as
+    `Normalize.apply` gives it for a hole's fill."""
+
+    def __init__(self, values: list[float]):
+        import numpy as np
+
+        self.values = np.asarray(values, dtype=np.float32)
+
+    def apply(self, image):
+        return self.values[image]
+
+
+def handed_out(translated: tuple, output) -> tuple:
+    """A torchvision translation (`(pipeline JSON, dtype, tail)`, of a transform that gives
+    PIL images) with what the Dataset's code makes of the NumPy array of each
+    (`_as_handed_out`)."""
+    pipeline, dtype, tail = translated
+    spec = json.loads(pipeline)
+    if tail is not None or "ops" not in spec:
+        raise Unsupported("a NumPy array made of what a transform translated only in part, or of several views, gives")
+    dtype, _ = _as_handed_out(output, dtype, spec["ops"], None)
+    return json.dumps(spec), dtype, None
+
+
 def _as_handed_out(output, dtype: str, ops: list, norm) -> tuple[str, Any]:
     """`(dtype, normalization)` of a Compose without `ToTensorV2` whose array the Dataset
     hands out as `output` says (`_probe.Output`): its bytes or its `Normalize`'s floats, or
@@ -669,6 +694,17 @@ def _as_handed_out(output, dtype: str, ops: list, norm) -> tuple[str, Any]:
         return dtype, norm
     if output.dtype != "f32" or dtype != "u8":
         raise Unsupported(f"the Dataset hands out the Compose's {dtype} array as {output.dtype}")
+    if output.arith:
+        # Its own arithmetic (`x / 127.5 - 1`, ...): each byte's float as its code computes
+        # it, a table the output writer looks each byte up in.
+        from . import _probe
+
+        try:
+            values = _probe.byte_values(output)
+        except _probe.NeedsPixels as e:
+            raise Unsupported(str(e)) from None
+        ops.append({"op": "normalize", "mean": [0.0] * 3, "std": [1.0] * 3, "to_float": {"table": [values]}})
+        return "f32", _Table(values)
     if output.scaled:
         ops.append({"op": "normalize", "mean": [0.0] * 3, "std": [1.0] * 3, "to_float": "divide"})
     else:

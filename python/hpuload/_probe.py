@@ -225,12 +225,15 @@ class _FileBytes:
 
 
 class Recorded:
-    """What the transform stand-in returns: the image it was given."""
+    """What the transform stand-in returns: the image it was given. `torchvision`: the stand-in
+    was a torchvision transform's (whose output may be a PIL image the code makes an array
+    of), not an albumentations `Compose`'s ending in `ToTensorV2`."""
 
-    __slots__ = ("image",)
+    __slots__ = ("image", "torchvision")
 
-    def __init__(self, image: LazyImage):
+    def __init__(self, image: LazyImage, torchvision: bool = False):
         self.image = image
+        self.torchvision = torchvision
 
     def __getattr__(self, name: str):
         raise NeedsPixels(f".{name} of the transformed image")
@@ -244,7 +247,7 @@ class TransformStandIn:
             raise NeedsPixels(f"the transform was given a {type(image).__name__}, not the opened image")
         if image.tensor == "cv2" or image.tensor == "array":
             raise NeedsPixels("a torchvision transform was given a NumPy array of the image")
-        return Recorded(image)
+        return Recorded(image, torchvision=True)
 
 
 class Output(NamedTuple):
@@ -264,6 +267,50 @@ class Output(NamedTuple):
     start: str
     #: The array came out of the Compose (False: the opened image's own, no transform).
     composed: bool = True
+    #: Every step that changed its values or their type since it was bytes, in order
+    #: (`("astype", numpy dtype)`, `("tensor", torch dtype or None)`, `("to", torch dtype)`,
+    #: `("op", name, operand, reflected)`), for `byte_values` to run again on each byte.
+    history: tuple = ()
+    #: Arithmetic beyond one division by 255 (`x / 127.5 - 1`, `2 * x - 1`, ...): the values
+    #: are then `byte_values`'s table.
+    arith: bool = False
+    #: The array is the NumPy array of a PIL image a torchvision transform gave (`np.array`
+    #: of its output), not an albumentations Compose's.
+    of_pil: bool = False
+
+
+#: The arithmetic `ArrayOut` follows, by the name `operator` has for it.
+_ARITH = ("truediv", "mul", "add", "sub")
+
+
+def byte_values(output: Output) -> list[float]:
+    """What the Dataset's code makes of each byte value (0 to 255): the steps `output`
+    recorded, run again with NumPy's and torch's own operations on an array of the 256 bytes
+    (every operand is a plain number, so each byte's value is that of every pixel holding
+    it), as float32. Needs pixels for another result type."""
+    import operator
+
+    import numpy as np
+
+    x = np.arange(256, dtype=np.uint8)
+    for step in output.history:
+        if step[0] == "astype":
+            x = x.astype(step[1])
+        elif step[0] == "tensor":
+            x = torch.from_numpy(np.ascontiguousarray(x))
+            x = x if step[1] is None else x.to(step[1])
+        elif step[0] == "to":
+            x = x.to(step[1])
+        else:
+            _, name, operand, reflected = step
+            apply = getattr(operator, name)
+            x = apply(operand, x) if reflected else apply(x, operand)
+    values = x.numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+    if values.dtype != np.float32 or values.shape != (256,):
+        raise NeedsPixels(f"the image's values computed by the Dataset's code in {values.dtype} (hpuload gives float32)")
+    if not np.isfinite(values).all():
+        raise NeedsPixels("the image's values computed by the Dataset's code are not all finite")
+    return [float(v) for v in values]
 
 
 #: NumPy's and torch's dtypes by hpuload's names, for the casts `ArrayOut` follows.
@@ -318,11 +365,57 @@ class ArrayOut(Recorded):
             raise NeedsPixels(f"{what}{axes} of the transformed {self.output.layout.upper()} image")
         return self._with(layout="chw" if self.output.layout == "hwc" else "hwc")
 
-    def _cast(self, to: str) -> "ArrayOut":
+    def _cast(self, to: str, step: tuple | None = None) -> "ArrayOut":
         have = self.output.dtype
         if to == "u8" and have != "u8":
             raise NeedsPixels("the transformed float image cast to uint8")
-        return self._with(dtype=to)
+        return self._with(dtype=to, history=self.output.history + ((step,) if step else ()))
+
+    def _arith(self, name: str, other, reflected: bool = False) -> "ArrayOut":
+        """`self <name> other` (or `other <name> self`) by a plain number: recorded, its
+        result type as NumPy's or torch's promotion gives it."""
+        import operator
+
+        import numpy as np
+
+        if isinstance(other, bool) or not isinstance(other, (int, float, np.integer, np.floating)):
+            raise NeedsPixels(f"the transformed image's {name} with a {type(other).__name__} (hpuload follows plain numbers)")
+        if self.output.start != "u8":
+            raise NeedsPixels(f"arithmetic on the transform's {self.output.start} output (hpuload follows it on bytes)")
+        apply = getattr(operator, name)
+        given = (apply(other, self._zero()) if reflected else apply(self._zero(), other)).dtype
+        dtype = _NUMPY_DTYPES.get(given.name) if self.output.kind == "numpy" else _TORCH_DTYPES.get(given)
+        if dtype is None or dtype == "u8":
+            raise NeedsPixels(f"the transformed image's {name} by {other!r} in {given} (hpuload follows it in floats)")
+        step = ("op", name, other, reflected)
+        return self._with(dtype=dtype, history=self.output.history + (step,), arith=True)
+
+    def __mul__(self, other):
+        return self._arith("mul", other)
+
+    def __rmul__(self, other):
+        return self._arith("mul", other, True)
+
+    def __add__(self, other):
+        return self._arith("add", other)
+
+    def __radd__(self, other):
+        return self._arith("add", other, True)
+
+    def __sub__(self, other):
+        return self._arith("sub", other)
+
+    def __rsub__(self, other):
+        return self._arith("sub", other, True)
+
+    def mul(self, other):
+        return self._arith("mul", other)
+
+    def add(self, other):
+        return self._arith("add", other)
+
+    def sub(self, other):
+        return self._arith("sub", other)
 
     def _zero(self):
         """A one-element array (or tensor) of the handle's kind and dtype, for NumPy's or
@@ -345,7 +438,7 @@ class ArrayOut(Recorded):
         name = _NUMPY_DTYPES.get(np.dtype(dtype).name) if self.output.kind == "numpy" else None
         if name is None:
             raise NeedsPixels(f"the transformed image's .astype({dtype!r})")
-        return self._cast(name)
+        return self._cast(name, ("astype", np.dtype(dtype)))
 
     def copy(self, *args, **kwargs):
         return self
@@ -359,13 +452,13 @@ class ArrayOut(Recorded):
     def float(self):
         if self.output.kind != "tensor":
             raise NeedsPixels("the transformed array's .float()")
-        return self._cast("f32")
+        return self._cast("f32", ("to", torch.float32))
 
     def to(self, *args, **kwargs):
         dtype = kwargs.pop("dtype", args[0] if len(args) == 1 else None)
         if self.output.kind != "tensor" or not isinstance(dtype, torch.dtype) or kwargs or len(args) > 1:
             raise NeedsPixels("the transformed image's .to(...) other than to a dtype")
-        return self._cast(_torch_dtype(dtype))
+        return self._cast(_torch_dtype(dtype), ("to", dtype))
 
     def contiguous(self, *args, **kwargs):
         return self
@@ -376,10 +469,13 @@ class ArrayOut(Recorded):
     def __truediv__(self, other):
         import numpy as np
 
-        if isinstance(other, bool) or not isinstance(other, (int, float, np.integer, np.floating)) or float(other) != 255.0:
-            raise NeedsPixels(f"the transformed image divided by {other!r} (hpuload scales by 255)")
-        if self.output.scaled or self.output.start != "u8":
-            raise NeedsPixels("the transformed image divided by 255 after Normalize or a first division")
+        if isinstance(other, bool) or not isinstance(other, (int, float, np.integer, np.floating)):
+            raise NeedsPixels(f"the transformed image divided by a {type(other).__name__} (hpuload follows plain numbers)")
+        if float(other) != 255.0 or self.output.scaled or self.output.arith:
+            # Any other division (`x / 127.5`, a second one): its values are tabled.
+            return self._arith("truediv", other)
+        if self.output.start != "u8":
+            raise NeedsPixels("the transformed image divided by 255 after Normalize")
         # The quotient's dtype as NumPy or torch gives it (an integer array over a number is
         # float64 in NumPy, the default dtype in torch; a NumPy scalar may widen a float32
         # array): in float32 or float64 its values, cast to float32, are `x / 255`'s.
@@ -387,7 +483,8 @@ class ArrayOut(Recorded):
         name = _NUMPY_DTYPES.get(given.name) if self.output.kind == "numpy" else _TORCH_DTYPES.get(given)
         if name is None:
             raise NeedsPixels(f"the transformed image divided by 255 in {given}")
-        return self._with(dtype=name, scaled=True)
+        step = ("op", "truediv", other, False)
+        return self._with(dtype=name, scaled=True, history=self.output.history + (step,))
 
 
 def _array_out_tensor(array, dtype=None, device=None, requires_grad=False, **rest) -> ArrayOut:
@@ -396,8 +493,8 @@ def _array_out_tensor(array, dtype=None, device=None, requires_grad=False, **res
     array = ArrayOut.of(array)
     if array.output.kind != "numpy" or device is not None or requires_grad or any(rest.values()):
         raise NeedsPixels("a tensor of the transformed image with a device, requires_grad or pinned memory")
-    out = array._with(kind="tensor")
-    return out if dtype is None else out._cast(_torch_dtype(dtype))
+    out = array._with(kind="tensor", history=array.output.history + (("tensor", None),))
+    return out if dtype is None else out._cast(_torch_dtype(dtype), ("to", dtype))
 
 
 class AlbumentationsStandIn:
@@ -592,6 +689,24 @@ def _cv2_resize(src, *args, **kwargs):
     return LazyImage(src.path, tensor=src.tensor, rgb=src.rgb, turned=src.turned, before=(*src.before, resized))
 
 
+def _from_array(obj, *args, **kwargs):
+    """`Image.fromarray` of the NumPy array of an opened image, its values unchanged
+    (`np.array(image)`, perhaps `.astype(np.uint8)`): that image again, as a PIL image
+    (diffusers' textual inversion script turns its image into an array and back before
+    resizing it)."""
+    if args or kwargs:
+        raise NeedsPixels("Image.fromarray of the image's array with a mode")
+    if isinstance(obj, ArrayOut):
+        o = obj.output
+        same = (o.kind, o.layout, o.dtype, o.scaled, o.arith, o.composed) == ("numpy", "hwc", "u8", False, False, False)
+        if not same or any(step[0] != "astype" for step in o.history):
+            raise NeedsPixels("Image.fromarray of an array computed from the image")
+        obj = obj.image
+    if obj.tensor != "array":
+        raise NeedsPixels(f"Image.fromarray of {_form_name(obj.form)}")
+    return LazyImage(obj.path, rgb=obj.rgb, turned=obj.turned, before=obj.before)
+
+
 def _numpy_array_of(image: LazyImage, args: tuple, kwargs: dict) -> LazyImage:
     """`np.array(image)` or `np.asarray(image)` of an opened image: the uint8 `[H, W, C]`
     array of Pillow's pixels (`"array"`), or of what cv2.imread read (the same handle: a copy
@@ -654,6 +769,13 @@ class _NumpyArrays:
 def _numpy_answer(image, *args, **kwargs):
     """`np.array`, `np.asarray` or `np.ascontiguousarray` of an opened image or of the
     transformed one (the same array, cast to a `dtype` given)."""
+    if isinstance(image, Recorded) and not isinstance(image, ArrayOut):
+        # The array of what a torchvision transform gave: its PIL image's uint8 `[H, W, C]`
+        # pixels (the loader checks that the transform gives an RGB PIL image).
+        given = image.image
+        if given.tensor or GREY in given.before or GREY_RGB in given.before or grey_read(given.before):
+            raise NeedsPixels(f"a NumPy array of what the transform made of {_form_name(given.form)} or of a grey image")
+        image = ArrayOut(given, Output("numpy", "hwc", "u8", False, "u8", of_pil=True))
     if not isinstance(image, ArrayOut):
         import numpy as np
 
@@ -671,7 +793,8 @@ def _numpy_answer(image, *args, **kwargs):
 
 def _probed_call(original, answer):
     def call(*args, **kwargs):
-        if args and isinstance(args[0], (LazyImage, ArrayOut)) and getattr(_probing, "on", False):
+        answered = args and (isinstance(args[0], (LazyImage, ArrayOut)) or isinstance(args[0], Recorded) and args[0].torchvision)
+        if answered and getattr(_probing, "on", False):
             return answer(*args, **kwargs)
         return original(*args, **kwargs)
 
@@ -1120,6 +1243,8 @@ def install() -> None:
 
         if getattr(ImageOps.exif_transpose, "__wrapped__", None) is None:
             ImageOps.exif_transpose = _patched(ImageOps.exif_transpose, _exif_transpose)
+        if getattr(Image.fromarray, "__wrapped__", None) is None:
+            Image.fromarray = _probed_call(Image.fromarray, _from_array)
         cv2 = sys.modules.get("cv2")
         # OpenCV, when the user's code has imported it (hpuload does not import it itself).
         if cv2 is not None and hasattr(cv2, "imread") and getattr(cv2.imread, "__wrapped__", None) is None:
@@ -1219,7 +1344,7 @@ def _installed() -> list:
     """The patched opening calls `install` put in place."""
     from PIL import Image, ImageOps
 
-    calls = [Image.open, ImageOps.exif_transpose]
+    calls = [Image.open, ImageOps.exif_transpose, Image.fromarray]
     cv2 = sys.modules.get("cv2")
     if cv2 is not None:
         calls += [getattr(cv2, "imread", None), getattr(cv2, "cvtColor", None), getattr(cv2, "resize", None)]
@@ -1515,12 +1640,6 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
     transform = getattr(dataset, attribute, None)
     from ._albumentations import is_compose
 
-    # No transform (None, or no attribute): none stood in, so that the code takes the path it
-    # takes without one (`if self.transform: ... else: ...`), and the image it returns is
-    # the opened one as the code changed it.
-    stand_in = None
-    if transform is not None:
-        stand_in = AlbumentationsStandIn(transform) if is_compose(transform) else TransformStandIn()
     states = (torch.get_rng_state(), random.getstate())
     samples: list[tuple[str, int]] = []
     extras: list[tuple] = []
@@ -1528,16 +1647,10 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
     layout = keys = form = output = before = None
     labels = set()
     held = 0  # the elements of the values beside the image held so far (`DictSample`)
-    arrays = _NumpyArrays().__enter__()
-    # The transform stood in for under every name the Dataset holds it by (`self.tf =
-    # self.transform = transform`), so that whichever its code calls is answered.
-    names = [attribute]
-    if stand_in is not None:
-        names += [k for k, v in getattr(dataset, "__dict__", {}).items() if v is transform and k != attribute]
-    _probing.on = True
-    if stand_in is not None:
-        for name in names:
-            setattr(dataset, name, stand_in)
+    drawn = False  # the values beside the image differ from call to call (`DrawnExtras`)
+    session = _Session(dataset, attribute, transform)
+    stand_in = session.stand_in
+    session.__enter__()
     try:
         for i in order:
             out = probed_item(dataset, i)
@@ -1564,6 +1677,8 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
                 raise NeedsPixels(f"__getitem__({i}) returns an array of the image its transform was not given")
             if given is not None and given.dtype == "f64":
                 raise NeedsPixels(f"__getitem__({i}) hands out its image in float64 (hpuload gives float32)")
+            if given is not None and given.arith:
+                byte_values(given)  # computed now: one that gives no float32 needs pixels
             if form is None:
                 form, output, before = image.form, given, image.before
             elif given != output:
@@ -1603,12 +1718,13 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
                     raise NeedsPixels(
                         f"{type(dataset).__name__}.__getitem__({i}) opened two different files on two calls"
                     )
-                if tuple(again) != keys.order or not _same_values(
-                    tuple(v for key, v in again.items() if key != keys.image and key not in keys.more), extras[k]
-                ):
+                if tuple(again) != keys.order:
                     raise NeedsPixels(
-                        f"{type(dataset).__name__}.__getitem__({i}) returns other values beside the image on two calls"
+                        f"{type(dataset).__name__}.__getitem__({i}) returns other keys on two calls"
                     )
+                # Values drawn anew on each call (a prompt picked at random): the code runs
+                # again for each sample the loader hands out (`DrawnExtras`).
+                drawn = drawn or not _same_values(_shape(_untransformed(again) if stand_in is None else again)[3], extras[k])
                 continue
             label = again[1] if layout[0] == "pair" else again[keys[1]]
             same_label = _same_values((label,), extras[k][:1]) if objects else _label(label) == samples[k][1]
@@ -1619,16 +1735,83 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
                     f"{type(dataset).__name__}.__getitem__({i}) returns other values after the label on two calls"
                 )
     finally:
-        if stand_in is not None:
-            for name in names:
-                setattr(dataset, name, transform)
-        _probing.on = False
-        arrays.__exit__()
+        session.__exit__()
         torch.set_rng_state(states[0])
         random.setstate(states[1])
     if len(labels) > 1:
         raise NeedsPixels(f"__getitem__ gives labels of several types ({', '.join(sorted(map(str, labels)))})")
+    if drawn:
+        extras = DrawnExtras(extras, dataset, indices is None)
     return Probed(samples, keys, form, labels.pop(), extras if layout[1] else None, output, before, more or None)
+
+
+class _Session:
+    """While entered (on this thread): the Dataset's transform stood in for under every name
+    it holds it by (`self.tf = self.transform = transform`, so that whichever its code calls
+    is answered), NumPy's and torch's array calls answering the image (`_NumpyArrays`), and
+    the opening calls answering lazily. No transform (None, or no attribute): none stood in,
+    so that the code takes the path it takes without one (`if self.transform: ... else:
+    ...`), and the image it returns is the opened one as the code changed it."""
+
+    def __init__(self, dataset, attribute: str, transform):
+        from ._albumentations import is_compose
+
+        self.dataset, self.transform, self.stand_in = dataset, transform, None
+        self.names = [attribute]
+        if transform is not None:
+            self.stand_in = AlbumentationsStandIn(transform) if is_compose(transform) else TransformStandIn()
+            self.names += [k for k, v in getattr(dataset, "__dict__", {}).items() if v is transform and k != attribute]
+
+    def __enter__(self):
+        self.arrays = _NumpyArrays().__enter__()
+        _probing.on = True
+        if self.stand_in is not None:
+            for name in self.names:
+                setattr(self.dataset, name, self.stand_in)
+        return self
+
+    def __exit__(self, *exc):
+        if self.stand_in is not None:
+            for name in self.names:
+                setattr(self.dataset, name, self.transform)
+        _probing.on = False
+        self.arrays.__exit__()
+        return False
+
+
+class DrawnExtras(list):
+    """The values beside each sample's image (by index) of a Dataset whose code draws them
+    anew on each call: diffusers' textual inversion picks a prompt template at random in
+    `__getitem__`, then tokenizes it. A list of the values one probe gave; once the loader
+    arms it (`arm`), reading index `i` runs the Dataset's own `__getitem__(i)` again, its
+    images and transform stood in for as when probed (no pixels), with Python's, NumPy's and
+    torch's global generators seeded from (seed, epoch, i) and restored after: the values
+    are drawn as the code draws them, the same again on a resumed run. Only over the whole
+    dataset (`whole`; not under a Subset's indices)."""
+
+    def __init__(self, values: list, dataset, whole: bool):
+        super().__init__(values)
+        self.dataset, self.whole = dataset, whole
+        self._seed = self._epoch = None
+
+    def arm(self, seed, epoch) -> None:
+        """Draws from now on: `seed()` gives the loader's seed, `epoch()` the epoch being
+        read."""
+        self._seed, self._epoch = seed, epoch
+
+    def __getitem__(self, i):
+        if self._seed is None or not isinstance(i, int):
+            return super().__getitem__(i)
+        from . import _tail
+
+        dataset = self.dataset
+        attribute = transform_attribute(dataset) or "transform"
+        transform = getattr(dataset, attribute, None)
+        with _tail.seeded_sample(self._seed(), self._epoch(), i), _Session(dataset, attribute, transform) as session:
+            out = probed_item(dataset, i)
+            if session.stand_in is None:
+                out = _untransformed(out)
+        return _shape(out)[3]
 
 
 def _image_key(keys):

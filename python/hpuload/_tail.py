@@ -54,10 +54,11 @@ def image_seed(seed: int, image: int) -> int:
     return int.from_bytes(hashlib.blake2b(key, digest_size=8, person=b"hpuload-image").digest(), "little") >> 1
 
 
-def batch_seed(seed: int, epoch: int, step: int) -> int:
-    """A 63-bit seed for the `collate_fn` of an epoch's batch `step`, apart from every sample's."""
+def batch_seed(seed: int, epoch: int, step: int, person: bytes = b"hpuload-collate") -> int:
+    """A 63-bit seed for the `collate_fn` of an epoch's batch `step`, apart from every sample's
+    (`person`: another use's seeds, apart from these)."""
     key = struct.pack("<QQQ", seed & (2**64 - 1), epoch & (2**64 - 1), step & (2**64 - 1))
-    digest = hashlib.blake2b(key, digest_size=8, person=b"hpuload-collate").digest()
+    digest = hashlib.blake2b(key, digest_size=8, person=person).digest()
     return int.from_bytes(digest, "little") & (2**63 - 1)
 
 
@@ -78,6 +79,18 @@ def seeded_batch(seed: int, epoch: int, step: int):
         return
     with _Isolated():
         _seed_all(batch_seed(seed, epoch, step))
+        yield
+
+
+@contextlib.contextmanager
+def seeded_sample(seed: int, epoch: int, index: int):
+    """As `seeded_batch`, for the values a Dataset's code draws for sample `index` of an
+    epoch (`_probe.DrawnExtras`), from seeds apart from the batches'."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    with _Isolated():
+        _seed_all(batch_seed(seed, epoch, index, person=b"hpuload-sample"))
         yield
 
 

@@ -1354,6 +1354,20 @@ def translate_split(transform: Any) -> tuple[str, str, Tail | None]:
     raise whole
 
 
+def translate_to_pil(transform: Any) -> tuple[str, str, None]:
+    """`translate_split` of a transform whose output the Dataset's code makes a NumPy array
+    of (`np.array(transform(image))`): the whole of it, to the uint8 pixels of the RGB PIL
+    image it gives, which hpuload writes `[H, W, C]` where the code keeps that layout.
+    Unsupported for a transform that gives anything else or translates only in part."""
+    pipeline, dtype, _, gives = _translate(steps(transform), video=False, open_end=True)
+    if gives != "pil" or json.loads(pipeline).get("single_channel"):
+        raise Unsupported(
+            "the Dataset's code makes a NumPy array of what its transform gives, which is no RGB PIL image "
+            "(hpuload follows arrays of RGB PIL images)"
+        )
+    return pipeline, dtype, None
+
+
 def _gives_channels_last(prefix: list) -> bool:
     """Whether torchvision's `prefix` steps hand the next step a CHW tensor in channels-last
     memory (`PILToTensor` and `ToImage` make a permuted view of the image's bytes, which

@@ -44,7 +44,7 @@ from torch.utils.data.dataloader import DataLoader as _TorchDataLoader
 from . import _albumentations, _arrays, _collate, _copy_paste, _cores, _detection, _guard, _hf, _hpuload, _malloc, _options, _probe, _segmentation, _tail, _video
 from ._fallback import FallbackReason, FallbackWarning
 from ._fallback import Unfit as _Unfit
-from ._transforms import Unsupported, pillow_resize, steps, translate_split
+from ._transforms import Unsupported, pillow_resize, steps, translate_split, translate_to_pil
 from ._watch import TransformWatch as _TransformWatch
 from ._watch import describe as _describe
 from .sources import ImageFolder as _HpuFolder
@@ -396,7 +396,7 @@ def _grey_reader(reader: str) -> str:
     return "cv2" if reader == "cv2.imread" else "torchvision"
 
 
-def _sized_translation(transform, common: dict, find_size=None):
+def _sized_translation(transform, common: dict, find_size=None, translate=None):
     """`translate_split(transform)` for images that may all have one size
     (`_arrays.one_size`): a transform that sets no output size runs after a centre crop to
     that size, one that resizes the shorter side alone to the size that gives. `common`
@@ -405,12 +405,13 @@ def _sized_translation(transform, common: dict, find_size=None):
     the samples are listed (`find_size()` does it now where they are)."""
     from ._arrays import one_size
 
-    translated, wanted, why = one_size(translate_split, transform, common.get("size"))
+    translate = translate or translate_split
+    translated, wanted, why = one_size(translate, transform, common.get("size"))
     common["wanted"], common["why"] = wanted is not None, why
     if wanted and common.get("size") is None and find_size is not None:
         find_size()
         if common.get("size") is not None:
-            translated = one_size(translate_split, transform, common["size"])[0]
+            translated = one_size(translate, transform, common["size"])[0]
     return translated
 
 
@@ -578,6 +579,11 @@ def _listed_source(dataset, pipeline):
                 if "samples" in common:
                     _check_common_size(common["samples"], common, turned, folder_lists.setdefault("sizes", {}))
 
+            if output is not None:
+                # The code makes a NumPy array of the PIL image the transform gives, then
+                # perhaps floats of it (`Output.of_pil`: diffusers' textual inversion).
+                translated = _sized_translation(transform, common, find_size, translate_to_pil)
+                return _albumentations.handed_out(translated, output)
             translated = _sized_translation(transform, common, find_size)
             return (_read_grey(translated[0]), *translated[1:]) if grey else translated
 
@@ -618,6 +624,12 @@ def _listed_source(dataset, pipeline):
                 continue
             wanted = None if now_used[k] is None else sorted(now_used[k])
             samples, base_keys, form, label_type, extras, handed, now_before, more = probed(k, wanted)
+            if isinstance(extras, _probe.DrawnExtras) and (not extras.whole or now_picks is not None):
+                raise _Unfit(
+                    f"{type(base).__name__}.__getitem__ draws the values beside its image anew on each call, under a "
+                    "Subset's or ConcatDataset's indices (hpuload runs it again for each sample of a whole dataset)",
+                    D,
+                )
             more_each.append(more if wanted is None or more is None else dict(zip(wanted, more)))
             label_types.add(label_type)
             afters.append(extras if wanted is None or extras is None else dict(zip(wanted, extras)))
@@ -816,6 +828,11 @@ class _SamplesWatch:
             raise _Unfit("the dataset's samples now have another shape or label type", FallbackReason.DATASET)
         if more != self.more:
             raise _Unfit("the files of the dataset's samples' other images changed", FallbackReason.DATASET)
+        if isinstance(extras, _probe.DrawnExtras) != isinstance(self.extras, _probe.DrawnExtras):
+            raise _Unfit(
+                "the dataset's code now draws the values beside its images on each call, or no longer does",
+                FallbackReason.DATASET,
+            )
         if extras is not None and (
             len(extras) != len(self.extras) or not all(map(_probe._same_values, extras, self.extras))
         ):
@@ -1145,6 +1162,9 @@ class _Loader:
         #: Per dataset index, the plain values its `__getitem__` returns after the label
         #: (`(image, label, index)`); None: it returns pairs.
         self._extras = sample_extras
+        if isinstance(sample_extras, _probe.DrawnExtras):
+            # Drawn anew for each sample handed out, from (seed, epoch, index).
+            sample_extras.arm(lambda: self._options.seed, self._current_epoch)
         #: The dataset's files and labels, read again at each epoch's start (`_SamplesWatch`);
         #: None: nothing to read again (hpuload's own sources, or torch's worker processes
         #: kept, which see the dataset as it was).

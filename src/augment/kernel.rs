@@ -59,6 +59,89 @@ pub enum ToFloat {
     /// (1 / (std * 255))`, each step in f32 (albumentations' `Normalize` of a uint8 image,
     /// whose lookup table is computed so).
     ScaledStats,
+    /// Each channel's value of each byte given whole ([`ByteValues`]: what a Dataset's own
+    /// arithmetic makes of them, `x / 127.5 - 1` in float64 say); the mean and std are not
+    /// used.
+    Table(ByteValues),
+}
+
+/// The float a Dataset's own code makes of each byte of each channel (`values[c][v]`), for
+/// arithmetic hpuload has no step for: NumPy's or torch's own operations, which hpuload's
+/// Python side runs on every byte value and hands over as this table, so that any chain of
+/// elementwise operations (`x / 127.5 - 1` in float64 then cast to float32, a mean and
+/// deviation of its own) is written bit for bit.
+///
+/// Tables are interned for the life of the process (a pipeline's options are `Copy`): one
+/// allocation of 3 KiB per distinct table, however many pipelines use it.
+#[derive(Clone, Copy)]
+pub struct ByteValues(&'static [[f32; 256]; 3]);
+
+impl ByteValues {
+    /// The interned table of `values`.
+    pub fn new(values: [[f32; 256]; 3]) -> Self {
+        static TABLES: std::sync::Mutex<Vec<&'static [[f32; 256]; 3]>> =
+            std::sync::Mutex::new(Vec::new());
+        let mut tables = TABLES.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(&known) = tables.iter().find(|t| same_bits(t, &values)) {
+            return Self(known);
+        }
+        let table: &'static [[f32; 256]; 3] = Box::leak(Box::new(values));
+        tables.push(table);
+        Self(table)
+    }
+
+    /// Channel `c`'s value of byte `v`.
+    pub fn get(&self, c: usize, v: u8) -> f32 {
+        self.0[c][usize::from(v)]
+    }
+}
+
+fn same_bits(a: &[[f32; 256]; 3], b: &[[f32; 256]; 3]) -> bool {
+    a.iter()
+        .flatten()
+        .zip(b.iter().flatten())
+        .all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
+impl PartialEq for ByteValues {
+    fn eq(&self, other: &Self) -> bool {
+        same_bits(self.0, other.0)
+    }
+}
+
+impl Eq for ByteValues {}
+
+impl std::fmt::Debug for ByteValues {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ends = |c: usize| (self.0[c][0], self.0[c][255]);
+        write!(f, "ByteValues({:?}, {:?}, {:?})", ends(0), ends(1), ends(2))
+    }
+}
+
+impl Serialize for ByteValues {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|row| row.as_slice()))
+    }
+}
+
+impl<'de> Deserialize<'de> for ByteValues {
+    /// Three rows of 256 finite floats, or one row for every channel.
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let rows = Vec::<Vec<f32>>::deserialize(deserializer)?;
+        if !matches!(rows.len(), 1 | 3) || rows.iter().any(|r| r.len() != 256) {
+            return Err(D::Error::custom(
+                "a table of byte values is 1 or 3 rows of 256 floats",
+            ));
+        }
+        if rows.iter().flatten().any(|x| !x.is_finite()) {
+            return Err(D::Error::custom("a table of byte values holds finite floats"));
+        }
+        let row = |c: usize| -> [f32; 256] {
+            std::array::from_fn(|v| rows[c.min(rows.len() - 1)][v])
+        };
+        Ok(Self::new([row(0), row(1), row(2)]))
+    }
 }
 
 impl Normalize {
@@ -86,6 +169,9 @@ impl Normalize {
             Dtype::Bf16 if self.in_output_dtype => half::bf16::from_f32(x).to_f32(),
             _ => x,
         };
+        if let ToFloat::Table(values) = self.to_float {
+            return round(values.get(c, v));
+        }
         if self.to_float == ToFloat::ScaledStats {
             let (mean, scale) = (self.mean[c] * 255.0, 1.0 / (self.std[c] * 255.0));
             return round((f32::from(v) - mean) * scale);
@@ -113,6 +199,7 @@ fn to_float(v: u8, how: ToFloat) -> f32 {
         ToFloat::Divide => f32::from(v) / 255.0,
         ToFloat::Multiply => f32::from(v) * (1.0f64 / 255.0) as f32,
         ToFloat::ScaledStats => f32::from(v),
+        ToFloat::Table(_) => unreachable!("a table's values are read per channel (Normalize::value)"),
     }
 }
 
@@ -1389,6 +1476,7 @@ impl F32Steps {
                     ToFloat::Divide => F32Step::Div(255.0),
                     ToFloat::Multiply => F32Step::Mul((1.0f64 / 255.0) as f32),
                     ToFloat::ScaledStats => F32Step::Keep,
+                    ToFloat::Table(_) => return None,
                 };
                 Self {
                     to_float,
@@ -2255,6 +2343,66 @@ mod tests {
         let got: &[f32] = bytemuck::cast_slice(&slot);
         // Flipped: x=0 shows pixel1. R plane, G plane, B plane.
         assert_eq!(got, &[1.0, -1.0, 0.4, 0.2, 0.0, 0.5]);
+    }
+
+    /// `x / 127.5 - 1` in f64, then cast to f32, as NumPy computes diffusers' textual
+    /// inversion images: no f32 steps give these floats for every byte.
+    fn textual_inversion_values() -> [[f32; 256]; 3] {
+        let row: [f32; 256] = std::array::from_fn(|v| (v as f64 / 127.5 - 1.0) as f32);
+        [row; 3]
+    }
+
+    #[test]
+    fn a_table_of_byte_values_is_written_as_given_in_every_layout_and_dtype() {
+        let values = textual_inversion_values();
+        let n = Normalize {
+            to_float: ToFloat::Table(ByteValues::new(values)),
+            ..Normalize::new([0.0; 3], [1.0; 3])
+        };
+        // ToTensor then Normalize(0.5, 0.5), the nearest torchvision steps, differ in the last
+        // bit for some bytes: the table is what is written, not those.
+        let steps = Normalize::new([0.5; 3], [0.5; 3]);
+        assert!((0..=255u8).any(|v| steps.value(0, v, Dtype::F32) != values[0][usize::from(v)]));
+        let rgb: Vec<u8> = (0..=255u8).flat_map(|v| [v, 255 - v, v / 2]).collect();
+        for layout in [Layout::Nchw, Layout::Nhwc] {
+            let writer = OutputWriter::new(Dtype::F32, layout, Some(n));
+            let mut slot = vec![0u8; 256 * 3 * 4];
+            writer.write(&rgb, 16, 16, false, &mut slot);
+            let got: &[f32] = bytemuck::cast_slice(&slot);
+            for (p, px) in rgb.chunks_exact(3).enumerate() {
+                for (c, &v) in px.iter().enumerate() {
+                    let at = match layout {
+                        Layout::Nchw => c * 256 + p,
+                        Layout::Nhwc => p * 3 + c,
+                    };
+                    assert_eq!(got[at].to_bits(), values[c][usize::from(v)].to_bits());
+                }
+            }
+        }
+        let writer = OutputWriter::new(Dtype::Bf16, Layout::Nchw, Some(n));
+        let mut slot = vec![0u8; 256 * 3 * 2];
+        writer.write(&rgb, 16, 16, false, &mut slot);
+        let got: &[u16] = bytemuck::cast_slice(&slot);
+        assert_eq!(got[255], half::bf16::from_f32(values[0][255]).to_bits());
+    }
+
+    #[test]
+    fn byte_values_read_one_row_for_every_channel_and_refuse_other_shapes() {
+        let row: Vec<f32> = textual_inversion_values()[0].to_vec();
+        let one: ByteValues = serde_json::from_value(serde_json::json!([row])).unwrap();
+        assert_eq!(one, ByteValues::new(textual_inversion_values()));
+        // Interned: the same table is one allocation.
+        assert!(std::ptr::eq(one.0, ByteValues::new(textual_inversion_values()).0));
+        let short = serde_json::json!([row[..255].to_vec()]);
+        assert!(serde_json::from_value::<ByteValues>(short).is_err());
+        let two = serde_json::json!([row.clone(), row.clone()]);
+        assert!(serde_json::from_value::<ByteValues>(two).is_err());
+        let n: Normalize = serde_json::from_value(serde_json::json!({
+            "mean": [0.0, 0.0, 0.0], "std": [1.0, 1.0, 1.0], "to_float": {"table": [row]}
+        }))
+        .unwrap();
+        assert_eq!(n.value(2, 255, Dtype::F32), 1.0);
+        assert_eq!(n.value(1, 0, Dtype::F32), -1.0);
     }
 
     /// A zeroed byte buffer whose start is `shift` bytes past a 64-byte boundary, so that a

@@ -947,6 +947,12 @@ impl Plan {
             return refuse("normalize's scaled_stats starts from the bytes");
         }
         if self
+            .normalize
+            .is_some_and(|n| matches!(n.to_float, ToFloat::Table(_)))
+        {
+            return refuse("normalize's table gives the bytes' values");
+        }
+        if self
             .pad
             .is_some_and(|p| p.mode == PaddingMode::Constant && p.fill != [0; 3])
         {

@@ -1,0 +1,169 @@
+"""The data path of diffusers' `textual_inversion.py` (and optimum-habana's copy), torch against
+hpuload: the script's `TextualInversionDataset` over a folder of a few photos, as it is written
+there (`Image.open`, converted to RGB where it is not, `np.array`, `Image.fromarray`, Pillow's
+resize to `resolution` squared, torchvision's `RandomHorizontalFlip(0.5)`, `(x / 127.5 -
+1.0).astype(np.float32)`, a prompt template picked with `random.choice` and tokenized on each
+call), `repeats` copies of the folder an epoch, shuffled, batch 16 and no worker processes (the
+script's defaults). Only the DataLoader differs.
+
+The tokenizer is a real fast tokenizer trained here on the templates (CLIP's cannot be
+downloaded offline), called as the script calls CLIP's.
+
+usage:
+  python textual_inversion_loader.py make --corpus DIR --out FOLDER [--images 5]
+  python textual_inversion_loader.py run --loader torch|hpuload --data FOLDER
+        [--resolution 512] [--epochs 2] [--workers 0] [--batch 16] [--repeats 100]
+  python textual_inversion_loader.py parity --data FOLDER [--resolution 512]
+`run` prints one JSON line: samples/s (median of the epochs after a warm-up one) and the RSS
+after each epoch. `parity` compares hpuload's batches with torch's, unshuffled, one template
+and no flip: the CPU path exactly, the media engine by PSNR."""
+
+import argparse
+import glob
+import json
+import os
+import random
+import shutil
+import statistics
+import sys
+import time
+
+import numpy as np
+import PIL
+import torch
+from PIL import Image
+from torch.utils.data import Dataset
+from torchvision import transforms
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from controlnet_loader import psnr  # noqa: E402
+
+#: Prompt templates of the script's kind ("a photo of a {}" and the like), written here.
+TEMPLATES = [
+    f"{look} {kind} of {article} {{}}"
+    for look in ("a", "a bright", "a dark", "a close-up", "a cropped", "a small")
+    for kind in ("photo", "rendering", "picture")
+    for article in ("a", "the")
+]
+
+
+def tokenizer(max_length: int = 77):
+    """A real fast tokenizer trained on the templates, called as CLIP's."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = Tokenizer(models.BPE(unk_token="<unk>"))
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel()
+    bpe.train_from_iterator([t.format("*") for t in TEMPLATES], trainers.BpeTrainer(vocab_size=300, special_tokens=["<pad>", "<unk>"]))
+    return PreTrainedTokenizerFast(tokenizer_object=bpe, pad_token="<pad>", unk_token="<unk>", model_max_length=max_length)
+
+
+class TextualInversionDataset(Dataset):
+    """The script's Dataset, its code as it is written there."""
+
+    def __init__(self, data_root, tokenizer, size=512, repeats=100, interpolation="bicubic", flip_p=0.5, templates=TEMPLATES):
+        self.data_root, self.tokenizer, self.size = data_root, tokenizer, size
+        self.placeholder_token, self.center_crop, self.flip_p = "*", False, flip_p
+        self.image_paths = [os.path.join(self.data_root, f) for f in os.listdir(self.data_root)]
+        self.num_images = len(self.image_paths)
+        self._length = self.num_images * repeats
+        self.interpolation = {"bilinear": PIL.Image.Resampling.BILINEAR, "bicubic": PIL.Image.Resampling.BICUBIC}[interpolation]
+        self.templates = templates
+        self.flip_transform = transforms.RandomHorizontalFlip(p=self.flip_p)
+
+    def __len__(self):
+        return self._length
+
+    def __getitem__(self, i):
+        example = {}
+        image = Image.open(self.image_paths[i % self.num_images])
+        if not image.mode == "RGB":
+            image = image.convert("RGB")
+        text = random.choice(self.templates).format(self.placeholder_token)
+        example["input_ids"] = self.tokenizer(
+            text, padding="max_length", truncation=True, max_length=self.tokenizer.model_max_length, return_tensors="pt"
+        ).input_ids[0]
+        img = np.array(image).astype(np.uint8)
+        image = Image.fromarray(img)
+        image = image.resize((self.size, self.size), resample=self.interpolation)
+        image = self.flip_transform(image)
+        image = np.array(image).astype(np.uint8)
+        image = (image / 127.5 - 1.0).astype(np.float32)
+        example["pixel_values"] = torch.from_numpy(image).permute(2, 0, 1)
+        return example
+
+
+def make(args) -> None:
+    """`--images` corpus photos, one from each class folder in turn, into a flat folder."""
+    os.makedirs(args.out, exist_ok=True)
+    classes = sorted(glob.glob(os.path.join(args.corpus, "*", "")))
+    for k in range(args.images):
+        photos = sorted(glob.glob(os.path.join(classes[k % len(classes)], "*.jpg")))
+        shutil.copy(photos[k // len(classes)], os.path.join(args.out, f"{k}.jpg"))
+
+
+def loader_of(kind: str, ds, args, shuffle=True):
+    if kind == "torch":
+        return torch.utils.data.DataLoader(ds, batch_size=args.batch, shuffle=shuffle, num_workers=args.workers)
+    from hpuload.torch import DataLoader
+
+    backend = getattr(args, "backend", None)
+    extra = {} if backend is None else {"backend": backend}
+    return DataLoader(ds, batch_size=args.batch, shuffle=shuffle, num_workers=args.workers, **extra)
+
+
+def rss_mib() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def run(args) -> None:
+    ds = TextualInversionDataset(args.data, tokenizer(), size=args.resolution, repeats=args.repeats)
+    loader = loader_of(args.loader, ds, args)
+    rates, rss = [], []
+    for epoch in range(args.epochs + 1):
+        start, n = time.perf_counter(), 0
+        for batch in loader:
+            n += len(batch["pixel_values"])
+        if epoch:
+            rates.append(n / (time.perf_counter() - start))
+        rss.append(round(rss_mib(), 1))
+    kind = type(loader).__module__.split(".")[0]
+    print(json.dumps({"loader": args.loader, "ran": kind, "workers": args.workers, "samples_per_s": round(statistics.median(rates), 1), "rss_mib": rss}))
+
+
+def parity(args) -> None:
+    ds = TextualInversionDataset(args.data, tokenizer(), size=args.resolution, repeats=1, flip_p=0.0, templates=TEMPLATES[:1])
+    args.batch, args.workers = 4, 0
+    want = list(loader_of("torch", ds, args, shuffle=False))
+    for backend in ("cpu", "auto"):
+        args.backend = backend
+        got = list(loader_of("hpuload", ds, args, shuffle=False))
+        same = all(torch.equal(a["pixel_values"], b["pixel_values"]) and torch.equal(a["input_ids"], b["input_ids"]) for a, b in zip(got, want))
+        low = min(psnr(a["pixel_values"], b["pixel_values"], 2.0) for a, b in zip(got, want))
+        print(json.dumps({"backend": backend, "batches": len(got), "exact": same, "psnr_db_lowest": round(low, 1)}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("make")
+    m.add_argument("--corpus", required=True)
+    m.add_argument("--out", required=True)
+    m.add_argument("--images", type=int, default=5)
+    r = sub.add_parser("run")
+    r.add_argument("--loader", choices=("torch", "hpuload"), required=True)
+    p = sub.add_parser("parity")
+    for s in (r, p):
+        s.add_argument("--data", required=True)
+        s.add_argument("--resolution", type=int, default=512)
+    r.add_argument("--epochs", type=int, default=2)
+    r.add_argument("--workers", type=int, default=0)
+    r.add_argument("--batch", type=int, default=16)
+    r.add_argument("--repeats", type=int, default=100)
+    args = parser.parse_args()
+    {"make": make, "run": run, "parity": parity}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    main()
