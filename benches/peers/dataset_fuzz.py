@@ -19,6 +19,11 @@ the image and values beside it, session 97; `dict_two`: a dict of two images fro
 session 98).
 env BACKEND=auto: hpuload's batches from the media engine's backend (images then compared
 within transform_fuzz.py's engine tolerance).
+env ARITH=1: every class makes a NumPy array of what a transform of PIL steps alone gives
+(perhaps after `Image.fromarray(np.array(image))` first, as diffusers' textual inversion
+does), then computes on it with random arithmetic (`x / 127.5 - 1`, a mean and deviation of
+its own, float64 or float32, NumPy or torch; some with what hpuload does not follow) and
+returns it in a dict, compared exactly (session 103).
 """
 import copy
 import os
@@ -37,6 +42,8 @@ import transform_fuzz  # noqa: E402
 from hpuload.torch import DataLoader  # noqa: E402
 
 ROOT = sys.argv[1] if __name__ == "__main__" else None
+#: Every value compared bit for bit on the CPU path (`ARITH=1`: the code's own floats).
+EXACT = os.environ.get("ARITH") == "1"
 
 OPENS = {
     "convert": 'image = Image.open(path).convert("RGB")',
@@ -147,6 +154,75 @@ class Fuzzed(tud.Dataset):
     return " ".join(f"{k}={v}" for k, v in parts.items()), source
 
 
+#: `ARITH=1`: what the class's code makes of the transform's PIL image, `{a}` and `{b}`
+#: random constants.
+ARITHS = [
+    "arr = (arr / {a} - {b}).astype(np.float32)",
+    "arr = (arr.astype(np.float32) - {a}) / {a}",
+    "arr = 2 * (arr / 255) - 1\narr = arr.astype(np.float32)",
+    "arr = arr.astype(np.float32) * {b} / 255 - {b}",
+    "arr = (1 - arr / np.float32({a}))",
+    "arr = torch.from_numpy(arr).permute(2, 0, 1).float() / {a} - {b}",
+    "arr = torch.tensor(arr, dtype=torch.float32) * (2 / 255) - 1",
+    "arr = (arr - {a}) / {a}",  # float64: falls back
+    "arr = arr.astype(np.float32) - np.array([{a}, 1.0, 2.0], dtype=np.float32)",  # falls back
+    "arr = (arr // 2).astype(np.float32)",  # falls back
+]
+
+
+def arith_class(rng):
+    """(name, source) of a random class of the `ARITH=1` mode."""
+    a = rng.choice([127.5, 255, 255.0, 128, 64.0, 58.395])
+    b = rng.choice([1.0, 0.5, 2, 0.0])
+    arith = rng.choice(ARITHS).format(a=a, b=b)
+    fromarray = rng.random() < 0.5
+    array = rng.choice(["np.array(image)", "np.array(image).astype(np.uint8)", "np.asarray(image)"])
+    lines = [
+        "path, label = self.rows[i]",
+        'image = Image.open(path)\nif not image.mode == "RGB":\n    image = image.convert("RGB")',
+        *(["image = Image.fromarray(np.array(image).astype(np.uint8))"] if fromarray else []),
+        "image = self.flip_transform(image)",
+        f"arr = {array}",
+        arith,
+        rng.choice([
+            "",
+            "if isinstance(arr, np.ndarray):\n    arr = arr.transpose(2, 0, 1)",  # the probe's stand-in is no ndarray
+            "arr = arr.transpose(2, 0, 1) if arr.shape[-1] == 3 else arr",  # reads the shape: falls back
+        ]),
+        'return {"pixel_values": arr, "label": label}',
+    ]
+    source = f"""
+class Fuzzed(tud.Dataset):
+    def __init__(self, samples, classes, root, transform, target_transform=None):
+        self.rows = [(p, t) for p, t in samples]
+        self.flip_transform = transform
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, i):
+{textwrap.indent(chr(10).join(lines), "        ")}
+"""
+    return f"arith={arith!r} fromarray={fromarray} array={array}", source
+
+
+def pil_composition(rng):
+    """A composition of transform_fuzz.py's geometry and pinned pixel steps on PIL images,
+    that gives PIL images."""
+    from torchvision import transforms as T
+
+    names, steps = [], []
+    for _ in range(rng.choice([1, 1, 2])):
+        name, step = transform_fuzz.geometry(T, rng)
+        names.append(name)
+        steps += step if isinstance(step, list) else [step]
+    for _ in range(rng.choice([0, 1, 1])):
+        name, step = transform_fuzz.pixel(T, rng, "pil")
+        names.append(name)
+        steps += step if isinstance(step, list) else [step]
+    return " ".join(names), T.Compose(steps)
+
+
 def make_class(source):
     from PIL import Image, ImageOps
     from torchvision.datasets.folder import default_loader
@@ -241,6 +317,8 @@ def judged(ours, ref, normalized):
         return ("fallback-BAD" if fell else "SILENT"), f"{len(got)} batches vs {len(ref)}"
     for a, b in zip(got, ref):
         ok, why = _same(a, b, normalized)
+        if ok and EXACT and transform_fuzz.BACKEND == "cpu" and not _exact(a, b):
+            ok, why = False, "not bit for bit"
         if not ok:
             return ("fallback-BAD" if fell else "SILENT"), f"{why} {notes}"
     return ("fallback" if fell else ("tail" if "PythonTailWarning" in kinds else "same")), str(notes)
@@ -261,9 +339,10 @@ def main():
     transform_fuzz.ROOT = ROOT
     tally = {}
     only = os.environ.get("ONLY")
+    arith = os.environ.get("ARITH") == "1"
     for i in range(cases):
-        name, source = dataset_class(rng)
-        tname, tf = transform_fuzz.composition(rng)
+        name, source = arith_class(rng) if arith else dataset_class(rng)
+        tname, tf = pil_composition(rng) if arith else transform_fuzz.composition(rng)
         if only is not None and i != int(only):
             continue
         if only is not None:

@@ -1740,9 +1740,43 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
         random.setstate(states[1])
     if len(labels) > 1:
         raise NeedsPixels(f"__getitem__ gives labels of several types ({', '.join(sorted(map(str, labels)))})")
+    if output is not None:
+        _check_handed_out(dataset, order[0], keys if layout[0] != "pair" else None, output)
     if drawn:
         extras = DrawnExtras(extras, dataset, indices is None)
     return Probed(samples, keys, form, labels.pop(), extras if layout[1] else None, output, before, more or None)
+
+
+def _check_handed_out(dataset, index: int, keys, output: Output) -> None:
+    """Runs `dataset[index]` for real (its pixels, the global generators restored after) and
+    checks that the image it hands out is of the kind, dtype and layout the probe followed:
+    code that branches on the array's type (`isinstance(x, np.ndarray)`), which the probe's
+    stand-in is not, takes another path when run. Needs pixels where it differs."""
+    import numpy as np
+
+    states = (torch.get_rng_state(), random.getstate())
+    try:
+        out = dataset[index]
+    except Exception as e:
+        raise NeedsPixels(f"{type(dataset).__name__}.__getitem__({index}) raised {type(e).__name__} when run: {e}") from None
+    finally:
+        torch.set_rng_state(states[0])
+        random.setstate(states[1])
+    image = out[0] if keys is None else out[_image_key(keys)]
+    kind = "numpy" if isinstance(image, np.ndarray) else "tensor" if isinstance(image, torch.Tensor) else None
+    dtype = str(image.dtype).replace("torch.", "") if kind else None
+    shape = tuple(image.shape) if kind else ()
+    want_dtype = {"u8": "uint8", "f32": "float32", "f64": "float64"}[output.dtype]
+    channels_at = 2 if output.layout == "hwc" else 0
+    # A grey image's array may have no channel axis (albumentations keeps OpenCV's `[H, W]`).
+    laid_out = len(shape) == 2 or (len(shape) == 3 and shape[channels_at] in (1, 3))
+    fits = kind == output.kind and dtype == want_dtype and laid_out
+    if not fits:
+        raise NeedsPixels(
+            f"{type(dataset).__name__}.__getitem__({index}) hands out its image as {kind or type(image).__name__} "
+            f"{shape} {dtype} when run, not as its code was followed ({output.kind} {output.layout.upper()} {want_dtype}): "
+            "code that takes another path for the stand-in hpuload probes with"
+        )
 
 
 class _Session:
