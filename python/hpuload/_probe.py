@@ -1836,16 +1836,24 @@ class DrawnExtras(list):
     def __getitem__(self, i):
         if self._seed is None or not isinstance(i, int):
             return super().__getitem__(i)
+        return self.rows([i])[0]
+
+    def rows(self, indices: list) -> list:
+        """The values of each of `indices` (a batch's), drawn by the Dataset's code in one
+        probing session (each index seeded on its own)."""
+        if self._seed is None:
+            return [super(DrawnExtras, self).__getitem__(i) for i in indices]
         from . import _tail
 
         dataset = self.dataset
         attribute = transform_attribute(dataset) or "transform"
-        transform = getattr(dataset, attribute, None)
-        with _tail.seeded_sample(self._seed(), self._epoch(), i), _Session(dataset, attribute, transform) as session:
-            out = probed_item(dataset, i)
-            if session.stand_in is None:
-                out = _untransformed(out)
-        return _shape(out)[3]
+        seed, epoch, out = self._seed(), self._epoch(), []
+        with _Session(dataset, attribute, getattr(dataset, attribute, None)) as session:
+            for i in indices:
+                with _tail.seeded_sample(seed, epoch, i):
+                    item = probed_item(dataset, i)
+                out.append(_shape(item if session.stand_in is not None else _untransformed(item))[3])
+        return out
 
 
 def _image_key(keys):

@@ -1658,14 +1658,21 @@ class _Loader:
         if self._extras is None:
             return list(zip(images, labels))
         skip = self._label_objects()
-        return [(x, t, *self._extras[i][skip:]) for x, t, i in zip(images, labels, indices)]
+        return [(x, t, *extra[skip:]) for x, t, extra in zip(images, labels, self._extras_of(indices))]
+
+    def _extras_of(self, indices: list) -> list:
+        """The values beside the image of each of a batch's samples (the Dataset's code run
+        again for them where it draws them anew on each call: `_probe.DrawnExtras.rows`)."""
+        if isinstance(self._extras, _probe.DrawnExtras):
+            return self._extras.rows(indices)
+        return [self._extras[i] for i in indices]
 
     def _extra_columns(self, indices: list) -> list:
         """What default_collate makes of the values after a batch's labels, one per position."""
         if self._extras is None:
             return []
         skip = self._label_objects()
-        rows = [self._extras[i][skip:] for i in indices]
+        rows = [extra[skip:] for extra in self._extras_of(indices)]
         # A column as default_collate's transposition gives it: a tuple (kept as such for strings).
         return [tud.default_collate(tuple(r[k] for r in rows)) for k in range(len(rows[0]))]
 
@@ -1674,7 +1681,7 @@ class _Loader:
         its samples' other images)."""
         keys = self._sample_keys
         if isinstance(keys, _probe.DictSample):
-            return keys.batch(images, [self._extras[i] for i in indices], more)
+            return keys.batch(images, self._extras_of(indices), more)
         return _keyed(keys, images, labels)
 
     def _keyed_samples(self, views: list, targets: list, indices: list, more: tuple = ()) -> list[dict]:
@@ -1683,7 +1690,7 @@ class _Loader:
         keys = self._sample_keys
         if isinstance(keys, _probe.DictSample):
             others = list(zip(*more)) if more else [()] * len(views)
-            return [keys.sample(v, self._extras[i], o) for v, i, o in zip(views, indices, others)]
+            return [keys.sample(v, extra, o) for v, extra, o in zip(views, self._extras_of(indices), others)]
         return [_keyed(keys, v, t) for v, t in zip(views, targets)]
 
     def _own_made(self, own: dict, fits=None) -> dict:
