@@ -187,8 +187,9 @@ def test_a_damaged_image_is_named_and_its_sample_replaced(concept, tmp_path):
     (root / "2.jpg").write_bytes(b"\xff\xd8 not a jpeg")
     ds = TextualInversionDataset(root, Tokenizer(), templates=TEMPLATES[:1])
     with pytest.warns(SkippedSampleWarning, match="2.jpg"):
-        batches = list(native(ds, batch_size=5, backend="cpu", error_budget=0.25))
-    # Each of the file's three samples replaced by another whole sample: none lost.
+        batches = list(native(ds, batch_size=5, backend="cpu", error_budget=0.5, seed=1))
+    # Each of the file's three samples replaced by another whole sample (a replacement may be
+    # the damaged file again, and be replaced in turn): none lost.
     assert sum(len(b["pixel_values"]) for b in batches) == 15
 
 
