@@ -81,7 +81,9 @@ impl ByteValues {
     pub fn new(values: [[f32; 256]; 3]) -> Self {
         static TABLES: std::sync::Mutex<Vec<&'static [[f32; 256]; 3]>> =
             std::sync::Mutex::new(Vec::new());
-        let mut tables = TABLES.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut tables = TABLES
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(&known) = tables.iter().find(|t| same_bits(t, &values)) {
             return Self(known);
         }
@@ -135,11 +137,12 @@ impl<'de> Deserialize<'de> for ByteValues {
             ));
         }
         if rows.iter().flatten().any(|x| !x.is_finite()) {
-            return Err(D::Error::custom("a table of byte values holds finite floats"));
+            return Err(D::Error::custom(
+                "a table of byte values holds finite floats",
+            ));
         }
-        let row = |c: usize| -> [f32; 256] {
-            std::array::from_fn(|v| rows[c.min(rows.len() - 1)][v])
-        };
+        let row =
+            |c: usize| -> [f32; 256] { std::array::from_fn(|v| rows[c.min(rows.len() - 1)][v]) };
         Ok(Self::new([row(0), row(1), row(2)]))
     }
 }
@@ -199,7 +202,9 @@ fn to_float(v: u8, how: ToFloat) -> f32 {
         ToFloat::Divide => f32::from(v) / 255.0,
         ToFloat::Multiply => f32::from(v) * (1.0f64 / 255.0) as f32,
         ToFloat::ScaledStats => f32::from(v),
-        ToFloat::Table(_) => unreachable!("a table's values are read per channel (Normalize::value)"),
+        ToFloat::Table(_) => {
+            unreachable!("a table's values are read per channel (Normalize::value)")
+        }
     }
 }
 
@@ -2392,7 +2397,10 @@ mod tests {
         let one: ByteValues = serde_json::from_value(serde_json::json!([row])).unwrap();
         assert_eq!(one, ByteValues::new(textual_inversion_values()));
         // Interned: the same table is one allocation.
-        assert!(std::ptr::eq(one.0, ByteValues::new(textual_inversion_values()).0));
+        assert!(std::ptr::eq(
+            one.0,
+            ByteValues::new(textual_inversion_values()).0
+        ));
         let short = serde_json::json!([row[..255].to_vec()]);
         assert!(serde_json::from_value::<ByteValues>(short).is_err());
         let two = serde_json::json!([row.clone(), row.clone()]);
