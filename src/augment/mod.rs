@@ -80,7 +80,9 @@ pub use geometry::{
     RandomHorizontalFlip, RandomResize, RandomResizedCrop, RandomRotation, RandomVerticalFlip,
     Resize, Size,
 };
-pub use kernel::{Normalize, OutputWriter, Resampler, ToFloat, IMAGENET_MEAN, IMAGENET_STD};
+pub use kernel::{
+    ByteValues, Normalize, OutputWriter, Resampler, ToFloat, IMAGENET_MEAN, IMAGENET_STD,
+};
 pub use op::{ExifReader, Op, Pipeline, RandomApply, RandomChoice, RandomOrder};
 pub use pil::resample::{set_pass_order as set_pillow_pass_order, PassOrder as PillowPassOrder};
 pub use pixel::{AugMixPlan, PilEnhance, PilFilter, PixelOp, Scratch, Warp};
