@@ -87,6 +87,10 @@ HAND_OUTS = {
     "torch.tensor float": lambda x: torch.tensor(x.transpose(2, 0, 1), dtype=torch.float),
     "from_numpy permute float /255": lambda x: torch.from_numpy(x).permute(2, 0, 1).float() / 255,
     "/255": lambda x: x / 255.0,
+    # Arithmetic of the Dataset's own, which hpuload tables byte by byte (session 103).
+    "/127.5 - 1 float32": lambda x: (x / 127.5 - 1.0).astype(np.float32),
+    "(float32 - 127.5) / 127.5": lambda x: (x.astype(np.float32) - 127.5) / 127.5,
+    "2 * tensor / 255 - 1": lambda x: 2 * torch.from_numpy(x).permute(2, 0, 1).float() / 255 - 1,
 }
 
 

@@ -1741,24 +1741,35 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
     if len(labels) > 1:
         raise NeedsPixels(f"__getitem__ gives labels of several types ({', '.join(sorted(map(str, labels)))})")
     if output is not None:
-        _check_handed_out(dataset, order[0], keys if layout[0] != "pair" else None, output)
+        _check_handed_out(dataset, order[: _CHECK_TRIES], keys if layout[0] != "pair" else None, output)
     if drawn:
         extras = DrawnExtras(extras, dataset, indices is None)
     return Probed(samples, keys, form, labels.pop(), extras if layout[1] else None, output, before, more or None)
 
 
-def _check_handed_out(dataset, index: int, keys, output: Output) -> None:
-    """Runs `dataset[index]` for real (its pixels, the global generators restored after) and
-    checks that the image it hands out is of the kind, dtype and layout the probe followed:
-    code that branches on the array's type (`isinstance(x, np.ndarray)`), which the probe's
-    stand-in is not, takes another path when run. Needs pixels where it differs."""
+#: How many indices `_check_handed_out` tries to run for real (a damaged file raises).
+_CHECK_TRIES = 4
+
+
+def _check_handed_out(dataset, indices, keys, output: Output) -> None:
+    """Runs the first of `indices` whose `__getitem__` runs for real (its pixels, the global
+    generators restored after; one whose file is damaged raises, and the loader names and
+    replaces it when it reads it) and checks that the image it hands out is of the kind,
+    dtype and layout the probe followed: code that branches on the array's type
+    (`isinstance(x, np.ndarray)`), which the probe's stand-in is not, takes another path
+    when run. Needs pixels where it differs."""
     import numpy as np
 
     states = (torch.get_rng_state(), random.getstate())
     try:
-        out = dataset[index]
-    except Exception as e:
-        raise NeedsPixels(f"{type(dataset).__name__}.__getitem__({index}) raised {type(e).__name__} when run: {e}") from None
+        for index in indices:
+            try:
+                out = dataset[index]
+                break
+            except Exception:
+                continue
+        else:
+            return
     finally:
         torch.set_rng_state(states[0])
         random.setstate(states[1])

@@ -193,6 +193,16 @@ def test_a_damaged_image_is_named_and_its_sample_replaced(concept, tmp_path):
     assert sum(len(b["pixel_values"]) for b in batches) == 15
 
 
+def test_a_damaged_first_image_is_named_and_replaced_not_a_reason_to_fall_back(concept, tmp_path):
+    root = tmp_path / "concept"
+    shutil.copytree(concept, root)
+    (root / "0.jpg").write_bytes(b"\xff\xd8 not a jpeg")
+    ds = TextualInversionDataset(root, Tokenizer(), templates=TEMPLATES[:1])
+    with pytest.warns(SkippedSampleWarning, match="0.jpg"):
+        batches = list(native(ds, batch_size=5, backend="cpu", error_budget=0.5, seed=1))
+    assert sum(len(b["pixel_values"]) for b in batches) == 15
+
+
 @pytest.mark.parametrize(
     "change, why",
     [
