@@ -279,10 +279,6 @@ class Output(NamedTuple):
     of_pil: bool = False
 
 
-#: The arithmetic `ArrayOut` follows, by the name `operator` has for it.
-_ARITH = ("truediv", "mul", "add", "sub")
-
-
 def byte_values(output: Output) -> list[float]:
     """What the Dataset's code makes of each byte value (0 to 255): the steps `output`
     recorded, run again with NumPy's and torch's own operations on an array of the 256 bytes

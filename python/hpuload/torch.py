@@ -582,6 +582,8 @@ def _listed_source(dataset, pipeline):
             if output is not None:
                 # The code makes a NumPy array of the PIL image the transform gives, then
                 # perhaps floats of it (`Output.of_pil`: diffusers' textual inversion).
+                if not output.of_pil:
+                    raise Unsupported("a torchvision transform's output handed out as an array not made of its PIL image")
                 translated = _sized_translation(transform, common, find_size, translate_to_pil)
                 return _albumentations.handed_out(translated, output)
             translated = _sized_translation(transform, common, find_size)
