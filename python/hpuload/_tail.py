@@ -63,12 +63,13 @@ def batch_seed(seed: int, epoch: int, step: int, person: bytes = b"hpuload-colla
 
 
 @contextlib.contextmanager
-def seeded_batch(seed: int, epoch: int, step: int):
+def seeded_batch(seed: int, epoch: int, step: int, person: bytes = b"hpuload-collate"):
     """Runs the block (a batch's `collate_fn`) with Python's, NumPy's and torch's global
     generators seeded from `(seed, epoch, step)`, their states before restored after: the
     collate's draws (MixUp's, CutMix's, a copy-paste's) repeat on a resumed run, and the
     training loop's own draws go on as if it had not run, as with torch's worker processes,
-    whose collate draws from their own generators.
+    whose collate draws from their own generators. `person` keeps another use's seeds apart
+    from these (`seeded_sample`).
 
     Only on the main thread. A loader iterated on another thread (a prefetching wrapper) runs
     beside a training loop that may draw from the same global generators meanwhile; seeding and
@@ -78,19 +79,15 @@ def seeded_batch(seed: int, epoch: int, step: int):
         yield
         return
     with _Isolated():
-        _seed_all(batch_seed(seed, epoch, step))
+        _seed_all(batch_seed(seed, epoch, step, person))
         yield
 
 
 @contextlib.contextmanager
 def seeded_sample(seed: int, epoch: int, index: int):
-    """As `seeded_batch`, for the values a Dataset's code draws for sample `index` of an
-    epoch (`_probe.DrawnExtras`), from seeds apart from the batches'."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    with _Isolated():
-        _seed_all(batch_seed(seed, epoch, index, person=b"hpuload-sample"))
+    """`seeded_batch` for the values a Dataset's code draws for sample `index` of an epoch
+    (`_probe.DrawnExtras`), from seeds apart from the batches'."""
+    with seeded_batch(seed, epoch, index, person=b"hpuload-sample"):
         yield
 
 
