@@ -24,6 +24,13 @@ env ARITH=1: every class makes a NumPy array of what a transform of PIL steps al
 does), then computes on it with random arithmetic (`x / 127.5 - 1`, a mean and deviation of
 its own, float64 or float32, NumPy or torch; some with what hpuload does not follow) and
 returns it in a dict, compared exactly (session 103).
+env DRAWS=1: every class draws from a global generator (Python's, NumPy's or torch's) outside
+its transform, with a random probability from one in a thousand to one in two: a caption
+dropped or picked of several, another file, a label flipped, a mirror or a resize before the
+transform, or a draw that changes nothing; it records what it drew beside the image where it
+returns more than a pair. hpuload must fall back, named, or give samples each of which is
+what the class gives for what it records (the image of the file it names, mirrored or resized
+as it says, within a level; its label), and must follow draws made often (session 104).
 """
 import copy
 import os
@@ -223,13 +230,132 @@ def pil_composition(rng):
     return " ".join(names), T.Compose(steps)
 
 
+#: `DRAWS=1`: what a draw changes, `{u}` the uniform draw, P its probability.
+EFFECTS = {
+    "caption": 'if {u} < P:\n    caption = ""',
+    "choice": "caption = random.choice(self.captions[i])",
+    "file": "if {u} < P:\n    j = (i + 1) % len(self.paths)",
+    "label": "if {u} < P:\n    noisy = 1",
+    "mirror": "if {u} < P:\n    mirror = 1",
+    "resize": "if {u} < P:\n    resize = 1",
+    "nothing": "_ = {u}",
+}
+DRAWN = {"random": "random.random()", "numpy": "float(np.random.rand())", "torch": "torch.rand(()).item()"}
+#: What a `DRAWS=1` class returns: all it drew beside the image, or a pair.
+DRAW_RETURNS = {
+    "dict": 'return {"pixel_values": image, "caption": caption, "file": j, "mirror": mirror, "resize": resize, "noisy": noisy, "label": label}',
+    "tuple": "return image, label, caption, j, mirror, resize, noisy",
+    "caption_pair": 'return image, f"{caption}|{j}|{mirror}|{resize}"',  # what it drew, in the caption
+    "pair": "return image, label",
+}
+
+
+def draws_class(rng):
+    """(name, source, p) of a random class of the `DRAWS=1` mode."""
+    effects = rng.sample(list(EFFECTS), rng.choice([1, 1, 2]))
+    generator = rng.choice(list(DRAWN))
+    p = rng.choice([0.001, 0.01, 0.05, 0.2, 0.5])
+    returns = rng.choice(list(DRAW_RETURNS))
+    lines = ["j, mirror, resize, noisy = i, 0, 0, 0", 'caption = f"photo {i}"']
+    lines += [EFFECTS[e].format(u=DRAWN[generator]).replace("P", str(p)) for e in effects]
+    lines += [
+        'image = Image.open(self.paths[j]).convert("RGB")',
+        "if mirror:\n    image = image.transpose(Image.FLIP_LEFT_RIGHT)",
+        "if resize:\n    image = image.resize((40, 30))",
+        "label = self.labels[j] if not noisy else self.labels[j] + 7",
+        "image = self.transform(image)",
+        DRAW_RETURNS[returns],
+    ]
+    source = f"""
+class Fuzzed(tud.Dataset):
+    def __init__(self, samples, classes, root, transform, target_transform=None):
+        self.paths = [p for p, _ in samples]
+        self.labels = [t for _, t in samples]
+        self.captions = [[f"photo {{i}} caption {{k}}" for k in range(3)] for i in range(len(samples))]
+        self.transform = transform
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+{textwrap.indent(chr(10).join(lines), "        ")}
+"""
+    return f"effects={effects} generator={generator} p={p} returns={returns}", source, p, effects, returns
+
+
+def run_draws(cls, tf, normalized, p, effects, returns):
+    """The outcome of a `DRAWS=1` class: hpuload's samples (two epochs) each checked against
+    what the class gives for what it recorded."""
+    import random
+
+    from PIL import Image
+    from torchvision import datasets
+
+    folder = datasets.ImageFolder(ROOT)
+    ds = cls(folder.samples, folder.classes, ROOT, tf)
+    try:
+        ds[0]
+        default_collate([ds[i] for i in range(len(ds))])
+    except Exception as e:
+        return "torch raises", f"{type(e).__name__}: {str(e)[:100]}"
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        try:
+            loader = DataLoader(ds, batch_size=1, shuffle=False, backend=transform_fuzz.BACKEND, seed=5)
+            got = [list(loader) for _ in range(2)]
+        except Exception as e:
+            return "ERROR", f"{type(e).__name__}: {str(e)[:200]}"
+    notes = sorted(str(x.message)[:110] for x in w if type(x.message).__name__ in ("FallbackWarning", "PythonTailWarning"))
+    if any(type(x.message).__name__ == "FallbackWarning" for x in w):
+        return "fallback", str(notes)
+    if returns == "pair":
+        return "SILENT", f"an (image, label) pair that draws ran natively {notes}"
+    seen, picked = set(), set()
+    for epoch in got:
+        for i, batch in enumerate(epoch):
+            if returns == "dict":
+                image, caption, j, mirror, resize, noisy, label = (batch[k] for k in ("pixel_values", "caption", "file", "mirror", "resize", "noisy", "label"))
+            elif returns == "tuple":
+                image, label, caption, j, mirror, resize, noisy = batch
+            else:
+                image, label, noisy = batch[0], None, 0
+                caption, j, mirror, resize = batch[1][0].split("|")
+            j, mirror, resize, noisy = int(j), int(mirror), int(resize), int(noisy)
+            caption = caption[0] if isinstance(caption, (list, tuple)) else caption
+            if caption not in (f"photo {i}", "", *ds.captions[i]):
+                return "SILENT", f"sample {i}: caption {caption!r}"
+            if label is not None and int(label) != ds.labels[j] + 7 * noisy:
+                return "SILENT", f"sample {i}: label {int(label)} for file {j} noisy {noisy}"
+            pil = Image.open(ds.paths[j]).convert("RGB")
+            if mirror:
+                pil = pil.transpose(Image.FLIP_LEFT_RIGHT)
+            if resize:
+                pil = pil.resize((40, 30))
+            want = default_collate([tf(pil)])
+            ok, why = _same(image, want, normalized)
+            if not ok:
+                return "SILENT", f"sample {i}: image of file {j} mirror {mirror} resize {resize}: {why}"
+            seen |= {("file", j != i), ("mirror", bool(mirror)), ("resize", bool(resize)), ("label", bool(noisy)),
+                     ("caption", caption == "")}
+            picked.add((i, caption))
+    if len(picked) > len(ds):  # some image's caption picked otherwise in the other epoch
+        seen.add(("choice", True))
+    # Draws made one call in five or more show in two epochs: hpuload must have made them.
+    missed = [e for e in effects if e != "nothing" and p >= 0.2 and (e, True) not in seen]
+    if missed:
+        return "SILENT", f"drawn {missed} with p={p} never seen in hpuload's samples"
+    return ("tail" if notes else "same"), str(notes)
+
+
 def make_class(source):
     from PIL import Image, ImageOps
     from torchvision.datasets.folder import default_loader
     from torchvision.io import ImageReadMode, decode_image, read_file, read_image
 
+    import random
+
     scope = {
-        "tud": tud, "os": os, "copy": copy, "np": np, "torch": torch, "Image": Image, "ImageOps": ImageOps,
+        "tud": tud, "os": os, "copy": copy, "np": np, "torch": torch, "Image": Image, "ImageOps": ImageOps, "random": random,
         "default_loader": default_loader, "read_image": read_image, "read_file": read_file,
         "decode_image": decode_image, "ImageReadMode": ImageReadMode, "__name__": "fuzzed_dataset",
     }
@@ -340,15 +466,23 @@ def main():
     tally = {}
     only = os.environ.get("ONLY")
     arith = os.environ.get("ARITH") == "1"
+    draws = os.environ.get("DRAWS") == "1"
     for i in range(cases):
-        name, source = arith_class(rng) if arith else dataset_class(rng)
+        drawn = None
+        if draws:
+            name, source, *drawn = draws_class(rng)
+        else:
+            name, source = arith_class(rng) if arith else dataset_class(rng)
         tname, tf = pil_composition(rng) if arith else transform_fuzz.composition(rng)
         if only is not None and i != int(only):
             continue
         if only is not None:
             print(source)
         try:
-            outcome, detail = run(make_class(source), tf, "Normalize" in tname)
+            if drawn is not None:
+                outcome, detail = run_draws(make_class(source), tf, "Normalize" in tname, *drawn)
+            else:
+                outcome, detail = run(make_class(source), tf, "Normalize" in tname)
         except Exception as e:
             outcome, detail = "HARNESS", f"{type(e).__name__}: {e}"
         transform_fuzz.count(tally, i, outcome, detail, f"[{name}] {tname}", show=only is not None or os.environ.get("SHOW") == "1")

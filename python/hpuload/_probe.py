@@ -1636,7 +1636,10 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
     transform = getattr(dataset, attribute, None)
     from ._albumentations import is_compose
 
-    states = (torch.get_rng_state(), random.getstate())
+    from ._tail import _Isolated
+
+    isolated = _Isolated().__enter__()
+    start = _generator_states()
     samples: list[tuple[str, int]] = []
     extras: list[tuple] = []
     more: list[tuple[str, ...]] = []  # the files of each index's other images
@@ -1723,23 +1726,36 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
                 drawn = drawn or not _same_values(_shape(_untransformed(again) if stand_in is None else again)[3], extras[k])
                 continue
             label = again[1] if layout[0] == "pair" else again[keys[1]]
-            same_label = _same_values((label,), extras[k][:1]) if objects else _label(label) == samples[k][1]
-            if not same_label:
+            if not objects and _label(label) != samples[k][1]:
                 raise NeedsPixels(f"{type(dataset).__name__}.__getitem__({i}) gave two different labels on two calls")
-            if layout[1] and not _same_values(tuple(again[2:]), extras[k][objects:]):
+            # A label that is no integer (a caption picked at random) and the values after
+            # it are drawn again for each sample handed out, as a dict's.
+            beside = () if layout[0] != "pair" else (label, *again[2:]) if objects else tuple(again[2:])
+            drawn = drawn or not _same_values(beside, extras[k])
+        # The generators tell what a few calls may not: code that draws even once in a
+        # thousand calls (a caption dropped, a label flipped now and then) has moved them.
+        moved = _moved(start, _generator_states())
+        if moved and not drawn:
+            if isinstance(keys, DictSample) or objects or layout[1]:
+                drawn = True
+            else:
+                line = _drawing_line(dataset, [order[k] for k in _again(n)[:8]])
                 raise NeedsPixels(
-                    f"{type(dataset).__name__}.__getitem__({i}) returns other values after the label on two calls"
+                    f"{type(dataset).__name__}.__getitem__ draws from {' and '.join(moved)} global generator"
+                    f"{'s' if len(moved) > 1 else ''}{f' at {line}' if line else ''}: a label or file it may draw "
+                    "hpuload cannot follow (it follows values drawn beside the image: a dict's, or those after "
+                    "a label)"
                 )
     finally:
         session.__exit__()
-        torch.set_rng_state(states[0])
-        random.setstate(states[1])
+        isolated.__exit__()
     if len(labels) > 1:
         raise NeedsPixels(f"__getitem__ gives labels of several types ({', '.join(sorted(map(str, labels)))})")
     if output is not None:
         _check_handed_out(dataset, order[: _CHECK_TRIES], keys if layout[0] != "pair" else None, output)
     if drawn:
-        extras = DrawnExtras(extras, dataset, indices is None)
+        looks = (layout, keys, form, before, output)
+        extras = DrawnExtras(extras, dataset, indices is None, samples, looks, more or None)
     return Probed(samples, keys, form, labels.pop(), extras if layout[1] else None, output, before, more or None)
 
 
@@ -1756,8 +1772,9 @@ def _check_handed_out(dataset, indices, keys, output: Output) -> None:
     when run. Needs pixels where it differs."""
     import numpy as np
 
-    states = (torch.get_rng_state(), random.getstate())
-    try:
+    from ._tail import _Isolated
+
+    with _Isolated():
         for index in indices:
             try:
                 out = dataset[index]
@@ -1766,9 +1783,6 @@ def _check_handed_out(dataset, indices, keys, output: Output) -> None:
                 continue
         else:
             return
-    finally:
-        torch.set_rng_state(states[0])
-        random.setstate(states[1])
     image = out[0] if keys is None else out[_image_key(keys)]
     kind = "numpy" if isinstance(image, np.ndarray) else "tensor" if isinstance(image, torch.Tensor) else None
     dtype = str(image.dtype).replace("torch.", "") if kind else None
@@ -1823,17 +1837,29 @@ class _Session:
 class DrawnExtras(list):
     """The values beside each sample's image (by index) of a Dataset whose code draws them
     anew on each call: diffusers' textual inversion picks a prompt template at random in
-    `__getitem__`, then tokenizes it. A list of the values one probe gave; once the loader
-    arms it (`arm`), reading index `i` runs the Dataset's own `__getitem__(i)` again, its
-    images and transform stood in for as when probed (no pixels), with Python's, NumPy's and
-    torch's global generators seeded from (seed, epoch, i) and restored after: the values
-    are drawn as the code draws them, the same again on a resumed run. Only over the whole
-    dataset (`whole`; not under a Subset's indices)."""
+    `__getitem__`, then tokenizes it; other code drops a caption now and then, or picks one
+    of an image's captions. A list of the values one probe gave; once the loader arms it
+    (`arm`), reading index `i` runs the Dataset's own `__getitem__(i)` again, its images and
+    transform stood in for as when probed (no pixels), with Python's, NumPy's and torch's
+    global generators seeded from (seed, epoch, i) and restored after: the values are drawn
+    as the code draws them, the same again on a resumed run. Only over the whole dataset
+    (`whole`; not under a Subset's indices).
 
-    def __init__(self, values: list, dataset, whole: bool):
+    A run that draws what the probe took as fixed (another file, another integer label,
+    other steps before the transform, code that needs pixels), however rarely, is a stray
+    (`strays`): the loader makes that sample by running the Dataset's code for real
+    (`settle`), so that it is what the Dataset gives, never the probed sample."""
+
+    def __init__(self, values: list, dataset, whole: bool, samples=None, looks=None, more=None):
         super().__init__(values)
         self.dataset, self.whole = dataset, whole
+        #: Per index, `(path, label)` as probed; `looks`: `(layout, keys, form, before,
+        #: output)` (`probe`'s), the same for every index; `more`: per index, its other
+        #: images' files (None: one image).
+        self.samples, self.looks, self.more = samples, looks, more
         self._seed = self._epoch = None
+        #: The last batch's draws: `((seed, epoch, indices), rows, strays)`.
+        self._last = None
 
     def arm(self, seed, epoch) -> None:
         """Draws from now on: `seed()` gives the loader's seed, `epoch()` the epoch being
@@ -1843,24 +1869,74 @@ class DrawnExtras(list):
     def __getitem__(self, i):
         if self._seed is None or not isinstance(i, int):
             return super().__getitem__(i)
+        last = self._last
+        if last is not None and last[0][:2] == (self._seed(), self._epoch()) and i in last[0][2]:
+            return last[1][last[0][2].index(i)]
         return self.rows([i])[0]
 
     def rows(self, indices: list) -> list:
         """The values of each of `indices` (a batch's), drawn by the Dataset's code in one
-        probing session (each index seeded on its own)."""
+        probing session (each index seeded on its own); the last batch's are kept, so that
+        asking again draws nothing."""
         if self._seed is None:
             return [super(DrawnExtras, self).__getitem__(i) for i in indices]
         from . import _tail
 
+        seed, epoch = self._seed(), self._epoch()
+        key = (seed, epoch, tuple(indices))
+        if self._last is not None and self._last[0] == key:
+            return list(self._last[1])
         dataset = self.dataset
         attribute = transform_attribute(dataset) or "transform"
-        seed, epoch, out = self._seed(), self._epoch(), []
+        out, strays = [], {}
         with _Session(dataset, attribute, getattr(dataset, attribute, None)) as session:
-            for i in indices:
-                with _tail.seeded_sample(seed, epoch, i):
-                    item = probed_item(dataset, i)
-                out.append(_shape(item if session.stand_in is not None else _untransformed(item))[3])
-        return out
+            for slot, i in enumerate(indices):
+                try:
+                    with _tail.seeded_sample(seed, epoch, i):
+                        item = probed_item(dataset, i)
+                    if session.stand_in is None:
+                        item = _untransformed(item)
+                    shape = _shape(item)
+                except NeedsPixels:
+                    shape = None
+                if shape is None or not self._as_probed(i, item, shape):
+                    strays[slot] = i
+                    out.append(None)  # `settle` puts the values of the Dataset's own sample here
+                else:
+                    out.append(shape[3])
+        self._last = (key, out, strays)
+        return list(out)
+
+    def strays(self, indices: list) -> dict[int, int]:
+        """Of a batch's `indices`, `{slot: index}` of those whose run drew what the probe took
+        as fixed (the class's own code must make them)."""
+        self.rows(indices)
+        return dict(self._last[2]) if self._last is not None else {}
+
+    def settle(self, slot: int, values: tuple) -> None:
+        """The values beside the image of the last batch's stray at `slot`, as the Dataset's
+        own sample gave them."""
+        self._last[1][slot] = values
+
+    def _as_probed(self, i: int, item, shape) -> bool:
+        if self.samples is None:
+            return True
+        layout, keys, label, after = shape
+        if ((layout, len(after)), keys) != self.looks[:2]:
+            return False
+        recorded = item[0] if layout == "pair" else item[_image_key(keys)]
+        if not isinstance(recorded, Recorded) or not isinstance(recorded.image, LazyImage):
+            return False
+        path, probed_label = self.samples[i]
+        if recorded.image.path != path or (layout == "pair" and label != probed_label):
+            return False
+        given = recorded.output if isinstance(recorded, ArrayOut) else None
+        if (recorded.image.form, recorded.image.before, given) != self.looks[2:]:
+            return False
+        if self.more is not None and isinstance(keys, DictSample):
+            files = tuple(getattr(getattr(item.get(k), "image", None), "path", None) for k in keys.more)
+            return files == self.more[i]
+        return True
 
 
 def _image_key(keys):
@@ -1885,6 +1961,71 @@ def _untransformed(out):
     if isinstance(out, dict):
         return {k: one(v) for k, v in out.items()}
     return out
+
+
+def _generator_states() -> tuple:
+    """Python's, torch's and (where imported) NumPy's global generators' states."""
+    np = sys.modules.get("numpy")
+    return random.getstate(), torch.default_generator.get_state(), np.random.get_state() if np is not None else None
+
+
+def _moved(before: tuple, after: tuple) -> list[str]:
+    """The names of the global generators whose states differ between `before` and `after`
+    (`_generator_states`'s): those drawn from in between, however little."""
+    moved = []
+    if before[0] != after[0]:
+        moved.append("Python's `random`")
+    if not torch.equal(before[1], after[1]):
+        moved.append("torch's")
+    if before[2] is not None and after[2] is not None:
+        import numpy as np
+
+        a, b = before[2], after[2]
+        if a[2:] != b[2:] or not np.array_equal(a[1], b[1]):
+            moved.append("NumPy's `np.random`")
+    return moved
+
+
+def _drawing_line(dataset, indices) -> str | None:
+    """`file:line (code)` of the Dataset's own code where a call drew from a global generator,
+    found by running `dataset[i]` for each of `indices` (the probe's stand-ins in place, the
+    generators restored after) with a profiler that compares the generators' states after each
+    call the class's file makes; None where none of them drew there (a rare draw, or one made in
+    another file)."""
+    import linecache
+
+    from ._tail import _Isolated
+
+    own = _source_file(dataset)
+    if own is None:
+        return None
+    found: list[str] = []
+    start: list[tuple] = []
+
+    def hook(frame, event, arg):
+        if found or event not in ("return", "c_return"):
+            return
+        caller = frame.f_back if event == "return" else frame
+        if caller is None or os.path.abspath(caller.f_code.co_filename) != own:
+            return
+        if _moved(start[0], _generator_states()):
+            code = linecache.getline(caller.f_code.co_filename, caller.f_lineno).strip()
+            found.append(f"{os.path.basename(own)}:{caller.f_lineno} (`{code}`)")
+
+    previous = sys.getprofile()
+    for i in indices:
+        with _Isolated():
+            start[:] = [_generator_states()]
+            sys.setprofile(hook)
+            try:
+                dataset[i]
+            except Exception:
+                pass
+            finally:
+                sys.setprofile(previous)
+        if found:
+            return found[0]
+    return None
 
 
 #: How many of the probed indices are probed again (`_again`).

@@ -840,6 +840,9 @@ class _SamplesWatch:
         ):
             if len(extras) == len(self.extras):
                 self.extras[:] = extras  # in place: the loader holds this list
+        if isinstance(extras, _probe.DrawnExtras):
+            # What the draws are checked against (`DrawnExtras.strays`): as probed now.
+            self.extras.samples, self.extras.looks, self.extras.more = extras.samples, extras.looks, extras.more
         if samples == self.samples:
             return None
         if len(samples) != len(self.samples):
@@ -1614,6 +1617,11 @@ class _Loader:
         started, targets, indices, valid, epoch, step, more_started, own = held
         outs = self._tail_finish(started, timeout)
         more = [self._tail_finish(s, timeout) for s in more_started]
+        if isinstance(self._extras, _probe.DrawnExtras):
+            if not isinstance(outs, torch.Tensor):
+                outs = list(outs)
+            more = [m if isinstance(m, torch.Tensor) else list(m) for m in more]
+            self._drawn_strays([outs, *more], targets, indices, epoch)
         if more:
             outs, more = list(outs), [list(m) for m in more]
             if own:
@@ -1709,6 +1717,49 @@ class _Loader:
             return images if fits is None or fits(slot, images) else None
 
         return _cores.made_by_dataset(own, make, "the samples' images")
+
+    def _drawn_strays(self, batches: list, labels, indices: list, epoch: int) -> None:
+        """A Dataset that draws anew on each call (`_probe.DrawnExtras`): the batch's samples
+        whose run drew what the probe took as fixed (another file, label or step before the
+        transform, however rarely) are each made by the Dataset's own code, its draws seeded as
+        its values' were, and written over the native sample's slot: its images into
+        `batches` (the batch's images, then its other images': tensors or lists of each
+        sample's), its label into `labels`, its values beside them into the draws."""
+        drawn = self._extras
+        if not isinstance(drawn, _probe.DrawnExtras):
+            return
+        strays = drawn.strays(indices)
+        if not strays:
+            return
+        keys = self._sample_keys
+        objects = self._label_objects()
+        for slot, index in strays.items():
+            with _tail.seeded_sample(drawn._seed(), epoch, index):
+                sample = self.dataset[index]
+            if isinstance(keys, _probe.DictSample):
+                images = (keys.image, *keys.more)
+                made = [sample[k] for k in images]
+                values, label = tuple(v for k, v in sample.items() if k not in images), None
+            else:
+                made = [sample[0]]
+                values = tuple(sample[1:]) if objects else tuple(sample[2:])
+                label = None if objects else _probe._label(sample[1])
+            for batch, image in zip(batches, made):
+                if not isinstance(batch, torch.Tensor):
+                    batch[slot] = image
+                    continue
+                image = torch.as_tensor(image)
+                row = batch[slot]
+                if image.shape != row.shape or image.is_floating_point() != row.is_floating_point():
+                    raise RuntimeError(
+                        f"hpuload: {type(self.dataset).__name__}.__getitem__({index}) drew another file or step "
+                        f"than when probed and made an image of {tuple(image.shape)} {image.dtype} where the "
+                        f"batch holds {tuple(row.shape)} {row.dtype}"
+                    )
+                row.copy_(image)
+            if label is not None:
+                labels[slot] = label
+            drawn.settle(slot, values)
 
     def _own_samples(self, own: dict, images: torch.Tensor, more: list, indices: list) -> None:
         """`_own_made`'s samples, their images copied into the native batches' slots."""
@@ -1865,6 +1916,9 @@ class _Loader:
                     # by default (CrossEntropyLoss's and Hugging Face's ignore_index).
                     labels[batch.valid :] = IGNORE_INDEX
                 keys = self._sample_keys
+                if self._tail is None and isinstance(self._extras, _probe.DrawnExtras):
+                    views = split(images) if split is not None else [images]
+                    self._drawn_strays([*views, *(getattr(batch, "more", None) or [])], labels, self.last_indices, epoch)
                 if self._left is not None and self._tail is None:
                     left = self._left_clips(self.last_indices, batch.valid, epoch)
                     self._put_clips(images, left, self.last_indices, labels)

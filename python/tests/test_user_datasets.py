@@ -210,8 +210,9 @@ def test_torchvision_datasets_on_visiondataset_run_natively_with_their_target_tr
         (ReadsTheSize, r"ReadsTheSize.__getitem__ needs pixels at test_user_datasets.py:\d+ \(`if image.size\[0\] < 10:`\): the image's .size"),
         (OpensBytes, r"BytesIO"),
         (PicksAtRandom, r"two different files"),
-        (NoisyLabels, r"two different labels"),
-        (SwapsNowAndThen, r"two different (files|labels)"),
+        # Drawn one call in ten: named by the generator they move and the line that draws.
+        (NoisyLabels, r"draws from Python's `random` global generator at test_user_datasets.py:\d+ \(`if random.random\(\) < 0.1:`\)"),
+        (SwapsNowAndThen, r"draws from Python's `random` global generator at test_user_datasets.py:\d+ \(`path, label = self.rows"),
     ],
 )
 def test_a_dataset_that_needs_pixels_itself_runs_on_torchs_loader_naming_the_line(jpeg_folder, tmp_path, cls, said):
@@ -810,15 +811,23 @@ def test_a_target_too_large_to_keep_for_every_sample_goes_to_torch(jpeg_folder, 
     assert not isinstance(loader, DataLoader)
 
 
-def test_values_after_the_label_that_differ_between_calls_go_to_torch(jpeg_folder, tmp_path):
+def test_values_after_the_label_drawn_on_each_call_are_drawn_anew_for_each_sample(jpeg_folder, tmp_path):
     class Drawn(CsvImageDataset):
         def __getitem__(self, i):
             path, label = self.rows[i]
             return self.transform(Image.open(path).convert("RGB")), label, random.random()
 
     write_csv(jpeg_folder, tmp_path / "train.csv")
-    with pytest.warns(FallbackWarning, match="other values after the label on two calls"):
-        DataLoader(Drawn(tmp_path / "train.csv", EXACT), batch_size=4)
+    ds = Drawn(tmp_path / "train.csv", EXACT)
+    loader = no_fallback(lambda: DataLoader(ds, batch_size=4, backend="cpu", seed=11))
+    epochs = [list(loader) for _ in range(2)]
+    for ours, theirs in zip(epochs[0], tud.DataLoader(ds, batch_size=4), strict=True):
+        assert torch.equal(ours[0], theirs[0]) and torch.equal(ours[1], theirs[1])
+        assert ours[2].dtype == theirs[2].dtype and ((ours[2] >= 0) & (ours[2] < 1)).all()
+    drawn = [torch.cat([b[2] for b in epoch]) for epoch in epochs]
+    assert not torch.equal(drawn[0], drawn[1]) and len(set(drawn[0].tolist())) == len(ds)
+    again = no_fallback(lambda: DataLoader(ds, batch_size=4, backend="cpu", seed=11))
+    assert torch.equal(torch.cat([b[2] for b in again]), drawn[0])  # the same seed, the same draws
 
 
 @pytest.mark.parametrize("kind", ["imagefolder", "csv"])
