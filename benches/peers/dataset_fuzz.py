@@ -341,7 +341,8 @@ def run_draws(cls, tf, normalized, p, effects, returns):
     if len(picked) > len(ds):  # some image's caption picked otherwise in the other epoch
         seen.add(("choice", True))
     # Draws made one call in five or more show in two epochs: hpuload must have made them.
-    missed = [e for e in effects if e != "nothing" and p >= 0.2 and (e, True) not in seen]
+    unseen = {"nothing"} | ({"label"} if returns == "caption_pair" else set())  # a caption pair has no label
+    missed = [e for e in effects if e not in unseen and p >= 0.2 and (e, True) not in seen]
     if missed:
         return "SILENT", f"drawn {missed} with p={p} never seen in hpuload's samples"
     return ("tail" if notes else "same"), str(notes)
