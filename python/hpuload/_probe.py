@@ -168,6 +168,58 @@ class LazyImage:
     def __truediv__(self, other):
         return ArrayOut.of(self) / other
 
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """The `[H, W, C]` shape of the image's RGB array (the NumPy array of a PIL image in
+        RGB, what cv2.imread read), from the file's header and what the code did to it since
+        (a resize, the centre square): the same for the pixels."""
+        if self.tensor not in ("array", "cv2") or self.turned:
+            raise NeedsPixels("the shape of the image (hpuload answers it for the array of an RGB image as stored)")
+        if self.tensor == "array" and not self.rgb and mode_of(self.path) not in (None, "RGB"):
+            raise NeedsPixels("the shape of the array of an image that is not RGB")
+        size = size_of(self.path)
+        if size is None:
+            raise NeedsPixels(f"the shape of an image whose header hpuload cannot read ({self.path})")
+        width, height = size
+        for step in self.before:
+            if isinstance(step, Resized):
+                width, height = step.width, step.height
+            elif step == CENTRE_SQUARE:
+                width = height = min(width, height)
+            else:
+                raise NeedsPixels("the shape of the image's array made grey")
+        return height, width, 3
+
+    def __getitem__(self, key):
+        """`img[top:bottom, left:right]` (and `[..., :]`) of the image's array: the centre
+        square of its shorter side at floor offsets (`CENTRE_SQUARE`) or the whole array;
+        any other index needs pixels."""
+        height, width, _ = self.shape
+        key = key if isinstance(key, tuple) else (key,)
+        slices = list(key) + [slice(None)] * (3 - len(key))
+        if len(slices) != 3 or not all(isinstance(k, slice) for k in slices) or slices[2] != slice(None):
+            raise NeedsPixels(f"the image's array indexed by {key!r} (hpuload follows a crop of rows and columns)")
+        (top, bottom, down), (left, right, across) = slices[0].indices(height), slices[1].indices(width)
+        if down != 1 or across != 1:
+            raise NeedsPixels("the image's array sliced with a step")
+        side = min(height, width)
+        square = (top, bottom, left, right) == (
+            (height - side) // 2,
+            (height - side) // 2 + side,
+            (width - side) // 2,
+            (width - side) // 2 + side,
+        )
+        if square and CENTRE_SQUARE not in self.before and not _resizes(self.before):
+            return LazyImage(
+                self.path, tensor=self.tensor, rgb=self.rgb, turned=self.turned, before=(*self.before, CENTRE_SQUARE)
+            )
+        if (top, bottom, left, right) == (0, height, 0, width):
+            return self
+        raise NeedsPixels(
+            f"a crop [{top}:{bottom}, {left}:{right}] of the image's {height}x{width} array (hpuload follows the "
+            "centre square of its shorter side, cut before any resize)"
+        )
+
 
 class Resized(NamedTuple):
     """A resize of the image to one size in the Dataset's code, before its transform:
@@ -190,6 +242,10 @@ GREY_RGB = "grey_rgb"
 #: three equal channels (`cv2.cvtColor(..., cv2.COLOR_GRAY2RGB)`).
 READ_GREY = "read_grey"
 READ_GREY_RGB = "read_grey_rgb"
+#: The centre square of the shorter side that the Dataset's code cuts of the image's array
+#: (`img[(h - m) // 2:(h + m) // 2, (w - m) // 2:(w + m) // 2]`, `LazyImage.__getitem__`),
+#: in `LazyImage.before`.
+CENTRE_SQUARE = "centre_square"
 
 
 def grey_read(before: tuple) -> str | None:
@@ -352,6 +408,22 @@ class ArrayOut(Recorded):
 
     def _with(self, **changes) -> "ArrayOut":
         return ArrayOut(self.image, self.output._replace(**changes))
+
+    def _opened(self, what: str) -> LazyImage:
+        """The opened image whose array this is, its values unchanged (`np.array(image)`,
+        perhaps `.astype(np.uint8)`); needs pixels for `what` of any other."""
+        o = self.output
+        same = (o.kind, o.layout, o.dtype, o.scaled, o.arith, o.composed) == ("numpy", "hwc", "u8", False, False, False)
+        if not same or any(step[0] != "astype" for step in o.history):
+            raise NeedsPixels(f"{what} of an array computed from the image")
+        return self.image
+
+    @property
+    def shape(self):
+        return self._opened("the shape").shape
+
+    def __getitem__(self, key):
+        return ArrayOut(self._opened("a crop")[key], self.output)
 
     def _axes(self, axes: tuple, what: str) -> "ArrayOut":
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
@@ -693,11 +765,7 @@ def _from_array(obj, *args, **kwargs):
     if args or kwargs:
         raise NeedsPixels("Image.fromarray of the image's array with a mode")
     if isinstance(obj, ArrayOut):
-        o = obj.output
-        same = (o.kind, o.layout, o.dtype, o.scaled, o.arith, o.composed) == ("numpy", "hwc", "u8", False, False, False)
-        if not same or any(step[0] != "astype" for step in o.history):
-            raise NeedsPixels("Image.fromarray of an array computed from the image")
-        obj = obj.image
+        obj = obj._opened("Image.fromarray")
     if obj.tensor != "array":
         raise NeedsPixels(f"Image.fromarray of {_form_name(obj.form)}")
     return LazyImage(obj.path, rgb=obj.rgb, turned=obj.turned, before=obj.before)

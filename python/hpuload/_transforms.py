@@ -96,6 +96,24 @@ _MODES = {
 _PIL_FILTERS = {0: "NEAREST", 1: "LANCZOS", 2: "BILINEAR", 3: "BICUBIC", 4: "BOX", 5: "HAMMING"}
 
 
+class CenterSquare:
+    """The centre square of a PIL image's shorter side, at `(side - short) // 2` on the longer
+    axis: what a Dataset's own `img[(h - m) // 2:(h + m) // 2, (w - m) // 2:(w + m) // 2]` of
+    the image's array cuts (`m = min(h, w)`; latent diffusion's and diffusers' textual
+    inversion Datasets), as a step before its transform. hpuload runs it natively
+    (`center_square`, which a resize to one size must follow); on a PIL image (a Python tail,
+    a check) it is Pillow's crop of that box."""
+
+    def __call__(self, image):
+        width, height = image.size
+        side = min(width, height)
+        left, top = (width - side) // 2, (height - side) // 2
+        return image.crop((left, top, left + side, top + side))
+
+    def __repr__(self) -> str:
+        return "CenterSquare()"
+
+
 def pillow_resize(height: int, width: int, filter: int) -> Any:
     """torchvision's `Resize((height, width))` with Pillow's `filter`, which is Pillow's
     `Image.resize((width, height), filter)` on a PIL image: how hpuload reads that call in a
@@ -860,6 +878,11 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
                 if _is(seen, "Resize") and dtype is None:
                     raise Unsupported(f"{name} resizes a uint8 clip (recognised on float clips only)")
                 t = seen
+        if isinstance(t, CenterSquare):
+            if video or geometry or pixel or before or dtype is not None or image_tensor or pad is not None:
+                raise Unsupported("the centre square of the shorter side after another step")
+            geometry.append({"op": "center_square"})
+            continue
         if not video and dtype is None and not image_tensor and (_is(t, "Lambda") or not _known(t)):
             from ._behaviour import acts_as_to_tensor, keeps_rgb_images, turns_upright
 

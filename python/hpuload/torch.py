@@ -44,7 +44,7 @@ from torch.utils.data.dataloader import DataLoader as _TorchDataLoader
 from . import _albumentations, _arrays, _collate, _copy_paste, _cores, _detection, _guard, _hf, _hpuload, _malloc, _options, _probe, _segmentation, _tail, _video
 from ._fallback import FallbackReason, FallbackWarning
 from ._fallback import Unfit as _Unfit
-from ._transforms import Unsupported, pillow_resize, steps, translate_split, translate_to_pil
+from ._transforms import CenterSquare, Unsupported, pillow_resize, steps, translate_split, translate_to_pil
 from ._watch import TransformWatch as _TransformWatch
 from ._watch import describe as _describe
 from .sources import ImageFolder as _HpuFolder
@@ -552,6 +552,8 @@ def _listed_source(dataset, pipeline):
                 raise Unsupported("the ConcatDataset's parts hold different transform objects now")
             transform = transform_of(bases[0])
             arrays = tensor == "cv2" or tensor == "array"
+            if (arrays or _albumentations.is_compose(transform)) and _probe.CENTRE_SQUARE in before:
+                raise Unsupported("a centre square cut of the image's array before an albumentations transform or none")
             if arrays or _albumentations.is_compose(transform):
                 # An array with no transform: the Dataset's code alone makes what it returns.
                 if not arrays or not (transform is None or _albumentations.is_compose(transform)):
@@ -794,11 +796,15 @@ def _before_first(before: tuple, transform):
     """The Dataset's transform after what its code does to the PIL image first, each as the
     torchvision step that is that call on a PIL image: a Pillow resize to one size as
     `Resize((height, width))` with that filter, `convert("L")` as `Grayscale()`, and that
-    made RGB again as `Grayscale(num_output_channels=3)`."""
+    made RGB again as `Grayscale(num_output_channels=3)`; the centre square its code cuts of
+    the image's array as `_transforms.CenterSquare`."""
     from torchvision import transforms as tv_transforms
 
     first = []
     for step in before:
+        if step == _probe.CENTRE_SQUARE:
+            first.append(CenterSquare())
+            continue
         if step == _probe.GREY or step == _probe.GREY_RGB:
             first.append(tv_transforms.Grayscale(num_output_channels=1 if step == _probe.GREY else 3))
             continue

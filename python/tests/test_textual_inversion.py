@@ -41,10 +41,10 @@ def ids_of(template):
 
 class TextualInversionDataset(Dataset):
     """The script's Dataset, as it is written there (its default, `center_crop=False`, and
-    its option). `scale`: another way of making the floats."""
+    its option). `scale`: another way of making the floats; `crop`: another cut of the array."""
 
-    def __init__(self, root, tokenizer, size=48, repeats=3, interpolation="bicubic", flip_p=0.5, center_crop=False, templates=TEMPLATES, scale=None):
-        self.tokenizer, self.size, self.center_crop, self.scale = tokenizer, size, center_crop, scale
+    def __init__(self, root, tokenizer, size=48, repeats=3, interpolation="bicubic", flip_p=0.5, center_crop=False, templates=TEMPLATES, scale=None, crop=None):
+        self.tokenizer, self.size, self.center_crop, self.scale, self.crop = tokenizer, size, center_crop, scale, crop
         self.placeholder_token = "*"
         self.image_paths = [os.path.join(root, name) for name in sorted(os.listdir(root))]
         self.num_images = len(self.image_paths)
@@ -74,6 +74,8 @@ class TextualInversionDataset(Dataset):
             crop = min(img.shape[0], img.shape[1])
             h, w = img.shape[0], img.shape[1]
             img = img[(h - crop) // 2 : (h + crop) // 2, (w - crop) // 2 : (w + crop) // 2]
+        if self.crop is not None:
+            img = self.crop(img)
         image = Image.fromarray(img)
         image = image.resize((self.size, self.size), resample=self.interpolation)
         image = self.flip_transform(image)
@@ -98,9 +100,16 @@ def native(*args, **kwargs):
         return DataLoader(*args, **kwargs)
 
 
-def test_the_scripts_loader_runs_natively_with_torchs_pixels_on_the_cpu_path(concept):
+@pytest.mark.parametrize("center_crop", [False, True])
+def test_the_scripts_loader_runs_natively_with_torchs_pixels_on_the_cpu_path(concept, center_crop):
+    """`center_crop=True` (`--center_crop`) cuts the centre square of each photo's shorter
+    side of its array before the resize: the photos here are wide and tall."""
+    sizes = {Image.open(p).size for p in concept.iterdir()}
+    assert any(w > h for w, h in sizes) and any(w < h for w, h in sizes)
     for flip_p, interpolation in ((0.0, "bicubic"), (1.0, "bilinear")):
-        ds = TextualInversionDataset(concept, Tokenizer(), flip_p=flip_p, interpolation=interpolation, templates=TEMPLATES[:1])
+        ds = TextualInversionDataset(
+            concept, Tokenizer(), flip_p=flip_p, interpolation=interpolation, templates=TEMPLATES[:1], center_crop=center_crop
+        )
         ours = native(ds, batch_size=4, backend="cpu")
         theirs = torch.utils.data.DataLoader(ds, batch_size=4)
         n = 0
@@ -162,8 +171,9 @@ def test_resuming_mid_epoch_gives_the_same_images_and_prompts(concept):
         assert torch.equal(a["pixel_values"], b["pixel_values"]) and torch.equal(a["input_ids"], b["input_ids"])
 
 
-def test_the_media_engine_gives_the_scripts_images_within_its_floor(concept):
-    ds = TextualInversionDataset(concept, Tokenizer(), flip_p=0.0, size=64, templates=TEMPLATES[:1])
+@pytest.mark.parametrize("center_crop", [False, True])
+def test_the_media_engine_gives_the_scripts_images_within_its_floor(concept, center_crop):
+    ds = TextualInversionDataset(concept, Tokenizer(), flip_p=0.0, size=64, templates=TEMPLATES[:1], center_crop=center_crop)
     for a, b in zip(native(ds, batch_size=5, backend="auto"), torch.utils.data.DataLoader(ds, batch_size=5)):
         # PSNR over the [-1, 1] range.
         mse = ((a["pixel_values"] - b["pixel_values"]) ** 2).mean().item()
@@ -199,7 +209,9 @@ def test_a_damaged_image_is_named_and_its_samples_replaced_even_the_first(concep
 @pytest.mark.parametrize(
     "change, why",
     [
-        (dict(center_crop=True), "img.shape"),
+        # A cut of the array other than the centre square of its shorter side.
+        (dict(crop=lambda img: img[: img.shape[0] // 2]), r"a crop \[0:\d+, 0:\d+\] of the image's \d+x\d+ array"),
+        (dict(crop=lambda img: img[::2, ::2]), "sliced with a step"),
         (dict(scale=lambda x: x / 127.5 - 1.0), "float64"),
         (dict(scale=lambda x: (x.astype(np.float32) - np.array([1.0, 2.0, 3.0], dtype=np.float32))), "ndarray"),
         # Code that takes another path for an array than for the probe's stand-in: found by

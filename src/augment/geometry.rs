@@ -290,6 +290,26 @@ impl OpSpec for CenterCrop {
     fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
 }
 
+/// The centre square of the image's shorter side, at `(side - short) // 2` on the longer axis:
+/// the cut `img[(h - m) // 2:(h + m) // 2, (w - m) // 2:(w + m) // 2]` with `m = min(h, w)`
+/// that latent diffusion's and diffusers' textual inversion Datasets make of an image's array
+/// before resizing it. Its size is each image's own, so a `resize` to one size must follow
+/// it (the crop is cut out first and then resampled, `Geometry::CropThenResize`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CenterSquare {}
+
+impl OpSpec for CenterSquare {
+    fn kind(&self) -> OpKind {
+        OpKind::Geometry
+    }
+    fn check(&self) -> Result<(), PipelineError> {
+        Ok(())
+    }
+    /// Geometry: the plan computes the window.
+    fn draw(&self, _: &mut CounterRng, _: (u32, u32), _: &mut Vec<PixelOp>) {}
+}
+
 /// `RandomCrop(size, padding, pad_if_needed, fill, padding_mode)`: a window of `size` at a
 /// uniformly drawn integer offset of the image (or of its resize, after a `resize`), padded
 /// first as torchvision pads it (padding only without a resize before it). An image still

@@ -76,9 +76,9 @@ pub use erase::{EraseBox, EraseValue, RandomErasing, RandomFill};
 pub use error::{AugmentError, PipelineError};
 pub(crate) use geometry::compose_padded;
 pub use geometry::{
-    CenterCrop, CropBox, Interpolation, Padding, PaddingMode, RandomAffine, RandomCrop,
-    RandomHorizontalFlip, RandomResize, RandomResizedCrop, RandomRotation, RandomVerticalFlip,
-    Resize, Size,
+    CenterCrop, CenterSquare, CropBox, Interpolation, Padding, PaddingMode, RandomAffine,
+    RandomCrop, RandomHorizontalFlip, RandomResize, RandomResizedCrop, RandomRotation,
+    RandomVerticalFlip, Resize, Size,
 };
 pub use kernel::{
     ByteValues, Normalize, OutputWriter, Resampler, ToFloat, IMAGENET_MEAN, IMAGENET_STD,

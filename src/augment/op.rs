@@ -40,8 +40,8 @@ use super::detect::{
 use super::erase::RandomErasing;
 use super::error::PipelineError;
 use super::geometry::{
-    CenterCrop, RandomAffine, RandomCrop, RandomHorizontalFlip, RandomResize, RandomResizedCrop,
-    RandomRotation, RandomVerticalFlip, Resize,
+    CenterCrop, CenterSquare, RandomAffine, RandomCrop, RandomHorizontalFlip, RandomResize,
+    RandomResizedCrop, RandomRotation, RandomVerticalFlip, Resize,
 };
 use super::kernel::Normalize;
 use super::pil::{PilGaussianBlur, PilGrayscale};
@@ -102,6 +102,9 @@ ops! {
     CenterCrop(CenterCrop) = "center_crop",
     /// `RandomCrop(size)` (no padding).
     RandomCrop(RandomCrop) = "random_crop",
+    /// The centre square of the image's shorter side (a Dataset's own crop of its array),
+    /// then a `resize`.
+    CenterSquare(CenterSquare) = "center_square",
     /// `RandomHorizontalFlip(p)`.
     RandomHorizontalFlip(RandomHorizontalFlip) = "random_horizontal_flip",
     /// `RandomVerticalFlip(p)`.

@@ -90,9 +90,10 @@ pub(crate) enum Geometry {
     },
     /// A crop of the image itself (`crop`, centred as `floor` says, or at a drawn offset when
     /// `random`), then a resize of it to `out` (torchvision's `CenterCrop(148), Resize(64)`):
-    /// the crop is cut out first, so the resize sees only its pixels.
+    /// the crop is cut out first, so the resize sees only its pixels. `crop` None: the square
+    /// of each image's shorter side (`center_square`).
     CropThenResize {
-        crop: (u32, u32),
+        crop: Option<(u32, u32)>,
         out: (u32, u32),
         random: bool,
         floor: bool,
@@ -245,6 +246,8 @@ struct Phases {
     geometry: Option<(Geometry, Interpolation, usize)>,
     /// A resize of the shorter side (fixed, or drawn by `random_resize`) waiting for its crop.
     resize_short: Option<(Prescale, Interpolation)>,
+    /// A `center_square` read (its position) waiting for its resize.
+    square: Option<usize>,
     /// A warp read between `albu_smallest_max_size` and its crop.
     pre_crop: Option<(usize, AlbuAffine)>,
     pixel: Vec<(usize, Op)>,
@@ -280,7 +283,10 @@ impl Phases {
     /// Whether the output size is settled: a crop or resize read, a drawn size or a
     /// fixed-size crop.
     fn geometry_done(&self) -> bool {
-        self.geometry.is_some() || self.det.resize.is_some() || self.det.fixed.is_some()
+        self.geometry.is_some()
+            || self.square.is_some()
+            || self.det.resize.is_some()
+            || self.det.fixed.is_some()
     }
 
     fn boxes_moved(&self) -> bool {
@@ -294,6 +300,34 @@ impl Phases {
     /// Reads the op at position `at`.
     fn read(&mut self, at: usize, op: &Op) -> Result<(), PipelineError> {
         match op {
+            Op::CenterSquare(_)
+                if !self.geometry_done()
+                    && self.resize_short.is_none()
+                    && self.pixel.is_empty() =>
+            {
+                self.late("center_square")?;
+                self.square = Some(at);
+            }
+            // The square's resize: one size for every image, from the square cut out first.
+            &Op::Resize(Resize {
+                size,
+                interpolation,
+            }) if self.square.is_some() && self.pixel.is_empty() => {
+                self.late("resize")?;
+                self.square = None;
+                let geometry = Geometry::CropThenResize {
+                    crop: None,
+                    out: size.hw(),
+                    random: false,
+                    floor: true,
+                };
+                self.geometry = Some((geometry, interpolation, at));
+            }
+            Op::CenterSquare(_) => {
+                return Err(PipelineError::Order(
+                    "center_square comes first, before any other crop, resize or pixel op".into(),
+                ));
+            }
             &Op::RandomResizedCrop(RandomResizedCrop {
                 size,
                 scale,
@@ -501,7 +535,7 @@ impl Phases {
                     Size::HeightWidth(_) => size.hw(),
                 };
                 let geometry = Geometry::CropThenResize {
-                    crop,
+                    crop: Some(crop),
                     out,
                     random,
                     floor,
@@ -757,6 +791,7 @@ impl Pipeline {
         let Phases {
             geometry,
             resize_short,
+            square,
             pre_crop,
             pixel,
             crop_flips,
@@ -767,6 +802,9 @@ impl Pipeline {
             pad,
             mut det,
         } = phases;
+        if square.is_some() {
+            return Err(PipelineError::Shape("center_square alone gives a different shape per image; add a resize right after it (batch shapes must be static)".into()));
+        }
         match resize_short {
             Some((Prescale::LongRounded(_), _)) => return Err(PipelineError::Shape("albu_longest_max_size alone gives a different shape per image; add albu_pad_if_needed (batch shapes must be static)".into())),
             Some(_) => return Err(PipelineError::Shape("resize of the shorter side alone gives a different shape per image; add center_crop (batch shapes must be static)".into())),
@@ -1347,6 +1385,8 @@ impl Plan {
                 } => {
                     // Cut from the image itself: no resize before it, nothing mirrored.
                     let offset = if random { Offset::Drawn } else { centre(floor) };
+                    let short = width.min(height);
+                    let crop = crop.unwrap_or((short, short));
                     let none = Mirror::default();
                     self.cut_window((width, height), None, crop, offset, none, &mut crop_rng())?
                 }
@@ -1468,7 +1508,9 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::augment::{CenterCrop, Normalize, RandomHorizontalFlip, RandomResizedCrop, Resize};
+    use crate::augment::{
+        CenterCrop, CenterSquare, Normalize, RandomHorizontalFlip, RandomResizedCrop, Resize,
+    };
 
     #[test]
     fn builtin_style_pipelines_validate() {
@@ -1851,6 +1893,64 @@ mod tests {
         );
         let e = resize_then(Size::Square(250)).unwrap_err().to_string();
         assert!(e.contains("larger than the resize to (256, 240)"), "{e}");
+    }
+
+    #[test]
+    fn a_center_square_then_a_resize_cuts_each_images_shorter_side_square_at_floor_offsets() {
+        let square = |then: Option<Op>| {
+            let p = Pipeline::new("textual_inversion").then(Op::CenterSquare(CenterSquare {}));
+            match then {
+                Some(op) => p.then(op),
+                None => p,
+            }
+            .plan(Dtype::F32)
+        };
+        let resize = Op::Resize(Resize {
+            size: Size::Square(64),
+            interpolation: Interpolation::PilBicubic,
+        });
+        let p = square(Some(resize)).unwrap();
+        assert_eq!(
+            p.geometry,
+            Geometry::CropThenResize {
+                crop: None,
+                out: (64, 64),
+                random: false,
+                floor: true
+            }
+        );
+        // `img[(h - m) // 2:(h + m) // 2, (w - m) // 2:(w + m) // 2]`: floor offsets, cut out.
+        for ((w, h), (left, top, side)) in [
+            ((7, 4), (1.0, 0.0, 4.0)),
+            ((4, 9), (0.0, 2.0, 4.0)),
+            ((500, 333), (83.0, 0.0, 333.0)),
+            ((6, 6), (0.0, 0.0, 6.0)),
+        ] {
+            let s = p.sample(0, 0, 0, (w, h), None).unwrap();
+            assert!(s.crop.view, "{w}x{h}");
+            assert_eq!(
+                (s.crop.left, s.crop.top, s.crop.width, s.crop.height),
+                (left, top, side, side),
+                "{w}x{h}"
+            );
+        }
+        let alone = square(None).unwrap_err().to_string();
+        assert!(alone.contains("center_square alone"), "{alone}");
+        let flip = Op::RandomHorizontalFlip(RandomHorizontalFlip { p: 0.5 });
+        let after_flip = Pipeline::new("late")
+            .then(Op::Resize(Resize {
+                size: Size::Square(64),
+                interpolation: Interpolation::Bilinear,
+            }))
+            .then(flip)
+            .then(Op::CenterSquare(CenterSquare {}))
+            .plan(Dtype::F32)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            after_flip.contains("center_square comes first"),
+            "{after_flip}"
+        );
     }
 
     #[test]
