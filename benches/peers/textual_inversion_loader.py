@@ -12,8 +12,8 @@ downloaded offline), called as the script calls CLIP's.
 usage:
   python textual_inversion_loader.py make --corpus DIR --out FOLDER [--images 5]
   python textual_inversion_loader.py run --loader torch|hpuload --data FOLDER
-        [--resolution 512] [--epochs 2] [--workers 0] [--batch 16] [--repeats 100]
-  python textual_inversion_loader.py parity --data FOLDER [--resolution 512]
+        [--resolution 512] [--center_crop] [--epochs 2] [--workers 0] [--batch 16] [--repeats 100]
+  python textual_inversion_loader.py parity --data FOLDER [--resolution 512] [--center_crop]
 `run` prints one JSON line: samples/s (median of the epochs after a warm-up one) and the RSS
 after each epoch. `parity` compares hpuload's batches with torch's, unshuffled, one template
 and no flip: the CPU path exactly, the media engine by PSNR."""
@@ -61,9 +61,9 @@ def tokenizer(max_length: int = 77):
 class TextualInversionDataset(Dataset):
     """The script's Dataset, its code as it is written there."""
 
-    def __init__(self, data_root, tokenizer, size=512, repeats=100, interpolation="bicubic", flip_p=0.5, templates=TEMPLATES):
+    def __init__(self, data_root, tokenizer, size=512, repeats=100, interpolation="bicubic", flip_p=0.5, templates=TEMPLATES, center_crop=False):
         self.data_root, self.tokenizer, self.size = data_root, tokenizer, size
-        self.placeholder_token, self.center_crop, self.flip_p = "*", False, flip_p
+        self.placeholder_token, self.center_crop, self.flip_p = "*", center_crop, flip_p
         self.image_paths = [os.path.join(self.data_root, f) for f in os.listdir(self.data_root)]
         self.num_images = len(self.image_paths)
         self._length = self.num_images * repeats
@@ -84,6 +84,10 @@ class TextualInversionDataset(Dataset):
             text, padding="max_length", truncation=True, max_length=self.tokenizer.model_max_length, return_tensors="pt"
         ).input_ids[0]
         img = np.array(image).astype(np.uint8)
+        if self.center_crop:
+            crop = min(img.shape[0], img.shape[1])
+            (h, w,) = (img.shape[0], img.shape[1],)
+            img = img[(h - crop) // 2 : (h + crop) // 2, (w - crop) // 2 : (w + crop) // 2]
         image = Image.fromarray(img)
         image = image.resize((self.size, self.size), resample=self.interpolation)
         image = self.flip_transform(image)
@@ -118,7 +122,7 @@ def rss_mib() -> float:
 
 
 def run(args) -> None:
-    ds = TextualInversionDataset(args.data, tokenizer(), size=args.resolution, repeats=args.repeats)
+    ds = TextualInversionDataset(args.data, tokenizer(), size=args.resolution, repeats=args.repeats, center_crop=args.center_crop)
     loader = loader_of(args.loader, ds, args)
     rates, rss = [], []
     for epoch in range(args.epochs + 1):
@@ -133,7 +137,7 @@ def run(args) -> None:
 
 
 def parity(args) -> None:
-    ds = TextualInversionDataset(args.data, tokenizer(), size=args.resolution, repeats=1, flip_p=0.0, templates=TEMPLATES[:1])
+    ds = TextualInversionDataset(args.data, tokenizer(), size=args.resolution, repeats=1, flip_p=0.0, templates=TEMPLATES[:1], center_crop=args.center_crop)
     args.batch, args.workers = 4, 0
     want = list(loader_of("torch", ds, args, shuffle=False))
     for backend in ("cpu", "auto"):
@@ -157,6 +161,7 @@ def main() -> None:
     for s in (r, p):
         s.add_argument("--data", required=True)
         s.add_argument("--resolution", type=int, default=512)
+        s.add_argument("--center_crop", action="store_true", help="the script's --center_crop")
     r.add_argument("--epochs", type=int, default=2)
     r.add_argument("--workers", type=int, default=0)
     r.add_argument("--batch", type=int, default=16)

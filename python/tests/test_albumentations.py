@@ -1577,7 +1577,7 @@ def test_a_numpy_array_hpuload_would_not_give_goes_to_torchs_loader_named(jpeg_f
     cases = [
         (PillowArrayDataset(files[:3] + [str(grey)], labels[:4], tf, "asarray"), "mode L"),
         (PillowArrayDataset(files[:4], labels[:4], tf, "floats"), "uint8 dtype"),
-        (PillowArrayDataset(files[:4], labels[:4], tf, "flipped"), "subscriptable"),
+        (PillowArrayDataset(files[:4], labels[:4], tf, "flipped"), "sliced with a step"),
     ]
     for ds, reason in cases:
         with pytest.warns(FallbackWarning, match=reason):
