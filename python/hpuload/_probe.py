@@ -1707,7 +1707,8 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
     from ._tail import _Isolated
 
     isolated = _Isolated().__enter__()
-    start = _generator_states()
+    generators = _Generators(dataset)
+    start = generators.states()
     samples: list[tuple[str, int]] = []
     extras: list[tuple] = []
     more: list[tuple[str, ...]] = []  # the files of each index's other images
@@ -1802,21 +1803,22 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
             drawn = drawn or not _same_values(beside, extras[k])
         # The generators tell what a few calls may not: code that draws even once in a
         # thousand calls (a caption dropped, a label flipped now and then) has moved them.
-        moved = _moved(start, _generator_states())
+        moved = generators.moved(start, generators.states())
         if moved and not drawn:
             if isinstance(keys, DictSample) or objects or layout[1]:
                 drawn = True
             else:
-                line = _drawing_line(dataset, [order[k] for k in _again(n)[:8]])
+                line = _drawing_line(dataset, [order[k] for k in _again(n)[:8]], generators)
                 raise NeedsPixels(
-                    f"{type(dataset).__name__}.__getitem__ draws from {' and '.join(moved)} global generator"
-                    f"{'s' if len(moved) > 1 else ''}{f' at {line}' if line else ''}: a label or file it may draw "
-                    "hpuload cannot follow (it follows values drawn beside the image: a dict's, or those after "
-                    "a label)"
+                    f"{type(dataset).__name__}.__getitem__ draws from {' and '.join(moved)}"
+                    f"{f' at {line}' if line else ''}: a label or file it may draw hpuload cannot follow (it "
+                    "follows values drawn beside the image: a dict's, or those after a label)"
                 )
     finally:
         session.__exit__()
         isolated.__exit__()
+        # The Dataset's own generators as they were: probing draws nothing of the user's.
+        generators.restore(start)
     if len(labels) > 1:
         raise NeedsPixels(f"__getitem__ gives labels of several types ({', '.join(sorted(map(str, labels)))})")
     if output is not None:
@@ -1842,15 +1844,20 @@ def _check_handed_out(dataset, indices, keys, output: Output) -> None:
 
     from ._tail import _Isolated
 
-    with _Isolated():
-        for index in indices:
-            try:
-                out = dataset[index]
-                break
-            except Exception:
-                continue
-        else:
-            return
+    generators = _Generators(dataset)
+    own = generators.states()
+    try:
+        with _Isolated():
+            for index in indices:
+                try:
+                    out = dataset[index]
+                    break
+                except Exception:
+                    continue
+            else:
+                return
+    finally:
+        generators.restore(own)
     image = out[0] if keys is None else out[_image_key(keys)]
     kind = "numpy" if isinstance(image, np.ndarray) else "tensor" if isinstance(image, torch.Tensor) else None
     dtype = str(image.dtype).replace("torch.", "") if kind else None
@@ -2037,28 +2044,95 @@ def _generator_states() -> tuple:
     return random.getstate(), torch.default_generator.get_state(), np.random.get_state() if np is not None else None
 
 
-def _moved(before: tuple, after: tuple) -> list[str]:
-    """The names of the global generators whose states differ between `before` and `after`
-    (`_generator_states`'s): those drawn from in between, however little."""
-    moved = []
-    if before[0] != after[0]:
-        moved.append("Python's `random`")
-    if not torch.equal(before[1], after[1]):
-        moved.append("torch's")
-    if before[2] is not None and after[2] is not None:
+def _same_state(a, b) -> bool:
+    """Whether two generator states (tuples, dicts, tensors, arrays, numbers) are equal."""
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and torch.equal(a, b)
+    if type(a).__name__ == "ndarray":
         import numpy as np
 
-        a, b = before[2], after[2]
-        if a[2:] != b[2:] or not np.array_equal(a[1], b[1]):
-            moved.append("NumPy's `np.random`")
-    return moved
+        return type(b).__name__ == "ndarray" and np.array_equal(a, b)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same_state(a[k], b[k]) for k in a)
+    if isinstance(a, (tuple, list)):
+        return isinstance(b, (tuple, list)) and len(a) == len(b) and all(map(_same_state, a, b))
+    return a == b
 
 
-def _drawing_line(dataset, indices) -> str | None:
-    """`file:line (code)` of the Dataset's own code where a call drew from a global generator,
-    found by running `dataset[i]` for each of `indices` (the probe's stand-ins in place, the
-    generators restored after) with a profiler that compares the generators' states after each
-    call the class's file makes; None where none of them drew there (a rare draw, or one made in
+def _own_generators(dataset) -> list[tuple[str, Any]]:
+    """`(name, generator)` of the generators a Dataset holds itself: a `random.Random`, a
+    NumPy `Generator` or `RandomState` or a `torch.Generator` in one of its attributes
+    (`self.rng = np.random.default_rng()`) or among its class's module's globals."""
+    np = sys.modules.get("numpy")
+    kinds: tuple = (random.Random, torch.Generator)
+    if np is not None:
+        kinds += (np.random.Generator, np.random.RandomState)
+    found = [(f"`self.{k}`", v) for k, v in getattr(dataset, "__dict__", {}).items() if isinstance(v, kinds)]
+    module = sys.modules.get(type(dataset).__module__)
+    if module is not None and module.__name__ not in ("random", "numpy.random", "torch"):
+        found += [(f"its module's `{k}`", v) for k, v in vars(module).items() if isinstance(v, kinds)]
+    seen: set[int] = set()
+    return [(name, g) for name, g in found if id(g) not in seen and not seen.add(id(g))]
+
+
+def _state_of(generator):
+    if isinstance(generator, random.Random):
+        return generator.getstate()
+    if isinstance(generator, torch.Generator):
+        return generator.get_state()
+    if hasattr(generator, "bit_generator"):  # NumPy's Generator
+        import copy
+
+        return copy.deepcopy(generator.bit_generator.state)
+    return generator.get_state()  # NumPy's RandomState
+
+
+def _set_state(generator, state) -> None:
+    if isinstance(generator, random.Random):
+        generator.setstate(state)
+    elif isinstance(generator, torch.Generator):
+        generator.set_state(state)
+    elif hasattr(generator, "bit_generator"):
+        generator.bit_generator.state = state
+    else:
+        generator.set_state(state)
+
+
+class _Generators:
+    """The generators a Dataset's code may draw from: Python's, torch's and NumPy's global
+    ones, and its own (`_own_generators`). `states()` reads them all; `moved` names those
+    that differ between two readings (drawn from in between, however little); `restore`
+    puts the Dataset's own back (the global ones are the caller's to restore)."""
+
+    def __init__(self, dataset):
+        self.own = _own_generators(dataset)
+
+    def states(self) -> tuple:
+        return _generator_states(), tuple(_state_of(g) for _, g in self.own)
+
+    def moved(self, before: tuple, after: tuple) -> list[str]:
+        names = []
+        (a, own_a), (b, own_b) = before, after
+        if a[0] != b[0]:
+            names.append("Python's `random` global generator")
+        if not torch.equal(a[1], b[1]):
+            names.append("torch's global generator")
+        if a[2] is not None and b[2] is not None and not _same_state(a[2], b[2]):
+            names.append("NumPy's `np.random` global generator")
+        names += [f"its own generator {name}" for (name, _), x, y in zip(self.own, own_a, own_b) if not _same_state(x, y)]
+        return names
+
+    def restore(self, state: tuple) -> None:
+        for (_, generator), own in zip(self.own, state[1]):
+            _set_state(generator, own)
+
+
+def _drawing_line(dataset, indices, generators: _Generators) -> str | None:
+    """`file:line (code)` of the Dataset's own code where a line drew from a generator, found
+    by running `dataset[i]` for each of `indices` (the probe's stand-ins in place, the
+    generators restored after) traced line by line in the class's file, the generators'
+    states compared after each line there (a draw by a compiled method, NumPy's, shows no
+    call to a profiler); None where none of them drew there (a rare draw, or one made in
     another file)."""
     import linecache
 
@@ -2070,27 +2144,37 @@ def _drawing_line(dataset, indices) -> str | None:
     found: list[str] = []
     start: list[tuple] = []
 
-    def hook(frame, event, arg):
-        if found or event not in ("return", "c_return"):
-            return
-        caller = frame.f_back if event == "return" else frame
-        if caller is None or os.path.abspath(caller.f_code.co_filename) != own:
-            return
-        if _moved(start[0], _generator_states()):
-            code = linecache.getline(caller.f_code.co_filename, caller.f_lineno).strip()
-            found.append(f"{os.path.basename(own)}:{caller.f_lineno} (`{code}`)")
+    def in_frame(frame, event, arg):
+        if os.path.abspath(frame.f_code.co_filename) != own:
+            return None
+        last: list[int] = []
 
-    previous = sys.getprofile()
+        def line(frame, event, arg):
+            if found:
+                return None
+            if event in ("line", "return"):
+                # The line before this event has run: did it draw?
+                if last and generators.moved(start[0], generators.states()):
+                    code = linecache.getline(frame.f_code.co_filename, last[0]).strip()
+                    found.append(f"{os.path.basename(own)}:{last[0]} (`{code}`)")
+                    return None
+                last[:] = [frame.f_lineno]
+            return line
+
+        return line
+
+    previous = sys.gettrace()
     for i in indices:
         with _Isolated():
-            start[:] = [_generator_states()]
-            sys.setprofile(hook)
+            start[:] = [generators.states()]
+            sys.settrace(in_frame)
             try:
                 dataset[i]
             except Exception:
                 pass
             finally:
-                sys.setprofile(previous)
+                sys.settrace(previous)
+                generators.restore(start[0])
         if found:
             return found[0]
     return None

@@ -177,3 +177,36 @@ def test_probing_a_dataset_that_draws_leaves_every_global_generator_as_it_was(ph
     assert random.getstate() == states[0]
     assert np.array_equal(np.random.get_state()[1], states[1])
     assert torch.equal(torch.get_rng_state(), states[2])
+
+
+class OwnGenerator(Dropped):
+    """Draws from a generator of its own (`self.rng = np.random.default_rng()`, the NumPy
+    style), not the global ones; `pair`: returns `(image, label)` with the label flipped now
+    and then."""
+
+    def __init__(self, files, p=0.0, pair=False):
+        super().__init__(files, p)
+        self.rng, self.pair = np.random.default_rng(5), pair
+
+    def __getitem__(self, i):
+        image = self.transform(Image.open(self.files[i]).convert("RGB"))
+        drop = self.rng.random() < self.p
+        if self.pair:
+            return image, (i % 3) if not drop else 3
+        return {"pixel_values": image, "caption": "" if drop else f"a photo number {i}"}
+
+
+def test_a_caption_dropped_by_the_datasets_own_generator_is_drawn_for_each_sample(photos):
+    ds = OwnGenerator(photos)
+    state = ds.rng.bit_generator.state
+    loader = native(ds, batch_size=4)
+    assert ds.rng.bit_generator.state == state  # probing drew nothing of it
+    ds.p = 0.5
+    captions = [c for _ in range(2) for batch in loader for c in batch["caption"]]
+    assert "" in captions and any(captions)
+
+
+def test_a_pairs_label_drawn_by_the_datasets_own_generator_goes_to_torch_named(photos):
+    with pytest.warns(FallbackWarning, match=r"draws from its own generator `self.rng` at test_drawn_datasets.py:\d+ \(`drop = self.rng.random"):
+        loader = DataLoader(OwnGenerator(photos, pair=True), batch_size=4)
+    assert not isinstance(loader, DataLoader)
