@@ -24,7 +24,8 @@ env ARITH=1: every class makes a NumPy array of what a transform of PIL steps al
 does), then computes on it with random arithmetic (`x / 127.5 - 1`, a mean and deviation of
 its own, float64 or float32, NumPy or torch; some with what hpuload does not follow) and
 returns it in a dict, compared exactly (session 103).
-env DRAWS=1: every class draws from a global generator (Python's, NumPy's or torch's) outside
+env DRAWS=1: every class draws from a generator (Python's, NumPy's or torch's global one, or
+a NumPy generator it holds itself) outside
 its transform, with a random probability from one in a thousand to one in two: a caption
 dropped or picked of several, another file, a label flipped, a mirror or a resize before the
 transform, or a draw that changes nothing; it records what it drew beside the image where it
@@ -240,7 +241,12 @@ EFFECTS = {
     "resize": "if {u} < P:\n    resize = 1",
     "nothing": "_ = {u}",
 }
-DRAWN = {"random": "random.random()", "numpy": "float(np.random.rand())", "torch": "torch.rand(()).item()"}
+DRAWN = {
+    "random": "random.random()",
+    "numpy": "float(np.random.rand())",
+    "torch": "torch.rand(()).item()",
+    "own": "float(self.rng.random())",  # a generator the class holds itself
+}
 #: What a `DRAWS=1` class returns: all it drew beside the image, or a pair.
 DRAW_RETURNS = {
     "dict": 'return {"pixel_values": image, "caption": caption, "file": j, "mirror": mirror, "resize": resize, "noisy": noisy, "label": label}',
@@ -273,6 +279,7 @@ class Fuzzed(tud.Dataset):
         self.labels = [t for _, t in samples]
         self.captions = [[f"photo {{i}} caption {{k}}" for k in range(3)] for i in range(len(samples))]
         self.transform = transform
+        self.rng = np.random.default_rng(3)
 
     def __len__(self):
         return len(self.paths)
