@@ -259,6 +259,7 @@ DRAW_RETURNS = {
 def draws_class(rng):
     """(name, source, p) of a random class of the `DRAWS=1` mode."""
     effects = rng.sample(list(EFFECTS), rng.choice([1, 1, 2]))
+    effects.sort(key=lambda e: e != "choice")  # a caption picked, then perhaps dropped
     generator = rng.choice(list(DRAWN))
     p = rng.choice([0.001, 0.01, 0.05, 0.2, 0.5])
     returns = rng.choice(list(DRAW_RETURNS))
