@@ -1917,8 +1917,9 @@ class DrawnExtras(list):
     (`arm`), reading index `i` runs the Dataset's own `__getitem__(i)` again, its images and
     transform stood in for as when probed (no pixels), with Python's, NumPy's and torch's
     global generators seeded from (seed, epoch, i) and restored after: the values are drawn
-    as the code draws them, the same again on a resumed run. Only over the whole dataset
-    (`whole`; not under a Subset's indices).
+    as the code draws them, the same again on a resumed run. Over the whole dataset
+    (`whole`), or, made by `over`, over a Subset's indices (`picks`: each of the loader's
+    positions' index in the dataset; the draws seeded by position, as the loader's own).
 
     A run that draws what the probe took as fixed (another file, another integer label,
     other steps before the transform, code that needs pixels), however rarely, is a stray
@@ -1935,6 +1936,18 @@ class DrawnExtras(list):
         self._seed = self._epoch = None
         #: The last batch's draws: `((seed, epoch, indices), rows, strays)`.
         self._last = None
+        #: Per loader position, the dataset's index (a Subset's); None: the same.
+        self.picks = None
+
+    def over(self, probed: list, picks: list) -> "DrawnExtras":
+        """These draws (of the dataset's indices `probed`, in that order) over a Subset's
+        indices: `picks`, each loader position's index in the dataset."""
+        at = {j: n for n, j in enumerate(probed)}
+        rows = [list.__getitem__(self, at[j]) for j in picks]
+        more = None if self.more is None else [self.more[at[j]] for j in picks]
+        out = DrawnExtras(rows, self.dataset, True, [self.samples[at[j]] for j in picks], self.looks, more)
+        out.picks = list(picks)
+        return out
 
     def arm(self, seed, epoch) -> None:
         """Draws from now on: `seed()` gives the loader's seed, `epoch()` the epoch being
@@ -1968,7 +1981,7 @@ class DrawnExtras(list):
             for slot, i in enumerate(indices):
                 try:
                     with _tail.seeded_sample(seed, epoch, i):
-                        item = probed_item(dataset, i)
+                        item = probed_item(dataset, i if self.picks is None else self.picks[i])
                     if session.stand_in is None:
                         item = _untransformed(item)
                     shape = _shape(item)

@@ -611,6 +611,7 @@ def _listed_source(dataset, pipeline):
                 now_used[k].add(j)
         each, keys, label_types = [], None, set()
         afters: list = []  # per part, its extras (as `each`); None where it returns pairs
+        drawn = None  # `(DrawnExtras, the indices probed)` of a part that draws them per call
         more_each: list = []  # per part, the files of each index's other images (as `each`)
         for k, (base, plain) in enumerate(zip(bases, plains)):
             if plain:
@@ -628,12 +629,15 @@ def _listed_source(dataset, pipeline):
                 continue
             wanted = None if now_used[k] is None else sorted(now_used[k])
             samples, base_keys, form, label_type, extras, handed, now_before, more = probed(k, wanted)
-            if isinstance(extras, _probe.DrawnExtras) and (not extras.whole or now_picks is not None):
-                raise _Unfit(
-                    f"{type(base).__name__}.__getitem__ draws the values beside its image anew on each call, under a "
-                    "Subset's or ConcatDataset's indices (hpuload runs it again for each sample of a whole dataset)",
-                    D,
-                )
+            if isinstance(extras, _probe.DrawnExtras):
+                if len(bases) > 1:
+                    raise _Unfit(
+                        f"{type(base).__name__}.__getitem__ draws the values beside its image anew on each call, "
+                        "under a ConcatDataset (hpuload runs it again for each sample of one dataset)",
+                        D,
+                    )
+                # Under a Subset's indices: drawn for each of the loader's samples, by position.
+                drawn = (extras, wanted)
             more_each.append(more if wanted is None or more is None else dict(zip(wanted, more)))
             label_types.add(label_type)
             afters.append(extras if wanted is None or extras is None else dict(zip(wanted, extras)))
@@ -655,6 +659,8 @@ def _listed_source(dataset, pipeline):
         extras = None
         if afters[0] is not None:
             extras = afters[0] if now_picks is None else [afters[k][j] for k, j in now_picks]
+            if drawn is not None and now_picks is not None:
+                extras = drawn[0].over(drawn[1], [j for _, j in now_picks])
         more_files = None  # per other image of a sample (`DictSample.more`), its files
         if any(m is not None for m in more_each):
             # Several images a sample (DreamBooth's instance and class images): one loader per
@@ -849,6 +855,7 @@ class _SamplesWatch:
         if isinstance(extras, _probe.DrawnExtras):
             # What the draws are checked against (`DrawnExtras.strays`): as probed now.
             self.extras.samples, self.extras.looks, self.extras.more = extras.samples, extras.looks, extras.more
+            self.extras.picks = extras.picks
         if samples == self.samples:
             return None
         if len(samples) != len(self.samples):

@@ -210,3 +210,20 @@ def test_a_pairs_label_drawn_by_the_datasets_own_generator_goes_to_torch_named(p
     with pytest.warns(FallbackWarning, match=r"draws from its own generator `self.rng` at test_drawn_datasets.py:\d+ \(`drop = self.rng.random"):
         loader = DataLoader(OwnGenerator(photos, pair=True), batch_size=4)
     assert not isinstance(loader, DataLoader)
+
+
+def test_draws_under_a_random_splits_indices_are_made_for_each_of_its_samples(photos):
+    ds = Dropped(photos)
+    train, _ = tud.random_split(ds, [8, 4], generator=torch.Generator().manual_seed(0))
+    loader = native(train, batch_size=4, seed=2)
+    ds.p, ds.swap = 0.5, 0.3
+    captions, took_another = [], False
+    for batch in loader:
+        for image, caption, j in zip(batch["pixel_values"], batch["caption"], batch["file"].tolist()):
+            assert torch.equal(image, pixels(photos[j]))  # the file the Dataset's code took
+            captions.append(caption)
+            took_another |= caption != "" and j != int(caption.rsplit(" ", 1)[-1])
+    # Each sample is one of the split's: its own caption (its index in the dataset) or none.
+    named = sorted(int(c.rsplit(" ", 1)[-1]) for c in captions if c)
+    assert set(named) <= set(train.indices) and "" in captions
+    assert took_another
