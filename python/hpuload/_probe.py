@@ -1772,19 +1772,28 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
         # Indices again: a __getitem__ that picks its file or its label at random (even now
         # and then: a noisy label, a swapped sample) cannot be learnt once.
         objects = OBJECT in labels
+
+        def drawing() -> str:
+            """Where the code draws, for a refusal's message: the generators moved so far."""
+            moved = generators.moved(start, generators.states())
+            if not moved:
+                return ""
+            line = _drawing_line(dataset, [order[k] for k in _again(n)[:8]], generators)
+            return f" (it draws from {' and '.join(moved)}{f' at {line}' if line else ''})"
+
         for k in _again(n):
             i = order[k]
             again = dataset[i] if stand_in is not None else _untransformed(dataset[i])
             opened = again[0] if layout[0] == "pair" else again[_image_key(keys)]
             if opened.image.path != samples[k][0]:
                 raise NeedsPixels(
-                    f"{type(dataset).__name__}.__getitem__({i}) opened two different files on two calls"
+                    f"{type(dataset).__name__}.__getitem__({i}) opened two different files on two calls{drawing()}"
                 )
             if isinstance(keys, DictSample):
                 opened = tuple(getattr(getattr(again.get(key), "image", None), "path", None) for key in keys.more)
                 if keys.more and opened != more[k]:
                     raise NeedsPixels(
-                        f"{type(dataset).__name__}.__getitem__({i}) opened two different files on two calls"
+                        f"{type(dataset).__name__}.__getitem__({i}) opened two different files on two calls{drawing()}"
                     )
                 if tuple(again) != keys.order:
                     raise NeedsPixels(
@@ -1796,7 +1805,9 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
                 continue
             label = again[1] if layout[0] == "pair" else again[keys[1]]
             if not objects and _label(label) != samples[k][1]:
-                raise NeedsPixels(f"{type(dataset).__name__}.__getitem__({i}) gave two different labels on two calls")
+                raise NeedsPixels(
+                    f"{type(dataset).__name__}.__getitem__({i}) gave two different labels on two calls{drawing()}"
+                )
             # A label that is no integer (a caption picked at random) and the values after
             # it are drawn again for each sample handed out, as a dict's.
             beside = () if layout[0] != "pair" else (label, *again[2:]) if objects else tuple(again[2:])
