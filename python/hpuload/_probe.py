@@ -1836,7 +1836,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
         _check_handed_out(dataset, order[: _CHECK_TRIES], keys if layout[0] != "pair" else None, output)
     if drawn:
         looks = (layout, keys, form, before, output)
-        extras = DrawnExtras(extras, dataset, indices is None, samples, looks, more or None)
+        extras = DrawnExtras(extras, dataset, samples, looks, more or None)
     return Probed(samples, keys, form, labels.pop(), extras if layout[1] else None, output, before, more or None)
 
 
@@ -1928,18 +1928,18 @@ class DrawnExtras(list):
     (`arm`), reading index `i` runs the Dataset's own `__getitem__(i)` again, its images and
     transform stood in for as when probed (no pixels), with Python's, NumPy's and torch's
     global generators seeded from (seed, epoch, i) and restored after: the values are drawn
-    as the code draws them, the same again on a resumed run. Over the whole dataset
-    (`whole`), or, made by `over`, over a Subset's indices (`picks`: each of the loader's
-    positions' index in the dataset; the draws seeded by position, as the loader's own).
+    as the code draws them, the same again on a resumed run. By the dataset's indices, or,
+    made by `over`, by a Subset's (`picks`: each of the loader's positions' index in the
+    dataset; the draws seeded by position, as the loader's own).
 
     A run that draws what the probe took as fixed (another file, another integer label,
     other steps before the transform, code that needs pixels), however rarely, is a stray
     (`strays`): the loader makes that sample by running the Dataset's code for real
     (`settle`), so that it is what the Dataset gives, never the probed sample."""
 
-    def __init__(self, values: list, dataset, whole: bool, samples=None, looks=None, more=None):
+    def __init__(self, values: list, dataset, samples=None, looks=None, more=None):
         super().__init__(values)
-        self.dataset, self.whole = dataset, whole
+        self.dataset = dataset
         #: Per index, `(path, label)` as probed; `looks`: `(layout, keys, form, before,
         #: output)` (`probe`'s), the same for every index; `more`: per index, its other
         #: images' files (None: one image).
@@ -1956,7 +1956,7 @@ class DrawnExtras(list):
         at = {j: n for n, j in enumerate(probed)}
         rows = [list.__getitem__(self, at[j]) for j in picks]
         more = None if self.more is None else [self.more[at[j]] for j in picks]
-        out = DrawnExtras(rows, self.dataset, True, [self.samples[at[j]] for j in picks], self.looks, more)
+        out = DrawnExtras(rows, self.dataset, [self.samples[at[j]] for j in picks], self.looks, more)
         out.picks = list(picks)
         return out
 
