@@ -332,6 +332,23 @@ fn stages(c: &mut Criterion) {
             },
         ),
         ("equalize", PixelOp::Equalize),
+        // torchvision's GaussianBlur: 5 taps, and SimCLR's 23 at 224.
+        (
+            "gaussian_blur_5",
+            PixelOp::GaussianBlur {
+                kernel: [5, 5],
+                sigma: [1.3, 1.3],
+                v1: true,
+            },
+        ),
+        (
+            "gaussian_blur_23",
+            PixelOp::GaussianBlur {
+                kernel: [23, 23],
+                sigma: [1.7, 1.7],
+                v1: false,
+            },
+        ),
         ("pil_auto_contrast", PixelOp::PilAutoContrast),
         ("solarize", PixelOp::Solarize(100.0)),
         (

@@ -573,7 +573,10 @@ def _pixel_op(t: Any, pil: bool = False) -> dict | None:
             return {"op": grey, "p": 1.0, "single_channel": True}
         return {"op": grey, "p": 1.0}
     if _is(t, "GaussianBlur"):
-        return {"op": "gaussian_blur", "kernel_size": [int(k) for k in t.kernel_size], "sigma": _range(t.sigma)}
+        # v1 and v2 build the kernel by different f32 arithmetic (an ulp apart, which moves
+        # a byte now and then); hpuload builds the one the user's class does.
+        blur = {"op": "gaussian_blur", "kernel_size": [int(k) for k in t.kernel_size], "sigma": _range(t.sigma)}
+        return {**blur, "v1": True} if _v1(t) else blur
     if _is(t, "RandomSolarize"):
         return {"op": "random_solarize", "threshold": float(t.threshold), "p": _p(t)}
     if _is(t, "RandomPosterize"):

@@ -274,13 +274,12 @@ def test_pixel_ops_between_the_resize_and_its_crop_run_on_the_whole_resize_with_
     """A contrast (its mean grey the whole resize's), a rotation (about the resize's centre), a
     blur (its edges the resize's), autocontrast and sharpness between a resize and its centre
     crop, among flips: hpuload runs them on each whole resize, then cuts the crop, natively;
-    the bytes are torchvision's, the engine backend's too (such samples take the CPU path),
-    but for the blur's float rounding (a level, in a few values, as after the crop)."""
+    the bytes are torchvision's, the engine backend's too (such samples take the CPU path)."""
     M = T if flavour == "v1" else v2
     op = {
         "contrast": [M.ColorJitter(contrast=(0.6, 0.6))],
         "rotation": [M.RandomRotation((12, 12))],
-        "blur": [M.GaussianBlur(5, sigma=(1.3, 1.3))],
+        "blur": [M.GaussianBlur(5, sigma=(1.2, 1.2))],
         "autocontrast_sharpness": [M.RandomAutocontrast(1.0), M.RandomAdjustSharpness(2.5, 1.0)],
     }[between]
     steps = [M.Resize(resize), M.RandomVerticalFlip(1.0), *op, M.RandomHorizontalFlip(1.0), M.CenterCrop((40, 52))]
@@ -288,9 +287,42 @@ def test_pixel_ops_between_the_resize_and_its_crop_run_on_the_whole_resize_with_
         got, want = outputs(png_folder, steps, M, backend=backend)
         assert got.shape == want.shape
         diff = (got.int() - want.int()).abs()
-        levels, share = (1, 1e-3) if between == "blur" else (0, 0)
+        assert diff.max().item() == 0, f"{backend}: {int((diff > 0).sum())} values differ, by up to {diff.max().item()}"
+
+
+@pytest.mark.parametrize("flavour", ["v1", "v2"])
+@pytest.mark.parametrize("kernel, sigma", [(3, 0.8), (5, 1.2), (9, 2.0), (23, 1.7), ((7, 3), 0.9), (33, 4.6)])
+def test_a_gaussian_blur_gives_torchvisions_bytes_to_the_last_value(png_folder, flavour, kernel, sigma):
+    """torchvision's `GaussianBlur` rounds each value of an f32 2D convolution, and a few in
+    100,000 land within a thousandth of a half level, where the order of the sums and the
+    kernel's last bit decide: hpuload builds v1's or v2's kernel as torch does and takes such
+    values by torch's own order, so every byte is torchvision's (it was a level off in a few
+    values in 100,000), on PIL images and on tensors."""
+    blur_bytes(png_folder, T if flavour == "v1" else v2, kernel, sigma, levels=0, share=0)
+
+
+@pytest.mark.parametrize("kernel, sigma", [(5, 1.3), (9, 2.1)])
+def test_v1s_blur_is_a_level_off_in_rare_values_where_torchs_exp_rounds_a_kernel_value_the_other_way(png_folder, kernel, sigma):
+    """v1 builds its kernel with `torch.exp`, which is MKL's and rounds about one value in a
+    hundred to the other side of the correctly rounded one (v2's softmax uses SLEEF's, which
+    hpuload follows): for these sigmas one of the kernel's values is such, and the bytes stay
+    within a level of torchvision's in a few values in 100,000 (as every blur was before)."""
+    blur_bytes(png_folder, T, kernel, sigma, levels=1, share=1e-4)
+
+
+def blur_bytes(png_folder, M, kernel, sigma, levels, share):
+    blur = M.GaussianBlur(kernel, sigma=(sigma, sigma))
+    on_pil = datasets.ImageFolder(png_folder, M.Compose([M.Resize((96, 112)), blur, M.PILToTensor()]))
+    on_tensor = datasets.ImageFolder(png_folder, M.Compose([M.Resize((96, 112)), M.PILToTensor(), blur]))
+    for ds in (on_pil, on_tensor):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FallbackWarning)
+            warnings.simplefilter("error", PythonTailWarning)
+            got = torch.cat([x for x, _ in DataLoader(ds, batch_size=4, backend="cpu")])
+        want = torch.stack([ds[i][0] for i in range(len(ds))])
+        diff = (got.int() - want.int()).abs()
         assert diff.max().item() <= levels and (diff > 0).float().mean().item() <= share, (
-            f"{backend}: {int((diff > 0).sum())} values differ, by up to {diff.max().item()}"
+            f"{int((diff > 0).sum())} of {diff.numel()} values differ, by up to {diff.max().item()}"
         )
 
 
@@ -449,8 +481,8 @@ def tensor_cases(M):
 @pytest.mark.parametrize("case", sorted(tensor_cases(T)))
 def test_a_pixel_op_on_a_uint8_tensor_runs_natively_with_torchvisions_tensor_kernels(png_folder, case, flavour):
     """After `PILToTensor` the op gets a tensor and torchvision runs its tensor kernels: so
-    does hpuload, natively (these went to a Python tail before), within a level (the blur's
-    and the hue's float rounding)."""
+    does hpuload, natively (these went to a Python tail before), within a level (the hue's
+    float rounding) and the blur exactly."""
     M = T if flavour == "v1" else v2
     ds = datasets.ImageFolder(png_folder, M.Compose([M.PILToTensor(), M.CenterCrop(CROP), tensor_cases(M)[case]]))
     with warnings.catch_warnings():
@@ -458,7 +490,7 @@ def test_a_pixel_op_on_a_uint8_tensor_runs_natively_with_torchvisions_tensor_ker
         warnings.simplefilter("error", PythonTailWarning)
         got = torch.cat([x for x, _ in DataLoader(ds, batch_size=4, backend="cpu")])
     want = torch.stack([ds[i][0] for i in range(len(ds))])
-    assert (got.int() - want.int()).abs().max().item() <= 1
+    assert (got.int() - want.int()).abs().max().item() <= (0 if case == "blur" else 1)
 
 
 @pytest.mark.parametrize("flavour", ["v1", "v2"])

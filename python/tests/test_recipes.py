@@ -82,7 +82,8 @@ def tv_apply(img, ops):
         elif name == "sharpness":
             img = F.adjust_sharpness(img, arg)
         elif name == "gaussian_blur":
-            img = F.gaussian_blur(img, kernel_size=arg["kernel"], sigma=arg["sigma"])
+            blur = T.functional.gaussian_blur if arg["v1"] else F.gaussian_blur
+            img = blur(img, kernel_size=arg["kernel"], sigma=arg["sigma"])
         elif name == "warp":
             mode = v2.InterpolationMode.NEAREST if arg["nearest"] else v2.InterpolationMode.BILINEAR
             fill = arg["fill"]

@@ -1,13 +1,17 @@
 //! Convolutions: `GaussianBlur` and `RandomAdjustSharpness`, their specs and their kernels on an
-//! interleaved RGB8 image, with
-//! torchvision's v2 tensor kernels' arithmetic (f32, rounded half to even, then truncated to
-//! bytes).
+//! interleaved RGB8 image, with torchvision's tensor kernels' arithmetic (f32, rounded half to
+//! even, then truncated to bytes). The blur gives torch's bytes exactly: its kernel is built as
+//! v1's or v2's code builds it in torch's f32 ([`super::torch_f32`]), and each value is
+//! the 2D convolution torch runs on the CPU (oneDNN's depthwise kernel: row by row, tap by tap,
+//! one fused multiply-add each), computed that way wherever the fast separable pass lands too
+//! near a half to tell the rounding.
 
 use serde::{Deserialize, Serialize};
 
 use super::error::PipelineError;
 use super::pixel::{PilEnhance, PixelOp, Scratch};
 use super::spec::{coin, half, linspace_f32, probability, torch_uniform, OpKind, OpSpec};
+use super::torch_f32;
 use crate::rng::CounterRng;
 
 /// `GaussianBlur(kernel_size, sigma)`: sigma drawn uniformly from the range per sample.
@@ -19,6 +23,11 @@ pub struct GaussianBlur {
     /// Sigma range. Default `[0.1, 2.0]`.
     #[serde(default = "default_sigma")]
     pub sigma: [f64; 2],
+    /// torchvision v1's kernel (`transforms.GaussianBlur`: `exp(-x^2 / 2 sigma^2)` over its sum)
+    /// rather than v2's (a softmax over a rescaled range); equal in exact arithmetic, an ulp
+    /// apart in f32. Default false.
+    #[serde(default)]
+    pub v1: bool,
 }
 
 fn default_sigma() -> [f64; 2] {
@@ -30,7 +39,9 @@ impl OpSpec for GaussianBlur {
         OpKind::Pixel
     }
     fn check(&self) -> Result<(), PipelineError> {
-        let Self { kernel_size, sigma } = *self;
+        let Self {
+            kernel_size, sigma, ..
+        } = *self;
         if kernel_size.iter().any(|&k| k == 0 || k % 2 == 0 || k > 255) {
             return Err(PipelineError::Parameter(format!(
                 "gaussian_blur kernel_size {kernel_size:?} must be odd and positive"
@@ -48,6 +59,7 @@ impl OpSpec for GaussianBlur {
         out.push(PixelOp::GaussianBlur {
             kernel: self.kernel_size,
             sigma: [s, s],
+            v1: self.v1,
         });
     }
 }
@@ -95,24 +107,37 @@ impl OpSpec for RandomAdjustSharpness {
     }
 }
 
-/// torchvision's Gaussian kernel of `size` taps: `softmax(-(x / sigma)^2)` over `x =
-/// linspace(-lim, lim, size)` with `lim = (size - 1) / (2 sqrt 2)`, in f32.
-fn gaussian_kernel(size: usize, sigma: f64, out: &mut Vec<f32>) {
-    let lim = (size as f64 - 1.0) / (2.0 * std::f64::consts::SQRT_2);
+/// torchvision's Gaussian kernel of `size` taps for `sigma`, as torch computes it in f32 on
+/// `x = linspace(-r, r, size)`: v1's `exp(-0.5 (x / sigma)^2)` over its `sum()` (`r = (size -
+/// 1) / 2`; torch's `exp` there is MKL's, correctly rounded but for about one value in a
+/// hundred, an ulp off), or v2's `softmax(-(x / sigma)^2)` (`r = (size - 1) / (2 sqrt 2)`).
+fn gaussian_kernel(size: usize, sigma: f64, v1: bool, out: &mut Vec<f32>) {
+    let sigma = sigma as f32;
     out.clear();
-    out.extend(
-        linspace_f32(-lim, lim, size)
-            .map(|x| -(x / sigma as f32).powi(2))
-            .collect::<Vec<_>>(),
-    );
-    let max = out.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mut sum = 0.0;
-    for v in out.iter_mut() {
-        *v = (*v - max).exp();
-        sum += *v;
-    }
-    for v in out.iter_mut() {
-        *v /= sum;
+    if v1 {
+        let r = (size as f64 - 1.0) * 0.5;
+        out.extend(linspace_f32(-r, r, size).map(|x| {
+            let t = x / sigma;
+            (f64::from(-0.5 * (t * t)).exp()) as f32
+        }));
+        let sum = torch_f32::tensor_sum(out);
+        for v in out.iter_mut() {
+            *v /= sum;
+        }
+    } else {
+        let r = (size as f64 - 1.0) / (2.0 * std::f64::consts::SQRT_2);
+        out.extend(linspace_f32(-r, r, size).map(|x| {
+            let t = x / sigma;
+            -(t * t)
+        }));
+        let max = out.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        for v in out.iter_mut() {
+            *v = torch_f32::vector_expf(*v - max);
+        }
+        let inverse = 1.0 / torch_f32::softmax_sum(out, torch_f32::vector_lanes());
+        for v in out.iter_mut() {
+            *v *= inverse;
+        }
     }
 }
 
@@ -128,36 +153,40 @@ fn reflect(i: isize, n: usize) -> usize {
     (if m < n { m } else { period - m }) as usize
 }
 
-/// `gaussian_blur(kernel_size=[kx, ky], sigma=[sx, sy])`, reflect-padded.
+/// `gaussian_blur(kernel_size=[kx, ky], sigma=[sx, sy])`, reflect-padded, with v1's kernel
+/// or v2's.
 pub(crate) fn gaussian_blur(
     rgb: &mut [u8],
     h: usize,
     w: usize,
     kernel: [u32; 2],
     sigma: [f64; 2],
+    v1: bool,
     s: &mut Scratch,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2 (detected just above).
-        return unsafe { gaussian_blur_avx2(rgb, h, w, kernel, sigma, s) };
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has AVX2 and FMA (detected just above).
+        return unsafe { gaussian_blur_avx2(rgb, h, w, kernel, sigma, v1, s) };
     }
-    gaussian_blur_any(rgb, h, w, kernel, sigma, s);
+    gaussian_blur_any(rgb, h, w, kernel, sigma, v1, s);
 }
 
-/// [`gaussian_blur`] built for AVX2: rounding inline (SSE4.1) instead of a libm call per
-/// value, and wider vectors. No FMA is enabled, so the bytes are the baseline's.
+/// [`gaussian_blur`] built for AVX2 and FMA: rounding inline (SSE4.1) instead of a libm call
+/// per value, wider vectors, and the exact pass's fused multiply-adds one instruction each
+/// (Rust fuses only where the code asks, so the bytes are the baseline's).
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,fma")]
 fn gaussian_blur_avx2(
     rgb: &mut [u8],
     h: usize,
     w: usize,
     kernel: [u32; 2],
     sigma: [f64; 2],
+    v1: bool,
     s: &mut Scratch,
 ) {
-    gaussian_blur_any(rgb, h, w, kernel, sigma, s);
+    gaussian_blur_any(rgb, h, w, kernel, sigma, v1, s);
 }
 
 #[inline(always)]
@@ -167,19 +196,35 @@ fn gaussian_blur_any(
     w: usize,
     kernel: [u32; 2],
     sigma: [f64; 2],
+    v1: bool,
     s: &mut Scratch,
 ) {
     let (kx, ky) = (kernel[0] as usize, kernel[1] as usize);
     let (mut wx, mut wy) = (Vec::new(), Vec::new());
-    gaussian_kernel(kx, sigma[0], &mut wx);
-    gaussian_kernel(ky, sigma[1], &mut wy);
+    gaussian_kernel(kx, sigma[0], v1, &mut wx);
+    gaussian_kernel(ky, sigma[1], v1, &mut wy);
+    // torch's 2D kernel, `mm(wy[:, None], wx[None, :])`: one f32 product per tap.
+    let taps: Vec<f32> = wy
+        .iter()
+        .flat_map(|&a| wx.iter().map(move |&b| a * b))
+        .collect();
+    // How far the separable value below can be from torch's: every f32 rounding of a sum
+    // under 256 moves it by at most 2^-17 (torch makes kx ky of them, the separable pass
+    // 2 (kx + ky)), and rounding the 2D taps moves the exact sum by under 2^-15.
+    let margin = (kx * ky + 2 * (kx + ky) + 4) as f32 * 2f32.powi(-17) + 2f32.powi(-15);
     let (rx, ry) = ((kx / 2) as isize, (ky / 2) as isize);
+    let Scratch {
+        floats: tmp,
+        bytes: source,
+        ..
+    } = s;
+    source.clear();
+    source.extend_from_slice(rgb);
     // Rows first, into f32; then columns, rounded to bytes.
-    let tmp = &mut s.floats;
     tmp.clear();
     tmp.resize(h * w * 3, 0.0);
     for y in 0..h {
-        let row = &rgb[y * w * 3..][..w * 3];
+        let row = &source[y * w * 3..][..w * 3];
         for x in 0..w {
             let mut acc = [0f32; 3];
             for (k, &wk) in wx.iter().enumerate() {
@@ -202,10 +247,37 @@ fn gaussian_blur_any(
                 }
             }
             for c in 0..3 {
-                rgb[(y * w + x) * 3 + c] = acc[c].round_ties_even().clamp(0.0, 255.0) as u8;
+                let mut v = acc[c];
+                if (v - v.floor() - 0.5).abs() <= margin {
+                    v = torch_value(source, (h, w), (y, x, c), (kx, ky), &taps);
+                }
+                rgb[(y * w + x) * 3 + c] = v.round_ties_even().clamp(0.0, 255.0) as u8;
             }
         }
     }
+}
+
+/// One blurred value as torch's CPU convolution computes it (oneDNN's depthwise kernel over
+/// the reflect-padded image): the taps row by row, left to right, each one fused
+/// multiply-add into an f32 sum from zero.
+#[inline(always)]
+fn torch_value(
+    source: &[u8],
+    (h, w): (usize, usize),
+    (y, x, c): (usize, usize, usize),
+    (kx, ky): (usize, usize),
+    taps: &[f32],
+) -> f32 {
+    let (rx, ry) = ((kx / 2) as isize, (ky / 2) as isize);
+    let mut acc = 0f32;
+    for i in 0..ky {
+        let sy = reflect(y as isize + i as isize - ry, h);
+        for j in 0..kx {
+            let sx = reflect(x as isize + j as isize - rx, w);
+            acc = f32::from(source[(sy * w + sx) * 3 + c]).mul_add(taps[i * kx + j], acc);
+        }
+    }
+    acc
 }
 
 /// `adjust_sharpness(factor)`: blend with a 3x3 smoothing (1s around a 5, over 13) of the
@@ -268,7 +340,9 @@ mod tests {
 
     #[test]
     fn the_avx2_builds_give_the_baselines_bytes() {
-        if !std::arch::is_x86_feature_detected!("avx2") {
+        if !std::arch::is_x86_feature_detected!("avx2")
+            || !std::arch::is_x86_feature_detected!("fma")
+        {
             return;
         }
         let (h, w) = (37, 53);
@@ -276,11 +350,13 @@ mod tests {
             .map(|i: usize| (i.wrapping_mul(2_654_435_761) >> 7) as u8)
             .collect();
         let mut s = Scratch::default();
-        let (mut a, mut b) = (img.clone(), img.clone());
-        gaussian_blur_any(&mut a, h, w, [5, 3], [1.3, 0.7], &mut s);
-        // SAFETY: AVX2 was detected above.
-        unsafe { gaussian_blur_avx2(&mut b, h, w, [5, 3], [1.3, 0.7], &mut s) };
-        assert_eq!(a, b);
+        for v1 in [false, true] {
+            let (mut a, mut b) = (img.clone(), img.clone());
+            gaussian_blur_any(&mut a, h, w, [5, 3], [1.3, 0.7], v1, &mut s);
+            // SAFETY: AVX2 and FMA were detected above.
+            unsafe { gaussian_blur_avx2(&mut b, h, w, [5, 3], [1.3, 0.7], v1, &mut s) };
+            assert_eq!(a, b);
+        }
         for factor in [0.1, 1.7] {
             let (mut a, mut b) = (img.clone(), img.clone());
             sharpness_any(&mut a, h, w, factor, &mut s);
@@ -291,10 +367,40 @@ mod tests {
     }
 
     #[test]
+    fn a_blur_gives_torchs_bytes_where_the_separable_sums_round_the_other_way() {
+        // Noise from an LCG, blurred by torchvision 0.29 (torch 2.15): `gaussian_blur(img, [5,
+        // 5], [0.5, 0.5])` of the HWC bytes, v1's and v2's functions alike, hashed (FNV-1a).
+        // A separable f32 pass with the same kernel rounds these four values the other way.
+        let (h, w) = (97, 131);
+        let img: Vec<u8> = (0..h * w * 3u64)
+            .map(|i| ((i * 1_103_515_245 + 12_345) >> 16) as u8)
+            .collect();
+        let mut s = Scratch::default();
+        for v1 in [false, true] {
+            let mut out = img.clone();
+            gaussian_blur(
+                &mut out,
+                h as usize,
+                w as usize,
+                [5, 5],
+                [0.5, 0.5],
+                v1,
+                &mut s,
+            );
+            let at = |y: usize, x: usize, c: usize| out[(y * w as usize + x) * 3 + c];
+            assert_eq!([at(0, 9, 2), at(0, 125, 0), at(96, 28, 0)], [137, 143, 101]);
+            let fnv = out.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+                (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+            });
+            assert_eq!(fnv, 0x5283_cfaa_3689_9f3f, "v1 {v1}");
+        }
+    }
+
+    #[test]
     fn blur_and_sharpness_keep_a_flat_image_flat() {
         let mut s = Scratch::default();
         let mut img = vec![93u8; 9 * 7 * 3];
-        gaussian_blur(&mut img, 7, 9, [5, 3], [1.3, 0.7], &mut s);
+        gaussian_blur(&mut img, 7, 9, [5, 3], [1.3, 0.7], false, &mut s);
         assert!(img.iter().all(|&v| v == 93));
         sharpness(&mut img, 7, 9, 1.9, &mut s);
         assert!(img.iter().all(|&v| v == 93));
@@ -303,9 +409,11 @@ mod tests {
     #[test]
     fn gaussian_kernel_is_normalised_and_symmetric() {
         let mut k = Vec::new();
-        gaussian_kernel(7, 1.5, &mut k);
-        assert!((k.iter().sum::<f32>() - 1.0).abs() < 1e-6);
-        assert_eq!(k[0], k[6]);
-        assert!(k[3] > k[2] && k[2] > k[1]);
+        for v1 in [false, true] {
+            gaussian_kernel(7, 1.5, v1, &mut k);
+            assert!((k.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+            assert_eq!(k[0], k[6]);
+            assert!(k[3] > k[2] && k[2] > k[1]);
+        }
     }
 }

@@ -46,6 +46,7 @@ mod run;
 pub mod segment;
 mod spec;
 mod timm;
+mod torch_f32;
 mod two_tap;
 
 pub use albu::{

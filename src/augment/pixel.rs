@@ -58,6 +58,8 @@ pub enum PixelOp {
         kernel: [u32; 2],
         /// `[x, y]`.
         sigma: [f64; 2],
+        /// v1's kernel rather than v2's.
+        v1: bool,
     },
     /// `affine` or `rotate`.
     Warp(Warp),

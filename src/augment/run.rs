@@ -298,8 +298,8 @@ pub fn apply(ops: &[PixelOp], rgb: &mut [u8], h: usize, w: usize, s: &mut Scratc
             }
             PixelOp::Invert => colour::invert(rgb),
             PixelOp::Sharpness(f) => blur::sharpness(rgb, h, w, *f, s),
-            PixelOp::GaussianBlur { kernel, sigma } => {
-                blur::gaussian_blur(rgb, h, w, *kernel, *sigma, s)
+            PixelOp::GaussianBlur { kernel, sigma, v1 } => {
+                blur::gaussian_blur(rgb, h, w, *kernel, *sigma, *v1, s)
             }
             PixelOp::Warp(warp) => geometry::warp(rgb, h, w, warp, s),
             PixelOp::AugMix(plan) => aug_mix(plan, rgb, h, w, s),

@@ -106,7 +106,9 @@ pub(super) fn shuffle<T>(rng: &mut CounterRng, v: &mut [T]) {
     }
 }
 
-/// `torch.linspace(start, end, steps)` in f32, with torch's arithmetic (from both ends).
+/// `torch.linspace(start, end, steps)` in f32, with torch's arithmetic: from both ends, each
+/// value one fused multiply-add (`start + step * i` rounded once, as torch's CPU kernel is
+/// compiled for AVX2 and AVX-512; checked against torch for lengths up to 600).
 pub(super) fn linspace_f32(start: f64, end: f64, steps: usize) -> impl Iterator<Item = f32> {
     let (a, b) = (start as f32, end as f32);
     let step = if steps > 1 {
@@ -117,9 +119,9 @@ pub(super) fn linspace_f32(start: f64, end: f64, steps: usize) -> impl Iterator<
     let half = steps / 2;
     (0..steps).map(move |i| {
         if i < half {
-            a + step * i as f32
+            step.mul_add(i as f32, a)
         } else {
-            b - step * (steps - i - 1) as f32
+            (-step).mul_add((steps - i - 1) as f32, b)
         }
     })
 }
