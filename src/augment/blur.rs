@@ -208,53 +208,68 @@ fn gaussian_blur_any(
         .iter()
         .flat_map(|&a| wx.iter().map(move |&b| a * b))
         .collect();
-    // How far the separable value below can be from torch's: every f32 rounding of a sum
-    // under 256 moves it by at most 2^-17 (torch makes kx ky of them, the separable pass
-    // 2 (kx + ky)), and rounding the 2D taps moves the exact sum by under 2^-15.
-    let margin = (kx * ky + 2 * (kx + ky) + 4) as f32 * 2f32.powi(-17) + 2f32.powi(-15);
-    let (rx, ry) = ((kx / 2) as isize, (ky / 2) as isize);
+    let row_len = w * 3;
     let Scratch {
-        floats: tmp,
+        floats: rows,
         bytes: source,
         ..
     } = s;
     source.clear();
     source.extend_from_slice(rgb);
-    // Rows first, into f32; then columns, rounded to bytes.
-    tmp.clear();
-    tmp.resize(h * w * 3, 0.0);
-    for y in 0..h {
-        let row = &source[y * w * 3..][..w * 3];
-        for x in 0..w {
-            let mut acc = [0f32; 3];
-            for (k, &wk) in wx.iter().enumerate() {
-                let sx = reflect(x as isize + k as isize - rx, w);
-                for c in 0..3 {
-                    acc[c] += wk * f32::from(row[sx * 3 + c]);
-                }
-            }
-            tmp[(y * w + x) * 3..][..3].copy_from_slice(&acc);
+    // Rows first: each reflect-padded into f32, every value a sum of kx taps three apart.
+    let rx = kx / 2;
+    let mut padded = Vec::with_capacity((w + 2 * rx) * 3);
+    rows.clear();
+    rows.resize(h * row_len, 0.0);
+    for (src, out) in source
+        .chunks_exact(row_len)
+        .zip(rows.chunks_exact_mut(row_len))
+    {
+        padded.clear();
+        for i in 0..w + 2 * rx {
+            let sx = reflect(i as isize - rx as isize, w);
+            padded.extend(src[sx * 3..][..3].iter().map(|&b| f32::from(b)));
         }
-    }
-    for y in 0..h {
-        for x in 0..w {
-            let mut acc = [0f32; 3];
-            for (k, &wk) in wy.iter().enumerate() {
-                let sy = reflect(y as isize + k as isize - ry, h);
-                let at = (sy * w + x) * 3;
-                for c in 0..3 {
-                    acc[c] += wk * tmp[at + c];
-                }
-            }
-            for c in 0..3 {
-                let mut v = acc[c];
-                if (v - v.floor() - 0.5).abs() <= margin {
-                    v = torch_value(source, (h, w), (y, x, c), (kx, ky), &taps);
-                }
-                rgb[(y * w + x) * 3 + c] = v.round_ties_even().clamp(0.0, 255.0) as u8;
+        for (k, &wk) in wx.iter().enumerate() {
+            for (o, &p) in out.iter_mut().zip(&padded[k * 3..][..row_len]) {
+                *o += wk * p;
             }
         }
     }
+    // Then columns, rounded to bytes; a value whose separable sum lies too near a half to
+    // tell which way torch's rounds is computed as torch computes it.
+    let ry = (ky / 2) as isize;
+    let mut acc = vec![0f32; row_len];
+    for y in 0..h {
+        acc.fill(0.0);
+        for (k, &wk) in wy.iter().enumerate() {
+            let sy = reflect(y as isize + k as isize - ry, h);
+            for (a, &r) in acc.iter_mut().zip(&rows[sy * row_len..][..row_len]) {
+                *a += wk * r;
+            }
+        }
+        for (i, &v) in acc.iter().enumerate() {
+            let v = if (v - v.floor() - 0.5).abs() <= margin(v, kx, ky) {
+                torch_value(source, (h, w), (y, i / 3, i % 3), (kx, ky), &taps)
+            } else {
+                v
+            };
+            rgb[y * row_len + i] = v.round_ties_even().clamp(0.0, 255.0) as u8;
+        }
+    }
+}
+
+/// How far the separable value `v` can be from torch's for the same pixel. Every f32 rounding
+/// moves a sum by at most half an ulp of its result: torch makes `kx ky` of them, each on a
+/// partial sum no larger than its final value (the taps and pixels are non-negative, so the
+/// sums only grow), and the separable passes `2 (kx + ky)` on sums under 256; rounding the 2D
+/// taps moves the exact value by under 2^-15.
+#[inline(always)]
+fn margin(v: f32, kx: usize, ky: usize) -> f32 {
+    // Half an ulp of any f32 below the power of two above v (and at least 1).
+    let half_ulp =
+        f32::from_bits((v.max(1.0).to_bits() & 0x7f80_0000) + (1 << 23)) * 2f32.powi(-24);
+    (kx * ky) as f32 * half_ulp + (2 * (kx + ky) + 4) as f32 * 2f32.powi(-17) + 2f32.powi(-15)
 }
 
 /// One blurred value as torch's CPU convolution computes it (oneDNN's depthwise kernel over
@@ -269,12 +284,15 @@ fn torch_value(
     taps: &[f32],
 ) -> f32 {
     let (rx, ry) = ((kx / 2) as isize, (ky / 2) as isize);
+    let mut columns = [0usize; 256];
+    for (j, at) in columns[..kx].iter_mut().enumerate() {
+        *at = reflect(x as isize + j as isize - rx, w) * 3 + c;
+    }
     let mut acc = 0f32;
-    for i in 0..ky {
-        let sy = reflect(y as isize + i as isize - ry, h);
-        for j in 0..kx {
-            let sx = reflect(x as isize + j as isize - rx, w);
-            acc = f32::from(source[(sy * w + sx) * 3 + c]).mul_add(taps[i * kx + j], acc);
+    for (i, row_taps) in taps.chunks_exact(kx).enumerate() {
+        let row = &source[reflect(y as isize + i as isize - ry, h) * w * 3..][..w * 3];
+        for (&at, &tap) in columns[..kx].iter().zip(row_taps) {
+            acc = f32::from(row[at]).mul_add(tap, acc);
         }
     }
     acc
