@@ -39,6 +39,10 @@ drop-in (only the import differs), timed over full passes.
                224, flip, ColorJitter p 0.8, grayscale 0.2, its own GaussianBlur class drawing
                from NumPy's generator, its own ToTensor, which computes as v2's ToDtype), as
                Lightly's examples train with it.
+  simclr_bolts Lightning Bolts' SimCLRTrainDataTransform at 224 (written here after it): two
+               views of RandomResizedCrop(224), flip, ColorJitter(0.8, 0.8, 0.8, 0.2) with p
+               0.8, grayscale 0.2, torchvision's GaussianBlur(23) with p 0.5, ToTensor,
+               Normalize, and the online classifier's view (crop, flip, ToTensor, Normalize).
   open_clip    open_clip's training transform (`image_transform(224, is_train=True)`:
                bicubic RandomResizedCrop with scale 0.9-1, its MaybeConvertMode and
                MaybeToTensor classes, CLIP's Normalize), as CLIP fine-tuning scripts use it.
@@ -372,6 +376,38 @@ def lightly_simclr(root):
     return datasets.ImageFolder(root, SimCLRTransform()), dict(shuffle=True)
 
 
+class SimclrViews:
+    """Lightning Bolts' SimCLRTrainDataTransform: two augmented views and the online
+    classifier's, its blur torchvision's GaussianBlur with a kernel a tenth of the size, made
+    odd."""
+
+    def __init__(self, size=224):
+        from torchvision import transforms as T
+
+        kernel = int(0.1 * size)
+        kernel += kernel % 2 == 0
+        normalize = T.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])
+        self.view = T.Compose(
+            [
+                T.RandomResizedCrop(size),
+                T.RandomHorizontalFlip(),
+                T.RandomApply([T.ColorJitter(0.8, 0.8, 0.8, 0.2)], p=0.8),
+                T.RandomGrayscale(p=0.2),
+                T.RandomApply([T.GaussianBlur(kernel_size=kernel)], p=0.5),
+                T.ToTensor(),
+                normalize,
+            ]
+        )
+        self.online = T.Compose([T.RandomResizedCrop(size), T.RandomHorizontalFlip(), T.ToTensor(), normalize])
+
+    def __call__(self, img):
+        return self.view(img), self.view(img), self.online(img)
+
+
+def simclr_bolts(root):
+    return datasets.ImageFolder(root, SimclrViews()), dict(shuffle=True)
+
+
 def open_clip_train(root):
     from open_clip.transform import image_transform
 
@@ -390,6 +426,7 @@ RECIPES = {
     "dino": dino,
     "deit3": deit3,
     "open_clip": open_clip_train,
+    "simclr_bolts": simclr_bolts,
     "moco_v3": moco_v3,
     "vicreg": vicreg,
     "lightly_simclr": lightly_simclr,
