@@ -110,7 +110,8 @@ impl OpSpec for RandomAdjustSharpness {
 /// torchvision's Gaussian kernel of `size` taps for `sigma`, as torch computes it in f32 on
 /// `x = linspace(-r, r, size)`: v1's `exp(-0.5 (x / sigma)^2)` over its `sum()` (`r = (size -
 /// 1) / 2`; torch's `exp` there is MKL's, correctly rounded but for about one value in a
-/// hundred, an ulp off), or v2's `softmax(-(x / sigma)^2)` (`r = (size - 1) / (2 sqrt 2)`).
+/// hundred, which it rounds the other way: this takes the correctly rounded one), or v2's
+/// `softmax(-(x / sigma)^2)` (`r = (size - 1) / (2 sqrt 2)`).
 fn gaussian_kernel(size: usize, sigma: f64, v1: bool, out: &mut Vec<f32>) {
     let sigma = sigma as f32;
     out.clear();
