@@ -24,8 +24,8 @@ env ARITH=1: every class makes a NumPy array of what a transform of PIL steps al
 does), then computes on it with random arithmetic (`x / 127.5 - 1`, a mean and deviation of
 its own, float64 or float32, NumPy or torch; some with what hpuload does not follow) and
 returns it in a dict, compared exactly (session 103).
-env DRAWS=1: every class draws from a generator (Python's, NumPy's or torch's global one, or
-a NumPy generator it holds itself) outside
+env DRAWS=1: every class draws from a generator (Python's, NumPy's or torch's global one, a
+NumPy generator it holds itself, or one a helper object of its module holds) outside
 its transform, with a random probability from one in a thousand to one in two: a caption
 dropped or picked of several, another file, a label flipped, a mirror or a resize before the
 transform, or a draw that changes nothing; it records what it drew beside the image where it
@@ -142,6 +142,11 @@ def dataset_class(rng):
         lines += ["other_path = self.paths[i - 1]", other]
     body = "\n".join([*lines, RETURNS[parts["returns"]]])
     source = f"""
+class Noise:
+    def __init__(self):
+        self.rng = np.random.default_rng(4)
+
+
 class Fuzzed(tud.Dataset):
     def __init__(self, samples, classes, root, transform, target_transform=None):
         self.rows = [(p, t) for p, t in samples]
@@ -200,6 +205,11 @@ def arith_class(rng):
         'return {"pixel_values": arr, "label": label}',
     ]
     source = f"""
+class Noise:
+    def __init__(self):
+        self.rng = np.random.default_rng(4)
+
+
 class Fuzzed(tud.Dataset):
     def __init__(self, samples, classes, root, transform, target_transform=None):
         self.rows = [(p, t) for p, t in samples]
@@ -246,6 +256,7 @@ DRAWN = {
     "numpy": "float(np.random.rand())",
     "torch": "torch.rand(()).item()",
     "own": "float(self.rng.random())",  # a generator the class holds itself
+    "helper": "float(self.noise.rng.random())",  # one a helper object of its module holds
 }
 #: What a `DRAWS=1` class returns: all it drew beside the image, or a pair.
 DRAW_RETURNS = {
@@ -274,6 +285,11 @@ def draws_class(rng):
         DRAW_RETURNS[returns],
     ]
     source = f"""
+class Noise:
+    def __init__(self):
+        self.rng = np.random.default_rng(4)
+
+
 class Fuzzed(tud.Dataset):
     def __init__(self, samples, classes, root, transform, target_transform=None):
         self.paths = [p for p, _ in samples]
@@ -281,6 +297,7 @@ class Fuzzed(tud.Dataset):
         self.captions = [[f"photo {{i}} caption {{k}}" for k in range(3)] for i in range(len(samples))]
         self.transform = transform
         self.rng = np.random.default_rng(3)
+        self.noise = Noise()
 
     def __len__(self):
         return len(self.paths)

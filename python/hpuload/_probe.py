@@ -2086,12 +2086,20 @@ def _same_state(a, b) -> bool:
 def _own_generators(dataset) -> list[tuple[str, Any]]:
     """`(name, generator)` of the generators a Dataset holds itself: a `random.Random`, a
     NumPy `Generator` or `RandomState` or a `torch.Generator` in one of its attributes
-    (`self.rng = np.random.default_rng()`) or among its class's module's globals."""
+    (`self.rng = np.random.default_rng()`), in an attribute of a helper its own module
+    defines (`self.noise = LabelNoise(0.02)`, drawing from its `self.rng`; not the transform,
+    which hpuload runs itself), or among its class's module's globals."""
     np = sys.modules.get("numpy")
     kinds: tuple = (random.Random, torch.Generator)
     if np is not None:
         kinds += (np.random.Generator, np.random.RandomState)
-    found = [(f"`self.{k}`", v) for k, v in getattr(dataset, "__dict__", {}).items() if isinstance(v, kinds)]
+    held = getattr(dataset, "__dict__", {})
+    found = [(f"`self.{k}`", v) for k, v in held.items() if isinstance(v, kinds)]
+    transform, home = transform_attribute(dataset), type(dataset).__module__
+    for k, helper in held.items():
+        if k != transform and type(helper).__module__ == home and not isinstance(helper, kinds):
+            inner = getattr(helper, "__dict__", {})
+            found += [(f"`self.{k}.{name}`", v) for name, v in inner.items() if isinstance(v, kinds)]
     module = sys.modules.get(type(dataset).__module__)
     if module is not None and module.__name__ not in ("random", "numpy.random", "torch"):
         found += [(f"its module's `{k}`", v) for k, v in vars(module).items() if isinstance(v, kinds)]

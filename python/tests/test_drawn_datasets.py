@@ -212,6 +212,48 @@ def test_a_pairs_label_drawn_by_the_datasets_own_generator_goes_to_torch_named(p
     assert not isinstance(loader, DataLoader)
 
 
+class CaptionNoise:
+    """A helper with a generator of its own: drops a caption with probability `p`."""
+
+    def __init__(self, p):
+        self.p, self.rng = p, np.random.default_rng(11)
+
+    def __call__(self, caption):
+        return "" if self.rng.random() < self.p else caption
+
+
+class HelperDraws(Dropped):
+    """Draws through a helper it holds (`self.noise`), whose generator is the helper's own;
+    `pair`: returns `(image, label)` with the label changed where the caption is dropped."""
+
+    def __init__(self, files, p=0.0, pair=False):
+        super().__init__(files)
+        self.noise, self.pair = CaptionNoise(p), pair
+
+    def __getitem__(self, i):
+        image = self.transform(Image.open(self.files[i]).convert("RGB"))
+        caption = self.noise(f"a photo number {i}")
+        if self.pair:
+            return image, (i % 3) if caption else 3
+        return {"pixel_values": image, "caption": caption}
+
+
+def test_a_caption_dropped_by_a_helpers_own_generator_is_drawn_for_each_sample(photos):
+    ds = HelperDraws(photos)
+    state = ds.noise.rng.bit_generator.state
+    loader = native(ds, batch_size=4)
+    assert ds.noise.rng.bit_generator.state == state  # probing drew nothing of it
+    ds.noise.p = 0.5
+    captions = [c for _ in range(2) for batch in loader for c in batch["caption"]]
+    assert "" in captions and any(captions)
+
+
+def test_a_pairs_label_drawn_by_a_helpers_own_generator_goes_to_torch_named(photos):
+    with pytest.warns(FallbackWarning, match=r"draws from its own generator `self.noise.rng` at test_drawn_datasets.py:\d+"):
+        loader = DataLoader(HelperDraws(photos, pair=True), batch_size=4)
+    assert not isinstance(loader, DataLoader)
+
+
 def test_draws_under_a_random_splits_indices_are_made_for_each_of_its_samples(photos):
     ds = Dropped(photos)
     train, _ = tud.random_split(ds, [8, 4], generator=torch.Generator().manual_seed(0))
