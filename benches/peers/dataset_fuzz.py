@@ -25,7 +25,8 @@ does), then computes on it with random arithmetic (`x / 127.5 - 1`, a mean and d
 its own, float64 or float32, NumPy or torch; some with what hpuload does not follow) and
 returns it in a dict, compared exactly (session 103).
 env DRAWS=1: every class draws from a generator (Python's, NumPy's or torch's global one, a
-NumPy generator it holds itself, or one a helper object of its module holds) outside
+NumPy generator it holds itself, or one a helper object of its module holds: an attribute's,
+a helper's helper's, one in a list, a module global's) outside
 its transform, with a random probability from one in a thousand to one in two: a caption
 dropped or picked of several, another file, a label flipped, a mirror or a resize before the
 transform, or a draw that changes nothing; it records what it drew beside the image where it
@@ -147,6 +148,14 @@ class Noise:
         self.rng = np.random.default_rng(4)
 
 
+class Chain:
+    def __init__(self):
+        self.step = Noise()
+
+
+NOISE = Noise()
+
+
 class Fuzzed(tud.Dataset):
     def __init__(self, samples, classes, root, transform, target_transform=None):
         self.rows = [(p, t) for p, t in samples]
@@ -210,6 +219,14 @@ class Noise:
         self.rng = np.random.default_rng(4)
 
 
+class Chain:
+    def __init__(self):
+        self.step = Noise()
+
+
+NOISE = Noise()
+
+
 class Fuzzed(tud.Dataset):
     def __init__(self, samples, classes, root, transform, target_transform=None):
         self.rows = [(p, t) for p, t in samples]
@@ -257,6 +274,9 @@ DRAWN = {
     "torch": "torch.rand(()).item()",
     "own": "float(self.rng.random())",  # a generator the class holds itself
     "helper": "float(self.noise.rng.random())",  # one a helper object of its module holds
+    "deeper": "float(self.chain.step.rng.random())",  # a helper's helper's
+    "listed": "float(self.steps[1].rng.random())",  # a helper's in a list
+    "global": "float(NOISE.rng.random())",  # a helper the module holds as a global
 }
 #: What a `DRAWS=1` class returns: all it drew beside the image, or a pair.
 DRAW_RETURNS = {
@@ -290,6 +310,14 @@ class Noise:
         self.rng = np.random.default_rng(4)
 
 
+class Chain:
+    def __init__(self):
+        self.step = Noise()
+
+
+NOISE = Noise()
+
+
 class Fuzzed(tud.Dataset):
     def __init__(self, samples, classes, root, transform, target_transform=None):
         self.paths = [p for p, _ in samples]
@@ -298,6 +326,8 @@ class Fuzzed(tud.Dataset):
         self.transform = transform
         self.rng = np.random.default_rng(3)
         self.noise = Noise()
+        self.chain = Chain()
+        self.steps = [None, Noise()]
 
     def __len__(self):
         return len(self.paths)

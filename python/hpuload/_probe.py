@@ -2083,26 +2083,100 @@ def _same_state(a, b) -> bool:
     return a == b
 
 
+@functools.cache
+def _installed_roots() -> tuple[str, ...]:
+    """The folders Python's own library and installed packages live in (`sysconfig`'s stdlib
+    and site-packages paths): a class defined under one is no user's code."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    roots = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    return tuple(os.path.join(os.path.realpath(r), "") for r in roots)
+
+
+@functools.lru_cache(maxsize=4096)
+def _users_module(module: str, home: str) -> bool:
+    """Whether `module` is the user's own code: `home` (the Dataset's module) or in its
+    package, or a module whose file lies outside Python's library and the installed packages
+    (the user's `utils.py` beside the training script); never one of `_LIBRARIES`."""
+    package = module.split(".")[0]
+    if package in _LIBRARIES:
+        return False
+    if module == home or package == home.split(".")[0]:
+        return True
+    file = getattr(sys.modules.get(module), "__file__", None)
+    return bool(file) and not os.path.realpath(file).startswith(_installed_roots())
+
+
+def _class_globals(cls) -> dict:
+    """The globals of the module that defines `cls`: its own functions' (a class made by
+    `exec`, or in a module no longer in `sys.modules`, has them too), else its module's."""
+    for value in vars(cls).values():
+        if isinstance(value, (staticmethod, classmethod)):
+            value = value.__func__
+        if isinstance(value, types.FunctionType):
+            return value.__globals__
+    module = sys.modules.get(getattr(cls, "__module__", ""))
+    return vars(module) if module is not None else {}
+
+
+#: How deep `_own_generators` looks through helpers (`self.a.b.rng` is three), and how many
+#: objects it reads at most.
+_HELPER_DEPTH, _HELPER_OBJECTS = 4, 2000
+
+
 def _own_generators(dataset) -> list[tuple[str, Any]]:
     """`(name, generator)` of the generators a Dataset holds itself: a `random.Random`, a
     NumPy `Generator` or `RandomState` or a `torch.Generator` in one of its attributes
-    (`self.rng = np.random.default_rng()`), in an attribute of a helper its own module
-    defines (`self.noise = LabelNoise(0.02)`, drawing from its `self.rng`; not the transform,
-    which hpuload runs itself), or among its class's module's globals."""
+    (`self.rng = np.random.default_rng()`), held by a helper of the user's own code, however
+    it is reached (`self.noise = LabelNoise(0.02)` drawing from its `self.rng`; a helper's
+    helper; helpers in a list, tuple or dict; a class of the user's other module), up to
+    `_HELPER_DEPTH` attributes deep (not the transform, which hpuload runs itself), or among
+    the globals of the Dataset's module and its helpers' modules."""
     np = sys.modules.get("numpy")
     kinds: tuple = (random.Random, torch.Generator)
     if np is not None:
         kinds += (np.random.Generator, np.random.RandomState)
-    held = getattr(dataset, "__dict__", {})
-    found = [(f"`self.{k}`", v) for k, v in held.items() if isinstance(v, kinds)]
     transform, home = transform_attribute(dataset), type(dataset).__module__
-    for k, helper in held.items():
-        if k != transform and type(helper).__module__ == home and not isinstance(helper, kinds):
-            inner = getattr(helper, "__dict__", {})
-            found += [(f"`self.{k}.{name}`", v) for name, v in inner.items() if isinstance(v, kinds)]
-    module = sys.modules.get(type(dataset).__module__)
-    if module is not None and module.__name__ not in ("random", "numpy.random", "torch"):
-        found += [(f"its module's `{k}`", v) for k, v in vars(module).items() if isinstance(v, kinds)]
+
+    def users(value) -> bool:
+        return not isinstance(value, type) and _users_module(str(getattr(type(value), "__module__", "")), home)
+
+    found: list[tuple[str, Any]] = []
+    modules = [home]
+    read = {id(dataset)} | ({id(getattr(dataset, transform, None))} if transform else set())
+    # (how its name begins, the path to it, the value): the Dataset's attributes, and the
+    # helpers its module holds as globals.
+    level = [("", f"self.{k}", v) for k, v in getattr(dataset, "__dict__", {}).items() if k != transform]
+    own_globals = _class_globals(type(dataset))
+    level += [("its module's ", k, v) for k, v in own_globals.items() if users(v)]
+    for _ in range(_HELPER_DEPTH):
+        deeper = []
+        for whose, name, value in level:
+            if id(value) in read or len(read) >= _HELPER_OBJECTS:
+                continue
+            read.add(id(value))
+            if isinstance(value, kinds):
+                found.append((f"{whose}`{name}`", value))
+            elif isinstance(value, (list, tuple)) and len(value) <= 64:
+                deeper += [(whose, f"{name}[{i}]", v) for i, v in enumerate(value)]
+            elif isinstance(value, dict) and len(value) <= 64:
+                deeper += [(whose, f"{name}[{k!r}]", v) for k, v in value.items()]
+            elif users(value):
+                modules.append(type(value).__module__)
+                try:
+                    held = dict(vars(value))
+                except Exception:  # no `__dict__` (slots, a proxy that refuses)
+                    held = {}
+                deeper += [(whose, f"{name}.{k}", v) for k, v in held.items()]
+        level = deeper
+    for name in dict.fromkeys(modules):
+        module = sys.modules.get(name)
+        held = own_globals if name == home else vars(module) if module is not None else {}
+        if name in ("random", "numpy.random", "torch"):
+            continue
+        whose = "its module's" if name == home else f"module `{name}`'s"
+        found += [(f"{whose} `{k}`", v) for k, v in held.items() if isinstance(v, kinds)]
     seen: set[int] = set()
     return [(name, g) for name, g in found if id(g) not in seen and not seen.add(id(g))]
 

@@ -6,6 +6,7 @@ again for each sample, a sample whose draw changes its file is the Dataset's own
 label of an (image, label) pair goes to torch's loader, naming the line."""
 
 import random
+import sys
 import warnings
 
 import numpy as np
@@ -251,6 +252,99 @@ def test_a_caption_dropped_by_a_helpers_own_generator_is_drawn_for_each_sample(p
 def test_a_pairs_label_drawn_by_a_helpers_own_generator_goes_to_torch_named(photos):
     with pytest.warns(FallbackWarning, match=r"draws from its own generator `self.noise.rng` at test_drawn_datasets.py:\d+"):
         loader = DataLoader(HelperDraws(photos, pair=True), batch_size=4)
+    assert not isinstance(loader, DataLoader)
+
+
+class Chain:
+    """A helper that holds the helper which draws (`self.step.rng`, a helper's helper)."""
+
+    def __init__(self, p):
+        self.step = CaptionNoise(p)
+
+    def __call__(self, caption):
+        return self.step(caption)
+
+
+UTILS = """
+import random
+
+
+class Dropout:
+    # A helper of another module of the user's code, drawing from its own `random.Random`.
+    def __init__(self, p):
+        self.p, self.rng = p, random.Random(3)
+
+    def __call__(self, caption):
+        return "" if self.rng.random() < self.p else caption
+"""
+
+
+@pytest.fixture
+def utils_module(tmp_path, monkeypatch):
+    """The user's `caption_utils.py` beside the training script, imported from its folder."""
+    (tmp_path / "caption_utils.py").write_text(UTILS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+
+    yield importlib.import_module("caption_utils")
+    sys.modules.pop("caption_utils", None)
+
+
+def helper_held(how, utils):
+    """`(noise, drawing, name)`: a helper that drops a caption with probability `drawing.p`
+    (0 to begin with), held `how`, the object that draws, and the name hpuload gives its
+    generator."""
+    if how == "a helper's helper":
+        noise = Chain(0.0)
+        return noise, noise.step, "self.noise.step.rng"
+    if how == "a list of helpers":
+        noise = [CaptionNoise(0.0)]
+        return noise, noise[0], r"self.noise\[0\].rng"
+    if how == "a global of its module":
+        return None, NOISE, "NOISE.rng"
+    noise = utils.Dropout(0.0)
+    return noise, noise, "self.noise.rng"
+
+
+#: A helper held by the module, not the Dataset (`HeldDraws` with no helper of its own).
+NOISE = CaptionNoise(0.0)
+
+
+class HeldDraws(HelperDraws):
+    """`HelperDraws` with its helper held as `helper_held` makes it."""
+
+    def __init__(self, files, noise, pair=False):
+        super().__init__(files, pair=pair)
+        self.noise = noise
+
+    def __getitem__(self, i):
+        noise = self.noise[0] if isinstance(self.noise, list) else self.noise or NOISE
+        image = self.transform(Image.open(self.files[i]).convert("RGB"))
+        caption = noise(f"a photo number {i}")
+        if self.pair:
+            return image, (i % 3) if caption else 3
+        return {"pixel_values": image, "caption": caption}
+
+
+HOW = ["a helper's helper", "a list of helpers", "a class of the user's other module", "a global of its module"]
+
+
+@pytest.mark.parametrize("how", HOW)
+def test_a_caption_dropped_by_a_generator_held_deeper_is_drawn_for_each_sample(photos, utils_module, how, monkeypatch):
+    noise, drawing, _ = helper_held(how, utils_module)
+    loader = native(HeldDraws(photos, noise), batch_size=4)
+    monkeypatch.setattr(drawing, "p", 0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        captions = [c for _ in range(2) for batch in loader for c in batch["caption"]]
+    assert "" in captions and any(captions)
+
+
+@pytest.mark.parametrize("how", HOW)
+def test_a_pairs_label_drawn_by_a_generator_held_deeper_goes_to_torch_named(photos, utils_module, how):
+    noise, _, name = helper_held(how, utils_module)
+    with pytest.warns(FallbackWarning, match=rf"draws from its own generator (its module's )?`{name}` at test_drawn_datasets.py:\d+"):
+        loader = DataLoader(HeldDraws(photos, noise, pair=True), batch_size=4)
     assert not isinstance(loader, DataLoader)
 
 
