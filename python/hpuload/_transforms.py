@@ -528,6 +528,44 @@ def _pillow_pass_order() -> bool:
     return _PILLOW_ORDER
 
 
+#: Whether v1's Gaussian kernels take `torch.exp` from the loaded torch: None until asked.
+_TORCH_EXP: bool | None = None
+
+
+def _use_torchs_exp() -> bool:
+    """Hands the native kernels the exponential `torch.exp` computes with: torch's x86-64
+    builds call MKL's `vmsExp` (high accuracy), which rounds about one value in a hundred to
+    the other side of a half ulp from the true value, and the loaded `libtorch_cpu` exports
+    it. Used only where calling it gives `torch.exp`'s bits on 4,096 values over [-30, 0];
+    otherwise (no MKL, another build) the kernels keep the correctly rounded exponential."""
+    global _TORCH_EXP
+    if _TORCH_EXP is None:
+        import ctypes
+        import os
+
+        import torch
+
+        from . import _hpuload
+
+        _TORCH_EXP = False
+        folder = os.path.join(os.path.dirname(torch.__file__), "lib")
+        for name in ("libtorch_cpu.so", "libtorch_cpu.dylib", "torch_cpu.dll"):
+            try:
+                vms_exp = ctypes.CDLL(os.path.join(folder, name), mode=getattr(os, "RTLD_NOLOAD", 0)).vmsExp
+            except (OSError, AttributeError):
+                continue
+            vms_exp.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+            vms_exp.restype = None
+            x = torch.linspace(-30.0, 0.0, 4096)
+            out = torch.empty_like(x)
+            vms_exp(x.numel(), x.data_ptr(), out.data_ptr(), 0x2 | 0x140000 | 0x100)
+            if torch.equal(out.view(torch.int32), torch.exp(x).view(torch.int32)):
+                _hpuload.use_torch_exp(ctypes.cast(vms_exp, ctypes.c_void_p).value)
+                _TORCH_EXP = True
+            break
+    return _TORCH_EXP
+
+
 def _known(t: Any) -> bool:
     name = type(t).__name__
     return _is(t, name) or _is_timm(t, name)
@@ -576,7 +614,10 @@ def _pixel_op(t: Any, pil: bool = False) -> dict | None:
         # v1 and v2 build the kernel by different f32 arithmetic (an ulp apart, which moves
         # a byte now and then); hpuload builds the one the user's class does.
         blur = {"op": "gaussian_blur", "kernel_size": [int(k) for k in t.kernel_size], "sigma": _range(t.sigma)}
-        return {**blur, "v1": True} if _v1(t) else blur
+        if _v1(t):
+            _use_torchs_exp()  # v1's kernel takes `torch.exp`, MKL's on x86-64
+            return {**blur, "v1": True}
+        return blur
     if _is(t, "RandomSolarize"):
         return {"op": "random_solarize", "threshold": float(t.threshold), "p": _p(t)}
     if _is(t, "RandomPosterize"):

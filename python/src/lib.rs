@@ -584,6 +584,21 @@ fn pillow_pass_order(down_first_when_taller: bool) {
     });
 }
 
+/// Makes v1's Gaussian kernels take their exponentials from the process's torch: `address`
+/// is MKL's `vmsExp` as `hpuload._transforms` finds it in the loaded `libtorch_cpu` (and has
+/// checked against `torch.exp`), 0 for the correctly rounded exponential again.
+#[pyfunction]
+fn use_torch_exp(address: usize) {
+    let f = (address != 0).then(|| {
+        // SAFETY: a nonzero `address` is `vmsExp`'s in the torch library this process has
+        // loaded, found by its exported symbol and checked against `torch.exp` by the only
+        // caller (`_transforms._use_torchs_exp`); torch is never unloaded, so it stays valid.
+        unsafe { std::mem::transmute::<usize, hpuload::augment::VmlExp>(address) }
+    });
+    // SAFETY: as above: `f` is MKL's `vmsExp`, thread-safe and loaded for the process's life.
+    unsafe { hpuload::augment::set_torch_exp(f) };
+}
+
 /// The kind of each op of a JSON list of pipeline ops (`"geometry"`, `"box_aware"`,
 /// `"moving_pixel"`, `"pixel"`, `"normalize"`, `"erase"`), looking inside `random_apply`,
 /// `random_choice`, `random_order` and the policies.
@@ -715,6 +730,7 @@ fn _hpuload(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pipeline_names, m)?)?;
     m.add_function(wrap_pyfunction!(op_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(pillow_pass_order, m)?)?;
+    m.add_function(wrap_pyfunction!(use_torch_exp, m)?)?;
     m.add_function(wrap_pyfunction!(image_extensions, m)?)?;
     m.add_function(wrap_pyfunction!(exif_orientation, m)?)?;
     m.add_function(wrap_pyfunction!(read_video_frames, m)?)?;

@@ -119,8 +119,9 @@ fn gaussian_kernel(size: usize, sigma: f64, v1: bool, out: &mut Vec<f32>) {
         let r = (size as f64 - 1.0) * 0.5;
         out.extend(linspace_f32(-r, r, size).map(|x| {
             let t = x / sigma;
-            (f64::from(-0.5 * (t * t)).exp()) as f32
+            -0.5 * (t * t)
         }));
+        torch_f32::torch_exp(out);
         let sum = torch_f32::tensor_sum(out);
         for v in out.iter_mut() {
             *v /= sum;

@@ -95,3 +95,4 @@ pub use timm::{
     Hparams as TimmHparams, PolicyOp as TimmPolicyOp, TimmAugMix, TimmAutoAugment, TimmOp,
     TimmRandAugment,
 };
+pub use torch_f32::{set_torch_exp, VmlExp};

@@ -1,13 +1,15 @@
 //! torch's CPU arithmetic for small f32 vectors, to the bit: the exponential its vectorised
 //! kernels use (`Vectorized<float>::exp`, SLEEF's 1-ulp `expf`), the sum of `Tensor.sum` and
-//! the sum of `softmax`'s reduction, each in torch's order. torchvision builds its Gaussian
-//! kernels from these, and a kernel one ulp off moves a blurred byte now and then.
+//! the sum of `softmax`'s reduction, each in torch's order, and `torch.exp` itself (MKL's,
+//! which only the process's own torch can give: `set_torch_exp`). torchvision builds its
+//! Gaussian kernels from these, and a kernel one ulp off moves a blurred byte now and then.
 //!
 //! The orders are those of torch's x86-64 kernels as dispatched on a CPU with AVX2 or AVX-512
 //! and FMA (every training host this project targets); they were checked value for value
 //! against torch 2.x (`softmax` of 500 random Gaussian kernels, `sum` of vectors of 1 to 200
 //! values, `exp` over [-20, 0]).
 
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::OnceLock;
 
 /// How many f32 lanes torch's `Vectorized<float>` has in the kernels the CPU dispatches to:
@@ -35,6 +37,56 @@ pub(super) fn vector_lanes() -> usize {
         let _ = capped;
         8
     })
+}
+
+/// The signature of MKL's `vmsExp` (VML's f32 exponential of `n` values with an accuracy
+/// mode): what `torch.exp` calls on a CPU tensor where torch is built with MKL (the x86-64
+/// wheels), in mode `VML_HA | VML_FTZDAZ_OFF | VML_ERRMODE_IGNORE`.
+pub type VmlExp = unsafe extern "C" fn(n: i32, a: *const f32, r: *mut f32, mode: i64);
+
+/// The mode `torch.exp` passes: high accuracy (`VML_HA`), denormals kept
+/// (`VML_FTZDAZ_OFF`), errors ignored (`VML_ERRMODE_IGNORE`).
+const TORCH_VML_MODE: i64 = 0x2 | 0x14_0000 | 0x100;
+
+/// The `vmsExp` of the process's torch, once the Python package has found it (null until
+/// then, and for every program that is not the drop-in).
+static TORCH_EXP: AtomicPtr<()> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Makes `torch_exp` call `f`, the process's own `torch.exp` arithmetic (MKL's `vmsExp` as
+/// the loaded torch exports it), or the correctly rounded exponential again (`None`).
+///
+/// # Safety
+/// `f` must behave as MKL's `vmsExp` (read `n` values at `a`, write `n` at `r`, nothing else,
+/// callable from any thread) and stay loaded for the rest of the process.
+pub unsafe fn set_torch_exp(f: Option<VmlExp>) {
+    TORCH_EXP.store(
+        f.map_or(std::ptr::null_mut(), |f| f as *mut ()),
+        Ordering::Release,
+    );
+}
+
+/// `torch.exp` of each value, in place: through the process's torch (`set_torch_exp`) where
+/// the drop-in registered it, whose MKL rounds about one value in a hundred to the other side
+/// of a half ulp from the true value; otherwise correctly rounded (every other exact
+/// exponential agrees with it, and torch's does in all other values).
+pub(super) fn torch_exp(values: &mut [f32]) {
+    let f = TORCH_EXP.load(Ordering::Acquire);
+    if !f.is_null() {
+        if let Ok(n) = i32::try_from(values.len()) {
+            // SAFETY: the pointer was stored by `set_torch_exp` from a `VmlExp`, which its
+            // caller vouched for; a data pointer and a function pointer have one size here.
+            let f = unsafe { std::mem::transmute::<*mut (), VmlExp>(f) };
+            let input = values.to_vec();
+            // SAFETY: `vmsExp` reads `n` values of `input` and writes `n` into `values`, both
+            // that long and not overlapping; `set_torch_exp`'s contract makes it safe to call
+            // from this thread.
+            unsafe { f(n, input.as_ptr(), values.as_mut_ptr(), TORCH_VML_MODE) };
+            return;
+        }
+    }
+    for v in values.iter_mut() {
+        *v = f64::from(*v).exp() as f32;
+    }
 }
 
 /// `exp(d)` as torch's vectorised CPU kernels give it (SLEEF's `expf` to 1 ulp): `d` split as
