@@ -42,7 +42,7 @@ from ._fallback import FallbackReason, Unfit
 from ._hf_rows import NeedsImage, _same, _stores_globals, stood_in
 
 #: Pillow's resampling filters hpuload runs, by the number `Image.resize` takes.
-_FILTERS = {0: "NEAREST", 1: "LANCZOS", 2: "BILINEAR", 3: "BICUBIC"}
+_FILTERS = {0: "NEAREST", 1: "LANCZOS", 2: "BILINEAR", 3: "BICUBIC", 4: "BOX", 5: "HAMMING"}
 
 #: Modules whose functions are not the user's helpers (not looked through).
 _LIBRARIES = ("torch", "torchvision", "numpy", "PIL", "datasets", "transformers", "hpuload", "timm", "albumentations")

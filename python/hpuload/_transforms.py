@@ -84,10 +84,14 @@ _MODES = {
     "bilinear": "bilinear",
     "bicubic": "bicubic",
     "lanczos": "lanczos",
+    "box": "box",
+    "hamming": "hamming",
     0: "nearest",
     1: "lanczos",
     2: "bilinear",
     3: "bicubic",
+    4: "box",
+    5: "hamming",
 }
 
 
@@ -414,13 +418,14 @@ def _resize_interp(t: Any, what: str, on_tensor: bool) -> str:
     Pillow's order), on a uint8 tensor torch's (nearest: `floor(i * in / out)`; the
     antialiased filters with torch's uint8 kernel's 16-bit weights, or `float_bilinear`,
     `float_bicubic`: its float kernel, then rounded, where torchvision casts the tensor to
-    float first: `_float_resize`). Lanczos (diffusers' scripts' default) is Pillow's alone
-    (`pil_lanczos`): torchvision refuses it on a tensor."""
-    interp = _interp(t.interpolation, what, ("nearest", "bilinear", "bicubic", "lanczos"))
-    if interp == "lanczos":
+    float first: `_float_resize`). Lanczos (diffusers' scripts' default), box and Hamming are
+    Pillow's alone (`pil_lanczos`, `pil_box`, `pil_hamming`): torchvision refuses them on a
+    tensor."""
+    interp = _interp(t.interpolation, what, ("nearest", "bilinear", "bicubic", "lanczos", "box", "hamming"))
+    if interp in ("lanczos", "box", "hamming"):
         if on_tensor or not _pillow_pass_order():
-            raise Unsupported(f"{what} with interpolation=lanczos " + ("of a tensor" if on_tensor else "(an unknown Pillow)"))
-        return "pil_lanczos"
+            raise Unsupported(f"{what} with interpolation={interp} " + ("of a tensor" if on_tensor else "(an unknown Pillow)"))
+        return "pil_" + interp
     if interp not in ("nearest", "bilinear", "bicubic"):
         return interp
     if on_tensor:

@@ -17,6 +17,7 @@ from hpuload.torch import DataLoader, FallbackWarning, PythonTailWarning
 
 N, B, C = T.InterpolationMode.NEAREST, T.InterpolationMode.BILINEAR, T.InterpolationMode.BICUBIC
 L = T.InterpolationMode.LANCZOS
+BOX, HAMMING = T.InterpolationMode.BOX, T.InterpolationMode.HAMMING
 CROP = (40, 52)
 
 
@@ -31,6 +32,13 @@ def cases(M):
         "resize_lanczos": [M.Resize((37, 53), interpolation=L)],
         "resize_short_side_lanczos_then_crop": [M.Resize(61, interpolation=L), M.CenterCrop(40)],
         "resize_lanczos_up": [M.Resize((130, 97), interpolation=L)],
+        # Pillow's box (the mean of the pixels an output pixel covers) and Hamming filters.
+        "resize_box": [M.Resize((37, 53), interpolation=BOX)],
+        "resize_short_side_box_then_crop": [M.Resize(61, interpolation=BOX), M.CenterCrop(40)],
+        "resize_box_up": [M.Resize((130, 97), interpolation=BOX)],
+        "resize_hamming": [M.Resize((37, 53), interpolation=HAMMING)],
+        "resize_short_side_hamming_then_crop": [M.Resize(61, interpolation=HAMMING), M.CenterCrop(40)],
+        "resize_hamming_up": [M.Resize((130, 97), interpolation=HAMMING)],
         "rotate_nearest_about_a_point": [crop, M.RandomRotation((20, 20), center=(5, 9))],
         "rotate_nearest": [crop, M.RandomRotation((-33, -33))],
         "rotate_bilinear_with_fill": [crop, M.RandomRotation((45, 45), interpolation=B, fill=(10, 200, 30))],
@@ -99,12 +107,17 @@ def test_steps_before_a_resize_take_the_cpu_path_on_the_engine_backend_with_the_
 
 
 @pytest.mark.parametrize("flavour", ["v1", "v2"])
-@pytest.mark.parametrize("interpolation,named", [(N, "Pillow's nearest"), (L, "Pillow's Lanczos")], ids=["nearest", "lanczos"])
-def test_pillows_nearest_and_lanczos_resizes_of_jpegs_take_the_cpu_path_on_the_engine_backend(jpeg_folder, flavour, interpolation, named):
+@pytest.mark.parametrize(
+    "interpolation,named",
+    [(N, "Pillow's nearest"), (L, "Pillow's Lanczos"), (BOX, "box or Hamming"), (HAMMING, "box or Hamming")],
+    ids=["nearest", "lanczos", "box", "hamming"],
+)
+def test_pillows_own_resizes_of_jpegs_take_the_cpu_path_on_the_engine_backend(jpeg_folder, flavour, interpolation, named):
     """The engine's nearest is torch's (`floor(i * scale)`); Pillow's, what a PIL image gets,
     samples under each output pixel's centre: on the engine it took other source pixels
-    (22 dB from torchvision's output on corpus photos). The engine has no Lanczos filter.
-    Such samples take the CPU path, named in the report, and the bytes are torchvision's."""
+    (22 dB from torchvision's output on corpus photos). The engine has no Lanczos, box or
+    Hamming filter. Such samples take the CPU path, named in the report, and the bytes are
+    torchvision's."""
     M = T if flavour == "v1" else v2
     ds = datasets.ImageFolder(jpeg_folder, M.Compose([M.Resize((37, 53), interpolation=interpolation), M.CenterCrop(32), M.PILToTensor()]))
     with warnings.catch_warnings():

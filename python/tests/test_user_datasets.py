@@ -1367,6 +1367,8 @@ PIL_RESIZES = {
     "bilinear": lambda im: im.convert("RGB").resize((52, 40), Image.BILINEAR),
     "nearest": lambda im: im.convert("RGB").resize((52, 40), resample=Image.Resampling.NEAREST),
     "lanczos": lambda im: im.convert("RGB").resize((52, 40), Image.LANCZOS),
+    "box": lambda im: im.convert("RGB").resize((52, 40), Image.BOX),
+    "hamming": lambda im: im.convert("RGB").resize((52, 40), Image.Resampling.HAMMING),
     "then converted": lambda im: im.resize((52, 40)).convert("RGB"),
     "copied": lambda im: im.convert("RGB").copy().resize((52, 40)),
 }
@@ -1406,9 +1408,9 @@ def test_a_pillow_resize_before_the_transform_runs_natively_with_the_datasets_pi
 
 
 def test_a_pillow_resize_hpuload_does_not_follow_goes_to_torchs_loader_named(png_folder, tmp_path):
-    """A filter hpuload does not run, a grey file resized before its conversion (Pillow's
-    resize of its own mode), a box, the EXIF orientation turned after the resize, and a
-    second resize in the transform: torch's DataLoader, the reason named."""
+    """A reducing gap (Pillow's resize in two steps), a grey file resized before its
+    conversion (Pillow's resize of its own mode), a box, the EXIF orientation turned after the
+    resize, and a second resize in the transform: torch's DataLoader, the reason named."""
     write_csv(png_folder, tmp_path / "train.csv")
     grey_rows = tmp_path / "grey.csv"
     first = datasets.ImageFolder(png_folder).samples[0][0]
@@ -1418,7 +1420,7 @@ def test_a_pillow_resize_hpuload_does_not_follow_goes_to_torchs_loader_named(png
     from PIL import ImageOps
 
     cases = [
-        ("train.csv", lambda im: im.convert("RGB").resize((52, 40), Image.HAMMING), [T.ToTensor()], "HAMMING"),
+        ("train.csv", lambda im: im.convert("RGB").resize((52, 40), reducing_gap=2.0), [T.ToTensor()], "reducing gap"),
         ("grey.csv", PIL_RESIZES["then converted"], [T.ToTensor()], "mode L"),
         ("train.csv", lambda im: im.convert("RGB").resize((52, 40), box=(0, 0, 20, 20)), [T.ToTensor()], "box"),
         ("train.csv", lambda im: ImageOps.exif_transpose(im.resize((52, 40))), [T.ToTensor()], "exif_transpose"),

@@ -65,6 +65,11 @@ pub enum Interpolation {
     /// Pillow's Lanczos likewise (`LANCZOS`, diffusers' scripts' default resize). The CPU
     /// path only: the engine has no Lanczos filter.
     PilLanczos,
+    /// Pillow's box filter likewise (`BOX`: each output pixel the mean of the source pixels
+    /// it covers). The CPU path only.
+    PilBox,
+    /// Pillow's Hamming-windowed sinc likewise (`HAMMING`, support 1). The CPU path only.
+    PilHamming,
     /// Antialiased bilinear as torch computes it on a float image, then rounded (what
     /// torchvision's v1 resizes do to a uint8 tensor: cast to float, interpolate, round),
     /// byte for byte; the engine takes it as bilinear. Resizes only.
@@ -114,6 +119,12 @@ impl Interpolation {
         )
     }
 
+    /// Whether the filter is one only Pillow has (Lanczos, box, Hamming): the engine has
+    /// none of them, so such a resize runs on the CPU path.
+    pub fn pillow_only(self) -> bool {
+        matches!(self, Self::PilLanczos | Self::PilBox | Self::PilHamming)
+    }
+
     /// The media engine's filter for a drawn interpolation (`Random` is never drawn).
     pub fn filter(self) -> hpuload_decoders::jpeg::Filter {
         use hpuload_decoders::jpeg::Filter;
@@ -121,6 +132,7 @@ impl Interpolation {
             Self::Nearest | Self::PilNearest | Self::Cv2Nearest => Filter::Nearest,
             Self::PilBilinear | Self::FloatBilinear => Filter::Bilinear,
             Self::PilBicubic | Self::FloatBicubic | Self::PilLanczos => Filter::Bicubic,
+            Self::PilBox | Self::PilHamming => Filter::Bilinear,
             Self::Bicubic | Self::Cv2Cubic => Filter::Bicubic,
             Self::Bilinear
             | Self::Random

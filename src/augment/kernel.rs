@@ -381,6 +381,8 @@ impl Resampler {
             Interpolation::PilBilinear => (FilterType::Bilinear, Kernel::Bilinear, Exact::Pillow),
             Interpolation::PilBicubic => (FilterType::CatmullRom, Kernel::Bicubic, Exact::Pillow),
             Interpolation::PilLanczos => (FilterType::Lanczos3, Kernel::Lanczos, Exact::Pillow),
+            Interpolation::PilBox => (FilterType::Box, Kernel::Box, Exact::Pillow),
+            Interpolation::PilHamming => (FilterType::Hamming, Kernel::Hamming, Exact::Pillow),
             Interpolation::FloatBilinear => (FilterType::Bilinear, Kernel::Bilinear, Exact::Float),
             Interpolation::FloatBicubic => (FilterType::CatmullRom, Kernel::Bicubic, Exact::Float),
             Interpolation::TorchBilinearNoAntialias => {
@@ -575,6 +577,8 @@ impl Resampler {
             | Interpolation::TorchBilinearNoAntialias => 1.0,
             Interpolation::Bicubic | Interpolation::PilBicubic | Interpolation::FloatBicubic => 2.0,
             Interpolation::PilLanczos => 3.0,
+            Interpolation::PilBox => 0.5,
+            Interpolation::PilHamming => 1.0,
             Interpolation::BilinearNoAntialias => {
                 // Exactly the pixels `two_tap` reads: the same taps, their extent.
                 let extent = |out, start, len, limit| {

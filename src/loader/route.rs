@@ -221,8 +221,10 @@ fn canvas_job(
         // output pixel's centre, another source pixel in about half the rows and columns.
         return Err("Pillow's nearest resize (of a PIL image) runs on the CPU path");
     }
-    if plan.interpolation == Interpolation::PilLanczos {
-        return Err("Pillow's Lanczos resize (of a PIL image) runs on the CPU path");
+    if plan.interpolation.pillow_only() {
+        return Err(
+            "Pillow's Lanczos, box or Hamming resize (of a PIL image) runs on the CPU path",
+        );
     }
     if plan.padding.is_some() {
         return Err("a crop padded past the image runs on the CPU path");

@@ -76,8 +76,8 @@ impl FramesJob {
             if plan.interpolation.no_antialias() {
                 return Err("a resize without antialiasing runs on the CPU path");
             }
-            if plan.interpolation == augment::Interpolation::PilLanczos {
-                return Err("Pillow's Lanczos resize runs on the CPU path");
+            if plan.interpolation.pillow_only() {
+                return Err("Pillow's Lanczos, box or Hamming resize runs on the CPU path");
             }
         }
         Ok(())

@@ -1,5 +1,5 @@
-//! Pillow's antialiased resize of an RGB image (`Image.resize` with `BILINEAR`, `BICUBIC` or
-//! `LANCZOS`, what torchvision's `Resize`, `RandomResizedCrop` and `RandomResize` do to a PIL
+//! Pillow's antialiased resize of an RGB image (`Image.resize` with `BILINEAR`, `BICUBIC`,
+//! `LANCZOS`, `BOX` or `HAMMING`, what torchvision's `Resize`, `RandomResizedCrop` and `RandomResize` do to a PIL
 //! image),
 //! byte for byte: each output pixel's taps and weights computed as Pillow's
 //! `precompute_coeffs` does (in f64, normalised, then rounded to 22-bit fixed point), a pass
@@ -29,6 +29,11 @@ pub(crate) enum Kernel {
     /// `lanczos_filter`: the sinc windowed by a sinc three times as wide, support 3 (Pillow's
     /// only; torch's tensor resizes have no Lanczos).
     Lanczos,
+    /// `box_filter`: 1 over `(-0.5, 0.5]`, support 0.5 (each output pixel the mean of the
+    /// source pixels it covers, when shrinking; Pillow's only).
+    Box,
+    /// `hamming_filter`: the sinc windowed by a Hamming window, support 1 (Pillow's only).
+    Hamming,
 }
 
 /// Whose fixed-point weights a resize takes.
@@ -53,6 +58,8 @@ impl Kernel {
             Self::Bilinear => 1.0,
             Self::Bicubic => 2.0,
             Self::Lanczos => 3.0,
+            Self::Box => 0.5,
+            Self::Hamming => 1.0,
         }
     }
 
@@ -69,6 +76,9 @@ impl Kernel {
                 0.0
             };
         }
+        if self == Self::Box {
+            return if x > -0.5 && x <= 0.5 { 1.0 } else { 0.0 };
+        }
         let x = x.abs();
         match self {
             Self::Bilinear if x < 1.0 => 1.0 - x,
@@ -79,6 +89,12 @@ impl Kernel {
                     ((A * x - 5.0 * A) * x + 8.0 * A) * x - 4.0 * A
                 }
             },
+            // Pillow's window constants are C floats (`0.54f`, `0.46f`), widened.
+            Self::Hamming if x == 0.0 => 1.0,
+            Self::Hamming if x < 1.0 => {
+                let x = x * std::f64::consts::PI;
+                x.sin() / x * (f64::from(0.54f32) + f64::from(0.46f32) * x.cos())
+            }
             _ => 0.0,
         }
     }
@@ -601,6 +617,30 @@ mod tests {
         assert!(a.weights[3 * a.ksize] < 0, "the sinc's negative lobe");
         assert_eq!(Kernel::Lanczos.weight(Weights::Pillow, 3.0), 0.0);
         assert_ne!(Kernel::Lanczos.weight(Weights::Pillow, -3.0), 0.0); // Pillow's [-3, 3)
+    }
+
+    #[test]
+    fn a_box_shrink_by_two_averages_each_pair_and_its_window_is_open_on_the_left() {
+        let a = Axis::new(Kernel::Box, 8, 4, 0, 4);
+        let half = 1 << (BITS - 1);
+        for i in 0..4 {
+            assert_eq!((a.first[i], a.count[i]), (2 * i, 2), "output {i}");
+            assert_eq!(a.weights[i * a.ksize..i * a.ksize + 2], [half, half]);
+        }
+        assert_eq!(Kernel::Box.weight(Weights::Pillow, 0.5), 1.0); // Pillow's (-0.5, 0.5]
+        assert_eq!(Kernel::Box.weight(Weights::Pillow, -0.5), 0.0);
+    }
+
+    #[test]
+    fn hamming_weights_are_pillows_windowed_sinc_with_its_float_constants() {
+        let w = |x| Kernel::Hamming.weight(Weights::Pillow, x);
+        assert_eq!((w(0.0), w(1.0), w(-1.0)), (1.0, 0.0, 0.0));
+        assert_eq!(w(0.3), w(-0.3));
+        let x = 0.3 * std::f64::consts::PI;
+        // `0.54f + 0.46f * cos(x)`: C floats widened, not the decimal constants.
+        let window = f64::from(0.54f32) + f64::from(0.46f32) * x.cos();
+        assert_eq!(w(0.3), x.sin() / x * window);
+        assert_ne!(w(0.3), x.sin() / x * (0.54 + 0.46 * x.cos()));
     }
 
     #[test]
