@@ -166,12 +166,12 @@ def test_ops_that_remap_levels_by_the_images_own_take_the_cpu_path_on_the_engine
     assert loader.report()["hw_samples"] == len(plain)
 
 
-@pytest.mark.parametrize("interpolation", [B, L], ids=["bilinear", "lanczos"])
+@pytest.mark.parametrize("interpolation", [B, L, BOX, HAMMING], ids=["bilinear", "lanczos", "box", "hamming"])
 def test_a_random_flip_before_random_resized_crop_is_drawn_on_the_whole_image(png_folder, interpolation):
     """`RandomHorizontalFlip()` then `RandomResizedCrop` (flip first, as many scripts write it):
     each sample is torchvision's own functions with hpuload's draws (the flip of the whole
     image, then the crop drawn on it), byte for byte, natively; about half are flipped. With
-    Pillow's Lanczos too."""
+    Pillow's Lanczos, box and Hamming filters too."""
     import json
 
     from PIL import Image
