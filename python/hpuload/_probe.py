@@ -16,7 +16,7 @@ the image, for an albumentations `Compose`), and so is what the code does with a
 the transform, or with no transform at all (`ArrayOut`: transposes, casts to float, a division
 by 255, tensors of it); a resize to one size and Pillow's grey before the transform are
 recorded (`LazyImage.before`). A transform that is None is not stood in for. Whatever the
-handle cannot answer without pixels (the code reads `.size`, crops, indexes the array,
+handle cannot answer without pixels (the code crops, indexes the array,
 computes on it otherwise, opens bytes from memory) raises `NeedsPixels` naming the line of
 the user's code, and the loader falls back to torch's DataLoader with that reason: never
 wrong pixels."""
@@ -177,18 +177,44 @@ class LazyImage:
             raise NeedsPixels("the shape of the image (hpuload answers it for the array of an RGB image as stored)")
         if self.tensor == "array" and not self.rgb and mode_of(self.path) not in (None, "RGB"):
             raise NeedsPixels("the shape of the array of an image that is not RGB")
+        if any(not isinstance(step, Resized) and step != CENTRE_SQUARE for step in self.before):
+            raise NeedsPixels("the shape of the image's array made grey")
+        width, height = self._dims("the shape")
+        return height, width, 3
+
+    def _dims(self, what: str) -> tuple[int, int]:
+        """`(width, height)` of the image as the code holds it: the file's header's, then
+        each step since (a resize to one size, the centre square; grey keeps them)."""
         size = size_of(self.path)
         if size is None:
-            raise NeedsPixels(f"the shape of an image whose header hpuload cannot read ({self.path})")
+            raise NeedsPixels(f"{what} of an image whose header hpuload cannot read ({self.path})")
         width, height = size
         for step in self.before:
             if isinstance(step, Resized):
                 width, height = step.width, step.height
             elif step == CENTRE_SQUARE:
                 width = height = min(width, height)
-            else:
-                raise NeedsPixels("the shape of the image's array made grey")
-        return height, width, 3
+        return width, height
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """Pillow's `(width, height)` of the opened image (`example["original_size"] =
+        (image.height, image.width)`, as SDXL scripts note it): the file's as stored, from its
+        header, then what the code did to it since; the same as the pixels'. Each index is
+        probed, so a value the code computes from it is its own for each sample."""
+        if self.tensor:
+            raise NeedsPixels("the image's .size (it was read as an array or a tensor)")
+        if self.turned:
+            raise NeedsPixels("the .size of the image turned upright")
+        return self._dims("the .size")
+
+    @property
+    def width(self) -> int:
+        return self.size[0]
+
+    @property
+    def height(self) -> int:
+        return self.size[1]
 
     def __getitem__(self, key):
         """`img[top:bottom, left:right]` (and `[..., :]`) of the image's array: the centre
@@ -1545,6 +1571,20 @@ def _label_object(value) -> bool:
     return isinstance(value, np.ndarray) and value.dtype.kind in "biuf" and value.size <= _MOST_LABEL_ELEMENTS
 
 
+#: The most values a tuple or list beside the image may hold (`(height, width)`, a box).
+_MOST_TUPLE_VALUES = 64
+
+
+def _extra(value) -> bool:
+    """A value beside the image (a dict's, or one after the label) that hpuload hands out as
+    the Dataset gave it: a label object (`_label_object`), or a short tuple or list of plain
+    values (SDXL's `original_size = (image.height, image.width)`), which `default_collate`
+    makes a list of tensors."""
+    if _label_object(value):
+        return True
+    return isinstance(value, (tuple, list)) and len(value) <= _MOST_TUPLE_VALUES and all(map(_plain, value))
+
+
 #: The most elements the values beside the image in one sample's dict may hold together
 #: (token ids and their mask, a caption, a few numbers): hpuload keeps every sample's.
 _MOST_DICT_ELEMENTS = 8192
@@ -1587,6 +1627,8 @@ class DictSample(NamedTuple):
 def _elements(value) -> int:
     if isinstance(value, torch.Tensor):
         return value.numel()
+    if isinstance(value, (tuple, list)):
+        return len(value)
     size = getattr(value, "size", None)
     return size if isinstance(size, int) else 1
 
@@ -1602,7 +1644,7 @@ def _shape(out) -> tuple[Any, Any, int, tuple]:
     if isinstance(out, (tuple, list)) and len(out) >= 2 and isinstance(out[0], Recorded):
         label = _label(out[1])
         # After the label, plain values, or small ones (a caption's token ids and its mask).
-        small = all(_label_object(v) for v in out[2:]) and sum(_elements(v) for v in out[2:]) <= _MOST_DICT_ELEMENTS
+        small = all(_extra(v) for v in out[2:]) and sum(_elements(v) for v in out[2:]) <= _MOST_DICT_ELEMENTS
         if label is not None and small:
             return "pair", None, label, tuple(out[2:])
         if label is None and _label_object(out[1]) and small:
@@ -1618,7 +1660,7 @@ def _shape(out) -> tuple[Any, Any, int, tuple]:
         if (
             images
             and all(isinstance(k, str) for k in out)
-            and all(_label_object(v) for v in values)
+            and all(_extra(v) for v in values)
             and sum(_elements(v) for v in values) <= _MOST_DICT_ELEMENTS
         ):
             return "dict", DictSample(tuple(out), images[0], tuple(images[1:])), 0, values

@@ -122,6 +122,43 @@ def test_a_dict_of_values_beside_the_image_collates_as_torchs_default_collate(ph
         assert a["pixel_values"].dtype == torch.uint8 and (a["pixel_values"].int() - b["pixel_values"].int()).abs().max() <= 1
 
 
+class NotesSizes(tud.Dataset):
+    """Notes each image's size as SDXL scripts note it (`(image.height, image.width)`), and
+    `image.size` after a resize to one size (`resize`), beside the transformed image."""
+
+    def __init__(self, files, resize=None):
+        self.files, self.resize = files, resize
+        self.transform = T.Compose([T.CenterCrop(24), T.PILToTensor()])
+
+    def __len__(self):
+        return len(self.files)
+
+    def __getitem__(self, i):
+        image = Image.open(self.files[i])
+        if not image.mode == "RGB":
+            image = image.convert("RGB")
+        original = (image.height, image.width)
+        if self.resize:
+            image = image.resize(self.resize)
+        return {"pixel_values": self.transform(image), "original_size": original, "size": image.size}
+
+
+@pytest.mark.parametrize("resize", [None, (40, 30)], ids=["as_stored", "resized"])
+def test_the_sizes_a_dataset_reads_off_its_images_are_the_files_own_natively(photos, resize):
+    ds = NotesSizes(photos, resize)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        ours = DataLoader(ds, batch_size=4, backend="cpu")
+    theirs = tud.DataLoader(ds, batch_size=4)
+    sizes = set()
+    for a, b in zip(ours, theirs, strict=True):
+        for key in ("original_size", "size"):
+            assert all(torch.equal(x, y) for x, y in zip(a[key], b[key], strict=True)), key
+        sizes |= {tuple(v) for v in zip(*(t.tolist() for t in a["original_size"]))}
+        assert (a["pixel_values"].int() - b["pixel_values"].int()).abs().max() <= 1
+    assert len(sizes) > 1  # the files' own sizes, not one size for all
+
+
 def test_a_dict_whose_values_beside_the_image_change_between_calls_draws_them_for_each_sample(photos):
     ds = Captioned(photos, T.Compose([T.Resize((24, 24)), T.ToTensor()]), draw=True)
     with warnings.catch_warnings():

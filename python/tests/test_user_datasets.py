@@ -66,11 +66,13 @@ class DictDataset(CsvImageDataset):
 
 
 class ReadsTheSize(CsvImageDataset):
+    """A label of the image's own size: the wide images' label moved by 10."""
+
     def __getitem__(self, i):
         path, label = self.rows[i]
         image = Image.open(path).convert("RGB")
-        if image.size[0] < 10:
-            label = 0
+        if image.size[0] > image.height:
+            label += 10
         return self.transform(image), label
 
 
@@ -207,7 +209,6 @@ def test_torchvision_datasets_on_visiondataset_run_natively_with_their_target_tr
 @pytest.mark.parametrize(
     "cls, said",
     [
-        (ReadsTheSize, r"ReadsTheSize.__getitem__ needs pixels at test_user_datasets.py:\d+ \(`if image.size\[0\] < 10:`\): the image's .size"),
         (OpensBytes, r"BytesIO"),
         (PicksAtRandom, r"two different files"),
         # Drawn one call in ten: named by the generator they move and the line that draws.
@@ -227,6 +228,17 @@ def test_a_dataset_that_needs_pixels_itself_runs_on_torchs_loader_naming_the_lin
     assert x.shape == (4, 3, 32, 32)
     # Outside the probe, the image calls are PIL's own again.
     assert Image.open(ds.rows[0][0]).size[0] > 0
+
+
+def test_a_label_the_dataset_computes_from_its_images_size_is_its_own_natively(jpeg_folder, tmp_path):
+    """`image.size` and `image.height` are answered from each file's header (the size Pillow
+    gives, as stored), so a label computed from them is the Dataset's own for every sample."""
+    write_csv(jpeg_folder, tmp_path / "train.csv")
+    ds = ReadsTheSize(tmp_path / "train.csv", T.Compose([T.CenterCrop(32), T.PILToTensor()]))
+    loader = no_fallback(lambda: DataLoader(ds, batch_size=4, backend="cpu"))
+    labels = torch.cat([y for _, y in loader]).tolist()
+    assert labels == [ds[i][1] for i in range(len(ds))]
+    assert any(y >= 10 for y in labels) and any(y < 10 for y in labels)
 
 
 def test_a_users_dataset_whose_transform_hpuload_cannot_run_falls_back_before_probing(jpeg_folder, tmp_path):
