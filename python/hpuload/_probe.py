@@ -1023,8 +1023,7 @@ def mode_of(path: str | None = None, data=None) -> str | None:
         mode = _sniffed(path)
     if mode is None:
         try:
-            # Pillow's own open: this thread is not probing.
-            with Image.open(io.BytesIO(bytes(data)) if data is not None else path) as im:
+            with _pillows_open(Image)(io.BytesIO(bytes(data)) if data is not None else path) as im:
                 mode = im.mode
         except Exception:
             return None
@@ -1041,10 +1040,16 @@ def size_of(path: str) -> tuple[int, int] | None:
     if facts is not None and facts[1] and facts[2]:
         return facts[1], facts[2]
     try:
-        with Image.open(path) as im:  # this thread is not probing: Pillow's own open
+        with _pillows_open(Image)(path) as im:
             return im.size
     except Exception:
         return None
+
+
+def _pillows_open(image_module):
+    """Pillow's own `Image.open`, not the probe's (`install` patches it, and on a probing
+    thread it gives a `LazyImage`, whose `.mode` and `.size` come back here)."""
+    return getattr(image_module.open, "__wrapped__", image_module.open)
 
 
 def not_rgb(paths, also: tuple = ()) -> tuple[str, str] | None:

@@ -241,6 +241,36 @@ def test_a_label_the_dataset_computes_from_its_images_size_is_its_own_natively(j
     assert any(y >= 10 for y in labels) and any(y < 10 for y in labels)
 
 
+class NotesTheMode(CsvImageDataset):
+    """Returns the mode Pillow opens each file in, and its size, beside the image."""
+
+    def __getitem__(self, i):
+        path, label = self.rows[i]
+        image = Image.open(path)
+        mode, size = image.mode, image.size
+        return {"pixel_values": self.transform(image.convert("RGB")), "mode": mode, "size": size, "label": label}
+
+
+def test_the_mode_and_size_of_files_no_header_reader_knows_are_pillows_own(tmp_path):
+    """BMP and WebP files (not JPEG or PNG, whose headers hpuload reads itself): their
+    mode and size come from Pillow's own open (a grey BMP is "L"; the probe's stand-in for
+    `Image.open` once answered its own question with "RGB")."""
+    import numpy as np
+
+    grey = Image.fromarray((np.arange(40 * 56).reshape(40, 56) % 251).astype("uint8"), "L")
+    files = []
+    for k, (name, image) in enumerate([("g.bmp", grey), ("c.bmp", grey.convert("RGB")), ("g.webp", grey), ("c.webp", grey.convert("RGB").resize((60, 44)))]):
+        image.save(tmp_path / name)
+        files.append((tmp_path / name, k))
+    with open(tmp_path / "train.csv", "w", newline="") as f:
+        csv.writer(f).writerows([("file", "label"), *files])
+    ds = NotesTheMode(tmp_path / "train.csv", T.Compose([T.CenterCrop(32), T.PILToTensor()]))
+    loader = no_fallback(lambda: DataLoader(ds, batch_size=4, backend="cpu"))
+    (batch,) = list(loader)
+    assert batch["mode"] == [ds[i]["mode"] for i in range(len(ds))] and batch["mode"][0] == "L"
+    assert [tuple(v) for v in zip(*(t.tolist() for t in batch["size"]))] == [ds[i]["size"] for i in range(len(ds))]
+
+
 def test_a_users_dataset_whose_transform_hpuload_cannot_run_falls_back_before_probing(jpeg_folder, tmp_path):
     write_csv(jpeg_folder, tmp_path / "train.csv")
     ds = CsvImageDataset(tmp_path / "train.csv", T.Compose([T.RandomPerspective(), T.CenterCrop(32), T.ToTensor()]))
