@@ -68,6 +68,9 @@ OPENS = {
     "read_grey": "image = read_image(path, ImageReadMode.GRAY)",
     "decode": "image = decode_image(read_file(path))",
     "size_check": 'image = Image.open(path).convert("RGB")\nif image.size[0] < 0:\n    label = 0',
+    # A label from the image's own size (answered from its header since session 106).
+    "size_label": 'image = Image.open(path)\nif image.width > image.height + 100:\n    label = 0\nimage = image.convert("RGB")',
+    "size_resized": 'image = Image.open(path).convert("RGB").resize((50, 38), Image.BOX)\nif image.size != (50, 38):\n    label = 0',
     "resize": 'image = Image.open(path).convert("RGB").resize((56, 44))',
     "resize_bilinear": 'image = Image.open(path).convert("RGB").resize((48, 48), Image.BILINEAR)',
     "resize_unconverted": 'image = Image.open(path).resize((60, 40)).convert("RGB")',
