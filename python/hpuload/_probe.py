@@ -183,12 +183,19 @@ class LazyImage:
         return height, width, 3
 
     def _dims(self, what: str) -> tuple[int, int]:
-        """`(width, height)` of the image as the code holds it: the file's header's, then
-        each step since (a resize to one size, the centre square; grey keeps them)."""
+        """`(width, height)` of the image as the code holds it: the file's header's, turned
+        upright where the code turned it (Pillow's `exif_transpose` comes before any resize),
+        then each step since (a resize to one size, the centre square; grey keeps them)."""
         size = size_of(self.path)
         if size is None:
             raise NeedsPixels(f"{what} of an image whose header hpuload cannot read ({self.path})")
         width, height = size
+        if self.turned:
+            turns = _pillows_orientation(self.path)
+            if turns is None:
+                raise NeedsPixels(f"{what} of the image turned upright (hpuload reads a JPEG's orientation for it)")
+            if turns >= 5:
+                width, height = height, width
         for step in self.before:
             if isinstance(step, Resized):
                 width, height = step.width, step.height
@@ -200,12 +207,11 @@ class LazyImage:
     def size(self) -> tuple[int, int]:
         """Pillow's `(width, height)` of the opened image (`example["original_size"] =
         (image.height, image.width)`, as SDXL scripts note it): the file's as stored, from its
-        header, then what the code did to it since; the same as the pixels'. Each index is
-        probed, so a value the code computes from it is its own for each sample."""
+        header, turned as `exif_transpose` turned it, then what the code did to it since; the
+        same as the pixels'. Each index is probed, so a value the code computes from it is its
+        own for each sample."""
         if self.tensor:
             raise NeedsPixels("the image's .size (it was read as an array or a tensor)")
-        if self.turned:
-            raise NeedsPixels("the .size of the image turned upright")
         return self._dims("the .size")
 
     @property
@@ -1043,6 +1049,22 @@ def size_of(path: str) -> tuple[int, int] | None:
         with _pillows_open(Image)(path) as im:
             return im.size
     except Exception:
+        return None
+
+
+def _pillows_orientation(path: str) -> int | None:
+    """The EXIF orientation Pillow's `exif_transpose` turns a JPEG file by (1 for none; from
+    its headers up to the first scan), None for any other file."""
+    from . import _hpuload
+    from .torch import _jpeg_head
+
+    try:
+        with open(path, "rb") as f:
+            if f.read(2) != b"\xff\xd8":
+                return None
+            f.seek(0)
+            return _hpuload.exif_orientation(_jpeg_head(f), "pillow")
+    except OSError:
         return None
 
 

@@ -369,6 +369,36 @@ def test_a_dataset_turning_its_images_by_their_exif_orientation_runs_natively_wi
     assert torch.equal(ours, theirs)
 
 
+class NotesTheUprightSize(CsvImageDataset):
+    """Turns each image upright, then notes its size (width and height swapped by the
+    orientations that turn a quarter) beside it."""
+
+    def __getitem__(self, i):
+        from PIL import ImageOps
+
+        path, label = self.rows[i]
+        image = ImageOps.exif_transpose(Image.open(path)).convert("RGB")
+        return {"pixel_values": self.transform(image), "size": image.size, "height": image.height, "label": label}
+
+
+def test_the_size_of_an_image_turned_upright_is_pillows_natively(jpeg_folder, tmp_path):
+    folder = write_csv(jpeg_folder, tmp_path / "train.csv")
+    for k, (path, _) in enumerate(folder.samples[:8]):
+        exif = Image.Exif()
+        exif[0x0112] = k + 1
+        Image.open(path).save(tmp_path / f"{k}.jpg", exif=exif.tobytes(), quality=95)
+    with open(tmp_path / "train.csv", "w", newline="") as f:
+        csv.writer(f).writerows([("file", "label"), *[(tmp_path / f"{k}.jpg", t) for k, (_, t) in enumerate(folder.samples[:8])]])
+    ds = NotesTheUprightSize(tmp_path / "train.csv", T.Compose([T.Resize((40, 56)), T.PILToTensor()]))
+    loader = no_fallback(lambda: DataLoader(ds, batch_size=8, backend="cpu"))
+    (ours,) = list(loader)
+    theirs = next(iter(tud.DataLoader(ds, batch_size=8)))
+    assert all(torch.equal(a, b) for a, b in zip(ours["size"], theirs["size"], strict=True))
+    assert torch.equal(ours["height"], theirs["height"]) and torch.equal(ours["pixel_values"], theirs["pixel_values"])
+    stored = [Image.open(tmp_path / f"{k}.jpg").size for k in range(8)]
+    assert [tuple(v) for v in zip(*(t.tolist() for t in ours["size"]))] != stored  # a quarter turn swaps them
+
+
 def test_a_dataset_reading_with_torchvisions_exif_orientation_runs_natively_turned_as_torchvision_turns(jpeg_folder, tmp_path):
     """`read_image(..., apply_exif_orientation=True)` turns images by the orientation
     torchvision reads, which is not always Pillow's: a JPEG whose XMP segment comes before
