@@ -123,6 +123,24 @@ RETURNS = {
 }
 
 
+#: Helpers every generated module defines: a generator held by a helper (`Noise`), by a
+#: helper's helper (`Chain`), and by a helper the module holds (`NOISE`); `DRAWN` draws
+#: from them.
+HELPERS = """
+class Noise:
+    def __init__(self):
+        self.rng = np.random.default_rng(4)
+
+
+class Chain:
+    def __init__(self):
+        self.step = Noise()
+
+
+NOISE = Noise()
+"""
+
+
 def dataset_class(rng):
     """(name, source) of a random Dataset class."""
     parts = {
@@ -146,18 +164,7 @@ def dataset_class(rng):
         lines += ["other_path = self.paths[i - 1]", other]
     body = "\n".join([*lines, RETURNS[parts["returns"]]])
     source = f"""
-class Noise:
-    def __init__(self):
-        self.rng = np.random.default_rng(4)
-
-
-class Chain:
-    def __init__(self):
-        self.step = Noise()
-
-
-NOISE = Noise()
-
+{HELPERS}
 
 class Fuzzed(tud.Dataset):
     def __init__(self, samples, classes, root, transform, target_transform=None):
@@ -217,18 +224,7 @@ def arith_class(rng):
         'return {"pixel_values": arr, "label": label}',
     ]
     source = f"""
-class Noise:
-    def __init__(self):
-        self.rng = np.random.default_rng(4)
-
-
-class Chain:
-    def __init__(self):
-        self.step = Noise()
-
-
-NOISE = Noise()
-
+{HELPERS}
 
 class Fuzzed(tud.Dataset):
     def __init__(self, samples, classes, root, transform, target_transform=None):
@@ -308,18 +304,7 @@ def draws_class(rng):
         DRAW_RETURNS[returns],
     ]
     source = f"""
-class Noise:
-    def __init__(self):
-        self.rng = np.random.default_rng(4)
-
-
-class Chain:
-    def __init__(self):
-        self.step = Noise()
-
-
-NOISE = Noise()
-
+{HELPERS}
 
 class Fuzzed(tud.Dataset):
     def __init__(self, samples, classes, root, transform, target_transform=None):

@@ -338,6 +338,20 @@ def test_the_header_reader_answers_every_damaged_header_without_raising_or_loopi
     assert _probe.mode_of(data=jpeg) == "RGB" and _probe.mode_of(data=buf.getvalue()) == "RGBA"
 
 
+def oriented_csv(jpeg_folder, tmp_path):
+    """A CSV of 8 copies of the folder's first photos, carrying EXIF orientations 1 to 8."""
+    folder = datasets.ImageFolder(jpeg_folder)
+    rows = []
+    for k, (path, label) in enumerate(folder.samples[:8]):
+        exif = Image.Exif()
+        exif[0x0112] = k + 1
+        Image.open(path).save(tmp_path / f"{k}.jpg", exif=exif.tobytes(), quality=95)
+        rows.append((tmp_path / f"{k}.jpg", label))
+    with open(tmp_path / "train.csv", "w", newline="") as f:
+        csv.writer(f).writerows([("file", "label"), *rows])
+    return tmp_path / "train.csv"
+
+
 class TurnsUpright(CsvImageDataset):
     """Code for phone photos: each image turned upright by its EXIF orientation."""
 
@@ -352,16 +366,7 @@ class TurnsUpright(CsvImageDataset):
 def test_a_dataset_turning_its_images_by_their_exif_orientation_runs_natively_with_torchs_pixels(jpeg_folder, tmp_path):
     """`ImageOps.exif_transpose` in `__getitem__` is learnt by the probe: the loader turns each
     image as it decodes it (the orientation read as Pillow reads it), with torch's pixels."""
-    folder = write_csv(jpeg_folder, tmp_path / "train.csv")
-    for k, (path, _) in enumerate(folder.samples[:8]):
-        exif = Image.Exif()
-        exif[0x0112] = k + 1
-        Image.open(path).save(tmp_path / f"{k}.jpg", exif=exif.tobytes(), quality=95)
-    with open(tmp_path / "train.csv", "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["file", "label"])
-        w.writerows([(tmp_path / f"{k}.jpg", t) for k, (_, t) in enumerate(folder.samples[:8])])
-    ds = TurnsUpright(tmp_path / "train.csv", T.Compose([T.Resize((40, 56)), T.PILToTensor()]))
+    ds = TurnsUpright(oriented_csv(jpeg_folder, tmp_path), T.Compose([T.Resize((40, 56)), T.PILToTensor()]))
     assert _probe.probe(ds).form == (False, True, True)
     loader = no_fallback(lambda: DataLoader(ds, batch_size=4, backend="cpu"))
     ours = torch.cat([x for x, _ in loader])
@@ -382,14 +387,7 @@ class NotesTheUprightSize(CsvImageDataset):
 
 
 def test_the_size_of_an_image_turned_upright_is_pillows_natively(jpeg_folder, tmp_path):
-    folder = write_csv(jpeg_folder, tmp_path / "train.csv")
-    for k, (path, _) in enumerate(folder.samples[:8]):
-        exif = Image.Exif()
-        exif[0x0112] = k + 1
-        Image.open(path).save(tmp_path / f"{k}.jpg", exif=exif.tobytes(), quality=95)
-    with open(tmp_path / "train.csv", "w", newline="") as f:
-        csv.writer(f).writerows([("file", "label"), *[(tmp_path / f"{k}.jpg", t) for k, (_, t) in enumerate(folder.samples[:8])]])
-    ds = NotesTheUprightSize(tmp_path / "train.csv", T.Compose([T.Resize((40, 56)), T.PILToTensor()]))
+    ds = NotesTheUprightSize(oriented_csv(jpeg_folder, tmp_path), T.Compose([T.Resize((40, 56)), T.PILToTensor()]))
     loader = no_fallback(lambda: DataLoader(ds, batch_size=8, backend="cpu"))
     (ours,) = list(loader)
     theirs = next(iter(tud.DataLoader(ds, batch_size=8)))
