@@ -23,6 +23,7 @@ wrong pixels."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import random
@@ -61,7 +62,7 @@ class LazyImage:
     (True: as Pillow's `exif_transpose` reads it; "torchvision": as torchvision's readers
     do)."""
 
-    __slots__ = ("path", "tensor", "rgb", "turned", "before")
+    __slots__ = ("path", "tensor", "rgb", "turned", "before", "cut")
 
     def __init__(
         self,
@@ -78,8 +79,11 @@ class LazyImage:
         self.turned = turned
         #: What the Dataset's code did to the image before the transform, in order: a resize
         #: to one size (`Resized`), Pillow's conversion to grey (`GREY`) and back to RGB
-        #: (`GREY_RGB`).
+        #: (`GREY_RGB`), a torchvision transform of its own applied (`Applied`).
         self.before = before
+        #: `(top, left, height, width)` that `RandomCrop.get_params` answered for this image
+        #: (`_crop_params`), which a `crop` of it must then cut; None: none asked.
+        self.cut = None
 
     @property
     def form(self) -> tuple[bool, bool, bool | str]:
@@ -112,9 +116,15 @@ class LazyImage:
         """Pillow's `Image.resize` of the opened image to one `(width, height)` for every
         image: recorded, to run first, as torchvision's `Resize((height, width))` with that
         filter (which is this call on a PIL image) would."""
+        width, height = _fixed_size(size)
+        if not self.tensor and box is None and self._known_dims() == (width, height):
+            # Pillow returns a copy of an image resized to its own size (diffusers' SDXL textual
+            # inversion resizes its crop to the size it cut): the same pixels, filter or not.
+            return self
         if self.tensor or box is not None or reducing_gap is not None or _resizes(self.before):
             raise NeedsPixels("the image's .resize with a box, a reducing gap, of an array or resized twice")
-        width, height = _fixed_size(size)
+        if _applies(self.before):
+            raise NeedsPixels("the image's .resize to another size after a transform of the Dataset's own")
         # Pillow's default filter for the modes hpuload reads (not "1" or "P").
         filter = 3 if resample is None else int(resample)  # Image.Resampling.BICUBIC
         resized = Resized("pil", width, height, filter)
@@ -177,15 +187,24 @@ class LazyImage:
             raise NeedsPixels("the shape of the image (hpuload answers it for the array of an RGB image as stored)")
         if self.tensor == "array" and not self.rgb and mode_of(self.path) not in (None, "RGB"):
             raise NeedsPixels("the shape of the array of an image that is not RGB")
-        if any(not isinstance(step, Resized) and step != CENTRE_SQUARE for step in self.before):
+        if any(isinstance(step, str) and step != CENTRE_SQUARE for step in self.before):
             raise NeedsPixels("the shape of the image's array made grey")
         width, height = self._dims("the shape")
         return height, width, 3
 
-    def _dims(self, what: str) -> tuple[int, int]:
+    def _known_dims(self) -> tuple[int, int] | None:
+        """`_dims`, or None where hpuload cannot tell them without pixels."""
+        try:
+            return self._dims("the size")
+        except NeedsPixels:
+            return None
+
+    def _dims(self, what: str, steps: tuple | None = None) -> tuple[int, int]:
         """`(width, height)` of the image as the code holds it: the file's header's, turned
         upright where the code turned it (Pillow's `exif_transpose` comes before any resize),
-        then each step since (a resize to one size, the centre square; grey keeps them)."""
+        then each step since (a resize to one size, the centre square, a transform of the
+        Dataset's own whose size hpuload knows; grey keeps them). With `steps`, after those
+        steps alone (`()`: the file's image as decoded and turned)."""
         size = size_of(self.path)
         if size is None:
             raise NeedsPixels(f"{what} of an image whose header hpuload cannot read ({self.path})")
@@ -196,11 +215,16 @@ class LazyImage:
                 raise NeedsPixels(f"{what} of the image turned upright (hpuload reads a JPEG's orientation for it)")
             if turns >= 5:
                 width, height = height, width
-        for step in self.before:
+        for step in self.before if steps is None else steps:
             if isinstance(step, Resized):
                 width, height = step.width, step.height
             elif step == CENTRE_SQUARE:
                 width = height = min(width, height)
+            elif isinstance(step, Applied):
+                after = step.size_after(width, height)
+                if after is None:
+                    raise NeedsPixels(f"{what} of the image after the Dataset's {step.name()}")
+                width, height = after
         return width, height
 
     @property
@@ -241,7 +265,7 @@ class LazyImage:
             (width - side) // 2,
             (width - side) // 2 + side,
         )
-        if square and CENTRE_SQUARE not in self.before and not _resizes(self.before):
+        if square and CENTRE_SQUARE not in self.before and not _resizes(self.before) and not _applies(self.before):
             return LazyImage(
                 self.path, tensor=self.tensor, rgb=self.rgb, turned=self.turned, before=(*self.before, CENTRE_SQUARE)
             )
@@ -287,6 +311,93 @@ def grey_read(before: tuple) -> str | None:
 
 def _resizes(before: tuple) -> bool:
     return any(isinstance(step, Resized) for step in before)
+
+
+def _applies(before: tuple) -> bool:
+    return any(isinstance(step, Applied) for step in before)
+
+
+@dataclasses.dataclass(frozen=True)
+class Applied:
+    """A torchvision transform the Dataset's code applied to the image itself, in
+    `LazyImage.before`: one of the Dataset's attributes that hold one (`attribute`; `ChainLink`
+    stood in for it: diffusers' SDXL textual inversion holds `self.crop` and
+    `self.flip_transform`), or a random crop of `crop` `(height, width)` cut where
+    `RandomCrop.get_params` drew it (`_crop_params`, then `functional.crop`). The loader runs
+    them in order, each as torchvision runs it, after the steps before them. Equal by what it
+    names: `transform` is the object the attribute held when probed (for its output size)."""
+
+    attribute: str | None = None
+    crop: tuple[int, int] | None = None
+    transform: Any = dataclasses.field(default=None, compare=False, repr=False)
+
+    def name(self) -> str:
+        if self.attribute is not None:
+            return f"`{self.attribute}` ({type(self.transform).__name__})"
+        return f"crop of {self.crop[0]}x{self.crop[1]} where RandomCrop.get_params drew it"
+
+    def size_after(self, width: int, height: int) -> tuple[int, int] | None:
+        """`(width, height)` of what it gives for an image of that size (None: unknown)."""
+        if self.crop is not None:
+            return self.crop[1], self.crop[0]
+        return _size_after(self.transform, width, height)
+
+    def step(self, dataset):
+        """The torchvision transform it runs now: the attribute's (as the Dataset holds it
+        now), or the random crop."""
+        if self.attribute is not None:
+            return getattr(dataset, self.attribute)
+        from torchvision import transforms as T
+
+        return T.RandomCrop(self.crop)
+
+
+#: torchvision transforms (v1 and v2, by class name) whose output has their input's size.
+_SAME_SIZE = frozenset(
+    {
+        "RandomHorizontalFlip",
+        "RandomVerticalFlip",
+        "ColorJitter",
+        "Grayscale",
+        "RandomGrayscale",
+        "GaussianBlur",
+        "RandomAutocontrast",
+        "RandomEqualize",
+        "RandomPosterize",
+        "RandomSolarize",
+        "RandomAdjustSharpness",
+        "RandomInvert",
+    }
+)
+
+
+def _size_after(transform, width: int, height: int) -> tuple[int, int] | None:
+    """`(width, height)` of what a torchvision transform gives a PIL image of that size, where
+    its own parameters tell it alone (a crop's size, a flip's, a Compose of such); None
+    otherwise."""
+    from ._transforms import _is
+
+    if _is(transform, "Compose"):
+        for t in transform.transforms:
+            size = _size_after(t, width, height)
+            if size is None:
+                return None
+            width, height = size
+        return width, height
+    name = type(transform).__name__
+    if not type(transform).__module__.startswith("torchvision.transforms"):
+        return None
+    if name in _SAME_SIZE:
+        return width, height
+    if name in ("RandomCrop", "CenterCrop", "RandomResizedCrop"):
+        size = transform.size
+        size = (size, size) if isinstance(size, int) else tuple(size)
+        if len(size) == 1:
+            size = (size[0], size[0])
+        return int(size[1]), int(size[0])
+    if name == "Resize" and isinstance(transform.size, (list, tuple)) and len(transform.size) == 2:
+        return int(transform.size[1]), int(transform.size[0])
+    return None
 
 
 def _fixed_size(size) -> tuple[int, int]:
@@ -645,6 +756,118 @@ def transform_attribute(dataset) -> str | None:
     return "transform" if hasattr(dataset, "transform") else None
 
 
+def chain_attributes(dataset) -> list[str]:
+    """The Dataset's attributes that hold torchvision transforms, when it holds several and
+    no `transform` (nor an albumentations `Compose`): its code applies them itself, in the
+    order it chooses (diffusers' SDXL textual inversion: `self.crop`, then
+    `self.flip_transform`), each stood in for by a `ChainLink`. Empty otherwise."""
+    if getattr(dataset, "transform", None) is not None:
+        return []
+    from ._albumentations import is_compose
+
+    held = getattr(dataset, "__dict__", {})
+    if any(is_compose(v) for v in held.values()):
+        return []
+    found = [k for k, v in held.items() if is_torchvision_transform(v)]
+    return found if len(found) > 1 else []
+
+
+class ChainLink:
+    """Takes the place of one of the torchvision transforms a Dataset holds several of
+    (`chain_attributes`) while probing: called on the opened image, it gives the image with
+    the transform recorded as applied (`Applied`), for the code to go on with as the PIL image
+    (or tensor) torchvision would give; the loader then runs the transforms in the order the
+    code applied them. `get_params` of a `RandomCrop` is answered (`_crop_params`); its other
+    plain attributes (`self.crop.size`) read through."""
+
+    def __init__(self, attribute: str, transform):
+        self._attribute, self._transform = attribute, transform
+
+    def __call__(self, image, *rest):
+        if rest or not isinstance(image, LazyImage):
+            raise NeedsPixels(f"the Dataset's `{self._attribute}` was given a {type(image).__name__}, not the opened image")
+        if image.tensor == "cv2" or image.tensor == "array":
+            raise NeedsPixels(f"the Dataset's `{self._attribute}` (a torchvision transform) was given a NumPy array")
+        step = Applied(self._attribute, transform=self._transform)
+        return LazyImage(image.path, tensor=image.tensor, rgb=image.rgb, turned=image.turned, before=(*image.before, step))
+
+    def get_params(self, *args, **kwargs):
+        from torchvision import transforms as T
+
+        if type(self._transform) is not T.RandomCrop:
+            raise NeedsPixels(f"get_params of the Dataset's `{self._attribute}` ({type(self._transform).__name__})")
+        return _crop_params(*args, **kwargs)
+
+    def __getattr__(self, name: str):
+        value = getattr(self._transform, name)
+        if callable(value):
+            raise NeedsPixels(f"`{self._attribute}.{name}` called on the image (hpuload stands in for the transform)")
+        return value
+
+
+#: On a thread running a Dataset's code for a sample the loader hands out
+#: (`DrawnExtras.rows`): `plan(width, height)`, that sample's plan (`core.sample_plan`) for
+#: its image as decoded; `answered`: `_crop_params` answered a draw while probing.
+_plans = threading.local()
+
+
+def _crop_params(img, output_size):
+    """`RandomCrop.get_params(img, output_size)` of the opened image, `(top, left, height,
+    width)`: on a run for a sample the loader hands out, where the loader's own random crop
+    cuts it (its sample plan's), otherwise (probing) a corner drawn at random; recorded on the
+    image, for `functional.crop` to follow. Errors as torchvision raises them."""
+    if not isinstance(img, LazyImage) or img.tensor in ("cv2", "array"):
+        raise NeedsPixels(f"RandomCrop.get_params of a {type(img).__name__} that is not the opened image")
+    th, tw = (int(v) for v in output_size)
+    width, height = img._dims("RandomCrop.get_params")
+    if height < th or width < tw:
+        raise ValueError(f"Required crop size {(th, tw)} is larger than input image size {(height, width)}")
+    if (width, height) == (tw, th):
+        top = left = 0
+    else:
+        plan = getattr(_plans, "plan", None)
+        if plan is None:
+            _plans.answered = True
+            top, left = _probe_draws.randint(0, height - th), _probe_draws.randint(0, width - tw)
+        else:
+            cut = plan(*img._dims("RandomCrop.get_params", ())).get("resized_crop")
+            if cut is None or tuple(cut["resized"]) != (height, width):
+                raise NeedsPixels("RandomCrop.get_params where the loader's crop is not of the image as the code holds it")
+            top, left = cut["at"]
+    img.cut = (top, left, th, tw)
+    return top, left, th, tw
+
+
+#: The corners `_crop_params` draws while probing (any will do: the loader's own are used).
+_probe_draws = random.Random()
+
+
+def _probed_get_params(original):
+    """`RandomCrop.get_params`, answered for the opened image on a probing thread."""
+
+    def get_params(img, output_size):
+        if getattr(_probing, "on", False) and isinstance(img, LazyImage):
+            return _crop_params(img, output_size)
+        return original(img, output_size)
+
+    get_params.__wrapped__ = original
+    return get_params
+
+
+def _functional_crop(img, top, left, height, width):
+    """torchvision's `functional.crop` of the opened image: where `RandomCrop.get_params` drew
+    for it (`Applied` with that size); any other crop needs pixels."""
+    if img.tensor in ("cv2", "array"):
+        raise NeedsPixels("torchvision's functional.crop of a NumPy array")
+    if img.cut is None or img.cut != (top, left, height, width):
+        raise NeedsPixels(
+            f"a crop of the image at ({top}, {left}) of {height}x{width} (hpuload follows a crop where "
+            "RandomCrop.get_params drew it)"
+        )
+    step = Applied(crop=(int(height), int(width)))
+    return LazyImage(img.path, tensor=img.tensor, rgb=img.rgb, turned=img.turned, before=(*img.before, step))
+
+
 def is_torchvision_transform(value) -> bool:
     """Whether `value` is one of torchvision's transforms (v1 or v2, a `Compose` or a step)."""
     return type(value).__module__.startswith("torchvision.transforms") and callable(value)
@@ -716,8 +939,10 @@ def _exif_transpose(image, *, in_place: bool = False):
         return ImageOps.exif_transpose.__wrapped__(image, in_place=in_place)
     if image.tensor:
         raise NeedsPixels("exif_transpose of the image read as a tensor")
-    if _resizes(image.before):
-        raise NeedsPixels("exif_transpose of the resized image (hpuload turns the file's image before resizing it)")
+    if _resizes(image.before) or _applies(image.before):
+        raise NeedsPixels(
+            "exif_transpose of the resized or transformed image (hpuload turns the file's image before anything else)"
+        )
     if in_place:
         image.turned = True
         return None
@@ -1375,6 +1600,13 @@ def install() -> None:
             return
         if getattr(v2.Transform.__call__, "__wrapped__", None) is None:
             v2.Transform.__call__ = _v2_call(v2.Transform.__call__)
+        import torchvision.transforms as T
+        import torchvision.transforms.functional as TF
+
+        if getattr(T.RandomCrop.get_params, "__wrapped__", None) is None:
+            T.RandomCrop.get_params = staticmethod(_probed_get_params(T.RandomCrop.get_params))
+        if getattr(TF.crop, "__wrapped__", None) is None:
+            TF.crop = _probed_call(TF.crop, _functional_crop)
         for name, lazy in (("read_file", _read_file), ("decode_image", _decode_image), ("read_image", _read_image)):
             original = getattr(tio, name, None)
             if original is not None and getattr(original, "__wrapped__", None) is None:
@@ -1469,6 +1701,9 @@ def _installed() -> list:
         import torchvision.io as tio
     except ImportError:  # pragma: no cover - torchvision comes with the fast path
         return calls
+    import torchvision.transforms.functional as TF
+
+    calls.append(TF.crop)
     return calls + [getattr(tio, name, None) for name in ("read_file", "decode_image", "read_image")]
 
 
@@ -1778,6 +2013,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
     isolated = _Isolated().__enter__()
     generators = _Generators(dataset)
     start = generators.states()
+    _plans.answered = False
     samples: list[tuple[str, int]] = []
     extras: list[tuple] = []
     more: list[tuple[str, ...]] = []  # the files of each index's other images
@@ -1884,6 +2120,10 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
         # The generators tell what a few calls may not: code that draws even once in a
         # thousand calls (a caption dropped, a label flipped now and then) has moved them.
         moved = generators.moved(start, generators.states())
+        if _plans.answered and (isinstance(keys, DictSample) or objects or layout[1]):
+            # A crop's corner drawn (`_crop_params`): the values beside the image may hold it
+            # (SDXL's `crop_top_left`), drawn again for each sample as the loader crops it.
+            drawn = True
         if moved and not drawn:
             if isinstance(keys, DictSample) or objects or layout[1]:
                 drawn = True
@@ -1968,9 +2208,14 @@ class _Session:
 
         self.dataset, self.transform, self.stand_in = dataset, transform, None
         self.names = [attribute]
+        #: `(attribute, transform)` of each of the transforms the Dataset applies itself
+        #: (`chain_attributes`), each stood in for by a `ChainLink`.
+        self.links = []
         if transform is not None:
             self.stand_in = AlbumentationsStandIn(transform) if is_compose(transform) else TransformStandIn()
             self.names += [k for k, v in getattr(dataset, "__dict__", {}).items() if v is transform and k != attribute]
+        else:
+            self.links = [(name, getattr(dataset, name)) for name in chain_attributes(dataset)]
 
     def __enter__(self):
         self.arrays = _NumpyArrays().__enter__()
@@ -1978,12 +2223,16 @@ class _Session:
         if self.stand_in is not None:
             for name in self.names:
                 setattr(self.dataset, name, self.stand_in)
+        for name, transform in self.links:
+            setattr(self.dataset, name, ChainLink(name, transform))
         return self
 
     def __exit__(self, *exc):
         if self.stand_in is not None:
             for name in self.names:
                 setattr(self.dataset, name, self.transform)
+        for name, transform in self.links:
+            setattr(self.dataset, name, transform)
         _probing.on = False
         self.arrays.__exit__()
         return False
@@ -2013,7 +2262,7 @@ class DrawnExtras(list):
         #: output)` (`probe`'s), the same for every index; `more`: per index, its other
         #: images' files (None: one image).
         self.samples, self.looks, self.more = samples, looks, more
-        self._seed = self._epoch = None
+        self._seed = self._epoch = self._plan_of = None
         #: The last batch's draws: `((seed, epoch, indices), rows, strays)`.
         self._last = None
         #: Per loader position, the dataset's index (a Subset's); None: the same.
@@ -2029,10 +2278,11 @@ class DrawnExtras(list):
         out.picks = list(picks)
         return out
 
-    def arm(self, seed, epoch) -> None:
+    def arm(self, seed, epoch, plan_of=None) -> None:
         """Draws from now on: `seed()` gives the loader's seed, `epoch()` the epoch being
-        read."""
-        self._seed, self._epoch = seed, epoch
+        read, `plan_of(index, width, height)` the loader's plan of a sample (what
+        `RandomCrop.get_params` answers in the Dataset's code: `_crop_params`)."""
+        self._seed, self._epoch, self._plan_of = seed, epoch, plan_of
 
     def __getitem__(self, i):
         if self._seed is None or not isinstance(i, int):
@@ -2059,6 +2309,7 @@ class DrawnExtras(list):
         out, strays = [], {}
         with _Session(dataset, attribute, getattr(dataset, attribute, None)) as session:
             for slot, i in enumerate(indices):
+                _plans.plan = functools.partial(self._plan_of, i) if self._plan_of is not None else _no_plan
                 try:
                     with _tail.seeded_sample(seed, epoch, i):
                         item = probed_item(dataset, i if self.picks is None else self.picks[i])
@@ -2067,6 +2318,8 @@ class DrawnExtras(list):
                     shape = _shape(item)
                 except NeedsPixels:
                     shape = None
+                finally:
+                    _plans.plan = None
                 if shape is None or not self._as_probed(i, item, shape):
                     strays[slot] = i
                     out.append(None)  # `settle` puts the values of the Dataset's own sample here
@@ -2107,6 +2360,10 @@ class DrawnExtras(list):
         return True
 
 
+def _no_plan(width, height):
+    raise NeedsPixels("RandomCrop.get_params where the loader gives no plan of its own crop")
+
+
 def _image_key(keys):
     """The image's key in the dicts `__getitem__` returns (`keys`: `_shape`'s)."""
     return keys.image if isinstance(keys, DictSample) else keys[0]
@@ -2118,6 +2375,10 @@ def _untransformed(out):
     would have recorded it."""
 
     def one(value):
+        if isinstance(value, (LazyImage, ArrayOut)):
+            image = value.image if isinstance(value, ArrayOut) else value
+            if _applies(image.before):
+                return _chain_output(value)
         if isinstance(value, LazyImage):
             return ArrayOut.of(value) if value.tensor in ("cv2", "array") else Recorded(value)
         return value
@@ -2129,6 +2390,25 @@ def _untransformed(out):
     if isinstance(out, dict):
         return {k: one(v) for k, v in out.items()}
     return out
+
+
+def _chain_output(value):
+    """What the Dataset's code returns of the image its own transforms (`Applied`) made: that
+    image (a PIL image, or a tensor), or its NumPy array as the code changed it, as a
+    transform's output would be recorded (`Recorded`; an `ArrayOut` of the PIL image the
+    transforms gave: `Output.of_pil`)."""
+    if isinstance(value, LazyImage):
+        if value.tensor in ("cv2", "array"):
+            value = ArrayOut.of(value)
+        else:
+            return Recorded(value, torchvision=True)
+    image = value.image
+    if value.output.of_pil and value.output.composed and not image.tensor:
+        return value  # made so already
+    if image.tensor != "array" or value.output.composed:
+        raise NeedsPixels(f"the image the Dataset's own transforms made, as {_form_name(image.form)}")
+    pil = LazyImage(image.path, rgb=image.rgb, turned=image.turned, before=image.before)
+    return ArrayOut(pil, value.output._replace(composed=True, of_pil=True))
 
 
 def _generator_states() -> tuple:

@@ -36,16 +36,26 @@ class TransformWatch:
         """The new transform object when it was reassigned since the epoch began and not yet
         warned about, else None."""
         now = self.read()
-        if now is self.obj or now is self.warned:
+        if _same(now, self.obj) or _same(now, self.warned):
             return None
         self.warned = now
         return now
+
+
+def _same(a, b) -> bool:
+    """Whether two transforms read are the same objects (tuples of them: element by element,
+    the transforms a Dataset's code applies itself)."""
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+    return a is b
 
 
 def describe(transform) -> str:
     """A transform in one line: `Compose([RandomResizedCrop, Grayscale, ToTensor])`."""
     from ._transforms import _is
 
+    if isinstance(transform, tuple):
+        return " then ".join(describe(t) for t in transform if t is not None)
     if _is(transform, "Compose"):
         inner = ", ".join(describe(t) for t in transform.transforms)
         return f"{type(transform).__name__}([{inner}])"

@@ -552,6 +552,13 @@ def _listed_source(dataset, pipeline):
                 raise Unsupported("the ConcatDataset's parts hold different transform objects now")
             transform = transform_of(bases[0])
             arrays = tensor == "cv2" or tensor == "array"
+            if any(isinstance(step, _probe.Applied) for step in before) and (
+                len(bases) > 1 or arrays or _albumentations.is_compose(transform)
+            ):
+                raise Unsupported(
+                    "torchvision transforms the Dataset's code applies itself, under a ConcatDataset or before an "
+                    "albumentations transform"
+                )
             if (arrays or _albumentations.is_compose(transform)) and _probe.CENTRE_SQUARE in before:
                 raise Unsupported("a centre square cut of the image's array before an albumentations transform or none")
             if arrays or _albumentations.is_compose(transform):
@@ -575,7 +582,7 @@ def _listed_source(dataset, pipeline):
                 first = [tv_transforms.Grayscale(num_output_channels=1)] if grey else []
                 transform = tv_transforms.Compose([*first, tv_transforms.PILToTensor(), *steps(transform)])
             if before and not grey:
-                transform = _before_first(before, transform)
+                transform = _before_first(before, transform, bases[0])
 
             def find_size():
                 if "samples" in common:
@@ -591,7 +598,13 @@ def _listed_source(dataset, pipeline):
             translated = _sized_translation(transform, common, find_size)
             return (_read_grey(translated[0]), *translated[1:]) if grey else translated
 
-        watch = _TransformWatch(lambda: transform_of(bases[0]), translate_now)
+        def watched():
+            """The transform the loader runs, as the dataset holds it now: with those its code
+            applies itself (`_probe.Applied`), each attribute's object."""
+            own = tuple(getattr(bases[0], s.attribute, None) for s in before if isinstance(s, _probe.Applied) and s.attribute)
+            return (transform_of(bases[0]), *own) if own else transform_of(bases[0])
+
+        watch = _TransformWatch(watched, translate_now)
         pipe, dtype, _ = watch.translated
     # Part -> (its list as read, as samples); "checked" -> samples; "rgb files" -> paths.
     folder_lists: dict = {}
@@ -798,16 +811,20 @@ def _read_grey(pipeline: str) -> str:
     return json.dumps(spec)
 
 
-def _before_first(before: tuple, transform):
+def _before_first(before: tuple, transform, dataset=None):
     """The Dataset's transform after what its code does to the PIL image first, each as the
     torchvision step that is that call on a PIL image: a Pillow resize to one size as
     `Resize((height, width))` with that filter, `convert("L")` as `Grayscale()`, and that
     made RGB again as `Grayscale(num_output_channels=3)`; the centre square its code cuts of
-    the image's array as `_transforms.CenterSquare`."""
+    the image's array as `_transforms.CenterSquare`; a transform of `dataset`'s own that its
+    code applies itself (`_probe.Applied`) as the transform it holds now."""
     from torchvision import transforms as tv_transforms
 
     first = []
     for step in before:
+        if isinstance(step, _probe.Applied):
+            first.append(step.step(dataset))
+            continue
         if step == _probe.CENTRE_SQUARE:
             first.append(CenterSquare())
             continue
@@ -1182,7 +1199,7 @@ class _Loader:
         self._extras = sample_extras
         if isinstance(sample_extras, _probe.DrawnExtras):
             # Drawn anew for each sample handed out, from (seed, epoch, index).
-            sample_extras.arm(lambda: self._options.seed, self._current_epoch)
+            sample_extras.arm(lambda: self._options.seed, self._current_epoch, self._sample_plan)
         #: The dataset's files and labels, read again at each epoch's start (`_SamplesWatch`);
         #: None: nothing to read again (hpuload's own sources, or torch's worker processes
         #: kept, which see the dataset as it was).
@@ -1818,6 +1835,11 @@ class _Loader:
         self._close_tail_pool()
         args, kwargs = self._fallback_args
         self._torch = _fallback(_Unfit(why, reason), self.dataset, args, kwargs, stacklevel=4)
+
+    def _sample_plan(self, index: int, width: int, height: int) -> dict:
+        """The plan of the loader's sample `index` in the epoch being read, for an image of
+        `width` x `height` as decoded (`core.sample_plan`)."""
+        return json.loads(self._core.sample_plan(self._current_epoch(), index, width, height))
 
     def _current_epoch(self) -> int:
         if self._resumed_epoch is not None:
