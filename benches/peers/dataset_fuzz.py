@@ -24,6 +24,10 @@ env ARITH=1: every class makes a NumPy array of what a transform of PIL steps al
 does), then computes on it with random arithmetic (`x / 127.5 - 1`, a mean and deviation of
 its own, float64 or float32, NumPy or torch; some with what hpuload does not follow) and
 returns it in a dict, compared exactly (session 103).
+env CHAIN=1: every class holds its composition cut into two or three torchvision transforms
+of its own (no `transform`; perhaps one more it never applies) and applies them itself in
+turn, with code between them: an array and back, a resize to its own size, its size noted
+(session 107).
 env DRAWS=1: every class draws from a generator (Python's, NumPy's or torch's global one, a
 NumPy generator it holds itself, or one a helper object of its module holds: an attribute's,
 a helper's helper's, one in a list, a module global's) outside
@@ -240,6 +244,56 @@ class Fuzzed(tud.Dataset):
     return f"arith={arith!r} fromarray={fromarray} array={array}", source
 
 
+#: `CHAIN=1`: what the class's code does between two of its transforms.
+BETWEEN = {
+    "nothing": "",
+    "roundtrip": "if isinstance(image, Image.Image):\n    image = Image.fromarray(np.array(image).astype(np.uint8))",
+    "same_size": "if isinstance(image, Image.Image):\n    image = image.resize(image.size, resample=Image.BICUBIC)",
+    "size_noted": "if isinstance(image, Image.Image):\n    noted = (image.height, image.width)",
+}
+
+
+def chain_class(rng):
+    """(name, source) of a random class of the `CHAIN=1` mode: it holds its transform's steps
+    cut into two or three torchvision transforms of its own (no `transform`), applies them
+    itself in turn, with code between them, and perhaps holds one more it never applies."""
+    parts = rng.choice([2, 2, 3])
+    names = rng.sample(["crop", "flip_transform", "finish", "resize", "augment"], parts)
+    between = [rng.choice(list(BETWEEN)) for _ in range(parts - 1)]
+    unused = rng.random() < 0.3
+    holds = [
+        "steps = list(transform.transforms) if hasattr(transform, 'transforms') else [transform]",
+        f"cuts = sorted(random.Random({rng.randrange(1000)}).sample(range(len(steps) + 1), {parts - 1}))",
+        "bounds = [0, *cuts, len(steps)]",
+        "kind = type(transform) if hasattr(transform, 'transforms') else T.Compose",
+        # An empty part holds a flip that never flips (a v2 Compose of nothing is refused).
+        *(f"self.{n} = kind(steps[bounds[{k}]:bounds[{k + 1}]] or [T.RandomHorizontalFlip(0.0)])" for k, n in enumerate(names)),
+        *(["self.val_transform = T.CenterCrop(8)"] if unused else []),
+    ]
+    lines = ["path, label = self.rows[i]", 'image = Image.open(path).convert("RGB")', "noted = (0, 0)"]
+    for k, n in enumerate(names):
+        lines.append(f"image = self.{n}(image)")
+        if k < len(between):
+            lines.append(BETWEEN[between[k]])
+    returns = rng.choice(["pair", "dict"])
+    lines.append("return image, label" if returns == "pair" else 'return {"pixel_values": image, "noted": noted, "label": label}')
+    source = f"""
+{HELPERS}
+
+class Fuzzed(tud.Dataset):
+    def __init__(self, samples, classes, root, transform, target_transform=None):
+        self.rows = [(p, t) for p, t in samples]
+{textwrap.indent(chr(10).join(holds), "        ")}
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, i):
+{textwrap.indent(chr(10).join(lines), "        ")}
+"""
+    return f"chain={names} between={between} unused={unused} returns={returns}", source
+
+
 def pil_composition(rng):
     """A composition of transform_fuzz.py's geometry and pinned pixel steps on PIL images,
     that gives PIL images."""
@@ -398,8 +452,10 @@ def make_class(source):
 
     import random
 
+    from torchvision import transforms as T
+
     scope = {
-        "tud": tud, "os": os, "copy": copy, "np": np, "torch": torch, "Image": Image, "ImageOps": ImageOps, "random": random,
+        "T": T, "tud": tud, "os": os, "copy": copy, "np": np, "torch": torch, "Image": Image, "ImageOps": ImageOps, "random": random,
         "default_loader": default_loader, "read_image": read_image, "read_file": read_file,
         "decode_image": decode_image, "ImageReadMode": ImageReadMode, "__name__": "fuzzed_dataset",
     }
@@ -511,10 +567,13 @@ def main():
     only = os.environ.get("ONLY")
     arith = os.environ.get("ARITH") == "1"
     draws = os.environ.get("DRAWS") == "1"
+    chain = os.environ.get("CHAIN") == "1"
     for i in range(cases):
         drawn = None
         if draws:
             name, source, *drawn = draws_class(rng)
+        elif chain:
+            name, source = chain_class(rng)
         else:
             name, source = arith_class(rng) if arith else dataset_class(rng)
         tname, tf = pil_composition(rng) if arith else transform_fuzz.composition(rng)

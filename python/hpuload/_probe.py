@@ -90,6 +90,22 @@ class LazyImage:
         """`(tensor, rgb, turned)`: how the Dataset's code holds its images."""
         return self.tensor, self.rgb, self.turned
 
+    @property
+    def __class__(self):
+        """What the image is as the code holds it, for `isinstance` (which reads `__class__`
+        where the type itself does not match): a PIL image, a tensor or a NumPy array, so that
+        code that branches on it (`if isinstance(image, Image.Image): ...`) takes the path it
+        takes with the pixels. `type()` is still `LazyImage`."""
+        if self.tensor is True:
+            return torch.Tensor
+        if self.tensor:
+            import numpy as np
+
+            return np.ndarray
+        from PIL import Image
+
+        return Image.Image
+
     def convert(self, mode=None, *args, **kwargs):
         if self.tensor:
             raise NeedsPixels("the image read as a tensor has no .convert")

@@ -574,15 +574,19 @@ def _listed_source(dataset, pipeline):
                     translated = (_albumentations.in_bgr(translated[0]), *translated[1:])
                 return translated
             grey = _probe.grey_read(before)
+            pre = before
             if tensor:
                 from torchvision import transforms as tv_transforms
 
                 # Read grey (`ImageReadMode.GRAY`): one channel from the start, as after
                 # Pillow's grey, which stands for the read in the translation (`_read_grey`).
+                # The transforms its code applies itself (`_probe.Applied`) run on the tensor.
                 first = [tv_transforms.Grayscale(num_output_channels=1)] if grey else []
-                transform = tv_transforms.Compose([*first, tv_transforms.PILToTensor(), *steps(transform)])
-            if before and not grey:
-                transform = _before_first(before, transform, bases[0])
+                applied = [s.step(bases[0]) for s in before if isinstance(s, _probe.Applied)]
+                transform = tv_transforms.Compose([*first, tv_transforms.PILToTensor(), *applied, *steps(transform)])
+                pre = tuple(s for s in before if not isinstance(s, _probe.Applied))
+            if pre and not grey:
+                transform = _before_first(pre, transform, bases[0])
 
             def find_size():
                 if "samples" in common:

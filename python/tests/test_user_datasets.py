@@ -1593,11 +1593,11 @@ def test_a_torchvision_transform_under_a_name_of_its_own_is_found_and_runs_nativ
         assert (x - wx).abs().max().item() <= 1 / 255 / 0.25 + 1e-6
 
 
-def test_a_v2_transform_the_probe_did_not_stand_in_for_sends_the_dataset_to_torch_named(tmp_path):
-    """Two transforms held (`tfms` and `val_tfms`), so neither is the one stood in for: the v2
-    transform `__getitem__` calls on the stand-in image would pass it through untouched, so it
-    says it needs pixels, and the loader is torch's, with torch's values, over images all of
-    one size (where the untouched image once ran natively as the raw batches)."""
+def test_a_dataset_holding_two_v2_transforms_runs_the_one_it_applies_natively(tmp_path):
+    """Two transforms held (`tfms` and `val_tfms`) and no `transform`: each is stood in for
+    (`_probe.ChainLink`), and the one `__getitem__` applies to the tensor it read runs
+    natively, with torch's values. (Once neither was stood in: v2 passed the stand-in image
+    through untouched, and over images all of one size the raw batches came out.)"""
     from torchvision.transforms import v2
 
     for k in range(6):
@@ -1606,6 +1606,41 @@ def test_a_v2_transform_the_probe_did_not_stand_in_for_sends_the_dataset_to_torc
         f.write("file,label\n" + "".join(f"{tmp_path / f'{k}.png'},{k % 2}\n" for k in range(6)))
     tf = v2.Compose([v2.Resize((32, 32)), v2.ToDtype(torch.float32, scale=True)])
     ds = HoldsItsTransformAs(tmp_path / "rows.csv", tf, tensors=True, extra=v2.Compose([v2.CenterCrop(24)]))
+    got = list(no_fallback(lambda: DataLoader(ds, batch_size=3, backend="cpu")))
+    want = list(tud.DataLoader(ds, batch_size=3))
+    assert len(got) == len(want) == 2
+    for (x, y), (wx, wy) in zip(got, want):
+        assert x.shape == wx.shape == (3, 3, 32, 32) and x.dtype == wx.dtype == torch.float32
+        assert torch.equal(y, wy)
+        assert (x - wx).abs().max().item() <= 1 / 255 + 1e-6
+
+
+class CallsATransformFromAList(HoldsItsTransformAs):
+    """The transform held in a list (`self.pipeline[0]`), where no attribute holds it."""
+
+    def __init__(self, csv_path, tfms):
+        super().__init__(csv_path, None, tensors=True)
+        del self.tfms
+        self.pipeline = [tfms]
+
+    def __getitem__(self, i):
+        from torchvision.io import ImageReadMode, read_image
+
+        path, label = self.rows[i]
+        return self.pipeline[0](read_image(path, ImageReadMode.RGB)), label
+
+
+def test_a_v2_transform_the_probe_did_not_stand_in_for_sends_the_dataset_to_torch_named(tmp_path):
+    """The v2 transform `__getitem__` calls on the stand-in image, held where hpuload stands in
+    for none, would pass it through untouched: it says it needs pixels, and the loader is
+    torch's, with torch's values, over images all of one size."""
+    from torchvision.transforms import v2
+
+    for k in range(6):
+        Image.new("RGB", (40, 30), (40 * k, 90, 200 - 30 * k)).save(tmp_path / f"{k}.png")
+    with open(tmp_path / "rows.csv", "w") as f:
+        f.write("file,label\n" + "".join(f"{tmp_path / f'{k}.png'},{k % 2}\n" for k in range(6)))
+    ds = CallsATransformFromAList(tmp_path / "rows.csv", v2.Compose([v2.Resize((32, 32)), v2.ToDtype(torch.float32, scale=True)]))
     with pytest.warns(FallbackWarning, match="outside the Dataset's transform attribute"):
         loader = DataLoader(ds, batch_size=3)
     x, _ = next(iter(loader))
