@@ -846,6 +846,8 @@ def _crop_params(img, output_size):
             _plans.answered = True
             top, left = _probe_draws.randint(0, height - th), _probe_draws.randint(0, width - tw)
         else:
+            # One crop a sample: the loader's plan is its one image's.
+            _plans.plan = _no_plan
             cut = plan(*img._dims("RandomCrop.get_params", ())).get("resized_crop")
             if cut is None or tuple(cut["resized"]) != (height, width):
                 raise NeedsPixels("RandomCrop.get_params where the loader's crop is not of the image as the code holds it")
@@ -1067,7 +1069,8 @@ class _NumpyArrays:
     """While entered (by any thread; counted): `numpy.array` and `numpy.asarray` answer an
     opened image (`_numpy_array_of`) on a probing thread, and are NumPy's own otherwise;
     they, `numpy.ascontiguousarray` and torch's `tensor`, `as_tensor` and `from_numpy` answer
-    the transformed image (`ArrayOut`) there too. Patched only while a Dataset is probed, so
+    the transformed image (`ArrayOut`) there too, and torchvision's `RandomCrop.get_params`
+    and `functional.crop` the opened one (`_crop_params`, `_functional_crop`). Patched only while a Dataset is probed, so
     that no other call of them pays for the check; code that bound them by name (`from numpy
     import asarray`) meets the handle, which needs pixels."""
 
@@ -1076,6 +1079,8 @@ class _NumpyArrays:
 
     def __enter__(self):
         import numpy as np
+        import torchvision.transforms as T
+        import torchvision.transforms.functional as TF
 
         with _patch_lock:
             if _NumpyArrays._depth == 0:
@@ -1086,10 +1091,17 @@ class _NumpyArrays:
                     (torch, "tensor", _array_out_tensor),
                     (torch, "as_tensor", _array_out_tensor),
                     (torch, "from_numpy", _array_out_tensor),
+                    (TF, "crop", _functional_crop),
                 ):
                     original = getattr(owner, name)
                     _NumpyArrays._originals.append((owner, name, original))
                     setattr(owner, name, _probed_call(original, answer))
+                # `RandomCrop.get_params` (a staticmethod, put back as it was). Patched only
+                # while probing, as `functional.crop` is: TorchScript cannot compile either
+                # stand-in, and a scripted transform compiles what they stand for.
+                own = T.RandomCrop.__dict__["get_params"]
+                _NumpyArrays._originals.append((T.RandomCrop, "get_params", own))
+                T.RandomCrop.get_params = staticmethod(_probed_get_params(own.__func__))
             _NumpyArrays._depth += 1
         return self
 
@@ -1616,13 +1628,6 @@ def install() -> None:
             return
         if getattr(v2.Transform.__call__, "__wrapped__", None) is None:
             v2.Transform.__call__ = _v2_call(v2.Transform.__call__)
-        import torchvision.transforms as T
-        import torchvision.transforms.functional as TF
-
-        if getattr(T.RandomCrop.get_params, "__wrapped__", None) is None:
-            T.RandomCrop.get_params = staticmethod(_probed_get_params(T.RandomCrop.get_params))
-        if getattr(TF.crop, "__wrapped__", None) is None:
-            TF.crop = _probed_call(TF.crop, _functional_crop)
         for name, lazy in (("read_file", _read_file), ("decode_image", _decode_image), ("read_image", _read_image)):
             original = getattr(tio, name, None)
             if original is not None and getattr(original, "__wrapped__", None) is None:
@@ -1717,9 +1722,6 @@ def _installed() -> list:
         import torchvision.io as tio
     except ImportError:  # pragma: no cover - torchvision comes with the fast path
         return calls
-    import torchvision.transforms.functional as TF
-
-    calls.append(TF.crop)
     return calls + [getattr(tio, name, None) for name in ("read_file", "decode_image", "read_image")]
 
 
@@ -1766,15 +1768,34 @@ def probed_item(dataset, index: int):
         # the code computes on, such as an instance mask), or an error of its own that
         # torch's loader will show as it is.
         why = ""
-        if "LazyImage" in str(e):
+        if "LazyImage" in str(e) or _met_the_handle(e):
             why = (
                 " (the code computes on what it opened as an image before any transform, or on a second "
                 "image it reads, such as a mask: hpuload decodes only the image the transform is given)"
             )
         raise NeedsPixels(
             f"{type(dataset).__name__}.__getitem__({index}) raised {type(e).__name__} while probed, "
-            f"at {_user_line(e, _source_file(dataset))}: {e}{why}"
+            f"at {_user_line(e, _source_file(dataset))}: {_first_line(e)}{why}"
         ) from None
+
+
+def _first_line(error: BaseException) -> str:
+    """An error's message up to its first line break (torch's dispatch errors list every
+    backend after it), at most 300 characters."""
+    text = str(error).strip().split("\n", 1)[0]
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _met_the_handle(error: BaseException) -> bool:
+    """Whether a frame `error` passed through held an opened image (a `LazyImage`) in a local
+    variable: the code computed on it (a library that takes it for the tensor it stands for
+    fails otherwise than by naming it)."""
+    tb = error.__traceback__
+    while tb is not None:
+        if any(type(v) is LazyImage for v in tb.tb_frame.f_locals.values()):
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def _label(value) -> int | None:
@@ -2136,6 +2157,10 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
         # The generators tell what a few calls may not: code that draws even once in a
         # thousand calls (a caption dropped, a label flipped now and then) has moved them.
         moved = generators.moved(start, generators.states())
+        if _plans.answered and more:
+            raise NeedsPixels(
+                "RandomCrop.get_params for a sample of several images (hpuload answers the crop of one image a sample)"
+            )
         if _plans.answered and (isinstance(keys, DictSample) or objects or layout[1]):
             # A crop's corner drawn (`_crop_params`): the values beside the image may hold it
             # (SDXL's `crop_top_left`), drawn again for each sample as the loader crops it.
