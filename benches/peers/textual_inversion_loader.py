@@ -14,6 +14,8 @@ usage:
   python textual_inversion_loader.py run --loader torch|hpuload --data FOLDER
         [--resolution 512] [--center_crop] [--epochs 2] [--workers 0] [--batch 16] [--repeats 100]
   python textual_inversion_loader.py parity --data FOLDER [--resolution 512] [--center_crop]
+`--sdxl`: `textual_inversion_sdxl.py`'s Dataset (its random or centre crop to `resolution`,
+which must fit in every photo, the corner and size noted, two tokenizers; session 107).
 `run` prints one JSON line: samples/s (median of the epochs after a warm-up one) and the RSS
 after each epoch. `parity` compares hpuload's batches with torch's, unshuffled, one template
 and no flip: the CPU path exactly, the media engine by PSNR."""
@@ -97,6 +99,55 @@ class TextualInversionDataset(Dataset):
         return example
 
 
+class SDXLTextualInversionDataset(TextualInversionDataset):
+    """`textual_inversion_sdxl.py`'s Dataset, its code as it is written there: two tokenizers,
+    the image's size noted, `self.crop` (a `RandomCrop`, asked for a corner with `get_params`
+    then cut with `functional.crop`; with `--center_crop` a `CenterCrop`) and the corner
+    noted, an array and back, Pillow's resize to `resolution` squared (the crop's own size),
+    the flip and `x / 127.5 - 1`."""
+
+    def __init__(self, data_root, tokenizer, size=512, center_crop=False, **kw):
+        super().__init__(data_root, tokenizer, size=size, center_crop=center_crop, **kw)
+        self.tokenizer_1 = self.tokenizer_2 = tokenizer
+        del self.tokenizer
+        self.crop = transforms.CenterCrop(size) if center_crop else transforms.RandomCrop(size)
+
+    def __getitem__(self, i):
+        example = {}
+        image = Image.open(self.image_paths[i % self.num_images])
+        if not image.mode == "RGB":
+            image = image.convert("RGB")
+        text = random.choice(self.templates).format(self.placeholder_token)
+        example["original_size"] = (image.height, image.width)
+        if self.center_crop:
+            y1 = max(0, int(round((image.height - self.size) / 2.0)))
+            x1 = max(0, int(round((image.width - self.size) / 2.0)))
+            image = self.crop(image)
+        else:
+            y1, x1, h, w = self.crop.get_params(image, (self.size, self.size))
+            image = transforms.functional.crop(image, y1, x1, h, w)
+        example["crop_top_left"] = (y1, x1)
+        example["input_ids_1"] = self.tokenizer_1(
+            text, padding="max_length", truncation=True, max_length=self.tokenizer_1.model_max_length, return_tensors="pt"
+        ).input_ids[0]
+        example["input_ids_2"] = self.tokenizer_2(
+            text, padding="max_length", truncation=True, max_length=self.tokenizer_2.model_max_length, return_tensors="pt"
+        ).input_ids[0]
+        img = np.array(image).astype(np.uint8)
+        image = Image.fromarray(img)
+        image = image.resize((self.size, self.size), resample=self.interpolation)
+        image = self.flip_transform(image)
+        image = np.array(image).astype(np.uint8)
+        image = (image / 127.5 - 1.0).astype(np.float32)
+        example["pixel_values"] = torch.from_numpy(image).permute(2, 0, 1)
+        return example
+
+
+def dataset(args, **kw):
+    kind = SDXLTextualInversionDataset if args.sdxl else TextualInversionDataset
+    return kind(args.data, tokenizer(), size=args.resolution, center_crop=args.center_crop, **kw)
+
+
 def make(args) -> None:
     """`--images` corpus photos, one from each class folder in turn, into a flat folder."""
     os.makedirs(args.out, exist_ok=True)
@@ -122,7 +173,7 @@ def rss_mib() -> float:
 
 
 def run(args) -> None:
-    ds = TextualInversionDataset(args.data, tokenizer(), size=args.resolution, repeats=args.repeats, center_crop=args.center_crop)
+    ds = dataset(args, repeats=args.repeats)
     loader = loader_of(args.loader, ds, args)
     rates, rss = [], []
     for epoch in range(args.epochs + 1):
@@ -137,15 +188,32 @@ def run(args) -> None:
 
 
 def parity(args) -> None:
-    ds = TextualInversionDataset(args.data, tokenizer(), size=args.resolution, repeats=1, flip_p=0.0, templates=TEMPLATES[:1], center_crop=args.center_crop)
+    ds = dataset(args, repeats=1, flip_p=0.0, templates=TEMPLATES[:1])
     args.batch, args.workers = 4, 0
     want = list(loader_of("torch", ds, args, shuffle=False))
     for backend in ("cpu", "auto"):
         args.backend = backend
         got = list(loader_of("hpuload", ds, args, shuffle=False))
-        same = all(torch.equal(a["pixel_values"], b["pixel_values"]) and torch.equal(a["input_ids"], b["input_ids"]) for a, b in zip(got, want))
+        if args.sdxl and not args.center_crop:
+            # Torch's crops are its own draws: each of hpuload's images against the photo cut
+            # at the corner handed out beside it.
+            want = [sdxl_cuts(ds, batch, k * args.batch) for k, batch in enumerate(got)]
+        ids = ("input_ids_1", "input_ids_2") if args.sdxl else ("input_ids",)
+        same = all(torch.equal(a["pixel_values"], b["pixel_values"]) and all(torch.equal(a[k], b[k]) for k in ids) for a, b in zip(got, want))
         low = min(psnr(a["pixel_values"], b["pixel_values"], 2.0) for a, b in zip(got, want))
         print(json.dumps({"backend": backend, "batches": len(got), "exact": same, "psnr_db_lowest": round(low, 1)}))
+
+
+def sdxl_cuts(ds, batch, first: int) -> dict:
+    """`batch` with its pixel values replaced by the script's of each photo cut at the corner
+    the batch hands out beside it (no flip)."""
+    cuts = []
+    for k in range(len(batch["pixel_values"])):
+        top, left = int(batch["crop_top_left"][0][k]), int(batch["crop_top_left"][1][k])
+        image = np.array(Image.open(ds.image_paths[(first + k) % ds.num_images]).convert("RGB"))
+        image = image[top : top + ds.size, left : left + ds.size]
+        cuts.append(torch.from_numpy((image / 127.5 - 1.0).astype(np.float32)).permute(2, 0, 1))
+    return {**batch, "pixel_values": torch.stack(cuts)}
 
 
 def main() -> None:
@@ -162,6 +230,7 @@ def main() -> None:
         s.add_argument("--data", required=True)
         s.add_argument("--resolution", type=int, default=512)
         s.add_argument("--center_crop", action="store_true", help="the script's --center_crop")
+        s.add_argument("--sdxl", action="store_true", help="textual_inversion_sdxl.py's Dataset")
     r.add_argument("--epochs", type=int, default=2)
     r.add_argument("--workers", type=int, default=0)
     r.add_argument("--batch", type=int, default=16)
