@@ -62,7 +62,7 @@ class LazyImage:
     (True: as Pillow's `exif_transpose` reads it; "torchvision": as torchvision's readers
     do)."""
 
-    __slots__ = ("path", "tensor", "rgb", "turned", "before", "cut")
+    __slots__ = ("path", "tensor", "rgb", "turned", "before", "cut", "held")
 
     def __init__(
         self,
@@ -84,6 +84,10 @@ class LazyImage:
         #: `(top, left, height, width)` that `RandomCrop.get_params` answered for this image
         #: (`_crop_params`), which a `crop` of it must then cut; None: none asked.
         self.cut = None
+        #: What a transform of the Dataset's own made of it (`ChainLink`): "pil", "tensor",
+        #: or "unknown" (a step hpuload does not know the output of); None: what `tensor`
+        #: says.
+        self.held = None
 
     @property
     def form(self) -> tuple[bool, bool, bool | str]:
@@ -96,7 +100,9 @@ class LazyImage:
         where the type itself does not match): a PIL image, a tensor or a NumPy array, so that
         code that branches on it (`if isinstance(image, Image.Image): ...`) takes the path it
         takes with the pixels. `type()` is still `LazyImage`."""
-        if self.tensor is True:
+        if self.held == "unknown":
+            raise NeedsPixels("what the image is, after a transform of the Dataset's own that hpuload does not know")
+        if self.tensor is True or self.held == "tensor":
             return torch.Tensor
         if self.tensor:
             import numpy as np
@@ -107,7 +113,8 @@ class LazyImage:
         return Image.Image
 
     def convert(self, mode=None, *args, **kwargs):
-        if self.tensor:
+        if self.tensor or self.held:
+            self._pil_only(".convert")
             raise NeedsPixels("the image read as a tensor has no .convert")
         if mode not in ("RGB", "L") or args or kwargs:
             raise NeedsPixels(f"convert({mode!r}) on the image (hpuload decodes to RGB, or to Pillow's grey)")
@@ -132,6 +139,7 @@ class LazyImage:
         """Pillow's `Image.resize` of the opened image to one `(width, height)` for every
         image: recorded, to run first, as torchvision's `Resize((height, width))` with that
         filter (which is this call on a PIL image) would."""
+        self._pil_only(".resize")
         width, height = _fixed_size(size)
         if not self.tensor and box is None and self._known_dims() == (width, height):
             # Pillow returns a copy of an image resized to its own size (diffusers' SDXL textual
@@ -155,6 +163,12 @@ class LazyImage:
     def close(self) -> None:
         pass
 
+    def _pil_only(self, what: str) -> None:
+        """Needs pixels where a transform of the Dataset's own made the image a tensor or
+        something hpuload does not know (`held`)."""
+        if self.held in ("tensor", "unknown"):
+            raise NeedsPixels(f"{what} of what a transform of the Dataset's own made of the image ({self.held})")
+
     @property
     def mode(self) -> str:
         """Pillow's mode of the image: "RGB" once converted to it, "L" once made grey, else
@@ -162,6 +176,7 @@ class LazyImage:
         the loader names it when it reads it). A file in RGB is then held as converted, so
         that `if image.mode != "RGB": image = image.convert("RGB")` (diffusers' DreamBooth
         script) holds every image alike, in RGB."""
+        self._pil_only(".mode")
         if self.tensor:
             raise NeedsPixels("the image's .mode (it was read as an array or a tensor)")
         if self.before and self.before[-1] == GREY:
@@ -187,6 +202,7 @@ class LazyImage:
         return ArrayOut.of(self).astype(*args, **kwargs)
 
     def copy(self, *args, **kwargs):
+        self._pil_only(".copy()")
         if self.tensor is False and not args and not kwargs:
             return self  # Pillow's `Image.copy()`: the same pixels, mode and metadata
         return ArrayOut.of(self).copy(*args, **kwargs)
@@ -250,6 +266,7 @@ class LazyImage:
         header, turned as `exif_transpose` turned it, then what the code did to it since; the
         same as the pixels'. Each index is probed, so a value the code computes from it is its
         own for each sample."""
+        self._pil_only(".size")
         if self.tensor:
             raise NeedsPixels("the image's .size (it was read as an array or a tensor)")
         return self._dims("the .size")
@@ -385,6 +402,26 @@ _SAME_SIZE = frozenset(
         "RandomInvert",
     }
 )
+
+
+#: torchvision's steps (v1 and v2, by class name) that make a PIL image a tensor, and back.
+_TO_TENSOR = frozenset({"ToTensor", "PILToTensor", "ToImage", "ToImageTensor"})
+
+
+def _kind_after(transform, kind: str) -> str:
+    """What a torchvision transform makes of a "pil" image or a "tensor": "pil", "tensor", or
+    "unknown" (a step not torchvision's own, which may give anything)."""
+    from ._transforms import steps
+
+    for t in steps(transform):
+        name = type(t).__name__
+        if not type(t).__module__.startswith("torchvision.transforms"):
+            return "unknown"
+        if name in _TO_TENSOR:
+            kind = "tensor"
+        elif name == "ToPILImage":
+            kind = "pil"
+    return kind
 
 
 def _size_after(transform, width: int, height: int) -> tuple[int, int] | None:
@@ -804,8 +841,13 @@ class ChainLink:
             raise NeedsPixels(f"the Dataset's `{self._attribute}` was given a {type(image).__name__}, not the opened image")
         if image.tensor == "cv2" or image.tensor == "array":
             raise NeedsPixels(f"the Dataset's `{self._attribute}` (a torchvision transform) was given a NumPy array")
+        if image.held == "unknown":
+            raise NeedsPixels(f"the Dataset's `{self._attribute}` given what a transform hpuload does not know made")
         step = Applied(self._attribute, transform=self._transform)
-        return LazyImage(image.path, tensor=image.tensor, rgb=image.rgb, turned=image.turned, before=(*image.before, step))
+        out = LazyImage(image.path, tensor=image.tensor, rgb=image.rgb, turned=image.turned, before=(*image.before, step))
+        given = image.held or ("tensor" if image.tensor else "pil")
+        out.held = _kind_after(self._transform, given)
+        return out
 
     def get_params(self, *args, **kwargs):
         from torchvision import transforms as T
@@ -883,7 +925,9 @@ def _functional_crop(img, top, left, height, width):
             "RandomCrop.get_params drew it)"
         )
     step = Applied(crop=(int(height), int(width)))
-    return LazyImage(img.path, tensor=img.tensor, rgb=img.rgb, turned=img.turned, before=(*img.before, step))
+    out = LazyImage(img.path, tensor=img.tensor, rgb=img.rgb, turned=img.turned, before=(*img.before, step))
+    out.held = img.held
+    return out
 
 
 def is_torchvision_transform(value) -> bool:
@@ -1056,6 +1100,7 @@ def _numpy_array_of(image: LazyImage, args: tuple, kwargs: dict) -> LazyImage:
     dtype = args[0] if args else kwargs.pop("dtype", None)
     if len(args) > 1 or set(kwargs) - {"copy", "order"} or (dtype is not None and np.dtype(dtype) != np.uint8):
         raise NeedsPixels("a NumPy array of the image with arguments other than a uint8 dtype, copy or order")
+    image._pil_only("a NumPy array")
     if image.tensor == "cv2" or image.tensor == "array":
         return image
     if image.tensor:
@@ -2439,6 +2484,8 @@ def _chain_output(value):
     transform's output would be recorded (`Recorded`; an `ArrayOut` of the PIL image the
     transforms gave: `Output.of_pil`)."""
     if isinstance(value, LazyImage):
+        if value.held == "unknown":
+            raise NeedsPixels("what a transform of the Dataset's own that hpuload does not know made of the image")
         if value.tensor in ("cv2", "array"):
             value = ArrayOut.of(value)
         else:

@@ -6,7 +6,9 @@ transforms (`self.crop`, a `RandomCrop` or with `--center_crop` a `CenterCrop`, 
 the crop into an array and back, resizes it to its own size, flips it, and makes it
 `x / 127.5 - 1`. hpuload runs the crop and flip natively in that order (`_probe.ChainLink`,
 `_probe.Applied`) and the class's own code again for each sample's values beside the image,
-where `get_params` answers the corner the loader's own crop cut (`_probe._crop_params`)."""
+where `get_params` answers the corner the loader's own crop cut (`_probe._crop_params`). Other
+classes that apply their transforms themselves (one picked by a flag, a crop drawn on the
+class, code that asks what it holds) are pinned here too."""
 
 import os
 import random
@@ -270,3 +272,35 @@ def test_a_transform_the_dataset_applies_itself_reassigned_between_epochs_is_fol
     ds.flip_transform = transforms.RandomHorizontalFlip(p=1.0)
     second = torch.cat([b["pixel_values"] for b in loader])
     assert torch.equal(second, first.flip(-1))
+
+
+class NotesWhatItHolds(Dataset):
+    """Branches on what it holds, as code written for either a PIL image or a tensor does:
+    the opened image, then what its own `self.crop` and `self.to_tensor` made of it."""
+
+    def __init__(self, root):
+        self.paths = sorted(os.path.join(root, name) for name in os.listdir(root))
+        self.crop, self.to_tensor = transforms.CenterCrop(40), transforms.ToTensor()
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        image = Image.open(self.paths[i])
+        opened = isinstance(image, Image.Image)
+        image = self.crop(image.convert("RGB"))
+        cropped = "pil" if isinstance(image, Image.Image) else "tensor" if isinstance(image, torch.Tensor) else "?"
+        image = self.to_tensor(image)
+        if not isinstance(image, torch.Tensor):
+            image = torch.zeros(3, 40, 40)  # never, with the pixels
+        return {"pixel_values": image, "opened": int(opened), "cropped": cropped, "made": int(isinstance(image, torch.Tensor))}
+
+
+def test_code_that_asks_what_it_holds_is_answered_as_with_the_pixels(concept):
+    ds = NotesWhatItHolds(concept)
+    pairs = zip(native(ds, batch_size=5, backend="cpu"), torch.utils.data.DataLoader(ds, batch_size=5), strict=True)
+    for a, b in pairs:
+        assert a["opened"].tolist() == b["opened"].tolist() == [1] * 5
+        assert a["cropped"] == b["cropped"] == ["pil"] * 5
+        assert a["made"].tolist() == b["made"].tolist() == [1] * 5
+        assert torch.equal(a["pixel_values"], b["pixel_values"])
