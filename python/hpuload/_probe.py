@@ -481,25 +481,51 @@ class Recorded:
     was a torchvision transform's (whose output may be a PIL image the code makes an array
     of), not an albumentations `Compose`'s ending in `ToTensorV2`."""
 
-    __slots__ = ("image", "torchvision")
+    __slots__ = ("image", "torchvision", "kind")
 
-    def __init__(self, image: LazyImage, torchvision: bool = False):
+    def __init__(self, image: LazyImage, torchvision: bool = False, kind: str | None = None):
         self.image = image
         self.torchvision = torchvision
+        #: What the transform gives: "pil", "tensor" (`_kind_after`), "unknown" or None.
+        self.kind = kind
+
+    @property
+    def __class__(self):
+        """What the transform gives, for `isinstance` (a PIL image, a tensor; an `ArrayOut` a
+        NumPy array or a tensor), so that code that branches on it takes the path it takes with
+        the pixels; where hpuload cannot tell, the handle's own type."""
+        kind = self.output.kind if issubclass(type(self), ArrayOut) else self.kind
+        if kind == "tensor":
+            return torch.Tensor
+        if kind == "numpy":
+            import numpy as np
+
+            return np.ndarray
+        if kind == "pil":
+            from PIL import Image
+
+            return Image.Image
+        return type(self)
 
     def __getattr__(self, name: str):
         raise NeedsPixels(f".{name} of the transformed image")
 
 
 class TransformStandIn:
-    """Takes the place of `dataset.transform` while probing."""
+    """Takes the place of `dataset.transform` while probing (`transform`: the one it stands
+    for, for what it gives)."""
+
+    def __init__(self, transform=None):
+        self.transform = transform
 
     def __call__(self, image, *rest):
         if rest or not isinstance(image, LazyImage):
             raise NeedsPixels(f"the transform was given a {type(image).__name__}, not the opened image")
         if image.tensor == "cv2" or image.tensor == "array":
             raise NeedsPixels("a torchvision transform was given a NumPy array of the image")
-        return Recorded(image, torchvision=True)
+        given = image.held or ("tensor" if image.tensor else "pil")
+        kind = _kind_after(self.transform, given) if self.transform is not None else None
+        return Recorded(image, torchvision=True, kind=kind)
 
 
 class Output(NamedTuple):
@@ -792,7 +818,7 @@ class AlbumentationsStandIn:
                 f"the albumentations transform was given a {type(image).__name__}, not what cv2.imread read "
                 "or the NumPy array of an opened image"
             )
-        return {"image": Recorded(image) if self.array is None else ArrayOut(image, self.array)}
+        return {"image": Recorded(image, kind="tensor") if self.array is None else ArrayOut(image, self.array)}
 
 
 def transform_attribute(dataset) -> str | None:
@@ -2298,7 +2324,7 @@ class _Session:
         #: (`chain_attributes`), each stood in for by a `ChainLink`.
         self.links = []
         if transform is not None:
-            self.stand_in = AlbumentationsStandIn(transform) if is_compose(transform) else TransformStandIn()
+            self.stand_in = AlbumentationsStandIn(transform) if is_compose(transform) else TransformStandIn(transform)
             self.names += [k for k, v in getattr(dataset, "__dict__", {}).items() if v is transform and k != attribute]
         else:
             self.links = [(name, getattr(dataset, name)) for name in chain_attributes(dataset)]

@@ -304,3 +304,35 @@ def test_code_that_asks_what_it_holds_is_answered_as_with_the_pixels(concept):
         assert a["cropped"] == b["cropped"] == ["pil"] * 5
         assert a["made"].tolist() == b["made"].tolist() == [1] * 5
         assert torch.equal(a["pixel_values"], b["pixel_values"])
+
+
+class AsksWhatItsTransformGave(Dataset):
+    """One `transform`, and code that asks what it gave: a tensor (flagged beside it), or the
+    PIL image whose array it then lays out channels first."""
+
+    def __init__(self, root, transform):
+        self.paths = sorted(os.path.join(root, name) for name in os.listdir(root))
+        self.transform = transform
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        image = self.transform(Image.open(self.paths[i]).convert("RGB"))
+        tensor = int(isinstance(image, torch.Tensor))
+        if isinstance(image, Image.Image):
+            image = np.array(image)
+        if isinstance(image, np.ndarray):
+            image = torch.from_numpy(image.transpose(2, 0, 1).astype(np.float32) / 255)
+        return {"pixel_values": image, "tensor": tensor}
+
+
+@pytest.mark.parametrize("to_tensor", [True, False])
+def test_code_that_asks_what_its_transform_gave_is_answered_as_with_the_pixels(concept, to_tensor):
+    last = [transforms.ToTensor()] if to_tensor else []
+    ds = AsksWhatItsTransformGave(concept, transforms.Compose([transforms.CenterCrop(40), *last]))
+    pairs = zip(native(ds, batch_size=5, backend="cpu"), torch.utils.data.DataLoader(ds, batch_size=5), strict=True)
+    for a, b in pairs:
+        assert a["tensor"].tolist() == b["tensor"].tolist() == [int(to_tensor)] * 5
+        assert a["pixel_values"].shape == b["pixel_values"].shape == (5, 3, 40, 40)
+        assert torch.equal(a["pixel_values"], b["pixel_values"])
