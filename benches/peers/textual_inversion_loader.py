@@ -10,7 +10,7 @@ The tokenizer is a real fast tokenizer trained here on the templates (CLIP's can
 downloaded offline), called as the script calls CLIP's.
 
 usage:
-  python textual_inversion_loader.py make --corpus DIR --out FOLDER [--images 5]
+  python textual_inversion_loader.py make --corpus DIR --out FOLDER [--images 5] [--scale 1.0]
   python textual_inversion_loader.py run --loader torch|hpuload --data FOLDER
         [--resolution 512] [--center_crop] [--epochs 2] [--workers 0] [--batch 16] [--repeats 100]
   python textual_inversion_loader.py parity --data FOLDER [--resolution 512] [--center_crop]
@@ -154,7 +154,15 @@ def make(args) -> None:
     classes = sorted(glob.glob(os.path.join(args.corpus, "*", "")))
     for k in range(args.images):
         photos = sorted(glob.glob(os.path.join(classes[k % len(classes)], "*.jpg")))
-        shutil.copy(photos[k // len(classes)], os.path.join(args.out, f"{k}.jpg"))
+        out = os.path.join(args.out, f"{k}.jpg")
+        if args.scale == 1.0:
+            shutil.copy(photos[k // len(classes)], out)
+            continue
+        # `--scale`: each photo resized by that factor (Lanczos) and saved at quality 95, for
+        # crops larger than the corpus's photos (SDXL's resolution).
+        image = Image.open(photos[k // len(classes)]).convert("RGB")
+        size = (round(image.width * args.scale), round(image.height * args.scale))
+        image.resize(size, Image.Resampling.LANCZOS).save(out, quality=95)
 
 
 def loader_of(kind: str, ds, args, shuffle=True):
@@ -223,6 +231,7 @@ def main() -> None:
     m.add_argument("--corpus", required=True)
     m.add_argument("--out", required=True)
     m.add_argument("--images", type=int, default=5)
+    m.add_argument("--scale", type=float, default=1.0, help="resize each photo by this factor (session 107)")
     r = sub.add_parser("run")
     r.add_argument("--loader", choices=("torch", "hpuload"), required=True)
     p = sub.add_parser("parity")
