@@ -222,7 +222,8 @@ def arith_class(rng):
         arith,
         rng.choice([
             "",
-            "if isinstance(arr, np.ndarray):\n    arr = arr.transpose(2, 0, 1)",  # the probe's stand-in is no ndarray
+            "if isinstance(arr, np.ndarray):\n    arr = arr.transpose(2, 0, 1)",  # answered as an ndarray (session 107)
+            "if type(arr) is np.ndarray:\n    arr = arr.transpose(2, 0, 1)",  # the probe's stand-in is no ndarray
             "arr = arr.transpose(2, 0, 1) if arr.shape[-1] == 3 else arr",  # reads the shape: falls back
         ]),
         'return {"pixel_values": arr, "label": label}',

@@ -214,9 +214,10 @@ def test_a_damaged_image_is_named_and_its_samples_replaced_even_the_first(concep
         (dict(crop=lambda img: img[::2, ::2]), "sliced with a step"),
         (dict(scale=lambda x: x / 127.5 - 1.0), "float64"),
         (dict(scale=lambda x: (x.astype(np.float32) - np.array([1.0, 2.0, 3.0], dtype=np.float32))), "ndarray"),
-        # Code that takes another path for an array than for the probe's stand-in: found by
-        # running one index for real.
-        (dict(scale=lambda x: (x / 127.5 - 1).astype(np.float32).transpose(2, 0, 1) if isinstance(x, np.ndarray) else (x / 127.5 - 1).astype(np.float32)), "when run"),
+        # Code that takes another path for an array than for the probe's stand-in (which
+        # `isinstance` takes for the array it stands for, `type` not): found by running one
+        # index for real.
+        (dict(scale=lambda x: (x / 127.5 - 1).astype(np.float32).transpose(2, 0, 1) if type(x) is np.ndarray else (x / 127.5 - 1).astype(np.float32)), "when run"),
     ],
 )
 def test_what_hpuload_does_not_follow_falls_back_named(concept, change, why):

@@ -13,8 +13,6 @@ class, code that asks what it holds) are pinned here too."""
 import os
 import random
 import shutil
-import types
-import warnings
 
 import numpy as np
 import PIL
@@ -22,6 +20,7 @@ import pytest
 import torch
 from conftest import resumed_after
 from PIL import Image
+from test_textual_inversion import Tokenizer, concept, native  # noqa: F401 (`concept`: a fixture)
 from torch.utils.data import Dataset
 from torchvision import transforms
 from torchvision.transforms import functional as TF
@@ -29,16 +28,6 @@ from torchvision.transforms import functional as TF
 from hpuload.torch import DataLoader, FallbackWarning
 
 TEMPLATES = ["a photo of a {}", "a rendering of a {}", "a cropped photo of the {}"]
-
-
-class Tokenizer:
-    """CLIP's tokenizer as the script calls it (no vocabulary offline): 12 ids a text."""
-
-    model_max_length = 12
-
-    def __call__(self, text, padding, truncation, max_length, return_tensors):
-        ids = [ord(c) % 97 for c in text[:max_length]]
-        return types.SimpleNamespace(input_ids=torch.tensor([ids + [0] * (max_length - len(ids))]))
 
 
 class SDXLTextualInversionDataset(Dataset):
@@ -87,21 +76,6 @@ class SDXLTextualInversionDataset(Dataset):
         image = (image / 127.5 - 1.0).astype(np.float32)
         example["pixel_values"] = torch.from_numpy(image).permute(2, 0, 1)
         return example
-
-
-@pytest.fixture(scope="module")
-def concept(jpeg_folder, tmp_path_factory):
-    """A folder of a few photos, as the script's `--train_data_dir` holds them."""
-    root = tmp_path_factory.mktemp("concept_sdxl")
-    for k, path in enumerate(sorted(jpeg_folder.rglob("*.jpg"))[:5]):
-        shutil.copy(path, root / f"{k}.jpg")
-    return root
-
-
-def native(*args, **kwargs):
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", FallbackWarning)
-        return DataLoader(*args, **kwargs)
 
 
 def cut_of(path, top, left, size):
