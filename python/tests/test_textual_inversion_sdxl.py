@@ -310,3 +310,22 @@ def test_code_that_asks_what_its_transform_gave_is_answered_as_with_the_pixels(c
         assert a["tensor"].tolist() == b["tensor"].tolist() == [int(to_tensor)] * 5
         assert a["pixel_values"].shape == b["pixel_values"].shape == (5, 3, 40, 40)
         assert torch.equal(a["pixel_values"], b["pixel_values"])
+
+
+class WithIndex(SDXLTextualInversionDataset):
+    """The script's Dataset, its index noted beside each sample (to find its photo)."""
+
+    def __getitem__(self, i):
+        example = super().__getitem__(i)
+        example["i"] = i
+        return example
+
+
+def test_shuffled_and_under_a_subset_each_corner_is_where_its_image_was_cut(concept):
+    ds = WithIndex(concept, size=40, repeats=4)
+    for data in (ds, torch.utils.data.Subset(ds, [7, 3, 11, 0, 5, 18, 2, 9])):
+        for batch in native(data, batch_size=4, shuffle=True, seed=3, backend="cpu"):
+            for k, i in enumerate(batch["i"].tolist()):
+                top, left = int(batch["crop_top_left"][0][k]), int(batch["crop_top_left"][1][k])
+                want = cut_of(ds.image_paths[i % ds.num_images], top, left, 40)
+                assert torch.equal(batch["pixel_values"][k], want) or torch.equal(batch["pixel_values"][k], want.flip(-1))
