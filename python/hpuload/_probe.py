@@ -113,8 +113,8 @@ class LazyImage:
         return Image.Image
 
     def convert(self, mode=None, *args, **kwargs):
-        if self.tensor or self.held:
-            self._pil_only(".convert")
+        self._pil_only(".convert")
+        if self.tensor:
             raise NeedsPixels("the image read as a tensor has no .convert")
         if mode not in ("RGB", "L") or args or kwargs:
             raise NeedsPixels(f"convert({mode!r}) on the image (hpuload decodes to RGB, or to Pillow's grey)")

@@ -262,7 +262,7 @@ class NotesWhatItHolds(Dataset):
     def __getitem__(self, i):
         image = Image.open(self.paths[i])
         opened = isinstance(image, Image.Image)
-        image = self.crop(image.convert("RGB"))
+        image = self.crop(image.convert("RGB")).convert("RGB")
         cropped = "pil" if isinstance(image, Image.Image) else "tensor" if isinstance(image, torch.Tensor) else "?"
         image = self.to_tensor(image)
         if not isinstance(image, torch.Tensor):
