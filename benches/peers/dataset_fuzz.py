@@ -28,6 +28,11 @@ env CHAIN=1: every class holds its composition cut into two or three torchvision
 of its own (no `transform`; perhaps one more it never applies) and applies them itself in
 turn, with code between them: an array and back, a resize to its own size, its size noted
 (session 107).
+env FUNCTIONAL=1: every class calls torchvision's functional API (v1's and v2's) on its image
+itself, before its transform, after it or instead of one: resizes, crops, flips, padding,
+grey, conversions to a tensor and back, `normalize`, `to_dtype`; some with what hpuload does
+not follow (a size from the image's own, `adjust_brightness`, a flip drawn by `random`)
+(session 108).
 env DRAWS=1: every class draws from a generator (Python's, NumPy's or torch's global one, a
 NumPy generator it holds itself, or one a helper object of its module holds: an attribute's,
 a helper's helper's, one in a list, a module global's) outside
@@ -295,6 +300,111 @@ class Fuzzed(tud.Dataset):
     return f"chain={names} between={between} unused={unused} returns={returns}", source
 
 
+#: `FUNCTIONAL=1`: torchvision's functional calls the class makes on its image, each with
+#: the kinds of image it takes (`pil`, `u8` and `float` tensors: `t` both), what it makes of
+#: them, and its source. Calls made before the transform (or with none) are drawn from
+#: `FUNCTIONAL_BEFORE`, those after it from `FUNCTIONAL_AFTER`.
+FUNCTIONAL = {
+    "resize": ("any", None, "image = TF.resize(image, [52, 44])"),
+    "resize_short": ("any", None, "image = TF.resize(image, 40)"),
+    "resize_bicubic": ("any", None, "image = TF.resize(image, [40, 40], interpolation=T.InterpolationMode.BICUBIC)"),
+    "resize_nearest_v2": ("any", None, "image = F2.resize(image, [36, 48], interpolation=T.InterpolationMode.NEAREST)"),
+    "resize_max_v2": ("any", None, "image = F2.resize(image, 30, max_size=40)"),
+    "resize_small": ("any", None, "image = TF.resize(image, [20, 24])"),
+    "center_crop": ("any", None, "image = TF.center_crop(image, [30, 30])"),
+    "center_crop_big": ("any", None, "image = TF.center_crop(image, 90)"),
+    "center_crop_small": ("any", None, "image = TF.center_crop(image, 16)"),
+    "hflip": ("any", None, "image = TF.hflip(image)"),
+    "vflip_v2": ("any", None, "image = F2.vertical_flip(image)"),
+    "grey3": ("pil", None, "image = TF.to_grayscale(image, 3)"),
+    "grey3_v2": ("any", None, "image = F2.rgb_to_grayscale(image, 3)"),
+    "pad": ("any", None, "image = TF.pad(image, [3, 5])"),
+    "pad_reflect_v2": ("any", None, "image = F2.pad(image, 4, padding_mode='reflect')"),
+    "to_tensor": ("pil", "float", "image = TF.to_tensor(image)"),
+    "pil_to_tensor": ("pil", "u8", "image = TF.pil_to_tensor(image)"),
+    "to_image": ("any", "tensor", "image = F2.to_image(image)"),
+    "to_dtype": ("t", "float", "image = F2.to_dtype(image, torch.float32, scale=True)"),
+    "convert_dtype": ("t", "float", "image = TF.convert_image_dtype(image, torch.float32)"),
+    "normalize": ("float", None, "image = TF.normalize(image, [0.5, 0.4, 0.3], [0.2, 0.3, 0.25])"),
+    "normalize_v2": ("float", None, "image = F2.normalize(image, [0.5, 0.4, 0.3], [0.2, 0.3, 0.25])"),
+    "to_pil": ("t", "pil", "image = TF.to_pil_image(image)"),
+    "asks_tensor": ("any", None, "if isinstance(image, torch.Tensor):\n    image = TF.hflip(image)"),
+    "asks_pil": ("any", "pil?", "if isinstance(image, Image.Image):\n    image = TF.pil_to_tensor(image)"),
+    "size_noted": ("pil", None, "noted = image.size"),
+    # What hpuload does not follow: falls back.
+    "own_size": ("pil", None, "image = TF.resize(image, [image.height // 2 + 1, image.width // 2 + 1])"),
+    "brightness": ("any", None, "image = TF.adjust_brightness(image, 1.3)"),
+    "drawn_flip": ("any", None, "if random.random() < 0.5:\n    image = TF.hflip(image)"),
+}
+FUNCTIONAL_BEFORE = [n for n in FUNCTIONAL if n not in ("normalize", "normalize_v2", "to_pil", "resize_small", "center_crop_small")]
+FUNCTIONAL_AFTER = [n for n in FUNCTIONAL if n not in ("own_size", "center_crop", "center_crop_big", "resize")]
+
+
+def _functional_calls(rng, names, kind, count):
+    """`count` calls drawn from `names` that take an image of `kind` in turn, and the kind
+    they leave."""
+    chosen = []
+    for _ in range(count):
+        fits = [n for n in names if FUNCTIONAL[n][0] in ("any", kind) or (FUNCTIONAL[n][0] == "t" and kind != "pil")]
+        name = rng.choice(fits)
+        chosen.append(name)
+        makes = FUNCTIONAL[name][1]
+        if makes == "tensor":
+            kind = "u8" if kind == "pil" else kind
+        elif makes == "pil?":
+            kind = "u8" if kind == "pil" else kind
+        elif makes is not None:
+            kind = makes
+    return chosen, kind
+
+
+def functional_class(rng, tf):
+    """(name, source, normalized) of a random class of the `FUNCTIONAL=1` mode: functional
+    calls on its PIL image, then perhaps its transform `tf` (given a PIL image), then calls on
+    what it gave (a class without a transform mostly ends with a tensor)."""
+    from PIL import Image
+    from torchvision import datasets
+
+    applies = rng.random() < 0.75
+    before, kind = _functional_calls(rng, FUNCTIONAL_BEFORE if not applies else [n for n in FUNCTIONAL_BEFORE if FUNCTIONAL[n][1] is None], "pil", rng.choice([0, 1, 1, 2, 3] if applies else [1, 2, 3]))
+    if not applies and rng.random() < 0.8:
+        # One size for every image, so that torch's collate takes them (a step somewhere).
+        before.insert(rng.randrange(len(before) + 1), rng.choice(["resize", "resize_bicubic", "resize_nearest_v2", "center_crop"]))
+    if not applies and kind == "pil" and rng.random() < 0.8:
+        before.append(rng.choice(["to_tensor", "pil_to_tensor", "to_image"]))
+    after = []
+    if applies:
+        try:
+            given = tf(Image.open(datasets.ImageFolder(ROOT).samples[0][0]).convert("RGB"))
+            kind = "pil" if isinstance(given, Image.Image) else "float" if given.is_floating_point() else "u8"
+        except Exception:
+            kind = "pil"
+        after, _ = _functional_calls(rng, FUNCTIONAL_AFTER, kind, rng.choice([0, 1, 1, 2]))
+    lines = ["path, label = self.rows[i]", 'image = Image.open(path).convert("RGB")', "noted = (0, 0)"]
+    lines += [FUNCTIONAL[n][2] for n in before]
+    if applies:
+        lines.append("image = self.transform(image)")
+    lines += [FUNCTIONAL[n][2] for n in after]
+    returns = rng.choice(["pair", "dict"])
+    lines.append("return image, label" if returns == "pair" else 'return {"pixel_values": image, "noted": noted, "label": label}')
+    source = f"""
+{HELPERS}
+
+class Fuzzed(tud.Dataset):
+    def __init__(self, samples, classes, root, transform, target_transform=None):
+        self.rows = [(p, t) for p, t in samples]
+        self.transform = transform if {applies} else None
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, i):
+{textwrap.indent(chr(10).join(lines), "        ")}
+"""
+    normalized = any(n.startswith("normalize") for n in after)
+    return f"before={before} transform={applies} after={after} returns={returns}", source, normalized
+
+
 def pil_composition(rng):
     """A composition of transform_fuzz.py's geometry and pinned pixel steps on PIL images,
     that gives PIL images."""
@@ -454,9 +564,11 @@ def make_class(source):
     import random
 
     from torchvision import transforms as T
+    import torchvision.transforms.functional as TF
+    import torchvision.transforms.v2.functional as F2
 
     scope = {
-        "T": T, "tud": tud, "os": os, "copy": copy, "np": np, "torch": torch, "Image": Image, "ImageOps": ImageOps, "random": random,
+        "T": T, "TF": TF, "F2": F2, "tud": tud, "os": os, "copy": copy, "np": np, "torch": torch, "Image": Image, "ImageOps": ImageOps, "random": random,
         "default_loader": default_loader, "read_image": read_image, "read_file": read_file,
         "decode_image": decode_image, "ImageReadMode": ImageReadMode, "__name__": "fuzzed_dataset",
     }
@@ -569,15 +681,18 @@ def main():
     arith = os.environ.get("ARITH") == "1"
     draws = os.environ.get("DRAWS") == "1"
     chain = os.environ.get("CHAIN") == "1"
+    functional = os.environ.get("FUNCTIONAL") == "1"
     for i in range(cases):
-        drawn = None
+        drawn, normalized = None, False
         if draws:
             name, source, *drawn = draws_class(rng)
         elif chain:
             name, source = chain_class(rng)
-        else:
+        elif not functional:
             name, source = arith_class(rng) if arith else dataset_class(rng)
         tname, tf = pil_composition(rng) if arith else transform_fuzz.composition(rng)
+        if functional:
+            name, source, normalized = functional_class(rng, tf)
         if only is not None and i != int(only):
             continue
         if only is not None:
@@ -586,7 +701,7 @@ def main():
             if drawn is not None:
                 outcome, detail = run_draws(make_class(source), tf, "Normalize" in tname, *drawn)
             else:
-                outcome, detail = run(make_class(source), tf, "Normalize" in tname)
+                outcome, detail = run(make_class(source), tf, normalized or "Normalize" in tname)
         except Exception as e:
             outcome, detail = "HARNESS", f"{type(e).__name__}: {e}"
         transform_fuzz.count(tally, i, outcome, detail, f"[{name}] {tname}", show=only is not None or os.environ.get("SHOW") == "1")

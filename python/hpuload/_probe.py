@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import os
 import random
 import sys
@@ -356,17 +357,28 @@ class Applied:
     `LazyImage.before`: one of the Dataset's attributes that hold one (`attribute`; `ChainLink`
     stood in for it: diffusers' SDXL textual inversion holds `self.crop` and
     `self.flip_transform`), or a random crop of `crop` `(height, width)` cut where
-    `RandomCrop.get_params` drew it (`_crop_params`, then `functional.crop`). The loader runs
-    them in order, each as torchvision runs it, after the steps before them. Equal by what it
-    names: `transform` is the object the attribute held when probed (for its output size)."""
+    `RandomCrop.get_params` drew it (`_crop_params`, then `functional.crop`), or a call of
+    torchvision's functional API on the image (`call`: `TF.resize(image, 256)`), or on what the
+    Dataset's transform gave (`after`: `TF.normalize(self.transform(image), ...)`). The loader
+    runs them in order, each as torchvision runs it, after the steps before them (those
+    `after`, after the transform). Equal by what it names: `transform` is the object the
+    attribute held when probed (for its output size), or the transform that is the call."""
 
     attribute: str | None = None
     crop: tuple[int, int] | None = None
     transform: Any = dataclasses.field(default=None, compare=False, repr=False)
+    #: A call of torchvision's functional API (`_functional_step`): `transform` is the
+    #: transform that is that call, and this the call with its arguments.
+    call: str | None = None
+    #: Applied to what the Dataset's `transform` gave (the functional call was given its
+    #: output), not to the image before it.
+    after: bool = False
 
     def name(self) -> str:
         if self.attribute is not None:
             return f"`{self.attribute}` ({type(self.transform).__name__})"
+        if self.call is not None:
+            return f"`{self.call}`"
         return f"crop of {self.crop[0]}x{self.crop[1]} where RandomCrop.get_params drew it"
 
     def size_after(self, width: int, height: int) -> tuple[int, int] | None:
@@ -380,6 +392,8 @@ class Applied:
         now), or the random crop."""
         if self.attribute is not None:
             return getattr(dataset, self.attribute)
+        if self.call is not None:
+            return self.transform
         from torchvision import transforms as T
 
         return T.RandomCrop(self.crop)
@@ -400,6 +414,13 @@ _SAME_SIZE = frozenset(
         "RandomSolarize",
         "RandomAdjustSharpness",
         "RandomInvert",
+        "ToTensor",
+        "PILToTensor",
+        "ToImage",
+        "ToPILImage",
+        "ToDtype",
+        "ConvertImageDtype",
+        "Normalize",
     }
 )
 
@@ -448,8 +469,21 @@ def _size_after(transform, width: int, height: int) -> tuple[int, int] | None:
         if len(size) == 1:
             size = (size[0], size[0])
         return int(size[1]), int(size[0])
-    if name == "Resize" and isinstance(transform.size, (list, tuple)) and len(transform.size) == 2:
-        return int(transform.size[1]), int(transform.size[0])
+    if name == "Resize":
+        size = [transform.size] if isinstance(transform.size, int) else transform.size
+        if isinstance(size, (list, tuple)) and len(size) == 2:
+            return int(size[1]), int(size[0])
+        if isinstance(size, (list, tuple)) and len(size) == 1:
+            # The shorter side to that size: torchvision's own rule (and `max_size`).
+            from torchvision.transforms.functional import _compute_resized_output_size
+
+            height, width = _compute_resized_output_size((height, width), list(size), transform.max_size)
+            return width, height
+    if name == "Pad":
+        padding = transform.padding
+        padding = [padding] if isinstance(padding, int) else list(padding)
+        left, top, right, bottom = (padding * 4)[:4] if len(padding) == 1 else (padding * 2)[:4] if len(padding) == 2 else padding
+        return width + left + right, height + top + bottom
     return None
 
 
@@ -956,6 +990,123 @@ def _functional_crop(img, top, left, height, width):
     return out
 
 
+def _functional_step(name: str, original, v2: bool = False):
+    """The answer to torchvision's `functional.<name>` (`v2`: `transforms.v2.functional`'s)
+    called on the opened image, or on what the Dataset's transform gave, while probing: the
+    image with the transform that is that call recorded as applied (`Applied`; its arguments
+    bound as the function binds them, defaults included), for the code to go on with. The call
+    needs pixels where its input is of a kind the function does not take (what torchvision
+    would raise at) or one hpuload cannot tell."""
+    signature = inspect.signature(original)
+    make, takes = (_FUNCTIONAL_STEPS_V2 if v2 else _FUNCTIONAL_STEPS)[name]
+    called = f"torchvision's {'v2 ' if v2 else ''}functional.{name}"
+
+    def answer(image, *args, **kwargs):
+        try:
+            bound = signature.bind(image, *args, **kwargs)
+        except TypeError as e:
+            raise NeedsPixels(f"{called} called so: {e}") from None
+        bound.apply_defaults()
+        given = dict(bound.arguments)
+        given.pop(next(iter(signature.parameters)))
+        if v2:
+            from torchvision.transforms import v2 as T
+        else:
+            from torchvision import transforms as T
+
+        try:
+            transform = make(T, **given)
+        except Exception as e:  # what torchvision raises at the call: the loader that runs it says
+            raise NeedsPixels(f"{called} with these arguments ({_first_line(e)})") from None
+        after = isinstance(image, Recorded)
+        lazy = image.image if after else image
+        if isinstance(image, ArrayOut) or not isinstance(lazy, LazyImage) or lazy.tensor in ("cv2", "array"):
+            raise NeedsPixels(f"{called} of a NumPy array")
+        kind = image.kind if after else lazy.held or ("tensor" if lazy.tensor else "pil")
+        if kind not in ("pil", "tensor"):
+            raise NeedsPixels(f"{called} of what hpuload cannot tell the kind of")
+        if kind not in takes:
+            raise NeedsPixels(f"{called} of a {'PIL image' if kind == 'pil' else 'tensor'}")
+        call = f"{'v2.' if v2 else ''}functional.{name}({', '.join(f'{k}={v!r}' for k, v in given.items())})"
+        step = Applied(transform=transform, call=call, after=after)
+        out = LazyImage(lazy.path, tensor=lazy.tensor, rgb=lazy.rgb, turned=lazy.turned, before=(*lazy.before, step))
+        if after:
+            out.held = lazy.held
+            return Recorded(out, torchvision=True, kind=_kind_after(transform, kind))
+        out.held = _kind_after(transform, kind)
+        return out
+
+    return answer
+
+
+_ANY = ("pil", "tensor")
+
+#: torchvision's functionals (v1) answered on the image while probing (`_functional_step`):
+#: name -> (the transform that is the call, given torchvision's transforms module and the
+#: call's other arguments by name; the kinds of input the function takes).
+_FUNCTIONAL_STEPS = {
+    "resize": (lambda T, size, interpolation, max_size, antialias: T.Resize(size, interpolation, max_size, antialias), _ANY),
+    "center_crop": (lambda T, output_size: T.CenterCrop(output_size), _ANY),
+    "hflip": (lambda T: T.RandomHorizontalFlip(p=1.0), _ANY),
+    "vflip": (lambda T: T.RandomVerticalFlip(p=1.0), _ANY),
+    "pad": (lambda T, padding, fill, padding_mode: T.Pad(padding, fill, padding_mode), _ANY),
+    "rgb_to_grayscale": (lambda T, num_output_channels: T.Grayscale(num_output_channels), _ANY),
+    "to_grayscale": (lambda T, num_output_channels: T.Grayscale(num_output_channels), ("pil",)),
+    "to_tensor": (lambda T: T.ToTensor(), ("pil",)),
+    "pil_to_tensor": (lambda T: T.PILToTensor(), ("pil",)),
+    "to_pil_image": (lambda T, mode: T.ToPILImage(mode), ("tensor",)),
+    "normalize": (lambda T, mean, std, inplace: T.Normalize(mean, std, inplace), ("tensor",)),
+    "convert_image_dtype": (lambda T, dtype: T.ConvertImageDtype(dtype), ("tensor",)),
+}
+
+#: The same for `torchvision.transforms.v2.functional`, with v2's transforms. Those that
+#: dispatch on their input's type (`_V2_DISPATCHED`) are answered by a kernel registered for
+#: the stand-ins (`_register_v2_kernels`); the others by patching the module while probing.
+_FUNCTIONAL_STEPS_V2 = {
+    "resize": _FUNCTIONAL_STEPS["resize"],
+    "center_crop": _FUNCTIONAL_STEPS["center_crop"],
+    "horizontal_flip": _FUNCTIONAL_STEPS["hflip"],
+    "hflip": _FUNCTIONAL_STEPS["hflip"],
+    "vertical_flip": _FUNCTIONAL_STEPS["vflip"],
+    "vflip": _FUNCTIONAL_STEPS["vflip"],
+    # v2's `fill=None` pads with zeros, as `Pad`'s default does.
+    "pad": (lambda T, padding, fill, padding_mode: T.Pad(padding, 0 if fill is None else fill, padding_mode), _ANY),
+    "rgb_to_grayscale": _FUNCTIONAL_STEPS["rgb_to_grayscale"],
+    "to_grayscale": (lambda T, num_output_channels: T.Grayscale(num_output_channels), _ANY),
+    "normalize": _FUNCTIONAL_STEPS["normalize"],
+    "to_dtype": (lambda T, dtype, scale: T.ToDtype(dtype, scale=scale), ("tensor",)),
+    "to_image": (lambda T: T.ToImage(), _ANY),
+    "pil_to_tensor": _FUNCTIONAL_STEPS["pil_to_tensor"],
+    "to_pil_image": _FUNCTIONAL_STEPS["to_pil_image"],
+    "to_tensor": (lambda T: T.ToTensor(), ("pil",)),
+    "convert_image_dtype": _FUNCTIONAL_STEPS["convert_image_dtype"],
+}
+_V2_DISPATCHED = frozenset(
+    {"resize", "center_crop", "horizontal_flip", "hflip", "vertical_flip", "vflip", "pad", "rgb_to_grayscale", "to_grayscale", "normalize", "to_dtype"}
+)
+
+
+def _register_v2_kernels() -> None:
+    """Registers, in torchvision v2's table of kernels (by functional and input type), the
+    answers for the stand-in image and what the Dataset's transform gave, once per process:
+    a v2 functional dispatches on its input's type, so that `F.resize(image, 256)` reaches the
+    answer however the code imported `F.resize`. Another thread never holds a stand-in, so no
+    other call reaches these. A torchvision without that table keeps its own errors (the
+    Dataset falls back, named)."""
+    try:
+        from torchvision.transforms.v2 import functional as F2
+        from torchvision.transforms.v2.functional._utils import _KERNEL_REGISTRY
+    except ImportError:  # pragma: no cover - a torchvision without v2's dispatch
+        return
+    for name in _V2_DISPATCHED:
+        functional = getattr(F2, name, None)
+        registry = _KERNEL_REGISTRY.get(functional)
+        if registry is None or LazyImage in registry:
+            continue
+        answer = _functional_step(name, functional, v2=True)
+        registry[LazyImage] = registry[Recorded] = answer
+
+
 def is_torchvision_transform(value) -> bool:
     """Whether `value` is one of torchvision's transforms (v1 or v2, a `Compose` or a step)."""
     return type(value).__module__.startswith("torchvision.transforms") and callable(value)
@@ -1152,6 +1303,7 @@ class _NumpyArrays:
         import numpy as np
         import torchvision.transforms as T
         import torchvision.transforms.functional as TF
+        import torchvision.transforms.v2.functional as F2
 
         with _patch_lock:
             if _NumpyArrays._depth == 0:
@@ -1163,6 +1315,12 @@ class _NumpyArrays:
                     (torch, "as_tensor", _array_out_tensor),
                     (torch, "from_numpy", _array_out_tensor),
                     (TF, "crop", _functional_crop),
+                    *((TF, name, _functional_step(name, getattr(TF, name))) for name in _FUNCTIONAL_STEPS),
+                    *(
+                        (F2, name, _functional_step(name, getattr(F2, name), v2=True))
+                        for name in _FUNCTIONAL_STEPS_V2
+                        if name not in _V2_DISPATCHED and hasattr(F2, name)
+                    ),
                 ):
                     original = getattr(owner, name)
                     _NumpyArrays._originals.append((owner, name, original))
@@ -1699,6 +1857,7 @@ def install() -> None:
             return
         if getattr(v2.Transform.__call__, "__wrapped__", None) is None:
             v2.Transform.__call__ = _v2_call(v2.Transform.__call__)
+        _register_v2_kernels()
         for name, lazy in (("read_file", _read_file), ("decode_image", _decode_image), ("read_image", _read_image)):
             original = getattr(tio, name, None)
             if original is not None and getattr(original, "__wrapped__", None) is None:
@@ -2034,6 +2193,16 @@ def _shape(out) -> tuple[Any, Any, int, tuple]:
             and sum(_elements(v) for v in values) <= _MOST_DICT_ELEMENTS
         ):
             return "dict", DictSample(tuple(out), images[0], tuple(images[1:])), 0, values
+    values = list(out.values()) if isinstance(out, dict) else list(out) if isinstance(out, (tuple, list)) else [out]
+    if any(isinstance(v, LazyImage) for v in values):
+        # A transform stood in for, and the image returned without it (torchvision's steps
+        # answered on the image by a wrapper of it, `VisionDataset.transforms`): hpuload would
+        # run that transform too.
+        raise NeedsPixels(
+            "__getitem__ returns the image without giving it to its transform, which hpuload stands in for (it "
+            "follows the steps code takes on the image itself where it gives the image to that transform or "
+            "holds none)"
+        )
     kinds = (
         [type(v).__name__ if not isinstance(v, Recorded) else "image" for v in out]
         if isinstance(out, (tuple, list))

@@ -581,9 +581,13 @@ def _listed_source(dataset, pipeline):
                 # Read grey (`ImageReadMode.GRAY`): one channel from the start, as after
                 # Pillow's grey, which stands for the read in the translation (`_read_grey`).
                 # The transforms its code applies itself (`_probe.Applied`) run on the tensor.
+                # Those given what the transform gave (`after`) run after it.
                 first = [tv_transforms.Grayscale(num_output_channels=1)] if grey else []
-                applied = [s.step(bases[0]) for s in before if isinstance(s, _probe.Applied)]
-                transform = tv_transforms.Compose([*first, tv_transforms.PILToTensor(), *applied, *steps(transform)])
+                applied = [s.step(bases[0]) for s in before if isinstance(s, _probe.Applied) and not s.after]
+                last = [s.step(bases[0]) for s in before if isinstance(s, _probe.Applied) and s.after]
+                transform = tv_transforms.Compose(
+                    [*first, tv_transforms.PILToTensor(), *applied, *steps(transform), *last]
+                )
                 pre = tuple(s for s in before if not isinstance(s, _probe.Applied))
             if pre and not grey:
                 transform = _before_first(pre, transform, bases[0])
@@ -821,13 +825,15 @@ def _before_first(before: tuple, transform, dataset=None):
     `Resize((height, width))` with that filter, `convert("L")` as `Grayscale()`, and that
     made RGB again as `Grayscale(num_output_channels=3)`; the centre square its code cuts of
     the image's array as `_transforms.CenterSquare`; a transform of `dataset`'s own that its
-    code applies itself (`_probe.Applied`) as the transform it holds now."""
+    code applies itself (`_probe.Applied`) as the transform it holds now, or as the transform
+    that is its call of torchvision's functional API (after the transform where it was given
+    what the transform gave)."""
     from torchvision import transforms as tv_transforms
 
-    first = []
+    first, last = [], []
     for step in before:
         if isinstance(step, _probe.Applied):
-            first.append(step.step(dataset))
+            (last if step.after else first).append(step.step(dataset))
             continue
         if step == _probe.CENTRE_SQUARE:
             first.append(CenterSquare())
@@ -838,7 +844,7 @@ def _before_first(before: tuple, transform, dataset=None):
         if step.by != "pil":
             raise Unsupported(f"a resize by {step.by} before a torchvision transform")
         first.append(pillow_resize(step.height, step.width, step.filter))
-    return tv_transforms.Compose([*first, *steps(transform)])
+    return tv_transforms.Compose([*first, *steps(transform), *last])
 
 
 class _SamplesWatch:

@@ -1,0 +1,96 @@
+"""A user's own Dataset class that transforms its images with torchvision's functional API
+itself, through torch's DataLoader or hpuload's drop-in (only the import differs). Two shapes:
+`eval` (the classic validation pattern: `TF.resize(image, 256)`, `TF.center_crop(image, 224)`,
+`TF.to_tensor`, `TF.normalize`, no transform) and `train` (`self.transform` of
+`RandomResizedCrop(224)` and a flip gives a PIL image, then `TF.to_tensor` and `TF.normalize`
+on what it gave); `--v2`: the same with v2's functionals (`to_image`, `to_dtype`). Prints one
+JSON line per run: construction time (hpuload's includes its probe of `__getitem__`), the
+loader's type, and images/s over the measured epochs.
+
+usage: python functional_dataset.py --data DIR --loader hpuload|torch [--kind eval|train]
+       [--v2] [--epochs 2] [--workers 2] [--batch 64] [--images 1000]
+"""
+
+import argparse
+import json
+import time
+
+import torch
+import torchvision.transforms.functional as TF
+import torchvision.transforms.v2.functional as F2
+from PIL import Image
+from torch.utils.data import Dataset
+from torchvision import datasets
+from torchvision import transforms as T
+
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+
+
+class FunctionalDataset(Dataset):
+    def __init__(self, samples, train, v2, transform=None):
+        self.samples, self.train, self.v2, self.transform = samples, train, v2, transform
+
+    def __len__(self):
+        return len(self.samples)
+
+    def __getitem__(self, idx):
+        path, label = self.samples[idx]
+        image = Image.open(path).convert("RGB")
+        if self.train:
+            image = self.transform(image)
+        else:
+            image = TF.resize(image, 256)
+            image = TF.center_crop(image, 224)
+        if self.v2:
+            x = F2.to_dtype(F2.to_image(image), torch.float32, scale=True)
+            return F2.normalize(x, MEAN, STD), label
+        return TF.normalize(TF.to_tensor(image), MEAN, STD), label
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--loader", choices=["hpuload", "torch"], required=True)
+    ap.add_argument("--kind", choices=["eval", "train"], default="eval")
+    ap.add_argument("--v2", action="store_true")
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--images", type=int, default=1000)
+    a = ap.parse_args()
+    samples = datasets.ImageFolder(a.data).samples
+    samples = samples[:: max(1, len(samples) // a.images)][: a.images]
+    train = a.kind == "train"
+    transform = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip()]) if train else None
+    ds = FunctionalDataset(samples, train, a.v2, transform)
+    if a.loader == "hpuload":
+        from hpuload.torch import DataLoader
+    else:
+        from torch.utils.data import DataLoader
+    t0 = time.perf_counter()
+    loader = DataLoader(ds, batch_size=a.batch, shuffle=train, num_workers=a.workers)
+    built = time.perf_counter() - t0
+    rates = []
+    for _ in range(a.epochs + 1):  # the first epoch warms up
+        t0, n = time.perf_counter(), 0
+        for x, _ in loader:
+            n += len(x)
+        rates.append(n / (time.perf_counter() - t0))
+    measured = sorted(rates[1:])
+    print(
+        json.dumps(
+            {
+                "loader": a.loader,
+                "type": type(loader).__module__ + "." + type(loader).__name__,
+                "kind": a.kind,
+                "v2": a.v2,
+                "workers": a.workers,
+                "built_s": round(built, 3),
+                "images_per_s": round(measured[len(measured) // 2], 1),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,209 @@
+"""A user's Dataset that transforms its images with torchvision's functional API itself
+(`TF.resize`, `TF.center_crop`, `TF.to_tensor`, `TF.normalize`, ...), before its transform, after
+it or instead of one: each call runs natively as the transform that is that call, in the order
+the code makes them. Never different output: a call hpuload cannot follow falls back, named."""
+
+import random
+import warnings
+
+import numpy as np
+import pytest
+import torch
+import torch.utils.data as tud
+import torchvision.transforms.functional as TF
+from PIL import Image
+import torchvision.transforms.v2.functional as F
+from torchvision import transforms as T
+from torchvision.io import read_image
+from torchvision.transforms.v2.functional import center_crop, resize
+
+from hpuload.torch import DataLoader, FallbackWarning
+
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+
+
+class Photos(tud.Dataset):
+    def __init__(self, root, transform=None):
+        self.paths = sorted(str(p) for p in root.rglob("*.jpg"))
+        self.labels = [len(p) % 3 for p in self.paths]
+        self.transform = transform
+
+    def __len__(self):
+        return len(self.paths)
+
+
+class ResizesItself(Photos):
+    """No transform: the class resizes, crops, converts and normalizes each image itself."""
+
+    def __getitem__(self, i):
+        image = Image.open(self.paths[i]).convert("RGB")
+        image = TF.resize(image, 40)
+        image = TF.center_crop(image, 32)
+        x = TF.to_tensor(image)
+        return TF.normalize(x, MEAN, STD), self.labels[i]
+
+
+class ConvertsWhatItsTransformGave(Photos):
+    """A transform that gives a PIL image, then the tensor and its normalization by the class."""
+
+    def __getitem__(self, i):
+        image = self.transform(Image.open(self.paths[i]).convert("RGB"))
+        return TF.normalize(TF.to_tensor(image), MEAN, STD), self.labels[i]
+
+
+class Composed(Photos):
+    """The same steps as `ConvertsWhatItsTransformGave`, in its transform."""
+
+    def __getitem__(self, i):
+        return self.transform(Image.open(self.paths[i]).convert("RGB")), self.labels[i]
+
+
+class ResizesBeforeItsTransform(Photos):
+    def __getitem__(self, i):
+        image = Image.open(self.paths[i]).convert("RGB")
+        return self.transform(TF.to_tensor(TF.resize(image, [36, 36]))), self.labels[i]
+
+
+class ReadsTensors(Photos):
+    def __getitem__(self, i):
+        x = read_image(self.paths[i])
+        x = TF.center_crop(TF.resize(x, 40, antialias=True), 32)
+        return TF.convert_image_dtype(x, torch.float32), self.labels[i]
+
+
+def no_fallback(make):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        return make()
+
+
+def assert_same_batches(ours, theirs):
+    assert len(ours) == len(theirs)
+    for (x1, y1), (x2, y2) in zip(ours, theirs):
+        assert y1.tolist() == y2.tolist()
+        assert x1.shape == x2.shape and x1.dtype == x2.dtype
+        assert torch.equal(x1, x2)
+
+
+def test_a_dataset_resizing_cropping_and_normalizing_with_functionals_gives_torchs_batches_bit_for_bit(jpeg_folder):
+    ds = ResizesItself(jpeg_folder)
+    loader = no_fallback(lambda: DataLoader(ds, batch_size=8, backend="cpu"))
+    assert_same_batches(list(loader), list(tud.DataLoader(ds, batch_size=8)))
+
+
+def test_functionals_given_what_the_transform_gave_run_after_it_bit_for_bit(jpeg_folder):
+    ds = ConvertsWhatItsTransformGave(jpeg_folder, T.Compose([T.Resize(40), T.CenterCrop(32)]))
+    loader = no_fallback(lambda: DataLoader(ds, batch_size=8, backend="cpu"))
+    assert_same_batches(list(loader), list(tud.DataLoader(ds, batch_size=8)))
+
+
+def test_after_a_random_transform_the_functionals_give_what_that_transform_composed_with_their_steps_gives(jpeg_folder):
+    """The calls after a random transform run as the transform the class would compose of
+    them: the same drawn crops and flips for a seed, the same pixels."""
+    random_steps = [T.RandomResizedCrop(32), T.RandomHorizontalFlip()]
+    ds = ConvertsWhatItsTransformGave(jpeg_folder, T.Compose(random_steps))
+    composed = Composed(jpeg_folder, T.Compose([*random_steps, T.ToTensor(), T.Normalize(MEAN, STD)]))
+    ours = list(no_fallback(lambda: DataLoader(ds, batch_size=8, shuffle=True, seed=5, backend="cpu")))
+    want = list(no_fallback(lambda: DataLoader(composed, batch_size=8, shuffle=True, seed=5, backend="cpu")))
+    assert_same_batches(ours, want)
+
+
+def test_functionals_before_the_transform_run_first_bit_for_bit(jpeg_folder):
+    ds = ResizesBeforeItsTransform(jpeg_folder, T.Compose([T.CenterCrop(32), T.Normalize(MEAN, STD)]))
+    loader = no_fallback(lambda: DataLoader(ds, batch_size=8, backend="cpu"))
+    assert_same_batches(list(loader), list(tud.DataLoader(ds, batch_size=8)))
+
+
+def test_functionals_on_images_read_as_tensors_run_natively_bit_for_bit(jpeg_folder):
+    ds = ReadsTensors(jpeg_folder)
+    loader = no_fallback(lambda: DataLoader(ds, batch_size=8, backend="cpu"))
+    assert_same_batches(list(loader), list(tud.DataLoader(ds, batch_size=8)))
+
+
+class UsesV2Functionals(Photos):
+    """v2's functionals, some imported by name (they dispatch on the input's type)."""
+
+    def __getitem__(self, i):
+        x = F.to_image(Image.open(self.paths[i]).convert("RGB"))
+        x = center_crop(resize(x, 40), 32)
+        x = F.horizontal_flip(x)
+        x = F.to_dtype(x, torch.float32, scale=True)
+        return F.normalize(x, MEAN, STD), self.labels[i]
+
+
+def test_v2_functionals_however_imported_give_torchs_batches_bit_for_bit(jpeg_folder):
+    ds = UsesV2Functionals(jpeg_folder)
+    loader = no_fallback(lambda: DataLoader(ds, batch_size=8, backend="cpu"))
+    assert_same_batches(list(loader), list(tud.DataLoader(ds, batch_size=8)))
+
+
+class Unnormalized(Photos):
+    def __getitem__(self, i):
+        image = TF.center_crop(TF.resize(Image.open(self.paths[i]).convert("RGB"), 40), 32)
+        return TF.to_tensor(image), self.labels[i]
+
+
+def test_the_media_engine_gives_the_functionals_pixels_within_its_floor(jpeg_folder):
+    ds = Unnormalized(jpeg_folder)
+    ours = list(no_fallback(lambda: DataLoader(ds, batch_size=8, backend="auto")))
+    for (x1, _), (x2, _) in zip(ours, tud.DataLoader(ds, batch_size=8)):
+        mse = ((x1 - x2) ** 2).mean().item()
+        assert 10 * np.log10(1 / max(mse, 1e-12)) > 30  # PSNR over the [0, 1] range
+
+
+class AsksWhatTheCallGave(Photos):
+    def __getitem__(self, i):
+        x = TF.to_tensor(TF.resize(Image.open(self.paths[i]).convert("RGB"), [32, 32]))
+        if isinstance(x, torch.Tensor):
+            x = TF.normalize(x, MEAN, STD)
+        return x, self.labels[i]
+
+
+def test_code_that_asks_what_a_functional_gave_is_answered_as_with_the_pixels(jpeg_folder):
+    ds = AsksWhatTheCallGave(jpeg_folder)
+    loader = no_fallback(lambda: DataLoader(ds, batch_size=8, backend="cpu"))
+    assert_same_batches(list(loader), list(tud.DataLoader(ds, batch_size=8)))
+
+
+class NormalizesThePILImage(Photos):
+    def __getitem__(self, i):
+        image = TF.resize(Image.open(self.paths[i]).convert("RGB"), [32, 32])
+        return TF.normalize(image, MEAN, STD), self.labels[i]
+
+
+def test_a_functional_given_what_it_does_not_take_falls_back_named_and_torchs_error_is_raised(jpeg_folder):
+    with pytest.warns(FallbackWarning, match=r"functional\.normalize of a PIL image"):
+        loader = DataLoader(NormalizesThePILImage(jpeg_folder), batch_size=8)
+    with pytest.raises(TypeError):
+        next(iter(loader))
+
+
+class FlipsByADraw(Photos):
+    def __getitem__(self, i):
+        image = TF.resize(Image.open(self.paths[i]).convert("RGB"), [32, 32])
+        if random.random() < 0.5:
+            image = TF.hflip(image)
+        return TF.to_tensor(image), self.labels[i]
+
+
+class ResizesByItsOwnSize(Photos):
+    def __getitem__(self, i):
+        image = Image.open(self.paths[i]).convert("RGB")
+        image = TF.resize(image, [image.height // 2, image.width // 2])
+        return TF.to_tensor(TF.center_crop(image, 16)), self.labels[i]
+
+
+@pytest.mark.parametrize(
+    "cls, why",
+    [
+        (FlipsByADraw, r"draws from Python's `random`|resizes or converts its image otherwise"),
+        (ResizesByItsOwnSize, r"resizes or converts its image otherwise than __getitem__\(0\)"),
+    ],
+)
+def test_calls_that_differ_from_sample_to_sample_fall_back_named(jpeg_folder, cls, why):
+    ds = cls(jpeg_folder)
+    assert len({Image.open(p).size for p in ds.paths}) > 1, "the folder's images have several sizes"
+    with pytest.warns(FallbackWarning, match=why):
+        loader = DataLoader(ds, batch_size=8)
+    x, _ = next(iter(loader))
+    assert x.shape[0] == 8
