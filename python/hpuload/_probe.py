@@ -83,7 +83,9 @@ class LazyImage:
         #: (`GREY_RGB`), a torchvision transform of its own applied (`Applied`).
         self.before = before
         #: `(top, left, height, width)` that `RandomCrop.get_params` answered for this image
-        #: (`_crop_params`), which a `crop` of it must then cut; None: none asked.
+        #: (`_crop_params`), which a `crop` of it must then cut; `("resized", scale, ratio,
+        #: window)` where `RandomResizedCrop.get_params` answered the window
+        #: (`_resized_crop_params`), for `resized_crop`; None: none asked.
         self.cut = None
         #: What a transform of the Dataset's own made of it (`ChainLink`): "pil", "tensor",
         #: or "unknown" (a step hpuload does not know the output of); None: what `tensor`
@@ -912,6 +914,8 @@ class ChainLink:
     def get_params(self, *args, **kwargs):
         from torchvision import transforms as T
 
+        if type(self._transform) is T.RandomResizedCrop:
+            return _resized_crop_params(*args, **kwargs)
         if type(self._transform) is not T.RandomCrop:
             raise NeedsPixels(f"get_params of the Dataset's `{self._attribute}` ({type(self._transform).__name__})")
         return _crop_params(*args, **kwargs)
@@ -985,6 +989,79 @@ def _functional_crop(img, top, left, height, width):
             "RandomCrop.get_params drew it)"
         )
     step = Applied(crop=(int(height), int(width)))
+    out = LazyImage(img.path, tensor=img.tensor, rgb=img.rgb, turned=img.turned, before=(*img.before, step))
+    out.held = img.held
+    return out
+
+
+def _resized_crop_params(img, scale, ratio):
+    """`RandomResizedCrop.get_params(img, scale, ratio)` of the opened image, `(top, left,
+    height, width)`: on a run for a sample the loader hands out, the window of the loader's
+    own random resized crop (its sample plan's `crop`), otherwise (probing) a window drawn at
+    random; recorded on the image, for `functional.resized_crop` to follow. The loader's
+    random resized crop is the first step of its plan: of an image the code changed first it
+    needs pixels."""
+    if not isinstance(img, LazyImage) or img.tensor in ("cv2", "array"):
+        raise NeedsPixels(f"RandomResizedCrop.get_params of a {type(img).__name__} that is not the opened image")
+    if img.before:
+        raise NeedsPixels("RandomResizedCrop.get_params of an image the code changed first (hpuload's is the first step)")
+    width, height = img._dims("RandomResizedCrop.get_params")
+    plan = getattr(_plans, "plan", None)
+    if plan is None:
+        _plans.answered = True
+        h, w = _probe_draws.randint(1, height), _probe_draws.randint(1, width)
+        top, left = _probe_draws.randint(0, height - h), _probe_draws.randint(0, width - w)
+    else:
+        _plans.plan = _no_plan  # one crop a sample
+        crop = plan(width, height)["crop"]
+        window = tuple(crop[k] for k in ("top", "left", "height", "width"))
+        if any(v != int(v) for v in window):
+            raise NeedsPixels("RandomResizedCrop.get_params where the loader's crop is no whole window of the image")
+        top, left, h, w = (int(v) for v in window)
+    img.cut = ("resized", tuple(scale), tuple(ratio), (top, left, h, w))
+    return top, left, h, w
+
+
+def _probed_resized_crop_params(original):
+    """`RandomResizedCrop.get_params`, answered for the opened image on a probing thread."""
+
+    def get_params(img, scale, ratio):
+        if getattr(_probing, "on", False) and isinstance(img, LazyImage):
+            return _resized_crop_params(img, scale, ratio)
+        return original(img, scale, ratio)
+
+    get_params.__wrapped__ = original
+    return get_params
+
+
+def _functional_resized_crop(img, top, left, height, width, size, interpolation=None, antialias=True, *, v2=False):
+    """torchvision's `functional.resized_crop` of the opened image where
+    `RandomResizedCrop.get_params` drew its window: that random resized crop (`Applied`, the
+    transform `RandomResizedCrop(size, scale, ratio, interpolation, antialias)`); any other
+    window needs pixels."""
+    if not isinstance(img, LazyImage) or img.tensor in ("cv2", "array"):
+        raise NeedsPixels(f"torchvision's functional.resized_crop of a {type(img).__name__} that is not the opened image")
+    cut = img.cut
+    if cut is None or cut[0] != "resized" or cut[3] != (top, left, height, width):
+        raise NeedsPixels(
+            f"a resized crop of the image at ({top}, {left}) of {height}x{width} (hpuload follows one where "
+            "RandomResizedCrop.get_params drew it)"
+        )
+    if v2:
+        from torchvision.transforms import v2 as T
+    else:
+        from torchvision import transforms as T
+    if interpolation is None:
+        interpolation = T.InterpolationMode.BILINEAR
+    try:
+        transform = T.RandomResizedCrop(size, scale=cut[1], ratio=cut[2], interpolation=interpolation, antialias=antialias)
+    except Exception as e:
+        raise NeedsPixels(f"torchvision's functional.resized_crop with these arguments ({_first_line(e)})") from None
+    call = (
+        f"RandomResizedCrop.get_params(scale={cut[1]!r}, ratio={cut[2]!r}) then "
+        f"{'v2.' if v2 else ''}functional.resized_crop(size={size!r}, interpolation={interpolation!r}, antialias={antialias!r})"
+    )
+    step = Applied(transform=transform, call=call)
     out = LazyImage(img.path, tensor=img.tensor, rgb=img.rgb, turned=img.turned, before=(*img.before, step))
     out.held = img.held
     return out
@@ -1098,13 +1175,17 @@ def _register_v2_kernels() -> None:
         from torchvision.transforms.v2.functional._utils import _KERNEL_REGISTRY
     except ImportError:  # pragma: no cover - a torchvision without v2's dispatch
         return
-    for name in _V2_DISPATCHED:
+    for name in (*_V2_DISPATCHED, "crop", "resized_crop"):
         functional = getattr(F2, name, None)
         registry = _KERNEL_REGISTRY.get(functional)
         if registry is None or LazyImage in registry:
             continue
-        answer = _functional_step(name, functional, v2=True)
-        registry[LazyImage] = registry[Recorded] = answer
+        if name == "crop":
+            registry[LazyImage] = _functional_crop
+        elif name == "resized_crop":
+            registry[LazyImage] = functools.partial(_functional_resized_crop, v2=True)
+        else:
+            registry[LazyImage] = registry[Recorded] = _functional_step(name, functional, v2=True)
 
 
 def is_torchvision_transform(value) -> bool:
@@ -1315,6 +1396,7 @@ class _NumpyArrays:
                     (torch, "as_tensor", _array_out_tensor),
                     (torch, "from_numpy", _array_out_tensor),
                     (TF, "crop", _functional_crop),
+                    (TF, "resized_crop", _functional_resized_crop),
                     *((TF, name, _functional_step(name, getattr(TF, name))) for name in _FUNCTIONAL_STEPS),
                     *(
                         (F2, name, _functional_step(name, getattr(F2, name), v2=True))
@@ -1331,6 +1413,9 @@ class _NumpyArrays:
                 own = T.RandomCrop.__dict__["get_params"]
                 _NumpyArrays._originals.append((T.RandomCrop, "get_params", own))
                 T.RandomCrop.get_params = staticmethod(_probed_get_params(own.__func__))
+                own = T.RandomResizedCrop.__dict__["get_params"]
+                _NumpyArrays._originals.append((T.RandomResizedCrop, "get_params", own))
+                T.RandomResizedCrop.get_params = staticmethod(_probed_resized_crop_params(own.__func__))
             _NumpyArrays._depth += 1
         return self
 

@@ -207,3 +207,39 @@ def test_calls_that_differ_from_sample_to_sample_fall_back_named(jpeg_folder, cl
         loader = DataLoader(ds, batch_size=8)
     x, _ = next(iter(loader))
     assert x.shape[0] == 8
+
+
+class CropsWhereGetParamsDrew(Photos):
+    """`RandomResizedCrop.get_params`, then `resized_crop` (v1's or v2's), the window handed
+    out beside the image (dense self-supervised methods keep it)."""
+
+    def __init__(self, root, v2=False, shift=0):
+        super().__init__(root)
+        self.v2, self.shift = v2, shift
+
+    def __getitem__(self, i):
+        image = Image.open(self.paths[i]).convert("RGB")
+        top, left, h, w = T.RandomResizedCrop.get_params(image, scale=(0.2, 1.0), ratio=(3 / 4, 4 / 3))
+        image = (F if self.v2 else TF).resized_crop(image, top + self.shift, left, h, w, [32, 32])
+        return {"pixel_values": TF.to_tensor(image), "window": torch.tensor([top, left, h, w]), "index": i}
+
+
+@pytest.mark.parametrize("v2", [False, True])
+def test_a_resized_crop_where_get_params_drew_it_runs_natively_and_each_window_handed_out_is_where_it_was_cut(jpeg_folder, v2):
+    ds = CropsWhereGetParamsDrew(jpeg_folder, v2=v2)
+    windows = []
+    for epoch in range(2):
+        for batch in no_fallback(lambda: DataLoader(ds, batch_size=8, shuffle=True, seed=epoch, backend="cpu")):
+            for pixels, window, i in zip(batch["pixel_values"], batch["window"], batch["index"].tolist()):
+                top, left, h, w = window.tolist()
+                image = Image.open(ds.paths[i]).convert("RGB")
+                assert top + h <= image.height and left + w <= image.width
+                assert torch.equal(TF.to_tensor(TF.resized_crop(image, top, left, h, w, [32, 32])), pixels)
+                windows.append((top, left, h, w))
+    assert len(set(windows)) > len(ds), "windows drawn anew for each sample and epoch"
+
+
+def test_a_resized_crop_elsewhere_than_get_params_drew_falls_back_named(jpeg_folder):
+    with pytest.warns(FallbackWarning, match=r"a resized crop of the image at \(\d+, \d+\)"):
+        loader = DataLoader(CropsWhereGetParamsDrew(jpeg_folder, shift=1), batch_size=8)
+    assert len(next(iter(loader))["pixel_values"]) == 8
