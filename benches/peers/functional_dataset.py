@@ -9,6 +9,9 @@ loader's type, and images/s over the measured epochs.
 
 usage: python functional_dataset.py --data DIR --loader hpuload|torch [--kind eval|train]
        [--v2] [--epochs 2] [--workers 2] [--batch 64] [--images 1000]
+       python functional_dataset.py --data DIR --parity auto|cpu [--v2] [--images 1000]
+         (`eval` through hpuload's backend against torch's loader: the lowest PSNR of an
+         image, over its values in [0, 1], and the largest difference)
 """
 
 import argparse
@@ -50,14 +53,17 @@ class FunctionalDataset(Dataset):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
-    ap.add_argument("--loader", choices=["hpuload", "torch"], required=True)
+    ap.add_argument("--loader", choices=["hpuload", "torch"], default="hpuload")
     ap.add_argument("--kind", choices=["eval", "train"], default="eval")
     ap.add_argument("--v2", action="store_true")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--images", type=int, default=1000)
+    ap.add_argument("--parity", choices=["auto", "cpu"])
     a = ap.parse_args()
+    if a.parity:
+        return parity(a)
     samples = datasets.ImageFolder(a.data).samples
     samples = samples[:: max(1, len(samples) // a.images)][: a.images]
     train = a.kind == "train"
@@ -90,6 +96,27 @@ def main():
             }
         )
     )
+
+
+def parity(a):
+    import math
+
+    import torch.utils.data as tud
+
+    from hpuload.torch import DataLoader
+
+    samples = datasets.ImageFolder(a.data).samples
+    samples = samples[:: max(1, len(samples) // a.images)][: a.images]
+    ds = FunctionalDataset(samples, False, a.v2)
+    mean, std = torch.tensor(MEAN).view(1, 3, 1, 1), torch.tensor(STD).view(1, 3, 1, 1)
+    lowest, largest = math.inf, 0.0
+    ours = DataLoader(ds, batch_size=a.batch, backend=a.parity)
+    for (x1, _), (x2, _) in zip(ours, tud.DataLoader(ds, batch_size=a.batch)):
+        x1, x2 = x1 * std + mean, x2 * std + mean
+        mse = ((x1 - x2) ** 2).flatten(1).mean(1)
+        lowest = min(lowest, (10 * torch.log10(1 / mse.clamp(min=1e-12))).min().item())
+        largest = max(largest, (x1 - x2).abs().max().item() * 255)
+    print(json.dumps({"backend": a.parity, "v2": a.v2, "images": len(ds), "lowest_psnr_db": round(lowest, 1), "largest_levels": round(largest, 3)}))
 
 
 if __name__ == "__main__":
