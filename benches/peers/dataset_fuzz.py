@@ -195,6 +195,25 @@ class Fuzzed(tud.Dataset):
     return " ".join(f"{k}={v}" for k, v in parts.items()), source
 
 
+def fuzzed_source(init: list[str], body: list[str]) -> str:
+    """The source of a `Fuzzed` Dataset class over `samples` (`self.rows`), the module's
+    helpers before it: `init`, more lines of its `__init__`; `body`, its `__getitem__(i)`."""
+    return f"""
+{HELPERS}
+
+class Fuzzed(tud.Dataset):
+    def __init__(self, samples, classes, root, transform, target_transform=None):
+        self.rows = [(p, t) for p, t in samples]
+{textwrap.indent(chr(10).join(init), "        ")}
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, i):
+{textwrap.indent(chr(10).join(body), "        ")}
+"""
+
+
 #: `ARITH=1`: what the class's code makes of the transform's PIL image, `{a}` and `{b}`
 #: random constants.
 ARITHS = [
@@ -233,20 +252,7 @@ def arith_class(rng):
         ]),
         'return {"pixel_values": arr, "label": label}',
     ]
-    source = f"""
-{HELPERS}
-
-class Fuzzed(tud.Dataset):
-    def __init__(self, samples, classes, root, transform, target_transform=None):
-        self.rows = [(p, t) for p, t in samples]
-        self.flip_transform = transform
-
-    def __len__(self):
-        return len(self.rows)
-
-    def __getitem__(self, i):
-{textwrap.indent(chr(10).join(lines), "        ")}
-"""
+    source = fuzzed_source(["self.flip_transform = transform"], lines)
     return f"arith={arith!r} fromarray={fromarray} array={array}", source
 
 
@@ -283,20 +289,7 @@ def chain_class(rng):
             lines.append(BETWEEN[between[k]])
     returns = rng.choice(["pair", "dict"])
     lines.append("return image, label" if returns == "pair" else 'return {"pixel_values": image, "noted": noted, "label": label}')
-    source = f"""
-{HELPERS}
-
-class Fuzzed(tud.Dataset):
-    def __init__(self, samples, classes, root, transform, target_transform=None):
-        self.rows = [(p, t) for p, t in samples]
-{textwrap.indent(chr(10).join(holds), "        ")}
-
-    def __len__(self):
-        return len(self.rows)
-
-    def __getitem__(self, i):
-{textwrap.indent(chr(10).join(lines), "        ")}
-"""
+    source = fuzzed_source(holds, lines)
     return f"chain={names} between={between} unused={unused} returns={returns}", source
 
 
@@ -387,20 +380,7 @@ def functional_class(rng, tf):
     lines += [FUNCTIONAL[n][2] for n in after]
     returns = rng.choice(["pair", "dict"])
     lines.append("return image, label" if returns == "pair" else 'return {"pixel_values": image, "noted": noted, "label": label}')
-    source = f"""
-{HELPERS}
-
-class Fuzzed(tud.Dataset):
-    def __init__(self, samples, classes, root, transform, target_transform=None):
-        self.rows = [(p, t) for p, t in samples]
-        self.transform = transform if {applies} else None
-
-    def __len__(self):
-        return len(self.rows)
-
-    def __getitem__(self, i):
-{textwrap.indent(chr(10).join(lines), "        ")}
-"""
+    source = fuzzed_source([f"self.transform = transform if {applies} else None"], lines)
     normalized = any(n.startswith("normalize") for n in after)
     return f"before={before} transform={applies} after={after} returns={returns}", source, normalized
 

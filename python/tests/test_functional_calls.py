@@ -77,6 +77,12 @@ def no_fallback(make):
         return make()
 
 
+def assert_torchs_batches(ds):
+    """hpuload's batches of `ds` on the CPU path, natively, are torch's loader's, bit for bit."""
+    loader = no_fallback(lambda: DataLoader(ds, batch_size=8, backend="cpu"))
+    assert_same_batches(list(loader), list(tud.DataLoader(ds, batch_size=8)))
+
+
 def assert_same_batches(ours, theirs):
     assert len(ours) == len(theirs)
     for (x1, y1), (x2, y2) in zip(ours, theirs):
@@ -86,15 +92,11 @@ def assert_same_batches(ours, theirs):
 
 
 def test_a_dataset_resizing_cropping_and_normalizing_with_functionals_gives_torchs_batches_bit_for_bit(jpeg_folder):
-    ds = ResizesItself(jpeg_folder)
-    loader = no_fallback(lambda: DataLoader(ds, batch_size=8, backend="cpu"))
-    assert_same_batches(list(loader), list(tud.DataLoader(ds, batch_size=8)))
+    assert_torchs_batches(ResizesItself(jpeg_folder))
 
 
 def test_functionals_given_what_the_transform_gave_run_after_it_bit_for_bit(jpeg_folder):
-    ds = ConvertsWhatItsTransformGave(jpeg_folder, T.Compose([T.Resize(40), T.CenterCrop(32)]))
-    loader = no_fallback(lambda: DataLoader(ds, batch_size=8, backend="cpu"))
-    assert_same_batches(list(loader), list(tud.DataLoader(ds, batch_size=8)))
+    assert_torchs_batches(ConvertsWhatItsTransformGave(jpeg_folder, T.Compose([T.Resize(40), T.CenterCrop(32)])))
 
 
 def test_after_a_random_transform_the_functionals_give_what_that_transform_composed_with_their_steps_gives(jpeg_folder):
@@ -109,15 +111,11 @@ def test_after_a_random_transform_the_functionals_give_what_that_transform_compo
 
 
 def test_functionals_before_the_transform_run_first_bit_for_bit(jpeg_folder):
-    ds = ResizesBeforeItsTransform(jpeg_folder, T.Compose([T.CenterCrop(32), T.Normalize(MEAN, STD)]))
-    loader = no_fallback(lambda: DataLoader(ds, batch_size=8, backend="cpu"))
-    assert_same_batches(list(loader), list(tud.DataLoader(ds, batch_size=8)))
+    assert_torchs_batches(ResizesBeforeItsTransform(jpeg_folder, T.Compose([T.CenterCrop(32), T.Normalize(MEAN, STD)])))
 
 
 def test_functionals_on_images_read_as_tensors_run_natively_bit_for_bit(jpeg_folder):
-    ds = ReadsTensors(jpeg_folder)
-    loader = no_fallback(lambda: DataLoader(ds, batch_size=8, backend="cpu"))
-    assert_same_batches(list(loader), list(tud.DataLoader(ds, batch_size=8)))
+    assert_torchs_batches(ReadsTensors(jpeg_folder))
 
 
 class UsesV2Functionals(Photos):
@@ -132,9 +130,7 @@ class UsesV2Functionals(Photos):
 
 
 def test_v2_functionals_however_imported_give_torchs_batches_bit_for_bit(jpeg_folder):
-    ds = UsesV2Functionals(jpeg_folder)
-    loader = no_fallback(lambda: DataLoader(ds, batch_size=8, backend="cpu"))
-    assert_same_batches(list(loader), list(tud.DataLoader(ds, batch_size=8)))
+    assert_torchs_batches(UsesV2Functionals(jpeg_folder))
 
 
 class Unnormalized(Photos):
@@ -160,9 +156,7 @@ class AsksWhatTheCallGave(Photos):
 
 
 def test_code_that_asks_what_a_functional_gave_is_answered_as_with_the_pixels(jpeg_folder):
-    ds = AsksWhatTheCallGave(jpeg_folder)
-    loader = no_fallback(lambda: DataLoader(ds, batch_size=8, backend="cpu"))
-    assert_same_batches(list(loader), list(tud.DataLoader(ds, batch_size=8)))
+    assert_torchs_batches(AsksWhatTheCallGave(jpeg_folder))
 
 
 class NormalizesThePILImage(Photos):
