@@ -2577,9 +2577,20 @@ class _Session:
         #: `(attribute, transform)` of each of the transforms the Dataset applies itself
         #: (`chain_attributes`), each stood in for by a `ChainLink`.
         self.links = []
+        #: `(attribute, wrapper)` of torchvision's `StandardTransform`s that hold the transform
+        #: (`VisionDataset.transforms`, which a subclass may call as `self.transforms(image,
+        #: target)`): each stood in for by one holding the stand-in, the target's as it was.
+        self.wrappers = []
         if transform is not None:
             self.stand_in = AlbumentationsStandIn(transform) if is_compose(transform) else TransformStandIn(transform)
             self.names += [k for k, v in getattr(dataset, "__dict__", {}).items() if v is transform and k != attribute]
+            self.wrappers = [
+                (k, v)
+                for k, v in getattr(dataset, "__dict__", {}).items()
+                if type(v).__name__ == "StandardTransform"
+                and type(v).__module__.startswith("torchvision.datasets")
+                and getattr(v, "transform", None) is transform
+            ]
         else:
             self.links = [(name, getattr(dataset, name)) for name in chain_attributes(dataset)]
 
@@ -2589,6 +2600,8 @@ class _Session:
         if self.stand_in is not None:
             for name in self.names:
                 setattr(self.dataset, name, self.stand_in)
+            for name, wrapper in self.wrappers:
+                setattr(self.dataset, name, type(wrapper)(self.stand_in, wrapper.target_transform))
         for name, transform in self.links:
             setattr(self.dataset, name, ChainLink(name, transform))
         return self
@@ -2597,6 +2610,8 @@ class _Session:
         if self.stand_in is not None:
             for name in self.names:
                 setattr(self.dataset, name, self.transform)
+            for name, wrapper in self.wrappers:
+                setattr(self.dataset, name, wrapper)
         for name, transform in self.links:
             setattr(self.dataset, name, transform)
         _probing.on = False

@@ -961,8 +961,8 @@ def test_concatenated_datasets_with_other_transforms_go_to_torch_saying_so(png_f
 
 
 class CallsTheTransformsWrapper(datasets.VisionDataset):
-    """Calls `self.transforms` (VisionDataset's StandardTransform), not `self.transform`: the
-    real transform meets the handle while probed, not the stand-in."""
+    """Calls `self.transforms` (VisionDataset's StandardTransform of its transform and target
+    transform), not `self.transform`."""
 
     def __init__(self, root, transform):
         super().__init__(root, transform=transform)
@@ -975,8 +975,30 @@ class CallsTheTransformsWrapper(datasets.VisionDataset):
         return self.transforms(Image.open(self.files[i]).convert("RGB"), 0)
 
 
-def test_a_dataset_whose_code_meets_the_handle_elsewhere_falls_back_instead_of_raising(jpeg_folder):
-    ds = CallsTheTransformsWrapper(jpeg_folder, T.Compose([T.Resize(40), T.CenterCrop(32), T.ToTensor()]))
+def test_a_vision_dataset_calling_its_transforms_wrapper_runs_natively_with_its_target_transform(jpeg_folder):
+    ds = CallsTheTransformsWrapper(jpeg_folder, T.Compose([T.Resize(40), T.CenterCrop(32), T.PILToTensor()]))
+    ds.transforms.target_transform = lambda y: y + 7
+    loader = no_fallback(lambda: DataLoader(ds, batch_size=4, backend="cpu"))
+    ours, theirs = list(loader), list(tud.DataLoader(ds, batch_size=4))
+    assert len(ours) == len(theirs)
+    for (x1, y1), (x2, y2) in zip(ours, theirs):
+        assert torch.equal(x1, x2) and y1.tolist() == y2.tolist() == [7] * len(y2)
+
+
+class WrapsItsOwnTransform(CallsTheTransformsWrapper):
+    """Calls a wrapper of the transform that is not torchvision's: the real transform meets the
+    image while probed, not the stand-in."""
+
+    def __init__(self, root, transform):
+        super().__init__(root, transform)
+        self.apply = lambda image: transform(image)
+
+    def __getitem__(self, i):
+        return self.apply(Image.open(self.files[i]).convert("RGB")), 0
+
+
+def test_a_dataset_whose_transform_meets_the_image_elsewhere_falls_back_named(jpeg_folder):
+    ds = WrapsItsOwnTransform(jpeg_folder, T.Compose([T.Resize(40), T.CenterCrop(32), T.ToTensor()]))
     # torchvision's steps are answered on the handle (as the functional calls they make), but
     # the image never reaches the transform hpuload stands in for, which it would run too.
     with pytest.warns(FallbackWarning, match=r"returns the image without giving it to its transform"):
