@@ -375,6 +375,14 @@ class Applied:
     #: Applied to what the Dataset's `transform` gave (the functional call was given its
     #: output), not to the image before it.
     after: bool = False
+    #: Where `RandomResizedCrop.get_params` drew it (`_functional_resized_crop`).
+    drawn: bool = False
+
+    @property
+    def fixed(self) -> bool:
+        """Whether it is the same step for any dataset: a functional call of given arguments
+        (not a Dataset's attribute, nor a crop where `get_params` drew it)."""
+        return self.call is not None and not self.drawn
 
     def name(self) -> str:
         if self.attribute is not None:
@@ -1061,7 +1069,7 @@ def _functional_resized_crop(img, top, left, height, width, size, interpolation=
         f"RandomResizedCrop.get_params(scale={cut[1]!r}, ratio={cut[2]!r}) then "
         f"{'v2.' if v2 else ''}functional.resized_crop(size={size!r}, interpolation={interpolation!r}, antialias={antialias!r})"
     )
-    step = Applied(transform=transform, call=call)
+    step = Applied(transform=transform, call=call, drawn=True)
     out = LazyImage(img.path, tensor=img.tensor, rgb=img.rgb, turned=img.turned, before=(*img.before, step))
     out.held = img.held
     return out

@@ -552,12 +552,14 @@ def _listed_source(dataset, pipeline):
                 raise Unsupported("the ConcatDataset's parts hold different transform objects now")
             transform = transform_of(bases[0])
             arrays = tensor == "cv2" or tensor == "array"
-            if any(isinstance(step, _probe.Applied) for step in before) and (
-                len(bases) > 1 or arrays or _albumentations.is_compose(transform)
-            ):
+            applied = [step for step in before if isinstance(step, _probe.Applied)]
+            if applied and (arrays or _albumentations.is_compose(transform)):
+                raise Unsupported("torchvision transforms the Dataset's code applies itself, before an albumentations transform")
+            if len(bases) > 1 and not all(step.fixed for step in applied):
+                # Each part holds its own transforms, draws its own crops: one of them runs.
                 raise Unsupported(
-                    "torchvision transforms the Dataset's code applies itself, under a ConcatDataset or before an "
-                    "albumentations transform"
+                    "torchvision transforms the Dataset's code applies itself under a ConcatDataset (hpuload follows "
+                    "functional calls of given arguments there)"
                 )
             if (arrays or _albumentations.is_compose(transform)) and _probe.CENTRE_SQUARE in before:
                 raise Unsupported("a centre square cut of the image's array before an albumentations transform or none")

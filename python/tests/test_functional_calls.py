@@ -237,3 +237,21 @@ def test_a_resized_crop_elsewhere_than_get_params_drew_falls_back_named(jpeg_fol
     with pytest.warns(FallbackWarning, match=r"a resized crop of the image at \(\d+, \d+\)"):
         loader = DataLoader(CropsWhereGetParamsDrew(jpeg_folder, shift=1), batch_size=8)
     assert len(next(iter(loader))["pixel_values"]) == 8
+
+
+def halves(ds_class, root, **kwargs):
+    """Two datasets of `ds_class`, each over half of the folder's images."""
+    a, b = ds_class(root, **kwargs), ds_class(root, **kwargs)
+    a.paths, a.labels = a.paths[:20], a.labels[:20]
+    b.paths, b.labels = b.paths[20:], b.labels[20:]
+    return tud.ConcatDataset([a, b])
+
+
+def test_under_a_concat_dataset_functional_calls_run_natively_bit_for_bit(jpeg_folder):
+    assert_torchs_batches(halves(ResizesItself, jpeg_folder))
+
+
+def test_under_a_concat_dataset_a_crop_drawn_by_get_params_falls_back_named(jpeg_folder):
+    with pytest.warns(FallbackWarning, match=r"under a ConcatDataset \(hpuload follows functional calls of given arguments"):
+        loader = DataLoader(halves(CropsWhereGetParamsDrew, jpeg_folder), batch_size=8)
+    assert len(next(iter(loader))["pixel_values"]) == 8
