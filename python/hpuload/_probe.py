@@ -3064,3 +3064,116 @@ def answer_on_this_thread() -> None:
     """`answering` for the rest of this thread's life (a loader worker's)."""
     install()
     _answering.on = True
+
+
+#: `_traced`'s answers, by the callable's id: `(callable, its state, the steps or None)`.
+_TRACED: dict[int, tuple] = {}
+
+
+def _state_of(fn) -> tuple:
+    """What a callable of the user's computes from, shallowly: its attributes' (an object's)
+    and defaults', closure cells' and the globals its code names' identities and plain values,
+    so that a reassigned size or a changed global shows."""
+
+    def ident(v):
+        return (id(v), v) if isinstance(v, (int, float, str, bool, type(None), tuple)) else id(v)
+
+    codes = []
+    target = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    if isinstance(target, types.FunctionType):
+        codes.append(target)
+    else:
+        call = getattr(type(fn), "__call__", None)
+        if isinstance(call, types.FunctionType):
+            codes.append(call)
+    state = [tuple((k, ident(v)) for k, v in getattr(fn, "__dict__", {}).items())]
+    for f in codes:
+        cells = tuple(ident(c.cell_contents) for c in (f.__closure__ or ()) if _filled(c))
+        names = tuple((n, ident(f.__globals__.get(n))) for n in f.__code__.co_names if n in f.__globals__)
+        state.append((id(f.__code__), ident(f.__defaults__), cells, names))
+    return tuple(state)
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
+
+
+def traced(fn) -> list | None:
+    """The torchvision transforms a callable of the user's (a transform class, a function, a
+    step of a `Compose`) is, where its code calls only torchvision's functional API on the
+    image, with arguments of its own (`MyTransform.__call__`: `TF.resize(img, self.size)`,
+    `TF.center_crop`, `TF.to_tensor`): the steps it takes, read by calling it on a stand-in
+    image while probing (`_functional_step`), or None. It must draw nothing, change nothing of
+    its own, read nothing of the image (its size, its pixels), and give what those steps give,
+    byte for byte, on test images of several sizes. Kept while its state (`_state_of`) is."""
+    if not callable(fn) or isinstance(fn, (type, LazyImage, Recorded)):
+        return None
+    module = (type(fn) if not isinstance(fn, (types.FunctionType, types.MethodType)) else fn).__module__ or ""
+    if module.split(".")[0] in (*_LIBRARIES, "timm", "albumentations", "transformers", "diffusers"):
+        return None
+    state = _state_of(fn)
+    known = _TRACED.get(id(fn))
+    if known is not None and known[0] is fn and known[1] == state:
+        return known[2]
+    steps = _trace(fn, state)
+    _TRACED[id(fn)] = (fn, state, steps)
+    return steps
+
+
+def _trace(fn, state) -> list | None:
+    from ._behaviour import generator_states, generators_kept
+
+    install()
+    was_on, answered = getattr(_probing, "on", False), getattr(_plans, "answered", False)
+    with generators_kept(), _NumpyArrays():
+        before = generator_states()
+        _probing.on = True
+        try:
+            out = fn(LazyImage("", rgb=True))
+        except Exception:  # noqa: BLE001 - it needs what the stand-in does not answer
+            out = None
+        finally:
+            _probing.on = was_on
+            _plans.answered = answered
+        moved = not _same_state(before, generator_states())
+    if moved or not isinstance(out, LazyImage) or _state_of(fn) != state or out.held == "unknown":
+        return None
+    if not out.before or not all(isinstance(s, Applied) and s.fixed for s in out.before):
+        return None
+    steps = [s.transform for s in out.before]
+    return steps if _gives_alike(fn, steps) else None
+
+
+def _gives_alike(fn, steps: list) -> bool:
+    """Whether `fn` and the Compose of `steps` give the same (tensors, PIL images) for RGB
+    test images of several sizes, drawing nothing."""
+    from PIL import Image
+    from torchvision import transforms as T
+
+    from ._behaviour import _images, generators_kept
+
+    composed = T.Compose(steps)
+    images = [im.convert("RGB") for im in _images()]
+    images += [images[2].resize((300, 250)), images[0].resize((260, 410))]
+    with generators_kept():
+        for image in images:
+            outcomes = []
+            for run in (fn, composed):
+                try:
+                    outcomes.append(run(image.copy()))
+                except Exception as e:  # noqa: BLE001 - compared by kind
+                    outcomes.append(type(e))
+            a, b = outcomes
+            if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+                if a.dtype != b.dtype or a.shape != b.shape or not torch.equal(a, b):
+                    return False
+            elif isinstance(a, Image.Image) and isinstance(b, Image.Image):
+                if a.mode != b.mode or a.size != b.size or a.tobytes() != b.tobytes():
+                    return False
+            elif a != b:
+                return False
+    return True

@@ -220,6 +220,14 @@ def steps(transform: Any) -> list[Any]:
     inner = _wrapped_compose(transform)
     if inner is not None and not _known(transform):
         return steps(inner)
+    if not _known(transform):
+        from ._probe import traced
+
+        # A callable of the user's that only calls torchvision's functionals with arguments
+        # of its own: the transforms those calls are.
+        calls = traced(transform)
+        if calls is not None:
+            return [step for t in calls for step in steps(t)]
     return [transform]
 
 

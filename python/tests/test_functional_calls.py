@@ -255,3 +255,76 @@ def test_under_a_concat_dataset_a_crop_drawn_by_get_params_falls_back_named(jpeg
     with pytest.warns(FallbackWarning, match=r"under a ConcatDataset \(hpuload follows functional calls of given arguments"):
         loader = DataLoader(halves(CropsWhereGetParamsDrew, jpeg_folder), batch_size=8)
     assert len(next(iter(loader))["pixel_values"]) == 8
+
+
+class ResizeAndCrop:
+    """A transform class of the user's own that calls torchvision's functionals."""
+
+    def __init__(self, size):
+        self.size = size
+
+    def __call__(self, image):
+        image = TF.resize(image, self.size + 8)
+        return TF.center_crop(image, self.size)
+
+
+SIZE = 32
+
+
+def to_small_tensor(image):
+    """A transform function of the user's own, reading a global."""
+    return TF.to_tensor(TF.resize(image, [SIZE, SIZE]))
+
+
+@pytest.mark.parametrize(
+    "transform",
+    [
+        T.Compose([ResizeAndCrop(32), T.ToTensor(), T.Normalize(MEAN, STD)]),
+        T.Compose([T.RandomHorizontalFlip(0.0), ResizeAndCrop(24), T.PILToTensor()]),
+        to_small_tensor,
+    ],
+    ids=["class", "class_after_a_step", "function"],
+)
+def test_a_transform_of_the_users_that_calls_functionals_runs_natively_bit_for_bit(jpeg_folder, transform):
+    assert_torchs_batches(Composed(jpeg_folder, transform))
+
+
+def test_a_global_the_users_transform_reads_changed_between_epochs_is_followed(jpeg_folder):
+    global SIZE
+    ds = Composed(jpeg_folder, to_small_tensor)
+    loader = no_fallback(lambda: DataLoader(ds, batch_size=8, backend="cpu"))
+    try:
+        assert next(iter(loader))[0].shape[-1] == 32
+        SIZE = 40
+        assert_same_batches(list(loader), list(tud.DataLoader(ds, batch_size=8)))
+    finally:
+        SIZE = 32
+
+
+class GrowsAsItIsCalled(ResizeAndCrop):
+    """Progressive resizing kept in the transform itself: a state hpuload cannot follow."""
+
+    def __call__(self, image):
+        self.size += 1
+        return TF.to_tensor(TF.center_crop(image, 20))
+
+
+class FlipsByItsOwnDraw(ResizeAndCrop):
+    def __call__(self, image):
+        image = TF.center_crop(image, self.size)
+        return TF.to_tensor(TF.hflip(image) if random.random() < 0.5 else image)
+
+
+@pytest.mark.parametrize("cls", [GrowsAsItIsCalled, FlipsByItsOwnDraw])
+def test_a_transform_of_the_users_that_changes_or_draws_is_not_taken_for_its_calls(jpeg_folder, cls):
+    ds = Composed(jpeg_folder, cls(20))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loader = DataLoader(ds, batch_size=8, backend="cpu")
+        x, _ = next(iter(loader))
+    assert x.shape == (8, 3, 20, 20)
+    # Run as it is (torch's loader, or its own code in Python): never as the calls of one trace.
+    from hpuload._probe import traced
+
+    assert traced(ds.transform) is None
+    assert caught, "it runs otherwise than natively, saying so"
