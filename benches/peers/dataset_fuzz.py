@@ -373,16 +373,25 @@ def functional_class(rng, tf):
         except Exception:
             kind = "pil"
         after, _ = _functional_calls(rng, FUNCTIONAL_AFTER, kind, rng.choice([0, 1, 1, 2]))
+    # Some classes make their calls before the transform in a transform class of their own,
+    # the first step of the transform they hold (hpuload reads such a class's calls: `traced`).
+    wrapped = applies and before and "size_noted" not in before and rng.random() < 0.4
     lines = ["path, label = self.rows[i]", 'image = Image.open(path).convert("RGB")', "noted = (0, 0)"]
-    lines += [FUNCTIONAL[n][2] for n in before]
+    lines += [FUNCTIONAL[n][2] for n in before] if not wrapped else []
     if applies:
         lines.append("image = self.transform(image)")
     lines += [FUNCTIONAL[n][2] for n in after]
     returns = rng.choice(["pair", "dict"])
     lines.append("return image, label" if returns == "pair" else 'return {"pixel_values": image, "noted": noted, "label": label}')
-    source = fuzzed_source([f"self.transform = transform if {applies} else None"], lines)
+    holds = [f"self.transform = transform if {applies} else None"]
+    if wrapped:
+        holds.append("self.transform = T.Compose([UserSteps(), transform])")
+    source = fuzzed_source(holds, lines)
+    if wrapped:
+        steps = textwrap.indent(chr(10).join([FUNCTIONAL[n][2] for n in before] + ["return image"]), "        ")
+        source = f"\n\nclass UserSteps:\n    def __call__(self, image):\n{steps}\n{source}"
     normalized = any(n.startswith("normalize") for n in after)
-    return f"before={before} transform={applies} after={after} returns={returns}", source, normalized
+    return f"before={before} wrapped={wrapped} transform={applies} after={after} returns={returns}", source, normalized
 
 
 def pil_composition(rng):

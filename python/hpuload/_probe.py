@@ -3070,7 +3070,7 @@ def answer_on_this_thread() -> None:
 _TRACED: dict[int, tuple] = {}
 
 
-def _state_of(fn) -> tuple:
+def _callable_state(fn) -> tuple:
     """What a callable of the user's computes from, shallowly: its attributes' (an object's)
     and defaults', closure cells' and the globals its code names' identities and plain values,
     so that a reassigned size or a changed global shows."""
@@ -3109,13 +3109,13 @@ def traced(fn) -> list | None:
     `TF.center_crop`, `TF.to_tensor`): the steps it takes, read by calling it on a stand-in
     image while probing (`_functional_step`), or None. It must draw nothing, change nothing of
     its own, read nothing of the image (its size, its pixels), and give what those steps give,
-    byte for byte, on test images of several sizes. Kept while its state (`_state_of`) is."""
+    byte for byte, on test images of several sizes. Kept while its state (`_callable_state`) is."""
     if not callable(fn) or isinstance(fn, (type, LazyImage, Recorded)):
         return None
     module = (type(fn) if not isinstance(fn, (types.FunctionType, types.MethodType)) else fn).__module__ or ""
     if module.split(".")[0] in (*_LIBRARIES, "timm", "albumentations", "transformers", "diffusers"):
         return None
-    state = _state_of(fn)
+    state = _callable_state(fn)
     known = _TRACED.get(id(fn))
     if known is not None and known[0] is fn and known[1] == state:
         return known[2]
@@ -3140,7 +3140,7 @@ def _trace(fn, state) -> list | None:
             _probing.on = was_on
             _plans.answered = answered
         moved = not _same_state(before, generator_states())
-    if moved or not isinstance(out, LazyImage) or _state_of(fn) != state or out.held == "unknown":
+    if moved or not isinstance(out, LazyImage) or _callable_state(fn) != state or out.held == "unknown":
         return None
     if not out.before or not all(isinstance(s, Applied) and s.fixed for s in out.before):
         return None
