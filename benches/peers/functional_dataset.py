@@ -1,13 +1,14 @@
 """A user's own Dataset class that transforms its images with torchvision's functional API
-itself, through torch's DataLoader or hpuload's drop-in (only the import differs). Two shapes:
+itself, through torch's DataLoader or hpuload's drop-in (only the import differs). Three shapes:
 `eval` (the classic validation pattern: `TF.resize(image, 256)`, `TF.center_crop(image, 224)`,
 `TF.to_tensor`, `TF.normalize`, no transform) and `train` (`self.transform` of
 `RandomResizedCrop(224)` and a flip gives a PIL image, then `TF.to_tensor` and `TF.normalize`
-on what it gave); `--v2`: the same with v2's functionals (`to_image`, `to_dtype`). Prints one
+on what it gave), `class` (the calls of `eval` in a transform class of the user's own, held
+as `self.transform`); `--v2`: the same with v2's functionals (`to_image`, `to_dtype`). Prints one
 JSON line per run: construction time (hpuload's includes its probe of `__getitem__`), the
 loader's type, and images/s over the measured epochs.
 
-usage: python functional_dataset.py --data DIR --loader hpuload|torch [--kind eval|train]
+usage: python functional_dataset.py --data DIR --loader hpuload|torch [--kind eval|train|class]
        [--v2] [--epochs 2] [--workers 2] [--batch 64] [--images 1000]
        python functional_dataset.py --data DIR --parity auto|cpu [--v2] [--images 1000]
          (`eval` through hpuload's backend against torch's loader: the lowest PSNR of an
@@ -29,6 +30,17 @@ from torchvision import transforms as T
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 
 
+class EvalTransform:
+    """A transform class of the user's own that makes the same calls as `eval` (`--kind class`)."""
+
+    def __init__(self, resize=256, crop=224):
+        self.resize, self.crop = resize, crop
+
+    def __call__(self, image):
+        image = TF.center_crop(TF.resize(image, self.resize), self.crop)
+        return TF.normalize(TF.to_tensor(image), MEAN, STD)
+
+
 class FunctionalDataset(Dataset):
     def __init__(self, samples, train, v2, transform=None):
         self.samples, self.train, self.v2, self.transform = samples, train, v2, transform
@@ -39,6 +51,8 @@ class FunctionalDataset(Dataset):
     def __getitem__(self, idx):
         path, label = self.samples[idx]
         image = Image.open(path).convert("RGB")
+        if isinstance(self.transform, EvalTransform):
+            return self.transform(image), label
         if self.train:
             image = self.transform(image)
         else:
@@ -54,7 +68,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
     ap.add_argument("--loader", choices=["hpuload", "torch"], default="hpuload")
-    ap.add_argument("--kind", choices=["eval", "train"], default="eval")
+    ap.add_argument("--kind", choices=["eval", "train", "class"], default="eval")
     ap.add_argument("--v2", action="store_true")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
@@ -68,6 +82,8 @@ def main():
     samples = samples[:: max(1, len(samples) // a.images)][: a.images]
     train = a.kind == "train"
     transform = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip()]) if train else None
+    if a.kind == "class":
+        transform = EvalTransform()
     ds = FunctionalDataset(samples, train, a.v2, transform)
     if a.loader == "hpuload":
         from hpuload.torch import DataLoader

@@ -562,6 +562,12 @@ class TransformStandIn:
     def __init__(self, transform=None):
         self.transform = transform
 
+    @property
+    def __class__(self):
+        """The class of the transform it stands for, for `isinstance` (code that asks
+        `isinstance(self.transform, T.Compose)` takes the path it takes with the transform)."""
+        return type(self) if self.transform is None else type(self.transform)
+
     def __call__(self, image, *rest):
         if rest or not isinstance(image, LazyImage):
             raise NeedsPixels(f"the transform was given a {type(image).__name__}, not the opened image")
@@ -836,7 +842,13 @@ class AlbumentationsStandIn:
     `transform(image=image)`, it gives `{"image": ...}` recording the image (an `ArrayOut`
     where the Compose does not end in `ToTensorV2`)."""
 
+    @property
+    def __class__(self):
+        """The Compose's class, for `isinstance` (as `TransformStandIn.__class__`)."""
+        return type(self) if self.compose is None else type(self.compose)
+
     def __init__(self, compose=None):
+        self.compose = compose
         steps = list(getattr(compose, "transforms", ()))
         names = [type(t).__name__ for t in steps]
         #: The Output the Compose starts the Dataset's code with; None: a tensor (ToTensorV2).
@@ -905,6 +917,11 @@ class ChainLink:
 
     def __init__(self, attribute: str, transform):
         self._attribute, self._transform = attribute, transform
+
+    @property
+    def __class__(self):
+        """The transform's class, for `isinstance` (as `TransformStandIn.__class__`)."""
+        return type(self._transform)
 
     def __call__(self, image, *rest):
         if rest or not isinstance(image, LazyImage):

@@ -328,3 +328,26 @@ def test_a_transform_of_the_users_that_changes_or_draws_is_not_taken_for_its_cal
 
     assert traced(ds.transform) is None
     assert caught, "it runs otherwise than natively, saying so"
+
+
+class AsksWhatItsTransformIs(Photos):
+    """Code that branches on its transform's class: the stand-in hpuload probes with answers
+    `isinstance` as the transform it stands for."""
+
+    def __getitem__(self, i):
+        image = Image.open(self.paths[i]).convert("RGB")
+        if isinstance(self.transform, (ResizeAndCrop, T.Compose)):
+            return self.transform(image), self.labels[i]
+        return TF.to_tensor(TF.resize(image, [16, 16])), self.labels[i]
+
+
+@pytest.mark.parametrize("transform", [T.Compose([T.Resize(40), T.CenterCrop(32), T.ToTensor()]), T.ToTensor()])
+def test_code_that_asks_what_its_transform_is_takes_the_path_it_takes_with_it(jpeg_folder, transform):
+    ds = AsksWhatItsTransformIs(jpeg_folder, transform)
+    if isinstance(transform, T.Compose):
+        assert_torchs_batches(ds)
+    else:
+        # Not given the image: hpuload would run the transform too. It says so.
+        with pytest.warns(FallbackWarning, match="without giving it to its transform"):
+            loader = DataLoader(ds, batch_size=8)
+        assert next(iter(loader))[0].shape == (8, 3, 16, 16)
