@@ -3095,20 +3095,40 @@ def _callable_state(fn) -> tuple:
     def ident(v):
         return (id(v), v) if isinstance(v, (int, float, str, bool, type(None), tuple)) else id(v)
 
-    codes = []
-    target = fn.__func__ if isinstance(fn, types.MethodType) else fn
-    if isinstance(target, types.FunctionType):
-        codes.append(target)
-    else:
-        call = getattr(type(fn), "__call__", None)
-        if isinstance(call, types.FunctionType):
-            codes.append(call)
     state = [tuple((k, ident(v)) for k, v in getattr(fn, "__dict__", {}).items())]
-    for f in codes:
+    for f in _code_of(fn):
         cells = tuple(ident(c.cell_contents) for c in (f.__closure__ or ()) if _filled(c))
         names = tuple((n, ident(f.__globals__.get(n))) for n in f.__code__.co_names if n in f.__globals__)
         state.append((id(f.__code__), ident(f.__defaults__), cells, names))
     return tuple(state)
+
+
+def _code_of(fn) -> list:
+    """The functions a callable runs its own code in: itself (a function, a method), or its
+    class's `__call__` (or a module's `forward`)."""
+    target = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    if isinstance(target, types.FunctionType):
+        return [target]
+    found = []
+    for name in ("__call__", "forward"):
+        f = getattr(type(fn), name, None)
+        if isinstance(f, types.FunctionType) and (f.__module__ or "").split(".")[0] not in _LIBRARIES:
+            found.append(f)
+    return found
+
+
+def _names_in(code) -> set[str]:
+    """The names a code object and the code nested in it (closures, comprehensions) use."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names_in(const)
+    return names
+
+
+#: What a callable's code must name to be looked through (`traced`): torchvision's
+#: functionals hpuload answers.
+_FUNCTIONAL_NAMES = frozenset({*_FUNCTIONAL_STEPS, *_FUNCTIONAL_STEPS_V2, "crop", "resized_crop"})
 
 
 def _filled(cell) -> bool:
@@ -3126,11 +3146,17 @@ def traced(fn) -> list | None:
     `TF.center_crop`, `TF.to_tensor`): the steps it takes, read by calling it on a stand-in
     image while probing (`_functional_step`), or None. It must draw nothing, change nothing of
     its own, read nothing of the image (its size, its pixels), and give what those steps give,
-    byte for byte, on test images of several sizes. Kept while its state (`_callable_state`) is."""
+    byte for byte, on test images of several sizes. Kept while its state (`_callable_state`) is.
+    Only code that names one of those functionals is called at all."""
     if not callable(fn) or isinstance(fn, (type, LazyImage, Recorded)):
         return None
     module = (type(fn) if not isinstance(fn, (types.FunctionType, types.MethodType)) else fn).__module__ or ""
     if module.split(".")[0] in (*_LIBRARIES, "timm", "albumentations", "transformers", "diffusers"):
+        return None
+    # Only code that names such a functional is called (calling the user's code has effects:
+    # one that ends its process, writes files, counts its calls).
+    codes = _code_of(fn)
+    if not codes or not any(_names_in(f.__code__) & _FUNCTIONAL_NAMES for f in codes):
         return None
     state = _callable_state(fn)
     known = _TRACED.get(id(fn))

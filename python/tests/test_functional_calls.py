@@ -351,3 +351,24 @@ def test_code_that_asks_what_its_transform_is_takes_the_path_it_takes_with_it(jp
         with pytest.warns(FallbackWarning, match="without giving it to its transform"):
             loader = DataLoader(ds, batch_size=8)
         assert next(iter(loader))[0].shape == (8, 3, 16, 16)
+
+
+class CountsItsCalls:
+    """A step with effects (it counts its calls; another might end its process)."""
+
+    calls = 0
+
+    def __call__(self, x):
+        CountsItsCalls.calls += 1
+        return x * 1
+
+
+def test_a_transform_of_the_users_that_names_no_functional_is_not_called_to_read_it(jpeg_folder):
+    from hpuload._probe import traced
+
+    step = CountsItsCalls()
+    ds = Composed(jpeg_folder, T.Compose([T.Resize(40), T.CenterCrop(32), T.ToTensor(), step]))
+    loader = DataLoader(ds, batch_size=8, backend="cpu")
+    assert traced(step) is None and CountsItsCalls.calls == 0, "only the loader's batches call it"
+    x, _ = next(iter(loader))
+    assert x.shape == (8, 3, 32, 32) and CountsItsCalls.calls >= 8
