@@ -561,6 +561,9 @@ class TransformStandIn:
 
     def __init__(self, transform=None):
         self.transform = transform
+        #: `_kind_after` of the transform, by the kind it was given: read once a probe (the
+        #: transform cannot change while it is stood in for).
+        self._kinds: dict[str, str] = {}
 
     @property
     def __class__(self):
@@ -574,8 +577,9 @@ class TransformStandIn:
         if image.tensor == "cv2" or image.tensor == "array":
             raise NeedsPixels("a torchvision transform was given a NumPy array of the image")
         given = image.held or ("tensor" if image.tensor else "pil")
-        kind = _kind_after(self.transform, given) if self.transform is not None else None
-        return Recorded(image, torchvision=True, kind=kind)
+        if self.transform is not None and given not in self._kinds:
+            self._kinds[given] = _kind_after(self.transform, given)
+        return Recorded(image, torchvision=True, kind=self._kinds.get(given))
 
 
 class Output(NamedTuple):
@@ -917,6 +921,7 @@ class ChainLink:
 
     def __init__(self, attribute: str, transform):
         self._attribute, self._transform = attribute, transform
+        self._kinds: dict[str, str] = {}  # as `TransformStandIn._kinds`
 
     @property
     def __class__(self):
@@ -933,7 +938,9 @@ class ChainLink:
         step = Applied(self._attribute, transform=self._transform)
         out = LazyImage(image.path, tensor=image.tensor, rgb=image.rgb, turned=image.turned, before=(*image.before, step))
         given = image.held or ("tensor" if image.tensor else "pil")
-        out.held = _kind_after(self._transform, given)
+        if given not in self._kinds:
+            self._kinds[given] = _kind_after(self._transform, given)
+        out.held = self._kinds[given]
         return out
 
     def get_params(self, *args, **kwargs):
@@ -3083,7 +3090,8 @@ def answer_on_this_thread() -> None:
     _answering.on = True
 
 
-#: `_traced`'s answers, by the callable's id: `(callable, its state, the steps or None)`.
+#: `_traced`'s answers, by the callable's id: `(callable, its state, the steps or None)`;
+#: the state None for one whose code names no answered functional.
 _TRACED: dict[int, tuple] = {}
 
 
@@ -3153,13 +3161,17 @@ def traced(fn) -> list | None:
     module = (type(fn) if not isinstance(fn, (types.FunctionType, types.MethodType)) else fn).__module__ or ""
     if module.split(".")[0] in (*_LIBRARIES, "timm", "albumentations", "transformers", "diffusers"):
         return None
-    # Only code that names such a functional is called (calling the user's code has effects:
-    # one that ends its process, writes files, counts its calls).
-    codes = _code_of(fn)
-    if not codes or not any(_names_in(f.__code__) & _FUNCTIONAL_NAMES for f in codes):
-        return None
-    state = _callable_state(fn)
     known = _TRACED.get(id(fn))
+    if known is not None and known[0] is fn and known[1] is None:
+        return None  # its code names no such functional (that does not change)
+    if known is None or known[0] is not fn:
+        # Only code that names such a functional is called (calling the user's code has
+        # effects: one that ends its process, writes files, counts its calls).
+        codes = _code_of(fn)
+        if not codes or not any(_names_in(f.__code__) & _FUNCTIONAL_NAMES for f in codes):
+            _TRACED[id(fn)] = (fn, None, None)
+            return None
+    state = _callable_state(fn)
     if known is not None and known[0] is fn and known[1] == state:
         return known[2]
     steps = _trace(fn, state)
