@@ -199,7 +199,25 @@ class LazyImage:
     # The array an opened image is (what cv2.imread read, a NumPy array of a PIL image), as
     # code without a transform changes it itself (`ArrayOut`).
     def transpose(self, *axes):
+        if not self.tensor:
+            return self._pil_transpose(*axes)
         return ArrayOut.of(self).transpose(*axes)
+
+    def _pil_transpose(self, method=None, *rest):
+        """Pillow's `Image.transpose` of the opened image: its flips (`FLIP_LEFT_RIGHT`,
+        `FLIP_TOP_BOTTOM`; `ImageOps.mirror` and `ImageOps.flip` make them) recorded as
+        torchvision's flip, which is this call on a PIL image."""
+        self._pil_only(".transpose")
+        if rest or method not in (0, 1):
+            raise NeedsPixels(f"the image's .transpose({method!r}) (hpuload follows Pillow's flips)")
+        from torchvision import transforms as T
+
+        horizontal = method == 0
+        flip = T.RandomHorizontalFlip(p=1.0) if horizontal else T.RandomVerticalFlip(p=1.0)
+        call = f"Image.transpose({'FLIP_LEFT_RIGHT' if horizontal else 'FLIP_TOP_BOTTOM'})"
+        out = LazyImage(self.path, rgb=self.rgb, turned=self.turned, before=(*self.before, Applied(transform=flip, call=call)))
+        out.held = "pil"
+        return out
 
     def astype(self, *args, **kwargs):
         return ArrayOut.of(self).astype(*args, **kwargs)
@@ -351,6 +369,107 @@ def _resizes(before: tuple) -> bool:
 
 def _applies(before: tuple) -> bool:
     return any(isinstance(step, Applied) for step in before)
+
+
+#: torchvision's steps (v1 and v2, by class name) that give the flip of what they are given
+#: flipped, pixel for pixel: conversions, `Normalize`, flips, the grey and colour steps that
+#: change each pixel by the image's values alone (`ColorJitter`'s contrast blends with the
+#: image's mean, which a flip keeps). A flip the Dataset's code draws anew on each call, with
+#: only these after it, is the flip of the sample made without it (`split_flips`).
+_FLIP_COMMUTING = frozenset(
+    {
+        "ToTensor",
+        "PILToTensor",
+        "ToImage",
+        "ToImageTensor",
+        "ToPILImage",
+        "ToDtype",
+        "ConvertImageDtype",
+        "Normalize",
+        "RandomHorizontalFlip",
+        "RandomVerticalFlip",
+        "Grayscale",
+        "RandomGrayscale",
+        "ColorJitter",
+    }
+)
+
+
+def _flip_of(step) -> str | None:
+    """"h" or "v" where `step` is a flip the Dataset's code made itself (a functional call or
+    Pillow's `transpose`), else None."""
+    if not isinstance(step, Applied) or step.call is None or step.drawn:
+        return None
+    name = type(step.transform).__name__
+    if name not in ("RandomHorizontalFlip", "RandomVerticalFlip") or getattr(step.transform, "p", None) != 1.0:
+        return None
+    return "h" if name == "RandomHorizontalFlip" else "v"
+
+
+def _commutes_with_flips(step, dataset=None) -> bool:
+    """Whether a step in `LazyImage.before` (or a transform) gives the flip of a flipped image."""
+    if step in (GREY, GREY_RGB):
+        return True
+    if isinstance(step, Applied):
+        if step.crop is not None or step.drawn:
+            return False
+        transform = step.transform if step.call is not None or dataset is None else step.step(dataset)
+        return transform_commutes_with_flips(transform)
+    return False
+
+
+def transform_commutes_with_flips(transform) -> bool:
+    """Whether every step of a torchvision transform (None: no transform) gives the flip of
+    a flipped image (`_FLIP_COMMUTING`)."""
+    if transform is None:
+        return True
+    if not is_torchvision_transform(transform):
+        return False
+    from ._transforms import steps
+
+    return all(is_torchvision_transform(t) and type(t).__name__ in _FLIP_COMMUTING for t in steps(transform))
+
+
+def split_flips(before: tuple, transform_commutes: bool, dataset=None) -> tuple[tuple, tuple[bool, bool]] | None:
+    """`before` without the flips the Dataset's code made, and whether what they make is the
+    image flipped horizontally and vertically, where each flip is followed only by steps that
+    give the flip of a flipped image (`_commutes_with_flips`; a flip before the transform,
+    only where the transform's steps do too: `transform_commutes`): the sample is then the
+    flip of the one made without them, bit for bit. None where a flip is followed by another
+    step (a resize, a crop)."""
+    kept, h, v = [], False, False
+    for k, step in enumerate(before):
+        flip = _flip_of(step)
+        if flip is None:
+            kept.append(step)
+            continue
+        later = before[k + 1 :]
+        if not all(_commutes_with_flips(s, dataset) for s in later):
+            return None
+        if not step.after and not transform_commutes:
+            return None
+        h, v = (not h, v) if flip == "h" else (h, not v)
+    return tuple(kept), (h, v)
+
+
+def _flip_blocked_by(before: tuple, transform_commutes: bool, dataset=None) -> str | None:
+    """What comes after a flip the Dataset's code made in `before` that is not the flip of a
+    flipped image (`split_flips`), named for a refusal; None where nothing does."""
+    for k, step in enumerate(before):
+        if _flip_of(step) is None:
+            continue
+        for later in before[k + 1 :]:
+            if not _commutes_with_flips(later, dataset):
+                return later.name() if isinstance(later, Applied) else f"a {type(later).__name__}"
+        if not step.after and not transform_commutes:
+            return "its transform"
+    return None
+
+
+#: Why a drawn flip is refused, after what comes after it.
+_FLIPS_FOLLOWED = (
+    "(hpuload follows a flip drawn anew on each call with only conversions, Normalize, flips and colour steps after it)"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -2415,8 +2534,18 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
     labels = set()
     held = 0  # the elements of the values beside the image held so far (`DictSample`)
     drawn = False  # the values beside the image differ from call to call (`DrawnExtras`)
+    befores = []  # per index, its steps before the transform (`LazyImage.before`)
     session = _Session(dataset, attribute, transform)
     stand_in = session.stand_in
+    # Whether the transform gives the flip of a flipped image (`split_flips`): one that the
+    # code flips by a draw of its own first is then the flip of the sample made without it.
+    commutes = stand_in is None or transform_commutes_with_flips(transform)
+
+    def flips_alone(a: tuple, b: tuple) -> bool:
+        """Whether two indices' steps differ only by flips, each one's sample the flip of the
+        sample made without them (`split_flips`)."""
+        x, y = split_flips(a, commutes, dataset), split_flips(b, commutes, dataset)
+        return x is not None and y is not None and x[0] == y[0]
     session.__enter__()
     try:
         for i in order:
@@ -2450,13 +2579,17 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
                 form, output, before = image.form, given, image.before
             elif given != output:
                 raise NeedsPixels(f"__getitem__({i}) hands out its image otherwise than __getitem__({order[0]})")
-            elif image.before != before:
+            elif image.before != before and not flips_alone(image.before, before):
+                blocked = _flip_blocked_by(image.before, commutes, dataset) or _flip_blocked_by(before, commutes, dataset)
+                if blocked is not None:
+                    raise NeedsPixels(f"__getitem__({i}) flips its image by a draw before {blocked} {_FLIPS_FOLLOWED}")
                 raise NeedsPixels(f"__getitem__({i}) resizes or converts its image otherwise than __getitem__({order[0]})")
             elif image.form != form:
                 raise NeedsPixels(
                     f"__getitem__({i}) holds its image as {_form_name(image.form)} and __getitem__({order[0]}) "
                     f"as {_form_name(form)}"
                 )
+            befores.append(image.before)
             labels.add(label_type(out[1] if shape == "pair" else (0 if isinstance(k, DictSample) else out[k[1]])))
             samples.append((image.path, label))
             if isinstance(k, DictSample) and k.more:
@@ -2514,6 +2647,34 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
         # The generators tell what a few calls may not: code that draws even once in a
         # thousand calls (a caption dropped, a label flipped now and then) has moved them.
         moved = generators.moved(start, generators.states())
+        # Flips drawn anew on each call (`if random.random() < 0.5: image = TF.hflip(image)`):
+        # the loader makes each sample without them, runs the code again for each sample it
+        # hands out (`DrawnExtras`) and flips those whose run flipped.
+        flipping = any(b != before for b in befores)
+        if moved and not flipping and not drawn:
+            # Few indices, each flipped alike so far: a few calls more tell a drawn flip.
+            for k in range(_FLIP_TRIES):
+                again = probed_item(dataset, order[k % n])
+                again = again if stand_in is not None else _untransformed(again)
+                recorded = again[0] if layout[0] == "pair" else again[_image_key(keys)]
+                steps = getattr(getattr(recorded, "image", None), "before", None)
+                if steps is not None and steps != befores[k % n]:
+                    flipping = flips_alone(steps, before)
+                    blocked = _flip_blocked_by(steps, commutes, dataset) or _flip_blocked_by(before, commutes, dataset)
+                    if not flipping and blocked is not None:
+                        raise NeedsPixels(
+                            f"{type(dataset).__name__}.__getitem__ flips its image by a draw before {blocked} "
+                            f"{_FLIPS_FOLLOWED}"
+                        )
+                    break
+        if flipping:
+            if more:
+                raise NeedsPixels(
+                    "a flip drawn anew on each call, for a sample of several images (hpuload follows drawn flips "
+                    "of one image a sample)"
+                )
+            drawn = True
+            before = split_flips(before, commutes, dataset)[0]
         if _plans.answered and more:
             raise NeedsPixels(
                 "RandomCrop.get_params for a sample of several images (hpuload answers the crop of one image a sample)"
@@ -2543,9 +2704,13 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
         _check_handed_out(dataset, order[: _CHECK_TRIES], keys if layout[0] != "pair" else None, output)
     if drawn:
         looks = (layout, keys, form, before, output)
-        extras = DrawnExtras(extras, dataset, samples, looks, more or None)
-    return Probed(samples, keys, form, labels.pop(), extras if layout[1] else None, output, before, more or None)
+        extras = DrawnExtras(extras, dataset, samples, looks, more or None, commutes if flipping else None)
+    handed = extras if layout[1] or flipping else None
+    return Probed(samples, keys, form, labels.pop(), handed, output, before, more or None)
 
+
+#: How many calls more `probe` makes of a Dataset whose code draws, for a flip it draws.
+_FLIP_TRIES = 32
 
 #: How many indices `_check_handed_out` tries to run for real (a damaged file raises).
 _CHECK_TRIES = 4
@@ -2668,15 +2833,20 @@ class DrawnExtras(list):
     (`strays`): the loader makes that sample by running the Dataset's code for real
     (`settle`), so that it is what the Dataset gives, never the probed sample."""
 
-    def __init__(self, values: list, dataset, samples=None, looks=None, more=None):
+    def __init__(self, values: list, dataset, samples=None, looks=None, more=None, flipping=None):
         super().__init__(values)
         self.dataset = dataset
+        #: Where the code draws flips of its image (`split_flips`; `looks`' steps are then
+        #: those without them): whether its transform gives the flip of a flipped image. None:
+        #: it draws none.
+        self.flipping = flipping
         #: Per index, `(path, label)` as probed; `looks`: `(layout, keys, form, before,
         #: output)` (`probe`'s), the same for every index; `more`: per index, its other
         #: images' files (None: one image).
         self.samples, self.looks, self.more = samples, looks, more
         self._seed = self._epoch = self._plan_of = None
-        #: The last batch's draws: `((seed, epoch, indices), rows, strays)`.
+        #: The last batch's draws: `((seed, epoch, indices), rows, strays, flips)`; `flips`:
+        #: `{slot: (horizontal, vertical)}` of the samples whose run flipped the image.
         self._last = None
         #: Per loader position, the dataset's index (a Subset's); None: the same.
         self.picks = None
@@ -2687,7 +2857,7 @@ class DrawnExtras(list):
         at = {j: n for n, j in enumerate(probed)}
         rows = [list.__getitem__(self, at[j]) for j in picks]
         more = None if self.more is None else [self.more[at[j]] for j in picks]
-        out = DrawnExtras(rows, self.dataset, [self.samples[at[j]] for j in picks], self.looks, more)
+        out = DrawnExtras(rows, self.dataset, [self.samples[at[j]] for j in picks], self.looks, more, self.flipping)
         out.picks = list(picks)
         return out
 
@@ -2719,7 +2889,7 @@ class DrawnExtras(list):
             return list(self._last[1])
         dataset = self.dataset
         attribute = transform_attribute(dataset) or "transform"
-        out, strays = [], {}
+        out, strays, flips = [], {}, {}
         with _Session(dataset, attribute, getattr(dataset, attribute, None)) as session:
             for slot, i in enumerate(indices):
                 _plans.plan = functools.partial(self._plan_of, i) if self._plan_of is not None else _no_plan
@@ -2733,12 +2903,15 @@ class DrawnExtras(list):
                     shape = None
                 finally:
                     _plans.plan = None
-                if shape is None or not self._as_probed(i, item, shape):
+                flipped = None if shape is None else self._as_probed(i, item, shape)
+                if flipped is None:
                     strays[slot] = i
                     out.append(None)  # `settle` puts the values of the Dataset's own sample here
                 else:
                     out.append(shape[3])
-        self._last = (key, out, strays)
+                    if any(flipped):
+                        flips[slot] = flipped
+        self._last = (key, out, strays, flips)
         return list(out)
 
     def strays(self, indices: list) -> dict[int, int]:
@@ -2747,30 +2920,45 @@ class DrawnExtras(list):
         self.rows(indices)
         return dict(self._last[2]) if self._last is not None else {}
 
+    def flips(self, indices: list) -> dict[int, tuple[bool, bool]]:
+        """Of a batch's `indices`, `{slot: (horizontal, vertical)}` of those whose run flipped
+        the image (the strays, made by the class's own code, are not among them)."""
+        self.rows(indices)
+        return dict(self._last[3]) if self._last is not None else {}
+
     def settle(self, slot: int, values: tuple) -> None:
         """The values beside the image of the last batch's stray at `slot`, as the Dataset's
         own sample gave them."""
         self._last[1][slot] = values
 
-    def _as_probed(self, i: int, item, shape) -> bool:
+    def _as_probed(self, i: int, item, shape) -> tuple[bool, bool] | None:
+        """How a run of index `i` flipped its image, `(horizontal, vertical)`, where it drew
+        nothing the probe took as fixed; None for a stray."""
+        unflipped = (False, False)
         if self.samples is None:
-            return True
+            return unflipped
         layout, keys, label, after = shape
         if ((layout, len(after)), keys) != self.looks[:2]:
-            return False
+            return None
         recorded = item[0] if layout == "pair" else item[_image_key(keys)]
         if not isinstance(recorded, Recorded) or not isinstance(recorded.image, LazyImage):
-            return False
+            return None
         path, probed_label = self.samples[i]
         if recorded.image.path != path or (layout == "pair" and label != probed_label):
-            return False
+            return None
         given = recorded.output if isinstance(recorded, ArrayOut) else None
-        if (recorded.image.form, recorded.image.before, given) != self.looks[2:]:
-            return False
+        before, flipped = recorded.image.before, unflipped
+        if self.flipping is not None:
+            split = split_flips(before, self.flipping, self.dataset)
+            if split is None:
+                return None
+            before, flipped = split
+        if (recorded.image.form, before, given) != self.looks[2:]:
+            return None
         if self.more is not None and isinstance(keys, DictSample):
             files = tuple(getattr(getattr(item.get(k), "image", None), "path", None) for k in keys.more)
-            return files == self.more[i]
-        return True
+            return flipped if files == self.more[i] else None
+        return flipped
 
 
 def _no_plan(width, height):

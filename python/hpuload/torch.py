@@ -1664,6 +1664,7 @@ class _Loader:
                 outs = list(outs)
             more = [m if isinstance(m, torch.Tensor) else list(m) for m in more]
             self._drawn_strays([outs, *more], targets, indices, epoch)
+            self._drawn_flips([outs], indices, True)
         if more:
             outs, more = list(outs), [list(m) for m in more]
             if own:
@@ -1802,6 +1803,41 @@ class _Loader:
             if label is not None:
                 labels[slot] = label
             drawn.settle(slot, values)
+
+    def _drawn_flips(self, batches: list, indices: list, nchw: bool) -> None:
+        """A Dataset whose code flips its image by a draw of its own, with only steps after
+        the flip that give the flip of a flipped image (`_probe.split_flips`): the native
+        samples are made without the flip; those whose run flipped it (`DrawnExtras.flips`)
+        are flipped in their slots of `batches` (the batch's views; `[C, H, W]` samples where
+        `nchw`, else `[H, W, C]`; a tail's samples in a list, tensors `[C, H, W]` or PIL
+        images). The strays, made by the Dataset's own code, are not flipped again."""
+        drawn = self._extras
+        if not isinstance(drawn, _probe.DrawnExtras) or drawn.flipping is None:
+            return
+        for slot, (horizontal, vertical) in drawn.flips(indices).items():
+            for batch in batches:
+                sample = batch[slot]
+                if isinstance(sample, torch.Tensor):
+                    width = -1 if nchw else -2
+                    dims = [d for d, on in ((width, horizontal), (width - 1, vertical)) if on]
+                    flipped = sample.flip(dims)
+                    if isinstance(batch, torch.Tensor):
+                        sample.copy_(flipped)
+                    else:
+                        batch[slot] = flipped
+                else:
+                    from PIL import Image
+
+                    if not isinstance(sample, Image.Image):
+                        raise RuntimeError(
+                            f"hpuload: the tail of the transform gave {type(sample).__name__} for a sample the "
+                            "Dataset's code flips by a draw of its own (hpuload flips tensors and PIL images)"
+                        )
+                    if horizontal:
+                        sample = sample.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+                    if vertical:
+                        sample = sample.transpose(Image.Transpose.FLIP_TOP_BOTTOM)
+                    batch[slot] = sample
 
     def _own_samples(self, own: dict, images: torch.Tensor, more: list, indices: list) -> None:
         """`_own_made`'s samples, their images copied into the native batches' slots."""
@@ -1966,6 +2002,7 @@ class _Loader:
                 if self._tail is None and isinstance(self._extras, _probe.DrawnExtras):
                     views = split(images) if split is not None else [images]
                     self._drawn_strays([*views, *(getattr(batch, "more", None) or [])], labels, self.last_indices, epoch)
+                    self._drawn_flips(views, self.last_indices, nchw)
                 if self._left is not None and self._tail is None:
                     left = self._left_clips(self.last_indices, batch.valid, epoch)
                     self._put_clips(images, left, self.last_indices, labels)

@@ -172,14 +172,6 @@ def test_a_functional_given_what_it_does_not_take_falls_back_named_and_torchs_er
         next(iter(loader))
 
 
-class FlipsByADraw(Photos):
-    def __getitem__(self, i):
-        image = TF.resize(Image.open(self.paths[i]).convert("RGB"), [32, 32])
-        if random.random() < 0.5:
-            image = TF.hflip(image)
-        return TF.to_tensor(image), self.labels[i]
-
-
 class ResizesByItsOwnSize(Photos):
     def __getitem__(self, i):
         image = Image.open(self.paths[i]).convert("RGB")
@@ -187,15 +179,8 @@ class ResizesByItsOwnSize(Photos):
         return TF.to_tensor(TF.center_crop(image, 16)), self.labels[i]
 
 
-@pytest.mark.parametrize(
-    "cls, why",
-    [
-        (FlipsByADraw, r"draws from Python's `random`|resizes or converts its image otherwise"),
-        (ResizesByItsOwnSize, r"resizes or converts its image otherwise than __getitem__\(0\)"),
-    ],
-)
-def test_calls_that_differ_from_sample_to_sample_fall_back_named(jpeg_folder, cls, why):
-    ds = cls(jpeg_folder)
+def test_calls_that_differ_from_sample_to_sample_fall_back_named(jpeg_folder):
+    ds, why = ResizesByItsOwnSize(jpeg_folder), r"resizes or converts its image otherwise than __getitem__\(0\)"
     assert len({Image.open(p).size for p in ds.paths}) > 1, "the folder's images have several sizes"
     with pytest.warns(FallbackWarning, match=why):
         loader = DataLoader(ds, batch_size=8)
@@ -372,3 +357,101 @@ def test_a_transform_of_the_users_that_names_no_functional_is_not_called_to_read
     assert traced(step) is None and CountsItsCalls.calls == 0, "only the loader's batches call it"
     x, _ = next(iter(loader))
     assert x.shape == (8, 3, 32, 32) and CountsItsCalls.calls >= 8
+
+
+# Flips the class draws itself (`if random.random() < 0.5: image = TF.hflip(image)`), with
+# only conversions, Normalize, flips and colour steps after them: each sample is made without
+# the flip and flipped where the class's code, run again for it with its draws seeded from
+# (seed, epoch, index), flipped it.
+
+
+class FlipsByItsOwnDraws(Photos):
+    """The resize, then flips drawn with Python's and torch's generators (v1's, v2's and
+    Pillow's), then the conversion in its transform (or by itself)."""
+
+    def __init__(self, root, transform=None, how="tf"):
+        super().__init__(root, transform)
+        self.how = how
+
+    def __getitem__(self, i):
+        image = TF.resize(Image.open(self.paths[i]).convert("RGB"), [24, 32])
+        if random.random() < 0.5:
+            image = image.transpose(Image.FLIP_LEFT_RIGHT) if self.how == "pil" else TF.hflip(image)
+        if torch.rand(1).item() < 0.3:
+            image = F.vertical_flip(image) if self.how == "v2" else TF.vflip(image)
+        x = self.transform(image) if self.transform is not None else TF.to_tensor(image)
+        return x, self.labels[i]
+
+
+def unflipped(ds, i):
+    """`ds[i]` as its code makes it without a flip."""
+    image = TF.resize(Image.open(ds.paths[i]).convert("RGB"), [24, 32])
+    return ds.transform(image) if ds.transform is not None else TF.to_tensor(image)
+
+
+@pytest.mark.parametrize(
+    "how, transform",
+    [
+        ("tf", None),
+        ("pil", T.Compose([T.ToTensor(), T.Normalize(MEAN, STD)])),
+        ("v2", T.Compose([T.PILToTensor()])),
+    ],
+)
+def test_a_flip_the_class_draws_itself_is_drawn_for_each_sample_and_made_bit_for_bit(jpeg_folder, how, transform):
+    from hpuload import _tail
+
+    ds = FlipsByItsOwnDraws(jpeg_folder, transform, how)
+    loader = no_fallback(lambda: DataLoader(ds, batch_size=8, shuffle=True, backend="cpu"))
+    seen = set()
+    for epoch in range(2):
+        for x, y in loader:
+            for row, label, i in zip(x, y.tolist(), loader.last_indices):
+                with _tail.seeded_sample(loader._options.seed, epoch, i):
+                    want, want_label = ds[i]
+                assert torch.equal(row, want) and label == want_label
+                plain = unflipped(ds, i)
+                seen.add(next(k for k, dims in enumerate([[], [-1], [-2], [-1, -2]]) if torch.equal(row, plain.flip(dims))))
+    assert seen == {0, 1, 2, 3}, "each flip, both and none, drawn over two epochs"
+
+
+def test_the_media_engine_flips_what_the_class_draws_within_its_floor(jpeg_folder):
+    from hpuload import _tail
+
+    ds = FlipsByItsOwnDraws(jpeg_folder)
+    loader = no_fallback(lambda: DataLoader(ds, batch_size=8, backend="auto"))
+    for x, _ in loader:
+        for row, i in zip(x, loader.last_indices):
+            with _tail.seeded_sample(loader._options.seed, 0, i):
+                want, _ = ds[i]
+            mse = ((row - want) ** 2).mean().item()
+            assert 10 * np.log10(1 / max(mse, 1e-12)) > 30  # PSNR over the [0, 1] range
+
+
+def test_a_flip_the_class_draws_is_drawn_the_same_again_by_a_loader_of_the_same_seed(jpeg_folder):
+    ds = FlipsByItsOwnDraws(jpeg_folder)
+    first, again = (list(no_fallback(lambda: DataLoader(ds, batch_size=8, shuffle=True, seed=5))) for _ in range(2))
+    assert all(torch.equal(a[0], b[0]) for a, b in zip(first, again))
+
+
+class FlipsBeforeItsResize(Photos):
+    def __getitem__(self, i):
+        image = Image.open(self.paths[i]).convert("RGB")
+        if random.random() < 0.5:
+            image = TF.hflip(image)
+        image = TF.resize(image, [24, 32]) if self.transform is None else self.transform(image)
+        return TF.to_tensor(image), self.labels[i]
+
+
+@pytest.mark.parametrize(
+    "transform, why",
+    [
+        (None, r"flips its image by a draw before `functional\.resize\(size=\[24, 32\]"),
+        (T.RandomResizedCrop(24), r"flips its image by a draw before its transform"),
+    ],
+)
+def test_a_flip_the_class_draws_before_a_step_that_moves_pixels_falls_back_named(jpeg_folder, transform, why):
+    ds = FlipsBeforeItsResize(jpeg_folder, transform)
+    with pytest.warns(FallbackWarning, match=why):
+        loader = DataLoader(ds, batch_size=8)
+    x, _ = next(iter(loader))
+    assert x.shape[0] == 8
