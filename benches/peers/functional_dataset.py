@@ -4,11 +4,13 @@ itself, through torch's DataLoader or hpuload's drop-in (only the import differs
 `TF.to_tensor`, `TF.normalize`, no transform) and `train` (`self.transform` of
 `RandomResizedCrop(224)` and a flip gives a PIL image, then `TF.to_tensor` and `TF.normalize`
 on what it gave), `class` (the calls of `eval` in a transform class of the user's own, held
-as `self.transform`); `--v2`: the same with v2's functionals (`to_image`, `to_dtype`). Prints one
+as `self.transform`), `flip` (the training pattern written by hand: `TF.resize(image, 256)`,
+`RandomCrop.get_params` then `TF.crop` to 224, `if random.random() < 0.5: TF.hflip(image)`,
+`TF.to_tensor`, `TF.normalize`); `--v2`: the same with v2's functionals (`to_image`, `to_dtype`). Prints one
 JSON line per run: construction time (hpuload's includes its probe of `__getitem__`), the
 loader's type, and images/s over the measured epochs.
 
-usage: python functional_dataset.py --data DIR --loader hpuload|torch [--kind eval|train|class]
+usage: python functional_dataset.py --data DIR --loader hpuload|torch [--kind eval|train|class|flip]
        [--v2] [--epochs 2] [--workers 2] [--batch 64] [--images 1000]
        python functional_dataset.py --data DIR --parity auto|cpu [--v2] [--images 1000]
          (`eval` through hpuload's backend against torch's loader: the lowest PSNR of an
@@ -17,6 +19,7 @@ usage: python functional_dataset.py --data DIR --loader hpuload|torch [--kind ev
 
 import argparse
 import json
+import random
 import time
 
 import torch
@@ -53,7 +56,13 @@ class FunctionalDataset(Dataset):
         image = Image.open(path).convert("RGB")
         if isinstance(self.transform, EvalTransform):
             return self.transform(image), label
-        if self.train:
+        if self.train == "flip":
+            image = TF.resize(image, 256)
+            top, left, h, w = T.RandomCrop.get_params(image, (224, 224))
+            image = TF.crop(image, top, left, h, w)
+            if random.random() < 0.5:
+                image = TF.hflip(image)
+        elif self.train:
             image = self.transform(image)
         else:
             image = TF.resize(image, 256)
@@ -68,7 +77,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
     ap.add_argument("--loader", choices=["hpuload", "torch"], default="hpuload")
-    ap.add_argument("--kind", choices=["eval", "train", "class"], default="eval")
+    ap.add_argument("--kind", choices=["eval", "train", "class", "flip"], default="eval")
     ap.add_argument("--v2", action="store_true")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
@@ -80,8 +89,8 @@ def main():
         return parity(a)
     samples = datasets.ImageFolder(a.data).samples
     samples = samples[:: max(1, len(samples) // a.images)][: a.images]
-    train = a.kind == "train"
-    transform = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip()]) if train else None
+    train = "flip" if a.kind == "flip" else a.kind == "train"
+    transform = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip()]) if train is True else None
     if a.kind == "class":
         transform = EvalTransform()
     ds = FunctionalDataset(samples, train, a.v2, transform)
@@ -90,7 +99,7 @@ def main():
     else:
         from torch.utils.data import DataLoader
     t0 = time.perf_counter()
-    loader = DataLoader(ds, batch_size=a.batch, shuffle=train, num_workers=a.workers)
+    loader = DataLoader(ds, batch_size=a.batch, shuffle=bool(train), num_workers=a.workers)
     built = time.perf_counter() - t0
     rates = []
     for _ in range(a.epochs + 1):  # the first epoch warms up

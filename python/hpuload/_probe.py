@@ -23,6 +23,7 @@ wrong pixels."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -413,9 +414,16 @@ def _commutes_with_flips(step, dataset=None) -> bool:
     if isinstance(step, Applied):
         if step.crop is not None or step.drawn:
             return False
-        transform = step.transform if step.call is not None or dataset is None else step.step(dataset)
-        return transform_commutes_with_flips(transform)
+        if step.call is not None:
+            return _call_commutes_with_flips(step)
+        return transform_commutes_with_flips(step.transform if dataset is None else step.step(dataset))
     return False
+
+
+@functools.lru_cache(maxsize=256)
+def _call_commutes_with_flips(step: "Applied") -> bool:
+    """`_commutes_with_flips` of a functional call (the same call, the same transform)."""
+    return transform_commutes_with_flips(step.transform)
 
 
 def transform_commutes_with_flips(transform) -> bool:
@@ -1228,6 +1236,9 @@ def _functional_step(name: str, original, v2: bool = False):
     signature = inspect.signature(original)
     make, takes = (_FUNCTIONAL_STEPS_V2 if v2 else _FUNCTIONAL_STEPS)[name]
     called = f"torchvision's {'v2 ' if v2 else ''}functional.{name}"
+    # The transform each call is, by the call (a Dataset's code makes the same few calls for
+    # every sample, and runs again for each one the loader hands out where it draws).
+    made: dict[str, Any] = {}
 
     def answer(image, *args, **kwargs):
         try:
@@ -1237,15 +1248,22 @@ def _functional_step(name: str, original, v2: bool = False):
         bound.apply_defaults()
         given = dict(bound.arguments)
         given.pop(next(iter(signature.parameters)))
-        if v2:
-            from torchvision.transforms import v2 as T
-        else:
-            from torchvision import transforms as T
+        call = f"{'v2.' if v2 else ''}functional.{name}({', '.join(f'{k}={v!r}' for k, v in given.items())})"
+        transform, kinds = made.get(call, (None, None))
+        if transform is None:
+            if v2:
+                from torchvision.transforms import v2 as T
+            else:
+                from torchvision import transforms as T
 
-        try:
-            transform = make(T, **given)
-        except Exception as e:  # what torchvision raises at the call: the loader that runs it says
-            raise NeedsPixels(f"{called} with these arguments ({_first_line(e)})") from None
+            try:
+                transform = make(T, **given)
+            except Exception as e:  # what torchvision raises at the call: the loader that runs it says
+                raise NeedsPixels(f"{called} with these arguments ({_first_line(e)})") from None
+            if len(made) >= _MADE_KEPT:
+                made.clear()
+            kinds = {kind: _kind_after(transform, kind) for kind in _ANY}
+            made[call] = transform, kinds
         after = isinstance(image, Recorded)
         lazy = image.image if after else image
         if isinstance(image, ArrayOut) or not isinstance(lazy, LazyImage) or lazy.tensor in ("cv2", "array"):
@@ -1255,19 +1273,21 @@ def _functional_step(name: str, original, v2: bool = False):
             raise NeedsPixels(f"{called} of what hpuload cannot tell the kind of")
         if kind not in takes:
             raise NeedsPixels(f"{called} of a {'PIL image' if kind == 'pil' else 'tensor'}")
-        call = f"{'v2.' if v2 else ''}functional.{name}({', '.join(f'{k}={v!r}' for k, v in given.items())})"
         step = Applied(transform=transform, call=call, after=after)
         out = LazyImage(lazy.path, tensor=lazy.tensor, rgb=lazy.rgb, turned=lazy.turned, before=(*lazy.before, step))
         if after:
             out.held = lazy.held
-            return Recorded(out, torchvision=True, kind=_kind_after(transform, kind))
-        out.held = _kind_after(transform, kind)
+            return Recorded(out, torchvision=True, kind=kinds[kind])
+        out.held = kinds[kind]
         return out
 
     return answer
 
 
 _ANY = ("pil", "tensor")
+
+#: How many calls' transforms `_functional_step` keeps, per functional.
+_MADE_KEPT = 64
 
 #: torchvision's functionals (v1) answered on the image while probing (`_functional_step`):
 #: name -> (the transform that is the call, given torchvision's transforms module and the
@@ -1754,10 +1774,33 @@ def mode_of(path: str | None = None, data=None) -> str | None:
     return mode
 
 
+_sizes = threading.local()
+
+
+@contextlib.contextmanager
+def _sizes_memo():
+    """While entered (on this thread): `size_of` reads each file's header once (a batch's
+    runs of a Dataset's code ask a file's size a few times each)."""
+    _sizes.memo = {}
+    try:
+        yield
+    finally:
+        _sizes.memo = None
+
+
 def size_of(path: str) -> tuple[int, int] | None:
     """`(width, height)` of the image at `path` as stored: from its headers where
     `header_facts` reads them (JPEG, PNG), else by Pillow's lazy open; None where neither
     can read it (the loader names such an image when it reads it)."""
+    memo = getattr(_sizes, "memo", None)
+    if memo is None:
+        return _size_of(path)
+    if path not in memo:
+        memo[path] = _size_of(path)
+    return memo[path]
+
+
+def _size_of(path: str) -> tuple[int, int] | None:
     from PIL import Image
 
     facts = _file_facts(path)
@@ -2890,12 +2933,14 @@ class DrawnExtras(list):
         dataset = self.dataset
         attribute = transform_attribute(dataset) or "transform"
         out, strays, flips = [], {}, {}
-        with _Session(dataset, attribute, getattr(dataset, attribute, None)) as session:
+        with _Session(dataset, attribute, getattr(dataset, attribute, None)) as session, _tail.seeded_samples(
+            seed, epoch
+        ) as seeded, _sizes_memo():
             for slot, i in enumerate(indices):
                 _plans.plan = functools.partial(self._plan_of, i) if self._plan_of is not None else _no_plan
                 try:
-                    with _tail.seeded_sample(seed, epoch, i):
-                        item = probed_item(dataset, i if self.picks is None else self.picks[i])
+                    seeded(i)
+                    item = probed_item(dataset, i if self.picks is None else self.picks[i])
                     if session.stand_in is None:
                         item = _untransformed(item)
                     shape = _shape(item)

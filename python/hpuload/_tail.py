@@ -91,6 +91,19 @@ def seeded_sample(seed: int, epoch: int, index: int):
         yield
 
 
+@contextlib.contextmanager
+def seeded_samples(seed: int, epoch: int):
+    """`seeded_sample` for many samples in a row: gives `seed(index)`, which seeds the global
+    generators for sample `index` as `seeded_sample` does; their states before are restored
+    once, after the block (saving and restoring NumPy's state costs more than the draws of a
+    sample). Only on the main thread, as `seeded_batch`."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda index: None
+        return
+    with _Isolated():
+        yield lambda index: _seed_all(batch_seed(seed, epoch, index, b"hpuload-sample"))
+
+
 class _Isolated:
     """Saves the global generators' states on entry and restores them on exit."""
 
