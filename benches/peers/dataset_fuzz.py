@@ -31,8 +31,10 @@ turn, with code between them: an array and back, a resize to its own size, its s
 env FUNCTIONAL=1: every class calls torchvision's functional API (v1's and v2's) on its image
 itself, before its transform, after it or instead of one: resizes, crops, flips, padding,
 grey, conversions to a tensor and back, `normalize`, `to_dtype`; some with what hpuload does
-not follow (a size from the image's own, `adjust_brightness`, a flip drawn by `random`)
-(session 108).
+not follow (a size from the image's own, `adjust_brightness`) (session 108); flips drawn with
+`random` or torch (functional or Pillow's), compared with the class's own samples made with
+its draws seeded as hpuload seeds them for each sample (session 109; a class whose samples
+differ from call to call is otherwise "torch varies").
 env DRAWS=1: every class draws from a generator (Python's, NumPy's or torch's global one, a
 NumPy generator it holds itself, or one a helper object of its module holds: an attribute's,
 a helper's helper's, one in a list, a module global's) outside
@@ -328,6 +330,10 @@ FUNCTIONAL = {
     "own_size": ("pil", None, "image = TF.resize(image, [image.height // 2 + 1, image.width // 2 + 1])"),
     "brightness": ("any", None, "image = TF.adjust_brightness(image, 1.3)"),
     "drawn_flip": ("any", None, "if random.random() < 0.5:\n    image = TF.hflip(image)"),
+    # Drawn flips hpuload follows where only conversions, Normalize, flips and colour steps come
+    # after them (session 109): compared with the class's draws seeded as hpuload seeds them.
+    "drawn_vflip_torch": ("any", None, "if torch.rand(1).item() < 0.3:\n    image = TF.vflip(image)"),
+    "drawn_mirror_pil": ("pil", None, "if random.random() < 0.5:\n    image = image.transpose(Image.FLIP_LEFT_RIGHT)"),
 }
 FUNCTIONAL_BEFORE = [n for n in FUNCTIONAL if n not in ("normalize", "normalize_v2", "to_pil", "resize_small", "center_crop_small")]
 FUNCTIONAL_AFTER = [n for n in FUNCTIONAL if n not in ("own_size", "center_crop", "center_crop_big", "resize")]
@@ -620,7 +626,7 @@ def run_dataset(ds, normalized):
     except Exception as e:
         return "torch raises", f"{type(e).__name__}: {str(e)[:100]}"
     if not all(_same(a, b, False)[0] and _exact(a, b) for a, b in zip(ref, again)):
-        return "torch varies", "the dataset gives other values the second time"
+        return run_drawn(ds, normalized)
     try:
         default_collate([ds[i] for i in range(len(ds))])
     except Exception:
@@ -629,15 +635,62 @@ def run_dataset(ds, normalized):
     return judged(lambda: list(DataLoader(ds, batch_size=1, shuffle=False, backend=backend)), ref, normalized)
 
 
+def run_drawn(ds, normalized):
+    """The outcome of `ds`, whose items differ from call to call (it draws: a flip drawn with
+    `random`), through hpuload's loader against its items made with its draws seeded as
+    hpuload seeds them for each sample it hands out (from the loader's seed, the epoch and the
+    index); "torch varies" where it falls back (the class's own draws, not comparable)."""
+    from hpuload import _tail
+
+    made = {}
+
+    def ours():
+        made["loader"] = loader = DataLoader(ds, batch_size=1, shuffle=False, backend=transform_fuzz.BACKEND)
+        return list(loader)
+
+    def ref():
+        options = getattr(made.get("loader"), "_options", None)  # none: torch's loader
+        if options is None:
+            return [default_collate([ds[i]]) for i in range(len(ds))]
+        # The transform's own draws (pinned: they change nothing) kept from the class's
+        # generators: hpuload's transform draws from its plan, so the class's draws after it
+        # are made from the generators as seeded.
+        transform = ds.transform
+        if transform is not None:
+            ds.transform = lambda *a: _isolated_call(transform, *a)
+        out = []
+        try:
+            for i in range(len(ds)):
+                with _tail.seeded_sample(options.seed, 0, i):
+                    out.append(default_collate([ds[i]]))
+        finally:
+            ds.transform = transform
+        return out
+
+    outcome, detail = judged(ours, ref, normalized)
+    if outcome in ("fallback", "fallback-BAD"):
+        return "torch varies", f"the dataset gives other values the second time; {detail}"
+    return outcome, detail
+
+
+def _isolated_call(fn, *args):
+    from hpuload import _tail
+
+    with _tail._Isolated():
+        return fn(*args)
+
+
 def judged(ours, ref, normalized):
     """The outcome of hpuload's batches (`ours()`, each of batch size 1) against the user's
-    own (`ref`): `(outcome, detail)`."""
+    own (`ref`, or `ref()` once hpuload's are made): `(outcome, detail)`."""
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         try:
             got = ours()
         except Exception as e:
             return "ERROR", f"{type(e).__name__}: {str(e)[:200]}"
+    if callable(ref):
+        ref = ref()
     kinds = {type(x.message).__name__ for x in w}
     fell = "FallbackWarning" in kinds
     notes = sorted(str(x.message)[:110] for x in w if type(x.message).__name__ in ("FallbackWarning", "PythonTailWarning"))

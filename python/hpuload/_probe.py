@@ -2432,6 +2432,35 @@ class DictSample(NamedTuple):
         return {k: batches[k] if k in batches else default_collate(list(next(columns))) for k in self.order}
 
 
+class Bare(NamedTuple):
+    """What a Dataset's `__getitem__` returns when it returns its image alone (unlabelled data:
+    a generative model's, an autoencoder's, a self-supervised method's): `form` "image" (the
+    image itself), "tuple" or "list" (the image in a one-element tuple or list, of which
+    `default_collate` makes a list of one batch). The loader hands out no labels."""
+
+    form: str
+
+    def of(self, out):
+        """The image in what `__getitem__` returned."""
+        return out if self.form == "image" else out[0]
+
+    def sample(self, image, values: tuple = (), more: tuple = ()):
+        """One sample as `__getitem__` returns it."""
+        return image if self.form == "image" else (image,) if self.form == "tuple" else [image]
+
+    def batch(self, images, rows: list | None = None, more: tuple = ()):
+        """What `default_collate` makes of a batch of samples."""
+        return images if self.form == "image" else [images]
+
+
+def _image_in(out, layout: str, keys):
+    """The image (as recorded) in what `__getitem__` returned, of `_shape`'s `layout` and
+    `keys`."""
+    if isinstance(keys, Bare):
+        return keys.of(out)
+    return out[0] if layout == "pair" else out[_image_key(keys)]
+
+
 def _elements(value) -> int:
     if isinstance(value, torch.Tensor):
         return value.numel()
@@ -2449,6 +2478,15 @@ def _shape(out) -> tuple[Any, Any, int, tuple]:
     first`: the label's key comes first in the dict, whose order the loader's dicts keep). A
     label that is no
     integer (`_label_object`) comes first among the extras, and `label` is 0."""
+    if isinstance(out, Recorded):
+        return "bare", Bare("image"), 0, ()
+    if isinstance(out, (tuple, list)) and len(out) == 1 and isinstance(out[0], Recorded):
+        return "bare", Bare(type(out).__name__ if type(out) in (tuple, list) else "list"), 0, ()
+    if isinstance(out, (tuple, list)) and sum(isinstance(v, Recorded) for v in out) > 1:
+        raise NeedsPixels(
+            "__getitem__ returns several images made by its transform (hpuload makes several views of an image "
+            "where the transform returns them as a list, as MoCo's TwoCropsTransform does)"
+        )
     if isinstance(out, (tuple, list)) and len(out) >= 2 and isinstance(out[0], Recorded):
         label = _label(out[1])
         # After the label, plain values, or small ones (a caption's token ids and its mask).
@@ -2485,7 +2523,7 @@ def _shape(out) -> tuple[Any, Any, int, tuple]:
     kinds = (
         [type(v).__name__ if not isinstance(v, Recorded) else "image" for v in out]
         if isinstance(out, (tuple, list))
-        else type(out).__name__
+        else "image" if isinstance(out, Recorded) else type(out).__name__
     )
     raise NeedsPixels(
         f"__getitem__ returns {kinds}; hpuload gives (image, label) pairs (small values after them too) "
@@ -2609,7 +2647,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
                     f"__getitem__ returns values beside the image that hpuload would hold for every sample: over "
                     f"{_MOST_HELD_ELEMENTS:,} elements by __getitem__({i})"
                 )
-            recorded = out[0] if shape == "pair" else out[_image_key(k)]
+            recorded = _image_in(out, shape, k)
             image = recorded.image
             given = recorded.output if isinstance(recorded, ArrayOut) else None
             if stand_in is not None and given is not None and not given.composed:
@@ -2633,7 +2671,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
                     f"as {_form_name(form)}"
                 )
             befores.append(image.before)
-            labels.add(label_type(out[1] if shape == "pair" else (0 if isinstance(k, DictSample) else out[k[1]])))
+            labels.add(label_type(out[1] if shape == "pair" else (0 if isinstance(k, (DictSample, Bare)) else out[k[1]])))
             samples.append((image.path, label))
             if isinstance(k, DictSample) and k.more:
                 others = [out[key] for key in k.more]
@@ -2659,8 +2697,8 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
         for k in _again(n):
             i = order[k]
             again = dataset[i] if stand_in is not None else _untransformed(dataset[i])
-            opened = again[0] if layout[0] == "pair" else again[_image_key(keys)]
-            if opened.image.path != samples[k][0]:
+            opened = _image_in(again, layout[0], keys)
+            if getattr(getattr(opened, "image", None), "path", None) != samples[k][0]:
                 raise NeedsPixels(
                     f"{type(dataset).__name__}.__getitem__({i}) opened two different files on two calls{drawing()}"
                 )
@@ -2678,6 +2716,8 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
                 # again for each sample the loader hands out (`DrawnExtras`).
                 drawn = drawn or not _same_values(_shape(_untransformed(again) if stand_in is None else again)[3], extras[k])
                 continue
+            if isinstance(keys, Bare):
+                continue  # the image alone: no label, no values beside it
             label = again[1] if layout[0] == "pair" else again[keys[1]]
             if not objects and _label(label) != samples[k][1]:
                 raise NeedsPixels(
@@ -2699,7 +2739,10 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
             for k in range(_FLIP_TRIES):
                 again = probed_item(dataset, order[k % n])
                 again = again if stand_in is not None else _untransformed(again)
-                recorded = again[0] if layout[0] == "pair" else again[_image_key(keys)]
+                try:
+                    recorded = _image_in(again, layout[0], keys)
+                except (TypeError, LookupError):
+                    recorded = None
                 steps = getattr(getattr(recorded, "image", None), "before", None)
                 if steps is not None and steps != befores[k % n]:
                     flipping = flips_alone(steps, before)
@@ -2784,7 +2827,7 @@ def _check_handed_out(dataset, indices, keys, output: Output) -> None:
                 return
     finally:
         generators.restore(own)
-    image = out[0] if keys is None else out[_image_key(keys)]
+    image = out[0] if keys is None else keys.of(out) if isinstance(keys, Bare) else out[_image_key(keys)]
     kind = "numpy" if isinstance(image, np.ndarray) else "tensor" if isinstance(image, torch.Tensor) else None
     dtype = str(image.dtype).replace("torch.", "") if kind else None
     shape = tuple(image.shape) if kind else ()
@@ -2985,7 +3028,10 @@ class DrawnExtras(list):
         layout, keys, label, after = shape
         if ((layout, len(after)), keys) != self.looks[:2]:
             return None
-        recorded = item[0] if layout == "pair" else item[_image_key(keys)]
+        try:
+            recorded = _image_in(item, layout, keys)
+        except (TypeError, LookupError):
+            return None
         if not isinstance(recorded, Recorded) or not isinstance(recorded.image, LazyImage):
             return None
         path, probed_label = self.samples[i]
@@ -3035,7 +3081,7 @@ def _untransformed(out):
         return [one(v) for v in out]
     if isinstance(out, dict):
         return {k: one(v) for k, v in out.items()}
-    return out
+    return one(out)  # the image alone
 
 
 def _chain_output(value):

@@ -1733,6 +1733,8 @@ class _Loader:
         """A batch as `default_collate` makes it of the Dataset's dicts (`more`: the batches of
         its samples' other images)."""
         keys = self._sample_keys
+        if isinstance(keys, _probe.Bare):
+            return keys.batch(images)
         if isinstance(keys, _probe.DictSample):
             return keys.batch(images, self._extras_of(indices), more)
         return _keyed(keys, images, labels)
@@ -1741,6 +1743,8 @@ class _Loader:
         """A batch's samples as the Dataset's dicts, for a collate_fn (`more`: the views of its
         samples' other images, per image)."""
         keys = self._sample_keys
+        if isinstance(keys, _probe.Bare):
+            return [keys.sample(v) for v in views]
         if isinstance(keys, _probe.DictSample):
             others = list(zip(*more)) if more else [()] * len(views)
             return [keys.sample(v, extra, o) for v, extra, o in zip(views, self._extras_of(indices), others)]
@@ -1779,7 +1783,9 @@ class _Loader:
         for slot, index in strays.items():
             with _tail.seeded_sample(drawn._seed(), epoch, index):
                 sample = self.dataset[index]
-            if isinstance(keys, _probe.DictSample):
+            if isinstance(keys, _probe.Bare):
+                made, values, label = [keys.of(sample)], (), None
+            elif isinstance(keys, _probe.DictSample):
                 images = (keys.image, *keys.more)
                 made = [sample[k] for k in images]
                 values, label = tuple(v for k, v in sample.items() if k not in images), None
@@ -2275,6 +2281,8 @@ def _common(dataset, a: dict, own: dict):
     if output not in ("dict", "pair"):
         raise ValueError(f"output={output!r}: give 'dict' or 'pair'")
     if output == "pair":
+        if isinstance(sample_keys, _probe.Bare):
+            raise ValueError("output='pair': the dataset's samples are its images alone, with no label; leave output as 'dict'")
         if isinstance(sample_keys, _probe.DictSample):
             raise ValueError(
                 f"output='pair': the dataset's samples are dicts of {list(sample_keys.order)}, not an image and a "

@@ -1,0 +1,127 @@
+"""A user's Dataset whose `__getitem__` returns its image alone (unlabelled data: a GAN's, a
+diffusion model's, an autoencoder's, a self-supervised method's), bare or in a one-element
+tuple or list: run natively, handed out as torch's `default_collate` makes it (a batch, or a
+list of one batch), with no labels."""
+
+import random
+import warnings
+
+import numpy as np
+import pytest
+import torch
+import torch.utils.data as tud
+import torchvision.transforms.functional as TF
+from PIL import Image
+from torchvision import transforms as T
+
+from hpuload import _tail
+from hpuload.torch import DataLoader, FallbackWarning
+
+EVAL = T.Compose([T.Resize(40), T.CenterCrop(32), T.ToTensor(), T.Normalize([0.5] * 3, [0.25] * 3)])
+
+
+class Unlabelled(tud.Dataset):
+    def __init__(self, root, transform=EVAL, form="bare"):
+        self.paths = sorted(str(p) for p in root.rglob("*.jpg"))
+        self.transform, self.form = transform, form
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        image = self.transform(Image.open(self.paths[i]).convert("RGB"))
+        return image if self.form == "bare" else (image,) if self.form == "tuple" else [image]
+
+
+class ResizesItself(Unlabelled):
+    """No transform: a diffusion training script's own resize, flip drawn by its own `random`,
+    conversion and scaling to [-1, 1]."""
+
+    def __getitem__(self, i):
+        image = TF.resize(Image.open(self.paths[i]).convert("RGB"), [32, 32])
+        if random.random() < 0.5:
+            image = TF.hflip(image)
+        return TF.normalize(TF.to_tensor(image), [0.5] * 3, [0.5] * 3)
+
+
+def no_fallback(make):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        return make()
+
+
+def same(a, b) -> bool:
+    """Equal values of the same structure, tensors bit for bit."""
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("form", ["bare", "tuple", "list"])
+@pytest.mark.parametrize("how", ["collate", "collate_fn", "workers"])
+def test_a_dataset_returning_its_image_alone_gives_torchs_batches_bit_for_bit(jpeg_folder, form, how):
+    ds = Unlabelled(jpeg_folder, form=form)
+    kwargs = {"collate_fn": lambda b: tud.default_collate(b)} if how == "collate_fn" else {}
+    workers = 2 if how == "workers" else 0
+    ours = list(no_fallback(lambda: DataLoader(ds, batch_size=8, backend="cpu", num_workers=workers, **kwargs)))
+    theirs = list(tud.DataLoader(ds, batch_size=8, **kwargs))
+    assert len(ours) == len(theirs) and all(same(a, b) for a, b in zip(ours, theirs))
+    assert isinstance(ours[0], torch.Tensor) if form == "bare" else isinstance(ours[0], list) and len(ours[0]) == 1
+
+
+def test_the_media_engine_gives_an_unlabelled_datasets_images_within_its_floor(jpeg_folder):
+    ds = Unlabelled(jpeg_folder, transform=T.Compose([T.Resize(40), T.CenterCrop(32), T.ToTensor()]))
+    ours = list(no_fallback(lambda: DataLoader(ds, batch_size=8, backend="auto")))
+    for x1, x2 in zip(ours, tud.DataLoader(ds, batch_size=8)):
+        mse = ((x1 - x2) ** 2).mean().item()
+        assert 10 * np.log10(1 / max(mse, 1e-12)) > 30  # PSNR over the [0, 1] range
+
+
+def test_an_unlabelled_dataset_flipping_by_its_own_draws_gives_its_samples_for_those_draws(jpeg_folder):
+    ds = ResizesItself(jpeg_folder, transform=None)
+    loader = no_fallback(lambda: DataLoader(ds, batch_size=8, shuffle=True, backend="cpu"))
+    flipped = 0
+    for x in loader:
+        assert isinstance(x, torch.Tensor) and x.shape[1:] == (3, 32, 32)
+        for row, i in zip(x, loader.last_indices):
+            with _tail.seeded_sample(loader._options.seed, 0, i):
+                assert torch.equal(row, ds[i])
+            plain = TF.normalize(TF.to_tensor(TF.resize(Image.open(ds.paths[i]).convert("RGB"), [32, 32])), [0.5] * 3, [0.5] * 3)
+            flipped += not torch.equal(row, plain)
+    assert 0 < flipped < len(ds)
+
+
+class TwoCrops:
+    """MoCo's: two views of each image."""
+
+    def __init__(self, transform):
+        self.transform = transform
+
+    def __call__(self, image):
+        return [self.transform(image), self.transform(image)]
+
+
+def test_an_unlabelled_dataset_of_two_views_gives_a_list_of_each_views_batch(jpeg_folder):
+    crop = T.Compose([T.RandomResizedCrop(24), T.RandomHorizontalFlip(), T.ToTensor()])
+    views = no_fallback(lambda: next(iter(DataLoader(Unlabelled(jpeg_folder, TwoCrops(crop)), batch_size=8))))
+    theirs = next(iter(tud.DataLoader(Unlabelled(jpeg_folder, TwoCrops(crop)), batch_size=8)))
+    assert isinstance(views, list) and len(views) == len(theirs) == 2
+    assert all(v.shape == t.shape == (8, 3, 24, 24) for v, t in zip(views, theirs))
+
+
+def test_output_pair_for_an_unlabelled_dataset_is_refused_naming_why(jpeg_folder):
+    with pytest.raises(ValueError, match="its images alone, with no label"):
+        DataLoader(Unlabelled(jpeg_folder), batch_size=8, output="pair")
+
+
+class TwoViewsItself(Unlabelled):
+    def __getitem__(self, i):
+        image = Image.open(self.paths[i]).convert("RGB")
+        return self.transform(image), self.transform(image)
+
+
+def test_a_dataset_returning_two_images_its_transform_made_falls_back_naming_what_runs_natively(jpeg_folder):
+    with pytest.warns(FallbackWarning, match="several images made by its transform .* TwoCropsTransform"):
+        loader = DataLoader(TwoViewsItself(jpeg_folder), batch_size=8)
+    a, b = next(iter(loader))
+    assert a.shape == b.shape == (8, 3, 32, 32)
