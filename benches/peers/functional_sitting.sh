@@ -2,7 +2,8 @@
 # A user's Dataset that calls torchvision's functional API itself (functional_dataset.py),
 # torch's DataLoader against hpuload's, three alternated rounds (BENCHMARKS.md, session 108).
 # PY: the Python whose hpuload is measured (PYTHONPATH is passed on); DATA: a class folder of
-# photos; EXTRA: more arguments (`--v2`); KINDS: the patterns (`eval train`; `class`).
+# photos; EXTRA: more arguments (`--v2`); KINDS: the patterns (`eval train`; `class`, `flip`,
+# `unlabelled`: session 109).
 PY=${PY:-python}
 EXTRA=${EXTRA:-}
 DATA=${DATA:-/work/bench/corpus}
