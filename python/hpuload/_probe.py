@@ -2453,10 +2453,70 @@ class Bare(NamedTuple):
         return images if self.form == "image" else [images]
 
 
+class Views(NamedTuple):
+    """What a Dataset's `__getitem__` returns when it gives its transform one image several
+    times and returns each output (SimCLR's `return self.transform(image),
+    self.transform(image)`): `count` views first, then its integer label where `labelled`, and
+    small values after it (the extras), in a tuple or a list. The loader makes each view by
+    the transform's pipeline, each drawing apart (`_transforms.Repeated`)."""
+
+    count: int
+    labelled: bool
+
+    def of(self, out):
+        """The first view in what `__getitem__` returned."""
+        return out[0]
+
+    def sample(self, views, label, values: tuple = ()) -> tuple:
+        """One sample as `__getitem__` returns it (a list as a tuple: `default_collate` makes
+        a list of either)."""
+        return (*views, label, *values) if self.labelled else tuple(views)
+
+    def batch(self, views, labels, columns: list) -> list:
+        """What `default_collate` makes of a batch of samples: each view's batch, then the
+        labels' and the other values' columns."""
+        return [*views, labels, *columns] if self.labelled else list(views)
+
+
+def _views_shape(out) -> tuple | None:
+    """`_shape` of a tuple or list that holds several outputs of the transform: `("views",
+    Views, label, extras)` where they come first and are outputs of one opened image, made
+    alike (`Views`); None where it holds one."""
+    made = [isinstance(v, Recorded) for v in out]
+    if sum(made) < 2:
+        return None
+    count = made.index(False) if False in made else len(out)
+    first = out[0]
+    alike = not any(made[count:]) and all(
+        type(v) is Recorded
+        and v.torchvision
+        and isinstance(v.image, LazyImage)
+        and v.image.path == first.image.path
+        and (v.image.before, v.image.form, v.kind) == (first.image.before, first.image.form, first.kind)
+        for v in out[:count]
+    )
+    if not alike:
+        raise NeedsPixels(
+            "__getitem__ returns several images made otherwise than by its transform from one image (hpuload "
+            "makes several views of an image where the code returns its transform's outputs first, or where the "
+            "transform returns them as a list, as MoCo's TwoCropsTransform does)"
+        )
+    rest = out[count:]
+    if not rest:
+        return "views", Views(count, False), 0, ()
+    label = _label(rest[0])
+    small = all(_extra(v) for v in rest[1:]) and sum(_elements(v) for v in rest[1:]) <= _MOST_DICT_ELEMENTS
+    if label is None or not small:
+        raise NeedsPixels(
+            "__getitem__ returns views of its image, then what is not an integer label and small values after it"
+        )
+    return "views", Views(count, True), label, tuple(rest[1:])
+
+
 def _image_in(out, layout: str, keys):
     """The image (as recorded) in what `__getitem__` returned, of `_shape`'s `layout` and
     `keys`."""
-    if isinstance(keys, Bare):
+    if isinstance(keys, (Bare, Views)):
         return keys.of(out)
     return out[0] if layout == "pair" else out[_image_key(keys)]
 
@@ -2482,11 +2542,10 @@ def _shape(out) -> tuple[Any, Any, int, tuple]:
         return "bare", Bare("image"), 0, ()
     if isinstance(out, (tuple, list)) and len(out) == 1 and isinstance(out[0], Recorded):
         return "bare", Bare(type(out).__name__ if type(out) in (tuple, list) else "list"), 0, ()
-    if isinstance(out, (tuple, list)) and sum(isinstance(v, Recorded) for v in out) > 1:
-        raise NeedsPixels(
-            "__getitem__ returns several images made by its transform (hpuload makes several views of an image "
-            "where the transform returns them as a list, as MoCo's TwoCropsTransform does)"
-        )
+    if isinstance(out, (tuple, list)):
+        views = _views_shape(out)
+        if views is not None:
+            return views
     if isinstance(out, (tuple, list)) and len(out) >= 2 and isinstance(out[0], Recorded):
         label = _label(out[1])
         # After the label, plain values, or small ones (a caption's token ids and its mask).
@@ -2671,7 +2730,15 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
                     f"as {_form_name(form)}"
                 )
             befores.append(image.before)
-            labels.add(label_type(out[1] if shape == "pair" else (0 if isinstance(k, (DictSample, Bare)) else out[k[1]])))
+            if isinstance(k, Views) and stand_in is None:
+                raise NeedsPixels("__getitem__ returns its image several times, with no transform to make views of it")
+            if shape == "pair":
+                labelled = out[1]
+            elif isinstance(k, Views):
+                labelled = out[k.count] if k.labelled else 0
+            else:
+                labelled = 0 if isinstance(k, (DictSample, Bare)) else out[k[1]]
+            labels.add(label_type(labelled))
             samples.append((image.path, label))
             if isinstance(k, DictSample) and k.more:
                 others = [out[key] for key in k.more]
@@ -2718,6 +2785,13 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
                 continue
             if isinstance(keys, Bare):
                 continue  # the image alone: no label, no values beside it
+            if isinstance(keys, Views):
+                if keys.labelled and _label(again[keys.count]) != samples[k][1]:
+                    raise NeedsPixels(
+                        f"{type(dataset).__name__}.__getitem__({i}) gave two different labels on two calls{drawing()}"
+                    )
+                drawn = drawn or not _same_values(tuple(again[keys.count + 1 :]) if keys.labelled else (), extras[k])
+                continue
             label = again[1] if layout[0] == "pair" else again[keys[1]]
             if not objects and _label(label) != samples[k][1]:
                 raise NeedsPixels(
@@ -2827,7 +2901,7 @@ def _check_handed_out(dataset, indices, keys, output: Output) -> None:
                 return
     finally:
         generators.restore(own)
-    image = out[0] if keys is None else keys.of(out) if isinstance(keys, Bare) else out[_image_key(keys)]
+    image = out[0] if keys is None else keys.of(out) if isinstance(keys, (Bare, Views)) else out[_image_key(keys)]
     kind = "numpy" if isinstance(image, np.ndarray) else "tensor" if isinstance(image, torch.Tensor) else None
     dtype = str(image.dtype).replace("torch.", "") if kind else None
     shape = tuple(image.shape) if kind else ()
@@ -3035,7 +3109,7 @@ class DrawnExtras(list):
         if not isinstance(recorded, Recorded) or not isinstance(recorded.image, LazyImage):
             return None
         path, probed_label = self.samples[i]
-        if recorded.image.path != path or (layout == "pair" and label != probed_label):
+        if recorded.image.path != path or (layout in ("pair", "views") and label != probed_label):
             return None
         given = recorded.output if isinstance(recorded, ArrayOut) else None
         before, flipped = recorded.image.before, unflipped

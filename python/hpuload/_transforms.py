@@ -1332,6 +1332,19 @@ class _Applied:
         self.compose = compose
 
 
+class Repeated:
+    """A transform run `count` times on each image, each run's output a view: what a Dataset's
+    code makes when it gives its transform one image several times and returns each output
+    (SimCLR's `self.transform(image), self.transform(image)`; `_probe.Views`). Each view draws
+    its own parameters, as the transform's runs do."""
+
+    def __init__(self, transform: Any, count: int):
+        self.transform, self.count = transform, count
+
+    def __call__(self, image):
+        return [self.transform(image) for _ in range(self.count)]
+
+
 def views_of(transform: Any) -> list | None:
     """The Composes a multi-crop transform applies to each image, in the order of the list it
     returns (DINO's `DataAugmentationDINO`: a class of the user's whose `__call__` returns
@@ -1339,7 +1352,10 @@ def views_of(transform: Any) -> list | None:
     any other transform. Learnt by calling the transform once on a stand-in image, with
     torchvision's Compose (v1 and v2) answering that stand-in by naming itself; a transform
     that does anything else with the image (reads its size, converts it, passes it on
-    changed) is not one. Python's, NumPy's and torch's generators are left as they were."""
+    changed) is not one. Python's, NumPy's and torch's generators are left as they were.
+    A `Repeated` transform's views are its transform, each."""
+    if isinstance(transform, Repeated):
+        return [transform.transform] * transform.count
     if transform is None or not callable(transform) or _known(transform) or _wrapped_compose(transform) is not None:
         return None
     import random

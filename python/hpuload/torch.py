@@ -44,7 +44,7 @@ from torch.utils.data.dataloader import DataLoader as _TorchDataLoader
 from . import _albumentations, _arrays, _collate, _copy_paste, _cores, _detection, _guard, _hf, _hpuload, _malloc, _options, _probe, _segmentation, _tail, _video
 from ._fallback import FallbackReason, FallbackWarning
 from ._fallback import Unfit as _Unfit
-from ._transforms import CenterSquare, Unsupported, pillow_resize, steps, translate_split, translate_to_pil
+from ._transforms import CenterSquare, Repeated, Unsupported, pillow_resize, steps, translate_split, translate_to_pil
 from ._watch import TransformWatch as _TransformWatch
 from ._watch import describe as _describe
 from .sources import ImageFolder as _HpuFolder
@@ -528,13 +528,13 @@ def _listed_source(dataset, pipeline):
     # and what it does to the image before the transform (`LazyImage.before`: a resize to one
     # size, a conversion to grey).
     forms = {
-        ((False, True, False), None, ()) if plain else _form_and_output(probed(k, [min(used[k]) if used[k] else 0]))
+        ((False, True, False), None, (), 1) if plain else _form_and_output(probed(k, [min(used[k]) if used[k] else 0]))
         for k, plain in enumerate(plains)
         if plain or used[k] is None or used[k]
     }
     if len(forms) > 1:
         raise _Unfit("the ConcatDataset's parts hold, resize or hand out their images in different forms", D)
-    (tensor, rgb, turned), output, before = forms.pop() if forms else ((False, True, False), None, ())
+    (tensor, rgb, turned), output, before, views = forms.pop() if forms else ((False, True, False), None, (), 1)
     watch = None
     # A transform without a crop or resize (`ToTensor` alone over a folder of images made
     # one size) keeps each image's size: it runs after a centre crop to the size every image
@@ -593,6 +593,11 @@ def _listed_source(dataset, pipeline):
                 pre = tuple(s for s in before if not isinstance(s, _probe.Applied))
             if pre and not grey:
                 transform = _before_first(pre, transform, bases[0])
+            if views > 1:
+                # The code gives its transform the image several times and returns each output.
+                if output is not None:
+                    raise Unsupported("views of the image handed out as arrays")
+                transform = Repeated(transform, views)
 
             def find_size():
                 if "samples" in common:
@@ -798,10 +803,12 @@ def _listed_source(dataset, pipeline):
 
 
 def _form_and_output(probed: "_probe.Probed") -> tuple:
-    """`(form, output, before)` of a probed Dataset: how its code holds the image it gives
-    the transform, what it hands out of an albumentations Compose without `ToTensorV2`, and
-    what it does to the image before the transform."""
-    return probed.form, probed.output, probed.before
+    """`(form, output, before, views)` of a probed Dataset: how its code holds the image it
+    gives the transform, what it hands out of an albumentations Compose without `ToTensorV2`,
+    what it does to the image before the transform, and how many views of the image its
+    transform makes (`_probe.Views`; 1: it gives the transform the image once)."""
+    views = probed.keys.count if isinstance(probed.keys, _probe.Views) else 1
+    return probed.form, probed.output, probed.before, views
 
 
 def _read_grey(pipeline: str) -> str:
@@ -1735,6 +1742,8 @@ class _Loader:
         keys = self._sample_keys
         if isinstance(keys, _probe.Bare):
             return keys.batch(images)
+        if isinstance(keys, _probe.Views):
+            return keys.batch(images, labels, self._extra_columns(indices))
         if isinstance(keys, _probe.DictSample):
             return keys.batch(images, self._extras_of(indices), more)
         return _keyed(keys, images, labels)
@@ -1745,6 +1754,9 @@ class _Loader:
         keys = self._sample_keys
         if isinstance(keys, _probe.Bare):
             return [keys.sample(v) for v in views]
+        if isinstance(keys, _probe.Views):
+            values = self._extras_of(indices) if self._extras is not None else [()] * len(views)
+            return [keys.sample(v, t, extra) for v, t, extra in zip(views, targets, values)]
         if isinstance(keys, _probe.DictSample):
             others = list(zip(*more)) if more else [()] * len(views)
             return [keys.sample(v, extra, o) for v, extra, o in zip(views, self._extras_of(indices), others)]
@@ -1785,6 +1797,10 @@ class _Loader:
                 sample = self.dataset[index]
             if isinstance(keys, _probe.Bare):
                 made, values, label = [keys.of(sample)], (), None
+            elif isinstance(keys, _probe.Views):
+                made = list(sample[: keys.count])
+                values = tuple(sample[keys.count + 1 :]) if keys.labelled else ()
+                label = _probe._label(sample[keys.count]) if keys.labelled else None
             elif isinstance(keys, _probe.DictSample):
                 images = (keys.image, *keys.more)
                 made = [sample[k] for k in images]
@@ -2283,6 +2299,8 @@ def _common(dataset, a: dict, own: dict):
     if output == "pair":
         if isinstance(sample_keys, _probe.Bare):
             raise ValueError("output='pair': the dataset's samples are its images alone, with no label; leave output as 'dict'")
+        if isinstance(sample_keys, _probe.Views):
+            raise ValueError("output='pair': the dataset's samples are several views of an image; leave output as 'dict'")
         if isinstance(sample_keys, _probe.DictSample):
             raise ValueError(
                 f"output='pair': the dataset's samples are dicts of {list(sample_keys.order)}, not an image and a "

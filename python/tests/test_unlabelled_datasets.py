@@ -114,14 +114,79 @@ def test_output_pair_for_an_unlabelled_dataset_is_refused_naming_why(jpeg_folder
         DataLoader(Unlabelled(jpeg_folder), batch_size=8, output="pair")
 
 
+# A class that gives its transform the image several times and returns each output (SimCLR's
+# way, hand-written): each view made natively by the transform's pipeline, drawn apart.
+
+CROP = T.Compose([T.RandomResizedCrop(24), T.RandomHorizontalFlip(), T.ToTensor()])
+
+
 class TwoViewsItself(Unlabelled):
+    """`(view, view)`, `(view, view, label)` or `[view, view, label, index]`."""
+
+    def __init__(self, root, transform=CROP, form="bare"):
+        super().__init__(root, transform, form)
+
     def __getitem__(self, i):
         image = Image.open(self.paths[i]).convert("RGB")
-        return self.transform(image), self.transform(image)
+        x1, x2 = self.transform(image), self.transform(image)
+        if self.form == "bare":
+            return x1, x2
+        if self.form == "tuple":
+            return x1, x2, i % 3
+        return [x1, x2, i % 3, i]
 
 
-def test_a_dataset_returning_two_images_its_transform_made_falls_back_naming_what_runs_natively(jpeg_folder):
-    with pytest.warns(FallbackWarning, match="several images made by its transform .* TwoCropsTransform"):
-        loader = DataLoader(TwoViewsItself(jpeg_folder), batch_size=8)
+def test_each_view_is_torchvisions_for_the_parameters_its_plan_drew(jpeg_folder):
+    import json
+
+    ds = TwoViewsItself(jpeg_folder, transform=T.Compose([T.RandomResizedCrop(24), T.RandomHorizontalFlip(), T.PILToTensor()]))
+    loader = no_fallback(lambda: DataLoader(ds, batch_size=8, shuffle=True, backend="cpu"))
+    for epoch in range(2):
+        for views in loader:
+            for slot, index in enumerate(loader.last_indices):
+                image = Image.open(ds.paths[index]).convert("RGB")
+                for k, got in enumerate(views):
+                    plan = json.loads(loader._core.sample_plan(epoch, index, image.width, image.height, view=k))
+                    c, mode = plan["crop"], T.InterpolationMode(plan["interpolation"].removeprefix("pil_"))
+                    want = TF.resized_crop(image, c["top"], c["left"], c["height"], c["width"], plan["size"], mode)
+                    want = TF.pil_to_tensor(TF.hflip(want) if plan["flip"] else want)
+                    assert torch.equal(got[slot], want), f"view {k} of sample {index}"
+
+
+@pytest.mark.parametrize("form", ["bare", "tuple", "list"])
+def test_a_class_returning_its_transforms_views_of_one_image_runs_natively_in_torchs_structure(jpeg_folder, form):
+    ds = TwoViewsItself(jpeg_folder, form=form)
+    ours = next(iter(no_fallback(lambda: DataLoader(ds, batch_size=8, backend="cpu"))))
+    theirs = next(iter(tud.DataLoader(ds, batch_size=8)))
+    assert type(ours) is type(theirs) is list and len(ours) == len(theirs)
+    for a, b in zip(ours, theirs):
+        assert a.shape == b.shape and a.dtype == b.dtype
+    if form != "bare":
+        assert all(torch.equal(a, b) for a, b in zip(ours[2:], theirs[2:])), "the label and index as torch's"
+    assert not torch.equal(ours[0], ours[1]), "each view drawn apart"
+
+
+def test_views_of_a_fixed_transform_are_torchs_bit_for_bit_and_a_collate_fn_gets_the_classs_tuples(jpeg_folder):
+    ds = TwoViewsItself(jpeg_folder, transform=EVAL, form="tuple")
+    got = []
+    loader = no_fallback(lambda: DataLoader(ds, batch_size=8, backend="cpu", collate_fn=lambda b: got.extend(b) or len(b)))
+    assert sum(loader) == len(ds)
+    for (x1, x2, label), i in zip(got, range(len(ds))):
+        want = ds[i]
+        assert torch.equal(x1, want[0]) and torch.equal(x2, want[1]) and label == want[2]
+    ours = list(no_fallback(lambda: DataLoader(ds, batch_size=8, backend="cpu")))
+    assert all(same(a, b) for a, b in zip(ours, tud.DataLoader(ds, batch_size=8)))
+
+
+class ViewsOfTwoImages(Unlabelled):
+    def __getitem__(self, i):
+        a = Image.open(self.paths[i]).convert("RGB")
+        b = Image.open(self.paths[(i + 1) % len(self.paths)]).convert("RGB")
+        return self.transform(a), self.transform(b)
+
+
+def test_outputs_of_the_transform_from_two_images_fall_back_naming_what_runs_natively(jpeg_folder):
+    with pytest.warns(FallbackWarning, match="several images made otherwise than by its transform from one image"):
+        loader = DataLoader(ViewsOfTwoImages(jpeg_folder), batch_size=8)
     a, b = next(iter(loader))
     assert a.shape == b.shape == (8, 3, 32, 32)
