@@ -2457,31 +2457,51 @@ class Views(NamedTuple):
     """What a Dataset's `__getitem__` returns when it gives its transform one image several
     times and returns each output (SimCLR's `return self.transform(image),
     self.transform(image)`): `count` views first, then its integer label where `labelled`, and
-    small values after it (the extras), in a tuple or a list. The loader makes each view by
-    the transform's pipeline, each drawing apart (`_transforms.Repeated`)."""
+    small values after it (the extras), in a tuple or a list; `nested`: the views in a tuple
+    or list of their own, first (`return (x1, x2), label`). The loader makes each view by the
+    transform's pipeline, each drawing apart (`_transforms.Repeated`)."""
 
     count: int
     labelled: bool
+    nested: bool = False
+
+    @property
+    def label_at(self) -> int:
+        """Where the label is in what `__getitem__` returns."""
+        return 1 if self.nested else self.count
 
     def of(self, out):
         """The first view in what `__getitem__` returned."""
-        return out[0]
+        return out[0][0] if self.nested else out[0]
 
     def sample(self, views, label, values: tuple = ()) -> tuple:
         """One sample as `__getitem__` returns it (a list as a tuple: `default_collate` makes
         a list of either)."""
-        return (*views, label, *values) if self.labelled else tuple(views)
+        views = (tuple(views),) if self.nested else tuple(views)
+        return (*views, label, *values) if self.labelled else views
 
     def batch(self, views, labels, columns: list) -> list:
-        """What `default_collate` makes of a batch of samples: each view's batch, then the
-        labels' and the other values' columns."""
-        return [*views, labels, *columns] if self.labelled else list(views)
+        """What `default_collate` makes of a batch of samples: each view's batch (in a list
+        of their own where `nested`), then the labels' and the other values' columns."""
+        views = [list(views)] if self.nested else list(views)
+        return [*views, labels, *columns] if self.labelled else views
 
 
 def _views_shape(out) -> tuple | None:
     """`_shape` of a tuple or list that holds several outputs of the transform: `("views",
-    Views, label, extras)` where they come first and are outputs of one opened image, made
-    alike (`Views`); None where it holds one."""
+    Views, label, extras)` where they come first (or in a tuple or list of their own, first)
+    and are outputs of one opened image, made alike (`Views`); None where it holds one."""
+    if out and isinstance(out[0], (tuple, list)) and len(out[0]) > 1 and all(isinstance(v, Recorded) for v in out[0]):
+        inner = _views_shape(out[0])
+        if len(out) == 1 or inner is None:
+            return None
+        label = _label(out[1])
+        small = all(_extra(v) for v in out[2:]) and sum(_elements(v) for v in out[2:]) <= _MOST_DICT_ELEMENTS
+        if label is None or not small:
+            raise NeedsPixels(
+                "__getitem__ returns views of its image, then what is not an integer label and small values after it"
+            )
+        return "views", Views(inner[1].count, True, nested=True), label, tuple(out[2:])
     made = [isinstance(v, Recorded) for v in out]
     if sum(made) < 2:
         return None
@@ -2735,7 +2755,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
             if shape == "pair":
                 labelled = out[1]
             elif isinstance(k, Views):
-                labelled = out[k.count] if k.labelled else 0
+                labelled = out[k.label_at] if k.labelled else 0
             else:
                 labelled = 0 if isinstance(k, (DictSample, Bare)) else out[k[1]]
             labels.add(label_type(labelled))
@@ -2786,11 +2806,11 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
             if isinstance(keys, Bare):
                 continue  # the image alone: no label, no values beside it
             if isinstance(keys, Views):
-                if keys.labelled and _label(again[keys.count]) != samples[k][1]:
+                if keys.labelled and _label(again[keys.label_at]) != samples[k][1]:
                     raise NeedsPixels(
                         f"{type(dataset).__name__}.__getitem__({i}) gave two different labels on two calls{drawing()}"
                     )
-                drawn = drawn or not _same_values(tuple(again[keys.count + 1 :]) if keys.labelled else (), extras[k])
+                drawn = drawn or not _same_values(tuple(again[keys.label_at + 1 :]) if keys.labelled else (), extras[k])
                 continue
             label = again[1] if layout[0] == "pair" else again[keys[1]]
             if not objects and _label(label) != samples[k][1]:

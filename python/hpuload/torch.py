@@ -1798,9 +1798,9 @@ class _Loader:
             if isinstance(keys, _probe.Bare):
                 made, values, label = [keys.of(sample)], (), None
             elif isinstance(keys, _probe.Views):
-                made = list(sample[: keys.count])
-                values = tuple(sample[keys.count + 1 :]) if keys.labelled else ()
-                label = _probe._label(sample[keys.count]) if keys.labelled else None
+                made = list(sample[0] if keys.nested else sample[: keys.count])
+                values = tuple(sample[keys.label_at + 1 :]) if keys.labelled else ()
+                label = _probe._label(sample[keys.label_at]) if keys.labelled else None
             elif isinstance(keys, _probe.DictSample):
                 images = (keys.image, *keys.more)
                 made = [sample[k] for k in images]

@@ -121,7 +121,8 @@ CROP = T.Compose([T.RandomResizedCrop(24), T.RandomHorizontalFlip(), T.ToTensor(
 
 
 class TwoViewsItself(Unlabelled):
-    """`(view, view)`, `(view, view, label)` or `[view, view, label, index]`."""
+    """`(view, view)`, `(view, view, label)`, `((view, view), label)` or `[view, view, label,
+    index]`."""
 
     def __init__(self, root, transform=CROP, form="bare"):
         super().__init__(root, transform, form)
@@ -133,6 +134,8 @@ class TwoViewsItself(Unlabelled):
             return x1, x2
         if self.form == "tuple":
             return x1, x2, i % 3
+        if self.form == "nested":
+            return (x1, x2), i % 3
         return [x1, x2, i % 3, i]
 
 
@@ -153,27 +156,30 @@ def test_each_view_is_torchvisions_for_the_parameters_its_plan_drew(jpeg_folder)
                     assert torch.equal(got[slot], want), f"view {k} of sample {index}"
 
 
-@pytest.mark.parametrize("form", ["bare", "tuple", "list"])
+@pytest.mark.parametrize("form", ["bare", "tuple", "nested", "list"])
 def test_a_class_returning_its_transforms_views_of_one_image_runs_natively_in_torchs_structure(jpeg_folder, form):
     ds = TwoViewsItself(jpeg_folder, form=form)
     ours = next(iter(no_fallback(lambda: DataLoader(ds, batch_size=8, backend="cpu"))))
     theirs = next(iter(tud.DataLoader(ds, batch_size=8)))
     assert type(ours) is type(theirs) is list and len(ours) == len(theirs)
-    for a, b in zip(ours, theirs):
+    views, their_views = (ours[0], theirs[0]) if form == "nested" else (ours[:2], theirs[:2])
+    assert type(views) is type(their_views) is list and len(views) == 2
+    for a, b in zip(views, their_views):
         assert a.shape == b.shape and a.dtype == b.dtype
-    if form != "bare":
-        assert all(torch.equal(a, b) for a, b in zip(ours[2:], theirs[2:])), "the label and index as torch's"
-    assert not torch.equal(ours[0], ours[1]), "each view drawn apart"
+    rest = 1 if form == "nested" else 2
+    assert all(torch.equal(a, b) for a, b in zip(ours[rest:], theirs[rest:])), "the label and index as torch's"
+    assert not torch.equal(views[0], views[1]), "each view drawn apart"
 
 
-def test_views_of_a_fixed_transform_are_torchs_bit_for_bit_and_a_collate_fn_gets_the_classs_tuples(jpeg_folder):
-    ds = TwoViewsItself(jpeg_folder, transform=EVAL, form="tuple")
+@pytest.mark.parametrize("form", ["tuple", "nested"])
+def test_views_of_a_fixed_transform_are_torchs_bit_for_bit_and_a_collate_fn_gets_the_classs_tuples(jpeg_folder, form):
+    ds = TwoViewsItself(jpeg_folder, transform=EVAL, form=form)
     got = []
     loader = no_fallback(lambda: DataLoader(ds, batch_size=8, backend="cpu", collate_fn=lambda b: got.extend(b) or len(b)))
     assert sum(loader) == len(ds)
-    for (x1, x2, label), i in zip(got, range(len(ds))):
+    for sample, i in zip(got, range(len(ds))):
         want = ds[i]
-        assert torch.equal(x1, want[0]) and torch.equal(x2, want[1]) and label == want[2]
+        assert same(sample[:-1], want[:-1]) and sample[-1] == want[-1]
     ours = list(no_fallback(lambda: DataLoader(ds, batch_size=8, backend="cpu")))
     assert all(same(a, b) for a, b in zip(ours, tud.DataLoader(ds, batch_size=8)))
 
