@@ -8,11 +8,13 @@ as `self.transform`), `flip` (the training pattern written by hand: `TF.resize(i
 `RandomCrop.get_params` then `TF.crop` to 224, `if random.random() < 0.5: TF.hflip(image)`,
 `TF.to_tensor`, `TF.normalize`), `unlabelled` (diffusers' unconditional training: `return
 self.transform(image)`, the image alone, through `Resize(224)`, `CenterCrop(224)`, a flip,
-`ToTensor` and `Normalize` to [-1, 1]); `--v2`: the same with v2's functionals (`to_image`, `to_dtype`). Prints one
+`ToTensor` and `Normalize` to [-1, 1]), `views` (SimCLR's two calls written by hand:
+`return self.transform(image), self.transform(image), label` with `RandomResizedCrop(224)`,
+a flip, `ColorJitter`, `ToTensor`, `Normalize`); `--v2`: the same with v2's functionals (`to_image`, `to_dtype`). Prints one
 JSON line per run: construction time (hpuload's includes its probe of `__getitem__`), the
 loader's type, and images/s over the measured epochs.
 
-usage: python functional_dataset.py --data DIR --loader hpuload|torch [--kind eval|train|class|flip|unlabelled]
+usage: python functional_dataset.py --data DIR --loader hpuload|torch [--kind eval|train|class|flip|unlabelled|views]
        [--v2] [--epochs 2] [--workers 2] [--batch 64] [--images 1000]
        python functional_dataset.py --data DIR --parity auto|cpu [--v2] [--images 1000]
          (`eval` through hpuload's backend against torch's loader: the lowest PSNR of an
@@ -60,6 +62,8 @@ class FunctionalDataset(Dataset):
             return self.transform(image), label
         if self.train == "unlabelled":
             return self.transform(image)
+        if self.train == "views":
+            return self.transform(image), self.transform(image), label
         if self.train == "flip":
             image = TF.resize(image, 256)
             top, left, h, w = T.RandomCrop.get_params(image, (224, 224))
@@ -81,7 +85,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
     ap.add_argument("--loader", choices=["hpuload", "torch"], default="hpuload")
-    ap.add_argument("--kind", choices=["eval", "train", "class", "flip", "unlabelled"], default="eval")
+    ap.add_argument("--kind", choices=["eval", "train", "class", "flip", "unlabelled", "views"], default="eval")
     ap.add_argument("--v2", action="store_true")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
@@ -93,10 +97,14 @@ def main():
         return parity(a)
     samples = datasets.ImageFolder(a.data).samples
     samples = samples[:: max(1, len(samples) // a.images)][: a.images]
-    train = a.kind if a.kind in ("flip", "unlabelled") else a.kind == "train"
+    train = a.kind if a.kind in ("flip", "unlabelled", "views") else a.kind == "train"
     transform = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip()]) if train is True else None
     if a.kind == "class":
         transform = EvalTransform()
+    if a.kind == "views":
+        transform = T.Compose(
+            [T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ColorJitter(0.4, 0.4, 0.4), T.ToTensor(), T.Normalize(MEAN, STD)]
+        )
     if a.kind == "unlabelled":
         transform = T.Compose(
             [T.Resize(224), T.CenterCrop(224), T.RandomHorizontalFlip(), T.ToTensor(), T.Normalize([0.5], [0.5])]
@@ -113,7 +121,7 @@ def main():
     for _ in range(a.epochs + 1):  # the first epoch warms up
         t0, n = time.perf_counter(), 0
         for batch in loader:
-            n += len(batch if a.kind == "unlabelled" else batch[0])
+            n += len(batch if a.kind == "unlabelled" else batch[0]) * (2 if a.kind == "views" else 1)
         rates.append(n / (time.perf_counter() - t0))
     measured = sorted(rates[1:])
     print(

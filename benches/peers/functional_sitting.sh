@@ -3,7 +3,7 @@
 # torch's DataLoader against hpuload's, three alternated rounds (BENCHMARKS.md, session 108).
 # PY: the Python whose hpuload is measured (PYTHONPATH is passed on); DATA: a class folder of
 # photos; EXTRA: more arguments (`--v2`); KINDS: the patterns (`eval train`; `class`, `flip`,
-# `unlabelled`: session 109).
+# `unlabelled`, `views`: session 109; `views` counts each view an image).
 PY=${PY:-python}
 EXTRA=${EXTRA:-}
 DATA=${DATA:-/work/bench/corpus}
