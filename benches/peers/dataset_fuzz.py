@@ -16,7 +16,8 @@ env ONLY=N: run case N alone and print its class's source.
 env OPEN=NAME: every class opens its image as OPENS[NAME] says (e.g. `read_grey` over JPEGs).
 env RETURNS=NAME: every class returns what RETURNS[NAME] says (e.g. `dict_extras`: a dict of
 the image and values beside it, session 97; `dict_two`: a dict of two images from two files,
-session 98).
+session 98; `bare`, `single`: the image alone; `views`, `views_nested`: two outputs of the
+transform from one image, then the label, session 109).
 env BACKEND=auto: hpuload's batches from the media engine's backend (images then compared
 within transform_fuzz.py's engine tolerance).
 env ARITH=1: every class makes a NumPy array of what a transform of PIL steps alone gives
@@ -131,6 +132,13 @@ RETURNS = {
     # Two images from two files, opened and transformed alike (DreamBooth with prior
     # preservation; session 98): `dataset_class` writes the other's lines.
     "dict_two": 'return {"image": image, "ids": torch.arange(3) + i, "other": other}',
+    # The image alone, bare or in a tuple (unlabelled data; session 109).
+    "bare": "return image",
+    "single": "return (image,)",
+    # Two outputs of the transform from one image (SimCLR's two calls; session 109):
+    # `dataset_class` makes the second.
+    "views": "return first, image, label",
+    "views_nested": "return (first, image), label",
 }
 
 
@@ -173,6 +181,9 @@ def dataset_class(rng):
 
         other = re.sub(r"\bpath\b", "other_path", re.sub(r"\bimage\b", "other", "\n".join([OPENS[parts["open"]], call])))
         lines += ["other_path = self.paths[i - 1]", other]
+    if parts["returns"].startswith("views"):
+        # The transform given the opened image twice.
+        lines[2:3] = ["opened = image", call, "first = image", "image = opened", call]
     body = "\n".join([*lines, RETURNS[parts["returns"]]])
     source = f"""
 {HELPERS}
