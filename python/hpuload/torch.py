@@ -2191,6 +2191,11 @@ def _setup_or_unfit(loader: _Loader, plan: dict) -> None:
         if not translated:
             raise  # the user's own pipeline= is an error to fix, not a reason to fall back
         raise _Unfit(_short_because(str(e), plan.get("tail")), FallbackReason.TRANSFORM) from e
+    except ValueError as e:
+        # Views the loader cannot make of one decoded image (a pixel op before a view's crop).
+        if not translated or not str(e).startswith("invalid configuration (views)"):
+            raise
+        raise _Unfit(str(e), FallbackReason.TRANSFORM) from e
 
 
 def _short_because(why: str, tail) -> str:

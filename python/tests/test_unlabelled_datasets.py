@@ -196,3 +196,12 @@ def test_outputs_of_the_transform_from_two_images_fall_back_naming_what_runs_nat
         loader = DataLoader(ViewsOfTwoImages(jpeg_folder), batch_size=8)
     a, b = next(iter(loader))
     assert a.shape == b.shape == (8, 3, 32, 32)
+
+
+def test_views_of_a_transform_with_a_pixel_op_before_its_crop_fall_back_naming_why(jpeg_folder):
+    # The views share one decoded image, so a view's pixel ops come after its crop or resize.
+    jitter_first = T.Compose([T.ColorJitter(0.3), T.RandomResizedCrop(24), T.ToTensor()])
+    with pytest.warns(FallbackWarning, match="pixel ops before its crop or resize"):
+        loader = DataLoader(TwoViewsItself(jpeg_folder, transform=jitter_first, form="tuple"), batch_size=8)
+    a, b, labels = next(iter(loader))
+    assert a.shape == b.shape == (8, 3, 24, 24) and labels.shape == (8,)
