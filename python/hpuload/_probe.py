@@ -2457,9 +2457,10 @@ class Views(NamedTuple):
     """What a Dataset's `__getitem__` returns when it gives its transform one image several
     times and returns each output (SimCLR's `return self.transform(image),
     self.transform(image)`): `count` views first, then its integer label where `labelled`, and
-    small values after it (the extras), in a tuple or a list; `nested`: the views in a tuple
-    or list of their own, first (`return (x1, x2), label`). The loader makes each view by the
-    transform's pipeline, each drawing apart (`_transforms.Repeated`)."""
+    small values after it (the extras), in a tuple or a list (not `labelled`: whatever follows
+    the views, a label that is no integer among it, rides in the extras); `nested`: the views
+    in a tuple or list of their own, first (`return (x1, x2), label`). The loader makes each
+    view by the transform's pipeline, each drawing apart (`_transforms.Repeated`)."""
 
     count: int
     labelled: bool
@@ -2470,6 +2471,11 @@ class Views(NamedTuple):
         """Where the label is in what `__getitem__` returns."""
         return 1 if self.nested else self.count
 
+    @property
+    def values_at(self) -> int:
+        """Where the extras start in what `__getitem__` returns."""
+        return self.label_at + 1 if self.labelled else self.label_at
+
     def of(self, out):
         """The first view in what `__getitem__` returned."""
         return out[0][0] if self.nested else out[0]
@@ -2478,13 +2484,13 @@ class Views(NamedTuple):
         """One sample as `__getitem__` returns it (a list as a tuple: `default_collate` makes
         a list of either)."""
         views = (tuple(views),) if self.nested else tuple(views)
-        return (*views, label, *values) if self.labelled else views
+        return (*views, label, *values) if self.labelled else (*views, *values)
 
     def batch(self, views, labels, columns: list) -> list:
         """What `default_collate` makes of a batch of samples: each view's batch (in a list
         of their own where `nested`), then the labels' and the other values' columns."""
         views = [list(views)] if self.nested else list(views)
-        return [*views, labels, *columns] if self.labelled else views
+        return [*views, labels, *columns] if self.labelled else [*views, *columns]
 
 
 def _views_shape(out) -> tuple | None:
@@ -2495,13 +2501,7 @@ def _views_shape(out) -> tuple | None:
         inner = _views_shape(out[0])
         if len(out) == 1 or inner is None:
             return None
-        label = _label(out[1])
-        small = all(_extra(v) for v in out[2:]) and sum(_elements(v) for v in out[2:]) <= _MOST_DICT_ELEMENTS
-        if label is None or not small:
-            raise NeedsPixels(
-                "__getitem__ returns views of its image, then what is not an integer label and small values after it"
-            )
-        return "views", Views(inner[1].count, True, nested=True), label, tuple(out[2:])
+        return _after_views(out[1:], inner[1].count, nested=True)
     made = [isinstance(v, Recorded) for v in out]
     if sum(made) < 2:
         return None
@@ -2521,16 +2521,21 @@ def _views_shape(out) -> tuple | None:
             "makes several views of an image where the code returns its transform's outputs first, or where the "
             "transform returns them as a list, as MoCo's TwoCropsTransform does)"
         )
-    rest = out[count:]
-    if not rest:
-        return "views", Views(count, False), 0, ()
-    label = _label(rest[0])
-    small = all(_extra(v) for v in rest[1:]) and sum(_elements(v) for v in rest[1:]) <= _MOST_DICT_ELEMENTS
-    if label is None or not small:
+    return _after_views(out[count:], count, nested=False)
+
+
+def _after_views(rest, count: int, nested: bool) -> tuple:
+    """`_views_shape` of `count` views followed by `rest`: an integer label and small values
+    after it (`Views.labelled`), or small values (a label that is no integer among them)."""
+    label = _label(rest[0]) if rest else None
+    beside = rest[1:] if label is not None else rest
+    plain = all(_extra(v) or _label_object(v) for v in beside)
+    if not plain or sum(_elements(v) for v in beside) > _MOST_DICT_ELEMENTS:
         raise NeedsPixels(
-            "__getitem__ returns views of its image, then what is not an integer label and small values after it"
+            "__getitem__ returns views of its image, then other than a label and small values (numbers, strings, "
+            f"token ids: {_MOST_DICT_ELEMENTS} elements in all)"
         )
-    return "views", Views(count, True), label, tuple(rest[1:])
+    return "views", Views(count, label is not None, nested), 0 if label is None else label, tuple(beside)
 
 
 def _image_in(out, layout: str, keys):
@@ -2810,7 +2815,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
                     raise NeedsPixels(
                         f"{type(dataset).__name__}.__getitem__({i}) gave two different labels on two calls{drawing()}"
                     )
-                drawn = drawn or not _same_values(tuple(again[keys.label_at + 1 :]) if keys.labelled else (), extras[k])
+                drawn = drawn or not _same_values(tuple(again[keys.values_at :]), extras[k])
                 continue
             label = again[1] if layout[0] == "pair" else again[keys[1]]
             if not objects and _label(label) != samples[k][1]:

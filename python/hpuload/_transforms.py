@@ -1344,6 +1344,11 @@ class Repeated:
     def __call__(self, image):
         return [self.transform(image) for _ in range(self.count)]
 
+    @property
+    def name(self) -> str:
+        """The transform, named for a refusal of its views."""
+        return f"{type(self.transform).__name__} (called {self.count} times on one image)"
+
 
 def views_of(transform: Any) -> list | None:
     """The Composes a multi-crop transform applies to each image, in the order of the list it
@@ -1399,19 +1404,20 @@ def translate_views(transform: Any, views: list) -> tuple[str, str]:
     Composes `views` (see `views_of`): each must translate whole, to a fixed size, and all to
     one dtype. `Unsupported` names the view that does not."""
     pipelines, dtypes = [], set()
+    name = transform.name if isinstance(transform, Repeated) else type(transform).__name__
     for k, view in enumerate(views):
         try:
             pipeline, dtype = translate(view)
         except Unsupported as e:
-            raise Unsupported(f"view {k} of {type(transform).__name__}: {e}") from e
+            raise Unsupported(f"view {k} of {name}: {e}") from e
         pipelines.append(json.loads(pipeline))
         dtypes.add(dtype)
         if pipelines[-1].get("single_channel"):
-            raise Unsupported(f"view {k} of {type(transform).__name__} makes one grey channel (Grayscale(num_output_channels=1))")
+            raise Unsupported(f"view {k} of {name} makes one grey channel (Grayscale(num_output_channels=1))")
     if len(dtypes) > 1:
-        raise Unsupported(f"the views of {type(transform).__name__} give different dtypes ({sorted(dtypes)})")
+        raise Unsupported(f"the views of {name} give different dtypes ({sorted(dtypes)})")
     if len({p.get("exif_orientation", False) for p in pipelines}) > 1:
-        raise Unsupported(f"some views of {type(transform).__name__} turn images by their EXIF orientation and others do not")
+        raise Unsupported(f"some views of {name} turn images by their EXIF orientation and others do not")
     return json.dumps({"views": pipelines}), dtypes.pop()
 
 

@@ -1799,7 +1799,7 @@ class _Loader:
                 made, values, label = [keys.of(sample)], (), None
             elif isinstance(keys, _probe.Views):
                 made = list(sample[0] if keys.nested else sample[: keys.count])
-                values = tuple(sample[keys.label_at + 1 :]) if keys.labelled else ()
+                values = tuple(sample[keys.values_at :])
                 label = _probe._label(sample[keys.label_at]) if keys.labelled else None
             elif isinstance(keys, _probe.DictSample):
                 images = (keys.image, *keys.more)

@@ -121,8 +121,8 @@ CROP = T.Compose([T.RandomResizedCrop(24), T.RandomHorizontalFlip(), T.ToTensor(
 
 
 class TwoViewsItself(Unlabelled):
-    """`(view, view)`, `(view, view, label)`, `((view, view), label)` or `[view, view, label,
-    index]`."""
+    """`(view, view)`, `(view, view, label)`, `((view, view), label)`, `[view, view, label,
+    index]` or `(view, view, multi-hot label, caption)`."""
 
     def __init__(self, root, transform=CROP, form="bare"):
         super().__init__(root, transform, form)
@@ -136,6 +136,8 @@ class TwoViewsItself(Unlabelled):
             return x1, x2, i % 3
         if self.form == "nested":
             return (x1, x2), i % 3
+        if self.form == "multi_hot":
+            return x1, x2, torch.tensor([i % 2, 1 - i % 2], dtype=torch.float32), f"photo {i}"
         return [x1, x2, i % 3, i]
 
 
@@ -156,7 +158,7 @@ def test_each_view_is_torchvisions_for_the_parameters_its_plan_drew(jpeg_folder)
                     assert torch.equal(got[slot], want), f"view {k} of sample {index}"
 
 
-@pytest.mark.parametrize("form", ["bare", "tuple", "nested", "list"])
+@pytest.mark.parametrize("form", ["bare", "tuple", "nested", "list", "multi_hot"])
 def test_a_class_returning_its_transforms_views_of_one_image_runs_natively_in_torchs_structure(jpeg_folder, form):
     ds = TwoViewsItself(jpeg_folder, form=form)
     ours = next(iter(no_fallback(lambda: DataLoader(ds, batch_size=8, backend="cpu"))))
@@ -167,7 +169,9 @@ def test_a_class_returning_its_transforms_views_of_one_image_runs_natively_in_to
     for a, b in zip(views, their_views):
         assert a.shape == b.shape and a.dtype == b.dtype
     rest = 1 if form == "nested" else 2
-    assert all(torch.equal(a, b) for a, b in zip(ours[rest:], theirs[rest:])), "the label and index as torch's"
+    assert all(same(a, b) if isinstance(a, torch.Tensor) else a == b for a, b in zip(ours[rest:], theirs[rest:])), (
+        "the label and the values after it as torch's"
+    )
     assert not torch.equal(views[0], views[1]), "each view drawn apart"
 
 
