@@ -255,3 +255,13 @@ def test_a_view_hpuload_cannot_run_falls_back_naming_the_view(jpeg_folder):
     with pytest.warns(FallbackWarning, match="view 2 of MultiCrop"):
         loader = DataLoader(datasets.ImageFolder(jpeg_folder, t), batch_size=4)
     assert not isinstance(loader, ht.DataLoader)
+
+
+def test_a_view_with_a_pixel_op_before_its_crop_falls_back_naming_why_not_raising(jpeg_folder):
+    # The views share one decoded image: a view's pixel ops come after its crop or resize.
+    t = MultiCrop(local=1)
+    t.small = T.Compose([T.ColorJitter(0.3), T.RandomResizedCrop(LOCAL), T.ToTensor()])
+    with pytest.warns(FallbackWarning, match="view 2 has pixel ops before its crop or resize"):
+        loader = DataLoader(datasets.ImageFolder(jpeg_folder, t), batch_size=4)
+    views, labels = next(iter(loader))
+    assert len(views) == 3 and labels.shape == (4,)
