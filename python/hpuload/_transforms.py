@@ -1450,8 +1450,13 @@ def translate_split(transform: Any) -> tuple[str, str, Tail | None]:
             # resize, and such a step turns what they made; the tail's images, made from
             # hpuload's bytes, carry none.
             raise Unsupported(f"{whole}; and a later step turns images by their EXIF orientation after the crop")
+        layout = _gives_channels_last(all_steps[:k]) if dtype in ("f16", "bf16") else False
+        if layout is None:
+            # Half floats whose memory layout the image's size decides (a crop that pads the
+            # small ones): the tail's half-float arithmetic would round as on one of them.
+            continue
         tail = Tail(all_steps[k:], gives, str(whole), all_steps[:k])
-        tail.channels_last = dtype in ("f16", "bf16") and _gives_channels_last(all_steps[:k])
+        tail.channels_last = layout
         return pipeline, dtype, tail
     raise whole
 
@@ -1470,29 +1475,38 @@ def translate_to_pil(transform: Any) -> tuple[str, str, None]:
     return pipeline, dtype, None
 
 
-def _gives_channels_last(prefix: list) -> bool:
+def _gives_channels_last(prefix: list) -> bool | None:
     """Whether torchvision's `prefix` steps hand the next step a CHW tensor in channels-last
     memory (`PILToTensor` and `ToImage` make a permuted view of the image's bytes, which
     `ToDtype` and `ConvertImageDtype` keep). torch's half-float arithmetic of grey (`Grayscale`,
     a saturation) rounds differently on such a tensor than on a contiguous one: the tail then
-    gets its input in that layout. Found by running the steps on a blank image, the random
-    states kept as they were."""
+    gets its input in that layout. Found by running the steps on a blank image, and on a tiny
+    one, the random states kept as they were; None where the two differ (a `CenterCrop` pads
+    a small image into new, contiguous memory): the layout depends on each image's size."""
     import random
 
     import torch
     from PIL import Image
 
+    def channels_last(size) -> bool:
+        x = Image.new("RGB", size, (90, 120, 150))
+        for t in prefix:
+            x = t(x)
+        return isinstance(x, torch.Tensor) and x.dim() == 3 and x.shape[0] > 1 and x.stride()[0] == 1
+
     state = random.getstate()
     try:
         with torch.random.fork_rng(devices=[]):
-            x = Image.new("RGB", (640, 480), (90, 120, 150))
-            for t in prefix:
-                x = t(x)
+            large = channels_last((640, 480))
+            try:
+                small = channels_last((4, 3))
+            except Exception:  # a step that takes no image so small: the large one's layout
+                small = large
     except Exception:
         return False
     finally:
         random.setstate(state)
-    return isinstance(x, torch.Tensor) and x.dim() == 3 and x.shape[0] > 1 and x.stride()[0] == 1
+    return large if large == small else None
 
 
 def _minds_orientation(t: Any) -> bool:
