@@ -444,20 +444,12 @@ def split_flips(before: tuple, transform_commutes: bool, dataset=None) -> tuple[
     give the flip of a flipped image (`_commutes_with_flips`; a flip before the transform,
     only where the transform's steps do too: `transform_commutes`): the sample is then the
     flip of the one made without them, bit for bit. None where a flip is followed by another
-    step (a resize, a crop)."""
-    kept, h, v = [], False, False
-    for k, step in enumerate(before):
-        flip = _flip_of(step)
-        if flip is None:
-            kept.append(step)
-            continue
-        later = before[k + 1 :]
-        if not all(_commutes_with_flips(s, dataset) for s in later):
-            return None
-        if not step.after and not transform_commutes:
-            return None
-        h, v = (not h, v) if flip == "h" else (h, not v)
-    return tuple(kept), (h, v)
+    step (a resize, a crop: `_flip_blocked_by`)."""
+    if _flip_blocked_by(before, transform_commutes, dataset) is not None:
+        return None
+    flips = [_flip_of(step) for step in before]
+    kept = tuple(step for step, flip in zip(before, flips) if flip is None)
+    return kept, (flips.count("h") % 2 == 1, flips.count("v") % 2 == 1)
 
 
 def _flip_blocked_by(before: tuple, transform_commutes: bool, dataset=None) -> str | None:
