@@ -950,9 +950,344 @@ class ArrayOut(Recorded):
         return self._with(dtype=name, scaled=True, history=self.output.history + (step,))
 
 
+class MaskArray:
+    """A segmentation mask's array while probing: `np.array` of a mask file opened with
+    Pillow (a grey or palette PNG, as stored or after `.convert("L")`), as the Dataset's
+    code changes its values (`mask[mask == 255.0] = 1.0`, `mask / 255.0`, `(mask > 127)`,
+    a cast: any element-wise step of NumPy's or torch's), gives it to the albumentations
+    `Compose` with its image (`transform(image=image, mask=mask)`), then perhaps casts it or
+    adds a channel (`.unsqueeze(0)`). Each pixel's value is then a function of the byte the
+    file holds there alone, so the handle keeps `values`: that function, as a NumPy array
+    (or, after `ToTensorV2` or `torch.from_numpy`, a torch tensor) of 256 elements, the
+    element-wise steps run on it with NumPy's and torch's own arithmetic (their dtypes,
+    promotions and rounding). Anything that reads the pixels themselves (a sum, `np.unique`,
+    a crop, the truth of a comparison) needs pixels."""
+
+    __slots__ = ("image", "values", "composed", "channel")
+
+    def __init__(self, image: LazyImage, values, composed: bool = False, channel: bool = False):
+        #: The opened mask (`before`: `()` as stored, `(GREY,)` after `.convert("L")`).
+        self.image = image
+        #: What each byte value (0-255) the file holds becomes.
+        self.values = values
+        #: It came out of the albumentations `Compose`, with its image.
+        self.composed = composed
+        #: A channel added in front (`.unsqueeze(0)`, `[None]`): `[1, H, W]`.
+        self.channel = channel
+
+    @property
+    def kind(self) -> str:
+        return "tensor" if isinstance(self.values, torch.Tensor) else "numpy"
+
+    @property
+    def __class__(self):
+        """A NumPy array or a tensor, for `isinstance`, as the mask is."""
+        if isinstance(self.values, torch.Tensor):
+            return torch.Tensor
+        import numpy as np
+
+        return np.ndarray
+
+    def _with(self, values, channel: bool | None = None) -> "MaskArray":
+        return MaskArray(self.image, values, self.composed, self.channel if channel is None else channel)
+
+    def _operand(self, other):
+        """`other`'s values where it is this mask's (or a mask made of it), a plain number as
+        it is; needs pixels for anything else (another array, another image)."""
+        import numpy as np
+
+        if type(other) is MaskArray:
+            if other.image.path != self.image.path or other.kind != self.kind or other.channel != self.channel:
+                raise NeedsPixels("the mask computed with another array")
+            return other.values
+        if isinstance(other, (bool, int, float, np.number, np.bool_)):
+            return other
+        raise NeedsPixels(f"the mask computed with a {type(other).__name__} (hpuload follows plain numbers)")
+
+    def _op(self, name: str, other, reflected: bool = False) -> "MaskArray":
+        import operator
+
+        value = self._operand(other)
+        apply = getattr(operator, name)
+        return self._with(apply(value, self.values) if reflected else apply(self.values, value))
+
+    def _in_place(self, name: str, other) -> "MaskArray":
+        import operator
+
+        self.values = getattr(operator, name)(self.values, self._operand(other))
+        return self
+
+    def __setitem__(self, key, value) -> None:
+        """`mask[mask == 255] = 1` (where a comparison of this mask holds), or every element
+        (`mask[:] = ...`, `mask[...] = ...`)."""
+        if type(key) is MaskArray:
+            where = self._operand(key)
+            if where.dtype not in (torch.bool,) and getattr(where.dtype, "kind", None) != "b":
+                raise NeedsPixels("the mask indexed by an array that is not a comparison of it")
+            given = self._operand(value)
+            self.values[where] = given[where] if type(value) is MaskArray else given
+            return
+        if key is Ellipsis or key == slice(None):
+            given = self._operand(value)
+            self.values[...] = given
+            return
+        raise NeedsPixels(f"the mask's pixels set at {key!r} (hpuload follows values set where a comparison holds)")
+
+    def __getitem__(self, key):
+        """The whole mask (`mask[:]`, `mask[...]`), or it with a channel added in front
+        (`mask[None]`)."""
+        if key is Ellipsis or key == slice(None) or key == (slice(None), slice(None)):
+            return self
+        if key is None or key == (None,) or key == (None, Ellipsis):
+            if self.channel:
+                raise NeedsPixels("a second channel added to the mask")
+            return self._with(self.values, channel=True)
+        raise NeedsPixels(f"the mask indexed by {key!r} (hpuload follows element-wise steps on the whole mask)")
+
+    # NumPy's and torch's operators, each element by element.
+    def __add__(self, other):
+        return self._op("add", other)
+
+    def __radd__(self, other):
+        return self._op("add", other, True)
+
+    def __sub__(self, other):
+        return self._op("sub", other)
+
+    def __rsub__(self, other):
+        return self._op("sub", other, True)
+
+    def __mul__(self, other):
+        return self._op("mul", other)
+
+    def __rmul__(self, other):
+        return self._op("mul", other, True)
+
+    def __truediv__(self, other):
+        return self._op("truediv", other)
+
+    def __rtruediv__(self, other):
+        return self._op("truediv", other, True)
+
+    def __floordiv__(self, other):
+        return self._op("floordiv", other)
+
+    def __mod__(self, other):
+        return self._op("mod", other)
+
+    def __pow__(self, other):
+        return self._op("pow", other)
+
+    def __and__(self, other):
+        return self._op("and_", other)
+
+    def __rand__(self, other):
+        return self._op("and_", other, True)
+
+    def __or__(self, other):
+        return self._op("or_", other)
+
+    def __ror__(self, other):
+        return self._op("or_", other, True)
+
+    def __xor__(self, other):
+        return self._op("xor", other)
+
+    def __eq__(self, other):
+        return self._op("eq", other)
+
+    def __ne__(self, other):
+        return self._op("ne", other)
+
+    def __lt__(self, other):
+        return self._op("lt", other)
+
+    def __le__(self, other):
+        return self._op("le", other)
+
+    def __gt__(self, other):
+        return self._op("gt", other)
+
+    def __ge__(self, other):
+        return self._op("ge", other)
+
+    def __iadd__(self, other):
+        return self._in_place("iadd", other)
+
+    def __isub__(self, other):
+        return self._in_place("isub", other)
+
+    def __imul__(self, other):
+        return self._in_place("imul", other)
+
+    def __itruediv__(self, other):
+        return self._in_place("itruediv", other)
+
+    def __ifloordiv__(self, other):
+        return self._in_place("ifloordiv", other)
+
+    def __iand__(self, other):
+        return self._in_place("iand", other)
+
+    def __ior__(self, other):
+        return self._in_place("ior", other)
+
+    def __invert__(self):
+        return self._with(~self.values)
+
+    def __neg__(self):
+        return self._with(-self.values)
+
+    def __abs__(self):
+        return self._with(abs(self.values))
+
+    __hash__ = None
+
+    def __bool__(self):
+        raise NeedsPixels("the truth of the mask's values")
+
+    def __len__(self):
+        raise NeedsPixels("the length of the mask")
+
+    def __iter__(self):
+        raise NeedsPixels("the mask's rows")
+
+    def __array__(self, *args, **kwargs):
+        raise NeedsPixels("the mask's pixels (NumPy's array of it)")
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """NumPy's element-wise functions (`np.greater(mask, 0)`, `np.logical_and`, ...) on
+        the mask's values; their reductions (`np.add.reduce`) need pixels."""
+        if method != "__call__" or set(kwargs) - {"out", "dtype", "casting"}:
+            raise NeedsPixels(f"np.{ufunc.__name__}.{method} of the mask")
+        out = kwargs.pop("out", None)
+        values = ufunc(*(self._operand(x) for x in inputs), **kwargs)
+        if out is not None:
+            if len(out) != 1 or type(out[0]) is not MaskArray or out[0]._operand(out[0]) is not out[0].values:
+                raise NeedsPixels(f"np.{ufunc.__name__} of the mask into another array")
+            out[0].values[...] = values
+            return out[0]
+        return self._with(values)
+
+    def __array_function__(self, func, types, args, kwargs):
+        """`np.where(mask > 0, 1.0, 0.0)`, `np.clip`, `np.round`, `np.copy`: element-wise."""
+        import numpy as np
+
+        if func not in (np.where, np.clip, np.round, np.around, np.copy) or (func is np.where and len(args) != 3):
+            raise NeedsPixels(f"np.{func.__name__} of the mask")
+        values = func(*(self._operand(x) for x in args), **kwargs)
+        return self._with(values)
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        """torch's element-wise `where`, `clamp` and `round` of the mask's values."""
+        kwargs = kwargs or {}
+        mask = next(x for x in args if type(x) is MaskArray)
+        if func not in (torch.where, torch.clamp, torch.clip, torch.round) or (func is torch.where and len(args) != 3):
+            raise NeedsPixels(f"torch.{getattr(func, '__name__', func)} of the mask")
+        return mask._with(func(*(mask._operand(x) for x in args), **kwargs))
+
+    # NumPy's methods.
+    def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
+        if self.kind != "numpy":
+            raise NeedsPixels("the mask tensor's .astype")
+        return self._with(self.values.astype(dtype))
+
+    def copy(self, *args, **kwargs):
+        return self._with(self.values.copy())
+
+    # torch's methods.
+    def _tensor(self, what: str):
+        if self.kind != "tensor":
+            raise NeedsPixels(f"the mask array's {what}")
+
+    def to(self, *args, **kwargs):
+        dtype = kwargs.pop("dtype", args[0] if len(args) == 1 else None)
+        self._tensor(".to")
+        if not isinstance(dtype, torch.dtype) or kwargs or len(args) > 1:
+            raise NeedsPixels("the mask's .to(...) other than to a dtype")
+        return self._with(self.values.to(dtype))
+
+    def type(self, dtype=None, *args, **kwargs):
+        self._tensor(".type")
+        if not isinstance(dtype, torch.dtype) or args or kwargs:
+            raise NeedsPixels("the mask's .type(...) other than to a dtype")
+        return self._with(self.values.to(dtype))
+
+    def float(self):
+        return self.to(torch.float32)
+
+    def double(self):
+        return self.to(torch.float64)
+
+    def long(self):
+        return self.to(torch.int64)
+
+    def int(self):
+        return self.to(torch.int32)
+
+    def byte(self):
+        return self.to(torch.uint8)
+
+    def bool(self):
+        return self.to(torch.bool)
+
+    def clone(self, *args, **kwargs):
+        self._tensor(".clone()")
+        return self._with(self.values.clone())
+
+    def contiguous(self, *args, **kwargs):
+        return self
+
+    def unsqueeze(self, dim):
+        self._tensor(".unsqueeze")
+        if int(dim) != 0 or self.channel:
+            raise NeedsPixels(f"the mask's .unsqueeze({dim}) (hpuload adds one channel in front)")
+        return self._with(self.values, channel=True)
+
+    @property
+    def dtype(self):
+        return self.values.dtype
+
+    def __getattr__(self, name: str):
+        raise NeedsPixels(f"the mask's .{name}")
+
+
+def _mask_array(image: LazyImage) -> "MaskArray | None":
+    """`np.array` of an opened image that is a mask: a PNG of one byte a pixel opened as
+    stored (grey or palette: the byte values themselves, or the palette's indices) or made
+    grey by `.convert("L")`; None where it is none (an RGB image, a resized one)."""
+    import numpy as np
+
+    if image.tensor or image.turned or image.rgb or image.before not in ((), (GREY,)):
+        return None
+    mode = mode_of(image.path)
+    if mode not in ("L", "P") and not (mode is None and image.before == (GREY,)):
+        # (A damaged file made grey is a mask still: the loader names it as it reads it.)
+        return None
+    return MaskArray(image, np.arange(256, dtype=np.uint8))
+
+
+class Segmented(NamedTuple):
+    """What a Dataset's `__getitem__` returns when it returns an image and its segmentation
+    mask (`return image, mask`, after `transform(image=image, mask=mask)`): `form` "tuple"
+    or "list". The loader hands out the images' batch and the masks' (`FileMasks`)."""
+
+    form: str
+
+    def of(self, out):
+        """The image in what `__getitem__` returned."""
+        return out[0]
+
+
 def _array_out_tensor(array, dtype=None, device=None, requires_grad=False, **rest) -> ArrayOut:
     """`torch.tensor`, `torch.as_tensor` or `torch.from_numpy` of the transformed array (or
-    of the opened one, `ArrayOut.of`)."""
+    of the opened one, `ArrayOut.of`; or of a mask's, `MaskArray`)."""
+    if type(array) is MaskArray:
+        if array.kind != "numpy" or device is not None or requires_grad or any(rest.values()):
+            raise NeedsPixels("a tensor of the mask with a device, requires_grad or pinned memory")
+        values = torch.from_numpy(array.values.copy())
+        return array._with(values if dtype is None else values.to(dtype))
     array = ArrayOut.of(array)
     if array.output.kind != "numpy" or device is not None or requires_grad or any(rest.values()):
         raise NeedsPixels("a tensor of the transformed image with a device, requires_grad or pinned memory")
@@ -981,10 +1316,21 @@ class AlbumentationsStandIn:
             self.array = Output("numpy", "hwc", start, False, start)
 
     def __call__(self, *args, **kwargs):
-        if args or set(kwargs) != {"image"}:
+        mask = kwargs.get("mask")
+        if args or set(kwargs) not in ({"image"}, {"image", "mask"}) or (mask is not None and type(mask) is not MaskArray):
             given = ", ".join([type(a).__name__ for a in args] + [f"{k}=" for k in kwargs])
-            raise NeedsPixels(f"the albumentations transform was called with {given} (hpuload gives it image= alone)")
+            raise NeedsPixels(
+                f"the albumentations transform was called with {given} (hpuload gives it image= alone, or with "
+                "mask= the array of a mask file)"
+            )
         image = kwargs["image"]
+        if type(image) is MaskArray:
+            path = image.image.path
+            raise NeedsPixels(
+                f"the albumentations transform was given as image= the array of {path}, in mode "
+                f"{'L' if image.image.before else mode_of(path)}, which Image.open keeps (hpuload decodes images to "
+                'RGB: .convert("RGB") it to run natively)'
+            )
         if isinstance(image, ArrayOut):
             o = image.output
             what = f"{o.dtype}{', divided by 255' if o.scaled else ''}{', transposed' if o.layout != 'hwc' else ''}"
@@ -997,7 +1343,15 @@ class AlbumentationsStandIn:
                 f"the albumentations transform was given a {type(image).__name__}, not what cv2.imread read "
                 "or the NumPy array of an opened image"
             )
-        return {"image": Recorded(image, kind="tensor") if self.array is None else ArrayOut(image, self.array)}
+        out = {"image": Recorded(image, kind="tensor") if self.array is None else ArrayOut(image, self.array)}
+        if mask is not None:
+            # The mask moved with the image (`_albumentations.translate_with_mask`), its values
+            # kept; `ToTensorV2` makes it a tensor of its dtype.
+            if mask.composed or mask.channel or mask.kind != "numpy":
+                raise NeedsPixels("the albumentations transform was given a mask it made, or a tensor of one")
+            values = mask.values.copy() if self.array is not None else torch.from_numpy(mask.values.copy())
+            out["mask"] = MaskArray(mask.image, values, composed=True)
+        return out
 
 
 def transform_attribute(dataset) -> str | None:
@@ -1378,7 +1732,7 @@ def _v2_call(original):
 def _holds_stand_in(x, depth: int = 0) -> bool:
     """Whether `x` is, or holds (in a tuple, list or dict, two levels deep), an image the
     probe stands in with."""
-    if isinstance(x, (LazyImage, Recorded, _FileBytes)):
+    if isinstance(x, (LazyImage, Recorded, _FileBytes)) or type(x) is MaskArray:
         return True
     if depth < 2 and isinstance(x, (tuple, list)):
         return any(_holds_stand_in(v, depth + 1) for v in x)
@@ -1519,11 +1873,17 @@ def _numpy_array_of(image: LazyImage, args: tuple, kwargs: dict) -> LazyImage:
     import numpy as np
 
     dtype = args[0] if args else kwargs.pop("dtype", None)
-    if len(args) > 1 or set(kwargs) - {"copy", "order"} or (dtype is not None and np.dtype(dtype) != np.uint8):
-        raise NeedsPixels("a NumPy array of the image with arguments other than a uint8 dtype, copy or order")
+    if len(args) > 1 or set(kwargs) - {"copy", "order"}:
+        raise NeedsPixels("a NumPy array of the image with arguments other than a dtype, copy or order")
+    if dtype is not None and np.dtype(dtype) != np.uint8 and _mask_array(image) is None:
+        raise NeedsPixels("a NumPy array of the image with a dtype other than uint8")
     image._pil_only("a NumPy array")
     if image.tensor == "cv2" or image.tensor == "array":
         return image
+    mask = _mask_array(image)
+    if mask is not None:
+        # A mask's array (a grey or palette PNG): its values, which the code may change.
+        return mask if dtype is None else mask.astype(dtype)
     if image.tensor:
         raise NeedsPixels("a NumPy array of the image read as a tensor")
     if GREY in image.before or GREY_RGB in image.before:
@@ -1602,11 +1962,23 @@ def _numpy_answer(image, *args, **kwargs):
         if given.tensor or GREY in given.before or GREY_RGB in given.before or grey_read(given.before):
             raise NeedsPixels(f"a NumPy array of what the transform made of {_form_name(given.form)} or of a grey image")
         image = ArrayOut(given, Output("numpy", "hwc", "u8", False, "u8", of_pil=True))
+    if type(image) is MaskArray:
+        # The mask's array again (`np.array(mask, dtype=np.float32)`): cast as NumPy casts it.
+        dtype = args[0] if args else kwargs.pop("dtype", None)
+        if len(args) > 1 or set(kwargs) - {"copy", "order"} or image.kind != "numpy":
+            raise NeedsPixels("a NumPy array of the mask with arguments other than a dtype, copy or order")
+        return image.copy() if dtype is None else image.astype(dtype)
     if not isinstance(image, ArrayOut):
         import numpy as np
 
         dtype = args[0] if args else kwargs.get("dtype")
-        if len(args) <= 1 and dtype is not None and image.tensor is not True and np.dtype(dtype) != np.uint8:
+        if (
+            len(args) <= 1
+            and dtype is not None
+            and image.tensor is not True
+            and np.dtype(dtype) != np.uint8
+            and _mask_array(image) is None
+        ):
             # The image's uint8 array, cast as NumPy casts it.
             rest = {k: v for k, v in kwargs.items() if k != "dtype"}
             return ArrayOut.of(_numpy_array_of(image, (), rest)).astype(dtype)
@@ -1619,7 +1991,11 @@ def _numpy_answer(image, *args, **kwargs):
 
 def _probed_call(original, answer):
     def call(*args, **kwargs):
-        answered = args and (isinstance(args[0], (LazyImage, ArrayOut)) or isinstance(args[0], Recorded) and args[0].torchvision)
+        answered = args and (
+            isinstance(args[0], (LazyImage, ArrayOut))
+            or type(args[0]) is MaskArray
+            or isinstance(args[0], Recorded) and args[0].torchvision
+        )
         if answered and getattr(_probing, "on", False):
             return answer(*args, **kwargs)
         return original(*args, **kwargs)
@@ -2533,7 +2909,7 @@ def _after_views(rest, count: int, nested: bool) -> tuple:
 def _image_in(out, layout: str, keys):
     """The image (as recorded) in what `__getitem__` returned, of `_shape`'s `layout` and
     `keys`."""
-    if isinstance(keys, (Bare, Views)):
+    if isinstance(keys, (Bare, Views, Segmented)):
         return keys.of(out)
     return out[0] if layout == "pair" else out[_image_key(keys)]
 
@@ -2559,6 +2935,8 @@ def _shape(out) -> tuple[Any, Any, int, tuple]:
         return "bare", Bare("image"), 0, ()
     if isinstance(out, (tuple, list)) and len(out) == 1 and isinstance(out[0], Recorded):
         return "bare", Bare(type(out).__name__ if type(out) in (tuple, list) else "list"), 0, ()
+    if isinstance(out, (tuple, list)) and len(out) == 2 and isinstance(out[0], Recorded) and type(out[1]) is MaskArray:
+        return "segmented", Segmented(type(out).__name__ if type(out) in (tuple, list) else "list"), 0, ()
     if isinstance(out, (tuple, list)):
         views = _views_shape(out)
         if views is not None:
@@ -2660,6 +3038,10 @@ class Probed(NamedTuple):
     #: Per index probed, the files of its other images (`DictSample.more`); None: one image
     #: a sample.
     more: list[tuple[str, ...]] | None = None
+    #: Per index probed, its mask's file (`Segmented`); None: no mask.
+    masks: list[str] | None = None
+    #: What the code hands out of each mask (`MaskArray`: its values, the first index's).
+    mask: Any = None
 
 
 def probe(dataset, indices: list[int] | None = None) -> Probed:
@@ -2687,6 +3069,8 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
     samples: list[tuple[str, int]] = []
     extras: list[tuple] = []
     more: list[tuple[str, ...]] = []  # the files of each index's other images
+    masks: list[str] = []  # each index's mask's file (`Segmented`)
+    mask = None  # the first index's mask as handed out (`MaskArray`)
     layout = keys = form = output = before = None
     labels = set()
     held = 0  # the elements of the values beside the image held so far (`DictSample`)
@@ -2747,6 +3131,18 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
                     f"as {_form_name(form)}"
                 )
             befores.append(image.before)
+            if isinstance(k, Segmented):
+                handed = out[1]
+                if stand_in is None or not handed.composed:
+                    raise NeedsPixels(
+                        f"__getitem__({i}) returns a mask that did not go through its albumentations transform with "
+                        "its image (hpuload moves masks as that transform moves them)"
+                    )
+                if mask is None:
+                    mask = handed
+                elif not _same_mask(handed, mask):
+                    raise NeedsPixels(f"__getitem__({i}) makes its mask's values otherwise than __getitem__({order[0]})")
+                masks.append(handed.image.path)
             if isinstance(k, Views) and stand_in is None:
                 raise NeedsPixels("__getitem__ returns its image several times, with no transform to make views of it")
             if shape == "pair":
@@ -2754,7 +3150,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
             elif isinstance(k, Views):
                 labelled = out[k.label_at] if k.labelled else 0
             else:
-                labelled = 0 if isinstance(k, (DictSample, Bare)) else out[k[1]]
+                labelled = 0 if isinstance(k, (DictSample, Bare, Segmented)) else out[k[1]]
             labels.add(label_type(labelled))
             samples.append((image.path, label))
             if isinstance(k, DictSample) and k.more:
@@ -2802,6 +3198,13 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
                 continue
             if isinstance(keys, Bare):
                 continue  # the image alone: no label, no values beside it
+            if isinstance(keys, Segmented):
+                if getattr(getattr(again[1], "image", None), "path", None) != masks[k]:
+                    raise NeedsPixels(
+                        f"{type(dataset).__name__}.__getitem__({i}) opened two different mask files on two "
+                        f"calls{drawing()}"
+                    )
+                continue
             if isinstance(keys, Views):
                 if keys.labelled and _label(again[keys.label_at]) != samples[k][1]:
                     raise NeedsPixels(
@@ -2845,6 +3248,8 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
                         )
                     break
         if flipping:
+            if masks:
+                raise NeedsPixels("a flip drawn anew on each call, for an image and its mask")
             if more:
                 raise NeedsPixels(
                     "a flip drawn anew on each call, for a sample of several images (hpuload follows drawn flips "
@@ -2883,7 +3288,19 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
         looks = (layout, keys, form, before, output)
         extras = DrawnExtras(extras, dataset, samples, looks, more or None, commutes if flipping else None)
     handed = extras if layout[1] or flipping else None
-    return Probed(samples, keys, form, labels.pop(), handed, output, before, more or None)
+    return Probed(samples, keys, form, labels.pop(), handed, output, before, more or None, masks or None, mask)
+
+
+def _same_mask(a: MaskArray, b: MaskArray) -> bool:
+    """Whether two indices' masks are handed out alike: made as (the file's values as stored
+    or made grey), of one kind, dtype and shape, their values the same function of each byte."""
+    same = (a.image.before, a.kind, a.channel, a.dtype) == (b.image.before, b.kind, b.channel, b.dtype)
+    if not same:
+        return False
+    import numpy as np
+
+    x, y = (a.values.numpy(), b.values.numpy()) if a.kind == "tensor" else (a.values, b.values)
+    return bool(np.array_equal(x, y, equal_nan=x.dtype.kind in "fc"))
 
 
 #: How many calls more `probe` makes of a Dataset whose code draws, for a flip it draws.
@@ -2918,7 +3335,7 @@ def _check_handed_out(dataset, indices, keys, output: Output) -> None:
                 return
     finally:
         generators.restore(own)
-    image = out[0] if keys is None else keys.of(out) if isinstance(keys, (Bare, Views)) else out[_image_key(keys)]
+    image = out[0] if keys is None else keys.of(out) if isinstance(keys, (Bare, Views, Segmented)) else out[_image_key(keys)]
     kind = "numpy" if isinstance(image, np.ndarray) else "tensor" if isinstance(image, torch.Tensor) else None
     dtype = str(image.dtype).replace("torch.", "") if kind else None
     shape = tuple(image.shape) if kind else ()

@@ -650,6 +650,8 @@ def _unfit_mask(path: str) -> str | None:
             head = f.read(26)
     except OSError as e:
         return f"unreadable ({e.strerror})"
+    if head[:8] == b"\x89PNG\r\n\x1a\n" and (len(head) < 26 or head[12:16] != b"IHDR"):
+        return "damaged"
     if len(head) < 26 or head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":
         return "no PNG"
     depth, colour = head[24], head[25]
@@ -1087,3 +1089,118 @@ class _TableSizes:
 
     def __getitem__(self, index: int):
         return self.of._rows[index][0]
+
+
+def palette_grey(data: bytes) -> torch.Tensor | None:
+    """Pillow's `convert("L")` of a palette PNG's indices, as a table of 256 bytes: each
+    palette entry's luma in Pillow's integer weights (`(19595 R + 38470 G + 7471 B + 2^15) >>
+    16`), 0 past the palette's end; None for a PNG without a palette (grey: its values are
+    their own grey)."""
+    at = 8
+    while at + 8 <= len(data):
+        length, name = int.from_bytes(data[at : at + 4], "big"), bytes(data[at + 4 : at + 8])
+        if name == b"IDAT":
+            break
+        if name == b"PLTE":
+            rgb = torch.zeros((256, 3), dtype=torch.int64)
+            entries = torch.frombuffer(bytearray(data[at + 8 : at + 8 + min(length, 768) // 3 * 3]), dtype=torch.uint8)
+            rgb[: entries.numel() // 3] = entries.view(-1, 3)
+            weights = torch.tensor([19595, 38470, 7471])
+            return ((rgb * weights).sum(1) + 0x8000 >> 16).to(torch.uint8)
+        at += 12 + length
+    return None
+
+
+class FileMasks(TableMasks):
+    """The masks of a Dataset class of the user's own that returns an image and its mask
+    (`return image, mask` after `transform(image=image, mask=mask)`, an albumentations
+    `Compose`, as hand-written U-Net scripts do): each sample's mask file (a PNG of one byte a
+    pixel, grey or palette) read as the batch needs it, moved as its image by the `Compose`'s
+    `MaskSteps` (`TableMasks._drawn`), then its values made as the Dataset's code makes them
+    (`_probe.MaskArray.values`, a table of 256 entries: the same function of each byte the
+    file holds; after Pillow's grey of a palette first, `palette_grey`, where the code made the
+    mask grey), in the dtype and layout the code hands out. A mask that cannot be read, or is
+    not its image's size, is named and its sample replaced by another of the batch (where none
+    has one, by the Dataset's own sample of a later index)."""
+
+    def __init__(self, dataset, images: list[str], files: list[str], steps: "MaskSteps", mask):
+        self.images, self.files = images, files
+        self.steps, self.turned, self.column = steps, False, "mask"
+        values = mask.values if mask.kind == "tensor" else torch.from_numpy(mask.values.copy())
+        if steps.table is not None:
+            if values.dtype != torch.uint8:
+                raise Unsupported("a Lambda of the albumentations transform on a mask the code made other than bytes")
+            values = steps.table[values.long()]
+        if (steps.placed or not steps.resized and steps.nearest == "pillow") and values[steps.fill].item() != steps.fill:
+            raise Unsupported(
+                f"a mask padded with {steps.fill} by the albumentations transform after the code mapped that value "
+                "elsewhere (hpuload maps each mask's values after moving it)"
+            )
+        #: What each byte the file holds becomes (torch's dtype of the mask handed out).
+        self.values = values
+        #: The code made the mask grey: a palette's indices become their luma first.
+        self.grey = mask.image.before == (_probe.GREY,)
+        #: `[1, H, W]` per sample; NumPy arrays per sample for a collate_fn.
+        self.channel, self.numpy = mask.channel, mask.kind == "numpy"
+        self._table = None
+        self._made_as = values.dtype
+        Masks.__init__(self, _TableColumn(self), _TableSizes(self), tuple(steps.crop), MaskForm(dtype=values.dtype), dataset)
+        self.plan_key = None
+        self._rows: dict = {}
+        self.own: dict = {}
+
+    def read(self, indices: list[int]) -> None:
+        """Reads the batch's mask files, and their images' sizes from their headers."""
+        self._rows = {}
+        for i in indices:
+            name = self.files[i]
+            size = _probe.size_of(self.images[i]) or "unreadable"
+            try:
+                with open(name, "rb") as f:
+                    data = f.read()
+            except OSError as e:
+                data = f"cannot be read ({e.strerror})"
+            if isinstance(data, bytes):
+                facts = _probe.header_facts(lambda offset, data=data: bytes(data[offset : offset + 4096]))
+                if facts is None and data.startswith(b"\x89PNG"):
+                    data = "a damaged PNG (its header cannot be read)"
+                elif facts is None or facts[0] not in ("L", "P") or not data.startswith(b"\x89PNG"):
+                    data = "no PNG of one byte a pixel"
+                elif isinstance(size, tuple) and tuple(facts[1:]) != size:
+                    data = f"a mask of {facts[1]}x{facts[2]} for an image of {size[0]}x{size[1]}"
+            self._rows[i] = (size, name, data)
+
+    def _make(self, sources: list, drawn: list, into: torch.Tensor) -> None:
+        h, w = self.crop
+        raw = torch.empty((len(sources), h, w), dtype=torch.uint8)
+        _hpuload.byte_masks(sources, drawn, h, w, self.steps.fill, raw.data_ptr(), None, nearest=self.steps.nearest)
+        into = into.view(len(sources), h, w)  # one sample's alone is `[H, W]`
+        for k, (_, data) in enumerate(sources):
+            held = raw[k].long()
+            grey = palette_grey(data) if self.grey else None
+            into[k] = self.values[held if grey is None else grey[held].long()]
+
+    _replacements = Masks._replacements
+
+    def _own_sample(self, index: int, what: str, error: Exception) -> tuple[int, tuple]:
+        other, (image, mask) = Masks._own_sample(self, index, what, error)
+        return other, (image, mask.reshape(self.crop))
+
+    def _mask_name(self, index: int) -> str:
+        return self.files[index]
+
+    def _handed(self, mask: torch.Tensor):
+        mask = mask.unsqueeze(0) if self.channel else mask
+        return mask.numpy() if self.numpy else mask
+
+    def static(self, images: torch.Tensor, records: Any, indices: list[int], plans=None):
+        """Without a collate_fn: `[images, masks]`, as `default_collate` stacks the pairs."""
+        self.read(indices)
+        masks = self._batch(indices, plans, images)
+        return [images, masks.unsqueeze(1) if self.channel else masks]
+
+    def samples(self, images: torch.Tensor, records: Any, indices: list[int], plans=None) -> list[tuple]:
+        """Per sample `(image, mask)` as the Dataset returns it, for the user's collate_fn."""
+        self.read(indices)
+        masks = self._batch(indices, plans, images)
+        return [(images[k], self._handed(masks[k])) for k in range(len(indices))]

@@ -507,9 +507,16 @@ def _listed_source(dataset, pipeline):
             "the ConcatDataset's parts hold different transform objects (hpuload runs one)", FallbackReason.TRANSFORM
         )
 
+    # What the probes and the translation found, for later steps (the size every image has, a
+    # Dataset's masks).
+    common: dict = {}
+
     def probed(k: int, wanted):
         try:
-            return _probe.probe(bases[k], wanted)
+            got = _probe.probe(bases[k], wanted)
+            if got.mask is not None:
+                common.setdefault("mask", got.mask)
+            return got
         except _probe.ReadsVideo as e:
             raise _reads_video(e) from e
         except _probe.NeedsPixels as e:
@@ -528,18 +535,23 @@ def _listed_source(dataset, pipeline):
     # and what it does to the image before the transform (`LazyImage.before`: a resize to one
     # size, a conversion to grey).
     forms = {
-        ((False, True, False), None, (), 1) if plain else _form_and_output(probed(k, [min(used[k]) if used[k] else 0]))
+        ((False, True, False), None, (), 1, None)
+        if plain
+        else _form_and_output(probed(k, [min(used[k]) if used[k] else 0]))
         for k, plain in enumerate(plains)
         if plain or used[k] is None or used[k]
     }
     if len(forms) > 1:
         raise _Unfit("the ConcatDataset's parts hold, resize or hand out their images in different forms", D)
-    (tensor, rgb, turned), output, before, views = forms.pop() if forms else ((False, True, False), None, (), 1)
+    (tensor, rgb, turned), output, before, views, mask_look = (
+        forms.pop() if forms else ((False, True, False), None, (), 1, None)
+    )
+    if mask_look is not None and len(bases) > 1:
+        raise _Unfit("a Dataset that returns images and their masks, under a ConcatDataset", D)
     watch = None
     # A transform without a crop or resize (`ToTensor` alone over a folder of images made
     # one size) keeps each image's size: it runs after a centre crop to the size every image
     # has (the whole image), which `collect` finds from the files' headers.
-    common: dict = {}
     if pipeline is not None:
         pipe, dtype = _pipeline(pipeline), "f32"
     else:
@@ -561,6 +573,16 @@ def _listed_source(dataset, pipeline):
                     "torchvision transforms the Dataset's code applies itself under a ConcatDataset (hpuload follows "
                     "functional calls of given arguments there)"
                 )
+            if mask_look is not None:
+                # Images and their masks (`_probe.Segmented`): the Compose moves both.
+                if not _albumentations.is_compose(transform) or tensor != "array" or not rgb or before or turned:
+                    raise Unsupported(
+                        "a mask given with an image that is not the NumPy array of an opened RGB image as stored, "
+                        "or to a transform that is no albumentations Compose"
+                    )
+                pipeline, dtype, mask_steps = _albumentations.translate_with_mask(transform)
+                common["mask steps"] = mask_steps
+                return pipeline, dtype, None
             if (arrays or _albumentations.is_compose(transform)) and _probe.CENTRE_SQUARE in before:
                 raise Unsupported("a centre square cut of the image's array before an albumentations transform or none")
             if arrays or _albumentations.is_compose(transform):
@@ -641,6 +663,7 @@ def _listed_source(dataset, pipeline):
         afters: list = []  # per part, its extras (as `each`); None where it returns pairs
         drawn = None  # `(DrawnExtras, the indices probed)` of a part that draws them per call
         more_each: list = []  # per part, the files of each index's other images (as `each`)
+        masks_each: list = []  # per part, each index's mask's file (as `each`)
         for k, (base, plain) in enumerate(zip(bases, plains)):
             if plain:
                 # An ImageFolder's list as it was last time (a shallow copy: its tuples
@@ -656,7 +679,12 @@ def _listed_source(dataset, pipeline):
                 label_types.add(None)
                 continue
             wanted = None if now_used[k] is None else sorted(now_used[k])
-            samples, base_keys, form, label_type, extras, handed, now_before, more = probed(k, wanted)
+            got = probed(k, wanted)
+            samples, base_keys, form, label_type, extras, handed, now_before, more = got[:8]
+            if _mask_look(got.mask) != mask_look:
+                raise _Unfit(f"{type(base).__name__}.__getitem__ hands out its masks otherwise than when the loader was built", D)
+            if got.masks is not None:
+                masks_each.append(got.masks if wanted is None else dict(zip(wanted, got.masks)))
             if isinstance(extras, _probe.DrawnExtras):
                 if len(bases) > 1:
                     raise _Unfit(
@@ -697,6 +725,20 @@ def _listed_source(dataset, pipeline):
                 raise _Unfit("the ConcatDataset's parts hold one image a sample and several", D)
             rows = more_each[0] if now_picks is None else [more_each[k][j] for k, j in now_picks]
             more_files = [[(path, 0) for path in files] for files in zip(*rows)]
+        if masks_each:
+            # Images and their masks (one part): each sample's mask file, a PNG of one byte a
+            # pixel (checked once each).
+            files = masks_each[0] if now_picks is None else [masks_each[0][j] for _, j in now_picks]
+            masks_checked = folder_lists.setdefault("masks checked", set())
+            for path in dict.fromkeys(f for f in files if f not in masks_checked):
+                why = _segmentation._unfit_mask(path)
+                if why is not None and why != "damaged" and not why.startswith("unreadable"):
+                    raise _Unfit(f"the mask {path} is {why} (hpuload reads masks from PNGs of one byte a pixel)", D)
+                masks_checked.add(path)
+            common["mask files"] = files
+            if "masks" in common:
+                # Read again at an epoch's start: the loader's masks follow the files now.
+                common["masks"].files, common["masks"].images = files, [p for p, _ in samples]
         if len(bases) == 1 and plains[0] and samples is folder_lists.get("checked"):
             # The same ImageFolder list as checked last time: nothing to check again.
             return samples, keys, label_types.pop(), None, None
@@ -794,6 +836,16 @@ def _listed_source(dataset, pipeline):
         source["more"] = tuple(
             _options.MoreImages(None, pipe, dtype, source=_options.SamplesSource(files, classes)) for files in more_files
         )
+    if mask_look is not None:
+        # Each image's mask, moved with it (`_segmentation.FileMasks`); the files as collected
+        # at each epoch's start.
+        if common.get("wanted") or watch is None:
+            raise _Unfit("masks given with a transform that keeps each image's size", D)
+        masks = _segmentation.FileMasks(
+            dataset, [p for p, _ in samples], common["mask files"], common["mask steps"], common["mask"]
+        )
+        _check_masks_handed_out(bases[0], masks)
+        common["masks"] = source["targets"] = masks
     if output is not None:
         # The Compose's arrays as the Dataset's code hands them out: `[H, W, C]` unless it
         # transposed them; NumPy arrays (for a collate_fn) unless it made tensors of them.
@@ -802,13 +854,53 @@ def _listed_source(dataset, pipeline):
     return source, pipe, dtype, classes or None
 
 
+def _check_masks_handed_out(dataset, masks: "_segmentation.FileMasks") -> None:
+    """Runs the Dataset's `__getitem__` for real for the first of its first four indices that
+    gives a sample (its generators seeded, then put back) and checks that the mask it hands
+    out is a tensor of the dtype and shape hpuload's are (albumentations casts some dtypes
+    of a mask itself, int64 to int32: such a mask falls back)."""
+    from ._reference_steps import _under_seed
+
+    want = (1, *masks.crop) if masks.channel else tuple(masks.crop)
+    for i in range(min(4, len(dataset))):
+        got = _under_seed(dataset.__getitem__, (i,), i)
+        if isinstance(got, tuple) and got and got[0] == "raised":
+            continue  # a damaged file: the loader names it and replaces its sample
+        mask = got[1]
+        kind = "a tensor" if isinstance(mask, torch.Tensor) else type(mask).__name__
+        if masks.numpy:
+            import numpy as np
+
+            fits = isinstance(mask, np.ndarray) and torch.from_numpy(np.zeros(0, mask.dtype)).dtype == masks.values.dtype
+        else:
+            fits = isinstance(mask, torch.Tensor) and mask.dtype == masks.values.dtype
+        if not fits or tuple(mask.shape) != want:
+            raise _Unfit(
+                f"{type(dataset).__name__}.__getitem__({i}) hands out its mask as {kind} of "
+                f"{getattr(mask, 'dtype', '?')} and shape {tuple(getattr(mask, 'shape', ()))}, where hpuload's is "
+                f"{masks.values.dtype} of {want} (its transform casts or shapes the mask otherwise)",
+                FallbackReason.DATASET,
+            )
+        return
+
+
 def _form_and_output(probed: "_probe.Probed") -> tuple:
-    """`(form, output, before, views)` of a probed Dataset: how its code holds the image it
-    gives the transform, what it hands out of an albumentations Compose without `ToTensorV2`,
-    what it does to the image before the transform, and how many views of the image its
-    transform makes (`_probe.Views`; 1: it gives the transform the image once)."""
+    """`(form, output, before, views, mask)` of a probed Dataset: how its code holds the image
+    it gives the transform, what it hands out of an albumentations Compose without
+    `ToTensorV2`, what it does to the image before the transform, how many views of the image
+    its transform makes (`_probe.Views`; 1: it gives the transform the image once), and how
+    it hands out the mask it gives the transform with the image (`_mask_look`; None: none)."""
     views = probed.keys.count if isinstance(probed.keys, _probe.Views) else 1
-    return probed.form, probed.output, probed.before, views
+    return probed.form, probed.output, probed.before, views, _mask_look(probed.mask)
+
+
+def _mask_look(mask) -> tuple | None:
+    """How a Dataset hands out its masks (`_probe.MaskArray`), comparably: made grey or not,
+    kind, channel, dtype and values; None: no masks."""
+    if mask is None:
+        return None
+    values = mask.values.numpy() if mask.kind == "tensor" else mask.values
+    return mask.image.before, mask.kind, mask.channel, str(mask.dtype), values.tobytes()
 
 
 def _read_grey(pipeline: str) -> str:
@@ -2075,7 +2167,8 @@ class _Loader:
                         # The reference's v1 steps (or the v2 wrapper's transforms) move the
                         # masks too: each sample's own draws.
                         def detects(index, width, height, core=core, epoch=epoch, key=self._targets.plan_key):
-                            return json.loads(core.sample_plan(epoch, index, width, height))[key]
+                            plan = json.loads(core.sample_plan(epoch, index, width, height))
+                            return plan if key is None else plan[key]
 
                     if collate is None:
                         yield self._targets.static(images, labels, self.last_indices, detects)

@@ -163,7 +163,7 @@ def test_random_augmentation_of_a_users_dataset_is_drawn_natively_per_sample(jpe
     tf = T.Compose([T.RandomResizedCrop(48), T.RandomHorizontalFlip(), T.ToTensor()])
     ds = CsvImageDataset(tmp_path / "train.csv", tf)
     state, py_state = torch.get_rng_state(), random.getstate()
-    samples, keys, form, label, extras, output, before, more = _probe.probe(ds)
+    samples, keys, form, label, extras, output, before, more = _probe.probe(ds)[:8]
     assert torch.equal(state, torch.get_rng_state()) and py_state == random.getstate(), "probing drew nothing"
     assert samples == ds.rows and keys is None and form == (False, True, False) and label is None and extras is None and output is None and before == () and more is None and ds.transform is tf
     loader = no_fallback(lambda: DataLoader(ds, batch_size=8, shuffle=True, seed=3))

@@ -1,0 +1,294 @@
+"""A user's own Dataset class of images and their segmentation masks, as hand-written U-Net
+scripts write it (the Carvana tutorial's: `np.array(Image.open(image).convert("RGB"))`,
+`np.array(Image.open(mask).convert("L"), dtype=np.float32)`, `mask[mask == 255.0] = 1.0`, an
+albumentations `Compose` called as `transform(image=image, mask=mask)`, `return image, mask`):
+the images made natively, each mask read from its PNG, moved as its image was, its values
+made as the class's code makes them."""
+
+import json
+import os
+import warnings
+
+import numpy as np
+import pytest
+import torch
+import torch.utils.data as tud
+
+A = pytest.importorskip("albumentations")
+from albumentations.pytorch import ToTensorV2  # noqa: E402
+from PIL import Image  # noqa: E402
+
+from conftest import resumed_after  # noqa: E402
+from hpuload.torch import DataLoader, FallbackWarning, SkippedSampleWarning  # noqa: E402
+
+ZERO_ONE = A.Normalize(mean=[0.0, 0.0, 0.0], std=[1.0, 1.0, 1.0], max_pixel_value=255.0)
+EVAL = A.Compose([A.Resize(height=40, width=56), ZERO_ONE, ToTensorV2()])
+TRAIN = A.Compose([A.Resize(height=40, width=56), A.HorizontalFlip(p=0.5), A.VerticalFlip(p=0.5), ZERO_ONE, ToTensorV2()])
+
+
+def write_masks(images, out, kind="grey", sizes=None):
+    """A mask per image, of its size: blocks of 0 and 255 (`grey`: an 8-bit grey PNG), or
+    palette indices 0-5 under a palette of each file's own (`palette`)."""
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(5)
+    for k, path in enumerate(images):
+        w, h = Image.open(path).size if sizes is None else sizes
+        blocks = rng.integers(0, 2 if kind == "grey" else 6, (h // 4 + 1, w // 4 + 1), dtype=np.uint8)
+        values = np.kron(blocks, np.ones((4, 4), np.uint8))[:h, :w]
+        if kind == "grey":
+            Image.fromarray(values * 255, mode="L").save(out / (path.stem + "_mask.png"))
+        else:
+            mask = Image.fromarray(values, mode="L").convert("P")
+            mask.putpalette([v for i in range(256) for v in ((i * 40 + k * 7) % 256, (i * 90) % 256, (i * 10 + k) % 256)])
+            mask.save(out / (path.stem + "_mask.png"))
+
+
+class Carvana(tud.Dataset):
+    """The U-Net tutorial's Dataset, as written there (with `values` choosing what the code
+    makes of each mask)."""
+
+    def __init__(self, image_dir, mask_dir, transform=None, values="tutorial"):
+        self.image_dir, self.mask_dir, self.transform, self.values = image_dir, mask_dir, transform, values
+        self.images = sorted(os.listdir(image_dir))
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, index):
+        img_path = os.path.join(self.image_dir, self.images[index])
+        mask_path = os.path.join(self.mask_dir, self.images[index].replace(".jpg", "_mask.png"))
+        image = np.array(Image.open(img_path).convert("RGB"))
+        mask = self.mask(mask_path)
+        if self.transform is not None:
+            augmentations = self.transform(image=image, mask=mask)
+            image = augmentations["image"]
+            mask = augmentations["mask"]
+        if self.values == "long channel":
+            mask = mask.long().unsqueeze(0)
+        return image, mask
+
+    def mask(self, path):
+        if self.values in ("tutorial", "long channel"):
+            mask = np.array(Image.open(path).convert("L"), dtype=np.float32)
+            mask[mask == 255.0] = 1.0
+        elif self.values == "scaled":
+            mask = np.array(Image.open(path).convert("L")) / 255.0
+        elif self.values == "thresholded":
+            mask = (np.array(Image.open(path).convert("L")) > 127).astype(np.float32)
+        elif self.values == "where":
+            mask = np.where(np.array(Image.open(path)) > 0, 1.0, 0.0).astype(np.float32)
+        elif self.values == "indices":
+            mask = np.array(Image.open(path))
+        elif self.values == "palette grey":
+            mask = np.array(Image.open(path).convert("L"))
+        elif self.values == "int64":
+            mask = (np.array(Image.open(path)) // 255).astype(np.int64)
+        return mask
+
+
+@pytest.fixture(scope="module")
+def folders(jpeg_folder, tmp_path_factory):
+    """Twelve photos in a folder of their own, with grey masks and palette masks."""
+    root = tmp_path_factory.mktemp("carvana")
+    (root / "images").mkdir()
+    images = []
+    for path in sorted(jpeg_folder.rglob("*.jpg"))[:12]:
+        out = root / "images" / path.name
+        out.write_bytes(path.read_bytes())
+        images.append(out)
+    write_masks(images, root / "masks")
+    write_masks(images, root / "palette", kind="palette")
+    return root
+
+
+def native(*args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        return DataLoader(*args, **kwargs)
+
+
+def fallback_reason(*args, **kwargs) -> str:
+    with pytest.warns(FallbackWarning) as caught:
+        DataLoader(*args, **kwargs)
+    return " ".join(str(w.message) for w in caught if issubclass(w.category, FallbackWarning))
+
+
+def same(a, b) -> bool:
+    """Equal batches: tensors bit for bit, of one dtype."""
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("masks", ["masks", "palette"])
+@pytest.mark.parametrize("how", ["collate", "collate_fn", "workers"])
+def test_the_unet_tutorials_dataset_gives_torchs_batches_of_images_and_masks_bit_for_bit(folders, masks, how):
+    ds = Carvana(folders / "images", folders / masks, EVAL, values="tutorial" if masks == "masks" else "indices")
+    kwargs = {"collate_fn": lambda b: tud.default_collate(b)} if how == "collate_fn" else {}
+    workers = 2 if how == "workers" else 0
+    ours = list(native(ds, batch_size=5, backend="cpu", num_workers=workers, **kwargs))
+    theirs = list(tud.DataLoader(ds, batch_size=5, **kwargs))
+    assert len(ours) == len(theirs) == 3 and all(same(a, b) for a, b in zip(ours, theirs))
+    assert ours[0][1].dtype == (torch.float32 if masks == "masks" else torch.uint8)
+
+
+@pytest.mark.parametrize(
+    "values,masks",
+    [
+        ("scaled", "masks"),
+        ("thresholded", "masks"),
+        ("where", "masks"),
+        ("long channel", "masks"),
+        ("palette grey", "palette"),
+    ],
+)
+def test_the_mask_values_the_code_computes_are_its_own_bit_for_bit(folders, values, masks):
+    """Each mask's values as the class's code makes them (NumPy's and torch's own arithmetic
+    on each byte value; Pillow's grey of each file's own palette), in its dtype and shape."""
+    ds = Carvana(folders / "images", folders / masks, EVAL, values=values)
+    ours = list(native(ds, batch_size=6, backend="cpu"))
+    theirs = list(tud.DataLoader(ds, batch_size=6))
+    assert all(same(a, b) for a, b in zip(ours, theirs))
+    if values == "long channel":
+        assert ours[0][1].shape == (6, 1, 40, 56) and ours[0][1].dtype == torch.int64
+
+
+def flips_fell(loader, epoch, index, image):
+    """Whether the flips of sample `index`'s plan fell `(left to right, top to bottom)`."""
+    plan = json.loads(loader._core.sample_plan(epoch, index, image.shape[1], image.shape[0]))
+    ops = [op.get("op") for op in plan.get("ops", [])]
+    return (ops.count("hflip") + bool(plan.get("flip"))) % 2 == 1, ops.count("vflip") % 2 == 1
+
+
+def test_flips_drawn_by_the_compose_move_each_mask_as_its_image(folders):
+    """A `Resize` then flips falling per sample: each sample is albumentations' own for the
+    flips hpuload drew, image and mask, bit for bit, over two epochs; every pair of falls
+    is seen."""
+    ds = Carvana(folders / "images", folders / "masks", TRAIN)
+    loader = native(ds, batch_size=4, backend="cpu", seed=3)
+    falls = set()
+    for epoch in range(2):
+        for b, (x, y) in enumerate(loader):
+            for k in range(x.shape[0]):
+                i = b * 4 + k
+                image = np.array(Image.open(folders / "images" / ds.images[i]).convert("RGB"))
+                fell = flips_fell(loader, epoch, i, image)
+                flips = [f for f, on in zip((A.HorizontalFlip(p=1.0), A.VerticalFlip(p=1.0)), fell) if on]
+                want = A.Compose([A.Resize(height=40, width=56), *flips, ZERO_ONE, ToTensorV2()])
+                got = want(image=image, mask=ds.mask(str(folders / "masks" / ds.images[i].replace(".jpg", "_mask.png"))))
+                assert torch.equal(x[k], got["image"]) and torch.equal(y[k], got["mask"]), (epoch, i)
+                falls.add(fell)
+    assert len(falls) == 4
+
+
+def test_a_random_crop_of_the_resize_moves_each_mask_as_its_image(folders):
+    ds = Carvana(
+        folders / "images",
+        folders / "palette",
+        A.Compose([A.Resize(48, 64), A.HorizontalFlip(p=0.5), A.RandomCrop(32, 40), ZERO_ONE, ToTensorV2()]),
+        values="indices",
+    )
+    loader = native(ds, batch_size=4, backend="cpu", seed=8)
+    corners = set()
+    for b, (x, y) in enumerate(loader):
+        for k in range(x.shape[0]):
+            i = b * 4 + k
+            image = np.array(Image.open(folders / "images" / ds.images[i]).convert("RGB"))
+            mask = np.array(Image.open(folders / "palette" / ds.images[i].replace(".jpg", "_mask.png")))
+            plan = json.loads(loader._core.sample_plan(0, i, image.shape[1], image.shape[0]))["resized_crop"]
+            resized = A.Resize(48, 64)(image=image, mask=mask)
+            image, mask = resized["image"], resized["mask"]
+            if plan["hflip"]:
+                image, mask = image[:, ::-1], mask[:, ::-1]
+            top, left = plan["at"]
+            image, mask = image[top : top + 32, left : left + 40], mask[top : top + 32, left : left + 40]
+            want = A.Compose([ZERO_ONE, ToTensorV2()])(image=np.ascontiguousarray(image), mask=np.ascontiguousarray(mask))
+            assert torch.equal(x[k], want["image"]) and torch.equal(y[k], want["mask"]), i
+            corners.add((top, left))
+    assert len(corners) > 1
+
+
+def test_the_media_engine_gives_the_images_within_their_floor_and_the_masks_exactly(folders):
+    ds = Carvana(folders / "images", folders / "masks", EVAL)
+    for (x1, y1), (x2, y2) in zip(native(ds, batch_size=6, backend="auto"), tud.DataLoader(ds, batch_size=6)):
+        mse = ((x1 - x2) ** 2).mean().item()
+        assert 10 * np.log10(1 / max(mse, 1e-12)) > 30  # PSNR over the [0, 1] range
+        assert torch.equal(y1, y2)
+
+
+def test_a_resumed_run_gives_the_same_images_and_masks(folders):
+    ds = Carvana(folders / "images", folders / "masks", TRAIN)
+    rest, resumed = resumed_after(lambda: native(ds, batch_size=3, shuffle=True, backend="cpu", seed=11), 2)
+    assert len(rest) == len(resumed) == 2 and all(same(a, b) for a, b in zip(rest, resumed))
+
+
+def test_a_damaged_mask_and_a_mask_of_another_size_are_named_and_their_samples_replaced(folders, tmp_path):
+    masks = tmp_path / "masks"
+    masks.mkdir()
+    for path in sorted((folders / "masks").iterdir()):
+        (masks / path.name).write_bytes(path.read_bytes())
+    names = sorted(os.listdir(masks))
+    (masks / names[1]).write_bytes(b"\x89PNG\r\n\x1a\n damaged")
+    Image.new("L", (7, 5)).save(masks / names[6])
+    ds = Carvana(folders / "images", masks, EVAL)
+    with pytest.warns(SkippedSampleWarning) as caught:
+        batches = list(native(ds, batch_size=6, backend="cpu"))
+    said = " ".join(str(w.message) for w in caught)
+    assert names[1] in said and names[6] in said and "7x5" in said
+    assert all(b[1].shape == (6, 40, 56) for b in batches)
+    ours = [(x, y) for b in batches for x, y in zip(*b)]
+    for k in range(12):
+        # Every other sample is the class's own; the two named are their next ones.
+        tx, ty = ds[k + (k in (1, 6))]
+        assert torch.equal(ours[k][0], tx) and torch.equal(ours[k][1], ty), k
+
+
+def test_a_mask_set_or_shaped_so_that_albumentations_casts_it_falls_back_named(folders):
+    """albumentations hands an int64 mask out as int32: the check that runs the class once for
+    real sees it, and the loader falls back rather than give another dtype."""
+    said = fallback_reason(Carvana(folders / "images", folders / "masks", EVAL, values="int64"), batch_size=4)
+    assert "int32" in said and "int64" in said
+
+
+class ReadsOtherwise(Carvana):
+    def __init__(self, *args, how, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.how = how
+
+    def mask(self, path):
+        if self.how == "gif":
+            return np.array(Image.open(path.replace("_mask.png", "_mask.gif")).convert("L"))
+        if self.how == "colour":
+            return np.array(Image.open(path).convert("RGB"))
+        mask = np.array(Image.open(path).convert("L"), dtype=np.float32)
+        if self.how == "sum":
+            mask = mask / mask.max()
+        if self.how == "crop":
+            mask = mask[:20]
+        return mask
+
+
+@pytest.mark.parametrize(
+    "how,transform,reason",
+    [
+        ("colour", EVAL, "mask="),
+        ("sum", EVAL, ".max"),
+        ("crop", EVAL, "the mask indexed by"),
+        ("plain", A.Compose([A.Resize(40, 56), A.Rotate(limit=35, p=1.0), ZERO_ONE, ToTensorV2()]), "Rotate"),
+        ("plain", A.Compose([A.Resize(40, 56), ZERO_ONE]), "ToTensorV2"),
+    ],
+)
+def test_what_would_read_or_move_the_mask_otherwise_goes_to_torchs_loader_named(folders, how, transform, reason):
+    said = fallback_reason(ReadsOtherwise(folders / "images", folders / "masks", transform, how=how), batch_size=4)
+    assert reason in said, said
+
+
+def test_a_mask_that_is_no_png_goes_to_torchs_loader_naming_the_file(folders, tmp_path):
+    gifs = tmp_path / "gifs"
+    gifs.mkdir()
+    for path in sorted((folders / "masks").iterdir()):
+        Image.open(path).save(gifs / path.name.replace(".png", ".gif"))
+        (gifs / path.name).write_bytes(b"")  # the class reads the GIF beside it
+    ds = ReadsOtherwise(folders / "images", gifs, EVAL, how="gif")
+    said = fallback_reason(ds, batch_size=4)
+    assert "_mask.gif" in said and "no PNG" in said
