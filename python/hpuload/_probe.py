@@ -64,7 +64,7 @@ class LazyImage:
     (True: as Pillow's `exif_transpose` reads it; "torchvision": as torchvision's readers
     do)."""
 
-    __slots__ = ("path", "tensor", "rgb", "turned", "before", "cut", "held")
+    __slots__ = ("path", "tensor", "rgb", "turned", "before", "cut", "held", "as_mask")
 
     def __init__(
         self,
@@ -92,6 +92,9 @@ class LazyImage:
         #: or "unknown" (a step hpuload does not know the output of); None: what `tensor`
         #: says.
         self.held = None
+        #: The mask a grey read is (`cv2.imread(path, cv2.IMREAD_GRAYSCALE)`) once the code
+        #: computes on its values (`_cv2_mask`): each step on it goes to this one.
+        self.as_mask = None
 
     @property
     def form(self) -> tuple[bool, bool, bool | str]:
@@ -220,17 +223,86 @@ class LazyImage:
         out.held = "pil"
         return out
 
+    def _cv2_mask(self) -> "MaskArray | None":
+        """The mask this is, where it is OpenCV's grey read of a file (a mask's `[H, W]`
+        array: its bytes as stored, for a grey PNG), made once; None for any other image."""
+        if self.tensor != "cv2" or self.before != (READ_GREY,) or self.turned:
+            return None
+        if self.as_mask is None:
+            import numpy as np
+
+            self.as_mask = MaskArray(self, np.arange(256, dtype=np.uint8))
+        return self.as_mask
+
+    def _array_or_mask(self):
+        mask = self._cv2_mask()
+        return mask if mask is not None else ArrayOut.of(self)
+
     def astype(self, *args, **kwargs):
-        return ArrayOut.of(self).astype(*args, **kwargs)
+        return self._array_or_mask().astype(*args, **kwargs)
 
     def copy(self, *args, **kwargs):
         self._pil_only(".copy()")
         if self.tensor is False and not args and not kwargs:
             return self  # Pillow's `Image.copy()`: the same pixels, mode and metadata
-        return ArrayOut.of(self).copy(*args, **kwargs)
+        return self._array_or_mask().copy(*args, **kwargs)
 
     def __truediv__(self, other):
-        return ArrayOut.of(self) / other
+        return self._array_or_mask() / other
+
+    # A grey read's values computed on (a mask's: `mask[mask == 255] = 1`, `mask / 255.0`,
+    # `mask > 0`): `MaskArray`'s steps.
+    def _mask_op(self, name: str, *args):
+        mask = self._cv2_mask()
+        if mask is None:
+            if name in ("__eq__", "__ne__"):
+                return NotImplemented
+            raise NeedsPixels(f"the image's values computed on ({name.strip('_')})")
+        return getattr(mask, name)(*args)
+
+    __hash__ = object.__hash__
+
+    def __eq__(self, other):
+        return self._mask_op("__eq__", other)
+
+    def __ne__(self, other):
+        return self._mask_op("__ne__", other)
+
+    def __lt__(self, other):
+        return self._mask_op("__lt__", other)
+
+    def __le__(self, other):
+        return self._mask_op("__le__", other)
+
+    def __gt__(self, other):
+        return self._mask_op("__gt__", other)
+
+    def __ge__(self, other):
+        return self._mask_op("__ge__", other)
+
+    def __mul__(self, other):
+        return self._mask_op("__mul__", other)
+
+    def __rmul__(self, other):
+        return self._mask_op("__rmul__", other)
+
+    def __add__(self, other):
+        return self._mask_op("__add__", other)
+
+    def __sub__(self, other):
+        return self._mask_op("__sub__", other)
+
+    def __floordiv__(self, other):
+        return self._mask_op("__floordiv__", other)
+
+    def __setitem__(self, key, value):
+        self._mask_op("__setitem__", key, value)
+
+    def __itruediv__(self, other):
+        return self._mask_op("__itruediv__", other)
+
+    def __imul__(self, other):
+        return self._mask_op("__imul__", other)
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -304,7 +376,9 @@ class LazyImage:
     def __getitem__(self, key):
         """`img[top:bottom, left:right]` (and `[..., :]`) of the image's array: the centre
         square of its shorter side at floor offsets (`CENTRE_SQUARE`) or the whole array;
-        any other index needs pixels."""
+        any other index needs pixels (a grey read's: `MaskArray`'s)."""
+        if self._cv2_mask() is not None:
+            return self._cv2_mask()[key]
         height, width, _ = self.shape
         key = key if isinstance(key, tuple) else (key,)
         slices = list(key) + [slice(None)] * (3 - len(key))
@@ -1249,6 +1323,18 @@ class MaskArray:
     def dtype(self):
         return self.values.dtype
 
+    @property
+    def shape(self) -> tuple:
+        """The mask's `(H, W)`, from its file's header, before the transform moved it."""
+        size = None if self.composed else size_of(self.image.path)
+        if size is None:
+            raise NeedsPixels("the shape of the mask (hpuload answers it from the file's header, before the transform)")
+        return (1, size[1], size[0]) if self.channel else (size[1], size[0])
+
+    @property
+    def ndim(self) -> int:
+        return 3 if self.channel else 2
+
     def __getattr__(self, name: str):
         raise NeedsPixels(f"the mask's .{name}")
 
@@ -1270,14 +1356,35 @@ def _mask_array(image: LazyImage) -> "MaskArray | None":
 
 class Segmented(NamedTuple):
     """What a Dataset's `__getitem__` returns when it returns an image and its segmentation
-    mask (`return image, mask`, after `transform(image=image, mask=mask)`): `form` "tuple"
-    or "list". The loader hands out the images' batch and the masks' (`FileMasks`)."""
+    mask (`return image, mask`, after `transform(image=image, mask=mask)`): `form` "tuple",
+    "list" or "dict" (`{"image": image, "mask": mask}`: `keys` the image's and the mask's, in
+    the dict's order). The loader hands out the images' batch and the masks'
+    (`_segmentation.FileMasks`)."""
 
     form: str
+    #: A dict's keys, in its order; `(0, 1)` for a tuple or list.
+    keys: tuple = (0, 1)
+    #: Where the image is among `keys`.
+    image_at: int = 0
 
     def of(self, out):
         """The image in what `__getitem__` returned."""
-        return out[0]
+        return out[self.keys[self.image_at]]
+
+    def mask_of(self, out):
+        """The mask in what `__getitem__` returned."""
+        return out[self.keys[1 - self.image_at]]
+
+    def sample(self, image, mask):
+        """One sample as `__getitem__` returns it (a list as a tuple: `default_collate`
+        makes a list of either)."""
+        pair = (image, mask) if self.image_at == 0 else (mask, image)
+        return dict(zip(self.keys, pair)) if self.form == "dict" else pair
+
+    def batch(self, images, masks):
+        """What `default_collate` makes of a batch of samples."""
+        pair = [images, masks] if self.image_at == 0 else [masks, images]
+        return dict(zip(self.keys, pair)) if self.form == "dict" else pair
 
 
 def _array_out_tensor(array, dtype=None, device=None, requires_grad=False, **rest) -> ArrayOut:
@@ -1317,6 +1424,8 @@ class AlbumentationsStandIn:
 
     def __call__(self, *args, **kwargs):
         mask = kwargs.get("mask")
+        if isinstance(mask, LazyImage) and mask._cv2_mask() is not None:
+            mask = mask._cv2_mask()  # OpenCV's grey read of a mask file
         if args or set(kwargs) not in ({"image"}, {"image", "mask"}) or (mask is not None and type(mask) is not MaskArray):
             given = ", ".join([type(a).__name__ for a in args] + [f"{k}=" for k in kwargs])
             raise NeedsPixels(
@@ -2937,6 +3046,10 @@ def _shape(out) -> tuple[Any, Any, int, tuple]:
         return "bare", Bare(type(out).__name__ if type(out) in (tuple, list) else "list"), 0, ()
     if isinstance(out, (tuple, list)) and len(out) == 2 and isinstance(out[0], Recorded) and type(out[1]) is MaskArray:
         return "segmented", Segmented(type(out).__name__ if type(out) in (tuple, list) else "list"), 0, ()
+    if isinstance(out, dict) and len(out) == 2:
+        kinds = [isinstance(v, Recorded) for v in out.values()], [type(v) is MaskArray for v in out.values()]
+        if sorted(kinds[0]) == sorted(kinds[1]) == [False, True] and kinds[0] != kinds[1]:
+            return "segmented", Segmented("dict", tuple(out), kinds[0].index(True)), 0, ()
     if isinstance(out, (tuple, list)):
         views = _views_shape(out)
         if views is not None:
@@ -3132,7 +3245,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
                 )
             befores.append(image.before)
             if isinstance(k, Segmented):
-                handed = out[1]
+                handed = k.mask_of(out)
                 if stand_in is None or not handed.composed:
                     raise NeedsPixels(
                         f"__getitem__({i}) returns a mask that did not go through its albumentations transform with "
@@ -3199,7 +3312,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
             if isinstance(keys, Bare):
                 continue  # the image alone: no label, no values beside it
             if isinstance(keys, Segmented):
-                if getattr(getattr(again[1], "image", None), "path", None) != masks[k]:
+                if getattr(getattr(keys.mask_of(again), "image", None), "path", None) != masks[k]:
                     raise NeedsPixels(
                         f"{type(dataset).__name__}.__getitem__({i}) opened two different mask files on two "
                         f"calls{drawing()}"

@@ -642,9 +642,10 @@ class CocoMasks:
                 raise Unsupported(f"{type(convert).__name__} does not give the reference's mask of image {self.ids[i]}")
 
 
-def _unfit_mask(path: str) -> str | None:
+def _unfit_mask(path: str, grey_only: bool = False) -> str | None:
     """Why the mask file at `path` is none `_hpuload.segmentation_masks` reads as Pillow does
-    (from its PNG header), or None."""
+    (from its PNG header), or None. `grey_only`: as OpenCV's grey read gives it (an 8-bit grey
+    PNG's bytes; a palette's colours it makes grey by weights of its own)."""
     try:
         with open(path, "rb") as f:
             head = f.read(26)
@@ -655,6 +656,8 @@ def _unfit_mask(path: str) -> str | None:
     if len(head) < 26 or head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":
         return "no PNG"
     depth, colour = head[24], head[25]
+    if colour == 3 and grey_only:
+        return "a palette PNG, whose colours cv2.imread makes grey by its own weights"
     if colour == 3:
         return None  # palette indices, of any depth
     if colour == 0 and depth == 8:
@@ -1123,8 +1126,10 @@ class FileMasks(TableMasks):
     not its image's size, is named and its sample replaced by another of the batch (where none
     has one, by the Dataset's own sample of a later index)."""
 
-    def __init__(self, dataset, images: list[str], files: list[str], steps: "MaskSteps", mask):
+    def __init__(self, dataset, images: list[str], files: list[str], steps: "MaskSteps", mask, shape):
         self.images, self.files = images, files
+        #: What the Dataset returns (`_probe.Segmented`): a pair, or a dict of the two.
+        self.shape = shape
         self.steps, self.turned, self.column = steps, False, "mask"
         values = mask.values if mask.kind == "tensor" else torch.from_numpy(mask.values.copy())
         if steps.table is not None:
@@ -1183,8 +1188,23 @@ class FileMasks(TableMasks):
     _replacements = Masks._replacements
 
     def _own_sample(self, index: int, what: str, error: Exception) -> tuple[int, tuple]:
-        other, (image, mask) = Masks._own_sample(self, index, what, error)
-        return other, (image, mask.reshape(self.crop))
+        """`(index, (image, mask))`: the Dataset's own sample of the first index after
+        `index` that gives one (`Masks._own_sample`), its mask `[H, W]`."""
+        from . import SampleError
+        from ._reference_steps import _under_seed
+
+        n = len(self.dataset)
+        for step in range(1, min(16, n)):
+            other = (index + step) % n
+            got = _under_seed(self.dataset.__getitem__, (other,), other)
+            if isinstance(got, (tuple, list, dict)) and not (isinstance(got, tuple) and got and got[0] == "raised"):
+                image, mask = self.shape.of(got), self.shape.mask_of(got)
+                return other, (image, torch.as_tensor(mask).reshape(self.crop))
+        raise SampleError(
+            f"sample {what}: its mask cannot be made, and no other sample could replace it: {error}",
+            self._mask_name(index),
+            "mask",
+        )
 
     def _mask_name(self, index: int) -> str:
         return self.files[index]
@@ -1197,10 +1217,10 @@ class FileMasks(TableMasks):
         """Without a collate_fn: `[images, masks]`, as `default_collate` stacks the pairs."""
         self.read(indices)
         masks = self._batch(indices, plans, images)
-        return [images, masks.unsqueeze(1) if self.channel else masks]
+        return self.shape.batch(images, masks.unsqueeze(1) if self.channel else masks)
 
     def samples(self, images: torch.Tensor, records: Any, indices: list[int], plans=None) -> list[tuple]:
         """Per sample `(image, mask)` as the Dataset returns it, for the user's collate_fn."""
         self.read(indices)
         masks = self._batch(indices, plans, images)
-        return [(images[k], self._handed(masks[k])) for k in range(len(indices))]
+        return [self.shape.sample(images[k], self._handed(masks[k])) for k in range(len(indices))]

@@ -575,12 +575,14 @@ def _listed_source(dataset, pipeline):
                 )
             if mask_look is not None:
                 # Images and their masks (`_probe.Segmented`): the Compose moves both.
-                if not _albumentations.is_compose(transform) or tensor != "array" or not rgb or before or turned:
+                if not _albumentations.is_compose(transform) or not arrays or before or turned:
                     raise Unsupported(
-                        "a mask given with an image that is not the NumPy array of an opened RGB image as stored, "
-                        "or to a transform that is no albumentations Compose"
+                        "a mask given with an image that is not what cv2.imread read or the NumPy array of an opened "
+                        "image, as stored, or to a transform that is no albumentations Compose"
                     )
                 pipeline, dtype, mask_steps = _albumentations.translate_with_mask(transform)
+                if tensor == "cv2" and not rgb:
+                    pipeline = _albumentations.in_bgr(pipeline)  # BGR arrays computed on as they are
                 common["mask steps"] = mask_steps
                 return pipeline, dtype, None
             if (arrays or _albumentations.is_compose(transform)) and _probe.CENTRE_SQUARE in before:
@@ -730,10 +732,12 @@ def _listed_source(dataset, pipeline):
             # pixel (checked once each).
             files = masks_each[0] if now_picks is None else [masks_each[0][j] for _, j in now_picks]
             masks_checked = folder_lists.setdefault("masks checked", set())
+            opencv = mask_look[0] == "cv2"
             for path in dict.fromkeys(f for f in files if f not in masks_checked):
-                why = _segmentation._unfit_mask(path)
+                why = _segmentation._unfit_mask(path, grey_only=opencv)
                 if why is not None and why != "damaged" and not why.startswith("unreadable"):
-                    raise _Unfit(f"the mask {path} is {why} (hpuload reads masks from PNGs of one byte a pixel)", D)
+                    reads = "8-bit grey PNGs read by cv2.imread" if opencv else "PNGs of one byte a pixel"
+                    raise _Unfit(f"the mask {path} is {why} (hpuload reads masks from {reads})", D)
                 masks_checked.add(path)
             common["mask files"] = files
             if "masks" in common:
@@ -842,7 +846,7 @@ def _listed_source(dataset, pipeline):
         if common.get("wanted") or watch is None:
             raise _Unfit("masks given with a transform that keeps each image's size", D)
         masks = _segmentation.FileMasks(
-            dataset, [p for p, _ in samples], common["mask files"], common["mask steps"], common["mask"]
+            dataset, [p for p, _ in samples], common["mask files"], common["mask steps"], common["mask"], keys
         )
         _check_masks_handed_out(bases[0], masks)
         common["masks"] = source["targets"] = masks
@@ -866,7 +870,7 @@ def _check_masks_handed_out(dataset, masks: "_segmentation.FileMasks") -> None:
         got = _under_seed(dataset.__getitem__, (i,), i)
         if isinstance(got, tuple) and got and got[0] == "raised":
             continue  # a damaged file: the loader names it and replaces its sample
-        mask = got[1]
+        mask = masks.shape.mask_of(got)
         kind = "a tensor" if isinstance(mask, torch.Tensor) else type(mask).__name__
         if masks.numpy:
             import numpy as np
@@ -895,12 +899,12 @@ def _form_and_output(probed: "_probe.Probed") -> tuple:
 
 
 def _mask_look(mask) -> tuple | None:
-    """How a Dataset hands out its masks (`_probe.MaskArray`), comparably: made grey or not,
-    kind, channel, dtype and values; None: no masks."""
+    """How a Dataset hands out its masks (`_probe.MaskArray`), comparably: read by Pillow or
+    OpenCV, made grey or not, kind, channel, dtype and values; None: no masks."""
     if mask is None:
         return None
     values = mask.values.numpy() if mask.kind == "tensor" else mask.values
-    return mask.image.before, mask.kind, mask.channel, str(mask.dtype), values.tobytes()
+    return mask.image.tensor, mask.image.before, mask.kind, mask.channel, str(mask.dtype), values.tobytes()
 
 
 def _read_grey(pipeline: str) -> str:

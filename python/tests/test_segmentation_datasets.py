@@ -292,3 +292,78 @@ def test_a_mask_that_is_no_png_goes_to_torchs_loader_naming_the_file(folders, tm
     ds = ReadsOtherwise(folders / "images", gifs, EVAL, how="gif")
     said = fallback_reason(ds, batch_size=4)
     assert "_mask.gif" in said and "no PNG" in said
+
+
+class ReadByOpenCV(tud.Dataset):
+    """A Kaggle-style class: OpenCV reads the image (made RGB) and the mask grey."""
+
+    def __init__(self, root, transform, how="binary", returns="tuple"):
+        self.root, self.transform, self.how, self.returns = root, transform, how, returns
+        self.images = sorted(os.listdir(root / "images"))
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, i):
+        image = cv2.imread(str(self.root / "images" / self.images[i]))
+        image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+        folder = "palette" if self.how.endswith(" palette") else "masks"
+        mask = cv2.imread(str(self.root / folder / self.images[i].replace(".jpg", "_mask.png")), cv2.IMREAD_GRAYSCALE)
+        if self.how.startswith("binary"):
+            mask[mask > 0] = 1
+        elif self.how == "scaled":
+            mask = mask.astype(np.float32) / 255.0
+        out = self.transform(image=image, mask=mask)
+        if self.returns == "dict":
+            return {"image": out["image"], "mask": out["mask"]}
+        return out["image"], out["mask"].unsqueeze(0).float()
+
+
+cv2 = pytest.importorskip("cv2")
+
+
+@pytest.mark.parametrize("how", ["binary", "scaled"])
+@pytest.mark.parametrize("returns", ["tuple", "dict"])
+def test_a_class_reading_with_opencv_gives_torchs_batches_bit_for_bit(folders, how, returns):
+    ds = ReadByOpenCV(folders, EVAL, how, returns)
+    ours, theirs = list(native(ds, batch_size=5, backend="cpu")), list(tud.DataLoader(ds, batch_size=5))
+    assert len(ours) == len(theirs) == 3
+    for a, b in zip(ours, theirs):
+        if returns == "dict":
+            assert list(a) == list(b) == ["image", "mask"]
+            a, b = list(a.values()), list(b.values())
+        assert same(list(a), list(b))
+
+
+def test_a_palette_mask_read_grey_by_opencv_goes_to_torchs_loader_named(folders):
+    said = fallback_reason(ReadByOpenCV(folders, EVAL, "binary palette"), batch_size=4)
+    assert "_mask.png" in said and "palette PNG" in said
+
+
+class FlipsItself(Carvana):
+    def __getitem__(self, index):
+        image, mask = super().__getitem__(index)
+        if torch.rand(1).item() < 0.5:
+            image, mask = image.flip(-1), mask.flip(-1)
+        return image, mask
+
+
+def test_a_flip_the_class_draws_for_an_image_and_its_mask_goes_to_torchs_loader_named(folders):
+    said = fallback_reason(FlipsItself(folders / "images", folders / "masks", EVAL), batch_size=4)
+    assert "flip" in said or "mask" in said, said
+
+
+def test_masks_the_class_reads_from_elsewhere_after_an_epoch_are_read_from_there(folders, tmp_path):
+    """The class's mask folder changed between epochs (masks cleaned, relabelled): the next
+    epoch's masks are the new files', as torch's loader reads them."""
+    inverted = tmp_path / "inverted"
+    inverted.mkdir()
+    for path in sorted((folders / "masks").iterdir()):
+        Image.fromarray(255 - np.array(Image.open(path))).save(inverted / path.name)
+    ds = Carvana(folders / "images", folders / "masks", EVAL)
+    loader = native(ds, batch_size=6, backend="cpu")
+    first = list(loader)
+    ds.mask_dir = inverted
+    second = list(loader)
+    assert all(same(a, b) for a, b in zip(second, tud.DataLoader(ds, batch_size=6)))
+    assert all(torch.equal(a[1], 1 - b[1]) for a, b in zip(first, second))
