@@ -648,9 +648,11 @@ def _unfit_mask(path: str, grey_only: bool = False) -> str | None:
     PNG's bytes; a palette's colours it makes grey by weights of its own)."""
     try:
         with open(path, "rb") as f:
-            head = f.read(26)
+            head = f.read(65536 if grey_only else 26)
     except OSError as e:
         return f"unreadable ({e.strerror})"
+    if grey_only and _probe.png_chunk_before_data(head, (b"eXIf",)) is not None:
+        return "a PNG with an eXIf chunk, by whose orientation cv2.imread turns it"
     if head[:8] == b"\x89PNG\r\n\x1a\n" and (len(head) < 26 or head[12:16] != b"IHDR"):
         return "damaged"
     if len(head) < 26 or head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":

@@ -18,7 +18,7 @@ A = pytest.importorskip("albumentations")
 from albumentations.pytorch import ToTensorV2  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from conftest import resumed_after  # noqa: E402
+from conftest import png_with_chunk, resumed_after  # noqa: E402
 from hpuload.torch import DataLoader, FallbackWarning, SkippedSampleWarning  # noqa: E402
 
 ZERO_ONE = A.Normalize(mean=[0.0, 0.0, 0.0], std=[1.0, 1.0, 1.0], max_pixel_value=255.0)
@@ -338,6 +338,19 @@ def test_a_class_reading_with_opencv_gives_torchs_batches_bit_for_bit(folders, h
 def test_a_palette_mask_read_grey_by_opencv_goes_to_torchs_loader_named(folders):
     said = fallback_reason(ReadByOpenCV(folders, EVAL, "binary palette"), batch_size=4)
     assert "_mask.png" in said and "palette PNG" in said
+
+
+def test_a_mask_opencv_would_turn_by_its_exif_orientation_goes_to_torchs_loader_named(folders, tmp_path):
+    (tmp_path / "masks").mkdir()
+    (tmp_path / "images").symlink_to(folders / "images")
+    for path in sorted((folders / "masks").iterdir()):
+        (tmp_path / "masks" / path.name).write_bytes(path.read_bytes())
+    # A little-endian EXIF block whose one entry is an orientation of 6 (turned a quarter).
+    exif = b"II*\x00\x08\x00\x00\x00\x01\x00\x12\x01\x03\x00\x01\x00\x00\x00\x06\x00\x00\x00\x00\x00\x00\x00"
+    turned = sorted((tmp_path / "masks").iterdir())[2]
+    png_with_chunk(Image.open(turned), turned, b"eXIf", exif)
+    said = fallback_reason(ReadByOpenCV(tmp_path, EVAL), batch_size=4)
+    assert turned.name in said and "eXIf" in said
 
 
 class FlipsItself(Carvana):

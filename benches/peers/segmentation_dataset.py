@@ -1,0 +1,128 @@
+"""A user's own Dataset class of images and their segmentation masks, as the U-Net tutorials
+write it (the Carvana one's, as written there: `np.array(Image.open(image).convert("RGB"))`,
+`np.array(Image.open(mask).convert("L"), dtype=np.float32)`, `mask[mask == 255.0] = 1.0`, an
+albumentations `Compose` called with `image=` and `mask=`, `return image, mask`), through
+torch's DataLoader or hpuload's drop-in (only the import differs). Kinds: `eval` (the
+tutorial's validation `Compose`: `Resize(160, 240)`, `Normalize` to [0, 1], `ToTensorV2`),
+`train` (its training `Compose` without the `Rotate(35)` hpuload does not move masks by:
+`Resize(160, 240)`, `HorizontalFlip(0.5)`, `VerticalFlip(0.1)`, `Normalize`, `ToTensorV2`),
+`opencv` (`train`'s `Compose` over `cv2.imread` of the image, made RGB, and of the mask in
+grey, `mask / 255.0` in float32). The masks are made once per photo (blocks of 0 and 255,
+an 8-bit grey PNG, as Carvana's are binary) under `--masks`. Prints one JSON line per run:
+construction time (hpuload's includes its probe of `__getitem__`), the loader's type, and
+images/s over the measured epochs (the median; the first epoch warms up).
+
+usage: python segmentation_dataset.py --data DIR --loader hpuload|torch [--kind eval|train|opencv]
+       [--epochs 2] [--workers 2] [--batch 16] [--images 1000] [--masks /tmp/segmentation-masks]
+"""
+
+import argparse
+import json
+import os
+import time
+
+import albumentations as A
+import numpy as np
+from albumentations.pytorch import ToTensorV2
+from PIL import Image
+from torch.utils.data import Dataset
+
+ZERO_ONE = A.Normalize(mean=[0.0, 0.0, 0.0], std=[1.0, 1.0, 1.0], max_pixel_value=255.0)
+
+
+class CarvanaDataset(Dataset):
+    """The tutorial's class, as written there, over lists of files."""
+
+    def __init__(self, images, masks, transform=None):
+        self.images, self.masks, self.transform = images, masks, transform
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, index):
+        image = np.array(Image.open(self.images[index]).convert("RGB"))
+        mask = np.array(Image.open(self.masks[index]).convert("L"), dtype=np.float32)
+        mask[mask == 255.0] = 1.0
+        if self.transform is not None:
+            augmentations = self.transform(image=image, mask=mask)
+            image = augmentations["image"]
+            mask = augmentations["mask"]
+        return image, mask
+
+
+class OpenCVDataset(CarvanaDataset):
+    def __getitem__(self, index):
+        import cv2
+
+        image = cv2.cvtColor(cv2.imread(self.images[index]), cv2.COLOR_BGR2RGB)
+        mask = cv2.imread(self.masks[index], cv2.IMREAD_GRAYSCALE).astype(np.float32) / 255.0
+        out = self.transform(image=image, mask=mask)
+        return out["image"], out["mask"]
+
+
+def masks_for(images, root):
+    """A binary mask PNG per photo, of its size (made once)."""
+    os.makedirs(root, exist_ok=True)
+    out = []
+    for k, path in enumerate(images):
+        name = os.path.join(root, f"{k:05d}_" + os.path.splitext(os.path.basename(path))[0] + "_mask.png")
+        if not os.path.exists(name):
+            w, h = Image.open(path).size
+            rng = np.random.default_rng(k)
+            blocks = rng.integers(0, 2, (h // 16 + 1, w // 16 + 1), dtype=np.uint8) * 255
+            Image.fromarray(np.kron(blocks, np.ones((16, 16), np.uint8))[:h, :w], mode="L").save(name)
+        out.append(name)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--loader", choices=["hpuload", "torch"], default="hpuload")
+    ap.add_argument("--kind", choices=["eval", "train", "opencv"], default="train")
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--images", type=int, default=1000)
+    ap.add_argument("--masks", default="/tmp/segmentation-masks")
+    a = ap.parse_args()
+    images = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(a.data) for f in fs if f.lower().endswith((".jpg", ".jpeg", ".png")))
+    images = images[:: max(1, len(images) // a.images)][: a.images]
+    masks = masks_for(images, a.masks)
+    if a.kind == "eval":
+        transform = A.Compose([A.Resize(height=160, width=240), ZERO_ONE, ToTensorV2()])
+    else:
+        transform = A.Compose(
+            [A.Resize(height=160, width=240), A.HorizontalFlip(p=0.5), A.VerticalFlip(p=0.1), ZERO_ONE, ToTensorV2()]
+        )
+    ds = (OpenCVDataset if a.kind == "opencv" else CarvanaDataset)(images, masks, transform)
+    if a.loader == "hpuload":
+        from hpuload.torch import DataLoader
+    else:
+        from torch.utils.data import DataLoader
+    t0 = time.perf_counter()
+    loader = DataLoader(ds, batch_size=a.batch, shuffle=a.kind != "eval", num_workers=a.workers)
+    built = time.perf_counter() - t0
+    rates = []
+    for _ in range(a.epochs + 1):  # the first epoch warms up
+        t0, n = time.perf_counter(), 0
+        for images_, masks_ in loader:
+            n += len(images_)
+        rates.append(n / (time.perf_counter() - t0))
+    measured = sorted(rates[1:])
+    print(
+        json.dumps(
+            {
+                "loader": a.loader,
+                "type": type(loader).__module__ + "." + type(loader).__name__,
+                "kind": a.kind,
+                "workers": a.workers,
+                "built_s": round(built, 3),
+                "images_per_s": round(measured[len(measured) // 2], 1),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

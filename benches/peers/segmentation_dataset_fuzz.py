@@ -1,0 +1,233 @@
+"""Random Dataset classes of images and their segmentation masks, as users write them (how the
+image and the mask are read, what the code computes on the mask's values, the albumentations
+`Compose` they are given to, what is done with the mask after it, what is returned), run
+through hpuload.torch.DataLoader (CPU path) and through torch's DataLoader, compared batch by
+batch, bit for bit (session 110). Every `Compose` draws nothing (its flips have p=1 or p=0),
+so torch's batches are the reference; the random steps' masks are tested against
+albumentations' own for the plans hpuload drew (python/tests/test_segmentation_datasets.py).
+
+usage: python segmentation_dataset_fuzz.py FOLDER [CASES=200] [SEED=0]
+  FOLDER  class folders of JPEG or PNG photos (e.g. `hpuload make-dataset`'s)
+Outcomes: same (native, equal), fallback (torch's loader, reason given), SILENT (native and
+different: a bug), ERROR (hpuload raised where torch's loader did not), torch raises (both
+the class and hpuload's loader refuse or raise).
+env ONLY=N: run case N alone and print its class's source.
+"""
+import os
+import sys
+import tempfile
+import textwrap
+import warnings
+
+import numpy as np
+import torch
+import torch.utils.data as tud
+
+import albumentations as A  # noqa: F401 (the classes' source names it)
+from albumentations.pytorch import ToTensorV2  # noqa: F401
+from PIL import Image
+
+import hpuload.torch as ht
+
+READS = {
+    "pil_grey": 'np.array(Image.open(mask_path).convert("L"){dtype})',
+    "pil_stored": "np.array(Image.open(mask_path){dtype})",
+    "cv2_grey": "cv2.imread(mask_path, cv2.IMREAD_GRAYSCALE){astype}",
+}
+
+#: Element-wise steps on the mask's values (`m`).
+VALUES = [
+    "m[m == 255] = 1",
+    "m[m == 255.0] = 1.0",
+    "m = m / 255.0",
+    "m = m / 255",
+    "m = (m > 127).astype(np.float32)",
+    "m = (m > 0).astype(np.uint8)",
+    "m = np.where(m > 0, 1.0, 0.0).astype(np.float32)",
+    "m = np.where(m >= 128, 1, 0).astype(np.uint8)",
+    "m = m.astype(np.float32)",
+    "m = m.astype(np.float64) * 2",
+    "m = m // 2",
+    "m = m - 1",
+    "m = np.clip(m, 0, 3)",
+    "m[m > 2] = 0",
+    "m = 255 - m",
+    "m = m.astype(np.int32)",
+    "m = m.astype(np.int64)",
+    "m = m.astype(bool)",
+]
+
+COMPOSES = [
+    "A.Resize({h}, {w})",
+    "A.Resize({h}, {w}), A.HorizontalFlip(p={p})",
+    "A.Resize({h}, {w}), A.VerticalFlip(p={p}), A.HorizontalFlip(p={q})",
+    "A.SmallestMaxSize({s}), A.CenterCrop({h}, {w})",
+    "A.CenterCrop({h}, {w})",
+    "A.LongestMaxSize({s}), A.PadIfNeeded({s}, {s}, border_mode=0, fill={fill}, fill_mask={fill_mask})",
+    "A.PadIfNeeded({big}, {big}, border_mode=0, fill={fill}, fill_mask={fill_mask}), A.CenterCrop({big}, {big})",
+    "A.Resize({h}, {w}), A.Rotate(limit=30, p=1.0)",
+    "A.Resize({h}, {w}), A.GaussianBlur(blur_limit=(3, 3), sigma_limit=(1.0, 1.0), p=1.0)",
+    "A.Resize({h}, {w}, mask_interpolation=1)",
+]
+
+NORMS = [
+    "A.Normalize(mean=[0.0, 0.0, 0.0], std=[1.0, 1.0, 1.0], max_pixel_value=255.0)",
+    "A.Normalize()",
+    "A.ToFloat(max_value=255)",
+    "",
+]
+
+AFTER = ["", "m = m.long()", "m = m.float()", "m = m.unsqueeze(0)", "m = m.unsqueeze(0).float()", "m = m[None]"]
+#: What needs pixels (one case in twenty).
+NEEDS_PIXELS = ["m = m.sum()", "m = m.max() - m", "m = m[::2]", "m = m.numpy()"]
+
+RETURNS = ["return image, m", "return [image, m]", 'return {"image": image, "mask": m}', 'return {"mask": m, "image": image}']
+
+
+def case_source(rng: np.random.Generator) -> str:
+    read = rng.choice(list(READS))
+    dtype = rng.choice(["", ", dtype=np.float32", ", dtype=np.uint8"])
+    astype = rng.choice(["", ".astype(np.float32)"])
+    reading = READS[read].format(dtype=dtype, astype=astype)
+    steps = [VALUES[k] for k in rng.choice(len(VALUES), size=rng.integers(0, 3), replace=False)]
+    if rng.random() < 0.05:
+        steps.append(NEEDS_PIXELS[rng.integers(len(NEEDS_PIXELS))])
+    size = dict(
+        h=int(rng.integers(16, 60)),
+        w=int(rng.integers(16, 60)),
+        s=int(rng.integers(20, 64)),
+        big=int(rng.integers(300, 700)),
+        p=float(rng.choice([0.0, 1.0])),
+        q=float(rng.choice([0.0, 1.0])),
+        fill=int(rng.choice([0, 255])),
+        fill_mask=int(rng.choice([0, 1, 255])),
+    )
+    compose = COMPOSES[rng.integers(len(COMPOSES))].format(**size)
+    norm = NORMS[rng.integers(len(NORMS))]
+    tail = "ToTensorV2()" if rng.random() < 0.9 else ""
+    parts = ", ".join(p for p in (compose, norm, tail) if p)
+    after = AFTER[rng.integers(len(AFTER))] if tail else ""
+    if tail and rng.random() < 0.05:
+        after = NEEDS_PIXELS[rng.integers(len(NEEDS_PIXELS))]
+    image_read = rng.choice(
+        ['np.array(Image.open(img_path).convert("RGB"))', "cv2.cvtColor(cv2.imread(img_path), cv2.COLOR_BGR2RGB)"]
+    )
+    body = "\n".join(
+        [
+            "img_path = self.images[index]",
+            f"mask_path = self.masks[index]",
+            f"image = {image_read}",
+            f"m = {reading}",
+            *steps,
+            "out = self.transform(image=image, mask=m)",
+            'image, m = out["image"], out["mask"]',
+            *([after] if after else []),
+            RETURNS[rng.integers(len(RETURNS))],
+        ]
+    )
+    return f"""
+class Case(tud.Dataset):
+    def __init__(self, images, masks):
+        self.images, self.masks = images, masks
+        self.transform = A.Compose([{parts}])
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, index):
+{textwrap.indent(body, " " * 8)}
+"""
+
+
+def same(a, b) -> bool:
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+
+
+def write_masks(images, out, rng) -> list[str]:
+    """A mask per image of its size: an 8-bit grey PNG of 0 and 255 blocks, of levels 0-5, or
+    a palette PNG of indices 0-5 (of a palette of its own)."""
+    paths = []
+    for k, path in enumerate(images):
+        w, h = Image.open(path).size
+        kind = rng.choice(["binary", "levels", "palette"])
+        blocks = rng.integers(0, 2 if kind == "binary" else 6, (h // 8 + 1, w // 8 + 1), dtype=np.uint8)
+        values = np.kron(blocks, np.ones((8, 8), np.uint8))[:h, :w]
+        mask = Image.fromarray(values * 255 if kind == "binary" else values, mode="L")
+        if kind == "palette":
+            mask = mask.convert("P")
+            mask.putpalette([v for i in range(256) for v in ((i * 40 + k * 7) % 256, (i * 90) % 256, (i * 10 + k) % 256)])
+        paths.append(os.path.join(out, f"{k:03d}_{kind}.png"))
+        mask.save(paths[-1])
+    return paths
+
+
+def run(source: str, images, masks):
+    import cv2  # noqa: F401 (the classes' source names it)
+
+    space = {"A": A, "ToTensorV2": ToTensorV2, "np": np, "Image": Image, "cv2": cv2, "tud": tud, "torch": torch}
+    exec(compile(source, "<case>", "exec"), space)
+    ds = space["Case"](images, masks)
+    try:
+        theirs = list(tud.DataLoader(ds, batch_size=4))
+    except Exception as e:  # noqa: BLE001 - the class itself raises: hpuload must not answer otherwise
+        theirs = e
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            loader = ht.DataLoader(ds, batch_size=4, backend="cpu")
+            ours = list(loader)
+        except Exception as e:  # noqa: BLE001
+            ours = e
+    fell = [str(w.message) for w in caught if issubclass(w.category, ht.FallbackWarning)]
+    if isinstance(theirs, Exception):
+        return "torch raises", f"{type(theirs).__name__}: {theirs}"[:160]
+    if isinstance(ours, Exception):
+        return "ERROR", f"{type(ours).__name__}: {ours}"[:300]
+    if fell:
+        return "fallback", fell[0][len("hpuload: using torch.utils.data.DataLoader instead: ") :][:200]
+    if len(ours) == len(theirs) and all(same(a, b) for a, b in zip(ours, theirs)):
+        return "same", ""
+    return "SILENT", "batches differ"
+
+
+def main():
+    folder = sys.argv[1]
+    cases = int(sys.argv[2]) if len(sys.argv) > 2 else 200
+    seed = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+    only = os.environ.get("ONLY")
+    files = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(folder) for f in fs if f.endswith((".jpg", ".png")))
+    counts: dict = {}
+    reasons: dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for case in range(cases):
+            if only is not None and case != int(only):
+                continue
+            rng = np.random.default_rng([seed, case])
+            pick = rng.choice(len(files), size=8, replace=False)
+            images = [files[k] for k in sorted(pick)]
+            out = os.path.join(tmp, str(case))
+            os.makedirs(out)
+            masks = write_masks(images, out, rng)
+            source = case_source(rng)
+            if only is not None:
+                print(source)
+            verdict, why = run(source, images, masks)
+            counts[verdict] = counts.get(verdict, 0) + 1
+            if verdict in ("SILENT", "ERROR") or only is not None:
+                print(f"case {case}: {verdict} {why}")
+                if verdict == "SILENT":
+                    print(source)
+            elif verdict == "fallback":
+                key = why.split("): ")[-1][:90]
+                reasons[key] = reasons.get(key, 0) + 1
+    print("outcomes:", counts)
+    for why, n in sorted(reasons.items(), key=lambda kv: -kv[1])[:25]:
+        print(f"  {n:4d}  {why}")
+
+
+if __name__ == "__main__":
+    main()
