@@ -172,7 +172,7 @@ def run(source: str, images, masks):
     exec(compile(source, "<case>", "exec"), space)
     ds = space["Case"](images, masks)
     try:
-        theirs = list(tud.DataLoader(ds, batch_size=4))
+        theirs = list(tud.DataLoader(ds, batch_size=4))  # noqa: the reference
     except Exception as e:  # noqa: BLE001 - the class itself raises: hpuload must not answer otherwise
         theirs = e
     with warnings.catch_warnings(record=True) as caught:
@@ -191,7 +191,22 @@ def run(source: str, images, masks):
         return "fallback", fell[0][len("hpuload: using torch.utils.data.DataLoader instead: ") :][:200]
     if len(ours) == len(theirs) and all(same(a, b) for a, b in zip(ours, theirs)):
         return "same", ""
-    return "SILENT", "batches differ"
+    return "SILENT", "batches differ: " + differences(ours, theirs)
+
+
+def differences(ours, theirs) -> str:
+    """Which of the batches' parts differ, and by how much."""
+    said = []
+    for b, (x, y) in enumerate(zip(ours, theirs)):
+        pairs = zip(x.values(), y.values()) if isinstance(x, dict) else zip(x, y)
+        for part, (p, q) in enumerate(pairs):
+            if not same(p, q):
+                if p.shape != q.shape or p.dtype != q.dtype:
+                    said.append(f"batch {b} part {part}: {p.dtype}{tuple(p.shape)} vs {q.dtype}{tuple(q.shape)}")
+                else:
+                    d = (p.double() - q.double()).abs()
+                    said.append(f"batch {b} part {part}: {int((d > 0).sum())} values off, largest {d.max().item():.4g}")
+    return "; ".join(said[:4])
 
 
 def main():

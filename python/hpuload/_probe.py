@@ -1414,6 +1414,8 @@ class AlbumentationsStandIn:
 
     def __init__(self, compose=None):
         self.compose = compose
+        #: `_padding`'s, by dtype.
+        self._paddings: dict = {}
         steps = list(getattr(compose, "transforms", ()))
         names = [type(t).__name__ for t in steps]
         #: The Output the Compose starts the Dataset's code with; None: a tensor (ToTensorV2).
@@ -1455,12 +1457,39 @@ class AlbumentationsStandIn:
         out = {"image": Recorded(image, kind="tensor") if self.array is None else ArrayOut(image, self.array)}
         if mask is not None:
             # The mask moved with the image (`_albumentations.translate_with_mask`), its values
-            # kept; `ToTensorV2` makes it a tensor of its dtype.
+            # kept, and what its padding holds after them (`MaskArray.values[256]`); `ToTensorV2`
+            # makes it a tensor of its dtype.
             if mask.composed or mask.channel or mask.kind != "numpy":
                 raise NeedsPixels("the albumentations transform was given a mask it made, or a tensor of one")
-            values = mask.values.copy() if self.array is not None else torch.from_numpy(mask.values.copy())
-            out["mask"] = MaskArray(mask.image, values, composed=True)
+            import numpy as np
+
+            values = np.append(mask.values, self._padding(mask.values.dtype))
+            out["mask"] = MaskArray(mask.image, values if self.array is not None else torch.from_numpy(values), composed=True)
         return out
+
+    def _padding(self, dtype):
+        """What the Compose's padding of a mask (`PadIfNeeded`'s, or a `RandomCrop`'s that pads
+        if needed) holds in a mask of `dtype`: albumentations' own padding of a tiny mask with
+        its `fill_mask` (0 where the Compose pads nothing)."""
+        import numpy as np
+
+        padding = self._paddings
+        if dtype not in padding:
+            import albumentations as A
+
+            steps = getattr(self.compose, "transforms", ())
+            pads = [t for t in steps if type(t).__name__ == "PadIfNeeded" or getattr(t, "pad_if_needed", False)]
+            value = np.zeros(1, dtype)
+            if pads:
+                pad = A.PadIfNeeded(min_height=3, min_width=3, border_mode=0, fill_mask=pads[0].fill_mask)
+                try:
+                    value = pad(image=np.zeros((1, 1, 3), np.uint8), mask=np.zeros((1, 1), dtype))["mask"][0, :1]
+                except Exception as e:  # noqa: BLE001 - a dtype albumentations pads otherwise
+                    raise NeedsPixels(f"a {dtype} mask albumentations pads ({type(e).__name__})") from e
+                if value.dtype != dtype:
+                    raise NeedsPixels(f"a {dtype} mask albumentations pads as {value.dtype}")
+            padding[dtype] = value
+        return padding[dtype]
 
 
 def transform_attribute(dataset) -> str | None:

@@ -1135,16 +1135,17 @@ class FileMasks(TableMasks):
         self.steps, self.turned, self.column = steps, False, "mask"
         values = mask.values if mask.kind == "tensor" else torch.from_numpy(mask.values.copy())
         if steps.table is not None:
-            if values.dtype != torch.uint8:
-                raise Unsupported("a Lambda of the albumentations transform on a mask the code made other than bytes")
-            values = steps.table[values.long()]
-        if (steps.placed or not steps.resized and steps.nearest == "pillow") and values[steps.fill].item() != steps.fill:
-            raise Unsupported(
-                f"a mask padded with {steps.fill} by the albumentations transform after the code mapped that value "
-                "elsewhere (hpuload maps each mask's values after moving it)"
-            )
-        #: What each byte the file holds becomes (torch's dtype of the mask handed out).
+            # A `Lambda` on the mask first: its table of bytes, where the code computes nothing.
+            if not torch.equal(values[:256], torch.arange(256, dtype=torch.uint8)):
+                raise Unsupported("a Lambda of the albumentations transform on a mask whose values the code computes")
+            values = torch.cat([steps.table.to(torch.uint8), values[256:]])
+        #: What each byte the file holds becomes (torch's dtype of the mask handed out), then
+        #: what the padding holds (`_probe.AlbumentationsStandIn._padding`, after the code's
+        #: steps past the transform).
         self.values = values
+        #: The transform may pad the mask (a letterbox, a padded crop): each batch's masks are
+        #: also cut with every value 1, to tell padding from the file's values.
+        self.pads = steps.placed or (not steps.resized and steps.nearest == "pillow")
         #: The code made the mask grey: a palette's indices become their luma first.
         self.grey = mask.image.before == (_probe.GREY,)
         #: `[1, H, W]` per sample; NumPy arrays per sample for a collate_fn.
@@ -1180,12 +1181,17 @@ class FileMasks(TableMasks):
     def _make(self, sources: list, drawn: list, into: torch.Tensor) -> None:
         h, w = self.crop
         raw = torch.empty((len(sources), h, w), dtype=torch.uint8)
-        _hpuload.byte_masks(sources, drawn, h, w, self.steps.fill, raw.data_ptr(), None, nearest=self.steps.nearest)
+        _hpuload.byte_masks(sources, drawn, h, w, 0, raw.data_ptr(), None, nearest=self.steps.nearest)
+        shown = None
+        if self.pads:
+            shown = torch.empty((len(sources), h, w), dtype=torch.uint8)
+            _hpuload.byte_masks(sources, drawn, h, w, 0, shown.data_ptr(), bytes([1]) * 256, nearest=self.steps.nearest)
         into = into.view(len(sources), h, w)  # one sample's alone is `[H, W]`
         for k, (_, data) in enumerate(sources):
             held = raw[k].long()
             grey = palette_grey(data) if self.grey else None
-            into[k] = self.values[held if grey is None else grey[held].long()]
+            made = self.values[held if grey is None else grey[held].long()]
+            into[k] = made if shown is None else torch.where(shown[k].bool(), made, self.values[256])
 
     _replacements = Masks._replacements
 

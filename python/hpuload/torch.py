@@ -845,9 +845,12 @@ def _listed_source(dataset, pipeline):
         # at each epoch's start.
         if common.get("wanted") or watch is None:
             raise _Unfit("masks given with a transform that keeps each image's size", D)
-        masks = _segmentation.FileMasks(
-            dataset, [p for p, _ in samples], common["mask files"], common["mask steps"], common["mask"], keys
-        )
+        try:
+            masks = _segmentation.FileMasks(
+                dataset, [p for p, _ in samples], common["mask files"], common["mask steps"], common["mask"], keys
+            )
+        except Unsupported as e:
+            raise _Unfit(str(e), FallbackReason.TRANSFORM) from e
         _check_masks_handed_out(bases[0], masks)
         common["masks"] = source["targets"] = masks
     if output is not None:

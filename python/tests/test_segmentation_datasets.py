@@ -380,3 +380,17 @@ def test_masks_the_class_reads_from_elsewhere_after_an_epoch_are_read_from_there
     second = list(loader)
     assert all(same(a, b) for a, b in zip(second, tud.DataLoader(ds, batch_size=6)))
     assert all(torch.equal(a[1], 1 - b[1]) for a, b in zip(first, second))
+
+
+@pytest.mark.parametrize("values,masks", [("tutorial", "masks"), ("palette grey", "palette"), ("scaled", "masks")])
+@pytest.mark.parametrize("fill_mask", [0, 1, 255])
+def test_a_letterbox_pads_each_mask_with_its_fill_after_the_codes_values(folders, values, masks, fill_mask):
+    """`LongestMaxSize` then `PadIfNeeded`: the padding holds `fill_mask` as albumentations
+    pads the mask the code made (in its dtype), not that value put through the code's steps
+    or a palette's grey."""
+    letterbox = A.Compose(
+        [A.LongestMaxSize(48), A.PadIfNeeded(48, 48, border_mode=0, fill=0, fill_mask=fill_mask), ZERO_ONE, ToTensorV2()]
+    )
+    ds = Carvana(folders / "images", folders / masks, letterbox, values=values)
+    ours = list(native(ds, batch_size=6, backend="cpu"))
+    assert all(same(a, b) for a, b in zip(ours, tud.DataLoader(ds, batch_size=6)))
