@@ -1180,18 +1180,29 @@ class FileMasks(TableMasks):
 
     def _make(self, sources: list, drawn: list, into: torch.Tensor) -> None:
         h, w = self.crop
-        raw = torch.empty((len(sources), h, w), dtype=torch.uint8)
-        _hpuload.byte_masks(sources, drawn, h, w, 0, raw.data_ptr(), None, nearest=self.steps.nearest)
-        shown = None
+        n = len(sources)
+        into = into.view(n, h, w)  # one sample's alone is `[H, W]`
+        nearest = self.steps.nearest
+        # Pillow's grey of each palette file's own colours, where the code made the masks grey.
+        greys = [palette_grey(data) if self.grey and data[25:26] == b"\x03" else None for _, data in sources]
+        if self.values.dtype == torch.uint8 and all(g is None for g in greys):
+            # Bytes to bytes: the table and the padding are `byte_masks`' own.
+            table, fill = bytes(self.values[:256].tolist()), int(self.values[256])
+            _hpuload.byte_masks(sources, drawn, h, w, fill, into.data_ptr(), table, nearest=nearest)
+            return
+        raw = torch.empty((n, h, w), dtype=torch.uint8)
+        _hpuload.byte_masks(sources, drawn, h, w, 0, raw.data_ptr(), None, nearest=nearest)
+        if any(g is not None for g in greys):
+            identity = torch.arange(256, dtype=torch.uint8)
+            tables = torch.stack([identity if g is None else g for g in greys])
+            raw = torch.gather(tables, 1, raw.view(n, -1).long()).view(n, h, w)
+        made = self.values.index_select(0, raw.view(-1).int()).view(n, h, w)
         if self.pads:
-            shown = torch.empty((len(sources), h, w), dtype=torch.uint8)
-            _hpuload.byte_masks(sources, drawn, h, w, 0, shown.data_ptr(), bytes([1]) * 256, nearest=self.steps.nearest)
-        into = into.view(len(sources), h, w)  # one sample's alone is `[H, W]`
-        for k, (_, data) in enumerate(sources):
-            held = raw[k].long()
-            grey = palette_grey(data) if self.grey else None
-            made = self.values[held if grey is None else grey[held].long()]
-            into[k] = made if shown is None else torch.where(shown[k].bool(), made, self.values[256])
+            # Where the padding shows, what albumentations pads the code's mask with.
+            shown = torch.empty((n, h, w), dtype=torch.uint8)
+            _hpuload.byte_masks(sources, drawn, h, w, 0, shown.data_ptr(), bytes([1]) * 256, nearest=nearest)
+            made = torch.where(shown.bool(), made, self.values[256])
+        into.copy_(made)
 
     _replacements = Masks._replacements
 
