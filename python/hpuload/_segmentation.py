@@ -1116,6 +1116,14 @@ def palette_grey(data: bytes) -> torch.Tensor | None:
     return None
 
 
+def same_mask_steps(a: MaskSteps, b: MaskSteps) -> bool:
+    """Whether two `MaskSteps` move and map masks alike (their tables compared by value)."""
+    tables = (a.table is None and b.table is None) or (
+        a.table is not None and b.table is not None and torch.equal(a.table, b.table)
+    )
+    return tables and a._replace(table=None) == b._replace(table=None)
+
+
 class FileMasks(TableMasks):
     """The masks of a Dataset class of the user's own that returns an image and its mask
     (`return image, mask` after `transform(image=image, mask=mask)`, an albumentations
@@ -1148,8 +1156,8 @@ class FileMasks(TableMasks):
         self.pads = steps.placed or (not steps.resized and steps.nearest == "pillow")
         #: The code made the mask grey: a palette's indices become their luma first.
         self.grey = mask.image.before == (_probe.GREY,)
-        #: `[1, H, W]` per sample; NumPy arrays per sample for a collate_fn.
-        self.channel, self.numpy = mask.channel, mask.kind == "numpy"
+        #: `[1, H, W]` per sample.
+        self.channel = mask.channel
         self._table = None
         self._made_as = values.dtype
         Masks.__init__(self, _TableColumn(self), _TableSizes(self), tuple(steps.crop), MaskForm(dtype=values.dtype), dataset)
@@ -1228,10 +1236,6 @@ class FileMasks(TableMasks):
     def _mask_name(self, index: int) -> str:
         return self.files[index]
 
-    def _handed(self, mask: torch.Tensor):
-        mask = mask.unsqueeze(0) if self.channel else mask
-        return mask.numpy() if self.numpy else mask
-
     def static(self, images: torch.Tensor, records: Any, indices: list[int], plans=None):
         """Without a collate_fn: `[images, masks]`, as `default_collate` stacks the pairs."""
         self.read(indices)
@@ -1242,4 +1246,4 @@ class FileMasks(TableMasks):
         """Per sample `(image, mask)` as the Dataset returns it, for the user's collate_fn."""
         self.read(indices)
         masks = self._batch(indices, plans, images)
-        return [self.shape.sample(images[k], self._handed(masks[k])) for k in range(len(indices))]
+        return [self.shape.sample(images[k], masks[k].unsqueeze(0) if self.channel else masks[k]) for k in range(len(indices))]

@@ -583,6 +583,9 @@ def _listed_source(dataset, pipeline):
                 pipeline, dtype, mask_steps = _albumentations.translate_with_mask(transform)
                 if tensor == "cv2" and not rgb:
                     pipeline = _albumentations.in_bgr(pipeline)  # BGR arrays computed on as they are
+                if "masks" in common and not _segmentation.same_mask_steps(mask_steps, common["masks"].steps):
+                    # A transform reassigned that moves the masks otherwise: torch's loader.
+                    raise Unsupported("the new transform moves or maps the masks otherwise than the loader set them up")
                 common["mask steps"] = mask_steps
                 return pipeline, dtype, None
             if (arrays or _albumentations.is_compose(transform)) and _probe.CENTRE_SQUARE in before:
@@ -875,12 +878,7 @@ def _check_masks_handed_out(dataset, masks: "_segmentation.FileMasks") -> None:
             continue  # a damaged file: the loader names it and replaces its sample
         mask = masks.shape.mask_of(got)
         kind = "a tensor" if isinstance(mask, torch.Tensor) else type(mask).__name__
-        if masks.numpy:
-            import numpy as np
-
-            fits = isinstance(mask, np.ndarray) and torch.from_numpy(np.zeros(0, mask.dtype)).dtype == masks.values.dtype
-        else:
-            fits = isinstance(mask, torch.Tensor) and mask.dtype == masks.values.dtype
+        fits = isinstance(mask, torch.Tensor) and mask.dtype == masks.values.dtype
         if not fits or tuple(mask.shape) != want:
             raise _Unfit(
                 f"{type(dataset).__name__}.__getitem__({i}) hands out its mask as {kind} of "

@@ -394,3 +394,21 @@ def test_a_letterbox_pads_each_mask_with_its_fill_after_the_codes_values(folders
     ds = Carvana(folders / "images", folders / masks, letterbox, values=values)
     ours = list(native(ds, batch_size=6, backend="cpu"))
     assert all(same(a, b) for a, b in zip(ours, tud.DataLoader(ds, batch_size=6)))
+
+
+def test_a_transform_reassigned_between_epochs_is_followed_or_sent_to_torchs_loader(folders):
+    """Flips of another probability move the masks alike: the loader goes on natively, and
+    the epoch after gives the new transform's flips; a resize to another size would move
+    them otherwise: torch's loader takes over, with a warning, and gives its batches."""
+    ds = Carvana(folders / "images", folders / "masks", EVAL)
+    loader = native(ds, batch_size=6, backend="cpu")
+    list(loader)
+    ds.transform = A.Compose([A.Resize(height=40, width=56), A.HorizontalFlip(p=1.0), ZERO_ONE, ToTensorV2()])
+    flipped = list(loader)
+    for (x, y), (tx, ty) in zip(flipped, tud.DataLoader(ds, batch_size=6)):
+        assert torch.equal(x, tx) and torch.equal(y, ty)
+    ds.transform = A.Compose([A.Resize(height=24, width=32), ZERO_ONE, ToTensorV2()])
+    with pytest.warns(FallbackWarning):
+        resized = list(loader)
+    assert all(same(a, b) for a, b in zip(resized, tud.DataLoader(ds, batch_size=6)))
+    assert resized[0][1].shape == (6, 24, 32)
