@@ -765,14 +765,21 @@ class Masks:
         n = len(self.dataset) if self.dataset is not None else 0
         for step in range(1, min(16, n)):
             other = (index + step) % n
-            got = _under_seed(self.dataset.__getitem__, (other,), other)
-            if isinstance(got, tuple) and len(got) == 2 and all(isinstance(t, torch.Tensor) for t in got):
-                return other, got
+            pair = self._own_pair(_under_seed(self.dataset.__getitem__, (other,), other))
+            if pair is not None:
+                return other, pair
         raise SampleError(
             f"sample {what}: its mask cannot be made, and no other sample could replace it: {error}",
             self._mask_name(index),
             "mask",
         )
+
+    def _own_pair(self, got) -> tuple | None:
+        """`(image, mask)` of what the dataset's `__getitem__` gave (`_own_sample`), or None
+        where it gave none (an error, as `_under_seed` returns it)."""
+        if isinstance(got, tuple) and len(got) == 2 and all(isinstance(t, torch.Tensor) for t in got):
+            return got
+        return None
 
     def _mask_name(self, index: int) -> str:
         """The file (or COCO image) sample `index`'s mask comes from."""
@@ -1130,9 +1137,9 @@ class FileMasks(TableMasks):
     `Compose`, as hand-written U-Net scripts do): each sample's mask file (a PNG of one byte a
     pixel, grey or palette) read as the batch needs it, moved as its image by the `Compose`'s
     `MaskSteps` (`TableMasks._drawn`), then its values made as the Dataset's code makes them
-    (`_probe.MaskArray.values`, a table of 256 entries: the same function of each byte the
-    file holds; after Pillow's grey of a palette first, `palette_grey`, where the code made the
-    mask grey), in the dtype and layout the code hands out. A mask that cannot be read, or is
+    (`_probe.MaskArray.values`: the same function of each of the 256 bytes the file may hold,
+    after Pillow's grey of a palette first, `palette_grey`, where the code made the mask grey,
+    then what the padding holds), in the dtype and layout the code hands out. A mask that cannot be read, or is
     not its image's size, is named and its sample replaced by another of the batch (where none
     has one, by the Dataset's own sample of a later index)."""
 
@@ -1156,6 +1163,9 @@ class FileMasks(TableMasks):
         self.pads = steps.placed or (not steps.resized and steps.nearest == "pillow")
         #: The code made the mask grey: a palette's indices become their luma first.
         self.grey = mask.image.before == (_probe.GREY,)
+        #: Read by OpenCV's grey read, which takes grey PNGs as stored (a palette's colours it
+        #: makes grey by weights of its own).
+        self.opencv = mask.image.tensor == "cv2"
         #: `[1, H, W]` per sample.
         self.channel = mask.channel
         self._table = None
@@ -1182,6 +1192,8 @@ class FileMasks(TableMasks):
                     data = "a damaged PNG (its header cannot be read)"
                 elif facts is None or facts[0] not in ("L", "P") or not data.startswith(b"\x89PNG"):
                     data = "no PNG of one byte a pixel"
+                elif self.opencv and facts[0] != "L":
+                    data = "a palette PNG, whose colours cv2.imread makes grey by its own weights"
                 elif isinstance(size, tuple) and tuple(facts[1:]) != size:
                     data = f"a mask of {facts[1]}x{facts[2]} for an image of {size[0]}x{size[1]}"
             self._rows[i] = (size, name, data)
@@ -1213,25 +1225,13 @@ class FileMasks(TableMasks):
         into.copy_(made)
 
     _replacements = Masks._replacements
+    _own_sample = Masks._own_sample
 
-    def _own_sample(self, index: int, what: str, error: Exception) -> tuple[int, tuple]:
-        """`(index, (image, mask))`: the Dataset's own sample of the first index after
-        `index` that gives one (`Masks._own_sample`), its mask `[H, W]`."""
-        from . import SampleError
-        from ._reference_steps import _under_seed
-
-        n = len(self.dataset)
-        for step in range(1, min(16, n)):
-            other = (index + step) % n
-            got = _under_seed(self.dataset.__getitem__, (other,), other)
-            if isinstance(got, (tuple, list, dict)) and not (isinstance(got, tuple) and got and got[0] == "raised"):
-                image, mask = self.shape.of(got), self.shape.mask_of(got)
-                return other, (image, torch.as_tensor(mask).reshape(self.crop))
-        raise SampleError(
-            f"sample {what}: its mask cannot be made, and no other sample could replace it: {error}",
-            self._mask_name(index),
-            "mask",
-        )
+    def _own_pair(self, got) -> tuple | None:
+        """The image and the mask (`[H, W]`) of the Dataset's own sample, as it returns them."""
+        if not isinstance(got, (tuple, list, dict)) or (isinstance(got, tuple) and got and got[0] == "raised"):
+            return None
+        return self.shape.of(got), torch.as_tensor(self.shape.mask_of(got)).reshape(self.crop)
 
     def _mask_name(self, index: int) -> str:
         return self.files[index]
