@@ -9,8 +9,10 @@ albumentations' own for the plans hpuload drew (python/tests/test_segmentation_d
 usage: python segmentation_dataset_fuzz.py FOLDER [CASES=200] [SEED=0]
   FOLDER  class folders of JPEG or PNG photos (e.g. `hpuload make-dataset`'s)
 Outcomes: same (native, equal), fallback (torch's loader, reason given), SILENT (native and
-different: a bug), ERROR (hpuload raised where torch's loader did not), torch raises (both
-the class and hpuload's loader refuse or raise).
+different, or native where torch's loader raises: a bug), ERROR (hpuload raised where torch's
+loader did not), torch raises (and hpuload's loader falls back or raises too), skipped (named)
+(torch's loader raises on a sample hpuload names and replaces, as it does any sample it cannot
+make: a crop larger than an image).
 env ONLY=N: run case N alone and print its class's source.
 """
 import os
@@ -86,8 +88,8 @@ RETURNS = ["return image, m", "return [image, m]", 'return {"image": image, "mas
 
 def case_source(rng: np.random.Generator) -> str:
     read = rng.choice(list(READS))
-    dtype = rng.choice(["", ", dtype=np.float32", ", dtype=np.uint8"])
-    astype = rng.choice(["", ".astype(np.float32)"])
+    dtype = rng.choice(["", ", dtype=np.float32", ", dtype=np.uint8", ", dtype=np.float16", ", dtype=np.int16"])
+    astype = rng.choice(["", ".astype(np.float32)", ".astype(np.float16)"])
     reading = READS[read].format(dtype=dtype, astype=astype)
     steps = [VALUES[k] for k in rng.choice(len(VALUES), size=rng.integers(0, 3), replace=False)]
     if rng.random() < 0.05:
@@ -183,7 +185,13 @@ def run(source: str, images, masks):
         except Exception as e:  # noqa: BLE001
             ours = e
     fell = [str(w.message) for w in caught if issubclass(w.category, ht.FallbackWarning)]
+    skipped = [str(w.message) for w in caught if issubclass(w.category, ht.SkippedSampleWarning)]
     if isinstance(theirs, Exception):
+        if not isinstance(ours, Exception) and not fell and skipped:
+            # hpuload's policy for a sample it cannot make: named and replaced, the run goes on.
+            return "skipped (named)", skipped[0][:200]
+        if not isinstance(ours, Exception) and not fell:
+            return "SILENT", f"torch's loader raises {type(theirs).__name__}: {theirs}"[:200] + "; hpuload gives batches"
         return "torch raises", f"{type(theirs).__name__}: {theirs}"[:160]
     if isinstance(ours, Exception):
         return "ERROR", f"{type(ours).__name__}: {ours}"[:300]

@@ -872,10 +872,12 @@ def _check_masks_handed_out(dataset, masks: "_segmentation.FileMasks") -> None:
     from ._reference_steps import _under_seed
 
     want = (1, *masks.crop) if masks.channel else tuple(masks.crop)
+    raised = []
     for i in range(min(4, len(dataset))):
         got = _under_seed(dataset.__getitem__, (i,), i)
         if isinstance(got, tuple) and got and got[0] == "raised":
-            continue  # a damaged file: the loader names it and replaces its sample
+            raised.append(got[1])  # a damaged file: the loader names it and replaces its sample
+            continue
         mask = masks.shape.mask_of(got)
         kind = "a tensor" if isinstance(mask, torch.Tensor) else type(mask).__name__
         fits = isinstance(mask, torch.Tensor) and mask.dtype == masks.values.dtype
@@ -887,6 +889,13 @@ def _check_masks_handed_out(dataset, masks: "_segmentation.FileMasks") -> None:
                 FallbackReason.DATASET,
             )
         return
+    if raised:
+        # No sample at all: the class's code refuses what it was given (a mask dtype its
+        # transform does not take), and torch's loader raises its error.
+        raise _Unfit(
+            f"{type(dataset).__name__}.__getitem__ raises {raised[0]} for each of its first {len(raised)} indices",
+            FallbackReason.DATASET,
+        )
 
 
 def _form_and_output(probed: "_probe.Probed") -> tuple:

@@ -412,3 +412,15 @@ def test_a_transform_reassigned_between_epochs_is_followed_or_sent_to_torchs_loa
         resized = list(loader)
     assert all(same(a, b) for a, b in zip(resized, tud.DataLoader(ds, batch_size=6)))
     assert resized[0][1].shape == (6, 24, 32)
+
+
+def test_a_class_that_raises_for_its_first_samples_goes_to_torchs_loader_which_raises(folders, tmp_path):
+    """Masks all of another size than their images (albumentations refuses each pair): the
+    class raises for every index, so the loader falls back and torch's raises its error."""
+    small = tmp_path / "small"
+    small.mkdir()
+    for path in sorted((folders / "masks").iterdir()):
+        Image.new("L", (9, 7)).save(small / path.name)
+    ds = Carvana(folders / "images", small, EVAL)
+    said = fallback_reason(ds, batch_size=4)
+    assert "raises" in said and "first 4 indices" in said
