@@ -313,7 +313,7 @@ def translate(compose: Any, output=None, before: tuple = ()) -> tuple[str, str]:
     return _read_grey(pipeline, before), dtype
 
 
-def translate_with_mask(compose: Any) -> tuple[str, str, "MaskSteps"]:
+def translate_with_mask(compose: Any, output=None) -> tuple[str, str, "MaskSteps"]:
     """`(pipeline JSON, dtype, MaskSteps)` for an albumentations `Compose` given an RGB image
     and a mask of one byte a pixel (transformers' `run_semantic_segmentation.py`: a `Lambda`
     on the mask, `PadIfNeeded`, `RandomCrop`, a flip, `Normalize`, `ToTensorV2` to train; a
@@ -321,14 +321,20 @@ def translate_with_mask(compose: Any) -> tuple[str, str, "MaskSteps"]:
     moves only by the padded random crop, the resize, `LongestMaxSize` then `PadIfNeeded`
     (the letterbox), or a `CenterCrop` or `RandomCrop` (of the image, or of its `Resize` or
     `SmallestMaxSize`, flips between them), and the flips after them: a step that would move
-    it otherwise (or fill it, as `CoarseDropout` may) is refused."""
+    it otherwise (or fill it, as `CoarseDropout` may) is refused. `output` (`_probe.Output`):
+    a Dataset of the user's own hands out the arrays of a Compose that does not end in
+    `ToTensorV2` as its code changed them (`translate`'s), its masks as NumPy arrays."""
     from ._segmentation import MaskSteps
 
     steps = _checked_steps(compose)
     table = None
     while steps and _name(steps[0]) == "Lambda":
         table = _mask_table(steps.pop(0), table)
-    if not steps or _name(steps[-1]) != "ToTensorV2" or _p(steps[-1]) != 1.0 or getattr(steps[-1], "transpose_mask", False):
+    if output is not None:
+        if steps and _name(steps[-1]) == "ToTensorV2":
+            raise Unsupported("the albumentations Compose ends in ToTensorV2 now, and the Dataset's code was learnt on its arrays")
+        steps = [*steps, None]  # where `ToTensorV2` would be: the steps below stop before it
+    elif not steps or _name(steps[-1]) != "ToTensorV2" or _p(steps[-1]) != 1.0 or getattr(steps[-1], "transpose_mask", False):
         raise Unsupported("an albumentations Compose given a mask that does not end in ToTensorV2 (hpuload gives the mask's [H, W] tensor)")
     crops = [k for k, t in enumerate(steps) if _name(t) in ("CenterCrop", "RandomCrop")]
     if crops and not getattr(steps[crops[0]], "pad_if_needed", False) and _name(steps[0]) != "PadIfNeeded":
@@ -348,7 +354,7 @@ def translate_with_mask(compose: Any) -> tuple[str, str, "MaskSteps"]:
             )
         for t in steps[k + 1 : -1]:
             _leaves_mask(t)
-        pipeline, dtype = _translate(steps[:-1], open_end=False)
+        pipeline, dtype = _translate(steps[:-1], open_end=False, output=output)
         return pipeline, dtype, MaskSteps(tuple(_size(steps[k])), 0, table, nearest="opencv")
     if _name(steps[0]) == "Resize":
         resize = steps[0]
@@ -360,7 +366,7 @@ def translate_with_mask(compose: Any) -> tuple[str, str, "MaskSteps"]:
             )
         for t in steps[1:-1]:
             _leaves_mask(t)
-        pipeline, dtype = _translate(steps[:-1], open_end=False)
+        pipeline, dtype = _translate(steps[:-1], open_end=False, output=output)
         return pipeline, dtype, MaskSteps(tuple(_size(resize)), 0, table, resized=True, nearest="opencv")
     if _name(steps[0]) == "LongestMaxSize" and len(steps) > 1 and _name(steps[1]) == "PadIfNeeded":
         # The letterbox: the mask resized as the image, then padded centred with `fill_mask`.
@@ -374,7 +380,7 @@ def translate_with_mask(compose: Any) -> tuple[str, str, "MaskSteps"]:
             raise Unsupported(f"albumentations' PadIfNeeded of a mask with border mode {pad.border_mode} (hpuload fills a mask's padding)")
         for t in steps[2:-1]:
             _leaves_mask(t)
-        pipeline, dtype = _translate(steps[:-1], open_end=False)
+        pipeline, dtype = _translate(steps[:-1], open_end=False, output=output)
         size = (int(pad.min_height), int(pad.min_width))
         return pipeline, dtype, MaskSteps(size, _mask_fill(pad), table, nearest="opencv", placed=True)
     if _name(steps[0]) == "PadIfNeeded" and len(steps) > 1 and _name(steps[1]) == "RandomCrop":
@@ -390,7 +396,7 @@ def translate_with_mask(compose: Any) -> tuple[str, str, "MaskSteps"]:
         raise Unsupported(f"albumentations' {_name(pad)} of a mask with border mode {pad.border_mode} (hpuload fills a mask's padding)")
     for t in after:
         _leaves_mask(t)
-    pipeline, dtype = _translate(steps[:-1], open_end=False)
+    pipeline, dtype = _translate(steps[:-1], open_end=False, output=output)
     return pipeline, dtype, MaskSteps(tuple(_size(crop)), _mask_fill(pad), table)
 
 

@@ -1166,8 +1166,10 @@ class FileMasks(TableMasks):
         #: Read by OpenCV's grey read, which takes grey PNGs as stored (a palette's colours it
         #: makes grey by weights of its own).
         self.opencv = mask.image.tensor == "cv2"
-        #: `[1, H, W]` per sample.
-        self.channel = mask.channel
+        #: `[1, H, W]` per sample; NumPy arrays (the Compose's, without `ToTensorV2`) per
+        #: sample for a collate_fn, of the mask and (`numpy_images`, set by the loader) of the
+        #: image.
+        self.channel, self.numpy, self.numpy_images = mask.channel, mask.kind == "numpy", False
         self._table = None
         self._made_as = values.dtype
         Masks.__init__(self, _TableColumn(self), _TableSizes(self), tuple(steps.crop), MaskForm(dtype=values.dtype), dataset)
@@ -1229,7 +1231,7 @@ class FileMasks(TableMasks):
 
     def _own_pair(self, got) -> tuple | None:
         """The image and the mask (`[H, W]`) of the Dataset's own sample, as it returns them."""
-        if not isinstance(got, (tuple, list, dict)) or (isinstance(got, tuple) and got and got[0] == "raised"):
+        if not isinstance(got, (tuple, list, dict)) or (isinstance(got, tuple) and got and isinstance(got[0], str) and got[0] == "raised"):
             return None
         return self.shape.of(got), torch.as_tensor(self.shape.mask_of(got)).reshape(self.crop)
 
@@ -1246,4 +1248,8 @@ class FileMasks(TableMasks):
         """Per sample `(image, mask)` as the Dataset returns it, for the user's collate_fn."""
         self.read(indices)
         masks = self._batch(indices, plans, images)
-        return [self.shape.sample(images[k], masks[k].unsqueeze(0) if self.channel else masks[k]) for k in range(len(indices))]
+        out = []
+        for k in range(len(indices)):
+            image, mask = images[k], masks[k].unsqueeze(0) if self.channel else masks[k]
+            out.append(self.shape.sample(image.numpy() if self.numpy_images else image, mask.numpy() if self.numpy else mask))
+        return out

@@ -580,7 +580,7 @@ def _listed_source(dataset, pipeline):
                         "a mask given with an image that is not what cv2.imread read or the NumPy array of an opened "
                         "image, as stored, or to a transform that is no albumentations Compose"
                     )
-                pipeline, dtype, mask_steps = _albumentations.translate_with_mask(transform)
+                pipeline, dtype, mask_steps = _albumentations.translate_with_mask(transform, output)
                 if tensor == "cv2" and not rgb:
                     pipeline = _albumentations.in_bgr(pipeline)  # BGR arrays computed on as they are
                 if "masks" in common and not _segmentation.same_mask_steps(mask_steps, common["masks"].steps):
@@ -854,6 +854,9 @@ def _listed_source(dataset, pipeline):
             )
         except Unsupported as e:
             raise _Unfit(str(e), FallbackReason.TRANSFORM) from e
+        # Arrays handed out as the class's code changed them: each sample's image an array
+        # for a collate_fn, as its mask may be.
+        masks.numpy_images = output is not None and output.kind == "numpy"
         _check_masks_handed_out(bases[0], masks)
         common["masks"] = source["targets"] = masks
     if output is not None:
@@ -875,12 +878,17 @@ def _check_masks_handed_out(dataset, masks: "_segmentation.FileMasks") -> None:
     raised = []
     for i in range(min(4, len(dataset))):
         got = _under_seed(dataset.__getitem__, (i,), i)
-        if isinstance(got, tuple) and got and got[0] == "raised":
+        if isinstance(got, tuple) and got and isinstance(got[0], str) and got[0] == "raised":
             raised.append(got[1])  # a damaged file: the loader names it and replaces its sample
             continue
         mask = masks.shape.mask_of(got)
         kind = "a tensor" if isinstance(mask, torch.Tensor) else type(mask).__name__
-        fits = isinstance(mask, torch.Tensor) and mask.dtype == masks.values.dtype
+        if masks.numpy:
+            import numpy as np
+
+            fits = isinstance(mask, np.ndarray) and torch.from_numpy(np.zeros(0, mask.dtype)).dtype == masks.values.dtype
+        else:
+            fits = isinstance(mask, torch.Tensor) and mask.dtype == masks.values.dtype
         if not fits or tuple(mask.shape) != want:
             raise _Unfit(
                 f"{type(dataset).__name__}.__getitem__({i}) hands out its mask as {kind} of "

@@ -275,7 +275,6 @@ class ReadsOtherwise(Carvana):
         ("sum", EVAL, ".max"),
         ("crop", EVAL, "the mask indexed by"),
         ("plain", A.Compose([A.Resize(40, 56), A.Rotate(limit=35, p=1.0), ZERO_ONE, ToTensorV2()]), "Rotate"),
-        ("plain", A.Compose([A.Resize(40, 56), ZERO_ONE]), "ToTensorV2"),
     ],
 )
 def test_what_would_read_or_move_the_mask_otherwise_goes_to_torchs_loader_named(folders, how, transform, reason):
@@ -424,3 +423,47 @@ def test_a_class_that_raises_for_its_first_samples_goes_to_torchs_loader_which_r
     ds = Carvana(folders / "images", small, EVAL)
     said = fallback_reason(ds, batch_size=4)
     assert "raises" in said and "first 4 indices" in said
+
+
+class KaggleArrays(tud.Dataset):
+    """A Kaggle notebook's class: a `Compose` without `ToTensorV2`, its arrays made tensors
+    (or handed out as arrays) by the class's own code."""
+
+    def __init__(self, root, transform, how):
+        self.root, self.transform, self.how = root, transform, how
+        self.images = sorted(os.listdir(root / "images"))
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, i):
+        img = cv2.cvtColor(cv2.imread(str(self.root / "images" / self.images[i])), cv2.COLOR_BGR2RGB)
+        mask = cv2.imread(str(self.root / "masks" / self.images[i].replace(".jpg", "_mask.png")), 0)
+        mask = (mask > 127).astype(np.uint8)
+        augmented = self.transform(image=img, mask=mask)
+        img, mask = augmented["image"], augmented["mask"]
+        if self.how == "tensors":
+            img = img.transpose(2, 0, 1) / 255.0
+            return torch.tensor(img, dtype=torch.float), torch.tensor(mask, dtype=torch.long)
+        if self.how == "from_numpy":
+            return torch.from_numpy(img.transpose(2, 0, 1)).float() / 255, torch.from_numpy(mask).long()
+        return img.transpose(2, 0, 1).astype(np.float32), mask.astype(np.float32)
+
+
+def equal(a, b) -> bool:
+    """Equal values of one structure, tensors and arrays of one type, dtype and shape."""
+    if isinstance(a, (torch.Tensor, np.ndarray)):
+        return type(a) is type(b) and a.dtype == b.dtype and a.shape == b.shape and bool((a == b).all())
+    return type(a) is type(b) and len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("how", ["tensors", "from_numpy", "arrays", "as returned"])
+@pytest.mark.parametrize("collate", [None, tud.default_collate, list])
+def test_a_compose_without_totensorv2_whose_arrays_the_class_converts_gives_torchs_batches(folders, how, collate):
+    ds = KaggleArrays(folders, A.Compose([A.Resize(40, 56), A.HorizontalFlip(p=1.0)]), how)
+    if how == "as returned":  # the U-Net tutorial's class, its Compose's arrays returned as they are
+        ds = Carvana(folders / "images", folders / "masks", A.Compose([A.Resize(40, 56), ZERO_ONE]))
+    ours = list(native(ds, batch_size=5, backend="cpu", collate_fn=collate))
+    assert equal(ours, list(tud.DataLoader(ds, batch_size=5, collate_fn=collate)))
+    if collate is list and how == "arrays":
+        assert isinstance(ours[0][0][0], np.ndarray) and isinstance(ours[0][0][1], np.ndarray)
