@@ -80,6 +80,15 @@ NORMS = [
 ]
 
 AFTER = ["", "m = m.long()", "m = m.float()", "m = m.unsqueeze(0)", "m = m.unsqueeze(0).float()", "m = m[None]"]
+#: After a `Compose` without `ToTensorV2`: what a Kaggle notebook does with its arrays.
+ARRAYS_AFTER = [
+    "",
+    "image = image.transpose(2, 0, 1)",
+    "image = torch.tensor(image.transpose(2, 0, 1) / 255.0, dtype=torch.float); m = torch.tensor(m, dtype=torch.long)",
+    "image = torch.from_numpy(image.transpose(2, 0, 1)).float(); m = torch.from_numpy(m).long()",
+    "m = m.astype(np.float32)",
+    "m = torch.from_numpy(m)[None]",
+]
 #: What needs pixels (one case in twenty).
 NEEDS_PIXELS = ["m = m.sum()", "m = m.max() - m", "m = m[::2]", "m = m.numpy()"]
 
@@ -106,9 +115,9 @@ def case_source(rng: np.random.Generator) -> str:
     )
     compose = COMPOSES[rng.integers(len(COMPOSES))].format(**size)
     norm = NORMS[rng.integers(len(NORMS))]
-    tail = "ToTensorV2()" if rng.random() < 0.9 else ""
+    tail = "ToTensorV2()" if rng.random() < 0.75 else ""
     parts = ", ".join(p for p in (compose, norm, tail) if p)
-    after = AFTER[rng.integers(len(AFTER))] if tail else ""
+    after = AFTER[rng.integers(len(AFTER))] if tail else ARRAYS_AFTER[rng.integers(len(ARRAYS_AFTER))]
     if tail and rng.random() < 0.05:
         after = NEEDS_PIXELS[rng.integers(len(NEEDS_PIXELS))]
     image_read = rng.choice(

@@ -295,6 +295,54 @@ class LazyImage:
     def __floordiv__(self, other):
         return self._mask_op("__floordiv__", other)
 
+    def __rsub__(self, other):
+        return self._mask_op("__rsub__", other)
+
+    def __radd__(self, other):
+        return self._mask_op("__radd__", other)
+
+    def __mod__(self, other):
+        return self._mask_op("__mod__", other)
+
+    def __pow__(self, other):
+        return self._mask_op("__pow__", other)
+
+    def __and__(self, other):
+        return self._mask_op("__and__", other)
+
+    def __or__(self, other):
+        return self._mask_op("__or__", other)
+
+    def __invert__(self):
+        return self._mask_op("__invert__")
+
+    def __neg__(self):
+        return self._mask_op("__neg__")
+
+    def __iadd__(self, other):
+        return self._mask_op("__iadd__", other)
+
+    def __isub__(self, other):
+        return self._mask_op("__isub__", other)
+
+    def __ifloordiv__(self, other):
+        return self._mask_op("__ifloordiv__", other)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        mask = self._cv2_mask()
+        if mask is None:
+            raise NeedsPixels(f"np.{ufunc.__name__} of the image")
+        inputs = tuple(mask if x is self else x for x in inputs)
+        if "out" in kwargs:
+            kwargs["out"] = tuple(mask if x is self else x for x in kwargs["out"])
+        return mask.__array_ufunc__(ufunc, method, *inputs, **kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        mask = self._cv2_mask()
+        if mask is None:
+            raise NeedsPixels(f"np.{func.__name__} of the image")
+        return mask.__array_function__(func, types, tuple(mask if x is self else x for x in args), kwargs)
+
     def __setitem__(self, key, value):
         self._mask_op("__setitem__", key, value)
 
