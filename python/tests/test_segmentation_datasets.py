@@ -216,6 +216,18 @@ def test_the_media_engine_gives_the_images_within_their_floor_and_the_masks_exac
         assert torch.equal(y1, y2)
 
 
+def test_the_media_engine_and_the_cpu_path_flip_the_same_samples_and_masks(folders):
+    """The plan is the loader's, whichever backend decodes: the same flips fall for the same
+    seed, and each mask is the same."""
+    ds = Carvana(folders / "images", folders / "masks", TRAIN)
+    for (x1, y1), (x2, y2) in zip(
+        native(ds, batch_size=6, backend="auto", seed=5), native(ds, batch_size=6, backend="cpu", seed=5)
+    ):
+        assert torch.equal(y1, y2)
+        mse = ((x1 - x2) ** 2).mean().item()
+        assert 10 * np.log10(1 / max(mse, 1e-12)) > 30
+
+
 def test_a_resumed_run_gives_the_same_images_and_masks(folders):
     ds = Carvana(folders / "images", folders / "masks", TRAIN)
     rest, resumed = resumed_after(lambda: native(ds, batch_size=3, shuffle=True, backend="cpu", seed=11), 2)
