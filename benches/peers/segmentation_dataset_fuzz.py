@@ -159,19 +159,22 @@ def same(a, b) -> bool:
 
 
 def write_masks(images, out, rng) -> list[str]:
-    """A mask per image of its size: an 8-bit grey PNG of 0 and 255 blocks, of levels 0-5, or
-    a palette PNG of indices 0-5 (of a palette of its own)."""
+    """A mask per image of its size: an 8-bit grey PNG of 0 and 255 blocks, of levels 0-5, a
+    palette PNG (or GIF) of indices 0-5 (of a palette of its own), or an RGB JPEG of grey
+    levels 0-200."""
     paths = []
     for k, path in enumerate(images):
         w, h = Image.open(path).size
-        kind = rng.choice(["binary", "levels", "palette"])
+        kind = rng.choice(["binary", "levels", "palette", "palette", "gif", "jpeg"])
         blocks = rng.integers(0, 2 if kind == "binary" else 6, (h // 8 + 1, w // 8 + 1), dtype=np.uint8)
         values = np.kron(blocks, np.ones((8, 8), np.uint8))[:h, :w]
         mask = Image.fromarray(values * 255 if kind == "binary" else values, mode="L")
-        if kind == "palette":
+        if kind in ("palette", "gif"):
             mask = mask.convert("P")
             mask.putpalette([v for i in range(256) for v in ((i * 40 + k * 7) % 256, (i * 90) % 256, (i * 10 + k) % 256)])
-        paths.append(os.path.join(out, f"{k:03d}_{kind}.png"))
+        if kind == "jpeg":
+            mask = Image.fromarray(values * 40, mode="L").convert("RGB")
+        paths.append(os.path.join(out, f"{k:03d}_{kind}." + {"gif": "gif", "jpeg": "jpg"}.get(kind, "png")))
         mask.save(paths[-1])
     return paths
 
@@ -253,6 +256,8 @@ def main():
                 print(f"case {case}: {verdict} {why}")
                 if verdict == "SILENT":
                     print(source)
+            elif verdict == "skipped (named)" and os.environ.get("SHOW_SKIPS"):
+                print(f"case {case}: {verdict} {why}")
             elif verdict == "fallback":
                 key = why.split("): ")[-1][:90]
                 reasons[key] = reasons.get(key, 0) + 1

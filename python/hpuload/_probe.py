@@ -1388,16 +1388,15 @@ class MaskArray:
 
 
 def _mask_array(image: LazyImage) -> "MaskArray | None":
-    """`np.array` of an opened image that is a mask: a PNG of one byte a pixel opened as
-    stored (grey or palette: the byte values themselves, or the palette's indices) or made
-    grey by `.convert("L")`; None where it is none (an RGB image, a resized one)."""
+    """`np.array` of an opened image that is a mask: a file Pillow opens in a mode of one
+    byte a pixel, as stored (grey or palette: the byte values themselves, or the palette's
+    indices), or any file made grey by `.convert("L")` (a damaged one too: the loader names
+    it as it reads it); None where it is none (an RGB image, a resized one)."""
     import numpy as np
 
     if image.tensor or image.turned or image.rgb or image.before not in ((), (GREY,)):
         return None
-    mode = mode_of(image.path)
-    if mode not in ("L", "P") and not (mode is None and image.before == (GREY,)):
-        # (A damaged file made grey is a mask still: the loader names it as it reads it.)
+    if image.before == () and mode_of(image.path) not in ("L", "P"):
         return None
     return MaskArray(image, np.arange(256, dtype=np.uint8))
 

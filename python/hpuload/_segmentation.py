@@ -642,24 +642,17 @@ class CocoMasks:
                 raise Unsupported(f"{type(convert).__name__} does not give the reference's mask of image {self.ids[i]}")
 
 
-def _unfit_mask(path: str, grey_only: bool = False) -> str | None:
+def _unfit_mask(path: str) -> str | None:
     """Why the mask file at `path` is none `_hpuload.segmentation_masks` reads as Pillow does
-    (from its PNG header), or None. `grey_only`: as OpenCV's grey read gives it (an 8-bit grey
-    PNG's bytes; a palette's colours it makes grey by weights of its own)."""
+    (from its PNG header), or None."""
     try:
         with open(path, "rb") as f:
-            head = f.read(65536 if grey_only else 26)
+            head = f.read(26)
     except OSError as e:
         return f"unreadable ({e.strerror})"
-    if grey_only and _probe.png_chunk_before_data(head, (b"eXIf",)) is not None:
-        return "a PNG with an eXIf chunk, by whose orientation cv2.imread turns it"
-    if head[:8] == b"\x89PNG\r\n\x1a\n" and (len(head) < 26 or head[12:16] != b"IHDR"):
-        return "damaged"
     if len(head) < 26 or head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":
         return "no PNG"
     depth, colour = head[24], head[25]
-    if colour == 3 and grey_only:
-        return "a palette PNG, whose colours cv2.imread makes grey by its own weights"
     if colour == 3:
         return None  # palette indices, of any depth
     if colour == 0 and depth == 8:
@@ -1079,7 +1072,8 @@ def _size_of(data, header_facts, turned: bool):
 
 class _TableColumn:
     """`TableMasks.masks`: a batch row's mask as `_hpuload.segmentation_masks` takes it
-    (`(name, bytes)`), or `ValueError` naming why it cannot be made."""
+    (`(name, bytes)`; a plane a class's own reader gave, `(name, (height, width), bytes)`), or
+    `ValueError` naming why it cannot be made."""
 
     def __init__(self, masks: TableMasks):
         self.of = masks
@@ -1090,7 +1084,7 @@ class _TableColumn:
             raise ValueError(f"{name}: its image's size cannot be read ({size})")
         if isinstance(data, str):
             raise ValueError(f"{name}: {data}")
-        return (name, data)
+        return (name, *data) if isinstance(data, tuple) else (name, data)
 
 
 class _TableSizes:
@@ -1178,7 +1172,10 @@ class FileMasks(TableMasks):
         self.own: dict = {}
 
     def read(self, indices: list[int]) -> None:
-        """Reads the batch's mask files, and their images' sizes from their headers."""
+        """Reads the batch's mask files, and their images' sizes from their headers: a PNG of
+        one byte a pixel (grey, or palette where Pillow reads it) as its bytes, which
+        `byte_masks` decodes; any other file as the class's own reader gives it (Pillow's
+        `np.array` of it, perhaps made grey, or OpenCV's grey read), a plane of bytes."""
         self._rows = {}
         for i in indices:
             name = self.files[i]
@@ -1190,15 +1187,47 @@ class FileMasks(TableMasks):
                 data = f"cannot be read ({e.strerror})"
             if isinstance(data, bytes):
                 facts = _probe.header_facts(lambda offset, data=data: bytes(data[offset : offset + 4096]))
-                if facts is None and data.startswith(b"\x89PNG"):
-                    data = "a damaged PNG (its header cannot be read)"
-                elif facts is None or facts[0] not in ("L", "P") or not data.startswith(b"\x89PNG"):
-                    data = "no PNG of one byte a pixel"
-                elif self.opencv and facts[0] != "L":
-                    data = "a palette PNG, whose colours cv2.imread makes grey by its own weights"
+                png = data.startswith(b"\x89PNG") and facts is not None and facts[0] in ("L", "P")
+                if png and self.opencv:
+                    # OpenCV's grey read takes a grey PNG as stored, unless it turns it by an
+                    # EXIF orientation; a palette's colours it makes grey by its own weights.
+                    png = facts[0] == "L" and _probe.png_chunk_before_data(data, (b"eXIf",)) is None
+                if not png:
+                    data, facts = self._read_own(name, data)
+                if isinstance(data, str):
+                    pass  # why it cannot be read
                 elif isinstance(size, tuple) and tuple(facts[1:]) != size:
                     data = f"a mask of {facts[1]}x{facts[2]} for an image of {size[0]}x{size[1]}"
             self._rows[i] = (size, name, data)
+
+    def _read_own(self, name: str, data: bytes) -> tuple:
+        """`(plane, (mode, width, height))` of a mask file as the class's reader gives it
+        (OpenCV's grey read of the file; Pillow's array of it opened as stored, in a mode of
+        one byte a pixel, or made grey), or `(why not, None)`."""
+        import io
+
+        import numpy as np
+
+        try:
+            if self.opencv:
+                import cv2
+
+                mask = cv2.imread(name, cv2.IMREAD_GRAYSCALE)
+                if mask is None:
+                    return "OpenCV cannot read it", None
+            else:
+                from PIL import Image
+
+                with Image.open(io.BytesIO(data)) as im:
+                    if not self.grey and im.mode not in ("L", "P"):
+                        return f"in mode {im.mode}, not one byte a pixel", None
+                    mask = np.asarray(im.convert("L") if self.grey else im)
+        except Exception as e:  # noqa: BLE001 - a damaged file: named, its sample replaced
+            return f"cannot be decoded ({type(e).__name__}: {e})", None
+        if mask.dtype != np.uint8 or mask.ndim != 2:
+            return f"read as {mask.dtype} {tuple(mask.shape)}, not one byte a pixel", None
+        height, width = mask.shape
+        return ((height, width), np.ascontiguousarray(mask).tobytes()), ("L", width, height)
 
     def _make(self, sources: list, drawn: list, into: torch.Tensor) -> None:
         h, w = self.crop
@@ -1206,7 +1235,10 @@ class FileMasks(TableMasks):
         into = into.view(n, h, w)  # one sample's alone is `[H, W]`
         nearest = self.steps.nearest
         # Pillow's grey of each palette file's own colours, where the code made the masks grey.
-        greys = [palette_grey(data) if self.grey and data[25:26] == b"\x03" else None for _, data in sources]
+        greys = [
+            palette_grey(source[1]) if self.grey and len(source) == 2 and source[1][25:26] == b"\x03" else None
+            for source in sources
+        ]
         if self.values.dtype == torch.uint8 and all(g is None for g in greys):
             # Bytes to bytes: the table and the padding are `byte_masks`' own.
             table, fill = bytes(self.values[:256].tolist()), int(self.values[256])

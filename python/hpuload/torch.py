@@ -731,17 +731,9 @@ def _listed_source(dataset, pipeline):
             rows = more_each[0] if now_picks is None else [more_each[k][j] for k, j in now_picks]
             more_files = [[(path, 0) for path in files] for files in zip(*rows)]
         if masks_each:
-            # Images and their masks (one part): each sample's mask file, a PNG of one byte a
-            # pixel (checked once each).
+            # Images and their masks (one part): each sample's mask file, read as each batch
+            # needs it (`FileMasks.read`).
             files = masks_each[0] if now_picks is None else [masks_each[0][j] for _, j in now_picks]
-            masks_checked = folder_lists.setdefault("masks checked", set())
-            opencv = mask_look[0] == "cv2"
-            for path in dict.fromkeys(f for f in files if f not in masks_checked):
-                why = _segmentation._unfit_mask(path, grey_only=opencv)
-                if why is not None and why != "damaged" and not why.startswith("unreadable"):
-                    reads = "8-bit grey PNGs read by cv2.imread" if opencv else "PNGs of one byte a pixel"
-                    raise _Unfit(f"the mask {path} is {why} (hpuload reads masks from {reads})", D)
-                masks_checked.add(path)
             common["mask files"] = files
             if "masks" in common:
                 # Read again at an epoch's start: the loader's masks follow the files now.
