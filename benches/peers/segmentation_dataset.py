@@ -7,12 +7,13 @@ tutorial's validation `Compose`: `Resize(160, 240)`, `Normalize` to [0, 1], `ToT
 `train` (its training `Compose` without the `Rotate(35)` hpuload does not move masks by:
 `Resize(160, 240)`, `HorizontalFlip(0.5)`, `VerticalFlip(0.1)`, `Normalize`, `ToTensorV2`),
 `opencv` (`train`'s `Compose` over `cv2.imread` of the image, made RGB, and of the mask in
-grey, `mask / 255.0` in float32). The masks are made once per photo (blocks of 0 and 255,
+grey, `mask / 255.0` in float32), `gif` (`train` over GIF masks, as the Carvana set's are,
+which the class makes grey: read by Pillow, as the class reads them). The masks are made once per photo (blocks of 0 and 255,
 an 8-bit grey PNG, as Carvana's are binary) under `--masks`. Prints one JSON line per run:
 construction time (hpuload's includes its probe of `__getitem__`), the loader's type, and
 images/s over the measured epochs (the median; the first epoch warms up).
 
-usage: python segmentation_dataset.py --data DIR --loader hpuload|torch [--kind eval|train|opencv]
+usage: python segmentation_dataset.py --data DIR --loader hpuload|torch [--kind eval|train|opencv|gif]
        [--epochs 2] [--workers 2] [--batch 16] [--images 1000] [--masks /tmp/segmentation-masks]
 """
 
@@ -60,12 +61,12 @@ class OpenCVDataset(CarvanaDataset):
         return out["image"], out["mask"]
 
 
-def masks_for(images, root):
-    """A binary mask PNG per photo, of its size (made once)."""
+def masks_for(images, root, ext="png"):
+    """A binary mask per photo, of its size (made once): a grey PNG, or a GIF."""
     os.makedirs(root, exist_ok=True)
     out = []
     for k, path in enumerate(images):
-        name = os.path.join(root, f"{k:05d}_" + os.path.splitext(os.path.basename(path))[0] + "_mask.png")
+        name = os.path.join(root, f"{k:05d}_" + os.path.splitext(os.path.basename(path))[0] + "_mask." + ext)
         if not os.path.exists(name):
             w, h = Image.open(path).size
             rng = np.random.default_rng(k)
@@ -79,7 +80,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
     ap.add_argument("--loader", choices=["hpuload", "torch"], default="hpuload")
-    ap.add_argument("--kind", choices=["eval", "train", "opencv"], default="train")
+    ap.add_argument("--kind", choices=["eval", "train", "opencv", "gif"], default="train")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=16)
@@ -88,7 +89,7 @@ def main():
     a = ap.parse_args()
     images = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(a.data) for f in fs if f.lower().endswith((".jpg", ".jpeg", ".png")))
     images = images[:: max(1, len(images) // a.images)][: a.images]
-    masks = masks_for(images, a.masks)
+    masks = masks_for(images, a.masks, "gif" if a.kind == "gif" else "png")
     if a.kind == "eval":
         transform = A.Compose([A.Resize(height=160, width=240), ZERO_ONE, ToTensorV2()])
     else:
