@@ -1141,7 +1141,7 @@ class FileMasks(TableMasks):
         self.images, self.files = images, files
         #: What the Dataset returns (`_probe.Segmented`): a pair, or a dict of the two.
         self.shape = shape
-        self.steps, self.turned, self.column = steps, False, "mask"
+        self.steps = steps
         values = mask.values if mask.kind == "tensor" else torch.from_numpy(mask.values.copy())
         if steps.table is not None:
             # A `Lambda` on the mask first: its table of bytes, where the code computes nothing.
@@ -1164,7 +1164,6 @@ class FileMasks(TableMasks):
         #: sample for a collate_fn, of the mask and (`numpy_images`, set by the loader) of the
         #: image.
         self.channel, self.numpy, self.numpy_images = mask.channel, mask.kind == "numpy", False
-        self._table = None
         self._made_as = values.dtype
         Masks.__init__(self, _TableColumn(self), _TableSizes(self), tuple(steps.crop), MaskForm(dtype=values.dtype), dataset)
         self.plan_key = None
