@@ -119,6 +119,13 @@ class LazyImage:
 
         return Image.Image
 
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        """torch's functions given the opened image (`torch.unique(mask)` of a second file
+        read as a tensor): a TypeError naming the handle, raised before torch's own argument
+        parsing meets an object that is no tensor (which crashed the process now and then)."""
+        raise TypeError(f"{getattr(func, '__name__', func)}() was given a LazyImage, not a Tensor")
+
     def convert(self, mode=None, *args, **kwargs):
         self._pil_only(".convert")
         if self.tensor:
@@ -327,21 +334,6 @@ class LazyImage:
 
     def __ifloordiv__(self, other):
         return self._mask_op("__ifloordiv__", other)
-
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        mask = self._cv2_mask()
-        if mask is None:
-            raise NeedsPixels(f"np.{ufunc.__name__} of the image")
-        inputs = tuple(mask if x is self else x for x in inputs)
-        if "out" in kwargs:
-            kwargs["out"] = tuple(mask if x is self else x for x in kwargs["out"])
-        return mask.__array_ufunc__(ufunc, method, *inputs, **kwargs)
-
-    def __array_function__(self, func, types, args, kwargs):
-        mask = self._cv2_mask()
-        if mask is None:
-            raise NeedsPixels(f"np.{func.__name__} of the image")
-        return mask.__array_function__(func, types, tuple(mask if x is self else x for x in args), kwargs)
 
     def __setitem__(self, key, value):
         self._mask_op("__setitem__", key, value)
