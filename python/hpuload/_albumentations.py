@@ -24,7 +24,7 @@ hpuload's pipeline ops, each computed as albumentations computes it on a uint8 R
   crop's offset uniform over the padded image; `LongestMaxSize(max_size)` then `PadIfNeeded` (centred, a
   constant fill, to at least `max_size` on both sides): the resize centred on the fill;
 - after it, `HorizontalFlip(p)`, `VerticalFlip(p)`, `Transpose(p)` and `RandomRotate90(p)`
-  (of a square image), `Affine` and `ShiftScaleRotate` (bilinear: OpenCV 5's `warpAffine`,
+  (of a square image), `Affine`, `ShiftScaleRotate` and `Rotate` (bilinear: OpenCV 5's `warpAffine`,
   each border mode but wrap), `RandomBrightnessContrast` (brightness by the maximum, albucore's
   float32 table), `RGBShift` (whole levels per channel, saturating), `RandomGamma` (its
   truncated table), `ChannelShuffle`, `ChannelDropout` (a whole-level fill), `Downscale` (nearest both ways),
@@ -74,7 +74,7 @@ that does not end in `ToTensorV2` and whose array the Dataset's code changes oth
 bounding boxes, is `Unsupported`, naming why: the loader then falls back to torch's
 DataLoader. A `Compose` given a mask too is read by `translate_with_mask`: the mask moved by a
 padded random crop, a `Resize`, the letterbox, or a crop of the image or of its resize, and
-the flips after them."""
+the flips and warps after them."""
 
 from __future__ import annotations
 
@@ -154,7 +154,7 @@ GREY_ALIKE = frozenset(
     {
         "Resize", "RandomResizedCrop", "SmallestMaxSize", "LongestMaxSize", "CenterCrop", "RandomCrop",
         "PadIfNeeded", "HorizontalFlip", "VerticalFlip", "Transpose", "RandomRotate90", "Affine",
-        "ShiftScaleRotate", "GridDistortion", "OpticalDistortion", "RandomBrightnessContrast", "RandomGamma",
+        "ShiftScaleRotate", "Rotate", "GridDistortion", "OpticalDistortion", "RandomBrightnessContrast", "RandomGamma",
         "InvertImg", "Solarize", "Posterize", "Blur", "MedianBlur", "GaussianBlur", "MotionBlur", "Sharpen",
         "Emboss", "Downscale", "CoarseDropout", "ToFloat", "Normalize", "ToTensorV2",
     }
@@ -320,8 +320,9 @@ def translate_with_mask(compose: Any, output=None) -> tuple[str, str, "MaskSteps
     `Lambda`, `Resize`, `Normalize`, `ToTensorV2` to evaluate), or `Unsupported`. The mask
     moves only by the padded random crop, the resize, `LongestMaxSize` then `PadIfNeeded`
     (the letterbox), or a `CenterCrop` or `RandomCrop` (of the image, or of its `Resize` or
-    `SmallestMaxSize`, flips between them), and the flips after them: a step that would move
-    it otherwise (or fill it, as `CoarseDropout` may) is refused. `output` (`_probe.Output`):
+    `SmallestMaxSize`, flips between them), and the flips and nearest warps (`Rotate`,
+    `Affine`, `ShiftScaleRotate`) after them: a step that would move it otherwise (or fill
+    it, as `CoarseDropout` may) is refused. `output` (`_probe.Output`):
     a Dataset of the user's own hands out the arrays of a Compose that does not end in
     `ToTensorV2` as its code changed them (`translate`'s), its masks as NumPy arrays."""
     from ._segmentation import MaskSteps
@@ -352,10 +353,9 @@ def translate_with_mask(compose: Any, output=None) -> tuple[str, str, "MaskSteps
                 f"albumentations' {_name(before)} of a mask with mask_interpolation={before.mask_interpolation} (hpuload "
                 "resizes masks with cv2.INTER_NEAREST)"
             )
-        for t in steps[k + 1 : -1]:
-            _leaves_mask(t)
+        fill, warped = _after_crop(steps[k + 1 : -1])
         pipeline, dtype = _translate(steps[:-1], open_end=False, output=output)
-        return pipeline, dtype, MaskSteps(tuple(_size(steps[k])), 0, table, nearest="opencv")
+        return pipeline, dtype, MaskSteps(tuple(_size(steps[k])), fill, table, nearest="opencv", warped=warped)
     if _name(steps[0]) == "Resize":
         resize = steps[0]
         _always(resize)
@@ -364,10 +364,9 @@ def translate_with_mask(compose: Any, output=None) -> tuple[str, str, "MaskSteps
                 f"albumentations' Resize of a mask with mask_interpolation={resize.mask_interpolation} (hpuload resizes "
                 "masks with cv2.INTER_NEAREST)"
             )
-        for t in steps[1:-1]:
-            _leaves_mask(t)
+        fill, warped = _after_crop(steps[1:-1])
         pipeline, dtype = _translate(steps[:-1], open_end=False, output=output)
-        return pipeline, dtype, MaskSteps(tuple(_size(resize)), 0, table, resized=True, nearest="opencv")
+        return pipeline, dtype, MaskSteps(tuple(_size(resize)), fill, table, resized=True, nearest="opencv", warped=warped)
     if _name(steps[0]) == "LongestMaxSize" and len(steps) > 1 and _name(steps[1]) == "PadIfNeeded":
         # The letterbox: the mask resized as the image, then padded centred with `fill_mask`.
         longest, pad = steps[0], steps[1]
@@ -378,26 +377,24 @@ def translate_with_mask(compose: Any, output=None) -> tuple[str, str, "MaskSteps
             )
         if int(getattr(pad, "border_mode", 0)) != 0:
             raise Unsupported(f"albumentations' PadIfNeeded of a mask with border mode {pad.border_mode} (hpuload fills a mask's padding)")
-        for t in steps[2:-1]:
-            _leaves_mask(t)
+        fill, warped = _after_crop(steps[2:-1], pad)
         pipeline, dtype = _translate(steps[:-1], open_end=False, output=output)
         size = (int(pad.min_height), int(pad.min_width))
-        return pipeline, dtype, MaskSteps(size, _mask_fill(pad), table, nearest="opencv", placed=True)
+        return pipeline, dtype, MaskSteps(size, fill, table, nearest="opencv", placed=True, warped=warped)
     if _name(steps[0]) == "PadIfNeeded" and len(steps) > 1 and _name(steps[1]) == "RandomCrop":
         pad, crop, after = steps[0], steps[1], steps[2:-1]
     elif _name(steps[0]) == "RandomCrop" and getattr(steps[0], "pad_if_needed", False):
         pad, crop, after = steps[0], steps[0], steps[1:-1]
     else:
         raise Unsupported(
-            "an albumentations Compose given a mask whose geometry is not PadIfNeeded then RandomCrop (hpuload moves "
-            "masks by that crop and flips alone)"
+            f"an albumentations Compose given a mask that begins with {_name(steps[0]) if steps[0] is not None else 'no step'} (hpuload "
+            "moves masks by a resize, a crop, the letterbox or a padded crop first, then by flips and warps)"
         )
     if int(getattr(pad, "border_mode", 0)) != 0:
         raise Unsupported(f"albumentations' {_name(pad)} of a mask with border mode {pad.border_mode} (hpuload fills a mask's padding)")
-    for t in after:
-        _leaves_mask(t)
+    fill, warped = _after_crop(after, pad)
     pipeline, dtype = _translate(steps[:-1], open_end=False, output=output)
-    return pipeline, dtype, MaskSteps(tuple(_size(crop)), _mask_fill(pad), table)
+    return pipeline, dtype, MaskSteps(tuple(_size(crop)), fill, table, warped=warped)
 
 
 def _leaves_image(t: Any) -> bool:
@@ -454,19 +451,67 @@ def _mask_table(t: Any, table):
     return mapped if table is None else mapped[table.long()]
 
 
-def _leaves_mask(t: Any) -> None:
+#: albumentations' warps that move a mask by the image's own matrix (OpenCV's `warpAffine`).
+_MASK_WARPS = ("Affine", "ShiftScaleRotate", "Rotate")
+
+
+def _leaves_mask(t: Any) -> list:
     """A step after the crop of a Compose given a mask: an image-only step (a pixel op,
-    `Normalize`) or a flip, whose fall hpuload reads from the image's plan; compositions of
-    them."""
+    `Normalize`), a flip, or a warp of the mask by the image's matrix (`_MASK_WARPS`, with
+    `mask_interpolation` nearest), whose fall and matrix hpuload reads from the image's plan;
+    compositions of them. The warps among them."""
     import albumentations as A
 
-    if _name(t) in ("HorizontalFlip", "VerticalFlip") or isinstance(t, A.ImageOnlyTransform):
-        return
-    if _name(t) in _COMPOSITIONS:
-        for inner in t.transforms:
-            _leaves_mask(inner)
-        return
-    raise Unsupported(f"albumentations' {_name(t)} on a mask (hpuload moves a mask by the crop and flips alone)")
+    name = _name(t)
+    if name in ("HorizontalFlip", "VerticalFlip") or isinstance(t, A.ImageOnlyTransform):
+        return []
+    if name in _MASK_WARPS:
+        if getattr(t, "mask_interpolation", _INTER_NEAREST) != _INTER_NEAREST:
+            raise Unsupported(
+                f"albumentations' {name} of a mask with mask_interpolation={t.mask_interpolation} (hpuload warps masks "
+                "with cv2.INTER_NEAREST)"
+            )
+        return [t]
+    if name in _COMPOSITIONS:
+        return [w for inner in t.transforms for w in _leaves_mask(inner)]
+    raise Unsupported(f"albumentations' {name} on a mask (hpuload moves a mask by the crop, flips and warps alone)")
+
+
+def _after_crop(steps: list, pad: Any = None) -> tuple[int, bool]:
+    """`(fill, warped)` of a mask's steps after its crop or resize (`_leaves_mask` each), `pad`
+    the step that padded it before (or None): the one `fill_mask` its padding and the constant
+    borders of its warps show (albumentations may give each its own: refused), and whether a
+    warp moves it."""
+    warps = [w for t in steps for w in _leaves_mask(t)]
+    fillers = [w for w in warps if int(getattr(w, "border_mode", 0)) == 0] + ([pad] if pad is not None else [])
+    fills = {_raw_fill(t) for t in fillers}
+    if len(fills) > 1:
+        raise Unsupported(f"albumentations' steps that fill a mask with different fill_mask values {sorted(fills)}")
+    return (_mask_fill(fillers[0]) if fillers else 0), bool(warps)
+
+
+def _raw_fill(t: Any) -> float:
+    """`fill_mask` of one value (refused otherwise, `_mask_fill`), as a float."""
+    _mask_fill(t)
+    fill = getattr(t, "fill_mask", 0)
+    return float(fill[0] if isinstance(fill, (list, tuple)) else fill)
+
+
+def mask_filler(compose: Any) -> Any:
+    """The first step of `compose` that may fill a mask (`PadIfNeeded`, a `RandomCrop` that
+    pads if needed, a warp with a constant border, in a composition too), whose `fill_mask`
+    (the same for each, `_after_crop`) the mask's padding holds; None for none."""
+    for t in getattr(compose, "transforms", ()):
+        name = _name(t)
+        if name in _COMPOSITIONS:
+            inner = mask_filler(t)
+            if inner is not None:
+                return inner
+        elif name == "PadIfNeeded" or getattr(t, "pad_if_needed", False):
+            return t
+        elif name in _MASK_WARPS and int(getattr(t, "border_mode", 0)) == 0:
+            return t
+    return None
 
 
 def in_bgr(pipeline: str) -> str:
@@ -572,9 +617,9 @@ def _translate(steps: list, *, open_end: bool, output=None, grey: bool = False) 
             ops.append(_pad_if_needed(t, side))
             size, geometry = [ops[-1]["min_height"], ops[-1]["min_width"]], name
             continue
-        if name in ("Affine", "ShiftScaleRotate") and geometry == "SmallestMaxSize":
+        if name in ("Affine", "ShiftScaleRotate", "Rotate") and geometry == "SmallestMaxSize":
             # Warped whole, at the size SmallestMaxSize gives each image, then cropped.
-            ops.append(_affine(t))
+            ops.append(_PIXEL_OPS[name](t))
             geometry = "SmallestMaxSize+warp"
             continue
         if geometry in ("SmallestMaxSize", "SmallestMaxSize+flip", "SmallestMaxSize+ops") and (name in _PIXEL_OPS or name in _COMPOSITIONS):
@@ -915,6 +960,24 @@ def _affine(t: Any) -> dict:
     return op
 
 
+def _rotate(t: Any) -> dict:
+    """`Rotate` (albumentations 2's, without `crop_border`): an `Affine` of its angle alone,
+    drawn uniformly from `limit` and composed about the centre as `Affine` composes it."""
+    if _albumentations_version() < (2, 0, 0):
+        raise Unsupported("albumentations' Rotate of albumentations 1 (its own matrix and border)")
+    if getattr(t, "crop_border", False):
+        raise Unsupported("albumentations' Rotate with crop_border (a size per angle)")
+    return {
+        "op": "albu_affine",
+        "p": _p(t),
+        "scale": [[1.0, 1.0], [1.0, 1.0]],
+        "keep_ratio": False,
+        "rotate": _pair(t.limit),
+        "shear": [[0.0, 0.0], [0.0, 0.0]],
+        **_warp_settings(t),
+    }
+
+
 def _grid_distortion(t: Any) -> dict:
     """`GridDistortion` with `INTER_LINEAR`: its grid's cells drawn and normalized as
     albumentations draws them, the image through OpenCV's `remap` with its border."""
@@ -1097,6 +1160,7 @@ _PIXEL_OPS = {
     "Emboss": _emboss,
     "Affine": _affine,
     "ShiftScaleRotate": _affine,
+    "Rotate": _rotate,
     "GridDistortion": _grid_distortion,
     "OpticalDistortion": _optical_distortion,
     "Solarize": _solarize,

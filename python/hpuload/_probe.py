@@ -1079,12 +1079,13 @@ class MaskArray:
 
     __slots__ = ("image", "values", "composed", "channel")
 
-    def __init__(self, image: LazyImage, values, composed: bool = False, channel: bool = False):
+    def __init__(self, image: LazyImage, values, composed: str | bool = False, channel: bool = False):
         #: The opened mask (`before`: `()` as stored, `(GREY,)` after `.convert("L")`).
         self.image = image
         #: What each byte value (0-255) the file holds becomes.
         self.values = values
-        #: It came out of the albumentations `Compose`, with its image.
+        #: It came out of the albumentations `Compose`, with its image: the NumPy dtype the
+        #: Compose was given it in (which says how OpenCV warps it); False: it did not.
         self.composed = composed
         #: A channel added in front (`.unsqueeze(0)`, `[None]`): `[1, H, W]`.
         self.channel = channel
@@ -1503,24 +1504,27 @@ class AlbumentationsStandIn:
             import numpy as np
 
             values = np.append(mask.values, self._padding(mask.values.dtype))
-            out["mask"] = MaskArray(mask.image, values if self.array is not None else torch.from_numpy(values), composed=True)
+            given = str(mask.values.dtype)
+            out["mask"] = MaskArray(mask.image, values if self.array is not None else torch.from_numpy(values), composed=given)
         return out
 
     def _padding(self, dtype):
-        """What the Compose's padding of a mask (`PadIfNeeded`'s, or a `RandomCrop`'s that pads
-        if needed) holds in a mask of `dtype`: albumentations' own padding of a tiny mask with
-        its `fill_mask` (0 where the Compose pads nothing)."""
+        """What the Compose's padding of a mask (`PadIfNeeded`'s, a `RandomCrop`'s that pads
+        if needed, or a warp's constant border: `_albumentations.mask_filler`) holds in a mask
+        of `dtype`: albumentations' own padding of a tiny mask with its `fill_mask` (0 where the
+        Compose fills nothing)."""
         import numpy as np
 
         padding = self._paddings
         if dtype not in padding:
             import albumentations as A
 
-            steps = getattr(self.compose, "transforms", ())
-            pads = [t for t in steps if type(t).__name__ == "PadIfNeeded" or getattr(t, "pad_if_needed", False)]
+            from ._albumentations import mask_filler
+
+            filler = mask_filler(self.compose)
             value = np.zeros(1, dtype)
-            if pads:
-                pad = A.PadIfNeeded(min_height=3, min_width=3, border_mode=0, fill_mask=pads[0].fill_mask)
+            if filler is not None:
+                pad = A.PadIfNeeded(min_height=3, min_width=3, border_mode=0, fill_mask=filler.fill_mask)
                 try:
                     value = pad(image=np.zeros((1, 1, 3), np.uint8), mask=np.zeros((1, 1), dtype))["mask"][0, :1]
                 except Exception as e:  # noqa: BLE001 - a dtype albumentations pads otherwise

@@ -883,6 +883,10 @@ class MaskSteps(NamedTuple):
     #: The letterbox (`LongestMaxSize` then `PadIfNeeded`): the mask resized as the image and
     #: placed where the plan placed it (`placed`), `fill` around it; `crop` is the output.
     placed: bool = False
+    #: A warp after the crop or resize (albumentations' `Rotate`, `Affine`, `ShiftScaleRotate`)
+    #: moves the mask by the image's matrix, nearest, in the order of the image's flips
+    #: (`TableMasks._drawn`); `fill` where its constant border shows.
+    warped: bool = False
 
 
 class TableMasks(Masks):
@@ -970,27 +974,63 @@ class TableMasks(Masks):
             after = (False, False)
         if self.steps.resized:
             # The whole mask resized to the image's size, then flipped as the image was.
-            return (tuple(self.crop), (0, 0), False, False, (0, 0), after)
+            return self._warped((tuple(self.crop), (0, 0), False, False, (0, 0), after), d, None)
         if self.steps.placed:
             # Resized to the letterbox's content, padded centred: the content's corner is the
             # padding before it.
             placed = d["placed"]
-            return (tuple(placed["content"]), (0, 0), False, False, tuple(placed["at"]), after)
+            return self._warped((tuple(placed["content"]), (0, 0), False, False, tuple(placed["at"]), after), d, None)
         rc = d.get("resized_crop")
         if rc is None:
             # A crop the size of its resize, which the plan keeps as the resize alone (the
             # flips before it plain flips of the output).
-            return (tuple(self.crop), (0, 0), False, False, (0, 0), after)
+            return self._warped((tuple(self.crop), (0, 0), False, False, (0, 0), after), d, None)
         # Flips between a resize and its crop mirror the crop (`hflip`, `vflip`) and are among
         # the plan's ops too: the flips after the crop are the rest.
         after = (after[0] != bool(rc["hflip"]), after[1] != bool(rc["vflip"]))
-        return (tuple(rc["resized"]), tuple(rc["at"]), bool(rc["hflip"]), bool(rc["vflip"]), tuple(rc["before"]), after)
+        cut = (tuple(rc["resized"]), tuple(rc["at"]), bool(rc["hflip"]), bool(rc["vflip"]), tuple(rc["before"]), after)
+        return self._warped(cut, d, rc)
+
+    def _warped(self, cut: tuple, plan: dict, rc: dict | None) -> tuple:
+        """`cut`, or where the sample's plan warps its image after the crop or resize (a
+        `cv2_affine` op: albumentations' `Rotate`, `Affine`, `ShiftScaleRotate`), `cut` without
+        its flips after the crop and with the moves after it in the plan's order (each flip, and
+        each warp's matrix and border): a flip before a warp is not one after it."""
+        ops = plan.get("ops", [])
+        if not self.steps.warped or not any(op.get("op") == "cv2_affine" for op in ops):
+            return cut
+        # The flips that mirror the crop of the resize come first among the ops.
+        skip = {"hflip": bool(rc and rc["hflip"]), "vflip": bool(rc and rc["vflip"])}
+        moves: list = []
+        for op in ops:
+            name = op.get("op")
+            if name in skip and skip[name]:
+                skip[name] = False
+            elif name in skip:
+                moves.append(name)
+            elif name == "cv2_affine" and self.fixed_point_warps:
+                moves.append(("fixed", op["arg"]["inverse_f64"], op["arg"]["border"]))
+            elif name == "cv2_affine":
+                moves.append((op["arg"]["inverse"], op["arg"]["border"]))
+        if plan.get("flip"):
+            moves.append("hflip")  # the flip moved to the writing of the slot: the last one
+        return (*cut[:5], (False, False), moves)
+
+    #: The Compose warps masks of a dtype OpenCV warps by its fixed-point kernel (int8 to
+    #: int64, float64: a Dataset's code computing in them); else by its float one (uint8 as
+    #: read, uint16, float32).
+    fixed_point_warps = False
+
+    def _byte_masks(self, sources: list, drawn: list, fill: int, into: torch.Tensor, table) -> None:
+        """`_hpuload.byte_masks` of `sources` moved as `drawn` says (each a cut, and the moves
+        after it where `_warped` added them) into `into`."""
+        h, w = self.crop
+        moves = [d[6] if len(d) > 6 else [] for d in drawn] if any(len(d) > 6 for d in drawn) else None
+        cuts = [d[:6] for d in drawn]
+        _hpuload.byte_masks(sources, cuts, h, w, fill, into.data_ptr(), table, nearest=self.steps.nearest, moves=moves)
 
     def _make(self, sources: list, drawn: list, into: torch.Tensor) -> None:
-        h, w = self.crop
-        _hpuload.byte_masks(
-            sources, drawn, h, w, self.steps.fill, into.data_ptr(), self._table, nearest=self.steps.nearest
-        )
+        self._byte_masks(sources, drawn, self.steps.fill, into, self._table)
 
     def _mask_name(self, index: int) -> str:
         return self._rows[index][1] if index in self._rows else f"row {index}, column {self.column!r}"
@@ -1154,12 +1194,13 @@ class FileMasks(TableMasks):
         self.values = values
         #: The transform may pad the mask (a letterbox, a padded crop): each batch's masks are
         #: also cut with every value 1, to tell padding from the file's values.
-        self.pads = steps.placed or (not steps.resized and steps.nearest == "pillow")
+        self.pads = steps.placed or steps.warped or (not steps.resized and steps.nearest == "pillow")
         #: The code made the mask grey: a palette's indices become their luma first.
         self.grey = mask.image.before == (_probe.GREY,)
         #: Read by OpenCV's grey read, which takes grey PNGs as stored (a palette's colours it
         #: makes grey by weights of its own).
         self.opencv = mask.image.tensor == "cv2"
+        self.fixed_point_warps = mask.composed not in ("uint8", "uint16", "float32")
         #: `[1, H, W]` per sample; NumPy arrays (the Compose's, without `ToTensorV2`) per
         #: sample for a collate_fn, of the mask and (`numpy_images`, set by the loader) of the
         #: image.
@@ -1232,7 +1273,6 @@ class FileMasks(TableMasks):
         h, w = self.crop
         n = len(sources)
         into = into.view(n, h, w)  # one sample's alone is `[H, W]`
-        nearest = self.steps.nearest
         # Pillow's grey of each palette file's own colours, where the code made the masks grey.
         greys = [
             palette_grey(source[1]) if self.grey and len(source) == 2 and source[1][25:26] == b"\x03" else None
@@ -1241,10 +1281,10 @@ class FileMasks(TableMasks):
         if self.values.dtype == torch.uint8 and all(g is None for g in greys):
             # Bytes to bytes: the table and the padding are `byte_masks`' own.
             table, fill = bytes(self.values[:256].tolist()), int(self.values[256])
-            _hpuload.byte_masks(sources, drawn, h, w, fill, into.data_ptr(), table, nearest=nearest)
+            self._byte_masks(sources, drawn, fill, into, table)
             return
         raw = torch.empty((n, h, w), dtype=torch.uint8)
-        _hpuload.byte_masks(sources, drawn, h, w, 0, raw.data_ptr(), None, nearest=nearest)
+        self._byte_masks(sources, drawn, 0, raw, None)
         if any(g is not None for g in greys):
             identity = torch.arange(256, dtype=torch.uint8)
             tables = torch.stack([identity if g is None else g for g in greys])
@@ -1253,7 +1293,7 @@ class FileMasks(TableMasks):
         if self.pads:
             # Where the padding shows, what albumentations pads the code's mask with.
             shown = torch.empty((n, h, w), dtype=torch.uint8)
-            _hpuload.byte_masks(sources, drawn, h, w, 0, shown.data_ptr(), bytes([1]) * 256, nearest=nearest)
+            self._byte_masks(sources, drawn, 0, shown, bytes([1]) * 256)
             made = torch.where(shown.bool(), made, self.values[256])
         into.copy_(made)
 

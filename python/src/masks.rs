@@ -269,14 +269,14 @@ fn fitting(
 
 /// `make` of each of `sources` with its `drawn` into its `plane` values of `dst`, the masks
 /// split over two threads (one where there is one mask).
-fn on_two_threads<T: Send>(
+fn on_two_threads<T: Send, D: Sync>(
     sources: &[MaskSource],
-    drawn: &[Drawn],
+    drawn: &[D],
     dst: &mut [T],
     plane: usize,
-    make: impl Fn(&MaskSource, &Drawn, &mut [T]) -> Result<(), String> + Sync,
+    make: impl Fn(&MaskSource, &D, &mut [T]) -> Result<(), String> + Sync,
 ) -> Result<(), String> {
-    let run = |sources: &[MaskSource], drawn: &[Drawn], dst: &mut [T]| {
+    let run = |sources: &[MaskSource], drawn: &[D], dst: &mut [T]| {
         sources
             .iter()
             .zip(drawn)
@@ -300,6 +300,52 @@ fn on_two_threads<T: Send>(
     })
 }
 
+/// A move of a cut mask as `_segmentation.py` names it: `"hflip"`, `"vflip"`, or
+/// `(inverse, border)` (a nearest warp: the image's `cv2_affine` op's float32 output-to-source
+/// matrix and OpenCV border, as the sample's plan gives them).
+#[derive(FromPyObject)]
+pub enum MoveArg {
+    /// A flip.
+    Flip(String),
+    /// A warp.
+    Warp(([f32; 6], String)),
+    /// A warp by OpenCV's fixed-point kernel (`("fixed", inverse in double, border)`), as it
+    /// warps masks of int8, int16, int32 or float64 values.
+    FixedPointWarp((String, [f64; 6], String)),
+}
+
+impl MoveArg {
+    fn to_move(&self) -> PyResult<hpuload::augment::segment::MaskMove> {
+        use hpuload::augment::segment::MaskMove;
+        match self {
+            Self::Flip(f) if f == "hflip" => Ok(MaskMove::HorizontalFlip),
+            Self::Flip(f) if f == "vflip" => Ok(MaskMove::VerticalFlip),
+            Self::Flip(other) => Err(PyValueError::new_err(format!(
+                "no mask move named {other:?}"
+            ))),
+            Self::Warp((inverse, border)) => Ok(MaskMove::Warp {
+                inverse: *inverse,
+                border: cv2_border(border)?,
+            }),
+            Self::FixedPointWarp((kind, inverse, border)) if kind == "fixed" => {
+                Ok(MaskMove::FixedPointWarp {
+                    inverse: *inverse,
+                    border: cv2_border(border)?,
+                })
+            }
+            Self::FixedPointWarp((kind, ..)) => Err(PyValueError::new_err(format!(
+                "no mask warp named {kind:?}"
+            ))),
+        }
+    }
+}
+
+/// The OpenCV border named as hpuload's pipelines name it (`"constant"`, `"reflect101"`, ...).
+fn cv2_border(name: &str) -> PyResult<hpuload::augment::Cv2Border> {
+    serde_json::from_value(serde_json::Value::String(name.to_owned()))
+        .map_err(|_| PyValueError::new_err(format!("no OpenCV border named {name:?}")))
+}
+
 /// [`segmentation_masks`] of masks of one byte a pixel written as bytes (`uint8`, what
 /// albumentations' `ToTensorV2` hands out): each value mapped by `table` (256 bytes: a
 /// `Lambda` on the mask), `fill` where the padding shows, at `out` (the data pointer of a
@@ -307,9 +353,12 @@ fn on_two_threads<T: Send>(
 /// `hpuload/_segmentation.py` makes for the call and holds through it). A mask of values
 /// past 255 (a 16-bit grey PNG) raises `ValueError`, named. A resize takes `nearest`'s
 /// positions: `"pillow"`, `"opencv"` (albumentations' `Resize` of a mask) or
-/// `"torch_exact"` (torch's nearest-exact, transformers' Segformer image processor).
+/// `"torch_exact"` (torch's nearest-exact, transformers' Segformer image processor). With
+/// `moves` (one list per mask), each cut mask is then moved by its list in order (see
+/// [`MoveArg`]; albumentations' warps of a mask after its resize or crop), `fill` where a
+/// warp's constant border shows; the flips after the crop in `drawn` come before them.
 #[pyfunction]
-#[pyo3(signature = (sources, drawn, height, width, fill, out, table=None, nearest="pillow"))]
+#[pyo3(signature = (sources, drawn, height, width, fill, out, table=None, nearest="pillow", moves=None))]
 #[allow(clippy::too_many_arguments)] // the pairs are Python's tuples
 pub fn byte_masks(
     py: Python<'_>,
@@ -321,6 +370,7 @@ pub fn byte_masks(
     out: usize,
     table: Option<Vec<u8>>,
     nearest: &str,
+    moves: Option<Vec<Vec<MoveArg>>>,
 ) -> PyResult<()> {
     use hpuload::augment::segment;
     let nearest = match nearest {
@@ -336,6 +386,20 @@ pub fn byte_masks(
     if sources.len() != drawn.len() {
         return Err(PyValueError::new_err("one drawn crop per mask"));
     }
+    let moves = match moves {
+        Some(m) if m.len() != sources.len() => {
+            return Err(PyValueError::new_err("one list of moves per mask"))
+        }
+        Some(m) => m
+            .iter()
+            .map(|each| {
+                each.iter()
+                    .map(MoveArg::to_move)
+                    .collect::<PyResult<Vec<_>>>()
+            })
+            .collect::<PyResult<Vec<_>>>()?,
+        None => vec![Vec::new(); sources.len()],
+    };
     let table: [u8; 256] = match table {
         Some(t) => t
             .try_into()
@@ -356,29 +420,42 @@ pub fn byte_masks(
     // `len(sources) * height * width` values that it made for this call and holds through it
     // (nothing else reads or writes it meanwhile); bytes need no alignment.
     let dst = unsafe { std::slice::from_raw_parts_mut(out as *mut u8, values) };
+    // Each mask's drawn cut with its moves.
+    let drawn: Vec<(Drawn, &[segment::MaskMove])> = drawn
+        .into_iter()
+        .zip(&moves)
+        .map(|(d, m)| (d, &m[..]))
+        .collect();
     py.detach(|| {
-        on_two_threads(&sources, &drawn, dst, plane, |source, drawn, dst| {
-            let mask = source.mask()?;
-            if let Some(v) = mask.values.iter().find(|&&v| v > 255) {
-                return Err(format!(
-                    "{}: a mask value of {v}, past a byte",
-                    source.name()
-                ));
-            }
-            let (resized, at, hflip, vflip, before, after) = *drawn;
-            let cut = fitting(source, (resized, at, hflip, vflip, before), (height, width))?;
-            segment::cut_mask_as(
-                &mask,
-                &cut,
-                nearest,
-                (height, width),
-                fill,
-                after,
-                dst,
-                |v| table[usize::from(v)],
-            );
-            Ok(())
-        })
+        on_two_threads(
+            &sources,
+            &drawn,
+            dst,
+            plane,
+            |source, (drawn, moves), dst| {
+                let mask = source.mask()?;
+                if let Some(v) = mask.values.iter().find(|&&v| v > 255) {
+                    return Err(format!(
+                        "{}: a mask value of {v}, past a byte",
+                        source.name()
+                    ));
+                }
+                let (resized, at, hflip, vflip, before, after) = *drawn;
+                let cut = fitting(source, (resized, at, hflip, vflip, before), (height, width))?;
+                segment::cut_mask_as(
+                    &mask,
+                    &cut,
+                    nearest,
+                    (height, width),
+                    fill,
+                    after,
+                    dst,
+                    |v| table[usize::from(v)],
+                );
+                segment::move_mask(dst, (height as usize, width as usize), moves, fill);
+                Ok(())
+            },
+        )
     })
     .map_err(PyValueError::new_err)
 }

@@ -286,7 +286,17 @@ class ReadsOtherwise(Carvana):
         ("colour", EVAL, "mask="),
         ("sum", EVAL, ".max"),
         ("crop", EVAL, "the mask indexed by"),
-        ("plain", A.Compose([A.Resize(40, 56), A.Rotate(limit=35, p=1.0), ZERO_ONE, ToTensorV2()]), "Rotate"),
+        (
+            "plain",
+            A.Compose([A.Resize(40, 56), A.Rotate(limit=35, mask_interpolation=1, p=1.0), ZERO_ONE, ToTensorV2()]),
+            "mask_interpolation=1",
+        ),
+        (
+            "plain",
+            A.Compose([A.PadIfNeeded(48, 64, border_mode=0), A.RandomCrop(40, 56), A.Rotate(limit=35, fill_mask=3, p=1.0), ZERO_ONE, ToTensorV2()]),
+            "different fill_mask",
+        ),
+        ("plain", A.Compose([A.Rotate(limit=35, p=1.0), A.Resize(40, 56), ZERO_ONE, ToTensorV2()]), "Rotate"),
     ],
 )
 def test_what_would_read_or_move_the_mask_otherwise_goes_to_torchs_loader_named(folders, how, transform, reason):
@@ -510,3 +520,179 @@ class StepsOnOpenCVRead(ReadByOpenCV):
 def test_steps_on_an_opencv_grey_read_are_the_codes_own_bit_for_bit(folders, how):
     ds = StepsOnOpenCVRead(folders, EVAL, how)
     assert all(same(a, b) for a, b in zip(native(ds, batch_size=6, backend="cpu"), tud.DataLoader(ds, batch_size=6)))
+
+
+#: The Carvana tutorial's own training transform (its size made small).
+CARVANA_TRAIN = A.Compose(
+    [A.Resize(height=40, width=56), A.Rotate(limit=35, p=1.0), A.HorizontalFlip(p=0.5), A.VerticalFlip(p=0.1), ZERO_ONE, ToTensorV2()]
+)
+
+
+def replayed(plan, image, mask, border=None, fill=0, fill_mask=0):
+    """`image` and `mask` (already cut to the output) moved by the plan's ops in order, each
+    by OpenCV itself: a flip, or a warp by the plan's own float32 output-to-source matrix
+    (`WARP_INVERSE_MAP`: bilinear for the image, nearest for the mask), as albumentations
+    warps them with the matrix it draws."""
+    border = cv2.BORDER_CONSTANT if border is None else border
+    h, w = mask.shape
+    for op in plan.get("ops", []) + ([{"op": "hflip"}] if plan.get("flip") else []):
+        if op["op"] == "hflip":
+            image, mask = image[:, ::-1], mask[:, ::-1]
+        elif op["op"] == "vflip":
+            image, mask = image[::-1], mask[::-1]
+        elif op["op"] == "cv2_affine":
+            m = np.array(op["arg"]["inverse"], dtype=np.float32).astype(np.float64).reshape(2, 3)
+            image = cv2.warpAffine(np.ascontiguousarray(image), m, (w, h), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP, borderMode=border, borderValue=(fill,) * 3)
+            mask = cv2.warpAffine(np.ascontiguousarray(mask), m, (w, h), flags=cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP, borderMode=border, borderValue=fill_mask)
+    return np.ascontiguousarray(image), np.ascontiguousarray(mask)
+
+
+def test_the_carvana_tutorials_training_rotate_moves_each_mask_as_its_image(folders):
+    """The tutorial's `Rotate(limit=35)` then flips: each sample is the resize warped and
+    flipped by OpenCV itself with the matrix and flips hpuload drew, image and mask bit for
+    bit (its constant border 0 in both), over two epochs; the flips fall both ways."""
+    ds = Carvana(folders / "images", folders / "masks", CARVANA_TRAIN)
+    loader = native(ds, batch_size=4, backend="cpu", seed=4)
+    falls = set()
+    for epoch in range(2):
+        for b, (x, y) in enumerate(loader):
+            for k in range(x.shape[0]):
+                i = b * 4 + k
+                image = np.array(Image.open(folders / "images" / ds.images[i]).convert("RGB"))
+                plan = json.loads(loader._core.sample_plan(epoch, i, image.shape[1], image.shape[0]))
+                mask = ds.mask(str(folders / "masks" / ds.images[i].replace(".jpg", "_mask.png")))
+                resized = A.Resize(40, 56)(image=image, mask=mask)
+                image, mask = replayed(plan, resized["image"], resized["mask"])
+                want = A.Compose([ZERO_ONE, ToTensorV2()])(image=image, mask=mask)
+                assert torch.equal(x[k], want["image"]) and torch.equal(y[k], want["mask"]), (epoch, i)
+                assert (y[k] == 0).any() and (y[k] == 1).any()
+                falls.add(flips_fell(loader, epoch, i, image)[0])
+    assert falls == {True, False}
+
+
+@pytest.mark.parametrize(
+    "warp",
+    [
+        A.Rotate(limit=(20, 20), p=1.0),
+        A.Rotate(limit=(-31.5, -31.5), border_mode=cv2.BORDER_REFLECT_101, p=1.0),
+        A.Rotate(limit=(12, 12), border_mode=cv2.BORDER_REPLICATE, p=1.0),
+        A.Rotate(limit=(-40, -40), fill=7, fill_mask=1, p=1.0),
+        A.Affine(scale=0.8, translate_px=(3, 3), rotate=(15, 15), shear=(5, 5), p=1.0),
+        A.ShiftScaleRotate(shift_limit=(0.1, 0.1), scale_limit=(0.2, 0.2), rotate_limit=(-25, -25), border_mode=cv2.BORDER_CONSTANT, fill_mask=3, p=1.0),
+    ],
+    ids=["rotate", "reflect101", "replicate", "fill", "affine", "shift-scale-rotate"],
+)
+@pytest.mark.parametrize("values,masks", [("tutorial", "masks"), ("indices", "palette"), ("scaled", "masks")])
+def test_a_fixed_warp_gives_torchs_batches_of_images_and_masks_bit_for_bit(folders, warp, values, masks):
+    """A warp of one matrix for every sample after the resize (albumentations' own
+    composition of it, its border, its `fill_mask` after the code's values): torch's batches
+    bit for bit."""
+    ds = Carvana(folders / "images", folders / masks, A.Compose([A.Resize(40, 56), warp, ZERO_ONE, ToTensorV2()]), values=values)
+    ours = list(native(ds, batch_size=5, backend="cpu"))
+    theirs = list(tud.DataLoader(ds, batch_size=5))
+    assert len(ours) == len(theirs) == 3 and all(same(a, b) for a, b in zip(ours, theirs))
+
+
+@pytest.mark.parametrize(
+    "compose",
+    [
+        A.Compose([A.Resize(40, 56), A.HorizontalFlip(p=0.5), A.Rotate(limit=30, p=1.0), A.VerticalFlip(p=0.5), ZERO_ONE, ToTensorV2()]),
+        A.Compose([A.Resize(48, 64), A.HorizontalFlip(p=0.5), A.RandomCrop(40, 56), A.Rotate(limit=30, p=0.7), A.VerticalFlip(p=0.5), ZERO_ONE, ToTensorV2()]),
+        A.Compose([A.Resize(40, 56), A.OneOf([A.Rotate(limit=30, p=1.0), A.Affine(scale=(0.8, 1.2), p=1.0)], p=0.8), A.HorizontalFlip(p=0.5), ZERO_ONE, ToTensorV2()]),
+    ],
+    ids=["flip-rotate-flip", "crop-of-resize", "one-of"],
+)
+def test_flips_before_and_after_a_warp_move_each_mask_in_their_order(folders, compose):
+    """A flip before the warp mirrors what the warp reads; one after mirrors its output: each
+    sample replayed in the plan's order by OpenCV (after the resize, or its crop at the drawn
+    corner, flipped between as drawn), image and mask bit for bit."""
+    ds = Carvana(folders / "images", folders / "palette", compose, values="indices")
+    loader = native(ds, batch_size=4, backend="cpu", seed=9)
+    warped = 0
+    for b, (x, y) in enumerate(loader):
+        for k in range(x.shape[0]):
+            i = b * 4 + k
+            image = np.array(Image.open(folders / "images" / ds.images[i]).convert("RGB"))
+            mask = np.array(Image.open(folders / "palette" / ds.images[i].replace(".jpg", "_mask.png")))
+            plan = json.loads(loader._core.sample_plan(0, i, image.shape[1], image.shape[0]))
+            rc = plan.get("resized_crop")
+            first = compose.transforms[0]
+            resized = A.Resize(first.height, first.width)(image=image, mask=mask)
+            image, mask = resized["image"], resized["mask"]
+            if rc is not None and rc["resized"] != [40, 56]:
+                # The crop of the flipped resize; its flip is the plan's first op (or, where
+                # nothing after it is a warp, the flip of the slot's writing).
+                if rc["hflip"]:
+                    image, mask = image[:, ::-1], mask[:, ::-1]
+                    if {"op": "hflip"} in plan["ops"]:
+                        plan["ops"].remove({"op": "hflip"})
+                    else:
+                        plan["flip"] = False
+                top, left = rc["at"]
+                image, mask = image[top : top + 40, left : left + 56], mask[top : top + 40, left : left + 56]
+            warped += any(op["op"] == "cv2_affine" for op in plan["ops"])
+            image, mask = replayed(plan, image, mask)
+            want = A.Compose([ZERO_ONE, ToTensorV2()])(image=image, mask=mask)
+            assert torch.equal(x[k], want["image"]) and torch.equal(y[k], want["mask"]), i
+    assert 0 < warped
+
+
+def test_a_nearest_warp_of_a_mask_is_opencvs_own_for_any_matrix(folders):
+    """`byte_masks`' warps of masks of many sizes (rows of every length past OpenCV's vector
+    blocks) by random matrices, each border: OpenCV's `warpAffine(INTER_NEAREST)` of the same
+    float32 inverse, every value."""
+    from hpuload import _hpuload
+
+    rng = np.random.default_rng(7)
+    borders = {"constant": cv2.BORDER_CONSTANT, "replicate": cv2.BORDER_REPLICATE, "reflect": cv2.BORDER_REFLECT, "reflect101": cv2.BORDER_REFLECT_101}
+    for trial in range(60):
+        h, w = (int(v) for v in rng.integers(3, 140, 2))
+        values = rng.integers(0, 256, (h, w), dtype=np.uint8)
+        angle, scale = np.radians(rng.uniform(-180, 180)), rng.uniform(0.5, 2.0)
+        c, s = np.cos(angle) / scale, np.sin(angle) / scale
+        inverse = np.array([c, s, rng.uniform(-20, 20), -s, c, rng.uniform(-20, 20)], dtype=np.float32)
+        name = list(borders)[trial % 4]
+        out = torch.empty((h, w), dtype=torch.uint8)
+        source = ("mask", (h, w), values.tobytes())
+        drawn = ((h, w), (0, 0), False, False, (0, 0), (False, False))
+        _hpuload.byte_masks([source], [drawn], h, w, 9, out.data_ptr(), None, nearest="opencv", moves=[[(inverse.tolist(), name)]])
+        want = cv2.warpAffine(values, inverse.astype(np.float64).reshape(2, 3), (w, h), flags=cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP, borderMode=borders[name], borderValue=9)
+        assert np.array_equal(out.numpy(), want), (trial, h, w, name)
+
+
+def test_rotate_draws_its_angle_uniformly_over_its_limit(folders):
+    """Rotate's angle read back from 2000 plans' matrices: uniform over `limit` as
+    albumentations draws it (mean, spread, percentiles), every one inside it."""
+    ds = Carvana(folders / "images", folders / "masks", A.Compose([A.Resize(40, 56), A.Rotate(limit=35, p=1.0), ZERO_ONE, ToTensorV2()]))
+    loader = native(ds, batch_size=4, backend="cpu", seed=2)
+    angles = []
+    for index in range(2000):
+        plan = json.loads(loader._core.sample_plan(0, index, 56, 40))
+        (op,) = [o for o in plan["ops"] if o["op"] == "cv2_affine"]
+        m = np.array(op["arg"]["inverse"], dtype=np.float64)
+        angles.append(np.degrees(np.arctan2(-m[1], m[0])))
+    rotate = A.Rotate(limit=35, p=1.0)
+    rotate.set_random_seed(3)
+    want = [rotate.get_params_dependent_on_data({"shape": (40, 56)}, {})["matrix"] for _ in range(2000)]
+    want = np.array([np.degrees(np.arctan2(m[0, 1], m[0, 0])) for m in want])
+    angles = np.array(angles)
+    assert angles.min() >= -35.001 and angles.max() <= 35.001
+    assert abs(angles.mean() - want.mean()) < 1.5 and abs(angles.std() - want.std()) < 1.0
+    for q in (5, 25, 50, 75, 95):
+        assert abs(np.percentile(angles, q) - np.percentile(want, q)) < 2.5, q
+
+
+def test_the_media_engine_and_the_cpu_path_rotate_the_same_masks(folders):
+    ds = Carvana(folders / "images", folders / "masks", CARVANA_TRAIN)
+    for (x1, y1), (x2, y2) in zip(
+        native(ds, batch_size=6, backend="auto", seed=5), native(ds, batch_size=6, backend="cpu", seed=5)
+    ):
+        assert torch.equal(y1, y2)
+        mse = ((x1 - x2) ** 2).mean().item()
+        assert 10 * np.log10(1 / max(mse, 1e-12)) > 30
+
+
+def test_a_rotated_run_resumed_gives_the_same_images_and_masks(folders):
+    ds = Carvana(folders / "images", folders / "masks", CARVANA_TRAIN)
+    rest, resumed = resumed_after(lambda: native(ds, batch_size=3, shuffle=True, backend="cpu", seed=11), 2)
+    assert len(rest) == len(resumed) == 2 and all(same(a, b) for a, b in zip(rest, resumed))

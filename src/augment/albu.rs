@@ -907,6 +907,7 @@ impl OpSpec for AlbuAffine {
         }
         out.push(PixelOp::Cv2Affine {
             inverse: opencv_inverse(&m),
+            inverse_f64: opencv_inverse_f64(&m),
             border: self.border,
             fill: self.fill,
         });
@@ -974,6 +975,12 @@ fn is_identity(m: &Mat3) -> bool {
 /// The output-to-source map `warpAffine` computes from the forward matrix `m` (its inversion,
 /// in double), as the float32 values its kernel uses.
 fn opencv_inverse(m: &Mat3) -> [f32; 6] {
+    opencv_inverse_f64(m).map(|v| v as f32)
+}
+
+/// The output-to-source map `warpAffine` computes from the forward matrix `m`, in double (what
+/// its fixed-point kernels of other types than uint8, uint16 and float32 take).
+fn opencv_inverse_f64(m: &Mat3) -> [f64; 6] {
     let [a, b, c] = m[0];
     let [d, e, f] = m[1];
     let det = a * e - b * d;
@@ -981,7 +988,7 @@ fn opencv_inverse(m: &Mat3) -> [f32; 6] {
     let (a2, b2, d2, e2) = (e * det, b * -det, d * -det, a * det);
     let c2 = -a2 * c - b2 * f;
     let f2 = -d2 * c - e2 * f;
-    [a2, b2, c2, d2, e2, f2].map(|v| v as f32)
+    [a2, b2, c2, d2, e2, f2]
 }
 
 /// Where OpenCV's `warpAffine` kernel starts each row's scalar code: its AVX2 build takes

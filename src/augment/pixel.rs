@@ -141,6 +141,10 @@ pub enum PixelOp {
     Cv2Affine {
         /// Output pixel to source point, float32 `(m0, m1, m2, m3, m4, m5)`.
         inverse: [f32; 6],
+        /// The same map in double, as OpenCV's fixed-point `warpAffine` of other arrays than
+        /// uint8, uint16 and float32 takes it (a segmentation mask of int32 or float64 values
+        /// moving with the image).
+        inverse_f64: [f64; 6],
         /// What is read outside the image.
         border: Cv2Border,
         /// The constant border's colour.

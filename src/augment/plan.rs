@@ -1086,6 +1086,7 @@ impl Plan {
             inverse,
             border,
             fill,
+            ..
         }) = drawn.pop()
         else {
             return Ok(None);

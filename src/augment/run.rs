@@ -330,6 +330,7 @@ pub fn apply(ops: &[PixelOp], rgb: &mut [u8], h: usize, w: usize, s: &mut Scratc
                 inverse,
                 border,
                 fill,
+                ..
             } => albu::warp_affine(rgb, h, w, inverse, *border, *fill, &mut s.bytes),
             PixelOp::GridDistortion(grid) => {
                 albu_distort::grid_distortion(rgb, (h, w), grid, &mut s.floats, &mut s.bytes)

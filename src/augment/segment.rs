@@ -10,6 +10,7 @@ use std::io::Cursor;
 use hpuload_decoders::{ImageFormat, Limits};
 
 use super::plan::ResizedCrop;
+use super::Cv2Border;
 
 /// A decoded mask: one value per pixel, row by row.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -285,12 +286,181 @@ pub fn cut_mask_as<T: Copy>(
         out_row[shown.end..].fill(fill);
     }
     if after.0 {
-        dst.chunks_exact_mut(ow).for_each(<[T]>::reverse);
+        mirror_rows(dst, ow);
     }
     if after.1 {
-        for k in 0..oh / 2 {
-            let (upper, lower) = dst.split_at_mut((oh - 1 - k) * ow);
-            upper[k * ow..(k + 1) * ow].swap_with_slice(&mut lower[..ow]);
+        mirror_columns(dst, (oh, ow));
+    }
+}
+
+/// Each row of the `w`-wide plane `values` mirrored (left to right).
+fn mirror_rows<T>(values: &mut [T], w: usize) {
+    values.chunks_exact_mut(w).for_each(<[T]>::reverse);
+}
+
+/// The rows of the `(h, w)` plane `values` in reverse order (top to bottom).
+fn mirror_columns<T>(values: &mut [T], (h, w): (usize, usize)) {
+    for k in 0..h / 2 {
+        let (upper, lower) = values.split_at_mut((h - 1 - k) * w);
+        upper[k * w..(k + 1) * w].swap_with_slice(&mut lower[..w]);
+    }
+}
+
+/// A move of a mask already cut to its output's size, as its image's pixel ops moved it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum MaskMove {
+    /// Mirrored left to right.
+    HorizontalFlip,
+    /// Mirrored top to bottom.
+    VerticalFlip,
+    /// OpenCV's `warpAffine(..., INTER_NEAREST)` at its own size (albumentations' `Affine`,
+    /// `ShiftScaleRotate` and `Rotate` of a mask): `inverse` maps each output pixel to its
+    /// source point (float32, as the image's warp takes it), `border` says what is read
+    /// outside the mask (the constant border reads the fill).
+    Warp {
+        /// Output pixel to source point, `(m0, m1, m2, m3, m4, m5)`.
+        inverse: [f32; 6],
+        /// What is read outside the mask.
+        border: Cv2Border,
+    },
+    /// The same warp as OpenCV computes it for masks of int8, int16, int32 (albumentations'
+    /// int64 masks) or float64 values: its fixed-point kernel, from the map in double.
+    FixedPointWarp {
+        /// Output pixel to source point, `(m0, m1, m2, m3, m4, m5)`, in double.
+        inverse: [f64; 6],
+        /// What is read outside the mask.
+        border: Cv2Border,
+    },
+}
+
+/// The `(height, width)` plane `values` moved by each of `moves` in turn, `fill` where a warp's
+/// constant border shows.
+///
+/// # Panics
+/// `values` does not hold `size`'s values.
+pub fn move_mask<T: Copy>(values: &mut [T], size: (usize, usize), moves: &[MaskMove], fill: T) {
+    assert_eq!(values.len(), size.0 * size.1, "the plane holds {size:?}");
+    let mut source = Vec::new();
+    for step in moves {
+        match *step {
+            MaskMove::HorizontalFlip => mirror_rows(values, size.1),
+            MaskMove::VerticalFlip => mirror_columns(values, size),
+            MaskMove::Warp { inverse, border } => {
+                source.clear();
+                source.extend_from_slice(values);
+                warp_nearest(&source, size, &inverse, border, fill, values);
+            }
+            MaskMove::FixedPointWarp { inverse, border } => {
+                source.clear();
+                source.extend_from_slice(values);
+                warp_nearest_fixed(&source, size, &inverse, border, fill, values);
+            }
+        }
+    }
+}
+
+/// OpenCV 5's `warpAffine(src, ..., INTER_NEAREST)` of the `(h, w)` plane `src` into `dst`, as
+/// its x86-64 wheels compute it (checked against them on every pixel, for uint8 and float32
+/// masks): each output pixel's source point `fma(m0, x, y * m1 + m2)`, `fma(m3, x, y * m4 +
+/// m5)` in float32, rounded half to even; outside the plane, `border`'s pixel or `fill`.
+fn warp_nearest<T: Copy>(
+    src: &[T],
+    size: (usize, usize),
+    m: &[f32; 6],
+    border: Cv2Border,
+    fill: T,
+    dst: &mut [T],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has FMA (detected just above).
+        return unsafe { warp_nearest_fma(src, size, m, border, fill, dst) };
+    }
+    warp_nearest_any(src, size, m, border, fill, dst);
+}
+
+/// [`warp_nearest`] built with FMA, so each `mul_add` is one instruction (not libm's call;
+/// the same values).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma")]
+fn warp_nearest_fma<T: Copy>(
+    src: &[T],
+    size: (usize, usize),
+    m: &[f32; 6],
+    border: Cv2Border,
+    fill: T,
+    dst: &mut [T],
+) {
+    warp_nearest_any(src, size, m, border, fill, dst);
+}
+
+/// OpenCV's `warpAffine(src, ..., INTER_NEAREST)` of the `(h, w)` plane `src` into `dst` by its
+/// fixed-point kernel (what it runs for other types than uint8, uint16 and float32): each
+/// output pixel's source point in 1/1024ths of a pixel, `round(m0 * x * 1024)` added to
+/// `round((m1 * y + m2) * 1024) + 512` (rounded half to even, in double), shifted down by 10
+/// bits (the floor); outside the plane, `border`'s pixel or `fill`.
+fn warp_nearest_fixed<T: Copy>(
+    src: &[T],
+    (h, w): (usize, usize),
+    m: &[f64; 6],
+    border: Cv2Border,
+    fill: T,
+    dst: &mut [T],
+) {
+    const SCALE: f64 = 1024.0;
+    // `saturate_cast<int>` of a double: rounded half to even, clamped to int's range.
+    let fixed = |v: f64| {
+        v.round_ties_even()
+            .clamp(f64::from(i32::MIN), f64::from(i32::MAX)) as i64
+    };
+    let across: Vec<(i64, i64)> = (0..w)
+        .map(|x| {
+            (
+                fixed(m[0] * x as f64 * SCALE),
+                fixed(m[3] * x as f64 * SCALE),
+            )
+        })
+        .collect();
+    // The point as the kernel stores it: a short.
+    let short = |v: i64| (v >> 10).clamp(i64::from(i16::MIN), i64::from(i16::MAX));
+    for (y, row) in dst.chunks_exact_mut(w).take(h).enumerate() {
+        let y = y as f64;
+        let x0 = fixed((m[1] * y + m[2]) * SCALE) + 512;
+        let y0 = fixed((m[4] * y + m[5]) * SCALE) + 512;
+        for (out, &(dx, dy)) in row.iter_mut().zip(&across) {
+            let (sx, sy) = (short(x0 + dx), short(y0 + dy));
+            *out = match (border.place(sy, h), border.place(sx, w)) {
+                (Some(sy), Some(sx)) => src[sy * w + sx],
+                _ => fill,
+            };
+        }
+    }
+}
+
+#[inline(always)]
+fn warp_nearest_any<T: Copy>(
+    src: &[T],
+    (h, w): (usize, usize),
+    m: &[f32; 6],
+    border: Cv2Border,
+    fill: T,
+    dst: &mut [T],
+) {
+    // Far outside: any index there reads the border.
+    let index = |v: f32| v.round_ties_even().clamp(-1e9, 1e9) as i64;
+    for (y, row) in dst.chunks_exact_mut(w).take(h).enumerate() {
+        let yf = y as f32;
+        let (row_x, row_y) = (yf * m[1] + m[2], yf * m[4] + m[5]);
+        for (x, out) in row.iter_mut().enumerate() {
+            let xf = x as f32;
+            let (sx, sy) = (
+                index(m[0].mul_add(xf, row_x)),
+                index(m[3].mul_add(xf, row_y)),
+            );
+            *out = match (border.place(sy, h), border.place(sx, w)) {
+                (Some(sy), Some(sx)) => src[sy * w + sx],
+                _ => fill,
+            };
         }
     }
 }
@@ -523,5 +693,50 @@ mod tests {
             &mut dst,
         );
         assert_eq!(dst, [9, 9, 9, 9, 9, 1, 2, 3, 9, 4, 5, 6]);
+    }
+
+    #[test]
+    fn a_cut_mask_is_moved_in_order_by_flips_and_a_nearest_warp_with_its_border() {
+        // A shift right by one pixel: each output pixel reads the one to its left.
+        let mut values = vec![1u8, 2, 3, 4, 5, 6];
+        let shift = [1.0, 0.0, -1.0, 0.0, 1.0, 0.0];
+        let warp = |border| MaskMove::Warp {
+            inverse: shift,
+            border,
+        };
+        move_mask(&mut values, (2, 3), &[warp(Cv2Border::Constant)], 9);
+        assert_eq!(values, [9, 1, 2, 9, 4, 5]);
+        let mut values = vec![1u8, 2, 3, 4, 5, 6];
+        move_mask(&mut values, (2, 3), &[warp(Cv2Border::Reflect101)], 9);
+        assert_eq!(values, [2, 1, 2, 5, 4, 5]);
+        // A flip before the warp is not one after it.
+        let mut values = vec![1u8, 2, 3, 4, 5, 6];
+        let moves = [MaskMove::HorizontalFlip, warp(Cv2Border::Constant)];
+        move_mask(&mut values, (2, 3), &moves, 9);
+        assert_eq!(values, [9, 3, 2, 9, 6, 5]);
+        let mut values = vec![1u8, 2, 3, 4, 5, 6];
+        let moves = [
+            warp(Cv2Border::Constant),
+            MaskMove::HorizontalFlip,
+            MaskMove::VerticalFlip,
+        ];
+        move_mask(&mut values, (2, 3), &moves, 9);
+        assert_eq!(values, [5, 4, 9, 2, 1, 9]);
+        // A source point halfway between two pixels rounds to the even one.
+        let mut values = vec![1u8, 2, 3, 4];
+        let half = MaskMove::Warp {
+            inverse: [1.0, 0.0, 0.5, 0.0, 1.0, 0.0],
+            border: Cv2Border::Replicate,
+        };
+        move_mask(&mut values, (1, 4), &[half], 0);
+        assert_eq!(values, [1, 3, 3, 4]);
+        // The fixed-point kernel floors the point plus half a pixel: halves round up.
+        let mut values = vec![1u8, 2, 3, 4];
+        let half = MaskMove::FixedPointWarp {
+            inverse: [1.0, 0.0, 0.5, 0.0, 1.0, 0.0],
+            border: Cv2Border::Replicate,
+        };
+        move_mask(&mut values, (1, 4), &[half], 0);
+        assert_eq!(values, [2, 3, 4, 4]);
     }
 }
