@@ -4,8 +4,9 @@ write it (the Carvana one's, as written there: `np.array(Image.open(image).conve
 albumentations `Compose` called with `image=` and `mask=`, `return image, mask`), through
 torch's DataLoader or hpuload's drop-in (only the import differs). Kinds: `eval` (the
 tutorial's validation `Compose`: `Resize(160, 240)`, `Normalize` to [0, 1], `ToTensorV2`),
-`train` (its training `Compose` without the `Rotate(35)` hpuload does not move masks by:
-`Resize(160, 240)`, `HorizontalFlip(0.5)`, `VerticalFlip(0.1)`, `Normalize`, `ToTensorV2`),
+`train` (its training `Compose`, as written there: `Resize(160, 240)`, `Rotate(limit=35,
+p=1.0)`, `HorizontalFlip(0.5)`, `VerticalFlip(0.1)`, `Normalize`, `ToTensorV2`), `flips`
+(`train` without its `Rotate`: session 110's `train`),
 `opencv` (`train`'s `Compose` over `cv2.imread` of the image, made RGB, and of the mask in
 grey, `mask / 255.0` in float32), `gif` (`train` over GIF masks, as the Carvana set's are,
 which the class makes grey: read by Pillow, as the class reads them). The masks are made once per photo (blocks of 0 and 255,
@@ -13,7 +14,7 @@ an 8-bit grey PNG, as Carvana's are binary) under `--masks`. Prints one JSON lin
 construction time (hpuload's includes its probe of `__getitem__`), the loader's type, and
 images/s over the measured epochs (the median; the first epoch warms up).
 
-usage: python segmentation_dataset.py --data DIR --loader hpuload|torch [--kind eval|train|opencv|gif]
+usage: python segmentation_dataset.py --data DIR --loader hpuload|torch [--kind eval|train|flips|opencv|gif]
        [--epochs 2] [--workers 2] [--batch 16] [--images 1000] [--masks /tmp/segmentation-masks]
 """
 
@@ -80,7 +81,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
     ap.add_argument("--loader", choices=["hpuload", "torch"], default="hpuload")
-    ap.add_argument("--kind", choices=["eval", "train", "opencv", "gif"], default="train")
+    ap.add_argument("--kind", choices=["eval", "train", "flips", "opencv", "gif"], default="train")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=16)
@@ -93,8 +94,9 @@ def main():
     if a.kind == "eval":
         transform = A.Compose([A.Resize(height=160, width=240), ZERO_ONE, ToTensorV2()])
     else:
+        turn = [] if a.kind == "flips" else [A.Rotate(limit=35, p=1.0)]
         transform = A.Compose(
-            [A.Resize(height=160, width=240), A.HorizontalFlip(p=0.5), A.VerticalFlip(p=0.1), ZERO_ONE, ToTensorV2()]
+            [A.Resize(height=160, width=240), *turn, A.HorizontalFlip(p=0.5), A.VerticalFlip(p=0.1), ZERO_ONE, ToTensorV2()]
         )
     ds = (OpenCVDataset if a.kind == "opencv" else CarvanaDataset)(images, masks, transform)
     if a.loader == "hpuload":

@@ -1377,6 +1377,18 @@ def test_steps_before_a_resize_give_the_datasets_own_batches(jpeg_folder):
     same_batches_on_both_backends(LeafDataset(files, labels, A.Compose(steps)))
 
 
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_rotate_of_one_angle_gives_the_datasets_own_batches(jpeg_folder, where):
+    """`Rotate` (its angle fixed, each border) before the resize, on the whole image, or after
+    it: torch's DataLoader's batches over the Dataset itself, byte for byte, on both
+    backends."""
+    files, labels = files_of(jpeg_folder)
+    turns = [A.Rotate(limit=(23.5, 23.5), p=1.0), A.Rotate(limit=(-12, -12), border_mode=cv2.BORDER_REFLECT_101, p=1.0)]
+    for turn in turns:
+        steps = [turn, A.Resize(40, 52)] if where == "before" else [A.Resize(40, 52), turn]
+        same_batches_on_both_backends(LeafDataset(files, labels, A.Compose([*steps, A.Normalize(mean=MEAN, std=STD), ToTensorV2()])))
+
+
 def test_a_turn_before_the_resize_is_left_to_torchs_loader(jpeg_folder):
     """`Transpose` before the `Resize` (each image's shape would change) is not taken: the
     loader falls back to torch's, saying so, and gives the Dataset's own batches."""
@@ -2109,6 +2121,7 @@ GREY_STEPS = {
     "RandomRotate90": lambda: A.RandomRotate90(p=1),
     "Affine": lambda: A.Affine(rotate=(-20, 20), scale=(0.8, 1.2), fill=9, p=1),
     "ShiftScaleRotate": lambda: A.ShiftScaleRotate(border_mode=cv2.BORDER_CONSTANT, fill=5, p=1),
+    "Rotate": lambda: A.Rotate(limit=40, border_mode=cv2.BORDER_REFLECT_101, p=1),
     "GridDistortion": lambda: A.GridDistortion(p=1),
     "OpticalDistortion": lambda: A.OpticalDistortion(p=1),
     "RandomBrightnessContrast": lambda: A.RandomBrightnessContrast(brightness_by_max=False, p=1),

@@ -331,6 +331,36 @@ def test_a_crop_of_the_resize_with_flips_between_moves_each_mask_as_its_image(fi
     assert len(falls) >= 2
 
 
+def test_a_rotate_after_the_scripts_crop_and_flip_moves_each_mask_as_its_image(files, tmp_path):
+    """The script's training `Compose` with a `Rotate` after its flip: each sample is its
+    padded crop at hpuload's offset, then flipped and warped in the plan's order by OpenCV
+    itself with the plan's matrix (the mask nearest, its border the padding's `fill_mask`
+    after the `Lambda`), image and mask bit for bit; warps and flips both fall."""
+    ds = table(files, tmp_path)
+    steps, preprocess_batch = script_transforms(48, 64)
+    lam, pad, crop, flip, norm, to_tensor = steps.transforms
+    transforms = A.Compose([lam, pad, crop, flip, A.Rotate(limit=20, p=0.7), norm, to_tensor])
+    ds.set_transform(partial(preprocess_batch, transforms=transforms))
+    loader = native(ds, batch_size=4, collate_fn=default_data_collator, backend="cpu", seed=3)
+    seen = set()
+    for image, mask, plan, _, x, y in samples_with_plans(loader, ds):
+        padded = A.Compose([pad])(image=image, mask=lam.apply_to_mask(mask.copy()))
+        top, left = plan["resized_crop"]["at"]
+        image, mask = padded["image"][top : top + 48, left : left + 64], padded["mask"][top : top + 48, left : left + 64]
+        ops = plan.get("ops", []) + ([{"op": "hflip"}] if plan.get("flip") else [])
+        for op in ops:
+            if op["op"] == "hflip":
+                image, mask = image[:, ::-1], mask[:, ::-1]
+            elif op["op"] == "cv2_affine":
+                m = np.array(op["arg"]["inverse"], dtype=np.float32).astype(np.float64).reshape(2, 3)
+                image = cv2.warpAffine(np.ascontiguousarray(image), m, (64, 48), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP)
+                mask = cv2.warpAffine(np.ascontiguousarray(mask), m, (64, 48), flags=cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP)
+        out = to_tensor(image=norm.apply(np.ascontiguousarray(image)), mask=np.ascontiguousarray(mask))
+        assert torch.equal(x, out["image"].to(torch.float)) and torch.equal(y, out["mask"].to(torch.long))
+        seen.add(tuple(op["op"] for op in ops))
+    assert any("cv2_affine" in s for s in seen) and any("hflip" in s for s in seen)
+
+
 def test_a_letterbox_then_a_flip_moves_each_mask_as_its_image(files, tmp_path):
     """`LongestMaxSize` then `PadIfNeeded` (centred, the mask padded with `fill_mask`), then a
     flip that falls per sample: each sample is albumentations' own for the flip hpuload drew,
@@ -359,7 +389,7 @@ def test_a_letterbox_then_a_flip_moves_each_mask_as_its_image(files, tmp_path):
 )
 def test_what_would_move_or_read_the_mask_otherwise_goes_to_torchs_loader_named(files, tmp_path, change):
     want = {
-        "affine": "Affine on a mask",
+        "affine": "Affine of a mask with mask_interpolation=1",
         "mask_interp_lambda": "no function of each value alone",
         "mask_converted": "convert",
         "mask_resized_bilinear": "mask_interpolation=1",
@@ -371,7 +401,8 @@ def test_what_would_move_or_read_the_mask_otherwise_goes_to_torchs_loader_named(
         resize = A.Resize(48, 64, mask_interpolation=cv2.INTER_LINEAR)
         fn = partial(preprocess_batch, transforms=A.Compose([resize, A.Normalize(mean=MEAN, std=STD), ToTensorV2()]))
     elif change == "affine":
-        train_transforms = A.Compose([*train_transforms.transforms[:4], A.Affine(rotate=(-10, 10), p=1.0), *train_transforms.transforms[4:]])
+        warp = A.Affine(rotate=(-10, 10), mask_interpolation=cv2.INTER_LINEAR, p=1.0)
+        train_transforms = A.Compose([*train_transforms.transforms[:4], warp, *train_transforms.transforms[4:]])
         fn = partial(preprocess_batch, transforms=train_transforms)
     elif change == "mask_interp_lambda":
         train_transforms = A.Compose([A.Lambda(mask=lambda m, **kw: np.roll(m, 1, axis=0)), *train_transforms.transforms[1:]])
