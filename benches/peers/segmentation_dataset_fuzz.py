@@ -67,7 +67,14 @@ COMPOSES = [
     "A.CenterCrop({h}, {w})",
     "A.LongestMaxSize({s}), A.PadIfNeeded({s}, {s}, border_mode=0, fill={fill}, fill_mask={fill_mask})",
     "A.PadIfNeeded({big}, {big}, border_mode=0, fill={fill}, fill_mask={fill_mask}), A.CenterCrop({big}, {big})",
-    "A.Resize({h}, {w}), A.Rotate(limit=30, p=1.0)",
+    "A.Resize({h}, {w}), A.Rotate(limit=({a}, {a}), border_mode={border}, fill_mask={fill_mask}, p=1.0)",
+    "A.Resize({h}, {w}), A.HorizontalFlip(p={p}), A.Affine(rotate=({a}, {a}), scale={sc}, translate_px=({t}, {t}), "
+    "fill_mask={fill_mask}, p=1.0), A.VerticalFlip(p={q})",
+    "A.LongestMaxSize({s}), A.PadIfNeeded({s}, {s}, border_mode=0, fill_mask={fill_mask}), "
+    "A.Rotate(limit=({a}, {a}), fill_mask={fill_mask}, p=1.0)",
+    "A.Resize({h}, {w}), A.Rotate(limit=({a}, {a}), mask_interpolation=1, p=1.0)",
+    "A.Resize({s}, {s}), A.Transpose(p={p}), A.Rotate(limit=({a}, {a}), border_mode={border}, p=1.0), "
+    "A.HorizontalFlip(p={q})",
     "A.Resize({h}, {w}), A.GaussianBlur(blur_limit=(3, 3), sigma_limit=(1.0, 1.0), p=1.0)",
     "A.Resize({h}, {w}, mask_interpolation=1)",
 ]
@@ -112,6 +119,10 @@ def case_source(rng: np.random.Generator) -> str:
         q=float(rng.choice([0.0, 1.0])),
         fill=int(rng.choice([0, 255])),
         fill_mask=int(rng.choice([0, 1, 255])),
+        a=round(float(rng.uniform(-45, 45)), 1),
+        border=int(rng.choice([0, 1, 2, 4])),
+        sc=round(float(rng.uniform(0.7, 1.3)), 2),
+        t=int(rng.integers(-5, 6)),
     )
     compose = COMPOSES[rng.integers(len(COMPOSES))].format(**size)
     norm = NORMS[rng.integers(len(NORMS))]

@@ -320,9 +320,10 @@ def translate_with_mask(compose: Any, output=None) -> tuple[str, str, "MaskSteps
     `Lambda`, `Resize`, `Normalize`, `ToTensorV2` to evaluate), or `Unsupported`. The mask
     moves only by the padded random crop, the resize, `LongestMaxSize` then `PadIfNeeded`
     (the letterbox), or a `CenterCrop` or `RandomCrop` (of the image, or of its `Resize` or
-    `SmallestMaxSize`, flips between them), and the flips and nearest warps (`Rotate`,
-    `Affine`, `ShiftScaleRotate`) after them: a step that would move it otherwise (or fill
-    it, as `CoarseDropout` may) is refused. `output` (`_probe.Output`):
+    `SmallestMaxSize`, flips between them), or a `RandomResizedCrop`, and the flips,
+    transposes, quarter turns and nearest warps (`Rotate`, `Affine`, `ShiftScaleRotate`)
+    after them: a step that would move it otherwise (or fill it, as `CoarseDropout` may) is
+    refused. `output` (`_probe.Output`):
     a Dataset of the user's own hands out the arrays of a Compose that does not end in
     `ToTensorV2` as its code changed them (`translate`'s), its masks as NumPy arrays."""
     from ._segmentation import MaskSteps
@@ -356,6 +357,17 @@ def translate_with_mask(compose: Any, output=None) -> tuple[str, str, "MaskSteps
         fill, warped = _after_crop(steps[k + 1 : -1])
         pipeline, dtype = _translate(steps[:-1], open_end=False, output=output)
         return pipeline, dtype, MaskSteps(tuple(_size(steps[k])), fill, table, nearest="opencv", warped=warped)
+    if _name(steps[0]) == "RandomResizedCrop":
+        # The mask cut to the image's window, then resized to the output as the image was.
+        rrc = steps[0]
+        if getattr(rrc, "mask_interpolation", _INTER_NEAREST) != _INTER_NEAREST:
+            raise Unsupported(
+                f"albumentations' RandomResizedCrop of a mask with mask_interpolation={rrc.mask_interpolation} (hpuload "
+                "resizes masks with cv2.INTER_NEAREST)"
+            )
+        fill, warped = _after_crop(steps[1:-1])
+        pipeline, dtype = _translate(steps[:-1], open_end=False, output=output)
+        return pipeline, dtype, MaskSteps(tuple(_size(rrc)), fill, table, resized=True, nearest="opencv", warped=warped, window=True)
     if _name(steps[0]) == "Resize":
         resize = steps[0]
         _always(resize)
@@ -457,14 +469,17 @@ _MASK_WARPS = ("Affine", "ShiftScaleRotate", "Rotate")
 
 def _leaves_mask(t: Any) -> list:
     """A step after the crop of a Compose given a mask: an image-only step (a pixel op,
-    `Normalize`), a flip, or a warp of the mask by the image's matrix (`_MASK_WARPS`, with
-    `mask_interpolation` nearest), whose fall and matrix hpuload reads from the image's plan;
-    compositions of them. The warps among them."""
+    `Normalize`), a flip, a transpose or quarter turn (of a square output), or a warp of the
+    mask by the image's matrix (`_MASK_WARPS`, with `mask_interpolation` nearest), whose fall
+    and matrix hpuload reads from the image's plan; compositions of them. The steps among
+    them that move the mask otherwise than a flip."""
     import albumentations as A
 
     name = _name(t)
     if name in ("HorizontalFlip", "VerticalFlip") or isinstance(t, A.ImageOnlyTransform):
         return []
+    if name in ("Transpose", "RandomRotate90"):
+        return [t]
     if name in _MASK_WARPS:
         if getattr(t, "mask_interpolation", _INTER_NEAREST) != _INTER_NEAREST:
             raise Unsupported(
@@ -482,12 +497,13 @@ def _after_crop(steps: list, pad: Any = None) -> tuple[int, bool]:
     the step that padded it before (or None): the one `fill_mask` its padding and the constant
     borders of its warps show (albumentations may give each its own: refused), and whether a
     warp moves it."""
-    warps = [w for t in steps for w in _leaves_mask(t)]
-    fillers = [w for w in warps if int(getattr(w, "border_mode", 0)) == 0] + ([pad] if pad is not None else [])
+    moving = [w for t in steps for w in _leaves_mask(t)]
+    warps = [w for w in moving if _name(w) in _MASK_WARPS and int(getattr(w, "border_mode", 0)) == 0]
+    fillers = warps + ([pad] if pad is not None else [])
     fills = {_raw_fill(t) for t in fillers}
     if len(fills) > 1:
         raise Unsupported(f"albumentations' steps that fill a mask with different fill_mask values {sorted(fills)}")
-    return (_mask_fill(fillers[0]) if fillers else 0), bool(warps)
+    return (_mask_fill(fillers[0]) if fillers else 0), bool(moving)
 
 
 def _raw_fill(t: Any) -> float:

@@ -883,10 +883,22 @@ class MaskSteps(NamedTuple):
     #: The letterbox (`LongestMaxSize` then `PadIfNeeded`): the mask resized as the image and
     #: placed where the plan placed it (`placed`), `fill` around it; `crop` is the output.
     placed: bool = False
-    #: A warp after the crop or resize (albumentations' `Rotate`, `Affine`, `ShiftScaleRotate`)
-    #: moves the mask by the image's matrix, nearest, in the order of the image's flips
-    #: (`TableMasks._drawn`); `fill` where its constant border shows.
+    #: A warp after the crop or resize (albumentations' `Rotate`, `Affine`, `ShiftScaleRotate`:
+    #: by the image's matrix, nearest, `fill` where its constant border shows), a transpose or
+    #: a quarter turn moves the mask, in the order of the image's flips (`TableMasks._moved`).
     warped: bool = False
+    #: With `resized`: the mask is cut to the window the image's plan cut (its `crop`: a
+    #: `RandomResizedCrop`'s) before its resize.
+    window: bool = False
+
+
+class _Moved(NamedTuple):
+    """A mask's move that `byte_masks`' `Drawn` tuple does not say alone (`TableMasks._moved`):
+    its cut, the moves after it (or None), the window it is cut to first (or None)."""
+
+    cut: tuple
+    moves: list | None
+    window: tuple | None
 
 
 class TableMasks(Masks):
@@ -973,32 +985,46 @@ class TableMasks(Masks):
         if not self.steps.flipped:
             after = (False, False)
         if self.steps.resized:
-            # The whole mask resized to the image's size, then flipped as the image was.
-            return self._warped((tuple(self.crop), (0, 0), False, False, (0, 0), after), d, None)
+            # The whole mask (or the window the image was cut from) resized to the image's
+            # size, then flipped as the image was.
+            window = self._window(d) if self.steps.window else None
+            return self._moved((tuple(self.crop), (0, 0), False, False, (0, 0), after), d, None, window)
         if self.steps.placed:
             # Resized to the letterbox's content, padded centred: the content's corner is the
             # padding before it.
             placed = d["placed"]
-            return self._warped((tuple(placed["content"]), (0, 0), False, False, tuple(placed["at"]), after), d, None)
+            return self._moved((tuple(placed["content"]), (0, 0), False, False, tuple(placed["at"]), after), d, None)
         rc = d.get("resized_crop")
         if rc is None:
             # A crop the size of its resize, which the plan keeps as the resize alone (the
             # flips before it plain flips of the output).
-            return self._warped((tuple(self.crop), (0, 0), False, False, (0, 0), after), d, None)
+            return self._moved((tuple(self.crop), (0, 0), False, False, (0, 0), after), d, None)
         # Flips between a resize and its crop mirror the crop (`hflip`, `vflip`) and are among
         # the plan's ops too: the flips after the crop are the rest.
         after = (after[0] != bool(rc["hflip"]), after[1] != bool(rc["vflip"]))
         cut = (tuple(rc["resized"]), tuple(rc["at"]), bool(rc["hflip"]), bool(rc["vflip"]), tuple(rc["before"]), after)
-        return self._warped(cut, d, rc)
+        return self._moved(cut, d, rc)
 
-    def _warped(self, cut: tuple, plan: dict, rc: dict | None) -> tuple:
-        """`cut`, or where the sample's plan warps its image after the crop or resize (a
-        `cv2_affine` op: albumentations' `Rotate`, `Affine`, `ShiftScaleRotate`), `cut` without
-        its flips after the crop and with the moves after it in the plan's order (each flip, and
-        each warp's matrix and border): a flip before a warp is not one after it."""
+    @staticmethod
+    def _window(plan: dict) -> tuple[int, int, int, int]:
+        """The window `(top, left, height, width)` the sample's plan cut its image from."""
+        crop = plan["crop"]
+        window = tuple(crop[k] for k in ("top", "left", "height", "width"))
+        if any(v != int(v) for v in window):
+            raise ValueError(f"a window of fractional pixels {window} (albumentations cuts whole ones)")
+        return tuple(int(v) for v in window)
+
+    def _moved(self, cut: tuple, plan: dict, rc: dict | None, window: tuple | None = None):
+        """`cut` (a `Drawn` tuple of `byte_masks`); or, where the mask is cut to a window
+        first, or the sample's plan moves its image after the crop or resize otherwise than by
+        flips (a `cv2_affine` op, albumentations' `Rotate`, `Affine`, `ShiftScaleRotate`; a
+        `transpose`; a `rot90`), a `_Moved`: `cut` without its flips after the crop, the moves
+        after it in the plan's order (each flip, transpose and quarter turn, each warp's
+        matrix and border: a flip before a warp is not one after it), and the window."""
         ops = plan.get("ops", [])
-        if not self.steps.warped or not any(op.get("op") == "cv2_affine" for op in ops):
-            return cut
+        moving = self.steps.warped and any(op.get("op") in ("cv2_affine", "transpose", "rot90") for op in ops)
+        if not moving:
+            return cut if window is None else _Moved(cut, None, window)
         # The flips that mirror the crop of the resize come first among the ops.
         skip = {"hflip": bool(rc and rc["hflip"]), "vflip": bool(rc and rc["vflip"])}
         moves: list = []
@@ -1006,15 +1032,17 @@ class TableMasks(Masks):
             name = op.get("op")
             if name in skip and skip[name]:
                 skip[name] = False
-            elif name in skip:
+            elif name in skip or name == "transpose":
                 moves.append(name)
+            elif name == "rot90":
+                moves.append(f"rot90_{op['arg']}")
             elif name == "cv2_affine" and self.fixed_point_warps:
                 moves.append(("fixed", op["arg"]["inverse_f64"], op["arg"]["border"]))
             elif name == "cv2_affine":
                 moves.append((op["arg"]["inverse"], op["arg"]["border"]))
         if plan.get("flip"):
             moves.append("hflip")  # the flip moved to the writing of the slot: the last one
-        return (*cut[:5], (False, False), moves)
+        return _Moved((*cut[:5], (False, False)), moves, window)
 
     #: The Compose warps masks of a dtype OpenCV warps by its fixed-point kernel (int8 to
     #: int64, float64: a Dataset's code computing in them); else by its float one (uint8 as
@@ -1022,12 +1050,16 @@ class TableMasks(Masks):
     fixed_point_warps = False
 
     def _byte_masks(self, sources: list, drawn: list, fill: int, into: torch.Tensor, table) -> None:
-        """`_hpuload.byte_masks` of `sources` moved as `drawn` says (each a cut, and the moves
-        after it where `_warped` added them) into `into`."""
+        """`_hpuload.byte_masks` of `sources` moved as `drawn` says (each a cut, or a `_Moved`)
+        into `into`."""
         h, w = self.crop
-        moves = [d[6] if len(d) > 6 else [] for d in drawn] if any(len(d) > 6 for d in drawn) else None
-        cuts = [d[:6] for d in drawn]
-        _hpuload.byte_masks(sources, cuts, h, w, fill, into.data_ptr(), table, nearest=self.steps.nearest, moves=moves)
+        moved = [d for d in drawn if isinstance(d, _Moved)]
+        moves = [(d.moves or []) if isinstance(d, _Moved) else [] for d in drawn] if any(d.moves for d in moved) else None
+        windows = [d.window if isinstance(d, _Moved) else None for d in drawn] if any(d.window for d in moved) else None
+        cuts = [d.cut if isinstance(d, _Moved) else d for d in drawn]
+        _hpuload.byte_masks(
+            sources, cuts, h, w, fill, into.data_ptr(), table, nearest=self.steps.nearest, moves=moves, windows=windows
+        )
 
     def _make(self, sources: list, drawn: list, into: torch.Tensor) -> None:
         self._byte_masks(sources, drawn, self.steps.fill, into, self._table)

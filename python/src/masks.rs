@@ -300,13 +300,17 @@ fn on_two_threads<T: Send, D: Sync>(
     })
 }
 
-/// A move of a cut mask as `_segmentation.py` names it: `"hflip"`, `"vflip"`, or
-/// `(inverse, border)` (a nearest warp: the image's `cv2_affine` op's float32 output-to-source
-/// matrix and OpenCV border, as the sample's plan gives them).
+/// A window of a mask, `(top, left, height, width)`.
+type Window = (u32, u32, u32, u32);
+
+/// A move of a cut mask as `_segmentation.py` names it: `"hflip"`, `"vflip"`, `"transpose"`,
+/// `"rot90_1"` to `"rot90_3"` (quarter turns), or `(inverse, border)` (a nearest warp: the
+/// image's `cv2_affine` op's float32 output-to-source matrix and OpenCV border, as the
+/// sample's plan gives them).
 #[derive(FromPyObject)]
 pub enum MoveArg {
-    /// A flip.
-    Flip(String),
+    /// A flip, transpose or quarter turn.
+    Named(String),
     /// A warp.
     Warp(([f32; 6], String)),
     /// A warp by OpenCV's fixed-point kernel (`("fixed", inverse in double, border)`), as it
@@ -318,11 +322,17 @@ impl MoveArg {
     fn to_move(&self) -> PyResult<hpuload::augment::segment::MaskMove> {
         use hpuload::augment::segment::MaskMove;
         match self {
-            Self::Flip(f) if f == "hflip" => Ok(MaskMove::HorizontalFlip),
-            Self::Flip(f) if f == "vflip" => Ok(MaskMove::VerticalFlip),
-            Self::Flip(other) => Err(PyValueError::new_err(format!(
-                "no mask move named {other:?}"
-            ))),
+            Self::Named(name) => match name.as_str() {
+                "hflip" => Ok(MaskMove::HorizontalFlip),
+                "vflip" => Ok(MaskMove::VerticalFlip),
+                "transpose" => Ok(MaskMove::Transpose),
+                "rot90_1" => Ok(MaskMove::Rot90(1)),
+                "rot90_2" => Ok(MaskMove::Rot90(2)),
+                "rot90_3" => Ok(MaskMove::Rot90(3)),
+                other => Err(PyValueError::new_err(format!(
+                    "no mask move named {other:?}"
+                ))),
+            },
             Self::Warp((inverse, border)) => Ok(MaskMove::Warp {
                 inverse: *inverse,
                 border: cv2_border(border)?,
@@ -356,9 +366,11 @@ fn cv2_border(name: &str) -> PyResult<hpuload::augment::Cv2Border> {
 /// `"torch_exact"` (torch's nearest-exact, transformers' Segformer image processor). With
 /// `moves` (one list per mask), each cut mask is then moved by its list in order (see
 /// [`MoveArg`]; albumentations' warps of a mask after its resize or crop), `fill` where a
-/// warp's constant border shows; the flips after the crop in `drawn` come before them.
+/// warp's constant border shows; the flips after the crop in `drawn` come before them. With
+/// `windows` (one per mask, or None), each mask is first cut to its window `(top, left,
+/// height, width)` (a `RandomResizedCrop`'s, before its resize).
 #[pyfunction]
-#[pyo3(signature = (sources, drawn, height, width, fill, out, table=None, nearest="pillow", moves=None))]
+#[pyo3(signature = (sources, drawn, height, width, fill, out, table=None, nearest="pillow", moves=None, windows=None))]
 #[allow(clippy::too_many_arguments)] // the pairs are Python's tuples
 pub fn byte_masks(
     py: Python<'_>,
@@ -371,6 +383,7 @@ pub fn byte_masks(
     table: Option<Vec<u8>>,
     nearest: &str,
     moves: Option<Vec<Vec<MoveArg>>>,
+    windows: Option<Vec<Option<Window>>>,
 ) -> PyResult<()> {
     use hpuload::augment::segment;
     let nearest = match nearest {
@@ -400,6 +413,24 @@ pub fn byte_masks(
             .collect::<PyResult<Vec<_>>>()?,
         None => vec![Vec::new(); sources.len()],
     };
+    let turns = |m: &segment::MaskMove| {
+        matches!(
+            m,
+            segment::MaskMove::Transpose | segment::MaskMove::Rot90(_)
+        )
+    };
+    if height != width && moves.iter().flatten().any(turns) {
+        return Err(PyValueError::new_err(format!(
+            "a transpose or quarter turn of {height}x{width} masks (square ones only)"
+        )));
+    }
+    let windows = match windows {
+        Some(w) if w.len() != sources.len() => {
+            return Err(PyValueError::new_err("one window (or None) per mask"))
+        }
+        Some(w) => w,
+        None => vec![None; sources.len()],
+    };
     let table: [u8; 256] = match table {
         Some(t) => t
             .try_into()
@@ -420,11 +451,12 @@ pub fn byte_masks(
     // `len(sources) * height * width` values that it made for this call and holds through it
     // (nothing else reads or writes it meanwhile); bytes need no alignment.
     let dst = unsafe { std::slice::from_raw_parts_mut(out as *mut u8, values) };
-    // Each mask's drawn cut with its moves.
-    let drawn: Vec<(Drawn, &[segment::MaskMove])> = drawn
+    // Each mask's window, drawn cut and moves.
+    let drawn: Vec<(Option<Window>, Drawn, &[segment::MaskMove])> = windows
         .into_iter()
+        .zip(drawn)
         .zip(&moves)
-        .map(|(d, m)| (d, &m[..]))
+        .map(|((w, d), m)| (w, d, &m[..]))
         .collect();
     py.detach(|| {
         on_two_threads(
@@ -432,8 +464,13 @@ pub fn byte_masks(
             &drawn,
             dst,
             plane,
-            |source, (drawn, moves), dst| {
-                let mask = source.mask()?;
+            |source, (window, drawn, moves), dst| {
+                let mut mask = source.mask()?;
+                if let Some((top, left, height, width)) = *window {
+                    mask = mask
+                        .window((top, left), (height, width))
+                        .map_err(|why| format!("{}: {why}", source.name()))?;
+                }
                 if let Some(v) = mask.values.iter().find(|&&v| v > 255) {
                     return Err(format!(
                         "{}: a mask value of {v}, past a byte",

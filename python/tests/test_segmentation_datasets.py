@@ -530,7 +530,8 @@ CARVANA_TRAIN = A.Compose(
 
 def replayed(plan, image, mask, border=None, fill=0, fill_mask=0):
     """`image` and `mask` (already cut to the output) moved by the plan's ops in order, each
-    by OpenCV itself: a flip, or a warp by the plan's own float32 output-to-source matrix
+    by NumPy or OpenCV itself: a flip, a transpose, a quarter turn (`np.rot90`), or a warp by
+    the plan's own float32 output-to-source matrix
     (`WARP_INVERSE_MAP`: bilinear for the image, nearest for the mask), as albumentations
     warps them with the matrix it draws."""
     border = cv2.BORDER_CONSTANT if border is None else border
@@ -540,6 +541,10 @@ def replayed(plan, image, mask, border=None, fill=0, fill_mask=0):
             image, mask = image[:, ::-1], mask[:, ::-1]
         elif op["op"] == "vflip":
             image, mask = image[::-1], mask[::-1]
+        elif op["op"] == "transpose":
+            image, mask = image.transpose(1, 0, 2), mask.T
+        elif op["op"] == "rot90":
+            image, mask = np.rot90(image, op["arg"]), np.rot90(mask, op["arg"])
         elif op["op"] == "cv2_affine":
             m = np.array(op["arg"]["inverse"], dtype=np.float32).astype(np.float64).reshape(2, 3)
             image = cv2.warpAffine(np.ascontiguousarray(image), m, (w, h), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP, borderMode=border, borderValue=(fill,) * 3)
@@ -696,3 +701,46 @@ def test_a_rotated_run_resumed_gives_the_same_images_and_masks(folders):
     ds = Carvana(folders / "images", folders / "masks", CARVANA_TRAIN)
     rest, resumed = resumed_after(lambda: native(ds, batch_size=3, shuffle=True, backend="cpu", seed=11), 2)
     assert len(rest) == len(resumed) == 2 and all(same(a, b) for a, b in zip(rest, resumed))
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        [A.HorizontalFlip(p=0.5), A.VerticalFlip(p=0.5)],
+        [A.RandomRotate90(p=0.8), A.Transpose(p=0.5), A.HorizontalFlip(p=0.5)],
+        [A.ShiftScaleRotate(shift_limit=0.1, scale_limit=0.2, rotate_limit=30, p=0.8), A.RandomRotate90(p=0.5)],
+    ],
+    ids=["flips", "turns", "warp-and-turn"],
+)
+@pytest.mark.parametrize("values,masks", [("tutorial", "masks"), ("indices", "palette")])
+def test_a_random_resized_crop_moves_each_mask_as_its_image(folders, after, values, masks):
+    """`RandomResizedCrop` (a square output), then flips, quarter turns, transposes, a warp:
+    each sample is the window hpuload drew cut and resized by albumentations' own `Resize`
+    (bilinear for the image, nearest for the mask), then moved in the plan's order by NumPy
+    and OpenCV, image and mask bit for bit; windows of more than one size are seen."""
+    compose = A.Compose([A.RandomResizedCrop(size=(40, 40), scale=(0.3, 1.0)), *after, ZERO_ONE, ToTensorV2()])
+    ds = Carvana(folders / "images", folders / masks, compose, values=values)
+    loader = native(ds, batch_size=4, backend="cpu", seed=12)
+    windows, ops = set(), set()
+    for b, (x, y) in enumerate(loader):
+        for k in range(x.shape[0]):
+            i = b * 4 + k
+            image = np.array(Image.open(folders / "images" / ds.images[i]).convert("RGB"))
+            mask = ds.mask(str(folders / masks / ds.images[i].replace(".jpg", "_mask.png")))
+            plan = json.loads(loader._core.sample_plan(0, i, image.shape[1], image.shape[0]))
+            top, left, h, w = (int(plan["crop"][k]) for k in ("top", "left", "height", "width"))
+            cut = A.Resize(40, 40)(image=image[top : top + h, left : left + w], mask=mask[top : top + h, left : left + w])
+            image, mask = replayed(plan, cut["image"], cut["mask"])
+            want = A.Compose([ZERO_ONE, ToTensorV2()])(image=image, mask=mask)
+            assert torch.equal(x[k], want["image"]) and torch.equal(y[k], want["mask"]), i
+            windows.add((h, w))
+            ops |= {op["op"] for op in plan.get("ops", [])}
+    assert len(windows) > 1
+    if len(after) == 3:
+        assert {"rot90", "transpose"} <= ops, ops
+
+
+def test_a_random_resized_crop_that_resizes_masks_bilinear_goes_to_torchs_loader_named(folders):
+    compose = A.Compose([A.RandomResizedCrop(size=(40, 40), mask_interpolation=1), ZERO_ONE, ToTensorV2()])
+    said = fallback_reason(Carvana(folders / "images", folders / "masks", compose), batch_size=4)
+    assert "RandomResizedCrop of a mask with mask_interpolation=1" in said, said

@@ -146,6 +146,41 @@ pub fn coco_semantic_mask(
     })
 }
 
+impl Mask {
+    /// The `(height, width)` window of the mask at `(top, left)` (albumentations'
+    /// `RandomResizedCrop` cuts it before its resize), or why not: it does not lie inside.
+    pub fn window(
+        &self,
+        (top, left): (u32, u32),
+        (height, width): (u32, u32),
+    ) -> Result<Mask, String> {
+        let fits = height > 0
+            && width > 0
+            && top.checked_add(height).is_some_and(|b| b <= self.height)
+            && left.checked_add(width).is_some_and(|r| r <= self.width);
+        if !fits {
+            return Err(format!(
+                "no {height}x{width} window at ({top}, {left}) of a {}x{} mask",
+                self.height, self.width
+            ));
+        }
+        let (w, l) = (self.width as usize, left as usize);
+        let values = self
+            .values
+            .chunks_exact(w)
+            .skip(top as usize)
+            .take(height as usize)
+            .flat_map(|row| &row[l..l + width as usize])
+            .copied()
+            .collect();
+        Ok(Mask {
+            width,
+            height,
+            values,
+        })
+    }
+}
+
 /// Whose nearest-neighbour positions a mask's resize takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Nearest {
@@ -313,6 +348,11 @@ pub enum MaskMove {
     HorizontalFlip,
     /// Mirrored top to bottom.
     VerticalFlip,
+    /// Rows become columns (albumentations' `Transpose` of a square mask).
+    Transpose,
+    /// `np.rot90(mask, k)`: `k` (1-3) counter-clockwise quarter turns (albumentations'
+    /// `RandomRotate90` of a square mask).
+    Rot90(u8),
     /// OpenCV's `warpAffine(..., INTER_NEAREST)` at its own size (albumentations' `Affine`,
     /// `ShiftScaleRotate` and `Rotate` of a mask): `inverse` maps each output pixel to its
     /// source point (float32, as the image's warp takes it), `border` says what is read
@@ -337,14 +377,30 @@ pub enum MaskMove {
 /// constant border shows.
 ///
 /// # Panics
-/// `values` does not hold `size`'s values.
+/// `values` does not hold `size`'s values, or a transpose or quarter turn is asked of a plane
+/// that is not square (or a quarter turn of other than 1-3 turns).
 pub fn move_mask<T: Copy>(values: &mut [T], size: (usize, usize), moves: &[MaskMove], fill: T) {
     assert_eq!(values.len(), size.0 * size.1, "the plane holds {size:?}");
     let mut source = Vec::new();
+    let n = size.0;
     for step in moves {
+        if matches!(step, MaskMove::Transpose | MaskMove::Rot90(_)) {
+            assert_eq!(
+                size.0, size.1,
+                "a transpose or quarter turn of a square plane"
+            );
+            source.clear();
+            source.extend_from_slice(values);
+        }
         match *step {
             MaskMove::HorizontalFlip => mirror_rows(values, size.1),
             MaskMove::VerticalFlip => mirror_columns(values, size),
+            // Output (y, x) reads the source at the place each move names.
+            MaskMove::Transpose => turn(&source, n, values, |y, x| (x, y)),
+            MaskMove::Rot90(1) => turn(&source, n, values, |y, x| (x, n - 1 - y)),
+            MaskMove::Rot90(2) => turn(&source, n, values, |y, x| (n - 1 - y, n - 1 - x)),
+            MaskMove::Rot90(3) => turn(&source, n, values, |y, x| (n - 1 - x, y)),
+            MaskMove::Rot90(k) => panic!("{k} quarter turns"),
             MaskMove::Warp { inverse, border } => {
                 source.clear();
                 source.extend_from_slice(values);
@@ -355,6 +411,16 @@ pub fn move_mask<T: Copy>(values: &mut [T], size: (usize, usize), moves: &[MaskM
                 source.extend_from_slice(values);
                 warp_nearest_fixed(&source, size, &inverse, border, fill, values);
             }
+        }
+    }
+}
+
+/// The `n`x`n` plane `src` into `dst`, each output `(y, x)` reading the source at `at(y, x)`.
+fn turn<T: Copy>(src: &[T], n: usize, dst: &mut [T], at: impl Fn(usize, usize) -> (usize, usize)) {
+    for (y, row) in dst.chunks_exact_mut(n).enumerate() {
+        for (x, out) in row.iter_mut().enumerate() {
+            let (sy, sx) = at(y, x);
+            *out = src[sy * n + sx];
         }
     }
 }
@@ -738,5 +804,43 @@ mod tests {
         };
         move_mask(&mut values, (1, 4), &[half], 0);
         assert_eq!(values, [2, 3, 4, 4]);
+    }
+
+    #[test]
+    fn a_window_of_a_mask_is_its_values_there_and_one_past_its_edge_is_refused() {
+        let mask = Mask {
+            width: 3,
+            height: 2,
+            values: vec![1, 2, 3, 4, 5, 6],
+        };
+        assert_eq!(mask.window((0, 1), (2, 2)).unwrap().values, [2, 3, 5, 6]);
+        assert_eq!(mask.window((1, 0), (1, 3)).unwrap().values, [4, 5, 6]);
+        assert!(mask.window((1, 1), (2, 2)).unwrap_err().contains("2x2"));
+        assert!(mask.window((0, 0), (0, 3)).is_err());
+        assert!(mask.window((u32::MAX, 0), (2, 1)).is_err());
+    }
+
+    #[test]
+    fn a_square_mask_is_transposed_and_turned_as_numpy_turns_it() {
+        // 1 2
+        // 3 4
+        let turned = |moves: &[MaskMove]| {
+            let mut values = vec![1u8, 2, 3, 4];
+            move_mask(&mut values, (2, 2), moves, 0);
+            values
+        };
+        assert_eq!(turned(&[MaskMove::Transpose]), [1, 3, 2, 4]);
+        // np.rot90 turns counter-clockwise: the right column becomes the top row.
+        assert_eq!(turned(&[MaskMove::Rot90(1)]), [2, 4, 1, 3]);
+        assert_eq!(turned(&[MaskMove::Rot90(2)]), [4, 3, 2, 1]);
+        assert_eq!(turned(&[MaskMove::Rot90(3)]), [3, 1, 4, 2]);
+        assert_eq!(
+            turned(&[MaskMove::Rot90(1), MaskMove::Rot90(3)]),
+            [1, 2, 3, 4]
+        );
+        assert_eq!(
+            turned(&[MaskMove::Transpose, MaskMove::HorizontalFlip]),
+            turned(&[MaskMove::Rot90(3)])
+        );
     }
 }
