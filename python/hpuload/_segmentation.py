@@ -1049,16 +1049,16 @@ class TableMasks(Masks):
     #: read, uint16, float32).
     fixed_point_warps = False
 
-    def _byte_masks(self, sources: list, drawn: list, fill: int, into: torch.Tensor, table) -> None:
+    def _byte_masks(self, sources: list, drawn: list, fill: int, into: torch.Tensor, table, wide: bool = False) -> None:
         """`_hpuload.byte_masks` of `sources` moved as `drawn` says (each a cut, or a `_Moved`)
-        into `into`."""
+        into `into` (int16 where `wide`)."""
         h, w = self.crop
         moved = [d for d in drawn if isinstance(d, _Moved)]
         moves = [(d.moves or []) if isinstance(d, _Moved) else [] for d in drawn] if any(d.moves for d in moved) else None
         windows = [d.window if isinstance(d, _Moved) else None for d in drawn] if any(d.window for d in moved) else None
         cuts = [d.cut if isinstance(d, _Moved) else d for d in drawn]
         _hpuload.byte_masks(
-            sources, cuts, h, w, fill, into.data_ptr(), table, nearest=self.steps.nearest, moves=moves, windows=windows
+            sources, cuts, h, w, fill, into.data_ptr(), table, nearest=self.steps.nearest, moves=moves, windows=windows, wide=wide
         )
 
     def _make(self, sources: list, drawn: list, into: torch.Tensor) -> None:
@@ -1224,9 +1224,6 @@ class FileMasks(TableMasks):
         #: what the padding holds (`_probe.AlbumentationsStandIn._padding`, after the code's
         #: steps past the transform).
         self.values = values
-        #: The transform may pad the mask (a letterbox, a padded crop): each batch's masks are
-        #: also cut with every value 1, to tell padding from the file's values.
-        self.pads = steps.placed or steps.warped or (not steps.resized and steps.nearest == "pillow")
         #: The code made the mask grey: a palette's indices become their luma first.
         self.grey = mask.image.before == (_probe.GREY,)
         #: Read by OpenCV's grey read, which takes grey PNGs as stored (a palette's colours it
@@ -1315,19 +1312,15 @@ class FileMasks(TableMasks):
             table, fill = bytes(self.values[:256].tolist()), int(self.values[256])
             self._byte_masks(sources, drawn, fill, into, table)
             return
-        raw = torch.empty((n, h, w), dtype=torch.uint8)
-        self._byte_masks(sources, drawn, 0, raw, None)
+        # Each pixel's byte, or 256 where the padding shows (one decode of each file): the
+        # index of its value in `values`, whose last is what the padding holds.
+        raw = torch.empty((n, h, w), dtype=torch.int16)
+        self._byte_masks(sources, drawn, 256, raw, None, wide=True)
         if any(g is not None for g in greys):
-            identity = torch.arange(256, dtype=torch.uint8)
-            tables = torch.stack([identity if g is None else g for g in greys])
+            identity = torch.arange(257, dtype=torch.int16)
+            tables = torch.stack([identity if g is None else torch.cat([g.to(torch.int16), identity[256:]]) for g in greys])
             raw = torch.gather(tables, 1, raw.view(n, -1).long()).view(n, h, w)
-        made = self.values.index_select(0, raw.view(-1).int()).view(n, h, w)
-        if self.pads:
-            # Where the padding shows, what albumentations pads the code's mask with.
-            shown = torch.empty((n, h, w), dtype=torch.uint8)
-            self._byte_masks(sources, drawn, 0, shown, bytes([1]) * 256)
-            made = torch.where(shown.bool(), made, self.values[256])
-        into.copy_(made)
+        into.copy_(self.values.index_select(0, raw.view(-1).int()).view(n, h, w))
 
     _replacements = Masks._replacements
     _own_sample = Masks._own_sample

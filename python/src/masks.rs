@@ -368,9 +368,11 @@ fn cv2_border(name: &str) -> PyResult<hpuload::augment::Cv2Border> {
 /// [`MoveArg`]; albumentations' warps of a mask after its resize or crop), `fill` where a
 /// warp's constant border shows; the flips after the crop in `drawn` come before them. With
 /// `windows` (one per mask, or None), each mask is first cut to its window `(top, left,
-/// height, width)` (a `RandomResizedCrop`'s, before its resize).
+/// height, width)` (a `RandomResizedCrop`'s, before its resize). With `wide`, `out` is the data
+/// pointer of a contiguous int16 tensor instead, and `fill` may be 256: one call tells the
+/// mask's values (0-255, mapped by `table`) from where the padding shows.
 #[pyfunction]
-#[pyo3(signature = (sources, drawn, height, width, fill, out, table=None, nearest="pillow", moves=None, windows=None))]
+#[pyo3(signature = (sources, drawn, height, width, fill, out, table=None, nearest="pillow", moves=None, windows=None, wide=false))]
 #[allow(clippy::too_many_arguments)] // the pairs are Python's tuples
 pub fn byte_masks(
     py: Python<'_>,
@@ -378,12 +380,13 @@ pub fn byte_masks(
     drawn: Vec<Drawn>,
     height: u32,
     width: u32,
-    fill: u8,
+    fill: u16,
     out: usize,
     table: Option<Vec<u8>>,
     nearest: &str,
     moves: Option<Vec<Vec<MoveArg>>>,
     windows: Option<Vec<Option<Window>>>,
+    wide: bool,
 ) -> PyResult<()> {
     use hpuload::augment::segment;
     let nearest = match nearest {
@@ -447,10 +450,11 @@ pub fn byte_masks(
     if out == 0 {
         return Err(PyValueError::new_err("no address for the masks"));
     }
-    // SAFETY: `_segmentation.py` passes the data pointer of a contiguous uint8 CPU tensor of
-    // `len(sources) * height * width` values that it made for this call and holds through it
-    // (nothing else reads or writes it meanwhile); bytes need no alignment.
-    let dst = unsafe { std::slice::from_raw_parts_mut(out as *mut u8, values) };
+    if wide && !out.is_multiple_of(std::mem::align_of::<u16>()) {
+        return Err(PyValueError::new_err(format!(
+            "{out:#x} is not the address of int16 values"
+        )));
+    }
     // Each mask's window, drawn cut and moves.
     let drawn: Vec<(Option<Window>, Drawn, &[segment::MaskMove])> = windows
         .into_iter()
@@ -458,41 +462,79 @@ pub fn byte_masks(
         .zip(&moves)
         .map(|((w, d), m)| (w, d, &m[..]))
         .collect();
-    py.detach(|| {
-        on_two_threads(
-            &sources,
-            &drawn,
-            dst,
-            plane,
-            |source, (window, drawn, moves), dst| {
-                let mut mask = source.mask()?;
-                if let Some((top, left, height, width)) = *window {
-                    mask = mask
-                        .window((top, left), (height, width))
-                        .map_err(|why| format!("{}: {why}", source.name()))?;
-                }
-                if let Some(v) = mask.values.iter().find(|&&v| v > 255) {
-                    return Err(format!(
-                        "{}: a mask value of {v}, past a byte",
-                        source.name()
-                    ));
-                }
-                let (resized, at, hflip, vflip, before, after) = *drawn;
-                let cut = fitting(source, (resized, at, hflip, vflip, before), (height, width))?;
-                segment::cut_mask_as(
-                    &mask,
-                    &cut,
-                    nearest,
-                    (height, width),
-                    fill,
-                    after,
-                    dst,
-                    |v| table[usize::from(v)],
-                );
-                segment::move_mask(dst, (height as usize, width as usize), moves, fill);
-                Ok(())
-            },
-        )
-    })
-    .map_err(PyValueError::new_err)
+    let size = (height, width);
+    if wide {
+        // SAFETY: as below, of a contiguous int16 tensor of that many values; the address
+        // was checked to be aligned.
+        let dst = unsafe { std::slice::from_raw_parts_mut(out as *mut u16, values) };
+        return py
+            .detach(|| {
+                cut_bytes(&sources, &drawn, size, nearest, fill, dst, |v| {
+                    u16::from(table[v])
+                })
+            })
+            .map_err(PyValueError::new_err);
+    }
+    let fill = u8::try_from(fill)
+        .map_err(|_| PyValueError::new_err(format!("a fill of {fill} in bytes")))?;
+    // SAFETY: `_segmentation.py` passes the data pointer of a contiguous uint8 CPU tensor of
+    // `len(sources) * height * width` values that it made for this call and holds through it
+    // (nothing else reads or writes it meanwhile); bytes need no alignment.
+    let dst = unsafe { std::slice::from_raw_parts_mut(out as *mut u8, values) };
+    py.detach(|| cut_bytes(&sources, &drawn, size, nearest, fill, dst, |v| table[v]))
+        .map_err(PyValueError::new_err)
+}
+
+/// [`byte_masks`]' work: each of `sources` read, cut to its window, cut and moved as its
+/// `drawn` says, each value written as `value` of it, `fill` where the padding shows, into its
+/// plane of `dst`, on up to two threads without the GIL.
+fn cut_bytes<T: Copy + Send + Sync>(
+    sources: &[MaskSource],
+    drawn: &[(
+        Option<Window>,
+        Drawn,
+        &[hpuload::augment::segment::MaskMove],
+    )],
+    (height, width): (u32, u32),
+    nearest: hpuload::augment::segment::Nearest,
+    fill: T,
+    dst: &mut [T],
+    value: impl Fn(usize) -> T + Sync,
+) -> Result<(), String> {
+    use hpuload::augment::segment;
+    let plane = (height as usize) * (width as usize);
+    on_two_threads(
+        sources,
+        drawn,
+        dst,
+        plane,
+        |source, (window, drawn, moves), dst| {
+            let mut mask = source.mask()?;
+            if let Some((top, left, h, w)) = *window {
+                mask = mask
+                    .window((top, left), (h, w))
+                    .map_err(|why| format!("{}: {why}", source.name()))?;
+            }
+            if let Some(v) = mask.values.iter().find(|&&v| v > 255) {
+                return Err(format!(
+                    "{}: a mask value of {v}, past a byte",
+                    source.name()
+                ));
+            }
+            let (resized, at, hflip, vflip, before, after) = *drawn;
+            let cut = fitting(source, (resized, at, hflip, vflip, before), (height, width))?;
+            segment::cut_mask_as(
+                &mask,
+                &cut,
+                nearest,
+                (height, width),
+                fill,
+                after,
+                dst,
+                |v| value(usize::from(v)),
+            );
+            segment::move_mask(dst, (height as usize, width as usize), moves, fill);
+            Ok(())
+        },
+    )
 }
