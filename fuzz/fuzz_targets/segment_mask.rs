@@ -1,22 +1,34 @@
-//! Segmentation mask PNGs on arbitrary bytes: decoding never panics, and a decoded mask has
-//! one value per pixel; cut as a drawn resize, flips, padding and crop move it (parameters
-//! from the first bytes, Pillow's or torch's nearest positions), every output value is one of
-//! the mask's or the fill.
+//! Segmentation masks on arbitrary bytes, read as a PNG and as a GIF made grey: decoding never
+//! panics, and a decoded mask has one value per pixel; cut as a drawn resize, flips, padding
+//! and crop move it (parameters from the first bytes, Pillow's or torch's nearest positions),
+//! then moved by flips, a quarter turn and a nearest warp (of either kernel, any border),
+//! every output value is one of the mask's or the fill.
 #![no_main]
 
-use hpuload::augment::{segment, ResizedCrop};
+use hpuload::augment::{segment, Cv2Border, ResizedCrop};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&[a, b, c, d], png)) = data.split_first_chunk::<4>() else {
+    let Some((&[a, b, c, d, e], bytes)) = data.split_first_chunk::<5>() else {
         return;
     };
-    let Ok(mask) = segment::decode_mask(png) else {
+    let decoded = if e & 0x80 != 0 {
+        segment::decode_grey_gif(bytes)
+    } else {
+        segment::decode_mask(bytes)
+    };
+    let Ok(mask) = decoded else {
         return;
     };
     assert_eq!(mask.values.len(), (mask.width * mask.height) as usize);
     let resized = (u32::from(a & 0x3f), u32::from(b & 0x3f));
-    let out = (u32::from(c & 0x1f) + 1, u32::from(d & 0x1f) + 1);
+    let side = u32::from(c & 0x1f) + 1;
+    // A square output when the moves turn it.
+    let out = if e & 0x40 != 0 {
+        (side, side)
+    } else {
+        (side, u32::from(d & 0x1f) + 1)
+    };
     let at = (
         u32::from(c >> 5) % (resized.0.max(out.0) - out.0 + 1),
         u32::from(d >> 5) % (resized.1.max(out.1) - out.1 + 1),
@@ -26,14 +38,39 @@ fuzz_target!(|data: &[u8]| {
         at,
         hflip: a & 0x40 != 0,
         vflip: b & 0x40 != 0,
+        before: (0, 0),
     };
+    if resized.0 == 0 || resized.1 == 0 {
+        return;
+    }
     let mut dst = vec![0i64; (out.0 * out.1) as usize];
     let nearest = if a & 0x80 != 0 {
         segment::Nearest::Torch
     } else {
         segment::Nearest::Pillow
     };
-    segment::cut_mask(&mask, &drawn, nearest, out, -1, &mut dst);
+    segment::cut_mask(&mask, &drawn, nearest, out, -1, (b & 0x80 != 0, false), &mut dst);
+    let angle = f64::from(e & 0x3f) / 10.0;
+    let (sin, cos) = angle.sin_cos();
+    let inverse = [cos, sin, f64::from(c) - 100.0, -sin, cos, f64::from(d) - 100.0];
+    let border = [
+        Cv2Border::Constant,
+        Cv2Border::Replicate,
+        Cv2Border::Reflect,
+        Cv2Border::Reflect101,
+    ][usize::from(e & 3)];
+    let mut moves = vec![
+        segment::MaskMove::VerticalFlip,
+        segment::MaskMove::Warp {
+            inverse: inverse.map(|v| v as f32),
+            border,
+        },
+        segment::MaskMove::FixedPointWarp { inverse, border },
+    ];
+    if out.0 == out.1 {
+        moves.extend([segment::MaskMove::Rot90(1 + e % 3), segment::MaskMove::Transpose]);
+    }
+    segment::move_mask(&mut dst, (out.0 as usize, out.1 as usize), &moves, -1);
     let held: std::collections::HashSet<i64> = mask.values.iter().map(|&v| i64::from(v)).collect();
     assert!(dst.iter().all(|v| *v == -1 || held.contains(v)));
 });

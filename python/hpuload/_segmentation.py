@@ -892,6 +892,26 @@ class MaskSteps(NamedTuple):
     window: bool = False
 
 
+def _grey_gif_size(data: bytes) -> tuple[int, int] | None:
+    """`(width, height)` of a GIF whose first frame covers its screen (what
+    `segment::decode_grey_gif` takes), read from its header; None for any other file."""
+    if len(data) < 13 or data[:6] not in (b"GIF87a", b"GIF89a"):
+        return None
+    width, height = int.from_bytes(data[6:8], "little"), int.from_bytes(data[8:10], "little")
+    at = 13 + ((3 << ((data[10] & 7) + 1)) if data[10] & 0x80 else 0)
+    while at < len(data) and data[at] == 0x21:
+        # Extensions before the first frame (its graphic control, comments): label, blocks.
+        at += 2
+        while at < len(data) and data[at]:
+            at += data[at] + 1
+        at += 1
+    frame = data[at + 1 : at + 9]
+    if at >= len(data) or data[at] != 0x2C or len(frame) < 8:
+        return None
+    left, top, w, h = (int.from_bytes(frame[k : k + 2], "little") for k in (0, 2, 4, 6))
+    return (width, height) if (left, top, w, h) == (0, 0, width, height) else None
+
+
 class _Moved(NamedTuple):
     """A mask's move that `byte_masks`' `Drawn` tuple does not say alone (`TableMasks._moved`):
     its cut, the moves after it (or None), the window it is cut to first (or None)."""
@@ -1144,8 +1164,8 @@ def _size_of(data, header_facts, turned: bool):
 
 class _TableColumn:
     """`TableMasks.masks`: a batch row's mask as `_hpuload.segmentation_masks` takes it
-    (`(name, bytes)`; a plane a class's own reader gave, `(name, (height, width), bytes)`), or
-    `ValueError` naming why it cannot be made."""
+    (`(name, bytes)`; a plane a class's own reader gave, `(name, (height, width), bytes)`; a GIF
+    made grey, `(name, "gif-grey", bytes)`), or `ValueError` naming why it cannot be made."""
 
     def __init__(self, masks: TableMasks):
         self.of = masks
@@ -1261,7 +1281,12 @@ class FileMasks(TableMasks):
                     # OpenCV's grey read takes a grey PNG as stored, unless it turns it by an
                     # EXIF orientation; a palette's colours it makes grey by its own weights.
                     png = facts[0] == "L" and _probe.png_chunk_before_data(data, (b"eXIf",)) is None
-                if not png:
+                gif = _grey_gif_size(data) if self.grey and not self.opencv and not png else None
+                if gif is not None:
+                    # A GIF the code made grey (the Carvana set's): decoded natively, each
+                    # pixel Pillow's grey of its palette colour.
+                    data, facts = ("gif-grey", data), ("L", *gif)
+                elif not png:
                     data, facts = self._read_own(name, data)
                 if isinstance(data, str):
                     pass  # why it cannot be read

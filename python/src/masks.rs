@@ -114,6 +114,9 @@ pub enum MaskSource {
     Plane((String, (u32, u32), Vec<u8>)),
     /// A mask PNG's bytes.
     Encoded((String, PyBackedBytes)),
+    /// A GIF mask's bytes made grey as Pillow's `.convert("L")` makes it (`(name, "gif-grey",
+    /// bytes)`: the Carvana set's masks, as the U-Net tutorials read them).
+    GreyGif((String, String, PyBackedBytes)),
 }
 
 impl MaskSource {
@@ -133,6 +136,10 @@ impl MaskSource {
             Self::Encoded((name, bytes)) => {
                 segment::decode_mask(bytes).map_err(|why| format!("{name}: {why}"))
             }
+            Self::GreyGif((name, kind, bytes)) if kind == "gif-grey" => {
+                segment::decode_grey_gif(bytes).map_err(|why| format!("{name}: {why}"))
+            }
+            Self::GreyGif((name, kind, _)) => Err(format!("{name}: no mask source {kind:?}")),
             Self::Plane((name, (height, width), values)) => {
                 let pixels = (*height as usize) * (*width as usize);
                 if values.len() != pixels || pixels == 0 {
@@ -154,6 +161,7 @@ impl MaskSource {
         match self {
             Self::File(path) => path,
             Self::Coco((name, ..)) | Self::Plane((name, ..)) | Self::Encoded((name, _)) => name,
+            Self::GreyGif((name, ..)) => name,
         }
     }
 }

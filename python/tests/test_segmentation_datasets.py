@@ -320,6 +320,50 @@ def test_a_mask_that_is_no_png_is_read_as_the_class_reads_it(folders, tmp_path, 
     assert all(same(a, b) for a, b in zip(ours, tud.DataLoader(ds, batch_size=5)))
 
 
+@pytest.mark.parametrize("how", ["plain", "interlaced", "comment", "transparency", "grey palette"])
+def test_gif_masks_made_grey_are_decoded_natively_as_pillow_makes_them_grey(folders, tmp_path, how, monkeypatch):
+    """The Carvana set's GIF masks as the tutorial reads them (`.convert("L")`), in each form a
+    GIF writer gives (interlaced or not, a comment or a transparent index before the frame,
+    colour or grey palettes): decoded natively, none by Pillow on the main thread, each value
+    Pillow's grey of its palette colour; torch's batches bit for bit, through `Rotate` too."""
+    from hpuload import _segmentation
+
+    others = tmp_path / "gif"
+    others.mkdir()
+    for path in sorted((folders / "palette").iterdir()):
+        mask = Image.open(path)
+        if how == "grey palette":
+            mask = Image.fromarray(np.array(mask) * 40, mode="L")
+        extra = {"comment": {"comment": b"made for a test"}, "transparency": {"transparency": 2}}.get(how, {})
+        mask.save(others / path.name.replace(".png", ".gif"), interlace=how == "interlaced", **extra)
+
+    def never(*args):
+        raise AssertionError("a GIF read by Pillow")
+
+    monkeypatch.setattr(_segmentation.FileMasks, "_read_own", never)
+    ds = ReadsOtherwise(folders / "images", others, EVAL, how="gif")
+    assert all(same(a, b) for a, b in zip(native(ds, batch_size=5, backend="cpu"), tud.DataLoader(ds, batch_size=5)))
+    if how == "plain":
+        # Rotated as the same masks in PNG, made grey by Pillow, are for the same seed.
+        gifs = ReadsOtherwise(folders / "images", others, CARVANA_TRAIN, how="gif")
+        pngs = Carvana(folders / "images", folders / "palette", CARVANA_TRAIN, values="palette grey")
+        ours, want = (list(native(d, batch_size=5, backend="cpu", seed=2)) for d in (gifs, pngs))
+        assert len(ours) == 3 and all(same(a, b) for a, b in zip(ours, want))
+
+
+def test_the_header_of_a_gif_says_whether_its_first_frame_covers_its_screen():
+    from hpuload._segmentation import _grey_gif_size
+
+    frame = b"\x2c" + bytes([0, 0, 0, 0, 2, 0, 1, 0, 0])
+    head = b"GIF89a" + bytes([2, 0, 1, 0, 0x80, 0, 0]) + bytes(6)
+    assert _grey_gif_size(head + frame) == (2, 1)
+    comment = b"\x21\xfe\x03abc\x00"
+    assert _grey_gif_size(head + comment + frame) == (2, 1)
+    assert _grey_gif_size(head + b"\x2c" + bytes([1, 0, 0, 0, 1, 0, 1, 0, 0])) is None
+    assert _grey_gif_size(b"\x89PNG\r\n\x1a\n" + bytes(20)) is None
+    assert _grey_gif_size(head[:12]) is None
+
+
 class ReadByOpenCV(tud.Dataset):
     """A Kaggle-style class: OpenCV reads the image (made RGB) and the mask grey."""
 

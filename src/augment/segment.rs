@@ -81,6 +81,70 @@ pub fn decode_mask(bytes: &[u8]) -> Result<Mask, String> {
     })
 }
 
+/// Decodes a GIF mask into what Pillow's `np.array(Image.open(path).convert("L"))` gives of
+/// it (the Carvana set's masks, as the U-Net tutorials read them): each pixel's palette colour
+/// (the first frame's own palette, else the global one; an index past it is black, as Pillow
+/// pads it) made grey by Pillow's fixed-point luma, `(19595 r + 38470 g + 7471 b + 32768) >>
+/// 16`.
+///
+/// # Errors
+/// The bytes are no GIF or are damaged, its first frame does not cover its screen (Pillow
+/// composes such frames on a background), it has no palette, or its screen claims a size past
+/// the images' default [`Limits`]: named.
+pub fn decode_grey_gif(bytes: &[u8]) -> Result<Mask, String> {
+    let mut options = gif::DecodeOptions::new();
+    options.set_color_output(gif::ColorOutput::Indexed);
+    let mut decoder = options
+        .read_info(Cursor::new(bytes))
+        .map_err(|e| e.to_string())?;
+    let (width, height) = (u32::from(decoder.width()), u32::from(decoder.height()));
+    // GIF is no format of the images' limits: its sizes are checked as a PNG's would be.
+    Limits::default()
+        .check(ImageFormat::Png, width, height)
+        .map_err(|e| e.to_string())?;
+    let global = decoder.global_palette().map(<[u8]>::to_vec);
+    let frame = decoder
+        .read_next_frame()
+        .map_err(|e| e.to_string())?
+        .ok_or("a GIF of no frame")?;
+    let covers = frame.left == 0
+        && frame.top == 0
+        && u32::from(frame.width) == width
+        && u32::from(frame.height) == height;
+    if !covers {
+        return Err(format!(
+            "a GIF whose first frame ({}x{} at {}, {}) does not cover its {width}x{height} screen",
+            frame.width, frame.height, frame.left, frame.top
+        ));
+    }
+    let palette = frame
+        .palette
+        .as_deref()
+        .or(global.as_deref())
+        .ok_or("a GIF of no palette")?;
+    let grey: Vec<u16> = (0..256)
+        .map(|i| match palette.get(i * 3..i * 3 + 3) {
+            Some(&[r, g, b]) => {
+                let luma = 19595 * u32::from(r) + 38470 * u32::from(g) + 7471 * u32::from(b);
+                ((luma + 0x8000) >> 16) as u16
+            }
+            _ => 0,
+        })
+        .collect();
+    let pixels = (width as usize) * (height as usize);
+    if frame.buffer.len() < pixels {
+        return Err("a GIF frame shorter than its screen".into());
+    }
+    Ok(Mask {
+        width,
+        height,
+        values: frame.buffer[..pixels]
+            .iter()
+            .map(|&i| grey[usize::from(i)])
+            .collect(),
+    })
+}
+
 /// The value [`coco_semantic_mask`] gives a pixel that two or more objects cover (the loss's
 /// ignore index, as the segmentation reference writes it).
 pub const OVERLAP: u16 = 255;
@@ -804,6 +868,24 @@ mod tests {
         };
         move_mask(&mut values, (1, 4), &[half], 0);
         assert_eq!(values, [2, 3, 4, 4]);
+    }
+
+    #[test]
+    fn a_grey_gif_is_pillows_luma_of_each_palette_colour_black_past_its_palette() {
+        // A 2x1 screen, a global palette of two colours, indices 0 and 3 (LZW, 2-bit codes).
+        let mut gif = b"GIF89a".to_vec();
+        gif.extend([2, 0, 1, 0, 0x80, 0, 0, 10, 20, 30, 40, 50, 60]);
+        gif.extend([0x2c, 0, 0, 0, 0, 2, 0, 1, 0, 0, 2, 2, 0xC4, 0x0A, 0, 0x3b]);
+        let mask = decode_grey_gif(&gif).unwrap();
+        // Pillow: (10 * 19595 + 20 * 38470 + 30 * 7471 + 32768) >> 16 = 18; index 3 is black.
+        assert_eq!((mask.width, mask.height, mask.values), (2, 1, vec![18, 0]));
+        assert!(decode_grey_gif(&gif[..20]).is_err());
+        // A frame of 1x1 on a 2x1 screen.
+        let mut small = gif.clone();
+        small[24] = 1;
+        assert!(decode_grey_gif(&small)
+            .unwrap_err()
+            .contains("does not cover"));
     }
 
     #[test]
