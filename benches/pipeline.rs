@@ -356,6 +356,7 @@ fn stages(c: &mut Criterion) {
             "cv2_affine",
             PixelOp::Cv2Affine {
                 inverse: [0.847, -0.432, 52.9, 0.406, 0.934, -29.6],
+                inverse_f64: [0.847, -0.432, 52.9, 0.406, 0.934, -29.6],
                 border: Cv2Border::Constant,
                 fill: [0, 0, 0],
             },

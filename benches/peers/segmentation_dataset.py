@@ -9,7 +9,7 @@ p=1.0)`, `HorizontalFlip(0.5)`, `VerticalFlip(0.1)`, `Normalize`, `ToTensorV2`),
 (`train` without its `Rotate`: session 110's `train`),
 `opencv` (`train`'s `Compose` over `cv2.imread` of the image, made RGB, and of the mask in
 grey, `mask / 255.0` in float32), `gif` (`train` over GIF masks, as the Carvana set's are,
-which the class makes grey: read by Pillow, as the class reads them). The masks are made once per photo (blocks of 0 and 255,
+which the class makes grey: hpuload decodes them natively since session 111). The masks are made once per photo (blocks of 0 and 255,
 an 8-bit grey PNG, as Carvana's are binary) under `--masks`. Prints one JSON line per run:
 construction time (hpuload's includes its probe of `__getitem__`), the loader's type, and
 images/s over the measured epochs (the median; the first epoch warms up).
