@@ -349,44 +349,29 @@ def translate_with_mask(compose: Any, output=None) -> tuple[str, str, "MaskSteps
                 f"albumentations' {', '.join(_name(t) for t in between)} before a crop of a mask (hpuload moves masks by a "
                 "resize, flips and the crop)"
             )
-        if before is not None and getattr(before, "mask_interpolation", _INTER_NEAREST) != _INTER_NEAREST:
-            raise Unsupported(
-                f"albumentations' {_name(before)} of a mask with mask_interpolation={before.mask_interpolation} (hpuload "
-                "resizes masks with cv2.INTER_NEAREST)"
-            )
+        if before is not None:
+            _nearest_on_mask(before)
         fill, warped = _after_crop(steps[k + 1 : -1])
         pipeline, dtype = _translate(steps[:-1], open_end=False, output=output)
         return pipeline, dtype, MaskSteps(tuple(_size(steps[k])), fill, table, nearest="opencv", warped=warped)
     if _name(steps[0]) == "RandomResizedCrop":
         # The mask cut to the image's window, then resized to the output as the image was.
         rrc = steps[0]
-        if getattr(rrc, "mask_interpolation", _INTER_NEAREST) != _INTER_NEAREST:
-            raise Unsupported(
-                f"albumentations' RandomResizedCrop of a mask with mask_interpolation={rrc.mask_interpolation} (hpuload "
-                "resizes masks with cv2.INTER_NEAREST)"
-            )
+        _nearest_on_mask(rrc)
         fill, warped = _after_crop(steps[1:-1])
         pipeline, dtype = _translate(steps[:-1], open_end=False, output=output)
         return pipeline, dtype, MaskSteps(tuple(_size(rrc)), fill, table, resized=True, nearest="opencv", warped=warped, window=True)
     if _name(steps[0]) == "Resize":
         resize = steps[0]
         _always(resize)
-        if getattr(resize, "mask_interpolation", _INTER_NEAREST) != _INTER_NEAREST:
-            raise Unsupported(
-                f"albumentations' Resize of a mask with mask_interpolation={resize.mask_interpolation} (hpuload resizes "
-                "masks with cv2.INTER_NEAREST)"
-            )
+        _nearest_on_mask(resize)
         fill, warped = _after_crop(steps[1:-1])
         pipeline, dtype = _translate(steps[:-1], open_end=False, output=output)
         return pipeline, dtype, MaskSteps(tuple(_size(resize)), fill, table, resized=True, nearest="opencv", warped=warped)
     if _name(steps[0]) == "LongestMaxSize" and len(steps) > 1 and _name(steps[1]) == "PadIfNeeded":
         # The letterbox: the mask resized as the image, then padded centred with `fill_mask`.
         longest, pad = steps[0], steps[1]
-        if getattr(longest, "mask_interpolation", _INTER_NEAREST) != _INTER_NEAREST:
-            raise Unsupported(
-                f"albumentations' LongestMaxSize of a mask with mask_interpolation={longest.mask_interpolation} (hpuload "
-                "resizes masks with cv2.INTER_NEAREST)"
-            )
+        _nearest_on_mask(longest)
         if int(getattr(pad, "border_mode", 0)) != 0:
             raise Unsupported(f"albumentations' PadIfNeeded of a mask with border mode {pad.border_mode} (hpuload fills a mask's padding)")
         fill, warped = _after_crop(steps[2:-1], pad)
@@ -407,6 +392,16 @@ def translate_with_mask(compose: Any, output=None) -> tuple[str, str, "MaskSteps
     fill, warped = _after_crop(after, pad)
     pipeline, dtype = _translate(steps[:-1], open_end=False, output=output)
     return pipeline, dtype, MaskSteps(tuple(_size(crop)), fill, table, warped=warped)
+
+
+def _nearest_on_mask(t: Any, does: str = "resizes") -> None:
+    """Refuses a step that moves a mask otherwise than by OpenCV's nearest neighbours (its
+    `mask_interpolation`), which is how hpuload `does` masks."""
+    if getattr(t, "mask_interpolation", _INTER_NEAREST) != _INTER_NEAREST:
+        raise Unsupported(
+            f"albumentations' {_name(t)} of a mask with mask_interpolation={t.mask_interpolation} (hpuload {does} "
+            "masks with cv2.INTER_NEAREST)"
+        )
 
 
 def _leaves_image(t: Any) -> bool:
@@ -481,11 +476,7 @@ def _leaves_mask(t: Any) -> list:
     if name in ("Transpose", "RandomRotate90"):
         return [t]
     if name in _MASK_WARPS:
-        if getattr(t, "mask_interpolation", _INTER_NEAREST) != _INTER_NEAREST:
-            raise Unsupported(
-                f"albumentations' {name} of a mask with mask_interpolation={t.mask_interpolation} (hpuload warps masks "
-                "with cv2.INTER_NEAREST)"
-            )
+        _nearest_on_mask(t, "warps")
         return [t]
     if name in _COMPOSITIONS:
         return [w for inner in t.transforms for w in _leaves_mask(inner)]
