@@ -24,6 +24,10 @@ from hpuload.torch import DataLoader, FallbackWarning, SkippedSampleWarning  # n
 ZERO_ONE = A.Normalize(mean=[0.0, 0.0, 0.0], std=[1.0, 1.0, 1.0], max_pixel_value=255.0)
 EVAL = A.Compose([A.Resize(height=40, width=56), ZERO_ONE, ToTensorV2()])
 TRAIN = A.Compose([A.Resize(height=40, width=56), A.HorizontalFlip(p=0.5), A.VerticalFlip(p=0.5), ZERO_ONE, ToTensorV2()])
+#: The Carvana tutorial's own training transform (its size made small).
+CARVANA_TRAIN = A.Compose(
+    [A.Resize(height=40, width=56), A.Rotate(limit=35, p=1.0), A.HorizontalFlip(p=0.5), A.VerticalFlip(p=0.1), ZERO_ONE, ToTensorV2()]
+)
 
 
 def write_masks(images, out, kind="grey", sizes=None):
@@ -216,10 +220,11 @@ def test_the_media_engine_gives_the_images_within_their_floor_and_the_masks_exac
         assert torch.equal(y1, y2)
 
 
-def test_the_media_engine_and_the_cpu_path_flip_the_same_samples_and_masks(folders):
-    """The plan is the loader's, whichever backend decodes: the same flips fall for the same
-    seed, and each mask is the same."""
-    ds = Carvana(folders / "images", folders / "masks", TRAIN)
+@pytest.mark.parametrize("transform", [TRAIN, CARVANA_TRAIN], ids=["flips", "rotate"])
+def test_the_media_engine_and_the_cpu_path_flip_the_same_samples_and_masks(folders, transform):
+    """The plan is the loader's, whichever backend decodes: the same flips (and warps) fall
+    for the same seed, and each mask is the same."""
+    ds = Carvana(folders / "images", folders / "masks", transform)
     for (x1, y1), (x2, y2) in zip(
         native(ds, batch_size=6, backend="auto", seed=5), native(ds, batch_size=6, backend="cpu", seed=5)
     ):
@@ -228,8 +233,9 @@ def test_the_media_engine_and_the_cpu_path_flip_the_same_samples_and_masks(folde
         assert 10 * np.log10(1 / max(mse, 1e-12)) > 30
 
 
-def test_a_resumed_run_gives_the_same_images_and_masks(folders):
-    ds = Carvana(folders / "images", folders / "masks", TRAIN)
+@pytest.mark.parametrize("transform", [TRAIN, CARVANA_TRAIN], ids=["flips", "rotate"])
+def test_a_resumed_run_gives_the_same_images_and_masks(folders, transform):
+    ds = Carvana(folders / "images", folders / "masks", transform)
     rest, resumed = resumed_after(lambda: native(ds, batch_size=3, shuffle=True, backend="cpu", seed=11), 2)
     assert len(rest) == len(resumed) == 2 and all(same(a, b) for a, b in zip(rest, resumed))
 
@@ -566,12 +572,6 @@ def test_steps_on_an_opencv_grey_read_are_the_codes_own_bit_for_bit(folders, how
     assert all(same(a, b) for a, b in zip(native(ds, batch_size=6, backend="cpu"), tud.DataLoader(ds, batch_size=6)))
 
 
-#: The Carvana tutorial's own training transform (its size made small).
-CARVANA_TRAIN = A.Compose(
-    [A.Resize(height=40, width=56), A.Rotate(limit=35, p=1.0), A.HorizontalFlip(p=0.5), A.VerticalFlip(p=0.1), ZERO_ONE, ToTensorV2()]
-)
-
-
 def replayed(plan, image, mask, border=None, fill=0, fill_mask=0):
     """`image` and `mask` (already cut to the output) moved by the plan's ops in order, each
     by NumPy or OpenCV itself: a flip, a transpose, a quarter turn (`np.rot90`), or a warp by
@@ -729,22 +729,6 @@ def test_rotate_draws_its_angle_uniformly_over_its_limit(folders):
     assert abs(angles.mean() - want.mean()) < 1.5 and abs(angles.std() - want.std()) < 1.0
     for q in (5, 25, 50, 75, 95):
         assert abs(np.percentile(angles, q) - np.percentile(want, q)) < 2.5, q
-
-
-def test_the_media_engine_and_the_cpu_path_rotate_the_same_masks(folders):
-    ds = Carvana(folders / "images", folders / "masks", CARVANA_TRAIN)
-    for (x1, y1), (x2, y2) in zip(
-        native(ds, batch_size=6, backend="auto", seed=5), native(ds, batch_size=6, backend="cpu", seed=5)
-    ):
-        assert torch.equal(y1, y2)
-        mse = ((x1 - x2) ** 2).mean().item()
-        assert 10 * np.log10(1 / max(mse, 1e-12)) > 30
-
-
-def test_a_rotated_run_resumed_gives_the_same_images_and_masks(folders):
-    ds = Carvana(folders / "images", folders / "masks", CARVANA_TRAIN)
-    rest, resumed = resumed_after(lambda: native(ds, batch_size=3, shuffle=True, backend="cpu", seed=11), 2)
-    assert len(rest) == len(resumed) == 2 and all(same(a, b) for a, b in zip(rest, resumed))
 
 
 @pytest.mark.parametrize(
