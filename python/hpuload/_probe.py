@@ -805,7 +805,9 @@ class TransformStandIn:
         return type(self) if self.transform is None else type(self.transform)
 
     def __call__(self, image, *rest):
-        if rest or not isinstance(image, LazyImage):
+        if rest:
+            return self._with_mask(image, *rest)
+        if not isinstance(image, LazyImage):
             raise NeedsPixels(f"the transform was given a {type(image).__name__}, not the opened image")
         if image.tensor == "cv2" or image.tensor == "array":
             raise NeedsPixels("a torchvision transform was given a NumPy array of the image")
@@ -813,6 +815,23 @@ class TransformStandIn:
         if self.transform is not None and given not in self._kinds:
             self._kinds[given] = _kind_after(self.transform, given)
         return Recorded(image, torchvision=True, kind=self._kinds.get(given))
+
+    def _with_mask(self, image, mask, *rest):
+        """`transform(image, mask)` of a torchvision v2 transform, the mask a
+        `tv_tensors.Mask` of a mask file's values (`MaskArray.tv`): the image recorded, the
+        mask moved as v2 moves masks (`_segmentation.v2_mask_steps`), its values as they were;
+        a `tv_tensors.Mask` still unless the transform ends with `ToPureTensor`."""
+        v2 = type(self.transform).__module__.startswith("torchvision.transforms.v2")
+        if rest or not v2 or type(mask) is not MaskArray or not mask.tv or mask.composed:
+            given = ", ".join(type(a).__name__ for a in (image, mask, *rest))
+            raise NeedsPixels(
+                f"the transform was given {given} (hpuload follows a torchvision v2 transform given the image and a "
+                "tv_tensors.Mask of a mask file)"
+            )
+        steps = getattr(self.transform, "transforms", [self.transform])
+        pure = bool(steps) and type(steps[-1]).__name__ == "ToPureTensor"
+        values = torch.cat([mask.values, torch.zeros(1, dtype=mask.values.dtype)])  # then what padding holds
+        return self(image), MaskArray(mask.image, values, composed="v2", channel=mask.channel, tv=not pure)
 
 
 class Output(NamedTuple):
@@ -1077,9 +1096,9 @@ class MaskArray:
     promotions and rounding). Anything that reads the pixels themselves (a sum, `np.unique`,
     a crop, the truth of a comparison) needs pixels."""
 
-    __slots__ = ("image", "values", "composed", "channel")
+    __slots__ = ("image", "values", "composed", "channel", "tv")
 
-    def __init__(self, image: LazyImage, values, composed: str | bool = False, channel: bool = False):
+    def __init__(self, image: LazyImage, values, composed: str | bool = False, channel: bool = False, tv: bool = False):
         #: The opened mask (`before`: `()` as stored, `(GREY,)` after `.convert("L")`).
         self.image = image
         #: What each byte value (0-255) the file holds becomes.
@@ -1089,6 +1108,9 @@ class MaskArray:
         self.composed = composed
         #: A channel added in front (`.unsqueeze(0)`, `[None]`): `[1, H, W]`.
         self.channel = channel
+        #: A torchvision `tv_tensors.Mask` of it (`tv_tensors.Mask(mask)`, which torchvision
+        #: v2's transforms move as a mask; "v2" composed: one of them gave it).
+        self.tv = tv
 
     @property
     def kind(self) -> str:
@@ -1096,15 +1118,21 @@ class MaskArray:
 
     @property
     def __class__(self):
-        """A NumPy array or a tensor, for `isinstance`, as the mask is."""
+        """A NumPy array, a tensor or a `tv_tensors.Mask`, for `isinstance`, as the mask is."""
+        if self.tv:
+            from torchvision import tv_tensors
+
+            return tv_tensors.Mask
         if isinstance(self.values, torch.Tensor):
             return torch.Tensor
         import numpy as np
 
         return np.ndarray
 
-    def _with(self, values, channel: bool | None = None) -> "MaskArray":
-        return MaskArray(self.image, values, self.composed, self.channel if channel is None else channel)
+    def _with(self, values, channel: bool | None = None, tv: bool = False) -> "MaskArray":
+        """The mask with `values`; a plain array or tensor (torchvision's `tv_tensors` unwrap
+        to plain tensors in torch's operations) unless `tv`."""
+        return MaskArray(self.image, values, self.composed, self.channel if channel is None else channel, tv)
 
     def _operand(self, other):
         """`other`'s values where it is this mask's (or a mask made of it), a plain number as
@@ -1321,7 +1349,7 @@ class MaskArray:
         self._tensor(".to")
         if not isinstance(dtype, torch.dtype) or kwargs or len(args) > 1:
             raise NeedsPixels("the mask's .to(...) other than to a dtype")
-        return self._with(self.values.to(dtype))
+        return self._with(self.values.to(dtype), tv=self.tv)  # a tv_tensor's `.to` keeps its class
 
     def type(self, dtype=None, *args, **kwargs):
         self._tensor(".type")
@@ -1349,7 +1377,13 @@ class MaskArray:
 
     def clone(self, *args, **kwargs):
         self._tensor(".clone()")
-        return self._with(self.values.clone())
+        return self._with(self.values.clone(), tv=self.tv)
+
+    def as_subclass(self, cls):
+        self._tensor(".as_subclass")
+        if cls is not torch.Tensor:
+            raise NeedsPixels(f"the mask as a {getattr(cls, '__name__', cls)}")
+        return self._with(self.values)
 
     def contiguous(self, *args, **kwargs):
         return self
@@ -1359,6 +1393,12 @@ class MaskArray:
         if int(dim) != 0 or self.channel:
             raise NeedsPixels(f"the mask's .unsqueeze({dim}) (hpuload adds one channel in front)")
         return self._with(self.values, channel=True)
+
+    def squeeze(self, dim=None):
+        self._tensor(".squeeze")
+        if not self.channel or dim not in (None, 0):
+            raise NeedsPixels(f"the mask's .squeeze({'' if dim is None else dim}) (hpuload removes the channel it has in front)")
+        return self._with(self.values, channel=False)
 
     @property
     def dtype(self):
@@ -1884,6 +1924,53 @@ def _register_v2_kernels() -> None:
             registry[LazyImage] = functools.partial(_functional_resized_crop, v2=True)
         else:
             registry[LazyImage] = registry[Recorded] = _functional_step(name, functional, v2=True)
+
+
+def _patch_tv_mask() -> None:
+    """Has `tv_tensors.Mask(mask)` of a mask file's array (`_probe.MaskArray`), or of the mask
+    file Pillow opened, give the `MaskArray` as a `tv_tensors.Mask` (`MaskArray.tv`) on the
+    probing thread; any other data, and every other thread, makes the `Mask` as before."""
+    from torchvision import tv_tensors
+
+    cls = tv_tensors.Mask
+    if "_hpuload_probed" in cls.__dict__:
+        return
+    own = cls.__dict__["__new__"]
+    own = own.__func__ if isinstance(own, staticmethod) else own
+
+    def new(klass, data, *args, **kwargs):
+        if getattr(_probing, "on", False) and klass is cls and (type(data) is MaskArray or type(data) is LazyImage):
+            return _tv_mask(data, *args, **kwargs)
+        return own(klass, data, *args, **kwargs)
+
+    cls.__new__ = staticmethod(new)
+    cls._hpuload_probed = True
+
+
+def _tv_mask(data, dtype=None, device=None, requires_grad=None) -> MaskArray:
+    """`tv_tensors.Mask(data)` while probing: a mask file's array made a tensor (of `dtype`),
+    or the mask file opened by Pillow made one as torchvision's `pil_to_tensor` makes it,
+    `[1, H, W]`."""
+    import numpy as np
+
+    if device is not None or requires_grad:
+        raise NeedsPixels("a tv_tensors.Mask with a device or requires_grad")
+    if type(data) is LazyImage:
+        opened = data.tensor in (False, "array") and not data.rgb and not data.turned and data.before == ()
+        if opened and mode_of(data.path) is None:
+            # A file Pillow cannot read (a damaged mask): the loader names it as it reads it.
+            mask = MaskArray(LazyImage(data.path), np.arange(256, dtype=np.uint8), channel=not data.tensor)
+        else:
+            mask = _mask_array(data)
+            if mask is None:
+                raise NeedsPixels(f"a tv_tensors.Mask of {data.path}, which is no mask of one byte a pixel as opened")
+            mask = mask._with(mask.values, channel=True)
+    else:
+        mask = data
+    if mask.composed or mask.tv:
+        raise NeedsPixels("a tv_tensors.Mask of a mask a transform gave")
+    values = mask.values if mask.kind == "tensor" else torch.from_numpy(np.ascontiguousarray(mask.values))
+    return mask._with(values if dtype is None else values.to(dtype), tv=True)
 
 
 def is_torchvision_transform(value) -> bool:
@@ -2686,6 +2773,7 @@ def install() -> None:
         if getattr(v2.Transform.__call__, "__wrapped__", None) is None:
             v2.Transform.__call__ = _v2_call(v2.Transform.__call__)
         _register_v2_kernels()
+        _patch_tv_mask()
         for name, lazy in (("read_file", _read_file), ("decode_image", _decode_image), ("read_image", _read_image)):
             original = getattr(tio, name, None)
             if original is not None and getattr(original, "__wrapped__", None) is None:

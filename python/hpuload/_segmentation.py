@@ -892,6 +892,101 @@ class MaskSteps(NamedTuple):
     window: bool = False
 
 
+#: torchvision v2's steps that move a `tv_tensors.Mask` as they move the image (nearest, by
+#: torch's positions where they resize), as `v2_mask_steps` follows them.
+_V2_MOVING = ("RandomResizedCrop", "Resize", "CenterCrop", "RandomCrop", "RandomHorizontalFlip", "RandomVerticalFlip")
+
+
+def v2_mask_steps(transform) -> MaskSteps:
+    """How torchvision v2's `transform`, called as `transform(image, tv_tensors.Mask(mask))`
+    by a Dataset of the user's own, moves each mask: a `RandomResizedCrop` (the mask cut to
+    the image's window, then resized to its size), a `Resize` to `(height, width)`, a
+    `CenterCrop` or an unpadded `RandomCrop` of the image or of a `Resize` of it, the flips
+    after the resize (v2 resizes masks by torch's nearest positions, which a flip before it
+    would not mirror); every other step must leave masks as they are (`_leaves_masks`: its
+    colour, dtype and normalizing steps do). `Unsupported` for anything else."""
+    from torchvision.transforms import v2
+
+    def flat(t):
+        if isinstance(t, v2.Compose):
+            return [u for s in t.transforms for u in flat(s)]
+        return [t]
+
+    steps = flat(transform)
+    moving, rest = [], []
+    for t in steps:
+        name = type(t).__name__
+        if not type(t).__module__.startswith("torchvision.transforms.v2"):
+            raise Unsupported(f"{type(t).__module__}.{name} in the v2 transform given a mask (hpuload follows v2's steps)")
+        (moving if name in _V2_MOVING else rest).append(t)
+    _leaves_masks(rest)
+    kinds = [type(t).__name__ for t in moving]
+    sizes = [t for t in moving if "Flip" not in type(t).__name__]
+    names = [type(t).__name__ for t in sizes]
+    if names and names[0] in ("RandomResizedCrop", "Resize") and "Flip" in "".join(kinds[: kinds.index(names[0])]):
+        raise Unsupported(f"a flip before the {names[0]} of a mask (v2's nearest resize of a flipped mask is not its flip)")
+
+    def size_of(t) -> tuple[int, int]:
+        size = t.size if isinstance(t.size, (list, tuple)) else [t.size]
+        size = list(size) * 2 if len(size) == 1 else list(size)
+        if len(size) != 2 or not all(isinstance(v, int) and v > 0 for v in size):
+            raise Unsupported(f"{type(t).__name__}({t.size!r}) given a mask")
+        return size[0], size[1]
+
+    resized = window = False
+    if names == ["RandomResizedCrop"]:
+        crop, resized, window = size_of(sizes[0]), True, True
+    elif names == ["Resize"] and isinstance(sizes[0].size, (list, tuple)) and len(sizes[0].size) == 2:
+        if getattr(sizes[0], "max_size", None) is not None:
+            raise Unsupported("Resize((height, width), max_size=...) given a mask")
+        crop, resized = size_of(sizes[0]), True
+    elif names in (["CenterCrop"], ["RandomCrop"], ["Resize", "CenterCrop"], ["Resize", "RandomCrop"]):
+        cut = sizes[-1]
+        if names[-1] == "RandomCrop" and (cut.padding is not None or cut.pad_if_needed):
+            raise Unsupported("a RandomCrop that pads, given a mask")
+        crop = size_of(cut)
+    else:
+        raise Unsupported(
+            f"v2's {', '.join(names) or 'transform without a crop or resize'} given a mask (hpuload moves masks by a "
+            "RandomResizedCrop, a Resize to (height, width), or a CenterCrop or RandomCrop of the image or of its "
+            "Resize, and flips)"
+        )
+    return MaskSteps(crop=crop, fill=0, table=None, resized=resized, nearest="torch", window=window)
+
+
+def _leaves_masks(steps: list) -> None:
+    """Checks that torchvision v2's `steps`, run in order on an image and a `tv_tensors.Mask`
+    (eight times, their draws seeded, the caller's generators put back), hand the mask out as
+    it was given, values and dtype; `Unsupported` naming the first that does not."""
+    import random
+    import warnings
+
+    from torchvision import tv_tensors
+
+    g = torch.Generator().manual_seed(7)
+    mask = tv_tensors.Mask(torch.randint(0, 256, (12, 16), dtype=torch.uint8, generator=g))
+    start = tv_tensors.Image(torch.randint(0, 256, (3, 12, 16), dtype=torch.uint8, generator=g))
+    states = torch.get_rng_state(), random.getstate()
+    try:
+        torch.manual_seed(0)
+        random.seed(0)
+        for _ in range(8):
+            image = start
+            for t in steps:
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")  # RandomErasing's about masks it passes through
+                        image, got = t(image, mask)
+                except Exception as e:  # noqa: BLE001 - a step v2 runs otherwise on these
+                    raise Unsupported(f"v2's {type(t).__name__} on an image and a mask fails ({type(e).__name__}: {e})") from e
+                plain = got.as_subclass(torch.Tensor) if isinstance(got, torch.Tensor) else None
+                if plain is None or plain.dtype != mask.dtype or not torch.equal(plain, mask.as_subclass(torch.Tensor)):
+                    raise Unsupported(f"v2's {type(t).__name__} changes masks (hpuload moves them by crops, resizes and flips)")
+    finally:
+        torch.set_rng_state(states[0])
+        random.setstate(states[1])
+
+
 def _grey_gif_size(data: bytes) -> tuple[int, int] | None:
     """`(width, height)` of a GIF whose first frame covers its screen (what
     `segment::decode_grey_gif` takes), read from its header; None for any other file."""

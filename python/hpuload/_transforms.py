@@ -50,6 +50,12 @@ def _modules():
     return v1, v2
 
 
+def _v2_only(obj: Any, names: tuple) -> bool:
+    """Whether `obj` is torchvision v2's transform of one of `names` (exactly)."""
+    _, v2 = _modules()
+    return v2 is not None and any(type(obj) is getattr(v2, name, None) for name in names)
+
+
 def _is(obj: Any, name: str) -> bool:
     """Whether `obj` is torchvision's transform `name`, in v1 or v2 (exactly, not a subclass:
     a subclass may change what the transform does)."""
@@ -1072,6 +1078,11 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
                 raise Unsupported(f"{name} after another tensor conversion")
             dtype = "f32"
             to_float = "divide"
+        elif (dtype is not None or image_tensor) and _v2_only(t, ("ToImage", "PILToTensor")):
+            # v2's conversions of a tensor: `ToImage` only tags it a `tv_tensors.Image`,
+            # `PILToTensor` passes it through (a Dataset that reads tensors, then gives them to
+            # a transform written for PIL images).
+            tagged = tagged or name == "ToImage"
         elif _is(t, "PILToTensor") or _is(t, "ToImage") or _is_timm(t, "MaybePILToTensor"):
             if dtype is not None or image_tensor:
                 raise Unsupported(f"{name} after another tensor conversion")

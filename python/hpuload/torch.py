@@ -573,7 +573,20 @@ def _listed_source(dataset, pipeline):
                     "torchvision transforms the Dataset's code applies itself under a ConcatDataset (hpuload follows "
                     "functional calls of given arguments there)"
                 )
-            if mask_look is not None:
+            v2_masks = mask_look is not None and getattr(common.get("mask"), "composed", None) == "v2"
+            if v2_masks:
+                # Images and `tv_tensors.Mask`s given to a torchvision v2 transform: the image
+                # translated as alone, below; the masks moved as v2 moves them.
+                if arrays or before or turned or not _probe.is_torchvision_transform(transform):
+                    raise Unsupported(
+                        "a tv_tensors.Mask given with an image the Dataset's code changed or turned first, or to a "
+                        "transform that is not torchvision's"
+                    )
+                mask_steps = _segmentation.v2_mask_steps(transform)
+                if "masks" in common and not _segmentation.same_mask_steps(mask_steps, common["masks"].steps):
+                    raise Unsupported("the new transform moves the masks otherwise than the loader set them up")
+                common["mask steps"] = mask_steps
+            elif mask_look is not None:
                 # Images and their masks (`_probe.Segmented`): the Compose moves both.
                 if not _albumentations.is_compose(transform) or not arrays or before or turned:
                     raise Unsupported(
@@ -638,6 +651,9 @@ def _listed_source(dataset, pipeline):
                 translated = _sized_translation(transform, common, find_size, translate_to_pil)
                 return _albumentations.handed_out(translated, output)
             translated = _sized_translation(transform, common, find_size)
+            if v2_masks and translated[2] is not None:
+                # The masks are made beside the native images; a Python tail would not see them.
+                raise Unsupported(f"{translated[2].describe()}, with masks (hpuload moves them beside native steps)")
             return (_read_grey(translated[0]), *translated[1:]) if grey else translated
 
         def watched():

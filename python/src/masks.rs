@@ -370,8 +370,9 @@ fn cv2_border(name: &str) -> PyResult<hpuload::augment::Cv2Border> {
 /// contiguous uint8 CPU tensor of `len(sources) * height * width` values that
 /// `hpuload/_segmentation.py` makes for the call and holds through it). A mask of values
 /// past 255 (a 16-bit grey PNG) raises `ValueError`, named. A resize takes `nearest`'s
-/// positions: `"pillow"`, `"opencv"` (albumentations' `Resize` of a mask) or
-/// `"torch_exact"` (torch's nearest-exact, transformers' Segformer image processor). With
+/// positions: `"pillow"`, `"opencv"` (albumentations' `Resize` of a mask), `"torch"` (torch's
+/// nearest: torchvision v2's resize of a `tv_tensors.Mask`) or `"torch_exact"` (torch's
+/// nearest-exact, transformers' Segformer image processor). With
 /// `moves` (one list per mask), each cut mask is then moved by its list in order (see
 /// [`MoveArg`]; albumentations' warps of a mask after its resize or crop), `fill` where a
 /// warp's constant border shows; the flips after the crop in `drawn` come before them. With
@@ -400,6 +401,7 @@ pub fn byte_masks(
     let nearest = match nearest {
         "pillow" => segment::Nearest::Pillow,
         "opencv" => segment::Nearest::OpenCv,
+        "torch" => segment::Nearest::Torch,
         "torch_exact" => segment::Nearest::TorchExact,
         other => {
             return Err(PyValueError::new_err(format!(

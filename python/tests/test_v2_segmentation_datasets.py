@@ -1,0 +1,253 @@
+"""A user's own Dataset class of images and their segmentation masks written for torchvision's
+v2 transforms, as torchvision's own guide writes it: the mask wrapped as a `tv_tensors.Mask`
+(`tv_tensors.Mask(np.array(Image.open(mask)))`, or of the opened file), both given to one
+v2 `Compose` (`image, mask = self.transforms(image, mask)`), which moves the mask with the
+image (nearest, by torch's positions) and leaves its values to the image's colour steps.
+The images made natively, each mask read from its PNG and moved as its image was."""
+
+import json
+import os
+import warnings
+
+import numpy as np
+import pytest
+import torch
+import torch.utils.data as tud
+from PIL import Image
+from torchvision import tv_tensors
+from torchvision.io import read_image
+from torchvision.transforms import v2
+from torchvision.transforms.v2 import functional as F2
+
+from conftest import resumed_after
+from hpuload.torch import DataLoader, FallbackWarning, SkippedSampleWarning
+
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+TAIL = [v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD)]
+EVAL = v2.Compose([v2.Resize((40, 56)), *TAIL])
+#: The guide's training recipe, made small.
+TRAIN = v2.Compose([v2.RandomResizedCrop((40, 56), antialias=True), v2.RandomHorizontalFlip(p=0.5), *TAIL])
+CROP_OF_RESIZE = v2.Compose(
+    [v2.Resize(48), v2.RandomHorizontalFlip(p=0.5), v2.RandomCrop((40, 44)), v2.RandomVerticalFlip(p=0.5), *TAIL]
+)
+CENTRE = v2.Compose([v2.Resize(48), v2.CenterCrop(40), v2.ColorJitter(0.3, 0.3), *TAIL, v2.ToPureTensor()])
+
+
+def write_masks(images, out, kind="grey"):
+    """A mask per image, of its size: blocks of 0 and 1 as an 8-bit grey PNG (`grey`), or
+    palette indices 0-5 under a palette (`palette`)."""
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(6)
+    for path in images:
+        w, h = Image.open(path).size
+        blocks = rng.integers(0, 2 if kind == "grey" else 6, (h // 3 + 1, w // 3 + 1), dtype=np.uint8)
+        values = np.kron(blocks, np.ones((3, 3), np.uint8))[:h, :w]
+        mask = Image.fromarray(values, mode="L")
+        if kind == "palette":
+            mask = mask.convert("P")
+            mask.putpalette([v for i in range(256) for v in ((i * 40) % 256, (i * 90) % 256, (i * 10) % 256)])
+        mask.save(out / (path.stem + ".png"))
+
+
+class Segmentation(tud.Dataset):
+    """Images and masks as the v2 guide's Dataset holds them (`read` how the image is read,
+    `mask` how the mask is made a `tv_tensors.Mask`)."""
+
+    def __init__(self, root, masks="masks", transforms=None, read="pil", mask="array"):
+        self.root, self.masks, self.transforms, self.read, self.mask = root, masks, transforms, read, mask
+        self.names = sorted(os.listdir(os.path.join(root, "images")))
+
+    def __len__(self):
+        return len(self.names)
+
+    def __getitem__(self, idx):
+        name = self.names[idx]
+        path = os.path.join(self.root, "images", name)
+        image = Image.open(path).convert("RGB") if self.read == "pil" else read_image(path)
+        mask = self.mask_of(os.path.join(self.root, self.masks, name.replace(".jpg", ".png")))
+        if self.transforms is not None:
+            image, mask = self.transforms(image, mask)
+        if self.mask == "opened":
+            mask = mask.squeeze(0)
+        return image, mask
+
+    def mask_of(self, path):
+        if self.mask == "array":
+            return tv_tensors.Mask(np.array(Image.open(path)))
+        if self.mask == "opened":
+            return tv_tensors.Mask(Image.open(path))
+        if self.mask == "long":
+            return tv_tensors.Mask(torch.from_numpy(np.array(Image.open(path))), dtype=torch.int64)
+        if self.mask == "plain":
+            return torch.from_numpy(np.array(Image.open(path)))
+        raise ValueError(self.mask)
+
+
+@pytest.fixture(scope="module")
+def root(jpeg_folder, tmp_path_factory):
+    """Twelve photos with grey masks of 0 and 1 and palette masks of indices 0-5."""
+    root = tmp_path_factory.mktemp("v2seg")
+    (root / "images").mkdir()
+    images = []
+    for path in sorted(jpeg_folder.rglob("*.jpg"))[:12]:
+        out = root / "images" / path.name
+        out.write_bytes(path.read_bytes())
+        images.append(out)
+    write_masks(images, root / "masks")
+    write_masks(images, root / "palette", kind="palette")
+    return root
+
+
+def native(*args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        return DataLoader(*args, **kwargs)
+
+
+def fallback_reason(*args, **kwargs) -> str:
+    with pytest.warns(FallbackWarning) as caught:
+        DataLoader(*args, **kwargs)
+    return " ".join(str(w.message) for w in caught if issubclass(w.category, FallbackWarning))
+
+
+def same(a, b) -> bool:
+    """Equal batches: tensors bit for bit, of one dtype (a tv_tensor as its plain tensor)."""
+    if isinstance(a, torch.Tensor):
+        return (
+            isinstance(b, torch.Tensor)
+            and a.dtype == b.dtype
+            and a.shape == b.shape
+            and torch.equal(a.as_subclass(torch.Tensor), b.as_subclass(torch.Tensor))
+        )
+    return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+
+
+def plan_of(loader, epoch, index, path):
+    w, h = Image.open(path).size
+    return json.loads(loader._core.sample_plan(epoch, index, w, h))
+
+
+@pytest.mark.parametrize("read", ["pil", "tensor"])
+@pytest.mark.parametrize("mask,masks", [("array", "masks"), ("opened", "palette"), ("long", "masks")])
+@pytest.mark.parametrize("how", ["collate", "collate_fn", "workers"])
+def test_a_v2_dataset_of_images_and_masks_gives_torchs_batches_bit_for_bit(root, read, mask, masks, how):
+    ds = Segmentation(root, masks, EVAL, read=read, mask=mask)
+    kwargs = {"collate_fn": lambda b: tud.default_collate(b)} if how == "collate_fn" else {}
+    ours = list(native(ds, batch_size=5, backend="cpu", num_workers=2 if how == "workers" else 0, **kwargs))
+    theirs = list(tud.DataLoader(ds, batch_size=5, **kwargs))
+    assert len(ours) == len(theirs) == 3 and all(same(a, b) for a, b in zip(ours, theirs))
+    assert ours[0][1].dtype == (torch.int64 if mask == "long" else torch.uint8)
+
+
+def flips_of(plan) -> tuple[bool, bool]:
+    """Whether the plan's flips fell `(left to right, top to bottom)`."""
+    ops = [op.get("op") for op in plan.get("ops", [])]
+    return (ops.count("hflip") + bool(plan.get("flip"))) % 2 == 1, ops.count("vflip") % 2 == 1
+
+
+def test_the_guides_random_resized_crop_and_flip_move_each_mask_as_its_image(root):
+    """Each sample is v2's own `resized_crop` of the window hpuload drew, flipped as drawn,
+    image and mask bit for bit, over two epochs; the flip falls both ways."""
+    ds = Segmentation(root, "palette", TRAIN)
+    loader = native(ds, batch_size=4, backend="cpu", seed=3)
+    falls = set()
+    for epoch in range(2):
+        for b, (x, y) in enumerate(loader):
+            for k in range(x.shape[0]):
+                i = b * 4 + k
+                path = root / "images" / ds.names[i]
+                plan = plan_of(loader, epoch, i, path)
+                top, left, h, w = (int(plan["crop"][key]) for key in ("top", "left", "height", "width"))
+                image, mask = Image.open(path).convert("RGB"), ds.mask_of(root / "palette" / (path.stem + ".png"))
+                image, mask = (F2.resized_crop(t, top, left, h, w, [40, 56], antialias=True) for t in (image, mask))
+                fell = flips_of(plan)[0]
+                if fell:
+                    image, mask = F2.horizontal_flip(image), F2.horizontal_flip(mask)
+                image, mask = v2.Compose(TAIL)(image, mask)
+                assert same(x[k], image) and same(y[k], mask), (epoch, i)
+                falls.add(fell)
+    assert falls == {True, False}
+
+
+@pytest.mark.parametrize("read", ["pil", "tensor"])
+def test_a_crop_of_the_resize_with_flips_around_it_moves_each_mask_as_its_image(root, read):
+    """`Resize(48)`, a flip, `RandomCrop`, a flip: each mask is v2's nearest resize cut at
+    the corner hpuload drew, flipped as drawn before and after, bit for bit."""
+    ds = Segmentation(root, "masks", CROP_OF_RESIZE, read=read)
+    loader = native(ds, batch_size=4, backend="cpu", seed=8)
+    corners = set()
+    for b, (x, y) in enumerate(loader):
+        for k in range(x.shape[0]):
+            i = b * 4 + k
+            path = root / "images" / ds.names[i]
+            plan = plan_of(loader, 0, i, path)
+            rc = plan["resized_crop"]
+            mask = F2.resize(ds.mask_of(root / "masks" / (path.stem + ".png")), list(rc["resized"]))
+            if rc["hflip"]:
+                mask = F2.horizontal_flip(mask)
+            top, left = rc["at"]
+            mask = mask[..., top : top + 40, left : left + 44]
+            hflip, vflip = flips_of(plan)
+            if hflip != bool(rc["hflip"]):
+                mask = F2.horizontal_flip(mask)
+            if vflip:
+                mask = F2.vertical_flip(mask)
+            assert same(y[k], mask), i
+            corners.add((top, left))
+    assert len(corners) > 1
+    theirs = torch.stack([ds[i][1] for i in range(4)])
+    assert theirs.shape == (4, 40, 44)
+
+
+def test_a_centre_crop_after_colour_steps_gives_torchs_batches_bit_for_bit(root):
+    ds = Segmentation(root, "palette", v2.Compose([v2.Resize(48), v2.CenterCrop(40), *TAIL, v2.ToPureTensor()]))
+    ours, theirs = list(native(ds, batch_size=6, backend="cpu")), list(tud.DataLoader(ds, batch_size=6))
+    assert all(same(a, b) for a, b in zip(ours, theirs))
+
+
+def test_the_media_engine_gives_the_masks_of_the_cpu_path(root):
+    for (x1, y1), (x2, y2) in zip(
+        native(Segmentation(root, "palette", TRAIN), batch_size=6, backend="auto", seed=5),
+        native(Segmentation(root, "palette", TRAIN), batch_size=6, backend="cpu", seed=5),
+    ):
+        assert torch.equal(y1, y2)
+        mse = ((x1 - x2) ** 2).mean().item()
+        assert mse < 0.01
+
+
+def test_a_resumed_run_gives_the_same_images_and_masks(root):
+    ds = Segmentation(root, "palette", TRAIN)
+    rest, resumed = resumed_after(lambda: native(ds, batch_size=3, shuffle=True, backend="cpu", seed=11), 2)
+    assert len(rest) == len(resumed) == 2 and all(same(a, b) for a, b in zip(rest, resumed))
+
+
+def test_a_damaged_mask_is_named_and_its_sample_replaced(root, tmp_path):
+    masks = tmp_path / "masks"
+    masks.mkdir()
+    for path in sorted((root / "masks").iterdir()):
+        (masks / path.name).write_bytes(path.read_bytes())
+    names = sorted(os.listdir(masks))
+    (masks / names[2]).write_bytes(b"\x89PNG\r\n\x1a\n damaged")
+    (tmp_path / "images").symlink_to(root / "images")
+    ds = Segmentation(tmp_path, "masks", EVAL)
+    with pytest.warns(SkippedSampleWarning, match=names[2]):
+        batches = list(native(ds, batch_size=6, backend="cpu"))
+    ours = [(x, y) for b in batches for x, y in zip(*b)]
+    for k in range(12):
+        tx, ty = ds[k + (k == 2)]
+        assert same(ours[k][0], tx) and same(ours[k][1], ty), k
+
+
+@pytest.mark.parametrize(
+    "transforms,mask,reason",
+    [
+        (v2.Compose([v2.RandomRotation(30), v2.Resize((40, 56)), *TAIL]), "array", "RandomRotation changes masks"),
+        (v2.Compose([v2.RandomHorizontalFlip(), v2.RandomResizedCrop((40, 56)), *TAIL]), "array", "a flip before"),
+        (v2.Compose([v2.RandomCrop(40, pad_if_needed=True), *TAIL]), "array", "RandomCrop that pads"),
+        (v2.Compose([v2.Resize(48), *TAIL]), "array", "given a mask"),
+        (EVAL, "plain", "tv_tensors.Mask"),
+    ],
+    ids=["rotation", "flip-before-resize", "padding", "no-crop", "plain-tensor"],
+)
+def test_what_moves_masks_otherwise_goes_to_torchs_loader_named(root, transforms, mask, reason):
+    assert reason in fallback_reason(Segmentation(root, "masks", transforms, mask=mask), batch_size=4)
