@@ -13,7 +13,8 @@ different, or native where torch's loader raises: a bug), ERROR (hpuload raised 
 loader did not), torch raises (and hpuload's loader falls back or raises too), skipped (named)
 (torch's loader raises on a sample hpuload names and replaces, as it does any sample it cannot
 make: a crop larger than an image).
-env ONLY=N: run case N alone and print its class's source.
+env ONLY=N: run case N alone and print its class's source. env FAMILY=v2: classes that give the
+image and a `tv_tensors.Mask` to a torchvision v2 `Compose` (session 112).
 """
 import os
 import sys
@@ -161,6 +162,95 @@ class Case(tud.Dataset):
 """
 
 
+#: torchvision v2 (`FAMILY=v2`, session 112): how the mask becomes a `tv_tensors.Mask`.
+V2_MASKS = [
+    "tv_tensors.Mask(np.array(Image.open(mask_path){dtype}))",
+    'tv_tensors.Mask(np.array(Image.open(mask_path).convert("L"){dtype}))',
+    "tv_tensors.Mask(Image.open(mask_path))",
+    "tv_tensors.Mask(torch.from_numpy(np.array(Image.open(mask_path))))",
+    "tv_tensors.Mask(np.array(Image.open(mask_path)), dtype=torch.int64)",
+]
+#: v2 steps that draw nothing (flips of p 0 or 1), the geometric ones first.
+V2_GEOMETRY = [
+    "v2.Resize(({h}, {w}))",
+    "v2.Resize(({h}, {w})), v2.RandomHorizontalFlip(p={p})",
+    "v2.Resize({s}), v2.CenterCrop({c})",
+    "v2.Resize({s}), v2.RandomVerticalFlip(p={p}), v2.CenterCrop(({c}, {c2})), v2.RandomHorizontalFlip(p={q})",
+    "v2.CenterCrop({big})",
+    "v2.RandomHorizontalFlip(p={p}), v2.Resize(({h}, {w}))",
+    "v2.Resize(({h}, {w})), v2.RandomRotation(degrees=({a}, {a}))",
+    "v2.Resize(({h}, {w}), interpolation=v2.InterpolationMode.NEAREST)",
+    "v2.Resize({s})",
+    "v2.Pad(3), v2.Resize(({h}, {w}))",
+]
+V2_COLOUR = ["", "v2.Grayscale(3)", "v2.GaussianBlur(3, sigma=1.0)", "v2.ColorJitter(brightness=(1.2, 1.2))"]
+V2_TAIL = [
+    "v2.ToImage(), v2.ToDtype(torch.float32, scale=True)",
+    "v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])",
+    "v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.ToPureTensor()",
+    "v2.PILToTensor()",
+    "v2.ToImage(), v2.ToDtype({tv_tensors.Image: torch.float32, tv_tensors.Mask: torch.int64}, scale=True)",
+]
+V2_AFTER = ["", "m = m.long()", "m = m.float()", "m = m.squeeze(0)", "m = m.unsqueeze(0)", "m = m.to(torch.int64)"]
+
+
+def case_source_v2(rng: np.random.Generator) -> str:
+    dtype = rng.choice(["", ", dtype=np.uint8", ", dtype=np.int64", ", dtype=np.float32"])
+    made = V2_MASKS[rng.integers(len(V2_MASKS))].format(dtype=dtype)
+    numpy_first = "np.array(" in made and rng.random() < 0.4
+    steps = []
+    if numpy_first:
+        # The code computes on the array, then wraps it.
+        reading = made[len("tv_tensors.Mask(") : -1].split(", dtype=torch")[0]
+        steps = [VALUES[k] for k in rng.choice(len(VALUES), size=rng.integers(1, 3), replace=False)]
+        steps.append("m = tv_tensors.Mask(m)")
+    else:
+        reading = made
+    size = dict(
+        h=int(rng.integers(16, 60)),
+        w=int(rng.integers(16, 60)),
+        s=int(rng.integers(40, 64)),
+        c=int(rng.integers(16, 40)),
+        c2=int(rng.integers(16, 40)),
+        big=int(rng.integers(20, 80)),
+        p=float(rng.choice([0.0, 1.0])),
+        q=float(rng.choice([0.0, 1.0])),
+        a=round(float(rng.uniform(-45, 45)), 1),
+    )
+    parts = [V2_GEOMETRY[rng.integers(len(V2_GEOMETRY))].format(**size)]
+    colour = V2_COLOUR[rng.integers(len(V2_COLOUR))]
+    parts += [colour] if colour else []
+    parts.append(V2_TAIL[rng.integers(len(V2_TAIL))])
+    image_read = rng.choice(['Image.open(img_path).convert("RGB")', "read_image(img_path)"])
+    call = rng.choice(["pair", "dict"])
+    body = [
+        "img_path = self.images[index]",
+        "mask_path = self.masks[index]",
+        f"image = {image_read}",
+        f"m = {reading}",
+        *steps,
+    ]
+    if call == "pair":
+        body.append("image, m = self.transforms(image, m)")
+    else:
+        body += ['out = self.transforms({"image": image, "mask": m})', 'image, m = out["image"], out["mask"]']
+    after = V2_AFTER[rng.integers(len(V2_AFTER))]
+    body += [after] if after else []
+    body.append(RETURNS[rng.integers(len(RETURNS))])
+    return f"""
+class Case(tud.Dataset):
+    def __init__(self, images, masks):
+        self.images, self.masks = images, masks
+        self.transforms = v2.Compose([{", ".join(parts)}])
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, index):
+{textwrap.indent(chr(10).join(body), " " * 8)}
+"""
+
+
 def same(a, b) -> bool:
     if isinstance(a, torch.Tensor):
         return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
@@ -169,14 +259,14 @@ def same(a, b) -> bool:
     return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
 
 
-def write_masks(images, out, rng) -> list[str]:
+def write_masks(images, out, rng, kinds=("binary", "levels", "palette", "palette", "gif", "jpeg")) -> list[str]:
     """A mask per image of its size: an 8-bit grey PNG of 0 and 255 blocks, of levels 0-5, a
     palette PNG (or GIF) of indices 0-5 (of a palette of its own), or an RGB JPEG of grey
     levels 0-200."""
     paths = []
     for k, path in enumerate(images):
         w, h = Image.open(path).size
-        kind = rng.choice(["binary", "levels", "palette", "palette", "gif", "jpeg"])
+        kind = rng.choice(list(kinds))
         blocks = rng.integers(0, 2 if kind == "binary" else 6, (h // 8 + 1, w // 8 + 1), dtype=np.uint8)
         values = np.kron(blocks, np.ones((8, 8), np.uint8))[:h, :w]
         mask = Image.fromarray(values * 255 if kind == "binary" else values, mode="L")
@@ -193,7 +283,12 @@ def write_masks(images, out, rng) -> list[str]:
 def run(source: str, images, masks):
     import cv2  # noqa: F401 (the classes' source names it)
 
+    from torchvision import tv_tensors
+    from torchvision.io import read_image
+    from torchvision.transforms import v2
+
     space = {"A": A, "ToTensorV2": ToTensorV2, "np": np, "Image": Image, "cv2": cv2, "tud": tud, "torch": torch}
+    space.update(tv_tensors=tv_tensors, read_image=read_image, v2=v2)
     exec(compile(source, "<case>", "exec"), space)
     ds = space["Case"](images, masks)
     try:
@@ -257,8 +352,10 @@ def main():
             images = [files[k] for k in sorted(pick)]
             out = os.path.join(tmp, str(case))
             os.makedirs(out)
-            masks = write_masks(images, out, rng)
-            source = case_source(rng)
+            # v2's classes: masks of one byte a pixel (an RGB JPEG's array is no mask v2 takes).
+            v2_family = os.environ.get("FAMILY") == "v2"
+            masks = write_masks(images, out, rng, *([("binary", "levels", "palette", "gif")] if v2_family else []))
+            source = case_source_v2(rng) if v2_family else case_source(rng)
             if only is not None:
                 print(source)
             verdict, why = run(source, images, masks)

@@ -807,6 +807,14 @@ class TransformStandIn:
     def __call__(self, image, *rest):
         if rest:
             return self._with_mask(image, *rest)
+        if isinstance(image, dict) and len(image) == 2 and any(type(v) is MaskArray for v in image.values()):
+            # `transform({"image": image, "mask": mask})`: v2 gives a dict of the same keys.
+            (k1, v1), (k2, v2) = image.items()
+            if type(v1) is MaskArray:
+                v2, v1 = self._with_mask(v2, v1)
+            else:
+                v1, v2 = self._with_mask(v1, v2)
+            return {k1: v1, k2: v2}
         if not isinstance(image, LazyImage):
             raise NeedsPixels(f"the transform was given a {type(image).__name__}, not the opened image")
         if image.tensor == "cv2" or image.tensor == "array":

@@ -890,6 +890,10 @@ class MaskSteps(NamedTuple):
     #: With `resized`: the mask is cut to the window the image's plan cut (its `crop`: a
     #: `RandomResizedCrop`'s) before its resize.
     window: bool = False
+    #: A crop of the image itself (torchvision v2's `CenterCrop` or `RandomCrop` without a
+    #: resize): cut at the plan's `crop` window, `fill` where it reaches past the image (a
+    #: `CenterCrop` larger than the image pads it centred).
+    cropped: bool = False
 
 
 #: torchvision v2's steps that move a `tv_tensors.Mask` as they move the image (nearest, by
@@ -933,7 +937,7 @@ def v2_mask_steps(transform) -> MaskSteps:
             raise Unsupported(f"{type(t).__name__}({t.size!r}) given a mask")
         return size[0], size[1]
 
-    resized = window = False
+    resized = window = cropped = False
     if names == ["RandomResizedCrop"]:
         crop, resized, window = size_of(sizes[0]), True, True
     elif names == ["Resize"] and isinstance(sizes[0].size, (list, tuple)) and len(sizes[0].size) == 2:
@@ -945,13 +949,14 @@ def v2_mask_steps(transform) -> MaskSteps:
         if names[-1] == "RandomCrop" and (cut.padding is not None or cut.pad_if_needed):
             raise Unsupported("a RandomCrop that pads, given a mask")
         crop = size_of(cut)
+        cropped = len(names) == 1  # of the image itself: its plan's window (a crop of a resize: `resized_crop`)
     else:
         raise Unsupported(
             f"v2's {', '.join(names) or 'transform without a crop or resize'} given a mask (hpuload moves masks by a "
             "RandomResizedCrop, a Resize to (height, width), or a CenterCrop or RandomCrop of the image or of its "
             "Resize, and flips)"
         )
-    return MaskSteps(crop=crop, fill=0, table=None, resized=resized, nearest="torch", window=window)
+    return MaskSteps(crop=crop, fill=0, table=None, resized=resized, nearest="torch", window=window, cropped=cropped)
 
 
 def _leaves_masks(steps: list) -> None:
@@ -1104,6 +1109,17 @@ class TableMasks(Masks):
             # size, then flipped as the image was.
             window = self._window(d) if self.steps.window else None
             return self._moved((tuple(self.crop), (0, 0), False, False, (0, 0), after), d, None, window)
+        if self.steps.cropped:
+            # The window in the image, its corner before the image's ends where it pads.
+            top, left, height, width = self._window(d)
+            if (height, width) != tuple(self.crop):
+                raise ValueError(f"a {height}x{width} window for a {self.crop[0]}x{self.crop[1]} crop")
+            at, before = (max(top, 0), max(left, 0)), (max(-top, 0), max(-left, 0))
+            # Flips before the crop flip the whole image first (the plan's `pre`), and the
+            # window is the flipped image's.
+            pre = [op.get("op") for op in d.get("pre", [])]
+            hflip, vflip = pre.count("hflip") % 2 == 1, pre.count("vflip") % 2 == 1
+            return self._moved(((size[1], size[0]), at, hflip, vflip, before, after), d, None)
         if self.steps.placed:
             # Resized to the letterbox's content, padded centred: the content's corner is the
             # padding before it.

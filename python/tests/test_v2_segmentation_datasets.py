@@ -30,7 +30,7 @@ TRAIN = v2.Compose([v2.RandomResizedCrop((40, 56), antialias=True), v2.RandomHor
 CROP_OF_RESIZE = v2.Compose(
     [v2.Resize(48), v2.RandomHorizontalFlip(p=0.5), v2.RandomCrop((40, 44)), v2.RandomVerticalFlip(p=0.5), *TAIL]
 )
-CENTRE = v2.Compose([v2.Resize(48), v2.CenterCrop(40), v2.ColorJitter(0.3, 0.3), *TAIL, v2.ToPureTensor()])
+CENTRE = v2.Compose([v2.Resize(48), v2.CenterCrop(40), *TAIL, v2.ToPureTensor()])
 
 
 def write_masks(images, out, kind="grey"):
@@ -53,8 +53,9 @@ class Segmentation(tud.Dataset):
     """Images and masks as the v2 guide's Dataset holds them (`read` how the image is read,
     `mask` how the mask is made a `tv_tensors.Mask`)."""
 
-    def __init__(self, root, masks="masks", transforms=None, read="pil", mask="array"):
+    def __init__(self, root, masks="masks", transforms=None, read="pil", mask="array", call="pair"):
         self.root, self.masks, self.transforms, self.read, self.mask = root, masks, transforms, read, mask
+        self.call = call
         self.names = sorted(os.listdir(os.path.join(root, "images")))
 
     def __len__(self):
@@ -65,7 +66,10 @@ class Segmentation(tud.Dataset):
         path = os.path.join(self.root, "images", name)
         image = Image.open(path).convert("RGB") if self.read == "pil" else read_image(path)
         mask = self.mask_of(os.path.join(self.root, self.masks, name.replace(".jpg", ".png")))
-        if self.transforms is not None:
+        if self.transforms is not None and self.call == "dict":
+            sample = self.transforms({"image": image, "mask": mask})
+            image, mask = sample["image"], sample["mask"]
+        elif self.transforms is not None:
             image, mask = self.transforms(image, mask)
         if self.mask == "opened":
             mask = mask.squeeze(0)
@@ -78,6 +82,8 @@ class Segmentation(tud.Dataset):
             return tv_tensors.Mask(Image.open(path))
         if self.mask == "long":
             return tv_tensors.Mask(torch.from_numpy(np.array(Image.open(path))), dtype=torch.int64)
+        if self.mask == "computed":
+            return tv_tensors.Mask((np.array(Image.open(path)) > 2).astype(np.int64))
         if self.mask == "plain":
             return torch.from_numpy(np.array(Image.open(path)))
         raise ValueError(self.mask)
@@ -137,6 +143,14 @@ def test_a_v2_dataset_of_images_and_masks_gives_torchs_batches_bit_for_bit(root,
     theirs = list(tud.DataLoader(ds, batch_size=5, **kwargs))
     assert len(ours) == len(theirs) == 3 and all(same(a, b) for a, b in zip(ours, theirs))
     assert ours[0][1].dtype == (torch.int64 if mask == "long" else torch.uint8)
+
+
+@pytest.mark.parametrize("mask,call", [("computed", "pair"), ("array", "dict")])
+def test_mask_values_the_code_computes_and_a_dict_given_to_the_transform_give_torchs_batches(root, mask, call):
+    ds = Segmentation(root, "palette", CENTRE, mask=mask, call=call)
+    ours, theirs = list(native(ds, batch_size=5, backend="cpu")), list(tud.DataLoader(ds, batch_size=5))
+    assert len(ours) == 3 and all(same(a, b) for a, b in zip(ours, theirs))
+    assert ours[0][1].dtype == (torch.int64 if mask == "computed" else torch.uint8)
 
 
 def flips_of(plan) -> tuple[bool, bool]:
@@ -199,10 +213,53 @@ def test_a_crop_of_the_resize_with_flips_around_it_moves_each_mask_as_its_image(
     assert theirs.shape == (4, 40, 44)
 
 
-def test_a_centre_crop_after_colour_steps_gives_torchs_batches_bit_for_bit(root):
-    ds = Segmentation(root, "palette", v2.Compose([v2.Resize(48), v2.CenterCrop(40), *TAIL, v2.ToPureTensor()]))
+def test_colour_steps_leave_the_masks_as_torchs_loader_gives_them(root):
+    """`ColorJitter`, `RandomGrayscale` and `GaussianBlur` draw for the image alone: each
+    mask is torch's loader's bit for bit (the images' draws are the loader's own)."""
+    colour = [v2.ColorJitter(0.3, 0.3, 0.3, 0.05), v2.RandomGrayscale(0.3), v2.GaussianBlur(3)]
+    ds = Segmentation(root, "palette", v2.Compose([v2.Resize(48), v2.CenterCrop(40), *colour, *TAIL, v2.ToPureTensor()]))
     ours, theirs = list(native(ds, batch_size=6, backend="cpu")), list(tud.DataLoader(ds, batch_size=6))
-    assert all(same(a, b) for a, b in zip(ours, theirs))
+    assert len(ours) == 2 and all(same(a[1], b[1]) for a, b in zip(ours, theirs))
+
+
+@pytest.mark.parametrize(
+    "geometry",
+    [
+        [v2.CenterCrop(200)],
+        [v2.RandomHorizontalFlip(p=1.0), v2.CenterCrop((120, 90)), v2.RandomVerticalFlip(p=1.0)],
+        [v2.CenterCrop((260, 300))],
+        [v2.RandomVerticalFlip(p=1.0), v2.CenterCrop((251, 220))],
+    ],
+    ids=["inside", "flips-around", "padded", "flip-then-padded"],
+)
+def test_a_centre_crop_of_the_image_itself_gives_torchs_batches_padded_or_not(root, geometry):
+    """A `CenterCrop` with no resize: each mask cut where the image was (some of the photos
+    smaller than the crop, padded centred with 0 as v2 pads masks), bit for bit."""
+    ds = Segmentation(root, "palette", v2.Compose([*geometry, *TAIL]))
+    ours, theirs = list(native(ds, batch_size=4, backend="cpu")), list(tud.DataLoader(ds, batch_size=4))
+    assert len(ours) == 3 and all(same(a, b) for a, b in zip(ours, theirs))
+
+
+def test_a_random_crop_of_the_image_itself_moves_each_mask_as_its_image(root):
+    ds = Segmentation(root, "palette", v2.Compose([v2.RandomHorizontalFlip(), v2.RandomCrop((150, 170)), *TAIL]))
+    loader = native(ds, batch_size=4, backend="cpu", seed=2)
+    corners, falls = set(), set()
+    for b, (x, y) in enumerate(loader):
+        for k in range(x.shape[0]):
+            i = b * 4 + k
+            path = root / "images" / ds.names[i]
+            plan = plan_of(loader, 0, i, path)
+            top, left = int(plan["crop"]["top"]), int(plan["crop"]["left"])
+            mask = ds.mask_of(root / "palette" / (path.stem + ".png"))
+            # A flip before the crop flips the whole image (the plan's `pre`), then the window
+            # is cut from it.
+            flipped = [op["op"] for op in plan.get("pre", [])].count("hflip") % 2 == 1
+            if flipped:
+                mask = F2.horizontal_flip(mask)
+            assert same(y[k], mask[top : top + 150, left : left + 170]) and flips_of(plan) == (False, False), i
+            corners.add((top, left))
+            falls.add(flipped)
+    assert len(corners) > 4 and falls == {True, False}
 
 
 def test_the_media_engine_gives_the_masks_of_the_cpu_path(root):
