@@ -9,12 +9,15 @@ p=1.0)`, `HorizontalFlip(0.5)`, `VerticalFlip(0.1)`, `Normalize`, `ToTensorV2`),
 (`train` without its `Rotate`: session 110's `train`),
 `opencv` (`train`'s `Compose` over `cv2.imread` of the image, made RGB, and of the mask in
 grey, `mask / 255.0` in float32), `gif` (`train` over GIF masks, as the Carvana set's are,
-which the class makes grey: hpuload decodes them natively since session 111). The masks are made once per photo (blocks of 0 and 255,
+which the class makes grey: hpuload decodes them natively since session 111), `v2` (torchvision's v2
+guide's class: the mask `tv_tensors.Mask(np.array(Image.open(mask)) // 255)`, given with the
+image to a v2 `Compose` of `RandomResizedCrop((160, 240))`, `RandomHorizontalFlip`, `ToImage`,
+`ToDtype(float32, scale=True)`, `Normalize`; session 112). The masks are made once per photo (blocks of 0 and 255,
 an 8-bit grey PNG, as Carvana's are binary) under `--masks`. Prints one JSON line per run:
 construction time (hpuload's includes its probe of `__getitem__`), the loader's type, and
 images/s over the measured epochs (the median; the first epoch warms up).
 
-usage: python segmentation_dataset.py --data DIR --loader hpuload|torch [--kind eval|train|flips|opencv|gif]
+usage: python segmentation_dataset.py --data DIR --loader hpuload|torch [--kind eval|train|flips|opencv|gif|v2]
        [--epochs 2] [--workers 2] [--batch 16] [--images 1000] [--masks /tmp/segmentation-masks]
 """
 
@@ -62,6 +65,19 @@ class OpenCVDataset(CarvanaDataset):
         return out["image"], out["mask"]
 
 
+class V2Dataset(CarvanaDataset):
+    """The class as torchvision's v2 guide writes it: the mask a `tv_tensors.Mask`, given with
+    the image to one v2 `Compose`."""
+
+    def __getitem__(self, index):
+        from torchvision import tv_tensors
+
+        image = Image.open(self.images[index]).convert("RGB")
+        mask = tv_tensors.Mask(np.array(Image.open(self.masks[index])) // 255)
+        image, mask = self.transform(image, mask)
+        return image, mask
+
+
 def masks_for(images, root, ext="png"):
     """A binary mask per photo, of its size (made once): a grey PNG, or a GIF."""
     os.makedirs(root, exist_ok=True)
@@ -81,7 +97,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
     ap.add_argument("--loader", choices=["hpuload", "torch"], default="hpuload")
-    ap.add_argument("--kind", choices=["eval", "train", "flips", "opencv", "gif"], default="train")
+    ap.add_argument("--kind", choices=["eval", "train", "flips", "opencv", "gif", "v2"], default="train")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=16)
@@ -91,14 +107,27 @@ def main():
     images = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(a.data) for f in fs if f.lower().endswith((".jpg", ".jpeg", ".png")))
     images = images[:: max(1, len(images) // a.images)][: a.images]
     masks = masks_for(images, a.masks, "gif" if a.kind == "gif" else "png")
-    if a.kind == "eval":
+    if a.kind == "v2":
+        import torch
+        from torchvision.transforms import v2
+
+        transform = v2.Compose(
+            [
+                v2.RandomResizedCrop((160, 240), antialias=True),
+                v2.RandomHorizontalFlip(),
+                v2.ToImage(),
+                v2.ToDtype(torch.float32, scale=True),
+                v2.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
+            ]
+        )
+    elif a.kind == "eval":
         transform = A.Compose([A.Resize(height=160, width=240), ZERO_ONE, ToTensorV2()])
     else:
         turn = [] if a.kind == "flips" else [A.Rotate(limit=35, p=1.0)]
         transform = A.Compose(
             [A.Resize(height=160, width=240), *turn, A.HorizontalFlip(p=0.5), A.VerticalFlip(p=0.1), ZERO_ONE, ToTensorV2()]
         )
-    ds = (OpenCVDataset if a.kind == "opencv" else CarvanaDataset)(images, masks, transform)
+    ds = {"opencv": OpenCVDataset, "v2": V2Dataset}.get(a.kind, CarvanaDataset)(images, masks, transform)
     if a.loader == "hpuload":
         from hpuload.torch import DataLoader
     else:

@@ -2,7 +2,7 @@
 # A user's Dataset of images and their segmentation masks (segmentation_dataset.py, the U-Net
 # tutorial's class), torch's DataLoader against hpuload's, three alternated rounds
 # (BENCHMARKS.md, session 110). PY: the Python whose hpuload is measured (PYTHONPATH is passed
-# on); DATA: a folder of photos; KINDS: the patterns (`eval train opencv`; `gif`).
+# on); DATA: a folder of photos; KINDS: the patterns (`eval train opencv`; `gif`; `v2`).
 PY=${PY:-python}
 DATA=${DATA:-/work/bench/corpus}
 cd "$(dirname "$0")"

@@ -1403,9 +1403,12 @@ class MaskArray:
         return self._with(self.values, channel=True)
 
     def squeeze(self, dim=None):
+        """The mask without the channel it has in front; one without a channel as it is
+        (`squeeze(0)` keeps a first axis longer than one, and the shape the class hands out is
+        checked once the loader is built)."""
         self._tensor(".squeeze")
-        if not self.channel or dim not in (None, 0):
-            raise NeedsPixels(f"the mask's .squeeze({'' if dim is None else dim}) (hpuload removes the channel it has in front)")
+        if dim not in (None, 0):
+            raise NeedsPixels(f"the mask's .squeeze({dim}) (hpuload removes the channel it has in front)")
         return self._with(self.values, channel=False)
 
     @property

@@ -901,6 +901,30 @@ class MaskSteps(NamedTuple):
 _V2_MOVING = ("RandomResizedCrop", "Resize", "CenterCrop", "RandomCrop", "RandomHorizontalFlip", "RandomVerticalFlip")
 
 
+#: torchvision v2's steps that hand a `tv_tensors.Mask` out as they were given it (their colour,
+#: dtype and conversion steps), checked again on a mask by `_leaves_masks`.
+_V2_LEAVING = (
+    "ToImage",
+    "PILToTensor",
+    "ToPureTensor",
+    "ToDtype",
+    "Normalize",
+    "ColorJitter",
+    "RandomPhotometricDistort",
+    "Grayscale",
+    "RandomGrayscale",
+    "RGB",
+    "GaussianBlur",
+    "RandomInvert",
+    "RandomPosterize",
+    "RandomSolarize",
+    "RandomAdjustSharpness",
+    "RandomAutocontrast",
+    "RandomEqualize",
+    "RandomChannelPermutation",
+)
+
+
 def v2_mask_steps(transform) -> MaskSteps:
     """How torchvision v2's `transform`, called as `transform(image, tv_tensors.Mask(mask))`
     by a Dataset of the user's own, moves each mask: a `RandomResizedCrop` (the mask cut to
@@ -922,6 +946,8 @@ def v2_mask_steps(transform) -> MaskSteps:
         name = type(t).__name__
         if not type(t).__module__.startswith("torchvision.transforms.v2"):
             raise Unsupported(f"{type(t).__module__}.{name} in the v2 transform given a mask (hpuload follows v2's steps)")
+        if name not in _V2_MOVING and name not in _V2_LEAVING:
+            raise Unsupported(f"v2's {name} given a mask (hpuload moves masks by crops, resizes and flips)")
         (moving if name in _V2_MOVING else rest).append(t)
     _leaves_masks(rest)
     kinds = [type(t).__name__ for t in moving]
@@ -969,8 +995,8 @@ def _leaves_masks(steps: list) -> None:
     from torchvision import tv_tensors
 
     g = torch.Generator().manual_seed(7)
-    mask = tv_tensors.Mask(torch.randint(0, 256, (12, 16), dtype=torch.uint8, generator=g))
-    start = tv_tensors.Image(torch.randint(0, 256, (3, 12, 16), dtype=torch.uint8, generator=g))
+    mask = tv_tensors.Mask(torch.randint(0, 256, (40, 56), dtype=torch.uint8, generator=g))
+    start = tv_tensors.Image(torch.randint(0, 256, (3, 40, 56), dtype=torch.uint8, generator=g))
     states = torch.get_rng_state(), random.getstate()
     try:
         torch.manual_seed(0)
