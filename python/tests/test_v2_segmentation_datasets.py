@@ -308,3 +308,42 @@ def test_a_damaged_mask_is_named_and_its_sample_replaced(root, tmp_path):
 )
 def test_what_moves_masks_otherwise_goes_to_torchs_loader_named(root, transforms, mask, reason):
     assert reason in fallback_reason(Segmentation(root, "masks", transforms, mask=mask), batch_size=4)
+
+
+def test_a_transform_reassigned_between_epochs_is_followed_or_sent_to_torchs_loader(root):
+    """A flip added after the resize moves the masks as the loader set them up: it goes on
+    natively, the next epoch flipped; a resize to another size would move them otherwise:
+    torch's loader takes over, with a warning, and gives its batches."""
+    ds = Segmentation(root, "palette", EVAL)
+    loader = native(ds, batch_size=6, backend="cpu")
+    list(loader)
+    ds.transforms = v2.Compose([v2.Resize((40, 56)), v2.RandomHorizontalFlip(p=1.0), *TAIL])
+    flipped = list(loader)
+    assert len(flipped) == 2 and all(same(a, b) for a, b in zip(flipped, tud.DataLoader(ds, batch_size=6)))
+    ds.transforms = v2.Compose([v2.Resize((24, 32)), *TAIL])
+    with pytest.warns(FallbackWarning):
+        resized = list(loader)
+    assert all(same(a, b) for a, b in zip(resized, tud.DataLoader(ds, batch_size=6)))
+    assert resized[0][1].shape == (6, 24, 32)
+
+
+class TensorImages(tud.Dataset):
+    """Images alone, read as tensors and given to a v2 `Compose` written for PIL images."""
+
+    def __init__(self, root, transform):
+        self.paths, self.transform = sorted((root / "images").iterdir()), transform
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, idx):
+        return self.transform(read_image(str(self.paths[idx]))), 0
+
+
+def test_v2s_to_image_of_a_tensor_read_runs_natively_without_a_python_tail(root):
+    ds = TensorImages(root, v2.Compose([v2.Resize((40, 56)), v2.PILToTensor(), *TAIL]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # neither a FallbackWarning nor a PythonTailWarning
+        loader = DataLoader(ds, batch_size=6, backend="cpu")
+        ours = list(loader)
+    assert all(same(a, b) for a, b in zip(ours, tud.DataLoader(ds, batch_size=6)))
