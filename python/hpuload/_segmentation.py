@@ -929,10 +929,11 @@ def v2_mask_steps(transform) -> MaskSteps:
     """How torchvision v2's `transform`, called as `transform(image, tv_tensors.Mask(mask))`
     by a Dataset of the user's own, moves each mask: a `RandomResizedCrop` (the mask cut to
     the image's window, then resized to its size), a `Resize` to `(height, width)`, a
-    `CenterCrop` or an unpadded `RandomCrop` of the image or of a `Resize` of it, the flips
-    after the resize (v2 resizes masks by torch's nearest positions, which a flip before it
-    would not mirror); every other step must leave masks as they are (`_leaves_masks`: its
-    colour, dtype and normalizing steps do). `Unsupported` for anything else."""
+    `CenterCrop` or an unpadded `RandomCrop` of the image or of a `Resize` of it, and flips
+    anywhere among them (a flip before the resize flips the whole mask first: v2 resizes
+    masks by torch's nearest positions, which a flip after it would not mirror); every other
+    step must leave masks as they are (`_leaves_masks`: its colour, dtype and normalizing
+    steps do). `Unsupported` for anything else."""
     from torchvision.transforms import v2
 
     def flat(t):
@@ -950,11 +951,8 @@ def v2_mask_steps(transform) -> MaskSteps:
             raise Unsupported(f"v2's {name} given a mask (hpuload moves masks by crops, resizes and flips)")
         (moving if name in _V2_MOVING else rest).append(t)
     _leaves_masks(rest)
-    kinds = [type(t).__name__ for t in moving]
     sizes = [t for t in moving if "Flip" not in type(t).__name__]
     names = [type(t).__name__ for t in sizes]
-    if names and names[0] in ("RandomResizedCrop", "Resize") and "Flip" in "".join(kinds[: kinds.index(names[0])]):
-        raise Unsupported(f"a flip before the {names[0]} of a mask (v2's nearest resize of a flipped mask is not its flip)")
 
     def size_of(t) -> tuple[int, int]:
         size = t.size if isinstance(t.size, (list, tuple)) else [t.size]
@@ -1040,11 +1038,13 @@ def _grey_gif_size(data: bytes) -> tuple[int, int] | None:
 
 class _Moved(NamedTuple):
     """A mask's move that `byte_masks`' `Drawn` tuple does not say alone (`TableMasks._moved`):
-    its cut, the moves after it (or None), the window it is cut to first (or None)."""
+    its cut, the moves after it (or None), the window it is cut to first (or None), and the
+    flips of the whole mask before anything else (or None)."""
 
     cut: tuple
     moves: list | None
     window: tuple | None
+    first: tuple | None = None
 
 
 class TableMasks(Masks):
@@ -1141,11 +1141,7 @@ class TableMasks(Masks):
             if (height, width) != tuple(self.crop):
                 raise ValueError(f"a {height}x{width} window for a {self.crop[0]}x{self.crop[1]} crop")
             at, before = (max(top, 0), max(left, 0)), (max(-top, 0), max(-left, 0))
-            # Flips before the crop flip the whole image first (the plan's `pre`), and the
-            # window is the flipped image's.
-            pre = [op.get("op") for op in d.get("pre", [])]
-            hflip, vflip = pre.count("hflip") % 2 == 1, pre.count("vflip") % 2 == 1
-            return self._moved(((size[1], size[0]), at, hflip, vflip, before, after), d, None)
+            return self._moved(((size[1], size[0]), at, False, False, before, after), d, None)
         if self.steps.placed:
             # Resized to the letterbox's content, padded centred: the content's corner is the
             # padding before it.
@@ -1179,9 +1175,15 @@ class TableMasks(Masks):
         after it in the plan's order (each flip, transpose and quarter turn, each warp's
         matrix and border: a flip before a warp is not one after it), and the window."""
         ops = plan.get("ops", [])
+        # Flips before the crop or resize flip the whole image first (the plan's `pre`): its
+        # window, crop and resize are the flipped image's (unless the image's flips leave the
+        # masks, as a transform of the images alone before an image processor does).
+        pre = [op.get("op") for op in plan.get("pre", [])]
+        first = (pre.count("hflip") % 2 == 1, pre.count("vflip") % 2 == 1)
+        first = first if any(first) and self.steps.flipped else None
         moving = self.steps.warped and any(op.get("op") in ("cv2_affine", "transpose", "rot90") for op in ops)
         if not moving:
-            return cut if window is None else _Moved(cut, None, window)
+            return cut if window is None and first is None else _Moved(cut, None, window, first)
         # The flips that mirror the crop of the resize come first among the ops.
         skip = {"hflip": bool(rc and rc["hflip"]), "vflip": bool(rc and rc["vflip"])}
         moves: list = []
@@ -1199,7 +1201,7 @@ class TableMasks(Masks):
                 moves.append((op["arg"]["inverse"], op["arg"]["border"]))
         if plan.get("flip"):
             moves.append("hflip")  # the flip moved to the writing of the slot: the last one
-        return _Moved((*cut[:5], (False, False)), moves, window)
+        return _Moved((*cut[:5], (False, False)), moves, window, first)
 
     #: The Compose warps masks of a dtype OpenCV warps by its fixed-point kernel (int8 to
     #: int64, float64: a Dataset's code computing in them); else by its float one (uint8 as
@@ -1213,9 +1215,21 @@ class TableMasks(Masks):
         moved = [d for d in drawn if isinstance(d, _Moved)]
         moves = [(d.moves or []) if isinstance(d, _Moved) else [] for d in drawn] if any(d.moves for d in moved) else None
         windows = [d.window if isinstance(d, _Moved) else None for d in drawn] if any(d.window for d in moved) else None
+        firsts = [d.first if isinstance(d, _Moved) else None for d in drawn] if any(d.first for d in moved) else None
         cuts = [d.cut if isinstance(d, _Moved) else d for d in drawn]
         _hpuload.byte_masks(
-            sources, cuts, h, w, fill, into.data_ptr(), table, nearest=self.steps.nearest, moves=moves, windows=windows, wide=wide
+            sources,
+            cuts,
+            h,
+            w,
+            fill,
+            into.data_ptr(),
+            table,
+            nearest=self.steps.nearest,
+            moves=moves,
+            windows=windows,
+            wide=wide,
+            firsts=firsts,
         )
 
     def _make(self, sources: list, drawn: list, into: torch.Tensor) -> None:

@@ -311,6 +311,10 @@ fn on_two_threads<T: Send, D: Sync>(
 /// A window of a mask, `(top, left, height, width)`.
 type Window = (u32, u32, u32, u32);
 
+/// What happens to a mask before its cut: its flips `(left to right, top to bottom)`, then
+/// its window.
+type Before = (Option<(bool, bool)>, Option<Window>);
+
 /// A move of a cut mask as `_segmentation.py` names it: `"hflip"`, `"vflip"`, `"transpose"`,
 /// `"rot90_1"` to `"rot90_3"` (quarter turns), or `(inverse, border)` (a nearest warp: the
 /// image's `cv2_affine` op's float32 output-to-source matrix and OpenCV border, as the
@@ -377,11 +381,13 @@ fn cv2_border(name: &str) -> PyResult<hpuload::augment::Cv2Border> {
 /// [`MoveArg`]; albumentations' warps of a mask after its resize or crop), `fill` where a
 /// warp's constant border shows; the flips after the crop in `drawn` come before them. With
 /// `windows` (one per mask, or None), each mask is first cut to its window `(top, left,
-/// height, width)` (a `RandomResizedCrop`'s, before its resize). With `wide`, `out` is the data
+/// height, width)` (a `RandomResizedCrop`'s, before its resize). With `firsts` (one per mask,
+/// or None), each mask is mirrored `(left to right, top to bottom)` before anything else (flips
+/// drawn before the crop or resize). With `wide`, `out` is the data
 /// pointer of a contiguous int16 tensor instead, and `fill` may be 256: one call tells the
 /// mask's values (0-255, mapped by `table`) from where the padding shows.
 #[pyfunction]
-#[pyo3(signature = (sources, drawn, height, width, fill, out, table=None, nearest="pillow", moves=None, windows=None, wide=false))]
+#[pyo3(signature = (sources, drawn, height, width, fill, out, table=None, nearest="pillow", moves=None, windows=None, wide=false, firsts=None))]
 #[allow(clippy::too_many_arguments)] // the pairs are Python's tuples
 pub fn byte_masks(
     py: Python<'_>,
@@ -396,6 +402,7 @@ pub fn byte_masks(
     moves: Option<Vec<Vec<MoveArg>>>,
     windows: Option<Vec<Option<Window>>>,
     wide: bool,
+    firsts: Option<Vec<Option<(bool, bool)>>>,
 ) -> PyResult<()> {
     use hpuload::augment::segment;
     let nearest = match nearest {
@@ -444,6 +451,13 @@ pub fn byte_masks(
         Some(w) => w,
         None => vec![None; sources.len()],
     };
+    let firsts = match firsts {
+        Some(f) if f.len() != sources.len() => {
+            return Err(PyValueError::new_err("one pair of first flips (or None) per mask"))
+        }
+        Some(f) => f,
+        None => vec![None; sources.len()],
+    };
     let table: [u8; 256] = match table {
         Some(t) => t
             .try_into()
@@ -465,12 +479,13 @@ pub fn byte_masks(
             "{out:#x} is not the address of int16 values"
         )));
     }
-    // Each mask's window, drawn cut and moves.
-    let drawn: Vec<(Option<Window>, Drawn, &[segment::MaskMove])> = windows
+    // Each mask's first flips and window, drawn cut and moves.
+    let drawn: Vec<(Before, Drawn, &[segment::MaskMove])> = firsts
         .into_iter()
+        .zip(windows)
         .zip(drawn)
         .zip(&moves)
-        .map(|((w, d), m)| (w, d, &m[..]))
+        .map(|(((f, w), d), m)| ((f, w), d, &m[..]))
         .collect();
     let size = (height, width);
     if wide {
@@ -495,16 +510,13 @@ pub fn byte_masks(
         .map_err(PyValueError::new_err)
 }
 
-/// [`byte_masks`]' work: each of `sources` read, cut to its window, cut and moved as its
+/// [`byte_masks`]' work: each of `sources` read, flipped and cut to its window as first
+/// asked, cut and moved as its
 /// `drawn` says, each value written as `value` of it, `fill` where the padding shows, into its
 /// plane of `dst`, on up to two threads without the GIL.
 fn cut_bytes<T: Copy + Send + Sync>(
     sources: &[MaskSource],
-    drawn: &[(
-        Option<Window>,
-        Drawn,
-        &[hpuload::augment::segment::MaskMove],
-    )],
+    drawn: &[(Before, Drawn, &[hpuload::augment::segment::MaskMove])],
     (height, width): (u32, u32),
     nearest: hpuload::augment::segment::Nearest,
     fill: T,
@@ -518,8 +530,11 @@ fn cut_bytes<T: Copy + Send + Sync>(
         drawn,
         dst,
         plane,
-        |source, (window, drawn, moves), dst| {
+        |source, ((first, window), drawn, moves), dst| {
             let mut mask = source.mask()?;
+            if let Some(flips) = *first {
+                mask.flip(flips);
+            }
             if let Some((top, left, h, w)) = *window {
                 mask = mask
                     .window((top, left), (h, w))

@@ -212,6 +212,23 @@ def test_a_random_crop_of_the_resize_moves_each_mask_as_its_image(folders):
     assert len(corners) > 1
 
 
+@pytest.mark.parametrize(
+    "compose",
+    [
+        A.Compose([A.VerticalFlip(p=1.0), A.CenterCrop(40, 56), ZERO_ONE, ToTensorV2()]),
+        A.Compose([A.HorizontalFlip(p=1.0), A.VerticalFlip(p=1.0), A.CenterCrop(64, 48), ZERO_ONE, ToTensorV2()]),
+    ],
+    ids=["vflip", "both"],
+)
+def test_flips_before_a_crop_of_the_image_flip_each_whole_mask_first(folders, compose):
+    """A flip before the crop is the whole image's (the plan's `pre` flips): each mask is
+    flipped whole before its cut, as albumentations flips it (session 112: before, the mask
+    was cut unflipped)."""
+    ds = Carvana(folders / "images", folders / "palette", compose, values="indices")
+    ours, theirs = list(native(ds, batch_size=4, backend="cpu")), list(tud.DataLoader(ds, batch_size=4))
+    assert len(ours) == 3 and all(same(a, b) for a, b in zip(ours, theirs))
+
+
 def test_the_media_engine_gives_the_images_within_their_floor_and_the_masks_exactly(folders):
     ds = Carvana(folders / "images", folders / "masks", EVAL)
     for (x1, y1), (x2, y2) in zip(native(ds, batch_size=6, backend="auto"), tud.DataLoader(ds, batch_size=6)):

@@ -211,6 +211,26 @@ pub fn coco_semantic_mask(
 }
 
 impl Mask {
+    /// The mask mirrored `(left to right, top to bottom)`: a flip drawn before the crop or
+    /// resize that moves its image (the plan's `pre` flips), which the window, crop and
+    /// resize then see.
+    pub fn flip(&mut self, (horizontal, vertical): (bool, bool)) {
+        let w = self.width as usize;
+        if w == 0 {
+            return;
+        }
+        if horizontal {
+            self.values.chunks_exact_mut(w).for_each(<[u16]>::reverse);
+        }
+        if vertical {
+            let rows = self.values.len() / w;
+            for r in 0..rows / 2 {
+                let (top, bottom) = self.values.split_at_mut((rows - 1 - r) * w);
+                top[r * w..(r + 1) * w].swap_with_slice(&mut bottom[..w]);
+            }
+        }
+    }
+
     /// The `(height, width)` window of the mask at `(top, left)` (albumentations'
     /// `RandomResizedCrop` cuts it before its resize), or why not: it does not lie inside.
     pub fn window(
@@ -900,6 +920,26 @@ mod tests {
         assert!(mask.window((1, 1), (2, 2)).unwrap_err().contains("2x2"));
         assert!(mask.window((0, 0), (0, 3)).is_err());
         assert!(mask.window((u32::MAX, 0), (2, 1)).is_err());
+    }
+
+    #[test]
+    fn a_mask_flipped_before_its_cut_is_mirrored_as_numpy_mirrors_it() {
+        // 1 2 3
+        // 4 5 6
+        // 7 8 9
+        let flipped = |flips| {
+            let mut mask = Mask {
+                width: 3,
+                height: 3,
+                values: (1..=9).collect(),
+            };
+            mask.flip(flips);
+            mask.values
+        };
+        assert_eq!(flipped((true, false)), [3, 2, 1, 6, 5, 4, 9, 8, 7]);
+        assert_eq!(flipped((false, true)), [7, 8, 9, 4, 5, 6, 1, 2, 3]);
+        assert_eq!(flipped((true, true)), [9, 8, 7, 6, 5, 4, 3, 2, 1]);
+        assert_eq!(flipped((false, false)), (1..=9).collect::<Vec<u16>>());
     }
 
     #[test]
