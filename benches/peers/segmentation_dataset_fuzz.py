@@ -78,6 +78,8 @@ COMPOSES = [
     "A.HorizontalFlip(p={q})",
     "A.Resize({h}, {w}), A.GaussianBlur(blur_limit=(3, 3), sigma_limit=(1.0, 1.0), p=1.0)",
     "A.Resize({h}, {w}, mask_interpolation=1)",
+    "A.HorizontalFlip(p={p}), A.VerticalFlip(p={q}), A.CenterCrop({h}, {w})",
+    "A.VerticalFlip(p={p}), A.CenterCrop({s}, {s}), A.Rotate(limit=({a}, {a}), border_mode={border}, p=1.0)",
 ]
 
 NORMS = [
