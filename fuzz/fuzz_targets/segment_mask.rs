@@ -1,6 +1,7 @@
 //! Segmentation masks on arbitrary bytes, read as a PNG and as a GIF made grey: decoding never
 //! panics, and a decoded mask has one value per pixel; cut as a drawn resize, flips, padding
-//! and crop move it (parameters from the first bytes, Pillow's or torch's nearest positions),
+//! and crop move it (flipped whole first, parameters from the first bytes, Pillow's or torch's
+//! nearest positions),
 //! then moved by flips, a quarter turn and a nearest warp (of either kernel, any border),
 //! every output value is one of the mask's or the fill.
 #![no_main]
@@ -17,10 +18,17 @@ fuzz_target!(|data: &[u8]| {
     } else {
         segment::decode_mask(bytes)
     };
-    let Ok(mask) = decoded else {
+    let Ok(mut mask) = decoded else {
         return;
     };
     assert_eq!(mask.values.len(), (mask.width * mask.height) as usize);
+    // Flipped whole first (a flip before the crop), as drawn: twice is the mask itself.
+    let first = (c & 1 != 0, d & 1 != 0);
+    let stored = mask.values.clone();
+    mask.flip(first);
+    let mut again = mask.clone();
+    again.flip(first);
+    assert_eq!(again.values, stored);
     let resized = (u32::from(a & 0x3f), u32::from(b & 0x3f));
     let side = u32::from(c & 0x1f) + 1;
     // A square output when the moves turn it.

@@ -836,9 +836,17 @@ class TransformStandIn:
                 f"the transform was given {given} (hpuload follows a torchvision v2 transform given the image and a "
                 "tv_tensors.Mask of a mask file)"
             )
+        from . import _segmentation
+        from ._transforms import Unsupported
+
         steps = getattr(self.transform, "transforms", [self.transform])
         pure = bool(steps) and type(steps[-1]).__name__ == "ToPureTensor"
-        values = torch.cat([mask.values, torch.zeros(1, dtype=mask.values.dtype)])  # then what padding holds
+        try:
+            fill = _segmentation.v2_mask_fill(self.transform)
+        except Unsupported as e:
+            raise NeedsPixels(str(e)) from e
+        # Then what the padding holds, as v2 pads a mask of its dtype.
+        values = torch.cat([mask.values, torch.full((1,), fill, dtype=mask.values.dtype)])
         return self(image), MaskArray(mask.image, values, composed="v2", channel=mask.channel, tv=not pure)
 
 

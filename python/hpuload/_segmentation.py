@@ -971,7 +971,10 @@ def v2_mask_steps(transform) -> MaskSteps:
     elif names in (["CenterCrop"], ["RandomCrop"], ["Resize", "CenterCrop"], ["Resize", "RandomCrop"]):
         cut = sizes[-1]
         if names[-1] == "RandomCrop" and (cut.padding is not None or cut.pad_if_needed):
-            raise Unsupported("a RandomCrop that pads, given a mask")
+            # `pad_if_needed` alone (constant) pads a short side by its shortfall at both
+            # ends: the window reaches past the image by at most that, which the cut pads.
+            if len(names) > 1 or cut.padding is not None or cut.padding_mode != "constant":
+                raise Unsupported("a RandomCrop that pads, given a mask (hpuload pads masks by pad_if_needed alone, constant)")
         crop = size_of(cut)
         cropped = len(names) == 1  # of the image itself: its plan's window (a crop of a resize: `resized_crop`)
     else:
@@ -981,6 +984,32 @@ def v2_mask_steps(transform) -> MaskSteps:
             "Resize, and flips)"
         )
     return MaskSteps(crop=crop, fill=0, table=None, resized=resized, nearest="torch", window=window, cropped=cropped)
+
+
+def v2_mask_fill(transform) -> int:
+    """What torchvision v2's `transform` pads a `tv_tensors.Mask` with: a `RandomCrop`'s fill
+    for masks (`pad_if_needed`), else 0 (a `CenterCrop` larger than the image pads with 0).
+    `Unsupported` for a fill that is no byte value."""
+    from torchvision import tv_tensors
+    from torchvision.transforms import v2
+
+    try:
+        from torchvision.transforms.v2._utils import _get_fill
+    except ImportError as e:  # pragma: no cover - another torchvision's layout
+        raise Unsupported(f"v2's fills cannot be read with this torchvision ({e})") from e
+
+    def flat(t):
+        return [u for s in t.transforms for u in flat(s)] if isinstance(t, v2.Compose) else [t]
+
+    fills = {0}
+    for t in flat(transform):
+        if type(t).__name__ == "RandomCrop" and t.pad_if_needed:
+            fills = {_get_fill(t._fill, tv_tensors.Mask)}
+    fill = fills.pop()
+    fill = fill[0] if isinstance(fill, (list, tuple)) and len(set(fill)) == 1 else fill
+    if not isinstance(fill, (int, float)) or fill != int(fill) or not 0 <= fill <= 255:
+        raise Unsupported(f"v2 pads masks with {fill!r} (hpuload pads them with one byte value)")
+    return int(fill)
 
 
 def _leaves_masks(steps: list) -> None:

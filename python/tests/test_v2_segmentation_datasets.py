@@ -300,6 +300,31 @@ def test_a_random_crop_of_the_image_itself_moves_each_mask_as_its_image(root):
     assert len(corners) > 4 and falls == {True, False}
 
 
+@pytest.mark.parametrize("fill", [0, 5])
+def test_a_random_crop_that_pads_if_needed_pads_each_mask_with_its_fill(root, fill):
+    """`RandomCrop(pad_if_needed=True)` larger than some photos: v2 pads a short side by its
+    shortfall at both ends, with the fill, and the window may reach past the image; each mask
+    is the window of the mask padded with the fill, bit for bit."""
+    crop = (300, 420)
+    ds = Segmentation(root, "palette", v2.Compose([v2.RandomCrop(crop, pad_if_needed=True, fill=fill), *TAIL]))
+    loader = native(ds, batch_size=4, backend="cpu", seed=4)
+    padded = 0
+    for b, (x, y) in enumerate(loader):
+        for k in range(x.shape[0]):
+            i = b * 4 + k
+            path = root / "images" / ds.names[i]
+            plan = plan_of(loader, 0, i, path)
+            top, left = int(plan["crop"]["top"]), int(plan["crop"]["left"])
+            mask = ds.mask_of(root / "palette" / (path.stem + ".png")).as_subclass(torch.Tensor)
+            want = torch.full(crop, fill, dtype=torch.uint8)
+            h, w = mask.shape
+            rows, cols = slice(max(top, 0), min(top + crop[0], h)), slice(max(left, 0), min(left + crop[1], w))
+            want[rows.start - top : rows.stop - top, cols.start - left : cols.stop - left] = mask[rows, cols]
+            assert same(y[k], want), i
+            padded += top < 0 or left < 0 or top + crop[0] > h or left + crop[1] > w
+    assert padded > 2
+
+
 def test_the_media_engine_gives_the_masks_of_the_cpu_path(root):
     for (x1, y1), (x2, y2) in zip(
         native(Segmentation(root, "palette", TRAIN), batch_size=6, backend="auto", seed=5),
@@ -337,7 +362,7 @@ def test_a_damaged_mask_is_named_and_its_sample_replaced(root, tmp_path):
     "transforms,mask,reason",
     [
         (v2.Compose([v2.RandomRotation(30), v2.Resize((40, 56)), *TAIL]), "array", "RandomRotation given a mask"),
-        (v2.Compose([v2.RandomCrop(40, pad_if_needed=True), *TAIL]), "array", "RandomCrop that pads"),
+        (v2.Compose([v2.RandomCrop(40, padding=4), *TAIL]), "array", "RandomCrop that pads"),
         (v2.Compose([v2.Resize(48), *TAIL]), "array", "given a mask"),
         (EVAL, "plain", "tv_tensors.Mask"),
     ],
