@@ -898,7 +898,19 @@ class MaskSteps(NamedTuple):
 
 #: torchvision v2's steps that move a `tv_tensors.Mask` as they move the image (nearest, by
 #: torch's positions where they resize), as `v2_mask_steps` follows them.
-_V2_MOVING = ("RandomResizedCrop", "Resize", "CenterCrop", "RandomCrop", "RandomHorizontalFlip", "RandomVerticalFlip")
+_V2_MOVING = (
+    "RandomResizedCrop",
+    "Resize",
+    "CenterCrop",
+    "RandomCrop",
+    "RandomHorizontalFlip",
+    "RandomVerticalFlip",
+    "RandomRotation",
+    "RandomAffine",
+)
+#: Of those, the warps: after the crop or resize, each mask is warped nearest by the image's
+#: drawn parameters (`segment::MaskMove::TorchWarp`).
+_V2_WARPS = ("RandomRotation", "RandomAffine")
 
 
 #: torchvision v2's steps that hand a `tv_tensors.Mask` out as they were given it (their colour,
@@ -951,8 +963,14 @@ def v2_mask_steps(transform) -> MaskSteps:
             raise Unsupported(f"v2's {name} given a mask (hpuload moves masks by crops, resizes and flips)")
         (moving if name in _V2_MOVING else rest).append(t)
     _leaves_masks(rest)
-    sizes = [t for t in moving if "Flip" not in type(t).__name__]
+    warps = [t for t in moving if type(t).__name__ in _V2_WARPS]
+    sizes = [t for t in moving if "Flip" not in type(t).__name__ and t not in warps]
     names = [type(t).__name__ for t in sizes]
+    for t in warps:
+        if sizes and moving.index(t) < moving.index(sizes[-1]):
+            raise Unsupported(f"v2's {type(t).__name__} before the {names[-1]} of a mask (hpuload warps masks after it)")
+        if getattr(t, "expand", False) or t.center is not None:
+            raise Unsupported(f"v2's {type(t).__name__} with expand or a center, given a mask")
 
     def size_of(t) -> tuple[int, int]:
         size = t.size if isinstance(t.size, (list, tuple)) else [t.size]
@@ -983,13 +1001,16 @@ def v2_mask_steps(transform) -> MaskSteps:
             "RandomResizedCrop, a Resize to (height, width), or a CenterCrop or RandomCrop of the image or of its "
             "Resize, and flips)"
         )
-    return MaskSteps(crop=crop, fill=0, table=None, resized=resized, nearest="torch", window=window, cropped=cropped)
+    return MaskSteps(
+        crop=crop, fill=0, table=None, resized=resized, nearest="torch", window=window, cropped=cropped, warped=bool(warps)
+    )
 
 
 def v2_mask_fill(transform) -> int:
     """What torchvision v2's `transform` pads a `tv_tensors.Mask` with: a `RandomCrop`'s fill
-    for masks (`pad_if_needed`), else 0 (a `CenterCrop` larger than the image pads with 0).
-    `Unsupported` for a fill that is no byte value."""
+    for masks (`pad_if_needed`), a `RandomRotation`'s or `RandomAffine`'s where the warp
+    shows none of the mask, else 0 (a `CenterCrop` larger than the image pads with 0).
+    `Unsupported` for a fill that is no byte value, or for two that differ."""
     from torchvision import tv_tensors
     from torchvision.transforms import v2
 
@@ -1001,15 +1022,19 @@ def v2_mask_fill(transform) -> int:
     def flat(t):
         return [u for s in t.transforms for u in flat(s)] if isinstance(t, v2.Compose) else [t]
 
-    fills = {0}
+    fills = []
     for t in flat(transform):
-        if type(t).__name__ == "RandomCrop" and t.pad_if_needed:
-            fills = {_get_fill(t._fill, tv_tensors.Mask)}
-    fill = fills.pop()
-    fill = fill[0] if isinstance(fill, (list, tuple)) and len(set(fill)) == 1 else fill
-    if not isinstance(fill, (int, float)) or fill != int(fill) or not 0 <= fill <= 255:
-        raise Unsupported(f"v2 pads masks with {fill!r} (hpuload pads them with one byte value)")
-    return int(fill)
+        name = type(t).__name__
+        if (name == "RandomCrop" and t.pad_if_needed) or name in _V2_WARPS:
+            fill = _get_fill(t._fill, tv_tensors.Mask)
+            fill = 0 if fill is None else fill
+            fill = fill[0] if isinstance(fill, (list, tuple)) and len(set(fill)) == 1 else fill
+            if not isinstance(fill, (int, float)) or fill != int(fill) or not 0 <= fill <= 255:
+                raise Unsupported(f"v2's {name} fills masks with {fill!r} (hpuload fills them with one byte value)")
+            fills.append(int(fill))
+    if len(set(fills)) > 1:
+        raise Unsupported(f"v2's steps fill masks with {sorted(set(fills))} (hpuload fills them with one value)")
+    return fills[0] if fills else 0
 
 
 def _leaves_masks(steps: list) -> None:
@@ -1210,7 +1235,7 @@ class TableMasks(Masks):
         pre = [op.get("op") for op in plan.get("pre", [])]
         first = (pre.count("hflip") % 2 == 1, pre.count("vflip") % 2 == 1)
         first = first if any(first) and self.steps.flipped else None
-        moving = self.steps.warped and any(op.get("op") in ("cv2_affine", "transpose", "rot90") for op in ops)
+        moving = self.steps.warped and any(op.get("op") in ("cv2_affine", "transpose", "rot90", "warp") for op in ops)
         if not moving:
             return cut if window is None and first is None else _Moved(cut, None, window, first)
         # The flips that mirror the crop of the resize come first among the ops.
@@ -1228,6 +1253,12 @@ class TableMasks(Masks):
                 moves.append(("fixed", op["arg"]["inverse_f64"], op["arg"]["border"]))
             elif name == "cv2_affine":
                 moves.append((op["arg"]["inverse"], op["arg"]["border"]))
+            elif name == "warp":
+                # torchvision v2's warp of the image, which it samples masks by nearest.
+                arg = op["arg"]
+                if arg.get("center") is not None:
+                    raise ValueError("a warp about a centre of its own")
+                moves.append(("torch", bool(arg["rotate"]), arg["angle"], list(arg["translate"]), arg["scale"], list(arg["shear"])))
         if plan.get("flip"):
             moves.append("hflip")  # the flip moved to the writing of the slot: the last one
         return _Moved((*cut[:5], (False, False)), moves, window, first)

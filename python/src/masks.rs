@@ -316,9 +316,9 @@ type Window = (u32, u32, u32, u32);
 type Before = (Option<(bool, bool)>, Option<Window>);
 
 /// A move of a cut mask as `_segmentation.py` names it: `"hflip"`, `"vflip"`, `"transpose"`,
-/// `"rot90_1"` to `"rot90_3"` (quarter turns), or `(inverse, border)` (a nearest warp: the
+/// `"rot90_1"` to `"rot90_3"` (quarter turns), `(inverse, border)` (a nearest warp: the
 /// image's `cv2_affine` op's float32 output-to-source matrix and OpenCV border, as the
-/// sample's plan gives them).
+/// sample's plan gives them), or one of the other warps below.
 #[derive(FromPyObject)]
 pub enum MoveArg {
     /// A flip, transpose or quarter turn.
@@ -328,6 +328,9 @@ pub enum MoveArg {
     /// A warp by OpenCV's fixed-point kernel (`("fixed", inverse in double, border)`), as it
     /// warps masks of int8, int16, int32 or float64 values.
     FixedPointWarp((String, [f64; 6], String)),
+    /// torchvision v2's nearest warp of a mask (`("torch", rotate, angle, translate, scale,
+    /// shear)`: the image's `warp` op's drawn parameters, about the mask's centre).
+    TorchWarp((String, bool, f64, [f64; 2], f64, [f64; 2])),
 }
 
 impl MoveArg {
@@ -356,6 +359,22 @@ impl MoveArg {
                 })
             }
             Self::FixedPointWarp((kind, ..)) => Err(PyValueError::new_err(format!(
+                "no mask warp named {kind:?}"
+            ))),
+            Self::TorchWarp((kind, rotate, angle, translate, scale, shear)) if kind == "torch" => {
+                Ok(MaskMove::TorchWarp(hpuload::augment::Warp {
+                    rotate: *rotate,
+                    angle: *angle,
+                    translate: *translate,
+                    scale: *scale,
+                    shear: *shear,
+                    center: None,
+                    nearest: true,
+                    fill: None,
+                    pil: false,
+                }))
+            }
+            Self::TorchWarp((kind, ..)) => Err(PyValueError::new_err(format!(
                 "no mask warp named {kind:?}"
             ))),
         }
@@ -453,7 +472,9 @@ pub fn byte_masks(
     };
     let firsts = match firsts {
         Some(f) if f.len() != sources.len() => {
-            return Err(PyValueError::new_err("one pair of first flips (or None) per mask"))
+            return Err(PyValueError::new_err(
+                "one pair of first flips (or None) per mask",
+            ))
         }
         Some(f) => f,
         None => vec![None; sources.len()],

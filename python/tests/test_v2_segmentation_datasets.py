@@ -325,6 +325,59 @@ def test_a_random_crop_that_pads_if_needed_pads_each_mask_with_its_fill(root, fi
     assert padded > 2
 
 
+def replayed_warps(plan, mask):
+    """`mask` (the crop's or resize's) moved by the plan's ops in order with v2's own
+    functionals (flips, `rotate`, `affine`: a mask sampled nearest), the slot's flip last."""
+    for op in plan.get("ops", []):
+        if op["op"] == "hflip":
+            mask = F2.horizontal_flip(mask)
+        elif op["op"] == "vflip":
+            mask = F2.vertical_flip(mask)
+        elif op["op"] == "warp":
+            a = op["arg"]
+            fill = a["fill"][0] if a.get("fill") else 0
+            if a["rotate"]:
+                mask = F2.rotate(mask, a["angle"], fill=fill)
+            else:
+                mask = F2.affine(mask, a["angle"], a["translate"], a["scale"], a["shear"], fill=fill)
+    return F2.horizontal_flip(mask) if plan.get("flip") else mask
+
+
+@pytest.mark.parametrize(
+    "warp",
+    [
+        v2.RandomRotation(30),
+        v2.RandomRotation((90, 90)),
+        v2.RandomRotation(40, fill=3),
+        v2.RandomAffine(20, translate=(0.1, 0.1), scale=(0.8, 1.2), shear=10),
+    ],
+    ids=["rotation", "quarter-turn", "fill", "affine"],
+)
+def test_a_rotation_or_affine_after_the_crop_warps_each_mask_as_v2_does(root, warp):
+    """`RandomResizedCrop`, a flip, then a warp: each mask is v2's own `resized_crop` of the
+    drawn window, flipped and warped (nearest, the fill where it shows) with the drawn
+    parameters, bit for bit, over two epochs."""
+    ds = Segmentation(root, "palette", v2.Compose([v2.RandomResizedCrop((40, 40)), v2.RandomHorizontalFlip(), warp, *TAIL]))
+    loader = native(ds, batch_size=4, backend="cpu", seed=12)
+    warped = 0
+    for epoch in range(2):
+        for b, (x, y) in enumerate(loader):
+            for k in range(x.shape[0]):
+                i = b * 4 + k
+                path = root / "images" / ds.names[i]
+                plan = plan_of(loader, epoch, i, path)
+                top, left, h, w = (int(plan["crop"][key]) for key in ("top", "left", "height", "width"))
+                mask = F2.resized_crop(ds.mask_of(root / "palette" / (path.stem + ".png")), top, left, h, w, [40, 40])
+                assert same(y[k], replayed_warps(plan, mask)), (epoch, i)
+                warped += any(op["op"] == "warp" for op in plan.get("ops", []))
+    assert warped > 10
+
+
+def test_a_warp_before_the_crop_goes_to_torchs_loader_named(root):
+    ds = Segmentation(root, "palette", v2.Compose([v2.RandomRotation(20), v2.RandomResizedCrop((40, 40)), *TAIL]))
+    assert "before the RandomResizedCrop" in fallback_reason(ds, batch_size=4)
+
+
 def test_the_media_engine_gives_the_masks_of_the_cpu_path(root):
     for (x1, y1), (x2, y2) in zip(
         native(Segmentation(root, "palette", TRAIN), batch_size=6, backend="auto", seed=5),
@@ -361,12 +414,12 @@ def test_a_damaged_mask_is_named_and_its_sample_replaced(root, tmp_path):
 @pytest.mark.parametrize(
     "transforms,mask,reason",
     [
-        (v2.Compose([v2.RandomRotation(30), v2.Resize((40, 56)), *TAIL]), "array", "RandomRotation given a mask"),
+        (v2.Compose([v2.ElasticTransform(), v2.Resize((40, 56)), *TAIL]), "array", "ElasticTransform given a mask"),
         (v2.Compose([v2.RandomCrop(40, padding=4), *TAIL]), "array", "RandomCrop that pads"),
         (v2.Compose([v2.Resize(48), *TAIL]), "array", "given a mask"),
         (EVAL, "plain", "tv_tensors.Mask"),
     ],
-    ids=["rotation", "padding", "no-crop", "plain-tensor"],
+    ids=["elastic", "padding", "no-crop", "plain-tensor"],
 )
 def test_what_moves_masks_otherwise_goes_to_torchs_loader_named(root, transforms, mask, reason):
     assert reason in fallback_reason(Segmentation(root, "masks", transforms, mask=mask), batch_size=4)

@@ -1297,6 +1297,68 @@ fn pil_warp(rgb: &mut [u8], h: usize, w: usize, warp: &Warp, scratch: &mut Vec<u
     }
 }
 
+/// Where torchvision's nearest warp of an `h`x`w` tensor reads each output pixel (its
+/// `rotate` / `affine` of a `tv_tensors.Mask`, which it always samples nearest:
+/// `grid_sample(mode="nearest")`): the source pixel's index, or `None` where the point falls
+/// outside (the fill shows). The arithmetic of [`warp`]'s tensor kernel, its exact half and
+/// quarter turns included (a Unit test holds the two together).
+pub(crate) fn nearest_warp_sources(h: usize, w: usize, warp: &Warp) -> Vec<Option<usize>> {
+    let n = h * w;
+    if warp.rotate && warp.center.is_none() {
+        let angle = warp.angle.rem_euclid(360.0);
+        match [0.0, 90.0, 180.0, 270.0].iter().position(|&q| angle == q) {
+            Some(0) => return (0..n).map(Some).collect(),
+            Some(2) => return (0..n).map(|i| Some(n - 1 - i)).collect(),
+            Some(k) if h == w => {
+                // `rot90`'s reads.
+                let at = |y: usize, x: usize| {
+                    if k == 1 {
+                        (x, w - 1 - y)
+                    } else {
+                        (w - 1 - x, y)
+                    }
+                };
+                return (0..n)
+                    .map(|i| {
+                        let (sy, sx) = at(i / w, i % w);
+                        Some(sy * w + sx)
+                    })
+                    .collect();
+            }
+            _ => {}
+        }
+    }
+    let (wf, hf) = (w as f64, h as f64);
+    let center = warp
+        .center
+        .map_or([0.0, 0.0], |[cx, cy]| [cx - wf * 0.5, cy - hf * 0.5]);
+    let m = if warp.rotate {
+        inverse_affine(center, -warp.angle, [0.0, 0.0], 1.0, [0.0, 0.0])
+    } else {
+        inverse_affine(center, warp.angle, warp.translate, warp.scale, warp.shear)
+    };
+    let theta = m.map(|v| v as f32);
+    let (half_w, half_h) = ((0.5 * wf) as f32, (0.5 * hf) as f32);
+    let (ax, bx, cx) = (theta[0] / half_w, theta[1] / half_w, theta[2] / half_w);
+    let (ay, by, cy) = (theta[3] / half_h, theta[4] / half_h, theta[5] / half_h);
+    let xs: Vec<f32> = linspace_f32((1.0 - wf) * 0.5, (wf - 1.0) * 0.5, w).collect();
+    let ys: Vec<f32> = linspace_f32((1.0 - hf) * 0.5, (hf - 1.0) * 0.5, h).collect();
+    let (wf32, hf32) = (w as f32, h as f32);
+    let mut sources = Vec::with_capacity(n);
+    for &gy_base in &ys {
+        for &gx_base in &xs {
+            let gx = gx_base * ax + gy_base * bx + cx;
+            let gy = gx_base * ay + gy_base * by + cy;
+            let ix = ((gx + 1.0) * wf32 - 1.0) / 2.0;
+            let iy = ((gy + 1.0) * hf32 - 1.0) / 2.0;
+            let (nx, ny) = (ix.round_ties_even() as isize, iy.round_ties_even() as isize);
+            let inside = nx >= 0 && ny >= 0 && (nx as usize) < w && (ny as usize) < h;
+            sources.push(inside.then(|| ny as usize * w + nx as usize));
+        }
+    }
+    sources
+}
+
 /// Mirrors an `h`x`w` RGB8 image left to right.
 pub(crate) fn hflip(rgb: &mut [u8], h: usize, w: usize) {
     for row in rgb.chunks_exact_mut(w * 3).take(h) {
@@ -1458,6 +1520,46 @@ fn warp_any(rgb: &mut [u8], h: usize, w: usize, warp: &Warp, s: &mut Scratch) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_masks_nearest_warp_reads_where_the_tensor_kernel_reads() {
+        // Every pixel its own colour: the kernel's nearest output names the pixel it read.
+        for (h, w) in [(17, 23), (12, 12), (9, 31)] {
+            let image: Vec<u8> = (0..h * w)
+                .flat_map(|i| [(i % 251) as u8 + 1, (i / 251) as u8 + 1, 7])
+                .collect();
+            let warps = [
+                (true, 33.0, [0.0, 0.0], 1.0, [0.0, 0.0]),
+                (true, -90.0, [0.0, 0.0], 1.0, [0.0, 0.0]),
+                (true, 180.0, [0.0, 0.0], 1.0, [0.0, 0.0]),
+                (true, 270.0, [0.0, 0.0], 1.0, [0.0, 0.0]),
+                (false, 12.5, [2.0, -3.0], 1.2, [4.0, -2.0]),
+                (false, -40.0, [0.0, 1.0], 0.8, [0.0, 0.0]),
+            ];
+            for (rotate, angle, translate, scale, shear) in warps {
+                let warp = Warp {
+                    rotate,
+                    angle,
+                    translate,
+                    scale,
+                    shear,
+                    center: None,
+                    nearest: true,
+                    fill: None,
+                    pil: false,
+                };
+                let mut out = image.clone();
+                super::warp(&mut out, h, w, &warp, &mut Scratch::default());
+                let sources = nearest_warp_sources(h, w, &warp);
+                for (i, source) in sources.iter().enumerate() {
+                    let want = source.map_or([0, 0, 0], |s| {
+                        [image[s * 3], image[s * 3 + 1], image[s * 3 + 2]]
+                    });
+                    assert_eq!(out[i * 3..i * 3 + 3], want, "{h}x{w} {warp:?} pixel {i}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn an_affines_pinned_draws_are_torchs_float32_values() {

@@ -10,7 +10,7 @@ use std::io::Cursor;
 use hpuload_decoders::{ImageFormat, Limits};
 
 use super::plan::ResizedCrop;
-use super::Cv2Border;
+use super::{Cv2Border, Warp};
 
 /// A decoded mask: one value per pixel, row by row.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -455,6 +455,10 @@ pub enum MaskMove {
         /// What is read outside the mask.
         border: Cv2Border,
     },
+    /// torchvision v2's `rotate` / `affine` of a `tv_tensors.Mask` (its `RandomRotation`,
+    /// `RandomAffine`): the image's drawn warp sampled nearest by its tensor kernel, the fill
+    /// outside.
+    TorchWarp(Warp),
 }
 
 /// The `(height, width)` plane `values` moved by each of `moves` in turn, `fill` where a warp's
@@ -494,6 +498,14 @@ pub fn move_mask<T: Copy>(values: &mut [T], size: (usize, usize), moves: &[MaskM
                 source.clear();
                 source.extend_from_slice(values);
                 warp_nearest_fixed(&source, size, &inverse, border, fill, values);
+            }
+            MaskMove::TorchWarp(ref warp) => {
+                source.clear();
+                source.extend_from_slice(values);
+                let reads = super::geometry::nearest_warp_sources(size.0, size.1, warp);
+                for (out, read) in values.iter_mut().zip(reads) {
+                    *out = read.map_or(fill, |i| source[i]);
+                }
             }
         }
     }
