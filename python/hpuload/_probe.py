@@ -843,10 +843,12 @@ class TransformStandIn:
         pure = bool(steps) and type(steps[-1]).__name__ == "ToPureTensor"
         try:
             fill = _segmentation.v2_mask_fill(self.transform)
+            dtype = _segmentation.v2_mask_dtype(self.transform, mask.values.dtype)
         except Unsupported as e:
             raise NeedsPixels(str(e)) from e
-        # Then what the padding holds, as v2 pads a mask of its dtype.
-        values = torch.cat([mask.values, torch.full((1,), fill, dtype=mask.values.dtype)])
+        # Then what the padding holds, as v2 pads a mask of its dtype; in the dtype a per-type
+        # `ToDtype` casts masks to.
+        values = torch.cat([mask.values, torch.full((1,), fill, dtype=mask.values.dtype)]).to(dtype)
         return self(image), MaskArray(mask.image, values, composed="v2", channel=mask.channel, tv=not pure)
 
 

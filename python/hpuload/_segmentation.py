@@ -1037,6 +1037,27 @@ def v2_mask_fill(transform) -> int:
     return fills[0] if fills else 0
 
 
+def v2_mask_dtype(transform, given: torch.dtype) -> torch.dtype:
+    """The dtype torchvision v2's `transform` hands a `tv_tensors.Mask` of `given` out in: a
+    `ToDtype` with a per-type mapping casts masks to its `tv_tensors.Mask` entry (else its
+    `"others"`; None leaves them), unscaled; any other step keeps their dtype. `Unsupported`
+    where the mapping names none for masks (torchvision raises)."""
+    from torchvision import tv_tensors
+    from torchvision.transforms import v2
+
+    def flat(t):
+        return [u for s in t.transforms for u in flat(s)] if isinstance(t, v2.Compose) else [t]
+
+    dtype = given
+    for t in flat(transform):
+        if type(t).__name__ == "ToDtype" and isinstance(t.dtype, dict):
+            if tv_tensors.Mask not in t.dtype and "others" not in t.dtype:
+                raise Unsupported(f"ToDtype({t.dtype}) names no dtype for masks (torchvision raises)")
+            to = t.dtype.get(tv_tensors.Mask, t.dtype.get("others"))
+            dtype = dtype if to is None else to
+    return dtype
+
+
 def _leaves_masks(steps: list) -> None:
     """Checks that torchvision v2's `steps`, run in order on an image and a `tv_tensors.Mask`
     (eight times, their draws seeded, the caller's generators put back), hand the mask out as
@@ -1063,7 +1084,9 @@ def _leaves_masks(steps: list) -> None:
                 except Exception as e:  # noqa: BLE001 - a step v2 runs otherwise on these
                     raise Unsupported(f"v2's {type(t).__name__} on an image and a mask fails ({type(e).__name__}: {e})") from e
                 plain = got.as_subclass(torch.Tensor) if isinstance(got, torch.Tensor) else None
-                if plain is None or plain.dtype != mask.dtype or not torch.equal(plain, mask.as_subclass(torch.Tensor)):
+                # The mask as given, or cast as a per-type `ToDtype` casts it (`v2_mask_dtype`).
+                want = mask.as_subclass(torch.Tensor).to(v2_mask_dtype(t, mask.dtype))
+                if plain is None or plain.dtype != want.dtype or not torch.equal(plain, want):
                     raise Unsupported(f"v2's {type(t).__name__} changes masks (hpuload moves them by crops, resizes and flips)")
     finally:
         torch.set_rng_state(states[0])

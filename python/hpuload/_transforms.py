@@ -50,6 +50,24 @@ def _modules():
     return v1, v2
 
 
+def _image_dtype(t: Any, tagged: bool, on_tensor: bool):
+    """The dtype v2's `ToDtype` with a per-type mapping gives the image: the mapping's for its
+    type (a `tv_tensors.Image` after `ToImage`, else a plain tensor), else its `"others"`'s
+    (None: the image passes through). `Unsupported` before the image is a uint8 tensor, or
+    where the mapping names none for it (torchvision raises)."""
+    import torch
+    from torchvision import tv_tensors
+
+    if not on_tensor:
+        raise Unsupported("ToDtype with a per-type mapping must follow PILToTensor or ToImage")
+    key = tv_tensors.Image if tagged else torch.Tensor
+    if key in t.dtype:
+        return t.dtype[key]
+    if "others" in t.dtype:
+        return t.dtype["others"]
+    raise Unsupported(f"ToDtype({t.dtype}) names no dtype for the image (torchvision raises)")
+
+
 def _v2_only(obj: Any, names: tuple) -> bool:
     """Whether `obj` is torchvision v2's transform of one of `names` (exactly)."""
     _, v2 = _modules()
@@ -1088,10 +1106,12 @@ def _translate(all_steps: list, *, video: bool, open_end: bool) -> tuple[str, st
                 raise Unsupported(f"{name} after another tensor conversion")
             image_tensor = True
             tagged = _is(t, "ToImage")
+        elif _is(t, "ToDtype") and isinstance(t.dtype, dict) and _image_dtype(t, tagged, image_tensor and dtype is None) is None:
+            pass  # v2 passes the image through (a dtype for other types alone: a mask's)
         elif _is(t, "ConvertImageDtype") or _is(t, "ToDtype"):
             target = t.dtype
             if isinstance(target, dict):
-                raise Unsupported(f"{name} with a per-type dtype mapping")
+                target = _image_dtype(t, tagged, image_tensor and dtype is None)
             scale = True if _is(t, "ConvertImageDtype") else bool(getattr(t, "scale", False))
             out = _torch_dtype_name(target)
             if out is None:

@@ -153,6 +153,26 @@ def test_mask_values_the_code_computes_and_a_dict_given_to_the_transform_give_to
     assert ours[0][1].dtype == (torch.int64 if mask == "computed" else torch.uint8)
 
 
+@pytest.mark.parametrize(
+    "to_dtype,want",
+    [
+        ({tv_tensors.Image: torch.float32, tv_tensors.Mask: torch.int64, "others": None}, torch.int64),
+        ({tv_tensors.Image: torch.float32, "others": None}, torch.uint8),
+        ({tv_tensors.Image: torch.float32, "others": torch.float32}, torch.float32),
+    ],
+    ids=["references", "image-alone", "others"],
+)
+def test_a_to_dtype_of_one_dtype_per_type_casts_images_and_masks_as_torchs_loader(root, to_dtype, want):
+    """The segmentation reference's `ToDtype(dtype={tv_tensors.Image: torch.float32,
+    tv_tensors.Mask: torch.int64, "others": None}, scale=True)`: the image scaled to float,
+    each mask cast unscaled, bit for bit."""
+    compose = v2.Compose([v2.Resize((40, 56)), v2.ToImage(), v2.ToDtype(to_dtype, scale=True), v2.Normalize(MEAN, STD)])
+    ds = Segmentation(root, "palette", compose)
+    ours, theirs = list(native(ds, batch_size=5, backend="cpu")), list(tud.DataLoader(ds, batch_size=5))
+    assert len(ours) == 3 and all(same(a, b) for a, b in zip(ours, theirs))
+    assert ours[0][1].dtype == want
+
+
 def flips_of(plan) -> tuple[bool, bool]:
     """Whether the plan's flips fell `(left to right, top to bottom)`."""
     ops = [op.get("op") for op in plan.get("ops", [])]
