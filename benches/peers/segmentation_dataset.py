@@ -12,12 +12,13 @@ grey, `mask / 255.0` in float32), `gif` (`train` over GIF masks, as the Carvana 
 which the class makes grey: hpuload decodes them natively since session 111), `v2` (torchvision's v2
 guide's class: the mask `tv_tensors.Mask(np.array(Image.open(mask)) // 255)`, given with the
 image to a v2 `Compose` of `RandomResizedCrop((160, 240))`, `RandomHorizontalFlip`, `ToImage`,
-`ToDtype(float32, scale=True)`, `Normalize`; session 112). The masks are made once per photo (blocks of 0 and 255,
+`ToDtype(float32, scale=True)`, `Normalize`; session 112), `v2rot` (`v2` with a `RandomRotation(15)`
+after the flip). The masks are made once per photo (blocks of 0 and 255,
 an 8-bit grey PNG, as Carvana's are binary) under `--masks`. Prints one JSON line per run:
 construction time (hpuload's includes its probe of `__getitem__`), the loader's type, and
 images/s over the measured epochs (the median; the first epoch warms up).
 
-usage: python segmentation_dataset.py --data DIR --loader hpuload|torch [--kind eval|train|flips|opencv|gif|v2]
+usage: python segmentation_dataset.py --data DIR --loader hpuload|torch [--kind eval|train|flips|opencv|gif|v2|v2rot]
        [--epochs 2] [--workers 2] [--batch 16] [--images 1000] [--masks /tmp/segmentation-masks]
 """
 
@@ -97,7 +98,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
     ap.add_argument("--loader", choices=["hpuload", "torch"], default="hpuload")
-    ap.add_argument("--kind", choices=["eval", "train", "flips", "opencv", "gif", "v2"], default="train")
+    ap.add_argument("--kind", choices=["eval", "train", "flips", "opencv", "gif", "v2", "v2rot"], default="train")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=16)
@@ -107,7 +108,7 @@ def main():
     images = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(a.data) for f in fs if f.lower().endswith((".jpg", ".jpeg", ".png")))
     images = images[:: max(1, len(images) // a.images)][: a.images]
     masks = masks_for(images, a.masks, "gif" if a.kind == "gif" else "png")
-    if a.kind == "v2":
+    if a.kind in ("v2", "v2rot"):
         import torch
         from torchvision.transforms import v2
 
@@ -115,6 +116,7 @@ def main():
             [
                 v2.RandomResizedCrop((160, 240), antialias=True),
                 v2.RandomHorizontalFlip(),
+                *([v2.RandomRotation(15)] if a.kind == "v2rot" else []),
                 v2.ToImage(),
                 v2.ToDtype(torch.float32, scale=True),
                 v2.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
@@ -127,7 +129,7 @@ def main():
         transform = A.Compose(
             [A.Resize(height=160, width=240), *turn, A.HorizontalFlip(p=0.5), A.VerticalFlip(p=0.1), ZERO_ONE, ToTensorV2()]
         )
-    ds = {"opencv": OpenCVDataset, "v2": V2Dataset}.get(a.kind, CarvanaDataset)(images, masks, transform)
+    ds = {"opencv": OpenCVDataset, "v2": V2Dataset, "v2rot": V2Dataset}.get(a.kind, CarvanaDataset)(images, masks, transform)
     if a.loader == "hpuload":
         from hpuload.torch import DataLoader
     else:
