@@ -68,3 +68,48 @@ def png_with_chunk(image, out, name: bytes, data: bytes) -> None:
     chunk = struct.pack(">I", len(data)) + name + data + struct.pack(">I", zlib.crc32(name + data))
     with open(out, "wb") as f:
         f.write(png[:33] + chunk + png[33:])
+
+
+def native(*args, **kwargs):
+    """hpuload's DataLoader, which must run natively: a FallbackWarning is an error."""
+    import warnings
+
+    from hpuload.torch import DataLoader, FallbackWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        return DataLoader(*args, **kwargs)
+
+
+def fallback_reason(*args, **kwargs) -> str:
+    """What the FallbackWarnings of building hpuload's DataLoader say (one must be given)."""
+    from hpuload.torch import DataLoader, FallbackWarning
+
+    with pytest.warns(FallbackWarning) as caught:
+        DataLoader(*args, **kwargs)
+    return " ".join(str(w.message) for w in caught if issubclass(w.category, FallbackWarning))
+
+
+def same(a, b) -> bool:
+    """Equal batches: tensors bit for bit, of one dtype and shape (a tv_tensor as its plain
+    tensor), in lists and tuples alike."""
+    import torch
+
+    if isinstance(a, torch.Tensor):
+        return (
+            isinstance(b, torch.Tensor)
+            and a.dtype == b.dtype
+            and a.shape == b.shape
+            and torch.equal(a.as_subclass(torch.Tensor), b.as_subclass(torch.Tensor))
+        )
+    return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+
+
+def copy_photos(jpeg_folder: Path, out: Path, count: int = 12) -> list[Path]:
+    """The first `count` photos of `jpeg_folder`, copied into the folder `out` (made)."""
+    out.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for path in sorted(jpeg_folder.rglob("*.jpg"))[:count]:
+        copied.append(out / path.name)
+        copied[-1].write_bytes(path.read_bytes())
+    return copied

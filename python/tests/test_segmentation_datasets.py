@@ -7,7 +7,6 @@ made as the class's code makes them."""
 
 import json
 import os
-import warnings
 
 import numpy as np
 import pytest
@@ -18,8 +17,8 @@ A = pytest.importorskip("albumentations")
 from albumentations.pytorch import ToTensorV2  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from conftest import png_with_chunk, resumed_after  # noqa: E402
-from hpuload.torch import DataLoader, FallbackWarning, SkippedSampleWarning  # noqa: E402
+from conftest import copy_photos, fallback_reason, native, png_with_chunk, resumed_after, same  # noqa: E402
+from hpuload.torch import FallbackWarning, SkippedSampleWarning  # noqa: E402
 
 ZERO_ONE = A.Normalize(mean=[0.0, 0.0, 0.0], std=[1.0, 1.0, 1.0], max_pixel_value=255.0)
 EVAL = A.Compose([A.Resize(height=40, width=56), ZERO_ONE, ToTensorV2()])
@@ -94,34 +93,10 @@ class Carvana(tud.Dataset):
 def folders(jpeg_folder, tmp_path_factory):
     """Twelve photos in a folder of their own, with grey masks and palette masks."""
     root = tmp_path_factory.mktemp("carvana")
-    (root / "images").mkdir()
-    images = []
-    for path in sorted(jpeg_folder.rglob("*.jpg"))[:12]:
-        out = root / "images" / path.name
-        out.write_bytes(path.read_bytes())
-        images.append(out)
+    images = copy_photos(jpeg_folder, root / "images")
     write_masks(images, root / "masks")
     write_masks(images, root / "palette", kind="palette")
     return root
-
-
-def native(*args, **kwargs):
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", FallbackWarning)
-        return DataLoader(*args, **kwargs)
-
-
-def fallback_reason(*args, **kwargs) -> str:
-    with pytest.warns(FallbackWarning) as caught:
-        DataLoader(*args, **kwargs)
-    return " ".join(str(w.message) for w in caught if issubclass(w.category, FallbackWarning))
-
-
-def same(a, b) -> bool:
-    """Equal batches: tensors bit for bit, of one dtype."""
-    if isinstance(a, torch.Tensor):
-        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
-    return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
 
 
 @pytest.mark.parametrize("masks", ["masks", "palette"])

@@ -19,7 +19,7 @@ from torchvision.io import read_image
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F2
 
-from conftest import resumed_after
+from conftest import copy_photos, fallback_reason, native, resumed_after, same
 from hpuload.torch import DataLoader, FallbackWarning, SkippedSampleWarning
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
@@ -93,44 +93,26 @@ class Segmentation(tud.Dataset):
 def root(jpeg_folder, tmp_path_factory):
     """Twelve photos with grey masks of 0 and 1 and palette masks of indices 0-5."""
     root = tmp_path_factory.mktemp("v2seg")
-    (root / "images").mkdir()
-    images = []
-    for path in sorted(jpeg_folder.rglob("*.jpg"))[:12]:
-        out = root / "images" / path.name
-        out.write_bytes(path.read_bytes())
-        images.append(out)
+    images = copy_photos(jpeg_folder, root / "images")
     write_masks(images, root / "masks")
     write_masks(images, root / "palette", kind="palette")
     return root
 
 
-def native(*args, **kwargs):
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", FallbackWarning)
-        return DataLoader(*args, **kwargs)
-
-
-def fallback_reason(*args, **kwargs) -> str:
-    with pytest.warns(FallbackWarning) as caught:
-        DataLoader(*args, **kwargs)
-    return " ".join(str(w.message) for w in caught if issubclass(w.category, FallbackWarning))
-
-
-def same(a, b) -> bool:
-    """Equal batches: tensors bit for bit, of one dtype (a tv_tensor as its plain tensor)."""
-    if isinstance(a, torch.Tensor):
-        return (
-            isinstance(b, torch.Tensor)
-            and a.dtype == b.dtype
-            and a.shape == b.shape
-            and torch.equal(a.as_subclass(torch.Tensor), b.as_subclass(torch.Tensor))
-        )
-    return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-
-
 def plan_of(loader, epoch, index, path):
     w, h = Image.open(path).size
     return json.loads(loader._core.sample_plan(epoch, index, w, h))
+
+
+def each_sample(loader, ds, epochs: int = 1, batch: int = 4):
+    """`(epoch, index, image, mask, image file, plan)` of every sample the loader gives, over
+    `epochs` epochs (in order: no shuffle), with the plan hpuload drew for it."""
+    for epoch in range(epochs):
+        for b, (x, y) in enumerate(loader):
+            for k in range(x.shape[0]):
+                i = b * batch + k
+                path = ds.root / "images" / ds.names[i]
+                yield epoch, i, x[k], y[k], path, plan_of(loader, epoch, i, path)
 
 
 @pytest.mark.parametrize("read", ["pil", "tensor"])
@@ -185,21 +167,16 @@ def test_the_guides_random_resized_crop_and_flip_move_each_mask_as_its_image(roo
     ds = Segmentation(root, "palette", TRAIN)
     loader = native(ds, batch_size=4, backend="cpu", seed=3)
     falls = set()
-    for epoch in range(2):
-        for b, (x, y) in enumerate(loader):
-            for k in range(x.shape[0]):
-                i = b * 4 + k
-                path = root / "images" / ds.names[i]
-                plan = plan_of(loader, epoch, i, path)
-                top, left, h, w = (int(plan["crop"][key]) for key in ("top", "left", "height", "width"))
-                image, mask = Image.open(path).convert("RGB"), ds.mask_of(root / "palette" / (path.stem + ".png"))
-                image, mask = (F2.resized_crop(t, top, left, h, w, [40, 56], antialias=True) for t in (image, mask))
-                fell = flips_of(plan)[0]
-                if fell:
-                    image, mask = F2.horizontal_flip(image), F2.horizontal_flip(mask)
-                image, mask = v2.Compose(TAIL)(image, mask)
-                assert same(x[k], image) and same(y[k], mask), (epoch, i)
-                falls.add(fell)
+    for epoch, i, x, y, path, plan in each_sample(loader, ds, epochs=2):
+        top, left, h, w = (int(plan["crop"][key]) for key in ("top", "left", "height", "width"))
+        image, mask = Image.open(path).convert("RGB"), ds.mask_of(root / "palette" / (path.stem + ".png"))
+        image, mask = (F2.resized_crop(t, top, left, h, w, [40, 56], antialias=True) for t in (image, mask))
+        fell = flips_of(plan)[0]
+        if fell:
+            image, mask = F2.horizontal_flip(image), F2.horizontal_flip(mask)
+        image, mask = v2.Compose(TAIL)(image, mask)
+        assert same(x, image) and same(y, mask), (epoch, i)
+        falls.add(fell)
     assert falls == {True, False}
 
 
@@ -210,24 +187,20 @@ def test_a_crop_of_the_resize_with_flips_around_it_moves_each_mask_as_its_image(
     ds = Segmentation(root, "masks", CROP_OF_RESIZE, read=read)
     loader = native(ds, batch_size=4, backend="cpu", seed=8)
     corners = set()
-    for b, (x, y) in enumerate(loader):
-        for k in range(x.shape[0]):
-            i = b * 4 + k
-            path = root / "images" / ds.names[i]
-            plan = plan_of(loader, 0, i, path)
-            rc = plan["resized_crop"]
-            mask = F2.resize(ds.mask_of(root / "masks" / (path.stem + ".png")), list(rc["resized"]))
-            if rc["hflip"]:
-                mask = F2.horizontal_flip(mask)
-            top, left = rc["at"]
-            mask = mask[..., top : top + 40, left : left + 44]
-            hflip, vflip = flips_of(plan)
-            if hflip != bool(rc["hflip"]):
-                mask = F2.horizontal_flip(mask)
-            if vflip:
-                mask = F2.vertical_flip(mask)
-            assert same(y[k], mask), i
-            corners.add((top, left))
+    for _, i, x, y, path, plan in each_sample(loader, ds):
+        rc = plan["resized_crop"]
+        mask = F2.resize(ds.mask_of(root / "masks" / (path.stem + ".png")), list(rc["resized"]))
+        if rc["hflip"]:
+            mask = F2.horizontal_flip(mask)
+        top, left = rc["at"]
+        mask = mask[..., top : top + 40, left : left + 44]
+        hflip, vflip = flips_of(plan)
+        if hflip != bool(rc["hflip"]):
+            mask = F2.horizontal_flip(mask)
+        if vflip:
+            mask = F2.vertical_flip(mask)
+        assert same(y, mask), i
+        corners.add((top, left))
     assert len(corners) > 1
     theirs = torch.stack([ds[i][1] for i in range(4)])
     assert theirs.shape == (4, 40, 44)
@@ -280,21 +253,17 @@ def test_a_flip_before_the_random_resized_crop_moves_each_mask_as_its_image(root
     ds = Segmentation(root, "palette", v2.Compose([v2.RandomHorizontalFlip(), v2.RandomResizedCrop((40, 56)), *TAIL]))
     loader = native(ds, batch_size=4, backend="cpu", seed=6)
     falls = set()
-    for b, (x, y) in enumerate(loader):
-        for k in range(x.shape[0]):
-            i = b * 4 + k
-            path = root / "images" / ds.names[i]
-            plan = plan_of(loader, 0, i, path)
-            top, left, h, w = (int(plan["crop"][key]) for key in ("top", "left", "height", "width"))
-            image, mask = Image.open(path).convert("RGB"), ds.mask_of(root / "palette" / (path.stem + ".png"))
-            fell = [op["op"] for op in plan.get("pre", [])] == ["hflip"]
-            if fell:
-                image, mask = F2.horizontal_flip(image), F2.horizontal_flip(mask)
-            image, mask = (F2.resized_crop(t, top, left, h, w, [40, 56], antialias=True) for t in (image, mask))
-            image, mask = v2.Compose(TAIL)(image, mask)
-            assert same(y[k], mask) and flips_of(plan) == (False, False), i
-            assert (x[k] - image).abs().max() < 1e-5, i
-            falls.add(fell)
+    for _, i, x, y, path, plan in each_sample(loader, ds):
+        top, left, h, w = (int(plan["crop"][key]) for key in ("top", "left", "height", "width"))
+        image, mask = Image.open(path).convert("RGB"), ds.mask_of(root / "palette" / (path.stem + ".png"))
+        fell = [op["op"] for op in plan.get("pre", [])] == ["hflip"]
+        if fell:
+            image, mask = F2.horizontal_flip(image), F2.horizontal_flip(mask)
+        image, mask = (F2.resized_crop(t, top, left, h, w, [40, 56], antialias=True) for t in (image, mask))
+        image, mask = v2.Compose(TAIL)(image, mask)
+        assert same(y, mask) and flips_of(plan) == (False, False), i
+        assert (x - image).abs().max() < 1e-5, i
+        falls.add(fell)
     assert falls == {True, False}
 
 
@@ -302,21 +271,17 @@ def test_a_random_crop_of_the_image_itself_moves_each_mask_as_its_image(root):
     ds = Segmentation(root, "palette", v2.Compose([v2.RandomHorizontalFlip(), v2.RandomCrop((150, 170)), *TAIL]))
     loader = native(ds, batch_size=4, backend="cpu", seed=2)
     corners, falls = set(), set()
-    for b, (x, y) in enumerate(loader):
-        for k in range(x.shape[0]):
-            i = b * 4 + k
-            path = root / "images" / ds.names[i]
-            plan = plan_of(loader, 0, i, path)
-            top, left = int(plan["crop"]["top"]), int(plan["crop"]["left"])
-            mask = ds.mask_of(root / "palette" / (path.stem + ".png"))
-            # A flip before the crop flips the whole image (the plan's `pre`), then the window
-            # is cut from it.
-            flipped = [op["op"] for op in plan.get("pre", [])].count("hflip") % 2 == 1
-            if flipped:
-                mask = F2.horizontal_flip(mask)
-            assert same(y[k], mask[top : top + 150, left : left + 170]) and flips_of(plan) == (False, False), i
-            corners.add((top, left))
-            falls.add(flipped)
+    for _, i, x, y, path, plan in each_sample(loader, ds):
+        top, left = int(plan["crop"]["top"]), int(plan["crop"]["left"])
+        mask = ds.mask_of(root / "palette" / (path.stem + ".png"))
+        # A flip before the crop flips the whole image (the plan's `pre`), then the window
+        # is cut from it.
+        flipped = [op["op"] for op in plan.get("pre", [])].count("hflip") % 2 == 1
+        if flipped:
+            mask = F2.horizontal_flip(mask)
+        assert same(y, mask[top : top + 150, left : left + 170]) and flips_of(plan) == (False, False), i
+        corners.add((top, left))
+        falls.add(flipped)
     assert len(corners) > 4 and falls == {True, False}
 
 
@@ -329,19 +294,15 @@ def test_a_random_crop_that_pads_if_needed_pads_each_mask_with_its_fill(root, fi
     ds = Segmentation(root, "palette", v2.Compose([v2.RandomCrop(crop, pad_if_needed=True, fill=fill), *TAIL]))
     loader = native(ds, batch_size=4, backend="cpu", seed=4)
     padded = 0
-    for b, (x, y) in enumerate(loader):
-        for k in range(x.shape[0]):
-            i = b * 4 + k
-            path = root / "images" / ds.names[i]
-            plan = plan_of(loader, 0, i, path)
-            top, left = int(plan["crop"]["top"]), int(plan["crop"]["left"])
-            mask = ds.mask_of(root / "palette" / (path.stem + ".png")).as_subclass(torch.Tensor)
-            want = torch.full(crop, fill, dtype=torch.uint8)
-            h, w = mask.shape
-            rows, cols = slice(max(top, 0), min(top + crop[0], h)), slice(max(left, 0), min(left + crop[1], w))
-            want[rows.start - top : rows.stop - top, cols.start - left : cols.stop - left] = mask[rows, cols]
-            assert same(y[k], want), i
-            padded += top < 0 or left < 0 or top + crop[0] > h or left + crop[1] > w
+    for _, i, x, y, path, plan in each_sample(loader, ds):
+        top, left = int(plan["crop"]["top"]), int(plan["crop"]["left"])
+        mask = ds.mask_of(root / "palette" / (path.stem + ".png")).as_subclass(torch.Tensor)
+        want = torch.full(crop, fill, dtype=torch.uint8)
+        h, w = mask.shape
+        rows, cols = slice(max(top, 0), min(top + crop[0], h)), slice(max(left, 0), min(left + crop[1], w))
+        want[rows.start - top : rows.stop - top, cols.start - left : cols.stop - left] = mask[rows, cols]
+        assert same(y, want), i
+        padded += top < 0 or left < 0 or top + crop[0] > h or left + crop[1] > w
     assert padded > 2
 
 
@@ -380,16 +341,11 @@ def test_a_rotation_or_affine_after_the_crop_warps_each_mask_as_v2_does(root, wa
     ds = Segmentation(root, "palette", v2.Compose([v2.RandomResizedCrop((40, 40)), v2.RandomHorizontalFlip(), warp, *TAIL]))
     loader = native(ds, batch_size=4, backend="cpu", seed=12)
     warped = 0
-    for epoch in range(2):
-        for b, (x, y) in enumerate(loader):
-            for k in range(x.shape[0]):
-                i = b * 4 + k
-                path = root / "images" / ds.names[i]
-                plan = plan_of(loader, epoch, i, path)
-                top, left, h, w = (int(plan["crop"][key]) for key in ("top", "left", "height", "width"))
-                mask = F2.resized_crop(ds.mask_of(root / "palette" / (path.stem + ".png")), top, left, h, w, [40, 40])
-                assert same(y[k], replayed_warps(plan, mask)), (epoch, i)
-                warped += any(op["op"] == "warp" for op in plan.get("ops", []))
+    for epoch, i, x, y, path, plan in each_sample(loader, ds, epochs=2):
+        top, left, h, w = (int(plan["crop"][key]) for key in ("top", "left", "height", "width"))
+        mask = F2.resized_crop(ds.mask_of(root / "palette" / (path.stem + ".png")), top, left, h, w, [40, 40])
+        assert same(y, replayed_warps(plan, mask)), (epoch, i)
+        warped += any(op["op"] == "warp" for op in plan.get("ops", []))
     assert warped > 10
 
 

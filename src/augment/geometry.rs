@@ -1297,6 +1297,60 @@ fn pil_warp(rgb: &mut [u8], h: usize, w: usize, warp: &Warp, scratch: &mut Vec<u
     }
 }
 
+/// torchvision's sampling grid of a warp of an `h`x`w` tensor (`affine_grid` then
+/// `grid_sample`'s unnormalizing, align_corners=False): the inverse matrix in f64 about the
+/// centre, then f32 throughout.
+struct TensorGrid {
+    /// Columns of the rescaled, transposed theta: `(ax, bx, cx, ay, by, cy)`.
+    theta: [f32; 6],
+    /// The base grid's x of each output column, y of each output row.
+    xs: Vec<f32>,
+    ys: Vec<f32>,
+    /// `(w, h)` in f32.
+    size: (f32, f32),
+}
+
+impl TensorGrid {
+    fn new(h: usize, w: usize, warp: &Warp) -> Self {
+        let (wf, hf) = (w as f64, h as f64);
+        let center = warp
+            .center
+            .map_or([0.0, 0.0], |[cx, cy]| [cx - wf * 0.5, cy - hf * 0.5]);
+        let m = if warp.rotate {
+            inverse_affine(center, -warp.angle, [0.0, 0.0], 1.0, [0.0, 0.0])
+        } else {
+            inverse_affine(center, warp.angle, warp.translate, warp.scale, warp.shear)
+        };
+        let t = m.map(|v| v as f32);
+        let (half_w, half_h) = ((0.5 * wf) as f32, (0.5 * hf) as f32);
+        Self {
+            theta: [
+                t[0] / half_w,
+                t[1] / half_w,
+                t[2] / half_w,
+                t[3] / half_h,
+                t[4] / half_h,
+                t[5] / half_h,
+            ],
+            xs: linspace_f32((1.0 - wf) * 0.5, (wf - 1.0) * 0.5, w).collect(),
+            ys: linspace_f32((1.0 - hf) * 0.5, (hf - 1.0) * 0.5, h).collect(),
+            size: (w as f32, h as f32),
+        }
+    }
+
+    /// The source point `(x, y)` in pixels of the output pixel at base grid `(gx, gy)`.
+    #[inline(always)]
+    fn source(&self, gx: f32, gy: f32) -> (f32, f32) {
+        let [ax, bx, cx, ay, by, cy] = self.theta;
+        let x = gx * ax + gy * bx + cx;
+        let y = gx * ay + gy * by + cy;
+        (
+            ((x + 1.0) * self.size.0 - 1.0) / 2.0,
+            ((y + 1.0) * self.size.1 - 1.0) / 2.0,
+        )
+    }
+}
+
 /// Where torchvision's nearest warp of an `h`x`w` tensor reads each output pixel (its
 /// `rotate` / `affine` of a `tv_tensors.Mask`, which it always samples nearest:
 /// `grid_sample(mode="nearest")`): the source pixel's index, or `None` where the point falls
@@ -1328,29 +1382,11 @@ pub(crate) fn nearest_warp_sources(h: usize, w: usize, warp: &Warp) -> Vec<Optio
             _ => {}
         }
     }
-    let (wf, hf) = (w as f64, h as f64);
-    let center = warp
-        .center
-        .map_or([0.0, 0.0], |[cx, cy]| [cx - wf * 0.5, cy - hf * 0.5]);
-    let m = if warp.rotate {
-        inverse_affine(center, -warp.angle, [0.0, 0.0], 1.0, [0.0, 0.0])
-    } else {
-        inverse_affine(center, warp.angle, warp.translate, warp.scale, warp.shear)
-    };
-    let theta = m.map(|v| v as f32);
-    let (half_w, half_h) = ((0.5 * wf) as f32, (0.5 * hf) as f32);
-    let (ax, bx, cx) = (theta[0] / half_w, theta[1] / half_w, theta[2] / half_w);
-    let (ay, by, cy) = (theta[3] / half_h, theta[4] / half_h, theta[5] / half_h);
-    let xs: Vec<f32> = linspace_f32((1.0 - wf) * 0.5, (wf - 1.0) * 0.5, w).collect();
-    let ys: Vec<f32> = linspace_f32((1.0 - hf) * 0.5, (hf - 1.0) * 0.5, h).collect();
-    let (wf32, hf32) = (w as f32, h as f32);
+    let grid = TensorGrid::new(h, w, warp);
     let mut sources = Vec::with_capacity(n);
-    for &gy_base in &ys {
-        for &gx_base in &xs {
-            let gx = gx_base * ax + gy_base * bx + cx;
-            let gy = gx_base * ay + gy_base * by + cy;
-            let ix = ((gx + 1.0) * wf32 - 1.0) / 2.0;
-            let iy = ((gy + 1.0) * hf32 - 1.0) / 2.0;
+    for &gy in &grid.ys {
+        for &gx in &grid.xs {
+            let (ix, iy) = grid.source(gx, gy);
             let (nx, ny) = (ix.round_ties_even() as isize, iy.round_ties_even() as isize);
             let inside = nx >= 0 && ny >= 0 && (nx as usize) < w && (ny as usize) < h;
             sources.push(inside.then(|| ny as usize * w + nx as usize));
@@ -1425,7 +1461,6 @@ fn warp_any(rgb: &mut [u8], h: usize, w: usize, warp: &Warp, s: &mut Scratch) {
     let src = &mut s.bytes;
     src.clear();
     src.extend_from_slice(&rgb[..h * w * 3]);
-    let (wf, hf) = (w as f64, h as f64);
     if warp.rotate && warp.center.is_none() {
         let angle = warp.angle.rem_euclid(360.0);
         let quarter = [0.0, 90.0, 180.0, 270.0].iter().position(|&q| angle == q);
@@ -1443,33 +1478,15 @@ fn warp_any(rgb: &mut [u8], h: usize, w: usize, warp: &Warp, s: &mut Scratch) {
     if warp.pil {
         return pil_warp(rgb, h, w, warp, src);
     }
-    let center = warp
-        .center
-        .map_or([0.0, 0.0], |[cx, cy]| [cx - wf * 0.5, cy - hf * 0.5]);
-    let m = if warp.rotate {
-        inverse_affine(center, -warp.angle, [0.0, 0.0], 1.0, [0.0, 0.0])
-    } else {
-        inverse_affine(center, warp.angle, warp.translate, warp.scale, warp.shear)
-    };
-    let theta = m.map(|v| v as f32);
-    let (half_w, half_h) = ((0.5 * wf) as f32, (0.5 * hf) as f32);
-    // Columns of the rescaled, transposed theta.
-    let (ax, bx, cx) = (theta[0] / half_w, theta[1] / half_w, theta[2] / half_w);
-    let (ay, by, cy) = (theta[3] / half_h, theta[4] / half_h, theta[5] / half_h);
-    let xs: Vec<f32> = linspace_f32((1.0 - wf) * 0.5, (wf - 1.0) * 0.5, w).collect();
-    let ys: Vec<f32> = linspace_f32((1.0 - hf) * 0.5, (hf - 1.0) * 0.5, h).collect();
-    let (wf32, hf32) = (w as f32, h as f32);
+    let grid = TensorGrid::new(h, w, warp);
     let fill = warp.fill;
     let px = |x: isize, y: isize| -> Option<&[u8]> {
         (x >= 0 && y >= 0 && (x as usize) < w && (y as usize) < h)
             .then(|| &src[(y as usize * w + x as usize) * 3..][..3])
     };
-    for (oy, &gy_base) in ys.iter().enumerate() {
-        for (ox, &gx_base) in xs.iter().enumerate() {
-            let gx = gx_base * ax + gy_base * bx + cx;
-            let gy = gx_base * ay + gy_base * by + cy;
-            let ix = ((gx + 1.0) * wf32 - 1.0) / 2.0;
-            let iy = ((gy + 1.0) * hf32 - 1.0) / 2.0;
+    for (oy, &gy_base) in grid.ys.iter().enumerate() {
+        for (ox, &gx_base) in grid.xs.iter().enumerate() {
+            let (ix, iy) = grid.source(gx_base, gy_base);
             let mut value = [0f32; 3];
             let mask;
             if warp.nearest {
