@@ -937,23 +937,26 @@ _V2_LEAVING = (
 )
 
 
+def _v2_steps(transform) -> list:
+    """torchvision v2's `transform` as its steps in order, nested `Compose`s flattened."""
+    from torchvision.transforms import v2
+
+    if isinstance(transform, v2.Compose):
+        return [step for t in transform.transforms for step in _v2_steps(t)]
+    return [transform]
+
+
 def v2_mask_steps(transform) -> MaskSteps:
     """How torchvision v2's `transform`, called as `transform(image, tv_tensors.Mask(mask))`
     by a Dataset of the user's own, moves each mask: a `RandomResizedCrop` (the mask cut to
     the image's window, then resized to its size), a `Resize` to `(height, width)`, a
-    `CenterCrop` or an unpadded `RandomCrop` of the image or of a `Resize` of it, and flips
-    anywhere among them (a flip before the resize flips the whole mask first: v2 resizes
-    masks by torch's nearest positions, which a flip after it would not mirror); every other
-    step must leave masks as they are (`_leaves_masks`: its colour, dtype and normalizing
-    steps do). `Unsupported` for anything else."""
-    from torchvision.transforms import v2
-
-    def flat(t):
-        if isinstance(t, v2.Compose):
-            return [u for s in t.transforms for u in flat(s)]
-        return [t]
-
-    steps = flat(transform)
+    `CenterCrop` or a `RandomCrop` (unpadded, or padding if needed) of the image or an
+    unpadded one of a `Resize` of it, flips anywhere among them (a flip before the resize
+    flips the whole mask first: v2 resizes masks by torch's nearest positions, which a flip
+    after it would not mirror), then `RandomRotation` and `RandomAffine` (`warped`); every
+    other step must leave masks as they are (`_leaves_masks`: its colour, dtype and
+    normalizing steps do). `Unsupported` for anything else."""
+    steps = _v2_steps(transform)
     moving, rest = [], []
     for t in steps:
         name = type(t).__name__
@@ -1012,18 +1015,14 @@ def v2_mask_fill(transform) -> int:
     shows none of the mask, else 0 (a `CenterCrop` larger than the image pads with 0).
     `Unsupported` for a fill that is no byte value, or for two that differ."""
     from torchvision import tv_tensors
-    from torchvision.transforms import v2
 
     try:
         from torchvision.transforms.v2._utils import _get_fill
     except ImportError as e:  # pragma: no cover - another torchvision's layout
         raise Unsupported(f"v2's fills cannot be read with this torchvision ({e})") from e
 
-    def flat(t):
-        return [u for s in t.transforms for u in flat(s)] if isinstance(t, v2.Compose) else [t]
-
     fills = []
-    for t in flat(transform):
+    for t in _v2_steps(transform):
         name = type(t).__name__
         if (name == "RandomCrop" and t.pad_if_needed) or name in _V2_WARPS:
             fill = _get_fill(t._fill, tv_tensors.Mask)
@@ -1043,13 +1042,9 @@ def v2_mask_dtype(transform, given: torch.dtype) -> torch.dtype:
     `"others"`; None leaves them), unscaled; any other step keeps their dtype. `Unsupported`
     where the mapping names none for masks (torchvision raises)."""
     from torchvision import tv_tensors
-    from torchvision.transforms import v2
-
-    def flat(t):
-        return [u for s in t.transforms for u in flat(s)] if isinstance(t, v2.Compose) else [t]
 
     dtype = given
-    for t in flat(transform):
+    for t in _v2_steps(transform):
         if type(t).__name__ == "ToDtype" and isinstance(t.dtype, dict):
             if tv_tensors.Mask not in t.dtype and "others" not in t.dtype:
                 raise Unsupported(f"ToDtype({t.dtype}) names no dtype for masks (torchvision raises)")
