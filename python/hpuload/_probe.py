@@ -1445,14 +1445,71 @@ def _mask_array(image: LazyImage) -> "MaskArray | None":
     """`np.array` of an opened image that is a mask: a file Pillow opens in a mode of one
     byte a pixel, as stored (grey or palette: the byte values themselves, or the palette's
     indices), or any file made grey by `.convert("L")` (a damaged one too: the loader names
-    it as it reads it); None where it is none (an RGB image, a resized one)."""
+    it as it reads it), perhaps moved by torchvision's functionals as its image was
+    (`mask_parts`: "functional"); None where it is none (an RGB image, one resized otherwise)."""
     import numpy as np
 
-    if image.tensor or image.turned or image.rgb or image.before not in ((), (GREY,)):
+    parts = mask_parts(image)
+    if parts is None:
         return None
-    if image.before == () and mode_of(image.path) not in ("L", "P"):
+    return MaskArray(image, np.arange(256, dtype=np.uint8), composed="functional" if parts[1] else False)
+
+
+def mask_parts(image: LazyImage) -> tuple[tuple, tuple] | None:
+    """`(read, moves)` of an opened file that is a mask (`LazyImage.before` split): Pillow's
+    grey of it (`(GREY,)`) or nothing (a file of one byte a pixel as stored, grey or palette),
+    then the steps torchvision's functionals took on it as on its image (the forum's joint
+    transforms: `resize(mask)`, `TF.crop(mask, i, j, h, w)` where `get_params` drew the
+    image's crop, `TF.hflip(mask)`), each one that moves a mask's values without blending
+    them (`_mask_move_refused`). None for anything else."""
+    if image.tensor or image.turned or image.rgb or image.held == "unknown":
         return None
-    return MaskArray(image, np.arange(256, dtype=np.uint8))
+    before = image.before
+    read = before[:1] if before[:1] == (GREY,) else ()
+    if not read and mode_of(image.path) not in ("L", "P"):
+        return None
+    moves = before[len(read) :]
+    palette = not read and mode_of(image.path) == "P"
+    if any(_mask_move_refused(step, palette) for step in moves):
+        return None
+    return read, moves
+
+
+#: torchvision's steps (by class name) that move a mask's pixels as they move its image's
+#: (a resize by nearest positions only: `_mask_move_refused`).
+_MASK_MOVES = frozenset({"Resize", "CenterCrop", "RandomHorizontalFlip", "RandomVerticalFlip"})
+
+
+def _mask_move_refused(step, palette: bool) -> str | None:
+    """Why a step of a mask's (`LazyImage.before`) is no move of it that keeps its values:
+    None for a crop where `get_params` drew the image's, a centre crop, a flip, or a resize
+    that reads each value from one pixel (a palette image, which Pillow resizes by nearest
+    whatever the filter asked; any mask with `InterpolationMode.NEAREST`)."""
+    if not isinstance(step, Applied) or step.after or step.attribute is not None or step.drawn:
+        return "a step hpuload does not move masks by"
+    if step.crop is not None:
+        return None
+    name = type(step.transform).__name__
+    if name not in _MASK_MOVES:
+        return f"{step.name()}"
+    if name == "Resize" and not palette:
+        mode = getattr(step.transform.interpolation, "value", step.transform.interpolation)
+        if mode not in ("nearest", "nearest-exact"):
+            return f"{step.name()}, which blends a grey mask's values (a palette mask, or InterpolationMode.NEAREST, keeps them)"
+    return None
+
+
+def mask_flips(moves: tuple) -> tuple[tuple, tuple[bool, bool]] | None:
+    """`(moves before the flips, (horizontal, vertical))` of a mask's moves whose flips all
+    come last (a drawn flip of the image and its mask, after their crop); None where a flip
+    comes before another move."""
+    kept = list(moves)
+    flips = []
+    while kept and _flip_of(kept[-1]) is not None:
+        flips.append(_flip_of(kept.pop()))
+    if any(_flip_of(step) is not None for step in kept):
+        return None
+    return tuple(kept), (flips.count("h") % 2 == 1, flips.count("v") % 2 == 1)
 
 
 class Segmented(NamedTuple):
@@ -1601,13 +1658,23 @@ def transform_attribute(dataset) -> str | None:
     or None, the one attribute holding an albumentations `Compose` (`transforms`,
     `augmentations`, `aug`, ..., as Kaggle-style Datasets name it) or a torchvision transform
     (`tfms`, `preprocess`, ...), else `transform`; None for neither."""
-    if getattr(dataset, "transform", None) is None:
+    if held_transform(dataset, "transform") is None:
         from ._albumentations import is_compose
 
         found = [k for k, v in getattr(dataset, "__dict__", {}).items() if is_compose(v) or is_torchvision_transform(v)]
         if len(found) == 1:
             return found[0]
     return "transform" if hasattr(dataset, "transform") else None
+
+
+def held_transform(dataset, attribute: str):
+    """The transform `dataset` holds under `attribute`, or None: none, or a method of its own
+    class (`def transform(self, image, mask)`, the forum's joint transforms of an image and its
+    mask), which is its own code, run as `__getitem__` is, not a transform to stand in for."""
+    value = getattr(dataset, attribute, None)
+    if inspect.ismethod(value) and value.__self__ is dataset:
+        return None
+    return value
 
 
 def chain_attributes(dataset) -> list[str]:
@@ -1706,6 +1773,8 @@ def _crop_params(img, output_size):
                 raise NeedsPixels("RandomCrop.get_params where the loader's crop is not of the image as the code holds it")
             top, left = cut["at"]
     img.cut = (top, left, th, tw)
+    # A mask the code cuts where it cut its image (`functional.crop(mask, i, j, h, w)`) follows.
+    _plans.drawn_cut = (img.cut, (width, height))
     return top, left, th, tw
 
 
@@ -1730,6 +1799,20 @@ def _functional_crop(img, top, left, height, width):
     for it (`Applied` with that size); any other crop needs pixels."""
     if img.tensor in ("cv2", "array"):
         raise NeedsPixels("torchvision's functional.crop of a NumPy array")
+    if img.cut is None and _cut_of_image(img, (top, left, height, width)):
+        # The mask cut where `get_params` drew its image's crop, the two of one size.
+        if mask_parts(img) is None:
+            read = img.before[:1] == (GREY,)
+            palette = mode_of(img.path) == "P" and not read
+            why = next((w for w in (_mask_move_refused(s, palette) for s in img.before[read:]) if w), None)
+            raise NeedsPixels(
+                f"a second image cut where RandomCrop.get_params drew the image's crop, after {why or 'what it is'} "
+                "(hpuload moves a mask of one byte a pixel, opened as stored or made grey, by nearest resizes, crops "
+                "and flips)"
+            )
+        out = LazyImage(img.path, before=(*img.before, Applied(crop=(int(height), int(width)))))
+        out.held = img.held
+        return out
     if img.cut is None or img.cut != (top, left, height, width):
         raise NeedsPixels(
             f"a crop of the image at ({top}, {left}) of {height}x{width} (hpuload follows a crop where "
@@ -1739,6 +1822,13 @@ def _functional_crop(img, top, left, height, width):
     out = LazyImage(img.path, tensor=img.tensor, rgb=img.rgb, turned=img.turned, before=(*img.before, step))
     out.held = img.held
     return out
+
+
+def _cut_of_image(mask: LazyImage, window: tuple) -> bool:
+    """Whether `window` is the crop `RandomCrop.get_params` last drew on this thread for an
+    image of the mask's size (the image's and its mask's joint crop)."""
+    drawn = getattr(_plans, "drawn_cut", None)
+    return drawn is not None and drawn[0] == tuple(window) and mask._known_dims() == drawn[1]
 
 
 def _resized_crop_params(img, scale, ratio):
@@ -2923,6 +3013,7 @@ def _source_file(dataset) -> str | None:
 def probed_item(dataset, index: int):
     """`dataset[index]` while the dataset is probed; what stops it is a `NeedsPixels` naming
     the user's line."""
+    _plans.drawn_cut = None  # no crop drawn yet for this call's images
     try:
         return dataset[index]
     except ReadsVideo as e:
@@ -3351,7 +3442,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
     if n == 0:
         raise NeedsPixels("the dataset is empty")
     attribute = transform_attribute(dataset) or "transform"
-    transform = getattr(dataset, attribute, None)
+    transform = held_transform(dataset, attribute)
     from ._albumentations import is_compose
 
     from ._tail import _Isolated
@@ -3364,6 +3455,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
     extras: list[tuple] = []
     more: list[tuple[str, ...]] = []  # the files of each index's other images
     masks: list[str] = []  # each index's mask's file (`Segmented`)
+    mask_flipped: list[tuple[bool, bool]] = []  # each index's mask's flips, moved by functionals
     mask = None  # the first index's mask as handed out (`MaskArray`)
     layout = keys = form = output = before = None
     labels = set()
@@ -3384,9 +3476,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
     session.__enter__()
     try:
         for i in order:
-            out = probed_item(dataset, i)
-            if stand_in is None:
-                out = _untransformed(out)
+            out = _as_returned(probed_item(dataset, i), stand_in)
             shape, k, label, after = _shape(out)
             if layout is None:
                 layout, keys = (shape, len(after)), k
@@ -3427,11 +3517,18 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
             befores.append(image.before)
             if isinstance(k, Segmented):
                 handed = k.mask_of(out)
-                if stand_in is None or not handed.composed:
+                functional = handed.composed == "functional"
+                if not handed.composed or (not functional and stand_in is None):
                     raise NeedsPixels(
-                        f"__getitem__({i}) returns a mask that did not go through its albumentations transform with "
-                        "its image (hpuload moves masks as that transform moves them)"
+                        f"__getitem__({i}) returns a mask that did not go through its albumentations or torchvision "
+                        "transform with its image, nor through the functionals that moved its image (hpuload moves "
+                        "masks as those move them)"
                     )
+                if functional:
+                    split = mask_flips(mask_parts(handed.image)[1])
+                    if split is None:
+                        raise NeedsPixels(f"__getitem__({i}) flips its mask before another step (hpuload flips masks last)")
+                    mask_flipped.append(split[1])
                 if mask is None:
                     mask = handed
                 elif not _same_mask(handed, mask):
@@ -3470,7 +3567,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
 
         for k in _again(n):
             i = order[k]
-            again = dataset[i] if stand_in is not None else _untransformed(dataset[i])
+            again = _as_returned(dataset[i], stand_in)
             opened = _image_in(again, layout[0], keys)
             if getattr(getattr(opened, "image", None), "path", None) != samples[k][0]:
                 raise NeedsPixels(
@@ -3525,8 +3622,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
         if moved and not flipping and not drawn:
             # Few indices, each flipped alike so far: a few calls more tell a drawn flip.
             for k in range(_FLIP_TRIES):
-                again = probed_item(dataset, order[k % n])
-                again = again if stand_in is not None else _untransformed(again)
+                again = _as_returned(probed_item(dataset, order[k % n]), stand_in)
                 try:
                     recorded = _image_in(again, layout[0], keys)
                 except (TypeError, LookupError):
@@ -3542,8 +3638,13 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
                         )
                     break
         if flipping:
-            if masks:
+            if masks and not mask_flipped:
                 raise NeedsPixels("a flip drawn anew on each call, for an image and its mask")
+            if mask_flipped:
+                # Each mask flipped as its image was, on each call (then flipped as drawn).
+                images = [split_flips(b, commutes, dataset) for b in befores]
+                if any(m != (im[1] if im is not None else None) for m, im in zip(mask_flipped, images)):
+                    raise NeedsPixels("a flip drawn anew on each call for an image and not alike for its mask")
             if more:
                 raise NeedsPixels(
                     "a flip drawn anew on each call, for a sample of several images (hpuload follows drawn flips "
@@ -3581,20 +3682,35 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
     if drawn:
         looks = (layout, keys, form, before, output)
         extras = DrawnExtras(extras, dataset, samples, looks, more or None, commutes if flipping else None)
+        if masks:
+            extras.masks, extras.mask = list(masks), mask
     handed = extras if layout[1] or flipping else None
     return Probed(samples, keys, form, labels.pop(), handed, output, before, more or None, masks or None, mask)
 
 
 def _same_mask(a: MaskArray, b: MaskArray) -> bool:
     """Whether two indices' masks are handed out alike: made as (the file's values as stored
-    or made grey), of one kind, dtype and shape, their values the same function of each byte."""
-    same = (a.image.before, a.kind, a.channel, a.dtype) == (b.image.before, b.kind, b.channel, b.dtype)
+    or made grey, moved by the same steps but for the flips drawn last), of one kind, dtype
+    and shape, their values the same function of each byte."""
+    steps = _unflipped(a), _unflipped(b)
+    if None in steps:
+        return False
+    same = (steps[0], a.kind, a.channel, a.dtype) == (steps[1], b.kind, b.channel, b.dtype)
     if not same:
         return False
     import numpy as np
 
     x, y = (a.values.numpy(), b.values.numpy()) if a.kind == "tensor" else (a.values, b.values)
     return bool(np.array_equal(x, y, equal_nan=x.dtype.kind in "fc"))
+
+
+def _unflipped(mask: MaskArray) -> tuple | None:
+    """A mask's steps (`LazyImage.before`) without the flips the functionals drew last."""
+    if mask.composed != "functional":
+        return mask.image.before
+    parts = mask_parts(mask.image)
+    split = None if parts is None else mask_flips(parts[1])
+    return None if split is None else (*parts[0], *split[0])
 
 
 #: How many calls more `probe` makes of a Dataset whose code draws, for a flip it draws.
@@ -3738,6 +3854,9 @@ class DrawnExtras(list):
         self._last = None
         #: Per loader position, the dataset's index (a Subset's); None: the same.
         self.picks = None
+        #: Per index, its mask's file, and the first index's mask as probed (`MaskArray`),
+        #: for a Dataset that returns an image and its mask (`Segmented`); None: no masks.
+        self.masks = self.mask = None
 
     def over(self, probed: list, picks: list) -> "DrawnExtras":
         """These draws (of the dataset's indices `probed`, in that order) over a Subset's
@@ -3747,6 +3866,8 @@ class DrawnExtras(list):
         more = None if self.more is None else [self.more[at[j]] for j in picks]
         out = DrawnExtras(rows, self.dataset, [self.samples[at[j]] for j in picks], self.looks, more, self.flipping)
         out.picks = list(picks)
+        if self.masks is not None:
+            out.masks, out.mask = [self.masks[at[j]] for j in picks], self.mask
         return out
 
     def arm(self, seed, epoch, plan_of=None) -> None:
@@ -3778,16 +3899,14 @@ class DrawnExtras(list):
         dataset = self.dataset
         attribute = transform_attribute(dataset) or "transform"
         out, strays, flips = [], {}, {}
-        with _Session(dataset, attribute, getattr(dataset, attribute, None)) as session, _tail.seeded_samples(
+        with _Session(dataset, attribute, held_transform(dataset, attribute)) as session, _tail.seeded_samples(
             seed, epoch
         ) as seeded, _sizes_memo():
             for slot, i in enumerate(indices):
                 _plans.plan = functools.partial(self._plan_of, i) if self._plan_of is not None else _no_plan
                 try:
                     seeded(i)
-                    item = probed_item(dataset, i if self.picks is None else self.picks[i])
-                    if session.stand_in is None:
-                        item = _untransformed(item)
+                    item = _as_returned(probed_item(dataset, i if self.picks is None else self.picks[i]), session.stand_in)
                     shape = _shape(item)
                 except NeedsPixels:
                     shape = None
@@ -3851,6 +3970,16 @@ class DrawnExtras(list):
         if self.more is not None and isinstance(keys, DictSample):
             files = tuple(getattr(getattr(item.get(k), "image", None), "path", None) for k in keys.more)
             return flipped if files == self.more[i] else None
+        if isinstance(keys, Segmented):
+            # Its mask: the file probed, made and moved alike, flipped as its image was.
+            mask = keys.mask_of(item)
+            if type(mask) is not MaskArray or self.masks is None or mask.image.path != self.masks[i]:
+                return None
+            if not _same_mask(mask, self.mask):
+                return None
+            split = mask_flips(mask_parts(mask.image)[1]) if mask.composed == "functional" else (None, unflipped)
+            if split is None or split[1] != flipped:
+                return None
         return flipped
 
 
@@ -3877,6 +4006,9 @@ def _untransformed(out):
             return ArrayOut.of(value) if value.tensor in ("cv2", "array") else Recorded(value)
         return value
 
+    paired = _paired_mask(out, one)
+    if paired is not None:
+        return paired
     if isinstance(out, tuple):
         return tuple(one(v) for v in out)
     if isinstance(out, list):
@@ -3884,6 +4016,55 @@ def _untransformed(out):
     if isinstance(out, dict):
         return {k: one(v) for k, v in out.items()}
     return one(out)  # the image alone
+
+
+def _as_returned(out, stand_in):
+    """What `__getitem__` returned while probed, as recorded: without a transform stood in
+    for, the image as the code left it (`_untransformed`); with one, as it is, a mask the
+    functionals moved with its image made its `MaskArray` (`_paired_mask`)."""
+    if stand_in is None:
+        return _untransformed(out)
+    paired = _paired_mask(out)
+    return out if paired is None else paired
+
+
+def _paired_mask(out, one=lambda value: value):
+    """What `__getitem__` returned where it is an image and its mask, the mask moved by the
+    functionals that moved the image and made a tensor: the pair (or dict of the two) with the
+    mask as its `MaskArray` (`_functional_mask`) and the image as `one` makes it; None for
+    anything else."""
+    if not isinstance(out, (tuple, list, dict)) or len(out) != 2:
+        return None
+    keys = list(out) if isinstance(out, dict) else [0, 1]
+    masks = [_functional_mask(out[k]) for k in keys]
+    if sum(m is not None for m in masks) != 1:
+        return None
+    at = 0 if masks[0] is not None else 1
+    if not isinstance(out[keys[1 - at]], (LazyImage, Recorded)):
+        return None
+    made = [masks[at] if n == at else one(out[k]) for n, k in enumerate(keys)]
+    return dict(zip(keys, made)) if isinstance(out, dict) else type(out)(made)
+
+
+def _functional_mask(value) -> "MaskArray | None":
+    """The mask an opened mask file is, where the code moved it as its image by torchvision's
+    functionals (`mask_parts`: at least one move) and then made a tensor of it: `to_tensor`'s
+    float `[1, H, W]` of each byte divided by 255, or `pil_to_tensor`'s uint8 `[1, H, W]`
+    (`composed` "functional"); None for anything else (the image itself among them)."""
+    if type(value) is not LazyImage or not value.before:
+        return None
+    last = value.before[-1]
+    name = type(last.transform).__name__ if isinstance(last, Applied) and last.call is not None else None
+    if name not in ("ToTensor", "PILToTensor"):
+        return None
+    mask = LazyImage(value.path, before=value.before[:-1])
+    parts = mask_parts(mask)
+    if parts is None or not parts[1]:
+        return None
+    values = torch.arange(256, dtype=torch.uint8)
+    if name == "ToTensor":
+        values = values.to(torch.get_default_dtype()).div(255)
+    return MaskArray(mask, values, composed="functional", channel=True)
 
 
 def _chain_output(value):

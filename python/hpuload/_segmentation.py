@@ -798,22 +798,50 @@ class Masks:
         def make(ks: list[int], into: torch.Tensor) -> None:
             self._make([self.masks[indices[k]] for k in ks], [drawn[k] for k in ks], into)
 
+        failed = []
         try:
             make(list(range(len(indices))), out)
         except Exception:
             # A mask that cannot be made (a damaged file, an annotation that gives none):
             # each sample's alone, to name it and replace it.
-            failed = []
             for k in range(len(indices)):
                 try:
                     make([k], out[k])
                 except Exception as e:
                     failed.append((k, e))
-            for k, j in self._replacements(indices, failed):
-                image, mask = (images[j], out[j]) if isinstance(j, int) else j
-                images[k] = image
-                out[k] = mask
+        self._drawn_by_code(indices, out, {k for k, _ in failed})
+        for k, j in self._replacements(indices, failed):
+            image, mask = (images[j], out[j]) if isinstance(j, int) else j
+            images[k] = image
+            out[k] = mask
         return out if self.form.dtype == out.dtype else out.to(self.form.dtype)
+
+    #: The Dataset's draws, where its own code draws each sample's flips (`_probe.DrawnExtras`,
+    #: set by the loader before each batch); None: it draws none.
+    drawn = None
+
+    def _drawn_by_code(self, indices: list[int], out: torch.Tensor, failed: set[int]) -> None:
+        """Where the Dataset's code flips each image and its mask by draws of its own
+        (`drawn`): the masks its run flipped are flipped in `out` (as their images were), and
+        those of the samples its own code made (the strays: a run that drew another file or
+        step) are its own masks."""
+        drawn = self.drawn
+        if drawn is None or drawn.masks is None:
+            return
+        for slot, (horizontal, vertical) in drawn.flips(indices).items():
+            dims = [d for d, on in ((-1, horizontal), (-2, vertical)) if on]
+            if slot not in failed:
+                out[slot] = out[slot].flip(dims)
+        for slot in drawn.strays(indices):
+            made = drawn[indices[slot]]
+            mask = torch.as_tensor(made[0]) if made else None
+            if mask is None or mask.numel() != out[slot].numel() or mask.dtype != out.dtype:
+                got = f"{tuple(mask.shape)} {mask.dtype}" if mask is not None else "none"
+                raise RuntimeError(
+                    f"hpuload: {self._mask_name(indices[slot])}: the Dataset's code drew another file or step than "
+                    f"when probed and made a mask of {got} where the batch holds {tuple(out[slot].shape)} {out.dtype}"
+                )
+            out[slot] = mask.reshape(out[slot].shape)
 
     #: What a mask's padding shows.
     fill = MASK_FILL
@@ -1006,6 +1034,95 @@ def v2_mask_steps(transform) -> MaskSteps:
         )
     return MaskSteps(
         crop=crop, fill=0, table=None, resized=resized, nearest="torch", window=window, cropped=cropped, warped=bool(warps)
+    )
+
+
+#: Steps of an image that leave its mask where it is (its conversions, colour and
+#: normalizing), by class name, among those its code applied itself (`_probe.Applied`).
+_FUNCTIONAL_LEAVING = frozenset(
+    {"ToTensor", "PILToTensor", "ToImage", "ToDtype", "ConvertImageDtype", "Normalize", "Grayscale", "ToPILImage"}
+)
+
+
+#: torchvision's steps (by class name) that a transform given the image alone, after the
+#: functionals moved it and its mask, may take: none moves a pixel.
+_IMAGE_ALONE = _FUNCTIONAL_LEAVING | {
+    "ColorJitter",
+    "RandomGrayscale",
+    "GaussianBlur",
+    "RandomAutocontrast",
+    "RandomEqualize",
+    "RandomPosterize",
+    "RandomSolarize",
+    "RandomAdjustSharpness",
+    "RandomInvert",
+}
+
+
+def _size_arg(size) -> tuple[int, ...]:
+    """A transform's size argument as a tuple: `(side,)` for one number, else its two."""
+    return (int(size),) if isinstance(size, int) else tuple(int(v) for v in size)
+
+
+def functional_mask_steps(image_before: tuple, mask, transform=None) -> MaskSteps:
+    """How a Dataset of the user's own that moves an image and its mask by torchvision's
+    functionals itself (the forum's joint transforms: `resize = T.Resize(size)` given both,
+    `i, j, h, w = T.RandomCrop.get_params(image, size)` then `TF.crop` of both, flips drawn
+    by `random.random()` for both, `TF.to_tensor` of both) moves each mask: the steps the
+    image took (`image_before`, its drawn flips apart) and those the mask took
+    (`_probe.MaskArray` "functional", its flips drawn last apart) must be the same moves: a
+    resize to `(height, width)`, a crop where `get_params` drew it or a centre crop, or a
+    resize then one of those. Pillow's nearest positions (the mask a palette image, or
+    resized with `InterpolationMode.NEAREST`). The image may then be given a `transform` of
+    its own that leaves it where it is (its conversions, colour and normalizing steps).
+    `Unsupported` for anything else."""
+    from ._transforms import steps as steps_of
+
+    for t in steps_of(transform):
+        name = type(t).__name__
+        if not type(t).__module__.startswith("torchvision.transforms") or name not in _IMAGE_ALONE:
+            raise Unsupported(f"{name} in the image's transform after the functionals that moved it and its mask")
+    parts = _probe.mask_parts(mask.image)
+    split = None if parts is None else _probe.mask_flips(parts[1])
+    if split is None:
+        raise Unsupported("a mask moved by steps hpuload does not move masks by")
+
+    def moves(steps: tuple, whose: str) -> list:
+        out = []
+        for step in steps:
+            if not isinstance(step, _probe.Applied) or step.attribute is not None or step.after:
+                raise Unsupported(f"{whose} changed by the code otherwise than by torchvision's functionals, with a mask")
+            if step.crop is not None:
+                out.append(("crop", tuple(step.crop)))
+                continue
+            t, name = step.transform, type(step.transform).__name__
+            if name in _FUNCTIONAL_LEAVING:
+                continue
+            if name == "Resize":
+                out.append(("Resize", _size_arg(t.size), getattr(t, "max_size", None)))
+            elif name == "CenterCrop":
+                out.append(("CenterCrop", _size_arg(t.size)))
+            else:
+                raise Unsupported(f"{step.name()} of the {whose}, with a mask moved by the functionals")
+        return out
+
+    image, masks = moves(image_before, "image"), moves(split[0], "mask")
+    if image != masks:
+        raise Unsupported(
+            f"the mask moved otherwise than its image ({', '.join(m[0] for m in masks) or 'not at all'} against "
+            f"{', '.join(m[0] for m in image) or 'not at all'})"
+        )
+    kinds = [m[0] for m in image]
+    last = image[-1][1] if image else None
+    if kinds == ["Resize"] and len(last) == 2 and image[0][2] is None:
+        return MaskSteps(crop=tuple(last), fill=0, table=None, resized=True)
+    if kinds in (["crop"], ["CenterCrop"]):
+        return MaskSteps(crop=tuple(last) if len(last) == 2 else (last[0], last[0]), fill=0, table=None, cropped=True)
+    if kinds in (["Resize", "crop"], ["Resize", "CenterCrop"]):
+        return MaskSteps(crop=tuple(last) if len(last) == 2 else (last[0], last[0]), fill=0, table=None)
+    raise Unsupported(
+        f"an image and its mask moved by {', '.join(kinds) or 'nothing'} (hpuload moves them by a Resize to "
+        "(height, width), a crop where get_params drew it or a centre crop, or a Resize then one of those)"
     )
 
 
@@ -1464,6 +1581,9 @@ class FileMasks(TableMasks):
         self.shape = shape
         self.steps = steps
         values = mask.values if mask.kind == "tensor" else torch.from_numpy(mask.values.copy())
+        if values.shape[0] == 256:
+            # Moved by the Dataset's own functionals, by moves that pad nothing: no padding shows.
+            values = torch.cat([values, values[:1]])
         if steps.table is not None:
             # A `Lambda` on the mask first: its table of bytes, where the code computes nothing.
             if not torch.equal(values[:256], torch.arange(256, dtype=torch.uint8)):
@@ -1474,7 +1594,7 @@ class FileMasks(TableMasks):
         #: steps past the transform).
         self.values = values
         #: The code made the mask grey: a palette's indices become their luma first.
-        self.grey = mask.image.before == (_probe.GREY,)
+        self.grey = mask.image.before[:1] == (_probe.GREY,)
         #: Read by OpenCV's grey read, which takes grey PNGs as stored (a palette's colours it
         #: makes grey by weights of its own).
         self.opencv = mask.image.tensor == "cv2"

@@ -500,7 +500,7 @@ def _listed_source(dataset, pipeline):
         raise _Unfit("the ConcatDataset's parts hold their transforms under different names", FallbackReason.TRANSFORM)
 
     def transform_of(b):
-        return getattr(b, attribute, None)
+        return _probe.held_transform(b, attribute)
 
     if len({id(transform_of(b)) for b in bases}) > 1:
         raise _Unfit(
@@ -573,8 +573,20 @@ def _listed_source(dataset, pipeline):
                     "torchvision transforms the Dataset's code applies itself under a ConcatDataset (hpuload follows "
                     "functional calls of given arguments there)"
                 )
-            v2_masks = mask_look is not None and getattr(common.get("mask"), "composed", None) == "v2"
-            if v2_masks:
+            composed = getattr(common.get("mask"), "composed", None) if mask_look is not None else None
+            # Masks made beside the native images (a Python tail would not see them).
+            beside = composed in ("v2", "functional")
+            if composed == "functional":
+                # An image and its mask moved by torchvision's functionals in the Dataset's own
+                # code (the forum's joint transforms): the image translated as alone, below;
+                # the masks moved by the same steps, flipped as each sample's code drew.
+                if arrays or turned:
+                    raise Unsupported("a mask moved by torchvision's functionals with an image read as an array or turned upright")
+                mask_steps = _segmentation.functional_mask_steps(before, common["mask"], transform)
+                if "masks" in common and not _segmentation.same_mask_steps(mask_steps, common["masks"].steps):
+                    raise Unsupported("the Dataset's code moves the masks otherwise than the loader set them up")
+                common["mask steps"] = mask_steps
+            elif composed == "v2":
                 # Images and `tv_tensors.Mask`s given to a torchvision v2 transform: the image
                 # translated as alone, below; the masks moved as v2 moves them.
                 if arrays or before or turned or not _probe.is_torchvision_transform(transform):
@@ -651,7 +663,7 @@ def _listed_source(dataset, pipeline):
                 translated = _sized_translation(transform, common, find_size, translate_to_pil)
                 return _albumentations.handed_out(translated, output)
             translated = _sized_translation(transform, common, find_size)
-            if v2_masks and translated[2] is not None:
+            if beside and translated[2] is not None:
                 # The masks are made beside the native images; a Python tail would not see them.
                 raise Unsupported(f"{translated[2].describe()}, with masks (hpuload moves them beside native steps)")
             return (_read_grey(translated[0]), *translated[1:]) if grey else translated
@@ -930,7 +942,8 @@ def _mask_look(mask) -> tuple | None:
     if mask is None:
         return None
     values = mask.values.numpy() if mask.kind == "tensor" else mask.values
-    return mask.image.tensor, mask.image.before, mask.kind, mask.channel, str(mask.dtype), values.tobytes()
+    steps = _probe._unflipped(mask)  # the flips a Dataset's code draws for it apart
+    return mask.image.tensor, steps, mask.kind, mask.channel, str(mask.dtype), values.tobytes()
 
 
 def _read_grey(pipeline: str) -> str:
@@ -1927,6 +1940,9 @@ class _Loader:
                 images = (keys.image, *keys.more)
                 made = [sample[k] for k in images]
                 values, label = tuple(v for k, v in sample.items() if k not in images), None
+            elif isinstance(keys, _probe.Segmented):
+                # Its mask rides in the draws, for the masks' batch (`FileMasks._drawn_by_code`).
+                made, values, label = [keys.of(sample)], (keys.mask_of(sample),), None
             else:
                 made = [sample[0]]
                 values = tuple(sample[1:]) if objects else tuple(sample[2:])
@@ -2192,6 +2208,8 @@ class _Loader:
                     held = started
                 elif self._targets is not None:
                     self._targets.on_error = self._options.on_error
+                    if isinstance(self._extras, _probe.DrawnExtras):
+                        self._targets.drawn = self._extras  # flips each mask as its code drew
                     detects = None
                     if self._targets.reference is not None or self._targets.moves_masks:
                         # The reference's v1 steps (or the v2 wrapper's transforms) move the
