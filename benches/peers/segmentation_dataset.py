@@ -13,12 +13,16 @@ which the class makes grey: hpuload decodes them natively since session 111), `v
 guide's class: the mask `tv_tensors.Mask(np.array(Image.open(mask)) // 255)`, given with the
 image to a v2 `Compose` of `RandomResizedCrop((160, 240))`, `RandomHorizontalFlip`, `ToImage`,
 `ToDtype(float32, scale=True)`, `Normalize`; session 112), `v2rot` (`v2` with a `RandomRotation(15)`
-after the flip). The masks are made once per photo (blocks of 0 and 255,
+after the flip), `joint` (the PyTorch forum's class that moves the image and its mask with
+torchvision's functionals itself: `transforms.Resize((176, 256))` of the image and
+`TF.resize(mask, ..., NEAREST)`, `RandomCrop.get_params` then `TF.crop` of both at
+(160, 240), `TF.hflip`/`TF.vflip` of both when `random.random() > 0.5`, `TF.to_tensor` of
+both, then `TF.normalize` of the image; session 113). The masks are made once per photo (blocks of 0 and 255,
 an 8-bit grey PNG, as Carvana's are binary) under `--masks`. Prints one JSON line per run:
 construction time (hpuload's includes its probe of `__getitem__`), the loader's type, and
 images/s over the measured epochs (the median; the first epoch warms up).
 
-usage: python segmentation_dataset.py --data DIR --loader hpuload|torch [--kind eval|train|flips|opencv|gif|v2|v2rot]
+usage: python segmentation_dataset.py --data DIR --loader hpuload|torch [--kind eval|train|flips|opencv|gif|v2|v2rot|joint]
        [--epochs 2] [--workers 2] [--batch 16] [--images 1000] [--masks /tmp/segmentation-masks]
 """
 
@@ -66,6 +70,32 @@ class OpenCVDataset(CarvanaDataset):
         return out["image"], out["mask"]
 
 
+class JointDataset(CarvanaDataset):
+    """The forum's class: a method moving the image and its mask alike with the functionals."""
+
+    def transform_pair(self, image, mask):
+        import random
+
+        import torchvision.transforms as transforms
+        import torchvision.transforms.functional as TF
+
+        image = transforms.Resize(size=(176, 256))(image)
+        mask = TF.resize(mask, [176, 256], interpolation=transforms.InterpolationMode.NEAREST)
+        i, j, h, w = transforms.RandomCrop.get_params(image, output_size=(160, 240))
+        image, mask = TF.crop(image, i, j, h, w), TF.crop(mask, i, j, h, w)
+        if random.random() > 0.5:
+            image, mask = TF.hflip(image), TF.hflip(mask)
+        if random.random() > 0.5:
+            image, mask = TF.vflip(image), TF.vflip(mask)
+        image = TF.normalize(TF.to_tensor(image), [0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
+        return image, TF.to_tensor(mask)
+
+    def __getitem__(self, index):
+        image = Image.open(self.images[index]).convert("RGB")
+        mask = Image.open(self.masks[index])
+        return self.transform_pair(image, mask)
+
+
 class V2Dataset(CarvanaDataset):
     """The class as torchvision's v2 guide writes it: the mask a `tv_tensors.Mask`, given with
     the image to one v2 `Compose`."""
@@ -98,7 +128,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
     ap.add_argument("--loader", choices=["hpuload", "torch"], default="hpuload")
-    ap.add_argument("--kind", choices=["eval", "train", "flips", "opencv", "gif", "v2", "v2rot"], default="train")
+    ap.add_argument("--kind", choices=["eval", "train", "flips", "opencv", "gif", "v2", "v2rot", "joint"], default="train")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=16)
@@ -122,6 +152,8 @@ def main():
                 v2.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
             ]
         )
+    elif a.kind == "joint":
+        transform = None
     elif a.kind == "eval":
         transform = A.Compose([A.Resize(height=160, width=240), ZERO_ONE, ToTensorV2()])
     else:
@@ -129,7 +161,8 @@ def main():
         transform = A.Compose(
             [A.Resize(height=160, width=240), *turn, A.HorizontalFlip(p=0.5), A.VerticalFlip(p=0.1), ZERO_ONE, ToTensorV2()]
         )
-    ds = {"opencv": OpenCVDataset, "v2": V2Dataset, "v2rot": V2Dataset}.get(a.kind, CarvanaDataset)(images, masks, transform)
+    kinds = {"opencv": OpenCVDataset, "v2": V2Dataset, "v2rot": V2Dataset, "joint": JointDataset}
+    ds = kinds.get(a.kind, CarvanaDataset)(images, masks, transform)
     if a.loader == "hpuload":
         from hpuload.torch import DataLoader
     else:

@@ -14,7 +14,13 @@ loader did not), torch raises (and hpuload's loader falls back or raises too), s
 (torch's loader raises on a sample hpuload names and replaces, as it does any sample it cannot
 make: a crop larger than an image).
 env ONLY=N: run case N alone and print its class's source. env FAMILY=v2: classes that give the
-image and a `tv_tensors.Mask` to a torchvision v2 `Compose` (session 112).
+image and a `tv_tensors.Mask` to a torchvision v2 `Compose` (session 112). env SHOW_FALLBACKS=1:
+each fallback's case and reason. env FAMILY=joint:
+classes that move the image and its mask with torchvision's functionals themselves (the forum's
+joint transforms: a shared resize, `RandomCrop.get_params` then `TF.crop` of both, flips drawn
+by `random.random()` or `torch.rand`; session 113); they draw, so the reference is each
+sample made by the class's own code with hpuload's crop window and its draws seeded as hpuload
+seeds them, collated by torch's `default_collate`.
 """
 import os
 import sys
@@ -253,6 +259,107 @@ class Case(tud.Dataset):
 """
 
 
+#: The forum's joint transforms (`FAMILY=joint`, session 113): the moves of the image `x` and
+#: its mask `m`, the first of each group taken or none.
+JOINT_RESIZE = [
+    "resize = transforms.Resize(({h}, {w}))\nx, m = resize(x), resize(m)",
+    "x = TF.resize(x, [{h}, {w}])\nm = TF.resize(m, [{h}, {w}], interpolation=transforms.InterpolationMode.NEAREST)",
+    "x = TF.resize(x, {s})\nm = TF.resize(m, {s}, interpolation=transforms.InterpolationMode.NEAREST)",
+    "resize = transforms.Resize({s})\nx, m = resize(x), resize(m)",
+]
+JOINT_CROP = [
+    "i, j, h, w = transforms.RandomCrop.get_params(x, output_size=({c}, {c2}))\nx, m = TF.crop(x, i, j, h, w), TF.crop(m, i, j, h, w)",
+    "x, m = TF.center_crop(x, [{c}, {c2}]), TF.center_crop(m, [{c}, {c2}])",
+    "i, j, h, w = transforms.RandomCrop.get_params(x, ({c}, {c}))\nx = TF.crop(x, i, j, h, w)\nm = TF.crop(m, i, j, h, w)",
+]
+JOINT_FLIPS = [
+    "if random.random() > 0.5:\n    x, m = TF.hflip(x), TF.hflip(m)",
+    "if random.random() > 0.5:\n    x = TF.vflip(x)\n    m = TF.vflip(m)",
+    "if torch.rand(1).item() < {p}:\n    x, m = TF.hflip(x), TF.hflip(m)",
+    "if random.random() < 0.5:\n    x, m = x.transpose(Image.FLIP_LEFT_RIGHT), m.transpose(Image.FLIP_LEFT_RIGHT)",
+]
+JOINT_IMAGE = [
+    "x = TF.to_tensor(x)",
+    "x = TF.normalize(TF.to_tensor(x), [0.485, 0.456, 0.406], [0.229, 0.224, 0.225])",
+    "x = TF.pil_to_tensor(x)",
+]
+JOINT_MASK = [
+    "m = TF.to_tensor(m)",
+    "m = TF.pil_to_tensor(m)",
+    "m = torch.from_numpy(np.array(m)).long()",
+    "m = torch.as_tensor(np.array(m), dtype=torch.int64)",
+    "m = np.array(m)\nm[m == 255] = 1\nm = torch.from_numpy(m)",
+    "m = torch.from_numpy(np.array(m, dtype=np.float32) / 255.0)",
+]
+
+
+def case_source_joint(rng: np.random.Generator) -> str:
+    size = dict(
+        h=int(rng.integers(40, 64)),
+        w=int(rng.integers(40, 64)),
+        s=int(rng.integers(40, 64)),
+        c=int(rng.integers(16, 40)),
+        c2=int(rng.integers(16, 40)),
+        p=round(float(rng.uniform(0.2, 0.8)), 2),
+    )
+    image_read = rng.choice(['Image.open(img_path).convert("RGB")', "Image.open(img_path).convert('RGB')"])
+    mask_read = rng.choice(["Image.open(mask_path)", 'Image.open(mask_path).convert("L")'])
+    steps = []
+    for group, p in ((JOINT_RESIZE, 0.7), (JOINT_CROP, 0.7)):
+        if rng.random() < p:
+            steps.append(group[rng.integers(len(group))].format(**size))
+    for k in rng.choice(len(JOINT_FLIPS), size=rng.integers(0, 3), replace=False):
+        steps.append(JOINT_FLIPS[k].format(**size))
+    steps.append(JOINT_IMAGE[rng.integers(len(JOINT_IMAGE))])
+    steps.append(JOINT_MASK[rng.integers(len(JOINT_MASK))])
+    returns = rng.choice(["return x, m", 'return {"image": x, "mask": m}', "return [x, m]"])
+    body = ["img_path = self.images[index]", "mask_path = self.masks[index]", f"x = {image_read}", f"m = {mask_read}"]
+    body += [line for step in steps for line in step.split("\n")]
+    return f"""
+class Case(tud.Dataset):
+    def __init__(self, images, masks):
+        self.images, self.masks = images, masks
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, index):
+{textwrap.indent(chr(10).join(body), " " * 8)}
+        {returns}
+"""
+
+
+def replayed(ds, loader, order: list) -> list:
+    """The batches the class's own code makes of the samples in `order` (hpuload's), each with
+    hpuload's crop window (its plan's) where `get_params` draws and its draws seeded as
+    hpuload seeds them, collated by torch's `default_collate`, four a batch."""
+    import json
+
+    import torchvision.transforms as transforms
+
+    from hpuload import _tail
+
+    own = transforms.RandomCrop.get_params
+    samples = []
+    try:
+        for index in order:
+            w, h = Image.open(ds.images[index]).size
+            plan = json.loads(loader._core.sample_plan(0, index, w, h))
+
+            def crop_at(img, output_size, plan=plan):
+                cut = plan.get("resized_crop")
+                if cut is None:
+                    return int(plan["crop"]["top"]), int(plan["crop"]["left"]), *output_size
+                return (*cut["at"], *output_size)
+
+            transforms.RandomCrop.get_params = staticmethod(crop_at)
+            with _tail.seeded_sample(loader._options.seed, 0, index):
+                samples.append(ds[index])
+    finally:
+        transforms.RandomCrop.get_params = staticmethod(own)
+    return [tud.default_collate(samples[k : k + 4]) for k in range(0, len(samples), 4)]
+
+
 def same(a, b) -> bool:
     if isinstance(a, torch.Tensor):
         return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
@@ -289,21 +396,34 @@ def run(source: str, images, masks):
     from torchvision.io import read_image
     from torchvision.transforms import v2
 
+    import random
+
+    import torchvision.transforms as transforms
+    import torchvision.transforms.functional as TF
+
     space = {"A": A, "ToTensorV2": ToTensorV2, "np": np, "Image": Image, "cv2": cv2, "tud": tud, "torch": torch}
-    space.update(tv_tensors=tv_tensors, read_image=read_image, v2=v2)
+    space.update(tv_tensors=tv_tensors, read_image=read_image, v2=v2, transforms=transforms, TF=TF, random=random)
     exec(compile(source, "<case>", "exec"), space)
     ds = space["Case"](images, masks)
+    joint = os.environ.get("FAMILY") == "joint"
     try:
-        theirs = list(tud.DataLoader(ds, batch_size=4))  # noqa: the reference
+        theirs = list(tud.DataLoader(ds, batch_size=4))  # noqa: the reference (or, for `joint`, whether it raises)
     except Exception as e:  # noqa: BLE001 - the class itself raises: hpuload must not answer otherwise
         theirs = e
+    order = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             loader = ht.DataLoader(ds, batch_size=4, backend="cpu")
-            ours = list(loader)
+            ours = []
+            for batch in loader:
+                ours.append(batch)
+                order += list(getattr(loader, "last_indices", []) or [])
         except Exception as e:  # noqa: BLE001
             ours = e
+    fell_back = any(issubclass(w.category, ht.FallbackWarning) for w in caught)
+    if joint and not isinstance(theirs, Exception) and not isinstance(ours, Exception) and not fell_back:
+        theirs = replayed(ds, loader, order)
     fell = [str(w.message) for w in caught if issubclass(w.category, ht.FallbackWarning)]
     skipped = [str(w.message) for w in caught if issubclass(w.category, ht.SkippedSampleWarning)]
     if isinstance(theirs, Exception):
@@ -355,9 +475,10 @@ def main():
             out = os.path.join(tmp, str(case))
             os.makedirs(out)
             # v2's classes: masks of one byte a pixel (an RGB JPEG's array is no mask v2 takes).
-            v2_family = os.environ.get("FAMILY") == "v2"
-            masks = write_masks(images, out, rng, *([("binary", "levels", "palette", "gif")] if v2_family else []))
-            source = case_source_v2(rng) if v2_family else case_source(rng)
+            family = os.environ.get("FAMILY")
+            one_byte = family in ("v2", "joint")
+            masks = write_masks(images, out, rng, *([("binary", "levels", "palette", "gif")] if one_byte else []))
+            source = {"v2": case_source_v2, "joint": case_source_joint}.get(family, case_source)(rng)
             if only is not None:
                 print(source)
             verdict, why = run(source, images, masks)
@@ -369,6 +490,8 @@ def main():
             elif verdict == "skipped (named)" and os.environ.get("SHOW_SKIPS"):
                 print(f"case {case}: {verdict} {why}")
             elif verdict == "fallback":
+                if os.environ.get("SHOW_FALLBACKS"):
+                    print(f"case {case}: {verdict} {why}")
                 key = why.split("): ")[-1][:90]
                 reasons[key] = reasons.get(key, 0) + 1
     print("outcomes:", counts)

@@ -1461,7 +1461,8 @@ def mask_parts(image: LazyImage) -> tuple[tuple, tuple] | None:
     then the steps torchvision's functionals took on it as on its image (the forum's joint
     transforms: `resize(mask)`, `TF.crop(mask, i, j, h, w)` where `get_params` drew the
     image's crop, `TF.hflip(mask)`), each one that moves a mask's values without blending
-    them (`_mask_move_refused`). None for anything else."""
+    them or blends them as Pillow's bilinear resize does (`_mask_move_refused`). None for
+    anything else."""
     if image.tensor or image.turned or image.rgb or image.held == "unknown":
         return None
     before = image.before
@@ -1481,10 +1482,11 @@ _MASK_MOVES = frozenset({"Resize", "CenterCrop", "RandomHorizontalFlip", "Random
 
 
 def _mask_move_refused(step, palette: bool) -> str | None:
-    """Why a step of a mask's (`LazyImage.before`) is no move of it that keeps its values:
-    None for a crop where `get_params` drew the image's, a centre crop, a flip, or a resize
-    that reads each value from one pixel (a palette image, which Pillow resizes by nearest
-    whatever the filter asked; any mask with `InterpolationMode.NEAREST`)."""
+    """Why a step of a mask's (`LazyImage.before`) is no move hpuload makes of masks: None for
+    a crop where `get_params` drew the image's, a centre crop, a flip, or a resize by nearest
+    positions (a palette image, which Pillow resizes by nearest whatever the filter asked; any
+    mask with `InterpolationMode.NEAREST`) or, of a grey mask, by Pillow's bilinear filter
+    (torchvision's default, which blends the values at its edges)."""
     if not isinstance(step, Applied) or step.after or step.attribute is not None or step.drawn:
         return "a step hpuload does not move masks by"
     if step.crop is not None:
@@ -1493,9 +1495,11 @@ def _mask_move_refused(step, palette: bool) -> str | None:
     if name not in _MASK_MOVES:
         return f"{step.name()}"
     if name == "Resize" and not palette:
+        # A grey mask: by nearest positions, or blended as Pillow's bilinear resize blends it
+        # (torchvision's default); no other filter.
         mode = getattr(step.transform.interpolation, "value", step.transform.interpolation)
-        if mode not in ("nearest", "nearest-exact"):
-            return f"{step.name()}, which blends a grey mask's values (a palette mask, or InterpolationMode.NEAREST, keeps them)"
+        if mode not in ("nearest", "nearest-exact", "bilinear"):
+            return f"{step.name()}, which resamples a grey mask by a filter hpuload does not move masks by (nearest, bilinear)"
     return None
 
 

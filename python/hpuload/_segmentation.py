@@ -922,6 +922,10 @@ class MaskSteps(NamedTuple):
     #: resize): cut at the plan's `crop` window, `fill` where it reaches past the image (a
     #: `CenterCrop` larger than the image pads it centred).
     cropped: bool = False
+    #: The resize blends a grey mask's values as Pillow's `BILINEAR` resize of a grey image
+    #: does (torchvision's `Resize` of a PIL mask in mode "L", given no `NEAREST`); a palette
+    #: file as stored is still resized by nearest (Pillow's rule for palette images).
+    blend: bool = False
 
 
 #: torchvision v2's steps that move a `tv_tensors.Mask` as they move the image (nearest, by
@@ -1072,8 +1076,9 @@ def functional_mask_steps(image_before: tuple, mask, transform=None) -> MaskStep
     image took (`image_before`, its drawn flips apart) and those the mask took
     (`_probe.MaskArray` "functional", its flips drawn last apart) must be the same moves: a
     resize to `(height, width)`, a crop where `get_params` drew it or a centre crop, or a
-    resize then one of those. Pillow's nearest positions (the mask a palette image, or
-    resized with `InterpolationMode.NEAREST`). The image may then be given a `transform` of
+    resize then one of those. The resize by Pillow's nearest positions (the mask a palette
+    image, or resized with `InterpolationMode.NEAREST`), or Pillow's bilinear one of a grey
+    mask (`blend`: the shared `Resize`'s default). The image may then be given a `transform` of
     its own that leaves it where it is (its conversions, colour and normalizing steps).
     `Unsupported` for anything else."""
     from ._transforms import steps as steps_of
@@ -1107,6 +1112,8 @@ def functional_mask_steps(image_before: tuple, mask, transform=None) -> MaskStep
         return out
 
     image, masks = moves(image_before, "image"), moves(split[0], "mask")
+    resizes = [s.transform for s in split[0] if isinstance(s, _probe.Applied) and type(s.transform).__name__ == "Resize"]
+    blend = any(getattr(t.interpolation, "value", t.interpolation) not in ("nearest", "nearest-exact") for t in resizes)
     if image != masks:
         raise Unsupported(
             f"the mask moved otherwise than its image ({', '.join(m[0] for m in masks) or 'not at all'} against "
@@ -1115,11 +1122,11 @@ def functional_mask_steps(image_before: tuple, mask, transform=None) -> MaskStep
     kinds = [m[0] for m in image]
     last = image[-1][1] if image else None
     if kinds == ["Resize"] and len(last) == 2 and image[0][2] is None:
-        return MaskSteps(crop=tuple(last), fill=0, table=None, resized=True)
+        return MaskSteps(crop=tuple(last), fill=0, table=None, resized=True, blend=blend)
     if kinds in (["crop"], ["CenterCrop"]):
         return MaskSteps(crop=tuple(last) if len(last) == 2 else (last[0], last[0]), fill=0, table=None, cropped=True)
     if kinds in (["Resize", "crop"], ["Resize", "CenterCrop"]):
-        return MaskSteps(crop=tuple(last) if len(last) == 2 else (last[0], last[0]), fill=0, table=None)
+        return MaskSteps(crop=tuple(last) if len(last) == 2 else (last[0], last[0]), fill=0, table=None, blend=blend)
     raise Unsupported(
         f"an image and its mask moved by {', '.join(kinds) or 'nothing'} (hpuload moves them by a Resize to "
         "(height, width), a crop where get_params drew it or a centre crop, or a Resize then one of those)"
@@ -1403,9 +1410,11 @@ class TableMasks(Masks):
     #: read, uint16, float32).
     fixed_point_warps = False
 
-    def _byte_masks(self, sources: list, drawn: list, fill: int, into: torch.Tensor, table, wide: bool = False) -> None:
+    def _byte_masks(
+        self, sources: list, drawn: list, fill: int, into: torch.Tensor, table, wide: bool = False, blends=None
+    ) -> None:
         """`_hpuload.byte_masks` of `sources` moved as `drawn` says (each a cut, or a `_Moved`)
-        into `into` (int16 where `wide`)."""
+        into `into` (int16 where `wide`; `blends`: per mask, whether its resize blends it)."""
         h, w = self.crop
         moved = [d for d in drawn if isinstance(d, _Moved)]
         moves = [(d.moves or []) if isinstance(d, _Moved) else [] for d in drawn] if any(d.moves for d in moved) else None
@@ -1425,6 +1434,7 @@ class TableMasks(Masks):
             windows=windows,
             wide=wide,
             firsts=firsts,
+            blends=blends,
         )
 
     def _make(self, sources: list, drawn: list, into: torch.Tensor) -> None:
@@ -1535,6 +1545,23 @@ class _TableSizes:
         return self.of._rows[index][0]
 
 
+def _opened_mode(data: bytes, facts) -> str | None:
+    """The mode Pillow opens a mask file in: a PNG's from its header (`facts`), any other
+    file's from Pillow's own reading of its header (a GIF of a grey ramp opens as "L", any
+    other as "P"); None where it cannot be opened (named as it is read)."""
+    import io
+
+    from PIL import Image
+
+    if data.startswith(b"\x89PNG") and facts is not None:
+        return facts[0]
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            return im.mode
+    except Exception:  # noqa: BLE001 - a damaged file: named and replaced as it is read
+        return None
+
+
 def palette_grey(data: bytes) -> torch.Tensor | None:
     """Pillow's `convert("L")` of a palette PNG's indices, as a table of 256 bytes: each
     palette entry's luma in Pillow's integer weights (`(19595 R + 38470 G + 7471 B + 2^15) >>
@@ -1608,6 +1635,8 @@ class FileMasks(TableMasks):
         self.plan_key = None
         self._rows: dict = {}
         self.own: dict = {}
+        #: The batch's mask files Pillow resizes by nearest whatever the filter (palettes).
+        self._nearest: set = set()
 
     def read(self, indices: list[int]) -> None:
         """Reads the batch's mask files, and their images' sizes from their headers: a PNG of
@@ -1615,6 +1644,7 @@ class FileMasks(TableMasks):
         `byte_masks` decodes; any other file as the class's own reader gives it (Pillow's
         `np.array` of it, perhaps made grey, or OpenCV's grey read), a plane of bytes."""
         self._rows = {}
+        self._nearest = set()
         for i in indices:
             name = self.files[i]
             size = _probe.size_of(self.images[i]) or "unreadable"
@@ -1625,7 +1655,13 @@ class FileMasks(TableMasks):
                 data = f"cannot be read ({e.strerror})"
             if isinstance(data, bytes):
                 facts = _probe.header_facts(lambda offset, data=data: bytes(data[offset : offset + 4096]))
+                if self.steps.blend and not self.grey and _opened_mode(data, facts) == "P":
+                    # A palette image as stored, which Pillow resizes by nearest whatever the
+                    # filter asked (a PNG, a GIF).
+                    self._nearest.add(name)
                 png = data.startswith(b"\x89PNG") and facts is not None and facts[0] in ("L", "P")
+                if png and self.grey and self.steps.blend and facts[0] == "P":
+                    png = False  # made grey before its resize blends it: Pillow's grey plane
                 if png and self.opencv:
                     # OpenCV's grey read takes a grey PNG as stored, unless it turns it by an
                     # EXIF orientation; a palette's colours it makes grey by its own weights.
@@ -1681,15 +1717,19 @@ class FileMasks(TableMasks):
             palette_grey(source[1]) if self.grey and len(source) == 2 and source[1][25:26] == b"\x03" else None
             for source in sources
         ]
+        # Blended by a bilinear resize: grey masks (a palette file as stored Pillow resizes by
+        # nearest whatever the filter).
+        blends = [self.steps.blend and source[0] not in self._nearest for source in sources]
+        blends = blends if any(blends) else None
         if self.values.dtype == torch.uint8 and all(g is None for g in greys):
             # Bytes to bytes: the table and the padding are `byte_masks`' own.
             table, fill = bytes(self.values[:256].tolist()), int(self.values[256])
-            self._byte_masks(sources, drawn, fill, into, table)
+            self._byte_masks(sources, drawn, fill, into, table, blends=blends)
             return
         # Each pixel's byte, or 256 where the padding shows (one decode of each file): the
         # index of its value in `values`, whose last is what the padding holds.
         raw = torch.empty((n, h, w), dtype=torch.int16)
-        self._byte_masks(sources, drawn, 256, raw, None, wide=True)
+        self._byte_masks(sources, drawn, 256, raw, None, wide=True, blends=blends)
         if any(g is not None for g in greys):
             identity = torch.arange(257, dtype=torch.int16)
             tables = torch.stack([identity if g is None else torch.cat([g.to(torch.int16), identity[256:]]) for g in greys])

@@ -313,7 +313,9 @@ type Window = (u32, u32, u32, u32);
 
 /// What happens to a mask before its cut: its flips `(left to right, top to bottom)`, then
 /// its window.
-type Before = (Option<(bool, bool)>, Option<Window>);
+/// What comes before a mask's cut: its first flips, its window, and whether its resize is
+/// Pillow's bilinear one (a grey mask torchvision's `Resize` blends) instead of nearest.
+type Before = (Option<(bool, bool)>, Option<Window>, bool);
 
 /// A move of a cut mask as `_segmentation.py` names it: `"hflip"`, `"vflip"`, `"transpose"`,
 /// `"rot90_1"` to `"rot90_3"` (quarter turns), `(inverse, border)` (a nearest warp: the
@@ -402,11 +404,13 @@ fn cv2_border(name: &str) -> PyResult<hpuload::augment::Cv2Border> {
 /// `windows` (one per mask, or None), each mask is first cut to its window `(top, left,
 /// height, width)` (a `RandomResizedCrop`'s, before its resize). With `firsts` (one per mask,
 /// or None), each mask is mirrored `(left to right, top to bottom)` before anything else (flips
-/// drawn before the crop or resize). With `wide`, `out` is the data
+/// drawn before the crop or resize). With `blends` (one flag per mask, or None), a mask
+/// flagged is resized as Pillow resizes a grey image with `BILINEAR` (torchvision's `Resize`
+/// of a PIL mask in mode "L"), its edges' values blended. With `wide`, `out` is the data
 /// pointer of a contiguous int16 tensor instead, and `fill` may be 256: one call tells the
 /// mask's values (0-255, mapped by `table`) from where the padding shows.
 #[pyfunction]
-#[pyo3(signature = (sources, drawn, height, width, fill, out, table=None, nearest="pillow", moves=None, windows=None, wide=false, firsts=None))]
+#[pyo3(signature = (sources, drawn, height, width, fill, out, table=None, nearest="pillow", moves=None, windows=None, wide=false, firsts=None, blends=None))]
 #[allow(clippy::too_many_arguments)] // the pairs are Python's tuples
 pub fn byte_masks(
     py: Python<'_>,
@@ -422,6 +426,7 @@ pub fn byte_masks(
     windows: Option<Vec<Option<Window>>>,
     wide: bool,
     firsts: Option<Vec<Option<(bool, bool)>>>,
+    blends: Option<Vec<bool>>,
 ) -> PyResult<()> {
     use hpuload::augment::segment;
     let nearest = match nearest {
@@ -479,6 +484,13 @@ pub fn byte_masks(
         Some(f) => f,
         None => vec![None; sources.len()],
     };
+    let blends = match blends {
+        Some(b) if b.len() != sources.len() => {
+            return Err(PyValueError::new_err("one blend flag per mask"))
+        }
+        Some(b) => b,
+        None => vec![false; sources.len()],
+    };
     let table: [u8; 256] = match table {
         Some(t) => t
             .try_into()
@@ -504,9 +516,10 @@ pub fn byte_masks(
     let drawn: Vec<(Before, Drawn, &[segment::MaskMove])> = firsts
         .into_iter()
         .zip(windows)
+        .zip(blends)
         .zip(drawn)
         .zip(&moves)
-        .map(|(((f, w), d), m)| ((f, w), d, &m[..]))
+        .map(|((((f, w), b), d), m)| ((f, w, b), d, &m[..]))
         .collect();
     let size = (height, width);
     if wide {
@@ -551,7 +564,7 @@ fn cut_bytes<T: Copy + Send + Sync>(
         drawn,
         dst,
         plane,
-        |source, ((first, window), drawn, moves), dst| {
+        |source, ((first, window, blend), drawn, moves), dst| {
             let mut mask = source.mask()?;
             if let Some(flips) = *first {
                 mask.flip(flips);
@@ -568,6 +581,13 @@ fn cut_bytes<T: Copy + Send + Sync>(
                 ));
             }
             let (resized, at, hflip, vflip, before, after) = *drawn;
+            if *blend {
+                // Resized here as Pillow blends a grey mask; the cut's positions then read
+                // each pixel as it is.
+                mask = mask
+                    .pillow_bilinear(resized)
+                    .map_err(|why| format!("{}: {why}", source.name()))?;
+            }
             let cut = fitting(source, (resized, at, hflip, vflip, before), (height, width))?;
             segment::cut_mask_as(
                 &mask,

@@ -9,6 +9,7 @@ use std::io::Cursor;
 
 use hpuload_decoders::{ImageFormat, Limits};
 
+use super::geometry::CropBox;
 use super::plan::ResizedCrop;
 use super::{Cv2Border, Warp};
 
@@ -261,6 +262,53 @@ impl Mask {
             width,
             height,
             values,
+        })
+    }
+
+    /// The mask resized to `(height, width)` as Pillow resizes a grey image with `BILINEAR`
+    /// (what torchvision's `Resize` does to a PIL mask in mode "L" unless told
+    /// `NEAREST`: the values at its edges blended), or why not: a value past a byte.
+    pub fn pillow_bilinear(&self, (height, width): (u32, u32)) -> Result<Mask, String> {
+        use super::pil::resample::{resize, Kernel, Scratch, Weights};
+        if (height, width) == (self.height, self.width) {
+            return Ok(self.clone());
+        }
+        // Pillow resamples each band of an RGB image as it does a grey one (the same taps,
+        // weights and rounding): the mask as three equal bands, resized, one band kept.
+        let mut rgb = Vec::with_capacity(self.values.len() * 3);
+        for &v in &self.values {
+            let byte = u8::try_from(v).map_err(|_| format!("a mask value of {v}, past a byte"))?;
+            rgb.extend_from_slice(&[byte; 3]);
+        }
+        let whole = CropBox {
+            left: 0.0,
+            top: 0.0,
+            width: f64::from(self.width),
+            height: f64::from(self.height),
+            view: true,
+        };
+        let mut out = vec![0u8; height as usize * width as usize * 3];
+        let resized = resize(
+            &rgb,
+            self.width,
+            self.height,
+            &whole,
+            (width, height),
+            (Kernel::Bilinear, Weights::Pillow),
+            &mut Scratch::default(),
+            &mut out,
+        )
+        .map_err(|e| e.to_string())?;
+        if resized.is_none() {
+            return Err(format!(
+                "no resize of a {}x{} mask to {height}x{width}",
+                self.height, self.width
+            ));
+        }
+        Ok(Mask {
+            width,
+            height,
+            values: out.chunks_exact(3).map(|p| u16::from(p[0])).collect(),
         })
     }
 }
@@ -729,6 +777,28 @@ mod tests {
         assert_eq!(coco_semantic_mask(2, 3, &[]).unwrap().values, [0; 6]);
         let e = coco_semantic_mask(2, 3, &[(1, vec![rle(&[2, 9])])]).unwrap_err();
         assert!(e.starts_with("object 0:"), "{e}");
+    }
+
+    #[test]
+    fn a_bilinear_resize_of_a_grey_mask_blends_only_its_edges_and_refuses_wide_values() {
+        // Two halves, 0 and 200, from 8 to 4 columns (and rows kept): the middle columns
+        // blend them, the outer ones keep their values; the size kept is the mask itself.
+        let mask = Mask {
+            width: 8,
+            height: 2,
+            values: [[0u16; 4], [200; 4]].concat().repeat(2),
+        };
+        let half = mask.pillow_bilinear((2, 4)).unwrap();
+        assert_eq!(&half.values[..4], &half.values[4..]);
+        assert_eq!((half.values[0], half.values[3]), (0, 200));
+        assert!(half.values[1] > 0 && half.values[2] < 200 && half.values[1] < half.values[2]);
+        assert_eq!(mask.pillow_bilinear((2, 8)).unwrap(), mask);
+        let wide = Mask {
+            width: 2,
+            height: 1,
+            values: vec![0, 300],
+        };
+        assert!(wide.pillow_bilinear((1, 1)).unwrap_err().contains("300"));
     }
 
     #[test]
