@@ -1,7 +1,7 @@
 //! Segmentation masks on arbitrary bytes, read as a PNG and as a GIF made grey: decoding never
 //! panics, and a decoded mask has one value per pixel; cut as a drawn resize, flips, padding
 //! and crop move it (flipped whole first, parameters from the first bytes, Pillow's or torch's
-//! nearest positions),
+//! nearest positions, or blended as Pillow's bilinear resize blends a grey mask),
 //! then moved by flips, a quarter turn and a nearest warp (of either kernel, any border),
 //! every output value is one of the mask's or the fill.
 #![no_main]
@@ -58,6 +58,18 @@ fuzz_target!(|data: &[u8]| {
         segment::Nearest::Pillow
     };
     segment::cut_mask(&mask, &drawn, nearest, out, -1, (b & 0x80 != 0, false), &mut dst);
+    // Blended as Pillow's bilinear resize of a grey image: the size asked, each value between
+    // the mask's least and greatest (the triangle's weights are positive); refused only for
+    // values past a byte.
+    match mask.pillow_bilinear(resized) {
+        Ok(blended) => {
+            assert_eq!(blended.values.len(), (resized.0 * resized.1) as usize);
+            let least = mask.values.iter().min().copied().unwrap_or(0);
+            let most = mask.values.iter().max().copied().unwrap_or(0);
+            assert!(blended.values.iter().all(|v| (least..=most).contains(v)));
+        }
+        Err(_) => assert!(mask.values.is_empty() || mask.values.iter().any(|&v| v > 255)),
+    }
     let angle = f64::from(e & 0x3f) / 10.0;
     let (sin, cos) = angle.sin_cos();
     let inverse = [cos, sin, f64::from(c) - 100.0, -sin, cos, f64::from(d) - 100.0];

@@ -2062,6 +2062,56 @@ def _patch_tv_mask() -> None:
     cls._hpuload_probed = True
 
 
+def _patch_tv_image() -> None:
+    """Has `tv_tensors.Image(image)` of the opened image (torchvision's `read_image` of it, or
+    the PIL image Pillow opened) answer on the probing thread (`_tv_image`); any other data,
+    and every other thread, makes the `Image` as before."""
+    from torchvision import tv_tensors
+
+    cls = tv_tensors.Image
+    if "_hpuload_probed" in cls.__dict__:
+        return
+    own = cls.__dict__["__new__"]
+    own = own.__func__ if isinstance(own, staticmethod) else own
+
+    def new(klass, data, *args, **kwargs):
+        if getattr(_probing, "on", False) and klass is cls and type(data) is LazyImage:
+            return _tv_image(data, *args, **kwargs)
+        return own(klass, data, *args, **kwargs)
+
+    cls.__new__ = staticmethod(new)
+    cls._hpuload_probed = True
+
+
+def _tv_image(data: LazyImage, dtype=None, device=None, requires_grad=None) -> LazyImage:
+    """`tv_tensors.Image(image)` while probing: the uint8 `[C, H, W]` tensor the image is
+    (torchvision's reader's, as it is: v2's transforms take a plain tensor alone in a sample
+    as its image, so its steps run on it alike), or that of a PIL image, as torchvision's
+    `pil_to_tensor` makes it (recorded as that call)."""
+    if dtype is not None or device is not None or requires_grad:
+        raise NeedsPixels("a tv_tensors.Image with a dtype, a device or requires_grad")
+    if data.held == "unknown" or data.tensor in ("cv2", "array"):
+        raise NeedsPixels(f"a tv_tensors.Image of {_form_name(data.form)}")
+    if data.tensor is True or data.held == "tensor":
+        return data
+    from torchvision import transforms as T
+
+    step = Applied(transform=T.PILToTensor(), call=_TV_IMAGE_CALL)
+    out = LazyImage(data.path, tensor=data.tensor, rgb=data.rgb, turned=data.turned, before=(*data.before, step))
+    out.held = "tensor"
+    return out
+
+
+#: The call `_tv_image` records for `tv_tensors.Image` of a PIL image.
+_TV_IMAGE_CALL = "tv_tensors.Image(image)"
+
+
+def beyond_tv_image(before: tuple) -> bool:
+    """Whether the code did anything to its image before its transform but wrap it as a
+    `tv_tensors.Image` (`_tv_image`)."""
+    return any(not (isinstance(step, Applied) and step.call == _TV_IMAGE_CALL) for step in before)
+
+
 def _tv_mask(data, dtype=None, device=None, requires_grad=None) -> MaskArray:
     """`tv_tensors.Mask(data)` while probing: a mask file's array made a tensor (of `dtype`),
     or the mask file opened by Pillow made one as torchvision's `pil_to_tensor` makes it,
@@ -2072,9 +2122,14 @@ def _tv_mask(data, dtype=None, device=None, requires_grad=None) -> MaskArray:
         raise NeedsPixels("a tv_tensors.Mask with a device or requires_grad")
     if type(data) is LazyImage:
         opened = data.tensor in (False, "array") and not data.rgb and not data.turned and data.before == ()
+        read = data.tensor is True and not data.rgb and not data.turned and data.before == () and data.held is None
         if opened and mode_of(data.path) is None:
             # A file Pillow cannot read (a damaged mask): the loader names it as it reads it.
             mask = MaskArray(LazyImage(data.path), np.arange(256, dtype=np.uint8), channel=not data.tensor)
+        elif read and _png_file(data.path) and mode_of(data.path) in ("L", None):
+            # torchvision's `read_image` of a grey PNG mask: its bytes as stored, `[1, H, W]`
+            # (a damaged file counts as one: the loader names it as it reads it).
+            mask = MaskArray(LazyImage(data.path), torch.arange(256, dtype=torch.uint8), channel=True)
         else:
             mask = _mask_array(data)
             if mask is None:
@@ -2086,6 +2141,15 @@ def _tv_mask(data, dtype=None, device=None, requires_grad=None) -> MaskArray:
         raise NeedsPixels("a tv_tensors.Mask of a mask a transform gave")
     values = mask.values if mask.kind == "tensor" else torch.from_numpy(np.ascontiguousarray(mask.values))
     return mask._with(values if dtype is None else values.to(dtype), tv=True)
+
+
+def _png_file(path: str) -> bool:
+    """Whether the file begins as a PNG does."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(8) == b"\x89PNG\r\n\x1a\n"
+    except OSError:
+        return False
 
 
 def is_torchvision_transform(value) -> bool:
@@ -2889,6 +2953,7 @@ def install() -> None:
             v2.Transform.__call__ = _v2_call(v2.Transform.__call__)
         _register_v2_kernels()
         _patch_tv_mask()
+        _patch_tv_image()
         for name, lazy in (("read_file", _read_file), ("decode_image", _decode_image), ("read_image", _read_image)):
             original = getattr(tio, name, None)
             if original is not None and getattr(original, "__wrapped__", None) is None:

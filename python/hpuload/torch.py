@@ -589,7 +589,7 @@ def _listed_source(dataset, pipeline):
             elif composed == "v2":
                 # Images and `tv_tensors.Mask`s given to a torchvision v2 transform: the image
                 # translated as alone, below; the masks moved as v2 moves them.
-                if arrays or before or turned or not _probe.is_torchvision_transform(transform):
+                if arrays or _probe.beyond_tv_image(before) or turned or not _probe.is_torchvision_transform(transform):
                     raise Unsupported(
                         "a tv_tensors.Mask given with an image the Dataset's code changed or turned first, or to a "
                         "transform that is not torchvision's"

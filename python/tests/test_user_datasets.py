@@ -1842,3 +1842,36 @@ def test_an_image_whose_header_is_gone_among_images_of_one_size_is_named_and_rep
         for k, index in enumerate(b):
             want_x, want_y = ds[index]
             assert torch.equal(x[k], want_x) and y[k].item() == want_y
+
+
+class WrapsItsImage(tud.Dataset):
+    """A class that wraps its image as a `tv_tensors.Image` before its v2 transform (the
+    detection tutorial's `img = tv_tensors.Image(img)`), read by `read_image` or Pillow."""
+
+    def __init__(self, files, transform, read):
+        self.files, self.transform, self.read = files, transform, read
+
+    def __len__(self):
+        return len(self.files)
+
+    def __getitem__(self, i):
+        from torchvision import tv_tensors
+        from torchvision.io import read_image
+
+        path = str(self.files[i])
+        image = read_image(path) if self.read == "tensor" else Image.open(path).convert("RGB")
+        return self.transform(tv_tensors.Image(image)), i % 3
+
+
+@pytest.mark.parametrize("read", ["tensor", "pil"])
+def test_an_image_wrapped_as_a_tv_tensors_image_runs_natively_as_torchs_loader_gives_it(jpeg_folder, read):
+    from torchvision.transforms import v2
+
+    files = sorted(jpeg_folder.rglob("*.jpg"))[:10]
+    transform = v2.Compose([v2.Resize(40), v2.CenterCrop(36), v2.ToDtype(torch.float32, scale=True)])
+    ds = WrapsItsImage(files, transform, read)
+    ours = list(no_fallback(lambda: DataLoader(ds, batch_size=5, backend="cpu")))
+    theirs = list(tud.DataLoader(ds, batch_size=5))
+    assert len(ours) == len(theirs) == 2
+    for (x, y), (tx, ty) in zip(ours, theirs):
+        assert torch.equal(x, tx.as_subclass(torch.Tensor)) and torch.equal(y, ty)
