@@ -1477,7 +1477,8 @@ def mask_parts(image: LazyImage) -> tuple[tuple, tuple] | None:
 
 
 #: torchvision's steps (by class name) that move a mask's pixels as they move its image's
-#: (a resize by nearest positions only: `_mask_move_refused`).
+#: (a resize by nearest positions, or Pillow's bilinear one of a grey mask:
+#: `_mask_move_refused`).
 _MASK_MOVES = frozenset({"Resize", "CenterCrop", "RandomHorizontalFlip", "RandomVerticalFlip"})
 
 
@@ -1811,8 +1812,8 @@ def _functional_crop(img, top, left, height, width):
             why = next((w for w in (_mask_move_refused(s, palette) for s in img.before[read:]) if w), None)
             raise NeedsPixels(
                 f"a second image cut where RandomCrop.get_params drew the image's crop, after {why or 'what it is'} "
-                "(hpuload moves a mask of one byte a pixel, opened as stored or made grey, by nearest resizes, crops "
-                "and flips)"
+                "(hpuload moves a mask of one byte a pixel, opened as stored or made grey, by nearest resizes, "
+                "Pillow's bilinear one of a grey mask, crops and flips)"
             )
         out = LazyImage(img.path, before=(*img.before, Applied(crop=(int(height), int(width)))))
         out.held = img.held
@@ -3524,7 +3525,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
     extras: list[tuple] = []
     more: list[tuple[str, ...]] = []  # the files of each index's other images
     masks: list[str] = []  # each index's mask's file (`Segmented`)
-    mask_flipped: list[tuple[bool, bool]] = []  # each index's mask's flips, moved by functionals
+    functional_masks = False  # the masks were moved by the functionals that moved each image
     mask = None  # the first index's mask as handed out (`MaskArray`)
     layout = keys = form = output = before = None
     labels = set()
@@ -3597,7 +3598,9 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
                     split = mask_flips(mask_parts(handed.image)[1])
                     if split is None:
                         raise NeedsPixels(f"__getitem__({i}) flips its mask before another step (hpuload flips masks last)")
-                    mask_flipped.append(split[1])
+                    if split[1] != _flips_in(image.before):
+                        raise NeedsPixels(f"__getitem__({i}) flips its image and its mask otherwise")
+                    functional_masks = True
                 if mask is None:
                     mask = handed
                 elif not _same_mask(handed, mask):
@@ -3707,13 +3710,8 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
                         )
                     break
         if flipping:
-            if masks and not mask_flipped:
+            if masks and not functional_masks:
                 raise NeedsPixels("a flip drawn anew on each call, for an image and its mask")
-            if mask_flipped:
-                # Each mask flipped as its image was, on each call (then flipped as drawn).
-                images = [split_flips(b, commutes, dataset) for b in befores]
-                if any(m != (im[1] if im is not None else None) for m, im in zip(mask_flipped, images)):
-                    raise NeedsPixels("a flip drawn anew on each call for an image and not alike for its mask")
             if more:
                 raise NeedsPixels(
                     "a flip drawn anew on each call, for a sample of several images (hpuload follows drawn flips "
@@ -3771,6 +3769,12 @@ def _same_mask(a: MaskArray, b: MaskArray) -> bool:
 
     x, y = (a.values.numpy(), b.values.numpy()) if a.kind == "tensor" else (a.values, b.values)
     return bool(np.array_equal(x, y, equal_nan=x.dtype.kind in "fc"))
+
+
+def _flips_in(before: tuple) -> tuple[bool, bool]:
+    """`(horizontal, vertical)`: whether the flips among an image's steps mirror it."""
+    flips = [_flip_of(step) for step in before]
+    return flips.count("h") % 2 == 1, flips.count("v") % 2 == 1
 
 
 def _unflipped(mask: MaskArray) -> tuple | None:

@@ -245,7 +245,7 @@ class CropsTheMaskElsewhere(Joint):
 @pytest.mark.parametrize(
     "cls, reason",
     [
-        (FlipsOnlyTheImage, "not alike for its mask"),
+        (FlipsOnlyTheImage, "flips its image and its mask otherwise"),
         (CropsTheMaskElsewhere, "a crop of the image at"),
     ],
 )
@@ -322,3 +322,14 @@ def test_a_transform_method_of_the_class_runs_as_its_code_natively_bit_for_bit(r
         for k, index in enumerate(loader.last_indices):
             want_x, want_y = ds[index]
             assert same(x[k], want_x) and y[k].item() == want_y
+
+
+class FlipsOnlyTheMask(Joint):
+    def transform(self, image, mask):
+        image, mask = TF.resize(image, [40, 48]), TF.resize(mask, [40, 48], interpolation=NEAREST)
+        return TF.to_tensor(image), TF.to_tensor(TF.hflip(mask))
+
+
+def test_a_mask_flipped_where_its_image_is_not_goes_to_torchs_loader_named(root):
+    said = fallback_reason(FlipsOnlyTheMask(root, "grey"), batch_size=4)
+    assert "flips its image and its mask otherwise" in said, said
