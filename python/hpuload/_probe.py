@@ -2048,19 +2048,7 @@ def _patch_tv_mask() -> None:
     probing thread; any other data, and every other thread, makes the `Mask` as before."""
     from torchvision import tv_tensors
 
-    cls = tv_tensors.Mask
-    if "_hpuload_probed" in cls.__dict__:
-        return
-    own = cls.__dict__["__new__"]
-    own = own.__func__ if isinstance(own, staticmethod) else own
-
-    def new(klass, data, *args, **kwargs):
-        if getattr(_probing, "on", False) and klass is cls and (type(data) is MaskArray or type(data) is LazyImage):
-            return _tv_mask(data, *args, **kwargs)
-        return own(klass, data, *args, **kwargs)
-
-    cls.__new__ = staticmethod(new)
-    cls._hpuload_probed = True
+    _patch_tv(tv_tensors.Mask, (MaskArray, LazyImage), lambda data, *a, **k: _tv_mask(data, *a, **k))
 
 
 def _patch_tv_image() -> None:
@@ -2069,15 +2057,20 @@ def _patch_tv_image() -> None:
     and every other thread, makes the `Image` as before."""
     from torchvision import tv_tensors
 
-    cls = tv_tensors.Image
+    _patch_tv(tv_tensors.Image, (LazyImage,), lambda data, *a, **k: _tv_image(data, *a, **k))
+
+
+def _patch_tv(cls: type, handles: tuple, answer) -> None:
+    """Has `cls(data, ...)` (a `tv_tensors` type) give `answer(data, ...)` where `data` is
+    one of the probe's `handles` (by exact type) on the probing thread; once per process."""
     if "_hpuload_probed" in cls.__dict__:
         return
     own = cls.__dict__["__new__"]
     own = own.__func__ if isinstance(own, staticmethod) else own
 
     def new(klass, data, *args, **kwargs):
-        if getattr(_probing, "on", False) and klass is cls and type(data) is LazyImage:
-            return _tv_image(data, *args, **kwargs)
+        if getattr(_probing, "on", False) and klass is cls and type(data) in handles:
+            return answer(data, *args, **kwargs)
         return own(klass, data, *args, **kwargs)
 
     cls.__new__ = staticmethod(new)

@@ -1041,26 +1041,10 @@ def v2_mask_steps(transform) -> MaskSteps:
     )
 
 
-#: Steps of an image that leave its mask where it is (its conversions, colour and
-#: normalizing), by class name, among those its code applied itself (`_probe.Applied`).
-_FUNCTIONAL_LEAVING = frozenset(
-    {"ToTensor", "PILToTensor", "ToImage", "ToDtype", "ConvertImageDtype", "Normalize", "Grayscale", "ToPILImage"}
-)
-
-
-#: torchvision's steps (by class name) that a transform given the image alone, after the
-#: functionals moved it and its mask, may take: none moves a pixel.
-_IMAGE_ALONE = _FUNCTIONAL_LEAVING | {
-    "ColorJitter",
-    "RandomGrayscale",
-    "GaussianBlur",
-    "RandomAutocontrast",
-    "RandomEqualize",
-    "RandomPosterize",
-    "RandomSolarize",
-    "RandomAdjustSharpness",
-    "RandomInvert",
-}
+#: torchvision's steps (by class name) an image may take beside the moves its mask follows
+#: (among those its code applied itself, or in a transform given the image alone after them):
+#: those that keep each pixel where it is (conversions, colour, normalizing; no flip).
+_IMAGE_ALONE = _probe._SAME_SIZE - {"RandomHorizontalFlip", "RandomVerticalFlip"}
 
 
 def _size_arg(size) -> tuple[int, ...]:
@@ -1101,7 +1085,7 @@ def functional_mask_steps(image_before: tuple, mask, transform=None) -> MaskStep
                 out.append(("crop", tuple(step.crop)))
                 continue
             t, name = step.transform, type(step.transform).__name__
-            if name in _FUNCTIONAL_LEAVING:
+            if name in _IMAGE_ALONE:
                 continue
             if name == "Resize":
                 out.append(("Resize", _size_arg(t.size), getattr(t, "max_size", None)))

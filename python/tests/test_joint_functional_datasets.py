@@ -152,7 +152,7 @@ def each_sample(loader, ds, epochs=2):
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_the_forums_joint_transforms_give_each_sample_as_the_classs_code_makes_it_bit_for_bit(root, masks, interpolation, convert, shuffle):
     ds = Joint(root, masks, interpolation=interpolation, convert=convert)
-    loader = native(ds, batch_size=4, shuffle=shuffle, backend="cpu")
+    loader = native(ds, batch_size=4, shuffle=shuffle, backend="cpu", seed=7)
     flips = set()
     for epoch, index, x, y in each_sample(loader, ds):
         want_x, want_y = theirs(loader, ds, epoch, index)
@@ -250,6 +250,7 @@ class CropsTheMaskElsewhere(Joint):
     ],
 )
 def test_a_mask_moved_otherwise_than_its_image_goes_to_torchs_loader_named(root, cls, reason):
+    random.seed(3)  # the probe's calls draw from Python's generator as it stands
     said = fallback_reason(cls(root, "grey"), batch_size=4)
     assert reason in said, said
 
