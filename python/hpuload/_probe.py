@@ -1484,11 +1484,12 @@ _MASK_MOVES = frozenset({"Resize", "CenterCrop", "RandomHorizontalFlip", "Random
 
 def _mask_move_refused(step, palette: bool) -> str | None:
     """Why a step of a mask's (`LazyImage.before`) is no move hpuload makes of masks: None for
-    a crop where `get_params` drew the image's, a centre crop, a flip, or a resize by nearest
+    a crop where `get_params` drew the image's, a centre crop, a flip, or a resize (a
+    functional call, or a transform the Dataset holds, `ChainLink`, given the mask) by nearest
     positions (a palette image, which Pillow resizes by nearest whatever the filter asked; any
     mask with `InterpolationMode.NEAREST`) or, of a grey mask, by Pillow's bilinear filter
     (torchvision's default, which blends the values at its edges)."""
-    if not isinstance(step, Applied) or step.after or step.attribute is not None or step.drawn:
+    if not isinstance(step, Applied) or step.after or step.drawn:
         return "a step hpuload does not move masks by"
     if step.crop is not None:
         return None
@@ -1922,8 +1923,11 @@ def _functional_step(name: str, original, v2: bool = False):
     # The transform each call is, by the call (a Dataset's code makes the same few calls for
     # every sample, and runs again for each one the loader hands out where it draws).
     made: dict[str, Any] = {}
+    # The call each set of arguments makes (`(call, its arguments by name)`), by the
+    # arguments' reprs: bound once.
+    bound_calls: dict[str, tuple[str, dict]] = {}
 
-    def answer(image, *args, **kwargs):
+    def bind(image, args, kwargs) -> tuple[str, dict]:
         try:
             bound = signature.bind(image, *args, **kwargs)
         except TypeError as e:
@@ -1931,7 +1935,19 @@ def _functional_step(name: str, original, v2: bool = False):
         bound.apply_defaults()
         given = dict(bound.arguments)
         given.pop(next(iter(signature.parameters)))
-        call = f"{'v2.' if v2 else ''}functional.{name}({', '.join(f'{k}={v!r}' for k, v in given.items())})"
+        return f"{'v2.' if v2 else ''}functional.{name}({', '.join(f'{k}={v!r}' for k, v in given.items())})", given
+
+    def answer(image, *args, **kwargs):
+        key = repr((args, kwargs))
+        if "..." in key:
+            # An argument whose repr is cut short (a large array): bound each time.
+            call, given = bind(image, args, kwargs)
+        else:
+            if key not in bound_calls:
+                if len(bound_calls) >= _MADE_KEPT:
+                    bound_calls.clear()
+                bound_calls[key] = bind(image, args, kwargs)
+            call, given = bound_calls[key]
         transform, kinds = made.get(call, (None, None))
         if transform is None:
             if v2:
@@ -2569,14 +2585,33 @@ def mode_of(path: str | None = None, data=None) -> str | None:
 
     from PIL import Image
 
-    if data is not None:
-        view = memoryview(data)
-        mode = header_mode(lambda offset: bytes(view[offset : offset + 4096]))
-    else:
-        mode = _sniffed(path)
+    if data is None:
+        memo = getattr(_sizes, "memo", None)
+        if memo is None:
+            return _mode_of_file(path)
+        key = ("mode", path)
+        if key not in memo:
+            memo[key] = _mode_of_file(path)
+        return memo[key]
+    view = memoryview(data)
+    mode = header_mode(lambda offset: bytes(view[offset : offset + 4096]))
     if mode is None:
         try:
-            with _pillows_open(Image)(io.BytesIO(bytes(data)) if data is not None else path) as im:
+            with _pillows_open(Image)(io.BytesIO(bytes(data))) as im:
+                mode = im.mode
+        except Exception:
+            return None
+    return mode
+
+
+def _mode_of_file(path: str) -> str | None:
+    """`mode_of` the file at `path`, read now."""
+    from PIL import Image
+
+    mode = _sniffed(path)
+    if mode is None:
+        try:
+            with _pillows_open(Image)(path) as im:
                 mode = im.mode
         except Exception:
             return None
@@ -2588,13 +2623,15 @@ _sizes = threading.local()
 
 @contextlib.contextmanager
 def _sizes_memo():
-    """While entered (on this thread): `size_of` reads each file's header once (a batch's
-    runs of a Dataset's code ask a file's size a few times each)."""
-    _sizes.memo = {}
+    """While entered (on this thread): `size_of` and `mode_of` read each file's header once (a
+    batch's runs of a Dataset's code, and a probe's, ask a file's size and mode a few times
+    each)."""
+    outer = getattr(_sizes, "memo", None)
+    _sizes.memo = {} if outer is None else outer
     try:
         yield
     finally:
-        _sizes.memo = None
+        _sizes.memo = outer
 
 
 def size_of(path: str) -> tuple[int, int] | None:
@@ -3537,6 +3574,8 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
         x, y = split_flips(a, commutes, dataset), split_flips(b, commutes, dataset)
         return x is not None and y is not None and x[0] == y[0]
     session.__enter__()
+    memo = _sizes_memo()
+    memo.__enter__()
     try:
         for i in order:
             out = _as_returned(probed_item(dataset, i), stand_in)
@@ -3731,6 +3770,7 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
                     "follows values drawn beside the image: a dict's, or those after a label)"
                 )
     finally:
+        memo.__exit__(None, None, None)
         session.__exit__()
         isolated.__exit__()
         # The Dataset's own generators as they were: probing draws nothing of the user's.
@@ -4120,7 +4160,8 @@ def _functional_mask(value) -> "MaskArray | None":
     if type(value) is not LazyImage or not value.before:
         return None
     last = value.before[-1]
-    name = type(last.transform).__name__ if isinstance(last, Applied) and last.call is not None else None
+    given = isinstance(last, Applied) and (last.call is not None or last.attribute is not None)
+    name = type(last.transform).__name__ if given else None
     if name not in ("ToTensor", "PILToTensor"):
         return None
     mask = LazyImage(value.path, before=value.before[:-1])

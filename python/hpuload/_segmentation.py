@@ -1052,7 +1052,7 @@ def _size_arg(size) -> tuple[int, ...]:
     return (int(size),) if isinstance(size, int) else tuple(int(v) for v in size)
 
 
-def functional_mask_steps(image_before: tuple, mask, transform=None) -> MaskSteps:
+def functional_mask_steps(image_before: tuple, mask, transform=None, dataset=None) -> MaskSteps:
     """How a Dataset of the user's own that moves an image and its mask by torchvision's
     functionals itself (the forum's joint transforms: `resize = T.Resize(size)` given both,
     `i, j, h, w = T.RandomCrop.get_params(image, size)` then `TF.crop` of both, flips drawn
@@ -1063,7 +1063,8 @@ def functional_mask_steps(image_before: tuple, mask, transform=None) -> MaskStep
     resize then one of those. The resize by Pillow's nearest positions (the mask a palette
     image, or resized with `InterpolationMode.NEAREST`), or Pillow's bilinear one of a grey
     mask (`blend`: the shared `Resize`'s default). The image may then be given a `transform` of
-    its own that leaves it where it is (its conversions, colour and normalizing steps).
+    its own that leaves it where it is (its conversions, colour and normalizing steps). A step
+    that is a transform the Dataset holds (`self.resize(mask)`) is read as it holds it now.
     `Unsupported` for anything else."""
     from ._transforms import steps as steps_of
 
@@ -1079,12 +1080,15 @@ def functional_mask_steps(image_before: tuple, mask, transform=None) -> MaskStep
     def moves(steps: tuple, whose: str) -> list:
         out = []
         for step in steps:
-            if not isinstance(step, _probe.Applied) or step.attribute is not None or step.after:
+            if not isinstance(step, _probe.Applied) or step.after:
                 raise Unsupported(f"{whose} changed by the code otherwise than by torchvision's functionals, with a mask")
             if step.crop is not None:
                 out.append(("crop", tuple(step.crop)))
                 continue
-            t, name = step.transform, type(step.transform).__name__
+            t = step.step(dataset) if step.attribute is not None else step.transform
+            name = type(t).__name__
+            if not type(t).__module__.startswith("torchvision.transforms"):
+                raise Unsupported(f"{name} the Dataset holds, given its image and its mask")
             if name in _IMAGE_ALONE:
                 continue
             if name == "Resize":
@@ -1096,7 +1100,8 @@ def functional_mask_steps(image_before: tuple, mask, transform=None) -> MaskStep
         return out
 
     image, masks = moves(image_before, "image"), moves(split[0], "mask")
-    resizes = [s.transform for s in split[0] if isinstance(s, _probe.Applied) and type(s.transform).__name__ == "Resize"]
+    held = [s.step(dataset) if s.attribute is not None else s.transform for s in split[0] if isinstance(s, _probe.Applied)]
+    resizes = [t for t in held if type(t).__name__ == "Resize"]
     blend = any(getattr(t.interpolation, "value", t.interpolation) not in ("nearest", "nearest-exact") for t in resizes)
     if image != masks:
         raise Unsupported(

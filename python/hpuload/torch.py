@@ -582,7 +582,7 @@ def _listed_source(dataset, pipeline):
                 # the masks moved by the same steps, flipped as each sample's code drew.
                 if arrays or turned:
                     raise Unsupported("a mask moved by torchvision's functionals with an image read as an array or turned upright")
-                mask_steps = _segmentation.functional_mask_steps(before, common["mask"], transform)
+                mask_steps = _segmentation.functional_mask_steps(before, common["mask"], transform, bases[0])
                 if "masks" in common and not _segmentation.same_mask_steps(mask_steps, common["masks"].steps):
                     raise Unsupported("the Dataset's code moves the masks otherwise than the loader set them up")
                 common["mask steps"] = mask_steps

@@ -334,3 +334,30 @@ class FlipsOnlyTheMask(Joint):
 def test_a_mask_flipped_where_its_image_is_not_goes_to_torchs_loader_named(root):
     said = fallback_reason(FlipsOnlyTheMask(root, "grey"), batch_size=4)
     assert "flips its image and its mask otherwise" in said, said
+
+
+class HoldsItsTransforms(Joint):
+    """The joint moves by transforms the class holds (`self.resize(image)`,
+    `self.resize(mask)`), as many scripts hold them, then the image's own conversions."""
+
+    def __init__(self, root):
+        super().__init__(root, "grey")
+        self.resize = transforms.Resize((52, 60))
+        self.to_tensor = transforms.ToTensor()
+        self.normalize = transforms.Normalize([0.5, 0.4, 0.3], [0.2, 0.25, 0.3])
+
+    def transform(self, image, mask):
+        image, mask = self.resize(image), self.resize(mask)
+        i, j, h, w = transforms.RandomCrop.get_params(image, (40, 48))
+        image, mask = TF.crop(image, i, j, h, w), TF.crop(mask, i, j, h, w)
+        if random.random() < 0.5:
+            image, mask = TF.vflip(image), TF.vflip(mask)
+        return self.normalize(self.to_tensor(image)), self.to_tensor(mask)
+
+
+def test_transforms_the_class_holds_given_the_image_and_its_mask_move_both_bit_for_bit(root):
+    ds = HoldsItsTransforms(root)
+    loader = native(ds, batch_size=4, backend="cpu", seed=2)
+    for epoch, index, x, y in each_sample(loader, ds):
+        want_x, want_y = theirs(loader, ds, epoch, index)
+        assert same(x, want_x) and same(y, want_y), (epoch, index)
