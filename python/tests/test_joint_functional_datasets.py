@@ -106,12 +106,14 @@ class Joint(tud.Dataset):
         return len(self.names)
 
 
-def theirs(loader, ds, epoch, index):
+def theirs(loader, ds, epoch, index, position=None):
     """`ds[index]` as the class's code makes it with hpuload's crop (its plan's window where
-    `get_params` draws) and its own flips, drawn as hpuload seeds them for the sample."""
+    `get_params` draws) and its own flips, drawn as hpuload seeds them for the sample (at the
+    loader's `position`, where a Subset's differs from the index)."""
+    position = index if position is None else position
     path = os.path.join(ds.root, "images", ds.names[index])
     w, h = Image.open(path).size
-    plan = json.loads(loader._core.sample_plan(epoch, index, w, h))
+    plan = json.loads(loader._core.sample_plan(epoch, position, w, h))
     own = transforms.RandomCrop.get_params
 
     def crop_at(img, output_size):
@@ -123,7 +125,7 @@ def theirs(loader, ds, epoch, index):
 
     transforms.RandomCrop.get_params = staticmethod(crop_at)
     try:
-        with _tail.seeded_sample(loader._options.seed, epoch, index):
+        with _tail.seeded_sample(loader._options.seed, epoch, position):
             return ds[index]
     finally:
         transforms.RandomCrop.get_params = staticmethod(own)
@@ -361,3 +363,20 @@ def test_transforms_the_class_holds_given_the_image_and_its_mask_move_both_bit_f
     for epoch, index, x, y in each_sample(loader, ds):
         want_x, want_y = theirs(loader, ds, epoch, index)
         assert same(x, want_x) and same(y, want_y), (epoch, index)
+
+
+def test_a_random_split_of_the_class_gives_each_sample_as_its_code_makes_it(root):
+    """`random_split`'s Subsets (a training script's split): each sample at its position in
+    the Subset, its crop and draws the loader's for that position."""
+    ds = Joint(root, "palette", convert="long")
+    train, _ = tud.random_split(ds, [8, 4], generator=torch.Generator().manual_seed(1))
+    loader = native(train, batch_size=4, shuffle=True, backend="cpu", seed=4)
+    seen = []
+    for epoch in range(2):
+        for x, y in loader:
+            for k, position in enumerate(loader.last_indices):
+                index = train.indices[position]
+                want_x, want_y = theirs(loader, ds, epoch, index, position)
+                assert same(x[k], want_x) and same(y[k], want_y), (epoch, position)
+                seen.append(index)
+    assert sorted(set(seen)) == sorted(train.indices)
