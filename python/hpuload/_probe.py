@@ -3963,6 +3963,8 @@ class DrawnExtras(list):
         #: Per index, its mask's file, and the first index's mask as probed (`MaskArray`),
         #: for a Dataset that returns an image and its mask (`Segmented`); None: no masks.
         self.masks = self.mask = None
+        #: How many strays the runs met since `take_strays` last asked.
+        self._strays_seen = 0
 
     def over(self, probed: list, picks: list) -> "DrawnExtras":
         """These draws (of the dataset's indices `probed`, in that order) over a Subset's
@@ -4027,7 +4029,14 @@ class DrawnExtras(list):
                     if any(flipped):
                         flips[slot] = flipped
         self._last = (key, out, strays, flips)
+        self._strays_seen += len(strays)
         return list(out)
+
+    def take_strays(self) -> int:
+        """How many strays the runs met since the last call (the loader asks at each epoch's
+        start: none means every sample was as probed)."""
+        seen, self._strays_seen = self._strays_seen, 0
+        return seen
 
     def strays(self, indices: list) -> dict[int, int]:
         """Of a batch's `indices`, `{slot: index}` of those whose run drew what the probe took

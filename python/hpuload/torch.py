@@ -856,7 +856,9 @@ def _listed_source(dataset, pipeline):
     source["exif_reader"] = "torchvision" if turned == "torchvision" else "pillow"
     source["labels_as"] = _LabelsAs.of(label_type)
     source["sample_extras"] = extras
-    source["samples_watch"] = _SamplesWatch(collect, samples, keys, label_type, classes, extras, more_files)
+    source["samples_watch"] = _SamplesWatch(
+        collect, samples, keys, label_type, classes, extras, more_files, lambda: (len(dataset), _parts(dataset)[1])
+    )
     if more_files:
         if output is not None:
             raise _Unfit("the Dataset's samples hold several images, handed out as arrays", D)
@@ -999,15 +1001,28 @@ class _SamplesWatch:
     `changed()` gives the new `SamplesSource` when they differ, None when not; `_Unfit`
     where the dataset can no longer run natively."""
 
-    def __init__(self, collect, samples, keys, label_type, classes, extras, more=None):
+    def __init__(self, collect, samples, keys, label_type, classes, extras, more=None, layout=None):
         self.collect, self.samples, self.shape, self.classes = collect, samples, (keys, label_type), classes
         #: The files of each sample's other images (`DictSample.more`), which must not change.
         self.more = more
         #: The plain values after each sample's label (None: pairs), read again with them;
         #: the loader hands out the list this holds (`_Loader._extras`).
         self.extras = extras
+        #: `layout()`: the dataset's length and its Subsets' indices now, and as last read.
+        self.layout = layout
+        self.laid_out = layout() if layout is not None else None
 
     def changed(self):
+        if isinstance(self.extras, _probe.DrawnExtras) and self.layout is not None:
+            # A Dataset whose code runs again for each sample it hands out: each run checks
+            # its file, label and steps against the probe's (a stray is made by the class's own
+            # code), so with the indices as they were and no stray last epoch, nothing changed
+            # that the probe of every index would find.
+            now = self.layout()
+            strays = self.extras.take_strays()
+            if now == self.laid_out and not strays:
+                return None
+            self.laid_out = now
         samples, keys, label_type, extras, more = self.collect()
         if (keys, label_type) != self.shape or (extras is None) != (self.extras is None):
             raise _Unfit("the dataset's samples now have another shape or label type", FallbackReason.DATASET)
@@ -1026,7 +1041,7 @@ class _SamplesWatch:
         if isinstance(extras, _probe.DrawnExtras):
             # What the draws are checked against (`DrawnExtras.strays`): as probed now.
             self.extras.samples, self.extras.looks, self.extras.more = extras.samples, extras.looks, extras.more
-            self.extras.picks = extras.picks
+            self.extras.picks, self.extras.masks, self.extras.mask = extras.picks, extras.masks, extras.mask
         if samples == self.samples:
             return None
         if len(samples) != len(self.samples):

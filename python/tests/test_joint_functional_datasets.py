@@ -380,3 +380,20 @@ def test_a_random_split_of_the_class_gives_each_sample_as_its_code_makes_it(root
                 assert same(x[k], want_x) and same(y[k], want_y), (epoch, position)
                 seen.append(index)
     assert sorted(set(seen)) == sorted(train.indices)
+
+
+def test_masks_the_class_reads_from_elsewhere_after_an_epoch_are_read_from_there(root):
+    """The class's mask folder changed after the first epoch: the second epoch's samples, each
+    run of the class's code opening another mask than probed, are made by its own code; the
+    third epoch's, after the loader probes every index again, natively, bit for bit."""
+    ds = Joint(root, "palette", convert="long")
+    loader = native(ds, batch_size=4, backend="cpu", seed=6)
+    first = [y for _, y in loader]
+    assert max(int(y.max()) for y in first) <= 5  # palette indices
+    ds.masks = "grey"  # levels 0 and 255, blended by the shared bilinear resize
+    second = [y for _, y in loader]
+    assert all(int(y.max()) > 5 for y in second)
+    for x, y in loader:
+        for k, index in enumerate(loader.last_indices):
+            want_x, want_y = theirs(loader, ds, 2, index)
+            assert same(x[k], want_x) and same(y[k], want_y), index
