@@ -205,6 +205,9 @@ class LazyImage:
         return mode
 
     def __getattr__(self, name: str):
+        if name not in LazyImage.__slots__ and self._cv2_mask() is not None:
+            # A mask the functionals moved and made a tensor (`mask.squeeze(0).long()`).
+            return getattr(self._cv2_mask(), name)
         raise NeedsPixels(f"the image's .{name}")
 
     # The array an opened image is (what cv2.imread read, a NumPy array of a PIL image), as
@@ -232,7 +235,13 @@ class LazyImage:
 
     def _cv2_mask(self) -> "MaskArray | None":
         """The mask this is, where it is OpenCV's grey read of a file (a mask's `[H, W]`
-        array: its bytes as stored, for a grey PNG), made once; None for any other image."""
+        array: its bytes as stored, for a grey PNG), or a mask file torchvision's functionals
+        moved with its image and made a tensor (`_functional_mask`: `TF.to_tensor(mask)`, which
+        the code then computes on), made once; None for any other image."""
+        if self.held == "tensor" and self.tensor is False:
+            if self.as_mask is None:
+                self.as_mask = _functional_mask(self)
+            return self.as_mask
         if self.tensor != "cv2" or self.before != (READ_GREY,) or self.turned:
             return None
         if self.as_mask is None:
@@ -4173,6 +4182,8 @@ def _functional_mask(value) -> "MaskArray | None":
     name = type(last.transform).__name__ if given else None
     if name not in ("ToTensor", "PILToTensor"):
         return None
+    if value.as_mask is not None:
+        return value.as_mask  # made already, and perhaps changed in place since
     mask = LazyImage(value.path, before=value.before[:-1])
     parts = mask_parts(mask)
     if parts is None or not parts[1]:

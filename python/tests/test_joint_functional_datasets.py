@@ -90,6 +90,16 @@ class Joint(tud.Dataset):
             mask = TF.pil_to_tensor(mask)
         elif self.convert == "long":
             mask = torch.from_numpy(np.array(mask)).long()
+        elif self.convert == "squeezed":
+            mask = TF.to_tensor(mask).squeeze(0)
+        elif self.convert == "scaled back":
+            mask = (TF.to_tensor(mask) * 255).long()
+        elif self.convert == "thresholded":
+            mask = TF.to_tensor(mask)
+            mask[mask > 0.5] = 1.0
+            mask[mask <= 0.5] = 0.0
+        elif self.convert == "indices":
+            mask = TF.pil_to_tensor(mask).squeeze(0).long()
         return image, mask
 
     def __getitem__(self, index):
@@ -149,6 +159,10 @@ def each_sample(loader, ds, epochs=2):
         ("grey", None, "to_tensor"),
         ("grey-made", None, "long"),
         ("gif", None, "long"),
+        ("grey", None, "squeezed"),
+        ("palette", None, "scaled back"),
+        ("grey", None, "thresholded"),
+        ("palette", None, "indices"),
     ],
 )
 @pytest.mark.parametrize("shuffle", [False, True])
