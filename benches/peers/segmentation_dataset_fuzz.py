@@ -290,6 +290,10 @@ JOINT_MASK = [
     "m = torch.as_tensor(np.array(m), dtype=torch.int64)",
     "m = np.array(m)\nm[m == 255] = 1\nm = torch.from_numpy(m)",
     "m = torch.from_numpy(np.array(m, dtype=np.float32) / 255.0)",
+    "m = TF.to_tensor(m).squeeze(0)",
+    "m = (TF.to_tensor(m) * 255).long()",
+    "m = TF.pil_to_tensor(m).squeeze(0).long()",
+    "m = TF.to_tensor(m)\nm[m > 0.5] = 1.0\nm[m <= 0.5] = 0.0",
 ]
 
 
