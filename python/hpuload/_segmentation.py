@@ -1077,6 +1077,10 @@ def functional_mask_steps(image_before: tuple, mask, transform=None, dataset=Non
     if split is None:
         raise Unsupported("a mask moved by steps hpuload does not move masks by")
 
+    def held(step):
+        """The transform a step is: as the Dataset holds it now, where it holds it."""
+        return step.step(dataset) if step.attribute is not None else step.transform
+
     def moves(steps: tuple, whose: str) -> list:
         out = []
         for step in steps:
@@ -1085,7 +1089,7 @@ def functional_mask_steps(image_before: tuple, mask, transform=None, dataset=Non
             if step.crop is not None:
                 out.append(("crop", tuple(step.crop)))
                 continue
-            t = step.step(dataset) if step.attribute is not None else step.transform
+            t = held(step)
             name = type(t).__name__
             if not type(t).__module__.startswith("torchvision.transforms"):
                 raise Unsupported(f"{name} the Dataset holds, given its image and its mask")
@@ -1100,8 +1104,7 @@ def functional_mask_steps(image_before: tuple, mask, transform=None, dataset=Non
         return out
 
     image, masks = moves(image_before, "image"), moves(split[0], "mask")
-    held = [s.step(dataset) if s.attribute is not None else s.transform for s in split[0] if isinstance(s, _probe.Applied)]
-    resizes = [t for t in held if type(t).__name__ == "Resize"]
+    resizes = [held(s) for s in split[0] if s.crop is None and type(held(s)).__name__ == "Resize"]
     blend = any(getattr(t.interpolation, "value", t.interpolation) not in ("nearest", "nearest-exact") for t in resizes)
     if image != masks:
         raise Unsupported(
