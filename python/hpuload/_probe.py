@@ -1476,10 +1476,11 @@ def mask_parts(image: LazyImage) -> tuple[tuple, tuple] | None:
         return None
     before = image.before
     read = before[:1] if before[:1] == (GREY,) else ()
-    if not read and mode_of(image.path) not in ("L", "P"):
+    stored = None if read else mode_of(image.path)
+    if not read and stored not in ("L", "P"):
         return None
     moves = before[len(read) :]
-    palette = not read and mode_of(image.path) == "P"
+    palette = stored == "P"
     if any(_mask_move_refused(step, palette) for step in moves):
         return None
     return read, moves
@@ -4188,10 +4189,15 @@ def _functional_mask(value) -> "MaskArray | None":
     parts = mask_parts(mask)
     if parts is None or not parts[1]:
         return None
+    return MaskArray(mask, _tensor_values(name, torch.get_default_dtype()).clone(), composed="functional", channel=True)
+
+
+@functools.lru_cache(maxsize=8)
+def _tensor_values(conversion: str, dtype: torch.dtype) -> torch.Tensor:
+    """What each of the 256 bytes becomes in `to_tensor`'s floats of `dtype` (divided by
+    255) or `pil_to_tensor`'s uint8 (as it is): kept once (callers clone it)."""
     values = torch.arange(256, dtype=torch.uint8)
-    if name == "ToTensor":
-        values = values.to(torch.get_default_dtype()).div(255)
-    return MaskArray(mask, values, composed="functional", channel=True)
+    return values.to(dtype).div(255) if conversion == "ToTensor" else values
 
 
 def _chain_output(value):
