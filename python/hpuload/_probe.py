@@ -367,6 +367,11 @@ class LazyImage:
         width, height = self._dims("the shape")
         return height, width, 3
 
+    @property
+    def ndim(self) -> int:
+        """3: the image's RGB array has its `[H, W, C]` axes (`shape`'s conditions)."""
+        return len(self.shape)
+
     def _known_dims(self) -> tuple[int, int] | None:
         """`_dims`, or None where hpuload cannot tell them without pixels."""
         try:
@@ -888,6 +893,11 @@ class Output(NamedTuple):
     #: The array is the NumPy array of a PIL image a torchvision transform gave (`np.array`
     #: of its output), not an albumentations Compose's.
     of_pil: bool = False
+    #: A test of the pixels the code branched on (`if (img > 1).any():`, milesial's U-Net
+    #: scaling only images with a byte above 1), answered True while probing: `(operator's
+    #: name, operand, history then)`; each image's bytes are checked for it as the loader
+    #: makes them (`guarded_bytes`), and one that fails it is made by the Dataset's code.
+    guard: tuple | None = None
 
 
 def byte_values(output: Output) -> list[float]:
@@ -895,12 +905,40 @@ def byte_values(output: Output) -> list[float]:
     recorded, run again with NumPy's and torch's own operations on an array of the 256 bytes
     (every operand is a plain number, so each byte's value is that of every pixel holding
     it), as float32. Needs pixels for another result type."""
+    import numpy as np
+
+    x = _run_history(output.history)
+    values = x.numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+    if values.dtype != np.float32 or values.shape != (256,):
+        raise NeedsPixels(f"the image's values computed by the Dataset's code in {values.dtype} (hpuload gives float32)")
+    if not np.isfinite(values).all():
+        raise NeedsPixels("the image's values computed by the Dataset's code are not all finite")
+    return [float(v) for v in values]
+
+
+def guarded_bytes(output: Output) -> list[bool] | None:
+    """For an image whose code branched on a test of its pixels (`Output.guard`: `(img > 1)
+    .any()`, answered True while probing), which byte values (0 to 255) pass the test: the
+    image took the branch probed where one of its bytes does. None where it made no test."""
+    import operator
+
+    import numpy as np
+
+    if output.guard is None:
+        return None
+    name, operand, history = output.guard
+    x = getattr(operator, name)(_run_history(history), operand)
+    return [bool(v) for v in (x.numpy() if isinstance(x, torch.Tensor) else np.asarray(x))]
+
+
+def _run_history(history: tuple):
+    """The 256 byte values (0 to 255) through the steps of an `Output.history`."""
     import operator
 
     import numpy as np
 
     x = np.arange(256, dtype=np.uint8)
-    for step in output.history:
+    for step in history:
         if step[0] == "astype":
             x = x.astype(step[1])
         elif step[0] == "tensor":
@@ -912,12 +950,7 @@ def byte_values(output: Output) -> list[float]:
             _, name, operand, reflected = step
             apply = getattr(operator, name)
             x = apply(operand, x) if reflected else apply(x, operand)
-    values = x.numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
-    if values.dtype != np.float32 or values.shape != (256,):
-        raise NeedsPixels(f"the image's values computed by the Dataset's code in {values.dtype} (hpuload gives float32)")
-    if not np.isfinite(values).all():
-        raise NeedsPixels("the image's values computed by the Dataset's code are not all finite")
-    return [float(v) for v in values]
+    return x
 
 
 #: NumPy's and torch's dtypes by hpuload's names, for the casts `ArrayOut` follows.
@@ -1012,6 +1045,26 @@ class ArrayOut(Recorded):
             raise NeedsPixels(f"the transformed image's {name} by {other!r} in {given} (hpuload follows it in floats)")
         step = ("op", name, other, reflected)
         return self._with(dtype=dtype, history=self.output.history + (step,), arith=True)
+
+    def _tested(self, name: str, other) -> "PixelTest":
+        import numpy as np
+
+        if isinstance(other, bool) or not isinstance(other, (int, float, np.integer, np.floating)):
+            raise NeedsPixels(f"the image compared with a {type(other).__name__} (hpuload follows plain numbers)")
+        if self.output.start != "u8":
+            raise NeedsPixels(f"the transform's {self.output.start} output compared (hpuload follows tests of bytes)")
+        return PixelTest(self, name, other)
+
+    def __gt__(self, other):
+        return self._tested("gt", other)
+
+    def __ge__(self, other):
+        return self._tested("ge", other)
+
+    def max(self, *args, **kwargs):
+        if args or kwargs:
+            raise NeedsPixels("the image's largest values along an axis")
+        return PixelTest(self, None, None)
 
     def __mul__(self, other):
         return self._arith("mul", other)
@@ -1108,6 +1161,49 @@ class ArrayOut(Recorded):
             raise NeedsPixels(f"the transformed image divided by 255 in {given}")
         step = ("op", "truediv", other, False)
         return self._with(dtype=name, scaled=True, history=self.output.history + (step,))
+
+
+class PixelTest:
+    """`image > c` of an image's array while probing (or its `.max()`, then compared), which
+    the Dataset's code asks whether any pixel passes: `if (img > 1).any():` (or `if
+    img.max() > 1:`). Answered True, the branch that photos take, and recorded on the array
+    (`Output.guard`): the loader checks each image it makes for it and has the Dataset's own
+    code make any that fails it (an image of no byte above 1)."""
+
+    __slots__ = ("array", "name", "operand")
+
+    def __init__(self, array: ArrayOut, name: str | None, operand):
+        self.array, self.name, self.operand = array, name, operand
+
+    def _holds(self, name: str, operand) -> bool:
+        out = self.array.output
+        if out.guard is not None and out.guard != (name, operand, out.history):
+            raise NeedsPixels("a second test of the image's pixels")
+        self.array.output = out._replace(guard=(name, operand, out.history))
+        return True
+
+    def any(self, *args, **kwargs):
+        if args or kwargs or self.name is None:
+            raise NeedsPixels("whether any of the image's pixels passes a test along an axis")
+        return self._holds(self.name, self.operand)
+
+    def _largest(self, name: str, operand):
+        if self.name is not None:
+            raise NeedsPixels("the image's pixels compared twice")
+        self.array._tested(name, operand)
+        return self._holds(name, operand)
+
+    def __gt__(self, other):
+        return self._largest("gt", other)
+
+    def __ge__(self, other):
+        return self._largest("ge", other)
+
+    def __bool__(self):
+        raise NeedsPixels("the truth of a test of the image's pixels (hpuload follows `.any()` of one)")
+
+    def __getattr__(self, name: str):
+        raise NeedsPixels(f"the .{name} of a test of the image's pixels")
 
 
 class MaskArray:
@@ -1436,10 +1532,13 @@ class MaskArray:
 
     @property
     def shape(self) -> tuple:
-        """The mask's `(H, W)`, from its file's header, before the transform moved it."""
-        size = None if self.composed else size_of(self.image.path)
+        """The mask's `(H, W)`, from its file's header, before the transform moved it, or
+        after Pillow's `.resize` of it to one size (`Resized`, its only move)."""
+        size = None if self.composed and not _resized_alone(self.image) else size_of(self.image.path)
         if size is None:
             raise NeedsPixels("the shape of the mask (hpuload answers it from the file's header, before the transform)")
+        if self.composed:
+            size = self.image._dims("the shape of the mask")
         return (1, size[1], size[0]) if self.channel else (size[1], size[0])
 
     @property
@@ -1461,7 +1560,10 @@ def _mask_array(image: LazyImage) -> "MaskArray | None":
     parts = mask_parts(image)
     if parts is None:
         return None
-    return MaskArray(image, np.arange(256, dtype=np.uint8), composed="functional" if parts[1] else False)
+    mask = MaskArray(image, np.arange(256, dtype=np.uint8), composed="functional" if parts[1] else False)
+    # The masks made lately, whose shape an `np.zeros` of them may take (`_probed_zeros`).
+    _probing.masks = (mask, *getattr(_probing, "masks", ())[:3])
+    return mask
 
 
 def mask_parts(image: LazyImage) -> tuple[tuple, tuple] | None:
@@ -1499,6 +1601,15 @@ def _mask_move_refused(step, palette: bool) -> str | None:
     positions (a palette image, which Pillow resizes by nearest whatever the filter asked; any
     mask with `InterpolationMode.NEAREST`) or, of a grey mask, by Pillow's bilinear filter
     (torchvision's default, which blends the values at its edges)."""
+    if isinstance(step, Resized):
+        # Pillow's `.resize` of the mask to one size, as torchvision's `Resize` of it with
+        # that filter (which is this call): Pillow resizes a palette image by nearest
+        # positions whatever the filter asked.
+        if step.by != "pil":
+            return "OpenCV's resize of a mask"
+        if palette or step.filter in (_PIL_NEAREST, _PIL_BILINEAR):
+            return None
+        return f"Pillow's resize of a grey mask by its filter {step.filter} (hpuload moves masks by nearest positions or bilinear)"
     if not isinstance(step, Applied) or step.after or step.drawn:
         return "a step hpuload does not move masks by"
     if step.crop is not None:
@@ -1513,6 +1624,16 @@ def _mask_move_refused(step, palette: bool) -> str | None:
         if mode not in ("nearest", "nearest-exact", "bilinear"):
             return f"{step.name()}, which resamples a grey mask by a filter hpuload does not move masks by (nearest, bilinear)"
     return None
+
+
+#: Pillow's `Resampling.NEAREST` and `Resampling.BILINEAR`.
+_PIL_NEAREST, _PIL_BILINEAR = 0, 2
+
+
+def _resized_alone(image: LazyImage) -> bool:
+    """Whether an opened mask's only moves are Pillow's resizes of it (`Resized`)."""
+    parts = mask_parts(image)
+    return parts is not None and bool(parts[1]) and all(isinstance(step, Resized) for step in parts[1])
 
 
 def mask_flips(moves: tuple) -> tuple[tuple, tuple[bool, bool]] | None:
@@ -2382,6 +2503,7 @@ class _NumpyArrays:
                     (np, "array", _numpy_answer),
                     (np, "asarray", _numpy_answer),
                     (np, "ascontiguousarray", _numpy_answer),
+                    (np, "zeros", None),
                     (torch, "tensor", _array_out_tensor),
                     (torch, "as_tensor", _array_out_tensor),
                     (torch, "from_numpy", _array_out_tensor),
@@ -2396,7 +2518,7 @@ class _NumpyArrays:
                 ):
                     original = getattr(owner, name)
                     _NumpyArrays._originals.append((owner, name, original))
-                    setattr(owner, name, _probed_call(original, answer))
+                    setattr(owner, name, _probed_zeros(original) if answer is None else _probed_call(original, answer))
                 # `RandomCrop.get_params` (a staticmethod, put back as it was). Patched only
                 # while probing, as `functional.crop` is: TorchScript cannot compile either
                 # stand-in, and a scripted transform compiles what they stand for.
@@ -2456,8 +2578,120 @@ def _numpy_answer(image, *args, **kwargs):
     return image if dtype is None else image.astype(dtype)
 
 
+class ZerosArray:
+    """`np.zeros((H, W), dtype)` while probing, where `(H, W)` is the shape of a mask the
+    Dataset's code holds (`MaskArray`): an array of zeros (every use of it is NumPy's, on
+    that array) until the code sets values where a comparison of the mask holds
+    (`out[mask == v] = i`, a mask's values mapped to class indices: milesial's U-Net
+    `BasicDataset`). From then on it is that mask with each byte's value so set (`mask`),
+    and follows `MaskArray`'s steps alone."""
+
+    __slots__ = ("array", "mask")
+
+    def __init__(self, array):
+        self.array = array
+        #: The mask it became, or None while it is the array of zeros.
+        self.mask = None
+
+    def _now(self):
+        return self.array if self.mask is None else self.mask
+
+    @property
+    def __class__(self):
+        return self._now().__class__
+
+    def __setitem__(self, key, value) -> None:
+        if type(key) is MaskArray and self.mask is None:
+            import numpy as np
+
+            if key.channel or key.shape != self.array.shape or self.array.any():
+                raise NeedsPixels("values set in an array where a comparison of a mask of another shape holds")
+            self.mask = MaskArray(key.image, np.zeros(256, self.array.dtype), key.composed)
+        if self.mask is not None:
+            self.mask[key] = value
+            return
+        self.array[key] = _unwrapped(value)
+
+    def __getitem__(self, key):
+        return self._now()[_unwrapped(key)]
+
+    def __getattr__(self, name: str):
+        return getattr(self._now(), name)
+
+    def __array__(self, *args, **kwargs):
+        if self.mask is not None:
+            return self.mask.__array__()
+        return self.array.__array__(*args, **kwargs)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if self.mask is not None:
+            return self.mask.__array_ufunc__(ufunc, method, *(_unwrapped(x) for x in inputs), **kwargs)
+        return getattr(ufunc, method)(*(_unwrapped(x) for x in inputs), **kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        if self.mask is not None:
+            return self.mask.__array_function__(func, types, tuple(_unwrapped(x) for x in args), kwargs)
+        return func(*(_unwrapped(x) for x in args), **kwargs)
+
+    def __len__(self):
+        return len(self._now())
+
+    def __iter__(self):
+        return iter(self._now())
+
+    def __bool__(self):
+        return bool(self._now())
+
+    def __repr__(self):
+        return repr(self.array) if self.mask is None else f"<the mask of {self.mask.image.path}, its values set>"
+
+
+def _zeros_op(name: str):
+    def op(self, *args):
+        return getattr(self._now(), name)(*(_unwrapped(x) for x in args))
+
+    op.__name__ = name
+    return op
+
+
+for _name in (
+    "__add__ __radd__ __sub__ __rsub__ __mul__ __rmul__ __truediv__ __rtruediv__ __floordiv__ __mod__ __pow__ "
+    "__and__ __rand__ __or__ __ror__ __xor__ __eq__ __ne__ __lt__ __le__ __gt__ __ge__ __invert__ __neg__ __abs__ "
+    "__iadd__ __isub__ __imul__ __itruediv__ __ifloordiv__ __iand__ __ior__"
+).split():
+    setattr(ZerosArray, _name, _zeros_op(_name))
+ZerosArray.__hash__ = None
+
+
+def _unwrapped(value):
+    """What a `ZerosArray` stands for now (its zeros, or its mask); anything else as it is."""
+    return value._now() if type(value) is ZerosArray else value
+
+
+def _probed_zeros(original):
+    """`np.zeros`, which on a probing thread gives a `ZerosArray` where the shape asked is a
+    mask's the Dataset's code made an array of lately (`_probing.masks`)."""
+
+    def zeros(shape, dtype=float, order="C", **kwargs):
+        made = original(shape, dtype, order, **kwargs)
+        if not getattr(_probing, "on", False) or kwargs or made.ndim != 2:
+            return made
+        for mask in getattr(_probing, "masks", ()):
+            try:
+                if mask.shape == made.shape:
+                    return ZerosArray(made)
+            except NeedsPixels:
+                continue
+        return made
+
+    zeros.__wrapped__ = original
+    return zeros
+
+
 def _probed_call(original, answer):
     def call(*args, **kwargs):
+        if args and type(args[0]) is ZerosArray:
+            args = (args[0]._now(), *args[1:])
         answered = args and (
             isinstance(args[0], (LazyImage, ArrayOut))
             or type(args[0]) is MaskArray

@@ -1084,6 +1084,11 @@ def functional_mask_steps(image_before: tuple, mask, transform=None, dataset=Non
     def moves(steps: tuple, whose: str) -> list:
         out = []
         for step in steps:
+            if isinstance(step, _probe.Resized) and step.by == "pil":
+                # Pillow's `.resize` of it to one size: `Resize((height, width))` with that
+                # filter (for the mask, its nearest positions or blend: `_mask_move_refused`).
+                out.append(("Resize", (step.height, step.width), None))
+                continue
             if not isinstance(step, _probe.Applied) or step.after:
                 raise Unsupported(f"{whose} changed by the code otherwise than by torchvision's functionals, with a mask")
             if step.crop is not None:
@@ -1104,8 +1109,15 @@ def functional_mask_steps(image_before: tuple, mask, transform=None, dataset=Non
         return out
 
     image, masks = moves(image_before, "image"), moves(split[0], "mask")
-    resizes = [held(s) for s in split[0] if s.crop is None and type(held(s)).__name__ == "Resize"]
-    blend = any(getattr(t.interpolation, "value", t.interpolation) not in ("nearest", "nearest-exact") for t in resizes)
+    resizes = [
+        s if isinstance(s, _probe.Resized) else held(s).interpolation
+        for s in split[0]
+        if isinstance(s, _probe.Resized) or (s.crop is None and type(held(s)).__name__ == "Resize")
+    ]
+    blend = any(
+        s.filter != _probe._PIL_NEAREST if isinstance(s, _probe.Resized) else getattr(s, "value", s) not in ("nearest", "nearest-exact")
+        for s in resizes
+    )
     if image != masks:
         raise Unsupported(
             f"the mask moved otherwise than its image ({', '.join(m[0] for m in masks) or 'not at all'} against "

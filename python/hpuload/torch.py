@@ -580,8 +580,12 @@ def _listed_source(dataset, pipeline):
                 # An image and its mask moved by torchvision's functionals in the Dataset's own
                 # code (the forum's joint transforms): the image translated as alone, below;
                 # the masks moved by the same steps, flipped as each sample's code drew.
-                if arrays or turned:
-                    raise Unsupported("a mask moved by torchvision's functionals with an image read as an array or turned upright")
+                if turned or (arrays and (transform is not None or any(isinstance(s, _probe.Applied) for s in before))):
+                    # (An image's array with no transform, Pillow's resize of both first, is
+                    # made as the arrays' path below makes it: milesial's U-Net.)
+                    raise Unsupported(
+                        "a mask moved by torchvision's functionals with an image read as an array or turned upright"
+                    )
                 mask_steps = _segmentation.functional_mask_steps(before, common["mask"], transform, bases[0])
                 if "masks" in common and not _segmentation.same_mask_steps(mask_steps, common["masks"].steps):
                     raise Unsupported("the Dataset's code moves the masks otherwise than the loader set them up")
@@ -623,6 +627,8 @@ def _listed_source(dataset, pipeline):
                         "array of an opened image"
                     )
                 translated = _albumentations.translate_split(transform, output, before)
+                if beside and translated[2] is not None:
+                    raise Unsupported(f"{translated[2].describe()}, with masks (hpuload moves them beside native steps)")
                 if tensor == "cv2" and not rgb:
                     # BGR arrays given on as they are: the steps compute on them as they are.
                     translated = (_albumentations.in_bgr(translated[0]), *translated[1:])
@@ -886,7 +892,29 @@ def _listed_source(dataset, pipeline):
         # transposed them; NumPy arrays (for a collate_fn) unless it made tensors of them.
         source["native_layout"] = "nhwc" if output.layout == "hwc" else "nchw"
         source["numpy_images"] = output.kind == "numpy"
+        if output.guard is not None:
+            if mask_look is None:
+                raise _Unfit("a test of the image's pixels the code branches on, with no mask beside the image", D)
+            source["pixel_guard"] = _pixel_guard(output)
     return source, pipe, dtype, classes or None
+
+
+def _pixel_guard(output: "_probe.Output") -> float:
+    """The largest value an image the loader makes may hold throughout and still fail the
+    test of its pixels the Dataset's code branched on (`_probe.Output.guard`: `if (img >
+    1).any():`, answered True while probing), the pixels being the byte values the code's
+    steps map each byte to (`_probe.byte_values`): an image whose values all lie at or below
+    it took the other branch, and is made by the Dataset's own code. `_Unfit` where the bytes
+    that pass are not those above some value (a test of which no largest value tells)."""
+    passing = _probe.guarded_bytes(output)
+    values = _probe.byte_values(output) if output.history else [float(b) for b in range(256)]
+    failing = [values[b] for b in range(256) if not passing[b]]
+    if not failing or not any(passing):
+        raise _Unfit("a test of the image's pixels that every image passes, or none (the code branches on it)", D)
+    threshold = max(failing)
+    if any(values[b] <= threshold for b in range(256) if passing[b]):
+        raise _Unfit("a test of the image's pixels that its largest value does not decide (the code branches on it)", D)
+    return threshold
 
 
 def _check_masks_handed_out(dataset, masks: "_segmentation.FileMasks") -> None:
@@ -1357,8 +1385,13 @@ class _Loader:
         samples_watch=None,
         sample_extras=None,
         row_function=None,
+        pixel_guard=None,
     ):
         self.dataset = dataset
+        #: The value an image's pixels must pass somewhere for the branch its Dataset's code
+        #: was probed on (`_pixel_guard`); an image that does not is made by that code. None:
+        #: the code tests no pixels.
+        self._pixel_guard = pixel_guard
         #: A table of images and captions: the dataset's function, run on each batch's other
         #: columns with the native images (`_hf.Rows`, its `function` that of the last
         #: translation); None: the samples are (image, label).
@@ -1979,6 +2012,14 @@ class _Loader:
                 labels[slot] = label
             drawn.settle(slot, values)
 
+    def _failed_guard(self, images: torch.Tensor, valid: int) -> dict:
+        """`{slot: index}` of a batch's samples whose image fails the test of its pixels that
+        the Dataset's code branches on (`_pixel_guard`): they are made by that code."""
+        if self._pixel_guard is None or valid == 0:
+            return {}
+        largest = images[:valid].reshape(valid, -1).amax(1)
+        return {slot: self.last_indices[slot] for slot in (largest <= self._pixel_guard).nonzero().flatten().tolist()}
+
     def _drawn_flips(self, batches: list, indices: list, nchw: bool) -> None:
         """A Dataset whose code flips its image by a draw of its own, with only steps after
         the flip that give the flip of a flipped image (`_probe.split_flips`): the native
@@ -2233,10 +2274,16 @@ class _Loader:
                             plan = json.loads(core.sample_plan(epoch, index, width, height))
                             return plan if key is None else plan[key]
 
+                    failed = self._failed_guard(images, batch.valid)
                     if collate is None:
-                        yield self._targets.static(images, labels, self.last_indices, detects)
+                        out = self._targets.static(images, labels, self.last_indices, detects)
+                        for slot, index in failed.items():
+                            _put_row(out, tud.default_collate([self.dataset[index]]), slot)
+                        yield out
                     else:
                         samples = self._targets.samples(images, labels, self.last_indices, detects)
+                        for slot, index in failed.items():
+                            samples[slot] = self.dataset[index]
                         with self._seeded(epoch, batch.step):
                             out = collate(samples)
                         yield out
@@ -2319,6 +2366,25 @@ class _Loader:
         _malloc.trim()
         if not self._sampler_keeps_epoch():
             self._epoch = epoch + 1
+
+
+def _put_row(batch, made, slot: int) -> None:
+    """Writes a batch of one sample (`made`, as `default_collate` makes it) over row `slot`
+    of `batch` (the same structure: tensors, lists, tuples, dicts of them)."""
+    if isinstance(batch, torch.Tensor):
+        batch[slot].copy_(made[0])
+    elif isinstance(batch, dict):
+        for key in batch:
+            _put_row(batch[key], made[key], slot)
+    elif isinstance(batch, (list, tuple)) and len(batch) == len(made) and all(
+        isinstance(b, (torch.Tensor, dict, list, tuple)) for b in batch
+    ):
+        for b, m in zip(batch, made):
+            _put_row(b, m, slot)
+    elif isinstance(batch, list):
+        batch[slot] = made[0]
+    else:
+        raise RuntimeError(f"hpuload: a sample the Dataset made cannot be put in a batch of {type(batch).__name__}")
 
 
 def _split_views(images: torch.Tensor, views: list, layout: str) -> list[torch.Tensor]:
@@ -2450,6 +2516,7 @@ def _common(dataset, a: dict, own: dict):
         )
     sample_extras = source.pop("sample_extras", None)
     row_function = source.pop("row_function", None)
+    pixel_guard = source.pop("pixel_guard", None)
     samples_watch = source.pop("samples_watch", None)
     if a.get("persistent_workers") and a.get("num_workers"):
         # torch's workers, started once, keep the dataset as it was then.
@@ -2516,6 +2583,7 @@ def _common(dataset, a: dict, own: dict):
         samples_watch=samples_watch,
         sample_extras=sample_extras,
         row_function=row_function,
+        pixel_guard=pixel_guard,
     )
 
 

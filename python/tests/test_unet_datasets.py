@@ -1,0 +1,194 @@
+"""A user's own segmentation Dataset shaped like milesial's Pytorch-UNet `BasicDataset` (the
+most copied U-Net training script: Carvana's photos and GIF masks): Pillow opens both files,
+`.resize`s them by `scale` (the image by bicubic, the mask by nearest positions), makes NumPy
+arrays of them, maps each mask value found in the folder to its class index in an
+`np.zeros` array (`mask[img == v] = i`), transposes the image and divides it by 255 only `if
+(img > 1).any()`, and returns `{"image": float32, "mask": int64}`. hpuload makes the images
+natively, moves the masks with them and maps their values, bit for bit with the class's own
+samples; an image with no byte above 1 (which the class does not divide) is made by the
+class's own code."""
+
+from functools import partial
+from os import listdir
+from os.path import isfile, join, splitext
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.utils.data as tud
+from PIL import Image
+
+from conftest import copy_photos, fallback_reason, native
+
+
+def load_image(filename):
+    ext = splitext(filename)[1]
+    if ext == ".npy":
+        return Image.fromarray(np.load(filename))
+    if ext in (".pt", ".pth"):
+        return Image.fromarray(torch.load(filename).numpy())
+    return Image.open(filename)
+
+
+def unique_mask_values(idx, mask_dir, mask_suffix):
+    mask = np.asarray(load_image(list(mask_dir.glob(idx + mask_suffix + ".*"))[0]))
+    if mask.ndim == 2:
+        return np.unique(mask)
+    return np.unique(mask.reshape(-1, mask.shape[-1]), axis=0)
+
+
+class BasicDataset(tud.Dataset):
+    """milesial's class as written there, but for `mask_filter` (the mask's resize filter,
+    NEAREST there) and its multiprocessing `Pool` over the masks' values (a loop here)."""
+
+    def __init__(self, images_dir, mask_dir, scale=1.0, mask_suffix="", mask_filter=Image.NEAREST):
+        self.images_dir, self.mask_dir = Path(images_dir), Path(mask_dir)
+        assert 0 < scale <= 1, "Scale must be between 0 and 1"
+        self.scale, self.mask_suffix, self.mask_filter = scale, mask_suffix, mask_filter
+        self.ids = sorted(splitext(f)[0] for f in listdir(images_dir) if isfile(join(images_dir, f)) and not f.startswith("."))
+        unique = list(map(partial(unique_mask_values, mask_dir=self.mask_dir, mask_suffix=self.mask_suffix), self.ids))
+        self.mask_values = list(sorted(np.unique(np.concatenate(unique), axis=0).tolist()))
+
+    def __len__(self):
+        return len(self.ids)
+
+    @staticmethod
+    def preprocess(mask_values, pil_img, scale, is_mask, mask_filter=Image.NEAREST):
+        w, h = pil_img.size
+        newW, newH = int(scale * w), int(scale * h)
+        assert newW > 0 and newH > 0, "Scale is too small, resized images would have no pixel"
+        pil_img = pil_img.resize((newW, newH), resample=mask_filter if is_mask else Image.BICUBIC)
+        img = np.asarray(pil_img)
+        if is_mask:
+            mask = np.zeros((newH, newW), dtype=np.int64)
+            for i, v in enumerate(mask_values):
+                if img.ndim == 2:
+                    mask[img == v] = i
+                else:
+                    mask[(img == v).all(-1)] = i
+            return mask
+        if img.ndim == 2:
+            img = img[np.newaxis, ...]
+        else:
+            img = img.transpose((2, 0, 1))
+        if (img > 1).any():
+            img = img / 255.0
+        return img
+
+    def __getitem__(self, idx):
+        name = self.ids[idx]
+        mask_file = list(self.mask_dir.glob(name + self.mask_suffix + ".*"))
+        img_file = list(self.images_dir.glob(name + ".*"))
+        assert len(img_file) == 1, f"Either no image or multiple images found for the ID {name}: {img_file}"
+        assert len(mask_file) == 1, f"Either no mask or multiple masks found for the ID {name}: {mask_file}"
+        mask = load_image(mask_file[0])
+        img = load_image(img_file[0])
+        assert img.size == mask.size, f"Image and mask {name} should be the same size"
+        img = self.preprocess(self.mask_values, img, self.scale, is_mask=False)
+        mask = self.preprocess(self.mask_values, mask, self.scale, is_mask=True, mask_filter=self.mask_filter)
+        return {
+            "image": torch.as_tensor(img.copy()).float().contiguous(),
+            "mask": torch.as_tensor(mask.copy()).long().contiguous(),
+        }
+
+
+def write_masks(images, out, kind, suffix="_mask"):
+    """A mask per image, of its size, in blocks of 4x4, as Carvana's are: a GIF of palette
+    indices 0 and 1 (`gif`), a grey PNG of 0 and 255 (`grey`), a palette PNG of indices 0-3
+    (`palette`) or an RGB PNG of two colours (`rgb`)."""
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(11)
+    for path in images:
+        w, h = Image.open(path).size
+        levels = 4 if kind == "palette" else 2
+        values = np.kron(rng.integers(0, levels, (h // 4 + 1, w // 4 + 1), dtype=np.uint8), np.ones((4, 4), np.uint8))[:h, :w]
+        if kind in ("gif", "palette"):
+            mask = Image.fromarray(values, mode="L").convert("P")
+            mask.putpalette([0, 0, 0, 255, 255, 255, 200, 30, 30, 30, 200, 30] + [0] * 756)
+            mask.save(out / f"{path.stem}{suffix}.{'gif' if kind == 'gif' else 'png'}")
+        elif kind == "grey":
+            Image.fromarray(values * 255, mode="L").save(out / f"{path.stem}{suffix}.png")
+        else:
+            Image.fromarray(np.stack([values * 200, values * 50, 255 - values * 255], -1)).save(out / f"{path.stem}{suffix}.png")
+
+
+@pytest.fixture(scope="module")
+def root(jpeg_folder, tmp_path_factory):
+    """Twelve photos made one size (Carvana's are; torch's collate stacks them), with a mask
+    of each kind."""
+    root = tmp_path_factory.mktemp("unet")
+    images = copy_photos(jpeg_folder, root / "imgs")
+    for path in images:
+        Image.open(path).convert("RGB").resize((90, 64)).save(path, quality=92)
+    for kind in ("gif", "grey", "palette", "rgb"):
+        write_masks(images, root / kind, kind)
+    return root
+
+
+def batches(loader):
+    return [{k: v.clone() for k, v in b.items()} for b in loader]
+
+
+def same_batches(ours, theirs):
+    assert len(ours) == len(theirs)
+    for a, b in zip(ours, theirs):
+        assert set(a) == set(b) == {"image", "mask"}
+        for key in ("image", "mask"):
+            assert a[key].dtype == b[key].dtype and a[key].shape == b[key].shape, key
+            assert torch.equal(a[key], b[key]), key
+
+
+@pytest.mark.parametrize("kind", ["gif", "grey", "palette"])
+@pytest.mark.parametrize("scale", [0.5, 0.3])
+def test_unet_basic_dataset_gives_torchs_batches_bit_for_bit(root, kind, scale):
+    ds = BasicDataset(root / "imgs", root / kind, scale, "_mask")
+    loader = native(ds, batch_size=4, backend="cpu")
+    theirs = batches(tud.DataLoader(ds, batch_size=4))
+    for _ in range(2):
+        same_batches(batches(loader), theirs)
+    assert theirs[0]["mask"].max() == len(ds.mask_values) - 1
+
+
+def test_unet_shuffled_with_workers_and_a_collate_fn_gives_the_class_own_samples(root):
+    ds = BasicDataset(root / "imgs", root / "gif", 0.5, "_mask")
+    got = []
+    loader = native(ds, batch_size=3, shuffle=True, num_workers=2, backend="cpu", collate_fn=lambda b: b)
+    for batch in loader:
+        got.append(list(zip(loader.last_indices, batch)))
+    seen = [i for b in got for i, _ in b]
+    assert sorted(seen) == list(range(len(ds)))
+    for b in got:
+        for index, sample in b:
+            want = ds[index]
+            assert torch.equal(sample["image"], want["image"]) and torch.equal(sample["mask"], want["mask"])
+
+
+def test_an_image_the_class_does_not_divide_is_made_by_its_own_code(root, tmp_path):
+    """`(img > 1).any()` is False for an image of 0s and 1s: the class hands it out undivided
+    (values 0.0 and 1.0, not 1/255), and so does hpuload, from the class's own code."""
+    import shutil
+
+    shutil.copytree(root / "imgs", tmp_path / "imgs")
+    shutil.copytree(root / "gif", tmp_path / "gif")
+    dark = sorted((tmp_path / "imgs").glob("*.jpg"))[5]
+    Image.fromarray(np.ones((64, 90, 3), np.uint8)).save(dark.with_suffix(".png"))
+    dark.unlink()
+    ds = BasicDataset(tmp_path / "imgs", tmp_path / "gif", 0.5, "_mask")
+    loader = native(ds, batch_size=4, backend="cpu")
+    theirs = batches(tud.DataLoader(ds, batch_size=4))
+    same_batches(batches(loader), theirs)
+    k = ds.ids.index(dark.stem)
+    assert theirs[k // 4]["image"][k % 4].max() == 1.0
+
+
+def test_unet_masks_resized_by_another_filter_in_colour_or_unmoved_fall_back_naming_why(root):
+    grey_bicubic = BasicDataset(root / "imgs", root / "grey", 0.5, "_mask", mask_filter=Image.BICUBIC)
+    # (A grey file resized by bicubic is no mask hpuload moves: its array is an image's.)
+    assert "test_unet_datasets.py" in fallback_reason(grey_bicubic, batch_size=4, backend="cpu")
+    colour = BasicDataset(root / "imgs", root / "rgb", 0.5, "_mask")
+    assert fallback_reason(colour, batch_size=4, backend="cpu")
+    # `scale=1`: Pillow's resize to the image's own size is a copy; masks of images kept
+    # at their own size are not made natively yet.
+    unmoved = BasicDataset(root / "imgs", root / "gif", 1.0, "_mask")
+    assert "mask" in fallback_reason(unmoved, batch_size=4, backend="cpu")
