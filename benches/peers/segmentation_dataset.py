@@ -17,12 +17,17 @@ after the flip), `joint` (the PyTorch forum's class that moves the image and its
 torchvision's functionals itself: `transforms.Resize((176, 256))` of the image and
 `TF.resize(mask, ..., NEAREST)`, `RandomCrop.get_params` then `TF.crop` of both at
 (160, 240), `TF.hflip`/`TF.vflip` of both when `random.random() > 0.5`, `TF.to_tensor` of
-both, then `TF.normalize` of the image; session 113). The masks are made once per photo (blocks of 0 and 255,
+both, then `TF.normalize` of the image; session 113), `unet` (milesial's Pytorch-UNet
+`BasicDataset`, as written there: Pillow's `.resize` of the image (bicubic) and of its mask
+(nearest) by `scale` 0.5, `np.asarray` of both, the mask's values mapped to class indices in
+an `np.zeros` array, the image transposed and divided by 255 `if (img > 1).any()`, a dict of
+float32 image and int64 mask; over the photos made one size, 640x426, as Carvana's are, and
+GIF masks of palette indices 0 and 1, as Carvana's are; session 114). The masks are made once per photo (blocks of 0 and 255,
 an 8-bit grey PNG, as Carvana's are binary) under `--masks`. Prints one JSON line per run:
 construction time (hpuload's includes its probe of `__getitem__`), the loader's type, and
 images/s over the measured epochs (the median; the first epoch warms up).
 
-usage: python segmentation_dataset.py --data DIR --loader hpuload|torch [--kind eval|train|flips|opencv|gif|v2|v2rot|joint]
+usage: python segmentation_dataset.py --data DIR --loader hpuload|torch [--kind eval|train|flips|opencv|gif|v2|v2rot|joint|unet]
        [--epochs 2] [--workers 2] [--batch 16] [--images 1000] [--masks /tmp/segmentation-masks]
 """
 
@@ -109,6 +114,61 @@ class V2Dataset(CarvanaDataset):
         return image, mask
 
 
+class UNetDataset(CarvanaDataset):
+    """milesial's `BasicDataset`, as written there but for its lists of files (its class
+    globs the image and mask of each id) and its values found over the masks (0 and 1)."""
+
+    mask_values = [0, 1]
+    scale = 0.5
+
+    @staticmethod
+    def preprocess(mask_values, pil_img, scale, is_mask):
+        w, h = pil_img.size
+        newW, newH = int(scale * w), int(scale * h)
+        pil_img = pil_img.resize((newW, newH), resample=Image.NEAREST if is_mask else Image.BICUBIC)
+        img = np.asarray(pil_img)
+        if is_mask:
+            mask = np.zeros((newH, newW), dtype=np.int64)
+            for i, v in enumerate(mask_values):
+                if img.ndim == 2:
+                    mask[img == v] = i
+                else:
+                    mask[(img == v).all(-1)] = i
+            return mask
+        if img.ndim == 2:
+            img = img[np.newaxis, ...]
+        else:
+            img = img.transpose((2, 0, 1))
+        if (img > 1).any():
+            img = img / 255.0
+        return img
+
+    def __getitem__(self, index):
+        import torch
+
+        mask = Image.open(self.masks[index])
+        img = Image.open(self.images[index])
+        assert img.size == mask.size
+        img = self.preprocess(self.mask_values, img, self.scale, is_mask=False)
+        mask = self.preprocess(self.mask_values, mask, self.scale, is_mask=True)
+        return {
+            "image": torch.as_tensor(img.copy()).float().contiguous(),
+            "mask": torch.as_tensor(mask.copy()).long().contiguous(),
+        }
+
+
+def one_size(images, root, size=(640, 426)):
+    """The photos made one size (Carvana's are), as JPEGs under `root` (made once)."""
+    os.makedirs(root, exist_ok=True)
+    out = []
+    for k, path in enumerate(images):
+        name = os.path.join(root, f"{k:05d}.jpg")
+        if not os.path.exists(name):
+            Image.open(path).convert("RGB").resize(size, Image.BICUBIC).save(name, quality=90)
+        out.append(name)
+    return out
+
+
 def masks_for(images, root, ext="png"):
     """A binary mask per photo, of its size (made once): a grey PNG, or a GIF."""
     os.makedirs(root, exist_ok=True)
@@ -118,8 +178,15 @@ def masks_for(images, root, ext="png"):
         if not os.path.exists(name):
             w, h = Image.open(path).size
             rng = np.random.default_rng(k)
-            blocks = rng.integers(0, 2, (h // 16 + 1, w // 16 + 1), dtype=np.uint8) * 255
-            Image.fromarray(np.kron(blocks, np.ones((16, 16), np.uint8))[:h, :w], mode="L").save(name)
+            blocks = rng.integers(0, 2, (h // 16 + 1, w // 16 + 1), dtype=np.uint8)
+            values = np.kron(blocks, np.ones((16, 16), np.uint8))[:h, :w]
+            if ext == "palette.gif":
+                # Carvana's: palette indices 0 and 1.
+                mask = Image.fromarray(values, mode="L").convert("P")
+                mask.putpalette([0, 0, 0, 255, 255, 255] + [0] * 762)
+                mask.save(name)
+            else:
+                Image.fromarray(values * 255, mode="L").save(name)
         out.append(name)
     return out
 
@@ -128,7 +195,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
     ap.add_argument("--loader", choices=["hpuload", "torch"], default="hpuload")
-    ap.add_argument("--kind", choices=["eval", "train", "flips", "opencv", "gif", "v2", "v2rot", "joint"], default="train")
+    ap.add_argument("--kind", choices=["eval", "train", "flips", "opencv", "gif", "v2", "v2rot", "joint", "unet"], default="train")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=16)
@@ -137,7 +204,11 @@ def main():
     a = ap.parse_args()
     images = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(a.data) for f in fs if f.lower().endswith((".jpg", ".jpeg", ".png")))
     images = images[:: max(1, len(images) // a.images)][: a.images]
-    masks = masks_for(images, a.masks, "gif" if a.kind == "gif" else "png")
+    if a.kind == "unet":
+        images = one_size(images, a.masks + "-unet-images")
+        masks = masks_for(images, a.masks + "-unet", "palette.gif")
+    else:
+        masks = masks_for(images, a.masks, "gif" if a.kind == "gif" else "png")
     if a.kind in ("v2", "v2rot"):
         import torch
         from torchvision.transforms import v2
@@ -152,7 +223,7 @@ def main():
                 v2.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
             ]
         )
-    elif a.kind == "joint":
+    elif a.kind in ("joint", "unet"):
         transform = None
     elif a.kind == "eval":
         transform = A.Compose([A.Resize(height=160, width=240), ZERO_ONE, ToTensorV2()])
@@ -161,7 +232,7 @@ def main():
         transform = A.Compose(
             [A.Resize(height=160, width=240), *turn, A.HorizontalFlip(p=0.5), A.VerticalFlip(p=0.1), ZERO_ONE, ToTensorV2()]
         )
-    kinds = {"opencv": OpenCVDataset, "v2": V2Dataset, "v2rot": V2Dataset, "joint": JointDataset}
+    kinds = {"opencv": OpenCVDataset, "v2": V2Dataset, "v2rot": V2Dataset, "joint": JointDataset, "unet": UNetDataset}
     ds = kinds.get(a.kind, CarvanaDataset)(images, masks, transform)
     if a.loader == "hpuload":
         from hpuload.torch import DataLoader
@@ -173,8 +244,8 @@ def main():
     rates = []
     for _ in range(a.epochs + 1):  # the first epoch warms up
         t0, n = time.perf_counter(), 0
-        for images_, masks_ in loader:
-            n += len(images_)
+        for batch in loader:
+            n += len(batch["image"] if isinstance(batch, dict) else batch[0])
         rates.append(n / (time.perf_counter() - t0))
     measured = sorted(rates[1:])
     print(

@@ -20,6 +20,7 @@ import torch.utils.data as tud
 from PIL import Image
 
 from conftest import copy_photos, fallback_reason, native
+from hpuload.torch import FallbackWarning
 
 
 def load_image(filename):
@@ -192,3 +193,61 @@ def test_unet_masks_resized_by_another_filter_in_colour_or_unmoved_fall_back_nam
     # at their own size are not made natively yet.
     unmoved = BasicDataset(root / "imgs", root / "gif", 1.0, "_mask")
     assert "mask" in fallback_reason(unmoved, batch_size=4, backend="cpu")
+
+
+def test_grey_masks_resized_by_pillows_bilinear_filter_are_blended_as_pillow_blends_them(root):
+    """A grey mask resized by `BILINEAR` has blended values at its edges, which the value map
+    makes 0 (only the values found in the unresized masks are classes), as the class does."""
+    ds = BasicDataset(root / "imgs", root / "grey", 0.5, "_mask", mask_filter=Image.BILINEAR)
+    loader = native(ds, batch_size=4, backend="cpu")
+    same_batches(batches(loader), batches(tud.DataLoader(ds, batch_size=4)))
+
+
+def test_the_media_engine_gives_the_images_within_their_floor_and_the_masks_exactly(root):
+    ds = BasicDataset(root / "imgs", root / "gif", 0.5, "_mask")
+    cpu, engine = (native(ds, batch_size=4, backend=b) for b in ("cpu", "auto"))
+    for a, b in zip(cpu, engine):
+        assert torch.equal(a["mask"], b["mask"])
+        mse = float(((a["image"].double() - b["image"].double()) ** 2).mean())
+        assert 10 * np.log10(1 / max(mse, 1e-12)) > 30  # PSNR over the [0, 1] range
+
+
+def test_a_resumed_unet_loader_gives_the_rest_of_the_epoch_exactly(root):
+    from conftest import resumed_after
+
+    ds = BasicDataset(root / "imgs", root / "gif", 0.5, "_mask")
+    rest, resumed = resumed_after(lambda: native(ds, batch_size=4, shuffle=True, seed=3, backend="cpu"), 1)
+    same_batches([{k: v.clone() for k, v in b.items()} for b in resumed], [{k: v.clone() for k, v in b.items()} for b in rest])
+
+
+def test_a_damaged_mask_is_named_and_its_sample_replaced(root, tmp_path):
+    import shutil
+
+    from hpuload.torch import SkippedSampleWarning
+
+    shutil.copytree(root / "imgs", tmp_path / "imgs")
+    shutil.copytree(root / "gif", tmp_path / "gif")
+    ds = BasicDataset(tmp_path / "imgs", tmp_path / "gif", 0.5, "_mask")
+    damaged = sorted((tmp_path / "gif").glob("*.gif"))[3]
+    loader = native(ds, batch_size=4, backend="cpu")
+    damaged.write_bytes(damaged.read_bytes()[:40])
+    indices = []
+    with pytest.warns(SkippedSampleWarning, match=damaged.name):
+        for batch in loader:
+            indices += loader.last_indices
+            for k, index in enumerate(loader.last_indices):
+                want = ds[index]
+                assert torch.equal(batch["image"][k], want["image"]) and torch.equal(batch["mask"][k], want["mask"])
+    assert 3 not in indices and len(indices) == len(ds)
+
+
+def test_values_mapped_otherwise_after_an_epoch_give_the_class_new_samples(root):
+    """The class's `mask_values` changed between epochs (another order of classes): the next
+    epoch's masks are its code's as it now maps them (through torch's loader, named)."""
+    ds = BasicDataset(root / "imgs", root / "palette", 0.5, "_mask")
+    loader = native(ds, batch_size=4, backend="cpu")
+    same_batches(batches(loader), batches(tud.DataLoader(ds, batch_size=4)))
+    ds.mask_values = ds.mask_values[::-1]
+    with pytest.warns(FallbackWarning, match="masks otherwise than when the loader was built"):
+        ours = batches(loader)
+    same_batches(ours, batches(tud.DataLoader(ds, batch_size=4)))
