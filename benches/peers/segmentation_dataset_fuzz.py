@@ -20,7 +20,10 @@ classes that move the image and its mask with torchvision's functionals themselv
 joint transforms: a shared resize, `RandomCrop.get_params` then `TF.crop` of both, flips drawn
 by `random.random()` or `torch.rand`; session 113); they draw, so the reference is each
 sample made by the class's own code with hpuload's crop window and its draws seeded as hpuload
-seeds them, collated by torch's `default_collate`.
+seeds them, collated by torch's `default_collate`. env FAMILY=unet: milesial's Pytorch-UNet
+`BasicDataset` and its variants (Pillow's resize of both by `scale` and a filter each, the
+mask's values mapped into an `np.zeros` array, `(img > 1).any()` before dividing; session 114),
+over images made one size, one of them sometimes of bytes 0 and 1 alone.
 """
 import os
 import sys
@@ -333,6 +336,81 @@ class Case(tud.Dataset):
 """
 
 
+#: milesial's Pytorch-UNet `BasicDataset` (`FAMILY=unet`, session 114): its variants' steps.
+UNET_FILTERS = ["Image.NEAREST", "Image.BILINEAR", "Image.BICUBIC", "Image.LANCZOS", "Image.BOX", "Image.HAMMING"]
+UNET_MAPS = [
+    "for i, v in enumerate(self.mask_values):\n    out[m == v] = i",
+    "for i, v in enumerate(self.mask_values):\n    if m.ndim == 2:\n        out[m == v] = i\n    else:\n        out[(m == v).all(-1)] = i",
+    "out[m > 127] = 1",
+    "out[m == self.mask_values[-1]] = 1",
+    "out[:] = m",
+]
+UNET_TESTS = [
+    "if (x > 1).any():\n    x = x / 255.0",
+    "if x.max() > 1:\n    x = x / 255.0",
+    "if (x >= 2).any():\n    x = x / 255",
+    "x = x / 255.0",
+    "if (x > 1).any():\n    x = x / 127.5 - 1",
+]
+
+
+def case_source_unet(rng: np.random.Generator) -> str:
+    scale = float(rng.choice([0.5, 0.5, 0.25, 0.3, 0.7, 1.0]))
+    image_filter = "Image.BICUBIC" if rng.random() < 0.5 else str(rng.choice(UNET_FILTERS))
+    mask_filter = "Image.NEAREST" if rng.random() < 0.6 else str(rng.choice(UNET_FILTERS))
+    image_read = rng.choice(["Image.open(img_path)", 'Image.open(img_path).convert("RGB")'])
+    mask_read = rng.choice(["Image.open(mask_path)", "Image.open(mask_path)", 'Image.open(mask_path).convert("L")'])
+    dtype = rng.choice(["np.int64", "np.int64", "np.uint8", "np.float32"])
+    body = [
+        "img_path, mask_path = self.images[index], self.masks[index]",
+        f"x, m = {image_read}, {mask_read}",
+        "w, h = x.size",
+        f"newW, newH = int({scale} * w), int({scale} * h)",
+        f"x = x.resize((newW, newH), resample={image_filter})",
+        f"m = m.resize((newW, newH), resample={mask_filter})" if rng.random() < 0.9 else "m = m.resize((newW, newH))",
+        "x, m = np.asarray(x), np.asarray(m)",
+        f"out = np.zeros((newH, newW), dtype={dtype})",
+        *UNET_MAPS[rng.integers(len(UNET_MAPS))].split("\n"),
+        "x = x.transpose((2, 0, 1))",
+        *UNET_TESTS[rng.integers(len(UNET_TESTS))].split("\n"),
+    ]
+    returns = rng.choice(
+        [
+            'return {"image": torch.as_tensor(x.copy()).float().contiguous(), "mask": torch.as_tensor(out.copy()).long().contiguous()}',
+            "return torch.as_tensor(x.copy()).float(), torch.from_numpy(out.copy()).long()",
+            'return {"image": torch.from_numpy(x.copy()).float(), "mask": torch.as_tensor(out)}',
+        ]
+    )
+    return f"""
+class Case(tud.Dataset):
+    def __init__(self, images, masks):
+        self.images, self.masks = images, masks
+        found = [np.unique(np.asarray(Image.open(p){'.convert("L")' if 'convert' in mask_read else ''})) for p in masks]
+        self.mask_values = list(sorted(np.unique(np.concatenate(found)).tolist()))
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, index):
+{textwrap.indent(chr(10).join(body), " " * 8)}
+        {returns}
+"""
+
+
+def one_size(images, out, rng) -> list[str]:
+    """The images made one size (milesial's class batches them as they are), one of them
+    (sometimes) of bytes 0 and 1 alone (an image the U-Net class does not divide)."""
+    w, h = int(rng.integers(24, 120)), int(rng.integers(24, 120))
+    paths = []
+    for k, path in enumerate(images):
+        image = Image.open(path).convert("RGB").resize((w, h))
+        if k == 2 and rng.random() < 0.3:
+            image = Image.fromarray((np.asarray(image) > 128).astype(np.uint8))
+        paths.append(os.path.join(out, f"{k:03d}_image.png" if k == 2 else f"{k:03d}_image.jpg"))
+        image.save(paths[-1])
+    return paths
+
+
 def replayed(ds, loader, order: list) -> list:
     """The batches the class's own code makes of the samples in `order` (hpuload's), each with
     hpuload's crop window (its plan's) where `get_params` draws and its draws seeded as
@@ -480,9 +558,11 @@ def main():
             os.makedirs(out)
             # v2's classes: masks of one byte a pixel (an RGB JPEG's array is no mask v2 takes).
             family = os.environ.get("FAMILY")
-            one_byte = family in ("v2", "joint")
+            one_byte = family in ("v2", "joint", "unet")
+            if family == "unet":
+                images = one_size(images, out, rng)
             masks = write_masks(images, out, rng, *([("binary", "levels", "palette", "gif")] if one_byte else []))
-            source = {"v2": case_source_v2, "joint": case_source_joint}.get(family, case_source)(rng)
+            source = {"v2": case_source_v2, "joint": case_source_joint, "unet": case_source_unet}.get(family, case_source)(rng)
             if only is not None:
                 print(source)
             verdict, why = run(source, images, masks)

@@ -2601,12 +2601,19 @@ class ZerosArray:
         return self._now().__class__
 
     def __setitem__(self, key, value) -> None:
-        if type(key) is MaskArray and self.mask is None:
-            import numpy as np
+        import numpy as np
 
+        whole = key is Ellipsis or (type(key) is slice and key == slice(None))
+        if type(key) is MaskArray and self.mask is None:
             if key.channel or key.shape != self.array.shape or self.array.any():
                 raise NeedsPixels("values set in an array where a comparison of a mask of another shape holds")
             self.mask = MaskArray(key.image, np.zeros(256, self.array.dtype), key.composed)
+        elif whole and type(value) is MaskArray and self.mask is None:
+            # The mask's values copied in (`out[:] = mask`), cast as NumPy casts them.
+            if value.kind != "numpy" or value.channel or value.shape != self.array.shape:
+                raise NeedsPixels("an array set to a mask of another shape or kind")
+            self.mask = MaskArray(value.image, value.values.astype(self.array.dtype), value.composed)
+            return
         if self.mask is not None:
             self.mask[key] = value
             return

@@ -251,3 +251,25 @@ def test_values_mapped_otherwise_after_an_epoch_give_the_class_new_samples(root)
     with pytest.warns(FallbackWarning, match="masks otherwise than when the loader was built"):
         ours = batches(loader)
     same_batches(ours, batches(tud.DataLoader(ds, batch_size=4)))
+
+
+class CopiedMask(BasicDataset):
+    """The mask's values copied into the zeros (`mask[:] = img`), then changed where a
+    comparison holds."""
+
+    @staticmethod
+    def preprocess(mask_values, pil_img, scale, is_mask, mask_filter=Image.NEAREST):
+        if not is_mask:
+            return BasicDataset.preprocess(mask_values, pil_img, scale, is_mask)
+        w, h = pil_img.size
+        img = np.asarray(pil_img.resize((int(scale * w), int(scale * h)), resample=mask_filter))
+        mask = np.zeros(img.shape, dtype=np.uint8)
+        mask[:] = img
+        mask[mask == 255] = 1
+        return mask
+
+
+def test_a_mask_copied_into_the_zeros_then_changed_gives_torchs_batches(root):
+    ds = CopiedMask(root / "imgs", root / "grey", 0.5, "_mask")
+    loader = native(ds, batch_size=4, backend="cpu")
+    same_batches(batches(loader), batches(tud.DataLoader(ds, batch_size=4)))
