@@ -115,11 +115,19 @@ class V2Dataset(CarvanaDataset):
 
 
 class UNetDataset(CarvanaDataset):
-    """milesial's `BasicDataset`, as written there but for its lists of files (its class
-    globs the image and mask of each id) and its values found over the masks (0 and 1)."""
+    """milesial's `BasicDataset`, as written there (each id's image and mask found by a glob
+    of their folders) but for its values found over the masks (0 and 1, known here)."""
 
     mask_values = [0, 1]
     scale = 0.5
+    mask_suffix = "_mask"
+
+    def __init__(self, images, masks, transform=None):
+        from pathlib import Path
+
+        super().__init__(images, masks, transform)
+        self.images_dir, self.mask_dir = Path(images[0]).parent, Path(masks[0]).parent
+        self.ids = [os.path.splitext(os.path.basename(p))[0] for p in images]
 
     @staticmethod
     def preprocess(mask_values, pil_img, scale, is_mask):
@@ -146,8 +154,12 @@ class UNetDataset(CarvanaDataset):
     def __getitem__(self, index):
         import torch
 
-        mask = Image.open(self.masks[index])
-        img = Image.open(self.images[index])
+        name = self.ids[index]
+        mask_file = list(self.mask_dir.glob(name + self.mask_suffix + ".*"))
+        img_file = list(self.images_dir.glob(name + ".*"))
+        assert len(img_file) == 1 and len(mask_file) == 1
+        mask = Image.open(mask_file[0])
+        img = Image.open(img_file[0])
         assert img.size == mask.size
         img = self.preprocess(self.mask_values, img, self.scale, is_mask=False)
         mask = self.preprocess(self.mask_values, mask, self.scale, is_mask=True)
@@ -169,18 +181,21 @@ def one_size(images, root, size=(640, 426)):
     return out
 
 
-def masks_for(images, root, ext="png"):
-    """A binary mask per photo, of its size (made once): a grey PNG, or a GIF."""
+def masks_for(images, root, ext="png", palette=False, names=False):
+    """A binary mask per photo, of its size (made once): a grey PNG, or a GIF; of palette
+    indices 0 and 1 where `palette` (Carvana's), named as the photo with `_mask` where
+    `names` (milesial's layout)."""
     os.makedirs(root, exist_ok=True)
     out = []
     for k, path in enumerate(images):
-        name = os.path.join(root, f"{k:05d}_" + os.path.splitext(os.path.basename(path))[0] + "_mask." + ext)
+        stem = os.path.splitext(os.path.basename(path))[0]
+        name = os.path.join(root, (stem if names else f"{k:05d}_" + stem) + "_mask." + ext)
         if not os.path.exists(name):
             w, h = Image.open(path).size
             rng = np.random.default_rng(k)
             blocks = rng.integers(0, 2, (h // 16 + 1, w // 16 + 1), dtype=np.uint8)
             values = np.kron(blocks, np.ones((16, 16), np.uint8))[:h, :w]
-            if ext == "palette.gif":
+            if palette:
                 # Carvana's: palette indices 0 and 1.
                 mask = Image.fromarray(values, mode="L").convert("P")
                 mask.putpalette([0, 0, 0, 255, 255, 255] + [0] * 762)
@@ -206,7 +221,7 @@ def main():
     images = images[:: max(1, len(images) // a.images)][: a.images]
     if a.kind == "unet":
         images = one_size(images, a.masks + "-unet-images")
-        masks = masks_for(images, a.masks + "-unet", "palette.gif")
+        masks = masks_for(images, a.masks + "-unet", "gif", palette=True, names=True)
     else:
         masks = masks_for(images, a.masks, "gif" if a.kind == "gif" else "png")
     if a.kind in ("v2", "v2rot"):

@@ -2017,8 +2017,15 @@ class _Loader:
         the Dataset's code branches on (`_pixel_guard`): they are made by that code."""
         if self._pixel_guard is None or valid == 0:
             return {}
-        largest = images[:valid].reshape(valid, -1).amax(1)
-        return {slot: self.last_indices[slot] for slot in (largest <= self._pixel_guard).nonzero().flatten().tolist()}
+        rows = images[:valid].reshape(valid, -1)
+        # A photo passes within its first pixels: the rest of a row is read only where they
+        # do not tell.
+        passed = (rows[:, :4096] > self._pixel_guard).any(1)
+        failed = {}
+        for slot in (~passed).nonzero().flatten().tolist():
+            if not bool((rows[slot] > self._pixel_guard).any()):
+                failed[slot] = self.last_indices[slot]
+        return failed
 
     def _drawn_flips(self, batches: list, indices: list, nchw: bool) -> None:
         """A Dataset whose code flips its image by a draw of its own, with only steps after

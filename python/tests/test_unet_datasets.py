@@ -172,15 +172,22 @@ def test_an_image_the_class_does_not_divide_is_made_by_its_own_code(root, tmp_pa
 
     shutil.copytree(root / "imgs", tmp_path / "imgs")
     shutil.copytree(root / "gif", tmp_path / "gif")
-    dark = sorted((tmp_path / "imgs").glob("*.jpg"))[5]
+    dark, blue = sorted((tmp_path / "imgs").glob("*.jpg"))[5:7]
     Image.fromarray(np.ones((64, 90, 3), np.uint8)).save(dark.with_suffix(".png"))
     dark.unlink()
+    # Dark but for a blue corner, which only the last of its values show: divided.
+    corner = np.ones((64, 90, 3), np.uint8)
+    corner[48:, 70:, 2] = 250
+    Image.fromarray(corner).save(blue.with_suffix(".png"))
+    blue.unlink()
     ds = BasicDataset(tmp_path / "imgs", tmp_path / "gif", 0.5, "_mask")
     loader = native(ds, batch_size=4, backend="cpu")
     theirs = batches(tud.DataLoader(ds, batch_size=4))
     same_batches(batches(loader), theirs)
     k = ds.ids.index(dark.stem)
     assert theirs[k // 4]["image"][k % 4].max() == 1.0
+    k = ds.ids.index(blue.stem)
+    assert theirs[k // 4]["image"][k % 4].max() < 1.0 and theirs[k // 4]["image"][k % 4, 2].max() > 0.9
 
 
 def test_unet_masks_resized_by_another_filter_in_colour_or_unmoved_fall_back_naming_why(root):
