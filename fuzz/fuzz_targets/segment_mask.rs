@@ -1,4 +1,4 @@
-//! Segmentation masks on arbitrary bytes, read as a PNG and as a GIF made grey: decoding never
+//! Segmentation masks on arbitrary bytes, read as a PNG and as a GIF made grey or as stored: decoding never
 //! panics, and a decoded mask has one value per pixel; cut as a drawn resize, flips, padding
 //! and crop move it (flipped whole first, parameters from the first bytes, Pillow's or torch's
 //! nearest positions, or blended as Pillow's bilinear resize blends a grey mask),
@@ -14,7 +14,18 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let decoded = if e & 0x80 != 0 {
-        segment::decode_grey_gif(bytes)
+        let grey = segment::decode_grey_gif(bytes);
+        // The indices as stored are the same frame, and decode alike wherever it has a palette.
+        let indices = segment::decode_gif_indices(bytes);
+        if let (Ok(grey), Ok(indices)) = (&grey, &indices) {
+            assert_eq!(grey.values.len(), indices.values.len());
+        }
+        assert!(grey.is_err() || indices.is_ok());
+        if e & 0x20 != 0 {
+            indices
+        } else {
+            grey
+        }
     } else {
         segment::decode_mask(bytes)
     };

@@ -1525,7 +1525,8 @@ def _size_of(data, header_facts, turned: bool):
 class _TableColumn:
     """`TableMasks.masks`: a batch row's mask as `_hpuload.segmentation_masks` takes it
     (`(name, bytes)`; a plane a class's own reader gave, `(name, (height, width), bytes)`; a GIF
-    made grey, `(name, "gif-grey", bytes)`), or `ValueError` naming why it cannot be made."""
+    made grey, `(name, "gif-grey", bytes)`, or as stored, `"gif-indices"`), or `ValueError`
+    naming why it cannot be made."""
 
     def __init__(self, masks: TableMasks):
         self.of = masks
@@ -1670,11 +1671,12 @@ class FileMasks(TableMasks):
                     # OpenCV's grey read takes a grey PNG as stored, unless it turns it by an
                     # EXIF orientation; a palette's colours it makes grey by its own weights.
                     png = facts[0] == "L" and _probe.png_chunk_before_data(data, (b"eXIf",)) is None
-                gif = _grey_gif_size(data) if self.grey and not self.opencv and not png else None
+                gif = _grey_gif_size(data) if not self.opencv and not png else None
                 if gif is not None:
-                    # A GIF the code made grey (the Carvana set's): decoded natively, each
-                    # pixel Pillow's grey of its palette colour.
-                    data, facts = ("gif-grey", data), ("L", *gif)
+                    # A GIF (the Carvana set's) decoded natively: the code made it grey (each
+                    # pixel Pillow's grey of its palette colour), or its indices as stored
+                    # (milesial's U-Net).
+                    data, facts = ("gif-grey" if self.grey else "gif-indices", data), ("L", *gif)
                 elif not png:
                     data, facts = self._read_own(name, data)
                 if isinstance(data, str):

@@ -115,7 +115,8 @@ pub enum MaskSource {
     /// A mask PNG's bytes.
     Encoded((String, PyBackedBytes)),
     /// A GIF mask's bytes made grey as Pillow's `.convert("L")` makes it (`(name, "gif-grey",
-    /// bytes)`: the Carvana set's masks, as the U-Net tutorials read them).
+    /// bytes)`: the Carvana set's masks, as the U-Net tutorials read them), or its palette
+    /// indices as stored (`"gif-indices"`: as milesial's U-Net reads them).
     GreyGif((String, String, PyBackedBytes)),
 }
 
@@ -138,6 +139,9 @@ impl MaskSource {
             }
             Self::GreyGif((name, kind, bytes)) if kind == "gif-grey" => {
                 segment::decode_grey_gif(bytes).map_err(|why| format!("{name}: {why}"))
+            }
+            Self::GreyGif((name, kind, bytes)) if kind == "gif-indices" => {
+                segment::decode_gif_indices(bytes).map_err(|why| format!("{name}: {why}"))
             }
             Self::GreyGif((name, kind, _)) => Err(format!("{name}: no mask source {kind:?}")),
             Self::Plane((name, (height, width), values)) => {

@@ -89,10 +89,57 @@ pub fn decode_mask(bytes: &[u8]) -> Result<Mask, String> {
 /// 16`.
 ///
 /// # Errors
-/// The bytes are no GIF or are damaged, its first frame does not cover its screen (Pillow
-/// composes such frames on a background), it has no palette, or its screen claims a size past
-/// the images' default [`Limits`]: named.
+/// As [`decode_gif_indices`]'s, and a GIF of no palette: named.
 pub fn decode_grey_gif(bytes: &[u8]) -> Result<Mask, String> {
+    let frame = first_gif_frame(bytes)?;
+    let palette = frame.palette.as_deref().ok_or("a GIF of no palette")?;
+    let grey: Vec<u16> = (0..256)
+        .map(|i| match palette.get(i * 3..i * 3 + 3) {
+            Some(&[r, g, b]) => {
+                let luma = 19595 * u32::from(r) + 38470 * u32::from(g) + 7471 * u32::from(b);
+                ((luma + 0x8000) >> 16) as u16
+            }
+            _ => 0,
+        })
+        .collect();
+    Ok(Mask {
+        width: frame.width,
+        height: frame.height,
+        values: frame
+            .indices
+            .iter()
+            .map(|&i| grey[usize::from(i)])
+            .collect(),
+    })
+}
+
+/// Decodes a GIF mask into what Pillow's `np.array(Image.open(path))` gives of it as stored
+/// (milesial's U-Net reads the Carvana set's masks so): its first frame's palette indices
+/// (Pillow opens a GIF of a grey ramp in mode "L", whose values are those indices too).
+///
+/// # Errors
+/// The bytes are no GIF or are damaged, its first frame does not cover its screen (Pillow
+/// composes such frames on a background), or its screen claims a size past the images'
+/// default [`Limits`]: named.
+pub fn decode_gif_indices(bytes: &[u8]) -> Result<Mask, String> {
+    let frame = first_gif_frame(bytes)?;
+    Ok(Mask {
+        width: frame.width,
+        height: frame.height,
+        values: frame.indices.iter().map(|&i| u16::from(i)).collect(),
+    })
+}
+
+/// A GIF's first frame, which covers its screen: its palette indices, row by row, and the
+/// palette they index (the frame's own, else the global one).
+struct GifFrame {
+    width: u32,
+    height: u32,
+    indices: Vec<u8>,
+    palette: Option<Vec<u8>>,
+}
+
+fn first_gif_frame(bytes: &[u8]) -> Result<GifFrame, String> {
     let mut options = gif::DecodeOptions::new();
     options.set_color_output(gif::ColorOutput::Indexed);
     let mut decoder = options
@@ -118,31 +165,15 @@ pub fn decode_grey_gif(bytes: &[u8]) -> Result<Mask, String> {
             frame.width, frame.height, frame.left, frame.top
         ));
     }
-    let palette = frame
-        .palette
-        .as_deref()
-        .or(global.as_deref())
-        .ok_or("a GIF of no palette")?;
-    let grey: Vec<u16> = (0..256)
-        .map(|i| match palette.get(i * 3..i * 3 + 3) {
-            Some(&[r, g, b]) => {
-                let luma = 19595 * u32::from(r) + 38470 * u32::from(g) + 7471 * u32::from(b);
-                ((luma + 0x8000) >> 16) as u16
-            }
-            _ => 0,
-        })
-        .collect();
     let pixels = (width as usize) * (height as usize);
     if frame.buffer.len() < pixels {
         return Err("a GIF frame shorter than its screen".into());
     }
-    Ok(Mask {
+    Ok(GifFrame {
         width,
         height,
-        values: frame.buffer[..pixels]
-            .iter()
-            .map(|&i| grey[usize::from(i)])
-            .collect(),
+        indices: frame.buffer[..pixels].to_vec(),
+        palette: frame.palette.clone().or(global),
     })
 }
 
@@ -981,6 +1012,9 @@ mod tests {
         let mask = decode_grey_gif(&gif).unwrap();
         // Pillow: (10 * 19595 + 20 * 38470 + 30 * 7471 + 32768) >> 16 = 18; index 3 is black.
         assert_eq!((mask.width, mask.height, mask.values), (2, 1, vec![18, 0]));
+        // As stored: the indices themselves, past the palette too.
+        assert_eq!(decode_gif_indices(&gif).unwrap().values, [0, 3]);
+        assert!(decode_gif_indices(&gif[..20]).is_err());
         assert!(decode_grey_gif(&gif[..20]).is_err());
         // A frame of 1x1 on a 2x1 screen.
         let mut small = gif.clone();
