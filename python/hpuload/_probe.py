@@ -2910,6 +2910,124 @@ def _size_of(path: str) -> tuple[int, int] | None:
         return None
 
 
+#: The directories whose listings one pass of the Dataset's code keeps (`_listing`); a
+#: class that globs in more folders than this in one pass globs in the others as it would.
+_MOST_LISTINGS = 256
+
+
+def _listing(directory: str) -> "tuple[list[str], list[tuple[str, int]]] | None":
+    """The names in `directory` in the order `os.scandir` gives them, and `(name, position)`
+    sorted by name (for a prefix's names), while a pass of the Dataset's code keeps
+    (`_sizes_memo`: a probe of every index, a batch's runs): listed once in the pass, and again
+    whenever the directory's stat changes (an entry added, removed or renamed changes its
+    times). None outside such a pass, for what is no directory or cannot be listed, and
+    past `_MOST_LISTINGS` directories."""
+    import stat
+
+    memo = getattr(_sizes, "memo", None)
+    if memo is None:
+        return None
+    try:
+        st = os.stat(directory)
+    except (OSError, ValueError):
+        return None
+    if not stat.S_ISDIR(st.st_mode):
+        return None
+    stamp = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+    key = ("listing", directory)
+    held = memo.get(key)
+    if held is not None and held[0] == stamp:
+        return held[1]
+    if held is None and memo.get(("listings",), 0) >= _MOST_LISTINGS:
+        return None
+    try:
+        with os.scandir(directory) as entries:
+            names = [entry.name for entry in entries]
+    except OSError:
+        return None
+    listed = (names, sorted(zip(names, range(len(names)))))
+    memo[key] = (stamp, listed)
+    if held is None:
+        memo[("listings",)] = memo.get(("listings",), 0) + 1
+    return listed
+
+
+def _magic_at(pattern: str) -> int:
+    """Where `pattern`'s first wildcard of `fnmatch`'s (`*`, `?`, `[`) is; -1 where none."""
+    found = [k for k in (pattern.find("*"), pattern.find("?"), pattern.find("[")) if k >= 0]
+    return min(found) if found else -1
+
+
+def _listed_matches(directory: str, pattern: str, hidden: bool) -> list[str] | None:
+    """The names in `directory` that `fnmatch.fnmatchcase(name, pattern)` takes, in the
+    directory's order (`os.scandir`'s), from its kept listing (`_listing`); names starting
+    with a dot only where `hidden`. None where no listing is kept, and for a pattern of
+    several components or without a wildcard (the caller globs as it would)."""
+    import bisect
+    import fnmatch
+
+    if os.name != "posix" or not isinstance(pattern, str) or "/" in pattern or "**" in pattern:
+        return None
+    at = _magic_at(pattern)
+    if at < 0:
+        return None
+    listed = _listing(directory)
+    if listed is None:
+        return None
+    names, ordered = listed
+    prefix, rest = pattern[:at], pattern[at:]
+    found = []
+    for k in range(bisect.bisect_left(ordered, (prefix,)), len(ordered)):
+        name, position = ordered[k]
+        if not name.startswith(prefix):
+            break
+        # `prefix*` takes every name that starts with it: no pattern to compile.
+        if (rest == "*" or fnmatch.fnmatchcase(name, pattern)) and (hidden or not name.startswith(".")):
+            found.append(position)
+    return [names[k] for k in sorted(found)]
+
+
+def _probed_path_glob(original):
+    """`pathlib.Path.glob`, which while the Dataset's code is probed or run for a batch
+    (`_listing`) matches a pattern of one component (`name + ".*"`, milesial's U-Net) against
+    its directory's kept listing: the same paths in the same order, without listing the
+    folder and compiling the pattern on every call. Anything else is the original's."""
+
+    def glob(self, pattern, *args, **kwargs):
+        if getattr(_probing, "on", False) and not args and not kwargs:
+            names = _listed_matches(os.fspath(self), pattern, hidden=True)
+            if names is not None:
+                sys.audit("pathlib.Path.glob", self, pattern)
+                return (self / name for name in names)
+        return original(self, pattern, *args, **kwargs)
+
+    glob.__wrapped__ = original
+    return glob
+
+
+def _probed_glob(original):
+    """`glob.glob` as `_probed_path_glob`, for a path whose folder holds no wildcard and
+    whose last component does (`glob(folder + name + ".*")`): `os.path.join(folder, name)`
+    of the matching names, in the folder's order, names starting with a dot only for a
+    pattern that does (as `glob` hides them)."""
+
+    def glob(pathname, *, root_dir=None, dir_fd=None, recursive=False, include_hidden=False):
+        if getattr(_probing, "on", False) and root_dir is None and dir_fd is None and not include_hidden:
+            if isinstance(pathname, str):
+                folder, base = os.path.split(pathname)
+                if folder and _magic_at(folder) < 0:
+                    names = _listed_matches(folder, base, hidden=base.startswith("."))
+                    if names is not None:
+                        sys.audit("glob.glob", pathname, recursive)
+                        sys.audit("glob.glob/2", pathname, recursive, root_dir, dir_fd)
+                        return [os.path.join(folder, name) for name in names]
+        more = {"include_hidden": include_hidden} if include_hidden else {}
+        return original(pathname, root_dir=root_dir, dir_fd=dir_fd, recursive=recursive, **more)
+
+    glob.__wrapped__ = original
+    return glob
+
+
 def _pillows_orientation(path: str) -> int | None:
     """The EXIF orientation Pillow's `exif_transpose` turns a JPEG file by (1 for none; from
     its headers up to the first scan), None for any other file."""
@@ -3220,6 +3338,13 @@ def install() -> None:
             ImageOps.exif_transpose = _patched(ImageOps.exif_transpose, _exif_transpose)
         if getattr(Image.fromarray, "__wrapped__", None) is None:
             Image.fromarray = _probed_call(Image.fromarray, _from_array)
+        import glob
+        import pathlib
+
+        if getattr(pathlib.Path.glob, "__wrapped__", None) is None:
+            pathlib.Path.glob = _probed_path_glob(pathlib.Path.glob)
+        if getattr(glob.glob, "__wrapped__", None) is None:
+            glob.glob = _probed_glob(glob.glob)
         cv2 = sys.modules.get("cv2")
         # OpenCV, when the user's code has imported it (hpuload does not import it itself).
         if cv2 is not None and hasattr(cv2, "imread") and getattr(cv2.imread, "__wrapped__", None) is None:
@@ -3322,7 +3447,9 @@ def _installed() -> list:
     """The patched opening calls `install` put in place."""
     from PIL import Image, ImageOps
 
-    calls = [Image.open, ImageOps.exif_transpose, Image.fromarray]
+    import glob
+
+    calls = [Image.open, ImageOps.exif_transpose, Image.fromarray, glob.glob]
     cv2 = sys.modules.get("cv2")
     if cv2 is not None:
         calls += [getattr(cv2, "imread", None), getattr(cv2, "cvtColor", None), getattr(cv2, "resize", None)]

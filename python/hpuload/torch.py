@@ -1976,8 +1976,7 @@ class _Loader:
         keys = self._sample_keys
         objects = self._label_objects()
         for slot, index in strays.items():
-            with _tail.seeded_sample(drawn._seed(), epoch, index):
-                sample = self.dataset[index]
+            sample = self._seeded_sample(index, epoch)
             if isinstance(keys, _probe.Bare):
                 made, values, label = [keys.of(sample)], (), None
             elif isinstance(keys, _probe.Views):
@@ -2011,6 +2010,13 @@ class _Loader:
             if label is not None:
                 labels[slot] = label
             drawn.settle(slot, values)
+
+    def _seeded_sample(self, index: int, epoch: int):
+        """Sample `index` as the Dataset's own code makes it, its draws seeded as the native
+        samples' values were (`_tail.seeded_sample`, as `_drawn_strays` runs it): what the
+        loader would have given for it, for a sample the loader hands to that code."""
+        with _tail.seeded_sample(self._options.seed, epoch, index):
+            return self.dataset[index]
 
     def _failed_guard(self, images: torch.Tensor, valid: int) -> dict:
         """`{slot: index}` of a batch's samples whose image fails the test of its pixels that
@@ -2285,12 +2291,12 @@ class _Loader:
                     if collate is None:
                         out = self._targets.static(images, labels, self.last_indices, detects)
                         for slot, index in failed.items():
-                            _put_row(out, tud.default_collate([self.dataset[index]]), slot)
+                            _put_row(out, tud.default_collate([self._seeded_sample(index, epoch)]), slot)
                         yield out
                     else:
                         samples = self._targets.samples(images, labels, self.last_indices, detects)
                         for slot, index in failed.items():
-                            samples[slot] = self.dataset[index]
+                            samples[slot] = self._seeded_sample(index, epoch)
                         with self._seeded(epoch, batch.step):
                             out = collate(samples)
                         yield out

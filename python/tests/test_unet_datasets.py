@@ -280,3 +280,38 @@ def test_a_mask_copied_into_the_zeros_then_changed_gives_torchs_batches(root):
     ds = CopiedMask(root / "imgs", root / "grey", 0.5, "_mask")
     loader = native(ds, batch_size=4, backend="cpu")
     same_batches(batches(loader), batches(tud.DataLoader(ds, batch_size=4)))
+
+
+def test_globs_run_by_the_class_while_probed_find_what_pathlib_and_glob_find_in_their_order(tmp_path):
+    """The probe runs the class's code for every index at each epoch's start; its globs
+    (`Path.glob(name + ".*")`, `glob(folder + name + ".*")`) match against a listing of the
+    folder kept for the pass, and must find the same paths, in the same order, as the
+    originals: hidden names, prefixes of other names, character classes, `?`, case."""
+    import glob
+    import pathlib
+    import time
+
+    from hpuload import _probe
+
+    names = ["a.png", "a.gif", "ab.png", "a_mask.gif", ".a.png", "A.png", "a[1].png", "b.jpg", "a", "ä.png", "a.png.bak"]
+    for n in names:
+        (tmp_path / n).write_bytes(b"x")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "a.png").write_bytes(b"x")
+    patterns = ["a.*", "a*", "*", ".*", "a?png", "a[.b]*", "[ab]*", "a_mask.*", "A.*", "ä.*", "a[[]1].*", "z*", "*.png", "sub/*", "**", "a.png"]
+    _probe.install()
+    path_glob, file_glob = pathlib.Path.glob, glob.glob
+    want = [(list(path_glob.__wrapped__(tmp_path, p)), file_glob.__wrapped__(str(tmp_path / p))) for p in patterns]
+    _probe._probing.on = True
+    try:
+        with _probe._sizes_memo():
+            for _ in range(2):  # listed once, then from the kept listing
+                got = [(list(tmp_path.glob(p)), glob.glob(str(tmp_path / p))) for p in patterns]
+                assert got == want
+            assert _probe._listing(str(tmp_path)) is not None
+            time.sleep(0.05)  # past the clock tick a folder's times move by
+            (tmp_path / "a.webp").write_bytes(b"x")  # listed again: the folder changed
+            assert tmp_path / "a.webp" in list(tmp_path.glob("a.*"))
+            assert str(tmp_path / "a.webp") in glob.glob(str(tmp_path / "a.*"))
+    finally:
+        _probe._probing.on = False
