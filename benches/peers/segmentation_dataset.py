@@ -22,12 +22,13 @@ both, then `TF.normalize` of the image; session 113), `unet` (milesial's Pytorch
 (nearest) by `scale` 0.5, `np.asarray` of both, the mask's values mapped to class indices in
 an `np.zeros` array, the image transposed and divided by 255 `if (img > 1).any()`, a dict of
 float32 image and int64 mask; over the photos made one size, 640x426, as Carvana's are, and
-GIF masks of palette indices 0 and 1, as Carvana's are; session 114). The masks are made once per photo (blocks of 0 and 255,
+GIF masks of palette indices 0 and 1, as Carvana's are; session 114), `unet1` (the same at
+`scale=1`, images and masks as read; session 115). The masks are made once per photo (blocks of 0 and 255,
 an 8-bit grey PNG, as Carvana's are binary) under `--masks`. Prints one JSON line per run:
 construction time (hpuload's includes its probe of `__getitem__`), the loader's type, and
 images/s over the measured epochs (the median; the first epoch warms up).
 
-usage: python segmentation_dataset.py --data DIR --loader hpuload|torch [--kind eval|train|flips|opencv|gif|v2|v2rot|joint|unet]
+usage: python segmentation_dataset.py --data DIR --loader hpuload|torch [--kind eval|train|flips|opencv|gif|v2|v2rot|joint|unet|unet1]
        [--epochs 2] [--workers 2] [--batch 16] [--images 1000] [--masks /tmp/segmentation-masks]
 """
 
@@ -169,6 +170,13 @@ class UNetDataset(CarvanaDataset):
         }
 
 
+class UNetWhole(UNetDataset):
+    """The same class at `scale=1` (milesial's `--scale 1`): Pillow's resize of each file to
+    its own size is a copy, so images and masks are handed out as read (session 115)."""
+
+    scale = 1.0
+
+
 def one_size(images, root, size=(640, 426)):
     """The photos made one size (Carvana's are), as JPEGs under `root` (made once)."""
     os.makedirs(root, exist_ok=True)
@@ -210,7 +218,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
     ap.add_argument("--loader", choices=["hpuload", "torch"], default="hpuload")
-    ap.add_argument("--kind", choices=["eval", "train", "flips", "opencv", "gif", "v2", "v2rot", "joint", "unet"], default="train")
+    ap.add_argument("--kind", choices=["eval", "train", "flips", "opencv", "gif", "v2", "v2rot", "joint", "unet", "unet1"], default="train")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=16)
@@ -219,7 +227,7 @@ def main():
     a = ap.parse_args()
     images = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(a.data) for f in fs if f.lower().endswith((".jpg", ".jpeg", ".png")))
     images = images[:: max(1, len(images) // a.images)][: a.images]
-    if a.kind == "unet":
+    if a.kind in ("unet", "unet1"):
         images = one_size(images, a.masks + "-unet-images")
         masks = masks_for(images, a.masks + "-unet", "gif", palette=True, names=True)
     else:
@@ -238,7 +246,7 @@ def main():
                 v2.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
             ]
         )
-    elif a.kind in ("joint", "unet"):
+    elif a.kind in ("joint", "unet", "unet1"):
         transform = None
     elif a.kind == "eval":
         transform = A.Compose([A.Resize(height=160, width=240), ZERO_ONE, ToTensorV2()])
@@ -247,7 +255,7 @@ def main():
         transform = A.Compose(
             [A.Resize(height=160, width=240), *turn, A.HorizontalFlip(p=0.5), A.VerticalFlip(p=0.1), ZERO_ONE, ToTensorV2()]
         )
-    kinds = {"opencv": OpenCVDataset, "v2": V2Dataset, "v2rot": V2Dataset, "joint": JointDataset, "unet": UNetDataset}
+    kinds = {"opencv": OpenCVDataset, "v2": V2Dataset, "v2rot": V2Dataset, "joint": JointDataset, "unet": UNetDataset, "unet1": UNetWhole}
     ds = kinds.get(a.kind, CarvanaDataset)(images, masks, transform)
     if a.loader == "hpuload":
         from hpuload.torch import DataLoader

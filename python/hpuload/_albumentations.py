@@ -281,6 +281,31 @@ class Resize:
         return cls(resized.height, resized.width, _INTER_LINEAR, _resize_interp(step, "Resize", on_tensor=False))
 
 
+class Whole:
+    """What a Dataset without a transform hands out of images all of one `(height, width)`
+    (found from their headers), kept whole: read as a `Compose` of a `CenterCrop` to that
+    size, which cuts nothing and fixes the batch's shape."""
+
+    p = 1.0
+    processors = None
+
+    def __init__(self, size: tuple[int, int]):
+        self.transforms = [_WholeCrop(*size)]
+
+
+class _WholeCrop:
+    """`Whole`'s crop, read as albumentations' `CenterCrop(height, width)`."""
+
+    p = 1.0
+    pad_if_needed = False
+
+    def __init__(self, height: int, width: int):
+        self.size = (int(height), int(width))
+
+
+_WholeCrop.__name__ = "CenterCrop"
+
+
 def translate(compose: Any, output=None, before: tuple = ()) -> tuple[str, str]:
     """`(pipeline JSON, output dtype)` for an albumentations `Compose` applied to the RGB
     image of a Dataset's `__getitem__`, or `Unsupported`. `output` (`_probe.Output`): what

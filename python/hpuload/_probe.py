@@ -1566,6 +1566,18 @@ def _mask_array(image: LazyImage) -> "MaskArray | None":
     return mask
 
 
+def _both_as_read(mask: "MaskArray", image: LazyImage) -> bool:
+    """Whether a mask no transform was given and its image are both where they were read:
+    the mask unmoved (`mask_parts`), the image neither resized nor moved by a step of the
+    code's own (a conversion, to grey or RGB, may stand)."""
+    parts = mask_parts(mask.image)
+    return (
+        parts is not None
+        and not parts[1]
+        and not any(isinstance(step, (Resized, Applied)) or _flip_of(step) is not None for step in image.before)
+    )
+
+
 def mask_parts(image: LazyImage) -> tuple[tuple, tuple] | None:
     """`(read, moves)` of an opened file that is a mask (`LazyImage.before` split): Pillow's
     grey of it (`(GREY,)`) or nothing (a file of one byte a pixel as stored, grey or palette),
@@ -3921,8 +3933,6 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
         raise NeedsPixels("the dataset is empty")
     attribute = transform_attribute(dataset) or "transform"
     transform = held_transform(dataset, attribute)
-    from ._albumentations import is_compose
-
     from ._tail import _Isolated
 
     isolated = _Isolated().__enter__()
@@ -3997,6 +4007,10 @@ def probe(dataset, indices: list[int] | None = None) -> Probed:
             befores.append(image.before)
             if isinstance(k, Segmented):
                 handed = k.mask_of(out)
+                if not handed.composed and _both_as_read(handed, image):
+                    # The image and its mask as read (milesial's U-Net at `scale=1`, whose
+                    # resize to their own size is a copy): moved alike, by nothing.
+                    handed.composed = "functional"
                 functional = handed.composed == "functional"
                 if not handed.composed or (not functional and stand_in is None):
                     raise NeedsPixels(

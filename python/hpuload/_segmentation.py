@@ -1124,7 +1124,11 @@ def functional_mask_steps(image_before: tuple, mask, transform=None, dataset=Non
             f"{', '.join(m[0] for m in image) or 'not at all'})"
         )
     kinds = [m[0] for m in image]
-    last = image[-1][1] if image else None
+    if not kinds:
+        # Neither moved (the loader keeps each image's size, one for all: `crop` is it, set
+        # once the images' headers gave it) and each mask cut as its image, whole.
+        return MaskSteps(crop=None, fill=0, table=None, cropped=True, blend=blend)
+    last = image[-1][1]
     if kinds == ["Resize"] and len(last) == 2 and image[0][2] is None:
         return MaskSteps(crop=tuple(last), fill=0, table=None, resized=True, blend=blend)
     if kinds in (["crop"], ["CenterCrop"]):
@@ -1415,10 +1419,11 @@ class TableMasks(Masks):
     fixed_point_warps = False
 
     def _byte_masks(
-        self, sources: list, drawn: list, fill: int, into: torch.Tensor, table, wide: bool = False, blends=None
+        self, sources: list, drawn: list, fill: int, into: torch.Tensor, table, wide: bool = False, blends=None, values=None
     ) -> None:
         """`_hpuload.byte_masks` of `sources` moved as `drawn` says (each a cut, or a `_Moved`)
-        into `into` (int16 where `wide`; `blends`: per mask, whether its resize blends it)."""
+        into `into` (int16 where `wide`; `blends`: per mask, whether its resize blends it;
+        `values`: what each byte and the padding become, a tensor of 257 of `into`'s dtype)."""
         h, w = self.crop
         moved = [d for d in drawn if isinstance(d, _Moved)]
         moves = [(d.moves or []) if isinstance(d, _Moved) else [] for d in drawn] if any(d.moves for d in moved) else None
@@ -1439,6 +1444,7 @@ class TableMasks(Masks):
             wide=wide,
             firsts=firsts,
             blends=blends,
+            values=None if values is None else values.contiguous().view(torch.uint8).numpy().tobytes(),
         )
 
     def _make(self, sources: list, drawn: list, into: torch.Tensor) -> None:
@@ -1731,6 +1737,12 @@ class FileMasks(TableMasks):
             # Bytes to bytes: the table and the padding are `byte_masks`' own.
             table, fill = bytes(self.values[:256].tolist()), int(self.values[256])
             self._byte_masks(sources, drawn, fill, into, table, blends=blends)
+            return
+        plain = into.dtype == self.values.dtype and tuple(self.values.shape) == (257,) and into.is_contiguous()
+        if plain and all(g is None for g in greys) and self.values.element_size() in (1, 2, 4, 8):
+            # Each pixel written as its byte's value (the padding as the last), in one pass
+            # on `byte_masks`' threads.
+            self._byte_masks(sources, drawn, 0, into, None, blends=blends, values=self.values)
             return
         # Each pixel's byte, or 256 where the padding shows (one decode of each file): the
         # index of its value in `values`, whose last is what the padding holds.

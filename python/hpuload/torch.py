@@ -587,6 +587,9 @@ def _listed_source(dataset, pipeline):
                         "a mask moved by torchvision's functionals with an image read as an array or turned upright"
                     )
                 mask_steps = _segmentation.functional_mask_steps(before, common["mask"], transform, bases[0])
+                if mask_steps.crop is None and common.get("size") is not None:
+                    # Moved by nothing: cut whole, at the one size the images have.
+                    mask_steps = mask_steps._replace(crop=tuple(common["size"]))
                 if "masks" in common and not _segmentation.same_mask_steps(mask_steps, common["masks"].steps):
                     raise Unsupported("the Dataset's code moves the masks otherwise than the loader set them up")
                 common["mask steps"] = mask_steps
@@ -617,6 +620,10 @@ def _listed_source(dataset, pipeline):
                     raise Unsupported("the new transform moves or maps the masks otherwise than the loader set them up")
                 common["mask steps"] = mask_steps
                 return pipeline, dtype, None
+            def find_size():
+                if "samples" in common:
+                    _check_common_size(common["samples"], common, turned, folder_lists.setdefault("sizes", {}))
+
             if (arrays or _albumentations.is_compose(transform)) and _probe.CENTRE_SQUARE in before:
                 raise Unsupported("a centre square cut of the image's array before an albumentations transform or none")
             if arrays or _albumentations.is_compose(transform):
@@ -626,6 +633,13 @@ def _listed_source(dataset, pipeline):
                         "an albumentations transform runs natively on what cv2.imread read or on the NumPy "
                         "array of an opened image"
                     )
+                if transform is None and not _probe._resizes(before):
+                    # The arrays of the images as read: every image one size (read from the
+                    # files' headers once they are listed), each kept whole.
+                    common["wanted"], common["why"] = True, None
+                    if common.get("size") is None:
+                        find_size()
+                    transform = _albumentations.Whole(common.get("size") or (1, 1))
                 translated = _albumentations.translate_split(transform, output, before)
                 if beside and translated[2] is not None:
                     raise Unsupported(f"{translated[2].describe()}, with masks (hpuload moves them beside native steps)")
@@ -656,10 +670,6 @@ def _listed_source(dataset, pipeline):
                 if output is not None:
                     raise Unsupported("views of the image handed out as arrays")
                 transform = Repeated(transform, views)
-
-            def find_size():
-                if "samples" in common:
-                    _check_common_size(common["samples"], common, turned, folder_lists.setdefault("sizes", {}))
 
             if output is not None:
                 # The code makes a NumPy array of the PIL image the transform gives, then
@@ -874,11 +884,17 @@ def _listed_source(dataset, pipeline):
     if mask_look is not None:
         # Each image's mask, moved with it (`_segmentation.FileMasks`); the files as collected
         # at each epoch's start.
-        if common.get("wanted") or watch is None:
+        moves, size = common["mask steps"], common.get("size")
+        if moves.crop is None and size is not None:
+            moves = moves._replace(crop=tuple(size))
+        # Images and masks as read (`functional_mask_steps` moved by nothing): each image kept
+        # whole at the one size every image has, as its mask.
+        whole = moves.cropped and common.get("wanted") and size is not None and moves.crop == tuple(size)
+        if (common.get("wanted") and not whole) or watch is None or moves.crop is None:
             raise _Unfit("masks given with a transform that keeps each image's size", D)
         try:
             masks = _segmentation.FileMasks(
-                dataset, [p for p, _ in samples], common["mask files"], common["mask steps"], common["mask"], keys
+                dataset, [p for p, _ in samples], common["mask files"], moves, common["mask"], keys
             )
         except Unsupported as e:
             raise _Unfit(str(e), FallbackReason.TRANSFORM) from e
@@ -906,6 +922,7 @@ def _pixel_guard(output: "_probe.Output") -> float:
     steps map each byte to (`_probe.byte_values`): an image whose values all lie at or below
     it took the other branch, and is made by the Dataset's own code. `_Unfit` where the bytes
     that pass are not those above some value (a test of which no largest value tells)."""
+    D = FallbackReason.DATASET
     passing = _probe.guarded_bytes(output)
     values = _probe.byte_values(output) if output.history else [float(b) for b in range(256)]
     failing = [values[b] for b in range(256) if not passing[b]]

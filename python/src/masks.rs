@@ -412,9 +412,13 @@ fn cv2_border(name: &str) -> PyResult<hpuload::augment::Cv2Border> {
 /// flagged is resized as Pillow resizes a grey image with `BILINEAR` (torchvision's `Resize`
 /// of a PIL mask in mode "L"), its edges' values blended. With `wide`, `out` is the data
 /// pointer of a contiguous int16 tensor instead, and `fill` may be 256: one call tells the
-/// mask's values (0-255, mapped by `table`) from where the padding shows.
+/// mask's values (0-255, mapped by `table`) from where the padding shows. With `values` (the
+/// bytes of 257 values of one dtype of 1, 2, 4 or 8 bytes: what each byte, after `table`,
+/// becomes, then what the padding holds), `out` is the data pointer of a contiguous tensor
+/// of that dtype, each pixel written as its value there (`fill` unused): the mask in the
+/// dtype the Dataset's code hands it out in, in one pass.
 #[pyfunction]
-#[pyo3(signature = (sources, drawn, height, width, fill, out, table=None, nearest="pillow", moves=None, windows=None, wide=false, firsts=None, blends=None))]
+#[pyo3(signature = (sources, drawn, height, width, fill, out, table=None, nearest="pillow", moves=None, windows=None, wide=false, firsts=None, blends=None, values=None))]
 #[allow(clippy::too_many_arguments)] // the pairs are Python's tuples
 pub fn byte_masks(
     py: Python<'_>,
@@ -431,6 +435,7 @@ pub fn byte_masks(
     wide: bool,
     firsts: Option<Vec<Option<(bool, bool)>>>,
     blends: Option<Vec<bool>>,
+    values: Option<Vec<u8>>,
 ) -> PyResult<()> {
     use hpuload::augment::segment;
     let nearest = match nearest {
@@ -502,10 +507,10 @@ pub fn byte_masks(
         None => std::array::from_fn(|v| v as u8),
     };
     let plane = (height as usize) * (width as usize);
-    let values = plane
+    let count = plane
         .checked_mul(sources.len())
         .ok_or_else(|| PyValueError::new_err("masks overflow"))?;
-    if values == 0 {
+    if count == 0 {
         return Ok(());
     }
     if out == 0 {
@@ -526,10 +531,31 @@ pub fn byte_masks(
         .map(|((((f, w), b), d), m)| ((f, w, b), d, &m[..]))
         .collect();
     let size = (height, width);
+    if let Some(values) = values {
+        let each = values.len() / 257;
+        return match (values.len() % 257, each) {
+            (0, 1) => valued::<u8>(
+                py, &sources, &drawn, size, nearest, &table, &values, out, count,
+            ),
+            (0, 2) => valued::<u16>(
+                py, &sources, &drawn, size, nearest, &table, &values, out, count,
+            ),
+            (0, 4) => valued::<u32>(
+                py, &sources, &drawn, size, nearest, &table, &values, out, count,
+            ),
+            (0, 8) => valued::<u64>(
+                py, &sources, &drawn, size, nearest, &table, &values, out, count,
+            ),
+            _ => Err(PyValueError::new_err(format!(
+                "{} bytes are no table of 257 values of 1, 2, 4 or 8 bytes",
+                values.len()
+            ))),
+        };
+    }
     if wide {
         // SAFETY: as below, of a contiguous int16 tensor of that many values; the address
         // was checked to be aligned.
-        let dst = unsafe { std::slice::from_raw_parts_mut(out as *mut u16, values) };
+        let dst = unsafe { std::slice::from_raw_parts_mut(out as *mut u16, count) };
         return py
             .detach(|| {
                 cut_bytes(&sources, &drawn, size, nearest, fill, dst, |v| {
@@ -543,9 +569,62 @@ pub fn byte_masks(
     // SAFETY: `_segmentation.py` passes the data pointer of a contiguous uint8 CPU tensor of
     // `len(sources) * height * width` values that it made for this call and holds through it
     // (nothing else reads or writes it meanwhile); bytes need no alignment.
-    let dst = unsafe { std::slice::from_raw_parts_mut(out as *mut u8, values) };
+    let dst = unsafe { std::slice::from_raw_parts_mut(out as *mut u8, count) };
     py.detach(|| cut_bytes(&sources, &drawn, size, nearest, fill, dst, |v| table[v]))
         .map_err(PyValueError::new_err)
+}
+
+/// A value of one of the dtypes [`byte_masks`]' `values` holds, as its bits.
+trait Bits: Copy + Send + Sync {
+    fn from_ne(bytes: &[u8]) -> Self;
+}
+
+macro_rules! bits {
+    ($($t:ty),*) => {$(
+        impl Bits for $t {
+            fn from_ne(bytes: &[u8]) -> Self {
+                <$t>::from_ne_bytes(bytes.try_into().expect("one value's bytes"))
+            }
+        }
+    )*};
+}
+bits!(u8, u16, u32, u64);
+
+/// [`byte_masks`] with `values`: each pixel's byte (after `table`) written as its value of
+/// `values` (257 of `T`'s size, the last the padding's), at `out`.
+#[allow(clippy::too_many_arguments)]
+fn valued<T: Bits>(
+    py: Python<'_>,
+    sources: &[MaskSource],
+    drawn: &[(Before, Drawn, &[hpuload::augment::segment::MaskMove])],
+    size: (u32, u32),
+    nearest: hpuload::augment::segment::Nearest,
+    table: &[u8; 256],
+    values: &[u8],
+    out: usize,
+    count: usize,
+) -> PyResult<()> {
+    let lookup: Vec<T> = values
+        .chunks_exact(std::mem::size_of::<T>())
+        .map(T::from_ne)
+        .collect();
+    if !out.is_multiple_of(std::mem::align_of::<T>()) {
+        return Err(PyValueError::new_err(format!(
+            "{out:#x} is not the address of {}-byte values",
+            std::mem::size_of::<T>()
+        )));
+    }
+    let fill = lookup[256];
+    // SAFETY: `_segmentation.py` passes the data pointer of a contiguous CPU tensor of
+    // `count` values of `T`'s size (checked aligned above) that it holds through the call,
+    // nothing else reading or writing it meanwhile; every bit pattern is a value of `T`.
+    let dst = unsafe { std::slice::from_raw_parts_mut(out as *mut T, count) };
+    py.detach(|| {
+        cut_bytes(sources, drawn, size, nearest, fill, dst, |v| {
+            lookup[usize::from(table[v])]
+        })
+    })
+    .map_err(PyValueError::new_err)
 }
 
 /// [`byte_masks`]' work: each of `sources` read, flipped and cut to its window as first

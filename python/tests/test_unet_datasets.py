@@ -196,10 +196,34 @@ def test_unet_masks_resized_by_another_filter_in_colour_or_unmoved_fall_back_nam
     assert "test_unet_datasets.py" in fallback_reason(grey_bicubic, batch_size=4, backend="cpu")
     colour = BasicDataset(root / "imgs", root / "rgb", 0.5, "_mask")
     assert fallback_reason(colour, batch_size=4, backend="cpu")
-    # `scale=1`: Pillow's resize to the image's own size is a copy; masks of images kept
-    # at their own size are not made natively yet.
-    unmoved = BasicDataset(root / "imgs", root / "gif", 1.0, "_mask")
-    assert "mask" in fallback_reason(unmoved, batch_size=4, backend="cpu")
+
+
+@pytest.mark.parametrize("kind", ["gif", "grey", "palette"])
+def test_unet_at_scale_1_keeps_each_image_and_mask_whole_bit_for_bit(root, kind):
+    """`scale=1`: Pillow's resize of each file to its own size is a copy, so the class hands
+    out its images and masks as read, all of one size (Carvana's are)."""
+    ds = BasicDataset(root / "imgs", root / kind, 1.0, "_mask")
+    loader = native(ds, batch_size=4, backend="cpu")
+    theirs = batches(tud.DataLoader(ds, batch_size=4))
+    assert theirs[0]["image"].shape == (4, 3, 64, 90) and theirs[0]["mask"].shape == (4, 64, 90)
+    for _ in range(2):
+        same_batches(batches(loader), theirs)
+
+
+def test_unet_at_scale_1_over_images_of_several_sizes_falls_back_naming_two(root, tmp_path):
+    """Images kept whole at sizes of their own give torch's loader a shape per image (its
+    collate stacks them, or a collate_fn gets them): hpuload names two sizes and hands over."""
+    import shutil
+
+    shutil.copytree(root / "imgs", tmp_path / "imgs")
+    shutil.copytree(root / "gif", tmp_path / "gif")
+    odd = sorted((tmp_path / "imgs").glob("*.jpg"))[4]
+    Image.open(odd).resize((80, 64)).save(odd)
+    mask = tmp_path / "gif" / f"{odd.stem}_mask.gif"
+    Image.open(mask).resize((80, 64), Image.NEAREST).save(mask)
+    ds = BasicDataset(tmp_path / "imgs", tmp_path / "gif", 1.0, "_mask")
+    reason = fallback_reason(ds, batch_size=4, backend="cpu", collate_fn=lambda b: b)
+    assert odd.name in reason and "differ in size" in reason
 
 
 def test_grey_masks_resized_by_pillows_bilinear_filter_are_blended_as_pillow_blends_them(root):
@@ -315,3 +339,27 @@ def test_globs_run_by_the_class_while_probed_find_what_pathlib_and_glob_find_in_
             assert str(tmp_path / "a.webp") in glob.glob(str(tmp_path / "a.*"))
     finally:
         _probe._probing.on = False
+
+
+class ChecksEveryPixel(BasicDataset):
+    """The pixel test changed to one every image passes (`>= 0`) or none (`> 255`): no largest
+    value an image may hold tells which branch it takes."""
+
+    threshold = (">=", 0)
+
+    def preprocess(self, mask_values, pil_img, scale, is_mask, mask_filter=Image.NEAREST):
+        if is_mask:
+            return BasicDataset.preprocess(mask_values, pil_img, scale, is_mask, mask_filter)
+        w, h = pil_img.size
+        img = np.asarray(pil_img.resize((int(scale * w), int(scale * h)), resample=Image.BICUBIC)).transpose((2, 0, 1))
+        op, value = self.threshold
+        if ((img >= value) if op == ">=" else (img > value)).any():
+            img = img / 255.0
+        return img
+
+
+@pytest.mark.parametrize("threshold", [(">=", 0), (">", 255)])
+def test_a_pixel_test_every_image_passes_or_none_falls_back_naming_it(root, threshold):
+    ds = ChecksEveryPixel(root / "imgs", root / "gif", 0.5, "_mask")
+    ds.threshold = threshold
+    assert "test of the image's pixels" in fallback_reason(ds, batch_size=4, backend="cpu")

@@ -1336,6 +1336,34 @@ def one_size_folder(jpeg_folder, tmp_path):
     return root
 
 
+class ArraysAsRead(tud.Dataset):
+    """A class with no transform that hands out the NumPy array of each image as read, made
+    a float tensor in `[0, 1]` by its own code."""
+
+    def __init__(self, files):
+        self.files = files
+
+    def __len__(self):
+        return len(self.files)
+
+    def __getitem__(self, i):
+        img = np.asarray(Image.open(self.files[i]).convert("RGB"))
+        return torch.as_tensor(img.transpose(2, 0, 1).copy()).float() / 255, i % 3
+
+
+def test_arrays_of_images_as_read_of_one_size_are_made_whole_natively_and_of_several_sizes_fall_back(one_size_folder, jpeg_folder):
+    ds = ArraysAsRead(sorted(one_size_folder.rglob("*.*")))
+    loader = no_fallback(lambda: DataLoader(ds, batch_size=4, backend="cpu"))
+    theirs = list(tud.DataLoader(ds, batch_size=4))
+    ours = list(loader)
+    assert len(ours) == len(theirs) and ours[0][0].shape == (4, 3, 40, 48)
+    for (x, y), (a, b) in zip(ours, theirs):
+        assert torch.equal(x, a) and torch.equal(y, b)
+    mixed = ArraysAsRead(sorted(jpeg_folder.rglob("*.jpg"))[:6])
+    with pytest.warns(FallbackWarning, match="differ in size"):
+        DataLoader(mixed, batch_size=2, backend="cpu")
+
+
 @pytest.mark.parametrize(
     "name",
     ["ToTensor", "PILToTensor", "ToTensor+Normalize", "v2 ToImage+ToDtype", "ColorJitter+ToTensor"],
