@@ -2040,12 +2040,13 @@ class _Loader:
         the Dataset's code branches on (`_pixel_guard`): they are made by that code."""
         if self._pixel_guard is None or valid == 0:
             return {}
-        rows = images[:valid].reshape(valid, -1)
+        rows = images[:valid].reshape(valid, -1).cpu().numpy()
         # A photo passes within its first pixels: the rest of a row is read only where they
-        # do not tell.
+        # do not tell. (In NumPy: torch's reductions of a batch this size run on its thread
+        # pool, which waits on cores the loader's threads hold.)
         passed = (rows[:, :4096] > self._pixel_guard).any(1)
         failed = {}
-        for slot in (~passed).nonzero().flatten().tolist():
+        for slot in (~passed).nonzero()[0].tolist():
             if not bool((rows[slot] > self._pixel_guard).any()):
                 failed[slot] = self.last_indices[slot]
         return failed
