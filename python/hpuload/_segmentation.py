@@ -1068,9 +1068,12 @@ def functional_mask_steps(image_before: tuple, mask, transform=None, dataset=Non
     `Unsupported` for anything else."""
     from ._transforms import steps as steps_of
 
+    as_read = not any(isinstance(s, (_probe.Resized, _probe.Applied)) for s in image_before)
     for t in steps_of(transform):
         name = type(t).__name__
         if not type(t).__module__.startswith("torchvision.transforms") or name not in _IMAGE_ALONE:
+            if as_read:
+                raise Unsupported(f"{name} in the image's transform, which the mask, handed out as read, does not take")
             raise Unsupported(f"{name} in the image's transform after the functionals that moved it and its mask")
     parts = _probe.mask_parts(mask.image)
     split = None if parts is None else _probe.mask_flips(parts[1])

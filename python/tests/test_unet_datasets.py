@@ -363,3 +363,53 @@ def test_a_pixel_test_every_image_passes_or_none_falls_back_naming_it(root, thre
     ds = ChecksEveryPixel(root / "imgs", root / "gif", 0.5, "_mask")
     ds.threshold = threshold
     assert "test of the image's pixels" in fallback_reason(ds, batch_size=4, backend="cpu")
+
+
+class AsRead(tud.Dataset):
+    """The plainest segmentation class: the image given a transform that moves nothing
+    (`ToTensor`, `Normalize`), its mask handed out as read (`torch.from_numpy(np.array(mask))`,
+    perhaps made grey and scaled first)."""
+
+    def __init__(self, images, masks, transform, how):
+        self.images, self.masks, self.transform, self.how = images, masks, transform, how
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, i):
+        img = Image.open(self.images[i]).convert("RGB")
+        mask = Image.open(self.masks[i])
+        if self.how == "grey":
+            target = torch.from_numpy(np.array(mask.convert("L"))).float() / 255
+        else:
+            target = torch.from_numpy(np.array(mask)).long()
+        return self.transform(img), target
+
+
+def as_read(root, kind, transform, how):
+    images = sorted((root / "imgs").glob("*.jpg"))
+    return AsRead(images, [next((root / kind).glob(f"{p.stem}_mask.*")) for p in images], transform, how)
+
+
+@pytest.mark.parametrize("kind", ["gif", "grey", "palette"])
+@pytest.mark.parametrize("how", ["long", "grey"])
+def test_an_image_given_a_transform_that_moves_nothing_and_its_mask_as_read_give_torchs_batches(root, kind, how):
+    from torchvision import transforms as T
+
+    transform = T.Compose([T.ToTensor(), T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
+    ds = as_read(root, kind, transform, how)
+    loader = native(ds, batch_size=4, backend="cpu")
+    theirs = list(tud.DataLoader(ds, batch_size=4))
+    ours = list(loader)
+    assert len(ours) == len(theirs)
+    for (x, m), (a, b) in zip(ours, theirs):
+        assert torch.equal(x, a) and torch.equal(m, b) and m.dtype == b.dtype
+
+
+def test_an_image_resized_by_its_transform_with_its_mask_as_read_falls_back_naming_it(root):
+    from torchvision import transforms as T
+
+    ds = as_read(root, "gif", T.Compose([T.Resize((32, 45)), T.ToTensor()]), "long")
+    assert "Resize in the image's transform, which the mask, handed out as read, does not take" in fallback_reason(
+        ds, batch_size=4, backend="cpu"
+    )
