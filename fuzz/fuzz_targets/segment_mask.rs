@@ -81,6 +81,15 @@ fuzz_target!(|data: &[u8]| {
         }
         Err(_) => assert!(mask.values.is_empty() || mask.values.iter().any(|&v| v > 255)),
     }
+    // By Pillow's other filters (Lanczos, bicubic, box, Hamming): the size asked, each value
+    // a byte (the lobes' overshoot clipped), refused as bilinear is.
+    match mask.pillow_resized(resized, 1 + (e % 5)) {
+        Ok(blended) => {
+            assert_eq!(blended.values.len(), (resized.0 * resized.1) as usize);
+            assert!(blended.values.iter().all(|&v| v <= 255));
+        }
+        Err(_) => assert!(mask.values.is_empty() || mask.values.iter().any(|&v| v > 255)),
+    }
     let angle = f64::from(e & 0x3f) / 10.0;
     let (sin, cos) = angle.sin_cos();
     let inverse = [cos, sin, f64::from(c) - 100.0, -sin, cos, f64::from(d) - 100.0];

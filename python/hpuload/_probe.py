@@ -1619,9 +1619,9 @@ def _mask_move_refused(step, palette: bool) -> str | None:
         # positions whatever the filter asked.
         if step.by != "pil":
             return "OpenCV's resize of a mask"
-        if palette or step.filter in (_PIL_NEAREST, _PIL_BILINEAR):
+        if palette or step.filter == 0 or step.filter in PIL_FILTERS.values():
             return None
-        return f"Pillow's resize of a grey mask by its filter {step.filter} (hpuload moves masks by nearest positions or bilinear)"
+        return f"Pillow's resize of a grey mask by its filter {step.filter} (hpuload moves masks by Pillow's filters 0-5)"
     if not isinstance(step, Applied) or step.after or step.drawn:
         return "a step hpuload does not move masks by"
     if step.crop is not None:
@@ -1630,16 +1630,18 @@ def _mask_move_refused(step, palette: bool) -> str | None:
     if name not in _MASK_MOVES:
         return f"{step.name()}"
     if name == "Resize" and not palette:
-        # A grey mask: by nearest positions, or blended as Pillow's bilinear resize blends it
-        # (torchvision's default); no other filter.
+        # A grey mask: by nearest positions, or blended as Pillow's resize by that filter
+        # blends it (bilinear: torchvision's default).
         mode = getattr(step.transform.interpolation, "value", step.transform.interpolation)
-        if mode not in ("nearest", "nearest-exact", "bilinear"):
-            return f"{step.name()}, which resamples a grey mask by a filter hpuload does not move masks by (nearest, bilinear)"
+        if mode not in ("nearest", "nearest-exact") and mode not in PIL_FILTERS:
+            return f"{step.name()}, which resamples a grey mask by a filter hpuload does not move masks by"
     return None
 
 
-#: Pillow's `Resampling.NEAREST` and `Resampling.BILINEAR`.
-_PIL_NEAREST, _PIL_BILINEAR = 0, 2
+#: Pillow's filters that blend a grey image's values as they resize it, by torchvision's
+#: `InterpolationMode` value (its `Resize` of a PIL image is Pillow's resize by that filter),
+#: each `Resampling`'s number.
+PIL_FILTERS = {"lanczos": 1, "bilinear": 2, "bicubic": 3, "box": 4, "hamming": 5}
 
 
 def _resized_alone(image: LazyImage) -> bool:

@@ -922,10 +922,12 @@ class MaskSteps(NamedTuple):
     #: resize): cut at the plan's `crop` window, `fill` where it reaches past the image (a
     #: `CenterCrop` larger than the image pads it centred).
     cropped: bool = False
-    #: The resize blends a grey mask's values as Pillow's `BILINEAR` resize of a grey image
-    #: does (torchvision's `Resize` of a PIL mask in mode "L", given no `NEAREST`); a palette
-    #: file as stored is still resized by nearest (Pillow's rule for palette images).
-    blend: bool = False
+    #: The Pillow filter (`Resampling`'s number: 2 `BILINEAR`, 3 `BICUBIC`, 1 `LANCZOS`, 4
+    #: `BOX`, 5 `HAMMING`) the resize blends a grey mask's values by, as Pillow's resize of a
+    #: grey image does (torchvision's `Resize` of a PIL mask in mode "L", given no `NEAREST`:
+    #: bilinear); 0: nearest positions. A palette file as stored is still resized by nearest
+    #: (Pillow's rule for palette images).
+    blend: int = 0
 
 
 #: torchvision v2's steps that move a `tv_tensors.Mask` as they move the image (nearest, by
@@ -1117,10 +1119,10 @@ def functional_mask_steps(image_before: tuple, mask, transform=None, dataset=Non
         for s in split[0]
         if isinstance(s, _probe.Resized) or (s.crop is None and type(held(s)).__name__ == "Resize")
     ]
-    blend = any(
-        s.filter != _probe._PIL_NEAREST if isinstance(s, _probe.Resized) else getattr(s, "value", s) not in ("nearest", "nearest-exact")
-        for s in resizes
-    )
+    # The Pillow filter the (one) resize blends a grey mask by; 0: nearest positions.
+    blend = 0
+    for s in resizes:
+        blend = s.filter if isinstance(s, _probe.Resized) else _probe.PIL_FILTERS.get(getattr(s, "value", s), 0)
     if image != masks:
         raise Unsupported(
             f"the mask moved otherwise than its image ({', '.join(m[0] for m in masks) or 'not at all'} against "
@@ -1734,7 +1736,7 @@ class FileMasks(TableMasks):
         ]
         # Blended by a bilinear resize: grey masks (a palette file as stored Pillow resizes by
         # nearest whatever the filter).
-        blends = [self.steps.blend and source[0] not in self._nearest for source in sources]
+        blends = [0 if source[0] in self._nearest else int(self.steps.blend) for source in sources]
         blends = blends if any(blends) else None
         if self.values.dtype == torch.uint8 and all(g is None for g in greys):
             # Bytes to bytes: the table and the padding are `byte_masks`' own.

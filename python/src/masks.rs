@@ -317,9 +317,10 @@ type Window = (u32, u32, u32, u32);
 
 /// What happens to a mask before its cut: its flips `(left to right, top to bottom)`, then
 /// its window.
-/// What comes before a mask's cut: its first flips, its window, and whether its resize is
-/// Pillow's bilinear one (a grey mask torchvision's `Resize` blends) instead of nearest.
-type Before = (Option<(bool, bool)>, Option<Window>, bool);
+/// What comes before a mask's cut: its first flips, its window, and the Pillow filter its
+/// resize blends it by (a grey mask Pillow's `.resize` or torchvision's `Resize` of a PIL
+/// image blends: `Resampling`'s number, 1-5), 0 for nearest positions.
+type Before = (Option<(bool, bool)>, Option<Window>, u8);
 
 /// A move of a cut mask as `_segmentation.py` names it: `"hflip"`, `"vflip"`, `"transpose"`,
 /// `"rot90_1"` to `"rot90_3"` (quarter turns), `(inverse, border)` (a nearest warp: the
@@ -408,9 +409,10 @@ fn cv2_border(name: &str) -> PyResult<hpuload::augment::Cv2Border> {
 /// `windows` (one per mask, or None), each mask is first cut to its window `(top, left,
 /// height, width)` (a `RandomResizedCrop`'s, before its resize). With `firsts` (one per mask,
 /// or None), each mask is mirrored `(left to right, top to bottom)` before anything else (flips
-/// drawn before the crop or resize). With `blends` (one flag per mask, or None), a mask
-/// flagged is resized as Pillow resizes a grey image with `BILINEAR` (torchvision's `Resize`
-/// of a PIL mask in mode "L"), its edges' values blended. With `wide`, `out` is the data
+/// drawn before the crop or resize). With `blends` (one Pillow filter per mask, `Resampling`'s
+/// number, 0 for none; or None), a mask given one is resized as Pillow resizes a grey image
+/// with it (`BILINEAR`: torchvision's `Resize` of a PIL mask in mode "L"), its edges' values
+/// blended. With `wide`, `out` is the data
 /// pointer of a contiguous int16 tensor instead, and `fill` may be 256: one call tells the
 /// mask's values (0-255, mapped by `table`) from where the padding shows. With `values` (the
 /// bytes of 257 values of one dtype of 1, 2, 4 or 8 bytes: what each byte, after `table`,
@@ -434,7 +436,7 @@ pub fn byte_masks(
     windows: Option<Vec<Option<Window>>>,
     wide: bool,
     firsts: Option<Vec<Option<(bool, bool)>>>,
-    blends: Option<Vec<bool>>,
+    blends: Option<Vec<u8>>,
     values: Option<Vec<u8>>,
 ) -> PyResult<()> {
     use hpuload::augment::segment;
@@ -495,10 +497,10 @@ pub fn byte_masks(
     };
     let blends = match blends {
         Some(b) if b.len() != sources.len() => {
-            return Err(PyValueError::new_err("one blend flag per mask"))
+            return Err(PyValueError::new_err("one blending filter (or 0) per mask"))
         }
         Some(b) => b,
-        None => vec![false; sources.len()],
+        None => vec![0; sources.len()],
     };
     let table: [u8; 256] = match table {
         Some(t) => t
@@ -664,11 +666,11 @@ fn cut_bytes<T: Copy + Send + Sync>(
                 ));
             }
             let (resized, at, hflip, vflip, before, after) = *drawn;
-            if *blend {
-                // Resized here as Pillow blends a grey mask; the cut's positions then read
-                // each pixel as it is.
+            if *blend != 0 {
+                // Resized here as Pillow blends a grey mask by that filter; the cut's
+                // positions then read each pixel as it is.
                 mask = mask
-                    .pillow_bilinear(resized)
+                    .pillow_resized(resized, *blend)
                     .map_err(|why| format!("{}: {why}", source.name()))?;
             }
             let cut = fitting(source, (resized, at, hflip, vflip, before), (height, width))?;

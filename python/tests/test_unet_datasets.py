@@ -190,10 +190,7 @@ def test_an_image_the_class_does_not_divide_is_made_by_its_own_code(root, tmp_pa
     assert theirs[k // 4]["image"][k % 4, 0].max() < 0.01 and theirs[k // 4]["image"][k % 4, 2].max() > 0.9
 
 
-def test_unet_masks_resized_by_another_filter_in_colour_or_unmoved_fall_back_naming_why(root):
-    grey_bicubic = BasicDataset(root / "imgs", root / "grey", 0.5, "_mask", mask_filter=Image.BICUBIC)
-    # (A grey file resized by bicubic is no mask hpuload moves: its array is an image's.)
-    assert "test_unet_datasets.py" in fallback_reason(grey_bicubic, batch_size=4, backend="cpu")
+def test_unet_colour_masks_fall_back_naming_why(root):
     colour = BasicDataset(root / "imgs", root / "rgb", 0.5, "_mask")
     assert fallback_reason(colour, batch_size=4, backend="cpu")
 
@@ -226,10 +223,15 @@ def test_unet_at_scale_1_over_images_of_several_sizes_falls_back_naming_two(root
     assert odd.name in reason and "differ in size" in reason
 
 
-def test_grey_masks_resized_by_pillows_bilinear_filter_are_blended_as_pillow_blends_them(root):
-    """A grey mask resized by `BILINEAR` has blended values at its edges, which the value map
-    makes 0 (only the values found in the unresized masks are classes), as the class does."""
-    ds = BasicDataset(root / "imgs", root / "grey", 0.5, "_mask", mask_filter=Image.BILINEAR)
+@pytest.mark.parametrize(
+    "mask_filter", [Image.BILINEAR, Image.BICUBIC, Image.LANCZOS, Image.BOX, Image.HAMMING], ids=lambda f: Image.Resampling(f).name
+)
+@pytest.mark.parametrize("scale", [0.5, 0.3])
+def test_grey_masks_resized_by_each_of_pillows_filters_are_blended_as_pillow_blends_them(root, mask_filter, scale):
+    """A grey mask resized by a filter that blends has blended values at its edges, which the
+    value map makes 0 (only the values found in the unresized masks are classes), as the
+    class does."""
+    ds = BasicDataset(root / "imgs", root / "grey", scale, "_mask", mask_filter=mask_filter)
     loader = native(ds, batch_size=4, backend="cpu")
     same_batches(batches(loader), batches(tud.DataLoader(ds, batch_size=4)))
 
@@ -300,10 +302,16 @@ class CopiedMask(BasicDataset):
         return mask
 
 
-def test_a_mask_copied_into_the_zeros_then_changed_gives_torchs_batches(root):
-    ds = CopiedMask(root / "imgs", root / "grey", 0.5, "_mask")
+@pytest.mark.parametrize("mask_filter", [Image.NEAREST, Image.BICUBIC, Image.LANCZOS], ids=lambda f: Image.Resampling(f).name)
+def test_a_mask_copied_into_the_zeros_then_changed_gives_torchs_batches(root, mask_filter):
+    """Its values copied as they are: a filter's blends at the edges (bicubic's and Lanczos'
+    overshoot clipped to a byte) show in the batch."""
+    ds = CopiedMask(root / "imgs", root / "grey", 0.5, "_mask", mask_filter=mask_filter)
     loader = native(ds, batch_size=4, backend="cpu")
-    same_batches(batches(loader), batches(tud.DataLoader(ds, batch_size=4)))
+    theirs = batches(tud.DataLoader(ds, batch_size=4))
+    same_batches(batches(loader), theirs)
+    blended = ((theirs[0]["mask"] > 1) & (theirs[0]["mask"] < 254)).any()
+    assert bool(blended) == (mask_filter != Image.NEAREST)
 
 
 def test_globs_run_by_the_class_while_probed_find_what_pathlib_and_glob_find_in_their_order(tmp_path):

@@ -299,8 +299,24 @@ impl Mask {
     /// The mask resized to `(height, width)` as Pillow resizes a grey image with `BILINEAR`
     /// (what torchvision's `Resize` does to a PIL mask in mode "L" unless told
     /// `NEAREST`: the values at its edges blended), or why not: a value past a byte.
-    pub fn pillow_bilinear(&self, (height, width): (u32, u32)) -> Result<Mask, String> {
+    pub fn pillow_bilinear(&self, size: (u32, u32)) -> Result<Mask, String> {
+        self.pillow_resized(size, 2)
+    }
+
+    /// The mask resized to `(height, width)` as Pillow's `Image.resize` resizes a grey image
+    /// with the filter `filter` names as Pillow's `Resampling` does (1 `LANCZOS`, 2
+    /// `BILINEAR`, 3 `BICUBIC`, 4 `BOX`, 5 `HAMMING`), or why not: a value past a byte,
+    /// another filter.
+    pub fn pillow_resized(&self, (height, width): (u32, u32), filter: u8) -> Result<Mask, String> {
         use super::pil::resample::{resize, Kernel, Scratch, Weights};
+        let kernel = match filter {
+            1 => Kernel::Lanczos,
+            2 => Kernel::Bilinear,
+            3 => Kernel::Bicubic,
+            4 => Kernel::Box,
+            5 => Kernel::Hamming,
+            other => return Err(format!("no Pillow filter numbered {other} that blends")),
+        };
         if (height, width) == (self.height, self.width) {
             return Ok(self.clone());
         }
@@ -325,7 +341,7 @@ impl Mask {
             self.height,
             &whole,
             (width, height),
-            (Kernel::Bilinear, Weights::Pillow),
+            (kernel, Weights::Pillow),
             &mut Scratch::default(),
             &mut out,
         )
@@ -830,6 +846,33 @@ mod tests {
             values: vec![0, 300],
         };
         assert!(wide.pillow_bilinear((1, 1)).unwrap_err().contains("300"));
+    }
+
+    #[test]
+    fn pillows_other_filters_blend_a_grey_mask_as_pillow_does_and_others_are_refused() {
+        // A step from 0 to 255 enlarged 3x: each filter's values as Pillow 13 gives them
+        // (`Image.fromarray(np.array([[0, 0, 255, 255]], np.uint8)).resize((12, 1), f)`);
+        // Lanczos' lobes reach the ends, clipped to a byte. Nearest (0) and numbers past
+        // Hamming (5) are no blending filter.
+        let mask = Mask {
+            width: 4,
+            height: 1,
+            values: vec![0, 0, 255, 255],
+        };
+        let pillow: [(u8, [u16; 12]); 5] = [
+            (1, [11, 0, 0, 0, 0, 77, 178, 255, 255, 255, 255, 244]),
+            (2, [0, 0, 0, 0, 0, 85, 170, 255, 255, 255, 255, 255]),
+            (3, [0, 0, 0, 0, 0, 76, 179, 255, 255, 255, 255, 255]),
+            (4, [0, 0, 0, 0, 0, 0, 255, 255, 255, 255, 255, 255]),
+            (5, [0, 0, 0, 0, 0, 43, 212, 255, 255, 255, 255, 255]),
+        ];
+        for (filter, want) in pillow {
+            let out = mask.pillow_resized((1, 12), filter).unwrap();
+            assert_eq!(out.values, want, "filter {filter}");
+        }
+        for filter in [0, 6] {
+            assert!(mask.pillow_resized((1, 12), filter).is_err());
+        }
     }
 
     #[test]
