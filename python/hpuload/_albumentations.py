@@ -290,20 +290,18 @@ class Whole:
     processors = None
 
     def __init__(self, size: tuple[int, int]):
-        self.transforms = [_WholeCrop(*size)]
+        self.transforms = [CenterCrop(*size)]
 
 
-class _WholeCrop:
-    """`Whole`'s crop, read as albumentations' `CenterCrop(height, width)`."""
+class CenterCrop:
+    """`Whole`'s crop, read as albumentations' own `CenterCrop(height, width)` (as `Resize`
+    below stands for a resize in the Dataset's code)."""
 
     p = 1.0
     pad_if_needed = False
 
     def __init__(self, height: int, width: int):
         self.size = (int(height), int(width))
-
-
-_WholeCrop.__name__ = "CenterCrop"
 
 
 def translate(compose: Any, output=None, before: tuple = ()) -> tuple[str, str]:

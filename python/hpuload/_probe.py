@@ -1613,13 +1613,15 @@ def _mask_move_refused(step, palette: bool) -> str | None:
     positions (a palette image, which Pillow resizes by nearest whatever the filter asked; any
     mask with `InterpolationMode.NEAREST`) or, of a grey mask, by Pillow's bilinear filter
     (torchvision's default, which blends the values at its edges)."""
+    from ._transforms import _PIL_FILTERS, PIL_BLENDS
+
     if isinstance(step, Resized):
         # Pillow's `.resize` of the mask to one size, as torchvision's `Resize` of it with
         # that filter (which is this call): Pillow resizes a palette image by nearest
         # positions whatever the filter asked.
         if step.by != "pil":
             return "OpenCV's resize of a mask"
-        if palette or step.filter == 0 or step.filter in PIL_FILTERS.values():
+        if palette or step.filter in _PIL_FILTERS:
             return None
         return f"Pillow's resize of a grey mask by its filter {step.filter} (hpuload moves masks by Pillow's filters 0-5)"
     if not isinstance(step, Applied) or step.after or step.drawn:
@@ -1633,15 +1635,11 @@ def _mask_move_refused(step, palette: bool) -> str | None:
         # A grey mask: by nearest positions, or blended as Pillow's resize by that filter
         # blends it (bilinear: torchvision's default).
         mode = getattr(step.transform.interpolation, "value", step.transform.interpolation)
-        if mode not in ("nearest", "nearest-exact") and mode not in PIL_FILTERS:
+        if mode not in ("nearest", "nearest-exact") and mode not in PIL_BLENDS:
             return f"{step.name()}, which resamples a grey mask by a filter hpuload does not move masks by"
     return None
 
 
-#: Pillow's filters that blend a grey image's values as they resize it, by torchvision's
-#: `InterpolationMode` value (its `Resize` of a PIL image is Pillow's resize by that filter),
-#: each `Resampling`'s number.
-PIL_FILTERS = {"lanczos": 1, "bilinear": 2, "bicubic": 3, "box": 4, "hamming": 5}
 
 
 def _resized_alone(image: LazyImage) -> bool:

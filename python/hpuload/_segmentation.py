@@ -42,7 +42,7 @@ from . import _hpuload, _probe
 from ._detection import _flatten, _own, _steps, _unwrap_subsets
 from ._options import CocoSource, SamplesSource
 from ._reference_steps import check_pad_if_smaller, check_segmentation
-from ._transforms import Unsupported
+from ._transforms import PIL_BLENDS, Unsupported
 
 #: What the reference's `RandomCrop` pads a mask with (its `pad_if_smaller(target, size,
 #: fill=255)`): the loss's ignore index.
@@ -1122,7 +1122,7 @@ def functional_mask_steps(image_before: tuple, mask, transform=None, dataset=Non
     # The Pillow filter the (one) resize blends a grey mask by; 0: nearest positions.
     blend = 0
     for s in resizes:
-        blend = s.filter if isinstance(s, _probe.Resized) else _probe.PIL_FILTERS.get(getattr(s, "value", s), 0)
+        blend = s.filter if isinstance(s, _probe.Resized) else PIL_BLENDS.get(getattr(s, "value", s), 0)
     if image != masks:
         raise Unsupported(
             f"the mask moved otherwise than its image ({', '.join(m[0] for m in masks) or 'not at all'} against "

@@ -122,6 +122,10 @@ _MODES = {
 #: Pillow's resampling filters (`Image.Resampling`) by value, as torchvision's
 #: `InterpolationMode` names them.
 _PIL_FILTERS = {0: "NEAREST", 1: "LANCZOS", 2: "BILINEAR", 3: "BICUBIC", 4: "BOX", 5: "HAMMING"}
+#: Those that blend a grey image's values as they resize it, each `Resampling`'s number by
+#: torchvision's `InterpolationMode` value (its `Resize` of a PIL image is Pillow's resize by
+#: that filter): how a grey mask's resize blends it (`MaskSteps.blend`).
+PIL_BLENDS = {name.lower(): number for number, name in _PIL_FILTERS.items() if number}
 
 
 class CenterSquare:
