@@ -1611,8 +1611,8 @@ def _mask_move_refused(step, palette: bool) -> str | None:
     a crop where `get_params` drew the image's, a centre crop, a flip, or a resize (a
     functional call, or a transform the Dataset holds, `ChainLink`, given the mask) by nearest
     positions (a palette image, which Pillow resizes by nearest whatever the filter asked; any
-    mask with `InterpolationMode.NEAREST`) or, of a grey mask, by Pillow's bilinear filter
-    (torchvision's default, which blends the values at its edges)."""
+    mask with `InterpolationMode.NEAREST`) or, of a grey mask, by any of Pillow's filters,
+    which blend the values at its edges (bilinear: torchvision's default)."""
     from ._transforms import _PIL_FILTERS, PIL_BLENDS
 
     if isinstance(step, Resized):
@@ -1638,8 +1638,6 @@ def _mask_move_refused(step, palette: bool) -> str | None:
         if mode not in ("nearest", "nearest-exact") and mode not in PIL_BLENDS:
             return f"{step.name()}, which resamples a grey mask by a filter hpuload does not move masks by"
     return None
-
-
 
 
 def _resized_alone(image: LazyImage) -> bool:

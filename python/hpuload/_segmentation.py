@@ -1427,7 +1427,8 @@ class TableMasks(Masks):
         self, sources: list, drawn: list, fill: int, into: torch.Tensor, table, wide: bool = False, blends=None, values=None
     ) -> None:
         """`_hpuload.byte_masks` of `sources` moved as `drawn` says (each a cut, or a `_Moved`)
-        into `into` (int16 where `wide`; `blends`: per mask, whether its resize blends it;
+        into `into` (int16 where `wide`; `blends`: per mask, the Pillow filter its resize
+        blends it by, 0 for none;
         `values`: what each byte and the padding become, a tensor of 257 of `into`'s dtype)."""
         h, w = self.crop
         moved = [d for d in drawn if isinstance(d, _Moved)]
@@ -1734,19 +1735,14 @@ class FileMasks(TableMasks):
             palette_grey(source[1]) if self.grey and len(source) == 2 and source[1][25:26] == b"\x03" else None
             for source in sources
         ]
-        # Blended by a bilinear resize: grey masks (a palette file as stored Pillow resizes by
-        # nearest whatever the filter).
+        # Blended by the resize's filter: grey masks (a palette file as stored Pillow resizes
+        # by nearest whatever the filter).
         blends = [0 if source[0] in self._nearest else int(self.steps.blend) for source in sources]
         blends = blends if any(blends) else None
-        if self.values.dtype == torch.uint8 and all(g is None for g in greys):
-            # Bytes to bytes: the table and the padding are `byte_masks`' own.
-            table, fill = bytes(self.values[:256].tolist()), int(self.values[256])
-            self._byte_masks(sources, drawn, fill, into, table, blends=blends)
-            return
         plain = into.dtype == self.values.dtype and tuple(self.values.shape) == (257,) and into.is_contiguous()
         if plain and all(g is None for g in greys) and self.values.element_size() in (1, 2, 4, 8):
-            # Each pixel written as its byte's value (the padding as the last), in one pass
-            # on `byte_masks`' threads.
+            # Each pixel written as its byte's value (the padding's the last), in the mask's
+            # dtype, in one pass on `byte_masks`' threads.
             self._byte_masks(sources, drawn, 0, into, None, blends=blends, values=self.values)
             return
         # Each pixel's byte, or 256 where the padding shows (one decode of each file): the
