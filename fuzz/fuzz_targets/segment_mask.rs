@@ -1,4 +1,5 @@
-//! Segmentation masks on arbitrary bytes, read as a PNG and as a GIF made grey or as stored: decoding never
+//! Segmentation masks on arbitrary bytes, read as a PNG (of indices and levels, or of colours
+//! made their indices in a table) and as a GIF made grey or as stored: decoding never
 //! panics, and a decoded mask has one value per pixel; cut as a drawn resize, flips, padding
 //! and crop move it (flipped whole first, parameters from the first bytes, Pillow's or torch's
 //! nearest positions, or blended as Pillow's bilinear resize blends a grey mask),
@@ -26,6 +27,18 @@ fuzz_target!(|data: &[u8]| {
         } else {
             grey
         }
+    } else if e & 0x20 != 0 {
+        // A colour mask: each value the index of its colour among those given (greys here, so
+        // that grey and palette PNGs meet them too), or the other colours' value.
+        let colours: Vec<u32> = [a, b, c, d].iter().map(|&x| u32::from(x) * 0x01_01_01).collect();
+        let decoded = segment::decode_colour_mask(bytes, &colours);
+        if let Ok(m) = &decoded {
+            assert!(m
+                .values
+                .iter()
+                .all(|&v| usize::from(v) < colours.len() || v == segment::OTHER_COLOUR));
+        }
+        decoded
     } else {
         segment::decode_mask(bytes)
     };

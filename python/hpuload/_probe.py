@@ -271,6 +271,9 @@ class LazyImage:
     def _mask_op(self, name: str, *args):
         mask = self._cv2_mask()
         if mask is None:
+            if name == "__eq__" and self.tensor == "array" and _colour_of(args[0]) is not None:
+                # An RGB array compared with one colour (`(mask == [r, g, b]).all(-1)`).
+                return ColourTest(self, _colour_of(args[0]))
             if name in ("__eq__", "__ne__"):
                 return NotImplemented
             raise NeedsPixels(f"the image's values computed on ({name.strip('_')})")
@@ -361,7 +364,7 @@ class LazyImage:
         if self.tensor not in ("array", "cv2") or self.turned:
             raise NeedsPixels("the shape of the image (hpuload answers it for the array of an RGB image as stored)")
         if self.tensor == "array" and not self.rgb and mode_of(self.path) not in (None, "RGB"):
-            raise NeedsPixels("the shape of the array of an image that is not RGB")
+            raise NeedsPixels(f"the shape of the array of an image that is not RGB ({self.path} in mode {mode_of(self.path)})")
         if any(isinstance(step, str) and step != CENTRE_SQUARE for step in self.before):
             raise NeedsPixels("the shape of the image's array made grey")
         width, height = self._dims("the shape")
@@ -485,6 +488,53 @@ READ_GREY_RGB = "read_grey_rgb"
 #: (`img[(h - m) // 2:(h + m) // 2, (w - m) // 2:(w + m) // 2]`, `LazyImage.__getitem__`),
 #: in `LazyImage.before`.
 CENTRE_SQUARE = "centre_square"
+
+
+class ColourTable:
+    """The colours a Dataset's code compares its colour masks with
+    (`mask[(rgb == colour).all(-1)] = i`), in the order it first compares them: one table for
+    a pass of its code over the dataset (`_colour_table`), shared by every mask of the pass, so
+    that each colour has one index (its place here) in every mask's `MaskArray.values`, and
+    every colour the code never compares with the index `OTHER_COLOUR`. A colour is added as
+    the code compares with it; an index not yet given a colour holds what `OTHER_COLOUR` holds
+    in every table of values made before (element-wise steps keep them equal), which is right
+    for the colour it is given later: no comparison made before held for it."""
+
+    __slots__ = ("colours",)
+
+    def __init__(self):
+        #: `0xRRGGBB` of each colour, in its index's place.
+        self.colours: list[int] = []
+
+    def index(self, colour: int) -> int:
+        if colour not in self.colours:
+            if len(self.colours) >= OTHER_COLOUR:
+                raise NeedsPixels(f"a colour mask compared with more than {OTHER_COLOUR} colours")
+            self.colours.append(colour)
+        return self.colours.index(colour)
+
+    def __eq__(self, other):
+        return type(other) is ColourTable and other.colours == self.colours
+
+    def __hash__(self):
+        return hash(ColourTable)  # its colours grow while the code runs
+
+    def __repr__(self):
+        return f"ColourTable({', '.join(f'#{c:06x}' for c in self.colours)})"
+
+
+#: The index of every colour a `ColourTable` does not hold, in a colour mask's values.
+OTHER_COLOUR = 255
+
+
+class ColourRead(NamedTuple):
+    """First in a colour mask's `LazyImage.before`: the file read as RGB colours (`converted`:
+    Pillow's `.convert("RGB")` of any mode; else an RGB file as stored), each pixel then its
+    colour's index in `table` (`OTHER_COLOUR` for any other), which is what the mask's
+    `MaskArray.values` map."""
+
+    table: ColourTable
+    converted: bool
 
 
 def grey_read(before: tuple) -> str | None:
@@ -1163,6 +1213,113 @@ class ArrayOut(Recorded):
         return self._with(dtype=name, scaled=True, history=self.output.history + (step,))
 
 
+def _colour_of(value) -> int | None:
+    """`0xRRGGBB` of one colour given as three integers (a list, a tuple, a NumPy array of
+    three: `mask_values` of milesial's U-Net, a colour map's entry), each 0-255; None for
+    anything else."""
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        if value.shape != (3,) or value.dtype.kind not in "iu":
+            return None
+        value = value.tolist()
+    if not isinstance(value, (list, tuple)) or len(value) != 3:
+        return None
+    if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and 0 <= v <= 255 for v in value):
+        return None
+    r, g, b = (int(v) for v in value)
+    return r << 16 | g << 8 | b
+
+
+class ColourTest:
+    """`rgb == colour` of an RGB array while probing (a colour mask's pixels compared with one
+    colour, channel by channel), which the Dataset's code reduces over the channels
+    (`.all(-1)`, `np.all(..., axis=-1)`): then a `MaskArray` of the file read as colours
+    (`ColourRead`), its values True at that colour's index alone. Anything else needs pixels."""
+
+    __slots__ = ("array", "colour")
+
+    def __init__(self, array: LazyImage, colour: int):
+        self.array, self.colour = array, colour
+
+    def all(self, axis=None, *args, **kwargs):
+        if args or kwargs or axis not in (-1, 2):
+            raise NeedsPixels("a comparison of the image's array with a colour reduced otherwise than over its channels")
+        return _colour_mask(self.array, self.colour)
+
+    def __array_function__(self, func, types, args, kwargs):
+        import numpy as np
+
+        axis = args[1] if len(args) > 1 else kwargs.get("axis")
+        if func is np.all and len(args) + len(kwargs) == 2 and axis in (-1, 2):
+            return self.all(-1)
+        raise NeedsPixels(f"np.{func.__name__} of a comparison of the image's array with a colour")
+
+    def __bool__(self):
+        raise NeedsPixels("the truth of a comparison of the image's array with a colour")
+
+    def __getattr__(self, name: str):
+        raise NeedsPixels(f"the .{name} of a comparison of the image's array with a colour")
+
+
+def _colour_table() -> ColourTable:
+    """The pass's `ColourTable` (kept in `_sizes_memo`'s memo, which a probe and a batch's runs
+    of the code enter), or this thread's own outside one."""
+    memo = getattr(_sizes, "memo", None)
+    if memo is None:
+        if getattr(_probing, "colours", None) is None:
+            _probing.colours = ColourTable()
+        return _probing.colours
+    return memo.setdefault(("colours",), ColourTable())
+
+
+def _colour_read(array: LazyImage) -> str | None:
+    """Why the RGB array of an opened image is no colour mask hpuload reads: None for a file
+    Pillow made RGB (`.convert("RGB")`, any mode) or one in RGB as stored, not turned, moved by
+    nearest positions alone (`_mask_move_refused`: a resize, crops, flips)."""
+    if array.turned or array.held in ("tensor", "unknown"):
+        return "turned upright or changed by a transform of the code's own"
+    if not array.rgb and mode_of(array.path) != "RGB":
+        return f"({array.path}) in mode {mode_of(array.path)} as stored"
+    for step in array.before:
+        if isinstance(step, str):
+            return "made grey"
+        why = _mask_move_refused(step, "colour")
+        if why is not None:
+            return why
+    return None
+
+
+def _colour_mask(array: LazyImage, colour: int) -> "MaskArray":
+    """The mask `(array == colour).all(-1)` is: True where a pixel holds that colour."""
+    import numpy as np
+
+    why = _colour_read(array)
+    if why is not None:
+        raise NeedsPixels(
+            f"a comparison with a colour of an image's array {why} (hpuload reads colour masks moved by nearest positions)"
+        )
+    table = _colour_table()
+    values = np.zeros(256, dtype=bool)
+    values[table.index(colour)] = True
+    image = LazyImage(array.path, before=(ColourRead(table, bool(array.rgb)), *array.before))
+    return MaskArray(image, values, composed="functional" if array.before else False)
+
+
+class _ArrayShape:
+    """An RGB array that may be a colour mask, among `_probing.masks`: its `(H, W)`, which an
+    `np.zeros` of it takes (`_probed_zeros`) before the code compares it with colours."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: LazyImage):
+        self.array = array
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.array.shape[:2]
+
+
 class PixelTest:
     """`image > c` of an image's array while probing (or its `.max()`, then compared), which
     the Dataset's code asks whether any pixel passes: `if (img > 1).any():` (or `if
@@ -1589,6 +1746,11 @@ def mask_parts(image: LazyImage) -> tuple[tuple, tuple] | None:
     if image.tensor or image.turned or image.rgb or image.held == "unknown":
         return None
     before = image.before
+    if before and isinstance(before[0], ColourRead):
+        # A colour mask (`_colour_mask`): moved by nearest positions alone.
+        if any(_mask_move_refused(step, "colour") for step in before[1:]):
+            return None
+        return before[:1], before[1:]
     read = before[:1] if before[:1] == (GREY,) else ()
     stored = None if read else mode_of(image.path)
     if not read and stored not in ("L", "P"):
@@ -1606,13 +1768,14 @@ def mask_parts(image: LazyImage) -> tuple[tuple, tuple] | None:
 _MASK_MOVES = frozenset({"Resize", "CenterCrop", "RandomHorizontalFlip", "RandomVerticalFlip"})
 
 
-def _mask_move_refused(step, palette: bool) -> str | None:
+def _mask_move_refused(step, palette: bool | str) -> str | None:
     """Why a step of a mask's (`LazyImage.before`) is no move hpuload makes of masks: None for
     a crop where `get_params` drew the image's, a centre crop, a flip, or a resize (a
     functional call, or a transform the Dataset holds, `ChainLink`, given the mask) by nearest
     positions (a palette image, which Pillow resizes by nearest whatever the filter asked; any
     mask with `InterpolationMode.NEAREST`) or, of a grey mask, by any of Pillow's filters,
-    which blend the values at its edges (bilinear: torchvision's default)."""
+    which blend the values at its edges (bilinear: torchvision's default). `palette`
+    "colour": an RGB mask compared with colours, which only nearest positions keep."""
     from ._transforms import _PIL_FILTERS, PIL_BLENDS
 
     if isinstance(step, Resized):
@@ -1621,6 +1784,8 @@ def _mask_move_refused(step, palette: bool) -> str | None:
         # positions whatever the filter asked.
         if step.by != "pil":
             return "OpenCV's resize of a mask"
+        if palette == "colour":
+            return None if step.filter == 0 else f"Pillow's resize of a colour mask by its filter {step.filter}, which blends colours"
         if palette or step.filter in _PIL_FILTERS:
             return None
         return f"Pillow's resize of a grey mask by its filter {step.filter} (hpuload moves masks by Pillow's filters 0-5)"
@@ -1631,6 +1796,10 @@ def _mask_move_refused(step, palette: bool) -> str | None:
     name = type(step.transform).__name__
     if name not in _MASK_MOVES:
         return f"{step.name()}"
+    if name == "Resize" and palette == "colour":
+        mode = getattr(step.transform.interpolation, "value", step.transform.interpolation)
+        if mode not in ("nearest", "nearest-exact"):
+            return f"{step.name()}, which blends a colour mask's colours"
     if name == "Resize" and not palette:
         # A grey mask: by nearest positions, or blended as Pillow's resize by that filter
         # blends it (bilinear: torchvision's default).
@@ -1730,7 +1899,7 @@ class AlbumentationsStandIn:
             self.array = Output("numpy", "hwc", start, False, start)
 
     def __call__(self, *args, **kwargs):
-        mask = kwargs.get("mask")
+        mask = _unwrapped(kwargs.get("mask"))  # the classes an `np.zeros` became, too
         if isinstance(mask, LazyImage) and mask._cv2_mask() is not None:
             mask = mask._cv2_mask()  # OpenCV's grey read of a mask file
         if args or set(kwargs) not in ({"image"}, {"image", "mask"}) or (mask is not None and type(mask) is not MaskArray):
@@ -2486,7 +2655,11 @@ def _numpy_array_of(image: LazyImage, args: tuple, kwargs: dict) -> LazyImage:
         raise NeedsPixels("a NumPy array of the image read as a tensor")
     if GREY in image.before or GREY_RGB in image.before:
         raise NeedsPixels("a NumPy array of the image Pillow made grey (hpuload's arrays are RGB)")
-    return LazyImage(image.path, tensor="array", rgb=image.rgb, turned=image.turned, before=image.before)
+    array = LazyImage(image.path, tensor="array", rgb=image.rgb, turned=image.turned, before=image.before)
+    if _colour_read(array) is None:
+        # It may be a colour mask, whose shape an `np.zeros` of the classes may take.
+        _probing.masks = (_ArrayShape(array), *getattr(_probing, "masks", ())[:3])
+    return array
 
 
 class _NumpyArrays:

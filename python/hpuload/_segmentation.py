@@ -1639,6 +1639,13 @@ class FileMasks(TableMasks):
         self.values = values
         #: The code made the mask grey: a palette's indices become their luma first.
         self.grey = mask.image.before[:1] == (_probe.GREY,)
+        read = mask.image.before[0] if mask.image.before else None
+        #: A colour mask (`_probe.ColourRead`): each pixel's colour becomes its index in the
+        #: colours the code compared with (`0xRRGGBB` each; `_probe.OTHER_COLOUR` for any
+        #: other), which `values` maps; and whether Pillow made the file RGB first (else it
+        #: must be RGB as stored).
+        self.colours = list(read.table.colours) if isinstance(read, _probe.ColourRead) else None
+        self.converted = isinstance(read, _probe.ColourRead) and read.converted
         #: Read by OpenCV's grey read, which takes grey PNGs as stored (a palette's colours it
         #: makes grey by weights of its own).
         self.opencv = mask.image.tensor == "cv2"
@@ -1670,7 +1677,11 @@ class FileMasks(TableMasks):
                     data = f.read()
             except OSError as e:
                 data = f"cannot be read ({e.strerror})"
-            if isinstance(data, bytes):
+            if isinstance(data, bytes) and self.colours is not None:
+                data, facts = self._colour_source(name, data)
+                if isinstance(size, tuple) and facts is not None and tuple(facts[1:]) != size:
+                    data = f"a mask of {facts[1]}x{facts[2]} for an image of {size[0]}x{size[1]}"
+            elif isinstance(data, bytes):
                 facts = _probe.header_facts(lambda offset, data=data: bytes(data[offset : offset + 4096]))
                 if self.steps.blend and not self.grey and _opened_mode(data, facts) == "P":
                     # A palette image as stored, which Pillow resizes by nearest whatever the
@@ -1696,6 +1707,42 @@ class FileMasks(TableMasks):
                 elif isinstance(size, tuple) and tuple(facts[1:]) != size:
                     data = f"a mask of {facts[1]}x{facts[2]} for an image of {size[0]}x{size[1]}"
             self._rows[i] = (size, name, data)
+
+    def _colour_source(self, name: str, data: bytes) -> tuple:
+        """`(source, (mode, width, height))` of a colour mask file: an 8-bit PNG (or a palette
+        one) as `(colours, bytes)`, which `byte_masks` decodes (`segment::decode_colour_mask`)
+        as Pillow's RGB of it (`.convert("RGB")`, or the file as stored where it is RGB), each
+        colour made its index; any other file as Pillow's RGB of it gives it, its colours made
+        their indices here, a plane of bytes. `(why not, None)` for a file that cannot be."""
+        facts = _probe.header_facts(lambda offset: bytes(data[offset : offset + 4096]))
+        if not self.converted and (facts is None or facts[0] != "RGB") and data.startswith(b"\x89PNG"):
+            return f"in mode {facts and facts[0]}, which the code compares with colours as stored", None
+        # Colour type 2 (RGB), 3 (palette), 0 (grey), 4 (grey and alpha), 6 (RGBA), in 8 bits
+        # (a palette in any), as libpng's and Pillow's RGB of them alike give them.
+        png = data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 26 and data[12:16] == b"IHDR"
+        if png and (data[25] == 3 or (data[24] == 8 and data[25] in (0, 2, 4, 6))) and facts is not None:
+            return (self.colours, data), ("RGB", *facts[1:])
+        import io
+
+        import numpy as np
+        from PIL import Image
+
+        try:
+            with Image.open(io.BytesIO(data)) as im:
+                if not self.converted and im.mode != "RGB":
+                    return f"in mode {im.mode}, which the code compares with colours as stored", None
+                rgb = np.asarray(im.convert("RGB") if self.converted else im)
+        except Exception as e:  # noqa: BLE001 - a damaged file: named, its sample replaced
+            return f"cannot be decoded ({type(e).__name__}: {e})", None
+        packed = (rgb[..., 0].astype(np.uint32) << 16) | (rgb[..., 1].astype(np.uint32) << 8) | rgb[..., 2]
+        colours = np.asarray(self.colours, dtype=np.uint32)
+        order = np.argsort(colours)
+        ranked = colours[order]
+        at = np.minimum(np.searchsorted(ranked, packed), max(len(ranked) - 1, 0))
+        found = ranked[at] == packed if len(ranked) else np.zeros(packed.shape, bool)
+        plane = np.where(found, order[at] if len(ranked) else 0, _probe.OTHER_COLOUR).astype(np.uint8)
+        height, width = plane.shape
+        return ((height, width), np.ascontiguousarray(plane).tobytes()), ("RGB", width, height)
 
     def _read_own(self, name: str, data: bytes) -> tuple:
         """`(plane, (mode, width, height))` of a mask file as the class's reader gives it

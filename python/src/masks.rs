@@ -118,6 +118,11 @@ pub enum MaskSource {
     /// bytes)`: the Carvana set's masks, as the U-Net tutorials read them), or its palette
     /// indices as stored (`"gif-indices"`: as milesial's U-Net reads them).
     GreyGif((String, String, PyBackedBytes)),
+    /// A colour mask PNG's bytes (`(name, [0xRRGGBB, ...], bytes)`, the colours a list), each
+    /// pixel made its colour's index in the list (255 for any other colour): a Dataset's
+    /// code that compares RGB masks with colours. Last: the list must not be read as another
+    /// variant's pair of integers.
+    Colours((String, Vec<u32>, PyBackedBytes)),
 }
 
 impl MaskSource {
@@ -144,6 +149,9 @@ impl MaskSource {
                 segment::decode_gif_indices(bytes).map_err(|why| format!("{name}: {why}"))
             }
             Self::GreyGif((name, kind, _)) => Err(format!("{name}: no mask source {kind:?}")),
+            Self::Colours((name, colours, bytes)) => {
+                segment::decode_colour_mask(bytes, colours).map_err(|why| format!("{name}: {why}"))
+            }
             Self::Plane((name, (height, width), values)) => {
                 let pixels = (*height as usize) * (*width as usize);
                 if values.len() != pixels || pixels == 0 {
@@ -165,7 +173,7 @@ impl MaskSource {
         match self {
             Self::File(path) => path,
             Self::Coco((name, ..)) | Self::Plane((name, ..)) | Self::Encoded((name, _)) => name,
-            Self::GreyGif((name, ..)) => name,
+            Self::GreyGif((name, ..)) | Self::Colours((name, ..)) => name,
         }
     }
 }

@@ -32,6 +32,35 @@ pub struct Mask {
 /// than 8 bits, grey with alpha), named; or its header claims a size past the images' default
 /// [`Limits`] (a decompression bomb), checked before anything that size is allocated.
 pub fn decode_mask(bytes: &[u8]) -> Result<Mask, String> {
+    let (frame, buf, _) = read_png(bytes)?;
+    let (width, height) = (frame.width, frame.height);
+    let (w, h) = (width as usize, height as usize);
+    let values = match (frame.color_type, frame.bit_depth) {
+        (png::ColorType::Indexed, _) => palette_indices(&frame, &buf),
+        (png::ColorType::Grayscale, png::BitDepth::Eight) => {
+            buf[..w * h].iter().map(|&v| u16::from(v)).collect()
+        }
+        (png::ColorType::Grayscale, png::BitDepth::Sixteen) => buf[..w * h * 2]
+            .chunks_exact(2)
+            .map(|b| u16::from_be_bytes([b[0], b[1]]))
+            .collect(),
+        (colour, depth) => {
+            return Err(format!(
+                "a {colour:?} PNG of {depth:?} bits is no mask hpuload reads (palette, or grey of 8 or 16 bits)"
+            ))
+        }
+    };
+    Ok(Mask {
+        width,
+        height,
+        values,
+    })
+}
+
+/// A PNG's first frame as stored (no transformations): its facts, its bytes (rows of
+/// `line_size` bytes) and its palette, if any; its size checked against the images' default
+/// [`Limits`] before its pixels are allocated.
+fn read_png(bytes: &[u8]) -> Result<(png::OutputInfo, Vec<u8>, Option<Vec<u8>>), String> {
     let mut decoder = png::Decoder::new(Cursor::new(bytes));
     decoder.set_transformations(png::Transformations::IDENTITY);
     let mut reader = decoder.read_info().map_err(|e| e.to_string())?;
@@ -44,34 +73,98 @@ pub fn decode_mask(bytes: &[u8]) -> Result<Mask, String> {
         .ok_or("the PNG's size overflows memory")?;
     let mut buf = vec![0; size];
     let frame = reader.next_frame(&mut buf).map_err(|e| e.to_string())?;
+    let palette = reader.info().palette.as_deref().map(<[u8]>::to_vec);
+    Ok((frame, buf, palette))
+}
+
+/// A palette PNG's indices (of 1, 2, 4 or 8 bits, packed most significant first, each row
+/// starting on a byte), row by row.
+fn palette_indices(frame: &png::OutputInfo, buf: &[u8]) -> Vec<u16> {
+    let (w, h) = (frame.width as usize, frame.height as usize);
+    let bits = frame.bit_depth as usize;
+    let per_byte = 8 / bits;
+    let mask = (1u16 << bits) - 1;
+    let mut values = Vec::with_capacity(w * h);
+    for row in buf.chunks_exact(frame.line_size).take(h) {
+        values.extend((0..w).map(|x| {
+            let byte = u16::from(row[x / per_byte]);
+            let shift = 8 - bits * (x % per_byte + 1);
+            (byte >> shift) & mask
+        }));
+    }
+    values
+}
+
+/// The value of every colour [`decode_colour_mask`] is not given.
+pub const OTHER_COLOUR: u16 = 255;
+
+/// Decodes a colour mask PNG into each pixel's colour's index in `colours` (`0xRRGGBB` each,
+/// at most [`OTHER_COLOUR`] of them; a colour given twice takes its first index),
+/// [`OTHER_COLOUR`] for any other colour: the colours Pillow's `.convert("RGB")` gives of an
+/// 8-bit RGB, RGBA, grey or grey-and-alpha PNG (alpha dropped, grey made three equal
+/// channels) or of a palette one (each index's palette colour; black past the palette, as
+/// Pillow pads it), as a Dataset's code compares them (`mask[(rgb == colour).all(-1)] = i`).
+///
+/// # Errors
+/// As [`decode_mask`]'s; a PNG of another kind (16 bits, grey of fewer than 8) or more
+/// colours than [`OTHER_COLOUR`]: named.
+pub fn decode_colour_mask(bytes: &[u8], colours: &[u32]) -> Result<Mask, String> {
+    if colours.len() > usize::from(OTHER_COLOUR) {
+        return Err(format!(
+            "{} colours for a colour mask (at most {OTHER_COLOUR})",
+            colours.len()
+        ));
+    }
+    let mut ranked: Vec<(u32, u16)> = (0u16..).zip(colours).map(|(i, &c)| (c, i)).collect();
+    ranked.sort_unstable();
+    ranked.dedup_by_key(|&mut (colour, _)| colour);
+    let index_of = |rgb: &[u8]| {
+        let colour = u32::from(rgb[0]) << 16 | u32::from(rgb[1]) << 8 | u32::from(rgb[2]);
+        ranked
+            .binary_search_by_key(&colour, |&(c, _)| c)
+            .map_or(OTHER_COLOUR, |k| ranked[k].1)
+    };
+    let (frame, buf, palette) = read_png(bytes)?;
     let (width, height) = (frame.width, frame.height);
     let (w, h) = (width as usize, height as usize);
-    let bits = frame.bit_depth as usize;
+    let rows = || buf.chunks_exact(frame.line_size).take(h);
+    // Each pixel's index, its colour's `channels` first bytes of `per_pixel`.
+    let pixels = |per_pixel: usize, grey: bool| -> Vec<u16> {
+        let mut values = Vec::with_capacity(w * h);
+        let mut last = (None, OTHER_COLOUR); // runs of one colour are most of a mask
+        for row in rows() {
+            for px in row[..w * per_pixel].chunks_exact(per_pixel) {
+                let rgb = if grey {
+                    [px[0]; 3]
+                } else {
+                    [px[0], px[1], px[2]]
+                };
+                if last.0 != Some(rgb) {
+                    last = (Some(rgb), index_of(&rgb));
+                }
+                values.push(last.1);
+            }
+        }
+        values
+    };
     let values = match (frame.color_type, frame.bit_depth) {
         (png::ColorType::Indexed, _) => {
-            // Samples packed most significant first, each row starting on a byte.
-            let per_byte = 8 / bits;
-            let mask = (1u16 << bits) - 1;
-            let mut values = Vec::with_capacity(w * h);
-            for row in buf.chunks_exact(frame.line_size).take(h) {
-                values.extend((0..w).map(|x| {
-                    let byte = u16::from(row[x / per_byte]);
-                    let shift = 8 - bits * (x % per_byte + 1);
-                    (byte >> shift) & mask
-                }));
-            }
-            values
+            let palette = palette.ok_or("a palette PNG without its palette")?;
+            let entries: Vec<u16> = (0..256)
+                .map(|i| index_of(palette.get(3 * i..3 * i + 3).unwrap_or(&[0, 0, 0])))
+                .collect();
+            palette_indices(&frame, &buf)
+                .into_iter()
+                .map(|i| entries[usize::from(i)])
+                .collect()
         }
-        (png::ColorType::Grayscale, png::BitDepth::Eight) => {
-            buf[..w * h].iter().map(|&v| u16::from(v)).collect()
-        }
-        (png::ColorType::Grayscale, png::BitDepth::Sixteen) => buf[..w * h * 2]
-            .chunks_exact(2)
-            .map(|b| u16::from_be_bytes([b[0], b[1]]))
-            .collect(),
+        (png::ColorType::Rgb, png::BitDepth::Eight) => pixels(3, false),
+        (png::ColorType::Rgba, png::BitDepth::Eight) => pixels(4, false),
+        (png::ColorType::Grayscale, png::BitDepth::Eight) => pixels(1, true),
+        (png::ColorType::GrayscaleAlpha, png::BitDepth::Eight) => pixels(2, true),
         (colour, depth) => {
             return Err(format!(
-                "a {colour:?} PNG of {depth:?} bits is no mask hpuload reads (palette, or grey of 8 or 16 bits)"
+                "a {colour:?} PNG of {depth:?} bits is no colour mask hpuload reads (8 bits, or a palette)"
             ))
         }
     };
@@ -785,6 +878,77 @@ mod tests {
         let e = decode_mask(&png(ColorType::Rgb, BitDepth::Eight, (1, 1), &[1, 2, 3])).unwrap_err();
         assert!(e.contains("no mask"), "{e}");
         assert!(decode_mask(b"not a png").is_err());
+    }
+
+    #[test]
+    fn a_colour_masks_pixels_become_their_colours_indices_from_every_kind_of_8_bit_png() {
+        use png::{BitDepth, ColorType};
+        let colours = [0x04_05_06, 0x01_02_03, 0x07_07_07, 0x01_02_03];
+        // RGB and RGBA (alpha dropped, as Pillow's convert("RGB")): a colour given twice
+        // takes its first index; any other colour 255.
+        let rgb = [1, 2, 3, 4, 5, 6, 1, 2, 3, 9, 9, 9];
+        let m = decode_colour_mask(
+            &png(ColorType::Rgb, BitDepth::Eight, (2, 2), &rgb),
+            &colours,
+        )
+        .unwrap();
+        assert_eq!((m.width, m.height, m.values), (2, 2, vec![1, 0, 1, 255]));
+        let rgba = [1, 2, 3, 0, 4, 5, 6, 255, 9, 9, 9, 7];
+        let m = decode_colour_mask(
+            &png(ColorType::Rgba, BitDepth::Eight, (3, 1), &rgba),
+            &colours,
+        )
+        .unwrap();
+        assert_eq!(m.values, [1, 0, 255]);
+        // Grey, with alpha or not: three equal channels.
+        let m = decode_colour_mask(
+            &png(ColorType::Grayscale, BitDepth::Eight, (2, 1), &[7, 8]),
+            &colours,
+        )
+        .unwrap();
+        assert_eq!(m.values, [2, 255]);
+        let m = decode_colour_mask(
+            &png(
+                ColorType::GrayscaleAlpha,
+                BitDepth::Eight,
+                (2, 1),
+                &[8, 0, 7, 1],
+            ),
+            &colours,
+        )
+        .unwrap();
+        assert_eq!(m.values, [255, 2]);
+        // A palette of two colours in 2 bits: indices 0, 1, 3 (past it: black, as Pillow
+        // pads it).
+        let mut bytes = Vec::new();
+        let mut e = png::Encoder::new(&mut bytes, 3, 1);
+        e.set_color(ColorType::Indexed);
+        e.set_depth(BitDepth::Two);
+        e.set_palette(vec![4, 5, 6, 7, 7, 7]);
+        e.write_header()
+            .unwrap()
+            .write_image_data(&[0b0001_1100])
+            .unwrap();
+        let m = decode_colour_mask(&bytes, &[0, 0x07_07_07, 0x04_05_06]).unwrap();
+        assert_eq!(m.values, [2, 1, 0]);
+        // No colour given: every pixel is another colour.
+        let m =
+            decode_colour_mask(&png(ColorType::Rgb, BitDepth::Eight, (2, 2), &rgb), &[]).unwrap();
+        assert_eq!(m.values, [255; 4]);
+        // 16 bits, or more colours than an index below 255 holds: refused, named.
+        let e = decode_colour_mask(
+            &png(ColorType::Rgb, BitDepth::Sixteen, (1, 1), &[0; 6]),
+            &colours,
+        )
+        .unwrap_err();
+        assert!(e.contains("no colour mask"), "{e}");
+        let many: Vec<u32> = (0..256).collect();
+        assert!(decode_colour_mask(
+            &png(ColorType::Rgb, BitDepth::Eight, (1, 1), &[0; 3]),
+            &many
+        )
+        .is_err());
+        assert!(decode_colour_mask(b"not a png", &colours).is_err());
     }
 
     #[test]

@@ -1,0 +1,224 @@
+"""A user's own segmentation Dataset whose masks are colour images (CamVid's, and any set
+labelled by colour): its code reads each mask in RGB and maps each colour of its colour map
+to a class index (`label[np.all(rgb == colour, axis=-1)] = k`, or milesial's U-Net's
+`mask[(img == v).all(-1)] = i`). hpuload reads each mask file natively, each pixel its
+colour's index among the colours the code compared with, moves it as its image was and maps
+it as the code does: bit for bit with the class's own samples."""
+
+import numpy as np
+import pytest
+import torch
+import torch.utils.data as tud
+from PIL import Image
+
+from conftest import copy_photos, fallback_reason, native
+from hpuload.torch import FallbackWarning, SkippedSampleWarning
+from test_unet_datasets import BasicDataset, batches, same_batches
+
+#: CamVid's first colours (sky, building, pole, road, pavement), and one colour the masks
+#: hold that the map does not name.
+COLOURMAP = [(128, 128, 128), (128, 0, 0), (192, 192, 128), (128, 64, 128), (0, 0, 192)]
+UNNAMED = (10, 200, 10)
+
+
+class ColourLabelled(tud.Dataset):
+    """CamVid-style: the image and its colour mask in RGB, the mask's colours mapped to class
+    indices in an `np.zeros` of its shape (colours the map does not name stay 0), then an
+    albumentations `Compose` of both, or the image alone given to `to_tensor`."""
+
+    def __init__(self, images, masks, transform=None, colourmap=COLOURMAP, how="np.all", dtype=np.uint8):
+        self.images, self.masks, self.transform = images, masks, transform
+        self.colourmap, self.how, self.dtype = colourmap, how, dtype
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, i):
+        image = np.array(Image.open(self.images[i]).convert("RGB"))
+        rgb = np.array(Image.open(self.masks[i]).convert("RGB"))
+        label = np.zeros(rgb.shape[:2], dtype=self.dtype)
+        for k, colour in enumerate(self.colourmap):
+            if self.how == "np.all":
+                label[np.all(rgb == colour, axis=-1)] = k
+            else:
+                label[(rgb == np.array(colour)).all(axis=2)] = k + 1
+        if self.transform is None:
+            return torch.from_numpy(image).permute(2, 0, 1).float() / 255, torch.from_numpy(label)
+        out = self.transform(image=image, mask=label)
+        return out["image"], out["mask"]
+
+
+def colour_masks(images, out, kind, seed=3):
+    """A mask per image, of its size, in blocks of 4x4 of the map's colours and `UNNAMED`:
+    an RGB PNG (`rgb`), RGBA (`rgba`, its alpha varying), a palette PNG (`palette`), or a
+    JPEG (`jpeg`: Pillow's lossy colours, which the code compares as decoded)."""
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    colours = np.array([*COLOURMAP, UNNAMED], np.uint8)
+    files = []
+    for path in images:
+        w, h = Image.open(path).size
+        blocks = rng.integers(0, len(colours), (h // 4 + 1, w // 4 + 1))
+        index = np.kron(blocks, np.ones((4, 4), np.int64))[:h, :w]
+        rgb = colours[index]
+        name = out / f"{path.stem}.{'jpg' if kind == 'jpeg' else 'png'}"
+        if kind == "rgba":
+            Image.fromarray(np.dstack([rgb, rng.integers(0, 256, (h, w), dtype=np.uint8)]), "RGBA").save(name)
+        elif kind == "palette":
+            Image.fromarray(index.astype(np.uint8), "L").convert("P").save(name)
+            with Image.open(name) as im:
+                im = im.copy()
+            im.putpalette(colours.reshape(-1).tolist())
+            im.save(name)
+        else:
+            Image.fromarray(rgb).save(name, **({"quality": 95} if kind == "jpeg" else {}))
+        files.append(name)
+    return files
+
+
+@pytest.fixture(scope="module")
+def camvid(jpeg_folder, tmp_path_factory):
+    root = tmp_path_factory.mktemp("camvid")
+    images = copy_photos(jpeg_folder, root / "images")
+    for path in images:
+        Image.open(path).convert("RGB").resize((64, 48)).save(path, quality=92)
+    return images, {kind: colour_masks(images, root / kind, kind) for kind in ("rgb", "rgba", "palette", "jpeg")}
+
+
+def eval_transform():
+    A = pytest.importorskip("albumentations")
+    from albumentations.pytorch import ToTensorV2
+
+    return A.Compose([A.Resize(height=40, width=56), A.Normalize(mean=0, std=1, max_pixel_value=255.0), ToTensorV2()])
+
+
+def pairs(loader):
+    return [(x.clone(), y.clone()) for x, y in loader]
+
+
+def same_pairs(ours, theirs):
+    assert len(ours) == len(theirs)
+    for (x, y), (a, b) in zip(ours, theirs):
+        assert x.dtype == a.dtype and x.shape == a.shape and torch.equal(x, a)
+        assert y.dtype == b.dtype and y.shape == b.shape and torch.equal(y, b)
+
+
+@pytest.mark.parametrize("kind", ["rgb", "rgba", "palette", "jpeg"])
+@pytest.mark.parametrize("how", ["np.all", ".all(axis=2)"])
+def test_colour_masks_mapped_to_classes_give_torchs_batches_bit_for_bit(camvid, kind, how):
+    images, masks = camvid
+    ds = ColourLabelled(images, masks[kind], eval_transform(), how=how)
+    loader = native(ds, batch_size=5, backend="cpu")
+    theirs = pairs(tud.DataLoader(ds, batch_size=5))
+    for _ in range(2):
+        same_pairs(pairs(loader), theirs)
+    if kind != "jpeg":  # a JPEG's colours are lossy: few pixels hold a colour of the map
+        labels = torch.cat([y for _, y in theirs])
+        assert set(labels.unique().tolist()) >= set(range(1, len(COLOURMAP)))  # every class shows
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int64])
+def test_colour_masks_with_no_transform_keep_their_images_whole_bit_for_bit(camvid, dtype):
+    images, masks = camvid
+    ds = ColourLabelled(images, masks["rgb"], None, dtype=dtype)
+    loader = native(ds, batch_size=4, backend="cpu", num_workers=2)
+    same_pairs(pairs(loader), pairs(tud.DataLoader(ds, batch_size=4)))
+
+
+@pytest.fixture(scope="module")
+def unet(jpeg_folder, tmp_path_factory):
+    from test_unet_datasets import write_masks
+
+    root = tmp_path_factory.mktemp("unet-colour")
+    images = copy_photos(jpeg_folder, root / "imgs")
+    for path in images:
+        Image.open(path).convert("RGB").resize((90, 64)).save(path, quality=92)
+    write_masks(images, root / "rgb", "rgb")
+    return root
+
+
+@pytest.mark.parametrize("scale", [0.5, 0.3, 1.0])
+def test_unet_colour_masks_give_torchs_batches_bit_for_bit(unet, scale):
+    ds = BasicDataset(unet / "imgs", unet / "rgb", scale, "_mask")
+    assert len(ds.mask_values) == 2 and len(ds.mask_values[0]) == 3
+    loader = native(ds, batch_size=4, backend="cpu")
+    theirs = batches(tud.DataLoader(ds, batch_size=4))
+    for _ in range(2):
+        same_batches(batches(loader), theirs)
+    assert theirs[0]["mask"].max() == 1
+
+
+def test_unet_colour_masks_resized_by_a_blending_filter_fall_back_naming_it(unet):
+    ds = BasicDataset(unet / "imgs", unet / "rgb", 0.5, "_mask", mask_filter=Image.BILINEAR)
+    reason = fallback_reason(ds, batch_size=4, backend="cpu")
+    assert "colour" in reason and "filter 2" in reason
+
+
+def test_an_rgba_colour_mask_the_code_compares_as_stored_falls_back_naming_it(unet, tmp_path):
+    """milesial's class compares the masks as stored: an RGBA file gives it four channels
+    (its comparison with three then fails in torch's loader too); hpuload names the file's
+    mode and hands the dataset over."""
+    import shutil
+
+    shutil.copytree(unet / "imgs", tmp_path / "imgs")
+    shutil.copytree(unet / "rgb", tmp_path / "rgb")
+    odd = sorted((tmp_path / "rgb").glob("*.png"))[5]
+    Image.open(odd).convert("RGBA").save(odd)
+    ds = BasicDataset.__new__(BasicDataset)
+    ds.__dict__.update(BasicDataset(unet / "imgs", unet / "rgb", 0.5, "_mask").__dict__)
+    ds.images_dir, ds.mask_dir = tmp_path / "imgs", tmp_path / "rgb"
+    reason = fallback_reason(ds, batch_size=4, backend="cpu")
+    assert odd.name in reason and "in mode RGBA" in reason
+
+
+def test_colours_compared_in_another_order_after_an_epoch_give_the_class_new_samples(camvid):
+    """The colour map reordered between epochs: each colour's class changes, though the
+    values a first-compared colour takes do not; the next epoch's masks are the code's as it
+    now maps them (through torch's loader, named), never the old classes."""
+    images, masks = camvid
+    ds = ColourLabelled(images, masks["rgb"], eval_transform())
+    loader = native(ds, batch_size=4, backend="cpu")
+    same_pairs(pairs(loader), pairs(tud.DataLoader(ds, batch_size=4)))
+    ds.colourmap = COLOURMAP[::-1]
+    with pytest.warns(FallbackWarning, match="masks otherwise than when the loader was built"):
+        ours = pairs(loader)
+    same_pairs(ours, pairs(tud.DataLoader(ds, batch_size=4)))
+
+
+def test_a_damaged_colour_mask_is_named_and_its_sample_replaced(camvid, tmp_path):
+    images, masks = camvid
+    files = [tmp_path / m.name for m in masks["rgb"]]
+    for m, f in zip(masks["rgb"], files):
+        f.write_bytes(m.read_bytes())
+    ds = ColourLabelled(images, files, eval_transform())
+    loader = native(ds, batch_size=4, backend="cpu")
+    files[6].write_bytes(files[6].read_bytes()[:60])
+    indices = []
+    with pytest.warns(SkippedSampleWarning, match=files[6].name):
+        for x, y in loader:
+            indices += loader.last_indices
+            for k, index in enumerate(loader.last_indices):
+                want = ds[index]
+                assert torch.equal(x[k], want[0]) and torch.equal(y[k], want[1])
+    assert 6 not in indices and len(indices) == len(ds)
+
+
+def test_a_colour_mask_that_turns_rgba_after_the_build_is_named_and_met_as_torchs_loader_meets_it(unet, tmp_path):
+    """milesial's class reads masks as stored: a file made RGBA after the loader was built
+    gives it four channels, which its comparison with three colours cannot take. The next
+    epoch's probe names the file and hands the dataset to torch's loader, which raises the
+    class's own error, as it would without hpuload; the file is never read as if it held
+    three."""
+    import shutil
+
+    shutil.copytree(unet / "imgs", tmp_path / "imgs")
+    shutil.copytree(unet / "rgb", tmp_path / "rgb")
+    ds = BasicDataset(tmp_path / "imgs", tmp_path / "rgb", 0.5, "_mask")
+    loader = native(ds, batch_size=4, backend="cpu")
+    same_batches(batches(loader), batches(tud.DataLoader(ds, batch_size=4)))
+    odd = sorted((tmp_path / "rgb").glob("*.png"))[2]
+    Image.open(odd).convert("RGBA").save(odd)
+    with pytest.warns(FallbackWarning, match=odd.name), pytest.raises(ValueError, match="broadcast"):
+        list(loader)
+    with pytest.raises(ValueError, match="broadcast"):
+        list(tud.DataLoader(ds, batch_size=4))
