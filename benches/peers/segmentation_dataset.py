@@ -23,12 +23,18 @@ both, then `TF.normalize` of the image; session 113), `unet` (milesial's Pytorch
 an `np.zeros` array, the image transposed and divided by 255 `if (img > 1).any()`, a dict of
 float32 image and int64 mask; over the photos made one size, 640x426, as Carvana's are, and
 GIF masks of palette indices 0 and 1, as Carvana's are; session 114), `unet1` (the same at
-`scale=1`, images and masks as read; session 115). The masks are made once per photo (blocks of 0 and 255,
+`scale=1`, images and masks as read; session 115), `unetrgb` (`unet` over RGB masks of two
+colours, which its code maps by `(img == v).all(-1)`), `camvid` (a CamVid-style class: the
+image and its colour mask read in RGB, each of 32 colours of its colour map made its class
+index in an `np.zeros` of the mask's shape, `label[np.all(rgb == colour, axis=-1)] = k`, then
+an albumentations `Compose` of `Resize(240, 320)`, `HorizontalFlip`, `Normalize` and
+`ToTensorV2` of both, the mask made `.long()`; over RGB PNG masks of the map's colours;
+session 116). The masks are made once per photo (blocks of 0 and 255,
 an 8-bit grey PNG, as Carvana's are binary) under `--masks`. Prints one JSON line per run:
 construction time (hpuload's includes its probe of `__getitem__`), the loader's type, and
 images/s over the measured epochs (the median; the first epoch warms up).
 
-usage: python segmentation_dataset.py --data DIR --loader hpuload|torch [--kind eval|train|flips|opencv|gif|v2|v2rot|joint|unet|unet1]
+usage: python segmentation_dataset.py --data DIR --loader hpuload|torch [--kind eval|train|flips|opencv|gif|v2|v2rot|joint|unet|unet1|unetrgb|camvid]
        [--epochs 2] [--workers 2] [--batch 16] [--images 1000] [--masks /tmp/segmentation-masks]
 """
 
@@ -170,6 +176,35 @@ class UNetDataset(CarvanaDataset):
         }
 
 
+#: A colour map of 32 colours (CamVid's has 32 classes), the same on every run.
+CAMVID_COLOURS = [tuple(int(v) for v in c) for c in np.random.default_rng(32).integers(0, 256, (32, 3))]
+
+
+class CamVidDataset(Dataset):
+    """A CamVid-style class: colour masks mapped to class indices by its colour map."""
+
+    def __init__(self, images, masks, transform=None):
+        self.images, self.masks, self.transform = images, masks, transform
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, index):
+        image = np.array(Image.open(self.images[index]).convert("RGB"))
+        rgb = np.array(Image.open(self.masks[index]).convert("RGB"))
+        label = np.zeros(rgb.shape[:2], dtype=np.uint8)
+        for k, colour in enumerate(CAMVID_COLOURS):
+            label[np.all(rgb == colour, axis=-1)] = k
+        out = self.transform(image=image, mask=label)
+        return out["image"], out["mask"].long()
+
+
+class UNetColours(UNetDataset):
+    """The same class over RGB masks of two colours (its values found over them)."""
+
+    mask_values = [[0, 0, 0], [255, 255, 255]]
+
+
 class UNetWhole(UNetDataset):
     """The same class at `scale=1` (milesial's `--scale 1`): Pillow's resize of each file to
     its own size is a copy, so images and masks are handed out as read (session 115)."""
@@ -189,10 +224,10 @@ def one_size(images, root, size=(640, 426)):
     return out
 
 
-def masks_for(images, root, ext="png", palette=False, names=False):
+def masks_for(images, root, ext="png", palette=False, names=False, colours=None):
     """A binary mask per photo, of its size (made once): a grey PNG, or a GIF; of palette
     indices 0 and 1 where `palette` (Carvana's), named as the photo with `_mask` where
-    `names` (milesial's layout)."""
+    `names` (milesial's layout); an RGB PNG of blocks of `colours` where given."""
     os.makedirs(root, exist_ok=True)
     out = []
     for k, path in enumerate(images):
@@ -201,9 +236,11 @@ def masks_for(images, root, ext="png", palette=False, names=False):
         if not os.path.exists(name):
             w, h = Image.open(path).size
             rng = np.random.default_rng(k)
-            blocks = rng.integers(0, 2, (h // 16 + 1, w // 16 + 1), dtype=np.uint8)
+            blocks = rng.integers(0, 2 if colours is None else len(colours), (h // 16 + 1, w // 16 + 1), dtype=np.uint8)
             values = np.kron(blocks, np.ones((16, 16), np.uint8))[:h, :w]
-            if palette:
+            if colours is not None:
+                Image.fromarray(np.array(colours, np.uint8)[values]).save(name)
+            elif palette:
                 # Carvana's: palette indices 0 and 1.
                 mask = Image.fromarray(values, mode="L").convert("P")
                 mask.putpalette([0, 0, 0, 255, 255, 255] + [0] * 762)
@@ -218,7 +255,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
     ap.add_argument("--loader", choices=["hpuload", "torch"], default="hpuload")
-    ap.add_argument("--kind", choices=["eval", "train", "flips", "opencv", "gif", "v2", "v2rot", "joint", "unet", "unet1"], default="train")
+    kinds = ["eval", "train", "flips", "opencv", "gif", "v2", "v2rot", "joint", "unet", "unet1", "unetrgb", "camvid"]
+    ap.add_argument("--kind", choices=kinds, default="train")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=16)
@@ -230,6 +268,12 @@ def main():
     if a.kind in ("unet", "unet1"):
         images = one_size(images, a.masks + "-unet-images")
         masks = masks_for(images, a.masks + "-unet", "gif", palette=True, names=True)
+    elif a.kind == "unetrgb":
+        images = one_size(images, a.masks + "-unet-images")
+        masks = masks_for(images, a.masks + "-unetrgb", names=True, colours=[(0, 0, 0), (255, 255, 255)])
+    elif a.kind == "camvid":
+        images = one_size(images, a.masks + "-camvid-images", (480, 360))
+        masks = masks_for(images, a.masks + "-camvid", colours=CAMVID_COLOURS)
     else:
         masks = masks_for(images, a.masks, "gif" if a.kind == "gif" else "png")
     if a.kind in ("v2", "v2rot"):
@@ -246,8 +290,10 @@ def main():
                 v2.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
             ]
         )
-    elif a.kind in ("joint", "unet", "unet1"):
+    elif a.kind in ("joint", "unet", "unet1", "unetrgb"):
         transform = None
+    elif a.kind == "camvid":
+        transform = A.Compose([A.Resize(height=240, width=320), A.HorizontalFlip(p=0.5), A.Normalize(), ToTensorV2()])
     elif a.kind == "eval":
         transform = A.Compose([A.Resize(height=160, width=240), ZERO_ONE, ToTensorV2()])
     else:
@@ -255,7 +301,16 @@ def main():
         transform = A.Compose(
             [A.Resize(height=160, width=240), *turn, A.HorizontalFlip(p=0.5), A.VerticalFlip(p=0.1), ZERO_ONE, ToTensorV2()]
         )
-    kinds = {"opencv": OpenCVDataset, "v2": V2Dataset, "v2rot": V2Dataset, "joint": JointDataset, "unet": UNetDataset, "unet1": UNetWhole}
+    kinds = {
+        "opencv": OpenCVDataset,
+        "v2": V2Dataset,
+        "v2rot": V2Dataset,
+        "joint": JointDataset,
+        "unet": UNetDataset,
+        "unet1": UNetWhole,
+        "unetrgb": UNetColours,
+        "camvid": CamVidDataset,
+    }
     ds = kinds.get(a.kind, CarvanaDataset)(images, masks, transform)
     if a.loader == "hpuload":
         from hpuload.torch import DataLoader

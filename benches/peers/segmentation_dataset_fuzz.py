@@ -416,9 +416,16 @@ COLOUR_MAPS = [
 
 
 def case_source_colour(rng: np.random.Generator) -> str:
-    mask_read = rng.choice(['Image.open(mask_path).convert("RGB")', "Image.open(mask_path)"])
+    mask_read = rng.choice(
+        [
+            'Image.open(mask_path).convert("RGB")',
+            "Image.open(mask_path)",
+            "cv2.imread(mask_path)",
+            "cv2.cvtColor(cv2.imread(mask_path), cv2.COLOR_BGR2RGB)",
+        ]
+    )
     image_read = 'Image.open(img_path).convert("RGB")'
-    resize = rng.random() < 0.5
+    resize = rng.random() < 0.5 and "cv2" not in mask_read
     mask_filter = "Image.NEAREST" if rng.random() < 0.7 else str(rng.choice(UNET_FILTERS))
     dtype = rng.choice(["np.int64", "np.uint8", "np.int32", "np.float32"])
     body = [
@@ -666,7 +673,7 @@ def main():
                 source = case_source_colour(rng)
                 # Masks read as stored are RGB files (another mode's array breaks the class's
                 # comparisons in torch's loader too), but now and then.
-                stored = "Image.open(mask_path).convert" not in source and rng.random() < 0.9
+                stored = ", Image.open(mask_path)\n" in source and rng.random() < 0.9
                 masks = write_colour_masks(images, out, rng, *([("rgb", "rgb16", "jpeg")] if stored else []))
             else:
                 masks = write_masks(images, out, rng, *([("binary", "levels", "palette", "gif")] if one_byte else []))

@@ -271,7 +271,7 @@ class LazyImage:
     def _mask_op(self, name: str, *args):
         mask = self._cv2_mask()
         if mask is None:
-            if name == "__eq__" and self.tensor == "array" and _colour_of(args[0]) is not None:
+            if name == "__eq__" and self.tensor in ("array", "cv2") and _colour_of(args[0]) is not None:
                 # An RGB array compared with one colour (`(mask == [r, g, b]).all(-1)`).
                 return ColourTest(self, _colour_of(args[0]))
             if name in ("__eq__", "__ne__"):
@@ -529,12 +529,13 @@ OTHER_COLOUR = 255
 
 class ColourRead(NamedTuple):
     """First in a colour mask's `LazyImage.before`: the file read as RGB colours (`converted`:
-    Pillow's `.convert("RGB")` of any mode; else an RGB file as stored), each pixel then its
-    colour's index in `table` (`OTHER_COLOUR` for any other), which is what the mask's
-    `MaskArray.values` map."""
+    Pillow's `.convert("RGB")` of any mode, or OpenCV's colour read, `reader` "cv2"; else an
+    RGB file as stored), each pixel then its colour's index in `table` (`OTHER_COLOUR` for any
+    other), which is what the mask's `MaskArray.values` map."""
 
     table: ColourTable
     converted: bool
+    reader: str = "pil"
 
 
 def grey_read(before: tuple) -> str | None:
@@ -1215,14 +1216,14 @@ class ArrayOut(Recorded):
 
 def _colour_of(value) -> int | None:
     """`0xRRGGBB` of one colour given as three integers (a list, a tuple, a NumPy array of
-    three: `mask_values` of milesial's U-Net, a colour map's entry), each 0-255; None for
-    anything else."""
+    three, or of three along its last axis that broadcasts alike, `(1, 1, 3)`: `mask_values` of
+    milesial's U-Net, a colour map's entry), each 0-255; None for anything else."""
     import numpy as np
 
     if isinstance(value, np.ndarray):
-        if value.shape != (3,) or value.dtype.kind not in "iu":
+        if value.shape not in ((3,), (1, 3), (1, 1, 3)) or value.dtype.kind not in "iu":
             return None
-        value = value.tolist()
+        value = value.reshape(3).tolist()
     if not isinstance(value, (list, tuple)) or len(value) != 3:
         return None
     if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and 0 <= v <= 255 for v in value):
@@ -1279,7 +1280,7 @@ def _colour_read(array: LazyImage) -> str | None:
     nearest positions alone (`_mask_move_refused`: a resize, crops, flips)."""
     if array.turned or array.held in ("tensor", "unknown"):
         return "turned upright or changed by a transform of the code's own"
-    if not array.rgb and mode_of(array.path) != "RGB":
+    if array.tensor != "cv2" and not array.rgb and mode_of(array.path) != "RGB":
         return f"({array.path}) in mode {mode_of(array.path)} as stored"
     for step in array.before:
         if isinstance(step, str):
@@ -1299,10 +1300,15 @@ def _colour_mask(array: LazyImage, colour: int) -> "MaskArray":
         raise NeedsPixels(
             f"a comparison with a colour of an image's array {why} (hpuload reads colour masks moved by nearest positions)"
         )
+    if array.tensor == "cv2" and not array.rgb:
+        # OpenCV's read in its BGR order: the file's colour is the given one reversed.
+        colour = (colour & 0xFF) << 16 | (colour & 0xFF00) | colour >> 16
     table = _colour_table()
     values = np.zeros(256, dtype=bool)
     values[table.index(colour)] = True
-    image = LazyImage(array.path, before=(ColourRead(table, bool(array.rgb)), *array.before))
+    cv2 = array.tensor == "cv2"
+    read = ColourRead(table, cv2 or bool(array.rgb), "cv2" if cv2 else "pil")
+    image = LazyImage(array.path, before=(read, *array.before))
     return MaskArray(image, values, composed="functional" if array.before else False)
 
 

@@ -1646,6 +1646,7 @@ class FileMasks(TableMasks):
         #: must be RGB as stored).
         self.colours = list(read.table.colours) if isinstance(read, _probe.ColourRead) else None
         self.converted = isinstance(read, _probe.ColourRead) and read.converted
+        self.colour_reader = read.reader if isinstance(read, _probe.ColourRead) else None
         #: Read by OpenCV's grey read, which takes grey PNGs as stored (a palette's colours it
         #: makes grey by weights of its own).
         self.opencv = mask.image.tensor == "cv2"
@@ -1720,6 +1721,8 @@ class FileMasks(TableMasks):
         # Colour type 2 (RGB), 3 (palette), 0 (grey), 4 (grey and alpha), 6 (RGBA), in 8 bits
         # (a palette in any), as libpng's and Pillow's RGB of them alike give them.
         png = data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 26 and data[12:16] == b"IHDR"
+        if self.colour_reader == "cv2" and png and _probe.png_chunk_before_data(data, (b"eXIf",)) is not None:
+            png = False  # OpenCV turns it by its EXIF orientation: its own read
         if png and (data[25] == 3 or (data[24] == 8 and data[25] in (0, 2, 4, 6))) and facts is not None:
             return (self.colours, data), ("RGB", *facts[1:])
         import io
@@ -1728,10 +1731,18 @@ class FileMasks(TableMasks):
         from PIL import Image
 
         try:
-            with Image.open(io.BytesIO(data)) as im:
-                if not self.converted and im.mode != "RGB":
-                    return f"in mode {im.mode}, which the code compares with colours as stored", None
-                rgb = np.asarray(im.convert("RGB") if self.converted else im)
+            if self.colour_reader == "cv2":
+                import cv2
+
+                bgr = cv2.imread(name, cv2.IMREAD_COLOR)
+                if bgr is None:
+                    return "OpenCV cannot read it", None
+                rgb = np.ascontiguousarray(bgr[..., ::-1])
+            else:
+                with Image.open(io.BytesIO(data)) as im:
+                    if not self.converted and im.mode != "RGB":
+                        return f"in mode {im.mode}, which the code compares with colours as stored", None
+                    rgb = np.asarray(im.convert("RGB") if self.converted else im)
         except Exception as e:  # noqa: BLE001 - a damaged file: named, its sample replaced
             return f"cannot be decoded ({type(e).__name__}: {e})", None
         packed = (rgb[..., 0].astype(np.uint32) << 16) | (rgb[..., 1].astype(np.uint32) << 8) | rgb[..., 2]

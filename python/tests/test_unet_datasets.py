@@ -122,7 +122,7 @@ def root(jpeg_folder, tmp_path_factory):
     images = copy_photos(jpeg_folder, root / "imgs")
     for path in images:
         Image.open(path).convert("RGB").resize((90, 64)).save(path, quality=92)
-    for kind in ("gif", "grey", "palette", "rgb"):
+    for kind in ("gif", "grey", "palette"):
         write_masks(images, root / kind, kind)
     return root
 
@@ -188,11 +188,6 @@ def test_an_image_the_class_does_not_divide_is_made_by_its_own_code(root, tmp_pa
     assert theirs[k // 4]["image"][k % 4].max() == 1.0
     k = ds.ids.index(blue.stem)
     assert theirs[k // 4]["image"][k % 4, 0].max() < 0.01 and theirs[k // 4]["image"][k % 4, 2].max() > 0.9
-
-
-def test_unet_colour_masks_fall_back_naming_why(root):
-    colour = BasicDataset(root / "imgs", root / "rgb", 0.5, "_mask")
-    assert fallback_reason(colour, batch_size=4, backend="cpu")
 
 
 @pytest.mark.parametrize("kind", ["gif", "grey", "palette"])
