@@ -271,9 +271,10 @@ class LazyImage:
     def _mask_op(self, name: str, *args):
         mask = self._cv2_mask()
         if mask is None:
-            if name == "__eq__" and self.tensor in ("array", "cv2") and _colour_of(args[0]) is not None:
+            colour = _colour_of(args[0]) if name == "__eq__" and self.tensor in ("array", "cv2") else None
+            if colour is not None:
                 # An RGB array compared with one colour (`(mask == [r, g, b]).all(-1)`).
-                return ColourTest(self, _colour_of(args[0]))
+                return ColourTest(self, colour)
             if name in ("__eq__", "__ne__"):
                 return NotImplemented
             raise NeedsPixels(f"the image's values computed on ({name.strip('_')})")
