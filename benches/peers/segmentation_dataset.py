@@ -180,14 +180,8 @@ class UNetDataset(CarvanaDataset):
 CAMVID_COLOURS = [tuple(int(v) for v in c) for c in np.random.default_rng(32).integers(0, 256, (32, 3))]
 
 
-class CamVidDataset(Dataset):
+class CamVidDataset(CarvanaDataset):
     """A CamVid-style class: colour masks mapped to class indices by its colour map."""
-
-    def __init__(self, images, masks, transform=None):
-        self.images, self.masks, self.transform = images, masks, transform
-
-    def __len__(self):
-        return len(self.images)
 
     def __getitem__(self, index):
         image = np.array(Image.open(self.images[index]).convert("RGB"))

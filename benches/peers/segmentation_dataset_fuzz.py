@@ -155,7 +155,7 @@ def case_source(rng: np.random.Generator) -> str:
     body = "\n".join(
         [
             "img_path = self.images[index]",
-            f"mask_path = self.masks[index]",
+            "mask_path = self.masks[index]",
             f"image = {image_read}",
             f"m = {reading}",
             *steps,

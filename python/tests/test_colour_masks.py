@@ -78,12 +78,18 @@ def colour_masks(images, out, kind, seed=3):
     return files
 
 
+def photos_of_one_size(jpeg_folder, out, size):
+    """Twelve photos copied into `out`, each made `size` (the classes' batches stack them)."""
+    images = copy_photos(jpeg_folder, out)
+    for path in images:
+        Image.open(path).convert("RGB").resize(size).save(path, quality=92)
+    return images
+
+
 @pytest.fixture(scope="module")
 def camvid(jpeg_folder, tmp_path_factory):
     root = tmp_path_factory.mktemp("camvid")
-    images = copy_photos(jpeg_folder, root / "images")
-    for path in images:
-        Image.open(path).convert("RGB").resize((64, 48)).save(path, quality=92)
+    images = photos_of_one_size(jpeg_folder, root / "images", (64, 48))
     return images, {kind: colour_masks(images, root / kind, kind) for kind in ("rgb", "rgba", "palette", "jpeg")}
 
 
@@ -164,9 +170,7 @@ def unet(jpeg_folder, tmp_path_factory):
     from test_unet_datasets import write_masks
 
     root = tmp_path_factory.mktemp("unet-colour")
-    images = copy_photos(jpeg_folder, root / "imgs")
-    for path in images:
-        Image.open(path).convert("RGB").resize((90, 64)).save(path, quality=92)
+    images = photos_of_one_size(jpeg_folder, root / "imgs", (90, 64))
     write_masks(images, root / "rgb", "rgb")
     return root
 
