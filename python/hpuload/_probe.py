@@ -738,6 +738,24 @@ _SAME_SIZE = frozenset(
 _TO_TENSOR = frozenset({"ToTensor", "PILToTensor", "ToImage", "ToImageTensor"})
 
 
+def _array_as_pil(image: LazyImage) -> LazyImage:
+    """The PIL image a NumPy array of the image was made of (`np.array(image)`, its uint8
+    `[H, W, C]`), which torchvision's `ToTensor` makes the same tensor of (its array's
+    transposed bytes over 255); anything else as it is."""
+    if image.tensor != "array":
+        return image
+    return LazyImage(image.path, rgb=image.rgb, turned=image.turned, before=image.before)
+
+
+def _starts_with_to_tensor(transform) -> bool:
+    """Whether a torchvision transform's first step is `ToTensor` (v1's, or v2's), which takes
+    a NumPy array of an image as it takes the image."""
+    from ._transforms import steps
+
+    first = next(iter(steps(transform)), None)
+    return first is not None and type(first).__name__ == "ToTensor" and type(first).__module__.startswith("torchvision.transforms")
+
+
 def _kind_after(transform, kind: str) -> str:
     """What a torchvision transform makes of a "pil" image or a "tensor": "pil", "tensor", or
     "unknown" (a step not torchvision's own, which may give anything)."""
@@ -883,6 +901,9 @@ class TransformStandIn:
             return {k1: v1, k2: v2}
         if not isinstance(image, LazyImage):
             raise NeedsPixels(f"the transform was given a {type(image).__name__}, not the opened image")
+        if image.tensor == "array" and self.transform is not None and _starts_with_to_tensor(self.transform):
+            # `ToTensor` of the NumPy array of a PIL image gives what it gives of the image.
+            image = _array_as_pil(image)
         if image.tensor == "cv2" or image.tensor == "array":
             raise NeedsPixels("a torchvision transform was given a NumPy array of the image")
         given = image.held or ("tensor" if image.tensor else "pil")
@@ -1733,13 +1754,18 @@ def _mask_array(image: LazyImage) -> "MaskArray | None":
 def _both_as_read(mask: "MaskArray", image: LazyImage) -> bool:
     """Whether a mask no transform was given and its image are both where they were read:
     the mask unmoved (`mask_parts`), the image neither resized nor moved by a step of the
-    code's own (a conversion, to grey or RGB, may stand)."""
+    code's own (a conversion, to grey or RGB, may stand, and torchvision's functionals that
+    keep every pixel where it is: `to_tensor`, `normalize`)."""
     parts = mask_parts(mask.image)
-    return (
-        parts is not None
-        and not parts[1]
-        and not any(isinstance(step, (Resized, Applied)) or _flip_of(step) is not None for step in image.before)
-    )
+
+    def moves(step) -> bool:
+        if isinstance(step, Applied):
+            stays = step.crop is None and not step.drawn and not step.after
+            name = type(step.transform).__name__
+            return not (stays and name in _SAME_SIZE - {"RandomHorizontalFlip", "RandomVerticalFlip"})
+        return isinstance(step, Resized) or _flip_of(step) is not None
+
+    return parts is not None and not parts[1] and not any(moves(step) for step in image.before)
 
 
 def mask_parts(image: LazyImage) -> tuple[tuple, tuple] | None:
@@ -2282,6 +2308,8 @@ def _functional_step(name: str, original, v2: bool = False):
             made[call] = transform, kinds
         after = isinstance(image, Recorded)
         lazy = image.image if after else image
+        if name == "to_tensor" and not v2 and not after and type(lazy) is LazyImage:
+            lazy = _array_as_pil(lazy)  # of the NumPy array of a PIL image: its values alike
         if isinstance(image, ArrayOut) or not isinstance(lazy, LazyImage) or lazy.tensor in ("cv2", "array"):
             raise NeedsPixels(f"{called} of a NumPy array")
         kind = image.kind if after else lazy.held or ("tensor" if lazy.tensor else "pil")

@@ -165,6 +165,38 @@ def test_colour_masks_with_no_transform_keep_their_images_whole_bit_for_bit(camv
     same_pairs(pairs(loader), pairs(tud.DataLoader(ds, batch_size=4)))
 
 
+class ToTensorLabelled(ColourLabelled):
+    """The image's NumPy array (read so for the mask's sake) given to torchvision's
+    `to_tensor`, or to a torchvision transform that starts with `ToTensor` (which takes arrays
+    as it takes PIL images), the label as computed."""
+
+    def __getitem__(self, i):
+        from torchvision.transforms import functional as TF
+
+        image = np.array(Image.open(self.images[i]).convert("RGB"))
+        rgb = np.array(Image.open(self.masks[i]).convert("RGB"))
+        label = np.zeros(rgb.shape[:2], dtype=np.int64)
+        for k, colour in enumerate(self.colourmap):
+            label[np.all(rgb == colour, axis=-1)] = k
+        return (TF.to_tensor(image) if self.transform is None else self.transform(image)), torch.from_numpy(label)
+
+
+@pytest.mark.parametrize("how", ["to_tensor", "ToTensor", "ToTensor and Normalize"])
+def test_an_images_array_given_to_tensor_with_a_colour_mask_gives_torchs_batches_bit_for_bit(camvid, how):
+    from torchvision import transforms as T
+
+    images, masks = camvid
+    transform = {
+        "to_tensor": None,
+        "ToTensor": T.ToTensor(),
+        "ToTensor and Normalize": T.Compose([T.ToTensor(), T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])]),
+    }[how]
+    ds = ToTensorLabelled(images, masks["palette"], transform)
+    loader = native(ds, batch_size=4, backend="cpu")
+    for _ in range(2):
+        same_pairs(pairs(loader), pairs(tud.DataLoader(ds, batch_size=4)))
+
+
 @pytest.fixture(scope="module")
 def unet(jpeg_folder, tmp_path_factory):
     from test_unet_datasets import write_masks

@@ -1364,6 +1364,39 @@ def test_arrays_of_images_as_read_of_one_size_are_made_whole_natively_and_of_sev
         DataLoader(mixed, batch_size=2, backend="cpu")
 
 
+class ArraysTransformed(ArraysAsRead):
+    """The NumPy array of each image given to a torchvision transform that starts with
+    `ToTensor` (which takes an array as it takes the PIL image), or to `to_tensor`."""
+
+    def __init__(self, files, transform):
+        self.files, self.transform = files, transform
+
+    def __getitem__(self, i):
+        from torchvision.transforms import functional as TF
+
+        img = np.array(Image.open(self.files[i]).convert("RGB"))
+        return (TF.to_tensor(img) if self.transform is None else self.transform(img)), i % 3
+
+
+@pytest.mark.parametrize("how", ["to_tensor", "ToTensor+Normalize", "ToTensor+Resize", "Resize first"])
+def test_an_images_array_given_to_tensor_runs_as_its_pil_image_would_and_other_first_steps_fall_back(jpeg_folder, how):
+    files = sorted(jpeg_folder.rglob("*.jpg"))[:8]
+    transform = {
+        "to_tensor": None,
+        "ToTensor+Normalize": T.Compose([T.ToTensor(), T.Normalize([0.5, 0.4, 0.3], [0.2, 0.3, 0.25])]),
+        "ToTensor+Resize": T.Compose([T.ToTensor(), T.Resize((24, 20), antialias=True)]),
+        "Resize first": T.Compose([T.Resize((24, 20)), T.ToTensor()]),  # torchvision's Resize refuses arrays
+    }[how]
+    ds = ArraysTransformed(files if how == "ToTensor+Resize" else files[:1] * 8, transform)
+    if how == "Resize first":
+        with pytest.warns(FallbackWarning, match="NumPy array"):
+            DataLoader(ds, batch_size=4, backend="cpu")
+        return
+    loader = no_fallback(lambda: DataLoader(ds, batch_size=4, backend="cpu"))
+    for (x, y), (a, b) in zip(list(loader), list(tud.DataLoader(ds, batch_size=4))):
+        assert x.dtype == a.dtype and x.shape == a.shape and torch.equal(x, a) and torch.equal(y, b)
+
+
 @pytest.mark.parametrize(
     "name",
     ["ToTensor", "PILToTensor", "ToTensor+Normalize", "v2 ToImage+ToDtype", "ColorJitter+ToTensor"],
