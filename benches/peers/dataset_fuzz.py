@@ -90,6 +90,9 @@ OPENS = {
     "grey_rgb": 'image = Image.open(path).convert("L").convert("RGB")',
     "mode_check": 'image = Image.open(path)\nif not image.mode == "RGB":\n    image = image.convert("RGB")',
     "mode_branch": 'image = Image.open(path)\nif image.mode == "L":\n    label = 0\nimage = image.convert("RGB")',
+    # The image's NumPy array (torchvision's `ToTensor` takes it as the PIL image; its other
+    # steps refuse it; session 116).
+    "array": 'image = np.array(Image.open(path).convert("RGB"))',
 }
 PATHS = {
     "rows": "path, label = self.rows[i]",
