@@ -32,7 +32,7 @@ pub struct Mask {
 /// than 8 bits, grey with alpha), named; or its header claims a size past the images' default
 /// [`Limits`] (a decompression bomb), checked before anything that size is allocated.
 pub fn decode_mask(bytes: &[u8]) -> Result<Mask, String> {
-    let (frame, buf, _) = read_png(bytes)?;
+    let StoredPng { frame, buf, .. } = read_png(bytes)?;
     let (width, height) = (frame.width, frame.height);
     let (w, h) = (width as usize, height as usize);
     let values = match (frame.color_type, frame.bit_depth) {
@@ -57,10 +57,19 @@ pub fn decode_mask(bytes: &[u8]) -> Result<Mask, String> {
     })
 }
 
-/// A PNG's first frame as stored (no transformations): its facts, its bytes (rows of
-/// `line_size` bytes) and its palette, if any; its size checked against the images' default
-/// [`Limits`] before its pixels are allocated.
-fn read_png(bytes: &[u8]) -> Result<(png::OutputInfo, Vec<u8>, Option<Vec<u8>>), String> {
+/// A PNG's first frame as stored (no transformations).
+struct StoredPng {
+    /// Its size, colour type, bit depth and `line_size`.
+    frame: png::OutputInfo,
+    /// Its rows, of `line_size` bytes each.
+    buf: Vec<u8>,
+    /// Its palette's RGB bytes, if it has one.
+    palette: Option<Vec<u8>>,
+}
+
+/// A PNG's first frame as stored, its size checked against the images' default [`Limits`]
+/// before its pixels are allocated.
+fn read_png(bytes: &[u8]) -> Result<StoredPng, String> {
     let mut decoder = png::Decoder::new(Cursor::new(bytes));
     decoder.set_transformations(png::Transformations::IDENTITY);
     let mut reader = decoder.read_info().map_err(|e| e.to_string())?;
@@ -74,7 +83,11 @@ fn read_png(bytes: &[u8]) -> Result<(png::OutputInfo, Vec<u8>, Option<Vec<u8>>),
     let mut buf = vec![0; size];
     let frame = reader.next_frame(&mut buf).map_err(|e| e.to_string())?;
     let palette = reader.info().palette.as_deref().map(<[u8]>::to_vec);
-    Ok((frame, buf, palette))
+    Ok(StoredPng {
+        frame,
+        buf,
+        palette,
+    })
 }
 
 /// A palette PNG's indices (of 1, 2, 4 or 8 bits, packed most significant first, each row
@@ -124,7 +137,11 @@ pub fn decode_colour_mask(bytes: &[u8], colours: &[u32]) -> Result<Mask, String>
             .binary_search_by_key(&colour, |&(c, _)| c)
             .map_or(OTHER_COLOUR, |k| ranked[k].1)
     };
-    let (frame, buf, palette) = read_png(bytes)?;
+    let StoredPng {
+        frame,
+        buf,
+        palette,
+    } = read_png(bytes)?;
     let (width, height) = (frame.width, frame.height);
     let (w, h) = (width as usize, height as usize);
     let rows = || buf.chunks_exact(frame.line_size).take(h);
