@@ -1776,6 +1776,8 @@ def mask_parts(image: LazyImage) -> tuple[tuple, tuple] | None:
     image's crop, `TF.hflip(mask)`), each one that moves a mask's values without blending
     them or blends them as Pillow's bilinear resize does (`_mask_move_refused`). None for
     anything else."""
+    if image.tensor == "cv2" and image.before == (READ_GREY,) and not image.turned and image.held is None:
+        return image.before, ()  # OpenCV's grey read of a mask file, unmoved
     if image.tensor or image.turned or image.rgb or image.held == "unknown":
         return None
     before = image.before
@@ -2722,6 +2724,7 @@ class _NumpyArrays:
                     (np, "asarray", _numpy_answer),
                     (np, "ascontiguousarray", _numpy_answer),
                     (np, "zeros", None),
+                    (np, "zeros_like", _probed_zeros_like),
                     (torch, "tensor", _array_out_tensor),
                     (torch, "as_tensor", _array_out_tensor),
                     (torch, "from_numpy", _array_out_tensor),
@@ -2736,7 +2739,12 @@ class _NumpyArrays:
                 ):
                     original = getattr(owner, name)
                     _NumpyArrays._originals.append((owner, name, original))
-                    setattr(owner, name, _probed_zeros(original) if answer is None else _probed_call(original, answer))
+                    if answer is None:
+                        setattr(owner, name, _probed_zeros(original))
+                    elif answer is _probed_zeros_like:
+                        setattr(owner, name, answer(original))
+                    else:
+                        setattr(owner, name, _probed_call(original, answer))
                 # `RandomCrop.get_params` (a staticmethod, put back as it was). Patched only
                 # while probing, as `functional.crop` is: TorchScript cannot compile either
                 # stand-in, and a scripted transform compiles what they stand for.
@@ -2911,6 +2919,25 @@ def _probed_zeros(original):
 
     zeros.__wrapped__ = original
     return zeros
+
+
+def _probed_zeros_like(original):
+    """`np.zeros_like`, which on a probing thread gives a `ZerosArray` of a mask's shape and
+    dtype (or the one asked) for a mask the Dataset's code holds (a `MaskArray`, OpenCV's grey
+    read of a mask file): segmentation_models_pytorch's CamVid example remaps its classes in
+    `np.zeros_like(mask)`."""
+
+    def zeros_like(a, dtype=None, order="K", subok=True, shape=None, **kwargs):
+        if getattr(_probing, "on", False) and not kwargs and shape is None:
+            mask = a._cv2_mask() if type(a) is LazyImage else a
+            if type(mask) is MaskArray:
+                return ZerosArray(np.zeros(mask.shape, mask.dtype if dtype is None else dtype))
+        return original(_unwrapped(a), dtype, order, subok, shape, **kwargs)
+
+    import numpy as np
+
+    zeros_like.__wrapped__ = original
+    return zeros_like
 
 
 def _probed_call(original, answer):
@@ -3711,7 +3738,7 @@ def probed_item(dataset, index: int):
     the user's line."""
     _plans.drawn_cut = None  # no crop drawn yet for this call's images
     try:
-        return dataset[index]
+        return _zeros_unwrapped(dataset[index])
     except ReadsVideo as e:
         raise ReadsVideo(f"{type(dataset).__name__}.__getitem__ at {_user_line(e)}: {e}", e.reader) from None
     except NeedsPixels as e:
@@ -3731,6 +3758,18 @@ def probed_item(dataset, index: int):
             f"{type(dataset).__name__}.__getitem__({index}) raised {type(e).__name__} while probed, "
             f"at {_user_line(e, _source_file(dataset))}: {_first_line(e)}{why}"
         ) from None
+
+
+def _zeros_unwrapped(out):
+    """What `__getitem__` returned, an `np.zeros` array it handed out as it is (a `ZerosArray`,
+    segmentation_models_pytorch's remapped mask) as what it stands for: the mask it became."""
+    if type(out) is ZerosArray:
+        return _unwrapped(out)
+    if type(out) in (tuple, list):
+        return type(out)(_unwrapped(v) for v in out)
+    if type(out) is dict:
+        return {k: _unwrapped(v) for k, v in out.items()}
+    return out
 
 
 def _first_line(error: BaseException) -> str:

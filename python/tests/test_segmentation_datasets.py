@@ -764,3 +764,65 @@ def test_a_random_resized_crop_that_resizes_masks_bilinear_goes_to_torchs_loader
     compose = A.Compose([A.RandomResizedCrop(size=(40, 40), mask_interpolation=1), ZERO_ONE, ToTensorV2()])
     said = fallback_reason(Carvana(folders / "images", folders / "masks", compose), batch_size=4)
     assert "RandomResizedCrop of a mask with mask_interpolation=1" in said, said
+
+
+class SmpCamVid(tud.Dataset):
+    """segmentation_models_pytorch's CamVid example class, as written there (its classes
+    picked by name, the mask read grey by OpenCV and remapped into `np.zeros_like(mask)`,
+    the image transposed to CHW), or reading the mask with Pillow (`read="pil"`)."""
+
+    CLASSES = ["sky", "building", "pole", "road", "pavement", "tree", "signsymbol", "fence", "car", "pedestrian", "bicyclist", "unlabelled"]
+
+    def __init__(self, images_dir, masks_dir, classes=None, augmentation=None, read="cv2"):
+        self.ids = sorted(os.listdir(images_dir))
+        self.images_fps = [os.path.join(images_dir, i) for i in self.ids]
+        self.masks_fps = [os.path.join(masks_dir, i.replace(".jpg", "_mask.png")) for i in self.ids]
+        self.background_class = self.CLASSES.index("unlabelled")
+        self.class_values = [self.CLASSES.index(c.lower()) for c in classes] if classes else list(range(len(self.CLASSES)))
+        self.class_map = {self.background_class: 0}
+        self.class_map.update({v: i + 1 for i, v in enumerate(self.class_values) if v != self.background_class})
+        self.augmentation, self.read = augmentation, read
+
+    def __getitem__(self, i):
+        import cv2
+
+        image = cv2.imread(self.images_fps[i])
+        image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+        mask = cv2.imread(self.masks_fps[i], 0) if self.read == "cv2" else np.array(Image.open(self.masks_fps[i]))
+        mask_remap = np.zeros_like(mask)
+        for class_value, new_value in self.class_map.items():
+            mask_remap[mask == class_value] = new_value
+        if self.augmentation:
+            sample = self.augmentation(image=image, mask=mask_remap)
+            image, mask_remap = sample["image"], sample["mask"]
+        image = image.transpose(2, 0, 1)
+        return image, mask_remap
+
+    def __len__(self):
+        return len(self.ids)
+
+
+@pytest.fixture(scope="module")
+def camvid_grey(jpeg_folder, tmp_path_factory):
+    """Twelve photos made one size, with grey masks of CamVid's twelve class indices."""
+    root = tmp_path_factory.mktemp("smp")
+    images = copy_photos(jpeg_folder, root / "images")
+    rng = np.random.default_rng(12)
+    (root / "masks").mkdir()
+    for path in images:
+        Image.open(path).convert("RGB").resize((60, 44)).save(path, quality=92)
+        values = np.kron(rng.integers(0, 12, (11, 15), dtype=np.uint8), np.ones((4, 4), np.uint8))
+        Image.fromarray(values, mode="L").save(root / "masks" / (path.stem + "_mask.png"))
+    return root
+
+
+@pytest.mark.parametrize("read", ["cv2", "pil"])
+@pytest.mark.parametrize("classes", [["car", "road", "sky"], None])
+def test_segmentation_models_pytorchs_camvid_class_remapping_into_zeros_like_gives_torchs_batches(camvid_grey, read, classes):
+    ds = SmpCamVid(camvid_grey / "images", camvid_grey / "masks", classes, read=read)
+    loader = native(ds, batch_size=5, backend="cpu")
+    theirs = list(tud.DataLoader(ds, batch_size=5))
+    for _ in range(2):
+        ours = list(loader)
+        assert len(ours) == len(theirs) and all(same(a, b) for a, b in zip(ours, theirs))
+    assert theirs[0][1].dtype == torch.uint8 and theirs[0][1].max() == (3 if classes else 11)
