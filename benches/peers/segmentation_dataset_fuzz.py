@@ -73,6 +73,9 @@ VALUES = [
     "m = m.astype(np.int32)",
     "m = m.astype(np.int64)",
     "m = m.astype(bool)",
+    # Remapped into `np.zeros_like` (segmentation_models_pytorch's CamVid example; session 116).
+    "out = np.zeros_like(m)\nout[m == 255] = 1\nm = out",
+    "out = np.zeros_like(m, dtype=np.int64)\nfor v, k in {0: 3, 255: 1}.items():\n    out[m == v] = k\nm = out",
 ]
 
 COMPOSES = [
