@@ -29,12 +29,16 @@ image and its colour mask read in RGB, each of 32 colours of its colour map made
 index in an `np.zeros` of the mask's shape, `label[np.all(rgb == colour, axis=-1)] = k`, then
 an albumentations `Compose` of `Resize(240, 320)`, `HorizontalFlip`, `Normalize` and
 `ToTensorV2` of both, the mask made `.long()`; over RGB PNG masks of the map's colours;
-session 116). The masks are made once per photo (blocks of 0 and 255,
+session 116), `smp` (segmentation_models_pytorch's CamVid example class, as written there,
+without an augmentation: the image read by OpenCV and made RGB, the mask read grey by OpenCV
+and its classes car, road and sky remapped into `np.zeros_like(mask)`, the image transposed
+to CHW; over 480x360 photos and grey PNG masks of CamVid's twelve class indices; session
+116). The masks are made once per photo (blocks of 0 and 255,
 an 8-bit grey PNG, as Carvana's are binary) under `--masks`. Prints one JSON line per run:
 construction time (hpuload's includes its probe of `__getitem__`), the loader's type, and
 images/s over the measured epochs (the median; the first epoch warms up).
 
-usage: python segmentation_dataset.py --data DIR --loader hpuload|torch [--kind eval|train|flips|opencv|gif|v2|v2rot|joint|unet|unet1|unetrgb|camvid]
+usage: python segmentation_dataset.py --data DIR --loader hpuload|torch [--kind eval|train|flips|opencv|gif|v2|v2rot|joint|unet|unet1|unetrgb|camvid|smp]
        [--epochs 2] [--workers 2] [--batch 16] [--images 1000] [--masks /tmp/segmentation-masks]
 """
 
@@ -193,6 +197,36 @@ class CamVidDataset(CarvanaDataset):
         return out["image"], out["mask"].long()
 
 
+class SmpCamVid(CarvanaDataset):
+    """segmentation_models_pytorch's CamVid example class (its `__getitem__` as written there;
+    its classes picked by name, as its example picks car, road and sky)."""
+
+    CLASSES = ["sky", "building", "pole", "road", "pavement", "tree", "signsymbol", "fence", "car", "pedestrian", "bicyclist", "unlabelled"]
+
+    def __init__(self, images, masks, transform=None, classes=("car", "road", "sky")):
+        super().__init__(images, masks, transform)
+        self.images_fps, self.masks_fps, self.augmentation = images, masks, transform
+        self.background_class = self.CLASSES.index("unlabelled")
+        self.class_values = [self.CLASSES.index(cls.lower()) for cls in classes]
+        self.class_map = {self.background_class: 0}
+        self.class_map.update({v: i + 1 for i, v in enumerate(self.class_values) if v != self.background_class})
+
+    def __getitem__(self, i):
+        import cv2
+
+        image = cv2.imread(self.images_fps[i])
+        image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+        mask = cv2.imread(self.masks_fps[i], 0)
+        mask_remap = np.zeros_like(mask)
+        for class_value, new_value in self.class_map.items():
+            mask_remap[mask == class_value] = new_value
+        if self.augmentation:
+            sample = self.augmentation(image=image, mask=mask_remap)
+            image, mask_remap = sample["image"], sample["mask"]
+        image = image.transpose(2, 0, 1)
+        return image, mask_remap
+
+
 class UNetColours(UNetDataset):
     """The same class over RGB masks of two colours (its values found over them)."""
 
@@ -218,7 +252,7 @@ def one_size(images, root, size=(640, 426)):
     return out
 
 
-def masks_for(images, root, ext="png", palette=False, names=False, colours=None):
+def masks_for(images, root, ext="png", palette=False, names=False, colours=None, levels=2):
     """A binary mask per photo, of its size (made once): a grey PNG, or a GIF; of palette
     indices 0 and 1 where `palette` (Carvana's), named as the photo with `_mask` where
     `names` (milesial's layout); an RGB PNG of blocks of `colours` where given."""
@@ -230,7 +264,7 @@ def masks_for(images, root, ext="png", palette=False, names=False, colours=None)
         if not os.path.exists(name):
             w, h = Image.open(path).size
             rng = np.random.default_rng(k)
-            blocks = rng.integers(0, 2 if colours is None else len(colours), (h // 16 + 1, w // 16 + 1), dtype=np.uint8)
+            blocks = rng.integers(0, levels if colours is None else len(colours), (h // 16 + 1, w // 16 + 1), dtype=np.uint8)
             values = np.kron(blocks, np.ones((16, 16), np.uint8))[:h, :w]
             if colours is not None:
                 Image.fromarray(np.array(colours, np.uint8)[values]).save(name)
@@ -240,7 +274,7 @@ def masks_for(images, root, ext="png", palette=False, names=False, colours=None)
                 mask.putpalette([0, 0, 0, 255, 255, 255] + [0] * 762)
                 mask.save(name)
             else:
-                Image.fromarray(values * 255, mode="L").save(name)
+                Image.fromarray(values * 255 if levels == 2 else values, mode="L").save(name)
         out.append(name)
     return out
 
@@ -249,7 +283,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
     ap.add_argument("--loader", choices=["hpuload", "torch"], default="hpuload")
-    kinds = ["eval", "train", "flips", "opencv", "gif", "v2", "v2rot", "joint", "unet", "unet1", "unetrgb", "camvid"]
+    kinds = ["eval", "train", "flips", "opencv", "gif", "v2", "v2rot", "joint", "unet", "unet1", "unetrgb", "camvid", "smp"]
     ap.add_argument("--kind", choices=kinds, default="train")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
@@ -268,6 +302,9 @@ def main():
     elif a.kind == "camvid":
         images = one_size(images, a.masks + "-camvid-images", (480, 360))
         masks = masks_for(images, a.masks + "-camvid", colours=CAMVID_COLOURS)
+    elif a.kind == "smp":
+        images = one_size(images, a.masks + "-camvid-images", (480, 360))
+        masks = masks_for(images, a.masks + "-smp", levels=12)
     else:
         masks = masks_for(images, a.masks, "gif" if a.kind == "gif" else "png")
     if a.kind in ("v2", "v2rot"):
@@ -284,7 +321,7 @@ def main():
                 v2.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
             ]
         )
-    elif a.kind in ("joint", "unet", "unet1", "unetrgb"):
+    elif a.kind in ("joint", "unet", "unet1", "unetrgb", "smp"):
         transform = None
     elif a.kind == "camvid":
         transform = A.Compose([A.Resize(height=240, width=320), A.HorizontalFlip(p=0.5), A.Normalize(), ToTensorV2()])
@@ -304,6 +341,7 @@ def main():
         "unet1": UNetWhole,
         "unetrgb": UNetColours,
         "camvid": CamVidDataset,
+        "smp": SmpCamVid,
     }
     ds = kinds.get(a.kind, CarvanaDataset)(images, masks, transform)
     if a.loader == "hpuload":
