@@ -1322,14 +1322,14 @@ def _colour_mask(array: LazyImage, colour: int) -> "MaskArray":
         raise NeedsPixels(
             f"a comparison with a colour of an image's array {why} (hpuload reads colour masks moved by nearest positions)"
         )
-    if array.tensor == "cv2" and not array.rgb:
+    by_opencv = array.tensor == "cv2"
+    if by_opencv and not array.rgb:
         # OpenCV's read in its BGR order: the file's colour is the given one reversed.
         colour = (colour & 0xFF) << 16 | (colour & 0xFF00) | colour >> 16
     table = _colour_table()
     values = np.zeros(256, dtype=bool)
     values[table.index(colour)] = True
-    cv2 = array.tensor == "cv2"
-    read = ColourRead(table, cv2 or bool(array.rgb), "cv2" if cv2 else "pil")
+    read = ColourRead(table, by_opencv or bool(array.rgb), "cv2" if by_opencv else "pil")
     image = LazyImage(array.path, before=(read, *array.before))
     return MaskArray(image, values, composed="functional" if array.before else False)
 
@@ -2723,7 +2723,7 @@ class _NumpyArrays:
                     (np, "array", _numpy_answer),
                     (np, "asarray", _numpy_answer),
                     (np, "ascontiguousarray", _numpy_answer),
-                    (np, "zeros", None),
+                    (np, "zeros", _probed_zeros),
                     (np, "zeros_like", _probed_zeros_like),
                     (torch, "tensor", _array_out_tensor),
                     (torch, "as_tensor", _array_out_tensor),
@@ -2739,12 +2739,8 @@ class _NumpyArrays:
                 ):
                     original = getattr(owner, name)
                     _NumpyArrays._originals.append((owner, name, original))
-                    if answer is None:
-                        setattr(owner, name, _probed_zeros(original))
-                    elif answer is _probed_zeros_like:
-                        setattr(owner, name, answer(original))
-                    else:
-                        setattr(owner, name, _probed_call(original, answer))
+                    wraps = answer in (_probed_zeros, _probed_zeros_like)  # made of the original
+                    setattr(owner, name, answer(original) if wraps else _probed_call(original, answer))
                 # `RandomCrop.get_params` (a staticmethod, put back as it was). Patched only
                 # while probing, as `functional.crop` is: TorchScript cannot compile either
                 # stand-in, and a scripted transform compiles what they stand for.
@@ -2926,6 +2922,7 @@ def _probed_zeros_like(original):
     dtype (or the one asked) for a mask the Dataset's code holds (a `MaskArray`, OpenCV's grey
     read of a mask file): segmentation_models_pytorch's CamVid example remaps its classes in
     `np.zeros_like(mask)`."""
+    import numpy as np
 
     def zeros_like(a, dtype=None, order="K", subok=True, shape=None, **kwargs):
         if getattr(_probing, "on", False) and not kwargs and shape is None:
@@ -2933,8 +2930,6 @@ def _probed_zeros_like(original):
             if type(mask) is MaskArray:
                 return ZerosArray(np.zeros(mask.shape, mask.dtype if dtype is None else dtype))
         return original(_unwrapped(a), dtype, order, subok, shape, **kwargs)
-
-    import numpy as np
 
     zeros_like.__wrapped__ = original
     return zeros_like
