@@ -450,7 +450,8 @@ def case_source_colour(rng: np.random.Generator) -> str:
     compose = "None"
     if rng.random() < 0.6:
         flip = "A.HorizontalFlip(p=1.0), " if rng.random() < 0.5 else ""
-        size = "" if resize else "A.Resize(height=32, width=40), "
+        pad = f"A.PadIfNeeded(min_height={int(rng.integers(20, 130))}, min_width={int(rng.integers(20, 130))}, fill_mask={int(rng.choice([0, 255]))}), "
+        size = "" if resize else ("A.Resize(height=32, width=40), " if rng.random() < 0.6 else pad)
         compose = f"A.Compose([{size}{flip}A.Normalize(mean=0, std=1, max_pixel_value=255.0), ToTensorV2()])"
         body += ["got = self.transform(image=x, mask=out)", 'return got["image"], got["mask"]']
     else:

@@ -304,6 +304,48 @@ class CenterCrop:
         self.size = (int(height), int(width))
 
 
+class RandomCrop(CenterCrop):
+    """`Padded`'s crop, read as albumentations' own `RandomCrop(height, width)` of the whole
+    padded image: one place to cut, which cuts nothing."""
+
+
+def lone_pad(compose: Any) -> tuple[int, int] | None:
+    """`(min_height, min_width)` of a `Compose` whose first step is a `PadIfNeeded` that no
+    crop follows (segmentation_models_pytorch's CamVid validation, `A.Compose([A.PadIfNeeded(384,
+    480)])`): it pads each image centred to at least that size and cuts nothing, so what it
+    gives has the image's size where the image is larger, one size for every image only over
+    images of one size (`Padded`); None for any other."""
+    steps = list(getattr(compose, "transforms", ())) if is_compose(compose) else []
+    if not steps or _name(steps[0]) != "PadIfNeeded" or any(_name(t) in _RESIZES_OR_CROPS for t in steps[1:]):
+        return None
+    return int(steps[0].min_height), int(steps[0].min_width)
+
+
+#: albumentations' steps that set the output's size.
+_RESIZES_OR_CROPS = frozenset(
+    {"Resize", "RandomResizedCrop", "SmallestMaxSize", "LongestMaxSize", "CenterCrop", "RandomCrop", "PadIfNeeded", "Crop"}
+)
+
+
+class Padded:
+    """A `Compose` whose first step is a lone `PadIfNeeded` (`lone_pad`), over images of one
+    `(height, width)` (found from their headers): read as that pad to the larger of its size
+    and the images' then a `RandomCrop` of that whole size (which cuts nothing), the rest
+    after them, so that its output has one size, the one albumentations gives."""
+
+    p = 1.0
+    processors = None
+
+    def __init__(self, compose: Any, size: tuple[int, int]):
+        import copy
+
+        pad, *rest = compose.transforms
+        out = (max(int(pad.min_height), int(size[0])), max(int(pad.min_width), int(size[1])))
+        pad = copy.copy(pad)
+        pad.min_height, pad.min_width = out
+        self.transforms = [pad, RandomCrop(*out), *rest]
+
+
 def translate(compose: Any, output=None, before: tuple = ()) -> tuple[str, str]:
     """`(pipeline JSON, output dtype)` for an albumentations `Compose` applied to the RGB
     image of a Dataset's `__getitem__`, or `Unsupported`. `output` (`_probe.Output`): what

@@ -415,6 +415,21 @@ def _sized_translation(transform, common: dict, find_size=None, translate=None):
     return translated
 
 
+def _padded(transform, common: dict, find_size):
+    """An albumentations `Compose` whose first step is a lone `PadIfNeeded`
+    (`_albumentations.lone_pad`) as `_albumentations.Padded` of the one size every image has
+    (`_check_common_size`, once the samples are listed; torch's loader, named, over images of
+    several sizes, to which the pad gives sizes of their own); any other transform as it is."""
+    lone = _albumentations.lone_pad(transform)
+    common["padded"] = lone is not None
+    if lone is None:
+        return transform
+    common["wanted"], common["why"] = True, None
+    if common.get("size") is None and "samples" in common:
+        find_size()
+    return _albumentations.Padded(transform, common.get("size") or lone)
+
+
 def _check_common_size(samples, common: dict, turned, sizes: dict) -> None:
     """Finds the one size every sample's image has (for a transform that sets none:
     `_sized_translation`), reading each file's headers once (`sizes`: path -> `(width,
@@ -612,6 +627,7 @@ def _listed_source(dataset, pipeline):
                         "a mask given with an image that is not what cv2.imread read or the NumPy array of an opened "
                         "image, as stored, or to a transform that is no albumentations Compose"
                     )
+                transform = _padded(transform, common, lambda: _check_common_size(common["samples"], common, turned, folder_lists.setdefault("sizes", {})))
                 pipeline, dtype, mask_steps = _albumentations.translate_with_mask(transform, output)
                 if tensor == "cv2" and not rgb:
                     pipeline = _albumentations.in_bgr(pipeline)  # BGR arrays computed on as they are
@@ -640,6 +656,7 @@ def _listed_source(dataset, pipeline):
                     if common.get("size") is None:
                         find_size()
                     transform = _albumentations.Whole(common.get("size") or (1, 1))
+                transform = _padded(transform, common, lambda: _check_common_size(common["samples"], common, turned, folder_lists.setdefault("sizes", {})))
                 translated = _albumentations.translate_split(transform, output, before)
                 if beside and translated[2] is not None:
                     raise Unsupported(f"{translated[2].describe()}, with masks (hpuload moves them beside native steps)")
@@ -890,6 +907,8 @@ def _listed_source(dataset, pipeline):
         # Images and masks as read (`functional_mask_steps` moved by nothing): each image kept
         # whole at the one size every image has, as its mask.
         whole = moves.cropped and common.get("wanted") and size is not None and moves.crop == tuple(size)
+        # A lone `PadIfNeeded` (`_padded`): padded to one size from the one the images have.
+        whole = whole or (common.get("padded") and size is not None)
         if (common.get("wanted") and not whole) or watch is None or moves.crop is None:
             raise _Unfit("masks given with a transform that keeps each image's size", D)
         try:

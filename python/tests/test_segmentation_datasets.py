@@ -826,3 +826,37 @@ def test_segmentation_models_pytorchs_camvid_class_remapping_into_zeros_like_giv
         ours = list(loader)
         assert len(ours) == len(theirs) and all(same(a, b) for a, b in zip(ours, theirs))
     assert theirs[0][1].dtype == torch.uint8 and theirs[0][1].max() == (3 if classes else 11)
+
+
+@pytest.mark.parametrize(
+    "pad",
+    [dict(min_height=48, min_width=64), dict(min_height=44, min_width=60), dict(min_height=51, min_width=67, fill_mask=255), dict(min_height=40, min_width=30)],
+    ids=["larger", "the size", "odd, fill_mask 255", "smaller"],
+)
+def test_segmentation_models_pytorchs_validation_pad_alone_gives_torchs_batches(camvid_grey, pad):
+    """Its validation augmentation, `A.Compose([A.PadIfNeeded(384, 480)])` (sizes made small):
+    each image and mask padded centred to at least that size and cut nothing, over images of
+    one size: one output size, the larger of the two, bit for bit (the odd padding's extra row
+    and column below and to the right, the mask's padding its `fill_mask`)."""
+    ds = SmpCamVid(camvid_grey / "images", camvid_grey / "masks", ["car", "road", "sky"], A.Compose([A.PadIfNeeded(**pad)]))
+    loader = native(ds, batch_size=5, backend="cpu")
+    theirs = list(tud.DataLoader(ds, batch_size=5))
+    for _ in range(2):
+        ours = list(loader)
+        assert len(ours) == len(theirs) and all(same(a, b) for a, b in zip(ours, theirs))
+    h, w = max(44, pad["min_height"]), max(60, pad["min_width"])
+    assert theirs[0][0].shape == (5, 3, h, w) and theirs[0][1].shape == (5, h, w)
+
+
+def test_a_lone_pad_over_images_of_several_sizes_falls_back_naming_two(camvid_grey, tmp_path):
+    """The pad gives each image larger than it a size of its own: torch's loader, named."""
+    import shutil
+
+    shutil.copytree(camvid_grey, tmp_path / "smp")
+    odd = sorted((tmp_path / "smp" / "images").glob("*.jpg"))[3]
+    Image.open(odd).resize((70, 44)).save(odd)
+    mask = tmp_path / "smp" / "masks" / (odd.stem + "_mask.png")
+    Image.open(mask).resize((70, 44), Image.NEAREST).save(mask)
+    ds = SmpCamVid(tmp_path / "smp" / "images", tmp_path / "smp" / "masks", None, A.Compose([A.PadIfNeeded(48, 64)]))
+    reason = fallback_reason(ds, batch_size=4, backend="cpu")
+    assert odd.name in reason and "differ in size" in reason
