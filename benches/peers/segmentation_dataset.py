@@ -33,12 +33,13 @@ session 116), `smp` (segmentation_models_pytorch's CamVid example class, as writ
 without an augmentation: the image read by OpenCV and made RGB, the mask read grey by OpenCV
 and its classes car, road and sky remapped into `np.zeros_like(mask)`, the image transposed
 to CHW; over 480x360 photos and grey PNG masks of CamVid's twelve class indices; session
-116). The masks are made once per photo (blocks of 0 and 255,
+116), `smpval` (the same with its example's validation augmentation, `A.Compose([A.PadIfNeeded(384,
+480)])`). The masks are made once per photo (blocks of 0 and 255,
 an 8-bit grey PNG, as Carvana's are binary) under `--masks`. Prints one JSON line per run:
 construction time (hpuload's includes its probe of `__getitem__`), the loader's type, and
 images/s over the measured epochs (the median; the first epoch warms up).
 
-usage: python segmentation_dataset.py --data DIR --loader hpuload|torch [--kind eval|train|flips|opencv|gif|v2|v2rot|joint|unet|unet1|unetrgb|camvid|smp]
+usage: python segmentation_dataset.py --data DIR --loader hpuload|torch [--kind eval|train|flips|opencv|gif|v2|v2rot|joint|unet|unet1|unetrgb|camvid|smp|smpval]
        [--epochs 2] [--workers 2] [--batch 16] [--images 1000] [--masks /tmp/segmentation-masks]
 """
 
@@ -283,7 +284,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
     ap.add_argument("--loader", choices=["hpuload", "torch"], default="hpuload")
-    kinds = ["eval", "train", "flips", "opencv", "gif", "v2", "v2rot", "joint", "unet", "unet1", "unetrgb", "camvid", "smp"]
+    kinds = ["eval", "train", "flips", "opencv", "gif", "v2", "v2rot", "joint", "unet", "unet1", "unetrgb", "camvid", "smp", "smpval"]
     ap.add_argument("--kind", choices=kinds, default="train")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
@@ -302,7 +303,7 @@ def main():
     elif a.kind == "camvid":
         images = one_size(images, a.masks + "-camvid-images", (480, 360))
         masks = masks_for(images, a.masks + "-camvid", colours=CAMVID_COLOURS)
-    elif a.kind == "smp":
+    elif a.kind in ("smp", "smpval"):
         images = one_size(images, a.masks + "-camvid-images", (480, 360))
         masks = masks_for(images, a.masks + "-smp", levels=12)
     else:
@@ -323,6 +324,8 @@ def main():
         )
     elif a.kind in ("joint", "unet", "unet1", "unetrgb", "smp"):
         transform = None
+    elif a.kind == "smpval":
+        transform = A.Compose([A.PadIfNeeded(384, 480)])
     elif a.kind == "camvid":
         transform = A.Compose([A.Resize(height=240, width=320), A.HorizontalFlip(p=0.5), A.Normalize(), ToTensorV2()])
     elif a.kind == "eval":
@@ -342,6 +345,7 @@ def main():
         "unetrgb": UNetColours,
         "camvid": CamVidDataset,
         "smp": SmpCamVid,
+        "smpval": SmpCamVid,
     }
     ds = kinds.get(a.kind, CarvanaDataset)(images, masks, transform)
     if a.loader == "hpuload":
