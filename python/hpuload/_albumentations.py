@@ -79,7 +79,7 @@ the flips and warps after them."""
 from __future__ import annotations
 
 import json
-from typing import Any, NamedTuple
+from typing import Any
 
 from ._transforms import Tail as _Tail
 from ._transforms import Unsupported
