@@ -425,7 +425,7 @@ def _padded(transform, common: dict, find_size):
     if lone is None:
         return transform
     common["wanted"], common["why"] = True, None
-    if common.get("size") is None and "samples" in common:
+    if common.get("size") is None:
         find_size()
     return _albumentations.Padded(transform, common.get("size") or lone)
 
@@ -579,6 +579,11 @@ def _listed_source(dataset, pipeline):
                 raise Unsupported("the ConcatDataset's parts hold different transform objects now")
             transform = transform_of(bases[0])
             arrays = tensor == "cv2" or tensor == "array"
+
+            def find_size():
+                if "samples" in common:
+                    _check_common_size(common["samples"], common, turned, folder_lists.setdefault("sizes", {}))
+
             applied = [step for step in before if isinstance(step, _probe.Applied)]
             if applied and (arrays or _albumentations.is_compose(transform)):
                 raise Unsupported("torchvision transforms the Dataset's code applies itself, before an albumentations transform")
@@ -627,7 +632,7 @@ def _listed_source(dataset, pipeline):
                         "a mask given with an image that is not what cv2.imread read or the NumPy array of an opened "
                         "image, as stored, or to a transform that is no albumentations Compose"
                     )
-                transform = _padded(transform, common, lambda: _check_common_size(common["samples"], common, turned, folder_lists.setdefault("sizes", {})))
+                transform = _padded(transform, common, find_size)
                 pipeline, dtype, mask_steps = _albumentations.translate_with_mask(transform, output)
                 if tensor == "cv2" and not rgb:
                     pipeline = _albumentations.in_bgr(pipeline)  # BGR arrays computed on as they are
@@ -636,10 +641,6 @@ def _listed_source(dataset, pipeline):
                     raise Unsupported("the new transform moves or maps the masks otherwise than the loader set them up")
                 common["mask steps"] = mask_steps
                 return pipeline, dtype, None
-            def find_size():
-                if "samples" in common:
-                    _check_common_size(common["samples"], common, turned, folder_lists.setdefault("sizes", {}))
-
             if (arrays or _albumentations.is_compose(transform)) and _probe.CENTRE_SQUARE in before:
                 raise Unsupported("a centre square cut of the image's array before an albumentations transform or none")
             if arrays or _albumentations.is_compose(transform):
@@ -656,7 +657,7 @@ def _listed_source(dataset, pipeline):
                     if common.get("size") is None:
                         find_size()
                     transform = _albumentations.Whole(common.get("size") or (1, 1))
-                transform = _padded(transform, common, lambda: _check_common_size(common["samples"], common, turned, folder_lists.setdefault("sizes", {})))
+                transform = _padded(transform, common, find_size)
                 translated = _albumentations.translate_split(transform, output, before)
                 if beside and translated[2] is not None:
                     raise Unsupported(f"{translated[2].describe()}, with masks (hpuload moves them beside native steps)")

@@ -315,6 +315,27 @@ def test_a_random_crop_of_the_image_padded_centred_gives_albumentations_pixels(t
     assert padded_ones >= 20
 
 
+@pytest.mark.parametrize("pad", [(60, 80), (37, 50), (41, 51), (20, 90)], ids=["larger", "the size", "odd", "shorter, wider"])
+def test_a_lone_pad_over_images_of_one_size_gives_albumentations_batches_and_of_several_falls_back(tmp_path, pad):
+    """A `PadIfNeeded` no crop follows pads each image centred (its fill) and cuts nothing:
+    over images of one size, one output size, albumentations' bytes on both backends; over
+    images of several sizes (each padded to a size of its own), torch's loader, named."""
+    rng = np.random.default_rng(1)
+    files = []
+    for k in range(6):
+        path = tmp_path / f"{k}.png"
+        Image.fromarray(rng.integers(0, 256, (37, 50, 3), dtype=np.uint8)).save(path)
+        files.append(str(path))
+    padding = A.PadIfNeeded(min_height=pad[0], min_width=pad[1], border_mode=cv2.BORDER_CONSTANT, fill=(10, 20, 30))
+    compose = A.Compose([padding, A.Normalize(mean=MEAN, std=STD), ToTensorV2()])
+    ds = LeafDataset(files, [0] * len(files), compose)
+    same_batches_on_both_backends(ds, batch_size=3)
+    assert theirs(ds, 3)[0][0].shape[2:] == (max(37, pad[0]), max(50, pad[1]))
+    Image.fromarray(rng.integers(0, 256, (30, 44, 3), dtype=np.uint8)).save(files[4])
+    with pytest.warns(FallbackWarning, match="4.png"):
+        DataLoader(LeafDataset(files, [0] * len(files), compose), batch_size=3, backend="cpu")
+
+
 def test_a_random_crop_draws_albumentations_offsets(tmp_path):
     """The same distribution of offsets as albumentations' own `RandomCrop` draw (uniform over
     every offset that keeps the crop inside, both ends included): means, spreads and ends over
